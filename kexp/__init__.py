@@ -1,0 +1,109 @@
+"""kexp: a git-native history of GPU kernel optimization experiments.
+
+Each experiment is one Markdown file with YAML front-matter under ``experiments/``.
+The module-level functions act on the default store (``$KEXP_ROOT``, else the nearest
+folder above the working directory that holds ``experiments/``); :class:`Store` offers
+the same methods for an explicit folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kexp.errors import (
+    AmbiguousIdError,
+    ExperimentNotFoundError,
+    GitError,
+    InvalidIdError,
+    KexpError,
+    LockTimeoutError,
+    StoreNotFoundError,
+    ValidationError,
+)
+from kexp.model import KernelExperiment
+from kexp.problems import Problem
+from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.store import InvalidExperimentWarning, Store, find_root, init_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "AmbiguousIdError",
+    "ExperimentNotFoundError",
+    "GitError",
+    "InvalidExperimentWarning",
+    "InvalidIdError",
+    "KernelExperiment",
+    "KexpError",
+    "LockTimeoutError",
+    "Problem",
+    "Settings",
+    "Store",
+    "StoreNotFoundError",
+    "ValidationError",
+    "__version__",
+    "ancestors",
+    "children",
+    "create_experiment",
+    "default_store",
+    "delete_experiment",
+    "find_root",
+    "get_experiment",
+    "init_store",
+    "list_experiments",
+    "top_experiments",
+    "update_experiment",
+    "validate",
+]
+
+
+def default_store() -> Store:
+    """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`)."""
+    return Store(find_root())
+
+
+def list_experiments(*, strict: bool = False, **filters: Any) -> list[KernelExperiment]:
+    """Every valid experiment matching ``filters``, oldest first (see :class:`Store`)."""
+    return default_store().list_experiments(strict=strict, **filters)
+
+
+def top_experiments(max_results: int = 20, **filters: Any) -> list[KernelExperiment]:
+    """The best experiments by score; buggy and pending ones left out unless asked for."""
+    return default_store().top_experiments(max_results, **filters)
+
+
+def get_experiment(exp_id: str) -> KernelExperiment:
+    """The experiment with this id or unique prefix; raises if there is none."""
+    return default_store().get_experiment(exp_id)
+
+
+def create_experiment(exp: KernelExperiment | None = None, **fields: Any) -> KernelExperiment:
+    """Validate and record a new experiment; returns it with ``id`` and ``path`` set."""
+    return default_store().create_experiment(exp, **fields)
+
+
+def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
+    """Change fields of an experiment (validated, atomic, only changed lines rewritten)."""
+    return default_store().update_experiment(exp_id, **changes)
+
+
+def delete_experiment(exp_id: str, *, force: bool = False) -> Path:
+    """Delete an experiment's file (refused while others name it as parent)."""
+    return default_store().delete_experiment(exp_id, force=force)
+
+
+def ancestors(exp_id: str) -> list[KernelExperiment]:
+    """Parent, grandparent, ... of an experiment, nearest first."""
+    return default_store().ancestors(exp_id)
+
+
+def children(exp_id: str) -> list[KernelExperiment]:
+    """Experiments whose parent is this one, oldest first."""
+    return default_store().children(exp_id)
+
+
+def validate(paths: list[Path] | None = None) -> list[Problem]:
+    """Every validation problem of the default store (or of ``paths`` in it)."""
+    return default_store().validate(paths)

@@ -1,0 +1,64 @@
+"""kexp's exceptions: small classes under one base, free of any CLI framework."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kexp.problems import Problem
+
+
+class KexpError(Exception):
+    """Base class of every error kexp raises on purpose; its text is for the user."""
+
+
+class StoreNotFoundError(KexpError):
+    """No store (a folder holding ``experiments/``) could be found."""
+
+
+class InvalidIdError(KexpError, ValueError):
+    """A string given as an experiment id (or prefix) is not one."""
+
+
+class ExperimentNotFoundError(KexpError, KeyError):
+    """No experiment has the given id or id prefix.
+
+    Also a :class:`KeyError`, as the predecessor's ``update_experiment`` raised.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "experiment not found"
+
+
+class AmbiguousIdError(KexpError, LookupError):
+    """An id prefix matches more than one experiment."""
+
+    def __init__(self, prefix: str, candidates: Sequence[str]) -> None:
+        self.prefix = prefix
+        self.candidates = list(candidates)
+        listing = ", ".join(self.candidates)
+        super().__init__(
+            f"id prefix {prefix!r} is ambiguous: it matches {listing}; give more characters"
+        )
+
+
+class ValidationError(KexpError, ValueError):
+    """An experiment (or file) failed validation; ``problems`` lists every problem."""
+
+    def __init__(self, message: str, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        lines = [str(self.args[0])]
+        lines.extend(p.format() for p in self.problems if p.severity == "error")
+        return "\n".join(lines)
+
+
+class LockTimeoutError(KexpError):
+    """Another writer held an experiment's lock for too long."""
+
+
+class GitError(KexpError):
+    """A git operation failed; the message says what to do."""

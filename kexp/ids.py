@@ -1,0 +1,54 @@
+"""Experiment ids: creation, shape checks, prefixes. No path is built from an unchecked id."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from kexp.errors import InvalidIdError
+
+ID_LENGTH = 16
+_ID_RE = re.compile(r"[0-9a-f]{16}")
+_HEX_RE = re.compile(r"[0-9a-f]+")
+
+
+def new_id(now: float | None = None) -> str:
+    """A new id: creation time in seconds (8 hex, so ids sort by time) + 8 random hex."""
+    seconds = int(time.time() if now is None else now) & 0xFFFFFFFF
+    return f"{seconds:08x}{secrets.token_hex(4)}"
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether ``value`` is a full experiment id (16 lowercase hex)."""
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
+
+
+def check_id(value: object) -> str:
+    """Return ``value`` if it is a full id, else raise :class:`InvalidIdError`."""
+    if not is_valid_id(value):
+        raise InvalidIdError(
+            f"{value!r} is not an experiment id: expected 16 lowercase hex characters"
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def check_prefix(value: object, min_length: int = 4) -> str:
+    """Return ``value`` lowercased if it is a usable id prefix, else raise.
+
+    A prefix is 4 to 16 hex characters (``min_length`` is a setting).
+    """
+    if not isinstance(value, str):
+        raise InvalidIdError(f"{value!r} is not an experiment id or id prefix")
+    prefix = value.strip().lower()
+    if not _HEX_RE.fullmatch(prefix) or len(prefix) > ID_LENGTH:
+        raise InvalidIdError(
+            f"{value!r} is not an experiment id or id prefix: use hex digits 0-9a-f, "
+            f"at most {ID_LENGTH}"
+        )
+    if len(prefix) < min_length:
+        raise InvalidIdError(
+            f"id prefix {value!r} is too short: give at least {min_length} characters"
+        )
+    return prefix

@@ -1,0 +1,160 @@
+"""The experiment record: :class:`KernelExperiment` and its derived ``outcome``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+from kexp.settings import DEFAULT_SETTINGS, Settings
+
+STATUSES = ("new", "running", "done", "failed", "timeout")
+PENDING_STATUSES = frozenset({"new", "running"})
+OUTCOMES = ("pending", "buggy", "interference", "regression", "marginal", "improvement")
+
+#: Front-matter fields in canonical order (the order they are written in a file).
+FRONT_MATTER_FIELDS = (
+    "id",
+    "pid",
+    "change_summary",
+    "score",
+    "status",
+    "is_buggy",
+    "operator_sig",
+    "dtype_sig",
+    "env",
+    "base_commit",
+    "created_at",
+    "tags",
+    "author",
+    "combines",
+    "results",
+)
+#: Front-matter fields that may be left out of a file (empty when absent).
+OPTIONAL_FIELDS = frozenset({"tags", "author", "combines", "results"})
+
+#: Body fields in canonical order, with their ``## `` section headings.
+SECTION_HEADINGS = {
+    "detailed_description": "Detailed description",
+    "raw_result": "Raw result",
+    "profiling_info": "Profiling info",
+    "error_message": "Error message",
+    "code_change": "Code change",
+}
+BODY_FIELDS = tuple(SECTION_HEADINGS)
+TEXT_FIELDS = ("change_summary", "operator_sig", "dtype_sig", "env", *BODY_FIELDS)
+ALL_FIELDS = FRONT_MATTER_FIELDS + BODY_FIELDS
+
+#: The predecessor's record keys, as its JSON database holds them.
+LEGACY_FIELDS = (
+    "id",
+    "pid",
+    "score",
+    "raw_result",
+    "dtype_sig",
+    "env",
+    "is_buggy",
+    "error_message",
+    "change_summary",
+    "detailed_description",
+    "code_change",
+    "base_commit",
+    "operator_sig",
+    "profiling_info",
+    "status",
+    "created_at",
+)
+
+
+@dataclasses.dataclass
+class KernelExperiment:
+    """One kernel optimization iteration: what was tried, how fast it was, and why.
+
+    Field order follows the predecessor's dataclass, so its positional calls keep
+    working; kexp's additions (``tags``, ``author``, ``combines``, ``results``) come
+    after. Every text field defaults to ``""``.
+    """
+
+    id: str = ""
+    pid: str = ""
+    score: float = 0.0
+    raw_result: str = ""
+    dtype_sig: str = ""
+    env: str = ""
+    is_buggy: bool = False
+    error_message: str = ""
+    change_summary: str = ""
+    detailed_description: str = ""
+    code_change: str = ""
+    base_commit: str = ""
+    operator_sig: str = ""
+    profiling_info: str = ""
+    status: str = "new"
+    created_at: str = ""
+    tags: list[str] = dataclasses.field(default_factory=list)
+    author: str = ""
+    combines: list[str] = dataclasses.field(default_factory=list)
+    results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: Front-matter keys kexp does not know, kept as read (validation warns on them).
+    extra_fields: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    #: Text before the first ``## `` section, kept as read.
+    preamble: str = dataclasses.field(default="", repr=False)
+    #: ``## `` sections kexp does not know, as (heading, text), kept as read.
+    extra_sections: list[tuple[str, str]] = dataclasses.field(default_factory=list, repr=False)
+    #: The file this experiment was read from or written to (None until stored).
+    path: Path | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: Set by the store when this experiment combines others and scores below the best
+    #: of them. Derived, never stored.
+    interference: bool = dataclasses.field(default=False, compare=False, repr=False)
+
+    @property
+    def outcome(self) -> str:
+        """What this experiment taught, derived with the default thresholds."""
+        return outcome_of(self)
+
+    def to_dict(self, *, include_derived: bool = False) -> dict[str, Any]:
+        """The stored fields as a dict in canonical order (plus ``outcome``/``path``)."""
+        data: dict[str, Any] = {name: _copy(getattr(self, name)) for name in ALL_FIELDS}
+        if include_derived:
+            data["outcome"] = self.outcome
+            data["path"] = str(self.path) if self.path else None
+        return data
+
+    def to_legacy_dict(self) -> dict[str, Any]:
+        """The record in the predecessor's JSON shape (its keys only)."""
+        return {name: _copy(getattr(self, name)) for name in LEGACY_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelExperiment:
+        """Build an experiment from a dict of fields; unknown keys go to ``extra_fields``."""
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        kwargs = {k: v for k, v in data.items() if k in known and k not in ("path",)}
+        extra = {k: v for k, v in data.items() if k not in known and k not in ("outcome",)}
+        exp = cls(**kwargs)
+        exp.extra_fields.update(extra)
+        return exp
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return [dict(v) if isinstance(v, dict) else v for v in value]
+    return value
+
+
+def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> str:
+    """Derive the outcome: pending, buggy, interference, regression, marginal, improvement."""
+    if exp.status in PENDING_STATUSES:
+        return "pending"
+    if exp.is_buggy:
+        return "buggy"
+    if exp.interference:
+        return "interference"
+    score = exp.score
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
+        return "regression"
+    if score < settings.regression_below:
+        return "regression"
+    if score > settings.improvement_above:
+        return "improvement"
+    return "marginal"

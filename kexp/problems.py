@@ -1,0 +1,83 @@
+"""Validation problems and how they are reported (compiler style, JSON, GitHub)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One problem found in one file, at a position, with a hint saying how to fix it.
+
+    ``code`` is stable per kind of problem (e.g. ``yaml-duplicate-key``) so scripts and
+    agents can act on it; ``field`` is the dotted path of the offending field, or ``""``.
+    """
+
+    path: str
+    line: int
+    column: int
+    severity: Severity
+    code: str
+    field: str
+    message: str
+    hint: str = ""
+
+    def format(self) -> str:
+        """Render as ``path:line:col: severity[CODE] field: message`` plus a hint line."""
+        where = f"{display_path(self.path)}:{self.line}:{self.column}"
+        field = f" {self.field}:" if self.field else ""
+        text = f"{where}: {self.severity}[{self.code}]{field} {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def format_github(self) -> str:
+        """Render as a GitHub Actions workflow annotation."""
+        kind = "error" if self.severity == "error" else "warning"
+        message = f"[{self.code}] {self.field + ': ' if self.field else ''}{self.message}"
+        if self.hint:
+            message += f" (hint: {self.hint})"
+        message = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return (
+            f"::{kind} file={display_path(self.path)},line={self.line},"
+            f"col={self.column},title=kexp {self.code}::{message}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The problem as JSON-ready data (stable keys)."""
+        return {
+            "file": display_path(self.path),
+            "line": self.line,
+            "column": self.column,
+            "severity": self.severity,
+            "code": self.code,
+            "field": self.field,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """Show ``path`` relative to the working directory when it lies below it."""
+    try:
+        return (
+            os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+        )
+    except (OSError, ValueError):
+        return str(path)
+
+
+def sort_problems(problems: Iterable[Problem]) -> list[Problem]:
+    """Order problems by file, then position, errors before warnings at one position."""
+    return sorted(problems, key=lambda p: (p.path, p.line, p.column, p.severity != "error", p.code))
+
+
+def has_errors(problems: Iterable[Problem]) -> bool:
+    """Whether any of ``problems`` is an error (warnings do not count)."""
+    return any(p.severity == "error" for p in problems)

@@ -1,0 +1,35 @@
+"""Tunable settings: thresholds and limits live here, never as literals in code."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Thresholds and limits used by the store, queries and validation.
+
+    Pass a modified copy to :class:`kexp.Store` (``Store(root, settings=...)``) to
+    change them, e.g. ``dataclasses.replace(DEFAULT_SETTINGS, regression_below=0.98)``.
+    """
+
+    #: A score below this is a ``regression``.
+    regression_below: float = 0.99
+    #: A score above this is an ``improvement``; in between is ``marginal``.
+    improvement_above: float = 1.01
+    #: Shortest id prefix accepted for lookups.
+    min_id_prefix: int = 4
+    #: Longest ``change_summary`` accepted.
+    max_summary_chars: int = 80
+    #: Files larger than this are refused instead of read whole.
+    max_file_bytes: int = 4 * 1024 * 1024
+    #: Relative disagreement between ``score`` and the geometric mean of ``results``
+    #: above which validation warns.
+    score_tolerance: float = 0.005
+    #: Seconds a writer waits for another writer's lock on the same experiment.
+    lock_timeout_s: float = 30.0
+    #: Default number of experiments ``top_experiments`` returns.
+    top_default: int = 20
+
+
+DEFAULT_SETTINGS = Settings()

@@ -1,0 +1,551 @@
+"""The store: a folder holding ``experiments/``, queried and written safely.
+
+Reads never see a half-written file (every write is a rename of a finished temporary
+file); creates never overwrite (the new file is linked into place only if its name is
+free); updates hold a per-experiment lock, re-read, validate, and replace atomically.
+Nothing is written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import os
+import re
+import secrets
+import warnings
+from pathlib import Path
+from typing import Any
+
+from kexp import ids
+from kexp.errors import (
+    AmbiguousIdError,
+    ExperimentNotFoundError,
+    KexpError,
+    StoreNotFoundError,
+    ValidationError,
+)
+from kexp.fileformat import render_update, serialize
+from kexp.locking import exclusive_lock
+from kexp.model import ALL_FIELDS, KernelExperiment
+from kexp.problems import Problem, has_errors, sort_problems
+from kexp.query import build_filters, chronological, matches, rank
+from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.validate import CheckedFile, check_bytes, check_store, id_from_name, read_and_check
+
+EXPERIMENTS_DIR = "experiments"
+CACHE_DIR = ".kexp"
+_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
+_SHARD = re.compile(r"[0-9]{4}")
+_READ_ONLY_FIELDS = frozenset({"id"})
+
+
+class InvalidExperimentWarning(UserWarning):
+    """A query skipped a file that is not a valid experiment."""
+
+
+class KexpWarning(UserWarning):
+    """Something worth knowing happened during a write (e.g. a dirty working tree)."""
+
+
+def slugify(summary: str, max_length: int = 48) -> str:
+    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
+    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
+    slug = slug[:max_length].rstrip("-")
+    return slug or "experiment"
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 UTC with a ``Z`` (whole seconds)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find_root(start: Path | str | None = None) -> Path:
+    """The default store: ``$KEXP_ROOT``, else the nearest ancestor holding ``experiments/``."""
+    env = os.environ.get("KEXP_ROOT")
+    if env:
+        root = Path(env).expanduser()
+        if not (root / EXPERIMENTS_DIR).is_dir():
+            raise StoreNotFoundError(
+                f"KEXP_ROOT is {env}, which has no {EXPERIMENTS_DIR}/ folder: create the store "
+                f"with 'kexp init {env}', or unset KEXP_ROOT"
+            )
+        return root.resolve()
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / EXPERIMENTS_DIR).is_dir():
+            return folder
+    raise StoreNotFoundError(
+        f"no kexp store found: looked for an {EXPERIMENTS_DIR}/ folder in {here} and every "
+        "folder above it; create one with 'kexp init' (or 'mkdir experiments'), "
+        "or set KEXP_ROOT to the folder that holds it"
+    )
+
+
+def init_store(root: Path | str) -> Path:
+    """Create a store in ``root``: ``experiments/`` with a README, and the cache ignore rule.
+
+    Idempotent: existing files are left as they are.
+    """
+    root = Path(root)
+    experiments = root / EXPERIMENTS_DIR
+    experiments.mkdir(parents=True, exist_ok=True)
+    readme = experiments / "README.md"
+    if not readme.exists():
+        readme.write_text(_STORE_README, encoding="utf-8")
+    gitignore = root / ".gitignore"
+    existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
+    if not any(line.strip().strip("/") == CACHE_DIR for line in existing.splitlines()):
+        separator = "" if not existing or existing.endswith("\n") else "\n"
+        with gitignore.open("a", encoding="utf-8") as handle:
+            handle.write(
+                f"{separator}# kexp's cache (locks, index): never committed\n{CACHE_DIR}/\n"
+            )
+    return root
+
+
+_STORE_README = """\
+# Experiments
+
+One Markdown file per kernel optimization experiment, recorded with
+[kexp](https://pypi.org/project/kexp/): `experiments/<YYYY>/<MM>/<id>-<slug>.md`.
+
+Add one with `kexp new` (opens your editor) or `kexp add` (for agents, from flags or a
+YAML/JSON document on stdin), then open a pull request. Check files with
+`kexp validate`; browse with `kexp top`, `kexp list`, `kexp show ID`.
+
+Files other than `<id>-<slug>.md` (like this README) are not experiments and are left
+alone.
+"""
+
+
+class Store:
+    """A store of experiments rooted at ``root`` (the folder holding ``experiments/``)."""
+
+    def __init__(
+        self,
+        root: Path | str | None = None,
+        *,
+        code_repo: Path | str | None = None,
+        settings: Settings = DEFAULT_SETTINGS,
+    ) -> None:
+        self.root = Path(root).resolve() if root is not None else find_root()
+        if not (self.root / EXPERIMENTS_DIR).is_dir():
+            raise StoreNotFoundError(
+                f"{self.root} has no {EXPERIMENTS_DIR}/ folder: create the store with "
+                f"'kexp init {self.root}'"
+            )
+        env_repo = os.environ.get("KEXP_CODE_REPO")
+        self.code_repo = Path(code_repo or env_repo or self.root)
+        self.settings = settings
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    @property
+    def experiments_dir(self) -> Path:
+        """The ``experiments/`` folder."""
+        return self.root / EXPERIMENTS_DIR
+
+    @property
+    def cache_dir(self) -> Path:
+        """The store's git-ignored cache folder (created on first use)."""
+        folder = self.root / CACHE_DIR
+        if not folder.is_dir():
+            folder.mkdir(exist_ok=True)
+            ignore = folder / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# kexp's cache: never committed\n*\n", encoding="utf-8")
+        return folder
+
+    # --- reading -----------------------------------------------------------------
+
+    def paths(self) -> list[Path]:
+        """Every experiment file (``<id>-<slug>.md`` under ``experiments/``), sorted.
+
+        Hidden files and folders (temporary files of writers in progress) and symbolic
+        links to folders are not followed.
+        """
+        found: list[Path] = []
+        for folder, dirs, files in os.walk(self.experiments_dir):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in files:
+                if id_from_name(name) is not None:
+                    found.append(Path(folder, name))
+        found.sort()
+        return found
+
+    def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
+        """Read and check files (all experiment files by default)."""
+        return [read_and_check(p, self.settings) for p in (paths or self.paths())]
+
+    def _load(self, *, strict: bool) -> list[KernelExperiment]:
+        experiments: list[KernelExperiment] = []
+        for checked in self.check_files():
+            if checked.ok:
+                experiments.append(checked.experiment())
+                continue
+            first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
+            if strict:
+                raise ValidationError(f"{checked.path} is not a valid experiment", [first])
+            warnings.warn(
+                f"skipped invalid experiment file {first.format()}",
+                InvalidExperimentWarning,
+                stacklevel=3,
+            )
+        self._mark_interference(experiments)
+        return experiments
+
+    def _mark_interference(self, experiments: list[KernelExperiment]) -> None:
+        scores = {e.id: e.score for e in experiments}
+        for exp in experiments:
+            combined = [scores[i] for i in exp.combines if i in scores]
+            exp.interference = bool(combined) and exp.score < max(combined)
+
+    def list_experiments(self, *, strict: bool = False, **filters: Any) -> list[KernelExperiment]:
+        """Every valid experiment matching ``filters``, oldest first.
+
+        Invalid files are skipped with an :class:`InvalidExperimentWarning` naming the
+        file and its first problem; ``strict=True`` raises :class:`ValidationError`.
+        """
+        wanted = build_filters(**self._resolve_filter_ids(filters))
+        found = [e for e in self._load(strict=strict) if matches(e, wanted, self.settings)]
+        return chronological(found)
+
+    def top_experiments(
+        self,
+        max_results: int | None = None,
+        *,
+        include_buggy: bool = False,
+        include_pending: bool = False,
+        strict: bool = False,
+        **filters: Any,
+    ) -> list[KernelExperiment]:
+        """The best experiments by score (descending), at most ``max_results`` (20).
+
+        Buggy and pending (status new/running) experiments are left out unless asked
+        for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
+        ``status`` or ``outcome`` filter.
+        """
+        limit = self.settings.top_default if max_results is None else max_results
+        candidates = self.list_experiments(strict=strict, **filters)
+        asked_outcome = filters.get("outcome") is not None
+        if not (include_buggy or asked_outcome or filters.get("is_buggy") is not None):
+            candidates = [e for e in candidates if not e.is_buggy]
+        if not (include_pending or asked_outcome or filters.get("status") is not None):
+            candidates = [e for e in candidates if e.outcome != "pending"]
+        return rank(candidates)[: max(0, limit)]
+
+    def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
+        resolved = dict(filters)
+        if resolved.get("pid"):
+            resolved["pid"] = self.resolve_id(resolved["pid"])
+        return resolved
+
+    def _id_index(self) -> dict[str, list[Path]]:
+        index: dict[str, list[Path]] = {}
+        for path in self.paths():
+            exp_id = id_from_name(path)
+            assert exp_id is not None
+            index.setdefault(exp_id, []).append(path)
+        return index
+
+    def resolve_id(self, id_or_prefix: str) -> str:
+        """The full id of the one experiment whose id starts with ``id_or_prefix``."""
+        return self._find(id_or_prefix)[0]
+
+    def _find(self, id_or_prefix: str) -> tuple[str, Path]:
+        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
+        index = self._id_index()
+        candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
+        if not candidates:
+            raise ExperimentNotFoundError(
+                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
+                f"{self.experiments_dir} (kexp list shows the ids)"
+            )
+        if len(candidates) > 1:
+            raise AmbiguousIdError(prefix, candidates)
+        paths = index[candidates[0]]
+        if len(paths) > 1:
+            listing = ", ".join(str(p) for p in paths)
+            raise KexpError(
+                f"id {candidates[0]} is used by more than one file ({listing}); "
+                "run 'kexp validate' and give one of them a new id"
+            )
+        return candidates[0], paths[0]
+
+    def path_of(self, exp_id: str) -> Path:
+        """The file of the experiment with this id (or unique prefix)."""
+        return self._find(exp_id)[1]
+
+    def get_experiment(self, exp_id: str) -> KernelExperiment:
+        """The experiment with this id or unique id prefix (≥ 4 characters).
+
+        Raises :class:`ExperimentNotFoundError`, :class:`AmbiguousIdError`, or
+        :class:`ValidationError` when its file is invalid.
+        """
+        path = self._find(exp_id)[1]
+        checked = read_and_check(path, self.settings)
+        if not checked.ok:
+            raise ValidationError(f"{path} is not a valid experiment", checked.problems)
+        exp = checked.experiment()
+        if exp.combines:
+            scores = [self._score_of(other) for other in exp.combines]
+            known = [s for s in scores if s is not None]
+            exp.interference = bool(known) and exp.score < max(known)
+        return exp
+
+    def _score_of(self, exp_id: str) -> float | None:
+        try:
+            _, path = self._find(exp_id)
+        except KexpError:
+            return None
+        checked = read_and_check(path, self.settings)
+        return float(checked.experiment().score) if checked.ok else None
+
+    # --- lineage -------------------------------------------------------------------
+
+    def ancestors(self, exp_id: str) -> list[KernelExperiment]:
+        """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
+        by_id = {e.id: e for e in self._load(strict=False)}
+        current = by_id.get(self.resolve_id(exp_id))
+        chain: list[KernelExperiment] = []
+        seen = {current.id} if current else set()
+        while current is not None and current.pid and current.pid in by_id:
+            if current.pid in seen:
+                break
+            current = by_id[current.pid]
+            seen.add(current.id)
+            chain.append(current)
+        return chain
+
+    def children(self, exp_id: str) -> list[KernelExperiment]:
+        """The experiments whose ``pid`` is this experiment, oldest first."""
+        full_id = self.resolve_id(exp_id)
+        return chronological(e for e in self._load(strict=False) if e.pid == full_id)
+
+    def descendants(self, exp_id: str) -> list[KernelExperiment]:
+        """Children, grandchildren, ... of an experiment (breadth first)."""
+        everything = self._load(strict=False)
+        kids: dict[str, list[KernelExperiment]] = {}
+        for exp in chronological(everything):
+            kids.setdefault(exp.pid, []).append(exp)
+        queue, found, seen = [self.resolve_id(exp_id)], [], set()
+        while queue:
+            current = queue.pop(0)
+            for child in kids.get(current, []):
+                if child.id not in seen:
+                    seen.add(child.id)
+                    found.append(child)
+                    queue.append(child.id)
+        return found
+
+    # --- validation ------------------------------------------------------------------
+
+    def validate(self, paths: list[Path] | None = None) -> list[Problem]:
+        """Every problem in the given files (all by default), plus store-wide checks."""
+        everything = self.check_files()
+        if paths is None:
+            selected = everything
+        else:
+            wanted = {p.resolve() for p in paths}
+            selected = [c for c in everything if c.path.resolve() in wanted]
+            known = {c.path.resolve() for c in everything}
+            selected += [
+                read_and_check(p, self.settings) for p in paths if p.resolve() not in known
+            ]
+        index: dict[str, list[Path]] = {}
+        for item in everything:
+            if item.document is not None and isinstance(item.document.fields.get("id"), str):
+                index.setdefault(item.document.fields["id"], []).append(item.path)
+        problems = [p for item in selected for p in item.problems]
+        problems += check_store(selected, index)
+        return sort_problems(problems)
+
+    # --- writing -------------------------------------------------------------------
+
+    def create_experiment(
+        self, exp: KernelExperiment | None = None, **fields: Any
+    ) -> KernelExperiment:
+        """Record a new experiment; returns it with ``id``, ``created_at`` and ``path`` set.
+
+        Missing ``id`` and ``created_at`` are generated; a missing ``base_commit`` is
+        taken from the code repository's ``HEAD`` (a given one is resolved to the full
+        hash), a missing ``author`` from git's ``user.name``. The experiment is validated
+        first: an invalid one raises :class:`ValidationError` and nothing is written.
+        The file is created atomically and never overwrites another.
+        """
+        if exp is None:
+            exp = KernelExperiment.from_dict(fields)
+        elif fields:
+            exp = dataclasses.replace(exp, **fields)
+        else:
+            exp = dataclasses.replace(exp)
+        if exp.id:
+            ids.check_id(exp.id)
+            if exp.id in self._id_index():
+                raise KexpError(f"an experiment with id {exp.id} already exists")
+        else:
+            exp.id = ids.new_id()
+        if not exp.created_at:
+            exp.created_at = utc_now()
+        self._fill_from_git(exp)
+        text = serialize(exp)
+        checked = check_bytes(text, self._path_for(exp), self.settings)
+        problems = checked.problems + self._reference_problems(checked)
+        if has_errors(problems):
+            raise ValidationError(
+                f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
+            )
+        path = self._path_for(exp)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_new(path, text)
+        stored = checked.experiment()
+        stored.path = path
+        return stored
+
+    def _path_for(self, exp: KernelExperiment) -> Path:
+        ids.check_id(exp.id)
+        year, month = exp.created_at[:4], exp.created_at[5:7]
+        if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
+            year, month = utc_now()[:4], utc_now()[5:7]
+        return self.experiments_dir / year / month / f"{exp.id}-{slugify(exp.change_summary)}.md"
+
+    def _fill_from_git(self, exp: KernelExperiment) -> None:
+        from kexp import git as kgit
+
+        repo = kgit.find_repo(self.code_repo)
+        if repo is None:
+            return
+        if not exp.base_commit:
+            try:
+                exp.base_commit = kgit.head_commit(repo)
+            except KexpError:
+                return
+            if kgit.is_dirty(repo, ignore=self.experiments_dir):
+                warnings.warn(
+                    f"the working tree of {repo.working_dir} has uncommitted changes: "
+                    f"base_commit {exp.base_commit[:12]} is HEAD, not what was measured",
+                    KexpWarning,
+                    stacklevel=3,
+                )
+        elif re.fullmatch(r"[0-9a-f]{7,63}", exp.base_commit):
+            # Kept as given when it does not resolve; validation reports it.
+            with contextlib.suppress(KexpError):
+                exp.base_commit = kgit.resolve_commit(repo, exp.base_commit)
+        if not exp.author:
+            exp.author = kgit.user_name(repo)
+
+    def _reference_problems(self, checked: CheckedFile) -> list[Problem]:
+        if checked.document is None:
+            return []
+        index = self._id_index()
+        own = checked.document.fields.get("id")
+        if isinstance(own, str):
+            index.setdefault(own, []).append(checked.path)
+        return [
+            p
+            for p in check_store([checked], index)
+            if p.code in ("dangling-pid", "dangling-combines", "lineage-cycle")
+        ]
+
+    def update_experiment(self, exp_id: str, **changes: Any) -> KernelExperiment:
+        """Change fields of an experiment; returns the updated experiment.
+
+        Holds the experiment's lock, re-reads the file, validates the result and
+        replaces the file atomically; only the lines of changed fields change. An
+        invalid result raises :class:`ValidationError` and leaves the file untouched.
+        """
+        unknown = sorted(set(changes) - set(ALL_FIELDS))
+        if unknown:
+            raise KexpError(
+                f"cannot update {', '.join(unknown)}: not a field; "
+                f"fields are {', '.join(ALL_FIELDS)}"
+            )
+        if set(changes) & _READ_ONLY_FIELDS:
+            raise KexpError("an experiment's id never changes; create a new experiment instead")
+        full_id, path = self._find(exp_id)
+        with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise ExperimentNotFoundError(
+                    f"experiment {full_id} was deleted meanwhile"
+                ) from None
+            checked = check_bytes(data, path, self.settings)
+            if checked.document is None:
+                raise ValidationError(
+                    f"{path} cannot be read; fix it by hand first", checked.problems
+                )
+            old = checked.document.to_experiment()
+            new = dataclasses.replace(old, **changes)
+            text = render_update(checked.document, new)
+            result = check_bytes(text, path, self.settings)
+            problems = result.problems
+            if {"pid", "combines"} & set(changes):
+                problems = problems + self._reference_problems(result)
+            if has_errors(problems):
+                raise ValidationError(
+                    f"experiment {full_id} was not updated: the result would be invalid",
+                    sort_problems(problems),
+                )
+            _replace(path, text)
+        updated = result.experiment()
+        return updated
+
+    def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
+        """Delete an experiment's file; returns its path.
+
+        Refused while other experiments name it as their ``pid`` (their lineage would
+        break) unless ``force=True``.
+        """
+        full_id, path = self._find(exp_id)
+        if not force:
+            kids = [e.id for e in self._load(strict=False) if e.pid == full_id]
+            if kids:
+                raise KexpError(
+                    f"experiment {full_id} is the parent of {', '.join(kids)}: deleting it "
+                    "would break their lineage; re-parent them first, or force the delete"
+                )
+        with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                raise ExperimentNotFoundError(
+                    f"experiment {full_id} was deleted meanwhile"
+                ) from None
+        return path
+
+    def _lock_path(self, exp_id: str) -> Path:
+        return self.cache_dir / "locks" / f"{ids.check_id(exp_id)}.lock"
+
+
+def _temporary_beside(path: Path, text: str) -> Path:
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    with temporary.open("xb") as handle:
+        handle.write(text.encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return temporary
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text`` atomically; fails if the name is taken."""
+    temporary = _temporary_beside(path, text)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise KexpError(f"{path} already exists; nothing was overwritten") from None
+    finally:
+        temporary.unlink()
+
+
+def _replace(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically."""
+    temporary = _temporary_beside(path, text)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,344 @@
+"""Validation: schema plus the semantic checks a schema cannot express, one report.
+
+Per file: the schema (structure and types), file name vs id, finite score, a buggy
+experiment's error message, a real ``created_at``, ``score`` vs ``results``, unknown
+fields. Across the store: duplicate ids, ``pid``/``combines`` pointing nowhere, lineage
+cycles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kexp.fileformat import Document, FileFormatError, parse
+from kexp.model import ALL_FIELDS, KernelExperiment
+from kexp.problems import Problem, has_errors
+from kexp.settings import DEFAULT_SETTINGS, Settings
+
+#: File names of experiments: ``<id>-<slug>.md`` (or ``<id>.md``).
+EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[a-z0-9-]*)?\.md")
+
+
+def id_from_name(path: Path | str) -> str | None:
+    """The id in an experiment file's name, or None if the name is not an experiment's."""
+    match = EXPERIMENT_NAME.fullmatch(Path(path).name)
+    return match.group(1) if match else None
+
+
+@dataclasses.dataclass
+class CheckedFile:
+    """The outcome of reading and checking one file."""
+
+    path: Path
+    document: Document | None
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        """Whether the file holds a valid experiment (warnings allowed)."""
+        return self.document is not None and not has_errors(self.problems)
+
+    def experiment(self) -> KernelExperiment:
+        """The experiment; only meaningful when :attr:`ok`."""
+        assert self.document is not None
+        return self.document.to_experiment()
+
+
+def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
+    """Read one file (refusing oversize files and symbolic links) and check it."""
+    try:
+        if path.is_symlink():
+            return CheckedFile(
+                path,
+                None,
+                [
+                    _error(
+                        path,
+                        1,
+                        1,
+                        "symlink",
+                        "",
+                        "experiment files may not be symbolic links",
+                        "replace the link with the file itself",
+                    )
+                ],
+            )
+        size = path.stat().st_size
+        if size > settings.max_file_bytes:
+            return CheckedFile(
+                path,
+                None,
+                [
+                    _error(
+                        path,
+                        1,
+                        1,
+                        "file-too-large",
+                        "",
+                        f"the file is {size} bytes; the limit is {settings.max_file_bytes}",
+                        "move large logs or profiles out of the experiment and link to them",
+                    )
+                ],
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        return CheckedFile(
+            path,
+            None,
+            [
+                _error(
+                    path,
+                    1,
+                    1,
+                    "unreadable",
+                    "",
+                    f"cannot read the file: {exc.strerror or exc}",
+                    "check the file's permissions",
+                )
+            ],
+        )
+    return check_bytes(data, path, settings)
+
+
+def check_bytes(
+    data: bytes | str, path: Path, settings: Settings = DEFAULT_SETTINGS
+) -> CheckedFile:
+    """Parse and check the text of one experiment file."""
+    try:
+        doc = parse(data, path)
+    except FileFormatError as exc:
+        return CheckedFile(path, None, [exc.problem])
+    return CheckedFile(path, doc, check_document(doc, settings))
+
+
+def _error(
+    path: Path | str, line: int, column: int, code: str, field: str, message: str, hint: str
+) -> Problem:
+    return Problem(str(path), line, column, "error", code, field, message, hint)
+
+
+def _warning(
+    path: Path | str, line: int, column: int, code: str, field: str, message: str, hint: str
+) -> Problem:
+    return Problem(str(path), line, column, "warning", code, field, message, hint)
+
+
+def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:
+    """Schema and per-file semantic problems of a parsed document."""
+    from kexp.schema import schema_problems
+
+    problems = list(doc.problems)
+    problems.extend(schema_problems(doc))
+    fields = doc.fields
+    path = doc.path
+
+    def at(name: str) -> tuple[int, int]:
+        return doc.position((name,))
+
+    name_id = id_from_name(path)
+    file_id = fields.get("id")
+    if name_id is not None and isinstance(file_id, str) and file_id != name_id:
+        problems.append(
+            _error(
+                path,
+                *at("id"),
+                "id-mismatch",
+                "id",
+                f"id {file_id!r} differs from the id in the file name ({name_id})",
+                "ids never change: restore the id, or rename the file to "
+                f"{file_id}-<slug>.md if the id is right",
+            )
+        )
+    score = fields.get("score")
+    if isinstance(score, float) and not math.isfinite(score):
+        problems.append(
+            _error(
+                path,
+                *at("score"),
+                "score-not-finite",
+                "score",
+                f"score must be a finite number, not {score}",
+                "write the measured speedup, or 0 when nothing was measured",
+            )
+        )
+    if fields.get("is_buggy") is True and not doc.body_values()["error_message"].strip():
+        problems.append(
+            _error(
+                path,
+                *at("is_buggy"),
+                "buggy-without-error",
+                "error_message",
+                "is_buggy is true but there is no '## Error message' section",
+                "add '## Error message' with the error type and message, or set is_buggy: false",
+            )
+        )
+    created = fields.get("created_at")
+    if isinstance(created, str) and created.endswith("Z"):
+        try:
+            dt.datetime.fromisoformat(created[:-1])
+        except ValueError:
+            problems.append(
+                _error(
+                    path,
+                    *at("created_at"),
+                    "bad-timestamp",
+                    "created_at",
+                    f"created_at {created!r} is not a real date and time",
+                    "write a UTC time such as '2026-11-29T15:52:36Z'",
+                )
+            )
+    mismatch = score_results_mismatch(score, fields.get("results"), settings.score_tolerance)
+    if mismatch is not None:
+        problems.append(
+            _warning(
+                path,
+                *at("score"),
+                "score-results-mismatch",
+                "score",
+                f"score {score} differs from the geometric mean of results' "
+                f"speedups ({mismatch:.4f}) by more than "
+                f"{settings.score_tolerance:.1%}",
+                "correct score or results (kexp computes score from timings)",
+            )
+        )
+    known = set(ALL_FIELDS)
+    for key in fields:
+        if key not in known:
+            problems.append(
+                _warning(
+                    path,
+                    *at(key),
+                    "unknown-field",
+                    key,
+                    f"unknown field {key!r} (kept, but kexp does not use it)",
+                    "check the spelling against schema/experiment.schema.json",
+                )
+            )
+    return problems
+
+
+def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float | None:
+    """The geometric mean of ``results`` speedups when ``score`` disagrees with it."""
+    if not isinstance(results, list) or not results or isinstance(score, bool):
+        return None
+    if not isinstance(score, (int, float)):
+        return None
+    speedups: list[float] = []
+    for item in results:
+        value = item.get("speedup") if isinstance(item, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        if not (value > 0 and math.isfinite(value)):
+            return None
+        speedups.append(float(value))
+    mean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    if abs(score - mean) > tolerance * mean:
+        return mean
+    return None
+
+
+def check_store(
+    checked: Sequence[CheckedFile], known_ids: Mapping[str, Sequence[Path]] | None = None
+) -> list[Problem]:
+    """Problems across files: duplicate ids, dangling ``pid``/``combines``, cycles.
+
+    ``checked`` are the files to report on; ``known_ids`` maps every id in the store to
+    its files (defaults to the ids of ``checked``).
+    """
+    problems: list[Problem] = []
+    by_id: dict[str, list[CheckedFile]] = {}
+    for item in checked:
+        if item.document is not None and isinstance(item.document.fields.get("id"), str):
+            by_id.setdefault(item.document.fields["id"], []).append(item)
+    ids: Mapping[str, Sequence[Path]] = (
+        known_ids
+        if known_ids is not None
+        else {key: [c.path for c in items] for key, items in by_id.items()}
+    )
+    for exp_id, items in by_id.items():
+        paths = sorted({str(p) for p in ids.get(exp_id, [])} | {str(c.path) for c in items})
+        if len(paths) > 1:
+            for item in items:
+                others = ", ".join(p for p in paths if p != str(item.path))
+                assert item.document is not None
+                problems.append(
+                    _error(
+                        item.path,
+                        *item.document.position(("id",)),
+                        "duplicate-id",
+                        "id",
+                        f"id {exp_id} is also used by {others}",
+                        "two branches created the same id: give one file a "
+                        "new id (and rename it) with kexp",
+                    )
+                )
+    parents: dict[str, str] = {}
+    for item in checked:
+        doc = item.document
+        if doc is None:
+            continue
+        pid = doc.fields.get("pid")
+        if isinstance(pid, str) and pid:
+            if pid not in ids:
+                problems.append(
+                    _error(
+                        item.path,
+                        *doc.position(("pid",)),
+                        "dangling-pid",
+                        "pid",
+                        f"parent {pid} is not in the store",
+                        "fix the id (kexp list shows them), or set pid: '' if "
+                        "the parent was never recorded",
+                    )
+                )
+            elif isinstance(doc.fields.get("id"), str):
+                parents[doc.fields["id"]] = pid
+        combines = doc.fields.get("combines")
+        if isinstance(combines, list):
+            for index, other in enumerate(combines):
+                if isinstance(other, str) and other not in ids:
+                    problems.append(
+                        _error(
+                            item.path,
+                            *doc.position(("combines", index)),
+                            "dangling-combines",
+                            f"combines.{index}",
+                            f"combined experiment {other} is not in the store",
+                            "list only ids of recorded experiments",
+                        )
+                    )
+    problems.extend(_cycle_problems(checked, parents))
+    return problems
+
+
+def _cycle_problems(checked: Iterable[CheckedFile], parents: Mapping[str, str]) -> list[Problem]:
+    problems: list[Problem] = []
+    for item in checked:
+        doc = item.document
+        if doc is None or not isinstance(doc.fields.get("id"), str):
+            continue
+        start = doc.fields["id"]
+        seen = [start]
+        current = parents.get(start)
+        while current is not None and current not in seen:
+            seen.append(current)
+            current = parents.get(current)
+        if current == start:
+            chain = " -> ".join([*seen, start])
+            problems.append(
+                _error(
+                    item.path,
+                    *doc.position(("pid",)),
+                    "lineage-cycle",
+                    "pid",
+                    f"the pid chain loops back to this experiment: {chain}",
+                    "a parent must be an earlier experiment: fix one pid in the loop",
+                )
+            )
+    return problems

@@ -1,0 +1,326 @@
+"""Safe YAML for front-matter: a strict reader with positions, and the canonical writer.
+
+The reader composes the YAML node graph (libyaml when present) and builds values itself,
+so it can refuse what PyYAML would accept silently: duplicate keys, aliases (and so alias
+bombs), tags outside the plain JSON-like set, and non-string keys. Strings are never
+retyped: a plain scalar in a string field is kept exactly as written, even when YAML
+would read it as a number or a timestamp (the caller is told, to warn).
+
+The writer renders one field at a time, always the same way: block mapping at the top,
+flow style for lists and mappings of scalars, strings quoted only when YAML needs it, and
+double-quoted (one line, escaped) whenever a string holds a line break.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+try:
+    from yaml import CSafeLoader as _ComposeLoader
+
+    HAVE_LIBYAML = True
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _ComposeLoader  # type: ignore[assignment]
+
+    HAVE_LIBYAML = False
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP = (
+    _TAG + name for name in ("str", "int", "float", "bool", "null", "timestamp")
+)
+_SEQ, _MAP = _TAG + "seq", _TAG + "map"
+_ALLOWED_SCALAR_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP})
+_LINE_BREAK = re.compile("[\n\r\x85\u2028\u2029]")
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+@dataclasses.dataclass
+class YamlIssue:
+    """A problem found while reading YAML, at a 0-based position within the YAML text."""
+
+    line: int
+    column: int
+    code: str
+    field: str
+    message: str
+    hint: str
+    fatal: bool = True
+
+
+class YamlReadError(Exception):
+    """The YAML text cannot be read at all (syntax, tags, aliases, ...)."""
+
+    def __init__(self, issue: YamlIssue) -> None:
+        self.issue = issue
+        super().__init__(issue.message)
+
+
+@dataclasses.dataclass
+class YamlMapping:
+    """A top-level mapping read from YAML, with the node of every key and value."""
+
+    values: dict[str, Any]
+    key_nodes: dict[str, yaml.Node]
+    value_nodes: dict[str, yaml.Node]
+    issues: list[YamlIssue]
+    #: Fields whose plain scalars YAML would retype (kept as written; callers warn).
+    retyped: list[tuple[str, yaml.Node, str]]
+
+    def locate(self, path: tuple[str | int, ...]) -> tuple[int, int]:
+        """0-based (line, column) of the value at a JSON path, or of its nearest parent."""
+        if not path or path[0] not in self.value_nodes:
+            return (0, 0)
+        key = str(path[0])
+        node: yaml.Node = self.value_nodes[key]
+        best = self.key_nodes[key].start_mark
+        for step in path[1:]:
+            child = _child(node, step)
+            if child is None:
+                break
+            node = child
+            best = node.start_mark
+        if len(path) > 1:
+            best = node.start_mark
+        return (best.line, best.column)
+
+
+def _child(node: yaml.Node, step: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+        return node.value[step] if 0 <= step < len(node.value) else None
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if key_node.value == step:
+                return value_node  # type: ignore[no-any-return]
+    return None
+
+
+def read_mapping(text: str, string_fields: frozenset[str]) -> YamlMapping:
+    """Read ``text`` as one YAML mapping, strictly. Raises :class:`YamlReadError`.
+
+    ``string_fields`` are top-level keys whose plain scalars (and list items) are kept
+    exactly as written, whatever type YAML would give them.
+    """
+    loader = _ComposeLoader(text)
+    try:
+        root = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line, mark.column) if mark else (0, 0)
+        problem = " ".join(part for part in (exc.context, exc.problem) if part)
+        raise YamlReadError(
+            YamlIssue(
+                line,
+                column,
+                "yaml-syntax",
+                "",
+                f"YAML syntax error: {problem or exc}",
+                "check quoting and indentation on this line; quote values that contain "
+                "': ' or start with a special character",
+            )
+        ) from None
+    except yaml.YAMLError as exc:
+        raise YamlReadError(
+            YamlIssue(0, 0, "yaml-syntax", "", f"YAML error: {exc}", "fix the front-matter")
+        ) from None
+    finally:
+        loader.dispose()
+    if root is None:
+        return YamlMapping({}, {}, {}, [], [])
+    if not isinstance(root, yaml.MappingNode):
+        raise YamlReadError(
+            YamlIssue(
+                root.start_mark.line,
+                root.start_mark.column,
+                "front-matter-not-mapping",
+                "",
+                "front-matter must be a mapping of field names to values",
+                "write one 'field: value' per line",
+            )
+        )
+    builder = _Builder(string_fields)
+    builder.check_tag(root, "")
+    result = YamlMapping({}, {}, {}, builder.issues, builder.retyped)
+    for key_node, value_node in root.value:
+        key = builder.key(key_node, "")
+        if key in result.values:
+            first = result.key_nodes[key].start_mark.line + 1
+            raise YamlReadError(
+                YamlIssue(
+                    key_node.start_mark.line,
+                    key_node.start_mark.column,
+                    "yaml-duplicate-key",
+                    key,
+                    f"duplicate key {key!r} (first given on front-matter line {first})",
+                    "keep one of the two lines; YAML readers silently keep only the last",
+                )
+            )
+        result.key_nodes[key] = key_node
+        result.value_nodes[key] = value_node
+        result.values[key] = builder.value(value_node, key, key in string_fields, top=True)
+    return result
+
+
+class _Builder:
+    """Builds Python values from YAML nodes, refusing aliases and unsafe tags."""
+
+    def __init__(self, string_fields: frozenset[str]) -> None:
+        self.string_fields = string_fields
+        self.seen: set[int] = set()
+        self.issues: list[YamlIssue] = []
+        self.retyped: list[tuple[str, yaml.Node, str]] = []
+
+    def fail(self, node: yaml.Node, code: str, field: str, message: str, hint: str) -> None:
+        raise YamlReadError(
+            YamlIssue(node.start_mark.line, node.start_mark.column, code, field, message, hint)
+        )
+
+    def check_tag(self, node: yaml.Node, field: str) -> None:
+        if id(node) in self.seen:
+            self.fail(
+                node,
+                "yaml-alias",
+                field,
+                "YAML aliases (*name) are not allowed in front-matter",
+                "write the value out in full instead of referring to an anchor",
+            )
+        self.seen.add(id(node))
+        allowed = (
+            _ALLOWED_SCALAR_TAGS
+            if isinstance(node, yaml.ScalarNode)
+            else {_SEQ}
+            if isinstance(node, yaml.SequenceNode)
+            else {_MAP}
+        )
+        if node.tag not in allowed:
+            self.fail(
+                node,
+                "yaml-unsafe-tag",
+                field,
+                f"YAML tag {node.tag!r} is not allowed: front-matter holds only plain "
+                "strings, numbers, booleans, lists and mappings",
+                "remove the '!' tag and write a plain value",
+            )
+
+    def key(self, node: yaml.Node, field: str) -> str:
+        self.check_tag(node, field)
+        if not isinstance(node, yaml.ScalarNode) or node.tag != _STR:
+            self.fail(
+                node,
+                "yaml-bad-key",
+                field,
+                f"key {getattr(node, 'value', node)!r} is not a field name",
+                "keys are plain field names such as 'score' or 'change_summary'",
+            )
+        return str(node.value)
+
+    def value(self, node: yaml.Node, field: str, keep_text: bool, top: bool = False) -> Any:
+        self.check_tag(node, field)
+        if isinstance(node, yaml.ScalarNode):
+            if keep_text and node.style is None and node.tag != _STR:
+                # A plain scalar in a string field: keep it exactly as written.
+                if node.tag != _NULL or node.value:
+                    self.retyped.append((field, node, _tag_name(node.tag)))
+                return node.value
+            return self.scalar(node)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.value(item, field, keep_text) for item in node.value]
+        mapping: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = self.key(key_node, field)
+            if key in mapping:
+                self.fail(
+                    key_node,
+                    "yaml-duplicate-key",
+                    f"{field}.{key}",
+                    f"duplicate key {key!r}",
+                    "keep only one of the two",
+                )
+            mapping[key] = self.value(value_node, f"{field}.{key}", False)
+        return mapping
+
+    def scalar(self, node: yaml.ScalarNode) -> Any:
+        tag = node.tag
+        if tag in (_STR, _TIMESTAMP):
+            return node.value
+        if tag == _NULL:
+            return None
+        if tag == _BOOL:
+            return _CONSTRUCTOR.construct_yaml_bool(node)
+        if tag == _INT:
+            return _CONSTRUCTOR.construct_yaml_int(node)
+        return _CONSTRUCTOR.construct_yaml_float(node)
+
+
+def _tag_name(tag: str) -> str:
+    names = {_INT: "an integer", _FLOAT: "a number", _BOOL: "a boolean", _NULL: "null"}
+    return names.get(tag, "a timestamp" if tag == _TIMESTAMP else tag)
+
+
+def iter_nodes(node: yaml.Node) -> Iterator[yaml.Node]:
+    """Every node below ``node`` (depth first), ``node`` included."""
+    yield node
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from iter_nodes(item)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield from iter_nodes(key)
+            yield from iter_nodes(value)
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """The canonical dumper: pure Python, so the output is the same with or without libyaml."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+class _TopLevel(dict):  # type: ignore[type-arg]
+    """Marks the one-key mapping that renders a front-matter line (always block style)."""
+
+
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, (list, dict))
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = '"' if _LINE_BREAK.search(data) else None
+    return dumper.represent_scalar(_STR, data, style=style)
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    return dumper.represent_sequence(_SEQ, data, flow_style=all(map(_is_scalar, data)))
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
+    flow = all(map(_is_scalar, data.values()))
+    return dumper.represent_mapping(_MAP, data.items(), flow_style=flow)
+
+
+def _represent_top(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
+    return dumper.represent_mapping(_MAP, data.items(), flow_style=False)
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(dict, _represent_dict)
+_Dumper.add_representer(_TopLevel, _represent_top)
+
+
+def render_field(name: str, value: Any) -> str:
+    """Render one front-matter field as its canonical line(s), ending with a newline."""
+    return yaml.dump(
+        _TopLevel({name: value}),
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=float("inf"),
+    )
