@@ -1,0 +1,106 @@
+"""Shared fixtures: real git repositories and stores in temporary folders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kexp import KernelExperiment, Store
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` and return its stdout (fails the test on error)."""
+    result = subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    )
+    return result.stdout.strip()
+
+
+def init_repo(path: Path) -> Path:
+    """``git init`` a folder with an identity and one commit of a kernel file."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Test Engineer")
+    git(path, "config", "user.email", "test@example.com")
+    git(path, "config", "commit.gpgsign", "false")
+    (path / "kernel.cu").write_text("__global__ void k() {}\n")
+    git(path, "add", "kernel.cu")
+    git(path, "commit", "-q", "-m", "initial kernel")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see the developer's KEXP_* settings or git identity."""
+    for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh git repository with one commit, holding an empty store."""
+    root = init_repo(tmp_path / "repo")
+    (root / "experiments").mkdir()
+    return root
+
+
+@pytest.fixture
+def store(repo: Path) -> Store:
+    """A :class:`Store` in a fresh git repository."""
+    return Store(repo)
+
+
+def experiment_fields(**overrides: Any) -> dict[str, Any]:
+    """Fields of a valid experiment (override any of them)."""
+    fields: dict[str, Any] = {
+        "change_summary": "Unrolled the inner loop by 4 - +1.90%",
+        "score": 1.019,
+        "status": "done",
+        "operator_sig": "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+        "dtype_sig": "bf16",
+        "env": "MI300X, ROCm 7.0.0",
+        "detailed_description": "**Approach**: unroll 4\n\n**Key insight**: unrolling helps",
+        "raw_result": "Iteration 1 Results - SUCCESS",
+    }
+    fields.update(overrides)
+    return fields
+
+
+@pytest.fixture
+def make_experiment(store: Store) -> Callable[..., KernelExperiment]:
+    """Create a valid experiment in ``store`` (keyword arguments override fields)."""
+
+    def make(**overrides: Any) -> KernelExperiment:
+        return store.create_experiment(**experiment_fields(**overrides))
+
+    return make
+
+
+def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
+             input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real ``kexp`` command in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "kexp", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def bundled_root() -> Iterator[Path]:
+    """The repository's own store (the bundled experiments)."""
+    yield REPO_ROOT
