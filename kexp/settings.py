@@ -30,6 +30,12 @@ class Settings:
     lock_timeout_s: float = 30.0
     #: Default number of experiments ``top_experiments`` returns.
     top_default: int = 20
+    #: A score above this speedup is implausible enough to be flagged
+    #: "suspect: verify correctness" (a kernel that skipped work, an unsynchronised timer).
+    suspect_score_above: float = 3.0
+    #: A measured time (baseline or candidate, in microseconds) below this is "near zero":
+    #: below GPU timer resolution, so the measurement is flagged as suspect.
+    suspect_time_below_us: float = 0.5
 
 
 DEFAULT_SETTINGS = Settings()
