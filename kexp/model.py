@@ -107,11 +107,16 @@ class KernelExperiment:
     #: Set by the store when this experiment combines others and scores below the best
     #: of them. Derived, never stored.
     interference: bool = dataclasses.field(default=False, compare=False, repr=False)
+    #: The thresholds ``outcome`` is derived with: the settings of the store this
+    #: experiment was read from or written to (the defaults otherwise). Never stored.
+    settings: Settings = dataclasses.field(
+        default=DEFAULT_SETTINGS, init=False, compare=False, repr=False
+    )
 
     @property
     def outcome(self) -> str:
-        """What this experiment taught, derived with the default thresholds."""
-        return outcome_of(self)
+        """What this experiment taught, derived with its store's thresholds."""
+        return outcome_of(self, self.settings)
 
     def to_dict(self, *, include_derived: bool = False) -> dict[str, Any]:
         """The stored fields as a dict in canonical order (plus ``outcome``/``path``)."""

@@ -31,7 +31,8 @@ class Filters:
     Text filters (``operator``, ``dtype``, ``env``, ``text``) match a case-insensitive
     substring; ``base_commit`` and ``pid`` match a prefix; ``status``, ``outcome`` and
     ``tags`` take one value or a list (``tags``: all must be present); ``since`` and
-    ``until`` bound ``created_at`` (inclusive; a date or an ISO 8601 time).
+    ``until`` bound ``created_at`` (inclusive; a date or an ISO 8601 time). ``pid=""``
+    selects the experiments without a parent.
     """
 
     operator: str | None = None
@@ -136,7 +137,7 @@ def matches(exp: KernelExperiment, filters: Filters, settings: Settings = DEFAUL
         return False
     if f.max_score is not None and not exp.score <= f.max_score:
         return False
-    if f.pid is not None and not exp.pid.startswith(f.pid):
+    if f.pid is not None and not (exp.pid.startswith(f.pid) if f.pid else not exp.pid):
         return False
     if f.tags is not None and not set(f.tags) <= set(exp.tags):
         return False

@@ -26,7 +26,7 @@ from kexp.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from kexp.fileformat import render_update, serialize
+from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock
 from kexp.model import ALL_FIELDS, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
@@ -184,7 +184,9 @@ class Store:
         experiments: list[KernelExperiment] = []
         for checked in self.check_files():
             if checked.ok:
-                experiments.append(checked.experiment())
+                exp = checked.experiment()
+                exp.settings = self.settings
+                experiments.append(exp)
                 continue
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             if strict:
@@ -290,6 +292,7 @@ class Store:
         if not checked.ok:
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = checked.experiment()
+        exp.settings = self.settings
         if exp.combines:
             scores = [self._score_of(other) for other in exp.combines]
             known = [s for s in scores if s is not None]
@@ -403,6 +406,7 @@ class Store:
         _write_new(path, text)
         stored = checked.experiment()
         stored.path = path
+        stored.settings = self.settings
         return stored
 
     def _path_for(self, exp: KernelExperiment) -> Path:
@@ -444,10 +448,46 @@ class Store:
         own = checked.document.fields.get("id")
         if isinstance(own, str):
             index.setdefault(own, []).append(checked.path)
-        return [
+        problems = [
             p
             for p in check_store([checked], index)
             if p.code in ("dangling-pid", "dangling-combines", "lineage-cycle")
+        ]
+        if isinstance(own, str) and not any(p.code == "lineage-cycle" for p in problems):
+            problems += self._cycle_through_store(checked, own, index)
+        return problems
+
+    def _cycle_through_store(
+        self, checked: CheckedFile, own: str, index: dict[str, list[Path]]
+    ) -> list[Problem]:
+        """The lineage cycle this experiment's ``pid`` would close through stored files."""
+        assert checked.document is not None
+        chain = [own]
+        current = checked.document.fields.get("pid")
+        while isinstance(current, str) and current and current not in chain:
+            chain.append(current)
+            others = [p for p in index.get(current, []) if p != checked.path]
+            if len(others) != 1:
+                return []
+            try:
+                current = parse(others[0].read_bytes(), others[0]).fields.get("pid")
+            except (OSError, FileFormatError):
+                return []
+        if current != own:
+            return []
+        line, column = checked.document.position(("pid",))
+        loop = " -> ".join([*chain, own])
+        return [
+            Problem(
+                str(checked.path),
+                line,
+                column,
+                "error",
+                "lineage-cycle",
+                "pid",
+                f"the pid chain loops back to this experiment: {loop}",
+                "a parent must be an earlier experiment: fix one pid in the loop",
+            )
         ]
 
     def update_experiment(self, exp_id: str, **changes: Any) -> KernelExperiment:
@@ -492,6 +532,7 @@ class Store:
                 )
             _replace(path, text)
         updated = result.experiment()
+        updated.settings = self.settings
         return updated
 
     def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
