@@ -385,7 +385,8 @@ class Store:
             exp = dataclasses.replace(exp, **fields)
         else:
             exp = dataclasses.replace(exp)
-        if exp.id:
+        explicit_id = bool(exp.id)
+        if explicit_id:
             ids.check_id(exp.id)
             if exp.id in self._id_index():
                 raise KexpError(f"an experiment with id {exp.id} already exists")
@@ -403,7 +404,15 @@ class Store:
             )
         path = self._path_for(exp)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_new(path, text)
+        if explicit_id:
+            # Another process may claim the same id (under another file name) meanwhile:
+            # check again and write while holding that id's lock.
+            with exclusive_lock(self._lock_path(exp.id), self.settings.lock_timeout_s):
+                if exp.id in self._id_index():
+                    raise KexpError(f"an experiment with id {exp.id} already exists")
+                _write_new(path, text)
+        else:
+            _write_new(path, text)
         stored = checked.experiment()
         stored.path = path
         stored.settings = self.settings

@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import experiment_fields, git
@@ -651,7 +652,7 @@ def test_list_returns_everything_oldest_first(store: Store, catalog: Catalog) ->
     ids=lambda v: repr(v) if isinstance(v, dict) else str(v),
 )
 def test_list_filters(
-    store: Store, catalog: Catalog, filters: dict[str, object], expected: str
+    store: Store, catalog: Catalog, filters: dict[str, Any], expected: str
 ) -> None:
     wanted = [getattr(catalog, name).id for name in expected]
     assert ids_of(store.list_experiments(**filters)) == wanted
@@ -730,7 +731,7 @@ def test_text_filter_finds_ids_tags_and_commits(store: Store, catalog: Catalog) 
     ],
     ids=lambda f: ",".join(f),
 )
-def test_bad_filters_are_errors(store: Store, catalog: Catalog, filters: dict[str, object]) -> None:
+def test_bad_filters_are_errors(store: Store, catalog: Catalog, filters: dict[str, Any]) -> None:
     with pytest.raises(KexpError):
         store.list_experiments(**filters)
 
