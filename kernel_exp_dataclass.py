@@ -18,7 +18,7 @@ from typing import Any
 
 import kexp
 from kexp import KernelExperiment
-from kexp.errors import ExperimentNotFoundError
+from kexp.errors import ExperimentNotFoundError, InvalidIdError
 
 __all__ = [
     "KernelExperiment",
@@ -60,10 +60,14 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
 
 
 def get_experiment(exp_id: str) -> KernelExperiment | None:
-    """The experiment with this id (or unique prefix), or ``None``."""
+    """The experiment with this id (or unique prefix), or ``None``.
+
+    A string that cannot be an id (or is too short a prefix) names no experiment either:
+    ``None``, as the predecessor's dict lookup gave.
+    """
     try:
         return kexp.get_experiment(exp_id)
-    except ExperimentNotFoundError:
+    except (ExperimentNotFoundError, InvalidIdError):
         return None
 
 
@@ -74,13 +78,16 @@ def create_experiment(exp: KernelExperiment | None = None, **fields: Any) -> str
 
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     """Change fields of an experiment; ``KeyError`` if there is no such id."""
-    return kexp.update_experiment(exp_id, **changes)
+    try:
+        return kexp.update_experiment(exp_id, **changes)
+    except InvalidIdError as exc:
+        raise KeyError(exp_id) from exc
 
 
 def delete_experiment(exp_id: str) -> bool:
     """Delete an experiment; ``False`` if there was none."""
     try:
         kexp.delete_experiment(exp_id)
-    except ExperimentNotFoundError:
+    except (ExperimentNotFoundError, InvalidIdError):
         return False
     return True
