@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from kexp.errors import KexpError
@@ -15,13 +15,17 @@ _SEARCHED_FIELDS = (
     "id",
     "pid",
     "change_summary",
+    "status",
     "operator_sig",
     "dtype_sig",
     "env",
     "base_commit",
+    "created_at",
     "author",
     *BODY_FIELDS,
+    "preamble",
 )
+_BOOLEAN_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +65,15 @@ def _as_tuple(name: str, value: Any, allowed: Sequence[str] | None = None) -> tu
             if item not in allowed:
                 raise KexpError(f"{name}={item!r} is not one of: {', '.join(allowed)}")
     return values
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word not in _BOOLEAN_WORDS:
+        raise KexpError(f"{name}={value!r} is not true or false")
+    return _BOOLEAN_WORDS[word]
 
 
 def parse_time(value: Any, *, end_of_day: bool = False) -> dt.datetime:
@@ -103,6 +116,8 @@ def build_filters(**kwargs: Any) -> Filters:
         values["outcome"] = _as_tuple("outcome", values["outcome"], OUTCOMES)
     if "tags" in values:
         values["tags"] = _as_tuple("tags", values["tags"])
+    if "is_buggy" in values:
+        values["is_buggy"] = _as_bool("is_buggy", values["is_buggy"])
     for name in ("min_score", "max_score"):
         if name in values:
             try:
@@ -150,20 +165,29 @@ def matches(exp: KernelExperiment, filters: Filters, settings: Settings = DEFAUL
             return False
         if f.until is not None and created > f.until:
             return False
-    if f.text is not None:
-        needle = f.text
-        if not any(needle in str(getattr(exp, name)).lower() for name in _SEARCHED_FIELDS) and (
-            not any(needle in tag.lower() for tag in exp.tags)
-        ):
-            return False
-    return True
+    return f.text is None or any(f.text in text.lower() for text in _texts(exp))
+
+
+def _texts(exp: KernelExperiment) -> Iterator[str]:
+    """Every text a reader sees in an experiment's file, for the ``text`` filter."""
+    for name in _SEARCHED_FIELDS:
+        yield str(getattr(exp, name))
+    yield from exp.tags
+    yield from exp.combines
+    for heading, text in exp.extra_sections:
+        yield heading
+        yield text
+    for key, value in exp.extra_fields.items():
+        yield f"{key}: {value}"
+    for result in exp.results:
+        yield str(result)
 
 
 def rank(experiments: Iterable[KernelExperiment]) -> list[KernelExperiment]:
     """Best first: score descending, then newest first, then id (deterministic)."""
     return sorted(
         experiments,
-        key=lambda e: (-float(e.score), _negated(e.created_at), e.id),
+        key=lambda e: (-float(e.score), _negated(_time_key(e.created_at)), e.id),
     )
 
 
@@ -171,6 +195,17 @@ def _negated(text: str) -> tuple[int, ...]:
     return tuple(-ord(ch) for ch in text)
 
 
+def _time_key(created_at: str) -> str:
+    """``created_at`` in a form that sorts in time order as text.
+
+    Whole seconds and fractional ones (imported experiments keep theirs) compare
+    correctly: ``…:05Z`` becomes ``…:05.000000000``, before ``…:05.500000000``.
+    """
+    text = created_at[:-1] if created_at.endswith("Z") else created_at
+    seconds, _, fraction = text.partition(".")
+    return f"{seconds}.{fraction:0<9}"
+
+
 def chronological(experiments: Iterable[KernelExperiment]) -> list[KernelExperiment]:
     """Oldest first (by ``created_at``, then id)."""
-    return sorted(experiments, key=lambda e: (e.created_at, e.id))
+    return sorted(experiments, key=lambda e: (_time_key(e.created_at), e.id))

@@ -39,6 +39,10 @@ CACHE_DIR = ".kexp"
 _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
+#: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
+_DERIVED_FIELDS = frozenset({"outcome", "path"})
+#: What a file holds besides the fields: unknown keys and sections, text before them.
+_KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
 
 
 class InvalidExperimentWarning(UserWarning):
@@ -379,6 +383,12 @@ class Store:
         first: an invalid one raises :class:`ValidationError` and nothing is written.
         The file is created atomically and never overwrites another.
         """
+        unknown = sorted(set(fields) - set(ALL_FIELDS) - _KEPT_CONTENT - _DERIVED_FIELDS)
+        if unknown:
+            raise KexpError(
+                f"cannot record {', '.join(unknown)}: not a field; "
+                f"fields are {', '.join(ALL_FIELDS)}"
+            )
         if exp is None:
             exp = KernelExperiment.from_dict(fields)
         elif fields:
@@ -548,15 +558,23 @@ class Store:
         """Delete an experiment's file; returns its path.
 
         Refused while other experiments name it as their ``pid`` (their lineage would
-        break) unless ``force=True``.
+        break) or in their ``combines`` unless ``force=True``.
         """
         full_id, path = self._find(exp_id)
         if not force:
-            kids = [e.id for e in self._load(strict=False) if e.pid == full_id]
+            others = self._load(strict=False)
+            kids = [e.id for e in others if e.pid == full_id]
             if kids:
                 raise KexpError(
                     f"experiment {full_id} is the parent of {', '.join(kids)}: deleting it "
                     "would break their lineage; re-parent them first, or force the delete"
+                )
+            combiners = [e.id for e in others if full_id in e.combines]
+            if combiners:
+                raise KexpError(
+                    f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
+                    "it would leave their 'combines' pointing nowhere; update them first, "
+                    "or force the delete"
                 )
         with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
             try:

@@ -271,6 +271,23 @@ def test_invalid_experiment_is_not_written(
     assert leftover_temporaries(repo) == []
 
 
+def test_create_refuses_unknown_fields(store: Store) -> None:
+    with pytest.raises(KexpError, match="scroe"):
+        store.create_experiment(**experiment_fields(scroe=1.5))
+    with pytest.raises(KexpError, match="scroe"):
+        store.create_experiment(KernelExperiment(**experiment_fields()), scroe=1.5)
+    assert store.paths() == []
+
+
+def test_create_from_a_dict_with_derived_values(store: Store) -> None:
+    first = store.create_experiment(**experiment_fields())
+    data = first.to_dict(include_derived=True)
+    data.update(id="", created_at="")
+    second = store.create_experiment(**data)
+    assert second.id != first.id
+    assert second.change_summary == first.change_summary
+
+
 def test_create_from_a_kernel_experiment_object(store: Store) -> None:
     draft = KernelExperiment(**experiment_fields())
     exp = store.create_experiment(draft)
@@ -499,6 +516,21 @@ def test_delete_refuses_while_children_point_at_it(
     assert store.get_experiment(child.id).pid == parent.id
 
 
+def test_delete_refuses_while_others_combine_it(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    part = make_experiment()
+    other = make_experiment()
+    combo = make_experiment(combines=[part.id, other.id])
+    with pytest.raises(KexpError, match=combo.id):
+        store.delete_experiment(part.id)
+    assert part.path is not None and part.path.exists()
+    assert store.validate() == []
+    store.delete_experiment(combo.id)
+    store.delete_experiment(part.id)
+    assert store.validate() == []
+
+
 # --- queries ---------------------------------------------------------------------------------
 
 
@@ -720,6 +752,34 @@ def test_text_filter_finds_ids_tags_and_commits(store: Store, catalog: Catalog) 
     assert ids_of(store.list_experiments(text="coalescing")) == [c.b.id]
 
 
+def test_text_filter_finds_unknown_sections_and_combined_ids(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    part = make_experiment()
+    combo = make_experiment(combines=[part.id])
+    noted = make_experiment(extra_sections=[("Reviewer notes", "Check the Wombat shapes")])
+    assert ids_of(store.list_experiments(text="wombat")) == [noted.id]
+    assert ids_of(store.list_experiments(text="reviewer notes")) == [noted.id]
+    assert ids_of(store.list_experiments(text=part.id)) == [part.id, combo.id]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", "c"), ("no", "abde"), (0, "abde")])
+def test_is_buggy_filter_accepts_words(
+    store: Store, catalog: Catalog, value: object, expected: str
+) -> None:
+    wanted = [getattr(catalog, name).id for name in expected]
+    assert ids_of(store.list_experiments(is_buggy=value)) == wanted
+
+
+def test_order_with_fractional_seconds(store: Store, make_experiment: MakeExperiment) -> None:
+    whole = make_experiment(created_at="2026-10-02T09:10:05Z")
+    later = make_experiment(created_at="2026-10-02T09:10:05.5Z")
+    latest = make_experiment(created_at="2026-10-02T09:10:05.55Z")
+    earlier = make_experiment(created_at="2026-10-02T09:10:04.999999Z")
+    assert ids_of(store.list_experiments()) == [earlier.id, whole.id, later.id, latest.id]
+    assert ids_of(store.top_experiments()) == [latest.id, later.id, whole.id, earlier.id]
+
+
 @pytest.mark.parametrize(
     "filters",
     [
@@ -728,6 +788,7 @@ def test_text_filter_finds_ids_tags_and_commits(store: Store, catalog: Catalog) 
         {"outcome": "great"},
         {"min_score": "fast"},
         {"since": "last tuesday"},
+        {"is_buggy": "maybe"},
     ],
     ids=lambda f: ",".join(f),
 )
