@@ -1,0 +1,132 @@
+"""Don't believe blindly: measurements too good (or too small) to be true.
+
+An experiment is *suspect* when its ``score`` is above the plausibility ceiling
+(``Settings.suspect_score_above``, 3.0x by default), when one of its ``results`` has a
+speedup above it, or when a measured baseline or candidate time is near zero (below
+``Settings.suspect_time_below_us``): the usual signs of a kernel that skipped its work,
+wrote wrong results, or a timer read before the GPU finished. Such an experiment is
+flagged ``suspect: verify correctness`` in validation (a warning) and in listings.
+
+Buggy experiments are not flagged: they are already known to be wrong.
+
+* :func:`suspect_reasons` / :func:`is_suspect` for an experiment (listings);
+* :func:`suspect_problems` for a parsed file (validation warnings, code
+  ``suspect-measurement``, positioned at the offending value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kexp.problems import Problem
+from kexp.settings import DEFAULT_SETTINGS, Settings
+
+if TYPE_CHECKING:
+    from kexp.fileformat import Document
+    from kexp.model import KernelExperiment
+
+#: The flag shown next to a suspect experiment in listings.
+SUSPECT_LABEL = "suspect: verify correctness"
+#: The validation code of a suspect measurement (a warning).
+SUSPECT_CODE = "suspect-measurement"
+#: Microseconds per unit of a result's ``unit`` (``us`` when absent).
+UNIT_TO_US = {
+    "ns": 1e-3,
+    "us": 1.0,
+    "µs": 1.0,
+    "μs": 1.0,
+    "usec": 1.0,
+    "ms": 1e3,
+    "msec": 1e3,
+    "s": 1e6,
+    "sec": 1e6,
+}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _findings(
+    score: Any, results: Any, is_buggy: Any, settings: Settings
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """(JSON path of the offending value, reason) for each suspect value."""
+    if is_buggy is True:
+        return []
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    ceiling = settings.suspect_score_above
+    value = _number(score)
+    if value is not None and value > ceiling:
+        found.append(
+            (("score",), f"score {value:g}x is above the plausibility ceiling {ceiling:g}x")
+        )
+    if not isinstance(results, list):
+        return found
+    near_zero = settings.suspect_time_below_us
+    for index, item in enumerate(results):
+        if not isinstance(item, Mapping):
+            continue
+        config = item.get("config", f"#{index}")
+        speedup = _number(item.get("speedup"))
+        if speedup is not None and speedup > ceiling:
+            found.append(
+                (
+                    ("results", index, "speedup"),
+                    f"{config}: speedup {speedup:g}x is above the plausibility ceiling "
+                    f"{ceiling:g}x",
+                )
+            )
+        unit = item.get("unit", "us")
+        scale = UNIT_TO_US.get(unit) if isinstance(unit, str) else None
+        for side in ("baseline", "candidate"):
+            time = _number(item.get(side))
+            if time is None or scale is None:
+                continue
+            if time * scale < near_zero:
+                found.append(
+                    (
+                        ("results", index, side),
+                        f"{config}: {side} time {time:g} {unit} is near zero "
+                        f"(below {near_zero:g} us)",
+                    )
+                )
+    return found
+
+
+def suspect_reasons(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
+    """Why ``exp``'s measurements are implausible (empty when they are believable)."""
+    return [reason for _, reason in _findings(exp.score, exp.results, exp.is_buggy, settings)]
+
+
+def is_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """Whether ``exp`` should be flagged ``suspect: verify correctness``."""
+    return bool(suspect_reasons(exp, settings))
+
+
+def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:
+    """Validation warnings (code ``suspect-measurement``) for one parsed experiment file."""
+    fields = doc.fields
+    problems: list[Problem] = []
+    for path, reason in _findings(
+        fields.get("score"), fields.get("results"), fields.get("is_buggy"), settings
+    ):
+        line, column = doc.position(path)
+        problems.append(
+            Problem(
+                doc.path,
+                line,
+                column,
+                "warning",
+                SUSPECT_CODE,
+                ".".join(str(p) for p in path),
+                f"{SUSPECT_LABEL}: {reason}",
+                "check the candidate's output against the baseline's and re-measure with "
+                "synchronised timing; set is_buggy: true if the results are wrong",
+            )
+        )
+    return problems
