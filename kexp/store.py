@@ -412,6 +412,11 @@ class Store:
             raise ValidationError(
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
             )
+        if exp.code_change:
+            from kexp.dedupe import warn_repeats
+
+            # Recorded all the same; the warning names the earlier experiments.
+            warn_repeats(self, exp.code_change, exclude=[exp.id], stacklevel=2)
         path = self._path_for(exp)
         path.parent.mkdir(parents=True, exist_ok=True)
         if explicit_id:

@@ -1,0 +1,162 @@
+"""Don't repeat: find experiments whose ``code_change`` is the same change.
+
+Two code changes are the same when they are equal after :func:`normalize_code_change`:
+diff headers dropped (``diff --git``, ``index``, ``---``/``+++`` file lines, mode and
+rename lines), hunk headers reduced to ``@@`` (line numbers move as the base moves),
+``\\ No newline at end of file`` dropped, whitespace runs collapsed to one space, line
+ends and blank lines ignored. Placeholders are never matched: a code change with no
+added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``,
+``see PR 12``) matches nothing.
+
+:meth:`kexp.Store.create_experiment` calls :func:`warn_repeats`, which warns with a
+:class:`RepeatedChangeWarning` naming each earlier experiment and its score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from kexp.model import outcome_of
+from kexp.store import KexpWarning
+from kexp.validate import read_and_check
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from kexp.store import Store
+
+#: Shortest normalised code change (without added/removed lines) that is matched.
+MIN_PLAIN_CHARS = 40
+_HEADER = re.compile(
+    r"(diff --git |diff --cc |diff -r |index [0-9a-fA-F]+\.\.|new file mode |deleted file mode |"
+    r"old mode |new mode |similarity index |dissimilarity index |rename from |rename to |"
+    r"copy from |copy to |Binary files )"
+)
+_HUNK = re.compile(r"@@+ [-+0-9, ]+ @@+")
+
+
+class RepeatedChangeWarning(KexpWarning):
+    """A new experiment's code change was already tried in an earlier experiment."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeat:
+    """An earlier experiment with the same code change."""
+
+    id: str
+    score: float
+    outcome: str
+    change_summary: str
+    path: Path | None
+
+    def describe(self) -> str:
+        """One line: id, score, outcome and summary."""
+        return f"{self.id} (score {self.score:.4f}, {self.outcome}: {self.change_summary!r})"
+
+
+def normalize_code_change(text: str) -> str:
+    """The code change with headers, line numbers and whitespace differences removed."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    kept: list[str] = []
+    previous_was_old_file = False
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if line.startswith("--- ") and following.startswith("+++ "):
+            previous_was_old_file = True
+            continue
+        if line.startswith("+++ ") and previous_was_old_file:
+            previous_was_old_file = False
+            continue
+        previous_was_old_file = False
+        if _HEADER.match(line) or line.startswith("\\ No newline"):
+            continue
+        if _HUNK.match(line):
+            kept.append("@@")
+            continue
+        collapsed = " ".join(line.split())
+        if collapsed in ("", "+", "-"):
+            continue
+        kept.append(collapsed)
+    while kept and kept[-1] == "@@":
+        kept.pop()
+    return "\n".join(kept)
+
+
+def is_matchable(normalized: str) -> bool:
+    """Whether a normalised code change is a real change (not a placeholder)."""
+    if not normalized:
+        return False
+    changed = any(line[:1] in ("+", "-") for line in normalized.split("\n"))
+    return changed or len(normalized) >= MIN_PLAIN_CHARS
+
+
+def _probe(normalized: str) -> str:
+    """The longest whitespace-free token: present verbatim in any matching file."""
+    tokens = (
+        token
+        for line in normalized.split("\n")
+        if line != "@@"
+        for token in line.lstrip("+-").split()
+    )
+    return max(tokens, key=len, default="")
+
+
+def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
+    """Valid experiments in ``store`` whose code change equals ``code_change`` (normalised).
+
+    Oldest first. Experiments whose ids are in ``exclude`` are left out. Files are
+    scanned as text first, so only likely matches are parsed.
+    """
+    wanted = normalize_code_change(code_change)
+    if not is_matchable(wanted):
+        return []
+    skip = set(exclude)
+    probe = _probe(wanted)
+    found = []
+    for path in store.paths():
+        try:
+            raw = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if probe not in raw:
+            continue
+        checked = read_and_check(path, store.settings)
+        if not checked.ok:
+            continue
+        exp = checked.experiment()
+        exp.path = path
+        if exp.id in skip or normalize_code_change(exp.code_change) != wanted:
+            continue
+        found.append(exp)
+    found.sort(key=lambda e: (e.created_at, e.id))
+    return [
+        Repeat(e.id, float(e.score), outcome_of(e, store.settings), e.change_summary, e.path)
+        for e in found
+    ]
+
+
+def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:
+    """The warning text naming the earlier experiments (at most ``limit``)."""
+    named = "; ".join(r.describe() for r in repeats[:limit])
+    more = f" and {len(repeats) - limit} more" if len(repeats) > limit else ""
+    return (
+        f"this code_change was already tried in {named}{more}: read that experiment "
+        "before measuring it again"
+    )
+
+
+def warn_repeats(
+    store: Store, code_change: str, *, exclude: Iterable[str] = (), stacklevel: int = 2
+) -> list[Repeat]:
+    """Warn (:class:`RepeatedChangeWarning`) when ``code_change`` was already tried.
+
+    Returns the repeats found. ``stacklevel`` is relative to the caller of this function.
+    """
+    repeats = find_repeats(store, code_change, exclude=exclude)
+    if repeats:
+        warnings.warn(repeat_message(repeats), RepeatedChangeWarning, stacklevel=stacklevel + 1)
+    return repeats

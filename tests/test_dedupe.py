@@ -1,0 +1,146 @@
+"""Don't repeat, don't believe blindly: repeated code changes and suspect measurements."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kexp import KernelExperiment, Store
+from kexp.dedupe import RepeatedChangeWarning, find_repeats, normalize_code_change
+from kexp.fileformat import parse, serialize
+from kexp.settings import DEFAULT_SETTINGS
+from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
+
+DIFF = """\
+diff --git a/csrc/kernels/cache_kernels.cu b/csrc/kernels/cache_kernels.cu
+index 1a2b3c4..5d6e7f8 100644
+--- a/csrc/kernels/cache_kernels.cu
++++ b/csrc/kernels/cache_kernels.cu
+@@ -212,7 +212,8 @@ __global__ void reshape_and_cache_flash_kernel(
+   const int64_t block_idx = slot_idx / block_size;
+-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
++  #pragma unroll 4
++  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+"""
+
+# The same change, taken on another base: other index hashes and line numbers, CRLF line
+# ends, other indentation and trailing spaces, no diff --git header.
+SAME_ELSEWHERE = """\
+--- a/csrc/kernels/cache_kernels.cu\r
++++ b/csrc/kernels/cache_kernels.cu\r
+@@ -230,7 +230,8 @@\r
+     const int64_t  block_idx = slot_idx / block_size;   \r
+-    for (int i = threadIdx.x; i < n; i += blockDim.x) {\r
++    #pragma unroll 4\r
+\r
++    for (int i = threadIdx.x; i < n; i += blockDim.x) {\r
+\\ No newline at end of file\r
+"""
+
+
+def test_normalising_ignores_headers_line_numbers_and_whitespace() -> None:
+    assert normalize_code_change(DIFF) == normalize_code_change(SAME_ELSEWHERE)
+    assert normalize_code_change(DIFF.replace("unroll 4", "unroll 8")) != normalize_code_change(
+        DIFF
+    )
+    # A removed line that merely looks like a header is kept.
+    sql = "@@ -1 +1 @@\n--- a comment\n+-- another\n"
+    assert "--- a comment" in normalize_code_change(sql)
+
+
+def test_a_repeated_code_change_warns_naming_the_earlier_experiment_and_its_score(
+    make_experiment: Callable[..., KernelExperiment], store: Store
+) -> None:
+    first = make_experiment(code_change=DIFF, score=1.019)
+
+    with pytest.warns(RepeatedChangeWarning) as caught:
+        second = make_experiment(code_change=SAME_ELSEWHERE, score=1.02)
+
+    message = str(caught[0].message)
+    assert first.id in message and "score 1.0190" in message
+    assert first.change_summary in message
+    assert caught[0].filename == __file__ or caught[0].filename.endswith("conftest.py")
+    assert second.path is not None and second.path.exists()  # recorded all the same
+    assert {r.id for r in find_repeats(store, DIFF)} == {first.id, second.id}
+    assert find_repeats(store, DIFF, exclude=[second.id])[0].score == 1.019
+
+
+def test_a_new_change_or_a_placeholder_does_not_warn(
+    make_experiment: Callable[..., KernelExperiment],
+) -> None:
+    make_experiment(code_change=DIFF)
+    make_experiment(code_change="(see logs/cache/iter1_diff.patch)")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RepeatedChangeWarning)
+        make_experiment(code_change=DIFF.replace("unroll 4", "unroll 8"))
+        make_experiment(code_change="(see logs/cache/iter1_diff.patch)")
+        make_experiment(code_change="")
+
+
+# --- suspect measurements -------------------------------------------------------------
+
+
+def test_a_score_above_the_ceiling_is_suspect() -> None:
+    exp = KernelExperiment(score=5.2, status="done")
+
+    assert suspect_reasons(exp) == ["score 5.2x is above the plausibility ceiling 3x"]
+    assert is_suspect(exp)
+    assert not is_suspect(KernelExperiment(score=2.9, status="done"))
+    assert not is_suspect(dataclasses.replace(exp, is_buggy=True))  # already known wrong
+    lenient = dataclasses.replace(DEFAULT_SETTINGS, suspect_score_above=10.0)
+    assert not is_suspect(exp, lenient)
+
+
+def test_a_near_zero_time_or_a_huge_per_config_speedup_is_suspect() -> None:
+    exp = KernelExperiment(
+        score=1.5,
+        results=[
+            {
+                "config": "b8",
+                "baseline": 0.001,
+                "candidate": 0.00008,
+                "speedup": 1.25,
+                "unit": "ms",
+            },
+            {"config": "b32", "baseline": 0.01, "candidate": 10.0, "speedup": 0.001},
+            {"config": "b64", "baseline": 40.0, "candidate": 10.0, "speedup": 4.0},
+        ],
+    )
+
+    reasons = suspect_reasons(exp)
+
+    assert reasons == [
+        "b8: candidate time 8e-05 ms is near zero (below 0.5 us)",
+        "b32: baseline time 0.01 us is near zero (below 0.5 us)",
+        "b64: speedup 4x is above the plausibility ceiling 3x",
+    ]
+    assert not is_suspect(KernelExperiment(results=[{"config": "a", "baseline": 5.0}]))
+
+
+def test_suspect_measurements_are_validation_warnings_at_their_line(tmp_path: Path) -> None:
+    exp = KernelExperiment(
+        id="6749f3a0c2d41e7b",
+        change_summary="Skipped the rescale - 5.2x",
+        score=5.2,
+        status="done",
+        base_commit="abcdef1",
+        created_at="2026-11-29T15:52:36Z",
+    )
+    doc = parse(serialize(exp), tmp_path / "6749f3a0c2d41e7b-x.md")
+
+    problems = suspect_problems(doc)
+
+    assert len(problems) == 1
+    problem = problems[0]
+    assert (problem.severity, problem.code, problem.field) == (
+        "warning",
+        "suspect-measurement",
+        "score",
+    )
+    assert problem.line == 5  # the score line
+    assert problem.message.startswith(SUSPECT_LABEL)
