@@ -1,0 +1,173 @@
+"""kexp for agents: the helpers and the experiment schema, in one importable file.
+
+Import it from anywhere kexp is installed::
+
+    import sys
+    sys.path.insert(0, ".claude/skills/kernel-exp-history/references")
+    from kernel_exp_dataclass import list_experiments, top_experiments, record_iteration
+
+or read it: every field, rule and helper an agent needs is documented below.
+
+**The predecessor's helpers** (same names, arguments and return types as the single
+JSON file tool; they act on the store found from the working directory or
+``$KEXP_ROOT``):
+
+* ``list_experiments(**filters) -> list[KernelExperiment]`` — oldest first;
+* ``top_experiments(max_results=20, **filters) -> list[dict]`` — dicts of the key
+  fields, best score first, buggy and pending experiments left out;
+* ``get_experiment(exp_id) -> KernelExperiment | None`` — by id or unique prefix;
+* ``create_experiment(exp=None, **fields) -> str`` — validates, writes, returns the id;
+* ``update_experiment(exp_id, **changes) -> KernelExperiment`` — ``KeyError`` if unknown;
+* ``delete_experiment(exp_id) -> bool``.
+
+**kexp's additions:**
+
+* ``record_iteration(baseline=..., candidate=..., **fields) -> KernelExperiment`` —
+  one call per iteration: timings in, ``score``/``results``/``raw_result`` computed,
+  validated and written (see :mod:`kexp.measure`);
+* ``ancestors(exp_id)``, ``children(exp_id)`` — lineage through ``pid``;
+* ``find_repeats(code_change)`` — earlier experiments with the same change;
+* ``suspect_reasons(exp)`` — why a measurement looks too good to be true.
+
+Filters (keyword arguments, combinable): ``operator``, ``dtype``, ``env``, ``text``
+(case-insensitive substring), ``base_commit`` (prefix), ``status``, ``outcome``,
+``is_buggy``, ``min_score``, ``max_score``, ``pid``, ``tags``, ``since``, ``until``.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import kexp
+from kexp import KernelExperiment, ancestors, children
+from kexp.dedupe import normalize_code_change
+from kexp.measure import load_measurements, record_iteration, score_measurements
+from kexp.model import OUTCOMES, STATUSES
+from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_reasons
+
+__all__ = [
+    "FAILURE_CATEGORIES",
+    "FIELDS",
+    "OUTCOMES",
+    "SCORE_RULES",
+    "STATUSES",
+    "SUSPECT_LABEL",
+    "KernelExperiment",
+    "ancestors",
+    "children",
+    "create_experiment",
+    "delete_experiment",
+    "describe_schema",
+    "find_repeats",
+    "get_experiment",
+    "is_suspect",
+    "list_experiments",
+    "load_measurements",
+    "normalize_code_change",
+    "record_iteration",
+    "score_measurements",
+    "suspect_reasons",
+    "top_experiments",
+    "update_experiment",
+]
+
+
+def _installed_helpers() -> ModuleType:
+    """kexp's own ``kernel_exp_dataclass`` module (not this file, which shares its name)."""
+    here = Path(__file__).resolve().parent
+    loaded = sys.modules.get("kernel_exp_dataclass")
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or ".").resolve().parent != here:
+        return loaded
+    search = [p for p in sys.path if Path(p or ".").resolve() != here]
+    spec = importlib.machinery.PathFinder.find_spec("kernel_exp_dataclass", search)
+    if spec is None or spec.loader is None:
+        raise ImportError(
+            "kexp's kernel_exp_dataclass module was not found: install kexp "
+            "(pip install kexp, or pip install -e . in its repository)"
+        )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_helpers = _installed_helpers()
+list_experiments = _helpers.list_experiments
+top_experiments = _helpers.top_experiments
+get_experiment = _helpers.get_experiment
+create_experiment = _helpers.create_experiment
+update_experiment = _helpers.update_experiment
+delete_experiment = _helpers.delete_experiment
+
+
+def find_repeats(code_change: str) -> list[Any]:
+    """Earlier experiments (in the default store) whose code change is this one."""
+    from kexp.dedupe import find_repeats as find
+
+    return find(kexp.default_store(), code_change)
+
+
+#: Every field of an experiment: what it holds and how to write it. The short fields
+#: are the YAML front-matter of the file; the long texts are its ``## `` sections.
+FIELDS: dict[str, str] = {
+    "id": "16 lowercase hex; filled in on create. Any command takes a unique prefix (4+).",
+    "pid": "Id of the experiment this iteration builds on, or '' for a first try.",
+    "change_summary": "One line, at most 80 characters: '<What> - <Result>' or "
+    "'<What> - <Why it failed>', e.g. 'Vectorize bf16 copies to 128-bit - +11.67%'.",
+    "score": "Speedup vs the baseline, the geometric mean over configurations (1.18 = "
+    "18% faster); 0 when nothing could be measured. A number >= 0, finite.",
+    "status": "new, running, done, failed or timeout.",
+    "is_buggy": "true when the change crashed or gave wrong results (then error_message "
+    "is required).",
+    "operator_sig": "'path/to/file: kernel_name' for every kernel affected.",
+    "dtype_sig": "Data type(s): fp16, bf16, fp8, 'bf16 -> fp8', ...",
+    "env": "GPU model, driver, ROCm/CUDA and framework versions ('kexp env' detects them).",
+    "base_commit": "Commit the change was made on (7-64 hex); filled from git HEAD.",
+    "created_at": "ISO 8601 UTC ending in Z; filled in on create.",
+    "tags": "Optional list of short labels: technique and kernel family.",
+    "author": "Optional; filled from git user.name.",
+    "combines": "Optional list of ids this experiment merges (interference check).",
+    "results": "Optional list of {config, baseline, candidate, speedup, unit} per "
+    "configuration; record_iteration fills it from timings.",
+    "detailed_description": "Four paragraphs: **Approach**, **Result**, **Why it "
+    "worked/failed**, **Key insight**.",
+    "raw_result": "'Iteration N Results - SUCCESS|MARGINAL|REGRESSION:', the **Overall** "
+    "line, then '**Per-kernel breakdown**:' with one '- config: 1.0172x (+1.72%)  "
+    "5.90 -> 5.80 µs' line per configuration; how it was measured; the correctness check.",
+    "profiling_info": "Profiler evidence: tool, counters, registers, occupancy, "
+    "bandwidth, bank conflicts, spills; or 'Not profiled' and why.",
+    "error_message": "When is_buggy: the error type and message, verbatim.",
+    "code_change": "The whole diff (git diff).",
+}
+
+#: How ``score`` is measured and what it means.
+SCORE_RULES = """\
+score = baseline time / candidate time, geometric mean over the configurations
+(1.0 = no change, > 1 faster). Same machine, configurations and base commit for both;
+the median of many synchronised runs; never drop the configurations that got slower.
+0 when nothing could be measured (crash, compile error, timeout, wrong results, planned).
+Outcomes are derived: improvement (> 1.01), marginal (0.99-1.01), regression (< 0.99),
+buggy (is_buggy), pending (status new/running), interference (a combination below the
+best experiment it combines). Above 3.0x, or a time near zero: suspect, verify
+correctness. Validation warns when score and results disagree by more than 0.5%."""
+
+#: Failure categories: (status, is_buggy, score, what error_message holds).
+FAILURE_CATEGORIES: dict[str, tuple[str, bool, str, str]] = {
+    "compile error": ("failed", True, "0", "the compiler error"),
+    "crash": ("failed", True, "0", "the runtime error (illegal memory access, ...)"),
+    "wrong results": ("failed", True, "0", "the failed check, with tolerance and where"),
+    "timeout": ("timeout", False, "0", ""),
+    "regression": ("done", False, "measured, < 0.99", ""),
+    "no effect": ("done", False, "measured, 0.99-1.01", ""),
+    "interference": ("done", False, "measured; set combines", ""),
+    "planned": ("new", False, "0", ""),
+}
+
+
+def describe_schema() -> str:
+    """Every field with its guidance, one per line (for an agent's context)."""
+    return "\n".join(f"{name}: {text}" for name, text in FIELDS.items())

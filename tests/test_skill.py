@@ -1,0 +1,197 @@
+"""The agent skill: its front-matter, its examples, its Python reference, its installation."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, experiment_fields, git
+
+from kexp import Store
+from kexp.model import ALL_FIELDS, STATUSES
+from kexp.skill import SKILL_NAME, install_skill, skill_destination, skill_source
+
+SKILL_DIR = REPO_ROOT / "skill" / SKILL_NAME
+SKILL_MD = SKILL_DIR / "SKILL.md"
+REFERENCE = SKILL_DIR / "references" / "kernel_exp_dataclass.py"
+
+
+def front_matter(text: str) -> dict[str, str]:
+    match = re.match(r"---\n(.*?)\n---\n", text, re.DOTALL)
+    assert match, "SKILL.md starts with YAML front-matter"
+    import yaml
+
+    data = yaml.safe_load(match.group(1))
+    assert isinstance(data, dict)
+    return data
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+
+
+def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` as an agent would, in ``cwd``, with kexp importable."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    env.pop("KEXP_ROOT", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+
+
+def test_the_skill_has_the_front_matter_agents_need() -> None:
+    meta = front_matter(SKILL_MD.read_text(encoding="utf-8"))
+
+    assert meta["name"] == SKILL_NAME == SKILL_DIR.name
+    assert re.fullmatch(r"[a-z0-9-]{1,64}", meta["name"])
+    description = meta["description"]
+    assert 50 < len(description) <= 1024
+    assert "kexp" in description and "record" in description
+
+
+def test_the_skill_covers_every_field_status_and_the_recording_sections() -> None:
+    text = SKILL_MD.read_text(encoding="utf-8")
+
+    for field in ALL_FIELDS:
+        assert f"`{field}`" in text, field
+    for status in STATUSES:
+        assert f"`{status}`" in text, status
+    for paragraph in ("**Approach**", "**Result**", "**Why it worked/failed**", "**Key insight"):
+        assert paragraph in text
+    for heading in (
+        "Consult",
+        "Record one iteration",
+        "Score rules",
+        "Failure categories",
+        "Correct a past record",
+    ):
+        assert re.search(rf"^## .*{heading}", text, re.MULTILINE), heading
+
+
+@pytest.fixture
+def agent_checkout(repo: Path) -> Path:
+    """A store with some history and benchmark output, as an agent finds it."""
+    store = Store(repo)
+    parent = store.create_experiment(
+        **experiment_fields(operator_sig="csrc/kernels/cache_kernels.cu: reshape_and_cache_flash")
+    )
+    store.create_experiment(
+        **experiment_fields(
+            pid=parent.id,
+            change_summary="Stage KV tile through LDS - -7.07% (LDS conflicts)",
+            score=0.9293,
+            detailed_description="**Approach**: LDS\n\n**Key insight**: bank conflicts",
+        )
+    )
+    store.create_experiment(
+        **experiment_fields(
+            change_summary="Unroll by 8 - crash",
+            score=0.0,
+            status="failed",
+            is_buggy=True,
+            error_message="Memory access fault",
+        )
+    )
+    bench = repo / "bench"
+    bench.mkdir()
+    (bench / "baseline.json").write_text(json.dumps({"t256": 5.9, "t4096": 20.9}))
+    (bench / "candidate.json").write_text(json.dumps({"t256": 5.8, "t4096": 20.5}))
+    (repo / "kernel.cu").write_text("__global__ void k() { /* unrolled */ }\n")
+    return repo
+
+
+def test_every_python_example_in_the_skill_runs_verbatim(agent_checkout: Path) -> None:
+    blocks = python_blocks(SKILL_MD.read_text(encoding="utf-8"))
+    assert len(blocks) >= 6
+    before = len(Store(agent_checkout).paths())
+
+    for block in blocks:
+        result = run_python(block, agent_checkout)
+        assert result.returncode == 0, f"{block}\n---\n{result.stderr}"
+        assert "Traceback" not in result.stderr
+
+    recorded = Store(agent_checkout).list_experiments()
+    assert len(recorded) == before + 2  # the two recording examples
+    measured = next(e for e in recorded if e.results)
+    assert measured.score == pytest.approx(((5.9 / 5.8) * (20.9 / 20.5)) ** 0.5, abs=1e-4)
+    assert "kernel.cu" in measured.code_change
+    assert measured.raw_result.startswith("Iteration 2 Results - SUCCESS:")
+    assert "verified" in Store(agent_checkout).top_experiments(1)[0].tags
+
+
+def test_the_python_reference_imports_and_works_on_the_store(agent_checkout: Path) -> None:
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(REFERENCE.parent)!r})\n"
+        "import kernel_exp_dataclass as k\n"
+        f"assert k.__file__ == {str(REFERENCE)!r}, k.__file__\n"
+        "top = k.top_experiments(5)\n"
+        "assert isinstance(top[0], dict) and top[0]['score'] == 1.019, top\n"
+        "assert k.get_experiment('ffffffffffffffff') is None\n"
+        "print(len(k.list_experiments()))\n"
+        "print(k.describe_schema())\n"
+    )
+
+    result = run_python(code, agent_checkout)
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "3"
+    described = {line.split(":", 1)[0] for line in lines[1:]}
+    assert described == set(ALL_FIELDS)
+
+
+def test_install_into_a_directory_writes_the_skill_files(tmp_path: Path) -> None:
+    written = install_skill(directory=tmp_path / "skills")
+
+    folder = tmp_path / "skills" / SKILL_NAME
+    assert sorted(p.relative_to(folder).as_posix() for p in written) == [
+        "SKILL.md",
+        "references/kernel_exp_dataclass.py",
+    ]
+    assert (folder / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
+    assert (folder / "references" / "kernel_exp_dataclass.py").read_bytes() == (
+        REFERENCE.read_bytes()
+    )
+
+
+def test_installing_again_updates_the_skill_and_keeps_other_files(tmp_path: Path) -> None:
+    install_skill(directory=tmp_path)
+    folder = tmp_path / SKILL_NAME
+    (folder / "SKILL.md").write_text("stale", encoding="utf-8")
+    (folder / "notes.md").write_text("mine", encoding="utf-8")
+
+    install_skill(directory=tmp_path)
+
+    assert (folder / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
+    assert (folder / "notes.md").read_text(encoding="utf-8") == "mine"
+    assert not [p for p in folder.rglob("*.tmp")]
+
+
+def test_claude_and_cursor_targets_are_at_the_top_of_the_project(repo: Path) -> None:
+    nested = repo / "csrc" / "kernels"
+    nested.mkdir(parents=True)
+
+    written = install_skill("claude", project=nested)
+    install_skill("cursor", project=nested)
+
+    assert written[0] == repo.resolve() / ".claude" / "skills" / SKILL_NAME / "SKILL.md"
+    assert (repo / ".cursor" / "skills" / SKILL_NAME / "SKILL.md").is_file()
+    assert skill_destination(directory="x") == Path("x") / SKILL_NAME
+    assert git(repo, "status", "--porcelain", "--untracked-files=all", "csrc") == ""
+
+
+def test_the_skill_source_is_the_repository_folder_in_a_checkout() -> None:
+    assert (skill_source() / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
