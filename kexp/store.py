@@ -30,6 +30,7 @@ from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock
 from kexp.model import ALL_FIELDS, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
+from kexp.progress import track
 from kexp.query import build_filters, chronological, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import CheckedFile, check_bytes, check_store, id_from_name, read_and_check
@@ -182,7 +183,7 @@ class Store:
 
     def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
         """Read and check files (all experiment files by default)."""
-        return [read_and_check(p, self.settings) for p in (paths or self.paths())]
+        return [read_and_check(p, self.settings) for p in track(paths or self.paths())]
 
     def _load(self, *, strict: bool) -> list[KernelExperiment]:
         experiments: list[KernelExperiment] = []
@@ -592,6 +593,10 @@ class Store:
 
     def _lock_path(self, exp_id: str) -> Path:
         return self.cache_dir / "locks" / f"{ids.check_id(exp_id)}.lock"
+
+    def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the write lock of one experiment (a full id), as updates and deletes do."""
+        return exclusive_lock(self._lock_path(exp_id), self.settings.lock_timeout_s)
 
 
 def _temporary_beside(path: Path, text: str) -> Path:
