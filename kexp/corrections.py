@@ -1,0 +1,137 @@
+"""Corrections: ``FIELD=VALUE`` assignments and the dated correction note.
+
+The Python twin of ``kexp update ID --set FIELD=VALUE ... --reason TEXT`` is
+:func:`correct`: it changes the fields and, given a reason, appends a note to
+``detailed_description`` saying what changed (old → new) and why, so a reader of the
+experiment sees that its numbers were corrected.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kexp.errors import KexpError
+from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
+
+if TYPE_CHECKING:
+    from kexp.store import Store
+
+_TRUE = frozenset({"true", "yes", "1", "on"})
+_FALSE = frozenset({"false", "no", "0", "off"})
+_LIST_FIELDS = frozenset({"tags", "combines"})
+
+
+def parse_value(field: str, raw: str) -> Any:
+    """The value of ``FIELD=raw`` typed for ``field``.
+
+    ``score`` is a number, ``is_buggy`` a boolean (true/false, yes/no, 1/0), ``tags``
+    and ``combines`` a comma-separated list (or a JSON list), ``results`` JSON; every
+    other field is the text as given.
+    """
+    if field not in ALL_FIELDS:
+        raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+    if field == "score":
+        try:
+            return float(raw)
+        except ValueError:
+            raise KexpError(f"score={raw!r} is not a number (e.g. score=1.18)") from None
+    if field == "is_buggy":
+        lowered = raw.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise KexpError(f"is_buggy={raw!r} is not true or false")
+    if field in _LIST_FIELDS:
+        if raw.strip().startswith("["):
+            value = _json(field, raw)
+            if not isinstance(value, list):
+                raise KexpError(f"{field} must be a list")
+            return value
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    if field == "results":
+        return _json(field, raw)
+    return raw
+
+
+def _json(field: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise KexpError(f"{field}: not valid JSON ({exc.msg})") from None
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Split ``FIELD=VALUE`` and type the value (see :func:`parse_value`)."""
+    field, sep, raw = text.partition("=")
+    field = field.strip()
+    if not sep or not field:
+        raise KexpError(f"{text!r} is not FIELD=VALUE (e.g. score=1.021)")
+    return field, parse_value(field, raw)
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
+    """Several ``FIELD=VALUE`` assignments; a field given twice is an error."""
+    changes: dict[str, Any] = {}
+    for item in items:
+        field, value = parse_assignment(item)
+        if field in changes:
+            raise KexpError(f"{field} is set twice")
+        changes[field] = value
+    return changes
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value else "''"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def correction_note(
+    old: KernelExperiment, changes: Mapping[str, Any], reason: str, today: dt.date | None = None
+) -> str:
+    """The note appended to ``detailed_description`` for a correction, e.g.
+    ``**Correction (2026-11-30)**: score 1.019 → 1.021. Reason: re-measured.``
+
+    Long text fields are named, not quoted.
+    """
+    day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
+    parts = []
+    for field, value in changes.items():
+        before = getattr(old, field)
+        if before == value:
+            continue
+        if field in BODY_FIELDS:
+            parts.append(f"{field} rewritten")
+        else:
+            parts.append(f"{field} {_show(before)} → {_show(value)}")
+    what = "; ".join(parts) if parts else "no field changed"
+    reason = " ".join(reason.split())
+    return f"**Correction ({day})**: {what}. Reason: {reason}"
+
+
+def correct(
+    store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
+) -> KernelExperiment:
+    """Update an experiment's fields; with ``reason``, append a dated correction note to
+    its ``detailed_description`` (old → new values and the reason).
+
+    The update is validated and atomic (see :meth:`kexp.Store.update_experiment`).
+    """
+    updates = dict(changes)
+    if not updates:
+        raise KexpError("nothing to change: give at least one FIELD=VALUE")
+    if reason is not None and not reason.strip():
+        raise KexpError("the reason of a correction must not be empty")
+    if reason:
+        old = store.get_experiment(exp_id)
+        note = correction_note(old, updates, reason)
+        description = updates.get("detailed_description", old.detailed_description)
+        description = description.rstrip("\n")
+        updates["detailed_description"] = f"{description}\n\n{note}" if description else note
+    return store.update_experiment(exp_id, **updates)

@@ -1,0 +1,154 @@
+"""Canonical form for experiment files: the Python twin of ``kexp fmt``.
+
+:func:`format_files` rewrites each file as the one serializer would write it (key order,
+quoting, blank lines, LF, one trailing newline), atomically and under the experiment's
+write lock; ``check=True`` only reports the files that are not canonical. A file is
+rewritten only when reading back the new text gives exactly the same experiment, and
+files with errors are left alone (``kexp validate`` says what is wrong with them).
+Comments in the front-matter are not data and are not kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from kexp.fileformat import serialize
+from kexp.problems import sort_problems
+from kexp.progress import track
+from kexp.validate import check_bytes, id_from_name
+
+if TYPE_CHECKING:
+    from kexp.settings import Settings
+    from kexp.store import Store
+
+#: What happened to one file: already canonical, rewritten, would be rewritten
+#: (``check=True``), or left alone because it has errors.
+FormatStatus = Literal["unchanged", "reformatted", "would-reformat", "error"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatResult:
+    """The result of formatting one file; ``message`` explains an ``error``."""
+
+    path: Path
+    status: FormatStatus
+    message: str = ""
+
+    @property
+    def changed(self) -> bool:
+        """Whether the file is (or was) not in canonical form."""
+        return self.status in ("reformatted", "would-reformat")
+
+
+class NotFormattable(Exception):
+    """A file cannot be put in canonical form; the message says why."""
+
+
+def canonical_text(data: bytes | str, path: Path, settings: Settings | None = None) -> str:
+    """The canonical text of the experiment file ``data`` (read from ``path``).
+
+    Raises :class:`NotFormattable` when the file has errors, or when the canonical text
+    would not read back as the same experiment.
+    """
+    checked = check_bytes(data, path) if settings is None else check_bytes(data, path, settings)
+    errors = [p for p in sort_problems(checked.problems) if p.severity == "error"]
+    if checked.document is None or errors:
+        first = errors[0].format().splitlines()[0] if errors else "cannot be read"
+        raise NotFormattable(f"not formatted, it has errors (kexp validate): {first}")
+    before = checked.document.to_experiment()
+    text = serialize(before)
+    again = check_bytes(text, path) if settings is None else check_bytes(text, path, settings)
+    if again.document is None or again.document.to_experiment() != before:
+        raise NotFormattable(
+            "not formatted: its canonical form would read back differently "
+            "(a bug in kexp, please report it)"
+        )
+    return text
+
+
+def format_file(path: Path, *, check: bool = False, store: Store | None = None) -> FormatResult:
+    """Put one file in canonical form (or with ``check``, only say whether it is).
+
+    With ``store``, the experiment's write lock is held while the file is re-read and
+    replaced, so a concurrent update is never lost.
+    """
+    exp_id = id_from_name(path)
+    lock = (
+        store.lock(exp_id)
+        if store is not None and exp_id is not None and not check
+        else contextlib.nullcontext()
+    )
+    settings = store.settings if store is not None else None
+    with lock:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            return FormatResult(path, "error", f"cannot read the file: {exc.strerror or exc}")
+        try:
+            text = canonical_text(data, path, settings)
+        except NotFormattable as exc:
+            return FormatResult(path, "error", str(exc))
+        if data == text.encode("utf-8"):
+            return FormatResult(path, "unchanged")
+        if check:
+            return FormatResult(path, "would-reformat")
+        _replace(path, text)
+        return FormatResult(path, "reformatted")
+
+
+def format_files(
+    paths: Iterable[Path] | None = None, *, store: Store | None = None, check: bool = False
+) -> list[FormatResult]:
+    """Format files (every experiment file of ``store`` by default); see :func:`format_file`.
+
+    Folders among ``paths`` stand for the experiment files below them.
+    """
+    if paths is None:
+        if store is None:
+            raise ValueError("give paths, a store, or both")
+        selected = store.paths()
+    else:
+        selected = expand_paths(paths, store)
+    return [format_file(p, check=check, store=store) for p in track(selected)]
+
+
+def expand_paths(paths: Iterable[Path], store: Store | None = None) -> list[Path]:
+    """Files as given; each folder replaced by the experiment files below it (sorted)."""
+    selected: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            below = path.resolve()
+            if store is not None:
+                selected.extend(p for p in store.paths() if p.resolve().is_relative_to(below))
+            else:
+                selected.extend(
+                    p
+                    for p in sorted(path.rglob("*.md"))
+                    if id_from_name(p) is not None
+                    and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                )
+        else:
+            selected.append(path)
+    return selected
+
+
+def _replace(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically, keeping its permissions."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with temporary.open("xb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(temporary, path.stat().st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,218 @@
+"""Recording experiments from documents and flags: the library side of ``kexp add``.
+
+* :func:`parse_document` reads the fields of a new experiment from a YAML or JSON
+  mapping, or from an experiment file (Markdown with front-matter), strictly: duplicate
+  keys, unknown fields and non-mappings are errors at their line.
+* :func:`record` is the Python twin of ``kexp add``: it resolves id prefixes in ``pid``
+  and ``combines`` and creates the experiment (validated first; nothing is written if
+  it is invalid).
+* :func:`diff_against` is the ``git diff`` of the code repository against a commit
+  (``kexp add --diff-from-git``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.errors import KexpError, ValidationError
+from kexp.fileformat import STRING_FIELDS, FileFormatError, parse
+from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
+from kexp.problems import Problem
+from kexp.yamlio import YamlReadError, read_mapping
+
+if TYPE_CHECKING:
+    from kexp.store import Store
+
+#: Keys a document may hold besides the fields: derived values, ignored so that the
+#: output of ``kexp show --json`` can be fed back.
+IGNORED_KEYS = frozenset({"outcome", "path"})
+_DOCUMENT_TEXT_FIELDS = STRING_FIELDS | frozenset(BODY_FIELDS)
+
+
+def _invalid(source: str, line: int, column: int, code: str, message: str, hint: str) -> None:
+    raise ValidationError(
+        f"{source} is not a valid experiment document",
+        [Problem(source, line, column, "error", code, "", message, hint)],
+    )
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(key)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number kexp accepts")
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except _DuplicateKey as exc:
+        _invalid(
+            source,
+            1,
+            1,
+            "json-duplicate-key",
+            f"duplicate key {exc.key!r}",
+            "give each field once",
+        )
+    except json.JSONDecodeError as exc:
+        _invalid(
+            source,
+            exc.lineno,
+            exc.colno,
+            "json-syntax",
+            f"JSON syntax error: {exc.msg}",
+            "check commas, quotes and brackets near this position",
+        )
+    except ValueError as exc:
+        _invalid(source, 1, 1, "json-syntax", str(exc), "write finite numbers")
+    return None  # pragma: no cover - _invalid always raises
+
+
+def _parse_markdown(text: str, source: str) -> dict[str, Any]:
+    from kexp.template import strip_guidance
+
+    try:
+        doc = parse(strip_guidance(text), source)
+    except FileFormatError as exc:
+        raise ValidationError(
+            f"{source} is not a valid experiment document", [exc.problem]
+        ) from None
+    fields: dict[str, Any] = dict(doc.fields)
+    for name, value in doc.body_values().items():
+        if value.strip():
+            fields[name] = value.strip("\n")
+    if doc.preamble.strip():
+        fields["preamble"] = doc.preamble
+    extra = [(s.heading, s.text) for s in doc.sections if s.field is None]
+    if extra:
+        fields["extra_sections"] = extra
+    return fields
+
+
+def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
+    """The fields of a new experiment from ``text``.
+
+    ``text`` is a JSON object, a YAML mapping, or an experiment file (it starts with a
+    ``---`` line: front-matter plus ``## `` sections). Unknown keys are an error; the
+    derived ``outcome`` and ``path`` are ignored. Raises :class:`ValidationError` with
+    the problem's position in ``text``.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    stripped = text.lstrip()
+    if not stripped:
+        _invalid(
+            source,
+            1,
+            1,
+            "empty-document",
+            "the document is empty",
+            "give the fields as YAML or JSON, e.g. {change_summary: ..., score: 1.02}",
+        )
+    if stripped.startswith("{"):
+        data = _parse_json(text, source)
+    elif text.startswith("---\n") or text.startswith("---\r\n"):
+        data = _parse_markdown(text, source)
+    else:
+        try:
+            data = read_mapping(text, _DOCUMENT_TEXT_FIELDS).values
+        except YamlReadError as exc:
+            issue = exc.issue
+            _invalid(
+                source, issue.line + 1, issue.column + 1, issue.code, issue.message, issue.hint
+            )
+    if not isinstance(data, dict):
+        _invalid(
+            source,
+            1,
+            1,
+            "document-not-mapping",
+            "the document must be a mapping of field names to values",
+            "write one 'field: value' per line (YAML) or a JSON object",
+        )
+    fields = {k: v for k, v in data.items() if k not in IGNORED_KEYS}
+    allowed = set(ALL_FIELDS) | {"preamble", "extra_sections"}
+    unknown = sorted(str(k) for k in fields if k not in allowed)
+    if unknown:
+        _invalid(
+            source,
+            1,
+            1,
+            "unknown-field",
+            f"unknown field(s): {', '.join(unknown)}",
+            f"fields are: {', '.join(ALL_FIELDS)}",
+        )
+    for name in BODY_FIELDS:
+        if name in fields and not isinstance(fields[name], str):
+            _invalid(
+                source,
+                1,
+                1,
+                "wrong-type",
+                f"{name} must be text, not {type(fields[name]).__name__}",
+                "quote the value, or use a YAML block scalar ('|')",
+            )
+    return fields
+
+
+def resolve_references(store: Store, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids."""
+    resolved = dict(fields)
+    pid = resolved.get("pid")
+    if isinstance(pid, str) and pid.strip():
+        resolved["pid"] = store.resolve_id(pid.strip())
+    combines = resolved.get("combines")
+    if isinstance(combines, list):
+        resolved["combines"] = [
+            store.resolve_id(c) if isinstance(c, str) and c.strip() else c for c in combines
+        ]
+    return resolved
+
+
+def record(store: Store, fields: dict[str, Any]) -> KernelExperiment:
+    """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
+
+    Returns it with ``id``, ``created_at`` and ``path`` set; see
+    :meth:`kexp.Store.create_experiment` for what is filled in and checked.
+    """
+    return store.create_experiment(**resolve_references(store, fields))
+
+
+def diff_against(store: Store, base_commit: str | None = None) -> str:
+    """``git diff`` of the code repository's working tree against ``base_commit``
+    (``HEAD`` when None), leaving out the store's ``experiments/`` folder.
+
+    Untracked files are not part of it (``git add -N`` them first).
+    """
+    from kexp import git as kgit
+
+    repo = kgit.open_repo(store.code_repo)
+    commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
+    args = ["--no-color", "--no-ext-diff", commit, "--", "."]
+    top = Path(str(repo.working_tree_dir)).resolve()
+    experiments = store.experiments_dir.resolve()
+    if experiments.is_relative_to(top):
+        args.append(f":(exclude){experiments.relative_to(top).as_posix()}")
+    import git
+
+    try:
+        return str(repo.git.diff(*args))
+    except git.GitCommandError as exc:
+        raise KexpError(
+            f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
+        ) from None

@@ -1,0 +1,189 @@
+"""Lineage trees: experiments linked through ``pid``, with score deltas, the path to the
+best descendant, and dead ends.
+
+The Python twin of ``kexp tree`` is :func:`lineage_forest` (a whole store, or the
+experiments matching filters) and :func:`lineage_of` (one experiment's ancestors and
+descendants).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from kexp.model import KernelExperiment
+from kexp.query import chronological
+
+if TYPE_CHECKING:
+    from kexp.store import Store
+
+#: Outcomes whose score means nothing (not measured, or wrong results).
+UNSCORED_OUTCOMES = frozenset({"pending", "buggy"})
+
+
+@dataclasses.dataclass
+class TreeNode:
+    """One experiment in a lineage tree.
+
+    ``delta`` is the score minus the parent's (None for a root or when either is not
+    scored); ``delta_pct`` the same relative to the parent's score, in percent.
+    ``on_best_path`` marks the nodes from the root to the best-scoring experiment of the
+    tree; ``dead_end`` marks an experiment others built on (it has children) where no
+    descendant scored higher than it.
+    """
+
+    experiment: KernelExperiment
+    children: list[TreeNode] = dataclasses.field(default_factory=list)
+    depth: int = 0
+    delta: float | None = None
+    delta_pct: float | None = None
+    on_best_path: bool = False
+    dead_end: bool = False
+    is_best: bool = False
+
+    @property
+    def scored(self) -> bool:
+        """Whether this experiment's score counts (not pending, not buggy)."""
+        return is_scored(self.experiment)
+
+    def walk(self) -> Iterator[TreeNode]:
+        """This node and every node below it, depth first, in display order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The subtree as JSON-ready data (stable keys)."""
+        exp = self.experiment
+        return {
+            "id": exp.id,
+            "pid": exp.pid,
+            "score": exp.score,
+            "delta": self.delta,
+            "delta_pct": self.delta_pct,
+            "outcome": exp.outcome,
+            "change_summary": exp.change_summary,
+            "operator_sig": exp.operator_sig,
+            "dtype_sig": exp.dtype_sig,
+            "on_best_path": self.on_best_path,
+            "is_best": self.is_best,
+            "dead_end": self.dead_end,
+            "children": [child.to_dict() for child in self.children],
+        }
+
+
+def is_scored(exp: KernelExperiment) -> bool:
+    """Whether an experiment's score is a measurement worth comparing."""
+    return exp.outcome not in UNSCORED_OUTCOMES
+
+
+def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
+    """Link experiments into trees through ``pid``; roots oldest first.
+
+    A root is an experiment without a parent among ``experiments``. Children are oldest
+    first. Experiments caught in a ``pid`` cycle (which validation reports) are not
+    lost: the oldest of each cycle becomes a root.
+    """
+    ordered = chronological(experiments)
+    by_id = {e.id: e for e in ordered}
+    kids: dict[str, list[KernelExperiment]] = {}
+    for exp in ordered:
+        if exp.pid and exp.pid in by_id and exp.pid != exp.id:
+            kids.setdefault(exp.pid, []).append(exp)
+    roots = [e for e in ordered if not (e.pid and e.pid in by_id and e.pid != e.id)]
+    placed: set[str] = set()
+    forest: list[TreeNode] = []
+
+    def grow(exp: KernelExperiment, depth: int) -> TreeNode:
+        placed.add(exp.id)
+        node = TreeNode(exp, depth=depth)
+        for child in kids.get(exp.id, []):
+            if child.id not in placed:
+                node.children.append(grow(child, depth + 1))
+        return node
+
+    for root in roots:
+        forest.append(grow(root, 0))
+    for exp in ordered:  # cycles: no root leads to them
+        if exp.id not in placed:
+            forest.append(grow(exp, 0))
+    for tree in forest:
+        annotate(tree)
+    return forest
+
+
+def annotate(root: TreeNode) -> None:
+    """Fill in deltas, the best path and dead ends of the tree under ``root``."""
+    _deltas(root, None)
+    _dead_ends(root)
+    best = _best(root)
+    if best is not None:
+        path = _path_to(root, best)
+        for node in path or []:
+            node.on_best_path = True
+        best.is_best = True
+
+
+def _deltas(node: TreeNode, parent: TreeNode | None) -> None:
+    if parent is not None and node.scored and parent.scored:
+        before, after = float(parent.experiment.score), float(node.experiment.score)
+        node.delta = after - before
+        node.delta_pct = (after / before - 1.0) * 100.0 if before > 0 else None
+    for child in node.children:
+        _deltas(child, node)
+
+
+def _dead_ends(node: TreeNode) -> float:
+    """Mark dead ends below ``node``; returns the best scored score in its subtree."""
+    best_below = float("-inf")
+    for child in node.children:
+        best_below = max(best_below, _dead_ends(child))
+    own = float(node.experiment.score) if node.scored else float("-inf")
+    node.dead_end = bool(node.children) and node.scored and best_below <= own
+    return max(own, best_below)
+
+
+def _best(root: TreeNode) -> TreeNode | None:
+    best: TreeNode | None = None
+    for node in root.walk():
+        if node.scored and (best is None or node.experiment.score > best.experiment.score):
+            best = node
+    return best
+
+
+def _path_to(node: TreeNode, target: TreeNode) -> list[TreeNode] | None:
+    if node is target:
+        return [node]
+    for child in node.children:
+        found = _path_to(child, target)
+        if found is not None:
+            return [node, *found]
+    return None
+
+
+def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:
+    """The lineage trees of the experiments matching ``filters`` (all by default).
+
+    An experiment whose parent does not match the filters becomes a root.
+    """
+    return build_forest(store.list_experiments(**filters))
+
+
+def lineage_of(store: Store, exp_id: str) -> TreeNode:
+    """One experiment's lineage: its ancestors down from the oldest, then every
+    descendant. Siblings of the ancestors are left out.
+    """
+    full_id = store.resolve_id(exp_id)
+    chain = [store.get_experiment(full_id), *store.ancestors(full_id)]
+    members = {e.id: e for e in chain}
+    for exp in store.descendants(full_id):
+        members.setdefault(exp.id, exp)
+    forest = build_forest(members.values())
+    root_id = chain[-1].id
+    return next((tree for tree in forest if tree.experiment.id == root_id), forest[0])
+
+
+def find_node(tree: TreeNode, exp_id: str) -> TreeNode | None:
+    """The node of ``exp_id`` in ``tree``, or None."""
+    return next((node for node in tree.walk() if node.experiment.id == exp_id), None)

@@ -1,0 +1,94 @@
+"""Store statistics: counts per operator and outcome, and the best score per operator
+and data type with the experiment that holds it.
+
+The Python twin of ``kexp stats`` is :func:`stats`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kexp.lineage import is_scored
+from kexp.model import OUTCOMES, KernelExperiment
+from kexp.query import rank
+
+if TYPE_CHECKING:
+    from kexp.store import Store
+
+
+@dataclasses.dataclass(frozen=True)
+class Best:
+    """The best scored experiment of one (operator, dtype) pair."""
+
+    operator_sig: str
+    dtype_sig: str
+    score: float
+    id: str
+    change_summary: str
+    count: int
+
+
+@dataclasses.dataclass
+class Stats:
+    """Counts and records of a set of experiments.
+
+    ``by_operator`` maps each ``operator_sig`` to its count per outcome (every outcome
+    present, zeros included, plus ``total``); ``by_outcome`` is the same over all;
+    ``best`` lists, per (operator, dtype), the best experiment that is neither buggy
+    nor pending, best score first.
+    """
+
+    total: int
+    by_outcome: dict[str, int]
+    by_operator: dict[str, dict[str, int]]
+    best: list[Best]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {
+            "total": self.total,
+            "by_outcome": dict(self.by_outcome),
+            "by_operator": {op: dict(counts) for op, counts in self.by_operator.items()},
+            "best": [dataclasses.asdict(b) for b in self.best],
+        }
+
+
+def _zero() -> dict[str, int]:
+    return {**dict.fromkeys(OUTCOMES, 0), "total": 0}
+
+
+def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
+    """Statistics of ``experiments`` (operators sorted by name)."""
+    items = list(experiments)
+    by_outcome = _zero()
+    by_operator: dict[str, dict[str, int]] = {}
+    groups: dict[tuple[str, str], list[KernelExperiment]] = {}
+    for exp in items:
+        outcome = exp.outcome
+        counts = by_operator.setdefault(exp.operator_sig, _zero())
+        for bucket in (counts, by_outcome):
+            bucket[outcome] += 1
+            bucket["total"] += 1
+        groups.setdefault((exp.operator_sig, exp.dtype_sig), []).append(exp)
+    best: list[Best] = []
+    for (operator, dtype), members in groups.items():
+        scored = rank(e for e in members if is_scored(e))
+        if scored:
+            top = scored[0]
+            best.append(
+                Best(operator, dtype, float(top.score), top.id, top.change_summary, len(members))
+            )
+    best.sort(key=lambda b: (-b.score, b.operator_sig, b.dtype_sig))
+    return Stats(
+        total=len(items),
+        by_outcome=by_outcome,
+        by_operator=dict(sorted(by_operator.items())),
+        best=best,
+    )
+
+
+def stats(store: Store, **filters: Any) -> Stats:
+    """Statistics of the experiments in ``store`` matching ``filters``."""
+    return compute_stats(store.list_experiments(**filters))
