@@ -4,11 +4,12 @@ The reader composes the YAML node graph (libyaml when present) and builds values
 so it can refuse what PyYAML would accept silently: duplicate keys, aliases (and so alias
 bombs), tags outside the plain JSON-like set, and non-string keys. Strings are never
 retyped: a plain scalar in a string field is kept exactly as written, even when YAML
-would read it as a number or a timestamp (the caller is told, to warn).
+would read it as a number or a timestamp, by PyYAML's YAML 1.1 rules or by the YAML 1.2
+rules of other tools (``0123456789``, ``1234e56``); the caller is told, to warn.
 
 The writer renders one field at a time, always the same way: block mapping at the top,
-flow style for lists and mappings of scalars, strings quoted only when YAML needs it, and
-double-quoted (one line, escaped) whenever a string holds a line break.
+flow style for lists and mappings of scalars, strings quoted only when YAML (1.1 or 1.2)
+needs it, and double-quoted (one line, escaped) whenever a string holds a line break.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ _SEQ, _MAP = _TAG + "seq", _TAG + "map"
 _ALLOWED_SCALAR_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP})
 _LINE_BREAK = re.compile("[\n\r\x85\u2028\u2029]")
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
+#: Plain scalars that YAML 1.2 readers (yq, ruamel.yaml, JavaScript and Go libraries) read
+#: as numbers although PyYAML's YAML 1.1 rules keep them as strings: an all-digit hash
+#: with an 8 or 9 after a leading 0 (``0123456789``), or one like ``1234e56``.
+_YAML12_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_YAML12_FLOAT = re.compile(
+    r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+)
 
 
 @dataclasses.dataclass
@@ -70,6 +79,8 @@ class YamlMapping:
     issues: list[YamlIssue]
     #: Fields whose plain scalars YAML would retype (kept as written; callers warn).
     retyped: list[tuple[str, yaml.Node, str]]
+    #: Whether the mapping is in block style (``key: value`` lines), not ``{...}``.
+    block: bool = True
 
     def locate(self, path: tuple[str | int, ...]) -> tuple[int, int]:
         """0-based (line, column) of the value at a JSON path, or of its nearest parent."""
@@ -144,7 +155,7 @@ def read_mapping(text: str, string_fields: frozenset[str]) -> YamlMapping:
         )
     builder = _Builder(string_fields)
     builder.check_tag(root, "")
-    result = YamlMapping({}, {}, {}, builder.issues, builder.retyped)
+    result = YamlMapping({}, {}, {}, builder.issues, builder.retyped, not root.flow_style)
     for key_node, value_node in root.value:
         key = builder.key(key_node, "")
         if key in result.values:
@@ -221,10 +232,13 @@ class _Builder:
     def value(self, node: yaml.Node, field: str, keep_text: bool, top: bool = False) -> Any:
         self.check_tag(node, field)
         if isinstance(node, yaml.ScalarNode):
-            if keep_text and node.style is None and node.tag != _STR:
+            # Plain style is None from PyYAML's composer but "" from libyaml's.
+            if keep_text and not node.style:
                 # A plain scalar in a string field: keep it exactly as written.
-                if node.tag != _NULL or node.value:
+                if node.tag != _STR and (node.tag != _NULL or node.value):
                     self.retyped.append((field, node, _tag_name(node.tag)))
+                elif node.tag == _STR and _yaml12_kind(node.value):
+                    self.retyped.append((field, node, _yaml12_kind(node.value)))
                 return node.value
             return self.scalar(node)
         if isinstance(node, yaml.SequenceNode):
@@ -254,6 +268,13 @@ class _Builder:
         if tag == _INT:
             return _CONSTRUCTOR.construct_yaml_int(node)
         return _CONSTRUCTOR.construct_yaml_float(node)
+
+
+def _yaml12_kind(text: str) -> str:
+    """What YAML 1.2 readers make of a plain scalar PyYAML reads as a string ("" if text)."""
+    if _YAML12_INT.fullmatch(text):
+        return "an integer"
+    return "a number" if _YAML12_FLOAT.fullmatch(text) else ""
 
 
 def _tag_name(tag: str) -> str:
@@ -292,7 +313,12 @@ def _is_scalar(value: Any) -> bool:
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = '"' if _LINE_BREAK.search(data) else None
+    if _LINE_BREAK.search(data):
+        style: str | None = '"'
+    elif _yaml12_kind(data):
+        style = "'"  # PyYAML would write it plain, and YAML 1.2 read it as a number
+    else:
+        style = None
     return dumper.represent_scalar(_STR, data, style=style)
 
 
