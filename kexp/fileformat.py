@@ -51,6 +51,14 @@ STRING_FIELDS = frozenset(
 VERBATIM_INFO = "kexp-verbatim"
 DIFF_INFO = "diff"
 _FIELD_BY_HEADING = {heading.lower(): name for name, heading in SECTION_HEADINGS.items()}
+#: Characters YAML refuses (control characters, a BOM inside the text) or reads as a line
+#: break although the file's lines are split on LF only (a lone CR, NEL, LS, PS).
+_FRONT_MATTER_BAD_CHAR = re.compile(
+    "\r(?!\n)|[^\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
+    "\U00010000-\U0010ffff]"
+)
+_LINE_BREAK_NAMES = {"\r": "a carriage return", "\x85": "NEL", "\u2028": "LS", "\u2029": "PS"}
+_LINE_BREAK_ESCAPES = {"\r": "\\r", "\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"}
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _BACKTICK_RUN = re.compile(r"`+")
 
@@ -219,6 +227,9 @@ def parse(data: bytes | str, path: str | Path = "<string>") -> Document:
             )
         )
     yaml_text = "".join(lines[1:close])
+    bad = _FRONT_MATTER_BAD_CHAR.search(yaml_text)
+    if bad is not None:
+        raise FileFormatError(_bad_character(path, yaml_text, bad.start()))
     try:
         mapping = read_mapping(yaml_text, STRING_FIELDS)
     except YamlReadError as exc:
@@ -261,6 +272,27 @@ def parse(data: bytes | str, path: str | Path = "<string>") -> Document:
         sections=sections,
         problems=problems,
     )
+
+
+def _bad_character(path: str, yaml_text: str, index: int) -> Problem:
+    """The problem of a character YAML would refuse or read as a line break."""
+    char = yaml_text[index]
+    line = yaml_text.count("\n", 0, index) + 2
+    column = index - (yaml_text.rfind("\n", 0, index) + 1) + 1
+    if char in _LINE_BREAK_NAMES:
+        message = (
+            f"the front-matter holds {_LINE_BREAK_NAMES[char]} (U+{ord(char):04X}), which YAML "
+            "reads as a line break in the middle of this line"
+        )
+        escape = _LINE_BREAK_ESCAPES[char]
+    else:
+        message = (
+            f"the front-matter holds the invisible character U+{ord(char):04X}, "
+            "which YAML does not allow"
+        )
+        escape = f"\\u{ord(char):04x}"
+    hint = f"remove it, or write the value double-quoted with the escape {escape} instead"
+    return _problem(path, line, column, "bad-character", message, hint)
 
 
 def _front_matter_pieces(yaml_lines: list[str], mapping: YamlMapping) -> tuple[str, dict[str, str]]:
@@ -446,25 +478,35 @@ def render_update(doc: Document, exp: KernelExperiment) -> str:
         )
         pieces.insert(position, rendered)
     front_matter = doc.fm_prefix + "".join(raw for _, raw in pieces)
+    if not _line_based(doc) and front_matter != doc.fm_prefix + "".join(doc.fm_raw.values()):
+        # A flow-style ({...}) or indented front-matter cannot be patched line by line:
+        # rewrite it canonically (keeping leading comments).
+        prefix = doc.fm_prefix if _only_comments(doc.fm_prefix) else ""
+        front_matter = prefix + "".join(render_field(k, v) for k, v in new_values.items())
 
     old_body = doc.body_values()
+    # Each segment as (raw text kept from the file, canonical text of the same value).
     segments = [
-        doc.preamble_raw if exp.preamble == doc.preamble else _preamble_segment(exp.preamble)
+        (doc.preamble_raw, _preamble_segment(exp.preamble))
+        if exp.preamble == doc.preamble
+        else (_preamble_segment(exp.preamble),) * 2
     ]
     old_extra = [(s.heading, s.text) for s in doc.sections if s.field is None]
     keep_extra = old_extra == exp.extra_sections
-    body: list[tuple[str | None, str]] = []
+    body: list[tuple[str | None, tuple[str, str]]] = []
     for section in doc.sections:
         if section.field is None:
             if keep_extra:
-                body.append((None, section.raw))
+                canonical = _section_segment(section.heading, None, section.text)
+                body.append((None, (section.raw, canonical)))
             continue
         new_text = getattr(exp, section.field)
+        heading = SECTION_HEADINGS[section.field]
         if new_text == old_body[section.field]:
-            body.append((section.field, section.raw))
+            canonical = _section_segment(heading, section.field, new_text)
+            body.append((section.field, (section.raw, canonical)))
         elif new_text:
-            heading = SECTION_HEADINGS[section.field]
-            body.append((section.field, _section_segment(heading, section.field, new_text)))
+            body.append((section.field, (_section_segment(heading, section.field, new_text),) * 2))
     present = {name for name, _ in body if name}
     for index, name in enumerate(BODY_FIELDS):
         text = getattr(exp, name)
@@ -474,9 +516,32 @@ def render_update(doc: Document, exp: KernelExperiment) -> str:
         following = [i for i, (f, _) in enumerate(body) if f in later]
         known = [i for i, (f, _) in enumerate(body) if f is not None]
         position = following[0] if following else (known[-1] + 1 if known else 0)
-        body.insert(position, (name, _section_segment(SECTION_HEADINGS[name], name, text)))
+        body.insert(position, (name, (_section_segment(SECTION_HEADINGS[name], name, text),) * 2))
         present.add(name)
-    segments.extend(raw for _, raw in body)
+    segments.extend(segment for _, segment in body)
     if not keep_extra:
-        segments.extend(_section_segment(h, None, t) for h, t in exp.extra_sections)
-    return _join(front_matter, segments)
+        segments.extend((_section_segment(h, None, t),) * 2 for h, t in exp.extra_sections)
+    # A hand-written last segment may leave a code fence open (it then runs to the end of
+    # the file); if anything now follows it, it must be written in canonical form, or the
+    # fence would swallow the headings after it.
+    return _join(
+        front_matter,
+        [
+            canonical if index + 1 < len(segments) and _leaves_fence_open(raw) else raw
+            for index, (raw, canonical) in enumerate(segments)
+        ],
+    )
+
+
+def _line_based(doc: Document) -> bool:
+    """Whether every front-matter key starts a line (block style, not indented)."""
+    nodes = doc.front_matter.key_nodes.values()
+    return doc.front_matter.block and all(node.start_mark.column == 0 for node in nodes)
+
+
+def _only_comments(text: str) -> bool:
+    return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
+
+
+def _leaves_fence_open(raw: str) -> bool:
+    return _fence_state(split_lines(raw))[1]
