@@ -1,0 +1,110 @@
+"""Store and environment commands: validate, init, env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kexp.commands.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    clean,
+    echo_json,
+    get_store,
+    progress,
+)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="text: path:line:col: severity[code] field: message; github: workflow "
+    "annotations; json: a list of problems.",
+)
+@click.pass_context
+def validate(ctx: click.Context, paths: tuple[Path, ...], output_format: str) -> None:
+    """Check experiment files (all by default); exit 1 if any has an error.
+
+    Python: kexp.Store.validate(paths).
+
+    \b
+    Examples:
+      kexp validate
+      kexp validate --format github      in a GitHub Actions workflow
+      kexp validate experiments/2026/11/6749f3a0c2d41e7b-fused-unroll.md
+    """
+    from kexp.formatting import expand_paths
+
+    store = get_store(ctx)
+    selected = expand_paths(paths, store) if paths else None
+    with progress("validating"):
+        problems = store.validate(selected)
+    errors = sum(p.severity == "error" for p in problems)
+    checked = len(selected) if selected is not None else len(store.paths())
+    if output_format == "json":
+        echo_json([p.to_dict() for p in problems])
+    else:
+        for problem in problems:
+            text = problem.format_github() if output_format == "github" else problem.format()
+            click.echo(clean(text))
+        warnings_count = len(problems) - errors
+        click.echo(
+            f"{checked} file(s) checked: {errors} error(s), {warnings_count} warning(s)",
+            err=True,
+        )
+    ctx.exit(EXIT_PROBLEMS if errors else EXIT_OK)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+def init(directory: Path) -> None:
+    """Create a store: experiments/ with a README, and the .gitignore rule for .kexp/.
+
+    Existing files are left as they are (running it twice is harmless).
+
+    Python: kexp.init_store(directory).
+
+    \b
+    Example:
+      kexp init ~/kernels
+    """
+    from kexp.store import init_store
+
+    root = init_store(directory)
+    click.echo(f"initialised kexp store in {clean(str(root / 'experiments'))}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print every detected part as JSON.")
+def env(as_json: bool) -> None:
+    """The detected environment: GPU model and count, driver, CUDA/ROCm, torch, triton.
+
+    Read from nvidia-smi (and nvcc), amd-smi or rocm-smi, and the installed Python
+    packages; a part that cannot be found is left out (never an error). kexp new
+    prefills env with it; kexp add --detect-env uses it too.
+
+    Python: kexp.envinfo.detect_env().describe().
+
+    \b
+    Examples:
+      kexp env
+      kexp add --env "$(kexp env)" ...
+    """
+    from kexp.envinfo import detect_env
+
+    info = detect_env()
+    if as_json:
+        echo_json(info.to_dict())
+    else:
+        click.echo(clean(info.describe()))
+        if not info.describe():
+            click.echo("kexp: nothing detected (no GPU tools, torch or triton found)", err=True)
+
+
+COMMANDS = (validate, init, env)

@@ -1,0 +1,570 @@
+"""Read commands: top, list, show, tree, lessons, stats, export."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kexp.commands.common import (
+    cell,
+    clean,
+    echo_json,
+    echo_raw,
+    emit_experiments,
+    field_list,
+    filter_options,
+    filters_from,
+    get_store,
+    one_line,
+    print_table,
+    progress,
+    read_options,
+    styler,
+    terminal_width,
+    truncate,
+)
+
+if TYPE_CHECKING:
+    from kexp.lessons import Lesson
+    from kexp.lineage import TreeNode
+    from kexp.model import KernelExperiment
+
+
+def _sorted(
+    experiments: list[KernelExperiment], sort: str | None, reverse: bool
+) -> list[KernelExperiment]:
+    if not sort:
+        return list(reversed(experiments)) if reverse else experiments
+    from kexp.errors import KexpError
+    from kexp.export import sort_experiments
+
+    try:
+        return sort_experiments(experiments, sort, descending=reverse)
+    except KexpError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sort") from None
+
+
+_SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
+
+
+@click.command()
+@click.option(
+    "-n", "--limit", type=int, default=20, show_default=True, help="How many experiments."
+)
+@click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
+@click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
+@filter_options
+@click.option("--sort", help=_SORT_HELP + " Default: score, best first.")
+@click.option("--reverse", is_flag=True, help="Reverse the order.")
+@read_options
+@click.pass_context
+def top(
+    ctx: click.Context,
+    /,
+    limit: int,
+    include_buggy: bool,
+    include_pending: bool,
+    sort: str | None,
+    reverse: bool,
+    as_json: bool,
+    output_format: str,
+    fields: str | None,
+    brief: bool,
+    **params: Any,
+) -> None:
+    """The best experiments by score (buggy and pending left out).
+
+    Python: kexp.Store.top_experiments(limit, **filters).
+
+    \b
+    Examples:
+      kexp top --operator cache --dtype bf16 -n 5
+      kexp top --json --brief              the best 20, for an agent
+    """
+    experiments = get_store(ctx).top_experiments(
+        limit,
+        include_buggy=include_buggy,
+        include_pending=include_pending,
+        **filters_from(params),
+    )
+    emit_experiments(
+        _sorted(experiments, sort, reverse),
+        output_format=output_format,
+        as_json=as_json,
+        fields=fields,
+        brief=brief,
+        ranked=not sort and not reverse,
+    )
+
+
+@click.command(name="list")
+@filter_options
+@click.option("--sort", help=_SORT_HELP + " Default: oldest first.")
+@click.option("--reverse", is_flag=True, help="Reverse the order.")
+@click.option(
+    "-n",
+    "--limit",
+    type=int,
+    help="At most this many: the newest, or with --sort the first in that order.",
+)
+@read_options
+@click.pass_context
+def list_command(
+    ctx: click.Context,
+    /,
+    sort: str | None,
+    reverse: bool,
+    limit: int | None,
+    as_json: bool,
+    output_format: str,
+    fields: str | None,
+    brief: bool,
+    **params: Any,
+) -> None:
+    """Every experiment matching the filters, oldest first.
+
+    Python: kexp.Store.list_experiments(**filters).
+
+    \b
+    Examples:
+      kexp list --outcome regression --outcome buggy --operator cache
+      kexp list --sort -score -n 10 --fields id,score,change_summary
+      kexp list --format csv > experiments.csv
+    """
+    experiments = get_store(ctx).list_experiments(**filters_from(params))
+    if limit is not None and not sort:
+        experiments = experiments[-limit:] if limit > 0 else []
+    experiments = _sorted(experiments, sort, reverse)
+    if limit is not None and sort:
+        experiments = experiments[: max(0, limit)]
+    emit_experiments(
+        experiments,
+        output_format=output_format,
+        as_json=as_json,
+        fields=fields,
+        brief=brief,
+        ranked=False,
+    )
+
+
+@click.command()
+@click.argument("exp_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--field", "one_field", help="Print one field's raw value (for scripts).")
+@click.option("--fields", help="Only these fields (comma-separated).")
+@click.option("--brief", is_flag=True, help="Front-matter only, no body text.")
+@click.pass_context
+def show(
+    ctx: click.Context,
+    exp_id: str,
+    as_json: bool,
+    one_field: str | None,
+    fields: str | None,
+    brief: bool,
+) -> None:
+    """One experiment, by id or unique id prefix (at least 4 characters).
+
+    Python: kexp.Store.get_experiment(exp_id).
+
+    \b
+    Examples:
+      kexp show 6749f3a0
+      kexp show 6749f3a0 --field code_change > change.diff
+      kexp show 6749f3a0 --json --fields id,score,outcome
+    """
+    from kexp.export import to_record
+
+    exp = get_store(ctx).get_experiment(exp_id)
+    if one_field:
+        chosen = field_list(one_field)
+        assert chosen is not None
+        if len(chosen) != 1:
+            raise click.BadParameter("give one field", param_hint="--field")
+        value = to_record(exp, chosen)[chosen[0]]
+        if isinstance(value, str):
+            echo_raw(value)
+        else:
+            import json
+
+            echo_raw(json.dumps(value, ensure_ascii=False))
+        return
+    chosen = field_list(fields)
+    if as_json:
+        echo_json(to_record(exp, chosen, brief=brief))
+        return
+    if chosen:
+        record = to_record(exp, chosen)
+        for name in chosen:
+            value = record[name]
+            if isinstance(value, str) and "\n" in value:
+                click.echo(f"{name}:")
+                click.echo(clean(value.rstrip("\n")))
+            else:
+                click.echo(f"{name}: {cell(exp, name)}")
+        return
+    _print_experiment(exp, brief)
+
+
+def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
+    from kexp.model import SECTION_HEADINGS
+
+    style = styler()
+    click.echo(style(f"{exp.id}  {one_line(exp.change_summary)}", bold=True))
+    rows = [
+        ("score", f"{exp.score:.4f}  ({exp.outcome})"),
+        ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
+        ("operator", exp.operator_sig),
+        ("dtype", exp.dtype_sig),
+        ("env", exp.env),
+        ("base", exp.base_commit),
+        ("created", exp.created_at),
+        ("parent", exp.pid or "-"),
+    ]
+    if exp.combines:
+        rows.append(("combines", ", ".join(exp.combines)))
+    if exp.tags:
+        rows.append(("tags", ", ".join(exp.tags)))
+    if exp.author:
+        rows.append(("author", exp.author))
+    for config in exp.results:
+        rows.append(("result", ", ".join(f"{k}={v}" for k, v in config.items())))
+    if exp.path:
+        rows.append(("file", os.path.relpath(exp.path)))
+    for name, value in rows:
+        click.echo(f"  {name:<9} {one_line(value)}")
+    if brief:
+        return
+    if exp.preamble:
+        click.echo("")
+        click.echo(clean(exp.preamble.rstrip("\n")))
+    sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
+    for heading, text in [*sections, *exp.extra_sections]:
+        if text:
+            click.echo("")
+            click.echo(style(f"## {one_line(heading)}", bold=True))
+            click.echo(clean(text.rstrip("\n")))
+
+
+# --- tree ----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("exp_id", required=False)
+@filter_options
+@click.option("--json", "as_json", is_flag=True, help="Print the trees as JSON.")
+@click.pass_context
+def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any) -> None:
+    """The lineage (experiments linked by pid) as an indented tree.
+
+    With ID: that experiment's ancestors and every descendant. Otherwise every tree of
+    the experiments matching the filters (an experiment whose parent does not match
+    starts a tree). Each line: id, score, Δ vs parent, outcome, summary. '*' marks the
+    path from the root to the best experiment of the tree; 'dead end' marks an
+    experiment others built on where no descendant scored higher.
+
+    Python: kexp.lineage.lineage_of(store, id), kexp.lineage.lineage_forest(store, **filters).
+
+    \b
+    Examples:
+      kexp tree 6749f3a0
+      kexp tree --operator reshape_and_cache
+    """
+    from kexp import lineage
+
+    store = get_store(ctx)
+    filters = filters_from(params)
+    if exp_id is not None:
+        if filters:
+            raise click.UsageError("give an ID or filters, not both")
+        forest = [lineage.lineage_of(store, exp_id)]
+        focus = store.resolve_id(exp_id)
+    else:
+        forest = lineage.lineage_forest(store, **filters)
+        focus = None
+    if as_json:
+        echo_json([node.to_dict() for node in forest])
+        return
+    if not forest:
+        click.echo("(no experiments match)", err=True)
+        return
+    width = terminal_width()
+    style = styler()
+    for root in forest:
+        _print_node(root, "", "", width, style, focus)
+    click.echo("")
+    click.echo(
+        "*: path from the root to the best score   "
+        "[dead end]: built on, but nothing built on it scored higher"
+    )
+
+
+def _delta(node: TreeNode) -> str:
+    if node.delta is None:
+        return "Δ      -" if node.depth else "        "
+    return f"Δ{node.delta:+.4f}"
+
+
+def _print_node(
+    node: TreeNode,
+    lead: str,
+    child_lead: str,
+    width: int | None,
+    style: Any,
+    focus: str | None,
+) -> None:
+    exp = node.experiment
+    mark = "*" if node.on_best_path else " "
+    tail = "  [dead end]" if node.dead_end else ""
+    if node.is_best:
+        tail += "  [best]"
+    if exp.id == focus:
+        tail += "  <"
+    head = f"{lead}{mark} {exp.id[:10]}  {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
+    summary = one_line(exp.change_summary)
+    if width is not None:
+        summary = truncate(summary, max(12, width - len(head) - len(tail)))
+    line = head + summary + tail
+    if node.on_best_path:
+        line = style(line, fg="green", bold=node.is_best)
+    elif node.dead_end or exp.outcome in ("buggy", "regression"):
+        line = style(line, fg="red" if exp.outcome == "buggy" else "yellow")
+    click.echo(line.rstrip())
+    for index, child in enumerate(node.children):
+        last = index == len(node.children) - 1
+        _print_node(
+            child,
+            child_lead + ("└── " if last else "├── "),
+            child_lead + ("    " if last else "│   "),
+            width,
+            style,
+            focus,
+        )
+
+
+# --- lessons -------------------------------------------------------------------------
+
+
+@click.command()
+@filter_options
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    type=click.Choice(["buggy", "regression", "marginal", "interference"]),
+    help="Only this group (repeatable).",
+)
+@click.option("-n", "--limit", type=int, help="At most this many per group (the newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def lessons(
+    ctx: click.Context,
+    /,
+    groups: tuple[str, ...],
+    limit: int | None,
+    as_json: bool,
+    **params: Any,
+) -> None:
+    """The failures to learn from: buggy, regression, marginal, interference.
+
+    Each with its summary and the "Key insight" line of its description.
+
+    Python: kexp.lessons.lessons(store, **filters).
+
+    \b
+    Examples:
+      kexp lessons --operator cache
+      kexp lessons --group buggy --json
+    """
+    from kexp.lessons import lessons as find_lessons
+
+    found = find_lessons(get_store(ctx), **filters_from(params))
+    if groups:
+        found = {name: items for name, items in found.items() if name in groups}
+    if limit is not None:
+        found = {name: (items[-limit:] if limit > 0 else []) for name, items in found.items()}
+    if as_json:
+        echo_json({name: [lesson.to_dict() for lesson in items] for name, items in found.items()})
+        return
+    style = styler()
+    width = terminal_width()
+    first = True
+    for name, items in found.items():
+        if not items:
+            continue
+        if not first:
+            click.echo("")
+        first = False
+        click.echo(style(f"{name.upper()} ({len(items)})", bold=True))
+        for lesson in items:
+            _print_lesson(lesson, width)
+    if first:
+        click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
+
+
+def _print_lesson(lesson: Lesson, width: int | None) -> None:
+    head = f"  {lesson.id[:10]}  {lesson.score:.4f}  "
+    summary = one_line(lesson.change_summary)
+    insight = one_line(lesson.key_insight) or "(no key insight recorded)"
+    if width is not None:
+        summary = truncate(summary, max(12, width - len(head)))
+        insight = truncate(insight, max(12, width - 19))
+    click.echo(head + summary)
+    click.echo(f"      Key insight: {insight}")
+
+
+# --- stats ---------------------------------------------------------------------------
+
+_OUTCOME_COLUMNS = (
+    ("improvement", "IMPROVED"),
+    ("marginal", "MARGINAL"),
+    ("regression", "REGRESSED"),
+    ("interference", "INTERFERED"),
+    ("buggy", "BUGGY"),
+    ("pending", "PENDING"),
+)
+
+
+@click.command()
+@filter_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
+    """Counts per operator and outcome; the best score per operator and dtype.
+
+    Python: kexp.stats.stats(store, **filters).
+
+    \b
+    Examples:
+      kexp stats
+      kexp stats --env MI300X --json
+    """
+    from kexp.stats import stats as compute
+
+    result = compute(get_store(ctx), **filters_from(params))
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    style = styler()
+    click.echo(style(f"{result.total} experiment(s)", bold=True))
+    if not result.total:
+        return
+    click.echo("")
+    headers = ["OPERATOR", "TOTAL", *(h for _, h in _OUTCOME_COLUMNS)]
+    rows = [
+        [
+            one_line(op) or "(none)",
+            str(counts["total"]),
+            *(str(counts[o]) for o, _ in _OUTCOME_COLUMNS),
+        ]
+        for op, counts in result.by_operator.items()
+    ]
+    if len(rows) > 1:
+        totals = result.by_outcome
+        rows.append(["(all)", str(totals["total"]), *(str(totals[o]) for o, _ in _OUTCOME_COLUMNS)])
+    print_table(headers, rows, right=headers[1:], shrink=("OPERATOR",))
+    click.echo("")
+    click.echo(style("Best score per operator and dtype", bold=True))
+    if not result.best:
+        click.echo("(nothing measured yet: every experiment is buggy or pending)")
+        return
+    print_table(
+        ["OPERATOR", "DTYPE", "SCORE", "ID", "SUMMARY"],
+        [
+            [
+                one_line(b.operator_sig) or "(none)",
+                one_line(b.dtype_sig),
+                f"{b.score:.4f}",
+                b.id[:10],
+                one_line(b.change_summary),
+            ]
+            for b in result.best
+        ],
+        right=("SCORE",),
+        shrink=("OPERATOR", "SUMMARY"),
+    )
+
+
+# --- export --------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "jsonl", "csv"]),
+    default="json",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (replaced atomically) instead of stdout.",
+)
+@filter_options
+@click.option("--fields", help="Only these fields (comma-separated).")
+@click.option("--brief", is_flag=True, help="Front-matter only, no body text.")
+@click.pass_context
+def export(
+    ctx: click.Context,
+    /,
+    output_format: str,
+    output: Path | None,
+    fields: str | None,
+    brief: bool,
+    **params: Any,
+) -> None:
+    """Write the experiments matching the filters as JSON, JSON Lines or CSV.
+
+    Keys are stable: every field in canonical order, then outcome and path (relative
+    to the store). Oldest first.
+
+    Python: kexp.export.export(store, stream, format, **filters).
+
+    \b
+    Examples:
+      kexp export --format jsonl -o experiments.jsonl
+      kexp export --format csv --operator cache --brief > cache.csv
+    """
+    import io
+
+    from kexp.export import export as write_export
+
+    store = get_store(ctx)
+    chosen = field_list(fields)
+    buffer = io.StringIO()
+    with progress("reading experiments"):
+        count = write_export(
+            store, buffer, output_format, fields=chosen, brief=brief, **filters_from(params)
+        )
+    if output is None:
+        text = buffer.getvalue()
+        click.echo(clean(text) if sys.stdout.isatty() else text, nl=False)
+        return
+    _write_atomically(output, buffer.getvalue())
+    click.echo(f"exported {count} experiment(s) to {output}", err=True)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    import secrets
+
+    from kexp.errors import KexpError
+
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8", newline="")
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise KexpError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+COMMANDS = (top, list_command, show, tree, lessons, stats, export)

@@ -1,0 +1,488 @@
+"""Write commands: new, add, update, rm, fmt."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import click
+
+from kexp.commands.common import (
+    EXIT_PROBLEMS,
+    clean,
+    echo_json,
+    get_store,
+    one_line,
+    progress,
+)
+
+if TYPE_CHECKING:
+    from kexp.model import KernelExperiment
+    from kexp.problems import Problem
+    from kexp.store import Store
+
+
+def _relative(path: Path | None) -> str:
+    from kexp.problems import display_path
+
+    return "" if path is None else display_path(path)
+
+
+def _report_written(exp: KernelExperiment, verb: str, as_json: bool, **extra: Any) -> None:
+    if as_json:
+        echo_json({"id": exp.id, "path": _relative(exp.path), **extra})
+    else:
+        click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
+
+
+# --- add -----------------------------------------------------------------------------
+
+
+def _text_option(name: str, field: str, what: str) -> list[Any]:
+    return [
+        click.option(f"--{name}", field, help=f"{what} (text)."),
+        click.option(
+            f"--{name}-file",
+            f"{field}_file",
+            type=click.File("r", encoding="utf-8"),
+            help=f"{what}, read from a file ('-': stdin).",
+        ),
+    ]
+
+
+_ADD_TEXT_FIELDS = (
+    ("description", "detailed_description", "## Detailed description"),
+    ("raw-result", "raw_result", "## Raw result"),
+    ("profiling", "profiling_info", "## Profiling info"),
+    ("error", "error_message", "## Error message (required with --buggy)"),
+    ("diff", "code_change", "## Code change: the diff"),
+)
+_ADD_FLAG_FIELDS = (
+    "change_summary",
+    "score",
+    "status",
+    "is_buggy",
+    "operator_sig",
+    "dtype_sig",
+    "env",
+    "pid",
+    "base_commit",
+    "author",
+)
+
+
+def _add_options(func: Any) -> Any:
+    from kexp.model import STATUSES
+
+    options: list[Any] = [
+        click.option(
+            "-f",
+            "--file",
+            "document",
+            type=click.File("r", encoding="utf-8-sig"),
+            help="Read the fields from a YAML, JSON or Markdown experiment file "
+            "('-': stdin; stdin is also read when no field option is given).",
+        ),
+        click.option("--summary", "change_summary", help="One line ≤ 80: '<What> - <Result>'."),
+        click.option("--score", type=float, help="Speedup vs baseline (1.18 = 18% faster)."),
+        click.option("--status", type=click.Choice(STATUSES), help="Default: done."),
+        click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Crashed or wrong."),
+        click.option("--operator", "operator_sig", help="Files/kernels changed."),
+        click.option("--dtype", "dtype_sig", help="Data type, e.g. bf16."),
+        click.option("--env", help="GPU, driver, versions (see --detect-env)."),
+        click.option(
+            "--detect-env", is_flag=True, help="Fill env from 'kexp env' when it is not given."
+        ),
+        click.option("--pid", help="Parent experiment id (or unique prefix)."),
+        click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
+        click.option("--tag", "tags", multiple=True, help="Tag (repeatable)."),
+        click.option(
+            "--combines", multiple=True, help="Id of an experiment this one merges (repeatable)."
+        ),
+        click.option("--author", help="Who recorded it (default: git user.name)."),
+    ]
+    for name, field, what in _ADD_TEXT_FIELDS:
+        options.extend(_text_option(name, field, what))
+    options.extend(
+        [
+            click.option(
+                "--diff-from-git",
+                is_flag=True,
+                help="Code change: 'git diff' of the working tree against base_commit.",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print id and path as JSON."),
+        ]
+    )
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.command()
+@_add_options
+@click.pass_context
+def add(
+    ctx: click.Context,
+    /,
+    document: IO[str] | None,
+    detect_env: bool,
+    tags: tuple[str, ...],
+    combines: tuple[str, ...],
+    diff_from_git: bool,
+    as_json: bool,
+    **params: Any,
+) -> None:
+    """Record an experiment without an editor (for agents and scripts).
+
+    The fields come from a YAML or JSON document (or an experiment file) on stdin or
+    --file, and/or from options, which win over the document. Missing id, created_at,
+    base_commit (git HEAD) and author (git user.name) are filled in; the experiment is
+    validated before anything is written. Prints the new id and path.
+
+    Python: kexp.intake.record(store, fields) (fields: kexp.intake.parse_document(text)).
+
+    \b
+    Examples:
+      kexp add --summary "Unrolled inner loop by 4 - +1.9%" --score 1.019 \\
+          --operator "csrc/cache.cu: reshape_and_cache" --dtype bf16 --env "MI300X" \\
+          --description-file notes.md --diff-from-git --json
+      kexp add < experiment.yaml
+    """
+    from kexp import intake
+
+    store = get_store(ctx)
+    flags: dict[str, Any] = {
+        name: params.pop(name) for name in _ADD_FLAG_FIELDS if params.get(name) is not None
+    }
+    for _, field, _ in _ADD_TEXT_FIELDS:
+        handle = params.pop(f"{field}_file", None)
+        value = params.pop(field, None)
+        if handle is not None:
+            if value is not None:
+                raise click.UsageError(f"give {field} as text or as a file, not both")
+            value = handle.read().rstrip("\n")  # a file's last newline is not content
+        if value is not None:
+            flags[field] = value
+    if tags:
+        flags["tags"] = list(tags)
+    if combines:
+        flags["combines"] = list(combines)
+    fields: dict[str, Any] = {}
+    text: str | None = None
+    source = "<stdin>"
+    if document is not None:
+        text = document.read()
+        name = str(getattr(document, "name", "-"))
+        source = "<stdin>" if name in ("-", "<stdin>") else name
+    elif not flags:
+        if sys.stdin.isatty():
+            raise click.UsageError(
+                "nothing to record: give a YAML or JSON document on stdin or with --file, "
+                "or the fields as options (kexp add --help)"
+            )
+        text = click.get_text_stream("stdin").read()
+    if text is not None:
+        fields = intake.parse_document(text, source)
+    fields.update(flags)
+    if diff_from_git:
+        if "code_change" in flags:
+            raise click.UsageError("give --diff-file or --diff-from-git, not both")
+        fields["code_change"] = intake.diff_against(store, fields.get("base_commit") or None)
+        if not fields["code_change"]:
+            click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
+    if detect_env and not fields.get("env"):
+        from kexp.envinfo import detect_env as detect
+
+        fields["env"] = detect().describe()
+    fields.setdefault("status", "done")
+    exp = intake.record(store, fields)
+    _report_written(exp, "recorded", as_json)
+
+
+# --- new -----------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--pid", help="Parent experiment: prefills pid, operator, dtype and env.")
+@click.option(
+    "--from",
+    "start_from",
+    type=click.File("r", encoding="utf-8-sig"),
+    help="Start from this file (e.g. a draft kept by an earlier kexp new) instead of the template.",
+)
+@click.option(
+    "--diff-from-git",
+    is_flag=True,
+    help="Prefill the code change with 'git diff' against HEAD.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print id and path as JSON.")
+@click.pass_context
+def new(
+    ctx: click.Context,
+    pid: str | None,
+    start_from: IO[str] | None,
+    diff_from_git: bool,
+    as_json: bool,
+) -> None:
+    """Write a new experiment in $VISUAL / $EDITOR, from a prefilled template.
+
+    The template holds a new id, created_at, base_commit (git HEAD), env (detected, see
+    kexp env), every section heading, and guidance as comments that are removed. The
+    saved file is validated before it enters the store: on a problem kexp shows it and
+    offers to edit again; saving an empty file aborts. Nothing you wrote is lost: an
+    unrecorded draft is kept under .kexp/drafts/.
+
+    Python: kexp.template.draft_text(kexp.template.prefill(store)), then
+    kexp.Store.create_experiment.
+
+    \b
+    Examples:
+      kexp new
+      kexp new --pid 6749f3a0 --diff-from-git
+    """
+    from kexp import intake, template
+
+    store = get_store(ctx)
+    if start_from is not None:
+        text = start_from.read()
+    else:
+        parent = store.get_experiment(pid) if pid else None
+        prefilled = template.prefill(store, parent)
+        if diff_from_git:
+            prefilled.code_change = intake.diff_against(store, prefilled.base_commit or None)
+        text = template.draft_text(prefilled)
+    drafts = store.cache_dir / "drafts"
+    drafts.mkdir(parents=True, exist_ok=True)
+    draft = drafts / f"new-{secrets.token_hex(4)}.md"
+    draft.write_text(text, encoding="utf-8")
+    while True:
+        _edit(draft)
+        text = draft.read_text(encoding="utf-8-sig")
+        if template.is_empty_draft(text):
+            draft.unlink()
+            click.echo("kexp: aborted: the file was saved empty; nothing was recorded", err=True)
+            ctx.exit(EXIT_PROBLEMS)
+        created, problems = _record_draft(store, text, draft)
+        if created is not None:
+            draft.unlink()
+            _report_written(created, "recorded", as_json)
+            return
+        click.echo("kexp: the experiment was not recorded:", err=True)
+        for problem in problems:
+            click.echo(clean(problem.format()), err=True)
+        if not _confirm("Edit it again?"):
+            click.echo(
+                f"kexp: error: nothing was recorded; your text is kept in "
+                f"{clean(_relative(draft))} (continue with: kexp new --from {_relative(draft)})",
+                err=True,
+            )
+            ctx.exit(EXIT_PROBLEMS)
+
+
+def _edit(draft: Path) -> None:
+    from kexp.errors import KexpError
+
+    try:
+        click.edit(filename=str(draft), extension=".md")
+    except click.ClickException as exc:
+        raise KexpError(
+            f"the editor failed ({exc.format_message()}); set $VISUAL or $EDITOR; your text "
+            f"is kept in {_relative(draft)} (continue with: kexp new --from {_relative(draft)})"
+        ) from None
+
+
+def _confirm(question: str) -> bool:
+    try:
+        return click.confirm(question, default=True, err=True)
+    except click.Abort:
+        return False
+
+
+def _record_draft(
+    store: Store, text: str, draft: Path
+) -> tuple[KernelExperiment | None, list[Problem]]:
+    from kexp import intake, template
+    from kexp.errors import KexpError, ValidationError
+    from kexp.problems import Problem, has_errors
+
+    exp, problems, doc = template.read_draft(text, draft, store.settings)
+    if exp is None or doc is None or has_errors(problems):
+        return None, problems
+    try:
+        refs = intake.resolve_references(store, {"pid": exp.pid, "combines": exp.combines})
+        exp.pid, exp.combines = refs["pid"], refs["combines"]
+        return store.create_experiment(exp), []
+    except ValidationError as exc:
+        return None, template.relocate(exc.problems, doc)
+    except KexpError as exc:
+        return None, [Problem(str(draft), 1, 1, "error", "not-recorded", "", str(exc), "")]
+
+
+# --- update, rm ----------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("exp_id")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Set a field (repeatable). Lists: comma-separated; results: JSON.",
+)
+@click.option(
+    "--set-file",
+    "file_assignments",
+    multiple=True,
+    metavar="FIELD=PATH",
+    help="Set a field to the text of a file ('-': stdin) (repeatable).",
+)
+@click.option(
+    "--reason",
+    help="Why: appends a dated correction note (old → new values and the reason) to "
+    "the detailed description.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print id, path and changed fields as JSON.")
+@click.pass_context
+def update(
+    ctx: click.Context,
+    exp_id: str,
+    assignments: tuple[str, ...],
+    file_assignments: tuple[str, ...],
+    reason: str | None,
+    as_json: bool,
+) -> None:
+    """Correct fields of an experiment (validated; only the changed lines are rewritten).
+
+    Python: kexp.corrections.correct(store, id, changes, reason).
+
+    \b
+    Examples:
+      kexp update 6749f3a0 --set score=1.021 --reason "re-measured with 200 iterations"
+      kexp update 6749f3a0 --set tags=cache,unroll --set status=done
+      kexp update 6749f3a0 --set-file raw_result=bench.log
+    """
+    from kexp.corrections import correct, parse_assignments, parse_value
+    from kexp.errors import KexpError
+
+    changes = parse_assignments(assignments)
+    for item in file_assignments:
+        field, sep, name = item.partition("=")
+        field = field.strip()
+        if not sep or not field or not name:
+            raise KexpError(f"{item!r} is not FIELD=PATH (e.g. raw_result=bench.log)")
+        if field in changes:
+            raise KexpError(f"{field} is set twice")
+        changes[field] = parse_value(field, _read_text(name).rstrip("\n"))
+    if not changes:
+        raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
+    store = get_store(ctx)
+    updated = correct(store, exp_id, changes, reason)
+    if as_json:
+        echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(changes)})
+    else:
+        click.echo(f"updated {updated.id}: {', '.join(changes)}")
+
+
+def _read_text(name: str) -> str:
+    from kexp.errors import KexpError
+
+    if name == "-":
+        return click.get_text_stream("stdin").read()
+    try:
+        return Path(name).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KexpError(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+@click.command()
+@click.argument("exp_id")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask.")
+@click.option(
+    "--force", is_flag=True, help="Delete even when other experiments name it as their parent."
+)
+@click.pass_context
+def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
+    """Delete an experiment's file (asks first unless --yes).
+
+    Refused while other experiments name it as their parent, unless --force.
+
+    Python: kexp.Store.delete_experiment(id, force=False).
+
+    \b
+    Example:
+      kexp rm 6749f3a0 --yes
+    """
+    store = get_store(ctx)
+    full_id = store.resolve_id(exp_id)
+    path = store.path_of(full_id)
+    if not yes:
+        try:
+            summary = one_line(store.get_experiment(full_id).change_summary)
+        except Exception:
+            summary = "(invalid file)"
+        question = f"Delete {full_id} {summary} ({clean(_relative(path))})?"
+        try:
+            confirmed = click.confirm(question, default=False, err=True)
+        except click.Abort:
+            confirmed = False
+        if not confirmed:
+            click.echo("kexp: nothing deleted", err=True)
+            ctx.exit(EXIT_PROBLEMS)
+    deleted = store.delete_experiment(full_id, force=force)
+    click.echo(f"deleted {full_id} {clean(_relative(deleted))}")
+
+
+# --- fmt -----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--check", is_flag=True, help="Only list the files not in canonical form; exit 1.")
+@click.pass_context
+def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
+    """Rewrite experiment files in canonical form (all by default).
+
+    Files with errors are left alone and reported (exit 1). With --check nothing is
+    written: the files that are not canonical are listed and the exit code is 1.
+
+    Python: kexp.formatting.format_files(paths, store=store, check=False).
+
+    \b
+    Examples:
+      kexp fmt
+      kexp fmt --check experiments/2026/    in CI
+    """
+    from kexp.errors import StoreNotFoundError
+    from kexp.formatting import format_files
+
+    try:
+        store = get_store(ctx)
+    except StoreNotFoundError:
+        if not paths:
+            raise
+        store = None
+    with progress("formatting"):
+        results = format_files(list(paths) or None, store=store, check=check)
+    changed = errors = 0
+    for result in results:
+        shown = clean(_relative(result.path))
+        if result.status == "error":
+            errors += 1
+            click.echo(f"{shown}: error: {clean(result.message)}", err=True)
+        elif result.changed:
+            changed += 1
+            click.echo(shown if check else f"reformatted {shown}")
+    unchanged = len(results) - changed - errors
+    verb = "would be reformatted" if check else "reformatted"
+    click.echo(
+        f"{changed} file(s) {verb}, {unchanged} already canonical"
+        + (f", {errors} with errors" if errors else ""),
+        err=True,
+    )
+    ctx.exit(EXIT_PROBLEMS if errors or (check and changed) else 0)
+
+
+COMMANDS = (new, add, update, rm, fmt)

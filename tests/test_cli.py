@@ -1,0 +1,719 @@
+"""The kexp command, driven through click's runner (and a few real subprocesses);
+results are checked through the Python API.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kexp import KernelExperiment, Store
+from kexp.cli import main
+from kexp.export import RECORD_FIELDS
+from tests.conftest import REPO_ROOT, experiment_fields, git, run_kexp
+
+ANSI = re.compile(r"\x1b\[")
+
+
+def kexp(repo: Path, *args: str, input: str | None = None, **env: str) -> Result:
+    """Run ``kexp --root REPO ARGS`` in-process; stdout and stderr kept apart."""
+    return CliRunner().invoke(main, ["--root", str(repo), *args], input=input, env=env or None)
+
+
+def error_line(result: Result) -> str:
+    """The one ``kexp: error:`` line of a failed command (exactly one is required)."""
+    lines = [line for line in result.stderr.splitlines() if line.startswith("kexp: error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+# --- help, version, README ---------------------------------------------------------
+
+
+def readme_command_section() -> str:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## The kexp command")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+@pytest.mark.parametrize("name", sorted(main.commands))
+def test_every_command_has_help_with_an_example_and_a_readme_entry(name: str) -> None:
+    result = CliRunner().invoke(main, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    command = main.commands[name]
+    assert command.help and command.short_help != ""
+    assert "Example" in result.output
+    assert f"`kexp {name}" in readme_command_section()
+
+
+def test_version_and_group_help() -> None:
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and "kexp, version" in result.output
+    result = CliRunner().invoke(main, ["-h"])
+    assert result.exit_code == 0 and "Examples" in result.output
+
+
+# --- add -----------------------------------------------------------------------------
+
+
+def add_args(**overrides: str) -> list[str]:
+    fields = {
+        "--summary": "Unrolled the inner loop by 4 - +1.90%",
+        "--score": "1.019",
+        "--operator": "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+        "--dtype": "bf16",
+        "--env": "MI300X, ROCm 7.0.0",
+    }
+    fields.update(overrides)
+    return [item for pair in fields.items() for item in pair]
+
+
+def test_add_from_flags_records_a_full_iteration_in_one_call(repo: Path, store: Store) -> None:
+    (repo / "notes.md").write_text("**Approach**: unroll\n\n**Key insight**: it helps\n")
+    (repo / "change.diff").write_text("--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n")
+    result = kexp(
+        repo,
+        "add",
+        *add_args(),
+        "--tag",
+        "cache",
+        "--tag",
+        "unroll",
+        "--description-file",
+        str(repo / "notes.md"),
+        "--diff-file",
+        str(repo / "change.diff"),
+        "--raw-result",
+        "Iteration 1 Results - SUCCESS",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert set(printed) == {"id", "path"}
+    exp = store.get_experiment(printed["id"])
+    assert exp.path is not None and exp.path.resolve() == (Path.cwd() / printed["path"]).resolve()
+    assert exp.change_summary == "Unrolled the inner loop by 4 - +1.90%"
+    assert exp.score == 1.019 and exp.status == "done" and exp.tags == ["cache", "unroll"]
+    assert exp.detailed_description.endswith("**Key insight**: it helps")
+    assert exp.code_change.startswith("--- a/kernel.cu")
+    assert exp.raw_result == "Iteration 1 Results - SUCCESS"
+    assert exp.base_commit == git(repo, "rev-parse", "HEAD")
+    assert exp.author == "Test Engineer"
+
+
+def test_add_prints_id_and_path(repo: Path, store: Store) -> None:
+    result = kexp(repo, "add", *add_args())
+    assert result.exit_code == 0, result.stderr
+    verb, exp_id, path = result.stdout.split()
+    assert verb == "recorded" and store.path_of(exp_id).resolve() == Path(path).resolve()
+
+
+def test_add_from_yaml_on_stdin(repo: Path, store: Store) -> None:
+    document = (
+        "change_summary: Vectorized the store - -2.0%\n"
+        "score: 0.98\n"
+        "status: done\n"
+        "operator_sig: 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'\n"
+        "dtype_sig: bf16\n"
+        "env: MI300X\n"
+        "base_commit: " + git(repo, "rev-parse", "--short", "HEAD") + "\n"
+        "tags: [cache]\n"
+        "detailed_description: |\n"
+        "  **Approach**: vector stores\n"
+        "\n"
+        "  **Key insight**: bank conflicts\n"
+    )
+    result = kexp(repo, "add", input=document)
+    assert result.exit_code == 0, result.stderr
+    (exp,) = store.list_experiments()
+    assert exp.score == 0.98 and exp.outcome == "regression"
+    assert exp.base_commit == git(repo, "rev-parse", "HEAD")  # resolved to the full hash
+    assert (
+        exp.detailed_description
+        == "**Approach**: vector stores\n\n**Key insight**: bank conflicts\n"
+    )
+
+
+def test_add_from_json_with_parent_prefix_and_flags_winning(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    parent = make_experiment()
+    document = json.dumps(
+        {**experiment_fields(), "pid": parent.id[:8], "score": 1.5, "outcome": "ignored"}
+    )
+    result = kexp(repo, "add", "--score", "1.05", "--file", "-", "--json", input=document)
+    assert result.exit_code == 0, result.stderr
+    exp = store.get_experiment(json.loads(result.stdout)["id"])
+    assert exp.pid == parent.id and exp.score == 1.05
+
+
+def test_add_from_a_markdown_experiment_file(repo: Path, store: Store, tmp_path: Path) -> None:
+    source = tmp_path / "draft.md"
+    source.write_text(
+        "---\n"
+        "change_summary: Fused two kernels - +4%\n"
+        "score: 1.04\n"
+        "status: done\n"
+        "is_buggy: false\n"
+        "operator_sig: fused.cu\n"
+        "dtype_sig: fp16\n"
+        "env: H100\n"
+        "---\n\n"
+        "## Detailed description\n\n**Key insight**: fewer launches\n\n"
+        "## Code change\n\n```diff\n+fused\n```\n"
+    )
+    result = kexp(repo, "add", "--file", str(source))
+    assert result.exit_code == 0, result.stderr
+    (exp,) = store.list_experiments()
+    assert exp.code_change == "+fused" and exp.dtype_sig == "fp16"
+    assert exp.detailed_description == "**Key insight**: fewer launches"
+
+
+def test_add_diff_from_git_takes_the_working_tree_diff_without_the_store(
+    repo: Path, store: Store
+) -> None:
+    (repo / "kernel.cu").write_text("__global__ void k() { /* unrolled */ }\n")
+    result = kexp(repo, "add", *add_args(), "--diff-from-git", "--json")
+    assert result.exit_code == 0, result.stderr
+    exp = store.get_experiment(json.loads(result.stdout)["id"])
+    assert "+__global__ void k() { /* unrolled */ }" in exp.code_change
+    assert "experiments/" not in exp.code_change
+    assert "uncommitted changes" in result.stderr  # base_commit is HEAD of a dirty tree
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("change_summary: [unclosed\n", "YAML syntax error"),
+        ("score: 1.0\nscore: 2.0\n", "duplicate key 'score'"),
+        ('{"score": 1.0, "score": 2.0}', "duplicate key 'score'"),
+        ('{"score": 1.0,}', "JSON syntax error"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("socre: 1.0\n", "unknown field(s): socre"),
+        ("", "the document is empty"),
+    ],
+)
+def test_add_refuses_an_invalid_document_on_stdin(
+    repo: Path, store: Store, document: str, message: str
+) -> None:
+    result = kexp(repo, "add", input=document)
+    assert result.exit_code == 1
+    assert error_line(result).startswith("kexp: error: <stdin> is not a valid experiment")
+    assert message in result.stderr
+    assert store.paths() == []
+
+
+def test_add_refuses_an_invalid_experiment_and_writes_nothing(repo: Path, store: Store) -> None:
+    result = kexp(repo, "add", *add_args(**{"--summary": "x" * 81}), "--buggy")
+    assert result.exit_code == 1
+    assert "was not recorded" in error_line(result)
+    assert "too-long" in result.stderr and "buggy-without-error" in result.stderr
+    assert store.paths() == []
+
+
+def test_add_with_an_unknown_parent_is_a_one_line_error(repo: Path, store: Store) -> None:
+    result = kexp(repo, "add", *add_args(), "--pid", "abcdef12")
+    assert result.exit_code == 2
+    assert "no experiment with id abcdef12" in error_line(result)
+    assert store.paths() == []
+
+
+# --- top, list, show -------------------------------------------------------------------
+
+
+@pytest.fixture
+def populated(store: Store, make_experiment: Callable[..., KernelExperiment]) -> Store:
+    """Five experiments: improvement, regression, marginal, buggy, pending."""
+    make_experiment(id="6749f3a000000001", score=1.05, tags=["cache"])
+    make_experiment(id="6749f3a000000002", score=0.95, change_summary="Vectorized - -5%")
+    make_experiment(id="6749f3a000000003", score=1.0, dtype_sig="fp16", operator_sig="gemm.cu")
+    make_experiment(
+        id="6749f3a000000004",
+        score=0.0,
+        is_buggy=True,
+        error_message="Segfault",
+        change_summary="Crashed - segfault",
+    )
+    make_experiment(id="6749f3a000000005", score=1.2, status="running")
+    return store
+
+
+def test_top_json_gives_the_best_with_stable_keys(repo: Path, populated: Store) -> None:
+    result = kexp(repo, "top", "--json")
+    assert result.exit_code == 0, result.stderr
+    records = json.loads(result.stdout)
+    assert [r["id"][-1] for r in records] == ["1", "3", "2"]  # buggy and pending left out
+    assert all(tuple(r) == RECORD_FIELDS for r in records)
+    brief = json.loads(kexp(repo, "top", "--json", "--brief").stdout)
+    assert "detailed_description" not in brief[0] and "score" in brief[0]
+    some = json.loads(kexp(repo, "top", "--json", "--fields", "score,id", "-n", "1").stdout)
+    assert some == [{"score": 1.05, "id": "6749f3a000000001"}]
+
+
+def test_top_limits_to_twenty_by_default(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    for n in range(22):
+        make_experiment(id=f"6749f3a0000001{n:02x}", score=1.0 + n / 100)
+    records = json.loads(kexp(repo, "top", "--json").stdout)
+    assert len(records) == 20 and records[0]["score"] == 1.21
+
+
+def test_top_table_is_ranked_and_aligned(repo: Path, populated: Store) -> None:
+    result = kexp(repo, "top")
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["#", "ID", "SCORE", "OUTCOME", "DTYPE", "OPERATOR", "SUMMARY"]
+    assert lines[1].split()[:3] == ["1", "6749f3a000", "1.0500"]
+    assert len({line.index("OUTCOME") for line in lines[:1]} | {lines[1].index("improvement")}) == 1
+    assert lines[1].index("1.0500") + len("1.0500") == lines[0].index("SCORE") + len("SCORE")
+
+
+def test_table_is_fitted_to_the_terminal_width(repo: Path, populated: Store) -> None:
+    result = kexp(repo, "list", COLUMNS="60")
+    assert all(len(line) <= 60 for line in result.stdout.splitlines())
+    assert "…" in result.stdout
+
+
+def test_list_filters_sort_limit(repo: Path, populated: Store) -> None:
+    def ids(*args: str) -> list[str]:
+        result = kexp(repo, "list", "--json", "--fields", "id", *args)
+        assert result.exit_code == 0, result.stderr
+        return [r["id"][-1] for r in json.loads(result.stdout)]
+
+    assert ids() == ["1", "2", "3", "4", "5"]
+    assert ids("--outcome", "regression", "--outcome", "buggy") == ["2", "4"]
+    assert ids("--dtype", "fp16") == ["3"]
+    assert ids("--operator", "GEMM") == ["3"]
+    assert ids("--tag", "cache") == ["1"]
+    assert ids("--min-score", "1.0", "--max-score", "1.1") == ["1", "3"]
+    assert ids("--not-buggy", "--status", "done") == ["1", "2", "3"]
+    assert ids("--sort", "-score") == ["5", "1", "3", "2", "4"]
+    assert ids("--sort", "score", "--reverse", "-n", "2") == ["5", "1"]
+    assert ids("-n", "2") == ["4", "5"]  # the newest
+    assert ids("--text", "segfault") == ["4"]
+
+
+def test_list_csv_and_jsonl(repo: Path, populated: Store) -> None:
+    result = kexp(repo, "list", "--format", "csv", "--fields", "id,score,tags,is_buggy")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows[0] == {
+        "id": "6749f3a000000001",
+        "score": "1.05",
+        "tags": '["cache"]',
+        "is_buggy": "false",
+    }
+    lines = kexp(repo, "list", "--format", "jsonl", "--brief").stdout.splitlines()
+    assert len(lines) == 5 and json.loads(lines[3])["outcome"] == "buggy"
+
+
+def test_list_rejects_an_unknown_field_or_sort_key(repo: Path, populated: Store) -> None:
+    result = kexp(repo, "list", "--fields", "id,nope")
+    assert result.exit_code == 2 and "unknown field(s) nope" in error_line(result)
+    result = kexp(repo, "list", "--sort", "speed")
+    assert result.exit_code == 2 and "speed" in error_line(result)
+
+
+def test_show_text_json_field_and_fields(repo: Path, populated: Store) -> None:
+    text = kexp(repo, "show", "6749f3a000000004").stdout
+    assert "Crashed - segfault" in text and "## Error message" in text and "Segfault" in text
+    brief = kexp(repo, "show", "6749f3a000000004", "--brief").stdout
+    assert "## " not in brief and "buggy" in brief
+    data = json.loads(kexp(repo, "show", "6749f3a000000001", "--json").stdout)
+    assert tuple(data) == RECORD_FIELDS and data["outcome"] == "improvement"
+    raw = kexp(repo, "show", "6749f3a000000001", "--field", "detailed_description").stdout
+    assert raw == populated.get_experiment("6749f3a000000001").detailed_description + "\n"
+    assert kexp(repo, "show", "6749f3a000000001", "--field", "tags").stdout == '["cache"]\n'
+    some = kexp(repo, "show", "6749f3a000000001", "--fields", "score,outcome").stdout
+    assert some == "score: 1.0500\noutcome: improvement\n"
+
+
+def test_show_unknown_id_and_ambiguous_prefix(repo: Path, populated: Store) -> None:
+    result = kexp(repo, "show", "abcdef12")
+    assert result.exit_code == 2
+    assert error_line(result).startswith("kexp: error: no experiment with id abcdef12")
+    assert result.stdout == ""
+    result = kexp(repo, "show", "6749f3a0")
+    assert result.exit_code == 2
+    line = error_line(result)
+    assert "ambiguous" in line and "6749f3a000000001" in line and "6749f3a000000005" in line
+    result = kexp(repo, "show", "xyz!")
+    assert result.exit_code == 2 and "is not an experiment id" in error_line(result)
+
+
+def test_control_characters_from_experiments_are_neutralised(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    make_experiment(change_summary="Evil \x1b[31mred\x1b[0m - +1%", raw_result="bell\x07 \x9b2J")
+    for args in (("list",), ("top",), ("tree",), ("show", store.list_experiments()[0].id)):
+        out = kexp(repo, *args).stdout
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out
+        assert "\\x1b[31m" in out
+    data = kexp(repo, "list", "--json").stdout
+    assert "\x1b" not in data and "\x9b" not in data
+    assert json.loads(data)[0]["raw_result"] == "bell\x07 \x9b2J"
+
+
+def test_no_color_when_not_a_terminal_or_no_color(repo: Path, populated: Store) -> None:
+    for env in ({}, {"NO_COLOR": "1"}):
+        for args in (("top",), ("tree",), ("show", "6749f3a000000001"), ("stats",)):
+            assert not ANSI.search(kexp(repo, *args, **env).stdout)
+
+
+# --- tree, lessons, stats ------------------------------------------------------------
+
+
+@pytest.fixture
+def lineage(store: Store, make_experiment: Callable[..., KernelExperiment]) -> dict[str, str]:
+    """root 1.00 -> a 1.05 -> (a1 1.02, a2 1.10 -> a21 1.08); root -> b 0.97 -> b1 0.96."""
+    ids: dict[str, str] = {}
+
+    def add(name: str, parent: str | None, score: float, **extra: Any) -> None:
+        exp = make_experiment(
+            id=f"7000000000000{len(ids):03x}",
+            pid=ids[parent] if parent else "",
+            score=score,
+            change_summary=f"Step {name} - {score}",
+            created_at=f"2026-11-29T10:00:{len(ids):02d}Z",
+            **extra,
+        )
+        ids[name] = exp.id
+
+    add("root", None, 1.0)
+    add("a", "root", 1.05)
+    add("a1", "a", 1.02)
+    add("a2", "a", 1.10)
+    add("a21", "a2", 1.08)
+    add("b", "root", 0.97)
+    add("b1", "b", 0.96)
+    return ids
+
+
+def test_tree_json_marks_best_path_dead_ends_and_deltas(
+    repo: Path, lineage: dict[str, str]
+) -> None:
+    result = kexp(repo, "tree", "--json")
+    assert result.exit_code == 0, result.stderr
+    (root,) = json.loads(result.stdout)
+    nodes = {}
+
+    def walk(node: dict[str, Any]) -> None:
+        nodes[node["id"]] = node
+        for child in node["children"]:
+            walk(child)
+
+    walk(root)
+    by_name = {name: nodes[i] for name, i in lineage.items()}
+    assert [n for n, v in by_name.items() if v["on_best_path"]] == ["root", "a", "a2"]
+    assert by_name["a2"]["is_best"]
+    assert [n for n, v in by_name.items() if v["dead_end"]] == ["a2", "b"]
+    assert by_name["a"]["delta"] == pytest.approx(0.05)
+    assert by_name["a"]["delta_pct"] == pytest.approx(5.0)
+    assert by_name["root"]["delta"] is None
+
+
+def test_tree_text_for_one_experiment(repo: Path, lineage: dict[str, str]) -> None:
+    result = kexp(repo, "tree", lineage["a2"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    shown = [line for line in lines if "Step" in line]
+    # the ancestors (root, a) and the descendants (a21), no side branches
+    assert [re.search(r"Step (\w+)", line).group(1) for line in shown] == ["root", "a", "a2", "a21"]  # type: ignore[union-attr]
+    assert shown[2].lstrip("│├└─ ").startswith("*") and "[best]" in shown[2]
+    assert "Δ+0.0500" in shown[1] and "<" in shown[2]
+    assert shown[3].startswith("        └──")
+
+
+def test_tree_filtered_by_operator_and_unknown_id(
+    repo: Path, lineage: dict[str, str], make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    make_experiment(operator_sig="gemm.cu: matmul", change_summary="Other kernel - +1%")
+    result = kexp(repo, "tree", "--operator", "gemm")
+    assert "Other kernel" in result.stdout and "Step" not in result.stdout
+    result = kexp(repo, "tree", "abcdef12")
+    assert result.exit_code == 2 and "no experiment" in error_line(result)
+
+
+def test_lessons_grouped_with_key_insights(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    make_experiment(score=1.2)  # an improvement: not a lesson
+    a = make_experiment(score=0.9, detailed_description="**Key insight**: LDS bank conflicts")
+    b = make_experiment(score=1.3, change_summary="Part B - +30%")
+    make_experiment(
+        score=1.0,
+        combines=[a.id, b.id],
+        change_summary="A+B combined - +0%",
+        detailed_description="**Approach**: both\n**Key insight:** they fight over registers",
+    )
+    make_experiment(is_buggy=True, error_message="NaN", score=0.0, change_summary="Bad - NaN")
+    data = json.loads(kexp(repo, "lessons", "--json").stdout)
+    assert list(data) == ["buggy", "regression", "marginal", "interference"]
+    assert [x["change_summary"] for x in data["buggy"]] == ["Bad - NaN"]
+    assert [x["key_insight"] for x in data["regression"]] == ["LDS bank conflicts"]
+    assert data["marginal"] == []
+    assert [x["key_insight"] for x in data["interference"]] == ["they fight over registers"]
+    text = kexp(repo, "lessons").stdout
+    assert "BUGGY (1)" in text and "INTERFERENCE (1)" in text and "MARGINAL" not in text
+    assert "Key insight: LDS bank conflicts" in text
+    only = json.loads(kexp(repo, "lessons", "--group", "buggy", "--json").stdout)
+    assert list(only) == ["buggy"]
+
+
+def test_stats_counts_and_best(repo: Path, populated: Store) -> None:
+    data = json.loads(kexp(repo, "stats", "--json").stdout)
+    assert data["total"] == 5
+    cache = data["by_operator"]["csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"]
+    assert cache["total"] == 4 and cache["buggy"] == 1 and cache["pending"] == 1
+    assert data["by_outcome"]["marginal"] == 1
+    assert [(b["dtype_sig"], b["score"], b["id"]) for b in data["best"]] == [
+        ("bf16", 1.05, "6749f3a000000001"),
+        ("fp16", 1.0, "6749f3a000000003"),
+    ]
+    text = kexp(repo, "stats").stdout
+    assert "5 experiment(s)" in text and "6749f3a000" in text
+
+
+# --- update, rm ----------------------------------------------------------------------
+
+
+def test_update_with_reason_appends_a_dated_correction_note(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    exp = make_experiment()
+    before = exp.path.read_text() if exp.path else ""
+    result = kexp(
+        repo,
+        "update",
+        exp.id[:10],
+        "--set",
+        "score=1.021",
+        "--set",
+        "tags=cache, unroll",
+        "--reason",
+        "re-measured with 200 iterations",
+    )
+    assert result.exit_code == 0, result.stderr
+    updated = store.get_experiment(exp.id)
+    assert updated.score == 1.021 and updated.tags == ["cache", "unroll"]
+    note = updated.detailed_description.splitlines()[-1]
+    assert re.fullmatch(
+        r"\*\*Correction \(\d{4}-\d\d-\d\d\)\*\*: score 1\.019 → 1\.021; "
+        r'tags \[\] → \["cache", "unroll"\]\. Reason: re-measured with 200 iterations',
+        note,
+    ), note
+    assert updated.detailed_description.startswith(exp.detailed_description)
+    after = updated.path.read_text() if updated.path else ""
+    assert before.splitlines()[:3] == after.splitlines()[:3]
+
+
+def test_update_set_file_and_json(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment], tmp_path: Path
+) -> None:
+    exp = make_experiment()
+    (tmp_path / "bench.log").write_text("Iteration 2 Results - SUCCESS: 1.03x\n")
+    result = kexp(
+        repo,
+        "update",
+        exp.id,
+        "--set-file",
+        f"raw_result={tmp_path / 'bench.log'}",
+        "--set",
+        "is_buggy=no",
+        "--json",
+    )
+    assert json.loads(result.stdout)["changed"] == ["is_buggy", "raw_result"]
+    assert store.get_experiment(exp.id).raw_result == "Iteration 2 Results - SUCCESS: 1.03x"
+
+
+def test_update_invalid_result_leaves_the_file_untouched(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    exp = make_experiment()
+    assert exp.path is not None
+    before = exp.path.read_bytes()
+    result = kexp(repo, "update", exp.id, "--set", "status=finished")
+    assert result.exit_code == 1 and "was not updated" in error_line(result)
+    result = kexp(repo, "update", exp.id, "--set", "score=fast")
+    assert result.exit_code == 2 and "not a number" in error_line(result)
+    result = kexp(repo, "update", exp.id, "--set", "speed=1")
+    assert result.exit_code == 2 and "unknown field 'speed'" in error_line(result)
+    result = kexp(repo, "update", exp.id)
+    assert result.exit_code == 2 and "nothing to change" in error_line(result)
+    assert exp.path.read_bytes() == before
+
+
+def test_rm_asks_unless_yes_and_protects_parents(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    parent = make_experiment()
+    child = make_experiment(pid=parent.id)
+    result = kexp(repo, "rm", child.id, input="n\n")
+    assert result.exit_code == 1 and "nothing deleted" in result.stderr
+    assert len(store.paths()) == 2
+    result = kexp(repo, "rm", parent.id, "--yes")
+    assert result.exit_code == 2 and "parent of" in error_line(result)
+    result = kexp(repo, "rm", child.id, input="y\n")
+    assert result.exit_code == 0 and result.stdout.startswith(f"deleted {child.id}")
+    result = kexp(repo, "rm", parent.id, "-y")
+    assert result.exit_code == 0 and store.paths() == []
+
+
+# --- fmt, validate, export -----------------------------------------------------------
+
+
+def write_noncanonical(store: Store, exp: KernelExperiment) -> bytes:
+    """Rewrite an experiment's file by hand: keys out of order, CRLF, unquoted digits."""
+    assert exp.path is not None
+    text = exp.path.read_text()
+    lines = text.split("\n")
+    close = lines.index("---", 1)
+    front = lines[1:close]
+    front.insert(0, front.pop(front.index(next(x for x in front if x.startswith("score:")))))
+    messy = "\n".join(["---", *front, "---", *lines[close + 1 :]]).replace("\n", "\r\n")
+    exp.path.write_bytes(messy.encode())
+    return messy.encode()
+
+
+def test_fmt_check_lists_and_fmt_rewrites_canonically(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    exp = make_experiment()
+    canonical = exp.path.read_bytes() if exp.path else b""
+    tidy = make_experiment()
+    messy = write_noncanonical(store, exp)
+    result = kexp(repo, "fmt", "--check")
+    assert result.exit_code == 1
+    assert [Path(p).name for p in result.stdout.split()] == [exp.path.name if exp.path else ""]
+    assert exp.path is not None and exp.path.read_bytes() == messy
+    result = kexp(repo, "fmt")
+    assert result.exit_code == 0 and "reformatted" in result.stdout
+    assert exp.path.read_bytes() == canonical
+    assert store.get_experiment(exp.id) == exp
+    assert kexp(repo, "fmt", "--check").exit_code == 0
+    assert kexp(repo, "fmt", "--check", str(tidy.path)).exit_code == 0
+
+
+def test_fmt_leaves_invalid_files_alone(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    exp = make_experiment()
+    assert exp.path is not None
+    broken = exp.path.read_text().replace("score: 1.019", "score: fast")
+    exp.path.write_text(broken)
+    result = kexp(repo, "fmt")
+    assert result.exit_code == 1
+    assert "not formatted, it has errors" in result.stderr
+    assert exp.path.read_text() == broken
+
+
+def test_validate_formats_and_exit_codes(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    good = make_experiment()
+    assert kexp(repo, "validate").exit_code == 0
+    bad = make_experiment()
+    assert bad.path is not None
+    bad.path.write_text(bad.path.read_text().replace("score: 1.019", "score: fast"))
+    result = kexp(repo, "validate")
+    assert result.exit_code == 1
+    assert re.search(r"\.md:\d+:\d+: error\[wrong-type\] score:", result.stdout)
+    github = kexp(repo, "validate", "--format", "github").stdout
+    assert github.startswith("::error file=") and "title=kexp wrong-type" in github
+    problems = json.loads(kexp(repo, "validate", "--format", "json").stdout)
+    assert problems[0]["code"] == "wrong-type" and problems[0]["severity"] == "error"
+    assert kexp(repo, "validate", str(good.path)).exit_code == 0
+
+
+def test_export_formats_and_output_file(repo: Path, populated: Store, tmp_path: Path) -> None:
+    data = json.loads(kexp(repo, "export").stdout)
+    assert len(data) == 5 and tuple(data[0]) == RECORD_FIELDS
+    assert data[0]["path"].startswith("experiments/")
+    lines = kexp(repo, "export", "--format", "jsonl", "--outcome", "buggy").stdout.splitlines()
+    assert [json.loads(x)["id"] for x in lines] == ["6749f3a000000004"]
+    target = tmp_path / "out.csv"
+    result = kexp(repo, "export", "--format", "csv", "-o", str(target), "--brief")
+    assert result.exit_code == 0 and "exported 5 experiment(s)" in result.stderr
+    rows = list(csv.DictReader(target.open(encoding="utf-8")))
+    assert len(rows) == 5 and "raw_result" not in rows[0] and rows[3]["is_buggy"] == "true"
+    result = kexp(repo, "export", "-o", str(tmp_path / "missing" / "x.json"))
+    assert result.exit_code == 2 and "cannot write" in error_line(result)
+
+
+# --- init, env, errors ---------------------------------------------------------------
+
+
+def test_init_creates_the_store(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "new")])
+    assert result.exit_code == 0
+    assert (tmp_path / "new" / "experiments" / "README.md").is_file()
+    assert ".kexp/" in (tmp_path / "new" / ".gitignore").read_text()
+    assert Store(tmp_path / "new").list_experiments() == []
+
+
+def test_env_never_fails_and_omits_what_is_missing(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = bin_dir / "nvidia-smi"  # present but failing: must be left out, not an error
+    broken.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    broken.chmod(0o755)
+    for path in (str(tmp_path / "nothing"), str(bin_dir)):
+        result = run_kexp("env", "--json", cwd=tmp_path, env={"PATH": path})
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["gpus"] == [] and data["driver"] == "" and data["cuda"] == ""
+        assert "driver" not in data["env"] and "CUDA" not in data["env"]
+        text = run_kexp("env", cwd=tmp_path, env={"PATH": path})
+        assert text.returncode == 0 and text.stdout.strip() == data["env"]
+
+
+def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
+    for args in (("list",), ("top", "--json"), ("add", "--summary", "x")):
+        result = run_kexp(*args, cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.startswith("kexp: error: no kexp store found")
+        assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_usage_errors_are_one_line_with_exit_2(repo: Path) -> None:
+    result = run_kexp("list", "--no-such-option", cwd=repo)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert re.fullmatch(
+        r"kexp: error: No such option.*--no-such-option.*\(see '.* list --help'\)", line
+    )
+    result = run_kexp("frobnicate", cwd=repo)
+    assert result.returncode == 2 and result.stderr.startswith("kexp: error: No such command")
+
+
+def test_invalid_file_is_skipped_with_one_warning(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    good = make_experiment()
+    bad = make_experiment()
+    assert bad.path is not None
+    bad.path.write_text(bad.path.read_text().replace("score: 1.019", "score: fast"))
+    result = kexp(repo, "list", "--json")
+    assert [r["id"] for r in json.loads(result.stdout)] == [good.id]
+    assert result.stderr.count("kexp: warning: skipped invalid experiment file") == 1
+
+
+def test_progress_reporting_covers_validate(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    from kexp.progress import reporting
+
+    for _ in range(3):
+        make_experiment()
+    seen: list[tuple[int, int]] = []
+    with reporting(lambda done, total: seen.append((done, total))):
+        store.validate()
+    assert seen[0] == (0, 3) and seen[-1] == (3, 3)
