@@ -18,15 +18,15 @@ import dataclasses
 import re
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kexp.fileformat import FileFormatError, parse
 from kexp.model import outcome_of
 from kexp.store import KexpWarning
 from kexp.validate import read_and_check
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from kexp.store import Store
 
 #: Shortest normalised code change (without added/removed lines) that is matched.
@@ -94,15 +94,30 @@ def is_matchable(normalized: str) -> bool:
     return changed or len(normalized) >= MIN_PLAIN_CHARS
 
 
-def _probe(normalized: str) -> str:
-    """The longest whitespace-free token: present verbatim in any matching file."""
-    tokens = (
-        token
-        for line in normalized.split("\n")
-        if line != "@@"
-        for token in line.lstrip("+-").split()
-    )
-    return max(tokens, key=len, default="")
+def _probes(normalized: str) -> list[bytes]:
+    """Whitespace-free tokens of the changed lines, longest first: a file holding the
+    same change holds every one of them verbatim (normalising only moves whitespace)."""
+    lines = [line for line in normalized.split("\n") if line != "@@"]
+    changed = [line[1:] for line in lines if line[:1] in ("+", "-")] or lines
+    tokens = {token for line in changed for token in line.split()}
+    return sorted((token.encode("utf-8") for token in tokens), key=len, reverse=True)
+
+
+_CODE_SECTION = re.compile(
+    rb"^## Code change[ \t]*\r?\n\r?\n(`{3,})diff[ \t]*\r?\n(.*?)\r?\n\1[ \t]*\r?$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def _code_change_of(raw: bytes, path: Path) -> str:
+    """The code change of a file's text: its canonical diff fence, else a full parse."""
+    match = _CODE_SECTION.search(raw)
+    if match is not None:
+        return match.group(2).decode("utf-8", errors="replace")
+    try:
+        return parse(raw, path).body_values()["code_change"]
+    except FileFormatError:
+        return ""
 
 
 def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
@@ -115,14 +130,16 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
     if not is_matchable(wanted):
         return []
     skip = set(exclude)
-    probe = _probe(wanted)
+    probes = _probes(wanted)
     found = []
     for path in store.paths():
         try:
-            raw = path.read_text(encoding="utf-8", errors="replace")
+            raw = path.read_bytes()
         except OSError:
             continue
-        if probe not in raw:
+        if not all(probe in raw for probe in probes):
+            continue
+        if normalize_code_change(_code_change_of(raw, path)) != wanted:
             continue
         checked = read_and_check(path, store.settings)
         if not checked.ok:

@@ -144,3 +144,16 @@ def test_suspect_measurements_are_validation_warnings_at_their_line(tmp_path: Pa
     )
     assert problem.line == 5  # the score line
     assert problem.message.startswith(SUSPECT_LABEL)
+
+
+def test_a_hand_written_file_without_the_diff_fence_is_matched_too(
+    make_experiment: Callable[..., KernelExperiment], store: Store
+) -> None:
+    first = make_experiment(code_change=DIFF)
+    assert first.path is not None
+    text = first.path.read_text(encoding="utf-8")
+    fenced = text[text.index("```diff") :]
+    first.path.write_text(text.replace(fenced, "\n".join(fenced.splitlines()[1:-1]) + "\n"))
+    assert store.get_experiment(first.id).code_change.startswith("diff --git")
+
+    assert [r.id for r in find_repeats(store, SAME_ELSEWHERE)] == [first.id]
