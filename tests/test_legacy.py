@@ -508,3 +508,21 @@ def test_any_database_comes_back_equal(
     assert again.imported == [] and sorted(again.skipped) == sorted(db)
     scores = [r["score"] for r in back.values()]
     assert all(math.isfinite(s) for s in scores)
+
+
+def test_a_file_that_cannot_be_written_is_reported_with_its_children(store: Store) -> None:
+    db = {
+        "a000000000000001": record("a000000000000001"),
+        "a000000000000002": record("a000000000000002", pid="a000000000000001"),
+        "a000000000000003": record("a000000000000003"),
+    }
+    slug = "vectorized-key-store-with-16-byte-writes-1-12"
+    (store.experiments_dir / "2026" / "10" / f"a000000000000001-{slug}.md").mkdir(parents=True)
+
+    report = import_legacy(db, store, check_commits=False)
+
+    assert report.imported == ["a000000000000003"]
+    assert [n.record for n in report.failed] == ["a000000000000001", "a000000000000002"]
+    assert "already exists" in report.failed[0].message
+    assert "parent" in report.failed[1].message
+    assert errors(store) == []
