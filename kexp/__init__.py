@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kexp.changelog import Changes, ExperimentChange, HistoryEntry
 from kexp.errors import (
     AmbiguousIdError,
     ExperimentNotFoundError,
@@ -31,8 +32,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_SETTINGS",
     "AmbiguousIdError",
+    "Changes",
+    "ExperimentChange",
     "ExperimentNotFoundError",
     "GitError",
+    "HistoryEntry",
     "InvalidExperimentWarning",
     "InvalidIdError",
     "KernelExperiment",
@@ -45,12 +49,14 @@ __all__ = [
     "ValidationError",
     "__version__",
     "ancestors",
+    "changes",
     "children",
     "create_experiment",
     "default_store",
     "delete_experiment",
     "find_root",
     "get_experiment",
+    "history",
     "init_store",
     "list_experiments",
     "top_experiments",
@@ -104,6 +110,21 @@ def children(exp_id: str) -> list[KernelExperiment]:
     return default_store().children(exp_id)
 
 
-def validate(paths: list[Path] | None = None) -> list[Problem]:
-    """Every validation problem of the default store (or of ``paths`` in it)."""
-    return default_store().validate(paths)
+def validate(paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:
+    """Every validation problem of the default store (or of ``paths`` in it).
+
+    ``strict=True`` makes a ``base_commit`` missing from the code repository an error.
+    """
+    return default_store().validate(paths, strict=strict)
+
+
+def history(exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
+    """Every commit that touched an experiment's file, oldest first: author, date,
+    message and the fields it changed (old, new), following renames."""
+    return default_store().history(exp_id, revision=revision)
+
+
+def changes(base: str, head: str | None = None) -> Changes:
+    """Experiments added, modified (with changed fields) and removed between two
+    revisions of the default store (``head`` None: the working tree)."""
+    return default_store().changes(base, head)

@@ -1,15 +1,25 @@
 """All git access, through GitPython, imported lazily (GitPython is slow to import).
 
-Every failure becomes a :class:`kexp.errors.GitError` whose message says what to do.
-Revision strings are checked before git sees them: nothing that could be read as an
-option, a path or a range gets through.
+Nothing in this module imports :mod:`git` at import time: every function imports it
+when called, so ``import kexp`` and queries that need no git never pay for it.
+
+Every failure becomes a :class:`kexp.errors.GitError` whose message says what to do
+(not a repository, git missing, unknown or ambiguous revision). Revision strings from
+users are checked by :func:`check_revision` before git sees them: nothing that could be
+read as an option, a path or a range gets through. Bulk work (reading 100,000 blobs,
+checking thousands of commits) uses one long-running ``git cat-file`` process, never a
+process per object.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from kexp.errors import GitError
 
@@ -17,20 +27,34 @@ if TYPE_CHECKING:
     import git
 
 _SAFE_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
+_REFLOG_SUFFIX = re.compile(r".*@\{[0-9]+\}")
+_MAX_REVISION_CHARS = 256
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_NULL_SHA = re.compile(r"0+")
+#: Above this many candidate commits, ancestry is decided by one ``git rev-list`` walk
+#: instead of one ``git merge-base --is-ancestor`` per commit.
+_ANCESTOR_CHECKS_PER_PROCESS = 24
+
+GIT_MISSING_HINT = (
+    "install git and make sure it is on PATH (or point GIT_PYTHON_GIT_EXECUTABLE at it)"
+)
 
 
 def check_revision(revision: str) -> str:
     """Return ``revision`` if it is a plain revision (hash, branch, tag, ``HEAD~2``).
 
-    Refused: empty strings, anything starting with ``-`` (an option), whitespace or
-    control characters, ``:`` (a path in a tree), ``..`` (a range).
+    Refused before git ever sees them: non-strings, empty strings, anything starting
+    with ``-`` (an option such as ``--output=/tmp/x``) or another non-alphanumeric
+    character, whitespace and control characters (a newline), ``:`` (a path in a tree,
+    ``HEAD:experiments``), ``..`` (a range, ``a..b``), and names git itself refuses.
     """
     if (
         not isinstance(revision, str)
+        or len(revision) > _MAX_REVISION_CHARS
         or not _SAFE_REVISION.fullmatch(revision)
         or ".." in revision
         or revision.endswith((".", "/", ".lock"))
-        or ("@{" in revision and not re.fullmatch(r".*@\{[0-9]+\}", revision))
+        or ("@{" in revision and not _REFLOG_SUFFIX.fullmatch(revision))
     ):
         raise GitError(
             f"{revision!r} is not a revision kexp accepts: give a commit hash, branch, tag "
@@ -39,48 +63,161 @@ def check_revision(revision: str) -> str:
     return revision
 
 
-def open_repo(path: Path | str) -> git.Repo:
-    """The git repository containing ``path``. Raises :class:`GitError` if there is none."""
+def is_hex(text: str, min_length: int = 4, max_length: int = 64) -> bool:
+    """Whether ``text`` is a hexadecimal string of a plausible hash length."""
+    return min_length <= len(text) <= max_length and bool(_HEX.fullmatch(text))
+
+
+# --- opening repositories and running git ----------------------------------------
+
+
+def _import_git() -> Any:
     try:
         import git
-    except ImportError as exc:  # pragma: no cover - git executable missing
-        raise GitError(
-            f"git is not usable: {exc}; install git and make sure it is on PATH"
-        ) from None
+    except ImportError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "import failed"
+        raise GitError(f"git is not usable ({reason}); {GIT_MISSING_HINT}") from None
+    return git
+
+
+def open_repo(path: Path | str) -> git.Repo:
+    """The git repository containing ``path``. Raises :class:`GitError` if there is none."""
+    gitpython = _import_git()
     try:
-        return git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        repo: git.Repo = gitpython.Repo(path, search_parent_directories=True)
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
         raise GitError(
             f"{path} is not inside a git repository: run 'git init' there, or point "
             "KEXP_CODE_REPO at the repository holding the kernel code"
         ) from None
+    except gitpython.GitCommandNotFound:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    return repo
 
 
 def find_repo(path: Path | str) -> git.Repo | None:
-    """Like :func:`open_repo` but None when ``path`` is not in a repository."""
+    """Like :func:`open_repo` but None when ``path`` is not in a repository (or git is
+    not usable)."""
     try:
         return open_repo(path)
     except GitError:
         return None
 
 
-def resolve_commit(repo: git.Repo, revision: str) -> str:
-    """The full hash of the commit ``revision`` names in ``repo``."""
-    import git
+def toplevel(repo: git.Repo) -> Path:
+    """The root folder of ``repo``'s working tree. Raises :class:`GitError` for a bare one."""
+    if not repo.working_tree_dir:
+        raise GitError(f"{repo.git_dir} is a bare repository: kexp needs a working tree")
+    return Path(repo.working_tree_dir).resolve()
 
-    check_revision(revision)
+
+def _where(repo: git.Repo) -> str:
+    return str(repo.working_tree_dir or repo.git_dir)
+
+
+def _executable() -> str:
+    gitpython = _import_git()
+    return str(gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")
+
+
+def _translate(repo: git.Repo, action: str, stderr: str) -> GitError:
+    """A :class:`GitError` for a failed git command, with a hint at the fix."""
+    text = stderr.strip()
+    lowered = text.lower()
+    where = _where(repo)
+    if "dubious ownership" in lowered:
+        return GitError(
+            f"git refuses to work in {where}: it is owned by another user; if you trust it, "
+            f"run: git config --global --add safe.directory {where}"
+        )
+    if "not a git repository" in lowered:
+        return GitError(f"{where} is not a git repository: run 'git init' there")
+    detail = f": {text.splitlines()[-1]}" if text else ""
+    return GitError(f"git {action} failed in {where}{detail}")
+
+
+def run_git(
+    repo: git.Repo,
+    *args: str,
+    ok_codes: Sequence[int] = (0,),
+) -> tuple[int, str]:
+    """Run ``git ARGS`` in ``repo`` (through GitPython); returns (exit status, stdout).
+
+    Arguments are passed as a list (no shell). An exit status outside ``ok_codes``
+    raises :class:`GitError`. Callers pass only checked revisions and ``--`` before
+    paths.
+    """
+    gitpython = _import_git()
+    command = [_executable(), "-c", "core.quotepath=off", "-c", "log.showSignature=false", *args]
     try:
-        return str(repo.commit(revision).hexsha)
-    except (git.BadName, ValueError, git.GitCommandError) as exc:
-        text = str(exc)
-        if "ambiguous" in text.lower():
-            raise GitError(
-                f"revision {revision!r} is ambiguous in {repo.working_dir}: give more characters"
-            ) from None
+        status, stdout, stderr = repo.git.execute(
+            command,
+            with_extended_output=True,
+            with_exceptions=False,
+            strip_newline_in_stdout=False,
+        )
+    except gitpython.GitCommandNotFound:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    if status not in ok_codes:
+        raise _translate(repo, args[0] if args else "", str(stderr))
+    return int(status), str(stdout)
+
+
+# --- revisions ---------------------------------------------------------------------
+
+
+def resolve_commit(repo: git.Repo, revision: str) -> str:
+    """The full hash of the commit ``revision`` names in ``repo``.
+
+    Accepts a short or full hash, branch, tag, remote branch (``origin/main``) or an
+    expression like ``HEAD~2``. Raises :class:`GitError` for a refused, unknown or
+    ambiguous revision.
+    """
+    check_revision(revision)
+    gitpython = _import_git()
+    command = [
+        _executable(),
+        "rev-parse",
+        "--verify",
+        "--end-of-options",
+        f"{revision}^{{commit}}",
+    ]
+    try:
+        status, stdout, stderr = repo.git.execute(
+            command, with_extended_output=True, with_exceptions=False
+        )
+    except gitpython.GitCommandNotFound:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    if status == 0 and str(stdout).strip():
+        return str(stdout).strip()
+    text = str(stderr)
+    if "is ambiguous" in text:
+        candidates = [
+            line.split("hint:", 1)[1].strip()
+            for line in text.splitlines()
+            if line.startswith("hint:   ")
+        ]
+        listing = f" ({'; '.join(candidates)})" if candidates else ""
         raise GitError(
-            f"unknown revision {revision!r} in {repo.working_dir}: check the spelling, or "
-            "'git fetch' if the commit comes from another clone"
-        ) from None
+            f"revision {revision!r} is ambiguous in {_where(repo)}{listing}: "
+            "give more characters of the hash"
+        )
+    if "dubious ownership" in text or "not a git repository" in text:
+        raise _translate(repo, "rev-parse", text)
+    if "expected commit type" in text:
+        raise GitError(
+            f"revision {revision!r} in {_where(repo)} is not a commit: give a commit hash, "
+            "branch or tag"
+        )
+    hint = (
+        "fetch it ('git fetch --unshallow' in this shallow clone)"
+        if is_shallow(repo)
+        else "'git fetch' if it comes from another clone"
+    )
+    raise GitError(
+        f"unknown revision {revision!r} in {_where(repo)}: check the spelling (git branch -a, "
+        f"git tag, git log --oneline list them), or {hint}"
+    )
 
 
 def head_commit(repo: git.Repo) -> str:
@@ -89,26 +226,111 @@ def head_commit(repo: git.Repo) -> str:
         return str(repo.head.commit.hexsha)
     except ValueError:
         raise GitError(
-            f"{repo.working_dir} has no commits yet: commit the code first, or give base_commit"
+            f"{_where(repo)} has no commits yet: commit the code first, or give base_commit"
         ) from None
+
+
+def is_shallow(repo: git.Repo) -> bool:
+    """Whether ``repo`` is a shallow clone (part of its history was never fetched)."""
+    return (Path(repo.common_dir) / "shallow").is_file()
+
+
+def fetch_hint(repo: git.Repo, commit: str) -> str:
+    """How to get ``commit`` into ``repo`` (a shallow clone needs deepening)."""
+    if is_shallow(repo):
+        return (
+            "this is a shallow clone: fetch the full history with 'git fetch --unshallow' "
+            f"(or 'git fetch --depth=<N>'), or fetch the commit: git fetch origin {commit}"
+        )
+    return (
+        f"fetch the commit (git fetch origin {commit}, or git fetch --all), or correct "
+        "base_commit if it was mistyped"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+    """What a name (a full or abbreviated hash) refers to in a repository."""
+
+    name: str
+    status: Literal["found", "missing", "ambiguous"]
+    sha: str = ""
+    type: str = ""
+
+
+def lookup_objects(repo: git.Repo, names: Iterable[str]) -> dict[str, ObjectInfo]:
+    """Look up many hashes (full or abbreviated) at once: one ``git cat-file`` process.
+
+    Only hexadecimal names are accepted (others are reported ``missing`` without asking
+    git). Returns a mapping from each distinct name to its :class:`ObjectInfo`.
+    """
+    given = list(names)
+    wanted = sorted({n for n in given if is_hex(n)})
+    found: dict[str, ObjectInfo] = {n: ObjectInfo(n, "missing") for n in given if not is_hex(n)}
+    if not wanted:
+        return found
+    lines = _batch_lines(repo, ["cat-file", "--batch-check=%(objectname) %(objecttype)"], wanted)
+    for name, line in zip(wanted, lines, strict=True):
+        parts = line.split()
+        if len(parts) == 2 and parts[1] == "missing":
+            found[name] = ObjectInfo(name, "missing")
+        elif len(parts) == 2 and parts[1] == "ambiguous":
+            found[name] = ObjectInfo(name, "ambiguous")
+        elif len(parts) == 2:
+            found[name] = ObjectInfo(name, "found", parts[0], parts[1])
+        else:  # pragma: no cover - unexpected git output
+            raise GitError(f"unexpected output from git cat-file in {_where(repo)}: {line!r}")
+    return found
+
+
+def is_ancestor(repo: git.Repo, commit: str, tip: str) -> bool:
+    """Whether ``commit`` is an ancestor of (or equal to) ``tip``; both full hashes."""
+    status, _ = run_git(repo, "merge-base", "--is-ancestor", commit, tip, ok_codes=(0, 1))
+    return status == 0
+
+
+def ancestors_among(repo: git.Repo, tip: str, commits: Iterable[str]) -> set[str]:
+    """The commits of ``commits`` (full hashes present in ``repo``) reachable from ``tip``.
+
+    A few candidates are checked one by one; many are found with a single walk of
+    ``tip``'s history that stops as soon as every candidate has been seen.
+    """
+    candidates = set(commits)
+    if not candidates:
+        return set()
+    if len(candidates) <= _ANCESTOR_CHECKS_PER_PROCESS:
+        return {c for c in candidates if is_ancestor(repo, c, tip)}
+    found: set[str] = set()
+    for line in _stream_lines(repo, ["rev-list", tip]):
+        sha = line.strip()
+        if sha in candidates:
+            found.add(sha)
+            if len(found) == len(candidates):
+                break
+    return found
+
+
+# --- the working tree --------------------------------------------------------------
 
 
 def dirty_paths(repo: git.Repo, *, ignore: Path | None = None) -> list[str]:
     """Tracked files with uncommitted changes (staged or not), relative to the repository.
 
-    Changes under ``ignore`` (the experiment store itself) do not count.
+    Untracked files do not count (build outputs would make every tree dirty). Changes
+    under ``ignore`` (the experiment store itself) do not count.
     """
-    import git
-
-    try:
-        output = repo.git.status("--porcelain", "--untracked-files=no", "-z")
-    except git.GitCommandError as exc:
-        raise GitError(f"git status failed in {repo.working_dir}: {exc.stderr.strip()}") from None
-    entries = [entry for entry in output.split("\0") if entry]
-    paths = [entry[3:] for entry in entries if len(entry) > 3]
-    if ignore is not None and repo.working_dir:
+    _, output = run_git(repo, "status", "--porcelain", "--untracked-files=no", "-z")
+    entries = iter(entry for entry in output.split("\0") if entry)
+    paths: list[str] = []
+    for entry in entries:
+        if len(entry) <= 3:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":  # a rename or copy is followed by its source path
+            next(entries, None)
+    if ignore is not None and repo.working_tree_dir:
         try:
-            prefix = Path(ignore).resolve().relative_to(Path(repo.working_dir).resolve())
+            prefix = Path(ignore).resolve().relative_to(toplevel(repo))
         except ValueError:
             prefix = None
         if prefix is not None and str(prefix) != ".":
@@ -127,3 +349,287 @@ def user_name(repo: git.Repo) -> str:
         return str(repo.config_reader().get_value("user", "name", default=""))
     except Exception:
         return ""
+
+
+def untracked_files(repo: git.Repo, folder: str) -> list[str]:
+    """Untracked, not ignored files under ``folder`` (relative to the repository root)."""
+    _, output = run_git(
+        repo, "ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--", folder
+    )
+    return [p for p in output.split("\0") if p]
+
+
+# --- trees, blobs, history -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeEntry:
+    """One file in a commit's tree."""
+
+    path: str  # relative to the repository root, with '/'
+    mode: str  # '100644', '100755', '120000' (symbolic link), '160000' (submodule)
+    sha: str
+    size: int  # -1 when unknown (submodules)
+
+
+def list_tree(repo: git.Repo, commit: str, folder: str) -> list[TreeEntry]:
+    """Every file under ``folder`` (relative to the root, '' for all) in ``commit``'s tree.
+
+    One ``git ls-tree`` process; ``commit`` must be a full hash.
+    """
+    args = ["ls-tree", "-r", "-z", "--long", "--full-tree", commit]
+    if folder:
+        args += ["--", folder]
+    _, output = run_git(repo, *args)
+    entries: list[TreeEntry] = []
+    for record in output.split("\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition("\t")
+        parts = meta.split()
+        if len(parts) != 4:
+            continue
+        mode, _kind, sha, size = parts
+        entries.append(TreeEntry(path, mode, sha, int(size) if size.isdigit() else -1))
+    return entries
+
+
+def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]:
+    """Yield ``(sha, content)`` for each blob hash, in order, from one ``git cat-file
+    --batch`` process (``None`` for a hash that is not in the repository).
+
+    The hashes are written to git by a helper thread while the contents are read, so
+    100,000 blobs stream through without a process (or a round trip) per blob.
+    """
+    for sha in shas:
+        if not is_hex(sha, 4):
+            raise GitError(f"{sha!r} is not an object hash")
+    if not shas:
+        return
+    batch = _Batch(repo, ["cat-file", "--batch"], shas)
+    completed = False
+    try:
+        for sha in shas:
+            header = batch.stdout.readline()
+            if not header:
+                raise batch.failure()
+            parts = header.split()
+            if len(parts) == 2 and parts[1] in (b"missing", b"ambiguous"):
+                yield sha, None
+                continue
+            size = int(parts[2])
+            data = batch.stdout.read(size)
+            batch.stdout.read(1)  # the newline after the content
+            yield sha, data
+        completed = True
+    finally:
+        batch.close(completed=completed)
+
+
+def read_blob(repo: git.Repo, sha: str) -> bytes | None:
+    """The content of one blob (None when it is not in the repository)."""
+    for _, data in iter_blobs(repo, [sha]):
+        return data
+    return None  # pragma: no cover - iter_blobs yields once per hash
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChange:
+    """One file's change in a commit or diff (from ``git --raw`` output)."""
+
+    status: str  # 'A', 'M', 'D', 'T', 'R' (rename; 'C' copy)
+    path: str  # the path afterwards (for 'D', the deleted path)
+    old_path: str  # the path before ('' for 'A')
+    old_sha: str  # '' when there was no file before
+    new_sha: str  # '' when there is none afterwards, or it is only in the working tree
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitInfo:
+    """A commit, with the files it changed (restricted to the requested paths)."""
+
+    sha: str
+    author: str
+    author_email: str
+    date: str  # author date, ISO 8601 with offset
+    message: str
+    files: tuple[FileChange, ...]
+
+
+def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[CommitInfo]:
+    """Commits reachable from ``revision`` that touched ``pathspecs``, oldest first.
+
+    Renames within the pathspecs are detected (``-M``); a merge is diffed against its
+    first parent. ``revision`` must already be a full hash; pathspecs are passed after
+    ``--``.
+    """
+    _, output = run_git(
+        repo,
+        "log",
+        "-z",
+        "--raw",
+        "--no-abbrev",
+        "-M",
+        "--diff-merges=first-parent",
+        "--reverse",
+        "--no-show-signature",
+        "--encoding=UTF-8",
+        "--format=%x1e%H%x00%an%x00%ae%x00%aI%x00%B",
+        revision,
+        "--",
+        *pathspecs,
+    )
+    commits: list[CommitInfo] = []
+    tokens = output.split("\0")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("\x1e"):
+            i += 1
+            continue
+        sha, author, email, date, message = (token[1:], *tokens[i + 1 : i + 5])
+        i += 5
+        files: list[FileChange] = []
+        while i < len(tokens) and tokens[i].lstrip("\n").startswith(":"):
+            change, i = _raw_entry(tokens, i)
+            files.append(change)
+        commits.append(CommitInfo(sha, author, email, date, message.strip(), tuple(files)))
+    return commits
+
+
+def diff_files(repo: git.Repo, base: str, head: str | None, folder: str) -> list[FileChange]:
+    """Files under ``folder`` that differ between ``base`` and ``head`` (full hashes).
+
+    ``head`` None compares with the working tree (tracked files only: see
+    :func:`untracked_files`). No rename detection: callers match files by name.
+    """
+    args = ["diff", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-ext-diff", base]
+    if head is not None:
+        args.append(head)
+    _, output = run_git(repo, *args, "--", folder)
+    tokens = output.split("\0")
+    changes: list[FileChange] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i].lstrip("\n").startswith(":"):
+            change, i = _raw_entry(tokens, i)
+            changes.append(change)
+        else:
+            i += 1
+    return changes
+
+
+def _raw_entry(tokens: list[str], i: int) -> tuple[FileChange, int]:
+    meta = tokens[i].lstrip("\n")[1:].split()
+    _, _, old_sha, new_sha, status = meta[:5]
+    kind = status[:1]
+    if kind in "RC":
+        old_path, path = tokens[i + 1], tokens[i + 2]
+        i += 3
+    else:
+        path = tokens[i + 1]
+        old_path = "" if kind == "A" else path
+        i += 2
+    return (
+        FileChange(
+            kind,
+            path,
+            old_path,
+            "" if _NULL_SHA.fullmatch(old_sha) else old_sha,
+            "" if _NULL_SHA.fullmatch(new_sha) else new_sha,
+        ),
+        i,
+    )
+
+
+# --- long-running git processes -------------------------------------------------------
+
+
+class _Batch:
+    """``git ARGS`` fed ``lines`` on stdin by a thread, with stderr drained by another
+    (so neither pipe can fill up and block git)."""
+
+    def __init__(self, repo: git.Repo, args: list[str], lines: Sequence[str]) -> None:
+        gitpython = _import_git()
+        for line in lines:
+            if "\n" in line or "\r" in line:
+                raise GitError(f"{line!r} contains a line break")
+        self.repo = repo
+        self.action = args[0]
+        try:
+            self._handle: Any = repo.git.execute(
+                [_executable(), *args], as_process=True, istream=subprocess.PIPE
+            )
+        except gitpython.GitCommandNotFound:
+            raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+        self.proc: Any = cast(Any, self._handle.proc)
+        self.stdout: Any = cast(Any, self.proc).stdout
+        self._errors: list[bytes] = []
+        self._lines = lines
+        self._threads = [
+            threading.Thread(target=self._feed, daemon=True),
+            threading.Thread(target=self._drain, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _feed(self) -> None:
+        try:
+            for start in range(0, len(self._lines), 512):
+                chunk = "".join(f"{line}\n" for line in self._lines[start : start + 512])
+                self.proc.stdin.write(chunk.encode("utf-8"))
+            self.proc.stdin.close()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def _drain(self) -> None:
+        self._errors.append(self.proc.stderr.read())
+
+    def failure(self) -> GitError:
+        """The error to raise when git stopped answering."""
+        self.close(completed=True)
+        return _translate(self.repo, self.action, b"".join(self._errors).decode("utf-8", "replace"))
+
+    def close(self, *, completed: bool) -> int:
+        """Wait for git (or stop it, when the caller stopped early); its exit status."""
+        if not completed and self.proc.poll() is None:
+            self.proc.kill()
+        for thread in self._threads:
+            thread.join()
+        status = int(self.proc.wait())
+        for stream in (self.proc.stdout, self.proc.stdin, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        return status
+
+
+def _batch_lines(repo: git.Repo, args: list[str], lines: Sequence[str]) -> list[str]:
+    """Feed ``lines`` to one ``git ARGS`` process; one output line per input line."""
+    batch = _Batch(repo, args, lines)
+    completed = False
+    try:
+        output: list[str] = []
+        for _ in lines:
+            line = batch.stdout.readline()
+            if not line:
+                raise batch.failure()
+            output.append(line.decode("utf-8", "replace").rstrip("\n"))
+        completed = True
+        return output
+    finally:
+        batch.close(completed=completed)
+
+
+def _stream_lines(repo: git.Repo, args: list[str]) -> Iterator[str]:
+    """Yield the output lines of ``git ARGS`` as git writes them (stops git when the
+    caller stops)."""
+    batch = _Batch(repo, args, [])
+    completed = False
+    try:
+        for raw in batch.stdout:
+            yield raw.decode("utf-8", "replace")
+        completed = True
+        if batch.close(completed=True) != 0:
+            raise batch.failure()
+    finally:
+        batch.close(completed=completed)

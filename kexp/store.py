@@ -16,7 +16,7 @@ import re
 import secrets
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kexp import ids
 from kexp.errors import (
@@ -34,6 +34,9 @@ from kexp.progress import track
 from kexp.query import build_filters, chronological, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import CheckedFile, check_bytes, check_store, id_from_name, read_and_check
+
+if TYPE_CHECKING:
+    from kexp.changelog import Changes, HistoryEntry
 
 EXPERIMENTS_DIR = "experiments"
 CACHE_DIR = ".kexp"
@@ -183,7 +186,11 @@ class Store:
 
     def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
         """Read and check files (all experiment files by default)."""
-        return [read_and_check(p, self.settings) for p in track(paths or self.paths())]
+        return [self._read(p) for p in track(paths or self.paths())]
+
+    def _read(self, path: Path) -> CheckedFile:
+        """Read and check one experiment file (overridden by the store at a revision)."""
+        return read_and_check(path, self.settings)
 
     def _load(self, *, strict: bool) -> list[KernelExperiment]:
         experiments: list[KernelExperiment] = []
@@ -215,9 +222,18 @@ class Store:
 
         Invalid files are skipped with an :class:`InvalidExperimentWarning` naming the
         file and its first problem; ``strict=True`` raises :class:`ValidationError`.
+
+        Git-aware filters (resolved in the code repository): ``reachable_from=REV``
+        keeps experiments whose ``base_commit`` is an ancestor of ``REV``;
+        ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
         """
+        reachable_from = filters.pop("reachable_from", None)
         wanted = build_filters(**self._resolve_filter_ids(filters))
         found = [e for e in self._load(strict=strict) if matches(e, wanted, self.settings)]
+        if reachable_from is not None:
+            from kexp.provenance import reachable
+
+            found = reachable(found, self.code_repo, str(reachable_from))
         return chronological(found)
 
     def top_experiments(
@@ -248,6 +264,10 @@ class Store:
         resolved = dict(filters)
         if resolved.get("pid"):
             resolved["pid"] = self.resolve_id(resolved["pid"])
+        if resolved.get("base_commit"):
+            from kexp.provenance import base_commit_filter
+
+            resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
         return resolved
 
     def _id_index(self) -> dict[str, list[Path]]:
@@ -293,7 +313,7 @@ class Store:
         :class:`ValidationError` when its file is invalid.
         """
         path = self._find(exp_id)[1]
-        checked = read_and_check(path, self.settings)
+        checked = self._read(path)
         if not checked.ok:
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = checked.experiment()
@@ -309,8 +329,36 @@ class Store:
             _, path = self._find(exp_id)
         except KexpError:
             return None
-        checked = read_and_check(path, self.settings)
+        checked = self._read(path)
         return float(checked.experiment().score) if checked.ok else None
+
+    # --- git: the store at a revision, history, changes -------------------------------
+
+    def at(self, revision: str) -> Store:
+        """The store as it was at ``revision`` (hash, branch, tag, ``HEAD~1``).
+
+        Read straight from git objects, without a checkout and without touching the
+        working tree; the same query and validation API; read-only (writes raise
+        :class:`KexpError`). Raises :class:`~kexp.errors.GitError` outside a git
+        repository or for an unknown revision.
+        """
+        from kexp.snapshot import RevisionStore
+
+        return RevisionStore(self, revision)
+
+    def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
+        """Every commit that touched an experiment's file, oldest first, with the
+        fields each changed (see :func:`kexp.changelog.history`)."""
+        from kexp.changelog import history
+
+        return history(self, exp_id, revision=revision)
+
+    def changes(self, base: str, head: str | None = None) -> Changes:
+        """Experiments added, modified and removed between two revisions (``head`` None:
+        the working tree); see :func:`kexp.changelog.changes`."""
+        from kexp.changelog import changes
+
+        return changes(self, base, head)
 
     # --- lineage -------------------------------------------------------------------
 
@@ -351,8 +399,14 @@ class Store:
 
     # --- validation ------------------------------------------------------------------
 
-    def validate(self, paths: list[Path] | None = None) -> list[Problem]:
-        """Every problem in the given files (all by default), plus store-wide checks."""
+    def validate(self, paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:
+        """Every problem in the given files (all by default), plus store-wide checks.
+
+        ``base_commit`` must resolve in the code repository: a commit that is not there
+        (a shallow clone, an upstream commit never fetched) is a warning saying how to
+        fetch it, an error with ``strict=True``. Without a git repository that check is
+        skipped.
+        """
         everything = self.check_files()
         if paths is None:
             selected = everything
@@ -360,15 +414,16 @@ class Store:
             wanted = {p.resolve() for p in paths}
             selected = [c for c in everything if c.path.resolve() in wanted]
             known = {c.path.resolve() for c in everything}
-            selected += [
-                read_and_check(p, self.settings) for p in paths if p.resolve() not in known
-            ]
+            selected += [self._read(p) for p in paths if p.resolve() not in known]
         index: dict[str, list[Path]] = {}
         for item in everything:
             if item.document is not None and isinstance(item.document.fields.get("id"), str):
                 index.setdefault(item.document.fields["id"], []).append(item.path)
         problems = [p for item in selected for p in item.problems]
         problems += check_store(selected, index)
+        from kexp.provenance import base_commit_problems
+
+        problems += base_commit_problems(selected, self.code_repo, strict=strict)
         return sort_problems(problems)
 
     # --- writing -------------------------------------------------------------------
@@ -442,29 +497,18 @@ class Store:
         return self.experiments_dir / year / month / f"{exp.id}-{slugify(exp.change_summary)}.md"
 
     def _fill_from_git(self, exp: KernelExperiment) -> None:
-        from kexp import git as kgit
+        """Fill ``base_commit``/``author`` from the code repository (see
+        :func:`kexp.provenance.fill_from_git`: a dirty tree adds the tag
+        ``uncommitted-base`` and warns)."""
+        from kexp.provenance import fill_from_git
 
-        repo = kgit.find_repo(self.code_repo)
-        if repo is None:
-            return
-        if not exp.base_commit:
-            try:
-                exp.base_commit = kgit.head_commit(repo)
-            except KexpError:
-                return
-            if kgit.is_dirty(repo, ignore=self.experiments_dir):
-                warnings.warn(
-                    f"the working tree of {repo.working_dir} has uncommitted changes: "
-                    f"base_commit {exp.base_commit[:12]} is HEAD, not what was measured",
-                    KexpWarning,
-                    stacklevel=3,
-                )
-        elif re.fullmatch(r"[0-9a-f]{7,63}", exp.base_commit):
-            # Kept as given when it does not resolve; validation reports it.
-            with contextlib.suppress(KexpError):
-                exp.base_commit = kgit.resolve_commit(repo, exp.base_commit)
-        if not exp.author:
-            exp.author = kgit.user_name(repo)
+        fill_from_git(
+            exp,
+            self.code_repo,
+            store_dir=self.experiments_dir,
+            explicit=self.code_repo.resolve() != self.root,
+            stacklevel=3,
+        )
 
     def _reference_problems(self, checked: CheckedFile) -> list[Problem]:
         if checked.document is None:

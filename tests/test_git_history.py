@@ -1,0 +1,157 @@
+"""An experiment's history and the changes between revisions, in real repositories."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import experiment_fields, git
+
+import kexp
+from kexp import ExperimentNotFoundError, GitError, Store
+
+
+def commit_all(repo: Path, message: str, *, author: str | None = None) -> str:
+    git(repo, "add", "-A")
+    extra = ["--author", author] if author else []
+    git(repo, "commit", "-q", "-m", message, *extra)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def corrected(repo: Path, store: Store) -> dict[str, Any]:
+    """An experiment recorded, its score corrected three times, then its file renamed,
+    with unrelated commits in between."""
+    exp = store.create_experiment(**experiment_fields(score=1.02))
+    other = store.create_experiment(**experiment_fields(change_summary="Other - +1%"))
+    commits = [commit_all(repo, "record unroll experiment\n\nmeasured on MI300X")]
+    for score, who in ((1.05, "Ana <ana@example.com>"), (1.07, None), (0.98, None)):
+        store.update_experiment(exp.id, score=score)
+        commits.append(commit_all(repo, f"correct score to {score}", author=who))
+        store.update_experiment(other.id, env=f"MI300X run {score}")
+        (repo / "kernel.cu").write_text(f"// {score}\n")
+        commit_all(repo, "unrelated: other experiment and kernel")
+    assert exp.path is not None
+    moved = exp.path.parent.parent / "12" / f"{exp.id}-unroll-by-4.md"
+    moved.parent.mkdir()
+    git(repo, "mv", str(exp.path), str(moved))
+    commits.append(commit_all(repo, "rename: shorter slug"))
+    return {"exp": exp, "commits": commits, "moved": moved, "other": other}
+
+
+def test_history_lists_every_commit_with_the_fields_it_changed(
+    repo: Path, store: Store, corrected: dict[str, Any]
+) -> None:
+    exp, commits = corrected["exp"], corrected["commits"]
+    entries = store.history(exp.id)
+    assert [e.commit for e in entries] == commits
+    assert [e.action for e in entries] == ["added", "modified", "modified", "modified", "renamed"]
+    added, fix1, fix2, fix3, renamed = entries
+    assert added.changes["score"] == (None, 1.02)
+    assert added.changes["id"] == (None, exp.id)
+    assert added.summary == "record unroll experiment"
+    assert added.message == "record unroll experiment\n\nmeasured on MI300X"
+    assert fix1.changes == {"score": (1.02, 1.05)}
+    assert (fix1.author, fix1.author_email) == ("Ana", "ana@example.com")
+    assert fix2.changes == {"score": (1.05, 1.07)}
+    assert (fix2.author, fix2.author_email) == ("Test Engineer", "test@example.com")
+    assert fix3.changes == {"score": (1.07, 0.98)}
+    assert fix3.summary == "correct score to 0.98"
+    assert dt.datetime.fromisoformat(fix3.date).tzinfo is not None
+    assert renamed.changes == {}
+    assert renamed.old_path == exp.path.relative_to(repo).as_posix()
+    assert renamed.path == corrected["moved"].relative_to(repo).as_posix()
+    data = fix1.to_dict()
+    assert data["changes"] == {"score": {"old": 1.02, "new": 1.05}}
+    assert data["summary"] == "correct score to 1.05"
+
+
+def test_history_by_prefix_module_function_and_at_a_revision(
+    repo: Path, store: Store, corrected: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp, commits = corrected["exp"], corrected["commits"]
+    monkeypatch.chdir(repo)
+    assert [e.commit for e in kexp.history(exp.id[:12])] == commits
+    # Up to a revision: the store at that revision, or an explicit revision.
+    assert [e.commit for e in store.at(commits[2]).history(exp.id)] == commits[:3]
+    assert [e.commit for e in store.history(exp.id, revision=commits[1])] == commits[:2]
+
+
+def test_history_of_a_deleted_experiment_and_of_an_unknown_id(
+    repo: Path, store: Store, corrected: dict[str, Any]
+) -> None:
+    exp = corrected["exp"]
+    store.delete_experiment(exp.id)
+    gone = commit_all(repo, "drop the experiment")
+    entries = store.history(exp.id)
+    assert entries[-1].action == "deleted" and entries[-1].commit == gone
+    with pytest.raises(ExperimentNotFoundError):
+        store.history("0123456789abcdef")
+    with pytest.raises(GitError, match="unknown revision"):
+        store.history(corrected["other"].id, revision="nope")
+
+
+def test_uncommitted_experiment_has_no_history_yet(store: Store) -> None:
+    exp = store.create_experiment(**experiment_fields())
+    assert store.history(exp.id) == []
+
+
+# --- changes between revisions -------------------------------------------------------
+
+
+def test_changes_between_two_revisions(repo: Path, store: Store) -> None:
+    kept = store.create_experiment(**experiment_fields(change_summary="Kept - +1%"))
+    fixed = store.create_experiment(**experiment_fields(change_summary="Fixed - +2%"))
+    dropped = store.create_experiment(**experiment_fields(change_summary="Dropped - +3%"))
+    moved = store.create_experiment(**experiment_fields(change_summary="Moved - +4%"))
+    base = commit_all(repo, "base")
+    store.update_experiment(fixed.id, score=1.5, tags=["rechecked"])
+    store.delete_experiment(dropped.id)
+    assert moved.path is not None
+    git(repo, "mv", str(moved.path), str(moved.path.with_name(f"{moved.id}-renamed.md")))
+    added = store.create_experiment(**experiment_fields(change_summary="Added - +5%"))
+    head = commit_all(repo, "pr")
+    (repo / "experiments" / "README.md").write_text("not an experiment\n")
+    commit_all(repo, "readme")
+
+    result = store.changes(base, head)
+    assert (result.base, result.head) == (base, head)
+    assert [c.id for c in result.added] == [added.id]
+    assert [c.id for c in result.removed] == [dropped.id]
+    by_id = {c.id: c for c in result.modified}
+    assert set(by_id) == {fixed.id, moved.id}
+    assert by_id[fixed.id].fields == {"score": (1.019, 1.5), "tags": (None, ["rechecked"])}
+    assert by_id[fixed.id].old is not None and by_id[fixed.id].old.score == pytest.approx(1.019)
+    assert by_id[fixed.id].new is not None and by_id[fixed.id].new.score == pytest.approx(1.5)
+    assert by_id[moved.id].fields == {}
+    assert by_id[moved.id].old_path == moved.path
+    assert by_id[moved.id].path.name == f"{moved.id}-renamed.md"
+    assert result.added[0].new is not None and result.added[0].old is None
+    assert result.removed[0].old is not None and result.removed[0].new is None
+    assert kept.id not in {c.id for c in result}
+    assert len(result) == 4
+    assert store.changes(head, "HEAD").added == []
+
+
+def test_changes_against_the_working_tree(repo: Path, store: Store) -> None:
+    exp = store.create_experiment(**experiment_fields())
+    base = commit_all(repo, "base")
+    store.update_experiment(exp.id, score=1.25)  # not staged
+    new = store.create_experiment(**experiment_fields(change_summary="New - +9%"))  # untracked
+    assert new.path is not None
+    broken = new.path.with_name("0123456789abcdef-broken.md")
+    broken.write_text("---\nid: [\n---\n")
+    result = kexp.Store(repo).changes(base)
+    assert result.head is None
+    assert [c.fields for c in result.modified] == [{"score": (1.019, 1.25)}]
+    assert sorted(c.id for c in result.added) == sorted([new.id, "0123456789abcdef"])
+    (problem,) = next(c for c in result.added if c.id == "0123456789abcdef").problems
+    assert problem.severity == "error"
+    assert store.changes("HEAD", None).modified[0].id == exp.id
+
+
+def test_changes_unknown_revision(repo: Path, store: Store) -> None:
+    with pytest.raises(GitError, match="unknown revision 'nope'"):
+        store.changes("nope")
