@@ -49,6 +49,7 @@ leaves a valid store; run it again to finish.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -57,7 +58,7 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ from kexp.errors import KexpError
 from kexp.fileformat import serialize
 from kexp.model import LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import has_errors, sort_problems
+from kexp.progress import reporting, track
 from kexp.validate import check_bytes, id_from_name, read_and_check
 
 if TYPE_CHECKING:
@@ -615,7 +617,8 @@ def import_legacy(
     and identical are skipped; records whose id is taken by a different experiment are
     reported as conflicts and not written. ``dry_run`` writes nothing and reports what
     would happen. ``check_commits`` reports ``base_commit`` values that do not resolve
-    in the code repository. ``progress`` is called with (done, total) per record.
+    in the code repository. Progress goes to ``progress`` (called with (done, total)
+    per record) or else to the reporter of :func:`kexp.progress.reporting`, if any.
     """
     if store is None:
         from kexp import default_store
@@ -668,7 +671,7 @@ def import_legacy(
     # once its parent's file is in place; everything else happens in this thread.
     with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:
         pending: dict[str, Future[None]] = {}
-        for done, plan in enumerate(ordered, 1):
+        for plan in _tracked(ordered, progress):
             staged = _stage(store, plan, existing, present, commits, report)
             if staged is not None:
                 path, text = staged
@@ -680,8 +683,6 @@ def import_legacy(
                     future = pool.submit(_write_after, waits_for, path, text)
                     pending[plan.exp.id] = future
                     writes.append((plan, path, future))
-            if progress is not None:
-                progress(done, len(ordered))
     for plan, path, future in writes:
         error = future.exception()
         if error is None:
@@ -689,6 +690,16 @@ def import_legacy(
         else:
             report.failed.append(Note(plan.key, "", f"not written: {error}"))
     return report
+
+
+def _reporting(progress: Progress | None) -> contextlib.AbstractContextManager[None]:
+    """Send progress to ``progress`` when given; else to the caller's reporter, if any."""
+    return reporting(progress) if progress is not None else contextlib.nullcontext()
+
+
+def _tracked(items: list[_Plan], progress: Progress | None) -> Iterator[_Plan]:
+    with _reporting(progress):
+        yield from track(items)
 
 
 def _imported(report: ImportReport, plan: _Plan, path: Path) -> None:
@@ -805,14 +816,13 @@ def legacy_database(
         from kexp import default_store
 
         store = default_store()
-    paths = store.paths()
     database: dict[str, dict[str, Any]] = {}
     origin: dict[str, Path] = {}
     problems: list[str] = []
-    for done, path in enumerate(paths, 1):
-        checked = read_and_check(path, store.settings)
-        if progress is not None:
-            progress(done, len(paths))
+    with _reporting(progress):
+        everything = store.check_files()
+    for checked in everything:
+        path = checked.path
         if not checked.ok:
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             problems.append(f"left out {path}: not a valid experiment: {first.format()}")

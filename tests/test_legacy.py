@@ -32,6 +32,7 @@ from kexp.legacy import (
     legacy_database,
 )
 from kexp.model import LEGACY_FIELDS
+from kexp.progress import reporting
 
 
 def record(exp_id: str, **overrides: Any) -> dict[str, Any]:
@@ -237,16 +238,27 @@ def test_a_dry_run_writes_nothing_and_says_what_it_would_do(store: Store, tmp_pa
     assert report.summary().startswith("would import 18, skipped 0")
 
 
-def test_progress_is_reported_for_every_record(store: Store, tmp_path: Path) -> None:
+def test_progress_is_reported_for_every_record(store: Store) -> None:
     db = {f"a1f0c3d2e4b5{n:04x}": record(f"a1f0c3d2e4b5{n:04x}") for n in range(25)}
     seen: list[tuple[int, int]] = []
 
     import_legacy(db, store, check_commits=False, progress=lambda d, t: seen.append((d, t)))
 
-    assert seen[-1] == (25, 25) and len(seen) == 25
+    assert seen == [(n, 25) for n in range(26)]
     exported: list[tuple[int, int]] = []
     legacy_database(store, progress=lambda d, t: exported.append((d, t)))
     assert exported[-1] == (25, 25)
+
+
+def test_progress_goes_to_the_callers_reporter(store: Store) -> None:
+    """As the command shows it: a reporter installed around the call."""
+    db = {f"a1f0c3d2e4b5{n:04x}": record(f"a1f0c3d2e4b5{n:04x}") for n in range(3)}
+    seen: list[tuple[int, int]] = []
+
+    with reporting(lambda d, t: seen.append((d, t))):
+        import_legacy(db, store, check_commits=False)
+
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
 
 
 # --- values the format cannot hold as they are -----------------------------------------
