@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from kexp.store import Store
 
 #: Every key a record can hold, in their stable order: the stored fields, then the
-#: derived ``outcome`` and the file's ``path``.
-RECORD_FIELDS = (*ALL_FIELDS, "outcome", "path")
+#: derived ``outcome``, ``suspect`` (why the measurement is implausible: a list,
+#: empty when it is believable) and the file's ``path``.
+RECORD_FIELDS = (*ALL_FIELDS, "outcome", "suspect", "path")
 #: Output formats of :func:`write_records`.
 FORMATS = ("json", "jsonl", "csv")
 _NUMERIC = frozenset({"score"})
@@ -52,7 +53,12 @@ def to_record(
     fields (the long texts); ``path`` is shown relative to ``relative_to`` (default: the
     working directory) when the file lies below it.
     """
+    from kexp.suspect import suspect_reasons
+
     data = exp.to_dict(include_derived=True)
+    path = data.pop("path", None)
+    data["suspect"] = suspect_reasons(exp, exp.settings)
+    data["path"] = path
     if exp.path is not None:
         base = Path(relative_to) if relative_to is not None else Path.cwd()
         try:
@@ -76,10 +82,13 @@ def sort_experiments(
     if field.startswith("-"):
         field, descending = field[1:], not descending
     check_fields([field])
+    from kexp.suspect import suspect_reasons
 
     def key(exp: KernelExperiment) -> Any:
         if field == "outcome":
             return exp.outcome
+        if field == "suspect":
+            return len(suspect_reasons(exp, exp.settings))
         if field == "path":
             return str(exp.path or "")
         value = getattr(exp, field)

@@ -4,8 +4,8 @@
   mapping, or from an experiment file (Markdown with front-matter), strictly: duplicate
   keys, unknown fields and non-mappings are errors at their line.
 * :func:`record` is the Python twin of ``kexp add``: it resolves id prefixes in ``pid``
-  and ``combines`` and creates the experiment (validated first; nothing is written if
-  it is invalid).
+  and ``combines``, computes the score from timings when given, and creates the
+  experiment (validated first; nothing is written if it is invalid).
 * :func:`diff_against` is the ``git diff`` of the code repository against a commit
   (``kexp add --diff-from-git``).
 """
@@ -184,13 +184,33 @@ def resolve_references(store: Store, fields: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def record(store: Store, fields: dict[str, Any]) -> KernelExperiment:
+def record(
+    store: Store,
+    fields: dict[str, Any],
+    *,
+    baseline: Path | str | None = None,
+    candidate: Path | str | None = None,
+    table: Path | str | None = None,
+    stat: str = "median",
+) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
-    Returns it with ``id``, ``created_at`` and ``path`` set; see
+    With timings (``baseline`` and ``candidate`` files, or one ``table``), ``score``,
+    ``results`` and the ``raw_result`` breakdown are computed from them (see
+    :func:`kexp.measure.record_iteration`); otherwise ``score`` must be given.
+    Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
-    return store.create_experiment(**resolve_references(store, fields))
+    from kexp.measure import record_iteration
+
+    return record_iteration(
+        store,
+        baseline=baseline,
+        candidate=candidate,
+        table=table,
+        stat=stat,
+        **resolve_references(store, fields),
+    )
 
 
 def diff_against(store: Store, base_commit: str | None = None) -> str:

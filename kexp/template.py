@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 #: Guidance comments start with this and end with ``-->``; they are removed on save.
 GUIDANCE_OPEN = "<!-- kexp:"
 GUIDANCE_CLOSE = "-->"
+_WIDTH = 88
 #: The labels of a detailed description, as the recording guidance asks for them.
 DESCRIPTION_LABELS = ("Approach", "Result", "Why it worked/failed", "Key insight")
 
@@ -38,17 +40,24 @@ _HEADER = """\
 # Save an empty file to abort. If the file has problems, you can edit it again.
 """
 _FIELD_NOTES = {
-    "pid": "the experiment this one builds on (its id), or ''",
+    "pid": "the experiment this one builds on (its code is in your base), or empty for "
+    "a first try; an id prefix is fine",
     "change_summary": "one line, at most 80 characters: '<What> - <Result>' "
-    "or '<What> - <Why it failed>'",
-    "score": "speedup against the baseline (1.18 = 18% faster); 0 if nothing was measured",
-    "status": "new, running, done, failed or timeout",
-    "is_buggy": "true if it crashed or gave wrong results (then fill in '## Error message')",
-    "operator_sig": "the files and kernels changed, e.g. 'csrc/x.cu: my_kernel'",
-    "dtype_sig": "fp16, bf16, fp8, ...",
-    "env": "GPU, driver, CUDA/ROCm and framework versions (kexp env)",
-    "base_commit": "the commit the change was made on",
-    "tags": "short labels, e.g. [cache, unroll]",
+    "(Vectorize bf16 copies to 128-bit - +11.67%) or '<What> - <Why it failed>'",
+    "score": "baseline time / candidate time, geometric mean over the configurations "
+    "(1.18 = 18% faster); 0 when nothing could be measured, never a guess; "
+    "above 3.0: verify correctness first",
+    "status": "done; failed (compile error, crash, wrong results); timeout; new (planned); running",
+    "is_buggy": "true for a compile error, crash or wrong results: then status failed, "
+    "score 0, and fill in '## Error message'",
+    "operator_sig": "'path/to/file: kernel_name' for every kernel affected, spelled the "
+    "same way each time",
+    "dtype_sig": "bf16, fp16, fp8, bf16 -> fp8, ...",
+    "env": "GPU model, driver, ROCm/CUDA, framework versions (detected by kexp env)",
+    "base_commit": "the commit the change was made on (git HEAD: commit your kernel code first)",
+    "tags": "technique (unroll, vectorize, split-k) and kernel family, e.g. [cache, unroll]",
+    "combines": "ids of the experiments this one merges (flagged interference when it "
+    "scores below the best of them)",
 }
 _TEMPLATE_FIELDS = (
     "id",
@@ -63,18 +72,25 @@ _TEMPLATE_FIELDS = (
     "base_commit",
     "created_at",
     "tags",
+    "combines",
 )
 _SECTION_NOTES = {
-    "detailed_description": "what you tried and what it taught, under the four labels "
-    "below; 'Key insight' is the line kexp lessons shows. Failures are worth recording "
-    "in full: they stop the next person from trying the same dead end.",
-    "raw_result": "the benchmark output as printed, e.g. "
-    "'Iteration 7 Results - REGRESSION: ...' with per-configuration timings",
-    "profiling_info": "profiler findings (rocprof, nsys, ncu: occupancy, bandwidth, "
-    "stalls), or leave empty",
-    "error_message": "required when is_buggy is true: the error type and message, "
-    "or what was wrong with the results",
-    "code_change": "the diff of the change (git diff against base_commit); "
+    "detailed_description": "four paragraphs, always, in this order: Approach (what you "
+    "changed, precisely enough to redo it), Result (the numbers; where it helped and "
+    "where not), Why it worked/failed (the mechanism, with evidence: registers, "
+    "occupancy, bandwidth, bank conflicts), Key insight (one sentence the next person "
+    "can act on; kexp lessons shows it). A failure without an explanation teaches "
+    "nothing.",
+    "raw_result": "the measurement as printed: 'Iteration N Results - "
+    "SUCCESS/MARGINAL/REGRESSION:', the **Overall** line, then **Per-kernel "
+    "breakdown** with one line per configuration; how it was measured (runs, median) "
+    "and the correctness check. kexp add --baseline/--candidate computes it from timings.",
+    "profiling_info": "profiler evidence for the why: tool and counters (rocprofv3, "
+    "Nsight Compute), register counts, occupancy, bandwidth, bank conflicts, spills. "
+    "'Not profiled' (and why) is an honest answer.",
+    "error_message": "only when is_buggy: the error type and message, verbatim (the "
+    "compiler or runtime error, the failing assertion with its tolerance)",
+    "code_change": "the diff (git diff against base_commit), whole; "
     "kexp new --diff-from-git fills it in",
 }
 _GUIDANCE_BLOCK = re.compile(re.escape(GUIDANCE_OPEN) + r".*?" + re.escape(GUIDANCE_CLOSE), re.S)
@@ -132,7 +148,8 @@ def _head(store: Store) -> str:
 
 
 def _note(text: str) -> str:
-    return f"{GUIDANCE_OPEN} {text} {GUIDANCE_CLOSE}"
+    wrapped = textwrap.wrap(f"{GUIDANCE_OPEN} {text} {GUIDANCE_CLOSE}", _WIDTH)
+    return "\n".join(wrapped)
 
 
 def draft_text(exp: KernelExperiment) -> str:
@@ -142,7 +159,8 @@ def draft_text(exp: KernelExperiment) -> str:
     lines = ["---\n", _HEADER]
     for name in _TEMPLATE_FIELDS:
         if name in _FIELD_NOTES:
-            lines.append(f"# {name}: {_FIELD_NOTES[name]}\n")
+            wrapped = textwrap.wrap(f"{name}: {_FIELD_NOTES[name]}", _WIDTH - 2)
+            lines.extend(f"# {line}\n" for line in wrapped)
         value = getattr(exp, name)
         lines.append(f"{name}:\n" if value == "" else render_field(name, value))
     lines.append("---\n")

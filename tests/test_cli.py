@@ -717,3 +717,43 @@ def test_progress_reporting_covers_validate(
     with reporting(lambda done, total: seen.append((done, total))):
         store.validate()
     assert seen[0] == (0, 3) and seen[-1] == (3, 3)
+
+
+# --- timings and suspect measurements --------------------------------------------------
+
+
+def test_add_computes_the_score_from_timings(repo: Path, store: Store, tmp_path: Path) -> None:
+    (tmp_path / "base.json").write_text(
+        json.dumps({"b8_s1024": 12.30, "b16_s2048": [20.0, 21.0, 22.0]})
+    )
+    (tmp_path / "cand.json").write_text(json.dumps({"b8_s1024": 12.09, "b16_s2048": 20.0}))
+    args = add_args()
+    del args[args.index("--score") : args.index("--score") + 2]
+    result = kexp(
+        repo,
+        "add",
+        *args,
+        "--baseline",
+        str(tmp_path / "base.json"),
+        "--candidate",
+        str(tmp_path / "cand.json"),
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    exp = store.get_experiment(json.loads(result.stdout)["id"])
+    assert [r["config"] for r in exp.results] == ["b8_s1024", "b16_s2048"]
+    assert exp.score == pytest.approx(((12.30 / 12.09) * (21.0 / 20.0)) ** 0.5, abs=1e-4)
+    assert "**Overall**" in exp.raw_result
+    result = kexp(repo, "add", *args)
+    assert result.exit_code == 2 and "no score" in error_line(result)
+
+
+def test_suspect_measurements_are_flagged_in_listings(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    exp = make_experiment(score=4.2, change_summary="Too good - +320%")
+    assert "[suspect: verify correctness] Too good" in kexp(repo, "list").stdout
+    assert "[suspect: verify correctness]" in kexp(repo, "tree").stdout
+    assert "verify correctness: score 4.2x is above" in kexp(repo, "show", exp.id).stdout
+    (record,) = json.loads(kexp(repo, "top", "--json").stdout)
+    assert record["suspect"] == ["score 4.2x is above the plausibility ceiling 3x"]

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from kexp.store import Store
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+#: The flag of a suspect measurement in listings (as kexp.suspect.SUSPECT_LABEL).
+SUSPECT_LABEL = "suspect: verify correctness"
 #: Progress is shown for loops over at least this many files.
 PROGRESS_MIN_ITEMS = 200
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -276,14 +278,27 @@ _HEADERS = {
 }
 
 
+def suspect_reasons(exp: KernelExperiment) -> list[str]:
+    """Why an experiment's measurement is implausible (empty when believable)."""
+    from kexp.suspect import suspect_reasons as reasons
+
+    return reasons(exp, exp.settings)
+
+
 def cell(exp: KernelExperiment, column: str) -> str:
-    """One table cell: short ids and hashes, four-decimal scores, one-line text."""
+    """One table cell: short ids and hashes, four-decimal scores, one-line text; a
+    suspect measurement's summary starts with ``[suspect: verify correctness]``.
+    """
     if column == "score":
         return f"{exp.score:.4f}"
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:10]
     if column == "path":
         return os.path.relpath(exp.path) if exp.path else ""
+    if column == "suspect":
+        return one_line("; ".join(suspect_reasons(exp)))
+    if column == "change_summary" and suspect_reasons(exp):
+        return f"[{SUSPECT_LABEL}] {one_line(exp.change_summary)}"
     value = exp.outcome if column == "outcome" else getattr(exp, column)
     if isinstance(value, bool):
         return "yes" if value else "no"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kexp.commands.common import (
+    SUSPECT_LABEL,
     cell,
     clean,
     echo_json,
@@ -24,6 +25,7 @@ from kexp.commands.common import (
     progress,
     read_options,
     styler,
+    suspect_reasons,
     terminal_width,
     truncate,
 )
@@ -232,6 +234,9 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
         rows.append(("author", exp.author))
     for config in exp.results:
         rows.append(("result", ", ".join(f"{k}={v}" for k, v in config.items())))
+    reasons = suspect_reasons(exp)
+    if reasons:
+        rows.append(("suspect", f"verify correctness: {'; '.join(reasons)}"))
     if exp.path:
         rows.append(("file", os.path.relpath(exp.path)))
     for name, value in rows:
@@ -321,6 +326,8 @@ def _print_node(
     tail = "  [dead end]" if node.dead_end else ""
     if node.is_best:
         tail += "  [best]"
+    if suspect_reasons(exp):
+        tail += f"  [{SUSPECT_LABEL}]"
     if exp.id == focus:
         tail += "  <"
     head = f"{lead}{mark} {exp.id[:10]}  {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "

@@ -108,6 +108,31 @@ def _add_options(func: Any) -> Any:
     options.extend(
         [
             click.option(
+                "--baseline",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                help="Baseline timings (JSON {config: us}, pytest-benchmark JSON, or CSV "
+                "config,time): with --candidate, score, results and raw_result are computed.",
+            ),
+            click.option(
+                "--candidate",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                help="Candidate timings, in the same form as --baseline.",
+            ),
+            click.option(
+                "--table",
+                "--timings",
+                "table",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                help="One CSV with config,baseline,candidate columns (instead of two files).",
+            ),
+            click.option(
+                "--stat",
+                type=click.Choice(["median", "mean", "min", "max"]),
+                default="median",
+                show_default=True,
+                help="How a list of samples per configuration is reduced.",
+            ),
+            click.option(
                 "--diff-from-git",
                 is_flag=True,
                 help="Code change: 'git diff' of the working tree against base_commit.",
@@ -130,6 +155,10 @@ def add(
     detect_env: bool,
     tags: tuple[str, ...],
     combines: tuple[str, ...],
+    baseline: Path | None,
+    candidate: Path | None,
+    table: Path | None,
+    stat: str,
     diff_from_git: bool,
     as_json: bool,
     **params: Any,
@@ -137,17 +166,24 @@ def add(
     """Record an experiment without an editor (for agents and scripts).
 
     The fields come from a YAML or JSON document (or an experiment file) on stdin or
-    --file, and/or from options, which win over the document. Missing id, created_at,
-    base_commit (git HEAD) and author (git user.name) are filled in; the experiment is
-    validated before anything is written. Prints the new id and path.
+    --file, and/or from options, which win over the document. With --baseline and
+    --candidate timings (or --table) the score, results and raw_result are computed;
+    otherwise give --score (0 when nothing could be measured). Missing id, created_at,
+    base_commit (git HEAD) and author (git user.name) are filled in; status defaults
+    to done; the experiment is validated before anything is written. Prints the new
+    id and path.
 
-    Python: kexp.intake.record(store, fields) (fields: kexp.intake.parse_document(text)).
+    Python: kexp.intake.record(store, fields, baseline=..., candidate=...), with
+    fields from kexp.intake.parse_document(text).
 
     \b
     Examples:
-      kexp add --summary "Unrolled inner loop by 4 - +1.9%" --score 1.019 \\
+      kexp add --summary "Unrolled inner loop by 4 - +1.9%" \\
+          --baseline bench/base.json --candidate bench/cand.json \\
           --operator "csrc/cache.cu: reshape_and_cache" --dtype bf16 --env "MI300X" \\
           --description-file notes.md --diff-from-git --json
+      kexp add --summary "Unroll 8 - crash" --score 0 --status failed --buggy \\
+          --error-file err.txt --operator "csrc/cache.cu: reshape_and_cache"
       kexp add < experiment.yaml
     """
     from kexp import intake
@@ -196,8 +232,9 @@ def add(
         from kexp.envinfo import detect_env as detect
 
         fields["env"] = detect().describe()
-    fields.setdefault("status", "done")
-    exp = intake.record(store, fields)
+    exp = intake.record(
+        store, fields, baseline=baseline, candidate=candidate, table=table, stat=stat
+    )
     _report_written(exp, "recorded", as_json)
 
 
