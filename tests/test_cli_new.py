@@ -214,3 +214,10 @@ def test_new_in_a_real_subprocess(repo: Path, store: Store, editor: Editor) -> N
     verb, exp_id, path = result.stdout.split()
     assert verb == "recorded" and store.get_experiment(exp_id).score == 1.02
     assert (repo / path).is_file()
+
+
+def test_new_without_an_editor_outside_a_terminal_says_what_to_do(repo: Path, store: Store) -> None:
+    result = CliRunner().invoke(main, ["--root", str(repo), "new"])
+    assert result.exit_code == 2
+    assert "no editor: set $VISUAL or $EDITOR" in result.stderr
+    assert store.paths() == [] and drafts(repo) == []

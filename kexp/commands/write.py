@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -280,8 +281,14 @@ def new(
       kexp new --pid 6749f3a0 --diff-from-git
     """
     from kexp import intake, template
+    from kexp.errors import KexpError
 
     store = get_store(ctx)
+    if not (os.environ.get("VISUAL") or os.environ.get("EDITOR") or sys.stdin.isatty()):
+        raise KexpError(
+            "no editor: set $VISUAL or $EDITOR (or run kexp new in a terminal); "
+            "to record without an editor use kexp add"
+        )
     if start_from is not None:
         text = start_from.read()
     else:
@@ -484,6 +491,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
 
     Files with errors are left alone and reported (exit 1). With --check nothing is
     written: the files that are not canonical are listed and the exit code is 1.
+    Comments in the front-matter are not data and are not kept.
 
     Python: kexp.formatting.format_files(paths, store=store, check=False).
 
