@@ -59,6 +59,7 @@ __all__ = [
     "history",
     "init_store",
     "list_experiments",
+    "record_iteration",
     "top_experiments",
     "update_experiment",
     "validate",
@@ -108,6 +109,14 @@ def ancestors(exp_id: str) -> list[KernelExperiment]:
 def children(exp_id: str) -> list[KernelExperiment]:
     """Experiments whose parent is this one, oldest first."""
     return default_store().children(exp_id)
+
+
+def record_iteration(**arguments: Any) -> KernelExperiment:
+    """Record one iteration in one call: timings in, score, results and raw_result
+    computed, validated and written (see :func:`kexp.measure.record_iteration`)."""
+    from kexp.measure import record_iteration as record
+
+    return record(default_store(), **arguments)
 
 
 def validate(paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:

@@ -221,3 +221,16 @@ def test_an_implausible_speedup_is_recorded_but_flagged_suspect(store: Store) ->
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         record_iteration(store, baseline={"a": 12.0}, candidate={"a": 10.0}, **summary_fields())
+
+
+def test_kexp_record_iteration_acts_on_the_default_store(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kexp
+
+    monkeypatch.chdir(repo / "experiments")
+
+    exp = kexp.record_iteration(baseline=BASELINE, candidate=CANDIDATE, **summary_fields())
+
+    assert exp.path is not None and exp.path.is_relative_to(repo / "experiments")
+    assert kexp.get_experiment(exp.id).score == round(expected_score(), 4)
