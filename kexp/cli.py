@@ -38,8 +38,12 @@ class _Group(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        warnings.simplefilter("default")
-        warnings.showwarning = _show_warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = _show_warning
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ValidationError as exc:

@@ -123,7 +123,9 @@ def correct(
 
     The update is validated and atomic (see :meth:`kexp.Store.update_experiment`).
     """
-    updates = dict(changes)
+    from kexp.intake import resolve_references
+
+    updates = resolve_references(store, dict(changes))
     if not updates:
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():

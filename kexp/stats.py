@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.lineage import is_scored
 from kexp.model import OUTCOMES, KernelExperiment
 from kexp.query import rank
+from kexp.suspect import suspect_reasons
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -28,6 +29,8 @@ class Best:
     id: str
     change_summary: str
     count: int
+    #: Why the best measurement is implausible (empty when it is believable).
+    suspect: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -78,7 +81,15 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         if scored:
             top = scored[0]
             best.append(
-                Best(operator, dtype, float(top.score), top.id, top.change_summary, len(members))
+                Best(
+                    operator,
+                    dtype,
+                    float(top.score),
+                    top.id,
+                    top.change_summary,
+                    len(members),
+                    suspect_reasons(top, top.settings),
+                )
             )
     best.sort(key=lambda b: (-b.score, b.operator_sig, b.dtype_sig))
     return Stats(

@@ -757,3 +757,16 @@ def test_suspect_measurements_are_flagged_in_listings(
     assert "verify correctness: score 4.2x is above" in kexp(repo, "show", exp.id).stdout
     (record,) = json.loads(kexp(repo, "top", "--json").stdout)
     assert record["suspect"] == ["score 4.2x is above the plausibility ceiling 3x"]
+
+
+def test_update_resolves_an_id_prefix_and_show_lists_unknown_fields(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    parent = make_experiment(id="6749f3a0c2d41e7b")
+    child = make_experiment()
+    result = kexp(repo, "update", child.id, "--set", "pid=6749f3a0")
+    assert result.exit_code == 0, result.stderr
+    assert store.get_experiment(child.id).pid == parent.id
+    assert child.path is not None
+    child.path.write_text(child.path.read_text().replace("---\n\n", "reviewer: ana\n---\n\n", 1))
+    assert "reviewer  ana" in kexp(repo, "show", child.id).stdout

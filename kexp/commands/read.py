@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -190,8 +191,6 @@ def show(
         if isinstance(value, str):
             echo_raw(value)
         else:
-            import json
-
             echo_raw(json.dumps(value, ensure_ascii=False))
         return
     chosen = field_list(fields)
@@ -232,6 +231,8 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
         rows.append(("tags", ", ".join(exp.tags)))
     if exp.author:
         rows.append(("author", exp.author))
+    for key, value in exp.extra_fields.items():
+        rows.append((str(key), value if isinstance(value, str) else json.dumps(value)))
     for config in exp.results:
         rows.append(("result", ", ".join(f"{k}={v}" for k, v in config.items())))
     reasons = suspect_reasons(exp)
@@ -486,7 +487,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
                 one_line(b.dtype_sig),
                 f"{b.score:.4f}",
                 b.id[:10],
-                one_line(b.change_summary),
+                (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
             ]
             for b in result.best
         ],
