@@ -67,11 +67,12 @@ from kexp import ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
 from kexp.model import LEGACY_FIELDS, STATUSES, KernelExperiment
-from kexp.problems import has_errors, sort_problems
+from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
 from kexp.validate import check_bytes, id_from_name, read_and_check
 
 if TYPE_CHECKING:
+    from kexp.fileformat import Document
     from kexp.store import Store
 
 #: Prefix of the front-matter keys that keep original values (``legacy_base_commit``).
@@ -799,6 +800,49 @@ def _write_new(path: Path, text: str) -> None:
     from kexp.store import _write_new as write_new
 
     write_new(path, text)
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+def is_legacy_key(name: str) -> bool:
+    """Whether a front-matter key is one the import keeps original values in."""
+    if name in (KEY_FIELD, MISSING_FIELD, EXTRA_FIELD):
+        return True
+    return name.startswith(LEGACY_PREFIX) and name[len(LEGACY_PREFIX) :] in LEGACY_FIELDS
+
+
+def legacy_problems(doc: Document) -> list[Problem]:
+    """One warning (code ``legacy-value``) per value the import kept aside in a file.
+
+    For validation, in place of the ``unknown-field`` warning on these keys: it says
+    which field holds a stand-in, and how to settle it.
+    """
+    problems: list[Problem] = []
+    for name, value in doc.fields.items():
+        if not is_legacy_key(name):
+            continue
+        if name == KEY_FIELD:
+            message = f"the predecessor's database key {_describe(value)}, which is no id"
+            hint = "kept so that 'kexp export --format legacy' gives the key back"
+        elif name == MISSING_FIELD:
+            message = f"the predecessor's record had no {_describe(value)}"
+            hint = "kept so that the export leaves these keys out again"
+        elif name == EXTRA_FIELD:
+            message = "keys of the predecessor's record that kexp does not know"
+            hint = "kept so that the export gives them back"
+        else:
+            field = name[len(LEGACY_PREFIX) :]
+            message = (
+                f"the predecessor's {field} {_describe(value)} did not fit the format: "
+                f"{field} holds a stand-in"
+            )
+            hint = f"correct {field}, then delete this line (the export uses it while present)"
+        line, column = doc.position((name,))
+        problems.append(
+            Problem(doc.path, line, column, "warning", "legacy-value", name, message, hint)
+        )
+    return problems
 
 
 # --- export ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kexp import Store, init_store
 from kexp.errors import KexpError
+from kexp.fileformat import parse
 from kexp.legacy import (
     EXTRA_FIELD,
     KEY_FIELD,
@@ -29,7 +30,9 @@ from kexp.legacy import (
     dump_legacy,
     export_legacy,
     import_legacy,
+    is_legacy_key,
     legacy_database,
+    legacy_problems,
 )
 from kexp.model import LEGACY_FIELDS
 from kexp.progress import reporting
@@ -538,3 +541,29 @@ def test_a_file_that_cannot_be_written_is_reported_with_its_children(store: Stor
     assert "already exists" in report.failed[0].message
     assert "parent" in report.failed[1].message
     assert errors(store) == []
+
+
+def test_kept_values_have_their_own_validation_warning(store: Store) -> None:
+    db = {"EXP-1": record("EXP-1", base_commit="main")}
+    del db["EXP-1"]["profiling_info"]
+    db["EXP-1"]["reviewer"] = "yes"
+    import_legacy(db, store, check_commits=False)
+    (path,) = store.paths()
+
+    problems = legacy_problems(parse(path.read_bytes(), path))
+
+    by_field = {p.field: p for p in problems}
+    assert set(by_field) == {
+        "legacy_key",
+        "legacy_id",
+        "legacy_base_commit",
+        "legacy_missing",
+        "legacy_extra",
+    }
+    assert all(p.severity == "warning" and p.code == "legacy-value" for p in problems)
+    commit = by_field["legacy_base_commit"]
+    assert "'main'" in commit.message and "base_commit holds a stand-in" in commit.message
+    assert commit.hint.startswith("correct base_commit, then delete this line")
+    text = path.read_text(encoding="utf-8").splitlines()
+    assert text[commit.line - 1] == "legacy_base_commit: main"
+    assert not is_legacy_key("legacy_notes") and is_legacy_key("legacy_pid")
