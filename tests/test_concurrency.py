@@ -9,6 +9,7 @@ git processes, locks) is inherited, and no worker pays for the imports again.
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import re
 import time
 import traceback
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields
+from conftest import experiment_fields, git
 
 from kexp import KexpError, Store
 from kexp.validate import check_bytes
@@ -56,8 +57,13 @@ def _guarded(target: Callable[..., Any], results: Any, index: int, *args: Any) -
         results.put((index, "error", traceback.format_exc()))
 
 
-def _create_many(root: str, worker: int, count: int, barrier: Barrier) -> list[str]:
+def _create_many(
+    root: str, worker: int, count: int, barrier: Barrier, base_commit: str = ""
+) -> list[str]:
+    """Create ``count`` experiments; with ``base_commit`` (and so an author) given, git
+    is not asked for them, and the store's own write path is what runs in parallel."""
     store = Store(root)
+    given = {"base_commit": base_commit, "author": f"Agent {worker}"} if base_commit else {}
     barrier.wait(timeout=60)
     created = []
     for number in range(count):
@@ -65,6 +71,7 @@ def _create_many(root: str, worker: int, count: int, barrier: Barrier) -> list[s
             **experiment_fields(
                 change_summary=f"Worker {worker} try {number} - +1.9%",
                 raw_result=f"worker {worker} try {number}",
+                **given,
             )
         )
         created.append(exp.id)
@@ -126,6 +133,7 @@ def _read_until_stopped(root: str, stop: Event, watched_id: str) -> dict[str, An
                     problems.append(f"{field} went back from round {last_round[field]} to {round_}")
                 last_round[field] = round_
         iterations += 1
+        time.sleep(0.01)  # leave the writers some of the CPU
     return {"iterations": iterations, "files_read": files_read, "problems": problems}
 
 
@@ -146,26 +154,39 @@ class Workers:
         self.processes.append(process)
         return index
 
-    def collect(self, count: int, timeout_s: float = 120) -> dict[int, Any]:
+    def collect(self, count: int, timeout_s: float = 180) -> dict[int, Any]:
+        """The next ``count`` results; fails on a worker's error, death or a timeout."""
         deadline = time.monotonic() + timeout_s
         collected: dict[int, Any] = {}
         errors: list[str] = []
         while len(collected) + len(errors) < count:
-            index, kind, value = self.results.get(timeout=max(1.0, deadline - time.monotonic()))
+            try:
+                index, kind, value = self.results.get(timeout=1.0)
+            except queue.Empty:
+                dead = [p.exitcode for p in self.processes if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:
+                    self.kill()
+                    pytest.fail(f"workers died (exit codes {dead}) or timed out; {errors}")
+                continue
             if kind == "ok":
                 collected[index] = value
             else:
                 errors.append(f"worker {index} failed:\n{value}")
         if errors:
+            self.kill()
             pytest.fail("\n".join(errors))
         return collected
+
+    def kill(self) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                process.kill()
 
     def join(self) -> None:
         for process in self.processes:
             process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
-        assert all(p.exitcode == 0 for p in self.processes)
+        self.kill()
+        assert [p.exitcode for p in self.processes] == [0] * len(self.processes)
 
 
 def temporary_files(root: Path) -> list[Path]:
@@ -180,9 +201,10 @@ def test_parallel_creates_lose_nothing(repo: Path, store: Store) -> None:
     workers = Workers()
     barrier = CONTEXT.Barrier(WORKERS)
     stop = CONTEXT.Event()
+    head = git(repo, "rev-parse", "HEAD")
     reader = workers.start(_read_until_stopped, str(repo), stop, seed.id)
     writers = [
-        workers.start(_create_many, str(repo), worker, CREATES_PER_WORKER, barrier)
+        workers.start(_create_many, str(repo), worker, CREATES_PER_WORKER, barrier, head)
         for worker in range(WORKERS)
     ]
     created = workers.collect(len(writers))
@@ -199,6 +221,7 @@ def test_parallel_creates_lose_nothing(repo: Path, store: Store) -> None:
     assert store.validate() == []
     experiments = store.list_experiments(strict=True)
     assert {e.id for e in experiments} == {*all_ids, seed.id}
+    assert {e.base_commit for e in experiments} == {head}
     summaries = {e.change_summary for e in experiments}
     assert {
         f"Worker {w} try {n} - +1.9%" for w in range(WORKERS) for n in range(CREATES_PER_WORKER)
