@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from conftest import experiment_fields, git
 
-from kexp import KexpError, Store
+from kexp import KexpError, LockTimeoutError, Settings, Store
+from kexp.locking import exclusive_lock
 from kexp.validate import check_bytes
 
 CONTEXT = multiprocessing.get_context("forkserver")
@@ -100,6 +101,13 @@ def _update_one_field(root: str, worker: int, exp_id: str, rounds: int, barrier:
     for round_ in range(rounds):
         store.update_experiment(exp_id, **{field: _value(field, worker, round_)})
     return rounds
+
+
+def _hold_lock(lock_path: str, held: Event) -> None:
+    """Take an experiment's write lock and keep it until killed."""
+    with exclusive_lock(Path(lock_path), timeout_s=10):
+        held.set()
+        time.sleep(600)
 
 
 def _read_until_stopped(root: str, stop: Event, watched_id: str) -> dict[str, Any]:
@@ -310,3 +318,38 @@ def test_updates_of_many_experiments_while_creating(repo: Path, store: Store) ->
     assert len(store.paths()) == len(targets) + 10 * (WORKERS // 2)
     assert store.validate() == []
     assert temporary_files(repo) == []
+
+
+def test_a_held_lock_times_out_and_dies_with_its_holder(repo: Path, store: Store) -> None:
+    exp = store.create_experiment(**experiment_fields())
+    assert exp.path is not None
+    before = exp.path.read_bytes()
+    lock_path = store.cache_dir / "locks" / f"{exp.id}.lock"
+    held = CONTEXT.Event()
+    holder = CONTEXT.Process(target=_hold_lock, args=(str(lock_path), held))
+    holder.start()
+    try:
+        assert held.wait(timeout=60)
+        impatient = Store(repo, settings=Settings(lock_timeout_s=0.3))
+        started = time.monotonic()
+        with pytest.raises(LockTimeoutError, match="try again"):
+            impatient.update_experiment(exp.id, score=1.5)
+        assert 0.3 <= time.monotonic() - started < 10
+        assert exp.path.read_bytes() == before
+    finally:
+        holder.kill()  # SIGKILL: no clean-up runs; the kernel drops the lock
+        holder.join(timeout=30)
+    assert store.update_experiment(exp.id, score=1.5).score == 1.5
+    assert lock_path.exists()  # lock files are kept; only the lock is released
+
+
+def test_a_crashed_writers_temporary_file_is_ignored(repo: Path, store: Store) -> None:
+    exp = store.create_experiment(**experiment_fields())
+    assert exp.path is not None
+    half = exp.path.read_bytes()[:40]
+    leftover = exp.path.with_name(f".{exp.path.name}.0123456789ab.tmp")
+    leftover.write_bytes(half)
+    assert [e.id for e in store.list_experiments(strict=True)] == [exp.id]
+    assert store.validate() == []
+    assert store.update_experiment(exp.id, score=1.25).score == 1.25
+    assert leftover.read_bytes() == half  # not ours to delete: another writer may own it

@@ -122,6 +122,15 @@ def test_the_nearest_store_wins_over_one_further_up(
     assert find_root() == inner.resolve()
 
 
+def test_store_found_from_inside_experiments(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, make_experiment: MakeExperiment
+) -> None:
+    exp = make_experiment()
+    assert exp.path is not None
+    monkeypatch.chdir(exp.path.parent)
+    assert find_root() == repo.resolve()
+
+
 def test_missing_store_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lonely = tmp_path / "no" / "store" / "here"
     lonely.mkdir(parents=True)
@@ -957,6 +966,20 @@ def test_ancestors_children_and_descendants(store: Store, make_experiment: MakeE
     assert store.descendants(unrelated.id) == []
     with pytest.raises(ExperimentNotFoundError):
         store.children("ffffffffffffffff")
+
+
+def test_lineage_of_a_hand_made_cycle_terminates(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    first = make_experiment()
+    second = make_experiment(pid=first.id)
+    assert first.path is not None
+    text = first.path.read_text(encoding="utf-8")
+    first.path.write_text(text.replace("pid: ''", f"pid: {second.id}"), encoding="utf-8")
+    assert ids_of(store.ancestors(second.id)) == [first.id]
+    assert ids_of(store.ancestors(first.id)) == [second.id]
+    assert ids_of(store.descendants(first.id))[0] == second.id  # and it ends
+    assert {p.code for p in store.validate()} == {"lineage-cycle"}
 
 
 # --- invalid and foreign files -------------------------------------------------------------------
