@@ -96,8 +96,9 @@ def run_snippet(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run ``python -c code`` in ``cwd``, as an agent pasting the skill's example would."""
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     env.pop("KEXP_ROOT", None)
-    # Where the repository is not the working directory, find its module first.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    if cwd != REPO_ROOT:
+        # Elsewhere, find the repository's module before an installed copy of it.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=cwd,
