@@ -168,7 +168,9 @@ def decode(data: bytes, path: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        # Columns count characters, as everywhere else (the line's start is valid UTF-8).
+        column = len(data[line_start : exc.start].decode("utf-8", "replace")) + 1
         raise FileFormatError(
             _problem(
                 path,
@@ -176,7 +178,8 @@ def decode(data: bytes, path: str) -> str:
                 column,
                 "invalid-utf8",
                 f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
-                "save the file as UTF-8",
+                "save the file as UTF-8 (it was probably written in another encoding, "
+                "such as Latin-1 or UTF-16): retype or re-save the text at this position",
             )
         ) from None
     first_end = text.find("\n")
@@ -231,7 +234,7 @@ def parse(data: bytes | str, path: str | Path = "<string>") -> Document:
     if bad is not None:
         raise FileFormatError(_bad_character(path, yaml_text, bad.start()))
     try:
-        mapping = read_mapping(yaml_text, STRING_FIELDS)
+        mapping = read_mapping(yaml_text, STRING_FIELDS, first_line=2)
     except YamlReadError as exc:
         issue = exc.issue
         raise FileFormatError(

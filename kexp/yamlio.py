@@ -4,8 +4,7 @@ The reader composes the YAML node graph (libyaml when present) and builds values
 so it can refuse what PyYAML would accept silently: duplicate keys, aliases (and so alias
 bombs), tags outside the plain JSON-like set, and non-string keys. Strings are never
 retyped: a plain scalar in a string field is kept exactly as written, even when YAML
-would read it as a number or a timestamp, by PyYAML's YAML 1.1 rules or by the YAML 1.2
-rules of other tools (``0123456789``, ``1234e56``); the caller is told, to warn.
+would read it as a number or a timestamp (the caller is told, to warn).
 
 The writer renders one field at a time, always the same way: block mapping at the top,
 flow style for lists and mappings of scalars, strings quoted only when YAML (1.1 or 1.2)
@@ -40,7 +39,8 @@ _LINE_BREAK = re.compile("[\n\r\x85\u2028\u2029]")
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 #: Plain scalars that YAML 1.2 readers (yq, ruamel.yaml, JavaScript and Go libraries) read
 #: as numbers although PyYAML's YAML 1.1 rules keep them as strings: an all-digit hash
-#: with an 8 or 9 after a leading 0 (``0123456789``), or one like ``1234e56``.
+#: with an 8 or 9 after a leading 0 (``0123456789``), or one like ``1234e56``. The writer
+#: quotes them; the reader keeps them as text without a warning (PyYAML reads them so).
 _YAML12_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
 _YAML12_FLOAT = re.compile(
     r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
@@ -110,30 +110,19 @@ def _child(node: yaml.Node, step: str | int) -> yaml.Node | None:
     return None
 
 
-def read_mapping(text: str, string_fields: frozenset[str]) -> YamlMapping:
+def read_mapping(text: str, string_fields: frozenset[str], *, first_line: int = 1) -> YamlMapping:
     """Read ``text`` as one YAML mapping, strictly. Raises :class:`YamlReadError`.
 
     ``string_fields`` are top-level keys whose plain scalars (and list items) are kept
-    exactly as written, whatever type YAML would give them.
+    exactly as written, whatever type YAML would give them. ``first_line`` is the line
+    number of the text's first line in its file, for line numbers quoted in messages
+    (issue positions stay 0-based within ``text``).
     """
     loader = _ComposeLoader(text)
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line, mark.column) if mark else (0, 0)
-        problem = " ".join(part for part in (exc.context, exc.problem) if part)
-        raise YamlReadError(
-            YamlIssue(
-                line,
-                column,
-                "yaml-syntax",
-                "",
-                f"YAML syntax error: {problem or exc}",
-                "check quoting and indentation on this line; quote values that contain "
-                "': ' or start with a special character",
-            )
-        ) from None
+        raise YamlReadError(_syntax_issue(exc, text, first_line)) from None
     except yaml.YAMLError as exc:
         raise YamlReadError(
             YamlIssue(0, 0, "yaml-syntax", "", f"YAML error: {exc}", "fix the front-matter")
@@ -153,20 +142,40 @@ def read_mapping(text: str, string_fields: frozenset[str]) -> YamlMapping:
                 "write one 'field: value' per line",
             )
         )
+    try:
+        return _build(root, string_fields, first_line)
+    except YamlReadError as exc:
+        if exc.issue.code == "yaml-alias":
+            # The node an alias refers to is the anchored one: point at the alias instead.
+            alias = next((t for t in _tokens(text) if isinstance(t, yaml.AliasToken)), None)
+            if alias is not None:
+                exc.issue.line, exc.issue.column = alias.start_mark.line, alias.start_mark.column
+        raise
+
+
+def _tokens(text: str) -> Iterator[yaml.Token]:
+    """The YAML tokens of ``text``, up to its first error."""
+    try:
+        yield from yaml.scan(text, Loader=_ComposeLoader)
+    except yaml.YAMLError:
+        return
+
+
+def _build(root: yaml.MappingNode, string_fields: frozenset[str], first_line: int) -> YamlMapping:
     builder = _Builder(string_fields)
     builder.check_tag(root, "")
     result = YamlMapping({}, {}, {}, builder.issues, builder.retyped, not root.flow_style)
     for key_node, value_node in root.value:
         key = builder.key(key_node, "")
         if key in result.values:
-            first = result.key_nodes[key].start_mark.line + 1
+            first = result.key_nodes[key].start_mark.line + first_line
             raise YamlReadError(
                 YamlIssue(
                     key_node.start_mark.line,
                     key_node.start_mark.column,
                     "yaml-duplicate-key",
                     key,
-                    f"duplicate key {key!r} (first given on front-matter line {first})",
+                    f"duplicate key {key!r} (first given on line {first})",
                     "keep one of the two lines; YAML readers silently keep only the last",
                 )
             )
@@ -174,6 +183,49 @@ def read_mapping(text: str, string_fields: frozenset[str]) -> YamlMapping:
         result.value_nodes[key] = value_node
         result.values[key] = builder.value(value_node, key, key in string_fields, top=True)
     return result
+
+
+def _syntax_issue(exc: yaml.MarkedYAMLError, text: str, first_line: int) -> YamlIssue:
+    """A syntax error, placed where the mistake most likely is (not where YAML gave up)."""
+    mark = exc.problem_mark or exc.context_mark
+    if exc.context and exc.context.startswith("while scanning") and exc.context_mark:
+        # An unclosed quote, a key without ':' ...: the token starts at the mistake.
+        mark = exc.context_mark
+    line, column = (mark.line, mark.column) if mark else (0, 0)
+    problem = exc.problem or ""
+    if exc.context:
+        # e.g. "while parsing a flow sequence", which may have started lines above.
+        context = exc.context
+        if exc.context_mark is not None and exc.context_mark.line != line:
+            context += f" started on line {exc.context_mark.line + first_line}"
+        problem = f"{problem} ({context})" if problem else context
+    hint = (
+        "check quoting and indentation on this line; quote values that contain "
+        "': ' or start with a special character"
+    )
+    runaway = _runaway_quote(text, line)
+    if runaway is not None:
+        # A quoted value that ran on over the following lines: its closing quote is
+        # missing, and YAML only noticed lines later.
+        end = runaway.end_mark.line + first_line
+        problem = f"the quoted value on this line runs on to line {end} ({problem})"
+        line, column = runaway.start_mark.line, runaway.start_mark.column
+        hint = "add the missing closing quote on this line"
+    return YamlIssue(line, column, "yaml-syntax", "", f"YAML syntax error: {problem or exc}", hint)
+
+
+def _runaway_quote(text: str, error_line: int) -> yaml.Token | None:
+    """A quoted scalar that starts lines above ``error_line`` and ends on it, if any."""
+    for token in _tokens(text):
+        if token.start_mark.line >= error_line:
+            break
+        if (
+            isinstance(token, yaml.ScalarToken)
+            and token.style in ("'", '"')
+            and token.end_mark.line == error_line
+        ):
+            return token
+    return None
 
 
 class _Builder:
@@ -224,7 +276,7 @@ class _Builder:
                 node,
                 "yaml-bad-key",
                 field,
-                f"key {getattr(node, 'value', node)!r} is not a field name",
+                f"key {_key_text(node)} is not a field name",
                 "keys are plain field names such as 'score' or 'change_summary'",
             )
         return str(node.value)
@@ -237,8 +289,6 @@ class _Builder:
                 # A plain scalar in a string field: keep it exactly as written.
                 if node.tag != _STR and (node.tag != _NULL or node.value):
                     self.retyped.append((field, node, _tag_name(node.tag)))
-                elif node.tag == _STR and _yaml12_kind(node.value):
-                    self.retyped.append((field, node, _yaml12_kind(node.value)))
                 return node.value
             return self.scalar(node)
         if isinstance(node, yaml.SequenceNode):
@@ -270,11 +320,15 @@ class _Builder:
         return _CONSTRUCTOR.construct_yaml_float(node)
 
 
-def _yaml12_kind(text: str) -> str:
-    """What YAML 1.2 readers make of a plain scalar PyYAML reads as a string ("" if text)."""
-    if _YAML12_INT.fullmatch(text):
-        return "an integer"
-    return "a number" if _YAML12_FLOAT.fullmatch(text) else ""
+def _yaml12_number(text: str) -> bool:
+    """Whether YAML 1.2 readers take this plain scalar for a number."""
+    return bool(_YAML12_INT.fullmatch(text) or _YAML12_FLOAT.fullmatch(text))
+
+
+def _key_text(node: yaml.Node) -> str:
+    if isinstance(node, yaml.ScalarNode):
+        return repr(node.value)
+    return "[...]" if isinstance(node, yaml.SequenceNode) else "{...}"
 
 
 def _tag_name(tag: str) -> str:
@@ -315,7 +369,7 @@ def _is_scalar(value: Any) -> bool:
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
     if _LINE_BREAK.search(data):
         style: str | None = '"'
-    elif _yaml12_kind(data):
+    elif _yaml12_number(data):
         style = "'"  # PyYAML would write it plain, and YAML 1.2 read it as a number
     else:
         style = None
