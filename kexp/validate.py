@@ -12,7 +12,7 @@ import dataclasses
 import datetime as dt
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,11 @@ def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> Checked
                     "unreadable",
                     "",
                     f"cannot read the file: {exc.strerror or exc}",
-                    "check the file's permissions",
+                    "check the path (kexp list shows the experiments)"
+                    if isinstance(exc, FileNotFoundError)
+                    else "check the file's permissions"
+                    if isinstance(exc, PermissionError)
+                    else "give the path of an experiment file",
                 )
             ],
         )
@@ -313,11 +317,33 @@ def check_store(
                             "list only ids of recorded experiments",
                         )
                     )
-    problems.extend(_cycle_problems(checked, parents))
+    outside: dict[str, str | None] = {}
+
+    def parent_of(exp_id: str) -> str | None:
+        if exp_id in by_id:
+            return parents.get(exp_id)
+        # A file that is not being checked (kexp validate FILE): read its pid, so that a
+        # loop through it is found too.
+        if exp_id not in outside:
+            outside[exp_id] = _pid_in(ids.get(exp_id, []))
+        return outside[exp_id]
+
+    problems.extend(_cycle_problems(checked, parent_of))
     return problems
 
 
-def _cycle_problems(checked: Iterable[CheckedFile], parents: Mapping[str, str]) -> list[Problem]:
+def _pid_in(paths: Sequence[Path]) -> str | None:
+    """The parent id written in the first of ``paths`` (None if none or unreadable)."""
+    if not paths:
+        return None
+    doc = read_and_check(Path(paths[0])).document
+    pid = doc.fields.get("pid") if doc is not None else None
+    return pid if isinstance(pid, str) and pid else None
+
+
+def _cycle_problems(
+    checked: Iterable[CheckedFile], parent_of: Callable[[str], str | None]
+) -> list[Problem]:
     problems: list[Problem] = []
     for item in checked:
         doc = item.document
@@ -325,10 +351,10 @@ def _cycle_problems(checked: Iterable[CheckedFile], parents: Mapping[str, str]) 
             continue
         start = doc.fields["id"]
         seen = [start]
-        current = parents.get(start)
+        current = parent_of(start)
         while current is not None and current not in seen:
             seen.append(current)
-            current = parents.get(current)
+            current = parent_of(current)
         if current == start:
             chain = " -> ".join([*seen, start])
             problems.append(
