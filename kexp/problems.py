@@ -43,10 +43,10 @@ class Problem:
         message = f"[{self.code}] {self.field + ': ' if self.field else ''}{self.message}"
         if self.hint:
             message += f" (hint: {self.hint})"
-        message = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         return (
-            f"::{kind} file={display_path(self.path)},line={self.line},"
-            f"col={self.column},title=kexp {self.code}::{message}"
+            f"::{kind} file={_escape_property(display_path(self.path))},line={self.line},"
+            f"col={self.column},title={_escape_property(f'kexp {self.code}')}::"
+            f"{_escape_data(message)}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,12 +63,24 @@ class Problem:
         }
 
 
+def _escape_data(text: str) -> str:
+    """Escape a workflow command's message, as GitHub's toolkit does."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """Escape a workflow command's property value (a ',' or ':' would end it early)."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def display_path(path: str | os.PathLike[str]) -> str:
     """Show ``path`` relative to the working directory when it lies below it."""
     try:
-        return (
-            os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
-        )
+        absolute = Path(os.path.abspath(path))
+        # Resolve the folders (the working directory is a real path), not the file itself:
+        # a symbolic link to a file elsewhere is still shown where it is.
+        absolute = absolute.parent.resolve() / absolute.name
+        return os.path.relpath(absolute) if absolute.is_relative_to(Path.cwd()) else str(path)
     except (OSError, ValueError):
         return str(path)
 
