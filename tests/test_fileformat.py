@@ -557,8 +557,6 @@ def _file_with(line: str, key: str) -> str:
     [
         ("base_commit: 1234567", "base_commit", "1234567", "integer"),
         ("base_commit: 0123456", "base_commit", "0123456", "integer"),
-        ("base_commit: 0123456789", "base_commit", "0123456789", "integer"),
-        ("base_commit: 1234e56", "base_commit", "1234e56", "number"),
         ("created_at: 2026-11-29T15:52:36Z", "created_at", "2026-11-29T15:52:36Z", "timestamp"),
         ("dtype_sig: null", "dtype_sig", "null", "null"),
         ("env: yes", "env", "yes", "boolean"),
