@@ -24,6 +24,15 @@ def is_valid_id(value: object) -> bool:
     return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
 
 
+def is_prefix(value: object, min_length: int = 4) -> bool:
+    """Whether ``value`` is a shortened id: ``min_length`` to 15 hex characters."""
+    return (
+        isinstance(value, str)
+        and min_length <= len(value) < ID_LENGTH
+        and _HEX_RE.fullmatch(value.lower()) is not None
+    )
+
+
 def check_id(value: object) -> str:
     """Return ``value`` if it is a full id, else raise :class:`InvalidIdError`."""
     if not is_valid_id(value):

@@ -460,6 +460,7 @@ class Store:
             exp.id = ids.new_id()
         if not exp.created_at:
             exp.created_at = utc_now()
+        self._expand_references(exp)
         self._fill_from_git(exp)
         text = serialize(exp)
         checked = check_bytes(text, self._path_for(exp), self.settings)
@@ -488,6 +489,21 @@ class Store:
         stored.path = path
         stored.settings = self.settings
         return stored
+
+    def _expand_references(self, exp: KernelExperiment) -> None:
+        """Expand id prefixes in ``pid`` and ``combines`` to full ids, as git does.
+
+        Raises :class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix
+        that names no experiment or several; full ids are left for validation.
+        """
+        shortest = self.settings.min_id_prefix
+        if ids.is_prefix(exp.pid, shortest):
+            exp.pid = self.resolve_id(exp.pid)
+        if isinstance(exp.combines, list):
+            exp.combines = [
+                self.resolve_id(other) if ids.is_prefix(other, shortest) else other
+                for other in exp.combines
+            ]
 
     def _path_for(self, exp: KernelExperiment) -> Path:
         ids.check_id(exp.id)
@@ -589,6 +605,8 @@ class Store:
                 )
             old = checked.document.to_experiment()
             new = dataclasses.replace(old, **changes)
+            if {"pid", "combines"} & set(changes):
+                self._expand_references(new)
             text = render_update(checked.document, new)
             result = check_bytes(text, path, self.settings)
             problems = result.problems

@@ -485,6 +485,27 @@ def test_update_of_a_missing_experiment(store: Store, make_experiment: MakeExper
         store.update_experiment("6749f3a000000002", score=2.0)
 
 
+def test_pid_and_combines_take_id_prefixes(store: Store, make_experiment: MakeExperiment) -> None:
+    parent = make_experiment(id="6749f3a0c2d41e7b")
+    other = make_experiment(id="5749f3a0c2d41e7b")
+    child = store.create_experiment(**experiment_fields(pid="6749f3", combines=["6749", "5749F3"]))
+    assert child.pid == parent.id
+    assert child.combines == [parent.id, other.id]
+    assert child.path is not None
+    assert f"pid: {parent.id}\n" in child.path.read_text(encoding="utf-8")
+    updated = store.update_experiment(child.id, pid="5749", combines=[])
+    assert (updated.pid, updated.combines) == (other.id, [])
+    assert ids_of(store.children(other.id)) == [child.id]
+    with pytest.raises(ExperimentNotFoundError):
+        store.update_experiment(child.id, pid="ffff")
+    with pytest.raises(ExperimentNotFoundError):
+        store.create_experiment(**experiment_fields(combines=["ffff"]))
+    make_experiment(id="6749f3a000000000")
+    with pytest.raises(AmbiguousIdError):
+        store.create_experiment(**experiment_fields(pid="6749"))
+    assert store.get_experiment(child.id).pid == other.id
+
+
 def test_pid_cycle_is_refused(store: Store, make_experiment: MakeExperiment) -> None:
     parent = make_experiment()
     child = make_experiment(pid=parent.id)
