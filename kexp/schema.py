@@ -102,6 +102,25 @@ def schema_problems(doc: Document) -> list[Problem]:
     for error in sorted(_validator().iter_errors(doc.fields), key=relevance):
         path = tuple(error.absolute_path)
         keyword = str(error.validator)
+        if keyword == "required" and path:
+            # A key missing inside a list item (results[0] without 'speedup'): point at
+            # the item.
+            dotted = ".".join(str(p) for p in path)
+            line, column = doc.position(path)
+            for name in [k for k in error.validator_value if k not in error.instance]:
+                problems.append(
+                    Problem(
+                        doc.path,
+                        line,
+                        column,
+                        "error",
+                        "missing-field",
+                        f"{dotted}.{name}",
+                        f"{dotted} has no {name!r}",
+                        FIELD_HINTS.get(str(path[0]), "see schema/experiment.schema.json"),
+                    )
+                )
+            continue
         if keyword == "required":
             missing = [k for k in error.validator_value if k not in error.instance]
             for name in missing:
