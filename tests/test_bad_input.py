@@ -199,6 +199,13 @@ CASES = [
     ),
     case("missing-field", sub("dtype_sig: bf16\n", ""), "missing-field", 1),
     case(
+        "result-without-speedup",
+        sub("score: 1.019\n", "score: 1.019\nresults: [{config: a}]\n"),
+        "missing-field",
+        6,
+        11,
+    ),
+    case(
         "front-matter-list", f"---\n- id: {ID}\n- score: 1\n---\n", "front-matter-not-mapping", 2, 1
     ),
     case("non-string-key", sub("score: 1.019\n", "score: 1.019\n1: one\n"), "yaml-bad-key", 6, 1),
@@ -428,3 +435,13 @@ def test_complex_key_is_named_plainly(tmp_path: Path) -> None:
     (problem,) = check_bytes(text.encode(), tmp_path / NAME).problems
     assert (problem.code, problem.line, problem.column) == ("yaml-bad-key", 6, 3)
     assert problem.message == "key [...] is not a field name"
+
+
+def test_key_missing_inside_a_list_item_names_the_item(tmp_path: Path) -> None:
+    text = sub("score: 1.019\n", "score: 1.019\nresults:\n- config: large\n- speedup: 1.019\n")
+    problems = check_bytes(text.encode(), tmp_path / NAME).problems
+    assert sorted((p.code, p.line, p.column, p.field) for p in problems) == [
+        ("missing-field", 7, 3, "results.0.speedup"),
+        ("missing-field", 8, 3, "results.1.config"),
+    ]
+    assert all("front-matter" not in p.hint for p in problems)
