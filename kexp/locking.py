@@ -24,7 +24,9 @@ def exclusive_lock(path: Path, timeout_s: float) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout_s
-        delay = 0.001
+        # Polled, not blocking (a blocking flock cannot time out); the short ceiling keeps
+        # the lock from lying idle long after its holder lets go.
+        delay = 0.0005
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -36,7 +38,7 @@ def exclusive_lock(path: Path, timeout_s: float) -> Iterator[None]:
                         "try again, or find the process that is stuck"
                     ) from None
                 time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+                delay = min(delay * 2, 0.01)
         yield
     finally:
         os.close(fd)

@@ -29,7 +29,7 @@ CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload([__name__])
 WORKERS = 8
 CREATES_PER_WORKER = 50
-UPDATE_ROUNDS = 10
+UPDATE_ROUNDS = 6
 #: One front-matter or body field per updating worker.
 UPDATED_FIELDS = (
     "raw_result",
@@ -79,14 +79,21 @@ def _create_many(
     return created
 
 
-def _create_same_id(root: str, worker: int, exp_ids: list[str], barrier: Barrier) -> list[str]:
+def _create_same_id(
+    root: str, worker: int, exp_ids: list[str], barrier: Barrier, base_commit: str
+) -> list[str]:
     store = Store(root)
     won = []
     for exp_id in exp_ids:
         barrier.wait(timeout=60)
         try:
             store.create_experiment(
-                **experiment_fields(id=exp_id, change_summary=f"Worker {worker} claims - x")
+                **experiment_fields(
+                    id=exp_id,
+                    change_summary=f"Worker {worker} claims - x",
+                    base_commit=base_commit,
+                    author=f"Agent {worker}",
+                )
             )
         except KexpError:
             continue
@@ -245,8 +252,9 @@ def test_parallel_creates_with_the_same_explicit_id_create_one_file(
     exp_ids = [f"6749f3a0{n:08x}" for n in range(6)]
     workers = Workers()
     barrier = CONTEXT.Barrier(WORKERS)
+    head = git(repo, "rev-parse", "HEAD")
     for worker in range(WORKERS):
-        workers.start(_create_same_id, str(repo), worker, exp_ids, barrier)
+        workers.start(_create_same_id, str(repo), worker, exp_ids, barrier, head)
     won = workers.collect(WORKERS)
     workers.join()
 
