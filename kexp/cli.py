@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from kexp import __version__
-from kexp.commands import admin, read, write
+from kexp.commands import admin, agents, read, write
 from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean
 from kexp.errors import KexpError, ValidationError
 
@@ -143,7 +143,7 @@ def main(root: Path | None) -> None:
     """
 
 
-for _command in (*read.COMMANDS, *write.COMMANDS, *admin.COMMANDS):
+for _command in (*read.COMMANDS, *write.COMMANDS, *admin.COMMANDS, *agents.COMMANDS):
     main.add_command(_command)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import shutil
@@ -285,14 +286,25 @@ def suspect_reasons(exp: KernelExperiment) -> list[str]:
     return reasons(exp, exp.settings)
 
 
-def cell(exp: KernelExperiment, column: str) -> str:
+def id_display_width(experiments: Sequence[KernelExperiment], minimum: int = 10) -> int:
+    """How many characters of the ids keep every listed id distinct (at least ``minimum``)."""
+    ids = sorted({exp.id for exp in experiments})
+    width = minimum
+    for before, after in itertools.pairwise(ids):
+        pairs = zip(before, after, strict=True)
+        common = next((i for i, (a, b) in enumerate(pairs) if a != b), len(before))
+        width = max(width, common + 1)
+    return width
+
+
+def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     """One table cell: short ids and hashes, four-decimal scores, one-line text; a
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
     if column == "score":
         return f"{exp.score:.4f}"
     if column in ("id", "pid", "base_commit"):
-        return str(getattr(exp, column))[:10]
+        return str(getattr(exp, column))[:id_width]
     if column == "path":
         return os.path.relpath(exp.path) if exp.path else ""
     if column == "suspect":
@@ -332,7 +344,8 @@ def emit_experiments(
         return
     columns = tuple(chosen) if chosen else _COLUMNS
     headers = [_HEADERS.get(c, c.upper()) for c in columns]
-    rows = [[cell(e, c) for c in columns] for e in experiments]
+    width = id_display_width(experiments)
+    rows = [[cell(e, c, width) for c in columns] for e in experiments]
     if ranked:
         headers.insert(0, "#")
         for number, row in enumerate(rows, 1):

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from kexp.lessons import Lesson
     from kexp.lineage import TreeNode
     from kexp.model import KernelExperiment
+    from kexp.store import Store
 
 
 def _sorted(
@@ -503,10 +504,10 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["json", "jsonl", "csv"]),
+    type=click.Choice(["json", "jsonl", "csv", "legacy"]),
     default="json",
     show_default=True,
-    help="Output format.",
+    help="Output format; legacy: the predecessor's kernel_experiments_db.json.",
 )
 @click.option(
     "-o",
@@ -530,9 +531,11 @@ def export(
     """Write the experiments matching the filters as JSON, JSON Lines or CSV.
 
     Keys are stable: every field in canonical order, then outcome and path (relative
-    to the store). Oldest first.
+    to the store). Oldest first. --format legacy writes the predecessor's database
+    (id -> record, its keys and types) of the whole store, for tools that still read it.
 
-    Python: kexp.export.export(store, stream, format, **filters).
+    Python: kexp.export.export(store, stream, format, **filters);
+    kexp.legacy.export_legacy(path, store).
 
     \b
     Examples:
@@ -544,6 +547,9 @@ def export(
     from kexp.export import export as write_export
 
     store = get_store(ctx)
+    if output_format == "legacy":
+        _export_legacy(store, output, bool(fields or brief or filters_from(params)))
+        return
     chosen = field_list(fields)
     buffer = io.StringIO()
     with progress("reading experiments"):
@@ -556,6 +562,24 @@ def export(
         return
     _write_atomically(output, buffer.getvalue())
     click.echo(f"exported {count} experiment(s) to {output}", err=True)
+
+
+def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
+    from kexp.errors import KexpError
+    from kexp.legacy import dump_legacy, export_legacy, legacy_database
+
+    if filtered:
+        raise KexpError("--format legacy exports the whole store: drop filters and --fields")
+    with progress("reading experiments"):
+        if output is not None:
+            report = export_legacy(output, store)
+            for line in report.lines():
+                click.echo(clean(line), err=True)
+            return
+        database, problems = legacy_database(store)
+    click.echo(dump_legacy(database))
+    for line in problems:
+        click.echo(clean(line), err=True)
 
 
 def _write_atomically(path: Path, text: str) -> None:
