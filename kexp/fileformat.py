@@ -5,6 +5,8 @@
 * :func:`serialize` writes an experiment in canonical form.
 * :func:`render_update` rewrites only the pieces of a document whose values changed, so
   an update's diff touches only the lines of the changed fields.
+* Characters that YAML refuses or reads as a line break (control characters, a lone CR,
+  NEL, LS, PS) are an error in the front-matter; any text is fine in the body.
 
 Body layout (canonical): after the closing ``---`` a blank line, the preamble (if any),
 then each non-empty section as ``## Heading``, a blank line, the text, a blank line; the
@@ -459,7 +461,13 @@ def serialize(exp: KernelExperiment) -> str:
 
 
 def render_update(doc: Document, exp: KernelExperiment) -> str:
-    """Text of ``doc`` with ``exp``'s values, rewriting only the pieces that changed."""
+    """Text of ``doc`` with ``exp``'s values, rewriting only the pieces that changed.
+
+    Front-matter fields are replaced line by line; a front-matter that is not one
+    ``key: value`` block at column 0 (flow style, indented) is rewritten canonically
+    when any field changes. A kept hand-written segment that leaves a code fence open is
+    rewritten canonically when another segment now follows it.
+    """
     new_values = _front_matter_values(exp)
     pieces: list[tuple[str, str]] = []  # (key, raw text) in file order
     for key, raw in doc.fm_raw.items():
