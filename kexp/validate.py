@@ -23,6 +23,7 @@ from kexp.settings import DEFAULT_SETTINGS, Settings
 
 #: File names of experiments: ``<id>-<slug>.md`` (or ``<id>.md``).
 EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[a-z0-9-]*)?\.md")
+_TIMESTAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]+)?Z")
 
 
 def id_from_name(path: Path | str) -> str | None:
@@ -183,9 +184,12 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
             )
         )
     created = fields.get("created_at")
-    if isinstance(created, str) and created.endswith("Z"):
+    stamp = _TIMESTAMP.fullmatch(created) if isinstance(created, str) else None
+    if stamp is not None:
+        # Only the date and time of day: Python 3.10's fromisoformat refuses fractions
+        # of other than 3 or 6 digits, and the schema checks the shape.
         try:
-            dt.datetime.fromisoformat(created[:-1])
+            dt.datetime.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S")
         except ValueError:
             problems.append(
                 _error(
