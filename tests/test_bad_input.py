@@ -445,3 +445,22 @@ def test_key_missing_inside_a_list_item_names_the_item(tmp_path: Path) -> None:
         ("missing-field", 8, 3, "results.1.config"),
     ]
     assert all("front-matter" not in p.hint for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("created_at", "problem"),
+    [
+        ("2026-11-29T15:52:36Z", None),
+        ("2026-11-29T15:52:36.1Z", None),
+        ("2026-11-29T15:52:36.12Z", None),
+        ("2026-11-29T15:52:36.1234567Z", None),
+        ("2026-02-30T15:52:36Z", "bad-timestamp"),
+        ("2026-11-29T24:00:00.5Z", "bad-timestamp"),
+        ("2026-11-29 15:52:36Z", "bad-format"),
+        ("yesterdayZ", "bad-format"),
+    ],
+)
+def test_created_at(created_at: str, problem: str | None, tmp_path: Path) -> None:
+    text = sub("created_at: '2026-11-29T15:52:36Z'", f"created_at: '{created_at}'")
+    problems = check_bytes(text.encode(), tmp_path / NAME).problems
+    assert [(p.code, p.line) for p in problems] == ([(problem, 12)] if problem else [])
