@@ -13,13 +13,13 @@ process streams every blob (100,000 files do not start 100,000 processes).
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
 from kexp.store import EXPERIMENTS_DIR, Store
-from kexp.validate import CheckedFile, check_bytes, id_from_name
+from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes
 
 if TYPE_CHECKING:
     import git
@@ -59,7 +59,11 @@ class StoreLocation:
 
     def path(self, repo_path: str) -> Path:
         """The store path (as the working tree would have it) of a repository path."""
-        return self.toplevel / PurePosixPath(repo_path)
+        return Path(self.text_path(repo_path))
+
+    def text_path(self, repo_path: str) -> str:
+        """:meth:`path` as a string (cheaper: no :class:`Path` built)."""
+        return f"{self.toplevel}/{repo_path}"
 
     def repo_path(self, path: Path) -> str | None:
         """The repository path of a store path (None when outside the repository)."""
@@ -74,7 +78,7 @@ class StoreLocation:
         if not repo_path.startswith(prefix):
             return False
         parts = repo_path[len(prefix) :].split("/")
-        return id_from_name(parts[-1]) is not None and not any(
+        return EXPERIMENT_NAME.fullmatch(parts[-1]) is not None and not any(
             p.startswith(".") for p in parts[:-1]
         )
 
@@ -101,20 +105,22 @@ class RevisionStore(Store):
                 f"({self.commit[:12]}): the store did not exist yet there; "
                 "give a later revision"
             )
-        self._entries: dict[Path, TreeEntry] | None = None
+        self._entries: dict[str, TreeEntry] | None = None
+        self._sorted: list[Path] | None = None
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r}).at({self.revision!r})"
 
     # --- reading from git objects ------------------------------------------------
 
-    def _tree(self) -> dict[Path, TreeEntry]:
+    def _tree(self) -> dict[str, TreeEntry]:
+        """Experiment files at this revision, by store path (as a string), listed once."""
         if self._entries is None:
             from kexp import git as kgit
 
             loc = self.location
             self._entries = {
-                loc.path(entry.path): entry
+                loc.text_path(entry.path): entry
                 for entry in kgit.list_tree(loc.repo, self.commit, loc.folder)
                 if entry.mode != _SUBMODULE_MODE and loc.is_experiment(entry.path)
             }
@@ -122,7 +128,10 @@ class RevisionStore(Store):
 
     def paths(self) -> list[Path]:
         """Every experiment file at this revision, sorted (as a checkout would list them)."""
-        return sorted(self._tree())
+        if self._sorted is None:
+            # Sorted by path components, as Path objects sort.
+            self._sorted = [Path(p) for p in sorted(self._tree(), key=lambda p: p.split("/"))]
+        return list(self._sorted)
 
     def _read(self, path: Path) -> CheckedFile:
         return self.check_files([path])[0]
@@ -137,9 +146,9 @@ class RevisionStore(Store):
         results: dict[int, CheckedFile] = {}
         to_read: list[tuple[int, Path, str]] = []
         for index, path in enumerate(wanted):
-            entry = tree.get(Path(path))
+            entry = tree.get(str(path))
             if entry is None:
-                entry = tree.get(Path(path).resolve())
+                entry = tree.get(str(Path(path).resolve()))
             problem = self._entry_problem(Path(path), entry)
             if problem is not None:
                 results[index] = CheckedFile(Path(path), None, [problem])
