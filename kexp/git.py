@@ -111,6 +111,14 @@ def toplevel(repo: git.Repo) -> Path:
     return Path(repo.working_tree_dir).resolve()
 
 
+def _version(repo: git.Repo) -> tuple[int, ...]:
+    """git's version, as GitPython reports it (cached by GitPython)."""
+    try:
+        return tuple(int(part) for part in repo.git.version_info[:3])
+    except Exception:  # pragma: no cover - an unparsable version string
+        return (0,)
+
+
 def _where(repo: git.Repo) -> str:
     return str(repo.working_tree_dir or repo.git_dir)
 
@@ -175,13 +183,10 @@ def resolve_commit(repo: git.Repo, revision: str) -> str:
     """
     check_revision(revision)
     gitpython = _import_git()
-    command = [
-        _executable(),
-        "rev-parse",
-        "--verify",
-        "--end-of-options",
-        f"{revision}^{{commit}}",
-    ]
+    # check_revision already refused a leading '-'; --end-of-options (git >= 2.24) makes
+    # sure git itself never reads the revision as an option either.
+    end_of_options = ["--end-of-options"] if _version(repo) >= (2, 24) else []
+    command = [_executable(), "rev-parse", "--verify", *end_of_options, f"{revision}^{{commit}}"]
     try:
         status, stdout, stderr = repo.git.execute(
             command, with_extended_output=True, with_exceptions=False
@@ -243,8 +248,9 @@ def fetch_hint(repo: git.Repo, commit: str) -> str:
             f"(or 'git fetch --depth=<N>'), or fetch the commit: git fetch origin {commit}"
         )
     return (
-        f"fetch the commit (git fetch origin {commit}, or git fetch --all), or correct "
-        "base_commit if it was mistyped"
+        f"fetch the commit (git fetch origin {commit}, or git fetch --all); if the kernels "
+        "live in another repository, set KEXP_CODE_REPO to it; or correct base_commit if "
+        "it was mistyped"
     )
 
 
@@ -470,7 +476,9 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
         "--raw",
         "--no-abbrev",
         "-M",
-        "--diff-merges=first-parent",
+        # A merge that changed the file itself (a conflict resolution) is diffed against
+        # its first parent (git >= 2.31; older git shows no diff for merges).
+        *(["--diff-merges=first-parent"] if _version(repo) >= (2, 31) else []),
         "--reverse",
         "--no-show-signature",
         "--encoding=UTF-8",

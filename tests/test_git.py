@@ -166,9 +166,7 @@ def test_every_entry_point_refuses_option_like_revisions(
 # --- the code repository -----------------------------------------------------------
 
 
-def test_experiment_records_the_full_head_hash_without_being_told(
-    repo: Path, store: Store
-) -> None:
+def test_experiment_records_the_full_head_hash_without_being_told(repo: Path, store: Store) -> None:
     exp = store.create_experiment(**experiment_fields())
     head = git(repo, "rev-parse", "HEAD")
     assert exp.base_commit == head and len(head) == 40

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +157,38 @@ def test_changes_against_the_working_tree(repo: Path, store: Store) -> None:
 def test_changes_unknown_revision(repo: Path, store: Store) -> None:
     with pytest.raises(GitError, match="unknown revision 'nope'"):
         store.changes("nope")
+
+
+def test_history_includes_a_merge_that_resolved_a_conflict(repo: Path, store: Store) -> None:
+    exp = store.create_experiment(**experiment_fields())
+    commit_all(repo, "record")
+    git(repo, "checkout", "-q", "-b", "rerun")
+    store.update_experiment(exp.id, score=1.1)
+    rerun = commit_all(repo, "rerun: 1.1")
+    git(repo, "checkout", "-q", "main")
+    store.update_experiment(exp.id, score=1.2)
+    commit_all(repo, "remeasured: 1.2")
+    merged = subprocess.run(
+        ["git", "merge", "-q", "rerun"], cwd=repo, capture_output=True, text=True
+    )
+    assert merged.returncode != 0  # both changed the score line
+    store_text = exp.path.read_text() if exp.path else ""
+    resolved = re.sub(r"<<<<<<< HEAD\n.*?>>>>>>> rerun\n", "score: 1.15\n", store_text, flags=re.S)
+    assert exp.path is not None
+    exp.path.write_text(resolved)
+    merge = commit_all(repo, "merge rerun: average")
+    entries = store.history(exp.id)
+    assert [e.summary for e in entries] == [
+        "record",
+        "rerun: 1.1",
+        "remeasured: 1.2",
+        "merge rerun: average",
+    ] or [e.summary for e in entries] == [
+        "record",
+        "remeasured: 1.2",
+        "rerun: 1.1",
+        "merge rerun: average",
+    ]
+    by_commit = {e.commit: e for e in entries}
+    assert by_commit[rerun].changes == {"score": (1.019, 1.1)}
+    assert by_commit[merge].changes == {"score": (1.2, 1.15)}
