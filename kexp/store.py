@@ -435,7 +435,9 @@ class Store:
 
         Missing ``id`` and ``created_at`` are generated; a missing ``base_commit`` is
         taken from the code repository's ``HEAD`` (a given one is resolved to the full
-        hash), a missing ``author`` from git's ``user.name``. The experiment is validated
+        hash), a missing ``author`` from git's ``user.name``. When ``HEAD`` is taken while
+        tracked kernel files have uncommitted changes, a warning says so and the tag
+        ``uncommitted-base`` is added to ``tags``. The experiment is validated
         first: an invalid one raises :class:`ValidationError` and nothing is written.
         The file is created atomically and never overwrites another.
         """
