@@ -1,7 +1,10 @@
 """The JSON Schema of the front-matter: where it lives and how its errors read.
 
-jsonschema is imported only when a file has to be checked, so queries served from the
-cache never pay for it.
+A valid document is recognised by a validator compiled from the schema with
+fastjsonschema (about 20 times faster than jsonschema, which matters when a cold cache
+checks 100,000 files); only a document it rejects is run through jsonschema, whose
+errors carry the paths and keywords the report is built from. Neither is imported
+until a file has to be checked, so queries served from the cache pay for neither.
 """
 
 from __future__ import annotations
@@ -94,8 +97,31 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
+@functools.lru_cache(maxsize=1)
+def _fast_validator() -> Any:
+    import fastjsonschema
+
+    # fastjsonschema implements drafts 4 to 7; the schema uses only keywords whose
+    # meaning is the same in draft 7 and 2020-12.
+    schema = dict(load_schema(), **{"$schema": "http://json-schema.org/draft-07/schema#"})
+    return fastjsonschema.compile(schema)
+
+
+def is_schema_valid(fields: Any) -> bool:
+    """Whether ``fields`` satisfies the schema (fast; no report)."""
+    import fastjsonschema
+
+    try:
+        _fast_validator()(fields)
+    except fastjsonschema.JsonSchemaException:
+        return False
+    return True
+
+
 def schema_problems(doc: Document) -> list[Problem]:
     """Every schema violation of a document's front-matter, positioned and with hints."""
+    if is_schema_valid(doc.fields):
+        return []
     from jsonschema.exceptions import relevance
 
     problems: list[Problem] = []
