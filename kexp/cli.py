@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from kexp import __version__
-from kexp.commands import admin, agents, read, write
+from kexp.commands import admin, agents, read, review, write
 from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean
 from kexp.errors import KexpError, ValidationError
 
@@ -143,7 +143,13 @@ def main(root: Path | None) -> None:
     """
 
 
-for _command in (*read.COMMANDS, *write.COMMANDS, *admin.COMMANDS, *agents.COMMANDS):
+for _command in (
+    *read.COMMANDS,
+    *write.COMMANDS,
+    *admin.COMMANDS,
+    *agents.COMMANDS,
+    *review.COMMANDS,
+):
     main.add_command(_command)
 
 

@@ -27,24 +27,45 @@ from kexp.commands.common import (
     help="text: path:line:col: severity[code] field: message; github: workflow "
     "annotations; json: a list of problems.",
 )
+@click.option(
+    "--changed",
+    metavar="BASE",
+    help="Only the files added or changed since revision BASE (from its merge base with "
+    "HEAD, uncommitted files included), plus the store-wide checks.",
+)
 @click.pass_context
-def validate(ctx: click.Context, paths: tuple[Path, ...], output_format: str) -> None:
+def validate(
+    ctx: click.Context, paths: tuple[Path, ...], output_format: str, changed: str | None
+) -> None:
     """Check experiment files (all by default); exit 1 if any has an error.
 
-    Python: kexp.Store.validate(paths).
+    With --changed BASE, every check runs on the files a branch added or changed, and
+    the store-wide checks (duplicate ids, dangling pid/combines, lineage cycles) on the
+    whole store: fast CI on a large store.
+
+    Python: kexp.Store.validate(paths); kexp.review.validate_changed(store, base).
 
     \b
     Examples:
       kexp validate
       kexp validate --format github      in a GitHub Actions workflow
+      kexp validate --changed origin/main --format github     in a pull request
       kexp validate experiments/2026/11/6749f3a0c2d41e7b-fused-unroll.md
     """
     from kexp.formatting import expand_paths
 
     store = get_store(ctx)
+    if changed is not None and paths:
+        raise click.UsageError("give PATHs or --changed BASE, not both")
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
-        problems = store.validate(selected)
+        if changed is not None:
+            from kexp.review import check_changes
+
+            result = check_changes(store, changed)
+            problems, selected = result.problems, result.changed_paths
+        else:
+            problems = store.validate(selected)
     errors = sum(p.severity == "error" for p in problems)
     checked = len(selected) if selected is not None else len(store.paths())
     if output_format == "json":
@@ -54,10 +75,10 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], output_format: str) ->
             text = problem.format_github() if output_format == "github" else problem.format()
             click.echo(clean(text))
         warnings_count = len(problems) - errors
-        click.echo(
-            f"{checked} file(s) checked: {errors} error(s), {warnings_count} warning(s)",
-            err=True,
-        )
+        what = f"{checked} file(s) checked"
+        if changed is not None:
+            what = f"{checked} changed file(s) checked, and the store-wide checks"
+        click.echo(f"{what}: {errors} error(s), {warnings_count} warning(s)", err=True)
     ctx.exit(EXIT_PROBLEMS if errors else EXIT_OK)
 
 

@@ -1,0 +1,968 @@
+"""Pull-request review of experiment changes, and validation of only what changed.
+
+An experiment lands like code: a pull request adds or corrects files under
+``experiments/``, CI checks them, and the reviewer reads a summary instead of raw YAML.
+
+* :func:`review` — what a branch (or the working tree) changes compared with a base
+  revision, as data: the experiments added, corrected and removed (each with its score,
+  Δ vs its parent, outcome and rank among the store's experiments on the same
+  operator), the fields each correction changed, the validation problems of the changed
+  files, the store-wide problems the change causes, the lessons it adds, and the lineage
+  it touches. :func:`render_markdown` turns it into a comment fit to post on the pull
+  request (every experiment text escaped: it cannot alter the comment or its Mermaid
+  graph); :func:`to_json` into JSON-ready data.
+* :func:`check_changes` / :func:`validate_changed` — the twin of
+  ``kexp validate --changed BASE``: every problem of the files changed since ``BASE``,
+  plus the store-wide checks (duplicate ids, dangling ``pid``/``combines``, lineage
+  cycles), without resolving every other file's ``base_commit``.
+
+Like a forge's pull-request diff, both compare with the *merge base* of ``BASE`` and the
+head: experiments added on ``BASE`` after the branch was made are not "removed" by it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.lessons import LESSON_GROUPS, Lesson, group_lessons, key_insight
+from kexp.lineage import is_scored
+from kexp.model import BODY_FIELDS
+from kexp.problems import Problem, has_errors, sort_problems
+from kexp.validate import CheckedFile, check_store
+
+if TYPE_CHECKING:
+    from kexp.changelog import Changes, ExperimentChange
+    from kexp.model import KernelExperiment
+    from kexp.store import Store
+
+__all__ = [
+    "STORE_WIDE_CODES",
+    "ChangeCheck",
+    "FieldChange",
+    "LineageGraph",
+    "LineageNode",
+    "Review",
+    "ReviewedExperiment",
+    "check_changes",
+    "render_markdown",
+    "render_mermaid",
+    "review",
+    "to_json",
+    "validate_changed",
+]
+
+#: Problem codes of the checks across the store (as opposed to one file's checks).
+STORE_WIDE_CODES = frozenset({"duplicate-id", "dangling-pid", "dangling-combines", "lineage-cycle"})
+#: The HTML comment that starts every review, so a bot can find and update its comment.
+COMMENT_MARKER = "<!-- kexp-review -->"
+#: A changed value longer than this (or with a line break) is shown as a diff.
+LONG_VALUE_CHARS = 80
+#: Lines of a field's diff shown before the rest is summarised.
+MAX_DIFF_LINES = 24
+#: Ancestors and children of each touched experiment drawn in the lineage graph.
+MAX_RELATIVES = 6
+#: Nodes in the lineage graph at most (the rest are counted, not drawn).
+MAX_GRAPH_NODES = 60
+
+_KINDS = ("added", "corrected", "removed")
+
+
+# --- data ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class FieldChange:
+    """One field a correction changed: old → new (None: absent on that side).
+
+    Long or multi-line text gets ``diff``: the lines of a unified diff (without the file
+    headers), at most :data:`MAX_DIFF_LINES`; ``diff_omitted`` counts the lines left out.
+    """
+
+    field: str
+    old: Any
+    new: Any
+    diff: list[str] | None = None
+    diff_omitted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {
+            "field": self.field,
+            "old": self.old,
+            "new": self.new,
+            "diff": self.diff,
+            "diff_omitted": self.diff_omitted,
+        }
+
+
+@dataclasses.dataclass
+class ReviewedExperiment:
+    """One experiment a change added, corrected or removed, as a reviewer sees it.
+
+    For a removed experiment the values are those it had on the base side (its rank
+    too). ``valid`` is False when the file is not a valid experiment: then ``outcome``
+    is ``"invalid"`` and the values are whatever could be read. ``rank`` is the position
+    by score among the store's scored experiments (not pending, not buggy) with the same
+    ``operator_sig`` (1 = best; ties share a rank), out of ``rank_of``; ``new_best`` is
+    set when an added or corrected experiment now beats the best of the base side on its
+    operator (``previous_best_*``: that best; None when there was none).
+    """
+
+    id: str
+    kind: str  # 'added', 'corrected' or 'removed'
+    path: str  # relative to the repository root, with '/'
+    old_path: str | None  # where a corrected file was before a move; None otherwise
+    valid: bool
+    change_summary: str
+    operator_sig: str
+    dtype_sig: str
+    score: float | None
+    outcome: str
+    pid: str
+    parent_score: float | None = None
+    delta: float | None = None
+    delta_pct: float | None = None
+    rank: int | None = None
+    rank_of: int = 0
+    new_best: bool = False
+    previous_best_id: str | None = None
+    previous_best_score: float | None = None
+    key_insight: str = ""
+    changes: list[FieldChange] = dataclasses.field(default_factory=list)
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        data = dataclasses.asdict(self)
+        data["changes"] = [c.to_dict() for c in self.changes]
+        data["problems"] = [p.to_dict() for p in self.problems]
+        return data
+
+
+@dataclasses.dataclass
+class LineageNode:
+    """One experiment in the lineage graph of a review.
+
+    ``kind`` is ``added``, ``corrected`` or ``removed`` for an experiment the change
+    touches, ``context`` for an ancestor or child drawn to show where it belongs.
+    """
+
+    id: str
+    pid: str
+    kind: str
+    score: float
+    outcome: str
+    change_summary: str
+    new_best: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class LineageGraph:
+    """The lineage a change touches: its experiments, their ancestors and children.
+
+    ``edges`` are ``(parent id, child id)`` pairs; ``omitted`` counts the relatives left
+    out to keep the graph readable (:data:`MAX_GRAPH_NODES`).
+    """
+
+    nodes: list[LineageNode]
+    edges: list[tuple[str, str]]
+    omitted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys), with the Mermaid text as ``mermaid``."""
+        return {
+            "nodes": [n.to_dict() for n in self.nodes],
+            "edges": [{"parent": a, "child": b} for a, b in self.edges],
+            "omitted": self.omitted,
+            "mermaid": render_mermaid(self) if self.nodes else "",
+        }
+
+
+@dataclasses.dataclass
+class ChangeCheck:
+    """The validation of what changed (see :func:`check_changes`).
+
+    ``file_problems``: every problem of each added or corrected file (its own checks and
+    its ``base_commit``); ``store_problems``: the store-wide problems of the whole store
+    at the head (duplicate ids, dangling ``pid``/``combines``, lineage cycles), of which
+    ``caused`` are those the change brings (absent at the merge base).
+    """
+
+    base: str  # the base revision as given
+    merge_base: str  # full hash of the commit compared with
+    head: str | None  # the head revision as given (None: the working tree)
+    changes: Changes
+    file_problems: list[Problem]
+    store_problems: list[Problem]
+    caused: list[Problem]
+    #: Every file of the store at the head, read and checked.
+    checked: list[CheckedFile] = dataclasses.field(repr=False)
+    #: Valid experiments at the head and at the merge base (reconstructed from the head
+    #: and the change, without reading the base side again).
+    head_experiments: list[KernelExperiment] = dataclasses.field(repr=False)
+    base_experiments: list[KernelExperiment] = dataclasses.field(repr=False)
+
+    @property
+    def changed_paths(self) -> list[Path]:
+        """The added and corrected files (the files whose own checks ran)."""
+        return [c.path for c in [*self.changes.added, *self.changes.modified]]
+
+    @property
+    def problems(self) -> list[Problem]:
+        """What ``kexp validate --changed`` reports: the changed files' problems plus the
+        store-wide problems, sorted, each once."""
+        return sort_problems(dict.fromkeys([*self.file_problems, *self.store_problems]))
+
+
+@dataclasses.dataclass
+class Review:
+    """What a change does to the store, as a reviewer needs it (see :func:`review`)."""
+
+    base: str  # the base revision as given
+    merge_base: str  # full hash of the commit compared with
+    head: str | None  # the head revision as given (None: the working tree)
+    head_commit: str | None  # its full hash (None: the working tree)
+    added: list[ReviewedExperiment]
+    corrected: list[ReviewedExperiment]
+    removed: list[ReviewedExperiment]
+    #: Validation problems of the added and corrected files.
+    file_problems: list[Problem]
+    #: Store-wide problems the change causes (in any file, touched or not).
+    store_problems: list[Problem]
+    #: Store-wide problems already present at the merge base (not caused by the change).
+    preexisting_store_problems: list[Problem]
+    #: The failures the change adds, by group (see :data:`kexp.lessons.LESSON_GROUPS`).
+    lessons: dict[str, list[Lesson]]
+    lineage: LineageGraph
+
+    @property
+    def experiments(self) -> list[ReviewedExperiment]:
+        """Every reviewed experiment: added, then corrected, then removed."""
+        return [*self.added, *self.corrected, *self.removed]
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem the review reports (changed files, then those the change causes)."""
+        return sort_problems(dict.fromkeys([*self.file_problems, *self.store_problems]))
+
+    @property
+    def ok(self) -> bool:
+        """Whether the change brings no validation error."""
+        return not has_errors(self.problems)
+
+    @property
+    def new_bests(self) -> list[ReviewedExperiment]:
+        """The added or corrected experiments that are a new best on their operator."""
+        return [e for e in self.experiments if e.new_best]
+
+
+# --- checking what changed -------------------------------------------------------------
+
+
+def merge_base(store: Store, base: str, head: str | None = None) -> str:
+    """The full hash of the merge base of ``base`` and ``head`` (None: ``HEAD``).
+
+    Falls back to ``base`` itself when the two histories share no commit. In a shallow
+    clone that cannot see the merge base, raises :class:`~kexp.errors.GitError` saying
+    how to fetch the history.
+    """
+    from kexp import git as kgit
+    from kexp.errors import GitError
+    from kexp.snapshot import StoreLocation
+
+    repo = StoreLocation.of(store.root).repo
+    base_sha = kgit.resolve_commit(repo, base)
+    tip = kgit.resolve_commit(repo, head if head is not None else "HEAD")
+    status, output = kgit.run_git(repo, "merge-base", base_sha, tip, ok_codes=(0, 1))
+    found = output.strip()
+    if status == 0 and found:
+        return found
+    if kgit.is_shallow(repo):
+        raise GitError(
+            f"{base!r} and {head or 'HEAD'!r} have no common commit in this shallow clone: "
+            "fetch the history ('git fetch --unshallow'; in GitHub Actions, "
+            "actions/checkout with 'fetch-depth: 0')"
+        )
+    return base_sha
+
+
+def check_changes(store: Store, base: str, head: str | None = None) -> ChangeCheck:
+    """Validate what changed from ``base`` to ``head`` (None: the working tree).
+
+    The added and corrected files get every check (``base_commit`` included); the whole
+    store at the head gets the store-wide checks, and those problems the change causes
+    (absent at the merge base) are told apart from those it found. Every file is read
+    once; other files' ``base_commit`` values are not resolved, which is what keeps this
+    fast on a large store.
+
+    Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
+    revision.
+    """
+    from kexp.provenance import base_commit_problems
+
+    fork = merge_base(store, base, head)
+    changes = store.changes(fork, head)
+    target = store if head is None else store.at(head)
+    checked = target.check_files()
+    after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
+    file_problems = [p for item in after for p in item.problems]
+    file_problems += base_commit_problems(after, target.code_repo)
+
+    head_sw = check_store(checked, _id_index(checked))
+    # The store at the merge base: the head's files, less what the change added or
+    # corrected, plus what it removed or corrected as it was.
+    changed_now = {str(item.path) for item in after}
+    before = [c.before for c in [*changes.modified, *changes.removed] if c.before is not None]
+    base_checked = [c for c in checked if str(c.path) not in changed_now] + before
+    moved = {str(c.old_path): str(c.path) for c in changes.modified if c.old_path is not None}
+    base_sw = {_problem_key(p, moved) for p in check_store(base_checked, _id_index(base_checked))}
+    caused = [p for p in head_sw if _problem_key(p, {}) not in base_sw]
+    return ChangeCheck(
+        base=base,
+        merge_base=fork,
+        head=head,
+        changes=changes,
+        file_problems=sort_problems(file_problems),
+        store_problems=sort_problems(head_sw),
+        caused=sort_problems(caused),
+        checked=checked,
+        head_experiments=_experiments(target, checked),
+        base_experiments=_experiments(target, base_checked),
+    )
+
+
+def validate_changed(store: Store, base: str, head: str | None = None) -> list[Problem]:
+    """The problems of the files changed since ``base`` plus the store-wide problems
+    (the twin of ``kexp validate --changed BASE``); see :func:`check_changes`."""
+    return check_changes(store, base, head).problems
+
+
+def _id_index(checked: Iterable[CheckedFile]) -> dict[str, list[Path]]:
+    """Every id written in the files' front-matter → the files that hold it."""
+    index: dict[str, list[Path]] = {}
+    for item in checked:
+        if item.document is not None and isinstance(item.document.fields.get("id"), str):
+            index.setdefault(item.document.fields["id"], []).append(item.path)
+    return index
+
+
+def _problem_key(problem: Problem, moved: Mapping[str, str]) -> tuple[str, str, str, str]:
+    path = moved.get(problem.path, problem.path)
+    return (path, problem.code, problem.field, problem.message)
+
+
+def _experiments(store: Store, checked: Iterable[CheckedFile]) -> list[KernelExperiment]:
+    """The valid experiments among ``checked``, as the store's queries return them."""
+    found: list[KernelExperiment] = []
+    for item in checked:
+        if item.ok:
+            exp = item.experiment()
+            exp.settings = store.settings
+            exp.path = item.path
+            found.append(exp)
+    store._mark_interference(found)
+    return found
+
+
+# --- the review ------------------------------------------------------------------------
+
+
+def review(store: Store, base: str, head: str | None = None) -> Review:
+    """Review what ``head`` (None: the working tree) changes compared with ``base``.
+
+    ``base`` and ``head`` are revisions (branch, tag, hash, ``HEAD~2``); the change is
+    taken from their merge base, as a forge's pull request is. Returns a
+    :class:`Review`; :func:`render_markdown` makes the pull-request comment of it.
+    Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
+    revision.
+    """
+    from kexp import git as kgit
+    from kexp.snapshot import StoreLocation
+
+    check = check_changes(store, base, head)
+    location = StoreLocation.of(store.root)
+    head_commit = kgit.resolve_commit(location.repo, head) if head is not None else None
+    now = _Side(check.head_experiments)
+    then = _Side(check.base_experiments)
+
+    def relative(path: Path | None) -> str | None:
+        if path is None:
+            return None
+        return location.repo_path(path) or str(path)
+
+    entries: dict[str, list[_Reviewed]] = {kind: [] for kind in _KINDS}
+    changes = check.changes
+    for kind, group in zip(_KINDS, (changes.added, changes.modified, changes.removed), strict=True):
+        for change in group:
+            side = then if kind == "removed" else now
+            checked = change.before if kind == "removed" else change.after
+            assert checked is not None
+            exp = side.by_path.get(str(checked.path))
+            entries[kind].append((_entry(kind, change, checked, exp, side, then, relative), exp))
+
+    lessons = group_lessons(_new_lessons(entries, then))
+    return Review(
+        base=base,
+        merge_base=check.merge_base,
+        head=head,
+        head_commit=head_commit,
+        added=[entry for entry, _ in entries["added"]],
+        corrected=[entry for entry, _ in entries["corrected"]],
+        removed=[entry for entry, _ in entries["removed"]],
+        file_problems=check.file_problems,
+        store_problems=check.caused,
+        preexisting_store_problems=[p for p in check.store_problems if p not in check.caused],
+        lessons={group: items for group, items in lessons.items() if items},
+        lineage=_lineage(entries, now, then),
+    )
+
+
+#: A reviewed experiment and, when its file is valid, the experiment itself.
+_Reviewed = tuple["ReviewedExperiment", "KernelExperiment | None"]
+
+
+class _Side:
+    """The valid experiments of one side of a change, indexed."""
+
+    def __init__(self, experiments: list[KernelExperiment]) -> None:
+        self.experiments = experiments
+        self.by_path = {str(e.path): e for e in experiments}
+        self.by_id: dict[str, KernelExperiment] = {}
+        self.children: dict[str, list[KernelExperiment]] = {}
+        for exp in experiments:
+            self.by_id.setdefault(exp.id, exp)
+        for exp in sorted(experiments, key=lambda e: (e.created_at, e.id)):
+            if exp.pid:
+                self.children.setdefault(exp.pid, []).append(exp)
+
+    def scored_on(self, operator: str) -> list[KernelExperiment]:
+        """The scored experiments on ``operator`` (exact ``operator_sig``)."""
+        return [e for e in self.experiments if e.operator_sig == operator and is_scored(e)]
+
+    def best_on(self, operator: str) -> KernelExperiment | None:
+        """The best scored experiment on ``operator`` (None when there is none)."""
+        return max(self.scored_on(operator), key=lambda e: float(e.score), default=None)
+
+
+def _entry(
+    kind: str,
+    change: ExperimentChange,
+    checked: CheckedFile,
+    exp: KernelExperiment | None,
+    side: _Side,
+    then: _Side,
+    relative: Callable[[Path | None], str | None],
+) -> ReviewedExperiment:
+    """What a reviewer sees of one changed file (``exp``: its experiment when valid)."""
+    old_path = relative(change.old_path) if kind == "corrected" else None
+    entry = ReviewedExperiment(
+        id=change.id,
+        kind=kind,
+        path=relative(checked.path) or str(checked.path),
+        old_path=old_path,
+        valid=exp is not None,
+        change_summary="",
+        operator_sig="",
+        dtype_sig="",
+        score=None,
+        outcome="invalid",
+        pid="",
+        changes=[_field_change(name, old, new) for name, (old, new) in change.fields.items()],
+        problems=sort_problems(checked.problems) if kind != "removed" else [],
+    )
+    if exp is None:
+        fields = checked.document.fields if checked.document is not None else {}
+        entry.change_summary = _text(fields.get("change_summary"))
+        entry.operator_sig = _text(fields.get("operator_sig"))
+        entry.dtype_sig = _text(fields.get("dtype_sig"))
+        entry.pid = _text(fields.get("pid"))
+        score = fields.get("score")
+        if isinstance(score, (int, float)) and not isinstance(score, bool):
+            entry.score = float(score)
+        return entry
+    entry.change_summary = exp.change_summary
+    entry.operator_sig = exp.operator_sig
+    entry.dtype_sig = exp.dtype_sig
+    entry.score = float(exp.score)
+    entry.outcome = exp.outcome
+    entry.pid = exp.pid
+    entry.key_insight = key_insight(exp.detailed_description)
+    parent = side.by_id.get(exp.pid) if exp.pid else None
+    if parent is not None:
+        entry.parent_score = float(parent.score)
+        if is_scored(exp) and is_scored(parent):
+            entry.delta = float(exp.score) - float(parent.score)
+            if parent.score > 0:
+                entry.delta_pct = (float(exp.score) / float(parent.score) - 1.0) * 100.0
+    if is_scored(exp):
+        rivals = side.scored_on(exp.operator_sig)
+        entry.rank = 1 + sum(1 for e in rivals if e.score > exp.score)
+        entry.rank_of = len(rivals)
+    if kind != "removed" and entry.rank == 1:
+        previous = then.best_on(exp.operator_sig)
+        if previous is not None:
+            entry.previous_best_id = previous.id
+            entry.previous_best_score = float(previous.score)
+        entry.new_best = previous is None or (
+            previous.id != exp.id and float(exp.score) > float(previous.score)
+        )
+    return entry
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _field_change(name: str, old: Any, new: Any) -> FieldChange:
+    change = FieldChange(name, old, new)
+    if name in BODY_FIELDS or _is_long(old) or _is_long(new):
+        old_lines = _as_lines(old)
+        new_lines = _as_lines(new)
+        lines = [
+            line.rstrip("\n")
+            for line in difflib.unified_diff(old_lines, new_lines, lineterm="", n=1)
+        ][2:]  # drop the ---/+++ file headers
+        change.diff = lines[:MAX_DIFF_LINES]
+        change.diff_omitted = max(0, len(lines) - MAX_DIFF_LINES)
+    return change
+
+
+def _is_long(value: Any) -> bool:
+    text = value if isinstance(value, str) else _short_value(value)
+    return "\n" in text or len(text) > LONG_VALUE_CHARS
+
+
+def _as_lines(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.splitlines()
+    return json.dumps(value, indent=2, ensure_ascii=False).splitlines()
+
+
+def _short_value(value: Any) -> str:
+    """A field value on one line, as JSON for anything but text."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[KernelExperiment]:
+    """Added failures, and corrected experiments that became a failure (or another kind
+    of failure, or whose key insight changed)."""
+    found: list[KernelExperiment] = []
+    for entry, exp in [*entries["added"], *entries["corrected"]]:
+        if exp is None or exp.outcome not in LESSON_GROUPS:
+            continue
+        if entry.kind == "corrected":
+            old = then.by_id.get(entry.id)
+            if (
+                old is not None
+                and old.outcome == exp.outcome
+                and key_insight(old.detailed_description) == entry.key_insight
+            ):
+                continue
+        found.append(exp)
+    return found
+
+
+def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) -> LineageGraph:
+    """The touched experiments, their ancestors and their children."""
+    nodes: dict[str, LineageNode] = {}
+    omitted = 0
+
+    def add(exp: KernelExperiment, kind: str, new_best: bool = False) -> bool:
+        nonlocal omitted
+        if exp.id in nodes:
+            return True
+        if len(nodes) >= MAX_GRAPH_NODES:
+            omitted += 1
+            return False
+        nodes[exp.id] = LineageNode(
+            exp.id, exp.pid, kind, float(exp.score), exp.outcome, exp.change_summary, new_best
+        )
+        return True
+
+    touched: list[tuple[KernelExperiment, _Side]] = []
+    for kind in _KINDS:
+        side = then if kind == "removed" else now
+        for entry, exp in entries[kind]:
+            if exp is not None and add(exp, kind, entry.new_best):
+                touched.append((exp, side))
+    for exp, side in touched:
+        current, steps, seen = exp, 0, {exp.id}
+        while current.pid and steps < MAX_RELATIVES:
+            parent = side.by_id.get(current.pid) or now.by_id.get(current.pid)
+            if parent is None or parent.id in seen:
+                break
+            seen.add(parent.id)
+            add(parent, "context")
+            current, steps = parent, steps + 1
+    for exp, _ in touched:
+        for child in now.children.get(exp.id, [])[:MAX_RELATIVES]:
+            add(child, "context")
+        omitted += max(0, len(now.children.get(exp.id, [])) - MAX_RELATIVES)
+    edges = [(n.pid, n.id) for n in nodes.values() if n.pid in nodes and n.pid != n.id]
+    return LineageGraph(list(nodes.values()), edges, omitted)
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+def to_json(result: Review) -> dict[str, Any]:
+    """The review as JSON-ready data: the same content as :func:`render_markdown`."""
+    return {
+        "base": result.base,
+        "merge_base": result.merge_base,
+        "head": result.head,
+        "head_commit": result.head_commit,
+        "summary": {
+            "added": len(result.added),
+            "corrected": len(result.corrected),
+            "removed": len(result.removed),
+            "errors": sum(p.severity == "error" for p in result.problems),
+            "warnings": sum(p.severity == "warning" for p in result.problems),
+            "new_best": [e.id for e in result.new_bests],
+        },
+        "added": [e.to_dict() for e in result.added],
+        "corrected": [e.to_dict() for e in result.corrected],
+        "removed": [e.to_dict() for e in result.removed],
+        "problems": {
+            "changed_files": [p.to_dict() for p in result.file_problems],
+            "store_wide": [p.to_dict() for p in result.store_problems],
+            "preexisting_store_wide": [p.to_dict() for p in result.preexisting_store_problems],
+        },
+        "lessons": {
+            group: [lesson.to_dict() for lesson in items] for group, items in result.lessons.items()
+        },
+        "lineage": result.lineage.to_dict(),
+    }
+
+
+# --- Markdown: escaping ----------------------------------------------------------------
+
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+#: Characters with a meaning in (GitHub-flavoured) Markdown inside a line: emphasis,
+#: code, links and images, tables, strikethrough, headings, math.
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|~#!$")
+#: Bidirectional overrides and isolates: they could make text read other than it is.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BACKTICKS = re.compile(r"`+")
+
+
+def _visible(ch: str) -> str:
+    """A control or bidirectional-override character as U+FFFD; others as they are."""
+    code = ord(ch)
+    if code < 0x20 or 0x7F <= code < 0xA0 or ch in _BIDI:
+        return "\ufffd"
+    return ch
+
+
+def md_text(value: Any) -> str:
+    """``value`` as inline Markdown text on one line that renders as exactly that text.
+
+    Line breaks become spaces; ``& < >`` become entities (no HTML passes through);
+    Markdown punctuation is backslash-escaped (no emphasis, links, images, code, math,
+    or table cells); control characters become U+FFFD. Safe in a table cell.
+    """
+    out: list[str] = []
+    for ch in " ".join(str(value).split()):
+        if ch in _HTML:
+            out.append(_HTML[ch])
+        elif ch in _MARKDOWN_PUNCTUATION:
+            out.append("\\" + ch)
+        else:
+            out.append(_visible(ch))
+    return "".join(out)
+
+
+def md_code(value: Any, *, in_table: bool = False) -> str:
+    """``value`` as an inline code span on one line, whatever backticks it holds.
+
+    The span's fence is one backtick longer than the longest run inside; in a table
+    cell ``|`` is escaped as GitHub-flavoured Markdown requires. Empty text is ``—``.
+    """
+    text = "".join(_visible(ch) for ch in " ".join(str(value).split()))
+    if not text:
+        return "—"
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_block(text: str, language: str = "text") -> str:
+    """``text`` as a fenced code block whose fence no line inside can close."""
+    body = "\n".join("".join(_visible(ch) for ch in line) for line in text.splitlines())
+    longest = max((len(run) for run in _BACKTICKS.findall(body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{body}\n{fence}"
+
+
+# --- Markdown: the comment -------------------------------------------------------------
+
+_TABLE_HEADER = (
+    "| id | summary | operator | dtype | score | Δ vs parent | outcome | rank on operator |\n"
+    "|---|---|---|---|--:|---|---|---|"
+)
+_OUTCOME_ICONS = {
+    "improvement": "🟢",
+    "marginal": "⚪",
+    "regression": "🔴",
+    "interference": "🟠",
+    "buggy": "🐞",
+    "pending": "⏳",
+    "invalid": "❌",
+}
+
+
+def render_markdown(result: Review) -> str:
+    """The review as a Markdown comment for the pull request (GitHub-flavoured, with a
+    Mermaid lineage graph). Text from experiments is escaped throughout."""
+    parts: list[str] = [COMMENT_MARKER, "## kexp review", _headline(result)]
+    for kind, title in zip(_KINDS, ("Added", "Corrected", "Removed"), strict=True):
+        entries = getattr(result, kind)
+        if not entries:
+            continue
+        parts.append(f"### {title} ({len(entries)})")
+        parts.append(_table(entries))
+        if kind == "corrected":
+            parts.extend(_corrections(entries))
+    parts.append(_validation(result))
+    if result.lessons:
+        parts.append(_lessons(result.lessons))
+    if result.lineage.nodes:
+        parts.append(_lineage_section(result.lineage))
+    head = "the working tree" if result.head is None else md_code(result.head)
+    parts.append(
+        f"<sub>kexp review: {head} compared with {md_code(result.base)} (merge base "
+        f"{md_code(result.merge_base[:12])}).</sub>"
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+def _headline(result: Review) -> str:
+    counts = (
+        f"**{len(result.added)} added · {len(result.corrected)} corrected · "
+        f"{len(result.removed)} removed**"
+    )
+    if not result.experiments:
+        counts = "**No experiment added, corrected or removed.**"
+    errors = sum(p.severity == "error" for p in result.problems)
+    warnings = sum(p.severity == "warning" for p in result.problems)
+    if errors:
+        verdict = f"❌ {errors} validation error(s), {warnings} warning(s): see Validation"
+    elif warnings:
+        verdict = f"⚠️ no validation errors, {warnings} warning(s)"
+    else:
+        verdict = "✅ validation passed"
+    lines = [f"{counts} — {verdict}"]
+    for entry in result.new_bests:
+        lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
+    return "  \n".join(lines)
+
+
+def _best_note(entry: ReviewedExperiment) -> str:
+    score = f"{entry.score:.4f}" if entry.score is not None else "?"
+    text = f"{md_code(entry.id)} scores {score}"
+    if entry.previous_best_id is not None and entry.previous_best_score is not None:
+        before = f"{md_code(entry.previous_best_id)} ({entry.previous_best_score:.4f})"
+        text += f"; the best before was {before}"
+    else:
+        text += " (the first scored experiment on this operator)"
+    return text
+
+
+def _table(entries: Sequence[ReviewedExperiment]) -> str:
+    rows = [_TABLE_HEADER]
+    for e in entries:
+        score = f"{e.score:.4f}" if e.score is not None else "—"
+        if e.delta is not None:
+            pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
+            delta = f"{e.delta:+.4f}{pct} vs {md_code(e.pid, in_table=True)}"
+        elif e.pid:
+            delta = f"— (parent {md_code(e.pid, in_table=True)})"
+        else:
+            delta = "— (no parent)"
+        icon = _OUTCOME_ICONS.get(e.outcome, "")
+        outcome = f"{icon} {md_text(e.outcome)}".strip()
+        if e.rank is None:
+            rank = "—"
+        else:
+            rank = f"#{e.rank} of {e.rank_of}"
+            if e.new_best:
+                rank = f"**{rank}, new best**"
+            elif e.kind == "removed" and e.rank == 1:
+                rank += " (was the best)"
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    md_code(e.id, in_table=True),
+                    md_text(e.change_summary) or "—",
+                    md_code(e.operator_sig, in_table=True),
+                    md_code(e.dtype_sig, in_table=True),
+                    score,
+                    delta,
+                    outcome,
+                    rank,
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(rows)
+
+
+def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
+    parts: list[str] = []
+    for e in entries:
+        title = f"#### {md_code(e.id)} {md_text(e.change_summary)}".rstrip()
+        lines = [title, ""]
+        if e.old_path is not None:
+            lines.append(f"Moved from {md_code(e.old_path)} to {md_code(e.path)}.")
+            lines.append("")
+        short = [c for c in e.changes if c.diff is None]
+        long = [c for c in e.changes if c.diff is not None]
+        for change in short:
+            lines.append(f"- {md_code(change.field)}: {_value(change.old)} → {_value(change.new)}")
+        if not e.changes:
+            lines.append("No field changed (the file's text was reformatted).")
+        parts.append("\n".join(lines).rstrip())
+        for change in long:
+            diff = "\n".join(change.diff or [])
+            if change.diff_omitted:
+                diff += f"\n… {change.diff_omitted} more line(s)"
+            parts.append(f"{md_code(change.field)}:\n\n{md_block(diff, 'diff')}")
+    return parts
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "*(absent)*"
+    if value == "":
+        return "*(empty)*"
+    return md_code(_short_value(value))
+
+
+def _validation(result: Review) -> str:
+    lines = ["### Validation"]
+    if result.file_problems:
+        errors = sum(p.severity == "error" for p in result.file_problems)
+        warnings = len(result.file_problems) - errors
+        lines += [
+            "",
+            f"Problems in the changed files ({errors} error(s), {warnings} warning(s)):",
+            "",
+            md_block("\n".join(p.format() for p in result.file_problems)),
+        ]
+    else:
+        lines += ["", "The changed files pass every check."]
+    if result.store_problems:
+        lines += [
+            "",
+            "Store-wide problems this change causes (duplicate ids, parents or combined "
+            "experiments that do not exist, lineage cycles):",
+            "",
+            md_block("\n".join(p.format() for p in result.store_problems)),
+        ]
+    else:
+        lines += ["", "The change causes no store-wide problem."]
+    if result.preexisting_store_problems:
+        lines += [
+            "",
+            f"*{len(result.preexisting_store_problems)} store-wide problem(s) were there "
+            "before this change (`kexp validate` lists them).*",
+        ]
+    return "\n".join(lines)
+
+
+def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
+    total = sum(len(items) for items in groups.values())
+    lines = [f"### Lessons added ({total})", ""]
+    for group in LESSON_GROUPS:
+        for lesson in groups.get(group, []):
+            icon = _OUTCOME_ICONS.get(group, "")
+            lines.append(
+                f"- {icon} **{md_text(group)}** {md_code(lesson.id)} "
+                f"({lesson.score:.4f}): {md_text(lesson.change_summary)}"
+            )
+            if lesson.key_insight:
+                lines.append(f"  - Key insight: {md_text(lesson.key_insight)}")
+            else:
+                lines.append(
+                    "  - *No “Key insight” line in the description: worth asking for one.*"
+                )
+    return "\n".join(lines)
+
+
+def _lineage_section(graph: LineageGraph) -> str:
+    lines = [
+        "### Lineage",
+        "",
+        md_block(render_mermaid(graph), "mermaid"),
+        "",
+        "Green: added · yellow: corrected · red, dashed: removed · grey: context.",
+    ]
+    if graph.omitted:
+        lines[-1] += f" {graph.omitted} more relative(s) not drawn."
+    return "\n".join(lines)
+
+
+# --- Mermaid ---------------------------------------------------------------------------
+
+_MERMAID_SAFE = re.compile(r"[A-Za-z0-9 .,:+\-/()]")
+_CLASS_STYLES = {
+    "added": "fill:#dafbe1,stroke:#1a7f37,color:#000",
+    "corrected": "fill:#fff8c5,stroke:#9a6700,color:#000",
+    "removed": "fill:#ffebe9,stroke:#cf222e,stroke-dasharray:5 3,color:#000",
+    "context": "fill:#f6f8fa,stroke:#8c959f,color:#000",
+}
+
+
+def mermaid_text(value: Any) -> str:
+    """Text for inside a quoted Mermaid label: anything but a few plain characters is
+    written as a Mermaid entity (``#35;``), so no text can end the label or the block."""
+    return "".join(
+        ch if _MERMAID_SAFE.fullmatch(ch) else f"#{ord(ch)};" for ch in " ".join(str(value).split())
+    )
+
+
+def mermaid_id(exp_id: str) -> str:
+    """A Mermaid node id for an experiment id: ``e`` and the id's letters and digits."""
+    return "e" + re.sub(r"[^0-9a-zA-Z]", "_", exp_id)
+
+
+def render_mermaid(graph: LineageGraph) -> str:
+    """The lineage graph as a Mermaid flowchart (top-down, parents above children).
+
+    Every label is quoted and escaped with :func:`mermaid_text`; node ids are letters
+    and digits only.
+    """
+    lines = ["flowchart TD"]
+    for node in graph.nodes:
+        label = [mermaid_text(node.id), mermaid_text(f"{node.score:.4f} {node.outcome}")]
+        if node.kind == "removed":
+            label.append("removed")
+        if node.new_best:
+            label.append("new best")
+        lines.append(f'  {mermaid_id(node.id)}["{"<br/>".join(label)}"]')
+    for parent, child in graph.edges:
+        lines.append(f"  {mermaid_id(parent)} --> {mermaid_id(child)}")
+    for kind, style in _CLASS_STYLES.items():
+        members = [mermaid_id(n.id) for n in graph.nodes if n.kind == kind]
+        if members:
+            lines.append(f"  classDef {kind} {style}")
+            lines.append(f"  class {','.join(members)} {kind}")
+    return "\n".join(lines)
