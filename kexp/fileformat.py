@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kexp.fastpath import read_simple_front_matter
 from kexp.model import (
     BODY_FIELDS,
     FRONT_MATTER_FIELDS,
@@ -61,6 +62,7 @@ _FRONT_MATTER_BAD_CHAR = re.compile(
 )
 _LINE_BREAK_NAMES = {"\r": "a carriage return", "\x85": "NEL", "\u2028": "LS", "\u2029": "PS"}
 _LINE_BREAK_ESCAPES = {"\r": "\\r", "\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"}
+_INTERESTING_FIRST = frozenset(" `~#")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _BACKTICK_RUN = re.compile(r"`+")
 
@@ -99,6 +101,19 @@ class Document:
     #: Non-fatal problems found while reading (e.g. values YAML would retype).
     problems: list[Problem]
     fm_first_line: int = 2  # 1-based file line of the first YAML line
+    #: False when read by the fast path: front-matter positions are then unknown.
+    exact_positions: bool = True
+    #: The text a fast-path document was read from (to read it again exactly).
+    source: str | None = dataclasses.field(default=None, repr=False)
+    _exact: Document | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def exact(self) -> Document:
+        """This document with exact front-matter positions (itself when it has them)."""
+        if self.exact_positions or self.source is None:
+            return self
+        if self._exact is None:
+            self._exact = parse(self.source, self.path)
+        return self._exact
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -107,6 +122,8 @@ class Document:
 
     def position(self, path: tuple[str | int, ...]) -> tuple[int, int]:
         """1-based (line, column) in the file of the front-matter value at ``path``."""
+        if not self.exact_positions and self.source is not None:
+            return self.exact().position(path)
         line, column = self.front_matter.locate(path)
         if not path or path[0] not in self.front_matter.values:
             return (1, 1)
@@ -199,8 +216,14 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def parse(data: bytes | str, path: str | Path = "<string>") -> Document:
-    """Parse an experiment file. Raises :class:`FileFormatError` if it cannot be read."""
+def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = False) -> Document:
+    """Parse an experiment file. Raises :class:`FileFormatError` if it cannot be read.
+
+    ``fast=True`` reads canonical front-matter (one simple ``key: value`` line per
+    field) without the YAML parser (:mod:`kexp.fastpath`; same values). Such a
+    document knows no positions within the front-matter (``exact_positions`` is
+    False): parse again without ``fast`` to report a problem at its line.
+    """
     path = str(path)
     text = decode(data, path) if isinstance(data, bytes) else data
     lines = split_lines(text)
@@ -235,6 +258,21 @@ def parse(data: bytes | str, path: str | Path = "<string>") -> Document:
     bad = _FRONT_MATTER_BAD_CHAR.search(yaml_text)
     if bad is not None:
         raise FileFormatError(_bad_character(path, yaml_text, bad.start()))
+    simple = read_simple_front_matter(yaml_text, STRING_FIELDS) if fast else None
+    if simple is not None and len(simple) == close - 1:
+        preamble_raw, sections = _parse_body(lines, close + 1, path)
+        return Document(
+            path=path,
+            front_matter=YamlMapping(simple, {}, {}, [], []),
+            fm_prefix="",
+            fm_raw=dict(zip(simple, lines[1:close], strict=True)),
+            preamble_raw=preamble_raw,
+            preamble=_unwrap(_decode_segment(preamble_raw), VERBATIM_INFO),
+            sections=sections,
+            problems=[],
+            exact_positions=False,
+            source=text,
+        )
     try:
         mapping = read_mapping(yaml_text, STRING_FIELDS, first_line=2)
     except YamlReadError as exc:
@@ -319,7 +357,12 @@ def _fence_state(lines: list[str], start: int = 0) -> tuple[list[int], bool]:
     headings: list[int] = []
     fence = ""
     for index in range(start, len(lines)):
-        line = lines[index].rstrip("\n").rstrip("\r")
+        line = lines[index]
+        # Only a line starting with a space, a backtick, a tilde or '#' can open or
+        # close a fence or be a heading: skip the rest cheaply (most lines of a diff).
+        if not line or line[0] not in _INTERESTING_FIRST:
+            continue
+        line = line.rstrip("\n").rstrip("\r")
         if fence:
             stripped = line.lstrip(" ")
             if (

@@ -114,8 +114,18 @@ def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> Checked
 def check_bytes(
     data: bytes | str, path: Path, settings: Settings = DEFAULT_SETTINGS
 ) -> CheckedFile:
-    """Parse and check the text of one experiment file."""
+    """Parse and check the text of one experiment file.
+
+    Canonical front-matter is read by the fast path; a file with any problem is read
+    again exactly, so every problem is reported at its line.
+    """
     try:
+        doc = parse(data, path, fast=True)
+        if doc.exact_positions:
+            return CheckedFile(path, doc, check_document(doc, settings))
+        problems = check_document(doc, settings)
+        if not problems:
+            return CheckedFile(path, doc, problems)
         doc = parse(data, path)
     except FileFormatError as exc:
         return CheckedFile(path, None, [exc.problem])
