@@ -17,6 +17,7 @@ Untracked files do not count; neither does a ``base_commit`` given explicitly.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -193,6 +194,14 @@ def base_commit_problems(
                 Problem(str(item.path), line, column, severity, code, "base_commit", message, hint)
             )
     return problems
+
+
+def strict_problems(problems: Sequence[Problem]) -> list[Problem]:
+    """``problems`` with an unknown base commit made an error (``validate --strict``)."""
+    return [
+        dataclasses.replace(p, severity="error") if p.code == "base-commit-unknown" else p
+        for p in problems
+    ]
 
 
 def resolve_revision(code_repo: Path, revision: str) -> str:

@@ -13,6 +13,7 @@ from kexp.commands.common import (
     echo_json,
     get_store,
     progress,
+    rev_option,
 )
 
 
@@ -33,9 +34,20 @@ from kexp.commands.common import (
     help="Only the files added or changed since revision BASE (from its merge base with "
     "HEAD, uncommitted files included), plus the store-wide checks.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A base_commit that is not in the code repository is an error, not a warning.",
+)
+@rev_option
 @click.pass_context
 def validate(
-    ctx: click.Context, paths: tuple[Path, ...], output_format: str, changed: str | None
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    output_format: str,
+    changed: str | None,
+    strict: bool,
+    rev: str | None,
 ) -> None:
     """Check experiment files (all by default); exit 1 if any has an error.
 
@@ -60,12 +72,15 @@ def validate(
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
         if changed is not None:
+            from kexp.provenance import strict_problems
             from kexp.review import check_changes
 
             result = check_changes(store, changed)
             problems, selected = result.problems, result.changed_paths
+            if strict:
+                problems = strict_problems(problems)
         else:
-            problems = store.validate(selected)
+            problems = store.validate(selected, strict=strict)
     errors = sum(p.severity == "error" for p in problems)
     checked = len(selected) if selected is not None else len(store.paths())
     if output_format == "json":

@@ -34,12 +34,26 @@ _C1 = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 def get_store(ctx: click.Context) -> Store:
     """The store the command works on (``--root``, ``$KEXP_ROOT``, or found by walking up).
 
-    The one place a store is opened: a future ``--rev REV`` plugs in here.
+    The one place a store is opened: with ``--rev REV`` it is the read-only store as it
+    was at that revision, read from git objects (``Store.at``).
     """
     from kexp.store import Store
 
     root = ctx.find_root().params.get("root")
-    return Store(root)
+    store = Store(root)
+    revision = ctx.params.get("rev")
+    return store.at(revision) if revision else store
+
+
+def rev_option(func: _F) -> _F:
+    """``--rev REV``: read the store as it was at a revision (read commands)."""
+    option = click.option(
+        "--rev",
+        metavar="REV",
+        help="Read the store as it was at this revision (commit, branch, tag, HEAD~2), "
+        "from git objects, without a checkout.",
+    )
+    return option(func)
 
 
 # --- text for the terminal -----------------------------------------------------------
@@ -178,7 +192,15 @@ def filter_options(func: _F) -> _F:
         click.option("--operator", help="Operator/file substring (case-insensitive)."),
         click.option("--dtype", help="Data type substring, e.g. bf16."),
         click.option("--env", "env_filter", help="Environment substring, e.g. MI300X."),
-        click.option("--base-commit", help="Base commit hash prefix."),
+        click.option(
+            "--base-commit", help="Base commit: a hash prefix, or a revision (main, HEAD~2)."
+        ),
+        click.option(
+            "--reachable-from",
+            metavar="REV",
+            help="Only experiments whose base commit is an ancestor of REV (what code "
+            "REV contains).",
+        ),
         click.option("--status", multiple=True, help="Status (repeatable)."),
         click.option(
             "--outcome",
@@ -196,7 +218,7 @@ def filter_options(func: _F) -> _F:
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return rev_option(func)
 
 
 _FILTER_PARAMS = {
@@ -204,6 +226,7 @@ _FILTER_PARAMS = {
     "dtype": "dtype",
     "env_filter": "env",
     "base_commit": "base_commit",
+    "reachable_from": "reachable_from",
     "status": "status",
     "outcome": "outcome",
     "is_buggy": "is_buggy",

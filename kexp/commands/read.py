@@ -25,6 +25,7 @@ from kexp.commands.common import (
     print_table,
     progress,
     read_options,
+    rev_option,
     styler,
     suspect_reasons,
     terminal_width,
@@ -157,6 +158,7 @@ def list_command(
 
 @click.command()
 @click.argument("exp_id")
+@rev_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--field", "one_field", help="Print one field's raw value (for scripts).")
 @click.option("--fields", help="Only these fields (comma-separated).")
@@ -165,6 +167,7 @@ def list_command(
 def show(
     ctx: click.Context,
     exp_id: str,
+    rev: str | None,
     as_json: bool,
     one_field: str | None,
     fields: str | None,
@@ -497,6 +500,62 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     )
 
 
+# --- log -----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("exp_id")
+@click.option("--rev", metavar="REV", help="Follow the history back from this revision.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None:
+    """The history of one experiment: every commit that touched its file, oldest first.
+
+    For each commit: hash, date, author, message, and the fields it changed (old → new),
+    following renames. The audit trail of score corrections.
+
+    Python: kexp.Store.history(exp_id).
+
+    \b
+    Example:
+      kexp log 6749f3a0
+    """
+    from kexp.store import Store
+
+    root = ctx.find_root().params.get("root")
+    entries = Store(root).history(exp_id, revision=rev)
+    if as_json:
+        echo_json([entry.to_dict() for entry in entries])
+        return
+    style = styler()
+    for number, entry in enumerate(entries):
+        if number:
+            click.echo("")
+        head = f"{entry.commit[:12]}  {entry.date}  {one_line(entry.author)}"
+        click.echo(style(head, fg="yellow"))
+        click.echo(f"    {one_line(entry.summary)}")
+        where = entry.path if not entry.old_path else f"{entry.old_path} -> {entry.path}"
+        click.echo(f"    {entry.action} {clean(where)}")
+        if entry.error:
+            click.echo(f"    (unreadable: {one_line(entry.error)})")
+        if entry.action == "added":
+            continue
+        for field, (old, new) in entry.changes.items():
+            click.echo(f"    {field}: {_change_text(old, new)}")
+
+
+def _change_text(old: Any, new: Any) -> str:
+    def short(value: Any) -> str:
+        if value is None:
+            return "(absent)"
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if "\n" in text or len(text) > 60:
+            return f"({len(text.splitlines()) or 1} lines)"
+        return one_line(repr(value) if isinstance(value, str) else text)
+
+    return f"{short(old)} → {short(new)}"
+
+
 # --- export --------------------------------------------------------------------------
 
 
@@ -599,4 +658,4 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
-COMMANDS = (top, list_command, show, tree, lessons, stats, export)
+COMMANDS = (top, list_command, show, tree, lessons, stats, log, export)
