@@ -34,7 +34,7 @@ from kexp.lessons import LESSON_GROUPS, Lesson, group_lessons, key_insight
 from kexp.lineage import is_scored
 from kexp.model import BODY_FIELDS
 from kexp.problems import Problem, has_errors, sort_problems
-from kexp.validate import CheckedFile, check_store
+from kexp.validate import CheckedFile, check_store, id_from_name
 
 if TYPE_CHECKING:
     from kexp.changelog import Changes, ExperimentChange
@@ -65,6 +65,8 @@ COMMENT_MARKER = "<!-- kexp-review -->"
 LONG_VALUE_CHARS = 80
 #: Lines of a field's diff shown before the rest is summarised.
 MAX_DIFF_LINES = 24
+#: Longest line of a field's diff (longer ones are cut, ending in "…").
+LONG_DIFF_LINE_CHARS = 300
 #: Ancestors and children of each touched experiment drawn in the lineage graph.
 MAX_RELATIVES = 6
 #: Nodes in the lineage graph at most (the rest are counted, not drawn).
@@ -314,6 +316,7 @@ def check_changes(store: Store, base: str, head: str | None = None) -> ChangeChe
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
     checked = target.check_files()
+    _add_folded(store, fork, changes, checked)
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems]
     file_problems += base_commit_problems(after, target.code_repo)
@@ -332,13 +335,42 @@ def check_changes(store: Store, base: str, head: str | None = None) -> ChangeChe
         merge_base=fork,
         head=head,
         changes=changes,
-        file_problems=sort_problems(file_problems),
+        file_problems=sort_problems(dict.fromkeys(file_problems)),
         store_problems=sort_problems(head_sw),
         caused=sort_problems(caused),
         checked=checked,
         head_experiments=_experiments(target, checked),
         base_experiments=_experiments(target, base_checked),
     )
+
+
+def _add_folded(store: Store, fork: str, changes: Changes, checked: Sequence[CheckedFile]) -> None:
+    """Add to ``changes.added`` the new files that share an id with another changed file.
+
+    :func:`kexp.changelog.changes` matches files by the id in their name, so a second
+    file with the same id (copied by hand, or made on two branches) is folded into the
+    first; for a review it is a file of its own, and the duplicate it makes must show.
+    """
+    from kexp.changelog import ExperimentChange
+    from kexp.errors import StoreNotFoundError
+
+    ids = {c.id for c in changes}
+    listed = {str(c.path) for c in changes} | {str(c.old_path) for c in changes if c.old_path}
+    candidates = [
+        item for item in checked if id_from_name(item.path) in ids and str(item.path) not in listed
+    ]
+    if not candidates:
+        return
+    try:
+        at_base = {str(p) for p in store.at(fork).paths()}
+    except StoreNotFoundError:
+        at_base = set()
+    for item in candidates:
+        if str(item.path) not in at_base:
+            exp_id = id_from_name(item.path)
+            assert exp_id is not None
+            changes.added.append(ExperimentChange(exp_id, "added", item.path, None, None, item, {}))
+    changes.added.sort(key=lambda c: str(c.path))
 
 
 def validate_changed(store: Store, base: str, head: str | None = None) -> list[Problem]:
@@ -410,6 +442,9 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
             exp = side.by_path.get(str(checked.path))
             entries[kind].append((_entry(kind, change, checked, exp, side, then, relative), exp))
 
+    for kind in _KINDS:
+        for entry, _ in entries[kind]:
+            entry.problems = _relative_problems(entry.problems, relative)
     lessons = group_lessons(_new_lessons(entries, then))
     return Review(
         base=base,
@@ -419,12 +454,22 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         added=[entry for entry, _ in entries["added"]],
         corrected=[entry for entry, _ in entries["corrected"]],
         removed=[entry for entry, _ in entries["removed"]],
-        file_problems=check.file_problems,
-        store_problems=check.caused,
-        preexisting_store_problems=[p for p in check.store_problems if p not in check.caused],
+        file_problems=_relative_problems(check.file_problems, relative),
+        store_problems=_relative_problems(check.caused, relative),
+        preexisting_store_problems=_relative_problems(
+            [p for p in check.store_problems if p not in check.caused], relative
+        ),
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
     )
+
+
+def _relative_problems(
+    problems: Iterable[Problem], relative: Callable[[Path | None], str | None]
+) -> list[Problem]:
+    """``problems`` with their paths relative to the repository root, as a comment on
+    the pull request shows them wherever the review ran."""
+    return [dataclasses.replace(p, path=relative(Path(p.path)) or p.path) for p in problems]
 
 
 #: A reviewed experiment and, when its file is valid, the experiment itself.
@@ -529,12 +574,16 @@ def _field_change(name: str, old: Any, new: Any) -> FieldChange:
         old_lines = _as_lines(old)
         new_lines = _as_lines(new)
         lines = [
-            line.rstrip("\n")
+            _cut(line.rstrip("\n"), LONG_DIFF_LINE_CHARS)
             for line in difflib.unified_diff(old_lines, new_lines, lineterm="", n=1)
         ][2:]  # drop the ---/+++ file headers
         change.diff = lines[:MAX_DIFF_LINES]
         change.diff_omitted = max(0, len(lines) - MAX_DIFF_LINES)
     return change
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _is_long(value: Any) -> bool:
@@ -668,15 +717,16 @@ def _visible(ch: str) -> str:
     return ch
 
 
-def md_text(value: Any) -> str:
+def md_text(value: Any, *, limit: int | None = None) -> str:
     """``value`` as inline Markdown text on one line that renders as exactly that text.
 
     Line breaks become spaces; ``& < >`` become entities (no HTML passes through);
     Markdown punctuation is backslash-escaped (no emphasis, links, images, code, math,
-    or table cells); control characters become U+FFFD. Safe in a table cell.
+    or table cells); control characters become U+FFFD. Safe in a table cell. ``limit``
+    cuts the text to that many characters, ending in "…".
     """
     out: list[str] = []
-    for ch in " ".join(str(value).split()):
+    for ch in _one_line(value, limit):
         if ch in _HTML:
             out.append(_HTML[ch])
         elif ch in _MARKDOWN_PUNCTUATION:
@@ -686,21 +736,34 @@ def md_text(value: Any) -> str:
     return "".join(out)
 
 
-def md_code(value: Any, *, in_table: bool = False) -> str:
+def md_code(value: Any, *, in_table: bool = False, limit: int | None = None) -> str:
     """``value`` as an inline code span on one line, whatever backticks it holds.
 
     The span's fence is one backtick longer than the longest run inside; in a table
-    cell ``|`` is escaped as GitHub-flavoured Markdown requires. Empty text is ``—``.
+    cell ``|`` is escaped as GitHub-flavoured Markdown requires (text with a backslash
+    is given as escaped text instead: a table cannot hold it in a code span). Empty
+    text is ``—``; ``limit`` as in :func:`md_text`.
     """
-    text = "".join(_visible(ch) for ch in " ".join(str(value).split()))
+    text = "".join(_visible(ch) for ch in _one_line(value, limit))
     if not text:
         return "—"
+    if in_table and "\\" in text:
+        # GitHub's table rows treat backslash-pipe as an escaped pipe even inside a code
+        # span, and a backslash cannot be escaped there: use escaped text instead.
+        return md_text(text)
     longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     if in_table:
         text = text.replace("|", "\\|")
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _one_line(value: Any, limit: int | None) -> str:
+    text = " ".join(str(value).split())
+    if limit is not None and len(text) > limit:
+        text = text[: max(0, limit - 1)] + "…"
+    return text
 
 
 def md_block(text: str, language: str = "text") -> str:
@@ -717,6 +780,8 @@ _TABLE_HEADER = (
     "| id | summary | operator | dtype | score | Δ vs parent | outcome | rank on operator |\n"
     "|---|---|---|---|--:|---|---|---|"
 )
+#: Longest text in a table cell (an invalid file may hold anything).
+_CELL_CHARS = 200
 _OUTCOME_ICONS = {
     "improvement": "🟢",
     "marginal": "⚪",
@@ -793,7 +858,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
             pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
             delta = f"{e.delta:+.4f}{pct} vs {md_code(e.pid, in_table=True)}"
         elif e.pid:
-            delta = f"— (parent {md_code(e.pid, in_table=True)})"
+            delta = f"— (parent {md_code(e.pid, in_table=True, limit=_CELL_CHARS)})"
         else:
             delta = "— (no parent)"
         icon = _OUTCOME_ICONS.get(e.outcome, "")
@@ -811,9 +876,9 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
             + " | ".join(
                 [
                     md_code(e.id, in_table=True),
-                    md_text(e.change_summary) or "—",
-                    md_code(e.operator_sig, in_table=True),
-                    md_code(e.dtype_sig, in_table=True),
+                    md_text(e.change_summary, limit=_CELL_CHARS) or "—",
+                    md_code(e.operator_sig, in_table=True, limit=_CELL_CHARS),
+                    md_code(e.dtype_sig, in_table=True, limit=_CELL_CHARS),
                     score,
                     delta,
                     outcome,
