@@ -299,7 +299,8 @@ def merge_base(store: Store, base: str, head: str | None = None) -> str:
 
 
 def check_changes(store: Store, base: str, head: str | None = None) -> ChangeCheck:
-    """Validate what changed from ``base`` to ``head`` (None: the working tree).
+    """Validate what changed from ``base`` to ``head`` (None: the working tree, or the
+    revision of a store from :meth:`Store.at`).
 
     The added and corrected files get every check (``base_commit`` included); the whole
     store at the head gets the store-wide checks, and those problems the change causes
@@ -312,6 +313,7 @@ def check_changes(store: Store, base: str, head: str | None = None) -> ChangeChe
     """
     from kexp.provenance import base_commit_problems
 
+    head = _head_of(store, head)
     fork = merge_base(store, base, head)
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
@@ -373,6 +375,15 @@ def _add_folded(store: Store, fork: str, changes: Changes, checked: Sequence[Che
     changes.added.sort(key=lambda c: str(c.path))
 
 
+def _head_of(store: Store, head: str | None) -> str | None:
+    """``head``, or the revision of a store read at one (:meth:`Store.at`)."""
+    from kexp.snapshot import RevisionStore
+
+    if head is None and isinstance(store, RevisionStore):
+        return store.commit
+    return head
+
+
 def validate_changed(store: Store, base: str, head: str | None = None) -> list[Problem]:
     """The problems of the files changed since ``base`` plus the store-wide problems
     (the twin of ``kexp validate --changed BASE``); see :func:`check_changes`."""
@@ -410,7 +421,8 @@ def _experiments(store: Store, checked: Iterable[CheckedFile]) -> list[KernelExp
 
 
 def review(store: Store, base: str, head: str | None = None) -> Review:
-    """Review what ``head`` (None: the working tree) changes compared with ``base``.
+    """Review what ``head`` changes compared with ``base`` (``head`` None: the working
+    tree, or the revision of a store from :meth:`Store.at`).
 
     ``base`` and ``head`` are revisions (branch, tag, hash, ``HEAD~2``); the change is
     taken from their merge base, as a forge's pull request is. Returns a
@@ -421,6 +433,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     from kexp import git as kgit
     from kexp.snapshot import StoreLocation
 
+    head = _head_of(store, head)
     check = check_changes(store, base, head)
     location = StoreLocation.of(store.root)
     head_commit = kgit.resolve_commit(location.repo, head) if head is not None else None

@@ -295,6 +295,12 @@ def test_the_same_review_from_committed_revisions_without_a_checkout(pr: PullReq
     assert [e.id for e in from_main.added] == sorted([pr.fused.id, pr.spills.id, pr.crash.id])
     assert [e.id for e in from_main.corrected] == [pr.unroll.id]
     assert len(Store(pr.repo).paths()) == 3  # nothing was checked out meanwhile
+    at_branch = review(pr.store.at("agent/fuse"), "main")
+    assert [e.id for e in at_branch.added] == [e.id for e in from_main.added]
+    result = CliRunner().invoke(
+        main, ["--root", str(pr.repo), "validate", "--rev", "agent/fuse", "--changed", "main"]
+    )
+    assert result.exit_code == 0 and "4 changed file(s) checked" in result.output
 
 
 def test_uncommitted_and_untracked_files_are_part_of_a_working_tree_review(
