@@ -30,6 +30,7 @@ from kexp.model import (
     OPTIONAL_FIELDS,
     SECTION_HEADINGS,
     KernelExperiment,
+    experiment_from_fields,
 )
 from kexp.problems import Problem
 from kexp.yamlio import YamlMapping, YamlReadError, read_mapping, render_field
@@ -150,22 +151,11 @@ class Document:
 
     def to_experiment(self) -> KernelExperiment:
         """Build the :class:`KernelExperiment` (call after validation for typed values)."""
-        data: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in self.fields.items():
-            if key in FRONT_MATTER_FIELDS:
-                data[key] = value
-            else:
-                extra[key] = value
-        for name in OPTIONAL_FIELDS:
-            if data.get(name) is None:
-                data.pop(name, None)
-        data.update(self.body_values())
-        exp = KernelExperiment(**data)
-        exp.extra_fields = extra
+        exp = experiment_from_fields(self.fields, Path(self.path))
+        for name, text in self.body_values().items():
+            setattr(exp, name, text)
         exp.preamble = self.preamble
         exp.extra_sections = [(s.heading, s.text) for s in self.sections if s.field is None]
-        exp.path = Path(self.path)
         return exp
 
 

@@ -141,6 +141,29 @@ class KernelExperiment:
         return exp
 
 
+def experiment_from_fields(fields: dict[str, Any], path: Path | None = None) -> KernelExperiment:
+    """An experiment from front-matter ``fields`` as read from a file (bodies left empty).
+
+    Known fields become attributes (an optional field that is absent or null keeps its
+    default); unknown keys go to ``extra_fields``.
+    """
+    data: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in _FRONT_MATTER_SET:
+            if value is not None or key not in OPTIONAL_FIELDS:
+                data[key] = value
+        else:
+            extra[key] = value
+    exp = KernelExperiment(**data)
+    exp.extra_fields = extra
+    exp.path = path
+    return exp
+
+
+_FRONT_MATTER_SET = frozenset(FRONT_MATTER_FIELDS)
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [dict(v) if isinstance(v, dict) else v for v in value]

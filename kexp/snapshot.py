@@ -90,6 +90,9 @@ class RevisionStore(Store):
     ``path`` is where the file would be in a checkout of that commit.
     """
 
+    # Read from git objects: the working tree's cache does not apply.
+    _cached = False
+
     def __init__(self, store: Store, revision: str) -> None:
         from kexp import git as kgit
 

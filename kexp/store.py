@@ -28,10 +28,10 @@ from kexp.errors import (
 )
 from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock
-from kexp.model import ALL_FIELDS, KernelExperiment
+from kexp.model import ALL_FIELDS, KernelExperiment, experiment_from_fields
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import track
-from kexp.query import build_filters, chronological, matches, rank
+from kexp.query import Filters, build_filters, chronological, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import CheckedFile, check_bytes, check_store, id_from_name, read_and_check
 
@@ -47,6 +47,14 @@ _READ_ONLY_FIELDS = frozenset({"id"})
 _DERIVED_FIELDS = frozenset({"outcome", "path"})
 #: What a file holds besides the fields: unknown keys and sections, text before them.
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
+
+
+@dataclasses.dataclass
+class _Filtered:
+    """Front-matter-only experiments that passed the filters, and the text filter left."""
+
+    experiments: list[KernelExperiment]
+    text: Filters | None
 
 
 class InvalidExperimentWarning(UserWarning):
@@ -192,24 +200,78 @@ class Store:
         """Read and check one experiment file (overridden by the store at a revision)."""
         return read_and_check(path, self.settings)
 
-    def _load(self, *, strict: bool) -> list[KernelExperiment]:
+    #: Whether queries may use the cache of front-matter (the working tree may).
+    _cached = True
+
+    def _load(self, *, strict: bool, bodies: bool = True) -> list[KernelExperiment]:
+        """Every valid experiment, invalid files warned about (or raised with ``strict``).
+
+        With ``bodies=False`` the experiments carry front-matter only (body fields
+        empty), served from the cache (:mod:`kexp.index`) without reading unchanged
+        files: what ranking and filtering need. :meth:`_complete` reads the rest.
+        """
+        if bodies or not self._cached:
+            loaded = self._load_files(strict=strict)
+        else:
+            loaded = self._load_index(strict=strict)
+        for exp in loaded:
+            exp.settings = self.settings
+        self._mark_interference(loaded)
+        return loaded
+
+    def _load_files(self, *, strict: bool) -> list[KernelExperiment]:
         experiments: list[KernelExperiment] = []
         for checked in self.check_files():
             if checked.ok:
-                exp = checked.experiment()
-                exp.settings = self.settings
-                experiments.append(exp)
+                experiments.append(checked.experiment())
                 continue
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-            if strict:
-                raise ValidationError(f"{checked.path} is not a valid experiment", [first])
-            warnings.warn(
-                f"skipped invalid experiment file {first.format()}",
-                InvalidExperimentWarning,
-                stacklevel=3,
-            )
-        self._mark_interference(experiments)
+            self._skip(checked.path, first.format(), [first], strict)
         return experiments
+
+    def _load_index(self, *, strict: bool) -> list[KernelExperiment]:
+        from kexp.index import StoreIndex
+
+        index = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
+        experiments: list[KernelExperiment] = []
+        for path, fields, error in index.refresh():
+            if fields is not None:
+                experiments.append(experiment_from_fields(fields, path))
+            else:
+                self._skip(path, error, [], strict)
+        return experiments
+
+    def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
+        if strict:
+            if not problems:
+                problems = [p for p in self._read(path).problems if p.severity == "error"][:1]
+            raise ValidationError(f"{path} is not a valid experiment", problems)
+        warnings.warn(
+            f"skipped invalid experiment file {first}", InvalidExperimentWarning, stacklevel=4
+        )
+
+    def _complete(
+        self, summaries: list[KernelExperiment], *, strict: bool = False
+    ) -> list[KernelExperiment]:
+        """The full experiments (bodies read) of front-matter-only ``summaries``.
+
+        A file that became invalid since it was listed is skipped with a warning.
+        """
+        complete: list[KernelExperiment] = []
+        for summary in summaries:
+            checked = self._read(summary.path) if summary.path else None
+            if checked is None or not checked.ok:
+                if checked is not None:
+                    first = next(
+                        p for p in sort_problems(checked.problems) if p.severity == "error"
+                    )
+                    self._skip(checked.path, first.format(), [first], strict)
+                continue
+            exp = checked.experiment()
+            exp.settings = self.settings
+            exp.interference = summary.interference
+            complete.append(exp)
+        return complete
 
     def _mark_interference(self, experiments: list[KernelExperiment]) -> None:
         scores = {e.id: e.score for e in experiments}
@@ -217,24 +279,43 @@ class Store:
             combined = [scores[i] for i in exp.combines if i in scores]
             exp.interference = bool(combined) and exp.score < max(combined)
 
-    def list_experiments(self, *, strict: bool = False, **filters: Any) -> list[KernelExperiment]:
+    def list_experiments(
+        self, *, strict: bool = False, brief: bool = False, **filters: Any
+    ) -> list[KernelExperiment]:
         """Every valid experiment matching ``filters``, oldest first.
 
         Invalid files are skipped with an :class:`InvalidExperimentWarning` naming the
         file and its first problem; ``strict=True`` raises :class:`ValidationError`.
+        ``brief=True`` leaves the body fields empty (they are not read): faster, for
+        listings that show front-matter only.
 
         Git-aware filters (resolved in the code repository): ``reachable_from=REV``
         keeps experiments whose ``base_commit`` is an ancestor of ``REV``;
         ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
         """
+        found = self._filtered(filters, strict=strict)
+        if found.text is not None:
+            complete = self._complete(found.experiments, strict=strict)
+            kept = [e for e in complete if matches(e, found.text, self.settings)]
+            return chronological(kept)
+        chosen = chronological(found.experiments)
+        return chosen if brief else self._complete(chosen, strict=strict)
+
+    def _filtered(self, filters: dict[str, Any], *, strict: bool) -> _Filtered:
+        """Front-matter-only experiments passing every filter but ``text`` (returned)."""
+        filters = dict(filters)
         reachable_from = filters.pop("reachable_from", None)
+        text = filters.pop("text", None)
         wanted = build_filters(**self._resolve_filter_ids(filters))
-        found = [e for e in self._load(strict=strict) if matches(e, wanted, self.settings)]
+        text_filter = build_filters(text=text) if text is not None else None
+        found = [
+            e for e in self._load(strict=strict, bodies=False) if matches(e, wanted, self.settings)
+        ]
         if reachable_from is not None:
             from kexp.provenance import reachable
 
             found = reachable(found, self.code_repo, str(reachable_from))
-        return chronological(found)
+        return _Filtered(found, text_filter)
 
     def top_experiments(
         self,
@@ -243,22 +324,36 @@ class Store:
         include_buggy: bool = False,
         include_pending: bool = False,
         strict: bool = False,
+        brief: bool = False,
         **filters: Any,
     ) -> list[KernelExperiment]:
         """The best experiments by score (descending), at most ``max_results`` (20).
 
         Buggy and pending (status new/running) experiments are left out unless asked
         for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
-        ``status`` or ``outcome`` filter.
+        ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
+        cache); only the experiments returned are read whole (none with ``brief``).
         """
         limit = self.settings.top_default if max_results is None else max_results
-        candidates = self.list_experiments(strict=strict, **filters)
+        found = self._filtered(filters, strict=strict)
+        candidates = found.experiments
         asked_outcome = filters.get("outcome") is not None
         if not (include_buggy or asked_outcome or filters.get("is_buggy") is not None):
             candidates = [e for e in candidates if not e.is_buggy]
         if not (include_pending or asked_outcome or filters.get("status") is not None):
             candidates = [e for e in candidates if e.outcome != "pending"]
-        return rank(candidates)[: max(0, limit)]
+        ranked = rank(candidates)
+        limit = max(0, limit)
+        if found.text is None:
+            best = ranked[:limit]
+            return best if brief else self._complete(best, strict=strict)
+        chosen: list[KernelExperiment] = []
+        for start in range(0, len(ranked), max(limit, 1) * 4):
+            if len(chosen) >= limit:
+                break
+            batch = self._complete(ranked[start : start + max(limit, 1) * 4], strict=strict)
+            chosen += [e for e in batch if matches(e, found.text, self.settings)]
+        return chosen[:limit]
 
     def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
         resolved = dict(filters)
@@ -364,7 +459,7 @@ class Store:
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        by_id = {e.id: e for e in self._load(strict=False)}
+        by_id = {e.id: e for e in self._load(strict=False, bodies=False)}
         current = by_id.get(self.resolve_id(exp_id))
         chain: list[KernelExperiment] = []
         seen = {current.id} if current else set()
@@ -374,16 +469,17 @@ class Store:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return chain
+        return self._complete(chain)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         full_id = self.resolve_id(exp_id)
-        return chronological(e for e in self._load(strict=False) if e.pid == full_id)
+        kids = [e for e in self._load(strict=False, bodies=False) if e.pid == full_id]
+        return self._complete(chronological(kids))
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
-        everything = self._load(strict=False)
+        everything = self._load(strict=False, bodies=False)
         kids: dict[str, list[KernelExperiment]] = {}
         for exp in chronological(everything):
             kids.setdefault(exp.pid, []).append(exp)
@@ -395,7 +491,7 @@ class Store:
                     seen.add(child.id)
                     found.append(child)
                     queue.append(child.id)
-        return found
+        return self._complete(found)
 
     # --- validation ------------------------------------------------------------------
 

@@ -342,6 +342,16 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     return one_line(value)
 
 
+def needs_bodies(output_format: str, as_json: bool, fields: str | None, brief: bool) -> bool:
+    """Whether printing experiments this way shows body text (else it is not read)."""
+    from kexp.model import BODY_FIELDS
+
+    chosen = field_list(fields)
+    if chosen is not None:
+        return any(name in BODY_FIELDS for name in chosen)
+    return (as_json or output_format != "table") and not brief
+
+
 def emit_experiments(
     experiments: Sequence[KernelExperiment],
     *,

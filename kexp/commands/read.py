@@ -21,6 +21,7 @@ from kexp.commands.common import (
     filter_options,
     filters_from,
     get_store,
+    needs_bodies,
     one_line,
     print_table,
     progress,
@@ -94,6 +95,7 @@ def top(
         limit,
         include_buggy=include_buggy,
         include_pending=include_pending,
+        brief=not needs_bodies(output_format, as_json, fields, brief),
         **filters_from(params),
     )
     emit_experiments(
@@ -140,7 +142,9 @@ def list_command(
       kexp list --sort -score -n 10 --fields id,score,change_summary
       kexp list --format csv > experiments.csv
     """
-    experiments = get_store(ctx).list_experiments(**filters_from(params))
+    experiments = get_store(ctx).list_experiments(
+        brief=not needs_bodies(output_format, as_json, fields, brief), **filters_from(params)
+    )
     if limit is not None and not sort:
         experiments = experiments[-limit:] if limit > 0 else []
     experiments = _sorted(experiments, sort, reverse)
