@@ -13,8 +13,10 @@ needs it, and double-quoted (one line, escaped) whenever a string holds a line b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +38,20 @@ _STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP = (
 _SEQ, _MAP = _TAG + "seq", _TAG + "map"
 _ALLOWED_SCALAR_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP})
 _LINE_BREAK = re.compile("[\n\r\x85\u2028\u2029]")
+#: Deepest nesting of lists and mappings accepted in front-matter (``results`` needs 3).
+#: Deeper is refused before it can exhaust the stack: libyaml composes recursively in C
+#: (a 200 KB file of ``[`` crashes the interpreter) and scans deep flow nesting in
+#: quadratic time.
+MAX_DEPTH = 32
+#: Above this many characters that can open a collection (``[{-:?``), the nesting depth
+#: is measured from the tokens, stopping at :data:`MAX_DEPTH`, before composing.
+_DEPTH_SCAN_ABOVE = 200
+_OPENERS = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken)
+_FLOW_OPENERS = (yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
+_CLOSERS = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+#: Longest integer accepted, in characters: an integer a float can hold has 309 digits.
+#: Longer ones are refused before Python converts them (which is slow, or an error).
+_MAX_INT_CHARS = 400
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 #: Plain scalars that YAML 1.2 readers (yq, ruamel.yaml, JavaScript and Go libraries) read
 #: as numbers although PyYAML's YAML 1.1 rules keep them as strings: an all-digit hash
@@ -118,9 +134,13 @@ def read_mapping(text: str, string_fields: frozenset[str], *, first_line: int = 
     number of the text's first line in its file, for line numbers quoted in messages
     (issue positions stay 0-based within ``text``).
     """
+    if sum(map(text.count, "[{-:?")) > _DEPTH_SCAN_ABOVE:
+        _check_depth(text)
     loader = _ComposeLoader(text)
     try:
         root = loader.get_single_node()
+    except RecursionError:  # pragma: no cover - pure-Python PyYAML on deep nesting
+        raise YamlReadError(_too_deep(0, 0, "")) from None
     except yaml.MarkedYAMLError as exc:
         raise YamlReadError(_syntax_issue(exc, text, first_line)) from None
     except yaml.YAMLError as exc:
@@ -151,6 +171,30 @@ def read_mapping(text: str, string_fields: frozenset[str], *, first_line: int = 
             if alias is not None:
                 exc.issue.line, exc.issue.column = alias.start_mark.line, alias.start_mark.column
         raise
+
+
+def _too_deep(line: int, column: int, field: str) -> YamlIssue:
+    return YamlIssue(
+        line,
+        column,
+        "yaml-too-deep",
+        field,
+        f"lists and mappings are nested more than {MAX_DEPTH} levels deep here",
+        "front-matter holds flat values, lists, and 'results' items: remove the nesting",
+    )
+
+
+def _check_depth(text: str) -> None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH`, reading tokens only that far."""
+    depth = 0
+    for token in _tokens(text):
+        if isinstance(token, _OPENERS + _FLOW_OPENERS):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = token.start_mark
+                raise YamlReadError(_too_deep(mark.line, mark.column, ""))
+        elif isinstance(token, _CLOSERS):
+            depth -= 1
 
 
 def _tokens(text: str) -> Iterator[yaml.Token]:
@@ -281,8 +325,13 @@ class _Builder:
             )
         return str(node.value)
 
-    def value(self, node: yaml.Node, field: str, keep_text: bool, top: bool = False) -> Any:
+    def value(
+        self, node: yaml.Node, field: str, keep_text: bool, top: bool = False, depth: int = 2
+    ) -> Any:
         self.check_tag(node, field)
+        if depth > MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
+            issue = _too_deep(node.start_mark.line, node.start_mark.column, field)
+            raise YamlReadError(issue)
         if isinstance(node, yaml.ScalarNode):
             # Plain style is None from PyYAML's composer but "" from libyaml's.
             if keep_text and not node.style:
@@ -290,9 +339,9 @@ class _Builder:
                 if node.tag != _STR and (node.tag != _NULL or node.value):
                     self.retyped.append((field, node, _tag_name(node.tag)))
                 return node.value
-            return self.scalar(node)
+            return self.scalar(node, field)
         if isinstance(node, yaml.SequenceNode):
-            return [self.value(item, field, keep_text) for item in node.value]
+            return [self.value(item, field, keep_text, depth=depth + 1) for item in node.value]
         mapping: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = self.key(key_node, field)
@@ -304,10 +353,10 @@ class _Builder:
                     f"duplicate key {key!r}",
                     "keep only one of the two",
                 )
-            mapping[key] = self.value(value_node, f"{field}.{key}", False)
+            mapping[key] = self.value(value_node, f"{field}.{key}", False, depth=depth + 1)
         return mapping
 
-    def scalar(self, node: yaml.ScalarNode) -> Any:
+    def scalar(self, node: yaml.ScalarNode, field: str = "") -> Any:
         tag = node.tag
         if tag in (_STR, _TIMESTAMP):
             return node.value
@@ -316,8 +365,24 @@ class _Builder:
         if tag == _BOOL:
             return _CONSTRUCTOR.construct_yaml_bool(node)
         if tag == _INT:
-            return _CONSTRUCTOR.construct_yaml_int(node)
+            number = None
+            if len(node.value) <= _MAX_INT_CHARS:
+                with contextlib.suppress(ValueError, OverflowError):
+                    number = _CONSTRUCTOR.construct_yaml_int(node)
+            if number is None or abs(number) > sys.float_info.max:
+                self.fail(
+                    node,
+                    "yaml-number-too-large",
+                    field,
+                    f"the number {_shorten(node.value)} is too large to be a measurement",
+                    "write a plain number below 1e308 (quote it if it is meant as text)",
+                )
+            return number
         return _CONSTRUCTOR.construct_yaml_float(node)
+
+
+def _shorten(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _yaml12_number(text: str) -> bool:
