@@ -28,10 +28,12 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, experiment_from_fields
 from kexp.problems import sort_problems
-from kexp.validate import id_from_name, read_and_check
+from kexp.validate import EXPERIMENT_NAME as _NAME
+from kexp.validate import read_and_check
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
@@ -40,32 +42,100 @@ INDEX_FILE = "index-v1"
 #: Files modified this recently (ns) before the cache is written are not cached.
 RACY_NS = 2_000_000_000
 
-#: One file's cache entry: (mtime_ns, size, inode, ctime_ns, fields or None, error or "").
-Entry = tuple[int, int, int, int, "dict[str, Any] | None", str]
+#: One file's cache entry: (mtime_ns, size, inode, ctime_ns, values or None, error or "")
+#: where values are the front-matter fields in :data:`ROW_FIELDS` order.
+Entry = tuple[int, int, int, int, "tuple[Any, ...] | None", str]
+
+#: The fields of a :class:`Row`, in order.
+ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
+_DEFAULTS: dict[str, Any] = {"tags": (), "author": "", "combines": (), "results": ()}
+
+
+class Row(NamedTuple):
+    """The front-matter of one valid experiment, as the cache holds it.
+
+    It has the attributes filtering and ranking read (``score``, ``operator_sig``,
+    ...), so queries run on rows and build experiments only for what they return.
+    ``path`` is relative to ``experiments/``; lists are tuples.
+    """
+
+    id: str
+    pid: str
+    change_summary: str
+    score: float
+    status: str
+    is_buggy: bool
+    operator_sig: str
+    dtype_sig: str
+    env: str
+    base_commit: str
+    created_at: str
+    tags: tuple[str, ...]
+    author: str
+    combines: tuple[str, ...]
+    results: tuple[dict[str, Any], ...]
+    extra_fields: dict[str, Any] | None
+    path: str
+    interference: bool
+
+    def to_experiment(self, experiments_dir: Path) -> KernelExperiment:
+        """The experiment with this front-matter (body fields empty: not read)."""
+        fields: dict[str, Any] = {}
+        for name, value in zip(FRONT_MATTER_FIELDS, self, strict=False):
+            fields[name] = (
+                [dict(v) if isinstance(v, dict) else v for v in value]
+                if isinstance(value, tuple)
+                else value
+            )
+        fields.update(self.extra_fields or {})
+        exp = experiment_from_fields(fields, experiments_dir / self.path)
+        exp.interference = self.interference
+        return exp
+
+
+def _values(fields: dict[str, Any]) -> tuple[Any, ...]:
+    """A valid file's front-matter as a compact tuple in :data:`ROW_FIELDS` order."""
+    values = []
+    for name in FRONT_MATTER_FIELDS:
+        value = fields.get(name)
+        if value is None and name in _DEFAULTS:
+            value = _DEFAULTS[name]
+        values.append(tuple(value) if isinstance(value, list) else value)
+    extra = {k: v for k, v in fields.items() if k not in _KNOWN}
+    values.append(extra or None)
+    return tuple(values)
+
+
+_KNOWN = frozenset(FRONT_MATTER_FIELDS)
 
 
 def _header(settings: Settings) -> str:
     from kexp import __version__
 
-    return f"kexp-index/1 kexp={__version__} max_file_bytes={settings.max_file_bytes}"
+    layout = ",".join(ROW_FIELDS)
+    return (
+        f"kexp-index/2 kexp={__version__} max_file_bytes={settings.max_file_bytes} fields={layout}"
+    )
 
 
-def walk_experiment_files(folder: Path) -> Iterator[tuple[str, os.stat_result]]:
+def walk_experiment_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
     """Every ``<id>-<slug>.md`` file below ``folder`` with its ``lstat``, sorted by path.
 
     Hidden entries (writers' temporary files) are skipped and symbolic links to folders
     are not followed; a symbolic link to a file is listed (reading it reports it).
     """
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        with os.scandir(folder) as iterator:
+            entries = sorted(iterator, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return
     for entry in entries:
-        if entry.name.startswith("."):
+        name = entry.name
+        if name[0] == ".":
             continue
         if entry.is_dir(follow_symlinks=False):
-            yield from walk_experiment_files(Path(entry.path))
-        elif id_from_name(entry.name) is not None:
+            yield from walk_experiment_files(entry.path)
+        elif _NAME.fullmatch(name) is not None:
             try:
                 yield entry.path, entry.stat(follow_symlinks=False)
             except FileNotFoundError:
@@ -112,34 +182,88 @@ class StoreIndex:
         except OSError:
             temporary.unlink(missing_ok=True)
 
-    def refresh(self) -> list[tuple[Path, dict[str, Any] | None, str]]:
-        """(path, front-matter fields or None, first error) for every experiment file.
+    def refresh(self) -> tuple[list[Row], list[tuple[str, str]]]:
+        """The rows of every valid experiment file, and (path, first error) of the others.
 
         Files whose stat matches the cache are not read; the others are read and
-        checked, and the cache is rewritten when anything changed.
+        checked, and the cache is rewritten when anything changed. Paths are relative
+        to ``experiments/``.
         """
         cached = self.load()
         fresh: dict[str, Entry] = {}
         changed = False
-        result: list[tuple[Path, dict[str, Any] | None, str]] = []
+        valid: list[tuple[Any, ...]] = []
+        invalid: list[tuple[str, str]] = []
         root = str(self.experiments_dir) + os.sep
-        for full, info in walk_experiment_files(self.experiments_dir):
-            relative = full[len(root) :] if full.startswith(root) else full
+        skip = len(root)
+        for full, info in walk_experiment_files(str(self.experiments_dir)):
+            relative = full[skip:]
             signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
             entry = cached.get(relative)
-            if entry is None or entry[:4] != signature or not stat.S_ISREG(info.st_mode):
+            if (
+                entry is None
+                or entry[:4] != signature
+                or not stat.S_ISREG(info.st_mode)
+                or not _well_formed(entry)
+            ):
                 entry = (*signature, *self._check(Path(full)))
                 changed = True
             fresh[relative] = entry
-            result.append((Path(full), entry[4], entry[5]))
+            if entry[4] is not None:
+                valid.append((*entry[4], relative))
+            else:
+                invalid.append((relative, entry[5]))
         if changed or len(fresh) != len(cached):
-            self.save(fresh)
-        return result
+            self.save(_shared(fresh))
+        del cached, fresh
+        scores = {values[0]: values[3] for values in valid}
+        rows = [
+            Row._make((*values, bool(values[13]) and _below_best(values[3], values[13], scores)))
+            for values in valid
+        ]
+        return rows, invalid
 
-    def _check(self, path: Path) -> tuple[dict[str, Any] | None, str]:
+    def _check(self, path: Path) -> tuple[tuple[Any, ...] | None, str]:
         checked = read_and_check(path, self.settings)
         if checked.ok:
             assert checked.document is not None
-            return dict(checked.document.fields), ""
+            return _values(checked.document.fields), ""
         first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
         return None, first.format()
+
+
+_VALUE_COUNT = len(FRONT_MATTER_FIELDS) + 1
+
+
+def _well_formed(entry: Any) -> bool:
+    """Whether a cached entry has the shape this version writes (else: read the file)."""
+    return (
+        isinstance(entry, tuple)
+        and len(entry) == 6
+        and (entry[4] is None or (isinstance(entry[4], tuple) and len(entry[4]) == _VALUE_COUNT))
+        and isinstance(entry[5], str)
+    )
+
+
+def _below_best(score: float, combines: tuple[str, ...], scores: dict[str, float]) -> bool:
+    """Interference: an experiment scoring below the best of those it combines."""
+    combined = [scores[i] for i in combines if i in scores]
+    return bool(combined) and score < max(combined)
+
+
+def _shared(entries: dict[str, Entry]) -> dict[str, Entry]:
+    """``entries`` with equal strings made one object, so marshal writes them once."""
+    pool: dict[str, str] = {}
+
+    def share(value: Any) -> Any:
+        return pool.setdefault(value, value) if isinstance(value, str) else value
+
+    shared: dict[str, Entry] = {}
+    for path, (mtime, size, inode, ctime, values, error) in entries.items():
+        if values is not None:
+            values = tuple(
+                tuple(share(v) for v in value) if isinstance(value, tuple) else share(value)
+                for value in values
+            )
+        shared[path] = (mtime, size, inode, ctime, values, error)
+    return shared

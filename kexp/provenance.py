@@ -21,7 +21,7 @@ import dataclasses
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kexp.errors import GitError
 from kexp.problems import Problem, Severity
@@ -36,6 +36,14 @@ if TYPE_CHECKING:
 UNCOMMITTED_TAG = "uncommitted-base"
 _FULL_HASH_LENGTHS = (40, 64)
 _SHOWN_DIRTY_PATHS = 5
+
+
+class _HasBase(Protocol):
+    @property
+    def base_commit(self) -> str: ...
+
+
+_E = TypeVar("_E", bound=_HasBase)
 
 
 class UncommittedBaseWarning(KexpWarning):
@@ -226,9 +234,7 @@ def base_commit_filter(code_repo: Path, value: str) -> str:
     return resolve_revision(code_repo, text)
 
 
-def reachable(
-    experiments: Iterable[KernelExperiment], code_repo: Path, revision: str
-) -> list[KernelExperiment]:
+def reachable(experiments: Iterable[_E], code_repo: Path, revision: str) -> list[_E]:
     """The experiments whose ``base_commit`` is an ancestor of (or is) ``revision``.
 
     ``revision`` is resolved in the code repository (:class:`GitError` when it does not

@@ -5,11 +5,25 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kexp.errors import KexpError
 from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
+
+
+class Ranked(Protocol):
+    """What ranking needs: a KernelExperiment, or a front-matter row of the cache."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def created_at(self) -> str: ...
+
+
+_E = TypeVar("_E", bound=Ranked)
 
 _SEARCHED_FIELDS = (
     "id",
@@ -131,7 +145,7 @@ def build_filters(**kwargs: Any) -> Filters:
     return Filters(**values)
 
 
-def matches(exp: KernelExperiment, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -> bool:
+def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether ``exp`` passes every filter that is set."""
     f = filters
     if f.operator is not None and f.operator not in exp.operator_sig.lower():
@@ -183,16 +197,16 @@ def _texts(exp: KernelExperiment) -> Iterator[str]:
         yield str(result)
 
 
-def rank(experiments: Iterable[KernelExperiment]) -> list[KernelExperiment]:
-    """Best first: score descending, then newest first, then id (deterministic)."""
-    return sorted(
-        experiments,
-        key=lambda e: (-float(e.score), _negated(_time_key(e.created_at)), e.id),
-    )
+def rank(experiments: Iterable[_E]) -> list[_E]:
+    """Best first: score descending, then newest first, then id (deterministic).
 
-
-def _negated(text: str) -> tuple[int, ...]:
-    return tuple(-ord(ch) for ch in text)
+    Three stable sorts, least significant key first (cheaper than one sort on a
+    composite key that has to invert a string).
+    """
+    ranked = sorted(experiments, key=lambda e: e.id)
+    ranked.sort(key=lambda e: _time_key(e.created_at), reverse=True)
+    ranked.sort(key=lambda e: float(e.score), reverse=True)
+    return ranked
 
 
 def _time_key(created_at: str) -> str:
@@ -206,6 +220,6 @@ def _time_key(created_at: str) -> str:
     return f"{seconds}.{fraction:0<9}"
 
 
-def chronological(experiments: Iterable[KernelExperiment]) -> list[KernelExperiment]:
+def chronological(experiments: Iterable[_E]) -> list[_E]:
     """Oldest first (by ``created_at``, then id)."""
     return sorted(experiments, key=lambda e: (_time_key(e.created_at), e.id))

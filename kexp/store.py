@@ -28,12 +28,19 @@ from kexp.errors import (
 )
 from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock
-from kexp.model import ALL_FIELDS, KernelExperiment, experiment_from_fields
+from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import track
 from kexp.query import Filters, build_filters, chronological, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.validate import CheckedFile, check_bytes, check_store, id_from_name, read_and_check
+from kexp.validate import (
+    CheckedFile,
+    check_bytes,
+    check_store,
+    id_from_name,
+    read_and_check,
+    read_file,
+)
 
 if TYPE_CHECKING:
     from kexp.changelog import Changes, HistoryEntry
@@ -53,7 +60,7 @@ _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
 class _Filtered:
     """Front-matter-only experiments that passed the filters, and the text filter left."""
 
-    experiments: list[KernelExperiment]
+    experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
     text: Filters | None
 
 
@@ -203,43 +210,35 @@ class Store:
     #: Whether queries may use the cache of front-matter (the working tree may).
     _cached = True
 
-    def _load(self, *, strict: bool, bodies: bool = True) -> list[KernelExperiment]:
-        """Every valid experiment, invalid files warned about (or raised with ``strict``).
-
-        With ``bodies=False`` the experiments carry front-matter only (body fields
-        empty), served from the cache (:mod:`kexp.index`) without reading unchanged
-        files: what ranking and filtering need. :meth:`_complete` reads the rest.
-        """
-        if bodies or not self._cached:
-            loaded = self._load_files(strict=strict)
-        else:
-            loaded = self._load_index(strict=strict)
-        for exp in loaded:
-            exp.settings = self.settings
-        self._mark_interference(loaded)
-        return loaded
-
-    def _load_files(self, *, strict: bool) -> list[KernelExperiment]:
+    def _load(self, *, strict: bool) -> list[KernelExperiment]:
+        """Every valid experiment, read whole; invalid files warned about (or raised)."""
         experiments: list[KernelExperiment] = []
         for checked in self.check_files():
             if checked.ok:
-                experiments.append(checked.experiment())
+                exp = checked.experiment()
+                exp.settings = self.settings
+                experiments.append(exp)
                 continue
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             self._skip(checked.path, first.format(), [first], strict)
+        self._mark_interference(experiments)
         return experiments
 
-    def _load_index(self, *, strict: bool) -> list[KernelExperiment]:
+    def _summaries(self, *, strict: bool) -> list[Any]:
+        """The front-matter of every valid experiment, for filtering and ranking.
+
+        From the cache (:mod:`kexp.index`: rows, no unchanged file read) for the working
+        tree; whole experiments for a store that has no cache (:meth:`at`).
+        :meth:`_complete` and :meth:`_brief` turn them into experiments.
+        """
+        if not self._cached:
+            return self._load(strict=strict)
         from kexp.index import StoreIndex
 
-        index = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
-        experiments: list[KernelExperiment] = []
-        for path, fields, error in index.refresh():
-            if fields is not None:
-                experiments.append(experiment_from_fields(fields, path))
-            else:
-                self._skip(path, error, [], strict)
-        return experiments
+        rows, invalid = StoreIndex(self.experiments_dir, self.cache_dir, self.settings).refresh()
+        for relative, error in invalid:
+            self._skip(self.experiments_dir / relative, error, [], strict)
+        return rows
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
         if strict:
@@ -250,26 +249,37 @@ class Store:
             f"skipped invalid experiment file {first}", InvalidExperimentWarning, stacklevel=4
         )
 
-    def _complete(
-        self, summaries: list[KernelExperiment], *, strict: bool = False
-    ) -> list[KernelExperiment]:
-        """The full experiments (bodies read) of front-matter-only ``summaries``.
+    def _brief(self, summaries: list[Any]) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of :meth:`_summaries` items."""
+        brief: list[KernelExperiment] = []
+        for item in summaries:
+            exp = (
+                item
+                if isinstance(item, KernelExperiment)
+                else item.to_experiment(self.experiments_dir)
+            )
+            exp.settings = self.settings
+            brief.append(exp)
+        return brief
+
+    def _complete(self, summaries: list[Any], *, strict: bool = False) -> list[KernelExperiment]:
+        """The whole experiments (bodies read) of :meth:`_summaries` items.
 
         A file that became invalid since it was listed is skipped with a warning.
         """
         complete: list[KernelExperiment] = []
-        for summary in summaries:
-            checked = self._read(summary.path) if summary.path else None
-            if checked is None or not checked.ok:
-                if checked is not None:
-                    first = next(
-                        p for p in sort_problems(checked.problems) if p.severity == "error"
-                    )
-                    self._skip(checked.path, first.format(), [first], strict)
+        for item in summaries:
+            if isinstance(item, KernelExperiment):
+                complete.append(item)
+                continue
+            checked = self._read(self.experiments_dir / item.path)
+            if not checked.ok:
+                first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
+                self._skip(checked.path, first.format(), [first], strict)
                 continue
             exp = checked.experiment()
             exp.settings = self.settings
-            exp.interference = summary.interference
+            exp.interference = item.interference
             complete.append(exp)
         return complete
 
@@ -294,12 +304,11 @@ class Store:
         ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
         """
         found = self._filtered(filters, strict=strict)
-        if found.text is not None:
-            complete = self._complete(found.experiments, strict=strict)
-            kept = [e for e in complete if matches(e, found.text, self.settings)]
-            return chronological(kept)
         chosen = chronological(found.experiments)
-        return chosen if brief else self._complete(chosen, strict=strict)
+        if found.text is not None:
+            complete = self._complete(chosen, strict=strict)
+            return [e for e in complete if matches(e, found.text, self.settings)]
+        return self._brief(chosen) if brief else self._complete(chosen, strict=strict)
 
     def _filtered(self, filters: dict[str, Any], *, strict: bool) -> _Filtered:
         """Front-matter-only experiments passing every filter but ``text`` (returned)."""
@@ -308,9 +317,7 @@ class Store:
         text = filters.pop("text", None)
         wanted = build_filters(**self._resolve_filter_ids(filters))
         text_filter = build_filters(text=text) if text is not None else None
-        found = [
-            e for e in self._load(strict=strict, bodies=False) if matches(e, wanted, self.settings)
-        ]
+        found = [e for e in self._summaries(strict=strict) if matches(e, wanted, self.settings)]
         if reachable_from is not None:
             from kexp.provenance import reachable
 
@@ -341,12 +348,12 @@ class Store:
         if not (include_buggy or asked_outcome or filters.get("is_buggy") is not None):
             candidates = [e for e in candidates if not e.is_buggy]
         if not (include_pending or asked_outcome or filters.get("status") is not None):
-            candidates = [e for e in candidates if e.outcome != "pending"]
+            candidates = [e for e in candidates if e.status not in PENDING_STATUSES]
         ranked = rank(candidates)
         limit = max(0, limit)
         if found.text is None:
             best = ranked[:limit]
-            return best if brief else self._complete(best, strict=strict)
+            return self._brief(best) if brief else self._complete(best, strict=strict)
         chosen: list[KernelExperiment] = []
         for start in range(0, len(ranked), max(limit, 1) * 4):
             if len(chosen) >= limit:
@@ -459,9 +466,9 @@ class Store:
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        by_id = {e.id: e for e in self._load(strict=False, bodies=False)}
+        by_id = {e.id: e for e in self._summaries(strict=False)}
         current = by_id.get(self.resolve_id(exp_id))
-        chain: list[KernelExperiment] = []
+        chain: list[Any] = []
         seen = {current.id} if current else set()
         while current is not None and current.pid and current.pid in by_id:
             if current.pid in seen:
@@ -474,13 +481,13 @@ class Store:
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         full_id = self.resolve_id(exp_id)
-        kids = [e for e in self._load(strict=False, bodies=False) if e.pid == full_id]
+        kids = [e for e in self._summaries(strict=False) if e.pid == full_id]
         return self._complete(chronological(kids))
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
-        everything = self._load(strict=False, bodies=False)
-        kids: dict[str, list[KernelExperiment]] = {}
+        everything = self._summaries(strict=False)
+        kids: dict[str, list[Any]] = {}
         for exp in chronological(everything):
             kids.setdefault(exp.pid, []).append(exp)
         queue, found, seen = [self.resolve_id(exp_id)], [], set()
@@ -608,6 +615,12 @@ class Store:
         year, month = exp.created_at[:4], exp.created_at[5:7]
         if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
             year, month = utc_now()[:4], utc_now()[5:7]
+        for folder in (self.experiments_dir / year, self.experiments_dir / year / month):
+            if folder.is_symlink():
+                raise KexpError(
+                    f"{folder} is a symbolic link: kexp writes only inside {EXPERIMENTS_DIR}/; "
+                    "replace the link with a folder"
+                )
         return self.experiments_dir / year / month / f"{exp.id}-{slugify(exp.change_summary)}.md"
 
     def _fill_from_git(self, exp: KernelExperiment) -> None:
@@ -653,7 +666,7 @@ class Store:
             if len(others) != 1:
                 return []
             try:
-                current = parse(others[0].read_bytes(), others[0]).fields.get("pid")
+                current = parse(read_file(others[0], self.settings), others[0]).fields.get("pid")
             except (OSError, FileFormatError):
                 return []
         if current != own:
@@ -691,11 +704,13 @@ class Store:
         full_id, path = self._find(exp_id)
         with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
             try:
-                data = path.read_bytes()
+                data = read_file(path, self.settings)
             except FileNotFoundError:
                 raise ExperimentNotFoundError(
                     f"experiment {full_id} was deleted meanwhile"
                 ) from None
+            except FileFormatError as exc:
+                raise ValidationError(f"{path} cannot be read", [exc.problem]) from None
             checked = check_bytes(data, path, self.settings)
             if checked.document is None:
                 raise ValidationError(

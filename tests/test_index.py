@@ -146,7 +146,8 @@ def test_a_cache_from_another_version_is_rebuilt(
     _scores(store)
     index = store.cache_dir / INDEX_FILE
     header, entries = marshal.loads(index.read_bytes())
-    poisoned = {k: (*v[:4], dict(v[4], score=99.0), v[5]) for k, v in entries.items()}
+    # Same shape, but every score changed: a cache of another version must not be used.
+    poisoned = {k: (*v[:4], (*v[4][:3], 99.0, *v[4][4:]), v[5]) for k, v in entries.items()}
     index.write_bytes(marshal.dumps((header.replace("kexp=", "kexp=0.0.0-other"), poisoned)))
     assert 99.0 not in _scores(store).values()
 
