@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from kexp.fileformat import FileFormatError, parse
 from kexp.model import outcome_of
 from kexp.store import KexpWarning
-from kexp.validate import read_and_check
+from kexp.validate import read_and_check, read_file
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -134,8 +134,8 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
     found = []
     for path in store.paths():
         try:
-            raw = path.read_bytes()
-        except OSError:
+            raw = read_file(path, store.settings)
+        except (OSError, FileFormatError):
             continue
         if not all(probe in raw for probe in probes):
             continue

@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kexp.fileformat import serialize
+from kexp.fileformat import FileFormatError, serialize
 from kexp.problems import sort_problems
 from kexp.progress import track
-from kexp.validate import check_bytes, id_from_name
+from kexp.settings import DEFAULT_SETTINGS
+from kexp.validate import check_bytes, id_from_name, read_file
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
@@ -87,7 +88,9 @@ def format_file(path: Path, *, check: bool = False, store: Store | None = None) 
     settings = store.settings if store is not None else None
     with lock:
         try:
-            data = path.read_bytes()
+            data = read_file(path, settings or DEFAULT_SETTINGS)
+        except FileFormatError as exc:
+            return FormatResult(path, "error", f"not formatted: {exc.problem.message}")
         except OSError as exc:
             return FormatResult(path, "error", f"cannot read the file: {exc.strerror or exc}")
         try:

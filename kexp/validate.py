@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,43 +53,79 @@ class CheckedFile:
         return self.document.to_experiment()
 
 
+def read_file(path: Path, settings: Settings = DEFAULT_SETTINGS) -> bytes:
+    """The bytes of an experiment file, read safely.
+
+    Raises :class:`FileFormatError` for a symbolic link (never followed, even if the
+    file is swapped for one meanwhile), something that is not a regular file (a FIFO
+    would block, a device never end), or a file over ``settings.max_file_bytes`` (never
+    read whole: at most one byte over the limit is read); :class:`OSError` when it
+    cannot be read.
+    """
+    if path.is_symlink():
+        raise FileFormatError(
+            _error(
+                path,
+                1,
+                1,
+                "symlink",
+                "",
+                "experiment files may not be symbolic links",
+                "replace the link with the file itself",
+            )
+        )
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileFormatError(
+                _error(
+                    path,
+                    1,
+                    1,
+                    "unreadable",
+                    "",
+                    "cannot read the file: it is not a regular file",
+                    "give the path of an experiment file",
+                )
+            )
+        limit = settings.max_file_bytes
+        chunks: list[bytes] = []
+        size = 0
+        # One byte more than its size tells whether the file grew meanwhile.
+        want = info.st_size + 1
+        while info.st_size <= limit and size <= limit:
+            chunk = os.read(fd, min(want, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            want = 1 << 16
+        if info.st_size > limit or size > limit:
+            shown = info.st_size if info.st_size > limit else f"over {limit}"
+            raise FileFormatError(
+                _error(
+                    path,
+                    1,
+                    1,
+                    "file-too-large",
+                    "",
+                    f"the file is {shown} bytes; the limit is {limit}",
+                    "move large logs or profiles out of the experiment and link to them",
+                )
+            )
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
     """Read one file (refusing oversize files and symbolic links) and check it."""
     try:
-        if path.is_symlink():
-            return CheckedFile(
-                path,
-                None,
-                [
-                    _error(
-                        path,
-                        1,
-                        1,
-                        "symlink",
-                        "",
-                        "experiment files may not be symbolic links",
-                        "replace the link with the file itself",
-                    )
-                ],
-            )
-        size = path.stat().st_size
-        if size > settings.max_file_bytes:
-            return CheckedFile(
-                path,
-                None,
-                [
-                    _error(
-                        path,
-                        1,
-                        1,
-                        "file-too-large",
-                        "",
-                        f"the file is {size} bytes; the limit is {settings.max_file_bytes}",
-                        "move large logs or profiles out of the experiment and link to them",
-                    )
-                ],
-            )
-        data = path.read_bytes()
+        data = read_file(path, settings)
+    except FileFormatError as exc:
+        return CheckedFile(path, None, [exc.problem])
     except OSError as exc:
         return CheckedFile(
             path,
