@@ -29,6 +29,9 @@ SUSPECT_LABEL = "suspect: verify correctness"
 PROGRESS_MIN_ITEMS = 200
 _F = TypeVar("_F", bound=Callable[..., Any])
 _C1 = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+#: Unicode bidirectional-text controls: they reorder what a terminal shows ("Trojan
+#: Source"), so text can display as something other than what it is.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def get_store(ctx: click.Context) -> Store:
@@ -60,11 +63,15 @@ def rev_option(func: _F) -> _F:
 
 
 def clean(text: str) -> str:
-    """Neutralise control characters and ANSI escapes in text shown in a terminal."""
+    """Neutralise control characters, ANSI escapes and bidirectional-text controls in text
+    shown in a terminal: each is written as its escape (``\\x1b``, ``\\u202e``)."""
     return "".join(
         ch
-        if ch in "\n\t" or (ch >= " " and ch != "\x7f" and not 0x80 <= ord(ch) < 0xA0)
+        if ch in "\n\t"
+        or (ch >= " " and ch != "\x7f" and not 0x80 <= ord(ch) < 0xA0 and ch not in _BIDI)
         else f"\\x{ord(ch):02x}"
+        if ord(ch) < 0x100
+        else f"\\u{ord(ch):04x}"
         for ch in text
     )
 
