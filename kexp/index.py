@@ -154,8 +154,8 @@ class StoreIndex:
     def load(self) -> dict[str, Entry]:
         """The cached entries by relative path ({} when absent, stale or unreadable)."""
         try:
-            with self.file.open("rb") as handle:
-                data = marshal.load(handle)
+            # loads() of the whole file is several times faster than load() from a file.
+            data = marshal.loads(self.file.read_bytes())
         except (OSError, EOFError, ValueError, TypeError):
             return {}
         if (
@@ -190,16 +190,20 @@ class StoreIndex:
         to ``experiments/``.
         """
         cached = self.load()
-        fresh: dict[str, Entry] = {}
+        known = len(cached)
+        seen: list[tuple[str, Entry]] = []
         changed = False
-        valid: list[tuple[Any, ...]] = []
+        rows: list[Row] = []
         invalid: list[tuple[str, str]] = []
+        make = Row._make
         root = str(self.experiments_dir) + os.sep
         skip = len(root)
         for full, info in walk_experiment_files(str(self.experiments_dir)):
             relative = full[skip:]
             signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-            entry = cached.get(relative)
+            # pop: each cached entry is dropped once used, so the cache and the rows built
+            # from it are not both held in memory.
+            entry = cached.pop(relative, None)
             if (
                 entry is None
                 or entry[:4] != signature
@@ -208,19 +212,21 @@ class StoreIndex:
             ):
                 entry = (*signature, *self._check(Path(full)))
                 changed = True
-            fresh[relative] = entry
+            seen.append((relative, entry))
             if entry[4] is not None:
-                valid.append((*entry[4], relative))
+                rows.append(make((*entry[4], relative, False)))
             else:
                 invalid.append((relative, entry[5]))
-        if changed or len(fresh) != len(cached):
-            self.save(_shared(fresh))
-        del cached, fresh
-        scores = {values[0]: values[3] for values in valid}
-        rows = [
-            Row._make((*values, bool(values[13]) and _below_best(values[3], values[13], scores)))
-            for values in valid
-        ]
+        if changed or len(seen) != known:
+            self.save(_shared(dict(seen)))
+        del cached, seen
+        combining = [i for i, row in enumerate(rows) if row.combines]
+        if combining:
+            scores = {row.id: row.score for row in rows}
+            for i in combining:
+                row = rows[i]
+                if _below_best(row.score, row.combines, scores):
+                    rows[i] = row._replace(interference=True)
         return rows, invalid
 
     def _check(self, path: Path) -> tuple[tuple[Any, ...] | None, str]:
