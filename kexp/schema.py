@@ -178,7 +178,7 @@ def schema_problems(doc: Document) -> list[Problem]:
                 FIELD_HINTS.get(top, "see schema/experiment.schema.json"),
             )
         )
-    return problems
+    return list(dict.fromkeys(problems))  # one error per missing key, not one per key pair
 
 
 def _code(field: str, keyword: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kexp.schema import is_schema_valid, load_schema
+from kexp.validate import read_and_check
 
 _VALID: dict[str, Any] = {
     "id": "6749f3a0c2d41e7b",
@@ -61,3 +63,10 @@ def test_fast_check_agrees_with_jsonschema(changes: dict[str, Any], removed: set
 
 def test_the_valid_example_is_valid() -> None:
     assert is_schema_valid(_VALID)
+
+
+def test_each_missing_field_is_reported_once(tmp_path: Path) -> None:
+    path = tmp_path / "6749f3a0c2d41e7b-x.md"
+    path.write_text("---\nid: 6749f3a0c2d41e7b\nchange_summary: x\nscore: 1\n---\n")
+    missing = [p.field for p in read_and_check(path).problems if p.code == "missing-field"]
+    assert sorted(missing) == sorted(set(_VALID) - {"id", "change_summary", "score"})
