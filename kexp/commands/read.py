@@ -249,7 +249,7 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
     if exp.path:
         rows.append(("file", os.path.relpath(exp.path)))
     for name, value in rows:
-        click.echo(f"  {name:<9} {one_line(value)}")
+        click.echo(f"  {one_line(name):<9} {one_line(value)}")
     if brief:
         return
     if exp.preamble:
