@@ -241,6 +241,8 @@ class Store:
         return rows
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
+        if self._cached and not os.path.lexists(path):
+            return  # deleted by another process since it was listed: no longer in the store
         if strict:
             if not problems:
                 problems = [p for p in self._read(path).problems if p.severity == "error"][:1]
@@ -417,6 +419,8 @@ class Store:
         path = self._find(exp_id)[1]
         checked = self._read(path)
         if not checked.ok:
+            if self._cached and not os.path.lexists(path):
+                raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = checked.experiment()
         exp.settings = self.settings
