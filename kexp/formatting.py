@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import secrets
+import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from kexp.settings import Settings
     from kexp.store import Store
 
+#: The name of a writer's temporary file beside an experiment file.
+_TEMPORARY = re.compile(r"\.[0-9a-f]{16}(?:-[a-z0-9-]*)?\.md\.[0-9a-f]{12}\.tmp")
 #: What happened to one file: already canonical, rewritten, would be rewritten
 #: (``check=True``), or left alone because it has errors.
 FormatStatus = Literal["unchanged", "reformatted", "would-reformat", "error"]
@@ -110,15 +115,42 @@ def format_files(
 ) -> list[FormatResult]:
     """Format files (every experiment file of ``store`` by default); see :func:`format_file`.
 
-    Folders among ``paths`` stand for the experiment files below them.
+    Folders among ``paths`` stand for the experiment files below them. Formatting the
+    whole store also deletes stale temporary files (:func:`sweep_temporary_files`).
     """
     if paths is None:
         if store is None:
             raise ValueError("give paths, a store, or both")
+        if not check:
+            sweep_temporary_files(store)
         selected = store.paths()
     else:
         selected = expand_paths(paths, store)
     return [format_file(p, check=check, store=store) for p in track(selected)]
+
+
+def sweep_temporary_files(store: Store, older_than_s: float | None = None) -> list[Path]:
+    """Delete the temporary files killed writers left beside experiment files.
+
+    Only kexp's own (``.<id>-<slug>.md.<12 hex>.tmp``) older than ``older_than_s``
+    (default: the ``stale_temporary_s`` setting) go: a live writer keeps its file for
+    milliseconds, and queries never read them anyway. Returns the files deleted.
+    """
+    limit = store.settings.stale_temporary_s if older_than_s is None else older_than_s
+    horizon = time.time() - limit
+    removed: list[Path] = []
+    for folder, dirs, files in os.walk(store.experiments_dir):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if not _TEMPORARY.fullmatch(name):
+                continue
+            path = Path(folder, name)
+            with contextlib.suppress(FileNotFoundError):
+                info = path.lstat()
+                if stat.S_ISREG(info.st_mode) and info.st_mtime < horizon:
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def expand_paths(paths: Iterable[Path], store: Store | None = None) -> list[Path]:

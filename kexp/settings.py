@@ -28,6 +28,10 @@ class Settings:
     score_tolerance: float = 0.005
     #: Seconds a writer waits for another writer's lock on the same experiment.
     lock_timeout_s: float = 30.0
+    #: A writer's temporary file (``.<name>.<random>.tmp``) older than this many seconds
+    #: was left by a killed writer (a live one keeps it for milliseconds): ``kexp fmt``
+    #: deletes it.
+    stale_temporary_s: float = 3600.0
     #: Default number of experiments ``top_experiments`` returns.
     top_default: int = 20
     #: A score above this speedup is implausible enough to be flagged
