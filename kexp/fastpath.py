@@ -53,6 +53,8 @@ def _plain_value(value: str, keep_text: bool) -> Any:
             return float(value)
         return _CONSTRUCTOR.construct_yaml_float(yaml.ScalarNode(tag, value))
     if tag.endswith(":int"):
+        if len(value) > 300:
+            raise _Unsure  # the full reader refuses numbers too large for a float
         if _INT_SIMPLE.fullmatch(value):
             return int(value)
         return _CONSTRUCTOR.construct_yaml_int(yaml.ScalarNode(tag, value))

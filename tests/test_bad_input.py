@@ -1,5 +1,9 @@
 """A corpus of bad experiment files: each is reported at the right line, with a hint.
 
+The single files live in ``tests/corpus/bad/`` (``expected.json`` names the problem each
+must produce); problems of a store (several files) and a file too large to keep in the
+repository are built here.
+
 Every case is checked twice: in the library (``kexp.validate.check_bytes``, or the store
 for store-wide problems) and through the real command, ``python -m kexp validate PATH``
 in a subprocess on a store in a temporary folder: exit code 1, a ``path:line:col:
@@ -97,71 +101,25 @@ def case(name: str, text: str | bytes, code: str, line: int, column: int | None 
     return Case(name, {NAME: data}, code, line, column)
 
 
-CASES = [
-    case("no-front-matter", GOOD.split("---\n", 2)[2], "no-front-matter", 1, 1),
-    case(
-        "unterminated-front-matter",
-        GOOD.split("---\n\n")[0] + "\n## Detailed description\n\ntext\n",
-        "unterminated-front-matter",
-        1,
-    ),
-    case("yaml-syntax", sub("score: 1.019", "score: [1.019"), "yaml-syntax", 6),
-    case("yaml-syntax-quote", sub("dtype_sig: bf16", "dtype_sig: 'bf16"), "yaml-syntax", 9),
-    case(
-        "duplicate-key",
-        sub("status: done\n", "status: done\nstatus: failed\n"),
-        "yaml-duplicate-key",
-        7,
-        1,
-    ),
-    case(
-        "python-tag",
-        sub("env: MI300X, ROCm 7.0.0", "env: !!python/object/apply:os.system ['echo hi']"),
-        "yaml-unsafe-tag",
-        10,
-        6,
-    ),
-    case(
-        "python-name-tag",
-        sub("env: MI300X, ROCm 7.0.0", "env: !!python/name:os.system"),
-        "yaml-unsafe-tag",
-        10,
-        6,
-    ),
-    case("billion-laughs", BILLION_LAUGHS, "yaml-alias", 4, 8),
-    case("unknown-status", sub("status: done", "status: finished"), "not-allowed", 6, 1),
-    case("score-string", sub("score: 1.019", "score: '1.2x'"), "wrong-type", 5, 1),
-    case("score-negative", sub("score: 1.019", "score: -0.5"), "out-of-range", 5, 1),
-    case("score-nan", sub("score: 1.019", "score: .nan"), "score-not-finite", 5, 1),
-    case("score-inf", sub("score: 1.019", "score: .inf"), "score-not-finite", 5, 1),
+#: The corpus: one bad file per kind of problem (tests/corpus/bad/*.md), and in
+#: expected.json the problem each must produce (code, line, column), what it is about,
+#: and where it lies in the store (``path``, default NAME).
+CORPUS = Path(__file__).parent / "corpus" / "bad"
+EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
+CORPUS_CASES = [
     Case(
-        "id-not-file-name",
-        {f"experiments/2026/11/{OTHER}-unrolled.md": GOOD.encode()},
-        "id-mismatch",
-        2,
-        1,
-        target=f"experiments/2026/11/{OTHER}-unrolled.md",
-    ),
-    case(
-        "summary-81-chars",
-        sub("change_summary: Unrolled the inner loop by 4 - +1.90%", "change_summary: " + "x" * 81),
-        "summary-too-long",
-        4,
-        1,
-    ),
-    case(
-        "summary-two-lines",
-        sub(
-            "change_summary: Unrolled the inner loop by 4 - +1.90%",
-            'change_summary: "Unrolled the loop\\n - +1.90%"',
-        ),
-        "summary-multiline",
-        4,
-        1,
-    ),
-    case(
-        "buggy-without-error", sub("is_buggy: false", "is_buggy: true"), "buggy-without-error", 7, 1
-    ),
+        name.removesuffix(".md"),
+        {entry.get("path", NAME): (CORPUS / name).read_bytes()},
+        entry["code"],
+        entry["line"],
+        entry.get("column"),
+        target=entry.get("path", NAME),
+    )
+    for name, entry in EXPECTED.items()
+]
+
+CASES = [
+    *CORPUS_CASES,
     Case(
         "pid-nowhere",
         {NAME: with_id(ID, pid="0000000000000000").encode()},
@@ -189,30 +147,7 @@ CASES = [
         1,
         store_wide=True,
     ),
-    # "env: ét" then a Latin-1 "é": line 10, column 8 counted in characters.
-    case(
-        "not-utf8",
-        sub("env: MI300X", "env: \u00e9t\udce9MI300X").encode("utf-8", "surrogateescape"),
-        "invalid-utf8",
-        10,
-        8,
-    ),
-    case("missing-field", sub("dtype_sig: bf16\n", ""), "missing-field", 1),
-    case(
-        "result-without-speedup",
-        sub("score: 1.019\n", "score: 1.019\nresults: [{config: a}]\n"),
-        "missing-field",
-        6,
-        11,
-    ),
-    case(
-        "front-matter-list", f"---\n- id: {ID}\n- score: 1\n---\n", "front-matter-not-mapping", 2, 1
-    ),
-    case("non-string-key", sub("score: 1.019\n", "score: 1.019\n1: one\n"), "yaml-bad-key", 6, 1),
-    case("duplicate-section", GOOD + "\n## Raw result\n\nagain\n", "duplicate-section", 23, 1),
-    case("control-character", sub("env: MI300X", "env: \x1b[0mMI300X"), "bad-character", 10, 6),
-    case("unicode-line-break", sub("env: MI300X", "env: MI\u2028300X"), "bad-character", 10, 8),
-    case("lone-carriage-return", sub("env: MI300X", "env: 'MI\r300X'"), "bad-character", 10, 9),
+    # Generated: a corpus file of 4 MB has no place in the repository.
     Case(
         "file-too-large",
         {NAME: (GOOD + "x" * DEFAULT_SETTINGS.max_file_bytes).encode()},
@@ -249,6 +184,15 @@ def command_results(
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return dict(zip([c.name for c in CASES], pool.map(run, CASES), strict=True))
+
+
+def test_the_corpus_lists_every_file_with_its_problem() -> None:
+    files = sorted(p.name for p in CORPUS.glob("*.md"))
+    assert files == sorted(EXPECTED)
+    assert len(files) >= 40
+    for name, entry in EXPECTED.items():
+        assert set(entry) <= {"code", "line", "column", "path", "about"}, name
+        assert entry["code"] and entry["line"] >= 1 and entry["about"], name
 
 
 def _found(problems: list[Problem], item: Case) -> Problem:
