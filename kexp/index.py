@@ -142,6 +142,25 @@ def walk_experiment_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
                 continue
 
 
+def walk_experiment_names(folder: str, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(folder, name) of every ``<id>-<slug>.md`` file below ``folder`` whose name starts
+    with ``prefix``; no file is stat'ed (finding an id needs names only)."""
+    try:
+        with os.scandir(folder) as iterator:
+            entries = list(iterator)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return
+    for entry in entries:
+        name = entry.name
+        if name[0] == ".":
+            continue
+        if name.startswith(prefix) and _NAME.fullmatch(name) is not None:
+            if not entry.is_dir(follow_symlinks=False):
+                yield folder, name
+        elif entry.is_dir(follow_symlinks=False):
+            yield from walk_experiment_names(entry.path, prefix)
+
+
 class StoreIndex:
     """The cache of one store (see the module documentation)."""
 

@@ -374,12 +374,22 @@ class Store:
             resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
         return resolved
 
-    def _id_index(self) -> dict[str, list[Path]]:
+    def _id_index(self, prefix: str = "") -> dict[str, list[Path]]:
+        """Ids (starting with ``prefix``) → their files, from the file names alone."""
         index: dict[str, list[Path]] = {}
+        if self._cached:
+            from kexp.index import walk_experiment_names
+
+            for folder, name in walk_experiment_names(str(self.experiments_dir), prefix):
+                index.setdefault(name[:16], []).append(Path(folder, name))
+            for paths in index.values():
+                paths.sort()
+            return index
         for path in self.paths():
             exp_id = id_from_name(path)
             assert exp_id is not None
-            index.setdefault(exp_id, []).append(path)
+            if exp_id.startswith(prefix):
+                index.setdefault(exp_id, []).append(path)
         return index
 
     def resolve_id(self, id_or_prefix: str) -> str:
@@ -388,7 +398,7 @@ class Store:
 
     def _find(self, id_or_prefix: str) -> tuple[str, Path]:
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        index = self._id_index()
+        index = self._id_index(prefix)
         candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
         if not candidates:
             raise ExperimentNotFoundError(
