@@ -1,0 +1,133 @@
+"""The reference programs kexp is measured against (standard library only).
+
+Each runs in a fresh process under ``bench/run.py``; run one by hand with::
+
+    python bench/baselines.py predecessor bench/.data/n1000-.../kernel_experiments_db.json
+    python bench/baselines.py sqlite      bench/.data/n1000-.../experiments.sqlite
+    python bench/baselines.py read-all    bench/.data/n1000-.../store
+    python bench/baselines.py stat-all    bench/.data/n1000-.../store
+
+Each program imports only what it uses, as a small script would.
+
+* ``predecessor``: what the tool kexp replaces did for "top 20": ``json.load`` of its one
+  JSON file, one dataclass object per record, leave out buggy and pending experiments,
+  sort by score, print the best 20 (id and score).
+* ``sqlite``: the same answer from a SQLite table with an index on score
+  (connect, one ``ORDER BY score DESC LIMIT 20`` query).
+* ``read-all``: the floor for any design that reads every file: walk ``experiments/``
+  with ``os.scandir`` and read every file's bytes; prints the count and bytes.
+* ``stat-all``: walk and ``os.stat`` every file (what a cache validated by file
+  metadata pays at least); prints the count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+TOP_N = 20
+PENDING = ("new", "running")
+
+
+@dataclasses.dataclass
+class KernelExperiment:
+    """The predecessor's record: its JSON keys, in its dataclass's field order."""
+
+    id: str = ""
+    pid: str = ""
+    score: float = 0.0
+    raw_result: str = ""
+    dtype_sig: str = ""
+    env: str = ""
+    is_buggy: bool = False
+    error_message: str = ""
+    change_summary: str = ""
+    detailed_description: str = ""
+    code_change: str = ""
+    base_commit: str = ""
+    operator_sig: str = ""
+    profiling_info: str = ""
+    status: str = "new"
+    created_at: str = ""
+
+
+def predecessor(db_path: str) -> None:
+    """Load the one JSON file, build every object, print the top 20 by score."""
+    import json
+
+    with open(db_path, encoding="utf-8") as handle:
+        db = json.load(handle)
+    experiments = [KernelExperiment(**record) for record in db.values()]
+    candidates = [e for e in experiments if not e.is_buggy and e.status not in PENDING]
+    candidates.sort(key=lambda e: e.score, reverse=True)
+    for exp in candidates[:TOP_N]:
+        print(exp.id, f"{exp.score:.4f}", exp.change_summary)
+
+
+def sqlite_top(db_path: str) -> None:
+    """Connect and ask SQLite for the top 20 by score."""
+    import sqlite3
+
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    rows = connection.execute(
+        "SELECT id, score, change_summary FROM experiments "
+        "WHERE is_buggy = 0 AND status NOT IN (?, ?) ORDER BY score DESC LIMIT ?",
+        (*PENDING, TOP_N),
+    ).fetchall()
+    for exp_id, score, summary in rows:
+        print(exp_id, f"{score:.4f}", summary)
+    connection.close()
+
+
+def _files(root: str) -> Iterator[str]:
+    stack = [os.path.join(root, "experiments")]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if not entry.name.startswith("."):
+                        stack.append(entry.path)
+                elif entry.name.endswith(".md") and entry.name != "README.md":
+                    yield entry.path
+
+
+def read_all(root: str) -> None:
+    """Read every experiment file's bytes."""
+    count = total = 0
+    for path in _files(root):
+        with open(path, "rb") as handle:
+            total += len(handle.read())
+        count += 1
+    print(count, total)
+
+
+def stat_all(root: str) -> None:
+    """``os.stat`` every experiment file."""
+    count = 0
+    for path in _files(root):
+        os.stat(path)
+        count += 1
+    print(count)
+
+
+PROGRAMS: dict[str, Callable[[str], None]] = {
+    "predecessor": predecessor,
+    "sqlite": sqlite_top,
+    "read-all": read_all,
+    "stat-all": stat_all,
+}
+
+
+def main(argv: Sequence[str]) -> int:
+    """``baselines.py PROGRAM PATH``."""
+    if len(argv) != 2 or argv[0] not in PROGRAMS:
+        print(f"usage: baselines.py {{{','.join(PROGRAMS)}}} PATH", file=sys.stderr)
+        return 2
+    PROGRAMS[argv[0]](argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

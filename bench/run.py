@@ -1,0 +1,822 @@
+"""kexp's benchmark: kexp against its predecessor's JSON file and SQLite, at size N.
+
+Usage (from the repository root)::
+
+    python bench/run.py --sizes 1000,10000 --repeat 3
+    python bench/run.py --sizes 100000 --cases 'python-pass,kexp-*,predecessor,sqlite,show'
+
+For each N it generates (or reuses, from ``--data-dir``) a deterministic store of N
+experiments with the same data as a predecessor JSON file and a SQLite table
+(``bench/generate.py``), then times every case in a fresh process, ``--repeat`` times,
+measuring wall time and the process's peak resident memory (``ru_maxrss`` from
+``os.wait4`` on that one process, under a tiny wrapper: see :data:`WRAPPER`). It prints,
+per N, a Markdown table of medians with their ratios to the predecessor's load + top 20,
+and the issue's targets checked.
+Every case's answer is checked too (the same top 20 scores, the filter's match count,
+the right experiment shown), so a fast but wrong answer does not pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime as dt
+import fnmatch
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import generate
+from generate import Dataset
+
+BENCH_DIR = Path(__file__).resolve().parent
+BASELINES = BENCH_DIR / "baselines.py"
+CACHE_DIR = ".kexp"
+#: Keep at most this much of a case's stdout (for checks and the JSON report).
+MAX_OUTPUT = 1 << 20
+
+# --- running one process -------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Run:
+    """One timed process."""
+
+    seconds: float
+    cpu_seconds: float
+    max_rss_mib: float
+    returncode: int | None
+    timed_out: bool
+    stdout: str = dataclasses.field(repr=False)
+    stderr: str = dataclasses.field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the process finished in time with exit status 0."""
+        return not self.timed_out and self.returncode == 0
+
+
+def _rss_mib(maxrss: int) -> float:
+    # Linux reports KiB, macOS bytes.
+    return maxrss / (1024 * 1024) if sys.platform == "darwin" else maxrss / 1024
+
+
+#: The tiny wrapper every timed command runs under (``python -S -I -c WRAPPER REPORT
+#: CMD...``): it forks, execs the command, reaps it with ``os.wait4`` and writes the
+#: command's wall time, CPU time (user + system), peak RSS and exit status to REPORT.
+#:
+#: Why a wrapper: Linux carries a process's peak RSS across ``exec`` from the memory it
+#: had before, and ``subprocess`` starts children with ``vfork``, which lends them the
+#: parent's memory, so a child started straight from this (larger) process would report
+#: at least this process's peak. The wrapper is a bare interpreter (about 9 MiB, less
+#: than ``python -c pass``) and uses a real ``fork``, so the peak reported is the
+#: command's own (for commands whose peak is above the wrapper's). Its own start-up is
+#: not timed.
+WRAPPER = """\
+import os, sys, time
+report, argv = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        os.write(2, f"cannot run {argv[0]}: {exc}\\n".encode())
+    os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+elapsed = time.perf_counter() - start
+with open(report, "w") as handle:
+    cpu = usage.ru_utime + usage.ru_stime
+    code = os.waitstatus_to_exitcode(status)
+    handle.write(f"{elapsed!r} {cpu!r} {usage.ru_maxrss} {code}\\n")
+"""
+
+
+def measure(argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float) -> Run:
+    """Run ``argv`` once under :data:`WRAPPER`: its wall time, peak RSS and output.
+
+    A command still running after ``timeout`` seconds is killed with its process group
+    and reported as timed out.
+    """
+    with tempfile.TemporaryDirectory(prefix="kexp-bench-") as scratch:
+        report = Path(scratch, "report")
+        out_path, err_path = Path(scratch, "stdout"), Path(scratch, "stderr")
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                [sys.executable, "-S", "-I", "-c", WRAPPER, str(report), *argv],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            wall = time.perf_counter() - started
+        stdout = out_path.read_bytes()[:MAX_OUTPUT].decode("utf-8", "replace")
+        stderr = err_path.read_bytes()[:MAX_OUTPUT].decode("utf-8", "replace")
+        if timed_out or not report.is_file():
+            if timed_out:
+                return Run(wall, 0.0, 0.0, None, True, stdout, stderr)
+            failure = f"\nbench wrapper failed (exit {process.returncode})"
+            return Run(wall, 0.0, 0.0, process.returncode, False, stdout, stderr + failure)
+        seconds, cpu, maxrss, status = report.read_text(encoding="utf-8").split()
+        return Run(
+            float(seconds), float(cpu), _rss_mib(int(maxrss)), int(status), False, stdout, stderr
+        )
+
+
+# --- the cases -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Context:
+    """What a case needs to build its command and check its answer."""
+
+    dataset: Dataset
+    kexp: list[str]
+    env: dict[str, str]
+
+    @property
+    def root(self) -> str:
+        """The store root, as given to ``kexp --root``."""
+        return str(self.dataset.store)
+
+    def kexp_args(self, *args: str) -> list[str]:
+        """A ``kexp`` command line on this data set's store."""
+        return [*self.kexp, "--root", self.root, *args]
+
+
+Check = Callable[[Context, Run], str]
+
+
+def _scores_from_pairs(stdout: str) -> list[str]:
+    """Scores from lines of ``<id> <score> ...``."""
+    return [line.split()[1] for line in stdout.splitlines() if len(line.split()) >= 2]
+
+
+def _scores_from_table(stdout: str) -> list[str]:
+    """Scores from ``kexp top``'s table (``# ID SCORE ...``), or its JSON with ``--json``."""
+    scores: list[str] = []
+    for line in stdout.splitlines():
+        cells = line.split()
+        if len(cells) >= 3 and cells[0].isdigit():
+            try:
+                scores.append(f"{float(cells[2]):.4f}")
+            except ValueError:
+                continue
+    return scores
+
+
+def _compare_top(expected: list[str], found: list[str]) -> str:
+    if found == expected:
+        return "ok"
+    if not found:
+        return "WRONG: no scores in the output"
+    return f"WRONG: top scores {found[:3]}... expected {expected[:3]}..."
+
+
+def check_top_table(ctx: Context, run: Run) -> str:
+    """``kexp top`` printed the expected top 20 scores."""
+    return _compare_top(ctx.dataset.meta["top_scores"], _scores_from_table(run.stdout))
+
+
+def check_top_pairs(ctx: Context, run: Run) -> str:
+    """A baseline or API call printed the expected top 20 scores."""
+    return _compare_top(ctx.dataset.meta["top_scores"], _scores_from_pairs(run.stdout))
+
+
+def check_count(ctx: Context, run: Run) -> str:
+    """The floor programs saw every file."""
+    first = run.stdout.split()
+    if first and first[0] == str(ctx.dataset.n):
+        return "ok"
+    return f"WRONG: saw {first[0] if first else 'no'} files, expected {ctx.dataset.n}"
+
+
+def check_list(ctx: Context, run: Run) -> str:
+    """The filtered list has as many rows as experiments match."""
+    rows = 0
+    for line in run.stdout.splitlines():
+        cells = line.split()
+        if cells and len(cells[0]) >= 8 and all(c in "0123456789abcdef" for c in cells[0]):
+            rows += 1
+    expected = ctx.dataset.meta["filter_count"]
+    return "ok" if rows == expected else f"WRONG: {rows} rows, expected {expected}"
+
+
+def check_show(ctx: Context, run: Run) -> str:
+    """``kexp show PREFIX`` showed the experiment with that id."""
+    wanted = ctx.dataset.meta["show_id"]
+    first = run.stdout.split()
+    return "ok" if first and first[0] == wanted else f"WRONG: expected {wanted} first"
+
+
+def check_validate(ctx: Context, run: Run) -> str:
+    """``kexp validate`` found no error; its summary line is the note."""
+    lines = [line for line in run.stderr.splitlines() if "checked" in line]
+    return lines[-1].strip() if lines else "ok"
+
+
+def check_ok(ctx: Context, run: Run) -> str:
+    """Nothing to check beyond the exit status."""
+    return "ok"
+
+
+def check_clean(ctx: Context, run: Run) -> str:
+    """``git status --porcelain`` printed nothing (the store is committed)."""
+    return "ok" if not run.stdout.strip() else f"WRONG: {len(run.stdout.splitlines())} changes"
+
+
+_TOP_API = (
+    "import sys, kexp\n"
+    "for e in kexp.Store(sys.argv[1]).top_experiments():\n"
+    "    print(e.id, f'{e.score:.4f}', e.change_summary)\n"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One thing to time.
+
+    ``cache``: ``cold`` removes the store's ``.kexp/`` before every timed run; ``warm``
+    makes sure an untimed ``kexp top`` has run since the cache was last removed;
+    ``none`` does nothing.
+    """
+
+    name: str
+    description: str
+    argv: Callable[[Context], list[str] | None]
+    check: Check = check_ok
+    cache: str = "none"
+
+
+def _git_status(ctx: Context) -> list[str] | None:
+    if not (ctx.dataset.store / ".git").exists():
+        return None
+    return ["git", "-C", ctx.root, "status", "--porcelain"]
+
+
+CASES: tuple[Case, ...] = (
+    Case("python-pass", "`python -c pass`: interpreter start-up, the unit of the start-up "
+         "target", lambda c: [sys.executable, "-c", "pass"]),
+    Case("python-bare", "`python -S -c pass`: start-up without `site` (no .pth files), for "
+         "reference", lambda c: [sys.executable, "-S", "-c", "pass"]),
+    Case("kexp-version", "`kexp --version`", lambda c: [*c.kexp, "--version"]),
+    Case("kexp-help", "`kexp --help`", lambda c: [*c.kexp, "--help"]),
+    Case("read-all", "floor: `os.scandir` walk + read every file's bytes (Python)",
+         lambda c: [sys.executable, str(BASELINES), "read-all", c.root], check_count),
+    Case("stat-all", "floor: `os.scandir` walk + `os.stat` every file (Python)",
+         lambda c: [sys.executable, str(BASELINES), "stat-all", c.root], check_count),
+    Case("git-status", "`git status --porcelain` of the store", _git_status, check_clean),
+    Case("predecessor", "predecessor: `json.load` of the one JSON file + objects + top 20",
+         lambda c: [sys.executable, str(BASELINES), "predecessor", str(c.dataset.json_path)],
+         check_top_pairs),
+    Case("sqlite", "SQLite: connect + `ORDER BY score DESC LIMIT 20` (indexed)",
+         lambda c: [sys.executable, str(BASELINES), "sqlite", str(c.dataset.sqlite_path)],
+         check_top_pairs),
+    Case("top-cli-cold", "`kexp top`, no cache (`.kexp/` removed before each run)",
+         lambda c: c.kexp_args("top"), check_top_table, "cold"),
+    Case("top-api-cold", "`kexp.Store(root).top_experiments()` in `python -c`, no cache",
+         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_top_pairs, "cold"),
+    Case("show-cold", "`kexp show <8-char prefix>`, no cache",
+         lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]), check_show, "cold"),
+    Case("top-cli-warm", "`kexp top`, cache warm (after an untimed `kexp top`)",
+         lambda c: c.kexp_args("top"), check_top_table, "warm"),
+    Case("top-api-warm", "`kexp.Store(root).top_experiments()`, cache warm",
+         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_top_pairs, "warm"),
+    Case("show", "`kexp show <8-char prefix>`, cache warm",
+         lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]), check_show, "warm"),
+    Case("list-filtered", "`kexp list --operator reshape_and_cache --dtype bf16`, cache warm",
+         lambda c: c.kexp_args("list", "--operator", c.dataset.meta["filter_operator"],
+                               "--dtype", c.dataset.meta["filter_dtype"]),
+         check_list, "warm"),
+    Case("validate", "`kexp validate` of the whole store, cache warm",
+         lambda c: c.kexp_args("validate"), check_validate, "warm"),
+)
+CASE_NAMES = tuple(case.name for case in CASES)
+
+
+def select_cases(patterns: str | None) -> list[Case]:
+    """The cases named by a comma-separated list of names or shell patterns, in order."""
+    if not patterns:
+        return list(CASES)
+    wanted = [p.strip() for p in patterns.split(",") if p.strip()]
+    for pattern in wanted:
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in CASE_NAMES):
+            raise SystemExit(
+                f"run.py: no case matches {pattern!r}; cases: {', '.join(CASE_NAMES)}"
+            )
+    return [c for c in CASES if any(fnmatch.fnmatchcase(c.name, p) for p in wanted)]
+
+
+# --- running the cases ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """All runs of one case at one N."""
+
+    case: Case
+    runs: list[Run] = dataclasses.field(default_factory=list)
+    note: str = ""
+    skipped: str = ""
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether a run (or the warm-up) ran past the timeout."""
+        return any(run.timed_out for run in self.runs)
+
+    @property
+    def failed(self) -> bool:
+        """Whether a run exited with a non-zero status."""
+        return any(not run.timed_out and run.returncode != 0 for run in self.runs)
+
+    @property
+    def good(self) -> list[Run]:
+        """Runs that finished in time with status 0."""
+        return [run for run in self.runs if run.ok]
+
+    @property
+    def median(self) -> float | None:
+        """Median wall time of the good runs (None when there are none)."""
+        good = self.good
+        return statistics.median(r.seconds for r in good) if good and not self.failed else None
+
+    @property
+    def cpu_median(self) -> float | None:
+        """Median CPU time (user + system) of the good runs."""
+        good = self.good
+        return statistics.median(r.cpu_seconds for r in good) if good and not self.failed else None
+
+    @property
+    def peak_rss(self) -> float | None:
+        """Largest peak RSS (MiB) over the good runs."""
+        good = self.good
+        return max(r.max_rss_mib for r in good) if good else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        return {
+            "case": self.case.name,
+            "description": self.case.description,
+            "median_s": self.median,
+            "median_cpu_s": self.cpu_median,
+            "peak_rss_mib": self.peak_rss,
+            "timed_out": self.timed_out,
+            "failed": self.failed,
+            "note": self.note,
+            "skipped": self.skipped,
+            "runs": [
+                {
+                    "seconds": round(r.seconds, 4),
+                    "cpu_seconds": round(r.cpu_seconds, 4),
+                    "max_rss_mib": round(r.max_rss_mib, 1),
+                    "returncode": r.returncode,
+                    "timed_out": r.timed_out,
+                }
+                for r in self.runs
+            ],
+        }
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _remove_cache(ctx: Context) -> None:
+    shutil.rmtree(ctx.dataset.store / CACHE_DIR, ignore_errors=True)
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def run_cases(ctx: Context, cases: Sequence[Case], repeat: int, timeout: float) -> list[CaseResult]:
+    """Time every case ``repeat`` times, in rounds.
+
+    Each round runs every case once, in the order of :data:`CASES` (baselines, then the
+    cold cases, then one untimed ``kexp top`` and the warm cases), so a change in the
+    machine's load during the run touches every case alike. A case that fails or times
+    out is not run again.
+    """
+    results = [CaseResult(case) for case in cases]
+    commands: dict[str, list[str]] = {}
+    for result in results:
+        argv = result.case.argv(ctx)
+        if argv is None:
+            result.skipped = "not applicable"
+        else:
+            commands[result.case.name] = argv
+    warmup_failed = ""
+    for round_number in range(1, repeat + 1):
+        cache_warm = False
+        for result in results:
+            case = result.case
+            if result.skipped or any(not run.ok for run in result.runs):
+                continue
+            if case.cache == "cold":
+                _remove_cache(ctx)
+                cache_warm = False
+            if case.cache == "warm" and not cache_warm:
+                if warmup_failed:
+                    result.note = warmup_failed
+                    continue
+                warm = measure(ctx.kexp_args("top"), cwd=ctx.dataset.folder, env=ctx.env,
+                               timeout=timeout)
+                if not warm.ok:
+                    warmup_failed = "warm-up `kexp top` " + (
+                        f"timed out (> {timeout:g} s)" if warm.timed_out
+                        else f"failed: {_tail(warm.stderr)}"
+                    )
+                    result.note = warmup_failed
+                    _log(f"  round {round_number}: {warmup_failed}")
+                    continue
+                cache_warm = True
+            run = measure(commands[case.name], cwd=ctx.dataset.folder, env=ctx.env,
+                          timeout=timeout)
+            result.runs.append(run)
+            state = (
+                "timed out"
+                if run.timed_out
+                else f"{run.seconds:.3f} s (CPU {run.cpu_seconds:.3f} s), "
+                f"{run.max_rss_mib:.0f} MiB" + ("" if run.ok else f", exit {run.returncode}")
+            )
+            _log(f"  round {round_number}/{repeat} {case.name:<14} {state}")
+    for result in results:
+        if result.skipped or not result.runs:
+            continue
+        if result.timed_out:
+            result.note = f"timed out (> {timeout:g} s)"
+        elif result.failed:
+            bad = next(r for r in result.runs if not r.ok)
+            result.note = f"exit {bad.returncode}: {_tail(bad.stderr)}"
+        else:
+            result.note = result.case.check(ctx, result.runs[0])
+    return results
+
+
+# --- reporting -------------------------------------------------------------------------
+
+#: (name, case, unit case, what is compared, limit): the issue's targets at N = 100,000.
+TARGETS = (
+    ("warm `kexp top` ≤ 0.2 × predecessor", "top-cli-warm", "predecessor", "time", 0.2),
+    ("cold `kexp top` ≤ 2 × predecessor", "top-cli-cold", "predecessor", "time", 2.0),
+    ("warm `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show", "predecessor", "time", 0.05),
+    ("cold `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show-cold", "predecessor", "time",
+     0.05),
+    ("peak memory of warm `kexp top` ≤ 0.1 × predecessor's", "top-cli-warm", "predecessor",
+     "memory", 0.1),
+    ("peak memory of cold `kexp top` ≤ 0.1 × predecessor's", "top-cli-cold", "predecessor",
+     "memory", 0.1),
+    ("`kexp --help` ≤ 3 × `python -c pass`", "kexp-help", "python-pass", "time", 3.0),
+    ("`kexp --version` ≤ 3 × `python -c pass`", "kexp-version", "python-pass", "time", 3.0),
+)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def case_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
+    """The Markdown table of one N."""
+    by_name = {r.case.name: r for r in results}
+    pred = by_name.get("predecessor")
+    pred_time = pred.median if pred else None
+    pred_cpu = pred.cpu_median if pred else None
+    pred_rss = pred.peak_rss if pred else None
+    lines = [
+        "| case | median s | × predecessor | CPU s | × pred. CPU | peak RSS MiB "
+        "| × pred. RSS | runs | check |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for result in results:
+        if result.skipped:
+            lines.append(f"| {result.case.name} | — | — | — | — | — | — | 0 | {result.skipped} |")
+            continue
+        median, cpu, rss = result.median, result.cpu_median, result.peak_rss
+        if result.timed_out:
+            time_cell = f"> {timeout:g}"
+            ratio = _ratio(timeout, pred_time)
+            ratio_cell = f"> {ratio:.2f}" if ratio is not None else "—"
+        else:
+            time_cell = _fmt(median)
+            ratio_cell = _fmt(_ratio(median, pred_time), 2)
+        lines.append(
+            f"| {result.case.name} | {time_cell} | {ratio_cell} | {_fmt(cpu)} | "
+            f"{_fmt(_ratio(cpu, pred_cpu), 2)} | {_fmt(rss, 0)} | "
+            f"{_fmt(_ratio(rss, pred_rss), 2)} | {len(result.good)} | "
+            f"{result.note.replace('|', '/')} |"
+        )
+    return lines
+
+
+def target_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
+    """The targets, checked with this run's measurements (wall time; CPU shown too)."""
+    by_name = {r.case.name: r for r in results}
+    lines = [
+        "| target | measured ratio | CPU-time ratio | result |",
+        "|---|---:|---:|---|",
+    ]
+    for title, name, unit_name, kind, limit in TARGETS:
+        result, unit = by_name.get(name), by_name.get(unit_name)
+        if result is None or unit is None or result.skipped or unit.skipped:
+            lines.append(f"| {title} | — | — | not measured |")
+            continue
+        unit_value = unit.median if kind == "time" else unit.peak_rss
+        cpu_ratio = _ratio(result.cpu_median, unit.cpu_median) if kind == "time" else None
+        wrong = result.note.startswith("WRONG")
+        if result.timed_out and kind == "time":
+            bound = _ratio(timeout, unit_value)
+            if bound is None:
+                verdict, shown = "not measured", "—"
+            else:
+                verdict = "FAIL (timed out)" if bound > limit else "unknown (timed out)"
+                shown = f"> {bound:.2f}"
+        else:
+            value = result.median if kind == "time" else result.peak_rss
+            ratio = _ratio(value, unit_value)
+            if ratio is None:
+                verdict, shown = f"not measured{': ' + result.note if result.note else ''}", "—"
+            else:
+                verdict = "PASS" if ratio <= limit and not wrong else "FAIL"
+                if wrong:
+                    verdict += " (wrong answer)"
+                shown = f"{ratio:.3f}"
+        cpu_cell = "—" if cpu_ratio is None else f"{cpu_ratio:.3f}"
+        lines.append(f"| {title} | {shown} | {cpu_cell} | {verdict.replace('|', '/')} |")
+    return lines
+
+
+def _git_describe() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(BENCH_DIR), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(BENCH_DIR), "status", "--porcelain", "--", "../kexp"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" + uncommitted changes in kexp/" if dirty else "")
+
+
+def kexp_package(env: dict[str, str]) -> Path:
+    """The ``kexp`` package folder that processes with this environment import."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import kexp; print(kexp.__file__)"],
+        env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True,
+    )
+    return Path(found.stdout.strip()).resolve().parent
+
+
+def kexp_fingerprint(package: Path) -> str:
+    """A hash of kexp's source files: shows whether kexp changed while the benchmark ran."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _memory_gib() -> str:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return "?"
+    return f"{pages / 2**30:.0f} GiB"
+
+
+def environment_lines(
+    kexp_cmd: Sequence[str], repeat: int, timeout: float, package: Path, fingerprint: str,
+    from_src: bool,
+) -> list[str]:
+    """Where and how the numbers were measured."""
+    init = (package / "__init__.py").read_text(encoding="utf-8")
+    found = re.search(r"__version__ = [\"']([^\"']+)", init)
+    version = found.group(1) if found else "?"
+    origin = "PYTHONPATH, --kexp-src" if from_src else f"commit {_git_describe()}"
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        f"- date: {now}; machine: {os.cpu_count()} CPUs ({_cpu_model()}), {_memory_gib()} RAM, "
+        f"{platform.system()} {platform.release()}",
+        f"- Python {platform.python_version()}; kexp {version} from {package} ({origin}; "
+        f"source fingerprint {fingerprint})",
+        f"- kexp command: `{shlex.join(kexp_cmd)}`; repeats: {repeat} (median); "
+        f"timeout per run: {timeout:g} s; page cache warm (every file read once first)",
+    ]
+
+
+def dataset_line(dataset: Dataset, load: tuple[float, float]) -> str:
+    """One line describing a data set."""
+    meta = dataset.meta
+    return (
+        f"{meta['n']:,} experiment files of {meta['mean_file_bytes']:,} B on average "
+        f"({meta['store_bytes'] / 1e6:.0f} MB in {meta['shards']} month folders, the largest "
+        f"holding {meta['largest_shard']}); predecessor JSON {meta['json_bytes'] / 1e6:.0f} MB; "
+        f"SQLite {meta['sqlite_bytes'] / 1e6:.0f} MB; load average {load[0]:.2f} before, "
+        f"{load[1]:.2f} after"
+    )
+
+
+_CANONICAL_CHECK = """\
+import random, sys
+from pathlib import Path
+from kexp.fileformat import parse, serialize
+files = sorted(Path(sys.argv[1], "experiments").glob("*/*/*.md"))
+sample = random.Random(0).sample(files, min(200, len(files)))
+changed = [p for p in sample if serialize(parse(p.read_bytes(), p).to_experiment()).encode()
+           != p.read_bytes()]
+print(len(changed), len(sample), *changed[:1])
+"""
+
+
+def canonical_warning(ctx: Context) -> str:
+    """A warning when the data set's files are no longer canonical for the kexp measured.
+
+    kexp may read canonical files by a faster path, so files written by an older
+    serializer could make it look slower than it is.
+    """
+    try:
+        found = subprocess.run(
+            [sys.executable, "-c", _CANONICAL_CHECK, ctx.root],
+            env=ctx.env, cwd=ctx.dataset.folder, capture_output=True, text=True, check=True,
+            timeout=300,
+        )
+        changed, checked, *example = found.stdout.split()
+    except (subprocess.SubprocessError, ValueError) as exc:
+        return f"could not check that the files are canonical for this kexp ({exc})"
+    if changed == "0":
+        return ""
+    return (
+        f"WARNING: {changed} of {checked} sampled files are not in this kexp's canonical "
+        f"form (e.g. {example[0] if example else '?'}): regenerate the data (--regenerate, "
+        "and bump GENERATOR_VERSION in generate.py)"
+    )
+
+
+def base_environment(kexp_src: Path | None) -> dict[str, str]:
+    """The environment of every timed process: no KEXP_* from the caller, wide tables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KEXP_")}
+    env.update({"COLUMNS": "200", "NO_COLOR": "1", "PYTHONWARNINGS": "ignore"})
+    if kexp_src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(kexp_src.resolve()), os.environ.get("PYTHONPATH")) if p
+        )
+    return env
+
+
+def child_environment(dataset: Dataset, base: dict[str, str]) -> dict[str, str]:
+    """:func:`base_environment` plus the data set's code repository."""
+    env = dict(base)
+    if dataset.code_repo is not None:
+        env["KEXP_CODE_REPO"] = str(dataset.code_repo)
+    return env
+
+
+def default_kexp_command() -> list[str]:
+    """The installed ``kexp`` console script of this Python, else ``python -m kexp``."""
+    script = Path(sys.executable).with_name("kexp")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "kexp"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line."""
+    parser = argparse.ArgumentParser(
+        description="Time kexp against its predecessor's JSON file and SQLite.",
+        epilog="cases: " + ", ".join(CASE_NAMES),
+    )
+    generate.add_data_options(parser)
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (median)")
+    parser.add_argument("--cases", help="comma-separated case names or patterns, e.g. "
+                        "'predecessor,sqlite,top-*' (default: all)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds one run may take before it is killed (default 600)")
+    parser.add_argument("--kexp", dest="kexp_cmd",
+                        help="the kexp command to time (default: this Python's kexp script)")
+    parser.add_argument("--kexp-src", type=Path,
+                        help="import kexp from this folder (holding kexp/ and schema/) "
+                        "instead of the installed one, e.g. one commit's sources: "
+                        "git archive HEAD kexp schema | tar -x -C DIR")
+    parser.add_argument("--markdown", type=Path, help="also write the report to this file")
+    parser.add_argument("--json", dest="json_path", type=Path,
+                        help="write every run's numbers to this file")
+    parser.add_argument("--list-cases", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+    if args.list_cases:
+        for case in CASES:
+            print(f"{case.name:<14} {case.description}")
+        return 0
+    if not hasattr(os, "wait4"):
+        parser.error("this benchmark needs os.wait4 (Linux or macOS)")
+    cases = select_cases(args.cases)
+    kexp_cmd = shlex.split(args.kexp_cmd) if args.kexp_cmd else default_kexp_command()
+    if args.kexp_src is not None and not (args.kexp_src / "kexp" / "__init__.py").is_file():
+        parser.error(f"--kexp-src {args.kexp_src} holds no kexp/__init__.py")
+    base_env = base_environment(args.kexp_src)
+    package = kexp_package(base_env)
+    fingerprint = kexp_fingerprint(package)
+    report = [
+        "# kexp benchmark",
+        "",
+        *environment_lines(kexp_cmd, args.repeat, args.timeout, package, fingerprint,
+                           args.kexp_src is not None),
+    ]
+    header_end = len(report)
+    raw: dict[str, Any] = {"sizes": {}}
+    exit_status = 0
+    for n in args.sizes:
+        dataset = generate.ensure_dataset(
+            n, args.data_dir, args.seed, git=args.git, per_month=args.per_month,
+            verify_every=args.verify_every, force=args.regenerate, log=_log,
+        )
+        ctx = Context(dataset, kexp_cmd, child_environment(dataset, base_env))
+        _log(f"N={n:,}: warming the page cache and bytecode ...")
+        for warm in (CASES[CASE_NAMES.index("read-all")], CASES[CASE_NAMES.index("kexp-version")]):
+            measure(warm.argv(ctx) or [], cwd=dataset.folder, env=ctx.env, timeout=args.timeout)
+        canonical = canonical_warning(ctx)
+        if canonical:
+            _log(canonical)
+        load_before = os.getloadavg()[0]
+        results = run_cases(ctx, cases, args.repeat, args.timeout)
+        load_after = os.getloadavg()[0]
+        report += [
+            "",
+            f"## N = {n:,}",
+            "",
+            dataset_line(dataset, (load_before, load_after)),
+            "",
+            *([canonical, ""] if canonical else []),
+            *case_table(results, args.timeout),
+            "",
+            f"Targets (the issue sets them at N = 100,000; shown for N = {n:,}):",
+            "",
+            *target_table(results, args.timeout),
+        ]
+        raw["sizes"][str(n)] = {
+            "dataset": dataset.meta,
+            "load_average": [load_before, load_after],
+            "results": [r.to_dict() for r in results],
+        }
+        if any(r.note.startswith("WRONG") or r.failed for r in results):
+            exit_status = 1
+    final = kexp_fingerprint(package)
+    if final != fingerprint:
+        report.insert(
+            header_end, f"- WARNING: kexp's source changed during the run (fingerprint "
+            f"{fingerprint} → {final}): the numbers mix versions"
+        )
+        _log(f"warning: kexp's source changed during the run ({fingerprint} → {final})")
+    text = "\n".join(report) + "\n"
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text, encoding="utf-8")
+    if args.json_path:
+        args.json_path.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    return exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
