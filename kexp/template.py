@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kexp import ids
 from kexp.fileformat import DIFF_INFO, FileFormatError, parse, render_section_text
-from kexp.model import BODY_FIELDS, SECTION_HEADINGS, KernelExperiment
+from kexp.model import BODY_FIELDS, FRONT_MATTER_FIELDS, SECTION_HEADINGS, KernelExperiment
 from kexp.problems import Problem
 from kexp.validate import check_document
 from kexp.yamlio import render_field
@@ -59,21 +59,8 @@ _FIELD_NOTES = {
     "combines": "ids of the experiments this one merges (flagged interference when it "
     "scores below the best of them)",
 }
-_TEMPLATE_FIELDS = (
-    "id",
-    "pid",
-    "change_summary",
-    "score",
-    "status",
-    "is_buggy",
-    "operator_sig",
-    "dtype_sig",
-    "env",
-    "base_commit",
-    "created_at",
-    "tags",
-    "combines",
-)
+#: The front-matter a template offers: every field but those kexp fills or computes.
+_TEMPLATE_FIELDS = tuple(f for f in FRONT_MATTER_FIELDS if f not in ("author", "results"))
 _SECTION_NOTES = {
     "detailed_description": "four paragraphs, always, in this order: Approach (what you "
     "changed, precisely enough to redo it), Result (the numbers; where it helped and "
