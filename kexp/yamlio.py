@@ -13,7 +13,6 @@ needs it, and double-quoted (one line, escaped) whenever a string holds a line b
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 import sys
@@ -362,23 +361,32 @@ class _Builder:
             return node.value
         if tag == _NULL:
             return None
-        if tag == _BOOL:
-            return _CONSTRUCTOR.construct_yaml_bool(node)
-        if tag == _INT:
-            number = None
+        number = None
+        try:
+            if tag == _BOOL:
+                return _CONSTRUCTOR.construct_yaml_bool(node)
+            if tag == _FLOAT:
+                return _CONSTRUCTOR.construct_yaml_float(node)
             if len(node.value) <= _MAX_INT_CHARS:
-                with contextlib.suppress(ValueError, OverflowError):
-                    number = _CONSTRUCTOR.construct_yaml_int(node)
-            if number is None or abs(number) > sys.float_info.max:
-                self.fail(
-                    node,
-                    "yaml-number-too-large",
-                    field,
-                    f"the number {_shorten(node.value)} is too large to be a measurement",
-                    "write a plain number below 1e308 (quote it if it is meant as text)",
-                )
-            return number
-        return _CONSTRUCTOR.construct_yaml_float(node)
+                number = _CONSTRUCTOR.construct_yaml_int(node)
+        except (ValueError, IndexError, KeyError):
+            # Only an explicit tag (!!int, !!float, !!bool) on another value gets here.
+            self.fail(
+                node,
+                "yaml-bad-value",
+                field,
+                f"{_shorten(node.value)!r} is not {_tag_name(tag)}",
+                "remove the '!!' tag, or write a value of that type",
+            )
+        if number is None or abs(number) > sys.float_info.max:
+            self.fail(
+                node,
+                "yaml-number-too-large",
+                field,
+                f"the number {_shorten(node.value)} is too large to be a measurement",
+                "write a plain number below 1e308 (quote it if it is meant as text)",
+            )
+        return number
 
 
 def _shorten(text: str, limit: int = 24) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kexp.fileformat import FileFormatError, parse
 from kexp.formatting import NotFormattable, canonical_text
 from kexp.problems import Problem
 from kexp.validate import CheckedFile, check_bytes
@@ -98,8 +99,25 @@ def _checked(data: bytes | str) -> CheckedFile:
     return checked
 
 
+def _fast_reader_agrees(data: bytes | str) -> None:
+    """The fast reader of canonical front-matter gives the full reader's values or none."""
+    try:
+        fast = parse(data, PATH, fast=True).fields
+    except FileFormatError:
+        fast = None
+    try:
+        full = parse(data, PATH).fields
+    except FileFormatError:
+        full = None
+    if fast is None or full is None:
+        assert fast is full, (fast, full)
+    else:
+        assert repr(fast) == repr(full)  # repr: nan equals nan
+
+
 def _survives(data: bytes | str) -> None:
     """Reading, checking and formatting ``data`` raise nothing but kexp's own errors."""
+    _fast_reader_agrees(data)
     checked = _checked(data)
     try:
         text = canonical_text(data, PATH)
@@ -167,11 +185,29 @@ def test_valid_file_with_random_edits(data: bytes) -> None:
     _survives(data)
 
 
+CORPUS = sorted((Path(__file__).parent / "corpus" / "bad").glob("*.md"))
+
+
+@FUZZ
+@given(st.sampled_from(CORPUS), st.data())
+def test_bad_files_of_the_corpus_with_random_edits(path: Path, data: st.DataObject) -> None:
+    original = path.read_bytes()
+    edited = bytearray(original)
+    for _ in range(data.draw(st.integers(0, 3))):
+        position = data.draw(st.integers(0, len(edited)))
+        edited[position:position] = data.draw(st.sampled_from(YAML_PIECES)).encode(
+            "utf-8", "surrogatepass"
+        )
+    _survives(bytes(edited))
+
+
 @FUZZ
 @given(yaml_front_matter())
 @example("---\nscore: 1\nresults: [{speedup: " + "9" * 400 + "}]\n---\n")
 @example("---\na: " + "- " * 2000 + "x\n---\n")
 @example("---\n&a a: 1\n*a : 2\n---\n")
+@example("---\n:: !!int \n---\n")
+@example("---\na: !!bool maybe\nb: !!float x\n---\n")
 def test_yaml_made_of_punctuation(text: str) -> None:
     _survives(text)
     # The same front-matter under a valid one's keys: the values reach the schema checks.
