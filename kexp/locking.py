@@ -1,8 +1,19 @@
-"""Per-experiment write locks (POSIX ``flock``), released by the kernel on process death.
+"""Write locks (POSIX ``flock``), released by the kernel on process death.
 
 Because the kernel drops an ``flock`` when its holder exits, even on SIGKILL, a crashed
-writer never leaves a stale lock behind; lock files themselves are kept (deleting them
-would race with a waiting writer).
+writer never leaves a stale lock behind: the next writer gets the lock within one poll
+(10 ms). Lock files themselves are kept (deleting them would race with a waiting
+writer). The descriptor is not inherited by programs the holder starts, so a child
+process (git) cannot keep a lock alive after its parent died.
+
+Two kinds of locks guard a store (both under its cache folder, ``.kexp/locks/``):
+
+* one per experiment, exclusive: updates, deletes and ``kexp fmt`` of that file;
+* one for the lineage, shared by writes that name other experiments (``pid``,
+  ``combines``) from checking that those exist until the file is written, exclusive for
+  a delete from checking that nothing names the experiment until it is gone. So a
+  parent is never deleted under a new child, and writes naming parents never wait for
+  each other. Whoever takes both takes the lineage lock first.
 """
 
 from __future__ import annotations
@@ -11,25 +22,33 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from kexp.errors import LockTimeoutError
 
+#: The longest pause between two attempts to take a lock (seconds).
+_MAX_POLL_S = 0.01
+
 
 @contextmanager
-def exclusive_lock(path: Path, timeout_s: float) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block."""
+def file_lock(path: Path, timeout_s: float, *, shared: bool = False) -> Iterator[None]:
+    """Hold a lock on ``path`` (created if needed) for the ``with`` block: exclusive (one
+    holder), or ``shared`` (any number of shared holders, no exclusive one).
+
+    Raises :class:`LockTimeoutError` when it cannot be taken within ``timeout_s``.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         deadline = time.monotonic() + timeout_s
         # Polled, not blocking (a blocking flock cannot time out); the short ceiling keeps
         # the lock from lying idle long after its holder lets go.
         delay = 0.0005
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
@@ -38,7 +57,12 @@ def exclusive_lock(path: Path, timeout_s: float) -> Iterator[None]:
                         "try again, or find the process that is stuck"
                     ) from None
                 time.sleep(delay)
-                delay = min(delay * 2, 0.01)
+                delay = min(delay * 2, _MAX_POLL_S)
         yield
     finally:
         os.close(fd)
+
+
+def exclusive_lock(path: Path, timeout_s: float) -> AbstractContextManager[None]:
+    """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block."""
+    return file_lock(path, timeout_s)

@@ -27,7 +27,7 @@ from kexp.errors import (
     ValidationError,
 )
 from kexp.fileformat import FileFormatError, parse, render_update, serialize
-from kexp.locking import exclusive_lock
+from kexp.locking import exclusive_lock, file_lock
 from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import track
@@ -595,15 +595,26 @@ class Store:
             warn_repeats(self, exp.code_change, exclude=[exp.id], stacklevel=2)
         path = self._path_for(exp)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if explicit_id:
-            # Another process may claim the same id (under another file name) meanwhile:
-            # check again and write while holding that id's lock.
-            with exclusive_lock(self._lock_path(exp.id), self.settings.lock_timeout_s):
-                if exp.id in self._id_index():
-                    raise KexpError(f"an experiment with id {exp.id} already exists")
+        names_others = bool(exp.pid or exp.combines)
+        with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
+            if names_others:
+                # The experiments it names may have been deleted meanwhile: check again
+                # under the lineage lock, which a delete holds exclusively.
+                problems = self._reference_problems(checked)
+                if has_errors(problems):
+                    raise ValidationError(
+                        f"experiment {exp.id!r} was not recorded: it is invalid",
+                        sort_problems(problems),
+                    )
+            if explicit_id:
+                # Another process may claim the same id (under another file name)
+                # meanwhile: check again and write while holding that id's lock.
+                with exclusive_lock(self._lock_path(exp.id), self.settings.lock_timeout_s):
+                    if exp.id in self._id_index():
+                        raise KexpError(f"an experiment with id {exp.id} already exists")
+                    _write_new(path, text)
+            else:
                 _write_new(path, text)
-        else:
-            _write_new(path, text)
         stored = checked.experiment()
         stored.path = path
         stored.settings = self.settings
@@ -716,7 +727,11 @@ class Store:
         if set(changes) & _READ_ONLY_FIELDS:
             raise KexpError("an experiment's id never changes; create a new experiment instead")
         full_id, path = self._find(exp_id)
-        with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
+        names_others = bool({"pid", "combines"} & set(changes))
+        with (
+            self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
+            exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s),
+        ):
             try:
                 data = read_file(path, self.settings)
             except FileNotFoundError:
@@ -756,6 +771,11 @@ class Store:
         break) or in their ``combines`` unless ``force=True``.
         """
         full_id, path = self._find(exp_id)
+        # Exclusive: no write naming this experiment is between its check and its write.
+        with self._lineage_lock(exclusive=True):
+            return self._delete(full_id, path, force)
+
+    def _delete(self, full_id: str, path: Path, force: bool) -> Path:
         if not force:
             others = self._load(strict=False)
             kids = [e.id for e in others if e.pid == full_id]
@@ -779,6 +799,12 @@ class Store:
                     f"experiment {full_id} was deleted meanwhile"
                 ) from None
         return path
+
+    def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        """The store's lineage lock (see :mod:`kexp.locking`): shared by writes that name
+        other experiments, exclusive for deletes."""
+        path = self.cache_dir / "locks" / "lineage.lock"
+        return file_lock(path, self.settings.lock_timeout_s, shared=not exclusive)
 
     def _lock_path(self, exp_id: str) -> Path:
         return self.cache_dir / "locks" / f"{ids.check_id(exp_id)}.lock"

@@ -6,7 +6,8 @@ deleters, and readers that list, rank and read every file the whole time. Afterw
 nothing lost, nothing duplicated, every update applied (none undone by a stale copy), no
 deleted experiment back, no reader ever saw a partial or invalid file or a value going
 back in time, and the store validates. A writer killed with SIGKILL while it holds an
-experiment's lock delays the next writer by milliseconds, not seconds.
+experiment's lock delays the next writer by milliseconds, not seconds. A parent deleted
+while a child of it is recorded: exactly one of the two succeeds.
 
 Workers run in processes forked from a fork server (see ``test_concurrency``); the
 random choices are seeded, so a failure reproduces.
@@ -295,3 +296,52 @@ def test_a_writer_killed_holding_the_lock_blocks_nobody(repo: Path, store: Store
     assert store.paths() == [exp.path]
     for leftover in temporary_files(repo):
         assert leftover.name.startswith(".") and leftover.parent == exp.path.parent
+
+
+def _adopt(root: str, parents: list[str], head: str, barrier: Barrier) -> list[str]:
+    store = Store(root)
+    born = []
+    for parent in parents:
+        barrier.wait(timeout=120)
+        try:
+            exp = store.create_experiment(
+                **experiment_fields(pid=parent, base_commit=head, author="adopter")
+            )
+            born.append(exp.id)
+        except KexpError:
+            pass  # the parent was deleted first: refused, as it should be
+    return born
+
+
+def _orphan(root: str, parents: list[str], barrier: Barrier) -> list[str]:
+    store = Store(root)
+    deleted = []
+    for parent in parents:
+        barrier.wait(timeout=120)
+        try:
+            store.delete_experiment(parent)
+            deleted.append(parent)
+        except KexpError:
+            pass  # a child was recorded first: refused, as it should be
+    return deleted
+
+
+def test_a_parent_is_never_deleted_under_a_new_child(repo: Path, store: Store) -> None:
+    """One process records a child of each experiment while another deletes it: either
+    the child is refused (its parent is gone) or the delete is (it has a child), never
+    both succeed and leave a child pointing nowhere."""
+    head = git(repo, "rev-parse", "HEAD")
+    parents = [
+        store.create_experiment(
+            **experiment_fields(change_summary=f"Parent {n} - +1%", base_commit=head)
+        ).id
+        for n in range(20)
+    ]
+    workers = Workers()
+    barrier = CONTEXT.Barrier(2)
+    adopter = workers.start(_adopt, str(repo), parents, head, barrier)
+    deleter = workers.start(_orphan, str(repo), parents, barrier)
+    results = workers.collect(2)
+    workers.join()
+    assert [p for p in store.validate() if p.severity == "error"] == []
+    assert len(results[adopter]) + len(results[deleter]) == len(parents)
