@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -378,3 +379,25 @@ def test_killed_import(tmp_path: Path) -> None:
     crash_repeatedly("import", operation, root, allowed, 30, some_but_not_all(len(expected)))
     assert operation.run(None) is False  # run again: completes, skipping what is there
     assert files_of(root) == expected
+
+
+# --- the README's promises ----------------------------------------------------------
+
+
+def test_every_guarantee_in_the_readme_names_tests_that_exist() -> None:
+    """Each row of the README's "Guarantees" table names its tests: they must exist."""
+    tests = Path(__file__).parent
+    readme = (tests.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Guarantees\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| **")]
+    assert len(rows) >= 10
+    for row in rows:
+        proof = row.rstrip(" |").rsplit(" | ", 1)[1]
+        names = re.findall(r"`((?:tests/)?test_\w+\.py)?(?:::(\w+))?`", proof)
+        assert names, row
+        module = ""
+        for file_name, function in names:
+            module = Path(file_name).name if file_name else module
+            text = (tests / module).read_text(encoding="utf-8")
+            if function:
+                assert f"def {function}(" in text, f"{module}::{function} is not a test"
