@@ -175,6 +175,8 @@ class Store:
     def cache_dir(self) -> Path:
         """The store's git-ignored cache folder (created on first use)."""
         folder = self.root / CACHE_DIR
+        if folder.is_symlink():  # a link committed by someone: never write through it
+            raise KexpError(f"{folder} is a symbolic link: remove it (kexp recreates its cache)")
         if not folder.is_dir():
             folder.mkdir(exist_ok=True)
             ignore = folder / ".gitignore"

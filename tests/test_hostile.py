@@ -14,6 +14,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -183,6 +184,16 @@ def test_symbolic_links_never_lead_out_of_the_store(tmp_path: Path) -> None:
     assert "SECRET" not in exported.stdout and "HIDDEN" not in exported.stdout
     assert snapshot(outside) == before
     assert linked_file.is_symlink()
+
+    # The cache folder (locks, index) committed as a link: nothing is written through it.
+    shutil.rmtree(root / ".kexp")
+    (root / ".kexp").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(KexpError, match="symbolic link"):
+        Store(root).list_experiments()
+    with pytest.raises(KexpError, match="symbolic link"):
+        Store(root).update_experiment(ID, score=2.0)
+    assert "symbolic link" in kexp(root, "list").stderr
+    assert snapshot(outside) == before
 
 
 def test_links_to_endless_files_do_not_hang_anything(tmp_path: Path) -> None:
