@@ -21,6 +21,7 @@ pickle), since the cache folder is only git-ignored, not trusted.
 
 from __future__ import annotations
 
+import gc
 import marshal
 import os
 import secrets
@@ -118,15 +119,17 @@ def _header(settings: Settings) -> str:
     )
 
 
-def walk_experiment_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Every ``<id>-<slug>.md`` file below ``folder`` with its ``lstat``, sorted by path.
+def walk_experiment_files(folder: str) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(path, name, ``lstat``) of every file below ``folder`` that may be an experiment.
 
     Hidden entries (writers' temporary files) are skipped and symbolic links to folders
     are not followed; a symbolic link to a file is listed (reading it reports it).
+    Names are not checked here (the caller checks the ones it does not know), and the
+    order is the file system's.
     """
     try:
         with os.scandir(folder) as iterator:
-            entries = sorted(iterator, key=lambda e: e.name)
+            entries = list(iterator)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return
     for entry in entries:
@@ -135,9 +138,9 @@ def walk_experiment_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
             continue
         if entry.is_dir(follow_symlinks=False):
             yield from walk_experiment_files(entry.path)
-        elif _NAME.fullmatch(name) is not None:
+        elif name.endswith(".md"):
             try:
-                yield entry.path, entry.stat(follow_symlinks=False)
+                yield entry.path, name, entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
 
@@ -208,7 +211,22 @@ class StoreIndex:
         checked, and the cache is rewritten when anything changed. Paths are relative
         to ``experiments/``.
         """
-        cached = self.load()
+        # Loading and walking create a few objects per file and free none: the cyclic
+        # garbage collector would scan them all again and again (a third of the time).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            cached = self.load()
+            try:
+                return self._refresh(cached)
+            except (TypeError, IndexError, ValueError):
+                # A cache of another shape (a bug, or tampering): read every file instead.
+                return self._refresh({})
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _refresh(self, cached: dict[str, Entry]) -> tuple[list[Row], list[tuple[str, str]]]:
         known = len(cached)
         seen: list[tuple[str, Entry]] = []
         changed = False
@@ -217,18 +235,15 @@ class StoreIndex:
         make = Row._make
         root = str(self.experiments_dir) + os.sep
         skip = len(root)
-        for full, info in walk_experiment_files(str(self.experiments_dir)):
+        for full, name, info in walk_experiment_files(str(self.experiments_dir)):
             relative = full[skip:]
             signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
             # pop: each cached entry is dropped once used, so the cache and the rows built
             # from it are not both held in memory.
             entry = cached.pop(relative, None)
-            if (
-                entry is None
-                or entry[:4] != signature
-                or not stat.S_ISREG(info.st_mode)
-                or not _well_formed(entry)
-            ):
+            if entry is None or entry[:4] != signature or not stat.S_ISREG(info.st_mode):
+                if _NAME.fullmatch(name) is None:
+                    continue  # not an experiment file (a README, notes)
                 entry = (*signature, *self._check(Path(full)))
                 changed = True
             seen.append((relative, entry))
@@ -255,19 +270,6 @@ class StoreIndex:
             return _values(checked.document.fields), ""
         first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
         return None, first.format()
-
-
-_VALUE_COUNT = len(FRONT_MATTER_FIELDS) + 1
-
-
-def _well_formed(entry: Any) -> bool:
-    """Whether a cached entry has the shape this version writes (else: read the file)."""
-    return (
-        isinstance(entry, tuple)
-        and len(entry) == 6
-        and (entry[4] is None or (isinstance(entry[4], tuple) and len(entry[4]) == _VALUE_COUNT))
-        and isinstance(entry[5], str)
-    )
 
 
 def _below_best(score: float, combines: tuple[str, ...], scores: dict[str, float]) -> bool:

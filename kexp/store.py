@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import heapq
 import os
 import re
 import secrets
@@ -353,11 +354,11 @@ class Store:
             candidates = [e for e in candidates if not e.is_buggy]
         if not (include_pending or asked_outcome or filters.get("status") is not None):
             candidates = [e for e in candidates if e.status not in PENDING_STATUSES]
-        ranked = rank(candidates)
         limit = max(0, limit)
         if found.text is None:
-            best = ranked[:limit]
+            best = rank(_best_scores(candidates, limit))[:limit]
             return self._brief(best) if brief else self._complete(best, strict=strict)
+        ranked = rank(candidates)
         chosen: list[KernelExperiment] = []
         for start in range(0, len(ranked), max(limit, 1) * 4):
             if len(chosen) >= limit:
@@ -814,6 +815,21 @@ class Store:
     def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the write lock of one experiment (a full id), as updates and deletes do."""
         return exclusive_lock(self._lock_path(exp_id), self.settings.lock_timeout_s)
+
+
+def _best_scores(candidates: list[Any], limit: int) -> list[Any]:
+    """The candidates that can be among the ``limit`` best: every one scoring at least
+    the ``limit``-th best score (ties included), so ranking sorts a handful, not all."""
+    if len(candidates) <= limit:
+        return candidates
+    if limit == 0:
+        return []
+    threshold = min(float(c.score) for c in heapq.nlargest(limit, candidates, key=_score))
+    return [c for c in candidates if float(c.score) >= threshold]
+
+
+def _score(item: Any) -> float:
+    return float(item.score)
 
 
 def _temporary_beside(path: Path, text: str) -> Path:
