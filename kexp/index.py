@@ -119,28 +119,29 @@ def _header(settings: Settings) -> str:
     )
 
 
+def _visible_entries(folder: str) -> list[os.DirEntry[str]]:
+    """The entries of ``folder`` except hidden ones (writers' temporary files)."""
+    try:
+        with os.scandir(folder) as iterator:
+            return [entry for entry in iterator if entry.name[0] != "."]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+
+
 def walk_experiment_files(folder: str) -> Iterator[tuple[str, str, os.stat_result]]:
     """(path, name, ``lstat``) of every file below ``folder`` that may be an experiment.
 
-    Hidden entries (writers' temporary files) are skipped and symbolic links to folders
-    are not followed; a symbolic link to a file is listed (reading it reports it).
-    Names are not checked here (the caller checks the ones it does not know), and the
-    order is the file system's.
+    Hidden entries are skipped and symbolic links to folders are not followed; a
+    symbolic link to a file is listed (reading it reports it). Names are not checked
+    here (the caller checks the ones it does not know), and the order is the file
+    system's.
     """
-    try:
-        with os.scandir(folder) as iterator:
-            entries = list(iterator)
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return
-    for entry in entries:
-        name = entry.name
-        if name[0] == ".":
-            continue
+    for entry in _visible_entries(folder):
         if entry.is_dir(follow_symlinks=False):
             yield from walk_experiment_files(entry.path)
-        elif name.endswith(".md"):
+        elif entry.name.endswith(".md"):
             try:
-                yield entry.path, name, entry.stat(follow_symlinks=False)
+                yield entry.path, entry.name, entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
 
@@ -148,15 +149,8 @@ def walk_experiment_files(folder: str) -> Iterator[tuple[str, str, os.stat_resul
 def walk_experiment_names(folder: str, prefix: str = "") -> Iterator[tuple[str, str]]:
     """(folder, name) of every ``<id>-<slug>.md`` file below ``folder`` whose name starts
     with ``prefix``; no file is stat'ed (finding an id needs names only)."""
-    try:
-        with os.scandir(folder) as iterator:
-            entries = list(iterator)
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return
-    for entry in entries:
+    for entry in _visible_entries(folder):
         name = entry.name
-        if name[0] == ".":
-            continue
         if name.startswith(prefix) and _NAME.fullmatch(name) is not None:
             if not entry.is_dir(follow_symlinks=False):
                 yield folder, name
