@@ -219,7 +219,7 @@ def add(
                 "nothing to record: give a YAML or JSON document on stdin or with --file, "
                 "or the fields as options (kexp add --help)"
             )
-        text = click.get_text_stream("stdin").read()
+        text = sys.stdin.read()
     if text is not None:
         fields = intake.parse_document(text, source)
     fields.update(flags)
@@ -434,7 +434,7 @@ def _read_text(name: str) -> str:
     from kexp.errors import KexpError
 
     if name == "-":
-        return click.get_text_stream("stdin").read()
+        return sys.stdin.read()
     try:
         return Path(name).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
