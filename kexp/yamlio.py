@@ -141,6 +141,13 @@ def read_mapping(text: str, string_fields: frozenset[str], *, first_line: int = 
     except RecursionError:  # pragma: no cover - pure-Python PyYAML on deep nesting
         raise YamlReadError(_too_deep(0, 0, "")) from None
     except yaml.MarkedYAMLError as exc:
+        if "nesting depth" in str(exc.problem or ""):
+            # libyaml ≥ 0.2.6 (PyYAML 6.0.4 wheels) stops deep nesting itself, scanning
+            # ahead before kexp's own depth check sees a token.
+            mark = exc.problem_mark or exc.context_mark
+            line, column = (mark.line, mark.column) if mark else (0, 0)
+            line, column = _deep_flow_position(text) or (line, column)
+            raise YamlReadError(_too_deep(line, column, "")) from None
         raise YamlReadError(_syntax_issue(exc, text, first_line)) from None
     except yaml.YAMLError as exc:
         raise YamlReadError(
@@ -181,6 +188,30 @@ def _too_deep(line: int, column: int, field: str) -> YamlIssue:
         f"lists and mappings are nested more than {MAX_DEPTH} levels deep here",
         "front-matter holds flat values, lists, and 'results' items: remove the nesting",
     )
+
+
+def _deep_flow_position(text: str) -> tuple[int, int] | None:
+    """0-based (line, column) of the first ``[`` or ``{`` nested deeper than
+    :data:`MAX_DEPTH` (quoted text skipped), or None. The top-level block mapping
+    counts as one level, as in :func:`_check_depth`."""
+    depth = 0 if text.lstrip().startswith("{") else 1
+    line, column, quote = 0, 0, ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line, column
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        if char == "\n":
+            line, column = line + 1, 0
+        else:
+            column += 1
+    return None
 
 
 def _check_depth(text: str) -> None:
