@@ -6,26 +6,33 @@ folder above the working directory that holds ``experiments/``); :class:`Store` 
 the same methods for an explicit folder.
 """
 
+# The public names are imported on first use (PEP 562), so that ``import kexp`` and the
+# ``kexp`` command start fast: the store, the file format and YAML load only when needed.
+
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
-from kexp.changelog import Changes, ExperimentChange, HistoryEntry
-from kexp.errors import (
-    AmbiguousIdError,
-    ExperimentNotFoundError,
-    GitError,
-    InvalidIdError,
-    KexpError,
-    LockTimeoutError,
-    StoreNotFoundError,
-    ValidationError,
-)
-from kexp.model import KernelExperiment
-from kexp.problems import Problem
-from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.store import InvalidExperimentWarning, Store, find_root, init_store
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from kexp.changelog import Changes, ExperimentChange, HistoryEntry
+    from kexp.errors import (
+        AmbiguousIdError,
+        ExperimentNotFoundError,
+        GitError,
+        InvalidIdError,
+        KexpError,
+        LockTimeoutError,
+        StoreNotFoundError,
+        ValidationError,
+    )
+    from kexp.model import KernelExperiment
+    from kexp.problems import Problem
+    from kexp.settings import DEFAULT_SETTINGS, Settings
+    from kexp.store import InvalidExperimentWarning, Store, find_root, init_store
 
 __version__ = "0.1.0"
 
@@ -65,9 +72,73 @@ __all__ = [
     "validate",
 ]
 
+#: Where each lazily imported public name lives.
+_LAZY = {
+    "Changes": "kexp.changelog",
+    "ExperimentChange": "kexp.changelog",
+    "HistoryEntry": "kexp.changelog",
+    "AmbiguousIdError": "kexp.errors",
+    "ExperimentNotFoundError": "kexp.errors",
+    "GitError": "kexp.errors",
+    "InvalidIdError": "kexp.errors",
+    "KexpError": "kexp.errors",
+    "LockTimeoutError": "kexp.errors",
+    "StoreNotFoundError": "kexp.errors",
+    "ValidationError": "kexp.errors",
+    "KernelExperiment": "kexp.model",
+    "Problem": "kexp.problems",
+    "DEFAULT_SETTINGS": "kexp.settings",
+    "Settings": "kexp.settings",
+    "InvalidExperimentWarning": "kexp.store",
+    "Store": "kexp.store",
+    "find_root": "kexp.store",
+    "init_store": "kexp.store",
+}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name (or a submodule, as ``import kexp`` once did) on first use."""
+        import importlib
+
+        module_name = _LAZY.get(name)
+        if module_name is not None:
+            value = getattr(importlib.import_module(module_name), name)
+            globals()[name] = value  # later lookups are plain attribute reads
+            return value
+        if not name.startswith("_"):
+            import importlib.util
+
+            if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+                return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """The kexp package: loading the submodule :mod:`kexp.validate` (which the import
+    system records as an attribute of its package) leaves the function
+    :func:`kexp.validate` in place, as when every submodule was loaded up front."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+#: Public functions named like a submodule.
+_SHADOWED = frozenset({"validate"})
+sys.modules[__name__].__class__ = _Package
+
 
 def default_store() -> Store:
     """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`)."""
+    from kexp.store import Store, find_root
+
     return Store(find_root())
 
 
