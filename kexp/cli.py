@@ -22,12 +22,13 @@ import click
 from kexp import __version__
 from kexp.commands import admin, agents, read, review, write
 from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean
-from kexp.errors import KexpError, ValidationError
 
 __all__ = ["EXIT_BUG", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "main"]
 EXIT_OK = 0
 #: Kept for callers of the first CLI.
 _clean = clean
+#: Exceptions the error boundary lets through to click (which handles them) unchanged.
+_PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, BrokenPipeError)
 
 
 class _Group(click.Group):
@@ -46,22 +47,24 @@ class _Group(click.Group):
     def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ValidationError as exc:
-            click.echo(f"kexp: error: {clean(str(exc.args[0]))}", err=True)
-            for problem in exc.problems:
-                click.echo(clean(problem.format()), err=True)
-            ctx.exit(EXIT_PROBLEMS)
-        except KexpError as exc:
-            click.echo(f"kexp: error: {_one_line_error(str(exc))}", err=True)
-            ctx.exit(EXIT_USAGE)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except BrokenPipeError:
-            raise
         except KeyboardInterrupt:
             click.echo("kexp: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:
+            # kexp.errors is imported here, not up front: kexp --help and --version
+            # load nothing of the library.
+            from kexp.errors import KexpError, ValidationError
+
+            if isinstance(exc, ValidationError):
+                click.echo(f"kexp: error: {clean(str(exc.args[0]))}", err=True)
+                for problem in exc.problems:
+                    click.echo(clean(problem.format()), err=True)
+                ctx.exit(EXIT_PROBLEMS)
+            if isinstance(exc, KexpError):
+                click.echo(f"kexp: error: {_one_line_error(str(exc))}", err=True)
+                ctx.exit(EXIT_USAGE)
+            if isinstance(exc, _PASSED_ON):
+                raise
             if os.environ.get("KEXP_DEBUG"):
                 raise
             click.echo(

@@ -1,7 +1,8 @@
 """What every command shares: the store, filters, output formats, tables, progress.
 
 Reading input and formatting output live here and in the command modules; everything
-else is one call into the library.
+else is one call into the library. Only click is imported up front: ``kexp --help``
+loads every command module, so the library (and json) are imported where used.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import json
 import os
 import shutil
 import sys
@@ -110,6 +110,8 @@ def echo_raw(text: str) -> None:
 
 def json_text(data: Any) -> str:
     """Indented JSON, UTF-8 kept, with DEL and C1 control characters escaped."""
+    import json
+
     return json.dumps(data, indent=2, ensure_ascii=False).translate(_C1)
 
 
@@ -345,6 +347,8 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list):
+        import json
+
         value = ", ".join(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)
     return one_line(value)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -187,6 +186,8 @@ def show(
       kexp show 6749f3a0 --field code_change > change.diff
       kexp show 6749f3a0 --json --fields id,score,outcome
     """
+    import json
+
     from kexp.export import to_record
 
     exp = get_store(ctx).get_experiment(exp_id)
@@ -219,6 +220,8 @@ def show(
 
 
 def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
+    import json
+
     from kexp.model import SECTION_HEADINGS
 
     style = styler()
@@ -549,6 +552,8 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
 
 
 def _change_text(old: Any, new: Any) -> str:
+    import json
+
     def short(value: Any) -> str:
         if value is None:
             return "(absent)"
