@@ -1,0 +1,133 @@
+"""Start-up cost: ``import kexp``, ``kexp --version`` and ``kexp --help`` load no heavy module.
+
+Each check runs a real, fresh Python process (this one has imported everything already)
+and looks at the modules it imported, from ``-X importtime`` or ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+#: What ``import kexp`` and the CLI's --help/--version must not load: YAML, the schema
+#: checkers, GitPython, and the library behind them.
+HEAVY = (
+    "yaml",
+    "jsonschema",
+    "fastjsonschema",
+    "git",
+    "kexp.store",
+    "kexp.fileformat",
+    "kexp.changelog",
+    "kexp.index",
+    "kexp.model",
+)
+
+
+def _python(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPROFILEIMPORTTIME"}
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules named by ``-X importtime`` lines."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+@pytest.mark.parametrize("option", ["--version", "-V", "--help", "-h"])
+def test_version_and_help_load_no_heavy_module(option: str) -> None:
+    result = _python("-X", "importtime", "-m", "kexp", option)
+    assert result.returncode == 0, result.stderr[-2000:]
+    modules = _imported(result.stderr)
+    assert "click" in modules and "kexp.cli" in modules  # the parse worked
+    assert not [name for name in HEAVY if name in modules]
+    # Of kexp itself only the package, the CLI and the command modules.
+    allowed = {"kexp", "kexp.__main__", "kexp.cli", "kexp.commands"}
+    extra = {
+        name
+        for name in modules
+        if name.startswith("kexp.")
+        and name not in allowed
+        and not name.startswith("kexp.commands.")
+    }
+    assert not extra
+    if option in ("--version", "-V"):
+        assert "kexp, version" in result.stdout
+    else:
+        assert "Commands:" in result.stdout
+
+
+def test_help_still_lists_every_command_with_its_short_help() -> None:
+    from kexp.cli import main
+
+    shown = _python("-m", "kexp", "--help").stdout
+    lines = shown.splitlines()
+    for name, command in main.commands.items():
+        line = next((line for line in lines if line.split()[:1] == [name]), "")
+        assert command.get_short_help_str(limit=200)[:30] in line, name
+
+
+def test_import_kexp_is_light_and_keeps_its_public_names() -> None:
+    code = (
+        "import sys\n"
+        "import kexp\n"
+        "print('LOADED', *sorted(m for m in sys.modules if m == 'kexp' or m.startswith(("
+        + ", ".join(repr(f"{name}.") for name in HEAVY)
+        + ")) or m in "
+        + repr(HEAVY)
+        + "))\n"
+        "print('VERSION', kexp.__version__)\n"
+        "from kexp import top_experiments, KernelExperiment, ValidationError, DEFAULT_SETTINGS\n"
+        "print('STORE', kexp.Store.__module__, kexp.Store.__name__)\n"
+        "print('TOP', top_experiments is kexp.top_experiments, top_experiments.__module__)\n"
+        "print('MISSING', [n for n in kexp.__all__ if not hasattr(kexp, n)])\n"
+        "print('DIR', sorted(set(kexp.__all__) - set(dir(kexp))))\n"
+        "import kexp.validate\n"
+        "print('VALIDATE', callable(kexp.validate), type(kexp.validate).__name__)\n"
+        "print('SUBMODULE', kexp.fileformat.__name__, kexp.git.__name__)\n"
+    )
+    result = _python("-c", code)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["LOADED"] == "kexp"  # nothing heavy, nothing of the library
+    import kexp
+
+    assert lines["VERSION"] == kexp.__version__
+    assert isinstance(kexp.__version__, str) and "__version__" in vars(kexp)
+    assert lines["STORE"] == "kexp.store Store"
+    assert lines["TOP"] == "True kexp"
+    assert lines["MISSING"] == "[]"
+    assert lines["DIR"] == "[]"
+    # The function kexp.validate is not replaced by the submodule of the same name.
+    assert lines["VALIDATE"] == "True function"
+    assert lines["SUBMODULE"] == "kexp.fileformat kexp.git"
+
+
+def test_lazy_names_are_the_library_objects() -> None:
+    import kexp
+    from kexp import changelog, errors, model, problems, settings, store
+
+    assert kexp.Store is store.Store
+    assert kexp.KernelExperiment is model.KernelExperiment
+    assert kexp.DEFAULT_SETTINGS is settings.DEFAULT_SETTINGS
+    assert kexp.HistoryEntry is changelog.HistoryEntry
+    assert kexp.ValidationError is errors.ValidationError
+    assert kexp.Problem is problems.Problem
+    with pytest.raises(AttributeError):
+        kexp.no_such_name  # noqa: B018
+
+
+def test_add_status_choices_are_the_model_statuses() -> None:
+    from kexp.commands.write import _STATUSES
+    from kexp.model import STATUSES
+
+    assert _STATUSES == STATUSES
