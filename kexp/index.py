@@ -1,55 +1,105 @@
 """The store's cache: every experiment file's front-matter, keyed by the file's stat.
 
 Queries rank and filter on front-matter alone, so kexp keeps it for every file in
-``.kexp/index-v1`` (git-ignored) and reads a file again only when its stat signature
-(modification time in nanoseconds, size, inode, change time) differs from the cached
-one. The cache is never trusted beyond that:
+``.kexp/index-v2.sqlite`` (git-ignored; SQLite from Python's standard library) and
+reads a file again only when its stat signature (modification time in nanoseconds,
+size, inode, change time) differs from the cached one.
 
-* A file modified within :data:`RACY_NS` of the moment the cache is written is not
-  cached at all (git calls such entries "racily clean"): an edit in place that keeps
-  the size and lands in the same timestamp tick cannot hide behind the cache.
-* Files missing from the folder walk are dropped; new names (a rename, a checkout of
-  another branch, another process's create) are read.
-* The cache file starts with a header naming kexp's version and the settings that
-  decide validity; any mismatch, a truncated or corrupt file, or one left half-written
-  by a crashed process (it is replaced atomically, so there is none) means the cache
-  is rebuilt silently.
+How a query checks the cache, in order:
 
-It is a ``marshal`` file: fast to load and unable to run code when read (unlike
-pickle), since the cache folder is only git-ignored, not trusted.
+1. Walk ``experiments/`` (names only) and ``stat`` every ``*.md`` file, folder by
+   folder; a folder whose sorted names and packed signatures equal the cached ones is
+   unchanged, and none of its files is compared one by one. On a machine with more
+   than one core the folders are split between this process and one forked child.
+2. Files of changed folders whose signature differs (or which are new) are read and
+   checked again; rows of files that are gone are dropped; all of it in one SQLite
+   transaction, so a crash leaves the previous cache.
+3. Ranking asks SQLite for rows in score order and stops once it has enough; every row
+   a query returns is checked against the signature of the file on disk found in step
+   1, and a row that does not match (a cache damaged by anything) makes kexp rebuild
+   the cache from the files and answer from that.
+
+The cache is never trusted beyond that:
+
+* A file modified within :data:`RACY_NS` of the moment the cache is written is stored
+  with a signature no file has (git calls such entries "racily clean"): an edit in
+  place that keeps the size and lands in the same timestamp tick cannot hide behind it.
+* A cache of another kexp version or other settings (a header row), a corrupt file, or
+  one SQLite cannot open is rebuilt silently, into a temporary file renamed into place.
+* Another process writing the cache at the same moment is waited for briefly and then
+  left alone: a cache that cannot be written is an optimisation lost, never an error.
+
+Rows hold the front-matter as ``marshal`` data, which cannot run code when read (unlike
+pickle): the cache folder is only git-ignored, not trusted.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import gc
 import marshal
 import os
 import secrets
 import stat
+import sys
 import time
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, experiment_from_fields
-from kexp.problems import sort_problems
-from kexp.validate import EXPERIMENT_NAME as _NAME
-from kexp.validate import read_and_check
 
 if TYPE_CHECKING:
+    import sqlite3
+
+    from kexp.query import Filters
     from kexp.settings import Settings
 
-INDEX_FILE = "index-v1"
+INDEX_FILE = "index-v2.sqlite"
 #: Files modified this recently (ns) before the cache is written are not cached.
 RACY_NS = 2_000_000_000
-
-#: One file's cache entry: (mtime_ns, size, inode, ctime_ns, values or None, error or "")
-#: where values are the front-matter fields in :data:`ROW_FIELDS` order.
-Entry = tuple[int, int, int, int, "tuple[Any, ...] | None", str]
+#: A signature no file has: racily clean entries, symbolic links, unreadable names.
+_NO_SIGNATURE = (-1, -1, -1, -1)
+#: Below this many files one process checks them all (a fork costs more than it saves).
+PARALLEL_MIN_FILES = 3000
 
 #: The fields of a :class:`Row`, in order.
 ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
 _DEFAULTS: dict[str, Any] = {"tags": (), "author": "", "combines": (), "results": ()}
+_KNOWN = frozenset(FRONT_MATTER_FIELDS)
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE folders (
+    folder TEXT PRIMARY KEY,      -- relative to experiments/, '' or ending with a separator
+    names BLOB NOT NULL,          -- marshal: the sorted *.md names
+    signatures BLOB NOT NULL,     -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
+    experiments INTEGER NOT NULL  -- how many of the names are experiment file names
+);
+CREATE TABLE files (
+    path TEXT PRIMARY KEY,        -- folder + name
+    folder TEXT NOT NULL,
+    signature BLOB NOT NULL,      -- the signature the row was read at
+    valid INTEGER NOT NULL,
+    error TEXT NOT NULL,          -- the first error of an invalid file
+    id TEXT,
+    score REAL,
+    operator_lc TEXT,             -- lowercased for substring filters (Python's lower())
+    dtype_lc TEXT,
+    env_lc TEXT,
+    status TEXT,
+    is_buggy INTEGER,
+    data BLOB                     -- marshal: the front-matter values (Row order)
+);
+"""
+_INDEXES = """
+CREATE INDEX files_by_folder ON files (folder);
+CREATE INDEX files_by_score ON files (valid, score);
+CREATE INDEX files_by_id ON files (id);
+"""
+_ROW_COLUMNS = "path, folder, signature, data"
 
 
 class Row(NamedTuple):
@@ -94,6 +144,15 @@ class Row(NamedTuple):
         return exp
 
 
+Signature = tuple[int, int, int, int]
+#: One checked file: (path, signature, values or None, first error or "").
+Checked = tuple[str, Signature, "tuple[Any, ...] | None", str]
+
+
+class StaleCacheError(Exception):
+    """A cached row does not match its file (the cache was damaged): rebuild it."""
+
+
 def _values(fields: dict[str, Any]) -> tuple[Any, ...]:
     """A valid file's front-matter as a compact tuple in :data:`ROW_FIELDS` order."""
     values = []
@@ -107,16 +166,17 @@ def _values(fields: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(values)
 
 
-_KNOWN = frozenset(FRONT_MATTER_FIELDS)
-
-
 def _header(settings: Settings) -> str:
     from kexp import __version__
 
     layout = ",".join(ROW_FIELDS)
     return (
-        f"kexp-index/2 kexp={__version__} max_file_bytes={settings.max_file_bytes} fields={layout}"
+        f"kexp-index/3 kexp={__version__} python-marshal={marshal.version} "
+        f"max_file_bytes={settings.max_file_bytes} fields={layout}"
     )
+
+
+# --- walking --------------------------------------------------------------------------
 
 
 def _visible_entries(folder: str) -> list[os.DirEntry[str]]:
@@ -128,34 +188,284 @@ def _visible_entries(folder: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def walk_experiment_files(folder: str) -> Iterator[tuple[str, str, os.stat_result]]:
-    """(path, name, ``lstat``) of every file below ``folder`` that may be an experiment.
+def list_folders(root: str) -> dict[str, list[str]]:
+    """Every folder below ``root`` (relative, ``""`` for ``root`` itself, others ending
+    with a separator) → its sorted ``*.md`` names.
 
     Hidden entries are skipped and symbolic links to folders are not followed; a
-    symbolic link to a file is listed (reading it reports it). Names are not checked
-    here (the caller checks the ones it does not know), and the order is the file
-    system's.
+    symbolic link to a file is listed (reading it reports it). Names are not checked.
     """
-    for entry in _visible_entries(folder):
-        if entry.is_dir(follow_symlinks=False):
-            yield from walk_experiment_files(entry.path)
-        elif entry.name.endswith(".md"):
-            try:
-                yield entry.path, entry.name, entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
+    base = root.rstrip(os.sep) + os.sep
+    found: dict[str, list[str]] = {}
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        names: list[str] = []
+        for entry in _visible_entries(base + folder):
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(f"{folder}{entry.name}{os.sep}")
+            elif entry.name.endswith(".md"):
+                names.append(entry.name)
+        names.sort()
+        found[folder] = names
+    return found
 
 
 def walk_experiment_names(folder: str, prefix: str = "") -> Iterator[tuple[str, str]]:
     """(folder, name) of every ``<id>-<slug>.md`` file below ``folder`` whose name starts
     with ``prefix``; no file is stat'ed (finding an id needs names only)."""
-    for entry in _visible_entries(folder):
-        name = entry.name
-        if name.startswith(prefix) and _NAME.fullmatch(name) is not None:
-            if not entry.is_dir(follow_symlinks=False):
-                yield folder, name
-        elif entry.is_dir(follow_symlinks=False):
-            yield from walk_experiment_names(entry.path, prefix)
+    from kexp.validate import EXPERIMENT_NAME
+
+    fullmatch = EXPERIMENT_NAME.fullmatch
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        for entry in _visible_entries(current):
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.name.startswith(prefix) and fullmatch(entry.name) is not None:
+                yield current, entry.name
+
+
+def signatures(folder: str, names: Sequence[str]) -> array[int]:
+    """The packed stat signatures of ``names`` in ``folder`` (4 int64 each, in order);
+    :data:`_NO_SIGNATURE` for a name that is gone or not a regular file."""
+    packed: array[int] = array("q")
+    extend = packed.extend
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        for _ in names:
+            extend(_NO_SIGNATURE)
+        return packed
+    try:
+        is_regular = stat.S_ISREG
+        for name in names:
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                extend(_NO_SIGNATURE)
+                continue
+            if is_regular(info.st_mode):
+                extend((info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns))
+            else:
+                extend(_NO_SIGNATURE)
+    finally:
+        os.close(fd)
+    return packed
+
+
+# --- two processes --------------------------------------------------------------------
+
+_In = TypeVar("_In")
+
+
+def _forkable() -> bool:
+    """Whether a child may be forked safely: POSIX, several cores, no other thread."""
+    if not hasattr(os, "fork") or os.environ.get("KEXP_NO_FORK"):
+        return False
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) > 1
+
+
+def in_two_processes(work: Callable[[list[_In]], Any], items: list[_In], weight: int) -> list[Any]:
+    """``work(items)`` as one list, split between this process and a forked child when
+    ``weight`` (the number of files involved) makes it worth it.
+
+    The child sends its result back as ``marshal`` data; if it fails in any way its
+    half is done here instead, so the answer never depends on the child.
+    """
+    if weight < PARALLEL_MIN_FILES or len(items) < 2 or not _forkable():
+        return list(work(items))
+    half = len(items) // 2
+    mine, theirs = items[:half], items[half:]
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (its result is checked by the parent)
+        status = 1
+        try:
+            os.close(read_end)
+            data = marshal.dumps(list(work(theirs)))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view) :]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    try:
+        result = list(work(mine))
+        chunks = []
+        while chunk := os.read(read_end, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    if status == 0:
+        try:
+            result.extend(marshal.loads(b"".join(chunks)))
+            return result
+        except (EOFError, ValueError, TypeError):
+            pass
+    return result + list(work(theirs))
+
+
+# --- checking files -------------------------------------------------------------------
+
+
+# --- the cache ------------------------------------------------------------------------
+
+
+class _Folder(NamedTuple):
+    names: tuple[str, ...]
+    signatures: bytes
+    experiments: int
+
+
+def _scan(
+    base: str, cached: dict[str, _Folder]
+) -> Callable[[list[tuple[str, list[str]]]], list[tuple[str, bytes | None]]]:
+    """A worker: (folder, signatures or None when unchanged) for (folder, names) items."""
+
+    def work(items: list[tuple[str, list[str]]]) -> list[tuple[str, bytes | None]]:
+        out: list[tuple[str, bytes | None]] = []
+        for folder, names in items:
+            packed = signatures(base + folder, names).tobytes()
+            known = cached.get(folder)
+            unchanged = (
+                known is not None and known.signatures == packed and list(known.names) == names
+            )
+            out.append((folder, None if unchanged else packed))
+        return out
+
+    return work
+
+
+class IndexView:
+    """The refreshed cache of one store: rows by score or all of them, checked against
+    the files found on disk as they are returned."""
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        folders: dict[str, _Folder],
+        invalid: list[tuple[str, str]],
+        fresh: set[str],
+    ) -> None:
+        self._connection = connection
+        self._folders = folders
+        self._fresh = fresh
+        #: (path relative to experiments/, first error) of every invalid file.
+        self.invalid = invalid
+
+    def close(self) -> None:
+        """Close the cache."""
+        self._connection.close()
+
+    def is_current(self, path: str, folder: str, signature: bytes) -> bool:
+        """Whether a row read at ``signature`` describes the file on disk now."""
+        if signature == _NO_SIGNATURE_BYTES:
+            # Racily clean (or not a regular file): stored so that no later run trusts
+            # it, but read by this very run.
+            return path in self._fresh
+        known = self._folders.get(folder)
+        if known is None:
+            return False
+        name = path[len(folder) :]
+        at = bisect.bisect_left(known.names, name)
+        return (
+            at < len(known.names)
+            and known.names[at] == name
+            and known.signatures[at * 32 : at * 32 + 32] == signature
+        )
+
+    def _row(self, path: str, folder: str, signature: bytes, data: bytes) -> Row:
+        if not self.is_current(path, folder, signature):
+            raise StaleCacheError(path)
+        return Row._make((*marshal.loads(data), path, False))
+
+    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> Iterator[Row]:
+        make = self._row
+        for path, folder, signature, data in self._connection.execute(sql, parameters):
+            yield make(path, folder, signature, data)
+
+    def by_score(self, prefilter: tuple[str, list[Any]] = ("", [])) -> Iterator[Row]:
+        """Valid rows, best score first (ties in no particular order)."""
+        where, parameters = prefilter
+        return self._rows(
+            f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1{where} ORDER BY score DESC",
+            parameters,
+        )
+
+    def all_rows(
+        self,
+        prefilter: tuple[str, list[Any]] = ("", []),
+        keep: Callable[[Row], bool] | None = None,
+    ) -> list[Row]:
+        """Every valid row passing ``prefilter`` (SQL) and ``keep``, interference marked."""
+        where, parameters = prefilter
+        rows = self._rows(f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1{where}", parameters)
+        if where or keep is not None:
+            return self.with_interference([row for row in rows if keep is None or keep(row)])
+        everything = list(rows)
+        scores = {row.id: row.score for row in everything}
+        return [_marked(row, scores) for row in everything]
+
+    def with_interference(self, rows: list[Row]) -> list[Row]:
+        """``rows`` with ``interference`` set: scoring below the best of those combined."""
+        wanted = sorted({i for row in rows for i in row.combines})
+        if not wanted:
+            return rows
+        scores: dict[str, float] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._rows(
+                f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1 AND id IN ({marks})", chunk
+            ):
+                scores[row.id] = row.score
+        return [_marked(row, scores) for row in rows]
+
+
+def _marked(row: Row, scores: dict[str, float]) -> Row:
+    if row.combines:
+        combined = [scores[i] for i in row.combines if i in scores]
+        if combined and row.score < max(combined):
+            return row._replace(interference=True)
+    return row
+
+
+def prefilter(filters: Filters) -> tuple[str, list[Any]]:
+    """SQL conditions that keep every row ``filters`` can accept (rows passing them are
+    still checked by :func:`kexp.query.matches`): the common filters run in SQLite."""
+    where: list[str] = []
+    parameters: list[Any] = []
+    for column, value in (
+        ("operator_lc", filters.operator),
+        ("dtype_lc", filters.dtype),
+        ("env_lc", filters.env),
+    ):
+        if value is not None:
+            where.append(f"instr({column}, ?) > 0")
+            parameters.append(value)
+    if filters.status is not None:
+        where.append(f"status IN ({','.join('?' * len(filters.status))})")
+        parameters.extend(filters.status)
+    if filters.is_buggy is not None:
+        where.append("is_buggy = ?")
+        parameters.append(int(filters.is_buggy))
+    if filters.min_score is not None:
+        where.append("score >= ?")
+        parameters.append(filters.min_score)
+    if filters.max_score is not None:
+        where.append("score <= ?")
+        parameters.append(filters.max_score)
+    return "".join(f" AND {w}" for w in where), parameters
 
 
 class StoreIndex:
@@ -166,125 +476,290 @@ class StoreIndex:
         self.file = cache_dir / INDEX_FILE
         self.settings = settings
         self.header = _header(settings)
+        self._base = str(experiments_dir).rstrip(os.sep) + os.sep
 
-    def load(self) -> dict[str, Entry]:
-        """The cached entries by relative path ({} when absent, stale or unreadable)."""
-        try:
-            # loads() of the whole file is several times faster than load() from a file.
-            data = marshal.loads(self.file.read_bytes())
-        except (OSError, EOFError, ValueError, TypeError):
-            return {}
-        if (
-            not isinstance(data, tuple)
-            or len(data) != 2
-            or data[0] != self.header
-            or not isinstance(data[1], dict)
-        ):
-            return {}
-        entries: dict[str, Entry] = data[1]
-        return entries
-
-    def save(self, entries: dict[str, Entry]) -> None:
-        """Write ``entries`` atomically, leaving out racily clean ones. Errors are ignored:
-        the cache is an optimisation, never a reason to fail."""
-        horizon = time.time_ns() - RACY_NS
-        stable = {path: entry for path, entry in entries.items() if entry[0] < horizon}
-        temporary = self.file.with_name(f".{self.file.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            with temporary.open("wb") as handle:
-                marshal.dump((self.header, stable), handle)
-            os.replace(temporary, self.file)
-        except OSError:
-            temporary.unlink(missing_ok=True)
-
-    def refresh(self) -> tuple[list[Row], list[tuple[str, str]]]:
-        """The rows of every valid experiment file, and (path, first error) of the others.
+    def refresh(self, *, rebuild: bool = False) -> IndexView:
+        """Bring the cache up to date with the files and return it for querying.
 
         Files whose stat matches the cache are not read; the others are read and
-        checked, and the cache is rewritten when anything changed. Paths are relative
-        to ``experiments/``.
+        checked. ``rebuild`` reads every file again (used after a stale row was found).
         """
-        # Loading and walking create a few objects per file and free none: the cyclic
-        # garbage collector would scan them all again and again (a third of the time).
+        # Walking creates a few objects per file and frees none: the cyclic garbage
+        # collector would scan them all again and again.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            cached = self.load()
-            try:
-                return self._refresh(cached)
-            except (TypeError, IndexError, ValueError):
-                # A cache of another shape (a bug, or tampering): read every file instead.
-                return self._refresh({})
+            return self._refresh(rebuild)
         finally:
             if collecting:
                 gc.enable()
 
-    def _refresh(self, cached: dict[str, Entry]) -> tuple[list[Row], list[tuple[str, str]]]:
-        known = len(cached)
-        seen: list[tuple[str, Entry]] = []
-        changed = False
-        rows: list[Row] = []
-        invalid: list[tuple[str, str]] = []
-        make = Row._make
-        root = str(self.experiments_dir) + os.sep
-        skip = len(root)
-        for full, name, info in walk_experiment_files(str(self.experiments_dir)):
-            relative = full[skip:]
-            signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-            # pop: each cached entry is dropped once used, so the cache and the rows built
-            # from it are not both held in memory.
-            entry = cached.pop(relative, None)
-            if entry is None or entry[:4] != signature or not stat.S_ISREG(info.st_mode):
-                if _NAME.fullmatch(name) is None:
-                    continue  # not an experiment file (a README, notes)
-                entry = (*signature, *self._check(Path(full)))
-                changed = True
-            seen.append((relative, entry))
-            if entry[4] is not None:
-                rows.append(make((*entry[4], relative, False)))
-            else:
-                invalid.append((relative, entry[5]))
-        if changed or len(seen) != known:
-            self.save(_shared(dict(seen)))
-        del cached, seen
-        combining = [i for i, row in enumerate(rows) if row.combines]
-        if combining:
-            scores = {row.id: row.score for row in rows}
-            for i in combining:
-                row = rows[i]
-                if _below_best(row.score, row.combines, scores):
-                    rows[i] = row._replace(interference=True)
-        return rows, invalid
+    def _open(self) -> sqlite3.Connection | None:
+        """The cache, if it exists, is readable and was written by this kexp."""
+        import sqlite3
 
-    def _check(self, path: Path) -> tuple[tuple[Any, ...] | None, str]:
-        checked = read_and_check(path, self.settings)
-        if checked.ok:
-            assert checked.document is not None
-            return _values(checked.document.fields), ""
-        first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-        return None, first.format()
+        if not self.file.is_file():
+            return None
+        try:
+            connection = sqlite3.connect(self.file, timeout=5.0, isolation_level=None)
+        except sqlite3.Error:
+            return None
+        try:
+            found = connection.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
+            if found is not None and found[0] == self.header:
+                return connection
+        except sqlite3.Error:
+            pass
+        connection.close()
+        return None
 
+    def _cached_folders(self, connection: sqlite3.Connection | None) -> dict[str, _Folder]:
+        import sqlite3
 
-def _below_best(score: float, combines: tuple[str, ...], scores: dict[str, float]) -> bool:
-    """Interference: an experiment scoring below the best of those it combines."""
-    combined = [scores[i] for i in combines if i in scores]
-    return bool(combined) and score < max(combined)
+        if connection is None:
+            return {}
+        try:
+            rows = connection.execute(
+                "SELECT folder, names, signatures, experiments FROM folders"
+            ).fetchall()
+            return {
+                folder: _Folder(marshal.loads(names), signatures, experiments)
+                for folder, names, signatures, experiments in rows
+            }
+        except (sqlite3.Error, EOFError, ValueError, TypeError):
+            return {}
 
+    def _refresh(self, rebuild: bool) -> IndexView:
+        import sqlite3
 
-def _shared(entries: dict[str, Entry]) -> dict[str, Entry]:
-    """``entries`` with equal strings made one object, so marshal writes them once."""
-    pool: dict[str, str] = {}
+        from kexp.validate import EXPERIMENT_NAME
 
-    def share(value: Any) -> Any:
-        return pool.setdefault(value, value) if isinstance(value, str) else value
+        connection = None if rebuild else self._open()
+        cached = self._cached_folders(connection)
+        if connection is not None and not cached:
+            connection.close()
+            connection = None
+        listing = list_folders(str(self.experiments_dir))
+        total = sum(len(names) for names in listing.values())
+        items = sorted(listing.items())
+        scanned = in_two_processes(_scan(self._base, cached), items, total)
+        changed = {folder: packed for folder, packed in scanned if packed is not None}
+        gone = [folder for folder in cached if folder not in listing]
+        folders = {folder: cached[folder] for folder, packed in scanned if packed is None}
 
-    shared: dict[str, Entry] = {}
-    for path, (mtime, size, inode, ctime, values, error) in entries.items():
-        if values is not None:
-            values = tuple(
-                tuple(share(v) for v in value) if isinstance(value, tuple) else share(value)
-                for value in values
+        # Which files to read again: new names, or a signature that differs.
+        to_check: list[tuple[str, Signature]] = []
+        removed: list[str] = []
+        new_folders: dict[str, _Folder] = {}
+        fullmatch = EXPERIMENT_NAME.fullmatch
+        for folder, packed in changed.items():
+            names = listing[folder]
+            unpacked = array("q")
+            unpacked.frombytes(packed)
+            known = cached.get(folder)
+            before: dict[str, bytes] = {}
+            if known is not None:
+                before = {
+                    name: known.signatures[i * 32 : i * 32 + 32]
+                    for i, name in enumerate(known.names)
+                }
+            count = 0
+            for i, name in enumerate(names):
+                if fullmatch(name) is None:
+                    before.pop(name, None)
+                    continue
+                count += 1
+                signature = packed[i * 32 : i * 32 + 32]
+                if before.pop(name, None) != signature or signature == _NO_SIGNATURE_BYTES:
+                    sig = (
+                        unpacked[4 * i],
+                        unpacked[4 * i + 1],
+                        unpacked[4 * i + 2],
+                        unpacked[4 * i + 3],
+                    )
+                    to_check.append((folder + name, sig))
+            removed.extend(folder + name for name in before)
+            new_folders[folder] = _Folder(tuple(names), packed, count)
+        for folder in gone:
+            removed.extend(folder + name for name in cached[folder].names)
+
+        checked = in_two_processes(self._checker(), to_check, len(to_check))
+        folders.update(new_folders)
+        if connection is None:
+            connection = self._build(folders, checked)
+        elif (changed or gone) and not self._update(
+            connection, new_folders, gone, removed, checked
+        ):
+            connection.close()
+            connection = self._build(folders, checked) if rebuild else None
+            if connection is None:
+                return self._refresh(rebuild=True)
+        view = IndexView(connection, folders, [], {path for path, _ in to_check})
+        try:
+            count = connection.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            invalid = connection.execute(
+                "SELECT path, folder, signature, error FROM files WHERE valid = 0 ORDER BY path"
+            ).fetchall()
+        except sqlite3.Error:
+            count, invalid = -1, []
+        expected = sum(folder.experiments for folder in folders.values())
+        trusted = all(view.is_current(path, folder, sig) for path, folder, sig, _ in invalid)
+        if count != expected or not trusted:
+            connection.close()
+            if rebuild:
+                raise StaleCacheError(str(self.file))
+            return self._refresh(rebuild=True)
+        view.invalid = [(path, error) for path, _, _, error in invalid]
+        return view
+
+    def _checker(self) -> Callable[[list[tuple[str, Signature]]], list[Checked]]:
+        """A worker reading and checking (path, signature) items, run in two processes."""
+        # Imported here, before any fork, so that a child inherits them.
+        from kexp.problems import sort_problems
+        from kexp.validate import read_and_check
+
+        base, settings = self._base, self.settings
+
+        def check(items: list[tuple[str, Signature]]) -> list[Checked]:
+            out: list[Checked] = []
+            for relative, signature in items:
+                result = read_and_check(Path(base + relative), settings)
+                if result.ok:
+                    assert result.document is not None
+                    out.append((relative, signature, _values(result.document.fields), ""))
+                    continue
+                errors = [p for p in sort_problems(result.problems) if p.severity == "error"]
+                out.append((relative, signature, None, errors[0].format()))
+            return out
+
+        return check
+
+    def _records(self, checked: list[Checked]) -> Iterator[tuple[Any, ...]]:
+        horizon = time.time_ns() - RACY_NS
+        for path, signature, values, error in checked:
+            folder = path[: path.rfind(os.sep) + 1]
+            stored = signature if signature[0] < horizon else _NO_SIGNATURE
+            packed = array("q", stored).tobytes()
+            if values is None:
+                yield (
+                    path,
+                    folder,
+                    packed,
+                    0,
+                    error,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+                continue
+            fields = dict(zip(FRONT_MATTER_FIELDS, values, strict=False))
+            score = fields["score"]
+            yield (
+                path,
+                folder,
+                packed,
+                1,
+                "",
+                fields["id"],
+                float(score) if isinstance(score, (int, float)) else None,
+                str(fields["operator_sig"]).lower(),
+                str(fields["dtype_sig"]).lower(),
+                str(fields["env"]).lower(),
+                fields["status"],
+                int(bool(fields["is_buggy"])),
+                marshal.dumps(values),
             )
-        shared[path] = (mtime, size, inode, ctime, values, error)
-    return shared
+
+    def _folder_records(self, folders: dict[str, _Folder]) -> Iterator[tuple[Any, ...]]:
+        horizon = time.time_ns() - RACY_NS
+        for folder, known in folders.items():
+            packed = array("q")
+            packed.frombytes(known.signatures)
+            for i in range(0, len(packed), 4):
+                if packed[i] >= horizon:
+                    packed[i : i + 4] = array("q", _NO_SIGNATURE)
+            yield folder, marshal.dumps(known.names), packed.tobytes(), known.experiments
+
+    def _build(self, folders: dict[str, _Folder], checked: list[Checked]) -> sqlite3.Connection:
+        """A new cache with everything, written to a temporary file renamed into place
+        (in memory only when the cache folder cannot be written)."""
+        import sqlite3
+
+        temporary = self.file.with_name(f".{self.file.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(temporary, isolation_level=None)
+            try:
+                self._fill(connection, folders, checked)
+            finally:
+                connection.close()
+            os.replace(temporary, self.file)
+        except (OSError, sqlite3.Error):
+            temporary.unlink(missing_ok=True)
+        else:
+            reopened = self._open()
+            if reopened is not None:
+                return reopened
+        connection = sqlite3.connect(":memory:", isolation_level=None)
+        self._fill(connection, folders, checked)
+        return connection
+
+    def _fill(
+        self, connection: sqlite3.Connection, folders: dict[str, _Folder], checked: list[Checked]
+    ) -> None:
+        connection.execute("PRAGMA journal_mode = OFF")  # a new file: renamed when complete
+        connection.execute("PRAGMA synchronous = OFF")
+        connection.execute("BEGIN")
+        for statement in (_SCHEMA + _INDEXES).split(";"):
+            if statement.strip() and "CREATE INDEX" not in statement:
+                connection.execute(statement)
+        connection.execute("INSERT INTO meta VALUES ('header', ?)", (self.header,))
+        connection.executemany(
+            "INSERT INTO folders VALUES (?, ?, ?, ?)", self._folder_records(folders)
+        )
+        connection.executemany(_INSERT_FILE, self._records(checked))
+        for statement in _INDEXES.split(";"):
+            if statement.strip():
+                connection.execute(statement)
+        connection.execute("COMMIT")
+
+    def _update(
+        self,
+        connection: sqlite3.Connection,
+        folders: dict[str, _Folder],
+        gone: list[str],
+        removed: list[str],
+        checked: list[Checked],
+    ) -> bool:
+        """Write what changed in one transaction; False if that failed (another writer
+        held the cache too long, a full disk)."""
+        import sqlite3
+
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return False
+        try:
+            connection.executemany("DELETE FROM folders WHERE folder = ?", [(f,) for f in gone])
+            connection.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
+            connection.executemany(
+                "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)", self._folder_records(folders)
+            )
+            connection.executemany(
+                _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE"), self._records(checked)
+            )
+            connection.execute("COMMIT")
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            return False
+        return True
+
+
+_NO_SIGNATURE_BYTES = array("q", _NO_SIGNATURE).tobytes()
+_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

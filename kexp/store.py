@@ -17,7 +17,7 @@ import re
 import secrets
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp import ids
 from kexp.errors import (
@@ -44,7 +44,12 @@ from kexp.validate import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kexp.changelog import Changes, HistoryEntry
+    from kexp.index import IndexView, Row
+
+_T = TypeVar("_T")
 
 EXPERIMENTS_DIR = "experiments"
 CACHE_DIR = ".kexp"
@@ -227,21 +232,57 @@ class Store:
         self._mark_interference(experiments)
         return experiments
 
-    def _summaries(self, *, strict: bool) -> list[Any]:
-        """The front-matter of every valid experiment, for filtering and ranking.
+    def _summaries(self, *, strict: bool, wanted: Filters | None = None) -> list[Any]:
+        """The front-matter of every valid experiment (passing ``wanted``), for filtering
+        and ranking.
 
         From the cache (:mod:`kexp.index`: rows, no unchanged file read) for the working
         tree; whole experiments for a store that has no cache (:meth:`at`).
         :meth:`_complete` and :meth:`_brief` turn them into experiments.
         """
         if not self._cached:
-            return self._load(strict=strict)
-        from kexp.index import StoreIndex
+            found = self._load(strict=strict)
+            return found if wanted is None else [e for e in found if self._matches(e, wanted)]
+        from kexp.index import prefilter
 
-        rows, invalid = StoreIndex(self.experiments_dir, self.cache_dir, self.settings).refresh()
-        for relative, error in invalid:
-            self._skip(self.experiments_dir / relative, error, [], strict)
-        return rows
+        if wanted is None:
+            return self._with_index(strict, lambda view: view.all_rows())
+        if wanted.outcome is not None:  # the outcome depends on interference: mark it first
+            return self._with_index(
+                strict,
+                lambda view: [
+                    r for r in view.all_rows(prefilter(wanted)) if self._matches(r, wanted)
+                ],
+            )
+        return self._with_index(
+            strict,
+            lambda view: view.all_rows(prefilter(wanted), lambda row: self._matches(row, wanted)),
+        )
+
+    def _matches(self, item: Any, wanted: Filters) -> bool:
+        return matches(item, wanted, self.settings)
+
+    def _with_index(self, strict: bool, use: Callable[[IndexView], _T]) -> _T:
+        """``use(view)`` of the refreshed cache; invalid files warned about (or raised).
+
+        A cached row found not to match its file (a damaged cache) makes the cache be
+        rebuilt from the files, and ``use`` run again.
+        """
+        from kexp.index import StaleCacheError, StoreIndex
+
+        index = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
+        view = index.refresh()
+        try:
+            for relative, error in view.invalid:
+                self._skip(self.experiments_dir / relative, error, [], strict)
+            try:
+                return use(view)
+            except StaleCacheError:
+                view.close()
+                view = index.refresh(rebuild=True)
+                return use(view)
+        finally:
+            view.close()
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
         if self._cached and not os.path.lexists(path):
@@ -322,7 +363,7 @@ class Store:
         text = filters.pop("text", None)
         wanted = build_filters(**self._resolve_filter_ids(filters))
         text_filter = build_filters(text=text) if text is not None else None
-        found = [e for e in self._summaries(strict=strict) if matches(e, wanted, self.settings)]
+        found = self._summaries(strict=strict, wanted=wanted)
         if reachable_from is not None:
             from kexp.provenance import reachable
 
@@ -346,15 +387,23 @@ class Store:
         ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
         cache); only the experiments returned are read whole (none with ``brief``).
         """
-        limit = self.settings.top_default if max_results is None else max_results
+        limit = max(0, self.settings.top_default if max_results is None else max_results)
+        asked_outcome = filters.get("outcome") is not None
+        skip_buggy = not (include_buggy or asked_outcome or filters.get("is_buggy") is not None)
+        skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
+        if self._cached and filters.get("text") is None and filters.get("reachable_from") is None:
+            wanted = build_filters(**self._resolve_filter_ids(filters))
+            best = self._with_index(
+                strict, lambda view: self._best_rows(view, wanted, limit, skip_buggy, skip_pending)
+            )
+            best = rank(best)[:limit]
+            return self._brief(best) if brief else self._complete(best, strict=strict)
         found = self._filtered(filters, strict=strict)
         candidates = found.experiments
-        asked_outcome = filters.get("outcome") is not None
-        if not (include_buggy or asked_outcome or filters.get("is_buggy") is not None):
+        if skip_buggy:
             candidates = [e for e in candidates if not e.is_buggy]
-        if not (include_pending or asked_outcome or filters.get("status") is not None):
+        if skip_pending:
             candidates = [e for e in candidates if e.status not in PENDING_STATUSES]
-        limit = max(0, limit)
         if found.text is None:
             best = rank(_best_scores(candidates, limit))[:limit]
             return self._brief(best) if brief else self._complete(best, strict=strict)
@@ -366,6 +415,33 @@ class Store:
             batch = self._complete(ranked[start : start + max(limit, 1) * 4], strict=strict)
             chosen += [e for e in batch if matches(e, found.text, self.settings)]
         return chosen[:limit]
+
+    def _best_rows(
+        self, view: IndexView, wanted: Filters, limit: int, skip_buggy: bool, skip_pending: bool
+    ) -> list[Row]:
+        """The cached rows that can be among the ``limit`` best passing ``wanted``: read
+        in score order until ``limit`` are found and the next score is lower (ties kept)."""
+        from kexp.index import prefilter
+
+        chosen: list[Row] = []
+        if limit == 0:
+            return chosen
+        threshold: float | None = None
+        for row in view.by_score(prefilter(wanted)):
+            if threshold is not None and row.score < threshold:
+                break
+            if skip_buggy and row.is_buggy:
+                continue
+            if skip_pending and row.status in PENDING_STATUSES:
+                continue
+            if wanted.outcome is not None:  # the outcome depends on interference
+                row = view.with_interference([row])[0]
+            if not matches(row, wanted, self.settings):
+                continue
+            chosen.append(row)
+            if len(chosen) == limit:
+                threshold = row.score
+        return view.with_interference(chosen)
 
     def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
         resolved = dict(filters)

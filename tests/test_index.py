@@ -1,8 +1,9 @@
-"""The query cache (.kexp/index-v1) is never wrong: every way a file can change is seen."""
+"""The query cache (.kexp/index-v2.sqlite) is never wrong: every way a file can change is seen."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import warnings
@@ -124,8 +125,8 @@ def test_another_process_write_is_seen(store: Store, aged: list[KernelExperiment
     "damage",
     [
         b"",
-        b"garbage that is not marshal data",
-        b"\xe3\x00\x00\x00",  # a truncated marshal object
+        b"garbage that is not an SQLite database" * 100,
+        b"SQLite format 3\x00\x10\x00",  # a truncated SQLite file
     ],
 )
 def test_a_corrupt_cache_is_rebuilt_silently(
@@ -138,18 +139,105 @@ def test_a_corrupt_cache_is_rebuilt_silently(
         assert _scores(store) == _uncached(store)
 
 
+def _poison_scores(index: Path, header: str | None = None) -> None:
+    """Set every cached score to 99.0 (the row data), and the header if given."""
+    import marshal
+
+    with sqlite3.connect(index) as db:
+        for path, data in db.execute("SELECT path, data FROM files").fetchall():
+            values = marshal.loads(data)
+            poisoned = (*values[:3], 99.0, *values[4:])
+            db.execute("UPDATE files SET data = ? WHERE path = ?", (marshal.dumps(poisoned), path))
+        if header is not None:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'header'", (header,))
+    db.close()
+
+
 def test_a_cache_from_another_version_is_rebuilt(
     store: Store, aged: list[KernelExperiment]
 ) -> None:
-    import marshal
-
     _scores(store)
     index = store.cache_dir / INDEX_FILE
-    header, entries = marshal.loads(index.read_bytes())
+    with sqlite3.connect(index) as db:
+        (header,) = db.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
+    db.close()
     # Same shape, but every score changed: a cache of another version must not be used.
-    poisoned = {k: (*v[:4], (*v[4][:3], 99.0, *v[4][4:]), v[5]) for k, v in entries.items()}
-    index.write_bytes(marshal.dumps((header.replace("kexp=", "kexp=0.0.0-other"), poisoned)))
+    _poison_scores(index, header.replace("kexp=", "kexp=0.0.0-other"))
     assert 99.0 not in _scores(store).values()
+    assert _scores(store) == _uncached(store)
+
+
+def test_a_row_that_does_not_match_its_file_makes_the_cache_rebuilt(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    """A cache damaged behind kexp's back (rows of other files, rows missing) is found
+    out by the signature every returned row carries, or by the count of rows."""
+    _scores(store)
+    index = store.cache_dir / INDEX_FILE
+    with sqlite3.connect(index) as db:
+        # Every row claims to have been read from another version of its file.
+        db.execute("UPDATE files SET signature = zeroblob(32), data = data")
+    db.close()
+    _poison_scores(index)
+    assert _scores(store) == _uncached(store)
+    assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+    with sqlite3.connect(index) as db:
+        db.execute("DELETE FROM files WHERE path LIKE ?", (f"%{aged[2].id}%",))
+    db.close()
+    assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+
+
+def test_top_and_filters_agree_with_a_store_read_without_cache(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    for n in range(12):
+        exp = make_experiment(
+            score=1.0 + (n % 5) / 10,  # ties
+            operator_sig=f"ÄOp{n % 3}(x)",  # non-ASCII: lowered by Python, not SQLite
+            is_buggy=n % 4 == 0,
+            **({"error_message": "boom"} if n % 4 == 0 else {}),
+        )
+        assert exp.path is not None
+        _age(exp.path)
+    plain = Store(store.root)
+    plain._cached = False
+    for filters in (
+        {},
+        {"operator": "äop1"},
+        {"operator": "op2", "min_score": 1.2},
+        {"include_buggy": True},
+        {"is_buggy": True},
+        {"max_score": 1.1, "status": "done"},
+        {"outcome": ["improvement", "marginal"]},
+    ):
+        for limit in (0, 1, 3, 20):
+            cached = [(e.id, e.score) for e in store.top_experiments(limit, **filters)]
+            assert cached == [(e.id, e.score) for e in plain.top_experiments(limit, **filters)]
+        wanted = {k: v for k, v in filters.items() if k != "include_buggy"}
+        assert [e.id for e in store.list_experiments(**wanted)] == [
+            e.id for e in plain.list_experiments(**wanted)
+        ]
+
+
+def test_two_processes_build_the_same_cache_as_one(
+    store: Store, make_experiment: Callable[..., KernelExperiment], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above a size the folders are stat'ed, and the files read, by this process and a
+    forked child: the answer is the same as from one process."""
+    import kexp.index
+
+    for n in range(8):
+        exp = make_experiment(score=1.0 + n / 10)
+        assert exp.path is not None
+        _age(exp.path)
+    (store.experiments_dir / "2020" / "01").mkdir(parents=True)
+    monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    parallel = _scores(store)
+    (store.cache_dir / INDEX_FILE).unlink()
+    monkeypatch.setenv("KEXP_NO_FORK", "1")
+    monkeypatch.setattr(kexp.index, "_forkable", lambda: False)
+    assert parallel == _scores(store) == _uncached(store)
 
 
 def test_a_file_that_became_invalid_is_skipped_with_a_warning(
