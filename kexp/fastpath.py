@@ -2,9 +2,10 @@
 
 Reading 100,000 files through a YAML parser takes many seconds, but files kexp wrote
 are simple: one ``key: value`` line per field, values plain, single-quoted, or flow
-lists of plain words. :func:`read_simple_front_matter` reads exactly that subset and
-returns the same values the full reader (:mod:`kexp.yamlio`) would; for anything else
-(comments, block lists, escapes, special characters, a value YAML would retype) it
+lists of plain or single-quoted words. :func:`read_simple_front_matter` reads exactly
+that subset (and, when asked, block lists of one-line flow mappings: the ``results``
+field) and returns the same values the full reader (:mod:`kexp.yamlio`) would; for
+anything else (comments, escapes, special characters, a value YAML would retype) it
 returns ``None`` and the caller falls back to the full reader. Plain scalars are
 resolved with PyYAML's own implicit resolvers, so ``yes``, ``1e3`` or ``0o17`` mean
 what YAML says they mean.
@@ -17,17 +18,54 @@ from typing import Any
 
 import yaml
 
-_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
-# A plain scalar we accept: starts with a safe character, no tab, no ': ' or ' #', no
-# trailing space or colon (checked in _plain_value). Anything else: fall back.
-_PLAIN = re.compile(r"[A-Za-z0-9_./(+~\-][^\t]*")
-_PLAIN_ITEM = re.compile(r"[A-Za-z0-9_./(+~\-][^\t'\"\[\]{},#&*!|>%@`:]*")
-_SINGLE_QUOTED = re.compile(r"'((?:[^'\n]|'')*)'")
+# A key YAML reads as an implicit (simple) key: at most 1024 characters up to the ':'
+# (longer is a syntax error), so keys are kept far shorter.
+_KEY = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+_KEY_LINE = re.compile(_KEY + r": (.*)")
+_BLOCK_KEY_LINE = re.compile(_KEY + r":")
+# One item of a block list (at column 0, after a 'key:' line): a one-line flow mapping.
+_MAPPING_ITEM_LINE = re.compile(r"- \{(.*)\}")
+_QUOTED = r"'([^'\n]*(?:''[^'\n]*)*)'"
+# A plain scalar in a flow collection: no flow indicators, quotes, ':' or '#'.
+_PLAIN_ITEM_TEXT = r"[A-Za-z0-9_./(+~\-][^\t'\"\[\]{},#&*!|>%@`:]*"
+_PLAIN_ITEM = re.compile(_PLAIN_ITEM_TEXT)
+_SINGLE_QUOTED = re.compile(_QUOTED)
+# One item of a flow list, then ', ' and the next item, or the end.
+_FLOW_ITEM = re.compile(r"(?:" + _QUOTED + r"|(" + _PLAIN_ITEM_TEXT + r"))(?:, (?=.)|$)")
+# One 'key: value' of a flow mapping (the value quoted, a simple float, or plain), then
+# ', ' and the next entry, or the end.
+_FLOW_ENTRY = re.compile(
+    r"(" + _KEY + r"): (?:" + _QUOTED + r"|(-?[0-9]+\.[0-9]+)|(" + _PLAIN_ITEM_TEXT + r"))"
+    r"(?:, (?=.)|$)"
+)
 _FLOAT_SIMPLE = re.compile(r"-?[0-9]+\.[0-9]+")
+# Hex digits with at least one letter (ids, commit hashes): no implicit resolver matches
+# them (a float needs '.', a timestamp '-', an int only digits, '0x' or '0b' + bits).
+_HEX_WORD = re.compile(r"(?!0b)[0-9a-f]*[a-f][0-9a-f]*")
 _INT_SIMPLE = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _STR = "tag:yaml.org,2002:str"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
+# A plain scalar may start with one of these (others: fall back); a first character
+# no implicit resolver is registered for makes it a string, whatever follows.
+_PLAIN_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./(+~-")
+_STRING_FIRST = frozenset(c for c in _PLAIN_FIRST if c not in _RESOLVERS)
+# The commonest lines the line cache misses in files kexp wrote, by value: 2: an id or a
+# commit hash (hex digits with a letter; see _HEX_WORD); 3: a quoted text without quotes
+# inside (a timestamp); 4: a number with a decimal point (a score); 5: a plain text
+# starting with a character no resolver is registered for (a summary; checked further).
+_COMMON_LINE = re.compile(
+    r"(" + _KEY + r"): (?:((?!0b)[0-9a-f]*[a-f][0-9a-f]*)|'([^'\n]*)'|(-?[0-9]+\.[0-9]+)"
+    r"|([" + re.escape("".join(sorted(_STRING_FIRST))) + r"][^\n]*))"
+)
+#: Whether a key resolves to a string (keys repeat: field names), bounded in size.
+_KEY_IS_STR: dict[str, bool] = {}
+_KEY_CACHE_SIZE = 4096
+#: Per set of string fields, ``key: value`` lines already read (most lines of a store
+#: repeat: status, is_buggy, dtype_sig, env, tags, author...) and their key and value
+#: (a list kept as a tuple); emptied when full.
+_LINE_CACHES: dict[frozenset[str], dict[str, tuple[str, Any]]] = {}
+_LINE_CACHE_SIZE = 16384
 
 
 def _tag_of_plain(value: str) -> str:
@@ -37,20 +75,37 @@ def _tag_of_plain(value: str) -> str:
     return _STR
 
 
+def _key_is_str(key: str) -> bool:
+    known = _KEY_IS_STR.get(key)
+    if known is None:
+        known = _tag_of_plain(key) == _STR
+        if len(_KEY_IS_STR) < _KEY_CACHE_SIZE:
+            _KEY_IS_STR[key] = known
+    return known
+
+
 def _plain_value(value: str, keep_text: bool) -> Any:
     """The value of a plain scalar, or raise ``_Unsure``."""
-    if value.endswith((" ", ":")) or ": " in value or " #" in value:
+    if value[-1] in " :" or ": " in value or " #" in value:
         raise _Unsure
-    if value[0] == "-" and (len(value) == 1 or value[1] == " "):
+    first = value[0]
+    if first in _STRING_FIRST:
+        return value
+    if first == "-" and (len(value) == 1 or value[1] == " "):
         raise _Unsure  # a block sequence entry, not a scalar
+    if _HEX_WORD.fullmatch(value):
+        return value
+    if _FLOAT_SIMPLE.fullmatch(value):
+        # The float resolver comes first for a digit or '-' and matches this shape.
+        if keep_text:
+            raise _Unsure
+        return float(value)
     tag = _tag_of_plain(value)
     if tag == _STR:
         return value
     if keep_text:
         raise _Unsure  # the full reader keeps it as text and warns; let it
     if tag.endswith(":float"):
-        if _FLOAT_SIMPLE.fullmatch(value):
-            return float(value)
         return _CONSTRUCTOR.construct_yaml_float(yaml.ScalarNode(tag, value))
     if tag.endswith(":int"):
         if len(value) > 300:
@@ -67,6 +122,46 @@ class _Unsure(Exception):
     """The line is outside the simple subset."""
 
 
+def _flow_list(inner: str, keep_text: bool) -> list[Any]:
+    values: list[Any] = []
+    if not inner:
+        return values
+    pos, end = 0, len(inner)
+    while pos < end:
+        match = _FLOW_ITEM.match(inner, pos)
+        if match is None:
+            raise _Unsure
+        quoted = match.group(1)
+        if quoted is not None:
+            values.append(quoted.replace("''", "'"))
+        else:
+            values.append(_plain_value(match.group(2), keep_text))
+        pos = match.end()
+    return values
+
+
+def _flow_mapping(inner: str) -> dict[str, Any]:
+    mapping: dict[str, Any] = {}
+    pos, end = 0, len(inner)
+    while pos < end:
+        match = _FLOW_ENTRY.match(inner, pos)
+        if match is None:
+            raise _Unsure
+        key = match.group(1)
+        if key in mapping or not _key_is_str(key):
+            raise _Unsure
+        kind = match.lastindex
+        if kind == 2:
+            mapping[key] = match.group(2).replace("''", "'")
+        elif kind == 3:
+            mapping[key] = float(match.group(3))
+        else:
+            # Values inside a mapping are typed, even under a string field.
+            mapping[key] = _plain_value(match.group(4), False)
+        pos = match.end()
+    return mapping
+
+
 def _value(text: str, keep_text: bool) -> Any:
     if not text:
         raise _Unsure
@@ -77,41 +172,106 @@ def _value(text: str, keep_text: bool) -> Any:
             raise _Unsure
         return match.group(1).replace("''", "'")
     if first == "[":
-        if not text.endswith("]"):
+        if text[-1] != "]":
             raise _Unsure
-        inner = text[1:-1]
-        if not inner:
-            return []
-        items = inner.split(", ")
-        values = []
-        for item in items:
-            if not _PLAIN_ITEM.fullmatch(item):
-                raise _Unsure
-            values.append(_plain_value(item, keep_text))
-        return values
-    if not _PLAIN.fullmatch(text):
+        return _flow_list(text[1:-1], keep_text)
+    if first not in _PLAIN_FIRST or "\t" in text:
         raise _Unsure
     return _plain_value(text, keep_text)
 
 
-def read_simple_front_matter(text: str, string_fields: frozenset[str]) -> dict[str, Any] | None:
+def read_simple_front_matter(
+    text: str, string_fields: frozenset[str], *, block_lists: bool = False
+) -> dict[str, Any] | None:
     """The front-matter mapping of ``text`` if it is in the simple subset, else None.
 
     When a mapping is returned it equals what :func:`kexp.yamlio.read_mapping` returns
-    for the same text (with no warnings to report).
+    for the same text (with no warnings to report). With ``block_lists``, a ``key:``
+    line followed directly by ``- {flow mapping}`` lines (how ``results`` is written)
+    is read too; without it every value is on its key's line.
     """
+    cache = _LINE_CACHES.get(string_fields)
+    if cache is None or len(cache) >= _LINE_CACHE_SIZE:
+        if len(_LINE_CACHES) >= 8:
+            _LINE_CACHES.clear()
+        cache = _LINE_CACHES[string_fields] = {}
     values: dict[str, Any] = {}
+    # The list of the block list being read, and whether it has no item yet.
+    items: list[Any] | None = None
+    empty = False
     try:
         for line in text.split("\n"):
-            if not line:
+            known = cache.get(line)
+            if known is not None:
+                key, value = known
+                if type(value) is tuple:
+                    value = list(value)
+            elif not line:
+                if empty:
+                    return None  # 'key:' with no item on the next line: null, or odd
+                items = None
                 continue
-            match = _KEY_LINE.fullmatch(line)
-            if match is None:
+            elif line[0] == "-":
+                if items is None or not line.isprintable():
+                    return None
+                match = _MAPPING_ITEM_LINE.fullmatch(line)
+                if match is None:
+                    return None
+                items.append(_flow_mapping(match.group(1)))
+                empty = False
+                continue
+            else:
+                match = _COMMON_LINE.fullmatch(line)
+                if match is not None:
+                    key = match.group(1)
+                    kind = match.lastindex
+                    if kind == 2:
+                        value = match.group(2)
+                    elif kind == 3:
+                        value = match.group(3)
+                        if not value.isprintable():
+                            return None
+                    elif kind == 5:
+                        value = match.group(5)
+                        if (
+                            value[-1] in " :"
+                            or ": " in value
+                            or " #" in value
+                            or not value.isprintable()
+                        ):
+                            return None  # a comment, a mapping, tabs...: not simple
+                    elif key in string_fields:
+                        return None  # the full reader keeps it as text and warns
+                    else:
+                        value = float(match.group(4))
+                    if not _key_is_str(key):
+                        return None
+                    cache[line] = (key, value)
+                elif not line.isprintable():
+                    return None
+                else:
+                    match = _KEY_LINE.fullmatch(line)
+                    if match is None:
+                        if empty or not (block_lists and _BLOCK_KEY_LINE.fullmatch(line)):
+                            return None
+                        key = line[:-1]
+                        if key in values or not _key_is_str(key):
+                            return None
+                        items = values[key] = []
+                        empty = True
+                        continue
+                    raw = match.group(1)
+                    key = line[: len(line) - len(raw) - 2]
+                    if not _key_is_str(key):
+                        return None
+                    value = _value(raw, key in string_fields)
+                    cache[line] = (key, tuple(value) if type(value) is list else value)
+            if empty or key in values:
                 return None
-            key, raw = match.group(1), match.group(2)
-            if key in values or _tag_of_plain(key) != _STR or not line.isprintable():
-                return None
-            values[key] = _value(raw, key in string_fields)
+            items = None
+            values[key] = value
     except (_Unsure, ValueError, yaml.YAMLError):
+        return None
+    if empty:
         return None
     return values
