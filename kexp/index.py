@@ -70,14 +70,7 @@ ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
 _DEFAULTS: dict[str, Any] = {"tags": (), "author": "", "combines": (), "results": ()}
 _KNOWN = frozenset(FRONT_MATTER_FIELDS)
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE folders (
-    folder TEXT PRIMARY KEY,      -- relative to experiments/, '' or ending with a separator
-    names BLOB NOT NULL,          -- marshal: the sorted *.md names
-    signatures BLOB NOT NULL,     -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
-    experiments INTEGER NOT NULL  -- how many of the names are experiment file names
-);
+_FILES_TABLE = """
 CREATE TABLE files (
     path TEXT PRIMARY KEY,        -- folder + name
     folder TEXT NOT NULL,
@@ -92,13 +85,22 @@ CREATE TABLE files (
     status TEXT,
     is_buggy INTEGER,
     data BLOB                     -- marshal: the front-matter values (Row order)
-);
-"""
-_INDEXES = """
-CREATE INDEX files_by_folder ON files (folder);
-CREATE INDEX files_by_score ON files (valid, score);
-CREATE INDEX files_by_id ON files (id);
-"""
+)"""
+_TABLES = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE folders (
+        folder TEXT PRIMARY KEY,      -- relative to experiments/: '' or ending with '/'
+        names BLOB NOT NULL,          -- marshal: the sorted *.md names
+        signatures BLOB NOT NULL,     -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
+        experiments INTEGER NOT NULL  -- how many of the names are experiment file names
+    )""",
+    _FILES_TABLE,
+)
+_INDEXES = (
+    "CREATE INDEX files_by_folder ON files (folder)",
+    "CREATE INDEX files_by_score ON files (valid, score)",
+    "CREATE INDEX files_by_id ON files (id)",
+)
 _ROW_COLUMNS = "path, folder, signature, data"
 
 
@@ -144,7 +146,8 @@ class Row(NamedTuple):
         return exp
 
 
-Signature = tuple[int, int, int, int]
+#: A file's packed stat signature: 4 native int64 (see :func:`signatures`).
+Signature = bytes
 #: One checked file: (path, signature, values or None, first error or "").
 Checked = tuple[str, Signature, "tuple[Any, ...] | None", str]
 
@@ -188,27 +191,30 @@ def _visible_entries(folder: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def list_folders(root: str) -> dict[str, list[str]]:
-    """Every folder below ``root`` (relative, ``""`` for ``root`` itself, others ending
-    with a separator) → its sorted ``*.md`` names.
+def list_folder(path: str) -> tuple[list[str], list[str]] | None:
+    """(sorted ``*.md`` names, sorted sub-folder names) of one folder; None when it is
+    not a folder (any more).
 
-    Hidden entries are skipped and symbolic links to folders are not followed; a
-    symbolic link to a file is listed (reading it reports it). Names are not checked.
+    Hidden entries (writers' temporary files) are skipped. A name ending in ``.md`` is
+    taken for a file without a ``stat`` (each gets one later, which tells a file from
+    anything else); other names are ``lstat``-ed to find folders, so symbolic links to
+    folders are not followed.
     """
-    base = root.rstrip(os.sep) + os.sep
-    found: dict[str, list[str]] = {}
-    pending = [""]
-    while pending:
-        folder = pending.pop()
-        names: list[str] = []
-        for entry in _visible_entries(base + folder):
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(f"{folder}{entry.name}{os.sep}")
-            elif entry.name.endswith(".md"):
-                names.append(entry.name)
-        names.sort()
-        found[folder] = names
-    return found
+    try:
+        entries = os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
+    names = [name for name in entries if name.endswith(".md") and name[0] != "."]
+    names.sort()
+    folders: list[str] = []
+    for name in [name for name in entries if name[0] != "." and not name.endswith(".md")]:
+        try:
+            if stat.S_ISDIR(os.lstat(os.path.join(path, name)).st_mode):
+                folders.append(name)
+        except OSError:
+            continue
+    folders.sort()
+    return names, folders
 
 
 def walk_experiment_names(folder: str, prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -271,16 +277,31 @@ def _forkable() -> bool:
     return (cores or 1) > 1
 
 
-def in_two_processes(work: Callable[[list[_In]], Any], items: list[_In], weight: int) -> list[Any]:
+def in_two_processes(
+    work: Callable[[list[_In]], list[Any]],
+    items: list[_In],
+    weight: int,
+    weights: Sequence[int] | None = None,
+    after_child: Callable[[int], None] | None = None,
+) -> list[Any]:
     """``work(items)`` as one list, split between this process and a forked child when
-    ``weight`` (the number of files involved) makes it worth it.
+    ``weight`` (the number of files involved) makes it worth it; ``weights`` (one per
+    item) balance the halves.
 
     The child sends its result back as ``marshal`` data; if it fails in any way its
     half is done here instead, so the answer never depends on the child.
+    ``after_child(pid)`` runs once the child has ended (to clean up after it).
     """
     if weight < PARALLEL_MIN_FILES or len(items) < 2 or not _forkable():
-        return list(work(items))
+        return work(items)
     half = len(items) // 2
+    if weights is not None:
+        total, running = sum(weights), 0
+        for index, value in enumerate(weights):
+            running += value
+            if running * 2 >= total:
+                half = max(1, min(len(items) - 1, index + 1))
+                break
     mine, theirs = items[:half], items[half:]
     read_end, write_end = os.pipe()
     sys.stdout.flush()
@@ -306,6 +327,8 @@ def in_two_processes(work: Callable[[list[_In]], Any], items: list[_In], weight:
     finally:
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
+        if after_child is not None:
+            after_child(pid)
     if status == 0:
         try:
             result.extend(marshal.loads(b"".join(chunks)))
@@ -327,23 +350,32 @@ class _Folder(NamedTuple):
     experiments: int
 
 
-def _scan(
-    base: str, cached: dict[str, _Folder]
-) -> Callable[[list[tuple[str, list[str]]]], list[tuple[str, bytes | None]]]:
-    """A worker: (folder, signatures or None when unchanged) for (folder, names) items."""
+#: What scanning one folder finds: (folder, exists, names and signatures when they
+#: differ from the cache's (else None, None), sub-folder names).
+Scanned = tuple[str, bool, "tuple[str, ...] | None", "bytes | None", "tuple[str, ...]"]
 
-    def work(items: list[tuple[str, list[str]]]) -> list[tuple[str, bytes | None]]:
-        out: list[tuple[str, bytes | None]] = []
-        for folder, names in items:
+
+def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], list[Scanned]]:
+    """A worker listing and ``stat``-ing folders (relative to ``base``), comparing each
+    with its cached names and packed signatures."""
+
+    def scan(folders: list[str]) -> list[Scanned]:
+        out: list[Scanned] = []
+        for folder in folders:
+            listed = list_folder(base + folder)
+            if listed is None:
+                out.append((folder, False, None, None, ()))
+                continue
+            names, subfolders = listed
             packed = signatures(base + folder, names).tobytes()
             known = cached.get(folder)
-            unchanged = (
-                known is not None and known.signatures == packed and list(known.names) == names
-            )
-            out.append((folder, None if unchanged else packed))
+            if known is not None and known.signatures == packed and list(known.names) == names:
+                out.append((folder, True, None, None, tuple(subfolders)))
+            else:
+                out.append((folder, True, tuple(names), packed, tuple(subfolders)))
         return out
 
-    return work
+    return scan
 
 
 class IndexView:
@@ -532,68 +564,45 @@ class StoreIndex:
     def _refresh(self, rebuild: bool) -> IndexView:
         import sqlite3
 
-        from kexp.validate import EXPERIMENT_NAME
-
+        # One horizon for the whole refresh, taken before any file is read: a file
+        # modified after it is racily clean (see the module documentation).
+        horizon = time.time_ns() - RACY_NS
         connection = None if rebuild else self._open()
         cached = self._cached_folders(connection)
         if connection is not None and not cached:
             connection.close()
             connection = None
-        listing = list_folders(str(self.experiments_dir))
-        total = sum(len(names) for names in listing.values())
-        items = sorted(listing.items())
-        scanned = in_two_processes(_scan(self._base, cached), items, total)
-        changed = {folder: packed for folder, packed in scanned if packed is not None}
-        gone = [folder for folder in cached if folder not in listing]
-        folders = {folder: cached[folder] for folder, packed in scanned if packed is None}
+        found = self._scan(cached)
+        gone = [folder for folder in cached if folder not in found]
 
         # Which files to read again: new names, or a signature that differs.
+        folders: dict[str, _Folder] = {}
+        changed: dict[str, _Folder] = {}
         to_check: list[tuple[str, Signature]] = []
         removed: list[str] = []
-        new_folders: dict[str, _Folder] = {}
-        fullmatch = EXPERIMENT_NAME.fullmatch
-        for folder, packed in changed.items():
-            names = listing[folder]
-            unpacked = array("q")
-            unpacked.frombytes(packed)
+        for folder, (_, _, names, packed, _) in found.items():
             known = cached.get(folder)
-            before: dict[str, bytes] = {}
-            if known is not None:
-                before = {
-                    name: known.signatures[i * 32 : i * 32 + 32]
-                    for i, name in enumerate(known.names)
-                }
-            count = 0
-            for i, name in enumerate(names):
-                if fullmatch(name) is None:
-                    before.pop(name, None)
-                    continue
-                count += 1
-                signature = packed[i * 32 : i * 32 + 32]
-                if before.pop(name, None) != signature or signature == _NO_SIGNATURE_BYTES:
-                    sig = (
-                        unpacked[4 * i],
-                        unpacked[4 * i + 1],
-                        unpacked[4 * i + 2],
-                        unpacked[4 * i + 3],
-                    )
-                    to_check.append((folder + name, sig))
-            removed.extend(folder + name for name in before)
-            new_folders[folder] = _Folder(tuple(names), packed, count)
-        for folder in gone:
-            removed.extend(folder + name for name in cached[folder].names)
+            if names is None or packed is None:
+                assert known is not None
+                folders[folder] = known
+                continue
+            count, stale, missing = _compare(names, packed, known)
+            to_check.extend((folder + name, signature) for name, signature in stale)
+            removed.extend(folder + name for name in missing)
+            folders[folder] = changed[folder] = _Folder(names, packed, count)
 
-        checked = in_two_processes(self._checker(), to_check, len(to_check))
-        folders.update(new_folders)
-        if connection is None:
-            connection = self._build(folders, checked)
-        elif (changed or gone) and not self._update(
-            connection, new_folders, gone, removed, checked
-        ):
-            connection.close()
-            connection = self._build(folders, checked) if rebuild else None
+        checked, sides = self._check(to_check, horizon)
+        try:
             if connection is None:
+                connection = self._build(folders, checked, sides, horizon)
+            elif (changed or gone) and not self._update(
+                connection, changed, gone, removed, checked, sides, horizon
+            ):
+                connection.close()
                 return self._refresh(rebuild=True)
+        finally:
+            for side in sides:
+                side.unlink(missing_ok=True)
         view = IndexView(connection, folders, [], {path for path, _ in to_check})
         try:
             count = connection.execute("SELECT COUNT(*) FROM files").fetchone()[0]
@@ -612,8 +621,25 @@ class StoreIndex:
         view.invalid = [(path, error) for path, _, _, error in invalid]
         return view
 
+    def _scan(self, cached: dict[str, _Folder]) -> dict[str, Scanned]:
+        """Every folder reachable from ``experiments/`` now, scanned: the cached ones in
+        two processes (when there are many files), new ones here."""
+        scan = _scanner(self._base, cached)
+        known = sorted(cached)
+        sizes = [len(cached[folder].names) + 1 for folder in known]
+        scanned = {item[0]: item for item in in_two_processes(scan, known, sum(sizes), sizes)}
+        found: dict[str, Scanned] = {}
+        pending = [""]
+        while pending:
+            folder = pending.pop()
+            item = scanned.get(folder) or scan([folder])[0]
+            if item[1]:
+                found[folder] = item
+                pending.extend(f"{folder}{name}{os.sep}" for name in item[4])
+        return found
+
     def _checker(self) -> Callable[[list[tuple[str, Signature]]], list[Checked]]:
-        """A worker reading and checking (path, signature) items, run in two processes."""
+        """A worker reading and checking (path, signature) items."""
         # Imported here, before any fork, so that a child inherits them.
         from kexp.problems import sort_problems
         from kexp.validate import read_and_check
@@ -634,28 +660,58 @@ class StoreIndex:
 
         return check
 
-    def _records(self, checked: list[Checked]) -> Iterator[tuple[Any, ...]]:
-        horizon = time.time_ns() - RACY_NS
+    def _side(self, pid: int) -> Path:
+        return self.file.with_name(f".{self.file.name}.{pid}.side")
+
+    def _check(
+        self, to_check: list[tuple[str, Signature]], horizon: int
+    ) -> tuple[list[Checked], list[Path]]:
+        """Read and check files: the results in memory when they are few; else written
+        by this process and a forked child into side databases (returned), so that
+        neither holds every row in memory."""
+        import sqlite3
+
+        check = self._checker()
+        if len(to_check) < PARALLEL_MIN_FILES:
+            return check(to_check), []
+
+        def into_side(items: list[tuple[str, Signature]]) -> list[str]:
+            side = self._side(os.getpid())
+            side.unlink(missing_ok=True)
+            database = sqlite3.connect(side, isolation_level=None)
+            try:
+                database.execute("PRAGMA journal_mode = OFF")
+                database.execute("PRAGMA synchronous = OFF")
+                database.execute(_FILES_TABLE)
+                database.execute("BEGIN")
+                for start in range(0, len(items), 500):
+                    records = self._records(check(items[start : start + 500]), horizon)
+                    database.executemany(_INSERT_FILE, records)
+                    # Parsing leaves reference cycles, and the collector is paused.
+                    gc.collect(0)
+                database.execute("COMMIT")
+            finally:
+                database.close()
+            return [str(side)]
+
+        def forget(pid: int) -> None:
+            pass  # the child's side database is used (or removed) by the caller
+
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            sides = in_two_processes(into_side, to_check, len(to_check), None, forget)
+        except (OSError, sqlite3.Error):
+            self._side(os.getpid()).unlink(missing_ok=True)
+            return check(to_check), []
+        return [], [Path(side) for side in sides]
+
+    def _records(self, checked: list[Checked], horizon: int) -> Iterator[tuple[Any, ...]]:
         for path, signature, values, error in checked:
             folder = path[: path.rfind(os.sep) + 1]
-            stored = signature if signature[0] < horizon else _NO_SIGNATURE
-            packed = array("q", stored).tobytes()
+            racy = int.from_bytes(signature[:8], sys.byteorder, signed=True) >= horizon
+            packed = _NO_SIGNATURE_BYTES if racy else signature
             if values is None:
-                yield (
-                    path,
-                    folder,
-                    packed,
-                    0,
-                    error,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                )
+                yield (path, folder, packed, 0, error, *_NO_VALUES)
                 continue
             fields = dict(zip(FRONT_MATTER_FIELDS, values, strict=False))
             score = fields["score"]
@@ -675,8 +731,9 @@ class StoreIndex:
                 marshal.dumps(values),
             )
 
-    def _folder_records(self, folders: dict[str, _Folder]) -> Iterator[tuple[Any, ...]]:
-        horizon = time.time_ns() - RACY_NS
+    def _folder_records(
+        self, folders: dict[str, _Folder], horizon: int
+    ) -> Iterator[tuple[Any, ...]]:
         for folder, known in folders.items():
             packed = array("q")
             packed.frombytes(known.signatures)
@@ -685,7 +742,13 @@ class StoreIndex:
                     packed[i : i + 4] = array("q", _NO_SIGNATURE)
             yield folder, marshal.dumps(known.names), packed.tobytes(), known.experiments
 
-    def _build(self, folders: dict[str, _Folder], checked: list[Checked]) -> sqlite3.Connection:
+    def _build(
+        self,
+        folders: dict[str, _Folder],
+        checked: list[Checked],
+        sides: list[Path],
+        horizon: int,
+    ) -> sqlite3.Connection:
         """A new cache with everything, written to a temporary file renamed into place
         (in memory only when the cache folder cannot be written)."""
         import sqlite3
@@ -695,7 +758,7 @@ class StoreIndex:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(temporary, isolation_level=None)
             try:
-                self._fill(connection, folders, checked)
+                self._fill(connection, folders, checked, sides, horizon)
             finally:
                 connection.close()
             os.replace(temporary, self.file)
@@ -706,27 +769,34 @@ class StoreIndex:
             if reopened is not None:
                 return reopened
         connection = sqlite3.connect(":memory:", isolation_level=None)
-        self._fill(connection, folders, checked)
+        self._fill(connection, folders, checked, sides, horizon)
         return connection
 
     def _fill(
-        self, connection: sqlite3.Connection, folders: dict[str, _Folder], checked: list[Checked]
+        self,
+        connection: sqlite3.Connection,
+        folders: dict[str, _Folder],
+        checked: list[Checked],
+        sides: list[Path],
+        horizon: int,
     ) -> None:
         connection.execute("PRAGMA journal_mode = OFF")  # a new file: renamed when complete
         connection.execute("PRAGMA synchronous = OFF")
         connection.execute("BEGIN")
-        for statement in (_SCHEMA + _INDEXES).split(";"):
-            if statement.strip() and "CREATE INDEX" not in statement:
-                connection.execute(statement)
+        for statement in _TABLES:
+            connection.execute(statement)
         connection.execute("INSERT INTO meta VALUES ('header', ?)", (self.header,))
         connection.executemany(
-            "INSERT INTO folders VALUES (?, ?, ?, ?)", self._folder_records(folders)
+            "INSERT INTO folders VALUES (?, ?, ?, ?)", self._folder_records(folders, horizon)
         )
-        connection.executemany(_INSERT_FILE, self._records(checked))
-        for statement in _INDEXES.split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        connection.executemany(_INSERT_FILE, self._records(checked, horizon))
         connection.execute("COMMIT")
+        for side in sides:
+            connection.execute("ATTACH DATABASE ? AS side", (str(side),))
+            connection.execute("INSERT OR REPLACE INTO files SELECT * FROM side.files")
+            connection.execute("DETACH DATABASE side")
+        for statement in _INDEXES:
+            connection.execute(statement)
 
     def _update(
         self,
@@ -735,31 +805,78 @@ class StoreIndex:
         gone: list[str],
         removed: list[str],
         checked: list[Checked],
+        sides: list[Path],
+        horizon: int,
     ) -> bool:
         """Write what changed in one transaction; False if that failed (another writer
         held the cache too long, a full disk)."""
         import sqlite3
 
+        names = [f"side{i}" for i in range(len(sides))]
         try:
+            for side, name in zip(sides, names, strict=True):
+                connection.execute(f"ATTACH DATABASE ? AS {name}", (str(side),))
             connection.execute("BEGIN IMMEDIATE")
         except sqlite3.Error:
+            _detach(connection, names)
             return False
         try:
-            connection.executemany("DELETE FROM folders WHERE folder = ?", [(f,) for f in gone])
+            for folder in gone:
+                connection.execute("DELETE FROM folders WHERE folder = ?", (folder,))
+                connection.execute("DELETE FROM files WHERE folder = ?", (folder,))
             connection.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
             connection.executemany(
-                "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)", self._folder_records(folders)
+                "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)",
+                self._folder_records(folders, horizon),
             )
-            connection.executemany(
-                _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE"), self._records(checked)
-            )
+            connection.executemany(_UPSERT_FILE, self._records(checked, horizon))
+            for name in names:
+                connection.execute(f"INSERT OR REPLACE INTO files SELECT * FROM {name}.files")
             connection.execute("COMMIT")
         except sqlite3.Error:
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
             return False
+        finally:
+            _detach(connection, names)
         return True
+
+
+def _detach(connection: sqlite3.Connection, names: list[str]) -> None:
+    import sqlite3
+
+    for name in names:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute(f"DETACH DATABASE {name}")
+
+
+def _compare(
+    names: tuple[str, ...], packed: bytes, known: _Folder | None
+) -> tuple[int, list[tuple[str, Signature]], list[str]]:
+    """For a folder whose listing differs from the cache: how many experiment files it
+    holds, those to read again (new, or another signature), and cached names gone."""
+    from kexp.validate import EXPERIMENT_NAME
+
+    fullmatch = EXPERIMENT_NAME.fullmatch
+    before: dict[str, bytes] = {}
+    if known is not None:
+        before = {
+            name: known.signatures[i * 32 : i * 32 + 32] for i, name in enumerate(known.names)
+        }
+    count = 0
+    stale: list[tuple[str, Signature]] = []
+    for i, name in enumerate(names):
+        previous = before.pop(name, None)
+        if fullmatch(name) is None:
+            continue
+        count += 1
+        signature = packed[i * 32 : i * 32 + 32]
+        if previous != signature or signature == _NO_SIGNATURE_BYTES:
+            stale.append((name, signature))
+    return count, stale, list(before)
 
 
 _NO_SIGNATURE_BYTES = array("q", _NO_SIGNATURE).tobytes()
 _INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_UPSERT_FILE = _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE")
+_NO_VALUES = (None,) * 8
