@@ -46,17 +46,19 @@ _INT_SIMPLE = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _STR = "tag:yaml.org,2002:str"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
-# A plain scalar may start with one of these (others: fall back); a first character
-# no implicit resolver is registered for makes it a string, whatever follows.
-_PLAIN_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./(+~-")
-_STRING_FIRST = frozenset(c for c in _PLAIN_FIRST if c not in _RESOLVERS)
+# Characters a plain scalar may not start with (YAML's indicators, blanks); '-', '?' and
+# ':' may when no space follows (checked in _plain_value). A first character no implicit
+# resolver is registered for makes a plain scalar a string, whatever follows.
+_NOT_PLAIN_FIRST = frozenset(" \t,[]{}#&*!|>'\"%@`")
 # The commonest lines the line cache misses in files kexp wrote, by value: 2: an id or a
 # commit hash (hex digits with a letter; see _HEX_WORD); 3: a quoted text without quotes
 # inside (a timestamp); 4: a number with a decimal point (a score); 5: a plain text
 # starting with a character no resolver is registered for (a summary; checked further).
 _COMMON_LINE = re.compile(
     r"(" + _KEY + r"): (?:((?!0b)[0-9a-f]*[a-f][0-9a-f]*)|'([^'\n]*)'|(-?[0-9]+\.[0-9]+)"
-    r"|([" + re.escape("".join(sorted(_STRING_FIRST))) + r"][^\n]*))"
+    r"|([^\s"
+    + re.escape("".join(sorted(_NOT_PLAIN_FIRST | set("-?:") | {c for c in _RESOLVERS if c})))
+    + r"][^\n]*))"
 )
 #: Whether a key resolves to a string (keys repeat: field names), bounded in size.
 _KEY_IS_STR: dict[str, bool] = {}
@@ -89,10 +91,10 @@ def _plain_value(value: str, keep_text: bool) -> Any:
     if value[-1] in " :" or ": " in value or " #" in value:
         raise _Unsure
     first = value[0]
-    if first in _STRING_FIRST:
+    if first in "-?:" and (len(value) == 1 or value[1] == " "):
+        raise _Unsure  # a block sequence entry, a complex key or a value: not a scalar
+    if first not in _RESOLVERS:
         return value
-    if first == "-" and (len(value) == 1 or value[1] == " "):
-        raise _Unsure  # a block sequence entry, not a scalar
     if _HEX_WORD.fullmatch(value):
         return value
     if _FLOAT_SIMPLE.fullmatch(value):
@@ -175,7 +177,7 @@ def _value(text: str, keep_text: bool) -> Any:
         if text[-1] != "]":
             raise _Unsure
         return _flow_list(text[1:-1], keep_text)
-    if first not in _PLAIN_FIRST or "\t" in text:
+    if first in _NOT_PLAIN_FIRST or "\t" in text:
         raise _Unsure
     return _plain_value(text, keep_text)
 
