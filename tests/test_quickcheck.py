@@ -10,8 +10,15 @@ characters).
 
 from __future__ import annotations
 
+import codecs
+import datetime as dt
+import json
+import re
 import string
+from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,12 +28,20 @@ from kexp.fastpath import (
     _tag_of_plain,
     read_simple_front_matter,
 )
-from kexp.fileformat import _FRONT_MATTER_BAD_CHAR, STRING_FIELDS
+from kexp.fileformat import _FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
+from kexp.model import KernelExperiment
+from kexp.quickcheck import _real_time, quick_fields
+from kexp.validate import EXPERIMENT_NAME, check_bytes
 from kexp.yamlio import YamlReadError, read_mapping, render_field
 
 # --- the fast front-matter reader ------------------------------------------------------
 
-_TRICKY = string.ascii_letters + string.digits + " -:#'\",[]{}&*!|>%@`~.+_/()?=\t\\é🚀\xa0"
+_TRICKY = (
+    string.ascii_letters
+    + string.digits
+    + " -:#'\",[]{}&*!|>%@`~.+_/()?=\t\\é🚀\xa0"
+    + ";$^<Ä\u2003\x85"
+)
 
 
 def _same_as_yaml(text: str, *, block_lists: bool = False) -> dict[str, object] | None:
@@ -214,3 +229,426 @@ def test_the_line_cache_gives_fresh_lists() -> None:
     first["results"][0]["config"] = "y"
     again = read_simple_front_matter(text, STRING_FIELDS, block_lists=True)
     assert again == {"tags": ["a", "b"], "results": [{"config": "x", "speedup": 1.5}]}
+
+
+# --- the quick verdict ------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "corpus" / "bad"
+#: Where the bad-input corpus files lie in a store, unless expected.json says otherwise.
+CORPUS_NAME = "experiments/2026/11/6749f3a0c2d41e7b-unrolled.md"
+BUNDLED = sorted(
+    p for p in (REPO / "experiments").rglob("*.md") if EXPERIMENT_NAME.fullmatch(p.name)
+)
+BENCH = REPO / "bench" / ".data" / "n1000-seed20261129-v1" / "store" / "experiments"
+
+
+def _agree(data: bytes | str, path: str | Path) -> dict[str, Any] | None:
+    """quick_fields of a file, checked against check_bytes: None, or its valid fields."""
+    quick = quick_fields(data, path)
+    if quick is not None:
+        checked = check_bytes(data, Path(path))
+        assert checked.ok, [p.format() for p in checked.problems]
+        assert checked.document is not None
+        fields = checked.document.fields
+        assert quick == fields
+        assert list(quick) == list(fields)
+        assert _types(quick) == _types(fields)
+    return quick
+
+
+def test_the_bad_corpus_is_never_valid() -> None:
+    expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
+    assert len(expected) >= 40
+    for name, entry in expected.items():
+        data = (CORPUS / name).read_bytes()
+        assert quick_fields(data, entry.get("path", CORPUS_NAME)) is None, name
+        _agree(data, CORPUS / name)  # under its own name (not an experiment's)
+
+
+def test_bundled_experiments_take_the_fast_answer() -> None:
+    assert len(BUNDLED) >= 10
+    for path in BUNDLED:
+        data = path.read_bytes()
+        assert _agree(data, path) is not None, path
+        assert _agree(data, str(path)) is not None, path
+        # The same file with CRLF line endings or a BOM is as valid.
+        assert _agree(data.replace(b"\n", b"\r\n"), path) is not None, path
+        assert _agree(codecs.BOM_UTF8 + data, path) is not None, path
+
+
+@pytest.mark.skipif(not BENCH.is_dir(), reason="bench data not generated (bench/generate.py)")
+def test_bench_store_takes_the_fast_answer() -> None:
+    paths = sorted(p for p in BENCH.rglob("*.md") if EXPERIMENT_NAME.fullmatch(p.name))
+    assert len(paths) >= 1000
+    for path in paths:
+        assert _agree(path.read_bytes(), path) is not None, path
+
+
+def _real_time_by_strptime(stamp: str) -> bool:
+    try:
+        dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return False
+    return True
+
+
+def test_real_times_are_what_strptime_accepts() -> None:
+    for year in ("0000", "0001", "1900", "2000", "2023", "2024", "2100", "9999"):
+        for month in ("00", "01", "02", "04", "09", "12", "13", "99"):
+            for day in ("00", "01", "28", "29", "30", "31", "32", "99"):
+                stamp = f"{year}-{month}-{day}T12:00:00"
+                assert _real_time(stamp) == _real_time_by_strptime(stamp), stamp
+    for hour in ("00", "09", "23", "24", "99"):
+        for minute in ("00", "59", "60", "99"):
+            for second in ("00", "59", "60", "61", "99"):
+                stamp = f"2026-11-29T{hour}:{minute}:{second}"
+                assert _real_time(stamp) == _real_time_by_strptime(stamp), stamp
+
+
+GOOD_ID = "6749f3a0c2d41e7b"
+GOOD_PATH = f"experiments/2026/11/{GOOD_ID}-unrolled.md"
+
+
+def _experiment(**overrides: Any) -> KernelExperiment:
+    fields: dict[str, Any] = {
+        "id": GOOD_ID,
+        "change_summary": "Unrolled the inner loop by 4 - +1.90%",
+        "score": 1.019,
+        "status": "done",
+        "operator_sig": "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+        "dtype_sig": "bf16",
+        "env": "MI300X, ROCm 7.0.0",
+        "base_commit": "3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e",
+        "created_at": "2026-11-29T15:52:36Z",
+        "detailed_description": "**Approach**: unroll 4\n\n**Key insight**: unrolling helps",
+        "raw_result": "Iteration 1 Results - SUCCESS",
+        "code_change": "--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-a\n+b",
+    }
+    fields.update(overrides)
+    return KernelExperiment(**fields)
+
+
+#: Valid files to mutate: the bundled experiments, and files kexp writes.
+BASES: list[tuple[str, str]] = [
+    (str(p.relative_to(REPO)), p.read_text(encoding="utf-8")) for p in BUNDLED
+] + [
+    (GOOD_PATH, serialize(_experiment(**overrides)))
+    for overrides in (
+        {},
+        {"is_buggy": True, "status": "failed", "score": 0.0, "error_message": "Segfault"},
+        {
+            "is_buggy": True,
+            "error_message": "```\nnot closed\n## Error message\nx",
+            "raw_result": "## Error message\nin a verbatim fence",
+            "tags": ["a", "yes", "1.5"],
+            "combines": ["6749f3a1d4e5f6a7", "1234567890123456"],
+            "results": [
+                {"config": "a,b", "baseline": 1.0, "candidate": 2, "speedup": 0.5},
+                {"config": "c", "speedup": 1.5, "unit": "us"},
+            ],
+            "preamble": "a preamble\n## not a heading",
+            "extra_sections": [("Notes", "~~~\nfenced")],
+        },
+    )
+]
+
+
+def test_bases_are_valid_and_fast() -> None:
+    for path, text in BASES:
+        assert _agree(text.encode(), path) is not None, path
+
+
+_LINES = [
+    "## Error message",
+    "## Error message\n\nSegfault",
+    "## Raw result",
+    "## Code change",
+    "## Detailed description",
+    "## error MESSAGE  ",
+    "##",
+    "## ",
+    "##\tError message",
+    "### Error message",
+    " ## Error message",
+    "```",
+    "````",
+    "~~~",
+    "~~~~",
+    "   ```",
+    "    ```",
+    "``` ",
+    "```\t",
+    "``` x",
+    "``` `x`",
+    "~~~ `x`",
+    "```kexp-verbatim",
+    "```diff",
+    "``",
+    "---",
+    "--- ",
+    "---x",
+    "...",
+    "",
+    " ",
+    "\t",
+    "text",
+    "# comment",
+    "key: value",
+    "reviewer: alice",
+    "tags: [a, b]",
+    "tags: []",
+    "results:",
+    "- {config: x, speedup: 1.0}",
+    "- {config: x, speedup: 1.0, speedup: 2.0}",
+    "is_buggy: true",
+    "is_buggy: false",
+    "score: .inf",
+    f"id: {GOOD_ID}",
+    "status: done",
+    "env: a: b",
+    "pid: ''",
+]
+_FIELD_VALUES = {
+    "id": [GOOD_ID, "6749F3A0C2D41E7B", "1234567890123456", "0b10101010101010", f"'{GOOD_ID}'"],
+    "pid": ["''", GOOD_ID, "x", "''''", "6749f3a1d4e5f6a7"],
+    "score": [
+        "1.0",
+        "0",
+        "1",
+        ".inf",
+        ".nan",
+        "-.inf",
+        "-1.0",
+        "1e309",
+        "1.0e+3",
+        "'1.5'",
+        "1_000.5",
+        "true",
+        "0x1F",
+        "1:30",
+        "9" * 30,
+        "-0.0",
+    ],
+    "is_buggy": ["true", "false", "yes", "True", "'true'", "1", "null"],
+    "created_at": [
+        f"'{stamp}'"
+        for stamp in (
+            "2026-02-30T00:00:00Z",
+            "2024-02-29T23:59:59Z",
+            "2023-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-00-10T00:00:00Z",
+            "2026-01-00T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-01-01T23:60:00Z",
+            "2026-01-01T23:59:60Z",
+            "0000-01-01T00:00:00Z",
+            "2026-11-29T15:52:36.5Z",
+            "2026-11-29T15:52:36Z ",
+            "2026-11-29 15:52:36Z",
+            "1900-02-29T00:00:00Z",
+            "2000-02-29T00:00:00Z",
+        )
+    ]
+    + ["2026-11-29T15:52:36Z"],
+    "status": ["done", "new", "weird", "'done'", "Done"],
+    "tags": ["[a, a]", "[a, '']", "[]", "['x', y]", "[yes]", "[a, 1]"],
+    "results": [
+        "[]",
+        "\n- {config: a, speedup: 0}",
+        "\n- {config: a, speedup: 1.0}",
+        "\n- {speedup: 1.0}",
+        "\n- {config: '', speedup: 1.0}",
+    ],
+    "change_summary": ["x" * 81, "x" * 80, "'a''b'", "a #b", "a: b", "''", "yes"],
+    "combines": ["[6749f3a1d4e5f6a7]", "[x]", "[6749f3a1d4e5f6a7, 6749f3a1d4e5f6a7]"],
+    "author": ["''", "'a'", "[a]"],
+}
+_CHARS = [
+    "\t",
+    "\x00",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\ufeff",
+    "\xa0",
+    "\r",
+    "é",
+    "🚀",
+    "\x7f",
+    "\ufffe",
+    "`",
+    "~",
+    "#",
+    "\n",
+    " ",
+    "'",
+]
+_NAMES = [
+    f"{GOOD_ID}-unrolled.md",
+    f"{GOOD_ID}.md",
+    "6749f3a1d4e5f6a7-other.md",
+    "notes.md",
+    f"{GOOD_ID}-Upper.md",
+]
+_mutation = st.one_of(
+    st.tuples(st.just("insert"), st.integers(0, 200), st.sampled_from(_LINES)),
+    st.tuples(st.just("replace"), st.integers(0, 200), st.sampled_from(_LINES)),
+    st.tuples(st.just("delete"), st.integers(0, 200)),
+    st.tuples(st.just("duplicate"), st.integers(0, 200)),
+    st.sampled_from(sorted(_FIELD_VALUES)).flatmap(
+        lambda field: st.tuples(
+            st.just("field"), st.just(field), st.sampled_from(_FIELD_VALUES[field])
+        )
+    ),
+    st.tuples(st.just("char"), st.integers(0, 5000), st.sampled_from(_CHARS)),
+    st.tuples(st.just("truncate"), st.integers(0, 5000)),
+    st.tuples(st.just("name"), st.sampled_from(_NAMES)),
+    st.sampled_from([("crlf",), ("crlf-first",), ("bom",), ("bad-utf8",)]),
+)
+
+
+def _mutate(path: str, text: str, mutation: tuple[Any, ...]) -> tuple[str, str | bytes]:
+    kind = mutation[0]
+    lines = text.split("\n")
+    if kind in ("insert", "replace", "delete", "duplicate"):
+        index = mutation[1] % len(lines)
+        if kind == "insert":
+            lines.insert(index, mutation[2])
+        elif kind == "replace":
+            lines[index] = mutation[2]
+        elif kind == "delete":
+            del lines[index]
+        else:
+            lines.insert(index, lines[index])
+        return path, "\n".join(lines)
+    if kind == "field":
+        field, value = mutation[1], mutation[2]
+        line = f"{field}: {value}" if not value.startswith("\n") else f"{field}:{value}"
+        pattern = re.compile(rf"^{field}:.*(?:\n- .*)*$", re.MULTILINE)
+        if pattern.search(text):
+            return path, pattern.sub(lambda _: line, text, count=1)
+        return path, text.replace("\n", f"\n{line}\n", 1)
+    if kind == "char":
+        index = mutation[1] % (len(text) + 1)
+        return path, text[:index] + mutation[2] + text[index:]
+    if kind == "truncate":
+        return path, text[: mutation[1] % (len(text) + 1)]
+    if kind == "name":
+        return str(Path(path).with_name(mutation[1])), text
+    if kind == "crlf":
+        return path, text.replace("\n", "\r\n")
+    if kind == "crlf-first":
+        return path, text.replace("\n", "\r\n", 1)
+    if kind == "bom":
+        return path, "\ufeff" + text
+    assert kind == "bad-utf8"
+    data = text.encode()
+    return path, data[: len(data) // 2] + b"\xff" + data[len(data) // 2 :]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    base=st.sampled_from(BASES),
+    mutations=st.lists(_mutation, min_size=1, max_size=3),
+)
+def test_mutated_files_are_answered_right(
+    base: tuple[str, str], mutations: list[tuple[Any, ...]]
+) -> None:
+    path, text = base
+    data: str | bytes = text
+    for mutation in mutations:
+        if isinstance(data, bytes):
+            break
+        path, data = _mutate(path, data, mutation)
+    _agree(data.encode() if isinstance(data, str) else data, path)
+    if isinstance(data, str):
+        _agree(data, path)
+
+
+def test_headings_inside_fences_are_no_sections() -> None:
+    buggy = _experiment(is_buggy=True, status="failed", error_message="boom")
+    text = serialize(buggy)
+    assert _agree(text.encode(), GOOD_PATH) is not None
+    head, tail = text.split("## Error message\n\nboom\n")
+    for body, valid in (
+        ("```\n## Error message\n\nboom\n```\n", False),
+        ("~~~\n## Error message\n\nboom\n~~~\n", False),
+        ("   ````x\n## Error message\n\nboom\n   ````\n", False),
+        ("```\n## Error message\n\nboom\n````  \n", False),
+        ("````\n## Error message\n\nboom\n```\n", False),  # a shorter run does not close
+        ("``` `x`\n## Error message\n\nboom\n", True),  # not a fence: ` in the info
+        ("~~~ `x`\n## Error message\n\nboom\n~~~\n", False),  # a tilde fence may
+        ("    ```\n## Error message\n\nboom\n", True),  # indented code, not a fence
+        ("## Error message\n\n```kexp-verbatim\n  \n```\n", False),  # blank when unwrapped
+        ("## Error message\n\n```kexp-verbatim\nx\n```\n", True),
+        ("## Error message\n\n   \n", False),
+        ("## Error message", False),
+        ("## error message\n\nboom\n## ERROR MESSAGE  \n\nagain\n", False),  # twice
+    ):
+        changed = head + body + tail
+        quick = _agree(changed.encode(), GOOD_PATH)
+        assert (quick is not None) == valid, body
+        assert check_bytes(changed.encode(), Path(GOOD_PATH)).ok == valid, body
+
+
+def test_an_unclosed_fence_runs_to_the_end() -> None:
+    text = serialize(_experiment()) + "\n## Notes\n\n```\nopen\n## Raw result\n\nagain\n"
+    assert _agree(text.encode(), GOOD_PATH) is not None
+
+
+def test_values_outside_the_fast_reader_are_not_sure() -> None:
+    text = serialize(_experiment())
+    for old, new in (
+        ("env: MI300X, ROCm 7.0.0", 'env: "MI300X"'),
+        ("env: MI300X, ROCm 7.0.0", "env: MI300X  # comment"),
+        ("dtype_sig: bf16", "dtype_sig: bf16\ntags:\n- a"),
+        ("---\n", "---\n# comment\n"),
+    ):
+        changed = text.replace(old, new, 1)
+        assert check_bytes(changed.encode(), Path(GOOD_PATH)).ok
+        assert _agree(changed.encode(), GOOD_PATH) is None
+    # A blank line between fields is read (YAML skips it).
+    changed = text.replace("dtype_sig: bf16", "dtype_sig: bf16\n\nauthor: a")
+    assert _agree(changed.encode(), GOOD_PATH) == {
+        **check_bytes(text.encode(), Path(GOOD_PATH)).document.fields,  # type: ignore[union-attr]
+        "author": "a",
+    }
+
+
+_tame = st.text(alphabet=string.ascii_letters + string.digits + " -+.,:#'\"[]()/%", max_size=30)
+_body = st.lists(st.one_of(st.sampled_from(_LINES), _tame), max_size=6).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    summary=_tame.filter(lambda s: s.strip()),
+    env=_tame,
+    tags=st.lists(
+        st.text(alphabet=string.ascii_letters + string.digits + " -_./", min_size=1, max_size=9),
+        max_size=3,
+        unique=True,
+    ),
+    is_buggy=st.booleans(),
+    bodies=st.lists(_body, min_size=6, max_size=6),
+)
+def test_files_kexp_writes_take_the_fast_answer(
+    summary: str, env: str, tags: list[str], is_buggy: bool, bodies: list[str]
+) -> None:
+    exp = _experiment(
+        change_summary=summary[:80],
+        env=env,
+        tags=tags,
+        is_buggy=is_buggy,
+        detailed_description=bodies[0],
+        raw_result=bodies[1],
+        profiling_info=bodies[2],
+        error_message=bodies[3],
+        code_change=bodies[4],
+        preamble=bodies[5],
+    )
+    data = serialize(exp).encode()
+    quick = _agree(data, GOOD_PATH)
+    if check_bytes(data, Path(GOOD_PATH)).ok:
+        assert quick is not None

@@ -1,0 +1,183 @@
+"""A quick, certain verdict on an experiment file: its fields when valid, else "not sure".
+
+Building the query cache from scratch reads and checks every file of the store, and
+:func:`kexp.validate.check_bytes` costs several hundred microseconds a file: it builds
+a whole :class:`~kexp.fileformat.Document` (every line, every section, positions).
+Files kexp wrote are canonical, and their validity can be decided from much less:
+
+* the text: UTF-8, a BOM and CRLF endings undone as :func:`kexp.fileformat.decode`
+  does, no other carriage return;
+* the front-matter: ``---`` lines around it, no character YAML refuses, read by
+  :func:`kexp.fastpath.read_simple_front_matter` (values exactly as the YAML reader's,
+  or no answer), valid against the schema (the compiled validator), the id of the file
+  name (as ``validate.id_from_name`` reads it), a finite score, a real ``created_at``;
+* the body: only its ``## `` headings and code fences matter (a duplicate known section
+  is an error; ``is_buggy: true`` needs a non-empty ``## Error message``). One regular
+  expression finds the lines that can open or close a fence or be a heading, and the
+  fence state machine of :func:`kexp.fileformat._fence_state` runs over those alone.
+
+:func:`quick_fields` returns the fields only when :func:`~kexp.validate.check_bytes`
+would find the file valid (``ok``) with exactly these fields; for anything else (an
+error, or a file outside what it reads: comments, blank first lines, double quotes,
+block lists other than ``results``...) it returns None and the caller runs the full
+check, which reports the problems.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime as dt
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from kexp.fastpath import read_simple_front_matter
+from kexp.fileformat import (
+    _FIELD_BY_HEADING,
+    _FRONT_MATTER_BAD_CHAR,
+    STRING_FIELDS,
+    VERBATIM_INFO,
+    _decode_segment,
+    _unwrap,
+)
+from kexp.schema import is_schema_valid
+from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME
+
+_BOM = codecs.BOM_UTF8
+#: A newline, then a line that may open or close a code fence (up to 3 spaces, a run of
+#: 3 or more backticks or tildes: group 1, the rest of the line: group 2) or be a
+#: heading (``##`` alone or ``## `` and text: group 3 is the text after ``##``). Any
+#: other line leaves the fence state of ``fileformat._fence_state`` as it is and is no
+#: heading.
+_CANDIDATE_LINE = re.compile(r"\n(?: {0,3}(`{3,}|~{3,})([^\n]*)|##(?=\n|\Z)|##( [^\n]*))")
+
+
+def quick_fields(
+    data: bytes | str, path: str | Path, settings: Settings = DEFAULT_SETTINGS
+) -> dict[str, Any] | None:
+    """The front-matter fields of a certainly valid experiment file, else None.
+
+    When a dict is returned, ``check_bytes(data, Path(path), settings)`` is ``ok`` and
+    its ``document.fields`` equal the dict (same keys in the same order, same values
+    and types). None means "not sure": run :func:`kexp.validate.check_bytes`.
+    ``settings`` changes no verdict today (only warnings depend on it).
+    """
+    if isinstance(data, bytes):
+        if data[:3] == _BOM:
+            data = data[3:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        first_end = text.find("\n")
+        if first_end > 0 and text[first_end - 1] == "\r":
+            text = text.replace("\r\n", "\n")
+    else:
+        text = data
+    if "\r" in text or not text.startswith("---\n"):
+        return None
+    close = text.find("\n---", 3)  # the newline before the closing '---'
+    if close < 0:
+        return None
+    body = close + 4
+    if body < len(text):
+        if text[body] != "\n":
+            return None  # '---' followed by more on its line: let the parser decide
+        body += 1
+    yaml_text = text[4 : close + 1]
+    # In ASCII text the characters YAML refuses are control characters, which the fast
+    # reader declines (it reads printable lines only).
+    if not yaml_text.isascii() and _FRONT_MATTER_BAD_CHAR.search(yaml_text) is not None:
+        return None
+    fields = read_simple_front_matter(yaml_text, STRING_FIELDS, block_lists=True)
+    if fields is None or not is_schema_valid(fields):
+        return None
+    # The schema holds: id, score, is_buggy and created_at are there, with their types.
+    named = EXPERIMENT_NAME.fullmatch(path.name if isinstance(path, Path) else Path(path).name)
+    if named is not None and fields["id"] != named.group(1):
+        return None
+    score = fields["score"]
+    if isinstance(score, float) and not math.isfinite(score):
+        return None
+    stamp = _TIMESTAMP.fullmatch(fields["created_at"])
+    if stamp is not None and not _real_time(stamp.group(1)):
+        return None
+    sections = _headings(text, body)
+    if sections is None:
+        return None
+    if fields["is_buggy"] is True and not _error_message(text, sections).strip():
+        return None
+    return fields
+
+
+def _real_time(stamp: str) -> bool:
+    """Whether ``YYYY-MM-DDTHH:MM:SS`` is a real date and time (as strptime decides)."""
+    try:
+        dt.datetime(
+            int(stamp[0:4]),
+            int(stamp[5:7]),
+            int(stamp[8:10]),
+            int(stamp[11:13]),
+            int(stamp[14:16]),
+            int(stamp[17:19]),
+        )
+    except ValueError:
+        return False
+    return True
+
+
+def _headings(text: str, body: int) -> list[tuple[int, int, str | None]] | None:
+    """The body's ``## `` heading lines outside fences, as (start, end, field); None if
+    a known section appears twice (an error).
+
+    The lines and the fence state are those of ``fileformat._fence_state``: a fence
+    opens with a run of 3 or more backticks or tildes indented by at most 3 spaces (a
+    backtick run not followed by another backtick), and closes with a run of the same
+    character at least as long, indented by at most 3 spaces, with only spaces or tabs
+    after it.
+    """
+    headings: list[tuple[int, int, str | None]] = []
+    if body >= len(text):
+        return headings
+    seen: set[str] = set()
+    fence = ""
+    for match in _CANDIDATE_LINE.finditer(text, body - 1):
+        run = match.group(1)
+        if fence:
+            if (
+                run is not None
+                and run[0] == fence[0]
+                and len(run) >= len(fence)
+                and not match.group(2).strip(" \t")
+            ):
+                fence = ""
+            continue
+        if run is not None:
+            if run[0] != "`" or "`" not in match.group(2):
+                fence = run
+            continue
+        heading = match.group(3)  # None for a line '##'
+        field = _FIELD_BY_HEADING.get(heading.strip().lower()) if heading else None
+        if field is not None:
+            if field in seen:
+                return None
+            seen.add(field)
+        headings.append((match.start() + 1, match.end(), field))
+    return headings
+
+
+def _error_message(text: str, headings: list[tuple[int, int, str | None]]) -> str:
+    """The text of the ``## Error message`` section (as fileformat._parse_body reads it)."""
+    for index, (_, end, field) in enumerate(headings):
+        if field != "error_message":
+            continue
+        if end >= len(text):
+            return ""  # the heading is the file's last line
+        last = index + 1 == len(headings)
+        segment = text[end + 1 : len(text) if last else headings[index + 1][0]]
+        if last:
+            segment += "\n"  # the "middle" form of the last segment
+        return _unwrap(_decode_segment(segment), VERBATIM_INFO)
+    return ""
