@@ -246,7 +246,7 @@ def read_simple_front_matter(
                         return None  # the full reader keeps it as text and warns
                     else:
                         value = float(match.group(4))
-                    if not _key_is_str(key):
+                    if not (_KEY_IS_STR.get(key) or _key_is_str(key)):
                         return None
                     cache[line] = (key, value)
                 elif not line.isprintable():
