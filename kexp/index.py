@@ -74,6 +74,7 @@ _FILES_TABLE = """
 CREATE TABLE files (
     path TEXT PRIMARY KEY,        -- folder + name
     folder TEXT NOT NULL,
+    name_id TEXT NOT NULL,        -- the id in the file's name
     signature BLOB NOT NULL,      -- the signature the row was read at
     valid INTEGER NOT NULL,
     error TEXT NOT NULL,          -- the first error of an invalid file
@@ -92,7 +93,9 @@ _TABLES = (
         folder TEXT PRIMARY KEY,      -- relative to experiments/: '' or ending with '/'
         names BLOB NOT NULL,          -- marshal: the sorted *.md names
         signatures BLOB NOT NULL,     -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
-        experiments INTEGER NOT NULL  -- how many of the names are experiment file names
+        experiments INTEGER NOT NULL, -- how many of the names are experiment file names
+        listed_at BLOB NOT NULL,      -- the folder's own signature when it was listed
+        subfolders BLOB NOT NULL      -- marshal: the sorted sub-folder names
     )""",
     _FILES_TABLE,
 )
@@ -100,6 +103,7 @@ _INDEXES = (
     "CREATE INDEX files_by_folder ON files (folder)",
     "CREATE INDEX files_by_score ON files (valid, score)",
     "CREATE INDEX files_by_id ON files (id)",
+    "CREATE INDEX files_by_name_id ON files (name_id)",
 )
 _ROW_COLUMNS = "path, folder, signature, data"
 
@@ -174,7 +178,7 @@ def _header(settings: Settings) -> str:
 
     layout = ",".join(ROW_FIELDS)
     return (
-        f"kexp-index/3 kexp={__version__} python-marshal={marshal.version} "
+        f"kexp-index/4 kexp={__version__} python-marshal={marshal.version} "
         f"max_file_bytes={settings.max_file_bytes} fields={layout}"
     )
 
@@ -191,9 +195,9 @@ def _visible_entries(folder: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def list_folder(path: str) -> tuple[list[str], list[str]] | None:
-    """(sorted ``*.md`` names, sorted sub-folder names) of one folder; None when it is
-    not a folder (any more).
+def list_folder(path: str, prefix: str = "") -> tuple[list[str], list[str]] | None:
+    """(sorted ``*.md`` names starting with ``prefix``, sorted sub-folder names) of one
+    folder; None when it is not a folder (any more).
 
     Hidden entries (writers' temporary files) are skipped. A name ending in ``.md`` is
     taken for a file without a ``stat`` (each gets one later, which tells a file from
@@ -204,7 +208,10 @@ def list_folder(path: str) -> tuple[list[str], list[str]] | None:
         entries = os.listdir(path)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return None
-    names = [name for name in entries if name.endswith(".md") and name[0] != "."]
+    if prefix:
+        names = [name for name in entries if name.startswith(prefix) and name.endswith(".md")]
+    else:
+        names = [name for name in entries if name.endswith(".md") and name[0] != "."]
     names.sort()
     folders: list[str] = []
     for name in [name for name in entries if name[0] != "." and not name.endswith(".md")]:
@@ -223,14 +230,17 @@ def walk_experiment_names(folder: str, prefix: str = "") -> Iterator[tuple[str, 
     from kexp.validate import EXPERIMENT_NAME
 
     fullmatch = EXPERIMENT_NAME.fullmatch
-    pending = [folder]
+    pending = [folder.rstrip(os.sep) or os.sep]
     while pending:
         current = pending.pop()
-        for entry in _visible_entries(current):
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-            elif entry.name.startswith(prefix) and fullmatch(entry.name) is not None:
-                yield current, entry.name
+        listed = list_folder(current, prefix)
+        if listed is None:
+            continue
+        names, subfolders = listed
+        for name in names:
+            if fullmatch(name) is not None:
+                yield current, name
+        pending.extend(os.path.join(current, name) for name in subfolders)
 
 
 def signatures(folder: str, names: Sequence[str]) -> array[int]:
@@ -348,31 +358,68 @@ class _Folder(NamedTuple):
     names: tuple[str, ...]
     signatures: bytes
     experiments: int
+    #: The folder's own signature when it was listed: unchanged, so is the listing.
+    listed_at: bytes
+    subfolders: tuple[str, ...]
 
 
 #: What scanning one folder finds: (folder, exists, names and signatures when they
-#: differ from the cache's (else None, None), sub-folder names).
-Scanned = tuple[str, bool, "tuple[str, ...] | None", "bytes | None", "tuple[str, ...]"]
+#: differ from the cache's (else None, None), sub-folder names, the folder's own
+#: signature when it differs from the cache's (else None)).
+Scanned = tuple[
+    str, bool, "tuple[str, ...] | None", "bytes | None", "tuple[str, ...]", "bytes | None"
+]
+
+
+def folder_signature(path: str) -> bytes | None:
+    """A folder's own packed signature (it changes when an entry is added, removed or
+    renamed, not when a file is edited in place); None when it is not a folder."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return None
+    return array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)).tobytes()
 
 
 def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], list[Scanned]]:
     """A worker listing and ``stat``-ing folders (relative to ``base``), comparing each
-    with its cached names and packed signatures."""
+    with its cached listing and packed signatures. A folder whose own signature is the
+    cached one is not listed again (its names are the cached ones), but its files are
+    still ``stat``-ed: an edit in place changes a file, not its folder."""
 
     def scan(folders: list[str]) -> list[Scanned]:
         out: list[Scanned] = []
         for folder in folders:
-            listed = list_folder(base + folder)
-            if listed is None:
-                out.append((folder, False, None, None, ()))
-                continue
-            names, subfolders = listed
-            packed = signatures(base + folder, names).tobytes()
+            path = base + folder
+            # The folder's signature is taken before it is listed: an entry added in
+            # between changes it again, so the listing cannot be older than the stamp.
+            listed_at = folder_signature(path)
             known = cached.get(folder)
-            if known is not None and known.signatures == packed and list(known.names) == names:
-                out.append((folder, True, None, None, tuple(subfolders)))
+            if listed_at is None:
+                out.append((folder, False, None, None, (), None))
+                continue
+            if known is not None and known.listed_at == listed_at:
+                names: list[str] | tuple[str, ...] = known.names
+                subfolders: tuple[str, ...] = known.subfolders
+                fresh_stamp = None
             else:
-                out.append((folder, True, tuple(names), packed, tuple(subfolders)))
+                listed = list_folder(path)
+                if listed is None:
+                    out.append((folder, False, None, None, (), None))
+                    continue
+                names, subfolders = listed[0], tuple(listed[1])
+                fresh_stamp = listed_at
+            packed = signatures(path, names).tobytes()
+            if (
+                known is not None
+                and known.signatures == packed
+                and (names is known.names or list(known.names) == names)
+            ):
+                out.append((folder, True, None, None, subfolders, fresh_stamp))
+            else:
+                out.append((folder, True, tuple(names), packed, subfolders, fresh_stamp))
         return out
 
     return scan
@@ -510,6 +557,63 @@ class StoreIndex:
         self.header = _header(settings)
         self._base = str(experiments_dir).rstrip(os.sep) + os.sep
 
+    def names_with_prefix(self, prefix: str) -> list[tuple[str, str]] | None:
+        """(folder, name) of every experiment file whose name starts with ``prefix``, or
+        None when there is no cache to ask.
+
+        Only folder signatures are checked, not files: a folder whose own signature is
+        the cached one holds the cached names (ids are in names), the others are listed.
+        """
+        import sqlite3
+
+        from kexp.validate import EXPERIMENT_NAME
+
+        connection = self._open()
+        if connection is None:
+            return None
+        try:
+            listings = {
+                folder: (listed_at, marshal.loads(subfolders))
+                for folder, listed_at, subfolders in connection.execute(
+                    "SELECT folder, listed_at, subfolders FROM folders"
+                )
+            }
+            found: list[tuple[str, str]] = []
+            trusted: set[str] = set()
+            pending = [""]
+            while pending:
+                folder = pending.pop()
+                path = self._base + folder
+                stamp = folder_signature(path)
+                known = listings.get(folder)
+                if stamp is None:
+                    continue
+                if known is not None and known[0] == stamp:
+                    trusted.add(folder)
+                    pending.extend(f"{folder}{name}{os.sep}" for name in known[1])
+                    continue
+                listed = list_folder(path, prefix)
+                if listed is None:
+                    continue
+                found.extend(
+                    (path.rstrip(os.sep), name)
+                    for name in listed[0]
+                    if EXPERIMENT_NAME.fullmatch(name) is not None
+                )
+                pending.extend(f"{folder}{name}{os.sep}" for name in listed[1])
+            # Ids are lowercase hex: every id starting with the prefix sorts below prefix+g.
+            for folder, path in connection.execute(
+                "SELECT folder, path FROM files WHERE name_id >= ? AND name_id < ?",
+                (prefix, prefix + "g"),
+            ):
+                if folder in trusted:
+                    found.append(((self._base + folder).rstrip(os.sep), path[len(folder) :]))
+            return found
+        except (sqlite3.Error, EOFError, ValueError, TypeError):
+            return None
+        finally:
+            connection.close()
+
     def refresh(self, *, rebuild: bool = False) -> IndexView:
         """Bring the cache up to date with the files and return it for querying.
 
@@ -552,11 +656,13 @@ class StoreIndex:
             return {}
         try:
             rows = connection.execute(
-                "SELECT folder, names, signatures, experiments FROM folders"
+                "SELECT folder, names, signatures, experiments, listed_at, subfolders FROM folders"
             ).fetchall()
             return {
-                folder: _Folder(marshal.loads(names), signatures, experiments)
-                for folder, names, signatures, experiments in rows
+                folder: _Folder(
+                    marshal.loads(names), signatures, experiments, listed_at, marshal.loads(subs)
+                )
+                for folder, names, signatures, experiments, listed_at, subs in rows
             }
         except (sqlite3.Error, EOFError, ValueError, TypeError):
             return {}
@@ -580,16 +686,22 @@ class StoreIndex:
         changed: dict[str, _Folder] = {}
         to_check: list[tuple[str, Signature]] = []
         removed: list[str] = []
-        for folder, (_, _, names, packed, _) in found.items():
+        for folder, (_, _, names, packed, subfolders, listed_at) in found.items():
             known = cached.get(folder)
             if names is None or packed is None:
                 assert known is not None
+                if listed_at is not None and _storable(listed_at, horizon) != known.listed_at:
+                    known = known._replace(listed_at=listed_at)  # entries came and went
+                    changed[folder] = known
                 folders[folder] = known
                 continue
             count, stale, missing = _compare(names, packed, known)
             to_check.extend((folder + name, signature) for name, signature in stale)
             removed.extend(folder + name for name in missing)
-            folders[folder] = changed[folder] = _Folder(names, packed, count)
+            if listed_at is None:
+                assert known is not None
+                listed_at = known.listed_at
+            folders[folder] = changed[folder] = _Folder(names, packed, count, listed_at, subfolders)
 
         checked, sides = self._check(to_check, horizon)
         try:
@@ -708,16 +820,17 @@ class StoreIndex:
     def _records(self, checked: list[Checked], horizon: int) -> Iterator[tuple[Any, ...]]:
         for path, signature, values, error in checked:
             folder = path[: path.rfind(os.sep) + 1]
-            racy = int.from_bytes(signature[:8], sys.byteorder, signed=True) >= horizon
-            packed = _NO_SIGNATURE_BYTES if racy else signature
+            name_id = path[len(folder) : len(folder) + 16]
+            packed = _storable(signature, horizon)
             if values is None:
-                yield (path, folder, packed, 0, error, *_NO_VALUES)
+                yield (path, folder, name_id, packed, 0, error, *_NO_VALUES)
                 continue
             fields = dict(zip(FRONT_MATTER_FIELDS, values, strict=False))
             score = fields["score"]
             yield (
                 path,
                 folder,
+                name_id,
                 packed,
                 1,
                 "",
@@ -740,7 +853,15 @@ class StoreIndex:
             for i in range(0, len(packed), 4):
                 if packed[i] >= horizon:
                     packed[i : i + 4] = array("q", _NO_SIGNATURE)
-            yield folder, marshal.dumps(known.names), packed.tobytes(), known.experiments
+            listed_at = _storable(known.listed_at, horizon)
+            yield (
+                folder,
+                marshal.dumps(known.names),
+                packed.tobytes(),
+                known.experiments,
+                listed_at,
+                marshal.dumps(known.subfolders),
+            )
 
     def _build(
         self,
@@ -787,7 +908,7 @@ class StoreIndex:
             connection.execute(statement)
         connection.execute("INSERT INTO meta VALUES ('header', ?)", (self.header,))
         connection.executemany(
-            "INSERT INTO folders VALUES (?, ?, ?, ?)", self._folder_records(folders, horizon)
+            "INSERT INTO folders VALUES (?, ?, ?, ?, ?, ?)", self._folder_records(folders, horizon)
         )
         connection.executemany(_INSERT_FILE, self._records(checked, horizon))
         connection.execute("COMMIT")
@@ -826,7 +947,7 @@ class StoreIndex:
                 connection.execute("DELETE FROM files WHERE folder = ?", (folder,))
             connection.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
             connection.executemany(
-                "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)",
                 self._folder_records(folders, horizon),
             )
             connection.executemany(_UPSERT_FILE, self._records(checked, horizon))
@@ -840,6 +961,14 @@ class StoreIndex:
         finally:
             _detach(connection, names)
         return True
+
+
+def _storable(signature: bytes, horizon: int) -> bytes:
+    """``signature`` as the cache stores it: none for a racily clean file or folder
+    (modified after ``horizon``), which is then read or listed again next time."""
+    if int.from_bytes(signature[:8], sys.byteorder, signed=True) >= horizon:
+        return _NO_SIGNATURE_BYTES
+    return signature
 
 
 def _detach(connection: sqlite3.Connection, names: list[str]) -> None:
@@ -877,6 +1006,6 @@ def _compare(
 
 
 _NO_SIGNATURE_BYTES = array("q", _NO_SIGNATURE).tobytes()
-_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPSERT_FILE = _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE")
 _NO_VALUES = (None,) * 8

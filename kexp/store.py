@@ -457,9 +457,13 @@ class Store:
         """Ids (starting with ``prefix``) → their files, from the file names alone."""
         index: dict[str, list[Path]] = {}
         if self._cached:
-            from kexp.index import walk_experiment_names
+            from kexp.index import StoreIndex, walk_experiment_names
 
-            for folder, name in walk_experiment_names(str(self.experiments_dir), prefix):
+            cache = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
+            found = cache.names_with_prefix(prefix)
+            if found is None:
+                found = list(walk_experiment_names(str(self.experiments_dir), prefix))
+            for folder, name in found:
                 index.setdefault(name[:16], []).append(Path(folder, name))
             for paths in index.values():
                 paths.sort()

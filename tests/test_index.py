@@ -290,3 +290,59 @@ def test_read_commands_import_neither_git_nor_jsonschema(
             check=True,
         )
         assert "MODULES False False" in result.stdout, result.stdout + result.stderr
+
+
+def _age_tree(store: Store) -> None:
+    """Age every experiment file and folder, so that folder listings are cached too."""
+    for folder, _, names in os.walk(store.experiments_dir):
+        for name in names:
+            _age(Path(folder, name))
+        _age(Path(folder))
+
+
+def test_folders_listed_from_the_cache_still_see_new_renamed_and_removed_files(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    """An unchanged folder is not listed again; adding, renaming or removing a file
+    changes the folder's own signature, which sends it back to a listing."""
+    _age_tree(store)
+    assert _scores(store) == _uncached(store)
+    with sqlite3.connect(store.cache_dir / INDEX_FILE) as db:
+        stamps = [stamp for (stamp,) in db.execute("SELECT listed_at FROM folders")]
+    db.close()
+    assert stamps and b"\xff" * 32 not in stamps  # every listing is cached
+    first, second = aged[0].path, aged[1].path
+    assert first is not None and second is not None
+    copy = first.with_name(first.name.replace(aged[0].id, "0" * 16))
+    copy.write_text(first.read_text().replace(aged[0].id, "0" * 16))
+    assert "0" * 16 in _scores(store)
+    assert store.resolve_id("0000") == "0" * 16
+    second.rename(second.with_name(second.name.replace(".md", "-moved.md")))
+    assert _scores(store) == _uncached(store)
+    moved = store.get_experiment(aged[1].id).path
+    assert moved is not None and moved.name.endswith("-moved.md")
+    copy.unlink()
+    assert "0" * 16 not in _scores(store)
+    with pytest.raises(Exception, match="no experiment"):
+        store.resolve_id("0000")
+    # A file added to a new sub-folder of an unchanged folder.
+    deeper = store.experiments_dir / "2001" / "01"
+    deeper.mkdir(parents=True)
+    (deeper / first.name).write_text(first.read_text())
+    (store.experiments_dir / "2001").touch()
+    found = [p for p in store.list_experiments(brief=True) if p.id == aged[0].id]
+    assert len(found) == 2
+
+
+def test_an_edit_in_place_in_an_unchanged_folder_is_seen(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    _age_tree(store)
+    _scores(store)
+    path = aged[2].path
+    assert path is not None
+    path.write_text(path.read_text().replace("score: 1.02\n", "score: 3.02\n"))
+    _age(path)  # same size and modification time; the folder's signature unchanged
+    _age(path.parent)
+    assert _scores(store)[aged[2].id] == 3.02
+    assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
