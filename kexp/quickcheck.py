@@ -113,10 +113,12 @@ def quick_fields(
     stamp = _TIMESTAMP.fullmatch(fields["created_at"])
     if stamp is not None and not _real_time(stamp.group(1)):
         return None
-    sections = _headings(text, body)
-    if sections is None:
-        return None
-    if fields["is_buggy"] is True and not _error_message(text, sections).strip():
+    if fields["is_buggy"] is not True:
+        return fields if _known_sections(text, body) is not None else None
+    # A buggy experiment needs its error message: the headings with their positions.
+    headings = _headings(text, body)
+    known = [field for _, _, field in headings if field is not None]
+    if len(set(known)) != len(known) or not _error_message(text, headings).strip():
         return None
     return fields
 
@@ -149,20 +151,44 @@ def _real_time(stamp: str) -> bool:
     return day and stamp[11:13] < "24" and stamp[14:16] < "60" and stamp[17:19] < "60"
 
 
-def _headings(text: str, body: int) -> list[tuple[int, int, str | None]] | None:
-    """The body's ``## `` heading lines outside fences, as (start, end, field); None if
-    a known section appears twice (an error).
+def _known_sections(text: str, body: int) -> set[str] | None:
+    """The fields of the known sections in the body (from ``body`` on); None if one of
+    them appears twice (an error).
 
     The lines and the fence state are those of ``fileformat._fence_state``: a fence
     opens with a run of 3 or more backticks or tildes indented by at most 3 spaces (a
     backtick run not followed by another backtick), and closes with a run of the same
     character at least as long, indented by at most 3 spaces, with only spaces or tabs
-    after it.
+    after it; a ``## `` line outside a fence is a heading.
     """
+    seen: set[str] = set()
+    if body >= len(text):
+        return seen
+    fence = ""
+    for run, rest, heading in _CANDIDATE_LINE.findall(text, body - 1):
+        if fence:
+            if run and run[0] == fence[0] and len(run) >= len(fence) and not rest.strip(" \t"):
+                fence = ""
+            continue
+        if run:
+            if run[0] != "`" or "`" not in rest:
+                fence = run
+            continue
+        if heading:  # not for a line '##' (no text: no known section)
+            field = _FIELD_BY_HEADING.get(heading.strip().lower())
+            if field is not None:
+                if field in seen:
+                    return None
+                seen.add(field)
+    return seen
+
+
+def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:
+    """The body's ``## `` heading lines outside fences, as (start, end, field): the
+    lines :func:`_known_sections` reads, with their positions."""
     headings: list[tuple[int, int, str | None]] = []
     if body >= len(text):
         return headings
-    seen: set[str] = set()
     fence = ""
     for match in _CANDIDATE_LINE.finditer(text, body - 1):
         run = match.group(1)
@@ -181,10 +207,6 @@ def _headings(text: str, body: int) -> list[tuple[int, int, str | None]] | None:
             continue
         heading = match.group(3)  # None for a line '##'
         field = _FIELD_BY_HEADING.get(heading.strip().lower()) if heading else None
-        if field is not None:
-            if field in seen:
-                return None
-            seen.add(field)
         headings.append((match.start() + 1, match.end(), field))
     return headings
 
