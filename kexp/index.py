@@ -162,14 +162,16 @@ class StaleCacheError(Exception):
 
 def _values(fields: dict[str, Any]) -> tuple[Any, ...]:
     """A valid file's front-matter as a compact tuple in :data:`ROW_FIELDS` order."""
-    values = []
-    for name in FRONT_MATTER_FIELDS:
-        value = fields.get(name)
-        if value is None and name in _DEFAULTS:
-            value = _DEFAULTS[name]
-        values.append(tuple(value) if isinstance(value, list) else value)
-    extra = {k: v for k, v in fields.items() if k not in _KNOWN}
-    values.append(extra or None)
+    get = fields.get
+    values = [
+        _DEFAULTS[name]
+        if (value := get(name)) is None and name in _DEFAULTS
+        else tuple(value)
+        if type(value) is list
+        else value
+        for name in FRONT_MATTER_FIELDS
+    ]
+    values.append({k: v for k, v in fields.items() if k not in _KNOWN} or None)
     return tuple(values)
 
 
@@ -208,19 +210,24 @@ def list_folder(path: str, prefix: str = "") -> tuple[list[str], list[str]] | No
         entries = os.listdir(path)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return None
+    entries.sort()
+    # A folder of experiments holds *.md files only: tell so without a loop in Python.
+    joined = "\0" + "\0".join(entries) + "\0"
+    plain = joined.count(".md\0") == len(entries) and "\0." not in joined
     if prefix:
-        names = [name for name in entries if name.startswith(prefix) and name.endswith(".md")]
+        start = bisect.bisect_left(entries, prefix)
+        end = bisect.bisect_left(entries, prefix + "\U0010ffff", start)
+        names = [name for name in entries[start:end] if name.endswith(".md")]
     else:
-        names = [name for name in entries if name.endswith(".md") and name[0] != "."]
-    names.sort()
+        names = entries if plain else [n for n in entries if n.endswith(".md") and n[0] != "."]
     folders: list[str] = []
-    for name in [name for name in entries if name[0] != "." and not name.endswith(".md")]:
-        try:
-            if stat.S_ISDIR(os.lstat(os.path.join(path, name)).st_mode):
-                folders.append(name)
-        except OSError:
-            continue
-    folders.sort()
+    if not plain:
+        for name in [n for n in entries if n[0] != "." and not n.endswith(".md")]:
+            try:
+                if stat.S_ISDIR(os.lstat(os.path.join(path, name)).st_mode):
+                    folders.append(name)
+            except OSError:
+                continue
     return names, folders
 
 
@@ -668,7 +675,6 @@ class StoreIndex:
             return {}
 
     def _refresh(self, rebuild: bool) -> IndexView:
-        import sqlite3
 
         # One horizon for the whole refresh, taken before any file is read: a file
         # modified after it is racily clean (see the module documentation).
@@ -678,13 +684,15 @@ class StoreIndex:
         if connection is not None and not cached:
             connection.close()
             connection = None
+        if connection is None:
+            return self._build_from_files(horizon, rebuild)
         found = self._scan(cached)
         gone = [folder for folder in cached if folder not in found]
 
         # Which files to read again: new names, or a signature that differs.
         folders: dict[str, _Folder] = {}
         changed: dict[str, _Folder] = {}
-        to_check: list[tuple[str, Signature]] = []
+        to_check: list[tuple[str, Signature | None]] = []
         removed: list[str] = []
         for folder, (_, _, names, packed, subfolders, listed_at) in found.items():
             known = cached.get(folder)
@@ -705,9 +713,7 @@ class StoreIndex:
 
         checked, sides = self._check(to_check, horizon)
         try:
-            if connection is None:
-                connection = self._build(folders, checked, sides, horizon)
-            elif (changed or gone) and not self._update(
+            if (changed or gone) and not self._update(
                 connection, changed, gone, removed, checked, sides, horizon
             ):
                 connection.close()
@@ -715,6 +721,19 @@ class StoreIndex:
         finally:
             for side in sides:
                 side.unlink(missing_ok=True)
+        return self._view(connection, folders, to_check, rebuild)
+
+    def _view(
+        self,
+        connection: sqlite3.Connection,
+        folders: dict[str, _Folder],
+        to_check: Sequence[tuple[str, Signature | None]],
+        rebuild: bool,
+    ) -> IndexView:
+        """The view of a written cache, once its rows are counted and the invalid ones
+        found current; a cache that fails either is rebuilt from the files."""
+        import sqlite3
+
         view = IndexView(connection, folders, [], {path for path, _ in to_check})
         try:
             count = connection.execute("SELECT COUNT(*) FROM files").fetchone()[0]
@@ -733,6 +752,38 @@ class StoreIndex:
         view.invalid = [(path, error) for path, _, _, error in invalid]
         return view
 
+    def _build_from_files(self, horizon: int, rebuild: bool) -> IndexView:
+        """A cache made from nothing: folders listed, every experiment file read and
+        checked (in two processes), its signature taken as it is opened."""
+
+        from kexp.validate import EXPERIMENT_NAME
+
+        fullmatch = EXPERIMENT_NAME.fullmatch
+        folders: dict[str, _Folder] = {}
+        to_check: list[tuple[str, Signature | None]] = []
+        pending = [""]
+        while pending:
+            folder = pending.pop()
+            path = self._base + folder
+            listed_at = folder_signature(path)
+            listed = list_folder(path) if listed_at is not None else None
+            if listed_at is None or listed is None:
+                continue
+            names, subfolders = listed
+            count = len(to_check)
+            to_check.extend((folder + name, None) for name in names if fullmatch(name))
+            count = len(to_check) - count
+            # Signatures are filled in from the rows once every file is read.
+            folders[folder] = _Folder(tuple(names), b"", count, listed_at, tuple(subfolders))
+            pending.extend(f"{folder}{name}{os.sep}" for name in subfolders)
+        checked, sides = self._check(to_check, horizon)
+        try:
+            connection = self._build(folders, checked, sides, horizon)
+        finally:
+            for side in sides:
+                side.unlink(missing_ok=True)
+        return self._view(connection, folders, to_check, rebuild)
+
     def _scan(self, cached: dict[str, _Folder]) -> dict[str, Scanned]:
         """Every folder reachable from ``experiments/`` now, scanned: the cached ones in
         two processes (when there are many files), new ones here."""
@@ -750,18 +801,41 @@ class StoreIndex:
                 pending.extend(f"{folder}{name}{os.sep}" for name in item[4])
         return found
 
-    def _checker(self) -> Callable[[list[tuple[str, Signature]]], list[Checked]]:
-        """A worker reading and checking (path, signature) items."""
+    def _checker(self) -> Callable[[list[tuple[str, Signature | None]]], list[Checked]]:
+        """A worker reading and checking (path, signature) items; a signature of None is
+        taken from the file as it is opened."""
         # Imported here, before any fork, so that a child inherits them.
+        from kexp.fileformat import FileFormatError
         from kexp.problems import sort_problems
-        from kexp.validate import read_and_check
+        from kexp.quickcheck import quick_fields
+        from kexp.validate import check_bytes, read_and_check, read_file_and_stat
 
         base, settings = self._base, self.settings
+        pack = array("q")
 
-        def check(items: list[tuple[str, Signature]]) -> list[Checked]:
+        def check(items: list[tuple[str, Signature | None]]) -> list[Checked]:
             out: list[Checked] = []
-            for relative, signature in items:
-                result = read_and_check(Path(base + relative), settings)
+            for relative, known in items:
+                path = base + relative
+                try:
+                    data, info = read_file_and_stat(path, settings)
+                except (OSError, FileFormatError):
+                    result = read_and_check(Path(path), settings)  # it reports the problem
+                    signature = _NO_SIGNATURE_BYTES if known is None else known
+                else:
+                    if known is None:
+                        pack[:] = array(
+                            "q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+                        )
+                        signature = pack.tobytes()
+                    else:
+                        signature = known
+                    # Most files are canonical: a certain answer without the full parse.
+                    fields = quick_fields(data, path, settings)
+                    if fields is not None:
+                        out.append((relative, signature, _values(fields), ""))
+                        continue
+                    result = check_bytes(data, Path(path), settings)
                 if result.ok:
                     assert result.document is not None
                     out.append((relative, signature, _values(result.document.fields), ""))
@@ -776,7 +850,7 @@ class StoreIndex:
         return self.file.with_name(f".{self.file.name}.{pid}.side")
 
     def _check(
-        self, to_check: list[tuple[str, Signature]], horizon: int
+        self, to_check: list[tuple[str, Signature | None]], horizon: int
     ) -> tuple[list[Checked], list[Path]]:
         """Read and check files: the results in memory when they are few; else written
         by this process and a forked child into side databases (returned), so that
@@ -787,7 +861,7 @@ class StoreIndex:
         if len(to_check) < PARALLEL_MIN_FILES:
             return check(to_check), []
 
-        def into_side(items: list[tuple[str, Signature]]) -> list[str]:
+        def into_side(items: list[tuple[str, Signature | None]]) -> list[str]:
             side = self._side(os.getpid())
             side.unlink(missing_ok=True)
             database = sqlite3.connect(side, isolation_level=None)
@@ -907,9 +981,6 @@ class StoreIndex:
         for statement in _TABLES:
             connection.execute(statement)
         connection.execute("INSERT INTO meta VALUES ('header', ?)", (self.header,))
-        connection.executemany(
-            "INSERT INTO folders VALUES (?, ?, ?, ?, ?, ?)", self._folder_records(folders, horizon)
-        )
         connection.executemany(_INSERT_FILE, self._records(checked, horizon))
         connection.execute("COMMIT")
         for side in sides:
@@ -918,6 +989,25 @@ class StoreIndex:
             connection.execute("DETACH DATABASE side")
         for statement in _INDEXES:
             connection.execute(statement)
+        # Files read without a stat first carry the signature they were read at.
+        for folder, known in folders.items():
+            if known.names and not known.signatures:
+                read_at = dict(
+                    connection.execute(
+                        "SELECT path, signature FROM files WHERE folder = ?", (folder,)
+                    )
+                )
+                path = self._base + folder
+                packed = [
+                    read_at.get(folder + name) or bytes(signatures(path, [name]))
+                    for name in known.names
+                ]
+                folders[folder] = known._replace(signatures=b"".join(packed))
+        connection.execute("BEGIN")
+        connection.executemany(
+            "INSERT INTO folders VALUES (?, ?, ?, ?, ?, ?)", self._folder_records(folders, horizon)
+        )
+        connection.execute("COMMIT")
 
     def _update(
         self,

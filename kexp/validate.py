@@ -53,7 +53,21 @@ class CheckedFile:
         return self.document.to_experiment()
 
 
-def read_file(path: Path, settings: Settings = DEFAULT_SETTINGS) -> bytes:
+def _symlink_error(path: Path | str) -> FileFormatError:
+    return FileFormatError(
+        _error(
+            path,
+            1,
+            1,
+            "symlink",
+            "",
+            "experiment files may not be symbolic links",
+            "replace the link with the file itself",
+        )
+    )
+
+
+def read_file(path: Path | str, settings: Settings = DEFAULT_SETTINGS) -> bytes:
     """The bytes of an experiment file, read safely.
 
     Raises :class:`FileFormatError` for a symbolic link (never followed, even if the
@@ -62,20 +76,24 @@ def read_file(path: Path, settings: Settings = DEFAULT_SETTINGS) -> bytes:
     read whole: at most one byte over the limit is read); :class:`OSError` when it
     cannot be read.
     """
-    if path.is_symlink():
-        raise FileFormatError(
-            _error(
-                path,
-                1,
-                1,
-                "symlink",
-                "",
-                "experiment files may not be symbolic links",
-                "replace the link with the file itself",
-            )
-        )
+    return read_file_and_stat(path, settings)[0]
+
+
+def read_file_and_stat(
+    path: Path | str, settings: Settings = DEFAULT_SETTINGS
+) -> tuple[bytes, os.stat_result]:
+    """:func:`read_file`, and the file's ``stat`` taken before it was read (the
+    signature the cache keeps with what was read)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if os.path.islink(path):  # O_NOFOLLOW refused it (or it became one meanwhile)
+            raise _symlink_error(path) from None
+        raise
+    if not hasattr(os, "O_NOFOLLOW") and os.path.islink(path):  # pragma: no cover
+        os.close(fd)
+        raise _symlink_error(path)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -96,11 +114,16 @@ def read_file(path: Path, settings: Settings = DEFAULT_SETTINGS) -> bytes:
         # One byte more than its size tells whether the file grew meanwhile.
         want = info.st_size + 1
         while info.st_size <= limit and size <= limit:
-            chunk = os.read(fd, min(want, limit + 1 - size))
+            asked = min(want, limit + 1 - size)
+            chunk = os.read(fd, asked)
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if len(chunk) < asked and size == info.st_size:
+                # All of it, as fstat saw it: a write after that changed the file's
+                # signature, so whoever caches these bytes reads it again.
+                break
             want = 1 << 16
         if info.st_size > limit or size > limit:
             shown = info.st_size if info.st_size > limit else f"over {limit}"
@@ -117,7 +140,7 @@ def read_file(path: Path, settings: Settings = DEFAULT_SETTINGS) -> bytes:
             )
     finally:
         os.close(fd)
-    return b"".join(chunks)
+    return b"".join(chunks), info
 
 
 def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
