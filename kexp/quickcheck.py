@@ -17,10 +17,13 @@ Files kexp wrote are canonical, and their validity can be decided from much less
   fence state machine of :func:`kexp.fileformat._fence_state` runs over those alone.
 
 :func:`quick_fields` returns the fields only when :func:`~kexp.validate.check_bytes`
-would find the file valid (``ok``) with exactly these fields; for anything else (an
-error, or a file outside what it reads: comments, blank first lines, double quotes,
-block lists other than ``results``...) it returns None and the caller runs the full
-check, which reports the problems.
+would find the file valid (``ok``) with exactly these fields. It returns None for every
+file with an error, and for valid files outside what it reads: YAML comments,
+double-quoted or multi-line values, flow mappings, block lists other than lists of
+one-line flow mappings (``results``), plain values YAML would retype in a text field
+(a warning), keys over 128 characters, ``---`` lines with more on them, a carriage
+return other than CRLF line endings. The caller then runs the full check, which
+reports the problems.
 """
 
 from __future__ import annotations
