@@ -128,13 +128,11 @@ def quick_fields(
 
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> tuple[Callable[[Any], Any], type[Exception]]:
-    """The compiled schema validator of :func:`kexp.schema.is_schema_valid`, and the
+    """The generated schema validator of :func:`kexp.schema.is_schema_valid`, and the
     exception it raises for invalid fields."""
-    import fastjsonschema
+    from kexp.schema import fast_validator
 
-    from kexp.schema import _fast_validator
-
-    return _fast_validator(), fastjsonschema.JsonSchemaException
+    return fast_validator()
 
 
 def _real_time(stamp: str) -> bool:
