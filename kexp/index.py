@@ -40,7 +40,6 @@ import contextlib
 import gc
 import marshal
 import os
-import secrets
 import stat
 import sys
 import time
@@ -946,6 +945,7 @@ class StoreIndex:
     ) -> sqlite3.Connection:
         """A new cache with everything, written to a temporary file renamed into place
         (in memory only when the cache folder cannot be written)."""
+        import secrets
         import sqlite3
 
         temporary = self.file.with_name(f".{self.file.name}.{secrets.token_hex(6)}.tmp")

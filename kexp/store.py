@@ -14,7 +14,6 @@ import datetime as dt
 import heapq
 import os
 import re
-import secrets
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -913,6 +912,8 @@ def _score(item: Any) -> float:
 
 
 def _temporary_beside(path: Path, text: str) -> Path:
+    import secrets  # here: it costs a query a few milliseconds to import
+
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     with temporary.open("xb") as handle:
         handle.write(text.encode("utf-8"))
