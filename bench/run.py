@@ -19,6 +19,7 @@ the right experiment shown), so a fast but wrong answer does not pass.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import dataclasses
 import datetime as dt
@@ -757,6 +758,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--kexp-src {args.kexp_src} holds no kexp/__init__.py")
     base_env = base_environment(args.kexp_src)
     package = kexp_package(base_env)
+    # Byte-compile the measured kexp, as pip does when it installs a package: where
+    # PYTHONDONTWRITEBYTECODE is set, every run would otherwise compile it from source.
+    compileall.compile_dir(str(package), quiet=1)
     fingerprint = kexp_fingerprint(package)
     report = [
         "# kexp benchmark",
