@@ -38,13 +38,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import itertools
 import marshal
 import os
 import stat
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -151,6 +152,9 @@ class Row(NamedTuple):
 
 #: A file's packed stat signature: 4 native int64 (see :func:`signatures`).
 Signature = bytes
+#: Files of one folder to read: (folder, names, their signatures or None: take them as
+#: each file is opened).
+Group = tuple[str, list[str], "list[Signature] | None"]
 #: One checked file: (path, signature, values or None, first error or "").
 Checked = tuple[str, Signature, "tuple[Any, ...] | None", str]
 
@@ -298,7 +302,7 @@ def in_two_processes(
     items: list[_In],
     weight: int,
     weights: Sequence[int] | None = None,
-    after_child: Callable[[int], None] | None = None,
+    discarded: Callable[[int], None] | None = None,
 ) -> list[Any]:
     """``work(items)`` as one list, split between this process and a forked child when
     ``weight`` (the number of files involved) makes it worth it; ``weights`` (one per
@@ -306,7 +310,7 @@ def in_two_processes(
 
     The child sends its result back as ``marshal`` data; if it fails in any way its
     half is done here instead, so the answer never depends on the child.
-    ``after_child(pid)`` runs once the child has ended (to clean up after it).
+    ``discarded(pid)`` runs when the child's result is not used (to clean up after it).
     """
     if weight < PARALLEL_MIN_FILES or len(items) < 2 or not _forkable():
         return work(items)
@@ -340,17 +344,22 @@ def in_two_processes(
         chunks = []
         while chunk := os.read(read_end, 1 << 20):
             chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-        if after_child is not None:
-            after_child(pid)
+    except BaseException:
+        os.close(read_end)  # first: a child blocked writing to the pipe then ends
+        os.waitpid(pid, 0)
+        if discarded is not None:
+            discarded(pid)
+        raise
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
     if status == 0:
         try:
             result.extend(marshal.loads(b"".join(chunks)))
             return result
         except (EOFError, ValueError, TypeError):
             pass
+    if discarded is not None:
+        discarded(pid)
     return result + list(work(theirs))
 
 
@@ -691,7 +700,7 @@ class StoreIndex:
         # Which files to read again: new names, or a signature that differs.
         folders: dict[str, _Folder] = {}
         changed: dict[str, _Folder] = {}
-        to_check: list[tuple[str, Signature | None]] = []
+        groups: list[Group] = []
         removed: list[str] = []
         for folder, (_, _, names, packed, subfolders, listed_at) in found.items():
             known = cached.get(folder)
@@ -703,14 +712,15 @@ class StoreIndex:
                 folders[folder] = known
                 continue
             count, stale, missing = _compare(names, packed, known)
-            to_check.extend((folder + name, signature) for name, signature in stale)
+            if stale:
+                groups.append((folder, [name for name, _ in stale], [sig for _, sig in stale]))
             removed.extend(folder + name for name in missing)
             if listed_at is None:
                 assert known is not None
                 listed_at = known.listed_at
             folders[folder] = changed[folder] = _Folder(names, packed, count, listed_at, subfolders)
 
-        checked, sides = self._check(to_check, horizon)
+        checked, sides = self._check(groups, horizon)
         try:
             if (changed or gone) and not self._update(
                 connection, changed, gone, removed, checked, sides, horizon
@@ -720,20 +730,21 @@ class StoreIndex:
         finally:
             for side in sides:
                 side.unlink(missing_ok=True)
-        return self._view(connection, folders, to_check, rebuild)
+        fresh = {folder + name for folder, names, _ in groups for name in names}
+        return self._view(connection, folders, fresh, rebuild)
 
     def _view(
         self,
         connection: sqlite3.Connection,
         folders: dict[str, _Folder],
-        to_check: Sequence[tuple[str, Signature | None]],
+        fresh: set[str],
         rebuild: bool,
     ) -> IndexView:
         """The view of a written cache, once its rows are counted and the invalid ones
         found current; a cache that fails either is rebuilt from the files."""
         import sqlite3
 
-        view = IndexView(connection, folders, [], {path for path, _ in to_check})
+        view = IndexView(connection, folders, [], fresh)
         try:
             count = connection.execute("SELECT COUNT(*) FROM files").fetchone()[0]
             invalid = connection.execute(
@@ -755,11 +766,13 @@ class StoreIndex:
         """A cache made from nothing: folders listed, every experiment file read and
         checked (in two processes), its signature taken as it is opened."""
 
+        import sqlite3
+
         from kexp.validate import EXPERIMENT_NAME
 
         fullmatch = EXPERIMENT_NAME.fullmatch
         folders: dict[str, _Folder] = {}
-        to_check: list[tuple[str, Signature | None]] = []
+        groups: list[Group] = []
         pending = [""]
         while pending:
             folder = pending.pop()
@@ -769,19 +782,31 @@ class StoreIndex:
             if listed_at is None or listed is None:
                 continue
             names, subfolders = listed
-            count = len(to_check)
-            to_check.extend((folder + name, None) for name in names if fullmatch(name))
-            count = len(to_check) - count
+            experiments = [name for name in names if fullmatch(name)]
+            groups.append((folder, experiments, None))
             # Signatures are filled in from the rows once every file is read.
-            folders[folder] = _Folder(tuple(names), b"", count, listed_at, tuple(subfolders))
+            folders[folder] = _Folder(
+                tuple(names), b"", len(experiments), listed_at, tuple(subfolders)
+            )
             pending.extend(f"{folder}{name}{os.sep}" for name in subfolders)
-        checked, sides = self._check(to_check, horizon)
+        checked, sides = self._check(groups, horizon)
+        del groups
         try:
             connection = self._build(folders, checked, sides, horizon)
         finally:
             for side in sides:
                 side.unlink(missing_ok=True)
-        return self._view(connection, folders, to_check, rebuild)
+        try:
+            # Every row was read by this run: the racily clean ones may be used now.
+            fresh = {
+                path
+                for (path,) in connection.execute(
+                    "SELECT path FROM files WHERE signature = ?", (_NO_SIGNATURE_BYTES,)
+                )
+            }
+        except sqlite3.Error:
+            fresh = set()
+        return self._view(connection, folders, fresh, rebuild)
 
     def _scan(self, cached: dict[str, _Folder]) -> dict[str, Scanned]:
         """Every folder reachable from ``experiments/`` now, scanned: the cached ones in
@@ -800,7 +825,7 @@ class StoreIndex:
                 pending.extend(f"{folder}{name}{os.sep}" for name in item[4])
         return found
 
-    def _checker(self) -> Callable[[list[tuple[str, Signature | None]]], list[Checked]]:
+    def _checker(self) -> Callable[[Iterable[tuple[str, Signature | None]]], list[Checked]]:
         """A worker reading and checking (path, signature) items; a signature of None is
         taken from the file as it is opened."""
         # Imported here, before any fork, so that a child inherits them.
@@ -812,7 +837,7 @@ class StoreIndex:
         base, settings = self._base, self.settings
         pack = array("q")
 
-        def check(items: list[tuple[str, Signature | None]]) -> list[Checked]:
+        def check(items: Iterable[tuple[str, Signature | None]]) -> list[Checked]:
             out: list[Checked] = []
             for relative, known in items:
                 path = base + relative
@@ -845,23 +870,21 @@ class StoreIndex:
 
         return check
 
-    def _side(self, pid: int) -> Path:
-        return self.file.with_name(f".{self.file.name}.{pid}.side")
-
-    def _check(
-        self, to_check: list[tuple[str, Signature | None]], horizon: int
-    ) -> tuple[list[Checked], list[Path]]:
-        """Read and check files: the results in memory when they are few; else written
-        by this process and a forked child into side databases (returned), so that
-        neither holds every row in memory."""
+    def _check(self, groups: list[Group], horizon: int) -> tuple[list[Checked], list[Path]]:
+        """Read and check the files of ``groups``: the results in memory when they are
+        few; else written by this process and a forked child into side databases
+        (returned), so that neither holds every row in memory."""
         import sqlite3
 
         check = self._checker()
-        if len(to_check) < PARALLEL_MIN_FILES:
-            return check(to_check), []
+        total = sum(len(names) for _, names, _ in groups)
+        if total < PARALLEL_MIN_FILES:
+            return check(_items(groups)), []
+        made: list[Path] = []
 
-        def into_side(items: list[tuple[str, Signature | None]]) -> list[str]:
-            side = self._side(os.getpid())
+        def into_side(part: list[Group]) -> list[str]:
+            side = self.file.with_name(f".{self.file.name}.{os.getpid()}-{len(made)}.side")
+            made.append(side)
             side.unlink(missing_ok=True)
             database = sqlite3.connect(side, isolation_level=None)
             try:
@@ -869,9 +892,9 @@ class StoreIndex:
                 database.execute("PRAGMA synchronous = OFF")
                 database.execute(_FILES_TABLE)
                 database.execute("BEGIN")
-                for start in range(0, len(items), 500):
-                    records = self._records(check(items[start : start + 500]), horizon)
-                    database.executemany(_INSERT_FILE, records)
+                items = _items(part)
+                while batch := list(itertools.islice(items, 500)):
+                    database.executemany(_INSERT_FILE, self._records(check(batch), horizon))
                     # Parsing leaves reference cycles, and the collector is paused.
                     gc.collect(0)
                 database.execute("COMMIT")
@@ -879,15 +902,19 @@ class StoreIndex:
                 database.close()
             return [str(side)]
 
-        def forget(pid: int) -> None:
-            pass  # the child's side database is used (or removed) by the caller
+        def clean_up(pid: int) -> None:
+            # A child whose result is not used leaves its side database: remove it.
+            for left in self.file.parent.glob(f".{self.file.name}.{pid}-*.side"):
+                left.unlink(missing_ok=True)
 
+        sizes = [len(names) + 1 for _, names, _ in groups]
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            sides = in_two_processes(into_side, to_check, len(to_check), None, forget)
+            sides = in_two_processes(into_side, groups, total, sizes, clean_up)
         except (OSError, sqlite3.Error):
-            self._side(os.getpid()).unlink(missing_ok=True)
-            return check(to_check), []
+            for side in made:
+                side.unlink(missing_ok=True)
+            return check(_items(groups)), []
         return [], [Path(side) for side in sides]
 
     def _records(self, checked: list[Checked], horizon: int) -> Iterator[tuple[Any, ...]]:
@@ -1059,6 +1086,17 @@ def _storable(signature: bytes, horizon: int) -> bytes:
     if int.from_bytes(signature[:8], sys.byteorder, signed=True) >= horizon:
         return _NO_SIGNATURE_BYTES
     return signature
+
+
+def _items(groups: Iterable[Group]) -> Iterator[tuple[str, Signature | None]]:
+    """(path, signature or None) of every file of ``groups``."""
+    for folder, names, known in groups:
+        if known is None:
+            for name in names:
+                yield folder + name, None
+        else:
+            for name, signature in zip(names, known, strict=True):
+                yield folder + name, signature
 
 
 def _detach(connection: sqlite3.Connection, names: list[str]) -> None:

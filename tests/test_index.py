@@ -346,3 +346,32 @@ def test_an_edit_in_place_in_an_unchanged_folder_is_seen(
     _age(path.parent)
     assert _scores(store)[aged[2].id] == 3.02
     assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+
+
+def test_the_answer_never_depends_on_the_forked_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that dies (or sends garbage) has its half done again by the parent."""
+    import kexp.index
+
+    monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    parent = os.getpid()
+
+    def doubled(items: list[int]) -> list[int]:
+        return [item * 2 for item in items]
+
+    def dying(items: list[int]) -> list[int]:
+        if os.getpid() != parent:
+            os._exit(3)
+        return doubled(items)
+
+    expected = [item * 2 for item in range(10)]
+    discarded: list[int] = []
+    assert (
+        kexp.index.in_two_processes(doubled, list(range(10)), 10**6, None, discarded.append)
+        == expected
+    )
+    assert discarded == []
+    assert (
+        kexp.index.in_two_processes(dying, list(range(10)), 10**6, None, discarded.append)
+        == expected
+    )
+    assert len(discarded) == 1 and discarded[0] != parent
