@@ -976,22 +976,34 @@ class StoreIndex:
         import sqlite3
 
         temporary = self.file.with_name(f".{self.file.name}.{secrets.token_hex(6)}.tmp")
+        rows = list(sides)
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
+            base: list[Path] = []
+            if sides:
+                # The first side database (this process's rows) grows into the cache:
+                # its rows are not copied.
+                os.replace(sides[0], temporary)
+                rows[0] = temporary
+                base = [temporary]
             connection = sqlite3.connect(temporary, isolation_level=None)
             try:
-                self._fill(connection, folders, checked, sides, horizon)
+                self._fill(connection, folders, checked, rows[len(base) :], horizon, base)
             finally:
                 connection.close()
             os.replace(temporary, self.file)
         except (OSError, sqlite3.Error):
-            temporary.unlink(missing_ok=True)
+            pass
         else:
             reopened = self._open()
             if reopened is not None:
                 return reopened
+        # The cache folder cannot be written (or read back): keep the cache in memory.
         connection = sqlite3.connect(":memory:", isolation_level=None)
-        self._fill(connection, folders, checked, sides, horizon)
+        try:
+            self._fill(connection, folders, checked, rows, horizon)
+        finally:
+            temporary.unlink(missing_ok=True)
         return connection
 
     def _fill(
@@ -1001,12 +1013,16 @@ class StoreIndex:
         checked: list[Checked],
         sides: list[Path],
         horizon: int,
+        has_files: Sequence[Path] = (),
     ) -> None:
+        """Write the cache into an empty database (or a side database holding rows
+        already, when ``has_files`` names it)."""
         connection.execute("PRAGMA journal_mode = OFF")  # a new file: renamed when complete
         connection.execute("PRAGMA synchronous = OFF")
         connection.execute("BEGIN")
         for statement in _TABLES:
-            connection.execute(statement)
+            if not (has_files and statement is _FILES_TABLE):
+                connection.execute(statement)
         connection.execute("INSERT INTO meta VALUES ('header', ?)", (self.header,))
         connection.executemany(_INSERT_FILE, self._records(checked, horizon))
         connection.execute("COMMIT")

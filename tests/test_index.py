@@ -375,3 +375,24 @@ def test_the_answer_never_depends_on_the_forked_child(monkeypatch: pytest.Monkey
         == expected
     )
     assert len(discarded) == 1 and discarded[0] != parent
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_cache_that_cannot_be_written_is_kept_in_memory(
+    store: Store,
+    aged: list[KernelExperiment],
+    monkeypatch: pytest.MonkeyPatch,
+    parallel: bool,
+) -> None:
+    """Something else in the cache file's place (here a folder): answers stay right."""
+    import kexp.index
+
+    if parallel:
+        monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
+        monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    (store.cache_dir / INDEX_FILE).mkdir(parents=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _scores(store) == _uncached(store)
+        assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+    assert sorted(p.name for p in store.cache_dir.iterdir()) == [".gitignore", INDEX_FILE]
