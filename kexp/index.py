@@ -69,6 +69,10 @@ PARALLEL_MIN_FILES = 3000
 ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
 _DEFAULTS: dict[str, Any] = {"tags": (), "author": "", "combines": (), "results": ()}
 _KNOWN = frozenset(FRONT_MATTER_FIELDS)
+_ID, _SCORE, _STATUS, _IS_BUGGY, _OPERATOR, _DTYPE, _ENV = (
+    ROW_FIELDS.index(name)
+    for name in ("id", "score", "status", "is_buggy", "operator_sig", "dtype_sig", "env")
+)
 
 _FILES_TABLE = """
 CREATE TABLE files (
@@ -925,8 +929,7 @@ class StoreIndex:
             if values is None:
                 yield (path, folder, name_id, packed, 0, error, *_NO_VALUES)
                 continue
-            fields = dict(zip(FRONT_MATTER_FIELDS, values, strict=False))
-            score = fields["score"]
+            score = values[_SCORE]
             yield (
                 path,
                 folder,
@@ -934,13 +937,13 @@ class StoreIndex:
                 packed,
                 1,
                 "",
-                fields["id"],
+                values[_ID],
                 float(score) if isinstance(score, (int, float)) else None,
-                str(fields["operator_sig"]).lower(),
-                str(fields["dtype_sig"]).lower(),
-                str(fields["env"]).lower(),
-                fields["status"],
-                int(bool(fields["is_buggy"])),
+                str(values[_OPERATOR]).lower(),
+                str(values[_DTYPE]).lower(),
+                str(values[_ENV]).lower(),
+                values[_STATUS],
+                int(bool(values[_IS_BUGGY])),
                 marshal.dumps(values),
             )
 
