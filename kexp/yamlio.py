@@ -14,21 +14,15 @@ needs it, and double-quoted (one line, escaped) whenever a string holds a line b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import sys
+import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import yaml
-
-try:
-    from yaml import CSafeLoader as _ComposeLoader
-
-    HAVE_LIBYAML = True
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _ComposeLoader  # type: ignore[assignment]
-
-    HAVE_LIBYAML = False
+if TYPE_CHECKING:
+    import yaml
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP = (
@@ -45,13 +39,60 @@ MAX_DEPTH = 32
 #: Above this many characters that can open a collection (``[{-:?``), the nesting depth
 #: is measured from the tokens, stopping at :data:`MAX_DEPTH`, before composing.
 _DEPTH_SCAN_ABOVE = 200
-_OPENERS = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken)
-_FLOW_OPENERS = (yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
-_CLOSERS = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
 #: Longest integer accepted, in characters: an integer a float can hold has 309 digits.
 #: Longer ones are refused before Python converts them (which is slow, or an error).
 _MAX_INT_CHARS = 400
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+class _Yaml(NamedTuple):
+    """What the reader needs from PyYAML, imported on first use: reading canonical
+    files (:mod:`kexp.fastpath`) and answering queries from the cache need none of it."""
+
+    loader: Any  # libyaml's CSafeLoader when PyYAML was built with it
+    have_libyaml: bool
+    openers: tuple[type[Any], ...]
+    closers: tuple[type[Any], ...]
+    constructor: Any
+
+
+@functools.lru_cache(maxsize=1)
+def _yaml() -> _Yaml:
+    import yaml
+
+    try:
+        from yaml import CSafeLoader as loader
+
+        have_libyaml = True
+    except ImportError:
+        from yaml import SafeLoader as loader  # type: ignore[assignment]
+
+        have_libyaml = False
+        warnings.warn(
+            "PyYAML is installed without libyaml, so front-matter kexp cannot read by its "
+            "fast path is parsed in pure Python, about 7 times slower (slow on big stores); "
+            "install a PyYAML wheel built with libyaml (pip install --force-reinstall pyyaml)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return _Yaml(
+        loader,
+        have_libyaml,
+        (
+            yaml.BlockMappingStartToken,
+            yaml.BlockSequenceStartToken,
+            yaml.FlowMappingStartToken,
+            yaml.FlowSequenceStartToken,
+        ),
+        (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken),
+        yaml.constructor.SafeConstructor(),
+    )
+
+
+def have_libyaml() -> bool:
+    """Whether PyYAML was built with libyaml (its C parser, about 7 times faster)."""
+    return _yaml().have_libyaml
+
+
 #: Plain scalars that YAML 1.2 readers (yq, ruamel.yaml, JavaScript and Go libraries) read
 #: as numbers although PyYAML's YAML 1.1 rules keep them as strings: an all-digit hash
 #: with an 8 or 9 after a leading 0 (``0123456789``), or one like ``1234e56``. The writer
@@ -99,6 +140,7 @@ class YamlMapping:
 
     def locate(self, path: tuple[str | int, ...]) -> tuple[int, int]:
         """0-based (line, column) of the value at a JSON path, or of its nearest parent."""
+
         if not path or path[0] not in self.value_nodes:
             return (0, 0)
         key = str(path[0])
@@ -116,6 +158,8 @@ class YamlMapping:
 
 
 def _child(node: yaml.Node, step: str | int) -> yaml.Node | None:
+    import yaml
+
     if isinstance(node, yaml.SequenceNode) and isinstance(step, int):
         return node.value[step] if 0 <= step < len(node.value) else None
     if isinstance(node, yaml.MappingNode):
@@ -133,9 +177,11 @@ def read_mapping(text: str, string_fields: frozenset[str], *, first_line: int = 
     number of the text's first line in its file, for line numbers quoted in messages
     (issue positions stay 0-based within ``text``).
     """
+    import yaml
+
     if sum(map(text.count, "[{-:?")) > _DEPTH_SCAN_ABOVE:
         _check_depth(text)
-    loader = _ComposeLoader(text)
+    loader = _yaml().loader(text)
     try:
         root = loader.get_single_node()
     except RecursionError:  # pragma: no cover - pure-Python PyYAML on deep nesting
@@ -217,20 +263,23 @@ def _deep_flow_position(text: str) -> tuple[int, int] | None:
 def _check_depth(text: str) -> None:
     """Refuse nesting deeper than :data:`MAX_DEPTH`, reading tokens only that far."""
     depth = 0
+    openers, closers = _yaml().openers, _yaml().closers
     for token in _tokens(text):
-        if isinstance(token, _OPENERS + _FLOW_OPENERS):
+        if isinstance(token, openers):
             depth += 1
             if depth > MAX_DEPTH:
                 mark = token.start_mark
                 raise YamlReadError(_too_deep(mark.line, mark.column, ""))
-        elif isinstance(token, _CLOSERS):
+        elif isinstance(token, closers):
             depth -= 1
 
 
 def _tokens(text: str) -> Iterator[yaml.Token]:
     """The YAML tokens of ``text``, up to its first error."""
+    import yaml
+
     try:
-        yield from yaml.scan(text, Loader=_ComposeLoader)
+        yield from yaml.scan(text, Loader=_yaml().loader)
     except yaml.YAMLError:
         return
 
@@ -290,6 +339,8 @@ def _syntax_issue(exc: yaml.MarkedYAMLError, text: str, first_line: int) -> Yaml
 
 def _runaway_quote(text: str, error_line: int) -> yaml.Token | None:
     """A quoted scalar that starts lines above ``error_line`` and ends on it, if any."""
+    import yaml
+
     for token in _tokens(text):
         if token.start_mark.line >= error_line:
             break
@@ -306,6 +357,7 @@ class _Builder:
     """Builds Python values from YAML nodes, refusing aliases and unsafe tags."""
 
     def __init__(self, string_fields: frozenset[str]) -> None:
+
         self.string_fields = string_fields
         self.seen: set[int] = set()
         self.issues: list[YamlIssue] = []
@@ -317,6 +369,8 @@ class _Builder:
         )
 
     def check_tag(self, node: yaml.Node, field: str) -> None:
+        import yaml
+
         if id(node) in self.seen:
             self.fail(
                 node,
@@ -344,6 +398,8 @@ class _Builder:
             )
 
     def key(self, node: yaml.Node, field: str) -> str:
+        import yaml
+
         self.check_tag(node, field)
         if not isinstance(node, yaml.ScalarNode) or node.tag != _STR:
             self.fail(
@@ -358,6 +414,8 @@ class _Builder:
     def value(
         self, node: yaml.Node, field: str, keep_text: bool, top: bool = False, depth: int = 2
     ) -> Any:
+        import yaml
+
         self.check_tag(node, field)
         if depth > MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
             issue = _too_deep(node.start_mark.line, node.start_mark.column, field)
@@ -395,11 +453,11 @@ class _Builder:
         number = None
         try:
             if tag == _BOOL:
-                return _CONSTRUCTOR.construct_yaml_bool(node)
+                return _yaml().constructor.construct_yaml_bool(node)
             if tag == _FLOAT:
-                return _CONSTRUCTOR.construct_yaml_float(node)
+                return _yaml().constructor.construct_yaml_float(node)
             if len(node.value) <= _MAX_INT_CHARS:
-                number = _CONSTRUCTOR.construct_yaml_int(node)
+                number = _yaml().constructor.construct_yaml_int(node)
         except (ValueError, IndexError, KeyError):
             # Only an explicit tag (!!int, !!float, !!bool) on another value gets here.
             self.fail(
@@ -430,6 +488,8 @@ def _yaml12_number(text: str) -> bool:
 
 
 def _key_text(node: yaml.Node) -> str:
+    import yaml
+
     if isinstance(node, yaml.ScalarNode):
         return repr(node.value)
     return "[...]" if isinstance(node, yaml.SequenceNode) else "{...}"
@@ -442,6 +502,8 @@ def _tag_name(tag: str) -> str:
 
 def iter_nodes(node: yaml.Node) -> Iterator[yaml.Node]:
     """Every node below ``node`` (depth first), ``node`` included."""
+    import yaml
+
     yield node
     if isinstance(node, yaml.SequenceNode):
         for item in node.value:
@@ -455,11 +517,21 @@ def iter_nodes(node: yaml.Node) -> Iterator[yaml.Node]:
 # --- writing -------------------------------------------------------------------------
 
 
-class _Dumper(yaml.SafeDumper):
-    """The canonical dumper: pure Python, so the output is the same with or without libyaml."""
+@functools.lru_cache(maxsize=1)
+def _dumper() -> type[yaml.SafeDumper]:
+    """The canonical dumper: pure Python, so the output is the same with or without
+    libyaml (made on first use, like every use of PyYAML here)."""
+    import yaml
 
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    Dumper.add_representer(str, _represent_str)
+    Dumper.add_representer(list, _represent_list)
+    Dumper.add_representer(dict, _represent_dict)
+    Dumper.add_representer(_TopLevel, _represent_top)
+    return Dumper
 
 
 class _TopLevel(dict):  # type: ignore[type-arg]
@@ -493,17 +565,13 @@ def _represent_top(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
     return dumper.represent_mapping(_MAP, data.items(), flow_style=False)
 
 
-_Dumper.add_representer(str, _represent_str)
-_Dumper.add_representer(list, _represent_list)
-_Dumper.add_representer(dict, _represent_dict)
-_Dumper.add_representer(_TopLevel, _represent_top)
-
-
 def render_field(name: str, value: Any) -> str:
     """Render one front-matter field as its canonical line(s), ending with a newline."""
+    import yaml
+
     return yaml.dump(
         _TopLevel({name: value}),
-        Dumper=_Dumper,
+        Dumper=_dumper(),
         sort_keys=False,
         allow_unicode=True,
         width=float("inf"),

@@ -619,3 +619,22 @@ def test_serializer_quotes_strings_yaml_would_retype(value: str) -> None:
 def test_plain_hex_hash_stays_unquoted() -> None:
     exp = KernelExperiment(base_commit="3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e")
     assert "base_commit: 3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e" in serialize(exp).splitlines()
+
+
+def test_without_libyaml_kexp_says_so_and_still_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyYAML built without libyaml: the pure-Python parser is used, with a warning."""
+    import yaml
+
+    from kexp import yamlio
+
+    monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    yamlio._yaml.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="without libyaml"):
+            mapping = yamlio.read_mapping("score: 1.5\ntags: [a, b]  # note\n", frozenset())
+        assert mapping.values == {"score": 1.5, "tags": ["a", "b"]}
+        assert not yamlio.have_libyaml()
+    finally:
+        monkeypatch.undo()
+        yamlio._yaml.cache_clear()
+    assert yamlio.have_libyaml()
