@@ -176,7 +176,7 @@ def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[H
             )
             if new is not None:
                 last_known = new
-    if not entries and full_id not in store._id_index():
+    if not entries and full_id not in store._id_index(full_id):
         raise ExperimentNotFoundError(
             f"no experiment {full_id} in {store.experiments_dir} or in the history of "
             f"{revision} (kexp list shows the ids)"

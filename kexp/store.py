@@ -655,7 +655,7 @@ class Store:
         explicit_id = bool(exp.id)
         if explicit_id:
             ids.check_id(exp.id)
-            if exp.id in self._id_index():
+            if exp.id in self._id_index(exp.id):
                 raise KexpError(f"an experiment with id {exp.id} already exists")
         else:
             exp.id = ids.new_id()
@@ -692,7 +692,7 @@ class Store:
                 # Another process may claim the same id (under another file name)
                 # meanwhile: check again and write while holding that id's lock.
                 with exclusive_lock(self._lock_path(exp.id), self.settings.lock_timeout_s):
-                    if exp.id in self._id_index():
+                    if exp.id in self._id_index(exp.id):
                         raise KexpError(f"an experiment with id {exp.id} already exists")
                     _write_new(path, text)
             else:
