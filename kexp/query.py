@@ -220,6 +220,15 @@ def _time_key(created_at: str) -> str:
     return f"{seconds}.{fraction:0<9}"
 
 
+def mark_interference(experiments: list[KernelExperiment]) -> None:
+    """Set ``interference`` on each experiment scoring below the best of those it
+    combines (among ``experiments``)."""
+    scores = {e.id: e.score for e in experiments}
+    for exp in experiments:
+        combined = [scores[i] for i in exp.combines if i in scores]
+        exp.interference = bool(combined) and exp.score < max(combined)
+
+
 def chronological(experiments: Iterable[_E]) -> list[_E]:
     """Oldest first (by ``created_at``, then id)."""
     return sorted(experiments, key=lambda e: (_time_key(e.created_at), e.id))

@@ -34,6 +34,7 @@ from kexp.lessons import LESSON_GROUPS, Lesson, group_lessons, key_insight
 from kexp.lineage import is_scored
 from kexp.model import BODY_FIELDS
 from kexp.problems import Problem, has_errors, sort_problems
+from kexp.query import mark_interference
 from kexp.validate import CheckedFile, check_store, id_from_name
 
 if TYPE_CHECKING:
@@ -413,7 +414,7 @@ def _experiments(store: Store, checked: Iterable[CheckedFile]) -> list[KernelExp
             exp.settings = store.settings
             exp.path = item.path
             found.append(exp)
-    store._mark_interference(found)
+    mark_interference(found)
     return found
 
 

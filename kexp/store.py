@@ -31,7 +31,7 @@ from kexp.locking import exclusive_lock, file_lock
 from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import track
-from kexp.query import Filters, build_filters, chronological, matches, rank
+from kexp.query import Filters, build_filters, chronological, mark_interference, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import (
     CheckedFile,
@@ -228,7 +228,7 @@ class Store:
                 continue
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             self._skip(checked.path, first.format(), [first], strict)
-        self._mark_interference(experiments)
+        mark_interference(experiments)
         return experiments
 
     def _summaries(self, *, strict: bool, wanted: Filters | None = None) -> list[Any]:
@@ -327,12 +327,6 @@ class Store:
             exp.interference = item.interference
             complete.append(exp)
         return complete
-
-    def _mark_interference(self, experiments: list[KernelExperiment]) -> None:
-        scores = {e.id: e.score for e in experiments}
-        for exp in experiments:
-            combined = [scores[i] for i in exp.combines if i in scores]
-            exp.interference = bool(combined) and exp.score < max(combined)
 
     def list_experiments(
         self, *, strict: bool = False, brief: bool = False, **filters: Any
