@@ -60,9 +60,15 @@ _COMMON_LINE = re.compile(
     + re.escape("".join(sorted(_NOT_PLAIN_FIRST | set("-?:") | {c for c in _RESOLVERS if c})))
     + r"][^\n]*))"
 )
+_DIGITS = "0123456789"
 #: Whether a key resolves to a string (keys repeat: field names), bounded in size.
 _KEY_IS_STR: dict[str, bool] = {}
 _KEY_CACHE_SIZE = 4096
+#: The tag of each plain scalar resolved, and per ``keep_text`` (False, True) the value
+#: of each plain flow-list item read (list items repeat: tags); emptied when full.
+_TAGS: dict[str, str] = {}
+_ITEMS: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+_CACHE_SIZE = 8192
 #: Per set of string fields, ``key: value`` lines already read (most lines of a store
 #: repeat: status, is_buggy, dtype_sig, env, tags, author...) and their key and value
 #: (a list kept as a tuple); emptied when full.
@@ -71,10 +77,17 @@ _LINE_CACHE_SIZE = 16384
 
 
 def _tag_of_plain(value: str) -> str:
-    for tag, pattern in _RESOLVERS.get(value[:1], []):
-        if pattern.match(value):
-            return str(tag)
-    return _STR
+    tag = _TAGS.get(value)
+    if tag is None:
+        tag = _STR
+        for resolved, pattern in _RESOLVERS.get(value[:1], []):
+            if pattern.match(value):
+                tag = str(resolved)
+                break
+        if len(_TAGS) >= _CACHE_SIZE:
+            _TAGS.clear()
+        _TAGS[value] = tag
+    return tag
 
 
 def _key_is_str(key: str) -> bool:
@@ -95,9 +108,9 @@ def _plain_value(value: str, keep_text: bool) -> Any:
         raise _Unsure  # a block sequence entry, a complex key or a value: not a scalar
     if first not in _RESOLVERS:
         return value
-    if _HEX_WORD.fullmatch(value):
+    if first in _DIGITS and _HEX_WORD.fullmatch(value):
         return value
-    if _FLOAT_SIMPLE.fullmatch(value):
+    if (first in _DIGITS or first == "-") and _FLOAT_SIMPLE.fullmatch(value):
         # The float resolver comes first for a digit or '-' and matches this shape.
         if keep_text:
             raise _Unsure
@@ -125,9 +138,16 @@ class _Unsure(Exception):
 
 
 def _flow_list(inner: str, keep_text: bool) -> list[Any]:
-    values: list[Any] = []
     if not inner:
-        return values
+        return []
+    known = _ITEMS[keep_text]
+    if "'" not in inner:
+        # Items read before (tags repeat): a plain item holds no ',', so splitting on
+        # ', ' gives the items the scanner below would find.
+        values = [known.get(item) for item in inner.split(", ")]
+        if None not in values:
+            return values
+    values = []
     pos, end = 0, len(inner)
     while pos < end:
         match = _FLOW_ITEM.match(inner, pos)
@@ -137,8 +157,12 @@ def _flow_list(inner: str, keep_text: bool) -> list[Any]:
         if quoted is not None:
             values.append(quoted.replace("''", "'"))
         else:
-            values.append(_plain_value(match.group(2), keep_text))
+            item = match.group(2)
+            value = known[item] = _plain_value(item, keep_text)
+            values.append(value)
         pos = match.end()
+    if len(known) >= _CACHE_SIZE:
+        known.clear()
     return values
 
 

@@ -12,8 +12,8 @@ Files kexp wrote are canonical, and their validity can be decided from much less
   or no answer), valid against the schema (the compiled validator), the id of the file
   name (as ``validate.id_from_name`` reads it), a finite score, a real ``created_at``;
 * the body: only its ``## `` headings and code fences matter (a duplicate known section
-  is an error; ``is_buggy: true`` needs a non-empty ``## Error message``). One regular
-  expression finds the lines that can open or close a fence or be a heading, and the
+  is an error; ``is_buggy: true`` needs a non-empty ``## Error message``). Regular
+  expressions find the lines that can open or close a fence or be a heading, and the
   fence state machine of :func:`kexp.fileformat._fence_state` runs over those alone.
 
 :func:`quick_fields` returns the fields only when :func:`~kexp.validate.check_bytes`
@@ -32,6 +32,7 @@ import codecs
 import datetime as dt
 import functools
 import math
+import operator
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -53,12 +54,16 @@ _BOM = codecs.BOM_UTF8
 #: Whether each ``YYYY-MM-DD`` seen is a real day (many files share a day); bounded.
 _REAL_DAYS: dict[str, bool] = {}
 _REAL_DAYS_SIZE = 4096
-#: A newline, then a line that may open or close a code fence (up to 3 spaces, a run of
-#: 3 or more backticks or tildes: group 1, the rest of the line: group 2) or be a
-#: heading (``##`` alone or ``## `` and text: group 3 is the text after ``##``). Any
-#: other line leaves the fence state of ``fileformat._fence_state`` as it is and is no
-#: heading. (The lookahead turns most lines down at their first character, faster.)
-_CANDIDATE_LINE = re.compile(r"\n(?=[ `~#])(?: {0,3}(`{3,}|~{3,})([^\n]*)|##(?=\n|\Z)|##( [^\n]*))")
+#: Lines that may be headings or open or close a code fence; every other line leaves the
+#: fence state of ``fileformat._fence_state`` as it is and is no heading. A heading:
+#: the newline before it, ``##`` alone or ``## `` and text (group 1). A fence line: a
+#: run of 3 or more backticks (or tildes) after a newline and up to 3 spaces (the
+#: lookbehinds): group 1, the rest of the line: group 2.
+_HEADING_LINE = re.compile(r"\n##(?:( [^\n]*)|(?=\n|\Z))")
+_LINE_START = r"(?:(?<=\n{0})|(?<=\n {0})|(?<=\n  {0})|(?<=\n   {0}))"
+_BACKTICK_LINE = re.compile("(```" + _LINE_START.format("```") + r"`*)([^\n]*)")
+_TILDE_LINE = re.compile("(~~~" + _LINE_START.format("~~~") + r"~*)([^\n]*)")
+_START = operator.methodcaller("start")
 
 
 def quick_fields(
@@ -116,12 +121,11 @@ def quick_fields(
     stamp = _TIMESTAMP.fullmatch(fields["created_at"])
     if stamp is not None and not _real_time(stamp.group(1)):
         return None
-    if fields["is_buggy"] is not True:
-        return fields if _known_sections(text, body) is not None else None
-    # A buggy experiment needs its error message: the headings with their positions.
     headings = _headings(text, body)
     known = [field for _, _, field in headings if field is not None]
-    if len(set(known)) != len(known) or not _error_message(text, headings).strip():
+    if len(set(known)) != len(known):
+        return None  # a known section twice
+    if fields["is_buggy"] is True and not _error_message(text, headings).strip():
         return None
     return fields
 
@@ -152,9 +156,8 @@ def _real_time(stamp: str) -> bool:
     return day and stamp[11:13] < "24" and stamp[14:16] < "60" and stamp[17:19] < "60"
 
 
-def _known_sections(text: str, body: int) -> set[str] | None:
-    """The fields of the known sections in the body (from ``body`` on); None if one of
-    them appears twice (an error).
+def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:
+    """The body's ``## `` heading lines outside fences, as (start, end, field).
 
     The lines and the fence state are those of ``fileformat._fence_state``: a fence
     opens with a run of 3 or more backticks or tildes indented by at most 3 spaces (a
@@ -162,53 +165,33 @@ def _known_sections(text: str, body: int) -> set[str] | None:
     character at least as long, indented by at most 3 spaces, with only spaces or tabs
     after it; a ``## `` line outside a fence is a heading.
     """
-    seen: set[str] = set()
-    if body >= len(text):
-        return seen
-    fence = ""
-    for run, rest, heading in _CANDIDATE_LINE.findall(text, body - 1):
-        if fence:
-            if run and run[0] == fence[0] and len(run) >= len(fence) and not rest.strip(" \t"):
-                fence = ""
-            continue
-        if run:
-            if run[0] != "`" or "`" not in rest:
-                fence = run
-            continue
-        if heading:  # not for a line '##' (no text: no known section)
-            field = _FIELD_BY_HEADING.get(heading.strip().lower())
-            if field is not None:
-                if field in seen:
-                    return None
-                seen.add(field)
-    return seen
-
-
-def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:
-    """The body's ``## `` heading lines outside fences, as (start, end, field): the
-    lines :func:`_known_sections` reads, with their positions."""
     headings: list[tuple[int, int, str | None]] = []
     if body >= len(text):
         return headings
+    # Three searches, each for an expression starting with its literal (so the search
+    # skips to where one stands), cost less than one expression tried at every line.
+    lines = list(_HEADING_LINE.finditer(text, body - 1))
+    fences = list(_BACKTICK_LINE.finditer(text, body))
+    if text.find("~", body) >= 0:
+        fences += _TILDE_LINE.finditer(text, body)
+    if fences:
+        lines += fences
+        lines.sort(key=_START)
     fence = ""
-    for match in _CANDIDATE_LINE.finditer(text, body - 1):
-        run = match.group(1)
+    for line in lines:
+        if line.re is _HEADING_LINE:
+            if not fence:
+                # The text after '##' (None for a line '##': no known section).
+                heading = line.group(1)
+                field = _FIELD_BY_HEADING.get(heading.strip().lower()) if heading else None
+                headings.append((line.start() + 1, line.end(), field))
+            continue
+        run, rest = line.groups()
         if fence:
-            if (
-                run is not None
-                and run[0] == fence[0]
-                and len(run) >= len(fence)
-                and not match.group(2).strip(" \t")
-            ):
+            if run[0] == fence[0] and len(run) >= len(fence) and not rest.strip(" \t"):
                 fence = ""
-            continue
-        if run is not None:
-            if run[0] != "`" or "`" not in match.group(2):
-                fence = run
-            continue
-        heading = match.group(3)  # None for a line '##'
-        field = _FIELD_BY_HEADING.get(heading.strip().lower()) if heading else None
-        headings.append((match.start() + 1, match.end(), field))
+        elif run[0] != "`" or "`" not in rest:
+            fence = run
     return headings
 
 
