@@ -70,9 +70,9 @@ _TAGS: dict[str, str] = {}
 _ITEMS: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 _CACHE_SIZE = 8192
 #: Per set of string fields, ``key: value`` lines already read (most lines of a store
-#: repeat: status, is_buggy, dtype_sig, env, tags, author...) and their key and value
-#: (a list kept as a tuple); emptied when full.
-_LINE_CACHES: dict[frozenset[str], dict[str, tuple[str, Any]]] = {}
+#: repeat: status, is_buggy, dtype_sig, env, tags, author...): their key, value (a list
+#: kept as a tuple) and whether it is a list; emptied when full.
+_LINE_CACHES: dict[frozenset[str], dict[str, tuple[str, Any, bool]]] = {}
 _LINE_CACHE_SIZE = 16384
 
 
@@ -225,12 +225,13 @@ def read_simple_front_matter(
     # The list of the block list being read, and whether it has no item yet.
     items: list[Any] | None = None
     empty = False
+    cached = cache.get
     try:
         for line in text.split("\n"):
-            known = cache.get(line)
+            known = cached(line)
             if known is not None:
-                key, value = known
-                if type(value) is tuple:
+                key, value, is_list = known
+                if is_list:
                     value = list(value)
             elif not line:
                 if empty:
@@ -272,7 +273,7 @@ def read_simple_front_matter(
                         value = float(match.group(4))
                     if not (_KEY_IS_STR.get(key) or _key_is_str(key)):
                         return None
-                    cache[line] = (key, value)
+                    cache[line] = (key, value, False)
                 elif not line.isprintable():
                     return None
                 else:
@@ -291,7 +292,10 @@ def read_simple_front_matter(
                     if not _key_is_str(key):
                         return None
                     value = _value(raw, key in string_fields)
-                    cache[line] = (key, tuple(value) if type(value) is list else value)
+                    if type(value) is list:
+                        cache[line] = (key, tuple(value), True)
+                    else:
+                        cache[line] = (key, value, False)
             if empty or key in values:
                 return None
             items = None
