@@ -13,10 +13,9 @@ what YAML says they mean.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
-
-import yaml
 
 # A key YAML reads as an implicit (simple) key: at most 1024 characters up to the ':'
 # (longer is a syntax error), so keys are kept far shorter.
@@ -44,8 +43,33 @@ _FLOAT_SIMPLE = re.compile(r"-?[0-9]+\.[0-9]+")
 _HEX_WORD = re.compile(r"(?!0b)[0-9a-f]*[a-f][0-9a-f]*")
 _INT_SIMPLE = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _STR = "tag:yaml.org,2002:str"
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()
-_RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
+#: The first characters PyYAML registers implicit resolvers for (YAML 1.1's bool, int,
+#: float, null, timestamp, merge and value tags): a plain scalar starting with another
+#: character is a string. Spelled out so that reading needs no PyYAML; a test checks it
+#: against PyYAML's table.
+RESOLVED_FIRST_CHARACTERS = frozenset("!&*+-.0123456789<=FNOTYfnoty~")
+
+
+#: The plain words YAML 1.1 (PyYAML's implicit resolvers) reads as booleans or null; every
+#: other plain scalar starting with a letter is a string (a test checks it with PyYAML).
+_YEAR_DASH = re.compile("[0-9][0-9][0-9][0-9]-")
+_BOOL_WORDS = "yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF"
+_WORD_TAGS = {
+    **dict.fromkeys(_BOOL_WORDS.split(" "), "tag:yaml.org,2002:bool"),
+    **dict.fromkeys(("null", "Null", "NULL"), "tag:yaml.org,2002:null"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _yaml() -> tuple[Any, dict[Any, Any], type[Exception]]:
+    """PyYAML's scalar constructor, implicit resolvers and error, imported on first use
+    (most canonical files need none of them)."""
+    import yaml
+
+    resolvers = yaml.resolver.Resolver.yaml_implicit_resolvers
+    return yaml.constructor.SafeConstructor(), resolvers, yaml.YAMLError
+
+
 # Characters a plain scalar may not start with (YAML's indicators, blanks); '-', '?' and
 # ':' may when no space follows (checked in _plain_value). A first character no implicit
 # resolver is registered for makes a plain scalar a string, whatever follows.
@@ -57,7 +81,7 @@ _NOT_PLAIN_FIRST = frozenset(" \t,[]{}#&*!|>'\"%@`")
 _COMMON_LINE = re.compile(
     r"(" + _KEY + r"): (?:((?!0b)[0-9a-f]*[a-f][0-9a-f]*)|'([^'\n]*)'|(-?[0-9]+\.[0-9]+)"
     r"|([^\s"
-    + re.escape("".join(sorted(_NOT_PLAIN_FIRST | set("-?:") | {c for c in _RESOLVERS if c})))
+    + re.escape("".join(sorted(_NOT_PLAIN_FIRST | set("-?:") | RESOLVED_FIRST_CHARACTERS)))
     + r"][^\n]*))"
 )
 _DIGITS = "0123456789"
@@ -80,14 +104,32 @@ def _tag_of_plain(value: str) -> str:
     tag = _TAGS.get(value)
     if tag is None:
         tag = _STR
-        for resolved, pattern in _RESOLVERS.get(value[:1], []):
-            if pattern.match(value):
-                tag = str(resolved)
-                break
+        if value[:1].isalpha():
+            # Only YAML 1.1's bool and null words resolve from a letter: no PyYAML needed
+            # for the commonest plain words (done, false, fp16, tags...).
+            tag = _WORD_TAGS.get(value, _STR)
+        elif value[0] in _DIGITS and " " in value and not _YEAR_DASH.match(value):
+            pass  # ints and floats hold no space; only a timestamp (YYYY-...) may
+        else:
+            for resolved, pattern in _yaml()[1].get(value[:1], []):
+                if pattern.match(value):
+                    tag = str(resolved)
+                    break
         if len(_TAGS) >= _CACHE_SIZE:
             _TAGS.clear()
         _TAGS[value] = tag
     return tag
+
+
+def _construct(kind: str, tag: str, value: str) -> Any:
+    """PyYAML's value of a plain int or float scalar (``_Unsure`` if it refuses it)."""
+    import yaml
+
+    constructor, _, error = _yaml()
+    try:
+        return getattr(constructor, f"construct_yaml_{kind}")(yaml.ScalarNode(tag, value))
+    except error:
+        raise _Unsure from None
 
 
 def _key_is_str(key: str) -> bool:
@@ -106,7 +148,7 @@ def _plain_value(value: str, keep_text: bool) -> Any:
     first = value[0]
     if first in "-?:" and (len(value) == 1 or value[1] == " "):
         raise _Unsure  # a block sequence entry, a complex key or a value: not a scalar
-    if first not in _RESOLVERS:
+    if first not in RESOLVED_FIRST_CHARACTERS:
         return value
     if first in _DIGITS and _HEX_WORD.fullmatch(value):
         return value
@@ -121,13 +163,13 @@ def _plain_value(value: str, keep_text: bool) -> Any:
     if keep_text:
         raise _Unsure  # the full reader keeps it as text and warns; let it
     if tag.endswith(":float"):
-        return _CONSTRUCTOR.construct_yaml_float(yaml.ScalarNode(tag, value))
+        return _construct("float", tag, value)
     if tag.endswith(":int"):
         if len(value) > 300:
             raise _Unsure  # the full reader refuses numbers too large for a float
         if _INT_SIMPLE.fullmatch(value):
             return int(value)
-        return _CONSTRUCTOR.construct_yaml_int(yaml.ScalarNode(tag, value))
+        return _construct("int", tag, value)
     if tag.endswith(":bool") and value in ("true", "false"):
         return value == "true"
     raise _Unsure  # null, timestamps, yes/no booleans: leave them to the full reader
@@ -300,7 +342,7 @@ def read_simple_front_matter(
                 return None
             items = None
             values[key] = value
-    except (_Unsure, ValueError, yaml.YAMLError):
+    except (_Unsure, ValueError):
         return None
     if empty:
         return None

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import string
+import subprocess
+import sys
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -96,3 +100,62 @@ def test_unsure_values_are_declined() -> None:
         'env: "escaped\\n"\n',
     ):
         assert read_simple_front_matter(text, STRING_FIELDS) is None, text
+
+
+def test_the_first_characters_yaml_resolves_are_pyyamls() -> None:
+    import yaml
+
+    from kexp.fastpath import RESOLVED_FIRST_CHARACTERS
+
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    assert {c for c in table if c} == RESOLVED_FIRST_CHARACTERS
+
+
+def test_reading_and_showing_canonical_files_needs_no_pyyaml(tmp_path: Path) -> None:
+    """`kexp show` and a warm `kexp top` read canonical files without importing PyYAML."""
+    root = Path(__file__).parents[1]
+    code = (
+        "import sys\n"
+        "from kexp.cli import main\n"
+        "for args in (['top'], ['show', sys.argv[2]]):\n"
+        "    try:\n"
+        "        main(['--root', sys.argv[1], *args], standalone_mode=False)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('YAML', 'yaml' in sys.modules)\n"
+    )
+    store = tmp_path / "store"
+    shutil.copytree(root / "experiments", store / "experiments")
+    # (A file with `results`, a block list, is shown through the YAML reader.)
+    files = sorted((store / "experiments").glob("*/*/*.md"))
+    shown = next(p for p in files if "\nresults:" not in p.read_text()).name[:8]
+    for _ in range(2):  # cold (the cache is built), then warm
+        result = subprocess.run(
+            [sys.executable, "-c", code, str(store), shown],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "YAML False" in result.stdout, result.stdout + result.stderr
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=string.ascii_letters + string.digits + " .-_:", min_size=1, max_size=8))
+def test_words_resolve_as_pyyaml_resolves_them(tail: str) -> None:
+    """Plain scalars starting with a letter are typed without PyYAML, exactly as it would."""
+    import yaml
+
+    from kexp import fastpath
+
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    words = (tail, *fastpath._WORD_TAGS, "y" + tail, "n" + tail, "O" + tail)
+    numbers = (f"1 {tail}", f"2026-11-29 {tail}", f"12 {tail}", f"3.5 {tail}", f"1_0 {tail}")
+    for word in (*words, *numbers):
+        if not (word[:1].isalpha() or (word[:1].isdigit() and " " in word)):
+            continue
+        expected = next(
+            (str(tag) for tag, pattern in table.get(word[0], []) if pattern.match(word)),
+            "tag:yaml.org,2002:str",
+        )
+        fastpath._TAGS.clear()
+        assert fastpath._tag_of_plain(word) == expected, word
