@@ -1,16 +1,19 @@
 """The store's cache: every experiment file's front-matter, keyed by the file's stat.
 
 Queries rank and filter on front-matter alone, so kexp keeps it for every file in
-``.kexp/index-v2.sqlite`` (git-ignored; SQLite from Python's standard library) and
-reads a file again only when its stat signature (modification time in nanoseconds,
-size, inode, change time) differs from the cached one.
+``.kexp/index-<hash>.sqlite`` (git-ignored; SQLite from Python's standard library; the
+hash names the kexp version, layout and settings) and reads a file again only when its
+stat signature (modification time in nanoseconds, size, inode, change time) differs
+from the cached one.
 
 How a query checks the cache, in order:
 
-1. Walk ``experiments/`` (names only) and ``stat`` every ``*.md`` file, folder by
-   folder; a folder whose sorted names and packed signatures equal the cached ones is
-   unchanged, and none of its files is compared one by one. On a machine with more
-   than one core the folders are split between this process and one forked child.
+1. Walk ``experiments/`` and ``stat`` every ``*.md`` file, folder by folder (a folder
+   whose own signature is the cached one is not listed again: its names are the
+   cached ones); a folder whose sorted names and packed signatures equal the cached
+   ones is unchanged, and none of its files is compared one by one. With many files,
+   on a machine with more than one core, the folders are split between this process
+   and one forked child.
 2. Files of changed folders whose signature differs (or which are new) are read and
    checked again; rows of files that are gone are dropped; all of it in one SQLite
    transaction, so a crash leaves the previous cache.
@@ -24,8 +27,11 @@ The cache is never trusted beyond that:
 * A file modified within :data:`RACY_NS` of the moment the cache is written is stored
   with a signature no file has (git calls such entries "racily clean"): an edit in
   place that keeps the size and lands in the same timestamp tick cannot hide behind it.
-* A cache of another kexp version or other settings (a header row), a corrupt file, or
-  one SQLite cannot open is rebuilt silently, into a temporary file renamed into place.
+* A corrupt cache, one SQLite cannot open, or one whose header row is not this kexp's
+  is rebuilt silently. A new cache file is linked into place only where there is none
+  (or the one there is unusable), never renamed over a cache another process may be
+  writing: SQLite names its rollback journal after the path, and would apply a journal
+  of the old file to the new one.
 * Another process writing the cache at the same moment is waited for briefly and then
   left alone: a cache that cannot be written is an optimisation lost, never an error.
 
@@ -44,6 +50,7 @@ import os
 import stat
 import sys
 import time
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -57,7 +64,13 @@ if TYPE_CHECKING:
     from kexp.query import Filters
     from kexp.settings import Settings
 
-INDEX_FILE = "index-v2.sqlite"
+
+def index_file_name(settings: Settings) -> str:
+    """The cache's file name: one per kexp version, layout and settings, so that two
+    kexp versions sharing a store keep a cache each instead of replacing each other's."""
+    return f"index-{zlib.crc32(_header(settings).encode()):08x}.sqlite"
+
+
 #: Files modified this recently (ns) before the cache is written are not cached.
 RACY_NS = 2_000_000_000
 #: A signature no file has: racily clean entries, symbolic links, unreadable names.
@@ -571,7 +584,7 @@ class StoreIndex:
 
     def __init__(self, experiments_dir: Path, cache_dir: Path, settings: Settings) -> None:
         self.experiments_dir = experiments_dir
-        self.file = cache_dir / INDEX_FILE
+        self.file = cache_dir / index_file_name(settings)
         self.settings = settings
         self.header = _header(settings)
         self._base = str(experiments_dir).rstrip(os.sep) + os.sep
@@ -796,7 +809,7 @@ class StoreIndex:
         checked, sides = self._check(groups, horizon)
         del groups
         try:
-            connection = self._build(folders, checked, sides, horizon)
+            connection = self._build(folders, checked, sides, horizon, private=rebuild)
         finally:
             for side in sides:
                 side.unlink(missing_ok=True)
@@ -972,9 +985,19 @@ class StoreIndex:
         checked: list[Checked],
         sides: list[Path],
         horizon: int,
+        private: bool = False,
     ) -> sqlite3.Connection:
         """A new cache with everything, written to a temporary file renamed into place
-        (in memory only when the cache folder cannot be written)."""
+        (in memory only when the cache folder cannot be written); this query answers
+        from the new file, which no other process changes.
+
+        A cache file is never renamed over another, nor removed while it may be in use
+        (SQLite names its rollback journal after the file's path, so a journal left by a
+        writer of the old file would be rolled back into the new one): the new file is
+        linked into place only where there is none, or the one there is unusable. When
+        a usable one is there (another process built it meanwhile, or ``private``: a
+        rebuild after rows were found not to match their files), the rows are copied
+        into it in one transaction."""
         import secrets
         import sqlite3
 
@@ -989,18 +1012,20 @@ class StoreIndex:
                 os.replace(sides[0], temporary)
                 rows[0] = temporary
                 base = [temporary]
-            connection = sqlite3.connect(temporary, isolation_level=None)
+            connection = sqlite3.connect(temporary, isolation_level=None, timeout=5.0)
             try:
                 self._fill(connection, folders, checked, rows[len(base) :], horizon, base)
-            finally:
+            except BaseException:
                 connection.close()
-            os.replace(temporary, self.file)
+                raise
         except (OSError, sqlite3.Error):
             pass
         else:
-            reopened = self._open()
-            if reopened is not None:
-                return reopened
+            try:
+                self._publish(temporary, replace_rows=private)
+            finally:
+                temporary.unlink(missing_ok=True)  # this connection keeps reading it
+            return connection
         # The cache folder cannot be written (or read back): keep the cache in memory.
         connection = sqlite3.connect(":memory:", isolation_level=None)
         try:
@@ -1008,6 +1033,51 @@ class StoreIndex:
         finally:
             temporary.unlink(missing_ok=True)
         return connection
+
+    def _publish(self, temporary: Path, *, replace_rows: bool) -> None:
+        """Make the cache in ``temporary`` the store's (see :meth:`_build`); errors are
+        ignored: the cache is an optimisation."""
+        import sqlite3
+
+        for _ in range(2):
+            with contextlib.suppress(OSError):
+                os.link(temporary, self.file)
+                return
+            shared = None
+            try:
+                shared = sqlite3.connect(self.file, timeout=5.0, isolation_level=None)
+                found = shared.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    if shared is not None:
+                        shared.close()
+                    return  # in use by another process: it is fine, and theirs
+                found = None
+            except sqlite3.Error:
+                found = None
+            if shared is None or found is None or found[0] != self.header:
+                # Not a usable cache of this kexp (corrupt, truncated, tampered with).
+                if shared is not None:
+                    shared.close()
+                with contextlib.suppress(OSError):
+                    self.file.unlink()
+                continue
+            try:
+                if replace_rows:
+                    shared.execute("ATTACH DATABASE ? AS fresh", (str(temporary),))
+                    shared.execute("BEGIN IMMEDIATE")
+                    try:
+                        for table in ("files", "folders"):
+                            shared.execute(f"DELETE FROM {table}")
+                            shared.execute(f"INSERT INTO {table} SELECT * FROM fresh.{table}")
+                        shared.execute("COMMIT")
+                    except sqlite3.Error:
+                        shared.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            finally:
+                shared.close()
+            return
 
     def _fill(
         self,

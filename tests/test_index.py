@@ -1,4 +1,4 @@
-"""The query cache (.kexp/index-v2.sqlite) is never wrong: every way a file can change is seen."""
+"""The query cache (.kexp/index-*.sqlite) is never wrong: every way a file can change is seen."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import pytest
 from conftest import experiment_fields, git
 
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
-from kexp.index import INDEX_FILE
+from kexp.index import index_file_name
+from kexp.settings import DEFAULT_SETTINGS
 
+INDEX_FILE = index_file_name(DEFAULT_SETTINGS)
 OLD = 1_600_000_000  # a modification time far in the past (seconds)
 
 
