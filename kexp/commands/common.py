@@ -11,6 +11,7 @@ import contextlib
 import io
 import itertools
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,8 @@ _C1 = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 #: Unicode bidirectional-text controls: they reorder what a terminal shows ("Trojan
 #: Source"), so text can display as something other than what it is.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: Any character :func:`clean` escapes.
+_UNSAFE = re.compile("[^\n\t\x20-\x7e\xa0-\U0010ffff]|[" + "".join(sorted(_BIDI)) + "]")
 
 
 def get_store(ctx: click.Context) -> Store:
@@ -65,6 +68,8 @@ def rev_option(func: _F) -> _F:
 def clean(text: str) -> str:
     """Neutralise control characters, ANSI escapes and bidirectional-text controls in text
     shown in a terminal: each is written as its escape (``\\x1b``, ``\\u202e``)."""
+    if _UNSAFE.search(text) is None:
+        return text  # the common case, answered by one regular expression
     return "".join(
         ch
         if ch in "\n\t"
