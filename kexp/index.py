@@ -808,6 +808,9 @@ class StoreIndex:
             pending.extend(f"{folder}{name}{os.sep}" for name in subfolders)
         checked, sides = self._check(groups, horizon)
         del groups
+        # The cache of kexp before 0.1.0's SQLite one (a marshal file): no longer read.
+        with contextlib.suppress(OSError):
+            (self.file.parent / "index-v1").unlink()
         try:
             connection = self._build(folders, checked, sides, horizon, private=rebuild)
         finally:
