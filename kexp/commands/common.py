@@ -34,7 +34,7 @@ _C1 = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 #: Source"), so text can display as something other than what it is.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 #: Any character :func:`clean` escapes.
-_UNSAFE = re.compile("[^\n\t\x20-\x7e\xa0-\U0010ffff]|[" + "".join(sorted(_BIDI)) + "]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(_BIDI)) + "]")
 
 
 def get_store(ctx: click.Context) -> Store:
