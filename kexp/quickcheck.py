@@ -29,7 +29,6 @@ reports the problems.
 from __future__ import annotations
 
 import codecs
-import datetime as dt
 import functools
 import math
 import operator
@@ -48,12 +47,9 @@ from kexp.fileformat import (
     _unwrap,
 )
 from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME
+from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME, is_real_time
 
 _BOM = codecs.BOM_UTF8
-#: Whether each ``YYYY-MM-DD`` seen is a real day (many files share a day); bounded.
-_REAL_DAYS: dict[str, bool] = {}
-_REAL_DAYS_SIZE = 4096
 #: Lines that may be headings or open or close a code fence; every other line leaves the
 #: fence state of ``fileformat._fence_state`` as it is and is no heading. A heading:
 #: the newline before it, ``##`` alone or ``## `` and text (group 1). A fence line: a
@@ -119,7 +115,7 @@ def quick_fields(
     if isinstance(score, float) and not math.isfinite(score):
         return None
     stamp = _TIMESTAMP.fullmatch(fields["created_at"])
-    if stamp is not None and not _real_time(stamp.group(1)):
+    if stamp is not None and not is_real_time(stamp.group(1)):
         return None
     headings = _headings(text, body)
     known = [field for _, _, field in headings if field is not None]
@@ -137,23 +133,6 @@ def _schema_validator() -> tuple[Callable[[Any], Any], type[Exception]]:
     from kexp.schema import fast_validator
 
     return fast_validator()
-
-
-def _real_time(stamp: str) -> bool:
-    """Whether ``YYYY-MM-DDTHH:MM:SS`` (digits where the letters are) is a real date and
-    time: what ``datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")`` accepts."""
-    day = _REAL_DAYS.get(stamp[:10])
-    if day is None:
-        try:
-            dt.date(int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]))
-            day = True
-        except ValueError:
-            day = False
-        if len(_REAL_DAYS) >= _REAL_DAYS_SIZE:
-            _REAL_DAYS.clear()
-        _REAL_DAYS[stamp[:10]] = day
-    # Two digits each: comparing the texts compares the numbers.
-    return day and stamp[11:13] < "24" and stamp[14:16] < "60" and stamp[17:19] < "60"
 
 
 def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:

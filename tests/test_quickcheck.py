@@ -30,8 +30,9 @@ from kexp.fastpath import (
 )
 from kexp.fileformat import _FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
 from kexp.model import KernelExperiment
-from kexp.quickcheck import _real_time, quick_fields
+from kexp.quickcheck import quick_fields
 from kexp.validate import EXPERIMENT_NAME, check_bytes
+from kexp.validate import is_real_time as _real_time
 from kexp.yamlio import YamlReadError, read_mapping, render_field
 
 # --- the fast front-matter reader ------------------------------------------------------
