@@ -32,6 +32,7 @@ import codecs
 import functools
 import math
 import operator
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -108,7 +109,9 @@ def quick_fields(
     except invalid:
         return None
     # The schema holds: id, score, is_buggy and created_at are there, with their types.
-    named = EXPERIMENT_NAME.fullmatch(path.name if isinstance(path, Path) else Path(path).name)
+    named = EXPERIMENT_NAME.fullmatch(
+        path.name if isinstance(path, Path) else os.path.basename(path)
+    )
     if named is not None and fields["id"] != named.group(1):
         return None
     score = fields["score"]
