@@ -208,15 +208,6 @@ def _header(settings: Settings) -> str:
 # --- walking --------------------------------------------------------------------------
 
 
-def _visible_entries(folder: str) -> list[os.DirEntry[str]]:
-    """The entries of ``folder`` except hidden ones (writers' temporary files)."""
-    try:
-        with os.scandir(folder) as iterator:
-            return [entry for entry in iterator if entry.name[0] != "."]
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []
-
-
 def list_folder(path: str, prefix: str = "") -> tuple[list[str], list[str]] | None:
     """(sorted ``*.md`` names starting with ``prefix``, sorted sub-folder names) of one
     folder; None when it is not a folder (any more).
