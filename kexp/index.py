@@ -729,6 +729,8 @@ class StoreIndex:
             folders[folder] = changed[folder] = _Folder(names, packed, count, listed_at, subfolders)
 
         checked, sides = self._check(groups, horizon)
+        if groups:
+            self._remove_leftovers()
         try:
             if (changed or gone) and not self._update(
                 connection, changed, gone, removed, checked, sides, horizon
@@ -799,9 +801,7 @@ class StoreIndex:
             pending.extend(f"{folder}{name}{os.sep}" for name in subfolders)
         checked, sides = self._check(groups, horizon)
         del groups
-        # The cache of kexp before 0.1.0's SQLite one (a marshal file): no longer read.
-        with contextlib.suppress(OSError):
-            (self.file.parent / "index-v1").unlink()
+        self._remove_leftovers()
         try:
             connection = self._build(folders, checked, sides, horizon, private=rebuild)
         finally:
@@ -818,6 +818,20 @@ class StoreIndex:
         except sqlite3.Error:
             fresh = set()
         return self._view(connection, folders, fresh, rebuild)
+
+    def _remove_leftovers(self) -> None:
+        """Remove what no process uses any more: the cache of kexp before its SQLite one
+        (``index-v1``, a marshal file), and temporary or side databases of processes
+        killed while building, once older than ``settings.stale_temporary_s``."""
+        folder = self.file.parent
+        with contextlib.suppress(OSError):
+            (folder / "index-v1").unlink()
+        horizon = time.time() - self.settings.stale_temporary_s
+        for pattern in (".index-*.sqlite.*.tmp", ".index-*.sqlite.*.side"):
+            for left in folder.glob(pattern):
+                with contextlib.suppress(OSError):
+                    if left.lstat().st_mtime < horizon:
+                        left.unlink()
 
     def _scan(self, cached: dict[str, _Folder]) -> dict[str, Scanned]:
         """Every folder reachable from ``experiments/`` now, scanned: the cached ones in

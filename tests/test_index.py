@@ -398,3 +398,20 @@ def test_a_cache_that_cannot_be_written_is_kept_in_memory(
         assert _scores(store) == _uncached(store)
         assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
     assert sorted(p.name for p in store.cache_dir.iterdir()) == [".gitignore", INDEX_FILE]
+
+
+def test_leftovers_of_killed_builders_are_removed_once_stale(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    """Temporary and side databases of a process killed while building the cache are
+    removed by the next build once an hour old; fresh ones (a build running now) stay."""
+    store.cache_dir.mkdir(exist_ok=True)
+    stale = store.cache_dir / f".{INDEX_FILE}.4242-0.side"
+    fresh = store.cache_dir / f".{INDEX_FILE}.abcdef.tmp"
+    old_cache = store.cache_dir / "index-v1"
+    for path in (stale, fresh, old_cache):
+        path.write_bytes(b"left behind")
+    _age(stale)
+    assert _scores(store) == _uncached(store)  # no cache yet: a build
+    assert not stale.exists() and not old_cache.exists()
+    assert fresh.exists()
