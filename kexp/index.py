@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, experiment_from_fields
+from kexp.query import below_best_combined
 
 if TYPE_CHECKING:
     import sqlite3
@@ -535,10 +536,8 @@ class IndexView:
 
 
 def _marked(row: Row, scores: dict[str, float]) -> Row:
-    if row.combines:
-        combined = [scores[i] for i in row.combines if i in scores]
-        if combined and row.score < max(combined):
-            return row._replace(interference=True)
+    if row.combines and below_best_combined(row.score, row.combines, scores):
+        return row._replace(interference=True)
     return row
 
 

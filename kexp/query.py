@@ -220,13 +220,18 @@ def _time_key(created_at: str) -> str:
     return f"{seconds}.{fraction:0<9}"
 
 
+def below_best_combined(score: float, combines: Iterable[str], scores: dict[str, float]) -> bool:
+    """Interference: ``score`` below the best of the known ``scores`` it combines."""
+    combined = [scores[i] for i in combines if i in scores]
+    return bool(combined) and score < max(combined)
+
+
 def mark_interference(experiments: list[KernelExperiment]) -> None:
     """Set ``interference`` on each experiment scoring below the best of those it
     combines (among ``experiments``)."""
     scores = {e.id: e.score for e in experiments}
     for exp in experiments:
-        combined = [scores[i] for i in exp.combines if i in scores]
-        exp.interference = bool(combined) and exp.score < max(combined)
+        exp.interference = below_best_combined(exp.score, exp.combines, scores)
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:
