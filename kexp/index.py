@@ -54,6 +54,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from struct import Struct
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, experiment_from_fields
@@ -76,8 +77,12 @@ def index_file_name(settings: Settings) -> str:
 RACY_NS = 2_000_000_000
 #: A signature no file has: racily clean entries, symbolic links, unreadable names.
 _NO_SIGNATURE = (-1, -1, -1, -1)
+#: Packs (mtime_ns, size, inode, ctime_ns) as :func:`signatures` does (native int64).
+_pack = Struct("=4q").pack
 #: Below this many files one process checks them all (a fork costs more than it saves).
 PARALLEL_MIN_FILES = 3000
+#: How many files a worker reads before checking them (see ``Index._checker``).
+READ_BATCH = 256
 
 #: The fields of a :class:`Row`, in order.
 ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
@@ -851,7 +856,12 @@ class StoreIndex:
 
     def _checker(self) -> Callable[[Iterable[tuple[str, Signature | None]]], list[Checked]]:
         """A worker reading and checking (path, signature) items; a signature of None is
-        taken from the file as it is opened."""
+        taken from the file as it is opened.
+
+        Files are read :data:`READ_BATCH` at a time before any of them is checked: the
+        checking code then runs without system calls in between, which on this
+        project's machines (speculative-execution mitigations flush the processor's
+        predictors at every call into the kernel) makes it about a third faster."""
         # Imported here, before any fork, so that a child inherits them.
         from kexp.fileformat import FileFormatError
         from kexp.problems import sort_problems
@@ -859,37 +869,42 @@ class StoreIndex:
         from kexp.validate import check_bytes, read_and_check, read_file_and_stat
 
         base, settings = self._base, self.settings
-        pack = array("q")
+        no_stat = (None, None)
+
+        def read(relative: str) -> tuple[bytes, os.stat_result] | tuple[None, None]:
+            try:
+                return read_file_and_stat(base + relative, settings)
+            except (OSError, FileFormatError):
+                return no_stat
 
         def check(items: Iterable[tuple[str, Signature | None]]) -> list[Checked]:
             out: list[Checked] = []
-            for relative, known in items:
-                path = base + relative
-                try:
-                    data, info = read_file_and_stat(path, settings)
-                except (OSError, FileFormatError):
-                    result = read_and_check(Path(path), settings)  # it reports the problem
-                    signature = _NO_SIGNATURE_BYTES if known is None else known
-                else:
-                    if known is None:
-                        pack[:] = array(
-                            "q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-                        )
-                        signature = pack.tobytes()
+            pending = iter(items)
+            while batch := list(itertools.islice(pending, READ_BATCH)):
+                contents = [read(relative) for relative, _ in batch]
+                for (relative, known), (data, info) in zip(batch, contents, strict=True):
+                    path = base + relative
+                    if data is None or info is None:
+                        result = read_and_check(Path(path), settings)  # it reports why
+                        signature = _NO_SIGNATURE_BYTES if known is None else known
                     else:
-                        signature = known
-                    # Most files are canonical: a certain answer without the full parse.
-                    fields = quick_fields(data, path, settings)
-                    if fields is not None:
-                        out.append((relative, signature, _values(fields), ""))
+                        signature = (
+                            _pack(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+                            if known is None
+                            else known
+                        )
+                        # Most files are canonical: a certain answer without the full parse.
+                        fields = quick_fields(data, path, settings)
+                        if fields is not None:
+                            out.append((relative, signature, _values(fields), ""))
+                            continue
+                        result = check_bytes(data, Path(path), settings)
+                    if result.ok:
+                        assert result.document is not None
+                        out.append((relative, signature, _values(result.document.fields), ""))
                         continue
-                    result = check_bytes(data, Path(path), settings)
-                if result.ok:
-                    assert result.document is not None
-                    out.append((relative, signature, _values(result.document.fields), ""))
-                    continue
-                errors = [p for p in sort_problems(result.problems) if p.severity == "error"]
-                out.append((relative, signature, None, errors[0].format()))
+                    errors = [p for p in sort_problems(result.problems) if p.severity == "error"]
+                    out.append((relative, signature, None, errors[0].format()))
             return out
 
         return check

@@ -120,6 +120,17 @@ def quick_fields(
     stamp = _TIMESTAMP.fullmatch(fields["created_at"])
     if stamp is not None and not is_real_time(stamp.group(1)):
         return None
+    if fields["is_buggy"] is not True:
+        # Only a known section twice would make the file invalid. The heading lines
+        # found without telling fenced lines apart include the real headings: when
+        # they name no known section twice, neither do the real ones.
+        known = [
+            field
+            for heading in _HEADING_LINE.findall(text, body - 1)
+            if heading and (field := _FIELD_BY_HEADING.get(heading.strip().lower()))
+        ]
+        if len(set(known)) == len(known):
+            return fields
     headings = _headings(text, body)
     known = [field for _, _, field in headings if field is not None]
     if len(set(known)) != len(known):

@@ -605,6 +605,22 @@ def test_an_unclosed_fence_runs_to_the_end() -> None:
     assert _agree(text.encode(), GOOD_PATH) is not None
 
 
+def test_a_section_heading_repeated_inside_a_fence_is_no_duplicate() -> None:
+    """A file that is not buggy is answered from its heading lines alone unless two name
+    one section; then the fences decide, as in the full check."""
+    text = serialize(_experiment())
+    for extra, valid in (
+        ("\n## Notes\n\n```\n## Raw result\n\nagain\n```\n", True),
+        ("\n## Notes\n\n~~~\n## raw result\n~~~\n", True),
+        ("\n## Notes\n\n```\ncode\n```\n## Raw result\n\nagain\n", False),
+        ("\n## RAW RESULT  \n\nagain\n", False),
+        ("\n## Notes\n\n## Notes\n", True),  # an unknown section may repeat
+    ):
+        changed = (text + extra).encode()
+        assert check_bytes(changed, Path(GOOD_PATH)).ok == valid, extra
+        assert (_agree(changed, GOOD_PATH) is not None) == valid, extra
+
+
 def test_values_outside_the_fast_reader_are_not_sure() -> None:
     text = serialize(_experiment())
     for old, new in (
