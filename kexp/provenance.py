@@ -160,25 +160,50 @@ def base_commit_problems(
     than a commit, or an ambiguous abbreviation, is an error. Without a code repository
     nothing is checked.
     """
-    from kexp import git as kgit
-
     values: dict[str, list[CheckedFile]] = {}
     for item in checked:
         if item.document is None:
             continue
         value = item.document.fields.get("base_commit")
-        if isinstance(value, str) and kgit.is_hex(value, 7):
+        if isinstance(value, str):
             values.setdefault(value, []).append(item)
-    if not values:
-        return []
+    problems: list[Problem] = []
+    for value, (severity, code, message, hint) in unresolved_base_commits(
+        values, code_repo, strict=strict
+    ).items():
+        for item in values[value]:
+            assert item.document is not None
+            line, column = item.document.position(("base_commit",))
+            problems.append(
+                Problem(str(item.path), line, column, severity, code, "base_commit", message, hint)
+            )
+    return problems
+
+
+def unresolved_base_commits(
+    values: Iterable[str], code_repo: Path, *, strict: bool = False
+) -> dict[str, tuple[Severity, str, str, str]]:
+    """The ``base_commit`` values among ``values`` that do not resolve to a commit in
+    ``code_repo``, each with the (severity, code, message, hint) of its problem, in the
+    order of ``values``; values that are not hashes (7+ hex digits) are left to the
+    schema.
+
+    All values are looked up at once (one git process); see
+    :func:`base_commit_problems`. Without a code repository nothing is checked (empty).
+    """
+    from kexp import git as kgit
+
+    wanted = list(dict.fromkeys(value for value in values if kgit.is_hex(value, 7)))
+    if not wanted:
+        return {}
     repo = kgit.find_repo(code_repo)
     if repo is None:
-        return []
-    found = kgit.lookup_objects(repo, values)
+        return {}
+    found = kgit.lookup_objects(repo, wanted)
     where = kgit.toplevel(repo)
-    problems: list[Problem] = []
+    unresolved: dict[str, tuple[Severity, str, str, str]] = {}
     severity: Severity
-    for value, items in values.items():
+    for value in wanted:
         info = found[value]
         if info.status == "found" and info.type == "commit":
             continue
@@ -195,13 +220,8 @@ def base_commit_problems(
             severity, code = "error", "base-commit-not-commit"
             message = f"base_commit {value} names a {info.type}, not a commit, in {where}"
             hint = "write the hash of the commit the change was made on (git log --oneline)"
-        for item in items:
-            assert item.document is not None
-            line, column = item.document.position(("base_commit",))
-            problems.append(
-                Problem(str(item.path), line, column, severity, code, "base_commit", message, hint)
-            )
-    return problems
+        unresolved[value] = (severity, code, message, hint)
+    return unresolved
 
 
 def strict_problems(problems: Sequence[Problem]) -> list[Problem]:

@@ -14,9 +14,9 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.model import ALL_FIELDS, KernelExperiment
@@ -145,31 +145,33 @@ def read_file_and_stat(
 
 def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
     """Read one file (refusing oversize files and symbolic links) and check it."""
-    try:
-        data = read_file(path, settings)
-    except FileFormatError as exc:
-        return CheckedFile(path, None, [exc.problem])
-    except OSError as exc:
-        return CheckedFile(
-            path,
-            None,
-            [
-                _error(
-                    path,
-                    1,
-                    1,
-                    "unreadable",
-                    "",
-                    f"cannot read the file: {exc.strerror or exc}",
-                    "check the path (kexp list shows the experiments)"
-                    if isinstance(exc, FileNotFoundError)
-                    else "check the file's permissions"
-                    if isinstance(exc, PermissionError)
-                    else "give the path of an experiment file",
-                )
-            ],
-        )
+    data = read_or_problem(path, settings)
+    if isinstance(data, Problem):
+        return CheckedFile(path, None, [data])
     return check_bytes(data, path, settings)
+
+
+def read_or_problem(path: Path | str, settings: Settings = DEFAULT_SETTINGS) -> bytes | Problem:
+    """The bytes of an experiment file (as :func:`read_file` reads them), or the problem
+    that says why it cannot be read (as :func:`read_and_check` reports it)."""
+    try:
+        return read_file(path, settings)
+    except FileFormatError as exc:
+        return exc.problem
+    except OSError as exc:
+        return _error(
+            path,
+            1,
+            1,
+            "unreadable",
+            "",
+            f"cannot read the file: {exc.strerror or exc}",
+            "check the path (kexp list shows the experiments)"
+            if isinstance(exc, FileNotFoundError)
+            else "check the file's permissions"
+            if isinstance(exc, PermissionError)
+            else "give the path of an experiment file",
+        )
 
 
 def check_bytes(
@@ -341,6 +343,318 @@ def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float 
     return None
 
 
+#: Every field kexp knows: any other is an ``unknown-field`` warning.
+_KNOWN_FIELDS = frozenset(ALL_FIELDS)
+
+
+def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """Whether :func:`check_document` reports a warning for a file without errors whose
+    front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
+
+    These are its only warnings besides those of the YAML reader (values it would retype),
+    which :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
+    :func:`check_document` must be added here too (tests check the two agree).
+    """
+    if not _KNOWN_FIELDS.issuperset(fields):
+        return True
+    results = fields.get("results")
+    return bool(results) and (
+        score_results_mismatch(fields.get("score"), results, settings.score_tolerance) is not None
+    )
+
+
+def _quick_fields() -> Callable[[bytes, str, Settings], dict[str, Any] | None]:
+    global _QUICK_FIELDS
+    if _QUICK_FIELDS is None:
+        from kexp.quickcheck import quick_fields  # it imports this module
+
+        _QUICK_FIELDS = quick_fields
+    return _QUICK_FIELDS
+
+
+_QUICK_FIELDS: Callable[[bytes, str, Settings], dict[str, Any] | None] | None = None
+
+
+# --- across files ------------------------------------------------------------------------
+
+
+#: The keys whose lines :class:`FileLinks` keeps (the positions of store-wide problems).
+_LINKED_KEYS = ("id", "pid", "base_commit")
+_LINKED_KEY_LINES = tuple(f"\n{key}:".encode() for key in _LINKED_KEYS)
+
+
+class FileLinks(NamedTuple):
+    """What the store-wide checks need of one file: its path, the ``id``, ``pid``,
+    ``combines`` and ``base_commit`` written in it (as far as they are text), and where
+    the keys of ``id``, ``pid`` and ``base_commit`` are when that was cheap to know."""
+
+    path: str
+    #: The ``id`` value when it is text, else None (also for a file without a document).
+    id: str | None
+    #: The ``pid`` value when it is non-empty text, else None.
+    pid: str | None
+    #: The ``combines`` list, its items that are not text as None; () when not a list.
+    combines: tuple[str | None, ...]
+    #: The ``base_commit`` value when it is text, else None.
+    base_commit: str | None = None
+    #: The 1-based lines of the keys id, pid and base_commit (0: not there), each at
+    #: column 1; None when unknown (the file must be parsed for positions).
+    lines: tuple[int, int, int] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        path: str,
+        fields: Mapping[str, Any] | None,
+        lines: tuple[int, int, int] | None = None,
+    ) -> FileLinks:
+        """The links of the file ``path`` whose front-matter holds ``fields`` (None: the
+        file has no document), with the key ``lines`` if known."""
+        if fields is None:
+            return cls(path, None, None, ())
+        exp_id, pid, combines = fields.get("id"), fields.get("pid"), fields.get("combines")
+        base = fields.get("base_commit")
+        return cls(
+            path,
+            exp_id if isinstance(exp_id, str) else None,
+            pid if isinstance(pid, str) and pid else None,
+            tuple(c if isinstance(c, str) else None for c in combines)
+            if isinstance(combines, list)
+            else (),
+            base if isinstance(base, str) else None,
+            lines,
+        )
+
+    def position(self, where: tuple[str | int, ...]) -> tuple[int, int] | None:
+        """The (line, column) ``Document.position(where)`` gives, when known without
+        parsing the file: that of a key of :attr:`lines`; else None."""
+        if self.lines is None or len(where) != 1 or where[0] not in _LINKED_KEYS:
+            return None
+        line = self.lines[_LINKED_KEYS.index(str(where[0]))]
+        return (line, 1) if line else None
+
+
+def key_lines(text: bytes | str) -> tuple[int, int, int]:
+    """The 1-based lines of the keys ``id``, ``pid`` and ``base_commit`` in the
+    front-matter of ``text`` (0 for a key that is not there).
+
+    Only for front-matter of one ``key: value`` line each (or a block list's items),
+    every key at the start of its line: as :func:`kexp.quickcheck.quick_fields` and the
+    parser's fast path accept it. A top-level key's position (``Document.position``) is
+    then its line, column 1. A BOM and CRLF line endings change no line.
+    """
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    end = data.find(b"\n---", 3) + 1  # the closing line (0: none, then the whole text)
+    found: list[int] = []
+    for key in _LINKED_KEY_LINES:
+        at = data.find(key, 0, end or len(data))
+        found.append(data.count(b"\n", 0, at) + 2 if at >= 0 else 0)
+    return (found[0], found[1], found[2])
+
+
+def scan_bytes(
+    data: bytes, path: str, settings: Settings = DEFAULT_SETTINGS
+) -> tuple[list[Problem], FileLinks]:
+    """The problems ``check_bytes(data, Path(path), settings)`` reports, in its order,
+    and the file's :class:`FileLinks` (from its document's fields; none without one).
+
+    A canonical file with no problem (most files) is answered by
+    :func:`kexp.quickcheck.quick_fields` without the full parse, and the lines of its
+    keys are taken from the text (:func:`key_lines`).
+    """
+    fields = _quick_fields()(data, path, settings)
+    if fields is not None:
+        links = FileLinks.of(path, fields, key_lines(data))
+        if not warns_if_valid(fields, settings):
+            return [], links
+        return check_bytes(data, Path(path), settings).problems, links
+    checked = check_bytes(data, Path(path), settings)
+    return checked.problems, links_of(checked)
+
+
+def links_of(checked: CheckedFile) -> FileLinks:
+    """The :class:`FileLinks` of a checked file (key lines when its document was read by
+    the parser's fast path, which keeps the text)."""
+    document = checked.document
+    if document is None:
+        return FileLinks.of(str(checked.path), None)
+    simple = not document.exact_positions and document.source is not None
+    return FileLinks.of(
+        str(checked.path),
+        document.fields,
+        key_lines(document.source) if simple and document.source is not None else None,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A problem of a file found across files, before its line and column are known:
+    those of the front-matter value at ``where`` in the file numbered ``file``."""
+
+    file: int
+    where: tuple[str | int, ...]
+    code: str
+    field: str
+    message: str
+    hint: str
+
+    def problem(self, path: str, line: int, column: int) -> Problem:
+        """The problem, in the file ``path`` at (``line``, ``column``)."""
+        return _error(path, line, column, self.code, self.field, self.message, self.hint)
+
+
+def store_findings(
+    items: Sequence[FileLinks],
+    known_ids: Mapping[str, Sequence[Path | str]] | None = None,
+    outside_pid: Callable[[str], str | None] | None = None,
+) -> list[Finding]:
+    """The problems across files of ``items`` (numbered by their place in it): duplicate
+    ids, ``pid``/``combines`` naming no experiment, lineage cycles, in that order.
+
+    ``known_ids`` maps every id in the store to its files (default: the ids of
+    ``items``); ``outside_pid(id)`` is the ``pid`` written in the first file of an id of
+    ``known_ids`` that no item holds (default: none), so that a loop through a file that
+    is not checked is found too. The store-wide half of :func:`check_store`, on what
+    :class:`FileLinks` keeps of each file instead of whole documents; its memory is a
+    few entries a file, and its time in proportion to the number of files.
+    """
+    findings: list[Finding] = []
+    # The first item of each id, and every item of the ids several items hold (few).
+    first: dict[str, int] = {}
+    shared: dict[str, list[int]] = {}
+    for number, item in enumerate(items):
+        if item.id is not None and first.setdefault(item.id, number) != number:
+            shared.setdefault(item.id, [first[item.id]]).append(number)
+    ids: Mapping[str, object] = known_ids if known_ids is not None else first
+    if known_ids is None:  # only an id of several items can be duplicated
+        candidates = sorted(shared.items(), key=lambda entry: entry[1][0])
+    else:
+        candidates = [(key, shared.get(key) or [number]) for key, number in first.items()]
+    for exp_id, numbers in candidates:
+        written = {str(p) for p in known_ids.get(exp_id, [])} if known_ids is not None else set()
+        paths = sorted(written | {items[n].path for n in numbers})
+        if len(paths) > 1:
+            for number in numbers:
+                own = items[number].path
+                others = ", ".join(p for p in paths if p != own)
+                findings.append(
+                    Finding(
+                        number,
+                        ("id",),
+                        "duplicate-id",
+                        "id",
+                        f"id {exp_id} is also used by {others}",
+                        "two branches created the same id: give one file a "
+                        "new id (and rename it) with kexp",
+                    )
+                )
+    for number, item in enumerate(items):
+        pid = item.pid
+        if pid is not None and pid not in ids:
+            findings.append(
+                Finding(
+                    number,
+                    ("pid",),
+                    "dangling-pid",
+                    "pid",
+                    f"parent {pid} is not in the store",
+                    "fix the id (kexp list shows them), or set pid: '' if "
+                    "the parent was never recorded",
+                )
+            )
+        for index, other in enumerate(item.combines):
+            if other is not None and other not in ids:
+                findings.append(
+                    Finding(
+                        number,
+                        ("combines", index),
+                        "dangling-combines",
+                        f"combines.{index}",
+                        f"combined experiment {other} is not in the store",
+                        "list only ids of recorded experiments",
+                    )
+                )
+    # The parent of an id: the pid of the last of its items whose pid names a known id.
+    parents: dict[str, str | None] = {}
+    for exp_id, numbers in shared.items():
+        named = [items[n].pid for n in numbers if items[n].pid is not None]
+        known = [pid for pid in named if pid in ids]
+        parents[exp_id] = known[-1] if known else None
+    outside: dict[str, str | None] = {}
+
+    def parent_of(exp_id: str) -> str | None:
+        number = first.get(exp_id)
+        if number is not None:
+            if exp_id in parents:
+                return parents[exp_id]
+            pid = items[number].pid
+            return pid if pid is not None and pid in ids else None
+        if exp_id not in outside:
+            outside[exp_id] = (
+                outside_pid(exp_id) if outside_pid is not None and exp_id in ids else None
+            )
+        return outside[exp_id]
+
+    findings.extend(_cycle_findings(items, first, parent_of))
+    return findings
+
+
+def _cycle_findings(
+    items: Sequence[FileLinks], first: Mapping[str, int], parent_of: Callable[[str], str | None]
+) -> list[Finding]:
+    """A ``lineage-cycle`` finding for every item whose ``pid`` chain (``parent_of``:
+    one parent an id) leads back to its own id, naming the loop from it.
+
+    Each id's chain is followed once: the ids on it are marked as on a loop or not
+    (``first`` numbers the ids of items), so a store of long lineages costs time in
+    proportion to its size.
+    """
+    unknown, clear, on_loop = 0, 1, 2
+    state = bytearray(len(items))  # by the number of the first item of an id
+    outside: dict[str, int] = {}  # ids no item holds
+
+    def state_of(exp_id: str) -> int:
+        number = first.get(exp_id)
+        return state[number] if number is not None else outside.get(exp_id, unknown)
+
+    for item in items:
+        if item.id is None or state[first[item.id]] != unknown:
+            continue
+        walked: dict[str, int] = {}
+        current: str | None = item.id
+        while current is not None and current not in walked and state_of(current) == unknown:
+            walked[current] = len(walked)
+            current = parent_of(current)
+        loop_from = walked.get(current, len(walked)) if current is not None else len(walked)
+        for place, exp_id in enumerate(walked):
+            mark = on_loop if place >= loop_from else clear
+            number = first.get(exp_id)
+            if number is not None:
+                state[number] = mark
+            else:
+                outside[exp_id] = mark
+    findings: list[Finding] = []
+    for number, item in enumerate(items):
+        if item.id is None or state[first[item.id]] != on_loop:
+            continue
+        chain = [item.id]
+        current = parent_of(item.id)
+        while current is not None and current != item.id:
+            chain.append(current)
+            current = parent_of(current)
+        findings.append(
+            Finding(
+                number,
+                ("pid",),
+                "lineage-cycle",
+                "pid",
+                f"the pid chain loops back to this experiment: {' -> '.join([*chain, item.id])}",
+                "a parent must be an earlier experiment: fix one pid in the loop",
+            )
+        )
+    return findings
+
+
 def check_store(
     checked: Sequence[CheckedFile], known_ids: Mapping[str, Sequence[Path]] | None = None
 ) -> list[Problem]:
@@ -349,80 +663,22 @@ def check_store(
     ``checked`` are the files to report on; ``known_ids`` maps every id in the store to
     its files (defaults to the ids of ``checked``).
     """
+    items = [
+        FileLinks.of(str(c.path), c.document.fields if c.document is not None else None)
+        for c in checked
+    ]
+
+    def outside_pid(exp_id: str) -> str | None:
+        # A file that is not being checked (kexp validate FILE): read its pid.
+        return _pid_in(known_ids.get(exp_id, []) if known_ids is not None else [])
+
     problems: list[Problem] = []
-    by_id: dict[str, list[CheckedFile]] = {}
-    for item in checked:
-        if item.document is not None and isinstance(item.document.fields.get("id"), str):
-            by_id.setdefault(item.document.fields["id"], []).append(item)
-    ids: Mapping[str, Sequence[Path]] = (
-        known_ids
-        if known_ids is not None
-        else {key: [c.path for c in items] for key, items in by_id.items()}
-    )
-    for exp_id, items in by_id.items():
-        paths = sorted({str(p) for p in ids.get(exp_id, [])} | {str(c.path) for c in items})
-        if len(paths) > 1:
-            for item in items:
-                others = ", ".join(p for p in paths if p != str(item.path))
-                assert item.document is not None
-                problems.append(
-                    _error(
-                        item.path,
-                        *item.document.position(("id",)),
-                        "duplicate-id",
-                        "id",
-                        f"id {exp_id} is also used by {others}",
-                        "two branches created the same id: give one file a "
-                        "new id (and rename it) with kexp",
-                    )
-                )
-    parents: dict[str, str] = {}
-    for item in checked:
-        doc = item.document
-        if doc is None:
-            continue
-        pid = doc.fields.get("pid")
-        if isinstance(pid, str) and pid:
-            if pid not in ids:
-                problems.append(
-                    _error(
-                        item.path,
-                        *doc.position(("pid",)),
-                        "dangling-pid",
-                        "pid",
-                        f"parent {pid} is not in the store",
-                        "fix the id (kexp list shows them), or set pid: '' if "
-                        "the parent was never recorded",
-                    )
-                )
-            elif isinstance(doc.fields.get("id"), str):
-                parents[doc.fields["id"]] = pid
-        combines = doc.fields.get("combines")
-        if isinstance(combines, list):
-            for index, other in enumerate(combines):
-                if isinstance(other, str) and other not in ids:
-                    problems.append(
-                        _error(
-                            item.path,
-                            *doc.position(("combines", index)),
-                            "dangling-combines",
-                            f"combines.{index}",
-                            f"combined experiment {other} is not in the store",
-                            "list only ids of recorded experiments",
-                        )
-                    )
-    outside: dict[str, str | None] = {}
-
-    def parent_of(exp_id: str) -> str | None:
-        if exp_id in by_id:
-            return parents.get(exp_id)
-        # A file that is not being checked (kexp validate FILE): read its pid, so that a
-        # loop through it is found too.
-        if exp_id not in outside:
-            outside[exp_id] = _pid_in(ids.get(exp_id, []))
-        return outside[exp_id]
-
-    problems.extend(_cycle_problems(checked, parent_of))
+    for finding in store_findings(items, known_ids, outside_pid):
+        document = checked[finding.file].document
+        assert document is not None
+        problems.append(
+            finding.problem(items[finding.file].path, *document.position(finding.where))
+        )
     return problems
 
 
@@ -433,32 +689,3 @@ def _pid_in(paths: Sequence[Path]) -> str | None:
     doc = read_and_check(Path(paths[0])).document
     pid = doc.fields.get("pid") if doc is not None else None
     return pid if isinstance(pid, str) and pid else None
-
-
-def _cycle_problems(
-    checked: Iterable[CheckedFile], parent_of: Callable[[str], str | None]
-) -> list[Problem]:
-    problems: list[Problem] = []
-    for item in checked:
-        doc = item.document
-        if doc is None or not isinstance(doc.fields.get("id"), str):
-            continue
-        start = doc.fields["id"]
-        seen = [start]
-        current = parent_of(start)
-        while current is not None and current not in seen:
-            seen.append(current)
-            current = parent_of(current)
-        if current == start:
-            chain = " -> ".join([*seen, start])
-            problems.append(
-                _error(
-                    item.path,
-                    *doc.position(("pid",)),
-                    "lineage-cycle",
-                    "pid",
-                    f"the pid chain loops back to this experiment: {chain}",
-                    "a parent must be an earlier experiment: fix one pid in the loop",
-                )
-            )
-    return problems
