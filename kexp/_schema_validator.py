@@ -24,203 +24,281 @@ JsonSchemaValuesException = JsonSchemaValueException
 
 
 REGEX_PATTERNS = {
+    '^[^\\n\\r]*$': re.compile('^[^\\n\\r]*\\Z'),
     '^[0-9a-f]{16}$': re.compile('^[0-9a-f]{16}\\Z'),
-    '^([0-9a-f]{16})?$': re.compile('^([0-9a-f]{16})?\\Z'),
-    '^[^\\n\\r\\u0085\\u2028\\u2029]*$': re.compile('^[^\\n\\r\\u0085\\u2028\\u2029]*\\Z'),
-    '^[0-9a-f]{7,64}$': re.compile('^[0-9a-f]{7,64}\\Z'),
     '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$': re.compile('^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z\\Z'),
-    '^[^\\n\\r]*$': re.compile('^[^\\n\\r]*\\Z')
+    '^[0-9a-f]{7,64}$': re.compile('^[0-9a-f]{7,64}\\Z'),
+    '^[^\\n\\r\\u0085\\u2028\\u2029]*$': re.compile('^[^\\n\\r\\u0085\\u2028\\u2029]*\\Z'),
+    '^([0-9a-f]{16})?$': re.compile('^([0-9a-f]{16})?\\Z')
 }
 
 NoneType = type(None)
 
 def validate_https___kexp_dev_schema_experiment_schema_json(data, custom_formats={}, name_prefix=None):
     if not isinstance(data, (dict)):
-        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'$schema': 'http://json-schema.org/draft-07/schema#', '$id': 'https://kexp.dev/schema/experiment.schema.json', 'title': 'kexp experiment front-matter', 'description': "The YAML front-matter of one kexp experiment file (experiments/<YYYY>/<MM>/<id>-<slug>.md). The long text fields (detailed_description, raw_result, profiling_info, error_message, code_change) live in the Markdown body as '## ' sections and are not part of this schema.", 'type': 'object', 'required': ['id', 'pid', 'change_summary', 'score', 'status', 'is_buggy', 'operator_sig', 'dtype_sig', 'env', 'base_commit', 'created_at'], 'properties': {'id': {'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'pid': {'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, 'change_summary': {'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, 'score': {'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, 'status': {'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, 'is_buggy': {'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, 'operator_sig': {'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, 'dtype_sig': {'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, 'env': {'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, 'base_commit': {'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, 'created_at': {'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, 'tags': {'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, 'author': {'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, 'combines': {'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, 'results': {'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}}}, rule='type')
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'$schema': 'http://json-schema.org/draft-07/schema#', '$id': 'https://kexp.dev/schema/experiment.schema.json', 'title': 'kexp experiment front-matter', 'description': "The YAML front-matter of one kexp experiment file (experiments/<YYYY>/<MM>/<id>-<slug>.md). The long text fields (detailed_description, raw_result, profiling_info, error_message, code_change) live in the Markdown body as '## ' sections and are not part of this schema.", 'type': 'object', 'required': ['id', 'pid', 'change_summary', 'score', 'status', 'is_buggy', 'operator_sig', 'dtype_sig', 'env', 'base_commit', 'created_at'], 'properties': {'id': {'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'pid': {'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, 'change_summary': {'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, 'score': {'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, 'status': {'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, 'is_buggy': {'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, 'operator_sig': {'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, 'dtype_sig': {'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, 'env': {'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, 'base_commit': {'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, 'created_at': {'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, 'tags': {'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, 'author': {'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, 'combines': {'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, 'results': {'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}}, 'definitions': {'id': {'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'pid': {'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, 'change_summary': {'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, 'score': {'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, 'status': {'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, 'is_buggy': {'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, 'operator_sig': {'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, 'dtype_sig': {'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, 'env': {'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, 'base_commit': {'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, 'created_at': {'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, 'tags': {'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, 'author': {'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, 'combines': {'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, 'results': {'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}}}, rule='type')
     data_is_dict = isinstance(data, dict)
     if data_is_dict:
         data__missing_keys = set(['id', 'pid', 'change_summary', 'score', 'status', 'is_buggy', 'operator_sig', 'dtype_sig', 'env', 'base_commit', 'created_at']) - data.keys()
         if data__missing_keys:
-            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'$schema': 'http://json-schema.org/draft-07/schema#', '$id': 'https://kexp.dev/schema/experiment.schema.json', 'title': 'kexp experiment front-matter', 'description': "The YAML front-matter of one kexp experiment file (experiments/<YYYY>/<MM>/<id>-<slug>.md). The long text fields (detailed_description, raw_result, profiling_info, error_message, code_change) live in the Markdown body as '## ' sections and are not part of this schema.", 'type': 'object', 'required': ['id', 'pid', 'change_summary', 'score', 'status', 'is_buggy', 'operator_sig', 'dtype_sig', 'env', 'base_commit', 'created_at'], 'properties': {'id': {'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'pid': {'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, 'change_summary': {'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, 'score': {'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, 'status': {'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, 'is_buggy': {'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, 'operator_sig': {'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, 'dtype_sig': {'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, 'env': {'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, 'base_commit': {'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, 'created_at': {'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, 'tags': {'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, 'author': {'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, 'combines': {'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, 'results': {'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}}}, rule='required')
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'$schema': 'http://json-schema.org/draft-07/schema#', '$id': 'https://kexp.dev/schema/experiment.schema.json', 'title': 'kexp experiment front-matter', 'description': "The YAML front-matter of one kexp experiment file (experiments/<YYYY>/<MM>/<id>-<slug>.md). The long text fields (detailed_description, raw_result, profiling_info, error_message, code_change) live in the Markdown body as '## ' sections and are not part of this schema.", 'type': 'object', 'required': ['id', 'pid', 'change_summary', 'score', 'status', 'is_buggy', 'operator_sig', 'dtype_sig', 'env', 'base_commit', 'created_at'], 'properties': {'id': {'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'pid': {'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, 'change_summary': {'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, 'score': {'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, 'status': {'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, 'is_buggy': {'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, 'operator_sig': {'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, 'dtype_sig': {'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, 'env': {'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, 'base_commit': {'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, 'created_at': {'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, 'tags': {'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, 'author': {'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, 'combines': {'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, 'results': {'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}}, 'definitions': {'id': {'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'pid': {'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, 'change_summary': {'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, 'score': {'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, 'status': {'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, 'is_buggy': {'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, 'operator_sig': {'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, 'dtype_sig': {'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, 'env': {'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, 'base_commit': {'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, 'created_at': {'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, 'tags': {'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, 'author': {'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, 'combines': {'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, 'results': {'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}}}, rule='required')
         data_keys = set(data.keys())
         if "id" in data_keys:
             data_keys.remove("id")
             data__id = data["id"]
-            if not isinstance(data__id, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".id must be string", value=data__id, name="" + (name_prefix or "data") + ".id", definition={'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='type')
-            if isinstance(data__id, str):
-                if not REGEX_PATTERNS['^[0-9a-f]{16}$'].search(data__id):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".id must match pattern ^[0-9a-f]{16}$", value=data__id, name="" + (name_prefix or "data") + ".id", definition={'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_id(data__id, custom_formats, (name_prefix or "data") + ".id")
         if "pid" in data_keys:
             data_keys.remove("pid")
             data__pid = data["pid"]
-            if not isinstance(data__pid, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".pid must be string", value=data__pid, name="" + (name_prefix or "data") + ".pid", definition={'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, rule='type')
-            if isinstance(data__pid, str):
-                if not REGEX_PATTERNS['^([0-9a-f]{16})?$'].search(data__pid):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".pid must match pattern ^([0-9a-f]{16})?$", value=data__pid, name="" + (name_prefix or "data") + ".pid", definition={'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_pid(data__pid, custom_formats, (name_prefix or "data") + ".pid")
         if "change_summary" in data_keys:
             data_keys.remove("change_summary")
             data__changesummary = data["change_summary"]
-            if not isinstance(data__changesummary, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".change_summary must be string", value=data__changesummary, name="" + (name_prefix or "data") + ".change_summary", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='type')
-            if isinstance(data__changesummary, str):
-                data__changesummary_len = len(data__changesummary)
-                if data__changesummary_len < 1:
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".change_summary must be longer than or equal to 1 characters", value=data__changesummary, name="" + (name_prefix or "data") + ".change_summary", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='minLength')
-                if data__changesummary_len > 80:
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".change_summary must be shorter than or equal to 80 characters", value=data__changesummary, name="" + (name_prefix or "data") + ".change_summary", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='maxLength')
-                if not REGEX_PATTERNS['^[^\\n\\r\\u0085\\u2028\\u2029]*$'].search(data__changesummary):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".change_summary must match pattern ^[^\\n\\r\\u0085\\u2028\\u2029]*$", value=data__changesummary, name="" + (name_prefix or "data") + ".change_summary", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_change_summary(data__changesummary, custom_formats, (name_prefix or "data") + ".change_summary")
         if "score" in data_keys:
             data_keys.remove("score")
             data__score = data["score"]
-            if not isinstance(data__score, (int, float, Decimal)) or isinstance(data__score, bool):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".score must be number", value=data__score, name="" + (name_prefix or "data") + ".score", definition={'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, rule='type')
-            if isinstance(data__score, (int, float, Decimal)) and not isinstance(data__score, bool):
-                if data__score < 0:
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".score must be bigger than or equal to 0", value=data__score, name="" + (name_prefix or "data") + ".score", definition={'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, rule='minimum')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_score(data__score, custom_formats, (name_prefix or "data") + ".score")
         if "status" in data_keys:
             data_keys.remove("status")
             data__status = data["status"]
-            if not (isinstance(data__status, str) and data__status == 'new' or isinstance(data__status, str) and data__status == 'running' or isinstance(data__status, str) and data__status == 'done' or isinstance(data__status, str) and data__status == 'failed' or isinstance(data__status, str) and data__status == 'timeout'):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".status must be one of ['new', 'running', 'done', 'failed', 'timeout']", value=data__status, name="" + (name_prefix or "data") + ".status", definition={'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, rule='enum')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_status(data__status, custom_formats, (name_prefix or "data") + ".status")
         if "is_buggy" in data_keys:
             data_keys.remove("is_buggy")
             data__isbuggy = data["is_buggy"]
-            if not isinstance(data__isbuggy, (bool)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".is_buggy must be boolean", value=data__isbuggy, name="" + (name_prefix or "data") + ".is_buggy", definition={'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, rule='type')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_is_buggy(data__isbuggy, custom_formats, (name_prefix or "data") + ".is_buggy")
         if "operator_sig" in data_keys:
             data_keys.remove("operator_sig")
             data__operatorsig = data["operator_sig"]
-            if not isinstance(data__operatorsig, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".operator_sig must be string", value=data__operatorsig, name="" + (name_prefix or "data") + ".operator_sig", definition={'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, rule='type')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_operator_sig(data__operatorsig, custom_formats, (name_prefix or "data") + ".operator_sig")
         if "dtype_sig" in data_keys:
             data_keys.remove("dtype_sig")
             data__dtypesig = data["dtype_sig"]
-            if not isinstance(data__dtypesig, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".dtype_sig must be string", value=data__dtypesig, name="" + (name_prefix or "data") + ".dtype_sig", definition={'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, rule='type')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_dtype_sig(data__dtypesig, custom_formats, (name_prefix or "data") + ".dtype_sig")
         if "env" in data_keys:
             data_keys.remove("env")
             data__env = data["env"]
-            if not isinstance(data__env, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".env must be string", value=data__env, name="" + (name_prefix or "data") + ".env", definition={'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, rule='type')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_env(data__env, custom_formats, (name_prefix or "data") + ".env")
         if "base_commit" in data_keys:
             data_keys.remove("base_commit")
             data__basecommit = data["base_commit"]
-            if not isinstance(data__basecommit, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".base_commit must be string", value=data__basecommit, name="" + (name_prefix or "data") + ".base_commit", definition={'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, rule='type')
-            if isinstance(data__basecommit, str):
-                if not REGEX_PATTERNS['^[0-9a-f]{7,64}$'].search(data__basecommit):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".base_commit must match pattern ^[0-9a-f]{7,64}$", value=data__basecommit, name="" + (name_prefix or "data") + ".base_commit", definition={'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_base_commit(data__basecommit, custom_formats, (name_prefix or "data") + ".base_commit")
         if "created_at" in data_keys:
             data_keys.remove("created_at")
             data__createdat = data["created_at"]
-            if not isinstance(data__createdat, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".created_at must be string", value=data__createdat, name="" + (name_prefix or "data") + ".created_at", definition={'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, rule='type')
-            if isinstance(data__createdat, str):
-                if not REGEX_PATTERNS['^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'].search(data__createdat):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".created_at must match pattern ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$", value=data__createdat, name="" + (name_prefix or "data") + ".created_at", definition={'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_created_at(data__createdat, custom_formats, (name_prefix or "data") + ".created_at")
         if "tags" in data_keys:
             data_keys.remove("tags")
             data__tags = data["tags"]
-            if not isinstance(data__tags, (list, tuple)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".tags must be array", value=data__tags, name="" + (name_prefix or "data") + ".tags", definition={'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, rule='type')
-            data__tags_is_list = isinstance(data__tags, (list, tuple))
-            if data__tags_is_list:
-                def fn(var): return frozenset(dict((k, fn(v)) for k, v in var.items()).items()) if hasattr(var, "items") else tuple(fn(v) for v in var) if isinstance(var, (dict, list)) else (bool, var) if isinstance(var, bool) else var
-                data__tags_len = len(data__tags)
-                if data__tags_len > len(set(fn(data__tags_x) for data__tags_x in data__tags)):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".tags must contain unique items", value=data__tags, name="" + (name_prefix or "data") + ".tags", definition={'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, rule='uniqueItems')
-                for data__tags_x, data__tags_item in enumerate(data__tags):
-                    if not isinstance(data__tags_item, (str)):
-                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".tags[{data__tags_x}]".format(**locals()) + " must be string", value=data__tags_item, name="" + (name_prefix or "data") + ".tags[{data__tags_x}]".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='type')
-                    if isinstance(data__tags_item, str):
-                        data__tags_item_len = len(data__tags_item)
-                        if data__tags_item_len < 1:
-                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".tags[{data__tags_x}]".format(**locals()) + " must be longer than or equal to 1 characters", value=data__tags_item, name="" + (name_prefix or "data") + ".tags[{data__tags_x}]".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='minLength')
-                        if not REGEX_PATTERNS['^[^\\n\\r]*$'].search(data__tags_item):
-                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".tags[{data__tags_x}]".format(**locals()) + " must match pattern ^[^\\n\\r]*$", value=data__tags_item, name="" + (name_prefix or "data") + ".tags[{data__tags_x}]".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_tags(data__tags, custom_formats, (name_prefix or "data") + ".tags")
         if "author" in data_keys:
             data_keys.remove("author")
             data__author = data["author"]
-            if not isinstance(data__author, (str)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".author must be string", value=data__author, name="" + (name_prefix or "data") + ".author", definition={'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, rule='type')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_author(data__author, custom_formats, (name_prefix or "data") + ".author")
         if "combines" in data_keys:
             data_keys.remove("combines")
             data__combines = data["combines"]
-            if not isinstance(data__combines, (list, tuple)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".combines must be array", value=data__combines, name="" + (name_prefix or "data") + ".combines", definition={'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, rule='type')
-            data__combines_is_list = isinstance(data__combines, (list, tuple))
-            if data__combines_is_list:
-                def fn(var): return frozenset(dict((k, fn(v)) for k, v in var.items()).items()) if hasattr(var, "items") else tuple(fn(v) for v in var) if isinstance(var, (dict, list)) else (bool, var) if isinstance(var, bool) else var
-                data__combines_len = len(data__combines)
-                if data__combines_len > len(set(fn(data__combines_x) for data__combines_x in data__combines)):
-                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".combines must contain unique items", value=data__combines, name="" + (name_prefix or "data") + ".combines", definition={'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, rule='uniqueItems')
-                for data__combines_x, data__combines_item in enumerate(data__combines):
-                    if not isinstance(data__combines_item, (str)):
-                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".combines[{data__combines_x}]".format(**locals()) + " must be string", value=data__combines_item, name="" + (name_prefix or "data") + ".combines[{data__combines_x}]".format(**locals()) + "", definition={'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='type')
-                    if isinstance(data__combines_item, str):
-                        if not REGEX_PATTERNS['^[0-9a-f]{16}$'].search(data__combines_item):
-                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".combines[{data__combines_x}]".format(**locals()) + " must match pattern ^[0-9a-f]{16}$", value=data__combines_item, name="" + (name_prefix or "data") + ".combines[{data__combines_x}]".format(**locals()) + "", definition={'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='pattern')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_combines(data__combines, custom_formats, (name_prefix or "data") + ".combines")
         if "results" in data_keys:
             data_keys.remove("results")
             data__results = data["results"]
-            if not isinstance(data__results, (list, tuple)):
-                raise JsonSchemaValueException("" + (name_prefix or "data") + ".results must be array", value=data__results, name="" + (name_prefix or "data") + ".results", definition={'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}, rule='type')
-            data__results_is_list = isinstance(data__results, (list, tuple))
-            if data__results_is_list:
-                data__results_len = len(data__results)
-                for data__results_x, data__results_item in enumerate(data__results):
-                    if not isinstance(data__results_item, (dict)):
-                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}]".format(**locals()) + " must be object", value=data__results_item, name="" + (name_prefix or "data") + ".results[{data__results_x}]".format(**locals()) + "", definition={'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}, rule='type')
-                    data__results_item_is_dict = isinstance(data__results_item, dict)
-                    if data__results_item_is_dict:
-                        data__results_item__missing_keys = set(['config', 'speedup']) - data__results_item.keys()
-                        if data__results_item__missing_keys:
-                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}]".format(**locals()) + " must contain " + (str(sorted(data__results_item__missing_keys)) + " properties"), value=data__results_item, name="" + (name_prefix or "data") + ".results[{data__results_x}]".format(**locals()) + "", definition={'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}, rule='required')
-                        data__results_item_keys = set(data__results_item.keys())
-                        if "config" in data__results_item_keys:
-                            data__results_item_keys.remove("config")
-                            data__results_item__config = data__results_item["config"]
-                            if not isinstance(data__results_item__config, (str)):
-                                raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].config".format(**locals()) + " must be string", value=data__results_item__config, name="" + (name_prefix or "data") + ".results[{data__results_x}].config".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='type')
-                            if isinstance(data__results_item__config, str):
-                                data__results_item__config_len = len(data__results_item__config)
-                                if data__results_item__config_len < 1:
-                                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].config".format(**locals()) + " must be longer than or equal to 1 characters", value=data__results_item__config, name="" + (name_prefix or "data") + ".results[{data__results_x}].config".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='minLength')
-                                if not REGEX_PATTERNS['^[^\\n\\r]*$'].search(data__results_item__config):
-                                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].config".format(**locals()) + " must match pattern ^[^\\n\\r]*$", value=data__results_item__config, name="" + (name_prefix or "data") + ".results[{data__results_x}].config".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='pattern')
-                        if "baseline" in data__results_item_keys:
-                            data__results_item_keys.remove("baseline")
-                            data__results_item__baseline = data__results_item["baseline"]
-                            if not isinstance(data__results_item__baseline, (int, float, Decimal)) or isinstance(data__results_item__baseline, bool):
-                                raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].baseline".format(**locals()) + " must be number", value=data__results_item__baseline, name="" + (name_prefix or "data") + ".results[{data__results_x}].baseline".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='type')
-                            if isinstance(data__results_item__baseline, (int, float, Decimal)) and not isinstance(data__results_item__baseline, bool):
-                                if data__results_item__baseline < 0:
-                                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].baseline".format(**locals()) + " must be bigger than or equal to 0", value=data__results_item__baseline, name="" + (name_prefix or "data") + ".results[{data__results_x}].baseline".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='minimum')
-                        if "candidate" in data__results_item_keys:
-                            data__results_item_keys.remove("candidate")
-                            data__results_item__candidate = data__results_item["candidate"]
-                            if not isinstance(data__results_item__candidate, (int, float, Decimal)) or isinstance(data__results_item__candidate, bool):
-                                raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].candidate".format(**locals()) + " must be number", value=data__results_item__candidate, name="" + (name_prefix or "data") + ".results[{data__results_x}].candidate".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='type')
-                            if isinstance(data__results_item__candidate, (int, float, Decimal)) and not isinstance(data__results_item__candidate, bool):
-                                if data__results_item__candidate < 0:
-                                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].candidate".format(**locals()) + " must be bigger than or equal to 0", value=data__results_item__candidate, name="" + (name_prefix or "data") + ".results[{data__results_x}].candidate".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='minimum')
-                        if "speedup" in data__results_item_keys:
-                            data__results_item_keys.remove("speedup")
-                            data__results_item__speedup = data__results_item["speedup"]
-                            if not isinstance(data__results_item__speedup, (int, float, Decimal)) or isinstance(data__results_item__speedup, bool):
-                                raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].speedup".format(**locals()) + " must be number", value=data__results_item__speedup, name="" + (name_prefix or "data") + ".results[{data__results_x}].speedup".format(**locals()) + "", definition={'type': 'number', 'exclusiveMinimum': 0}, rule='type')
-                            if isinstance(data__results_item__speedup, (int, float, Decimal)) and not isinstance(data__results_item__speedup, bool):
-                                if data__results_item__speedup <= 0:
-                                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].speedup".format(**locals()) + " must be bigger than 0", value=data__results_item__speedup, name="" + (name_prefix or "data") + ".results[{data__results_x}].speedup".format(**locals()) + "", definition={'type': 'number', 'exclusiveMinimum': 0}, rule='exclusiveMinimum')
-                        if "unit" in data__results_item_keys:
-                            data__results_item_keys.remove("unit")
-                            data__results_item__unit = data__results_item["unit"]
-                            if not isinstance(data__results_item__unit, (str)):
-                                raise JsonSchemaValueException("" + (name_prefix or "data") + ".results[{data__results_x}].unit".format(**locals()) + " must be string", value=data__results_item__unit, name="" + (name_prefix or "data") + ".results[{data__results_x}].unit".format(**locals()) + "", definition={'type': 'string'}, rule='type')
+            validate_https___kexp_dev_schema_experiment_schema_json__definitions_results(data__results, custom_formats, (name_prefix or "data") + ".results")
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_results(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (list, tuple)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be array", value=data, name="" + (name_prefix or "data") + "", definition={'description': "Per-configuration measurements; score is their speedups' geometric mean.", 'type': 'array', 'items': {'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}}, rule='type')
+    data_is_list = isinstance(data, (list, tuple))
+    if data_is_list:
+        data_len = len(data)
+        for data_x, data_item in enumerate(data):
+            if not isinstance(data_item, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must be object", value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}, rule='type')
+            data_item_is_dict = isinstance(data_item, dict)
+            if data_item_is_dict:
+                data_item__missing_keys = set(['config', 'speedup']) - data_item.keys()
+                if data_item__missing_keys:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must contain " + (str(sorted(data_item__missing_keys)) + " properties"), value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'object', 'required': ['config', 'speedup'], 'properties': {'config': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'baseline': {'type': 'number', 'minimum': 0}, 'candidate': {'type': 'number', 'minimum': 0}, 'speedup': {'type': 'number', 'exclusiveMinimum': 0}, 'unit': {'type': 'string'}}}, rule='required')
+                data_item_keys = set(data_item.keys())
+                if "config" in data_item_keys:
+                    data_item_keys.remove("config")
+                    data_item__config = data_item["config"]
+                    if not isinstance(data_item__config, (str)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].config".format(**locals()) + " must be string", value=data_item__config, name="" + (name_prefix or "data") + "[{data_x}].config".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='type')
+                    if isinstance(data_item__config, str):
+                        data_item__config_len = len(data_item__config)
+                        if data_item__config_len < 1:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].config".format(**locals()) + " must be longer than or equal to 1 characters", value=data_item__config, name="" + (name_prefix or "data") + "[{data_x}].config".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='minLength')
+                        if not REGEX_PATTERNS['^[^\\n\\r]*$'].search(data_item__config):
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].config".format(**locals()) + " must match pattern ^[^\\n\\r]*$", value=data_item__config, name="" + (name_prefix or "data") + "[{data_x}].config".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='pattern')
+                if "baseline" in data_item_keys:
+                    data_item_keys.remove("baseline")
+                    data_item__baseline = data_item["baseline"]
+                    if not isinstance(data_item__baseline, (int, float, Decimal)) or isinstance(data_item__baseline, bool):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].baseline".format(**locals()) + " must be number", value=data_item__baseline, name="" + (name_prefix or "data") + "[{data_x}].baseline".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='type')
+                    if isinstance(data_item__baseline, (int, float, Decimal)) and not isinstance(data_item__baseline, bool):
+                        if data_item__baseline < 0:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].baseline".format(**locals()) + " must be bigger than or equal to 0", value=data_item__baseline, name="" + (name_prefix or "data") + "[{data_x}].baseline".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='minimum')
+                if "candidate" in data_item_keys:
+                    data_item_keys.remove("candidate")
+                    data_item__candidate = data_item["candidate"]
+                    if not isinstance(data_item__candidate, (int, float, Decimal)) or isinstance(data_item__candidate, bool):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].candidate".format(**locals()) + " must be number", value=data_item__candidate, name="" + (name_prefix or "data") + "[{data_x}].candidate".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='type')
+                    if isinstance(data_item__candidate, (int, float, Decimal)) and not isinstance(data_item__candidate, bool):
+                        if data_item__candidate < 0:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].candidate".format(**locals()) + " must be bigger than or equal to 0", value=data_item__candidate, name="" + (name_prefix or "data") + "[{data_x}].candidate".format(**locals()) + "", definition={'type': 'number', 'minimum': 0}, rule='minimum')
+                if "speedup" in data_item_keys:
+                    data_item_keys.remove("speedup")
+                    data_item__speedup = data_item["speedup"]
+                    if not isinstance(data_item__speedup, (int, float, Decimal)) or isinstance(data_item__speedup, bool):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].speedup".format(**locals()) + " must be number", value=data_item__speedup, name="" + (name_prefix or "data") + "[{data_x}].speedup".format(**locals()) + "", definition={'type': 'number', 'exclusiveMinimum': 0}, rule='type')
+                    if isinstance(data_item__speedup, (int, float, Decimal)) and not isinstance(data_item__speedup, bool):
+                        if data_item__speedup <= 0:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].speedup".format(**locals()) + " must be bigger than 0", value=data_item__speedup, name="" + (name_prefix or "data") + "[{data_x}].speedup".format(**locals()) + "", definition={'type': 'number', 'exclusiveMinimum': 0}, rule='exclusiveMinimum')
+                if "unit" in data_item_keys:
+                    data_item_keys.remove("unit")
+                    data_item__unit = data_item["unit"]
+                    if not isinstance(data_item__unit, (str)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}].unit".format(**locals()) + " must be string", value=data_item__unit, name="" + (name_prefix or "data") + "[{data_x}].unit".format(**locals()) + "", definition={'type': 'string'}, rule='type')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_combines(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (list, tuple)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be array", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, rule='type')
+    data_is_list = isinstance(data, (list, tuple))
+    if data_is_list:
+        def fn(var): return frozenset(dict((k, fn(v)) for k, v in var.items()).items()) if hasattr(var, "items") else tuple(fn(v) for v in var) if isinstance(var, (dict, list)) else (bool, var) if isinstance(var, bool) else var
+        data_len = len(data)
+        if data_len > len(set(fn(data_x) for data_x in data)):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain unique items", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Ids of the experiments this one merges.', 'type': 'array', 'items': {'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, 'uniqueItems': True}, rule='uniqueItems')
+        for data_x, data_item in enumerate(data):
+            if not isinstance(data_item, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must be string", value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='type')
+            if isinstance(data_item, str):
+                if not REGEX_PATTERNS['^[0-9a-f]{16}$'].search(data_item):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must match pattern ^[0-9a-f]{16}$", value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='pattern')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_author(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Who recorded the experiment (a person or an agent).', 'type': 'string'}, rule='type')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_tags(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (list, tuple)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be array", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, rule='type')
+    data_is_list = isinstance(data, (list, tuple))
+    if data_is_list:
+        def fn(var): return frozenset(dict((k, fn(v)) for k, v in var.items()).items()) if hasattr(var, "items") else tuple(fn(v) for v in var) if isinstance(var, (dict, list)) else (bool, var) if isinstance(var, bool) else var
+        data_len = len(data)
+        if data_len > len(set(fn(data_x) for data_x in data)):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain unique items", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Free-form labels.', 'type': 'array', 'items': {'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, 'uniqueItems': True}, rule='uniqueItems')
+        for data_x, data_item in enumerate(data):
+            if not isinstance(data_item, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must be string", value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='type')
+            if isinstance(data_item, str):
+                data_item_len = len(data_item)
+                if data_item_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must be longer than or equal to 1 characters", value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='minLength')
+                if not REGEX_PATTERNS['^[^\\n\\r]*$'].search(data_item):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + " must match pattern ^[^\\n\\r]*$", value=data_item, name="" + (name_prefix or "data") + "[{data_x}]".format(**locals()) + "", definition={'type': 'string', 'minLength': 1, 'pattern': '^[^\\n\\r]*$'}, rule='pattern')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_created_at(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, rule='type')
+    if isinstance(data, str):
+        if not REGEX_PATTERNS['^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'].search(data):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must match pattern ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$", value=data, name="" + (name_prefix or "data") + "", definition={'description': "Creation time, ISO 8601 UTC ending in 'Z' (fractional seconds allowed).", 'type': 'string', 'pattern': '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$'}, rule='pattern')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_base_commit(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, rule='type')
+    if isinstance(data, str):
+        if not REGEX_PATTERNS['^[0-9a-f]{7,64}$'].search(data):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must match pattern ^[0-9a-f]{7,64}$", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'The commit of the code repository the change was made on: 7 to 64 hex, stored as the full hash when it resolves.', 'type': 'string', 'pattern': '^[0-9a-f]{7,64}$'}, rule='pattern')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_env(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'GPU model, driver, ROCm/CUDA and framework versions.', 'type': 'string'}, rule='type')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_dtype_sig(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Data type(s): fp16, bf16, fp8, ...', 'type': 'string'}, rule='type')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_operator_sig(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': "Which files and kernels the change affects, e.g. 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'.", 'type': 'string'}, rule='type')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_is_buggy(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (bool)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be boolean", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'True when the change crashed or produced wrong results (then error_message must be set).', 'type': 'boolean'}, rule='type')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_status(data, custom_formats={}, name_prefix=None):
+    if not (isinstance(data, str) and data == 'new' or isinstance(data, str) and data == 'running' or isinstance(data, str) and data == 'done' or isinstance(data, str) and data == 'failed' or isinstance(data, str) and data == 'timeout'):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be one of ['new', 'running', 'done', 'failed', 'timeout']", value=data, name="" + (name_prefix or "data") + "", definition={'description': "The predecessor's status vocabulary.", 'enum': ['new', 'running', 'done', 'failed', 'timeout']}, rule='enum')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_score(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (int, float, Decimal)) or isinstance(data, bool):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be number", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, rule='type')
+    if isinstance(data, (int, float, Decimal)) and not isinstance(data, bool):
+        if data < 0:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must be bigger than or equal to 0", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Speedup ratio against the baseline (1.18 = 18% faster); 0 when nothing could be measured. Finite.', 'type': 'number', 'minimum': 0}, rule='minimum')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_change_summary(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='type')
+    if isinstance(data, str):
+        data_len = len(data)
+        if data_len < 1:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must be longer than or equal to 1 characters", value=data, name="" + (name_prefix or "data") + "", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='minLength')
+        if data_len > 80:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must be shorter than or equal to 80 characters", value=data, name="" + (name_prefix or "data") + "", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='maxLength')
+        if not REGEX_PATTERNS['^[^\\n\\r\\u0085\\u2028\\u2029]*$'].search(data):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must match pattern ^[^\\n\\r\\u0085\\u2028\\u2029]*$", value=data, name="" + (name_prefix or "data") + "", definition={'description': "One line, at most 80 characters: '<What> - <Result>' or '<What> - <Why it failed>'.", 'type': 'string', 'minLength': 1, 'maxLength': 80, 'pattern': '^[^\\n\\r\\u0085\\u2028\\u2029]*$'}, rule='pattern')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_pid(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, rule='type')
+    if isinstance(data, str):
+        if not REGEX_PATTERNS['^([0-9a-f]{16})?$'].search(data):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must match pattern ^([0-9a-f]{16})?$", value=data, name="" + (name_prefix or "data") + "", definition={'description': 'Parent experiment (the iteration this one builds on), or the empty string.', 'type': 'string', 'pattern': '^([0-9a-f]{16})?$'}, rule='pattern')
+    return data
+
+def validate_https___kexp_dev_schema_experiment_schema_json__definitions_id(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (str)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be string", value=data, name="" + (name_prefix or "data") + "", definition={'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='type')
+    if isinstance(data, str):
+        if not REGEX_PATTERNS['^[0-9a-f]{16}$'].search(data):
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must match pattern ^[0-9a-f]{16}$", value=data, name="" + (name_prefix or "data") + "", definition={'description': '16 lowercase hex: creation time in seconds (8 hex) + 8 random hex. Must equal the id in the file name.', 'type': 'string', 'pattern': '^[0-9a-f]{16}$'}, rule='pattern')
     return data
 
 
 validate = validate_https___kexp_dev_schema_experiment_schema_json
+REQUIRED = frozenset(['base_commit', 'change_summary', 'created_at', 'dtype_sig', 'env', 'id', 'is_buggy', 'operator_sig', 'pid', 'score', 'status'])
+PROPERTY_VALIDATORS = {
+    'id': validate_https___kexp_dev_schema_experiment_schema_json__definitions_id,
+    'pid': validate_https___kexp_dev_schema_experiment_schema_json__definitions_pid,
+    'change_summary': validate_https___kexp_dev_schema_experiment_schema_json__definitions_change_summary,
+    'score': validate_https___kexp_dev_schema_experiment_schema_json__definitions_score,
+    'status': validate_https___kexp_dev_schema_experiment_schema_json__definitions_status,
+    'is_buggy': validate_https___kexp_dev_schema_experiment_schema_json__definitions_is_buggy,
+    'operator_sig': validate_https___kexp_dev_schema_experiment_schema_json__definitions_operator_sig,
+    'dtype_sig': validate_https___kexp_dev_schema_experiment_schema_json__definitions_dtype_sig,
+    'env': validate_https___kexp_dev_schema_experiment_schema_json__definitions_env,
+    'base_commit': validate_https___kexp_dev_schema_experiment_schema_json__definitions_base_commit,
+    'created_at': validate_https___kexp_dev_schema_experiment_schema_json__definitions_created_at,
+    'tags': validate_https___kexp_dev_schema_experiment_schema_json__definitions_tags,
+    'author': validate_https___kexp_dev_schema_experiment_schema_json__definitions_author,
+    'combines': validate_https___kexp_dev_schema_experiment_schema_json__definitions_combines,
+    'results': validate_https___kexp_dev_schema_experiment_schema_json__definitions_results,
+}

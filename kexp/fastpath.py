@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 # A key YAML reads as an implicit (simple) key: at most 1024 characters up to the ':'
@@ -96,7 +97,9 @@ _CACHE_SIZE = 8192
 #: Per set of string fields, ``key: value`` lines already read (most lines of a store
 #: repeat: status, is_buggy, dtype_sig, env, tags, author...): their key, value (a list
 #: kept as a tuple) and whether it is a list; emptied when full.
-_LINE_CACHES: dict[frozenset[str], dict[str, tuple[str, Any, bool]]] = {}
+_LINE_CACHES: dict[
+    tuple[frozenset[str], Callable[[str, Any], bool] | None], dict[str, tuple[str, Any, bool]]
+] = {}
 _LINE_CACHE_SIZE = 16384
 
 
@@ -249,7 +252,11 @@ def _value(text: str, keep_text: bool) -> Any:
 
 
 def read_simple_front_matter(
-    text: str, string_fields: frozenset[str], *, block_lists: bool = False
+    text: str,
+    string_fields: frozenset[str],
+    *,
+    block_lists: bool = False,
+    accept: Callable[[str, Any], bool] | None = None,
 ) -> dict[str, Any] | None:
     """The front-matter mapping of ``text`` if it is in the simple subset, else None.
 
@@ -257,16 +264,22 @@ def read_simple_front_matter(
     for the same text (with no warnings to report). With ``block_lists``, a ``key:``
     line followed directly by ``- {flow mapping}`` lines (how ``results`` is written)
     is read too; without it every value is on its key's line.
+
+    ``accept(key, value)``, when given, must hold for every value, else None is
+    returned. Its answer is remembered with the line read (a line always reads the
+    same), so a line seen in an earlier text is not checked again.
     """
-    cache = _LINE_CACHES.get(string_fields)
+    cache_key = (string_fields, accept)
+    cache = _LINE_CACHES.get(cache_key)
     if cache is None or len(cache) >= _LINE_CACHE_SIZE:
         if len(_LINE_CACHES) >= 8:
             _LINE_CACHES.clear()
-        cache = _LINE_CACHES[string_fields] = {}
+        cache = _LINE_CACHES[cache_key] = {}
     values: dict[str, Any] = {}
     # The list of the block list being read, and whether it has no item yet.
     items: list[Any] | None = None
     empty = False
+    block_keys: list[str] = []  # the keys of block lists (checked once read)
     cached = cache.get
     try:
         for line in text.split("\n"):
@@ -315,6 +328,8 @@ def read_simple_front_matter(
                         value = float(match.group(4))
                     if not (_KEY_IS_STR.get(key) or _key_is_str(key)):
                         return None
+                    if accept is not None and not accept(key, value):
+                        return None
                     cache[line] = (key, value, False)
                 elif not line.isprintable():
                     return None
@@ -327,6 +342,7 @@ def read_simple_front_matter(
                         if key in values or not _key_is_str(key):
                             return None
                         items = values[key] = []
+                        block_keys.append(key)
                         empty = True
                         continue
                     raw = match.group(1)
@@ -334,6 +350,8 @@ def read_simple_front_matter(
                     if not _key_is_str(key):
                         return None
                     value = _value(raw, key in string_fields)
+                    if accept is not None and not accept(key, value):
+                        return None
                     if type(value) is list:
                         cache[line] = (key, tuple(value), True)
                     else:
@@ -346,4 +364,8 @@ def read_simple_front_matter(
         return None
     if empty:
         return None
+    if accept is not None and block_keys:
+        for key in block_keys:
+            if not accept(key, values[key]):
+                return None
     return values

@@ -9,8 +9,10 @@ Files kexp wrote are canonical, and their validity can be decided from much less
   does, no other carriage return;
 * the front-matter: ``---`` lines around it, no character YAML refuses, read by
   :func:`kexp.fastpath.read_simple_front_matter` (values exactly as the YAML reader's,
-  or no answer), valid against the schema (the compiled validator), the id of the file
-  name (as ``validate.id_from_name`` reads it), a finite score, a real ``created_at``;
+  or no answer), valid against the schema (each value checked by its property's
+  generated validator when its line is first read, the answer remembered with the
+  line), the id of the file name (as ``validate.id_from_name`` reads it), a finite
+  score, a real ``created_at``;
 * the body: only its ``## `` headings and code fences matter (a duplicate known section
   is an error; ``is_buggy: true`` needs a non-empty ``## Error message``). Regular
   expressions find the lines that can open or close a fence or be a heading, and the
@@ -100,13 +102,9 @@ def quick_fields(
     # reader declines (it reads printable lines only).
     if not yaml_text.isascii() and _FRONT_MATTER_BAD_CHAR.search(yaml_text) is not None:
         return None
-    fields = read_simple_front_matter(yaml_text, STRING_FIELDS, block_lists=True)
-    if fields is None:
-        return None
-    validate, invalid = _schema_validator()
-    try:
-        validate(fields)
-    except invalid:
+    accepts, holds = _schema_check()
+    fields = read_simple_front_matter(yaml_text, STRING_FIELDS, block_lists=True, accept=accepts)
+    if fields is None or not holds(fields):
         return None
     # The schema holds: id, score, is_buggy and created_at are there, with their types.
     named = EXPERIMENT_NAME.fullmatch(
@@ -140,13 +138,48 @@ def quick_fields(
     return fields
 
 
-@functools.lru_cache(maxsize=1)
-def _schema_validator() -> tuple[Callable[[Any], Any], type[Exception]]:
-    """The generated schema validator of :func:`kexp.schema.is_schema_valid`, and the
-    exception it raises for invalid fields."""
-    from kexp.schema import fast_validator
+class _SchemaCheck:
+    """The schema, checked value by value as the front-matter is read (a line's answer
+    is remembered with it by the reader) when the schema checks each property on its
+    own; else checked whole once the fields are read."""
 
-    return fast_validator()
+    def __init__(self) -> None:
+        from kexp.schema import fast_validator, property_validators
+
+        self._validate, self._invalid = fast_validator()
+        split = property_validators()
+        self._required, self._validators = split if split is not None else (frozenset(), {})
+        self._whole = split is None
+
+    def accepts(self, key: str, value: Any) -> bool:
+        """Whether ``value`` is valid for the property ``key`` (True for keys the
+        schema does not name, and for every value when it is checked whole)."""
+        check = self._validators.get(key)
+        if check is None:
+            return True
+        try:
+            check(value)
+        except self._invalid:
+            return False
+        return True
+
+    def holds(self, fields: dict[str, Any]) -> bool:
+        """Whether ``fields``, each value accepted, satisfy the schema."""
+        if not self._whole:
+            return self._required <= fields.keys()
+        try:
+            self._validate(fields)
+        except self._invalid:
+            return False
+        return True
+
+
+@functools.lru_cache(maxsize=1)
+def _schema_check() -> tuple[Callable[[str, Any], bool], Callable[[dict[str, Any]], bool]]:
+    """``accepts`` and ``holds`` of one :class:`_SchemaCheck` (the same objects every
+    time: the reader remembers answers per ``accepts``)."""
+    check = _SchemaCheck()
+    return check.accepts, check.holds
 
 
 def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:

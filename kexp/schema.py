@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kexp.problems import Problem
 
@@ -130,10 +130,23 @@ JsonSchemaValuesException = JsonSchemaValueException
 '''
 
 
+#: The top-level keywords of a schema under which a document is valid exactly when it is
+#: a mapping holding the required keys, each property's value valid on its own (no
+#: keyword relating one property to another, none about other keys).
+_PER_PROPERTY_KEYWORDS = frozenset(
+    {"$schema", "$id", "title", "description", "type", "required", "properties"}
+)
+
+
 def generated_validator_source() -> str:
     """The source of :data:`GENERATED_MODULE`: fastjsonschema's validator for the schema,
     standing alone (its exception defined in the module, so fastjsonschema is needed to
-    generate it, not to run it). Its entry point is ``validate(fields)``."""
+    generate it, not to run it). Its entry point is ``validate(fields)``.
+
+    When the schema checks each property on its own (see :func:`property_validators`),
+    the module also has ``REQUIRED`` (the required keys) and ``PROPERTY_VALIDATORS``
+    (property name → a validator of one value); else ``PROPERTY_VALIDATORS`` is None.
+    """
     import hashlib
 
     import fastjsonschema
@@ -141,6 +154,13 @@ def generated_validator_source() -> str:
     # fastjsonschema implements drafts 4 to 7; the schema uses only keywords whose
     # meaning is the same in draft 7 and 2020-12.
     schema = dict(load_schema(), **{"$schema": "http://json-schema.org/draft-07/schema#"})
+    properties: dict[str, Any] = schema.get("properties", {})
+    per_property = set(schema) <= _PER_PROPERTY_KEYWORDS and schema.get("type") == "object"
+    if per_property:
+        # Each property's schema as a definition referred to: fastjsonschema then writes
+        # a function for each, which validates one value.
+        schema["definitions"] = properties
+        schema["properties"] = {key: {"$ref": f"#/definitions/{key}"} for key in properties}
     code = fastjsonschema.compile_to_code(schema)
     imported = "from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException\n"
     if imported not in code:
@@ -148,10 +168,22 @@ def generated_validator_source() -> str:
     entry = re.search(r"^def (validate\w*)\(", code, re.MULTILINE)
     if entry is None:
         raise RuntimeError("fastjsonschema's generated code has no validate function")
+    footer = f"\n\n\nvalidate = {entry.group(1)}\n"
+    if per_property:
+        validators = []
+        for key in properties:
+            function = f"{entry.group(1)}__definitions_{key}"
+            if not re.search(rf"^def {re.escape(function)}\(", code, re.MULTILINE):
+                raise RuntimeError(f"fastjsonschema wrote no validator of property {key!r}")
+            validators.append(f"    {key!r}: {function},\n")
+        footer += f"REQUIRED = frozenset({sorted(schema.get('required', []))!r})\n"
+        footer += f"PROPERTY_VALIDATORS = {{\n{''.join(validators)}}}\n"
+    else:
+        footer += "REQUIRED = frozenset()\nPROPERTY_VALIDATORS = None\n"
     digest = hashlib.sha256(schema_path().read_bytes()).hexdigest()
     header = _GENERATED_HEADER.format(digest=digest, version=fastjsonschema.VERSION)
     body = code.replace(imported, _EXCEPTION)
-    return f"{header}{body.rstrip()}\n\n\nvalidate = {entry.group(1)}\n"
+    return f"{header}{body.rstrip()}{footer}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -160,6 +192,22 @@ def fast_validator() -> tuple[Callable[[Any], Any], type[Exception]]:
     from kexp import _schema_validator
 
     return _schema_validator.validate, _schema_validator.JsonSchemaValueException
+
+
+def property_validators() -> tuple[frozenset[str], dict[str, Callable[[Any], Any]]] | None:
+    """(the required keys, property name → validator of one value) when the schema
+    checks each property on its own: a mapping is then valid exactly when it holds the
+    required keys and each property's validator accepts its value (other keys are
+    allowed). None when the schema relates properties or limits other keys. The
+    validators raise the exception of :func:`fast_validator`."""
+    from kexp import _schema_validator
+
+    validators = cast(
+        "dict[str, Callable[[Any], Any]] | None", _schema_validator.PROPERTY_VALIDATORS
+    )
+    if validators is None:
+        return None
+    return _schema_validator.REQUIRED, validators
 
 
 def _fast_validator() -> Callable[[Any], Any]:

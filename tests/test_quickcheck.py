@@ -675,3 +675,126 @@ def test_files_kexp_writes_take_the_fast_answer(
     quick = _agree(data, GOOD_PATH)
     if check_bytes(data, Path(GOOD_PATH)).ok:
         assert quick is not None
+
+
+# --- the schema, value by value ------------------------------------------------------
+
+_VALID_FIELDS: dict[str, Any] = {
+    "id": "665a9ec20fbc268b",
+    "pid": "",
+    "change_summary": "Used readfirstlane - +21%",
+    "score": 1.25,
+    "status": "done",
+    "is_buggy": False,
+    "operator_sig": "csrc/x.cu: k",
+    "dtype_sig": "bf16",
+    "env": "MI300X",
+    "base_commit": "4d9bfc2",
+    "created_at": "2024-06-01T04:08:34Z",
+    "tags": ["gemm", "amd"],
+    "author": "agent-8",
+    "combines": ["665369008a8430ca"],
+    "results": [{"config": "M=1", "speedup": 1.2}],
+}
+_ODD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(),
+    st.sampled_from(["", "done", "665a9ec20fbc268b", "x" * 81, "a\nb", "bf16", "4d9bfc2"]),
+    st.lists(st.sampled_from(["gemm", "", "665369008a8430ca", "gemm", 1]), max_size=3),
+    st.lists(
+        st.fixed_dictionaries(
+            {"config": st.sampled_from(["M=1", ""])},
+            optional={"speedup": st.sampled_from([1.2, 0, -1, "x", True])},
+        ),
+        max_size=2,
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(st.sampled_from([*_VALID_FIELDS, "extra_key"]), _ODD_VALUES), max_size=3
+    ),
+    removed=st.lists(st.sampled_from(list(_VALID_FIELDS)), max_size=1),
+)
+def test_the_schema_checked_value_by_value_agrees_with_the_whole_validator(
+    changes: list[tuple[str, Any]], removed: list[str]
+) -> None:
+    from kexp.quickcheck import _schema_check
+    from kexp.schema import fast_validator
+
+    validate, invalid = fast_validator()
+    fields = dict(_VALID_FIELDS)
+    for key, value in changes:
+        fields[key] = value
+    for key in removed:
+        fields.pop(key)
+    try:
+        validate(fields)
+        expected = True
+    except invalid:
+        expected = False
+    accepts, holds = _schema_check()
+    assert (all(accepts(k, v) for k, v in fields.items()) and holds(fields)) == expected
+
+
+def test_the_reader_remembers_each_predicates_answers_apart() -> None:
+    """A line accepted once is not checked again by the same predicate, and a line read
+    without a predicate (or accepted by another) is still checked by this one."""
+    text = "id: 665a9ec20fbc268b\nscore: 2.5\n"
+    asked: list[tuple[str, Any]] = []
+
+    def small_scores(key: str, value: Any) -> bool:
+        asked.append((key, value))
+        return key != "score" or value < 2
+
+    assert read_simple_front_matter(text, STRING_FIELDS) is not None
+    assert read_simple_front_matter(text, STRING_FIELDS, accept=lambda k, v: True) is not None
+    assert read_simple_front_matter(text, STRING_FIELDS, accept=small_scores) is None
+    assert ("score", 2.5) in asked
+    fine = "id: 665a9ec20fbc268b\nscore: 1.5\nresults:\n- {config: a, speedup: 3}\n"
+    asked.clear()
+    assert read_simple_front_matter(fine, STRING_FIELDS, block_lists=True, accept=small_scores)
+    assert [key for key, _ in asked] == ["score", "results"]  # id remembered
+    asked.clear()
+    assert read_simple_front_matter(fine, STRING_FIELDS, block_lists=True, accept=small_scores)
+    assert asked == [("results", [{"config": "a", "speedup": 3}])]  # lists: every time
+
+
+def test_a_schema_relating_properties_is_checked_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator writes per-property validators only for a schema whose properties
+    are independent; with ``additionalProperties`` (or any other top-level keyword) it
+    writes none, and the whole validator decides."""
+    pytest.importorskip("fastjsonschema")
+    import kexp.schema as schema_module
+
+    plain = schema_module.load_schema()
+    assert "PROPERTY_VALIDATORS = {" in schema_module.generated_validator_source()
+    monkeypatch.setattr(
+        schema_module, "load_schema", lambda: dict(plain, additionalProperties=False)
+    )
+    source = schema_module.generated_validator_source()
+    assert "PROPERTY_VALIDATORS = None" in source
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "generated", "exec"), namespace)
+    assert namespace["PROPERTY_VALIDATORS"] is None
+    namespace["validate"](dict(_VALID_FIELDS))
+    with pytest.raises(namespace["JsonSchemaValueException"]):
+        namespace["validate"](dict(_VALID_FIELDS, unknown=1))
+
+
+def test_without_property_validators_the_fields_are_checked_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kexp.schema as schema_module
+    from kexp.quickcheck import _SchemaCheck
+
+    monkeypatch.setattr(schema_module, "property_validators", lambda: None)
+    check = _SchemaCheck()
+    assert check.accepts("score", -1)  # nothing checked value by value
+    assert check.holds(dict(_VALID_FIELDS))
+    assert not check.holds(dict(_VALID_FIELDS, score=-1))
+    assert not check.holds({k: v for k, v in _VALID_FIELDS.items() if k != "id"})
