@@ -30,16 +30,24 @@ from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock, file_lock
 from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
-from kexp.progress import track
+from kexp.progress import reporting, track
 from kexp.query import Filters, build_filters, chronological, mark_interference, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import (
+    EXPERIMENT_NAME,
     CheckedFile,
+    FileLinks,
+    ScanRecord,
     check_bytes,
     check_store,
     id_from_name,
+    links_of,
     read_and_check,
     read_file,
+    read_or_problem,
+    real_paths,
+    scan_bytes,
+    store_findings,
 )
 
 if TYPE_CHECKING:
@@ -592,6 +600,11 @@ class Store:
 
     # --- validation ------------------------------------------------------------------
 
+    #: How many files :meth:`validate` reads before checking them; how many it asks of a
+    #: store with its own ``check_files`` at once (whole documents: memory).
+    _validate_batch = 256
+    _validate_custom_batch = 2048
+
     def validate(self, paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:
         """Every problem in the given files (all by default), plus store-wide checks.
 
@@ -599,25 +612,211 @@ class Store:
         (a shallow clone, an upstream commit never fetched) is a warning saying how to
         fetch it, an error with ``strict=True``. Without a git repository that check is
         skipped.
-        """
-        everything = self.check_files()
-        if paths is None:
-            selected = everything
-        else:
-            wanted = {p.resolve() for p in paths}
-            selected = [c for c in everything if c.path.resolve() in wanted]
-            known = {c.path.resolve() for c in everything}
-            selected += [self._read(p) for p in paths if p.resolve() not in known]
-        index: dict[str, list[Path]] = {}
-        for item in everything:
-            if item.document is not None and isinstance(item.document.fields.get("id"), str):
-                index.setdefault(item.document.fields["id"], []).append(item.path)
-        problems = [p for item in selected for p in item.problems]
-        problems += check_store(selected, index)
-        from kexp.provenance import base_commit_problems
 
-        problems += base_commit_problems(selected, self.code_repo, strict=strict)
-        return sort_problems(problems)
+        Every file of the store is read (the store-wide checks need their ids), one after
+        the other: what is kept of each is its problems and what the store-wide checks
+        need (:class:`~kexp.validate.FileLinks`), so memory does not grow with the
+        files' contents. A file with a store-wide problem is read again for its position.
+        """
+        return self._validate_counted(paths, strict=strict)[0]
+
+    def _validate_counted(
+        self, paths: list[Path] | None = None, *, strict: bool = False
+    ) -> tuple[list[Problem], int]:
+        """:meth:`validate`, and how many experiment files the store holds (all of them
+        are read)."""
+        from kexp.provenance import unresolved_base_commits
+
+        files = self._validation_files()
+        links, file_problems = self._validation_scan(files)
+        in_store = len(files)
+        del files
+        if paths is None:
+            items = links
+            extra: list[CheckedFile] = []
+        else:
+            wanted = {os.path.realpath(p) for p in paths}
+            real = real_paths([link.path for link in links])
+            selected = [number for number, path in enumerate(real) if path in wanted]
+            items = [links[number] for number in selected]
+            file_problems = {n: file_problems[n] for n in selected if n in file_problems}
+            known = set(real)
+            extra = [self._read(p) for p in paths if os.path.realpath(p) not in known]
+        problems: list[Problem] = [p for found in file_problems.values() for p in found]
+        for item in extra:
+            problems += item.problems
+            fields = item.document.fields if item.document is not None else None
+            items.append(FileLinks.of(str(item.path), fields))
+        if paths is None:
+            findings = store_findings(items)
+        else:
+            index: dict[str, list[str]] = {}
+            pids: dict[str, str | None] = {}
+            for link in links:
+                if link.id is not None:
+                    index.setdefault(link.id, []).append(link.path)
+                    pids.setdefault(link.id, link.pid)  # the first file's, as listed
+            findings = store_findings(items, index, pids.__getitem__)
+        del links
+        bases: dict[str, list[int]] = {}
+        for number, link in enumerate(items):
+            if link.base_commit is not None:
+                bases.setdefault(link.base_commit, []).append(number)
+        unresolved = unresolved_base_commits(bases, self.code_repo, strict=strict)
+        where: dict[int, set[tuple[str | int, ...]]] = {}
+        for finding in findings:
+            where.setdefault(finding.file, set()).add(finding.where)
+        for value in unresolved:
+            for number in bases[value]:
+                where.setdefault(number, set()).add(("base_commit",))
+        positions = self._validation_positions(items, where, len(items) - len(extra), extra)
+        problems += [f.problem(items[f.file].path, *positions[f.file, f.where]) for f in findings]
+        for value, (severity, code, message, hint) in unresolved.items():
+            for number in bases[value]:
+                line, column = positions[number, ("base_commit",)]
+                path = items[number].path
+                problems.append(
+                    Problem(path, line, column, severity, code, "base_commit", message, hint)
+                )
+        return sort_problems(problems), in_store
+
+    def _validation_files(self) -> list[str]:
+        """:meth:`paths` as strings (lighter than ``Path`` objects), in the same order."""
+        if type(self).paths is not Store.paths or os.sep != "/":
+            return [str(p) for p in self.paths()]
+        fullmatch = EXPERIMENT_NAME.fullmatch
+        found: list[str] = []
+        for folder, dirs, names in os.walk(self.experiments_dir):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found.extend(f"{folder}/{name}" for name in names if fullmatch(name) is not None)
+        # As Path objects sort, component by component: "\0" sorts before any character
+        # of a name (a list of components per path would take more memory).
+        found.sort(key=lambda path: path.replace("/", "\0"))
+        return found
+
+    def _validation_scan(
+        self, files: list[str]
+    ) -> tuple[list[FileLinks], dict[int, list[Problem]]]:
+        """Read and check every file of ``files``: the links of each, and the problems
+        of those that have some (by their number in ``files``).
+
+        A large store is checked by this process and a forked child, half each
+        (:func:`kexp.index.in_two_processes`; ``KEXP_NO_FORK`` turns it off); a store
+        with its own ``check_files`` (at a revision) in this process."""
+        total = len(files)
+        parent = os.getpid()
+
+        def work(part: list[str]) -> list[ScanRecord]:
+            if os.getpid() != parent:  # the child: only the parent shows progress
+                with reporting(None):
+                    return self._validation_records(part, total)
+            return self._validation_records(part, total)
+
+        if type(self).check_files is not Store.check_files:
+            records = work(files)
+        else:
+            from kexp.index import in_two_processes
+
+            records = in_two_processes(work, files, total)
+        links: list[FileLinks] = []
+        problems: dict[int, list[Problem]] = {}
+        records.reverse()  # taken from the end: each freed as it goes
+        for number, path in enumerate(files):
+            exp_id, pid, combines, base, lines, found = records.pop()
+            links.append(FileLinks(path, exp_id, pid, combines, base, lines))
+            if found:
+                problems[number] = [Problem(*p) for p in found]
+        return links, problems
+
+    def _validation_records(self, files: list[str], total: int) -> list[ScanRecord]:
+        """What :meth:`_validation_scan` keeps of each of ``files`` (part of ``total``
+        files, for the progress shown), as data ``marshal`` can send."""
+        settings = self.settings
+        records: list[ScanRecord] = []
+        shared: dict[str, str] = {}  # one string per base_commit value (they repeat)
+        custom = type(self).check_files is not Store.check_files
+        # Files are read a batch at a time before any is checked (no system calls in
+        # between the checks: faster); a store with its own check_files (at a revision:
+        # one git process a call) is asked for larger batches.
+        size = self._validate_custom_batch if custom else self._validate_batch
+        ticks = track(range(total))  # the progress of this part, scaled to the total
+        shown = next(ticks, 0)
+        results: list[tuple[list[Problem], FileLinks]] = []
+        for number in range(len(files)):
+            offset = number % size
+            if offset == 0:
+                batch = files[number : number + size]
+                if custom:
+                    results = [
+                        (c.problems, links_of(c))
+                        for c in self.check_files([Path(f) for f in batch])
+                    ]
+                else:
+                    contents = [read_or_problem(f, settings) for f in batch]
+                    results = [
+                        ([data], FileLinks.of(f, None))
+                        if isinstance(data, Problem)
+                        else scan_bytes(data, f, settings)
+                        for f, data in zip(batch, contents, strict=True)
+                    ]
+                    del contents
+            found, link = results[offset]
+            base = link.base_commit
+            records.append(
+                (
+                    link.id,
+                    link.pid,
+                    link.combines,
+                    None if base is None else shared.setdefault(base, base),
+                    link.lines,
+                    tuple(dataclasses.astuple(p) for p in found),
+                )
+            )
+            while shown < (number + 1) * total // len(files):
+                shown = next(ticks, total)
+        for _ in ticks:
+            pass
+        return records
+
+    def _validation_positions(
+        self,
+        items: list[FileLinks],
+        where: dict[int, set[tuple[str | int, ...]]],
+        in_store: int,
+        extra: list[CheckedFile],
+    ) -> dict[tuple[int, tuple[str | int, ...]], tuple[int, int]]:
+        """(line, column) of each front-matter value ``where[n]`` in the file ``items[n]``
+        (the store's files, ``in_store`` of them, then ``extra``'s), as
+        ``Document.position`` gives them: from the key lines kept (canonical files), else
+        from the file read again and parsed, one at a time (a batch for a store with
+        its own ``check_files``)."""
+        positions: dict[tuple[int, tuple[str | int, ...]], tuple[int, int]] = {}
+        again: list[int] = []
+        for n in sorted(where):
+            if n >= in_store:
+                document = extra[n - in_store].document
+                for at in where[n]:
+                    positions[n, at] = document.position(at) if document is not None else (1, 1)
+                continue
+            for at in where[n]:
+                known = items[n].position(at)
+                if known is None:
+                    again.append(n)
+                    break
+                positions[n, at] = known
+        custom = type(self).check_files is not Store.check_files
+        size = self._validate_custom_batch if custom else 1
+        for start in range(0, len(again), size):
+            numbers = again[start : start + size]
+            paths = [Path(items[n].path) for n in numbers]
+            checked = (
+                self.check_files(paths) if custom else [read_and_check(paths[0], self.settings)]
+            )
+            for n, item in zip(numbers, checked, strict=True):
+                document = item.document
+                for at in where[n]:
+                    positions[n, at] = document.position(at) if document is not None else (1, 1)
+        return positions
 
     # --- writing -------------------------------------------------------------------
 

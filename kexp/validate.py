@@ -174,6 +174,23 @@ def read_or_problem(path: Path | str, settings: Settings = DEFAULT_SETTINGS) -> 
         )
 
 
+def real_paths(paths: Sequence[str]) -> list[str]:
+    """``os.path.realpath`` of each of ``paths``, each folder resolved once: a file that
+    is not a symbolic link is its folder's real path and its name."""
+    folders: dict[str, str] = {}
+    real: list[str] = []
+    for path in paths:
+        folder, name = os.path.split(path)
+        if name in ("", ".", "..") or os.path.islink(path):
+            real.append(os.path.realpath(path))
+            continue
+        found = folders.get(folder)
+        if found is None:
+            found = folders[folder] = os.path.realpath(folder)
+        real.append(os.path.join(found, name))
+    return real
+
+
 def check_bytes(
     data: bytes | str, path: Path, settings: Settings = DEFAULT_SETTINGS
 ) -> CheckedFile:
@@ -432,6 +449,19 @@ class FileLinks(NamedTuple):
             return None
         line = self.lines[_LINKED_KEYS.index(str(where[0]))]
         return (line, 1) if line else None
+
+
+#: What a process checking files for :meth:`kexp.Store.validate` keeps of one, as data
+#: ``marshal`` can send: its :class:`FileLinks` less the path, and its problems as
+#: tuples (``Problem(*item)`` each).
+ScanRecord = tuple[
+    str | None,
+    str | None,
+    tuple[str | None, ...],
+    str | None,
+    tuple[int, int, int] | None,
+    tuple[tuple[Any, ...], ...],
+]
 
 
 def key_lines(text: bytes | str) -> tuple[int, int, int]:

@@ -79,10 +79,13 @@ def validate(
             problems, selected = result.problems, result.changed_paths
             if strict:
                 problems = strict_problems(problems)
+            checked = len(selected)
         else:
-            problems = store.validate(selected, strict=strict)
+            # Store.validate, and how many experiment files the store holds (no second
+            # walk of a large store to count them).
+            problems, in_store = store._validate_counted(selected, strict=strict)
+            checked = len(selected) if selected is not None else in_store
     errors = sum(p.severity == "error" for p in problems)
-    checked = len(selected) if selected is not None else len(store.paths())
     if output_format == "json":
         echo_json([p.to_dict() for p in problems])
     else:
