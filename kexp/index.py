@@ -122,10 +122,10 @@ _TABLES = (
     )""",
     _FILES_TABLE,
 )
+#: A valid file's id is the one in its name (else it is an error), so ``name_id``
+#: serves lookups by id too.
 _INDEXES = (
-    "CREATE INDEX files_by_folder ON files (folder)",
     "CREATE INDEX files_by_score ON files (valid, score)",
-    "CREATE INDEX files_by_id ON files (id)",
     "CREATE INDEX files_by_name_id ON files (name_id)",
 )
 _ROW_COLUMNS = "path, folder, signature, data"
@@ -206,7 +206,7 @@ def _header(settings: Settings) -> str:
 
     layout = ",".join(ROW_FIELDS)
     return (
-        f"kexp-index/4 kexp={__version__} python-marshal={marshal.version} "
+        f"kexp-index/5 kexp={__version__} python-marshal={marshal.version} "
         f"max_file_bytes={settings.max_file_bytes} fields={layout}"
     )
 
@@ -534,7 +534,8 @@ class IndexView:
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self._rows(
-                f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1 AND id IN ({marks})", chunk
+                f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1 AND name_id IN ({marks})",
+                chunk,
             ):
                 scores[row.id] = row.score
         return [_marked(row, scores) for row in rows]
@@ -732,7 +733,7 @@ class StoreIndex:
                 listed_at = known.listed_at
             folders[folder] = changed[folder] = _Folder(names, packed, count, listed_at, subfolders)
 
-        checked, sides = self._check(groups, horizon)
+        checked, sides, _ = self._check(groups, horizon)
         if groups:
             self._remove_leftovers()
         try:
@@ -803,8 +804,13 @@ class StoreIndex:
                 tuple(names), b"", len(experiments), listed_at, tuple(subfolders)
             )
             pending.extend(f"{folder}{name}{os.sep}" for name in subfolders)
-        checked, sides = self._check(groups, horizon)
+        checked, sides, read_at = self._check(groups, horizon)
         del groups
+        for folder, known in folders.items():
+            folders[folder] = known._replace(
+                signatures=self._signatures_as_read(folder, known, read_at.get(folder, b""))
+            )
+        del read_at
         self._remove_leftovers()
         try:
             connection = self._build(folders, checked, sides, horizon, private=rebuild)
@@ -909,37 +915,44 @@ class StoreIndex:
 
         return check
 
-    def _check(self, groups: list[Group], horizon: int) -> tuple[list[Checked], list[Path]]:
+    def _check(
+        self, groups: list[Group], horizon: int
+    ) -> tuple[list[Checked], list[Path], dict[str, bytes]]:
         """Read and check the files of ``groups``: the results in memory when they are
         few; else written by this process and a forked child into side databases
-        (returned), so that neither holds every row in memory."""
+        (returned), so that neither holds every row in memory. Also returned: each
+        folder's signatures of the files read, in the order of its group's names."""
         import sqlite3
 
         check = self._checker()
         total = sum(len(names) for _, names, _ in groups)
         if total < PARALLEL_MIN_FILES:
-            return check(_items(groups)), []
+            checked = check(_items(groups))
+            return checked, [], _joined(_signatures_by_folder(checked, {}))
         made: list[Path] = []
 
-        def into_side(part: list[Group]) -> list[str]:
+        def into_side(part: list[Group]) -> list[tuple[str, dict[str, bytes]]]:
             side = self.file.with_name(f".{self.file.name}.{os.getpid()}-{len(made)}.side")
             made.append(side)
             side.unlink(missing_ok=True)
             database = sqlite3.connect(side, isolation_level=None)
+            read_at: dict[str, list[bytes]] = {}
             try:
                 database.execute("PRAGMA journal_mode = OFF")
                 database.execute("PRAGMA synchronous = OFF")
                 database.execute(_FILES_TABLE)
                 database.execute("BEGIN")
                 items = _items(part)
-                while batch := list(itertools.islice(items, 500)):
-                    database.executemany(_INSERT_FILE, self._records(check(batch), horizon))
+                while batch := list(itertools.islice(items, 2 * READ_BATCH)):
+                    checked = check(batch)
+                    _signatures_by_folder(checked, read_at)
+                    database.executemany(_INSERT_FILE, self._records(checked, horizon))
                     # Parsing leaves reference cycles, and the collector is paused.
                     gc.collect(0)
                 database.execute("COMMIT")
             finally:
                 database.close()
-            return [str(side)]
+            return [(str(side), _joined(read_at))]
 
         def clean_up(pid: int) -> None:
             # A child whose result is not used leaves its side database: remove it.
@@ -949,12 +962,39 @@ class StoreIndex:
         sizes = [len(names) + 1 for _, names, _ in groups]
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            sides = in_two_processes(into_side, groups, total, sizes, clean_up)
+            parts = in_two_processes(into_side, groups, total, sizes, clean_up)
         except (OSError, sqlite3.Error):
             for side in made:
                 side.unlink(missing_ok=True)
-            return check(_items(groups)), []
-        return [], [Path(side) for side in sides]
+            checked = check(_items(groups))
+            return checked, [], _joined(_signatures_by_folder(checked, {}))
+        read_at: dict[str, bytes] = {}
+        for _, signatures_read in parts:
+            read_at.update(signatures_read)
+        return [], [Path(side) for side, _ in parts], read_at
+
+    def _signatures_as_read(self, folder: str, known: _Folder, read: bytes) -> bytes:
+        """The packed signatures of a folder's ``*.md`` names: those of its experiment
+        files as they were read (``read``, in name order), the others' taken now. When
+        ``read`` does not match the names (it should), none: every file is read again
+        next time."""
+        from kexp.validate import EXPERIMENT_NAME
+
+        names = known.names
+        if len(read) != known.experiments * _SIGNATURE_SIZE:
+            return _NO_SIGNATURE_BYTES * len(names)
+        if known.experiments == len(names):
+            return read
+        path = self._base + folder
+        packed: list[bytes] = []
+        taken = 0
+        for name in names:
+            if EXPERIMENT_NAME.fullmatch(name):
+                packed.append(read[taken : taken + _SIGNATURE_SIZE])
+                taken += _SIGNATURE_SIZE
+            else:
+                packed.append(signatures(path, [name]).tobytes())
+        return b"".join(packed)
 
     def _records(self, checked: list[Checked], horizon: int) -> Iterator[tuple[Any, ...]]:
         for path, signature, values, error in checked:
@@ -1127,20 +1167,6 @@ class StoreIndex:
             connection.execute("DETACH DATABASE side")
         for statement in _INDEXES:
             connection.execute(statement)
-        # Files read without a stat first carry the signature they were read at.
-        for folder, known in folders.items():
-            if known.names and not known.signatures:
-                read_at = dict(
-                    connection.execute(
-                        "SELECT path, signature FROM files WHERE folder = ?", (folder,)
-                    )
-                )
-                path = self._base + folder
-                packed = [
-                    read_at.get(folder + name) or bytes(signatures(path, [name]))
-                    for name in known.names
-                ]
-                folders[folder] = known._replace(signatures=b"".join(packed))
         connection.execute("BEGIN")
         connection.executemany(
             "INSERT INTO folders VALUES (?, ?, ?, ?, ?, ?)", self._folder_records(folders, horizon)
@@ -1210,6 +1236,23 @@ def _items(groups: Iterable[Group]) -> Iterator[tuple[str, Signature | None]]:
                 yield folder + name, signature
 
 
+def _signatures_by_folder(
+    checked: list[Checked], into: dict[str, list[bytes]]
+) -> dict[str, list[bytes]]:
+    """``into`` with the signatures of ``checked`` appended to their folders' lists."""
+    for path, signature, _, _ in checked:
+        folder = path[: path.rfind(os.sep) + 1]
+        found = into.get(folder)
+        if found is None:
+            found = into[folder] = []
+        found.append(signature)
+    return into
+
+
+def _joined(signatures_by_folder: dict[str, list[bytes]]) -> dict[str, bytes]:
+    return {folder: b"".join(found) for folder, found in signatures_by_folder.items()}
+
+
 def _detach(connection: sqlite3.Connection, names: list[str]) -> None:
     import sqlite3
 
@@ -1245,6 +1288,7 @@ def _compare(
 
 
 _NO_SIGNATURE_BYTES = array("q", _NO_SIGNATURE).tobytes()
+_SIGNATURE_SIZE = len(_NO_SIGNATURE_BYTES)
 _INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPSERT_FILE = _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE")
 _NO_VALUES = (None,) * 8

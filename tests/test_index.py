@@ -233,10 +233,18 @@ def test_two_processes_build_the_same_cache_as_one(
         assert exp.path is not None
         _age(exp.path)
     (store.experiments_dir / "2020" / "01").mkdir(parents=True)
+    assert exp.path is not None
+    notes = exp.path.with_name("NOTES.md")  # a Markdown file that is no experiment
+    notes.write_text("# notes\n", encoding="utf-8")
+    _age(notes)
     monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
     monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
     parallel = _scores(store)
-    (store.cache_dir / INDEX_FILE).unlink()
+    index = store.cache_dir / INDEX_FILE
+    before = index.stat().st_mtime_ns
+    assert _scores(store) == parallel
+    assert index.stat().st_mtime_ns == before  # every signature kept as read: not rewritten
+    index.unlink()
     monkeypatch.setenv("KEXP_NO_FORK", "1")
     monkeypatch.setattr(kexp.index, "_forkable", lambda: False)
     assert parallel == _scores(store) == _uncached(store)
