@@ -186,18 +186,26 @@ class StaleCacheError(Exception):
     """A cached row does not match its file (the cache was damaged): rebuild it."""
 
 
+#: (position, default) of the optional fields: the only ones a valid file may leave out
+#: (or set to null) and the only lists the schema allows.
+_OPTIONAL_AT = tuple(
+    (index, _DEFAULTS[name]) for index, name in enumerate(FRONT_MATTER_FIELDS) if name in _DEFAULTS
+)
+
+
 def _values(fields: dict[str, Any]) -> tuple[Any, ...]:
-    """A valid file's front-matter as a compact tuple in :data:`ROW_FIELDS` order."""
-    get = fields.get
-    values = [
-        _DEFAULTS[name]
-        if (value := get(name)) is None and name in _DEFAULTS
-        else tuple(value)
-        if type(value) is list
-        else value
-        for name in FRONT_MATTER_FIELDS
-    ]
-    values.append({k: v for k, v in fields.items() if k not in _KNOWN} or None)
+    """A valid file's front-matter as a compact tuple in :data:`ROW_FIELDS` order
+    (missing optional fields as their defaults, lists as tuples)."""
+    values = list(map(fields.get, FRONT_MATTER_FIELDS))
+    for index, default in _OPTIONAL_AT:
+        value = values[index]
+        if value is None:
+            values[index] = default
+        elif type(value) is list:
+            values[index] = tuple(value)
+    values.append(
+        None if fields.keys() <= _KNOWN else {k: v for k, v in fields.items() if k not in _KNOWN}
+    )
     return tuple(values)
 
 

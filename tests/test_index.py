@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import experiment_fields, git
 
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
 from kexp.index import index_file_name
+from kexp.model import FRONT_MATTER_FIELDS
 from kexp.settings import DEFAULT_SETTINGS
 
 INDEX_FILE = index_file_name(DEFAULT_SETTINGS)
@@ -219,6 +222,40 @@ def test_top_and_filters_agree_with_a_store_read_without_cache(
         assert [e.id for e in store.list_experiments(**wanted)] == [
             e.id for e in plain.list_experiments(**wanted)
         ]
+
+
+def test_cached_front_matter_is_the_files_own(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """Rows hold every front-matter field as the file has it: lists, a missing author
+    or tags (their defaults), results, combines and fields kexp does not know."""
+    first = make_experiment(tags=["cache", "unroll"], author="agent-1")
+    second = make_experiment(
+        combines=[first.id],
+        results=[{"config": "M=1", "baseline": 2.0, "candidate": 1.0, "speedup": 2.0}],
+        score=2.0,
+    )
+    for exp in (first, second):
+        assert exp.path is not None
+        text = exp.path.read_text(encoding="utf-8")
+        text = re.sub(r"\n(author|tags): [^\n]*", "", text)  # left out: defaults
+        text = text.replace("\nstatus:", "\nnotes: [kept, 'as is']\nstatus:", 1)
+        exp.path.write_text(text, encoding="utf-8")
+        _age(exp.path)
+    plain = Store(store.root)
+    plain._cached = False
+
+    def front_matter(found: list[KernelExperiment]) -> dict[str, Any]:
+        return {
+            e.id: ({f: getattr(e, f) for f in FRONT_MATTER_FIELDS}, e.extra_fields)
+            for e in found
+        }
+
+    expected = front_matter(plain.list_experiments())
+    assert expected[first.id][1] == {"notes": ["kept", "as is"]}
+    assert expected[first.id][0]["tags"] == [] and expected[first.id][0]["author"] == ""
+    assert front_matter(store.list_experiments(brief=True)) == expected  # builds the cache
+    assert front_matter(store.list_experiments(brief=True)) == expected  # from the cache
 
 
 def test_two_processes_build_the_same_cache_as_one(
