@@ -525,7 +525,9 @@ class IndexView:
     ) -> list[Row]:
         """Every valid row passing ``prefilter`` (SQL) and ``keep``, interference marked."""
         where, parameters = prefilter
-        rows = self._rows(f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1{where}", parameters)
+        # '+valid': a scan of the table, not a lookup of every row through the score
+        # index (four times faster for a filtered list of 100,000).
+        rows = self._rows(f"SELECT {_ROW_COLUMNS} FROM files WHERE +valid = 1{where}", parameters)
         if where or keep is not None:
             return self.with_interference([row for row in rows if keep is None or keep(row)])
         everything = list(rows)
