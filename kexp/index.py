@@ -841,14 +841,27 @@ class StoreIndex:
 
     def _remove_leftovers(self) -> None:
         """Remove what no process uses any more: the cache of kexp before its SQLite one
-        (``index-v1``, a marshal file), and temporary or side databases of processes
-        killed while building, once older than ``settings.stale_temporary_s``."""
+        (``index-v1``, a marshal file); temporary or side databases of processes killed
+        while building, once older than ``settings.stale_temporary_s``; and caches of
+        other kexp versions not written for ``settings.unused_cache_days`` and with no
+        journal beside them (a writer of that version is not in a transaction)."""
         folder = self.file.parent
         with contextlib.suppress(OSError):
             (folder / "index-v1").unlink()
-        horizon = time.time() - self.settings.stale_temporary_s
-        for pattern in (".index-*.sqlite.*.tmp", ".index-*.sqlite.*.side"):
+        now = time.time()
+        stale = {
+            ".index-*.sqlite.*.tmp": now - self.settings.stale_temporary_s,
+            ".index-*.sqlite.*.side": now - self.settings.stale_temporary_s,
+            "index-*.sqlite": now - self.settings.unused_cache_days * 86400,
+        }
+        for pattern, horizon in stale.items():
             for left in folder.glob(pattern):
+                if left.name == self.file.name:
+                    continue
+                if pattern == "index-*.sqlite" and any(
+                    left.with_name(left.name + suffix).exists() for suffix in ("-journal", "-wal")
+                ):
+                    continue
                 with contextlib.suppress(OSError):
                     if left.lstat().st_mtime < horizon:
                         left.unlink()

@@ -449,14 +449,21 @@ def test_leftovers_of_killed_builders_are_removed_once_stale(
     store: Store, aged: list[KernelExperiment]
 ) -> None:
     """Temporary and side databases of a process killed while building the cache are
-    removed by the next build once an hour old; fresh ones (a build running now) stay."""
+    removed by the next build once an hour old; fresh ones (a build running now) stay.
+    So are caches of other kexp versions unused for two weeks, unless a writer of that
+    version is in a transaction (its journal is there)."""
     store.cache_dir.mkdir(exist_ok=True)
     stale = store.cache_dir / f".{INDEX_FILE}.4242-0.side"
     fresh = store.cache_dir / f".{INDEX_FILE}.abcdef.tmp"
     old_cache = store.cache_dir / "index-v1"
-    for path in (stale, fresh, old_cache):
+    # Caches of other kexp versions: one unused for long, one in use, one with a journal.
+    unused, used, journaled = (store.cache_dir / f"index-0000000{n}.sqlite" for n in range(3))
+    for path in (stale, fresh, old_cache, unused, used, journaled):
         path.write_bytes(b"left behind")
-    _age(stale)
+    journaled.with_name(journaled.name + "-journal").write_bytes(b"")
+    for path in (stale, unused, journaled):
+        _age(path)
     assert _scores(store) == _uncached(store)  # no cache yet: a build
-    assert not stale.exists() and not old_cache.exists()
-    assert fresh.exists()
+    assert not stale.exists() and not old_cache.exists() and not unused.exists()
+    assert fresh.exists() and used.exists() and journaled.exists()
+    assert (store.cache_dir / INDEX_FILE).exists()
