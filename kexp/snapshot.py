@@ -7,19 +7,30 @@ and without touching the working tree. It is read-only: writes raise
 :class:`~kexp.errors.KexpError`.
 
 Reading is bulk: one ``git ls-tree`` lists the files, one ``git cat-file --batch``
-process streams every blob (100,000 files do not start 100,000 processes).
+process streams every blob (100,000 files do not start 100,000 processes). Validation
+takes each blob in turn and keeps only what the store-wide checks need of it (see
+:meth:`Store.validate`): canonical files are checked without the full parse.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
+from kexp.progress import track
 from kexp.store import EXPERIMENTS_DIR, Store
-from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes
+from kexp.validate import (
+    EXPERIMENT_NAME,
+    CheckedFile,
+    FileLinks,
+    ScanRecord,
+    check_bytes,
+    scan_bytes,
+)
 
 if TYPE_CHECKING:
     import git
@@ -167,6 +178,75 @@ class RevisionStore(Store):
             else:
                 results[index] = check_bytes(data, path, self.settings)
         return [results[i] for i in range(len(wanted))]
+
+    def contents(self, paths: Sequence[str]) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``paths`` at this revision, in order, with its bytes or the problem
+        that says why it cannot be read (as :meth:`check_files` reports it): what
+        :func:`kexp.validate.read_or_problem` is to the working tree.
+
+        One ``git cat-file --batch`` process streams the blobs, each given as it comes:
+        memory does not grow with the number of files.
+        """
+        from kexp import git as kgit
+
+        tree = self._tree()
+
+        def lookup(path: str) -> tuple[TreeEntry | None, Problem | None]:
+            entry = tree.get(path)
+            if entry is None:  # a path spelt otherwise, as check_files takes it
+                entry = tree.get(str(Path(path))) or tree.get(str(Path(path).resolve()))
+            return entry, self._entry_problem(Path(path), entry)
+
+        # Two passes over the paths (nothing kept per file but the blob's hash).
+        shas = [entry.sha for entry, problem in map(lookup, paths) if entry and not problem]
+        blobs = kgit.iter_blobs(self.location.repo, shas)
+        del shas
+        try:
+            for path in paths:
+                problem = lookup(path)[1]
+                if problem is not None:
+                    yield path, problem
+                    continue
+                _, data = next(blobs)
+                if data is None:  # pragma: no cover - the tree names the blob
+                    yield path, self._problem(Path(path), "unreadable", "the blob is missing", "")
+                else:
+                    yield path, data
+        finally:
+            close = getattr(blobs, "close", None)  # a generator: ends the git process
+            if close is not None:
+                close()
+
+    def _validation_records(self, files: list[str], total: int) -> list[ScanRecord]:
+        """What :meth:`Store.validate` keeps of each of ``files`` (part of ``total``),
+        from the blobs streamed by :meth:`contents`, each checked with
+        :func:`~kexp.validate.scan_bytes` (a canonical file without the full parse)."""
+        settings = self.settings
+        records: list[ScanRecord] = []
+        shared: dict[str, str] = {}  # one string per base_commit value (they repeat)
+        ticks = track(range(total))  # the progress of this part, scaled to the total
+        shown = next(ticks, 0)
+        for number, (path, data) in enumerate(self.contents(files)):
+            if isinstance(data, Problem):
+                found, link = [data], FileLinks.of(path, None)
+            else:
+                found, link = scan_bytes(data, path, settings)
+            base = link.base_commit
+            records.append(
+                (
+                    link.id,
+                    link.pid,
+                    link.combines,
+                    None if base is None else shared.setdefault(base, base),
+                    link.lines,
+                    tuple(dataclasses.astuple(p) for p in found),
+                )
+            )
+            while shown < (number + 1) * total // len(files):
+                shown = next(ticks, total)
+        for _ in ticks:
+            pass
+        return records
 
     def _entry_problem(self, path: Path, entry: TreeEntry | None) -> Problem | None:
         if entry is None:
