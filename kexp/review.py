@@ -16,6 +16,11 @@ An experiment lands like code: a pull request adds or corrects files under
   plus the store-wide checks (duplicate ids, dangling ``pid``/``combines``, lineage
   cycles), without resolving every other file's ``base_commit``.
 
+Both read every file of the store once, one after the other, and keep of each only what
+they need (:class:`~kexp.validate.FileLinks` for the store-wide checks; for a review, a
+few front-matter values of each valid experiment): memory does not grow with the files'
+contents. The changed files are read whole.
+
 Like a forge's pull-request diff, both compare with the *merge base* of ``BASE`` and the
 head: experiments added on ``BASE`` after the branch was made are not "removed" by it.
 """
@@ -25,21 +30,31 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.lessons import LESSON_GROUPS, Lesson, group_lessons, key_insight
 from kexp.lineage import is_scored
-from kexp.model import BODY_FIELDS
+from kexp.model import BODY_FIELDS, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
-from kexp.query import mark_interference
-from kexp.validate import CheckedFile, check_store, id_from_name
+from kexp.query import below_best_combined
+from kexp.validate import (
+    CheckedFile,
+    FileLinks,
+    check_bytes,
+    id_from_name,
+    key_lines,
+    links_of,
+    read_or_problem,
+    store_findings,
+)
 
 if TYPE_CHECKING:
     from kexp.changelog import Changes, ExperimentChange
-    from kexp.model import KernelExperiment
+    from kexp.settings import Settings
     from kexp.store import Store
 
 __all__ = [
@@ -198,7 +213,8 @@ class ChangeCheck:
     ``file_problems``: every problem of each added or corrected file (its own checks and
     its ``base_commit``); ``store_problems``: the store-wide problems of the whole store
     at the head (duplicate ids, dangling ``pid``/``combines``, lineage cycles), of which
-    ``caused`` are those the change brings (absent at the merge base).
+    ``caused`` are those the change brings (absent at the merge base). The other files
+    of the store are not kept (``changes`` holds the changed files, read and checked).
     """
 
     base: str  # the base revision as given
@@ -208,12 +224,6 @@ class ChangeCheck:
     file_problems: list[Problem]
     store_problems: list[Problem]
     caused: list[Problem]
-    #: Every file of the store at the head, read and checked.
-    checked: list[CheckedFile] = dataclasses.field(repr=False)
-    #: Valid experiments at the head and at the merge base (reconstructed from the head
-    #: and the change, without reading the base side again).
-    head_experiments: list[KernelExperiment] = dataclasses.field(repr=False)
-    base_experiments: list[KernelExperiment] = dataclasses.field(repr=False)
 
     @property
     def changed_paths(self) -> list[Path]:
@@ -306,34 +316,49 @@ def check_changes(store: Store, base: str, head: str | None = None) -> ChangeChe
     The added and corrected files get every check (``base_commit`` included); the whole
     store at the head gets the store-wide checks, and those problems the change causes
     (absent at the merge base) are told apart from those it found. Every file is read
-    once; other files' ``base_commit`` values are not resolved, which is what keeps this
-    fast on a large store.
+    once, and only what the store-wide checks need is kept of it (memory does not grow
+    with the files' contents); other files' ``base_commit`` values are not resolved,
+    which is what keeps this fast on a large store.
 
     Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
     revision.
     """
+    return _check_changes(store, base, head, facts=False)[0]
+
+
+def _check_changes(
+    store: Store, base: str, head: str | None, *, facts: bool
+) -> tuple[ChangeCheck, _HeadScan]:
+    """:func:`check_changes`, and what was kept of the store at the head: the
+    :class:`_Facts` of its valid experiments when ``facts`` (a review needs them)."""
     from kexp.provenance import base_commit_problems
 
     head = _head_of(store, head)
     fork = merge_base(store, base, head)
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
-    checked = target.check_files()
-    _add_folded(store, fork, changes, checked)
+    links, valid = _scan(target, facts=facts)
+    _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems]
     file_problems += base_commit_problems(after, target.code_repo)
 
-    head_sw = check_store(checked, _id_index(checked))
+    head_sw = _store_problems(target, links)
     # The store at the merge base: the head's files, less what the change added or
     # corrected, plus what it removed or corrected as it was.
     changed_now = {str(item.path) for item in after}
     before = [c.before for c in [*changes.modified, *changes.removed] if c.before is not None]
-    base_checked = [c for c in checked if str(c.path) not in changed_now] + before
+    base_links = [link for link in links if link.path not in changed_now]
+    base_links += [links_of(item) for item in before]
+    del links
     moved = {str(c.old_path): str(c.path) for c in changes.modified if c.old_path is not None}
-    base_sw = {_problem_key(p, moved) for p in check_store(base_checked, _id_index(base_checked))}
+    base_sw: set[tuple[str, str, str, str]] = set()
+    for finding in store_findings(base_links):
+        path = base_links[finding.file].path
+        base_sw.add((moved.get(path, path), finding.code, finding.field, finding.message))
+    del base_links
     caused = [p for p in head_sw if _problem_key(p, {}) not in base_sw]
-    return ChangeCheck(
+    check = ChangeCheck(
         base=base,
         merge_base=fork,
         head=head,
@@ -341,14 +366,15 @@ def check_changes(store: Store, base: str, head: str | None = None) -> ChangeChe
         file_problems=sort_problems(dict.fromkeys(file_problems)),
         store_problems=sort_problems(head_sw),
         caused=sort_problems(caused),
-        checked=checked,
-        head_experiments=_experiments(target, checked),
-        base_experiments=_experiments(target, base_checked),
     )
+    return check, _HeadScan(target, valid)
 
 
-def _add_folded(store: Store, fork: str, changes: Changes, checked: Sequence[CheckedFile]) -> None:
-    """Add to ``changes.added`` the new files that share an id with another changed file.
+def _add_folded(
+    store: Store, fork: str, changes: Changes, target: Store, paths: Sequence[str]
+) -> None:
+    """Add to ``changes.added`` the new files that share an id with another changed file
+    (``paths``: every file of ``target``, the store at the head).
 
     :func:`kexp.changelog.changes` matches files by the id in their name, so a second
     file with the same id (copied by hand, or made on two branches) is folded into the
@@ -360,7 +386,11 @@ def _add_folded(store: Store, fork: str, changes: Changes, checked: Sequence[Che
     ids = {c.id for c in changes}
     listed = {str(c.path) for c in changes} | {str(c.old_path) for c in changes if c.old_path}
     candidates = [
-        item for item in checked if id_from_name(item.path) in ids and str(item.path) not in listed
+        path
+        for path in paths
+        if os.path.basename(path)[:16] in ids  # most are not: no regular expression
+        and id_from_name(path) in ids
+        and path not in listed
     ]
     if not candidates:
         return
@@ -368,9 +398,10 @@ def _add_folded(store: Store, fork: str, changes: Changes, checked: Sequence[Che
         at_base = {str(p) for p in store.at(fork).paths()}
     except StoreNotFoundError:
         at_base = set()
-    for item in candidates:
-        if str(item.path) not in at_base:
-            exp_id = id_from_name(item.path)
+    for path in candidates:
+        if path not in at_base:
+            item = target._read(Path(path))
+            exp_id = id_from_name(path)
             assert exp_id is not None
             changes.added.append(ExperimentChange(exp_id, "added", item.path, None, None, item, {}))
     changes.added.sort(key=lambda c: str(c.path))
@@ -391,31 +422,185 @@ def validate_changed(store: Store, base: str, head: str | None = None) -> list[P
     return check_changes(store, base, head).problems
 
 
-def _id_index(checked: Iterable[CheckedFile]) -> dict[str, list[Path]]:
-    """Every id written in the files' front-matter → the files that hold it."""
-    index: dict[str, list[Path]] = {}
-    for item in checked:
-        if item.document is not None and isinstance(item.document.fields.get("id"), str):
-            index.setdefault(item.document.fields["id"], []).append(item.path)
-    return index
-
-
 def _problem_key(problem: Problem, moved: Mapping[str, str]) -> tuple[str, str, str, str]:
     path = moved.get(problem.path, problem.path)
     return (path, problem.code, problem.field, problem.message)
 
 
-def _experiments(store: Store, checked: Iterable[CheckedFile]) -> list[KernelExperiment]:
-    """The valid experiments among ``checked``, as the store's queries return them."""
-    found: list[KernelExperiment] = []
-    for item in checked:
-        if item.ok:
-            exp = item.experiment()
-            exp.settings = store.settings
-            exp.path = item.path
-            found.append(exp)
-    mark_interference(found)
-    return found
+def _store_problems(target: Store, links: list[FileLinks]) -> list[Problem]:
+    """The store-wide problems of the files ``links`` (every file of ``target``), at the
+    positions the full parser gives (a file read again only when its key lines are not
+    known: see :meth:`Store.validate`)."""
+    findings = store_findings(links)
+    where: dict[int, set[tuple[str | int, ...]]] = {}
+    for finding in findings:
+        where.setdefault(finding.file, set()).add(finding.where)
+    positions = target._validation_positions(links, where, len(links), [])
+    return [f.problem(links[f.file].path, *positions[f.file, f.where]) for f in findings]
+
+
+# --- reading the store at the head, one file after the other -----------------------------
+
+
+class _Facts(NamedTuple):
+    """What a review needs of a valid experiment it does not show whole: where it is,
+    its lineage, and what its outcome and rank are derived from."""
+
+    path: str
+    id: str
+    pid: str
+    combines: tuple[str | None, ...]
+    score: Any  # a number
+    status: str
+    is_buggy: bool
+    operator_sig: str
+    created_at: str
+    change_summary: str
+
+
+#: The values of :class:`_Facts` read from the front-matter (after ``combines``), with
+#: their defaults (:class:`KernelExperiment`'s).
+_FACT_FIELDS = (
+    ("score", 0.0),
+    ("status", "new"),
+    ("is_buggy", False),
+    ("operator_sig", ""),
+    ("created_at", ""),
+    ("change_summary", ""),
+)
+
+#: What the scan keeps of one file, as data ``marshal`` can send: its id, pid,
+#: combines and key lines (see :class:`FileLinks`), and the :class:`_FACT_FIELDS`
+#: values of a valid experiment when asked for (else None).
+_Record = tuple[
+    str | None,
+    str | None,
+    tuple[str | None, ...],
+    tuple[int, int, int] | None,
+    tuple[Any, ...] | None,
+]
+
+#: Files of the working tree read before any is checked (no system calls in between).
+_READ_BATCH = 256
+#: Files asked at once of a store with its own ``check_files`` (whole documents).
+_CUSTOM_BATCH = 2048
+
+
+@dataclasses.dataclass
+class _HeadScan:
+    """The store at the head of a change, and the :class:`_Facts` of its valid
+    experiments in the order it lists them (when they were asked for)."""
+
+    target: Store
+    valid: list[_Facts]
+
+
+def _facts_of(link: FileLinks, fields: Mapping[str, Any]) -> _Facts:
+    """The :class:`_Facts` of a valid experiment: its links and front-matter ``fields``."""
+    values = tuple(fields.get(name, default) for name, default in _FACT_FIELDS)
+    return _Facts(link.path, link.id or "", link.pid or "", link.combines, *values)
+
+
+def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]:
+    """Read every file of ``target`` once, in the order it lists them: the
+    :class:`FileLinks` of each, and (``facts``) the :class:`_Facts` of the valid ones.
+
+    Nothing else is kept of a file. A canonical file is read without the full parse
+    (:func:`kexp.quickcheck.quick_fields`); a large working tree is read by this process
+    and a forked child, half each, as :meth:`Store.validate` does.
+    """
+    from kexp.progress import reporting
+    from kexp.store import Store
+
+    files = target._validation_files()
+    total = len(files)
+    parent = os.getpid()
+
+    def work(part: list[str]) -> list[_Record]:
+        if os.getpid() != parent:  # the child: only the parent shows progress
+            with reporting(None):
+                return _scan_records(target, part, total, facts)
+        return _scan_records(target, part, total, facts)
+
+    if type(target).check_files is Store.check_files:
+        from kexp.index import in_two_processes
+
+        records = in_two_processes(work, files, total)
+    else:
+        records = work(files)
+    links: list[FileLinks] = []
+    valid: list[_Facts] = []
+    records.reverse()  # taken from the end: each freed as it goes
+    for path in files:
+        exp_id, pid, combines, lines, known = records.pop()
+        link = FileLinks(path, exp_id, pid, combines, None, lines)
+        links.append(link)
+        if known is not None:
+            valid.append(_Facts(path, exp_id or "", pid or "", combines, *known))
+    return links, valid
+
+
+def _scan_records(target: Store, files: list[str], total: int, facts: bool) -> list[_Record]:
+    """What :func:`_scan` keeps of each of ``files`` (part of ``total`` files, for the
+    progress shown)."""
+    from kexp.progress import track
+    from kexp.quickcheck import quick_fields
+
+    settings = target.settings
+    shared: dict[str, str] = {}  # one string per operator (they repeat)
+    records: list[_Record] = []
+    ticks = track(range(total))  # the progress of this part, scaled to the total
+    shown = next(ticks, 0)
+    for number, (path, data) in enumerate(_contents(target, files)):
+        fields: Mapping[str, Any] | None = None
+        if isinstance(data, Problem):
+            link = FileLinks.of(path, None)
+        elif isinstance(data, CheckedFile):
+            link = links_of(data)
+            fields = data.document.fields if data.ok and data.document is not None else None
+        else:
+            fields = quick_fields(data, path, settings)
+            if fields is not None:  # certainly valid
+                link = FileLinks.of(path, fields, key_lines(data))
+            else:
+                checked = check_bytes(data, Path(path), settings)
+                link = links_of(checked)
+                if checked.ok and checked.document is not None:
+                    fields = checked.document.fields
+        known: tuple[Any, ...] | None = None
+        if facts and fields is not None:
+            known = tuple(fields.get(name, default) for name, default in _FACT_FIELDS)
+            operator = known[3]
+            if isinstance(operator, str):
+                known = (*known[:3], shared.setdefault(operator, operator), *known[4:])
+        records.append((link.id, link.pid, link.combines, link.lines, known))
+        while shown < (number + 1) * total // len(files):
+            shown = next(ticks, total)
+    for _ in ticks:
+        pass
+    return records
+
+
+def _contents(
+    target: Store, files: list[str]
+) -> Iterator[tuple[str, bytes | Problem | CheckedFile]]:
+    """Each of ``files`` of ``target`` in turn: its bytes, or the problem that says why
+    it cannot be read (the store at a revision: one ``git cat-file`` process streams
+    them); a store with its own ``check_files`` (none in kexp) gives files checked."""
+    from kexp.snapshot import RevisionStore
+    from kexp.store import Store
+
+    if isinstance(target, RevisionStore):
+        yield from target.contents(files)
+    elif type(target).check_files is not Store.check_files:
+        for start in range(0, len(files), _CUSTOM_BATCH):
+            batch = files[start : start + _CUSTOM_BATCH]
+            yield from zip(batch, target.check_files([Path(f) for f in batch]), strict=True)
+    else:
+        settings = target.settings
+        for start in range(0, len(files), _READ_BATCH):
+            batch = files[start : start + _READ_BATCH]
+            yield from zip(batch, [read_or_problem(f, settings) for f in batch], strict=True)
 
 
 # --- the review ------------------------------------------------------------------------
@@ -435,11 +620,11 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     from kexp.snapshot import StoreLocation
 
     head = _head_of(store, head)
-    check = check_changes(store, base, head)
+    check, scan = _check_changes(store, base, head, facts=True)
     location = StoreLocation.of(store.root)
     head_commit = kgit.resolve_commit(location.repo, head) if head is not None else None
-    now = _Side(check.head_experiments)
-    then = _Side(check.base_experiments)
+    now, then = _sides(scan, check.changes)
+    del scan
 
     def relative(path: Path | None) -> str | None:
         if path is None:
@@ -453,7 +638,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
             side = then if kind == "removed" else now
             checked = change.before if kind == "removed" else change.after
             assert checked is not None
-            exp = side.by_path.get(str(checked.path))
+            exp = side.at_path(str(checked.path))
             entries[kind].append((_entry(kind, change, checked, exp, side, then, relative), exp))
 
     for kind in _KINDS:
@@ -491,26 +676,162 @@ _Reviewed = tuple["ReviewedExperiment", "KernelExperiment | None"]
 
 
 class _Side:
-    """The valid experiments of one side of a change, indexed."""
+    """The valid experiments of one side of a change, in the order the store lists them.
 
-    def __init__(self, experiments: list[KernelExperiment]) -> None:
-        self.experiments = experiments
-        self.by_path = {str(e.path): e for e in experiments}
-        self.by_id: dict[str, KernelExperiment] = {}
-        self.children: dict[str, list[KernelExperiment]] = {}
-        for exp in experiments:
-            self.by_id.setdefault(exp.id, exp)
-        for exp in sorted(experiments, key=lambda e: (e.created_at, e.id)):
-            if exp.pid:
-                self.children.setdefault(exp.pid, []).append(exp)
+    Of most, only their :class:`_Facts` are kept; an experiment is made of them when it
+    is asked for (its long texts empty). The experiments the change touches are
+    ``whole`` (by their number in ``facts``); ``read(path)`` reads another one whole.
+    ``interference`` is marked among the side's experiments, as the store's queries do.
+    """
 
-    def scored_on(self, operator: str) -> list[KernelExperiment]:
-        """The scored experiments on ``operator`` (exact ``operator_sig``)."""
-        return [e for e in self.experiments if e.operator_sig == operator and is_scored(e)]
+    def __init__(
+        self,
+        facts: list[_Facts],
+        whole: Mapping[int, KernelExperiment],
+        settings: Settings,
+        read: Callable[[str], KernelExperiment | None],
+    ) -> None:
+        self.facts = facts
+        self.settings = settings
+        self._read = read
+        #: The number of the first experiment of each id.
+        self.first: dict[str, int] = {}
+        scores: dict[str, Any] = {}
+        for number, item in enumerate(facts):
+            self.first.setdefault(item.id, number)
+            scores[item.id] = item.score
+        self.interfering = {
+            number
+            for number, item in enumerate(facts)
+            if item.combines and below_best_combined(item.score, _ids(item.combines), scores)
+        }
+        del scores
+        self._whole = dict(whole)
+        for number, exp in self._whole.items():
+            exp.interference = number in self.interfering
+        self._by_path = {facts[number].path: number for number in self._whole}
+        self._made: dict[int, KernelExperiment] = {}
+        self._children: dict[str, list[int]] | None = None
+        self._scored: dict[str, list[tuple[Any, int]]] = {}
+
+    def experiment(self, number: int) -> KernelExperiment:
+        """The experiment numbered ``number`` (whole if the change touches it)."""
+        exp = self._whole.get(number) or self._made.get(number)
+        if exp is None:
+            exp = self._made[number] = self._light(number)
+        return exp
+
+    def _light(self, number: int) -> KernelExperiment:
+        item = self.facts[number]
+        exp = KernelExperiment(
+            id=item.id,
+            pid=item.pid,
+            score=item.score,
+            is_buggy=item.is_buggy,
+            change_summary=item.change_summary,
+            operator_sig=item.operator_sig,
+            status=item.status,
+            created_at=item.created_at,
+            combines=_ids(item.combines),
+        )
+        exp.settings = self.settings
+        exp.path = Path(item.path)
+        exp.interference = number in self.interfering
+        return exp
+
+    def get(self, exp_id: str) -> KernelExperiment | None:
+        """The first experiment with id ``exp_id`` (None when there is none)."""
+        number = self.first.get(exp_id)
+        return None if number is None else self.experiment(number)
+
+    def whole(self, exp_id: str) -> KernelExperiment | None:
+        """:meth:`get`, read whole (its long texts too)."""
+        number = self.first.get(exp_id)
+        if number is None or number in self._whole:
+            return None if number is None else self._whole[number]
+        exp = self._read(self.facts[number].path)
+        if exp is None:  # pragma: no cover - it was valid when the store was read
+            return self.experiment(number)
+        exp.settings = self.settings
+        exp.interference = number in self.interfering
+        return exp
+
+    def at_path(self, path: str) -> KernelExperiment | None:
+        """The experiment the change touches in the file ``path`` (None: not valid)."""
+        number = self._by_path.get(path)
+        return None if number is None else self._whole[number]
+
+    def children(self, exp_id: str) -> list[int]:
+        """The numbers of the experiments whose ``pid`` is ``exp_id``, oldest first."""
+        if self._children is None:
+            facts = self.facts
+            self._children = {}
+            for number in sorted(
+                range(len(facts)), key=lambda n: (facts[n].created_at, facts[n].id)
+            ):
+                if facts[number].pid:
+                    self._children.setdefault(facts[number].pid, []).append(number)
+        return self._children.get(exp_id, [])
+
+    def scored_on(self, operator: str) -> list[tuple[Any, int]]:
+        """(score, number) of the scored experiments on ``operator`` (exact
+        ``operator_sig``), in order."""
+        found = self._scored.get(operator)
+        if found is None:
+            found = self._scored[operator] = [
+                (item.score, number)
+                for number, item in enumerate(self.facts)
+                if item.operator_sig == operator
+                and is_scored(self._whole.get(number) or self._light(number))
+            ]
+        return found
 
     def best_on(self, operator: str) -> KernelExperiment | None:
         """The best scored experiment on ``operator`` (None when there is none)."""
-        return max(self.scored_on(operator), key=lambda e: float(e.score), default=None)
+        best = max(self.scored_on(operator), key=lambda e: float(e[0]), default=None)
+        return None if best is None else self.experiment(best[1])
+
+
+def _ids(combines: Iterable[str | None]) -> list[str]:
+    return [c for c in combines if c is not None]
+
+
+def _sides(scan: _HeadScan, changes: Changes) -> tuple[_Side, _Side]:
+    """The experiments at the head and at the merge base of a change: the head's, and
+    the head's less what the change added or corrected, plus what it removed or
+    corrected as it was (the base side is not read again)."""
+    target = scan.target
+    settings = target.settings
+
+    def whole(item: CheckedFile) -> KernelExperiment:
+        exp = item.experiment()
+        exp.settings = settings
+        exp.path = item.path
+        return exp
+
+    def read(path: str) -> KernelExperiment | None:
+        item = target._read(Path(path))
+        return whole(item) if item.ok else None
+
+    after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
+    before = [c.before for c in [*changes.modified, *changes.removed] if c.before is not None]
+    changed_now = {str(item.path) for item in after}
+    valid_now = {str(item.path): item for item in after if item.ok}
+    head_whole = {
+        number: whole(valid_now[item.path])
+        for number, item in enumerate(scan.valid)
+        if item.path in valid_now
+    }
+    base_facts = [item for item in scan.valid if item.path not in changed_now]
+    base_whole: dict[int, KernelExperiment] = {}
+    for item in before:
+        if item.ok and item.document is not None:
+            base_whole[len(base_facts)] = whole(item)
+            base_facts.append(_facts_of(links_of(item), item.document.fields))
+    return (
+        _Side(scan.valid, head_whole, settings, read),
+        _Side(base_facts, base_whole, settings, read),
+    )
 
 
 def _entry(
@@ -556,7 +877,7 @@ def _entry(
     entry.outcome = exp.outcome
     entry.pid = exp.pid
     entry.key_insight = key_insight(exp.detailed_description)
-    parent = side.by_id.get(exp.pid) if exp.pid else None
+    parent = side.get(exp.pid) if exp.pid else None
     if parent is not None:
         entry.parent_score = float(parent.score)
         if is_scored(exp) and is_scored(parent):
@@ -565,7 +886,7 @@ def _entry(
                 entry.delta_pct = (float(exp.score) / float(parent.score) - 1.0) * 100.0
     if is_scored(exp):
         rivals = side.scored_on(exp.operator_sig)
-        entry.rank = 1 + sum(1 for e in rivals if e.score > exp.score)
+        entry.rank = 1 + sum(1 for score, _ in rivals if score > exp.score)
         entry.rank_of = len(rivals)
     if kind != "removed" and entry.rank == 1:
         previous = then.best_on(exp.operator_sig)
@@ -628,7 +949,7 @@ def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[Ke
         if exp is None or exp.outcome not in LESSON_GROUPS:
             continue
         if entry.kind == "corrected":
-            old = then.by_id.get(entry.id)
+            old = then.whole(entry.id)
             if (
                 old is not None
                 and old.outcome == exp.outcome
@@ -665,16 +986,17 @@ def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) ->
     for exp, side in touched:
         current, steps, seen = exp, 0, {exp.id}
         while current.pid and steps < MAX_RELATIVES:
-            parent = side.by_id.get(current.pid) or now.by_id.get(current.pid)
+            parent = side.get(current.pid) or now.get(current.pid)
             if parent is None or parent.id in seen:
                 break
             seen.add(parent.id)
             add(parent, "context")
             current, steps = parent, steps + 1
     for exp, _ in touched:
-        for child in now.children.get(exp.id, [])[:MAX_RELATIVES]:
-            add(child, "context")
-        omitted += max(0, len(now.children.get(exp.id, [])) - MAX_RELATIVES)
+        children = now.children(exp.id)
+        for number in children[:MAX_RELATIVES]:
+            add(now.experiment(number), "context")
+        omitted += max(0, len(children) - MAX_RELATIVES)
     edges = [(n.pid, n.id) for n in nodes.values() if n.pid in nodes and n.pid != n.id]
     return LineageGraph(list(nodes.values()), edges, omitted)
 
