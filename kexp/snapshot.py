@@ -15,6 +15,7 @@ takes each blob in turn and keeps only what the store-wide checks need of it (se
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,6 +147,14 @@ class RevisionStore(Store):
             # Sorted by path components, as Path objects sort.
             self._sorted = [Path(p) for p in sorted(self._tree(), key=lambda p: p.split("/"))]
         return list(self._sorted)
+
+    def _validation_files(self) -> list[str]:
+        """:meth:`paths` as strings, in the same order, without a ``Path`` made of each
+        (what validation and reviews list: at 100,000 files, 1 MiB instead of 48)."""
+        if self._sorted is not None or os.sep != "/" or self.location.toplevel == Path("/"):
+            return [str(p) for p in self.paths()]
+        # As paths() sorts them, component by component: "\0" sorts before any character.
+        return sorted(self._tree(), key=lambda path: path.replace("/", "\0"))
 
     def _read(self, path: Path) -> CheckedFile:
         return self.check_files([path])[0]

@@ -679,6 +679,8 @@ def test_validate_at_a_revision_reports_what_it_reported(
 ) -> None:
     commit(repo, "the pull request")
     at = store.at("pr")
+    # listed as paths() lists them ('2026/1' before '2026/1-x', as a checkout sorts)
+    assert at._validation_files() == [str(p) for p in at.paths()]
     expected = reference_validate(at)
     assert at.validate() == expected
     assert codes(expected) >= {"duplicate-id", "lineage-cycle", "yaml-syntax", "symlink"}
