@@ -256,23 +256,36 @@ def list_folder(path: str, prefix: str = "") -> tuple[list[str], list[str]] | No
     return names, folders
 
 
-def walk_experiment_names(folder: str, prefix: str = "") -> Iterator[tuple[str, str]]:
+def walk_folders(visit: Callable[[str], Iterable[str]]) -> None:
+    """``visit(folder)`` for ``""`` (the top) and every folder below it that a visit
+    names: ``visit`` returns the names of a folder's sub-folders to visit too. Folders
+    are relative to the top, ``""`` or ending with ``os.sep``."""
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        pending.extend(f"{folder}{name}{os.sep}" for name in visit(folder))
+
+
+def walk_experiment_names(folder: str, prefix: str = "") -> list[tuple[str, str]]:
     """(folder, name) of every ``<id>-<slug>.md`` file below ``folder`` whose name starts
     with ``prefix``; no file is stat'ed (finding an id needs names only)."""
     from kexp.validate import EXPERIMENT_NAME
 
     fullmatch = EXPERIMENT_NAME.fullmatch
-    pending = [folder.rstrip(os.sep) or os.sep]
-    while pending:
-        current = pending.pop()
-        listed = list_folder(current, prefix)
+    base = folder.rstrip(os.sep) + os.sep
+    found: list[tuple[str, str]] = []
+
+    def visit(relative: str) -> list[str]:
+        path = base + relative
+        listed = list_folder(path, prefix)
         if listed is None:
-            continue
+            return []
         names, subfolders = listed
-        for name in names:
-            if fullmatch(name) is not None:
-                yield current, name
-        pending.extend(os.path.join(current, name) for name in subfolders)
+        found.extend((path.rstrip(os.sep), name) for name in names if fullmatch(name))
+        return subfolders
+
+    walk_folders(visit)
+    return found
 
 
 def signatures(folder: str, names: Sequence[str]) -> array[int]:
@@ -618,27 +631,27 @@ class StoreIndex:
             }
             found: list[tuple[str, str]] = []
             trusted: set[str] = set()
-            pending = [""]
-            while pending:
-                folder = pending.pop()
+
+            def visit(folder: str) -> Sequence[str]:
                 path = self._base + folder
                 stamp = folder_signature(path)
                 known = listings.get(folder)
                 if stamp is None:
-                    continue
+                    return ()
                 if known is not None and known[0] == stamp:
                     trusted.add(folder)
-                    pending.extend(f"{folder}{name}{os.sep}" for name in known[1])
-                    continue
+                    return known[1]  # type: ignore[no-any-return]
                 listed = list_folder(path, prefix)
                 if listed is None:
-                    continue
+                    return ()
                 found.extend(
                     (path.rstrip(os.sep), name)
                     for name in listed[0]
                     if EXPERIMENT_NAME.fullmatch(name) is not None
                 )
-                pending.extend(f"{folder}{name}{os.sep}" for name in listed[1])
+                return listed[1]
+
+            walk_folders(visit)
             # Ids are lowercase hex: every id starting with the prefix sorts below prefix+g.
             for folder, path in connection.execute(
                 "SELECT folder, path FROM files WHERE name_id >= ? AND name_id < ?",
@@ -798,24 +811,25 @@ class StoreIndex:
         fullmatch = EXPERIMENT_NAME.fullmatch
         folders: dict[str, _Folder] = {}
         groups: list[Group] = []
-        pending = [""]
-        while pending:
-            folder = pending.pop()
+
+        def visit(folder: str) -> list[str]:
             path = self._base + folder
             listed_at = folder_signature(path)
             listed = list_folder(path) if listed_at is not None else None
             if listed_at is None or listed is None:
-                continue
+                return []
             names, subfolders = listed
             experiments = [name for name in names if fullmatch(name)]
             groups.append((folder, experiments, None))
-            # Signatures are filled in from the rows once every file is read.
+            # Signatures are filled in once every file is read.
             folders[folder] = _Folder(
                 tuple(names), b"", len(experiments), listed_at, tuple(subfolders)
             )
-            pending.extend(f"{folder}{name}{os.sep}" for name in subfolders)
+            return subfolders
+
+        walk_folders(visit)
         checked, sides, read_at = self._check(groups, horizon)
-        del groups
+        groups.clear()
         for folder, known in folders.items():
             folders[folder] = known._replace(
                 signatures=self._signatures_as_read(folder, known, read_at.get(folder, b""))
@@ -874,13 +888,15 @@ class StoreIndex:
         sizes = [len(cached[folder].names) + 1 for folder in known]
         scanned = {item[0]: item for item in in_two_processes(scan, known, sum(sizes), sizes)}
         found: dict[str, Scanned] = {}
-        pending = [""]
-        while pending:
-            folder = pending.pop()
+
+        def visit(folder: str) -> tuple[str, ...]:
             item = scanned.get(folder) or scan([folder])[0]
-            if item[1]:
-                found[folder] = item
-                pending.extend(f"{folder}{name}{os.sep}" for name in item[4])
+            if not item[1]:
+                return ()
+            found[folder] = item
+            return item[4]
+
+        walk_folders(visit)
         return found
 
     def _checker(self) -> Callable[[Iterable[tuple[str, Signature | None]]], list[Checked]]:
