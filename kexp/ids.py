@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import secrets
 import time
 
 from kexp.errors import InvalidIdError
@@ -16,6 +15,8 @@ _HEX_RE = re.compile(r"[0-9a-f]+")
 def new_id(now: float | None = None) -> str:
     """A new id: creation time in seconds (8 hex, so ids sort by time) + 8 random hex."""
     seconds = int(time.time() if now is None else now) & 0xFFFFFFFF
+    import secrets  # here: importing it costs every read-only command ~5 ms
+
     return f"{seconds:08x}{secrets.token_hex(4)}"
 
 

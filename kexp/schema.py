@@ -12,7 +12,6 @@ cache pay for neither.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +74,8 @@ def schema_path() -> Path:
 @functools.lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The experiment front-matter JSON Schema (2020-12) as a dict."""
+    import json  # here: checking files needs only the generated validator
+
     with schema_path().open(encoding="utf-8") as handle:
         schema: dict[str, Any] = json.load(handle)
     return schema

@@ -186,11 +186,14 @@ def show(
       kexp show 6749f3a0 --field code_change > change.diff
       kexp show 6749f3a0 --json --fields id,score,outcome
     """
+    exp = get_store(ctx).get_experiment(exp_id)
+    if not (one_field or as_json or fields):
+        _print_experiment(exp, brief)  # the common case: neither json nor export needed
+        return
     import json
 
     from kexp.export import to_record
 
-    exp = get_store(ctx).get_experiment(exp_id)
     if one_field:
         chosen = field_list(one_field)
         assert chosen is not None
@@ -220,8 +223,6 @@ def show(
 
 
 def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
-    import json
-
     from kexp.model import SECTION_HEADINGS
 
     style = styler()
@@ -243,7 +244,11 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
     if exp.author:
         rows.append(("author", exp.author))
     for key, value in exp.extra_fields.items():
-        rows.append((str(key), value if isinstance(value, str) else json.dumps(value)))
+        if not isinstance(value, str):
+            import json  # here: most experiments have no other fields
+
+            value = json.dumps(value)
+        rows.append((str(key), value))
     for config in exp.results:
         rows.append(("result", ", ".join(f"{k}={v}" for k, v in config.items())))
     reasons = suspect_reasons(exp)
