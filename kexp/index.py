@@ -112,13 +112,15 @@ CREATE TABLE files (
 )"""
 _TABLES = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # The small columns first: SQLite reads a row's columns in order, through the
+    # overflow pages of the large ones (a prefix lookup reads only the small ones).
     """CREATE TABLE folders (
         folder TEXT PRIMARY KEY,      -- relative to experiments/: '' or ending with '/'
-        names BLOB NOT NULL,          -- marshal: the sorted *.md names
-        signatures BLOB NOT NULL,     -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
         experiments INTEGER NOT NULL, -- how many of the names are experiment file names
         listed_at BLOB NOT NULL,      -- the folder's own signature when it was listed
-        subfolders BLOB NOT NULL      -- marshal: the sorted sub-folder names
+        subfolders BLOB NOT NULL,     -- marshal: the sorted sub-folder names
+        names BLOB NOT NULL,          -- marshal: the sorted *.md names
+        signatures BLOB NOT NULL      -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
     )""",
     _FILES_TABLE,
 )
@@ -129,6 +131,9 @@ _INDEXES = (
     "CREATE INDEX files_by_name_id ON files (name_id)",
 )
 _ROW_COLUMNS = "path, folder, signature, data"
+_FOLDER_COLUMNS = "folder, names, signatures, experiments, listed_at, subfolders"
+_INSERT_FOLDER = f"INSERT INTO folders ({_FOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+_UPSERT_FOLDER = f"INSERT OR REPLACE INTO folders ({_FOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
 
 
 class Row(NamedTuple):
@@ -214,7 +219,7 @@ def _header(settings: Settings) -> str:
 
     layout = ",".join(ROW_FIELDS)
     return (
-        f"kexp-index/5 kexp={__version__} python-marshal={marshal.version} "
+        f"kexp-index/6 kexp={__version__} python-marshal={marshal.version} "
         f"max_file_bytes={settings.max_file_bytes} fields={layout}"
     )
 
@@ -706,9 +711,7 @@ class StoreIndex:
         if connection is None:
             return {}
         try:
-            rows = connection.execute(
-                "SELECT folder, names, signatures, experiments, listed_at, subfolders FROM folders"
-            ).fetchall()
+            rows = connection.execute(f"SELECT {_FOLDER_COLUMNS} FROM folders").fetchall()
             return {
                 folder: _Folder(
                     marshal.loads(names), signatures, experiments, listed_at, marshal.loads(subs)
@@ -1207,9 +1210,7 @@ class StoreIndex:
         for statement in _INDEXES:
             connection.execute(statement)
         connection.execute("BEGIN")
-        connection.executemany(
-            "INSERT INTO folders VALUES (?, ?, ?, ?, ?, ?)", self._folder_records(folders, horizon)
-        )
+        connection.executemany(_INSERT_FOLDER, self._folder_records(folders, horizon))
         connection.execute("COMMIT")
 
     def _update(
@@ -1240,7 +1241,7 @@ class StoreIndex:
                 connection.execute("DELETE FROM files WHERE folder = ?", (folder,))
             connection.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
             connection.executemany(
-                "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)",
+                _UPSERT_FOLDER,
                 self._folder_records(folders, horizon),
             )
             connection.executemany(_UPSERT_FILE, self._records(checked, horizon))
