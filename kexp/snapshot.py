@@ -31,6 +31,7 @@ from kexp.validate import (
     ScanRecord,
     check_bytes,
     scan_bytes,
+    scan_record,
 )
 
 if TYPE_CHECKING:
@@ -240,17 +241,7 @@ class RevisionStore(Store):
                 found, link = [data], FileLinks.of(path, None)
             else:
                 found, link = scan_bytes(data, path, settings)
-            base = link.base_commit
-            records.append(
-                (
-                    link.id,
-                    link.pid,
-                    link.combines,
-                    None if base is None else shared.setdefault(base, base),
-                    link.lines,
-                    tuple(dataclasses.astuple(p) for p in found),
-                )
-            )
+            records.append(scan_record(found, link, shared))
             while shown < (number + 1) * total // len(files):
                 shown = next(ticks, total)
         for _ in ticks:

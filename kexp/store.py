@@ -47,6 +47,7 @@ from kexp.validate import (
     read_or_problem,
     real_paths,
     scan_bytes,
+    scan_record,
     store_findings,
 )
 
@@ -761,17 +762,7 @@ class Store:
                     ]
                     del contents
             found, link = results[offset]
-            base = link.base_commit
-            records.append(
-                (
-                    link.id,
-                    link.pid,
-                    link.combines,
-                    None if base is None else shared.setdefault(base, base),
-                    link.lines,
-                    tuple(dataclasses.astuple(p) for p in found),
-                )
-            )
+            records.append(scan_record(found, link, shared))
             while shown < (number + 1) * total // len(files):
                 shown = next(ticks, total)
         for _ in ticks:

@@ -464,6 +464,20 @@ ScanRecord = tuple[
 ]
 
 
+def scan_record(found: Sequence[Problem], link: FileLinks, shared: dict[str, str]) -> ScanRecord:
+    """The :data:`ScanRecord` of one file; ``shared`` keeps one string per
+    ``base_commit`` value (they repeat from file to file)."""
+    base = link.base_commit
+    return (
+        link.id,
+        link.pid,
+        link.combines,
+        None if base is None else shared.setdefault(base, base),
+        link.lines,
+        tuple(dataclasses.astuple(p) for p in found),
+    )
+
+
 def key_lines(text: bytes | str) -> tuple[int, int, int]:
     """The 1-based lines of the keys ``id``, ``pid`` and ``base_commit`` in the
     front-matter of ``text`` (0 for a key that is not there).
