@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -45,3 +45,17 @@ def track(items: Sequence[_T]) -> Iterator[_T]:
     for done, item in enumerate(items, 1):
         yield item
         reporter(done, total)
+
+
+def track_part(items: Iterable[_T], part: int, total: int) -> Iterator[_T]:
+    """Iterate over ``items`` (``part`` of them), one part of ``total`` items of work
+    shared between processes: the reporter (if any) is told this part's progress
+    scaled to ``total``, so the process that reports shows the whole advancing."""
+    ticks = track(range(total))
+    shown = next(ticks, 0)
+    for number, item in enumerate(items):
+        yield item
+        while shown < (number + 1) * total // part:
+            shown = next(ticks, total)
+    for _ in ticks:
+        pass

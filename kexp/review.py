@@ -543,15 +543,13 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]
 def _scan_records(target: Store, files: list[str], total: int, facts: bool) -> list[_Record]:
     """What :func:`_scan` keeps of each of ``files`` (part of ``total`` files, for the
     progress shown)."""
-    from kexp.progress import track
+    from kexp.progress import track_part
     from kexp.quickcheck import quick_fields
 
     settings = target.settings
     shared: dict[str, str] = {}  # one string per operator (they repeat)
     records: list[_Record] = []
-    ticks = track(range(total))  # the progress of this part, scaled to the total
-    shown = next(ticks, 0)
-    for number, (path, data) in enumerate(_contents(target, files)):
+    for path, data in track_part(_contents(target, files), len(files), total):
         fields: Mapping[str, Any] | None = None
         if isinstance(data, Problem):
             link = FileLinks.of(path, None)
@@ -574,10 +572,6 @@ def _scan_records(target: Store, files: list[str], total: int, facts: bool) -> l
             if isinstance(operator, str):
                 known = (*known[:3], shared.setdefault(operator, operator), *known[4:])
         records.append((link.id, link.pid, link.combines, link.lines, known))
-        while shown < (number + 1) * total // len(files):
-            shown = next(ticks, total)
-    for _ in ticks:
-        pass
     return records
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
-from kexp.progress import track
+from kexp.progress import track_part
 from kexp.store import EXPERIMENTS_DIR, Store
 from kexp.validate import (
     EXPERIMENT_NAME,
@@ -234,18 +234,12 @@ class RevisionStore(Store):
         settings = self.settings
         records: list[ScanRecord] = []
         shared: dict[str, str] = {}  # one string per base_commit value (they repeat)
-        ticks = track(range(total))  # the progress of this part, scaled to the total
-        shown = next(ticks, 0)
-        for number, (path, data) in enumerate(self.contents(files)):
+        for path, data in track_part(self.contents(files), len(files), total):
             if isinstance(data, Problem):
                 found, link = [data], FileLinks.of(path, None)
             else:
                 found, link = scan_bytes(data, path, settings)
             records.append(scan_record(found, link, shared))
-            while shown < (number + 1) * total // len(files):
-                shown = next(ticks, total)
-        for _ in ticks:
-            pass
         return records
 
     def _entry_problem(self, path: Path, entry: TreeEntry | None) -> Problem | None:

@@ -30,7 +30,7 @@ from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock, file_lock
 from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
-from kexp.progress import reporting, track
+from kexp.progress import reporting, track, track_part
 from kexp.query import Filters, build_filters, chronological, mark_interference, matches, rank
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import (
@@ -740,10 +740,8 @@ class Store:
         # between the checks: faster); a store with its own check_files (at a revision:
         # one git process a call) is asked for larger batches.
         size = self._validate_custom_batch if custom else self._validate_batch
-        ticks = track(range(total))  # the progress of this part, scaled to the total
-        shown = next(ticks, 0)
         results: list[tuple[list[Problem], FileLinks]] = []
-        for number in range(len(files)):
+        for number in track_part(range(len(files)), len(files), total):
             offset = number % size
             if offset == 0:
                 batch = files[number : number + size]
@@ -763,10 +761,6 @@ class Store:
                     del contents
             found, link = results[offset]
             records.append(scan_record(found, link, shared))
-            while shown < (number + 1) * total // len(files):
-                shown = next(ticks, total)
-        for _ in ticks:
-            pass
         return records
 
     def _validation_positions(
