@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import experiment_fields
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -312,20 +313,12 @@ GOOD_PATH = f"experiments/2026/11/{GOOD_ID}-unrolled.md"
 
 
 def _experiment(**overrides: Any) -> KernelExperiment:
-    fields: dict[str, Any] = {
-        "id": GOOD_ID,
-        "change_summary": "Unrolled the inner loop by 4 - +1.90%",
-        "score": 1.019,
-        "status": "done",
-        "operator_sig": "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
-        "dtype_sig": "bf16",
-        "env": "MI300X, ROCm 7.0.0",
-        "base_commit": "3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e",
-        "created_at": "2026-11-29T15:52:36Z",
-        "detailed_description": "**Approach**: unroll 4\n\n**Key insight**: unrolling helps",
-        "raw_result": "Iteration 1 Results - SUCCESS",
-        "code_change": "--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-a\n+b",
-    }
+    fields = experiment_fields(
+        id=GOOD_ID,
+        base_commit="3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e",
+        created_at="2026-11-29T15:52:36Z",
+        code_change="--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-a\n+b",
+    )
     fields.update(overrides)
     return KernelExperiment(**fields)
 
