@@ -219,7 +219,7 @@ def _header(settings: Settings) -> str:
 
     layout = ",".join(ROW_FIELDS)
     return (
-        f"kexp-index/6 kexp={__version__} python-marshal={marshal.version} "
+        f"kexp-index/7 kexp={__version__} python-marshal={marshal.version} "
         f"max_file_bytes={settings.max_file_bytes} fields={layout}"
     )
 
@@ -745,8 +745,14 @@ class StoreIndex:
             known = cached.get(folder)
             if names is None or packed is None:
                 assert known is not None
-                if listed_at is not None and _storable(listed_at, horizon) != known.listed_at:
-                    known = known._replace(listed_at=listed_at)  # entries came and went
+                if listed_at is not None and (
+                    _storable(listed_at, horizon) != known.listed_at
+                    or subfolders != known.subfolders
+                ):
+                    # Entries came and went: the new listing's sub-folders are stored with
+                    # its signature (a folder of folders, such as experiments/2026/, has
+                    # no file names to tell the change).
+                    known = known._replace(listed_at=listed_at, subfolders=subfolders)
                     changed[folder] = known
                 folders[folder] = known
                 continue

@@ -36,8 +36,9 @@ def corrected(repo: Path, store: Store) -> dict[str, Any]:
         (repo / "kernel.cu").write_text(f"// {score}\n")
         commit_all(repo, "unrelated: other experiment and kernel")
     assert exp.path is not None
-    moved = exp.path.parent.parent / "12" / f"{exp.id}-unroll-by-4.md"
-    moved.parent.mkdir()
+    # A month folder no experiment was created in, whatever today's date.
+    moved = exp.path.parent.parent.parent / "2000" / "01" / f"{exp.id}-unroll-by-4.md"
+    moved.parent.mkdir(parents=True)
     git(repo, "mv", str(exp.path), str(moved))
     commits.append(commit_all(repo, "rename: shorter slug"))
     return {"exp": exp, "commits": commits, "moved": moved, "other": other}

@@ -467,3 +467,43 @@ def test_leftovers_of_killed_builders_are_removed_once_stale(
     assert not stale.exists() and not old_cache.exists() and not unused.exists()
     assert fresh.exists() and used.exists() and journaled.exists()
     assert (store.cache_dir / INDEX_FILE).exists()
+
+
+def _past_racy_window() -> None:
+    """Wait until what was just written is older than the cache's "racily clean" window,
+    as a user's next command would be."""
+    import time
+
+    from kexp.index import RACY_NS
+
+    time.sleep(RACY_NS / 1e9 + 0.3)
+
+
+@pytest.mark.parametrize("first_in", ["an empty store", "a store with an experiment"])
+def test_an_experiment_in_a_new_month_folder_stays_visible(
+    store: Store, make_experiment: Callable[..., KernelExperiment], first_in: str
+) -> None:
+    """A query, then experiments written into folders the cache has not seen (a new
+    year and month below a folder that holds only folders), with real time between the
+    steps: every later query still lists them (they vanished once the parent folder's
+    new signature was stored with its old sub-folder list)."""
+    if first_in != "an empty store":
+        old = make_experiment(change_summary="Old one - +1%")
+        assert old.path is not None
+        _age(old.path)
+        _age(old.path.parent)
+    assert _scores(store) == _uncached(store)
+    made: list[KernelExperiment] = []
+    for month in ("2031/01", "2031/02"):
+        exp = make_experiment(change_summary=f"In {month} - +1%")
+        assert exp.path is not None
+        target = store.experiments_dir / month / exp.path.name
+        target.parent.mkdir(parents=True)
+        exp.path.rename(target)
+        made.append(exp)
+        _past_racy_window()
+        assert _scores(store) == _uncached(store)
+        _past_racy_window()
+        found = _scores(store)
+        assert {e.id for e in made} <= found.keys()
+        assert found == _uncached(store)
