@@ -1044,15 +1044,17 @@ class Store:
             kids = [e.id for e in others if e.pid == full_id]
             if kids:
                 raise KexpError(
-                    f"experiment {full_id} is the parent of {', '.join(kids)}: deleting it "
-                    "would break their lineage; re-parent them first, or force the delete"
+                    f"experiment {full_id} is the parent of {', '.join(kids)} (their pid): "
+                    "deleting it would break their lineage; nothing was deleted. Set their "
+                    "pid to another experiment's id, or to '' (kexp update ID --set pid=), "
+                    "first, or force the delete"
                 )
             combiners = [e.id for e in others if full_id in e.combines]
             if combiners:
                 raise KexpError(
                     f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
-                    "it would leave their 'combines' pointing nowhere; update them first, "
-                    "or force the delete"
+                    "it would leave their 'combines' pointing nowhere; nothing was deleted. "
+                    "Remove it from their combines first, or force the delete"
                 )
         with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
             try:
