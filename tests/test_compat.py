@@ -14,8 +14,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import typing
 import warnings
@@ -26,6 +28,15 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, experiment_fields, init_repo, run_kexp
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 import kexp
 from kexp import KernelExperiment, Settings, Store
@@ -557,6 +568,22 @@ def test_first_write_makes_the_store_in_the_working_directory_and_says_where_onc
     assert Store(bare).get_experiment(first.id).change_summary == first.change_summary
 
 
+def test_first_use_with_kexp_root_makes_the_store_there(
+    compat: ModuleType, bare: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "history"
+    elsewhere.mkdir()
+    monkeypatch.setenv("KEXP_ROOT", str(elsewhere))
+    assert compat.list_experiments() == [] and compat.top_experiments() == []
+    # Not a git repository: base_commit is given (and the author is not filled in).
+    exp = compat.KernelExperiment(**predecessor_fields(base_commit="3f2c9e1a7b8d4c6e"))
+    with pytest.warns(KexpWarning) as warned:
+        compat.create_experiment(exp)
+    assert [w for w in warned if str(elsewhere / "experiments") in str(w.message)]
+    assert [e.id for e in Store(elsewhere).list_experiments()] == [exp.id]
+    assert sorted(p.name for p in bare.iterdir()) == BARE
+
+
 def test_first_use_of_the_module_as_a_script(tmp_path: Path) -> None:
     folder = init_repo(tmp_path / "fresh")
     first = run_python("", folder, "-m", "kernel_exp_dataclass")
@@ -650,6 +677,22 @@ def test_a_stricter_update_is_refused_naming_the_field(
     assert named and all(p.field == field and p.hint for p in named), named
     assert snapshot(in_store.root) == before
     assert compat.get_experiment(exp.id) == in_store.get_experiment(exp.id)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [({"notes": "x"}, "notes: not a field"), ({"id": "6749f3a0c2d41e7b"}, "id")],
+)
+def test_an_update_of_no_field_or_of_the_id_is_refused(
+    compat: ModuleType, in_store: Store, changes: dict[str, Any], named: str
+) -> None:
+    exp = compat.KernelExperiment(**predecessor_fields())
+    compat.create_experiment(exp)
+    before = snapshot(in_store.root)
+    with pytest.raises(KexpError, match=named) as caught:
+        compat.update_experiment(exp.id, **changes)
+    assert "create a new experiment" in str(caught.value) or "fields are" in str(caught.value)
+    assert snapshot(in_store.root) == before
 
 
 def test_deleting_a_parent_is_refused_naming_the_pid(compat: ModuleType, in_store: Store) -> None:
@@ -778,6 +821,176 @@ def test_the_documented_prefix_length_is_the_shown_one() -> None:
         assert "4+ character" not in text and "prefix (4+)" not in text
     show_help = run_kexp("show", "--help", cwd=REPO_ROOT).stdout
     assert f"{SHOWN_LENGTH} characters" in show_help
+
+
+# --- the module against a model of the predecessor ---------------------------------------
+
+
+class Predecessor:
+    """The predecessor's helpers as COMPAT.md states them: one dict of id -> record, saved
+    with sorted keys (so read back in id order)."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def create(self, exp: KernelExperiment) -> None:
+        if exp.id in self.records:
+            raise ValueError(exp.id)
+        self.records[exp.id] = {name: getattr(exp, name) for name in PREDECESSOR_ORDER}
+
+    def get(self, exp_id: str) -> dict[str, Any] | None:
+        return self.records.get(exp_id)
+
+    def list(self) -> list[dict[str, Any]]:
+        return [self.records[key] for key in sorted(self.records)]
+
+    def top(self, max_results: int) -> list[dict[str, Any]]:
+        ranked = sorted(self.list(), key=lambda r: r["score"], reverse=True)
+        return [{key: r[key] for key in TOP_TEN} for r in ranked[: max(0, max_results)]]
+
+    def update(self, exp_id: str, **changes: Any) -> dict[str, Any]:
+        if exp_id not in self.records:
+            raise KeyError(exp_id)
+        self.records[exp_id].update(changes)
+        return self.records[exp_id]
+
+    def delete(self, exp_id: str) -> None:
+        del self.records[exp_id]  # KeyError when unknown
+
+
+SCORES = st.sampled_from([0.0, 0.5, 0.97, 1.0, 1.02, 1.02, 1.1, 2.5])
+#: Ids as random as the predecessor's, few enough distinct first characters to share them.
+HEX16 = st.text("0123456789abcdef", min_size=16, max_size=16).map(lambda t: "6749" + t[4:])
+
+
+class CompatAgainstThePredecessor(RuleBasedStateMachine):
+    """Random sequences of the helpers on a real store give the predecessor's answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp(prefix="kexp-compat-"))
+        self.repo = init_repo(self.folder / "repo")
+        self.head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=self.repo, capture_output=True, text=True
+        ).stdout.strip()
+        self.previous = os.getcwd()
+        os.chdir(self.repo)  # no store yet: the first create makes it
+        spec = importlib.util.spec_from_file_location(
+            "kernel_exp_dataclass", REPO_ROOT / "kernel_exp_dataclass.py"
+        )
+        assert spec is not None and spec.loader is not None
+        self.compat = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.compat)
+        self.model = Predecessor()
+        self.made: list[KernelExperiment] = []
+
+    def teardown(self) -> None:
+        os.chdir(self.previous)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def known(self, data: st.DataObject) -> str:
+        choices = [*self.model.records, "ffffffffffffffff", "nonexistent"]
+        choice = data.draw(st.sampled_from(choices))
+        if choice in self.model.records and data.draw(st.booleans()):
+            return choice[: data.draw(st.integers(4, 15))]  # a prefix: no id to the module
+        return choice
+
+    @initialize(made=st.lists(st.tuples(SCORES, HEX16), min_size=2, max_size=6))
+    def some_experiments(self, made: list[tuple[float, str]]) -> None:
+        """A store to start from (the first create makes it), with equal scores likely."""
+        for score, exp_id in made:
+            self.create(score, False, "done", exp_id)
+
+    @rule(
+        score=SCORES,
+        buggy=st.booleans(),
+        status=st.sampled_from(["new", "done", "failed"]),
+        exp_id=HEX16,
+    )
+    def create(self, score: float, buggy: bool, status: str, exp_id: str) -> None:
+        # A drawn id (as a fresh one is random) keeps a failing sequence reproducible.
+        exp = self.compat.KernelExperiment(
+            **predecessor_fields(
+                score=score,
+                is_buggy=buggy,
+                error_message="RuntimeError: illegal memory access" if buggy else "",
+                status=status,
+                base_commit=self.head,
+                change_summary=f"Try {len(self.made)} - {score}x",
+            ),
+            id=exp_id,
+        )
+        if exp_id in self.model.records:
+            with pytest.raises(ValueError):
+                self.compat.create_experiment(exp)
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", KexpWarning)  # "there was no kexp store"
+            assert self.compat.create_experiment(exp) is None
+        self.model.create(exp)
+        self.made.append(exp)
+
+    @precondition(lambda self: self.made)
+    @rule(data=st.data())
+    def create_again(self, data: st.DataObject) -> None:
+        exp = data.draw(st.sampled_from(self.made))
+        if exp.id not in self.model.records:  # deleted: its id is free again
+            self.compat.create_experiment(exp)
+            self.model.create(exp)
+            return
+        with pytest.raises(ValueError):
+            self.model.create(exp)
+        with pytest.raises(ValueError):
+            self.compat.create_experiment(exp)
+
+    @rule(data=st.data())
+    def get(self, data: st.DataObject) -> None:
+        key = self.known(data)
+        found, expected = self.compat.get_experiment(key), self.model.get(key)
+        if expected is None:
+            assert found is None
+        else:
+            assert {name: getattr(found, name) for name in PREDECESSOR_ORDER} == expected
+
+    @rule(max_results=st.integers(-2, 12))
+    def top(self, max_results: int) -> None:
+        rows = self.compat.top_experiments(max_results)
+        assert [{key: row[key] for key in TOP_TEN} for row in rows] == self.model.top(max_results)
+
+    @rule(data=st.data(), score=SCORES, status=st.sampled_from(["running", "done", "timeout"]))
+    def update(self, data: st.DataObject, score: float, status: str) -> None:
+        key = self.known(data)
+        if self.model.get(key) is None:
+            with pytest.raises(KeyError):
+                self.compat.update_experiment(key, score=score)
+            return
+        updated = self.compat.update_experiment(key, score=score, status=status)
+        expected = self.model.update(key, score=score, status=status)
+        assert {name: getattr(updated, name) for name in PREDECESSOR_ORDER} == expected
+
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        key = self.known(data)
+        if self.model.get(key) is None:
+            with pytest.raises(KeyError):
+                self.compat.delete_experiment(key)
+            return
+        assert self.compat.delete_experiment(key) is None
+        self.model.delete(key)
+
+    @invariant()
+    def list_is_the_predecessors(self) -> None:
+        found = [
+            {name: getattr(e, name) for name in PREDECESSOR_ORDER}
+            for e in self.compat.list_experiments()
+        ]
+        assert found == self.model.list()
+
+
+CompatAgainstThePredecessor.TestCase.settings = hypothesis_settings(
+    max_examples=20, stateful_step_count=20, deadline=None
+)
+test_compat_against_the_predecessor = CompatAgainstThePredecessor.TestCase
 
 
 # --- the skill's examples, verbatim --------------------------------------------------------
