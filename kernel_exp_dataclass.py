@@ -1,93 +1,296 @@
-"""The predecessor's helpers, on top of kexp (installed with the package).
+"""The predecessor's helpers, kept exactly, on top of kexp (installed with the package).
 
-Code and agent skills written for the single-JSON-file tool keep working:
-``from kernel_exp_dataclass import list_experiments, top_experiments, ...``. Names,
-arguments, field names and return types are the predecessor's:
+Code and agent skills written for the single-JSON-file helpers keep working unchanged:
+the names, arguments, return values, exceptions and defaults are the predecessor's.
 
-* ``get_experiment(exp_id)`` returns ``None`` when there is no such experiment;
-* ``top_experiments(...)`` returns dicts of the key fields, best first;
-* ``update_experiment(exp_id, **changes)`` raises ``KeyError`` for an unknown id;
-* ``create_experiment(exp)`` returns the new experiment's id.
+* :class:`KernelExperiment` is kexp's own class, in the predecessor's field order:
+  ``id`` (16 hex) and ``created_at`` (UTC, with microseconds) are made when it is
+  built; ``to_dict()`` and ``KernelExperiment.from_dict(d)``.
+* ``create_experiment(exp)`` returns ``None``; ``ValueError`` if ``exp.id`` exists.
+* ``get_experiment(exp_id)``: the experiment, or ``None`` (full ids only).
+* ``list_experiments()``: every experiment, in id order.
+* ``top_experiments(max_results=20)``: every experiment (buggy and pending too) as a
+  dict, best score first.
+* ``update_experiment(exp_id, **changes)``: the updated experiment; ``KeyError`` if
+  there is none.
+* ``delete_experiment(exp_id)``: ``None``; ``KeyError`` if there is none.
+* ``test_insert_example()`` inserts a sample; ``python -m kernel_exp_dataclass`` too.
+* ``DB_PATH`` and ``Status``.
 
-New code should use :mod:`kexp` itself.
+They act on kexp's default store (``$KEXP_ROOT``, else the nearest folder above the
+working directory holding ``experiments/``). With no store, reads return nothing and
+the first create makes one in the working directory, saying where. kexp validates
+what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
+deleting a parent are refused with an exception naming the field, and nothing written.
+
+New code should use :mod:`kexp` itself (id prefixes, filters, lineage, git).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import kexp
-from kexp import KernelExperiment
-from kexp.errors import ExperimentNotFoundError, InvalidIdError
+from kexp.model import KernelExperiment, Status
+
+if TYPE_CHECKING:
+    from kexp.errors import ExperimentNotFoundError
+    from kexp.store import Store
 
 __all__ = [
+    "DB_PATH",
     "KernelExperiment",
+    "Status",
     "create_experiment",
     "delete_experiment",
     "get_experiment",
     "list_experiments",
+    "test_insert_example",
     "top_experiments",
     "update_experiment",
 ]
 
-#: The keys of the dicts ``top_experiments`` returns.
+#: Where the first write makes the store when there is none, relative to the working
+#: directory (as the predecessor's database file was): its ``experiments/`` folder.
+DB_PATH = Path("experiments")
+
+#: The keys of a ``top_experiments`` dict: the predecessor's ten, then kexp's
+#: additions (so a high score that is buggy, pending or a regression shows as such).
 TOP_KEYS = (
-    "id",
-    "pid",
-    "score",
+    "base_commit",
     "change_summary",
-    "operator_sig",
+    "detailed_description",
     "dtype_sig",
     "env",
-    "status",
-    "is_buggy",
-    "base_commit",
-    "created_at",
+    "id",
+    "operator_sig",
+    "profiling_info",
+    "raw_result",
+    "score",
 )
+EXTRA_TOP_KEYS = ("pid", "status", "is_buggy", "outcome", "created_at")
 
 
-def list_experiments(**filters: Any) -> list[KernelExperiment]:
-    """Every valid experiment in the store (optionally filtered), oldest first."""
-    return kexp.list_experiments(**filters)
+def create_experiment(exp: KernelExperiment) -> None:
+    """Record ``exp``; ``ValueError`` when an experiment with ``exp.id`` exists.
 
-
-def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any]]:
-    """The best experiments by score as dicts of their key fields."""
-    return [
-        {key: getattr(exp, key) for key in TOP_KEYS}
-        for exp in kexp.top_experiments(max_results, **filters)
-    ]
+    kexp validates first (an invalid experiment raises :class:`kexp.ValidationError`,
+    a ``ValueError`` naming each bad field, and nothing is written) and fills in an
+    empty ``base_commit`` and ``author`` from git. An empty ``id`` or ``created_at``
+    is generated and set on ``exp`` too (so ``exp.id`` names what was stored).
+    """
+    stored = _create(exp, stacklevel=3)
+    if not exp.id:
+        exp.id = stored.id
+    if not exp.created_at:
+        exp.created_at = stored.created_at
 
 
 def get_experiment(exp_id: str) -> KernelExperiment | None:
-    """The experiment with this id (or unique prefix), or ``None``.
+    """The experiment with this id, or ``None``: for an unknown id, and for anything
+    that is not a full id (a prefix, a path, not a string)."""
+    from kexp.errors import ExperimentNotFoundError
+    from kexp.ids import is_valid_id
 
-    A string that cannot be an id (or is too short a prefix) names no experiment either:
-    ``None``, as the predecessor's dict lookup gave.
-    """
+    store = _existing_store() if is_valid_id(exp_id) else None
+    if store is None:
+        return None
     try:
-        return kexp.get_experiment(exp_id)
-    except (ExperimentNotFoundError, InvalidIdError):
+        return store.get_experiment(exp_id)
+    except ExperimentNotFoundError:
         return None
 
 
-def create_experiment(exp: KernelExperiment | None = None, **fields: Any) -> str:
-    """Record a new experiment; returns its id."""
-    return kexp.create_experiment(exp, **fields).id
+def list_experiments(**filters: Any) -> list[KernelExperiment]:
+    """Every experiment, in id order (``filters``: kexp's, optional)."""
+    store = _existing_store()
+    if store is None:
+        return []
+    return sorted(store.list_experiments(**filters), key=_id_of)
+
+
+def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any]]:
+    """The first ``max(0, max_results)`` experiments by score, highest first (equal
+    scores in id order), buggy and pending ones included, as dicts of
+    :data:`TOP_KEYS` and :data:`EXTRA_TOP_KEYS` (``filters``: kexp's, optional)."""
+    store = _existing_store()
+    limit = max(0, max_results)
+    if store is None or limit == 0:
+        return []
+    best = store.top_experiments(limit, include_buggy=True, include_pending=True, **filters)
+    if len(best) == limit:
+        # kexp breaks ties newest first; the predecessor's file was in id order.
+        last = best[-1].score
+        tied = store.list_experiments(
+            brief=True, **{**filters, "min_score": last, "max_score": last}
+        )
+        above = [exp for exp in best if exp.score > last]
+        whole = {exp.id: exp for exp in best}
+        chosen = sorted(tied, key=_id_of)[: limit - len(above)]
+        best = above + [whole.get(exp.id) or store.get_experiment(exp.id) for exp in chosen]
+    ranked = sorted(best, key=_id_of)
+    ranked.sort(key=lambda exp: exp.score, reverse=True)  # stable: ties stay in id order
+    return [_top_dict(exp) for exp in ranked]
 
 
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
-    """Change fields of an experiment; ``KeyError`` if there is no such id."""
-    try:
-        return kexp.update_experiment(exp_id, **changes)
-    except InvalidIdError as exc:
-        raise KeyError(exp_id) from exc
+    """Change fields of the experiment with this id; returns it updated.
+
+    ``KeyError`` when there is none; an invalid result raises
+    :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
+    """
+    return _store_holding(exp_id).update_experiment(exp_id, **changes)
 
 
-def delete_experiment(exp_id: str) -> bool:
-    """Delete an experiment; ``False`` if there was none."""
+def delete_experiment(exp_id: str) -> None:
+    """Delete the experiment with this id; ``KeyError`` when there is none.
+
+    Refused (:class:`kexp.KexpError`, nothing deleted) while other experiments name it
+    as their ``pid`` or in ``combines``.
+    """
+    _store_holding(exp_id).delete_experiment(exp_id)
+
+
+def test_insert_example() -> KernelExperiment:
+    """Insert a sample experiment (the predecessor's self-test); returns it as stored."""
+    sample = KernelExperiment(
+        score=1.0,
+        raw_result="Sample experiment: nothing was measured.",
+        dtype_sig="fp16",
+        env="sample environment",
+        is_buggy=False,
+        error_message="",
+        change_summary="Sample experiment - inserted by test_insert_example",
+        detailed_description=(
+            "A sample record inserted by kernel_exp_dataclass.test_insert_example(); "
+            "delete it with delete_experiment(id)."
+        ),
+        code_change="",
+        base_commit="",
+        operator_sig="sample.cu: sample_kernel",
+        profiling_info="Not profiled.",
+        status="done",
+    )
+    return _create(sample, stacklevel=3)
+
+
+def _id_of(exp: KernelExperiment) -> str:
+    return exp.id
+
+
+def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
+    data = {key: getattr(exp, key) for key in TOP_KEYS}
+    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS)
+    return data
+
+
+def _existing_store() -> Store | None:
+    """The default store, or None when there is none yet."""
+    from kexp.errors import StoreNotFoundError
+    from kexp.store import Store, find_root
+
     try:
-        kexp.delete_experiment(exp_id)
-    except (ExperimentNotFoundError, InvalidIdError):
-        return False
-    return True
+        return Store(find_root())
+    except StoreNotFoundError:
+        return None
+
+
+def _store_holding(exp_id: str) -> Store:
+    """The store, if ``exp_id`` is a full id and there is one (else a ``KeyError``)."""
+    from kexp.ids import is_valid_id
+
+    store = _existing_store() if is_valid_id(exp_id) else None
+    if store is None:
+        raise _not_found(exp_id)
+    return store
+
+
+def _not_found(exp_id: object) -> ExperimentNotFoundError:
+    from kexp.errors import ExperimentNotFoundError
+    from kexp.ids import SHOWN_LENGTH
+
+    return ExperimentNotFoundError(
+        f"no experiment with id {exp_id!r}: kernel_exp_dataclass takes full ids (16 "
+        f"lowercase hex, as list_experiments() gives them); kexp itself also takes a "
+        f"unique prefix ({SHOWN_LENGTH} characters)"
+    )
+
+
+def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
+    """Create ``exp`` in the default store, making the store first if there is none."""
+    store = _existing_store()
+    if store is not None:
+        return store.create_experiment(exp)
+    return _create_in_new_store(exp, stacklevel + 1)
+
+
+def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
+    """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
+    create ``exp`` in it, then say where. A refused create leaves no store behind."""
+    from kexp.store import CACHE_DIR, KexpWarning, Store, init_store
+
+    root = Path(os.environ.get("KEXP_ROOT") or ".").expanduser().resolve()
+    experiments, cache, ignore = root / DB_PATH, root / CACHE_DIR, root / ".gitignore"
+    made = {path: not path.exists() for path in (experiments, cache)}
+    ignored = ignore.read_bytes() if ignore.exists() else None
+    init_store(root)
+    try:
+        stored = Store(root).create_experiment(exp)
+    except BaseException:
+        _remove_new_store(experiments, cache, ignore, made, ignored)
+        raise
+    warnings.warn(
+        f"kernel_exp_dataclass: there was no kexp store, so one was made: {experiments} "
+        "(one Markdown file per experiment; commit it to share them, or set KEXP_ROOT "
+        "to use another store)",
+        KexpWarning,
+        stacklevel=stacklevel,
+    )
+    return stored
+
+
+def _remove_new_store(
+    experiments: Path, cache: Path, ignore: Path, made: dict[Path, bool], ignored: bytes | None
+) -> None:
+    """Undo :func:`kexp.init_store` after a refused first create, unless another
+    process has written an experiment into the new store meanwhile."""
+    if not made[experiments]:
+        return
+    (experiments / "README.md").unlink(missing_ok=True)
+    try:
+        experiments.rmdir()
+    except OSError:  # not empty: someone else's store now; put its README back
+        from kexp.store import init_store
+
+        init_store(experiments.parent)
+        return
+    if made[cache]:
+        shutil.rmtree(cache, ignore_errors=True)
+    if ignored is None:
+        with contextlib.suppress(FileNotFoundError):
+            ignore.unlink()
+    else:
+        ignore.write_bytes(ignored)
+
+
+def _main() -> int:
+    """``python -m kernel_exp_dataclass``: insert the sample, print its id."""
+    import sys
+
+    from kexp.errors import KexpError
+
+    try:
+        sample = test_insert_example()
+    except KexpError as exc:
+        print(f"kernel_exp_dataclass: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"Inserted sample experiment with id: {sample.id}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kexp.changelog import Changes, ExperimentChange, HistoryEntry
     from kexp.errors import (
         AmbiguousIdError,
+        ExperimentExistsError,
         ExperimentNotFoundError,
         GitError,
         InvalidIdError,
@@ -41,6 +42,7 @@ __all__ = [
     "AmbiguousIdError",
     "Changes",
     "ExperimentChange",
+    "ExperimentExistsError",
     "ExperimentNotFoundError",
     "GitError",
     "HistoryEntry",
@@ -78,6 +80,7 @@ _LAZY = {
     "ExperimentChange": "kexp.changelog",
     "HistoryEntry": "kexp.changelog",
     "AmbiguousIdError": "kexp.errors",
+    "ExperimentExistsError": "kexp.errors",
     "ExperimentNotFoundError": "kexp.errors",
     "GitError": "kexp.errors",
     "InvalidIdError": "kexp.errors",

@@ -140,7 +140,7 @@ def main(root: Path | None) -> None:
       kexp top                      best 20 experiments
       kexp top --json --brief       the same, for an agent
       kexp add < experiment.yaml    record one (YAML or JSON on stdin)
-      kexp show 6749f3a0            one experiment, by id prefix
+      kexp show 6749f3a0c2          one experiment, by id prefix (10 characters)
       kexp tree --operator cache    lineage of the cache kernel's iterations
       kexp validate                 check every file (exit 1 on errors)
     """

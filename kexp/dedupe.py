@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp.fileformat import FileFormatError, parse
-from kexp.model import outcome_of
+from kexp.model import attach, outcome_of
 from kexp.store import KexpWarning
 from kexp.validate import read_and_check, read_file
 
@@ -144,8 +144,7 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
         checked = read_and_check(path, store.settings)
         if not checked.ok:
             continue
-        exp = checked.experiment()
-        exp.path = path
+        exp = attach(checked.experiment(), path=path)
         if exp.id in skip or normalize_code_change(exp.code_change) != wanted:
             continue
         found.append(exp)

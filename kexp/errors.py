@@ -31,16 +31,37 @@ class ExperimentNotFoundError(KexpError, KeyError):
         return str(self.args[0]) if self.args else "experiment not found"
 
 
-class AmbiguousIdError(KexpError, LookupError):
-    """An id prefix matches more than one experiment."""
+class ExperimentExistsError(KexpError, ValueError):
+    """An experiment with the id being created is in the store already.
 
-    def __init__(self, prefix: str, candidates: Sequence[str]) -> None:
+    Also a :class:`ValueError`, as the predecessor's ``create_experiment`` raised.
+    """
+
+
+class AmbiguousIdError(KexpError, LookupError):
+    """An id prefix matches more than one experiment.
+
+    ``advice`` (how long a prefix to give) ends the message; ``candidates`` holds every
+    match, the message the first :data:`SHOWN_CANDIDATES`.
+    """
+
+    def __init__(
+        self, prefix: str, candidates: Sequence[str], advice: str = "give more characters"
+    ) -> None:
         self.prefix = prefix
         self.candidates = list(candidates)
-        listing = ", ".join(self.candidates)
+        listing = ", ".join(self.candidates[:SHOWN_CANDIDATES])
+        more = len(self.candidates) - SHOWN_CANDIDATES
+        if more > 0:
+            listing += f" and {more} more"
         super().__init__(
-            f"id prefix {prefix!r} is ambiguous: it matches {listing}; give more characters"
+            f"id prefix {prefix!r} is ambiguous: it matches {len(self.candidates)} "
+            f"experiments ({listing}); {advice}"
         )
+
+
+#: How many of an ambiguous prefix's matches its error message names.
+SHOWN_CANDIDATES = 10
 
 
 class ValidationError(KexpError, ValueError):

@@ -8,6 +8,12 @@ import time
 from kexp.errors import InvalidIdError
 
 ID_LENGTH = 16
+#: How many characters of an id listings print, and the prefix length to give: unique
+#: in practice. An id begins with its creation time in seconds (8 hex), so ids made
+#: within about 18 hours share their first 4 characters, within 68 minutes 5, within
+#: 4 minutes 6, within 16 seconds 7; 10 characters are shared only by two ids made in
+#: the same second whose first 2 random characters match (1 pair in 256).
+SHOWN_LENGTH = 10
 _ID_RE = re.compile(r"[0-9a-f]{16}")
 _HEX_RE = re.compile(r"[0-9a-f]+")
 
@@ -59,6 +65,14 @@ def check_prefix(value: object, min_length: int = 4) -> str:
         )
     if len(prefix) < min_length:
         raise InvalidIdError(
-            f"id prefix {value!r} is too short: give at least {min_length} characters"
+            f"id prefix {value!r} is too short: give at least {min_length} characters; "
+            f"{PREFIX_ADVICE}"
         )
     return prefix
+
+
+#: What to do about a prefix too short to be unique (ends the errors that say so).
+PREFIX_ADVICE = (
+    "ids begin with their creation time, so ids recorded close together share their "
+    f"first characters: give {SHOWN_LENGTH} (as listings print them) or the full id"
+)

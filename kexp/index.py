@@ -57,7 +57,7 @@ from pathlib import Path
 from struct import Struct
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, experiment_from_fields
+from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, attach, experiment_from_fields
 from kexp.query import below_best_combined
 
 if TYPE_CHECKING:
@@ -174,8 +174,7 @@ class Row(NamedTuple):
             )
         fields.update(self.extra_fields or {})
         exp = experiment_from_fields(fields, experiments_dir / self.path)
-        exp.interference = self.interference
-        return exp
+        return attach(exp, interference=self.interference)
 
 
 #: A file's packed stat signature: 4 native int64 (see :func:`signatures`).

@@ -326,7 +326,7 @@ class _Builder:
     def __init__(self, key: str, record: Mapping[str, Any]) -> None:
         self.key = key
         self.record = record
-        self.exp = KernelExperiment()
+        self.exp = KernelExperiment(id="", created_at="")  # both set from the record
         self.legacy: dict[str, Any] = {}
         self.notes: list[Note] = []
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple, get_args
 
+from kexp import ids
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
-STATUSES = ("new", "running", "done", "failed", "timeout")
+#: An experiment's status (the predecessor's ``Status``).
+Status = Literal["new", "running", "done", "failed", "timeout"]
+STATUSES: tuple[str, ...] = get_args(Status)
 PENDING_STATUSES = frozenset({"new", "running"})
 OUTCOMES = ("pending", "buggy", "interference", "regression", "marginal", "improvement")
 
@@ -67,17 +71,44 @@ LEGACY_FIELDS = (
 )
 
 
+def creation_time() -> str:
+    """The current time as the predecessor wrote ``created_at``: ISO 8601 UTC with
+    microseconds and a ``Z`` (``2026-11-29T15:52:36.123456Z``)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Origin(NamedTuple):
+    """What the store knows about an experiment it handed out; never stored, and not
+    among the dataclass fields (so ``dataclasses.asdict`` of an experiment is plain
+    data). Set by :func:`attach` only."""
+
+    #: The file the experiment was read from or written to (None until stored).
+    path: Path | None = None
+    #: The thresholds ``outcome`` is derived with: the settings of its store.
+    settings: Settings = DEFAULT_SETTINGS
+    #: Whether it combines others and scores below the best of them (derived).
+    interference: bool = False
+
+
+_NO_ORIGIN = Origin()
+
+
 @dataclasses.dataclass
 class KernelExperiment:
     """One kernel optimization iteration: what was tried, how fast it was, and why.
 
-    Field order follows the predecessor's dataclass, so its positional calls keep
-    working; kexp's additions (``tags``, ``author``, ``combines``, ``results``) come
-    after. Every text field defaults to ``""``.
+    The fields are the predecessor's, in its order (so its positional calls keep
+    working), then kexp's additions (``tags``, ``author``, ``combines``, ``results``)
+    and what a file holds besides the fields. ``id`` (a fresh one: the creation time
+    in 8 hex, then 8 random hex) and ``created_at`` (UTC now, with microseconds) are
+    made when the object is built, so ``exp.id`` is known before it is stored; an empty
+    ``id``/``created_at`` is filled in when it is created. Every other text field
+    defaults to ``""``.
+
+    ``path``, ``settings`` and ``interference`` are read-only properties, not fields:
+    the store sets them (:func:`attach`) when it hands an experiment out.
     """
 
-    id: str = ""
-    pid: str = ""
     score: float = 0.0
     raw_result: str = ""
     dtype_sig: str = ""
@@ -91,7 +122,9 @@ class KernelExperiment:
     operator_sig: str = ""
     profiling_info: str = ""
     status: str = "new"
-    created_at: str = ""
+    id: str = dataclasses.field(default_factory=ids.new_id)
+    pid: str = ""
+    created_at: str = dataclasses.field(default_factory=creation_time)
     tags: list[str] = dataclasses.field(default_factory=list)
     author: str = ""
     combines: list[str] = dataclasses.field(default_factory=list)
@@ -102,16 +135,25 @@ class KernelExperiment:
     preamble: str = dataclasses.field(default="", repr=False)
     #: ``## `` sections kexp does not know, as (heading, text), kept as read.
     extra_sections: list[tuple[str, str]] = dataclasses.field(default_factory=list, repr=False)
-    #: The file this experiment was read from or written to (None until stored).
-    path: Path | None = dataclasses.field(default=None, compare=False, repr=False)
-    #: Set by the store when this experiment combines others and scores below the best
-    #: of them. Derived, never stored.
-    interference: bool = dataclasses.field(default=False, compare=False, repr=False)
-    #: The thresholds ``outcome`` is derived with: the settings of the store this
-    #: experiment was read from or written to (the defaults otherwise). Never stored.
-    settings: Settings = dataclasses.field(
-        default=DEFAULT_SETTINGS, init=False, compare=False, repr=False
-    )
+
+    #: Not a field (no annotation): replaced, never changed, by :func:`attach`.
+    _origin = _NO_ORIGIN
+
+    @property
+    def path(self) -> Path | None:
+        """The file this experiment was read from or written to (None until stored)."""
+        return self._origin.path
+
+    @property
+    def settings(self) -> Settings:
+        """The settings of the store it came from (the defaults otherwise)."""
+        return self._origin.settings
+
+    @property
+    def interference(self) -> bool:
+        """Whether it combines others and scores below the best of them (derived by
+        the store; False for an experiment no store handed out)."""
+        return self._origin.interference
 
     @property
     def outcome(self) -> str:
@@ -133,12 +175,38 @@ class KernelExperiment:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelExperiment:
         """Build an experiment from a dict of fields; unknown keys go to ``extra_fields``."""
-        known = {f.name for f in dataclasses.fields(cls) if f.init}
-        kwargs = {k: v for k, v in data.items() if k in known and k not in ("path",)}
-        extra = {k: v for k, v in data.items() if k not in known and k not in ("outcome",)}
+        known = _INIT_FIELDS
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = {k: v for k, v in data.items() if k not in known and k not in DERIVED}
         exp = cls(**kwargs)
         exp.extra_fields.update(extra)
         return exp
+
+
+#: What :meth:`KernelExperiment.to_dict` adds with ``include_derived`` (and the store's
+#: runtime state): never a field, never stored, ignored by ``from_dict``.
+DERIVED = frozenset({"outcome", "path", "interference", "settings"})
+_INIT_FIELDS = frozenset(f.name for f in dataclasses.fields(KernelExperiment) if f.init)
+_KEEP: Any = object()
+
+
+def attach(
+    exp: KernelExperiment,
+    settings: Settings | None = None,
+    *,
+    path: Path | None = _KEEP,
+    interference: bool | None = None,
+) -> KernelExperiment:
+    """Set what the store knows about ``exp`` (its file, its store's settings, derived
+    interference): the one place that state is set. What is not given stays as it was.
+    Returns ``exp``."""
+    old = exp._origin
+    exp._origin = Origin(
+        old.path if path is _KEEP else path,
+        old.settings if settings is None else settings,
+        old.interference if interference is None else interference,
+    )
+    return exp
 
 
 def experiment_from_fields(fields: dict[str, Any], path: Path | None = None) -> KernelExperiment:
@@ -147,7 +215,8 @@ def experiment_from_fields(fields: dict[str, Any], path: Path | None = None) -> 
     Known fields become attributes (an optional field that is absent or null keeps its
     default); unknown keys go to ``extra_fields``.
     """
-    data: dict[str, Any] = {}
+    # A file without an id or created_at gives "" (never a made-up one).
+    data: dict[str, Any] = {"id": "", "created_at": ""}
     extra: dict[str, Any] = {}
     for key, value in fields.items():
         if key in _FRONT_MATTER_SET:
@@ -157,7 +226,8 @@ def experiment_from_fields(fields: dict[str, Any], path: Path | None = None) -> 
             extra[key] = value
     exp = KernelExperiment(**data)
     exp.extra_fields = extra
-    exp.path = path
+    if path is not None:
+        attach(exp, path=path)
     return exp
 
 

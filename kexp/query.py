@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kexp.errors import KexpError
-from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
+from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, attach, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 
@@ -231,7 +231,7 @@ def mark_interference(experiments: list[KernelExperiment]) -> None:
     combines (among ``experiments``)."""
     scores = {e.id: e.score for e in experiments}
     for exp in experiments:
-        exp.interference = below_best_combined(exp.score, exp.combines, scores)
+        attach(exp, interference=below_best_combined(exp.score, exp.combines, scores))
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.lessons import LESSON_GROUPS, Lesson, group_lessons, key_insight
 from kexp.lineage import is_scored
-from kexp.model import BODY_FIELDS, KernelExperiment
+from kexp.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import below_best_combined
 from kexp.validate import (
@@ -702,7 +702,7 @@ class _Side:
         del scores
         self._whole = dict(whole)
         for number, exp in self._whole.items():
-            exp.interference = number in self.interfering
+            attach(exp, interference=number in self.interfering)
         self._by_path = {facts[number].path: number for number in self._whole}
         self._made: dict[int, KernelExperiment] = {}
         self._children: dict[str, list[int]] | None = None
@@ -728,10 +728,9 @@ class _Side:
             created_at=item.created_at,
             combines=_ids(item.combines),
         )
-        exp.settings = self.settings
-        exp.path = Path(item.path)
-        exp.interference = number in self.interfering
-        return exp
+        return attach(
+            exp, self.settings, path=Path(item.path), interference=number in self.interfering
+        )
 
     def get(self, exp_id: str) -> KernelExperiment | None:
         """The first experiment with id ``exp_id`` (None when there is none)."""
@@ -746,9 +745,7 @@ class _Side:
         exp = self._read(self.facts[number].path)
         if exp is None:  # pragma: no cover - it was valid when the store was read
             return self.experiment(number)
-        exp.settings = self.settings
-        exp.interference = number in self.interfering
-        return exp
+        return attach(exp, self.settings, interference=number in self.interfering)
 
     def at_path(self, path: str) -> KernelExperiment | None:
         """The experiment the change touches in the file ``path`` (None: not valid)."""
@@ -798,10 +795,7 @@ def _sides(scan: _HeadScan, changes: Changes) -> tuple[_Side, _Side]:
     settings = target.settings
 
     def whole(item: CheckedFile) -> KernelExperiment:
-        exp = item.experiment()
-        exp.settings = settings
-        exp.path = item.path
-        return exp
+        return attach(item.experiment(), settings, path=item.path)
 
     def read(path: str) -> KernelExperiment | None:
         item = target._read(Path(path))

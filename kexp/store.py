@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kexp import ids
 from kexp.errors import (
     AmbiguousIdError,
+    ExperimentExistsError,
     ExperimentNotFoundError,
     KexpError,
     StoreNotFoundError,
@@ -28,7 +29,14 @@ from kexp.errors import (
 )
 from kexp.fileformat import FileFormatError, parse, render_update, serialize
 from kexp.locking import exclusive_lock, file_lock
-from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
+from kexp.model import (
+    ALL_FIELDS,
+    DERIVED,
+    PENDING_STATUSES,
+    KernelExperiment,
+    attach,
+    creation_time,
+)
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track, track_part
 from kexp.query import Filters, build_filters, chronological, mark_interference, matches, rank
@@ -65,7 +73,7 @@ _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
-_DERIVED_FIELDS = frozenset({"outcome", "path"})
+_DERIVED_FIELDS = DERIVED
 #: What a file holds besides the fields: unknown keys and sections, text before them.
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
 
@@ -231,9 +239,7 @@ class Store:
         experiments: list[KernelExperiment] = []
         for checked in self.check_files():
             if checked.ok:
-                exp = checked.experiment()
-                exp.settings = self.settings
-                experiments.append(exp)
+                experiments.append(attach(checked.experiment(), self.settings))
                 continue
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             self._skip(checked.path, first.format(), [first], strict)
@@ -312,8 +318,7 @@ class Store:
                 if isinstance(item, KernelExperiment)
                 else item.to_experiment(self.experiments_dir)
             )
-            exp.settings = self.settings
-            brief.append(exp)
+            brief.append(attach(exp, self.settings))
         return brief
 
     def _complete(self, summaries: list[Any], *, strict: bool = False) -> list[KernelExperiment]:
@@ -331,10 +336,9 @@ class Store:
                 first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
                 self._skip(checked.path, first.format(), [first], strict)
                 continue
-            exp = checked.experiment()
-            exp.settings = self.settings
-            exp.interference = item.interference
-            complete.append(exp)
+            complete.append(
+                attach(checked.experiment(), self.settings, interference=item.interference)
+            )
         return complete
 
     def list_experiments(
@@ -491,7 +495,7 @@ class Store:
                 f"{self.experiments_dir} (kexp list shows the ids)"
             )
         if len(candidates) > 1:
-            raise AmbiguousIdError(prefix, candidates)
+            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
         paths = index[candidates[0]]
         if len(paths) > 1:
             listing = ", ".join(str(p) for p in paths)
@@ -517,12 +521,11 @@ class Store:
             if self._cached and not os.path.lexists(path):
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
-        exp = checked.experiment()
-        exp.settings = self.settings
+        exp = attach(checked.experiment(), self.settings)
         if exp.combines:
             scores = [self._score_of(other) for other in exp.combines]
             known = [s for s in scores if s is not None]
-            exp.interference = bool(known) and exp.score < max(known)
+            attach(exp, interference=bool(known) and exp.score < max(known))
         return exp
 
     def _score_of(self, exp_id: str) -> float | None:
@@ -810,7 +813,10 @@ class Store:
     ) -> KernelExperiment:
         """Record a new experiment; returns it with ``id``, ``created_at`` and ``path`` set.
 
-        Missing ``id`` and ``created_at`` are generated; a missing ``base_commit`` is
+        ``exp`` is not changed (its ``id`` and ``created_at`` were made when it was built);
+        an experiment whose id is in the store already (the same object created twice)
+        raises :class:`ExperimentExistsError`, a :class:`ValueError`. An empty ``id`` or
+        ``created_at`` is generated; a missing ``base_commit`` is
         taken from the code repository's ``HEAD`` (a given one is resolved to the full
         hash), a missing ``author`` from git's ``user.name``. When ``HEAD`` is taken while
         tracked kernel files have uncommitted changes, a warning says so and the tag
@@ -826,19 +832,21 @@ class Store:
             )
         if exp is None:
             exp = KernelExperiment.from_dict(fields)
-        elif fields:
-            exp = dataclasses.replace(exp, **fields)
+        elif set(fields) - _DERIVED_FIELDS:
+            exp = dataclasses.replace(
+                exp, **{k: v for k, v in fields.items() if k not in _DERIVED_FIELDS}
+            )
         else:
             exp = dataclasses.replace(exp)
         explicit_id = bool(exp.id)
         if explicit_id:
             ids.check_id(exp.id)
             if exp.id in self._id_index(exp.id):
-                raise KexpError(f"an experiment with id {exp.id} already exists")
+                raise _exists(exp.id)
         else:
             exp.id = ids.new_id()
         if not exp.created_at:
-            exp.created_at = utc_now()
+            exp.created_at = creation_time()
         self._expand_references(exp)
         self._fill_from_git(exp)
         text = serialize(exp)
@@ -868,17 +876,14 @@ class Store:
                     )
             if explicit_id:
                 # Another process may claim the same id (under another file name)
-                # meanwhile: check again and write while holding that id's lock.
-                with exclusive_lock(self._lock_path(exp.id), self.settings.lock_timeout_s):
+                # meanwhile: check again and write while holding that id's claim lock.
+                with exclusive_lock(self._claim_lock_path(exp.id), self.settings.lock_timeout_s):
                     if exp.id in self._id_index(exp.id):
-                        raise KexpError(f"an experiment with id {exp.id} already exists")
+                        raise _exists(exp.id)
                     _write_new(path, text)
             else:
                 _write_new(path, text)
-        stored = checked.experiment()
-        stored.path = path
-        stored.settings = self.settings
-        return stored
+        return attach(checked.experiment(), self.settings, path=path)
 
     def _expand_references(self, exp: KernelExperiment) -> None:
         """Expand id prefixes in ``pid`` and ``combines`` to full ids, as git does.
@@ -1020,9 +1025,7 @@ class Store:
                     sort_problems(problems),
                 )
             _replace(path, text)
-        updated = result.experiment()
-        updated.settings = self.settings
-        return updated
+        return attach(result.experiment(), self.settings)
 
     def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
         """Delete an experiment's file; returns its path.
@@ -1041,15 +1044,17 @@ class Store:
             kids = [e.id for e in others if e.pid == full_id]
             if kids:
                 raise KexpError(
-                    f"experiment {full_id} is the parent of {', '.join(kids)}: deleting it "
-                    "would break their lineage; re-parent them first, or force the delete"
+                    f"experiment {full_id} is the parent of {', '.join(kids)} (their pid): "
+                    "deleting it would break their lineage; nothing was deleted. Set their "
+                    "pid to another experiment's id, or to '' (kexp update ID --set pid=), "
+                    "first, or force the delete"
                 )
             combiners = [e.id for e in others if full_id in e.combines]
             if combiners:
                 raise KexpError(
                     f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
-                    "it would leave their 'combines' pointing nowhere; update them first, "
-                    "or force the delete"
+                    "it would leave their 'combines' pointing nowhere; nothing was deleted. "
+                    "Remove it from their combines first, or force the delete"
                 )
         with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
             try:
@@ -1068,6 +1073,12 @@ class Store:
 
     def _lock_path(self, exp_id: str) -> Path:
         return self.cache_dir / "locks" / f"{ids.check_id(exp_id)}.lock"
+
+    def _claim_lock_path(self, exp_id: str) -> Path:
+        """The lock a create holds to claim an id: one of 256, by the id's last two
+        (random) characters. Every experiment object has its id from construction, so
+        every create claims one: a lock file per id would leave one per experiment."""
+        return self.cache_dir / "locks" / f"claim-{ids.check_id(exp_id)[-2:]}.lock"
 
     def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the write lock of one experiment (a full id), as updates and deletes do."""
@@ -1100,13 +1111,21 @@ def _temporary_beside(path: Path, text: str) -> Path:
     return temporary
 
 
+def _exists(exp_id: str) -> ExperimentExistsError:
+    return ExperimentExistsError(
+        f"an experiment with id {exp_id} already exists (was this experiment created "
+        "already?): nothing was written; to record another, build a new KernelExperiment "
+        "(it gets a fresh id) or leave its id empty"
+    )
+
+
 def _write_new(path: Path, text: str) -> None:
     """Create ``path`` with ``text`` atomically; fails if the name is taken."""
     temporary = _temporary_beside(path, text)
     try:
         os.link(temporary, path)
     except FileExistsError:
-        raise KexpError(f"{path} already exists; nothing was overwritten") from None
+        raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
     finally:
         temporary.unlink()
 

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from kexp import ids
 from kexp.fileformat import DIFF_INFO, FileFormatError, parse, render_section_text
-from kexp.model import BODY_FIELDS, FRONT_MATTER_FIELDS, SECTION_HEADINGS, KernelExperiment
+from kexp.model import (
+    BODY_FIELDS,
+    FRONT_MATTER_FIELDS,
+    SECTION_HEADINGS,
+    KernelExperiment,
+    attach,
+)
 from kexp.problems import Problem
 from kexp.validate import check_document
 from kexp.yamlio import render_field
@@ -228,7 +234,7 @@ def read_draft(
     exp = doc.to_experiment()
     for name in BODY_FIELDS:
         setattr(exp, name, _tidy(name, getattr(exp, name)))
-    exp.path = None
+    attach(exp, path=None)
     exp.extra_sections = [(h, _tidy("", t)) for h, t in exp.extra_sections]
     exp.preamble = _tidy("", exp.preamble)
     return exp, problems, doc

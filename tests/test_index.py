@@ -442,7 +442,8 @@ def test_a_cache_that_cannot_be_written_is_kept_in_memory(
         warnings.simplefilter("error")
         assert _scores(store) == _uncached(store)
         assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
-    assert sorted(p.name for p in store.cache_dir.iterdir()) == [".gitignore", INDEX_FILE]
+    written = sorted(p.name for p in store.cache_dir.iterdir() if p.name != "locks")
+    assert written == [".gitignore", INDEX_FILE]  # the creates' locks are not the cache's
 
 
 def test_leftovers_of_killed_builders_are_removed_once_stale(

@@ -28,6 +28,7 @@ from kexp import KernelExperiment, Store
 from kexp.changelog import Changes, ExperimentChange
 from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
 from kexp.lineage import is_scored
+from kexp.model import attach
 from kexp.problems import Problem, sort_problems
 from kexp.query import mark_interference
 from kexp.review import (
@@ -173,10 +174,7 @@ def _experiments(store: Store, checked: Iterable[CheckedFile]) -> list[KernelExp
     found: list[KernelExperiment] = []
     for item in checked:
         if item.ok:
-            exp = item.experiment()
-            exp.settings = store.settings
-            exp.path = item.path
-            found.append(exp)
+            found.append(attach(item.experiment(), store.settings, path=item.path))
     mark_interference(found)
     return found
 

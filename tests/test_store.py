@@ -34,7 +34,8 @@ from kexp.store import slugify
 MakeExperiment = Callable[..., KernelExperiment]
 
 ID_RE = re.compile(r"[0-9a-f]{16}")
-CREATED_AT_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+#: The predecessor's created_at: UTC, with microseconds.
+CREATED_AT_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 BAD_IDS = ["../../etc", "zzzz", "../../../etc/passwd", "abcd/../../x", "", " ", "abc", "-abcd"]
 
 
@@ -156,7 +157,7 @@ def test_create_fills_id_time_path_commit_and_author(repo: Path, store: Store) -
     assert ID_RE.fullmatch(exp.id)
     assert before <= int(exp.id[:8], 16) <= after
     assert CREATED_AT_RE.fullmatch(exp.created_at)
-    created = dt.datetime.strptime(exp.created_at, "%Y-%m-%dT%H:%M:%SZ")
+    created = dt.datetime.strptime(exp.created_at, "%Y-%m-%dT%H:%M:%S.%fZ")
     assert before - 1 <= created.replace(tzinfo=dt.timezone.utc).timestamp() <= after + 1
 
     expected = (
@@ -300,7 +301,8 @@ def test_create_from_a_dict_with_derived_values(store: Store) -> None:
 def test_create_from_a_kernel_experiment_object(store: Store) -> None:
     draft = KernelExperiment(**experiment_fields())
     exp = store.create_experiment(draft)
-    assert draft.id == ""  # the caller's object is not modified
+    assert exp.id == draft.id and exp.created_at == draft.created_at  # made when built
+    assert (draft.path, draft.base_commit) == (None, "")  # the caller's object is not modified
     assert store.get_experiment(exp.id).change_summary == draft.change_summary
 
 

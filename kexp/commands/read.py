@@ -176,15 +176,18 @@ def show(
     fields: str | None,
     brief: bool,
 ) -> None:
-    """One experiment, by id or unique id prefix (at least 4 characters).
+    """One experiment, by id or unique id prefix.
+
+    Ids begin with their creation time, so ids made within hours share their first 4
+    characters: give 10 characters, as listings print them (unique in practice).
 
     Python: kexp.Store.get_experiment(exp_id).
 
     \b
     Examples:
-      kexp show 6749f3a0
-      kexp show 6749f3a0 --field code_change > change.diff
-      kexp show 6749f3a0 --json --fields id,score,outcome
+      kexp show 6749f3a0c2
+      kexp show 6749f3a0c2 --field code_change > change.diff
+      kexp show 6749f3a0c2 --json --fields id,score,outcome
     """
     exp = get_store(ctx).get_experiment(exp_id)
     if not (one_field or as_json or fields):

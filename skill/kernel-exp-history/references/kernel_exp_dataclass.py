@@ -8,17 +8,29 @@ Import it from anywhere kexp is installed::
 
 or read it: every field, rule and helper an agent needs is documented below.
 
-**The predecessor's helpers** (same names, arguments and return types as the single
-JSON file tool; they act on the store found from the working directory or
-``$KEXP_ROOT``):
+**The predecessor's helpers**, exactly as the single-JSON-file tool had them (they act
+on the store found from the working directory or ``$KEXP_ROOT``; with none, reads
+return nothing and the first create makes one in the working directory):
 
-* ``list_experiments(**filters) -> list[KernelExperiment]`` — oldest first;
-* ``top_experiments(max_results=20, **filters) -> list[dict]`` — dicts of the key
-  fields, best score first, buggy and pending experiments left out;
-* ``get_experiment(exp_id) -> KernelExperiment | None`` — by id or unique prefix;
-* ``create_experiment(exp=None, **fields) -> str`` — validates, writes, returns the id;
+* ``KernelExperiment(score, raw_result, dtype_sig, env, is_buggy, error_message,
+  change_summary, detailed_description, code_change, base_commit, operator_sig,
+  profiling_info, status, id, pid, created_at)`` — ``id`` and ``created_at`` are made
+  when it is built, so ``pid=parent.id`` works right after ``create_experiment(parent)``;
+* ``create_experiment(exp) -> None`` — validates, writes; ``ValueError`` if ``exp.id``
+  exists already;
+* ``get_experiment(exp_id) -> KernelExperiment | None`` — full ids only;
+* ``list_experiments() -> list[KernelExperiment]`` — every experiment, in id order;
+* ``top_experiments(max_results=20) -> list[dict]`` — every experiment (buggy and
+  pending ones too: see the ``is_buggy``, ``status`` and ``outcome`` keys), best score
+  first;
 * ``update_experiment(exp_id, **changes) -> KernelExperiment`` — ``KeyError`` if unknown;
-* ``delete_experiment(exp_id) -> bool``.
+* ``delete_experiment(exp_id) -> None`` — ``KeyError`` if unknown;
+* ``test_insert_example()``, ``DB_PATH``, ``Status``.
+
+An invalid value (a score that is not a number >= 0, a ``pid`` naming no experiment)
+raises ``kexp.ValidationError`` (a ``ValueError``) naming the field, and nothing is
+written. kexp's own functions (``import kexp``) also take a 10-character id prefix and
+leave buggy and pending experiments out of ``top_experiments``.
 
 **kexp's additions:**
 
@@ -51,6 +63,7 @@ from kexp.model import OUTCOMES, STATUSES
 from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_reasons
 
 __all__ = [
+    "DB_PATH",
     "FAILURE_CATEGORIES",
     "FIELDS",
     "OUTCOMES",
@@ -58,6 +71,7 @@ __all__ = [
     "STATUSES",
     "SUSPECT_LABEL",
     "KernelExperiment",
+    "Status",
     "ancestors",
     "children",
     "create_experiment",
@@ -72,6 +86,7 @@ __all__ = [
     "record_iteration",
     "score_measurements",
     "suspect_reasons",
+    "test_insert_example",
     "top_experiments",
     "update_experiment",
 ]
@@ -102,6 +117,9 @@ get_experiment = _helpers.get_experiment
 create_experiment = _helpers.create_experiment
 update_experiment = _helpers.update_experiment
 delete_experiment = _helpers.delete_experiment
+test_insert_example = _helpers.test_insert_example
+DB_PATH = _helpers.DB_PATH
+Status = _helpers.Status
 
 
 def find_repeats(code_change: str) -> list[Any]:
@@ -114,7 +132,8 @@ def find_repeats(code_change: str) -> list[Any]:
 #: Every field of an experiment: what it holds and how to write it. The short fields
 #: are the YAML front-matter of the file; the long texts are its ``## `` sections.
 FIELDS: dict[str, str] = {
-    "id": "16 lowercase hex; filled in on create. Any command takes a unique prefix (4+).",
+    "id": "16 lowercase hex, made when the KernelExperiment is built (creation time "
+    "first). kexp commands take its first 10 characters; these helpers the full id.",
     "pid": "Id of the experiment this iteration builds on, or '' for a first try.",
     "change_summary": "One line, at most 80 characters: '<What> - <Result>' or "
     "'<What> - <Why it failed>', e.g. 'Vectorize bf16 copies to 128-bit - +11.67%'.",
@@ -127,7 +146,7 @@ FIELDS: dict[str, str] = {
     "dtype_sig": "Data type(s): fp16, bf16, fp8, 'bf16 -> fp8', ...",
     "env": "GPU model, driver, ROCm/CUDA and framework versions ('kexp env' detects them).",
     "base_commit": "Commit the change was made on (7-64 hex); filled from git HEAD.",
-    "created_at": "ISO 8601 UTC ending in Z; filled in on create.",
+    "created_at": "ISO 8601 UTC ending in Z, made when the KernelExperiment is built.",
     "tags": "Optional list of short labels: technique and kernel family.",
     "author": "Optional; filled from git user.name.",
     "combines": "Optional list of ids this experiment merges (interference check).",
