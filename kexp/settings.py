@@ -44,6 +44,9 @@ class Settings:
     #: A measured time (baseline or candidate, in microseconds) below this is "near zero":
     #: below GPU timer resolution, so the measurement is flagged as suspect.
     suspect_time_below_us: float = 0.5
+    #: Two code changes whose shingles (changed lines, variables renamed) are at least
+    #: this similar (Jaccard) are near-duplicates: a create warns that it was tried.
+    near_duplicate_similarity: float = 0.5
 
 
 DEFAULT_SETTINGS = Settings()

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kexp.changelog import Changes, HistoryEntry
-    from kexp.index import IndexView, Row
+    from kexp.index import IndexView, Listing, Row
 
 _T = TypeVar("_T")
 
@@ -297,6 +297,16 @@ class Store:
                 return use(view)
         finally:
             view.close()
+
+    def current_listing(self) -> dict[str, Listing] | None:
+        """Every folder of ``experiments/`` with its files' names and stat signatures, as
+        the cache's refresh finds them on disk now (invalid files warned about, as
+        queries do), for caches of their own kept in step with the files (the
+        retrieval index, :mod:`kexp.retrieval`). None for a store without a cache (at a
+        revision)."""
+        if not self._cached:
+            return None
+        return self._with_index(False, lambda view: view.listing())
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
         if self._cached and not os.path.lexists(path):
@@ -857,10 +867,10 @@ class Store:
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
             )
         if exp.code_change:
-            from kexp.dedupe import warn_repeats
+            from kexp.retrieval import warn_tried_before
 
             # Recorded all the same; the warning names the earlier experiments.
-            warn_repeats(self, exp.code_change, exclude=[exp.id], stacklevel=2)
+            warn_tried_before(self, exp.code_change, exclude=[exp.id], stacklevel=2)
         path = self._path_for(exp)
         path.parent.mkdir(parents=True, exist_ok=True)
         names_others = bool(exp.pid or exp.combines)
