@@ -35,9 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import generate  # noqa: E402
+import generate
 
-from kexp.lessons import key_insight  # noqa: E402
+from kexp.lessons import key_insight
 
 TARGET = 0.3
 PREDECESSOR_KEYS = (

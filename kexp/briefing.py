@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError
-from kexp.retrieval import Doc, RetrievalIndex, Session, score_interval, tried_before
+from kexp.query import rank as ranked
+from kexp.retrieval import Doc, Light, RetrievalIndex, Session, score_interval, tried_before
 
 if TYPE_CHECKING:
     from kexp.dedupe import Repeat
@@ -140,8 +141,10 @@ def _gather(
     diff: str,
 ) -> tuple[dict[str, Any], list[Entry]]:
     settings = store.settings
-    on_operator = session.documents(operator=operator)
+    # The operator's experiments as light rows; whole records only for what is printed.
+    on_operator = session.light(operator=operator)
     here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    here_paths = {d.path for d in here}
     outcomes = {d.path: d.outcome(settings) for d in on_operator}
     entries: list[Entry] = []
 
@@ -150,9 +153,10 @@ def _gather(
         entries.append(_repeat_entry(repeat, rank))
 
     measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
-    best = _best(measured)
+    best_row = _best(measured)
     on_lineage: set[str] = set()
-    if best is not None:
+    if best_row is not None:
+        best = session.docs_at([best_row.path])[best_row.path]
         entries.append(
             _experiment_entry("best", best, outcomes[best.path], (2, 0), (0,), dtype, env)
         )
@@ -165,21 +169,32 @@ def _gather(
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
     successes = [d for d in others if outcomes[d.path] == "improvement"]
 
-    def closeness(doc: Doc) -> tuple[Any, ...]:
-        same = _holds(doc.dtype_sig, dtype) and _holds(doc.env, env)
-        return (-relevance.get(doc.path, 0.0), not same)
+    def closeness(doc: Light) -> tuple[float, bool]:
+        return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)
 
-    failures.sort(key=lambda d: (*closeness(d), _newest_first(d.created_at), d.id, d.path))
-    successes.sort(key=lambda d: (*closeness(d), -d.score, d.id, d.path))
-    for name, found in (("failures", failures), ("successes", successes)):
-        for rank, doc in enumerate(found[: SECTION_LIMITS[name]]):
+    # Stable sorts, the least significant key first.
+    failures.sort(key=lambda d: (d.id, d.path))
+    failures.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    failures.sort(key=closeness)
+    successes.sort(key=lambda d: (-d.score, d.id, d.path))
+    successes.sort(key=closeness)
+    chosen = {
+        name: found[: SECTION_LIMITS[name]]
+        for name, found in (("failures", failures), ("successes", successes))
+    }
+    records = session.docs_at(d.path for found in chosen.values() for d in found)
+    for name, found in chosen.items():
+        for rank, row in enumerate(found):
+            doc = records[row.path]
             tier = 4 if rank < 3 else 8
             entries.append(
                 _experiment_entry(name, doc, outcomes[doc.path], (tier, rank), (rank,), dtype, env)
             )
 
     entries += _do_not_repeat(here, outcomes, relevance)
-    entries += _not_tried(session, on_operator, here, outcomes, dtype, env, settings)
+    configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
+    results = [doc.results for doc in session.docs_at(d.path for d in configs).values()]
+    entries += _not_tried(session, on_operator, outcomes, results, dtype, env, settings)
 
     header = {
         "operator": operator,
@@ -198,16 +213,16 @@ def _holds(value: str, wanted: str | None) -> bool:
     return wanted is None or wanted.lower() in value.lower()
 
 
-def _best(docs: Sequence[Doc]) -> Doc | None:
-    """The best by score, as ``kexp top`` ranks (ties: newest, then id)."""
-    if not docs:
-        return None
-    return min(docs, key=lambda d: (-d.score, _newest_first(d.created_at), d.id, d.path))
+def _best(docs: Sequence[Light]) -> Light | None:
+    """The best by score, as ``kexp top`` ranks (:func:`kexp.query.rank`)."""
+    return ranked(docs)[0] if docs else None
 
 
-def _newest_first(created_at: str) -> tuple[int, ...]:
-    """A key sorting ISO timestamps newest first."""
-    return tuple(-ord(ch) for ch in created_at)
+def _moment(created_at: str) -> str:
+    """A key sorting ISO 8601 UTC timestamps in time order (fractions padded)."""
+    stamp = created_at.rstrip("Z")
+    whole, _, fraction = stamp.partition(".")
+    return f"{whole}.{fraction.ljust(9, '0')}"
 
 
 def _lineage(session: Session, best: Doc) -> list[Doc]:
@@ -334,9 +349,9 @@ def _what(summary: str) -> str:
 
 
 def _do_not_repeat(
-    here: list[Doc], outcomes: dict[str, str], relevance: dict[str, float]
+    here: list[Light], outcomes: dict[str, str], relevance: dict[str, float]
 ) -> list[Entry]:
-    groups: dict[str, list[Doc]] = {}
+    groups: dict[str, list[Light]] = {}
     for doc in here:
         if outcomes[doc.path] == "pending":
             continue
@@ -349,7 +364,8 @@ def _do_not_repeat(
     ranked.sort(key=lambda item: item[:4])
     entries = []
     for rank, (_, _, _, _, docs) in enumerate(ranked[: SECTION_LIMITS["do_not_repeat"]]):
-        docs = sorted(docs, key=lambda d: (_newest_first(d.created_at), d.id, d.path))
+        docs = sorted(docs, key=lambda d: (d.id, d.path))
+        docs.sort(key=lambda d: _moment(d.created_at), reverse=True)
         counts: dict[str, int] = {}
         for doc in docs:
             counts[outcomes[doc.path]] = counts.get(outcomes[doc.path], 0) + 1
@@ -374,9 +390,9 @@ def _do_not_repeat(
 
 def _not_tried(
     session: Session,
-    on_operator: list[Doc],
-    here: list[Doc],
+    on_operator: list[Light],
     outcomes: dict[str, str],
+    results: list[tuple[tuple[str, float], ...]],
     dtype: str | None,
     env: str | None,
     settings: Any,
@@ -384,11 +400,16 @@ def _not_tried(
     entries: list[Entry] = []
     rank = 0
     for column, wanted_other, label in (("dtype_sig", env, "dtype"), ("env", dtype, "env")):
-        other = "env" if column == "dtype_sig" else "dtype_sig"
-        tried: dict[str, list[Doc]] = {}
+        # Tried on the operator (with the other of dtype and env, when given).
+        tried: dict[str, list[Light]] = {}
+        other = None if wanted_other is None else wanted_other.lower()
         for doc in on_operator:
-            if _holds(getattr(doc, other), wanted_other):
-                tried.setdefault(getattr(doc, column).lower(), []).append(doc)
+            if column == "dtype_sig":
+                value, against = doc.dtype_sig, doc.env
+            else:
+                value, against = doc.env, doc.dtype_sig
+            if other is None or other in against.lower():
+                tried.setdefault(value.lower(), []).append(doc)
         for value, shown, _ in session.distinct(column)[:40]:
             found = tried.get(value, [])
             if any(outcomes[d.path] == "improvement" for d in found):
@@ -415,10 +436,8 @@ def _not_tried(
             )
             rank += 1
     configs: dict[str, list[float]] = {}
-    for doc in here:
-        if outcomes[doc.path] in ("pending", "buggy"):
-            continue
-        for config, speedup in doc.results:
+    for pairs in results:
+        for config, speedup in pairs:
             configs.setdefault(config, []).append(speedup)
     for config in sorted(configs):
         speedups = configs[config]

@@ -10,10 +10,12 @@ added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``
 
 Two code changes are *near-duplicates* when the Jaccard similarity of their shingle
 sets (:func:`code_shingles`, :func:`shingle_similarity`) is at least
-``settings.near_duplicate_similarity``: each hunk's changed lines are cut into tokens,
+``settings.near_duplicate_similarity``: each hunk's lines (the changed ones and the
+context around them, so that the same line added in two places differs) are cut into
+tokens,
 identifiers that are not keywords, types, calls or members are renamed by order of
 first appearance within the line (``acc``/``i`` and ``sum``/``idx`` both become ``v0``/
-``v1``), and each changed line and each pair of consecutive changed lines is hashed.
+``v1``), and each line and each pair of consecutive lines of a hunk is hashed.
 A change whose variables were renamed gives the same shingles; reordered hunks give
 the same set.
 
@@ -134,7 +136,7 @@ KEPT_IDENTIFIERS = frozenset(
     using virtual void volatile while with yield None True False
     int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t half half2
     bfloat16 float2 float4 int2 int4 uint2 uint4 double2 bf16 fp16 fp8 fp32 scalar_t
-    threadIdx blockIdx blockDim gridDim warpSize x y z tl range
+    threadIdx blockIdx blockDim gridDim warpSize tl range
     """.split()  # noqa: SIM905 - a paragraph of words reads better than a list
 )
 #: A changed line with fewer tokens than this (``}``, ``else {``) is too common to tell
@@ -143,18 +145,22 @@ MIN_LINE_TOKENS = 3
 
 
 def _hunks(normalized: str) -> list[list[str]]:
-    """The changed lines of each hunk of a normalised code change (every line as one
-    hunk when nothing is marked added or removed)."""
+    """The lines of each hunk of a normalised code change, each starting with its sign
+    (``+``, ``-`` or `` `` for context; every line as context in one hunk when nothing
+    is marked added or removed)."""
     hunks: list[list[str]] = [[]]
     for line in normalized.split("\n"):
         if line == "@@":
             hunks.append([])
         else:
             hunks[-1].append(line)
-    changed = [[line for line in hunk if line[:1] in ("+", "-")] for hunk in hunks]
-    if not any(changed):
+    if not any(line[:1] in ("+", "-") for hunk in hunks for line in hunk):
         return [[f" {line}" for hunk in hunks for line in hunk]]
-    return [hunk for hunk in changed if hunk]
+    return [
+        [line if line[:1] in ("+", "-", " ") else f" {line}" for line in hunk]
+        for hunk in hunks
+        if hunk
+    ]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -181,9 +187,14 @@ def _line_shingle(line: str) -> int | None:
 
 def code_shingles(code_change: str) -> frozenset[int]:
     """The shingles of a code change (empty for a placeholder, see :func:`is_matchable`):
-    each changed line of each hunk, normalised (see the module documentation), and each
-    pair of consecutive changed lines of a hunk."""
-    normalized = normalize_code_change(code_change)
+    each line of each hunk (added, removed, or context around them), normalised (see the
+    module documentation), and each pair of consecutive lines of a hunk."""
+    return shingles_of_normalized(normalize_code_change(code_change))
+
+
+def shingles_of_normalized(normalized: str) -> frozenset[int]:
+    """:func:`code_shingles` of a code change already normalised
+    (:func:`normalize_code_change`)."""
     if not is_matchable(normalized):
         return frozenset()
     found: set[int] = set()

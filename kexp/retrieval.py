@@ -51,9 +51,9 @@ import time
 import warnings
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.dedupe import (
     NearDuplicateWarning,
@@ -64,6 +64,7 @@ from kexp.dedupe import (
     normalize_code_change,
     repeat_message,
     shingle_similarity,
+    shingles_of_normalized,
 )
 from kexp.errors import KexpError
 from kexp.fileformat import FileFormatError
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
     from kexp.store import Store
 
 #: Bump when what the index holds changes: the file name changes with it.
-LAYOUT = 1
+LAYOUT = 2
 #: A file modified this recently (ns) before it is read is read again next time.
 RACY_NS = 2_000_000_000
 #: BM25 weights of the columns: summary, description, key insight, operator, code.
@@ -89,8 +90,15 @@ COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0)
 NEAR_DUPLICATE_WEIGHT = 2.0
 #: How many BM25 candidates are ranked again with the near-duplicate similarity.
 CANDIDATES = 200
-#: At most this many words of a query go to FTS5 (a diff holds hundreds).
-MAX_QUERY_TERMS = 64
+#: At most this many words of a query are looked up (a diff holds hundreds).
+MAX_QUERY_TERMS = 32
+#: A word held by more than this share of the experiments (and by more than
+#: :data:`COMMON_MIN` of them) is too common to rank them by (its BM25 weight is small,
+#: and scoring every experiment holding it is not): it is left out of the query, but
+#: for the :data:`RAREST_KEPT` rarest words of the query.
+COMMON_SHARE = 0.1
+COMMON_MIN = 1000
+RAREST_KEPT = 3
 #: Below this similarity a shared shingle does not count as related code.
 RELATED_CODE_SIMILARITY = 0.2
 
@@ -108,7 +116,7 @@ STOP_WORDS = frozenset(
 SYNONYMS = (
     ("lds", "shared", "smem", "scratchpad"),
     ("warp", "wavefront", "wave", "subgroup"),
-    ("vectorize", "vectorized", "vector", "vec", "uint4", "float4", "dwordx4", "wide"),
+    ("vectorize", "vectorized", "vector", "vec", "uint4", "float4", "dwordx4"),
     ("unroll", "unrolled", "unrolling"),
     ("register", "registers", "vgpr", "vgprs", "sgpr", "sgprs", "spill", "spills"),
     ("fuse", "fused", "fusion", "fusing"),
@@ -122,7 +130,7 @@ SYNONYMS = (
     ("bf16", "bfloat16"),
     ("fp16", "half"),
     ("fp8", "e4m3", "e5m2", "float8"),
-    ("tile", "tiling", "tiled", "block"),
+    ("tile", "tiling", "tiled"),
     ("occupancy", "waves"),
     ("shuffle", "shfl", "dpp"),
     ("nontemporal", "streaming", "non-temporal"),
@@ -130,6 +138,7 @@ SYNONYMS = (
     ("persistent", "stream-k", "streamk"),
 )
 _SYNONYM_OF = {word: group for group in SYNONYMS for word in group}
+_D = TypeVar("_D", "Doc", "Light")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
 _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SIGNATURE = array("q")
@@ -144,10 +153,11 @@ _TABLES = (
         folder TEXT PRIMARY KEY,
         listed_at BLOB NOT NULL,
         subfolders BLOB NOT NULL,
+        digest TEXT NOT NULL,
         names BLOB NOT NULL,
         signatures BLOB NOT NULL
     )""",
-    # One row per valid experiment file: the small columns first (scans read them).
+    # One row per valid experiment file: what queries filter on.
     """CREATE TABLE IF NOT EXISTS docs (
         doc INTEGER PRIMARY KEY,
         path TEXT NOT NULL UNIQUE,
@@ -159,18 +169,32 @@ _TABLES = (
         env TEXT NOT NULL,
         code_hash TEXT,
         shingle_count INTEGER NOT NULL,
-        shingles BLOB NOT NULL,
-        data BLOB NOT NULL
+        pid TEXT NOT NULL,
+        change_summary TEXT NOT NULL,
+        score REAL NOT NULL,
+        status TEXT NOT NULL,
+        is_buggy INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        combines TEXT NOT NULL,
+        ci_low REAL,
+        ci_high REAL
+    )""",
+    # What is read of the experiments a query returns (apart: scans read docs only).
+    """CREATE TABLE IF NOT EXISTS bodies (
+        doc INTEGER PRIMARY KEY, shingles BLOB NOT NULL, data BLOB NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS docs_by_id ON docs (id)",
     "CREATE INDEX IF NOT EXISTS docs_by_code_hash ON docs (code_hash)",
+    # kexp context counts the dtypes and envs of the whole store: from these alone.
+    "CREATE INDEX IF NOT EXISTS docs_by_dtype ON docs (dtype_lc, dtype_sig)",
+    "CREATE INDEX IF NOT EXISTS docs_by_env ON docs (env_lc, env)",
     """CREATE TABLE IF NOT EXISTS postings (
         key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
     ) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS key_counts (key INTEGER PRIMARY KEY, docs INTEGER NOT NULL)",
     """CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
         summary, description, insight, operator, code,
-        tokenize = 'porter unicode61', detail = column
+        tokenize = 'porter unicode61'
     )""",
 )
 
@@ -219,6 +243,54 @@ class Doc(NamedTuple):
         return outcome_of(self, settings)  # type: ignore[arg-type]
 
 
+class Light(NamedTuple):
+    """The front-matter :func:`kexp.model.outcome_of` and a listing need, read from the
+    index's table without the rest of the record (see :meth:`Session.light`)."""
+
+    path: str
+    id: str
+    pid: str
+    change_summary: str
+    score: float
+    status: str
+    is_buggy: bool
+    dtype_sig: str
+    env: str
+    created_at: str
+    combines: tuple[str, ...]
+    score_ci: tuple[float, ...]
+    interference: bool = False
+
+    def outcome(self, settings: Settings) -> str:
+        """The outcome, derived as for an experiment (see :func:`kexp.model.outcome_of`)."""
+        return outcome_of(self, settings)  # type: ignore[arg-type]
+
+
+_LIGHT_COLUMNS = (
+    "d.path, d.id, d.pid, d.change_summary, d.score, d.status, d.is_buggy, d.dtype_sig, "
+    "d.env, d.created_at, d.combines, d.ci_low, d.ci_high"
+)
+
+
+def _light(row: tuple[Any, ...]) -> Light:
+    path, exp_id, pid, summary, score, status, buggy, dtype, env, created, combines, low, high = row
+    interval = () if low is None or high is None else (float(low), float(high))
+    return Light(
+        path,
+        exp_id,
+        pid,
+        summary,
+        float(score),
+        status,
+        bool(buggy),
+        dtype,
+        env,
+        created,
+        tuple(combines.split()),
+        interval,
+    )
+
+
 def score_interval(exp: Any) -> tuple[float, float] | None:
     """The 95% interval ``(low, high)`` of an experiment's score, when it records one:
     its ``score_ci`` field (or front-matter key), two numbers."""
@@ -236,20 +308,28 @@ def score_interval(exp: Any) -> tuple[float, float] | None:
 
 
 def code_words(code_change: str) -> str:
-    """The words of a code change's added and removed lines, identifiers split at case
-    changes (``_`` splits them for FTS5 already): the ``code`` column of the index."""
-    normalized = normalize_code_change(code_change)
+    """The distinct words of a code change's added and removed lines, identifiers split
+    at ``_`` and at case changes: the ``code`` column of the index."""
+    return _words_of_normalized(normalize_code_change(code_change))
+
+
+def _words_of_normalized(normalized: str) -> str:
+    """The distinct words of the changed lines, in order of appearance."""
     if not is_matchable(normalized):
         return ""
     lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
     text = " ".join(line[1:] for line in lines) if lines else normalized.replace("@@", " ")
-    return _CASE_CHANGE.sub(" ", text)
+    words = _WORD.findall(_CASE_CHANGE.sub(" ", text.replace("_", " ")))
+    return " ".join(dict.fromkeys(words))
 
 
 def code_key(code_change: str) -> str | None:
     """A hash of the normalised code change (None for a placeholder): equal for the
     same change (see :func:`kexp.dedupe.normalize_code_change`)."""
-    normalized = normalize_code_change(code_change)
+    return _key_of_normalized(normalize_code_change(code_change))
+
+
+def _key_of_normalized(normalized: str) -> str | None:
     if not is_matchable(normalized):
         return None
     return hashlib.sha1(normalized.encode("utf-8")).hexdigest()
@@ -311,15 +391,16 @@ def entry_of(exp: KernelExperiment, relative: str, signature: bytes = b"") -> _E
     description = exp.detailed_description
     if exp.error_message:
         description += "\n" + exp.error_message
+    normalized = normalize_code_change(exp.code_change)
     texts = (
         exp.change_summary,
         description,
         insight,
         _CASE_CHANGE.sub(" ", f"{exp.operator_sig} {exp.dtype_sig} {exp.env}"),
-        code_words(exp.code_change),
+        _words_of_normalized(normalized),
     )
-    shingles = array("q", sorted(code_shingles(exp.code_change))).tobytes()
-    return _Entry(relative, signature, values, texts, code_key(exp.code_change), shingles)
+    shingles = array("q", sorted(shingles_of_normalized(normalized))).tobytes()
+    return _Entry(relative, signature, values, texts, _key_of_normalized(normalized), shingles)
 
 
 def _read_entries(base: str, relatives: Sequence[str], settings: Settings) -> list[_Entry]:
@@ -389,10 +470,16 @@ class Session:
     """The retrieval index brought up to date, open for queries (see
     :meth:`RetrievalIndex.session`)."""
 
-    def __init__(self, connection: sqlite3.Connection, store: Store) -> None:
+    def __init__(self, connection: sqlite3.Connection, store: Store, index: RetrievalIndex) -> None:
         self._connection = connection
         self.store = store
         self.settings = store.settings
+        self.index = index
+        self._count: int | None = None
+
+    def close(self) -> None:
+        """Close the index."""
+        self._connection.close()
 
     # --- documents ---------------------------------------------------------------------
 
@@ -407,10 +494,25 @@ class Session:
     ) -> list[Doc]:
         """Every valid experiment whose operator, dtype and env hold these substrings
         (case-insensitive, as the query filters), interference marked, oldest first."""
-        where, parameters = _substring_filter(operator, dtype, env)
+        where, parameters = _substring_filter(operator, dtype, env, table="d.")
         return self.marked(
-            _chronological(self._docs(f"SELECT data FROM docs WHERE 1 = 1{where}", parameters))
+            _chronological(
+                self._docs(
+                    f"SELECT b.data FROM docs d JOIN bodies b ON b.doc = d.doc WHERE 1 = 1{where}",
+                    parameters,
+                )
+            )
         )
+
+    def light(
+        self, *, operator: str | None = None, dtype: str | None = None, env: str | None = None
+    ) -> list[Light]:
+        """:meth:`documents` as :class:`Light` rows (no record read): faster for many."""
+        where, parameters = _substring_filter(operator, dtype, env, table="d.")
+        rows = self._connection.execute(
+            f"SELECT {_LIGHT_COLUMNS} FROM docs d WHERE 1 = 1{where}", parameters
+        ).fetchall()
+        return self.marked(_chronological([_light(row) for row in rows]))
 
     def by_ids(self, ids: Iterable[str]) -> dict[str, Doc]:
         """The experiments with these ids (the first file of an id, in path order)."""
@@ -419,17 +521,29 @@ class Session:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            docs = self._docs(f"SELECT data FROM docs WHERE id IN ({marks})", chunk)
+            docs = self._docs(
+                f"SELECT b.data FROM docs d JOIN bodies b ON b.doc = d.doc WHERE d.id IN ({marks})",
+                chunk,
+            )
             for doc in sorted(docs, key=lambda d: _path_order(d.path)):
                 found.setdefault(doc.id, doc)
         return found
 
-    def marked(self, docs: list[Doc]) -> list[Doc]:
+    def marked(self, docs: list[_D]) -> list[_D]:
         """``docs`` with ``interference`` set (scoring below the best of those combined)."""
         combined = {i for doc in docs for i in doc.combines}
         if not combined:
             return docs
-        scores = {exp_id: doc.score for exp_id, doc in self.by_ids(combined).items()}
+        scores: dict[str, float] = {}
+        for exp_id, _path, score in sorted(
+            _in_chunks(
+                self._connection,
+                "SELECT id, path, score FROM docs WHERE id IN ({marks})",
+                sorted(combined),
+            ),
+            key=lambda row: (row[0], _path_order(row[1])),
+        ):
+            scores.setdefault(exp_id, float(score))  # the first file of an id, as queries
         return [
             doc._replace(interference=True)
             if doc.combines and below_best_combined(doc.score, doc.combines, scores)
@@ -461,7 +575,9 @@ class Session:
 
     def count(self) -> int:
         """How many valid experiments the index holds."""
-        return int(self._connection.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
+        if self._count is None:
+            self._count = int(self._connection.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
+        return self._count
 
     # --- relevance ---------------------------------------------------------------------
 
@@ -476,6 +592,7 @@ class Session:
     ) -> dict[str, float]:
         """Paths (relative) of the experiments best matching ``words`` by BM25 → their
         BM25 (higher is better), at most ``limit``."""
+        words = self.telling_words(words)
         if not words:
             return {}
         expression = " OR ".join(f'"{word}"' for word in words)
@@ -487,6 +604,21 @@ class Session:
             [expression, *parameters, limit],
         ).fetchall()
         return {str(path): -float(rank) for path, rank in rows}
+
+    def telling_words(self, words: Sequence[str]) -> list[str]:
+        """The words of a query worth asking for: those some experiment holds, without
+        the too common ones (see :data:`COMMON_SHARE`), in alphabetical order."""
+        held = {}
+        for word in dict.fromkeys(words):
+            (count,) = self._connection.execute(
+                "SELECT COUNT(*) FROM fts WHERE fts MATCH ?", (f'"{word}"',)
+            ).fetchone()
+            if count:
+                held[word] = int(count)
+        rarest = sorted(held, key=lambda w: (held[w], w))
+        limit = max(COMMON_MIN, COMMON_SHARE * self.count())
+        kept = rarest[:RAREST_KEPT] + [w for w in rarest[RAREST_KEPT:] if held[w] <= limit]
+        return sorted(kept)
 
     def near_duplicates(
         self, shingles: frozenset[int], threshold: float
@@ -518,7 +650,7 @@ class Session:
         low = math.ceil(threshold * len(keys) - 1e-9)
         high = math.floor(len(keys) / threshold + 1e-9)
         rows = self._connection.execute(
-            f"SELECT d.path, d.shingles FROM docs d WHERE d.doc IN "
+            f"SELECT d.path, b.shingles FROM docs d JOIN bodies b ON b.doc = d.doc WHERE d.doc IN "
             f"(SELECT DISTINCT doc FROM postings WHERE key IN ({marks})) "
             f"AND d.shingle_count BETWEEN ? AND ?",
             [*probe, max(1, low), high],
@@ -543,7 +675,8 @@ class Session:
     def shingles_of(self, path: str) -> frozenset[int]:
         """The shingles of one indexed experiment's code change."""
         found = self._connection.execute(
-            "SELECT shingles FROM docs WHERE path = ?", (path,)
+            "SELECT b.shingles FROM docs d JOIN bodies b ON b.doc = d.doc WHERE d.path = ?",
+            (path,),
         ).fetchone()
         if found is None:
             return frozenset()
@@ -558,18 +691,12 @@ class Session:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            docs += self._docs(f"SELECT data FROM docs WHERE path IN ({marks})", chunk)
+            docs += self._docs(
+                f"SELECT b.data FROM docs d JOIN bodies b ON b.doc = d.doc "
+                f"WHERE d.path IN ({marks})",
+                chunk,
+            )
         return {doc.path: doc for doc in self.marked(docs)}
-
-    def texts_of(self, path: str) -> tuple[str, ...] | None:
-        """The five indexed texts of one experiment (summary, description, key insight,
-        operator, code words), or None."""
-        found = self._connection.execute(
-            "SELECT f.summary, f.description, f.insight, f.operator, f.code FROM fts f "
-            "JOIN docs d ON d.doc = f.rowid WHERE d.path = ?",
-            (path,),
-        ).fetchone()
-        return None if found is None else tuple(str(v) for v in found)
 
     def match(self, doc: Doc, relevance: float, similarity: float | None) -> Match:
         """The :class:`Match` of one document."""
@@ -653,7 +780,7 @@ def _path_order(path: str) -> str:
     return path.replace(os.sep, "\0")
 
 
-def _chronological(docs: list[Doc]) -> list[Doc]:
+def _chronological(docs: list[_D]) -> list[_D]:
     return sorted(docs, key=lambda d: (d.created_at, d.id, _path_order(d.path)))
 
 
@@ -675,8 +802,18 @@ def query_words(text: str) -> list[str]:
 
 # --- keeping the index in step with the files -------------------------------------------
 
-#: A folder as the index holds it (see :data:`kexp.index.Listing`).
-_Stored = tuple[bytes, tuple[str, ...], tuple[str, ...], bytes]
+#: A folder's head as the index holds it: (its own signature, its sub-folders, the digest
+#: of its names and of the signatures its files were read at).
+_Head = tuple[bytes, tuple[str, ...], str]
+#: A folder's names and the signatures its files were read at, as the index holds them.
+_Row = tuple[tuple[str, ...], bytes]
+
+
+def _digest(names: Sequence[str], signatures: bytes) -> str:
+    """What tells two listings of a folder apart: a hash of its names and signatures."""
+    digest = hashlib.sha1("\0".join(names).encode("utf-8", "surrogatepass"))
+    digest.update(signatures)
+    return digest.hexdigest()
 
 
 @dataclasses.dataclass
@@ -684,7 +821,7 @@ class _Plan:
     """What differs between the files on disk and the index."""
 
     #: Folders whose row changes (to their listing on disk).
-    folders: dict[str, _Stored] = dataclasses.field(default_factory=dict)
+    folders: dict[str, Listing] = dataclasses.field(default_factory=dict)
     #: Folders gone from disk.
     gone: list[str] = dataclasses.field(default_factory=list)
     #: Files to read (relative to experiments/).
@@ -692,30 +829,41 @@ class _Plan:
     #: Files whose rows go (gone from disk, or read again).
     removed: list[str] = dataclasses.field(default_factory=list)
 
-    @property
-    def empty(self) -> bool:
-        """Nothing to change."""
-        return not (self.folders or self.gone or self.read or self.removed)
-
 
 def _signature_at(signatures: bytes, index: int) -> bytes:
     return signatures[index * _SIGNATURE_SIZE : (index + 1) * _SIGNATURE_SIZE]
 
 
-def _plan(listing: dict[str, Listing], stored: dict[str, _Stored]) -> _Plan:
-    """Compare the folders on disk with the index's."""
+def _plan(
+    listing: dict[str, Listing],
+    heads: dict[str, _Head],
+    present: Iterable[str],
+    rows: Callable[[list[str]], dict[str, _Row]],
+) -> _Plan:
+    """Compare the folders of ``listing`` as found on disk with the index's; folders in
+    ``present`` but not in ``listing`` are unchanged, folders the index holds that are
+    not ``present`` are gone. ``rows(folders)`` reads the index's names and signatures
+    of folders whose digest differs."""
     fullmatch = EXPERIMENT_NAME.fullmatch
     plan = _Plan()
+    differing = []
     for folder, (listed_at, subfolders, names, signatures) in listing.items():
-        known = stored.get(folder)
-        if known is not None and known[2] == names and known[3] == signatures:
-            if (known[0], known[1]) != (listed_at, subfolders):
+        head = heads.get(folder)
+        if head is not None and head[2] == _digest(names, signatures):
+            if (head[0], head[1]) != (listed_at, subfolders):
                 plan.folders[folder] = (listed_at, subfolders, names, signatures)
             continue
-        plan.folders[folder] = (listed_at, subfolders, names, signatures)
+        differing.append(folder)
+    seen = set(present) | set(listing)
+    plan.gone = sorted(folder for folder in heads if folder not in seen)
+    stored = rows(differing + plan.gone)
+    for folder in differing:
+        listed_at, subfolders, names, signatures = listing[folder]
+        plan.folders[folder] = listing[folder]
         before: dict[str, bytes] = {}
-        if known is not None:
-            before = {name: _signature_at(known[3], i) for i, name in enumerate(known[2])}
+        if folder in stored:
+            known_names, known_signatures = stored[folder]
+            before = {n: _signature_at(known_signatures, i) for i, n in enumerate(known_names)}
         for index, name in enumerate(names):
             previous = before.pop(name, None)
             if fullmatch(name) is None:
@@ -726,10 +874,9 @@ def _plan(listing: dict[str, Listing], stored: dict[str, _Stored]) -> _Plan:
                 if previous is not None:
                     plan.removed.append(folder + name)
         plan.removed.extend(folder + name for name in before if fullmatch(name))
-    for folder, known in stored.items():
-        if folder not in listing:
-            plan.gone.append(folder)
-            plan.removed.extend(folder + name for name in known[2] if fullmatch(name))
+    for folder in plan.gone:
+        if folder in stored:
+            plan.removed.extend(folder + name for name in stored[folder][0] if fullmatch(name))
     return plan
 
 
@@ -754,26 +901,27 @@ class RetrievalIndex:
     def session(self, *, quick: bool = False) -> Iterator[Session]:
         """The index brought up to date with the files, open for queries.
 
-        ``quick`` checks folder signatures only, not the store's cache (for a create:
-        see the module documentation). A store at a revision has no cache: its index
-        is built in memory from its experiments.
+        ``quick`` checks folder signatures, not every file (see the module
+        documentation; :meth:`Session.refresh_files` then checks the files a query
+        reports). A store at a revision has no cache: its index is built in memory from
+        its experiments.
         """
-        if quick:
-            listing: dict[str, Listing] | None = None
-        else:
+        listing: dict[str, Listing] | None = None
+        if not quick or not self.store.is_working_tree:
             listing = self.store.current_listing()
             if listing is None:
                 connection = self._in_memory_from_experiments()
                 try:
-                    yield Session(connection, self.store)
+                    yield Session(connection, self.store, self)
                 finally:
                     connection.close()
                 return
         connection = self._synced(listing)
+        session = Session(connection, self.store, self)
         try:
-            yield Session(connection, self.store)
+            yield session
         finally:
-            connection.close()
+            session.close()
 
     # --- the file ------------------------------------------------------------------------
 
@@ -826,38 +974,42 @@ class RetrievalIndex:
     # --- bringing it up to date ----------------------------------------------------------
 
     def _synced(self, listing: dict[str, Listing] | None) -> sqlite3.Connection:
-        """The index, brought up to date with ``listing`` (the folders found on disk;
-        None: walk the folders, trusting those whose own signature is unchanged)."""
+        """The index, brought up to date with ``listing`` (every folder found on disk;
+        None: walk the folders, trusting those whose own signature is unchanged).
+
+        Changes are written folder by folder, in transactions of about
+        :data:`BATCH_FILES` files read (so memory does not grow with the store, and
+        other processes wait for short writes only)."""
         connection = self._open()
         try:
-            stored = _stored_folders(connection)
+            heads = _heads(connection)
         except (sqlite3.Error, EOFError, ValueError, TypeError):
             connection.close()
             self._discard()
             connection = self._open()
-            stored = {}
+            heads = {}
         if listing is None:
-            listing = self._quick_listing(stored)
-        plan = _plan(listing, stored)
-        if plan.empty:
-            return connection
-        entries = {entry.path: entry for entry in self._read(plan.read)}
-        try:
-            self._apply(connection, listing, entries)
-            return connection
-        except sqlite3.Error:
-            pass
-        # The file cannot be written now: bring a copy in memory up to date instead.
-        memory = sqlite3.connect(":memory:", isolation_level=None)
-        try:
-            connection.backup(memory)
-        except sqlite3.Error:
-            memory.close()
-            memory = sqlite3.connect(":memory:", isolation_level=None)
-            _create(memory)
-        connection.close()
-        self._apply(memory, listing, entries)
-        return memory
+            listing, present = self._quick_listing(heads)
+        else:
+            present = set(listing)
+        plan = _plan(listing, heads, present, lambda folders: _rows(connection, folders))
+        return self._write(connection, plan)
+
+    def _write(self, connection: sqlite3.Connection, plan: _Plan) -> sqlite3.Connection:
+        """Carry ``plan`` out, batch by batch; the connection used (a copy in memory when
+        the file cannot be written)."""
+        for folders, gone, paths in _batches(plan):
+            entries = {entry.path: entry for entry in self._read(paths)}
+            part = {folder: plan.folders[folder] for folder in folders}
+            try:
+                self._apply(connection, part, gone, entries)
+                continue
+            except sqlite3.Error:
+                pass
+            # The file cannot be written now: bring a copy in memory up to date instead.
+            connection = _in_memory_copy(connection)
+            self._apply(connection, part, gone, entries)
+        return connection
 
     def _discard(self) -> None:
         path = self._file()
@@ -865,38 +1017,64 @@ class RetrievalIndex:
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def _quick_listing(self, stored: dict[str, _Stored]) -> dict[str, Listing]:
-        """The folders on disk, walked: a folder whose own signature is the stored one
-        is taken as stored (names and file signatures); the others are listed and their
-        files stat-ed."""
-        from kexp.index import folder_signature, list_folder, signatures, walk_folders
+    def _quick_listing(self, heads: dict[str, _Head]) -> tuple[dict[str, Listing], set[str]]:
+        """The folders on disk, walked: those whose own signature is the index's are
+        trusted (present, not listed); the others are listed and their files stat-ed."""
+        from kexp.index import folder_signature, walk_folders
 
         found: dict[str, Listing] = {}
-        base = self._base
+        present: set[str] = set()
 
         def visit(folder: str) -> Sequence[str]:
-            path = base + folder
-            stamp = folder_signature(path)
+            stamp = folder_signature(self._base + folder)
             if stamp is None:
                 return ()
-            known = stored.get(folder)
-            if known is not None and known[0] == stamp and stamp != _NO_SIGNATURE:
-                found[folder] = known
-                return known[1]
-            listed = list_folder(path)
+            head = heads.get(folder)
+            if head is not None and head[0] == stamp and stamp != _NO_SIGNATURE:
+                present.add(folder)
+                return head[1]
+            listed = self._listing(folder, stamp)
             if listed is None:
                 return ()
-            names, subfolders = listed
-            found[folder] = (
-                stamp,
-                tuple(subfolders),
-                tuple(names),
-                signatures(path, names).tobytes(),
-            )
-            return subfolders
+            present.add(folder)
+            found[folder] = listed
+            return listed[1]
 
         walk_folders(visit)
-        return found
+        return found, present
+
+    def _listing(self, folder: str, stamp: bytes | None = None) -> Listing | None:
+        """One folder as it is on disk now (None when it is not a folder)."""
+        from kexp.index import folder_signature, list_folder, signatures
+
+        path = self._base + folder
+        stamp = stamp if stamp is not None else folder_signature(path)
+        listed = list_folder(path) if stamp is not None else None
+        if stamp is None or listed is None:
+            return None
+        names, subfolders = listed
+        return (stamp, tuple(subfolders), tuple(names), signatures(path, names).tobytes())
+
+    def refresh_files(self, session: Session, paths: Iterable[str]) -> bool:
+        """Check the files ``paths`` (relative) against the disk, and bring their folders
+        up to date in the index if any changed; True when something did."""
+        folders = sorted({path[: path.rfind(os.sep) + 1] for path in paths})
+        if not folders:
+            return False
+        connection = session._connection
+        stored = _rows(connection, folders)
+        heads = _heads(connection, folders)
+        listing: dict[str, Listing] = {}
+        for folder in folders:
+            found = self._listing(folder)
+            if found is not None:
+                listing[folder] = found
+        plan = _plan(listing, heads, listing, lambda wanted: stored)
+        wanted = set(paths)
+        if not (wanted & (set(plan.read) | set(plan.removed))):
+            return False
+        session._connection = self._write(connection, plan)
+        return True
 
     def _read(self, relatives: list[str]) -> list[_Entry]:
         """Read and index files, in two processes when there are many (see
@@ -911,15 +1089,21 @@ class RetrievalIndex:
         return [_Entry._make(item) for item in in_two_processes(work, relatives, len(relatives))]
 
     def _apply(
-        self, connection: sqlite3.Connection, listing: dict[str, Listing], read: dict[str, _Entry]
+        self,
+        connection: sqlite3.Connection,
+        listing: dict[str, Listing],
+        gone: list[str],
+        read: dict[str, _Entry],
     ) -> None:
-        """Write the differences between ``listing`` and the index in one transaction,
-        comparing again with the index as it is now (another process may have written
-        meanwhile); files no one read yet are read now."""
+        """Write the differences between the folders of ``listing`` (and the ``gone``
+        ones) and the index in one transaction, compared again with the index as it is
+        now (another process may have written meanwhile); files no one read yet are read
+        now."""
         horizon = time.time_ns() - RACY_NS
         connection.execute("BEGIN IMMEDIATE")
         try:
-            plan = _plan(listing, _stored_folders(connection))
+            heads = _heads(connection, [*listing, *gone])
+            plan = _plan(listing, heads, listing, lambda folders: _rows(connection, folders))
             missing = [path for path in plan.read if path not in read]
             entries = dict(read)
             entries.update((entry.path, entry) for entry in self._read(missing))
@@ -935,20 +1119,22 @@ class RetrievalIndex:
                     if entry is not None:
                         at = index * _SIGNATURE_SIZE
                         known = _signature_at(signatures, index)
-                        stored = entry.signature if entry.signature == known else _NO_SIGNATURE
-                        kept[at : at + _SIGNATURE_SIZE] = stored
+                        read_at = entry.signature if entry.signature == known else _NO_SIGNATURE
+                        kept[at : at + _SIGNATURE_SIZE] = read_at
                 rows.append(
                     (
                         folder,
                         _settled(listed_at, horizon),
                         marshal.dumps(tuple(subfolders)),
+                        _digest(names, bytes(kept)),
                         marshal.dumps(tuple(names)),
                         bytes(kept),
                     )
                 )
             connection.executemany(
-                "INSERT OR REPLACE INTO folders (folder, listed_at, subfolders, names, signatures)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO folders "
+                "(folder, listed_at, subfolders, digest, names, signatures) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
             connection.execute("COMMIT")
@@ -956,6 +1142,44 @@ class RetrievalIndex:
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
             raise
+
+
+#: Files read (and written) per transaction of a refresh.
+BATCH_FILES = 4000
+
+
+def _batches(plan: _Plan) -> Iterator[tuple[list[str], list[str], list[str]]]:
+    """(folders, gone folders, files to read) of each transaction: whole folders, about
+    :data:`BATCH_FILES` files read each; the folders gone in the first."""
+    reads: dict[str, list[str]] = {}
+    for path in plan.read:
+        reads.setdefault(path[: path.rfind(os.sep) + 1], []).append(path)
+    folders: list[str] = []
+    paths: list[str] = []
+    gone = list(plan.gone)
+    for folder in sorted(plan.folders):
+        folders.append(folder)
+        paths += reads.get(folder, [])
+        if len(paths) >= BATCH_FILES:
+            yield folders, gone, paths
+            folders, paths, gone = [], [], []
+    if folders or gone:
+        yield folders, gone, paths
+
+
+def _in_memory_copy(connection: sqlite3.Connection) -> sqlite3.Connection:
+    """A copy of the index in memory (an empty index if it cannot be read)."""
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        connection.backup(memory)
+        if _read_header(memory) != _header():
+            raise sqlite3.DatabaseError("not an index")
+    except sqlite3.Error:
+        memory.close()
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        _create(memory)
+    connection.close()
+    return memory
 
 
 def _read_header(connection: sqlite3.Connection) -> str | None:
@@ -985,13 +1209,42 @@ def _create(connection: sqlite3.Connection) -> None:
         raise sqlite3.DatabaseError("not a retrieval index of this kexp")
 
 
-def _stored_folders(connection: sqlite3.Connection) -> dict[str, _Stored]:
+def _in_chunks(
+    connection: sqlite3.Connection, sql: str, values: Sequence[Any]
+) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (which ends in ``IN ({marks})``) for every value, 500 at a time."""
+    rows: list[tuple[Any, ...]] = []
+    wanted = sorted(set(values))
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        rows += connection.execute(sql.format(marks=",".join("?" * len(chunk))), chunk).fetchall()
+    return rows
+
+
+def _heads(connection: sqlite3.Connection, only: Sequence[str] | None = None) -> dict[str, _Head]:
+    """The folders' heads as the index holds them (all, or those named in ``only``)."""
+    sql = "SELECT folder, listed_at, subfolders, digest FROM folders"
+    found = (
+        connection.execute(sql).fetchall()
+        if only is None
+        else _in_chunks(connection, sql + " WHERE folder IN ({marks})", only)
+    )
     return {
-        folder: (listed_at, marshal.loads(subfolders), marshal.loads(names), signatures)
-        for folder, listed_at, subfolders, names, signatures in connection.execute(
-            "SELECT folder, listed_at, subfolders, names, signatures FROM folders"
-        )
+        folder: (listed_at, marshal.loads(subfolders), digest)
+        for folder, listed_at, subfolders, digest in found
     }
+
+
+def _rows(connection: sqlite3.Connection, folders: Sequence[str]) -> dict[str, _Row]:
+    """The names and read-at signatures of these folders, as the index holds them."""
+    if not folders:
+        return {}
+    found = _in_chunks(
+        connection,
+        "SELECT folder, names, signatures FROM folders WHERE folder IN ({marks})",
+        folders,
+    )
+    return {folder: (marshal.loads(names), signatures) for folder, names, signatures in found}
 
 
 def _delete(connection: sqlite3.Connection, paths: Sequence[str]) -> None:
@@ -999,7 +1252,8 @@ def _delete(connection: sqlite3.Connection, paths: Sequence[str]) -> None:
     counts: dict[int, int] = {}
     for path in paths:
         found = connection.execute(
-            "SELECT doc, shingles FROM docs WHERE path = ?", (path,)
+            "SELECT d.doc, b.shingles FROM docs d JOIN bodies b ON b.doc = d.doc WHERE d.path = ?",
+            (path,),
         ).fetchone()
         if found is None:
             continue
@@ -1013,6 +1267,7 @@ def _delete(connection: sqlite3.Connection, paths: Sequence[str]) -> None:
         )
         connection.execute("DELETE FROM fts WHERE rowid = ?", (doc,))
         connection.execute("DELETE FROM docs WHERE doc = ?", (doc,))
+        connection.execute("DELETE FROM bodies WHERE doc = ?", (doc,))
     connection.executemany(
         "UPDATE key_counts SET docs = docs - ? WHERE key = ?", [(n, k) for k, n in counts.items()]
     )
@@ -1020,18 +1275,24 @@ def _delete(connection: sqlite3.Connection, paths: Sequence[str]) -> None:
 
 
 def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
-    """Add the rows of the valid entries."""
+    """Add the rows of the valid entries (in a transaction: the next free row numbers
+    are taken once)."""
+    (last,) = connection.execute("SELECT COALESCE(MAX(doc), 0) FROM docs").fetchone()
+    docs: list[tuple[Any, ...]] = []
+    bodies: list[tuple[Any, ...]] = []
+    texts: list[tuple[Any, ...]] = []
+    postings: list[tuple[int, int]] = []
     counts: dict[int, int] = {}
     for entry in entries:
         if entry.values is None:
             continue
         values = entry.values
+        last += 1
         keys = array("q")
         keys.frombytes(entry.shingles)
-        cursor = connection.execute(
-            "INSERT INTO docs (path, id, operator_lc, dtype_lc, env_lc, dtype_sig, env, "
-            "code_hash, shingle_count, shingles, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        docs.append(
             (
+                last,
                 entry.path,
                 values[0],
                 str(values[6]).lower(),
@@ -1041,21 +1302,36 @@ def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
                 str(values[8]),
                 entry.code_hash,
                 len(keys),
-                entry.shingles,
-                marshal.dumps(values),
-            ),
+                values[1],
+                values[2],
+                values[3],
+                values[4],
+                int(values[5]),
+                values[9],
+                " ".join(values[11]),
+                values[12][0] if values[12] else None,
+                values[12][1] if values[12] else None,
+            )
         )
-        doc = cursor.lastrowid
-        connection.execute(
-            "INSERT INTO fts (rowid, summary, description, insight, operator, code) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (doc, *entry.texts),
-        )
-        connection.executemany(
-            "INSERT INTO postings (key, doc) VALUES (?, ?)", [(key, doc) for key in keys]
-        )
+        bodies.append((last, entry.shingles, marshal.dumps(values)))
+        texts.append((last, *entry.texts))
+        postings.extend((key, last) for key in keys)
         for key in keys:
             counts[key] = counts.get(key, 0) + 1
+    connection.executemany(
+        "INSERT INTO docs (doc, path, id, operator_lc, dtype_lc, env_lc, dtype_sig, env, "
+        "code_hash, shingle_count, pid, change_summary, score, status, is_buggy, created_at, "
+        "combines, ci_low, ci_high) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        docs,
+    )
+    connection.executemany("INSERT INTO bodies (doc, shingles, data) VALUES (?, ?, ?)", bodies)
+    connection.executemany(
+        "INSERT INTO fts (rowid, summary, description, insight, operator, code) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        texts,
+    )
+    connection.executemany("INSERT INTO postings (key, doc) VALUES (?, ?)", postings)
     connection.executemany(
         "INSERT INTO key_counts (key, docs) VALUES (?, ?) "
         "ON CONFLICT (key) DO UPDATE SET docs = docs + excluded.docs",
@@ -1083,27 +1359,32 @@ def similar(
     given = [name for name, value in (("text", text), ("diff", diff), ("id", exp_id)) if value]
     if len(given) != 1:
         raise KexpError("give one of: a text (what you plan), a diff, or an experiment id")
-    with RetrievalIndex(store).session() as session:
-        if exp_id:
-            exp = store.get_experiment(exp_id)
-            relative = _relative(store, exp)
+    exclude: list[str] = []
+    if exp_id:
+        exp = store.get_experiment(exp_id)
+        relative = _relative(store, exp)
+        exclude = [relative] if relative else []
+        text = f"{exp.change_summary} {key_insight(exp.detailed_description)}"
+        diff = exp.code_change
+    index = RetrievalIndex(store)
+    with index.session(quick=True) as session:
+
+        def ask() -> list[Match]:
             return session.rank(
-                text=f"{exp.change_summary} {key_insight(exp.detailed_description)}",
-                code_change=exp.code_change,
-                exclude_paths=[relative] if relative else [],
+                text=text or "",
+                code_change=diff or "",
+                exclude_paths=exclude,
                 operator=operator,
                 dtype=dtype,
                 env=env,
                 limit=limit,
             )
-        return session.rank(
-            text=text or "",
-            code_change=diff or "",
-            operator=operator,
-            dtype=dtype,
-            env=env,
-            limit=limit,
-        )
+
+        found = ask()
+        # The quick check trusts unchanged folders: what is reported is checked again.
+        if index.refresh_files(session, [match.path for match in found]):
+            found = ask()
+        return found
 
 
 def _relative(store: Store, exp: KernelExperiment) -> str:

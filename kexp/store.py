@@ -298,6 +298,11 @@ class Store:
         finally:
             view.close()
 
+    @property
+    def is_working_tree(self) -> bool:
+        """Whether this store reads the files of ``experiments/`` (not a revision's)."""
+        return self._cached
+
     def current_listing(self) -> dict[str, Listing] | None:
         """Every folder of ``experiments/`` with its files' names and stat signatures, as
         the cache's refresh finds them on disk now (invalid files warned about, as
