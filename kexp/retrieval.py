@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from kexp.store import Store
 
 #: Bump when what the index holds changes: the file name changes with it.
-LAYOUT = 2
+LAYOUT = 4
 #: A file modified this recently (ns) before it is read is read again next time.
 RACY_NS = 2_000_000_000
 #: BM25 weights of the columns: summary, description, key insight, operator, code.
@@ -88,6 +88,12 @@ COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0)
 #: How much a near-duplicate's similarity adds to its relevance (the best text match
 #: scores 1.0).
 NEAR_DUPLICATE_WEIGHT = 2.0
+#: The near-duplicate search is exact while the shingles it looks up are held by at most
+#: this many changes in all; beyond, it asks the LSH bands (see Session.near_duplicates).
+EXACT_POSTINGS = 20_000
+#: One-permutation MinHash of a change's shingles: this many bins, banded by BAND_BINS.
+MINHASH_BINS = 24
+BAND_BINS = 3
 #: How many BM25 candidates are ranked again with the near-duplicate similarity.
 CANDIDATES = 200
 #: At most this many words of a query are looked up (a diff holds hundreds).
@@ -185,13 +191,24 @@ _TABLES = (
     )""",
     "CREATE INDEX IF NOT EXISTS docs_by_id ON docs (id)",
     "CREATE INDEX IF NOT EXISTS docs_by_code_hash ON docs (code_hash)",
-    # kexp context counts the dtypes and envs of the whole store: from these alone.
-    "CREATE INDEX IF NOT EXISTS docs_by_dtype ON docs (dtype_lc, dtype_sig)",
-    "CREATE INDEX IF NOT EXISTS docs_by_env ON docs (env_lc, env)",
+    # The light rows of an operator, read from this index alone (contiguous pages).
+    """CREATE INDEX IF NOT EXISTS docs_by_operator ON docs (
+        operator_lc, path, id, pid, change_summary, score, status, is_buggy, dtype_sig,
+        env, created_at, combines, ci_low, ci_high
+    )""",
+    # How many experiments hold each operator, dtype and env (and how it is spelled).
+    """CREATE TABLE IF NOT EXISTS facets (
+        kind TEXT NOT NULL, value TEXT NOT NULL, docs INTEGER NOT NULL,
+        PRIMARY KEY (kind, value)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS postings (
         key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
     ) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS key_counts (key INTEGER PRIMARY KEY, docs INTEGER NOT NULL)",
+    # The LSH bands of each change's shingles (see shingle_bands).
+    """CREATE TABLE IF NOT EXISTS bands (
+        key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
+    ) WITHOUT ROWID""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
         summary, description, insight, operator, code,
         tokenize = 'porter unicode61'
@@ -335,6 +352,35 @@ def _key_of_normalized(normalized: str) -> str | None:
     return hashlib.sha1(normalized.encode("utf-8")).hexdigest()
 
 
+def shingle_bands(shingles: Iterable[int]) -> list[int]:
+    """The LSH band keys of a shingle set: a one-permutation MinHash (each shingle goes
+    to bin ``h mod`` :data:`MINHASH_BINS`, a bin keeps its least ``h div`` bins; an
+    empty bin takes the next filled bin's value and the distance to it), cut into bands
+    of :data:`BAND_BINS` bins, each band hashed. Two sets of similarity s agree on one
+    band with probability s³, on one of the 8 with 1 - (1 - s³)⁸."""
+    bins: list[int | None] = [None] * MINHASH_BINS
+    for shingle in shingles:
+        value = shingle & 0xFFFFFFFF
+        slot, rank = value % MINHASH_BINS, value // MINHASH_BINS
+        known = bins[slot]
+        if known is None or rank < known:
+            bins[slot] = rank
+    if all(value is None for value in bins):
+        return []
+    dense: list[tuple[int, int]] = []
+    for slot in range(MINHASH_BINS):
+        step = 0
+        while bins[(slot + step) % MINHASH_BINS] is None:
+            step += 1
+        found = bins[(slot + step) % MINHASH_BINS]
+        assert found is not None
+        dense.append((found, step))
+    return [
+        zlib.crc32(f"{band}:{dense[band * BAND_BINS : (band + 1) * BAND_BINS]}".encode())
+        for band in range(MINHASH_BINS // BAND_BINS)
+    ]
+
+
 class _Entry(NamedTuple):
     """One file as read for the index: its values, or None when it is not valid."""
 
@@ -344,6 +390,7 @@ class _Entry(NamedTuple):
     texts: tuple[str, str, str, str, str]
     code_hash: str | None
     shingles: bytes
+    bands: bytes = b""
 
 
 _INVALID = ("", "", "", "", "")
@@ -399,8 +446,11 @@ def entry_of(exp: KernelExperiment, relative: str, signature: bytes = b"") -> _E
         _CASE_CHANGE.sub(" ", f"{exp.operator_sig} {exp.dtype_sig} {exp.env}"),
         _words_of_normalized(normalized),
     )
-    shingles = array("q", sorted(shingles_of_normalized(normalized))).tobytes()
-    return _Entry(relative, signature, values, texts, _key_of_normalized(normalized), shingles)
+    found = sorted(shingles_of_normalized(normalized))
+    shingles = array("q", found).tobytes()
+    bands = array("q", shingle_bands(found)).tobytes()
+    key = _key_of_normalized(normalized)
+    return _Entry(relative, signature, values, texts, key, shingles, bands)
 
 
 def _read_entries(base: str, relatives: Sequence[str], settings: Settings) -> list[_Entry]:
@@ -507,12 +557,39 @@ class Session:
     def light(
         self, *, operator: str | None = None, dtype: str | None = None, env: str | None = None
     ) -> list[Light]:
-        """:meth:`documents` as :class:`Light` rows (no record read): faster for many."""
-        where, parameters = _substring_filter(operator, dtype, env, table="d.")
+        """:meth:`documents` as :class:`Light` rows (no record read): faster for many.
+        The operators holding ``operator`` are looked up among the store's
+        (:meth:`facet`), their rows read from an index."""
+        if operator is None:
+            operators = [value.lower() for value, _ in self.facet("operator")]
+        else:
+            wanted = operator.lower()
+            operators = sorted(
+                {value.lower() for value, _ in self.facet("operator") if wanted in value.lower()}
+            )
+        rows = _in_chunks(
+            self._connection,
+            f"SELECT {_LIGHT_COLUMNS} FROM docs d INDEXED BY docs_by_operator "
+            "WHERE d.operator_lc IN ({marks})",
+            operators,
+        )
+        found = [_light(row) for row in rows]
+        if dtype is not None or env is not None:
+            found = [
+                d
+                for d in found
+                if (dtype is None or dtype.lower() in d.dtype_sig.lower())
+                and (env is None or env.lower() in d.env.lower())
+            ]
+        return self.marked(_chronological(found))
+
+    def facet(self, kind: str) -> list[tuple[str, int]]:
+        """(value, how many experiments hold it) of every ``operator``, ``dtype`` or
+        ``env`` of the store, as spelled in the files, most common first."""
         rows = self._connection.execute(
-            f"SELECT {_LIGHT_COLUMNS} FROM docs d WHERE 1 = 1{where}", parameters
+            "SELECT value, docs FROM facets WHERE kind = ? AND docs > 0", (kind,)
         ).fetchall()
-        return self.marked(_chronological([_light(row) for row in rows]))
+        return sorted(((str(v), int(n)) for v, n in rows), key=lambda item: (-item[1], item[0]))
 
     def by_ids(self, ids: Iterable[str]) -> dict[str, Doc]:
         """The experiments with these ids (the first file of an id, in path order)."""
@@ -556,18 +633,14 @@ class Session:
         ``dtype_sig`` or ``env`` over the whole store, most common first."""
         if column not in ("dtype_sig", "env"):
             raise ValueError(column)
-        lowered = "dtype_lc" if column == "dtype_sig" else "env_lc"
-        rows = self._connection.execute(
-            f"SELECT {lowered}, {column}, COUNT(*) FROM docs GROUP BY {lowered}, {column}"
-        ).fetchall()
         totals: dict[str, int] = {}
         spellings: dict[str, tuple[int, str]] = {}
-        for value, spelling, count in rows:
-            key = str(value)
-            totals[key] = totals.get(key, 0) + int(count)
+        for spelling, count in self.facet("dtype" if column == "dtype_sig" else "env"):
+            key = spelling.lower()
+            totals[key] = totals.get(key, 0) + count
             best = spellings.get(key)
-            if best is None or (-int(count), str(spelling)) < (-best[0], best[1]):
-                spellings[key] = (int(count), str(spelling))
+            if best is None or (-count, spelling) < (-best[0], best[1]):
+                spellings[key] = (count, spelling)
         return sorted(
             ((key, spellings[key][1], total) for key, total in totals.items()),
             key=lambda item: (-item[2], item[0]),
@@ -626,32 +699,36 @@ class Session:
         """(path, similarity) of every experiment whose code change's shingles are at
         least ``threshold`` similar (Jaccard) to ``shingles``, most similar first.
 
-        Exact, not sampled: a change that similar holds at least ``threshold`` of the
-        query's shingles, so it holds one of the query's rarest ``|Q| - ⌈t·|Q|⌉ + 1``;
-        only those are looked up, and each candidate's similarity is computed."""
+        A change that similar holds at least ``threshold`` of the query's shingles, so it
+        holds one of the query's rarest ``|Q| - ⌈t·|Q|⌉ + 1``: when those are held by at
+        most :data:`EXACT_POSTINGS` changes in all, they are looked up and the answer is
+        exact. Otherwise (shingles common to many changes, as in a store whose diffs
+        repeat the same lines) the candidates are the changes sharing one of the query's
+        LSH bands (:func:`shingle_bands`): found with a probability of
+        1 - (1 - s³)⁸ for a similarity s (0.66 at 0.5, 0.98 at 0.8, over 0.999 at 0.9).
+        Each candidate's similarity is computed."""
         if not shingles or threshold <= 0:
             return []
         keys = sorted(shingles)
-        counts: dict[int, int] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            counts.update(
-                self._connection.execute(
-                    f"SELECT key, docs FROM key_counts WHERE key IN ({marks})", chunk
-                ).fetchall()
+        counts = dict(
+            _in_chunks(
+                self._connection, "SELECT key, docs FROM key_counts WHERE key IN ({marks})", keys
             )
+        )
         held = sorted((k for k in keys if counts.get(k)), key=lambda k: (counts[k], k))
         needed = len(keys) - math.ceil(threshold * len(keys)) + 1
         probe = held[: max(0, needed)]
         if not probe:
             return []
+        table = "postings"
+        if sum(counts[k] for k in probe) > EXACT_POSTINGS:
+            table, probe = "bands", shingle_bands(shingles)
         marks = ",".join("?" * len(probe))
         low = math.ceil(threshold * len(keys) - 1e-9)
         high = math.floor(len(keys) / threshold + 1e-9)
         rows = self._connection.execute(
             f"SELECT d.path, b.shingles FROM docs d JOIN bodies b ON b.doc = d.doc WHERE d.doc IN "
-            f"(SELECT DISTINCT doc FROM postings WHERE key IN ({marks})) "
+            f"(SELECT DISTINCT doc FROM {table} WHERE key IN ({marks})) "
             f"AND d.shingle_count BETWEEN ? AND ?",
             [*probe, max(1, low), high],
         ).fetchall()
@@ -1210,14 +1287,19 @@ def _create(connection: sqlite3.Connection) -> None:
 
 
 def _in_chunks(
-    connection: sqlite3.Connection, sql: str, values: Sequence[Any]
+    connection: sqlite3.Connection,
+    sql: str,
+    values: Sequence[Any],
+    parameters: Sequence[Any] = (),
 ) -> list[tuple[Any, ...]]:
-    """The rows of ``sql`` (which ends in ``IN ({marks})``) for every value, 500 at a time."""
+    """The rows of ``sql`` (holding ``IN ({marks})``, then the conditions that take
+    ``parameters``) for every value, 500 at a time."""
     rows: list[tuple[Any, ...]] = []
     wanted = sorted(set(values))
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
-        rows += connection.execute(sql.format(marks=",".join("?" * len(chunk))), chunk).fetchall()
+        marks = ",".join("?" * len(chunk))
+        rows += connection.execute(sql.format(marks=marks), [*chunk, *parameters]).fetchall()
     return rows
 
 
@@ -1250,20 +1332,28 @@ def _rows(connection: sqlite3.Connection, folders: Sequence[str]) -> dict[str, _
 def _delete(connection: sqlite3.Connection, paths: Sequence[str]) -> None:
     """Remove the rows of these files (their shingles counted down)."""
     counts: dict[int, int] = {}
+    facets: dict[tuple[str, str], int] = {}
     for path in paths:
         found = connection.execute(
-            "SELECT d.doc, b.shingles FROM docs d JOIN bodies b ON b.doc = d.doc WHERE d.path = ?",
+            "SELECT d.doc, b.shingles, b.data FROM docs d JOIN bodies b ON b.doc = d.doc "
+            "WHERE d.path = ?",
             (path,),
         ).fetchone()
         if found is None:
             continue
-        doc, blob = found
+        doc, blob, data = found
+        for facet in _facets_of(marshal.loads(data)):
+            facets[facet] = facets.get(facet, 0) + 1
         keys = array("q")
         keys.frombytes(blob)
         for key in keys:
             counts[key] = counts.get(key, 0) + 1
         connection.executemany(
             "DELETE FROM postings WHERE key = ? AND doc = ?", [(key, doc) for key in keys]
+        )
+        connection.executemany(
+            "DELETE FROM bands WHERE key = ? AND doc = ?",
+            [(key, doc) for key in shingle_bands(keys)],
         )
         connection.execute("DELETE FROM fts WHERE rowid = ?", (doc,))
         connection.execute("DELETE FROM docs WHERE doc = ?", (doc,))
@@ -1272,6 +1362,16 @@ def _delete(connection: sqlite3.Connection, paths: Sequence[str]) -> None:
         "UPDATE key_counts SET docs = docs - ? WHERE key = ?", [(n, k) for k, n in counts.items()]
     )
     connection.execute("DELETE FROM key_counts WHERE docs <= 0")
+    connection.executemany(
+        "UPDATE facets SET docs = docs - ? WHERE kind = ? AND value = ?",
+        [(n, kind, value) for (kind, value), n in facets.items()],
+    )
+    connection.execute("DELETE FROM facets WHERE docs <= 0")
+
+
+def _facets_of(values: Sequence[Any]) -> tuple[tuple[str, str], ...]:
+    """The (kind, value) facets of an experiment's index values."""
+    return (("operator", str(values[6])), ("dtype", str(values[7])), ("env", str(values[8])))
 
 
 def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
@@ -1282,11 +1382,15 @@ def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
     bodies: list[tuple[Any, ...]] = []
     texts: list[tuple[Any, ...]] = []
     postings: list[tuple[int, int]] = []
+    bands: list[tuple[int, int]] = []
     counts: dict[int, int] = {}
+    facets: dict[tuple[str, str], int] = {}
     for entry in entries:
         if entry.values is None:
             continue
         values = entry.values
+        for facet in _facets_of(values):
+            facets[facet] = facets.get(facet, 0) + 1
         last += 1
         keys = array("q")
         keys.frombytes(entry.shingles)
@@ -1316,6 +1420,9 @@ def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
         bodies.append((last, entry.shingles, marshal.dumps(values)))
         texts.append((last, *entry.texts))
         postings.extend((key, last) for key in keys)
+        band_keys = array("q")
+        band_keys.frombytes(entry.bands)
+        bands.extend((key, last) for key in band_keys)
         for key in keys:
             counts[key] = counts.get(key, 0) + 1
     connection.executemany(
@@ -1332,10 +1439,16 @@ def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
         texts,
     )
     connection.executemany("INSERT INTO postings (key, doc) VALUES (?, ?)", postings)
+    connection.executemany("INSERT OR IGNORE INTO bands (key, doc) VALUES (?, ?)", bands)
     connection.executemany(
         "INSERT INTO key_counts (key, docs) VALUES (?, ?) "
         "ON CONFLICT (key) DO UPDATE SET docs = docs + excluded.docs",
         list(counts.items()),
+    )
+    connection.executemany(
+        "INSERT INTO facets (kind, value, docs) VALUES (?, ?, ?) "
+        "ON CONFLICT (kind, value) DO UPDATE SET docs = docs + excluded.docs",
+        [(kind, value, n) for (kind, value), n in facets.items()],
     )
 
 
