@@ -1136,8 +1136,8 @@ class RetrievalIndex:
         """Check the files ``paths`` (relative) against the disk, and bring their folders
         up to date in the index if any changed; True when something did."""
         folders = sorted({path[: path.rfind(os.sep) + 1] for path in paths})
-        if not folders:
-            return False
+        if not folders or not self.store.is_working_tree:
+            return False  # a store at a revision is read whole, never stale
         connection = session._connection
         stored = _rows(connection, folders)
         heads = _heads(connection, folders)

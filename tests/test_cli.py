@@ -544,6 +544,24 @@ def test_update_with_reason_appends_a_dated_correction_note(
     assert before.splitlines()[:3] == after.splitlines()[:3]
 
 
+def test_a_new_score_that_leaves_the_measurement_behind_says_so(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    results = [{"config": "t256", "baseline": 6.0, "candidate": 5.9, "speedup": 1.0169}]
+    exp = make_experiment(score=1.0169, results=results)
+
+    result = kexp(repo, "update", exp.id[:10], "--set", "score=1.021", "--reason", "re-measured")
+
+    assert result.exit_code == 0, result.stderr
+    warning = next(line for line in result.stderr.splitlines() if "kexp: warning:" in line)
+    assert "results and raw_result still hold the measurement of the old score" in warning
+    assert f"kexp remeasure {exp.id[:10]}" in warning
+    updated = store.get_experiment(exp.id)
+    assert updated.results == results and updated.score == 1.021  # left as they were
+    quiet = kexp(repo, "update", exp.id[:10], "--set", "tags=cache")
+    assert "warning" not in quiet.stderr
+
+
 def test_update_set_file_and_json(
     repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment], tmp_path: Path
 ) -> None:
