@@ -129,7 +129,7 @@ def test_similar_needs_one_question_and_leaves_the_asked_experiment_out(
         make_experiment(change_summary="Fused residual add into RMSNorm - +9%")
 
     found = similar(store, exp_id=asked.id[:10])
-    assert [m.id for m in found][0] == twin.id
+    assert found[0].id == twin.id
     assert asked.id not in [m.id for m in found]
     assert found[0].similarity == 1.0
     with pytest.raises(KexpError, match="give one of"):
