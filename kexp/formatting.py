@@ -70,6 +70,9 @@ def canonical_text(data: bytes | str, path: Path, settings: Settings | None = No
     before = checked.document.to_experiment()
     text = serialize(before)
     again = check_bytes(text, path) if settings is None else check_bytes(text, path, settings)
+    too_large = [p for p in again.problems if p.code == "file-too-large"]
+    if too_large:
+        raise NotFormattable(f"not formatted: in canonical form {too_large[0].message}")
     if again.document is None or again.document.to_experiment() != before:
         raise NotFormattable(
             "not formatted: its canonical form would read back differently "

@@ -19,7 +19,7 @@ import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from kexp.errors import GitError
 
@@ -34,6 +34,8 @@ _NULL_SHA = re.compile(r"0+")
 #: Above this many candidate commits, ancestry is decided by one ``git rev-list`` walk
 #: instead of one ``git merge-base --is-ancestor`` per commit.
 _ANCESTOR_CHECKS_PER_PROCESS = 24
+#: How much of a blob too large to keep is read at a time (to be dropped).
+_SKIP_CHUNK = 1 << 20
 
 GIT_MISSING_HINT = (
     "install git and make sure it is on PATH (or point GIT_PYTHON_GIT_EXECUTABLE at it)"
@@ -400,9 +402,25 @@ def list_tree(repo: git.Repo, commit: str, folder: str) -> list[TreeEntry]:
     return entries
 
 
-def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]:
+@overload
+def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]: ...
+
+
+@overload
+def iter_blobs(
+    repo: git.Repo, shas: Sequence[str], *, max_bytes: int
+) -> Iterator[tuple[str, bytes | int | None]]: ...
+
+
+def iter_blobs(
+    repo: git.Repo, shas: Sequence[str], *, max_bytes: int | None = None
+) -> Iterator[tuple[str, bytes | int | None]]:
     """Yield ``(sha, content)`` for each blob hash, in order, from one ``git cat-file
     --batch`` process (``None`` for a hash that is not in the repository).
+
+    With ``max_bytes``, a blob larger than that is not kept: its size (an ``int``) is
+    yielded instead of its content, and it streams past in small pieces (a hostile
+    commit's 8 GiB blob costs no memory).
 
     The hashes are written to git by a helper thread while the contents are read, so
     100,000 blobs stream through without a process (or a round trip) per blob.
@@ -424,6 +442,15 @@ def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes
                 yield sha, None
                 continue
             size = int(parts[2])
+            if max_bytes is not None and size > max_bytes:
+                left = size + 1  # the content and the newline after it
+                while left > 0:
+                    piece = batch.stdout.read(min(left, _SKIP_CHUNK))
+                    if not piece:
+                        raise batch.failure()
+                    left -= len(piece)
+                yield sha, size
+                continue
             data = batch.stdout.read(size)
             batch.stdout.read(1)  # the newline after the content
             yield sha, data

@@ -70,6 +70,7 @@ from kexp.model import LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
 from kexp.validate import check_bytes, id_from_name, read_and_check
+from kexp.yamlio import MAX_DEPTH
 
 if TYPE_CHECKING:
     from kexp.fileformat import Document
@@ -95,6 +96,7 @@ NO_ERROR_MESSAGE = "(is_buggy is true but the predecessor's record has no error 
 _HASH = re.compile(r"[0-9a-f]{7,64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z")
 _LINE_BREAKS = re.compile("[\n\r\x85\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MISSING = object()
 
 #: Threads writing files during an import (each write waits for the disk: fsync).
@@ -484,13 +486,29 @@ def read_legacy_database(path: Path | str) -> dict[str, Any]:
     """The predecessor's database from a JSON file (an object mapping id -> record)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except OSError as exc:
         raise KexpError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise KexpError(
+            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+            "the predecessor wrote its database as UTF-8; re-save the file as UTF-8"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise KexpError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise KexpError(
+            f"{path}: the JSON is nested too deep to read (the predecessor's records nest "
+            "a few levels at most): is this its database?"
+        ) from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise KexpError(
+            f"{path}: not JSON kexp can read: {exc}; the predecessor's numbers are ordinary scores"
+        ) from None
     if not isinstance(data, dict):
         raise KexpError(
             f"{path} is not the predecessor's database: expected a JSON object mapping "
@@ -744,14 +762,25 @@ def _stage(
     problem = commits.problem(exp.base_commit)
     if problem is not None:
         plan.notes.append(Note(key, "base_commit", f"kept as is, but {problem}"))
+    broken = _lone_surrogate(key, plan.record)
+    if broken is not None:
+        where, char = broken
+        report.failed.append(
+            Note(
+                key,
+                where,
+                f"holds a lone surrogate (\\u{ord(char):04x}, half of a character: a broken "
+                "emoji?), which no UTF-8 file can hold: not imported; replace it in the "
+                "database, then import again",
+            )
+        )
+        return None
     path = store._path_for(exp)
     text = serialize(exp)
     checked = check_bytes(text, path, store.settings)
     if has_errors(checked.problems):
         first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-        report.failed.append(
-            Note(key, first.field, f"cannot be stored: {first.message} (a bug in kexp: report it)")
-        )
+        report.failed.append(Note(key, first.field, _not_storable(first)))
         return None
     back_key, back = legacy_record(checked.experiment())
     if back_key != key or _differences(back, plan.record):
@@ -766,6 +795,40 @@ def _stage(
         )
         return None
     return path, text
+
+
+def _not_storable(problem: Problem) -> str:
+    """Why a record's file would be invalid, and what to do (a bug only when it is
+    none of the limits a file has)."""
+    if problem.code == "file-too-large":
+        return f"not imported: its file would be too large: {problem.message}; {problem.hint}"
+    if problem.code == "yaml-too-deep":
+        return (
+            f"not imported: a value is nested more than {MAX_DEPTH} levels deep, which an "
+            "experiment's front-matter cannot hold (a YAML safety limit); flatten it "
+            "(e.g. keep it as JSON text), then import again"
+        )
+    return f"cannot be stored: {problem.message} (a bug in kexp: report it)"
+
+
+def _lone_surrogate(key: str, record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(where, the character) of the first lone surrogate in the key or the record
+    (keys and values, nested ones too), or None: JSON escapes can decode to one, and no
+    UTF-8 file can hold it."""
+    pending: list[tuple[str, Any]] = [("", key), *((str(k), v) for k, v in record.items())]
+    pending += [(str(k), k) for k in record]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                return where, found.group()
+        elif isinstance(value, Mapping):
+            pending += [(where, k) for k in value]
+            pending += [(where, v) for v in value.values()]
+        elif isinstance(value, list):
+            pending += [(where, v) for v in value]
+    return None
 
 
 def _compare_existing(store: Store, plan: _Plan, path: Path, report: ImportReport) -> None:

@@ -32,6 +32,7 @@ from kexp.validate import (
     check_bytes,
     scan_bytes,
     scan_record,
+    size_problem,
 )
 
 if TYPE_CHECKING:
@@ -260,12 +261,7 @@ class RevisionStore(Store):
                 "replace the link with the file itself",
             )
         if entry.size > self.settings.max_file_bytes:
-            return self._problem(
-                path,
-                "file-too-large",
-                f"the file is {entry.size} bytes; the limit is {self.settings.max_file_bytes}",
-                "move large logs or profiles out of the experiment and link to them",
-            )
+            return size_problem(path, entry.size, self.settings.max_file_bytes)
         return None
 
     @staticmethod

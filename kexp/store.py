@@ -992,15 +992,23 @@ class Store:
             self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
             exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s),
         ):
+            # A file over the size limit (written by hand, or by an older kexp) is read
+            # up to max_repair_file_bytes, so that an update can make it small again.
+            readable = dataclasses.replace(
+                self.settings,
+                max_file_bytes=max(
+                    self.settings.max_file_bytes, self.settings.max_repair_file_bytes
+                ),
+            )
             try:
-                data = read_file(path, self.settings)
+                data = read_file(path, readable)
             except FileNotFoundError:
                 raise ExperimentNotFoundError(
                     f"experiment {full_id} was deleted meanwhile"
                 ) from None
             except FileFormatError as exc:
                 raise ValidationError(f"{path} cannot be read", [exc.problem]) from None
-            checked = check_bytes(data, path, self.settings)
+            checked = check_bytes(data, path, readable)
             if checked.document is None:
                 raise ValidationError(
                     f"{path} cannot be read; fix it by hand first", checked.problems
