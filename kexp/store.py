@@ -26,7 +26,7 @@ from kexp.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from kexp.fileformat import FileFormatError, parse, render_update, serialize
+from kexp.fileformat import FileFormatError, encode_like, parse, render_update, serialize
 from kexp.locking import exclusive_lock, file_lock
 from kexp.model import ALL_FIELDS, PENDING_STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
@@ -1017,7 +1017,8 @@ class Store:
             new = dataclasses.replace(old, **changes)
             if {"pid", "combines"} & set(changes):
                 self._expand_references(new)
-            text = render_update(checked.document, new)
+            # Written as the file was: its BOM and CRLF line endings kept.
+            text = encode_like(data, render_update(checked.document, new))
             result = check_bytes(text, path, self.settings)
             problems = result.problems
             if {"pid", "combines"} & set(changes):
@@ -1097,18 +1098,18 @@ def _score(item: Any) -> float:
     return float(item.score)
 
 
-def _temporary_beside(path: Path, text: str) -> Path:
+def _temporary_beside(path: Path, text: str | bytes) -> Path:
     import secrets  # here: it costs a query a few milliseconds to import
 
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     with temporary.open("xb") as handle:
-        handle.write(text.encode("utf-8"))
+        handle.write(text.encode("utf-8") if isinstance(text, str) else text)
         handle.flush()
         os.fsync(handle.fileno())
     return temporary
 
 
-def _write_new(path: Path, text: str) -> None:
+def _write_new(path: Path, text: str | bytes) -> None:
     """Create ``path`` with ``text`` atomically; fails if the name is taken."""
     temporary = _temporary_beside(path, text)
     try:
@@ -1119,7 +1120,7 @@ def _write_new(path: Path, text: str) -> None:
         temporary.unlink()
 
 
-def _replace(path: Path, text: str) -> None:
+def _replace(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` atomically."""
     temporary = _temporary_beside(path, text)
     try:
