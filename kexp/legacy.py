@@ -45,6 +45,18 @@ Re-running an import skips records already in the store and identical (compared 
 exported), and reports records whose id is taken by a different experiment (conflicts),
 never overwriting. Parents are written before their children, so an interrupted import
 leaves a valid store; run it again to finish.
+
+**What kexp keeps that the predecessor's records have no place for (the decision).**
+``tags``, ``author``, ``combines``, ``results`` (and any field kexp adds), unknown
+front-matter keys, the text before the first section and unknown ``## `` sections. The
+predecessor builds each record with ``KernelExperiment(**record)``: an extra key in a
+record, or an extra entry in the database, would make every one of its reads fail. So
+:func:`export_legacy` writes them beside the database, in a *sidecar* file
+(``kernel_experiments_db.kexp.json`` for ``kernel_experiments_db.json``; see
+:func:`sidecar_path`) that the predecessor never opens, and :func:`import_legacy`
+restores them from the sidecar beside the file it imports: store → export → import
+gives the same files. Records the predecessor added or changed meanwhile import as
+usual (a sidecar entry only adds what the record cannot hold).
 """
 
 from __future__ import annotations
@@ -66,7 +78,7 @@ from typing import TYPE_CHECKING, Any
 from kexp import ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
-from kexp.model import LEGACY_FIELDS, STATUSES, KernelExperiment
+from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
 from kexp.validate import check_bytes, id_from_name, read_and_check
@@ -182,10 +194,16 @@ class ExportReport:
     destination: str
     exported: int = 0
     problems: list[str] = dataclasses.field(default_factory=list)
+    #: The sidecar written beside the database ("" when none was needed).
+    sidecar: str = ""
+    #: How many experiments keep something in the sidecar.
+    kept: int = 0
 
     def summary(self) -> str:
         """One line: how many records, and how many files were left out."""
         text = f"exported {self.exported} records to {self.destination}"
+        if self.sidecar:
+            text += f" (and what {self.kept} of them keep besides, in {self.sidecar})"
         if self.problems:
             text += f" ({len(self.problems)} left out: see above)"
         return text
@@ -628,8 +646,13 @@ def import_legacy(
     dry_run: bool = False,
     check_commits: bool = True,
     progress: Progress | None = None,
+    kexp_content: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ImportReport:
     """Import the predecessor's database (a file, or its decoded JSON) into ``store``.
+
+    What kexp keeps that the records cannot hold comes from ``kexp_content`` (record
+    key -> what :func:`read_sidecar` gives), by default from the sidecar beside the
+    file (:func:`sidecar_path`), when there is one.
 
     Every record becomes one experiment file, every value kept (see the module's
     documentation for values kept in ``legacy_*`` keys). Records already in the store
@@ -649,6 +672,9 @@ def import_legacy(
     else:
         database = read_legacy_database(source)
         label = str(source)
+        if kexp_content is None and sidecar_path(source).exists():
+            kexp_content = read_sidecar(sidecar_path(source))
+    kept = kexp_content or {}
     report = ImportReport(label, total=len(database), dry_run=dry_run)
     existing: dict[str, Path] = {}
     for path in store.paths():
@@ -679,6 +705,8 @@ def import_legacy(
             pid=parent,
             summary_limit=store.settings.max_summary_chars,
         )
+        if key in kept:
+            _restore_kept(exp, kept[key])
         plans[key] = _Plan(key, record, exp, notes)
     _break_cycles(plans)
 
@@ -919,10 +947,21 @@ def legacy_database(
     Invalid files and records whose key another experiment already used are left out,
     each with a line saying why.
     """
+    database, _, problems = legacy_export(store, progress=progress)
+    return database, problems
+
+
+def legacy_export(
+    store: Store | None = None, *, progress: Progress | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """:func:`legacy_database`, with what kexp keeps that the records cannot hold
+    (record key -> :func:`kept_content`, for the experiments that keep any): the
+    content of the sidecar file."""
     if store is None:
         from kexp import default_store
 
         store = default_store()
+    kept: dict[str, dict[str, Any]] = {}
     database: dict[str, dict[str, Any]] = {}
     origin: dict[str, Path] = {}
     problems: list[str] = []
@@ -934,13 +973,17 @@ def legacy_database(
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             problems.append(f"left out {path}: not a valid experiment: {first.format()}")
             continue
-        key, record = legacy_record(checked.experiment())
+        exp = checked.experiment()
+        key, record = legacy_record(exp)
         if key in database:
             problems.append(f"left out {path}: its key {key!r} is also {origin[key]}'s")
             continue
         database[key] = record
         origin[key] = path
-    return database, problems
+        content = kept_content(exp)
+        if content:
+            kept[key] = content
+    return database, kept, problems
 
 
 def dump_legacy(database: Mapping[str, Any]) -> str:
@@ -955,9 +998,22 @@ def export_legacy(
     progress: Progress | None = None,
 ) -> ExportReport:
     """Write the store as the predecessor's ``kernel_experiments_db.json`` (atomically)."""
-    database, problems = legacy_database(store, progress=progress)
+    database, kept, problems = legacy_export(store, progress=progress)
     destination = Path(destination)
-    text = dump_legacy(database)
+    sidecar = sidecar_path(destination)
+    if kept:
+        _write_atomically(sidecar, dump_sidecar(kept, destination.name))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            sidecar.unlink()  # an older export's: nothing of this one is in it
+    _write_atomically(destination, dump_legacy(database))
+    report = ExportReport(str(destination), len(database), problems)
+    report.sidecar = str(sidecar) if kept else ""
+    report.kept = len(kept)
+    return report
+
+
+def _write_atomically(destination: Path, text: str) -> None:
     temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(6)}.tmp")
     try:
         temporary.write_text(text, encoding="utf-8")
@@ -965,4 +1021,99 @@ def export_legacy(
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise KexpError(f"cannot write {destination}: {exc.strerror or exc}") from None
-    return ExportReport(str(destination), len(database), problems)
+
+
+# --- the sidecar: what the predecessor's records have no place for ----------------------
+
+#: The sidecar's format version (its ``kexp_sidecar`` key).
+SIDECAR_VERSION = 1
+#: The fields kexp has and the predecessor's records do not.
+KEXP_ONLY_FIELDS = tuple(name for name in ALL_FIELDS if name not in LEGACY_FIELDS)
+_KEPT_KEYS = frozenset({*KEXP_ONLY_FIELDS, "extra_fields", "preamble", "extra_sections"})
+
+
+def sidecar_path(database: Path | str) -> Path:
+    """The sidecar of a database file: ``X.kexp.json`` beside ``X.json``."""
+    database = Path(database)
+    name = database.name
+    stem = name[: -len(".json")] if name.endswith(".json") else name
+    return database.with_name(f"{stem}.kexp.json")
+
+
+def kept_content(exp: KernelExperiment) -> dict[str, Any]:
+    """What an experiment keeps that its legacy record cannot hold (empty: nothing):
+    the kexp-only fields that are set, unknown front-matter keys (not the import's
+    ``legacy_*`` keys, which the record gives back) with the order of all of them,
+    the preamble and the unknown sections."""
+    kept: dict[str, Any] = {}
+    for name in KEXP_ONLY_FIELDS:
+        value = getattr(exp, name)
+        if value not in ("", [], {}, None):
+            kept[name] = value
+    own = {k: v for k, v in exp.extra_fields.items() if not is_legacy_key(k)}
+    if own:
+        kept["extra_fields"] = own
+        kept["extra_order"] = list(exp.extra_fields)
+    if exp.preamble:
+        kept["preamble"] = exp.preamble
+    if exp.extra_sections:
+        kept["extra_sections"] = [[heading, text] for heading, text in exp.extra_sections]
+    return kept
+
+
+def dump_sidecar(kept: Mapping[str, Mapping[str, Any]], database_name: str) -> str:
+    """The sidecar's text: record key -> :func:`kept_content`."""
+    return json.dumps(
+        {
+            "kexp_sidecar": SIDECAR_VERSION,
+            "about": f"what kexp keeps that the records of {database_name} have no place "
+            "for; kexp import restores it (the predecessor never reads this file)",
+            "records": kept,
+        },
+        indent=2,
+        ensure_ascii=False,
+    )
+
+
+def read_sidecar(path: Path | str) -> dict[str, dict[str, Any]]:
+    """Record key -> what the experiment keeps besides its record, from a sidecar."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise KexpError(
+            f"cannot read {path} (kexp's sidecar of the database): {exc}; "
+            "move it away to import the database without it"
+        ) from None
+    records = data.get("records") if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or data.get("kexp_sidecar") != SIDECAR_VERSION
+        or not isinstance(records, dict)
+        or not all(
+            isinstance(entry, dict) and set(entry) <= _KEPT_KEYS | {"extra_order"}
+            for entry in records.values()
+        )
+    ):
+        raise KexpError(
+            f"{path} is not a sidecar this kexp writes (version {SIDECAR_VERSION}); "
+            "move it away to import the database without it"
+        )
+    return records
+
+
+def _restore_kept(exp: KernelExperiment, kept: Mapping[str, Any]) -> None:
+    """Give an imported experiment back what :func:`kept_content` took of it."""
+    for name in KEXP_ONLY_FIELDS:
+        if name in kept:
+            setattr(exp, name, kept[name])
+    if "preamble" in kept:
+        exp.preamble = kept["preamble"]
+    if "extra_sections" in kept:
+        exp.extra_sections = [(str(h), str(t)) for h, t in kept["extra_sections"]]
+    own = kept.get("extra_fields")
+    if isinstance(own, Mapping):
+        merged = {**exp.extra_fields, **{k: v for k, v in own.items() if not is_legacy_key(k)}}
+        order = [k for k in kept.get("extra_order", []) if k in merged]
+        order += [k for k in merged if k not in order]
+        exp.extra_fields = {k: merged[k] for k in order}
