@@ -116,6 +116,12 @@ class RevisionStore(Store):
         self.revision = revision
         self.commit = kgit.resolve_commit(location.repo, revision)
         _, listing = kgit.run_git(location.repo, "ls-tree", self.commit, "--", location.folder)
+        if listing.startswith(_SYMLINK_MODE + " "):
+            raise KexpError(
+                f"at revision {revision} ({self.commit[:12]}), {location.folder} is a symbolic "
+                "link: kexp reads only a real folder, never through a link; give a "
+                "revision where it is a folder"
+            )
         if not listing.strip():
             raise StoreNotFoundError(
                 f"there is no {location.folder}/ folder at revision {revision} "

@@ -63,6 +63,7 @@ EXPERIMENTS_DIR = "experiments"
 CACHE_DIR = ".kexp"
 _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
 _DERIVED_FIELDS = frozenset({"outcome", "path"})
@@ -123,23 +124,63 @@ def find_root(start: Path | str | None = None) -> Path:
 def init_store(root: Path | str) -> Path:
     """Create a store in ``root``: ``experiments/`` with a README, and the cache ignore rule.
 
-    Idempotent: existing files are left as they are.
+    Idempotent: existing files are left as they are. Nothing is written through a
+    symbolic link (see :func:`refuse_linked_store`).
     """
     root = Path(root)
     experiments = root / EXPERIMENTS_DIR
+    refuse_linked_store(experiments)
     experiments.mkdir(parents=True, exist_ok=True)
     readme = experiments / "README.md"
-    if not readme.exists():
-        readme.write_text(_STORE_README, encoding="utf-8")
+    # "x" (O_EXCL) is never written through a link either.
+    with contextlib.suppress(FileExistsError), readme.open("x", encoding="utf-8") as handle:
+        handle.write(_STORE_README)
     gitignore = root / ".gitignore"
+    if gitignore.is_symlink():
+        raise KexpError(
+            f"{gitignore} is a symbolic link: kexp never writes through one; replace it "
+            f"with a file, or add the line '{CACHE_DIR}/' to the file it points to yourself"
+        )
     existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
     if not any(line.strip().strip("/") == CACHE_DIR for line in existing.splitlines()):
         separator = "" if not existing or existing.endswith("\n") else "\n"
-        with gitignore.open("a", encoding="utf-8") as handle:
+        fd = os.open(gitignore, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_FOLLOW, 0o644)
+        with open(fd, "a", encoding="utf-8") as handle:
             handle.write(
                 f"{separator}# kexp's cache (locks, index): never committed\n{CACHE_DIR}/\n"
             )
     return root
+
+
+def refuse_linked_store(experiments: Path) -> None:
+    """Refuse an ``experiments/`` folder that is a symbolic link (the rule: kexp reads and
+    writes a store only through real folders, never through a link, wherever it
+    points, so that a cloned repository can make kexp read or write nothing outside
+    it)."""
+    if experiments.is_symlink():
+        raise KexpError(
+            f"{experiments} is a symbolic link (to {os.readlink(experiments)}): kexp reads and "
+            f"writes only a real {EXPERIMENTS_DIR}/ folder, never through a link; replace the "
+            "link with the folder itself, or give --root (KEXP_ROOT) the folder that holds it"
+        )
+
+
+def refuse_links_in_cache(folder: Path) -> None:
+    """Refuse a cache folder that is, or holds, a symbolic link (its index files and
+    their journals, ``locks/``, ``drafts/``): a repository can commit one (``git add
+    -f``), and kexp would create or write the file it points to, anywhere."""
+    if folder.is_symlink():
+        raise KexpError(f"{folder} is a symbolic link: remove it (kexp recreates its cache)")
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_symlink():
+            raise KexpError(
+                f"{entry.path} is a symbolic link: kexp never writes through one in its cache "
+                f"folder; remove it (kexp recreates what {CACHE_DIR}/ holds)"
+            )
 
 
 _STORE_README = """\
@@ -168,6 +209,7 @@ class Store:
         settings: Settings = DEFAULT_SETTINGS,
     ) -> None:
         self.root = Path(root).resolve() if root is not None else find_root()
+        refuse_linked_store(self.root / EXPERIMENTS_DIR)
         if not (self.root / EXPERIMENTS_DIR).is_dir():
             raise StoreNotFoundError(
                 f"{self.root} has no {EXPERIMENTS_DIR}/ folder: create the store with "
@@ -189,13 +231,11 @@ class Store:
     def cache_dir(self) -> Path:
         """The store's git-ignored cache folder (created on first use)."""
         folder = self.root / CACHE_DIR
-        if folder.is_symlink():  # a link committed by someone: never write through it
-            raise KexpError(f"{folder} is a symbolic link: remove it (kexp recreates its cache)")
+        refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
             folder.mkdir(exist_ok=True)
-            ignore = folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# kexp's cache: never committed\n*\n", encoding="utf-8")
+            with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                f.write("# kexp's cache: never committed\n*\n")
         return folder
 
     # --- reading -----------------------------------------------------------------
