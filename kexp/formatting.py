@@ -109,7 +109,12 @@ def format_file(path: Path, *, check: bool = False, store: Store | None = None) 
             return FormatResult(path, "unchanged")
         if check:
             return FormatResult(path, "would-reformat")
-        _replace(path, text)
+        try:
+            _replace(path, text)
+        except OSError as exc:
+            from kexp.store import write_failure
+
+            return FormatResult(path, "error", f"not formatted: {write_failure(path, exc)}")
         return FormatResult(path, "reformatted")
 
 

@@ -78,7 +78,16 @@ def _parse_json(text: str, source: str) -> Any:
             f"JSON syntax error: {exc.msg}",
             "check commas, quotes and brackets near this position",
         )
-    except ValueError as exc:
+    except RecursionError:
+        _invalid(
+            source,
+            1,
+            1,
+            "json-too-deep",
+            "the JSON is nested too deep to read",
+            "an experiment's values nest a few levels at most",
+        )
+    except ValueError as exc:  # NaN, or an integer of more digits than Python converts
         _invalid(source, 1, 1, "json-syntax", str(exc), "write finite numbers")
     return None  # pragma: no cover - _invalid always raises
 

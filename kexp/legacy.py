@@ -761,7 +761,12 @@ def _write_after(parent: Future[None] | None, path: Path, text: str) -> None:
         error = parent.exception()
         if error is not None:
             raise KexpError(f"its parent's file was not written ({error})")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from kexp.store import write_failure
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(path.parent, exc) from None
     _write_new(path, text)
 
 
@@ -798,7 +803,7 @@ def _stage(
                 key,
                 where,
                 f"holds a lone surrogate (\\u{ord(char):04x}, half of a character: a broken "
-                "emoji?), which no UTF-8 file can hold: not imported; replace it in the "
+                "emoji?), which no UTF-8 file can hold; replace it in the "
                 "database, then import again",
             )
         )
@@ -829,10 +834,10 @@ def _not_storable(problem: Problem) -> str:
     """Why a record's file would be invalid, and what to do (a bug only when it is
     none of the limits a file has)."""
     if problem.code == "file-too-large":
-        return f"not imported: its file would be too large: {problem.message}; {problem.hint}"
+        return f"its file would be too large: {problem.message}; {problem.hint}"
     if problem.code == "yaml-too-deep":
         return (
-            f"not imported: a value is nested more than {MAX_DEPTH} levels deep, which an "
+            f"a value is nested more than {MAX_DEPTH} levels deep, which an "
             "experiment's front-matter cannot hold (a YAML safety limit); flatten it "
             "(e.g. keep it as JSON text), then import again"
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import heapq
 import os
 import re
@@ -894,7 +895,7 @@ class Store:
             # Recorded all the same; the warning names the earlier experiments.
             warn_repeats(self, exp.code_change, exclude=[exp.id], stacklevel=2)
         path = self._path_for(exp)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent)
         names_others = bool(exp.pid or exp.combines)
         with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
             if names_others:
@@ -1139,32 +1140,72 @@ def _score(item: Any) -> float:
 
 
 def _temporary_beside(path: Path, text: str | bytes) -> Path:
+    """A finished, fsynced temporary file beside ``path`` holding ``text``; removed again
+    when it cannot be written whole (a full disk)."""
     import secrets  # here: it costs a query a few milliseconds to import
 
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    with temporary.open("xb") as handle:
-        handle.write(text.encode("utf-8") if isinstance(text, str) else text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with temporary.open("xb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
     return temporary
+
+
+def write_failure(path: Path, exc: OSError) -> KexpError:
+    """The error for a write of ``path`` that failed (nothing was changed), saying what
+    to do."""
+    hints = {
+        errno.ENOSPC: "free some space on that disk, then run the command again",
+        errno.EDQUOT: "your disk quota is used up: free some space, then run it again",
+        errno.EFBIG: "the system refuses a file this large (ulimit -f?)",
+        errno.EROFS: "that file system is read-only",
+        errno.EACCES: f"check the owner and permissions of {path.parent}",
+        errno.EPERM: f"check the owner and permissions of {path.parent}",
+    }
+    hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
+    return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
+
+
+def _make_folder(folder: Path) -> None:
+    """Create ``folder`` (and its parents) for a new file, or say why it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(folder, exc) from None
 
 
 def _write_new(path: Path, text: str | bytes) -> None:
     """Create ``path`` with ``text`` atomically; fails if the name is taken."""
-    temporary = _temporary_beside(path, text)
+    try:
+        temporary = _temporary_beside(path, text)
+    except OSError as exc:
+        raise write_failure(path, exc) from None
     try:
         os.link(temporary, path)
     except FileExistsError:
         raise KexpError(f"{path} already exists; nothing was overwritten") from None
+    except OSError as exc:
+        raise write_failure(path, exc) from None
     finally:
         temporary.unlink()
 
 
 def _replace(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` atomically."""
-    temporary = _temporary_beside(path, text)
+    try:
+        temporary = _temporary_beside(path, text)
+    except OSError as exc:
+        raise write_failure(path, exc) from None
     try:
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         temporary.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_failure(path, exc) from None
         raise

@@ -40,7 +40,7 @@ _JSON_ESCAPES = {
     **{code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)},
 }
 #: Any character :func:`clean` escapes.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(_BIDI)) + "]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff" + "".join(sorted(_BIDI)) + "]")
 
 
 def get_store(ctx: click.Context) -> Store:
@@ -79,7 +79,13 @@ def clean(text: str) -> str:
     return "".join(
         ch
         if ch in "\n\t"
-        or (ch >= " " and ch != "\x7f" and not 0x80 <= ord(ch) < 0xA0 and ch not in _BIDI)
+        or (
+            ch >= " "
+            and ch != "\x7f"
+            and not 0x80 <= ord(ch) < 0xA0
+            and ch not in _BIDI
+            and not 0xD800 <= ord(ch) < 0xE000  # a lone surrogate: not printable as UTF-8
+        )
         else f"\\x{ord(ch):02x}"
         if ord(ch) < 0x100
         else f"\\u{ord(ch):04x}"
