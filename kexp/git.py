@@ -26,8 +26,16 @@ from kexp.errors import GitError
 if TYPE_CHECKING:
     import git
 
-_SAFE_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
-_REFLOG_SUFFIX = re.compile(r".*@\{[0-9]+\}")
+#: What may follow a ref name in a revision: ancestors (``~2``, ``^``, ``^2``), a peel
+#: (``^{commit}``, ``^{}``), a reflog entry or the upstream (``@{1}``, ``@{u}``).
+_REVISION_SUFFIXES = re.compile(
+    r"(?:~[0-9]*|\^[0-9]*|\^\{(?:commit|tree|blob|tag|object|)\}|@\{(?:[0-9]+|u|upstream|push)\})*"
+)
+#: Characters no ref name holds (git check-ref-format, rule 4, 5 and 10).
+_NOT_IN_REF_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(code) for code in range(0x20)}
+#: Unicode categories refused although git takes them: invisible or not text
+#: (controls, format and bidirectional controls, surrogates, separators).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zs", "Zl", "Zp"})
 _MAX_REVISION_CHARS = 256
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _NULL_SHA = re.compile(r"0+")
@@ -45,24 +53,56 @@ GIT_MISSING_HINT = (
 def check_revision(revision: str) -> str:
     """Return ``revision`` if it is a plain revision (hash, branch, tag, ``HEAD~2``).
 
-    Refused before git ever sees them: non-strings, empty strings, anything starting
-    with ``-`` (an option such as ``--output=/tmp/x``) or another non-alphanumeric
-    character, whitespace and control characters (a newline), ``:`` (a path in a tree,
-    ``HEAD:experiments``), ``..`` (a range, ``a..b``), and names git itself refuses.
+    A revision is a ref name as ``git check-ref-format --allow-onelevel`` accepts it
+    (``fix#1``, ``v1,2`` and ``feature/ünïcode`` are; ``@`` is ``HEAD``), followed by
+    any of ``~N``, ``^N``, ``^{type}``, ``@{N}``, ``@{upstream}``. Refused before git
+    ever sees them: non-strings, empty strings, a leading ``-`` (an option such as
+    ``--output=/tmp/x``), white space and control characters (a newline), ``:`` (a path
+    in a tree, ``HEAD:experiments``), ``..`` (a range, ``a..b``), every other name git
+    refuses (``a//b``, ``.hidden``, ``x.lock``, ``a@{b``), and invisible characters
+    (bidirectional controls) although git would take them.
     """
-    if (
-        not isinstance(revision, str)
-        or len(revision) > _MAX_REVISION_CHARS
-        or not _SAFE_REVISION.fullmatch(revision)
-        or ".." in revision
-        or revision.endswith((".", "/", ".lock"))
-        or ("@{" in revision and not _REFLOG_SUFFIX.fullmatch(revision))
-    ):
+    if not isinstance(revision, str) or not _is_revision(revision):
         raise GitError(
             f"{revision!r} is not a revision kexp accepts: give a commit hash, branch, tag "
             "or an expression like HEAD~2 (no options, paths, ranges or spaces)"
         )
     return revision
+
+
+def _is_revision(revision: str) -> bool:
+    if not revision or len(revision) > _MAX_REVISION_CHARS:
+        return False
+    cut = min(
+        (at for at in (revision.find("~"), revision.find("^"), revision.find("@{")) if at >= 0),
+        default=len(revision),
+    )
+    name, suffixes = revision[:cut], revision[cut:]
+    return (name == "@" or is_ref_name(name)) and bool(_REVISION_SUFFIXES.fullmatch(suffixes))
+
+
+def is_ref_name(name: str) -> bool:
+    """Whether ``name`` is a ref name ``git check-ref-format --allow-onelevel`` accepts,
+    and none that git would read as an option (a leading ``-``) or that holds invisible
+    characters."""
+    import unicodedata
+
+    if (
+        not name
+        or name.startswith(("-", "/"))
+        or name.endswith(("/", "."))
+        or "//" in name
+        or ".." in name
+        or "@{" in name
+        or name == "@"
+        or not _NOT_IN_REF_NAMES.isdisjoint(name)
+    ):
+        return False
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return False
+    return name.isascii() or all(
+        unicodedata.category(ch) not in _INVISIBLE_CATEGORIES for ch in name
+    )
 
 
 def is_hex(text: str, min_length: int = 4, max_length: int = 64) -> bool:
