@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from kexp.errors import GitError
+from kexp.errors import GitError, NoCommitsError
 
 if TYPE_CHECKING:
     import git
@@ -176,9 +176,12 @@ def _translate(repo: git.Repo, action: str, stderr: str) -> GitError:
     lowered = text.lower()
     where = _where(repo)
     if "dubious ownership" in lowered:
+        found = re.search(r"repository at '([^']*)'", text)
+        folder = found.group(1) if found else where
         return GitError(
-            f"git refuses to work in {where}: it is owned by another user; if you trust it, "
-            f"run: git config --global --add safe.directory {where}"
+            f"git refuses to work in {folder}: 'detected dubious ownership' (the repository "
+            "is owned by another user); if you trust it, run: git config --global --add "
+            f"safe.directory {folder}"
         )
     if "not a git repository" in lowered:
         return GitError(f"{where} is not a git repository: run 'git init' there")
@@ -268,13 +271,18 @@ def resolve_commit(repo: git.Repo, revision: str) -> str:
 
 
 def head_commit(repo: git.Repo) -> str:
-    """The full hash of ``HEAD``. Raises :class:`GitError` on a repository with no commits."""
-    try:
-        return str(repo.head.commit.hexsha)
-    except ValueError:
-        raise GitError(
-            f"{_where(repo)} has no commits yet: commit the code first, or give base_commit"
-        ) from None
+    """The full hash of ``HEAD``. Raises :class:`NoCommitsError` on a repository with no
+    commits, :class:`GitError` when git refuses (a repository owned by another user:
+    what git said and how to trust it).
+
+    Asked of ``git rev-parse`` (not of GitPython's object database, whose helper
+    process dies when git refuses: a broken pipe, and no words)."""
+    status, output = run_git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok_codes=(0, 1))
+    if status == 0 and output.strip():
+        return output.strip()
+    raise NoCommitsError(
+        f"{_where(repo)} has no commits yet: commit the code first, or give base_commit"
+    )
 
 
 def is_shallow(repo: git.Repo) -> bool:

@@ -50,9 +50,13 @@ def assert_one_clear_line(stderr: str, *phrases: str) -> None:
 
 
 def kexp(
-    root: Path, *args: str | bytes, prefix: Sequence[str] = (), **kwargs: object
+    root: Path,
+    *args: str | bytes,
+    prefix: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    **kwargs: object,
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KEXP_ROOT": str(root)}
+    env = env or {**os.environ, "KEXP_ROOT": str(root)}
     return subprocess.run(
         [*prefix, sys.executable, "-m", "kexp", *args],
         cwd=root,
@@ -302,3 +306,40 @@ def test_filter_values_that_are_not_utf8_are_a_clear_error(tmp_path: Path) -> No
             store.top_experiments(**{name: "\ud800"})
     with pytest.raises(KexpError, match="not valid UTF-8 text"):
         store.list_experiments(tags=["ok", "\udcff"])
+
+
+# --- git refuses a repository owned by another user ----------------------------------------
+
+
+def test_a_repository_owned_by_another_user_says_what_git_said_and_how_to_trust_it(
+    repo: Path, store: Store
+) -> None:
+    """git's safe.directory refusal reaches the user as git's words and the command that
+    fixes it; never "has no commits yet", never an exit without a word (kexp used to
+    write to git's helper process after git had refused and died: a broken pipe)."""
+    exp = store.create_experiment(**experiment_fields())
+    git_env: dict[str, str] = {}
+    if os.geteuid() == 0:  # really owned by another user
+        for folder, dirs, files in os.walk(repo):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.lchown(name, 65534, 65534)
+    else:  # git's own switch: it refuses as for a repository of another user
+        git_env["GIT_TEST_ASSUME_DIFFERENT_OWNER"] = "1"
+    from_git = [a for a in ADD if a not in ("--base-commit", COMMIT, "--author", "Ada")]
+    commands = [from_git] * 8 + [  # the broken pipe came in about a third of the runs
+        ["validate"],
+        ["list", "--rev", "HEAD"],
+        ["review", "main"],
+        ["log", exp.id],
+        ["list", "--reachable-from", "HEAD"],
+    ]
+    for args in commands:
+        result = kexp(repo, *args, env={**os.environ, "KEXP_ROOT": str(repo), **git_env})
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, (args, output)
+        assert "no commits yet" not in output, (args, output)
+        assert_one_clear_line(
+            result.stderr,
+            f"git refuses to work in {repo}: 'detected dubious ownership'",
+            f"run: git config --global --add safe.directory {repo}",
+        )
