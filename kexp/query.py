@@ -111,6 +111,24 @@ def parse_time(value: Any, *, end_of_day: bool = False) -> dt.datetime:
     return moment.astimezone(dt.timezone.utc)
 
 
+def _check_text(name: str, value: str) -> None:
+    """Refuse a filter value that is not text: it holds lone surrogates, as a command
+    line argument of bytes that are not UTF-8 does (decoded with surrogateescape)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape" if _escaped(value) else "backslashreplace")
+        raise KexpError(
+            f"the {name} filter {shown!r} is not valid UTF-8 text: give it in UTF-8 "
+            "(check the terminal's or the script's encoding)"
+        ) from None
+
+
+def _escaped(value: str) -> bool:
+    """Whether every lone surrogate of ``value`` stands for a byte (surrogateescape)."""
+    return all("\udc80" <= ch <= "\udcff" for ch in value if "\ud800" <= ch <= "\udfff")
+
+
 def build_filters(**kwargs: Any) -> Filters:
     """Check and normalise filter keyword arguments; unknown names are an error."""
     unknown = sorted(set(kwargs) - set(FILTER_NAMES))
@@ -119,6 +137,11 @@ def build_filters(**kwargs: Any) -> Filters:
             f"unknown filter {', '.join(unknown)}; filters are: {', '.join(FILTER_NAMES)}"
         )
     values: dict[str, Any] = {k: v for k, v in kwargs.items() if v is not None}
+    for name, value in values.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, str):
+                _check_text(name, item)
     for name in ("operator", "dtype", "env", "text"):
         if name in values:
             values[name] = str(values[name]).lower()

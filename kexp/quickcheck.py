@@ -50,7 +50,7 @@ from kexp.fileformat import (
     _unwrap,
 )
 from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME, is_real_time
+from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME, encoded_size, is_real_time
 
 _BOM = codecs.BOM_UTF8
 #: Lines that may be headings or open or close a code fence; every other line leaves the
@@ -73,8 +73,11 @@ def quick_fields(
     When a dict is returned, ``check_bytes(data, Path(path), settings)`` is ``ok`` and
     its ``document.fields`` equal the dict (same keys in the same order, same values
     and types). None means "not sure": run :func:`kexp.validate.check_bytes`.
-    ``settings`` changes no verdict today (only warnings depend on it).
+    ``settings`` changes no verdict but the size limit (data over
+    ``settings.max_file_bytes`` is never certainly valid: check_bytes refuses it).
     """
+    if encoded_size(data, settings.max_file_bytes) is not None:
+        return None
     if isinstance(data, bytes):
         if data[:3] == _BOM:
             data = data[3:]

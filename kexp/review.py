@@ -1046,8 +1046,11 @@ def md_text(value: Any, *, limit: int | None = None) -> str:
 
     Line breaks become spaces; ``& < >`` become entities (no HTML passes through);
     Markdown punctuation is backslash-escaped (no emphasis, links, images, code, math,
-    or table cells); control characters become U+FFFD. Safe in a table cell. ``limit``
-    cuts the text to that many characters, ending in "…".
+    or table cells); control characters become U+FFFD; what a forge would turn into a
+    live link or a notification (a bare URL, a ``www.`` host, an e-mail address, an
+    ``@user`` or ``@org/team`` mention, an issue reference) gets an invisible
+    zero-width space that breaks it (see :func:`defuse_links`). Safe in a table cell.
+    ``limit`` cuts the text to that many characters, ending in "…".
     """
     out: list[str] = []
     for ch in _one_line(value, limit):
@@ -1057,7 +1060,29 @@ def md_text(value: Any, *, limit: int | None = None) -> str:
             out.append("\\" + ch)
         else:
             out.append(_visible(ch))
-    return "".join(out)
+    return defuse_links("".join(out))
+
+
+#: A zero-width space, as an entity: it renders as nothing, yet no autolink, mention
+#: or reference survives it (they are recognised on the rendered text).
+_BREAK = "&#8203;"
+#: What GitHub-flavoured Markdown and the forge link: a URL scheme before "://" (or a
+#: scheme used without slashes), "www.", "@" before a name (mentions, e-mail
+#: addresses), "#" (escaped) or "GH-" before digits (issue references).
+_LIVE = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*(?=://)|mailto(?=:)|xmpp(?=:))"
+    r"|(?<![a-z0-9_-])www(?=\.)"
+    r"|@(?=[a-z0-9_])"
+    r"|\\#(?=[0-9])"
+    r"|(?<![a-z0-9_])gh(?=-[0-9])"
+)
+
+
+def defuse_links(text: str) -> str:
+    """Markdown text (as :func:`md_text` escapes it) in which nothing is linked or
+    mentioned by the forge: a zero-width space after each URL scheme, ``www``, ``@``,
+    ``#`` or ``GH`` that would start one. The text reads the same."""
+    return _LIVE.sub(lambda match: match.group() + _BREAK, text)
 
 
 def md_code(value: Any, *, in_table: bool = False, limit: int | None = None) -> str:
@@ -1190,7 +1215,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
         if e.rank is None:
             rank = "—"
         else:
-            rank = f"#{e.rank} of {e.rank_of}"
+            rank = f"#{_BREAK}{e.rank} of {e.rank_of}"  # "#1" alone would name issue 1
             if e.new_best:
                 rank = f"**{rank}, new best**"
             elif e.kind == "removed" and e.rank == 1:

@@ -23,6 +23,10 @@ class Settings:
     max_summary_chars: int = 80
     #: Files larger than this are refused instead of read whole.
     max_file_bytes: int = 4 * 1024 * 1024
+    #: An update reads a file over ``max_file_bytes`` up to this size (larger ones are
+    #: refused unread), so that it can make the file small enough again; what it
+    #: writes must fit ``max_file_bytes``.
+    max_repair_file_bytes: int = 64 * 1024 * 1024
     #: Relative disagreement between ``score`` and the geometric mean of ``results``
     #: above which validation warns.
     score_tolerance: float = 0.005

@@ -127,20 +127,36 @@ def read_file_and_stat(
             want = 1 << 16
         if info.st_size > limit or size > limit:
             shown = info.st_size if info.st_size > limit else f"over {limit}"
-            raise FileFormatError(
-                _error(
-                    path,
-                    1,
-                    1,
-                    "file-too-large",
-                    "",
-                    f"the file is {shown} bytes; the limit is {limit}",
-                    "move large logs or profiles out of the experiment and link to them",
-                )
-            )
+            raise FileFormatError(size_problem(path, shown, limit))
     finally:
         os.close(fd)
     return b"".join(chunks), info
+
+
+def size_problem(path: Path | str, size: int | str, limit: int) -> Problem:
+    """The ``file-too-large`` problem of a file of ``size`` bytes over ``limit``: the one
+    size verdict, whatever the bytes come from (a file, a git blob, a write)."""
+    return _error(
+        path,
+        1,
+        1,
+        "file-too-large",
+        "",
+        f"the file is {size} bytes; the limit is {limit} (the max_file_bytes setting)",
+        "move large logs or profiles out of the experiment (into files of their own, "
+        "linked from it) and keep a summary in the experiment",
+    )
+
+
+def encoded_size(data: bytes | str, limit: int) -> int | None:
+    """The size in bytes of ``data`` as a file holds it (UTF-8) when it is over
+    ``limit``, else None (text well under the limit is not encoded to find out)."""
+    if isinstance(data, bytes):
+        return len(data) if len(data) > limit else None
+    if len(data) * 4 <= limit:  # at most 4 bytes a character
+        return None
+    size = len(data) if len(data) > limit else len(data.encode("utf-8", "surrogatepass"))
+    return size if size > limit else None
 
 
 def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
@@ -197,8 +213,14 @@ def check_bytes(
     """Parse and check the text of one experiment file.
 
     Canonical front-matter is read by the fast path; a file with any problem is read
-    again exactly, so every problem is reported at its line.
+    again exactly, so every problem is reported at its line. Text over
+    ``settings.max_file_bytes`` is one ``file-too-large`` problem, wherever it comes
+    from: a file, a git blob, or what a write is about to store (every write checks
+    its text here first, so none can store a file that reads would refuse).
     """
+    oversize = encoded_size(data, settings.max_file_bytes)
+    if oversize is not None:
+        return CheckedFile(path, None, [size_problem(path, oversize, settings.max_file_bytes)])
     try:
         doc = parse(data, path, fast=True)
         if doc.exact_positions:

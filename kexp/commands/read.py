@@ -608,7 +608,9 @@ def export(
 
     Keys are stable: every field in canonical order, then outcome and path (relative
     to the store). Oldest first. --format legacy writes the predecessor's database
-    (id -> record, its keys and types) of the whole store, for tools that still read it.
+    (id -> record, its keys and types) of the whole store, for tools that still read it;
+    with -o FILE, what its records have no place for (tags, author, ...) goes beside it
+    in FILE.kexp.json, which kexp import reads back.
 
     Python: kexp.export.export(store, stream, format, **filters);
     kexp.legacy.export_legacy(path, store).
@@ -642,7 +644,7 @@ def export(
 
 def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
     from kexp.errors import KexpError
-    from kexp.legacy import dump_legacy, export_legacy, legacy_database
+    from kexp.legacy import dump_legacy, export_legacy, legacy_export
 
     if filtered:
         raise KexpError("--format legacy exports the whole store: drop filters and --fields")
@@ -652,10 +654,18 @@ def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
             for line in report.lines():
                 click.echo(clean(line), err=True)
             return
-        database, problems = legacy_database(store)
+        database, kept, problems = legacy_export(store)
     click.echo(dump_legacy(database))
     for line in problems:
         click.echo(clean(line), err=True)
+    if kept:
+        click.echo(
+            f"kexp: warning: {len(kept)} experiment(s) keep what the predecessor's records "
+            "have no place for (tags, author, combines, results, unknown fields or "
+            "sections): not in this output; export with -o FILE to keep it beside the "
+            "database, for kexp import",
+            err=True,
+        )
 
 
 def _write_atomically(path: Path, text: str) -> None:

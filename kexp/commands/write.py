@@ -516,6 +516,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
     with progress("formatting"):
         results = format_files(list(paths) or None, store=store, check=check)
     changed = errors = 0
+    results = [r for r in results if r.status != "gone"]  # deleted meanwhile: not a problem
     for result in results:
         shown = clean(_relative(result.path))
         if result.status == "error":
