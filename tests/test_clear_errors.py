@@ -92,7 +92,7 @@ def test_a_lock_folder_kexp_may_not_write_is_a_clear_error(tmp_path: Path) -> No
     (exp,) = store.list_experiments()
     assert exp.path is not None
     locks = store.cache_dir / "locks"
-    locks.mkdir()
+    locks.mkdir(exist_ok=True)  # creates may have made it (claim locks)
     locks.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
     before = exp.path.read_bytes()
     try:

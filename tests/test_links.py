@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def clone_with(tmp_path: Path, name: str, links: dict[str, str]) -> tuple[Path, 
     for path, target in links.items():
         link = origin / path
         link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_dir() and not link.is_symlink():
+            shutil.rmtree(link)  # made by the create (its claim lock), replaced by the link
         link.symlink_to(target)
         git(origin, "add", "-f", path)
     git(origin, "add", "-A")
