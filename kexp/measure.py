@@ -637,6 +637,37 @@ def _sides(m: Measurement) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 # --- recording -------------------------------------------------------------------------
 
+_PROTOCOL_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def parse_protocol(assignments: Iterable[str]) -> dict[str, Any]:
+    """``protocol`` fields from ``KEY=VALUE`` texts (``kexp add --protocol``): ``timer``
+    text, ``warmup`` and ``repetitions`` counts, ``synchronized``, ``l2_flushed`` and
+    ``clocks_locked`` true or false."""
+    from kexp.model import PROTOCOL_KEYS
+
+    protocol: dict[str, Any] = {}
+    for text in assignments:
+        key, sep, raw = (part.strip() for part in text.partition("="))
+        if not sep or key not in PROTOCOL_KEYS:
+            raise MeasurementError(
+                f"{text!r} is not KEY=VALUE with KEY one of {', '.join(PROTOCOL_KEYS)} "
+                "(e.g. timer=cuda_events)"
+            )
+        if key in protocol:
+            raise MeasurementError(f"protocol {key} is given twice")
+        if key == "timer":
+            protocol[key] = raw
+        elif key in ("warmup", "repetitions"):
+            if not raw.isdigit():
+                raise MeasurementError(f"protocol {key}={raw!r} is not a count (e.g. {key}=10)")
+            protocol[key] = int(raw)
+        elif raw.lower() in _PROTOCOL_BOOLEANS:
+            protocol[key] = _PROTOCOL_BOOLEANS[raw.lower()]
+        else:
+            raise MeasurementError(f"protocol {key}={raw!r} is not true or false")
+    return protocol
+
 
 def with_timings(
     store: Store,

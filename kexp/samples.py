@@ -365,3 +365,70 @@ def _show(value: Any) -> str:
     if value is None:
         return "(absent)"
     return json.dumps(value)
+
+
+# --- describing -------------------------------------------------------------------------
+
+
+def describe_interval(score: float, interval: Sequence[float], digits: int = 4) -> str:
+    """``1.0320 [1.0110, 1.0540]`` (the score alone without an interval)."""
+    if len(interval) == 2:
+        low, high = interval
+        return f"{score:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    return f"{score:.{digits}f}"
+
+
+def describe_protocol(protocol: Mapping[str, Any]) -> str:
+    """How timings were measured, in words: ``cuda_events, warm-up 10, 100 repetitions
+    a sample, L2 flushed, clocks locked`` ("" when unknown)."""
+    parts = []
+    if "timer" in protocol:
+        parts.append(str(protocol["timer"]))
+    if "synchronized" in protocol:
+        parts.append("synchronized" if protocol["synchronized"] else "not synchronized")
+    if "warmup" in protocol:
+        parts.append(f"warm-up {protocol['warmup']}")
+    if "repetitions" in protocol:
+        parts.append(f"{protocol['repetitions']} repetition(s) a sample")
+    if "l2_flushed" in protocol:
+        parts.append("L2 flushed" if protocol["l2_flushed"] else "L2 not flushed")
+    if "clocks_locked" in protocol:
+        parts.append("clocks locked" if protocol["clocks_locked"] else "clocks not locked")
+    parts.extend(f"{k}={v}" for k, v in protocol.items() if k not in _PROTOCOL_WORDS)
+    return ", ".join(parts)
+
+
+_PROTOCOL_WORDS = frozenset(
+    {"timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked"}
+)
+
+
+def describe_result(result: Mapping[str, Any]) -> str | None:
+    """A ``results`` entry measured with samples, in words: ``b8: 1.0092x  12.35 ->
+    12.23 us (n 60/60, IQR 0.31/0.42)``; None for single numbers."""
+    counts = sample_count(result)
+    if counts is None:
+        return None
+    unit = result.get("unit", "us")
+    text = f"{result.get('config')}: {result.get('speedup')}x  "
+    text += f"{result.get('baseline')} -> {result.get('candidate')} {unit}"
+    text += f" (n {counts[0]}/{counts[1]}"
+    spreads = result.get("baseline_iqr"), result.get("candidate_iqr")
+    if all(_is_number(s) for s in spreads):
+        text += f", IQR {spreads[0]:g}/{spreads[1]:g}"
+    return text + ")"
+
+
+def describe_samples(text: str) -> str:
+    """The ``## Samples`` section in one line: rounds and samples per configuration."""
+    try:
+        rounds = parse_samples(text)
+    except SamplesError as exc:
+        return f"(cannot be read: line {exc.line}: {exc})"
+    together = pooled(rounds)
+    counts = sorted({(len(b), len(c)) for b, c in together.values()})
+    sizes = ", ".join(f"{b} / {c}" for b, c in counts)
+    return (
+        f"{len(rounds)} round(s) of {len(together)} configuration(s): {sizes} samples "
+        "(baseline / candidate) per configuration"
+    )
