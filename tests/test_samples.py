@@ -520,3 +520,37 @@ TestRecordAndRemeasure.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_the_quick_verdict_on_sampled_files_is_the_full_checks(store: Store) -> None:
+    from kexp.validate import warns_if_valid
+
+    base, cand = timings(random.Random(9), 1.02, n=6)
+    exp = record_iteration(store, baseline=base, candidate=cand, **fields())
+    assert exp.path is not None
+    text = exp.path.read_text(encoding="utf-8")
+    first_line = next(line for line in text.split("\n") if line.startswith('{"round": 1'))
+    variants = {
+        "as written": text,
+        "crlf": text.replace("\n", "\r\n"),
+        "median edited": text.replace("speedup: ", "speedup: 9", 1),
+        "interval edited": text.replace("score_ci: [", "score_ci: [0.5", 1),
+        "interval outside": text.replace("score_ci: [", "score_ci: [1.9", 1),
+        "sample line broken": text.replace(first_line, first_line[:-2]),
+        "a round out of order": text.replace('{"round": 1', '{"round": 3', 1),
+        "samples twice": text + "\n## Samples\n\nmore\n",
+        "no sample line": text.split("## Samples")[0] + "## Samples\n\nprose only\n",
+        "heading inside a fence": text.replace("## Samples", "```\n## Samples\n```", 1),
+        "no samples": text.split("\n## Samples")[0] + "\n",
+    }
+    answered = []
+    for name, variant in variants.items():
+        quick = quick_fields(variant.encode(), exp.path)
+        checked = check_bytes(variant.encode(), exp.path)
+        if quick is None:
+            continue
+        answered.append(name)
+        assert checked.ok and checked.document is not None, name
+        assert quick == checked.document.fields, name
+        assert warns_if_valid(quick) == bool(checked.problems), name
+    assert answered == ["as written", "crlf", "heading inside a fence", "no samples"]
