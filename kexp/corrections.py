@@ -22,14 +22,17 @@ if TYPE_CHECKING:
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 _LIST_FIELDS = frozenset({"tags", "combines"})
+_JSON_FIELDS = frozenset({"results", "score_ci", "protocol"})
+#: Fields a correction note names instead of quoting (long texts, per-config lists).
+_NAMED_FIELDS = frozenset({*BODY_FIELDS, "results"})
 
 
 def parse_value(field: str, raw: str) -> Any:
     """The value of ``FIELD=raw`` typed for ``field``.
 
     ``score`` is a number, ``is_buggy`` a boolean (true/false, yes/no, 1/0), ``tags``
-    and ``combines`` a comma-separated list (or a JSON list), ``results`` JSON; every
-    other field is the text as given.
+    and ``combines`` a comma-separated list (or a JSON list), ``results``,
+    ``score_ci`` and ``protocol`` JSON; every other field is the text as given.
     """
     if field not in ALL_FIELDS:
         raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
@@ -52,7 +55,7 @@ def parse_value(field: str, raw: str) -> Any:
                 raise KexpError(f"{field} must be a list")
             return value
         return [item.strip() for item in raw.split(",") if item.strip()]
-    if field == "results":
+    if field in _JSON_FIELDS:
         return _json(field, raw)
     return raw
 
@@ -98,7 +101,7 @@ def correction_note(
     """The note appended to ``detailed_description`` for a correction, e.g.
     ``**Correction (2026-11-30)**: score 1.019 → 1.021. Reason: re-measured.``
 
-    Long text fields are named, not quoted.
+    Long text fields and ``results`` are named, not quoted.
     """
     day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
     parts = []
@@ -106,7 +109,7 @@ def correction_note(
         before = getattr(old, field)
         if before == value:
             continue
-        if field in BODY_FIELDS:
+        if field in _NAMED_FIELDS:
             parts.append(f"{field} rewritten")
         else:
             parts.append(f"{field} {_show(before)} → {_show(value)}")

@@ -9,7 +9,10 @@ added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``
 ``see PR 12``) matches nothing.
 
 :meth:`kexp.Store.create_experiment` calls :func:`warn_repeats`, which warns with a
-:class:`RepeatedChangeWarning` naming each earlier experiment and its score.
+:class:`RepeatedChangeWarning` naming each earlier experiment and its score; when an
+earlier one also has the same base commit and env, the new one measures the same
+thing again, and the warning is a :class:`RemeasureWarning`: add a round to the earlier
+experiment (``kexp remeasure``) instead, so that tries are pooled, not picked from.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ class RepeatedChangeWarning(KexpWarning):
     """A new experiment's code change was already tried in an earlier experiment."""
 
 
+class RemeasureWarning(RepeatedChangeWarning):
+    """A new experiment repeats an earlier one's code change, base commit and env: it
+    should be a new round of that experiment (``kexp remeasure``)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Repeat:
     """An earlier experiment with the same code change."""
@@ -52,6 +60,8 @@ class Repeat:
     outcome: str
     change_summary: str
     path: Path | None
+    base_commit: str = ""
+    env: str = ""
 
     def describe(self) -> str:
         """One line: id, score, outcome and summary."""
@@ -150,7 +160,15 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
         found.append(exp)
     found.sort(key=lambda e: (e.created_at, e.id))
     return [
-        Repeat(e.id, float(e.score), outcome_of(e, store.settings), e.change_summary, e.path)
+        Repeat(
+            e.id,
+            float(e.score),
+            outcome_of(e, store.settings),
+            e.change_summary,
+            e.path,
+            e.base_commit,
+            e.env,
+        )
         for e in found
     ]
 
@@ -165,14 +183,35 @@ def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:
     )
 
 
+def remeasure_message(repeat: Repeat) -> str:
+    """The warning text for a new experiment that measures ``repeat`` again."""
+    return (
+        f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
+        f"measurement again; add it as a round of that experiment instead (kexp remeasure "
+        f"{repeat.id} --baseline ... --candidate ..., or kexp.measure.remeasure), so that "
+        "tries are pooled rather than the best of them kept"
+    )
+
+
 def warn_repeats(
-    store: Store, code_change: str, *, exclude: Iterable[str] = (), stacklevel: int = 2
+    store: Store,
+    code_change: str,
+    *,
+    exclude: Iterable[str] = (),
+    stacklevel: int = 2,
+    base_commit: str = "",
+    env: str = "",
 ) -> list[Repeat]:
-    """Warn (:class:`RepeatedChangeWarning`) when ``code_change`` was already tried.
+    """Warn (:class:`RepeatedChangeWarning`) when ``code_change`` was already tried;
+    with a :class:`RemeasureWarning` when an earlier experiment also has this
+    ``base_commit`` and ``env`` (given).
 
     Returns the repeats found. ``stacklevel`` is relative to the caller of this function.
     """
     repeats = find_repeats(store, code_change, exclude=exclude)
-    if repeats:
+    same = [r for r in repeats if base_commit and r.base_commit == base_commit and r.env == env]
+    if same:
+        warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
+    elif repeats:
         warnings.warn(repeat_message(repeats), RepeatedChangeWarning, stacklevel=stacklevel + 1)
     return repeats

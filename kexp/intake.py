@@ -228,12 +228,16 @@ def record(
     candidate: Path | str | None = None,
     table: Path | str | None = None,
     stat: str = "median",
+    unit: str = "us",
+    keep_samples: bool = True,
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
-    With timings (``baseline`` and ``candidate`` files, or one ``table``), ``score``,
-    ``results`` and the ``raw_result`` breakdown are computed from them (see
-    :func:`kexp.measure.record_iteration`); otherwise ``score`` must be given.
+    With timings (``baseline`` and ``candidate`` files, or one ``table``; times in
+    ``unit`` unless the file says), ``score``, ``results`` and the ``raw_result``
+    breakdown are computed from them, and from repeated timings ``score_ci`` and the
+    ``## Samples`` section (see :func:`kexp.measure.record_iteration`); otherwise
+    ``score`` must be given.
     Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
@@ -245,6 +249,8 @@ def record(
         candidate=candidate,
         table=table,
         stat=stat,
+        unit=unit,
+        keep_samples=keep_samples,
         **resolve_references(store, fields),
     )
 

@@ -232,6 +232,24 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
     return ranked
 
 
+#: What ``top_experiments`` can rank by: the score, or the low end of its interval.
+RANKINGS = ("score", "low")
+
+
+def interval_low(exp: Any) -> float:
+    """The low end of ``exp``'s 95 % interval: a robust "at least this fast" (the score
+    itself when it has no interval)."""
+    interval = getattr(exp, "score_ci", None)
+    return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
+
+
+def rank_by_low(experiments: Iterable[_E]) -> list[_E]:
+    """Best first by :func:`interval_low`; ties as :func:`rank` orders them."""
+    ranked = rank(experiments)
+    ranked.sort(key=interval_low, reverse=True)
+    return ranked
+
+
 def _time_key(created_at: str) -> str:
     """``created_at`` in a form that sorts in time order as text.
 

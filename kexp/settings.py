@@ -48,6 +48,9 @@ class Settings:
     #: A measured time (baseline or candidate, in microseconds) below this is "near zero":
     #: below GPU timer resolution, so the measurement is flagged as suspect.
     suspect_time_below_us: float = 0.5
+    #: A kernel shorter than this (microseconds) timed with a host wall clock without
+    #: device synchronisation (``protocol``) is suspect: the clock may read the launch.
+    suspect_wall_clock_below_us: float = 100.0
 
 
 DEFAULT_SETTINGS = Settings()

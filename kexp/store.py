@@ -40,7 +40,16 @@ from kexp.model import (
 )
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track, track_part
-from kexp.query import Filters, build_filters, chronological, mark_interference, matches, rank
+from kexp.query import (
+    RANKINGS,
+    Filters,
+    build_filters,
+    chronological,
+    mark_interference,
+    matches,
+    rank,
+    rank_by_low,
+)
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import (
     EXPERIMENT_NAME,
@@ -425,6 +434,7 @@ class Store:
         include_pending: bool = False,
         strict: bool = False,
         brief: bool = False,
+        by: str = "score",
         **filters: Any,
     ) -> list[KernelExperiment]:
         """The best experiments by score (descending), at most ``max_results`` (20).
@@ -433,11 +443,14 @@ class Store:
         for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
         ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
         cache); only the experiments returned are read whole (none with ``brief``).
+        ``by="low"`` ranks by the low end of ``score_ci`` (the score without one).
         """
         limit = max(0, self.settings.top_default if max_results is None else max_results)
         asked_outcome = filters.get("outcome") is not None
         skip_buggy = not (include_buggy or asked_outcome or filters.get("is_buggy") is not None)
         skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
+        if by != "score":
+            return self._top_by_low(by, limit, skip_buggy, skip_pending, strict, brief, filters)
         if self._cached and filters.get("text") is None and filters.get("reachable_from") is None:
             wanted = build_filters(**self._resolve_filter_ids(filters))
             best = self._with_index(
@@ -462,6 +475,28 @@ class Store:
             batch = self._complete(ranked[start : start + max(limit, 1) * 4], strict=strict)
             chosen += [e for e in batch if matches(e, found.text, self.settings)]
         return chosen[:limit]
+
+    def _top_by_low(
+        self,
+        by: str,
+        limit: int,
+        skip_buggy: bool,
+        skip_pending: bool,
+        strict: bool,
+        brief: bool,
+        filters: dict[str, Any],
+    ) -> list[KernelExperiment]:
+        """:meth:`top_experiments` ranked by the low end of the interval."""
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+        found = [
+            e
+            for e in self.list_experiments(strict=strict, brief=True, **filters)
+            if not (skip_buggy and e.is_buggy)
+            and not (skip_pending and e.status in PENDING_STATUSES)
+        ]
+        best = rank_by_low(found)[:limit]
+        return best if brief else [self.get_experiment(e.id) for e in best]
 
     def _best_rows(
         self, view: IndexView, wanted: Filters, limit: int, skip_buggy: bool, skip_pending: bool
@@ -901,7 +936,14 @@ class Store:
             from kexp.dedupe import warn_repeats
 
             # Recorded all the same; the warning names the earlier experiments.
-            warn_repeats(self, exp.code_change, exclude=[exp.id], stacklevel=2)
+            warn_repeats(
+                self,
+                exp.code_change,
+                exclude=[exp.id],
+                stacklevel=2,
+                base_commit=exp.base_commit,
+                env=exp.env,
+            )
         path = self._path_for(exp)
         _make_folder(path.parent)
         names_others = bool(exp.pid or exp.combines)

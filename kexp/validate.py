@@ -1,9 +1,10 @@
 """Validation: schema plus the semantic checks a schema cannot express, one report.
 
 Per file: the schema (structure and types), file name vs id, finite score, a buggy
-experiment's error message, a real ``created_at``, ``score`` vs ``results``, unknown
-fields. Across the store: duplicate ids, ``pid``/``combines`` pointing nowhere, lineage
-cycles.
+experiment's error message, a real ``created_at``, ``score`` vs ``results``,
+``score_ci`` holding the score and the ``## Samples`` section vs ``results`` (see
+:mod:`kexp.samples`), unknown fields. Across the store: duplicate ids,
+``pid``/``combines`` pointing nowhere, lineage cycles.
 """
 
 from __future__ import annotations
@@ -346,6 +347,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "correct score or results (kexp computes score from timings)",
             )
         )
+    problems.extend(_sample_problems(doc))
     known = set(ALL_FIELDS)
     for key in fields:
         if key not in known:
@@ -359,6 +361,39 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                     "check the spelling against schema/experiment.schema.json",
                 )
             )
+    return problems
+
+
+def _sample_problems(doc: Document) -> list[Problem]:
+    """``score_ci`` must hold the score; the ``## Samples`` section must be readable and
+    give the ``results``, ``score`` and ``score_ci`` recorded (see :mod:`kexp.samples`)."""
+    fields = doc.fields
+    samples = doc.body_values()["samples"]
+    if "score_ci" not in fields and not samples:
+        return []
+    from kexp.samples import sample_findings
+
+    problems = []
+    for finding in sample_findings(fields, samples):
+        if finding.section_line is not None:
+            # The section's text starts on the second line after its heading.
+            line, column = doc.section_line("samples") + 1 + finding.section_line, 1
+        elif finding.path:
+            line, column = doc.position(finding.path)
+        else:
+            line, column = doc.section_line("samples"), 1
+        problems.append(
+            Problem(
+                doc.path,
+                line,
+                column,
+                finding.severity,
+                finding.code,
+                finding.field,
+                finding.message,
+                finding.hint,
+            )
+        )
     return problems
 
 
@@ -390,8 +425,9 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     """Whether :func:`check_document` reports a warning for a file without errors whose
     front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
 
-    These are its only warnings besides those of the YAML reader (values it would retype),
-    which :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
+    These are its only warnings besides those of the YAML reader (values it would retype)
+    and those of the ``## Samples`` section (:mod:`kexp.samples`), which
+    :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
     :func:`check_document` must be added here too (tests check the two agree).
     """
     if not _KNOWN_FIELDS.issuperset(fields):

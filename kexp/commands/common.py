@@ -350,10 +350,14 @@ def id_display_width(experiments: Sequence[KernelExperiment], minimum: int = 10)
 
 
 def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
-    """One table cell: short ids and hashes, four-decimal scores, one-line text; a
+    """One table cell: short ids and hashes, four-decimal scores (three, followed by the
+    95 % interval, as in ``1.032 [1.011, 1.054]``, when there is one), one-line text; a
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
     if column == "score":
+        if exp.score_ci and len(exp.score_ci) == 2:
+            low, high = exp.score_ci
+            return f"{exp.score:.3f} [{low:.3f}, {high:.3f}]"
         return f"{exp.score:.4f}"
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:id_width]

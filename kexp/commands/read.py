@@ -63,6 +63,14 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 @click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
 @click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
 @filter_options
+@click.option(
+    "--by",
+    type=click.Choice(["score", "low"]),
+    default="score",
+    show_default=True,
+    help="Rank by the score, or by the low end of its 95% interval (a robust 'at least "
+    "this fast'; the score when there is no interval).",
+)
 @click.option("--sort", help=_SORT_HELP + " Default: score, best first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @read_options
@@ -73,6 +81,7 @@ def top(
     limit: int,
     include_buggy: bool,
     include_pending: bool,
+    by: str,
     sort: str | None,
     reverse: bool,
     as_json: bool,
@@ -83,17 +92,19 @@ def top(
 ) -> None:
     """The best experiments by score (buggy and pending left out).
 
-    Python: kexp.Store.top_experiments(limit, **filters).
+    Python: kexp.Store.top_experiments(limit, by="score", **filters).
 
     \b
     Examples:
       kexp top --operator cache --dtype bf16 -n 5
+      kexp top --by low                    ranked by the interval's low end
       kexp top --json --brief              the best 20, for an agent
     """
     experiments = get_store(ctx).top_experiments(
         limit,
         include_buggy=include_buggy,
         include_pending=include_pending,
+        by=by,
         brief=not needs_bodies(output_format, as_json, fields, brief),
         **filters_from(params),
     )
@@ -230,8 +241,13 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
 
     style = styler()
     click.echo(style(f"{exp.id}  {one_line(exp.change_summary)}", bold=True))
+    score = f"{exp.score:.4f}"
+    if exp.score_ci:
+        from kexp.samples import describe_interval
+
+        score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
     rows = [
-        ("score", f"{exp.score:.4f}  ({exp.outcome})"),
+        ("score", f"{score}  ({exp.outcome})"),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
         ("dtype", exp.dtype_sig),
@@ -252,8 +268,17 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
 
             value = json.dumps(value)
         rows.append((str(key), value))
+    if exp.protocol:
+        from kexp.samples import describe_protocol
+
+        rows.append(("protocol", describe_protocol(exp.protocol)))
     for config in exp.results:
-        rows.append(("result", ", ".join(f"{k}={v}" for k, v in config.items())))
+        described = None
+        if "baseline_n" in config:
+            from kexp.samples import describe_result
+
+            described = describe_result(config)
+        rows.append(("result", described or ", ".join(f"{k}={v}" for k, v in config.items())))
     reasons = suspect_reasons(exp)
     if reasons:
         rows.append(("suspect", f"verify correctness: {'; '.join(reasons)}"))
@@ -267,6 +292,12 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
         click.echo("")
         click.echo(clean(exp.preamble.rstrip("\n")))
     sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
+    if exp.samples:
+        from kexp.samples import describe_samples
+
+        # The raw timings are for tools (kexp show ID --field samples), not for reading.
+        summary = f"{describe_samples(exp.samples)}; kexp show {exp.id[:8]} --field samples"
+        sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
         if text:
             click.echo("")
@@ -433,7 +464,12 @@ def lessons(
 
 
 def _print_lesson(lesson: Lesson, width: int | None) -> None:
-    head = f"  {lesson.id[:10]}  {lesson.score:.4f}  "
+    score = f"{lesson.score:.4f}"
+    if lesson.score_ci:
+        from kexp.samples import describe_interval
+
+        score = describe_interval(lesson.score, lesson.score_ci)
+    head = f"  {lesson.id[:10]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(lesson.key_insight) or "(no key insight recorded)"
     if width is not None:
