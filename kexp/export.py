@@ -36,7 +36,10 @@ RECORD_FIELDS = (*ALL_FIELDS, *KEPT_CONTENT, *DERIVED_FIELDS)
 FORMATS = ("json", "jsonl", "csv")
 _NUMERIC = frozenset({"score"})
 #: Record keys whose CSV cells hold JSON (lists and mappings), and numbers and booleans.
-_CSV_JSON = frozenset({"tags", "combines", "results", "extra_fields", "extra_sections", "suspect"})
+_CSV_JSON = frozenset(
+    {"tags", "combines", "results", "score_ci", "protocol", "extra_fields", "extra_sections"}
+    | {"suspect"}
+)
 _CSV_NUMBERS = frozenset({"score"})
 _CSV_BOOLEANS = frozenset({"is_buggy"})
 #: Text of a file kept besides its fields that a brief record leaves out, as the bodies.
@@ -194,7 +197,9 @@ def read_records(stream: IO[str], input_format: str) -> list[dict[str, Any]]:
 
 def _csv_value(name: str, cell: str) -> Any:
     if name in _CSV_JSON or (name in _CSV_NUMBERS and cell):
-        return json.loads(cell) if cell else []
+        if cell:
+            return json.loads(cell)
+        return {} if name in ("protocol", "extra_fields") else []
     if name in _CSV_BOOLEANS:
         return cell == "true"
     return cell
