@@ -72,6 +72,7 @@ __all__ = [
     "init_store",
     "list_experiments",
     "record_iteration",
+    "remeasure",
     "similar",
     "top_experiments",
     "update_experiment",
@@ -195,6 +196,15 @@ def record_iteration(**arguments: Any) -> KernelExperiment:
     from kexp.measure import record_iteration as record
 
     return record(default_store(), **arguments)
+
+
+def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
+    """Add a round of measurement to an experiment: its samples pooled with the earlier
+    rounds, score and interval recomputed, the correction recorded (see
+    :func:`kexp.measure.remeasure`)."""
+    from kexp.measure import remeasure as add_round
+
+    return add_round(default_store(), exp_id, **arguments)
 
 
 def validate(paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:

@@ -21,7 +21,7 @@ from kexp import ids
 from kexp.errors import ExperimentNotFoundError, KexpError
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS
-from kexp.validate import CheckedFile, check_bytes, id_from_name, read_and_check
+from kexp.validate import CheckedFile, check_bytes, id_from_name, read_and_check, size_problem
 
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
@@ -69,10 +69,15 @@ def _same_number(a: Any, b: Any) -> bool:
     )
 
 
-def _values_of(data: bytes | None, path: str) -> tuple[dict[str, Any] | None, str]:
-    """Field values of a file's content, or (None, why it cannot be read)."""
+def _values_of(
+    data: bytes | int | None, path: str, limit: int
+) -> tuple[dict[str, Any] | None, str]:
+    """Field values of a file's content (an ``int``: the size of one over ``limit``, not
+    read), or (None, why it cannot be read)."""
     if data is None:
         return None, ""
+    if isinstance(data, int):
+        return None, size_problem(path, data, limit).message
     try:
         return field_values(parse(data, path)), ""
     except FileFormatError as exc:
@@ -149,15 +154,16 @@ def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[H
         for sha in (change.old_sha, change.new_sha)
         if sha
     ]
-    blobs = dict(kgit.iter_blobs(location.repo, list(dict.fromkeys(wanted))))
+    limit = store.settings.max_file_bytes
+    blobs = dict(kgit.iter_blobs(location.repo, list(dict.fromkeys(wanted)), max_bytes=limit))
     entries: list[HistoryEntry] = []
     last_known: dict[str, Any] | None = None
     for commit in commits:
         for change in commit.files:
             if id_from_name(change.path) != full_id:
                 continue
-            old, _ = _values_of(blobs.get(change.old_sha), change.old_path)
-            new, error = _values_of(blobs.get(change.new_sha), change.path)
+            old, _ = _values_of(blobs.get(change.old_sha), change.old_path, limit)
+            new, error = _values_of(blobs.get(change.new_sha), change.path, limit)
             if old is None and change.old_sha:
                 old = last_known
             entries.append(
@@ -281,7 +287,9 @@ def changes(store: Store, base: str, head: str | None = None) -> Changes:
     blob_shas = [sha for _, sha in old_side.values()]
     if head_sha is not None:
         blob_shas += [sha for _, sha in new_side.values()]
-    blobs = dict(kgit.iter_blobs(repo, list(dict.fromkeys(s for s in blob_shas if s))))
+    limit = store.settings.max_file_bytes
+    wanted = list(dict.fromkeys(s for s in blob_shas if s))
+    blobs = dict(kgit.iter_blobs(repo, wanted, max_bytes=limit))
 
     def checked(repo_path: str, sha: str, from_worktree: bool) -> CheckedFile:
         path = location.path(repo_path)
@@ -290,6 +298,8 @@ def changes(store: Store, base: str, head: str | None = None) -> Changes:
         data = blobs.get(sha)
         if data is None:  # pragma: no cover - git named the blob
             raise KexpError(f"git did not return {sha} ({repo_path})")
+        if isinstance(data, int):  # over the limit: as a file of that size is refused
+            return CheckedFile(path, None, [size_problem(path, data, limit)])
         return check_bytes(data, path, store.settings)
 
     result = Changes(base_sha, head_sha, [], [], [])

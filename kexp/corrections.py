@@ -24,14 +24,17 @@ if TYPE_CHECKING:
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 _LIST_FIELDS = frozenset({"tags", "combines"})
+_JSON_FIELDS = frozenset({"results", "score_ci", "protocol"})
+#: Fields a correction note names instead of quoting (long texts, per-config lists).
+_NAMED_FIELDS = frozenset({*BODY_FIELDS, "results"})
 
 
 def parse_value(field: str, raw: str) -> Any:
     """The value of ``FIELD=raw`` typed for ``field``.
 
     ``score`` is a number, ``is_buggy`` a boolean (true/false, yes/no, 1/0), ``tags``
-    and ``combines`` a comma-separated list (or a JSON list), ``results`` JSON; every
-    other field is the text as given.
+    and ``combines`` a comma-separated list (or a JSON list), ``results``,
+    ``score_ci`` and ``protocol`` JSON; every other field is the text as given.
     """
     if field not in ALL_FIELDS:
         raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
@@ -54,7 +57,7 @@ def parse_value(field: str, raw: str) -> Any:
                 raise KexpError(f"{field} must be a list")
             return value
         return [item.strip() for item in raw.split(",") if item.strip()]
-    if field == "results":
+    if field in _JSON_FIELDS:
         return _json(field, raw)
     return raw
 
@@ -100,7 +103,7 @@ def correction_note(
     """The note appended to ``detailed_description`` for a correction, e.g.
     ``**Correction (2026-11-30)**: score 1.019 → 1.021. Reason: re-measured.``
 
-    Long text fields are named, not quoted.
+    Long text fields and ``results`` are named, not quoted.
     """
     day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
     parts = []
@@ -108,7 +111,7 @@ def correction_note(
         before = getattr(old, field)
         if before == value:
             continue
-        if field in BODY_FIELDS:
+        if field in _NAMED_FIELDS:
             parts.append(f"{field} rewritten")
         else:
             parts.append(f"{field} {_show(before)} → {_show(value)}")
@@ -117,15 +120,32 @@ def correction_note(
     return f"**Correction ({day})**: {what}. Reason: {reason}"
 
 
+def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``changes`` that would change the experiment (ids resolved): those whose value
+    differs from the one it has."""
+    from kexp.intake import resolve_references
+
+    updates = resolve_references(store, dict(changes))
+    old = store.get_experiment(exp_id)
+    return {
+        field: value for field, value in updates.items() if getattr(old, field, _ABSENT) != value
+    }
+
+
+_ABSENT = object()
+
+
 def correct(
     store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
 ) -> KernelExperiment:
     """Update an experiment's fields; with ``reason``, append a dated correction note to
     its ``detailed_description`` (old → new values and the reason).
 
-    The update is validated and atomic (see :meth:`kexp.Store.update_experiment`). A new
-    ``score`` that leaves the experiment's ``results`` or ``raw_result`` as they were
-    warns (:class:`StaleMeasurementWarning`): they measured the old score.
+    The update is validated and atomic (see :meth:`kexp.Store.update_experiment`). When
+    no value differs from the one the experiment has, nothing is written and no note is
+    appended: the experiment is returned as it is. A new ``score`` that leaves the
+    experiment's ``results`` or ``raw_result`` as they were warns
+    (:class:`StaleMeasurementWarning`): they measured the old score.
     """
     from kexp.intake import resolve_references
 
@@ -134,6 +154,8 @@ def correct(
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():
         raise KexpError("the reason of a correction must not be empty")
+    if not effective_changes(store, exp_id, updates):
+        return store.get_experiment(exp_id)
     if reason:
         old = store.get_experiment(exp_id)
         note = correction_note(old, updates, reason)
@@ -162,7 +184,8 @@ def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -
     warnings.warn(
         f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still hold the "
         "measurement of the old score, and now contradict it: measure again with "
-        f"'kexp remeasure {exp.id[:10]}' (which recomputes score, results and raw_result), "
+        f"'kexp remeasure {exp.id[:10]}' (new timings pooled with the recorded ones: score, "
+        "score_ci and results recomputed, the round added to raw_result), "
         "or set them too, or record a new experiment with this one as pid",
         StaleMeasurementWarning,
         stacklevel=3,

@@ -22,8 +22,12 @@ the same set.
 :meth:`kexp.Store.create_experiment` asks the retrieval index
 (:func:`kexp.retrieval.warn_tried_before`) for both and warns with a
 :class:`RepeatedChangeWarning` naming each earlier experiment, its similarity, score
-and outcome. :func:`find_repeats` is the plain path for identical changes (it reads
-every file); the index's answer is held equal to it by a test.
+and outcome (a :class:`NearDuplicateWarning` when none is identical); when an identical
+one also has the same base commit and env, the new one measures the same thing again,
+and the warning is a :class:`RemeasureWarning`: add a round to the earlier experiment
+(``kexp remeasure``) instead, so that tries are pooled, not picked from.
+:func:`find_repeats` is the plain path for identical changes (it reads every file); the
+index's answer is held equal to it by a test.
 """
 
 from __future__ import annotations
@@ -62,6 +66,11 @@ class NearDuplicateWarning(RepeatedChangeWarning):
     """A new experiment's code change is a near-duplicate of an earlier one's."""
 
 
+class RemeasureWarning(RepeatedChangeWarning):
+    """A new experiment repeats an earlier one's code change, base commit and env: it
+    should be a new round of that experiment (``kexp remeasure``)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Repeat:
     """An earlier experiment with the same code change."""
@@ -71,6 +80,8 @@ class Repeat:
     outcome: str
     change_summary: str
     path: Path | None
+    base_commit: str = ""
+    env: str = ""
     #: Jaccard similarity of the shingles (1.0 for the same change).
     similarity: float = 1.0
     #: The same change once normalised (else a near-duplicate).
@@ -275,7 +286,15 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
         found.append(exp)
     found.sort(key=lambda e: (e.created_at, e.id))
     return [
-        Repeat(e.id, float(e.score), outcome_of(e, store.settings), e.change_summary, e.path)
+        Repeat(
+            e.id,
+            float(e.score),
+            outcome_of(e, store.settings),
+            e.change_summary,
+            e.path,
+            e.base_commit,
+            e.env,
+        )
         for e in found
     ]
 
@@ -300,3 +319,13 @@ def _named(repeats: list[Repeat], limit: int) -> str:
     named = "; ".join(r.describe() for r in repeats[:limit])
     more = f" and {len(repeats) - limit} more" if len(repeats) > limit else ""
     return named + more
+
+
+def remeasure_message(repeat: Repeat) -> str:
+    """The warning text for a new experiment that measures ``repeat`` again."""
+    return (
+        f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
+        f"measurement again; add it as a round of that experiment instead (kexp remeasure "
+        f"{repeat.id} --baseline ... --candidate ..., or kexp.measure.remeasure), so that "
+        "tries are pooled rather than the best of them kept"
+    )

@@ -83,3 +83,7 @@ class LockTimeoutError(KexpError):
 
 class GitError(KexpError):
     """A git operation failed; the message says what to do."""
+
+
+class NoCommitsError(GitError):
+    """A git repository has no commit yet (there is no ``HEAD`` to take)."""

@@ -8,6 +8,7 @@ The Python twin of ``kexp export`` is :func:`export`; ``kexp list`` and ``kexp t
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -20,10 +21,17 @@ from kexp.model import ALL_FIELDS, BODY_FIELDS, OPTIONAL_FIELDS, KernelExperimen
 if TYPE_CHECKING:
     from kexp.store import Store
 
-#: Every key a record can hold, in their stable order: the stored fields, then the
-#: derived ``outcome``, ``suspect`` (why the measurement is implausible: a list,
-#: empty when it is believable) and the file's ``path``.
-RECORD_FIELDS = (*ALL_FIELDS, "outcome", "suspect", "path")
+#: What a file keeps besides its fields, as record keys: unknown front-matter keys
+#: (a mapping), the text before the first section, and the ``## `` sections kexp does
+#: not know (a list of [heading, text]).
+KEPT_CONTENT = ("extra_fields", "preamble", "extra_sections")
+#: Values derived from the rest (ignored when a record is read back).
+DERIVED_FIELDS = ("outcome", "suspect", "path")
+#: Every key a record can hold, in their stable order: the stored fields, what the
+#: file keeps besides them (:data:`KEPT_CONTENT`), then the derived ``outcome``,
+#: ``suspect`` (why the measurement is implausible: a list, empty when it is
+#: believable) and the file's ``path``.
+RECORD_FIELDS = (*ALL_FIELDS, *KEPT_CONTENT, *DERIVED_FIELDS)
 #: Keys ``--fields`` also accepts, derived from the fields: the ``**Key insight**:`` line
 #: of the detailed description.
 DERIVED_RECORD_FIELDS = ("key_insight",)
@@ -41,13 +49,24 @@ BRIEF_FIELDS = (
     "dtype_sig",
 )
 #: Fields whose empty value machine output leaves out (unless asked for): the optional
-#: front-matter fields, the body sections, and ``suspect`` (empty: believable).
+#: front-matter fields, the body sections, what a file keeps besides its fields, and
+#: ``suspect`` (empty: believable).
 _DROPPED_WHEN_EMPTY = frozenset(
-    {*OPTIONAL_FIELDS, "score_ci", "protocol", *BODY_FIELDS, "suspect", "key_insight"}
+    {*OPTIONAL_FIELDS, "score_ci", "protocol", *BODY_FIELDS, *KEPT_CONTENT, "suspect"}
+    | {"key_insight"}
 )
 #: Output formats of :func:`write_records`.
 FORMATS = ("json", "jsonl", "csv")
 _NUMERIC = frozenset({"score"})
+#: Record keys whose CSV cells hold JSON (lists and mappings), and numbers and booleans.
+_CSV_JSON = frozenset(
+    {"tags", "combines", "results", "score_ci", "protocol", "extra_fields", "extra_sections"}
+    | {"suspect"}
+)
+_CSV_NUMBERS = frozenset({"score"})
+_CSV_BOOLEANS = frozenset({"is_buggy"})
+#: Text of a file kept besides its fields that a brief record leaves out, as the bodies.
+_BRIEF_DROPS = frozenset({*BODY_FIELDS, "preamble", "extra_sections"})
 
 
 def check_fields(fields: Iterable[str]) -> list[str]:
@@ -77,6 +96,11 @@ def to_record(
 
     data = exp.to_dict(include_derived=True)
     path = data.pop("path", None)
+    outcome = data.pop("outcome")
+    data["extra_fields"] = dict(exp.extra_fields)
+    data["preamble"] = exp.preamble
+    data["extra_sections"] = [[heading, text] for heading, text in exp.extra_sections]
+    data["outcome"] = outcome
     data["suspect"] = suspect_reasons(exp, exp.settings)
     data["path"] = path
     if exp.path is not None:
@@ -93,7 +117,7 @@ def to_record(
             data["key_insight"] = key_insight(exp.detailed_description)
         return {name: data[name] for name in chosen}
     if brief:
-        return {k: v for k, v in data.items() if k not in BODY_FIELDS}
+        return {k: v for k, v in data.items() if k not in _BRIEF_DROPS}
     return data
 
 
@@ -137,6 +161,15 @@ def machine_record(
 
 def _empty(value: Any) -> bool:
     return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
+
+
+def fields_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What :meth:`kexp.Store.create_experiment` takes to store the experiment of a
+    record again, the same file: the record less its derived values."""
+    fields = {k: v for k, v in record.items() if k not in DERIVED_FIELDS}
+    if isinstance(fields.get("extra_sections"), list):
+        fields["extra_sections"] = [tuple(pair) for pair in fields["extra_sections"]]
+    return fields
 
 
 def sort_experiments(
@@ -194,12 +227,51 @@ def write_records(records: Sequence[dict[str, Any]], out: IO[str], output_format
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     elif output_format == "csv":
         header = list(records[0]) if records else list(RECORD_FIELDS)
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header)
-        for record in records:
-            writer.writerow([_csv_cell(record.get(name)) for name in header])
+        # Rows end in LF, but a cell holding a CR (or LF) must be quoted, which the csv
+        # module does only for the characters of its line terminator: each row is
+        # written with CRLF, which then becomes LF.
+        row = io.StringIO()
+        writer = csv.writer(row, lineterminator="\r\n")
+        for cells in [header, *([_csv_cell(r.get(name)) for name in header] for r in records)]:
+            writer.writerow(cells)
+            out.write(row.getvalue()[:-2] + "\n")
+            row.seek(0)
+            row.truncate()
     else:
         raise KexpError(f"unknown format {output_format!r}; formats are: {', '.join(FORMATS)}")
+
+
+def read_records(stream: IO[str], input_format: str) -> list[dict[str, Any]]:
+    """The records :func:`write_records` wrote to ``stream`` (``json``, ``jsonl`` or
+    ``csv``), with their values' types: CSV cells of lists and mappings are read as
+    JSON, ``score`` as a number, ``is_buggy`` as a boolean. Open a CSV file with
+    ``newline=""`` (line breaks inside values are kept)."""
+    if input_format == "json":
+        data = json.load(stream)
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise KexpError("not an export: expected a JSON array of objects")
+        return data
+    if input_format == "jsonl":
+        records = [json.loads(line) for line in stream if line.strip()]
+        if not all(isinstance(r, dict) for r in records):
+            raise KexpError("not an export: expected one JSON object a line")
+        return records
+    if input_format == "csv":
+        return [
+            {name: _csv_value(name, cell) for name, cell in row.items()}
+            for row in csv.DictReader(stream)
+        ]
+    raise KexpError(f"unknown format {input_format!r}; formats are: {', '.join(FORMATS)}")
+
+
+def _csv_value(name: str, cell: str) -> Any:
+    if name in _CSV_JSON or (name in _CSV_NUMBERS and cell):
+        if cell:
+            return json.loads(cell)
+        return {} if name in ("protocol", "extra_fields") else []
+    if name in _CSV_BOOLEANS:
+        return cell == "true"
+    return cell
 
 
 def export(

@@ -1,14 +1,14 @@
 """A fast reader for canonical front-matter, with YAML's exact semantics or no answer.
 
 Reading 100,000 files through a YAML parser takes many seconds, but files kexp wrote
-are simple: one ``key: value`` line per field, values plain, single-quoted, or flow
-lists of plain or single-quoted words. :func:`read_simple_front_matter` reads exactly
-that subset (and, when asked, block lists of one-line flow mappings: the ``results``
-field) and returns the same values the full reader (:mod:`kexp.yamlio`) would; for
-anything else (comments, escapes, special characters, a value YAML would retype) it
-returns ``None`` and the caller falls back to the full reader. Plain scalars are
-resolved with PyYAML's own implicit resolvers, so ``yes``, ``1e3`` or ``0o17`` mean
-what YAML says they mean.
+are simple: one ``key: value`` line per field, values plain, single-quoted, flow
+lists of plain or single-quoted words, or flow mappings of such values (``protocol``).
+:func:`read_simple_front_matter` reads exactly that subset (and, when asked, block lists
+of one-line flow mappings: the ``results`` field) and returns the same values the full
+reader (:mod:`kexp.yamlio`) would; for anything else (comments, escapes, special
+characters, a value YAML would retype) it returns ``None`` and the caller falls back to
+the full reader. Plain scalars are resolved with PyYAML's own implicit resolvers, so
+``yes``, ``1e3`` or ``0o17`` mean what YAML says they mean.
 """
 
 from __future__ import annotations
@@ -246,6 +246,10 @@ def _value(text: str, keep_text: bool) -> Any:
         if text[-1] != "]":
             raise _Unsure
         return _flow_list(text[1:-1], keep_text)
+    if first == "{":
+        if text[-1] != "}":
+            raise _Unsure
+        return _flow_mapping(text[1:-1])
     if first in _NOT_PLAIN_FIRST or "\t" in text:
         raise _Unsure
     return _plain_value(text, keep_text)
@@ -354,7 +358,7 @@ def read_simple_front_matter(
                         return None
                     if type(value) is list:
                         cache[line] = (key, tuple(value), True)
-                    else:
+                    elif type(value) is not dict:  # a mapping is not shared between files
                         cache[line] = (key, value, False)
             if empty or key in values:
                 return None

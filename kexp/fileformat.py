@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,49 @@ def decode(data: bytes, path: str) -> str:
     if first_end > 0 and text[first_end - 1] == "\r":
         text = text.replace("\r\n", "\n")
     return text
+
+
+def encode_like(original: bytes, text: str) -> bytes:
+    """``text`` (LF line endings, as :func:`render_update` writes it) as the bytes of a
+    new version of the file ``original``: its UTF-8 BOM kept, and its CRLF line endings.
+
+    In a CRLF file (as :func:`decode` tells one) every line whose text did not change
+    keeps its bytes exactly (a lone LF too) and new lines end in CRLF, so that an update
+    changes only the lines of the fields it changes, and two updates of different
+    fields merge in git. An LF file is written as ``text`` is.
+    """
+    bom = codecs.BOM_UTF8 if original.startswith(codecs.BOM_UTF8) else b""
+    raw = original[len(bom) :].decode("utf-8", "surrogatepass")
+    first_end = raw.find("\n")
+    if not (first_end > 0 and raw[first_end - 1] == "\r"):
+        return bom + text.encode("utf-8")
+    old = split_lines(raw)
+    old_lf = [line[:-2] + "\n" if line.endswith("\r\n") else line for line in old]
+    new = split_lines(text)
+    # The common head and tail first (most of a file: cheap), then the rest matched.
+    head = 0
+    while head < min(len(old_lf), len(new)) and old_lf[head] == new[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < min(len(old_lf), len(new)) - head
+        and old_lf[len(old_lf) - 1 - tail] == new[len(new) - 1 - tail]
+    ):
+        tail += 1
+    middle = difflib.SequenceMatcher(
+        None, old_lf[head : len(old_lf) - tail], new[head : len(new) - tail]
+    )
+    out = old[:head]
+    for op, a1, a2, b1, b2 in middle.get_opcodes():
+        if op == "equal":
+            out.extend(old[head + a1 : head + a2])
+        else:
+            out.extend(
+                line[:-1] + "\r\n" if line.endswith("\n") else line
+                for line in new[head + b1 : head + b2]
+            )
+    out.extend(old[len(old) - tail :] if tail else [])
+    return bom + "".join(out).encode("utf-8")
 
 
 def split_lines(text: str) -> list[str]:

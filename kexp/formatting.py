@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 #: The name of a writer's temporary file beside an experiment file.
 _TEMPORARY = re.compile(r"\.[0-9a-f]{16}(?:-[a-z0-9-]*)?\.md\.[0-9a-f]{12}\.tmp")
 #: What happened to one file: already canonical, rewritten, would be rewritten
-#: (``check=True``), or left alone because it has errors.
-FormatStatus = Literal["unchanged", "reformatted", "would-reformat", "error"]
+#: (``check=True``), left alone because it has errors, or gone (deleted meanwhile: it
+#: is no longer in the store, which is no problem).
+FormatStatus = Literal["unchanged", "reformatted", "would-reformat", "error", "gone"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +71,9 @@ def canonical_text(data: bytes | str, path: Path, settings: Settings | None = No
     before = checked.document.to_experiment()
     text = serialize(before)
     again = check_bytes(text, path) if settings is None else check_bytes(text, path, settings)
+    too_large = [p for p in again.problems if p.code == "file-too-large"]
+    if too_large:
+        raise NotFormattable(f"not formatted: in canonical form {too_large[0].message}")
     if again.document is None or again.document.to_experiment() != before:
         raise NotFormattable(
             "not formatted: its canonical form would read back differently "
@@ -94,6 +98,8 @@ def format_file(path: Path, *, check: bool = False, store: Store | None = None) 
     with lock:
         try:
             data = read_file(path, settings or DEFAULT_SETTINGS)
+        except FileNotFoundError:
+            return FormatResult(path, "gone")
         except FileFormatError as exc:
             return FormatResult(path, "error", f"not formatted: {exc.problem.message}")
         except OSError as exc:
@@ -106,7 +112,15 @@ def format_file(path: Path, *, check: bool = False, store: Store | None = None) 
             return FormatResult(path, "unchanged")
         if check:
             return FormatResult(path, "would-reformat")
-        _replace(path, text)
+        try:
+            if not _replace(path, text):
+                return FormatResult(path, "gone")
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) and not os.path.lexists(path):
+                return FormatResult(path, "gone")  # its folder was deleted meanwhile
+            from kexp.store import write_failure
+
+            return FormatResult(path, "error", f"not formatted: {write_failure(path, exc)}")
         return FormatResult(path, "reformatted")
 
 
@@ -173,17 +187,24 @@ def expand_paths(paths: Iterable[Path], store: Store | None = None) -> list[Path
     return selected
 
 
-def _replace(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically, keeping its permissions."""
+def _replace(path: Path, text: str) -> bool:
+    """Replace ``path`` with ``text`` atomically, keeping its permissions; False (and
+    nothing written) when the file was deleted meanwhile: it is not brought back."""
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
         with temporary.open("xb") as handle:
             handle.write(text.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            temporary.unlink()
+            return False
         with contextlib.suppress(OSError):
-            os.chmod(temporary, path.stat().st_mode & 0o7777)
+            os.chmod(temporary, mode & 0o7777)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+    return True

@@ -19,21 +19,31 @@ import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from kexp.errors import GitError
+from kexp.errors import GitError, NoCommitsError
 
 if TYPE_CHECKING:
     import git
 
-_SAFE_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
-_REFLOG_SUFFIX = re.compile(r".*@\{[0-9]+\}")
+#: What may follow a ref name in a revision: ancestors (``~2``, ``^``, ``^2``), a peel
+#: (``^{commit}``, ``^{}``), a reflog entry or the upstream (``@{1}``, ``@{u}``).
+_REVISION_SUFFIXES = re.compile(
+    r"(?:~[0-9]*|\^[0-9]*|\^\{(?:commit|tree|blob|tag|object|)\}|@\{(?:[0-9]+|u|upstream|push)\})*"
+)
+#: Characters no ref name holds (git check-ref-format, rule 4, 5 and 10).
+_NOT_IN_REF_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(code) for code in range(0x20)}
+#: Unicode categories refused although git takes them: invisible or not text
+#: (controls, format and bidirectional controls, surrogates, separators).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zs", "Zl", "Zp"})
 _MAX_REVISION_CHARS = 256
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _NULL_SHA = re.compile(r"0+")
 #: Above this many candidate commits, ancestry is decided by one ``git rev-list`` walk
 #: instead of one ``git merge-base --is-ancestor`` per commit.
 _ANCESTOR_CHECKS_PER_PROCESS = 24
+#: How much of a blob too large to keep is read at a time (to be dropped).
+_SKIP_CHUNK = 1 << 20
 
 GIT_MISSING_HINT = (
     "install git and make sure it is on PATH (or point GIT_PYTHON_GIT_EXECUTABLE at it)"
@@ -43,24 +53,56 @@ GIT_MISSING_HINT = (
 def check_revision(revision: str) -> str:
     """Return ``revision`` if it is a plain revision (hash, branch, tag, ``HEAD~2``).
 
-    Refused before git ever sees them: non-strings, empty strings, anything starting
-    with ``-`` (an option such as ``--output=/tmp/x``) or another non-alphanumeric
-    character, whitespace and control characters (a newline), ``:`` (a path in a tree,
-    ``HEAD:experiments``), ``..`` (a range, ``a..b``), and names git itself refuses.
+    A revision is a ref name as ``git check-ref-format --allow-onelevel`` accepts it
+    (``fix#1``, ``v1,2`` and ``feature/ünïcode`` are; ``@`` is ``HEAD``), followed by
+    any of ``~N``, ``^N``, ``^{type}``, ``@{N}``, ``@{upstream}``. Refused before git
+    ever sees them: non-strings, empty strings, a leading ``-`` (an option such as
+    ``--output=/tmp/x``), white space and control characters (a newline), ``:`` (a path
+    in a tree, ``HEAD:experiments``), ``..`` (a range, ``a..b``), every other name git
+    refuses (``a//b``, ``.hidden``, ``x.lock``, ``a@{b``), and invisible characters
+    (bidirectional controls) although git would take them.
     """
-    if (
-        not isinstance(revision, str)
-        or len(revision) > _MAX_REVISION_CHARS
-        or not _SAFE_REVISION.fullmatch(revision)
-        or ".." in revision
-        or revision.endswith((".", "/", ".lock"))
-        or ("@{" in revision and not _REFLOG_SUFFIX.fullmatch(revision))
-    ):
+    if not isinstance(revision, str) or not _is_revision(revision):
         raise GitError(
             f"{revision!r} is not a revision kexp accepts: give a commit hash, branch, tag "
             "or an expression like HEAD~2 (no options, paths, ranges or spaces)"
         )
     return revision
+
+
+def _is_revision(revision: str) -> bool:
+    if not revision or len(revision) > _MAX_REVISION_CHARS:
+        return False
+    cut = min(
+        (at for at in (revision.find("~"), revision.find("^"), revision.find("@{")) if at >= 0),
+        default=len(revision),
+    )
+    name, suffixes = revision[:cut], revision[cut:]
+    return (name == "@" or is_ref_name(name)) and bool(_REVISION_SUFFIXES.fullmatch(suffixes))
+
+
+def is_ref_name(name: str) -> bool:
+    """Whether ``name`` is a ref name ``git check-ref-format --allow-onelevel`` accepts,
+    and none that git would read as an option (a leading ``-``) or that holds invisible
+    characters."""
+    import unicodedata
+
+    if (
+        not name
+        or name.startswith(("-", "/"))
+        or name.endswith(("/", "."))
+        or "//" in name
+        or ".." in name
+        or "@{" in name
+        or name == "@"
+        or not _NOT_IN_REF_NAMES.isdisjoint(name)
+    ):
+        return False
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return False
+    return name.isascii() or all(
+        unicodedata.category(ch) not in _INVISIBLE_CATEGORIES for ch in name
+    )
 
 
 def is_hex(text: str, min_length: int = 4, max_length: int = 64) -> bool:
@@ -134,9 +176,12 @@ def _translate(repo: git.Repo, action: str, stderr: str) -> GitError:
     lowered = text.lower()
     where = _where(repo)
     if "dubious ownership" in lowered:
+        found = re.search(r"repository at '([^']*)'", text)
+        folder = found.group(1) if found else where
         return GitError(
-            f"git refuses to work in {where}: it is owned by another user; if you trust it, "
-            f"run: git config --global --add safe.directory {where}"
+            f"git refuses to work in {folder}: 'detected dubious ownership' (the repository "
+            "is owned by another user); if you trust it, run: git config --global --add "
+            f"safe.directory {folder}"
         )
     if "not a git repository" in lowered:
         return GitError(f"{where} is not a git repository: run 'git init' there")
@@ -226,13 +271,18 @@ def resolve_commit(repo: git.Repo, revision: str) -> str:
 
 
 def head_commit(repo: git.Repo) -> str:
-    """The full hash of ``HEAD``. Raises :class:`GitError` on a repository with no commits."""
-    try:
-        return str(repo.head.commit.hexsha)
-    except ValueError:
-        raise GitError(
-            f"{_where(repo)} has no commits yet: commit the code first, or give base_commit"
-        ) from None
+    """The full hash of ``HEAD``. Raises :class:`NoCommitsError` on a repository with no
+    commits, :class:`GitError` when git refuses (a repository owned by another user:
+    what git said and how to trust it).
+
+    Asked of ``git rev-parse`` (not of GitPython's object database, whose helper
+    process dies when git refuses: a broken pipe, and no words)."""
+    status, output = run_git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok_codes=(0, 1))
+    if status == 0 and output.strip():
+        return output.strip()
+    raise NoCommitsError(
+        f"{_where(repo)} has no commits yet: commit the code first, or give base_commit"
+    )
 
 
 def is_shallow(repo: git.Repo) -> bool:
@@ -400,9 +450,25 @@ def list_tree(repo: git.Repo, commit: str, folder: str) -> list[TreeEntry]:
     return entries
 
 
-def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]:
+@overload
+def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]: ...
+
+
+@overload
+def iter_blobs(
+    repo: git.Repo, shas: Sequence[str], *, max_bytes: int
+) -> Iterator[tuple[str, bytes | int | None]]: ...
+
+
+def iter_blobs(
+    repo: git.Repo, shas: Sequence[str], *, max_bytes: int | None = None
+) -> Iterator[tuple[str, bytes | int | None]]:
     """Yield ``(sha, content)`` for each blob hash, in order, from one ``git cat-file
     --batch`` process (``None`` for a hash that is not in the repository).
+
+    With ``max_bytes``, a blob larger than that is not kept: its size (an ``int``) is
+    yielded instead of its content, and it streams past in small pieces (a hostile
+    commit's 8 GiB blob costs no memory).
 
     The hashes are written to git by a helper thread while the contents are read, so
     100,000 blobs stream through without a process (or a round trip) per blob.
@@ -424,6 +490,15 @@ def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes
                 yield sha, None
                 continue
             size = int(parts[2])
+            if max_bytes is not None and size > max_bytes:
+                left = size + 1  # the content and the newline after it
+                while left > 0:
+                    piece = batch.stdout.read(min(left, _SKIP_CHUNK))
+                    if not piece:
+                        raise batch.failure()
+                    left -= len(piece)
+                yield sha, size
+                continue
             data = batch.stdout.read(size)
             batch.stdout.read(1)  # the newline after the content
             yield sha, data

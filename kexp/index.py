@@ -86,7 +86,14 @@ READ_BATCH = 256
 
 #: The fields of a :class:`Row`, in order.
 ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
-_DEFAULTS: dict[str, Any] = {"tags": (), "author": "", "combines": (), "results": ()}
+_DEFAULTS: dict[str, Any] = {
+    "score_ci": (),
+    "tags": (),
+    "author": "",
+    "combines": (),
+    "protocol": None,
+    "results": (),
+}
 _KNOWN = frozenset(FRONT_MATTER_FIELDS)
 _ID, _SCORE, _STATUS, _IS_BUGGY, _OPERATOR, _DTYPE, _ENV = (
     ROW_FIELDS.index(name)
@@ -148,6 +155,7 @@ class Row(NamedTuple):
     pid: str
     change_summary: str
     score: float
+    score_ci: tuple[float, ...]
     status: str
     is_buggy: bool
     operator_sig: str
@@ -158,6 +166,7 @@ class Row(NamedTuple):
     tags: tuple[str, ...]
     author: str
     combines: tuple[str, ...]
+    protocol: dict[str, Any] | None
     results: tuple[dict[str, Any], ...]
     extra_fields: dict[str, Any] | None
     path: str
@@ -170,6 +179,8 @@ class Row(NamedTuple):
             fields[name] = (
                 [dict(v) if isinstance(v, dict) else v for v in value]
                 if isinstance(value, tuple)
+                else dict(value)
+                if isinstance(value, dict)
                 else value
             )
         fields.update(self.extra_fields or {})

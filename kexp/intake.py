@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from kexp.store import Store
 
 #: Keys a document may hold besides the fields: derived values, ignored so that the
-#: output of ``kexp show --json`` can be fed back.
-IGNORED_KEYS = frozenset({"outcome", "path"})
+#: output of ``kexp show --json`` (or one record of ``kexp export``) can be fed back.
+IGNORED_KEYS = frozenset({"outcome", "suspect", "path"})
 _DOCUMENT_TEXT_FIELDS = STRING_FIELDS | frozenset(BODY_FIELDS)
 
 
@@ -78,7 +78,16 @@ def _parse_json(text: str, source: str) -> Any:
             f"JSON syntax error: {exc.msg}",
             "check commas, quotes and brackets near this position",
         )
-    except ValueError as exc:
+    except RecursionError:
+        _invalid(
+            source,
+            1,
+            1,
+            "json-too-deep",
+            "the JSON is nested too deep to read",
+            "an experiment's values nest a few levels at most",
+        )
+    except ValueError as exc:  # NaN, or an integer of more digits than Python converts
         _invalid(source, 1, 1, "json-syntax", str(exc), "write finite numbers")
     return None  # pragma: no cover - _invalid always raises
 
@@ -146,7 +155,7 @@ def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
             "write one 'field: value' per line (YAML) or a JSON object",
         )
     fields = {k: v for k, v in data.items() if k not in IGNORED_KEYS}
-    allowed = set(ALL_FIELDS) | {"preamble", "extra_sections"}
+    allowed = set(ALL_FIELDS) | {"preamble", "extra_sections", "extra_fields"}
     unknown = sorted(str(k) for k in fields if k not in allowed)
     if unknown:
         _invalid(
@@ -157,6 +166,11 @@ def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
             f"unknown field(s): {', '.join(unknown)}",
             f"fields are: {', '.join(ALL_FIELDS)}",
         )
+    kept = _kept_content_problem(fields)
+    if kept is not None:
+        _invalid(source, 1, 1, "wrong-type", kept, "give them as kexp export writes them")
+    if isinstance(fields.get("extra_sections"), list):
+        fields["extra_sections"] = [tuple(pair) for pair in fields["extra_sections"]]
     for name in BODY_FIELDS:
         if name in fields and not isinstance(fields[name], str):
             _invalid(
@@ -168,6 +182,28 @@ def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
                 "quote the value, or use a YAML block scalar ('|')",
             )
     return fields
+
+
+def _kept_content_problem(fields: dict[str, Any]) -> str | None:
+    """What is wrong with the ``preamble``, ``extra_sections`` and ``extra_fields`` of a
+    document (None: nothing)."""
+    if "preamble" in fields and not isinstance(fields["preamble"], str):
+        return "preamble must be text"
+    sections = fields.get("extra_sections", [])
+    if not isinstance(sections, list) or not all(
+        isinstance(pair, (list, tuple))
+        and len(pair) == 2
+        and all(isinstance(part, str) for part in pair)
+        for pair in sections
+    ):
+        return "extra_sections must be a list of [heading, text] pairs"
+    extra = fields.get("extra_fields", {})
+    if not isinstance(extra, dict):
+        return "extra_fields must be a mapping of front-matter keys to values"
+    known = [str(key) for key in extra if key in ALL_FIELDS]
+    if known:
+        return f"extra_fields holds the field(s) {', '.join(known)}: give them as fields"
+    return None
 
 
 def resolve_references(store: Store, fields: dict[str, Any]) -> dict[str, Any]:
@@ -192,12 +228,16 @@ def record(
     candidate: Path | str | None = None,
     table: Path | str | None = None,
     stat: str = "median",
+    unit: str = "us",
+    keep_samples: bool = True,
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
-    With timings (``baseline`` and ``candidate`` files, or one ``table``), ``score``,
-    ``results`` and the ``raw_result`` breakdown are computed from them (see
-    :func:`kexp.measure.record_iteration`); otherwise ``score`` must be given.
+    With timings (``baseline`` and ``candidate`` files, or one ``table``; times in
+    ``unit`` unless the file says), ``score``, ``results`` and the ``raw_result``
+    breakdown are computed from them, and from repeated timings ``score_ci`` and the
+    ``## Samples`` section (see :func:`kexp.measure.record_iteration`); otherwise
+    ``score`` must be given.
     Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
@@ -209,6 +249,8 @@ def record(
         candidate=candidate,
         table=table,
         stat=stat,
+        unit=unit,
+        keep_samples=keep_samples,
         **resolve_references(store, fields),
     )
 

@@ -45,6 +45,18 @@ Re-running an import skips records already in the store and identical (compared 
 exported), and reports records whose id is taken by a different experiment (conflicts),
 never overwriting. Parents are written before their children, so an interrupted import
 leaves a valid store; run it again to finish.
+
+**What kexp keeps that the predecessor's records have no place for (the decision).**
+``tags``, ``author``, ``combines``, ``results`` (and any field kexp adds), unknown
+front-matter keys, the text before the first section and unknown ``## `` sections. The
+predecessor builds each record with ``KernelExperiment(**record)``: an extra key in a
+record, or an extra entry in the database, would make every one of its reads fail. So
+:func:`export_legacy` writes them beside the database, in a *sidecar* file
+(``kernel_experiments_db.kexp.json`` for ``kernel_experiments_db.json``; see
+:func:`sidecar_path`) that the predecessor never opens, and :func:`import_legacy`
+restores them from the sidecar beside the file it imports: store → export → import
+gives the same files. Records the predecessor added or changed meanwhile import as
+usual (a sidecar entry only adds what the record cannot hold).
 """
 
 from __future__ import annotations
@@ -66,10 +78,11 @@ from typing import TYPE_CHECKING, Any
 from kexp import ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
-from kexp.model import LEGACY_FIELDS, STATUSES, KernelExperiment
+from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
 from kexp.validate import check_bytes, id_from_name, read_and_check
+from kexp.yamlio import MAX_DEPTH
 
 if TYPE_CHECKING:
     from kexp.fileformat import Document
@@ -95,6 +108,7 @@ NO_ERROR_MESSAGE = "(is_buggy is true but the predecessor's record has no error 
 _HASH = re.compile(r"[0-9a-f]{7,64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z")
 _LINE_BREAKS = re.compile("[\n\r\x85\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MISSING = object()
 
 #: Threads writing files during an import (each write waits for the disk: fsync).
@@ -180,10 +194,16 @@ class ExportReport:
     destination: str
     exported: int = 0
     problems: list[str] = dataclasses.field(default_factory=list)
+    #: The sidecar written beside the database ("" when none was needed).
+    sidecar: str = ""
+    #: How many experiments keep something in the sidecar.
+    kept: int = 0
 
     def summary(self) -> str:
         """One line: how many records, and how many files were left out."""
         text = f"exported {self.exported} records to {self.destination}"
+        if self.sidecar:
+            text += f" (and what {self.kept} of them keep besides, in {self.sidecar})"
         if self.problems:
             text += f" ({len(self.problems)} left out: see above)"
         return text
@@ -484,13 +504,29 @@ def read_legacy_database(path: Path | str) -> dict[str, Any]:
     """The predecessor's database from a JSON file (an object mapping id -> record)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except OSError as exc:
         raise KexpError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise KexpError(
+            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+            "the predecessor wrote its database as UTF-8; re-save the file as UTF-8"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise KexpError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise KexpError(
+            f"{path}: the JSON is nested too deep to read (the predecessor's records nest "
+            "a few levels at most): is this its database?"
+        ) from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise KexpError(
+            f"{path}: not JSON kexp can read: {exc}; the predecessor's numbers are ordinary scores"
+        ) from None
     if not isinstance(data, dict):
         raise KexpError(
             f"{path} is not the predecessor's database: expected a JSON object mapping "
@@ -610,8 +646,13 @@ def import_legacy(
     dry_run: bool = False,
     check_commits: bool = True,
     progress: Progress | None = None,
+    kexp_content: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ImportReport:
     """Import the predecessor's database (a file, or its decoded JSON) into ``store``.
+
+    What kexp keeps that the records cannot hold comes from ``kexp_content`` (record
+    key -> what :func:`read_sidecar` gives), by default from the sidecar beside the
+    file (:func:`sidecar_path`), when there is one.
 
     Every record becomes one experiment file, every value kept (see the module's
     documentation for values kept in ``legacy_*`` keys). Records already in the store
@@ -631,6 +672,9 @@ def import_legacy(
     else:
         database = read_legacy_database(source)
         label = str(source)
+        if kexp_content is None and sidecar_path(source).exists():
+            kexp_content = read_sidecar(sidecar_path(source))
+    kept = kexp_content or {}
     report = ImportReport(label, total=len(database), dry_run=dry_run)
     existing: dict[str, Path] = {}
     for path in store.paths():
@@ -661,6 +705,8 @@ def import_legacy(
             pid=parent,
             summary_limit=store.settings.max_summary_chars,
         )
+        if key in kept:
+            _restore_kept(exp, kept[key])
         plans[key] = _Plan(key, record, exp, notes)
     _break_cycles(plans)
 
@@ -715,7 +761,12 @@ def _write_after(parent: Future[None] | None, path: Path, text: str) -> None:
         error = parent.exception()
         if error is not None:
             raise KexpError(f"its parent's file was not written ({error})")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from kexp.store import write_failure
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(path.parent, exc) from None
     _write_new(path, text)
 
 
@@ -744,14 +795,25 @@ def _stage(
     problem = commits.problem(exp.base_commit)
     if problem is not None:
         plan.notes.append(Note(key, "base_commit", f"kept as is, but {problem}"))
+    broken = _lone_surrogate(key, plan.record)
+    if broken is not None:
+        where, char = broken
+        report.failed.append(
+            Note(
+                key,
+                where,
+                f"holds a lone surrogate (\\u{ord(char):04x}, half of a character: a broken "
+                "emoji?), which no UTF-8 file can hold; replace it in the "
+                "database, then import again",
+            )
+        )
+        return None
     path = store._path_for(exp)
     text = serialize(exp)
     checked = check_bytes(text, path, store.settings)
     if has_errors(checked.problems):
         first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-        report.failed.append(
-            Note(key, first.field, f"cannot be stored: {first.message} (a bug in kexp: report it)")
-        )
+        report.failed.append(Note(key, first.field, _not_storable(first)))
         return None
     back_key, back = legacy_record(checked.experiment())
     if back_key != key or _differences(back, plan.record):
@@ -766,6 +828,40 @@ def _stage(
         )
         return None
     return path, text
+
+
+def _not_storable(problem: Problem) -> str:
+    """Why a record's file would be invalid, and what to do (a bug only when it is
+    none of the limits a file has)."""
+    if problem.code == "file-too-large":
+        return f"its file would be too large: {problem.message}; {problem.hint}"
+    if problem.code == "yaml-too-deep":
+        return (
+            f"a value is nested more than {MAX_DEPTH} levels deep, which an "
+            "experiment's front-matter cannot hold (a YAML safety limit); flatten it "
+            "(e.g. keep it as JSON text), then import again"
+        )
+    return f"cannot be stored: {problem.message} (a bug in kexp: report it)"
+
+
+def _lone_surrogate(key: str, record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(where, the character) of the first lone surrogate in the key or the record
+    (keys and values, nested ones too), or None: JSON escapes can decode to one, and no
+    UTF-8 file can hold it."""
+    pending: list[tuple[str, Any]] = [("", key), *((str(k), v) for k, v in record.items())]
+    pending += [(str(k), k) for k in record]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                return where, found.group()
+        elif isinstance(value, Mapping):
+            pending += [(where, k) for k in value]
+            pending += [(where, v) for v in value.values()]
+        elif isinstance(value, list):
+            pending += [(where, v) for v in value]
+    return None
 
 
 def _compare_existing(store: Store, plan: _Plan, path: Path, report: ImportReport) -> None:
@@ -856,10 +952,21 @@ def legacy_database(
     Invalid files and records whose key another experiment already used are left out,
     each with a line saying why.
     """
+    database, _, problems = legacy_export(store, progress=progress)
+    return database, problems
+
+
+def legacy_export(
+    store: Store | None = None, *, progress: Progress | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """:func:`legacy_database`, with what kexp keeps that the records cannot hold
+    (record key -> :func:`kept_content`, for the experiments that keep any): the
+    content of the sidecar file."""
     if store is None:
         from kexp import default_store
 
         store = default_store()
+    kept: dict[str, dict[str, Any]] = {}
     database: dict[str, dict[str, Any]] = {}
     origin: dict[str, Path] = {}
     problems: list[str] = []
@@ -871,13 +978,17 @@ def legacy_database(
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             problems.append(f"left out {path}: not a valid experiment: {first.format()}")
             continue
-        key, record = legacy_record(checked.experiment())
+        exp = checked.experiment()
+        key, record = legacy_record(exp)
         if key in database:
             problems.append(f"left out {path}: its key {key!r} is also {origin[key]}'s")
             continue
         database[key] = record
         origin[key] = path
-    return database, problems
+        content = kept_content(exp)
+        if content:
+            kept[key] = content
+    return database, kept, problems
 
 
 def dump_legacy(database: Mapping[str, Any]) -> str:
@@ -892,9 +1003,22 @@ def export_legacy(
     progress: Progress | None = None,
 ) -> ExportReport:
     """Write the store as the predecessor's ``kernel_experiments_db.json`` (atomically)."""
-    database, problems = legacy_database(store, progress=progress)
+    database, kept, problems = legacy_export(store, progress=progress)
     destination = Path(destination)
-    text = dump_legacy(database)
+    sidecar = sidecar_path(destination)
+    if kept:
+        _write_atomically(sidecar, dump_sidecar(kept, destination.name))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            sidecar.unlink()  # an older export's: nothing of this one is in it
+    _write_atomically(destination, dump_legacy(database))
+    report = ExportReport(str(destination), len(database), problems)
+    report.sidecar = str(sidecar) if kept else ""
+    report.kept = len(kept)
+    return report
+
+
+def _write_atomically(destination: Path, text: str) -> None:
     temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(6)}.tmp")
     try:
         temporary.write_text(text, encoding="utf-8")
@@ -902,4 +1026,99 @@ def export_legacy(
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise KexpError(f"cannot write {destination}: {exc.strerror or exc}") from None
-    return ExportReport(str(destination), len(database), problems)
+
+
+# --- the sidecar: what the predecessor's records have no place for ----------------------
+
+#: The sidecar's format version (its ``kexp_sidecar`` key).
+SIDECAR_VERSION = 1
+#: The fields kexp has and the predecessor's records do not.
+KEXP_ONLY_FIELDS = tuple(name for name in ALL_FIELDS if name not in LEGACY_FIELDS)
+_KEPT_KEYS = frozenset({*KEXP_ONLY_FIELDS, "extra_fields", "preamble", "extra_sections"})
+
+
+def sidecar_path(database: Path | str) -> Path:
+    """The sidecar of a database file: ``X.kexp.json`` beside ``X.json``."""
+    database = Path(database)
+    name = database.name
+    stem = name[: -len(".json")] if name.endswith(".json") else name
+    return database.with_name(f"{stem}.kexp.json")
+
+
+def kept_content(exp: KernelExperiment) -> dict[str, Any]:
+    """What an experiment keeps that its legacy record cannot hold (empty: nothing):
+    the kexp-only fields that are set, unknown front-matter keys (not the import's
+    ``legacy_*`` keys, which the record gives back) with the order of all of them,
+    the preamble and the unknown sections."""
+    kept: dict[str, Any] = {}
+    for name in KEXP_ONLY_FIELDS:
+        value = getattr(exp, name)
+        if value not in ("", [], {}, None):
+            kept[name] = value
+    own = {k: v for k, v in exp.extra_fields.items() if not is_legacy_key(k)}
+    if own:
+        kept["extra_fields"] = own
+        kept["extra_order"] = list(exp.extra_fields)
+    if exp.preamble:
+        kept["preamble"] = exp.preamble
+    if exp.extra_sections:
+        kept["extra_sections"] = [[heading, text] for heading, text in exp.extra_sections]
+    return kept
+
+
+def dump_sidecar(kept: Mapping[str, Mapping[str, Any]], database_name: str) -> str:
+    """The sidecar's text: record key -> :func:`kept_content`."""
+    return json.dumps(
+        {
+            "kexp_sidecar": SIDECAR_VERSION,
+            "about": f"what kexp keeps that the records of {database_name} have no place "
+            "for; kexp import restores it (the predecessor never reads this file)",
+            "records": kept,
+        },
+        indent=2,
+        ensure_ascii=False,
+    )
+
+
+def read_sidecar(path: Path | str) -> dict[str, dict[str, Any]]:
+    """Record key -> what the experiment keeps besides its record, from a sidecar."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise KexpError(
+            f"cannot read {path} (kexp's sidecar of the database): {exc}; "
+            "move it away to import the database without it"
+        ) from None
+    records = data.get("records") if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or data.get("kexp_sidecar") != SIDECAR_VERSION
+        or not isinstance(records, dict)
+        or not all(
+            isinstance(entry, dict) and set(entry) <= _KEPT_KEYS | {"extra_order"}
+            for entry in records.values()
+        )
+    ):
+        raise KexpError(
+            f"{path} is not a sidecar this kexp writes (version {SIDECAR_VERSION}); "
+            "move it away to import the database without it"
+        )
+    return records
+
+
+def _restore_kept(exp: KernelExperiment, kept: Mapping[str, Any]) -> None:
+    """Give an imported experiment back what :func:`kept_content` took of it."""
+    for name in KEXP_ONLY_FIELDS:
+        if name in kept:
+            setattr(exp, name, kept[name])
+    if "preamble" in kept:
+        exp.preamble = kept["preamble"]
+    if "extra_sections" in kept:
+        exp.extra_sections = [(str(h), str(t)) for h, t in kept["extra_sections"]]
+    own = kept.get("extra_fields")
+    if isinstance(own, Mapping):
+        merged = {**exp.extra_fields, **{k: v for k, v in own.items() if not is_legacy_key(k)}}
+        order = [k for k in kept.get("extra_order", []) if k in merged]
+        order += [k for k in merged if k not in order]
+        exp.extra_fields = {k: merged[k] for k in order}

@@ -2,7 +2,8 @@
 
 The Python twin of ``kexp lessons`` is :func:`lessons`. Groups, in this order:
 ``buggy`` (crashed or wrong results), ``regression`` (slower), ``marginal`` (within
-noise), ``interference`` (a combination that scored below the best part it combines).
+noise: inside the thresholds, or its 95 % interval holds 1), ``interference`` (a
+combination that scored below the best part it combines).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class Lesson:
     key_insight: str
     operator_sig: str
     dtype_sig: str
+    #: The score's 95 % interval (empty when it has none): a ``marginal`` lesson with
+    #: one is "within noise".
+    score_ci: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""
@@ -82,6 +86,7 @@ def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Les
                     key_insight=key_insight(exp.detailed_description),
                     operator_sig=exp.operator_sig,
                     dtype_sig=exp.dtype_sig,
+                    score_ci=tuple(exp.score_ci),
                 )
             )
     return groups

@@ -18,6 +18,7 @@ Two kinds of locks guard a store (both under its cache folder, ``.kexp/locks/``)
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from kexp.errors import LockTimeoutError
+from kexp.errors import KexpError, LockTimeoutError
 
 #: The longest pause between two attempts to take a lock (seconds).
 _MAX_POLL_S = 0.01
@@ -38,8 +39,16 @@ def file_lock(path: Path, timeout_s: float, *, shared: bool = False) -> Iterator
 
     Raises :class:`LockTimeoutError` when it cannot be taken within ``timeout_s``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        if path.parent.is_symlink():
+            raise KexpError(
+                f"{path.parent} is a symbolic link: kexp never writes its locks through one; "
+                "remove it (kexp recreates it)"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise KexpError(_lock_failure(path, exc)) from None
     try:
         deadline = time.monotonic() + timeout_s
         # Polled, not blocking (a blocking flock cannot time out); the short ceiling keeps
@@ -61,6 +70,22 @@ def file_lock(path: Path, timeout_s: float, *, shared: bool = False) -> Iterator
         yield
     finally:
         os.close(fd)
+
+
+def _lock_failure(path: Path, exc: OSError) -> str:
+    """Why a lock file cannot be created, and what to do."""
+    if exc.errno == errno.ELOOP:
+        return (
+            f"{path} is a symbolic link: kexp never writes its locks through one; remove it "
+            "(kexp recreates it)"
+        )
+    if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+        return (
+            f"cannot create the lock file {path}: {exc.strerror}; kexp writes its locks in "
+            f"{path.parent} (check its owner and permissions, or remove it so that kexp "
+            "recreates it)"
+        )
+    return f"cannot create the lock file {path}: {exc.strerror or exc}"
 
 
 def exclusive_lock(path: Path, timeout_s: float) -> AbstractContextManager[None]:

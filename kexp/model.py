@@ -23,6 +23,7 @@ FRONT_MATTER_FIELDS = (
     "pid",
     "change_summary",
     "score",
+    "score_ci",
     "status",
     "is_buggy",
     "operator_sig",
@@ -33,10 +34,11 @@ FRONT_MATTER_FIELDS = (
     "tags",
     "author",
     "combines",
+    "protocol",
     "results",
 )
 #: Front-matter fields that may be left out of a file (empty when absent).
-OPTIONAL_FIELDS = frozenset({"tags", "author", "combines", "results"})
+OPTIONAL_FIELDS = frozenset({"score_ci", "tags", "author", "combines", "protocol", "results"})
 
 #: Body fields in canonical order, with their ``## `` section headings.
 SECTION_HEADINGS = {
@@ -45,9 +47,12 @@ SECTION_HEADINGS = {
     "profiling_info": "Profiling info",
     "error_message": "Error message",
     "code_change": "Code change",
+    "samples": "Samples",
 }
 BODY_FIELDS = tuple(SECTION_HEADINGS)
 TEXT_FIELDS = ("change_summary", "operator_sig", "dtype_sig", "env", *BODY_FIELDS)
+#: The protocol keys (``protocol`` field): how the timings were measured.
+PROTOCOL_KEYS = ("timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked")
 ALL_FIELDS = FRONT_MATTER_FIELDS + BODY_FIELDS
 
 #: The predecessor's record keys, as its JSON database holds them.
@@ -98,12 +103,12 @@ class KernelExperiment:
     """One kernel optimization iteration: what was tried, how fast it was, and why.
 
     The fields are the predecessor's, in its order (so its positional calls keep
-    working), then kexp's additions (``tags``, ``author``, ``combines``, ``results``)
-    and what a file holds besides the fields. ``id`` (a fresh one: the creation time
-    in 8 hex, then 8 random hex) and ``created_at`` (UTC now, with microseconds) are
-    made when the object is built, so ``exp.id`` is known before it is stored; an empty
-    ``id``/``created_at`` is filled in when it is created. Every other text field
-    defaults to ``""``.
+    working), then kexp's additions (``tags``, ``author``, ``combines``, ``results``,
+    ``score_ci``, ``protocol``, ``samples``) and what a file holds besides the fields.
+    ``id`` (a fresh one: the creation time in 8 hex, then 8 random hex) and
+    ``created_at`` (UTC now, with microseconds) are made when the object is built, so
+    ``exp.id`` is known before it is stored; an empty ``id``/``created_at`` is filled
+    in when it is created. Every other text field defaults to ``""``.
 
     ``path``, ``settings`` and ``interference`` are read-only properties, not fields:
     the store sets them (:func:`attach`) when it hands an experiment out.
@@ -129,6 +134,13 @@ class KernelExperiment:
     author: str = ""
     combines: list[str] = dataclasses.field(default_factory=list)
     results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: The 95 % interval ``[low, high]`` of ``score`` when it was computed from samples
+    #: (empty otherwise): outcomes then respect the noise.
+    score_ci: list[float] = dataclasses.field(default_factory=list)
+    #: How the timings were measured (keys of :data:`PROTOCOL_KEYS`; empty: unknown).
+    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The ``## Samples`` section: raw timings per round (see :mod:`kexp.samples`).
+    samples: str = ""
     #: Front-matter keys kexp does not know, kept as read (validation warns on them).
     extra_fields: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     #: Text before the first ``## `` section, kept as read.
@@ -241,7 +253,12 @@ def _copy(value: Any) -> Any:
 
 
 def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> str:
-    """Derive the outcome: pending, buggy, interference, regression, marginal, improvement."""
+    """Derive the outcome: pending, buggy, interference, regression, marginal, improvement.
+
+    With a ``score_ci``, ``improvement`` needs its low end above 1 and ``regression``
+    its high end below 1 (besides the thresholds); otherwise the thresholds alone
+    decide. ``exp`` may be a cached row: any object with these attributes.
+    """
     if exp.status in PENDING_STATUSES:
         return "pending"
     if exp.is_buggy:
@@ -251,6 +268,16 @@ def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> 
     score = exp.score
     if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
         return "regression"
+    interval = getattr(exp, "score_ci", None)
+    if interval and len(interval) == 2:
+        # Significant and worth having: the interval excludes 1 and the score passes
+        # the threshold; anything else is within noise.
+        low, high = interval
+        if high < 1 and score < settings.regression_below:
+            return "regression"
+        if low > 1 and score > settings.improvement_above:
+            return "improvement"
+        return "marginal"
     if score < settings.regression_below:
         return "regression"
     if score > settings.improvement_above:

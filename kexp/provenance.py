@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from kexp.errors import GitError
+from kexp.errors import GitError, NoCommitsError
 from kexp.problems import Problem, Severity
 from kexp.store import KexpWarning
 
@@ -103,7 +103,7 @@ def fill_from_git(
     if not given:
         try:
             exp.base_commit = kgit.head_commit(repo)
-        except GitError as exc:
+        except NoCommitsError as exc:  # validation then says base_commit is missing
             warnings.warn(str(exc), CodeRepoWarning, stacklevel=stacklevel + 1)
         else:
             dirty = kgit.dirty_paths(repo, ignore=store_dir)

@@ -111,6 +111,24 @@ def parse_time(value: Any, *, end_of_day: bool = False) -> dt.datetime:
     return moment.astimezone(dt.timezone.utc)
 
 
+def _check_text(name: str, value: str) -> None:
+    """Refuse a filter value that is not text: it holds lone surrogates, as a command
+    line argument of bytes that are not UTF-8 does (decoded with surrogateescape)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape" if _escaped(value) else "backslashreplace")
+        raise KexpError(
+            f"the {name} filter {shown!r} is not valid UTF-8 text: give it in UTF-8 "
+            "(check the terminal's or the script's encoding)"
+        ) from None
+
+
+def _escaped(value: str) -> bool:
+    """Whether every lone surrogate of ``value`` stands for a byte (surrogateescape)."""
+    return all("\udc80" <= ch <= "\udcff" for ch in value if "\ud800" <= ch <= "\udfff")
+
+
 def build_filters(**kwargs: Any) -> Filters:
     """Check and normalise filter keyword arguments; unknown names are an error."""
     unknown = sorted(set(kwargs) - set(FILTER_NAMES))
@@ -119,6 +137,11 @@ def build_filters(**kwargs: Any) -> Filters:
             f"unknown filter {', '.join(unknown)}; filters are: {', '.join(FILTER_NAMES)}"
         )
     values: dict[str, Any] = {k: v for k, v in kwargs.items() if v is not None}
+    for name, value in values.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, str):
+                _check_text(name, item)
     for name in ("operator", "dtype", "env", "text"):
         if name in values:
             values[name] = str(values[name]).lower()
@@ -206,6 +229,24 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
     ranked = sorted(experiments, key=lambda e: e.id)
     ranked.sort(key=lambda e: _time_key(e.created_at), reverse=True)
     ranked.sort(key=lambda e: float(e.score), reverse=True)
+    return ranked
+
+
+#: What ``top_experiments`` can rank by: the score, or the low end of its interval.
+RANKINGS = ("score", "low")
+
+
+def interval_low(exp: Any) -> float:
+    """The low end of ``exp``'s 95 % interval: a robust "at least this fast" (the score
+    itself when it has no interval)."""
+    interval = getattr(exp, "score_ci", None)
+    return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
+
+
+def rank_by_low(experiments: Iterable[_E]) -> list[_E]:
+    """Best first by :func:`interval_low`; ties as :func:`rank` orders them."""
+    ranked = rank(experiments)
+    ranked.sort(key=interval_low, reverse=True)
     return ranked
 
 

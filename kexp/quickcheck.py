@@ -14,7 +14,9 @@ Files kexp wrote are canonical, and their validity can be decided from much less
   line), the id of the file name (as ``validate.id_from_name`` reads it), a finite
   score, a real ``created_at``;
 * the body: only its ``## `` headings and code fences matter (a duplicate known section
-  is an error; ``is_buggy: true`` needs a non-empty ``## Error message``). Regular
+  is an error; ``is_buggy: true`` needs a non-empty ``## Error message``; a
+  ``score_ci`` and a ``## Samples`` section are checked by
+  :func:`kexp.samples.sample_findings`, and any finding of it means "not sure"). Regular
   expressions find the lines that can open or close a fence or be a heading, and the
   fence state machine of :func:`kexp.fileformat._fence_state` runs over those alone.
 
@@ -50,7 +52,7 @@ from kexp.fileformat import (
     _unwrap,
 )
 from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME, is_real_time
+from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME, encoded_size, is_real_time
 
 _BOM = codecs.BOM_UTF8
 #: Lines that may be headings or open or close a code fence; every other line leaves the
@@ -73,8 +75,11 @@ def quick_fields(
     When a dict is returned, ``check_bytes(data, Path(path), settings)`` is ``ok`` and
     its ``document.fields`` equal the dict (same keys in the same order, same values
     and types). None means "not sure": run :func:`kexp.validate.check_bytes`.
-    ``settings`` changes no verdict today (only warnings depend on it).
+    ``settings`` changes no verdict but the size limit (data over
+    ``settings.max_file_bytes`` is never certainly valid: check_bytes refuses it).
     """
+    if encoded_size(data, settings.max_file_bytes) is not None:
+        return None
     if isinstance(data, bytes):
         if data[:3] == _BOM:
             data = data[3:]
@@ -127,15 +132,27 @@ def quick_fields(
             for heading in _HEADING_LINE.findall(text, body - 1)
             if heading and (field := _FIELD_BY_HEADING.get(heading.strip().lower()))
         ]
-        if len(set(known)) == len(known):
-            return fields
+        if len(set(known)) == len(known) and "samples" not in known:
+            return fields if "score_ci" not in fields or not _findings(fields, "") else None
     headings = _headings(text, body)
     known = [field for _, _, field in headings if field is not None]
     if len(set(known)) != len(known):
         return None  # a known section twice
-    if fields["is_buggy"] is True and not _error_message(text, headings).strip():
+    if fields["is_buggy"] is True and not _section(text, headings, "error_message").strip():
         return None
+    if ("score_ci" in fields or "samples" in known) and _findings(
+        fields, _section(text, headings, "samples")
+    ):
+        return None  # score_ci or the samples have a problem: let the full check say it
     return fields
+
+
+def _findings(fields: dict[str, Any], samples: str) -> bool:
+    """Whether :func:`kexp.samples.sample_findings` finds a problem (imported only for
+    the files with an interval or samples)."""
+    from kexp.samples import sample_findings
+
+    return bool(sample_findings(fields, samples))
 
 
 class _SchemaCheck:
@@ -221,10 +238,11 @@ def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:
     return headings
 
 
-def _error_message(text: str, headings: list[tuple[int, int, str | None]]) -> str:
-    """The text of the ``## Error message`` section (as fileformat._parse_body reads it)."""
+def _section(text: str, headings: list[tuple[int, int, str | None]], name: str) -> str:
+    """The text of the section of body field ``name`` (as fileformat._parse_body reads
+    it; "" when absent)."""
     for index, (_, end, field) in enumerate(headings):
-        if field != "error_message":
+        if field != name:
             continue
         if end >= len(text):
             return ""  # the heading is the file's last line

@@ -57,11 +57,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.dedupe import (
     NearDuplicateWarning,
+    RemeasureWarning,
     Repeat,
     RepeatedChangeWarning,
     code_shingles,
     is_matchable,
     normalize_code_change,
+    remeasure_message,
     repeat_message,
     shingle_similarity,
     shingles_of_normalized,
@@ -1555,8 +1557,10 @@ def tried_before(store: Store, code_change: str, *, exclude: Iterable[str] = ())
                 exp.outcome,
                 exp.change_summary,
                 exp.path,
-                round(similarity, 4),
-                identical,
+                base_commit=exp.base_commit,
+                env=exp.env,
+                similarity=round(similarity, 4),
+                identical=identical,
             )
         )
     identical_first = [r for r in repeats if r.identical]
@@ -1581,14 +1585,29 @@ def _read_valid(store: Store, relative: str) -> KernelExperiment | None:
 
 
 def warn_tried_before(
-    store: Store, code_change: str, *, exclude: Iterable[str] = (), stacklevel: int = 2
+    store: Store,
+    code_change: str,
+    *,
+    exclude: Iterable[str] = (),
+    stacklevel: int = 2,
+    base_commit: str = "",
+    env: str = "",
 ) -> list[Repeat]:
     """Warn when ``code_change`` was tried before (:func:`tried_before`): a
+    :class:`~kexp.dedupe.RemeasureWarning` when an identical one also has this
+    ``base_commit`` and ``env`` (given), else a
     :class:`~kexp.dedupe.RepeatedChangeWarning` naming the identical ones, else a
     :class:`~kexp.dedupe.NearDuplicateWarning` naming the near-duplicates. Returns them.
     ``stacklevel`` is relative to the caller of this function."""
     repeats = tried_before(store, code_change, exclude=exclude)
-    if repeats:
+    same = [
+        r
+        for r in repeats
+        if r.identical and base_commit and r.base_commit == base_commit and r.env == env
+    ]
+    if same:
+        warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
+    elif repeats:
         category = (
             RepeatedChangeWarning if any(r.identical for r in repeats) else NearDuplicateWarning
         )

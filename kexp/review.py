@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kexp.lessons import LESSON_GROUPS, Lesson, group_lessons, key_insight
 from kexp.lineage import is_scored
 from kexp.model import BODY_FIELDS, KernelExperiment, attach
+from kexp.noise import ratio_interval
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import below_best_combined
+from kexp.samples import describe_interval, describe_protocol, sample_count
 from kexp.validate import (
     CheckedFile,
     FileLinks,
@@ -146,6 +148,12 @@ class ReviewedExperiment:
     parent_score: float | None = None
     delta: float | None = None
     delta_pct: float | None = None
+    #: The score's 95 % interval (None without one); ``delta_pct_ci``: the interval of
+    #: ``delta_pct`` when this experiment and its parent both have one.
+    score_ci: list[float] | None = None
+    delta_pct_ci: list[float] | None = None
+    #: How it was measured, in words: the protocol and the samples per configuration.
+    measured: str = ""
     rank: int | None = None
     rank_of: int = 0
     new_best: bool = False
@@ -456,6 +464,7 @@ class _Facts(NamedTuple):
     operator_sig: str
     created_at: str
     change_summary: str
+    score_ci: Any  # a list of two numbers, or empty
 
 
 #: The values of :class:`_Facts` read from the front-matter (after ``combines``), with
@@ -467,6 +476,7 @@ _FACT_FIELDS = (
     ("operator_sig", ""),
     ("created_at", ""),
     ("change_summary", ""),
+    ("score_ci", ()),
 )
 
 #: What the scan keeps of one file, as data ``marshal`` can send: its id, pid,
@@ -727,6 +737,7 @@ class _Side:
             status=item.status,
             created_at=item.created_at,
             combines=_ids(item.combines),
+            score_ci=list(item.score_ci or ()),
         )
         return attach(
             exp, self.settings, path=Path(item.path), interference=number in self.interfering
@@ -865,6 +876,8 @@ def _entry(
     entry.outcome = exp.outcome
     entry.pid = exp.pid
     entry.key_insight = key_insight(exp.detailed_description)
+    entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None
+    entry.measured = _measured(exp)
     parent = side.get(exp.pid) if exp.pid else None
     if parent is not None:
         entry.parent_score = float(parent.score)
@@ -872,6 +885,11 @@ def _entry(
             entry.delta = float(exp.score) - float(parent.score)
             if parent.score > 0:
                 entry.delta_pct = (float(exp.score) / float(parent.score) - 1.0) * 100.0
+                if entry.score_ci and len(parent.score_ci) == 2 and exp.score > 0:
+                    low, high = ratio_interval(
+                        float(exp.score), exp.score_ci, float(parent.score), parent.score_ci
+                    )
+                    entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
     if is_scored(exp):
         rivals = side.scored_on(exp.operator_sig)
         entry.rank = 1 + sum(1 for score, _ in rivals if score > exp.score)
@@ -889,6 +907,18 @@ def _entry(
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def _measured(exp: KernelExperiment) -> str:
+    """The protocol and the samples per configuration of ``exp``, in words."""
+    parts = [describe_protocol(exp.protocol)] if exp.protocol else []
+    counts = sorted({c for c in map(sample_count, exp.results) if c is not None})
+    if counts:
+        parts.append(
+            "samples per configuration (baseline / candidate): "
+            + ", ".join(f"{b} / {c}" for b, c in counts)
+        )
+    return "; ".join(parts)
 
 
 def _field_change(name: str, old: Any, new: Any) -> FieldChange:
@@ -1046,8 +1076,11 @@ def md_text(value: Any, *, limit: int | None = None) -> str:
 
     Line breaks become spaces; ``& < >`` become entities (no HTML passes through);
     Markdown punctuation is backslash-escaped (no emphasis, links, images, code, math,
-    or table cells); control characters become U+FFFD. Safe in a table cell. ``limit``
-    cuts the text to that many characters, ending in "…".
+    or table cells); control characters become U+FFFD; what a forge would turn into a
+    live link or a notification (a bare URL, a ``www.`` host, an e-mail address, an
+    ``@user`` or ``@org/team`` mention, an issue reference) gets an invisible
+    zero-width space that breaks it (see :func:`defuse_links`). Safe in a table cell.
+    ``limit`` cuts the text to that many characters, ending in "…".
     """
     out: list[str] = []
     for ch in _one_line(value, limit):
@@ -1057,7 +1090,29 @@ def md_text(value: Any, *, limit: int | None = None) -> str:
             out.append("\\" + ch)
         else:
             out.append(_visible(ch))
-    return "".join(out)
+    return defuse_links("".join(out))
+
+
+#: A zero-width space, as an entity: it renders as nothing, yet no autolink, mention
+#: or reference survives it (they are recognised on the rendered text).
+_BREAK = "&#8203;"
+#: What GitHub-flavoured Markdown and the forge link: a URL scheme before "://" (or a
+#: scheme used without slashes), "www.", "@" before a name (mentions, e-mail
+#: addresses), "#" (escaped) or "GH-" before digits (issue references).
+_LIVE = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*(?=://)|mailto(?=:)|xmpp(?=:))"
+    r"|(?<![a-z0-9_-])www(?=\.)"
+    r"|@(?=[a-z0-9_])"
+    r"|\\#(?=[0-9])"
+    r"|(?<![a-z0-9_])gh(?=-[0-9])"
+)
+
+
+def defuse_links(text: str) -> str:
+    """Markdown text (as :func:`md_text` escapes it) in which nothing is linked or
+    mentioned by the forge: a zero-width space after each URL scheme, ``www``, ``@``,
+    ``#`` or ``GH`` that would start one. The text reads the same."""
+    return _LIVE.sub(lambda match: match.group() + _BREAK, text)
 
 
 def md_code(value: Any, *, in_table: bool = False, limit: int | None = None) -> str:
@@ -1127,6 +1182,9 @@ def render_markdown(result: Review) -> str:
             continue
         parts.append(f"### {title} ({len(entries)})")
         parts.append(_table(entries))
+        measured = _measurements(entries)
+        if measured:
+            parts.append(measured)
         if kind == "corrected":
             parts.extend(_corrections(entries))
     parts.append(_validation(result))
@@ -1177,9 +1235,12 @@ def _best_note(entry: ReviewedExperiment) -> str:
 def _table(entries: Sequence[ReviewedExperiment]) -> str:
     rows = [_TABLE_HEADER]
     for e in entries:
-        score = f"{e.score:.4f}" if e.score is not None else "—"
+        score = describe_interval(e.score, e.score_ci or ()) if e.score is not None else "—"
         if e.delta is not None:
             pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
+            if e.delta_pct is not None and e.delta_pct_ci is not None:
+                low, high = e.delta_pct_ci
+                pct = f" ({e.delta_pct:+.2f}% [{low:+.2f}%, {high:+.2f}%])"
             delta = f"{e.delta:+.4f}{pct} vs {md_code(e.pid, in_table=True)}"
         elif e.pid:
             delta = f"— (parent {md_code(e.pid, in_table=True, limit=_CELL_CHARS)})"
@@ -1190,7 +1251,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
         if e.rank is None:
             rank = "—"
         else:
-            rank = f"#{e.rank} of {e.rank_of}"
+            rank = f"#{_BREAK}{e.rank} of {e.rank_of}"  # "#1" alone would name issue 1
             if e.new_best:
                 rank = f"**{rank}, new best**"
             elif e.kind == "removed" and e.rank == 1:
@@ -1212,6 +1273,16 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
             + " |"
         )
     return "\n".join(rows)
+
+
+def _measurements(entries: Sequence[ReviewedExperiment]) -> str:
+    """How the listed experiments were measured (those that say), one line each."""
+    lines = [
+        f"- {md_code(e.id)}: {md_text(e.measured, limit=_CELL_CHARS)}"
+        for e in entries
+        if e.measured
+    ]
+    return "Measured with:\n\n" + "\n".join(lines) if lines else ""
 
 
 def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
@@ -1285,7 +1356,8 @@ def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
             icon = _OUTCOME_ICONS.get(group, "")
             lines.append(
                 f"- {icon} **{md_text(group)}** {md_code(lesson.id)} "
-                f"({lesson.score:.4f}): {md_text(lesson.change_summary)}"
+                f"({describe_interval(lesson.score, lesson.score_ci)}): "
+                f"{md_text(lesson.change_summary)}"
             )
             if lesson.key_insight:
                 lines.append(f"  - Key insight: {md_text(lesson.key_insight)}")

@@ -44,6 +44,11 @@ FIELD_HINTS = {
     "author": "write a name",
     "combines": "write a list of full experiment ids, e.g. combines: [6749f3a0c2d41e7b]",
     "results": "write a list of {config: NAME, baseline: US, candidate: US, speedup: X}",
+    "score_ci": "write the interval as two numbers around the score, e.g. score_ci: "
+    "[1.011, 1.054] (kexp computes it from repeated timings), or remove it",
+    "protocol": "write e.g. protocol: {timer: cuda_events, warmup: 10, repetitions: 100, "
+    "l2_flushed: true, clocks_locked: false} (timer: cuda_events, hip_events, do_bench, "
+    "torch_benchmark, wall_clock or other; synchronized: true/false with a wall clock)",
 }
 
 _CODES = {
@@ -56,6 +61,9 @@ _CODES = {
     "minimum": "out-of-range",
     "exclusiveMinimum": "out-of-range",
     "uniqueItems": "duplicate-item",
+    "minItems": "wrong-length",
+    "maxItems": "wrong-length",
+    "additionalProperties": "unknown-key",
 }
 _TYPE_NAMES = {
     "string": "text",
@@ -317,7 +325,21 @@ def _message(keyword: str, expected: Any, value: Any, field: str) -> str:
         return f"{name} must be {bound} {expected}, not {value!r}"
     if keyword == "uniqueItems":
         return f"{name} lists the same item twice"
+    if keyword in ("minItems", "maxItems"):
+        count = len(value) if isinstance(value, list) else 0
+        bound = "at least" if keyword == "minItems" else "at most"
+        return f"{name} holds {count} item(s); {bound} {expected} allowed"
+    if keyword == "additionalProperties" and isinstance(value, dict):
+        known = _known_keys(field)
+        unknown = ", ".join(repr(k) for k in value if k not in known)
+        return f"{name} has unknown key(s) {unknown}; known: {', '.join(known)}"
     return f"{name}: {keyword} {expected!r} not satisfied by {_describe(value)}"
+
+
+def _known_keys(field: str) -> list[str]:
+    """The property names the schema allows in the mapping at ``field`` (top level)."""
+    schema = load_schema()["properties"].get(field.split(".")[0], {})
+    return list(schema.get("properties", {}))
 
 
 def main() -> None:

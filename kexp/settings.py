@@ -23,6 +23,10 @@ class Settings:
     max_summary_chars: int = 80
     #: Files larger than this are refused instead of read whole.
     max_file_bytes: int = 4 * 1024 * 1024
+    #: An update reads a file over ``max_file_bytes`` up to this size (larger ones are
+    #: refused unread), so that it can make the file small enough again; what it
+    #: writes must fit ``max_file_bytes``.
+    max_repair_file_bytes: int = 64 * 1024 * 1024
     #: Relative disagreement between ``score`` and the geometric mean of ``results``
     #: above which validation warns.
     score_tolerance: float = 0.005
@@ -44,6 +48,9 @@ class Settings:
     #: A measured time (baseline or candidate, in microseconds) below this is "near zero":
     #: below GPU timer resolution, so the measurement is flagged as suspect.
     suspect_time_below_us: float = 0.5
+    #: A kernel shorter than this (microseconds) timed with a host wall clock without
+    #: device synchronisation (``protocol``) is suspect: the clock may read the launch.
+    suspect_wall_clock_below_us: float = 100.0
     #: Two code changes whose shingles (changed lines, variables renamed) are at least
     #: this similar (Jaccard) are near-duplicates: a create warns that it was tried.
     near_duplicate_similarity: float = 0.5

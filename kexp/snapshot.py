@@ -32,6 +32,7 @@ from kexp.validate import (
     check_bytes,
     scan_bytes,
     scan_record,
+    size_problem,
 )
 
 if TYPE_CHECKING:
@@ -115,6 +116,12 @@ class RevisionStore(Store):
         self.revision = revision
         self.commit = kgit.resolve_commit(location.repo, revision)
         _, listing = kgit.run_git(location.repo, "ls-tree", self.commit, "--", location.folder)
+        if listing.startswith(_SYMLINK_MODE + " "):
+            raise KexpError(
+                f"at revision {revision} ({self.commit[:12]}), {location.folder} is a symbolic "
+                "link: kexp reads only a real folder, never through a link; give a "
+                "revision where it is a folder"
+            )
         if not listing.strip():
             raise StoreNotFoundError(
                 f"there is no {location.folder}/ folder at revision {revision} "
@@ -260,12 +267,7 @@ class RevisionStore(Store):
                 "replace the link with the file itself",
             )
         if entry.size > self.settings.max_file_bytes:
-            return self._problem(
-                path,
-                "file-too-large",
-                f"the file is {entry.size} bytes; the limit is {self.settings.max_file_bytes}",
-                "move large logs or profiles out of the experiment and link to them",
-            )
+            return size_problem(path, entry.size, self.settings.max_file_bytes)
         return None
 
     @staticmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import heapq
 import os
 import re
@@ -27,7 +28,7 @@ from kexp.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from kexp.fileformat import FileFormatError, parse, render_update, serialize
+from kexp.fileformat import FileFormatError, encode_like, parse, render_update, serialize
 from kexp.locking import exclusive_lock, file_lock
 from kexp.model import (
     ALL_FIELDS,
@@ -39,7 +40,16 @@ from kexp.model import (
 )
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track, track_part
-from kexp.query import Filters, build_filters, chronological, mark_interference, matches, rank
+from kexp.query import (
+    RANKINGS,
+    Filters,
+    build_filters,
+    chronological,
+    mark_interference,
+    matches,
+    rank,
+    rank_by_low,
+)
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.validate import (
     EXPERIMENT_NAME,
@@ -71,6 +81,7 @@ EXPERIMENTS_DIR = "experiments"
 CACHE_DIR = ".kexp"
 _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
 _DERIVED_FIELDS = DERIVED
@@ -131,23 +142,63 @@ def find_root(start: Path | str | None = None) -> Path:
 def init_store(root: Path | str) -> Path:
     """Create a store in ``root``: ``experiments/`` with a README, and the cache ignore rule.
 
-    Idempotent: existing files are left as they are.
+    Idempotent: existing files are left as they are. Nothing is written through a
+    symbolic link (see :func:`refuse_linked_store`).
     """
     root = Path(root)
     experiments = root / EXPERIMENTS_DIR
+    refuse_linked_store(experiments)
     experiments.mkdir(parents=True, exist_ok=True)
     readme = experiments / "README.md"
-    if not readme.exists():
-        readme.write_text(_STORE_README, encoding="utf-8")
+    # "x" (O_EXCL) is never written through a link either.
+    with contextlib.suppress(FileExistsError), readme.open("x", encoding="utf-8") as handle:
+        handle.write(_STORE_README)
     gitignore = root / ".gitignore"
+    if gitignore.is_symlink():
+        raise KexpError(
+            f"{gitignore} is a symbolic link: kexp never writes through one; replace it "
+            f"with a file, or add the line '{CACHE_DIR}/' to the file it points to yourself"
+        )
     existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
     if not any(line.strip().strip("/") == CACHE_DIR for line in existing.splitlines()):
         separator = "" if not existing or existing.endswith("\n") else "\n"
-        with gitignore.open("a", encoding="utf-8") as handle:
+        fd = os.open(gitignore, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_FOLLOW, 0o644)
+        with open(fd, "a", encoding="utf-8") as handle:
             handle.write(
                 f"{separator}# kexp's cache (locks, index): never committed\n{CACHE_DIR}/\n"
             )
     return root
+
+
+def refuse_linked_store(experiments: Path) -> None:
+    """Refuse an ``experiments/`` folder that is a symbolic link (the rule: kexp reads and
+    writes a store only through real folders, never through a link, wherever it
+    points, so that a cloned repository can make kexp read or write nothing outside
+    it)."""
+    if experiments.is_symlink():
+        raise KexpError(
+            f"{experiments} is a symbolic link (to {os.readlink(experiments)}): kexp reads and "
+            f"writes only a real {EXPERIMENTS_DIR}/ folder, never through a link; replace the "
+            "link with the folder itself, or give --root (KEXP_ROOT) the folder that holds it"
+        )
+
+
+def refuse_links_in_cache(folder: Path) -> None:
+    """Refuse a cache folder that is, or holds, a symbolic link (its index files and
+    their journals, ``locks/``, ``drafts/``): a repository can commit one (``git add
+    -f``), and kexp would create or write the file it points to, anywhere."""
+    if folder.is_symlink():
+        raise KexpError(f"{folder} is a symbolic link: remove it (kexp recreates its cache)")
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_symlink():
+            raise KexpError(
+                f"{entry.path} is a symbolic link: kexp never writes through one in its cache "
+                f"folder; remove it (kexp recreates what {CACHE_DIR}/ holds)"
+            )
 
 
 _STORE_README = """\
@@ -176,6 +227,7 @@ class Store:
         settings: Settings = DEFAULT_SETTINGS,
     ) -> None:
         self.root = Path(root).resolve() if root is not None else find_root()
+        refuse_linked_store(self.root / EXPERIMENTS_DIR)
         if not (self.root / EXPERIMENTS_DIR).is_dir():
             raise StoreNotFoundError(
                 f"{self.root} has no {EXPERIMENTS_DIR}/ folder: create the store with "
@@ -197,13 +249,11 @@ class Store:
     def cache_dir(self) -> Path:
         """The store's git-ignored cache folder (created on first use)."""
         folder = self.root / CACHE_DIR
-        if folder.is_symlink():  # a link committed by someone: never write through it
-            raise KexpError(f"{folder} is a symbolic link: remove it (kexp recreates its cache)")
+        refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
             folder.mkdir(exist_ok=True)
-            ignore = folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# kexp's cache: never committed\n*\n", encoding="utf-8")
+            with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                f.write("# kexp's cache: never committed\n*\n")
         return folder
 
     # --- reading -----------------------------------------------------------------
@@ -399,6 +449,7 @@ class Store:
         include_pending: bool = False,
         strict: bool = False,
         brief: bool = False,
+        by: str = "score",
         **filters: Any,
     ) -> list[KernelExperiment]:
         """The best experiments by score (descending), at most ``max_results`` (20).
@@ -407,11 +458,14 @@ class Store:
         for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
         ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
         cache); only the experiments returned are read whole (none with ``brief``).
+        ``by="low"`` ranks by the low end of ``score_ci`` (the score without one).
         """
         limit = max(0, self.settings.top_default if max_results is None else max_results)
         asked_outcome = filters.get("outcome") is not None
         skip_buggy = not (include_buggy or asked_outcome or filters.get("is_buggy") is not None)
         skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
+        if by != "score":
+            return self._top_by_low(by, limit, skip_buggy, skip_pending, strict, brief, filters)
         if self._cached and filters.get("text") is None and filters.get("reachable_from") is None:
             wanted = build_filters(**self._resolve_filter_ids(filters))
             best = self._with_index(
@@ -436,6 +490,28 @@ class Store:
             batch = self._complete(ranked[start : start + max(limit, 1) * 4], strict=strict)
             chosen += [e for e in batch if matches(e, found.text, self.settings)]
         return chosen[:limit]
+
+    def _top_by_low(
+        self,
+        by: str,
+        limit: int,
+        skip_buggy: bool,
+        skip_pending: bool,
+        strict: bool,
+        brief: bool,
+        filters: dict[str, Any],
+    ) -> list[KernelExperiment]:
+        """:meth:`top_experiments` ranked by the low end of the interval."""
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+        found = [
+            e
+            for e in self.list_experiments(strict=strict, brief=True, **filters)
+            if not (skip_buggy and e.is_buggy)
+            and not (skip_pending and e.status in PENDING_STATUSES)
+        ]
+        best = rank_by_low(found)[:limit]
+        return best if brief else [self.get_experiment(e.id) for e in best]
 
     def _best_rows(
         self, view: IndexView, wanted: Filters, limit: int, skip_buggy: bool, skip_pending: bool
@@ -875,9 +951,16 @@ class Store:
             from kexp.retrieval import warn_tried_before
 
             # Recorded all the same; the warning names the earlier experiments.
-            warn_tried_before(self, exp.code_change, exclude=[exp.id], stacklevel=2)
+            warn_tried_before(
+                self,
+                exp.code_change,
+                exclude=[exp.id],
+                stacklevel=2,
+                base_commit=exp.base_commit,
+                env=exp.env,
+            )
         path = self._path_for(exp)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent)
         names_others = bool(exp.pid or exp.combines)
         with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
             if names_others:
@@ -1012,15 +1095,23 @@ class Store:
             self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
             exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s),
         ):
+            # A file over the size limit (written by hand, or by an older kexp) is read
+            # up to max_repair_file_bytes, so that an update can make it small again.
+            readable = dataclasses.replace(
+                self.settings,
+                max_file_bytes=max(
+                    self.settings.max_file_bytes, self.settings.max_repair_file_bytes
+                ),
+            )
             try:
-                data = read_file(path, self.settings)
+                data = read_file(path, readable)
             except FileNotFoundError:
                 raise ExperimentNotFoundError(
                     f"experiment {full_id} was deleted meanwhile"
                 ) from None
             except FileFormatError as exc:
                 raise ValidationError(f"{path} cannot be read", [exc.problem]) from None
-            checked = check_bytes(data, path, self.settings)
+            checked = check_bytes(data, path, readable)
             if checked.document is None:
                 raise ValidationError(
                     f"{path} cannot be read; fix it by hand first", checked.problems
@@ -1029,7 +1120,8 @@ class Store:
             new = dataclasses.replace(old, **changes)
             if {"pid", "combines"} & set(changes):
                 self._expand_references(new)
-            text = render_update(checked.document, new)
+            # Written as the file was: its BOM and CRLF line endings kept.
+            text = encode_like(data, render_update(checked.document, new))
             result = check_bytes(text, path, self.settings)
             problems = result.problems
             if {"pid", "combines"} & set(changes):
@@ -1115,14 +1207,21 @@ def _score(item: Any) -> float:
     return float(item.score)
 
 
-def _temporary_beside(path: Path, text: str) -> Path:
+def _temporary_beside(path: Path, text: str | bytes) -> Path:
+    """A finished, fsynced temporary file beside ``path`` holding ``text``; removed again
+    when it cannot be written whole (a full disk)."""
     import secrets  # here: it costs a query a few milliseconds to import
 
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    with temporary.open("xb") as handle:
-        handle.write(text.encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with temporary.open("xb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
     return temporary
 
 
@@ -1134,22 +1233,55 @@ def _exists(exp_id: str) -> ExperimentExistsError:
     )
 
 
-def _write_new(path: Path, text: str) -> None:
+def write_failure(path: Path, exc: OSError) -> KexpError:
+    """The error for a write of ``path`` that failed (nothing was changed), saying what
+    to do."""
+    hints = {
+        errno.ENOSPC: "free some space on that disk, then run the command again",
+        errno.EDQUOT: "your disk quota is used up: free some space, then run it again",
+        errno.EFBIG: "the system refuses a file this large (ulimit -f?)",
+        errno.EROFS: "that file system is read-only",
+        errno.EACCES: f"check the owner and permissions of {path.parent}",
+        errno.EPERM: f"check the owner and permissions of {path.parent}",
+    }
+    hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
+    return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
+
+
+def _make_folder(folder: Path) -> None:
+    """Create ``folder`` (and its parents) for a new file, or say why it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(folder, exc) from None
+
+
+def _write_new(path: Path, text: str | bytes) -> None:
     """Create ``path`` with ``text`` atomically; fails if the name is taken."""
-    temporary = _temporary_beside(path, text)
+    try:
+        temporary = _temporary_beside(path, text)
+    except OSError as exc:
+        raise write_failure(path, exc) from None
     try:
         os.link(temporary, path)
     except FileExistsError:
         raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
+    except OSError as exc:
+        raise write_failure(path, exc) from None
     finally:
         temporary.unlink()
 
 
-def _replace(path: Path, text: str) -> None:
+def _replace(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` atomically."""
-    temporary = _temporary_beside(path, text)
+    try:
+        temporary = _temporary_beside(path, text)
+    except OSError as exc:
+        raise write_failure(path, exc) from None
     try:
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         temporary.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_failure(path, exc) from None
         raise

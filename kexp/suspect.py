@@ -2,9 +2,11 @@
 
 An experiment is *suspect* when its ``score`` is above the plausibility ceiling
 (``Settings.suspect_score_above``, 3.0x by default), when one of its ``results`` has a
-speedup above it, or when a measured baseline or candidate time is near zero (below
-``Settings.suspect_time_below_us``): the usual signs of a kernel that skipped its work,
-wrote wrong results, or a timer read before the GPU finished. Such an experiment is
+speedup above it, when a measured baseline or candidate time is near zero (below
+``Settings.suspect_time_below_us``), or when its ``protocol`` says a host wall clock
+timed a short kernel (below ``Settings.suspect_wall_clock_below_us``) without device
+synchronisation: the usual signs of a kernel that skipped its work, wrote wrong
+results, or a timer read before the GPU finished. Such an experiment is
 flagged ``suspect: verify correctness`` in validation (a warning) and in listings.
 
 Buggy experiments are not flagged: they are already known to be wrong.
@@ -53,12 +55,13 @@ def _number(value: Any) -> float | None:
 
 
 def _findings(
-    score: Any, results: Any, is_buggy: Any, settings: Settings
+    score: Any, results: Any, is_buggy: Any, settings: Settings, protocol: Any = None
 ) -> list[tuple[tuple[str | int, ...], str]]:
     """(JSON path of the offending value, reason) for each suspect value."""
     if is_buggy is True:
         return []
     found: list[tuple[tuple[str | int, ...], str]] = []
+    found.extend(_unsynchronized(results, protocol, settings))
     ceiling = settings.suspect_score_above
     value = _number(score)
     if value is not None and value > ceiling:
@@ -98,9 +101,42 @@ def _findings(
     return found
 
 
+def _unsynchronized(
+    results: Any, protocol: Any, settings: Settings
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """The finding of a wall clock that timed a short kernel without synchronisation."""
+    if not isinstance(protocol, Mapping) or protocol.get("timer") != "wall_clock":
+        return []
+    if protocol.get("synchronized") is True or not isinstance(results, list):
+        return []
+    limit = settings.suspect_wall_clock_below_us
+    for item in results:
+        if not isinstance(item, Mapping):
+            continue
+        unit = item.get("unit", "us")
+        scale = UNIT_TO_US.get(unit) if isinstance(unit, str) else None
+        times = [_number(item.get(side)) for side in ("baseline", "candidate")]
+        shortest = min((t for t in times if t is not None), default=None)
+        if scale is None or shortest is None or shortest * scale >= limit:
+            continue
+        said = "false" if protocol.get("synchronized") is False else "not said"
+        return [
+            (
+                ("protocol", "timer"),
+                f"{item.get('config')}: a {shortest * scale:g} us kernel timed with a wall "
+                f"clock without device synchronisation (synchronized: {said}): the clock "
+                "may read the launch, not the kernel",
+            )
+        ]
+    return []
+
+
 def suspect_reasons(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
     """Why ``exp``'s measurements are implausible (empty when they are believable)."""
-    return [reason for _, reason in _findings(exp.score, exp.results, exp.is_buggy, settings)]
+    found = _findings(
+        exp.score, exp.results, exp.is_buggy, settings, getattr(exp, "protocol", None)
+    )
+    return [reason for _, reason in found]
 
 
 def is_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> bool:
@@ -113,7 +149,11 @@ def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> li
     fields = doc.fields
     problems: list[Problem] = []
     for path, reason in _findings(
-        fields.get("score"), fields.get("results"), fields.get("is_buggy"), settings
+        fields.get("score"),
+        fields.get("results"),
+        fields.get("is_buggy"),
+        settings,
+        fields.get("protocol"),
     ):
         line, column = doc.position(path)
         problems.append(
@@ -126,7 +166,8 @@ def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> li
                 ".".join(str(p) for p in path),
                 f"{SUSPECT_LABEL}: {reason}",
                 "check the candidate's output against the baseline's and re-measure with "
-                "synchronised timing; set is_buggy: true if the results are wrong",
+                "synchronised timing (GPU events, do_bench); set is_buggy: true if the "
+                "results are wrong",
             )
         )
     return problems

@@ -64,9 +64,16 @@ _FIELD_NOTES = {
     "tags": "technique (unroll, vectorize, split-k) and kernel family, e.g. [cache, unroll]",
     "combines": "ids of the experiments this one merges (flagged interference when it "
     "scores below the best of them)",
+    "protocol": "how you timed, what you know of it: {timer: cuda_events (hip_events, "
+    "do_bench, torch_benchmark, wall_clock, other), warmup: 10, repetitions: 100, "
+    "l2_flushed: true, clocks_locked: false}",
 }
 #: The front-matter a template offers: every field but those kexp fills or computes.
-_TEMPLATE_FIELDS = tuple(f for f in FRONT_MATTER_FIELDS if f not in ("author", "results"))
+_TEMPLATE_FIELDS = tuple(
+    f for f in FRONT_MATTER_FIELDS if f not in ("author", "results", "score_ci")
+)
+#: The sections a template offers: every one but the raw samples kexp writes.
+_TEMPLATE_SECTIONS = tuple(f for f in BODY_FIELDS if f != "samples")
 _SECTION_NOTES = {
     "detailed_description": "four paragraphs, always, in this order: Approach (what you "
     "changed, precisely enough to redo it), Result (the numbers; where it helped and "
@@ -157,7 +164,7 @@ def draft_text(exp: KernelExperiment) -> str:
         value = getattr(exp, name)
         lines.append(f"{name}:\n" if value == "" else render_field(name, value))
     lines.append("---\n")
-    for name in BODY_FIELDS:
+    for name in _TEMPLATE_SECTIONS:
         lines.append(f"\n## {SECTION_HEADINGS[name]}\n\n{_note(_SECTION_NOTES[name])}\n")
         text = getattr(exp, name)
         if name == "detailed_description" and not text:

@@ -1,9 +1,10 @@
 """Validation: schema plus the semantic checks a schema cannot express, one report.
 
 Per file: the schema (structure and types), file name vs id, finite score, a buggy
-experiment's error message, a real ``created_at``, ``score`` vs ``results``, unknown
-fields. Across the store: duplicate ids, ``pid``/``combines`` pointing nowhere, lineage
-cycles.
+experiment's error message, a real ``created_at``, ``score`` vs ``results``,
+``score_ci`` holding the score and the ``## Samples`` section vs ``results`` (see
+:mod:`kexp.samples`), unknown fields. Across the store: duplicate ids,
+``pid``/``combines`` pointing nowhere, lineage cycles.
 """
 
 from __future__ import annotations
@@ -127,20 +128,36 @@ def read_file_and_stat(
             want = 1 << 16
         if info.st_size > limit or size > limit:
             shown = info.st_size if info.st_size > limit else f"over {limit}"
-            raise FileFormatError(
-                _error(
-                    path,
-                    1,
-                    1,
-                    "file-too-large",
-                    "",
-                    f"the file is {shown} bytes; the limit is {limit}",
-                    "move large logs or profiles out of the experiment and link to them",
-                )
-            )
+            raise FileFormatError(size_problem(path, shown, limit))
     finally:
         os.close(fd)
     return b"".join(chunks), info
+
+
+def size_problem(path: Path | str, size: int | str, limit: int) -> Problem:
+    """The ``file-too-large`` problem of a file of ``size`` bytes over ``limit``: the one
+    size verdict, whatever the bytes come from (a file, a git blob, a write)."""
+    return _error(
+        path,
+        1,
+        1,
+        "file-too-large",
+        "",
+        f"the file is {size} bytes; the limit is {limit} (the max_file_bytes setting)",
+        "move large logs or profiles out of the experiment (into files of their own, "
+        "linked from it) and keep a summary in the experiment",
+    )
+
+
+def encoded_size(data: bytes | str, limit: int) -> int | None:
+    """The size in bytes of ``data`` as a file holds it (UTF-8) when it is over
+    ``limit``, else None (text well under the limit is not encoded to find out)."""
+    if isinstance(data, bytes):
+        return len(data) if len(data) > limit else None
+    if len(data) * 4 <= limit:  # at most 4 bytes a character
+        return None
+    size = len(data) if len(data) > limit else len(data.encode("utf-8", "surrogatepass"))
+    return size if size > limit else None
 
 
 def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
@@ -197,8 +214,14 @@ def check_bytes(
     """Parse and check the text of one experiment file.
 
     Canonical front-matter is read by the fast path; a file with any problem is read
-    again exactly, so every problem is reported at its line.
+    again exactly, so every problem is reported at its line. Text over
+    ``settings.max_file_bytes`` is one ``file-too-large`` problem, wherever it comes
+    from: a file, a git blob, or what a write is about to store (every write checks
+    its text here first, so none can store a file that reads would refuse).
     """
+    oversize = encoded_size(data, settings.max_file_bytes)
+    if oversize is not None:
+        return CheckedFile(path, None, [size_problem(path, oversize, settings.max_file_bytes)])
     try:
         doc = parse(data, path, fast=True)
         if doc.exact_positions:
@@ -324,6 +347,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "correct score or results (kexp computes score from timings)",
             )
         )
+    problems.extend(_sample_problems(doc))
     known = set(ALL_FIELDS)
     for key in fields:
         if key not in known:
@@ -337,6 +361,39 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                     "check the spelling against schema/experiment.schema.json",
                 )
             )
+    return problems
+
+
+def _sample_problems(doc: Document) -> list[Problem]:
+    """``score_ci`` must hold the score; the ``## Samples`` section must be readable and
+    give the ``results``, ``score`` and ``score_ci`` recorded (see :mod:`kexp.samples`)."""
+    fields = doc.fields
+    samples = doc.body_values()["samples"]
+    if "score_ci" not in fields and not samples:
+        return []
+    from kexp.samples import sample_findings
+
+    problems = []
+    for finding in sample_findings(fields, samples):
+        if finding.section_line is not None:
+            # The section's text starts on the second line after its heading.
+            line, column = doc.section_line("samples") + 1 + finding.section_line, 1
+        elif finding.path:
+            line, column = doc.position(finding.path)
+        else:
+            line, column = doc.section_line("samples"), 1
+        problems.append(
+            Problem(
+                doc.path,
+                line,
+                column,
+                finding.severity,
+                finding.code,
+                finding.field,
+                finding.message,
+                finding.hint,
+            )
+        )
     return problems
 
 
@@ -368,8 +425,9 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     """Whether :func:`check_document` reports a warning for a file without errors whose
     front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
 
-    These are its only warnings besides those of the YAML reader (values it would retype),
-    which :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
+    These are its only warnings besides those of the YAML reader (values it would retype)
+    and those of the ``## Samples`` section (:mod:`kexp.samples`), which
+    :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
     :func:`check_document` must be added here too (tests check the two agree).
     """
     if not _KNOWN_FIELDS.issuperset(fields):

@@ -159,3 +159,60 @@ def test_words_resolve_as_pyyaml_resolves_them(tail: str) -> None:
         )
         fastpath._TAGS.clear()
         assert fastpath._tag_of_plain(word) == expected, word
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    protocol=st.dictionaries(
+        st.sampled_from(["timer", "warmup", "repetitions", "l2_flushed", "x_y"]),
+        st.one_of(
+            st.text(alphabet=_TRICKY, max_size=12),
+            st.integers(-5, 10**6),
+            st.booleans(),
+            st.floats(0, 1e6),
+        ),
+        max_size=5,
+    ),
+    interval=st.lists(st.floats(0.01, 100), min_size=2, max_size=2),
+)
+def test_a_protocol_mapping_and_an_interval_read_the_same(
+    protocol: dict[str, object], interval: list[float]
+) -> None:
+    exp = KernelExperiment(
+        id="6749f3a0c2d41e7b",
+        change_summary="x - y",
+        score=1.0,
+        score_ci=interval,
+        protocol=protocol,
+        status="done",
+        base_commit="0123456",
+        created_at="2026-11-29T15:52:36Z",
+    )
+    text = _front_matter(serialize(exp))
+    _agree(text)
+    if all(
+        isinstance(v, (int, bool)) or (str(v).isascii() and str(v).isalnum())
+        for v in protocol.values()
+    ):
+        assert read_simple_front_matter(text, STRING_FIELDS) is not None  # the fast path
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.text(alphabet=_TRICKY, max_size=30))
+def test_any_flow_mapping_line_reads_the_same_or_is_declined(value: str) -> None:
+    text = f"protocol: {{{value}}}\n"
+    try:
+        read_mapping(text, STRING_FIELDS)
+    except YamlReadError:
+        assert read_simple_front_matter(text, STRING_FIELDS) is None
+        return
+    _agree(text)
+
+
+def test_a_mapping_read_twice_is_two_mappings() -> None:
+    text = "protocol: {timer: do_bench, warmup: 25}\n"
+    first = read_simple_front_matter(text, STRING_FIELDS)
+    second = read_simple_front_matter(text, STRING_FIELDS)
+    assert first is not None and second is not None
+    first["protocol"]["warmup"] = 0
+    assert second["protocol"] == {"timer": "do_bench", "warmup": 25}

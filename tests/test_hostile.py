@@ -524,3 +524,51 @@ def test_text_from_experiments_cannot_forge_terminal_output(tmp_path: Path) -> N
     assert "\\x1b[2J\\x1b]0;pwned\\x07Fake summary\\u202e - x" in shown
     assert "\\x1b[31mred\\x07\\x0d" in shown
     assert "Fake summary" in outputs[2].decode()  # the listing shows it too, defused
+
+
+#: Bidirectional controls (and the line and paragraph separators) a terminal obeys.
+_BIDI_AND_SEPARATORS = (
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
+)
+
+
+def test_json_output_cannot_forge_terminal_output(tmp_path: Path) -> None:
+    """Every --json output (and validate --format json) writes bidirectional controls
+    and other control characters as JSON escapes: the same data, nothing raw."""
+    root = init_repo(tmp_path / "repo")
+    (root / "experiments").mkdir()
+    store = Store(root)
+    parent = store.create_experiment(**experiment_fields(score=1.2))
+    hostile = {
+        **FORGERIES,
+        "change_summary": "Fake\u2067 summary\u202e - x\u061c",
+        "profiling_info": "line\u2028separated\u2029paragraph",
+    }
+    exp = store.create_experiment(
+        **experiment_fields(score=0.5, is_buggy=True, pid=parent.id, **hostile)
+    )
+    assert exp.path is not None
+    exp.path.write_bytes(  # a hostile unknown field, which validation quotes
+        exp.path.read_bytes().replace(b"---\n\n", b'"x\\u202e\\u2066y": 1\n---\n\n', 1)
+    )
+    git(root, "add", "experiments")
+    git(root, "commit", "-q", "-m", "hostile")
+    commands = [
+        ["list", "--json"],
+        ["show", exp.id, "--json"],
+        ["top", "--include-buggy", "--json"],
+        ["lessons", "--json"],
+        ["log", exp.id, "--json"],
+        ["validate", "--format", "json"],
+    ]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outputs = list(pool.map(lambda args: _terminal_output(args, root), commands))
+    for args, output in zip(commands, outputs, strict=True):
+        text = output.decode("utf-8")
+        forged = [ch for ch in text if (ch < " " and ch not in "\n\t") or "\x7f" <= ch < "\xa0"]
+        forged += [ch for ch in text if ch in _BIDI_AND_SEPARATORS]
+        assert forged == [], (args, forged)
+        assert json.loads(text) is not None, args  # still JSON, the escapes decoding to it
+    shown = json.loads(outputs[1].decode())
+    assert shown["change_summary"] == hostile["change_summary"]
+    assert "\\u202e" in outputs[1].decode()

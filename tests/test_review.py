@@ -438,8 +438,8 @@ def test_markdown_comment_has_every_part_a_reviewer_needs(pr: PullRequest) -> No
     assert fused[1] == "Fused unroll + vectorized store - +2.5%"
     assert fused[2] == f"`{OPERATOR}`" and fused[3] == "`bf16`" and fused[4] == "1.0250"
     assert fused[5] == f"+0.0040 (+0.39%) vs `{pr.unroll.id}`"
-    assert fused[6].endswith("improvement") and fused[7] == "**#1 of 4, new best**"
-    assert row_of(markdown, pr.spills.id)[7] == "#4 of 4"
+    assert fused[6].endswith("improvement") and fused[7] == "**#&#8203;1 of 4, new best**"
+    assert row_of(markdown, pr.spills.id)[7] == "#&#8203;4 of 4"
     assert row_of(markdown, pr.crash.id)[6].endswith("buggy")
     # The correction: each field old -> new, long text as a diff.
     corrected = markdown.split("### Corrected (1)")[1].split("### Validation")[0]

@@ -33,8 +33,14 @@ _C1 = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 #: Unicode bidirectional-text controls: they reorder what a terminal shows ("Trojan
 #: Source"), so text can display as something other than what it is.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: What :func:`json_text` writes as ``\\uXXXX`` escapes.
+_JSON_ESCAPES = {
+    **_C1,
+    **{ord(ch): f"\\u{ord(ch):04x}" for ch in (*_BIDI, "\u2028", "\u2029")},
+    **{code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)},
+}
 #: Any character :func:`clean` escapes.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(_BIDI)) + "]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff" + "".join(sorted(_BIDI)) + "]")
 
 
 def get_store(ctx: click.Context) -> Store:
@@ -73,7 +79,13 @@ def clean(text: str) -> str:
     return "".join(
         ch
         if ch in "\n\t"
-        or (ch >= " " and ch != "\x7f" and not 0x80 <= ord(ch) < 0xA0 and ch not in _BIDI)
+        or (
+            ch >= " "
+            and ch != "\x7f"
+            and not 0x80 <= ord(ch) < 0xA0
+            and ch not in _BIDI
+            and not 0xD800 <= ord(ch) < 0xE000  # a lone surrogate: not printable as UTF-8
+        )
         else f"\\x{ord(ch):02x}"
         if ord(ch) < 0x100
         else f"\\u{ord(ch):04x}"
@@ -114,10 +126,13 @@ def echo_raw(text: str) -> None:
 
 
 def json_text(data: Any) -> str:
-    """Indented JSON, UTF-8 kept, with DEL and C1 control characters escaped."""
+    """Indented JSON, UTF-8 kept, with what a terminal would obey written as JSON escapes
+    (``\\u202e``: the same data): DEL and C1 control characters, bidirectional-text
+    controls, the line and paragraph separators, and lone surrogates (which no terminal
+    could be sent). JSON itself escapes the C0 controls."""
     import json
 
-    return json.dumps(data, indent=2, ensure_ascii=False).translate(_C1)
+    return json.dumps(data, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
 def echo_json(data: Any) -> None:
@@ -350,10 +365,14 @@ def id_display_width(experiments: Sequence[KernelExperiment], minimum: int = 10)
 
 
 def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
-    """One table cell: short ids and hashes, four-decimal scores, one-line text; a
+    """One table cell: short ids and hashes, four-decimal scores (three, followed by the
+    95 % interval, as in ``1.032 [1.011, 1.054]``, when there is one), one-line text; a
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
     if column == "score":
+        if exp.score_ci and len(exp.score_ci) == 2:
+            low, high = exp.score_ci
+            return f"{exp.score:.3f} [{low:.3f}, {high:.3f}]"
         return f"{exp.score:.4f}"
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:id_width]

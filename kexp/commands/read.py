@@ -63,6 +63,14 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 @click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
 @click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
 @filter_options
+@click.option(
+    "--by",
+    type=click.Choice(["score", "low"]),
+    default="score",
+    show_default=True,
+    help="Rank by the score, or by the low end of its 95% interval (a robust 'at least "
+    "this fast'; the score when there is no interval).",
+)
 @click.option("--sort", help=_SORT_HELP + " Default: score, best first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @read_options
@@ -73,6 +81,7 @@ def top(
     limit: int,
     include_buggy: bool,
     include_pending: bool,
+    by: str,
     sort: str | None,
     reverse: bool,
     as_json: bool,
@@ -89,17 +98,19 @@ def top(
     --fields picks keys); --brief prints what an agent needs to decide, --front-matter
     every front-matter field.
 
-    Python: kexp.Store.top_experiments(limit, **filters).
+    Python: kexp.Store.top_experiments(limit, by="score", **filters).
 
     \b
     Examples:
       kexp top --operator cache --dtype bf16 -n 5
+      kexp top --by low                    ranked by the interval's low end
       kexp top --json --brief              the best 20, for an agent
     """
     experiments = get_store(ctx).top_experiments(
         limit,
         include_buggy=include_buggy,
         include_pending=include_pending,
+        by=by,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
         **filters_from(params),
     )
@@ -251,8 +262,13 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
 
     style = styler()
     click.echo(style(f"{exp.id}  {one_line(exp.change_summary)}", bold=True))
+    score = f"{exp.score:.4f}"
+    if exp.score_ci:
+        from kexp.samples import describe_interval
+
+        score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
     rows = [
-        ("score", f"{exp.score:.4f}  ({exp.outcome})"),
+        ("score", f"{score}  ({exp.outcome})"),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
         ("dtype", exp.dtype_sig),
@@ -273,8 +289,17 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
 
             value = json.dumps(value)
         rows.append((str(key), value))
+    if exp.protocol:
+        from kexp.samples import describe_protocol
+
+        rows.append(("protocol", describe_protocol(exp.protocol)))
     for config in exp.results:
-        rows.append(("result", ", ".join(f"{k}={v}" for k, v in config.items())))
+        described = None
+        if "baseline_n" in config:
+            from kexp.samples import describe_result
+
+            described = describe_result(config)
+        rows.append(("result", described or ", ".join(f"{k}={v}" for k, v in config.items())))
     reasons = suspect_reasons(exp)
     if reasons:
         rows.append(("suspect", f"verify correctness: {'; '.join(reasons)}"))
@@ -288,6 +313,12 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
         click.echo("")
         click.echo(clean(exp.preamble.rstrip("\n")))
     sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
+    if exp.samples:
+        from kexp.samples import describe_samples
+
+        # The raw timings are for tools (kexp show ID --field samples), not for reading.
+        summary = f"{describe_samples(exp.samples)}; kexp show {exp.id[:8]} --field samples"
+        sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
         if text:
             click.echo("")
@@ -454,7 +485,12 @@ def lessons(
 
 
 def _print_lesson(lesson: Lesson, width: int | None) -> None:
-    head = f"  {lesson.id[:10]}  {lesson.score:.4f}  "
+    score = f"{lesson.score:.4f}"
+    if lesson.score_ci:
+        from kexp.samples import describe_interval
+
+        score = describe_interval(lesson.score, lesson.score_ci)
+    head = f"  {lesson.id[:10]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(lesson.key_insight) or "(no key insight recorded)"
     if width is not None:
@@ -629,7 +665,9 @@ def export(
 
     Keys are stable: every field in canonical order, then outcome and path (relative
     to the store). Oldest first. --format legacy writes the predecessor's database
-    (id -> record, its keys and types) of the whole store, for tools that still read it.
+    (id -> record, its keys and types) of the whole store, for tools that still read it;
+    with -o FILE, what its records have no place for (tags, author, ...) goes beside it
+    in FILE.kexp.json, which kexp import reads back.
 
     Python: kexp.export.export(store, stream, format, **filters);
     kexp.legacy.export_legacy(path, store).
@@ -663,7 +701,7 @@ def export(
 
 def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
     from kexp.errors import KexpError
-    from kexp.legacy import dump_legacy, export_legacy, legacy_database
+    from kexp.legacy import dump_legacy, export_legacy, legacy_export
 
     if filtered:
         raise KexpError("--format legacy exports the whole store: drop filters and --fields")
@@ -673,10 +711,18 @@ def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
             for line in report.lines():
                 click.echo(clean(line), err=True)
             return
-        database, problems = legacy_database(store)
+        database, kept, problems = legacy_export(store)
     click.echo(dump_legacy(database))
     for line in problems:
         click.echo(clean(line), err=True)
+    if kept:
+        click.echo(
+            f"kexp: warning: {len(kept)} experiment(s) keep what the predecessor's records "
+            "have no place for (tags, author, combines, results, unknown fields or "
+            "sections): not in this output; export with -o FILE to keep it beside the "
+            "database, for kexp import",
+            err=True,
+        )
 
 
 def _write_atomically(path: Path, text: str) -> None:

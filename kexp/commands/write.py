@@ -78,6 +78,16 @@ _ADD_FLAG_FIELDS = (
 _STATUSES = ("new", "running", "done", "failed", "timeout")
 
 
+_UNIT_OPTION = click.option(
+    "--unit",
+    type=click.Choice(["ns", "us", "ms", "s"]),
+    default="us",
+    show_default=True,
+    help="Unit of plain JSON or CSV timings (do_bench gives ms; a CSV header such "
+    "as time_ms and pytest-benchmark's seconds win).",
+)
+
+
 def _add_options(func: Any) -> Any:
     options: list[Any] = [
         click.option(
@@ -133,7 +143,26 @@ def _add_options(func: Any) -> Any:
                 type=click.Choice(["median", "mean", "min", "max"]),
                 default="median",
                 show_default=True,
-                help="How a list of samples per configuration is reduced.",
+                help="How a list of samples per configuration is reduced (median: samples "
+                "are kept, with a 95% interval of the score; others: one number each).",
+            ),
+            _UNIT_OPTION,
+            click.option(
+                "--no-samples",
+                "keep_samples",
+                flag_value=False,
+                default=True,
+                help="Keep medians, counts and the interval, not the raw samples (a later "
+                "kexp remeasure cannot pool with them).",
+            ),
+            click.option(
+                "--protocol",
+                "protocol",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="How it was measured (repeatable): timer=cuda_events|hip_events|"
+                "do_bench|torch_benchmark|wall_clock|other, warmup=N, repetitions=N, "
+                "l2_flushed=true, clocks_locked=true, synchronized=true.",
             ),
             click.option(
                 "--diff-from-git",
@@ -162,6 +191,9 @@ def add(
     candidate: Path | None,
     table: Path | None,
     stat: str,
+    unit: str,
+    keep_samples: bool,
+    protocol: tuple[str, ...],
     diff_from_git: bool,
     as_json: bool,
     **params: Any,
@@ -170,8 +202,9 @@ def add(
 
     The fields come from a YAML or JSON document (or an experiment file) on stdin or
     --file, and/or from options, which win over the document. With --baseline and
-    --candidate timings (or --table) the score, results and raw_result are computed;
-    otherwise give --score (0 when nothing could be measured). Missing id, created_at,
+    --candidate timings (or --table) the score, results and raw_result are computed
+    (repeated timings per configuration: medians, the score's 95% interval and the raw
+    samples too); otherwise give --score (0 when nothing could be measured). Missing id, created_at,
     base_commit (git HEAD) and author (git user.name) are filled in; status defaults
     to done; the experiment is validated before anything is written. Prints the new
     id and path.
@@ -208,6 +241,10 @@ def add(
         flags["tags"] = list(tags)
     if combines:
         flags["combines"] = list(combines)
+    if protocol:
+        from kexp.measure import parse_protocol
+
+        flags["protocol"] = parse_protocol(protocol)
     fields: dict[str, Any] = {}
     text: str | None = None
     source = "<stdin>"
@@ -236,9 +273,89 @@ def add(
 
         fields["env"] = detect().describe()
     exp = intake.record(
-        store, fields, baseline=baseline, candidate=candidate, table=table, stat=stat
+        store,
+        fields,
+        baseline=baseline,
+        candidate=candidate,
+        table=table,
+        stat=stat,
+        unit=unit,
+        keep_samples=keep_samples,
     )
     _report_written(exp, "recorded", as_json)
+
+
+# --- remeasure -----------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("exp_id")
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The new round's baseline timings (as kexp add --baseline takes them).",
+)
+@click.option(
+    "--candidate",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The new round's candidate timings.",
+)
+@click.option(
+    "--table",
+    "--timings",
+    "table",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="One CSV with config,baseline,candidate columns (instead of two files).",
+)
+@_UNIT_OPTION
+@click.option("--reason", help="Why (default: 'remeasured: round N pooled with the earlier ones').")
+@click.option("--json", "as_json", is_flag=True, help="Print id, path, score and interval as JSON.")
+@click.pass_context
+def remeasure(
+    ctx: click.Context,
+    exp_id: str,
+    baseline: Path | None,
+    candidate: Path | None,
+    table: Path | None,
+    unit: str,
+    reason: str | None,
+    as_json: bool,
+) -> None:
+    """Add a round of measurement to an experiment (no best-of-N).
+
+    The new timings, of the same configurations measured the same way, are pooled with
+    every earlier round (the experiment's ## Samples, or its single numbers); score,
+    score_ci and results are recomputed, and the correction is recorded as kexp update
+    --reason records one (old → new, and why).
+
+    Python: kexp.measure.remeasure(store, id, baseline=..., candidate=..., reason=...).
+
+    \b
+    Example:
+      kexp remeasure 6749f3a0 --baseline bench/base2.json --candidate bench/cand2.json
+    """
+    from kexp.measure import remeasure as add_round
+
+    store = get_store(ctx)
+    exp = add_round(
+        store, exp_id, baseline=baseline, candidate=candidate, table=table, unit=unit, reason=reason
+    )
+    if as_json:
+        echo_json(
+            {
+                "id": exp.id,
+                "path": _relative(exp.path),
+                "score": exp.score,
+                "score_ci": exp.score_ci,
+                "outcome": exp.outcome,
+            }
+        )
+        return
+    interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
+    click.echo(
+        f"remeasured {exp.id}: score {exp.score:.4f}{interval} ({exp.outcome}) "
+        f"{clean(_relative(exp.path))}"
+    )
 
 
 # --- new -----------------------------------------------------------------------------
@@ -516,6 +633,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
     with progress("formatting"):
         results = format_files(list(paths) or None, store=store, check=check)
     changed = errors = 0
+    results = [r for r in results if r.status != "gone"]  # deleted meanwhile: not a problem
     for result in results:
         shown = clean(_relative(result.path))
         if result.status == "error":
@@ -534,4 +652,4 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
     ctx.exit(EXIT_PROBLEMS if errors or (check and changed) else 0)
 
 
-COMMANDS = (new, add, update, rm, fmt)
+COMMANDS = (new, add, remeasure, update, rm, fmt)

@@ -159,7 +159,11 @@ FIELDS: dict[str, str] = {
     "change_summary": "One line, at most 80 characters: '<What> - <Result>' or "
     "'<What> - <Why it failed>', e.g. 'Vectorize bf16 copies to 128-bit - +11.67%'.",
     "score": "Speedup vs the baseline, the geometric mean over configurations (1.18 = "
-    "18% faster); 0 when nothing could be measured. A number >= 0, finite.",
+    "18% faster); 0 when nothing could be measured. A number >= 0, finite. From "
+    "repeated timings: the geometric mean of the configurations' median speedups.",
+    "score_ci": "Optional [low, high]: the score's 95% interval, computed by "
+    "record_iteration from repeated timings (3+ samples a side and configuration). "
+    "With it, improvement needs low > 1 and regression high < 1: else marginal.",
     "status": "new, running, done, failed or timeout. KernelExperiment and "
     "create_experiment default to new (pending: left out of top_experiments); "
     "record_iteration and 'kexp add' default to done.",
@@ -178,8 +182,12 @@ FIELDS: dict[str, str] = {
     "combines": "Optional list of ids this experiment merges. Only with it is a "
     "combination scoring below its best part an 'interference' (an imported record "
     "saying 'interference' in its summary is marginal or regression until it is set).",
+    "protocol": "Optional: how the timings were measured, {timer: cuda_events|hip_events|"
+    "do_bench|torch_benchmark|wall_clock|other, synchronized, warmup, repetitions, "
+    "l2_flushed, clocks_locked}; filled from pytest-benchmark and torch.utils.benchmark.",
     "results": "Optional list of {config, baseline, candidate, speedup, unit} per "
-    "configuration; record_iteration fills it from timings.",
+    "configuration; record_iteration fills it from timings (from samples: medians, plus "
+    "baseline_n/candidate_n counts and baseline_iqr/candidate_iqr spreads).",
     "detailed_description": "Four paragraphs: **Approach**, **Result**, **Why it "
     "worked/failed**, **Key insight**.",
     "raw_result": "'Iteration N Results - SUCCESS|MARGINAL|REGRESSION:', the **Overall** "
@@ -189,6 +197,8 @@ FIELDS: dict[str, str] = {
     "bandwidth, bank conflicts, spills; or 'Not profiled' and why.",
     "error_message": "When is_buggy: the error type and message, verbatim.",
     "code_change": "The whole diff (git diff).",
+    "samples": "The '## Samples' section: raw timings, one JSON line per round and "
+    "configuration; written by record_iteration, extended by kexp remeasure. Not by hand.",
 }
 
 #: How ``score`` is measured and what it means.
@@ -199,8 +209,12 @@ the median of many synchronised runs; never drop the configurations that got slo
 0 when nothing could be measured (crash, compile error, timeout, wrong results, planned).
 Outcomes are derived: improvement (> 1.01), marginal (0.99-1.01), regression (< 0.99),
 buggy (is_buggy), pending (status new/running), interference (a combination below the
-best experiment it combines). Above 3.0x, or a time near zero: suspect, verify
-correctness. Validation warns when score and results disagree by more than 0.5%."""
+best experiment it combines). With repeated timings the score has a 95% interval
+(score_ci): improvement then also needs its low end above 1, regression its high end
+below 1 (else marginal, within noise). Never re-run until it wins: add a round with
+kexp remeasure ID (the rounds are pooled). Above 3.0x, a time near zero, or a short
+kernel timed by an unsynchronised wall clock: suspect, verify correctness. Validation
+warns when score and results disagree by more than 0.5%."""
 
 #: Failure categories: (status, is_buggy, score, what error_message holds).
 FAILURE_CATEGORIES: dict[str, tuple[str, bool, str, str]] = {
