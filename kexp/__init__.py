@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         StoreNotFoundError,
         ValidationError,
     )
+    from kexp.htmlreport import ReportResult
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
     from kexp.settings import DEFAULT_SETTINGS, Settings
@@ -67,6 +68,7 @@ __all__ = [
     "init_store",
     "list_experiments",
     "record_iteration",
+    "report",
     "top_experiments",
     "update_experiment",
     "validate",
@@ -188,6 +190,15 @@ def record_iteration(**arguments: Any) -> KernelExperiment:
     from kexp.measure import record_iteration as record
 
     return record(default_store(), **arguments)
+
+
+def report(output: Path | str | None = None, **filters: Any) -> ReportResult:
+    """Write the static HTML report of the default store's experiments matching
+    ``filters`` to ``output`` (default ``.kexp/report``); see
+    :func:`kexp.htmlreport.build_report`."""
+    from kexp.htmlreport import build_report
+
+    return build_report(default_store(), output, **filters)
 
 
 def validate(paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from kexp import __version__
-from kexp.commands import admin, agents, read, review, write
+from kexp.commands import admin, agents, read, report, review, write
 from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean
 
 __all__ = ["EXIT_BUG", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "main"]
@@ -152,6 +152,7 @@ for _command in (
     *admin.COMMANDS,
     *agents.COMMANDS,
     *review.COMMANDS,
+    *report.COMMANDS,
 ):
     main.add_command(_command)
 
