@@ -431,21 +431,17 @@ def operator_page(site: Site, operator: str) -> str:
         '<div class="scroll">',
         svg.score_chart(points, [position[i] for i in path_ids if i in position]),
         "</div>",
-        f"<h2>Lineage ({len(forest):,} trees)</h2>",
-        "<p>Each tree grows to the right, one generation per column. The path to each "
-        "tree's best experiment is drawn thick; a ringed node is a dead end (built on, "
-        "but nothing built on it scored higher); the largest ring is the operator's "
-        "best.</p>",
+        f"<h2>Lineage ({len(forest):,} tree{'' if len(forest) == 1 else 's'})</h2>",
+        "<p>Each tree grows to the right, one generation per column. The path to the "
+        "operator's best experiment is drawn thick, the best ringed in green; a node "
+        "ringed in red is a dead end (built on, but nothing built on it scored "
+        "higher).</p>",
         '<div class="scroll tall">',
         svg.lineage_graph(
             forest,
             lambda node: f"{root}{experiment_path(node.experiment.id)}",
-            lambda node: (
-                _tooltip(node.experiment)
-                + ("  [dead end]" if node.dead_end else "")
-                + ("  [best path]" if node.on_best_path else "")
-            ),
-            best_id=best.id if best is not None else None,
+            lambda node: _tooltip(node.experiment) + ("  [dead end]" if node.dead_end else ""),
+            best_path=path_ids,
         ),
         "</div>",
     ]

@@ -4,9 +4,9 @@
   pending ones in a band below the axis, regressions as downward triangles), the
   interval of a score as a whisker, the best score so far as a step line and the
   lineage path to the best experiment as a line;
-* :func:`lineage_graph`: lineage trees (x: generation, y: one row per leaf), packed
-  side by side, the path to each tree's best experiment drawn thick and dead ends
-  ringed;
+* :func:`lineage_graph`: lineage trees (x: generation, y: one row per leaf, elbow
+  links), packed side by side, the path to the best experiment drawn thick and dead
+  ends ringed;
 * :func:`heatmap`: per-configuration speedups, one row per configuration, one column
   per experiment that records them;
 * :func:`outcome_bar`: counts by outcome as one stacked bar.
@@ -226,14 +226,16 @@ def lineage_graph(
     href: Callable[[TreeNode], str],
     label: Callable[[TreeNode], str],
     *,
-    best_id: str | None = None,
+    best_path: Sequence[str] = (),
     width: int = 960,
 ) -> str:
     """The trees of ``forest`` packed in shelves ``width`` wide (biggest first).
 
-    ``href`` and ``label`` give each node's link and tooltip; ``best_id`` is ringed as
-    the best of all.
+    ``href`` and ``label`` give each node's link and tooltip; ``best_path`` holds the ids
+    from a root to the best experiment of all (drawn thick, the best ringed).
     """
+    on_path = frozenset(best_path)
+    best_id = best_path[-1] if best_path else None
     layouts = [_layout(tree) for tree in forest]
     nodes_count = sum(len(where) for where, _, _ in layouts)
     scale = 2.0 if nodes_count <= 100 else 1.4 if nodes_count <= 600 else 1.0
@@ -268,11 +270,13 @@ def lineage_graph(
             px, py = at[id(node)]
             for child in node.children:
                 cx, cy = at[id(child)]
-                segment = f"M{_f(px)} {_f(py)}L{_f(cx)} {_f(cy)}"
-                (best_edges if child.on_best_path and node.on_best_path else edges).append(segment)
+                middle = px + dx / 2  # an elbow: along, down the spine, along
+                segment = f"M{_f(px)} {_f(py)}H{_f(middle)}V{_f(cy)}H{_f(cx)}"
+                on = child.experiment.id in on_path and node.experiment.id in on_path
+                (best_edges if on else edges).append(segment)
             exp = node.experiment
             classes = f"nd o-{exp.outcome}"
-            if node.on_best_path:
+            if exp.id in on_path:
                 classes += " bp"
             if node.dead_end:
                 classes += " de"
