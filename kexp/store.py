@@ -145,8 +145,10 @@ def init_store(root: Path | str) -> Path:
 _STORE_README = """\
 # Experiments
 
-One Markdown file per kernel optimization experiment, recorded with
-[kexp](https://pypi.org/project/kexp/): `experiments/<YYYY>/<MM>/<id>-<slug>.md`.
+One Markdown file per kernel optimization experiment, recorded with kexp:
+`experiments/<YYYY>/<MM>/<id>-<slug>.md`. kexp's README (README.md in the kexp
+repository you installed it from) explains the file format and every command;
+`kexp --help` lists the commands.
 
 Add one with `kexp new` (opens your editor) or `kexp add` (for agents, from flags or a
 YAML/JSON document on stdin), then open a pull request. Check files with
