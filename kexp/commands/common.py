@@ -215,7 +215,8 @@ def paged() -> Iterator[None]:
 
 
 def _page(text: str, command: str, real: Any) -> bool:
-    """Show ``text`` in the pager; False if the pager could not be started."""
+    """Show ``text`` in the pager; False if the pager could not be started (or the shell
+    found no such command)."""
     import signal
     import subprocess
 
@@ -234,10 +235,10 @@ def _page(text: str, command: str, real: Any) -> bool:
             pager.stdin.write(text.encode(getattr(real, "encoding", None) or "utf-8", "replace"))
         with contextlib.suppress(BrokenPipeError, OSError):
             pager.stdin.close()
-        pager.wait()
+        status = pager.wait()
     finally:
         signal.signal(signal.SIGINT, interrupt)
-    return True
+    return status not in (126, 127)  # the shell could not run it: nothing was shown
 
 
 def paged_output(func: _F) -> _F:
@@ -268,7 +269,7 @@ def terminal_width() -> int | None:
     """Columns to fit tables into: the terminal's, or ``$COLUMNS``; None when piped."""
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
-    if sys.stdout.isatty():
+    if stdout_is_terminal():  # the pager's terminal too
         return shutil.get_terminal_size((100, 24)).columns
     return None
 
