@@ -30,7 +30,7 @@ from reportcheck import (
 
 import kexp
 from kexp import KernelExperiment, KexpError, Store
-from kexp.htmlreport import MARKER, build_report
+from kexp.htmlreport import MARKER, PAGES, build_report
 from kexp.htmlreport.pages import experiment_path, operator_slug
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
@@ -416,6 +416,50 @@ def test_two_processes_write_the_same_report_as_one(
     assert "lesson 5" in "".join(v.decode() for k, v in one.items() if k.startswith("op/"))
 
 
+def test_a_second_report_reuses_the_pages_that_did_not_change(
+    store: Store, make_experiment: MakeExperiment, tmp_path: Path
+) -> None:
+    parent = make_experiment(score=1.02)
+    child = make_experiment(score=1.05, pid=parent.id)
+    other = make_experiment(score=1.1, dtype_sig="fp8")
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+
+    def inodes() -> dict[str, int]:
+        return {p.stem: p.stat().st_ino for p in (site / "e").rglob("*.html")}
+
+    first = inodes()
+    build_report(store, site, now=NOW)
+    assert inodes() == first  # nothing changed: every page linked, none written
+    grandchild = make_experiment(score=1.07, pid=child.id)  # child's page lists it
+    store.update_experiment(other.id, change_summary="Retuned tiles - +10%")
+    build_report(store, site, now=NOW)
+    now = inodes()
+    assert now[parent.id] == first[parent.id]
+    assert now[child.id] != first[child.id] and now[other.id] != first[other.id]
+    assert grandchild.id in now
+    fresh = tmp_path / "fresh"
+    build_report(store, fresh, now=NOW)
+    assert files_of(site) == files_of(fresh)
+
+
+def test_pages_of_other_code_are_not_reused(
+    store: Store, make_experiment: MakeExperiment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kexp.htmlreport
+
+    exp = make_experiment()
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    before = (site / experiment_path(exp.id)).stat().st_ino
+    monkeypatch.setattr(kexp.htmlreport, "_layout_digest", lambda: "another kexp")
+    build_report(store, site, now=NOW)
+    assert (site / experiment_path(exp.id)).stat().st_ino != before
+    (site / kexp.htmlreport.PAGES).write_text("{broken")
+    build_report(store, site, now=NOW)  # an unreadable list of keys: every page written
+    assert (site / experiment_path(exp.id)).is_file()
+
+
 def test_with_bodies_reads_what_a_whole_listing_reads(repo: Path, tmp_path: Path) -> None:
     store, _ = hostile_store(repo)
     for extra in range(3):
@@ -554,11 +598,24 @@ class ReportMachine(RuleBasedStateMachine):
         if leaves:
             self.store.delete_experiment(leaves[which % len(leaves)])
 
+    @rule(operator=st.sampled_from((None, *OPERATORS)))
+    def report_of_some(self, operator: str | None) -> None:
+        """A report of some experiments written over the last one, then the whole again:
+        the pages it reuses are the pages it would write."""
+        filters = {"operator": operator} if operator else {}
+        build_report(self.store, self.site, now=NOW, **filters)
+        fresh = self.base / "fresh" if self.base else self.site
+        build_report(self.store, fresh, now=NOW, **filters)
+        assert files_of(self.site) == files_of(fresh)
+
     @invariant()
     def report_shows_the_files(self) -> None:
         if self.base is None:
             return
         result = build_report(self.store, self.site, now=NOW)
+        fresh = self.base / "fresh"
+        build_report(self.store, fresh, now=NOW)
+        assert files_of(self.site) == files_of(fresh)  # reused pages == written pages
         facts = truth(self.root)
         assert result.experiments == len(facts)
         assert {p.stem for p in (self.site / "e").rglob("*.html")} == set(facts)
@@ -618,5 +675,5 @@ def test_report_build_is_deterministic(
     }
     assert digest == {k: hashlib.sha256(v).hexdigest() for k, v in files_of(tmp_path / "b").items()}
     assert os.listdir(tmp_path / "a" / "assets") and sorted(os.listdir(tmp_path / "a")) == [
-        MARKER, "assets", "e", "index.html", "op",
+        PAGES, MARKER, "assets", "e", "index.html", "op",
     ]

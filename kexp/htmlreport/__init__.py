@@ -18,12 +18,20 @@ The site is built in a new folder next to the output folder and put in place wit
 rename when it is complete, so the output never holds half a report. An output folder
 that is not empty must be a report kexp wrote (it holds :data:`MARKER`): kexp never
 deletes anything else.
+
+Writing a page per experiment is most of the work. A report written over an earlier one
+reuses (hard-links) each earlier experiment page whose key is unchanged: a hash of the
+report's own code, the experiment file's bytes, and everything else the page shows
+(:func:`~kexp.htmlreport.pages.experiment_page_context`). Keys are kept in
+:data:`PAGES`; a page whose key cannot be computed is written again. The pages are the
+same either way (a test holds them equal).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
 import secrets
@@ -33,17 +41,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError
+from kexp.fileformat import FileFormatError
 from kexp.htmlreport.markup import text
 from kexp.htmlreport.pages import (
     OPERATOR_DIR,
     Site,
     experiment_page,
+    experiment_page_context,
     experiment_path,
     operator_page,
     overview_page,
 )
 from kexp.lessons import LESSON_GROUPS, key_insight
+from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part
+from kexp.snapshot import RevisionStore
+from kexp.validate import read_file
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -52,7 +65,11 @@ __all__ = ["MARKER", "ReportResult", "build_report", "default_output"]
 
 #: The file that marks a folder as a report written by kexp (so it may be replaced).
 MARKER = ".kexp-report.json"
+#: The key (and key insight) of every experiment page, for the next report to reuse.
+PAGES = ".kexp-report-pages.json"
 _ASSETS = ("report.css", "report.js")
+#: The code that decides what a page holds (with the assets and kexp's version).
+_LAYOUT_SOURCES = ("__init__.py", "markup.py", "pages.py", "svg.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,13 +126,14 @@ def build_report(
         experiments=experiments,
         store_root=store.root,
         footer=f"kexp {text(__version__)} · generated {text(stamp)}",
+        page_footer=f"kexp {text(__version__)}",
         filters={k: v for k, v in filters.items() if v is not None},
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
-        written = _write_site(store, site, staging)
+        written = _write_site(store, site, staging, _Earlier.of(target, store))
         (staging / MARKER).write_text(
             json.dumps({"kexp": __version__, "experiments": len(experiments)}) + "\n",
             encoding="utf-8",
@@ -150,18 +168,63 @@ class _Written:
         return len(data)
 
 
-def _write_site(store: Store, site: Site, folder: Path) -> _Written:
+@dataclasses.dataclass
+class _Earlier:
+    """The report being replaced: its folder and the keys of its experiment pages."""
+
+    folder: Path | None = None
+    pages: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    layout: str = ""
+
+    @classmethod
+    def of(cls, target: Path, store: Store) -> _Earlier:
+        """The earlier report in ``target`` whose pages may be reused (none when the
+        store is read from git objects: its files are not the experiment's)."""
+        layout = _layout_digest()
+        if isinstance(store, RevisionStore) or not (target / MARKER).is_file():
+            return cls(layout=layout)
+        try:
+            data = json.loads((target / PAGES).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return cls(layout=layout)
+        if not isinstance(data, dict) or data.get("layout") != layout:
+            return cls(layout=layout)
+        pages = data.get("pages")
+        return cls(target, pages if isinstance(pages, dict) else {}, layout)
+
+
+def _layout_digest() -> str:
+    """A hash of what decides a page besides its data: this code, the assets, kexp."""
+    from kexp import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    package = resources.files("kexp.htmlreport")
+    for name in _LAYOUT_SOURCES:
+        digest.update((package / name).read_bytes())
+    for name in _ASSETS:
+        digest.update((package / "assets" / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _Written:
     written = _Written()
     assets = folder / "assets"
     assets.mkdir()
     package = resources.files("kexp.htmlreport") / "assets"
     for name in _ASSETS:
         written.add(assets / name, (package / name).read_text(encoding="utf-8"))
-    for exp_id, insight, size in _experiment_pages(store, site, folder):
+    keys: dict[str, list[str]] = {}
+    for exp_id, insight, size, key in _experiment_pages(store, site, folder, earlier):
         if insight:
             site.insights[exp_id] = insight
+        if key:
+            keys[exp_id] = [key, insight]
         written.pages += 1
         written.total += size
+    (folder / PAGES).write_text(
+        json.dumps({"layout": earlier.layout, "pages": keys}, separators=(",", ":")),
+        encoding="utf-8",
+    )
     (folder / OPERATOR_DIR).mkdir()
     for operator, slug in site.slugs.items():
         size = written.add(folder / OPERATOR_DIR / f"{slug}.html", operator_page(site, operator))
@@ -170,8 +233,14 @@ def _write_site(store: Store, site: Site, folder: Path) -> _Written:
     return written
 
 
-def _experiment_pages(store: Store, site: Site, folder: Path) -> list[tuple[str, str, int]]:
-    """Write every experiment's page; (id, key insight of a lesson or "", bytes) of each.
+#: What :func:`_experiment_pages` gives per page: id, key insight, bytes, key ("": none).
+_PageRecord = tuple[str, str, int, str]
+
+
+def _experiment_pages(
+    store: Store, site: Site, folder: Path, earlier: _Earlier
+) -> list[_PageRecord]:
+    """Write (or reuse) every experiment's page.
 
     Reading, rendering and writing the pages is most of a report's work: a large store's
     is split between this process and a forked child (:func:`kexp.index.in_two_processes`,
@@ -185,18 +254,56 @@ def _experiment_pages(store: Store, site: Site, folder: Path) -> list[tuple[str,
     for shard in {experiment_path(exp.id).rsplit("/", 1)[0] for exp in experiments}:
         (folder / shard).mkdir(parents=True, exist_ok=True)
     parent = os.getpid()
+    reuse = earlier.folder is not None
+    layout = earlier.layout.encode()
 
-    def pages(part: list[int]) -> list[tuple[str, str, int]]:
-        chosen = [experiments[number] for number in part]
-        records = []
-        for exp in store.with_bodies(track_part(chosen, len(chosen), total)):
-            insight = key_insight(exp.detailed_description) if exp.outcome in LESSON_GROUPS else ""
-            data = experiment_page(site, exp).encode("utf-8", "replace")
-            (folder / experiment_path(exp.id)).write_bytes(data)
-            records.append((exp.id, insight, len(data)))
+    def page_key(exp: KernelExperiment) -> str:
+        if exp.path is None or isinstance(store, RevisionStore):
+            return ""
+        try:
+            data = read_file(exp.path, store.settings)
+        except (OSError, FileFormatError):
+            return ""
+        digest = hashlib.sha256(layout)
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+        digest.update(experiment_page_context(site, exp).encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
+
+    def reused(exp: KernelExperiment, key: str) -> _PageRecord | None:
+        found = earlier.pages.get(exp.id)
+        if not (reuse and key and isinstance(found, list) and found[:1] == [key]):
+            return None
+        relative = experiment_path(exp.id)
+        try:
+            assert earlier.folder is not None
+            os.link(earlier.folder / relative, folder / relative)
+            size = os.stat(folder / relative).st_size
+        except OSError:
+            return None
+        insight = found[1] if len(found) > 1 and isinstance(found[1], str) else ""
+        return (exp.id, insight, size, key)
+
+    def pages(part: list[int]) -> list[_PageRecord]:
+        records: list[_PageRecord] = []
+        for number in track_part(part, len(part), total):
+            exp = experiments[number]
+            key = page_key(exp)
+            record = reused(exp, key)
+            if record is None:
+                whole = next(store.with_bodies([exp]))
+                insight = (
+                    key_insight(whole.detailed_description)
+                    if whole.outcome in LESSON_GROUPS
+                    else ""
+                )
+                data = experiment_page(site, whole).encode("utf-8", "replace")
+                (folder / experiment_path(exp.id)).write_bytes(data)
+                record = (exp.id, insight, len(data), key)
+            records.append(record)
         return records
 
-    def work(part: list[int]) -> list[tuple[str, str, int]]:
+    def work(part: list[int]) -> list[_PageRecord]:
         if os.getpid() != parent:  # the child: only the parent shows progress
             with reporting(None):
                 return pages(part)

@@ -94,7 +94,10 @@ class Site:
 
     experiments: list[KernelExperiment]
     store_root: Path
+    #: The footer of the overview and operator pages (when the report was made).
     footer: str
+    #: The footer of the experiment pages (no time: a page changes only with its data).
+    page_footer: str = ""
     filters: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Key insight of each lesson (buggy, regression, marginal, interference), by id.
     insights: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -556,6 +559,28 @@ def _lessons_section(site: Site, members: Sequence[KernelExperiment], root: str)
 # --- experiment page --------------------------------------------------------------------
 
 
+def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
+    """Everything :func:`experiment_page` shows that the experiment's file does not hold:
+    with the file's bytes, it decides the page (a report reuses a page of the previous
+    one when both are the same). Keep it in step with :func:`experiment_page`."""
+
+    def brief(other: KernelExperiment) -> tuple[Any, ...]:
+        return (other.id, other.score, other.outcome, other.change_summary, score_interval(other))
+
+    parent = site.by_id.get(exp.pid) if exp.pid else None
+    return repr(
+        (
+            exp.outcome,
+            site.relative_path(exp),
+            site.page_footer,
+            brief(parent) if parent is not None else None,
+            [brief(kid) for kid in site.children.get(exp.id, [])],
+            [other in site.by_id for other in exp.combines],
+            exp.operator_sig in site.slugs,
+        )
+    )
+
+
 def _value_text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -661,5 +686,5 @@ def experiment_page(site: Site, exp: KernelExperiment) -> str:
         "".join(parts),
         root=root,
         crumbs=crumbs,
-        footer=site.footer,
+        footer=site.page_footer,
     )
