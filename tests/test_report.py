@@ -677,3 +677,39 @@ def test_report_build_is_deterministic(
     assert os.listdir(tmp_path / "a" / "assets") and sorted(os.listdir(tmp_path / "a")) == [
         PAGES, MARKER, "assets", "e", "index.html", "op",
     ]
+
+
+def test_a_lineage_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
+    """Agents iterate: a chain of 1,200 experiments (each built on the one before) is
+    drawn whole, and kexp tree prints it (nothing recurses once per generation)."""
+    import sys
+
+    from kexp.fileformat import serialize
+
+    root = tmp_path / "store"
+    folder = root / "experiments" / "2026" / "11"
+    folder.mkdir(parents=True)
+    depth = max(1200, sys.getrecursionlimit() + 200)
+    previous = ""
+    for number in range(depth):
+        exp = KernelExperiment(
+            **{
+                **experiment_fields(score=1.0 + (number % 50) / 1000),
+                "id": f"6749f3a0{number:08x}",
+                "pid": previous,
+                "base_commit": "3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e",
+                "created_at": f"2026-11-{1 + number // 100:02d}T00:{number % 100 // 60:02d}:"
+                f"{number % 60:02d}Z",
+            }
+        )
+        (folder / f"{exp.id}-iteration.md").write_text(serialize(exp), encoding="utf-8")
+        previous = exp.id
+    store = Store(root)
+    build_report(store, tmp_path / "site", now=NOW)
+    page = tmp_path / "site" / "op" / f"{operator_slug(experiment_fields()['operator_sig'])}.html"
+    found = elements(page)
+    assert len(linked_ids(found, "nd")) == depth
+    assert len(linked_ids(found, "pt")) == depth
+    done = run_kexp("tree", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == depth + 2  # and the legend after a blank line

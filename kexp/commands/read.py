@@ -339,12 +339,32 @@ def _delta(node: TreeNode) -> str:
 
 
 def _print_node(
-    node: TreeNode,
+    root: TreeNode,
     lead: str,
     child_lead: str,
     width: int | None,
     style: Any,
     focus: str | None,
+) -> None:
+    """Print a tree, one line per node, depth first (no recursion: a lineage may be
+    thousands of iterations deep)."""
+    stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
+    while stack:
+        node, lead, child_lead = stack.pop()
+        _print_line(node, lead, width, style, focus)
+        last = len(node.children) - 1
+        for index, child in reversed(list(enumerate(node.children))):
+            stack.append(
+                (
+                    child,
+                    child_lead + ("└── " if index == last else "├── "),
+                    child_lead + ("    " if index == last else "│   "),
+                )
+            )
+
+
+def _print_line(
+    node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None
 ) -> None:
     exp = node.experiment
     mark = "*" if node.on_best_path else " "
@@ -365,16 +385,6 @@ def _print_node(
     elif node.dead_end or exp.outcome in ("buggy", "regression"):
         line = style(line, fg="red" if exp.outcome == "buggy" else "yellow")
     click.echo(line.rstrip())
-    for index, child in enumerate(node.children):
-        last = index == len(node.children) - 1
-        _print_node(
-            child,
-            child_lead + ("└── " if last else "├── "),
-            child_lead + ("    " if last else "│   "),
-            width,
-            style,
-            focus,
-        )
 
 
 # --- lessons -------------------------------------------------------------------------
