@@ -278,8 +278,9 @@ def report_folder(ctx: Context) -> Path:
     return Path(tempfile.gettempdir()) / f"kexp-bench-report-{ctx.dataset.folder.name}"
 
 
-#: The issue's limits for ``kexp report`` at N = 100,000.
-REPORT_SECONDS, REPORT_OVERVIEW_BYTES = 60.0, 2_000_000
+#: The issue's limit on the overview page of ``kexp report`` at N = 100,000 (its time,
+#: at most 60 s, is read off the table).
+REPORT_OVERVIEW_BYTES = 2_000_000
 
 
 def check_report(ctx: Context, run: Run) -> str:
@@ -293,13 +294,11 @@ def check_report(ctx: Context, run: Run) -> str:
         shutil.rmtree(folder, ignore_errors=True)
     if written.get("experiments") != ctx.dataset.n:
         return f"WRONG: {written.get('experiments')} experiments, expected {ctx.dataset.n}"
-    seconds_ok = run.seconds <= REPORT_SECONDS
     overview_ok = written["overview_bytes"] <= REPORT_OVERVIEW_BYTES
     return (
         f"{written['pages']:,} pages, {written['total_bytes'] / 1e6:.0f} MB; overview "
         f"{written['overview_bytes'] / 1e6:.2f} MB (≤ 2 MB: {'PASS' if overview_ok else 'FAIL'}); "
-        f"largest operator page {written['largest_operator_bytes'] / 1e6:.1f} MB; "
-        f"≤ {REPORT_SECONDS:g} s: {'PASS' if seconds_ok else 'FAIL'}"
+        f"largest operator page {written['largest_operator_bytes'] / 1e6:.1f} MB"
     )
 
 

@@ -60,12 +60,13 @@ ALLOWED_TAGS = frozenset(
         "rect",
         "text",
         "polyline",
+        "section",
         "g",
     ]
 )
 #: Every link the report may hold: its own pages and assets, relative.
 SAFE_HREF = re.compile(
-    r"(?:\.\./)*(?:index\.html|op/[a-z0-9-]+\.html|e/[0-9a-f]{2}/[0-9a-f]{16}\.html|"
+    r"(?:\.\./)*(?:index\.html|op/[a-z0-9-]+\.html|e/[0-9a-f]{3}\.html#[0-9a-f]{16}|"
     r"assets/report\.(?:css|js))"
 )
 #: Characters that must never reach a page raw (controls, bidirectional controls).
@@ -132,10 +133,34 @@ def linked_ids(found: list[Element], marker_class: str) -> list[str]:
         if element.tag == "a":
             last_href = element.attrs.get("href", "")
         elif marker_class in element.classes:
-            match = re.search(r"([0-9a-f]{16})\.html$", last_href)
+            match = re.search(r"#([0-9a-f]{16})$", last_href)
             assert match is not None, f"marker without a link: {element}"
             ids.append(match.group(1))
     return ids
+
+
+def sections(site: Path) -> dict[str, Path]:
+    """Every experiment of a report: its id and the page holding its section."""
+    found = {}
+    for page in sorted((site / "e").glob("*.html")):
+        for exp_id in re.findall(r'<section class="exp" id="([0-9a-f]{16})">', page.read_text()):
+            assert exp_id not in found, exp_id
+            found[exp_id] = page
+    return found
+
+
+def section(page: Path, exp_id: str) -> str:
+    """The HTML of one experiment's section of its page."""
+    html = page.read_text(encoding="utf-8")
+    start = html.index(f'<section class="exp" id="{exp_id}">')
+    return html[start : html.index("</section>", start) + len("</section>")]
+
+
+def section_elements(page: Path, exp_id: str) -> list[Element]:
+    collector = _Collector()
+    collector.feed(section(page, exp_id))
+    collector.close()
+    return collector.elements
 
 
 # --- the truth, from the files ----------------------------------------------------------

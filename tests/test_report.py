@@ -24,6 +24,9 @@ from reportcheck import (
     elements,
     linked_ids,
     scored,
+    section,
+    section_elements,
+    sections,
     truth,
     with_class,
 )
@@ -31,7 +34,7 @@ from reportcheck import (
 import kexp
 from kexp import KernelExperiment, KexpError, Store
 from kexp.htmlreport import MARKER, PAGES, build_report
-from kexp.htmlreport.pages import experiment_path, operator_slug
+from kexp.htmlreport.pages import experiment_href, experiment_path, operator_slug
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 MakeExperiment = Callable[..., KernelExperiment]
@@ -63,8 +66,9 @@ def cells(page: Path, table_id: str) -> list[list[str]]:
     return rows
 
 
-def experiment_ids(page: Path) -> set[str]:
-    return set(re.findall(r"/([0-9a-f]{16})\.html", page.read_text(encoding="utf-8")))
+def experiment_ids(html: str) -> set[str]:
+    """The experiments an HTML text links to."""
+    return set(re.findall(r"\.html#([0-9a-f]{16})\"", html))
 
 
 # --- the bundled store --------------------------------------------------------------
@@ -76,8 +80,8 @@ def test_the_bundled_store_gets_every_page_type(tmp_path: Path) -> None:
     site = tmp_path / "site"
     assert result.index == site / "index.html" and result.index.is_file()
     assert result.experiments == len(facts)
-    pages = {p.stem for p in (site / "e").rglob("*.html")}
-    assert pages == set(facts)
+    assert set(sections(site)) == set(facts)
+    assert len(list((site / "e").iterdir())) == len({i[-3:] for i in facts})
     operators = {f["operator_sig"] for f in facts.values()}
     assert {p.stem for p in (site / "op").glob("*.html")} == {operator_slug(o) for o in operators}
     counts = {row[0]: int(row[1].replace(",", "")) for row in cells(result.index, "outcomes")}
@@ -214,7 +218,7 @@ def test_score_intervals_are_shown_and_drawn_as_whiskers(
     assert whiskers[0].attrs["d"].count("V") == 2  # one vertical whisker each
     overview = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert "1.0400 <span class=\"ci\">[1.0350, 1.0460]</span>" in overview  # the frontier
-    experiment = (tmp_path / "site" / experiment_path(with_ci.id)).read_text(encoding="utf-8")
+    experiment = section(tmp_path / "site" / experiment_path(with_ci.id), with_ci.id)
     assert "[1.0100, 1.0300]" in experiment
 
 
@@ -231,14 +235,13 @@ def test_experiment_page_links_parent_children_and_renders_the_file(
     )
     grandchild = make_experiment(score=1.06, pid=child.id)
     build_report(store, tmp_path / "site", now=NOW)
-    page = tmp_path / "site" / experiment_path(child.id)
-    html = page.read_text(encoding="utf-8")
-    assert f'href="../../{experiment_path(parent.id)}"' in html
-    assert f'href="../../{experiment_path(grandchild.id)}"' in html
+    html = section(tmp_path / "site" / experiment_path(child.id), child.id)
+    assert f'href="../{experiment_href(parent.id)}"' in html
+    assert f'href="../{experiment_href(grandchild.id)}"' in html
     assert "<strong>Approach</strong>: unroll <code>k</code> by 4" in html
     assert "<ul><li>one</li><li>two</li></ul>" in html
     assert "<del>-old</del>" in html and "<ins>+new</ins>" in html
-    assert f'href="../../op/{operator_slug(child.operator_sig)}.html"' in html
+    assert f'href="../op/{operator_slug(child.operator_sig)}.html"' in html
 
 
 # --- hostile text ---------------------------------------------------------------------
@@ -286,7 +289,7 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
     assert exp.extra_sections and exp.preamble and len(exp.extra_fields) == 2  # all read
     build_report(store, tmp_path / "site", now=NOW)
     pages = sorted((tmp_path / "site").rglob("*.html"))
-    assert len(pages) == 3 + 1 + 1
+    assert len(pages) == len({exp.id[-3:] for exp in made}) + 1 + 1
     for page in pages:
         raw = page.read_text(encoding="utf-8")
         assert RAW_CONTROL.search(raw) is None, page
@@ -309,10 +312,9 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
     shown = HOSTILE.replace("\u202e", "\\u202e").replace("\u202c", "\\u202c")
     shown = shown.replace("\u2066", "\\u2066").replace("\u2069", "\\u2069")
     shown = shown.replace("\x1b", "\\x1b").replace("\x07", "\\x07")
-    page = tmp_path / "site" / experiment_path(made[0].id)
-    found = elements(page)
+    found = section_elements(tmp_path / "site" / experiment_path(made[0].id), made[0].id)
     assert [e.text for e in found if e.tag == "h1"] == [" ".join(("X" + shown[:70]).split())]
-    body = " ".join(e.text for e in found if e.tag == "main")
+    body = " ".join(e.text for e in found if e.tag == "section")
     assert body.count(shown) >= 8  # every field and section, as text
 
 
@@ -357,8 +359,7 @@ def test_a_new_report_replaces_the_previous_one_whole(
     build_report(store, empty, now=NOW)  # an empty folder is fine too
     build_report(store, site, now=NOW)
     assert files_of(site) == files_of(empty)
-    assert not (site / experiment_path(first.id)).exists()
-    assert (site / experiment_path(second.id)).is_file()
+    assert second.id in sections(site) and first.id not in sections(site)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "repo", "site"]
 
 
@@ -423,28 +424,40 @@ def test_two_processes_write_the_same_report_as_one(
 def test_a_second_report_reuses_the_pages_that_did_not_change(
     store: Store, make_experiment: MakeExperiment, tmp_path: Path
 ) -> None:
-    parent = make_experiment(score=1.02)
-    child = make_experiment(score=1.05, pid=parent.id)
-    other = make_experiment(score=1.1, dtype_sig="fp8")
+    # the last three hex digits of an id name its page: one page each here
+    parent = make_experiment(score=1.02, id="6749f3a0c2d41111")
+    child = make_experiment(score=1.05, pid=parent.id, id="6749f3a0c2d42222")
+    other = make_experiment(score=1.1, dtype_sig="fp8", id="6749f3a0c2d43333")
     site = tmp_path / "site"
     build_report(store, site, now=NOW)
 
     def inodes() -> dict[str, int]:
-        return {p.stem: p.stat().st_ino for p in (site / "e").rglob("*.html")}
+        return {exp.id: (site / experiment_path(exp.id)).stat().st_ino
+                for exp in (parent, child, other)}
 
     first = inodes()
     build_report(store, site, now=NOW)
     assert inodes() == first  # nothing changed: every page linked, none written
-    grandchild = make_experiment(score=1.07, pid=child.id)  # child's page lists it
+    make_experiment(score=1.07, pid=child.id, id="6749f3a0c2d44444")  # child's page lists it
     store.update_experiment(other.id, change_summary="Retuned tiles - +10%")
     build_report(store, site, now=NOW)
     now = inodes()
     assert now[parent.id] == first[parent.id]
     assert now[child.id] != first[child.id] and now[other.id] != first[other.id]
-    assert grandchild.id in now
     fresh = tmp_path / "fresh"
     build_report(store, fresh, now=NOW)
     assert files_of(site) == files_of(fresh)
+
+
+def test_experiments_whose_ids_end_alike_share_a_page(
+    store: Store, make_experiment: MakeExperiment, tmp_path: Path
+) -> None:
+    made = [make_experiment(score=1.0 + n / 100, id=f"6749f3a{n}c2d41abc") for n in range(3)]
+    build_report(store, tmp_path / "site", now=NOW)
+    assert [p.name for p in (tmp_path / "site" / "e").iterdir()] == ["abc.html"]
+    assert list(sections(tmp_path / "site")) == [e.id for e in made]  # oldest first
+    css = (tmp_path / "site" / "assets" / "report.css").read_text()
+    assert "body:has(section.exp:target) section.exp:not(:target) { display: none; }" in css
 
 
 def test_pages_of_other_code_are_not_reused(
@@ -461,7 +474,7 @@ def test_pages_of_other_code_are_not_reused(
     assert (site / experiment_path(exp.id)).stat().st_ino != before
     (site / kexp.htmlreport.PAGES).write_text("{broken")
     build_report(store, site, now=NOW)  # an unreadable list of keys: every page written
-    assert (site / experiment_path(exp.id)).is_file()
+    assert exp.id in sections(site)
 
 
 def test_with_bodies_reads_what_a_whole_listing_reads(repo: Path, tmp_path: Path) -> None:
@@ -499,9 +512,7 @@ def test_filters_choose_the_experiments_of_the_report(
     made = _cell_store(make_experiment)
     result = build_report(store, tmp_path / "site", operator="beta", now=NOW)
     assert result.experiments == 2 and result.operators == 1
-    assert {p.stem for p in (tmp_path / "site" / "e").rglob("*.html")} == {
-        made["c1"].id, made["d1"].id,
-    }
+    assert set(sections(tmp_path / "site")) == {made["c1"].id, made["d1"].id}
     assert "operator=beta" in result.index.read_text(encoding="utf-8")
 
 
@@ -513,7 +524,7 @@ def test_cli_writes_the_report_and_prints_where(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str((tmp_path / "out" / "index.html").resolve())
     assert "wrote a report of 1 experiment(s) on 1 operator(s)" in done.stderr
-    assert (tmp_path / "out" / experiment_path(exp.id)).is_file()
+    assert exp.id in sections(tmp_path / "out")
     as_json = run_kexp("report", "-o", str(tmp_path / "out"), "--json", cwd=repo)
     assert json.loads(as_json.stdout)["pages"] == 3
 
@@ -622,7 +633,7 @@ class ReportMachine(RuleBasedStateMachine):
         assert files_of(self.site) == files_of(fresh)  # reused pages == written pages
         facts = truth(self.root)
         assert result.experiments == len(facts)
-        assert {p.stem for p in (self.site / "e").rglob("*.html")} == set(facts)
+        assert set(sections(self.site)) == set(facts)
         counts = {r[0]: int(r[1]) for r in cells(result.index, "outcomes")}
         assert counts == {
             o: sum(f["outcome"] == o for f in facts.values())
@@ -646,8 +657,8 @@ class ReportMachine(RuleBasedStateMachine):
             assert sorted(linked_ids(found, "pt")) == mine
             assert sorted(linked_ids(found, "nd")) == mine
         for exp_id, f in facts.items():
-            page = self.site / experiment_path(exp_id)
-            linked = experiment_ids(page) - {exp_id}
+            html = section(self.site / experiment_path(exp_id), exp_id)
+            linked = experiment_ids(html) - {exp_id}
             kids = {i for i, g in facts.items() if g["pid"] == exp_id}
             assert linked == kids | ({f["pid"]} if f["pid"] else set())
 

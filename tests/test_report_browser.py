@@ -84,7 +84,7 @@ def artifacts() -> Iterator[Path]:
 class Opened:
     """A page opened from disk, with what the browser said while loading it."""
 
-    def __init__(self, context: Any, path: Path, shot: str) -> None:
+    def __init__(self, context: Any, path: Path, shot: str, fragment: str = "") -> None:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         self.requests: list[str] = []
@@ -96,7 +96,7 @@ class Opened:
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
         self.page.on("request", lambda r: self.requests.append(r.url))
-        self.page.goto(path.as_uri())
+        self.page.goto(path.as_uri() + (f"#{fragment}" if fragment else ""))
         self.page.wait_for_load_state("load")
         self.page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
 
@@ -111,11 +111,11 @@ class Opened:
 
 
 @pytest.fixture
-def open_page(browser: Any) -> Iterator[Callable[[Path, str], Opened]]:
+def open_page(browser: Any) -> Iterator[Callable[..., Opened]]:
     opened: list[Opened] = []
 
-    def open_one(path: Path, shot: str) -> Opened:
-        page = Opened(browser, path, shot)
+    def open_one(path: Path, shot: str, fragment: str = "") -> Opened:
+        page = Opened(browser, path, shot, fragment)
         opened.append(page)
         return page
 
@@ -139,7 +139,7 @@ _DRAWN = """selector => Array.from(document.querySelectorAll(selector)).filter(e
 
 
 def test_bundled_store_pages_load_clean_and_draw_every_experiment(
-    tmp_path: Path, open_page: Callable[[Path, str], Opened]
+    tmp_path: Path, open_page: Callable[..., Opened]
 ) -> None:
     site = tmp_path / "site"
     build_report(Store(REPO_ROOT), site, now=NOW)
@@ -166,15 +166,15 @@ def test_bundled_store_pages_load_clean_and_draw_every_experiment(
                         f.get("results")]
         assert page.count("svg.heatmap rect.hm") == sum(len(f["results"]) for f in with_results)
     for number, exp_id in enumerate(sorted(facts)[:3]):
-        page = open_page(site / experiment_path(exp_id), f"bundled-experiment-{number}")
+        page = open_page(site / experiment_path(exp_id), f"bundled-experiment-{number}", exp_id)
         assert page.errors == []
-        assert page.eval("document.querySelector('h1').textContent") == facts[exp_id][
-            "change_summary"
-        ]
+        assert page.eval("document.querySelector('section:target h1').textContent") == facts[
+            exp_id
+        ]["change_summary"]
 
 
 def test_tables_sort_and_filter_in_the_browser(
-    tmp_path: Path, open_page: Callable[[Path, str], Opened]
+    tmp_path: Path, open_page: Callable[..., Opened]
 ) -> None:
     site = tmp_path / "site"
     build_report(Store(REPO_ROOT), site, now=NOW)
@@ -199,22 +199,23 @@ def test_tables_sort_and_filter_in_the_browser(
 
 
 def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
-    repo: Path, tmp_path: Path, open_page: Callable[[Path, str], Opened]
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
 ) -> None:
     store, made = hostile_store(repo)
     site = tmp_path / "site"
     build_report(store, site, now=NOW)
-    pages = [(site / "index.html", "hostile-overview")]
-    pages += [(p, "hostile-operator") for p in (site / "op").glob("*.html")]
+    pages: list[tuple[Path, str, str]] = [(site / "index.html", "hostile-overview", "")]
+    pages += [(p, "hostile-operator", "") for p in (site / "op").glob("*.html")]
     pages += [
-        (site / experiment_path(exp.id), f"hostile-experiment-{n}") for n, exp in enumerate(made)
+        (site / experiment_path(exp.id), f"hostile-experiment-{n}", exp.id)
+        for n, exp in enumerate(made)
     ]
     shown = HOSTILE
     for raw, escaped in (("\u202e", "\\u202e"), ("\u202c", "\\u202c"), ("\u2066", "\\u2066"),
                          ("\u2069", "\\u2069"), ("\x1b", "\\x1b"), ("\x07", "\\x07")):
         shown = shown.replace(raw, escaped)
-    for path, shot in pages:
-        page = open_page(path, shot)
+    for path, shot, fragment in pages:
+        page = open_page(path, shot, fragment)
         for link in page.page.locator("a").all()[:40]:
             link.hover()  # tooltips and hover styles run nothing either
         assert page.errors == [], (shot, page.errors)
@@ -227,11 +228,11 @@ def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
         ) == [], shot
         assert page.count("a[href^='javascript'], img, iframe, object, embed, form") == 0
         assert page.count("script") == (0 if "experiment" in shot else 1)
-    page = open_page(site / experiment_path(made[0].id), "hostile-experiment-text")
-    texts = page.eval("Array.from(document.querySelectorAll('main td, main pre')).map("
-                      "e => e.textContent)")
+    page = open_page(site / experiment_path(made[0].id), "hostile-experiment-text", made[0].id)
+    texts = page.eval("Array.from(document.querySelectorAll('section:target td, "
+                      "section:target pre')).map(e => e.textContent)")
     assert sum(shown in t for t in texts) >= 8  # fields, sections, results: as text
-    assert page.eval("document.querySelector('h1').textContent") == " ".join(
+    assert page.eval("document.querySelector('section:target h1').textContent") == " ".join(
         ("X" + shown[:70]).split()
     )
     # bidirectional controls are shown, not obeyed: the text reads left to right
@@ -239,7 +240,7 @@ def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
 
 
 def test_a_larger_store_draws_every_experiment(
-    repo: Path, tmp_path: Path, open_page: Callable[[Path, str], Opened]
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
 ) -> None:
     store = Store(repo)
     made: list[KernelExperiment] = []
@@ -279,3 +280,32 @@ def test_a_larger_store_draws_every_experiment(
     )
     overview = open_page(site / "index.html", "larger-overview")
     assert overview.errors == []
+
+
+def test_a_link_to_an_experiment_shows_that_experiment_only(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    made = [
+        store.create_experiment(
+            **experiment_fields(
+                score=1.0 + n / 100,
+                id=f"6749f3a{n}c2d41abc",
+                pid=f"6749f3a{n - 1}c2d41abc" if n else "",
+                change_summary=f"Attempt {n} - +{n}%",
+            )
+        )
+        for n in range(3)
+    ]
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    visible = (
+        "Array.from(document.querySelectorAll('section.exp')).filter("
+        "s => getComputedStyle(s).display !== 'none').map(s => s.id)"
+    )
+    page = open_page(site / "e" / "abc.html", "shared-page-one", made[1].id)
+    assert page.errors == [] and page.eval(visible) == [made[1].id]
+    page.page.click(f"section[id='{made[1].id}'] a[href$='#{made[2].id}']")  # its child
+    assert page.eval(visible) == [made[2].id]
+    page.page.screenshot(path=str(ARTIFACTS / "shared-page-child.png"))
+    everything = open_page(site / "e" / "abc.html", "shared-page-all")
+    assert everything.eval(visible) == [e.id for e in made]

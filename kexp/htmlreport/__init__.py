@@ -7,8 +7,10 @@ The Python twin of ``kexp report [-o DIR] [filters]`` is :func:`build_report` (a
   of every operator × dtype × env) and the cells never improved;
 * ``op/<operator>.html``: one page per operator, with its own data: score over
   iterations, lineage, speedup per configuration, lessons, a table of its experiments;
-* ``e/<xx>/<id>.html``: one page per experiment, its file rendered readably, linked to
-  its parent and children;
+* ``e/<xxx>.html#<id>``: one section per experiment, its file rendered readably,
+  linked to its parent and children (the experiments whose ids end in the same three
+  hex digits share a file: at most 4,096 files, since files cost more than bytes to
+  write and to delete; a link to one shows that one only);
 * ``assets/``: one stylesheet and one small script (sorting and filtering tables).
 
 Charts are SVG drawn by :mod:`kexp.htmlreport.svg`; every text is escaped
@@ -19,12 +21,12 @@ rename when it is complete, so the output never holds half a report. An output f
 that is not empty must be a report kexp wrote (it holds :data:`MARKER`): kexp never
 deletes anything else.
 
-Writing a page per experiment is most of the work. A report written over an earlier one
+Writing the experiment pages is most of the work. A report written over an earlier one
 reuses (hard-links) each earlier experiment page whose key is unchanged: a hash of the
-report's own code, the experiment file's bytes, and everything else the page shows
-(:func:`~kexp.htmlreport.pages.experiment_page_context`). Keys are kept in
-:data:`PAGES`; a page whose key cannot be computed is written again. The pages are the
-same either way (a test holds them equal).
+report's own code and, for each experiment on it, the file's bytes and everything else
+its section shows (:func:`~kexp.htmlreport.pages.experiment_page_context`). Keys are
+kept in :data:`PAGES`; a page with an experiment whose key cannot be computed is written
+again. The pages are the same either way (a test holds them equal).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from kexp.errors import KexpError
 from kexp.fileformat import FileFormatError
 from kexp.htmlreport.markup import text
 from kexp.htmlreport.pages import (
+    EXPERIMENT_DIR,
     OPERATOR_DIR,
     Site,
     experiment_page,
@@ -173,7 +176,8 @@ class _Earlier:
     """The report being replaced: its folder and the keys of its experiment pages."""
 
     folder: Path | None = None
-    pages: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    pages: dict[str, str] = dataclasses.field(default_factory=dict)
+    insights: dict[str, str] = dataclasses.field(default_factory=dict)
     layout: str = ""
 
     @classmethod
@@ -189,8 +193,10 @@ class _Earlier:
             return cls(layout=layout)
         if not isinstance(data, dict) or data.get("layout") != layout:
             return cls(layout=layout)
-        pages = data.get("pages")
-        return cls(target, pages if isinstance(pages, dict) else {}, layout)
+        pages, insights = data.get("pages"), data.get("insights")
+        if not (isinstance(pages, dict) and isinstance(insights, dict)):
+            return cls(layout=layout)
+        return cls(target, pages, insights, layout)
 
 
 def _layout_digest() -> str:
@@ -213,16 +219,21 @@ def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _W
     package = resources.files("kexp.htmlreport") / "assets"
     for name in _ASSETS:
         written.add(assets / name, (package / name).read_text(encoding="utf-8"))
-    keys: dict[str, list[str]] = {}
-    for exp_id, insight, size, key in _experiment_pages(store, site, folder, earlier):
-        if insight:
-            site.insights[exp_id] = insight
+    keys: dict[str, str] = {}
+    insights: dict[str, str] = {}
+    for name, key, size, found in _experiment_pages(store, site, folder, earlier):
+        for exp_id, insight in found:
+            if insight:
+                insights[exp_id] = site.insights[exp_id] = insight
         if key:
-            keys[exp_id] = [key, insight]
+            keys[name] = key
         written.pages += 1
         written.total += size
     (folder / PAGES).write_text(
-        json.dumps({"layout": earlier.layout, "pages": keys}, separators=(",", ":")),
+        json.dumps(
+            {"layout": earlier.layout, "pages": keys, "insights": insights},
+            separators=(",", ":"),
+        ),
         encoding="utf-8",
     )
     (folder / OPERATOR_DIR).mkdir()
@@ -233,14 +244,15 @@ def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _W
     return written
 
 
-#: What :func:`_experiment_pages` gives per page: id, key insight, bytes, key ("": none).
-_PageRecord = tuple[str, str, int, str]
+#: What :func:`_experiment_pages` gives per page: its path, its key ("": none), its
+#: bytes, and (id, key insight or "") of each experiment on it.
+_PageRecord = tuple[str, str, int, list[tuple[str, str]]]
 
 
 def _experiment_pages(
     store: Store, site: Site, folder: Path, earlier: _Earlier
 ) -> list[_PageRecord]:
-    """Write (or reuse) every experiment's page.
+    """Write (or reuse) every experiment page.
 
     Reading, rendering and writing the pages is most of a report's work: a large store's
     is split between this process and a forked child (:func:`kexp.index.in_two_processes`,
@@ -249,67 +261,86 @@ def _experiment_pages(
     """
     from kexp.index import in_two_processes
 
-    experiments = site.experiments
-    total = len(experiments)
-    for shard in {experiment_path(exp.id).rsplit("/", 1)[0] for exp in experiments}:
-        (folder / shard).mkdir(parents=True, exist_ok=True)
+    grouped: dict[str, list[KernelExperiment]] = {}
+    for exp in site.experiments:
+        grouped.setdefault(experiment_path(exp.id), []).append(exp)
+    names = sorted(grouped)
+    (folder / EXPERIMENT_DIR).mkdir()
+    total = len(site.experiments)
     parent = os.getpid()
     reuse = earlier.folder is not None
     layout = earlier.layout.encode()
+    known = earlier.insights
 
-    def page_key(exp: KernelExperiment) -> str:
+    def experiment_key(exp: KernelExperiment) -> bytes | None:
         if exp.path is None or isinstance(store, RevisionStore):
-            return ""
+            return None
         try:
             data = read_file(exp.path, store.settings)
         except (OSError, FileFormatError):
-            return ""
-        digest = hashlib.sha256(layout)
-        digest.update(len(data).to_bytes(8, "little"))
+            return None
+        digest = hashlib.sha256(len(data).to_bytes(8, "little"))
         digest.update(data)
         digest.update(experiment_page_context(site, exp).encode("utf-8", "surrogatepass"))
+        return digest.digest()
+
+    def page_key(members: list[KernelExperiment]) -> str:
+        digest = hashlib.sha256(layout)
+        for exp in members:
+            key = experiment_key(exp)
+            if key is None:
+                return ""
+            digest.update(key)
         return digest.hexdigest()
 
-    def reused(exp: KernelExperiment, key: str) -> _PageRecord | None:
-        found = earlier.pages.get(exp.id)
-        if not (reuse and key and isinstance(found, list) and found[:1] == [key]):
+    def reused(name: str, members: list[KernelExperiment], key: str) -> _PageRecord | None:
+        if not (reuse and key and earlier.pages.get(name) == key):
             return None
-        relative = experiment_path(exp.id)
         try:
             assert earlier.folder is not None
-            os.link(earlier.folder / relative, folder / relative)
-            size = os.stat(folder / relative).st_size
+            os.link(earlier.folder / name, folder / name)
+            size = os.stat(folder / name).st_size
         except OSError:
             return None
-        insight = found[1] if len(found) > 1 and isinstance(found[1], str) else ""
-        return (exp.id, insight, size, key)
+        found = [(e.id, known.get(e.id, "") if e.outcome in LESSON_GROUPS else "") for e in members]
+        return (name, key, size, found)
 
-    def pages(part: list[int]) -> list[_PageRecord]:
+    def pages(part: list[str]) -> list[_PageRecord]:
         records: list[_PageRecord] = []
-        for number in track_part(part, len(part), total):
-            exp = experiments[number]
-            key = page_key(exp)
-            record = reused(exp, key)
+        mine = sum(len(grouped[name]) for name in part)
+        ticks = track_part(range(mine), mine, total)  # progress: experiments, not pages
+        for name in part:
+            members = grouped[name]
+            key = page_key(members)
+            record = reused(name, members, key)
             if record is None:
-                whole = next(store.with_bodies([exp]))
-                insight = (
-                    key_insight(whole.detailed_description)
-                    if whole.outcome in LESSON_GROUPS
-                    else ""
-                )
+                whole = list(store.with_bodies(members))
+                found = [
+                    (
+                        exp.id,
+                        key_insight(exp.detailed_description)
+                        if exp.outcome in LESSON_GROUPS
+                        else "",
+                    )
+                    for exp in whole
+                ]
                 data = experiment_page(site, whole).encode("utf-8", "replace")
-                (folder / experiment_path(exp.id)).write_bytes(data)
-                record = (exp.id, insight, len(data), key)
+                (folder / name).write_bytes(data)
+                record = (name, key, len(data), found)
             records.append(record)
+            for _ in members:
+                next(ticks, None)
+        for _ in ticks:
+            pass
         return records
 
-    def work(part: list[int]) -> list[_PageRecord]:
+    def work(part: list[str]) -> list[_PageRecord]:
         if os.getpid() != parent:  # the child: only the parent shows progress
             with reporting(None):
                 return pages(part)
         return pages(part)
 
-    return in_two_processes(work, list(range(total)), total)
+    return in_two_processes(work, names, total, [len(grouped[n]) for n in names])
 
 
 def _check_output(target: Path) -> None:

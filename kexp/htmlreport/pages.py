@@ -36,8 +36,12 @@ from kexp.lineage import TreeNode, build_forest, is_scored
 from kexp.model import OUTCOMES, SECTION_HEADINGS, KernelExperiment
 from kexp.query import rank
 
-#: Where the experiment pages are: ``e/<last two hex digits of the id>/<id>.html``.
+#: Where the experiment pages are: ``e/<last three hex digits of the ids>.html``, one
+#: section per experiment (``#<id>``); the stylesheet shows only the one linked to.
 EXPERIMENT_DIR = "e"
+#: Hex digits of an id (its last ones, random) naming its experiment page: at most
+#: 4,096 files, however many experiments (files cost more than bytes to write).
+PAGE_DIGITS = 3
 #: Where the operator pages are: ``op/<slug>.html``.
 OPERATOR_DIR = "op"
 #: Outcomes in the order the report lists them (best news first).
@@ -79,8 +83,13 @@ def operator_slug(operator: str) -> str:
 
 
 def experiment_path(exp_id: str) -> str:
-    """An experiment page's path, relative to the report's folder."""
-    return f"{EXPERIMENT_DIR}/{exp_id[-2:]}/{exp_id}.html"
+    """The path of the page holding an experiment, relative to the report's folder."""
+    return f"{EXPERIMENT_DIR}/{exp_id[-PAGE_DIGITS:]}.html"
+
+
+def experiment_href(exp_id: str) -> str:
+    """The link to an experiment, relative to the report's folder: its page and section."""
+    return f"{experiment_path(exp_id)}#{exp_id}"
 
 
 def badge(outcome: str) -> str:
@@ -122,7 +131,7 @@ class Site:
         shown = one_line(label if label is not None else exp_id[:10])
         if exp_id not in self.by_id:
             return f'<span class="id missing" title="not in this report">{shown}</span>'
-        return f'<a class="id" href="{root}{experiment_path(exp_id)}">{shown}</a>'
+        return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>'
 
     def operator_href(self, operator: str, root: str) -> str:
         """The relative link to an operator's page."""
@@ -385,7 +394,7 @@ def operator_page(site: Site, operator: str) -> str:
     position = {exp.id: index for index, exp in enumerate(members)}
     points = [
         svg.Point(
-            f"{root}{experiment_path(exp.id)}",
+            f"{root}{experiment_href(exp.id)}",
             _tooltip(exp),
             exp.outcome,
             float(exp.score) if isinstance(exp.score, (int, float)) else math.nan,
@@ -442,7 +451,7 @@ def operator_page(site: Site, operator: str) -> str:
         '<div class="scroll tall">',
         svg.lineage_graph(
             forest,
-            lambda node: f"{root}{experiment_path(node.experiment.id)}",
+            lambda node: f"{root}{experiment_href(node.experiment.id)}",
             lambda node: _tooltip(node.experiment) + ("  [dead end]" if node.dead_end else ""),
             best_path=path_ids,
         ),
@@ -506,7 +515,7 @@ def _heatmap_section(members: Sequence[KernelExperiment], root: str) -> list[str
     for exp in with_results:
         for result in exp.results:
             rows.setdefault(str(result.get("config", "")), len(rows))
-    columns = [(f"{root}{experiment_path(exp.id)}", _tooltip(exp)) for exp in with_results]
+    columns = [(f"{root}{experiment_href(exp.id)}", _tooltip(exp)) for exp in with_results]
     cells = []
     for column, exp in enumerate(with_results):
         for result in exp.results:
@@ -589,9 +598,10 @@ def _value_text(value: Any) -> str:
     return text(value)
 
 
-def experiment_page(site: Site, exp: KernelExperiment) -> str:
-    """One experiment: its fields, lineage links, results and every section of its file."""
-    root = "../../"
+def experiment_section(site: Site, exp: KernelExperiment) -> str:
+    """One experiment: its fields, lineage links, results and every section of its file,
+    as the ``<section id="ID">`` of its page."""
+    root = "../"
     parent = site.by_id.get(exp.pid) if exp.pid else None
     rows: list[tuple[str, str]] = [
         ("id", text(exp.id)),
@@ -677,14 +687,25 @@ def experiment_page(site: Site, exp: KernelExperiment) -> str:
         parts.append(f"<h2>{text(heading)}</h2>{body}")
     for heading, value in exp.extra_sections:
         parts.append(f'<h2>{one_line(heading)}</h2><div class="prose">{prose(value)}</div>')
-    crumbs = [(f"{root}index.html", "Overview")]
+    crumbs = []
     if exp.operator_sig in site.slugs:
-        crumbs.append((site.operator_href(exp.operator_sig, root), exp.operator_sig or "(none)"))
-    crumbs.append(("", exp.id[:10]))
+        crumbs.append(site.operator_link(exp.operator_sig, root, 80))
+    crumbs.append(text(exp.id))
+    return (
+        f'<section class="exp" id="{text(exp.id)}"><p class="where">{" › ".join(crumbs)}</p>'
+        + "".join(parts)
+        + "</section>"
+    )
+
+
+def experiment_page(site: Site, experiments: Sequence[KernelExperiment]) -> str:
+    """The page of the experiments whose ids end alike (:data:`PAGE_DIGITS`): a section
+    each, oldest first; a link to one (``#ID``) shows that one only."""
+    suffix = experiments[0].id[-PAGE_DIGITS:] if experiments else ""
     return page(
-        f"{exp.id[:10]} {exp.change_summary}",
-        "".join(parts),
-        root=root,
-        crumbs=crumbs,
+        f"kexp: experiments …{suffix}",
+        "".join(experiment_section(site, exp) for exp in experiments),
+        root="../",
+        crumbs=[("../index.html", "Overview")],
         footer=site.page_footer,
     )
