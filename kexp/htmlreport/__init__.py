@@ -23,10 +23,13 @@ deletes anything else.
 
 Writing the experiment pages is most of the work. A report written over an earlier one
 reuses (hard-links) each earlier experiment page whose key is unchanged: a hash of the
-report's own code and, for each experiment on it, the file's bytes and everything else
-its section shows (:func:`~kexp.htmlreport.pages.experiment_page_context`). Keys are
-kept in :data:`PAGES`; a page with an experiment whose key cannot be computed is written
-again. The pages are the same either way (a test holds them equal).
+report's own code and, for each experiment on it, its file's stat signature (as the
+cache keys files: modification and change times in nanoseconds, size, inode; a file
+changed within :data:`RACY_NS` of the build has no key, git's "racily clean" rule) and
+everything else its section shows, its listed front-matter included
+(:func:`~kexp.htmlreport.pages.experiment_page_context`). Keys are kept in
+:data:`PAGES`; a page with an experiment that has no key is written again. The pages are
+the same either way (a test holds them equal).
 """
 
 from __future__ import annotations
@@ -38,12 +41,12 @@ import json
 import os
 import secrets
 import shutil
+import time
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError
-from kexp.fileformat import FileFormatError
 from kexp.htmlreport.markup import text
 from kexp.htmlreport.pages import (
     EXPERIMENT_DIR,
@@ -59,7 +62,6 @@ from kexp.lessons import LESSON_GROUPS, key_insight
 from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part
 from kexp.snapshot import RevisionStore
-from kexp.validate import read_file
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -71,6 +73,8 @@ MARKER = ".kexp-report.json"
 #: The key (and key insight) of every experiment page, for the next report to reuse.
 PAGES = ".kexp-report-pages.json"
 _ASSETS = ("report.css", "report.js")
+#: A file changed this recently (ns) when a report is made gets no key (see above).
+RACY_NS = 2_000_000_000
 #: The code that decides what a page holds (with the assets and kexp's version).
 _LAYOUT_SOURCES = ("__init__.py", "markup.py", "pages.py", "svg.py")
 
@@ -237,11 +241,30 @@ def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _W
         encoding="utf-8",
     )
     (folder / OPERATOR_DIR).mkdir()
-    for operator, slug in site.slugs.items():
-        size = written.add(folder / OPERATOR_DIR / f"{slug}.html", operator_page(site, operator))
+    for size in _operator_pages(site, folder):
+        written.pages += 1
+        written.total += size
         written.largest_operator = max(written.largest_operator, size)
     written.overview = written.add(folder / "index.html", overview_page(site))
     return written
+
+
+def _operator_pages(site: Site, folder: Path) -> list[int]:
+    """Write every operator's page (split between two processes, as the experiment
+    pages); the size of each."""
+    from kexp.index import in_two_processes
+
+    def work(operators: list[str]) -> list[int]:
+        sizes = []
+        for operator in operators:
+            data = operator_page(site, operator).encode("utf-8", "replace")
+            (folder / OPERATOR_DIR / f"{site.slugs[operator]}.html").write_bytes(data)
+            sizes.append(len(data))
+        return sizes
+
+    operators = list(site.operators)
+    weights = [len(site.operators[operator]) for operator in operators]
+    return in_two_processes(work, operators, len(site.experiments), weights)
 
 
 #: What :func:`_experiment_pages` gives per page: its path, its key ("": none), its
@@ -271,16 +294,19 @@ def _experiment_pages(
     reuse = earlier.folder is not None
     layout = earlier.layout.encode()
     known = earlier.insights
+    racy_after = time.time_ns() - RACY_NS
 
     def experiment_key(exp: KernelExperiment) -> bytes | None:
         if exp.path is None or isinstance(store, RevisionStore):
             return None
         try:
-            data = read_file(exp.path, store.settings)
-        except (OSError, FileFormatError):
+            info = os.stat(exp.path, follow_symlinks=False)
+        except OSError:
             return None
-        digest = hashlib.sha256(len(data).to_bytes(8, "little"))
-        digest.update(data)
+        if max(info.st_mtime_ns, info.st_ctime_ns) >= racy_after:
+            return None  # it may change again within the same timestamp: no key
+        signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+        digest = hashlib.sha256(repr(signature).encode())
         digest.update(experiment_page_context(site, exp).encode("utf-8", "surrogatepass"))
         return digest.digest()
 

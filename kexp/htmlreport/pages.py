@@ -579,6 +579,8 @@ def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
     parent = site.by_id.get(exp.pid) if exp.pid else None
     return repr(
         (
+            exp.to_dict(),  # the front-matter as listed (the body comes from the file)
+            exp.extra_fields,
             exp.outcome,
             site.relative_path(exp),
             site.page_footer,
