@@ -437,8 +437,14 @@ def test_a_second_report_reuses_the_pages_that_did_not_change(
     parent = make_experiment(score=1.02, id="6749f3a0c2d41111")
     child = make_experiment(score=1.05, pid=parent.id, id="6749f3a0c2d42222")
     other = make_experiment(score=1.1, dtype_sig="fp8", id="6749f3a0c2d43333")
+    elsewhere = make_experiment(score=1.2, operator_sig="t.py: gemm", id="6749f3a0c2d45555")
     site = tmp_path / "site"
     build_report(store, site, now=NOW)
+    operator_pages = {
+        op: site / "op" / f"{operator_slug(op)}.html"
+        for op in (parent.operator_sig, elsewhere.operator_sig)
+    }
+    operator_inodes = {op: page.stat().st_ino for op, page in operator_pages.items()}
 
     def inodes() -> dict[str, int]:
         return {exp.id: (site / experiment_path(exp.id)).stat().st_ino
@@ -453,6 +459,9 @@ def test_a_second_report_reuses_the_pages_that_did_not_change(
     now = inodes()
     assert now[parent.id] == first[parent.id]
     assert now[child.id] != first[child.id] and now[other.id] != first[other.id]
+    after = {op: page.stat().st_ino for op, page in operator_pages.items()}
+    assert after[elsewhere.operator_sig] == operator_inodes[elsewhere.operator_sig]
+    assert after[parent.operator_sig] != operator_inodes[parent.operator_sig]
     fresh = tmp_path / "fresh"
     build_report(store, fresh, now=NOW)
     assert files_of(site) == files_of(fresh)

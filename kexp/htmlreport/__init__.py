@@ -42,6 +42,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,44 +224,103 @@ def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _W
     package = resources.files("kexp.htmlreport") / "assets"
     for name in _ASSETS:
         written.add(assets / name, (package / name).read_text(encoding="utf-8"))
-    keys: dict[str, str] = {}
+    keys = _experiment_keys(store, site)
+    pages: dict[str, str] = {}
     insights: dict[str, str] = {}
-    for name, key, size, found in _experiment_pages(store, site, folder, earlier):
+    for name, key, size, found in _experiment_pages(store, site, folder, earlier, keys):
         for exp_id, insight in found:
             if insight:
                 insights[exp_id] = site.insights[exp_id] = insight
         if key:
-            keys[name] = key
+            pages[name] = key
         written.pages += 1
         written.total += size
+    (folder / OPERATOR_DIR).mkdir()
+    for name, key, size in _operator_pages(site, folder, earlier, keys):
+        if key:
+            pages[name] = key
+        written.pages += 1
+        written.total += size
+        written.largest_operator = max(written.largest_operator, size)
     (folder / PAGES).write_text(
         json.dumps(
-            {"layout": earlier.layout, "pages": keys, "insights": insights},
+            {"layout": earlier.layout, "pages": pages, "insights": insights},
             separators=(",", ":"),
         ),
         encoding="utf-8",
     )
-    (folder / OPERATOR_DIR).mkdir()
-    for size in _operator_pages(site, folder):
-        written.pages += 1
-        written.total += size
-        written.largest_operator = max(written.largest_operator, size)
     written.overview = written.add(folder / "index.html", overview_page(site))
     return written
 
 
-def _operator_pages(site: Site, folder: Path) -> list[int]:
-    """Write every operator's page (split between two processes, as the experiment
-    pages); the size of each."""
+def _experiment_keys(store: Store, site: Site) -> dict[str, bytes]:
+    """The key of every experiment that has one (see the module's docstring)."""
+    if isinstance(store, RevisionStore):
+        return {}  # read from git objects: the files on disk are not the experiments'
+    racy_after = time.time_ns() - RACY_NS
+    keys: dict[str, bytes] = {}
+    for exp in site.experiments:
+        if exp.path is None:
+            continue
+        try:
+            info = os.stat(exp.path, follow_symlinks=False)
+        except OSError:
+            continue
+        if max(info.st_mtime_ns, info.st_ctime_ns) >= racy_after:
+            continue  # it may change again within the same timestamp: no key
+        signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+        digest = hashlib.sha256(repr(signature).encode())
+        digest.update(experiment_page_context(site, exp).encode("utf-8", "surrogatepass"))
+        keys[exp.id] = digest.digest()
+    return keys
+
+
+def _page_key(
+    layout: str, label: str, members: list[KernelExperiment], keys: dict[str, bytes]
+) -> str:
+    """A page's key: its code, its name, and the keys of its experiments ("" if one has
+    none)."""
+    digest = hashlib.sha256(layout.encode())
+    digest.update(label.encode("utf-8", "surrogatepass"))
+    for exp in members:
+        key = keys.get(exp.id)
+        if key is None:
+            return ""
+        digest.update(key)
+    return digest.hexdigest()
+
+
+def _link_earlier(earlier: _Earlier, name: str, key: str, folder: Path) -> int | None:
+    """Hard-link the earlier report's page ``name`` into ``folder`` if its key is ``key``;
+    its size, or None."""
+    if earlier.folder is None or not key or earlier.pages.get(name) != key:
+        return None
+    try:
+        os.link(earlier.folder / name, folder / name)
+        return os.stat(folder / name).st_size
+    except OSError:
+        return None
+
+
+def _operator_pages(
+    site: Site, folder: Path, earlier: _Earlier, keys: dict[str, bytes]
+) -> list[tuple[str, str, int]]:
+    """Write (or reuse) every operator's page, split between two processes as the
+    experiment pages; (path, key, bytes) of each."""
     from kexp.index import in_two_processes
 
-    def work(operators: list[str]) -> list[int]:
-        sizes = []
+    def work(operators: list[str]) -> list[tuple[str, str, int]]:
+        records = []
         for operator in operators:
-            data = operator_page(site, operator).encode("utf-8", "replace")
-            (folder / OPERATOR_DIR / f"{site.slugs[operator]}.html").write_bytes(data)
-            sizes.append(len(data))
-        return sizes
+            name = f"{OPERATOR_DIR}/{site.slugs[operator]}.html"
+            key = _page_key(earlier.layout, operator, site.operators[operator], keys)
+            size = _link_earlier(earlier, name, key, folder)
+            if size is None:
+                data = operator_page(site, operator).encode("utf-8", "replace")
+                (folder / name).write_bytes(data)
+                size = len(data)
+            records.append((name, key, size))
+        return records
 
     operators = list(site.operators)
     weights = [len(site.operators[operator]) for operator in operators]
@@ -273,7 +333,7 @@ _PageRecord = tuple[str, str, int, list[tuple[str, str]]]
 
 
 def _experiment_pages(
-    store: Store, site: Site, folder: Path, earlier: _Earlier
+    store: Store, site: Site, folder: Path, earlier: _Earlier, keys: dict[str, bytes]
 ) -> list[_PageRecord]:
     """Write (or reuse) every experiment page.
 
@@ -291,45 +351,11 @@ def _experiment_pages(
     (folder / EXPERIMENT_DIR).mkdir()
     total = len(site.experiments)
     parent = os.getpid()
-    reuse = earlier.folder is not None
-    layout = earlier.layout.encode()
-    known = earlier.insights
-    racy_after = time.time_ns() - RACY_NS
 
-    def experiment_key(exp: KernelExperiment) -> bytes | None:
-        if exp.path is None or isinstance(store, RevisionStore):
-            return None
-        try:
-            info = os.stat(exp.path, follow_symlinks=False)
-        except OSError:
-            return None
-        if max(info.st_mtime_ns, info.st_ctime_ns) >= racy_after:
-            return None  # it may change again within the same timestamp: no key
-        signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-        digest = hashlib.sha256(repr(signature).encode())
-        digest.update(experiment_page_context(site, exp).encode("utf-8", "surrogatepass"))
-        return digest.digest()
-
-    def page_key(members: list[KernelExperiment]) -> str:
-        digest = hashlib.sha256(layout)
-        for exp in members:
-            key = experiment_key(exp)
-            if key is None:
-                return ""
-            digest.update(key)
-        return digest.hexdigest()
-
-    def reused(name: str, members: list[KernelExperiment], key: str) -> _PageRecord | None:
-        if not (reuse and key and earlier.pages.get(name) == key):
-            return None
-        try:
-            assert earlier.folder is not None
-            os.link(earlier.folder / name, folder / name)
-            size = os.stat(folder / name).st_size
-        except OSError:
-            return None
-        found = [(e.id, known.get(e.id, "") if e.outcome in LESSON_GROUPS else "") for e in members]
-        return (name, key, size, found)
+    def lessons(
+        members: list[KernelExperiment], insight: Callable[[KernelExperiment], str]
+    ) -> list[tuple[str, str]]:
+        return [(e.id, insight(e) if e.outcome in LESSON_GROUPS else "") for e in members]
 
     def pages(part: list[str]) -> list[_PageRecord]:
         records: list[_PageRecord] = []
@@ -337,23 +363,17 @@ def _experiment_pages(
         ticks = track_part(range(mine), mine, total)  # progress: experiments, not pages
         for name in part:
             members = grouped[name]
-            key = page_key(members)
-            record = reused(name, members, key)
-            if record is None:
+            key = _page_key(earlier.layout, name, members, keys)
+            size = _link_earlier(earlier, name, key, folder)
+            if size is not None:
+                found = lessons(members, lambda e: earlier.insights.get(e.id, ""))
+            else:
                 whole = list(store.with_bodies(members))
-                found = [
-                    (
-                        exp.id,
-                        key_insight(exp.detailed_description)
-                        if exp.outcome in LESSON_GROUPS
-                        else "",
-                    )
-                    for exp in whole
-                ]
+                found = lessons(whole, lambda e: key_insight(e.detailed_description))
                 data = experiment_page(site, whole).encode("utf-8", "replace")
                 (folder / name).write_bytes(data)
-                record = (name, key, len(data), found)
-            records.append(record)
+                size = len(data)
+            records.append((name, key, size, found))
             for _ in members:
                 next(ticks, None)
         for _ in ticks:

@@ -103,9 +103,9 @@ class Site:
 
     experiments: list[KernelExperiment]
     store_root: Path
-    #: The footer of the overview and operator pages (when the report was made).
+    #: The footer of the overview (when the report was made).
     footer: str
-    #: The footer of the experiment pages (no time: a page changes only with its data).
+    #: The footer of the other pages (no time: a page changes only with its data).
     page_footer: str = ""
     filters: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Key insight of each lesson (buggy, regression, marginal, interference), by id.
@@ -496,7 +496,7 @@ def operator_page(site: Site, operator: str) -> str:
         root=root,
         crumbs=[(f"{root}index.html", "Overview"), ("", operator or "(none)")],
         script=True,
-        footer=site.footer,
+        footer=site.page_footer,
     )
 
 
