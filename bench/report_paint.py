@@ -4,8 +4,8 @@ Usage (after ``kexp report -o DIR``; needs Playwright and Chromium, as the brows
 
     python bench/report_paint.py DIR [--repeat 5] [--chromium /usr/bin/chromium]
 
-Opens, from disk, the overview, the largest operator page and the experiment page of
-the first experiment ``--repeat`` times each, every time in a new page of one browser
+Opens, from disk, the overview, the largest operator page and the largest experiment
+page (at its first experiment) ``--repeat`` times each, every time in a new page of one browser
 (a page cache warm, as a person clicking through), and prints per page its size, the
 median first contentful paint (``performance`` paint timing) and the median time until
 the ``load`` event, with the number of chart markers the browser drew. Exit status 1 if
@@ -44,14 +44,22 @@ LOAD_TIME = "() => performance.getEntriesByType('navigation')[0].loadEventEnd"
 MARKERS = "() => document.querySelectorAll('.pt, .nd, rect.hm').length"
 
 
-def pages_of(report: Path) -> list[tuple[str, Path]]:
-    """The overview, the largest operator page, one experiment page."""
+def pages_of(report: Path) -> list[tuple[str, Path, str]]:
+    """The overview, the largest operator page, the largest experiment page (at its
+    first experiment): (name, file, fragment)."""
+    import re
+
     operators = sorted((report / "op").glob("*.html"), key=lambda p: p.stat().st_size)
-    experiments = next((report / "e").iterdir())
+    experiments = max((report / "e").glob("*.html"), key=lambda p: p.stat().st_size)
+    first = re.search(r'<section class="exp" id="([0-9a-f]{16})">', experiments.read_text())
     return [
-        ("overview", report / "index.html"),
-        ("largest operator page", operators[-1]),
-        ("experiment page", sorted(experiments.glob("*.html"))[0]),
+        ("overview", report / "index.html", ""),
+        ("largest operator page", operators[-1], ""),
+        (
+            "largest experiment page, at one experiment",
+            experiments,
+            first.group(1) if first else "",
+        ),
     ]
 
 
@@ -75,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
         )
-        for name, path in pages_of(args.report):
+        for name, path, fragment in pages_of(args.report):
             paints, loads, markers = [], [], 0
             for _ in range(args.repeat):
                 page = browser.new_page()
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                     "console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None
                 )
                 page.on("pageerror", lambda x, e=errors: e.append(str(x)))
-                page.goto(path.as_uri(), timeout=120_000)
+                page.goto(path.as_uri() + (f"#{fragment}" if fragment else ""), timeout=120_000)
                 paints.append(float(page.evaluate(FIRST_CONTENTFUL_PAINT)))
                 loads.append(float(page.evaluate(LOAD_TIME)))
                 markers = int(page.evaluate(MARKERS))
