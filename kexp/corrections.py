@@ -118,13 +118,30 @@ def correction_note(
     return f"**Correction ({day})**: {what}. Reason: {reason}"
 
 
+def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``changes`` that would change the experiment (ids resolved): those whose value
+    differs from the one it has."""
+    from kexp.intake import resolve_references
+
+    updates = resolve_references(store, dict(changes))
+    old = store.get_experiment(exp_id)
+    return {
+        field: value for field, value in updates.items() if getattr(old, field, _ABSENT) != value
+    }
+
+
+_ABSENT = object()
+
+
 def correct(
     store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
 ) -> KernelExperiment:
     """Update an experiment's fields; with ``reason``, append a dated correction note to
     its ``detailed_description`` (old → new values and the reason).
 
-    The update is validated and atomic (see :meth:`kexp.Store.update_experiment`).
+    The update is validated and atomic (see :meth:`kexp.Store.update_experiment`). When
+    no value differs from the one the experiment has, nothing is written and no note is
+    appended: the experiment is returned as it is.
     """
     from kexp.intake import resolve_references
 
@@ -133,6 +150,8 @@ def correct(
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():
         raise KexpError("the reason of a correction must not be empty")
+    if not effective_changes(store, exp_id, updates):
+        return store.get_experiment(exp_id)
     if reason:
         old = store.get_experiment(exp_id)
         note = correction_note(old, updates, reason)
