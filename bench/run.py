@@ -337,6 +337,35 @@ class Case:
     cache: str = "none"
 
 
+def report_folder(ctx: Context) -> Path:
+    """Where the ``report`` case writes (outside the data set, removed after the case)."""
+    return Path(tempfile.gettempdir()) / f"kexp-bench-report-{ctx.dataset.folder.name}"
+
+
+#: The issue's limit on the overview page of ``kexp report`` at N = 100,000 (its time,
+#: at most 60 s, is read off the table).
+REPORT_OVERVIEW_BYTES = 2_000_000
+
+
+def check_report(ctx: Context, run: Run) -> str:
+    """``kexp report --json`` wrote a page per experiment; its sizes, and the limits."""
+    folder = report_folder(ctx)
+    try:
+        written = json.loads(run.stdout)
+    except ValueError:
+        return "WRONG: no JSON from kexp report --json"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if written.get("experiments") != ctx.dataset.n:
+        return f"WRONG: {written.get('experiments')} experiments, expected {ctx.dataset.n}"
+    overview_ok = written["overview_bytes"] <= REPORT_OVERVIEW_BYTES
+    return (
+        f"{written['pages']:,} pages, {written['total_bytes'] / 1e6:.0f} MB; overview "
+        f"{written['overview_bytes'] / 1e6:.2f} MB (≤ 2 MB: {'PASS' if overview_ok else 'FAIL'}); "
+        f"largest operator page {written['largest_operator_bytes'] / 1e6:.1f} MB"
+    )
+
+
 def _git_status(ctx: Context) -> list[str] | None:
     if not (ctx.dataset.store / ".git").exists():
         return None
@@ -379,6 +408,13 @@ CASES: tuple[Case, ...] = (
          check_list, "warm"),
     Case("validate", "`kexp validate` of the whole store, cache warm",
          lambda c: c.kexp_args("validate"), check_validate, "warm"),
+    Case("report", "`kexp report -o DIR --json` into a new folder, cache warm",
+         lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
+         check_report, "warm"),
+    Case("report-again", "`kexp report -o DIR --json` over the report of the same store "
+         "(unchanged pages reused), cache warm",
+         lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
+         check_report, "warm"),
     Case("context", "`kexp context --operator reshape_and_cache --dtype bf16 --env MI300X "
          "--text PLAN`, caches warm (retrieval index built)",
          lambda c: c.kexp_args("context", "--operator", c.dataset.meta["filter_operator"],
@@ -500,6 +536,11 @@ def warm_inputs(ctx: Context, case: Case) -> None:
     """Read what ``case`` reads, untimed, just before it runs: the page cache is then
     warm for every timed run (this machine's kernel evicts pages idle for a minute, so
     one warm-up at the start is not enough at N = 100,000)."""
+    if case.name == "report":  # every run writes a new report, as the first one does
+        shutil.rmtree(report_folder(ctx), ignore_errors=True)
+    if case.name == "report-again" and not (report_folder(ctx) / ".kexp-report.json").is_file():
+        measure(ctx.kexp_args("report", "-o", str(report_folder(ctx))), cwd=ctx.dataset.folder,
+                env=ctx.env, timeout=600)  # the earlier report, untimed
     if case.name.startswith(("python-", "kexp-")):
         return
     if case.name == "predecessor":

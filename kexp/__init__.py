@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         StoreNotFoundError,
         ValidationError,
     )
+    from kexp.htmlreport import ReportResult
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
     from kexp.retrieval import Match
@@ -73,6 +74,7 @@ __all__ = [
     "list_experiments",
     "record_iteration",
     "remeasure",
+    "report",
     "similar",
     "top_experiments",
     "update_experiment",
@@ -205,6 +207,15 @@ def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
     from kexp.measure import remeasure as add_round
 
     return add_round(default_store(), exp_id, **arguments)
+
+
+def report(output: Path | str | None = None, **filters: Any) -> ReportResult:
+    """Write the static HTML report of the default store's experiments matching
+    ``filters`` to ``output`` (default ``.kexp/report``); see
+    :func:`kexp.htmlreport.build_report`."""
+    from kexp.htmlreport import build_report
+
+    return build_report(default_store(), output, **filters)
 
 
 def validate(paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:

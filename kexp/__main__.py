@@ -2,4 +2,4 @@
 
 from kexp.cli import main
 
-main()
+main(prog_name="kexp")  # "Usage: kexp", and shell completion as for the kexp script

@@ -10,6 +10,7 @@ error, unknown or ambiguous id, missing store; 3 an unexpected error (a bug in k
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -20,15 +21,15 @@ from typing import Any
 import click
 
 from kexp import __version__
-from kexp.commands import admin, agents, read, review, write
-from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean
+from kexp.commands import admin, agents, read, report, review, write
+from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean, configure
 
 __all__ = ["EXIT_BUG", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "main"]
 EXIT_OK = 0
 #: Kept for callers of the first CLI.
 _clean = clean
 #: Exceptions the error boundary lets through to click (which handles them) unchanged.
-_PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, BrokenPipeError)
+_PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException)
 
 
 class _Group(click.Group):
@@ -50,6 +51,12 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("kexp: interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:
+            # The reader stopped reading (kexp list | head): not an error. Later writes
+            # (and the flush at exit) go nowhere instead of failing again.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(EXIT_OK)
         except Exception as exc:
             # kexp.errors is imported here, not up front: kexp --help and --version
             # load nothing of the library.
@@ -87,6 +94,13 @@ class _Group(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS_IS_HELP as exc:  # bare `kexp`, `kexp skill`: their help, as --help
+            click.echo(
+                exc.ctx.get_help()
+                if exc.ctx is not None
+                else self.get_help(self.context_class(self))
+            )
+            sys.exit(EXIT_OK)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "kexp"
             click.echo(
@@ -101,6 +115,13 @@ class _Group(click.Group):
             click.echo("kexp: aborted", err=True)
             sys.exit(EXIT_PROBLEMS)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+#: What click raises for a group called without a command (click >= 8.2; before, it
+#: printed the help itself).
+_NO_ARGS_IS_HELP: type[click.UsageError] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_NeverRaised", (click.UsageError,), {})
+)
 
 
 def _one_line_error(text: str) -> str:
@@ -128,12 +149,27 @@ def _show_warning(
     help="Store folder (holding experiments/); default: $KEXP_ROOT or the nearest "
     "folder above that holds experiments/.",
 )
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Color the output: auto (on a terminal, unless NO_COLOR is set), always, never.",
+)
+@click.option(
+    "--no-pager",
+    is_flag=True,
+    help="Print long output directly instead of through the pager ($KEXP_PAGER, $PAGER, less).",
+)
 @click.version_option(__version__, "-V", "--version", prog_name="kexp")
-def main(root: Path | None) -> None:
+@click.pass_context
+def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> None:
     """kexp: the history of GPU kernel optimization experiments, one file each, in git.
 
     Exit codes: 0 ok, 1 problems found, 2 usage error / unknown id / no store, 3 a bug.
-    Set NO_COLOR to turn color off.
+    On a terminal, outcomes and severities are in color (NO_COLOR or --color never turns
+    it off) and long output goes through a pager (less; $KEXP_PAGER or $PAGER to choose
+    another, --no-pager for none).
 
     \b
     Examples:
@@ -143,7 +179,11 @@ def main(root: Path | None) -> None:
       kexp show 6749f3a0c2          one experiment, by id prefix (10 characters)
       kexp tree --operator cache    lineage of the cache kernel's iterations
       kexp validate                 check every file (exit 1 on errors)
+      kexp report                   a static HTML report (.kexp/report/index.html)
     """
+    configure(color, pager=not no_pager)
+    if color != "auto":
+        ctx.color = color == "always"  # click.echo keeps (or strips) styles accordingly
 
 
 for _command in (
@@ -152,6 +192,7 @@ for _command in (
     *admin.COMMANDS,
     *agents.COMMANDS,
     *review.COMMANDS,
+    *report.COMMANDS,
 ):
     main.add_command(_command)
 

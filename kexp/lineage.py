@@ -9,6 +9,7 @@ descendants).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -48,10 +49,13 @@ class TreeNode:
         return is_scored(self.experiment)
 
     def walk(self) -> Iterator[TreeNode]:
-        """This node and every node below it, depth first, in display order."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """This node and every node below it, depth first, in display order (without
+        recursion: a lineage may be thousands of iterations deep)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def to_dict(self) -> dict[str, Any]:
         """The subtree as JSON-ready data (stable keys)."""
@@ -95,71 +99,62 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
     placed: set[str] = set()
     forest: list[TreeNode] = []
 
-    def grow(exp: KernelExperiment, depth: int) -> TreeNode:
-        placed.add(exp.id)
-        node = TreeNode(exp, depth=depth)
-        for child in kids.get(exp.id, []):
-            if child.id not in placed:
-                node.children.append(grow(child, depth + 1))
-        return node
+    def grow(start: KernelExperiment) -> TreeNode:
+        """The tree below ``start``, depth first, children oldest first (no recursion)."""
+        placed.add(start.id)
+        top = TreeNode(start)
+        stack = [(top, iter(kids.get(start.id, [])))]
+        while stack:
+            node, pending = stack[-1]
+            child = next(pending, None)
+            if child is None:
+                stack.pop()
+            elif child.id not in placed:
+                placed.add(child.id)
+                grown = TreeNode(child, depth=node.depth + 1)
+                node.children.append(grown)
+                stack.append((grown, iter(kids.get(child.id, []))))
+        return top
 
     for root in roots:
-        forest.append(grow(root, 0))
+        forest.append(grow(root))
     for exp in ordered:  # cycles: no root leads to them
         if exp.id not in placed:
-            forest.append(grow(exp, 0))
+            forest.append(grow(exp))
     for tree in forest:
         annotate(tree)
     return forest
 
 
 def annotate(root: TreeNode) -> None:
-    """Fill in deltas, the best path and dead ends of the tree under ``root``."""
-    _deltas(root, None)
-    _dead_ends(root)
-    best = _best(root)
-    if best is not None:
-        path = _path_to(root, best)
-        for node in path or []:
-            node.on_best_path = True
-        best.is_best = True
-
-
-def _deltas(node: TreeNode, parent: TreeNode | None) -> None:
-    if parent is not None and node.scored and parent.scored:
-        before, after = float(parent.experiment.score), float(node.experiment.score)
-        node.delta = after - before
-        node.delta_pct = (after / before - 1.0) * 100.0 if before > 0 else None
-    for child in node.children:
-        _deltas(child, node)
-
-
-def _dead_ends(node: TreeNode) -> float:
-    """Mark dead ends below ``node``; returns the best scored score in its subtree."""
-    best_below = float("-inf")
-    for child in node.children:
-        best_below = max(best_below, _dead_ends(child))
-    own = float(node.experiment.score) if node.scored else float("-inf")
-    node.dead_end = bool(node.children) and node.scored and best_below <= own
-    return max(own, best_below)
-
-
-def _best(root: TreeNode) -> TreeNode | None:
+    """Fill in deltas, the best path and dead ends of the tree under ``root`` (without
+    recursion: a lineage may be thousands of iterations deep)."""
+    nodes = list(root.walk())
+    parents: dict[int, TreeNode] = {}
+    for node in nodes:
+        for child in node.children:
+            parents[id(child)] = node
+            if node.scored and child.scored:
+                before, after = float(node.experiment.score), float(child.experiment.score)
+                child.delta = after - before
+                child.delta_pct = (after / before - 1.0) * 100.0 if before > 0 else None
+    # dead ends: children before their parent, each node's best score below it known
+    best_in: dict[int, float] = {}
+    for node in reversed(nodes):
+        best_below = max((best_in[id(child)] for child in node.children), default=-math.inf)
+        own = float(node.experiment.score) if node.scored else -math.inf
+        node.dead_end = bool(node.children) and node.scored and best_below <= own
+        best_in[id(node)] = max(own, best_below)
     best: TreeNode | None = None
-    for node in root.walk():
+    for node in nodes:
         if node.scored and (best is None or node.experiment.score > best.experiment.score):
             best = node
-    return best
-
-
-def _path_to(node: TreeNode, target: TreeNode) -> list[TreeNode] | None:
-    if node is target:
-        return [node]
-    for child in node.children:
-        found = _path_to(child, target)
-        if found is not None:
-            return [node, *found]
-    return None
+    if best is not None:
+        best.is_best = True
+        step: TreeNode | None = best
+        while step is not None:
+            step.on_best_path = True
+            step = parents.get(id(step))
 
 
 def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:

@@ -70,7 +70,7 @@ from kexp.validate import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
 
     from kexp.changelog import Changes, HistoryEntry
     from kexp.index import IndexView, Listing, Row
@@ -204,8 +204,10 @@ def refuse_links_in_cache(folder: Path) -> None:
 _STORE_README = """\
 # Experiments
 
-One Markdown file per kernel optimization experiment, recorded with
-[kexp](https://pypi.org/project/kexp/): `experiments/<YYYY>/<MM>/<id>-<slug>.md`.
+One Markdown file per kernel optimization experiment, recorded with kexp:
+`experiments/<YYYY>/<MM>/<id>-<slug>.md`. kexp's README (README.md in the kexp
+repository you installed it from) explains the file format and every command;
+`kexp --help` lists the commands.
 
 Add one with `kexp new` (opens your editor) or `kexp add` (for agents, from flags or a
 YAML/JSON document on stdin), then open a pull request. Check files with
@@ -426,6 +428,47 @@ class Store:
             complete = self._complete(chosen, strict=strict)
             return [e for e in complete if matches(e, found.text, self.settings)]
         return self._brief(chosen) if brief else self._complete(chosen, strict=strict)
+
+    def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
+        """The experiments given (as ``list_experiments(brief=True)`` returns them) with
+        their body fields read from their files, one at a time: memory stays flat however
+        many there are.
+
+        The front-matter is the one given (validated when it was listed); the bodies come
+        from the file as it is now. A file that can no longer be read, or that holds
+        another experiment, gives its experiment back without bodies, with an
+        :class:`InvalidExperimentWarning`.
+        """
+        for exp in experiments:
+            if not self._cached or exp.path is None:
+                yield exp  # a store without a cache lists experiments whole
+                continue
+            try:
+                doc = parse(read_file(exp.path, self.settings), exp.path, fast=True)
+            except FileFormatError as exc:
+                problem = exc.problem.message
+            except OSError as exc:
+                problem = exc.strerror or str(exc)
+            else:
+                if doc.fields.get("id") == exp.id:
+                    whole = dataclasses.replace(exp)
+                    for name, value in doc.body_values().items():
+                        setattr(whole, name, value)
+                    whole.preamble = doc.preamble
+                    whole.extra_sections = [
+                        (s.heading, s.text) for s in doc.sections if s.field is None
+                    ]
+                    yield attach(
+                        whole, exp.settings, path=exp.path, interference=exp.interference
+                    )
+                    continue
+                problem = "it now holds another experiment"
+            warnings.warn(
+                f"could not read the text of {exp.path}: {problem}",
+                InvalidExperimentWarning,
+                stacklevel=2,
+            )
+            yield exp
 
     def _filtered(self, filters: dict[str, Any], *, strict: bool) -> _Filtered:
         """Front-matter-only experiments passing every filter but ``text`` (returned)."""

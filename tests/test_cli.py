@@ -577,7 +577,8 @@ def test_update_set_file_and_json(
         "is_buggy=no",
         "--json",
     )
-    assert json.loads(result.stdout)["changed"] == ["is_buggy", "raw_result"]
+    # is_buggy was already no: only the raw result changed
+    assert json.loads(result.stdout)["changed"] == ["raw_result"]
     assert store.get_experiment(exp.id).raw_result == "Iteration 2 Results - SUCCESS: 1.03x"
 
 
@@ -607,7 +608,8 @@ def test_rm_asks_unless_yes_and_protects_parents(
     assert result.exit_code == 1 and "nothing deleted" in result.stderr
     assert len(store.paths()) == 2
     result = kexp(repo, "rm", parent.id, "--yes")
-    assert result.exit_code == 2 and "parent of" in error_line(result)
+    assert result.exit_code == 1 and "parent of" in error_line(result)
+    assert "--force" in error_line(result)
     result = kexp(repo, "rm", child.id, input="y\n")
     assert result.exit_code == 0 and result.stdout.startswith(f"deleted {child.id}")
     result = kexp(repo, "rm", parent.id, "-y")

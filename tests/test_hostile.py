@@ -451,8 +451,16 @@ FORGERIES = {
 
 
 def _terminal_output(args: list[str], cwd: Path) -> bytes:
-    """What ``kexp ARGS`` writes to a terminal (a pseudo-terminal), colors off."""
-    env = {**os.environ, "KEXP_ROOT": str(cwd), "NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "200"}
+    """What ``kexp ARGS`` writes to a terminal (a pseudo-terminal), colors off; long output
+    goes through a pager that passes it on unchanged (as less -R would show it)."""
+    env = {
+        **os.environ,
+        "KEXP_ROOT": str(cwd),
+        "NO_COLOR": "1",
+        "TERM": "xterm",
+        "COLUMNS": "200",
+        "KEXP_PAGER": "cat -u",
+    }
     leader, follower = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "kexp", *args],

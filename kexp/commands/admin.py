@@ -14,6 +14,8 @@ from kexp.commands.common import (
     get_store,
     progress,
     rev_option,
+    styled_severities,
+    styler,
 )
 
 
@@ -89,9 +91,12 @@ def validate(
     if output_format == "json":
         echo_json([p.to_dict() for p in problems])
     else:
+        style = styler()
         for problem in problems:
-            text = problem.format_github() if output_format == "github" else problem.format()
-            click.echo(clean(text))
+            if output_format == "github":
+                click.echo(clean(problem.format_github()))
+            else:
+                click.echo(styled_severities(clean(problem.format()), style))
         warnings_count = len(problems) - errors
         what = f"{checked} file(s) checked"
         if changed is not None:

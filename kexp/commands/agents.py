@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from kexp.commands.common import (
     progress,
 )
 
+if TYPE_CHECKING:
+    from kexp.legacy import ImportReport, Note
+
 
 @click.command(name="import")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -28,13 +32,19 @@ from kexp.commands.common import (
     is_flag=True,
     help="Do not report base_commit values that do not resolve in the code repository.",
 )
+@click.option(
+    "-v", "--verbose", is_flag=True, help="One line per note, instead of alike notes grouped."
+)
 @click.pass_context
-def import_command(ctx: click.Context, source: Path, dry_run: bool, no_check_commits: bool) -> None:
+def import_command(
+    ctx: click.Context, source: Path, dry_run: bool, no_check_commits: bool, verbose: bool
+) -> None:
     """Import the predecessor's kernel_experiments_db.json: one file per record.
 
     Every value is kept exactly; a value the format cannot hold as is is kept in a
     legacy_<field> line and reported with its record id. Re-running skips identical
-    records and reports conflicting ones. Exit 1 when something needs attention.
+    records and reports conflicting ones. Alike notes of many records are grouped on one
+    line (-v lists each). Exit 1 when something needs attention.
 
     Python: kexp.legacy.import_legacy(source, store).
 
@@ -47,9 +57,42 @@ def import_command(ctx: click.Context, source: Path, dry_run: bool, no_check_com
     store = get_store(ctx)
     with progress("importing"):
         report = import_legacy(source, store, dry_run=dry_run, check_commits=not no_check_commits)
-    for line in report.lines():
+    lines = report.lines() if verbose else grouped_notes(report)
+    for line in lines:
         click.echo(clean(line))
-    ctx.exit(EXIT_OK if report.ok else EXIT_PROBLEMS)
+    ctx.exit(EXIT_PROBLEMS if report.needing_attention else EXIT_OK)
+
+
+#: At least this many records with the same note are shown as one line.
+GROUP_FROM = 3
+#: What to add to a group of notes of one field (how to silence or fix them).
+_GROUP_HINTS = {"base_commit": "--no-check-commits skips this check"}
+
+
+def grouped_notes(report: ImportReport) -> list[str]:
+    """The import's notes with alike ones (same field, same message) of many records on
+    one line, with a count and the first records; then the summary line."""
+    out: list[str] = []
+    for kind, notes in (
+        ("conflict", report.conflicts),
+        ("not imported", report.failed),
+        ("kept", report.notes),
+    ):
+        groups: dict[tuple[str, str], list[Note]] = {}
+        for note in notes:
+            groups.setdefault((note.field, note.message), []).append(note)
+        for (field, message), members in groups.items():
+            if len(members) < GROUP_FROM:
+                out += [f"{kind}: {note.format()}" for note in members]
+                continue
+            records = ", ".join(note.record for note in members[:3])
+            hint = _GROUP_HINTS.get(field)
+            out.append(
+                f"{kind}: {len(members):,} records ({records}, …): {field + ': ' if field else ''}"
+                f"{message}" + (f"; {hint}" if hint else "")
+            )
+    out.append(report.summary())
+    return out
 
 
 @click.group()

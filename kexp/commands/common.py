@@ -105,9 +105,32 @@ def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
+class _Output:
+    """How this run prints: set once by ``kexp --color/--no-pager`` (see :func:`configure`)."""
+
+    color = "auto"
+    pager = True
+    #: Whether the real stdout is a terminal, saved while :func:`paged` captures it.
+    terminal: bool | None = None
+
+
+def configure(color: str = "auto", pager: bool = True) -> None:
+    """Set this run's color mode (``auto``, ``always``, ``never``) and whether long output
+    may go through a pager."""
+    _Output.color, _Output.pager = color, pager
+
+
+def stdout_is_terminal() -> bool:
+    """Whether what the command prints ends up on a terminal (directly or in the pager)."""
+    return sys.stdout.isatty() if _Output.terminal is None else _Output.terminal
+
+
 def use_color() -> bool:
-    """Whether stdout gets color: a terminal, and ``NO_COLOR`` not set."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    """Whether stdout gets color: ``--color always``, or a terminal with ``NO_COLOR`` unset
+    (``--color auto``, the default)."""
+    if _Output.color != "auto":
+        return _Output.color == "always"
+    return stdout_is_terminal() and not os.environ.get("NO_COLOR")
 
 
 def styler() -> Callable[..., str]:
@@ -120,9 +143,126 @@ def styler() -> Callable[..., str]:
     return style
 
 
+#: The color of each outcome, and of each severity, on a terminal.
+OUTCOME_STYLES: dict[str, dict[str, Any]] = {
+    "improvement": {"fg": "green"},
+    "marginal": {"dim": True},
+    "regression": {"fg": "yellow"},
+    "interference": {"fg": "magenta"},
+    "buggy": {"fg": "red", "bold": True},
+    "pending": {"fg": "cyan"},
+}
+SEVERITY_STYLES: dict[str, dict[str, Any]] = {
+    "error": {"fg": "red", "bold": True},
+    "warning": {"fg": "yellow"},
+}
+_SEVERITY = re.compile(r": (error|warning)(?=\[)")
+
+
+def styled_severities(line: str, style: Callable[..., str]) -> str:
+    """A problem line (``path:line:col: error[code] ...``) with its severity colored."""
+    return _SEVERITY.sub(
+        lambda m: ": " + style(m.group(1), **SEVERITY_STYLES[m.group(1)]), line, count=1
+    )
+
+
 def echo_raw(text: str) -> None:
     """Print text from an experiment as is, unless stdout is a terminal (then cleaned)."""
-    click.echo(clean(text) if sys.stdout.isatty() else text)
+    click.echo(clean(text) if stdout_is_terminal() else text)
+
+
+# --- the pager ---------------------------------------------------------------------------
+
+
+def pager_command() -> str | None:
+    """The pager: ``$KEXP_PAGER``, else ``$PAGER``, else ``less``; None when set to "" or
+    ``cat`` (no pager), as git does."""
+    for name in ("KEXP_PAGER", "PAGER"):
+        if name in os.environ:
+            value = os.environ[name].strip()
+            return None if value in ("", "cat") else value
+    return "less"
+
+
+def _fits(text: str) -> bool:
+    size = shutil.get_terminal_size((80, 24))
+    lines = text.split("\n")
+    if len(lines) >= size.lines:
+        return False
+    plain = (click.unstyle(line) for line in lines)
+    return all(len(line) <= size.columns for line in plain)
+
+
+@contextlib.contextmanager
+def paged() -> Iterator[None]:
+    """Send what the command prints to stdout through the pager, as git does: only on a
+    terminal, only when it does not fit on the screen, not with ``--no-pager``.
+
+    The pager gets ``LESS=FRX`` unless ``$LESS`` is set (quit when it fits, keep colors,
+    leave the text on the screen). Output is printed as it is if the pager cannot start.
+    """
+    command = pager_command() if _Output.pager else None
+    if command is None or not sys.stdout.isatty():
+        yield
+        return
+    real, buffer = sys.stdout, io.StringIO()
+    _Output.terminal = True
+    context = click.get_current_context(silent=True)
+    kept_color = context.color if context is not None else None
+    if context is not None and use_color():
+        context.color = True  # keep styles in the captured text: the pager shows them
+    failed = True
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+        failed = False
+    finally:
+        _Output.terminal = None
+        if context is not None:
+            context.color = kept_color
+        text = buffer.getvalue()
+        if failed or _fits(text) or not _page(text, command, real):
+            real.write(text)
+            real.flush()
+
+
+def _page(text: str, command: str, real: Any) -> bool:
+    """Show ``text`` in the pager; False if the pager could not be started (or the shell
+    found no such command)."""
+    import signal
+    import subprocess
+
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")
+    env.setdefault("LV", "-c")
+    real.flush()
+    try:
+        pager = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pager handles Ctrl-C
+    try:
+        with contextlib.suppress(BrokenPipeError, OSError):  # the user quit the pager early
+            pager.stdin.write(text.encode(getattr(real, "encoding", None) or "utf-8", "replace"))
+        with contextlib.suppress(BrokenPipeError, OSError):
+            pager.stdin.close()
+        status = pager.wait()
+    finally:
+        signal.signal(signal.SIGINT, interrupt)
+    return status not in (126, 127)  # the shell could not run it: nothing was shown
+
+
+def paged_output(func: _F) -> _F:
+    """Run a command's callback under :func:`paged` (its long output goes to the pager)."""
+    import functools
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with paged():
+            return func(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def json_text(data: Any) -> str:
@@ -144,9 +284,36 @@ def terminal_width() -> int | None:
     """Columns to fit tables into: the terminal's, or ``$COLUMNS``; None when piped."""
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
-    if sys.stdout.isatty():
+    if stdout_is_terminal():  # the pager's terminal too
         return shutil.get_terminal_size((100, 24)).columns
     return None
+
+
+def shorten_operator(text: str, width: int) -> str:
+    """An operator (``path: kernel``) in ``width`` characters, keeping the kernel's name:
+    the path is cut from the left (``…ernels.cu: reshape_and_cache``), then dropped; a
+    plain path is cut from the left, any other text from the right."""
+    if len(text) <= width or width <= 0:
+        return text if width > 0 else ""
+    path, sep, kernel = text.rpartition(": ")
+    if sep:
+        room = width - len(kernel) - len(sep)
+        if room >= 4:
+            return "…" + path[-(room - 1) :] + sep + kernel
+        return truncate(kernel, width)
+    if "/" in text:
+        return "…" + text[-(width - 1) :]
+    return truncate(text, width)
+
+
+def _kernel_width(text: str) -> int:
+    """How wide :func:`shorten_operator` needs to keep the kernel's whole name."""
+    _, sep, kernel = text.rpartition(": ")
+    return min(len(text), len(kernel)) if sep else min(len(text), 24)
+
+
+#: Below this width the wrapping column is printed on lines of its own, under its row.
+WRAP_MIN_WIDTH = 30
 
 
 def print_table(
@@ -156,32 +323,96 @@ def print_table(
     right: Sequence[str] = (),
     shrink: Sequence[str] = (),
     min_width: int = 12,
+    wrap: str | None = None,
+    styles: dict[str, Callable[[str], dict[str, Any] | None]] | None = None,
 ) -> None:
     """Print aligned columns, fitted to the terminal width.
 
     ``right``: headers of right-aligned columns. ``shrink``: headers of the columns that
-    give up width (in this order) when the table is too wide; they are cut with "…".
+    give up width (in this order) when the table is too wide; they are cut with "…" (an
+    ``OPERATOR`` column keeps its kernel's name, see :func:`shorten_operator`). ``wrap``:
+    the header of a column (the last) that wraps instead; when less than
+    :data:`WRAP_MIN_WIDTH` is left for it, it is printed on indented lines of its own,
+    under each row. ``styles``: per header, the style (``click.style`` arguments) of a
+    cell's text, on a terminal.
     """
+    headers = list(headers)
+    rows = [list(row) for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     total = terminal_width()
+    wrap_index = headers.index(wrap) if wrap in headers else None
+    below = False  # the wrapping column on lines of its own
     if total is not None:
-        excess = sum(widths) + 2 * (len(widths) - 1) - total
-        for floor in (min_width, 4):  # first down to min_width, then further if needed
+        floors = [
+            max([len(h)] + [_kernel_width(r[i]) for r in rows]) if h == "OPERATOR" else min_width
+            for i, h in enumerate(headers)
+        ]
+
+        def excess() -> int:
+            shown = [w for i, w in enumerate(widths) if not (below and i == wrap_index)]
+            return sum(shown) + 2 * (len(shown) - 1) - total
+
+        def give(floor_of: Callable[[int], int]) -> None:
             for name in shrink:
-                if excess <= 0 or name not in headers:
-                    continue
-                index = list(headers).index(name)
-                give = min(excess, max(0, widths[index] - floor))
-                widths[index] -= give
-                excess -= give
+                if name in headers and name != wrap and excess() > 0:
+                    index = headers.index(name)
+                    widths[index] -= min(excess(), max(0, widths[index] - floor_of(index)))
+
+        give(lambda i: floors[i])
+        if wrap_index is not None and excess() > 0:
+            room = widths[wrap_index] - excess()
+            if room >= WRAP_MIN_WIDTH:
+                widths[wrap_index] = room
+            else:
+                below = True
+        give(lambda i: min(floors[i], min_width))
+        give(lambda i: 4)
     style = styler()
-    for number, row in enumerate([list(headers), *rows]):
-        cells = []
-        for header, cell, width in zip(headers, row, widths, strict=True):
-            cell = truncate(cell, width)
-            cells.append(cell.rjust(width) if header in right else cell.ljust(width))
+    color = use_color()
+    indent = "    "
+    for number, row in enumerate([headers, *rows]):
+        cells: list[str] = []
+        extra_lines: list[list[str]] = []
+        for index, (header, cell, width) in enumerate(zip(headers, row, widths, strict=True)):
+            if index == wrap_index and (below or total is not None):
+                if below:
+                    continue
+                import textwrap
+
+                pieces = textwrap.wrap(cell, width, break_on_hyphens=False) or [""]
+                cell = pieces[0]
+                for line_number, piece in enumerate(pieces[1:]):
+                    if len(extra_lines) <= line_number:
+                        extra_lines.append([" " * w for w in widths[:index]])
+                    extra_lines[line_number].append(piece)
+            elif header == "OPERATOR":
+                cell = shorten_operator(cell, width)
+            else:
+                cell = truncate(cell, width)
+            padded = cell.rjust(width) if header in right else cell.ljust(width)
+            if number and color and styles and header in styles:
+                chosen = styles[header](cell)
+                if chosen:
+                    padded = padded.replace(cell, click.style(cell, **chosen), 1)
+            cells.append(padded)
         line = "  ".join(cells).rstrip()
         click.echo(style(line, bold=True) if number == 0 else line)
+        for extra in extra_lines:
+            click.echo("  ".join(extra).rstrip())
+        if below and number and wrap_index is not None:
+            import textwrap
+
+            for piece in textwrap.wrap(
+                row[wrap_index],
+                max(20, total - len(indent)) if total else 80,
+                break_on_hyphens=False,
+            ):
+                click.echo(indent + piece)
+
+
+def outcome_style(cell: str) -> dict[str, Any] | None:
+    """The style of an outcome cell (see :data:`OUTCOME_STYLES`)."""
+    return OUTCOME_STYLES.get(cell.strip())
 
 
 @contextlib.contextmanager
@@ -212,6 +443,38 @@ def progress(label: str) -> Iterator[None]:
                 bars[-1].render_finish()
 
 
+# --- shell completion ------------------------------------------------------------------
+
+#: At most this many ids are offered at once (a large store has many).
+COMPLETION_LIMIT = 500
+
+
+def complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of an experiment id: the ids starting with what was typed, each
+    described by its file's slug (file names only: nothing is read)."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from kexp.index import walk_experiment_names
+        from kexp.store import Store
+
+        store = Store(ctx.find_root().params.get("root"))
+        found = walk_experiment_names(str(store.experiments_dir), incomplete.lower())
+    except Exception:  # no store here, unreadable folders: nothing to offer
+        return []
+    slugs = {name[:16]: name[17:-3] for _, name in found}
+    return [CompletionItem(i, help=slugs[i]) for i in sorted(slugs)[:COMPLETION_LIMIT]]
+
+
+def complete_outcomes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of an outcome (``--outcome``)."""
+    from click.shell_completion import CompletionItem
+
+    from kexp.model import OUTCOMES
+
+    return [CompletionItem(o) for o in OUTCOMES if o.startswith(incomplete)]
+
+
 # --- options shared by commands ------------------------------------------------------
 
 
@@ -234,12 +497,13 @@ def filter_options(func: _F) -> _F:
         click.option(
             "--outcome",
             multiple=True,
+            shell_complete=complete_outcomes,
             help="pending, buggy, interference, regression, marginal, improvement (repeatable).",
         ),
         click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Only (not) buggy."),
         click.option("--min-score", type=float, help="Lowest score."),
         click.option("--max-score", type=float, help="Highest score."),
-        click.option("--pid", help="Parent id (or unique prefix)."),
+        click.option("--pid", help="Parent id (or unique prefix).", shell_complete=complete_ids),
         click.option("--tag", "tags", multiple=True, help="Tag that must be present (repeatable)."),
         click.option("--since", help="Created at or after (date or ISO time)."),
         click.option("--until", help="Created at or before (date or ISO time)."),
@@ -433,7 +697,9 @@ def emit_experiments(
             return
         stream = io.StringIO()
         write_records(records, stream, output_format)
-        echo_raw(stream.getvalue().rstrip("\n"))
+        text = stream.getvalue()
+        if text:  # no experiment in JSON Lines: no line at all
+            echo_raw(text.rstrip("\n"))
         return
     columns = tuple(chosen) if chosen else _COLUMNS
     headers = [_HEADERS.get(c, c.upper()) for c in columns]
@@ -447,7 +713,9 @@ def emit_experiments(
         headers,
         rows,
         right=("#", "SCORE"),
-        shrink=("OPERATOR", "SUMMARY", *(h for h in headers if h not in ("#", "SCORE", "ID"))),
+        shrink=("OPERATOR", *(h for h in headers if h not in ("#", "SCORE", "ID", "SUMMARY"))),
+        wrap="SUMMARY" if headers[-1] == "SUMMARY" else None,
+        styles={"OUTCOME": outcome_style},
     )
     if not rows:
         click.echo("(no experiments match)", err=True)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from kexp.commands.common import (
+    OUTCOME_STYLES,
     SUSPECT_LABEL,
     cell,
     clean,
+    complete_ids,
     echo_json,
     echo_raw,
     emit_experiments,
@@ -22,10 +23,12 @@ from kexp.commands.common import (
     get_store,
     needs_bodies,
     one_line,
+    paged_output,
     print_table,
     progress,
     read_options,
     rev_option,
+    stdout_is_terminal,
     styler,
     suspect_reasons,
     terminal_width,
@@ -75,6 +78,7 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @read_options
 @click.pass_context
+@paged_output
 def top(
     ctx: click.Context,
     /,
@@ -138,6 +142,7 @@ def top(
 )
 @read_options
 @click.pass_context
+@paged_output
 def list_command(
     ctx: click.Context,
     /,
@@ -184,7 +189,7 @@ def list_command(
 
 
 @click.command()
-@click.argument("exp_id")
+@click.argument("exp_id", shell_complete=complete_ids)
 @rev_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--field", "one_field", help="Print one field's raw value (for scripts).")
@@ -197,6 +202,7 @@ def list_command(
 @click.option("--front-matter", is_flag=True, help="With --json: the front-matter fields only.")
 @click.option("--full", is_flag=True, help="With --json: keep empty fields and path.")
 @click.pass_context
+@paged_output
 def show(
     ctx: click.Context,
     exp_id: str,
@@ -267,8 +273,9 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
         from kexp.samples import describe_interval
 
         score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
+    outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
     rows = [
-        ("score", f"{score}  ({exp.outcome})"),
+        ("score", f"{score}  ({outcome})"),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
         ("dtype", exp.dtype_sig),
@@ -330,10 +337,11 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
 
 
 @click.command()
-@click.argument("exp_id", required=False)
+@click.argument("exp_id", required=False, shell_complete=complete_ids)
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print the trees as JSON.")
 @click.pass_context
+@paged_output
 def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any) -> None:
     """The lineage (experiments linked by pid) as an indented tree.
 
@@ -386,12 +394,32 @@ def _delta(node: TreeNode) -> str:
 
 
 def _print_node(
-    node: TreeNode,
+    root: TreeNode,
     lead: str,
     child_lead: str,
     width: int | None,
     style: Any,
     focus: str | None,
+) -> None:
+    """Print a tree, one line per node, depth first (no recursion: a lineage may be
+    thousands of iterations deep)."""
+    stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
+    while stack:
+        node, lead, child_lead = stack.pop()
+        _print_line(node, lead, width, style, focus)
+        last = len(node.children) - 1
+        for index, child in reversed(list(enumerate(node.children))):
+            stack.append(
+                (
+                    child,
+                    child_lead + ("└── " if index == last else "├── "),
+                    child_lead + ("    " if index == last else "│   "),
+                )
+            )
+
+
+def _print_line(
+    node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None
 ) -> None:
     exp = node.experiment
     mark = "*" if node.on_best_path else " "
@@ -412,16 +440,6 @@ def _print_node(
     elif node.dead_end or exp.outcome in ("buggy", "regression"):
         line = style(line, fg="red" if exp.outcome == "buggy" else "yellow")
     click.echo(line.rstrip())
-    for index, child in enumerate(node.children):
-        last = index == len(node.children) - 1
-        _print_node(
-            child,
-            child_lead + ("└── " if last else "├── "),
-            child_lead + ("    " if last else "│   "),
-            width,
-            style,
-            focus,
-        )
 
 
 # --- lessons -------------------------------------------------------------------------
@@ -439,6 +457,7 @@ def _print_node(
 @click.option("-n", "--limit", type=int, help="At most this many per group (the newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
+@paged_output
 def lessons(
     ctx: click.Context,
     /,
@@ -477,7 +496,8 @@ def lessons(
         if not first:
             click.echo("")
         first = False
-        click.echo(style(f"{name.upper()} ({len(items)})", bold=True))
+        heading = style(name.upper(), **{"bold": True, **OUTCOME_STYLES.get(name, {})})
+        click.echo(f"{heading} ({len(items)})")
         for lesson in items:
             _print_lesson(lesson, width)
     if first:
@@ -485,6 +505,10 @@ def lessons(
 
 
 def _print_lesson(lesson: Lesson, width: int | None) -> None:
+    """One lesson: id, score and summary, then its key insight, wrapped (never cut) to
+    the terminal's width."""
+    import textwrap
+
     score = f"{lesson.score:.4f}"
     if lesson.score_ci:
         from kexp.samples import describe_interval
@@ -493,11 +517,29 @@ def _print_lesson(lesson: Lesson, width: int | None) -> None:
     head = f"  {lesson.id[:10]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(lesson.key_insight) or "(no key insight recorded)"
-    if width is not None:
-        summary = truncate(summary, max(12, width - len(head)))
-        insight = truncate(insight, max(12, width - 19))
-    click.echo(head + summary)
-    click.echo(f"      Key insight: {insight}")
+    label = "      Key insight: "
+    if width is None:
+        click.echo(head + summary)
+        click.echo(label + insight)
+        return
+    lines = textwrap.wrap(
+        summary,
+        max(20, width - len(head)),
+        initial_indent="",
+        subsequent_indent="",
+        break_on_hyphens=False,
+    ) or [""]
+    click.echo(head + lines[0])
+    for line in lines[1:]:
+        click.echo(" " * len(head) + line)
+    for line in textwrap.wrap(
+        insight,
+        max(len(label) + 20, width),
+        initial_indent=label,
+        subsequent_indent=" " * len(label),
+        break_on_hyphens=False,
+    ):
+        click.echo(line)
 
 
 # --- stats ---------------------------------------------------------------------------
@@ -512,10 +554,22 @@ _OUTCOME_COLUMNS = (
 )
 
 
+#: The outcome columns' headers on a narrow terminal.
+_SHORT = {
+    "IMPROVED": "IMPR",
+    "MARGINAL": "MARG",
+    "REGRESSED": "REGR",
+    "INTERFERED": "INTF",
+    "BUGGY": "BUGGY",
+    "PENDING": "PEND",
+}
+
+
 @click.command()
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
+@paged_output
 def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     """Counts per operator and outcome; the best score per operator and dtype.
 
@@ -537,7 +591,9 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     if not result.total:
         return
     click.echo("")
-    headers = ["OPERATOR", "TOTAL", *(h for _, h in _OUTCOME_COLUMNS)]
+    width = terminal_width()
+    narrow = width is not None and width < 120  # short headers leave room for the kernel
+    headers = ["OPERATOR", "TOTAL", *(_SHORT[h] if narrow else h for _, h in _OUTCOME_COLUMNS)]
     rows = [
         [
             one_line(op) or "(none)",
@@ -568,7 +624,8 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
             for b in result.best
         ],
         right=("SCORE",),
-        shrink=("OPERATOR", "SUMMARY"),
+        shrink=("OPERATOR",),
+        wrap="SUMMARY",
     )
 
 
@@ -576,10 +633,11 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
 
 
 @click.command()
-@click.argument("exp_id")
+@click.argument("exp_id", shell_complete=complete_ids)
 @click.option("--rev", metavar="REV", help="Follow the history back from this revision.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
+@paged_output
 def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None:
     """The history of one experiment: every commit that touched its file, oldest first.
 
@@ -693,7 +751,7 @@ def export(
         )
     if output is None:
         text = buffer.getvalue()
-        click.echo(clean(text) if sys.stdout.isatty() else text, nl=False)
+        click.echo(clean(text) if stdout_is_terminal() else text, nl=False)
         return
     _write_atomically(output, buffer.getvalue())
     click.echo(f"exported {count} experiment(s) to {output}", err=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from kexp.commands.common import (
     EXIT_PROBLEMS,
     clean,
+    complete_ids,
     echo_json,
     get_store,
     one_line,
@@ -108,11 +109,16 @@ def _add_options(func: Any) -> Any:
         click.option(
             "--detect-env", is_flag=True, help="Fill env from 'kexp env' when it is not given."
         ),
-        click.option("--pid", help="Parent experiment id (or unique prefix)."),
+        click.option(
+            "--pid", help="Parent experiment id (or unique prefix).", shell_complete=complete_ids
+        ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
         click.option("--tag", "tags", multiple=True, help="Tag (repeatable)."),
         click.option(
-            "--combines", multiple=True, help="Id of an experiment this one merges (repeatable)."
+            "--combines",
+            multiple=True,
+            help="Id of an experiment this one merges (repeatable).",
+            shell_complete=complete_ids,
         ),
         click.option("--author", help="Who recorded it (default: git user.name)."),
     ]
@@ -362,7 +368,11 @@ def remeasure(
 
 
 @click.command()
-@click.option("--pid", help="Parent experiment: prefills pid, operator, dtype and env.")
+@click.option(
+    "--pid",
+    help="Parent experiment: prefills pid, operator, dtype and env.",
+    shell_complete=complete_ids,
+)
 @click.option(
     "--from",
     "start_from",
@@ -489,7 +499,7 @@ def _record_draft(
 
 
 @click.command()
-@click.argument("exp_id")
+@click.argument("exp_id", shell_complete=complete_ids)
 @click.option(
     "--set",
     "assignments",
@@ -529,7 +539,7 @@ def update(
       kexp update 6749f3a0 --set tags=cache,unroll --set status=done
       kexp update 6749f3a0 --set-file raw_result=bench.log
     """
-    from kexp.corrections import correct, parse_assignments, parse_value
+    from kexp.corrections import correct, effective_changes, parse_assignments, parse_value
     from kexp.errors import KexpError
 
     changes = parse_assignments(assignments)
@@ -544,11 +554,19 @@ def update(
     if not changes:
         raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
     store = get_store(ctx)
+    effective = effective_changes(store, exp_id, changes)
+    if not effective:  # the file already says this: nothing written, no correction note
+        full_id = store.resolve_id(exp_id)
+        if as_json:
+            echo_json({"id": full_id, "path": _relative(store.path_of(full_id)), "changed": []})
+        else:
+            click.echo(f"nothing changed: {full_id} already has {', '.join(changes)} as given")
+        return
     updated = correct(store, exp_id, changes, reason)
     if as_json:
-        echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(changes)})
+        echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(effective)})
     else:
-        click.echo(f"updated {updated.id}: {', '.join(changes)}")
+        click.echo(f"updated {updated.id}: {', '.join(effective)}")
 
 
 def _read_text(name: str) -> str:
@@ -563,7 +581,7 @@ def _read_text(name: str) -> str:
 
 
 @click.command()
-@click.argument("exp_id")
+@click.argument("exp_id", shell_complete=complete_ids)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask.")
 @click.option(
     "--force", is_flag=True, help="Delete even when other experiments name it as their parent."
@@ -572,7 +590,8 @@ def _read_text(name: str) -> str:
 def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
     """Delete an experiment's file (asks first unless --yes).
 
-    Refused while other experiments name it as their parent, unless --force.
+    Refused (exit 1, before asking) while other experiments name it as their parent or
+    in their combines, unless --force.
 
     Python: kexp.Store.delete_experiment(id, force=False).
 
@@ -580,9 +599,22 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
     Example:
       kexp rm 6749f3a0 --yes
     """
+    from kexp.errors import ExperimentNotFoundError, KexpError
+
     store = get_store(ctx)
     full_id = store.resolve_id(exp_id)
     path = store.path_of(full_id)
+    if not force:  # refused before asking: the answer would not matter
+        listed = store.list_experiments(brief=True)
+        kids = [e.id for e in listed if e.pid == full_id]
+        combiners = [e.id for e in listed if full_id in e.combines]
+        if kids or combiners:
+            what = (
+                f"the parent of {_id_list(kids)}" if kids else f"combined by {_id_list(combiners)}"
+            )
+            _refuse_delete(
+                ctx, f"{full_id} is {what}: deleting it would leave them pointing nowhere"
+            )
     if not yes:
         try:
             summary = one_line(store.get_experiment(full_id).change_summary)
@@ -596,8 +628,28 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
         if not confirmed:
             click.echo("kexp: nothing deleted", err=True)
             ctx.exit(EXIT_PROBLEMS)
-    deleted = store.delete_experiment(full_id, force=force)
+    try:
+        deleted = store.delete_experiment(full_id, force=force)
+    except ExperimentNotFoundError:
+        raise
+    except KexpError as exc:  # a child recorded since the check above
+        _refuse_delete(ctx, str(exc))
     click.echo(f"deleted {full_id} {clean(_relative(deleted))}")
+
+
+def _id_list(ids: list[str], shown: int = 5) -> str:
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return f"{len(ids)} experiment(s) ({', '.join(i[:10] for i in ids[:shown])}{more})"
+
+
+def _refuse_delete(ctx: click.Context, why: str) -> NoReturn:
+    """A refused delete: one line naming --force, exit 1 (as a refused write)."""
+    click.echo(
+        f"kexp: error: {one_line(why)}; nothing deleted (re-parent them first, or delete "
+        "it anyway with kexp rm --force)",
+        err=True,
+    )
+    ctx.exit(EXIT_PROBLEMS)
 
 
 # --- fmt -----------------------------------------------------------------------------

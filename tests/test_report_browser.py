@@ -1,0 +1,311 @@
+"""kexp report in a real browser: headless Chromium (Debian's ``chromium``), driven by
+Playwright's Python package, opens the pages from disk as a user would.
+
+Each page type must load with no console error, draw one marker per experiment, run
+nothing from a hostile experiment (which must read as text), and sort and filter its
+tables. Screenshots of every page are kept in ``$KEXP_TEST_ARTIFACTS`` (default
+``.artifacts/`` of the repository), printed at the end of the run.
+
+``.ci/run`` installs Chromium and Playwright; where they are missing these tests are
+skipped, unless ``KEXP_REQUIRE_BROWSER`` is set (as CI does), which makes that a failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT, experiment_fields
+from reportcheck import truth
+from test_report import HOSTILE, hostile_store
+
+from kexp import KernelExperiment, Store
+from kexp.htmlreport import build_report
+from kexp.htmlreport.pages import experiment_path, operator_slug
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+#: Chromium's flags on a machine with no display, no sandbox and no network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(os.environ.get("KEXP_TEST_ARTIFACTS") or REPO_ROOT / ".artifacts") / "report"
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("KEXP_CHROMIUM"), shutil.which("chromium"),
+                      "/usr/bin/chromium"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        executable = None
+    if executable is None:
+        reason = "headless Chromium and Playwright are needed (bash .ci/run installs them)"
+        if os.environ.get("KEXP_REQUIRE_BROWSER"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    profile = tempfile.mkdtemp(prefix="kexp-chromium-")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def artifacts() -> Iterator[Path]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    yield ARTIFACTS
+    print(f"\nreport screenshots: {ARTIFACTS}")
+
+
+class Opened:
+    """A page opened from disk, with what the browser said while loading it."""
+
+    def __init__(self, context: Any, path: Path, shot: str, fragment: str = "") -> None:
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.page = context.new_page()
+        self.page.on(
+            "console",
+            lambda m: self.errors.append(f"{m.type}: {m.text}") if m.type == "error" else None,
+        )
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(path.as_uri() + (f"#{fragment}" if fragment else ""))
+        self.page.wait_for_load_state("load")
+        self.page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+
+    def count(self, selector: str) -> int:
+        return int(self.page.locator(selector).count())
+
+    def eval(self, script: str) -> Any:
+        return self.page.evaluate(script)
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Callable[..., Opened]]:
+    opened: list[Opened] = []
+
+    def open_one(path: Path, shot: str, fragment: str = "") -> Opened:
+        page = Opened(browser, path, shot, fragment)
+        opened.append(page)
+        return page
+
+    yield open_one
+    for page in opened:
+        page.close()
+
+
+def _only_local(requests: list[str], site: Path) -> None:
+    for url in requests:
+        assert url.startswith(site.as_uri() + "/"), url
+
+
+#: Markers drawn inside their chart's area (a marker off the chart is not seen).
+_DRAWN = """selector => Array.from(document.querySelectorAll(selector)).filter(element => {
+  const box = element.getBoundingClientRect();
+  const chart = element.closest('svg').getBoundingClientRect();
+  return box.width > 0 && box.height > 0 && box.left >= chart.left - 1 &&
+    box.right <= chart.right + 1 && box.top >= chart.top - 1 && box.bottom <= chart.bottom + 1;
+}).length"""
+
+
+def test_bundled_store_pages_load_clean_and_draw_every_experiment(
+    tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    site = tmp_path / "site"
+    build_report(Store(REPO_ROOT), site, now=NOW)
+    facts = truth(REPO_ROOT)
+    overview = open_page(site / "index.html", "bundled-overview")
+    assert overview.errors == [] and overview.dialogs == []
+    _only_local(overview.requests, site)
+    assert overview.count("#frontier tbody tr") == len({
+        (f["operator_sig"], f["dtype_sig"], f["env"]) for f in facts.values()
+        if f["outcome"] not in ("buggy", "pending")
+    })
+    for number, operator in enumerate(sorted({f["operator_sig"] for f in facts.values()})):
+        shown = sum(f["operator_sig"] == operator for f in facts.values())
+        page = open_page(
+            site / "op" / f"{operator_slug(operator)}.html", f"bundled-operator-{number}"
+        )
+        assert page.errors == [], operator
+        _only_local(page.requests, site)
+        assert page.count("svg.score-chart .pt") == shown
+        assert page.count("svg.lineage .nd") == shown
+        assert page.eval(f"({_DRAWN})('svg.score-chart .pt')") == shown
+        assert page.eval(f"({_DRAWN})('svg.lineage .nd')") == shown
+        with_results = [f for f in facts.values() if f["operator_sig"] == operator and
+                        f.get("results")]
+        assert page.count("svg.heatmap rect.hm") == sum(len(f["results"]) for f in with_results)
+    for number, exp_id in enumerate(sorted(facts)[:3]):
+        page = open_page(site / experiment_path(exp_id), f"bundled-experiment-{number}", exp_id)
+        assert page.errors == []
+        assert page.eval("document.querySelector('section:target h1').textContent") == facts[
+            exp_id
+        ]["change_summary"]
+
+
+def test_tables_sort_and_filter_in_the_browser(
+    tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    site = tmp_path / "site"
+    build_report(Store(REPO_ROOT), site, now=NOW)
+    page = open_page(site / "index.html", "bundled-overview-sorted")
+    scores = "Array.from(document.querySelectorAll('#frontier tbody tr')).map(r => " \
+             "parseFloat(r.cells[3].textContent))"
+    header = page.page.locator("#frontier thead th", has_text="best score")
+    header.click()
+    ascending = page.eval(scores)
+    assert ascending == sorted(ascending)
+    header.click()
+    assert page.eval(scores) == sorted(ascending, reverse=True)
+    total = page.count("#frontier tbody tr")
+    page.page.fill("input[data-filter=frontier]", "fp8")
+    visible = page.eval(
+        "Array.from(document.querySelectorAll('#frontier tbody tr'))"
+        ".filter(r => getComputedStyle(r).display !== 'none').map(r => r.textContent)"
+    )
+    assert 0 < len(visible) < total and all("fp8" in row for row in visible)
+    page.page.screenshot(path=str(ARTIFACTS / "bundled-overview-filtered.png"))
+    assert page.errors == []
+
+
+def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    store, made = hostile_store(repo)
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    pages: list[tuple[Path, str, str]] = [(site / "index.html", "hostile-overview", "")]
+    pages += [(p, "hostile-operator", "") for p in (site / "op").glob("*.html")]
+    pages += [
+        (site / experiment_path(exp.id), f"hostile-experiment-{n}", exp.id)
+        for n, exp in enumerate(made)
+    ]
+    shown = HOSTILE
+    for raw, escaped in (("\u202e", "\\u202e"), ("\u202c", "\\u202c"), ("\u2066", "\\u2066"),
+                         ("\u2069", "\\u2069"), ("\x1b", "\\x1b"), ("\x07", "\\x07")):
+        shown = shown.replace(raw, escaped)
+    for path, shot, fragment in pages:
+        page = open_page(path, shot, fragment)
+        for link in page.page.locator("a").all()[:40]:
+            link.hover()  # tooltips and hover styles run nothing either
+        assert page.errors == [], (shot, page.errors)
+        assert page.dialogs == [], shot
+        assert page.eval("typeof window.pwned") == "undefined", shot
+        _only_local(page.requests, site)
+        assert page.eval(
+            "Array.from(document.querySelectorAll('*')).flatMap(e => "
+            "Array.from(e.attributes).map(a => a.name)).filter(n => n.startsWith('on'))"
+        ) == [], shot
+        assert page.count("a[href^='javascript'], img, iframe, object, embed, form") == 0
+        assert page.count("script") == (0 if "experiment" in shot else 1)
+    page = open_page(site / experiment_path(made[0].id), "hostile-experiment-text", made[0].id)
+    texts = page.eval("Array.from(document.querySelectorAll('section:target td, "
+                      "section:target pre')).map(e => e.textContent)")
+    assert sum(shown in t for t in texts) >= 8  # fields, sections, results: as text
+    assert page.eval("document.querySelector('section:target h1').textContent") == " ".join(
+        ("X" + shown[:70]).split()
+    )
+    # bidirectional controls are shown, not obeyed: the text reads left to right
+    assert "\u202e" not in page.eval("document.body.innerText")
+
+
+def test_a_larger_store_draws_every_experiment(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    store = Store(repo)
+    made: list[KernelExperiment] = []
+    for number in range(120):
+        parent = made[(number * 7) % len(made)].id if made and number % 5 else ""
+        made.append(
+            store.create_experiment(
+                **experiment_fields(
+                    score=0.85 + (number * 37 % 60) / 100,
+                    pid=parent,
+                    dtype_sig=("bf16", "fp16", "fp8")[number % 3],
+                    is_buggy=number % 11 == 0,
+                    error_message="crash" if number % 11 == 0 else "",
+                    status="new" if number % 13 == 0 else "done",
+                    change_summary=f"Attempt {number} - {number % 7}%",
+                    code_change=f"+line {number}",
+                    results=[
+                        {"config": f"t{size}", "baseline": 10.0, "candidate": 9.0 + number % 3,
+                         "speedup": round(10.0 / (9.0 + number % 3), 4)}
+                        for size in (256, 1024, 4096)
+                    ] if number % 4 == 0 else [],
+                )
+            )
+        )
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    page = open_page(site / "op" / f"{operator_slug(made[0].operator_sig)}.html",
+                     "larger-operator")
+    assert page.errors == []
+    assert page.count("svg.score-chart .pt") == 120
+    assert page.eval(f"({_DRAWN})('svg.score-chart .pt')") == 120
+    assert page.count("svg.lineage .nd") == 120
+    assert page.eval(f"({_DRAWN})('svg.lineage .nd')") == 120
+    assert page.count("svg.heatmap rect.hm") == 30 * 3
+    assert page.count("svg.score-chart path.pt.o-buggy") == sum(
+        1 for n in range(120) if n % 11 == 0 and n % 13 != 0
+    )
+    overview = open_page(site / "index.html", "larger-overview")
+    assert overview.errors == []
+
+
+def test_a_link_to_an_experiment_shows_that_experiment_only(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    made = [
+        store.create_experiment(
+            **experiment_fields(
+                score=1.0 + n / 100,
+                id=f"6749f3a{n}c2d41abc",
+                pid=f"6749f3a{n - 1}c2d41abc" if n else "",
+                change_summary=f"Attempt {n} - +{n}%",
+            )
+        )
+        for n in range(3)
+    ]
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    visible = (
+        "Array.from(document.querySelectorAll('section.exp')).filter("
+        "s => getComputedStyle(s).display !== 'none').map(s => s.id)"
+    )
+    page = open_page(site / "e" / "abc.html", "shared-page-one", made[1].id)
+    assert page.errors == [] and page.eval(visible) == [made[1].id]
+    page.page.click(f"section[id='{made[1].id}'] a[href$='#{made[2].id}']")  # its child
+    assert page.eval(visible) == [made[2].id]
+    page.page.screenshot(path=str(ARTIFACTS / "shared-page-child.png"))
+    everything = open_page(site / "e" / "abc.html", "shared-page-all")
+    assert everything.eval(visible) == [e.id for e in made]
