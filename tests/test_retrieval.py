@@ -25,6 +25,7 @@ import kexp.retrieval as retrieval
 from kexp import KernelExperiment, KexpError, Store
 from kexp.dedupe import (
     NearDuplicateWarning,
+    RemeasureWarning,
     RepeatedChangeWarning,
     code_shingles,
     find_repeats,
@@ -110,9 +111,12 @@ def test_a_create_warns_of_a_near_duplicate_naming_it_with_its_similarity(
     assert "similarity 1.00" in message and "score 1.1167" in message
 
     with pytest.warns(RepeatedChangeWarning) as caught:
-        make_experiment(code_change=VECTORIZE)
-    assert any(type(w.message) is RepeatedChangeWarning for w in caught)
+        make_experiment(code_change=VECTORIZE, env="H100, CUDA 12.4")
+    assert [type(w.message) for w in caught] == [RepeatedChangeWarning]
     assert "already tried in" in str(caught[0].message)
+    # The same change, base commit and env: a measurement again (issue 17's rule).
+    with pytest.warns(RemeasureWarning, match=f"kexp remeasure {first.id}"):
+        make_experiment(code_change=VECTORIZE)
 
 
 def test_similar_needs_one_question_and_leaves_the_asked_experiment_out(
