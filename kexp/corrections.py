@@ -182,7 +182,8 @@ def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -
     if not stale:
         return
     warnings.warn(
-        f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still hold the "
+        f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
+        f"{'hold' if len(stale) > 1 else 'holds'} the "
         "measurement of the old score, and now contradict it: measure again with "
         f"'kexp remeasure {exp.id[:10]}' (new timings pooled with the recorded ones: score, "
         "score_ci and results recomputed, the round added to raw_result), "
