@@ -1322,5 +1322,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def synthetic_experiments(
+    n: int, seed: int = DEFAULT_SEED, per_month: int = DEFAULT_PER_MONTH
+) -> Iterator[KernelExperiment]:
+    """The first ``n`` experiments of the benchmark's data (no code repository: their
+    ``base_commit`` is a made-up hash), oldest first: background for other fixtures."""
+    return _Generator(n, seed, per_month, []).experiments()
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -240,6 +240,34 @@ def check_validate(ctx: Context, run: Run) -> str:
     return lines[-1].strip() if lines else "ok"
 
 
+def check_context(ctx: Context, run: Run) -> str:
+    """``kexp context`` printed a packet naming the current best."""
+    return "ok" if "## Current best" in run.stdout else "WRONG: no current best in the packet"
+
+
+def check_similar(ctx: Context, run: Run) -> str:
+    """``kexp similar`` printed ranked experiments."""
+    rows = [line for line in run.stdout.splitlines()[1:] if line.strip()]
+    return "ok" if rows else "WRONG: nothing related found"
+
+
+def check_created(ctx: Context, run: Run) -> str:
+    """The create took place; the note is how long ``create_experiment`` took."""
+    if "created in" not in run.stdout:
+        return "WRONG: nothing created"
+    return f"create_experiment {run.stdout.split('created in', 1)[1].split()[0]} s"
+
+
+def check_created_warned(ctx: Context, run: Run) -> str:
+    """:func:`check_created`, and the show experiment was named as tried before."""
+    note = check_created(ctx, run)
+    if not note.startswith("WRONG") and ctx.dataset.meta["show_id"] not in run.stdout:
+        return f"WRONG: the near-duplicate was not reported ({note})"
+    if "check alone" in run.stdout:
+        note += f"; the check alone {run.stdout.split('check alone', 1)[1].split()[0]} s"
+    return note
+
+
 def check_ok(ctx: Context, run: Run) -> str:
     """Nothing to check beyond the exit status."""
     return "ok"
@@ -249,6 +277,41 @@ def check_clean(ctx: Context, run: Run) -> str:
     """``git status --porcelain`` printed nothing (the store is committed)."""
     return "ok" if not run.stdout.strip() else f"WRONG: {len(run.stdout.splitlines())} changes"
 
+
+#: The plan of the ``context`` and ``similar`` cases.
+PLAN = "vectorize the bf16 copy with 128-bit stores"
+
+#: Create one experiment (with the show experiment's diff, variables renamed, when the
+#: last argument is "yes"), print how long the create took and what it was warned of,
+#: and remove the file again.
+_CREATE = """\
+import re, sys, time, warnings
+import kexp
+store = kexp.Store(sys.argv[1])
+diff = ""
+if sys.argv[3] == "yes":
+    original = store.get_experiment(sys.argv[2]).code_change
+    diff = re.sub(r"\\bi\\b", "ii", re.sub(r"\\btoken_idx\\b", "tok", original))
+exp = kexp.KernelExperiment(
+    change_summary="Benchmark create - not kept", score=1.0, status="done",
+    operator_sig="bench: create", dtype_sig="bf16", env="bench",
+    created_at="2026-11-28T12:00:00Z", code_change=diff,
+)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    start = time.perf_counter()
+    made = store.create_experiment(exp)
+    seconds = time.perf_counter() - start
+made.path.unlink()
+print(f"created in {seconds:.4f} s")
+if diff:  # the check alone, as the create ran it (the created file is gone again)
+    from kexp.retrieval import tried_before
+    start = time.perf_counter()
+    tried_before(store, diff, exclude=[made.id])
+    print(f"check alone {time.perf_counter() - start:.4f} s")
+for warning in caught:
+    print("warned:", str(warning.message)[:300])
+"""
 
 _TOP_API = (
     "import sys, kexp\n"
@@ -263,6 +326,7 @@ class Case:
 
     ``cache``: ``cold`` removes the store's ``.kexp/`` before every timed run; ``warm``
     makes sure an untimed ``kexp top`` has run since the cache was last removed;
+    ``retrieval`` also an untimed ``kexp similar`` (which builds the retrieval index);
     ``none`` does nothing.
     """
 
@@ -351,6 +415,22 @@ CASES: tuple[Case, ...] = (
          "(unchanged pages reused), cache warm",
          lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
          check_report, "warm"),
+    Case("context", "`kexp context --operator reshape_and_cache --dtype bf16 --env MI300X "
+         "--text PLAN`, caches warm (retrieval index built)",
+         lambda c: c.kexp_args("context", "--operator", c.dataset.meta["filter_operator"],
+                               "--dtype", c.dataset.meta["filter_dtype"], "--env", "MI300X",
+                               "--text", PLAN),
+         check_context, "retrieval"),
+    Case("similar", "`kexp similar --text PLAN`, caches warm (retrieval index built)",
+         lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "retrieval"),
+    Case("create-nocheck", "`Store.create_experiment` of one experiment without a code change "
+         "(no tried-before check), in `python -c`; the file is removed after",
+         lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "no"],
+         check_created, "retrieval"),
+    Case("create-check", "the same create with a code change: the show experiment's diff with "
+         "renamed variables (a near-duplicate to find)",
+         lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "yes"],
+         check_created_warned, "retrieval"),
 )
 CASE_NAMES = tuple(case.name for case in CASES)
 
@@ -471,6 +551,9 @@ def warm_inputs(ctx: Context, case: Case) -> None:
         for folder, _, files in os.walk(ctx.dataset.store / "experiments"):
             for name in files:
                 _read_through(Path(folder) / name)
+    if case.cache == "retrieval":  # these cases read kexp's caches too
+        for path in sorted((ctx.dataset.store / CACHE_DIR).glob("*.sqlite")):
+            _read_through(path)
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -495,15 +578,15 @@ def run_cases(ctx: Context, cases: Sequence[Case], repeat: int, timeout: float) 
             commands[result.case.name] = argv
     warmup_failed = ""
     for round_number in range(1, repeat + 1):
-        cache_warm = False
+        cache_warm = retrieval_warm = False
         for result in results:
             case = result.case
             if result.skipped or any(not run.ok for run in result.runs):
                 continue
             if case.cache == "cold":
                 _remove_cache(ctx)
-                cache_warm = False
-            if case.cache == "warm" and not cache_warm:
+                cache_warm = retrieval_warm = False
+            if case.cache in ("warm", "retrieval") and not cache_warm:
                 if warmup_failed:
                     result.note = warmup_failed
                     continue
@@ -518,6 +601,10 @@ def run_cases(ctx: Context, cases: Sequence[Case], repeat: int, timeout: float) 
                     _log(f"  round {round_number}: {warmup_failed}")
                     continue
                 cache_warm = True
+            if case.cache == "retrieval" and not retrieval_warm:
+                measure(ctx.kexp_args("similar", "--text", PLAN), cwd=ctx.dataset.folder,
+                        env=ctx.env, timeout=timeout)
+                retrieval_warm = True
             warm_inputs(ctx, case)
             run = measure(commands[case.name], cwd=ctx.dataset.folder, env=ctx.env,
                           timeout=timeout)
@@ -557,6 +644,12 @@ TARGETS = (
      "memory", 0.1),
     ("`kexp --help` ≤ 3 × `python -c pass`", "kexp-help", "python-pass", "time", 3.0),
     ("`kexp --version` ≤ 3 × `python -c pass`", "kexp-version", "python-pass", "time", 3.0),
+    # Issue 18's, in seconds: "seconds" compares the median with the limit, "added" the
+    # median minus that of the unit case (the same create without the check).
+    ("warm `kexp context` ≤ 1 s", "context", "context", "seconds", 1.0),
+    ("warm `kexp similar` ≤ 0.5 s", "similar", "similar", "seconds", 0.5),
+    ("near-duplicate check adds ≤ 0.1 s to a create", "create-check", "create-nocheck",
+     "added", 0.1),
 )
 
 
@@ -613,6 +706,9 @@ def target_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
         if result is None or unit is None or result.skipped or unit.skipped:
             lines.append(f"| {title} | — | — | not measured |")
             continue
+        if kind in ("seconds", "added"):
+            lines.append(_seconds_row(title, result, unit, kind, limit))
+            continue
         unit_value = unit.median if kind == "time" else unit.peak_rss
         cpu_ratio = _ratio(result.cpu_median, unit.cpu_median) if kind == "time" else None
         wrong = result.note.startswith("WRONG")
@@ -636,6 +732,21 @@ def target_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
         cpu_cell = "—" if cpu_ratio is None else f"{cpu_ratio:.3f}"
         lines.append(f"| {title} | {shown} | {cpu_cell} | {verdict.replace('|', '/')} |")
     return lines
+
+
+def _seconds_row(title: str, result: CaseResult, unit: CaseResult, kind: str,
+                 limit: float) -> str:
+    """A target in seconds: the median (``added``: minus the unit case's), wall and CPU."""
+    wall, cpu = result.median, result.cpu_median
+    if kind == "added":
+        wall = None if wall is None or unit.median is None else wall - unit.median
+        cpu = None if cpu is None or unit.cpu_median is None else cpu - unit.cpu_median
+    if result.timed_out or wall is None:
+        return f"| {title} | — | — | not measured{': ' + result.note if result.note else ''} |"
+    wrong = result.note.startswith("WRONG") or unit.note.startswith("WRONG")
+    verdict = ("PASS" if wall <= limit else "FAIL") + (" (wrong answer)" if wrong else "")
+    cpu_cell = "—" if cpu is None else f"{cpu:.3f} s"
+    return f"| {title} | {wall:.3f} s | {cpu_cell} | {verdict} |"
 
 
 def _git_describe() -> str:

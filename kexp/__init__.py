@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from kexp.briefing import Packet
     from kexp.changelog import Changes, ExperimentChange, HistoryEntry
     from kexp.errors import (
         AmbiguousIdError,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from kexp.htmlreport import ReportResult
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
+    from kexp.retrieval import Match
     from kexp.settings import DEFAULT_SETTINGS, Settings
     from kexp.store import InvalidExperimentWarning, Store, find_root, init_store
 
@@ -61,6 +63,7 @@ __all__ = [
     "ancestors",
     "changes",
     "children",
+    "context",
     "create_experiment",
     "default_store",
     "delete_experiment",
@@ -72,6 +75,7 @@ __all__ = [
     "record_iteration",
     "remeasure",
     "report",
+    "similar",
     "top_experiments",
     "update_experiment",
     "validate",
@@ -232,3 +236,57 @@ def changes(base: str, head: str | None = None) -> Changes:
     """Experiments added, modified (with changed fields) and removed between two
     revisions of the default store (``head`` None: the working tree)."""
     return default_store().changes(base, head)
+
+
+def context(
+    *,
+    operator: str,
+    dtype: str | None = None,
+    env: str | None = None,
+    text: str | None = None,
+    diff: str | None = None,
+    budget: int = 4000,
+    output: str = "markdown",
+) -> Packet:
+    """What to read before the next iteration on ``operator``, in one packet of at most
+    ``budget`` tokens (``.text`` Markdown or JSON, ``.data``): the best and its lineage,
+    related failures and successes, what not to repeat, what was never tried (see
+    :func:`kexp.briefing.context`)."""
+    from kexp.briefing import context as make_context
+
+    return make_context(
+        default_store(),
+        operator=operator,
+        dtype=dtype,
+        env=env,
+        text=text,
+        diff=diff,
+        budget=budget,
+        output=output,
+    )
+
+
+def similar(
+    *,
+    text: str | None = None,
+    diff: str | None = None,
+    exp_id: str | None = None,
+    limit: int = 10,
+    operator: str | None = None,
+    dtype: str | None = None,
+    env: str | None = None,
+) -> list[Match]:
+    """The experiments most related to a plan (``text``), a diff or an experiment, best
+    first (see :func:`kexp.retrieval.similar`)."""
+    from kexp.retrieval import similar as find_similar
+
+    return find_similar(
+        default_store(),
+        text=text,
+        diff=diff,
+        exp_id=exp_id,
+        limit=limit,
+        operator=operator,
+        dtype=dtype,
+        env=env,
+    )

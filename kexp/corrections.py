@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError
 from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
+from kexp.store import KexpWarning
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -141,7 +143,9 @@ def correct(
 
     The update is validated and atomic (see :meth:`kexp.Store.update_experiment`). When
     no value differs from the one the experiment has, nothing is written and no note is
-    appended: the experiment is returned as it is.
+    appended: the experiment is returned as it is. A new ``score`` that leaves the
+    experiment's ``results`` or ``raw_result`` as they were warns
+    (:class:`StaleMeasurementWarning`): they measured the old score.
     """
     from kexp.intake import resolve_references
 
@@ -158,4 +162,32 @@ def correct(
         description = updates.get("detailed_description", old.detailed_description)
         description = description.rstrip("\n")
         updates["detailed_description"] = f"{description}\n\n{note}" if description else note
-    return store.update_experiment(exp_id, **updates)
+    updated = store.update_experiment(exp_id, **updates)
+    _warn_stale_measurement(updated, updates)
+    return updated
+
+
+class StaleMeasurementWarning(KexpWarning):
+    """A corrected score no longer agrees with the measurement recorded with it."""
+
+
+def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:
+    """Warn when ``score`` was set but the ``results`` or ``raw_result`` that measured the
+    old one were left as they were (they now contradict the new score)."""
+    if "score" not in changes:
+        return
+    stale = [
+        name for name in ("results", "raw_result") if getattr(exp, name) and name not in changes
+    ]
+    if not stale:
+        return
+    warnings.warn(
+        f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
+        f"{'hold' if len(stale) > 1 else 'holds'} the "
+        "measurement of the old score, and now contradict it: measure again with "
+        f"'kexp remeasure {exp.id[:10]}' (new timings pooled with the recorded ones: score, "
+        "score_ci and results recomputed, the round added to raw_result), "
+        "or set them too, or record a new experiment with this one as pid",
+        StaleMeasurementWarning,
+        stacklevel=3,
+    )

@@ -8,18 +8,34 @@ ends and blank lines ignored. Placeholders are never matched: a code change with
 added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``,
 ``see PR 12``) matches nothing.
 
-:meth:`kexp.Store.create_experiment` calls :func:`warn_repeats`, which warns with a
-:class:`RepeatedChangeWarning` naming each earlier experiment and its score; when an
-earlier one also has the same base commit and env, the new one measures the same
-thing again, and the warning is a :class:`RemeasureWarning`: add a round to the earlier
-experiment (``kexp remeasure``) instead, so that tries are pooled, not picked from.
+Two code changes are *near-duplicates* when the Jaccard similarity of their shingle
+sets (:func:`code_shingles`, :func:`shingle_similarity`) is at least
+``settings.near_duplicate_similarity``: each hunk's lines (the changed ones and the
+context around them, so that the same line added in two places differs) are cut into
+tokens,
+identifiers that are not keywords, types, calls or members are renamed by order of
+first appearance within the line (``acc``/``i`` and ``sum``/``idx`` both become ``v0``/
+``v1``), and each line and each pair of consecutive lines of a hunk is hashed.
+A change whose variables were renamed gives the same shingles; reordered hunks give
+the same set.
+
+:meth:`kexp.Store.create_experiment` asks the retrieval index
+(:func:`kexp.retrieval.warn_tried_before`) for both and warns with a
+:class:`RepeatedChangeWarning` naming each earlier experiment, its similarity, score
+and outcome (a :class:`NearDuplicateWarning` when none is identical); when an identical
+one also has the same base commit and env, the new one measures the same thing again,
+and the warning is a :class:`RemeasureWarning`: add a round to the earlier experiment
+(``kexp remeasure``) instead, so that tries are pooled, not picked from.
+:func:`find_repeats` is the plain path for identical changes (it reads every file); the
+index's answer is held equal to it by a test.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-import warnings
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +62,10 @@ class RepeatedChangeWarning(KexpWarning):
     """A new experiment's code change was already tried in an earlier experiment."""
 
 
+class NearDuplicateWarning(RepeatedChangeWarning):
+    """A new experiment's code change is a near-duplicate of an earlier one's."""
+
+
 class RemeasureWarning(RepeatedChangeWarning):
     """A new experiment repeats an earlier one's code change, base commit and env: it
     should be a new round of that experiment (``kexp remeasure``)."""
@@ -62,10 +82,16 @@ class Repeat:
     path: Path | None
     base_commit: str = ""
     env: str = ""
+    #: Jaccard similarity of the shingles (1.0 for the same change).
+    similarity: float = 1.0
+    #: The same change once normalised (else a near-duplicate).
+    identical: bool = True
 
     def describe(self) -> str:
-        """One line: id, score, outcome and summary."""
-        return f"{self.id} (score {self.score:.4f}, {self.outcome}: {self.change_summary!r})"
+        """One line: id, score, outcome and summary (and the similarity of a
+        near-duplicate)."""
+        near = "" if self.identical else f"similarity {self.similarity:.2f}, "
+        return f"{self.id} ({near}score {self.score:.4f}, {self.outcome}: {self.change_summary!r})"
 
 
 def normalize_code_change(text: str) -> str:
@@ -104,6 +130,105 @@ def is_matchable(normalized: str) -> bool:
     return changed or len(normalized) >= MIN_PLAIN_CHARS
 
 
+_CODE_TOKEN = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*|0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?[A-Za-z]*"
+    r"|::|->|<<=?|>>=?|&&|\|\||\+\+|--|[-+*/%&|^!=<>]=|\S"
+)
+#: Identifiers kept as written by :func:`code_shingles` (any other identifier that is not
+#: called, qualified or a member is a variable, renamed by order of appearance): C, C++,
+#: CUDA/HIP and Python/Triton keywords, types and built-ins.
+KEPT_IDENTIFIERS = frozenset(
+    """
+    alignas alignof and as assert auto bool break case catch char class const constexpr
+    continue decltype default def del delete do double elif else enum except explicit
+    extern false float for from if import in inline int is lambda long not nullptr or
+    pass pragma private public raise register restrict return short signed sizeof static
+    struct switch template this throw true try typedef typename union unroll unsigned
+    using virtual void volatile while with yield None True False
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t half half2
+    bfloat16 float2 float4 int2 int4 uint2 uint4 double2 bf16 fp16 fp8 fp32 scalar_t
+    threadIdx blockIdx blockDim gridDim warpSize tl range
+    """.split()  # noqa: SIM905 - a paragraph of words reads better than a list
+)
+#: A changed line with fewer tokens than this (``}``, ``else {``) is too common to tell
+#: changes apart: it is left out of the shingles.
+MIN_LINE_TOKENS = 3
+
+
+def _hunks(normalized: str) -> list[list[str]]:
+    """The lines of each hunk of a normalised code change, each starting with its sign
+    (``+``, ``-`` or `` `` for context; every line as context in one hunk when nothing
+    is marked added or removed)."""
+    hunks: list[list[str]] = [[]]
+    for line in normalized.split("\n"):
+        if line == "@@":
+            hunks.append([])
+        else:
+            hunks[-1].append(line)
+    if not any(line[:1] in ("+", "-") for hunk in hunks for line in hunk):
+        return [[f" {line}" for hunk in hunks for line in hunk]]
+    return [
+        [line if line[:1] in ("+", "-", " ") else f" {line}" for line in hunk]
+        for hunk in hunks
+        if hunk
+    ]
+
+
+@functools.lru_cache(maxsize=8192)
+def _line_shingle(line: str) -> int | None:
+    """One changed line as a shingle: the CRC-32 of its sign and tokens, variables
+    renamed by order of first appearance in the line (None for a line too short)."""
+    tokens = _CODE_TOKEN.findall(line, 1)
+    if len(tokens) < MIN_LINE_TOKENS:
+        return None
+    names: dict[str, str] = {}
+    last = len(tokens) - 1
+    for index, token in enumerate(tokens):
+        if not (token[0].isalpha() or token[0] == "_") or token in KEPT_IDENTIFIERS:
+            continue
+        if token.startswith("__"):
+            continue
+        if index < last and tokens[index + 1] in ("(", "::"):
+            continue  # called or qualified: a function, type or namespace
+        if index and tokens[index - 1] in (".", "->", "::", "#"):
+            continue  # a member, or a preprocessor word
+        tokens[index] = names.setdefault(token, f"v{len(names)}")
+    return zlib.crc32((line[0] + " ".join(tokens)).encode("utf-8"))
+
+
+def code_shingles(code_change: str) -> frozenset[int]:
+    """The shingles of a code change (empty for a placeholder, see :func:`is_matchable`):
+    each line of each hunk (added, removed, or context around them), normalised (see the
+    module documentation), and each pair of consecutive lines of a hunk."""
+    return shingles_of_normalized(normalize_code_change(code_change))
+
+
+def shingles_of_normalized(normalized: str) -> frozenset[int]:
+    """:func:`code_shingles` of a code change already normalised
+    (:func:`normalize_code_change`)."""
+    if not is_matchable(normalized):
+        return frozenset()
+    found: set[int] = set()
+    for hunk in _hunks(normalized):
+        previous: int | None = None
+        for line in hunk:
+            shingle = _line_shingle(line)
+            if shingle is None:
+                continue
+            found.add(shingle)
+            if previous is not None:
+                found.add(zlib.crc32(b"%d %d" % (previous, shingle)))
+            previous = shingle
+    return frozenset(found)
+
+
+def shingle_similarity(first: Iterable[int], second: Iterable[int]) -> float:
+    """The Jaccard similarity of two shingle sets: shared / all (0.0 when both are empty)."""
+    a, b = set(first), set(second)
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
 def _probes(normalized: str) -> list[bytes]:
     """Whitespace-free tokens of the changed lines, longest first: a file holding the
     same change holds every one of them verbatim (normalising only moves whitespace)."""
@@ -134,7 +259,8 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
     """Valid experiments in ``store`` whose code change equals ``code_change`` (normalised).
 
     Oldest first. Experiments whose ids are in ``exclude`` are left out. Files are
-    scanned as text first, so only likely matches are parsed.
+    scanned as text first, so only likely matches are parsed. The plain path: it reads
+    the store (:func:`kexp.retrieval.tried_before` asks the retrieval index).
     """
     wanted = normalize_code_change(code_change)
     if not is_matchable(wanted):
@@ -174,13 +300,25 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
 
 
 def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:
-    """The warning text naming the earlier experiments (at most ``limit``)."""
+    """The warning text naming the earlier experiments (at most ``limit`` of each kind):
+    the identical changes, then the near-duplicates."""
+    same = [r for r in repeats if r.identical]
+    near = [r for r in repeats if not r.identical]
+    parts = []
+    if same:
+        parts.append(f"this code_change was already tried in {_named(same, limit)}")
+    if near:
+        parts.append(
+            f"{'it' if same else 'this code_change'} is a near-duplicate (shingles of the "
+            f"changed lines, variables renamed) of {_named(near, limit)}"
+        )
+    return "; ".join(parts) + ": read that experiment before measuring it again"
+
+
+def _named(repeats: list[Repeat], limit: int) -> str:
     named = "; ".join(r.describe() for r in repeats[:limit])
     more = f" and {len(repeats) - limit} more" if len(repeats) > limit else ""
-    return (
-        f"this code_change was already tried in {named}{more}: read that experiment "
-        "before measuring it again"
-    )
+    return named + more
 
 
 def remeasure_message(repeat: Repeat) -> str:
@@ -191,27 +329,3 @@ def remeasure_message(repeat: Repeat) -> str:
         f"{repeat.id} --baseline ... --candidate ..., or kexp.measure.remeasure), so that "
         "tries are pooled rather than the best of them kept"
     )
-
-
-def warn_repeats(
-    store: Store,
-    code_change: str,
-    *,
-    exclude: Iterable[str] = (),
-    stacklevel: int = 2,
-    base_commit: str = "",
-    env: str = "",
-) -> list[Repeat]:
-    """Warn (:class:`RepeatedChangeWarning`) when ``code_change`` was already tried;
-    with a :class:`RemeasureWarning` when an earlier experiment also has this
-    ``base_commit`` and ``env`` (given).
-
-    Returns the repeats found. ``stacklevel`` is relative to the caller of this function.
-    """
-    repeats = find_repeats(store, code_change, exclude=exclude)
-    same = [r for r in repeats if base_commit and r.base_commit == base_commit and r.env == env]
-    if same:
-        warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
-    elif repeats:
-        warnings.warn(repeat_message(repeats), RepeatedChangeWarning, stacklevel=stacklevel + 1)
-    return repeats

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kexp.errors import KexpError
-from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
+from kexp.model import ALL_FIELDS, BODY_FIELDS, OPTIONAL_FIELDS, KernelExperiment
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -32,6 +32,29 @@ DERIVED_FIELDS = ("outcome", "suspect", "path")
 #: ``suspect`` (why the measurement is implausible: a list, empty when it is
 #: believable) and the file's ``path``.
 RECORD_FIELDS = (*ALL_FIELDS, *KEPT_CONTENT, *DERIVED_FIELDS)
+#: Keys ``--fields`` also accepts, derived from the fields: the ``**Key insight**:`` line
+#: of the detailed description.
+DERIVED_RECORD_FIELDS = ("key_insight",)
+#: What ``--brief`` prints: what an agent needs to decide, in this order (``score_ci``,
+#: ``key_insight`` and ``suspect`` only when there is one).
+BRIEF_FIELDS = (
+    "id",
+    "change_summary",
+    "score",
+    "score_ci",
+    "outcome",
+    "key_insight",
+    "suspect",
+    "operator_sig",
+    "dtype_sig",
+)
+#: Fields whose empty value machine output leaves out (unless asked for): the optional
+#: front-matter fields, the body sections, what a file keeps besides its fields, and
+#: ``suspect`` (empty: believable).
+_DROPPED_WHEN_EMPTY = frozenset(
+    {*OPTIONAL_FIELDS, "score_ci", "protocol", *BODY_FIELDS, *KEPT_CONTENT, "suspect"}
+    | {"key_insight"}
+)
 #: Output formats of :func:`write_records`.
 FORMATS = ("json", "jsonl", "csv")
 _NUMERIC = frozenset({"score"})
@@ -49,11 +72,10 @@ _BRIEF_DROPS = frozenset({*BODY_FIELDS, "preamble", "extra_sections"})
 def check_fields(fields: Iterable[str]) -> list[str]:
     """Return ``fields`` as a list if every one is a record key, else raise KexpError."""
     chosen = list(fields)
-    unknown = [f for f in chosen if f not in RECORD_FIELDS]
+    known = (*RECORD_FIELDS, *DERIVED_RECORD_FIELDS)
+    unknown = [f for f in chosen if f not in known]
     if unknown:
-        raise KexpError(
-            f"unknown field(s) {', '.join(unknown)}; fields are: {', '.join(RECORD_FIELDS)}"
-        )
+        raise KexpError(f"unknown field(s) {', '.join(unknown)}; fields are: {', '.join(known)}")
     return chosen
 
 
@@ -88,10 +110,57 @@ def to_record(
         except ValueError:  # pragma: no cover - another drive on Windows
             data["path"] = str(exp.path)
     if fields:
-        return {name: data[name] for name in check_fields(fields)}
+        chosen = check_fields(fields)
+        if "key_insight" in chosen:
+            from kexp.lessons import key_insight
+
+            data["key_insight"] = key_insight(exp.detailed_description)
+        return {name: data[name] for name in chosen}
     if brief:
         return {k: v for k, v in data.items() if k not in _BRIEF_DROPS}
     return data
+
+
+def machine_record(
+    exp: KernelExperiment,
+    fields: Sequence[str] | None = None,
+    *,
+    brief: bool = False,
+    front_matter: bool = False,
+    full: bool = False,
+    relative_to: Path | str | None = None,
+) -> dict[str, Any]:
+    """One experiment as ``--json`` and ``--format jsonl`` print it: the one place that
+    decides their shape.
+
+    ``fields``: exactly those keys, in that order (empty values and ``path`` included).
+    Else ``brief``: :data:`BRIEF_FIELDS` (the key insight read from the detailed
+    description, the score's interval when it has one); ``front_matter``: the
+    front-matter fields with ``outcome`` and ``suspect``; otherwise every field. Unless
+    ``full``, an empty optional field (``tags: []``, ``author: ""``, an empty body
+    section, ``suspect: []``, no ``score_ci``) is left out, and so is ``path``;
+    ``full`` keeps every key of the chosen shape (:data:`RECORD_FIELDS` order).
+    """
+    if fields:
+        return to_record(exp, fields, relative_to=relative_to)
+    if brief:
+        from kexp.lessons import key_insight
+
+        record = to_record(exp, relative_to=relative_to)
+        record["key_insight"] = key_insight(exp.detailed_description)
+        record.setdefault("score_ci", exp.extra_fields.get("score_ci"))
+        chosen = {name: record.get(name) for name in BRIEF_FIELDS}
+    else:
+        chosen = to_record(exp, brief=front_matter, relative_to=relative_to)
+        if not full:
+            chosen.pop("path", None)
+    if full:
+        return chosen
+    return {k: v for k, v in chosen.items() if not (k in _DROPPED_WHEN_EMPTY and _empty(v))}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
 
 
 def fields_of_record(record: dict[str, Any]) -> dict[str, Any]:

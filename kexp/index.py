@@ -428,6 +428,10 @@ class _Folder(NamedTuple):
     subfolders: tuple[str, ...]
 
 
+#: One folder as a refresh found it: (its own signature, its sub-folder names, its sorted
+#: ``*.md`` names, their packed signatures: 4 int64 each, see :func:`signatures`).
+Listing = tuple[bytes, tuple[str, ...], tuple[str, ...], bytes]
+
 #: What scanning one folder finds: (folder, exists, names and signatures when they
 #: differ from the cache's (else None, None), sub-folder names, the folder's own
 #: signature when it differs from the cache's (else None)).
@@ -510,6 +514,14 @@ class IndexView:
     def close(self) -> None:
         """Close the cache."""
         self._connection.close()
+
+    def listing(self) -> dict[str, Listing]:
+        """Every folder this refresh found under ``experiments/`` (``""`` or ending with
+        ``os.sep``), as it found it on disk (see :data:`Listing`)."""
+        return {
+            folder: (known.listed_at, known.subfolders, known.names, known.signatures)
+            for folder, known in self._folders.items()
+        }
 
     def is_current(self, path: str, folder: str, signature: bytes) -> bool:
         """Whether a row read at ``signature`` describes the file on disk now."""

@@ -116,7 +116,9 @@ def fill_from_git(
                     f"{kgit.toplevel(repo)} has uncommitted changes ({shown}): the "
                     f"experiment measured code that is not base_commit "
                     f"{exp.base_commit[:12]} (HEAD); it is tagged '{UNCOMMITTED_TAG}'. "
-                    "Commit the kernel change first to record exactly what was measured",
+                    "Give base_commit yourself (the commit the change was made on: git "
+                    "rev-parse HEAD before committing it) with the diff against it as "
+                    "code_change (git diff HEAD; kexp add --base-commit HEAD --diff-from-git)",
                     UncommittedBaseWarning,
                     stacklevel=stacklevel + 1,
                 )

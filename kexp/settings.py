@@ -51,6 +51,9 @@ class Settings:
     #: A kernel shorter than this (microseconds) timed with a host wall clock without
     #: device synchronisation (``protocol``) is suspect: the clock may read the launch.
     suspect_wall_clock_below_us: float = 100.0
+    #: Two code changes whose shingles (changed lines, variables renamed) are at least
+    #: this similar (Jaccard) are near-duplicates: a create warns that it was tried.
+    near_duplicate_similarity: float = 0.5
 
 
 DEFAULT_SETTINGS = Settings()

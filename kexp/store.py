@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from kexp.changelog import Changes, HistoryEntry
-    from kexp.index import IndexView, Row
+    from kexp.index import IndexView, Listing, Row
 
 _T = TypeVar("_T")
 
@@ -349,6 +349,21 @@ class Store:
                 return use(view)
         finally:
             view.close()
+
+    @property
+    def is_working_tree(self) -> bool:
+        """Whether this store reads the files of ``experiments/`` (not a revision's)."""
+        return self._cached
+
+    def current_listing(self) -> dict[str, Listing] | None:
+        """Every folder of ``experiments/`` with its files' names and stat signatures, as
+        the cache's refresh finds them on disk now (invalid files warned about, as
+        queries do), for caches of their own kept in step with the files (the
+        retrieval index, :mod:`kexp.retrieval`). None for a store without a cache (at a
+        revision)."""
+        if not self._cached:
+            return None
+        return self._with_index(False, lambda view: view.listing())
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
         if self._cached and not os.path.lexists(path):
@@ -976,10 +991,10 @@ class Store:
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
             )
         if exp.code_change:
-            from kexp.dedupe import warn_repeats
+            from kexp.retrieval import warn_tried_before
 
             # Recorded all the same; the warning names the earlier experiments.
-            warn_repeats(
+            warn_tried_before(
                 self,
                 exp.code_change,
                 exclude=[exp.id],

@@ -252,11 +252,32 @@ def test_top_json_gives_the_best_with_stable_keys(repo: Path, populated: Store) 
     assert result.exit_code == 0, result.stderr
     records = json.loads(result.stdout)
     assert [r["id"][-1] for r in records] == ["1", "3", "2"]  # buggy and pending left out
-    assert all(tuple(r) == RECORD_FIELDS for r in records)
+    # Lean by default: keys in the stable order, empty optional fields and path left out.
+    assert all(list(r) == [k for k in RECORD_FIELDS if k in r] for r in records)
+    assert all("path" not in r and "error_message" not in r and "suspect" not in r for r in records)
+    assert records[0]["tags"] == ["cache"] and "tags" not in records[1]
+    full = json.loads(kexp(repo, "top", "--json", "--full").stdout)
+    assert all(tuple(r) == RECORD_FIELDS for r in full)
+    assert full[1]["tags"] == [] and full[0]["path"].endswith(".md")
+    assert [{k: v for k, v in r.items() if k in records[i]} for i, r in enumerate(full)] == records
     brief = json.loads(kexp(repo, "top", "--json", "--brief").stdout)
-    assert "detailed_description" not in brief[0] and "score" in brief[0]
+    assert list(brief[0]) == [
+        "id",
+        "change_summary",
+        "score",
+        "outcome",
+        "key_insight",
+        "operator_sig",
+        "dtype_sig",
+    ]
+    assert brief[0]["key_insight"] == "unrolling helps" and brief[0]["outcome"] == "improvement"
+    front = json.loads(kexp(repo, "top", "--json", "--front-matter").stdout)
+    assert "detailed_description" not in front[0] and front[0]["pid"] == ""
+    assert "raw_result" not in front[0] and "outcome" in front[0]
     some = json.loads(kexp(repo, "top", "--json", "--fields", "score,id", "-n", "1").stdout)
     assert some == [{"score": 1.05, "id": "6749f3a000000001"}]
+    asked = json.loads(kexp(repo, "top", "--json", "--fields", "id,tags,path", "-n", "2").stdout)
+    assert asked[1]["tags"] == [] and asked[1]["path"].endswith(".md")
 
 
 def test_top_limits_to_twenty_by_default(
@@ -332,8 +353,11 @@ def test_show_text_json_field_and_fields(repo: Path, populated: Store) -> None:
     assert "Crashed - segfault" in text and "## Error message" in text and "Segfault" in text
     brief = kexp(repo, "show", "6749f3a000000004", "--brief").stdout
     assert "## " not in brief and "buggy" in brief
-    data = json.loads(kexp(repo, "show", "6749f3a000000001", "--json").stdout)
+    data = json.loads(kexp(repo, "show", "6749f3a000000001", "--json", "--full").stdout)
     assert tuple(data) == RECORD_FIELDS and data["outcome"] == "improvement"
+    lean = json.loads(kexp(repo, "show", "6749f3a000000001", "--json").stdout)
+    assert lean == {k: v for k, v in data.items() if k in lean} and "path" not in lean
+    assert "error_message" not in lean and lean["tags"] == ["cache"]
     raw = kexp(repo, "show", "6749f3a000000001", "--field", "detailed_description").stdout
     assert raw == populated.get_experiment("6749f3a000000001").detailed_description + "\n"
     assert kexp(repo, "show", "6749f3a000000001", "--field", "tags").stdout == '["cache"]\n'
@@ -518,6 +542,24 @@ def test_update_with_reason_appends_a_dated_correction_note(
     assert updated.detailed_description.startswith(exp.detailed_description)
     after = updated.path.read_text() if updated.path else ""
     assert before.splitlines()[:3] == after.splitlines()[:3]
+
+
+def test_a_new_score_that_leaves_the_measurement_behind_says_so(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    results = [{"config": "t256", "baseline": 6.0, "candidate": 5.9, "speedup": 1.0169}]
+    exp = make_experiment(score=1.0169, results=results)
+
+    result = kexp(repo, "update", exp.id[:10], "--set", "score=1.021", "--reason", "re-measured")
+
+    assert result.exit_code == 0, result.stderr
+    warning = next(line for line in result.stderr.splitlines() if "kexp: warning:" in line)
+    assert "results and raw_result still hold the measurement of the old score" in warning
+    assert f"kexp remeasure {exp.id[:10]}" in warning
+    updated = store.get_experiment(exp.id)
+    assert updated.results == results and updated.score == 1.021  # left as they were
+    quiet = kexp(repo, "update", exp.id[:10], "--set", "tags=cache")
+    assert "warning" not in quiet.stderr
 
 
 def test_update_set_file_and_json(

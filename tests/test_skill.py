@@ -121,6 +121,9 @@ def test_every_python_example_in_the_skill_runs_verbatim(agent_checkout: Path) -
         result = run_python(block, agent_checkout)
         assert result.returncode == 0, f"{block}\n---\n{result.stderr}"
         assert "Traceback" not in result.stderr
+        # The recommended flow records uncommitted work without the uncommitted-base
+        # warning (base_commit given, the diff against it).
+        assert "uncommitted" not in result.stderr, result.stderr
 
     recorded = Store(agent_checkout).list_experiments()
     assert len(recorded) == before + 2  # the two recording examples
@@ -129,6 +132,29 @@ def test_every_python_example_in_the_skill_runs_verbatim(agent_checkout: Path) -
     assert "kernel.cu" in measured.code_change
     assert measured.raw_result.startswith("Iteration 2 Results - SUCCESS:")
     assert "verified" in Store(agent_checkout).top_experiments(1)[0].tags
+    assert "uncommitted-base" not in measured.tags
+    assert measured.base_commit == git(agent_checkout, "rev-parse", "HEAD")
+
+
+def test_the_skill_starts_an_iteration_with_one_context_call() -> None:
+    text = SKILL_MD.read_text(encoding="utf-8")
+    loop = text.split("**The loop, every iteration:**", 1)[1].split("\n\n", 1)[0]
+    assert "1. **Before**" in loop and "kexp context --operator" in loop
+    first = text.split("## 1. Consult", 1)[1].split("```", 2)[1]
+    assert first.startswith("sh\nkexp context --operator")
+
+
+def test_what_the_skill_says_of_status_and_interference_holds(repo: Path) -> None:
+    store = Store(repo)
+    planned = store.create_experiment(**{**experiment_fields(), "status": "new"})
+    assert planned.outcome == "pending" and store.top_experiments() == []
+    best = store.create_experiment(**experiment_fields(score=1.05))
+    combined = store.create_experiment(
+        **experiment_fields(change_summary="Combine both - +0.7% (interference)", score=1.007)
+    )
+    assert store.get_experiment(combined.id).outcome == "marginal"  # no combines: no interference
+    store.update_experiment(combined.id, combines=[best.id])
+    assert store.get_experiment(combined.id).outcome == "interference"
 
 
 def test_the_python_reference_imports_and_works_on_the_store(agent_checkout: Path) -> None:

@@ -1,13 +1,24 @@
-"""Commands for migrating and for agents: import, skill install."""
+"""Commands for migrating and for agents: import, skill install, context, similar."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from kexp.commands.common import EXIT_OK, EXIT_PROBLEMS, clean, get_store, progress
+from kexp.commands.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    clean,
+    echo_json,
+    echo_raw,
+    get_store,
+    one_line,
+    print_table,
+    progress,
+)
 
 if TYPE_CHECKING:
     from kexp.legacy import ImportReport, Note
@@ -121,4 +132,154 @@ def skill_install(target: str, directory: Path | None) -> None:
         click.echo(f"wrote {path}")
 
 
-COMMANDS = (import_command, skill)
+def _read_diff(path: str) -> str:
+    """The text of ``--diff FILE`` (``-``: standard input)."""
+    from kexp.errors import KexpError
+
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise KexpError(f"cannot read the diff {path}: {exc.strerror or exc}") from None
+
+
+@click.command()
+@click.option("--operator", required=True, help="Operator/file substring (case-insensitive).")
+@click.option("--dtype", help="Data type substring, e.g. bf16.")
+@click.option("--env", help="Environment substring, e.g. MI300X.")
+@click.option("--text", "plan", metavar="TEXT", help="What you plan to try, in words.")
+@click.option(
+    "--diff", "diff_file", metavar="FILE", help="The planned change as a diff ('-': stdin)."
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=4000,
+    show_default=True,
+    help="Most tokens to print (a token counts as 4 characters).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+@click.pass_context
+def context(
+    ctx: click.Context,
+    operator: str,
+    dtype: str | None,
+    env: str | None,
+    plan: str | None,
+    diff_file: str | None,
+    budget: int,
+    as_json: bool,
+) -> None:
+    """What to read before the next iteration on an operator, in one packet.
+
+    The current best for operator x dtype x env and the lineage to it (Δ per step); the
+    related failures and successes, most related to the plan first, each with its key
+    insight; what was already tried here and how it ended; the dtypes, envs and
+    configurations never improved. Never more than --budget tokens (characters / 4);
+    a last section says what did not fit. The same store and options print the same
+    bytes.
+
+    Python: kexp.context(operator=..., dtype=..., env=..., text=..., diff=...).
+
+    \b
+    Examples:
+      kexp context --operator reshape_and_cache --dtype bf16 --env MI300X
+      kexp context --operator rms_norm --text "warp-shuffle reduction" --budget 2000
+      git diff | kexp context --operator rms_norm --diff - --json
+    """
+    from kexp.briefing import context as make_context
+
+    diff = _read_diff(diff_file) if diff_file else None
+    packet = make_context(
+        get_store(ctx),
+        operator=operator,
+        dtype=dtype,
+        env=env,
+        text=plan,
+        diff=diff,
+        budget=budget,
+        output="json" if as_json else "markdown",
+    )
+    echo_raw(packet.text.rstrip("\n"))
+
+
+@click.command()
+@click.argument("exp_id", required=False)
+@click.option("--text", metavar="TEXT", help="A plan or idea, in words.")
+@click.option("--diff", "diff_file", metavar="FILE", help="A code change as a diff ('-': stdin).")
+@click.option("--operator", help="Only experiments on this operator (substring).")
+@click.option("--dtype", help="Only this data type (substring).")
+@click.option("--env", help="Only this environment (substring).")
+@click.option("-n", "--limit", type=int, default=10, show_default=True, help="How many.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def similar(
+    ctx: click.Context,
+    exp_id: str | None,
+    text: str | None,
+    diff_file: str | None,
+    operator: str | None,
+    dtype: str | None,
+    env: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The experiments most related to a plan (--text), a diff (--diff) or an experiment.
+
+    Ranked by BM25 over summary, description, key insight, operator and the words of
+    the code change (SQLite FTS5), plus the similarity of the code changes (shingles of
+    the changed lines, variables renamed) for a diff or an experiment. Each line:
+    relevance, code similarity, score, outcome, summary.
+
+    Python: kexp.similar(text=..., diff=..., exp_id=...).
+
+    \b
+    Examples:
+      kexp similar --text "stage the KV tile through shared memory"
+      kexp similar --diff change.diff --operator cache
+      kexp similar 6ac50671ad --json
+    """
+    from kexp.retrieval import similar as find_similar
+
+    diff = _read_diff(diff_file) if diff_file else None
+    matches = find_similar(
+        get_store(ctx),
+        text=text,
+        diff=diff,
+        exp_id=exp_id,
+        limit=limit,
+        operator=operator,
+        dtype=dtype,
+        env=env,
+    )
+    if as_json:
+        echo_json([match.to_dict() for match in matches])
+        return
+    if not matches:
+        click.echo("(nothing related found)", err=True)
+        return
+    rows = []
+    for match in matches:
+        score = f"{match.score:.4f}"
+        if match.score_ci:
+            score += f" [{match.score_ci[0]:.4f}, {match.score_ci[1]:.4f}]"
+        code = "" if match.similarity is None else f"{match.similarity:.2f}"
+        rows.append(
+            [
+                match.id[:10],
+                f"{match.relevance:.3f}",
+                code,
+                score,
+                match.outcome,
+                one_line(match.change_summary),
+            ]
+        )
+    headers = ["ID", "RELEVANCE", "CODE", "SCORE", "OUTCOME", "SUMMARY"]
+    if all(match.similarity is None for match in matches):
+        headers.remove("CODE")
+        rows = [row[:2] + row[3:] for row in rows]
+    print_table(headers, rows, right=("RELEVANCE", "CODE", "SCORE"), shrink=("SUMMARY",))
+
+
+COMMANDS = (import_command, skill, context, similar)

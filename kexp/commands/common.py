@@ -560,7 +560,22 @@ def read_options(func: _F) -> _F:
             "--fields",
             help="Only these fields (comma-separated; also columns of the table).",
         ),
-        click.option("--brief", is_flag=True, help="Front-matter only, no body text."),
+        click.option(
+            "--brief",
+            is_flag=True,
+            help="JSON/JSONL: what an agent needs to decide (id, summary, score and its "
+            "interval, outcome, key insight, suspect, operator, dtype).",
+        ),
+        click.option(
+            "--front-matter",
+            is_flag=True,
+            help="JSON/JSONL/CSV: every front-matter field, no body text.",
+        ),
+        click.option(
+            "--full",
+            is_flag=True,
+            help="JSON/JSONL: keep empty fields and path (by default they are left out).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -641,14 +656,15 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     return one_line(value)
 
 
-def needs_bodies(output_format: str, as_json: bool, fields: str | None, brief: bool) -> bool:
-    """Whether printing experiments this way shows body text (else it is not read)."""
+def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_matter: bool) -> bool:
+    """Whether printing experiments this way shows body text (else it is not read):
+    ``--brief`` shows the key insight, from the detailed description."""
     from kexp.model import BODY_FIELDS
 
     chosen = field_list(fields)
     if chosen is not None:
-        return any(name in BODY_FIELDS for name in chosen)
-    return (as_json or output_format != "table") and not brief
+        return any(name in (*BODY_FIELDS, "key_insight") for name in chosen)
+    return (as_json or output_format != "table") and not front_matter
 
 
 def emit_experiments(
@@ -659,14 +675,23 @@ def emit_experiments(
     fields: str | None,
     brief: bool,
     ranked: bool,
+    front_matter: bool = False,
+    full: bool = False,
 ) -> None:
-    """Print experiments as a table (``#`` column when ``ranked``), JSON, JSON Lines or CSV."""
+    """Print experiments as a table (``#`` column when ``ranked``), JSON, JSON Lines or CSV
+    (records shaped by :func:`kexp.export.machine_record`; CSV keeps every column)."""
     chosen = field_list(fields)
     output_format = "json" if as_json else output_format
     if output_format != "table":
-        from kexp.export import to_record, write_records
+        from kexp.export import machine_record, to_record, write_records
 
-        records = [to_record(e, chosen, brief=brief) for e in experiments]
+        if output_format == "csv":
+            records = [to_record(e, chosen, brief=brief or front_matter) for e in experiments]
+        else:
+            records = [
+                machine_record(e, chosen, brief=brief, front_matter=front_matter, full=full)
+                for e in experiments
+            ]
         if output_format == "json":
             echo_json(records)
             return

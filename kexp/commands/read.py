@@ -92,9 +92,15 @@ def top(
     output_format: str,
     fields: str | None,
     brief: bool,
+    front_matter: bool,
+    full: bool,
     **params: Any,
 ) -> None:
     """The best experiments by score (buggy and pending left out).
+
+    JSON and JSON Lines leave out empty optional fields and path (--full keeps them,
+    --fields picks keys); --brief prints what an agent needs to decide, --front-matter
+    every front-matter field.
 
     Python: kexp.Store.top_experiments(limit, by="score", **filters).
 
@@ -109,7 +115,7 @@ def top(
         include_buggy=include_buggy,
         include_pending=include_pending,
         by=by,
-        brief=not needs_bodies(output_format, as_json, fields, brief),
+        brief=not needs_bodies(output_format, as_json, fields, front_matter),
         **filters_from(params),
     )
     emit_experiments(
@@ -119,6 +125,8 @@ def top(
         fields=fields,
         brief=brief,
         ranked=not sort and not reverse,
+        front_matter=front_matter,
+        full=full,
     )
 
 
@@ -145,6 +153,8 @@ def list_command(
     output_format: str,
     fields: str | None,
     brief: bool,
+    front_matter: bool,
+    full: bool,
     **params: Any,
 ) -> None:
     """Every experiment matching the filters, oldest first.
@@ -158,7 +168,8 @@ def list_command(
       kexp list --format csv > experiments.csv
     """
     experiments = get_store(ctx).list_experiments(
-        brief=not needs_bodies(output_format, as_json, fields, brief), **filters_from(params)
+        brief=not needs_bodies(output_format, as_json, fields, front_matter),
+        **filters_from(params),
     )
     if limit is not None and not sort:
         experiments = experiments[-limit:] if limit > 0 else []
@@ -172,6 +183,8 @@ def list_command(
         fields=fields,
         brief=brief,
         ranked=False,
+        front_matter=front_matter,
+        full=full,
     )
 
 
@@ -181,7 +194,13 @@ def list_command(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--field", "one_field", help="Print one field's raw value (for scripts).")
 @click.option("--fields", help="Only these fields (comma-separated).")
-@click.option("--brief", is_flag=True, help="Front-matter only, no body text.")
+@click.option(
+    "--brief",
+    is_flag=True,
+    help="Front-matter only, no body text; with --json what an agent needs to decide.",
+)
+@click.option("--front-matter", is_flag=True, help="With --json: the front-matter fields only.")
+@click.option("--full", is_flag=True, help="With --json: keep empty fields and path.")
 @click.pass_context
 @paged_output
 def show(
@@ -192,6 +211,8 @@ def show(
     one_field: str | None,
     fields: str | None,
     brief: bool,
+    front_matter: bool,
+    full: bool,
 ) -> None:
     """One experiment, by id or unique id prefix.
 
@@ -212,7 +233,7 @@ def show(
         return
     import json
 
-    from kexp.export import to_record
+    from kexp.export import machine_record, to_record
 
     if one_field:
         chosen = field_list(one_field)
@@ -227,7 +248,7 @@ def show(
         return
     chosen = field_list(fields)
     if as_json:
-        echo_json(to_record(exp, chosen, brief=brief))
+        echo_json(machine_record(exp, chosen, brief=brief, front_matter=front_matter, full=full))
         return
     if chosen:
         record = to_record(exp, chosen)

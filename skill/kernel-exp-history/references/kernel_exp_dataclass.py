@@ -34,11 +34,21 @@ leave buggy and pending experiments out of ``top_experiments``.
 
 **kexp's additions:**
 
+* ``context(operator=..., dtype=..., env=..., text=..., diff=..., budget=4000)`` — what
+  to read before the next iteration, in one packet (``.text``: Markdown, or JSON with
+  ``output="json"``): the best and its lineage, related failures and successes with
+  their key insights, what not to repeat, what was never tried;
+* ``similar(text=... | diff=... | exp_id=...)`` — the experiments most related to a
+  plan, a diff or an experiment;
 * ``record_iteration(baseline=..., candidate=..., **fields) -> KernelExperiment`` —
   one call per iteration: timings in, ``score``/``results``/``raw_result`` computed,
-  validated and written (see :mod:`kexp.measure`);
+  validated and written (see :mod:`kexp.measure`); ``status`` defaults to ``done``
+  (``create_experiment`` and ``KernelExperiment`` default to ``new``: pending, left
+  out of ``top_experiments`` until it is set);
 * ``ancestors(exp_id)``, ``children(exp_id)`` — lineage through ``pid``;
 * ``find_repeats(code_change)`` — earlier experiments with the same change;
+  ``tried_before(code_change)`` — those and the near-duplicates (the same change with
+  other variable names or its hunks in another order), as a create warns of them;
 * ``suspect_reasons(exp)`` — why a measurement looks too good to be true.
 
 Filters (keyword arguments, combinable): ``operator``, ``dtype``, ``env``, ``text``
@@ -56,7 +66,7 @@ from types import ModuleType
 from typing import Any
 
 import kexp
-from kexp import KernelExperiment, ancestors, children
+from kexp import KernelExperiment, ancestors, children, context, similar
 from kexp.dedupe import normalize_code_change
 from kexp.measure import load_measurements, record_iteration, score_measurements
 from kexp.model import OUTCOMES, STATUSES
@@ -74,6 +84,7 @@ __all__ = [
     "Status",
     "ancestors",
     "children",
+    "context",
     "create_experiment",
     "delete_experiment",
     "describe_schema",
@@ -85,9 +96,11 @@ __all__ = [
     "normalize_code_change",
     "record_iteration",
     "score_measurements",
+    "similar",
     "suspect_reasons",
     "test_insert_example",
     "top_experiments",
+    "tried_before",
     "update_experiment",
 ]
 
@@ -129,6 +142,14 @@ def find_repeats(code_change: str) -> list[Any]:
     return find(kexp.default_store(), code_change)
 
 
+def tried_before(code_change: str) -> list[Any]:
+    """Earlier experiments (in the default store) whose code change is this one or a
+    near-duplicate of it (``similarity`` and ``identical`` say which)."""
+    from kexp.retrieval import tried_before as find
+
+    return find(kexp.default_store(), code_change)
+
+
 #: Every field of an experiment: what it holds and how to write it. The short fields
 #: are the YAML front-matter of the file; the long texts are its ``## `` sections.
 FIELDS: dict[str, str] = {
@@ -143,17 +164,24 @@ FIELDS: dict[str, str] = {
     "score_ci": "Optional [low, high]: the score's 95% interval, computed by "
     "record_iteration from repeated timings (3+ samples a side and configuration). "
     "With it, improvement needs low > 1 and regression high < 1: else marginal.",
-    "status": "new, running, done, failed or timeout.",
+    "status": "new, running, done, failed or timeout. KernelExperiment and "
+    "create_experiment default to new (pending: left out of top_experiments); "
+    "record_iteration and 'kexp add' default to done.",
     "is_buggy": "true when the change crashed or gave wrong results (then error_message "
     "is required).",
     "operator_sig": "'path/to/file: kernel_name' for every kernel affected.",
     "dtype_sig": "Data type(s): fp16, bf16, fp8, 'bf16 -> fp8', ...",
     "env": "GPU model, driver, ROCm/CUDA and framework versions ('kexp env' detects them).",
-    "base_commit": "Commit the change was made on (7-64 hex); filled from git HEAD.",
+    "base_commit": "Commit the change was made on (7-64 hex), not the commit of the "
+    "change: for uncommitted work give HEAD (git rev-parse HEAD) and 'git diff HEAD' as "
+    "code_change. Filled from HEAD only when missing (a dirty tree then warns and tags "
+    "uncommitted-base).",
     "created_at": "ISO 8601 UTC ending in Z, made when the KernelExperiment is built.",
     "tags": "Optional list of short labels: technique and kernel family.",
     "author": "Optional; filled from git user.name.",
-    "combines": "Optional list of ids this experiment merges (interference check).",
+    "combines": "Optional list of ids this experiment merges. Only with it is a "
+    "combination scoring below its best part an 'interference' (an imported record "
+    "saying 'interference' in its summary is marginal or regression until it is set).",
     "protocol": "Optional: how the timings were measured, {timer: cuda_events|hip_events|"
     "do_bench|torch_benchmark|wall_clock|other, synchronized, warmup, repetitions, "
     "l2_flushed, clocks_locked}; filled from pytest-benchmark and torch.utils.benchmark.",

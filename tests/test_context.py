@@ -1,0 +1,293 @@
+"""kexp context: one packet, deterministic, within its budget, true to the files."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT, experiment_fields, run_kexp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kexp import KernelExperiment, KexpError, Store, init_store
+from kexp.briefing import CHARS_PER_TOKEN, context, count_tokens
+from kexp.fileformat import serialize
+from kexp.store import slugify
+
+CACHE_OP = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
+NORM_OP = "csrc/layernorm_kernels.cu: rms_norm_kernel"
+BASE = "0f54a8d954a292dd879f37334f90573ddeb49278"
+
+
+def _history() -> list[KernelExperiment]:
+    """A campaign on the cache kernel (bf16 on MI300X, a lineage, failures, a parameter
+    sweep with results) and a little on another kernel, dtype and env."""
+    made: list[KernelExperiment] = []
+
+    def add(summary: str, score: float, insight: str, **fields: Any) -> KernelExperiment:
+        n = len(made)
+        exp = KernelExperiment.from_dict(
+            experiment_fields(
+                id=f"6ac10000{n:08x}",
+                created_at=f"2026-10-{1 + n:02d}T08:00:00Z",
+                change_summary=summary,
+                score=score,
+                base_commit=BASE,
+                author="test",
+                detailed_description=f"**Approach**: {summary}\n\n**Key insight**: {insight}",
+                **fields,
+            )
+        )
+        made.append(exp)
+        return exp
+
+    root = add("Replace div/mod with a 2-D loop - +3.01%", 1.0301, "Avoid integer division")
+    vec = add(
+        "Vectorize copies to 128-bit - +11.67%",
+        1.1167,
+        "16-byte accesses are the lever",
+        pid=root.id,
+        results=[
+            {"config": "t256", "baseline": 6.3, "candidate": 5.88, "speedup": 1.0714},
+            {"config": "t4096", "baseline": 23.75, "candidate": 20.9, "speedup": 1.1364},
+        ],
+        score_ci=[1.10, 1.13],
+    )
+    add(
+        "Stage the KV tile through LDS - -7.07% (conflicts)",
+        0.9293,
+        "No LDS for a pure copy",
+        pid=vec.id,
+    )
+    add(
+        "Unroll head loop by 8 - +0.36%, within noise",
+        1.0036,
+        "Unroll from the trip count",
+        pid=vec.id,
+        results=[{"config": "t256", "baseline": 5.88, "candidate": 5.9, "speedup": 0.9966}],
+    )
+    add("Unroll head loop by 8 - -1.2%", 0.988, "Unroll 8 costs VGPRs", pid=vec.id)
+    add(
+        "Load slots as int64x2 - memory access fault",
+        0.0,
+        "Never assume alignment",
+        pid=vec.id,
+        is_buggy=True,
+        status="failed",
+        error_message="illegal memory access",
+    )
+    add(
+        "Nontemporal stores for the cache - +4.1%",
+        1.041,
+        "Streaming stores for write-once",
+        pid=vec.id,
+    )
+    add("Planned: prefetch slot_mapping - pending", 0.0, "", status="new")
+    add("Vectorize copies on fp16 - +0.5%", 1.005, "fp16 rows are short", dtype_sig="fp16")
+    add(
+        "Warp-shuffle reduction - +4.43%",
+        1.0443,
+        "Shuffles before shared memory",
+        operator_sig=NORM_OP,
+        dtype_sig="fp16",
+        env="A100, CUDA 12.4",
+    )
+    return made
+
+
+def _write_store(root: Path, experiments: list[KernelExperiment]) -> Store:
+    init_store(root)
+    for exp in experiments:
+        folder = root / "experiments" / exp.created_at[:4] / exp.created_at[5:7]
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{exp.id}-{slugify(exp.change_summary)}.md"
+        (folder / name).write_text(serialize(exp), encoding="utf-8")
+    return Store(root, code_repo=root)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Store:
+    return _write_store(tmp_path / "store", _history())
+
+
+def _packet(store: Store, **options: Any) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no file of the fixture is invalid or warned of
+        return context(store, **{"operator": "reshape_and_cache", **options}).text
+
+
+def test_the_packet_holds_the_best_its_lineage_and_the_failures(history: Store) -> None:
+    text = _packet(history, dtype="bf16", env="MI300X", text="stage through shared memory")
+
+    best = history.top_experiments(1, operator="reshape_and_cache", dtype="bf16", env="MI300X")[0]
+    assert best.change_summary.startswith("Vectorize copies to 128-bit")
+    section = text.split("## Current best\n", 1)[1]
+    assert section.startswith(f"- {best.id[:10]} 1.1167x [1.1000, 1.1300] improvement")
+    assert "insight: 16-byte accesses are the lever" in section
+    lineage = text.split("## Lineage", 1)[1].split("\n## ", 1)[0]
+    ancestor = history.ancestors(best.id)[0]
+    assert f"1. {ancestor.id[:10]} 1.0301x root" in lineage
+    assert f"2. {best.id[:10]} 1.1167x Δ+0.0866" in lineage
+    failures = text.split("## Related failures\n", 1)[1].split("\n## ", 1)[0]
+    # The plan is about LDS: that failure comes first; every failure is one.
+    assert failures.splitlines()[0].endswith("Stage the KV tile through LDS - -7.07% (conflicts)")
+    assert "insight: No LDS for a pure copy" in failures
+    for line in failures.splitlines():
+        if not line.startswith("  "):
+            assert any(o in line for o in ("regression", "marginal", "buggy", "interference"))
+    repeat = text.split("## Do not repeat", 1)[1].split("\n## ", 1)[0]
+    assert "Unroll head loop by 8 — marginal ×1, regression ×1 (best 1.0036x;" in repeat
+    not_tried = text.split("## Not tried yet", 1)[1].split("\n## ", 1)[0]
+    assert "- dtype fp16: tried 1×, no improvement (best 1.0050x)" in not_tried  # on MI300X
+    assert "configuration t256" not in not_tried  # 1.0714x once
+    assert "pending" not in text.split("## Related successes", 1)[1]
+
+
+def test_what_was_never_tried_or_never_improved_is_listed(history: Store) -> None:
+    text = _packet(history)
+
+    not_tried = text.split("## Not tried yet", 1)[1]
+    assert "- dtype fp16: tried 1×, no improvement (best 1.0050x)" in not_tried
+    assert "- env A100, CUDA 12.4: never tried" in not_tried
+    assert "- dtype bf16" not in not_tried  # improved here
+    packet = context(history, operator="reshape_and_cache", dtype="bf16", output="json")
+    kinds = {(e["kind"], e["value"]) for e in packet.data["not_tried"]}
+    assert ("configuration", "t256") not in kinds  # 1.0714x once
+    assert packet.data["best"]["score_ci"] == [1.1, 1.13]
+
+
+def test_the_same_files_give_the_same_bytes_whatever_the_cache_and_order(
+    tmp_path: Path,
+) -> None:
+    experiments = _history()
+    first = _write_store(tmp_path / "a", experiments)
+    shuffled = list(experiments)
+    random.Random(7).shuffle(shuffled)
+    second = _write_store(tmp_path / "b", shuffled)
+    options: dict[str, Any] = {"dtype": "bf16", "text": "unroll the copy loop", "budget": 900}
+
+    text = _packet(first, **options)
+    assert _packet(first, **options) == text
+    shutil.rmtree(first.root / ".kexp")
+    assert _packet(first, **options) == text  # rebuilt from nothing
+    assert _packet(second, **options).replace(str(second.root), "") == text.replace(
+        str(first.root), ""
+    )
+    as_json = context(first, operator="reshape_and_cache", output="json").text
+    assert context(second, operator="reshape_and_cache", output="json").text == as_json
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(budget=st.integers(150, 2500), output=st.sampled_from(["markdown", "json"]))
+def test_the_packet_never_exceeds_its_budget_and_counts_what_it_left_out(
+    history: Store, budget: int, output: str
+) -> None:
+    full = context(history, operator="reshape_and_cache", budget=100_000, output=output)
+    try:
+        packet = context(history, operator="reshape_and_cache", budget=budget, output=output)
+    except KexpError as exc:
+        assert "too small" in str(exc) and "--budget" in str(exc)
+        return
+
+    assert packet.tokens == count_tokens(packet.text) <= budget
+    assert len(packet.text) <= budget * CHARS_PER_TOKEN
+    for section in ("lineage", "failures", "successes", "do_not_repeat", "not_tried"):
+        shown = len(packet.data[section])
+        assert shown + packet.left_out.get(section, 0) == len(full.data[section])
+    if packet.left_out:
+        assert ("Left out" in packet.text) if output == "markdown" else packet.data["left_out"]
+    else:
+        budgeted = full.text.replace("Budget: 100000 tokens", f"Budget: {budget} tokens")
+        budgeted = budgeted.replace('"budget_tokens": 100000', f'"budget_tokens": {budget}')
+        assert packet.text == budgeted
+
+
+def test_a_budget_too_small_for_the_heading_is_a_clear_error(history: Store) -> None:
+    with pytest.raises(KexpError, match=r"too small.*give --budget \d+ or more"):
+        context(history, operator="reshape_and_cache", budget=20)
+
+
+def test_a_diff_already_tried_is_named_first(history: Store, tmp_path: Path) -> None:
+    diff = "@@ -1,2 +1,3 @@\n   int k = 0;\n+  acc += x[i] * w[i];\n+  out[i] = acc;\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tried = history.create_experiment(
+            **experiment_fields(
+                change_summary="Accumulate in registers - -2% (spills)",
+                score=0.98,
+                code_change=diff,
+                operator_sig=CACHE_OP,
+                base_commit=BASE,
+                author="test",
+            )
+        )
+    renamed = diff.replace("acc", "total")
+
+    text = _packet(history, diff=renamed)
+
+    section = text.split("## Tried before (your diff)\n", 1)[1].split("\n## ", 1)[0]
+    assert section.startswith(f"- {tried.id[:10]} 0.9800x regression (near-duplicate, similarity")
+    assert "Diff: 2 changed line(s)." in text
+
+
+def test_kexp_context_prints_markdown_json_and_reads_a_diff_on_stdin(history: Store) -> None:
+    root = history.root
+    result = run_kexp("context", "--operator", "reshape_and_cache", "--budget", "600", cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("# kexp context: reshape_and_cache × any dtype × any env")
+    assert count_tokens(result.stdout.rstrip("\n")) <= 600
+
+    data = json.loads(
+        run_kexp("context", "--operator", "cache", "--dtype", "bf16", "--json", cwd=root).stdout
+    )
+    assert data["best"]["change_summary"].startswith("Vectorize copies to 128-bit")
+    piped = run_kexp(
+        "context", "--operator", "cache", "--diff", "-", cwd=root, input="@@ -1 +1 @@\n+x = 1;\n"
+    )
+    assert piped.returncode == 0 and "Diff: 1 changed line(s)." in piped.stdout
+
+    missing = run_kexp("context", cwd=root)
+    assert missing.returncode == 2 and "--operator" in missing.stderr
+    small = run_kexp("context", "--operator", "cache", "--budget", "10", cwd=root)
+    assert small.returncode == 2 and len(small.stderr.splitlines()) == 1
+    assert small.stderr.startswith("kexp: error: a budget of 10 tokens is too small")
+
+
+def test_an_operator_without_experiments_gets_a_short_packet(history: Store) -> None:
+    text = _packet(history, operator="flash_attention")
+
+    assert "0 experiment(s) on this operator" in text
+    assert "## Current best" not in text
+    assert "- dtype bf16: never tried" in text
+
+
+def test_kexp_context_python_twin_uses_the_default_store(
+    history: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kexp
+
+    monkeypatch.setenv("KEXP_ROOT", str(history.root))
+    packet = kexp.context(operator="reshape_and_cache", budget=800)
+    assert packet.text == context(history, operator="reshape_and_cache", budget=800).text
+    assert kexp.similar(text="unroll")[0].change_summary.startswith("Unroll head loop by 8")
+
+
+def test_brief_json_costs_under_a_third_of_the_predecessors_top_20(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+    import brief_ratio
+    import generate
+
+    dataset = generate.ensure_dataset(200, tmp_path, git=False, log=lambda message: None)
+    figures, problems = brief_ratio.measure(dataset.folder)
+
+    assert problems == []
+    assert figures["brief_ratio"] <= 0.3
+    assert figures["json"] < figures["json_full"]
