@@ -12,9 +12,11 @@ import contextlib
 import dataclasses
 import datetime as dt
 import heapq
+import math
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,10 +54,10 @@ from kexp.validate import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from kexp.changelog import Changes, HistoryEntry
-    from kexp.index import IndexView, Row
+    from kexp.index import IndexView, Row, StoreIndex
 
 _T = TypeVar("_T")
 
@@ -251,20 +253,10 @@ class Store:
         if not self._cached:
             found = self._load(strict=strict)
             return found if wanted is None else [e for e in found if self._matches(e, wanted)]
-        from kexp.index import prefilter
-
         if wanted is None:
             return self._with_index(strict, lambda view: view.all_rows())
-        if wanted.outcome is not None:  # the outcome depends on interference: mark it first
-            return self._with_index(
-                strict,
-                lambda view: [
-                    r for r in view.all_rows(prefilter(wanted)) if self._matches(r, wanted)
-                ],
-            )
         return self._with_index(
-            strict,
-            lambda view: view.all_rows(prefilter(wanted), lambda row: self._matches(row, wanted)),
+            strict, lambda view: view.all_rows(lambda row: self._matches(row, wanted))
         )
 
     def _matches(self, item: Any, wanted: Filters) -> bool:
@@ -273,24 +265,24 @@ class Store:
     def _with_index(self, strict: bool, use: Callable[[IndexView], _T]) -> _T:
         """``use(view)`` of the refreshed cache; invalid files warned about (or raised).
 
-        A cached row found not to match its file (a damaged cache) makes the cache be
-        rebuilt from the files, and ``use`` run again.
+        :meth:`kexp.index.StoreIndex.query` runs ``use`` again when rows turn out not to
+        describe the files (another process wrote meanwhile, a damaged cache).
         """
-        from kexp.index import StaleCacheError, StoreIndex
+        result, invalid = self._store_index().query(use)
+        for relative, error in invalid:
+            self._skip(self.experiments_dir / relative, error, [], strict)
+        return result
 
-        index = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
-        view = index.refresh()
+    def _store_index(self) -> StoreIndex:
+        """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a
+        store one may read but not write), it is kept in memory, query by query."""
+        from kexp.index import StoreIndex
+
         try:
-            for relative, error in view.invalid:
-                self._skip(self.experiments_dir / relative, error, [], strict)
-            try:
-                return use(view)
-            except StaleCacheError:
-                view.close()
-                view = index.refresh(rebuild=True)
-                return use(view)
-        finally:
-            view.close()
+            cache_dir = self.cache_dir
+        except OSError:
+            cache_dir = self.root / CACHE_DIR
+        return StoreIndex(self.experiments_dir, cache_dir, self.settings)
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
         if self._cached and not os.path.lexists(path):
@@ -423,15 +415,16 @@ class Store:
     ) -> list[Row]:
         """The cached rows that can be among the ``limit`` best passing ``wanted``: read
         in score order until ``limit`` are found and the next score is lower (ties kept)."""
-        from kexp.index import prefilter
-
         chosen: list[Row] = []
         if limit == 0:
             return chosen
         threshold: float | None = None
-        for row in view.by_score(prefilter(wanted)):
+        seen, stopped = 0, False
+        for row in view.by_score():
             if threshold is not None and row.score < threshold:
+                stopped = True
                 break
+            seen += 1
             if skip_buggy and row.is_buggy:
                 continue
             if skip_pending and row.status in PENDING_STATUSES:
@@ -443,6 +436,9 @@ class Store:
             chosen.append(row)
             if len(chosen) == limit:
                 threshold = row.score
+        # The cache checks that no row scoring that much was hidden from the ranking.
+        assert threshold is not None or not stopped
+        view.ranked_down_to(threshold if threshold is not None and stopped else -math.inf, seen)
         return view.with_interference(chosen)
 
     def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
@@ -457,24 +453,46 @@ class Store:
 
     def _id_index(self, prefix: str = "") -> dict[str, list[Path]]:
         """Ids (starting with ``prefix``) → their files, from the file names alone."""
-        index: dict[str, list[Path]] = {}
-        if self._cached:
-            from kexp.index import StoreIndex, walk_experiment_names
+        return self._id_finder()(prefix)
 
-            cache = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
-            found = cache.names_with_prefix(prefix)
-            if found is None:
-                found = list(walk_experiment_names(str(self.experiments_dir), prefix))
-            for folder, name in found:
-                index.setdefault(name[:16], []).append(Path(folder, name))
-            for paths in index.values():
+    def _id_finder(self) -> Callable[[str], dict[str, list[Path]]]:
+        """A function from an id prefix to the ids starting with it and their files (in
+        path order), which looks at the store once: through the cache's folder listings
+        (only folders whose own signature changed are listed again), else in one walk of
+        the folders. A write asks it for the few ids it names."""
+        if not self._cached:
+            every: dict[str, list[Path]] = {}
+            for path in self.paths():
+                exp_id = id_from_name(path)
+                assert exp_id is not None
+                every.setdefault(exp_id, []).append(path)
+            return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
+        from kexp.index import walk_experiment_names
+
+        lookup = self._store_index().name_lookup()
+        if lookup is not None:
+            find = lookup.find
+        else:
+            walked = walk_experiment_names(str(self.experiments_dir))
+            by_id: dict[str, list[tuple[str, str]]] = {}
+            for folder, name in walked:
+                by_id.setdefault(name[:16], []).append((folder, name))
+
+            def find(prefix: str) -> list[tuple[str, str]]:
+                if len(prefix) >= 16:
+                    return by_id.get(prefix[:16], []) if prefix[:16] == prefix else []
+                return [
+                    item for key, items in by_id.items() if key.startswith(prefix) for item in items
+                ]
+
+        def index(prefix: str) -> dict[str, list[Path]]:
+            found: dict[str, list[Path]] = {}
+            for folder, name in find(prefix):
+                found.setdefault(name[:16], []).append(Path(folder, name))
+            for paths in found.values():
                 paths.sort()
-            return index
-        for path in self.paths():
-            exp_id = id_from_name(path)
-            assert exp_id is not None
-            if exp_id.startswith(prefix):
-                index.setdefault(exp_id, []).append(path)
+            return found
+
         return index
 
     def resolve_id(self, id_or_prefix: str) -> str:
@@ -526,12 +544,15 @@ class Store:
         return exp
 
     def _score_of(self, exp_id: str) -> float | None:
-        try:
-            _, path = self._find(exp_id)
-        except KexpError:
+        """The score of the experiment ``exp_id``: that of its first valid file (in path
+        order) when several files hold the id, as queries count it; None if none."""
+        if not ids.is_valid_id(exp_id):
             return None
-        checked = self._read(path)
-        return float(checked.experiment().score) if checked.ok else None
+        for path in self._id_index(exp_id).get(exp_id, []):
+            checked = self._read(path)
+            if checked.ok:
+                return float(checked.experiment().score)
+        return None
 
     # --- git: the store at a revision, history, changes -------------------------------
 
@@ -565,7 +586,9 @@ class Store:
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        by_id = {e.id: e for e in self._summaries(strict=False)}
+        by_id: dict[str, Any] = {}
+        for exp in self._summaries(strict=False):  # in path order: the first file of an id
+            by_id.setdefault(exp.id, exp)
         current = by_id.get(self.resolve_id(exp_id))
         chain: list[Any] = []
         seen = {current.id} if current else set()
@@ -923,12 +946,15 @@ class Store:
         )
 
     def _reference_problems(self, checked: CheckedFile) -> list[Problem]:
+        """The problems of ``pid`` and ``combines`` across the store: ids naming no
+        experiment, and lineage cycles. Only the ids named are looked up (and the pid
+        chain read), so a write does not read the store."""
         if checked.document is None:
             return []
-        index = self._id_index()
+        index = _NamedIds(self._id_finder())
         own = checked.document.fields.get("id")
         if isinstance(own, str):
-            index.setdefault(own, []).append(checked.path)
+            index.add(own, checked.path)
         problems = [
             p
             for p in check_store([checked], index)
@@ -939,7 +965,7 @@ class Store:
         return problems
 
     def _cycle_through_store(
-        self, checked: CheckedFile, own: str, index: dict[str, list[Path]]
+        self, checked: CheckedFile, own: str, index: Mapping[str, list[Path]]
     ) -> list[Problem]:
         """The lineage cycle this experiment's ``pid`` would close through stored files."""
         assert checked.document is not None
@@ -1037,14 +1063,12 @@ class Store:
 
     def _delete(self, full_id: str, path: Path, force: bool) -> Path:
         if not force:
-            others = self._load(strict=False)
-            kids = [e.id for e in others if e.pid == full_id]
+            kids, combiners = self._naming(full_id)
             if kids:
                 raise KexpError(
                     f"experiment {full_id} is the parent of {', '.join(kids)}: deleting it "
                     "would break their lineage; re-parent them first, or force the delete"
                 )
-            combiners = [e.id for e in others if full_id in e.combines]
             if combiners:
                 raise KexpError(
                     f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
@@ -1060,6 +1084,18 @@ class Store:
                 ) from None
         return path
 
+    def _naming(self, full_id: str) -> tuple[list[str], list[str]]:
+        """The ids of the valid experiments whose ``pid`` is ``full_id``, and of those
+        whose ``combines`` hold it (in path order): from the cache, refreshed."""
+        if not self._cached:
+            others = self._load(strict=False)
+            return (
+                [e.id for e in others if e.pid == full_id],
+                [e.id for e in others if full_id in e.combines],
+            )
+        kids, combiners = self._with_index(False, lambda view: view.naming(full_id))
+        return [row.id for row in kids], [row.id for row in combiners]
+
     def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
         """The store's lineage lock (see :mod:`kexp.locking`): shared by writes that name
         other experiments, exclusive for deletes."""
@@ -1072,6 +1108,36 @@ class Store:
     def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the write lock of one experiment (a full id), as updates and deletes do."""
         return exclusive_lock(self._lock_path(exp_id), self.settings.lock_timeout_s)
+
+
+class _NamedIds(Mapping[str, list[Path]]):
+    """Ids → their files, looked up one id at a time (a write names a few) through an
+    id finder (:meth:`Store._id_finder`), for :func:`kexp.validate.check_store`."""
+
+    def __init__(self, finder: Callable[[str], dict[str, list[Path]]]) -> None:
+        self._finder = finder
+        self._known: dict[str, list[Path]] = {}
+
+    def add(self, exp_id: str, path: Path) -> None:
+        """Count ``path`` as a file of ``exp_id`` too (the one being written)."""
+        paths = self.get(exp_id, [])
+        self._known[exp_id] = sorted({*paths, path})
+
+    def __getitem__(self, exp_id: str) -> list[Path]:
+        if exp_id not in self._known:
+            found = self._finder(exp_id).get(exp_id, []) if ids.is_valid_id(exp_id) else []
+            self._known[exp_id] = found
+        paths = self._known[exp_id]
+        if not paths:
+            raise KeyError(exp_id)
+        return paths
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids looked up so far that have files (not every id of the store)."""
+        return iter([key for key, paths in self._known.items() if paths])
+
+    def __len__(self) -> int:
+        return sum(1 for paths in self._known.values() if paths)
 
 
 def _best_scores(candidates: list[Any], limit: int) -> list[Any]:
