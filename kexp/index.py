@@ -676,7 +676,7 @@ class IndexView:
             while batch := cursor.fetchmany(512):
                 for record, checksum in batch:
                     yield check(record, checksum)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             raise DamagedCacheError(str(exc)) from None
 
     def _count(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[Any, ...]:
@@ -684,7 +684,7 @@ class IndexView:
 
         try:
             found = self._connection.execute(sql, parameters).fetchone()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             raise DamagedCacheError(str(exc)) from None
         return tuple(found)
 
@@ -744,7 +744,7 @@ class IndexView:
                     if values is None or float(values[_SCORE]) != score:
                         raise DamagedCacheError(f"{fields[0]}: indexed with another score")
                     yield fields
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             raise DamagedCacheError(str(exc)) from None
 
     def ranked_down_to(self, score: float, seen: int) -> None:
@@ -1126,13 +1126,13 @@ class StoreIndex:
             return None
         try:
             connection = sqlite3.connect(self.file, timeout=5.0, isolation_level=None)
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             return None
         try:
             found = connection.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
             if found is not None and found[0] == self.header:
                 return connection
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             pass
         connection.close()
         return None
@@ -1272,7 +1272,7 @@ class StoreIndex:
         memory = sqlite3.connect(":memory:", isolation_level=None)
         try:
             connection.backup(memory)
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             memory.close()
             return None
         return memory
@@ -1468,7 +1468,7 @@ class StoreIndex:
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             parts = in_two_processes(into_side, groups, total, sizes, clean_up)
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, ValueError):
             for side in made:
                 side.unlink(missing_ok=True)
             checked = check(_items(groups))
@@ -1542,7 +1542,7 @@ class StoreIndex:
             except BaseException:
                 connection.close()
                 raise
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, ValueError):
             pass
         else:
             try:
@@ -1618,7 +1618,7 @@ class StoreIndex:
                         shared.close()
                     return False  # in use by another process: it is fine, and theirs
                 found = None
-            except sqlite3.Error:
+            except (sqlite3.Error, ValueError):
                 found = None
             usable = shared is not None and found is not None and found[0] == self.header
             if usable and replace_rows:
@@ -1650,12 +1650,12 @@ class StoreIndex:
                     shared.execute(f"DELETE FROM {table}")
                     shared.execute(f"INSERT INTO {table} SELECT * FROM fresh.{table}")
                 shared.execute("COMMIT")
-            except sqlite3.Error:
+            except (sqlite3.Error, ValueError):
                 shared.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
             return _busy(exc)
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             return False
         finally:
             shared.close()
@@ -1719,7 +1719,7 @@ class StoreIndex:
             for side, name in zip(sides, names, strict=True):
                 connection.execute(f"ATTACH DATABASE ? AS {name}", (str(side),))
             connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             _detach(connection, names)
             return False
         try:
@@ -1742,7 +1742,7 @@ class StoreIndex:
             for name in names:
                 connection.execute(f"INSERT OR REPLACE INTO files SELECT * FROM {name}.files")
             connection.execute("COMMIT")
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
             return False
