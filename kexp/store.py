@@ -95,9 +95,11 @@ def slugify(summary: str, max_length: int = 48) -> str:
     return slug or "experiment"
 
 
-def utc_now() -> str:
-    """The current time as ISO 8601 UTC with a ``Z`` (whole seconds)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def utc_now(now: float | None = None) -> str:
+    """The current time (or ``now``, seconds since the epoch) as ISO 8601 UTC with a
+    ``Z`` (whole seconds), from :func:`kexp.ids.current_time`."""
+    moment = ids.current_time() if now is None else now
+    return dt.datetime.fromtimestamp(int(moment), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def find_root(start: Path | str | None = None) -> Path:
@@ -858,10 +860,13 @@ class Store:
             ids.check_id(exp.id)
             if exp.id in self._id_index(exp.id):
                 raise KexpError(f"an experiment with id {exp.id} already exists")
-        else:
-            exp.id = ids.new_id()
+        # One reading of the clock for both: at a month's (or year's) last second the
+        # id and created_at (hence the folder) name the same moment.
+        now = ids.current_time()
+        if not explicit_id:
+            exp.id = ids.new_id(now)
         if not exp.created_at:
-            exp.created_at = utc_now()
+            exp.created_at = utc_now(now)
         self._expand_references(exp)
         self._fill_from_git(exp)
         text = serialize(exp)
@@ -922,7 +927,8 @@ class Store:
         ids.check_id(exp.id)
         year, month = exp.created_at[:4], exp.created_at[5:7]
         if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
-            year, month = utc_now()[:4], utc_now()[5:7]
+            now = utc_now()
+            year, month = now[:4], now[5:7]
         for folder in (self.experiments_dir / year, self.experiments_dir / year / month):
             if folder.is_symlink():
                 raise KexpError(
