@@ -549,6 +549,11 @@ Scanned = tuple[
 ]
 
 
+def stat_signature(info: os.stat_result) -> bytes:
+    """The packed signature of a file's ``stat``, as the cache compares them."""
+    return _pack(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+
+
 def folder_signature(path: str) -> bytes | None:
     """A folder's own packed signature (it changes when an entry is added, removed or
     renamed, not when a file is edited in place); None when it is not a folder."""

@@ -15,8 +15,9 @@ import heapq
 import math
 import os
 import re
+import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -274,6 +275,15 @@ class Store:
         for relative, error in invalid:
             self._skip(self.experiments_dir / relative, error, [], strict)
         return result
+
+    def query_cache(self, use: Callable[[IndexView], _T]) -> _T | None:
+        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`), for
+        lookups the cache keeps an index for (such as :func:`kexp.dedupe.find_repeats`);
+        None for a store that has no cache (one read at a revision). Invalid files are
+        not warned about."""
+        if not self._cached:
+            return None
+        return self._store_index().query(use)[0]
 
     def _store_index(self) -> StoreIndex:
         """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a
@@ -1181,6 +1191,67 @@ def _write_new(path: Path, text: str) -> None:
         raise KexpError(f"{path} already exists; nothing was overwritten") from None
     finally:
         temporary.unlink()
+
+
+def prepare_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
+    """The first half of :func:`_write_new` for many files at once: each text written
+    to a hidden temporary file beside its path (never read as an experiment), then all
+    of them made durable by one sync of their file system (each synced in turn where
+    that cannot be done). :func:`link_new_file` puts each in place."""
+    import secrets
+
+    written: list[Path] = []
+    try:
+        for path, text in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+            with temporary.open("xb") as handle:
+                written.append(temporary)
+                handle.write(text.encode("utf-8"))
+        _sync_files(written)
+    except BaseException:
+        for temporary in written:
+            temporary.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def link_new_file(temporary: Path, path: Path) -> None:
+    """Put a file of :func:`prepare_new_files` in place atomically if ``path`` is free
+    (else :class:`KexpError`: nothing is overwritten); the temporary name goes."""
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise KexpError(f"{path} already exists; nothing was overwritten") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _sync_files(paths: Sequence[Path]) -> None:
+    """Make the data of ``paths`` durable: one ``syncfs`` of their file system on Linux,
+    else an ``fsync`` of each."""
+    if not paths:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+            fd = os.open(paths[0].parent, os.O_RDONLY)
+        except (OSError, AttributeError):
+            pass
+        else:
+            try:
+                if syncfs(fd) == 0:
+                    return
+            finally:
+                os.close(fd)
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _replace(path: Path, text: str) -> None:
