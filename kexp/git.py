@@ -349,6 +349,18 @@ def is_dirty(repo: git.Repo, *, ignore: Path | None = None) -> bool:
     return bool(dirty_paths(repo, ignore=ignore))
 
 
+def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> bool:
+    """Whether the working tree's ``folder`` holds exactly the files of ``commit``:
+    ``HEAD`` is ``commit``, and ``git status`` shows nothing under ``folder`` (changed,
+    staged, untracked or ignored)."""
+    if head_commit(repo) != commit:
+        return False
+    _, output = run_git(
+        repo, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", folder
+    )
+    return not output.strip("\0")
+
+
 def user_name(repo: git.Repo) -> str:
     """git's configured ``user.name`` (or "" when none is set)."""
     try:

@@ -54,6 +54,7 @@ from kexp.validate import (
 
 if TYPE_CHECKING:
     from kexp.changelog import Changes, ExperimentChange
+    from kexp.index import Row
     from kexp.settings import Settings
     from kexp.store import Store
 
@@ -337,7 +338,7 @@ def _check_changes(
     fork = merge_base(store, base, head)
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
-    links, valid = _scan(target, facts=facts)
+    links, valid = _scan(_same_files(store, target), facts=facts)
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems]
@@ -501,16 +502,37 @@ def _facts_of(link: FileLinks, fields: Mapping[str, Any]) -> _Facts:
     return _Facts(link.path, link.id or "", link.pid or "", link.combines, *values)
 
 
+def _same_files(store: Store, target: Store) -> Store:
+    """The working tree ``store`` when it holds exactly the files of ``target`` (the
+    store at a revision: the commit checked out, nothing changed under
+    ``experiments/``), so that they are read through its query cache; else ``target``."""
+    from kexp import git as kgit
+    from kexp.snapshot import RevisionStore, StoreLocation
+
+    if not isinstance(target, RevisionStore):
+        return target
+    location = StoreLocation.of(store.root)
+    if kgit.matches_working_tree(location.repo, target.commit, location.folder):
+        return store
+    return target
+
+
 def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]:
     """Read every file of ``target`` once, in the order it lists them: the
     :class:`FileLinks` of each, and (``facts``) the :class:`_Facts` of the valid ones.
 
-    Nothing else is kept of a file. A canonical file is read without the full parse
-    (:func:`kexp.quickcheck.quick_fields`); a large working tree is read by this process
-    and a forked child, half each, as :meth:`Store.validate` does.
+    Nothing else is kept of a file. A working tree is read through its query cache
+    (only the files that changed since are read; invalid files are read for their
+    links); else a canonical file is read without the full parse
+    (:func:`kexp.quickcheck.quick_fields`), and a large store by this process and a
+    forked child, half each, as :meth:`Store.validate` does.
     """
     from kexp.progress import reporting
     from kexp.store import Store
+
+    cached = target.query_cache(lambda view: (view.all_rows(), [p for p, _ in view.invalid]))
+    if cached is not None:
+        return _scan_cached(target, *cached, facts=facts)
 
     files = target._validation_files()
     total = len(files)
@@ -537,6 +559,50 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]
         links.append(link)
         if known is not None:
             valid.append(_Facts(path, exp_id or "", pid or "", combines, *known))
+    return links, valid
+
+
+def _scan_cached(
+    target: Store, rows: list[Row], invalid: list[str], *, facts: bool
+) -> tuple[list[FileLinks], list[_Facts]]:
+    """What :func:`_scan` keeps of each file, from the query cache's rows of the valid
+    files (and the invalid ones read), in the order :func:`_scan` lists them."""
+    from kexp.index import path_order
+
+    base = str(target.experiments_dir) + os.sep
+    invalid_paths = [base + relative for relative in invalid]
+    records = dict(
+        zip(invalid_paths, _scan_records(target, invalid_paths, len(invalid), facts), strict=True)
+    )
+    items: list[tuple[str, Row | None]] = [(base + row.path, row) for row in rows]
+    items += [(path, None) for path in invalid_paths]
+    items.sort(key=lambda item: path_order(item[0]))
+    links: list[FileLinks] = []
+    valid: list[_Facts] = []
+    for path, row in items:
+        if row is None:
+            exp_id, pid, combines, lines, known = records[path]
+            links.append(FileLinks(path, exp_id, pid, combines, None, lines))
+            if known is not None:
+                valid.append(_Facts(path, exp_id or "", pid or "", combines, *known))
+            continue
+        combined = tuple(row.combines)
+        links.append(FileLinks(path, row.id, row.pid or None, combined))
+        if facts:
+            valid.append(
+                _Facts(
+                    path,
+                    row.id,
+                    row.pid,
+                    combined,
+                    row.score,
+                    row.status,
+                    row.is_buggy,
+                    row.operator_sig,
+                    row.created_at,
+                    row.change_summary,
+                )
+            )
     return links, valid
 
 
