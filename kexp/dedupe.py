@@ -170,7 +170,9 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
     if not is_matchable(wanted):
         return []
     key = code_key(wanted)
-    found_rows = store.query_cache(lambda view: view.rows_with_code_key(key, _keys_of(store)))
+    found_rows = store.query_cache(
+        lambda view: view.rows_with_code_key(key, _keys_of(store)), light=True
+    )
     paths = (
         store.paths()
         if found_rows is None

@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from kexp.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-index/8"
+LAYOUT = "kexp-index/9"
 
 
 def index_file_name(settings: Settings) -> str:
@@ -177,6 +177,7 @@ _INDEXES = (
     "CREATE INDEX files_by_pid ON files (pid) WHERE pid IS NOT NULL",
     "CREATE INDEX files_by_combines ON files (combines) WHERE combines IS NOT NULL",
     "CREATE INDEX files_by_code_key ON files (code_key) WHERE code_key IS NOT NULL",
+    "CREATE INDEX files_unkeyed ON files (valid) WHERE code_key IS NULL",
 )
 _FOLDER_COLUMNS = (
     "folder, experiments, listed_at, subfolders, names, listing_sum, signatures, signatures_sum"
@@ -566,11 +567,15 @@ def folder_signature(path: str) -> bytes | None:
     return array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)).tobytes()
 
 
-def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], list[Scanned]]:
+def _scanner(
+    base: str, cached: dict[str, _Folder], light: bool = False
+) -> Callable[[list[str]], list[Scanned]]:
     """A worker listing and ``stat``-ing folders (relative to ``base``), comparing each
     with its cached listing and packed signatures. A folder whose own signature is the
     cached one is not listed again (its names are the cached ones), but its files are
-    still ``stat``-ed: an edit in place changes a file, not its folder."""
+    still ``stat``-ed: an edit in place changes a file, not its folder; ``light`` leaves
+    them out too, but for those the cache holds no signature for (see
+    :meth:`StoreIndex.refresh`)."""
 
     def scan(folders: list[str]) -> list[Scanned]:
         out: list[Scanned] = []
@@ -594,7 +599,10 @@ def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], lis
                     continue
                 names, subfolders = listed[0], tuple(listed[1])
                 fresh_stamp = listed_at
-            packed = signatures(path, names).tobytes()
+            if light and fresh_stamp is None and known is not None:
+                packed = _restat_unsigned(path, known)
+            else:
+                packed = signatures(path, names).tobytes()
             if (
                 known is not None
                 and known.signatures == packed
@@ -607,6 +615,20 @@ def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], lis
         return out
 
     return scan
+
+
+def _restat_unsigned(path: str, known: _Folder) -> bytes:
+    """The cached signatures of an unchanged folder's files, those the cache keeps none
+    for (racily clean, unreadable) taken from the files now."""
+    packed = known.signatures
+    if _NO_SIGNATURE_BYTES not in packed:
+        return packed
+    fresh = bytearray(packed)
+    for at in range(0, len(packed), _SIGNATURE_SIZE):
+        if packed[at : at + _SIGNATURE_SIZE] == _NO_SIGNATURE_BYTES:
+            name = known.names[at // _SIGNATURE_SIZE]
+            fresh[at : at + _SIGNATURE_SIZE] = signatures(path, [name]).tobytes()
+    return bytes(fresh)
 
 
 def _name_at(names: Sequence[str], name: str) -> int:
@@ -641,6 +663,8 @@ class IndexView:
         self._ranked: tuple[float, int] | None = None
         #: (rows, invalid rows) of the table, when :meth:`all_rows` read all of it.
         self._counted: tuple[int, int] | None = None
+        #: (condition, parameters, rows) the table must hold: see :meth:`_expect`.
+        self._checks: list[tuple[str, tuple[Any, ...], int]] = []
         #: Code keys computed for this query: (path, signature read at, key) to store.
         self._new_keys: list[tuple[str, bytes, str]] = []
         #: (path relative to experiments/, first error) of every invalid file.
@@ -860,12 +884,8 @@ class IndexView:
             )
             if _agrees(path, values is not None and exp_id in values[_COMBINES])
         ]
-        counted = self._count(
-            "SELECT TOTAL(pid = ?), TOTAL(instr(combines, ?) > 0) FROM files NOT INDEXED",
-            (exp_id, needle),
-        )
-        if counted != (len(children), len(combiners)):
-            raise DamagedCacheError("rows naming an experiment differ from the index")
+        self._expect("pid = ?", (exp_id,), len(children))
+        self._expect("instr(combines, ?) > 0", (needle,), len(combiners))
         children.sort(key=lambda row: path_order(row.path))
         combiners.sort(key=lambda row: path_order(row.path))
         return children, combiners
@@ -880,7 +900,7 @@ class IndexView:
         unkeyed = [
             (path, signature, reader, values)
             for path, _, signature, reader, _, values, code_key in self._query(
-                "SELECT record, checksum FROM files NOT INDEXED "
+                "SELECT record, checksum FROM files INDEXED BY files_unkeyed "
                 "WHERE valid = 1 AND code_key IS NULL"
             )
             if _unkeyed(path, values, code_key)
@@ -904,15 +924,8 @@ class IndexView:
             )
             if _agrees(path, values is not None and code_key == key)
         ]
-        table = self._count(
-            "SELECT TOTAL(code_key = ?), TOTAL(code_key IS NOT NULL) FROM files NOT INDEXED",
-            (key,),
-        )
-        (keyed,) = self._count(
-            "SELECT COUNT(*) FROM files INDEXED BY files_by_code_key WHERE code_key IS NOT NULL"
-        )
-        if table != (len(indexed), keyed):
-            raise DamagedCacheError("rows with a code key differ from the index")
+        self._expect("valid = 1 AND code_key IS NULL", (), len(unkeyed))
+        self._expect("code_key = ?", (key,), len(indexed))
         matches += indexed
         matches.sort(key=lambda row: path_order(row.path))
         return matches
@@ -945,24 +958,37 @@ class IndexView:
                 connection.execute("ROLLBACK")
         self._new_keys.clear()
 
+    def _expect(self, condition: str, parameters: Sequence[Any], rows: int) -> None:
+        """Have :meth:`confirm` check that ``rows`` rows of the table meet ``condition``
+        (what a lookup through an index found)."""
+        self._checks.append((condition, tuple(parameters), rows))
+
     def confirm(self) -> None:
-        """Check, through the table itself, that the index hid no row: as many rows as
-        files, as many invalid ones as the index gave, and (after :meth:`by_score` was
-        stopped) as many scoring at least that much as it returned."""
-        threshold, seen = self._ranked if self._ranked is not None else (float("inf"), 0)
-        if self._counted is not None and self._ranked is None:
-            (total, invalid), above = self._counted, 0  # all_rows read the whole table
+        """Check, in one pass over the table itself, that no index hid a row: as many
+        rows as files, as many invalid ones as the index gave, (after :meth:`by_score`
+        was stopped) as many scoring at least that much as it returned, and as many as
+        every other lookup found (:meth:`_expect`)."""
+        checks = list(self._checks)
+        if self._ranked is not None:
+            threshold, seen = self._ranked
+            checks.append(("valid = 1 AND score >= ?", (threshold,), seen))
+        if self._counted is not None and not checks:
+            total, invalid = self._counted  # all_rows read the whole table
+            found: list[Any] = []
         else:
-            total, invalid, above = self._count(
-                "SELECT COUNT(*), TOTAL(valid = 0), TOTAL(valid = 1 AND score >= ?) "
+            columns = ", ".join(f"TOTAL({condition})" for condition, _, _ in checks)
+            parameters = [p for _, values, _ in checks for p in values]
+            total, invalid, *counted = self._count(
+                f"SELECT COUNT(*), TOTAL(valid = 0){', ' if checks else ''}{columns} "
                 "FROM files NOT INDEXED",
-                (threshold,),
+                parameters,
             )
+            found = counted
         (indexed,) = self._count("SELECT COUNT(*) FROM files INDEXED BY files_by_score")
         if total != self._expected() or indexed != total:
             raise StaleCacheError()
-        if invalid != self._invalid_seen or above != seen:
-            raise DamagedCacheError("the index and the table differ")
+        if invalid != self._invalid_seen or list(found) != [rows for _, _, rows in checks]:
+            raise DamagedCacheError("an index and the table differ")
 
 
 def _row(path: str, values: tuple[Any, ...] | None) -> Row:
@@ -1067,15 +1093,18 @@ class StoreIndex:
         lookup = self.name_lookup()
         return None if lookup is None else lookup.find(prefix)
 
-    def query(self, use: Callable[[IndexView], _T]) -> tuple[_T, list[tuple[str, str]]]:
-        """``use(view)`` of the refreshed cache, and the invalid files (path relative to
-        ``experiments/``, first error). Rows found not current (another process wrote
-        meanwhile) are read again and ``use`` run again; a cache failing a check is
-        rebuilt from the files, so the answer is always the files'."""
+    def query(
+        self, use: Callable[[IndexView], _T], *, light: bool = False
+    ) -> tuple[_T, list[tuple[str, str]]]:
+        """``use(view)`` of the refreshed cache (``light``: see :meth:`refresh`), and the
+        invalid files (path relative to ``experiments/``, first error). Rows found not
+        current (another process wrote meanwhile) are read again and ``use`` run again;
+        a cache failing a check is rebuilt from the files, so the answer is always the
+        files'."""
         again: set[str] = set()
         rebuild = False
         for attempt in range(_ATTEMPTS):
-            view = self.refresh(rebuild=rebuild, again=again)
+            view = self.refresh(rebuild=rebuild, again=again, light=light)
             try:
                 view.begin()
                 result = use(view)
@@ -1100,7 +1129,12 @@ class StoreIndex:
             view.close()
 
     def refresh(
-        self, *, rebuild: bool = False, again: Iterable[str] = (), private: bool = False
+        self,
+        *,
+        rebuild: bool = False,
+        again: Iterable[str] = (),
+        private: bool = False,
+        light: bool = False,
     ) -> IndexView:
         """Bring the cache up to date with the files and return it for querying
         (:meth:`query` checks and uses it).
@@ -1109,13 +1143,21 @@ class StoreIndex:
         checked, and so are ``again`` (paths relative to ``experiments/``). ``rebuild``
         reads every file again; ``private`` also keeps the result in a file of its own,
         which no other process writes.
+
+        ``light`` takes the files of a folder whose own signature is the cached one as
+        the cache last saw them, without a ``stat`` each: what every file added,
+        renamed, replaced or removed since changes (kexp's own writes, git, most
+        editors), but not an edit made in place by another program since the last
+        query. The checks a write makes (:meth:`IndexView.naming`,
+        :meth:`IndexView.rows_with_code_key`) use it: they cost what changed, not a
+        ``stat`` of every file.
         """
         # Walking creates a few objects per file and frees none: the cyclic garbage
         # collector would scan them all again and again.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._refresh(rebuild, set(again), private)
+            return self._refresh(rebuild, set(again), private, light)
         finally:
             if collecting:
                 gc.enable()
@@ -1164,7 +1206,9 @@ class StoreIndex:
         except (sqlite3.Error, EOFError, ValueError, TypeError):
             return None
 
-    def _refresh(self, rebuild: bool, again: set[str], private: bool) -> IndexView:
+    def _refresh(
+        self, rebuild: bool, again: set[str], private: bool, light: bool = False
+    ) -> IndexView:
         token = os.urandom(8).hex()  # marks the racily clean rows this refresh reads
         for _ in range(_ATTEMPTS):
             # One horizon for the whole refresh, taken before any file is read: a file
@@ -1177,7 +1221,7 @@ class StoreIndex:
                 connection = None
             if connection is None or cached is None:
                 return self._build_from_files(horizon, token, private or rebuild)
-            view = self._refresh_cached(connection, cached, horizon, token, again)
+            view = self._refresh_cached(connection, cached, horizon, token, again, light)
             if view is not None:
                 return view
             # Another process changed these folders' rows since they were read: again.
@@ -1190,6 +1234,7 @@ class StoreIndex:
         horizon: int,
         token: str,
         again: set[str],
+        light: bool = False,
     ) -> IndexView | None:
         """The view after writing what changed since ``cached``; None when another
         process changed those folders' rows meanwhile (the connection is closed)."""
@@ -1201,7 +1246,7 @@ class StoreIndex:
                 forgotten = bytearray(known.signatures)
                 forgotten[at * 32 : at * 32 + 32] = _NO_SIGNATURE_BYTES
                 cached[folder] = known._replace(signatures=bytes(forgotten))
-        found = self._scan(cached)
+        found = self._scan(cached, light)
         gone = [folder for folder in cached if folder not in found]
 
         # Which files to read again: new names, or a signature that differs.
@@ -1351,12 +1396,12 @@ class StoreIndex:
                         if left.lstat().st_mtime < horizon:
                             left.unlink()
 
-    def _scan(self, cached: dict[str, _Folder]) -> dict[str, Scanned]:
+    def _scan(self, cached: dict[str, _Folder], light: bool = False) -> dict[str, Scanned]:
         """Every folder reachable from ``experiments/`` now, scanned: the cached ones in
-        two processes (when there are many files), new ones here."""
-        scan = _scanner(self._base, cached)
+        two processes (when there are many files to ``stat``), new ones here."""
+        scan = _scanner(self._base, cached, light)
         known = sorted(cached)
-        sizes = [len(cached[folder].names) + 1 for folder in known]
+        sizes = [1 if light else len(cached[folder].names) + 1 for folder in known]
         scanned = {item[0]: item for item in in_two_processes(scan, known, sum(sizes), sizes)}
         found: dict[str, Scanned] = {}
 

@@ -276,14 +276,14 @@ class Store:
             self._skip(self.experiments_dir / relative, error, [], strict)
         return result
 
-    def query_cache(self, use: Callable[[IndexView], _T]) -> _T | None:
-        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`), for
-        lookups the cache keeps an index for (such as :func:`kexp.dedupe.find_repeats`);
-        None for a store that has no cache (one read at a revision). Invalid files are
-        not warned about."""
+    def query_cache(self, use: Callable[[IndexView], _T], *, light: bool = False) -> _T | None:
+        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`; ``light``:
+        see :meth:`kexp.index.StoreIndex.refresh`), for lookups the cache keeps an index
+        for (such as :func:`kexp.dedupe.find_repeats`); None for a store that has no
+        cache (one read at a revision). Invalid files are not warned about."""
         if not self._cached:
             return None
-        return self._store_index().query(use)[0]
+        return self._store_index().query(use, light=light)[0]
 
     def _store_index(self) -> StoreIndex:
         """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a
@@ -1109,7 +1109,11 @@ class Store:
                 [e.id for e in others if e.pid == full_id],
                 [e.id for e in others if full_id in e.combines],
             )
-        kids, combiners = self._with_index(False, lambda view: view.naming(full_id))
+        # A light refresh: every file added, replaced or removed since the last query is
+        # seen (kexp's own writes among them), an edit in place by another program not.
+        kids, combiners = self._store_index().query(lambda view: view.naming(full_id), light=True)[
+            0
+        ]
         return [row.id for row in kids], [row.id for row in combiners]
 
     def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:

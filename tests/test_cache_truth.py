@@ -553,3 +553,43 @@ def test_the_fingerprint_names_the_sources_and_the_schema() -> None:
     first = kexp.index.code_fingerprint()
     assert first == kexp.index.code_fingerprint() and len(first) == 16
     assert "sources=" + first in kexp.index._header(DEFAULT_SETTINGS)
+
+
+def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    """The delete's check of who names an experiment refreshes the cache lightly (its
+    folders, not every file): a child written since the last query, by kexp or by hand,
+    or a file replaced to name it, refuses the delete at once; an edit in place by
+    another program counts once a query has read it."""
+    parent = make_experiment(change_summary="Parent - +1%")
+    other = make_experiment(change_summary="Other - +1%")
+    _wait_past_racy_window()
+    store.list_experiments()
+    assert other.path is not None
+    # A child written by hand into a new month folder.
+    child = store.experiments_dir / "2031" / "05" / f"{'c' * 16}-child.md"
+    child.parent.mkdir(parents=True)
+    child.write_text(
+        other.path.read_text().replace(other.id, "c" * 16).replace("pid: ''", f"pid: {parent.id}")
+    )
+    with pytest.raises(KexpError, match="parent of"):
+        store.delete_experiment(parent.id)
+    child.unlink()
+    # A file replaced by a version that combines the parent (how editors save).
+    replacement = other.path.with_name(f".{other.path.name}.new")
+    replacement.write_text(
+        other.path.read_text().replace("status: done", f"combines: [{parent.id}]\nstatus: done")
+    )
+    replacement.replace(other.path)
+    with pytest.raises(KexpError, match="combined by"):
+        store.delete_experiment(parent.id)
+    # An edit in place (same inode): seen once a query has run.
+    text = other.path.read_text().replace(f"combines: [{parent.id}]\n", "")
+    with open(other.path, "r+") as handle:
+        handle.write(text)
+        handle.truncate()
+    _wait_past_racy_window()
+    store.list_experiments()
+    store.delete_experiment(parent.id)
+    assert not (parent.path and parent.path.exists())

@@ -164,7 +164,9 @@ def test_the_cached_repeat_check_equals_reading_every_file(
 ) -> None:
     """Repeats are found through the code keys the query cache keeps (each file's
     computed once per version of it): the same answer as reading every file, after
-    hand edits, in and past the racily clean window."""
+    edits, in and past the racily clean window. The check refreshes the cache lightly
+    (folders, not every file): a file replaced (as kexp and most editors write) is seen
+    at once, an edit in place by another program once a query has run."""
     import os
     import time
 
@@ -194,6 +196,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     stamp = path.stat()
     path.write_text(path.read_text().replace("unroll 2", "unroll 4"))  # same size: now DIFF
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    store.list_experiments()  # a query: an edit in place is seen by its full refresh
     same()
     assert {r.id for r in find_repeats(store, DIFF)} == {made[0].id, made[1].id}
     time.sleep(RACY_NS / 1e9 + 0.3)
@@ -202,3 +205,16 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     made[0].path.unlink()
     same()
     assert [r.id for r in find_repeats(store, DIFF)] == [made[1].id]
+    # Replaced (a new file renamed over it, as kexp and editors write): seen at once.
+    third = made[2].path
+    assert third is not None
+    replacement = third.with_name("." + third.name + ".new")
+    text = third.read_text()
+    replacement.write_text(
+        text.replace(
+            "## Code change\n\n```diff\nN/A\n```", "## Code change\n\n```diff\n" + DIFF + "```"
+        )
+    )
+    replacement.replace(third)
+    same()
+    assert {r.id for r in find_repeats(store, DIFF)} == {made[1].id, made[2].id}
