@@ -12,7 +12,6 @@ import io
 import itertools
 import os
 import re
-import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -130,6 +129,8 @@ def terminal_width() -> int | None:
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
     if sys.stdout.isatty():
+        import shutil  # here: it imports compression modules, which --help never needs
+
         return shutil.get_terminal_size((100, 24)).columns
     return None
 
