@@ -626,8 +626,11 @@ CASES: tuple[Case, ...] = (
     Case("pr-validate-changed", "`kexp validate --changed main` on a branch adding 10 "
          "experiments, cache warm", _on_pr("validate", "--changed", "main"), check_changed,
          reads="pr"),
-    Case("pr-review", "`kexp review main HEAD` of that branch, cache warm",
-         _on_pr("review", "main", "HEAD"), check_review, reads="pr"),
+    Case("pr-review", "`kexp review main` of that branch (its working tree), cache warm",
+         _on_pr("review", "main"), check_review, reads="pr"),
+    Case("pr-review-head", "`kexp review main HEAD` (the commit, as CI runs it; the "
+         "working tree holds its files)", _on_pr("review", "main", "HEAD"), check_review,
+         reads="pr"),
 )
 CASE_NAMES = tuple(case.name for case in CASES)
 

@@ -702,9 +702,8 @@ class IndexView:
             if begin:
                 self._connection.execute("BEGIN")
             cursor = self._connection.execute(sql, parameters)
-            while batch := cursor.fetchmany(512):
-                for record, checksum in batch:
-                    yield check(record, checksum)
+            while batch := cursor.fetchmany(1024):
+                yield from [check(record, checksum) for record, checksum in batch]
         except (sqlite3.Error, ValueError) as exc:
             raise DamagedCacheError(str(exc)) from None
 
@@ -809,6 +808,20 @@ class IndexView:
 
     def _expected(self) -> int:
         return sum(folder.experiments for folder in self._folders.values())
+
+    def front_matter(self) -> list[tuple[str, tuple[Any, ...] | None]]:
+        """(path, front-matter values in :data:`ROW_FIELDS` order, or None for an invalid
+        file) of every file, in path order: :meth:`all_rows` without rows built or
+        interference marked, for scans that keep a few values of each file."""
+        found: list[tuple[str, tuple[Any, ...] | None]] = []
+        append = found.append
+        for path, _, _, _, _, values, _ in self._query(
+            "SELECT record, checksum FROM files NOT INDEXED"
+        ):
+            append((path, values))
+        self._counted = (len(found), sum(1 for _, values in found if values is None))
+        found.sort(key=lambda item: path_order(item[0]))
+        return found
 
     def paths_of(self, exp_id: str) -> list[str]:
         """The files (relative paths, in path order) whose name holds ``exp_id``, as this

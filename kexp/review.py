@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -54,7 +55,6 @@ from kexp.validate import (
 
 if TYPE_CHECKING:
     from kexp.changelog import Changes, ExperimentChange
-    from kexp.index import Row
     from kexp.settings import Settings
     from kexp.store import Store
 
@@ -354,7 +354,8 @@ def _check_changes(
     del links
     moved = {str(c.old_path): str(c.path) for c in changes.modified if c.old_path is not None}
     base_sw: set[tuple[str, str, str, str]] = set()
-    for finding in store_findings(base_links):
+    # Only the head's problems are told apart: none (a healthy store), nothing to find.
+    for finding in store_findings(base_links) if head_sw else ():
         path = base_links[finding.file].path
         base_sw.add((moved.get(path, path), finding.code, finding.field, finding.message))
     del base_links
@@ -530,9 +531,9 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]
     from kexp.progress import reporting
     from kexp.store import Store
 
-    cached = target.query_cache(lambda view: (view.all_rows(), [p for p, _ in view.invalid]))
+    cached = target.query_cache(lambda view: view.front_matter())
     if cached is not None:
-        return _scan_cached(target, *cached, facts=facts)
+        return _scan_cached(target, cached, facts=facts)
 
     files = target._validation_files()
     total = len(files)
@@ -563,46 +564,32 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]
 
 
 def _scan_cached(
-    target: Store, rows: list[Row], invalid: list[str], *, facts: bool
+    target: Store, files: list[tuple[str, tuple[Any, ...] | None]], *, facts: bool
 ) -> tuple[list[FileLinks], list[_Facts]]:
-    """What :func:`_scan` keeps of each file, from the query cache's rows of the valid
-    files (and the invalid ones read), in the order :func:`_scan` lists them."""
-    from kexp.index import path_order
+    """What :func:`_scan` keeps of each file, from the query cache's front-matter of the
+    valid files (the invalid ones are read), in the order :func:`_scan` lists them."""
+    from kexp.index import ROW_FIELDS
 
     base = str(target.experiments_dir) + os.sep
-    invalid_paths = [base + relative for relative in invalid]
-    records = dict(
-        zip(invalid_paths, _scan_records(target, invalid_paths, len(invalid), facts), strict=True)
-    )
-    items: list[tuple[str, Row | None]] = [(base + row.path, row) for row in rows]
-    items += [(path, None) for path in invalid_paths]
-    items.sort(key=lambda item: path_order(item[0]))
+    invalid = [base + relative for relative, values in files if values is None]
+    records = dict(zip(invalid, _scan_records(target, invalid, len(invalid), facts), strict=True))
+    ids = operator.itemgetter(*(ROW_FIELDS.index(n) for n in ("id", "pid", "combines")))
+    known_facts = operator.itemgetter(*(ROW_FIELDS.index(name) for name, _ in _FACT_FIELDS))
+    make_link, make_facts = FileLinks._make, _Facts._make
     links: list[FileLinks] = []
     valid: list[_Facts] = []
-    for path, row in items:
-        if row is None:
+    for relative, values in files:
+        path = base + relative
+        if values is None:
             exp_id, pid, combines, lines, known = records[path]
             links.append(FileLinks(path, exp_id, pid, combines, None, lines))
             if known is not None:
                 valid.append(_Facts(path, exp_id or "", pid or "", combines, *known))
             continue
-        combined = tuple(row.combines)
-        links.append(FileLinks(path, row.id, row.pid or None, combined))
+        exp_id, pid, combines = ids(values)
+        links.append(make_link((path, exp_id, pid or None, combines, None, None)))
         if facts:
-            valid.append(
-                _Facts(
-                    path,
-                    row.id,
-                    row.pid,
-                    combined,
-                    row.score,
-                    row.status,
-                    row.is_buggy,
-                    row.operator_sig,
-                    row.created_at,
-                    row.change_summary,
-                )
-            )
+            valid.append(make_facts((path, exp_id, pid, combines, *known_facts(values))))
     return links, valid
 
 

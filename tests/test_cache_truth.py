@@ -593,3 +593,46 @@ def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(
     store.list_experiments()
     store.delete_experiment(parent.id)
     assert not (parent.path and parent.path.exists())
+
+
+def test_reviews_and_changed_validation_through_the_cache_equal_reading_every_file(
+    repo: Path, store: Store, make_experiment: MakeExperiment
+) -> None:
+    """``kexp validate --changed`` and ``kexp review`` read the store at the head through
+    the query cache (also at a revision, when the working tree holds exactly its files):
+    the same problems and the same review as reading every file, with store-wide
+    problems (a duplicate id, a dangling pid, an invalid file) before and after."""
+    from conftest import git
+
+    from kexp.review import check_changes, render_markdown, review
+
+    parent = make_experiment(score=1.1, change_summary="Parent - +10%")
+    make_experiment(score=1.2, change_summary="Child - +20%", pid=parent.id)
+    dangling = make_experiment(score=0.9, change_summary="Orphan - -10%")
+    assert dangling.path is not None
+    dangling.path.write_text(dangling.path.read_text().replace("pid: ''", f"pid: {'e' * 16}"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "branch")
+    make_experiment(score=1.3, change_summary="New - +30%", pid=parent.id)
+    twin = store.experiments_dir / "2001" / "01" / parent.path.name if parent.path else None
+    assert twin is not None and parent.path is not None
+    twin.parent.mkdir(parents=True)
+    twin.write_text(parent.path.read_text())
+    broken = store.experiments_dir / "2001" / "01" / f"{'b' * 16}-broken.md"
+    broken.write_text("---\nid: broken\n")
+    plain = _uncached(store)
+
+    def same() -> None:
+        assert check_changes(store, "main").problems == check_changes(plain, "main").problems
+        assert render_markdown(review(store, "main")) == render_markdown(review(plain, "main"))
+
+    same()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "branch")
+    same()
+    for head in ("HEAD", "main"):
+        cached, read = review(store, "main", head), review(plain, "main", head)
+        assert render_markdown(cached) == render_markdown(read)
+    _wait_past_racy_window()
+    same()
