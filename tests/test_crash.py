@@ -104,6 +104,8 @@ class Operation:
         else:
             process.join(timeout=300)
         code = _exit_code(process)
+        if running and code == 0:
+            running = False  # it finished between the last look and the kill
         assert code == (-signal.SIGKILL if running else 0), f"the operation failed (exit {code})"
         return running
 
