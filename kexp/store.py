@@ -465,13 +465,14 @@ class Store:
 
     def _id_index(self, prefix: str = "") -> dict[str, list[Path]]:
         """Ids (starting with ``prefix``) → their files, from the file names alone."""
-        return self._id_finder()(prefix)
+        return self._id_finder(prefix)(prefix)
 
-    def _id_finder(self) -> Callable[[str], dict[str, list[Path]]]:
+    def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
         """A function from an id prefix to the ids starting with it and their files (in
         path order), which looks at the store once: through the cache's folder listings
         (only folders whose own signature changed are listed again), else in one walk of
-        the folders. A write asks it for the few ids it names."""
+        the folders (of the names starting with ``only``: what every id asked for starts
+        with). A write asks it for the few ids it names."""
         if not self._cached:
             every: dict[str, list[Path]] = {}
             for path in self.paths():
@@ -485,7 +486,9 @@ class Store:
         if lookup is not None:
             find = lookup.find
         else:
-            walked = walk_experiment_names(str(self.experiments_dir))
+            # No cache to ask: one walk (of the names starting with ``only``, when the
+            # finder is asked for those alone).
+            walked = walk_experiment_names(str(self.experiments_dir), only)
             by_id: dict[str, list[tuple[str, str]]] = {}
             for folder, name in walked:
                 by_id.setdefault(name[:16], []).append((folder, name))
