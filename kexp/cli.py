@@ -210,6 +210,15 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def _print_version(ctx: click.Context) -> None:
+    """``kexp --version``: what click's version option prints (made by hand: that
+    option looks up its default texts' translations when it is defined, which costs
+    every command a ``locale`` import)."""
+    if not ctx.resilient_parsing:
+        click.echo(f"kexp, version {__version__}")
+        ctx.exit()
+
+
 def _one_line_error(text: str) -> str:
     return clean(" ".join(text.split()))
 
@@ -235,7 +244,15 @@ def _show_warning(
     help="Store folder (holding experiments/); default: $KEXP_ROOT or the nearest "
     "folder above that holds experiments/.",
 )
-@click.version_option(__version__, "-V", "--version", prog_name="kexp")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _, value: _print_version(ctx) if value else None,
+    help="Show the version and exit.",
+)
 def main(root: str | None) -> None:
     """kexp: the history of GPU kernel optimization experiments, one file each, in git.
 
