@@ -578,6 +578,11 @@ _QUOTED_TIMESTAMP = re.compile(
 )
 #: Several words of one-line text with no YAML indicator in it: written plain.
 _PLAIN_WORDS = re.compile(r"[A-Za-z][A-Za-z0-9,()%+=/_.*-]* [A-Za-z0-9 ,()%+=/_.*-]*[A-Za-z0-9%)]")
+#: One word (bf16, done): written plain, unless YAML reads it as a boolean or null.
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]|[A-Za-z]")
+_YAML_WORDS = frozenset(("yes", "no", "true", "false", "on", "off", "null", "y", "n"))
+#: Words with ': ' in them (csrc/cache.cu: reshape_and_cache): written single-quoted.
+_QUOTED_WORDS = re.compile(r"[A-Za-z][A-Za-z0-9,()%+=/_.*:-]*(?: [A-Za-z0-9,()%+=/_.*:-]+)*")
 
 
 def render_field(name: str, value: Any) -> str:
@@ -593,7 +598,14 @@ def render_field(name: str, value: Any) -> str:
         if kind is str:
             if _PLAIN_HEX.fullmatch(value) or (_PLAIN_WORDS.fullmatch(value) and "  " not in value):
                 return f"{name}: {value}\n"
-            if _QUOTED_TIMESTAMP.fullmatch(value):
+            if _PLAIN_WORD.fullmatch(value) and value.lower() not in _YAML_WORDS:
+                return f"{name}: {value}\n"
+            if _QUOTED_TIMESTAMP.fullmatch(value) or (
+                ": " in value
+                and value[-1] not in ":-"
+                and _QUOTED_WORDS.fullmatch(value)
+                and "  " not in value
+            ):
                 return f"{name}: '{value}'\n"
         elif kind is bool:
             return f"{name}: {'true' if value else 'false'}\n"
