@@ -18,6 +18,11 @@ Each program imports only what it uses, as a small script would.
   with ``os.scandir`` and read every file's bytes; prints the count and bytes.
 * ``stat-all``: walk and ``os.stat`` every file (what a cache validated by file
   metadata pays at least); prints the count.
+* ``predecessor-create``, ``predecessor-update``, ``predecessor-delete``: what the
+  predecessor's ``create_experiment``, ``update_experiment`` and ``delete_experiment``
+  did: ``json.load`` of the one file, add (a fresh random id), change or remove one
+  record, ``json.dump(db, f, indent=2, sort_keys=True)`` of the whole database back
+  into the file. The benchmark runs them on a copy of the file.
 """
 
 from __future__ import annotations
@@ -112,11 +117,70 @@ def stat_all(root: str) -> None:
     print(count)
 
 
+def _rewrite(db_path: str, change: Callable[[dict[str, dict[str, object]]], str]) -> None:
+    import json
+
+    with open(db_path, encoding="utf-8") as handle:
+        db = json.load(handle)
+    print(change(db))
+    with open(db_path, "w", encoding="utf-8") as handle:
+        json.dump(db, handle, indent=2, sort_keys=True)
+
+
+def predecessor_create(db_path: str) -> None:
+    """Add one record (a fresh 64-bit random id) and write the whole file back."""
+    import secrets
+    from datetime import datetime, timezone
+
+    def create(db: dict[str, dict[str, object]]) -> str:
+        exp = KernelExperiment(
+            id=secrets.token_hex(8),
+            score=1.019,
+            change_summary="Unrolled the inner loop by 4 - +1.9%",
+            status="done",
+            operator_sig="csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+            dtype_sig="bf16",
+            env="MI300X, ROCm 7.0.0",
+            created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        )
+        if exp.id in db:
+            raise ValueError(f"experiment {exp.id} exists")
+        db[exp.id] = dataclasses.asdict(exp)
+        return exp.id
+
+    _rewrite(db_path, create)
+
+
+def predecessor_update(db_path: str) -> None:
+    """Change one record's score and write the whole file back."""
+
+    def update(db: dict[str, dict[str, object]]) -> str:
+        key = max(db)
+        db[key]["score"] = 2.0 if db[key]["score"] != 2.0 else 1.5
+        return key
+
+    _rewrite(db_path, update)
+
+
+def predecessor_delete(db_path: str) -> None:
+    """Remove one record and write the whole file back."""
+
+    def delete(db: dict[str, dict[str, object]]) -> str:
+        key = min(db)
+        del db[key]
+        return key
+
+    _rewrite(db_path, delete)
+
+
 PROGRAMS: dict[str, Callable[[str], None]] = {
     "predecessor": predecessor,
     "sqlite": sqlite_top,
     "read-all": read_all,
     "stat-all": stat_all,
+    "predecessor-create": predecessor_create,
+    "predecessor-update": predecessor_update,
+    "predecessor-delete": predecessor_delete,
 }
 
 

@@ -11,17 +11,17 @@ error, unknown or ambiguous id, missing store; 3 an unexpected error (a bug in k
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from kexp import __version__
-from kexp.commands import admin, agents, read, report, review, write
 from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean, configure
 
 __all__ = ["EXIT_BUG", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "main"]
@@ -32,12 +32,126 @@ _clean = clean
 _PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException)
 
 
+#: Every command: the module of :mod:`kexp.commands` defining it, and the first
+#: paragraph of its help, so that ``kexp --help`` lists them without importing a command
+#: module, and a command imports its own module only (``tests/test_startup.py`` holds
+#: this table equal to the modules' commands).
+COMMAND_TABLE: dict[str, tuple[str, str]] = {
+    "add": ("write", "Record an experiment without an editor (for agents and scripts)."),
+    "context": ("agents", "What to read before the next iteration on an operator, in one packet."),
+    "env": ("admin", "The detected environment: GPU model and count, driver, CUDA/ROCm, torch, "
+            "triton."),
+    "export": ("read", "Write the experiments matching the filters as JSON, JSON Lines or CSV."),
+    "fmt": ("write", "Rewrite experiment files in canonical form (all by default)."),
+    "import": ("agents", "Import the predecessor's kernel_experiments_db.json: one file per "
+               "record."),
+    "init": ("admin", "Create a store: experiments/ with a README, and the .gitignore rule for "
+             ".kexp/."),
+    "lessons": ("read", "The failures to learn from: buggy, regression, marginal, "
+                "interference."),
+    "list": ("read", "Every experiment matching the filters, oldest first."),
+    "log": ("read", "The history of one experiment: every commit that touched its file, oldest "
+            "first."),
+    "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
+    "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
+    "remeasure": ("write", "Add a round of measurement to an experiment (no best-of-N)."),
+    "report": ("report", "Write a static HTML report: open its index.html from disk, no "
+               "server needed."),
+    "rm": ("write", "Delete an experiment's file (asks first unless --yes)."),
+    "show": ("read", "One experiment, by id or unique id prefix (at least 4 characters)."),
+    "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
+                "or an experiment."),
+    "skill": ("agents", "The kernel-exp-history agent skill."),
+    "stats": ("read", "Counts per operator and outcome; the best score per operator and dtype."),
+    "top": ("read", "The best experiments by score (buggy and pending left out)."),
+    "tree": ("read", "The lineage (experiments linked by pid) as an indented tree."),
+    "update": ("write", "Correct fields of an experiment (validated; only the changed lines are "
+               "rewritten)."),
+    "validate": ("admin", "Check experiment files (all by default); exit 1 if any has an "
+                 "error."),
+}  # fmt: skip
+
+
+class _Commands(MutableMapping[str, click.Command]):
+    """The group's commands by name: a module of :mod:`kexp.commands` is imported when
+    one of its commands is first asked for."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            if name not in COMMAND_TABLE:
+                raise KeyError(name)
+            module = importlib.import_module(f"kexp.commands.{COMMAND_TABLE[name][0]}")
+            commands: Sequence[click.Command] = module.COMMANDS
+            for command in commands:
+                self._loaded.setdefault(str(command.name), command)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({*COMMAND_TABLE, *self._loaded}))
+
+    def __len__(self) -> int:
+        return len({*COMMAND_TABLE, *self._loaded})
+
+
+def terminal_columns() -> int:
+    """The terminal's width as :func:`shutil.get_terminal_size` gives it (``$COLUMNS``,
+    else the terminal of stdout, else 80), without importing :mod:`shutil` (which
+    imports compression modules ``kexp --help`` does not need)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Context(click.Context):
+    """A context whose help formatter is as wide as click makes it, measured by
+    :func:`terminal_columns`."""
+
+    def make_formatter(self) -> click.HelpFormatter:
+        from click import formatting
+
+        width = self.terminal_width
+        if width is None and formatting.FORCED_WIDTH is None:
+            width = max(min(terminal_columns(), self.max_content_width or 80) - 2, 50)
+        return self.formatter_class(width=width, max_width=self.max_content_width)
+
+
 class _Group(click.Group):
     """The error boundary: every failure ends with one ``kexp: error: ...`` line.
 
     kexp errors exit 2 (validation errors 1, with each problem listed); usage errors
     exit 2 with a pointer to ``--help``; anything else is a bug in kexp (exit 3).
+    Commands come from :class:`_Commands`; the help lists them from
+    :data:`COMMAND_TABLE`, as click would from the commands themselves.
     """
+
+    context_class = _Context
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # The short help click makes of a command's help, from its first paragraph.
+        rows = [
+            (name, click.Command(name, help=COMMAND_TABLE[name][1]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         with warnings.catch_warnings():
@@ -124,6 +238,15 @@ _NO_ARGS_IS_HELP: type[click.UsageError] = getattr(
 )
 
 
+def _print_version(ctx: click.Context) -> None:
+    """``kexp --version``: what click's version option prints (made by hand: that
+    option looks up its default texts' translations when it is defined, which costs
+    every command a ``locale`` import)."""
+    if not ctx.resilient_parsing:
+        click.echo(f"kexp, version {__version__}")
+        ctx.exit()
+
+
 def _one_line_error(text: str) -> str:
     return clean(" ".join(text.split()))
 
@@ -161,7 +284,15 @@ def _show_warning(
     is_flag=True,
     help="Print long output directly instead of through the pager ($KEXP_PAGER, $PAGER, less).",
 )
-@click.version_option(__version__, "-V", "--version", prog_name="kexp")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _, value: _print_version(ctx) if value else None,
+    help="Show the version and exit.",
+)
 @click.pass_context
 def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> None:
     """kexp: the history of GPU kernel optimization experiments, one file each, in git.
@@ -186,15 +317,7 @@ def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> N
         ctx.color = color == "always"  # click.echo keeps (or strips) styles accordingly
 
 
-for _command in (
-    *read.COMMANDS,
-    *write.COMMANDS,
-    *admin.COMMANDS,
-    *agents.COMMANDS,
-    *review.COMMANDS,
-    *report.COMMANDS,
-):
-    main.add_command(_command)
+main.commands = _Commands()
 
 
 if __name__ == "__main__":  # pragma: no cover

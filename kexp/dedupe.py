@@ -43,9 +43,11 @@ from typing import TYPE_CHECKING
 from kexp.fileformat import FileFormatError, parse
 from kexp.model import attach, outcome_of
 from kexp.store import KexpWarning
-from kexp.validate import read_and_check, read_file
+from kexp.validate import read_and_check, read_file, read_file_and_stat
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kexp.store import Store
 
 #: Shortest normalised code change (without added/removed lines) that is matched.
@@ -255,20 +257,71 @@ def _code_change_of(raw: bytes, path: Path) -> str:
         return ""
 
 
+def code_key(normalized: str) -> str:
+    """The key of a normalised code change (a hash): equal changes have equal keys."""
+    import hashlib
+
+    return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def file_code_key(raw: bytes, path: Path) -> str:
+    """The :func:`code_key` of the code change in an experiment file's text; "" when it
+    holds no matchable change (none, or a placeholder)."""
+    normalized = normalize_code_change(_code_change_of(raw, path))
+    return code_key(normalized) if is_matchable(normalized) else ""
+
+
+def _keys_of(store: Store) -> Callable[[list[str]], list[tuple[str, bytes]]]:
+    """A function from paths (relative to ``experiments/``) to each file's code key and
+    the stat signature it was read at (in two processes when there are many)."""
+    from kexp.index import in_two_processes, stat_signature
+
+    base = store.experiments_dir
+
+    def keys(paths: list[str]) -> list[tuple[str, bytes]]:
+        found: list[tuple[str, bytes]] = []
+        for relative in paths:
+            path = base / relative
+            try:
+                raw, info = read_file_and_stat(path, store.settings)
+            except (OSError, FileFormatError):
+                found.append(("", b""))
+                continue
+            found.append((file_code_key(raw, path), stat_signature(info)))
+        return found
+
+    return lambda paths: in_two_processes(keys, paths, len(paths))
+
+
 def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
     """Valid experiments in ``store`` whose code change equals ``code_change`` (normalised).
 
-    Oldest first. Experiments whose ids are in ``exclude`` are left out. Files are
-    scanned as text first, so only likely matches are parsed. The plain path: it reads
-    the store (:func:`kexp.retrieval.tried_before` asks the retrieval index).
+    Oldest first. Experiments whose ids are in ``exclude`` are left out. The query cache
+    keeps each file's :func:`code_key` (computed once per version of a file), so only
+    the files holding the same change are read; a store without a cache (one at a
+    revision) is scanned as text, so only likely matches are parsed.
+    (A create asks :func:`kexp.retrieval.tried_before`, which finds near-duplicates too.)
     """
     wanted = normalize_code_change(code_change)
     if not is_matchable(wanted):
         return []
-    skip = set(exclude)
+    key = code_key(wanted)
+    found_rows = store.query_cache(
+        lambda view: view.rows_with_code_key(key, _keys_of(store)), light=True
+    )
+    paths = (
+        store.paths()
+        if found_rows is None
+        else [store.experiments_dir / row.path for row in found_rows]
+    )
+    return _repeats_in(store, paths, wanted, set(exclude))
+
+
+def _repeats_in(store: Store, paths: list[Path], wanted: str, skip: set[str]) -> list[Repeat]:
+    """The :class:`Repeat` of each of ``paths`` holding the normalised change ``wanted``."""
     probes = _probes(wanted)
     found = []
-    for path in store.paths():
+    for path in paths:
         try:
             raw = read_file(path, store.settings)
         except (OSError, FileFormatError):

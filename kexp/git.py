@@ -399,6 +399,42 @@ def is_dirty(repo: git.Repo, *, ignore: Path | None = None) -> bool:
     return bool(dirty_paths(repo, ignore=ignore))
 
 
+def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> bool:
+    """Whether the working tree's ``folder`` holds exactly the files of ``commit``:
+    ``HEAD`` is ``commit``, and ``git status`` shows nothing under ``folder`` (changed,
+    staged, untracked or ignored)."""
+    if head_commit(repo) != commit:
+        return False
+    _, output = run_git(
+        repo, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", folder
+    )
+    return not output.strip("\0")
+
+
+def configured_user_name(path: Path | str) -> str | None:
+    """git's configured ``user.name`` for the repository holding ``path`` ("" when none
+    is set), from the ``git`` command itself, without importing GitPython (a new
+    experiment whose ``base_commit`` is given needs nothing else of git); None when
+    ``path`` is in no repository or git cannot be run."""
+    import os
+
+    git_command = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+    try:
+        inside = subprocess.run(
+            [git_command, "-C", str(path), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        found = subprocess.run(
+            [git_command, "-C", str(path), "config", "--get", "user.name"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except OSError:
+        return None
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
 def user_name(repo: git.Repo) -> str:
     """git's configured ``user.name`` (or "" when none is set)."""
     try:

@@ -18,9 +18,15 @@ _ID_RE = re.compile(r"[0-9a-f]{16}")
 _HEX_RE = re.compile(r"[0-9a-f]+")
 
 
+def current_time() -> float:
+    """Now, in seconds since the epoch: the one clock new ids and ``created_at`` are
+    read from (tests set it to a chosen moment, such as a year's last second)."""
+    return time.time()
+
+
 def new_id(now: float | None = None) -> str:
     """A new id: creation time in seconds (8 hex, so ids sort by time) + 8 random hex."""
-    seconds = int(time.time() if now is None else now) & 0xFFFFFFFF
+    seconds = int(current_time() if now is None else now) & 0xFFFFFFFF
     import secrets  # here: importing it costs every read-only command ~5 ms
 
     return f"{seconds:08x}{secrets.token_hex(4)}"

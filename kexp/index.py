@@ -1,10 +1,13 @@
 """The store's cache: every experiment file's front-matter, keyed by the file's stat.
 
 Queries rank and filter on front-matter alone, so kexp keeps it for every file in
-``.kexp/index-<hash>.sqlite`` (git-ignored; SQLite from Python's standard library; the
-hash names the kexp version, layout and settings) and reads a file again only when its
-stat signature (modification time in nanoseconds, size, inode, change time) differs
-from the cached one.
+``.kexp/index-<hash>.sqlite`` (git-ignored; SQLite from Python's standard library) and
+reads a file again only when its stat signature (modification time in nanoseconds,
+size, inode, change time) differs from the cached one. The hash in the name is that of
+the header row, which names the layout, kexp's version, a hash of kexp's library
+sources and of the schema (:func:`code_fingerprint`), and the settings: a kexp that
+could judge a file differently (another build, an edited schema) never reads this
+cache, it makes its own.
 
 How a query checks the cache, in order:
 
@@ -16,27 +19,49 @@ How a query checks the cache, in order:
    and one forked child.
 2. Files of changed folders whose signature differs (or which are new) are read and
    checked again; rows of files that are gone are dropped; all of it in one SQLite
-   transaction, so a crash leaves the previous cache.
-3. Ranking asks SQLite for rows in score order and stops once it has enough; every row
-   a query returns is checked against the signature of the file on disk found in step
-   1, and a row that does not match (a cache damaged by anything) makes kexp rebuild
-   the cache from the files and answer from that.
+   transaction, which first checks that no other process changed those folders' rows
+   since they were read (else the refresh starts again), so a crash or a race leaves a
+   consistent cache.
+3. The answer is read in one read transaction, and every row it uses is checked: its
+   checksum, and its signature against the one found on disk in step 1 (see below). A
+   row that fails makes kexp read those files again, or rebuild the cache from the
+   files, and answer from that.
 
-The cache is never trusted beyond that:
+What makes a row current:
 
-* A file modified within :data:`RACY_NS` of the moment the cache is written is stored
-  with a signature no file has (git calls such entries "racily clean"): an edit in
-  place that keeps the size and lands in the same timestamp tick cannot hide behind it.
-* A corrupt cache, one SQLite cannot open, or one whose header row is not this kexp's
-  is rebuilt silently. A new cache file is linked into place only where there is none
-  (or the one there is unusable), never renamed over a cache another process may be
-  writing: SQLite names its rollback journal after the path, and would apply a journal
-  of the old file to the new one.
-* Another process writing the cache at the same moment is waited for briefly and then
-  left alone: a cache that cannot be written is an optimisation lost, never an error.
+* Its signature is the file's, and the file had not changed for :data:`RACY_NS`
+  (neither its modification time nor its change time) when it was read: such a row is
+  *settled*, and any process may use it. A file changed more recently than that
+  ("racily clean", as git calls it) may change again within the same timestamp tick
+  without a new signature: its row is marked with the reading refresh's random token,
+  used by that refresh only, and the folder listing stores no signature for it, so
+  the next refresh reads it again. The change time counts because it cannot be set
+  back: an edit followed by ``touch -d`` or ``os.utime`` to the old time (what
+  ``tar -x``, ``rsync -t`` and ``cp -a`` leave) changes it, even on file systems whose
+  timestamps have whole seconds only.
+* What the cache cannot see: a file whose bytes change while its modification time,
+  size, inode *and* change time stay the same, which only a change of the system clock
+  or a tool writing the disk below the file system can do.
 
-Rows hold the front-matter as ``marshal`` data, which cannot run code when read (unlike
-pickle): the cache folder is only git-ignored, not trusted.
+What the cache defends against is damage: a bit flipped, a page torn or truncated, a row
+changed by hand or by another program. Every row holds its values once, in a ``marshal``
+record (which cannot run code when read, unlike pickle), with a CRC-32 of the record;
+the other columns are hints for SQL (the score to rank by, the ``pid`` to find children
+by), and every lookup through an index is cross-checked by counting the same condition,
+in one pass per query, over a second copy of the hints (a covering index apart from
+those lookups use), so that a damaged hint or index entry that would hide a row is found
+out; a full listing reads the table itself and counts its rows. Folder listings carry a
+CRC-32 too. Whatever fails a check, and any error SQLite raises, makes kexp rebuild the
+cache from the files: never a wrong answer, never an error. It does not defend against a
+person who rewrites rows and their checksums on purpose: that person can edit
+``experiments/`` as well.
+
+The cache is an optimisation: one that cannot be written (a read-only store, another
+user's ``.kexp/``, a full disk, another process holding it too long) is kept in memory
+for this query. A new cache file is linked into place only where there is none (or the
+one there is unusable), never renamed over a cache another process may be writing:
+SQLite names its rollback journal after the path, and would apply a journal of the old
+file to the new one.
 """
 
 from __future__ import annotations
@@ -44,6 +69,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import hashlib
 import itertools
 import marshal
 import os
@@ -63,26 +89,56 @@ from kexp.query import below_best_combined
 if TYPE_CHECKING:
     import sqlite3
 
-    from kexp.query import Filters
     from kexp.settings import Settings
+
+#: The cache's layout; part of its header (and so of its file name).
+LAYOUT = "kexp-index/11"
 
 
 def index_file_name(settings: Settings) -> str:
-    """The cache's file name: one per kexp version, layout and settings, so that two
-    kexp versions sharing a store keep a cache each instead of replacing each other's."""
+    """The cache's file name: one per header (layout, kexp version and sources, schema,
+    settings), so that two kexp builds sharing a store keep a cache each instead of
+    replacing or misreading each other's."""
     return f"index-{zlib.crc32(_header(settings).encode()):08x}.sqlite"
 
 
-#: Files modified this recently (ns) before the cache is written are not cached.
+_FINGERPRINT: list[str] = []
+
+
+def code_fingerprint() -> str:
+    """A hash of what decides what the cache holds: the source of every module of the
+    ``kexp`` package (parsing, checks, this layout) and the schema file. Two builds of
+    one version (an edited schema, a ``git pull`` of kexp) get different caches."""
+    if not _FINGERPRINT:
+        from kexp.schema import schema_path
+
+        digest = hashlib.blake2b(digest_size=8)
+        package = Path(__file__).resolve().parent
+        for path in [*sorted(package.glob("*.py")), schema_path()]:
+            digest.update(path.name.encode() + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                digest.update(b"\0unreadable\0")
+        _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
+
+
+#: Files (and folders) changed this recently (ns) before a refresh are not settled.
 RACY_NS = 2_000_000_000
 #: A signature no file has: racily clean entries, symbolic links, unreadable names.
 _NO_SIGNATURE = (-1, -1, -1, -1)
 #: Packs (mtime_ns, size, inode, ctime_ns) as :func:`signatures` does (native int64).
-_pack = Struct("=4q").pack
+_PACKER = Struct("=4q")
+_pack = _PACKER.pack
+_unpack = _PACKER.unpack
 #: Below this many files one process checks them all (a fork costs more than it saves).
 PARALLEL_MIN_FILES = 3000
-#: How many files a worker reads before checking them (see ``Index._checker``).
+#: How many files a worker reads before checking them (see ``StoreIndex._checker``).
 READ_BATCH = 256
+#: How many times a query starts again when rows turn out not to be current (another
+#: process wrote meanwhile) before it rebuilds the cache from the files.
+_ATTEMPTS = 4
 
 #: The fields of a :class:`Row`, in order.
 ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
@@ -95,52 +151,53 @@ _DEFAULTS: dict[str, Any] = {
     "results": (),
 }
 _KNOWN = frozenset(FRONT_MATTER_FIELDS)
-_ID, _SCORE, _STATUS, _IS_BUGGY, _OPERATOR, _DTYPE, _ENV = (
-    ROW_FIELDS.index(name)
-    for name in ("id", "score", "status", "is_buggy", "operator_sig", "dtype_sig", "env")
+_ID, _PID, _SCORE, _COMBINES = (
+    ROW_FIELDS.index(name) for name in ("id", "pid", "score", "combines")
 )
 
 _FILES_TABLE = """
 CREATE TABLE files (
-    path TEXT PRIMARY KEY,        -- folder + name
+    path TEXT PRIMARY KEY,        -- folder + name, relative to experiments/
     folder TEXT NOT NULL,
-    name_id TEXT NOT NULL,        -- the id in the file's name
-    signature BLOB NOT NULL,      -- the signature the row was read at
-    valid INTEGER NOT NULL,
-    error TEXT NOT NULL,          -- the first error of an invalid file
-    id TEXT,
+    valid INTEGER NOT NULL,       -- hints for SQL: copies of values in the record
     score REAL,
-    operator_lc TEXT,             -- lowercased for substring filters (Python's lower())
-    dtype_lc TEXT,
-    env_lc TEXT,
-    status TEXT,
-    is_buggy INTEGER,
-    data BLOB                     -- marshal: the front-matter values (Row order)
+    pid TEXT,
+    combines TEXT,                -- ' id1 id2 ' (NULL: none)
+    code_key TEXT,                -- see rows_with_code_key (NULL: not computed yet)
+    checksum INTEGER NOT NULL,    -- CRC-32 of record
+    record BLOB NOT NULL          -- marshal: see _file_row
 )"""
 _TABLES = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    # The small columns first: SQLite reads a row's columns in order, through the
-    # overflow pages of the large ones (a prefix lookup reads only the small ones).
     """CREATE TABLE folders (
         folder TEXT PRIMARY KEY,      -- relative to experiments/: '' or ending with '/'
         experiments INTEGER NOT NULL, -- how many of the names are experiment file names
         listed_at BLOB NOT NULL,      -- the folder's own signature when it was listed
         subfolders BLOB NOT NULL,     -- marshal: the sorted sub-folder names
         names BLOB NOT NULL,          -- marshal: the sorted *.md names
-        signatures BLOB NOT NULL      -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
+        listing_sum INTEGER NOT NULL, -- CRC-32 of the columns above
+        signatures BLOB NOT NULL,     -- 4 int64 per name: mtime_ns, size, inode, ctime_ns
+        signatures_sum INTEGER NOT NULL
     )""",
     _FILES_TABLE,
 )
-#: A valid file's id is the one in its name (else it is an error), so ``name_id``
-#: serves lookups by id too.
 _INDEXES = (
     "CREATE INDEX files_by_score ON files (valid, score)",
-    "CREATE INDEX files_by_name_id ON files (name_id)",
+    "CREATE INDEX files_by_pid ON files (pid) WHERE pid IS NOT NULL",
+    "CREATE INDEX files_by_combines ON files (combines) WHERE combines IS NOT NULL",
+    "CREATE INDEX files_by_code_key ON files (code_key) WHERE code_key IS NOT NULL",
+    "CREATE INDEX files_unkeyed ON files (valid) WHERE code_key IS NULL",
+    # Every hint once more, apart from the indexes lookups use: IndexView.confirm counts
+    # each lookup's condition over it (a tenth of the table's pages to read).
+    "CREATE INDEX files_hints ON files (valid, score, pid, combines, code_key)",
 )
-_ROW_COLUMNS = "path, folder, signature, data"
-_FOLDER_COLUMNS = "folder, names, signatures, experiments, listed_at, subfolders"
-_INSERT_FOLDER = f"INSERT INTO folders ({_FOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
-_UPSERT_FOLDER = f"INSERT OR REPLACE INTO folders ({_FOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+_FOLDER_COLUMNS = (
+    "folder, experiments, listed_at, subfolders, names, listing_sum, signatures, signatures_sum"
+)
+_INSERT_FOLDER = f"INSERT INTO folders ({_FOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_UPSERT_FOLDER = _INSERT_FOLDER.replace("INSERT", "INSERT OR REPLACE")
+_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_UPSERT_FILE = _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE")
 
 
 class Row(NamedTuple):
@@ -195,10 +252,22 @@ Signature = bytes
 Group = tuple[str, list[str], "list[Signature] | None"]
 #: One checked file: (path, signature, values or None, first error or "").
 Checked = tuple[str, Signature, "tuple[Any, ...] | None", str]
+#: A row's record: (path, folder, signature, reader, error, values or None, code key).
+Record = tuple[str, str, bytes, str, str, "tuple[Any, ...] | None", "str | None"]
 
 
 class StaleCacheError(Exception):
-    """A cached row does not match its file (the cache was damaged): rebuild it."""
+    """Cached rows do not describe the files as this query found them (another process
+    wrote meanwhile): read ``paths`` again (all changed files when empty)."""
+
+    def __init__(self, paths: Iterable[str] = ()) -> None:
+        self.paths = frozenset(paths)
+        super().__init__(", ".join(sorted(self.paths)) or "the cache changed")
+
+
+class DamagedCacheError(Exception):
+    """The cache fails a check no race can explain (a checksum, a count, an SQLite
+    error): rebuild it from the files."""
 
 
 #: (position, default) of the optional fields: the only ones a valid file may leave out
@@ -229,9 +298,72 @@ def _header(settings: Settings) -> str:
 
     layout = ",".join(ROW_FIELDS)
     return (
-        f"kexp-index/7 kexp={__version__} python-marshal={marshal.version} "
-        f"max_file_bytes={settings.max_file_bytes} fields={layout}"
+        f"{LAYOUT} kexp={__version__} sources={code_fingerprint()} "
+        f"python-marshal={marshal.version} settings={settings!r} fields={layout}"
     )
+
+
+def _settled(signature: bytes, horizon: int) -> bool:
+    """Whether a file (or folder) with this signature last changed before ``horizon``:
+    its modification time and its change time both (the change time cannot be set
+    back, so an edit restoring the old modification time is not settled)."""
+    if signature == _NO_SIGNATURE_BYTES:
+        return False
+    mtime, _, _, ctime = _unpack(signature)
+    return bool(mtime < horizon and ctime < horizon)
+
+
+def _storable(signature: bytes, horizon: int) -> bytes:
+    """``signature`` as a folder listing stores it: none for a racily clean file or
+    folder (not settled at ``horizon``), which is then read or listed again next time."""
+    return signature if _settled(signature, horizon) else _NO_SIGNATURE_BYTES
+
+
+def _file_row(
+    path: str,
+    folder: str,
+    signature: bytes,
+    reader: str,
+    error: str,
+    values: tuple[Any, ...] | None,
+    code_key: str | None,
+) -> tuple[Any, ...]:
+    """The ``files`` row of one file: the record (everything, checksummed) and the hint
+    columns SQL selects and orders by."""
+    record = marshal.dumps((path, folder, signature, reader, error, values, code_key))
+    checksum = zlib.crc32(record)
+    if values is None:
+        return (path, folder, 0, None, None, None, code_key, checksum, record)
+    score = values[_SCORE]
+    combines = values[_COMBINES]
+    return (
+        path,
+        folder,
+        1,
+        float(score) if isinstance(score, (int, float)) else None,
+        values[_PID] or None,
+        f" {' '.join(combines)} " if combines else None,
+        code_key,
+        checksum,
+        record,
+    )
+
+
+def _listing_sum(
+    folder: str, experiments: int, listed_at: bytes, subfolders: bytes, names: bytes
+) -> int:
+    """The CRC-32 of a folder listing's columns (the blobs are not copied)."""
+    crc = zlib.crc32(f"{len(folder)}:{folder}:{experiments}:".encode("utf-8", "surrogatepass"))
+    for blob in (listed_at, subfolders, names):
+        crc = zlib.crc32(len(blob).to_bytes(8, "little"), crc)
+        crc = zlib.crc32(blob, crc)
+    return crc
+
+
+def path_order(path: str) -> str:
+    """A sort key ordering relative paths as :class:`pathlib.Path` objects sort
+    (component by component): the order of :meth:`kexp.Store.paths`."""
+    return path.replace(os.sep, "\0")
 
 
 # --- walking --------------------------------------------------------------------------
@@ -241,33 +373,36 @@ def list_folder(path: str, prefix: str = "") -> tuple[list[str], list[str]] | No
     """(sorted ``*.md`` names starting with ``prefix``, sorted sub-folder names) of one
     folder; None when it is not a folder (any more).
 
-    Hidden entries (writers' temporary files) are skipped. A name ending in ``.md`` is
-    taken for a file without a ``stat`` (each gets one later, which tells a file from
-    anything else); other names are ``lstat``-ed to find folders, so symbolic links to
-    folders are not followed.
+    As :func:`os.walk` sees them: hidden entries (writers' temporary files) are skipped;
+    a folder is a folder whatever its name (``notes.md/`` is walked, not read); a
+    symbolic link to a folder is neither a file nor walked. The kind of an entry comes
+    from the listing itself on most file systems (no ``stat``).
     """
+    names: list[str] = []
+    folders: list[str] = []
     try:
-        entries = os.listdir(path)
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                if name[0] == ".":
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(name)
+                    elif (
+                        name.endswith(".md")
+                        and name.startswith(prefix)
+                        and not (entry.is_symlink() and entry.is_dir())
+                    ):
+                        names.append(name)
+                except OSError:
+                    continue
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return None
-    entries.sort()
-    # A folder of experiments holds *.md files only: tell so without a loop in Python.
-    joined = "\0" + "\0".join(entries) + "\0"
-    plain = joined.count(".md\0") == len(entries) and "\0." not in joined
-    if prefix:
-        start = bisect.bisect_left(entries, prefix)
-        end = bisect.bisect_left(entries, prefix + "\U0010ffff", start)
-        names = [name for name in entries[start:end] if name.endswith(".md")]
-    else:
-        names = entries if plain else [n for n in entries if n.endswith(".md") and n[0] != "."]
-    folders: list[str] = []
-    if not plain:
-        for name in [n for n in entries if n[0] != "." and not n.endswith(".md")]:
-            try:
-                if stat.S_ISDIR(os.lstat(os.path.join(path, name)).st_mode):
-                    folders.append(name)
-            except OSError:
-                continue
+    except OSError:
+        return None
+    names.sort()
+    folders.sort()
     return names, folders
 
 
@@ -413,9 +548,6 @@ def in_two_processes(
     return result + list(work(theirs))
 
 
-# --- checking files -------------------------------------------------------------------
-
-
 # --- the cache ------------------------------------------------------------------------
 
 
@@ -426,6 +558,8 @@ class _Folder(NamedTuple):
     #: The folder's own signature when it was listed: unchanged, so is the listing.
     listed_at: bytes
     subfolders: tuple[str, ...]
+    #: (listing_sum, signatures_sum) of the cache's row this was read from, if any.
+    stored: tuple[int, int] | None = None
 
 
 #: One folder as a refresh found it: (its own signature, its sub-folder names, its sorted
@@ -440,6 +574,11 @@ Scanned = tuple[
 ]
 
 
+def stat_signature(info: os.stat_result) -> bytes:
+    """The packed signature of a file's ``stat``, as the cache compares them."""
+    return _pack(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+
+
 def folder_signature(path: str) -> bytes | None:
     """A folder's own packed signature (it changes when an entry is added, removed or
     renamed, not when a file is edited in place); None when it is not a folder."""
@@ -452,11 +591,15 @@ def folder_signature(path: str) -> bytes | None:
     return array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)).tobytes()
 
 
-def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], list[Scanned]]:
+def _scanner(
+    base: str, cached: dict[str, _Folder], light: bool = False
+) -> Callable[[list[str]], list[Scanned]]:
     """A worker listing and ``stat``-ing folders (relative to ``base``), comparing each
     with its cached listing and packed signatures. A folder whose own signature is the
     cached one is not listed again (its names are the cached ones), but its files are
-    still ``stat``-ed: an edit in place changes a file, not its folder."""
+    still ``stat``-ed: an edit in place changes a file, not its folder; ``light`` leaves
+    them out too, but for those the cache holds no signature for (see
+    :meth:`StoreIndex.refresh`)."""
 
     def scan(folders: list[str]) -> list[Scanned]:
         out: list[Scanned] = []
@@ -480,10 +623,14 @@ def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], lis
                     continue
                 names, subfolders = listed[0], tuple(listed[1])
                 fresh_stamp = listed_at
-            packed = signatures(path, names).tobytes()
+            if light and fresh_stamp is None and known is not None:
+                packed = _restat_unsigned(path, known)
+            else:
+                packed = signatures(path, names).tobytes()
             if (
                 known is not None
                 and known.signatures == packed
+                and _NO_SIGNATURE_BYTES not in packed  # unreadable names: read every time
                 and (names is known.names or list(known.names) == names)
             ):
                 out.append((folder, True, None, None, subfolders, fresh_stamp))
@@ -494,26 +641,65 @@ def _scanner(base: str, cached: dict[str, _Folder]) -> Callable[[list[str]], lis
     return scan
 
 
+def _restat_unsigned(path: str, known: _Folder) -> bytes:
+    """The cached signatures of an unchanged folder's files, those the cache keeps none
+    for (racily clean, unreadable) taken from the files now."""
+    packed = known.signatures
+    if _NO_SIGNATURE_BYTES not in packed:
+        return packed
+    fresh = bytearray(packed)
+    for at in range(0, len(packed), _SIGNATURE_SIZE):
+        if packed[at : at + _SIGNATURE_SIZE] == _NO_SIGNATURE_BYTES:
+            name = known.names[at // _SIGNATURE_SIZE]
+            fresh[at : at + _SIGNATURE_SIZE] = signatures(path, [name]).tobytes()
+    return bytes(fresh)
+
+
+def _name_at(names: Sequence[str], name: str) -> int:
+    """The position of ``name`` in the sorted ``names``, or -1."""
+    at = bisect.bisect_left(names, name)
+    return at if at < len(names) and names[at] == name else -1
+
+
+def _names_with_prefix(names: Sequence[str], prefix: str) -> Sequence[str]:
+    """The names of the sorted ``names`` that start with ``prefix``."""
+    if not prefix:
+        return names
+    start = bisect.bisect_left(names, prefix)
+    return names[start : bisect.bisect_left(names, prefix + "\U0010ffff", start)]
+
+
 class IndexView:
-    """The refreshed cache of one store: rows by score or all of them, checked against
-    the files found on disk as they are returned."""
+    """The refreshed cache of one store, read in one read transaction: rows by score,
+    all of them, or by what they name, each checked as it is returned (see the module
+    documentation), and :meth:`confirm` to check that no row was hidden."""
 
     def __init__(
-        self,
-        connection: sqlite3.Connection,
-        folders: dict[str, _Folder],
-        invalid: list[tuple[str, str]],
-        fresh: set[str],
+        self, connection: sqlite3.Connection, folders: dict[str, _Folder], token: str
     ) -> None:
         self._connection = connection
         self._folders = folders
-        self._fresh = fresh
+        self._token = token
+        self._by_id: dict[str, list[str]] | None = None
+        #: Rows of invalid files seen through the index, for :meth:`confirm`.
+        self._invalid_seen = 0
+        #: (score, how many rows with at least that score :meth:`by_score` returned).
+        self._ranked: tuple[float, int] | None = None
+        #: (rows, invalid rows) of the table, when :meth:`all_rows` read all of it.
+        self._counted: tuple[int, int] | None = None
+        #: (condition, parameters, rows) the table must hold: see :meth:`_expect`.
+        self._checks: list[tuple[str, tuple[Any, ...], int]] = []
+        #: Code keys computed for this query: (path, signature read at, key) to store.
+        self._new_keys: list[tuple[str, bytes, str]] = []
         #: (path relative to experiments/, first error) of every invalid file.
-        self.invalid = invalid
+        self.invalid: list[tuple[str, str]] = []
 
     def close(self) -> None:
-        """Close the cache."""
-        self._connection.close()
+        """End the read transaction and close the cache."""
+        import sqlite3
+
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
 
     def listing(self) -> dict[str, Listing]:
         """Every folder this refresh found under ``experiments/`` (``""`` or ending with
@@ -523,56 +709,212 @@ class IndexView:
             for folder, known in self._folders.items()
         }
 
-    def is_current(self, path: str, folder: str, signature: bytes) -> bool:
-        """Whether a row read at ``signature`` describes the file on disk now."""
-        if signature == _NO_SIGNATURE_BYTES:
-            # Racily clean (or not a regular file): stored so that no later run trusts
-            # it, but read by this very run.
-            return path in self._fresh
+    def begin(self) -> None:
+        """Start the read transaction and read the invalid rows."""
+        for record in self._query(
+            "SELECT record, checksum FROM files INDEXED BY files_by_score WHERE valid = 0",
+            begin=True,
+        ):
+            path, _, _, _, error, values, _ = record
+            if values is not None:
+                raise DamagedCacheError(f"{path}: valid, but indexed as invalid")
+            self._invalid_seen += 1
+            self.invalid.append((path, error))
+        self.invalid.sort(key=lambda item: path_order(item[0]))
+
+    def _query(
+        self, sql: str, parameters: Sequence[Any] = (), *, begin: bool = False
+    ) -> Iterator[Record]:
+        """The records of ``sql`` (which selects record and checksum), each checked
+        (:meth:`_check`); SQLite's errors as :class:`DamagedCacheError`."""
+        import sqlite3
+
+        check = self._check
+        try:
+            if begin:
+                self._connection.execute("BEGIN")
+            cursor = self._connection.execute(sql, parameters)
+            while batch := cursor.fetchmany(1024):
+                yield from [check(record, checksum) for record, checksum in batch]
+        except (sqlite3.Error, ValueError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+
+    def _count(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[Any, ...]:
+        import sqlite3
+
+        try:
+            found = self._connection.execute(sql, parameters).fetchone()
+        except (sqlite3.Error, ValueError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+        return tuple(found)
+
+    def _check(self, record: bytes, checksum: int) -> Record:
+        """A row's record, if its checksum holds and it describes the file as this
+        query found it: the signature on disk, and settled or read by this refresh."""
+        if zlib.crc32(record) != checksum:
+            raise DamagedCacheError("a row's checksum does not match")
+        try:
+            fields = marshal.loads(record)
+            path, folder, signature, reader, _, _, _ = fields
+            name = path[len(folder) :]
+        except (EOFError, ValueError, TypeError):
+            raise DamagedCacheError("a row cannot be read") from None
         known = self._folders.get(folder)
-        if known is None:
-            return False
-        name = path[len(folder) :]
-        at = bisect.bisect_left(known.names, name)
+        at = -1 if known is None or not path.startswith(folder) else _name_at(known.names, name)
+        if known is None or at < 0:
+            raise StaleCacheError()  # a row of a file this query did not find
+        if known.signatures[at * 32 : at * 32 + 32] != signature or (
+            reader and reader != self._token
+        ):
+            raise StaleCacheError([path])
+        return fields  # type: ignore[no-any-return]
+
+    def is_current(self, path: str, signature: bytes, reader: str) -> bool:
+        """Whether a row read at ``signature`` by ``reader`` ("" for a settled row)
+        describes the file on disk as this query found it."""
+        folder = path[: path.rfind(os.sep) + 1]
+        known = self._folders.get(folder)
+        at = -1 if known is None else _name_at(known.names, path[len(folder) :])
         return (
-            at < len(known.names)
-            and known.names[at] == name
+            known is not None
+            and at >= 0
             and known.signatures[at * 32 : at * 32 + 32] == signature
+            and reader in ("", self._token)
         )
 
-    def _row(self, path: str, folder: str, signature: bytes, data: bytes) -> Row:
-        if not self.is_current(path, folder, signature):
-            raise StaleCacheError(path)
-        return Row._make((*marshal.loads(data), path, False))
+    def by_score(self) -> Iterator[Row]:
+        """Valid rows, best score first (ties in no particular order). A caller that
+        stops early says where with :meth:`ranked_down_to`."""
+        for path, _, _, _, _, values, _ in self._query_scored():
+            yield _row(path, values)
 
-    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> Iterator[Row]:
-        make = self._row
-        for path, folder, signature, data in self._connection.execute(sql, parameters):
-            yield make(path, folder, signature, data)
+    def _query_scored(self) -> Iterator[Record]:
+        import sqlite3
 
-    def by_score(self, prefilter: tuple[str, list[Any]] = ("", [])) -> Iterator[Row]:
-        """Valid rows, best score first (ties in no particular order)."""
-        where, parameters = prefilter
-        return self._rows(
-            f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1{where} ORDER BY score DESC",
-            parameters,
-        )
+        check = self._check
+        try:
+            cursor = self._connection.execute(
+                "SELECT score, record, checksum FROM files INDEXED BY files_by_score "
+                "WHERE valid = 1 ORDER BY score DESC"
+            )
+            while batch := cursor.fetchmany(64):
+                for score, record, checksum in batch:
+                    fields = check(record, checksum)
+                    values = fields[5]
+                    if values is None or float(values[_SCORE]) != score:
+                        raise DamagedCacheError(f"{fields[0]}: indexed with another score")
+                    yield fields
+        except (sqlite3.Error, ValueError) as exc:
+            raise DamagedCacheError(str(exc)) from None
 
-    def all_rows(
-        self,
-        prefilter: tuple[str, list[Any]] = ("", []),
-        keep: Callable[[Row], bool] | None = None,
-    ) -> list[Row]:
-        """Every valid row passing ``prefilter`` (SQL) and ``keep``, interference marked."""
-        where, parameters = prefilter
-        # '+valid': a scan of the table, not a lookup of every row through the score
-        # index (four times faster for a filtered list of 100,000).
-        rows = self._rows(f"SELECT {_ROW_COLUMNS} FROM files WHERE +valid = 1{where}", parameters)
-        if where or keep is not None:
-            return self.with_interference([row for row in rows if keep is None or keep(row)])
-        everything = list(rows)
-        scores = {row.id: row.score for row in everything}
-        return [_marked(row, scores) for row in everything]
+    def ranked_down_to(self, score: float, seen: int) -> None:
+        """Tell :meth:`confirm` that :meth:`by_score` returned ``seen`` rows scoring at
+        least ``score`` before it was stopped (every one, when it was not stopped:
+        ``score`` then ``-inf``)."""
+        self._ranked = (score, seen)
+
+    def all_rows(self, keep: Callable[[Row], bool] | None = None) -> list[Row]:
+        """Every valid row passing ``keep`` (which sees interference marked), in path
+        order. Read from the table, not an index: every row is checked."""
+        rows: list[Row] = []
+        best: dict[str, tuple[str, float]] = {}  # id -> (its first path, that one's score)
+        total = invalid = 0
+        for path, _, _, _, _, values, _ in self._query(
+            "SELECT record, checksum FROM files NOT INDEXED"
+        ):
+            total += 1
+            if values is None:
+                invalid += 1
+                continue
+            row = _row(path, values)
+            order = path_order(path)
+            known = best.get(row.id)
+            if known is None or order < known[0]:
+                best[row.id] = (order, row.score)
+            rows.append(row)
+        self._counted = (total, invalid)
+        rows.sort(key=lambda row: path_order(row.path))
+        scores = {exp_id: score for exp_id, (_, score) in best.items()}
+        marked = (_marked(row, scores) for row in rows)
+        return list(marked) if keep is None else [row for row in marked if keep(row)]
+
+    def _expected(self) -> int:
+        return sum(folder.experiments for folder in self._folders.values())
+
+    def front_matter(self) -> list[tuple[str, tuple[Any, ...] | None]]:
+        """(path, front-matter values in :data:`ROW_FIELDS` order, or None for an invalid
+        file) of every file, in path order: :meth:`all_rows` without rows built or
+        interference marked, for scans that keep a few values of each file."""
+        import sqlite3
+
+        # The checks of _check, inlined with every file's signature by path (faster for
+        # every row than a search of its folder's names).
+        signature_of: dict[str, bytes] = {}
+        for folder, known in self._folders.items():
+            packed = known.signatures
+            for at, name in enumerate(known.names):
+                signature_of[folder + name] = packed[at * 32 : at * 32 + 32]
+        found: list[tuple[str, tuple[Any, ...] | None]] = []
+        append, crc, loads, token = found.append, zlib.crc32, marshal.loads, self._token
+        try:
+            cursor = self._connection.execute("SELECT record, checksum FROM files NOT INDEXED")
+            while batch := cursor.fetchmany(1024):
+                for record, checksum in batch:
+                    if crc(record) != checksum:
+                        raise DamagedCacheError("a row's checksum does not match")
+                    path, folder, signature, reader, _, values, _ = loads(record)
+                    expected = signature_of.get(path)
+                    if expected is None or not path.startswith(folder):
+                        raise StaleCacheError()  # a row of a file this query did not find
+                    if expected != signature or (reader and reader != token):
+                        raise StaleCacheError([path])
+                    append((path, values))
+        except (sqlite3.Error, ValueError, EOFError, TypeError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+        self._counted = (len(found), sum(1 for _, values in found if values is None))
+        found.sort(key=lambda item: path_order(item[0]))
+        return found
+
+    def paths_of(self, exp_id: str) -> list[str]:
+        """The files (relative paths, in path order) whose name holds ``exp_id``, as this
+        query found them."""
+        from kexp.validate import EXPERIMENT_NAME
+
+        if self._by_id is None and len(self._folders) > 0:
+            by_id: dict[str, list[str]] = {}
+            fullmatch = EXPERIMENT_NAME.fullmatch
+            for folder, known in self._folders.items():
+                for name in known.names:
+                    if fullmatch(name):
+                        by_id.setdefault(name[:16], []).append(folder + name)
+            for paths in by_id.values():
+                paths.sort(key=path_order)
+            self._by_id = by_id
+        return list((self._by_id or {}).get(exp_id, []))
+
+    def rows_at(self, paths: Sequence[str]) -> dict[str, Row | None]:
+        """The row of each of ``paths`` (None for an invalid file); every path must be
+        one this query found."""
+        found: dict[str, Row | None] = {}
+        for start in range(0, len(paths), 500):
+            chunk = list(paths[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for path, _, _, _, _, values, _ in self._query(
+                f"SELECT record, checksum FROM files WHERE path IN ({marks})", chunk
+            ):
+                found[path] = None if values is None else _row(path, values)
+        if not found.keys() <= set(paths):
+            raise DamagedCacheError("a lookup by path returned another row")
+        if len(found) != len(set(paths)):
+            raise StaleCacheError()  # a file this query found has no row
+        return found
+
+    def first_valid(self, exp_id: str) -> Row | None:
+        """The row of the first valid file (in path order) whose name holds ``exp_id``:
+        the one whose score counts for an id that several files hold."""
+        paths = self.paths_of(exp_id)
+        rows = self.rows_at(paths) if paths else {}
+        return next((rows[path] for path in paths if rows[path] is not None), None)
 
     def with_interference(self, rows: list[Row]) -> list[Row]:
         """``rows`` with ``interference`` set: scoring below the best of those combined."""
@@ -580,15 +922,156 @@ class IndexView:
         if not wanted:
             return rows
         scores: dict[str, float] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self._rows(
-                f"SELECT {_ROW_COLUMNS} FROM files WHERE valid = 1 AND name_id IN ({marks})",
-                chunk,
-            ):
-                scores[row.id] = row.score
+        for exp_id in wanted:
+            row = self.first_valid(exp_id)
+            if row is not None:
+                scores[exp_id] = row.score
         return [_marked(row, scores) for row in rows]
+
+    def naming(self, exp_id: str) -> tuple[list[Row], list[Row]]:
+        """(valid rows whose ``pid`` is ``exp_id``, those whose ``combines`` hold it),
+        each in path order; cross-checked through the table."""
+        children = [
+            _row(path, values)
+            for path, _, _, _, _, values, _ in self._query(
+                "SELECT record, checksum FROM files INDEXED BY files_by_pid WHERE pid = ?",
+                (exp_id,),
+            )
+            if _agrees(path, values is not None and values[_PID] == exp_id)
+        ]
+        needle = f" {exp_id} "
+        combiners = [
+            _row(path, values)
+            for path, _, _, _, _, values, _ in self._query(
+                "SELECT record, checksum FROM files INDEXED BY files_by_combines "
+                "WHERE combines IS NOT NULL AND instr(combines, ?) > 0",
+                (needle,),
+            )
+            if _agrees(path, values is not None and exp_id in values[_COMBINES])
+        ]
+        self._expect("pid = ?", (exp_id,), len(children))
+        self._expect("instr(combines, ?) > 0", (needle,), len(combiners))
+        children.sort(key=lambda row: path_order(row.path))
+        combiners.sort(key=lambda row: path_order(row.path))
+        return children, combiners
+
+    def rows_with_code_key(
+        self, key: str, compute: Callable[[list[str]], list[tuple[str, bytes]]]
+    ) -> list[Row]:
+        """Valid rows whose code key is ``key``. ``compute(paths)`` gives the key of each
+        file's content and the signature it was read at; it runs for the rows that have
+        no key yet, and the keys of settled rows read at their own signature are kept
+        (:meth:`store_new_keys`). Cross-checked through the table."""
+        unkeyed = [
+            (path, signature, reader, values)
+            for path, _, signature, reader, _, values, code_key in self._query(
+                "SELECT record, checksum FROM files INDEXED BY files_unkeyed "
+                "WHERE valid = 1 AND code_key IS NULL"
+            )
+            if _unkeyed(path, values, code_key)
+        ]
+        matches: list[Row] = []
+        if unkeyed:
+            computed = compute([path for path, _, _, _ in unkeyed])
+            for (path, signature, reader, values), (found, read_at) in zip(
+                unkeyed, computed, strict=True
+            ):
+                if found == key:
+                    matches.append(_row(path, values))
+                if not reader and read_at == signature:
+                    self._new_keys.append((path, signature, found))
+        indexed = [
+            _row(path, values)
+            for path, _, _, _, _, values, code_key in self._query(
+                "SELECT record, checksum FROM files INDEXED BY files_by_code_key "
+                "WHERE code_key = ?",
+                (key,),
+            )
+            if _agrees(path, values is not None and code_key == key)
+        ]
+        self._expect("valid = 1 AND code_key IS NULL", (), len(unkeyed))
+        self._expect("code_key = ?", (key,), len(indexed))
+        matches += indexed
+        matches.sort(key=lambda row: path_order(row.path))
+        return matches
+
+    def store_new_keys(self) -> None:
+        """Keep the code keys :meth:`rows_with_code_key` computed (best effort: a row
+        rewritten meanwhile keeps none). Ends the read transaction."""
+        import sqlite3
+
+        if not self._new_keys:
+            return
+        connection = self._connection
+        try:
+            connection.execute("COMMIT")
+            connection.execute("BEGIN IMMEDIATE")
+            for path, signature, key in self._new_keys:
+                found = connection.execute(
+                    "SELECT record, checksum FROM files WHERE path = ?", (path,)
+                ).fetchone()
+                if found is None or zlib.crc32(found[0]) != found[1]:
+                    continue
+                fields = marshal.loads(found[0])
+                if fields[2] != signature or fields[3] or fields[6] is not None:
+                    continue  # rewritten meanwhile
+                row = _file_row(fields[0], fields[1], fields[2], "", fields[4], fields[5], key)
+                connection.execute(_UPSERT_FILE, row)
+            connection.execute("COMMIT")
+        except (sqlite3.Error, EOFError, ValueError, TypeError):
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+        self._new_keys.clear()
+
+    def _expect(self, condition: str, parameters: Sequence[Any], rows: int) -> None:
+        """Have :meth:`confirm` check that ``rows`` rows of the table meet ``condition``
+        (what a lookup through an index found)."""
+        self._checks.append((condition, tuple(parameters), rows))
+
+    def confirm(self) -> None:
+        """Check, in one pass over the hints apart from the indexes lookups use (a
+        covering index of every hint), that no index hid a row: as many
+        rows as files, as many invalid ones as the index gave, (after :meth:`by_score`
+        was stopped) as many scoring at least that much as it returned, and as many as
+        every other lookup found (:meth:`_expect`)."""
+        checks = list(self._checks)
+        if self._ranked is not None:
+            threshold, seen = self._ranked
+            checks.append(("valid = 1 AND score >= ?", (threshold,), seen))
+        if self._counted is not None and not checks:
+            total, invalid = self._counted  # all_rows read the whole table
+            found: list[Any] = []
+        else:
+            columns = ", ".join(f"TOTAL({condition})" for condition, _, _ in checks)
+            parameters = [p for _, values, _ in checks for p in values]
+            total, invalid, *counted = self._count(
+                f"SELECT COUNT(*), TOTAL(valid = 0){', ' if checks else ''}{columns} "
+                "FROM files INDEXED BY files_hints",
+                parameters,
+            )
+            found = counted
+        (indexed,) = self._count("SELECT COUNT(*) FROM files INDEXED BY files_by_score")
+        if total != self._expected() or indexed != total:
+            raise StaleCacheError()
+        if invalid != self._invalid_seen or list(found) != [rows for _, _, rows in checks]:
+            raise DamagedCacheError("an index and the table differ")
+
+
+def _row(path: str, values: tuple[Any, ...] | None) -> Row:
+    """The row of a valid file's record values."""
+    assert values is not None
+    return Row._make((*values, path, False))
+
+
+def _agrees(path: str, agrees: bool) -> bool:
+    """True, or (a row selected by a hint its record does not hold) a damaged cache."""
+    if not agrees:
+        raise DamagedCacheError(f"{path}: a hint column differs from the row's record")
+    return True
+
+
+def _unkeyed(path: str, values: tuple[Any, ...] | None, code_key: str | None) -> bool:
+    return _agrees(path, values is not None and code_key is None)
 
 
 def _marked(row: Row, scores: dict[str, float]) -> Row:
@@ -597,32 +1080,53 @@ def _marked(row: Row, scores: dict[str, float]) -> Row:
     return row
 
 
-def prefilter(filters: Filters) -> tuple[str, list[Any]]:
-    """SQL conditions that keep every row ``filters`` can accept (rows passing them are
-    still checked by :func:`kexp.query.matches`): the common filters run in SQLite."""
-    where: list[str] = []
-    parameters: list[Any] = []
-    for column, value in (
-        ("operator_lc", filters.operator),
-        ("dtype_lc", filters.dtype),
-        ("env_lc", filters.env),
-    ):
-        if value is not None:
-            where.append(f"instr({column}, ?) > 0")
-            parameters.append(value)
-    if filters.status is not None:
-        where.append(f"status IN ({','.join('?' * len(filters.status))})")
-        parameters.extend(filters.status)
-    if filters.is_buggy is not None:
-        where.append("is_buggy = ?")
-        parameters.append(int(filters.is_buggy))
-    if filters.min_score is not None:
-        where.append("score >= ?")
-        parameters.append(filters.min_score)
-    if filters.max_score is not None:
-        where.append("score <= ?")
-        parameters.append(filters.max_score)
-    return "".join(f" AND {w}" for w in where), parameters
+_T = TypeVar("_T")
+
+
+class NameLookup:
+    """Experiment file names by id prefix, as they are on disk now, from the cache's
+    folder listings: a folder whose own signature is the cached one holds the cached
+    names (an id is in a file's name, not its content); the others are listed."""
+
+    def __init__(self, base: str, listings: dict[str, tuple[bytes, tuple[str, ...], Any]]):
+        #: Each folder's sorted names, or (cached, not decoded yet) its marshal blob.
+        self._names: dict[str, Sequence[str] | bytes] = {}
+
+        def visit(folder: str) -> Sequence[str]:
+            path = base + folder
+            stamp = folder_signature(path)
+            if stamp is None:
+                return ()
+            known = listings.get(folder)
+            if known is not None and known[0] == stamp:
+                self._names[path.rstrip(os.sep)] = known[2]
+                return known[1]
+            listed = list_folder(path)
+            if listed is None:
+                return ()
+            self._names[path.rstrip(os.sep)] = listed[0]
+            return listed[1]
+
+        walk_folders(visit)
+
+    def find(self, prefix: str) -> list[tuple[str, str]]:
+        """(folder, name) of every experiment file whose name starts with ``prefix``."""
+        from kexp.validate import EXPERIMENT_NAME
+
+        fullmatch = EXPERIMENT_NAME.fullmatch
+        needle = prefix.encode("utf-8", "surrogatepass")
+        found: list[tuple[str, str]] = []
+        for folder, names in self._names.items():
+            if isinstance(names, bytes):
+                # A name holding the prefix has its bytes in the folder's marshal blob:
+                # most folders are skipped without decoding their names.
+                if needle not in names:
+                    continue
+                names = self._names[folder] = marshal.loads(names)
+            found.extend(
+                (folder, name) for name in _names_with_prefix(names, prefix) if fullmatch(name)
+            )
+        return found
 
 
 class StoreIndex:
@@ -635,75 +1139,99 @@ class StoreIndex:
         self.header = _header(settings)
         self._base = str(experiments_dir).rstrip(os.sep) + os.sep
 
-    def names_with_prefix(self, prefix: str) -> list[tuple[str, str]] | None:
-        """(folder, name) of every experiment file whose name starts with ``prefix``, or
-        None when there is no cache to ask.
-
-        Only folder signatures are checked, not files: a folder whose own signature is
-        the cached one holds the cached names (ids are in names), the others are listed.
-        """
+    def name_lookup(self) -> NameLookup | None:
+        """A :class:`NameLookup` of the store as it is now, or None when there is no
+        usable cache to ask (then walk the folders: :func:`walk_experiment_names`)."""
         import sqlite3
-
-        from kexp.validate import EXPERIMENT_NAME
 
         connection = self._open()
         if connection is None:
             return None
         try:
-            listings = {
-                folder: (listed_at, marshal.loads(subfolders))
-                for folder, listed_at, subfolders in connection.execute(
-                    "SELECT folder, listed_at, subfolders FROM folders"
-                )
-            }
-            found: list[tuple[str, str]] = []
-            trusted: set[str] = set()
-
-            def visit(folder: str) -> Sequence[str]:
-                path = self._base + folder
-                stamp = folder_signature(path)
-                known = listings.get(folder)
-                if stamp is None:
-                    return ()
-                if known is not None and known[0] == stamp:
-                    trusted.add(folder)
-                    return known[1]  # type: ignore[no-any-return]
-                listed = list_folder(path, prefix)
-                if listed is None:
-                    return ()
-                found.extend(
-                    (path.rstrip(os.sep), name)
-                    for name in listed[0]
-                    if EXPERIMENT_NAME.fullmatch(name) is not None
-                )
-                return listed[1]
-
-            walk_folders(visit)
-            # Ids are lowercase hex: every id starting with the prefix sorts below prefix+g.
-            for folder, path in connection.execute(
-                "SELECT folder, path FROM files WHERE name_id >= ? AND name_id < ?",
-                (prefix, prefix + "g"),
+            listings: dict[str, tuple[bytes, tuple[str, ...], Any]] = {}
+            for folder, experiments, listed_at, subfolders, names, total in connection.execute(
+                "SELECT folder, experiments, listed_at, subfolders, names, listing_sum FROM folders"
             ):
-                if folder in trusted:
-                    found.append(((self._base + folder).rstrip(os.sep), path[len(folder) :]))
-            return found
+                if _listing_sum(folder, experiments, listed_at, subfolders, names) != total:
+                    return None  # damaged: walk instead
+                listings[folder] = (listed_at, marshal.loads(subfolders), names)
+            return NameLookup(self._base, listings)
         except (sqlite3.Error, EOFError, ValueError, TypeError):
             return None
         finally:
             connection.close()
 
-    def refresh(self, *, rebuild: bool = False) -> IndexView:
-        """Bring the cache up to date with the files and return it for querying.
+    def names_with_prefix(self, prefix: str) -> list[tuple[str, str]] | None:
+        """(folder, name) of every experiment file whose name starts with ``prefix``, or
+        None when there is no cache to ask (see :meth:`name_lookup`)."""
+        lookup = self.name_lookup()
+        return None if lookup is None else lookup.find(prefix)
+
+    def query(
+        self, use: Callable[[IndexView], _T], *, light: bool = False
+    ) -> tuple[_T, list[tuple[str, str]]]:
+        """``use(view)`` of the refreshed cache (``light``: see :meth:`refresh`), and the
+        invalid files (path relative to ``experiments/``, first error). Rows found not
+        current (another process wrote meanwhile) are read again and ``use`` run again;
+        a cache failing a check is rebuilt from the files, so the answer is always the
+        files'."""
+        again: set[str] = set()
+        rebuild = False
+        for attempt in range(_ATTEMPTS):
+            view = self.refresh(rebuild=rebuild, again=again, light=light)
+            try:
+                view.begin()
+                result = use(view)
+                view.confirm()
+                view.store_new_keys()
+                return result, view.invalid
+            except StaleCacheError as stale:
+                again |= stale.paths
+                rebuild = attempt >= _ATTEMPTS - 2
+            except DamagedCacheError:
+                rebuild = True
+            finally:
+                view.close()
+        # Every attempt saw another process change the cache (or the files) under it.
+        view = self.refresh(rebuild=True, again=again, private=True)
+        try:
+            view.begin()
+            result = use(view)
+            view.confirm()
+            return result, view.invalid
+        finally:
+            view.close()
+
+    def refresh(
+        self,
+        *,
+        rebuild: bool = False,
+        again: Iterable[str] = (),
+        private: bool = False,
+        light: bool = False,
+    ) -> IndexView:
+        """Bring the cache up to date with the files and return it for querying
+        (:meth:`query` checks and uses it).
 
         Files whose stat matches the cache are not read; the others are read and
-        checked. ``rebuild`` reads every file again (used after a stale row was found).
+        checked, and so are ``again`` (paths relative to ``experiments/``). ``rebuild``
+        reads every file again; ``private`` also keeps the result in a file of its own,
+        which no other process writes.
+
+        ``light`` takes the files of a folder whose own signature is the cached one as
+        the cache last saw them, without a ``stat`` each: what every file added,
+        renamed, replaced or removed since changes (kexp's own writes, git, most
+        editors), but not an edit made in place by another program since the last
+        query. The checks a write makes (:meth:`IndexView.naming`,
+        :meth:`IndexView.rows_with_code_key`) use it: they cost what changed, not a
+        ``stat`` of every file.
         """
         # Walking creates a few objects per file and frees none: the cyclic garbage
         # collector would scan them all again and again.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._refresh(rebuild)
+            return self._refresh(rebuild, set(again), private, light)
         finally:
             if collecting:
                 gc.enable()
@@ -712,50 +1240,87 @@ class StoreIndex:
         """The cache, if it exists, is readable and was written by this kexp."""
         import sqlite3
 
-        if not self.file.is_file():
+        try:
+            if not self.file.is_file():
+                return None
+        except OSError:
             return None
         try:
             connection = sqlite3.connect(self.file, timeout=5.0, isolation_level=None)
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             return None
         try:
             found = connection.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
             if found is not None and found[0] == self.header:
                 return connection
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             pass
         connection.close()
         return None
 
-    def _cached_folders(self, connection: sqlite3.Connection | None) -> dict[str, _Folder]:
+    def _cached_folders(self, connection: sqlite3.Connection) -> dict[str, _Folder] | None:
+        """The cached folder listings; None when one is damaged (or unreadable)."""
         import sqlite3
 
-        if connection is None:
-            return {}
         try:
             rows = connection.execute(f"SELECT {_FOLDER_COLUMNS} FROM folders").fetchall()
-            return {
-                folder: _Folder(
-                    marshal.loads(names), signatures, experiments, listed_at, marshal.loads(subs)
+            cached: dict[str, _Folder] = {}
+            for folder, experiments, listed_at, subs, names, total, packed, packed_sum in rows:
+                if _listing_sum(folder, experiments, listed_at, subs, names) != total or (
+                    zlib.crc32(packed) != packed_sum
+                ):
+                    return None
+                listed = marshal.loads(names)
+                if len(packed) != len(listed) * _SIGNATURE_SIZE:
+                    return None
+                cached[folder] = _Folder(
+                    listed, packed, experiments, listed_at, marshal.loads(subs), (total, packed_sum)
                 )
-                for folder, names, signatures, experiments, listed_at, subs in rows
-            }
+            return cached
         except (sqlite3.Error, EOFError, ValueError, TypeError):
-            return {}
+            return None
 
-    def _refresh(self, rebuild: bool) -> IndexView:
+    def _refresh(
+        self, rebuild: bool, again: set[str], private: bool, light: bool = False
+    ) -> IndexView:
+        token = os.urandom(8).hex()  # marks the racily clean rows this refresh reads
+        for _ in range(_ATTEMPTS):
+            # One horizon for the whole refresh, taken before any file is read: a file
+            # changed after it is not settled (see the module documentation).
+            horizon = time.time_ns() - RACY_NS
+            connection = None if rebuild else self._open()
+            cached = None if connection is None else self._cached_folders(connection)
+            if connection is not None and not cached:
+                connection.close()
+                connection = None
+            if connection is None or cached is None:
+                return self._build_from_files(horizon, token, private or rebuild)
+            view = self._refresh_cached(connection, cached, horizon, token, again, light)
+            if view is not None:
+                return view
+            # Another process changed these folders' rows since they were read: again.
+        return self._build_from_files(time.time_ns() - RACY_NS, token, True)
 
-        # One horizon for the whole refresh, taken before any file is read: a file
-        # modified after it is racily clean (see the module documentation).
-        horizon = time.time_ns() - RACY_NS
-        connection = None if rebuild else self._open()
-        cached = self._cached_folders(connection)
-        if connection is not None and not cached:
-            connection.close()
-            connection = None
-        if connection is None:
-            return self._build_from_files(horizon, rebuild)
-        found = self._scan(cached)
+    def _refresh_cached(
+        self,
+        connection: sqlite3.Connection,
+        cached: dict[str, _Folder],
+        horizon: int,
+        token: str,
+        again: set[str],
+        light: bool = False,
+    ) -> IndexView | None:
+        """The view after writing what changed since ``cached``; None when another
+        process changed those folders' rows meanwhile (the connection is closed)."""
+        for path in again:  # rows found not current: read those files again
+            folder = path[: path.rfind(os.sep) + 1]
+            known = cached.get(folder)
+            at = -1 if known is None else _name_at(known.names, path[len(folder) :])
+            if known is not None and at >= 0:
+                forgotten = bytearray(known.signatures)
+                forgotten[at * 32 : at * 32 + 32] = _NO_SIGNATURE_BYTES
+                cached[folder] = known._replace(signatures=bytes(forgotten))
+        found = self._scan(cached, light)
         gone = [folder for folder in cached if folder not in found]
 
         # Which files to read again: new names, or a signature that differs.
@@ -785,58 +1350,60 @@ class StoreIndex:
             if listed_at is None:
                 assert known is not None
                 listed_at = known.listed_at
-            folders[folder] = changed[folder] = _Folder(names, packed, count, listed_at, subfolders)
+            stored = known.stored if known is not None else None
+            folders[folder] = changed[folder] = _Folder(
+                names, packed, count, listed_at, subfolders, stored
+            )
 
-        checked, sides, _ = self._check(groups, horizon)
+        checked, sides, _ = self._check(groups, horizon, token)
         if groups:
             self._remove_leftovers()
         try:
-            if (changed or gone) and not self._update(
-                connection, changed, gone, removed, checked, sides, horizon
-            ):
-                connection.close()
-                return self._refresh(rebuild=True)
+            if changed or gone:
+                outcome = self._update(
+                    connection, cached, changed, gone, removed, checked, sides, horizon, token
+                )
+                if outcome is None:
+                    connection.close()
+                    return None
+                if outcome is False:
+                    # The cache cannot be written (another process holds it too long, a
+                    # read-only store, a full disk): answer from a copy in memory.
+                    memory = self._copy_in_memory(connection)
+                    connection.close()
+                    if memory is None or not self._update(
+                        memory,
+                        cached,
+                        changed,
+                        gone,
+                        removed,
+                        checked,
+                        sides,
+                        horizon,
+                        token,
+                        check=False,
+                    ):
+                        return self._build_from_files(horizon, token, True)
+                    connection = memory
         finally:
             for side in sides:
                 side.unlink(missing_ok=True)
-        fresh = {folder + name for folder, names, _ in groups for name in names}
-        return self._view(connection, folders, fresh, rebuild)
+        return IndexView(connection, folders, token)
 
-    def _view(
-        self,
-        connection: sqlite3.Connection,
-        folders: dict[str, _Folder],
-        fresh: set[str],
-        rebuild: bool,
-    ) -> IndexView:
-        """The view of a written cache, once its rows are counted and the invalid ones
-        found current; a cache that fails either is rebuilt from the files."""
+    def _copy_in_memory(self, connection: sqlite3.Connection) -> sqlite3.Connection | None:
         import sqlite3
 
-        view = IndexView(connection, folders, [], fresh)
+        memory = sqlite3.connect(":memory:", isolation_level=None)
         try:
-            count = connection.execute("SELECT COUNT(*) FROM files").fetchone()[0]
-            invalid = connection.execute(
-                "SELECT path, folder, signature, error FROM files WHERE valid = 0 ORDER BY path"
-            ).fetchall()
-        except sqlite3.Error:
-            count, invalid = -1, []
-        expected = sum(folder.experiments for folder in folders.values())
-        trusted = all(view.is_current(path, folder, sig) for path, folder, sig, _ in invalid)
-        if count != expected or not trusted:
-            connection.close()
-            if rebuild:
-                raise StaleCacheError(str(self.file))
-            return self._refresh(rebuild=True)
-        view.invalid = [(path, error) for path, _, _, error in invalid]
-        return view
+            connection.backup(memory)
+        except (sqlite3.Error, ValueError):
+            memory.close()
+            return None
+        return memory
 
-    def _build_from_files(self, horizon: int, rebuild: bool) -> IndexView:
+    def _build_from_files(self, horizon: int, token: str, private: bool) -> IndexView:
         """A cache made from nothing: folders listed, every experiment file read and
         checked (in two processes), its signature taken as it is opened."""
-
-        import sqlite3
-
         from kexp.validate import EXPERIMENT_NAME
 
         fullmatch = EXPERIMENT_NAME.fullmatch
@@ -859,7 +1426,7 @@ class StoreIndex:
             return subfolders
 
         walk_folders(visit)
-        checked, sides, read_at = self._check(groups, horizon)
+        checked, sides, read_at = self._check(groups, horizon, token)
         groups.clear()
         for folder, known in folders.items():
             folders[folder] = known._replace(
@@ -868,21 +1435,11 @@ class StoreIndex:
         del read_at
         self._remove_leftovers()
         try:
-            connection = self._build(folders, checked, sides, horizon, private=rebuild)
+            connection = self._build(folders, checked, sides, horizon, token, private)
         finally:
             for side in sides:
                 side.unlink(missing_ok=True)
-        try:
-            # Every row was read by this run: the racily clean ones may be used now.
-            fresh = {
-                path
-                for (path,) in connection.execute(
-                    "SELECT path FROM files WHERE signature = ?", (_NO_SIGNATURE_BYTES,)
-                )
-            }
-        except sqlite3.Error:
-            fresh = set()
-        return self._view(connection, folders, fresh, rebuild)
+        return IndexView(connection, folders, token)
 
     def _remove_leftovers(self) -> None:
         """Remove what no process uses any more: the cache of kexp before its SQLite one
@@ -900,23 +1457,25 @@ class StoreIndex:
             "index-*.sqlite": now - self.settings.unused_cache_days * 86400,
         }
         for pattern, horizon in stale.items():
-            for left in folder.glob(pattern):
-                if left.name == self.file.name:
-                    continue
-                if pattern == "index-*.sqlite" and any(
-                    left.with_name(left.name + suffix).exists() for suffix in ("-journal", "-wal")
-                ):
-                    continue
-                with contextlib.suppress(OSError):
-                    if left.lstat().st_mtime < horizon:
-                        left.unlink()
+            with contextlib.suppress(OSError):
+                for left in folder.glob(pattern):
+                    if left.name == self.file.name:
+                        continue
+                    if pattern == "index-*.sqlite" and any(
+                        left.with_name(left.name + suffix).exists()
+                        for suffix in ("-journal", "-wal")
+                    ):
+                        continue
+                    with contextlib.suppress(OSError):
+                        if left.lstat().st_mtime < horizon:
+                            left.unlink()
 
-    def _scan(self, cached: dict[str, _Folder]) -> dict[str, Scanned]:
+    def _scan(self, cached: dict[str, _Folder], light: bool = False) -> dict[str, Scanned]:
         """Every folder reachable from ``experiments/`` now, scanned: the cached ones in
-        two processes (when there are many files), new ones here."""
-        scan = _scanner(self._base, cached)
+        two processes (when there are many files to ``stat``), new ones here."""
+        scan = _scanner(self._base, cached, light)
         known = sorted(cached)
-        sizes = [len(cached[folder].names) + 1 for folder in known]
+        sizes = [1 if light else len(cached[folder].names) + 1 for folder in known]
         scanned = {item[0]: item for item in in_two_processes(scan, known, sum(sizes), sizes)}
         found: dict[str, Scanned] = {}
 
@@ -986,7 +1545,7 @@ class StoreIndex:
         return check
 
     def _check(
-        self, groups: list[Group], horizon: int
+        self, groups: list[Group], horizon: int, token: str
     ) -> tuple[list[Checked], list[Path], dict[str, bytes]]:
         """Read and check the files of ``groups``: the results in memory when they are
         few; else written by this process and a forked child into side databases
@@ -1016,7 +1575,7 @@ class StoreIndex:
                 while batch := list(itertools.islice(items, 2 * READ_BATCH)):
                     checked = check(batch)
                     _signatures_by_folder(checked, read_at)
-                    database.executemany(_INSERT_FILE, self._records(checked, horizon))
+                    database.executemany(_INSERT_FILE, _records(checked, horizon, token))
                     # Parsing leaves reference cycles, and the collector is paused.
                     gc.collect(0)
                 database.execute("COMMIT")
@@ -1033,7 +1592,7 @@ class StoreIndex:
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             parts = in_two_processes(into_side, groups, total, sizes, clean_up)
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, ValueError):
             for side in made:
                 side.unlink(missing_ok=True)
             checked = check(_items(groups))
@@ -1066,70 +1625,27 @@ class StoreIndex:
                 packed.append(signatures(path, [name]).tobytes())
         return b"".join(packed)
 
-    def _records(self, checked: list[Checked], horizon: int) -> Iterator[tuple[Any, ...]]:
-        for path, signature, values, error in checked:
-            folder = path[: path.rfind(os.sep) + 1]
-            name_id = path[len(folder) : len(folder) + 16]
-            packed = _storable(signature, horizon)
-            if values is None:
-                yield (path, folder, name_id, packed, 0, error, *_NO_VALUES)
-                continue
-            score = values[_SCORE]
-            yield (
-                path,
-                folder,
-                name_id,
-                packed,
-                1,
-                "",
-                values[_ID],
-                float(score) if isinstance(score, (int, float)) else None,
-                str(values[_OPERATOR]).lower(),
-                str(values[_DTYPE]).lower(),
-                str(values[_ENV]).lower(),
-                values[_STATUS],
-                int(bool(values[_IS_BUGGY])),
-                marshal.dumps(values),
-            )
-
-    def _folder_records(
-        self, folders: dict[str, _Folder], horizon: int
-    ) -> Iterator[tuple[Any, ...]]:
-        for folder, known in folders.items():
-            packed = array("q")
-            packed.frombytes(known.signatures)
-            for i in range(0, len(packed), 4):
-                if packed[i] >= horizon:
-                    packed[i : i + 4] = array("q", _NO_SIGNATURE)
-            listed_at = _storable(known.listed_at, horizon)
-            yield (
-                folder,
-                marshal.dumps(known.names),
-                packed.tobytes(),
-                known.experiments,
-                listed_at,
-                marshal.dumps(known.subfolders),
-            )
-
     def _build(
         self,
         folders: dict[str, _Folder],
         checked: list[Checked],
         sides: list[Path],
         horizon: int,
-        private: bool = False,
+        token: str,
+        private: bool,
     ) -> sqlite3.Connection:
         """A new cache with everything, written to a temporary file renamed into place
         (in memory only when the cache folder cannot be written); this query answers
-        from the new file, which no other process changes.
+        from the new file.
 
         A cache file is never renamed over another, nor removed while it may be in use
         (SQLite names its rollback journal after the file's path, so a journal left by a
         writer of the old file would be rolled back into the new one): the new file is
         linked into place only where there is none, or the one there is unusable. When
         a usable one is there (another process built it meanwhile, or ``private``: a
-        rebuild after rows were found not to match their files), the rows are copied
-        into it in one transaction."""
+        rebuild after rows failed a check), the rows are copied into it in one
+        transaction, and this query answers from its own file, which no other process
+        writes."""
         import secrets
         import sqlite3
 
@@ -1146,70 +1662,128 @@ class StoreIndex:
                 base = [temporary]
             connection = sqlite3.connect(temporary, isolation_level=None, timeout=5.0)
             try:
-                self._fill(connection, folders, checked, rows[len(base) :], horizon, base)
+                self._fill(connection, folders, checked, rows[len(base) :], horizon, token, base)
             except BaseException:
                 connection.close()
                 raise
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, ValueError):
             pass
         else:
             try:
-                self._publish(temporary, replace_rows=private)
-            finally:
-                temporary.unlink(missing_ok=True)  # this connection keeps reading it
-            return connection
-        # The cache folder cannot be written (or read back): keep the cache in memory.
+                linked = self._publish(temporary, replace_rows=private)
+            except BaseException:
+                connection.close()
+                temporary.unlink(missing_ok=True)
+                raise
+            if not linked:
+                # The store has its cache (another process's, or this one's rows copied
+                # into it): this query reads its own file, which no other process knows.
+                temporary.unlink(missing_ok=True)
+                return connection
+            if private:
+                # A copy no other process writes (the linked file is the store's now).
+                memory = self._copy_in_memory(connection)
+                connection.close()
+                temporary.unlink(missing_ok=True)
+                if memory is not None:
+                    return memory
+            else:
+                # Read the store's cache by its own name, so that SQLite sees the journal
+                # of any other writer (named after that path).
+                connection.close()
+                temporary.unlink(missing_ok=True)
+                reopened = self._open()
+                if reopened is not None:
+                    return reopened
+        return self._build_in_memory(folders, checked, sides, horizon, token)
+
+    def _build_in_memory(
+        self,
+        folders: dict[str, _Folder],
+        checked: list[Checked],
+        sides: list[Path],
+        horizon: int,
+        token: str,
+    ) -> sqlite3.Connection:
+        """The cache kept in memory (its folder cannot be written, or read back)."""
+        import sqlite3
+
         connection = sqlite3.connect(":memory:", isolation_level=None)
-        try:
-            self._fill(connection, folders, checked, rows, horizon)
-        finally:
-            temporary.unlink(missing_ok=True)
+        live = [side for side in sides if side.exists()]
+        if len(live) != len(sides):
+            # The first side database became the temporary file, now gone: read it all
+            # again, here.
+            checker = self._checker()
+            groups = [
+                (folder, [n for n in known.names if _is_experiment_name(n)], None)
+                for folder, known in folders.items()
+            ]
+            checked, live = checker(_items(groups)), []
+        self._fill(connection, folders, checked, live, horizon, token)
         return connection
 
-    def _publish(self, temporary: Path, *, replace_rows: bool) -> None:
-        """Make the cache in ``temporary`` the store's (see :meth:`_build`); errors are
-        ignored: the cache is an optimisation."""
+    def _publish(self, temporary: Path, *, replace_rows: bool) -> bool:
+        """Make the cache in ``temporary`` the store's (see :meth:`_build`); whether it
+        was linked into place (else its rows were copied, or it stays private). Errors
+        are ignored: the cache is an optimisation."""
         import sqlite3
 
         for _ in range(2):
             with contextlib.suppress(OSError):
                 os.link(temporary, self.file)
-                return
+                return True
             shared = None
             try:
                 shared = sqlite3.connect(self.file, timeout=5.0, isolation_level=None)
                 found = shared.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
             except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) or "busy" in str(exc):
+                if _busy(exc):
                     if shared is not None:
                         shared.close()
-                    return  # in use by another process: it is fine, and theirs
+                    return False  # in use by another process: it is fine, and theirs
                 found = None
-            except sqlite3.Error:
+            except (sqlite3.Error, ValueError):
                 found = None
-            if shared is None or found is None or found[0] != self.header:
-                # Not a usable cache of this kexp (corrupt, truncated, tampered with).
-                if shared is not None:
-                    shared.close()
-                with contextlib.suppress(OSError):
-                    self.file.unlink()
-                continue
-            try:
-                if replace_rows:
-                    shared.execute("ATTACH DATABASE ? AS fresh", (str(temporary),))
-                    shared.execute("BEGIN IMMEDIATE")
-                    try:
-                        for table in ("files", "folders"):
-                            shared.execute(f"DELETE FROM {table}")
-                            shared.execute(f"INSERT INTO {table} SELECT * FROM fresh.{table}")
-                        shared.execute("COMMIT")
-                    except sqlite3.Error:
-                        shared.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            finally:
+            usable = shared is not None and found is not None and found[0] == self.header
+            if usable and replace_rows:
+                assert shared is not None
+                usable = self._replace_rows(shared, temporary)
+            elif usable:
+                assert shared is not None
                 shared.close()
-            return
+                return False
+            if usable:
+                return False
+            # Not a usable cache of this kexp (corrupt, truncated, tampered with).
+            if shared is not None:
+                shared.close()
+            with contextlib.suppress(OSError):
+                self.file.unlink()
+        return False
+
+    def _replace_rows(self, shared: sqlite3.Connection, temporary: Path) -> bool:
+        """Copy every row of ``temporary`` into the shared cache in one transaction;
+        False when the shared cache is damaged (True when done, or busy: theirs)."""
+        import sqlite3
+
+        try:
+            shared.execute("ATTACH DATABASE ? AS fresh", (str(temporary),))
+            shared.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("files", "folders"):
+                    shared.execute(f"DELETE FROM {table}")
+                    shared.execute(f"INSERT INTO {table} SELECT * FROM fresh.{table}")
+                shared.execute("COMMIT")
+            except (sqlite3.Error, ValueError):
+                shared.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            return _busy(exc)
+        except (sqlite3.Error, ValueError):
+            return False
+        finally:
+            shared.close()
+        return True
 
     def _fill(
         self,
@@ -1218,6 +1792,7 @@ class StoreIndex:
         checked: list[Checked],
         sides: list[Path],
         horizon: int,
+        token: str,
         has_files: Sequence[Path] = (),
     ) -> None:
         """Write the cache into an empty database (or a side database holding rows
@@ -1229,7 +1804,7 @@ class StoreIndex:
             if not (has_files and statement is _FILES_TABLE):
                 connection.execute(statement)
         connection.execute("INSERT INTO meta VALUES ('header', ?)", (self.header,))
-        connection.executemany(_INSERT_FILE, self._records(checked, horizon))
+        connection.executemany(_INSERT_FILE, _records(checked, horizon, token))
         connection.execute("COMMIT")
         for side in sides:
             connection.execute("ATTACH DATABASE ? AS side", (str(side),))
@@ -1238,21 +1813,29 @@ class StoreIndex:
         for statement in _INDEXES:
             connection.execute(statement)
         connection.execute("BEGIN")
-        connection.executemany(_INSERT_FOLDER, self._folder_records(folders, horizon))
+        connection.executemany(_INSERT_FOLDER, _folder_records(folders, horizon))
         connection.execute("COMMIT")
+        connection.execute("PRAGMA journal_mode = DELETE")
 
     def _update(
         self,
         connection: sqlite3.Connection,
+        cached: dict[str, _Folder],
         folders: dict[str, _Folder],
         gone: list[str],
         removed: list[str],
         checked: list[Checked],
         sides: list[Path],
         horizon: int,
-    ) -> bool:
-        """Write what changed in one transaction; False if that failed (another writer
-        held the cache too long, a full disk)."""
+        token: str,
+        *,
+        check: bool = True,
+    ) -> bool | None:
+        """Write what changed in one transaction: True when done; None when another
+        process changed the rows of these folders since ``cached`` was read (with
+        ``check``), so that this change would not fit them; False when it could not be
+        written (another writer held the cache too long, a read-only file, a full disk).
+        """
         import sqlite3
 
         names = [f"side{i}" for i in range(len(sides))]
@@ -1260,23 +1843,30 @@ class StoreIndex:
             for side, name in zip(sides, names, strict=True):
                 connection.execute(f"ATTACH DATABASE ? AS {name}", (str(side),))
             connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             _detach(connection, names)
             return False
         try:
+            if check:
+                for folder in itertools.chain(folders, gone):
+                    found = connection.execute(
+                        "SELECT listing_sum, signatures_sum FROM folders WHERE folder = ?",
+                        (folder,),
+                    ).fetchone()
+                    before = cached.get(folder)
+                    if (tuple(found) if found else None) != (before.stored if before else None):
+                        connection.execute("ROLLBACK")
+                        return None
             for folder in gone:
                 connection.execute("DELETE FROM folders WHERE folder = ?", (folder,))
                 connection.execute("DELETE FROM files WHERE folder = ?", (folder,))
             connection.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
-            connection.executemany(
-                _UPSERT_FOLDER,
-                self._folder_records(folders, horizon),
-            )
-            connection.executemany(_UPSERT_FILE, self._records(checked, horizon))
+            connection.executemany(_UPSERT_FOLDER, _folder_records(folders, horizon))
+            connection.executemany(_UPSERT_FILE, _records(checked, horizon, token))
             for name in names:
                 connection.execute(f"INSERT OR REPLACE INTO files SELECT * FROM {name}.files")
             connection.execute("COMMIT")
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
             return False
@@ -1285,12 +1875,46 @@ class StoreIndex:
         return True
 
 
-def _storable(signature: bytes, horizon: int) -> bytes:
-    """``signature`` as the cache stores it: none for a racily clean file or folder
-    (modified after ``horizon``), which is then read or listed again next time."""
-    if int.from_bytes(signature[:8], sys.byteorder, signed=True) >= horizon:
-        return _NO_SIGNATURE_BYTES
-    return signature
+def _busy(error: Exception) -> bool:
+    return "locked" in str(error) or "busy" in str(error)
+
+
+def _is_experiment_name(name: str) -> bool:
+    from kexp.validate import EXPERIMENT_NAME
+
+    return EXPERIMENT_NAME.fullmatch(name) is not None
+
+
+def _records(checked: list[Checked], horizon: int, token: str) -> Iterator[tuple[Any, ...]]:
+    """The ``files`` rows of checked files: settled ones for every process, the others
+    marked with ``token`` (this refresh's)."""
+    for path, signature, values, error in checked:
+        folder = path[: path.rfind(os.sep) + 1]
+        reader = "" if _settled(signature, horizon) else token
+        yield _file_row(path, folder, signature, reader, error, values, None)
+
+
+def _folder_records(folders: dict[str, _Folder], horizon: int) -> Iterator[tuple[Any, ...]]:
+    """The ``folders`` rows: racily clean names and listings stored with no signature."""
+    for folder, known in folders.items():
+        packed = bytearray(known.signatures)
+        for i in range(0, len(packed), _SIGNATURE_SIZE):
+            if not _settled(bytes(packed[i : i + _SIGNATURE_SIZE]), horizon):
+                packed[i : i + _SIGNATURE_SIZE] = _NO_SIGNATURE_BYTES
+        listed_at = _storable(known.listed_at, horizon)
+        names = marshal.dumps(known.names)
+        subfolders = marshal.dumps(known.subfolders)
+        signatures_blob = bytes(packed)
+        yield (
+            folder,
+            known.experiments,
+            listed_at,
+            subfolders,
+            names,
+            _listing_sum(folder, known.experiments, listed_at, subfolders, names),
+            signatures_blob,
+            zlib.crc32(signatures_blob),
+        )
 
 
 def _items(groups: Iterable[Group]) -> Iterator[tuple[str, Signature | None]]:
@@ -1333,7 +1957,7 @@ def _compare(
     names: tuple[str, ...], packed: bytes, known: _Folder | None
 ) -> tuple[int, list[tuple[str, Signature]], list[str]]:
     """For a folder whose listing differs from the cache: how many experiment files it
-    holds, those to read again (new, or another signature), and cached names gone."""
+    holds, those to read again (new, another signature, or none), and cached names gone."""
     from kexp.validate import EXPERIMENT_NAME
 
     fullmatch = EXPERIMENT_NAME.fullmatch
@@ -1357,6 +1981,3 @@ def _compare(
 
 _NO_SIGNATURE_BYTES = array("q", _NO_SIGNATURE).tobytes()
 _SIGNATURE_SIZE = len(_NO_SIGNATURE_BYTES)
-_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_UPSERT_FILE = _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE")
-_NO_VALUES = (None,) * 8

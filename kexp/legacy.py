@@ -65,13 +65,13 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,7 @@ from kexp.yamlio import MAX_DEPTH
 
 if TYPE_CHECKING:
     from kexp.fileformat import Document
+    from kexp.settings import Settings
     from kexp.store import Store
 
 #: Prefix of the front-matter keys that keep original values (``legacy_base_commit``).
@@ -111,8 +112,8 @@ _LINE_BREAKS = re.compile("[\n\r\x85\u2028\u2029]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MISSING = object()
 
-#: Threads writing files during an import (each write waits for the disk: fsync).
-WRITER_THREADS = 8
+#: How many files an import writes (and syncs) at once: first, and at most.
+FIRST_BATCH, LARGEST_BATCH = 100, 5000
 #: Called with (records done, total records) as an import or export advances.
 Progress = Callable[[int, int], None]
 
@@ -222,6 +223,9 @@ def _json_text(value: Any) -> str:
 
 def _same(a: Any, b: Any) -> bool:
     """Equal as JSON, types included (1 is not 1.0; NaN equals NaN)."""
+    kind = type(a)
+    if kind is type(b) and kind in (str, bool, int):
+        return bool(a == b)  # as JSON: the same text
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
@@ -711,32 +715,53 @@ def import_legacy(
     _break_cycles(plans)
 
     commits = _CommitChecker(store, check_commits and bool(plans))
-    ordered = _write_order(plans)
     present = set(existing)
-    writes: list[tuple[_Plan, Path, Future[None]]] = []
-    # Files are written by a few threads (each write waits for its disk), a child only
-    # once its parent's file is in place; everything else happens in this thread.
-    with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:
-        pending: dict[str, Future[None]] = {}
-        for plan in _tracked(ordered, progress):
-            staged = _stage(store, plan, existing, present, commits, report)
-            if staged is not None:
-                path, text = staged
+    tracked = _tracked(_write_order(plans), progress)
+    # A batch at a time: its files rendered and checked (in two processes when there are
+    # many), then staged in order (a record whose parent failed loses its pid), then
+    # written with one sync. Batches grow: the first files are in place soon, and a
+    # large import costs a few syncs.
+    size = FIRST_BATCH
+    while batch := list(itertools.islice(tracked, size)):
+        size = min(2 * size, LARGEST_BATCH)
+        ahead = _render_ahead(store, [plan for plan in batch if plan.exp.id not in existing])
+        staged: list[tuple[_Plan, Path, str]] = []
+        for plan in batch:
+            written = _stage(store, plan, existing, present, commits, report, ahead.get(plan.key))
+            if written is not None:
+                path, text = written
                 present.add(plan.exp.id)
                 if report.dry_run:
                     _imported(report, plan, path)
                 else:
-                    waits_for = pending.get(plan.exp.pid)
-                    future = pool.submit(_write_after, waits_for, path, text)
-                    pending[plan.exp.id] = future
-                    writes.append((plan, path, future))
-    for plan, path, future in writes:
-        error = future.exception()
-        if error is None:
-            _imported(report, plan, path)
-        else:
-            report.failed.append(Note(plan.key, "", f"not written: {error}"))
+                    staged.append((plan, path, text))
+        if staged:
+            _write_batch(staged, report)
     return report
+
+
+def _write_batch(batch: list[tuple[_Plan, Path, str]], report: ImportReport) -> None:
+    """Write new files for ``batch`` (parents before children): every file written to
+    a temporary name and synced at once, then each linked into place in order, a child
+    only when its parent's file is in place."""
+    from kexp.store import link_new_file, prepare_new_files
+
+    temporaries = prepare_new_files([(path, text) for _, path, text in batch])
+    not_written: dict[str, str] = {}
+    for (plan, path, _), temporary in zip(batch, temporaries, strict=True):
+        if plan.exp.pid in not_written:
+            temporary.unlink(missing_ok=True)
+            error = f"its parent's file was not written ({not_written[plan.exp.pid]})"
+        else:
+            try:
+                link_new_file(temporary, path)
+            except (KexpError, OSError) as exc:
+                error = str(exc)
+            else:
+                _imported(report, plan, path)
+                continue
+        not_written[plan.exp.id] = error
+        report.failed.append(Note(plan.key, "", f"not written: {error}"))
 
 
 def _reporting(progress: Progress | None) -> contextlib.AbstractContextManager[None]:
@@ -755,21 +780,6 @@ def _imported(report: ImportReport, plan: _Plan, path: Path) -> None:
     report.notes.extend(plan.notes)
 
 
-def _write_after(parent: Future[None] | None, path: Path, text: str) -> None:
-    """Write a new file once its parent's write is done (a failed parent fails it)."""
-    if parent is not None:
-        error = parent.exception()
-        if error is not None:
-            raise KexpError(f"its parent's file was not written ({error})")
-    from kexp.store import write_failure
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_failure(path.parent, exc) from None
-    _write_new(path, text)
-
-
 def _stage(
     store: Store,
     plan: _Plan,
@@ -777,13 +787,16 @@ def _stage(
     present: set[str],
     commits: _CommitChecker,
     report: ImportReport,
+    ahead: tuple[str, str, str] | None = None,
 ) -> tuple[Path, str] | None:
-    """The file to write for one record (checked), or None: skipped, conflict, failed."""
+    """The file to write for one record (checked), or None: skipped, conflict, failed.
+    ``ahead`` is its :func:`_render`, made beforehand on the record as planned."""
     exp, key = plan.exp, plan.key
     if exp.id in existing:
         _compare_existing(store, plan, existing[exp.id], report)
         return None
-    if exp.pid and exp.pid not in present:
+    cleared = bool(exp.pid and exp.pid not in present)
+    if cleared:
         # The parent was not written (a failure): keep the store valid.
         raw = plan.record.get("pid", _MISSING)
         if raw is not _MISSING:
@@ -795,39 +808,75 @@ def _stage(
     problem = commits.problem(exp.base_commit)
     if problem is not None:
         plan.notes.append(Note(key, "base_commit", f"kept as is, but {problem}"))
+    found = ahead if ahead is not None and not cleared else _render(store, plan)
+    where, text, message = found
+    if not where:
+        report.failed.append(Note(key, text, message))
+        return None
+    return Path(where), text
+
+
+def _render_ahead(store: Store, plans: list[_Plan]) -> dict[str, tuple[str, str, str]]:
+    """:func:`_render` of each of ``plans``, by key: in two processes when there are many
+    (:func:`kexp.index.in_two_processes`)."""
+    from kexp.index import in_two_processes
+
+    def work(part: list[_Plan]) -> list[tuple[str, str, str, str]]:
+        return [(plan.key, *_render(store, plan)) for plan in part]
+
+    # Rendering and checking a record costs what reading and checking ten files does
+    # (the weight in_two_processes compares with its threshold).
+    rendered = in_two_processes(work, plans, 10 * len(plans))
+    return {key: (where, text, message) for key, where, text, message in rendered}
+
+
+def _render(store: Store, plan: _Plan) -> tuple[str, str, str]:
+    """(path, text, "") of the file of a record, checked and read back unchanged; or
+    ("", field, message) when it cannot be stored as it is."""
+    exp, key = plan.exp, plan.key
     broken = _lone_surrogate(key, plan.record)
     if broken is not None:
         where, char = broken
-        report.failed.append(
-            Note(
-                key,
-                where,
-                f"holds a lone surrogate (\\u{ord(char):04x}, half of a character: a broken "
-                "emoji?), which no UTF-8 file can hold; replace it in the "
-                "database, then import again",
-            )
+        return (
+            "",
+            where,
+            f"holds a lone surrogate (\\u{ord(char):04x}, half of a character: a broken "
+            "emoji?), which no UTF-8 file can hold; replace it in the database, then "
+            "import again",
         )
-        return None
     path = store._path_for(exp)
     text = serialize(exp)
-    checked = check_bytes(text, path, store.settings)
-    if has_errors(checked.problems):
-        first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-        report.failed.append(Note(key, first.field, _not_storable(first)))
-        return None
-    back_key, back = legacy_record(checked.experiment())
+    stored, first = _as_stored(text, path, store.settings)
+    if stored is None:
+        assert first is not None
+        return "", first.field, _not_storable(first)
+    back_key, back = legacy_record(stored)
     if back_key != key or _differences(back, plan.record):
         fields = ", ".join(_differences(back, plan.record)) or "its key"
-        report.failed.append(
-            Note(
-                key,
-                "",
-                f"would not come back unchanged ({fields}): not imported "
-                "(a bug in kexp: report it)",
-            )
+        return (
+            "",
+            "",
+            f"would not come back unchanged ({fields}): not imported (a bug in kexp: report it)",
         )
-        return None
-    return path, text
+    return str(path), text, ""
+
+
+def _as_stored(
+    text: str, path: Path, settings: Settings
+) -> tuple[KernelExperiment | None, Problem | None]:
+    """The experiment a new file's text holds if it is valid, else its first error: the
+    certain verdict of :func:`kexp.quickcheck.quick_fields` on canonical text (the
+    cache's), the full check when it is not sure."""
+    from kexp.fileformat import parse
+    from kexp.quickcheck import quick_fields
+
+    data = text.encode("utf-8")
+    if quick_fields(data, str(path), settings) is not None:
+        return parse(data, path, fast=True).to_experiment(), None
+    checked = check_bytes(text, path, settings)
+    if has_errors(checked.problems):
+        return None, next(p for p in sort_problems(checked.problems) if p.severity == "error")
+    return checked.experiment(), None
 
 
 def _not_storable(problem: Problem) -> str:
@@ -890,12 +939,6 @@ def _compare_existing(store: Store, plan: _Plan, path: Path, report: ImportRepor
             "not overwritten; compare them and correct one by hand",
         )
     )
-
-
-def _write_new(path: Path, text: str) -> None:
-    from kexp.store import _write_new as write_new
-
-    write_new(path, text)
 
 
 # --- validation ------------------------------------------------------------------------

@@ -76,10 +76,12 @@ LEGACY_FIELDS = (
 )
 
 
-def creation_time() -> str:
-    """The current time as the predecessor wrote ``created_at``: ISO 8601 UTC with
-    microseconds and a ``Z`` (``2026-11-29T15:52:36.123456Z``)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def creation_time(now: float | None = None) -> str:
+    """The current time (or ``now``, seconds since the epoch) as the predecessor wrote
+    ``created_at``: ISO 8601 UTC with microseconds and a ``Z``
+    (``2026-11-29T15:52:36.123456Z``), from :func:`kexp.ids.current_time`."""
+    moment = ids.current_time() if now is None else now
+    return dt.datetime.fromtimestamp(moment, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Origin(NamedTuple):

@@ -85,6 +85,12 @@ def fill_from_git(
     needs_git = not given or not _is_full_hash(given) or not exp.author
     if not needs_git:
         return
+    if _is_full_hash(given):
+        # Only the author is missing: ask git for it without opening the repository.
+        name = kgit.configured_user_name(code_repo)
+        if name is not None:
+            exp.author = name
+            return
     try:
         repo = kgit.open_repo(code_repo)
     except GitError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -226,7 +227,7 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
     Three stable sorts, least significant key first (cheaper than one sort on a
     composite key that has to invert a string).
     """
-    ranked = sorted(experiments, key=lambda e: e.id)
+    ranked = sorted(experiments, key=lambda e: (e.id, _path_key(e)))
     ranked.sort(key=lambda e: _time_key(e.created_at), reverse=True)
     ranked.sort(key=lambda e: float(e.score), reverse=True)
     return ranked
@@ -270,11 +271,19 @@ def below_best_combined(score: float, combines: Iterable[str], scores: dict[str,
 def mark_interference(experiments: list[KernelExperiment]) -> None:
     """Set ``interference`` on each experiment scoring below the best of those it
     combines (among ``experiments``)."""
-    scores = {e.id: e.score for e in experiments}
+    scores: dict[str, float] = {}
+    for exp in experiments:  # in path order: an id of several files has the first's score
+        scores.setdefault(exp.id, exp.score)
     for exp in experiments:
         attach(exp, interference=below_best_combined(exp.score, exp.combines, scores))
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:
-    """Oldest first (by ``created_at``, then id)."""
-    return sorted(experiments, key=lambda e: (_time_key(e.created_at), e.id))
+    """Oldest first (by ``created_at``, then id, then path: two files of one id, after a
+    merge, come in path order)."""
+    return sorted(experiments, key=lambda e: (_time_key(e.created_at), e.id, _path_key(e)))
+
+
+def _path_key(exp: Any) -> str:
+    """An experiment's (or cache row's) path, as a key that sorts as paths do."""
+    return str(getattr(exp, "path", None) or "").replace(os.sep, "\0")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -345,7 +346,7 @@ def _check_changes(
     fork = merge_base(store, base, head)
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
-    links, valid = _scan(target, facts=facts)
+    links, valid = _scan(_same_files(store, target), facts=facts)
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems]
@@ -361,7 +362,8 @@ def _check_changes(
     del links
     moved = {str(c.old_path): str(c.path) for c in changes.modified if c.old_path is not None}
     base_sw: set[tuple[str, str, str, str]] = set()
-    for finding in store_findings(base_links):
+    # Only the head's problems are told apart: none (a healthy store), nothing to find.
+    for finding in store_findings(base_links) if head_sw else ():
         path = base_links[finding.file].path
         base_sw.add((moved.get(path, path), finding.code, finding.field, finding.message))
     del base_links
@@ -511,16 +513,37 @@ def _facts_of(link: FileLinks, fields: Mapping[str, Any]) -> _Facts:
     return _Facts(link.path, link.id or "", link.pid or "", link.combines, *values)
 
 
+def _same_files(store: Store, target: Store) -> Store:
+    """The working tree ``store`` when it holds exactly the files of ``target`` (the
+    store at a revision: the commit checked out, nothing changed under
+    ``experiments/``), so that they are read through its query cache; else ``target``."""
+    from kexp import git as kgit
+    from kexp.snapshot import RevisionStore, StoreLocation
+
+    if not isinstance(target, RevisionStore):
+        return target
+    location = StoreLocation.of(store.root)
+    if kgit.matches_working_tree(location.repo, target.commit, location.folder):
+        return store
+    return target
+
+
 def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]:
     """Read every file of ``target`` once, in the order it lists them: the
     :class:`FileLinks` of each, and (``facts``) the :class:`_Facts` of the valid ones.
 
-    Nothing else is kept of a file. A canonical file is read without the full parse
-    (:func:`kexp.quickcheck.quick_fields`); a large working tree is read by this process
-    and a forked child, half each, as :meth:`Store.validate` does.
+    Nothing else is kept of a file. A working tree is read through its query cache
+    (only the files that changed since are read; invalid files are read for their
+    links); else a canonical file is read without the full parse
+    (:func:`kexp.quickcheck.quick_fields`), and a large store by this process and a
+    forked child, half each, as :meth:`Store.validate` does.
     """
     from kexp.progress import reporting
     from kexp.store import Store
+
+    cached = target.query_cache(lambda view: view.front_matter())
+    if cached is not None:
+        return _scan_cached(target, cached, facts=facts)
 
     files = target._validation_files()
     total = len(files)
@@ -547,6 +570,36 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]
         links.append(link)
         if known is not None:
             valid.append(_Facts(path, exp_id or "", pid or "", combines, *known))
+    return links, valid
+
+
+def _scan_cached(
+    target: Store, files: list[tuple[str, tuple[Any, ...] | None]], *, facts: bool
+) -> tuple[list[FileLinks], list[_Facts]]:
+    """What :func:`_scan` keeps of each file, from the query cache's front-matter of the
+    valid files (the invalid ones are read), in the order :func:`_scan` lists them."""
+    from kexp.index import ROW_FIELDS
+
+    base = str(target.experiments_dir) + os.sep
+    invalid = [base + relative for relative, values in files if values is None]
+    records = dict(zip(invalid, _scan_records(target, invalid, len(invalid), facts), strict=True))
+    ids = operator.itemgetter(*(ROW_FIELDS.index(n) for n in ("id", "pid", "combines")))
+    known_facts = operator.itemgetter(*(ROW_FIELDS.index(name) for name, _ in _FACT_FIELDS))
+    make_link, make_facts = FileLinks._make, _Facts._make
+    links: list[FileLinks] = []
+    valid: list[_Facts] = []
+    for relative, values in files:
+        path = base + relative
+        if values is None:
+            exp_id, pid, combines, lines, known = records[path]
+            links.append(FileLinks(path, exp_id, pid, combines, None, lines))
+            if known is not None:
+                valid.append(_Facts(path, exp_id or "", pid or "", combines, *known))
+            continue
+        exp_id, pid, combines = ids(values)
+        links.append(make_link((path, exp_id, pid or None, combines, None, None)))
+        if facts:
+            valid.append(make_facts((path, exp_id, pid, combines, *known_facts(values))))
     return links, valid
 
 

@@ -13,9 +13,12 @@ import dataclasses
 import datetime as dt
 import errno
 import heapq
+import math
 import os
 import re
+import sys
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,7 +76,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from kexp.changelog import Changes, HistoryEntry
-    from kexp.index import IndexView, Listing, Row
+    from kexp.index import IndexView, Listing, Row, StoreIndex
 
 _T = TypeVar("_T")
 
@@ -112,9 +115,11 @@ def slugify(summary: str, max_length: int = 48) -> str:
     return slug or "experiment"
 
 
-def utc_now() -> str:
-    """The current time as ISO 8601 UTC with a ``Z`` (whole seconds)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def utc_now(now: float | None = None) -> str:
+    """The current time (or ``now``, seconds since the epoch) as ISO 8601 UTC with a
+    ``Z`` (whole seconds), from :func:`kexp.ids.current_time`."""
+    moment = ids.current_time() if now is None else now
+    return dt.datetime.fromtimestamp(int(moment), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def find_root(start: Path | str | None = None) -> Path:
@@ -309,20 +314,10 @@ class Store:
         if not self._cached:
             found = self._load(strict=strict)
             return found if wanted is None else [e for e in found if self._matches(e, wanted)]
-        from kexp.index import prefilter
-
         if wanted is None:
             return self._with_index(strict, lambda view: view.all_rows())
-        if wanted.outcome is not None:  # the outcome depends on interference: mark it first
-            return self._with_index(
-                strict,
-                lambda view: [
-                    r for r in view.all_rows(prefilter(wanted)) if self._matches(r, wanted)
-                ],
-            )
         return self._with_index(
-            strict,
-            lambda view: view.all_rows(prefilter(wanted), lambda row: self._matches(row, wanted)),
+            strict, lambda view: view.all_rows(lambda row: self._matches(row, wanted))
         )
 
     def _matches(self, item: Any, wanted: Filters) -> bool:
@@ -331,24 +326,33 @@ class Store:
     def _with_index(self, strict: bool, use: Callable[[IndexView], _T]) -> _T:
         """``use(view)`` of the refreshed cache; invalid files warned about (or raised).
 
-        A cached row found not to match its file (a damaged cache) makes the cache be
-        rebuilt from the files, and ``use`` run again.
+        :meth:`kexp.index.StoreIndex.query` runs ``use`` again when rows turn out not to
+        describe the files (another process wrote meanwhile, a damaged cache).
         """
-        from kexp.index import StaleCacheError, StoreIndex
+        result, invalid = self._store_index().query(use)
+        for relative, error in invalid:
+            self._skip(self.experiments_dir / relative, error, [], strict)
+        return result
 
-        index = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
-        view = index.refresh()
+    def query_cache(self, use: Callable[[IndexView], _T], *, light: bool = False) -> _T | None:
+        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`; ``light``:
+        see :meth:`kexp.index.StoreIndex.refresh`), for lookups the cache keeps an index
+        for (such as :func:`kexp.dedupe.find_repeats`); None for a store that has no
+        cache (one read at a revision). Invalid files are not warned about."""
+        if not self._cached:
+            return None
+        return self._store_index().query(use, light=light)[0]
+
+    def _store_index(self) -> StoreIndex:
+        """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a
+        store one may read but not write), it is kept in memory, query by query."""
+        from kexp.index import StoreIndex
+
         try:
-            for relative, error in view.invalid:
-                self._skip(self.experiments_dir / relative, error, [], strict)
-            try:
-                return use(view)
-            except StaleCacheError:
-                view.close()
-                view = index.refresh(rebuild=True)
-                return use(view)
-        finally:
-            view.close()
+            cache_dir = self.cache_dir
+        except OSError:
+            cache_dir = self.root / CACHE_DIR
+        return StoreIndex(self.experiments_dir, cache_dir, self.settings)
 
     @property
     def is_working_tree(self) -> bool:
@@ -458,9 +462,7 @@ class Store:
                     whole.extra_sections = [
                         (s.heading, s.text) for s in doc.sections if s.field is None
                     ]
-                    yield attach(
-                        whole, exp.settings, path=exp.path, interference=exp.interference
-                    )
+                    yield attach(whole, exp.settings, path=exp.path, interference=exp.interference)
                     continue
                 problem = "it now holds another experiment"
             warnings.warn(
@@ -561,15 +563,16 @@ class Store:
     ) -> list[Row]:
         """The cached rows that can be among the ``limit`` best passing ``wanted``: read
         in score order until ``limit`` are found and the next score is lower (ties kept)."""
-        from kexp.index import prefilter
-
         chosen: list[Row] = []
         if limit == 0:
             return chosen
         threshold: float | None = None
-        for row in view.by_score(prefilter(wanted)):
+        seen, stopped = 0, False
+        for row in view.by_score():
             if threshold is not None and row.score < threshold:
+                stopped = True
                 break
+            seen += 1
             if skip_buggy and row.is_buggy:
                 continue
             if skip_pending and row.status in PENDING_STATUSES:
@@ -581,6 +584,9 @@ class Store:
             chosen.append(row)
             if len(chosen) == limit:
                 threshold = row.score
+        # The cache checks that no row scoring that much was hidden from the ranking.
+        assert threshold is not None or not stopped
+        view.ranked_down_to(threshold if threshold is not None and stopped else -math.inf, seen)
         return view.with_interference(chosen)
 
     def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
@@ -595,24 +601,49 @@ class Store:
 
     def _id_index(self, prefix: str = "") -> dict[str, list[Path]]:
         """Ids (starting with ``prefix``) → their files, from the file names alone."""
-        index: dict[str, list[Path]] = {}
-        if self._cached:
-            from kexp.index import StoreIndex, walk_experiment_names
+        return self._id_finder(prefix)(prefix)
 
-            cache = StoreIndex(self.experiments_dir, self.cache_dir, self.settings)
-            found = cache.names_with_prefix(prefix)
-            if found is None:
-                found = list(walk_experiment_names(str(self.experiments_dir), prefix))
-            for folder, name in found:
-                index.setdefault(name[:16], []).append(Path(folder, name))
-            for paths in index.values():
+    def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
+        """A function from an id prefix to the ids starting with it and their files (in
+        path order), which looks at the store once: through the cache's folder listings
+        (only folders whose own signature changed are listed again), else in one walk of
+        the folders (of the names starting with ``only``: what every id asked for starts
+        with). A write asks it for the few ids it names."""
+        if not self._cached:
+            every: dict[str, list[Path]] = {}
+            for path in self.paths():
+                exp_id = id_from_name(path)
+                assert exp_id is not None
+                every.setdefault(exp_id, []).append(path)
+            return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
+        from kexp.index import walk_experiment_names
+
+        lookup = self._store_index().name_lookup()
+        if lookup is not None:
+            find = lookup.find
+        else:
+            # No cache to ask: one walk (of the names starting with ``only``, when the
+            # finder is asked for those alone).
+            walked = walk_experiment_names(str(self.experiments_dir), only)
+            by_id: dict[str, list[tuple[str, str]]] = {}
+            for folder, name in walked:
+                by_id.setdefault(name[:16], []).append((folder, name))
+
+            def find(prefix: str) -> list[tuple[str, str]]:
+                if len(prefix) >= 16:
+                    return by_id.get(prefix[:16], []) if prefix[:16] == prefix else []
+                return [
+                    item for key, items in by_id.items() if key.startswith(prefix) for item in items
+                ]
+
+        def index(prefix: str) -> dict[str, list[Path]]:
+            found: dict[str, list[Path]] = {}
+            for folder, name in find(prefix):
+                found.setdefault(name[:16], []).append(Path(folder, name))
+            for paths in found.values():
                 paths.sort()
-            return index
-        for path in self.paths():
-            exp_id = id_from_name(path)
-            assert exp_id is not None
-            if exp_id.startswith(prefix):
-                index.setdefault(exp_id, []).append(path)
+            return found
+
         return index
 
     def resolve_id(self, id_or_prefix: str) -> str:
@@ -663,12 +694,15 @@ class Store:
         return exp
 
     def _score_of(self, exp_id: str) -> float | None:
-        try:
-            _, path = self._find(exp_id)
-        except KexpError:
+        """The score of the experiment ``exp_id``: that of its first valid file (in path
+        order) when several files hold the id, as queries count it; None if none."""
+        if not ids.is_valid_id(exp_id):
             return None
-        checked = self._read(path)
-        return float(checked.experiment().score) if checked.ok else None
+        for path in self._id_index(exp_id).get(exp_id, []):
+            checked = self._read(path)
+            if checked.ok:
+                return float(checked.experiment().score)
+        return None
 
     # --- git: the store at a revision, history, changes -------------------------------
 
@@ -702,7 +736,9 @@ class Store:
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        by_id = {e.id: e for e in self._summaries(strict=False)}
+        by_id: dict[str, Any] = {}
+        for exp in self._summaries(strict=False):  # in path order: the first file of an id
+            by_id.setdefault(exp.id, exp)
         current = by_id.get(self.resolve_id(exp_id))
         chain: list[Any] = []
         seen = {current.id} if current else set()
@@ -977,10 +1013,13 @@ class Store:
             ids.check_id(exp.id)
             if exp.id in self._id_index(exp.id):
                 raise _exists(exp.id)
-        else:
-            exp.id = ids.new_id()
+        # One reading of the clock for both: at a month's (or year's) last second the
+        # id and created_at (hence the folder) name the same moment.
+        now = ids.current_time()
+        if not explicit_id:
+            exp.id = ids.new_id(now)
         if not exp.created_at:
-            exp.created_at = creation_time()
+            exp.created_at = creation_time(now)
         self._expand_references(exp)
         self._fill_from_git(exp)
         text = serialize(exp)
@@ -1045,7 +1084,8 @@ class Store:
         ids.check_id(exp.id)
         year, month = exp.created_at[:4], exp.created_at[5:7]
         if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
-            year, month = utc_now()[:4], utc_now()[5:7]
+            now = utc_now()
+            year, month = now[:4], now[5:7]
         for folder in (self.experiments_dir / year, self.experiments_dir / year / month):
             if folder.is_symlink():
                 raise KexpError(
@@ -1069,12 +1109,15 @@ class Store:
         )
 
     def _reference_problems(self, checked: CheckedFile) -> list[Problem]:
+        """The problems of ``pid`` and ``combines`` across the store: ids naming no
+        experiment, and lineage cycles. Only the ids named are looked up (and the pid
+        chain read), so a write does not read the store."""
         if checked.document is None:
             return []
-        index = self._id_index()
+        index = _NamedIds(self._id_finder())
         own = checked.document.fields.get("id")
         if isinstance(own, str):
-            index.setdefault(own, []).append(checked.path)
+            index.add(own, checked.path)
         problems = [
             p
             for p in check_store([checked], index)
@@ -1085,7 +1128,7 @@ class Store:
         return problems
 
     def _cycle_through_store(
-        self, checked: CheckedFile, own: str, index: dict[str, list[Path]]
+        self, checked: CheckedFile, own: str, index: Mapping[str, list[Path]]
     ) -> list[Problem]:
         """The lineage cycle this experiment's ``pid`` would close through stored files."""
         assert checked.document is not None
@@ -1190,8 +1233,7 @@ class Store:
 
     def _delete(self, full_id: str, path: Path, force: bool) -> Path:
         if not force:
-            others = self._load(strict=False)
-            kids = [e.id for e in others if e.pid == full_id]
+            kids, combiners = self._naming(full_id)
             if kids:
                 raise KexpError(
                     f"experiment {full_id} is the parent of {', '.join(kids)} (their pid): "
@@ -1199,7 +1241,6 @@ class Store:
                     "pid to another experiment's id, or to '' (kexp update ID --set pid=), "
                     "first, or force the delete"
                 )
-            combiners = [e.id for e in others if full_id in e.combines]
             if combiners:
                 raise KexpError(
                     f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
@@ -1214,6 +1255,22 @@ class Store:
                     f"experiment {full_id} was deleted meanwhile"
                 ) from None
         return path
+
+    def _naming(self, full_id: str) -> tuple[list[str], list[str]]:
+        """The ids of the valid experiments whose ``pid`` is ``full_id``, and of those
+        whose ``combines`` hold it (in path order): from the cache, refreshed."""
+        if not self._cached:
+            others = self._load(strict=False)
+            return (
+                [e.id for e in others if e.pid == full_id],
+                [e.id for e in others if full_id in e.combines],
+            )
+        # A light refresh: every file added, replaced or removed since the last query is
+        # seen (kexp's own writes among them), an edit in place by another program not.
+        kids, combiners = self._store_index().query(lambda view: view.naming(full_id), light=True)[
+            0
+        ]
+        return [row.id for row in kids], [row.id for row in combiners]
 
     def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
         """The store's lineage lock (see :mod:`kexp.locking`): shared by writes that name
@@ -1233,6 +1290,36 @@ class Store:
     def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the write lock of one experiment (a full id), as updates and deletes do."""
         return exclusive_lock(self._lock_path(exp_id), self.settings.lock_timeout_s)
+
+
+class _NamedIds(Mapping[str, list[Path]]):
+    """Ids → their files, looked up one id at a time (a write names a few) through an
+    id finder (:meth:`Store._id_finder`), for :func:`kexp.validate.check_store`."""
+
+    def __init__(self, finder: Callable[[str], dict[str, list[Path]]]) -> None:
+        self._finder = finder
+        self._known: dict[str, list[Path]] = {}
+
+    def add(self, exp_id: str, path: Path) -> None:
+        """Count ``path`` as a file of ``exp_id`` too (the one being written)."""
+        paths = self.get(exp_id, [])
+        self._known[exp_id] = sorted({*paths, path})
+
+    def __getitem__(self, exp_id: str) -> list[Path]:
+        if exp_id not in self._known:
+            found = self._finder(exp_id).get(exp_id, []) if ids.is_valid_id(exp_id) else []
+            self._known[exp_id] = found
+        paths = self._known[exp_id]
+        if not paths:
+            raise KeyError(exp_id)
+        return paths
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids looked up so far that have files (not every id of the store)."""
+        return iter([key for key, paths in self._known.items() if paths])
+
+    def __len__(self) -> int:
+        return sum(1 for paths in self._known.values() if paths)
 
 
 def _best_scores(candidates: list[Any], limit: int) -> list[Any]:
@@ -1313,6 +1400,72 @@ def _write_new(path: Path, text: str | bytes) -> None:
         raise write_failure(path, exc) from None
     finally:
         temporary.unlink()
+
+
+def prepare_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
+    """The first half of :func:`_write_new` for many files at once: each text written
+    to a hidden temporary file beside its path (never read as an experiment), then all
+    of them made durable by one sync of their file system (each synced in turn where
+    that cannot be done). :func:`link_new_file` puts each in place."""
+    import secrets
+
+    written: list[Path] = []
+    path = files[0][0] if files else Path()
+    try:
+        for path, text in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+            with temporary.open("xb") as handle:
+                written.append(temporary)
+                handle.write(text.encode("utf-8"))
+        _sync_files(written)
+    except BaseException as exc:
+        for temporary in written:
+            temporary.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_failure(path, exc) from None
+        raise
+    return written
+
+
+def link_new_file(temporary: Path, path: Path) -> None:
+    """Put a file of :func:`prepare_new_files` in place atomically if ``path`` is free
+    (else :class:`KexpError`: nothing is overwritten); the temporary name goes."""
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
+    except OSError as exc:
+        raise write_failure(path, exc) from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _sync_files(paths: Sequence[Path]) -> None:
+    """Make the data of ``paths`` durable: one ``syncfs`` of their file system on Linux,
+    else an ``fsync`` of each."""
+    if not paths:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+            fd = os.open(paths[0].parent, os.O_RDONLY)
+        except (OSError, AttributeError):
+            pass
+        else:
+            try:
+                if syncfs(fd) == 0:
+                    return
+            finally:
+                os.close(fd)
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _replace(path: Path, text: str | bytes) -> None:

@@ -565,8 +565,76 @@ def _represent_top(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
     return dumper.represent_mapping(_MAP, data.items(), flow_style=False)
 
 
+#: The field names the fast path of :func:`render_field` knows to be plain YAML keys.
+_PLAIN_KEYS = frozenset(
+    ("id", "pid", "change_summary", "score", "status", "is_buggy", "operator_sig",
+     "dtype_sig", "env", "base_commit", "created_at", "tags", "author", "combines")
+)  # fmt: skip
+#: Hex with a letter no YAML reads as a number (ids, hashes): written plain.
+_PLAIN_HEX = re.compile(r"[0-9a-f]*[acdf][0-9a-f]*")
+#: An ISO timestamp ending in Z: PyYAML would read it as a timestamp, so it is quoted.
+_QUOTED_TIMESTAMP = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?Z"
+)
+#: Several words of one-line text with no YAML indicator in it: written plain.
+_PLAIN_WORDS = re.compile(r"[A-Za-z][A-Za-z0-9,()%+=/_.*-]* [A-Za-z0-9 ,()%+=/_.*-]*[A-Za-z0-9%)]")
+#: One word (bf16, done): written plain, unless YAML reads it as a boolean or null.
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]|[A-Za-z]")
+_YAML_WORDS = frozenset(("yes", "no", "true", "false", "on", "off", "null", "y", "n"))
+#: Words with ': ' in them (csrc/cache.cu: reshape_and_cache): written single-quoted.
+_QUOTED_WORDS = re.compile(r"[A-Za-z][A-Za-z0-9,()%+=/_.*:-]*(?: [A-Za-z0-9,()%+=/_.*:-]+)*")
+
+
 def render_field(name: str, value: Any) -> str:
-    """Render one front-matter field as its canonical line(s), ending with a newline."""
+    """Render one front-matter field as its canonical line(s), ending with a newline.
+
+    PyYAML's emitter renders it (:func:`render_field_with_yaml`); values whose form
+    leaves YAML no choice (hex ids, timestamps, plain words, numbers, booleans) are
+    written by the same rule directly, and every other value once per process (they
+    repeat: status, env, tags), so that serializing does not cost a YAML emitter per
+    field. ``tests/test_yamlio_fast.py`` holds the two equal."""
+    kind = type(value)
+    if name in _PLAIN_KEYS:
+        if kind is str:
+            if _PLAIN_HEX.fullmatch(value) or (_PLAIN_WORDS.fullmatch(value) and "  " not in value):
+                return f"{name}: {value}\n"
+            if _PLAIN_WORD.fullmatch(value) and value.lower() not in _YAML_WORDS:
+                return f"{name}: {value}\n"
+            if _QUOTED_TIMESTAMP.fullmatch(value) or (
+                ": " in value
+                and value[-1] not in ":-"
+                and _QUOTED_WORDS.fullmatch(value)
+                and "  " not in value
+            ):
+                return f"{name}: '{value}'\n"
+        elif kind is bool:
+            return f"{name}: {'true' if value else 'false'}\n"
+        elif kind is int:
+            return f"{name}: {value}\n"
+        elif kind is float and value - value == 0:  # finite
+            text = repr(value).lower()
+            if "." not in text and "e" in text:
+                text = text.replace("e", ".0e", 1)  # as PyYAML writes 1e17
+            return f"{name}: {text}\n"
+    if kind in (str, int, float, bool) or value is None:
+        return _render_once(name, value)
+    if kind is list and all(type(item) is str for item in value):
+        return _render_list_once(name, tuple(value))
+    return render_field_with_yaml(name, value)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _render_once(name: str, value: Any) -> str:
+    return render_field_with_yaml(name, value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _render_list_once(name: str, items: tuple[str, ...]) -> str:
+    return render_field_with_yaml(name, list(items))
+
+
+def render_field_with_yaml(name: str, value: Any) -> str:
+    """:func:`render_field` by PyYAML's emitter, always (the plain path)."""
     import yaml
 
     return yaml.dump(

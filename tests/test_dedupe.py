@@ -157,3 +157,64 @@ def test_a_hand_written_file_without_the_diff_fence_is_matched_too(
     assert store.get_experiment(first.id).code_change.startswith("diff --git")
 
     assert [r.id for r in find_repeats(store, SAME_ELSEWHERE)] == [first.id]
+
+
+def test_the_cached_repeat_check_equals_reading_every_file(
+    make_experiment: Callable[..., KernelExperiment], store: Store
+) -> None:
+    """Repeats are found through the code keys the query cache keeps (each file's
+    computed once per version of it): the same answer as reading every file, after
+    edits, in and past the racily clean window. The check refreshes the cache lightly
+    (folders, not every file): a file replaced (as kexp and most editors write) is seen
+    at once, an edit in place by another program once a query has run."""
+    import os
+    import time
+
+    from kexp.index import RACY_NS
+
+    plain = Store(store.root)
+    plain._cached = False
+    other = DIFF.replace("unroll 4", "unroll 2")
+    made = [
+        make_experiment(code_change=DIFF, score=1.01),
+        make_experiment(code_change=other, score=1.02),
+        make_experiment(code_change="N/A", score=1.03),
+        make_experiment(score=1.04),
+    ]
+
+    def same() -> None:
+        for change in (DIFF, SAME_ELSEWHERE, other, "N/A"):
+            assert find_repeats(store, change) == find_repeats(plain, change)
+
+    same()
+    assert [r.id for r in find_repeats(store, SAME_ELSEWHERE)] == [made[0].id]
+    time.sleep(RACY_NS / 1e9 + 0.3)
+    same()  # the keys computed now are kept
+    same()  # and used
+    path = made[1].path
+    assert path is not None
+    stamp = path.stat()
+    path.write_text(path.read_text().replace("unroll 2", "unroll 4"))  # same size: now DIFF
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    store.list_experiments()  # a query: an edit in place is seen by its full refresh
+    same()
+    assert {r.id for r in find_repeats(store, DIFF)} == {made[0].id, made[1].id}
+    time.sleep(RACY_NS / 1e9 + 0.3)
+    same()
+    assert made[0].path is not None
+    made[0].path.unlink()
+    same()
+    assert [r.id for r in find_repeats(store, DIFF)] == [made[1].id]
+    # Replaced (a new file renamed over it, as kexp and editors write): seen at once.
+    third = made[2].path
+    assert third is not None
+    replacement = third.with_name("." + third.name + ".new")
+    text = third.read_text()
+    replacement.write_text(
+        text.replace(
+            "## Code change\n\n```diff\nN/A\n```", "## Code change\n\n```diff\n" + DIFF + "```"
+        )
+    )
+    replacement.replace(third)
+    same()
+    assert {r.id for r in find_repeats(store, DIFF)} == {made[1].id, made[2].id}

@@ -29,6 +29,17 @@ def _age(path: Path) -> None:
     os.utime(path, ns=(OLD * 10**9, OLD * 10**9))
 
 
+def _past_racy_window() -> None:
+    """Wait until what was just written is older than the cache's "racily clean" window,
+    as a user's next command would be (a file's change time cannot be set back, so only
+    time makes a file settled)."""
+    import time
+
+    from kexp.index import RACY_NS
+
+    time.sleep(RACY_NS / 1e9 + 0.3)
+
+
 def _scores(store: Store) -> dict[str, float]:
     return {e.id: e.score for e in store.list_experiments(brief=True)}
 
@@ -51,6 +62,7 @@ def aged(store: Store, make_experiment: Callable[..., KernelExperiment]) -> list
 
 
 def test_the_cache_is_built_and_then_used(store: Store, aged: list[KernelExperiment]) -> None:
+    _past_racy_window()
     assert _scores(store) == _uncached(store)
     index = store.cache_dir / INDEX_FILE
     assert index.is_file()
@@ -144,18 +156,38 @@ def test_a_corrupt_cache_is_rebuilt_silently(
         assert _scores(store) == _uncached(store)
 
 
-def _poison_scores(index: Path, header: str | None = None) -> None:
-    """Set every cached score to 99.0 (the row data), and the header if given."""
+def _rewrite_rows(index: Path, change: Callable[[list[Any]], None]) -> None:
+    """Rewrite every row's record with ``change`` (on the record as a list: path,
+    folder, signature, reader, error, values, code key) and a matching checksum, as a
+    program that knows the layout would (another kexp build, say)."""
     import marshal
+    import zlib
 
     with sqlite3.connect(index) as db:
-        for path, data in db.execute("SELECT path, data FROM files").fetchall():
-            values = marshal.loads(data)
-            poisoned = (*values[:3], 99.0, *values[4:])
-            db.execute("UPDATE files SET data = ? WHERE path = ?", (marshal.dumps(poisoned), path))
-        if header is not None:
-            db.execute("UPDATE meta SET value = ? WHERE key = 'header'", (header,))
+        for path, record in db.execute("SELECT path, record FROM files").fetchall():
+            fields = list(marshal.loads(record))
+            change(fields)
+            new = marshal.dumps(tuple(fields))
+            db.execute(
+                "UPDATE files SET record = ?, checksum = ? WHERE path = ?",
+                (new, zlib.crc32(new), path),
+            )
     db.close()
+
+
+def _poison_scores(index: Path, header: str | None = None) -> None:
+    """Set every cached score to 99.0 (checksums kept right), and the header if given."""
+
+    def poison(fields: list[Any]) -> None:
+        values = fields[5]
+        if values is not None:
+            fields[5] = (*values[:3], 99.0, *values[4:])
+
+    _rewrite_rows(index, poison)
+    if header is not None:
+        with sqlite3.connect(index) as db:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'header'", (header,))
+        db.close()
 
 
 def test_a_cache_from_another_version_is_rebuilt(
@@ -179,11 +211,15 @@ def test_a_row_that_does_not_match_its_file_makes_the_cache_rebuilt(
     out by the signature every returned row carries, or by the count of rows."""
     _scores(store)
     index = store.cache_dir / INDEX_FILE
-    with sqlite3.connect(index) as db:
+
+    def elsewhere(fields: list[Any]) -> None:
         # Every row claims to have been read from another version of its file.
-        db.execute("UPDATE files SET signature = zeroblob(32), data = data")
-    db.close()
-    _poison_scores(index)
+        fields[2] = bytes(32)
+        values = fields[5]
+        if values is not None:
+            fields[5] = (*values[:3], 99.0, *values[4:])
+
+    _rewrite_rows(index, elsewhere)
     assert _scores(store) == _uncached(store)
     assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
     with sqlite3.connect(index) as db:
@@ -276,6 +312,7 @@ def test_two_processes_build_the_same_cache_as_one(
     _age(notes)
     monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
     monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    _past_racy_window()
     parallel = _scores(store)
     index = store.cache_dir / INDEX_FILE
     before = index.stat().st_mtime_ns
@@ -345,6 +382,7 @@ def _age_tree(store: Store) -> None:
         for name in names:
             _age(Path(folder, name))
         _age(Path(folder))
+    _past_racy_window()
 
 
 def test_folders_listed_from_the_cache_still_see_new_renamed_and_removed_files(
@@ -468,16 +506,6 @@ def test_leftovers_of_killed_builders_are_removed_once_stale(
     assert not stale.exists() and not old_cache.exists() and not unused.exists()
     assert fresh.exists() and used.exists() and journaled.exists()
     assert (store.cache_dir / INDEX_FILE).exists()
-
-
-def _past_racy_window() -> None:
-    """Wait until what was just written is older than the cache's "racily clean" window,
-    as a user's next command would be."""
-    import time
-
-    from kexp.index import RACY_NS
-
-    time.sleep(RACY_NS / 1e9 + 0.3)
 
 
 @pytest.mark.parametrize("first_in", ["an empty store", "a store with an experiment"])

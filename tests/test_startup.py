@@ -131,3 +131,49 @@ def test_add_status_choices_are_the_model_statuses() -> None:
     from kexp.model import STATUSES
 
     assert _STATUSES == STATUSES
+
+
+def test_the_command_table_is_the_commands_own() -> None:
+    """``kexp --help`` lists the commands from ``kexp.cli.COMMAND_TABLE`` without
+    importing a command module: the table holds every command of the modules, with the
+    first paragraph of its help (update it when a command or its help changes)."""
+    import importlib
+
+    from kexp.cli import COMMAND_TABLE
+
+    found: dict[str, tuple[str, str]] = {}
+    for module in ("read", "write", "admin", "agents", "review"):
+        for command in importlib.import_module(f"kexp.commands.{module}").COMMANDS:
+            text = command.help or ""
+            end = text.find("\n\n")
+            found[command.name] = (module, " ".join((text if end < 0 else text[:end]).split()))
+            assert not command.hidden and not command.deprecated and not command.short_help
+    assert found == COMMAND_TABLE
+
+
+@pytest.mark.parametrize("columns", ["40", "60", "80", "200", ""])
+def test_the_listed_commands_are_what_click_lists(columns: str) -> None:
+    """The group's help, from the table, equals click's own listing of the commands
+    (their modules imported), at any terminal width; and the width is shutil's."""
+    import shutil
+
+    import click
+
+    from kexp.cli import main, terminal_columns
+
+    environment = {"COLUMNS": columns} if columns else {}
+    saved = os.environ.get("COLUMNS")
+    os.environ.pop("COLUMNS", None)
+    os.environ.update(environment)
+    try:
+        assert terminal_columns() == shutil.get_terminal_size().columns
+        context = main.make_context("kexp", ["--root", "."])
+        lazy, eager = context.make_formatter(), context.make_formatter()
+        assert lazy.width == click.HelpFormatter(max_width=100).width
+        main.format_commands(context, lazy)
+        click.Group.format_commands(main, context, eager)
+        assert lazy.getvalue() == eager.getvalue() and "validate" in lazy.getvalue()
+    finally:
+        os.environ.pop("COLUMNS", None)
+        if saved is not None:
+            os.environ["COLUMNS"] = saved

@@ -12,7 +12,6 @@ import io
 import itertools
 import os
 import re
-import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -185,6 +184,8 @@ def pager_command() -> str | None:
 
 
 def _fits(text: str) -> bool:
+    import shutil  # here: it imports compression modules, which --help never needs
+
     size = shutil.get_terminal_size((80, 24))
     lines = text.split("\n")
     if len(lines) >= size.lines:
@@ -285,6 +286,8 @@ def terminal_width() -> int | None:
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
     if stdout_is_terminal():  # the pager's terminal too
+        import shutil  # here: it imports compression modules, which --help never needs
+
         return shutil.get_terminal_size((100, 24)).columns
     return None
 
