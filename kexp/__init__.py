@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kexp.changelog import Changes, ExperimentChange, HistoryEntry
     from kexp.errors import (
         AmbiguousIdError,
+        DeleteRefusedError,
         ExperimentExistsError,
         ExperimentNotFoundError,
         GitError,
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "AmbiguousIdError",
     "Changes",
+    "DeleteRefusedError",
     "ExperimentChange",
     "ExperimentExistsError",
     "ExperimentNotFoundError",
@@ -87,6 +89,7 @@ _LAZY = {
     "ExperimentChange": "kexp.changelog",
     "HistoryEntry": "kexp.changelog",
     "AmbiguousIdError": "kexp.errors",
+    "DeleteRefusedError": "kexp.errors",
     "ExperimentExistsError": "kexp.errors",
     "ExperimentNotFoundError": "kexp.errors",
     "GitError": "kexp.errors",

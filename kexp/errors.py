@@ -77,6 +77,11 @@ class ValidationError(KexpError, ValueError):
         return "\n".join(lines)
 
 
+class DeleteRefusedError(KexpError):
+    """A delete refused: other experiments name this one as their ``pid`` or in their
+    ``combines`` (``force=True`` deletes it anyway)."""
+
+
 class LockTimeoutError(KexpError):
     """Another writer held an experiment's lock for too long."""
 

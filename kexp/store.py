@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kexp import ids
 from kexp.errors import (
     AmbiguousIdError,
+    DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
     KexpError,
@@ -1233,16 +1234,16 @@ class Store:
 
     def _delete(self, full_id: str, path: Path, force: bool) -> Path:
         if not force:
-            kids, combiners = self._naming(full_id)
+            kids, combiners = self.dependents(full_id)
             if kids:
-                raise KexpError(
+                raise DeleteRefusedError(
                     f"experiment {full_id} is the parent of {', '.join(kids)} (their pid): "
                     "deleting it would break their lineage; nothing was deleted. Set their "
                     "pid to another experiment's id, or to '' (kexp update ID --set pid=), "
                     "first, or force the delete"
                 )
             if combiners:
-                raise KexpError(
+                raise DeleteRefusedError(
                     f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
                     "it would leave their 'combines' pointing nowhere; nothing was deleted. "
                     "Remove it from their combines first, or force the delete"
@@ -1256,9 +1257,11 @@ class Store:
                 ) from None
         return path
 
-    def _naming(self, full_id: str) -> tuple[list[str], list[str]]:
-        """The ids of the valid experiments whose ``pid`` is ``full_id``, and of those
-        whose ``combines`` hold it (in path order): from the cache, refreshed."""
+    def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
+        """The ids of the valid experiments whose ``pid`` is this experiment (id or
+        unique prefix), and of those whose ``combines`` hold it (in path order): what
+        makes :meth:`delete_experiment` refuse. From the cache, refreshed."""
+        full_id = exp_id if ids.is_valid_id(exp_id) else self.resolve_id(exp_id)
         if not self._cached:
             others = self._load(strict=False)
             return (

@@ -599,15 +599,13 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
     Example:
       kexp rm 6749f3a0 --yes
     """
-    from kexp.errors import ExperimentNotFoundError, KexpError
+    from kexp.errors import DeleteRefusedError
 
     store = get_store(ctx)
     full_id = store.resolve_id(exp_id)
     path = store.path_of(full_id)
     if not force:  # refused before asking: the answer would not matter
-        listed = store.list_experiments(brief=True)
-        kids = [e.id for e in listed if e.pid == full_id]
-        combiners = [e.id for e in listed if full_id in e.combines]
+        kids, combiners = store.dependents(full_id)
         if kids or combiners:
             what = (
                 f"the parent of {_id_list(kids)}" if kids else f"combined by {_id_list(combiners)}"
@@ -630,9 +628,7 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
             ctx.exit(EXIT_PROBLEMS)
     try:
         deleted = store.delete_experiment(full_id, force=force)
-    except ExperimentNotFoundError:
-        raise
-    except KexpError as exc:  # a child recorded since the check above
+    except DeleteRefusedError as exc:  # a child recorded since the check above
         _refuse_delete(ctx, str(exc))
     click.echo(f"deleted {full_id} {clean(_relative(deleted))}")
 
