@@ -58,7 +58,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "report": ("report", "Write a static HTML report: open its index.html from disk, no "
                "server needed."),
     "rm": ("write", "Delete an experiment's file (asks first unless --yes)."),
-    "show": ("read", "One experiment, by id or unique id prefix (at least 4 characters)."),
+    "show": ("read", "One experiment, by id or unique id prefix."),
     "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
                 "or an experiment."),
     "skill": ("agents", "The kernel-exp-history agent skill."),

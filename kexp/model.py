@@ -84,6 +84,11 @@ def creation_time(now: float | None = None) -> str:
     return dt.datetime.fromtimestamp(moment, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: The default of ``id`` and ``created_at``: "make one when the object is built" (a
+#: string object of its own, told apart by identity, never stored).
+_UNSET = "".join(["<", "unset", ">"])
+
+
 class Origin(NamedTuple):
     """What the store knows about an experiment it handed out; never stored, and not
     among the dataclass fields (so ``dataclasses.asdict`` of an experiment is plain
@@ -129,9 +134,9 @@ class KernelExperiment:
     operator_sig: str = ""
     profiling_info: str = ""
     status: str = "new"
-    id: str = dataclasses.field(default_factory=ids.new_id)
+    id: str = dataclasses.field(default=_UNSET)
     pid: str = ""
-    created_at: str = dataclasses.field(default_factory=creation_time)
+    created_at: str = dataclasses.field(default=_UNSET)
     tags: list[str] = dataclasses.field(default_factory=list)
     author: str = ""
     combines: list[str] = dataclasses.field(default_factory=list)
@@ -152,6 +157,16 @@ class KernelExperiment:
 
     #: Not a field (no annotation): replaced, never changed, by :func:`attach`.
     _origin = _NO_ORIGIN
+
+    def __post_init__(self) -> None:
+        # A fresh id and created_at read one moment of the clock: at a month's (or a
+        # year's) last instant they still name the same month (the file's folder).
+        if self.id is _UNSET or self.created_at is _UNSET:
+            now = ids.current_time()
+            if self.id is _UNSET:
+                self.id = ids.new_id(now)
+            if self.created_at is _UNSET:
+                self.created_at = creation_time(now)
 
     @property
     def path(self) -> Path | None:
