@@ -630,6 +630,21 @@ def score_measurements(
     return Scored(score, results, text, tuple(measurements), interval, samples_text)
 
 
+def _kept_round(
+    timings: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+) -> Round:
+    """A round of ``timings`` with each sample as :func:`kexp.samples.kept_sample` keeps
+    it."""
+    from kexp.samples import Round, kept_sample
+
+    return Round(
+        {
+            config: (tuple(map(kept_sample, base)), tuple(map(kept_sample, cand)))
+            for config, (base, cand) in timings.items()
+        }
+    )
+
+
 def _sides(m: Measurement) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """A measurement's (baseline, candidate) samples (a single time as one sample)."""
     return (m.baseline_samples or (m.baseline,), m.candidate_samples or (m.candidate,))
@@ -862,7 +877,7 @@ def remeasure(
     earlier ones"). The Python twin of ``kexp remeasure``.
     """
     from kexp.corrections import correct
-    from kexp.samples import Round, pooled
+    from kexp.samples import pooled
 
     if store is None:
         from kexp import default_store
@@ -873,8 +888,10 @@ def remeasure(
     if gathered is None:
         raise MeasurementError("give the new round's baseline and candidate timings (or a table)")
     found, _ = gathered
-    rounds = earlier_rounds(exp)
-    new_round = Round({m.config: _sides(m) for m in found})
+    # Every round as its samples are kept (measurement_of keeps them so): the file's
+    # Samples section then gives exactly the results computed here.
+    rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
+    new_round = _kept_round({m.config: _sides(m) for m in found})
     _same_configurations(rounds[0].timings, new_round.timings)
     rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
