@@ -97,14 +97,24 @@ def _valid_fields(name_id: str, text: str) -> dict[str, Any] | None:
     end = text.find("\n---\n", 3)
     if end < 0:
         return None
+    strings = ("id", "pid", "change_summary", "operator_sig", "dtype_sig", "env",
+               "base_commit", "created_at")
     try:
         found = yaml.safe_load(text[4:end])
+        root = yaml.compose(text[4:end])
     except yaml.YAMLError:
         return None
     if not isinstance(found, dict) or any(key not in found for key in REQUIRED):
         return None
-    strings = ("id", "pid", "change_summary", "operator_sig", "dtype_sig", "env",
-               "base_commit", "created_at")
+    # DESIGN's rule: a plain scalar in a string field is the text written (an
+    # all-digit id stays "6000000000000000", with a warning), not what YAML retypes.
+    for key_node, value_node in root.value:
+        if (
+            key_node.value in strings
+            and isinstance(value_node, yaml.ScalarNode)
+            and not value_node.style
+        ):
+            found[key_node.value] = value_node.value
     if any(not isinstance(found[key], str) for key in strings):
         return None
     score = found["score"]
