@@ -356,7 +356,9 @@ class EverydayUse(RuleBasedStateMachine):
         warned = sorted(
             os.path.relpath(os.path.abspath(m), rel)
             for w in caught
-            for m in re.findall(r"skipped invalid experiment file (\S+?\.md)", str(w.message))
+            for m in re.findall(
+                r"skipped invalid experiment file (\S+\.md)(?=[:\s]|$)", str(w.message)
+            )
         )
         assert warned == sorted(f.path for f in truth.files if f.fields is None)
         with warnings.catch_warnings():
