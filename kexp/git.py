@@ -13,11 +13,12 @@ process per object.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -752,3 +753,274 @@ def _stream_lines(repo: git.Repo, args: list[str]) -> Iterator[str]:
             raise batch.failure()
     finally:
         batch.close(completed=completed)
+
+
+# --- publishing: commits, merges and pushes for kexp sync -----------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class GitResult:
+    """What one git command gave: its exit status and output."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+
+def git_command(
+    repo: git.Repo,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    ok_codes: Sequence[int] | None = (0,),
+) -> GitResult:
+    """Run ``git ARGS`` in ``repo``'s working tree (or git folder) with extra ``env``
+    variables and ``stdin``; an exit status outside ``ok_codes`` (None: any is fine)
+    raises :class:`GitError`. Arguments are a list (no shell); callers pass checked
+    names and give paths through ``--pathspec-from-file``."""
+    import os
+
+    where = repo.working_tree_dir or repo.git_dir
+    command = [_executable(), "-c", "core.quotepath=off", *args]
+    environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    try:
+        done = subprocess.run(
+            command, cwd=where, env=environment, input=stdin, capture_output=True,
+            text=True, encoding="utf-8", errors="replace", check=False,
+        )  # fmt: skip
+    except OSError:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    if ok_codes is not None and done.returncode not in ok_codes:
+        raise _translate(repo, args[0] if args else "", done.stderr or done.stdout)
+    return GitResult(done.returncode, done.stdout, done.stderr)
+
+
+def check_branch_name(name: str) -> str:
+    """``name`` if it can name a branch (``kexp/alice``); :class:`GitError` otherwise,
+    before git sees it (options, ranges, ``HEAD``, ``refs/...``, invisible characters)."""
+    if (
+        not isinstance(name, str)
+        or not is_ref_name(name)
+        or name == "HEAD"
+        or name.startswith("refs/")
+        or len(name) > _MAX_REVISION_CHARS
+    ):
+        raise GitError(
+            f"{name!r} is not a branch name kexp accepts: give a plain branch name such as "
+            "kexp/alice (letters, digits, '-', '_', '.', '/'; no options, spaces or ranges)"
+        )
+    return name
+
+
+def current_branch(repo: git.Repo) -> str | None:
+    """The checked-out branch's short name (None when ``HEAD`` is detached)."""
+    found = git_command(repo, "symbolic-ref", "-q", "--short", "HEAD", ok_codes=(0, 1))
+    return found.stdout.strip() or None if found.status == 0 else None
+
+
+def ref_commit(repo: git.Repo, ref: str) -> str | None:
+    """The commit a full ref name (``refs/heads/x``) points at, None when it does not
+    exist. ``ref`` must be made of checked names."""
+    if not ref.startswith("refs/") or not is_ref_name(ref):
+        raise GitError(f"{ref!r} is not a full ref name")
+    found = git_command(repo, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok_codes=(0, 1))
+    return found.stdout.strip() or None
+
+
+def remote_names(repo: git.Repo) -> list[str]:
+    """The configured remotes (``git remote``)."""
+    return git_command(repo, "remote").stdout.split()
+
+
+def staged_paths(repo: git.Repo) -> list[str]:
+    """Paths whose staged content differs from ``HEAD`` (relative to the root)."""
+    if not _has_head(repo):
+        output = git_command(repo, "ls-files", "-z").stdout
+    else:
+        output = git_command(repo, "diff", "--cached", "--name-only", "--no-renames", "-z").stdout
+    return [p for p in output.split("\0") if p]
+
+
+def _has_head(repo: git.Repo) -> bool:
+    return git_command(repo, "rev-parse", "-q", "--verify", "HEAD", ok_codes=(0, 1)).status == 0
+
+
+def changed_paths(repo: git.Repo, folder: str) -> list[str]:
+    """Files under ``folder`` that differ from ``HEAD`` in the working tree: new
+    (untracked, not ignored), changed or deleted, relative to the repository root."""
+    output = git_command(
+        repo, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
+        "--", f":(literal){folder}",
+    ).stdout  # fmt: skip
+    return [entry[3:] for entry in output.split("\0") if len(entry) > 3]
+
+
+def commit_paths(repo: git.Repo, paths: Sequence[str], message: str) -> str:
+    """Stage ``paths`` (new, changed or deleted files) and commit exactly them (nothing
+    else the index holds) on the current branch; the new commit's hash."""
+    listing = "".join(f"{p}\0" for p in paths)
+    spec = ("--pathspec-from-file=-", "--pathspec-file-nul")
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    git_command(repo, "add", "-A", *spec, env=literal, stdin=listing)
+    git_command(
+        repo, "commit", "-q", "--no-edit", "-m", message, "--only", *spec,
+        env=literal, stdin=listing,
+    )  # fmt: skip
+    return head_commit(repo)
+
+
+def commit_files_onto(
+    repo: git.Repo,
+    parent: str | None,
+    folder: str,
+    message: Callable[[list[str]], str],
+    *,
+    keep: Callable[[str], bool] | None = None,
+    write: bool = True,
+) -> tuple[str | None, list[str]]:
+    """A commit on top of ``parent`` (None: a first commit) holding its tree plus the
+    working tree's new and changed files under ``folder`` (deleted files are not
+    published), made with a temporary index: neither the real index, the working tree
+    nor any branch changes. ``message`` makes the message from the paths; ``keep``
+    chooses the paths; ``write`` False makes no commit. Returns (the commit or None when
+    nothing differs or ``write`` is False, the paths it holds)."""
+    import os
+    import tempfile
+
+    handle, index = tempfile.mkstemp(prefix="kexp-index-", dir=repo.git_dir)
+    os.close(handle)
+    os.unlink(index)
+    env = {"GIT_INDEX_FILE": index, "GIT_LITERAL_PATHSPECS": "1"}
+    try:
+        if parent is None:
+            git_command(repo, "read-tree", "--empty", env=env)
+        else:
+            git_command(repo, "read-tree", parent, env=env)
+        listed = git_command(
+            repo, "ls-files", "-z", "--others", "--modified", "--exclude-standard",
+            "--", folder, env=env,
+        ).stdout  # fmt: skip
+        top = toplevel(repo)
+        paths = sorted(
+            {
+                p
+                for p in listed.split("\0")
+                if p and (keep is None or keep(p)) and (top / p).is_file()
+            }
+        )
+        if not paths or not write:
+            return None, paths
+        git_command(
+            repo, "add", "--pathspec-from-file=-", "--pathspec-file-nul",
+            env=env, stdin="".join(f"{p}\0" for p in paths),
+        )  # fmt: skip
+        tree = git_command(repo, "write-tree", env=env).stdout.strip()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(index)
+    parents = ["-p", parent] if parent else []
+    commit = git_command(repo, "commit-tree", tree, *parents, "-m", message(paths)).stdout.strip()
+    return commit, paths
+
+
+def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
+    """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
+    the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
+    2.38). Raises :class:`~kexp.errors.SyncConflictError` naming the conflicting files."""
+    from kexp.errors import SyncConflictError
+
+    if _version(repo) < (2, 38):
+        raise GitError(
+            "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
+        )
+    found = git_command(
+        repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs,
+        ok_codes=(0, 1),
+    )  # fmt: skip
+    lines = found.stdout.splitlines()
+    if found.status == 1:
+        conflicted = sorted({line for line in lines[1:] if line.strip()})
+        raise SyncConflictError(
+            f"conflict: {', '.join(conflicted)} changed both here and on the remote",
+            conflicted,
+        )
+    tree = lines[0].strip()
+    return git_command(
+        repo, "commit-tree", tree, "-p", ours, "-p", theirs, "-m", message
+    ).stdout.strip()
+
+
+def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
+    """Move the checked-out branch, index and working tree forward to ``commit`` (a
+    descendant of ``HEAD``); the user's other uncommitted changes are kept (git refuses,
+    changing nothing, when one would be overwritten)."""
+    found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
+    if found.status != 0:
+        detail = (found.stderr or found.stdout).strip().splitlines()
+        raise GitError(
+            "cannot bring the working tree up to date with the remote's experiments "
+            f"({detail[0] if detail else 'git merge --ff-only failed'}): commit or stash "
+            "the changes git names, then run kexp sync again"
+        )
+
+
+def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:
+    """Point ``refs/heads/BRANCH`` at ``new`` if it still points at ``old`` (None: if it
+    does not exist); whether it did."""
+    check_branch_name(branch)
+    expected = old or "0" * 40
+    found = git_command(
+        repo, "update-ref", "-m", "kexp sync", f"refs/heads/{branch}", new, expected,
+        ok_codes=None,
+    )  # fmt: skip
+    return found.status == 0
+
+
+def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
+    """Fetch ``branch`` from ``remote`` into ``refs/remotes/REMOTE/BRANCH``; the commit
+    it points at, None when the remote has no such branch."""
+    check_branch_name(branch)
+    if not is_ref_name(remote):
+        raise GitError(f"{remote!r} is not a remote name")
+    tracking = f"refs/remotes/{remote}/{branch}"
+    found = git_command(
+        repo, "fetch", "-q", "--no-tags", "--end-of-options", remote,
+        f"+refs/heads/{branch}:{tracking}", ok_codes=None,
+    )  # fmt: skip
+    if found.status != 0:
+        if "couldn't find remote ref" in found.stderr.lower():
+            return None
+        raise _translate(repo, "fetch", found.stderr)
+    return ref_commit(repo, tracking)
+
+
+#: What git says when a push lost a race (another push landed first): worth a retry.
+_PUSH_RACE = re.compile(
+    r"rejected|fetch first|non-fast-forward|cannot lock|unable to lock|failed to update ref|"
+    r"stale info|incorrect old value|but expected|reference already exists",
+    re.IGNORECASE,
+)
+
+
+def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> bool:
+    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced: True when
+    it landed, False when it was rejected because the remote moved meanwhile (fetch,
+    merge, and try again). Other failures raise :class:`GitError`."""
+    check_branch_name(branch)
+    if not is_ref_name(remote) or not is_hex(commit, 40):
+        raise GitError(f"refused push of {commit!r} to {remote!r}")
+    found = git_command(
+        repo, "push", "-q", "--porcelain", remote,
+        f"{commit}:refs/heads/{branch}", ok_codes=None,
+    )  # fmt: skip
+    if found.status == 0:
+        return True
+    if _PUSH_RACE.search(found.stderr + found.stdout):
+        return False
+    raise _translate(repo, "push", found.stderr or found.stdout)
+
+
+def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:
+    """How many commits ``tip`` has that ``base`` has not (all of them for None)."""
+    args = ["rev-list", "--count", tip] + ([f"^{base}"] if base else [])
+    return int(git_command(repo, *args).stdout.strip() or 0)
