@@ -162,7 +162,7 @@ def _version(repo: git.Repo) -> tuple[int, ...]:
         return (0,)
 
 
-def _where(repo: git.Repo) -> str:
+def _where(repo: git.Repo | Worktree) -> str:
     return str(repo.working_tree_dir or repo.git_dir)
 
 
@@ -171,7 +171,7 @@ def _executable() -> str:
     return str(gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")
 
 
-def _translate(repo: git.Repo, action: str, stderr: str) -> GitError:
+def _translate(repo: git.Repo | Worktree, action: str, stderr: str) -> GitError:
     """A :class:`GitError` for a failed git command, with a hint at the fix."""
     text = stderr.strip()
     lowered = text.lower()
@@ -768,7 +768,7 @@ class GitResult:
 
 
 def git_command(
-    repo: git.Repo,
+    repo: git.Repo | Worktree,
     *args: str,
     env: dict[str, str] | None = None,
     stdin: str | None = None,
@@ -781,7 +781,7 @@ def git_command(
     import os
 
     where = repo.working_tree_dir or repo.git_dir
-    command = [_executable(), "-c", "core.quotepath=off", *args]
+    command = [_light_executable(), "-c", "core.quotepath=off", *args]
     environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     try:
         done = subprocess.run(
@@ -793,6 +793,17 @@ def git_command(
     if ok_codes is not None and done.returncode not in ok_codes:
         raise _translate(repo, args[0] if args else "", done.stderr or done.stdout)
     return GitResult(done.returncode, done.stdout, done.stderr)
+
+
+def _light_executable() -> str:
+    """The git program, without importing GitPython when it is not loaded yet (the
+    variable it reads, else ``git``)."""
+    import os
+    import sys
+
+    if "git" in sys.modules:
+        return _executable()
+    return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
 
 
 def check_branch_name(name: str) -> str:
@@ -1024,3 +1035,234 @@ def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:
     """How many commits ``tip`` has that ``base`` has not (all of them for None)."""
     args = ["rev-list", "--count", tip] + ([f"^{base}"] if base else [])
     return int(git_command(repo, *args).stdout.strip() or 0)
+
+
+# --- reading across refs ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RefInfo:
+    """A branch, remote-tracking branch or tag, with the commit it names."""
+
+    name: str  # the full name: refs/remotes/origin/agent-1
+    short: str  # as git abbreviates it: origin/agent-1
+    commit: str
+    date: int  # the commit's committer date (seconds since the epoch)
+
+
+def list_refs(repo: git.Repo | Worktree) -> list[RefInfo]:
+    """Every branch, remote-tracking branch and tag naming a commit (annotated tags
+    peeled), in git's order; symbolic refs (``origin/HEAD``) left out."""
+    output = git_command(
+        repo, "for-each-ref",
+        "--format=%(refname)%00%(refname:short)%00%(objecttype)%00%(objectname)%00"
+        "%(*objectname)%00%(committerdate:unix)%00%(*committerdate:unix)%00%(symref)",
+        "refs/heads", "refs/remotes", "refs/tags",
+    ).stdout  # fmt: skip
+    found: list[RefInfo] = []
+    for line in output.splitlines():
+        parts = line.split("\0")
+        if len(parts) != 8 or parts[7]:
+            continue
+        name, short, kind, sha, peeled, date, peeled_date, _ = parts
+        if kind == "tag":
+            sha, date = peeled, peeled_date
+        elif kind != "commit":
+            continue
+        if is_hex(sha, 40) and is_ref_name(name):
+            found.append(RefInfo(name, short, sha, int(date) if date.isdigit() else 0))
+    return found
+
+
+def tree_files(repo: git.Repo | Worktree, commit: str, folder: str) -> list[tuple[str, str, str]]:
+    """(mode, blob hash, path) of every file under ``folder`` in ``commit``'s tree: one
+    ``git ls-tree`` without sizes (quicker than :func:`list_tree`)."""
+    if not is_hex(commit, 40):
+        raise GitError(f"{commit!r} is not a full commit hash")
+    output = git_command(repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder).stdout
+    found: list[tuple[str, str, str]] = []
+    for record in output.split("\0"):
+        meta, tab, path = record.partition("\t")
+        if tab:
+            mode, _, rest = meta.partition(" ")
+            found.append((mode, rest.rpartition(" ")[2], path))
+    return found
+
+
+def index_files(repo: git.Repo | Worktree, folder: str) -> dict[str, tuple[str, str]]:
+    """Path → (mode, blob hash) of the files under ``folder`` in the index."""
+    output = git_command(
+        repo, "ls-files", "-s", "-z", "--full-name", "--", f":(literal){folder}"
+    ).stdout
+    found: dict[str, tuple[str, str]] = {}
+    for record in output.split("\0"):
+        meta, tab, path = record.partition("\t")
+        if tab:
+            parts = meta.split()
+            if len(parts) == 3 and parts[2] == "0":
+                found[path] = (parts[0], parts[1])
+    return found
+
+
+def worktree_differs(repo: git.Repo | Worktree, folder: str) -> list[str]:
+    """Files under ``folder`` whose working-tree content may differ from the index."""
+    output = git_command(
+        repo, "diff-files", "--name-only", "-z", "--", f":(literal){folder}"
+    ).stdout
+    return [p for p in output.split("\0") if p]
+
+
+def blob_id(data: bytes) -> str:
+    """The hash git gives a blob of ``data`` (SHA-1 object format)."""
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def check_ref_pattern(pattern: str) -> str:
+    """``pattern`` if it is a ref name with ``*`` wildcards (``origin/*``,
+    ``refs/remotes/origin/agent-*``); :class:`GitError` otherwise, before git sees it."""
+    if (
+        not isinstance(pattern, str)
+        or not pattern
+        or len(pattern) > _MAX_REVISION_CHARS
+        or not is_ref_name(pattern.replace("*", "x"))
+    ):
+        raise GitError(
+            f"{pattern!r} is not a ref pattern kexp accepts: give a branch or ref name, "
+            "with * for any characters (origin/*, refs/remotes/origin/agent-*)"
+        )
+    return pattern
+
+
+@dataclasses.dataclass(frozen=True)
+class Worktree:
+    """A repository known by its folders alone, without GitPython (which is slow to
+    import): what :func:`git_command` and the functions built on it need."""
+
+    working_tree_dir: str
+    git_dir: str
+
+
+def find_worktree(path: Path | str) -> Worktree:
+    """The repository holding ``path``, from ``git rev-parse`` (no GitPython)."""
+    import os
+
+    git_command_name = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+    try:
+        found = subprocess.run(
+            [git_command_name, "-C", str(path), "rev-parse", "--show-toplevel",
+             "--absolute-git-dir"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except OSError:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    lines = found.stdout.splitlines()
+    if found.returncode != 0 or len(lines) != 2:
+        if "dubious ownership" in found.stderr:
+            raise _translate(Worktree(str(path), str(path)), "rev-parse", found.stderr)
+        raise GitError(
+            f"{path} is not inside a git repository (or it is a bare one): reading across "
+            "refs needs the store's git repository"
+        )
+    return Worktree(lines[0], lines[1])
+
+
+def raw_changes(
+    repo: git.Repo | Worktree, kind: str, base: str, head: str | None, folder: str
+) -> list[tuple[str, str, str]]:
+    """(path, new mode, new blob) of the files under ``folder`` that differ, '' for a
+    deleted file: ``kind`` "tree" compares two commits (``git diff-tree``), "index" the
+    index with ``base`` (``git diff-index --cached``). Full hashes only."""
+    if not is_hex(base, 40) or (head is not None and not is_hex(head, 40)):
+        raise GitError("raw_changes takes full commit hashes")
+    if kind == "tree":
+        assert head is not None
+        args = ["diff-tree", "-r", base, head]
+    else:
+        args = ["diff-index", "--cached", base]
+    output = git_command(
+        repo, *args[:1], "-z", "--raw", "--no-abbrev", "--no-renames", *args[1:], "--",
+        f":(literal){folder}",
+    ).stdout  # fmt: skip
+    tokens = output.split("\0")
+    found: list[tuple[str, str, str]] = []
+    for at in range(0, len(tokens) - 1):
+        meta = tokens[at].lstrip("\n")
+        if meta.startswith(":"):
+            parts = meta[1:].split()
+            if len(parts) >= 5:
+                blob = "" if _NULL_SHA.fullmatch(parts[3]) else parts[3]
+                found.append((tokens[at + 1], parts[1], blob))
+    return found
+
+
+def untracked_paths(repo: git.Repo | Worktree, folder: str) -> list[str]:
+    """:func:`untracked_files` without GitPython."""
+    output = git_command(
+        repo, "ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--",
+        f":(literal){folder}",
+    ).stdout  # fmt: skip
+    return [p for p in output.split("\0") if p]
+
+
+def refresh_index(repo: git.Repo | Worktree) -> None:
+    """Refresh the index's stat information (what ``git status`` does), so that files
+    touched but unchanged stop looking changed; a failure (another git holding the
+    index lock) is ignored."""
+    git_command(repo, "update-index", "-q", "--refresh", ok_codes=None)
+
+
+def tree_changes(
+    repo: git.Repo | Worktree, base: str, heads: Sequence[str], folder: str
+) -> dict[str, list[tuple[str, str, str]]]:
+    """:func:`raw_changes` from ``base`` to each of ``heads`` (full hashes), from one
+    ``git diff-tree --stdin`` process: head → [(path, new mode, new blob)]."""
+    wanted = list(dict.fromkeys(heads))
+    if not is_hex(base, 40) or not all(is_hex(head, 40) for head in wanted):
+        raise GitError("tree_changes takes full commit hashes")
+    found: dict[str, list[tuple[str, str, str]]] = {head: [] for head in wanted}
+    if not wanted:
+        return found
+    output = git_command(
+        repo, "diff-tree", "--stdin", "--always", "-r", "-z", "--raw", "--no-abbrev",
+        "--no-renames", "--", f":(literal){folder}",
+        # "A B" on stdin is read as "commit A with parent B": the diff from B to A.
+        stdin="".join(f"{head} {base}\n" for head in wanted),
+    ).stdout  # fmt: skip
+    tokens = output.split("\0")
+    current: list[tuple[str, str, str]] | None = None
+    at = 0
+    while at < len(tokens):
+        token = tokens[at].lstrip("\n")
+        if token.startswith(":") and current is not None and at + 1 < len(tokens):
+            parts = token[1:].split()
+            if len(parts) >= 5:
+                blob = "" if _NULL_SHA.fullmatch(parts[3]) else parts[3]
+                current.append((tokens[at + 1], parts[1], blob))
+            at += 2
+            continue
+        if token.strip():  # the header of the next pair: the head's hash
+            current = found.get(token.strip())
+        at += 1
+    return found
+
+
+def folder_trees(repo: git.Repo | Worktree, commits: Sequence[str], folder: str) -> dict[str, str]:
+    """The tree hash of ``folder`` in each of ``commits`` (full hashes; one ``git
+    cat-file --batch-check``); a commit without that folder is left out."""
+    wanted = list(dict.fromkeys(commits))
+    if not all(is_hex(commit, 40) for commit in wanted) or "\n" in folder:
+        raise GitError("folder_trees takes full commit hashes")
+    if not wanted:
+        return {}
+    output = git_command(
+        repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+        stdin="".join(f"{commit}:{folder}\n" for commit in wanted),
+    ).stdout  # fmt: skip
+    found: dict[str, str] = {}
+    for commit, line in zip(wanted, output.splitlines(), strict=False):
+        parts = line.split()
+        if len(parts) == 2 and parts[1] == "tree":
+            found[commit] = parts[0]
+    return found

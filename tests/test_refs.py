@@ -1,0 +1,170 @@
+"""Reading across refs (``--refs``, ``--all-refs``): the working tree plus the store at
+every matching ref, read from git objects, with real clones of a bare remote.
+
+The truth is what the files hold (read with git from each branch), never kexp's own
+report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import git, run_kexp
+from test_sync import CLONES, PER_CLONE, _run_clones, clone, make_remote, record
+
+from kexp import GitError, Store
+from kexp.publish import sync
+from kexp.refs import WORKING_TREE, RefsStore
+
+
+def test_eight_branches_top_all_refs_lists_each_once_with_its_branch(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    branches: list[str | None] = [f"kexp/agent-{i}" for i in range(CLONES)]
+    roots, results = _run_clones(tmp_path, remote, base, branches)
+    made_by = {exp_id: index for index, (ids, _) in results.items() for exp_id in ids}
+    assert len(made_by) == CLONES * PER_CLONE
+    for index in (0, CLONES - 1):  # from any clone
+        root = roots[index]
+        git(root, "fetch", "-q")
+        shown = run_kexp("top", "--all-refs", "--json", "-n", "1000", cwd=root)
+        assert shown.returncode == 0, shown.stderr
+        records = json.loads(shown.stdout)
+        ids = [r["id"] for r in records]
+        assert sorted(ids) == sorted(made_by)  # all, each once
+        for record_ in records:
+            assert record_["ref"].endswith(f"kexp/agent-{made_by[record_['id']]}")
+            assert "other_versions" not in record_
+        table = run_kexp("top", "--all-refs", "-n", "5", cwd=root)
+        assert table.returncode == 0 and "REF" in table.stdout.splitlines()[0]
+
+
+def test_same_content_in_several_places_is_listed_once(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    git(bob, "fetch", "-q")
+    across = RefsStore(Store(alice), ["origin/*"], all_refs=True)
+    found = across.list_experiments()
+    assert [e.id for e in found] == [exp.id]
+    where = across.where(found[0])
+    assert where is not None
+    assert set(where.refs) == {WORKING_TREE, "main", "origin/main"} and not where.other_versions
+    assert where.ref in ("main", "origin/main")
+    # Bob, who never pulled, sees it on origin/main.
+    seen = RefsStore(Store(bob), ["origin/*"])
+    assert [e.id for e in seen.top_experiments()] == [exp.id]
+    assert seen.where(seen.get_experiment(exp.id[:8])).ref == "origin/main"  # type: ignore[union-attr]
+    assert Store(bob).list_experiments() == []  # his own store: still nothing
+
+
+def test_a_correction_on_two_branches_shows_both_versions_newest_first(
+    tmp_path: Path,
+) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    bob = clone(remote, tmp_path / "bob")
+    for who, score, when in ((alice, 1.021, "2026-01-01T00:00:00Z"),
+                             (bob, 1.017, "2026-02-01T00:00:00Z")):  # fmt: skip
+        git(who, "checkout", "-q", "-b", f"fix-{who.name}")
+        Store(who).update_experiment(exp.id, score=score)
+        git(who, "add", "experiments")
+        env = {"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when}
+        subprocess_git(who, env, "commit", "-q", "-m", f"correct {who.name}")
+        git(who, "push", "-q", "origin", f"fix-{who.name}")
+    git(alice, "fetch", "-q")
+    git(alice, "checkout", "-q", "main")  # the working tree holds the first version
+    across = RefsStore(Store(alice), ["origin/fix-*"])
+    versions = across.versions(exp.id)
+    # The working tree's (main's) first, then bob's, the newer commit, then alice's.
+    assert [v.score for v in versions] == [1.019, 1.017, 1.021]
+    here, newest, older = (across.where(v) for v in versions)
+    assert here is not None and here.ref == WORKING_TREE
+    assert newest is not None and older is not None
+    assert newest.ref == "origin/fix-bob" and older.ref == "origin/fix-alice"
+    assert newest.other_versions == (WORKING_TREE, "origin/fix-alice")
+    assert "origin/fix-alice" in newest.note
+    assert sorted(e.score for e in across.list_experiments()) == [1.017, 1.019, 1.021]
+    shown = run_kexp("show", exp.id[:10], "--refs", "origin/fix-*", cwd=alice)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.index("1.0190") < shown.stdout.index("1.0170")
+    assert shown.stdout.index("1.0170") < shown.stdout.index("1.0210")
+    notes = [line for line in shown.stdout.splitlines() if "another version on" in line]
+    assert len(notes) == 3 and "origin/fix-alice" in notes[0] and "origin/fix-bob" in notes[2]
+    data = json.loads(run_kexp("show", exp.id[:10], "--refs", "origin/fix-*", "--json",
+                               cwd=alice).stdout)  # fmt: skip
+    assert data["score"] == 1.019 and data["ref"] == WORKING_TREE
+    assert data["other_versions"] == ["origin/fix-bob", "origin/fix-alice"]
+
+
+def subprocess_git(cwd: Path, env: dict[str, str], *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **env}, check=True)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["--output=/tmp/HACKED", "-x", "a..b", "x y", "refs/*:x", "a?b", "[ab]", "x\ny", "",
+     "origin/\u202e*", "HEAD@{1}"],
+)  # fmt: skip
+def test_hostile_ref_patterns_are_refused_before_git_sees_them(
+    tmp_path: Path, pattern: str
+) -> None:
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    with pytest.raises(GitError, match="not a ref pattern kexp accepts"):
+        RefsStore(Store(alice), [pattern])
+    shown = run_kexp("list", "--refs", pattern, cwd=alice)
+    assert shown.returncode == 2 and shown.stderr.count("\n") == 1
+    assert "not a ref pattern" in shown.stderr
+    assert not Path("/tmp/HACKED").exists()
+
+
+def test_rev_and_refs_together_are_a_usage_error(tmp_path: Path) -> None:
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    shown = run_kexp("top", "--rev", "HEAD", "--all-refs", cwd=alice)
+    assert shown.returncode == 2 and "not both" in shown.stderr
+
+
+def test_the_blob_cache_answers_as_a_cold_read_does(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    for n in range(6):
+        record(alice if n % 2 else bob, base, f"Try {n} - +{n}%", score=1 + n / 100)
+    sync(Store(alice))
+    sync(Store(bob))
+    git(alice, "fetch", "-q")
+
+    def answer() -> list[tuple[str, float, str]]:
+        across = RefsStore(Store(alice), ["origin/*"])
+        return [(e.id, e.score, e.code_change) for e in across.top_experiments(10)]
+
+    cold = answer()
+    cache = list((alice / ".kexp").glob("blobs-*.sqlite"))
+    assert len(cache) == 1
+    warm = answer()
+    assert cold == warm and len(cold) == 6
+    # A link planted where the cache goes is never written through.
+    cache[0].unlink()
+    target = tmp_path / "elsewhere.sqlite"
+    cache[0].symlink_to(target)
+    with pytest.raises(Exception, match="symbolic link"):
+        answer()
+    assert not target.exists()
+
+
+def test_refs_store_is_read_only(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    across = RefsStore(Store(alice), all_refs=True)
+    with pytest.raises(Exception, match="read-only"):
+        across.create_experiment(change_summary="x - y", score=1.0, status="done",
+                                 operator_sig="k", dtype_sig="bf16", env="e",
+                                 base_commit=base)  # fmt: skip
