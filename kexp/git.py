@@ -1074,42 +1074,29 @@ def list_refs(repo: git.Repo | Worktree) -> list[RefInfo]:
     return found
 
 
-def tree_files(repo: git.Repo | Worktree, commit: str, folder: str) -> list[tuple[str, str, str]]:
+def tree_files(
+    repo: git.Repo | Worktree, commit: str, folder: str, *, tree: bool = False
+) -> list[tuple[str, str, str]]:
     """(mode, blob hash, path) of every file under ``folder`` in ``commit``'s tree: one
-    ``git ls-tree`` without sizes (quicker than :func:`list_tree`)."""
+    ``git ls-tree`` without sizes (quicker than :func:`list_tree`). With ``tree``,
+    ``commit`` is the hash of ``folder``'s own tree (the paths still start with
+    ``folder``)."""
     if not is_hex(commit, 40):
-        raise GitError(f"{commit!r} is not a full commit hash")
-    output = git_command(repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder).stdout
+        raise GitError(f"{commit!r} is not a full commit or tree hash")
+    if tree:
+        output = git_command(repo, "ls-tree", "-r", "-z", commit).stdout
+    else:
+        output = git_command(
+            repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder
+        ).stdout
+    lead = f"{folder}/" if tree else ""
     found: list[tuple[str, str, str]] = []
     for record in output.split("\0"):
         meta, tab, path = record.partition("\t")
         if tab:
             mode, _, rest = meta.partition(" ")
-            found.append((mode, rest.rpartition(" ")[2], path))
+            found.append((mode, rest.rpartition(" ")[2], lead + path))
     return found
-
-
-def index_files(repo: git.Repo | Worktree, folder: str) -> dict[str, tuple[str, str]]:
-    """Path → (mode, blob hash) of the files under ``folder`` in the index."""
-    output = git_command(
-        repo, "ls-files", "-s", "-z", "--full-name", "--", f":(literal){folder}"
-    ).stdout
-    found: dict[str, tuple[str, str]] = {}
-    for record in output.split("\0"):
-        meta, tab, path = record.partition("\t")
-        if tab:
-            parts = meta.split()
-            if len(parts) == 3 and parts[2] == "0":
-                found[path] = (parts[0], parts[1])
-    return found
-
-
-def worktree_differs(repo: git.Repo | Worktree, folder: str) -> list[str]:
-    """Files under ``folder`` whose working-tree content may differ from the index."""
-    output = git_command(
-        repo, "diff-files", "--name-only", "-z", "--", f":(literal){folder}"
-    ).stdout
-    return [p for p in output.split("\0") if p]
 
 
 def blob_id(data: bytes) -> str:
@@ -1168,51 +1155,6 @@ def find_worktree(path: Path | str) -> Worktree:
     return Worktree(lines[0], lines[1])
 
 
-def raw_changes(
-    repo: git.Repo | Worktree, kind: str, base: str, head: str | None, folder: str
-) -> list[tuple[str, str, str]]:
-    """(path, new mode, new blob) of the files under ``folder`` that differ, '' for a
-    deleted file: ``kind`` "tree" compares two commits (``git diff-tree``), "index" the
-    index with ``base`` (``git diff-index --cached``). Full hashes only."""
-    if not is_hex(base, 40) or (head is not None and not is_hex(head, 40)):
-        raise GitError("raw_changes takes full commit hashes")
-    if kind == "tree":
-        assert head is not None
-        args = ["diff-tree", "-r", base, head]
-    else:
-        args = ["diff-index", "--cached", base]
-    output = git_command(
-        repo, *args[:1], "-z", "--raw", "--no-abbrev", "--no-renames", *args[1:], "--",
-        f":(literal){folder}",
-    ).stdout  # fmt: skip
-    tokens = output.split("\0")
-    found: list[tuple[str, str, str]] = []
-    for at in range(0, len(tokens) - 1):
-        meta = tokens[at].lstrip("\n")
-        if meta.startswith(":"):
-            parts = meta[1:].split()
-            if len(parts) >= 5:
-                blob = "" if _NULL_SHA.fullmatch(parts[3]) else parts[3]
-                found.append((tokens[at + 1], parts[1], blob))
-    return found
-
-
-def untracked_paths(repo: git.Repo | Worktree, folder: str) -> list[str]:
-    """:func:`untracked_files` without GitPython."""
-    output = git_command(
-        repo, "ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--",
-        f":(literal){folder}",
-    ).stdout  # fmt: skip
-    return [p for p in output.split("\0") if p]
-
-
-def refresh_index(repo: git.Repo | Worktree) -> None:
-    """Refresh the index's stat information (what ``git status`` does), so that files
-    touched but unchanged stop looking changed; a failure (another git holding the
-    index lock) is ignored."""
-    git_command(repo, "update-index", "-q", "--refresh", ok_codes=None)
-
-
 def tree_changes(
     repo: git.Repo | Worktree, base: str, heads: Sequence[str], folder: str
 ) -> dict[str, list[tuple[str, str, str]]]:
@@ -1248,21 +1190,44 @@ def tree_changes(
     return found
 
 
-def folder_trees(repo: git.Repo | Worktree, commits: Sequence[str], folder: str) -> dict[str, str]:
-    """The tree hash of ``folder`` in each of ``commits`` (full hashes; one ``git
-    cat-file --batch-check``); a commit without that folder is left out."""
-    wanted = list(dict.fromkeys(commits))
-    if not all(is_hex(commit, 40) for commit in wanted) or "\n" in folder:
-        raise GitError("folder_trees takes full commit hashes")
-    if not wanted:
-        return {}
+def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[str, str] | None]:
+    """(hash, type) of each object name (``HEAD``, ``HEAD:experiments``, a hash), None
+    for one that does not resolve; one ``git cat-file --batch-check``. The names are
+    made by kexp (no line breaks)."""
+    if any("\n" in name or "\r" in name for name in names):
+        raise GitError("an object name holds a line break")
+    if not names:
+        return []
     output = git_command(
         repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
-        stdin="".join(f"{commit}:{folder}\n" for commit in wanted),
+        stdin="".join(f"{name}\n" for name in names),
     ).stdout  # fmt: skip
-    found: dict[str, str] = {}
-    for commit, line in zip(wanted, output.splitlines(), strict=False):
+    found: list[tuple[str, str] | None] = []
+    for line in output.splitlines()[: len(names)]:
         parts = line.split()
-        if len(parts) == 2 and parts[1] == "tree":
-            found[commit] = parts[0]
+        found.append((parts[0], parts[1]) if len(parts) == 2 and is_hex(parts[0], 40) else None)
+    return found + [None] * (len(names) - len(found))
+
+
+def status_entries(repo: git.Repo | Worktree, folder: str) -> list[tuple[str, str, str, str]]:
+    """``git status --porcelain=v2`` of ``folder`` (untracked files listed one by one,
+    no renames): (kind, XY, index blob, path); kind "1" a changed file (X: the index
+    against HEAD, Y: the working tree against the index), "u" an unmerged one, "?" an
+    untracked one (XY and blob empty)."""
+    output = git_command(
+        repo, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
+        "--ignore-submodules=all", "--", f":(literal){folder}",
+    ).stdout  # fmt: skip
+    found: list[tuple[str, str, str, str]] = []
+    for record in output.split("\0"):
+        if record.startswith("1 "):
+            parts = record.split(" ", 8)
+            if len(parts) == 9:
+                found.append(("1", parts[1], parts[7], parts[8]))
+        elif record.startswith("u "):
+            parts = record.split(" ", 10)
+            if len(parts) == 11:
+                found.append(("u", parts[1], "", parts[10]))
+        elif record.startswith("? "):
+            found.append(("?", "", "", record[2:]))
     return found

@@ -36,6 +36,7 @@ from kexp.store import EXPERIMENTS_DIR, InvalidExperimentWarning, Store
 from kexp.validate import EXPERIMENT_NAME, check_bytes
 
 if TYPE_CHECKING:
+    from kexp.dedupe import Repeat
     from kexp.git import RefInfo, Worktree
 
 #: The name the working tree goes by among the refs.
@@ -45,8 +46,6 @@ _REGULAR_MODES = frozenset({"100644", "100755"})
 _SQL_BATCH = 900
 #: Above this many blobs wanted, the cache's table is read through once.
 _SCAN_ABOVE = 2000
-#: Above this many working-tree files that look changed, the index is refreshed first.
-_REFRESH_ABOVE = 64
 _SHOWN_REFS = 5
 
 
@@ -163,7 +162,9 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
 
 
 class RefsStore(Store):
-    """A read-only store over the working tree and the store at matching refs."""
+    """The working tree and the store at matching refs, read as one. A create goes to
+    the working tree (and warns when its code change was recorded on a ref too);
+    updates and deletes are refused."""
 
     def __init__(
         self, store: Store, patterns: Sequence[str] = (), *, all_refs: bool = False
@@ -335,19 +336,75 @@ class RefsStore(Store):
                     queue.append(child.id)
         return found
 
-    # --- read-only ------------------------------------------------------------------
+    # --- writes ---------------------------------------------------------------------
 
     def _refuse_write(self) -> KexpError:
         return KexpError(
-            "the store read across refs is read-only: write to the working tree (without "
-            "--refs) and publish with kexp sync"
+            "the store read across refs corrects and deletes nothing: do it in the working "
+            "tree (without --refs) and publish with kexp sync"
         )
 
     def create_experiment(
         self, exp: KernelExperiment | None = None, **fields: Any
     ) -> KernelExperiment:
-        """Refused: read-only."""
-        raise self._refuse_write()
+        """Record a new experiment in the working tree (as :meth:`Store.create_experiment`
+        does, warnings included), then warn when its code change was recorded on one of
+        the refs too (:meth:`warn_tried_before`)."""
+        made = super().create_experiment(exp, **fields)
+        self._versions = None  # the working tree changed
+        if made.code_change:
+            self.warn_tried_before(made.code_change, exclude=[made.id], stacklevel=2)
+        return made
+
+    def tried_before(self, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
+        """The experiments on the refs (not in the working tree alone, which
+        :func:`kexp.retrieval.tried_before` answers) whose code change is
+        ``code_change`` once normalised; oldest first, ids in ``exclude`` left out."""
+        from kexp.dedupe import Repeat
+
+        key = _change_key(code_change)
+        if not key:
+            return []
+        skip = set(exclude)
+        versions = self._all()  # first: it parses (and keeps) the blobs not seen yet
+        matching = self._cache().with_code_key(key)
+        found = []
+        for group in versions.values():
+            for version in group:
+                if version.blob not in matching or version.exp_id in skip:
+                    continue
+                if all(name == WORKING_TREE for _, name, _ in self._places(version)):
+                    continue
+                found.append(self._experiment(version, group, whole=False))
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return [
+            Repeat(e.id, float(e.score), e.outcome, e.change_summary, e.path, e.base_commit, e.env)
+            for e in found
+        ]
+
+    def warn_tried_before(
+        self, code_change: str, *, exclude: Iterable[str] = (), stacklevel: int = 1
+    ) -> list[Repeat]:
+        """Warn (:class:`~kexp.dedupe.RepeatedChangeWarning`) naming the experiments on
+        the refs whose code change is ``code_change``, and where they were found."""
+        from kexp.dedupe import RepeatedChangeWarning, repeat_message
+
+        repeats = self.tried_before(code_change, exclude=exclude)
+        if repeats:
+            places = sorted(
+                {
+                    sighting.ref
+                    for repeat in repeats
+                    for exp in [self.get_experiment(repeat.id)]
+                    if (sighting := self.where(exp)) is not None
+                }
+            )
+            warnings.warn(
+                f"{repeat_message(repeats)} (found on {', '.join(places)})",
+                RepeatedChangeWarning,
+                stacklevel=stacklevel + 1,
+            )
+        return repeats
 
     def update_experiment(self, exp_id: str, **changes: Any) -> KernelExperiment:
         """Refused: read-only."""
@@ -450,38 +507,33 @@ class RefsStore(Store):
                 names[path] = _name_id(path, prefix)
             return names[path]
 
-        base = self.refs[0].commit if self.refs else None
+        # The base is the working tree's own commit: the working tree is told as
+        # ``git status`` against it, every ref as ``git diff-tree`` from it.
+        head_and_tree = kgit.object_names(repo, ["HEAD", f"HEAD:{folder}"])
+        base = head_and_tree[0][0] if head_and_tree[0] and head_and_tree[0][1] == "commit" else None
+        tree = head_and_tree[1][0] if head_and_tree[1] and head_and_tree[1][1] == "tree" else None
         # The git commands run at once (each its own process), their output read here.
         jobs: dict[str, Callable[[], Any]] = {
-            "differing": lambda: kgit.worktree_differs(repo, folder),
-            "untracked": lambda: kgit.untracked_paths(repo, folder),
+            "status": functools.partial(kgit.status_entries, repo, folder)
         }
+        commits = list(dict.fromkeys(ref.commit for ref in self.refs if ref.commit != base))
         if base is not None:
-            jobs["index"] = lambda: kgit.raw_changes(repo, "index", base, None, folder)
-            heads = [ref.commit for ref in self.refs if ref.commit != base]
-            jobs["refs"] = functools.partial(kgit.tree_changes, repo, base, heads, folder)
-        else:
-            jobs["index"] = lambda: kgit.index_files(repo, folder)
+            jobs["refs"] = functools.partial(kgit.tree_changes, repo, base, commits, folder)
+        else:  # no commit yet here: each ref listed whole
+            for commit in commits:
+                jobs[commit] = functools.partial(kgit.tree_files, repo, commit, folder)
         base_files: dict[str, str] = {}
-        if base is not None:  # read here (its cache is this thread's) while git works
-            done = _parallel(jobs, lambda: base_files.update(self._listing(base, names)))
+        if base is not None and tree is not None:  # read here (the cache is this thread's)
+            done = _parallel(jobs, lambda: base_files.update(self._listing(tree, names)))
         else:
             done = _parallel(jobs)
-        if len(done["differing"]) > _REFRESH_ABOVE:  # touched but unchanged, most likely
-            kgit.refresh_index(repo)
-            done["differing"] = kgit.worktree_differs(repo, folder)
         worktree: dict[str, str] = {}  # path → blob ('' when deleted) vs base_files
-        if base is not None:
-            for path, mode, blob in done["index"]:
-                if name_id(path):
-                    worktree[path] = blob if mode in _REGULAR_MODES else ""
-        else:
-            for path, (mode, blob) in done["index"].items():
-                if mode in _REGULAR_MODES and name_id(path):
-                    worktree[path] = blob
         on_disk: dict[str, str] = {}  # blob → a working-tree path holding it
-        for path in [*done["differing"], *done["untracked"]]:
+        for kind, xy, index_blob, path in done["status"]:
             if not name_id(path):
+                continue
+            if kind == "1" and xy[1:] == ".":  # the working tree's file is the index's
+                worktree[path] = "" if xy[:1] == "D" else index_blob
                 continue
             file = Path(self.location_path(path))
             try:
@@ -492,6 +544,11 @@ class RefsStore(Store):
             worktree[path] = blob
             if blob:
                 on_disk.setdefault(blob, path)
+        if base is None:
+            for commit in commits:
+                done.setdefault("refs", {})[commit] = [
+                    (path, mode, blob) for mode, blob, path in done[commit]
+                ]
         deltas: list[dict[str, str]] = [worktree]
         by_commit: dict[str, dict[str, str]] = {}
         for ref in self.refs:
@@ -553,15 +610,13 @@ class RefsStore(Store):
                 group.sort(key=lambda v: -self._places(v)[0][0])
         return found
 
-    def _listing(self, commit: str, names: dict[str, str | None]) -> dict[str, str]:
-        """Path → blob of the experiment files at ``commit``, kept in the cache by the
-        folder's tree hash (a tree never changes either); ``names`` learns their ids."""
+    def _listing(self, tree: str, names: dict[str, str | None]) -> dict[str, str]:
+        """Path → blob of the experiment files in the store folder's ``tree``, kept in
+        the cache by the tree's hash (a tree never changes either); ``names`` learns
+        their ids."""
         from kexp import git as kgit
 
         prefix = self.folder + "/"
-        tree = kgit.folder_trees(self.worktree, [commit], self.folder).get(commit)
-        if tree is None:
-            return {}
         cache = self._cache()
         kept = cache.listing(tree)
         found: dict[str, str] = {}
@@ -573,7 +628,7 @@ class RefsStore(Store):
                     found[path] = blob
                     names[path] = relative[relative.rfind("/") + 1 :][:16]
             return found
-        for mode, blob, path in kgit.tree_files(self.worktree, commit, self.folder):
+        for mode, blob, path in kgit.tree_files(self.worktree, tree, self.folder, tree=True):
             if mode in _REGULAR_MODES:
                 exp_id = names[path] = _name_id(path, prefix)
                 if exp_id:
@@ -661,6 +716,7 @@ class RefsStore(Store):
             json.dumps(values, ensure_ascii=False),
             json.dumps(body, ensure_ascii=False),
             "",
+            _change_key(exp.code_change),
         )
 
     def _cache(self) -> _BlobCache:
@@ -670,11 +726,22 @@ class RefsStore(Store):
 
 
 # The columns of a cache row.
-_BLOB, _ID, _SCORE, _BUGGY, _STATUS, _FRONT, _BODY, _ERROR = range(8)
+_BLOB, _ID, _SCORE, _BUGGY, _STATUS, _FRONT, _BODY, _ERROR, _KEY = range(9)
+
+
+def _change_key(code_change: str) -> str:
+    """The key of a code change once normalised (:func:`kexp.dedupe.code_key`); "" for
+    none worth matching."""
+    if not code_change:
+        return ""
+    from kexp.dedupe import code_key, is_matchable, normalize_code_change
+
+    normalized = normalize_code_change(code_change)
+    return code_key(normalized) if is_matchable(normalized) else ""
 
 
 def _error_row(blob: str, error: str) -> tuple[Any, ...]:
-    return (blob, "", 0.0, 0, "", "{}", "{}", error)
+    return (blob, "", 0.0, 0, "", "{}", "{}", error, "")
 
 
 class _BlobCache:
@@ -702,8 +769,9 @@ class _BlobCache:
         # The ranking columns apart from the text, so that ranking reads small rows.
         self.connection.execute(
             "CREATE TABLE IF NOT EXISTS blobs (blob TEXT PRIMARY KEY, id TEXT, score REAL, "
-            "buggy INTEGER, status TEXT, error TEXT) WITHOUT ROWID"
+            "buggy INTEGER, status TEXT, error TEXT, code_key TEXT) WITHOUT ROWID"
         )
+        self.connection.execute("CREATE INDEX IF NOT EXISTS blobs_code ON blobs (code_key)")
         self.connection.execute(
             "CREATE TABLE IF NOT EXISTS texts (blob TEXT PRIMARY KEY, front TEXT, body TEXT)"
         )
@@ -719,7 +787,7 @@ class _BlobCache:
         if len(wanted) > _SCAN_ABOVE:  # many: one pass over the table is quicker
             chosen = set(wanted)
             for row in self.connection.execute(
-                "SELECT blob, id, score, buggy, status, '', '', error FROM blobs"
+                "SELECT blob, id, score, buggy, status, '', '', error, code_key FROM blobs"
             ):
                 if row[0] in chosen:
                     found[row[0]] = row
@@ -728,12 +796,18 @@ class _BlobCache:
             part = wanted[start : start + _SQL_BATCH]
             marks = ",".join("?" * len(part))
             for row in self.connection.execute(
-                f"SELECT blob, id, score, buggy, status, '', '', error FROM blobs "
+                f"SELECT blob, id, score, buggy, status, '', '', error, code_key FROM blobs "
                 f"WHERE blob IN ({marks})",
                 part,
             ):
                 found[row[0]] = row
         return found
+
+    def with_code_key(self, key: str) -> set[str]:
+        """The blobs whose code change has this key."""
+        assert self.connection is not None
+        rows = self.connection.execute("SELECT blob FROM blobs WHERE code_key = ?", (key,))
+        return {row[0] for row in rows}
 
     def fronts(self, blobs: Iterable[str]) -> dict[str, str]:
         """The front-matter (JSON) of those blobs the cache holds."""
@@ -778,8 +852,8 @@ class _BlobCache:
         with contextlib.suppress(sqlite3.Error):
             self.connection.execute("BEGIN IMMEDIATE")
             self.connection.executemany(
-                "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)",
-                [(*row[_BLOB:_FRONT], row[_ERROR]) for row in rows],
+                "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(*row[_BLOB:_FRONT], row[_ERROR], row[_KEY]) for row in rows],
             )
             self.connection.executemany(
                 "INSERT OR IGNORE INTO texts VALUES (?, ?, ?)",

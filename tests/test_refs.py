@@ -160,11 +160,52 @@ def test_the_blob_cache_answers_as_a_cold_read_does(tmp_path: Path) -> None:
     assert not target.exists()
 
 
-def test_refs_store_is_read_only(tmp_path: Path) -> None:
+def test_refs_store_corrects_and_deletes_nothing(tmp_path: Path) -> None:
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
     across = RefsStore(Store(alice), all_refs=True)
-    with pytest.raises(Exception, match="read-only"):
-        across.create_experiment(change_summary="x - y", score=1.0, status="done",
-                                 operator_sig="k", dtype_sig="bf16", env="e",
-                                 base_commit=base)  # fmt: skip
+    with pytest.raises(Exception, match="corrects and deletes nothing"):
+        across.update_experiment(exp.id, score=2.0)
+    with pytest.raises(Exception, match="corrects and deletes nothing"):
+        across.delete_experiment(exp.id)
+    assert Store(alice).get_experiment(exp.id).score == 1.019
+
+
+DIFF = """\
+--- a/csrc/cache.cu
++++ b/csrc/cache.cu
+@@ -1,3 +1,3 @@
+-  for (int i = 0; i < n; ++i) {
++  #pragma unroll 4
++  for (int i = 0; i < n; ++i) {
+"""
+
+
+def test_tried_before_fires_for_a_change_recorded_on_another_branch(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    earlier = record(bob, base, "Unrolled by 4 - +1.9%", code_change=DIFF)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    (tmp_path / "change.diff").write_text(DIFF)
+    arguments = ["add", "--summary", "Unroll 4 again - +1.8%", "--score", "1.018",
+                 "--operator", "csrc/cache.cu: k", "--dtype", "bf16", "--env", "MI300X",
+                 "--base-commit", base, "--diff-file", str(tmp_path / "change.diff")]  # fmt: skip
+    plain = run_kexp(*arguments, cwd=alice)
+    assert plain.returncode == 0, plain.stderr
+    assert earlier.id not in plain.stderr  # alice's own store has never seen it
+    across = run_kexp(*arguments, "--all-refs", cwd=alice)
+    assert across.returncode == 0, across.stderr
+    warned = [line for line in across.stderr.splitlines() if earlier.id in line]
+    assert warned and "origin/kexp/bob" in warned[0]
+    # Both were recorded all the same; the Python twin warns as well.
+    assert len(Store(alice).list_experiments()) == 2
+    store = RefsStore(Store(alice), ["origin/*"])
+    with pytest.warns(UserWarning, match=earlier.id):
+        store.create_experiment(
+            change_summary="Unroll 4, third time - +1.7%", score=1.017, status="done",
+            operator_sig="csrc/cache.cu: k", dtype_sig="bf16", env="MI300X",
+            base_commit=base, code_change=DIFF,
+        )  # fmt: skip
+    assert [r.id for r in store.tried_before(DIFF)] == [earlier.id]
