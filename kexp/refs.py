@@ -185,6 +185,7 @@ class RefsStore(Store):
         self._versions: dict[str, list[_Version]] | None = None
         self._sources: list[tuple[int, str]] = []
         self._fronts: dict[str, str] = {}
+        self._known: dict[str, tuple[Any, ...]] = {}  # cache rows kept with the base tree
         self._base_files: dict[str, str] = {}
         self._deltas: list[dict[str, str]] = []
         self._handed: dict[int, tuple[KernelExperiment, _Version, list[_Version]]] = {}
@@ -577,6 +578,10 @@ class RefsStore(Store):
         items = [(p, b) for p, b in base_files.items() if changed_in.get(p, 0) < places]
         items += [pair for pair in pairs if base_files.get(pair[0]) != pair[1]]
         rows = self._rows({blob for _, blob in items}, on_disk)
+        if tree is not None and not self._known:  # kept with the tree for the next read
+            self._cache().keep_tree_rows(
+                tree, "\n".join(_row_line(rows[b]) for b in set(base_files.values()) if b in rows)
+            )
         by_blob: dict[str, _Version] = {}
         warned: set[str] = set()
         for path, blob in items:
@@ -618,7 +623,7 @@ class RefsStore(Store):
 
         prefix = self.folder + "/"
         cache = self._cache()
-        kept = cache.listing(tree)
+        kept, rows = cache.listing(tree)
         found: dict[str, str] = {}
         if kept is not None:
             for line in kept.split("\n"):
@@ -627,11 +632,19 @@ class RefsStore(Store):
                     path = prefix + relative
                     found[path] = blob
                     names[path] = relative[relative.rfind("/") + 1 :][:16]
+            if rows:  # what the cache keeps of the tree's blobs, kept beside it
+                for line in rows.split("\n"):
+                    parts = line.split("\t")
+                    if len(parts) == 7:
+                        blob, exp_id, score, buggy, status, error, key = parts
+                        self._known[blob] = (
+                            blob, exp_id, float(score), int(buggy), status, "", "", error, key
+                        )  # fmt: skip
             return found
         for mode, blob, path in kgit.tree_files(self.worktree, tree, self.folder, tree=True):
             if mode in _REGULAR_MODES:
-                exp_id = names[path] = _name_id(path, prefix)
-                if exp_id:
+                names[path] = _name_id(path, prefix)
+                if names[path]:
                     found[path] = blob
         cache.keep_listing(
             tree, "\n".join(f"{path[len(prefix) :]}\t{blob}" for path, blob in found.items())
@@ -669,7 +682,9 @@ class RefsStore(Store):
         from kexp import git as kgit
 
         cache = self._cache()
-        rows = cache.get(blobs)
+        known = self._known
+        rows = {b: known[b] for b in blobs if b in known}
+        rows.update(cache.get(blobs - rows.keys()) if len(rows) < len(blobs) else {})
         missing = sorted(blobs - rows.keys())
         if not missing:
             return rows
@@ -740,6 +755,15 @@ def _change_key(code_change: str) -> str:
     return code_key(normalized) if is_matchable(normalized) else ""
 
 
+def _row_line(row: tuple[Any, ...]) -> str:
+    """A cache row (without its text) as one line of tab-separated values."""
+    error = " ".join(str(row[_ERROR]).split())
+    return "\t".join(
+        (row[_BLOB], row[_ID], repr(float(row[_SCORE])), str(int(row[_BUGGY])),
+         str(row[_STATUS]), error, str(row[_KEY]))
+    )  # fmt: skip
+
+
 def _error_row(blob: str, error: str) -> tuple[Any, ...]:
     return (blob, "", 0.0, 0, "", "{}", "{}", error, "")
 
@@ -776,7 +800,7 @@ class _BlobCache:
             "CREATE TABLE IF NOT EXISTS texts (blob TEXT PRIMARY KEY, front TEXT, body TEXT)"
         )
         self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS trees (tree TEXT PRIMARY KEY, listing TEXT)"
+            "CREATE TABLE IF NOT EXISTS trees (tree TEXT PRIMARY KEY, listing TEXT, rows TEXT)"
         )
 
     def get(self, blobs: Iterable[str]) -> dict[str, tuple[Any, ...]]:
@@ -824,19 +848,27 @@ class _BlobCache:
             )
         return found
 
-    def listing(self, tree: str) -> str | None:
-        """The listing kept for a folder's tree hash."""
+    def listing(self, tree: str) -> tuple[str | None, str | None]:
+        """The listing kept for a folder's tree hash, and the rows of its blobs."""
         assert self.connection is not None
         row = self.connection.execute(
-            "SELECT listing FROM trees WHERE tree = ?", (tree,)
+            "SELECT listing, rows FROM trees WHERE tree = ?", (tree,)
         ).fetchone()
-        return None if row is None else str(row[0])
+        return (None, None) if row is None else (row[0], row[1])
+
+    def keep_tree_rows(self, tree: str, rows: str) -> None:
+        """Keep the rows of a tree's blobs beside its listing (one read next time)."""
+        assert self.connection is not None
+        with contextlib.suppress(sqlite3.Error):
+            self.connection.execute("UPDATE trees SET rows = ? WHERE tree = ?", (rows, tree))
 
     def keep_listing(self, tree: str, listing: str) -> None:
         """Keep the listing of a folder's tree hash."""
         assert self.connection is not None
         with contextlib.suppress(sqlite3.Error):
-            self.connection.execute("INSERT OR IGNORE INTO trees VALUES (?, ?)", (tree, listing))
+            self.connection.execute(
+                "INSERT OR IGNORE INTO trees VALUES (?, ?, NULL)", (tree, listing)
+            )
 
     def body(self, blob: str) -> str | None:
         """The bodies (JSON) of one blob."""
