@@ -209,3 +209,31 @@ def test_tried_before_fires_for_a_change_recorded_on_another_branch(tmp_path: Pa
             base_commit=base, code_change=DIFF,
         )  # fmt: skip
     assert [r.id for r in store.tried_before(DIFF)] == [earlier.id]
+
+
+def test_export_and_tree_say_where_each_experiment_was_found(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    parent = record(bob, base, "Unrolled by 4 - +1.9%")
+    child = record(bob, base, "Unrolled by 8 - +2.5%", pid=parent.id, score=1.025)
+    sync(Store(bob), branch="kexp/bob")
+    mine = record(alice, base, "Vectorized - +3.0%", score=1.03)
+    git(alice, "fetch", "-q")
+    exported = run_kexp("export", "--format", "json", "--refs", "origin/*", cwd=alice)
+    assert exported.returncode == 0, exported.stderr
+    refs = {r["id"]: r["ref"] for r in json.loads(exported.stdout)}
+    assert refs == {parent.id: "origin/kexp/bob", child.id: "origin/kexp/bob",
+                    mine.id: WORKING_TREE}  # fmt: skip
+    as_csv = run_kexp("export", "--format", "csv", "--all-refs", cwd=alice)
+    assert as_csv.returncode == 0 and ",ref,refs" in as_csv.stdout.splitlines()[0]
+    tree = run_kexp("tree", parent.id[:10], "--json", "--refs", "origin/*", cwd=alice)
+    assert tree.returncode == 0, tree.stderr
+    root = json.loads(tree.stdout)[0]
+    assert root["id"] == parent.id and root["ref"] == "origin/kexp/bob"
+    assert root["children"][0]["id"] == child.id
+    assert root["children"][0]["ref"] == "origin/kexp/bob"
+    for command in ("lessons", "stats"):
+        shown = run_kexp(command, "--json", "--all-refs", cwd=alice)
+        assert shown.returncode == 0, shown.stderr
+    stats = json.loads(run_kexp("stats", "--json", "--all-refs", cwd=alice).stdout)
+    assert stats["total"] == 3

@@ -400,7 +400,17 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         forest = lineage.lineage_forest(store, **filters)
         focus = None
     if as_json:
-        echo_json([node.to_dict() for node in forest])
+        trees = [node.to_dict() for node in forest]
+        where = where_found(store)
+        if where is not None:  # read across refs: each node says where it was found
+            stack = list(zip(forest, trees, strict=True))
+            while stack:
+                node, data = stack.pop()
+                sighting = where(node.experiment)
+                if sighting is not None:
+                    data.update(sighting.to_dict())
+                stack.extend(zip(node.children, data["children"], strict=True))
+        echo_json(trees)
         return
     if not forest:
         click.echo("(no experiments match)", err=True)
