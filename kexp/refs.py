@@ -32,7 +32,7 @@ from kexp import ids
 from kexp.errors import AmbiguousIdError, ExperimentNotFoundError, KexpError
 from kexp.model import BODY_FIELDS, PENDING_STATUSES, KernelExperiment, attach
 from kexp.query import build_filters, chronological, matches, rank
-from kexp.store import EXPERIMENTS_DIR, InvalidExperimentWarning, Store
+from kexp.store import EXPERIMENTS_DIR, InvalidExperimentWarning, KexpWarning, Store
 from kexp.validate import EXPERIMENT_NAME, check_bytes
 
 if TYPE_CHECKING:
@@ -144,10 +144,8 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
 
     checked = [kgit.check_ref_pattern(p) for p in patterns]
     found = []
+    unmatched = dict.fromkeys(checked)
     for ref in kgit.list_refs(repo):
-        if all_refs and ref.name.startswith(("refs/heads/", "refs/remotes/")):
-            found.append(ref)
-            continue
         names = (
             ref.name,
             *(
@@ -156,8 +154,18 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
                 if ref.name.startswith(prefix)
             ),
         )
-        if any(fnmatch.fnmatchcase(name, p) for p in checked for name in names):
+        matched = [p for p in checked if any(fnmatch.fnmatchcase(n, p) for n in names)]
+        for pattern in matched:
+            unmatched.pop(pattern, None)
+        if matched or (all_refs and ref.name.startswith(("refs/heads/", "refs/remotes/"))):
             found.append(ref)
+    for pattern in unmatched:
+        warnings.warn(
+            f"no ref matches {pattern!r}: check the spelling (git branch -a lists the refs), "
+            "or 'git fetch' first",
+            KexpWarning,
+            stacklevel=3,
+        )
     return found
 
 

@@ -237,3 +237,13 @@ def test_export_and_tree_say_where_each_experiment_was_found(tmp_path: Path) -> 
         assert shown.returncode == 0, shown.stderr
     stats = json.loads(run_kexp("stats", "--json", "--all-refs", cwd=alice).stdout)
     assert stats["total"] == 3
+
+
+def test_a_pattern_matching_no_ref_is_warned_about(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    shown = run_kexp("top", "--refs", "orgin/*", "--refs", "origin/*", cwd=alice)
+    assert shown.returncode == 0, shown.stderr
+    assert "no ref matches 'orgin/*'" in shown.stderr and "'origin/*'" not in shown.stderr
+    assert exp.id[:10] in shown.stdout
