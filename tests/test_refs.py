@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import git, run_kexp
@@ -247,3 +248,110 @@ def test_a_pattern_matching_no_ref_is_warned_about(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "no ref matches 'orgin/*'" in shown.stderr and "'origin/*'" not in shown.stderr
     assert exp.id[:10] in shown.stdout
+
+
+# --- against the truth, over random histories ------------------------------------------
+
+from hypothesis import HealthCheck, given  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["record", "correct", "commit", "branch", "bob", "fetch"]),
+        st.integers(0, 50),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+def _truth(root: Path, refs: list[str]) -> dict[tuple[str, bytes], set[str]]:
+    """(id, file content) → the places holding it: the working tree's files and each
+    ref's blobs, read with git and from disk (not with kexp)."""
+    import re
+
+    name = re.compile(r"experiments/\d{4}/\d{2}/([0-9a-f]{16})-[a-z0-9-]*\.md")
+    found: dict[tuple[str, bytes], set[str]] = {}
+    for path in (root / "experiments").rglob("*.md"):
+        match = name.fullmatch(path.relative_to(root).as_posix())
+        if match:
+            found.setdefault((match.group(1), path.read_bytes()), set()).add(WORKING_TREE)
+    for ref in refs:
+        listing = git(root, "ls-tree", "-r", "--name-only", ref, "--", "experiments")
+        for line in listing.splitlines():
+            match = name.fullmatch(line)
+            if match:
+                import subprocess
+
+                data = subprocess.run(["git", "show", f"{ref}:{line}"], cwd=root,
+                                      capture_output=True, check=True).stdout  # fmt: skip
+                found.setdefault((match.group(1), data), set()).add(ref)
+    return found
+
+
+@hypothesis_settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=_OPERATIONS)
+def test_reading_across_refs_agrees_with_the_files(
+    tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, int]]
+) -> None:
+    """Random histories of two clones (recording, correcting, committing on branches,
+    syncing, fetching): every distinct (experiment, content) of the working tree and the
+    refs is listed once, with exactly the places holding it, and the versions of one
+    experiment are told apart."""
+    folder = tmp_path_factory.mktemp("history")
+    remote, base = make_remote(folder)
+    alice, bob = clone(remote, folder / "alice"), clone(remote, folder / "bob")
+    branches = 0
+    for step, (operation, number) in enumerate(operations):
+        mine = Store(alice).list_experiments(brief=True)
+        if operation == "record":
+            record(alice, base, f"Alice try {step} - +{number}%", score=1 + number / 100)
+        elif operation == "correct" and mine:
+            exp = mine[number % len(mine)]
+            Store(alice).update_experiment(exp.id, score=round(2 + step / 100 + number / 1e4, 6))
+        elif operation == "commit":
+            git(alice, "add", "experiments")
+            if git(alice, "status", "--porcelain", "--", "experiments"):
+                git(alice, "commit", "-q", "-m", f"step {step}")
+        elif operation == "branch":
+            branches += 1
+            git(alice, "add", "experiments")
+            if git(alice, "status", "--porcelain", "--", "experiments"):
+                git(alice, "commit", "-q", "-m", f"step {step}")
+            git(alice, "checkout", "-q", "-b", f"b{branches}")
+        elif operation == "bob":
+            record(bob, base, f"Bob try {step} - +{number}%", score=1 + number / 90)
+            sync(Store(bob), branch="kexp/bob")
+        elif operation == "fetch":
+            git(alice, "fetch", "-q")
+    refs = git(alice, "for-each-ref", "--format=%(refname:short)", "refs/heads",
+               "refs/remotes").split()  # fmt: skip
+    refs = [r for r in refs if not r.endswith("/HEAD")]
+    truth = _truth(alice, refs)
+    across = RefsStore(Store(alice), all_refs=True)
+    listed = across.list_experiments()
+    seen: dict[tuple[str, bytes], set[str]] = {}
+    for exp in listed:
+        where = across.where(exp)
+        assert where is not None
+        data = _content_of(alice, where.refs[0], exp)
+        key = (exp.id, data)
+        assert key not in seen  # listed once
+        seen[key] = set(where.refs)
+        versions = {d for (i, d) in truth if i == exp.id}
+        assert bool(where.other_versions) == (len(versions) > 1)
+    assert seen == truth
+
+
+def _content_of(root: Path, place: str, exp: Any) -> bytes:
+    """The bytes of an experiment's file at a place (the working tree or a ref)."""
+    import subprocess
+
+    relative = Path(str(exp.path)).relative_to(root).as_posix()
+    if place == WORKING_TREE:
+        return (root / relative).read_bytes()
+    return subprocess.run(["git", "show", f"{place}:{relative}"], cwd=root,
+                          capture_output=True, check=True).stdout  # fmt: skip
