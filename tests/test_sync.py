@@ -352,3 +352,23 @@ def test_eight_clones_on_eight_branches_each_publish_their_own(tmp_path: Path) -
     for index, (made, reports) in results.items():
         assert sorted(remote_ids(remote, f"kexp/agent-{index}")) == sorted(made)
         assert all(r["rejected_pushes"] == 0 for r in reports)
+
+
+def test_two_clones_share_a_side_branch_without_touching_their_checkouts(
+    tmp_path: Path,
+) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    first = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/shared")
+    second = record(bob, base, "Vectorized - +3.0%", score=1.03)
+    made = sync(Store(bob), branch="kexp/shared")  # builds on the remote's branch
+    assert made.pushed and not made.merged
+    third = record(alice, base, "Unrolled by 8 - +2.5%", score=1.025)
+    again = sync(Store(alice), branch="kexp/shared")  # behind the remote: merged
+    assert again.merged and again.pushed
+    assert sorted(remote_ids(remote, "kexp/shared")) == sorted([first.id, second.id, third.id])
+    for root in (alice, bob):
+        assert git(root, "symbolic-ref", "--short", "HEAD") == "main"
+        assert git(root, "rev-parse", "HEAD") == git(remote, "rev-parse", "main")
+    assert remote_ids(remote, "main") == []
