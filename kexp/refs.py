@@ -704,18 +704,24 @@ class RefsStore(Store):
                     text = Path(self.location_path(on_disk[blob])).read_bytes()
                     new.append(self._parse(blob, text))
         limit = self.settings.max_file_bytes
-        streamed = (
-            kgit.iter_blobs(kgit.open_repo(self.toplevel), from_git, max_bytes=limit)
-            if from_git
-            else iter(())
-        )
-        for blob, data in streamed:
-            if data is None:
-                continue
-            if isinstance(data, int):
-                new.append(_error_row(blob, f"the file is {data} bytes (limit {limit})"))
-            else:
-                new.append(self._parse(blob, data))
+
+        def parse(part: list[str]) -> list[tuple[Any, ...]]:
+            """The rows of ``part``, streamed by one ``git cat-file --batch``."""
+            made: list[tuple[Any, ...]] = []
+            streamed = kgit.iter_blobs(kgit.open_repo(self.toplevel), part, max_bytes=limit)
+            for blob, data in streamed:
+                if data is None:
+                    continue
+                if isinstance(data, int):
+                    made.append(_error_row(blob, f"the file is {data} bytes (limit {limit})"))
+                else:
+                    made.append(self._parse(blob, data))
+            return made
+
+        if from_git:  # many: half of them parsed in a forked child (see in_two_processes)
+            from kexp.index import in_two_processes
+
+            new += in_two_processes(parse, from_git, len(from_git))
         cache.put(new)
         rows.update((row[_BLOB], row) for row in new)
         return rows
