@@ -134,7 +134,12 @@ def test_rev_and_refs_together_are_a_usage_error(tmp_path: Path) -> None:
     assert shown.returncode == 2 and "not both" in shown.stderr
 
 
-def test_the_blob_cache_answers_as_a_cold_read_does(tmp_path: Path) -> None:
+def test_the_blob_cache_answers_as_a_cold_read_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kexp.index
+
+    monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 2)  # the cold read forks
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     for n in range(6):
