@@ -238,11 +238,15 @@ def test_export_and_tree_say_where_each_experiment_was_found(tmp_path: Path) -> 
     assert root["id"] == parent.id and root["ref"] == "origin/kexp/bob"
     assert root["children"][0]["id"] == child.id
     assert root["children"][0]["ref"] == "origin/kexp/bob"
-    for command in ("lessons", "stats"):
-        shown = run_kexp(command, "--json", "--all-refs", cwd=alice)
-        assert shown.returncode == 0, shown.stderr
+    failed = record(bob, base, "Unrolled by 16 - -3.0%", score=0.97, pid=child.id)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    lessons = json.loads(run_kexp("lessons", "--json", "--all-refs", cwd=alice).stdout)
+    assert [(item["id"], item["ref"]) for item in lessons["regression"]] == [
+        (failed.id, "origin/kexp/bob")
+    ]
     stats = json.loads(run_kexp("stats", "--json", "--all-refs", cwd=alice).stdout)
-    assert stats["total"] == 3
+    assert stats["total"] == 4
 
 
 def test_a_pattern_matching_no_ref_is_warned_about(tmp_path: Path) -> None:

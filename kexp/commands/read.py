@@ -519,13 +519,28 @@ def lessons(
     """
     from kexp.lessons import lessons as find_lessons
 
-    found = find_lessons(get_store(ctx), **filters_from(params))
+    store = get_store(ctx)
+    filters = filters_from(params)
+    found = find_lessons(store, **filters)
     if groups:
         found = {name: items for name, items in found.items() if name in groups}
     if limit is not None:
         found = {name: (items[-limit:] if limit > 0 else []) for name, items in found.items()}
     if as_json:
-        echo_json({name: [lesson.to_dict() for lesson in items] for name, items in found.items()})
+        data = {name: [lesson.to_dict() for lesson in items] for name, items in found.items()}
+        where = where_found(store)
+        if where is not None:  # read across refs: each lesson says where it was found
+            places = {
+                (e.id, e.score, e.change_summary): where(e)
+                for e in store.list_experiments(brief=True, **filters)
+            }
+            for records in data.values():
+                for record in records:
+                    key = (record["id"], record["score"], record["change_summary"])
+                    sighting = places.get(key)
+                    if sighting is not None:
+                        record.update(sighting.to_dict())
+        echo_json(data)
         return
     style = styler()
     width = terminal_width()
