@@ -523,6 +523,8 @@ def make_workspace(ctx: Context) -> Workspace:
         _run_quietly(["git", "-C", str(pr), "add", "experiments"], ctx.env)
         _run_quietly(["git", "-C", str(pr), *identity, "commit", "-q", "-m",
                       "10 experiments"], ctx.env)
+    if (store / ".git").exists():
+        make_refs(store, ctx.env)
     for root in (store, pr):
         if root.exists():  # warm caches: the write cases measure a store in use
             _run_quietly([*ctx.kexp, "--root", str(root), "top"], ctx.env)
@@ -542,6 +544,75 @@ def make_workspace(ctx: Context) -> Workspace:
     diff.write_text(BENCH_DIFF, encoding="utf-8")
     return Workspace(folder, store, pr, folder / "empty", json_copy, legacy, diff,
                      base_commit, parent, added)
+
+
+#: The refs cases: REFS remote-tracking branches (origin/agent-N), each the store plus
+#: REF_UNIQUE experiments of its own (copies of others under new ids): mostly shared.
+REFS = 10
+REF_UNIQUE = 100
+
+
+def make_refs(store: Path, env: dict[str, str]) -> None:
+    """Make ``refs/remotes/origin/agent-0`` ... in ``store``'s repository (see
+    :data:`REFS`), with git's plumbing (a temporary index; the checkout is untouched)."""
+    import hashlib
+
+    files = sorted((store / "experiments").rglob("*.md"))
+    files = [f for f in files if re.fullmatch(r"[0-9a-f]{16}-.*\.md", f.name)]
+    head = _run_quietly(["git", "-C", str(store), "rev-parse", "HEAD"], env).strip()
+    identity = {"GIT_AUTHOR_NAME": "kexp bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
+                "GIT_COMMITTER_NAME": "kexp bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+    with tempfile.TemporaryDirectory() as scratch:
+        for ref in range(REFS):
+            index = {**env, **identity, "GIT_INDEX_FILE": str(Path(scratch) / f"index-{ref}")}
+            _run_quietly(["git", "-C", str(store), "read-tree", head], index)
+            copies, places = [], []
+            for source in files[ref * REF_UNIQUE : (ref + 1) * REF_UNIQUE]:
+                old = source.name[:16]
+                new = hashlib.sha1(f"{old}-{ref}".encode()).hexdigest()[:16]
+                text = source.read_bytes().replace(old.encode(), new.encode(), 1)
+                copy = Path(scratch) / f"{new}{source.name[16:]}"
+                copy.write_bytes(text)
+                copies.append(str(copy))
+                places.append(f"{source.parent.relative_to(store).as_posix()}/{copy.name}")
+            blobs = subprocess.run(
+                ["git", "-C", str(store), "hash-object", "-w", "--stdin-paths"],
+                input="\n".join(copies) + "\n", text=True, env=env, check=True,
+                capture_output=True,
+            ).stdout.split()
+            lines = "".join(f"100644 {b}\t{p}\n" for b, p in zip(blobs, places, strict=True))
+            subprocess.run(["git", "-C", str(store), "update-index", "--index-info"],
+                           input=lines, text=True, env=index, check=True)
+            tree = _run_quietly(["git", "-C", str(store), "write-tree"], index).strip()
+            commit = _run_quietly(["git", "-C", str(store), "commit-tree", tree, "-p", head,
+                                   "-m", f"agent {ref}"], index).strip()
+            _run_quietly(["git", "-C", str(store), "update-ref",
+                          f"refs/remotes/origin/agent-{ref}", commit], env)
+
+
+def _refs_warm(ctx: Context) -> None:
+    """The blob cache of the refs cases filled once (untimed)."""
+    work = ctx.work()
+    if work.state.get("refs-warm") != "yes":
+        _run_quietly(_work_kexp(ctx, "top", "--refs", "origin/*"), ctx.env)
+        work.state["refs-warm"] = "yes"
+
+
+def _refs_cold(ctx: Context) -> None:
+    """No blob cache: every distinct blob read and parsed again."""
+    work = ctx.work()
+    for path in (work.store / CACHE_DIR).glob("blobs-*.sqlite*"):
+        path.unlink()
+    work.state["refs-warm"] = "no"
+
+
+def check_refs_top(ctx: Context, run: Run) -> str:
+    """``kexp top --refs`` listed 20 experiments, each with where it was found."""
+    rows = [line for line in run.stdout.splitlines()[1:] if line.strip()]
+    named = [line for line in rows if "origin/agent-" in line or "(working tree)" in line]
+    if len(rows) != 20 or len(named) != 20:
+        return f"WRONG: {len(rows)} rows, {len(named)} with a ref"
+    return "ok"
 
 
 def remove_workspace(ctx: Context) -> None:
@@ -752,6 +823,13 @@ CASES: tuple[Case, ...] = (
     Case("pr-review-head", "`kexp review main HEAD` (the commit, as CI runs it; the "
          "working tree holds its files)", _on_pr("review", "main", "HEAD"), check_review,
          reads="pr"),
+    Case("top-refs-cold", f"`kexp top --refs 'origin/*'`: the working tree and {REFS} refs "
+         f"of N experiments ({REF_UNIQUE} of each ref's own), no blob cache",
+         lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
+         prepare=_refs_cold, reads="work"),
+    Case("top-refs-warm", f"`kexp top --refs 'origin/*'` over the same {REFS} refs, blob "
+         "cache warm", lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
+         prepare=_refs_warm, reads="work"),
 )
 CASE_NAMES = tuple(case.name for case in CASES)
 
@@ -995,6 +1073,9 @@ TARGETS: tuple[tuple[str, str, str | None, str, float], ...] = (
     ("`kexp validate --changed` of 10 added ≤ 2 s", "pr-validate-changed", None, "seconds",
      2.0),
     ("`kexp review` of 10 added ≤ 2 s", "pr-review", None, "seconds", 2.0),
+    # Issue 19's: a query across 10 refs of N mostly shared experiments.
+    ("warm `kexp top --refs 'origin/*'` (10 refs) ≤ 2 × warm `kexp top`", "top-refs-warm",
+     "top-cli-warm", "time", 2.0),
 )
 
 

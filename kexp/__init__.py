@@ -30,11 +30,13 @@ if TYPE_CHECKING:
         KexpError,
         LockTimeoutError,
         StoreNotFoundError,
+        SyncConflictError,
         ValidationError,
     )
     from kexp.htmlreport import ReportResult
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
+    from kexp.publish import SyncResult
     from kexp.retrieval import Match
     from kexp.settings import DEFAULT_SETTINGS, Settings
     from kexp.store import InvalidExperimentWarning, Store, find_root, init_store
@@ -60,6 +62,8 @@ __all__ = [
     "Settings",
     "Store",
     "StoreNotFoundError",
+    "SyncConflictError",
+    "SyncResult",
     "ValidationError",
     "__version__",
     "ancestors",
@@ -78,6 +82,7 @@ __all__ = [
     "remeasure",
     "report",
     "similar",
+    "sync",
     "top_experiments",
     "update_experiment",
     "validate",
@@ -97,6 +102,8 @@ _LAZY = {
     "KexpError": "kexp.errors",
     "LockTimeoutError": "kexp.errors",
     "StoreNotFoundError": "kexp.errors",
+    "SyncConflictError": "kexp.errors",
+    "SyncResult": "kexp.publish",
     "ValidationError": "kexp.errors",
     "KernelExperiment": "kexp.model",
     "Problem": "kexp.problems",
@@ -292,4 +299,27 @@ def similar(
         operator=operator,
         dtype=dtype,
         env=env,
+    )
+
+
+def sync(
+    *,
+    branch: str | None = None,
+    remote: str = "origin",
+    message: str | None = None,
+    dry_run: bool = False,
+    attempts: int = 20,
+) -> SyncResult:
+    """Publish the default store's experiments: commit the files under ``experiments/``
+    (nothing else), fetch ``remote``, merge when both moved, push (retried when another
+    clone pushed first; never forced). See :func:`kexp.publish.sync`."""
+    from kexp.publish import sync as publish
+
+    return publish(
+        default_store(),
+        branch=branch,
+        remote=remote,
+        message=message,
+        dry_run=dry_run,
+        attempts=attempts,
     )

@@ -92,3 +92,12 @@ class GitError(KexpError):
 
 class NoCommitsError(GitError):
     """A git repository has no commit yet (there is no ``HEAD`` to take)."""
+
+
+class SyncConflictError(GitError):
+    """``kexp sync`` met a real conflict (the same file changed on both sides); nothing
+    was changed. ``paths`` names the conflicting files."""
+
+    def __init__(self, message: str, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+        super().__init__(message)

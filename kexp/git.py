@@ -13,11 +13,12 @@ process per object.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -161,7 +162,7 @@ def _version(repo: git.Repo) -> tuple[int, ...]:
         return (0,)
 
 
-def _where(repo: git.Repo) -> str:
+def _where(repo: git.Repo | Worktree) -> str:
     return str(repo.working_tree_dir or repo.git_dir)
 
 
@@ -170,7 +171,7 @@ def _executable() -> str:
     return str(gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")
 
 
-def _translate(repo: git.Repo, action: str, stderr: str) -> GitError:
+def _translate(repo: git.Repo | Worktree, action: str, stderr: str) -> GitError:
     """A :class:`GitError` for a failed git command, with a hint at the fix."""
     text = stderr.strip()
     lowered = text.lower()
@@ -752,3 +753,481 @@ def _stream_lines(repo: git.Repo, args: list[str]) -> Iterator[str]:
             raise batch.failure()
     finally:
         batch.close(completed=completed)
+
+
+# --- publishing: commits, merges and pushes for kexp sync -----------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class GitResult:
+    """What one git command gave: its exit status and output."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+
+def git_command(
+    repo: git.Repo | Worktree,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    ok_codes: Sequence[int] | None = (0,),
+) -> GitResult:
+    """Run ``git ARGS`` in ``repo``'s working tree (or git folder) with extra ``env``
+    variables and ``stdin``; an exit status outside ``ok_codes`` (None: any is fine)
+    raises :class:`GitError`. Arguments are a list (no shell); callers pass checked
+    names and give paths through ``--pathspec-from-file``."""
+    import os
+
+    where = repo.working_tree_dir or repo.git_dir
+    command = [_light_executable(), "-c", "core.quotepath=off", *args]
+    environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    try:
+        done = subprocess.run(
+            command, cwd=where, env=environment, input=stdin, capture_output=True,
+            text=True, encoding="utf-8", errors="replace", check=False,
+        )  # fmt: skip
+    except OSError:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    if ok_codes is not None and done.returncode not in ok_codes:
+        raise _translate(repo, args[0] if args else "", done.stderr or done.stdout)
+    return GitResult(done.returncode, done.stdout, done.stderr)
+
+
+def _light_executable() -> str:
+    """The git program, without importing GitPython when it is not loaded yet (the
+    variable it reads, else ``git``)."""
+    import os
+    import sys
+
+    if "git" in sys.modules:
+        return _executable()
+    return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+
+
+def check_branch_name(name: str) -> str:
+    """``name`` if it can name a branch (``kexp/alice``); :class:`GitError` otherwise,
+    before git sees it (options, ranges, ``HEAD``, ``refs/...``, invisible characters)."""
+    if (
+        not isinstance(name, str)
+        or not is_ref_name(name)
+        or name == "HEAD"
+        or name.startswith("refs/")
+        or len(name) > _MAX_REVISION_CHARS
+    ):
+        raise GitError(
+            f"{name!r} is not a branch name kexp accepts: give a plain branch name such as "
+            "kexp/alice (letters, digits, '-', '_', '.', '/'; no options, spaces or ranges)"
+        )
+    return name
+
+
+def current_branch(repo: git.Repo) -> str | None:
+    """The checked-out branch's short name (None when ``HEAD`` is detached)."""
+    found = git_command(repo, "symbolic-ref", "-q", "--short", "HEAD", ok_codes=(0, 1))
+    return found.stdout.strip() or None if found.status == 0 else None
+
+
+def ref_commit(repo: git.Repo, ref: str) -> str | None:
+    """The commit a full ref name (``refs/heads/x``) points at, None when it does not
+    exist. ``ref`` must be made of checked names."""
+    if not ref.startswith("refs/") or not is_ref_name(ref):
+        raise GitError(f"{ref!r} is not a full ref name")
+    found = git_command(repo, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok_codes=(0, 1))
+    return found.stdout.strip() or None
+
+
+def remote_names(repo: git.Repo) -> list[str]:
+    """The configured remotes (``git remote``)."""
+    return git_command(repo, "remote").stdout.split()
+
+
+def staged_paths(repo: git.Repo) -> list[str]:
+    """Paths whose staged content differs from ``HEAD`` (relative to the root)."""
+    if not _has_head(repo):
+        output = git_command(repo, "ls-files", "-z").stdout
+    else:
+        output = git_command(repo, "diff", "--cached", "--name-only", "--no-renames", "-z").stdout
+    return [p for p in output.split("\0") if p]
+
+
+def _has_head(repo: git.Repo) -> bool:
+    return git_command(repo, "rev-parse", "-q", "--verify", "HEAD", ok_codes=(0, 1)).status == 0
+
+
+def changed_paths(repo: git.Repo, folder: str) -> list[str]:
+    """Files under ``folder`` that differ from ``HEAD`` in the working tree: new
+    (untracked, not ignored), changed or deleted, relative to the repository root."""
+    output = git_command(
+        repo, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
+        "--", f":(literal){folder}",
+    ).stdout  # fmt: skip
+    return [entry[3:] for entry in output.split("\0") if len(entry) > 3]
+
+
+def commit_paths(repo: git.Repo, paths: Sequence[str], message: str) -> str:
+    """Stage ``paths`` (new, changed or deleted files) and commit exactly them (nothing
+    else the index holds) on the current branch; the new commit's hash."""
+    listing = "".join(f"{p}\0" for p in paths)
+    spec = ("--pathspec-from-file=-", "--pathspec-file-nul")
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    git_command(repo, "add", "-A", *spec, env=literal, stdin=listing)
+    git_command(
+        repo, "commit", "-q", "--no-edit", "-m", message, "--only", *spec,
+        env=literal, stdin=listing,
+    )  # fmt: skip
+    return head_commit(repo)
+
+
+def commit_files_onto(
+    repo: git.Repo,
+    parent: str | None,
+    folder: str,
+    message: Callable[[list[str]], str],
+    *,
+    keep: Callable[[str], bool] | None = None,
+    write: bool = True,
+) -> tuple[str | None, list[str]]:
+    """A commit on top of ``parent`` (None: a first commit) holding its tree plus the
+    working tree's new and changed files under ``folder`` (deleted files are not
+    published), made with a temporary index: neither the real index, the working tree
+    nor any branch changes. ``message`` makes the message from the paths; ``keep``
+    chooses the paths; ``write`` False makes no commit. Returns (the commit or None when
+    nothing differs or ``write`` is False, the paths it holds)."""
+    import os
+    import tempfile
+
+    handle, index = tempfile.mkstemp(prefix="kexp-index-", dir=repo.git_dir)
+    os.close(handle)
+    os.unlink(index)
+    env = {"GIT_INDEX_FILE": index, "GIT_LITERAL_PATHSPECS": "1"}
+    try:
+        if parent is None:
+            git_command(repo, "read-tree", "--empty", env=env)
+        else:
+            git_command(repo, "read-tree", parent, env=env)
+        listed = git_command(
+            repo, "ls-files", "-z", "--others", "--modified", "--exclude-standard",
+            "--", folder, env=env,
+        ).stdout  # fmt: skip
+        top = toplevel(repo)
+        paths = sorted(
+            {
+                p
+                for p in listed.split("\0")
+                if p and (keep is None or keep(p)) and (top / p).is_file()
+            }
+        )
+        if not paths or not write:
+            return None, paths
+        git_command(
+            repo, "add", "--pathspec-from-file=-", "--pathspec-file-nul",
+            env=env, stdin="".join(f"{p}\0" for p in paths),
+        )  # fmt: skip
+        tree = git_command(repo, "write-tree", env=env).stdout.strip()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(index)
+    parents = ["-p", parent] if parent else []
+    commit = git_command(repo, "commit-tree", tree, *parents, "-m", message(paths)).stdout.strip()
+    return commit, paths
+
+
+def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
+    """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
+    the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
+    2.38). Raises :class:`~kexp.errors.SyncConflictError` naming the conflicting files."""
+    from kexp.errors import SyncConflictError
+
+    if _version(repo) < (2, 38):
+        raise GitError(
+            "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
+        )
+    found = git_command(
+        repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs,
+        ok_codes=(0, 1),
+    )  # fmt: skip
+    lines = found.stdout.splitlines()
+    if found.status == 1:
+        conflicted = sorted({line for line in lines[1:] if line.strip()})
+        raise SyncConflictError(
+            f"conflict: {', '.join(conflicted)} changed both here and on the remote",
+            conflicted,
+        )
+    tree = lines[0].strip()
+    return git_command(
+        repo, "commit-tree", tree, "-p", ours, "-p", theirs, "-m", message
+    ).stdout.strip()
+
+
+def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
+    """Move the checked-out branch, index and working tree forward to ``commit`` (a
+    descendant of ``HEAD``); the user's other uncommitted changes are kept (git refuses,
+    changing nothing, when one would be overwritten)."""
+    found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
+    if found.status != 0:
+        detail = (found.stderr or found.stdout).strip().splitlines()
+        raise GitError(
+            "cannot bring the working tree up to date with the remote's experiments "
+            f"({detail[0] if detail else 'git merge --ff-only failed'}): commit or stash "
+            "the changes git names, then run kexp sync again"
+        )
+
+
+def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:
+    """Point ``refs/heads/BRANCH`` at ``new`` if it still points at ``old`` (None: if it
+    does not exist); whether it did."""
+    check_branch_name(branch)
+    expected = old or "0" * 40
+    found = git_command(
+        repo, "update-ref", "-m", "kexp sync", f"refs/heads/{branch}", new, expected,
+        ok_codes=None,
+    )  # fmt: skip
+    return found.status == 0
+
+
+def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
+    """Fetch ``branch`` from ``remote`` into ``refs/remotes/REMOTE/BRANCH``; the commit
+    it points at, None when the remote has no such branch."""
+    check_branch_name(branch)
+    if not is_ref_name(remote):
+        raise GitError(f"{remote!r} is not a remote name")
+    tracking = f"refs/remotes/{remote}/{branch}"
+    found = git_command(
+        repo, "fetch", "-q", "--no-tags", "--end-of-options", remote,
+        f"+refs/heads/{branch}:{tracking}", ok_codes=None,
+    )  # fmt: skip
+    if found.status != 0:
+        if "couldn't find remote ref" in found.stderr.lower():
+            return None
+        raise _translate(repo, "fetch", found.stderr)
+    return ref_commit(repo, tracking)
+
+
+#: What git says when a push lost a race (another push landed first): worth a retry.
+_PUSH_RACE = re.compile(
+    r"rejected|fetch first|non-fast-forward|cannot lock|unable to lock|failed to update ref|"
+    r"stale info|incorrect old value|but expected|reference already exists",
+    re.IGNORECASE,
+)
+
+
+def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> bool:
+    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced: True when
+    it landed, False when it was rejected because the remote moved meanwhile (fetch,
+    merge, and try again). Other failures raise :class:`GitError`."""
+    check_branch_name(branch)
+    if not is_ref_name(remote) or not is_hex(commit, 40):
+        raise GitError(f"refused push of {commit!r} to {remote!r}")
+    found = git_command(
+        repo, "push", "-q", "--porcelain", remote,
+        f"{commit}:refs/heads/{branch}", ok_codes=None,
+    )  # fmt: skip
+    if found.status == 0:
+        return True
+    if _PUSH_RACE.search(found.stderr + found.stdout):
+        return False
+    raise _translate(repo, "push", found.stderr or found.stdout)
+
+
+def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:
+    """How many commits ``tip`` has that ``base`` has not (all of them for None)."""
+    args = ["rev-list", "--count", tip] + ([f"^{base}"] if base else [])
+    return int(git_command(repo, *args).stdout.strip() or 0)
+
+
+# --- reading across refs ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RefInfo:
+    """A branch, remote-tracking branch or tag, with the commit it names."""
+
+    name: str  # the full name: refs/remotes/origin/agent-1
+    short: str  # as git abbreviates it: origin/agent-1
+    commit: str
+    date: int  # the commit's committer date (seconds since the epoch)
+
+
+def list_refs(repo: git.Repo | Worktree) -> list[RefInfo]:
+    """Every branch, remote-tracking branch and tag naming a commit (annotated tags
+    peeled), in git's order; symbolic refs (``origin/HEAD``) left out."""
+    output = git_command(
+        repo, "for-each-ref",
+        "--format=%(refname)%00%(refname:short)%00%(objecttype)%00%(objectname)%00"
+        "%(*objectname)%00%(committerdate:unix)%00%(*committerdate:unix)%00%(symref)",
+        "refs/heads", "refs/remotes", "refs/tags",
+    ).stdout  # fmt: skip
+    found: list[RefInfo] = []
+    for line in output.splitlines():
+        parts = line.split("\0")
+        if len(parts) != 8 or parts[7]:
+            continue
+        name, short, kind, sha, peeled, date, peeled_date, _ = parts
+        if kind == "tag":
+            sha, date = peeled, peeled_date
+        elif kind != "commit":
+            continue
+        if is_hex(sha, 40) and is_ref_name(name):
+            found.append(RefInfo(name, short, sha, int(date) if date.isdigit() else 0))
+    return found
+
+
+def tree_files(
+    repo: git.Repo | Worktree, commit: str, folder: str, *, tree: bool = False
+) -> list[tuple[str, str, str]]:
+    """(mode, blob hash, path) of every file under ``folder`` in ``commit``'s tree: one
+    ``git ls-tree`` without sizes (quicker than :func:`list_tree`). With ``tree``,
+    ``commit`` is the hash of ``folder``'s own tree (the paths still start with
+    ``folder``)."""
+    if not is_hex(commit, 40):
+        raise GitError(f"{commit!r} is not a full commit or tree hash")
+    if tree:
+        output = git_command(repo, "ls-tree", "-r", "-z", commit).stdout
+    else:
+        output = git_command(
+            repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder
+        ).stdout
+    lead = f"{folder}/" if tree else ""
+    found: list[tuple[str, str, str]] = []
+    for record in output.split("\0"):
+        meta, tab, path = record.partition("\t")
+        if tab:
+            mode, _, rest = meta.partition(" ")
+            found.append((mode, rest.rpartition(" ")[2], lead + path))
+    return found
+
+
+def blob_id(data: bytes) -> str:
+    """The hash git gives a blob of ``data`` (SHA-1 object format)."""
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def check_ref_pattern(pattern: str) -> str:
+    """``pattern`` if it is a ref name with ``*`` wildcards (``origin/*``,
+    ``refs/remotes/origin/agent-*``); :class:`GitError` otherwise, before git sees it."""
+    if (
+        not isinstance(pattern, str)
+        or not pattern
+        or len(pattern) > _MAX_REVISION_CHARS
+        or not is_ref_name(pattern.replace("*", "x"))
+    ):
+        raise GitError(
+            f"{pattern!r} is not a ref pattern kexp accepts: give a branch or ref name, "
+            "with * for any characters (origin/*, refs/remotes/origin/agent-*)"
+        )
+    return pattern
+
+
+@dataclasses.dataclass(frozen=True)
+class Worktree:
+    """A repository known by its folders alone, without GitPython (which is slow to
+    import): what :func:`git_command` and the functions built on it need."""
+
+    working_tree_dir: str
+    git_dir: str
+
+
+def find_worktree(path: Path | str) -> Worktree:
+    """The repository holding ``path``, from ``git rev-parse`` (no GitPython)."""
+    import os
+
+    git_command_name = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+    try:
+        found = subprocess.run(
+            [git_command_name, "-C", str(path), "rev-parse", "--show-toplevel",
+             "--absolute-git-dir"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except OSError:
+        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+    lines = found.stdout.splitlines()
+    if found.returncode != 0 or len(lines) != 2:
+        if "dubious ownership" in found.stderr:
+            raise _translate(Worktree(str(path), str(path)), "rev-parse", found.stderr)
+        raise GitError(
+            f"{path} is not inside a git repository (or it is a bare one): reading across "
+            "refs needs the store's git repository"
+        )
+    return Worktree(lines[0], lines[1])
+
+
+def tree_changes(
+    repo: git.Repo | Worktree, base: str, heads: Sequence[str], folder: str
+) -> dict[str, list[tuple[str, str, str]]]:
+    """:func:`raw_changes` from ``base`` to each of ``heads`` (full hashes), from one
+    ``git diff-tree --stdin`` process: head → [(path, new mode, new blob)]."""
+    wanted = list(dict.fromkeys(heads))
+    if not is_hex(base, 40) or not all(is_hex(head, 40) for head in wanted):
+        raise GitError("tree_changes takes full commit hashes")
+    found: dict[str, list[tuple[str, str, str]]] = {head: [] for head in wanted}
+    if not wanted:
+        return found
+    output = git_command(
+        repo, "diff-tree", "--stdin", "--always", "-r", "-z", "--raw", "--no-abbrev",
+        "--no-renames", "--", f":(literal){folder}",
+        # "A B" on stdin is read as "commit A with parent B": the diff from B to A.
+        stdin="".join(f"{head} {base}\n" for head in wanted),
+    ).stdout  # fmt: skip
+    tokens = output.split("\0")
+    current: list[tuple[str, str, str]] | None = None
+    at = 0
+    while at < len(tokens):
+        token = tokens[at].lstrip("\n")
+        if token.startswith(":") and current is not None and at + 1 < len(tokens):
+            parts = token[1:].split()
+            if len(parts) >= 5:
+                blob = "" if _NULL_SHA.fullmatch(parts[3]) else parts[3]
+                current.append((tokens[at + 1], parts[1], blob))
+            at += 2
+            continue
+        if token.strip():  # the header of the next pair: the head's hash
+            current = found.get(token.strip())
+        at += 1
+    return found
+
+
+def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[str, str] | None]:
+    """(hash, type) of each object name (``HEAD``, ``HEAD:experiments``, a hash), None
+    for one that does not resolve; one ``git cat-file --batch-check``. The names are
+    made by kexp (no line breaks)."""
+    if any("\n" in name or "\r" in name for name in names):
+        raise GitError("an object name holds a line break")
+    if not names:
+        return []
+    output = git_command(
+        repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+        stdin="".join(f"{name}\n" for name in names),
+    ).stdout  # fmt: skip
+    found: list[tuple[str, str] | None] = []
+    for line in output.splitlines()[: len(names)]:
+        parts = line.split()
+        found.append((parts[0], parts[1]) if len(parts) == 2 and is_hex(parts[0], 40) else None)
+    return found + [None] * (len(names) - len(found))
+
+
+def status_entries(repo: git.Repo | Worktree, folder: str) -> list[tuple[str, str, str, str]]:
+    """``git status --porcelain=v2`` of ``folder`` (untracked files listed one by one,
+    no renames): (kind, XY, index blob, path); kind "1" a changed file (X: the index
+    against HEAD, Y: the working tree against the index), "u" an unmerged one, "?" an
+    untracked one (XY and blob empty)."""
+    output = git_command(
+        repo, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
+        "--ignore-submodules=all", "--", f":(literal){folder}",
+    ).stdout  # fmt: skip
+    found: list[tuple[str, str, str, str]] = []
+    for record in output.split("\0"):
+        if record.startswith("1 "):
+            parts = record.split(" ", 8)
+            if len(parts) == 9:
+                found.append(("1", parts[1], parts[7], parts[8]))
+        elif record.startswith("u "):
+            parts = record.split(" ", 10)
+            if len(parts) == 11:
+                found.append(("u", parts[1], "", parts[10]))
+        elif record.startswith("? "):
+            found.append(("?", "", "", record[2:]))
+    return found

@@ -221,3 +221,19 @@ def test_claude_and_cursor_targets_are_at_the_top_of_the_project(repo: Path) -> 
 
 def test_the_skill_source_is_the_repository_folder_in_a_checkout() -> None:
     assert (skill_source() / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
+
+
+def test_the_skill_says_consult_across_refs_and_sync_after_recording() -> None:
+    """Many agents at once: the skill tells them to read every branch (--all-refs) and
+    to publish after recording (kexp sync), and both are real commands and options."""
+    from click.testing import CliRunner
+
+    from kexp.cli import main
+
+    text = SKILL_MD.read_text(encoding="utf-8")
+    loop = text[text.index("**The loop, every iteration:**") : text.index("## 1.")]
+    assert "kexp sync" in loop and "--all-refs" in loop
+    assert loop.index("record the iteration") < loop.index("kexp sync")
+    for command in ("top", "list", "show"):
+        assert "--all-refs" in CliRunner().invoke(main, [command, "--help"]).output
+    assert "--branch" in CliRunner().invoke(main, ["sync", "--help"]).output

@@ -53,7 +53,44 @@ def get_store(ctx: click.Context) -> Store:
     root = ctx.find_root().params.get("root")
     store = Store(root)
     revision = ctx.params.get("rev")
+    refs, all_refs = ctx.params.get("refs") or (), bool(ctx.params.get("all_refs"))
+    if refs or all_refs:
+        if revision:
+            raise click.UsageError("give --rev or --refs/--all-refs, not both")
+        from kexp.refs import RefsStore
+
+        return RefsStore(store, list(refs), all_refs=all_refs)
     return store.at(revision) if revision else store
+
+
+def refs_options(func: _F) -> _F:
+    """``--refs PATTERN`` (repeatable) and ``--all-refs``: read the working tree plus
+    the store at every matching ref, from git objects (read commands)."""
+    options = [
+        click.option(
+            "--refs",
+            "refs",
+            multiple=True,
+            metavar="PATTERN",
+            help="Also read the store at every ref matching PATTERN (origin/*, "
+            "refs/remotes/origin/agent-*; repeatable), from git objects.",
+        ),
+        click.option(
+            "--all-refs",
+            is_flag=True,
+            help="Also read the store at every branch and remote-tracking branch.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def where_found(store: Any) -> Callable[[KernelExperiment], Any] | None:
+    """Where each experiment a store read across refs handed out was found (its
+    ``where``), or None for a plain store."""
+    where = getattr(store, "where", None)
+    return where if callable(where) else None
 
 
 def rev_option(func: _F) -> _F:
@@ -659,6 +696,19 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     return one_line(value)
 
 
+def ref_cell(sighting: Any) -> str:
+    """The REF column: where an experiment was found, ``+N`` other places holding the
+    same content, ``(differs: REF)`` when another ref holds another version."""
+    if sighting is None:
+        return ""
+    text = sighting.ref
+    if len(sighting.refs) > 1:
+        text += f" +{len(sighting.refs) - 1}"
+    if sighting.other_versions:
+        text += f" (differs: {sighting.other_versions[0]})"
+    return one_line(text)
+
+
 def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_matter: bool) -> bool:
     """Whether printing experiments this way shows body text (else it is not read):
     ``--brief`` shows the key insight, from the detailed description."""
@@ -680,9 +730,12 @@ def emit_experiments(
     ranked: bool,
     front_matter: bool = False,
     full: bool = False,
+    where: Callable[[KernelExperiment], Any] | None = None,
 ) -> None:
     """Print experiments as a table (``#`` column when ``ranked``), JSON, JSON Lines or CSV
-    (records shaped by :func:`kexp.export.machine_record`; CSV keeps every column)."""
+    (records shaped by :func:`kexp.export.machine_record`; CSV keeps every column).
+    ``where`` (read across refs): each record says where it was found (``ref``, a REF
+    column)."""
     chosen = field_list(fields)
     output_format = "json" if as_json else output_format
     if output_format != "table":
@@ -695,6 +748,14 @@ def emit_experiments(
                 machine_record(e, chosen, brief=brief, front_matter=front_matter, full=full)
                 for e in experiments
             ]
+        if where is not None:
+            for exp, record in zip(experiments, records, strict=True):
+                sighting = where(exp)
+                if sighting is not None:
+                    found = sighting.to_dict()
+                    if output_format == "csv":
+                        found = {"ref": found["ref"], "refs": " ".join(found["refs"])}
+                    record.update(found)
         if output_format == "json":
             echo_json(records)
             return
@@ -708,6 +769,11 @@ def emit_experiments(
     headers = [_HEADERS.get(c, c.upper()) for c in columns]
     width = id_display_width(experiments)
     rows = [[cell(e, c, width) for c in columns] for e in experiments]
+    if where is not None:
+        at = columns.index("id") + 1 if "id" in columns else 0
+        headers.insert(at, "REF")
+        for exp, row in zip(experiments, rows, strict=True):
+            row.insert(at, ref_cell(where(exp)))
     if ranked:
         headers.insert(0, "#")
         for number, row in enumerate(rows, 1):

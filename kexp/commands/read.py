@@ -27,12 +27,14 @@ from kexp.commands.common import (
     print_table,
     progress,
     read_options,
+    refs_options,
     rev_option,
     stdout_is_terminal,
     styler,
     suspect_reasons,
     terminal_width,
     truncate,
+    where_found,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 @click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
 @click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
 @filter_options
+@refs_options
 @click.option(
     "--by",
     type=click.Choice(["score", "low"]),
@@ -110,7 +113,8 @@ def top(
       kexp top --by low                    ranked by the interval's low end
       kexp top --json --brief              the best 20, for an agent
     """
-    experiments = get_store(ctx).top_experiments(
+    store = get_store(ctx)
+    experiments = store.top_experiments(
         limit,
         include_buggy=include_buggy,
         include_pending=include_pending,
@@ -127,11 +131,13 @@ def top(
         ranked=not sort and not reverse,
         front_matter=front_matter,
         full=full,
+        where=where_found(store),
     )
 
 
 @click.command(name="list")
 @filter_options
+@refs_options
 @click.option("--sort", help=_SORT_HELP + " Default: oldest first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @click.option(
@@ -167,7 +173,8 @@ def list_command(
       kexp list --sort -score -n 10 --fields id,score,change_summary
       kexp list --format csv > experiments.csv
     """
-    experiments = get_store(ctx).list_experiments(
+    store = get_store(ctx)
+    experiments = store.list_experiments(
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
         **filters_from(params),
     )
@@ -185,12 +192,14 @@ def list_command(
         ranked=False,
         front_matter=front_matter,
         full=full,
+        where=where_found(store),
     )
 
 
 @click.command()
 @click.argument("exp_id", shell_complete=complete_ids)
 @rev_option
+@refs_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--field", "one_field", help="Print one field's raw value (for scripts).")
 @click.option("--fields", help="Only these fields (comma-separated).")
@@ -207,6 +216,8 @@ def show(
     ctx: click.Context,
     exp_id: str,
     rev: str | None,
+    refs: tuple[str, ...],
+    all_refs: bool,
     as_json: bool,
     one_field: str | None,
     fields: str | None,
@@ -227,9 +238,18 @@ def show(
       kexp show 6749f3a0c2 --field code_change > change.diff
       kexp show 6749f3a0c2 --json --fields id,score,outcome
     """
-    exp = get_store(ctx).get_experiment(exp_id)
+    store = get_store(ctx)
+    exp = store.get_experiment(exp_id)
+    where = where_found(store)
     if not (one_field or as_json or fields):
-        _print_experiment(exp, brief)  # the common case: neither json nor export needed
+        if where is None:
+            _print_experiment(exp, brief)  # the common case: neither json nor export needed
+            return
+        # Read across refs: every version, the newest first, each with where it was found.
+        for number, version in enumerate(store.versions(exp_id)):  # type: ignore[attr-defined]
+            if number:
+                click.echo("")
+            _print_experiment(version, brief, where(version))
         return
     import json
 
@@ -248,7 +268,11 @@ def show(
         return
     chosen = field_list(fields)
     if as_json:
-        echo_json(machine_record(exp, chosen, brief=brief, front_matter=front_matter, full=full))
+        record = machine_record(exp, chosen, brief=brief, front_matter=front_matter, full=full)
+        sighting = where(exp) if where is not None else None
+        if sighting is not None:
+            record.update(sighting.to_dict())
+        echo_json(record)
         return
     if chosen:
         record = to_record(exp, chosen)
@@ -263,7 +287,7 @@ def show(
     _print_experiment(exp, brief)
 
 
-def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
+def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:
     from kexp.model import SECTION_HEADINGS
 
     style = styler()
@@ -312,6 +336,10 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
         rows.append(("suspect", f"verify correctness: {'; '.join(reasons)}"))
     if exp.path:
         rows.append(("file", os.path.relpath(exp.path)))
+    if sighting is not None:
+        rows.append(("ref", ", ".join(sighting.refs)))
+        if sighting.note:
+            rows.append(("note", sighting.note))
     for name, value in rows:
         click.echo(f"  {one_line(name):<9} {one_line(value)}")
     if brief:
@@ -339,6 +367,7 @@ def _print_experiment(exp: KernelExperiment, brief: bool) -> None:
 @click.command()
 @click.argument("exp_id", required=False, shell_complete=complete_ids)
 @filter_options
+@refs_options
 @click.option("--json", "as_json", is_flag=True, help="Print the trees as JSON.")
 @click.pass_context
 @paged_output
@@ -371,7 +400,17 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         forest = lineage.lineage_forest(store, **filters)
         focus = None
     if as_json:
-        echo_json([node.to_dict() for node in forest])
+        trees = [node.to_dict() for node in forest]
+        where = where_found(store)
+        if where is not None:  # read across refs: each node says where it was found
+            stack = list(zip(forest, trees, strict=True))
+            while stack:
+                node, data = stack.pop()
+                sighting = where(node.experiment)
+                if sighting is not None:
+                    data.update(sighting.to_dict())
+                stack.extend(zip(node.children, data["children"], strict=True))
+        echo_json(trees)
         return
     if not forest:
         click.echo("(no experiments match)", err=True)
@@ -447,6 +486,7 @@ def _print_line(
 
 @click.command()
 @filter_options
+@refs_options
 @click.option(
     "--group",
     "groups",
@@ -479,13 +519,28 @@ def lessons(
     """
     from kexp.lessons import lessons as find_lessons
 
-    found = find_lessons(get_store(ctx), **filters_from(params))
+    store = get_store(ctx)
+    filters = filters_from(params)
+    found = find_lessons(store, **filters)
     if groups:
         found = {name: items for name, items in found.items() if name in groups}
     if limit is not None:
         found = {name: (items[-limit:] if limit > 0 else []) for name, items in found.items()}
     if as_json:
-        echo_json({name: [lesson.to_dict() for lesson in items] for name, items in found.items()})
+        data = {name: [lesson.to_dict() for lesson in items] for name, items in found.items()}
+        where = where_found(store)
+        if where is not None:  # read across refs: each lesson says where it was found
+            places = {
+                (e.id, e.score, e.change_summary): where(e)
+                for e in store.list_experiments(brief=True, **filters)
+            }
+            for records in data.values():
+                for record in records:
+                    key = (record["id"], record["score"], record["change_summary"])
+                    sighting = places.get(key)
+                    if sighting is not None:
+                        record.update(sighting.to_dict())
+        echo_json(data)
         return
     style = styler()
     width = terminal_width()
@@ -567,6 +622,7 @@ _SHORT = {
 
 @click.command()
 @filter_options
+@refs_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @paged_output
@@ -707,6 +763,7 @@ def _change_text(old: Any, new: Any) -> str:
     help="Write to this file (replaced atomically) instead of stdout.",
 )
 @filter_options
+@refs_options
 @click.option("--fields", help="Only these fields (comma-separated).")
 @click.option("--brief", is_flag=True, help="Front-matter only, no body text.")
 @click.pass_context

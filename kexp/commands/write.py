@@ -17,6 +17,7 @@ from kexp.commands.common import (
     get_store,
     one_line,
     progress,
+    refs_options,
 )
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ def _add_options(func: Any) -> Any:
 
 @click.command()
 @_add_options
+@refs_options
 @click.pass_context
 def add(
     ctx: click.Context,
@@ -214,6 +216,9 @@ def add(
     base_commit (git HEAD) and author (git user.name) are filled in; status defaults
     to done; the experiment is validated before anything is written. Prints the new
     id and path.
+
+    With --refs PATTERN or --all-refs, a code change recorded on one of those refs
+    (another agent's branch) is warned about too.
 
     Python: kexp.intake.record(store, fields, baseline=..., candidate=...), with
     fields from kexp.intake.parse_document(text).

@@ -1,0 +1,269 @@
+"""``kexp sync``: publish what this machine recorded, and take in what others published.
+
+One sync commits the files under ``experiments/`` (never the user's other changes),
+fetches the remote branch, merges it in when both sides moved (experiment files are
+distinct, so this does not conflict; a real conflict, the same file changed on both
+sides, stops before anything changes, naming the file), and pushes. A push the remote
+rejects because another clone pushed first is retried (fetch, merge, push) a bounded
+number of times with a growing, jittered pause. Never a force-push. Nothing new and
+the remote up to date: nothing is committed or pushed.
+
+The current branch is published, or with ``branch`` another one (``kexp/<name>``):
+then the commit is made beside the checkout (with a temporary index), and neither the
+working tree, the index nor the checked-out branch changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kexp.errors import GitError, KexpError, SyncConflictError
+
+if TYPE_CHECKING:
+    from kexp.store import Store
+
+#: How many times a sync tries to push before it gives up (each after a fetch).
+DEFAULT_ATTEMPTS = 20
+#: The first pause after a rejected push, in seconds (doubled each time, jittered).
+DEFAULT_BACKOFF = 0.1
+_MAX_PAUSE = 5.0
+_SHOWN_PATHS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncResult:
+    """What one sync did (or, with ``dry_run``, would do)."""
+
+    remote: str
+    branch: str
+    dry_run: bool
+    #: The experiment files committed (repository paths), or that would be.
+    committed: tuple[str, ...]
+    #: The commit made of them (None: nothing new to commit, or a dry run).
+    commit: str | None
+    #: Whether the remote's commits were merged in (or fast-forwarded to).
+    merged: bool
+    #: Whether this sync pushed (the remote branch now points at ``head``).
+    pushed: bool
+    #: How many commits the push brought to the remote.
+    commits_pushed: int
+    #: The branch's commit after the sync (None: the branch has no commit).
+    head: str | None
+    #: How many pushes were tried, and how many of them were rejected (and retried).
+    push_attempts: int
+    rejected_pushes: int
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether there was nothing to do: nothing committed, merged or pushed."""
+        return not (self.committed or self.merged or self.pushed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data (``kexp sync --json``)."""
+        data = dataclasses.asdict(self)
+        data["committed"] = list(self.committed)
+        data["up_to_date"] = self.up_to_date
+        return data
+
+    def lines(self) -> list[str]:
+        """What the sync did, for people."""
+        where = f"{self.remote}/{self.branch}"
+        files = len(self.committed)
+        if self.dry_run:
+            found = [f"would commit {files} experiment file(s) to {self.branch}"]
+            found += [f"  {path}" for path in self.committed[:_SHOWN_PATHS]]
+            if files > _SHOWN_PATHS:
+                found.append(f"  ... and {files - _SHOWN_PATHS} more")
+            found.append(f"then fetch {where}, merge it in if both moved, and push")
+            return found
+        if self.up_to_date:
+            return [f"up to date with {where}: nothing to commit or push"]
+        found = []
+        if self.commit:
+            found.append(f"committed {files} experiment file(s) as {self.commit[:12]}")
+        if self.merged:
+            found.append(f"merged the experiments of {where}")
+        if self.pushed:
+            retried = (
+                f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
+            )
+            found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
+        return found
+
+
+def sync(
+    store: Store,
+    *,
+    branch: str | None = None,
+    remote: str = "origin",
+    message: str | None = None,
+    dry_run: bool = False,
+    attempts: int = DEFAULT_ATTEMPTS,
+    backoff: float = DEFAULT_BACKOFF,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SyncResult:
+    """Publish ``store``'s experiments to ``remote`` (see the module's description).
+
+    ``branch`` (default: the checked-out one) is where they go; ``message`` the commit
+    message; ``dry_run`` says what would be committed and changes nothing; ``attempts``
+    bounds the pushes tried. Raises :class:`~kexp.errors.SyncConflictError` naming the
+    files on a real conflict (nothing changed: the local commit is kept, the remote
+    untouched), :class:`~kexp.errors.GitError` for refused names and failures.
+    """
+    from kexp import git as kgit
+    from kexp.snapshot import StoreLocation
+
+    if branch is not None:
+        kgit.check_branch_name(branch)
+    if not isinstance(remote, str) or not kgit.is_ref_name(remote):
+        raise GitError(
+            f"{remote!r} is not a remote name kexp accepts: give the name of a configured "
+            "remote (git remote lists them)"
+        )
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise KexpError(f"attempts must be a positive whole number, not {attempts!r}")
+    location = StoreLocation.of(store.root)
+    repo, folder = location.repo, location.folder
+    if remote not in kgit.remote_names(repo):
+        raise GitError(
+            f"{location.toplevel} has no remote {remote!r}: add it (git remote add "
+            f"{remote} URL) or give the remote to publish to (--remote NAME)"
+        )
+    checked_out = kgit.current_branch(repo)
+    target = branch or checked_out
+    if target is None:
+        raise GitError(
+            "HEAD is detached (no branch checked out): check out a branch, or give the "
+            "branch to publish to (--branch kexp/<name>)"
+        )
+    kgit.check_branch_name(target)
+    in_checkout = target == checked_out
+    local = kgit.ref_commit(repo, f"refs/heads/{target}")
+
+    commit: str | None = None
+    if in_checkout:
+        others = [p for p in kgit.staged_paths(repo) if not _inside(p, folder)]
+        if others:
+            raise KexpError(
+                f"the index holds staged changes outside {folder}/ ({_listing(others)}): "
+                "kexp sync commits only experiment files; commit those changes first, or "
+                "unstage them (git restore --staged PATH)"
+            )
+        paths = sorted(p for p in kgit.changed_paths(repo, folder) if _publishable(p, folder))
+        if paths and not dry_run:
+            commit = kgit.commit_paths(repo, paths, message or _message(paths))
+            local = commit
+    else:
+        base = local
+        if base is None and not dry_run:
+            base = kgit.fetch_branch(repo, remote, target)
+        if base is None:
+            base = kgit.ref_commit(repo, f"refs/heads/{checked_out}") if checked_out else None
+        made, paths = kgit.commit_files_onto(
+            repo,
+            base,
+            folder,
+            (lambda _: message) if message else _message,
+            keep=lambda path: _publishable(path, folder),
+            write=not dry_run,
+        )
+        if made is not None:
+            if not kgit.update_branch(repo, target, made, local):
+                raise GitError(
+                    f"branch {target} moved while kexp sync was committing to it: run kexp "
+                    "sync again"
+                )
+            commit = local = made
+        elif local is None and base is not None and not dry_run:
+            kgit.update_branch(repo, target, base, None)
+            local = base
+    if dry_run:
+        return SyncResult(remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0)
+
+    merged = pushed = False
+    tried = rejected = commits_pushed = 0
+    for attempt in range(attempts):
+        remote_tip = kgit.fetch_branch(repo, remote, target)
+        if local is None:  # nothing here, nothing to publish: take what the remote has
+            if remote_tip is not None and in_checkout:
+                kgit.fast_forward_checkout(repo, remote_tip)
+                local, merged = remote_tip, True
+            break
+        if (
+            remote_tip is not None
+            and remote_tip != local
+            and not kgit.is_ancestor(repo, remote_tip, local)
+        ):
+            new = remote_tip
+            if not kgit.is_ancestor(repo, local, remote_tip):
+                new = _merge(kgit, repo, local, remote_tip, remote, target)
+            if in_checkout:
+                kgit.fast_forward_checkout(repo, new)
+            elif not kgit.update_branch(repo, target, new, local):
+                raise GitError(
+                    f"branch {target} moved while kexp sync was merging into it: run "
+                    "kexp sync again"
+                )
+            local, merged = new, True
+        if remote_tip == local:
+            break  # the remote has everything
+        ahead = kgit.count_commits(repo, local, remote_tip)
+        tried += 1
+        if kgit.push_branch(repo, remote, local, target):
+            pushed, commits_pushed = True, ahead
+            break
+        rejected += 1
+        if attempt + 1 < attempts:
+            sleep(min(_MAX_PAUSE, backoff * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
+    else:
+        raise GitError(
+            f"the push to {remote}/{target} was rejected {rejected} time(s) (other clones "
+            f"kept pushing first): run kexp sync again; the commit {str(local)[:12]} is "
+            "kept on the branch"
+        )
+    return SyncResult(
+        remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
+        tried, rejected,
+    )  # fmt: skip
+
+
+def _merge(kgit: Any, repo: Any, local: str, remote_tip: str, remote: str, target: str) -> str:
+    """The merge commit of the local branch and the remote's (a conflict explained)."""
+    try:
+        message = f"kexp sync: merge {remote}/{target}"
+        return str(kgit.merge_commits(repo, local, remote_tip, message))
+    except SyncConflictError as exc:
+        raise SyncConflictError(
+            f"kexp sync stopped: {_listing(exc.paths)} changed both here and on "
+            f"{remote}/{target} (the same experiment corrected on both sides); nothing was "
+            f"changed (the local commit {local[:12]} is kept, the remote is untouched): "
+            f"merge by hand (git merge {remote}/{target}), keep the right version, commit, "
+            "and run kexp sync again",
+            exc.paths,
+        ) from None
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path.startswith(folder + "/")
+
+
+def _publishable(path: str, folder: str) -> bool:
+    """A file under ``folder`` that is not hidden (writers' temporary files are)."""
+    return _inside(path, folder) and not any(
+        part.startswith(".") for part in path[len(folder) + 1 :].split("/")
+    )
+
+
+def _listing(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_SHOWN_PATHS])
+    more = len(paths) - _SHOWN_PATHS
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _message(paths: list[str]) -> str:
+    names = [path.rsplit("/", 1)[-1] for path in paths]
+    return f"kexp sync: {len(paths)} experiment file(s)\n\n" + "\n".join(names) + "\n"

@@ -1,0 +1,374 @@
+"""``kexp sync`` with real git: a bare repository on disk as the remote, real clones,
+and real processes syncing at once.
+
+The truth is read from git itself (``git ls-tree`` of the remote's branch) and from the
+files, never from what kexp reports about itself.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import traceback
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import experiment_fields, git, init_repo, run_kexp
+
+import kexp
+from kexp import GitError, KexpError, Store, SyncConflictError
+from kexp.publish import sync
+
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload([__name__])
+CLONES = 8
+PER_CLONE = 25
+SYNC_EVERY = 5
+_EXPERIMENT = re.compile(r"experiments/\d{4}/\d{2}/([0-9a-f]{16})-[a-z0-9-]*\.md")
+
+
+def make_remote(tmp_path: Path) -> tuple[Path, str]:
+    """A bare repository holding one commit (a kernel and an empty store); its ``main``."""
+    seed = init_repo(tmp_path / "seed")
+    (seed / "experiments").mkdir()
+    (seed / "experiments" / "README.md").write_text("The experiments.\n")
+    git(seed, "add", "experiments")
+    git(seed, "commit", "-q", "-m", "store")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
+    return remote, git(seed, "rev-parse", "HEAD")
+
+
+def clone(remote: Path, folder: Path, branch: str = "main") -> Path:
+    """A clone of ``remote`` at ``folder`` with an identity, on ``branch``."""
+    git(remote.parent, "clone", "-q", str(remote), str(folder))
+    git(folder, "config", "user.name", f"Agent {folder.name}")
+    git(folder, "config", "user.email", f"{folder.name}@example.com")
+    git(folder, "config", "commit.gpgsign", "false")
+    if branch != "main":
+        git(folder, "checkout", "-q", "-b", branch)
+    return folder
+
+
+def record(root: Path, base: str, summary: str, **fields: Any) -> kexp.KernelExperiment:
+    return Store(root).create_experiment(
+        **experiment_fields(change_summary=summary, base_commit=base, **fields)
+    )
+
+
+def remote_ids(remote: Path, branch: str = "main") -> list[str]:
+    """The experiment ids in the remote branch's tree, one per file (duplicates kept)."""
+    listing = git(remote, "ls-tree", "-r", "--name-only", branch, "--", "experiments")
+    return [m.group(1) for line in listing.splitlines() if (m := _EXPERIMENT.fullmatch(line))]
+
+
+def files_ids(root: Path) -> list[str]:
+    """The experiment ids of the files in a working tree's ``experiments/``."""
+    return [
+        m.group(1)
+        for path in (root / "experiments").rglob("*.md")
+        if (m := _EXPERIMENT.fullmatch(path.relative_to(root).as_posix()))
+    ]
+
+
+# --- two clones -----------------------------------------------------------------------
+
+
+def test_two_clones_see_each_other_within_one_sync_and_one_fetch(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    a = record(alice, base, "Unrolled by 4 - +1.9%")
+    b = record(bob, base, "Vectorized stores - +3.0%", score=1.03)
+
+    first = sync(Store(alice))
+    assert first.pushed and first.commit and first.committed == (
+        Path(str(a.path)).relative_to(alice).as_posix(),
+    )
+    second = sync(Store(bob))  # merges alice's in, pushes both
+    assert second.merged and second.pushed
+    assert sorted(remote_ids(remote)) == sorted([a.id, b.id])
+    assert {e.id for e in Store(bob).list_experiments()} == {a.id, b.id}
+    # Alice: one more sync (a fetch and a fast-forward) and bob's is in her tree.
+    third = sync(Store(alice))
+    assert third.merged and not third.pushed and not third.commit
+    assert {e.id for e in Store(alice).list_experiments()} == {a.id, b.id}
+
+
+def test_nothing_new_commits_and_pushes_nothing(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    head, remote_head = git(alice, "rev-parse", "HEAD"), git(remote, "rev-parse", "main")
+    again = sync(Store(alice))
+    assert again.up_to_date and not again.commit and again.push_attempts == 0
+    assert git(alice, "rev-parse", "HEAD") == head
+    assert git(remote, "rev-parse", "main") == remote_head
+    assert "up to date" in again.lines()[0]
+
+
+def test_only_experiment_files_are_committed(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    (alice / "kernel.cu").write_text("__global__ void k() { /* work in progress */ }\n")
+    (alice / "notes.txt").write_text("untracked notes\n")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    hidden = Path(str(exp.path)).parent / ".writer.tmp"
+    hidden.write_text("a writer's temporary file\n")
+
+    result = sync(Store(alice))
+    committed = git(alice, "show", "--name-only", "--format=", "HEAD").splitlines()
+    assert committed == [Path(str(exp.path)).relative_to(alice).as_posix()]
+    assert list(result.committed) == committed
+    status = [
+        line.strip() for line in git(alice, "status", "--porcelain", "-uall").splitlines()
+    ]
+    assert "M kernel.cu" in status and "?? notes.txt" in status
+    assert f"?? {Path(str(hidden)).relative_to(alice).as_posix()}" in status
+    assert (alice / "kernel.cu").read_text().endswith("/* work in progress */ }\n")
+
+
+def test_other_staged_work_is_refused_with_one_clear_line(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    (alice / "kernel.cu").write_text("__global__ void k2() {}\n")
+    git(alice, "add", "kernel.cu")
+    head = git(alice, "rev-parse", "HEAD")
+    with pytest.raises(KexpError, match=r"staged changes outside experiments/ \(kernel.cu\)"):
+        sync(Store(alice))
+    assert git(alice, "rev-parse", "HEAD") == head
+    assert git(alice, "status", "--porcelain", "--untracked-files=no") == "M  kernel.cu"
+    result = run_kexp("sync", cwd=alice)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "git restore --staged" in result.stderr
+
+
+def test_dry_run_changes_nothing_and_json_says_what_was_pushed(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    head, remote_head = git(alice, "rev-parse", "HEAD"), git(remote, "rev-parse", "main")
+    shown = run_kexp("sync", "--dry-run", cwd=alice)
+    assert shown.returncode == 0, shown.stderr
+    assert "would commit 1 experiment file(s)" in shown.stdout and exp.id in shown.stdout
+    assert git(alice, "rev-parse", "HEAD") == head
+    assert git(remote, "rev-parse", "main") == remote_head
+    assert "??" in git(alice, "status", "--porcelain", "--untracked-files=all")
+
+    done = run_kexp("sync", "--json", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["pushed"] is True and data["commits_pushed"] == 1
+    assert data["head"] == git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
+    assert [Path(p).name for p in data["committed"]] == [Path(str(exp.path)).name]
+    assert remote_ids(remote) == [exp.id]
+
+
+def test_branch_option_publishes_beside_the_checkout(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    (alice / "kernel.cu").write_text("__global__ void wip() {}\n")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    head = git(alice, "rev-parse", "HEAD")
+    before = git(alice, "status", "--porcelain", "--untracked-files=all")
+
+    result = kexp_sync_in(alice, branch="kexp/alice")
+    assert result.pushed and result.branch == "kexp/alice"
+    assert git(alice, "rev-parse", "HEAD") == head  # main, untouched
+    assert git(alice, "symbolic-ref", "--short", "HEAD") == "main"
+    assert git(alice, "status", "--porcelain", "--untracked-files=all") == before
+    assert remote_ids(remote, "kexp/alice") == [exp.id]
+    assert remote_ids(remote, "main") == []
+    assert git(remote, "rev-parse", "kexp/alice") == git(alice, "rev-parse", "kexp/alice")
+    # Nothing new: nothing committed, the branch stays where it is.
+    tip = git(alice, "rev-parse", "kexp/alice")
+    assert kexp_sync_in(alice, branch="kexp/alice").up_to_date
+    assert git(alice, "rev-parse", "kexp/alice") == tip
+
+
+def kexp_sync_in(root: Path, **arguments: Any) -> kexp.SyncResult:
+    """``kexp.sync(...)`` (the Python twin) run from ``root``, as an agent runs it."""
+    import os
+
+    saved = Path.cwd()
+    os.chdir(root)
+    try:
+        return kexp.sync(**arguments)
+    finally:
+        os.chdir(saved)
+
+
+# --- a real conflict --------------------------------------------------------------------
+
+
+def test_the_same_experiment_corrected_on_both_sides_stops_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    bob = clone(remote, tmp_path / "bob")
+    Store(alice).update_experiment(exp.id, score=1.021)
+    Store(bob).update_experiment(exp.id, score=1.017)
+    sync(Store(alice))
+    remote_head = git(remote, "rev-parse", "main")
+    relative = Path(str(exp.path)).relative_to(alice).as_posix()
+
+    with pytest.raises(SyncConflictError, match=re.escape(relative)) as caught:
+        sync(Store(bob))
+    assert caught.value.paths == [relative]
+    assert git(remote, "rev-parse", "main") == remote_head  # the remote untouched
+    # Nothing lost: bob's correction is committed locally and still in his file.
+    assert "score: 1.017" in git(bob, "show", f"HEAD:{relative}")
+    assert "score: 1.017" in (bob / relative).read_text()
+    assert Store(bob).get_experiment(exp.id).score == 1.017
+    assert not (bob / ".git" / "MERGE_HEAD").exists()
+    shown = run_kexp("sync", cwd=bob)
+    assert shown.returncode == 2 and relative in shown.stderr
+    assert shown.stderr.count("\n") == 1
+
+
+# --- refused before git sees them -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "branch",
+    ["--upload-pack=touch HACKED", "-b", "a..b", "HEAD", "refs/heads/x", "x y", "a\nb", "x.lock",
+     "feature/\u202ex", "x:y", "*", ""],
+)  # fmt: skip
+def test_hostile_branch_names_are_refused(tmp_path: Path, branch: str) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    head = git(alice, "rev-parse", "HEAD")
+    with pytest.raises(GitError, match="not a branch name kexp accepts"):
+        sync(Store(alice), branch=branch)
+    assert git(alice, "rev-parse", "HEAD") == head
+    assert not (alice / "HACKED").exists() and not (tmp_path / "HACKED").exists()
+    assert git(remote, "branch", "--list").split() == ["*", "main"]
+
+
+@pytest.mark.parametrize("name", ["--exec=touch HACKED", "-v", "a b", "nowhere", ""])
+def test_hostile_or_unknown_remotes_are_refused(tmp_path: Path, name: str) -> None:
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    with pytest.raises(GitError, match="remote"):
+        sync(Store(alice), remote=name)
+    assert not (alice / "HACKED").exists()
+    assert git(alice, "log", "--format=%s").splitlines() == ["store", "initial kernel"]
+
+
+# --- many clones at once ----------------------------------------------------------------
+
+
+def _clone_worker(
+    root: str, base: str, index: int, branch: str | None, barrier: Barrier, out: Any
+) -> None:
+    """Record PER_CLONE experiments, syncing every SYNC_EVERY; report each sync."""
+    try:
+        barrier.wait(timeout=120)
+        made: list[str] = []
+        reports: list[dict[str, Any]] = []
+        for n in range(PER_CLONE):
+            exp = record(Path(root), base, f"Clone {index} try {n} - +{n}%", score=1 + n / 100)
+            made.append(exp.id)
+            if (n + 1) % SYNC_EVERY == 0:
+                result = sync(Store(root), branch=branch, attempts=60, backoff=0.05)
+                reports.append(result.to_dict())
+        out.put((index, made, reports, None))
+    except BaseException:
+        out.put((index, [], [], traceback.format_exc()))
+
+
+def _run_clones(
+    tmp_path: Path, remote: Path, base: str, branches: list[str | None]
+) -> tuple[list[Path], dict[int, tuple[list[str], list[dict[str, Any]]]]]:
+    roots = [clone(remote, tmp_path / f"clone{i}") for i in range(len(branches))]
+    barrier = CONTEXT.Barrier(len(roots))
+    out = CONTEXT.Queue()
+    workers = [
+        CONTEXT.Process(
+            target=_clone_worker, args=(str(root), base, i, branch, barrier, out)
+        )
+        for i, (root, branch) in enumerate(zip(roots, branches, strict=True))
+    ]  # fmt: skip
+    for worker in workers:
+        worker.start()
+    results: dict[int, tuple[list[str], list[dict[str, Any]]]] = {}
+    errors: list[str] = []
+    for _ in workers:
+        index, made, reports, error = out.get(timeout=600)
+        if error:
+            errors.append(error)
+        results[index] = (made, reports)
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not errors, errors[0]
+    return roots, results
+
+
+def test_eight_clones_syncing_to_one_branch_at_once_lose_nothing(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    roots, results = _run_clones(tmp_path, remote, base, [None] * CLONES)
+    made = [exp_id for ids, _ in results.values() for exp_id in ids]
+    assert len(made) == len(set(made)) == CLONES * PER_CLONE
+    on_remote = remote_ids(remote)
+    assert len(on_remote) == len(set(on_remote))  # none duplicated
+    assert sorted(on_remote) == sorted(made)  # none lost
+    reports = [r for _, rs in results.values() for r in rs]
+    assert len(reports) == CLONES * PER_CLONE // SYNC_EVERY
+    for report in reports:
+        # Every sync committed its five files and got them onto the remote: pushed, or
+        # (rejected, then) found them already there after another clone's merge.
+        assert len(report["committed"]) == SYNC_EVERY
+        assert report["push_attempts"] == report["rejected_pushes"] + int(report["pushed"])
+    assert any(r["pushed"] for r in reports)
+    assert sum(r["rejected_pushes"] for r in reports) > 0  # the race really happened
+    # Every clone sees all of them after a fetch, read across refs (no pull) ...
+    from kexp.refs import RefsStore
+
+    for root in roots:
+        git(root, "fetch", "-q")
+        across = RefsStore(Store(root), ["origin/*"]).list_experiments(brief=True)
+        assert sorted(e.id for e in across) == sorted(made)
+    # ... and in its files after one more sync (a fetch and a fast-forward).
+    for root in roots:
+        sync(Store(root))
+        assert sorted(files_ids(root)) == sorted(made)
+        assert sorted(e.id for e in Store(root).list_experiments()) == sorted(made)
+    assert git(remote, "fsck", "--no-progress") == ""
+
+
+def test_eight_clones_on_eight_branches_each_publish_their_own(tmp_path: Path) -> None:
+    remote, base = make_remote(tmp_path)
+    branches: list[str | None] = [f"kexp/agent-{i}" for i in range(CLONES)]
+    _, results = _run_clones(tmp_path, remote, base, branches)
+    for index, (made, reports) in results.items():
+        assert sorted(remote_ids(remote, f"kexp/agent-{index}")) == sorted(made)
+        assert all(r["rejected_pushes"] == 0 for r in reports)
+
+
+def test_two_clones_share_a_side_branch_without_touching_their_checkouts(
+    tmp_path: Path,
+) -> None:
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    first = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/shared")
+    second = record(bob, base, "Vectorized - +3.0%", score=1.03)
+    made = sync(Store(bob), branch="kexp/shared")  # builds on the remote's branch
+    assert made.pushed and not made.merged
+    third = record(alice, base, "Unrolled by 8 - +2.5%", score=1.025)
+    again = sync(Store(alice), branch="kexp/shared")  # behind the remote: merged
+    assert again.merged and again.pushed
+    assert sorted(remote_ids(remote, "kexp/shared")) == sorted([first.id, second.id, third.id])
+    for root in (alice, bob):
+        assert git(root, "symbolic-ref", "--short", "HEAD") == "main"
+        assert git(root, "rev-parse", "HEAD") == git(remote, "rev-parse", "main")
+    assert remote_ids(remote, "main") == []
