@@ -135,11 +135,11 @@ def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[H
     that id either.
     """
     from kexp import git as kgit
-    from kexp.snapshot import RevisionStore, StoreLocation
+    from kexp.snapshot import StoreLocation
 
     location = StoreLocation.of(store.root)
     if revision is None:
-        revision = store.commit if isinstance(store, RevisionStore) else "HEAD"
+        revision = store.commit or "HEAD"
     tip = kgit.resolve_commit(location.repo, revision)
     full_id = _full_id(store, exp_id)
     pathspecs = [

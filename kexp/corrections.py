@@ -14,9 +14,8 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import KexpError
+from kexp.errors import KexpError, StaleMeasurementWarning
 from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
-from kexp.store import KexpWarning
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -165,10 +164,6 @@ def correct(
     updated = store.update_experiment(exp_id, **updates)
     _warn_stale_measurement(updated, updates)
     return updated
-
-
-class StaleMeasurementWarning(KexpWarning):
-    """A corrected score no longer agrees with the measurement recorded with it."""
 
 
 def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:

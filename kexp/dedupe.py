@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING
 
 from kexp.fileformat import FileFormatError, parse
 from kexp.model import attach, outcome_of
-from kexp.store import KexpWarning
 from kexp.validate import read_and_check, read_file, read_file_and_stat
 
 if TYPE_CHECKING:
@@ -58,19 +57,6 @@ _HEADER = re.compile(
     r"copy from |copy to |Binary files )"
 )
 _HUNK = re.compile(r"@@+ [-+0-9, ]+ @@+")
-
-
-class RepeatedChangeWarning(KexpWarning):
-    """A new experiment's code change was already tried in an earlier experiment."""
-
-
-class NearDuplicateWarning(RepeatedChangeWarning):
-    """A new experiment's code change is a near-duplicate of an earlier one's."""
-
-
-class RemeasureWarning(RepeatedChangeWarning):
-    """A new experiment repeats an earlier one's code change, base commit and env: it
-    should be a new round of that experiment (``kexp remeasure``)."""
 
 
 @dataclasses.dataclass(frozen=True)

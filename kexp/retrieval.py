@@ -56,10 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.dedupe import (
-    NearDuplicateWarning,
-    RemeasureWarning,
     Repeat,
-    RepeatedChangeWarning,
     code_shingles,
     is_matchable,
     normalize_code_change,
@@ -68,7 +65,7 @@ from kexp.dedupe import (
     shingle_similarity,
     shingles_of_normalized,
 )
-from kexp.errors import KexpError
+from kexp.errors import KexpError, NearDuplicateWarning, RemeasureWarning, RepeatedChangeWarning
 from kexp.fileformat import FileFormatError
 from kexp.lessons import key_insight
 from kexp.model import attach, outcome_of
