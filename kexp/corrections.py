@@ -122,9 +122,7 @@ def correction_note(
 def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
     """The ``changes`` that would change the experiment (ids resolved): those whose value
     differs from the one it has."""
-    from kexp.intake import resolve_references
-
-    updates = resolve_references(store, dict(changes))
+    updates = store.resolve_references(dict(changes))
     old = store.get_experiment(exp_id)
     return {
         field: value for field, value in updates.items() if getattr(old, field, _ABSENT) != value
@@ -146,9 +144,7 @@ def correct(
     experiment's ``results`` or ``raw_result`` as they were warns
     (:class:`StaleMeasurementWarning`): they measured the old score.
     """
-    from kexp.intake import resolve_references
-
-    updates = resolve_references(store, dict(changes))
+    updates = store.resolve_references(dict(changes))
     if not updates:
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from kexp.errors import GitError, NoCommitsError
+from kexp.errors import GitError, KexpError, NoCommitsError
 
 if TYPE_CHECKING:
     import git
@@ -614,6 +614,23 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
             files.append(change)
         commits.append(CommitInfo(sha, author, email, date, message.strip(), tuple(files)))
     return commits
+
+
+def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
+    """``git diff`` of the working tree of ``repo`` against ``commit`` (tracked files),
+    leaving out the folder ``exclude`` when it is inside the repository."""
+    args = ["--no-color", "--no-ext-diff", commit, "--", "."]
+    top = Path(str(repo.working_tree_dir)).resolve()
+    if exclude is not None and exclude.resolve().is_relative_to(top):
+        args.append(f":(exclude){exclude.resolve().relative_to(top).as_posix()}")
+    import git
+
+    try:
+        return str(repo.git.diff(*args))
+    except git.GitCommandError as exc:
+        raise KexpError(
+            f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
+        ) from None
 
 
 def diff_files(repo: git.Repo, base: str, head: str | None, folder: str) -> list[FileChange]:

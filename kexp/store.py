@@ -670,6 +670,21 @@ class Store:
         """The full id of the one experiment whose id starts with ``id_or_prefix``."""
         return self._find(id_or_prefix)[0]
 
+    def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
+        (:class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix that
+        names no experiment or several)."""
+        resolved = dict(fields)
+        pid = resolved.get("pid")
+        if isinstance(pid, str) and pid.strip():
+            resolved["pid"] = self.resolve_id(pid.strip())
+        combines = resolved.get("combines")
+        if isinstance(combines, list):
+            resolved["combines"] = [
+                self.resolve_id(c) if isinstance(c, str) and c.strip() else c for c in combines
+            ]
+        return resolved
+
     def _find(self, id_or_prefix: str) -> tuple[str, Path]:
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self._id_index(prefix)
