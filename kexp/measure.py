@@ -774,8 +774,8 @@ def record_iteration(
     ``score`` must be among ``fields``. ``status`` defaults to ``done``. The store
     (default: the default store) fills id, created_at, base_commit and author,
     validates, and writes; a repeated code change
-    (:class:`kexp.dedupe.RepeatedChangeWarning`, or
-    :class:`kexp.dedupe.RemeasureWarning` when base commit and env repeat too: use
+    (:class:`kexp.errors.RepeatedChangeWarning`, or
+    :class:`kexp.errors.RemeasureWarning` when base commit and env repeat too: use
     :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
     are warnings, not errors.
     """

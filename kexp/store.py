@@ -619,8 +619,9 @@ class Store:
             resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
         return resolved
 
-    def _id_index(self, prefix: str = "") -> dict[str, list[Path]]:
-        """Ids (starting with ``prefix``) → their files, from the file names alone."""
+    def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
+        """Ids (starting with ``prefix``) → their files (in path order), from the file
+        names alone."""
         return self._id_finder(prefix)(prefix)
 
     def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
@@ -687,7 +688,7 @@ class Store:
 
     def _find(self, id_or_prefix: str) -> tuple[str, Path]:
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        index = self._id_index(prefix)
+        index = self.id_index(prefix)
         candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
         if not candidates:
             raise ExperimentNotFoundError(
@@ -733,7 +734,7 @@ class Store:
         order) when several files hold the id, as queries count it; None if none."""
         if not ids.is_valid_id(exp_id):
             return None
-        for path in self._id_index(exp_id).get(exp_id, []):
+        for path in self.id_index(exp_id).get(exp_id, []):
             checked = self.check_file(path)
             if checked.ok:
                 return float(checked.experiment().score)
@@ -942,7 +943,7 @@ class Store:
         explicit_id = bool(exp.id)
         if explicit_id:
             ids.check_id(exp.id)
-            if exp.id in self._id_index(exp.id):
+            if exp.id in self.id_index(exp.id):
                 raise _exists(exp.id)
         # One reading of the clock for both: at a month's (or year's) last second the
         # id and created_at (hence the folder) name the same moment.
@@ -989,7 +990,7 @@ class Store:
                 # Another process may claim the same id (under another file name)
                 # meanwhile: check again and write while holding that id's claim lock.
                 with exclusive_lock(self._claim_lock_path(exp.id), self.settings.lock_timeout_s):
-                    if exp.id in self._id_index(exp.id):
+                    if exp.id in self.id_index(exp.id):
                         raise _exists(exp.id)
                     _write_new(path, text)
             else:
