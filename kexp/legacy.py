@@ -844,7 +844,7 @@ def _render(store: Store, plan: _Plan) -> tuple[str, str, str]:
             "emoji?), which no UTF-8 file can hold; replace it in the database, then "
             "import again",
         )
-    path = store._path_for(exp)
+    path = store.path_for(exp)
     text = serialize(exp)
     stored, first = _as_stored(text, path, store.settings)
     if stored is None:

@@ -955,7 +955,7 @@ class Store:
         self._expand_references(exp)
         self._fill_from_git(exp)
         text = serialize(exp)
-        checked = check_bytes(text, self._path_for(exp), self.settings)
+        checked = check_bytes(text, self.path_for(exp), self.settings)
         problems = checked.problems + self._reference_problems(checked)
         if has_errors(problems):
             raise ValidationError(
@@ -973,7 +973,7 @@ class Store:
                 base_commit=exp.base_commit,
                 env=exp.env,
             )
-        path = self._path_for(exp)
+        path = self.path_for(exp)
         _make_folder(path.parent)
         names_others = bool(exp.pid or exp.combines)
         with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
@@ -1012,7 +1012,9 @@ class Store:
                 for other in exp.combines
             ]
 
-    def _path_for(self, exp: KernelExperiment) -> Path:
+    def path_for(self, exp: KernelExperiment) -> Path:
+        """Where a create would write ``exp``: ``experiments/<YYYY>/<MM>/<id>-<slug>.md``
+        by its ``created_at`` (now, when that is no date); refuses a linked folder."""
         ids.check_id(exp.id)
         year, month = exp.created_at[:4], exp.created_at[5:7]
         if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
