@@ -68,14 +68,12 @@ import hashlib
 import itertools
 import json
 import math
-import os
 import re
-import secrets
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp import ids
+from kexp import atomic, ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
 from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
@@ -762,6 +760,7 @@ def _write_batch(batch: list[tuple[_Plan, Path, str]], report: ImportReport) -> 
                 continue
         not_written[plan.exp.id] = error
         report.failed.append(Note(plan.key, "", f"not written: {error}"))
+    atomic.sync_folders([path for _, path, _ in batch])  # the new names durable
 
 
 def _reporting(progress: Progress | None) -> contextlib.AbstractContextManager[None]:
@@ -1062,12 +1061,9 @@ def export_legacy(
 
 
 def _write_atomically(destination: Path, text: str) -> None:
-    temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(6)}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, destination)
+        atomic.replace(destination, text)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         raise KexpError(f"cannot write {destination}: {exc.strerror or exc}") from None
 
 

@@ -11,18 +11,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import errno
 import heapq
 import math
 import os
 import re
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kexp import ids
+from kexp import atomic, ids
+from kexp.atomic import write_failure
 from kexp.errors import (
     AmbiguousIdError,
     DeleteRefusedError,
@@ -1286,45 +1285,12 @@ def _score(item: Any) -> float:
     return float(item.score)
 
 
-def _temporary_beside(path: Path, text: str | bytes) -> Path:
-    """A finished, fsynced temporary file beside ``path`` holding ``text``; removed again
-    when it cannot be written whole (a full disk)."""
-    import secrets  # here: it costs a query a few milliseconds to import
-
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with temporary.open("xb") as handle:
-            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    return temporary
-
-
 def _exists(exp_id: str) -> ExperimentExistsError:
     return ExperimentExistsError(
         f"an experiment with id {exp_id} already exists (was this experiment created "
         "already?): nothing was written; to record another, build a new KernelExperiment "
         "(it gets a fresh id) or leave its id empty"
     )
-
-
-def write_failure(path: Path, exc: OSError) -> KexpError:
-    """The error for a write of ``path`` that failed (nothing was changed), saying what
-    to do."""
-    hints = {
-        errno.ENOSPC: "free some space on that disk, then run the command again",
-        errno.EDQUOT: "your disk quota is used up: free some space, then run it again",
-        errno.EFBIG: "the system refuses a file this large (ulimit -f?)",
-        errno.EROFS: "that file system is read-only",
-        errno.EACCES: f"check the owner and permissions of {path.parent}",
-        errno.EPERM: f"check the owner and permissions of {path.parent}",
-    }
-    hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
-    return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
 
 
 def _make_folder(folder: Path) -> None:
@@ -1336,97 +1302,41 @@ def _make_folder(folder: Path) -> None:
 
 
 def _write_new(path: Path, text: str | bytes) -> None:
-    """Create ``path`` with ``text`` atomically; fails if the name is taken."""
+    """Create ``path`` with ``text`` atomically (:func:`kexp.atomic.create`); fails if
+    the name is taken."""
     try:
-        temporary = _temporary_beside(path, text)
-    except OSError as exc:
-        raise write_failure(path, exc) from None
-    try:
-        os.link(temporary, path)
+        atomic.create(path, text)
     except FileExistsError:
-        raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
+        raise atomic.exists_error(path) from None
     except OSError as exc:
         raise write_failure(path, exc) from None
-    finally:
-        temporary.unlink()
 
 
 def prepare_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
-    """The first half of :func:`_write_new` for many files at once: each text written
-    to a hidden temporary file beside its path (never read as an experiment), then all
-    of them made durable by one sync of their file system (each synced in turn where
-    that cannot be done). :func:`link_new_file` puts each in place."""
-    import secrets
-
-    written: list[Path] = []
-    path = files[0][0] if files else Path()
+    """The first half of :func:`_write_new` for many files at once
+    (:func:`kexp.atomic.prepare`: one sync of their file system for all);
+    :func:`link_new_file` puts each in place."""
     try:
-        for path, text in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-            with temporary.open("xb") as handle:
-                written.append(temporary)
-                handle.write(text.encode("utf-8"))
-        _sync_files(written)
-    except BaseException as exc:
-        for temporary in written:
-            temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise write_failure(path, exc) from None
-        raise
-    return written
+        return atomic.prepare(files)
+    except OSError as exc:
+        raise write_failure(files[0][0] if files else Path(), exc) from None
 
 
 def link_new_file(temporary: Path, path: Path) -> None:
     """Put a file of :func:`prepare_new_files` in place atomically if ``path`` is free
     (else :class:`KexpError`: nothing is overwritten); the temporary name goes."""
     try:
-        os.link(temporary, path)
+        atomic.link(temporary, path)
     except FileExistsError:
-        raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
+        raise atomic.exists_error(path) from None
     except OSError as exc:
         raise write_failure(path, exc) from None
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _sync_files(paths: Sequence[Path]) -> None:
-    """Make the data of ``paths`` durable: one ``syncfs`` of their file system on Linux,
-    else an ``fsync`` of each."""
-    if not paths:
-        return
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-            fd = os.open(paths[0].parent, os.O_RDONLY)
-        except (OSError, AttributeError):
-            pass
-        else:
-            try:
-                if syncfs(fd) == 0:
-                    return
-            finally:
-                os.close(fd)
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _replace(path: Path, text: str | bytes) -> None:
-    """Replace ``path`` with ``text`` atomically."""
+    """Replace ``path`` with ``text`` atomically, keeping its mode
+    (:func:`kexp.atomic.replace`)."""
     try:
-        temporary = _temporary_beside(path, text)
+        atomic.replace(path, text)
     except OSError as exc:
         raise write_failure(path, exc) from None
-    try:
-        os.replace(temporary, path)
-    except BaseException as exc:
-        temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise write_failure(path, exc) from None
-        raise
