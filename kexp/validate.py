@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kexp.fileformat import Document, FileFormatError, parse
+from kexp.legacykeys import is_legacy_key, legacy_problems
 from kexp.model import KernelExperiment
 from kexp.problems import Problem, has_errors
 from kexp.quickcheck import quick_fields
@@ -323,8 +324,9 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
             )
         )
     problems.extend(_sample_problems(doc))
+    problems.extend(legacy_problems(doc))
     for key in fields:
-        if key not in KNOWN_FIELDS:
+        if key not in KNOWN_FIELDS and not is_legacy_key(key):
             problems.append(
                 _warning(
                     path,
