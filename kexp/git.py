@@ -394,11 +394,6 @@ def dirty_paths(repo: git.Repo, *, ignore: Path | None = None) -> list[str]:
     return paths
 
 
-def is_dirty(repo: git.Repo, *, ignore: Path | None = None) -> bool:
-    """Whether tracked files (outside ``ignore``) have uncommitted changes."""
-    return bool(dirty_paths(repo, ignore=ignore))
-
-
 def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> bool:
     """Whether the working tree's ``folder`` holds exactly the files of ``commit``:
     ``HEAD`` is ``commit``, and ``git status`` shows nothing under ``folder`` (changed,
@@ -541,13 +536,6 @@ def iter_blobs(
         completed = True
     finally:
         batch.close(completed=completed)
-
-
-def read_blob(repo: git.Repo, sha: str) -> bytes | None:
-    """The content of one blob (None when it is not in the repository)."""
-    for _, data in iter_blobs(repo, [sha]):
-        return data
-    return None  # pragma: no cover - iter_blobs yields once per hash
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,7 @@ from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import (
     RANKINGS,
     Filters,
+    below_best_combined,
     build_filters,
     chronological,
     mark_interference,
@@ -723,9 +724,9 @@ class Store:
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
         if exp.combines:
-            scores = [self._score_of(other) for other in exp.combines]
-            known = [s for s in scores if s is not None]
-            attach(exp, interference=bool(known) and exp.score < max(known))
+            scores = {other: self._score_of(other) for other in exp.combines}
+            known = {other: score for other, score in scores.items() if score is not None}
+            attach(exp, interference=below_best_combined(exp.score, exp.combines, known))
         return exp
 
     def _score_of(self, exp_id: str) -> float | None:
