@@ -48,11 +48,11 @@ from kexp.scan import Keep, scan, value_positions
 from kexp.validate import (
     CheckedFile,
     FileLinks,
-    check_bytes,
     id_from_name,
     key_lines,
     links_of,
     store_findings,
+    valid_fields,
 )
 
 if TYPE_CHECKING:
@@ -583,7 +583,6 @@ def _scan_cached(
 def _keeper(facts: bool) -> Keep[_Record]:
     """What :func:`_scan` keeps of one file (:func:`kexp.scan.scan`): its links, and
     (``facts``) the :data:`_FACT_FIELDS` values of a valid experiment."""
-    from kexp.quickcheck import quick_fields
 
     def keep(
         path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
@@ -592,14 +591,11 @@ def _keeper(facts: bool) -> Keep[_Record]:
         if isinstance(data, Problem):
             link = FileLinks.of(path, None)
         else:
-            fields = quick_fields(data, path, settings)
-            if fields is not None:  # certainly valid
+            fields, checked = valid_fields(data, path, settings)
+            if checked is None:  # certainly valid: the key lines read from the text
                 link = FileLinks.of(path, fields, key_lines(data))
             else:
-                checked = check_bytes(data, Path(path), settings)
                 link = links_of(checked)
-                if checked.ok and checked.document is not None:
-                    fields = checked.document.fields
         known: tuple[Any, ...] | None = None
         if facts and fields is not None:
             known = tuple(fields.get(name, default) for name, default in _FACT_FIELDS)

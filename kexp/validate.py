@@ -497,6 +497,22 @@ def scan_bytes(
     return checked.problems, links_of(checked)
 
 
+def valid_fields(
+    data: bytes, path: str, settings: Settings = DEFAULT_SETTINGS
+) -> tuple[dict[str, Any] | None, CheckedFile | None]:
+    """The verdict on one file's bytes: the front-matter fields when it is a valid
+    experiment (else None), and the :class:`CheckedFile` when the full check ran (None
+    when :func:`kexp.quickcheck.quick_fields` answered: a canonical file, certainly
+    valid). What the cache (:mod:`kexp.index`) and a review's scan ask of each file."""
+    fields = quick_fields(data, path, settings)
+    if fields is not None:
+        return fields, None
+    checked = check_bytes(data, Path(path), settings)
+    if checked.ok and checked.document is not None:
+        return checked.document.fields, checked
+    return None, checked
+
+
 def links_of(checked: CheckedFile) -> FileLinks:
     """The :class:`FileLinks` of a checked file (key lines when its document was read by
     the parser's fast path, which keeps the text)."""
