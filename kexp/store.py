@@ -1,9 +1,13 @@
 """The store: a folder holding ``experiments/``, queried and written safely.
 
-Reads never see a half-written file (every write is a rename of a finished temporary
-file); creates never overwrite (the new file is linked into place only if its name is
-free); updates hold a per-experiment lock, re-read, validate, and replace atomically.
-Nothing is written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
+A :class:`Store` reads its files through a source (:mod:`kexp.sources`: the working
+tree, or a git revision for :meth:`Store.at`), queries them through the cache
+(:mod:`kexp.index`) where the source allows, validates them in one scan
+(:mod:`kexp.scan`), and writes through :mod:`kexp.atomic`. Reads never see a
+half-written file (every write is a rename of a finished temporary file); creates
+never overwrite (the new file is linked into place only if its name is free); updates
+hold a per-experiment lock, re-read, validate, and replace atomically. Nothing is
+written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
 """
 
 from __future__ import annotations
