@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from kexp.index import in_two_processes
 from kexp.problems import Problem
 from kexp.progress import reporting, track_part
 from kexp.settings import Settings
@@ -57,6 +56,8 @@ def scan(
         return work(part)
 
     if split and source.splittable:
+        from kexp.index import in_two_processes  # here: not every store command needs it
+
         return in_two_processes(either, files, total)
     return work(files)
 
