@@ -231,7 +231,8 @@ def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
 def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
-    from kexp.store import CACHE_DIR, KexpWarning, Store, init_store
+    from kexp.errors import KexpWarning
+    from kexp.store import CACHE_DIR, Store, init_store
 
     root = Path(os.environ.get("KEXP_ROOT") or ".").expanduser().resolve()
     experiments, cache, ignore = root / DB_PATH, root / CACHE_DIR, root / ".gitignore"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ExperimentExistsError,
         ExperimentNotFoundError,
         GitError,
+        InvalidExperimentWarning,
         InvalidIdError,
         KexpError,
         LockTimeoutError,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from kexp.publish import SyncResult
     from kexp.retrieval import Match
     from kexp.settings import DEFAULT_SETTINGS, Settings
-    from kexp.store import InvalidExperimentWarning, Store, find_root, init_store
+    from kexp.store import Store, find_root, init_store
 
 __version__ = "0.1.0"
 
@@ -109,7 +110,7 @@ _LAZY = {
     "Problem": "kexp.problems",
     "DEFAULT_SETTINGS": "kexp.settings",
     "Settings": "kexp.settings",
-    "InvalidExperimentWarning": "kexp.store",
+    "InvalidExperimentWarning": "kexp.errors",
     "Store": "kexp.store",
     "find_root": "kexp.store",
     "init_store": "kexp.store",

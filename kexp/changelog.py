@@ -26,7 +26,7 @@ from kexp.validate import CheckedFile, check_bytes, id_from_name, read_and_check
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
-    from kexp.store import Store
+    from kexp.storeview import StoreView
 
 #: A field's value before and after a change (None: absent on that side).
 FieldChanges = dict[str, tuple[Any, Any]]
@@ -120,7 +120,7 @@ class HistoryEntry:
 _ACTIONS = {"A": "added", "M": "modified", "T": "modified", "R": "renamed", "D": "deleted"}
 
 
-def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
+def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
     """Every commit that touched experiment ``exp_id``'s file, oldest first.
 
     ``exp_id`` is a full id or a unique prefix of an experiment in ``store`` (a full id
@@ -135,11 +135,11 @@ def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[H
     that id either.
     """
     from kexp import git as kgit
-    from kexp.snapshot import RevisionStore, StoreLocation
+    from kexp.snapshot import StoreLocation
 
     location = StoreLocation.of(store.root)
     if revision is None:
-        revision = store.commit if isinstance(store, RevisionStore) else "HEAD"
+        revision = store.commit or "HEAD"
     tip = kgit.resolve_commit(location.repo, revision)
     full_id = _full_id(store, exp_id)
     pathspecs = [
@@ -182,7 +182,7 @@ def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[H
             )
             if new is not None:
                 last_known = new
-    if not entries and full_id not in store._id_index(full_id):
+    if not entries and full_id not in store.id_index(full_id):
         raise ExperimentNotFoundError(
             f"no experiment {full_id} in {store.experiments_dir} or in the history of "
             f"{revision} (kexp list shows the ids)"
@@ -190,7 +190,7 @@ def history(store: Store, exp_id: str, *, revision: str | None = None) -> list[H
     return entries
 
 
-def _full_id(store: Store, exp_id: str) -> str:
+def _full_id(store: StoreView, exp_id: str) -> str:
     """A full id: as given, or the experiment in ``store`` with this unique prefix."""
     if isinstance(exp_id, str) and len(exp_id.strip()) == ids.ID_LENGTH:
         return ids.check_id(exp_id.strip().lower())
@@ -250,7 +250,7 @@ class Changes:
         return len(self.added) + len(self.modified) + len(self.removed)
 
 
-def changes(store: Store, base: str, head: str | None = None) -> Changes:
+def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     """The experiments added, modified and removed between revisions ``base`` and
     ``head`` (``None``: the working tree, including files not yet committed or staged).
 

@@ -26,8 +26,6 @@ from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean, con
 
 __all__ = ["EXIT_BUG", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "main"]
 EXIT_OK = 0
-#: Kept for callers of the first CLI.
-_clean = clean
 #: Exceptions the error boundary lets through to click (which handles them) unchanged.
 _PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException)
 

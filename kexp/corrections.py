@@ -14,9 +14,8 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import KexpError
+from kexp.errors import KexpError, StaleMeasurementWarning
 from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
-from kexp.store import KexpWarning
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -123,9 +122,7 @@ def correction_note(
 def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
     """The ``changes`` that would change the experiment (ids resolved): those whose value
     differs from the one it has."""
-    from kexp.intake import resolve_references
-
-    updates = resolve_references(store, dict(changes))
+    updates = store.resolve_references(dict(changes))
     old = store.get_experiment(exp_id)
     return {
         field: value for field, value in updates.items() if getattr(old, field, _ABSENT) != value
@@ -147,9 +144,7 @@ def correct(
     experiment's ``results`` or ``raw_result`` as they were warns
     (:class:`StaleMeasurementWarning`): they measured the old score.
     """
-    from kexp.intake import resolve_references
-
-    updates = resolve_references(store, dict(changes))
+    updates = store.resolve_references(dict(changes))
     if not updates:
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():
@@ -165,10 +160,6 @@ def correct(
     updated = store.update_experiment(exp_id, **updates)
     _warn_stale_measurement(updated, updates)
     return updated
-
-
-class StaleMeasurementWarning(KexpWarning):
-    """A corrected score no longer agrees with the measurement recorded with it."""
 
 
 def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:

@@ -40,15 +40,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# The warnings a create gives (defined with every warning in kexp.errors), named here
+# too, where they were first defined.
+from kexp.errors import NearDuplicateWarning as NearDuplicateWarning
+from kexp.errors import RemeasureWarning as RemeasureWarning
+from kexp.errors import RepeatedChangeWarning as RepeatedChangeWarning
 from kexp.fileformat import FileFormatError, parse
 from kexp.model import attach, outcome_of
-from kexp.store import KexpWarning
 from kexp.validate import read_and_check, read_file, read_file_and_stat
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kexp.store import Store
+    from kexp.storeview import StoreView
 
 #: Shortest normalised code change (without added/removed lines) that is matched.
 MIN_PLAIN_CHARS = 40
@@ -58,19 +62,6 @@ _HEADER = re.compile(
     r"copy from |copy to |Binary files )"
 )
 _HUNK = re.compile(r"@@+ [-+0-9, ]+ @@+")
-
-
-class RepeatedChangeWarning(KexpWarning):
-    """A new experiment's code change was already tried in an earlier experiment."""
-
-
-class NearDuplicateWarning(RepeatedChangeWarning):
-    """A new experiment's code change is a near-duplicate of an earlier one's."""
-
-
-class RemeasureWarning(RepeatedChangeWarning):
-    """A new experiment repeats an earlier one's code change, base commit and env: it
-    should be a new round of that experiment (``kexp remeasure``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,7 +262,7 @@ def file_code_key(raw: bytes, path: Path) -> str:
     return code_key(normalized) if is_matchable(normalized) else ""
 
 
-def _keys_of(store: Store) -> Callable[[list[str]], list[tuple[str, bytes]]]:
+def _keys_of(store: StoreView) -> Callable[[list[str]], list[tuple[str, bytes]]]:
     """A function from paths (relative to ``experiments/``) to each file's code key and
     the stat signature it was read at (in two processes when there are many)."""
     from kexp.index import in_two_processes, stat_signature
@@ -293,7 +284,9 @@ def _keys_of(store: Store) -> Callable[[list[str]], list[tuple[str, bytes]]]:
     return lambda paths: in_two_processes(keys, paths, len(paths))
 
 
-def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
+def find_repeats(
+    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
+) -> list[Repeat]:
     """Valid experiments in ``store`` whose code change equals ``code_change`` (normalised).
 
     Oldest first. Experiments whose ids are in ``exclude`` are left out. The query cache
@@ -317,7 +310,7 @@ def find_repeats(store: Store, code_change: str, *, exclude: Iterable[str] = ())
     return _repeats_in(store, paths, wanted, set(exclude))
 
 
-def _repeats_in(store: Store, paths: list[Path], wanted: str, skip: set[str]) -> list[Repeat]:
+def _repeats_in(store: StoreView, paths: list[Path], wanted: str, skip: set[str]) -> list[Repeat]:
     """The :class:`Repeat` of each of ``paths`` holding the normalised change ``wanted``."""
     probes = _probes(wanted)
     found = []

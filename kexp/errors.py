@@ -1,4 +1,5 @@
-"""kexp's exceptions: small classes under one base, free of any CLI framework."""
+"""kexp's exceptions and warnings: small classes under one base each, free of any CLI
+framework (the bottom of the import graph: every module may import it)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,43 @@ class SyncConflictError(GitError):
     def __init__(self, message: str, paths: Sequence[str]) -> None:
         self.paths = list(paths)
         super().__init__(message)
+
+
+# --- warnings ------------------------------------------------------------------------
+
+
+class InvalidExperimentWarning(UserWarning):
+    """A query skipped a file that is not a valid experiment."""
+
+
+class KexpWarning(UserWarning):
+    """Something worth knowing happened during a write (e.g. a dirty working tree)."""
+
+
+class UncommittedBaseWarning(KexpWarning):
+    """``base_commit`` was filled from ``HEAD`` while the working tree had changes."""
+
+
+class CodeRepoWarning(KexpWarning):
+    """The code repository could not be used to fill in ``base_commit``/``author``."""
+
+
+class RepeatedChangeWarning(KexpWarning):
+    """A new experiment's code change was already tried in an earlier experiment."""
+
+
+class NearDuplicateWarning(RepeatedChangeWarning):
+    """A new experiment's code change is a near-duplicate of an earlier one's."""
+
+
+class RemeasureWarning(RepeatedChangeWarning):
+    """A new experiment repeats an earlier one's code change, base commit and env: it
+    should be a new round of that experiment (``kexp remeasure``)."""
+
+
+class StaleMeasurementWarning(KexpWarning):
+    """A corrected score no longer agrees with the measurement recorded with it."""
+
+
+class SuspectMeasurementWarning(UserWarning):
+    """A recorded experiment's measurements look too good (or too small) to be true."""

@@ -55,10 +55,10 @@ STRING_FIELDS = frozenset(
 )
 VERBATIM_INFO = "kexp-verbatim"
 DIFF_INFO = "diff"
-_FIELD_BY_HEADING = {heading.lower(): name for name, heading in SECTION_HEADINGS.items()}
+FIELD_BY_HEADING = {heading.lower(): name for name, heading in SECTION_HEADINGS.items()}
 #: Characters YAML refuses (control characters, a BOM inside the text) or reads as a line
 #: break although the file's lines are split on LF only (a lone CR, NEL, LS, PS).
-_FRONT_MATTER_BAD_CHAR = re.compile(
+FRONT_MATTER_BAD_CHAR = re.compile(
     # The characters outside YAML's printable set, listed (a negated class of the
     # printable ones takes milliseconds to compile at every start).
     "\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
@@ -290,7 +290,7 @@ def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = Fals
             )
         )
     yaml_text = "".join(lines[1:close])
-    bad = _FRONT_MATTER_BAD_CHAR.search(yaml_text)
+    bad = FRONT_MATTER_BAD_CHAR.search(yaml_text)
     if bad is not None:
         raise FileFormatError(_bad_character(path, yaml_text, bad.start()))
     simple = read_simple_front_matter(yaml_text, STRING_FIELDS) if fast else None
@@ -302,7 +302,7 @@ def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = Fals
             fm_prefix="",
             fm_raw=dict(zip(simple, lines[1:close], strict=True)),
             preamble_raw=preamble_raw,
-            preamble=_unwrap(_decode_segment(preamble_raw), VERBATIM_INFO),
+            preamble=unwrap(decode_segment(preamble_raw), VERBATIM_INFO),
             sections=sections,
             problems=[],
             exact_positions=False,
@@ -339,14 +339,14 @@ def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = Fals
     ]
     fm_prefix, fm_raw = _front_matter_pieces(lines[1:close], mapping)
     preamble_raw, sections = _parse_body(lines, close + 1, path)
-    preamble = _decode_segment(preamble_raw)
+    preamble = decode_segment(preamble_raw)
     return Document(
         path=path,
         front_matter=mapping,
         fm_prefix=fm_prefix,
         fm_raw=fm_raw,
         preamble_raw=preamble_raw,
-        preamble=_unwrap(preamble, VERBATIM_INFO),
+        preamble=unwrap(preamble, VERBATIM_INFO),
         sections=sections,
         problems=problems,
     )
@@ -415,7 +415,7 @@ def _fence_state(lines: list[str], start: int = 0) -> tuple[list[int], bool]:
     return headings, bool(fence)
 
 
-def _decode_segment(raw: str) -> str:
+def decode_segment(raw: str) -> str:
     """Undo the blank-line framing of a segment in "middle" form."""
     if raw.startswith("\n"):
         raw = raw[1:]
@@ -435,7 +435,7 @@ def _parse_body(lines: list[str], start: int, path: str) -> tuple[str, list[Sect
     for index, heading_line in enumerate(headings):
         heading = lines[heading_line].rstrip("\n").rstrip("\r")[2:].strip()
         raw_content = "".join(lines[heading_line + 1 : bounds[index + 1]])
-        field = _FIELD_BY_HEADING.get(heading.lower())
+        field = FIELD_BY_HEADING.get(heading.lower())
         if field is not None and field in seen:
             raise FileFormatError(
                 _problem(
@@ -459,13 +459,13 @@ def _parse_body(lines: list[str], start: int, path: str) -> tuple[str, list[Sect
     else:
         preamble_raw += "\n"
     for section in sections:
-        content = _decode_segment(section.raw.split("\n", 1)[1])
+        content = decode_segment(section.raw.split("\n", 1)[1])
         info = DIFF_INFO if section.field == "code_change" else VERBATIM_INFO
-        section.text = _unwrap(content, info)
+        section.text = unwrap(content, info)
     return preamble_raw, sections
 
 
-def _unwrap(content: str, info: str) -> str:
+def unwrap(content: str, info: str) -> str:
     """The text inside a fence with info string ``info`` spanning all of ``content``."""
     match = re.fullmatch(r"(`{3,})" + re.escape(info) + r"[ \t]*\n(.*)\n\1", content, re.DOTALL)
     if match is None:
@@ -486,7 +486,7 @@ def _fence(text: str, info: str) -> str:
 def _is_plain_safe(text: str) -> bool:
     """Whether ``text`` can stand in a section as is and be read back unchanged."""
     headings, open_fence = _fence_state(split_lines(text))
-    return not headings and not open_fence and _unwrap(text, VERBATIM_INFO) == text
+    return not headings and not open_fence and unwrap(text, VERBATIM_INFO) == text
 
 
 def render_section_text(field: str | None, text: str) -> str:

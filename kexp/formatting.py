@@ -14,13 +14,13 @@ import contextlib
 import dataclasses
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from kexp import atomic
 from kexp.fileformat import FileFormatError, serialize
 from kexp.problems import sort_problems
 from kexp.progress import track
@@ -113,14 +113,13 @@ def format_file(path: Path, *, check: bool = False, store: Store | None = None) 
         if check:
             return FormatResult(path, "would-reformat")
         try:
-            if not _replace(path, text):
+            if not atomic.replace(path, text, only_if_exists=True):
                 return FormatResult(path, "gone")
         except OSError as exc:
             if isinstance(exc, FileNotFoundError) and not os.path.lexists(path):
                 return FormatResult(path, "gone")  # its folder was deleted meanwhile
-            from kexp.store import write_failure
-
-            return FormatResult(path, "error", f"not formatted: {write_failure(path, exc)}")
+            failure = atomic.write_failure(path, exc)
+            return FormatResult(path, "error", f"not formatted: {failure}")
         return FormatResult(path, "reformatted")
 
 
@@ -185,26 +184,3 @@ def expand_paths(paths: Iterable[Path], store: Store | None = None) -> list[Path
         else:
             selected.append(path)
     return selected
-
-
-def _replace(path: Path, text: str) -> bool:
-    """Replace ``path`` with ``text`` atomically, keeping its permissions; False (and
-    nothing written) when the file was deleted meanwhile: it is not brought back."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with temporary.open("xb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            temporary.unlink()
-            return False
-        with contextlib.suppress(OSError):
-            os.chmod(temporary, mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return True

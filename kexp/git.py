@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from kexp.errors import GitError, NoCommitsError
+from kexp.errors import GitError, KexpError, NoCommitsError
 
 if TYPE_CHECKING:
     import git
@@ -395,11 +395,6 @@ def dirty_paths(repo: git.Repo, *, ignore: Path | None = None) -> list[str]:
     return paths
 
 
-def is_dirty(repo: git.Repo, *, ignore: Path | None = None) -> bool:
-    """Whether tracked files (outside ``ignore``) have uncommitted changes."""
-    return bool(dirty_paths(repo, ignore=ignore))
-
-
 def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> bool:
     """Whether the working tree's ``folder`` holds exactly the files of ``commit``:
     ``HEAD`` is ``commit``, and ``git status`` shows nothing under ``folder`` (changed,
@@ -544,13 +539,6 @@ def iter_blobs(
         batch.close(completed=completed)
 
 
-def read_blob(repo: git.Repo, sha: str) -> bytes | None:
-    """The content of one blob (None when it is not in the repository)."""
-    for _, data in iter_blobs(repo, [sha]):
-        return data
-    return None  # pragma: no cover - iter_blobs yields once per hash
-
-
 @dataclasses.dataclass(frozen=True)
 class FileChange:
     """One file's change in a commit or diff (from ``git --raw`` output)."""
@@ -615,6 +603,23 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
             files.append(change)
         commits.append(CommitInfo(sha, author, email, date, message.strip(), tuple(files)))
     return commits
+
+
+def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
+    """``git diff`` of the working tree of ``repo`` against ``commit`` (tracked files),
+    leaving out the folder ``exclude`` when it is inside the repository."""
+    args = ["--no-color", "--no-ext-diff", commit, "--", "."]
+    top = Path(str(repo.working_tree_dir)).resolve()
+    if exclude is not None and exclude.resolve().is_relative_to(top):
+        args.append(f":(exclude){exclude.resolve().relative_to(top).as_posix()}")
+    import git
+
+    try:
+        return str(repo.git.diff(*args))
+    except git.GitCommandError as exc:
+        raise KexpError(
+            f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
+        ) from None
 
 
 def diff_files(repo: git.Repo, base: str, head: str | None, folder: str) -> list[FileChange]:

@@ -1500,8 +1500,7 @@ class StoreIndex:
         # Imported here, before any fork, so that a child inherits them.
         from kexp.fileformat import FileFormatError
         from kexp.problems import sort_problems
-        from kexp.quickcheck import quick_fields
-        from kexp.validate import check_bytes, read_and_check, read_file_and_stat
+        from kexp.validate import read_and_check, read_file_and_stat, valid_fields
 
         base, settings = self._base, self.settings
         no_stat = (None, None)
@@ -1529,11 +1528,12 @@ class StoreIndex:
                             else known
                         )
                         # Most files are canonical: a certain answer without the full parse.
-                        fields = quick_fields(data, path, settings)
+                        fields, checked = valid_fields(data, path, settings)
                         if fields is not None:
                             out.append((relative, signature, _values(fields), ""))
                             continue
-                        result = check_bytes(data, Path(path), settings)
+                        assert checked is not None
+                        result = checked
                     if result.ok:
                         assert result.document is not None
                         out.append((relative, signature, _values(result.document.fields), ""))

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import KexpError, ValidationError
+from kexp.errors import ValidationError
 from kexp.fileformat import STRING_FIELDS, FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
 from kexp.problems import Problem
@@ -206,20 +206,6 @@ def _kept_content_problem(fields: dict[str, Any]) -> str | None:
     return None
 
 
-def resolve_references(store: Store, fields: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids."""
-    resolved = dict(fields)
-    pid = resolved.get("pid")
-    if isinstance(pid, str) and pid.strip():
-        resolved["pid"] = store.resolve_id(pid.strip())
-    combines = resolved.get("combines")
-    if isinstance(combines, list):
-        resolved["combines"] = [
-            store.resolve_id(c) if isinstance(c, str) and c.strip() else c for c in combines
-        ]
-    return resolved
-
-
 def record(
     store: Store,
     fields: dict[str, Any],
@@ -251,7 +237,7 @@ def record(
         stat=stat,
         unit=unit,
         keep_samples=keep_samples,
-        **resolve_references(store, fields),
+        **store.resolve_references(fields),
     )
 
 
@@ -265,16 +251,4 @@ def diff_against(store: Store, base_commit: str | None = None) -> str:
 
     repo = kgit.open_repo(store.code_repo)
     commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
-    args = ["--no-color", "--no-ext-diff", commit, "--", "."]
-    top = Path(str(repo.working_tree_dir)).resolve()
-    experiments = store.experiments_dir.resolve()
-    if experiments.is_relative_to(top):
-        args.append(f":(exclude){experiments.relative_to(top).as_posix()}")
-    import git
-
-    try:
-        return str(repo.git.diff(*args))
-    except git.GitCommandError as exc:
-        raise KexpError(
-            f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
-        ) from None
+    return kgit.working_tree_diff(repo, commit, exclude=store.experiments_dir)

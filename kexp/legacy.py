@@ -68,16 +68,22 @@ import hashlib
 import itertools
 import json
 import math
-import os
 import re
-import secrets
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp import ids
+from kexp import atomic, ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
+from kexp.legacykeys import (
+    EXTRA_FIELD,
+    KEY_FIELD,
+    LEGACY_PREFIX,
+    MISSING_FIELD,
+    describe_value,
+    is_legacy_key,
+)
 from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
@@ -85,18 +91,9 @@ from kexp.validate import check_bytes, id_from_name, read_and_check
 from kexp.yamlio import MAX_DEPTH
 
 if TYPE_CHECKING:
-    from kexp.fileformat import Document
     from kexp.settings import Settings
     from kexp.store import Store
 
-#: Prefix of the front-matter keys that keep original values (``legacy_base_commit``).
-LEGACY_PREFIX = "legacy_"
-#: Front-matter key keeping a record's database key when it is no id.
-KEY_FIELD = "legacy_key"
-#: Front-matter key listing the record's keys that were absent.
-MISSING_FIELD = "legacy_missing"
-#: Front-matter key keeping the record's keys kexp does not know, with their values.
-EXTRA_FIELD = "legacy_extra"
 #: Stand-in ``base_commit`` for a value that is no hash: git's null object id.
 NO_COMMIT = "0" * 40
 #: Stand-in ``created_at`` for a value that is no time.
@@ -374,14 +371,9 @@ class _Builder:
         self.legacy[field] = original
         self.note(
             field,
-            f"{why}: {_describe(original)} kept in {LEGACY_PREFIX}{field}; "
+            f"{why}: {describe_value(original)} kept in {LEGACY_PREFIX}{field}; "
             f"the field holds {standin!r}",
         )
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def experiment_from_legacy(
@@ -406,7 +398,7 @@ def experiment_from_legacy(
     own = build.value("id")
     if "id" in record and not _same(own, exp.id):
         build.legacy["id"] = own
-        build.note("id", f"the record's id {_describe(own)} is kept in {LEGACY_PREFIX}id")
+        build.note("id", f"the record's id {describe_value(own)} is kept in {LEGACY_PREFIX}id")
 
     raw_pid = build.value("pid")
     if pid is None:
@@ -414,7 +406,7 @@ def experiment_from_legacy(
     if "pid" in record and not _same(raw_pid, pid):
         build.legacy["pid"] = raw_pid
         why = f"the parent's id is {pid}" if pid else "no such parent in the database or store"
-        build.note("pid", f"{_describe(raw_pid)}: {why}; kept in {LEGACY_PREFIX}pid")
+        build.note("pid", f"{describe_value(raw_pid)}: {why}; kept in {LEGACY_PREFIX}pid")
     exp.pid = pid
 
     score = build.value("score")
@@ -451,7 +443,9 @@ def experiment_from_legacy(
         kept = ""
         if "error_message" in record:
             build.legacy.setdefault("error_message", original)
-            kept = f": the original {_describe(original)} is kept in {LEGACY_PREFIX}error_message"
+            kept = (
+                f": the original {describe_value(original)} is kept in {LEGACY_PREFIX}error_message"
+            )
         exp.error_message = NO_ERROR_MESSAGE
         build.note("error_message", f"is_buggy is true but there is no error message{kept}")
 
@@ -762,6 +756,7 @@ def _write_batch(batch: list[tuple[_Plan, Path, str]], report: ImportReport) -> 
                 continue
         not_written[plan.exp.id] = error
         report.failed.append(Note(plan.key, "", f"not written: {error}"))
+    atomic.sync_folders([path for _, path, _ in batch])  # the new names durable
 
 
 def _reporting(progress: Progress | None) -> contextlib.AbstractContextManager[None]:
@@ -844,7 +839,7 @@ def _render(store: Store, plan: _Plan) -> tuple[str, str, str]:
             "emoji?), which no UTF-8 file can hold; replace it in the database, then "
             "import again",
         )
-    path = store._path_for(exp)
+    path = store.path_for(exp)
     text = serialize(exp)
     stored, first = _as_stored(text, path, store.settings)
     if stored is None:
@@ -944,46 +939,6 @@ def _compare_existing(store: Store, plan: _Plan, path: Path, report: ImportRepor
 # --- validation ------------------------------------------------------------------------
 
 
-def is_legacy_key(name: str) -> bool:
-    """Whether a front-matter key is one the import keeps original values in."""
-    if name in (KEY_FIELD, MISSING_FIELD, EXTRA_FIELD):
-        return True
-    return name.startswith(LEGACY_PREFIX) and name[len(LEGACY_PREFIX) :] in LEGACY_FIELDS
-
-
-def legacy_problems(doc: Document) -> list[Problem]:
-    """One warning (code ``legacy-value``) per value the import kept aside in a file.
-
-    For validation, in place of the ``unknown-field`` warning on these keys: it says
-    which field holds a stand-in, and how to settle it.
-    """
-    problems: list[Problem] = []
-    for name, value in doc.fields.items():
-        if not is_legacy_key(name):
-            continue
-        if name == KEY_FIELD:
-            message = f"the predecessor's database key {_describe(value)}, which is no id"
-            hint = "kept so that 'kexp export --format legacy' gives the key back"
-        elif name == MISSING_FIELD:
-            message = f"the predecessor's record had no {_describe(value)}"
-            hint = "kept so that the export leaves these keys out again"
-        elif name == EXTRA_FIELD:
-            message = "keys of the predecessor's record that kexp does not know"
-            hint = "kept so that the export gives them back"
-        else:
-            field = name[len(LEGACY_PREFIX) :]
-            message = (
-                f"the predecessor's {field} {_describe(value)} did not fit the format: "
-                f"{field} holds a stand-in"
-            )
-            hint = f"correct {field}, then delete this line (the export uses it while present)"
-        line, column = doc.position((name,))
-        problems.append(
-            Problem(doc.path, line, column, "warning", "legacy-value", name, message, hint)
-        )
-    return problems
-
-
 # --- export ---------------------------------------------------------------------------
 
 
@@ -1062,12 +1017,9 @@ def export_legacy(
 
 
 def _write_atomically(destination: Path, text: str) -> None:
-    temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(6)}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, destination)
+        atomic.replace(destination, text)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         raise KexpError(f"cannot write {destination}: {exc.strerror or exc}") from None
 
 

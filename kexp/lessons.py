@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.model import KernelExperiment
 
 if TYPE_CHECKING:
-    from kexp.store import Store
+    from kexp.storeview import StoreView
 
 #: The groups of :func:`lessons`, in display order.
 LESSON_GROUPS = ("buggy", "regression", "marginal", "interference")
@@ -92,6 +92,6 @@ def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Les
     return groups
 
 
-def lessons(store: Store, **filters: Any) -> dict[str, list[Lesson]]:
+def lessons(store: StoreView, **filters: Any) -> dict[str, list[Lesson]]:
     """The lessons of the experiments in ``store`` matching ``filters``, oldest first."""
     return group_lessons(store.list_experiments(**filters))

@@ -177,8 +177,3 @@ def lineage_of(store: Store, exp_id: str) -> TreeNode:
     forest = build_forest(members.values())
     root_id = chain[-1].id
     return next((tree for tree in forest if tree.experiment.id == root_id), forest[0])
-
-
-def find_node(tree: TreeNode, exp_id: str) -> TreeNode | None:
-    """The node of ``exp_id`` in ``tree``, or None."""
-    return next((node for node in tree.walk() if node.experiment.id == exp_id), None)

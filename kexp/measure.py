@@ -52,7 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import KexpError
+from kexp.errors import KexpError, SuspectMeasurementWarning
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 
@@ -73,10 +73,6 @@ _CONFIG_NAMES = ("config", "configuration", "name", "shape", "case", "benchmark"
 
 class MeasurementError(KexpError, ValueError):
     """Timings cannot be read or paired; the message says which file and configuration."""
-
-
-class SuspectMeasurementWarning(UserWarning):
-    """A recorded experiment's measurements look too good (or too small) to be true."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -778,8 +774,8 @@ def record_iteration(
     ``score`` must be among ``fields``. ``status`` defaults to ``done``. The store
     (default: the default store) fills id, created_at, base_commit and author,
     validates, and writes; a repeated code change
-    (:class:`kexp.dedupe.RepeatedChangeWarning`, or
-    :class:`kexp.dedupe.RemeasureWarning` when base commit and env repeat too: use
+    (:class:`kexp.errors.RepeatedChangeWarning`, or
+    :class:`kexp.errors.RemeasureWarning` when base commit and env repeat too: use
     :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
     are warnings, not errors.
     """

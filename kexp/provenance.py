@@ -23,9 +23,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from kexp.errors import GitError, NoCommitsError
+from kexp.errors import CodeRepoWarning, GitError, NoCommitsError, UncommittedBaseWarning
 from kexp.problems import Problem, Severity
-from kexp.store import KexpWarning
 
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
@@ -44,14 +43,6 @@ class _HasBase(Protocol):
 
 
 _E = TypeVar("_E", bound=_HasBase)
-
-
-class UncommittedBaseWarning(KexpWarning):
-    """``base_commit`` was filled from ``HEAD`` while the working tree had changes."""
-
-
-class CodeRepoWarning(KexpWarning):
-    """The code repository could not be used to fill in ``base_commit``/``author``."""
 
 
 def fill_from_git(

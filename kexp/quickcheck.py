@@ -44,15 +44,15 @@ from typing import Any
 
 from kexp.fastpath import read_simple_front_matter
 from kexp.fileformat import (
-    _FIELD_BY_HEADING,
-    _FRONT_MATTER_BAD_CHAR,
+    FIELD_BY_HEADING,
+    FRONT_MATTER_BAD_CHAR,
     STRING_FIELDS,
     VERBATIM_INFO,
-    _decode_segment,
-    _unwrap,
+    decode_segment,
+    unwrap,
 )
+from kexp.rules import EXPERIMENT_NAME, TIMESTAMP, encoded_size, is_real_time
 from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.validate import _TIMESTAMP, EXPERIMENT_NAME, encoded_size, is_real_time
 
 _BOM = codecs.BOM_UTF8
 #: Lines that may be headings or open or close a code fence; every other line leaves the
@@ -105,7 +105,7 @@ def quick_fields(
     yaml_text = text[4 : close + 1]
     # In ASCII text the characters YAML refuses are control characters, which the fast
     # reader declines (it reads printable lines only).
-    if not yaml_text.isascii() and _FRONT_MATTER_BAD_CHAR.search(yaml_text) is not None:
+    if not yaml_text.isascii() and FRONT_MATTER_BAD_CHAR.search(yaml_text) is not None:
         return None
     accepts, holds = _schema_check()
     fields = read_simple_front_matter(yaml_text, STRING_FIELDS, block_lists=True, accept=accepts)
@@ -120,7 +120,7 @@ def quick_fields(
     score = fields["score"]
     if isinstance(score, float) and not math.isfinite(score):
         return None
-    stamp = _TIMESTAMP.fullmatch(fields["created_at"])
+    stamp = TIMESTAMP.fullmatch(fields["created_at"])
     if stamp is not None and not is_real_time(stamp.group(1)):
         return None
     if fields["is_buggy"] is not True:
@@ -130,7 +130,7 @@ def quick_fields(
         known = [
             field
             for heading in _HEADING_LINE.findall(text, body - 1)
-            if heading and (field := _FIELD_BY_HEADING.get(heading.strip().lower()))
+            if heading and (field := FIELD_BY_HEADING.get(heading.strip().lower()))
         ]
         if len(set(known)) == len(known) and "samples" not in known:
             return fields if "score_ci" not in fields or not _findings(fields, "") else None
@@ -226,7 +226,7 @@ def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:
             if not fence:
                 # The text after '##' (None for a line '##': no known section).
                 heading = line.group(1)
-                field = _FIELD_BY_HEADING.get(heading.strip().lower()) if heading else None
+                field = FIELD_BY_HEADING.get(heading.strip().lower()) if heading else None
                 headings.append((line.start() + 1, line.end(), field))
             continue
         run, rest = line.groups()
@@ -250,5 +250,5 @@ def _section(text: str, headings: list[tuple[int, int, str | None]], name: str) 
         segment = text[end + 1 : len(text) if last else headings[index + 1][0]]
         if last:
             segment += "\n"  # the "middle" form of the last segment
-        return _unwrap(_decode_segment(segment), VERBATIM_INFO)
+        return unwrap(decode_segment(segment), VERBATIM_INFO)
     return ""

@@ -29,10 +29,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp import ids
-from kexp.errors import AmbiguousIdError, ExperimentNotFoundError, KexpError
+from kexp.errors import (
+    AmbiguousIdError,
+    ExperimentNotFoundError,
+    InvalidExperimentWarning,
+    KexpError,
+    KexpWarning,
+)
 from kexp.model import BODY_FIELDS, PENDING_STATUSES, KernelExperiment, attach
 from kexp.query import build_filters, chronological, matches, rank
-from kexp.store import EXPERIMENTS_DIR, InvalidExperimentWarning, KexpWarning, Store
+from kexp.sources import EXPERIMENTS_DIR
+from kexp.store import Store
 from kexp.validate import EXPERIMENT_NAME, check_bytes
 
 if TYPE_CHECKING:

@@ -56,10 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.dedupe import (
-    NearDuplicateWarning,
-    RemeasureWarning,
     Repeat,
-    RepeatedChangeWarning,
     code_shingles,
     is_matchable,
     normalize_code_change,
@@ -68,7 +65,7 @@ from kexp.dedupe import (
     shingle_similarity,
     shingles_of_normalized,
 )
-from kexp.errors import KexpError
+from kexp.errors import KexpError, NearDuplicateWarning, RemeasureWarning, RepeatedChangeWarning
 from kexp.fileformat import FileFormatError
 from kexp.lessons import key_insight
 from kexp.model import attach, outcome_of
@@ -79,7 +76,7 @@ if TYPE_CHECKING:
     from kexp.index import Listing
     from kexp.model import KernelExperiment
     from kexp.settings import Settings
-    from kexp.store import Store
+    from kexp.storeview import StoreView
 
 #: Bump when what the index holds changes: the file name changes with it.
 LAYOUT = 4
@@ -522,7 +519,9 @@ class Session:
     """The retrieval index brought up to date, open for queries (see
     :meth:`RetrievalIndex.session`)."""
 
-    def __init__(self, connection: sqlite3.Connection, store: Store, index: RetrievalIndex) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, store: StoreView, index: RetrievalIndex
+    ) -> None:
         self._connection = connection
         self.store = store
         self.settings = store.settings
@@ -971,7 +970,7 @@ def _settled(signature: bytes, horizon: int) -> bytes:
 class RetrievalIndex:
     """The retrieval index of one store (see the module documentation)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreView) -> None:
         self.store = store
         self.settings = store.settings
         self._base = str(store.experiments_dir).rstrip(os.sep) + os.sep
@@ -1458,7 +1457,7 @@ def _insert(connection: sqlite3.Connection, entries: Sequence[_Entry]) -> None:
 
 
 def similar(
-    store: Store,
+    store: StoreView,
     *,
     text: str | None = None,
     diff: str | None = None,
@@ -1502,7 +1501,7 @@ def similar(
         return found
 
 
-def _relative(store: Store, exp: KernelExperiment) -> str:
+def _relative(store: StoreView, exp: KernelExperiment) -> str:
     if exp.path is None:
         return ""
     return os.path.relpath(exp.path, store.experiments_dir)
@@ -1512,7 +1511,9 @@ def _relative(store: Store, exp: KernelExperiment) -> str:
 MAX_REPORTED = 10
 
 
-def tried_before(store: Store, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
+def tried_before(
+    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
+) -> list[Repeat]:
     """The experiments whose code change is ``code_change`` (identical once normalised,
     similarity 1.0) or a near-duplicate of it (shingle similarity at least
     ``settings.near_duplicate_similarity``): identical ones first, oldest first, then
@@ -1576,7 +1577,7 @@ def _similarity(code_change: str, shingles: frozenset[int]) -> float:
     return shingle_similarity(code_shingles(code_change), shingles)
 
 
-def _read_valid(store: Store, relative: str) -> KernelExperiment | None:
+def _read_valid(store: StoreView, relative: str) -> KernelExperiment | None:
     path = store.experiments_dir / relative
     checked = read_and_check(path, store.settings)
     if not checked.ok:
@@ -1585,7 +1586,7 @@ def _read_valid(store: Store, relative: str) -> KernelExperiment | None:
 
 
 def warn_tried_before(
-    store: Store,
+    store: StoreView,
     code_change: str,
     *,
     exclude: Iterable[str] = (),
@@ -1594,10 +1595,10 @@ def warn_tried_before(
     env: str = "",
 ) -> list[Repeat]:
     """Warn when ``code_change`` was tried before (:func:`tried_before`): a
-    :class:`~kexp.dedupe.RemeasureWarning` when an identical one also has this
+    :class:`~kexp.errors.RemeasureWarning` when an identical one also has this
     ``base_commit`` and ``env`` (given), else a
-    :class:`~kexp.dedupe.RepeatedChangeWarning` naming the identical ones, else a
-    :class:`~kexp.dedupe.NearDuplicateWarning` naming the near-duplicates. Returns them.
+    :class:`~kexp.errors.RepeatedChangeWarning` naming the identical ones, else a
+    :class:`~kexp.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
     ``stacklevel`` is relative to the caller of this function."""
     repeats = tried_before(store, code_change, exclude=exclude)
     same = [

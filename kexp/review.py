@@ -33,7 +33,7 @@ import json
 import operator
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -44,15 +44,15 @@ from kexp.noise import ratio_interval
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import below_best_combined
 from kexp.samples import describe_interval, describe_protocol, sample_count
+from kexp.scan import Keep, scan, value_positions
 from kexp.validate import (
     CheckedFile,
     FileLinks,
-    check_bytes,
     id_from_name,
     key_lines,
     links_of,
-    read_or_problem,
     store_findings,
+    valid_fields,
 )
 
 if TYPE_CHECKING:
@@ -410,7 +410,7 @@ def _add_folded(
         at_base = set()
     for path in candidates:
         if path not in at_base:
-            item = target._read(Path(path))
+            item = target.check_file(path)
             exp_id = id_from_name(path)
             assert exp_id is not None
             changes.added.append(ExperimentChange(exp_id, "added", item.path, None, None, item, {}))
@@ -419,9 +419,7 @@ def _add_folded(
 
 def _head_of(store: Store, head: str | None) -> str | None:
     """``head``, or the revision of a store read at one (:meth:`Store.at`)."""
-    from kexp.snapshot import RevisionStore
-
-    if head is None and isinstance(store, RevisionStore):
+    if head is None and store.commit is not None:
         return store.commit
     return head
 
@@ -445,7 +443,7 @@ def _store_problems(target: Store, links: list[FileLinks]) -> list[Problem]:
     where: dict[int, set[tuple[str | int, ...]]] = {}
     for finding in findings:
         where.setdefault(finding.file, set()).add(finding.where)
-    positions = target._validation_positions(links, where, len(links), [])
+    positions = value_positions(target.source, target.settings, links, where, len(links))
     return [f.problem(links[f.file].path, *positions[f.file, f.where]) for f in findings]
 
 
@@ -492,11 +490,6 @@ _Record = tuple[
     tuple[Any, ...] | None,
 ]
 
-#: Files of the working tree read before any is checked (no system calls in between).
-_READ_BATCH = 256
-#: Files asked at once of a store with its own ``check_files`` (whole documents).
-_CUSTOM_BATCH = 2048
-
 
 @dataclasses.dataclass
 class _HeadScan:
@@ -518,9 +511,9 @@ def _same_files(store: Store, target: Store) -> Store:
     store at a revision: the commit checked out, nothing changed under
     ``experiments/``), so that they are read through its query cache; else ``target``."""
     from kexp import git as kgit
-    from kexp.snapshot import RevisionStore, StoreLocation
+    from kexp.snapshot import StoreLocation
 
-    if not isinstance(target, RevisionStore):
+    if target.commit is None:
         return target
     location = StoreLocation.of(store.root)
     if kgit.matches_working_tree(location.repo, target.commit, location.folder):
@@ -538,29 +531,12 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[_Facts]]
     (:func:`kexp.quickcheck.quick_fields`), and a large store by this process and a
     forked child, half each, as :meth:`Store.validate` does.
     """
-    from kexp.progress import reporting
-    from kexp.store import Store
-
     cached = target.query_cache(lambda view: view.front_matter())
     if cached is not None:
         return _scan_cached(target, cached, facts=facts)
 
-    files = target._validation_files()
-    total = len(files)
-    parent = os.getpid()
-
-    def work(part: list[str]) -> list[_Record]:
-        if os.getpid() != parent:  # the child: only the parent shows progress
-            with reporting(None):
-                return _scan_records(target, part, total, facts)
-        return _scan_records(target, part, total, facts)
-
-    if type(target).check_files is Store.check_files:
-        from kexp.index import in_two_processes
-
-        records = in_two_processes(work, files, total)
-    else:
-        records = work(files)
+    files = target.source.files()
+    records = scan(target.source, files, target.settings, _keeper(facts))
     links: list[FileLinks] = []
     valid: list[_Facts] = []
     records.reverse()  # taken from the end: each freed as it goes
@@ -582,7 +558,8 @@ def _scan_cached(
 
     base = str(target.experiments_dir) + os.sep
     invalid = [base + relative for relative, values in files if values is None]
-    records = dict(zip(invalid, _scan_records(target, invalid, len(invalid), facts), strict=True))
+    kept = scan(target.source, invalid, target.settings, _keeper(facts), split=False)
+    records = dict(zip(invalid, kept, strict=True))
     ids = operator.itemgetter(*(ROW_FIELDS.index(n) for n in ("id", "pid", "combines")))
     known_facts = operator.itemgetter(*(ROW_FIELDS.index(name) for name, _ in _FACT_FIELDS))
     make_link, make_facts = FileLinks._make, _Facts._make
@@ -603,61 +580,31 @@ def _scan_cached(
     return links, valid
 
 
-def _scan_records(target: Store, files: list[str], total: int, facts: bool) -> list[_Record]:
-    """What :func:`_scan` keeps of each of ``files`` (part of ``total`` files, for the
-    progress shown)."""
-    from kexp.progress import track_part
-    from kexp.quickcheck import quick_fields
+def _keeper(facts: bool) -> Keep[_Record]:
+    """What :func:`_scan` keeps of one file (:func:`kexp.scan.scan`): its links, and
+    (``facts``) the :data:`_FACT_FIELDS` values of a valid experiment."""
 
-    settings = target.settings
-    shared: dict[str, str] = {}  # one string per operator (they repeat)
-    records: list[_Record] = []
-    for path, data in track_part(_contents(target, files), len(files), total):
+    def keep(
+        path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
+    ) -> _Record:
         fields: Mapping[str, Any] | None = None
         if isinstance(data, Problem):
             link = FileLinks.of(path, None)
-        elif isinstance(data, CheckedFile):
-            link = links_of(data)
-            fields = data.document.fields if data.ok and data.document is not None else None
         else:
-            fields = quick_fields(data, path, settings)
-            if fields is not None:  # certainly valid
+            fields, checked = valid_fields(data, path, settings)
+            if checked is None:  # certainly valid: the key lines read from the text
                 link = FileLinks.of(path, fields, key_lines(data))
             else:
-                checked = check_bytes(data, Path(path), settings)
                 link = links_of(checked)
-                if checked.ok and checked.document is not None:
-                    fields = checked.document.fields
         known: tuple[Any, ...] | None = None
         if facts and fields is not None:
             known = tuple(fields.get(name, default) for name, default in _FACT_FIELDS)
             operator = known[3]
-            if isinstance(operator, str):
+            if isinstance(operator, str):  # one string per operator (they repeat)
                 known = (*known[:3], shared.setdefault(operator, operator), *known[4:])
-        records.append((link.id, link.pid, link.combines, link.lines, known))
-    return records
+        return (link.id, link.pid, link.combines, link.lines, known)
 
-
-def _contents(
-    target: Store, files: list[str]
-) -> Iterator[tuple[str, bytes | Problem | CheckedFile]]:
-    """Each of ``files`` of ``target`` in turn: its bytes, or the problem that says why
-    it cannot be read (the store at a revision: one ``git cat-file`` process streams
-    them); a store with its own ``check_files`` (none in kexp) gives files checked."""
-    from kexp.snapshot import RevisionStore
-    from kexp.store import Store
-
-    if isinstance(target, RevisionStore):
-        yield from target.contents(files)
-    elif type(target).check_files is not Store.check_files:
-        for start in range(0, len(files), _CUSTOM_BATCH):
-            batch = files[start : start + _CUSTOM_BATCH]
-            yield from zip(batch, target.check_files([Path(f) for f in batch]), strict=True)
-    else:
-        settings = target.settings
-        for start in range(0, len(files), _READ_BATCH):
-            batch = files[start : start + _READ_BATCH]
-            yield from zip(batch, [read_or_problem(f, settings) for f in batch], strict=True)
+    return keep
 
 
 # --- the review ------------------------------------------------------------------------
@@ -862,7 +809,7 @@ def _sides(scan: _HeadScan, changes: Changes) -> tuple[_Side, _Side]:
         return attach(item.experiment(), settings, path=item.path)
 
     def read(path: str) -> KernelExperiment | None:
-        item = target._read(Path(path))
+        item = target.check_file(path)
         return whole(item) if item.ok else None
 
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]

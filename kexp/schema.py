@@ -219,10 +219,6 @@ def property_validators() -> tuple[frozenset[str], dict[str, Callable[[Any], Any
     return _schema_validator.REQUIRED, validators
 
 
-def _fast_validator() -> Callable[[Any], Any]:
-    return fast_validator()[0]
-
-
 def is_schema_valid(fields: Any) -> bool:
     """Whether ``fields`` satisfies the schema (fast; no report)."""
     validate, invalid = fast_validator()

@@ -10,11 +10,9 @@ left alone.
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
 from pathlib import Path
 
+from kexp import atomic
 from kexp.errors import KexpError
 
 #: The skill's name: its folder name and the ``name`` in its front-matter.
@@ -97,12 +95,7 @@ def install_skill(
         for relative in skill_files():
             path = destination / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-            try:
-                shutil.copyfile(source / relative, temporary)
-                os.replace(temporary, path)
-            finally:
-                temporary.unlink(missing_ok=True)
+            atomic.replace(path, (source / relative).read_bytes())
             written.append(path)
     except OSError as exc:
         raise KexpError(

@@ -1,10 +1,12 @@
-"""The store as it was at any revision, read straight from git objects.
+"""The files of a store at one git revision: the :class:`GitRevision` source.
 
-``Store(root).at("HEAD~1")`` returns a :class:`RevisionStore`: the same query API
+``Store(root).at("HEAD~1")`` is a :class:`~kexp.store.Store` over a
+:class:`GitRevision` (a :class:`~kexp.sources.FileSource`): the same query API
 (``list_experiments``, ``top_experiments``, ``get_experiment``, lineage) and the same
 validation as the working tree, but reading the files of one commit without a checkout
-and without touching the working tree. It is read-only: writes raise
-:class:`~kexp.errors.KexpError`.
+and without touching the working tree. The source is neither writable (writes raise
+:class:`~kexp.errors.KexpError`) nor cacheable. :class:`StoreLocation` says where a
+store's ``experiments/`` folder lies in its repository.
 
 Reading is bulk: one ``git ls-tree`` lists the files, one ``git cat-file --batch``
 process streams every blob (100,000 files do not start 100,000 processes). Validation
@@ -18,28 +20,19 @@ import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kexp import git as kgit
 from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
-from kexp.progress import track_part
-from kexp.store import EXPERIMENTS_DIR, Store
-from kexp.validate import (
-    EXPERIMENT_NAME,
-    CheckedFile,
-    FileLinks,
-    ScanRecord,
-    check_bytes,
-    scan_bytes,
-    scan_record,
-    size_problem,
-)
+from kexp.settings import Settings
+from kexp.sources import EXPERIMENTS_DIR
+from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, size_problem
 
 if TYPE_CHECKING:
     import git
 
     from kexp.git import TreeEntry
-    from kexp.model import KernelExperiment
 
 _SYMLINK_MODE = "120000"
 _SUBMODULE_MODE = "160000"
@@ -59,8 +52,6 @@ class StoreLocation:
     @classmethod
     def of(cls, root: Path) -> StoreLocation:
         """The location of the store rooted at ``root`` (:class:`GitError` outside git)."""
-        from kexp import git as kgit
-
         repo = kgit.open_repo(root)
         top = kgit.toplevel(repo)
         resolved = Path(root).resolve()
@@ -97,54 +88,48 @@ class StoreLocation:
         )
 
 
-class RevisionStore(Store):
-    """A read-only :class:`~kexp.store.Store` at one commit (see :meth:`Store.at`).
+class GitRevision:
+    """The experiment files of one commit (see the module docstring).
 
-    ``revision`` is the revision as given, ``commit`` its full hash. Experiments'
-    ``path`` is where the file would be in a checkout of that commit.
+    ``revision`` is the revision as given, ``commit`` its full hash. Paths are where
+    the files would be in a checkout of that commit. Reading is bulk: one ``git
+    ls-tree`` lists the files, one ``git cat-file --batch`` process streams the blobs.
     """
 
-    # Read from git objects: the working tree's cache does not apply.
-    _cached = False
+    writable = False
+    cacheable = False
+    # One git process streams the blobs: a scan is not shared with a child.
+    splittable = False
 
-    def __init__(self, store: Store, revision: str) -> None:
-        from kexp import git as kgit
-
-        self.__dict__.update(store.__dict__)
-        location = StoreLocation.of(store.root)
+    def __init__(self, root: Path, revision: str) -> None:
+        location = StoreLocation.of(root)
         self.location = location
-        self.revision = revision
-        self.commit = kgit.resolve_commit(location.repo, revision)
-        _, listing = kgit.run_git(location.repo, "ls-tree", self.commit, "--", location.folder)
+        self.revision: str = revision
+        self.commit: str = kgit.resolve_commit(location.repo, revision)
+        self._hash = self.commit
+        _, listing = kgit.run_git(location.repo, "ls-tree", self._hash, "--", location.folder)
         if listing.startswith(_SYMLINK_MODE + " "):
             raise KexpError(
-                f"at revision {revision} ({self.commit[:12]}), {location.folder} is a symbolic "
+                f"at revision {revision} ({self._hash[:12]}), {location.folder} is a symbolic "
                 "link: kexp reads only a real folder, never through a link; give a "
                 "revision where it is a folder"
             )
         if not listing.strip():
             raise StoreNotFoundError(
                 f"there is no {location.folder}/ folder at revision {revision} "
-                f"({self.commit[:12]}): the store did not exist yet there; "
+                f"({self._hash[:12]}): the store did not exist yet there; "
                 "give a later revision"
             )
         self._entries: dict[str, TreeEntry] | None = None
         self._sorted: list[Path] | None = None
 
-    def __repr__(self) -> str:
-        return f"Store({str(self.root)!r}).at({self.revision!r})"
-
-    # --- reading from git objects ------------------------------------------------
-
     def _tree(self) -> dict[str, TreeEntry]:
         """Experiment files at this revision, by store path (as a string), listed once."""
         if self._entries is None:
-            from kexp import git as kgit
-
             loc = self.location
             self._entries = {
                 loc.text_path(entry.path): entry
-                for entry in kgit.list_tree(loc.repo, self.commit, loc.folder)
+                for entry in kgit.list_tree(loc.repo, self._hash, loc.folder)
                 if entry.mode != _SUBMODULE_MODE and loc.is_experiment(entry.path)
             }
         return self._entries
@@ -156,7 +141,7 @@ class RevisionStore(Store):
             self._sorted = [Path(p) for p in sorted(self._tree(), key=lambda p: p.split("/"))]
         return list(self._sorted)
 
-    def _validation_files(self) -> list[str]:
+    def files(self) -> list[str]:
         """:meth:`paths` as strings, in the same order, without a ``Path`` made of each
         (what validation and reviews list: at 100,000 files, 1 MiB instead of 48)."""
         if self._sorted is not None or os.sep != "/" or self.location.toplevel == Path("/"):
@@ -164,23 +149,21 @@ class RevisionStore(Store):
         # As paths() sorts them, component by component: "\0" sorts before any character.
         return sorted(self._tree(), key=lambda path: path.replace("/", "\0"))
 
-    def _read(self, path: Path) -> CheckedFile:
-        return self.check_files([path])[0]
+    def check(self, path: Path, settings: Settings) -> CheckedFile:
+        """Read and check one file at this revision."""
+        return self.check_files([path], settings)[0]
 
-    def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
-        """Read and check files at this revision (all experiment files by default), with
-        one ``git cat-file --batch`` process for all of them."""
-        from kexp import git as kgit
-
+    def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
+        """Read and check files at this revision, with one ``git cat-file --batch``
+        process for all of them."""
         tree = self._tree()
-        wanted = list(paths) if paths else self.paths()
         results: dict[int, CheckedFile] = {}
         to_read: list[tuple[int, Path, str]] = []
-        for index, path in enumerate(wanted):
+        for index, path in enumerate(paths):
             entry = tree.get(str(path))
             if entry is None:
                 entry = tree.get(str(Path(path).resolve()))
-            problem = self._entry_problem(Path(path), entry)
+            problem = self._entry_problem(Path(path), entry, settings)
             if problem is not None:
                 results[index] = CheckedFile(Path(path), None, [problem])
             else:
@@ -190,43 +173,42 @@ class RevisionStore(Store):
         for (index, path, _), (_, data) in zip(to_read, blobs, strict=True):
             if data is None:  # pragma: no cover - the tree names the blob
                 results[index] = CheckedFile(
-                    path, None, [self._problem(path, "unreadable", "the blob is missing", "")]
+                    path, None, [_problem(path, "unreadable", "the blob is missing", "")]
                 )
             else:
-                results[index] = check_bytes(data, path, self.settings)
-        return [results[i] for i in range(len(wanted))]
+                results[index] = check_bytes(data, path, settings)
+        return [results[i] for i in range(len(paths))]
 
-    def contents(self, paths: Sequence[str]) -> Iterator[tuple[str, bytes | Problem]]:
-        """Each of ``paths`` at this revision, in order, with its bytes or the problem
-        that says why it cannot be read (as :meth:`check_files` reports it): what
-        :func:`kexp.validate.read_or_problem` is to the working tree.
+    def contents(
+        self, files: Sequence[str], settings: Settings
+    ) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``files`` at this revision, in order, with its bytes or the problem
+        that says why it cannot be read (as :meth:`check_files` reports it).
 
         One ``git cat-file --batch`` process streams the blobs, each given as it comes:
         memory does not grow with the number of files.
         """
-        from kexp import git as kgit
-
         tree = self._tree()
 
         def lookup(path: str) -> tuple[TreeEntry | None, Problem | None]:
             entry = tree.get(path)
             if entry is None:  # a path spelt otherwise, as check_files takes it
                 entry = tree.get(str(Path(path))) or tree.get(str(Path(path).resolve()))
-            return entry, self._entry_problem(Path(path), entry)
+            return entry, self._entry_problem(Path(path), entry, settings)
 
         # Two passes over the paths (nothing kept per file but the blob's hash).
-        shas = [entry.sha for entry, problem in map(lookup, paths) if entry and not problem]
+        shas = [entry.sha for entry, problem in map(lookup, files) if entry and not problem]
         blobs = kgit.iter_blobs(self.location.repo, shas)
         del shas
         try:
-            for path in paths:
+            for path in files:
                 problem = lookup(path)[1]
                 if problem is not None:
                     yield path, problem
                     continue
                 _, data = next(blobs)
                 if data is None:  # pragma: no cover - the tree names the blob
-                    yield path, self._problem(Path(path), "unreadable", "the blob is missing", "")
+                    yield path, _problem(Path(path), "unreadable", "the blob is missing", "")
                 else:
                     yield path, data
         finally:
@@ -234,69 +216,40 @@ class RevisionStore(Store):
             if close is not None:
                 close()
 
-    def _validation_records(self, files: list[str], total: int) -> list[ScanRecord]:
-        """What :meth:`Store.validate` keeps of each of ``files`` (part of ``total``),
-        from the blobs streamed by :meth:`contents`, each checked with
-        :func:`~kexp.validate.scan_bytes` (a canonical file without the full parse)."""
-        settings = self.settings
-        records: list[ScanRecord] = []
-        shared: dict[str, str] = {}  # one string per base_commit value (they repeat)
-        for path, data in track_part(self.contents(files), len(files), total):
-            if isinstance(data, Problem):
-                found, link = [data], FileLinks.of(path, None)
-            else:
-                found, link = scan_bytes(data, path, settings)
-            records.append(scan_record(found, link, shared))
-        return records
+    def vanished(self, path: Path) -> bool:
+        """Never: a commit's files do not change."""
+        return False
 
-    def _entry_problem(self, path: Path, entry: TreeEntry | None) -> Problem | None:
+    def _entry_problem(
+        self, path: Path, entry: TreeEntry | None, settings: Settings
+    ) -> Problem | None:
         if entry is None:
-            return self._problem(
+            return _problem(
                 path,
                 "not-in-revision",
                 f"the file is not an experiment file at revision {self.revision} "
-                f"({self.commit[:12]})",
+                f"({self._hash[:12]})",
                 "give a path that exists at that revision (git ls-tree -r "
-                f"{self.commit[:12]} -- {self.location.folder} lists them)",
+                f"{self._hash[:12]} -- {self.location.folder} lists them)",
             )
         if entry.mode == _SYMLINK_MODE:
-            return self._problem(
+            return _problem(
                 path,
                 "symlink",
                 "experiment files may not be symbolic links",
                 "replace the link with the file itself",
             )
-        if entry.size > self.settings.max_file_bytes:
-            return size_problem(path, entry.size, self.settings.max_file_bytes)
+        if entry.size > settings.max_file_bytes:
+            return size_problem(path, entry.size, settings.max_file_bytes)
         return None
 
-    @staticmethod
-    def _problem(path: Path, code: str, message: str, hint: str) -> Problem:
-        return Problem(str(path), 1, 1, "error", code, "", message, hint)
-
-    # --- read-only -------------------------------------------------------------------
-
-    def _refuse(self) -> KexpError:
+    def read_only(self) -> KexpError:
+        """The error a write to a store over this source raises."""
         return KexpError(
-            f"the store at revision {self.revision} ({self.commit[:12]}) is read-only: "
+            f"the store at revision {self.revision} ({self._hash[:12]}) is read-only: "
             "check out a branch and write to the working tree instead"
         )
 
-    def create_experiment(
-        self, exp: KernelExperiment | None = None, **fields: Any
-    ) -> KernelExperiment:
-        """Refused: a store at a revision is read-only."""
-        raise self._refuse()
 
-    def update_experiment(self, exp_id: str, **changes: Any) -> KernelExperiment:
-        """Refused: a store at a revision is read-only."""
-        raise self._refuse()
-
-    def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
-        """Refused: a store at a revision is read-only."""
-        raise self._refuse()
-
-    @property
-    def cache_dir(self) -> Path:
-        """Refused: a store at a revision writes nothing, not even its cache."""
-        raise self._refuse()
+def _problem(path: Path, code: str, message: str, hint: str) -> Problem:
+    return Problem(str(path), 1, 1, "error", code, "", message, hint)

@@ -1,9 +1,13 @@
 """The store: a folder holding ``experiments/``, queried and written safely.
 
-Reads never see a half-written file (every write is a rename of a finished temporary
-file); creates never overwrite (the new file is linked into place only if its name is
-free); updates hold a per-experiment lock, re-read, validate, and replace atomically.
-Nothing is written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
+A :class:`Store` reads its files through a source (:mod:`kexp.sources`: the working
+tree, or a git revision for :meth:`Store.at`), queries them through the cache
+(:mod:`kexp.index`) where the source allows, validates them in one scan
+(:mod:`kexp.scan`), and writes through :mod:`kexp.atomic`. Reads never see a
+half-written file (every write is a rename of a finished temporary file); creates
+never overwrite (the new file is linked into place only if its name is free); updates
+hold a per-experiment lock, re-read, validate, and replace atomically. Nothing is
+written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
 """
 
 from __future__ import annotations
@@ -11,23 +15,23 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import errno
 import heapq
 import math
 import os
 import re
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kexp import ids
+from kexp import atomic, ids
+from kexp.atomic import write_failure
 from kexp.errors import (
     AmbiguousIdError,
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
+    InvalidExperimentWarning,
     KexpError,
     StoreNotFoundError,
     ValidationError,
@@ -43,10 +47,10 @@ from kexp.model import (
     creation_time,
 )
 from kexp.problems import Problem, has_errors, sort_problems
-from kexp.progress import reporting, track, track_part
 from kexp.query import (
     RANKINGS,
     Filters,
+    below_best_combined,
     build_filters,
     chronological,
     mark_interference,
@@ -54,19 +58,17 @@ from kexp.query import (
     rank,
     rank_by_low,
 )
+from kexp.scan import scan, value_positions
 from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.sources import EXPERIMENTS_DIR, FileSource, WorkingTree
 from kexp.validate import (
-    EXPERIMENT_NAME,
     CheckedFile,
     FileLinks,
     ScanRecord,
     check_bytes,
     check_store,
     id_from_name,
-    links_of,
-    read_and_check,
     read_file,
-    read_or_problem,
     real_paths,
     scan_bytes,
     scan_record,
@@ -81,7 +83,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-EXPERIMENTS_DIR = "experiments"
 CACHE_DIR = ".kexp"
 _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
@@ -99,14 +100,6 @@ class _Filtered:
 
     experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
     text: Filters | None
-
-
-class InvalidExperimentWarning(UserWarning):
-    """A query skipped a file that is not a valid experiment."""
-
-
-class KexpWarning(UserWarning):
-    """Something worth knowing happened during a write (e.g. a dirty working tree)."""
 
 
 def slugify(summary: str, max_length: int = 48) -> str:
@@ -225,7 +218,13 @@ alone.
 
 
 class Store:
-    """A store of experiments rooted at ``root`` (the folder holding ``experiments/``)."""
+    """A store of experiments rooted at ``root`` (the folder holding ``experiments/``).
+
+    ``source`` says where its files' bytes come from (:mod:`kexp.sources`): by default
+    the working tree's ``experiments/`` folder; :meth:`at` gives a store over a git
+    revision. Whether the store may write, and whether queries may use the cache, are
+    properties of its source.
+    """
 
     def __init__(
         self,
@@ -233,20 +232,41 @@ class Store:
         *,
         code_repo: Path | str | None = None,
         settings: Settings = DEFAULT_SETTINGS,
+        source: FileSource | None = None,
     ) -> None:
         self.root = Path(root).resolve() if root is not None else find_root()
-        refuse_linked_store(self.root / EXPERIMENTS_DIR)
-        if not (self.root / EXPERIMENTS_DIR).is_dir():
-            raise StoreNotFoundError(
-                f"{self.root} has no {EXPERIMENTS_DIR}/ folder: create the store with "
-                f"'kexp init {self.root}'"
-            )
+        if source is None:
+            refuse_linked_store(self.root / EXPERIMENTS_DIR)
+            if not (self.root / EXPERIMENTS_DIR).is_dir():
+                raise StoreNotFoundError(
+                    f"{self.root} has no {EXPERIMENTS_DIR}/ folder: create the store with "
+                    f"'kexp init {self.root}'"
+                )
+            source = WorkingTree(self.root / EXPERIMENTS_DIR)
         env_repo = os.environ.get("KEXP_CODE_REPO")
         self.code_repo = Path(code_repo or env_repo or self.root)
         self.settings = settings
+        self.source: FileSource = source
 
     def __repr__(self) -> str:
+        if self.source.revision is not None:
+            return f"Store({str(self.root)!r}).at({self.source.revision!r})"
         return f"Store({str(self.root)!r})"
+
+    @property
+    def revision(self) -> str | None:
+        """The revision this store reads, as given to :meth:`at` (None: the working tree)."""
+        return self.source.revision
+
+    @property
+    def commit(self) -> str | None:
+        """The full hash of :attr:`revision` (None: the working tree)."""
+        return self.source.commit
+
+    def _writable(self) -> None:
+        """Refuse a write to a store whose source is read-only (a revision)."""
+        if not self.source.writable:
+            raise self.source.read_only()
 
     @property
     def experiments_dir(self) -> Path:
@@ -255,7 +275,9 @@ class Store:
 
     @property
     def cache_dir(self) -> Path:
-        """The store's git-ignored cache folder (created on first use)."""
+        """The store's git-ignored cache folder (created on first use); refused for a
+        store at a revision, which writes nothing, not even its cache."""
+        self._writable()
         folder = self.root / CACHE_DIR
         refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
@@ -272,25 +294,21 @@ class Store:
         Hidden files and folders (temporary files of writers in progress) and symbolic
         links to folders are not followed.
         """
-        found: list[Path] = []
-        for folder, dirs, files in os.walk(self.experiments_dir):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in files:
-                if id_from_name(name) is not None:
-                    found.append(Path(folder, name))
-        found.sort()
-        return found
+        return self.source.paths()
 
     def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
         """Read and check files (all experiment files by default)."""
-        return [self._read(p) for p in track(paths or self.paths())]
+        return self.source.check_files(paths or self.paths(), self.settings)
 
-    def _read(self, path: Path) -> CheckedFile:
-        """Read and check one experiment file (overridden by the store at a revision)."""
-        return read_and_check(path, self.settings)
+    def contents(self, paths: Sequence[str]) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``paths`` in order, with its bytes or the problem that says why it
+        cannot be read (as :meth:`check_files` reports it); at a revision, one ``git
+        cat-file --batch`` process streams them. Memory does not grow with the files."""
+        return self.source.contents(paths, self.settings)
 
-    #: Whether queries may use the cache of front-matter (the working tree may).
-    _cached = True
+    def check_file(self, path: Path | str) -> CheckedFile:
+        """Read and check one experiment file."""
+        return self.source.check(Path(path), self.settings)
 
     def _load(self, *, strict: bool) -> list[KernelExperiment]:
         """Every valid experiment, read whole; invalid files warned about (or raised)."""
@@ -312,7 +330,7 @@ class Store:
         tree; whole experiments for a store that has no cache (:meth:`at`).
         :meth:`_complete` and :meth:`_brief` turn them into experiments.
         """
-        if not self._cached:
+        if not self.source.cacheable:
             found = self._load(strict=strict)
             return found if wanted is None else [e for e in found if self._matches(e, wanted)]
         if wanted is None:
@@ -340,7 +358,7 @@ class Store:
         see :meth:`kexp.index.StoreIndex.refresh`), for lookups the cache keeps an index
         for (such as :func:`kexp.dedupe.find_repeats`); None for a store that has no
         cache (one read at a revision). Invalid files are not warned about."""
-        if not self._cached:
+        if not self.source.cacheable:
             return None
         return self._store_index().query(use, light=light)[0]
 
@@ -357,8 +375,9 @@ class Store:
 
     @property
     def is_working_tree(self) -> bool:
-        """Whether this store reads the files of ``experiments/`` (not a revision's)."""
-        return self._cached
+        """Whether this store reads the files of ``experiments/`` through its cache (the
+        working tree; not a revision's files)."""
+        return self.source.cacheable
 
     def current_listing(self) -> dict[str, Listing] | None:
         """Every folder of ``experiments/`` with its files' names and stat signatures, as
@@ -366,16 +385,16 @@ class Store:
         queries do), for caches of their own kept in step with the files (the
         retrieval index, :mod:`kexp.retrieval`). None for a store without a cache (at a
         revision)."""
-        if not self._cached:
+        if not self.source.cacheable:
             return None
         return self._with_index(False, lambda view: view.listing())
 
     def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
-        if self._cached and not os.path.lexists(path):
+        if self.source.vanished(path):
             return  # deleted by another process since it was listed: no longer in the store
         if strict:
             if not problems:
-                problems = [p for p in self._read(path).problems if p.severity == "error"][:1]
+                problems = [p for p in self.check_file(path).problems if p.severity == "error"][:1]
             raise ValidationError(f"{path} is not a valid experiment", problems)
         warnings.warn(
             f"skipped invalid experiment file {first}", InvalidExperimentWarning, stacklevel=4
@@ -403,7 +422,7 @@ class Store:
             if isinstance(item, KernelExperiment):
                 complete.append(item)
                 continue
-            checked = self._read(self.experiments_dir / item.path)
+            checked = self.check_file(self.experiments_dir / item.path)
             if not checked.ok:
                 first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
                 self._skip(checked.path, first.format(), [first], strict)
@@ -445,7 +464,7 @@ class Store:
         :class:`InvalidExperimentWarning`.
         """
         for exp in experiments:
-            if not self._cached or exp.path is None:
+            if not self.source.cacheable or exp.path is None:
                 yield exp  # a store without a cache lists experiments whole
                 continue
             try:
@@ -512,7 +531,11 @@ class Store:
         skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
         if by != "score":
             return self._top_by_low(by, limit, skip_buggy, skip_pending, strict, brief, filters)
-        if self._cached and filters.get("text") is None and filters.get("reachable_from") is None:
+        if (
+            self.source.cacheable
+            and filters.get("text") is None
+            and filters.get("reachable_from") is None
+        ):
             wanted = build_filters(**self._resolve_filter_ids(filters))
             best = self._with_index(
                 strict, lambda view: self._best_rows(view, wanted, limit, skip_buggy, skip_pending)
@@ -600,8 +623,9 @@ class Store:
             resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
         return resolved
 
-    def _id_index(self, prefix: str = "") -> dict[str, list[Path]]:
-        """Ids (starting with ``prefix``) → their files, from the file names alone."""
+    def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
+        """Ids (starting with ``prefix``) → their files (in path order), from the file
+        names alone."""
         return self._id_finder(prefix)(prefix)
 
     def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
@@ -610,7 +634,7 @@ class Store:
         (only folders whose own signature changed are listed again), else in one walk of
         the folders (of the names starting with ``only``: what every id asked for starts
         with). A write asks it for the few ids it names."""
-        if not self._cached:
+        if not self.source.cacheable:
             every: dict[str, list[Path]] = {}
             for path in self.paths():
                 exp_id = id_from_name(path)
@@ -651,9 +675,24 @@ class Store:
         """The full id of the one experiment whose id starts with ``id_or_prefix``."""
         return self._find(id_or_prefix)[0]
 
+    def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
+        (:class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix that
+        names no experiment or several)."""
+        resolved = dict(fields)
+        pid = resolved.get("pid")
+        if isinstance(pid, str) and pid.strip():
+            resolved["pid"] = self.resolve_id(pid.strip())
+        combines = resolved.get("combines")
+        if isinstance(combines, list):
+            resolved["combines"] = [
+                self.resolve_id(c) if isinstance(c, str) and c.strip() else c for c in combines
+            ]
+        return resolved
+
     def _find(self, id_or_prefix: str) -> tuple[str, Path]:
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        index = self._id_index(prefix)
+        index = self.id_index(prefix)
         candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
         if not candidates:
             raise ExperimentNotFoundError(
@@ -682,16 +721,16 @@ class Store:
         :class:`ValidationError` when its file is invalid.
         """
         path = self._find(exp_id)[1]
-        checked = self._read(path)
+        checked = self.check_file(path)
         if not checked.ok:
-            if self._cached and not os.path.lexists(path):
+            if self.source.vanished(path):
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
         if exp.combines:
-            scores = [self._score_of(other) for other in exp.combines]
-            known = [s for s in scores if s is not None]
-            attach(exp, interference=bool(known) and exp.score < max(known))
+            scores = {other: self._score_of(other) for other in exp.combines}
+            known = {other: score for other, score in scores.items() if score is not None}
+            attach(exp, interference=below_best_combined(exp.score, exp.combines, known))
         return exp
 
     def _score_of(self, exp_id: str) -> float | None:
@@ -699,8 +738,8 @@ class Store:
         order) when several files hold the id, as queries count it; None if none."""
         if not ids.is_valid_id(exp_id):
             return None
-        for path in self._id_index(exp_id).get(exp_id, []):
-            checked = self._read(path)
+        for path in self.id_index(exp_id).get(exp_id, []):
+            checked = self.check_file(path)
             if checked.ok:
                 return float(checked.experiment().score)
         return None
@@ -715,9 +754,10 @@ class Store:
         :class:`KexpError`). Raises :class:`~kexp.errors.GitError` outside a git
         repository or for an unknown revision.
         """
-        from kexp.snapshot import RevisionStore
+        from kexp.snapshot import GitRevision
 
-        return RevisionStore(self, revision)
+        source = GitRevision(self.root, revision)
+        return Store(self.root, code_repo=self.code_repo, settings=self.settings, source=source)
 
     def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
         """Every commit that touched an experiment's file, oldest first, with the
@@ -775,11 +815,6 @@ class Store:
 
     # --- validation ------------------------------------------------------------------
 
-    #: How many files :meth:`validate` reads before checking them; how many it asks of a
-    #: store with its own ``check_files`` at once (whole documents: memory).
-    _validate_batch = 256
-    _validate_custom_batch = 2048
-
     def validate(self, paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:
         """Every problem in the given files (all by default), plus store-wide checks.
 
@@ -793,16 +828,16 @@ class Store:
         need (:class:`~kexp.validate.FileLinks`), so memory does not grow with the
         files' contents. A file with a store-wide problem is read again for its position.
         """
-        return self._validate_counted(paths, strict=strict)[0]
+        return self.validate_counted(paths, strict=strict)[0]
 
-    def _validate_counted(
+    def validate_counted(
         self, paths: list[Path] | None = None, *, strict: bool = False
     ) -> tuple[list[Problem], int]:
         """:meth:`validate`, and how many experiment files the store holds (all of them
         are read)."""
         from kexp.provenance import unresolved_base_commits
 
-        files = self._validation_files()
+        files = self.source.files()
         links, file_problems = self._validation_scan(files)
         in_store = len(files)
         del files
@@ -816,7 +851,7 @@ class Store:
             items = [links[number] for number in selected]
             file_problems = {n: file_problems[n] for n in selected if n in file_problems}
             known = set(real)
-            extra = [self._read(p) for p in paths if os.path.realpath(p) not in known]
+            extra = [self.check_file(p) for p in paths if os.path.realpath(p) not in known]
         problems: list[Problem] = [p for found in file_problems.values() for p in found]
         for item in extra:
             problems += item.problems
@@ -844,7 +879,9 @@ class Store:
         for value in unresolved:
             for number in bases[value]:
                 where.setdefault(number, set()).add(("base_commit",))
-        positions = self._validation_positions(items, where, len(items) - len(extra), extra)
+        positions = value_positions(
+            self.source, self.settings, items, where, len(items) - len(extra), extra
+        )
         problems += [f.problem(items[f.file].path, *positions[f.file, f.where]) for f in findings]
         for value, (severity, code, message, hint) in unresolved.items():
             for number in bases[value]:
@@ -855,20 +892,6 @@ class Store:
                 )
         return sort_problems(problems), in_store
 
-    def _validation_files(self) -> list[str]:
-        """:meth:`paths` as strings (lighter than ``Path`` objects), in the same order."""
-        if type(self).paths is not Store.paths or os.sep != "/":
-            return [str(p) for p in self.paths()]
-        fullmatch = EXPERIMENT_NAME.fullmatch
-        found: list[str] = []
-        for folder, dirs, names in os.walk(self.experiments_dir):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found.extend(f"{folder}/{name}" for name in names if fullmatch(name) is not None)
-        # As Path objects sort, component by component: "\0" sorts before any character
-        # of a name (a list of components per path would take more memory).
-        found.sort(key=lambda path: path.replace("/", "\0"))
-        return found
-
     def _validation_scan(
         self, files: list[str]
     ) -> tuple[list[FileLinks], dict[int, list[Problem]]]:
@@ -876,23 +899,8 @@ class Store:
         of those that have some (by their number in ``files``).
 
         A large store is checked by this process and a forked child, half each
-        (:func:`kexp.index.in_two_processes`; ``KEXP_NO_FORK`` turns it off); a store
-        with its own ``check_files`` (at a revision) in this process."""
-        total = len(files)
-        parent = os.getpid()
-
-        def work(part: list[str]) -> list[ScanRecord]:
-            if os.getpid() != parent:  # the child: only the parent shows progress
-                with reporting(None):
-                    return self._validation_records(part, total)
-            return self._validation_records(part, total)
-
-        if type(self).check_files is not Store.check_files:
-            records = work(files)
-        else:
-            from kexp.index import in_two_processes
-
-            records = in_two_processes(work, files, total)
+        (:func:`kexp.scan.scan`)."""
+        records = scan(self.source, files, self.settings, _validation_record)
         links: list[FileLinks] = []
         problems: dict[int, list[Problem]] = {}
         records.reverse()  # taken from the end: each freed as it goes
@@ -902,80 +910,6 @@ class Store:
             if found:
                 problems[number] = [Problem(*p) for p in found]
         return links, problems
-
-    def _validation_records(self, files: list[str], total: int) -> list[ScanRecord]:
-        """What :meth:`_validation_scan` keeps of each of ``files`` (part of ``total``
-        files, for the progress shown), as data ``marshal`` can send."""
-        settings = self.settings
-        records: list[ScanRecord] = []
-        shared: dict[str, str] = {}  # one string per base_commit value (they repeat)
-        custom = type(self).check_files is not Store.check_files
-        # Files are read a batch at a time before any is checked (no system calls in
-        # between the checks: faster); a store with its own check_files (at a revision:
-        # one git process a call) is asked for larger batches.
-        size = self._validate_custom_batch if custom else self._validate_batch
-        results: list[tuple[list[Problem], FileLinks]] = []
-        for number in track_part(range(len(files)), len(files), total):
-            offset = number % size
-            if offset == 0:
-                batch = files[number : number + size]
-                if custom:
-                    results = [
-                        (c.problems, links_of(c))
-                        for c in self.check_files([Path(f) for f in batch])
-                    ]
-                else:
-                    contents = [read_or_problem(f, settings) for f in batch]
-                    results = [
-                        ([data], FileLinks.of(f, None))
-                        if isinstance(data, Problem)
-                        else scan_bytes(data, f, settings)
-                        for f, data in zip(batch, contents, strict=True)
-                    ]
-                    del contents
-            found, link = results[offset]
-            records.append(scan_record(found, link, shared))
-        return records
-
-    def _validation_positions(
-        self,
-        items: list[FileLinks],
-        where: dict[int, set[tuple[str | int, ...]]],
-        in_store: int,
-        extra: list[CheckedFile],
-    ) -> dict[tuple[int, tuple[str | int, ...]], tuple[int, int]]:
-        """(line, column) of each front-matter value ``where[n]`` in the file ``items[n]``
-        (the store's files, ``in_store`` of them, then ``extra``'s), as
-        ``Document.position`` gives them: from the key lines kept (canonical files), else
-        from the file read again and parsed, one at a time (a batch for a store with
-        its own ``check_files``)."""
-        positions: dict[tuple[int, tuple[str | int, ...]], tuple[int, int]] = {}
-        again: list[int] = []
-        for n in sorted(where):
-            if n >= in_store:
-                document = extra[n - in_store].document
-                for at in where[n]:
-                    positions[n, at] = document.position(at) if document is not None else (1, 1)
-                continue
-            for at in where[n]:
-                known = items[n].position(at)
-                if known is None:
-                    again.append(n)
-                    break
-                positions[n, at] = known
-        custom = type(self).check_files is not Store.check_files
-        size = self._validate_custom_batch if custom else 1
-        for start in range(0, len(again), size):
-            numbers = again[start : start + size]
-            paths = [Path(items[n].path) for n in numbers]
-            checked = (
-                self.check_files(paths) if custom else [read_and_check(paths[0], self.settings)]
-            )
-            for n, item in zip(numbers, checked, strict=True):
-                document = item.document
-                for at in where[n]:
-                    positions[n, at] = document.position(at) if document is not None else (1, 1)
-        return positions
 
     # --- writing -------------------------------------------------------------------
 
@@ -995,6 +929,7 @@ class Store:
         first: an invalid one raises :class:`ValidationError` and nothing is written.
         The file is created atomically and never overwrites another.
         """
+        self._writable()
         unknown = sorted(set(fields) - set(ALL_FIELDS) - _KEPT_CONTENT - _DERIVED_FIELDS)
         if unknown:
             raise KexpError(
@@ -1012,7 +947,7 @@ class Store:
         explicit_id = bool(exp.id)
         if explicit_id:
             ids.check_id(exp.id)
-            if exp.id in self._id_index(exp.id):
+            if exp.id in self.id_index(exp.id):
                 raise _exists(exp.id)
         # One reading of the clock for both: at a month's (or year's) last second the
         # id and created_at (hence the folder) name the same moment.
@@ -1024,7 +959,7 @@ class Store:
         self._expand_references(exp)
         self._fill_from_git(exp)
         text = serialize(exp)
-        checked = check_bytes(text, self._path_for(exp), self.settings)
+        checked = check_bytes(text, self.path_for(exp), self.settings)
         problems = checked.problems + self._reference_problems(checked)
         if has_errors(problems):
             raise ValidationError(
@@ -1042,7 +977,7 @@ class Store:
                 base_commit=exp.base_commit,
                 env=exp.env,
             )
-        path = self._path_for(exp)
+        path = self.path_for(exp)
         _make_folder(path.parent)
         names_others = bool(exp.pid or exp.combines)
         with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
@@ -1059,7 +994,7 @@ class Store:
                 # Another process may claim the same id (under another file name)
                 # meanwhile: check again and write while holding that id's claim lock.
                 with exclusive_lock(self._claim_lock_path(exp.id), self.settings.lock_timeout_s):
-                    if exp.id in self._id_index(exp.id):
+                    if exp.id in self.id_index(exp.id):
                         raise _exists(exp.id)
                     _write_new(path, text)
             else:
@@ -1081,7 +1016,9 @@ class Store:
                 for other in exp.combines
             ]
 
-    def _path_for(self, exp: KernelExperiment) -> Path:
+    def path_for(self, exp: KernelExperiment) -> Path:
+        """Where a create would write ``exp``: ``experiments/<YYYY>/<MM>/<id>-<slug>.md``
+        by its ``created_at`` (now, when that is no date); refuses a linked folder."""
         ids.check_id(exp.id)
         year, month = exp.created_at[:4], exp.created_at[5:7]
         if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
@@ -1168,6 +1105,7 @@ class Store:
         replaces the file atomically; only the lines of changed fields change. An
         invalid result raises :class:`ValidationError` and leaves the file untouched.
         """
+        self._writable()
         unknown = sorted(set(changes) - set(ALL_FIELDS))
         if unknown:
             raise KexpError(
@@ -1227,6 +1165,7 @@ class Store:
         Refused while other experiments name it as their ``pid`` (their lineage would
         break) or in their ``combines`` unless ``force=True``.
         """
+        self._writable()
         full_id, path = self._find(exp_id)
         # Exclusive: no write naming this experiment is between its check and its write.
         with self._lineage_lock(exclusive=True):
@@ -1262,7 +1201,7 @@ class Store:
         unique prefix), and of those whose ``combines`` hold it (in path order): what
         makes :meth:`delete_experiment` refuse. From the cache, refreshed."""
         full_id = exp_id if ids.is_valid_id(exp_id) else self.resolve_id(exp_id)
-        if not self._cached:
+        if not self.source.cacheable:
             others = self._load(strict=False)
             return (
                 [e.id for e in others if e.pid == full_id],
@@ -1325,6 +1264,17 @@ class _NamedIds(Mapping[str, list[Path]]):
         return sum(1 for paths in self._known.values() if paths)
 
 
+def _validation_record(
+    path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
+) -> ScanRecord:
+    """What :meth:`Store.validate` keeps of one file: its problems and links, checked by
+    :func:`~kexp.validate.scan_bytes` (a canonical file without the full parse)."""
+    if isinstance(data, Problem):
+        return scan_record([data], FileLinks.of(path, None), shared)
+    found, link = scan_bytes(data, path, settings)
+    return scan_record(found, link, shared)
+
+
 def _best_scores(candidates: list[Any], limit: int) -> list[Any]:
     """The candidates that can be among the ``limit`` best: every one scoring at least
     the ``limit``-th best score (ties included), so ranking sorts a handful, not all."""
@@ -1340,45 +1290,12 @@ def _score(item: Any) -> float:
     return float(item.score)
 
 
-def _temporary_beside(path: Path, text: str | bytes) -> Path:
-    """A finished, fsynced temporary file beside ``path`` holding ``text``; removed again
-    when it cannot be written whole (a full disk)."""
-    import secrets  # here: it costs a query a few milliseconds to import
-
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with temporary.open("xb") as handle:
-            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    return temporary
-
-
 def _exists(exp_id: str) -> ExperimentExistsError:
     return ExperimentExistsError(
         f"an experiment with id {exp_id} already exists (was this experiment created "
         "already?): nothing was written; to record another, build a new KernelExperiment "
         "(it gets a fresh id) or leave its id empty"
     )
-
-
-def write_failure(path: Path, exc: OSError) -> KexpError:
-    """The error for a write of ``path`` that failed (nothing was changed), saying what
-    to do."""
-    hints = {
-        errno.ENOSPC: "free some space on that disk, then run the command again",
-        errno.EDQUOT: "your disk quota is used up: free some space, then run it again",
-        errno.EFBIG: "the system refuses a file this large (ulimit -f?)",
-        errno.EROFS: "that file system is read-only",
-        errno.EACCES: f"check the owner and permissions of {path.parent}",
-        errno.EPERM: f"check the owner and permissions of {path.parent}",
-    }
-    hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
-    return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
 
 
 def _make_folder(folder: Path) -> None:
@@ -1390,97 +1307,41 @@ def _make_folder(folder: Path) -> None:
 
 
 def _write_new(path: Path, text: str | bytes) -> None:
-    """Create ``path`` with ``text`` atomically; fails if the name is taken."""
+    """Create ``path`` with ``text`` atomically (:func:`kexp.atomic.create`); fails if
+    the name is taken."""
     try:
-        temporary = _temporary_beside(path, text)
-    except OSError as exc:
-        raise write_failure(path, exc) from None
-    try:
-        os.link(temporary, path)
+        atomic.create(path, text)
     except FileExistsError:
-        raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
+        raise atomic.exists_error(path) from None
     except OSError as exc:
         raise write_failure(path, exc) from None
-    finally:
-        temporary.unlink()
 
 
 def prepare_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
-    """The first half of :func:`_write_new` for many files at once: each text written
-    to a hidden temporary file beside its path (never read as an experiment), then all
-    of them made durable by one sync of their file system (each synced in turn where
-    that cannot be done). :func:`link_new_file` puts each in place."""
-    import secrets
-
-    written: list[Path] = []
-    path = files[0][0] if files else Path()
+    """The first half of :func:`_write_new` for many files at once
+    (:func:`kexp.atomic.prepare`: one sync of their file system for all);
+    :func:`link_new_file` puts each in place."""
     try:
-        for path, text in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-            with temporary.open("xb") as handle:
-                written.append(temporary)
-                handle.write(text.encode("utf-8"))
-        _sync_files(written)
-    except BaseException as exc:
-        for temporary in written:
-            temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise write_failure(path, exc) from None
-        raise
-    return written
+        return atomic.prepare(files)
+    except OSError as exc:
+        raise write_failure(files[0][0] if files else Path(), exc) from None
 
 
 def link_new_file(temporary: Path, path: Path) -> None:
     """Put a file of :func:`prepare_new_files` in place atomically if ``path`` is free
     (else :class:`KexpError`: nothing is overwritten); the temporary name goes."""
     try:
-        os.link(temporary, path)
+        atomic.link(temporary, path)
     except FileExistsError:
-        raise ExperimentExistsError(f"{path} already exists; nothing was overwritten") from None
+        raise atomic.exists_error(path) from None
     except OSError as exc:
         raise write_failure(path, exc) from None
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _sync_files(paths: Sequence[Path]) -> None:
-    """Make the data of ``paths`` durable: one ``syncfs`` of their file system on Linux,
-    else an ``fsync`` of each."""
-    if not paths:
-        return
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-            fd = os.open(paths[0].parent, os.O_RDONLY)
-        except (OSError, AttributeError):
-            pass
-        else:
-            try:
-                if syncfs(fd) == 0:
-                    return
-            finally:
-                os.close(fd)
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _replace(path: Path, text: str | bytes) -> None:
-    """Replace ``path`` with ``text`` atomically."""
+    """Replace ``path`` with ``text`` atomically, keeping its mode
+    (:func:`kexp.atomic.replace`)."""
     try:
-        temporary = _temporary_beside(path, text)
+        atomic.replace(path, text)
     except OSError as exc:
         raise write_failure(path, exc) from None
-    try:
-        os.replace(temporary, path)
-    except BaseException as exc:
-        temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise write_failure(path, exc) from None
-        raise

@@ -10,29 +10,38 @@ experiment's error message, a real ``created_at``, ``score`` vs ``results``,
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kexp.fileformat import Document, FileFormatError, parse
-from kexp.model import ALL_FIELDS, KernelExperiment
+from kexp.legacykeys import is_legacy_key, legacy_problems
+from kexp.model import KernelExperiment
 from kexp.problems import Problem, has_errors
+from kexp.quickcheck import quick_fields
+from kexp.rules import (
+    EXPERIMENT_NAME,
+    KNOWN_FIELDS,
+    TIMESTAMP,
+    encoded_size,
+    id_from_name,
+    is_real_time,
+    score_results_mismatch,
+    warns_if_valid,
+)
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
-#: File names of experiments: ``<id>-<slug>.md`` (or ``<id>.md``).
-EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[a-z0-9-]*)?\.md")
-_TIMESTAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]+)?Z")
-
-
-def id_from_name(path: Path | str) -> str | None:
-    """The id in an experiment file's name, or None if the name is not an experiment's."""
-    match = EXPERIMENT_NAME.fullmatch(Path(path).name)
-    return match.group(1) if match else None
+__all__ = [
+    "EXPERIMENT_NAME",
+    "encoded_size",
+    "id_from_name",
+    "is_real_time",
+    "score_results_mismatch",
+    "warns_if_valid",
+]
 
 
 @dataclasses.dataclass
@@ -149,17 +158,6 @@ def size_problem(path: Path | str, size: int | str, limit: int) -> Problem:
     )
 
 
-def encoded_size(data: bytes | str, limit: int) -> int | None:
-    """The size in bytes of ``data`` as a file holds it (UTF-8) when it is over
-    ``limit``, else None (text well under the limit is not encoded to find out)."""
-    if isinstance(data, bytes):
-        return len(data) if len(data) > limit else None
-    if len(data) * 4 <= limit:  # at most 4 bytes a character
-        return None
-    size = len(data) if len(data) > limit else len(data.encode("utf-8", "surrogatepass"))
-    return size if size > limit else None
-
-
 def read_and_check(path: Path, settings: Settings = DEFAULT_SETTINGS) -> CheckedFile:
     """Read one file (refusing oversize files and symbolic links) and check it."""
     data = read_or_problem(path, settings)
@@ -247,28 +245,6 @@ def _warning(
     return Problem(str(path), line, column, "warning", code, field, message, hint)
 
 
-#: Days already checked by :func:`is_real_time` (they repeat), bounded in size.
-_REAL_DAYS: dict[str, bool] = {}
-_REAL_DAYS_SIZE = 4096
-
-
-def is_real_time(stamp: str) -> bool:
-    """Whether ``YYYY-MM-DDTHH:MM:SS`` (digits where the letters are) is a real date and
-    time: what ``datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")`` accepts."""
-    day = _REAL_DAYS.get(stamp[:10])
-    if day is None:
-        try:
-            dt.date(int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]))
-            day = True
-        except ValueError:
-            day = False
-        if len(_REAL_DAYS) >= _REAL_DAYS_SIZE:
-            _REAL_DAYS.clear()
-        _REAL_DAYS[stamp[:10]] = day
-    # Two digits each: comparing the texts compares the numbers.
-    return day and stamp[11:13] < "24" and stamp[14:16] < "60" and stamp[17:19] < "60"
-
-
 def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:
     """Schema and per-file semantic problems of a parsed document."""
     from kexp.schema import schema_problems
@@ -319,7 +295,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
             )
         )
     created = fields.get("created_at")
-    stamp = _TIMESTAMP.fullmatch(created) if isinstance(created, str) else None
+    stamp = TIMESTAMP.fullmatch(created) if isinstance(created, str) else None
     # Only the date and time of day: Python 3.10's fromisoformat refuses fractions of
     # other than 3 or 6 digits, and the schema checks the shape.
     if stamp is not None and not is_real_time(stamp.group(1)):
@@ -348,9 +324,9 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
             )
         )
     problems.extend(_sample_problems(doc))
-    known = set(ALL_FIELDS)
+    problems.extend(legacy_problems(doc))
     for key in fields:
-        if key not in known:
+        if key not in KNOWN_FIELDS and not is_legacy_key(key):
             problems.append(
                 _warning(
                     path,
@@ -395,59 +371,6 @@ def _sample_problems(doc: Document) -> list[Problem]:
             )
         )
     return problems
-
-
-def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float | None:
-    """The geometric mean of ``results`` speedups when ``score`` disagrees with it."""
-    if not isinstance(results, list) or not results or isinstance(score, bool):
-        return None
-    if not isinstance(score, (int, float)):
-        return None
-    speedups: list[float] = []
-    for item in results:
-        value = item.get("speedup") if isinstance(item, dict) else None
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return None
-        if not (value > 0 and math.isfinite(value)):
-            return None
-        speedups.append(float(value))
-    mean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
-    if abs(score - mean) > tolerance * mean:
-        return mean
-    return None
-
-
-#: Every field kexp knows: any other is an ``unknown-field`` warning.
-_KNOWN_FIELDS = frozenset(ALL_FIELDS)
-
-
-def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
-    """Whether :func:`check_document` reports a warning for a file without errors whose
-    front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
-
-    These are its only warnings besides those of the YAML reader (values it would retype)
-    and those of the ``## Samples`` section (:mod:`kexp.samples`), which
-    :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
-    :func:`check_document` must be added here too (tests check the two agree).
-    """
-    if not _KNOWN_FIELDS.issuperset(fields):
-        return True
-    results = fields.get("results")
-    return bool(results) and (
-        score_results_mismatch(fields.get("score"), results, settings.score_tolerance) is not None
-    )
-
-
-def _quick_fields() -> Callable[[bytes, str, Settings], dict[str, Any] | None]:
-    global _QUICK_FIELDS
-    if _QUICK_FIELDS is None:
-        from kexp.quickcheck import quick_fields  # it imports this module
-
-        _QUICK_FIELDS = quick_fields
-    return _QUICK_FIELDS
-
-
-_QUICK_FIELDS: Callable[[bytes, str, Settings], dict[str, Any] | None] | None = None
 
 
 # --- across files ------------------------------------------------------------------------
@@ -564,7 +487,7 @@ def scan_bytes(
     :func:`kexp.quickcheck.quick_fields` without the full parse, and the lines of its
     keys are taken from the text (:func:`key_lines`).
     """
-    fields = _quick_fields()(data, path, settings)
+    fields = quick_fields(data, path, settings)
     if fields is not None:
         links = FileLinks.of(path, fields, key_lines(data))
         if not warns_if_valid(fields, settings):
@@ -572,6 +495,22 @@ def scan_bytes(
         return check_bytes(data, Path(path), settings).problems, links
     checked = check_bytes(data, Path(path), settings)
     return checked.problems, links_of(checked)
+
+
+def valid_fields(
+    data: bytes, path: str, settings: Settings = DEFAULT_SETTINGS
+) -> tuple[dict[str, Any] | None, CheckedFile | None]:
+    """The verdict on one file's bytes: the front-matter fields when it is a valid
+    experiment (else None), and the :class:`CheckedFile` when the full check ran (None
+    when :func:`kexp.quickcheck.quick_fields` answered: a canonical file, certainly
+    valid). What the cache (:mod:`kexp.index`) and a review's scan ask of each file."""
+    fields = quick_fields(data, path, settings)
+    if fields is not None:
+        return fields, None
+    checked = check_bytes(data, Path(path), settings)
+    if checked.ok and checked.document is not None:
+        return checked.document.fields, checked
+    return None, checked
 
 
 def links_of(checked: CheckedFile) -> FileLinks:

@@ -29,6 +29,7 @@ import kexp.index
 from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
 from kexp.index import RACY_NS, index_file_name
 from kexp.settings import DEFAULT_SETTINGS
+from kexp.sources import WorkingTree
 
 MakeExperiment = Callable[..., KernelExperiment]
 OLD_NS = 1_600_000_000 * 10**9  # a modification time long past
@@ -39,8 +40,7 @@ def _wait_past_racy_window() -> None:
 
 
 def _uncached(store: Store) -> Store:
-    plain = Store(store.root)
-    plain._cached = False
+    plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     return plain
 
 

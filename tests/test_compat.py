@@ -40,9 +40,8 @@ from hypothesis.stateful import (
 
 import kexp
 from kexp import KernelExperiment, Settings, Store
-from kexp.errors import ExperimentExistsError, KexpError, ValidationError
+from kexp.errors import ExperimentExistsError, KexpError, KexpWarning, ValidationError
 from kexp.ids import SHOWN_LENGTH
-from kexp.store import KexpWarning
 
 SKILL_MD = REPO_ROOT / "skill" / "kernel-exp-history" / "SKILL.md"
 

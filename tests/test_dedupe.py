@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
-from kexp.dedupe import RepeatedChangeWarning, find_repeats, normalize_code_change
+from kexp.dedupe import find_repeats, normalize_code_change
+from kexp.errors import RepeatedChangeWarning
 from kexp.fileformat import parse, serialize
 from kexp.settings import DEFAULT_SETTINGS
+from kexp.sources import WorkingTree
 from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
 
 DIFF = """\
@@ -172,8 +174,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
 
     from kexp.index import RACY_NS
 
-    plain = Store(store.root)
-    plain._cached = False
+    plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     other = DIFF.replace("unroll 4", "unroll 2")
     made = [
         make_experiment(code_change=DIFF, score=1.01),

@@ -141,6 +141,26 @@ def test_store_at_is_read_only(repo: Path, store: Store, evolving: dict[str, Any
     assert store.get_experiment(a.id).score == pytest.approx(0.5)
 
 
+def test_store_at_is_a_plain_store_over_a_revision_source(
+    repo: Path, store: Store, evolving: dict[str, Any]
+) -> None:
+    """Read-only and uncached are properties of the source, not of a subclass."""
+    at = store.at("HEAD~1")
+    head = git(repo, "rev-parse", "HEAD~1").strip()
+    assert type(at) is Store
+    assert (at.revision, at.commit) == ("HEAD~1", head)
+    assert (store.revision, store.commit) == (None, None)
+    assert not at.source.writable and not at.source.cacheable
+    assert store.source.writable and store.source.cacheable
+    assert repr(at) == f"Store({str(store.root)!r}).at('HEAD~1')"
+    with pytest.raises(KexpError, match="read-only"):
+        at.cache_dir  # noqa: B018 - the property refuses
+    assert at.query_cache(lambda view: view) is None and at.current_listing() is None
+    assert not at.is_working_tree
+    paths = [str(p) for p in at.paths()]
+    assert [path for path, _ in at.contents(paths)] == paths
+
+
 def test_store_at_validates_like_the_working_tree(
     repo: Path, store: Store, evolving: dict[str, Any]
 ) -> None:

@@ -19,6 +19,7 @@ from kexp import InvalidExperimentWarning, KernelExperiment, Store
 from kexp.index import index_file_name
 from kexp.model import FRONT_MATTER_FIELDS
 from kexp.settings import DEFAULT_SETTINGS
+from kexp.sources import WorkingTree
 
 INDEX_FILE = index_file_name(DEFAULT_SETTINGS)
 OLD = 1_600_000_000  # a modification time far in the past (seconds)
@@ -45,8 +46,7 @@ def _scores(store: Store) -> dict[str, float]:
 
 
 def _uncached(store: Store) -> dict[str, float]:
-    plain = Store(store.root)
-    plain._cached = False
+    plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     return {e.id: e.score for e in plain.list_experiments()}
 
 
@@ -240,8 +240,7 @@ def test_top_and_filters_agree_with_a_store_read_without_cache(
         )
         assert exp.path is not None
         _age(exp.path)
-    plain = Store(store.root)
-    plain._cached = False
+    plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     for filters in (
         {},
         {"operator": "äop1"},
@@ -278,13 +277,11 @@ def test_cached_front_matter_is_the_files_own(
         text = text.replace("\nstatus:", "\nnotes: [kept, 'as is']\nstatus:", 1)
         exp.path.write_text(text, encoding="utf-8")
         _age(exp.path)
-    plain = Store(store.root)
-    plain._cached = False
+    plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
 
     def front_matter(found: list[KernelExperiment]) -> dict[str, Any]:
         return {
-            e.id: ({f: getattr(e, f) for f in FRONT_MATTER_FIELDS}, e.extra_fields)
-            for e in found
+            e.id: ({f: getattr(e, f) for f in FRONT_MATTER_FIELDS}, e.extra_fields) for e in found
         }
 
     expected = front_matter(plain.list_experiments())

@@ -30,10 +30,9 @@ from kexp.legacy import (
     dump_legacy,
     export_legacy,
     import_legacy,
-    is_legacy_key,
     legacy_database,
-    legacy_problems,
 )
+from kexp.legacykeys import is_legacy_key, legacy_problems
 from kexp.model import LEGACY_FIELDS
 from kexp.progress import reporting
 
@@ -567,3 +566,26 @@ def test_kept_values_have_their_own_validation_warning(store: Store) -> None:
     text = path.read_text(encoding="utf-8").splitlines()
     assert text[commit.line - 1] == "legacy_base_commit: main"
     assert not is_legacy_key("legacy_notes") and is_legacy_key("legacy_pid")
+
+
+def test_validation_recognises_the_keys_an_import_wrote(store: Store) -> None:
+    """An imported store is not told to check the spelling of the legacy_* keys kexp
+    wrote itself: validation gives their legacy-value warning instead, at their line,
+    and still warns about a key no one knows."""
+    db = {"EXP-1": record("EXP-1", base_commit="main")}
+    del db["EXP-1"]["profiling_info"]
+    db["EXP-1"]["reviewer"] = "yes"
+    import_legacy(db, store, check_commits=False)
+    (path,) = store.paths()
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("\n---\n", "\nlegacy_notes: typo\n---\n", 1),
+        encoding="utf-8",
+    )
+    expected = legacy_problems(parse(path.read_bytes(), path))
+
+    problems = store.validate()
+
+    assert [p for p in problems if p.code == "legacy-value"] == expected
+    unknown = [p.field for p in problems if p.code == "unknown-field"]
+    assert unknown == ["legacy_notes"]
+    assert [p for p in store.check_file(path).problems if p.code == "legacy-value"] == expected

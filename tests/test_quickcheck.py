@@ -29,7 +29,7 @@ from kexp.fastpath import (
     _tag_of_plain,
     read_simple_front_matter,
 )
-from kexp.fileformat import _FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
+from kexp.fileformat import FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
 from kexp.model import KernelExperiment
 from kexp.quickcheck import quick_fields
 from kexp.validate import EXPERIMENT_NAME, check_bytes
@@ -206,7 +206,7 @@ def test_characters_yaml_refuses_are_declined() -> None:
         for code in range(0x110000)
         if not 0xD800 <= code < 0xE000
         and chr(code) != "\n"
-        and _FRONT_MATTER_BAD_CHAR.match(chr(code) + "x")
+        and FRONT_MATTER_BAD_CHAR.match(chr(code) + "x")
     ]
     assert "\x85" in bad and "\u2028" in bad and "\ufeff" in bad and "\x00" in bad
     for char in bad:

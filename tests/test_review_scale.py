@@ -678,7 +678,7 @@ def test_validate_at_a_revision_reports_what_it_reported(
     commit(repo, "the pull request")
     at = store.at("pr")
     # listed as paths() lists them ('2026/1' before '2026/1-x', as a checkout sorts)
-    assert at._validation_files() == [str(p) for p in at.paths()]
+    assert at.source.files() == [str(p) for p in at.paths()]
     expected = reference_validate(at)
     assert at.validate() == expected
     assert codes(expected) >= {"duplicate-id", "lineage-cycle", "yaml-syntax", "symlink"}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kexp import Store
-from kexp.dedupe import RemeasureWarning, RepeatedChangeWarning
+from kexp.errors import RemeasureWarning, RepeatedChangeWarning
 from kexp.fileformat import parse, serialize
 from kexp.measure import (
     MeasurementError,

@@ -55,7 +55,7 @@ def reference_validate(
         wanted = {p.resolve() for p in paths}
         selected = [c for c in everything if c.path.resolve() in wanted]
         known = {c.path.resolve() for c in everything}
-        selected += [store._read(p) for p in paths if p.resolve() not in known]
+        selected += [store.check_file(p) for p in paths if p.resolve() not in known]
     index: dict[str, list[Path]] = {}
     for item in everything:
         if item.document is not None and isinstance(item.document.fields.get("id"), str):
@@ -427,7 +427,7 @@ def test_positions_of_store_wide_problems_are_the_full_parsers(
 
 
 def test_paths_are_listed_as_store_paths_lists_them(store: Store, messy: dict[str, Path]) -> None:
-    assert store._validation_files() == [str(p) for p in store.paths()]
+    assert store.source.files() == [str(p) for p in store.paths()]
 
 
 def test_the_command_prints_the_same_problems_and_counts_the_files(

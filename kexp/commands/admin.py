@@ -85,7 +85,7 @@ def validate(
         else:
             # Store.validate, and how many experiment files the store holds (no second
             # walk of a large store to count them).
-            problems, in_store = store._validate_counted(selected, strict=strict)
+            problems, in_store = store.validate_counted(selected, strict=strict)
             checked = len(selected) if selected is not None else in_store
     errors = sum(p.severity == "error" for p in problems)
     if output_format == "json":

@@ -841,20 +841,13 @@ def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    import secrets
-
+    from kexp import atomic
     from kexp.errors import KexpError
 
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8", newline="")
-        os.replace(temporary, path)
+        atomic.replace(path, text)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         raise KexpError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 COMMANDS = (top, list_command, show, tree, lessons, stats, log, export)

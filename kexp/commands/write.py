@@ -483,7 +483,7 @@ def _confirm(question: str) -> bool:
 def _record_draft(
     store: Store, text: str, draft: Path
 ) -> tuple[KernelExperiment | None, list[Problem]]:
-    from kexp import intake, template
+    from kexp import template
     from kexp.errors import KexpError, ValidationError
     from kexp.problems import Problem, has_errors
 
@@ -491,7 +491,7 @@ def _record_draft(
     if exp is None or doc is None or has_errors(problems):
         return None, problems
     try:
-        refs = intake.resolve_references(store, {"pid": exp.pid, "combines": exp.combines})
+        refs = store.resolve_references({"pid": exp.pid, "combines": exp.combines})
         exp.pid, exp.combines = refs["pid"], refs["combines"]
         return store.create_experiment(exp), []
     except ValidationError as exc:

@@ -62,7 +62,6 @@ from kexp.htmlreport.pages import (
 from kexp.lessons import LESSON_GROUPS, key_insight
 from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part
-from kexp.snapshot import RevisionStore
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -190,7 +189,7 @@ class _Earlier:
         """The earlier report in ``target`` whose pages may be reused (none when the
         store is read from git objects: its files are not the experiment's)."""
         layout = _layout_digest()
-        if isinstance(store, RevisionStore) or not (target / MARKER).is_file():
+        if store.commit is not None or not (target / MARKER).is_file():
             return cls(layout=layout)
         try:
             data = json.loads((target / PAGES).read_text(encoding="utf-8"))
@@ -255,7 +254,7 @@ def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _W
 
 def _experiment_keys(store: Store, site: Site) -> dict[str, bytes]:
     """The key of every experiment that has one (see the module's docstring)."""
-    if isinstance(store, RevisionStore):
+    if store.commit is not None:
         return {}  # read from git objects: the files on disk are not the experiments'
     racy_after = time.time_ns() - RACY_NS
     keys: dict[str, bytes] = {}

@@ -1,0 +1,105 @@
+"""The per-file rules written once: what both the full check
+(:func:`kexp.validate.check_document`) and the quick check
+(:func:`kexp.quickcheck.quick_fields`) decide a file by.
+
+The name of an experiment file, the shape and reality of a timestamp, the size limit,
+the fields kexp knows, ``score`` vs ``results``, and :func:`warns_if_valid`: which
+valid files :func:`~kexp.validate.check_document` warns about (the quick check says
+nothing of those, so the full check runs for them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kexp.model import ALL_FIELDS
+from kexp.settings import DEFAULT_SETTINGS, Settings
+
+#: File names of experiments: ``<id>-<slug>.md`` (or ``<id>.md``).
+EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[a-z0-9-]*)?\.md")
+TIMESTAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]+)?Z")
+
+
+def id_from_name(path: Path | str) -> str | None:
+    """The id in an experiment file's name, or None if the name is not an experiment's."""
+    match = EXPERIMENT_NAME.fullmatch(Path(path).name)
+    return match.group(1) if match else None
+
+
+def encoded_size(data: bytes | str, limit: int) -> int | None:
+    """The size in bytes of ``data`` as a file holds it (UTF-8) when it is over
+    ``limit``, else None (text well under the limit is not encoded to find out)."""
+    if isinstance(data, bytes):
+        return len(data) if len(data) > limit else None
+    if len(data) * 4 <= limit:  # at most 4 bytes a character
+        return None
+    size = len(data) if len(data) > limit else len(data.encode("utf-8", "surrogatepass"))
+    return size if size > limit else None
+
+
+#: Days already checked by :func:`is_real_time` (they repeat), bounded in size.
+_REAL_DAYS: dict[str, bool] = {}
+_REAL_DAYS_SIZE = 4096
+
+
+def is_real_time(stamp: str) -> bool:
+    """Whether ``YYYY-MM-DDTHH:MM:SS`` (digits where the letters are) is a real date and
+    time: what ``datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")`` accepts."""
+    day = _REAL_DAYS.get(stamp[:10])
+    if day is None:
+        try:
+            dt.date(int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]))
+            day = True
+        except ValueError:
+            day = False
+        if len(_REAL_DAYS) >= _REAL_DAYS_SIZE:
+            _REAL_DAYS.clear()
+        _REAL_DAYS[stamp[:10]] = day
+    # Two digits each: comparing the texts compares the numbers.
+    return day and stamp[11:13] < "24" and stamp[14:16] < "60" and stamp[17:19] < "60"
+
+
+def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float | None:
+    """The geometric mean of ``results`` speedups when ``score`` disagrees with it."""
+    if not isinstance(results, list) or not results or isinstance(score, bool):
+        return None
+    if not isinstance(score, (int, float)):
+        return None
+    speedups: list[float] = []
+    for item in results:
+        value = item.get("speedup") if isinstance(item, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        if not (value > 0 and math.isfinite(value)):
+            return None
+        speedups.append(float(value))
+    mean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    if abs(score - mean) > tolerance * mean:
+        return mean
+    return None
+
+
+#: Every field kexp knows: any other is an ``unknown-field`` warning.
+KNOWN_FIELDS = frozenset(ALL_FIELDS)
+
+
+def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """Whether :func:`check_document` reports a warning for a file without errors whose
+    front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
+
+    These are its only warnings besides those of the YAML reader (values it would retype)
+    and those of the ``## Samples`` section (:mod:`kexp.samples`), which
+    :func:`kexp.quickcheck.quick_fields` never accepts; a warning added to
+    :func:`check_document` must be added here too (tests check the two agree).
+    """
+    if not KNOWN_FIELDS.issuperset(fields):
+        return True
+    results = fields.get("results")
+    return bool(results) and (
+        score_results_mismatch(fields.get("score"), results, settings.score_tolerance) is not None
+    )

@@ -1,0 +1,156 @@
+"""Where a store's bytes come from: the seam between a :class:`~kexp.store.Store` and
+its files.
+
+A :class:`FileSource` lists the experiment files (``paths``, ``files``), gives their
+bytes (``contents``: each file's bytes, or the problem that says why it cannot be
+read) and checks them (``check_files``), and says what a store over it may do:
+``writable`` (writes go to its files) and ``cacheable`` (queries may use the
+stat-keyed cache of :mod:`kexp.index`). Two sources exist: :class:`WorkingTree`
+(the files of ``experiments/`` on disk) and :class:`kexp.snapshot.GitRevision` (the
+files of one commit, read from git objects).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from kexp.errors import KexpError
+from kexp.problems import Problem
+from kexp.progress import track
+from kexp.settings import Settings
+from kexp.validate import (
+    EXPERIMENT_NAME,
+    CheckedFile,
+    id_from_name,
+    read_and_check,
+    read_or_problem,
+)
+
+#: The folder of a store that holds its experiment files.
+EXPERIMENTS_DIR = "experiments"
+
+#: Files of the working tree read before any of them is checked (no system calls in
+#: between the checks: faster).
+READ_BATCH = 256
+#: Files asked at once of :meth:`FileSource.check_files` where whole documents are
+#: kept (memory), such as files read again for the positions of their problems.
+CHECK_BATCH = 2048
+
+
+class FileSource(Protocol):
+    """Where the experiment files of a store come from (see the module docstring)."""
+
+    @property
+    def writable(self) -> bool:
+        """Whether a store over this source may write its files."""
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether queries may use the stat-keyed cache of the files (:mod:`kexp.index`)."""
+
+    @property
+    def splittable(self) -> bool:
+        """Whether a scan of every file may be shared with a forked child process."""
+
+    @property
+    def revision(self) -> str | None:
+        """The revision as given (None: the working tree)."""
+
+    @property
+    def commit(self) -> str | None:
+        """The full hash of :attr:`revision` (None: the working tree)."""
+
+    def paths(self) -> list[Path]:
+        """Every experiment file, sorted as ``Path`` objects sort."""
+
+    def files(self) -> list[str]:
+        """:meth:`paths` as strings, in the same order (lighter than ``Path`` objects)."""
+
+    def contents(
+        self, files: Sequence[str], settings: Settings
+    ) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``files`` in order, with its bytes or the problem saying why it cannot
+        be read (memory does not grow with the number of files)."""
+
+    def check(self, path: Path, settings: Settings) -> CheckedFile:
+        """Read and check one file."""
+
+    def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
+        """Read and check each of ``paths``."""
+
+    def vanished(self, path: Path) -> bool:
+        """Whether ``path`` was listed but is gone now (deleted by another process)."""
+
+    def read_only(self) -> KexpError:
+        """The error a write to a store over a source that is not writable raises."""
+
+
+class WorkingTree:
+    """The files of an ``experiments/`` folder on disk: writable, cacheable unless
+    ``cacheable=False`` (every query then reads every file: the truth the cache is
+    compared with)."""
+
+    revision: str | None = None
+    commit: str | None = None
+    writable = True
+    splittable = True
+
+    def __init__(self, experiments_dir: Path, *, cacheable: bool = True) -> None:
+        self.experiments_dir = experiments_dir
+        self.cacheable = cacheable
+
+    def paths(self) -> list[Path]:
+        """Every experiment file (``<id>-<slug>.md`` under ``experiments/``), sorted.
+
+        Hidden files and folders (temporary files of writers in progress) and symbolic
+        links to folders are not followed.
+        """
+        found: list[Path] = []
+        for folder, dirs, files in os.walk(self.experiments_dir):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in files:
+                if id_from_name(name) is not None:
+                    found.append(Path(folder, name))
+        found.sort()
+        return found
+
+    def files(self) -> list[str]:
+        """:meth:`paths` as strings, in the same order, without a ``Path`` made of each."""
+        if os.sep != "/":
+            return [str(p) for p in self.paths()]
+        fullmatch = EXPERIMENT_NAME.fullmatch
+        found: list[str] = []
+        for folder, dirs, names in os.walk(self.experiments_dir):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found.extend(f"{folder}/{name}" for name in names if fullmatch(name) is not None)
+        # As Path objects sort, component by component: "\0" sorts before any character
+        # of a name (a list of components per path would take more memory).
+        found.sort(key=lambda path: path.replace("/", "\0"))
+        return found
+
+    def contents(
+        self, files: Sequence[str], settings: Settings
+    ) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``files``, read :data:`READ_BATCH` at a time before any is given."""
+        for start in range(0, len(files), READ_BATCH):
+            batch = files[start : start + READ_BATCH]
+            yield from zip(batch, [read_or_problem(f, settings) for f in batch], strict=True)
+
+    def check(self, path: Path, settings: Settings) -> CheckedFile:
+        """Read and check one file (refusing an oversize file and a link)."""
+        return read_and_check(path, settings)
+
+    def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
+        """Read and check each of ``paths`` (refusing oversize files and links)."""
+        return [read_and_check(p, settings) for p in track(paths)]
+
+    def vanished(self, path: Path) -> bool:
+        """Whether nothing is at ``path`` any more."""
+        return not os.path.lexists(path)
+
+    def read_only(self) -> KexpError:
+        """Never raised: the working tree is writable."""
+        return KexpError(f"{self.experiments_dir} is read-only")  # pragma: no cover

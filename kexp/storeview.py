@@ -1,0 +1,59 @@
+"""What the modules a store calls see of it: the :class:`StoreView` protocol.
+
+:class:`kexp.store.Store` calls a few modules for work that is not its own (its
+history and changes, :mod:`kexp.changelog`; the tried-before warning of a create,
+:mod:`kexp.retrieval` with :mod:`kexp.dedupe` and :mod:`kexp.lessons`). They take the
+store as a :class:`StoreView`, the part of its API they use, so that none of them
+imports :mod:`kexp.store`: imports run downwards, with no circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from kexp.index import IndexView, Listing
+    from kexp.model import KernelExperiment
+    from kexp.settings import Settings
+    from kexp.sources import FileSource
+
+_T = TypeVar("_T")
+
+
+class StoreView(Protocol):
+    """The read API of a :class:`~kexp.store.Store` (see its methods' documentation)."""
+
+    root: Path
+    code_repo: Path
+    settings: Settings
+    source: FileSource
+
+    @property
+    def experiments_dir(self) -> Path: ...
+
+    @property
+    def cache_dir(self) -> Path: ...
+
+    @property
+    def is_working_tree(self) -> bool: ...
+
+    @property
+    def commit(self) -> str | None: ...
+
+    def paths(self) -> list[Path]: ...
+
+    def resolve_id(self, id_or_prefix: str) -> str: ...
+
+    def id_index(self, prefix: str = "") -> dict[str, list[Path]]: ...
+
+    def list_experiments(
+        self, *, strict: bool = False, brief: bool = False, **filters: Any
+    ) -> list[KernelExperiment]: ...
+
+    def get_experiment(self, exp_id: str) -> KernelExperiment: ...
+
+    def query_cache(self, use: Callable[[IndexView], _T], *, light: bool = False) -> _T | None: ...
+
+    def current_listing(self) -> dict[str, Listing] | None: ...
