@@ -16,16 +16,17 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, MutableMapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kexp import __version__
-from kexp.commands.common import EXIT_BUG, EXIT_PROBLEMS, EXIT_USAGE, clean, configure
+from kexp.commands.exits import EXIT_BUG, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["EXIT_BUG", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "main"]
-EXIT_OK = 0
 #: Exceptions the error boundary lets through to click (which handles them) unchanged.
 _PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException)
 
@@ -174,6 +175,7 @@ class _Group(click.Group):
         except Exception as exc:
             # kexp.errors is imported here, not up front: kexp --help and --version
             # load nothing of the library.
+            from kexp.commands.common import clean
             from kexp.errors import KexpError, ValidationError
 
             if isinstance(exc, ValidationError):
@@ -248,6 +250,8 @@ def _print_version(ctx: click.Context) -> None:
 
 
 def _one_line_error(text: str) -> str:
+    from kexp.commands.common import clean
+
     return clean(" ".join(text.split()))
 
 
@@ -259,6 +263,8 @@ def _show_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
+    from kexp.commands.common import clean
+
     click.echo(f"kexp: warning: {clean(str(message))}", err=True)
 
 
@@ -268,7 +274,7 @@ def _show_warning(
 )
 @click.option(
     "--root",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False),  # made a Path in main: --help imports no pathlib
     help="Store folder (holding experiments/); default: $KEXP_ROOT or the nearest "
     "folder above that holds experiments/.",
 )
@@ -312,6 +318,12 @@ def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> N
       kexp validate                 check every file (exit 1 on errors)
       kexp report                   a static HTML report (.kexp/report/index.html)
     """
+    from pathlib import Path
+
+    from kexp.commands.common import configure
+
+    if root is not None:
+        ctx.params["root"] = Path(root)
     configure(color, pager=not no_pager)
     if color != "auto":
         ctx.color = color == "always"  # click.echo keeps (or strips) styles accordingly

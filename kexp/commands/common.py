@@ -18,11 +18,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from kexp.commands.exits import EXIT_BUG as EXIT_BUG
+from kexp.commands.exits import EXIT_OK as EXIT_OK
+from kexp.commands.exits import EXIT_PROBLEMS as EXIT_PROBLEMS
+from kexp.commands.exits import EXIT_USAGE as EXIT_USAGE
+
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
     from kexp.store import Store
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 #: The flag of a suspect measurement in listings (as kexp.suspect.SUSPECT_LABEL).
 SUSPECT_LABEL = "suspect: verify correctness"
 #: Progress is shown for loops over at least this many files.
