@@ -221,6 +221,18 @@ def _texts(exp: KernelExperiment) -> Iterator[str]:
         yield str(result)
 
 
+def ranking_leaves_out(
+    filters: dict[str, Any], *, include_buggy: bool, include_pending: bool
+) -> tuple[bool, bool]:
+    """(leave out buggy, leave out pending) for a ranking such as ``top``: both are left
+    out unless asked for, or unless ``filters`` name an outcome, ``is_buggy`` or
+    ``status`` (then the filter decides)."""
+    asked_outcome = filters.get("outcome") is not None
+    skip_buggy = not (include_buggy or asked_outcome or filters.get("is_buggy") is not None)
+    skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
+    return skip_buggy, skip_pending
+
+
 def rank(experiments: Iterable[_E]) -> list[_E]:
     """Best first: score descending, then newest first, then id (deterministic).
 

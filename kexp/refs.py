@@ -37,7 +37,7 @@ from kexp.errors import (
     KexpWarning,
 )
 from kexp.model import BODY_FIELDS, PENDING_STATUSES, KernelExperiment, attach
-from kexp.query import build_filters, chronological, matches, rank
+from kexp.query import build_filters, chronological, matches, rank, ranking_leaves_out
 from kexp.sources import EXPERIMENTS_DIR
 from kexp.store import Store
 from kexp.validate import EXPERIMENT_NAME, check_bytes
@@ -256,9 +256,9 @@ class RefsStore(Store):
     ) -> list[KernelExperiment]:
         """The best versions by score (see :meth:`Store.top_experiments`)."""
         limit = max(0, self.settings.top_default if max_results is None else max_results)
-        asked_outcome = filters.get("outcome") is not None
-        skip_buggy = not (include_buggy or asked_outcome or filters.get("is_buggy") is not None)
-        skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
+        skip_buggy, skip_pending = ranking_leaves_out(
+            filters, include_buggy=include_buggy, include_pending=include_pending
+        )
         if by != "score":
             from kexp.query import RANKINGS, rank_by_low
 

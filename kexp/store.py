@@ -57,6 +57,7 @@ from kexp.query import (
     matches,
     rank,
     rank_by_low,
+    ranking_leaves_out,
 )
 from kexp.scan import scan, value_positions
 from kexp.settings import DEFAULT_SETTINGS, Settings
@@ -526,9 +527,9 @@ class Store:
         ``by="low"`` ranks by the low end of ``score_ci`` (the score without one).
         """
         limit = max(0, self.settings.top_default if max_results is None else max_results)
-        asked_outcome = filters.get("outcome") is not None
-        skip_buggy = not (include_buggy or asked_outcome or filters.get("is_buggy") is not None)
-        skip_pending = not (include_pending or asked_outcome or filters.get("status") is not None)
+        skip_buggy, skip_pending = ranking_leaves_out(
+            filters, include_buggy=include_buggy, include_pending=include_pending
+        )
         if by != "score":
             return self._top_by_low(by, limit, skip_buggy, skip_pending, strict, brief, filters)
         if (
