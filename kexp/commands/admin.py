@@ -118,7 +118,7 @@ def init(directory: Path) -> None:
     Example:
       kexp init ~/kernels
     """
-    from kexp.store import init_store
+    from kexp.location import init_store
 
     root = init_store(directory)
     click.echo(f"initialised kexp store in {clean(str(root / 'experiments'))}")
