@@ -288,7 +288,7 @@ FACT_FIELDS = (
 )
 
 #: What the scan keeps of one file, as data ``marshal`` can send: its id, pid,
-#: combines and key lines (see :class:`FileLinks`), and the :class:`FACT_FIELDS`
+#: combines and key lines (see :class:`FileLinks`), and the :data:`FACT_FIELDS`
 #: values of a valid experiment when asked for (else None).
 _Record = tuple[
     str | None,
