@@ -191,7 +191,8 @@ def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
 def _existing_store() -> Store | None:
     """The default store, or None when there is none yet."""
     from kexp.errors import StoreNotFoundError
-    from kexp.store import Store, find_root
+    from kexp.location import find_root
+    from kexp.store import Store
 
     try:
         return Store(find_root())
@@ -232,7 +233,8 @@ def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperi
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
     from kexp.errors import KexpWarning
-    from kexp.store import CACHE_DIR, Store, init_store
+    from kexp.location import CACHE_DIR, init_store
+    from kexp.store import Store
 
     root = Path(os.environ.get("KEXP_ROOT") or ".").expanduser().resolve()
     experiments, cache, ignore = root / DB_PATH, root / CACHE_DIR, root / ".gitignore"
@@ -265,7 +267,7 @@ def _remove_new_store(
     try:
         experiments.rmdir()
     except OSError:  # not empty: someone else's store now; put its README back
-        from kexp.store import init_store
+        from kexp.location import init_store
 
         init_store(experiments.parent)
         return

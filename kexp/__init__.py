@@ -35,12 +35,13 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from kexp.htmlreport import ReportResult
+    from kexp.location import find_root, init_store
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
     from kexp.publish import SyncResult
     from kexp.retrieval import Match
     from kexp.settings import DEFAULT_SETTINGS, Settings
-    from kexp.store import Store, find_root, init_store
+    from kexp.store import Store
 
 __version__ = "0.1.0"
 
@@ -112,8 +113,8 @@ _LAZY = {
     "Settings": "kexp.settings",
     "InvalidExperimentWarning": "kexp.errors",
     "Store": "kexp.store",
-    "find_root": "kexp.store",
-    "init_store": "kexp.store",
+    "find_root": "kexp.location",
+    "init_store": "kexp.location",
 }
 
 
@@ -158,7 +159,8 @@ sys.modules[__name__].__class__ = _Package
 
 def default_store() -> Store:
     """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`)."""
-    from kexp.store import Store, find_root
+    from kexp.location import find_root
+    from kexp.store import Store
 
     return Store(find_root())
 

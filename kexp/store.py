@@ -8,6 +8,9 @@ half-written file (every write is a rename of a finished temporary file); create
 never overwrite (the new file is linked into place only if its name is free); updates
 hold a per-experiment lock, re-read, validate, and replace atomically. Nothing is
 written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
+
+Where a store is and making one (:func:`find_root`, :func:`init_store`, ``CACHE_DIR``)
+are :mod:`kexp.location`'s; they are named here too, as before.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from kexp.errors import (
     ValidationError,
 )
 from kexp.fileformat import FileFormatError, encode_like, parse, render_update, serialize
+from kexp.location import CACHE_DIR as CACHE_DIR
+from kexp.location import find_root as find_root
+from kexp.location import init_store as init_store
+from kexp.location import refuse_linked_store, refuse_links_in_cache
 from kexp.locking import exclusive_lock, file_lock
 from kexp.model import (
     ALL_FIELDS,
@@ -84,10 +91,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-CACHE_DIR = ".kexp"
 _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
 _DERIVED_FIELDS = DERIVED
@@ -115,107 +120,6 @@ def utc_now(now: float | None = None) -> str:
     ``Z`` (whole seconds), from :func:`kexp.ids.current_time`."""
     moment = ids.current_time() if now is None else now
     return dt.datetime.fromtimestamp(int(moment), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def find_root(start: Path | str | None = None) -> Path:
-    """The default store: ``$KEXP_ROOT``, else the nearest ancestor holding ``experiments/``."""
-    env = os.environ.get("KEXP_ROOT")
-    if env:
-        root = Path(env).expanduser()
-        if not (root / EXPERIMENTS_DIR).is_dir():
-            raise StoreNotFoundError(
-                f"KEXP_ROOT is {env}, which has no {EXPERIMENTS_DIR}/ folder: create the store "
-                f"with 'kexp init {env}', or unset KEXP_ROOT"
-            )
-        return root.resolve()
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / EXPERIMENTS_DIR).is_dir():
-            return folder
-    raise StoreNotFoundError(
-        f"no kexp store found: looked for an {EXPERIMENTS_DIR}/ folder in {here} and every "
-        "folder above it; create one with 'kexp init' (or 'mkdir experiments'), "
-        "or set KEXP_ROOT to the folder that holds it"
-    )
-
-
-def init_store(root: Path | str) -> Path:
-    """Create a store in ``root``: ``experiments/`` with a README, and the cache ignore rule.
-
-    Idempotent: existing files are left as they are. Nothing is written through a
-    symbolic link (see :func:`refuse_linked_store`).
-    """
-    root = Path(root)
-    experiments = root / EXPERIMENTS_DIR
-    refuse_linked_store(experiments)
-    experiments.mkdir(parents=True, exist_ok=True)
-    readme = experiments / "README.md"
-    # "x" (O_EXCL) is never written through a link either.
-    with contextlib.suppress(FileExistsError), readme.open("x", encoding="utf-8") as handle:
-        handle.write(_STORE_README)
-    gitignore = root / ".gitignore"
-    if gitignore.is_symlink():
-        raise KexpError(
-            f"{gitignore} is a symbolic link: kexp never writes through one; replace it "
-            f"with a file, or add the line '{CACHE_DIR}/' to the file it points to yourself"
-        )
-    existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
-    if not any(line.strip().strip("/") == CACHE_DIR for line in existing.splitlines()):
-        separator = "" if not existing or existing.endswith("\n") else "\n"
-        fd = os.open(gitignore, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_FOLLOW, 0o644)
-        with open(fd, "a", encoding="utf-8") as handle:
-            handle.write(
-                f"{separator}# kexp's cache (locks, index): never committed\n{CACHE_DIR}/\n"
-            )
-    return root
-
-
-def refuse_linked_store(experiments: Path) -> None:
-    """Refuse an ``experiments/`` folder that is a symbolic link (the rule: kexp reads and
-    writes a store only through real folders, never through a link, wherever it
-    points, so that a cloned repository can make kexp read or write nothing outside
-    it)."""
-    if experiments.is_symlink():
-        raise KexpError(
-            f"{experiments} is a symbolic link (to {os.readlink(experiments)}): kexp reads and "
-            f"writes only a real {EXPERIMENTS_DIR}/ folder, never through a link; replace the "
-            "link with the folder itself, or give --root (KEXP_ROOT) the folder that holds it"
-        )
-
-
-def refuse_links_in_cache(folder: Path) -> None:
-    """Refuse a cache folder that is, or holds, a symbolic link (its index files and
-    their journals, ``locks/``, ``drafts/``): a repository can commit one (``git add
-    -f``), and kexp would create or write the file it points to, anywhere."""
-    if folder.is_symlink():
-        raise KexpError(f"{folder} is a symbolic link: remove it (kexp recreates its cache)")
-    try:
-        entries = list(os.scandir(folder))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if entry.is_symlink():
-            raise KexpError(
-                f"{entry.path} is a symbolic link: kexp never writes through one in its cache "
-                f"folder; remove it (kexp recreates what {CACHE_DIR}/ holds)"
-            )
-
-
-_STORE_README = """\
-# Experiments
-
-One Markdown file per kernel optimization experiment, recorded with kexp:
-`experiments/<YYYY>/<MM>/<id>-<slug>.md`. kexp's README (README.md in the kexp
-repository you installed it from) explains the file format and every command;
-`kexp --help` lists the commands.
-
-Add one with `kexp new` (opens your editor) or `kexp add` (for agents, from flags or a
-YAML/JSON document on stdin), then open a pull request. Check files with
-`kexp validate`; browse with `kexp top`, `kexp list`, `kexp show ID`.
-
-Files other than `<id>-<slug>.md` (like this README) are not experiments and are left
-alone.
-"""
 
 
 class Store:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
+from kexp.changedcheck import head_of
 from kexp.changelog import Changes, ExperimentChange
 from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
 from kexp.lineage import is_scored
@@ -39,7 +40,6 @@ from kexp.review import (
     Review,
     ReviewedExperiment,
     _field_change,
-    _head_of,
     _relative_problems,
     _text,
     check_changes,
@@ -102,7 +102,7 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
     """``kexp.review.check_changes`` as it was: every file of the store checked whole."""
     from kexp.provenance import base_commit_problems
 
-    head = _head_of(store, head)
+    head = head_of(store, head)
     fork = merge_base(store, base, head)
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
@@ -209,7 +209,7 @@ def reference_review(store: Store, base: str, head: str | None = None) -> Review
     from kexp import git as kgit
     from kexp.snapshot import StoreLocation
 
-    head = _head_of(store, head)
+    head = head_of(store, head)
     check = reference_check_changes(store, base, head)
     location = StoreLocation.of(store.root)
     head_commit = kgit.resolve_commit(location.repo, head) if head is not None else None

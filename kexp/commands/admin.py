@@ -57,7 +57,7 @@ def validate(
     the store-wide checks (duplicate ids, dangling pid/combines, lineage cycles) on the
     whole store: fast CI on a large store.
 
-    Python: kexp.Store.validate(paths); kexp.review.validate_changed(store, base).
+    Python: kexp.Store.validate(paths); kexp.changedcheck.validate_changed(store, base).
 
     \b
     Examples:
@@ -74,8 +74,8 @@ def validate(
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
         if changed is not None:
+            from kexp.changedcheck import check_changes
             from kexp.provenance import strict_problems
-            from kexp.review import check_changes
 
             result = check_changes(store, changed)
             problems, selected = result.problems, result.changed_paths
@@ -118,7 +118,7 @@ def init(directory: Path) -> None:
     Example:
       kexp init ~/kernels
     """
-    from kexp.store import init_store
+    from kexp.location import init_store
 
     root = init_store(directory)
     click.echo(f"initialised kexp store in {clean(str(root / 'experiments'))}")
