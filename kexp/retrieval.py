@@ -1529,6 +1529,7 @@ def find_repeats(
 def _tried_before(
     store: StoreView, code_change: str, exclude: Iterable[str], *, near: bool
 ) -> list[Repeat]:
+    """:func:`tried_before` (``near``), or its identical changes alone."""
     wanted = normalize_code_change(code_change)
     key = key_of_normalized(wanted)
     shingles = shingles_of_normalized(wanted) if near else frozenset()
