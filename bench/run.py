@@ -478,10 +478,11 @@ _ADD_TEN = (
     "        pid=sys.argv[3], detailed_description='**Approach**: bench')\n"
     "    print(e.id)\n"
 )
-#: A repeat check on a store (argv: store), which computes the code keys it keeps.
+#: A repeat check on a store (argv: store), which builds the retrieval index it asks
+#: (as a create's tried-before check does).
 _REPEATS = (
     "import sys, kexp\n"
-    "from kexp.dedupe import find_repeats\n"
+    "from kexp.retrieval import find_repeats\n"
     "find_repeats(kexp.Store(sys.argv[1]), '+ a change that was never tried, x = y + 1;')\n"
 )
 #: The number of predecessor records each import case imports.
@@ -528,8 +529,8 @@ def make_workspace(ctx: Context) -> Workspace:
     for root in (store, pr):
         if root.exists():  # warm caches: the write cases measure a store in use
             _run_quietly([*ctx.kexp, "--root", str(root), "top"], ctx.env)
-    # The repeat check's code keys are computed once per file (the first check after a
-    # clone pays it, as the first query pays the cache): before the timed runs.
+    # The repeat check's index (the retrieval index) is built once (the first check after
+    # a clone pays it, as the first query pays the cache): before the timed runs.
     _run_quietly([sys.executable, "-c", _REPEATS, str(store)], ctx.env)
     json_copy = folder / "kernel_experiments_db.json"
     shutil.copyfile(dataset.json_path, json_copy)

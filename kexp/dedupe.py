@@ -19,40 +19,34 @@ first appearance within the line (``acc``/``i`` and ``sum``/``idx`` both become 
 A change whose variables were renamed gives the same shingles; reordered hunks give
 the same set.
 
-:meth:`kexp.Store.create_experiment` asks the retrieval index
-(:func:`kexp.retrieval.warn_tried_before`) for both and warns with a
-:class:`RepeatedChangeWarning` naming each earlier experiment, its similarity, score
-and outcome (a :class:`NearDuplicateWarning` when none is identical); when an identical
-one also has the same base commit and env, the new one measures the same thing again,
-and the warning is a :class:`RemeasureWarning`: add a round to the earlier experiment
-(``kexp remeasure``) instead, so that tries are pooled, not picked from.
-:func:`find_repeats` is the plain path for identical changes (it reads every file); the
-index's answer is held equal to it by a test.
+:func:`code_key` is the one key of a code change (this normalisation, this rule of what
+is matchable); the retrieval index (:mod:`kexp.retrieval`) keeps it for every file and
+is the one place that answers which experiments hold the same change:
+:meth:`kexp.Store.create_experiment` asks it (:func:`kexp.retrieval.warn_tried_before`)
+for both and warns with a :class:`RepeatedChangeWarning` naming each earlier experiment,
+its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
+identical); when an identical one also has the same base commit and env, the new one
+measures the same thing again, and the warning is a :class:`RemeasureWarning`: add a
+round to the earlier experiment (``kexp remeasure``) instead, so that tries are pooled,
+not picked from. :func:`kexp.retrieval.find_repeats` gives the identical ones alone;
+the refs' check (:mod:`kexp.refs`) compares the same key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import re
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 # The warnings a create gives (defined with every warning in kexp.errors), named here
 # too, where they were first defined.
 from kexp.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.errors import RemeasureWarning as RemeasureWarning
 from kexp.errors import RepeatedChangeWarning as RepeatedChangeWarning
-from kexp.fileformat import FileFormatError, parse
-from kexp.model import attach, outcome_of
-from kexp.validate import read_and_check, read_file, read_file_and_stat
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from kexp.storeview import StoreView
 
 #: Shortest normalised code change (without added/removed lines) that is matched.
 MIN_PLAIN_CHARS = 40
@@ -222,127 +216,19 @@ def shingle_similarity(first: Iterable[int], second: Iterable[int]) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def _probes(normalized: str) -> list[bytes]:
-    """Whitespace-free tokens of the changed lines, longest first: a file holding the
-    same change holds every one of them verbatim (normalising only moves whitespace)."""
-    lines = [line for line in normalized.split("\n") if line != "@@"]
-    changed = [line[1:] for line in lines if line[:1] in ("+", "-")] or lines
-    tokens = {token for line in changed for token in line.split()}
-    return sorted((token.encode("utf-8") for token in tokens), key=len, reverse=True)
+def code_key(code_change: str) -> str | None:
+    """The key of a code change: a hash of it normalised (:func:`normalize_code_change`),
+    None for a placeholder (:func:`is_matchable`). Two changes are the same change when
+    their keys are equal; every "tried before" answer (a create's warning, the refs'
+    check, :func:`kexp.retrieval.find_repeats`) compares these keys."""
+    return key_of_normalized(normalize_code_change(code_change))
 
 
-_CODE_SECTION = re.compile(
-    rb"^## Code change[ \t]*\r?\n\r?\n(`{3,})diff[ \t]*\r?\n(.*?)\r?\n\1[ \t]*\r?$",
-    re.MULTILINE | re.DOTALL,
-)
-
-
-def _code_change_of(raw: bytes, path: Path) -> str:
-    """The code change of a file's text: its canonical diff fence, else a full parse."""
-    match = _CODE_SECTION.search(raw)
-    if match is not None:
-        return match.group(2).decode("utf-8", errors="replace")
-    try:
-        return parse(raw, path).body_values()["code_change"]
-    except FileFormatError:
-        return ""
-
-
-def code_key(normalized: str) -> str:
-    """The key of a normalised code change (a hash): equal changes have equal keys."""
-    import hashlib
-
-    return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
-
-
-def file_code_key(raw: bytes, path: Path) -> str:
-    """The :func:`code_key` of the code change in an experiment file's text; "" when it
-    holds no matchable change (none, or a placeholder)."""
-    normalized = normalize_code_change(_code_change_of(raw, path))
-    return code_key(normalized) if is_matchable(normalized) else ""
-
-
-def _keys_of(store: StoreView) -> Callable[[list[str]], list[tuple[str, bytes]]]:
-    """A function from paths (relative to ``experiments/``) to each file's code key and
-    the stat signature it was read at (in two processes when there are many)."""
-    from kexp.index import in_two_processes, stat_signature
-
-    base = store.experiments_dir
-
-    def keys(paths: list[str]) -> list[tuple[str, bytes]]:
-        found: list[tuple[str, bytes]] = []
-        for relative in paths:
-            path = base / relative
-            try:
-                raw, info = read_file_and_stat(path, store.settings)
-            except (OSError, FileFormatError):
-                found.append(("", b""))
-                continue
-            found.append((file_code_key(raw, path), stat_signature(info)))
-        return found
-
-    return lambda paths: in_two_processes(keys, paths, len(paths))
-
-
-def find_repeats(
-    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
-) -> list[Repeat]:
-    """Valid experiments in ``store`` whose code change equals ``code_change`` (normalised).
-
-    Oldest first. Experiments whose ids are in ``exclude`` are left out. The query cache
-    keeps each file's :func:`code_key` (computed once per version of a file), so only
-    the files holding the same change are read; a store without a cache (one at a
-    revision) is scanned as text, so only likely matches are parsed.
-    (A create asks :func:`kexp.retrieval.tried_before`, which finds near-duplicates too.)
-    """
-    wanted = normalize_code_change(code_change)
-    if not is_matchable(wanted):
-        return []
-    key = code_key(wanted)
-    found_rows = store.query_cache(
-        lambda view: view.rows_with_code_key(key, _keys_of(store)), light=True
-    )
-    paths = (
-        store.paths()
-        if found_rows is None
-        else [store.experiments_dir / row.path for row in found_rows]
-    )
-    return _repeats_in(store, paths, wanted, set(exclude))
-
-
-def _repeats_in(store: StoreView, paths: list[Path], wanted: str, skip: set[str]) -> list[Repeat]:
-    """The :class:`Repeat` of each of ``paths`` holding the normalised change ``wanted``."""
-    probes = _probes(wanted)
-    found = []
-    for path in paths:
-        try:
-            raw = read_file(path, store.settings)
-        except (OSError, FileFormatError):
-            continue
-        if not all(probe in raw for probe in probes):
-            continue
-        if normalize_code_change(_code_change_of(raw, path)) != wanted:
-            continue
-        checked = read_and_check(path, store.settings)
-        if not checked.ok:
-            continue
-        exp = attach(checked.experiment(), path=path)
-        if exp.id in skip or normalize_code_change(exp.code_change) != wanted:
-            continue
-        found.append(exp)
-    found.sort(key=lambda e: (e.created_at, e.id))
-    return [
-        Repeat(
-            e.id,
-            float(e.score),
-            outcome_of(e, store.settings),
-            e.change_summary,
-            e.path,
-            e.base_commit,
-            e.env,
-        )
-        for e in found
-    ]
+def key_of_normalized(normalized: str) -> str | None:
+    """:func:`code_key` of a code change already normalised."""
+    if not is_matchable(normalized):
+        return None
+    return hashlib.sha1(normalized.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:

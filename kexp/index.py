@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from kexp.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-index/11"
+LAYOUT = "kexp-index/12"
 
 
 def index_file_name(settings: Settings) -> str:
@@ -163,7 +163,6 @@ CREATE TABLE files (
     score REAL,
     pid TEXT,
     combines TEXT,                -- ' id1 id2 ' (NULL: none)
-    code_key TEXT,                -- see rows_with_code_key (NULL: not computed yet)
     checksum INTEGER NOT NULL,    -- CRC-32 of record
     record BLOB NOT NULL          -- marshal: see _file_row
 )"""
@@ -185,18 +184,16 @@ _INDEXES = (
     "CREATE INDEX files_by_score ON files (valid, score)",
     "CREATE INDEX files_by_pid ON files (pid) WHERE pid IS NOT NULL",
     "CREATE INDEX files_by_combines ON files (combines) WHERE combines IS NOT NULL",
-    "CREATE INDEX files_by_code_key ON files (code_key) WHERE code_key IS NOT NULL",
-    "CREATE INDEX files_unkeyed ON files (valid) WHERE code_key IS NULL",
     # Every hint once more, apart from the indexes lookups use: IndexView.confirm counts
     # each lookup's condition over it (a tenth of the table's pages to read).
-    "CREATE INDEX files_hints ON files (valid, score, pid, combines, code_key)",
+    "CREATE INDEX files_hints ON files (valid, score, pid, combines)",
 )
 _FOLDER_COLUMNS = (
     "folder, experiments, listed_at, subfolders, names, listing_sum, signatures, signatures_sum"
 )
 _INSERT_FOLDER = f"INSERT INTO folders ({_FOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _UPSERT_FOLDER = _INSERT_FOLDER.replace("INSERT", "INSERT OR REPLACE")
-_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_FILE = "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _UPSERT_FILE = _INSERT_FILE.replace("INSERT", "INSERT OR REPLACE")
 
 
@@ -252,8 +249,8 @@ Signature = bytes
 Group = tuple[str, list[str], "list[Signature] | None"]
 #: One checked file: (path, signature, values or None, first error or "").
 Checked = tuple[str, Signature, "tuple[Any, ...] | None", str]
-#: A row's record: (path, folder, signature, reader, error, values or None, code key).
-Record = tuple[str, str, bytes, str, str, "tuple[Any, ...] | None", "str | None"]
+#: A row's record: (path, folder, signature, reader, error, values or None).
+Record = tuple[str, str, bytes, str, str, "tuple[Any, ...] | None"]
 
 
 class StaleCacheError(Exception):
@@ -326,14 +323,13 @@ def _file_row(
     reader: str,
     error: str,
     values: tuple[Any, ...] | None,
-    code_key: str | None,
 ) -> tuple[Any, ...]:
     """The ``files`` row of one file: the record (everything, checksummed) and the hint
     columns SQL selects and orders by."""
-    record = marshal.dumps((path, folder, signature, reader, error, values, code_key))
+    record = marshal.dumps((path, folder, signature, reader, error, values))
     checksum = zlib.crc32(record)
     if values is None:
-        return (path, folder, 0, None, None, None, code_key, checksum, record)
+        return (path, folder, 0, None, None, None, checksum, record)
     score = values[_SCORE]
     combines = values[_COMBINES]
     return (
@@ -343,7 +339,6 @@ def _file_row(
         float(score) if isinstance(score, (int, float)) else None,
         values[_PID] or None,
         f" {' '.join(combines)} " if combines else None,
-        code_key,
         checksum,
         record,
     )
@@ -574,11 +569,6 @@ Scanned = tuple[
 ]
 
 
-def stat_signature(info: os.stat_result) -> bytes:
-    """The packed signature of a file's ``stat``, as the cache compares them."""
-    return _pack(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-
-
 def folder_signature(path: str) -> bytes | None:
     """A folder's own packed signature (it changes when an entry is added, removed or
     renamed, not when a file is edited in place); None when it is not a folder."""
@@ -689,8 +679,6 @@ class IndexView:
         self._counted: tuple[int, int] | None = None
         #: (condition, parameters, rows) the table must hold: see :meth:`_expect`.
         self._checks: list[tuple[str, tuple[Any, ...], int]] = []
-        #: Code keys computed for this query: (path, signature read at, key) to store.
-        self._new_keys: list[tuple[str, bytes, str]] = []
         #: (path relative to experiments/, first error) of every invalid file.
         self.invalid: list[tuple[str, str]] = []
 
@@ -715,7 +703,7 @@ class IndexView:
             "SELECT record, checksum FROM files INDEXED BY files_by_score WHERE valid = 0",
             begin=True,
         ):
-            path, _, _, _, error, values, _ = record
+            path, _, _, _, error, values = record
             if values is not None:
                 raise DamagedCacheError(f"{path}: valid, but indexed as invalid")
             self._invalid_seen += 1
@@ -755,7 +743,7 @@ class IndexView:
             raise DamagedCacheError("a row's checksum does not match")
         try:
             fields = marshal.loads(record)
-            path, folder, signature, reader, _, _, _ = fields
+            path, folder, signature, reader, _, _ = fields
             name = path[len(folder) :]
         except (EOFError, ValueError, TypeError):
             raise DamagedCacheError("a row cannot be read") from None
@@ -785,7 +773,7 @@ class IndexView:
     def by_score(self) -> Iterator[Row]:
         """Valid rows, best score first (ties in no particular order). A caller that
         stops early says where with :meth:`ranked_down_to`."""
-        for path, _, _, _, _, values, _ in self._query_scored():
+        for path, _, _, _, _, values in self._query_scored():
             yield _row(path, values)
 
     def _query_scored(self) -> Iterator[Record]:
@@ -819,7 +807,7 @@ class IndexView:
         rows: list[Row] = []
         best: dict[str, tuple[str, float]] = {}  # id -> (its first path, that one's score)
         total = invalid = 0
-        for path, _, _, _, _, values, _ in self._query(
+        for path, _, _, _, _, values in self._query(
             "SELECT record, checksum FROM files NOT INDEXED"
         ):
             total += 1
@@ -862,7 +850,7 @@ class IndexView:
                 for record, checksum in batch:
                     if crc(record) != checksum:
                         raise DamagedCacheError("a row's checksum does not match")
-                    path, folder, signature, reader, _, values, _ = loads(record)
+                    path, folder, signature, reader, _, values = loads(record)
                     expected = signature_of.get(path)
                     if expected is None or not path.startswith(folder):
                         raise StaleCacheError()  # a row of a file this query did not find
@@ -899,7 +887,7 @@ class IndexView:
         for start in range(0, len(paths), 500):
             chunk = list(paths[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for path, _, _, _, _, values, _ in self._query(
+            for path, _, _, _, _, values in self._query(
                 f"SELECT record, checksum FROM files WHERE path IN ({marks})", chunk
             ):
                 found[path] = None if values is None else _row(path, values)
@@ -933,7 +921,7 @@ class IndexView:
         each in path order; cross-checked through the table."""
         children = [
             _row(path, values)
-            for path, _, _, _, _, values, _ in self._query(
+            for path, _, _, _, _, values in self._query(
                 "SELECT record, checksum FROM files INDEXED BY files_by_pid WHERE pid = ?",
                 (exp_id,),
             )
@@ -942,7 +930,7 @@ class IndexView:
         needle = f" {exp_id} "
         combiners = [
             _row(path, values)
-            for path, _, _, _, _, values, _ in self._query(
+            for path, _, _, _, _, values in self._query(
                 "SELECT record, checksum FROM files INDEXED BY files_by_combines "
                 "WHERE combines IS NOT NULL AND instr(combines, ?) > 0",
                 (needle,),
@@ -954,74 +942,6 @@ class IndexView:
         children.sort(key=lambda row: path_order(row.path))
         combiners.sort(key=lambda row: path_order(row.path))
         return children, combiners
-
-    def rows_with_code_key(
-        self, key: str, compute: Callable[[list[str]], list[tuple[str, bytes]]]
-    ) -> list[Row]:
-        """Valid rows whose code key is ``key``. ``compute(paths)`` gives the key of each
-        file's content and the signature it was read at; it runs for the rows that have
-        no key yet, and the keys of settled rows read at their own signature are kept
-        (:meth:`store_new_keys`). Cross-checked through the table."""
-        unkeyed = [
-            (path, signature, reader, values)
-            for path, _, signature, reader, _, values, code_key in self._query(
-                "SELECT record, checksum FROM files INDEXED BY files_unkeyed "
-                "WHERE valid = 1 AND code_key IS NULL"
-            )
-            if _unkeyed(path, values, code_key)
-        ]
-        matches: list[Row] = []
-        if unkeyed:
-            computed = compute([path for path, _, _, _ in unkeyed])
-            for (path, signature, reader, values), (found, read_at) in zip(
-                unkeyed, computed, strict=True
-            ):
-                if found == key:
-                    matches.append(_row(path, values))
-                if not reader and read_at == signature:
-                    self._new_keys.append((path, signature, found))
-        indexed = [
-            _row(path, values)
-            for path, _, _, _, _, values, code_key in self._query(
-                "SELECT record, checksum FROM files INDEXED BY files_by_code_key "
-                "WHERE code_key = ?",
-                (key,),
-            )
-            if _agrees(path, values is not None and code_key == key)
-        ]
-        self._expect("valid = 1 AND code_key IS NULL", (), len(unkeyed))
-        self._expect("code_key = ?", (key,), len(indexed))
-        matches += indexed
-        matches.sort(key=lambda row: path_order(row.path))
-        return matches
-
-    def store_new_keys(self) -> None:
-        """Keep the code keys :meth:`rows_with_code_key` computed (best effort: a row
-        rewritten meanwhile keeps none). Ends the read transaction."""
-        import sqlite3
-
-        if not self._new_keys:
-            return
-        connection = self._connection
-        try:
-            connection.execute("COMMIT")
-            connection.execute("BEGIN IMMEDIATE")
-            for path, signature, key in self._new_keys:
-                found = connection.execute(
-                    "SELECT record, checksum FROM files WHERE path = ?", (path,)
-                ).fetchone()
-                if found is None or zlib.crc32(found[0]) != found[1]:
-                    continue
-                fields = marshal.loads(found[0])
-                if fields[2] != signature or fields[3] or fields[6] is not None:
-                    continue  # rewritten meanwhile
-                row = _file_row(fields[0], fields[1], fields[2], "", fields[4], fields[5], key)
-                connection.execute(_UPSERT_FILE, row)
-            connection.execute("COMMIT")
-        except (sqlite3.Error, EOFError, ValueError, TypeError):
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-        self._new_keys.clear()
 
     def _expect(self, condition: str, parameters: Sequence[Any], rows: int) -> None:
         """Have :meth:`confirm` check that ``rows`` rows of the table meet ``condition``
@@ -1068,10 +988,6 @@ def _agrees(path: str, agrees: bool) -> bool:
     if not agrees:
         raise DamagedCacheError(f"{path}: a hint column differs from the row's record")
     return True
-
-
-def _unkeyed(path: str, values: tuple[Any, ...] | None, code_key: str | None) -> bool:
-    return _agrees(path, values is not None and code_key is None)
 
 
 def _marked(row: Row, scores: dict[str, float]) -> Row:
@@ -1183,7 +1099,6 @@ class StoreIndex:
                 view.begin()
                 result = use(view)
                 view.confirm()
-                view.store_new_keys()
                 return result, view.invalid
             except StaleCacheError as stale:
                 again |= stale.paths
@@ -1222,9 +1137,8 @@ class StoreIndex:
         the cache last saw them, without a ``stat`` each: what every file added,
         renamed, replaced or removed since changes (kexp's own writes, git, most
         editors), but not an edit made in place by another program since the last
-        query. The checks a write makes (:meth:`IndexView.naming`,
-        :meth:`IndexView.rows_with_code_key`) use it: they cost what changed, not a
-        ``stat`` of every file.
+        query. The check a delete makes (:meth:`IndexView.naming`) uses it: it costs
+        what changed, not a ``stat`` of every file.
         """
         # Walking creates a few objects per file and frees none: the cyclic garbage
         # collector would scan them all again and again.
@@ -1891,7 +1805,7 @@ def _records(checked: list[Checked], horizon: int, token: str) -> Iterator[tuple
     for path, signature, values, error in checked:
         folder = path[: path.rfind(os.sep) + 1]
         reader = "" if _settled(signature, horizon) else token
-        yield _file_row(path, folder, signature, reader, error, values, None)
+        yield _file_row(path, folder, signature, reader, error, values)
 
 
 def _folder_records(folders: dict[str, _Folder], horizon: int) -> Iterator[tuple[Any, ...]]:

@@ -766,14 +766,11 @@ _BLOB, _ID, _SCORE, _BUGGY, _STATUS, _FRONT, _BODY, _ERROR, _KEY = range(9)
 
 
 def _change_key(code_change: str) -> str:
-    """The key of a code change once normalised (:func:`kexp.dedupe.code_key`); "" for
-    none worth matching."""
-    if not code_change:
-        return ""
-    from kexp.dedupe import code_key, is_matchable, normalize_code_change
+    """The key of a code change (:func:`kexp.dedupe.code_key`, the one key every "tried
+    before" answer compares); "" for none worth matching."""
+    from kexp.dedupe import code_key
 
-    normalized = normalize_code_change(code_change)
-    return code_key(normalized) if is_matchable(normalized) else ""
+    return code_key(code_change) or ""
 
 
 def _row_line(row: tuple[Any, ...]) -> str:

@@ -18,6 +18,10 @@ Two measures, one index:
   each), which every change at least :attr:`~kexp.settings.Settings.near_duplicate_similarity`
   similar must share (it holds at least that share of the query's shingles), and
   computes the similarity of those exactly.
+* **The same code change** (the rest of the "tried before" check, :func:`tried_before`
+  and :func:`find_repeats`): the index keeps every change's key
+  (:func:`kexp.dedupe.code_key`), and is the one place that answers which experiments
+  hold a change; what it names is read again from the files.
 
 A change relevant to a text query scores its BM25 over the best BM25 among the
 candidates (so 1.0 for the best match); a near-duplicate adds
@@ -59,6 +63,7 @@ from kexp.dedupe import (
     Repeat,
     code_shingles,
     is_matchable,
+    key_of_normalized,
     normalize_code_change,
     remeasure_message,
     repeat_message,
@@ -339,18 +344,6 @@ def _words_of_normalized(normalized: str) -> str:
     return " ".join(dict.fromkeys(words))
 
 
-def code_key(code_change: str) -> str | None:
-    """A hash of the normalised code change (None for a placeholder): equal for the
-    same change (see :func:`kexp.dedupe.normalize_code_change`)."""
-    return _key_of_normalized(normalize_code_change(code_change))
-
-
-def _key_of_normalized(normalized: str) -> str | None:
-    if not is_matchable(normalized):
-        return None
-    return hashlib.sha1(normalized.encode("utf-8")).hexdigest()
-
-
 def shingle_bands(shingles: Iterable[int]) -> list[int]:
     """The LSH band keys of a shingle set: a one-permutation MinHash (each shingle goes
     to bin ``h mod`` :data:`MINHASH_BINS`, a bin keeps its least ``h div`` bins; an
@@ -448,7 +441,7 @@ def entry_of(exp: KernelExperiment, relative: str, signature: bytes = b"") -> _E
     found = sorted(shingles_of_normalized(normalized))
     shingles = array("q", found).tobytes()
     bands = array("q", shingle_bands(found)).tobytes()
-    key = _key_of_normalized(normalized)
+    key = key_of_normalized(normalized)
     return _Entry(relative, signature, values, texts, key, shingles, bands)
 
 
@@ -1507,7 +1500,8 @@ def _relative(store: StoreView, exp: KernelExperiment) -> str:
     return os.path.relpath(exp.path, store.experiments_dir)
 
 
-#: At most this many experiments reported as tried before are read again and named.
+#: At most this many near-duplicates are read again and reported as tried before (every
+#: identical change is).
 MAX_REPORTED = 10
 
 
@@ -1515,36 +1509,56 @@ def tried_before(
     store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
 ) -> list[Repeat]:
     """The experiments whose code change is ``code_change`` (identical once normalised,
-    similarity 1.0) or a near-duplicate of it (shingle similarity at least
-    ``settings.near_duplicate_similarity``): identical ones first, oldest first, then
-    the most similar. Each is read again from its file before it is reported; ids in
-    ``exclude`` are left out. Fast: the index's quick check (see the module
-    documentation)."""
-    key = code_key(code_change)
-    shingles = code_shingles(code_change)
-    if key is None and not shingles:
-        return []
+    similarity 1.0: every one) or a near-duplicate of it (shingle similarity at least
+    ``settings.near_duplicate_similarity``: the :data:`MAX_REPORTED` most similar):
+    identical ones first, oldest first, then the most similar. Each is read again from
+    its file before it is reported; ids in ``exclude`` are left out. Fast: the index's
+    quick check (see the module documentation)."""
+    return _tried_before(store, code_change, exclude, near=True)
+
+
+def find_repeats(
+    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
+) -> list[Repeat]:
+    """The experiments whose code change is ``code_change`` once normalised (its
+    :func:`kexp.dedupe.code_key`), oldest first: the identical ones of
+    :func:`tried_before`, from the same index; ids in ``exclude`` left out."""
+    return _tried_before(store, code_change, exclude, near=False)
+
+
+def _tried_before(
+    store: StoreView, code_change: str, exclude: Iterable[str], *, near: bool
+) -> list[Repeat]:
+    """:func:`tried_before` (``near``), or its identical changes alone."""
+    wanted = normalize_code_change(code_change)
+    key = key_of_normalized(wanted)
+    shingles = shingles_of_normalized(wanted) if near else frozenset()
+    if key is None:
+        return []  # a placeholder: no key, no shingles
     threshold = store.settings.near_duplicate_similarity
     skip = set(exclude)
     with RetrievalIndex(store).session(quick=True) as session:
-        candidates: dict[str, float] = {}
-        if key is not None:
-            candidates.update(dict.fromkeys(session.same_change(key), 1.0))
+        same = set(session.same_change(key))
+        candidates: dict[str, float] = dict.fromkeys(same, 1.0)
         for path, similarity in session.near_duplicates(shingles, threshold):
             candidates.setdefault(path, similarity)
         ordered = sorted(candidates, key=lambda p: (-candidates[p], _path_order(p)))
-        wanted = normalize_code_change(code_change)
         found: list[tuple[KernelExperiment, float, bool]] = []
+        reported_near = 0
         for relative in ordered:
+            if reported_near >= MAX_REPORTED and relative not in same:
+                continue  # enough near-duplicates: only the identical ones are read
             exp = _read_valid(store, relative)
             if exp is None or exp.id in skip:
                 continue
             identical = normalize_code_change(exp.code_change) == wanted
-            similarity = 1.0 if identical else _similarity(exp.code_change, shingles)
-            if identical or similarity >= threshold:
-                found.append((exp, similarity, identical))
-            if len(found) >= MAX_REPORTED:
-                break
+            if identical:
+                found.append((exp, 1.0, True))
+            elif near and reported_near < MAX_REPORTED:
+                similarity = _similarity(exp.code_change, shingles)
+                if similarity >= threshold:
+                    found.append((exp, similarity, False))
+                    reported_near += 1
         combined = session.by_ids(i for exp, _, _ in found for i in exp.combines)
     scores = {exp_id: doc.score for exp_id, doc in combined.items()}
     repeats = []

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
-from kexp.dedupe import find_repeats, normalize_code_change
+from kexp.dedupe import normalize_code_change
 from kexp.errors import RepeatedChangeWarning
 from kexp.fileformat import parse, serialize
+from kexp.retrieval import RetrievalIndex, find_repeats
 from kexp.settings import DEFAULT_SETTINGS
 from kexp.sources import WorkingTree
 from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
@@ -164,15 +165,16 @@ def test_a_hand_written_file_without_the_diff_fence_is_matched_too(
 def test_the_cached_repeat_check_equals_reading_every_file(
     make_experiment: Callable[..., KernelExperiment], store: Store
 ) -> None:
-    """Repeats are found through the code keys the query cache keeps (each file's
-    computed once per version of it): the same answer as reading every file, after
-    edits, in and past the racily clean window. The check refreshes the cache lightly
-    (folders, not every file): a file replaced (as kexp and most editors write) is seen
-    at once, an edit in place by another program once a query has run."""
+    """Repeats are found through the code keys the retrieval index keeps (each file's
+    computed once per version of it): the same answer as reading every file (a store
+    without a cache, whose index is built from its files), after edits, in and past the
+    racily clean window. The check refreshes the index quickly (folders, not every
+    file): a file replaced (as kexp and most editors write) is seen at once, an edit in
+    place by another program once a full query of the index (kexp context) has run."""
     import os
     import time
 
-    from kexp.index import RACY_NS
+    from kexp.retrieval import RACY_NS
 
     plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     other = DIFF.replace("unroll 4", "unroll 2")
@@ -197,7 +199,8 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     stamp = path.stat()
     path.write_text(path.read_text().replace("unroll 2", "unroll 4"))  # same size: now DIFF
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
-    store.list_experiments()  # a query: an edit in place is seen by its full refresh
+    with RetrievalIndex(store).session():  # a full query, as kexp context makes
+        pass  # an edit in place is seen by its full refresh
     same()
     assert {r.id for r in find_repeats(store, DIFF)} == {made[0].id, made[1].id}
     time.sleep(RACY_NS / 1e9 + 0.3)

@@ -28,10 +28,11 @@ from kexp.dedupe import (
     RemeasureWarning,
     RepeatedChangeWarning,
     code_shingles,
-    find_repeats,
+    is_matchable,
+    normalize_code_change,
     shingle_similarity,
 )
-from kexp.retrieval import RetrievalIndex, index_file_name, similar, tried_before
+from kexp.retrieval import RetrievalIndex, find_repeats, index_file_name, similar, tried_before
 
 
 def _evaluate_module() -> Any:
@@ -335,8 +336,14 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     fast = [r.id for r in tried_before(self.store, exp.code_change) if r.identical]
-                plain = [r.id for r in find_repeats(self.store, exp.code_change)]
-                assert fast == plain  # the index's answer equals the plain path's
+                wanted = normalize_code_change(exp.code_change)
+                plain = [
+                    e.id
+                    for e in sorted(truth.values(), key=lambda e: (e.created_at, e.id))
+                    if is_matchable(wanted) and normalize_code_change(e.code_change) == wanted
+                ]
+                assert fast == plain  # the index's answer is the files'
+                assert [r.id for r in find_repeats(self.store, exp.code_change)] == plain
 
 
 TestIndexAgainstFiles = IndexAgainstFiles.TestCase

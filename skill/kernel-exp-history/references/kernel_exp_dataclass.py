@@ -137,7 +137,7 @@ Status = _helpers.Status
 
 def find_repeats(code_change: str) -> list[Any]:
     """Earlier experiments (in the default store) whose code change is this one."""
-    from kexp.dedupe import find_repeats as find
+    from kexp.retrieval import find_repeats as find
 
     return find(kexp.default_store(), code_change)
 
