@@ -258,14 +258,14 @@ class Store:
             self._skip(self.experiments_dir / relative, error, [], strict)
         return result
 
-    def query_cache(self, use: Callable[[IndexView], _T], *, light: bool = False) -> _T | None:
-        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`; ``light``:
-        see :meth:`kexp.index.StoreIndex.refresh`), for lookups the cache keeps an index
-        for (such as :func:`kexp.dedupe.find_repeats`); None for a store that has no
-        cache (one read at a revision). Invalid files are not warned about."""
+    def query_cache(self, use: Callable[[IndexView], _T]) -> _T | None:
+        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`), for
+        reads the cache answers without building experiments (such as the front-matter
+        a review's store-wide checks need); None for a store that has no cache (one read
+        at a revision). Invalid files are not warned about."""
         if not self.source.cacheable:
             return None
-        return self._store_index().query(use, light=light)[0]
+        return self._store_index().query(use)[0]
 
     def _store_index(self) -> StoreIndex:
         """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a

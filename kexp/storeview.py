@@ -9,17 +9,14 @@ imports :mod:`kexp.store`: imports run downwards, with no circle.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kexp.index import IndexView, Listing
+    from kexp.index import Listing
     from kexp.model import KernelExperiment
     from kexp.settings import Settings
     from kexp.sources import FileSource
-
-_T = TypeVar("_T")
 
 
 class StoreView(Protocol):
@@ -53,7 +50,5 @@ class StoreView(Protocol):
     ) -> list[KernelExperiment]: ...
 
     def get_experiment(self, exp_id: str) -> KernelExperiment: ...
-
-    def query_cache(self, use: Callable[[IndexView], _T], *, light: bool = False) -> _T | None: ...
 
     def current_listing(self) -> dict[str, Listing] | None: ...
