@@ -100,6 +100,8 @@ class Origin(NamedTuple):
     settings: Settings = DEFAULT_SETTINGS
     #: Whether it combines others and scores below the best of them (derived).
     interference: bool = False
+    #: Where it was found, by a store reading refs (a :class:`kexp.rows.Sighting`).
+    where: Any = None
 
 
 _NO_ORIGIN = Origin()
@@ -185,6 +187,12 @@ class KernelExperiment:
         return self._origin.interference
 
     @property
+    def where(self) -> Any:
+        """Where a store reading refs found it (a :class:`kexp.rows.Sighting`: the refs
+        holding this version and those holding older ones); None otherwise."""
+        return self._origin.where
+
+    @property
     def outcome(self) -> str:
         """What this experiment taught, derived with its store's thresholds."""
         return outcome_of(self, self.settings)
@@ -225,15 +233,17 @@ def attach(
     *,
     path: Path | None = _KEEP,
     interference: bool | None = None,
+    where: Any = _KEEP,
 ) -> KernelExperiment:
     """Set what the store knows about ``exp`` (its file, its store's settings, derived
-    interference): the one place that state is set. What is not given stays as it was.
-    Returns ``exp``."""
+    interference, where it was found): the one place that state is set. What is not
+    given stays as it was. Returns ``exp``."""
     old = exp._origin
     exp._origin = Origin(
         old.path if path is _KEEP else path,
         old.settings if settings is None else settings,
         old.interference if interference is None else interference,
+        old.where if where is _KEEP else where,
     )
     return exp
 

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import heapq
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kexp.errors import KexpError
-from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, attach, outcome_of
+from kexp.model import (
+    BODY_FIELDS,
+    OUTCOMES,
+    PENDING_STATUSES,
+    STATUSES,
+    KernelExperiment,
+    attach,
+    outcome_of,
+)
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 
@@ -25,6 +34,21 @@ class Ranked(Protocol):
 
 
 _E = TypeVar("_E", bound=Ranked)
+
+
+class Derived(Protocol):
+    """What :func:`derive` reads and sets: a row of the store (a NamedTuple)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def combines(self) -> tuple[str, ...]: ...
+    def _replace(self: _R, **changes: Any) -> _R: ...
+
+
+_R = TypeVar("_R", bound=Derived)
 
 _SEARCHED_FIELDS = (
     "id",
@@ -71,6 +95,7 @@ class Filters:
 
 
 FILTER_NAMES = tuple(f.name for f in dataclasses.fields(Filters))
+_NO_FILTERS = Filters()
 
 
 def _as_tuple(name: str, value: Any, allowed: Sequence[str] | None = None) -> tuple[str, ...]:
@@ -233,20 +258,38 @@ def ranking_leaves_out(
     return skip_buggy, skip_pending
 
 
-def rank(experiments: Iterable[_E]) -> list[_E]:
-    """Best first: score descending, then newest first, then id (deterministic).
-
-    Three stable sorts, least significant key first (cheaper than one sort on a
-    composite key that has to invert a string).
-    """
-    ranked = sorted(experiments, key=lambda e: (e.id, _path_key(e)))
-    ranked.sort(key=lambda e: _time_key(e.created_at), reverse=True)
-    ranked.sort(key=lambda e: float(e.score), reverse=True)
-    return ranked
-
-
 #: What ``top_experiments`` can rank by: the score, or the low end of its interval.
 RANKINGS = ("score", "low")
+
+
+def rank(experiments: Iterable[_E], *, by: str = "score", limit: int | None = None) -> list[_E]:
+    """The one ranking of experiments (or rows), best first: by the rank key (``by``:
+    the score, or :func:`interval_low`), descending; then newest first, then id, then
+    path (deterministic). With ``limit``, the first ``limit`` of that order (only the
+    candidates that can be among them are sorted)."""
+    if by not in RANKINGS:
+        raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+    key = _score if by == "score" else interval_low
+    items = list(experiments)
+    if limit is not None:
+        if limit <= 0:
+            return []
+        if len(items) > limit:
+            # Every item scoring at least the limit-th best key (ties kept).
+            threshold = heapq.nlargest(limit, map(key, items))[-1]
+            items = [item for item in items if key(item) >= threshold]
+    # Stable sorts, the least significant key first (cheaper than one sort on a
+    # composite key that has to invert a string).
+    items.sort(key=lambda e: (e.id, _path_key(e)))
+    items.sort(key=lambda e: _time_key(e.created_at), reverse=True)
+    if by != "score":
+        items.sort(key=_score, reverse=True)
+    items.sort(key=key, reverse=True)
+    return items if limit is None else items[:limit]
+
+
+def _score(item: Any) -> float:
+    return float(item.score)
 
 
 def interval_low(exp: Any) -> float:
@@ -254,13 +297,6 @@ def interval_low(exp: Any) -> float:
     itself when it has no interval)."""
     interval = getattr(exp, "score_ci", None)
     return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
-
-
-def rank_by_low(experiments: Iterable[_E]) -> list[_E]:
-    """Best first by :func:`interval_low`; ties as :func:`rank` orders them."""
-    ranked = rank(experiments)
-    ranked.sort(key=interval_low, reverse=True)
-    return ranked
 
 
 def _time_key(created_at: str) -> str:
@@ -278,6 +314,44 @@ def below_best_combined(score: float, combines: Iterable[str], scores: dict[str,
     """Interference: ``score`` below the best of the known ``scores`` it combines."""
     combined = [scores[i] for i in combines if i in scores]
     return bool(combined) and score < max(combined)
+
+
+def derive(rows: list[_R]) -> list[_R]:
+    """The values derived from the whole store, set on every row (in path order) of the
+    store's current experiments: ``interference`` (an experiment that combines others
+    scores below the best of them; an id held by several files counts with its first
+    file's score). The one place they are computed: every query derives them, from
+    every current row, before it filters and ranks."""
+    scores: dict[str, float] = {}
+    for row in rows:  # in path order: an id of several files has the first's score
+        scores.setdefault(row.id, row.score)
+    return [
+        row._replace(interference=True)
+        if row.combines and below_best_combined(row.score, row.combines, scores)
+        else row
+        for row in rows
+    ]
+
+
+def select(
+    rows: Iterable[_E],
+    wanted: Filters,
+    settings: Settings = DEFAULT_SETTINGS,
+    *,
+    skip_buggy: bool = False,
+    skip_pending: bool = False,
+) -> list[_E]:
+    """The rows passing ``wanted`` (and, with ``skip_buggy``/``skip_pending``, neither
+    buggy nor pending)."""
+    chosen = [
+        row
+        for row in rows
+        if not (skip_buggy and row.is_buggy)  # type: ignore[attr-defined]
+        and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
+    ]
+    if wanted == _NO_FILTERS:
+        return chosen
+    return [row for row in chosen if matches(row, wanted, settings)]
 
 
 def mark_interference(experiments: list[KernelExperiment]) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kexp.index import Listing
+    from kexp.cache import Cache
     from kexp.model import KernelExperiment
     from kexp.settings import Settings
-    from kexp.sources import FileSource
+    from kexp.sources import FileSource, Found
 
 
 class StoreView(Protocol):
@@ -51,4 +51,8 @@ class StoreView(Protocol):
 
     def get_experiment(self, exp_id: str) -> KernelExperiment: ...
 
-    def current_listing(self) -> dict[str, Listing] | None: ...
+    def score_of(self, exp_id: str) -> float | None: ...
+
+    def found(self, *, strict: bool = False) -> Found: ...
+
+    def open_cache(self) -> Cache: ...

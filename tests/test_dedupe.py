@@ -13,7 +13,7 @@ from kexp import KernelExperiment, Store
 from kexp.dedupe import normalize_code_change
 from kexp.errors import RepeatedChangeWarning
 from kexp.fileformat import parse, serialize
-from kexp.retrieval import RetrievalIndex, find_repeats
+from kexp.retrieval import find_repeats, searching
 from kexp.settings import DEFAULT_SETTINGS
 from kexp.sources import WorkingTree
 from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
@@ -174,7 +174,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     import os
     import time
 
-    from kexp.retrieval import RACY_NS
+    from kexp.cache import RACY_NS
 
     plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     other = DIFF.replace("unroll 4", "unroll 2")
@@ -199,7 +199,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     stamp = path.stat()
     path.write_text(path.read_text().replace("unroll 2", "unroll 4"))  # same size: now DIFF
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
-    with RetrievalIndex(store).session():  # a full query, as kexp context makes
+    with searching(store):  # a full query, as kexp context makes
         pass  # an edit in place is seen by its full refresh
     same()
     assert {r.id for r in find_repeats(store, DIFF)} == {made[0].id, made[1].id}

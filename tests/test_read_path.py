@@ -173,7 +173,8 @@ def test_a_corrected_experiment_counts_once_and_ranks_by_its_correction(
     top = invoke(alice, "top", "--all-refs", "--json")
     assert top.exit_code == 0, top.output
     records = json.loads(top.stdout)
-    assert [(r["id"], r["score"]) for r in records] == [(other.id, 1.10)]  # 0.97: regression
+    # One entry each: the corrected version, ranked by its score, below the other.
+    assert [(r["id"], r["score"]) for r in records] == [(other.id, 1.10), (stale.id, 0.97)]
     listed = json.loads(invoke(alice, "list", "--all-refs", "--json").stdout)
     assert sorted((r["id"], r["score"]) for r in listed) == sorted(
         [(stale.id, 0.97), (other.id, 1.10)]
@@ -188,7 +189,7 @@ def test_a_corrected_experiment_counts_once_and_ranks_by_its_correction(
     assert shown["score"] == 0.97
     # The Python twins answer the same.
     across = Store(alice, all_refs=True)
-    assert [e.id for e in across.top_experiments()] == [other.id]
+    assert [e.id for e in across.top_experiments()] == [other.id, stale.id]
     assert across.get_experiment(stale.id).score == 0.97
     assert len(across.list_experiments()) == 2
 

@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-import kexp.retrieval as retrieval
 from kexp import KernelExperiment, KexpError, Store
 from kexp.dedupe import (
     NearDuplicateWarning,
@@ -32,7 +31,8 @@ from kexp.dedupe import (
     normalize_code_change,
     shingle_similarity,
 )
-from kexp.retrieval import RetrievalIndex, find_repeats, index_file_name, similar, tried_before
+from kexp.model import outcome_of
+from kexp.retrieval import find_repeats, searching, similar, tried_before
 
 
 def _evaluate_module() -> Any:
@@ -173,14 +173,13 @@ def test_a_damaged_index_is_rebuilt_from_the_files(
 ) -> None:
     exp = make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
     assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
-    index = store.cache_dir / index_file_name()
-    assert index.is_file()
+    (index,) = store.cache_dir.glob("cache-*.sqlite")
 
     index.write_bytes(b"not a database" * 100)
 
     assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
-    with RetrievalIndex(store).session() as session:
-        assert session.count() == 1
+    with searching(store) as search:
+        assert search.count() == 1
 
 
 def test_a_store_at_a_revision_is_searched_as_it_was(
@@ -195,20 +194,35 @@ def test_a_store_at_a_revision_is_searched_as_it_was(
     assert [m.id for m in similar(store.at("HEAD"), text="warp shuffle")] == [old.id]
 
 
-def test_the_lsh_path_finds_what_the_exact_path_finds_for_close_changes(
-    store: Store, make_experiment: Callable[..., KernelExperiment], monkeypatch: pytest.MonkeyPatch
+def test_near_duplicates_are_found_exactly_from_the_prefixes_of_their_shingles(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:
+    """Every change at least as similar as the threshold is found (prefix filtering is
+    exact), and nothing below it: against every pair, computed here."""
+    made = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for factor in range(4):
-            make_experiment(code_change=VECTORIZE.replace("% 16", f"% {16 << factor}"))
-    query = code_shingles(VECTORIZE)
-    with RetrievalIndex(store).session() as session:
-        exact = session.near_duplicates(query, 0.5)
-        monkeypatch.setattr(retrieval, "EXACT_POSTINGS", 0)
-        banded = session.near_duplicates(query, 0.5)
-    assert exact and set(banded) <= set(exact)
-    assert [p for p, s in exact if s >= 0.9] == [p for p, s in banded if s >= 0.9]
+        for factor in range(6):
+            change = VECTORIZE.replace("% 16", f"% {16 << factor}")
+            if factor % 2:
+                change = change.replace("k_dst[v] = k_src[v];", "k_dst[v] = k_src[v] + 0;")
+            made.append(make_experiment(code_change=change))
+    with searching(store) as search:
+        for exp in made:
+            query = code_shingles(exp.code_change)
+            for threshold in (0.5, 0.7, 0.9):
+                truth = sorted(
+                    (
+                        other.id,
+                        round(shingle_similarity(query, code_shingles(other.code_change)), 9),
+                    )
+                    for other in made
+                    if shingle_similarity(query, code_shingles(other.code_change)) >= threshold
+                )
+                found = sorted(
+                    (row.id, round(s, 9)) for row, s in search.near_duplicates(query, threshold)
+                )
+                assert found == truth
 
 
 # --- the index against the files, over a random history -------------------------------
@@ -308,8 +322,8 @@ class IndexAgainstFiles(RuleBasedStateMachine):
         if not hasattr(self, "store"):
             return
         truth = {e.path.name: e for e in self.store.list_experiments()}  # type: ignore[union-attr]
-        with RetrievalIndex(self.store).session() as session:
-            docs = {os.path.basename(d.path): d for d in session.documents()}
+        with searching(self.store) as session:
+            docs = {os.path.basename(d.path): d for d in session.rows}
             assert docs.keys() == truth.keys()
             for name, doc in docs.items():
                 exp = truth[name]
@@ -318,7 +332,9 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                     exp.change_summary,
                     exp.score,
                 )
-                assert doc.outcome(self.store.settings) == exp.outcome
+                assert outcome_of(doc, self.store.settings) == exp.outcome  # type: ignore[arg-type]
+                words = " ".join(exp.change_summary.split()[:2])
+                assert exp.id in [m.id for m in session.rank(text=words, limit=100)]
             for exp in truth.values():
                 query = code_shingles(exp.code_change)
                 brute = sorted(
@@ -327,8 +343,8 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                     if query and shingle_similarity(query, code_shingles(e.code_change)) >= 0.5
                 )
                 found = sorted(
-                    (os.path.basename(p), round(s, 9))
-                    for p, s in session.near_duplicates(query, 0.5)
+                    (os.path.basename(row.path), round(s, 9))
+                    for row, s in session.near_duplicates(query, 0.5)
                 )
                 assert found == brute
         for exp in list(truth.values())[:3]:
@@ -378,6 +394,6 @@ def test_many_processes_creating_at_once_lose_nothing_and_the_index_agrees(repo:
 
     store = Store(repo)
     assert len(store.paths()) == 20
-    with RetrievalIndex(store).session() as session:
+    with searching(store) as session:
         assert session.count() == 20
     assert len(similar(store, text="worker try", limit=30)) == 20

@@ -22,7 +22,8 @@ HEAVY = (
     "kexp.store",
     "kexp.fileformat",
     "kexp.changelog",
-    "kexp.index",
+    "kexp.cache",
+    "kexp.listing",
     "kexp.model",
 )
 
