@@ -528,7 +528,7 @@ class _Newest:
                 path, key, places = files[0]
                 seen = seen_once.get(places)
                 if seen is None:
-                    seen = seen_once[places] = self._seen(places, ())
+                    seen = seen_once[places] = self._seen(places, (), False)
                 chosen[exp_id] = ([(path, key)], seen)
                 continue
             # Each place's state of this experiment: the (path, key) of its files.
@@ -540,42 +540,47 @@ class _Newest:
             for place in sorted(held):
                 states.setdefault(tuple(sorted(held[place])), []).append(place)
             ordered = list(states.items())
-            best = ordered[0]
+            best, diverged = ordered[0], False
             for other in ordered[1:]:
-                if self._newer(exp_id, other, best):
-                    best = other
+                newer, by_date = self._newer(exp_id, other, best)
+                if newer:
+                    best, diverged = other, by_date
+                else:
+                    diverged = diverged or by_date
             others = tuple(
                 names[p] for state, places in ordered if state != best[0] for p in places
             )
-            chosen[exp_id] = (list(best[0]), self._seen(tuple(best[1]), others))
+            chosen[exp_id] = (list(best[0]), self._seen(tuple(best[1]), others, diverged))
         return chosen
 
-    def _seen(self, places: tuple[int, ...], others: tuple[str, ...]) -> Seen:
+    def _seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
         names = self._source.places
         newest = max(places, key=lambda p: (self._dates[p], -p))
         ref = names[0] if 0 in places else names[newest]
-        return Seen(ref, tuple(names[p] for p in places), others)
+        return Seen(ref, tuple(names[p] for p in places), others, diverged)
 
     def _newer(
         self,
         exp_id: str,
         first: tuple[tuple[tuple[str, bytes], ...], list[int]],
         second: tuple[tuple[tuple[str, bytes], ...], list[int]],
-    ) -> bool:
-        """Whether the state ``first`` (files, places) is newer than ``second``."""
+    ) -> tuple[bool, bool]:
+        """Whether the state ``first`` (files, places) is newer than ``second``, and
+        whether that was decided by the commits' dates (both changed since their merge
+        base)."""
         mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
         if mine[0] or mine[1]:
-            return mine[0]
+            return mine[0], False
         a, b = self._commit(first[1]), self._commit(second[1])
         if a and b and a != b:
             base = self._git.merge_base(a, b)
             if base is not None:
                 at_base = self._state_at(base, first[0], second[0])
                 if at_base == second[0]:
-                    return True
+                    return True, False
                 if at_base == first[0]:
-                    return False
-        return self._date(first[1]) > self._date(second[1])
+                    return False, False
+        return self._date(first[1]) > self._date(second[1]), True
 
     def _uncommitted(
         self, exp_id: str, state: tuple[tuple[str, bytes], ...], places: list[int]

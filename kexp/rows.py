@@ -120,6 +120,9 @@ class Seen(NamedTuple):
     refs: tuple[str, ...]
     #: The places holding other versions of the same experiment (older ones), in order.
     other_versions: tuple[str, ...]
+    #: Whether this version and another changed both since their commits parted (the
+    #: later commit's was taken).
+    diverged: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +136,9 @@ class Sighting:
     refs: tuple[str, ...]
     #: The places holding other (older) versions of the same experiment.
     other_versions: tuple[str, ...]
+    #: Whether this version and another changed both since their commits parted: the
+    #: later commit's is this one.
+    diverged: bool
     #: The content key of this version (git's blob hash).
     key: bytes
 
@@ -148,13 +154,20 @@ class Sighting:
             return ""
         shown = ", ".join(self.other_versions[:_SHOWN_REFS])
         more = len(self.other_versions) - _SHOWN_REFS
-        return f"an older version on {shown}" + (f" and {more} more" if more > 0 else "")
+        shown += f" and {more} more" if more > 0 else ""
+        if self.diverged:
+            return (
+                f"another version on {shown}: both changed since their commits parted; "
+                "this is the later commit's"
+            )
+        return f"an older version on {shown}"
 
     def to_dict(self) -> dict[str, Any]:
         """As ``--json`` adds it to each experiment."""
         data: dict[str, Any] = {"ref": self.ref, "refs": list(self.refs)}
         if self.other_versions:
             data["other_versions"] = list(self.other_versions)
+            data["diverged"] = self.diverged
             data["note"] = self.note
         return data
 

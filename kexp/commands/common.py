@@ -716,8 +716,6 @@ def ref_labels(sightings: Sequence[Any]) -> list[str]:
         while cut < min(len(first), len(last)) and first[cut] == last[cut]:
             cut += 1
         cut = first.rfind("/", 0, cut + 1) + 1  # at a whole component of the name
-    elif refs:
-        cut = refs[0].rfind("/") + 1 if refs[0].count("/") > 1 else 0
     labels = []
     for sighting in sightings:
         if sighting is None:
