@@ -439,7 +439,8 @@ class Cache:
             (last,) = self._rows("SELECT COALESCE(MAX(doc), 0) FROM docs")[0]
             known = {key for (key,) in self._by_keys(
                 "SELECT key FROM docs WHERE key IN ({marks})", [d[0] for d in docs])}  # fmt: skip
-            rows, postings = [], []
+            rows: list[tuple[Any, ...]] = []
+            postings: list[tuple[int, int]] = []
             number = last
             for key, code_key, record, shingles in docs:
                 if key in known:

@@ -190,6 +190,24 @@ def _storable(signatures_: bytes, horizon: int) -> bytes:
 # --- the listing ------------------------------------------------------------------------
 
 
+#: A folder's pack as the cache keeps it: (the names, their content keys, the record of
+#: each): a record is looked up by name and key, never by position alone (a pack written
+#: by another process may describe another listing of the folder).
+Pack = tuple[tuple[str, ...], bytes, list[Record]]
+
+
+def pack_records(pack: Pack | None) -> dict[tuple[str, bytes], Record]:
+    """(name, content key) → record of a pack."""
+    if pack is None:
+        return {}
+    names, keys, records = pack
+    return {
+        (name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]): records[at]
+        for at, name in enumerate(names)
+        if at < len(records)
+    }
+
+
 class Listing:
     """The working tree as one refresh found it (see the module documentation)."""
 
@@ -198,7 +216,7 @@ class Listing:
         cache: Cache,
         base: str,
         folders: dict[str, Folder],
-        packs: dict[str, list[Record]],
+        packs: dict[str, Pack],
     ) -> None:
         self._cache = cache
         self._base = base
@@ -237,13 +255,22 @@ class Listing:
         for folder in sorted(self.folders, key=path_order):
             known = self.folders[folder]
             keys = known.keys
-            pack = self._packs.get(folder) or []
-            for at, name in enumerate(known.names):
-                record = pack[at] if at < len(pack) else None
-                path = folder + name
-                if record is None:  # pragma: no cover - every folder saved has its pack
-                    record = _read_one(self._base, path, self._cache.settings)[3]
-                found.append((path, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE], record))
+            pack = self._packs.get(folder)
+            if pack is not None and pack[0] == known.names and pack[1] == keys:
+                records = pack[2]  # the pack of this very listing (the common case)
+                found.extend(
+                    (folder + name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE], records[at])
+                    for at, name in enumerate(known.names)
+                )
+            else:
+                by_name = pack_records(pack)
+                for at, name in enumerate(known.names):
+                    key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
+                    record = by_name.get((name, key))
+                    if record is None:  # another listing's pack (a race): read the file
+                        read = _read_one(self._base, folder + name, self._cache.settings)
+                        key, record = read[2], read[3]
+                    found.append((folder + name, key, record))
             mixed = mixed or bool(known.names and known.subfolders)
         if mixed:  # files beside sub-folders: not in path order folder by folder
             found.sort(key=lambda item: path_order(item[0]))
@@ -406,33 +433,37 @@ def _refresh(cache: Cache, experiments_dir: Path, settings: Settings, light: boo
     gone = [folder for folder in cached if folder not in found]
 
     read = _read_all(base, to_read, settings)
-    packs: dict[str, list[Record]] = {}
+    packs: dict[str, Pack] = {}
     listings: dict[str, tuple[Any, ...]] = {}
     if changed:
         old_packs = cache.packs([f for f in changed if reused.get(f)])
-        by_path = {path: item for path, *item in read}
+        by_path: dict[str, tuple[bytes, bytes, Record]] = {
+            path: (signature, key, record) for path, signature, key, record in read
+        }
         for folder, known in changed.items():
             listings[folder] = _stored(known, horizon)
             if folder not in reused:  # only its own signature or sub-folders changed
                 continue
-            old_pack = old_packs.get(folder, [])
+            old_pack = pack_records(old_packs.get(folder))
             signatures_ = bytearray(known.signatures)
             keys = bytearray(known.keys)
-            pack = []
+            pack: list[Record] = []
             for at, name in enumerate(known.names):
                 kept = reused[folder].get(name)
-                if kept is not None and kept[1] < len(old_pack):
-                    pack.append(old_pack[kept[1]])
+                record = old_pack.get((name, kept[0])) if kept is not None else None
+                if record is not None:
+                    pack.append(record)
                     continue
-                signature, key, record = (
-                    by_path.get(folder + name) or _read_one(base, folder + name, settings)[1:]
-                )
+                done = by_path.get(folder + name)
+                if done is None:
+                    done = _read_one(base, folder + name, settings)[1:]
+                signature, key, record = done
                 signatures_[at * SIGNATURE_SIZE : (at + 1) * SIGNATURE_SIZE] = signature
                 keys[at * KEY_SIZE : (at + 1) * KEY_SIZE] = key
                 pack.append(record)
             known = known._replace(signatures=bytes(signatures_), keys=bytes(keys))
             folders[folder] = known
-            packs[folder] = pack
+            packs[folder] = (known.names, known.keys, pack)
             listings[folder] = _stored(known, horizon)
     if listings or gone:
         cache.save_folders(listings, packs, gone)

@@ -7,7 +7,7 @@ import datetime as dt
 import heapq
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.errors import KexpError
 from kexp.model import (
@@ -20,6 +20,9 @@ from kexp.model import (
     outcome_of,
 )
 from kexp.settings import DEFAULT_SETTINGS, Settings
+
+if TYPE_CHECKING:
+    from kexp.rows import Row
 
 
 class Ranked(Protocol):
@@ -35,20 +38,6 @@ class Ranked(Protocol):
 
 _E = TypeVar("_E", bound=Ranked)
 
-
-class Derived(Protocol):
-    """What :func:`derive` reads and sets: a row of the store (a NamedTuple)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def score(self) -> float: ...
-    @property
-    def combines(self) -> tuple[str, ...]: ...
-    def _replace(self: _R, **changes: Any) -> _R: ...
-
-
-_R = TypeVar("_R", bound=Derived)
 
 _SEARCHED_FIELDS = (
     "id",
@@ -316,7 +305,7 @@ def below_best_combined(score: float, combines: Iterable[str], scores: dict[str,
     return bool(combined) and score < max(combined)
 
 
-def derive(rows: list[_R]) -> list[_R]:
+def derive(rows: list[Row]) -> list[Row]:
     """The values derived from the whole store, set on every row (in path order) of the
     store's current experiments: ``interference`` (an experiment that combines others
     scores below the best of them; an id held by several files counts with its first

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import fnmatch
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,8 +135,8 @@ class RefsSource:
         trees: list[str | None] = []
         named = iter(roots)
         for commit in commits:
-            found = next(named) if commit else None
-            trees.append(found[0] if found is not None and found[1] == "tree" else None)
+            root = next(named) if commit else None
+            trees.append(root[0] if root is not None and root[1] == "tree" else None)
         git = _Trees(self.worktree, cache)
         folders = [git.folders(tree) for tree in trees]  # HEAD's, then each ref's
         versions = self._versions(local, folders, git)
@@ -156,8 +156,8 @@ class RefsSource:
         working = local.listing.folders
         every = tuple(range(len(self.places)))
         names = set(working)
-        for place in folders:
-            names.update(place)
+        for of_place in folders:
+            names.update(of_place)
         found: dict[str, list[tuple[str, bytes, tuple[int, ...]]]] = {}
         for folder in sorted(names):
             # The places grouped by what they hold here: a tree hash, or the working
@@ -176,7 +176,9 @@ class RefsSource:
                     groups.setdefault(tree, []).append(place)
             for tree, places in groups.items():
                 held = every if len(places) == len(every) else tuple(places)
-                files = _files_of_tree(git, tree).items() if tree else _files_of_folder(here)
+                files: Iterable[tuple[str, bytes]] = (
+                    _files_of_tree(git, tree).items() if tree else _files_of_folder(here)
+                )
                 for name, key in files:
                     exp_id = id_from_name(name)
                     if exp_id is not None:
@@ -222,6 +224,8 @@ class RefsSource:
                 rows.append(row_of(values, path, key, seen))
         from kexp.listing import path_order
 
+        told = {path for path, _ in invalid}
+        invalid += [item for item in local.invalid if item[0] not in told]  # unreadable
         rows.sort(key=lambda row: path_order(row.path))
         invalid.sort(key=lambda item: path_order(item[0]))
         return Found(rows, invalid, local.rows, local.listing)

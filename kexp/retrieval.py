@@ -513,7 +513,7 @@ class _Light(_Index):
         self._listing = listing
 
     def _rows_of_keys(self, keys: Sequence[bytes]) -> list[Row]:
-        from kexp.listing import KEY_SIZE
+        from kexp.listing import KEY_SIZE, pack_records
         from kexp.rows import row_of
 
         at: list[tuple[str, int]] = []
@@ -528,12 +528,12 @@ class _Light(_Index):
         packs = self._cache.packs(sorted({folder for folder, _ in at}))
         rows = []
         for folder, number in at:
-            pack = packs.get(folder)
             known = self._listing.folders[folder]
-            if pack is None or number >= len(pack) or pack[number][1] is None:
-                continue
+            name = known.names[number]
             key = known.keys[number * KEY_SIZE : (number + 1) * KEY_SIZE]
-            rows.append(row_of(pack[number][1], folder + known.names[number], key))
+            record = pack_records(packs.get(folder)).get((name, key))
+            if record is not None and record[1] is not None:
+                rows.append(row_of(record[1], folder + name, key))
         return sorted(rows, key=lambda row: _path_order(row.path))
 
 
@@ -689,10 +689,9 @@ def _index_working_tree(cache: Cache, local: Sequence[Row]) -> None:
     # their folders keep what the FTS table holds of them.
     missing = {key for key in changed if key not in has_doc}
     if missing:
-        for folder, packed in list(folders.items()):
-            if packed is not None:
-                keys = [k for k in _keys_of(packed) if k not in missing]
-                folders[folder] = b"".join(keys)
+        for folder, kept in list(folders.items()):
+            if kept is not None:
+                folders[folder] = b"".join(k for k in _keys_of(kept) if k not in missing)
         changed = {key: n for key, n in changed.items() if key not in missing}
     cache.activate(changed, _words_of(cache, changed), folders)
 

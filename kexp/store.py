@@ -577,11 +577,12 @@ class Store:
             full = self.resolve_id(exp_id, found=found)
             rows = [row for row in derive(found.rows) if row.id == full]
             if not rows:
-                path, error = next((p, e) for p, e in found.invalid if id_from_name(p) == full)
+                where, error = next((p, e) for p, e in found.invalid if id_from_name(p) == full)
                 if isinstance(error, str):
                     raise ValidationError(error, [])
-                problem = error if isinstance(error, Problem) else problem_at(path, error)
-                raise ValidationError(f"{path} is not a valid experiment", [problem])
+                file = self.experiments_dir / where
+                problem = error if isinstance(error, Problem) else problem_at(file, error)
+                raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
                 listing = ", ".join(row.path for row in rows)
                 raise KexpError(

@@ -189,11 +189,16 @@ def _rewrite(index: Path, table: str, change: Callable[[Any], Any]) -> None:
 def _poison_scores(index: Path, header: str | None = None) -> None:
     """Set every cached score to 99.0 (checksums kept right), and the header if given."""
 
-    def poison(pack: list[Any]) -> list[Any]:
-        return [
-            (error, None if values is None else (*values[:3], 99.0, *values[4:]))
-            for error, values in pack
-        ]
+    def poison(pack: Any) -> Any:
+        names, keys, records = pack
+        return (
+            names,
+            keys,
+            [
+                (error, None if values is None else (*values[:3], 99.0, *values[4:]))
+                for error, values in records
+            ],
+        )
 
     _rewrite(index, "packs", poison)
     if header is not None:
