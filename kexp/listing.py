@@ -37,13 +37,13 @@ import os
 import stat
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.cache import RACY_NS, Cache, DamagedCacheError
 from kexp.parallel import in_two_processes
-from kexp.rows import Record, content_key, named_record, problem_at
+from kexp.rows import VALUE_FIELDS, Record, Row, content_key, named_record, problem_at, row_of
 from kexp.validate import EXPERIMENT_NAME
 
 if TYPE_CHECKING:
@@ -208,6 +208,44 @@ def pack_records(pack: Pack | None) -> dict[tuple[str, bytes], Record]:
     }
 
 
+#: A folder's files as queries see them: (rows of the valid ones, (path, first error) of
+#: the invalid ones), each in name order.
+FolderRows = tuple[list[Row], list[tuple[str, Any]]]
+
+
+def folder_rows(
+    base: str, folder: str, known: Folder, pack: Pack | None, settings: Settings
+) -> FolderRows:
+    """The rows of a folder's files from its pack (a file the pack does not describe, as
+    when another process wrote it for another listing, is read)."""
+    rows: list[Row] = []
+    invalid: list[tuple[str, Any]] = []
+    keys = known.keys
+    if pack is not None and pack[0] == known.names and pack[1] == keys:
+        records = pack[2]  # the pack of this very listing (the common case)
+        for at, name in enumerate(known.names):
+            error, values = records[at]
+            if values is None:
+                invalid.append((folder + name, error))
+            else:
+                key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
+                # tuple.__new__ of the class: the fastest way to make many rows.
+                rows.append(tuple.__new__(Row, (*values, folder + name, key, False, None)))
+        return rows, invalid
+    by_name = pack_records(pack)
+    for at, name in enumerate(known.names):
+        key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
+        record = by_name.get((name, key))
+        if record is None:  # another listing's pack (a race): read the file
+            _, _, key, record = _read_one(base, folder + name, settings)
+        error, values = record
+        if values is None:
+            invalid.append((folder + name, error))
+        else:
+            rows.append(row_of(values, folder + name, key))
+    return rows, invalid
+
+
 class Listing:
     """The working tree as one refresh found it (see the module documentation)."""
 
@@ -217,12 +255,16 @@ class Listing:
         base: str,
         folders: dict[str, Folder],
         packs: dict[str, Pack],
+        made: dict[str, tuple[Folder, FolderRows]] | None = None,
     ) -> None:
         self._cache = cache
         self._base = base
         #: Every folder found (relative to ``experiments/``, "" or ending with os.sep).
         self.folders = folders
         self._packs = packs
+        #: Rows made ahead (while a forked child stat-ed files), by folder, with the
+        #: listing they were made of.
+        self._made = made or {}
 
     def paths(self) -> list[str]:
         """Every experiment file (relative to ``experiments/``), in path order."""
@@ -245,36 +287,47 @@ class Listing:
             found.sort(key=lambda item: path_order(item[0]))
         return found
 
-    def records(self) -> Iterator[tuple[str, bytes, Record]]:
-        """(path, content key, record) of every experiment file, in path order."""
-        missing = [folder for folder in self.folders if folder not in self._packs]
+    def rows(self) -> FolderRows:
+        """The rows of every valid experiment file and the first error of every invalid
+        one, each in path order."""
+        missing = [
+            folder
+            for folder, known in self.folders.items()
+            if folder not in self._packs and folder not in self._made
+        ]
         if missing:
             self._packs.update(self._cache.packs(missing))
-        found: list[tuple[str, bytes, Record]] = []
+        rows: list[Row] = []
+        invalid: list[tuple[str, Any]] = []
         mixed = False
+        settings = self._cache.settings
         for folder in sorted(self.folders, key=path_order):
             known = self.folders[folder]
-            keys = known.keys
-            pack = self._packs.get(folder)
-            if pack is not None and pack[0] == known.names and pack[1] == keys:
-                records = pack[2]  # the pack of this very listing (the common case)
-                found.extend(
-                    (folder + name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE], records[at])
-                    for at, name in enumerate(known.names)
-                )
+            made = self._made.get(folder)
+            if made is not None and made[0].names == known.names and made[0].keys == known.keys:
+                found, wrong = made[1]
             else:
-                by_name = pack_records(pack)
-                for at, name in enumerate(known.names):
-                    key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
-                    record = by_name.get((name, key))
-                    if record is None:  # another listing's pack (a race): read the file
-                        read = _read_one(self._base, folder + name, self._cache.settings)
-                        key, record = read[2], read[3]
-                    found.append((folder + name, key, record))
+                found, wrong = folder_rows(
+                    self._base, folder, known, self._packs.get(folder), settings
+                )
+            rows += found
+            invalid += wrong
             mixed = mixed or bool(known.names and known.subfolders)
         if mixed:  # files beside sub-folders: not in path order folder by folder
-            found.sort(key=lambda item: path_order(item[0]))
-        return iter(found)
+            rows.sort(key=lambda row: path_order(row.path))
+            invalid.sort(key=lambda item: path_order(item[0]))
+        return rows, invalid
+
+    def records(self) -> list[tuple[str, tuple[Any, ...] | None]]:
+        """(path, front-matter values or None for an invalid file) of every experiment
+        file, in path order."""
+        rows, invalid = self.rows()
+        found: list[tuple[str, tuple[Any, ...] | None]] = [
+            (row.path, tuple(row[: len(VALUE_FIELDS)])) for row in rows
+        ]
+        found += [(path, None) for path, _ in invalid]
+        found.sort(key=lambda item: path_order(item[0]))
+        return found
 
     def keys(self) -> set[bytes]:
         """The content keys of every readable experiment file."""
@@ -287,7 +340,12 @@ class Listing:
 
 
 def refresh(
-    cache: Cache, experiments_dir: Path, settings: Settings, *, light: bool = False
+    cache: Cache,
+    experiments_dir: Path,
+    settings: Settings,
+    *,
+    light: bool = False,
+    rows: bool = True,
 ) -> Listing:
     """The listing of ``experiments/`` as it is now, the cache brought up to date (see
     the module documentation).
@@ -297,11 +355,14 @@ def refresh(
     signature for): what every file added, renamed, replaced or removed since changes
     (kexp's own writes, git, most editors), but not an edit made in place by another
     program since the last query. The check a delete makes uses it.
+
+    ``rows``: the rows will be asked for (:meth:`Listing.rows`): those of the cached
+    folders are made while a forked child stats files.
     """
     collecting = gc.isenabled()
     gc.disable()  # walking makes a few objects a file and frees none
     try:
-        return _refresh(cache, experiments_dir, settings, light)
+        return _refresh(cache, experiments_dir, settings, light, rows)
     finally:
         if collecting:
             gc.enable()
@@ -366,7 +427,9 @@ def _scanner(
     return scan
 
 
-def _refresh(cache: Cache, experiments_dir: Path, settings: Settings, light: bool) -> Listing:
+def _refresh(
+    cache: Cache, experiments_dir: Path, settings: Settings, light: bool, rows: bool
+) -> Listing:
     base = str(experiments_dir).rstrip(os.sep) + os.sep
     # One horizon for the whole refresh, taken before any file is read: a file changed
     # after it is not settled.
@@ -377,7 +440,22 @@ def _refresh(cache: Cache, experiments_dir: Path, settings: Settings, light: boo
     scan = _scanner(base, cached, light)
     ordered = sorted(cached)
     sizes = [1 if light else len(cached[folder].names) + 1 for folder in ordered]
-    scanned = {item[0]: item for item in in_two_processes(scan, ordered, sum(sizes), sizes)}
+    parent = os.getpid()
+    made: dict[str, tuple[Folder, FolderRows]] = {}
+
+    def work(part: list[str]) -> list[_Scanned]:
+        scanned = scan(part)
+        if rows and os.getpid() == parent:
+            # The rows of every cached folder, made while the child stats its half (most
+            # folders are unchanged; those that changed are made again).
+            packs = cache.packs(ordered)
+            for folder in ordered:
+                known = cached[folder]
+                made[folder] = (known, folder_rows(base, folder, known, packs.get(folder),
+                                                   settings))  # fmt: skip
+        return scanned
+
+    scanned = {item[0]: item for item in in_two_processes(work, ordered, sum(sizes), sizes)}
     found: dict[str, _Scanned] = {}
 
     def visit(folder: str) -> tuple[str, ...]:
@@ -469,7 +547,9 @@ def _refresh(cache: Cache, experiments_dir: Path, settings: Settings, light: boo
         cache.save_folders(listings, packs, gone)
         if read:
             cache.remove_leftovers()
-    return Listing(cache, base, folders, packs)
+    for folder in packs:  # packs made again: their rows too
+        made.pop(folder, None)
+    return Listing(cache, base, folders, packs, made)
 
 
 def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:

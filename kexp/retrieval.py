@@ -547,7 +547,9 @@ def _light_search(store: StoreView) -> Iterator[_Index]:
     try:
         for attempt in range(3):
             try:
-                listing = refresh(cache, store.experiments_dir, store.settings, light=True)
+                listing = refresh(
+                    cache, store.experiments_dir, store.settings, light=True, rows=False
+                )
                 _document(cache, store, listing)
                 break
             except DamagedCacheError:

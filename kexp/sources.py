@@ -140,16 +140,9 @@ class WorkingTree:
     def read(self, cache: Cache, settings: Settings) -> Found:
         """Every experiment file as it is now (:func:`kexp.listing.refresh`)."""
         from kexp.listing import refresh
-        from kexp.rows import row_of
 
         listing = refresh(cache, self.experiments_dir, settings)
-        rows: list[Row] = []
-        invalid: list[tuple[str, Any]] = []
-        for path, key, (error, values) in listing.records():
-            if values is None:
-                invalid.append((path, error))
-            else:
-                rows.append(row_of(values, path, key))
+        rows, invalid = listing.rows()
         return Found(rows, invalid, rows, listing)
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:

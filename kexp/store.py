@@ -50,7 +50,6 @@ from kexp.locking import exclusive_lock, file_lock
 from kexp.model import (
     ALL_FIELDS,
     DERIVED,
-    FRONT_MATTER_FIELDS,
     KernelExperiment,
     attach,
     creation_time,
@@ -99,7 +98,6 @@ _READ_ONLY_FIELDS = frozenset({"id"})
 _DERIVED_FIELDS = DERIVED
 #: What a file holds besides the fields: unknown keys and sections, text before them.
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
-_ID, _PID, _COMBINES = (FRONT_MATTER_FIELDS.index(name) for name in ("id", "pid", "combines"))
 
 
 def slugify(summary: str, max_length: int = 48) -> str:
@@ -666,7 +664,7 @@ class Store:
             listing = self.found().listing
         if listing is None:
             return None
-        return [(path, values) for path, _, (_, values) in listing.records()]
+        return listing.records()
 
     # --- lineage -------------------------------------------------------------------
 
@@ -1111,23 +1109,17 @@ class Store:
 
         cache = self.open_cache()
         try:
-            listing = refresh(cache, self.experiments_dir, self.settings, light=True)
-            records = list(listing.records())
+            rows = refresh(cache, self.experiments_dir, self.settings, light=True).rows()[0]
         except DamagedCacheError:
             cache.rebuild()
             memory = Cache(None, self.settings)
-            records = list(refresh(memory, self.experiments_dir, self.settings).records())
+            rows = refresh(memory, self.experiments_dir, self.settings).rows()[0]
         finally:
             cache.close()
-        kids: list[str] = []
-        combiners: list[str] = []
-        for _, _, (_, values) in records:
-            if values is not None:
-                if values[_PID] == full_id:
-                    kids.append(values[_ID])
-                if full_id in values[_COMBINES]:
-                    combiners.append(values[_ID])
-        return kids, combiners
+        return (
+            [row.id for row in rows if row.pid == full_id],
+            [row.id for row in rows if full_id in row.combines],
+        )
 
     def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
         """The store's lineage lock (see :mod:`kexp.locking`): shared by writes that name
