@@ -192,7 +192,7 @@ def _gather(
         name: found[: SECTION_LIMITS[name]]
         for name, found in (("failures", failures), ("successes", successes))
     }
-    search.records(d for found in chosen.values() for d in found)
+    search.insights(d for found in chosen.values() for d in found)
     for name, found in chosen.items():
         for rank, row in enumerate(found):
             tier = 4 if rank < 3 else 8

@@ -66,10 +66,13 @@ _SCHEMA = (
     "CREATE TABLE contents (key BLOB PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE objects (name TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
     # The retrieval index: one doc per content key; 'active' counts the working-tree
-    # files holding it (the FTS table holds exactly the active docs).
+    # files holding it (the FTS table holds exactly the active docs); 'texts' the words
+    # of its FTS columns when git cannot give the content back (they are needed to take
+    # a doc out of the contentless FTS table).
     """CREATE TABLE docs (
         doc INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, code_key BLOB,
-        active INTEGER NOT NULL, record BLOB NOT NULL
+        shingle_count INTEGER NOT NULL, shingles BLOB NOT NULL, active INTEGER NOT NULL,
+        texts BLOB
     )""",
     "CREATE INDEX docs_by_code ON docs (code_key) WHERE code_key IS NOT NULL",
     "CREATE TABLE postings (shingle INTEGER NOT NULL, doc INTEGER NOT NULL, "
@@ -323,6 +326,19 @@ class Cache:
             for folder, record in self._rows("SELECT folder, record FROM folders")
         }
 
+    def each_pack(self, folders: Sequence[str]) -> Iterator[tuple[str, Any]]:
+        """(folder, pack) of each of ``folders`` that has one, read one at a time (memory
+        holds one pack's bytes at once)."""
+        wanted = set(folders)
+        try:
+            cursor = self._connection.execute("SELECT folder, record FROM packs")
+            while found := cursor.fetchmany(8):
+                for folder, record in found:
+                    if folder in wanted:
+                        yield folder, _opened(folder.encode("utf-8", "surrogatepass"), record)
+        except (sqlite3.Error, ValueError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+
     def packs(self, folders: Sequence[str]) -> dict[str, Any]:
         """The pack (the records of its files) of each of ``folders`` that has one."""
         if len(folders) > _CHUNK:
@@ -402,13 +418,14 @@ class Cache:
 
     # --- the retrieval index -----------------------------------------------------------
 
-    def docs(self, keys: Sequence[bytes]) -> dict[bytes, tuple[int, int, Any]]:
-        """(doc number, active count, record) of the contents with a doc."""
-        found: dict[bytes, tuple[int, int, Any]] = {}
-        for doc, key, active, record in self._by_keys(
-            "SELECT doc, key, active, record FROM docs WHERE key IN ({marks})", keys
+    def docs(self, keys: Sequence[bytes]) -> dict[bytes, tuple[int, int, bytes | None]]:
+        """(doc number, active count, the words kept of its FTS columns or None) of the
+        contents with a doc."""
+        found: dict[bytes, tuple[int, int, bytes | None]] = {}
+        for doc, key, active, texts in self._by_keys(
+            "SELECT doc, key, active, texts FROM docs WHERE key IN ({marks})", keys
         ):
-            found[key] = (doc, active, _opened(key, record))
+            found[key] = (doc, active, None if texts is None else _opened(key, texts))
         return found
 
     def with_docs(self, keys: Sequence[bytes]) -> set[bytes]:
@@ -417,21 +434,15 @@ class Cache:
             key for (key,) in self._by_keys("SELECT key FROM docs WHERE key IN ({marks})", keys)
         }
 
-    def docs_by_number(self, docs: Sequence[int]) -> dict[int, tuple[bytes, Any]]:
-        """(content key, record) of the docs numbered ``docs``."""
-        found: dict[int, tuple[bytes, Any]] = {}
-        for doc, key, record in self._by_keys(
-            "SELECT doc, key, record FROM docs WHERE doc IN ({marks})", docs
-        ):
-            found[doc] = (key, _opened(key, record))
-        return found
-
     def keys_of_docs(self, docs: Sequence[int]) -> dict[int, bytes]:
         """The content key of each of ``docs``."""
         return dict(self._by_keys("SELECT doc, key FROM docs WHERE doc IN ({marks})", docs))
 
-    def add_docs(self, docs: Sequence[tuple[bytes, bytes | None, Any, Sequence[int]]]) -> None:
-        """Add docs: (content key, code key, record, shingles to post), none active."""
+    def add_docs(
+        self, docs: Sequence[tuple[bytes, bytes | None, bytes, Sequence[int], bytes | None]]
+    ) -> None:
+        """Add docs, none active: (content key, code key, shingles as uint32, shingles to
+        post, the words of its FTS columns to keep or None: they can be made again)."""
         if not docs:
             return
 
@@ -442,15 +453,18 @@ class Cache:
             rows: list[tuple[Any, ...]] = []
             postings: list[tuple[int, int]] = []
             number = last
-            for key, code_key, record, shingles in docs:
+            for key, code_key, shingles, posted, texts in docs:
                 if key in known:
                     continue
                 known.add(key)
                 number += 1
-                rows.append((number, key, code_key, 0, _seal(key, record)))
-                postings.extend((shingle, number) for shingle in shingles)
+                rows.append(
+                    (number, key, code_key, len(shingles) // 4, _seal(key, shingles), 0,
+                     None if texts is None else _seal(key, texts))
+                )  # fmt: skip
+                postings.extend((shingle, number) for shingle in posted)
             postings.sort()  # appended in order: a B-tree grows fastest so
-            self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?)", rows)
+            self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self._write("INSERT OR IGNORE INTO postings VALUES (?, ?)", postings)
 
         self._transaction(work)
@@ -509,26 +523,37 @@ class Cache:
         folders: dict[str, bytes | None],
     ) -> None:
         counts = {key: active for key, (_, active, _) in self.docs(list(changes)).items()}
-        inserts, deletes, updates = [], [], []
+        inserts: list[tuple[Any, ...]] = []
+        deletes: list[tuple[Any, ...]] = []
+        updates: list[tuple[int, int | None, bytes]] = []
         for key, change in changes.items():
             before = counts.get(key)
             if before is None or not change:
                 continue
             after = max(0, before + change)
-            doc, words = texts[key]
-            if before == 0 and after > 0:
-                inserts.append((doc, *words))
-            elif before > 0 and after == 0:
-                deletes.append((doc, *words))
-            updates.append((after, doc))
+            if (before == 0) != (after == 0):
+                doc, words = texts[key]
+                (inserts if before == 0 else deletes).append((doc, *words))
+            updates.append((after, texts[key][0] if key in texts else None, key))
         columns = ", ".join(FTS_COLUMNS)
         marks = ", ".join("?" * len(FTS_COLUMNS))
         self._write(
             f"INSERT INTO fts (fts, rowid, {columns}) VALUES ('delete', ?, {marks})", deletes
         )
         self._write(f"INSERT INTO fts (rowid, {columns}) VALUES (?, {marks})", inserts)
-        self._write("UPDATE docs SET active = ? WHERE doc = ?", updates)
+        self._write("UPDATE docs SET active = ? WHERE key = ?", [(a, k) for a, _, k in updates])
         self._save_indexed("fts", folders)
+
+    def clear_texts_index(self) -> None:
+        """Empty the FTS table (every doc inactive, no folder indexed), to fill it again
+        from the files (when the words of a doc to take out cannot be had)."""
+
+        def work() -> None:
+            self._write("INSERT INTO fts (fts) VALUES ('delete-all')", [()])
+            self._write("UPDATE docs SET active = 0 WHERE active > 0", [()])
+            self._write("DELETE FROM indexed WHERE folder >= 'fts:' AND folder < 'fts;'", [()])
+
+        self._transaction(work)
 
     @contextlib.contextmanager
     def transient(self) -> Iterator[None]:
@@ -544,10 +569,6 @@ class Cache:
         finally:
             with contextlib.suppress(sqlite3.Error):
                 self._connection.execute("ROLLBACK")
-
-    def active_count(self) -> int:
-        """How many docs the FTS table holds."""
-        return int(self._rows("SELECT COUNT(*) FROM docs WHERE active > 0")[0][0])
 
     def word_counts(self, words: Sequence[str]) -> dict[str, int]:
         """How many docs of the FTS table hold each word."""
@@ -575,15 +596,26 @@ class Cache:
             )
         ]
 
-    def posting_docs(self, shingles: Sequence[int]) -> set[int]:
-        """The docs posting one of ``shingles``."""
-        return {doc for (doc,) in self._by_keys(
-            "SELECT DISTINCT doc FROM postings WHERE shingle IN ({marks})", shingles)}  # fmt: skip
+    def shingles_of_posting(
+        self, shingles: Sequence[int], least: int, most: int
+    ) -> list[tuple[bytes, bytes]]:
+        """(content key, shingles as uint32) of the docs posting one of ``shingles`` and
+        holding between ``least`` and ``most`` shingles."""
+        found = []
+        for start in range(0, len(shingles), _CHUNK):
+            chunk = list(shingles[start : start + _CHUNK])
+            marks = ",".join("?" * len(chunk))
+            found += self._rows(
+                f"SELECT key, shingles FROM docs WHERE doc IN (SELECT doc FROM postings "
+                f"WHERE shingle IN ({marks})) AND shingle_count BETWEEN ? AND ?",
+                [*chunk, least, most],
+            )
+        return [(key, _opened(key, record)) for key, record in dict(found).items()]
 
-    def code_docs(self, code_key: bytes) -> list[int]:
-        """The docs whose code change has this key."""
+    def code_keys(self, code_key: bytes) -> list[bytes]:
+        """The content keys of the docs whose code change has this key."""
         return [
-            doc for (doc,) in self._rows("SELECT doc FROM docs WHERE code_key = ?", (code_key,))
+            key for (key,) in self._rows("SELECT key FROM docs WHERE code_key = ?", (code_key,))
         ]
 
 

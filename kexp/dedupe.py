@@ -95,6 +95,14 @@ def normalize_code_change(text: str) -> str:
     kept: list[str] = []
     previous_was_old_file = False
     for index, line in enumerate(lines):
+        first = line[:1]
+        if first and first in "+- " and not line.startswith(("--- ", "+++ ")):
+            # A changed or context line (most lines): no header, no hunk line.
+            previous_was_old_file = False
+            collapsed = " ".join(line.split())
+            if collapsed not in ("", "+", "-"):
+                kept.append(collapsed)
+            continue
         following = lines[index + 1] if index + 1 < len(lines) else ""
         if line.startswith("--- ") and following.startswith("+++ "):
             previous_was_old_file = True

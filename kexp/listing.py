@@ -318,6 +318,16 @@ class Listing:
             invalid.sort(key=lambda item: path_order(item[0]))
         return rows, invalid
 
+    def rows_of(self, folder: str) -> FolderRows:
+        """The rows and errors of one folder's files."""
+        known = self.folders[folder]
+        made = self._made.get(folder)
+        if made is not None and made[0].names == known.names and made[0].keys == known.keys:
+            return made[1]
+        if folder not in self._packs:
+            self._packs.update(self._cache.packs([folder]))
+        return folder_rows(self._base, folder, known, self._packs.get(folder), self._cache.settings)
+
     def records(self) -> list[tuple[str, tuple[Any, ...] | None]]:
         """(path, front-matter values or None for an invalid file) of every experiment
         file, in path order."""
@@ -448,14 +458,16 @@ def _refresh(
         if rows and os.getpid() == parent:
             # The rows of every cached folder, made while the child stats its half (most
             # folders are unchanged; those that changed are made again).
-            packs = cache.packs(ordered)
-            for folder in ordered:
+            for folder, pack in cache.each_pack(ordered):
                 known = cached[folder]
-                made[folder] = (known, folder_rows(base, folder, known, packs.get(folder),
-                                                   settings))  # fmt: skip
+                made[folder] = (known, folder_rows(base, folder, known, pack, settings))
         return scanned
 
-    scanned = {item[0]: item for item in in_two_processes(work, ordered, sum(sizes), sizes)}
+    # This process also makes the rows meanwhile: the child stats more of the files.
+    share = 0.35 if rows else 0.5
+    scanned = {
+        item[0]: item for item in in_two_processes(work, ordered, sum(sizes), sizes, share=share)
+    }
     found: dict[str, _Scanned] = {}
 
     def visit(folder: str) -> tuple[str, ...]:

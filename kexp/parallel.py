@@ -38,10 +38,12 @@ def in_two_processes(
     weight: int,
     weights: Sequence[int] | None = None,
     discarded: Callable[[int], None] | None = None,
+    share: float = 0.5,
 ) -> list[Any]:
     """``work(items)`` as one list, split between this process and a forked child when
     ``weight`` (the number of files involved) makes it worth it; ``weights`` (one per
-    item) balance the halves.
+    item) balance the parts, ``share`` is this process's (less when it has more to do
+    meanwhile).
 
     The child sends its result back as ``marshal`` data; if it fails in any way its
     half is done here instead, so the answer never depends on the child.
@@ -49,12 +51,12 @@ def in_two_processes(
     """
     if weight < PARALLEL_MIN_FILES or len(items) < 2 or not _forkable():
         return work(items)
-    half = len(items) // 2
+    half = max(1, min(len(items) - 1, round(len(items) * share)))
     if weights is not None:
         total, running = sum(weights), 0
         for index, value in enumerate(weights):
             running += value
-            if running * 2 >= total:
+            if running >= total * share:
                 half = max(1, min(len(items) - 1, index + 1))
                 break
     mine, theirs = items[:half], items[half:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import heapq
+import operator
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -265,8 +266,12 @@ def rank(experiments: Iterable[_E], *, by: str = "score", limit: int | None = No
             return []
         if len(items) > limit:
             # Every item scoring at least the limit-th best key (ties kept).
-            threshold = heapq.nlargest(limit, map(key, items))[-1]
-            items = [item for item in items if key(item) >= threshold]
+            if by == "score":
+                threshold = heapq.nlargest(limit, items, key=_SCORE)[-1].score
+                items = [item for item in items if item.score >= threshold]
+            else:
+                threshold = heapq.nlargest(limit, map(key, items))[-1]
+                items = [item for item in items if key(item) >= threshold]
     # Stable sorts, the least significant key first (cheaper than one sort on a
     # composite key that has to invert a string).
     items.sort(key=lambda e: (e.id, _path_key(e)))
@@ -279,6 +284,9 @@ def rank(experiments: Iterable[_E], *, by: str = "score", limit: int | None = No
 
 def _score(item: Any) -> float:
     return float(item.score)
+
+
+_SCORE = operator.attrgetter("score")
 
 
 def interval_low(exp: Any) -> float:
@@ -311,9 +319,13 @@ def derive(rows: list[Row]) -> list[Row]:
     scores below the best of them; an id held by several files counts with its first
     file's score). The one place they are computed: every query derives them, from
     every current row, before it filters and ranks."""
+    combined = {other for row in rows if row.combines for other in row.combines}
+    if not combined:
+        return rows
     scores: dict[str, float] = {}
     for row in rows:  # in path order: an id of several files has the first's score
-        scores.setdefault(row.id, row.score)
+        if row.id in combined and row.id not in scores:
+            scores[row.id] = row.score
     return [
         row._replace(interference=True)
         if row.combines and below_best_combined(row.score, row.combines, scores)

@@ -70,7 +70,6 @@ if TYPE_CHECKING:
     from kexp.listing import Listing
     from kexp.model import KernelExperiment
     from kexp.rows import Row
-    from kexp.settings import Settings
     from kexp.storeview import StoreView
 
 _T = TypeVar("_T")
@@ -131,6 +130,8 @@ SYNONYMS = (
 )
 _SYNONYM_OF = {word: group for group in SYNONYMS for word in group}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
+#: Every ASCII character but letters and digits, as a space (a word's end).
+_SEPARATORS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
 _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -160,13 +161,21 @@ def code_words(code_change: str) -> str:
 
 
 def _words_of_normalized(normalized: str) -> str:
-    """The distinct words of the changed lines, in order of appearance."""
+    """The distinct words of the changed lines, in order of appearance: the runs of
+    ASCII letters and digits, each split where a lower-case letter or a digit meets an
+    upper-case one (``warpReduceSum``: warp Reduce Sum), and before digits start a run
+    (``2D`` stays, ``16x`` is 16 and x: what :data:`_WORD` finds)."""
     if not is_matchable(normalized):
         return ""
     lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
     text = " ".join(line[1:] for line in lines) if lines else normalized.replace("@@", " ")
-    words = _WORD.findall(_CASE_CHANGE.sub(" ", text.replace("_", " ")))
-    return " ".join(dict.fromkeys(words))
+    words: dict[str, None] = {}
+    for run in text.translate(_SEPARATORS).split():
+        if run.isascii() and (run.isdigit() or (run.islower() and run[0].isalpha())):
+            words[run] = None  # one word (most runs)
+        else:
+            words.update(dict.fromkeys(_WORD.findall(_CASE_CHANGE.sub(" ", run))))
+    return " ".join(words)
 
 
 def shingle_prefix(shingles: Iterable[int], threshold: float) -> list[int]:
@@ -183,40 +192,63 @@ def shingle_prefix(shingles: Iterable[int], threshold: float) -> list[int]:
     return ordered[: max(1, min(len(ordered), length))]
 
 
-def doc_of(
-    exp: KernelExperiment, threshold: float
-) -> tuple[bytes | None, tuple[Any, ...], list[int]]:
-    """What the index keeps of one valid experiment's content: (the key of its code
-    change, the record: (key insight, shingles as uint32, compressed words of the FTS
-    columns), its shingles' prefix for the near-duplicate ``threshold``)."""
-    insight = key_insight(exp.detailed_description)
-    description = exp.detailed_description
-    if exp.error_message:
-        description += "\n" + exp.error_message
-    normalized = normalize_code_change(exp.code_change)
-    texts = (
-        exp.change_summary,
-        description,
-        insight,
-        _CASE_CHANGE.sub(" ", f"{exp.operator_sig} {exp.dtype_sig} {exp.env}"),
-        _words_of_normalized(normalized),
-    )
+#: The body fields a doc is made of.
+DOC_BODIES = ("detailed_description", "error_message", "code_change")
+
+
+def code_of(normalized: str, threshold: float) -> tuple[bytes | None, bytes, list[int]]:
+    """What the index keeps of a content's code change (normalised,
+    :func:`kexp.dedupe.normalize_code_change`): its key (a digest), its shingles as
+    uint32, and the prefix of them to post for the near-duplicate ``threshold``."""
     shingles = sorted(shingles_of_normalized(normalized))
     key = key_of_normalized(normalized)
-    record = (
-        insight,
+    return (
+        bytes.fromhex(key) if key else None,
         array("I", shingles).tobytes(),
-        zlib.compress(marshal.dumps(texts), 1),
+        shingle_prefix(shingles, threshold),
     )
-    return (key.encode() if key else None), record, shingle_prefix(shingles, threshold)
 
 
-def _texts(record: tuple[Any, ...]) -> tuple[str, ...]:
-    return tuple(marshal.loads(zlib.decompress(record[2])))
+def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
+    """The words of a content's FTS columns: summary, description (with the error
+    message), key insight, operator (with dtype and env), code words (of the code
+    change, or of it ``normalized`` already)."""
+    if normalized is None:
+        normalized = normalize_code_change(bodies["code_change"])
+    description = bodies["detailed_description"]
+    insight = key_insight(description)
+    if bodies["error_message"]:
+        description += "\n" + bodies["error_message"]
+    return (
+        row.change_summary,
+        description,
+        insight,
+        _CASE_CHANGE.sub(" ", f"{row.operator_sig} {row.dtype_sig} {row.env}"),
+        _words_of_normalized(normalized),
+    )
 
 
-def _shingles(record: tuple[Any, ...]) -> frozenset[int]:
-    return frozenset(array("I", record[1]))
+def bodies_of(data: bytes, path: str) -> dict[str, str] | None:
+    """The body texts a doc is made of (:data:`DOC_BODIES`); None when the bytes are
+    not an experiment file."""
+    from kexp.fileformat import FileFormatError, parse
+    from kexp.quickcheck import quick_bodies
+
+    found = quick_bodies(data, DOC_BODIES)
+    if found is not None:
+        return found
+    try:
+        return parse(data, path, fast=True).body_values()
+    except FileFormatError:
+        return None
+
+
+def _packed_texts(texts: Sequence[str]) -> bytes:
+    return zlib.compress(marshal.dumps(tuple(texts)), 1)
+
+
+def _unpacked_texts(packed: bytes) -> tuple[str, ...]:
+    return tuple(marshal.loads(zlib.decompress(packed)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,79 +292,85 @@ class Match:
 class _Index:
     """The retrieval index in step with the store, for the questions on code changes."""
 
-    def __init__(self, cache: Cache, settings: Settings) -> None:
+    def __init__(self, cache: Cache, store: StoreView) -> None:
         self._cache = cache
-        self.settings = settings
-        self._records: dict[bytes, tuple[Any, ...]] = {}
+        self._store = store
+        self.settings = store.settings
+        self._insights: dict[bytes, str] = {}
 
-    def _rows_of_keys(self, keys: Sequence[bytes]) -> list[Row]:
+    def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         """The current experiments holding each content, in path order."""
         raise NotImplementedError
 
-    def records(self, rows: Iterable[Row]) -> dict[bytes, tuple[Any, ...]]:
-        """What the index keeps of each row's content, by content key."""
-        wanted = [row.key for row in rows if row.key not in self._records]
+    def insights(self, rows: Iterable[Row]) -> dict[bytes, str]:
+        """The key insight of each row's detailed description (read from its file)."""
+        from kexp.fileformat import FileFormatError, parse
+
+        wanted = {row.key: row for row in rows if row.key not in self._insights}
         if wanted:
-            for key, (_, _, record) in self._cache.docs(sorted(set(wanted))).items():
-                self._records[key] = record
-        return self._records
+            items = [(row.path, key) for key, row in wanted.items()]
+            datas = self._store.source.bytes_found(items, self.settings)
+            for (path, key), data in zip(items, datas, strict=True):
+                insight = ""
+                if data is not None:
+                    with contextlib.suppress(FileFormatError):
+                        doc = parse(data, path, fast=True)
+                        insight = key_insight(doc.body_values()["detailed_description"])
+                self._insights[key] = insight
+        return self._insights
 
     def insight(self, row: Row) -> str:
         """The key insight of a row's detailed description."""
-        record = self.records([row]).get(row.key)
-        return str(record[0]) if record else ""
+        return self.insights([row]).get(row.key, "")
 
     def near_duplicates(
         self, shingles: frozenset[int], threshold: float
     ) -> list[tuple[Row, float]]:
         """(row, similarity) of every experiment whose code change's shingles are at
         least ``threshold`` similar (Jaccard) to ``shingles``, most similar first: the
-        candidates share a shingle of their prefixes (:func:`shingle_prefix`), each
-        candidate's similarity is computed. Exact for a threshold at least the
-        setting's ``near_duplicate_similarity`` (the prefixes kept are for it); below
-        it, the candidates sharing a shingle of those prefixes only."""
+        candidates share a shingle of their prefixes (:func:`shingle_prefix`) and hold
+        a number of shingles that allows that similarity; each one's is computed. Exact
+        for a threshold at least the setting's ``near_duplicate_similarity`` (the
+        prefixes kept are for it); below it, the candidates sharing a shingle of those
+        prefixes only."""
         if not shingles or threshold <= 0:
             return []
-        docs = self._cache.posting_docs(shingle_prefix(shingles, threshold))
-        keys = self._cache.keys_of_docs(sorted(docs))
-        candidates = self._rows_of_keys(sorted(set(keys.values())))
-        records = self.records(candidates)
         query = set(shingles)
-        found: list[tuple[Row, float]] = []
-        for row in candidates:
-            record = records.get(row.key)
-            if record is None:
-                continue
-            other = array("I", record[1])
+        least = max(1, math.ceil(threshold * len(query) - 1e-9))
+        most = math.floor(len(query) / threshold + 1e-9)
+        similar: dict[bytes, float] = {}
+        for key, packed in self._cache.shingles_of_posting(
+            shingle_prefix(shingles, threshold), least, most
+        ):
+            other = array("I", packed)
             shared = len(query.intersection(other))
             union = len(query) + len(other) - shared
             similarity = shared / union if union else 0.0
             if similarity >= threshold:
-                found.append((row, similarity))
+                similar[key] = similarity
+        found = [(row, similar[row.key]) for row in self._rows_of_keys(similar)]
         found.sort(key=lambda item: (-item[1], _path_order(item[0].path)))
         return found
 
     def same_change(self, key: str) -> list[Row]:
         """The experiments whose normalised code change hashes to ``key``, in path order."""
-        docs = self._cache.code_docs(key.encode())
-        keys = self._cache.keys_of_docs(docs)
-        return self._rows_of_keys(sorted(set(keys.values())))
+        return self._rows_of_keys(self._cache.code_keys(bytes.fromhex(key)))
 
 
 class Search(_Index):
     """The retrieval index in step with one read of a store, open for questions (see
     :func:`searching`)."""
 
-    def __init__(self, cache: Cache, rows: list[Row], settings: Settings) -> None:
-        super().__init__(cache, settings)
+    def __init__(self, cache: Cache, rows: list[Row], store: StoreView) -> None:
+        super().__init__(cache, store)
         #: The store's current experiments (derived values set), in path order.
         self.rows = rows
         self._by_key: dict[bytes, list[Row]] = {}
         for row in rows:
             self._by_key.setdefault(row.key, []).append(row)
 
-    def _rows_of_keys(self, keys: Sequence[bytes]) -> list[Row]:
-        rows = [row for key in keys for row in self._by_key.get(key, ())]
+    def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
+        rows = [row for key in set(keys) for row in self._by_key.get(key, ())]
         return sorted(rows, key=lambda row: _path_order(row.path))
 
     def count(self) -> int:
@@ -426,6 +464,7 @@ class Search(_Index):
         by_path = {row.path: row for row in self.rows if row.path in relevance}
         chosen = [row for path, row in by_path.items() if relevance[path] > 0]
         chosen.sort(key=lambda r: (-round(relevance[r.path], 9), r.created_at, r.id, r.path))
+        self.insights(chosen[: max(0, limit)])
         return [
             self.match(r, relevance[r.path], near.get(r.path, 0.0) if shingles else None)
             for r in chosen[: max(0, limit)]
@@ -481,12 +520,16 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
         for attempt in range(3):
             try:
                 if found.listing is not None:
-                    _document(cache, store, found.listing)
+                    made = _document(cache, store, found.listing, found.local, texts=texts)
                     local = {row.key for row in found.local}
-                    _add_docs(cache, store, [row for row in rows if row.key not in local])
+                    elsewhere = [row for row in rows if row.key not in local]
+                    made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
                 else:
-                    _add_docs(cache, store, rows)
-                changes = _in_step(cache, found.local, rows) if texts else {}
+                    made = _add_docs(cache, store, rows, texts=texts)[1]
+                texts_of = _Texts(store, cache, [*found.local, *rows], made)
+                if texts:
+                    _index_working_tree(cache, found.local, texts_of)
+                    changes = _changes(found.local, rows)
                 break
             except DamagedCacheError:
                 if attempt == 0:
@@ -495,11 +538,11 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
                     cache.close()
                     cache = Cache(None, store.settings)
         if not changes:
-            yield Search(cache, rows, store.settings)
+            yield Search(cache, rows, store)
             return
         with cache.transient():
-            cache.activate(changes, _words_of(cache, changes))
-            yield Search(cache, rows, store.settings)
+            cache.activate(changes, texts_of.of(changes))
+            yield Search(cache, rows, store)
     finally:
         cache.close()
 
@@ -508,32 +551,27 @@ class _Light(_Index):
     """The index of the working tree as a light refresh found it (folder signatures: see
     :func:`kexp.listing.refresh`), for the tried-before check of a write."""
 
-    def __init__(self, cache: Cache, listing: Listing, settings: Settings) -> None:
-        super().__init__(cache, settings)
+    def __init__(self, cache: Cache, listing: Listing, store: StoreView) -> None:
+        super().__init__(cache, store)
         self._listing = listing
 
-    def _rows_of_keys(self, keys: Sequence[bytes]) -> list[Row]:
-        from kexp.listing import KEY_SIZE, pack_records
-        from kexp.rows import row_of
+    def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
+        from kexp.listing import KEY_SIZE
 
-        at: list[tuple[str, int]] = []
+        wanted = set(keys)
+        holding: set[str] = set()
         for folder, known in self._listing.folders.items():
             packed = known.keys
-            for key in keys:
+            for key in wanted:
                 start = packed.find(key)
-                while start >= 0:
-                    if start % KEY_SIZE == 0:
-                        at.append((folder, start // KEY_SIZE))
+                while start >= 0 and start % KEY_SIZE:
                     start = packed.find(key, start + 1)
-        packs = self._cache.packs(sorted({folder for folder, _ in at}))
-        rows = []
-        for folder, number in at:
-            known = self._listing.folders[folder]
-            name = known.names[number]
-            key = known.keys[number * KEY_SIZE : (number + 1) * KEY_SIZE]
-            record = pack_records(packs.get(folder)).get((name, key))
-            if record is not None and record[1] is not None:
-                rows.append(row_of(record[1], folder + name, key))
+                if start >= 0:
+                    holding.add(folder)
+                    break
+        rows: list[Row] = []
+        for folder in holding:
+            rows += [row for row in self._listing.rows_of(folder)[0] if row.key in wanted]
         return sorted(rows, key=lambda row: _path_order(row.path))
 
 
@@ -550,7 +588,7 @@ def _light_search(store: StoreView) -> Iterator[_Index]:
                 listing = refresh(
                     cache, store.experiments_dir, store.settings, light=True, rows=False
                 )
-                _document(cache, store, listing)
+                _document(cache, store, listing, None, texts=False)
                 break
             except DamagedCacheError:
                 if attempt == 0:
@@ -558,7 +596,7 @@ def _light_search(store: StoreView) -> Iterator[_Index]:
                 else:
                     cache.close()
                     cache = Cache(None, store.settings)
-        yield _Light(cache, listing, store.settings)
+        yield _Light(cache, listing, store)
     finally:
         cache.close()
 
@@ -577,11 +615,9 @@ def asked(store: StoreView, question: Callable[[], _T]) -> _T:
         return question()
 
 
-def _in_step(cache: Cache, local: Sequence[Row], rows: Sequence[Row]) -> dict[bytes, int]:
-    """Bring the FTS table in step with the working tree's rows (``local``); what this
-    query changes in it (undone at its end) to hold exactly ``rows`` (other places'
-    versions)."""
-    _index_working_tree(cache, local)
+def _changes(local: Sequence[Row], rows: Sequence[Row]) -> dict[bytes, int]:
+    """What this query changes in the FTS table (undone at its end) for it to hold
+    exactly ``rows`` (other places' versions) instead of the working tree's ``local``."""
     local_keys = Counter(row.key for row in local)
     wanted = Counter(row.key for row in rows)
     changes: dict[bytes, int] = {}
@@ -593,77 +629,192 @@ def _in_step(cache: Cache, local: Sequence[Row], rows: Sequence[Row]) -> dict[by
     return changes
 
 
-def _document(cache: Cache, store: StoreView, listing: Listing) -> None:
-    """Docs for every content of the working tree: those of the folders changed since
-    this was last done are looked up, and made when missing."""
-    from kexp.listing import KEY_SIZE, NO_KEY
-
+def _document(
+    cache: Cache,
+    store: StoreView,
+    listing: Listing,
+    rows: Sequence[Row] | None,
+    *,
+    texts: bool = True,
+) -> dict[bytes, tuple[str, ...]]:
+    """Docs for every valid content of the working tree (``rows``, when read): those of
+    the folders changed since this was last done are looked up, and made when missing
+    (``texts``: with their words, returned)."""
     done = cache.indexed("docs")
     folders: dict[str, bytes | None] = {f: None for f in done if f not in listing.folders}
-    items: dict[bytes, str] = {}
-    for folder, known in listing.folders.items():
-        if done.get(folder) == known.keys:
-            continue
-        folders[folder] = known.keys
-        for at, name in enumerate(known.names):
-            key = known.keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
-            if key != NO_KEY:
-                items.setdefault(key, folder + name)
-    if items:
-        have = cache.with_docs(sorted(items))
-        failed = _make_docs(cache, store, [(p, k) for k, p in items.items() if k not in have])
-        if failed:  # files changed since they were listed: their folders next time
-            for key in failed:
-                folder = items[key][: items[key].rfind(os.sep) + 1]
-                folders.pop(folder, None)
+    changed = [
+        folder for folder, known in listing.folders.items() if done.get(folder) != known.keys
+    ]
+    made: dict[bytes, tuple[str, ...]] = {}
+    if changed:
+        if rows is not None:
+            wanted = set(changed)
+            of_changed = [row for row in rows if row.path[: row.path.rfind(os.sep) + 1] in wanted]
+        else:
+            of_changed = [row for folder in changed for row in listing.rows_of(folder)[0]]
+        failed, made = _add_docs(cache, store, of_changed, texts=texts)
+        spoilt = {row.path[: row.path.rfind(os.sep) + 1] for row in of_changed if row.key in failed}
+        folders.update(
+            (folder, listing.folders[folder].keys) for folder in changed if folder not in spoilt
+        )
     cache.save_indexed("docs", folders)
+    return made
 
 
-def _add_docs(cache: Cache, store: StoreView, rows: Sequence[Row]) -> None:
-    """Docs for the contents of ``rows`` that have none."""
-    keys = {row.key: row.path for row in rows}
-    if keys:
-        have = cache.with_docs(sorted(keys))
-        _make_docs(cache, store, [(p, k) for k, p in keys.items() if k not in have])
-
-
-def _make_docs(cache: Cache, store: StoreView, items: list[tuple[str, bytes]]) -> set[bytes]:
-    """Make the docs of contents (path relative to ``experiments/``, content key), in two
-    processes when many; an invalid content's doc says nothing. The keys whose content
-    could not be read (changed since it was listed)."""
+def _add_docs(
+    cache: Cache, store: StoreView, rows: Sequence[Row], *, texts: bool = True
+) -> tuple[set[bytes], dict[bytes, tuple[str, ...]]]:
+    """Make the docs of the contents of ``rows`` that have none, in two processes when
+    many; the words of the FTS columns kept only for contents git cannot give back.
+    Returns the keys whose content could not be read (changed since it was listed), and
+    the words made (of every doc made, with ``texts``)."""
+    chosen: dict[bytes, Row] = {}
+    for row in rows:
+        chosen.setdefault(row.key, row)
+    if not chosen:
+        return set(), {}
+    have = cache.with_docs(sorted(chosen))
+    items = [row for key, row in chosen.items() if key not in have]
     if not items:
-        return set()
+        return set(), {}
     from kexp.parallel import in_two_processes
-    from kexp.validate import check_bytes
 
-    base = store.experiments_dir
+    in_git = _in_git(store, [row.key for row in items])
     source, settings = store.source, store.settings
     threshold = settings.near_duplicate_similarity
-    empty = ("", b"", zlib.compress(marshal.dumps(("",) * 5), 1))
 
-    def work(part: list[tuple[str, bytes]]) -> list[tuple[Any, ...]]:
+    def work(part: list[Row]) -> list[tuple[Any, ...]]:
         made: list[tuple[Any, ...]] = []
         for start in range(0, len(part), 256):
             batch = part[start : start + 256]
-            for (path, key), data in zip(batch, source.bytes_found(batch, settings), strict=True):
-                if data is None:
-                    made.append((key, None, None, None))
+            datas = source.bytes_found([(row.path, row.key) for row in batch], settings)
+            for row, data in zip(batch, datas, strict=True):
+                bodies = None if data is None else bodies_of(data, row.path)
+                if bodies is None:
+                    made.append((row.key, None, None, None, None))  # changed since: later
                     continue
-                checked = check_bytes(data, base / path, settings)
-                if checked.ok:
-                    made.append((key, *doc_of(checked.experiment(), threshold)))
-                else:
-                    made.append((key, None, empty, []))
+                normalized = normalize_code_change(bodies["code_change"])
+                keep = texts or row.key not in in_git
+                words = texts_of(row, bodies, normalized) if keep else None
+                made.append((row.key, *code_of(normalized, threshold), words))
         return made
 
     made = in_two_processes(work, items, len(items))
-    cache.add_docs([item for item in made if item[2] is not None])
-    return {item[0] for item in made if item[2] is None}
+    cache.add_docs(
+        [
+            (key, code, shingles, posted, None if key in in_git else _packed_texts(words))
+            for key, code, shingles, posted, words in made
+            if shingles is not None
+        ]
+    )
+    failed = {item[0] for item in made if item[2] is None}
+    return failed, {item[0]: tuple(item[4]) for item in made if item[4] is not None}
 
 
-def _index_working_tree(cache: Cache, local: Sequence[Row]) -> None:
+def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:
+    """Those of the contents ``keys`` that the store's git repository holds (none
+    outside one)."""
+    from kexp import git as kgit
+    from kexp.errors import GitError
+
+    try:
+        repo = kgit.find_worktree(store.root)
+        found = kgit.object_names(repo, [key.hex() for key in keys])
+    except GitError:
+        return set()
+    return {key for key, name in zip(keys, found, strict=True) if name and name[1] == "blob"}
+
+
+class _Texts:
+    """The words of the FTS columns of contents: kept in their docs, else made again
+    from the content (the working tree's file, or git's blob)."""
+
+    def __init__(
+        self,
+        store: StoreView,
+        cache: Cache,
+        rows: Sequence[Row],
+        made: dict[bytes, tuple[str, ...]],
+    ) -> None:
+        self._store = store
+        self._cache = cache
+        self._paths = {row.key: row.path for row in rows}
+        self._rows = {row.key: row for row in rows}
+        self._made = made
+
+    def of(self, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Sequence[str]]]:
+        """Each content's doc number and words; :class:`_NoWords` when one cannot be
+        had (its content is gone)."""
+        from kexp import git as kgit
+        from kexp.errors import GitError
+        from kexp.fileformat import FileFormatError, parse
+
+        found: dict[bytes, tuple[int, Sequence[str]]] = {}
+        missing: list[tuple[bytes, int]] = []
+        for key, (doc, _, kept) in self._cache.docs(sorted(set(keys))).items():
+            if key in self._made:
+                found[key] = (doc, self._made[key])
+            elif kept is not None:
+                found[key] = (doc, _unpacked_texts(kept))
+            else:
+                missing.append((key, doc))
+        if not missing:
+            return found
+        datas: dict[bytes, bytes] = {}
+        on_disk = [(self._paths[key], key) for key, _ in missing if key in self._paths]
+        for (_, key), data in zip(
+            on_disk, self._store.source.bytes_found(on_disk, self._store.settings), strict=True
+        ):
+            if data is not None:
+                datas[key] = data
+        from_git = [key for key, _ in missing if key not in datas]
+        if from_git:
+            try:
+                repo = kgit.find_worktree(self._store.root)
+                for sha, data in kgit.iter_blobs(repo, [key.hex() for key in from_git]):
+                    if isinstance(data, bytes):
+                        datas[bytes.fromhex(sha)] = data
+            except GitError:
+                pass
+        for key, doc in missing:
+            data = datas.get(key)
+            if data is None:
+                raise _NoWords(key)
+            try:
+                document = parse(data, "content.md", fast=True)
+            except FileFormatError:
+                raise _NoWords(key) from None
+            row = self._rows.get(key) or _row_of_document(document, key)
+            found[key] = (doc, texts_of(row, document.body_values()))
+        return found
+
+
+class _NoWords(Exception):
+    """The words of a doc to take out of the FTS table cannot be had any more."""
+
+
+def _row_of_document(document: Any, key: bytes) -> Row:
+    """The row of a parsed document (for the front-matter fields of its words)."""
+    from kexp.rows import row_of, values_of
+
+    return row_of(values_of(document.fields), "", key)
+
+
+def _index_working_tree(cache: Cache, local: Sequence[Row], texts_of: _Texts) -> None:
     """Bring the FTS table in step with the working tree's rows, folder by folder: only
-    the folders whose contents changed since it was last done are compared."""
+    the folders whose contents changed since it was last done are compared. When the
+    words of a doc to take out can no longer be had, the table is emptied and filled
+    again."""
+    for _ in range(2):
+        try:
+            _index_folders(cache, local, texts_of)
+            return
+        except _NoWords:
+            cache.clear_texts_index()
+    _index_folders(cache, local, texts_of)  # pragma: no cover - an empty table takes out none
+
+
+def _index_folders(cache: Cache, local: Sequence[Row], texts_of: _Texts) -> None:
     wanted: dict[str, list[bytes]] = {}
     for row in local:
         folder = row.path[: row.path.rfind(os.sep) + 1]
@@ -686,7 +837,7 @@ def _index_working_tree(cache: Cache, local: Sequence[Row]) -> None:
     if not folders:
         return
     changed = {key: n for key, n in changes.items() if n}
-    has_doc = cache.docs(sorted(changed))
+    has_doc = cache.with_docs(sorted(changed))
     # Contents with no doc (not readable as they were listed) are left for next time:
     # their folders keep what the FTS table holds of them.
     missing = {key for key in changed if key not in has_doc}
@@ -695,19 +846,11 @@ def _index_working_tree(cache: Cache, local: Sequence[Row]) -> None:
             if kept is not None:
                 folders[folder] = b"".join(k for k in _keys_of(kept) if k not in missing)
         changed = {key: n for key, n in changed.items() if key not in missing}
-    cache.activate(changed, _words_of(cache, changed), folders)
+    cache.activate(changed, texts_of.of(changed), folders)
 
 
 def _keys_of(packed: bytes) -> list[bytes]:
     return [packed[at : at + 20] for at in range(0, len(packed), 20)]
-
-
-def _words_of(cache: Cache, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Sequence[str]]]:
-    """Each content's doc number and FTS words."""
-    return {
-        key: (doc, _texts(record))
-        for key, (doc, _, record) in cache.docs(sorted(set(keys))).items()
-    }
 
 
 # --- the questions ---------------------------------------------------------------------

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from pathlib import Path
+from sys import intern
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, attach, experiment_from_fields
 from kexp.problems import Problem, sort_problems
-from kexp.validate import id_from_name
+from kexp.validate import EXPERIMENT_NAME
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
@@ -42,6 +44,11 @@ _OPTIONAL_AT = tuple(
 )
 _KNOWN = frozenset(FRONT_MATTER_FIELDS)
 _ID = FRONT_MATTER_FIELDS.index("id")
+_TAGS = FRONT_MATTER_FIELDS.index("tags")
+_REPEATING = tuple(
+    FRONT_MATTER_FIELDS.index(name)
+    for name in ("pid", "status", "operator_sig", "dtype_sig", "env", "base_commit", "author")
+)
 
 #: What is kept of one file's content: (the first error as (line, column, code,
 #: field, message, hint), or None; the values of :data:`VALUE_FIELDS`, or None).
@@ -54,7 +61,9 @@ def content_key(data: bytes) -> bytes:
 
 
 def values_of(fields: dict[str, Any]) -> tuple[Any, ...]:
-    """A valid file's front-matter as :data:`VALUE_FIELDS` values."""
+    """A valid file's front-matter as :data:`VALUE_FIELDS` values; the texts that repeat
+    from file to file (status, operator, dtype, env, base commit, author, parent, tags)
+    interned, so that a store's rows share them (``marshal`` keeps them interned)."""
     values = list(map(fields.get, FRONT_MATTER_FIELDS))
     for index, default in _OPTIONAL_AT:
         value = values[index]
@@ -62,6 +71,13 @@ def values_of(fields: dict[str, Any]) -> tuple[Any, ...]:
             values[index] = default
         elif type(value) is list:
             values[index] = tuple(value)
+    for index in _REPEATING:
+        value = values[index]
+        if type(value) is str:
+            values[index] = intern(value)
+    tags = values[_TAGS]
+    if tags:
+        values[_TAGS] = tuple(intern(tag) if type(tag) is str else tag for tag in tags)
     values.append(
         None if fields.keys() <= _KNOWN else {k: v for k, v in fields.items() if k not in _KNOWN}
     )
@@ -84,8 +100,8 @@ def named_record(data: bytes, path: str, settings: Settings) -> Record:
     name must be the id it holds) applied."""
     found = record_of(data, settings)
     values = found[1]
-    name_id = id_from_name(path)
-    if values is not None and name_id is not None and values[_ID] != name_id:
+    named = EXPERIMENT_NAME.fullmatch(os.path.basename(path))
+    if values is not None and named is not None and values[_ID] != named.group(1):
         from kexp.validate import check_bytes
 
         return first_error(check_bytes(data, Path(path), settings).problems), None

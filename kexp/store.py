@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import gc
 import itertools
 import os
 import re
@@ -254,6 +255,8 @@ class Store:
         from kexp.cache import Cache, DamagedCacheError
 
         cache = self.open_cache()
+        collecting = gc.isenabled()
+        gc.disable()  # a read makes a few objects a file and frees none
         try:
             for attempt in range(3):
                 try:
@@ -267,6 +270,8 @@ class Store:
                         cache = Cache(None, self.settings)
         finally:
             cache.close()
+            if collecting:
+                gc.enable()
         for path, error in found.invalid:
             self._skip(path, error, strict)
         return found

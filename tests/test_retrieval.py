@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, experiment_fields, git, run_kexp
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+import kexp.retrieval as retrieval
 from kexp import KernelExperiment, KexpError, Store
 from kexp.dedupe import (
     NearDuplicateWarning,
@@ -397,3 +398,28 @@ def test_many_processes_creating_at_once_lose_nothing_and_the_index_agrees(repo:
     with searching(store) as session:
         assert session.count() == 20
     assert len(similar(store, text="worker try", limit=30)) == 20
+
+
+def _words_by_regex(code_change: str) -> str:
+    """code_words as first written (the whole text through the case-change expression):
+    the reference the library's faster form must equal."""
+    import re
+
+    word = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
+    case = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+    normalized = normalize_code_change(code_change)
+    if not is_matchable(normalized):
+        return ""
+    lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
+    text = " ".join(line[1:] for line in lines) if lines else normalized.replace("@@", " ")
+    return " ".join(dict.fromkeys(word.findall(case.sub(" ", text.replace("_", " ")))))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.text(alphabet="aZb9_ -+.:xYé2Dq(", min_size=0, max_size=24), min_size=1, max_size=6)
+)
+def test_code_words_equal_the_case_change_expression(lines: list[str]) -> None:
+    change = "\n".join(f"+{line}" for line in lines)
+    assert retrieval.code_words(change) == _words_by_regex(change)
+    assert retrieval.code_words(VECTORIZE) == _words_by_regex(VECTORIZE)
