@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import marshal
 import math
 import os
@@ -685,6 +686,16 @@ def _add_docs(
 
     def work(part: list[Row]) -> list[tuple[Any, ...]]:
         made: list[tuple[Any, ...]] = []
+        collecting = gc.isenabled()
+        gc.disable()  # many objects made, none cyclic, and the store's rows alive meanwhile
+        try:
+            _make(part, made)
+        finally:
+            if collecting:
+                gc.enable()
+        return made
+
+    def _make(part: list[Row], made: list[tuple[Any, ...]]) -> None:
         for start in range(0, len(part), 256):
             batch = part[start : start + 256]
             datas = source.bytes_found([(row.path, row.key) for row in batch], settings)
@@ -697,7 +708,6 @@ def _add_docs(
                 keep = texts or row.key not in in_git
                 words = texts_of(row, bodies, normalized) if keep else None
                 made.append((row.key, *code_of(normalized, threshold), words))
-        return made
 
     made = in_two_processes(work, items, len(items))
     cache.add_docs(

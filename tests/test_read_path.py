@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -376,3 +377,36 @@ def test_a_revision_store_and_the_working_tree_share_nothing_written(store: Stor
     assert not (store.root / ".kexp").exists() or not any(
         path.name.startswith("cache-") for path in (store.root / ".kexp").iterdir()
     )
+
+
+def test_search_stays_true_when_an_old_version_left_git(tmp_path: Path) -> None:
+    """The FTS table keeps no words of a content git holds (it gives them back to take
+    the content out); when the old version has left git too (amended away, pruned), the
+    table is filled again from the files: the search still answers the files."""
+    from conftest import init_repo
+
+    root = init_repo(tmp_path / "repo")
+    (root / "experiments").mkdir()
+    store = Store(root)
+    exp = store.create_experiment(
+        **experiment_fields(detailed_description="**Approach**: stage it\n\n**Key insight**: zebra")
+    )
+    other = store.create_experiment(**experiment_fields(change_summary="Other - +1%"))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "two experiments")
+
+    def ids(text: str) -> list[str]:
+        return [match.id for match in kexp.retrieval.similar(store, text=text)]
+
+    assert ids("zebra") == [exp.id]
+    assert exp.path is not None
+    old = git(root, "rev-parse", f"HEAD:{Path(exp.path).relative_to(root).as_posix()}")
+    _rewrite_in_place(Path(exp.path), "zebra", "quokka")
+    git(root, "commit", "-q", "-a", "--amend", "-m", "amended")
+    git(root, "reflog", "expire", "--expire=now", "--all")
+    git(root, "gc", "-q", "--prune=now")
+    gone = subprocess.run(["git", "cat-file", "-e", old], cwd=root, capture_output=True)
+    assert gone.returncode != 0  # the first version is no longer in git
+    assert ids("quokka") == [exp.id]
+    assert ids("zebra") == []
+    assert other.id in ids("other")
