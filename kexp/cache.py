@@ -11,10 +11,11 @@ standard library), keyed so that it can only be current or missing, never wrong:
   pack, read in one piece by queries that rank the whole store);
 * ``objects``: what never changes once known: git trees by hash, merge bases by the
   commits they join;
-* ``docs``, ``fts``, ``postings``, ``indexed``: the retrieval index
+* ``docs``, ``fts``, ``postings``, ``indexed``, ``shingle_order``: the retrieval index
   (:mod:`kexp.retrieval`) by content key: each content's words (an FTS5 table holding
   exactly the working tree's current experiments), its code change's key and
-  shingles, and the prefix of its shingles (``postings``, for near-duplicates).
+  shingles, and the prefix of its shingles (``postings``, for near-duplicates, in the
+  order of ``shingle_order``).
 
 The hash in the file name is that of the header row: the layout, kexp's version, a hash
 of kexp's library sources and of the schema (:func:`code_fingerprint`) and the
@@ -34,11 +35,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import marshal
 import os
 import sqlite3
 import time
 import zlib
+from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
     from kexp.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/1"
+LAYOUT = "kexp-cache/2"
 #: A file changed this recently (ns) when it was read is read again next time: it may
 #: change again within its timestamps' granularity without a new signature.
 RACY_NS = 2_000_000_000
@@ -78,6 +82,8 @@ _SCHEMA = (
     "CREATE TABLE postings (shingle INTEGER NOT NULL, doc INTEGER NOT NULL, "
     "PRIMARY KEY (shingle, doc)) WITHOUT ROWID",
     "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
+    # The order of the shingles in the prefixes posted (see Cache.add_docs): one row.
+    "CREATE TABLE shingle_order (decided INTEGER NOT NULL, record BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
     "tokenize = 'porter unicode61', content = '')",
 )
@@ -146,6 +152,24 @@ def _opened(key: bytes, record: bytes) -> Any:
 
 def _seal(key: bytes, value: Any) -> bytes:
     return _sealed(key, marshal.dumps(value))
+
+
+#: The key the order of the postings is sealed under.
+_ORDER_KEY = b"shingle order"
+#: The most shingles the order of the postings names (the most common ones).
+ORDER_SIZE = 1 << 16
+
+
+def _order_of(shingle_sets: Iterable[Sequence[int]]) -> dict[int, int]:
+    """The order of the postings decided from the docs' shingles: each shingle held by
+    two docs or more → how many (the :data:`ORDER_SIZE` most common)."""
+    counts: Counter[int] = Counter()
+    for shingles in shingle_sets:
+        counts.update(shingles)
+    common = [(n, shingle) for shingle, n in counts.items() if n > 1]
+    if len(common) > ORDER_SIZE:
+        common = heapq.nlargest(ORDER_SIZE, common)
+    return {shingle: n for n, shingle in common}
 
 
 class Cache:
@@ -439,21 +463,31 @@ class Cache:
         return dict(self._by_keys("SELECT doc, key FROM docs WHERE doc IN ({marks})", docs))
 
     def add_docs(
-        self, docs: Sequence[tuple[bytes, bytes | None, bytes, Sequence[int], bytes | None]]
+        self,
+        docs: Sequence[tuple[bytes, bytes | None, bytes, bytes | None]],
+        prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]],
     ) -> None:
-        """Add docs, none active: (content key, code key, shingles as uint32, shingles to
-        post, the words of its FTS columns to keep or None: they can be made again)."""
+        """Add docs, none active: (content key, code key, shingles as uint32, the words
+        of its FTS columns to keep or None: they can be made again); each one's
+        ``prefix_of(shingles, order)`` is posted.
+
+        The order (shingle → how many docs held it when it was decided; a shingle not
+        in it counts 0) is decided from every doc's shingles the first time, and again
+        (every prefix posted again) whenever the docs have doubled since: prefixes made
+        of the rarest shingles share few docs (prefix filtering is exact in any one
+        order; a rare-first order makes it fast)."""
         if not docs:
             return
 
         def work() -> None:
             (last,) = self._rows("SELECT COALESCE(MAX(doc), 0) FROM docs")[0]
+            (count,) = self._rows("SELECT COUNT(*) FROM docs")[0]
             known = {key for (key,) in self._by_keys(
                 "SELECT key FROM docs WHERE key IN ({marks})", [d[0] for d in docs])}  # fmt: skip
             rows: list[tuple[Any, ...]] = []
-            postings: list[tuple[int, int]] = []
+            added: list[tuple[int, Sequence[int]]] = []
             number = last
-            for key, code_key, shingles, posted, texts in docs:
+            for key, code_key, shingles, texts in docs:
                 if key in known:
                     continue
                 known.add(key)
@@ -462,12 +496,40 @@ class Cache:
                     (number, key, code_key, len(shingles) // 4, _seal(key, shingles), 0,
                      None if texts is None else _seal(key, texts))
                 )  # fmt: skip
-                postings.extend((shingle, number) for shingle in posted)
+                added.append((number, array("I", shingles)))
+            if not rows:
+                return
+            decided, order = self._shingle_order()
+            total = count + len(rows)
+            to_post = added
+            if total >= 2 * decided:
+                to_post = [
+                    (doc, array("I", _opened(key, record)))
+                    for doc, key, record in self._rows("SELECT doc, key, shingles FROM docs")
+                ] + added
+                order = _order_of(shingles for _, shingles in to_post)
+                self._write("DELETE FROM shingle_order", [()])
+                self._write(
+                    "INSERT INTO shingle_order VALUES (?, ?)",
+                    [(total, _seal(_ORDER_KEY, order))],
+                )
+                self._write("DELETE FROM postings", [()])
+            postings = [(shingle, doc) for doc, shingles in to_post
+                        for shingle in prefix_of(shingles, order)]  # fmt: skip
             postings.sort()  # appended in order: a B-tree grows fastest so
             self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self._write("INSERT OR IGNORE INTO postings VALUES (?, ?)", postings)
 
         self._transaction(work)
+
+    def _shingle_order(self) -> tuple[int, dict[int, int]]:
+        """(how many docs there were when the order of the postings was decided, the
+        order: see :meth:`add_docs`)."""
+        found = self._rows("SELECT decided, record FROM shingle_order")
+        if not found:
+            return 0, {}
+        decided, record = found[0]
+        return int(decided), _opened(_ORDER_KEY, record)
 
     def indexed(self, kind: str) -> dict[str, bytes]:
         """Each folder's content keys as the retrieval index last took them in: ``docs``
@@ -596,20 +658,34 @@ class Cache:
             )
         ]
 
-    def shingles_of_posting(
-        self, shingles: Sequence[int], least: int, most: int
+    def near_candidates(
+        self,
+        prefix_of: Callable[[dict[int, int]], Sequence[int]],
+        least: int,
+        most: int,
     ) -> list[tuple[bytes, bytes]]:
-        """(content key, shingles as uint32) of the docs posting one of ``shingles`` and
-        holding between ``least`` and ``most`` shingles."""
-        found = []
-        for start in range(0, len(shingles), _CHUNK):
-            chunk = list(shingles[start : start + _CHUNK])
-            marks = ",".join("?" * len(chunk))
-            found += self._rows(
-                f"SELECT key, shingles FROM docs WHERE doc IN (SELECT doc FROM postings "
-                f"WHERE shingle IN ({marks})) AND shingle_count BETWEEN ? AND ?",
-                [*chunk, least, most],
-            )
+        """(content key, shingles as uint32) of the docs posting a shingle of the
+        prefix ``prefix_of(order)`` (in the order of the postings, see
+        :meth:`add_docs`) and holding between ``least`` and ``most`` shingles: the
+        order and the postings read in one transaction."""
+        began = not self._connection.in_transaction
+        if began:
+            self._rows("BEGIN")
+        try:
+            shingles = prefix_of(self._shingle_order()[1])
+            found = []
+            for start in range(0, len(shingles), _CHUNK):
+                chunk = list(shingles[start : start + _CHUNK])
+                marks = ",".join("?" * len(chunk))
+                found += self._rows(
+                    f"SELECT key, shingles FROM docs WHERE doc IN (SELECT doc FROM postings "
+                    f"WHERE shingle IN ({marks})) AND shingle_count BETWEEN ? AND ?",
+                    [*chunk, least, most],
+                )
+        finally:
+            if began:
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.execute("COMMIT")
         return [(key, _opened(key, record)) for key, record in dict(found).items()]
 
     def code_keys(self, code_key: bytes) -> list[bytes]:

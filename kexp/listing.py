@@ -619,12 +619,13 @@ def _read_all(base: str, items: list[tuple[str, bytes]], settings: Settings) -> 
 # --- finding names (for writes: no file is stat-ed) -------------------------------------
 
 
-def find_names(
+def find_folders(
     cache: Cache | None, experiments_dir: Path, prefix: str = ""
-) -> list[tuple[str, str]]:
-    """(folder path, name) of every experiment file whose name starts with ``prefix``, as
-    they are on disk now: a folder whose own signature is the cached one holds the cached
-    names (an id is in a file's name, not its content); the others are listed."""
+) -> list[tuple[str, Sequence[str]]]:
+    """(folder path, its sorted experiment file names) of every folder, as they are on
+    disk now (names starting with ``prefix`` at least; a file's name starts with its
+    id): a folder whose own signature is the cached one holds the cached names (an id
+    is in a file's name, not its content); the others are listed."""
     base = str(experiments_dir).rstrip(os.sep) + os.sep
     cached: dict[str, Any] = {}
     if cache is not None:
@@ -632,7 +633,7 @@ def find_names(
             cached = cache.folders()
         except DamagedCacheError:  # walk instead
             cached = {}
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, Sequence[str]]] = []
 
     def visit(folder: str) -> Sequence[str]:
         path = base + folder
@@ -648,10 +649,29 @@ def find_names(
             if listed is None:
                 return ()
             names, subfolders = listed
-        start = bisect.bisect_left(names, prefix) if prefix else 0
-        end = bisect.bisect_left(names, prefix + "\U0010ffff", start) if prefix else len(names)
-        found.extend((path.rstrip(os.sep), name) for name in names[start:end])
+        if names:
+            found.append((path.rstrip(os.sep), names))
         return subfolders
 
     walk_folders(visit)
     return found
+
+
+def names_starting(names: Sequence[str], prefix: str) -> Sequence[str]:
+    """The names of a sorted sequence starting with ``prefix``."""
+    if not prefix:
+        return names
+    start = bisect.bisect_left(names, prefix)
+    return names[start : bisect.bisect_left(names, prefix + "\U0010ffff", start)]
+
+
+def find_names(
+    cache: Cache | None, experiments_dir: Path, prefix: str = ""
+) -> list[tuple[str, str]]:
+    """(folder path, name) of every experiment file whose name starts with ``prefix``, as
+    they are on disk now (see :func:`find_folders`)."""
+    return [
+        (folder, name)
+        for folder, names in find_folders(cache, experiments_dir, prefix)
+        for name in names_starting(names, prefix)
+    ]

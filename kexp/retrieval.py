@@ -48,7 +48,7 @@ import warnings
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp.dedupe import (
@@ -134,6 +134,10 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
 #: Every ASCII character but letters and digits, as a space (a word's end).
 _SEPARATORS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
 _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+#: Runs of letters and digits already split into words (runs repeat from change to
+#: change), up to this many.
+_RUN_WORDS: dict[str, str] = {}
+_RUN_WORDS_SIZE = 1 << 16
 
 
 # --- what the index keeps of a content ---------------------------------------------------
@@ -170,43 +174,57 @@ def _words_of_normalized(normalized: str) -> str:
         return ""
     lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
     text = " ".join(line[1:] for line in lines) if lines else normalized.replace("@@", " ")
-    words: dict[str, None] = {}
-    for run in text.translate(_SEPARATORS).split():
-        if run.isascii() and (run.isdigit() or (run.islower() and run[0].isalpha())):
-            words[run] = None  # one word (most runs)
-        else:
-            words.update(dict.fromkeys(_WORD.findall(_CASE_CHANGE.sub(" ", run))))
-    return " ".join(words)
+    split_of = _RUN_WORDS
+    found: list[str] = []
+    for run in dict.fromkeys(text.translate(_SEPARATORS).split()):
+        words = split_of.get(run)
+        if words is None:
+            if run.isascii() and (run.isdigit() or (run.islower() and run[0].isalpha())):
+                words = run  # one word (most runs)
+            else:
+                words = " ".join(_WORD.findall(_CASE_CHANGE.sub(" ", run)))
+            if len(split_of) >= _RUN_WORDS_SIZE:
+                split_of.clear()
+            split_of[run] = words
+        found.append(words)
+    return " ".join(dict.fromkeys(" ".join(found).split()))
 
 
-def shingle_prefix(shingles: Iterable[int], threshold: float) -> list[int]:
-    """The prefix of a shingle set for an overlap of at least ``threshold``: its
-    ``n - ⌈threshold·n⌉ + 1`` least shingles (``n`` of them). Two sets whose Jaccard
-    similarity is at least ``threshold`` share at least ``⌈threshold·n⌉`` shingles of
-    each, so their prefixes (in one order, here the shingles' values) share one: the
+def shingle_prefix(
+    shingles: Iterable[int], threshold: float, order: Mapping[int, int] | None = None
+) -> list[int]:
+    """The prefix of a shingle set for an overlap of at least ``threshold``: its first
+    ``n - ⌈threshold·n⌉ + 1`` shingles (``n`` of them) in one order: the rarest first
+    (``order``: shingle → how many docs held it, 0 when not named), then by value. Two
+    sets whose Jaccard similarity is at least ``threshold`` share at least
+    ``⌈threshold·n⌉`` shingles of each, so their prefixes in one order share one: the
     index keeps each change's prefix for the near-duplicate threshold, and a question
-    looks its own prefix up (prefix filtering, exact)."""
-    ordered = sorted(set(shingles))
-    if not ordered:
+    looks its own prefix up (prefix filtering, exact; see
+    :meth:`kexp.cache.Cache.add_docs` for the order)."""
+    unique = set(shingles)
+    if not unique:
         return []
-    length = len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1
-    return ordered[: max(1, min(len(ordered), length))]
+    length = len(unique) - math.ceil(threshold * len(unique) - 1e-9) + 1
+    length = max(1, min(len(unique), length))
+    if not order:
+        return sorted(unique)[:length]
+    count = order.get
+    keyed = sorted([(count(shingle, 0) << 32) | shingle for shingle in unique])
+    return [key & 0xFFFFFFFF for key in keyed[:length]]
 
 
 #: The body fields a doc is made of.
 DOC_BODIES = ("detailed_description", "error_message", "code_change")
 
 
-def code_of(normalized: str, threshold: float) -> tuple[bytes | None, bytes, list[int]]:
+def code_of(normalized: str) -> tuple[bytes | None, bytes]:
     """What the index keeps of a content's code change (normalised,
-    :func:`kexp.dedupe.normalize_code_change`): its key (a digest), its shingles as
-    uint32, and the prefix of them to post for the near-duplicate ``threshold``."""
-    shingles = sorted(shingles_of_normalized(normalized))
+    :func:`kexp.dedupe.normalize_code_change`): its key (a digest), and its shingles as
+    uint32."""
     key = key_of_normalized(normalized)
     return (
         bytes.fromhex(key) if key else None,
-        array("I", shingles).tobytes(),
-        shingle_prefix(shingles, threshold),
+        array("I", sorted(shingles_of_normalized(normalized))).tobytes(),
     )
 
 
@@ -340,8 +358,8 @@ class _Index:
         least = max(1, math.ceil(threshold * len(query) - 1e-9))
         most = math.floor(len(query) / threshold + 1e-9)
         similar: dict[bytes, float] = {}
-        for key, packed in self._cache.shingles_of_posting(
-            shingle_prefix(shingles, threshold), least, most
+        for key, packed in self._cache.near_candidates(
+            lambda order: shingle_prefix(shingles, threshold, order), least, most
         ):
             other = array("I", packed)
             shared = len(query.intersection(other))
@@ -702,23 +720,24 @@ def _add_docs(
             for row, data in zip(batch, datas, strict=True):
                 bodies = None if data is None else bodies_of(data, row.path)
                 if bodies is None:
-                    made.append((row.key, None, None, None, None))  # changed since: later
+                    made.append((row.key, None, None, None))  # changed since: later
                     continue
                 normalized = normalize_code_change(bodies["code_change"])
                 keep = texts or row.key not in in_git
                 words = texts_of(row, bodies, normalized) if keep else None
-                made.append((row.key, *code_of(normalized, threshold), words))
+                made.append((row.key, *code_of(normalized), words))
 
     made = in_two_processes(work, items, len(items))
     cache.add_docs(
         [
-            (key, code, shingles, posted, None if key in in_git else _packed_texts(words))
-            for key, code, shingles, posted, words in made
+            (key, code, shingles, None if key in in_git else _packed_texts(words))
+            for key, code, shingles, words in made
             if shingles is not None
-        ]
+        ],
+        lambda shingles, order: shingle_prefix(shingles, threshold, order),
     )
     failed = {item[0] for item in made if item[2] is None}
-    return failed, {item[0]: tuple(item[4]) for item in made if item[4] is not None}
+    return failed, {item[0]: tuple(item[3]) for item in made if item[3] is not None}
 
 
 def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:

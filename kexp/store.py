@@ -483,27 +483,28 @@ class Store:
                 every.setdefault(exp_id, []).append(path)
             return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
         from kexp.cache import file_name
-        from kexp.listing import find_names
+        from kexp.listing import find_folders, names_starting
 
         made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()
         cache = self.open_cache() if self.source.cacheable and made else None  # none made
         try:
-            names = find_names(cache, self.experiments_dir, only)
+            folders = find_folders(cache, self.experiments_dir, only)
         finally:
             if cache is not None:
                 cache.close()
-        by_id: dict[str, list[Path]] = {}
-        for folder, name in names:
-            exp_id = id_from_name(name)
-            if exp_id is not None:
-                by_id.setdefault(exp_id, []).append(Path(folder, name))
-        for paths in by_id.values():
-            paths.sort()
 
         def index(prefix: str) -> dict[str, list[Path]]:
-            if len(prefix) >= 16:
-                return {prefix: by_id[prefix]} if prefix in by_id else {}
-            return {k: v for k, v in by_id.items() if k.startswith(prefix)}
+            # A file's name starts with its id: only the names starting with the prefix
+            # are looked at (a write asks for a few ids of a large store).
+            by_id: dict[str, list[Path]] = {}
+            for folder, names in folders:
+                for name in names_starting(names, prefix):
+                    exp_id = id_from_name(name)
+                    if exp_id is not None and exp_id.startswith(prefix):
+                        by_id.setdefault(exp_id, []).append(Path(folder, name))
+            for paths in by_id.values():
+                paths.sort()
+            return by_id
 
         return index
 

@@ -221,7 +221,7 @@ def test_store_at_reads_many_files_with_one_git_process(
     # rev-parse, ls-tree (folder, files), one cat-file per pass (the rows a query ranks,
     # the experiments it returns whole, the validation), the base-commit lookup.
     assert len(commands) <= 9, commands
-    assert sum("cat-file --batch" == c for c in commands) <= 3, commands
+    assert sum(c == "cat-file --batch" for c in commands) <= 3, commands
 
 
 # --- ancestry queries ----------------------------------------------------------------

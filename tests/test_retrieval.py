@@ -226,6 +226,89 @@ def test_near_duplicates_are_found_exactly_from_the_prefixes_of_their_shingles(
                 assert found == truth
 
 
+def _assert_postings_are_the_prefixes(root: Path, threshold: float) -> None:
+    """The cache's postings are exactly each doc's prefix in the order it stores."""
+    import marshal
+    import sqlite3
+    from array import array
+
+    (file,) = (root / ".kexp").glob("cache-*.sqlite")
+    connection = sqlite3.connect(file)
+    try:
+        (record,) = connection.execute("SELECT record FROM shingle_order").fetchone()
+        order = marshal.loads(record[4:])
+        wanted = {
+            (shingle, doc)
+            for doc, packed in connection.execute("SELECT doc, shingles FROM docs")
+            for shingle in retrieval.shingle_prefix(
+                array("I", marshal.loads(packed[4:])), threshold, order
+            )
+        }
+        posted = set(connection.execute("SELECT shingle, doc FROM postings"))
+    finally:
+        connection.close()
+    assert posted == wanted
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=4, deadline=None)
+def test_near_duplicates_stay_exact_as_the_order_of_the_postings_is_decided_again(
+    seed: int,
+) -> None:
+    """The postings hold each change's rarest shingles first, in an order decided from
+    the docs the first time and again whenever they double: after each round of creates
+    (1, 2, 4... docs), the near-duplicates at the setting's threshold are exactly those
+    computed here against every change (a change shares two lines with all the others,
+    and many are copies of another with one line changed)."""
+    import random
+    import tempfile
+
+    rng = random.Random(seed)
+    folder = tempfile.TemporaryDirectory(prefix="kexp-order-")
+    root = Path(folder.name)
+    (root / "experiments").mkdir()
+    store = Store(root, code_repo=root)
+    common = ["for (int i = threadIdx.x; i < n; i += blockDim.x) {", "acc += x[i] * w[i];"]
+    pool = [f"out[{i}] = acc * w[{i % 5}] + b[{i % 3}];" for i in range(14)]
+    threshold = store.settings.near_duplicate_similarity
+    changes: dict[str, str] = {}
+    pairs = 0  # near-duplicates of another change found
+    for round_size in (1, 1, 2, 4, 8, 16):
+        for _ in range(round_size):
+            if changes and rng.random() < 0.6:  # another with its last line changed
+                lines = rng.choice(list(changes.values())).split("\n")[1:-1]
+                lines[-1] = f"+  {rng.choice(pool)}"
+            else:
+                lines = [f"+  {line}" for line in common + rng.sample(pool, rng.randint(8, 12))]
+            change = "@@ -1,1 +1,9 @@\n" + "\n".join(lines) + "\n"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                made = store.create_experiment(
+                    **experiment_fields(
+                        code_change=change,
+                        base_commit="0f54a8d954a292dd879f37334f90573ddeb49278",
+                        author="t",
+                    )
+                )
+                changes[made.id] = change
+        with searching(store) as search:
+            for change in changes.values():
+                query = code_shingles(change)
+                truth = sorted(
+                    (other_id, round(shingle_similarity(query, code_shingles(other)), 9))
+                    for other_id, other in changes.items()
+                    if shingle_similarity(query, code_shingles(other)) >= threshold
+                )
+                found = sorted(
+                    (row.id, round(s, 9)) for row, s in search.near_duplicates(query, threshold)
+                )
+                assert found == truth
+                pairs += len(truth) - 1
+        _assert_postings_are_the_prefixes(root, threshold)
+    assert pairs > 0
+    folder.cleanup()
+
+
 # --- the index against the files, over a random history -------------------------------
 
 _WORDS = ("vectorize", "unroll", "shuffle", "stage", "prefetch", "fuse", "hoist", "split")
