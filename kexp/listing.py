@@ -310,6 +310,7 @@ class Listing:
                 found, wrong = folder_rows(
                     self._base, folder, known, self._packs.get(folder), settings
                 )
+                self._made[folder] = (known, (found, wrong))  # asked for again by folder
             rows += found
             invalid += wrong
             mixed = mixed or bool(known.names and known.subfolders)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import hashlib
 import marshal
 import math
 import os
@@ -68,7 +69,7 @@ from kexp.query import below_best_combined, derive
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
-    from kexp.listing import Listing
+    from kexp.listing import Folder, Listing
     from kexp.model import KernelExperiment
     from kexp.rows import Row
     from kexp.storeview import StoreView
@@ -376,20 +377,41 @@ class _Index:
         return self._rows_of_keys(self._cache.code_keys(bytes.fromhex(key)))
 
 
+class _ByKey:
+    """The rows of each content key (several files may hold one content)."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self._one = {row.key: row for row in rows}
+        self._many: dict[bytes, list[Row]] = {}
+        if len(self._one) != len(rows):
+            counts = Counter(row.key for row in rows)
+            for row in rows:
+                if counts[row.key] > 1:
+                    self._many.setdefault(row.key, []).append(row)
+
+    def get(self, key: bytes) -> list[Row]:
+        """The rows holding ``key``, in the order given (none: empty)."""
+        many = self._many.get(key)
+        if many is not None:
+            return many
+        row = self._one.get(key)
+        return [] if row is None else [row]
+
+
 class Search(_Index):
     """The retrieval index in step with one read of a store, open for questions (see
     :func:`searching`)."""
 
-    def __init__(self, cache: Cache, rows: list[Row], store: StoreView) -> None:
+    def __init__(
+        self, cache: Cache, rows: list[Row], store: StoreView, by_key: _ByKey | None = None
+    ) -> None:
         super().__init__(cache, store)
         #: The store's current experiments (derived values set), in path order.
         self.rows = rows
-        self._by_key: dict[bytes, list[Row]] = {}
-        for row in rows:
-            self._by_key.setdefault(row.key, []).append(row)
+        self._by_key = by_key if by_key is not None else _ByKey(rows)
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
-        rows = [row for key in set(keys) for row in self._by_key.get(key, ())]
+        rows = [row for key in set(keys) for row in self._by_key.get(key)]
         return sorted(rows, key=lambda row: _path_order(row.path))
 
     def count(self) -> int:
@@ -398,7 +420,8 @@ class Search(_Index):
 
     def _rows_of_docs(self, docs: Sequence[int]) -> dict[int, list[Row]]:
         keys = self._cache.keys_of_docs(sorted(set(docs)))
-        return {doc: self._by_key[key] for doc, key in keys.items() if key in self._by_key}
+        found = {doc: self._by_key.get(key) for doc, key in keys.items()}
+        return {doc: rows for doc, rows in found.items() if rows}
 
     def telling_words(self, words: Sequence[str]) -> list[str]:
         """The words of a query worth asking for: those some experiment holds, without
@@ -532,7 +555,9 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
     from kexp.cache import Cache, DamagedCacheError
 
     found = store.found()
+    alone = found.rows is found.local  # the working tree alone
     rows = derive(found.rows)
+    by_key = _ByKey(rows)
     cache = store.open_cache()
     try:
         changes: dict[bytes, int] = {}
@@ -540,15 +565,21 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
             try:
                 if found.listing is not None:
                     made = _document(cache, store, found.listing, found.local, texts=texts)
-                    local = {row.key for row in found.local}
-                    elsewhere = [row for row in rows if row.key not in local]
-                    made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
+                    if not alone:
+                        local = {row.key for row in found.local}
+                        elsewhere = [row for row in rows if row.key not in local]
+                        made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
                 else:
                     made = _add_docs(cache, store, rows, texts=texts)[1]
-                texts_of = _Texts(store, cache, [*found.local, *rows], made)
+                texts_of = _Texts(
+                    store, cache, by_key if alone else _ByKey([*found.local, *rows]), made
+                )
                 if texts:
-                    _index_working_tree(cache, found.local, texts_of)
-                    changes = _changes(found.local, rows)
+                    if found.listing is not None:
+                        _index_working_tree(cache, found.listing, texts_of)
+                    else:
+                        _index_working_tree(cache, None, texts_of, found.local)
+                    changes = {} if alone else _changes(found.local, rows)
                 break
             except DamagedCacheError:
                 if attempt == 0:
@@ -557,11 +588,11 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
                     cache.close()
                     cache = Cache(None, store.settings)
         if not changes:
-            yield Search(cache, rows, store)
+            yield Search(cache, rows, store, by_key)
             return
         with cache.transient():
             cache.activate(changes, texts_of.of(changes))
-            yield Search(cache, rows, store)
+            yield Search(cache, rows, store, by_key)
     finally:
         cache.close()
 
@@ -762,13 +793,12 @@ class _Texts:
         self,
         store: StoreView,
         cache: Cache,
-        rows: Sequence[Row],
+        rows: _ByKey,
         made: dict[bytes, tuple[str, ...]],
     ) -> None:
         self._store = store
         self._cache = cache
-        self._paths = {row.key: row.path for row in rows}
-        self._rows = {row.key: row for row in rows}
+        self._rows = rows
         self._made = made
 
     def of(self, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Sequence[str]]]:
@@ -790,7 +820,7 @@ class _Texts:
         if not missing:
             return found
         datas: dict[bytes, bytes] = {}
-        on_disk = [(self._paths[key], key) for key, _ in missing if key in self._paths]
+        on_disk = [(rows[0].path, key) for key, _ in missing if (rows := self._rows.get(key))]
         for (_, key), data in zip(
             on_disk, self._store.source.bytes_found(on_disk, self._store.settings), strict=True
         ):
@@ -813,7 +843,8 @@ class _Texts:
                 document = parse(data, "content.md", fast=True)
             except FileFormatError:
                 raise _NoWords(key) from None
-            row = self._rows.get(key) or _row_of_document(document, key)
+            known = self._rows.get(key)
+            row = known[0] if known else _row_of_document(document, key)
             found[key] = (doc, texts_of(row, document.body_values()))
         return found
 
@@ -829,51 +860,82 @@ def _row_of_document(document: Any, key: bytes) -> Row:
     return row_of(values_of(document.fields), "", key)
 
 
-def _index_working_tree(cache: Cache, local: Sequence[Row], texts_of: _Texts) -> None:
-    """Bring the FTS table in step with the working tree's rows, folder by folder: only
-    the folders whose contents changed since it was last done are compared. When the
-    words of a doc to take out can no longer be had, the table is emptied and filled
-    again."""
+def _index_working_tree(
+    cache: Cache, listing: Listing | None, texts_of: _Texts, local: Sequence[Row] = ()
+) -> None:
+    """Bring the FTS table in step with the working tree's rows (those of ``listing``,
+    else ``local``), folder by folder: only the folders whose files changed since it
+    was last done are compared. When the words of a doc to take out can no longer be
+    had, the table is emptied and filled again."""
     for _ in range(2):
         try:
-            _index_folders(cache, local, texts_of)
+            _index_folders(cache, listing, texts_of, local)
             return
         except _NoWords:
             cache.clear_texts_index()
-    _index_folders(cache, local, texts_of)  # pragma: no cover - an empty table takes out none
+    _index_folders(cache, listing, texts_of, local)  # pragma: no cover - none to take out
 
 
-def _index_folders(cache: Cache, local: Sequence[Row], texts_of: _Texts) -> None:
-    wanted: dict[str, list[bytes]] = {}
-    for row in local:
-        folder = row.path[: row.path.rfind(os.sep) + 1]
-        wanted.setdefault(folder, []).append(row.key)
+#: The stamp of a folder whose files are to be compared next time.
+_NO_STAMP = bytes(16)
+
+
+def _stamp(folder: Folder) -> bytes:
+    """A digest of a folder's names and content keys: its valid rows (which files the
+    FTS table holds) are a function of them."""
+    digest = hashlib.blake2b(folder.keys, digest_size=16)
+    digest.update("\0".join(folder.names).encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+def _index_folders(
+    cache: Cache, listing: Listing | None, texts_of: _Texts, local: Sequence[Row]
+) -> None:
+    # Each folder's record: the stamp of its files when done, then the content keys of
+    # its valid files (those the FTS table holds), sorted.
     indexed = cache.indexed("fts")
+    current: dict[str, tuple[bytes, list[bytes]] | None] = {}
+    if listing is not None:
+        for folder, known in listing.folders.items():
+            stamp = _stamp(known)
+            if indexed.get(folder, _NO_STAMP)[:16] == stamp:
+                current[folder] = None  # the same files: the same rows
+            else:
+                current[folder] = (stamp, [row.key for row in listing.rows_of(folder)[0]])
+    else:
+        for row in local:
+            folder = row.path[: row.path.rfind(os.sep) + 1]
+            current.setdefault(folder, (_NO_STAMP, []))[1].append(row.key)  # type: ignore[index]
     changes: Counter[bytes] = Counter()
     folders: dict[str, bytes | None] = {}
-    for folder, keys in wanted.items():
-        packed = b"".join(sorted(keys))
-        before = indexed.get(folder, b"")
-        if packed == before:
+    for folder, now in current.items():
+        if now is None:
             continue
-        changes.update(keys)
-        changes.subtract(_keys_of(before))
-        folders[folder] = packed
+        stamp, keys = now
+        packed = b"".join(sorted(keys))
+        before = indexed.get(folder, _NO_STAMP)
+        if before[16:] != packed:
+            changes.update(keys)
+            changes.subtract(_keys_of(before[16:]))
+        if before != stamp + packed:
+            folders[folder] = stamp + packed
     for folder, before in indexed.items():
-        if folder not in wanted:
-            changes.subtract(_keys_of(before))
+        if folder not in current:
+            changes.subtract(_keys_of(before[16:]))
             folders[folder] = None
     if not folders:
         return
     changed = {key: n for key, n in changes.items() if n}
     has_doc = cache.with_docs(sorted(changed))
     # Contents with no doc (not readable as they were listed) are left for next time:
-    # their folders keep what the FTS table holds of them.
+    # their folders keep what the FTS table holds of them, and are compared again.
     missing = {key for key in changed if key not in has_doc}
     if missing:
         for folder, kept in list(folders.items()):
-            if kept is not None:
-                folders[folder] = b"".join(k for k in _keys_of(kept) if k not in missing)
+            if kept is not None and not missing.isdisjoint(_keys_of(kept[16:])):
+                folders[folder] = _NO_STAMP + b"".join(
+                    k for k in _keys_of(kept[16:]) if k not in missing
+                )
         changed = {key: n for key, n in changed.items() if key not in missing}
     cache.activate(changed, texts_of.of(changed), folders)
 
