@@ -380,6 +380,27 @@ class Cache:
             )
         }
 
+    def packs_naming(self, folders: dict[str, bytes], needle: bytes) -> dict[str, Any]:
+        """The pack of each of ``folders`` (→ the content keys of its files now, as the
+        listing holds them) that has one: None for those that certainly hold no record
+        naming ``needle`` (their bytes hold every one of these content keys, and not
+        ``needle``), which are not read."""
+        found: dict[str, Any] = {}
+        for folder, record in self._by_keys(
+            "SELECT folder, record FROM packs WHERE folder IN ({marks})", sorted(folders)
+        ):
+            key = folder.encode("utf-8", "surrogatepass")
+            if (
+                isinstance(record, bytes)
+                and needle not in record
+                and folders[folder] in record
+                and zlib.crc32(record[4:], zlib.crc32(key)) == int.from_bytes(record[:4], "little")
+            ):
+                found[folder] = None
+            else:
+                found[folder] = _opened(key, record)
+        return found
+
     def save_folders(
         self, listings: dict[str, Any], packs: dict[str, Any], gone: Iterable[str]
     ) -> None:

@@ -329,6 +329,27 @@ class Listing:
             self._packs.update(self._cache.packs([folder]))
         return folder_rows(self._base, folder, known, self._packs.get(folder), self._cache.settings)
 
+    def rows_naming(self, text: str) -> list[Row]:
+        """The rows, in path order, of the valid files whose front-matter may hold
+        ``text`` (an id): every one that does, but not those of the folders whose pack
+        certainly names it nowhere (:meth:`kexp.cache.Cache.packs_naming`), which are
+        not read."""
+        unread = {
+            folder: known.keys
+            for folder, known in self.folders.items()
+            if folder not in self._made and folder not in self._packs
+        }
+        packs = self._cache.packs_naming(unread, text.encode("utf-8")) if unread else {}
+        rows: list[Row] = []
+        for folder in self.folders:
+            if folder in packs and packs[folder] is None:
+                continue
+            if folder in packs:
+                self._packs[folder] = packs[folder]
+            rows += self.rows_of(folder)[0]
+        rows.sort(key=lambda row: path_order(row.path))
+        return rows
+
     def records(self) -> list[tuple[str, tuple[Any, ...] | None]]:
         """(path, front-matter values or None for an invalid file) of every experiment
         file, in path order."""
@@ -609,9 +630,13 @@ def _read_all(base: str, items: list[tuple[str, bytes]], settings: Settings) -> 
     def work(part: list[tuple[str, bytes]]) -> list[_Read]:
         out: list[_Read] = []
         pending = iter(part)
-        while batch := list(itertools.islice(pending, READ_BATCH)):
-            out.extend(_read_one(base, path, settings) for path, _ in batch)
-            gc.collect(0)  # parsing leaves reference cycles, and the collector is paused
+        gc.freeze()  # the objects made before (the rows...) are not looked at below
+        try:
+            while batch := list(itertools.islice(pending, READ_BATCH)):
+                out.extend(_read_one(base, path, settings) for path, _ in batch)
+                gc.collect(0)  # parsing leaves reference cycles, and the collector is paused
+        finally:
+            gc.unfreeze()
         return out
 
     return in_two_processes(work, items, len(items))

@@ -1115,7 +1115,8 @@ class Store:
 
         cache = self.open_cache()
         try:
-            rows = refresh(cache, self.experiments_dir, self.settings, light=True).rows()[0]
+            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
+            rows = listing.rows_naming(full_id)
         except DamagedCacheError:
             cache.rebuild()
             memory = Cache(None, self.settings)
