@@ -875,7 +875,7 @@ CASES: tuple[Case, ...] = (
          f"of N experiments ({REF_UNIQUE} of each ref's own), no cache at all",
          lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
          prepare=_refs_cold, reads="work"),
-    Case("top-refs-warm", f"`kexp top --refs 'origin/*'` over the same {REFS} refs, blob "
+    Case("top-refs-warm", f"`kexp top --refs 'origin/*'` over the same {REFS} refs, "
          "cache warm", lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
          prepare=_refs_warm, reads="work"),
 )

@@ -49,6 +49,11 @@ _FILE_MODES = frozenset({"100644", "100755"})
 #: A place's folders: folder (relative to ``experiments/``, "" or ending with "/") →
 #: its tree hash.
 _Folders = dict[str, str]
+#: One file of an experiment: (path relative to ``experiments/``, content key, the
+#: places holding it: 0 the working tree, n the n-th ref).
+_Version = tuple[str, bytes, tuple[int, ...]]
+#: The experiments of one file (the same in every place holding it): id → it.
+_Single = dict[str, _Version]
 
 
 def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> list[RefInfo]:
@@ -139,17 +144,19 @@ class RefsSource:
             trees.append(root[0] if root is not None and root[1] == "tree" else None)
         git = _Trees(self.worktree, cache)
         folders = [git.folders(tree) for tree in trees]  # HEAD's, then each ref's
-        versions = self._versions(local, folders, git)
+        single, several = self._versions(local, folders, git)
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
-        chosen = _Newest(self, git, commits, folders, dates).choose(versions)
-        found = self._found(local, chosen, cache, settings)
+        newest = _Newest(self, git, commits, folders, dates)
+        chosen = newest.choose(several)
+        found = self._found(local, single, chosen, newest, cache, settings)
         self._last = found
         return found
 
     def _versions(
         self, local: Found, folders: list[_Folders], git: _Trees
-    ) -> dict[str, list[tuple[str, bytes, tuple[int, ...]]]]:
-        """Every experiment's files: id → [(path, content key, places holding it)];
+    ) -> tuple[_Single, dict[str, list[_Version]]]:
+        """Every experiment's files, as (path, content key, places holding it): those of
+        one file in every place holding it (id → it), and those of several (id → them);
         place 0 is the working tree, place ``n`` the ``n``-th ref (``folders[n]``:
         ``folders[0]`` is ``HEAD``'s)."""
         assert local.listing is not None
@@ -158,7 +165,8 @@ class RefsSource:
         names = set(working)
         for of_place in folders:
             names.update(of_place)
-        found: dict[str, list[tuple[str, bytes, tuple[int, ...]]]] = {}
+        single: _Single = {}
+        several: dict[str, list[_Version]] = {}
         for folder in sorted(names):
             # The places grouped by what they hold here: a tree hash, or the working
             # tree's own files when they are not HEAD's.
@@ -181,32 +189,53 @@ class RefsSource:
                 )
                 for name, key in files:
                     exp_id = id_from_name(name)
-                    if exp_id is not None:
-                        found.setdefault(exp_id, []).append((folder + name, key, held))
-        return found
+                    if exp_id is None:
+                        continue
+                    version = (folder + name, key, held)
+                    first = single.setdefault(exp_id, version)
+                    if first is not version:
+                        several.setdefault(exp_id, [first]).append(version)
+        for exp_id in several:
+            del single[exp_id]
+        return single, several
 
     def _found(
         self,
         local: Found,
+        single: _Single,
         chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]],
+        newest: _Newest,
         cache: Cache,
         settings: Settings,
     ) -> Found:
-        """The rows of the chosen versions: the working tree's as it read them, the
-        others' records from the cache by content key (read from git when missing)."""
+        """The rows of the experiments of one file (``single``) and of the chosen
+        versions: the working tree's as it read them, the others' records from the cache
+        by content key (read from git when missing)."""
         assert local.listing is not None
-        by_path: dict[str, Row] = {}
-        for row in local.rows:
-            by_path[row.path] = row
+        by_path = {row.path: row for row in local.rows}
         local_invalid = dict(local.invalid)
         wanted: list[tuple[str, bytes, Seen]] = []
         rows: list[Row] = []
         invalid: list[tuple[str, Any]] = []
+        seen_once: dict[tuple[int, ...], Seen] = {}
+        for path, key, places in single.values():
+            seen = seen_once.get(places)
+            if seen is None:
+                seen = seen_once[places] = newest.seen(places, (), False)
+            mine = by_path.get(path) if seen.ref == LOCAL else None
+            if mine is not None and mine.key == key:
+                # mine with where=seen (the last field): the fastest way to make many.
+                rows.append(tuple.__new__(Row, (*mine[:-1], seen)))
+            elif seen.ref == LOCAL and path in local_invalid:
+                invalid.append((path, local_invalid[path]))
+            else:
+                wanted.append((path, key, seen))
         for files, seen in chosen.values():
             for path, key in files:
                 mine = by_path.get(path)
                 if seen.ref == LOCAL and mine is not None and mine.key == key:
-                    rows.append(mine._replace(where=seen))
+                    # mine with where=seen (the last field): the fastest way to make many.
+                    rows.append(tuple.__new__(Row, (*mine[:-1], seen)))
                 elif seen.ref == LOCAL and path in local_invalid:
                     invalid.append((path, local_invalid[path]))
                 else:
@@ -521,20 +550,13 @@ class _Newest:
         self._dates = dates
 
     def choose(
-        self, versions: dict[str, list[tuple[str, bytes, tuple[int, ...]]]]
+        self, versions: dict[str, list[_Version]]
     ) -> dict[str, tuple[list[tuple[str, bytes]], Seen]]:
-        """Each experiment's chosen files and where they were found."""
+        """Each experiment's chosen files (of several versions or files) and where they
+        were found."""
         names = self._source.places
-        seen_once: dict[tuple[int, ...], Seen] = {}
         chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
         for exp_id, files in versions.items():
-            if len(files) == 1:
-                path, key, places = files[0]
-                seen = seen_once.get(places)
-                if seen is None:
-                    seen = seen_once[places] = self._seen(places, (), False)
-                chosen[exp_id] = ([(path, key)], seen)
-                continue
             # Each place's state of this experiment: the (path, key) of its files.
             states: dict[tuple[tuple[str, bytes], ...], list[int]] = {}
             held: dict[int, list[tuple[str, bytes]]] = {}
@@ -554,10 +576,11 @@ class _Newest:
             others = tuple(
                 names[p] for state, places in ordered if state != best[0] for p in places
             )
-            chosen[exp_id] = (list(best[0]), self._seen(tuple(best[1]), others, diverged))
+            chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
         return chosen
 
-    def _seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
+    def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
+        """Where a version held by ``places`` was found."""
         names = self._source.places
         newest = max(places, key=lambda p: (self._dates[p], -p))
         ref = names[0] if 0 in places else names[newest]

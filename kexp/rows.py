@@ -221,7 +221,8 @@ class Row(NamedTuple):
     key: bytes
     #: Derived: it combines others and scores below the best of them.
     interference: bool = False
-    #: Where it was found, when the store reads refs (a :class:`Seen`).
+    #: Where it was found, when the store reads refs (a :class:`Seen`). The last field
+    #: (:mod:`kexp.refs` sets it by position).
     where: Seen | None = None
 
     def to_experiment(self, experiments_dir: Path) -> KernelExperiment:
