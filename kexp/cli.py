@@ -57,6 +57,8 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "report": ("report", "Write a static HTML report: open its index.html from disk, no "
                "server needed."),
     "rm": ("write", "Delete an experiment's file (asks first unless --yes)."),
+    "settings": ("admin", "The settings in force: each value, and where it came from (kexp.toml "
+                 "or default)."),
     "show": ("read", "One experiment, by id or unique id prefix."),
     "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
                 "or an experiment."),

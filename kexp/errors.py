@@ -142,3 +142,8 @@ class StaleMeasurementWarning(KexpWarning):
 
 class SuspectMeasurementWarning(UserWarning):
     """A recorded experiment's measurements look too good (or too small) to be true."""
+
+
+class SettingsFileError(KexpError):
+    """A store's settings file (``kexp.toml``) cannot be used: the message names the file
+    and line, and what to write."""

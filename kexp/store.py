@@ -67,7 +67,7 @@ from kexp.query import (
     ranking_leaves_out,
 )
 from kexp.scan import scan, value_positions
-from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.settings import Settings, load_settings
 from kexp.sources import EXPERIMENTS_DIR, FileSource, WorkingTree
 from kexp.validate import (
     CheckedFile,
@@ -128,7 +128,8 @@ class Store:
     ``source`` says where its files' bytes come from (:mod:`kexp.sources`): by default
     the working tree's ``experiments/`` folder; :meth:`at` gives a store over a git
     revision. Whether the store may write, and whether queries may use the cache, are
-    properties of its source.
+    properties of its source. ``settings`` default to the store's own: its ``kexp.toml``
+    (:func:`kexp.settings.load_settings`), else :data:`kexp.settings.DEFAULT_SETTINGS`.
     """
 
     def __init__(
@@ -136,7 +137,7 @@ class Store:
         root: Path | str | None = None,
         *,
         code_repo: Path | str | None = None,
-        settings: Settings = DEFAULT_SETTINGS,
+        settings: Settings | None = None,
         source: FileSource | None = None,
     ) -> None:
         self.root = Path(root).resolve() if root is not None else find_root()
@@ -150,7 +151,8 @@ class Store:
             source = WorkingTree(self.root / EXPERIMENTS_DIR)
         env_repo = os.environ.get("KEXP_CODE_REPO")
         self.code_repo = Path(code_repo or env_repo or self.root)
-        self.settings = settings
+        # The store's own settings (its kexp.toml) unless given.
+        self.settings = settings if settings is not None else load_settings(self.root)
         self.source: FileSource = source
 
     def __repr__(self) -> str:

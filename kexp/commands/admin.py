@@ -151,4 +151,41 @@ def env(as_json: bool) -> None:
             click.echo("kexp: nothing detected (no GPU tools, torch or triton found)", err=True)
 
 
-COMMANDS = (validate, init, env)
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print every setting as JSON.")
+@click.pass_context
+def settings(ctx: click.Context, as_json: bool) -> None:
+    """The settings in force: each value, and where it came from (kexp.toml or default).
+
+    A team keeps its thresholds in kexp.toml beside experiments/, committed with the
+    store, one setting a line (improvement_above = 1.05); every command, the Python API
+    and the predecessor's module read it when they open the store.
+
+    Python: kexp.settings.effective_settings(root).
+
+    \b
+    Examples:
+      kexp settings
+      echo 'improvement_above = 1.05' >> kexp.toml && kexp settings
+    """
+    from kexp.settings import SETTINGS_FILE, effective_settings
+
+    store = get_store(ctx)
+    found = effective_settings(store.root)
+    if as_json:
+        echo_json([value.to_dict() for value in found])
+        return
+    width = max(len(value.name) for value in found)
+    for value in found:
+        origin = value.origin
+        if origin != "default":
+            origin += f" (default {value.default!r})"
+        click.echo(f"{value.name:<{width}}  {value.value!r:>10}  {origin}")
+    click.echo(
+        f"set one in {clean(str(store.root / SETTINGS_FILE))}, a line each: "
+        "improvement_above = 1.05",
+        err=True,
+    )
+
+
+COMMANDS = (validate, init, env, settings)

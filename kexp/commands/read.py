@@ -63,7 +63,11 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 
 @click.command()
 @click.option(
-    "-n", "--limit", type=int, default=20, show_default=True, help="How many experiments."
+    "-n",
+    "--limit",
+    type=int,
+    help="How many experiments (default: the setting top_default, 20 unless kexp.toml "
+    "says otherwise).",
 )
 @click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
 @click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
@@ -85,7 +89,7 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 def top(
     ctx: click.Context,
     /,
-    limit: int,
+    limit: int | None,
     include_buggy: bool,
     include_pending: bool,
     by: str,
