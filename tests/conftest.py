@@ -86,17 +86,35 @@ def make_experiment(store: Store) -> Callable[..., KernelExperiment]:
 
 
 def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
-             input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real ``kexp`` command in a subprocess."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "kexp", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        input=input,
-        timeout=120,
+             input: str | None = None,
+             process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the ``kexp`` command in ``cwd``: in-process with click's ``CliRunner`` (fast),
+    or, with ``process=True``, as a real ``python -m kexp`` (for what only a process
+    shows: start-up, signals, a terminal). Either way a ``CompletedProcess``."""
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "kexp", *args],
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=120,
+        )
+    from click.testing import CliRunner
+
+    from kexp.cli import main
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, list(args), input=input, env=env, prog_name="kexp")
+    finally:
+        os.chdir(here)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(
+        ["kexp", *args], result.exit_code, result.stdout, result.stderr
     )
 
 
