@@ -24,7 +24,7 @@ from kexp.envinfo import (
     parse_rocm_smi_products,
     parse_rocm_version,
 )
-from kexp.errors import ExperimentNotFoundError, KexpError
+from kexp.errors import ExperimentNotFoundError, KexpError, StaleMeasurementWarning
 from kexp.export import RECORD_FIELDS, export, sort_experiments, to_record, write_records
 from kexp.formatting import NotFormattable, canonical_text, format_files
 from kexp.intake import diff_against, parse_document, record
@@ -248,7 +248,8 @@ def test_correction_note_and_correct(
         "**Correction (2026-12-01)**: score 1.019 → 1.1; raw_result rewritten. "
         "Reason: measured again"
     )
-    updated = correct(store, old.id, {"score": 1.1}, "re-measured")
+    with pytest.warns(StaleMeasurementWarning, match="raw_result still holds"):
+        updated = correct(store, old.id, {"score": 1.1}, "re-measured")
     assert updated.detailed_description.startswith(old.detailed_description + "\n\n**Correction (")
     assert correct(store, old.id, {"status": "failed"}).detailed_description == (
         updated.detailed_description
