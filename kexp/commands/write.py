@@ -169,7 +169,7 @@ def _add_options(func: Any) -> Any:
                 metavar="KEY=VALUE",
                 help="How it was measured (repeatable): timer=cuda_events|hip_events|"
                 "do_bench|torch_benchmark|wall_clock|other, warmup=N, repetitions=N, "
-                "l2_flushed=true, clocks_locked=true, synchronized=true.",
+                "l2_flushed=true, clocks_locked=true, synchronized=true, device=gpu|cpu.",
             ),
             click.option(
                 "--diff-from-git",
