@@ -38,8 +38,8 @@ _PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickExceptio
 COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "add": ("write", "Record an experiment without an editor (for agents and scripts)."),
     "context": ("agents", "What to read before the next iteration on an operator, in one packet."),
-    "env": ("admin", "The detected environment: GPU model and count, driver, CUDA/ROCm, torch, "
-            "triton."),
+    "env": ("admin", "The detected environment: GPU, CUDA/ROCm, torch, triton, CPU, compiler, "
+            "OS, Python."),
     "export": ("read", "Write the experiments matching the filters as JSON, JSON Lines or CSV."),
     "fmt": ("write", "Rewrite experiment files in canonical form (all by default)."),
     "import": ("agents", "Import the predecessor's kernel_experiments_db.json: one file per "

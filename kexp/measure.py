@@ -569,7 +569,8 @@ def record_iteration(
     (:class:`kexp.errors.RepeatedChangeWarning`, or
     :class:`kexp.errors.RemeasureWarning` when base commit and env repeat too: use
     :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
-    are warnings, not errors.
+    are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
+    as a compact table (:func:`kexp.timings.profiling_info`).
     """
     if store is None:
         from kexp import default_store
@@ -591,6 +592,10 @@ def record_iteration(
         raise MeasurementError(
             "no score: give baseline and candidate timings (or a table), or score=..."
         )
+    if isinstance(data.get("profiling_info"), str):
+        from kexp.timings import profiling_info
+
+        data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
     exp = store.create_experiment(**data)
     warn_if_suspect(exp, store.settings)

@@ -722,6 +722,23 @@ def test_env_never_fails_and_omits_what_is_missing(tmp_path: Path) -> None:
         assert "driver" not in data["env"] and "CUDA" not in data["env"]
         text = run_kexp("env", cwd=tmp_path, env={"PATH": path})
         assert text.returncode == 0 and text.stdout.strip() == data["env"]
+        assert f"Python {data['python']}" in data["env"] and data["cpu"] in data["env"]
+
+
+def test_detect_env_never_records_an_empty_env(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kexp import envinfo
+
+    args = ("add", "--summary", "Unroll 4 - +2%", "--score", "1.02", "--operator", "k.cu: k",
+            "--dtype", "bf16", "--detect-env", "--json")  # fmt: skip
+    monkeypatch.setattr(envinfo, "detect_env", lambda: envinfo.EnvInfo())
+    result = kexp(repo, *args)
+    assert result.exit_code == 2
+    assert "could not be detected" in error_line(result) and "--env" in error_line(result)
+    assert Store(repo).list_experiments() == []
+    monkeypatch.setattr(envinfo, "detect_env", lambda: envinfo.EnvInfo(cpu="AMD EPYC", cores=2))
+    result = kexp(repo, *args)
+    assert result.exit_code == 0, result.output
+    assert Store(repo).get_experiment(json.loads(result.stdout)["id"]).env == "AMD EPYC (2 cores)"
 
 
 def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:

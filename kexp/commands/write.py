@@ -280,9 +280,9 @@ def add(
         if not fields["code_change"]:
             click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
     if detect_env and not fields.get("env"):
-        from kexp.envinfo import detect_env as detect
+        from kexp.envinfo import detected_env
 
-        fields["env"] = detect().describe()
+        fields["env"] = detected_env()
     exp = intake.record(
         store,
         fields,

@@ -17,7 +17,7 @@ from typing import Any
 
 from kexp.errors import MeasurementError
 from kexp.suspect import UNIT_TO_US
-from kexp.timings.common import Source, Timings, sample_list
+from kexp.timings.common import Source, Timings, sample_list, single_value
 
 NAME = "KernelBench"
 
@@ -73,7 +73,8 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     device = _device(_records(source.data))
     if device:
         protocol["device"] = device
-    what = f"{key} of num_trials runs"
+    trials = single_value(counts)
+    what = f"the {key} of {trials if trials else 'num_trials'} runs"
     warning = (
         f"{source.path}: KernelBench timings are summaries ({what}) without the raw "
         "samples: recorded without an interval"
