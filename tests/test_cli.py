@@ -741,6 +741,34 @@ def test_detect_env_never_records_an_empty_env(repo: Path, monkeypatch: pytest.M
     assert Store(repo).get_experiment(json.loads(result.stdout)["id"]).env == "AMD EPYC (2 cores)"
 
 
+def test_global_options_may_follow_the_command(
+    repo: Path, make_experiment: Callable[..., Any], tmp_path: Path
+) -> None:
+    exp = make_experiment()
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "experiments").mkdir(parents=True)
+    runner = CliRunner()
+    for args in (
+        ["top", "--no-pager", "--root", str(repo), "--json"],
+        ["top", "--json", f"--root={repo}", "--no-pager"],
+        ["--root", str(elsewhere), "top", "--root", str(repo), "--json"],  # the later wins
+        ["--no-pager", "top", "--json", "--root", str(repo), "--color", "never"],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert [record["id"] for record in json.loads(result.stdout)] == [exp.id], args
+    result = runner.invoke(main, ["--root", str(repo), "top", "--color", "always"])
+    assert result.exit_code == 0 and "\x1b[" in result.stdout
+    result = runner.invoke(main, ["top", "--color", "never", "--root", str(repo)])
+    assert result.exit_code == 0 and "\x1b[" not in result.stdout
+    result = runner.invoke(main, ["show", exp.id[:10], "--root", str(repo), "--no-pager"])
+    assert result.exit_code == 0 and exp.id in result.stdout
+    result = runner.invoke(main, ["top", "--color", "sometimes", "--root", str(repo)])
+    assert result.exit_code == 2 and "'sometimes' is not one of" in result.stderr
+    help_text = runner.invoke(main, ["top", "--help"]).stdout
+    assert "--no-pager" not in help_text  # documented once, in kexp --help
+
+
 def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
     for args in (("list",), ("top", "--json"), ("add", "--summary", "x")):
         result = run_kexp(*args, cwd=tmp_path)
