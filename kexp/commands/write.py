@@ -32,9 +32,11 @@ def _relative(path: Path | None) -> str:
     return "" if path is None else display_path(path)
 
 
-def _report_written(exp: KernelExperiment, verb: str, as_json: bool, **extra: Any) -> None:
+def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
     if as_json:
-        echo_json({"id": exp.id, "path": _relative(exp.path), **extra})
+        from kexp.export import written_record
+
+        echo_json(written_record(exp))
     else:
         click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
 
@@ -352,15 +354,9 @@ def remeasure(
         store, exp_id, baseline=baseline, candidate=candidate, table=table, unit=unit, reason=reason
     )
     if as_json:
-        echo_json(
-            {
-                "id": exp.id,
-                "path": _relative(exp.path),
-                "score": exp.score,
-                "score_ci": exp.score_ci,
-                "outcome": exp.outcome,
-            }
-        )
+        from kexp.export import measured_record
+
+        echo_json(measured_record(exp))
         return
     interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
     click.echo(
@@ -536,7 +532,7 @@ def update(
 ) -> None:
     """Correct fields of an experiment (validated; only the changed lines are rewritten).
 
-    Python: kexp.corrections.correct(store, id, changes, reason).
+    Python: kexp.corrections.apply_correction(store, id, changes, reason).
 
     \b
     Examples:
@@ -544,8 +540,9 @@ def update(
       kexp update 6749f3a0 --set tags=cache,unroll --set status=done
       kexp update 6749f3a0 --set-file raw_result=bench.log
     """
-    from kexp.corrections import correct, effective_changes, parse_assignments, parse_value
+    from kexp.corrections import apply_correction, parse_assignments, parse_value
     from kexp.errors import KexpError
+    from kexp.export import written_record
 
     changes = parse_assignments(assignments)
     for item in file_assignments:
@@ -558,20 +555,13 @@ def update(
         changes[field] = parse_value(field, _read_text(name).rstrip("\n"))
     if not changes:
         raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
-    store = get_store(ctx)
-    effective = effective_changes(store, exp_id, changes)
-    if not effective:  # the file already says this: nothing written, no correction note
-        full_id = store.resolve_id(exp_id)
-        if as_json:
-            echo_json({"id": full_id, "path": _relative(store.path_of(full_id)), "changed": []})
-        else:
-            click.echo(f"nothing changed: {full_id} already has {', '.join(changes)} as given")
-        return
-    updated = correct(store, exp_id, changes, reason)
+    updated, changed = apply_correction(get_store(ctx), exp_id, changes, reason)
     if as_json:
-        echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(effective)})
+        echo_json(written_record(updated, changed=changed))
+    elif not changed:  # the file already says this: nothing written, no correction note
+        click.echo(f"nothing changed: {updated.id} already has {', '.join(changes)} as given")
     else:
-        click.echo(f"updated {updated.id}: {', '.join(effective)}")
+        click.echo(f"updated {updated.id}: {', '.join(changed)}")
 
 
 def _read_text(name: str) -> str:
