@@ -487,7 +487,9 @@ def with_timings(
     measurement), or a ``table`` file, or ready ``measurements``; without any,
     ``fields`` come back as they are. With samples, ``score_ci`` and the ``## Samples``
     section (unless not ``keep_samples``) are filled too, and the ``protocol`` fields
-    the timings tell (pytest-benchmark, torch.utils.benchmark) are added to any given.
+    the timings tell (timer, repetitions, device) are added to any given; a wall clock
+    on a machine without a GPU (:func:`kexp.envinfo.gpu_present`) timed the CPU
+    (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
     A ``raw_result`` already in ``fields`` is kept below the computed breakdown.
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
     ``iteration`` (the raw-result header) defaults to the depth of ``pid``'s lineage

@@ -59,7 +59,7 @@ def _text_option(name: str, field: str, what: str) -> list[Any]:
 _ADD_TEXT_FIELDS = (
     ("description", "detailed_description", "## Detailed description"),
     ("raw-result", "raw_result", "## Raw result"),
-    ("profiling", "profiling_info", "## Profiling info"),
+    ("profiling", "profiling_info", "## Profiling info (ncu --csv: kept as a table)"),
     ("error", "error_message", "## Error message (required with --buggy)"),
     ("diff", "code_change", "## Code change: the diff"),
 )
@@ -132,8 +132,10 @@ def _add_options(func: Any) -> Any:
             click.option(
                 "--baseline",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                help="Baseline timings (JSON {config: us}, pytest-benchmark JSON, or CSV "
-                "config,time): with --candidate, score, results and raw_result are computed.",
+                help="Baseline timings as the timing tool wrote them (JSON {config: us or "
+                "[samples]}, do_bench lists, pytest-benchmark, torch.utils.benchmark as JSON, "
+                "KernelBench, nsys stats CSV, or CSV config,time): with --candidate, score, "
+                "results and raw_result are computed.",
             ),
             click.option(
                 "--candidate",
