@@ -5,6 +5,7 @@ repository as its remote); every answer is checked against the files and git."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -50,13 +51,24 @@ class Agent:
         return json.loads(texts[0])
 
 
+def readme_server() -> dict[str, Any]:
+    """The ``kexp`` server of the client configuration the README shows."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("```json\n", text.index("kexp skill install --claude --mcp")) + 8
+    entry: dict[str, Any] = json.loads(text[start : text.index("```", start)])["mcpServers"]["kexp"]
+    return entry
+
+
 def run_agent(
-    cwd: Path, work: Callable[[Agent], Awaitable[None]], env: dict[str, str] | None = None
+    cwd: Path,
+    work: Callable[[Agent], Awaitable[None]],
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> None:
-    """Launch ``kexp mcp`` in ``cwd`` with the SDK's stdio client and run ``work``."""
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "kexp", "mcp"], cwd=str(cwd), env=env
-    )
+    """Launch ``kexp mcp`` (``python -m kexp mcp`` unless ``command`` is given) in
+    ``cwd`` with the SDK's stdio client and run ``work``."""
+    program, *args = command or [sys.executable, "-m", "kexp", "mcp"]
+    params = StdioServerParameters(command=program, args=args, cwd=str(cwd), env=env)
 
     async def main() -> None:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -210,7 +222,13 @@ def test_the_store_is_kexp_root_and_a_missing_store_is_a_tool_error(
         made = await agent.json("record", score=1.05, **record_fields())
         assert Store(repo).get_experiment(made["id"]).score == 1.05
 
-    run_agent(nowhere, with_root, env={"KEXP_ROOT": str(repo)})
+    # The command the README's configuration runs, as written (kexp on the PATH).
+    entry = readme_server()
+    program = shutil.which(entry["command"]) or shutil.which(
+        entry["command"], path=str(Path(sys.executable).parent)
+    )
+    assert program, "kexp is not installed beside this Python"
+    run_agent(nowhere, with_root, env={"KEXP_ROOT": str(repo)}, command=[program, *entry["args"]])
 
 
 def test_kexp_mcp_without_the_sdk_says_how_to_install_it(
@@ -293,7 +311,4 @@ def test_a_client_configuration_kexp_cannot_read_is_left_alone(repo: Path, text:
 
 
 def test_the_readme_shows_the_configuration_kexp_writes() -> None:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("```json\n", text.index("kexp skill install --claude --mcp")) + 8
-    shown = json.loads(text[start : text.index("```", start)])
-    assert shown == {"mcpServers": {"kexp": mcp_server_entry("claude")}}
+    assert readme_server() == mcp_server_entry("claude")
