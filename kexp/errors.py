@@ -78,6 +78,10 @@ class ValidationError(KexpError, ValueError):
         return "\n".join(lines)
 
 
+class MeasurementError(KexpError, ValueError):
+    """Timings cannot be read or paired; the message says which file and configuration."""
+
+
 class DeleteRefusedError(KexpError):
     """A delete refused: other experiments name this one as their ``pid`` or in their
     ``combines`` (``force=True`` deletes it anyway)."""
@@ -138,6 +142,10 @@ class RemeasureWarning(RepeatedChangeWarning):
 
 class StaleMeasurementWarning(KexpWarning):
     """A corrected score no longer agrees with the measurement recorded with it."""
+
+
+class TimingsWarning(KexpWarning):
+    """A timings file was read, but it lacks what an interval needs (raw samples)."""
 
 
 class SuspectMeasurementWarning(UserWarning):

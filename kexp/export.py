@@ -159,6 +159,21 @@ def machine_record(
     return {k: v for k, v in chosen.items() if not (k in _DROPPED_WHEN_EMPTY and _empty(v))}
 
 
+def written_record(exp: KernelExperiment, **extra: Any) -> dict[str, Any]:
+    """What a write prints as JSON (``kexp add --json``, ``kexp update --json``): the
+    id and the file's path (relative to the working directory when below it), then
+    ``extra``."""
+    from kexp.problems import display_path
+
+    return {"id": exp.id, "path": "" if exp.path is None else display_path(exp.path), **extra}
+
+
+def measured_record(exp: KernelExperiment) -> dict[str, Any]:
+    """What a measurement written prints as JSON (``kexp remeasure --json``): id, path,
+    score, its interval and the outcome."""
+    return written_record(exp, score=exp.score, score_ci=exp.score_ci, outcome=exp.outcome)
+
+
 def _empty(value: Any) -> bool:
     return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,8 +211,8 @@ def record(
     store: Store,
     fields: dict[str, Any],
     *,
-    baseline: Path | str | None = None,
-    candidate: Path | str | None = None,
+    baseline: Path | str | Mapping[str, Any] | None = None,
+    candidate: Path | str | Mapping[str, Any] | None = None,
     table: Path | str | None = None,
     stat: str = "median",
     unit: str = "us",
@@ -219,7 +220,8 @@ def record(
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
-    With timings (``baseline`` and ``candidate`` files, or one ``table``; times in
+    With timings (``baseline`` and ``candidate`` files or ``{config: times}`` dicts, or
+    one ``table``; times in
     ``unit`` unless the file says), ``score``, ``results`` and the ``raw_result``
     breakdown are computed from them, and from repeated timings ``score_ci`` and the
     ``## Samples`` section (see :func:`kexp.measure.record_iteration`); otherwise

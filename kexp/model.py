@@ -52,7 +52,15 @@ SECTION_HEADINGS = {
 BODY_FIELDS = tuple(SECTION_HEADINGS)
 TEXT_FIELDS = ("change_summary", "operator_sig", "dtype_sig", "env", *BODY_FIELDS)
 #: The protocol keys (``protocol`` field): how the timings were measured.
-PROTOCOL_KEYS = ("timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked")
+PROTOCOL_KEYS = (
+    "timer",
+    "synchronized",
+    "warmup",
+    "repetitions",
+    "l2_flushed",
+    "clocks_locked",
+    "device",
+)
 ALL_FIELDS = FRONT_MATTER_FIELDS + BODY_FIELDS
 
 #: The predecessor's record keys, as its JSON database holds them.

@@ -48,7 +48,8 @@ FIELD_HINTS = {
     "[1.011, 1.054] (kexp computes it from repeated timings), or remove it",
     "protocol": "write e.g. protocol: {timer: cuda_events, warmup: 10, repetitions: 100, "
     "l2_flushed: true, clocks_locked: false} (timer: cuda_events, hip_events, do_bench, "
-    "torch_benchmark, wall_clock or other; synchronized: true/false with a wall clock)",
+    "torch_benchmark, wall_clock or other; synchronized: true/false with a wall clock; "
+    "device: gpu or cpu)",
 }
 
 _CODES = {

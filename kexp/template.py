@@ -66,7 +66,7 @@ _FIELD_NOTES = {
     "scores below the best of them)",
     "protocol": "how you timed, what you know of it: {timer: cuda_events (hip_events, "
     "do_bench, torch_benchmark, wall_clock, other), warmup: 10, repetitions: 100, "
-    "l2_flushed: true, clocks_locked: false}",
+    "l2_flushed: true, clocks_locked: false, device: gpu}",
 }
 #: The front-matter a template offers: every field but those kexp fills or computes.
 _TEMPLATE_FIELDS = tuple(

@@ -46,6 +46,26 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def gpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine, as kexp sees it, has a GPU: a device file it looks for exists."""
+    from kexp import envinfo
+
+    device = tmp_path / "nvidiactl"
+    device.touch()
+    monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(device),))
+    monkeypatch.setattr(envinfo, "APPLE_GPU", False)
+
+
+@pytest.fixture
+def cpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine, as kexp sees it, has no GPU: no device file it looks for exists."""
+    from kexp import envinfo
+
+    monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(tmp_path / "no-gpu-device"),))
+    monkeypatch.setattr(envinfo, "APPLE_GPU", False)
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A fresh git repository with one commit, holding an empty store."""
     root = init_repo(tmp_path / "repo")

@@ -722,6 +722,51 @@ def test_env_never_fails_and_omits_what_is_missing(tmp_path: Path) -> None:
         assert "driver" not in data["env"] and "CUDA" not in data["env"]
         text = run_kexp("env", cwd=tmp_path, env={"PATH": path})
         assert text.returncode == 0 and text.stdout.strip() == data["env"]
+        assert f"Python {data['python']}" in data["env"] and data["cpu"] in data["env"]
+
+
+def test_detect_env_never_records_an_empty_env(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kexp import envinfo
+
+    args = ("add", "--summary", "Unroll 4 - +2%", "--score", "1.02", "--operator", "k.cu: k",
+            "--dtype", "bf16", "--detect-env", "--json")  # fmt: skip
+    monkeypatch.setattr(envinfo, "detect_env", lambda: envinfo.EnvInfo())
+    result = kexp(repo, *args)
+    assert result.exit_code == 2
+    assert "could not be detected" in error_line(result) and "--env" in error_line(result)
+    assert Store(repo).list_experiments() == []
+    monkeypatch.setattr(envinfo, "detect_env", lambda: envinfo.EnvInfo(cpu="AMD EPYC", cores=2))
+    result = kexp(repo, *args)
+    assert result.exit_code == 0, result.output
+    assert Store(repo).get_experiment(json.loads(result.stdout)["id"]).env == "AMD EPYC (2 cores)"
+
+
+def test_global_options_may_follow_the_command(
+    repo: Path, make_experiment: Callable[..., Any], tmp_path: Path
+) -> None:
+    exp = make_experiment()
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "experiments").mkdir(parents=True)
+    runner = CliRunner()
+    for args in (
+        ["top", "--no-pager", "--root", str(repo), "--json"],
+        ["top", "--json", f"--root={repo}", "--no-pager"],
+        ["--root", str(elsewhere), "top", "--root", str(repo), "--json"],  # the later wins
+        ["--no-pager", "top", "--json", "--root", str(repo), "--color", "never"],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert [record["id"] for record in json.loads(result.stdout)] == [exp.id], args
+    result = runner.invoke(main, ["--root", str(repo), "top", "--color", "always"])
+    assert result.exit_code == 0 and "\x1b[" in result.stdout
+    result = runner.invoke(main, ["top", "--color", "never", "--root", str(repo)])
+    assert result.exit_code == 0 and "\x1b[" not in result.stdout
+    result = runner.invoke(main, ["show", exp.id[:10], "--root", str(repo), "--no-pager"])
+    assert result.exit_code == 0 and exp.id in result.stdout
+    result = runner.invoke(main, ["top", "--color", "sometimes", "--root", str(repo)])
+    assert result.exit_code == 2 and "'sometimes' is not one of" in result.stderr
+    help_text = runner.invoke(main, ["top", "--help"]).stdout
+    assert "--no-pager" not in help_text  # documented once, in kexp --help
 
 
 def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:

@@ -18,8 +18,12 @@ from kexp.envinfo import (
     EnvInfo,
     detect_env,
     parse_amd_smi_static,
+    parse_compiler,
+    parse_cpuinfo,
     parse_cuda_version,
+    parse_lscpu,
     parse_nvidia_smi_query,
+    parse_os_release,
     parse_rocm_smi_driver,
     parse_rocm_smi_products,
     parse_rocm_version,
@@ -171,7 +175,76 @@ def test_env_describe_counts_gpus_and_leaves_out_unknown_parts() -> None:
     assert info.describe() == "8x NVIDIA H200, driver 570.86.15, CUDA 12.8, torch 2.6.0"
     assert EnvInfo(gpus=["MI300X"], rocm="7.0.0").describe() == "MI300X, ROCm 7.0.0"
     assert EnvInfo().describe() == ""
-    assert isinstance(detect_env().describe(), str)  # whatever this machine has
+    host = EnvInfo(
+        cuda="12.4",
+        packages={"torch": "2.6.0"},
+        cpu="AMD EPYC 9654 96-Core Processor",
+        cores=96,
+        compiler="gcc 12.2.0",
+        os="Ubuntu 22.04.4 LTS",
+        python="3.11.9",
+    )
+    assert host.describe() == (
+        "CUDA 12.4, torch 2.6.0, AMD EPYC 9654 96-Core Processor (96 cores), gcc 12.2.0, "
+        "Ubuntu 22.04.4 LTS, Python 3.11.9"
+    )
+
+
+#: /proc/cpuinfo of a machine with two sockets of two cores, two threads each.
+CPUINFO = "".join(
+    f"processor\t: {n}\nvendor_id\t: GenuineIntel\n"
+    f"model name\t: Intel(R) Xeon(R) Platinum 8480+\nphysical id\t: {n // 4}\n"
+    f"core id\t\t: {n % 4 // 2}\ncpu cores\t: 2\n\n"
+    for n in range(8)
+)
+LSCPU = (
+    "Architecture:             aarch64\n"
+    "  Model name:             Neoverse-V2\n"
+    "    Thread(s) per core:   1\n"
+)
+OS_RELEASE = 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+#: The first lines of ``cc --version`` on common machines.
+COMPILERS = {
+    "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.": (
+        "gcc 12.2.0"
+    ),
+    "cc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n": "gcc 11.4.0",
+    "gcc (GCC) 13.2.1 20230801\n": "gcc 13.2.1",
+    "Ubuntu clang version 18.1.3 (1ubuntu1)\nTarget: x86_64-pc-linux-gnu\n": "clang 18.1.3",
+    "Apple clang version 15.0.0 (clang-1500.3.9.4)\nTarget: arm64-apple-darwin23.5.0\n": (
+        "Apple clang 15.0.0"
+    ),
+    "": "",
+}
+
+
+def test_host_parsers() -> None:
+    assert parse_cpuinfo(CPUINFO) == ("Intel(R) Xeon(R) Platinum 8480+", 4)
+    assert parse_cpuinfo("processor\t: 0\nmodel name\t: AMD EPYC\n") == ("AMD EPYC", 0)
+    assert parse_lscpu(LSCPU) == "Neoverse-V2"
+    assert parse_os_release(OS_RELEASE) == "Ubuntu 22.04.4 LTS"
+    for text, expected in COMPILERS.items():
+        assert parse_compiler(text) == expected
+
+
+def test_detect_env_describes_a_machine_without_a_gpu() -> None:
+    """What this machine is, read from the sources themselves."""
+    import os
+    import platform
+    import shutil
+    import subprocess
+
+    info = detect_env()
+    assert info.python == platform.python_version()
+    assert info.cores >= 1 and info.cpu and info.os
+    if shutil.which("cc"):
+        first = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout
+        assert info.compiler == parse_compiler(first) != ""
+    if Path("/etc/os-release").is_file():
+        assert info.os == parse_os_release(Path("/etc/os-release").read_text())
+    text = info.describe()
+    assert f"Python {info.python}" in text and info.os in text and info.cpu in text
+    assert info.cores <= (os.cpu_count() or 1)
 
 
 # --- intake ----------------------------------------------------------------------------

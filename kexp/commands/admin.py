@@ -127,11 +127,14 @@ def init(directory: Path) -> None:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print every detected part as JSON.")
 def env(as_json: bool) -> None:
-    """The detected environment: GPU model and count, driver, CUDA/ROCm, torch, triton.
+    """The detected environment: GPU, CUDA/ROCm, torch, triton, CPU, compiler, OS, Python.
 
-    Read from nvidia-smi (and nvcc), amd-smi or rocm-smi, and the installed Python
-    packages; a part that cannot be found is left out (never an error). kexp new
-    prefills env with it; kexp add --detect-env uses it too.
+    On any machine: the GPU model and count and its driver when there is one
+    (nvidia-smi, amd-smi or rocm-smi), the kernel toolchain present (nvcc's CUDA, ROCm,
+    the installed torch and triton), the CPU model and cores, the C compiler (cc
+    --version), the OS and Python. A part that cannot be found is left out (never an
+    error). kexp new prefills env with it; kexp add --detect-env uses it too (and
+    refuses to record an empty one).
 
     Python: kexp.envinfo.detect_env().describe().
 
@@ -148,7 +151,7 @@ def env(as_json: bool) -> None:
     else:
         click.echo(clean(info.describe()))
         if not info.describe():
-            click.echo("kexp: nothing detected (no GPU tools, torch or triton found)", err=True)
+            click.echo("kexp: nothing detected (no GPU tools, CPU, OS or Python found)", err=True)
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""Commands for migrating and for agents: import, skill install, context, similar."""
+"""Commands for migrating and for agents: import, skill install, context, similar, mcp."""
 
 from __future__ import annotations
 
@@ -114,22 +114,45 @@ def skill() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Install into this skills folder instead.",
 )
-def skill_install(target: str, directory: Path | None) -> None:
+@click.option(
+    "--mcp",
+    "with_mcp",
+    is_flag=True,
+    help="Also add the kexp MCP server (kexp mcp) to the client's project configuration: "
+    ".mcp.json (Claude Code) or .cursor/mcp.json (Cursor), other servers kept.",
+)
+@click.pass_context
+def skill_install(ctx: click.Context, target: str, directory: Path | None, with_mcp: bool) -> None:
     """Copy the skill into an agent's skills folder of this project.
 
-    The project is the top of the git repository around the working directory.
+    The project is the top of the git repository around the working directory. With
+    --mcp, the client's configuration also starts kexp's MCP server (kexp mcp) on this
+    store, so the agent calls kexp's tools directly.
 
-    Python: kexp.skill.install_skill(target, directory=DIR).
+    Python: kexp.skill.install_skill(target, directory=DIR);
+    kexp.skill.install_mcp_config(target, store=ROOT).
 
     \b
     Examples:
-      kexp skill install --claude        # .claude/skills/kernel-exp-history/
+      kexp skill install --claude --mcp  # .claude/skills/kernel-exp-history/, .mcp.json
+      kexp skill install --cursor --mcp  # .cursor/skills/..., .cursor/mcp.json
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
-    from kexp.skill import install_skill
+    from kexp.skill import install_mcp_config, install_skill
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
+    if with_mcp:
+        import contextlib
+
+        from kexp.errors import StoreNotFoundError
+        from kexp.location import find_root
+
+        store: Path | None = ctx.find_root().params.get("root")
+        if store is None:  # none yet: the server finds the store where it runs
+            with contextlib.suppress(StoreNotFoundError):
+                store = find_root()
+        click.echo(f"wrote {install_mcp_config(target, store=store)}")
 
 
 def _read_diff(path: str) -> str:
@@ -282,4 +305,34 @@ def similar(
     print_table(headers, rows, right=("RELEVANCE", "CODE", "SCORE"), shrink=("SUMMARY",))
 
 
-COMMANDS = (import_command, skill, context, similar)
+@click.command()
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve kexp's tools to agent clients over the Model Context Protocol (stdio).
+
+    Tools: consult, similar, top, show, lessons, tree, record, remeasure, update,
+    sync, each one library call answering what the command prints with --json. The
+    store is --root, else $KEXP_ROOT, else found from the working directory. Needs
+    the MCP SDK: pip install "kexp[mcp]". A client starts it; kexp skill install --mcp
+    writes the client's configuration.
+
+    Python: kexp.mcp_server.serve(root).
+
+    \b
+    Example (.mcp.json of a project, for Claude Code):
+      {"mcpServers": {"kexp": {"command": "kexp", "args": ["mcp"]}}}
+    """
+    from kexp.errors import KexpError
+
+    try:
+        from kexp.mcp_server import serve
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith(("mcp", "pydantic")):
+            raise
+        raise KexpError(
+            f'kexp mcp needs the MCP SDK (missing: {exc.name}): pip install "kexp[mcp]"'
+        ) from None
+    serve(ctx.find_root().params.get("root"))
+
+
+COMMANDS = (import_command, skill, context, similar, mcp)

@@ -154,10 +154,13 @@ class _Output:
     terminal: bool | None = None
 
 
-def configure(color: str = "auto", pager: bool = True) -> None:
+def configure(color: str | None = None, pager: bool | None = None) -> None:
     """Set this run's color mode (``auto``, ``always``, ``never``) and whether long output
-    may go through a pager."""
-    _Output.color, _Output.pager = color, pager
+    may go through a pager (None: as it is)."""
+    if color is not None:
+        _Output.color = color
+    if pager is not None:
+        _Output.pager = pager
 
 
 def stdout_is_terminal() -> bool:

@@ -32,9 +32,11 @@ def _relative(path: Path | None) -> str:
     return "" if path is None else display_path(path)
 
 
-def _report_written(exp: KernelExperiment, verb: str, as_json: bool, **extra: Any) -> None:
+def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
     if as_json:
-        echo_json({"id": exp.id, "path": _relative(exp.path), **extra})
+        from kexp.export import written_record
+
+        echo_json(written_record(exp))
     else:
         click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
 
@@ -57,7 +59,7 @@ def _text_option(name: str, field: str, what: str) -> list[Any]:
 _ADD_TEXT_FIELDS = (
     ("description", "detailed_description", "## Detailed description"),
     ("raw-result", "raw_result", "## Raw result"),
-    ("profiling", "profiling_info", "## Profiling info"),
+    ("profiling", "profiling_info", "## Profiling info (ncu --csv: kept as a table)"),
     ("error", "error_message", "## Error message (required with --buggy)"),
     ("diff", "code_change", "## Code change: the diff"),
 )
@@ -130,8 +132,10 @@ def _add_options(func: Any) -> Any:
             click.option(
                 "--baseline",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                help="Baseline timings (JSON {config: us}, pytest-benchmark JSON, or CSV "
-                "config,time): with --candidate, score, results and raw_result are computed.",
+                help="Baseline timings as the timing tool wrote them (JSON {config: us or "
+                "[samples]}, do_bench lists, pytest-benchmark, torch.utils.benchmark as JSON, "
+                "KernelBench, nsys stats CSV, or CSV config,time): with --candidate, score, "
+                "results and raw_result are computed.",
             ),
             click.option(
                 "--candidate",
@@ -169,7 +173,7 @@ def _add_options(func: Any) -> Any:
                 metavar="KEY=VALUE",
                 help="How it was measured (repeatable): timer=cuda_events|hip_events|"
                 "do_bench|torch_benchmark|wall_clock|other, warmup=N, repetitions=N, "
-                "l2_flushed=true, clocks_locked=true, synchronized=true.",
+                "l2_flushed=true, clocks_locked=true, synchronized=true, device=gpu|cpu.",
             ),
             click.option(
                 "--diff-from-git",
@@ -280,9 +284,9 @@ def add(
         if not fields["code_change"]:
             click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
     if detect_env and not fields.get("env"):
-        from kexp.envinfo import detect_env as detect
+        from kexp.envinfo import detected_env
 
-        fields["env"] = detect().describe()
+        fields["env"] = detected_env()
     exp = intake.record(
         store,
         fields,
@@ -352,15 +356,9 @@ def remeasure(
         store, exp_id, baseline=baseline, candidate=candidate, table=table, unit=unit, reason=reason
     )
     if as_json:
-        echo_json(
-            {
-                "id": exp.id,
-                "path": _relative(exp.path),
-                "score": exp.score,
-                "score_ci": exp.score_ci,
-                "outcome": exp.outcome,
-            }
-        )
+        from kexp.export import measured_record
+
+        echo_json(measured_record(exp))
         return
     interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
     click.echo(
@@ -536,7 +534,7 @@ def update(
 ) -> None:
     """Correct fields of an experiment (validated; only the changed lines are rewritten).
 
-    Python: kexp.corrections.correct(store, id, changes, reason).
+    Python: kexp.corrections.apply_correction(store, id, changes, reason).
 
     \b
     Examples:
@@ -544,8 +542,9 @@ def update(
       kexp update 6749f3a0 --set tags=cache,unroll --set status=done
       kexp update 6749f3a0 --set-file raw_result=bench.log
     """
-    from kexp.corrections import correct, effective_changes, parse_assignments, parse_value
+    from kexp.corrections import apply_correction, parse_assignments, parse_value
     from kexp.errors import KexpError
+    from kexp.export import written_record
 
     changes = parse_assignments(assignments)
     for item in file_assignments:
@@ -558,20 +557,13 @@ def update(
         changes[field] = parse_value(field, _read_text(name).rstrip("\n"))
     if not changes:
         raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
-    store = get_store(ctx)
-    effective = effective_changes(store, exp_id, changes)
-    if not effective:  # the file already says this: nothing written, no correction note
-        full_id = store.resolve_id(exp_id)
-        if as_json:
-            echo_json({"id": full_id, "path": _relative(store.path_of(full_id)), "changed": []})
-        else:
-            click.echo(f"nothing changed: {full_id} already has {', '.join(changes)} as given")
-        return
-    updated = correct(store, exp_id, changes, reason)
+    updated, changed = apply_correction(get_store(ctx), exp_id, changes, reason)
     if as_json:
-        echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(effective)})
+        echo_json(written_record(updated, changed=changed))
+    elif not changed:  # the file already says this: nothing written, no correction note
+        click.echo(f"nothing changed: {updated.id} already has {', '.join(changes)} as given")
     else:
-        click.echo(f"updated {updated.id}: {', '.join(effective)}")
+        click.echo(f"updated {updated.id}: {', '.join(changed)}")
 
 
 def _read_text(name: str) -> str:

@@ -184,7 +184,7 @@ FIELDS: dict[str, str] = {
     "saying 'interference' in its summary is marginal or regression until it is set).",
     "protocol": "Optional: how the timings were measured, {timer: cuda_events|hip_events|"
     "do_bench|torch_benchmark|wall_clock|other, synchronized, warmup, repetitions, "
-    "l2_flushed, clocks_locked}; filled from pytest-benchmark and torch.utils.benchmark.",
+    "l2_flushed, clocks_locked, device: gpu|cpu}; filled from what the timing files tell.",
     "results": "Optional list of {config, baseline, candidate, speedup, unit} per "
     "configuration; record_iteration fills it from timings (from samples: medians, plus "
     "baseline_n/candidate_n counts and baseline_iqr/candidate_iqr spreads).",
