@@ -76,11 +76,15 @@ from kexp.validate import (
     check_bytes,
     check_store,
     id_from_name,
+    is_stray,
     read_file,
+    read_or_problem,
     real_paths,
     scan_bytes,
     scan_record,
+    slugify,
     store_findings,
+    stray_problem,
 )
 
 if TYPE_CHECKING:
@@ -91,7 +95,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
@@ -106,13 +109,6 @@ class _Filtered:
 
     experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
     text: Filters | None
-
-
-def slugify(summary: str, max_length: int = 48) -> str:
-    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
-    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
-    slug = slug[:max_length].rstrip("-")
-    return slug or "experiment"
 
 
 def utc_now(now: float | None = None) -> str:
@@ -756,8 +752,14 @@ class Store:
             items = [links[number] for number in selected]
             file_problems = {n: file_problems[n] for n in selected if n in file_problems}
             known = set(real)
-            extra = [self.check_file(p) for p in paths if os.path.realpath(p) not in known]
+            asked = [p for p in paths if os.path.realpath(p) not in known]
+            strays = [p for p in asked if id_from_name(p) is None and self._is_stray(p)]
+            extra = [self.check_file(p) for p in asked if p not in strays]
         problems: list[Problem] = [p for found in file_problems.values() for p in found]
+        if paths is None:
+            problems += [stray_problem(*found) for found in self.source.stray_files(self.settings)]
+        else:
+            problems += [stray_problem(p, read_or_problem(p, self.settings)) for p in strays]
         for item in extra:
             problems += item.problems
             fields = item.document.fields if item.document is not None else None
@@ -796,6 +798,14 @@ class Store:
                     Problem(path, line, column, severity, code, "base_commit", message, hint)
                 )
         return sort_problems(problems), in_store
+
+    def _is_stray(self, path: Path | str) -> bool:
+        """Whether ``path`` is a Markdown file of ``experiments/`` kexp never reads."""
+        try:
+            relative = Path(os.path.abspath(path)).relative_to(self.experiments_dir.absolute())
+        except ValueError:
+            return False
+        return is_stray(relative.as_posix())
 
     def _validation_scan(
         self, files: list[str]

@@ -695,6 +695,13 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
         elif result.changed:
             changed += 1
             click.echo(shown if check else f"reformatted {shown}")
+        if result.canonical_name is not None:
+            renamed = clean(_relative(result.path.with_name(result.canonical_name)))
+            click.echo(
+                f"{shown}: note: kexp would name it {clean(result.canonical_name)} "
+                f"(to rename it: git mv {shown} {renamed})",
+                err=True,
+            )
     unchanged = len(results) - changed - errors
     verb = "would be reformatted" if check else "reformatted"
     click.echo(
