@@ -96,11 +96,13 @@ class NoCommitsError(GitError):
 
 
 class SyncConflictError(GitError):
-    """``kexp sync`` met a real conflict (the same file changed on both sides); nothing
-    was changed. ``paths`` names the conflicting files."""
+    """``kexp sync`` met a real conflict (the same file changed on both sides, or a file
+    where the other side has a folder); nothing was changed. ``paths`` names the
+    conflicting files, ``conflicts`` git's description of each (``CONFLICT (...): ...``)."""
 
-    def __init__(self, message: str, paths: Sequence[str]) -> None:
+    def __init__(self, message: str, paths: Sequence[str], conflicts: Sequence[str] = ()) -> None:
         self.paths = list(paths)
+        self.conflicts = list(conflicts)
         super().__init__(message)
 
 
