@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any
 from kexp import atomic, ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
+from kexp.inputs import read_input, read_input_text
 from kexp.legacykeys import (
     EXTRA_FIELD,
     KEY_FIELD,
@@ -87,6 +88,7 @@ from kexp.legacykeys import (
 from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
+from kexp.settings import DEFAULT_SETTINGS
 from kexp.validate import check_bytes, id_from_name, read_and_check
 from kexp.yamlio import MAX_DEPTH
 
@@ -498,13 +500,13 @@ def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 # --- import ---------------------------------------------------------------------------
 
 
-def read_legacy_database(path: Path | str) -> dict[str, Any]:
-    """The predecessor's database from a JSON file (an object mapping id -> record)."""
+def read_legacy_database(
+    path: Path | str, limit: int = DEFAULT_SETTINGS.max_import_bytes
+) -> dict[str, Any]:
+    """The predecessor's database from a JSON file (an object mapping id -> record),
+    refused over ``limit`` bytes (:func:`kexp.inputs.read_input`)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise KexpError(f"cannot read {path}: {exc.strerror or exc}") from None
+    raw = read_input(path, "the database", limit=limit, setting="max_import_bytes")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -668,10 +670,11 @@ def import_legacy(
         database: Mapping[str, Any] = source
         label = "<database>"
     else:
-        database = read_legacy_database(source)
+        limit = store.settings.max_import_bytes
+        database = read_legacy_database(source, limit)
         label = str(source)
         if kexp_content is None and sidecar_path(source).exists():
-            kexp_content = read_sidecar(sidecar_path(source))
+            kexp_content = read_sidecar(sidecar_path(source), limit)
     kept = kexp_content or {}
     report = ImportReport(label, total=len(database), dry_run=dry_run)
     existing: dict[str, Path] = {}
@@ -1075,12 +1078,14 @@ def dump_sidecar(kept: Mapping[str, Mapping[str, Any]], database_name: str) -> s
     )
 
 
-def read_sidecar(path: Path | str) -> dict[str, dict[str, Any]]:
+def read_sidecar(
+    path: Path | str, limit: int = DEFAULT_SETTINGS.max_import_bytes
+) -> dict[str, dict[str, Any]]:
     """Record key -> what the experiment keeps besides its record, from a sidecar."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        data = json.loads(read_input_text(path, "the sidecar", limit=limit))
+    except (ValueError, RecursionError) as exc:  # InputError is a ValueError
         raise KexpError(
             f"cannot read {path} (kexp's sidecar of the database): {exc}; "
             "move it away to import the database without it"

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError, SuspectMeasurementWarning
+from kexp.inputs import read_input_text
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 
@@ -331,10 +332,9 @@ def _protocol_of_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _load_json(path: Path) -> Any:
+    text = read_input_text(path, "the timings")
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise MeasurementError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise MeasurementError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
 
@@ -381,10 +381,7 @@ def _split_header(header: str, default: float = 1.0) -> tuple[str, float]:
 
 
 def _read_csv(path: Path, default: float = 1.0) -> tuple[list[tuple[str, float]], list[list[str]]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise MeasurementError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = read_input_text(path, "the timings")
     rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
     if not rows:
         raise MeasurementError(f"{path}: the file is empty")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -48,7 +48,7 @@ def _text_option(name: str, field: str, what: str) -> list[Any]:
         click.option(
             f"--{name}-file",
             f"{field}_file",
-            type=click.File("r", encoding="utf-8"),
+            metavar="FILE",
             help=f"{what}, read from a file ('-': stdin).",
         ),
     ]
@@ -96,7 +96,7 @@ def _add_options(func: Any) -> Any:
             "-f",
             "--file",
             "document",
-            type=click.File("r", encoding="utf-8-sig"),
+            metavar="FILE",
             help="Read the fields from a YAML, JSON or Markdown experiment file "
             "('-': stdin; stdin is also read when no field option is given).",
         ),
@@ -191,7 +191,7 @@ def _add_options(func: Any) -> Any:
 def add(
     ctx: click.Context,
     /,
-    document: IO[str] | None,
+    document: str | None,
     detect_env: bool,
     tags: tuple[str, ...],
     combines: tuple[str, ...],
@@ -234,18 +234,21 @@ def add(
       kexp add < experiment.yaml
     """
     from kexp import intake
+    from kexp.inputs import read_input_text
 
     store = get_store(ctx)
     flags: dict[str, Any] = {
         name: params.pop(name) for name in _ADD_FLAG_FIELDS if params.get(name) is not None
     }
-    for _, field, _ in _ADD_TEXT_FIELDS:
-        handle = params.pop(f"{field}_file", None)
+    limit = store.settings.max_input_bytes
+    for option, field, _ in _ADD_TEXT_FIELDS:
+        name = params.pop(f"{field}_file", None)
         value = params.pop(field, None)
-        if handle is not None:
+        if name is not None:
             if value is not None:
                 raise click.UsageError(f"give {field} as text or as a file, not both")
-            value = handle.read().rstrip("\n")  # a file's last newline is not content
+            # A file's last newline is not content.
+            value = read_input_text(name, f"--{option}-file", limit=limit).rstrip("\n")
         if value is not None:
             flags[field] = value
     if tags:
@@ -260,16 +263,15 @@ def add(
     text: str | None = None
     source = "<stdin>"
     if document is not None:
-        text = document.read()
-        name = str(getattr(document, "name", "-"))
-        source = "<stdin>" if name in ("-", "<stdin>") else name
+        text = read_input_text(document, "the document (--file)", limit=limit)
+        source = "<stdin>" if document == "-" else document
     elif not flags:
         if sys.stdin.isatty():
             raise click.UsageError(
                 "nothing to record: give a YAML or JSON document on stdin or with --file, "
                 "or the fields as options (kexp add --help)"
             )
-        text = sys.stdin.read()
+        text = read_input_text("-", "the document", limit=limit)
     if text is not None:
         fields = intake.parse_document(text, source)
     fields.update(flags)
@@ -381,7 +383,7 @@ def remeasure(
 @click.option(
     "--from",
     "start_from",
-    type=click.File("r", encoding="utf-8-sig"),
+    metavar="FILE",
     help="Start from this file (e.g. a draft kept by an earlier kexp new) instead of the template.",
 )
 @click.option(
@@ -394,7 +396,7 @@ def remeasure(
 def new(
     ctx: click.Context,
     pid: str | None,
-    start_from: IO[str] | None,
+    start_from: str | None,
     diff_from_git: bool,
     as_json: bool,
 ) -> None:
@@ -418,6 +420,7 @@ def new(
 
     from kexp import intake, template
     from kexp.errors import KexpError
+    from kexp.inputs import read_input_text
 
     store = get_store(ctx)
     if not (os.environ.get("VISUAL") or os.environ.get("EDITOR") or sys.stdin.isatty()):
@@ -426,7 +429,7 @@ def new(
             "to record without an editor use kexp add"
         )
     if start_from is not None:
-        text = start_from.read()
+        text = read_input_text(start_from, "--from", limit=store.settings.max_input_bytes)
     else:
         parent = store.get_experiment(pid) if pid else None
         prefilled = template.prefill(store, parent)
@@ -439,7 +442,7 @@ def new(
     draft.write_text(text, encoding="utf-8")
     while True:
         _edit(draft)
-        text = draft.read_text(encoding="utf-8-sig")
+        text = read_input_text(draft, "the draft", limit=store.settings.max_input_bytes)
         if template.is_empty_draft(text):
             draft.unlink()
             click.echo("kexp: aborted: the file was saved empty; nothing was recorded", err=True)
@@ -546,8 +549,10 @@ def update(
     """
     from kexp.corrections import correct, effective_changes, parse_assignments, parse_value
     from kexp.errors import KexpError
+    from kexp.inputs import read_input_text
 
     changes = parse_assignments(assignments)
+    store = get_store(ctx)
     for item in file_assignments:
         field, sep, name = item.partition("=")
         field = field.strip()
@@ -555,10 +560,10 @@ def update(
             raise KexpError(f"{item!r} is not FIELD=PATH (e.g. raw_result=bench.log)")
         if field in changes:
             raise KexpError(f"{field} is set twice")
-        changes[field] = parse_value(field, _read_text(name).rstrip("\n"))
+        text = read_input_text(name, f"--set-file {field}", limit=store.settings.max_input_bytes)
+        changes[field] = parse_value(field, text.rstrip("\n"))
     if not changes:
         raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
-    store = get_store(ctx)
     effective = effective_changes(store, exp_id, changes)
     if not effective:  # the file already says this: nothing written, no correction note
         full_id = store.resolve_id(exp_id)
@@ -572,17 +577,6 @@ def update(
         echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(effective)})
     else:
         click.echo(f"updated {updated.id}: {', '.join(effective)}")
-
-
-def _read_text(name: str) -> str:
-    from kexp.errors import KexpError
-
-    if name == "-":
-        return sys.stdin.read()
-    try:
-        return Path(name).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KexpError(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 @click.command()
