@@ -83,6 +83,12 @@ class DeleteRefusedError(KexpError):
     ``combines`` (``force=True`` deletes it anyway)."""
 
 
+class CacheFolderError(KexpError, OSError):
+    """The store's cache folder ``.kexp/`` cannot be made (a store one may read but not
+    write). An :class:`OSError` too: reads, which need no cache on disk, go on without
+    it; a write, which takes its locks there, stops with this message."""
+
+
 class LockTimeoutError(KexpError):
     """Another writer held an experiment's lock for too long."""
 

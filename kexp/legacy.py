@@ -52,11 +52,14 @@ front-matter keys, the text before the first section and unknown ``## `` section
 predecessor builds each record with ``KernelExperiment(**record)``: an extra key in a
 record, or an extra entry in the database, would make every one of its reads fail. So
 :func:`export_legacy` writes them beside the database, in a *sidecar* file
-(``kernel_experiments_db.kexp.json`` for ``kernel_experiments_db.json``; see
+(``FILE.kexp.json`` for ``FILE``: ``kernel_experiments_db.json.kexp.json``; see
 :func:`sidecar_path`) that the predecessor never opens, and :func:`import_legacy`
-restores them from the sidecar beside the file it imports: store → export → import
-gives the same files. Records the predecessor added or changed meanwhile import as
-usual (a sidecar entry only adds what the record cannot hold).
+restores them from the sidecar beside the file it imports (or from
+``kernel_experiments_db.kexp.json``, the name earlier versions gave it): store → export
+→ import gives the same files. Records kexp made (their id starts with their creation
+second) imported with no sidecar are said to have lost what it held. Records the
+predecessor added or changed meanwhile import as usual (a sidecar entry only adds what
+the record cannot hold).
 """
 
 from __future__ import annotations
@@ -153,6 +156,8 @@ class ImportReport:
     notes: list[Note] = dataclasses.field(default_factory=list)
     #: Record key -> the file written for it.
     paths: dict[str, Path] = dataclasses.field(default_factory=dict)
+    #: Said when records kexp made are imported without the sidecar ("" otherwise).
+    sidecar_note: str = ""
 
     @property
     def needing_attention(self) -> list[str]:
@@ -183,6 +188,7 @@ class ImportReport:
         out = [f"conflict: {n.format()}" for n in self.conflicts]
         out += [f"not imported: {n.format()}" for n in self.failed]
         out += [f"kept: {n.format()}" for n in self.notes]
+        out += [f"no sidecar: {self.sidecar_note}"] if self.sidecar_note else []
         out.append(self.summary())
         return out
 
@@ -673,10 +679,20 @@ def import_legacy(
         limit = store.settings.max_import_bytes
         database = read_legacy_database(source, limit)
         label = str(source)
-        if kexp_content is None and sidecar_path(source).exists():
-            kexp_content = read_sidecar(sidecar_path(source), limit)
+        sidecar = found_sidecar(source) if kexp_content is None else None
+        if sidecar is not None:
+            kexp_content = read_sidecar(sidecar, limit)
     kept = kexp_content or {}
     report = ImportReport(label, total=len(database), dry_run=dry_run)
+    if not isinstance(source, Mapping) and kexp_content is None:
+        made = sum(1 for r in database.values() if isinstance(r, Mapping) and made_by_kexp(r))
+        if made:
+            report.sidecar_note = (
+                f"{made} record(s) were made by kexp, and there is no sidecar beside the "
+                f"database ({sidecar_path(source).name}): the tags, authors, results and "
+                "other content kexp kept there are not restored; put the sidecar written "
+                "with the export beside the database and import again"
+            )
     existing: dict[str, Path] = {}
     for path in store.paths():
         found = id_from_name(path)
@@ -1036,11 +1052,37 @@ _KEPT_KEYS = frozenset({*KEXP_ONLY_FIELDS, "extra_fields", "preamble", "extra_se
 
 
 def sidecar_path(database: Path | str) -> Path:
-    """The sidecar of a database file: ``X.kexp.json`` beside ``X.json``."""
+    """The sidecar of a database file: ``FILE.kexp.json`` beside ``FILE``."""
     database = Path(database)
-    name = database.name
-    stem = name[: -len(".json")] if name.endswith(".json") else name
-    return database.with_name(f"{stem}.kexp.json")
+    return database.with_name(f"{database.name}.kexp.json")
+
+
+def found_sidecar(database: Path | str) -> Path | None:
+    """The sidecar beside a database file, if there is one: :func:`sidecar_path`, else
+    ``X.kexp.json`` beside ``X.json`` (the name earlier versions of kexp gave it)."""
+    database = Path(database)
+    earlier = (
+        database.with_name(database.name[: -len(".json")] + ".kexp.json")
+        if database.name.endswith(".json")
+        else None
+    )
+    for path in (sidecar_path(database), earlier):
+        if path is not None and path.exists():
+            return path
+    return None
+
+
+def made_by_kexp(record: Mapping[str, Any]) -> bool:
+    """Whether a record is one kexp made (and exported): its id is kexp's, the second
+    of its ``created_at`` followed by 8 random hex (a random id matches 1 in 2**32)."""
+    exp_id, created = record.get("id"), record.get("created_at")
+    if not (isinstance(exp_id, str) and ids.is_valid_id(exp_id) and isinstance(created, str)):
+        return False
+    try:
+        when = dt.datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return False
+    return int(exp_id[:8], 16) == int(when.replace(tzinfo=dt.timezone.utc).timestamp())
 
 
 def kept_content(exp: KernelExperiment) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from kexp import atomic, ids
 from kexp.atomic import write_failure
 from kexp.errors import (
     AmbiguousIdError,
+    CacheFolderError,
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
@@ -182,9 +183,16 @@ class Store:
         folder = self.root / CACHE_DIR
         refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
-                f.write("# kexp's cache: never committed\n*\n")
+            try:
+                folder.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                    f.write("# kexp's cache: never committed\n*\n")
+            except OSError as exc:
+                raise CacheFolderError(
+                    f"cannot create kexp's cache folder {folder}: {exc.strerror or exc}; "
+                    f"kexp keeps its locks there to write to the store (check the owner and "
+                    f"permissions of {self.root}); reading needs no write"
+                ) from None
         return folder
 
     # --- reading -----------------------------------------------------------------

@@ -340,7 +340,9 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "buggy-without-error",
                 "error_message",
                 "is_buggy is true but there is no '## Error message' section",
-                "add '## Error message' with the error type and message, or set is_buggy: false",
+                "give the error type and message (kexp add --error TEXT or --error-file FILE; "
+                "kexp update --set-file error_message=FILE; in a file, a '## Error message' "
+                "section), or set is_buggy: false",
             )
         )
     created = fields.get("created_at")

@@ -90,6 +90,8 @@ def grouped_notes(report: ImportReport) -> list[str]:
                 f"{kind}: {len(members):,} records ({records}, …): {field + ': ' if field else ''}"
                 f"{message}" + (f"; {hint}" if hint else "")
             )
+    if report.sidecar_note:
+        out.append(f"no sidecar: {report.sidecar_note}")
     out.append(report.summary())
     return out
 

@@ -278,7 +278,8 @@ def add(
     if diff_from_git:
         if "code_change" in flags:
             raise click.UsageError("give --diff-file or --diff-from-git, not both")
-        fields["code_change"] = intake.diff_against(store, fields.get("base_commit") or None)
+        base, fields["code_change"] = intake.diff_against(store, fields.get("base_commit") or None)
+        fields["base_commit"] = base  # the diff is against it: the change is recorded
         if not fields["code_change"]:
             click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
     if detect_env and not fields.get("env"):
@@ -345,7 +346,7 @@ def remeasure(
 
     \b
     Example:
-      kexp remeasure 6749f3a0 --baseline bench/base2.json --candidate bench/cand2.json
+      kexp remeasure 6749f3a0c2 --baseline bench/base2.json --candidate bench/cand2.json
     """
     from kexp.measure import remeasure as add_round
 
@@ -414,7 +415,7 @@ def new(
     \b
     Examples:
       kexp new
-      kexp new --pid 6749f3a0 --diff-from-git
+      kexp new --pid 6749f3a0c2 --diff-from-git
     """
     import secrets
 
@@ -434,7 +435,8 @@ def new(
         parent = store.get_experiment(pid) if pid else None
         prefilled = template.prefill(store, parent)
         if diff_from_git:
-            prefilled.code_change = intake.diff_against(store, prefilled.base_commit or None)
+            base, prefilled.code_change = intake.diff_against(store, prefilled.base_commit or None)
+            prefilled.base_commit = base
         text = template.draft_text(prefilled)
     drafts = store.cache_dir / "drafts"
     drafts.mkdir(parents=True, exist_ok=True)
@@ -543,9 +545,9 @@ def update(
 
     \b
     Examples:
-      kexp update 6749f3a0 --set score=1.021 --reason "re-measured with 200 iterations"
-      kexp update 6749f3a0 --set tags=cache,unroll --set status=done
-      kexp update 6749f3a0 --set-file raw_result=bench.log
+      kexp update 6749f3a0c2 --set score=1.021 --reason "re-measured with 200 iterations"
+      kexp update 6749f3a0c2 --set tags=cache,unroll --set status=done
+      kexp update 6749f3a0c2 --set-file raw_result=bench.log
     """
     from kexp.corrections import correct, effective_changes, parse_assignments, parse_value
     from kexp.errors import KexpError
@@ -596,7 +598,7 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
 
     \b
     Example:
-      kexp rm 6749f3a0 --yes
+      kexp rm 6749f3a0c2 --yes
     """
     from kexp.errors import DeleteRefusedError
 
