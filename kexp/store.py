@@ -77,9 +77,7 @@ from kexp.validate import (
     check_bytes,
     check_store,
     id_from_name,
-    is_stray,
     read_file,
-    read_or_problem,
     real_paths,
     scan_bytes,
     scan_record,
@@ -748,6 +746,8 @@ class Store:
 
         files = self.source.files()
         links, file_problems = self._validation_scan(files)
+        # The Markdown files kexp never reads (few): each is a problem of its own.
+        strays = {os.path.realpath(p): (p, d) for p, d in self.source.stray_files(self.settings)}
         in_store = len(files)
         del files
         if paths is None:
@@ -761,13 +761,10 @@ class Store:
             file_problems = {n: file_problems[n] for n in selected if n in file_problems}
             known = set(real)
             asked = [p for p in paths if os.path.realpath(p) not in known]
-            strays = [p for p in asked if id_from_name(p) is None and self._is_stray(p)]
-            extra = [self.check_file(p) for p in asked if p not in strays]
+            extra = [self.check_file(p) for p in asked if os.path.realpath(p) not in strays]
         problems: list[Problem] = [p for found in file_problems.values() for p in found]
-        if paths is None:
-            problems += [stray_problem(*found) for found in self.source.stray_files(self.settings)]
-        else:
-            problems += [stray_problem(p, read_or_problem(p, self.settings)) for p in strays]
+        shown = strays if paths is None else {os.path.realpath(p) for p in paths}
+        problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
         for item in extra:
             problems += item.problems
             fields = item.document.fields if item.document is not None else None
@@ -806,14 +803,6 @@ class Store:
                     Problem(path, line, column, severity, code, "base_commit", message, hint)
                 )
         return sort_problems(problems), in_store
-
-    def _is_stray(self, path: Path | str) -> bool:
-        """Whether ``path`` is a Markdown file of ``experiments/`` kexp never reads."""
-        try:
-            relative = Path(os.path.abspath(path)).relative_to(self.experiments_dir.absolute())
-        except ValueError:
-            return False
-        return is_stray(relative.as_posix())
 
     def _validation_scan(
         self, files: list[str]

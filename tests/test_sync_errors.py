@@ -93,7 +93,7 @@ def test_two_syncs_in_one_clone_both_publish(tmp_path: Path) -> None:
     alice = clone(remote, tmp_path / "alice")
     started = tmp_path / "hook-started"
     # The first sync's commit runs this hook while git holds the index lock.
-    write_hook(alice / ".git", "pre-commit", f"touch '{started}'\nsleep 2\n")
+    write_hook(alice / ".git", "pre-commit", f"touch '{started}'\nsleep 3\n")
     first_exp = record(alice, base, "Unrolled by 4 - +1.9%")
     command = [sys.executable, "-m", "kexp", "sync"]
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
