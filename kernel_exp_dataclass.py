@@ -57,6 +57,10 @@ __all__ = [
 #: Where the first write makes the store when there is none, relative to the working
 #: directory (as the predecessor's database file was): its ``experiments/`` folder.
 DB_PATH = Path("experiments")
+#: The sample's ``base_commit`` outside a git repository, where none can be taken from
+#: ``HEAD`` (the predecessor inserted its sample there with an empty one; kexp requires
+#: a hash): no commit, said as one.
+SAMPLE_BASE_COMMIT = "0" * 40
 
 #: The keys of a ``top_experiments`` dict: the predecessor's ten, then kexp's
 #: additions (so a high score that is buggy, pending or a regression shows as such).
@@ -170,12 +174,22 @@ def test_insert_example() -> KernelExperiment:
             "delete it with delete_experiment(id)."
         ),
         code_change="",
-        base_commit="",
+        base_commit=_sample_base_commit(),
         operator_sig="sample.cu: sample_kernel",
         profiling_info="Not profiled.",
         status="done",
     )
     return _create(sample, stacklevel=3)
+
+
+def _sample_base_commit() -> str:
+    """An empty one inside a git repository (kexp fills in ``HEAD``), else
+    :data:`SAMPLE_BASE_COMMIT`."""
+    from kexp.git import configured_user_name
+
+    code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
+    inside = configured_user_name(Path(code).expanduser()) is not None
+    return "" if inside else SAMPLE_BASE_COMMIT
 
 
 def _id_of(exp: KernelExperiment) -> str:

@@ -492,10 +492,15 @@ def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str)
     kept: list[Entry] = []
     text = _render(header, kept, everything, budget, output)
     if count_tokens(text) > budget:
+        # The smallest budget the heading fits (the heading names the budget: grow it
+        # until its own digits fit too).
+        smallest = count_tokens(text)
+        while count_tokens(_render(header, kept, everything, smallest, output)) > smallest:
+            smallest = count_tokens(_render(header, kept, everything, smallest, output))
         raise KexpError(
             f"a budget of {budget} tokens is too small: the packet's heading alone takes "
             f"{count_tokens(text)} (characters / {CHARS_PER_TOKEN}); give --budget "
-            f"{count_tokens(text) + 200} or more"
+            f"{smallest} or more (each entry kept takes more)"
         )
     for entry in sorted(
         entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)

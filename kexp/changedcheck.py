@@ -157,7 +157,7 @@ def _check(
     links, valid = _scan(_same_files(store, target), facts=facts)
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
-    file_problems = [p for item in after for p in item.problems]
+    file_problems = [p for item in after for p in item.problems] + changes.strays
     file_problems += base_commit_problems(after, target.code_repo)
 
     head_sw = _store_problems(target, links)

@@ -87,6 +87,12 @@ class DeleteRefusedError(KexpError):
     ``combines`` (``force=True`` deletes it anyway)."""
 
 
+class CacheFolderError(KexpError, OSError):
+    """The store's cache folder ``.kexp/`` cannot be made (a store one may read but not
+    write). An :class:`OSError` too: reads, which need no cache on disk, go on without
+    it; a write, which takes its locks there, stops with this message."""
+
+
 class LockTimeoutError(KexpError):
     """Another writer held an experiment's lock for too long."""
 
@@ -100,11 +106,13 @@ class NoCommitsError(GitError):
 
 
 class SyncConflictError(GitError):
-    """``kexp sync`` met a real conflict (the same file changed on both sides); nothing
-    was changed. ``paths`` names the conflicting files."""
+    """``kexp sync`` met a real conflict (the same file changed on both sides, or a file
+    where the other side has a folder); nothing was changed. ``paths`` names the
+    conflicting files, ``conflicts`` git's description of each (``CONFLICT (...): ...``)."""
 
-    def __init__(self, message: str, paths: Sequence[str]) -> None:
+    def __init__(self, message: str, paths: Sequence[str], conflicts: Sequence[str] = ()) -> None:
         self.paths = list(paths)
+        self.conflicts = list(conflicts)
         super().__init__(message)
 
 

@@ -114,6 +114,26 @@ def _parse_markdown(text: str, source: str) -> dict[str, Any]:
     return fields
 
 
+def _refuse_list(text: str, source: str) -> None:
+    """Refuse a JSON list of records (what ``kexp export --format json`` writes): one
+    document records one experiment."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return  # not JSON: read as YAML, which says what is wrong
+    if isinstance(data, list):
+        _invalid(
+            source,
+            1,
+            1,
+            "document-is-a-list",
+            f"the document is a list of {len(data)} record(s) (as kexp export --format json "
+            "writes them); one document records one experiment",
+            "feed one record per kexp add: the jsonl export (kexp export --format jsonl) "
+            "writes one record a line",
+        )
+
+
 def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
     """The fields of a new experiment from ``text``.
 
@@ -134,6 +154,8 @@ def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
             "the document is empty",
             "give the fields as YAML or JSON, e.g. {change_summary: ..., score: 1.02}",
         )
+    if stripped.startswith("["):
+        _refuse_list(text, source)
     if stripped.startswith("{"):
         data = _parse_json(text, source)
     elif text.startswith("---\n") or text.startswith("---\r\n"):
@@ -243,9 +265,11 @@ def record(
     )
 
 
-def diff_against(store: Store, base_commit: str | None = None) -> str:
-    """``git diff`` of the code repository's working tree against ``base_commit``
-    (``HEAD`` when None), leaving out the store's ``experiments/`` folder.
+def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str]:
+    """(the full hash of ``base_commit``, ``HEAD`` when None; the ``git diff`` of the
+    code repository's working tree against it, leaving out the store's
+    ``experiments/`` folder): the base and the change measured on it, which a new
+    experiment records together (so an uncommitted change is not ``uncommitted-base``).
 
     Untracked files are not part of it (``git add -N`` them first).
     """
@@ -253,4 +277,4 @@ def diff_against(store: Store, base_commit: str | None = None) -> str:
 
     repo = kgit.open_repo(store.code_repo)
     commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
-    return kgit.working_tree_diff(repo, commit, exclude=store.experiments_dir)
+    return commit, kgit.working_tree_diff(repo, commit, exclude=store.experiments_dir)

@@ -42,6 +42,7 @@ from pydantic import Field
 
 from kexp import __version__
 from kexp.errors import KexpError, ValidationError
+from kexp.inputs import read_input_text
 from kexp.store import Store
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
@@ -426,7 +427,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             }
             fields.update({k: v for k, v in optional.items() if v is not None})
             if profiling_file is not None:
-                fields["profiling_info"] = tools.path(profiling_file).read_text(encoding="utf-8")
+                fields["profiling_info"] = read_input_text(
+                    tools.path(profiling_file), "the profiling file"
+                )
             if detect_env and not env:
                 from kexp.envinfo import detected_env
 

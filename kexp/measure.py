@@ -692,7 +692,17 @@ def remeasure(
     # Samples section then gives exactly the results computed here.
     rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
     new_round = _kept_round({m.config: _sides(m) for m in found})
-    _same_configurations(rounds[0].timings, new_round.timings)
+    missing = [c for c in rounds[0].timings if c not in new_round.timings]
+    extra = [c for c in new_round.timings if c not in rounds[0].timings]
+    if missing or extra:
+        parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
+        parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
+        raise MeasurementError(
+            f"the new round measured other configurations than the earlier rounds of "
+            f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
+            f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
+            "configurations are a new experiment: kexp add)"
+        )
     rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
     number = len(rounds)

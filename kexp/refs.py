@@ -920,3 +920,19 @@ def refs_store(store: Store, refs: Sequence[str] = (), *, all_refs: bool = False
     if not refs and not all_refs:
         return store
     return RefsStore(store, refs, all_refs=all_refs)
+
+
+def refs_holding(store: Store, id_or_prefix: str) -> list[str]:
+    """The branches and remote-tracking branches whose store holds the experiment
+    ``id_or_prefix`` names (newest first; none outside git, or when none does): where
+    to look for an experiment the working tree does not hold (``--all-refs``)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the lookup's: the read at hand warns itself
+            across = RefsStore(store, all_refs=True)
+            found = across.versions(across.resolve_id(id_or_prefix))
+            places = [across.where(version) for version in found]
+    except KexpError:
+        return []
+    refs = (ref for sighting in places if sighting is not None for ref in sighting.refs)
+    return [ref for ref in dict.fromkeys(refs) if ref != WORKING_TREE]

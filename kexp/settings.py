@@ -47,6 +47,13 @@ class Settings:
     #: refused unread), so that it can make the file small enough again; what it
     #: writes must fit ``max_file_bytes``.
     max_repair_file_bytes: int = 64 * 1024 * 1024
+    #: What a user gives kexp to read whole (timings, a document, a description, a diff,
+    #: standard input) is refused over this size, before it fills memory
+    #: (:func:`kexp.inputs.read_input`).
+    max_input_bytes: int = 64 * 1024 * 1024
+    #: The predecessor's database ``kexp import`` reads is refused over this size (368 MB
+    #: at 100,000 records).
+    max_import_bytes: int = 2 * 1024 * 1024 * 1024
     #: Relative disagreement between ``score`` and the geometric mean of ``results``
     #: above which validation warns.
     score_tolerance: float = 0.005
@@ -87,6 +94,8 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "max_summary_chars": (1, None),
     "max_file_bytes": (1024, None),
     "max_repair_file_bytes": (1024, None),
+    "max_input_bytes": (1024, None),
+    "max_import_bytes": (1024, None),
     "score_tolerance": (0.0, 1.0),
     "lock_timeout_s": (0.001, None),
     "stale_temporary_s": (1.0, None),

@@ -31,6 +31,7 @@ from kexp import atomic, ids
 from kexp.atomic import write_failure
 from kexp.errors import (
     AmbiguousIdError,
+    CacheFolderError,
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
@@ -80,7 +81,9 @@ from kexp.validate import (
     real_paths,
     scan_bytes,
     scan_record,
+    slugify,
     store_findings,
+    stray_problem,
 )
 
 if TYPE_CHECKING:
@@ -91,7 +94,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
@@ -106,13 +108,6 @@ class _Filtered:
 
     experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
     text: Filters | None
-
-
-def slugify(summary: str, max_length: int = 48) -> str:
-    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
-    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
-    slug = slug[:max_length].rstrip("-")
-    return slug or "experiment"
 
 
 def utc_now(now: float | None = None) -> str:
@@ -188,9 +183,16 @@ class Store:
         folder = self.root / CACHE_DIR
         refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
-                f.write("# kexp's cache: never committed\n*\n")
+            try:
+                folder.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                    f.write("# kexp's cache: never committed\n*\n")
+            except OSError as exc:
+                raise CacheFolderError(
+                    f"cannot create kexp's cache folder {folder}: {exc.strerror or exc}; "
+                    f"kexp keeps its locks there to write to the store (check the owner and "
+                    f"permissions of {self.root}); reading needs no write"
+                ) from None
         return folder
 
     # --- reading -----------------------------------------------------------------
@@ -746,6 +748,8 @@ class Store:
 
         files = self.source.files()
         links, file_problems = self._validation_scan(files)
+        # The Markdown files kexp never reads (few): each is a problem of its own.
+        strays = {os.path.realpath(p): (p, d) for p, d in self.source.stray_files(self.settings)}
         in_store = len(files)
         del files
         if paths is None:
@@ -758,8 +762,11 @@ class Store:
             items = [links[number] for number in selected]
             file_problems = {n: file_problems[n] for n in selected if n in file_problems}
             known = set(real)
-            extra = [self.check_file(p) for p in paths if os.path.realpath(p) not in known]
+            asked = [p for p in paths if os.path.realpath(p) not in known]
+            extra = [self.check_file(p) for p in asked if os.path.realpath(p) not in strays]
         problems: list[Problem] = [p for found in file_problems.values() for p in found]
+        shown = strays if paths is None else {os.path.realpath(p) for p in paths}
+        problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
         for item in extra:
             problems += item.problems
             fields = item.document.fields if item.document is not None else None

@@ -187,7 +187,10 @@ def test_add_diff_from_git_takes_the_working_tree_diff_without_the_store(
     exp = store.get_experiment(json.loads(result.stdout)["id"])
     assert "+__global__ void k() { /* unrolled */ }" in exp.code_change
     assert "experiments/" not in exp.code_change
-    assert "uncommitted changes" in result.stderr  # base_commit is HEAD of a dirty tree
+    # The diff is against HEAD, and HEAD is recorded as its base: the change measured is
+    # recorded, so the experiment is not "uncommitted-base" (test_newcomer.py).
+    assert "uncommitted" not in result.stderr and "uncommitted-base" not in exp.tags
+    assert exp.base_commit == git(repo, "rev-parse", "HEAD")
 
 
 @pytest.mark.parametrize(

@@ -277,13 +277,13 @@ def test_record_resolves_prefixes_and_diff_against(
     from tests.conftest import experiment_fields
 
     fields = experiment_fields(pid=a.id[:12], combines=[a.id[:14], b.id])
-    fields["code_change"] = diff_against(store)
+    _, fields["code_change"] = diff_against(store)  # the diff, without its base
     with pytest.warns(UserWarning, match="uncommitted"):
         new = record(store, fields)
     assert new.pid == a.id and new.combines == [a.id, b.id]
     assert "+changed" in new.code_change and "-__global__" in new.code_change
     head = git(repo, "rev-parse", "HEAD")
-    assert diff_against(store, head[:8]) == new.code_change
+    assert diff_against(store, head[:8]) == (head, new.code_change)
     with pytest.raises(ExperimentNotFoundError):
         record(store, experiment_fields(pid="ffffffff"))
     with pytest.raises(KexpError, match="unknown revision"):

@@ -112,16 +112,20 @@ def init(directory: Path) -> None:
 
     Existing files are left as they are (running it twice is harmless).
 
-    Python: kexp.init_store(directory).
+    Python: kexp.init_store(directory) (kexp.location.init_store_made: what it made).
 
     \b
     Example:
       kexp init ~/kernels
     """
-    from kexp.location import init_store
+    from kexp.location import init_store_made
 
-    root = init_store(directory)
-    click.echo(f"initialised kexp store in {clean(str(root / 'experiments'))}")
+    made = init_store_made(directory)
+    where = clean(str(directory / "experiments"))
+    if made:
+        click.echo(f"initialised kexp store in {where} (made {', '.join(made)})")
+    else:
+        click.echo(f"{where} is a kexp store already: nothing to do")
 
 
 @click.command()

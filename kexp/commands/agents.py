@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,6 +90,8 @@ def grouped_notes(report: ImportReport) -> list[str]:
                 f"{kind}: {len(members):,} records ({records}, …): {field + ': ' if field else ''}"
                 f"{message}" + (f"; {hint}" if hint else "")
             )
+    if report.sidecar_note:
+        out.append(f"no sidecar: {report.sidecar_note}")
     out.append(report.summary())
     return out
 
@@ -155,16 +156,11 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
         click.echo(f"wrote {install_mcp_config(target, store=store)}")
 
 
-def _read_diff(path: str) -> str:
-    """The text of ``--diff FILE`` (``-``: standard input)."""
-    from kexp.errors import KexpError
+def _read_diff(path: str, limit: int) -> str:
+    """The text of ``--diff FILE`` (``-``: standard input), at most ``limit`` bytes."""
+    from kexp.inputs import read_input_text
 
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise KexpError(f"cannot read the diff {path}: {exc.strerror or exc}") from None
+    return read_input_text(path, "the diff", limit=limit, errors="replace")
 
 
 @click.command()
@@ -213,9 +209,10 @@ def context(
     """
     from kexp.briefing import context as make_context
 
-    diff = _read_diff(diff_file) if diff_file else None
+    store = get_store(ctx)
+    diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
     packet = make_context(
-        get_store(ctx),
+        store,
         operator=operator,
         dtype=dtype,
         env=env,
@@ -265,9 +262,10 @@ def similar(
     """
     from kexp.retrieval import similar as find_similar
 
-    diff = _read_diff(diff_file) if diff_file else None
+    store = get_store(ctx)
+    diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
     matches = find_similar(
-        get_store(ctx),
+        store,
         text=text,
         diff=diff,
         exp_id=exp_id,

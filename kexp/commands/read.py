@@ -242,8 +242,13 @@ def show(
       kexp show 6749f3a0c2 --field code_change > change.diff
       kexp show 6749f3a0c2 --json --fields id,score,outcome
     """
+    from kexp.errors import ExperimentNotFoundError
+
     store = get_store(ctx)
-    exp = store.get_experiment(exp_id)
+    try:
+        exp = store.get_experiment(exp_id)
+    except ExperimentNotFoundError as exc:
+        raise _elsewhere(store, exp_id, exc) from None
     where = where_found(store)
     if not (one_field or as_json or fields):
         if where is None:
@@ -289,6 +294,23 @@ def show(
                 click.echo(f"{name}: {cell(exp, name)}")
         return
     _print_experiment(exp, brief)
+
+
+def _elsewhere(store: Store, exp_id: str, exc: Exception) -> Exception:
+    """``exc`` (an experiment not found), saying which branches hold it when the working
+    tree does not (read them with --all-refs)."""
+    if not store.is_working_tree or where_found(store) is not None:
+        return exc
+    from kexp.refs import refs_holding
+
+    refs = refs_holding(store, exp_id)
+    if not refs:
+        return exc
+    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+    return type(exc)(
+        f"{exc.args[0]}; it is on {shown}, not in the working tree: read it there with "
+        f"kexp show {exp_id} --all-refs"
+    )
 
 
 def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:
@@ -353,10 +375,12 @@ def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) 
         click.echo(clean(exp.preamble.rstrip("\n")))
     sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
     if exp.samples:
+        from kexp.ids import SHOWN_LENGTH
         from kexp.samples import describe_samples
 
         # The raw timings are for tools (kexp show ID --field samples), not for reading.
-        summary = f"{describe_samples(exp.samples)}; kexp show {exp.id[:8]} --field samples"
+        shown = exp.id[:SHOWN_LENGTH]
+        summary = f"{describe_samples(exp.samples)}; kexp show {shown} --field samples"
         sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
         if text:
@@ -388,7 +412,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
 
     \b
     Examples:
-      kexp tree 6749f3a0
+      kexp tree 6749f3a0c2
       kexp tree --operator reshape_and_cache
     """
     from kexp import lineage
@@ -424,10 +448,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     for root in forest:
         _print_node(root, "", "", width, style, focus)
     click.echo("")
-    click.echo(
-        "*: path from the root to the best score   "
-        "[dead end]: built on, but nothing built on it scored higher"
-    )
+    click.echo("*: path from the root to the best score")
+    click.echo("[dead end]: built on, but nothing built on it scored higher")
 
 
 def _delta(node: TreeNode) -> str:
@@ -461,6 +483,19 @@ def _print_node(
             )
 
 
+#: The fewest characters of a summary a tree's line keeps before its lead is shortened.
+_MIN_SUMMARY = 12
+
+
+def _fit_lead(head: str, lead: int, room: int) -> str:
+    """``head`` (its first ``lead`` characters the tree's lines) in ``room`` characters:
+    the lines of a deep tree are cut from the left ("…│   └── "); the rest is kept."""
+    over = len(head) - room
+    if over <= 0 or lead == 0:
+        return head
+    return "…" + head[min(lead, over + 1) :]
+
+
 def _print_line(
     node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None
 ) -> None:
@@ -476,8 +511,11 @@ def _print_line(
     head = f"{lead}{mark} {exp.id[:10]}  {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
     summary = one_line(exp.change_summary)
     if width is not None:
-        summary = truncate(summary, max(12, width - len(head) - len(tail)))
+        head = _fit_lead(head, len(lead), width - len(tail) - _MIN_SUMMARY)
+        summary = truncate(summary, width - len(head) - len(tail))
     line = head + summary + tail
+    if width is not None:
+        line = truncate(line, width)  # tags longer than the terminal: the last resort
     if node.on_best_path:
         line = style(line, fg="green", bold=node.is_best)
     elif node.dead_end or exp.outcome in ("buggy", "regression"):
@@ -708,7 +746,7 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
 
     \b
     Example:
-      kexp log 6749f3a0
+      kexp log 6749f3a0c2
     """
     from kexp.store import Store
 

@@ -76,7 +76,7 @@ def score_text(exp: KernelExperiment) -> str:
 
 def operator_slug(operator: str) -> str:
     """The operator page's file name (without ``.html``): readable, and unique by hash."""
-    from kexp.store import slugify
+    from kexp.validate import slugify
 
     digest = hashlib.sha1(operator.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slugify(operator.rsplit(':', 1)[-1] or 'none', 40)}-{digest}"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kexp.errors import MeasurementError
+from kexp.inputs import InputError, read_input_text
 from kexp.suspect import UNIT_TO_US
 
 #: Statistics a list of samples (or a summary) can be reduced with.
@@ -105,14 +106,13 @@ def load_json_text(text: str, where: str) -> Any:
 
 
 def read_source(path: Path | str) -> Source:
-    """A timings file, read as text (UTF-8, a BOM ignored)."""
+    """A timings file, read as text (UTF-8, a BOM ignored), bounded as every input is
+    (:func:`kexp.inputs.read_input_text`: a huge or endless file is refused in one line)."""
     path = Path(path)
     try:
-        return Source(path, path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise MeasurementError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise MeasurementError(f"{path}: not a text file (JSON or CSV timings)") from None
+        return Source(path, read_input_text(path, "the timings"))
+    except InputError as exc:  # a measurement's error, as every other fault of a timings file
+        raise MeasurementError(str(exc)) from None
 
 
 def tidy(value: float) -> float:
