@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from kexp import KernelExperiment, Store
+
+# Hypothesis explores the same examples on every run (a failure found once is found
+# again, and CI never stops on a draw that an earlier run did not make);
+# HYPOTHESIS_PROFILE=explore searches new ones each run, to find what these miss.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
