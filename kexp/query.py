@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.errors import KexpError
-from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, attach, outcome_of
+from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
+
+if TYPE_CHECKING:
+    from kexp.campaign import Derived
 
 
 class Ranked(Protocol):
@@ -169,8 +172,12 @@ def build_filters(**kwargs: Any) -> Filters:
     return Filters(**values)
 
 
-def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -> bool:
-    """Whether ``exp`` passes every filter that is set."""
+def matches(
+    exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS, *, outcome: str | None = None
+) -> bool:
+    """Whether ``exp`` passes every filter that is set (``outcome``: its outcome as
+    derived from the whole store, :func:`kexp.campaign.derive`; else judged from its
+    own attributes)."""
     f = filters
     if f.operator is not None and f.operator not in exp.operator_sig.lower():
         return False
@@ -182,7 +189,7 @@ def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -
         return False
     if f.status is not None and exp.status not in f.status:
         return False
-    if f.outcome is not None and outcome_of(exp, settings) not in f.outcome:
+    if f.outcome is not None and (outcome or outcome_of(exp, settings)) not in f.outcome:
         return False
     if f.is_buggy is not None and exp.is_buggy != f.is_buggy:
         return False
@@ -245,21 +252,39 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
     return ranked
 
 
-#: What ``top_experiments`` can rank by: the score, or the low end of its interval.
-RANKINGS = ("score", "low")
+#: What ``top_experiments`` can rank by: the cumulative score (the speedup over the
+#: operator's reference: the default), the score itself (one step), or the low end of
+#: the cumulative score's interval.
+RANKINGS = ("cumulative", "score", "low")
 
 
-def interval_low(exp: Any) -> float:
-    """The low end of ``exp``'s 95 % interval: a robust "at least this fast" (the score
-    itself when it has no interval)."""
-    interval = getattr(exp, "score_ci", None)
-    return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
+def rank_by(
+    experiments: Iterable[_E], by: str, derived: Callable[[_E], Derived]
+) -> list[_E]:
+    """Best first by ``by`` (one of :data:`RANKINGS`), ties as :func:`rank` orders them.
 
-
-def rank_by_low(experiments: Iterable[_E]) -> list[_E]:
-    """Best first by :func:`interval_low`; ties as :func:`rank` orders them."""
+    ``derived`` gives what is derived of each (:meth:`kexp.campaign.Derivation.of`).
+    ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
+    interval (the cumulative score without one); experiments without a cumulative score
+    (see ``cumulative_reason``) come after those with one, by score. ``score`` ranks
+    by the score alone.
+    """
     ranked = rank(experiments)
-    ranked.sort(key=interval_low, reverse=True)
+    if by == "score":
+        return ranked
+    if by not in RANKINGS:
+        raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+
+    def key(exp: _E) -> tuple[bool, float]:
+        found = derived(exp)
+        value = found.cumulative_score
+        if value is None:
+            return (False, 0.0)
+        if by == "low" and found.cumulative_ci is not None:
+            return (True, float(found.cumulative_ci[0]))
+        return (True, float(value))
+
+    ranked.sort(key=key, reverse=True)
     return ranked
 
 
@@ -278,16 +303,6 @@ def below_best_combined(score: float, combines: Iterable[str], scores: dict[str,
     """Interference: ``score`` below the best of the known ``scores`` it combines."""
     combined = [scores[i] for i in combines if i in scores]
     return bool(combined) and score < max(combined)
-
-
-def mark_interference(experiments: list[KernelExperiment]) -> None:
-    """Set ``interference`` on each experiment scoring below the best of those it
-    combines (among ``experiments``)."""
-    scores: dict[str, float] = {}
-    for exp in experiments:  # in path order: an id of several files has the first's score
-        scores.setdefault(exp.id, exp.score)
-    for exp in experiments:
-        attach(exp, interference=below_best_combined(exp.score, exp.combines, scores))
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:

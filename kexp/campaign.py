@@ -1,0 +1,467 @@
+"""A campaign's numbers: what is derived from the front-matter of all experiments at once.
+
+One function, :func:`derive`, computes every derived value of every experiment from the
+front-matter of the store's current records (cache rows, :class:`KernelExperiment`
+objects, a review's facts: anything with the attributes read below), so that every
+view ranks and judges alike:
+
+* ``outcome`` and ``interference`` (see :func:`judge`);
+* ``cumulative_score``: the speedup of the experiment's code over the operator's
+  reference (original) code. A score is measured against what ``measured_against``
+  names: ``reference`` (or an experiment without a ``pid``: its parent is the
+  reference) is its own cumulative score; ``parent`` (a ``pid`` without the field
+  counts as ``parent``: kexp's convention, and validation warns that it should be
+  written) multiplies its score onto its parent's cumulative score. So the cumulative
+  score is the product of the steps along the ``pid`` chain back to the nearest
+  experiment measured against the reference;
+* ``cumulative_ci``: its 95 % interval when every step has one (``score_ci``): the
+  steps' log half-widths, below and above the score, add in quadrature (each step's
+  interval is Student's t on the log scale, :mod:`kexp.noise`; independent steps' log
+  variances add). One step's interval is its own ``score_ci``; a longer chain's is
+  rounded outwards to 4 decimals. No random numbers: the same files give the same
+  values, and it needs only the front-matter (a bootstrap would read every step's
+  ``## Samples`` section and still need a seed);
+* ``cumulative_reason``: why there is no cumulative score, when there is none: the
+  experiment (or an ancestor on its chain) is buggy, pending, measured nothing (score
+  0), is not in the store, or its ``pid`` chain is a cycle; or it is a control;
+* ``control``: tagged ``control`` (an A/A run, the same code on both sides). A control
+  measures the noise floor: it has no cumulative score, is never ranked, never the
+  best, never a dead end. Its code is its parent's (or the reference's, without a
+  parent), so an experiment built on a control continues its parent's chain.
+
+``combines`` (a merge of other experiments' changes) does not enter the product: the
+merge is measured against its ``pid`` (the code it was made on) or the reference like
+any experiment, so its cumulative score follows its ``pid`` chain. It is
+``interference`` when its cumulative score is below the best cumulative score of the
+experiments it combines (without a cumulative score of its own: its score below their
+best score, today's rule for stores measured against the reference).
+
+An id held by several files (which validation reports) counts with its first file in
+the order given (path order); :meth:`Derivation.of` gives a later file's own values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from kexp.noise import rounded_interval
+from kexp.settings import DEFAULT_SETTINGS, Settings
+
+#: Statuses of an experiment not measured yet (its outcome is ``pending``).
+PENDING_STATUSES = frozenset({"new", "running"})
+#: The tag of an A/A run: the same code on both sides, the measured noise floor.
+CONTROL_TAG = "control"
+#: What ``score`` is measured against (``measured_against``).
+MEASURED_AGAINST = ("parent", "reference")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Derived:
+    """What is derived of one experiment from the whole store's front-matter."""
+
+    outcome: str
+    #: It combines others and its cumulative score is below the best of theirs.
+    interference: bool
+    #: Speedup over the operator's reference: the product of the steps back to the
+    #: nearest reference measurement (None when it cannot be known: ``cumulative_reason``).
+    cumulative_score: float | None
+    #: The 95 % interval of ``cumulative_score`` (None without one).
+    cumulative_ci: tuple[float, float] | None
+    #: Why there is no ``cumulative_score`` ("" when there is one).
+    cumulative_reason: str
+    #: Tagged ``control``: an A/A run, never ranked.
+    control: bool
+    #: The id of the experiment the product starts at (measured against the reference;
+    #: "" when there is no cumulative score, or the chain starts at a control).
+    reference: str = ""
+    #: How many scores the product multiplies.
+    steps: int = 0
+
+    @property
+    def ranked(self) -> bool:
+        """Whether a ranking by the cumulative score places it (not a control, and a
+        cumulative score known)."""
+        return not self.control and self.cumulative_score is not None
+
+
+def judge(
+    status: Any,
+    is_buggy: Any,
+    interference: bool,
+    score: Any,
+    interval: Any,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> str:
+    """The outcome: pending, buggy, interference, regression, marginal, improvement.
+
+    With an interval (``score_ci``), ``improvement`` needs its low end above 1 and
+    ``regression`` its high end below 1 (besides the thresholds); otherwise the
+    thresholds alone decide.
+    """
+    if status in PENDING_STATUSES:
+        return "pending"
+    if is_buggy:
+        return "buggy"
+    if interference:
+        return "interference"
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
+        return "regression"
+    if interval and len(interval) == 2:
+        # Significant and worth having: the interval excludes 1 and the score passes
+        # the threshold; anything else is within noise.
+        low, high = interval
+        if high < 1 and score < settings.regression_below:
+            return "regression"
+        if low > 1 and score > settings.improvement_above:
+            return "improvement"
+        return "marginal"
+    if score < settings.regression_below:
+        return "regression"
+    if score > settings.improvement_above:
+        return "improvement"
+    return "marginal"
+
+
+def is_control(record: Any) -> bool:
+    """Whether ``record`` is tagged ``control`` (an A/A run)."""
+    return CONTROL_TAG in (getattr(record, "tags", None) or ())
+
+
+def measured_against_parent(record: Any) -> bool:
+    """Whether ``record``'s score is a step over its parent's code: it has a ``pid`` and
+    is not measured against the reference (a missing ``measured_against`` counts as
+    ``parent``)."""
+    return bool(record.pid) and getattr(record, "measured_against", "") != "reference"
+
+
+class _Code(NamedTuple):
+    """The speedup of an experiment's code over the reference, or why it is unknown."""
+
+    value: float | None
+    #: Sums of the steps' squared log half-widths below and above (None: a step has no
+    #: interval).
+    low_sq: float | None
+    high_sq: float | None
+    #: The one step's recorded interval, when the product has one step.
+    interval: tuple[float, float] | None
+    steps: int
+    reference: str
+    #: When ``value`` is None: the experiment that breaks the chain, and what it is.
+    culprit: str = ""
+    problem: str = ""
+
+
+#: The reference's own code: the speedup 1, exactly (a root control's code).
+_REFERENCE = _Code(1.0, 0.0, 0.0, None, 0, "")
+
+
+def _interval(record: Any) -> tuple[float, float] | None:
+    found = getattr(record, "score_ci", None)
+    if (
+        isinstance(found, (list, tuple))
+        and len(found) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in found)
+    ):
+        return float(found[0]), float(found[1])
+    return None
+
+
+def _broken(culprit: str, problem: str) -> _Code:
+    return _Code(None, None, None, None, 0, "", culprit, problem)
+
+
+def _step(record: Any, before: _Code | None) -> _Code:
+    """The code value of ``record`` given its parent's (``before``: None when the
+    record's score does not build on its parent's)."""
+    if is_control(record):
+        if not record.pid:
+            return _REFERENCE
+        return before if before is not None else _broken(record.pid, "is not in the store")
+    if record.status in PENDING_STATUSES:
+        return _broken(record.id, f"is pending (status {record.status})")
+    if record.is_buggy:
+        return _broken(record.id, "is buggy")
+    score = record.score
+    if (
+        not isinstance(score, (int, float))
+        or isinstance(score, bool)
+        or not math.isfinite(score)
+        or score <= 0
+    ):
+        return _broken(record.id, "measured nothing (score 0)")
+    score = float(score)
+    interval = _interval(record)
+    low_sq = high_sq = None
+    if interval is not None:
+        low_sq = math.log(score / interval[0]) ** 2
+        high_sq = math.log(interval[1] / score) ** 2
+    if before is None:  # measured against the reference
+        return _Code(score, low_sq, high_sq, interval, 1, record.id)
+    if before.value is None:
+        return before
+    return _Code(
+        before.value * score,
+        None if before.low_sq is None or low_sq is None else before.low_sq + low_sq,
+        None if before.high_sq is None or high_sq is None else before.high_sq + high_sq,
+        interval if before.steps == 0 else None,
+        before.steps + 1,
+        before.reference or record.id,
+    )
+
+
+def _needs_parent(record: Any) -> bool:
+    """Whether ``record``'s code value depends on its parent's."""
+    if is_control(record):
+        return bool(record.pid)
+    if record.status in PENDING_STATUSES or record.is_buggy:
+        return False
+    return measured_against_parent(record)
+
+
+def _reason(record_id: str, pid: str, code: _Code) -> str:
+    if code.culprit == record_id:
+        return f"it {code.problem}"
+    who = "parent" if code.culprit == pid else "ancestor"
+    return f"{who} {code.culprit[:10]} {code.problem}"
+
+
+_CONTROL_REASON = "it is a control (an A/A run): its score is the noise floor, not a speedup"
+
+
+class Derivation(dict[str, Derived]):
+    """:func:`derive`'s answer: id → :class:`Derived` (of the first record of each id),
+    and :meth:`of` for any record."""
+
+    def __init__(self, first: dict[str, Any], codes: dict[str, _Code], settings: Settings):
+        super().__init__()
+        self._first = first
+        self._codes = codes
+        self.settings = settings
+
+    def of(self, record: Any) -> Derived:
+        """The derived values of ``record``: the first record of its id, or another file
+        holding the same id (judged with its own front-matter)."""
+        if self._first.get(record.id) is record:
+            return self[record.id]
+        return self._derive(record)
+
+    def records(self) -> dict[str, Any]:
+        """The first record of each id, as derived."""
+        return dict(self._first)
+
+    def _code_of(self, record: Any) -> _Code:
+        before: _Code | None = None
+        if _needs_parent(record):
+            before = self._codes.get(record.pid) or _broken(record.pid, "is not in the store")
+        return _step(record, before)
+
+    def _derive(self, record: Any, code: _Code | None = None) -> Derived:
+        if code is None:
+            code = self._code_of(record)
+        control = is_control(record)
+        combines = [c for c in (getattr(record, "combines", None) or ()) if c]
+        cumulative: float | None = None
+        interval: tuple[float, float] | None = None
+        reason = _CONTROL_REASON
+        if not control:
+            cumulative = code.value
+            reason = "" if cumulative is not None else _reason(record.id, record.pid, code)
+            if cumulative is not None:
+                if code.steps == 1:
+                    interval = code.interval
+                elif code.low_sq is not None and code.high_sq is not None:
+                    interval = rounded_interval(
+                        cumulative * math.exp(-math.sqrt(code.low_sq)),
+                        cumulative * math.exp(math.sqrt(code.high_sq)),
+                    )
+        interference = False
+        if combines:
+            if cumulative is not None:
+                theirs = [
+                    self._codes[c].value
+                    for c in combines
+                    if c in self._codes and not is_control(self._first[c])
+                ]
+                known = [v for v in theirs if v is not None]
+                interference = bool(known) and cumulative < max(known)
+            else:
+                scores = [float(self._first[c].score) for c in combines if c in self._first]
+                interference = bool(scores) and float(record.score) < max(scores)
+        outcome = judge(
+            record.status,
+            record.is_buggy,
+            interference,
+            record.score,
+            getattr(record, "score_ci", None),
+            self.settings,
+        )
+        return Derived(
+            outcome,
+            interference,
+            cumulative,
+            interval,
+            reason,
+            control,
+            code.reference if cumulative is not None else "",
+            code.steps if cumulative is not None else 0,
+        )
+
+
+def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Derivation:
+    """Every derived value of every record (see the module documentation), computed
+    over ``records``: the store's current records (every one: a record's values depend
+    on its ancestors' and on those it combines). Records are taken in the order given
+    (path order): the first record of an id counts for it. Without recursion: a lineage
+    may be thousands of iterations deep."""
+    first: dict[str, Any] = {}
+    for record in records:
+        first.setdefault(record.id, record)
+    codes: dict[str, _Code] = {}
+    for start in first:
+        if start in codes:
+            continue
+        path: list[str] = []
+        on_path: set[str] = set()
+        current = start
+        above: _Code | None = None
+        while current not in codes:
+            record = first.get(current)
+            if record is None:
+                above = _broken(current, "is not in the store")
+                break
+            if current in on_path:
+                at = path.index(current)
+                for member in path[at:]:
+                    codes[member] = _broken(member, "is in a pid cycle")
+                del path[at:]
+                break
+            path.append(current)
+            on_path.add(current)
+            if not _needs_parent(record):
+                break
+            current = record.pid
+        for member in reversed(path):
+            record = first[member]
+            before: _Code | None = None
+            if _needs_parent(record):
+                before = codes.get(record.pid) or above
+                if before is None:  # pragma: no cover - the walk above computed it
+                    before = _broken(record.pid, "is not in the store")
+            codes[member] = _step(record, before)
+            above = None
+    derivation = Derivation(first, codes, settings)
+    for exp_id, record in first.items():
+        derivation[exp_id] = derivation._derive(record, codes[exp_id])
+    return derivation
+
+
+def derive_around(
+    records: Iterable[Any], lookup: Callable[[str], Any | None], settings: Settings = DEFAULT_SETTINGS
+) -> Derivation:
+    """:func:`derive` for a few ``records`` without reading the whole store: what their
+    values depend on (their ``pid`` chains, the experiments they combine and theirs) is
+    looked up by id (``lookup``: the first record of an id, None when there is none).
+    ``of(record)`` of each record gives what :func:`derive` over the whole store would."""
+    given = list(records)
+    found: dict[str, Any] = {}
+    missing: set[str] = set()
+
+    def chain(start: str) -> None:
+        current = start
+        while current and current not in found and current not in missing:
+            record = lookup(current)
+            if record is None:
+                missing.add(current)
+                return
+            found[current] = record
+            if not _needs_parent(record):
+                return
+            current = record.pid
+
+    for record in given:
+        chain(record.id)
+        if _needs_parent(record):
+            chain(record.pid)
+        for other in getattr(record, "combines", None) or ():
+            if other:
+                chain(other)
+    return derive(found.values(), settings)
+
+
+def derive_alone(record: Any, settings: Settings = DEFAULT_SETTINGS) -> Derived:
+    """The derived values of one record no store handed out: with only itself known,
+    a step over a parent has no cumulative score (its parent was not read)."""
+    return derive([record], settings)[record.id]
+
+
+def lineage_to_reference(exp_id: str, records: dict[str, Any]) -> list[Any]:
+    """The records from the nearest reference measurement to ``exp_id`` (first to
+    last): the steps its cumulative score multiplies, and the controls it passes
+    through. Stops at a missing parent or a cycle."""
+    chain: list[Any] = []
+    seen: set[str] = set()
+    current = records.get(exp_id)
+    while current is not None and current.id not in seen:
+        chain.append(current)
+        seen.add(current.id)
+        if not _needs_parent(current):
+            break
+        current = records.get(current.pid)
+    chain.reverse()
+    return chain
+
+
+def latest_control(records: Iterable[Any]) -> Any | None:
+    """The newest control (by ``created_at``, then id) of ``records`` that was measured
+    (not pending, not buggy): the noise floor of its env. None when there is none."""
+    found = [
+        r
+        for r in records
+        if is_control(r) and r.status not in PENDING_STATUSES and not r.is_buggy
+    ]
+    return max(found, key=lambda r: (_time_key(r.created_at), r.id), default=None)
+
+
+def describe_control(record: Any) -> str:
+    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``."""
+    text = f"A/A on this env: {float(record.score):.3f}"
+    interval = _interval(record)
+    if interval is not None:
+        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+    return text
+
+
+def cumulative_text(derived: Derived, digits: int = 4) -> str:
+    """A cumulative score as listings print it: ``1.2847``, with its interval
+    ``1.285 [1.201, 1.374]`` when there is one, ``-`` when there is none."""
+    if derived.cumulative_score is None:
+        return "-"
+    if derived.cumulative_ci is not None:
+        low, high = derived.cumulative_ci
+        return f"{derived.cumulative_score:.3f} [{low:.3f}, {high:.3f}]"
+    return f"{derived.cumulative_score:.{digits}f}"
+
+
+def _time_key(created_at: str) -> str:
+    text = created_at[:-1] if created_at.endswith("Z") else created_at
+    seconds, _, fraction = text.partition(".")
+    return f"{seconds}.{fraction:0<9}"
+
+
+def best_of(records: Sequence[Any], derivation: Derivation) -> Any | None:
+    """The best ranked record (highest cumulative score; ties: newest, then id), or None."""
+    ranked = [r for r in records if derivation.of(r).ranked]
+    if not ranked:
+        return None
+    return max(
+        ranked,
+        key=lambda r: (derivation.of(r).cumulative_score, _time_key(r.created_at), _neg(r.id)),
+    )
+
+
+def _neg(text: str) -> tuple[int, ...]:
+    """A key that sorts ``text`` descending where the key sorts ascending."""
+    return tuple(-ord(c) for c in text)
