@@ -71,13 +71,15 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 @refs_options
 @click.option(
     "--by",
-    type=click.Choice(["score", "low"]),
-    default="score",
+    type=click.Choice(["cumulative", "score", "low"]),
+    default="cumulative",
     show_default=True,
-    help="Rank by the score, or by the low end of its 95% interval (a robust 'at least "
-    "this fast'; the score when there is no interval).",
+    help="Rank by the cumulative score (the speedup over the operator's reference: the "
+    "product of the steps along the lineage), by the score itself (one step when "
+    "measured against the parent), or by the low end of the cumulative score's 95% "
+    "interval (a robust 'at least this fast').",
 )
-@click.option("--sort", help=_SORT_HELP + " Default: score, best first.")
+@click.option("--sort", help=_SORT_HELP + " Default: the ranking, best first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @read_options
 @click.pass_context
@@ -99,17 +101,23 @@ def top(
     full: bool,
     **params: Any,
 ) -> None:
-    """The best experiments by score (buggy and pending left out).
+    """The best experiments: the best tips of each campaign first, by their cumulative
+    score (the speedup over the operator's reference). Buggy and pending experiments
+    and controls (tag control) are left out.
 
-    JSON and JSON Lines leave out empty optional fields and path (--full keeps them,
-    --fields picks keys); --brief prints what an agent needs to decide, --front-matter
-    every front-matter field.
+    CUMULATIVE is the product of the steps along the lineage back to the nearest
+    score measured against the reference ('-' when an ancestor is buggy, pending or
+    missing: kexp show says why); SCORE is the experiment's own measurement (over its
+    parent when measured_against is parent). JSON and JSON Lines leave out empty
+    optional fields and path (--full keeps them, --fields picks keys); --brief prints
+    what an agent needs to decide, --front-matter every front-matter field.
 
-    Python: kexp.Store.top_experiments(limit, by="score", **filters).
+    Python: kexp.Store.top_experiments(limit, by="cumulative", **filters).
 
     \b
     Examples:
       kexp top --operator cache --dtype bf16 -n 5
+      kexp top --by score                  ranked by the score of each step
       kexp top --by low                    ranked by the interval's low end
       kexp top --json --brief              the best 20, for an agent
     """
@@ -376,9 +384,11 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
 
     With ID: that experiment's ancestors and every descendant. Otherwise every tree of
     the experiments matching the filters (an experiment whose parent does not match
-    starts a tree). Each line: id, score, Δ vs parent, outcome, summary. '*' marks the
-    path from the root to the best experiment of the tree; 'dead end' marks an
-    experiment others built on where no descendant scored higher.
+    starts a tree). Each line: id, cumulative score (the speedup over the operator's
+    reference), score (the step, when measured against the parent), Δ of the
+    cumulative score vs the parent's, outcome, summary. '*' marks the path from the
+    root to the best tip of the tree (the best cumulative score); 'dead end' marks an
+    experiment others built on that no descendant beats.
 
     Python: kexp.lineage.lineage_of(store, id), kexp.lineage.lineage_forest(store, **filters).
 
@@ -421,15 +431,15 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         _print_node(root, "", "", width, style, focus)
     click.echo("")
     click.echo(
-        "*: path from the root to the best score   "
-        "[dead end]: built on, but nothing built on it scored higher"
+        "columns: cumulative (vs the reference), score (the step), Δ cumulative vs parent"
     )
+    click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
 
 
 def _delta(node: TreeNode) -> str:
-    if node.delta is None:
+    if node.delta_pct is None:
         return "Δ      -" if node.depth else "        "
-    return f"Δ{node.delta:+.4f}"
+    return f"Δ{node.delta_pct:+6.2f}%"
 
 
 def _print_node(
@@ -465,11 +475,17 @@ def _print_line(
     tail = "  [dead end]" if node.dead_end else ""
     if node.is_best:
         tail += "  [best]"
+    if exp.is_control:
+        tail += "  [control]"
     if suspect_reasons(exp):
         tail += f"  [{SUSPECT_LABEL}]"
     if exp.id == focus:
         tail += "  <"
-    head = f"{lead}{mark} {exp.id[:10]}  {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
+    cumulative = exp.cumulative_score
+    shown = "     -" if cumulative is None else f"{cumulative:.4f}"
+    head = (
+        f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
+    )
     summary = one_line(exp.change_summary)
     if width is not None:
         summary = truncate(summary, max(12, width - len(head) - len(tail)))
