@@ -414,14 +414,10 @@ def lineage_to_reference(exp_id: str, records: dict[str, Any]) -> list[Any]:
     return chain
 
 
-def latest_control(records: Iterable[Any]) -> Any | None:
-    """The newest control (by ``created_at``, then id) of ``records`` that was measured
-    (not pending, not buggy): the noise floor of its env. None when there is none."""
-    found = [
-        r
-        for r in records
-        if is_control(r) and r.status not in PENDING_STATUSES and not r.is_buggy
-    ]
+def latest_control(controls: Iterable[Any]) -> Any | None:
+    """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
+    pending, not buggy): the noise floor of its env. None when there is none."""
+    found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
     return max(found, key=lambda r: (_time_key(r.created_at), r.id), default=None)
 
 

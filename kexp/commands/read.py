@@ -524,20 +524,23 @@ def lessons(
 ) -> None:
     """The failures to learn from: buggy, regression, marginal, interference.
 
-    Each with its summary and the "Key insight" line of its description.
+    Each with its summary and the "Key insight" line of its description. Controls (tag
+    control, A/A runs) are no lessons: the newest of each env is shown first as its
+    noise floor ("A/A on this env: 1.039 [0.839, 1.287]").
 
-    Python: kexp.lessons.lessons(store, **filters).
+    Python: kexp.lessons.lesson_report(store, **filters).
 
     \b
     Examples:
       kexp lessons --operator cache
       kexp lessons --group buggy --json
     """
-    from kexp.lessons import lessons as find_lessons
+    from kexp.lessons import lesson_report
 
     store = get_store(ctx)
     filters = filters_from(params)
-    found = find_lessons(store, **filters)
+    report = lesson_report(store, **filters)
+    found = report.groups
     if groups:
         found = {name: items for name, items in found.items() if name in groups}
     if limit is not None:
@@ -556,10 +559,17 @@ def lessons(
                     sighting = places.get(key)
                     if sighting is not None:
                         record.update(sighting.to_dict())
+        if report.noise_floors:
+            floors: Any = [floor.to_dict() for floor in report.noise_floors]
+            data["noise_floor"] = floors
         echo_json(data)
         return
     style = styler()
     width = terminal_width()
+    for floor in report.noise_floors:
+        click.echo(f"{floor.describe()}  ({one_line(floor.env)}; control {floor.id[:10]})")
+    if report.noise_floors:
+        click.echo("")
     first = True
     for name, items in found.items():
         if not items:
@@ -643,7 +653,8 @@ _SHORT = {
 @click.pass_context
 @paged_output
 def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
-    """Counts per operator and outcome; the best score per operator and dtype.
+    """Counts per operator and outcome; the best tip per operator and dtype: the best
+    cumulative score (the speedup over the operator's reference).
 
     Python: kexp.stats.stats(store, **filters).
 
@@ -679,23 +690,23 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         rows.append(["(all)", str(totals["total"]), *(str(totals[o]) for o, _ in _OUTCOME_COLUMNS)])
     print_table(headers, rows, right=headers[1:], shrink=("OPERATOR",))
     click.echo("")
-    click.echo(style("Best score per operator and dtype", bold=True))
+    click.echo(style("Best cumulative score per operator and dtype", bold=True))
     if not result.best:
         click.echo("(nothing measured yet: every experiment is buggy or pending)")
         return
     print_table(
-        ["OPERATOR", "DTYPE", "SCORE", "ID", "SUMMARY"],
+        ["OPERATOR", "DTYPE", "CUMULATIVE", "ID", "SUMMARY"],
         [
             [
                 one_line(b.operator_sig) or "(none)",
                 one_line(b.dtype_sig),
-                f"{b.score:.4f}",
+                f"{b.cumulative_score:.4f}" if b.cumulative_score is not None else "-",
                 b.id[:10],
                 (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
             ]
             for b in result.best
         ],
-        right=("SCORE",),
+        right=("CUMULATIVE",),
         shrink=("OPERATOR",),
         wrap="SUMMARY",
     )
