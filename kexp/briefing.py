@@ -208,7 +208,11 @@ def _gather(
     successes.sort(key=closeness)
     chosen = {
         name: found[: SECTION_LIMITS[name]]
-        for name, found in (("failures", failures), ("marginal", marginal), ("successes", successes))
+        for name, found in (
+            ("failures", failures),
+            ("marginal", marginal),
+            ("successes", successes),
+        )
     }
     records = session.docs_at(d.path for found in chosen.values() for d in found)
     for name, found in chosen.items():

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from kexp.noise import rounded_interval
@@ -244,8 +244,9 @@ class Derivation(dict[str, Derived]):
     def of(self, record: Any) -> Derived:
         """The derived values of ``record``: the first record of its id, or another file
         holding the same id (judged with its own front-matter)."""
-        if self._first.get(record.id) is record:
-            return self[record.id]
+        exp_id: str = record.id
+        if self._first.get(exp_id) is record:
+            return self[exp_id]
         return self._derive(record)
 
     def records(self) -> dict[str, Any]:
@@ -359,7 +360,9 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
 
 
 def derive_around(
-    records: Iterable[Any], lookup: Callable[[str], Any | None], settings: Settings = DEFAULT_SETTINGS
+    records: Iterable[Any],
+    lookup: Callable[[str], Any | None],
+    settings: Settings = DEFAULT_SETTINGS,
 ) -> Derivation:
     """:func:`derive` for a few ``records`` without reading the whole store: what their
     values depend on (their ``pid`` chains, the experiments they combine and theirs) is
@@ -445,19 +448,3 @@ def _time_key(created_at: str) -> str:
     text = created_at[:-1] if created_at.endswith("Z") else created_at
     seconds, _, fraction = text.partition(".")
     return f"{seconds}.{fraction:0<9}"
-
-
-def best_of(records: Sequence[Any], derivation: Derivation) -> Any | None:
-    """The best ranked record (highest cumulative score; ties: newest, then id), or None."""
-    ranked = [r for r in records if derivation.of(r).ranked]
-    if not ranked:
-        return None
-    return max(
-        ranked,
-        key=lambda r: (derivation.of(r).cumulative_score, _time_key(r.created_at), _neg(r.id)),
-    )
-
-
-def _neg(text: str) -> tuple[int, ...]:
-    """A key that sorts ``text`` descending where the key sorts ascending."""
-    return tuple(-ord(c) for c in text)

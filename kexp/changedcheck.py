@@ -273,6 +273,8 @@ class Facts(NamedTuple):
     created_at: str
     change_summary: str
     score_ci: Any  # a list of two numbers, or empty
+    measured_against: str
+    tags: Any  # a list of strings
 
 
 #: The values of :class:`Facts` read from the front-matter (after ``combines``), with
@@ -285,6 +287,8 @@ FACT_FIELDS = (
     ("created_at", ""),
     ("change_summary", ""),
     ("score_ci", ()),
+    ("measured_against", ""),
+    ("tags", ()),
 )
 
 #: What the scan keeps of one file, as data ``marshal`` can send: its id, pid,

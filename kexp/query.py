@@ -258,9 +258,7 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
 RANKINGS = ("cumulative", "score", "low")
 
 
-def rank_by(
-    experiments: Iterable[_E], by: str, derived: Callable[[_E], Derived]
-) -> list[_E]:
+def rank_by(experiments: Iterable[_E], by: str, derived: Callable[[_E], Derived]) -> list[_E]:
     """Best first by ``by`` (one of :data:`RANKINGS`), ties as :func:`rank` orders them.
 
     ``derived`` gives what is derived of each (:meth:`kexp.campaign.Derivation.of`).

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp import ids
+from kexp.campaign import Derivation, derive
 from kexp.errors import (
     AmbiguousIdError,
     ExperimentNotFoundError,
@@ -36,7 +37,6 @@ from kexp.errors import (
     KexpError,
     KexpWarning,
 )
-from kexp.campaign import Derivation, derive
 from kexp.model import BODY_FIELDS, PENDING_STATUSES, KernelExperiment, attach
 from kexp.query import build_filters, chronological, matches, rank, ranking_leaves_out
 from kexp.sources import EXPERIMENTS_DIR

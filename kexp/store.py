@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import heapq
 import math
 import os
 import re

@@ -687,8 +687,8 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
     if column == "cumulative_score":
-        value = exp.cumulative_score
-        return "-" if value is None else f"{value:.4f}"
+        cumulative = exp.cumulative_score
+        return "-" if cumulative is None else f"{cumulative:.4f}"
     if column == "cumulative_ci":
         interval = exp.cumulative_ci
         return "" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"

@@ -430,9 +430,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     for root in forest:
         _print_node(root, "", "", width, style, focus)
     click.echo("")
-    click.echo(
-        "columns: cumulative (vs the reference), score (the step), Δ cumulative vs parent"
-    )
+    click.echo("columns: cumulative (vs the reference), score (the step), Δ cumulative vs parent")
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
 
 
@@ -483,9 +481,7 @@ def _print_line(
         tail += "  <"
     cumulative = exp.cumulative_score
     shown = "     -" if cumulative is None else f"{cumulative:.4f}"
-    head = (
-        f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
-    )
+    head = f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
     summary = one_line(exp.change_summary)
     if width is not None:
         summary = truncate(summary, max(12, width - len(head) - len(tail)))
