@@ -687,6 +687,8 @@ class _Generator:
         return KernelExperiment(
             id=exp_id,
             pid=pid,
+            # Scores are drawn around the parent's: speedups over the reference.
+            measured_against="reference" if pid and not imported else "",
             score=score,
             dtype_sig=dtype,
             env=env_name,
