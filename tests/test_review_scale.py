@@ -25,15 +25,14 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
+from kexp.campaign import derive, measured_against_parent
 from kexp.changedcheck import head_of
 from kexp.changelog import Changes, ExperimentChange
 from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
 from kexp.lineage import is_scored
 from kexp.model import attach
-from kexp.problems import Problem, sort_problems
-from kexp.campaign import derive, measured_against_parent
 from kexp.noise import ratio_interval
-from kexp.suspect import suspect_reasons
+from kexp.problems import Problem, sort_problems
 from kexp.review import (
     MAX_GRAPH_NODES,
     MAX_RELATIVES,
@@ -50,6 +49,7 @@ from kexp.review import (
     review,
     to_json,
 )
+from kexp.suspect import suspect_reasons
 from kexp.validate import CheckedFile, check_bytes, id_from_name
 from tests.conftest import REPO_ROOT, git, run_kexp
 from tests.test_validate_scale import (
@@ -319,7 +319,9 @@ def _entry(
                 if measured_against_parent(exp) and entry.score_ci:
                     entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
-                    low, high = ratio_interval(mine, exp.cumulative_ci, theirs, parent.cumulative_ci)
+                    low, high = ratio_interval(
+                        mine, exp.cumulative_ci, theirs, parent.cumulative_ci
+                    )
                     entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
     if is_scored(exp) and exp.derived.ranked and mine is not None:
         rivals = side.scored_on(exp.operator_sig)
