@@ -319,10 +319,13 @@ def _lineage_entries(chain: list[Doc], settings: Any, derivation: Derivation) ->
         cumulative = derived.cumulative_score
         over = "reference" if position == 0 or derived.steps == 1 else "parent"
         reached = "-" if cumulative is None else f"{cumulative:.4f}x"
-        line = (
-            f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
-            f"{_cut(doc.change_summary)}"
-        )
+        if position == last and position:  # the best, shown whole above
+            line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
+        else:
+            line = (
+                f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
+                f"{_cut(doc.change_summary)}"
+            )
         # The best's parent and the root first, then the steps nearest the best.
         distance = last - position
         if position == 0:
