@@ -11,6 +11,7 @@ definition, computed independently from the files of random lineages.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -188,7 +189,8 @@ def test_every_view_names_the_best_tip(campaign: Campaign) -> None:
     assert ranked == sorted(ranked, reverse=True)
     # By the score alone, single numbers: the rival over the original, then -O3.
     by_score = [e.id for e in store.top_experiments(2, by="score")]
-    assert by_score == [campaign.made[n].id for n in ("intrinsics from scratch", "-O3 -march=native")]
+    rivals = ("intrinsics from scratch", "-O3 -march=native")
+    assert by_score == [campaign.made[n].id for n in rivals]
     assert store.top_experiments(1, by="low")[0].id == tip.id
     assert store.top_experiments(tags="control")[0].id == control.id  # asked for
 
@@ -253,7 +255,7 @@ def test_the_reports_best_so_far_rises_as_the_campaign_did(
     assert path is not None
     levels = [float(y) for y in re.findall(r"(?:^M[0-9.]+ |V)([0-9.]+)", path.group(1))]
     assert len(levels) >= 4  # it rose at each step of the main path
-    assert all(after < before for before, after in zip(levels, levels[1:]))  # y down: up
+    assert all(after < before for before, after in itertools.pairwise(levels))  # y down: up
     tip = campaign.made["aligned loads"].id
     marker = re.search(rf'#{tip}"><circle [^>]*cy="([0-9.]+)"', html)
     assert marker is not None and float(marker.group(1)) == levels[-1]
