@@ -51,7 +51,7 @@ from kexp.model import LEGACY_FIELDS, KernelExperiment
 from kexp.store import init_store, slugify
 
 #: Bump when the generated data changes, so cached data sets are regenerated.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 DEFAULT_SEED = 20261129
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
 #: Experiments per month on average: keeps every ``YYYY/MM`` folder below 1,000 files.

@@ -231,6 +231,20 @@ def _reason(record_id: str, pid: str, code: _Code) -> str:
 _CONTROL_REASON = "it is a control (an A/A run): its score is the noise floor, not a speedup"
 
 
+def _front(record: Any) -> tuple[Any, ...]:
+    """What a record's derived values depend on, of its own front-matter."""
+    return (
+        record.pid,
+        record.score,
+        record.status,
+        record.is_buggy,
+        getattr(record, "measured_against", ""),
+        tuple(getattr(record, "tags", None) or ()),
+        tuple(getattr(record, "combines", None) or ()),
+        tuple(getattr(record, "score_ci", None) or ()),
+    )
+
+
 class Derivation(dict[str, Derived]):
     """:func:`derive`'s answer: id → :class:`Derived` (of the first record of each id),
     and :meth:`of` for any record."""
@@ -245,8 +259,9 @@ class Derivation(dict[str, Derived]):
         """The derived values of ``record``: the first record of its id, or another file
         holding the same id (judged with its own front-matter)."""
         exp_id: str = record.id
-        if self._first.get(exp_id) is record:
-            return self[exp_id]
+        first = self._first.get(exp_id)
+        if first is record or (first is not None and _front(first) == _front(record)):
+            return self[exp_id]  # the same record (read again: the same front-matter)
         return self._derive(record)
 
     def records(self) -> dict[str, Any]:

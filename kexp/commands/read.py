@@ -101,11 +101,9 @@ def top(
     full: bool,
     **params: Any,
 ) -> None:
-    """The best experiments: the best tips of each campaign first, by their cumulative
-    score (the speedup over the operator's reference). Buggy and pending experiments
-    and controls (tag control) are left out.
+    """The best tips: experiments by cumulative score, the speedup over the reference.
 
-    CUMULATIVE is the product of the steps along the lineage back to the nearest
+    Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE is the product of the steps along the lineage back to the nearest
     score measured against the reference ('-' when an ancestor is buggy, pending or
     missing: kexp show says why); SCORE is the experiment's own measurement (over its
     parent when measured_against is parent). JSON and JSON Lines leave out empty
@@ -306,8 +304,17 @@ def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) 
 
         score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
     outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
+    against = exp.measured_against or ("parent" if exp.pid else "reference")
+    if exp.cumulative_score is None:
+        reached = f"-  ({exp.cumulative_reason})"
+    else:
+        from kexp.samples import describe_interval
+
+        reached = describe_interval(exp.cumulative_score, exp.cumulative_ci or ())
+        reached += "  (cumulative: the speedup over the reference)"
     rows = [
-        ("score", f"{score}  ({outcome})"),
+        ("score", f"{score}  ({outcome}; over the {against})"),
+        ("overall", reached),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
         ("dtype", exp.dtype_sig),
@@ -649,8 +656,10 @@ _SHORT = {
 @click.pass_context
 @paged_output
 def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
-    """Counts per operator and outcome; the best tip per operator and dtype: the best
-    cumulative score (the speedup over the operator's reference).
+    """Counts per operator and outcome; the best tip per operator and dtype.
+
+    The best tip is the best cumulative score (the speedup over the operator's
+    reference).
 
     Python: kexp.stats.stats(store, **filters).
 

@@ -526,6 +526,7 @@ def operator_page(site: Site, operator: str) -> str:
             site.experiment_link(exp.id, root),
             text(exp.created_at[:10]),
             score_text(exp),
+            cumulative_text(exp),
             badge(exp.outcome),
             one_line(exp.dtype_sig),
             one_line(exp.env, 40),
@@ -537,10 +538,10 @@ def operator_page(site: Site, operator: str) -> str:
         "<h2>Experiments</h2>",
         filter_box("experiments", "filter experiments"),
         table(
-            ["id", "created", "score", "outcome", "dtype", "env", "summary"],
+            ["id", "created", "score", "cumulative", "outcome", "dtype", "env", "summary"],
             rows,
             table_id="experiments",
-            numeric=(2,),
+            numeric=(2, 3),
         ),
     ]
     return page(
