@@ -14,7 +14,8 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kexp.model import KernelExperiment
+from kexp.campaign import derive
+from kexp.model import KernelExperiment, attach
 from kexp.query import chronological, rank_by
 
 if TYPE_CHECKING:
@@ -94,9 +95,16 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
 
     A root is an experiment without a parent among ``experiments``. Children are oldest
     first. Experiments caught in a ``pid`` cycle (which validation reports) are not
-    lost: the oldest of each cycle becomes a root.
+    lost: the oldest of each cycle becomes a root. Experiments no store handed out get
+    their derived values (the cumulative score) from among themselves.
     """
     ordered = chronological(experiments)
+    if not all(e.derived_by_store for e in ordered):
+        # Experiments no store handed out: their values are derived among themselves.
+        derivation = derive(sorted(ordered, key=lambda e: str(e.path or "")))
+        for exp in ordered:
+            if not exp.derived_by_store:
+                attach(exp, derived=derivation.of(exp))
     by_id = {e.id: e for e in ordered}
     kids: dict[str, list[KernelExperiment]] = {}
     for exp in ordered:

@@ -210,6 +210,12 @@ class KernelExperiment:
         return self._origin.derived or derive_alone(self, self.settings)
 
     @property
+    def derived_by_store(self) -> bool:
+        """Whether a store derived :attr:`derived` from all its experiments (False:
+        what this experiment alone tells)."""
+        return self._origin.derived is not None
+
+    @property
     def cumulative_score(self) -> float | None:
         """The speedup over the operator's reference code: the product of the steps
         along the ``pid`` chain back to the nearest reference measurement (None when
