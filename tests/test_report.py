@@ -103,17 +103,21 @@ def test_overview_stays_small_and_points_to_the_operator_pages(tmp_path: Path) -
 
 
 def _cell_store(make_experiment: MakeExperiment) -> dict[str, KernelExperiment]:
+    """Scores over the reference: each is its own cumulative score."""
     made = {}
+    ref = "reference"
     made["a1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.05)
     made["a2"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.20, pid=made["a1"].id
+        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.20, pid=made["a1"].id,
+        measured_against=ref,
     )
     made["a3"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.00, pid=made["a2"].id
+        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.00, pid=made["a2"].id,
+        measured_against=ref,
     )
     made["a4"] = make_experiment(
         operator_sig="k.cu: alpha", dtype_sig="bf16", score=0.0, is_buggy=True,
-        error_message="crash", pid=made["a2"].id,
+        error_message="crash", pid=made["a2"].id, measured_against=ref,
     )
     made["b1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=0.97)
     made["b2"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=1.004)
@@ -156,10 +160,10 @@ def test_operator_page_draws_one_point_and_one_node_per_experiment(
     assert points[made["a4"].id].tag == "path" and "o-buggy" in points[made["a4"].id].classes
     assert "o-regression" in points[made["b1"].id].classes
     nodes = dict(zip(linked_ids(found, "nd"), with_class(found, "nd"), strict=True))
-    # a2 is the best: the path a1 -> a2 is drawn; a2 is a dead end (nothing built on it
-    # scored higher), and it is ringed as the operator's best
+    # a2 is the best: the path a1 -> a2 is drawn; nothing built on it scored higher, but
+    # the best is never a dead end; it is ringed as the operator's best
     assert {i for i, n in nodes.items() if "bp" in n.classes} == {made["a1"].id, made["a2"].id}
-    assert {i for i, n in nodes.items() if "de" in n.classes} == {made["a2"].id}
+    assert {i for i, n in nodes.items() if "de" in n.classes} == set()
     assert {i for i, n in nodes.items() if "top" in n.classes} == {made["a2"].id}
     assert len(with_class(found, "best", "polyline")) == 1
     lessons = [e for e in found if e.tag == "ul" and "lessons" in e.classes]
@@ -208,7 +212,7 @@ def test_score_intervals_are_shown_and_drawn_as_whiskers(
 ) -> None:
     with_ci = make_experiment(score=1.02)
     _add_front_matter(with_ci, "score_ci: [1.01, 1.03]")
-    other = make_experiment(score=1.04, pid=with_ci.id)
+    other = make_experiment(score=1.04, pid=with_ci.id, measured_against="reference")
     _add_front_matter(other, "score_ci: [1.035, 1.046]")
     make_experiment(score=1.01)
     build_report(store, tmp_path / "site", now=NOW)
@@ -783,4 +787,4 @@ def test_a_lineage_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
     assert len(linked_ids(found, "pt")) == depth
     done = run_kexp("tree", cwd=root)
     assert done.returncode == 0, done.stderr
-    assert len(done.stdout.splitlines()) == depth + 2  # and the legend after a blank line
+    assert len(done.stdout.splitlines()) == depth + 3  # and two legend lines after a blank
