@@ -103,10 +103,11 @@ def top(
 ) -> None:
     """The best tips: experiments by cumulative score, the speedup over the reference.
 
-    Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE is the product of the steps along the lineage back to the nearest
-    score measured against the reference ('-' when an ancestor is buggy, pending or
-    missing: kexp show says why); SCORE is the experiment's own measurement (over its
-    parent when measured_against is parent). JSON and JSON Lines leave out empty
+    Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE
+    is the product of the steps along the lineage back to the nearest score measured
+    against the reference ('-' when an ancestor is buggy, pending or missing: kexp show
+    says why); SCORE is the experiment's own measurement (over its parent when
+    measured_against is parent). JSON and JSON Lines leave out empty
     optional fields and path (--full keeps them, --fields picks keys); --brief prints
     what an agent needs to decide, --front-matter every front-matter field.
 
