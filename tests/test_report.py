@@ -637,9 +637,17 @@ class ReportMachine(RuleBasedStateMachine):
         kind=st.sampled_from(("done", "done", "done", "buggy", "pending")),
         parent=st.integers(min_value=0, max_value=50),
         with_parent=st.booleans(),
+        against=st.sampled_from(("parent", "reference")),
     )
     def add(
-        self, operator: str, dtype: str, score: float, kind: str, parent: int, with_parent: bool
+        self,
+        operator: str,
+        dtype: str,
+        score: float,
+        kind: str,
+        parent: int,
+        with_parent: bool,
+        against: str,
     ) -> None:
         ids = sorted(truth(self.root))
         self.count += 1
@@ -652,6 +660,7 @@ class ReportMachine(RuleBasedStateMachine):
                 is_buggy=kind == "buggy",
                 error_message="crash" if kind == "buggy" else "",
                 pid=ids[parent % len(ids)] if ids and with_parent else "",
+                measured_against=against if ids and with_parent else "",
                 change_summary=f"Attempt {self.count} <b>{operator}</b> - {score}",
             )
         )
@@ -695,14 +704,16 @@ class ReportMachine(RuleBasedStateMachine):
             o: sum(f["outcome"] == o for f in facts.values())
             for o in ("improvement", "marginal", "regression", "interference", "buggy", "pending")
         }
-        # the best: highest score, then the newest, then the smallest id (as documented)
+        # the best tip: the highest cumulative score, then the highest score, then the
+        # newest, then the smallest id (as documented)
         ranked = sorted(facts)
         ranked.sort(key=lambda i: facts[i]["created_at"], reverse=True)
         ranked.sort(key=lambda i: facts[i]["score"], reverse=True)
+        ranked.sort(key=lambda i: facts[i]["cumulative"] or 0.0, reverse=True)
         best: dict[tuple[str, str, str], str] = {}
         for exp_id in ranked:
             f = facts[exp_id]
-            if scored(f):
+            if scored(f) and f["cumulative"] is not None:
                 best.setdefault((f["operator_sig"], f["dtype_sig"], f["env"]), exp_id)
         frontier = {(r[0], r[1], r[2]): r[5] for r in cells(result.index, "frontier")}
         assert frontier == {key: exp_id[:10] for key, exp_id in best.items()}
