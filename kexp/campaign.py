@@ -415,23 +415,6 @@ def derive_alone(record: Any, settings: Settings = DEFAULT_SETTINGS) -> Derived:
     return derive([record], settings)[record.id]
 
 
-def lineage_to_reference(exp_id: str, records: dict[str, Any]) -> list[Any]:
-    """The records from the nearest reference measurement to ``exp_id`` (first to
-    last): the steps its cumulative score multiplies, and the controls it passes
-    through. Stops at a missing parent or a cycle."""
-    chain: list[Any] = []
-    seen: set[str] = set()
-    current = records.get(exp_id)
-    while current is not None and current.id not in seen:
-        chain.append(current)
-        seen.add(current.id)
-        if not _needs_parent(current):
-            break
-        current = records.get(current.pid)
-    chain.reverse()
-    return chain
-
-
 def latest_control(controls: Iterable[Any]) -> Any | None:
     """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
     pending, not buggy): the noise floor of its env. None when there is none."""
@@ -446,17 +429,6 @@ def describe_control(record: Any) -> str:
     if interval is not None:
         text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
     return text
-
-
-def cumulative_text(derived: Derived, digits: int = 4) -> str:
-    """A cumulative score as listings print it: ``1.2847``, with its interval
-    ``1.285 [1.201, 1.374]`` when there is one, ``-`` when there is none."""
-    if derived.cumulative_score is None:
-        return "-"
-    if derived.cumulative_ci is not None:
-        low, high = derived.cumulative_ci
-        return f"{derived.cumulative_score:.3f} [{low:.3f}, {high:.3f}]"
-    return f"{derived.cumulative_score:.{digits}f}"
 
 
 def _time_key(created_at: str) -> str:

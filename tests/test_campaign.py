@@ -229,9 +229,7 @@ def test_the_tree_marks_no_improving_step_as_a_dead_end(campaign: Campaign) -> N
             for d in descendants(node)
             if not d.experiment.is_control
         )
-        expected = (
-            bool(node.children) and own is not None and not exp.is_control and not beaten
-        )
+        expected = bool(node.children) and own is not None and not exp.is_control and not beaten
         assert node.dead_end == (expected and not node.is_best), exp.change_summary
         if node.on_best_path or exp.is_control:
             assert not node.dead_end
@@ -480,3 +478,13 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
     assert [e.cumulative_score for e in by_score] == [
         listed[e.id].cumulative_score for e in by_score
     ]
+
+
+def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
+    from kexp.commands.write import add
+    from kexp.model import MEASURED_AGAINST
+    from kexp.schema import load_schema
+
+    schema = load_schema()["properties"]["measured_against"]
+    option = next(p for p in add.params if p.name == "measured_against")
+    assert tuple(schema["enum"]) == MEASURED_AGAINST == tuple(option.type.choices)  # type: ignore[attr-defined]
