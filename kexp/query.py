@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -258,8 +259,15 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
 RANKINGS = ("cumulative", "score", "low")
 
 
-def rank_by(experiments: Iterable[_E], by: str, derived: Callable[[_E], Derived]) -> list[_E]:
-    """Best first by ``by`` (one of :data:`RANKINGS`), ties as :func:`rank` orders them.
+def rank_by(
+    experiments: Iterable[_E],
+    by: str,
+    derived: Callable[[_E], Derived],
+    limit: int | None = None,
+) -> list[_E]:
+    """Best first by ``by`` (one of :data:`RANKINGS`), ties as :func:`rank` orders them;
+    the first ``limit`` only when given (those that can be among them are picked first,
+    so that only a handful are sorted).
 
     ``derived`` gives what is derived of each (:meth:`kexp.campaign.Derivation.of`).
     ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
@@ -267,23 +275,32 @@ def rank_by(experiments: Iterable[_E], by: str, derived: Callable[[_E], Derived]
     (see ``cumulative_reason``) come after those with one, by score. ``score`` ranks
     by the score alone.
     """
-    ranked = rank(experiments)
-    if by == "score":
-        return ranked
     if by not in RANKINGS:
         raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
 
     def key(exp: _E) -> tuple[bool, float]:
+        if by == "score":
+            return (True, float(exp.score))
         found = derived(exp)
         value = found.cumulative_score
         if value is None:
-            return (False, 0.0)
+            return (False, float(exp.score))
         if by == "low" and found.cumulative_ci is not None:
             return (True, float(found.cumulative_ci[0]))
         return (True, float(value))
 
-    ranked.sort(key=key, reverse=True)
-    return ranked
+    candidates = list(experiments)
+    if limit is not None:
+        if limit <= 0:
+            return []
+        if len(candidates) > limit:
+            keys = [key(exp) for exp in candidates]
+            threshold = heapq.nlargest(limit, keys)[-1]
+            candidates = [exp for exp, k in zip(candidates, keys, strict=True) if k >= threshold]
+    ranked = rank(candidates)
+    if by != "score":
+        ranked.sort(key=key, reverse=True)
+    return ranked if limit is None else ranked[:limit]
 
 
 def _time_key(created_at: str) -> str:

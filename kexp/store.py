@@ -487,12 +487,12 @@ class Store:
         found = self._filtered(filters, strict=strict)
         derivation = found.derivation
         candidates = [item for item in found.experiments if wanted_item(item)]
-        ranked = rank_by(candidates, by, derivation.of)
         if found.text is None:
-            best = ranked[:limit]
+            best = rank_by(candidates, by, derivation.of, limit)
             if brief:
                 return self._brief(best, derivation)
             return self._complete(best, derivation, strict=strict)
+        ranked = rank_by(candidates, by, derivation.of)
         chosen: list[KernelExperiment] = []
         for start in range(0, len(ranked), max(limit, 1) * 4):
             if len(chosen) >= limit:
