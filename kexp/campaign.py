@@ -42,7 +42,6 @@ the order given (path order); :meth:`Derivation.of` gives a later file's own val
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -58,8 +57,7 @@ CONTROL_TAG = "control"
 MEASURED_AGAINST = ("parent", "reference")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Derived:
+class Derived(NamedTuple):
     """What is derived of one experiment from the whole store's front-matter."""
 
     outcome: str
@@ -127,7 +125,10 @@ def judge(
 
 def is_control(record: Any) -> bool:
     """Whether ``record`` is tagged ``control`` (an A/A run)."""
-    return CONTROL_TAG in (getattr(record, "tags", None) or ())
+    tags = getattr(record, "tags", None)
+    if not tags:
+        return False
+    return CONTROL_TAG in tags
 
 
 def measured_against_parent(record: Any) -> bool:
@@ -137,25 +138,17 @@ def measured_against_parent(record: Any) -> bool:
     return bool(record.pid) and getattr(record, "measured_against", "") != "reference"
 
 
-class _Code(NamedTuple):
-    """The speedup of an experiment's code over the reference, or why it is unknown."""
-
-    value: float | None
-    #: Sums of the steps' squared log half-widths below and above (None: a step has no
-    #: interval).
-    low_sq: float | None
-    high_sq: float | None
-    #: The one step's recorded interval, when the product has one step.
-    interval: tuple[float, float] | None
-    steps: int
-    reference: str
-    #: When ``value`` is None: the experiment that breaks the chain, and what it is.
-    culprit: str = ""
-    problem: str = ""
-
+#: The speedup of an experiment's code over the reference, or why it is unknown, as a
+#: plain tuple (one is made for every experiment: a tuple is the cheapest to make):
+#: (value or None, the steps' summed squared log half-widths below and above (None: a
+#: step has no interval), the one step's recorded interval (a product of one step),
+#: steps, the id the product starts at, and when value is None: the experiment that
+#: breaks the chain and what it is).
+_Code = tuple[Any, ...]
+_CULPRIT, _PROBLEM = 6, 7
 
 #: The reference's own code: the speedup 1, exactly (a root control's code).
-_REFERENCE = _Code(1.0, 0.0, 0.0, None, 0, "")
+_REFERENCE: _Code = (1.0, 0.0, 0.0, None, 0, "", "", "")
 
 
 def _interval(record: Any) -> tuple[float, float] | None:
@@ -170,7 +163,7 @@ def _interval(record: Any) -> tuple[float, float] | None:
 
 
 def _broken(culprit: str, problem: str) -> _Code:
-    return _Code(None, None, None, None, 0, "", culprit, problem)
+    return (None, None, None, None, 0, "", culprit, problem)
 
 
 def _step(record: Any, before: _Code | None) -> _Code:
@@ -199,16 +192,19 @@ def _step(record: Any, before: _Code | None) -> _Code:
         low_sq = math.log(score / interval[0]) ** 2
         high_sq = math.log(interval[1] / score) ** 2
     if before is None:  # measured against the reference
-        return _Code(score, low_sq, high_sq, interval, 1, record.id)
-    if before.value is None:
+        return (score, low_sq, high_sq, interval, 1, record.id, "", "")
+    value, below, above, _, steps, start, _, _ = before
+    if value is None:
         return before
-    return _Code(
-        before.value * score,
-        None if before.low_sq is None or low_sq is None else before.low_sq + low_sq,
-        None if before.high_sq is None or high_sq is None else before.high_sq + high_sq,
-        interval if before.steps == 0 else None,
-        before.steps + 1,
-        before.reference or record.id,
+    return (
+        value * score,
+        None if below is None or low_sq is None else below + low_sq,
+        None if above is None or high_sq is None else above + high_sq,
+        interval if steps == 0 else None,
+        steps + 1,
+        start or record.id,
+        "",
+        "",
     )
 
 
@@ -222,10 +218,11 @@ def _needs_parent(record: Any) -> bool:
 
 
 def _reason(record_id: str, pid: str, code: _Code) -> str:
-    if code.culprit == record_id:
-        return f"it {code.problem}"
-    who = "parent" if code.culprit == pid else "ancestor"
-    return f"{who} {code.culprit[:10]} {code.problem}"
+    culprit, problem = code[_CULPRIT], code[_PROBLEM]
+    if culprit == record_id:
+        return f"it {problem}"
+    who = "parent" if culprit == pid else "ancestor"
+    return f"{who} {culprit[:10]} {problem}"
 
 
 _CONTROL_REASON = "it is a control (an A/A run): its score is the noise floor, not a speedup"
@@ -278,26 +275,29 @@ class Derivation(dict[str, Derived]):
         if code is None:
             code = self._code_of(record)
         control = is_control(record)
-        combines = [c for c in (getattr(record, "combines", None) or ()) if c]
+        combines = getattr(record, "combines", None)
+        if combines:
+            combines = [c for c in combines if c]
         cumulative: float | None = None
         interval: tuple[float, float] | None = None
         reason = _CONTROL_REASON
+        value, below, above, recorded, steps, start, _, _ = code
         if not control:
-            cumulative = code.value
+            cumulative = value
             reason = "" if cumulative is not None else _reason(record.id, record.pid, code)
             if cumulative is not None:
-                if code.steps == 1:
-                    interval = code.interval
-                elif code.low_sq is not None and code.high_sq is not None:
+                if steps == 1:
+                    interval = recorded
+                elif below is not None and above is not None:
                     interval = rounded_interval(
-                        cumulative * math.exp(-math.sqrt(code.low_sq)),
-                        cumulative * math.exp(math.sqrt(code.high_sq)),
+                        cumulative * math.exp(-math.sqrt(below)),
+                        cumulative * math.exp(math.sqrt(above)),
                     )
         interference = False
         if combines:
             if cumulative is not None:
                 theirs = [
-                    self._codes[c].value
+                    self._codes[c][0]
                     for c in combines
                     if c in self._codes and not is_control(self._first[c])
                 ]
@@ -321,8 +321,8 @@ class Derivation(dict[str, Derived]):
             interval,
             reason,
             control,
-            code.reference if cumulative is not None else "",
-            code.steps if cumulative is not None else 0,
+            start if cumulative is not None else "",
+            steps if cumulative is not None else 0,
         )
 
 
@@ -336,8 +336,11 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
     for record in records:
         first.setdefault(record.id, record)
     codes: dict[str, _Code] = {}
-    for start in first:
+    for start, record in first.items():
         if start in codes:
+            continue
+        if not _needs_parent(record):  # most records: a root or over the reference
+            codes[start] = _step(record, None)
             continue
         path: list[str] = []
         on_path: set[str] = set()

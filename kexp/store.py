@@ -418,11 +418,14 @@ class Store:
         text_filter = build_filters(text=text) if text is not None else None
         everything = self._summaries(strict=strict)
         derivation = derive(everything, self.settings)
-        found = [
-            item
-            for item in everything
-            if matches(item, wanted, self.settings, outcome=derivation.of(item).outcome)
-        ]
+        if wanted.outcome is None:
+            found = [item for item in everything if matches(item, wanted, self.settings)]
+        else:  # the outcome depends on the whole store (interference)
+            found = [
+                item
+                for item in everything
+                if matches(item, wanted, self.settings, outcome=derivation.of(item).outcome)
+            ]
         if reachable_from is not None:
             from kexp.provenance import reachable
 
