@@ -29,6 +29,7 @@ New code should use :mod:`kexp` itself (id prefixes, filters, lineage, git).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import warnings
@@ -87,7 +88,12 @@ def create_experiment(exp: KernelExperiment) -> None:
     empty ``base_commit`` and ``author`` from git. An empty ``id`` or ``created_at``
     is generated and set on ``exp`` too (so ``exp.id`` names what was stored).
     """
-    stored = _create(exp, stacklevel=3)
+    recorded = exp
+    if exp.pid and not exp.measured_against:
+        # The predecessor's skill measured every iteration against the operator's
+        # original code: its scores are speedups over the reference, never steps.
+        recorded = dataclasses.replace(exp, measured_against="reference")
+    stored = _create(recorded, stacklevel=3)
     if not exp.id:
         exp.id = stored.id
     if not exp.created_at:
@@ -125,7 +131,14 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
     limit = max(0, max_results)
     if store is None or limit == 0:
         return []
-    best = store.top_experiments(limit, include_buggy=True, include_pending=True, **filters)
+    best = store.top_experiments(
+        limit,
+        include_buggy=True,
+        include_pending=True,
+        include_controls=True,
+        by="score",
+        **filters,
+    )
     if len(best) == limit:
         # kexp breaks ties newest first; the predecessor's file was in id order.
         last = best[-1].score

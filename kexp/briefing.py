@@ -6,18 +6,25 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
 
 1. **Tried before**: with a diff, the experiments whose code change is the same or a
    near-duplicate (:func:`kexp.retrieval.tried_before`'s measure), with their outcome.
-2. **Current best** for operator × dtype × env (as ``kexp top`` ranks it: buggy and
-   pending left out) and **lineage**: the path from its root to it, each step with its
-   score and Δ against its parent.
-3. **Related failures** and **related successes** on the operator: most related to the
+2. **Current best** for operator × dtype × env: the best *tip*, as ``kexp top`` ranks
+   it (the best cumulative score, the speedup over the operator's reference; buggy,
+   pending and controls left out) and **the path to it**: from the root, each step with
+   its score and the cumulative score it reaches: the code to build on.
+3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
+   remeasure or move on) and **related successes** on the operator: most related to the
    plan first (:mod:`kexp.retrieval`), else those of the same dtype and env first, then
    the newest failures and the best successes; each with its summary, score (and
    interval), outcome and key insight.
-4. **Do not repeat**: the changes already tried on operator × dtype × env, grouped by
-   what was changed (the summary before `` - ``), with how often and how each ended.
+4. **Do not repeat**: the other changes already tried on operator × dtype × env (an
+   experiment listed above is not listed again), grouped by what was changed (the
+   summary before `` - ``), with how often and how each ended.
 5. **Not tried yet**: the dtypes and envs of the store never tried or never improved on
    this operator, and the configurations (of ``results``) no experiment improved.
 6. **Left out**: how many entries of each section did not fit, and where to read them.
+
+Controls (tag ``control``, A/A runs) are listed nowhere: the newest one here is the
+measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.839,
+1.287]").
 
 The packet never exceeds its budget of tokens, counted as the characters of the
 rendered text divided by :data:`CHARS_PER_TOKEN`, rounded up (a common rule of thumb
@@ -36,8 +43,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kexp.campaign import Derivation, describe_control, latest_control
 from kexp.errors import KexpError
-from kexp.query import rank as ranked
+from kexp.query import rank_by
 from kexp.retrieval import Doc, Light, RetrievalIndex, Session, score_interval, tried_before
 
 if TYPE_CHECKING:
@@ -55,6 +63,7 @@ SECTION_LIMITS = {
     "tried_before": 5,
     "lineage": 60,
     "failures": 15,
+    "marginal": 10,
     "successes": 15,
     "do_not_repeat": 20,
     "not_tried": 24,
@@ -63,15 +72,16 @@ SECTION_LIMITS = {
 SECTIONS = {
     "tried_before": "Tried before (your diff)",
     "best": "Current best",
-    "lineage": "Lineage to the best (root first; Δ vs parent)",
+    "lineage": "Path to the best (root first; each step's score → cumulative)",
     "failures": "Related failures",
+    "marginal": "Within noise: remeasure or move on",
     "successes": "Related successes",
     "do_not_repeat": "Do not repeat (already tried here)",
     "not_tried": "Not tried yet, or never improved, on this operator",
 }
 #: A key insight (or summary) longer than this is cut, ending in "…".
 MAX_TEXT_CHARS = 240
-_FAILURES = frozenset({"buggy", "regression", "marginal", "interference"})
+_FAILURES = frozenset({"buggy", "regression", "interference"})
 
 
 def count_tokens(text: str) -> int:
@@ -141,11 +151,16 @@ def _gather(
     diff: str,
 ) -> tuple[dict[str, Any], list[Entry]]:
     settings = store.settings
+    # What is derived of every experiment (outcome, cumulative score, control), from the
+    # whole store: a cumulative score depends on ancestors on any operator.
+    derivation = store.derivation()
     # The operator's experiments as light rows; whole records only for what is printed.
-    on_operator = session.light(operator=operator)
+    everything_here = session.light(operator=operator)
+    controls = [d for d in everything_here if _derived(derivation, d, settings).control]
+    on_operator = [d for d in everything_here if d not in controls]
     here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
     here_paths = {d.path for d in here}
-    outcomes = {d.path: d.outcome(settings) for d in on_operator}
+    outcomes = {d.path: _derived(derivation, d, settings).outcome for d in on_operator}
     entries: list[Entry] = []
 
     repeats = tried_before(store, diff) if diff else []
@@ -153,20 +168,30 @@ def _gather(
         entries.append(_repeat_entry(repeat, rank))
 
     measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
-    best_row = _best(measured)
+    best_row = _best(measured, derivation, settings)
     on_lineage: set[str] = set()
     if best_row is not None:
         best = session.docs_at([best_row.path])[best_row.path]
         entries.append(
-            _experiment_entry("best", best, outcomes[best.path], (2, 0), (0,), dtype, env)
+            _experiment_entry(
+                "best",
+                best,
+                outcomes[best.path],
+                (2, 0),
+                (0,),
+                dtype,
+                env,
+                _derived(derivation, best, settings),
+            )
         )
         chain = _lineage(session, best)
         on_lineage = {d.path for d in chain}
-        entries += _lineage_entries(chain, settings)
+        entries += _lineage_entries(chain, settings, derivation)
 
     relevance = _relevance(session, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
+    marginal = [d for d in others if outcomes[d.path] == "marginal"]
     successes = [d for d in others if outcomes[d.path] == "improvement"]
 
     def closeness(doc: Light) -> tuple[float, bool]:
@@ -176,26 +201,46 @@ def _gather(
     failures.sort(key=lambda d: (d.id, d.path))
     failures.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
     failures.sort(key=closeness)
+    marginal.sort(key=lambda d: (d.id, d.path))
+    marginal.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    marginal.sort(key=closeness)
     successes.sort(key=lambda d: (-d.score, d.id, d.path))
     successes.sort(key=closeness)
     chosen = {
         name: found[: SECTION_LIMITS[name]]
-        for name, found in (("failures", failures), ("successes", successes))
+        for name, found in (
+            ("failures", failures),
+            ("marginal", marginal),
+            ("successes", successes),
+        )
     }
     records = session.docs_at(d.path for found in chosen.values() for d in found)
     for name, found in chosen.items():
         for rank, row in enumerate(found):
             doc = records[row.path]
-            tier = 4 if rank < 3 else 8
+            tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
             entries.append(
-                _experiment_entry(name, doc, outcomes[doc.path], (tier, rank), (rank,), dtype, env)
+                _experiment_entry(
+                    name,
+                    doc,
+                    outcomes[doc.path],
+                    (tier, rank),
+                    (rank,),
+                    dtype,
+                    env,
+                    _derived(derivation, doc, settings),
+                )
             )
 
-    entries += _do_not_repeat(here, outcomes, relevance)
+    # Each experiment once: what is listed above is not repeated in "do not repeat".
+    listed = on_lineage | {d.path for found in chosen.values() for d in found}
+    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance)
     configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
     results = [doc.results for doc in session.docs_at(d.path for d in configs).values()]
     entries += _not_tried(session, on_operator, outcomes, results, dtype, env, settings)
 
+    controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    floor = latest_control(controls_here)
     header = {
         "operator": operator,
         "dtype": dtype,
@@ -204,7 +249,18 @@ def _gather(
         "diff_lines": _changed_lines(diff) if diff else None,
         "experiments_on_operator": len(on_operator),
         "experiments_here": len(here),
+        "improved_here": sum(1 for d in here if outcomes[d.path] == "improvement"),
+        "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
         "failures_here": sum(1 for d in here if outcomes[d.path] in _FAILURES),
+        "pending_here": sum(1 for d in here if outcomes[d.path] == "pending"),
+        "noise_floor": None
+        if floor is None
+        else {
+            "id": floor.id,
+            "score": floor.score,
+            "score_ci": list(floor.score_ci) or None,
+            "text": describe_control(floor),
+        },
     }
     return header, entries
 
@@ -213,9 +269,22 @@ def _holds(value: str, wanted: str | None) -> bool:
     return wanted is None or wanted.lower() in value.lower()
 
 
-def _best(docs: Sequence[Light]) -> Light | None:
-    """The best by score, as ``kexp top`` ranks (:func:`kexp.query.rank`)."""
-    return ranked(docs)[0] if docs else None
+def _derived(derivation: Derivation, doc: Any, settings: Any) -> Any:
+    """What is derived of a retrieval row (by its id; a row the derivation has not seen,
+    written meanwhile, is judged on its own)."""
+    found = derivation.get(doc.id)
+    if found is None:
+        from kexp.campaign import derive_alone
+
+        return derive_alone(doc, settings)
+    return found
+
+
+def _best(docs: Sequence[Light], derivation: Derivation, settings: Any) -> Light | None:
+    """The best tip (the best cumulative score), as ``kexp top`` ranks
+    (:func:`kexp.query.rank_by`)."""
+    found = rank_by(docs, "cumulative", lambda d: _derived(derivation, d, settings))
+    return found[0] if found else None
 
 
 def _moment(created_at: str) -> str:
@@ -242,16 +311,21 @@ def _lineage(session: Session, best: Doc) -> list[Doc]:
     return chain
 
 
-def _lineage_entries(chain: list[Doc], settings: Any) -> list[Entry]:
+def _lineage_entries(chain: list[Doc], settings: Any, derivation: Derivation) -> list[Entry]:
     entries = []
     last = len(chain) - 1
     for position, doc in enumerate(chain):
-        parent = chain[position - 1] if position else None
-        delta = None if parent is None else round(doc.score - parent.score, 4)
-        step = "root" if parent is None else f"Δ{delta:+.4f}"
-        line = (
-            f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x {step} — {_cut(doc.change_summary)}"
-        )
+        derived = _derived(derivation, doc, settings)
+        cumulative = derived.cumulative_score
+        over = "reference" if position == 0 or derived.steps == 1 else "parent"
+        reached = "-" if cumulative is None else f"{cumulative:.4f}x"
+        if position == last and position:  # the best, shown whole above
+            line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
+        else:
+            line = (
+                f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
+                f"{_cut(doc.change_summary)}"
+            )
         # The best's parent and the root first, then the steps nearest the best.
         distance = last - position
         if position == 0:
@@ -272,8 +346,9 @@ def _lineage_entries(chain: list[Doc], settings: Any) -> list[Entry]:
                     "step": position + 1,
                     "id": doc.id,
                     "score": doc.score,
-                    "delta": delta,
-                    "outcome": doc.outcome(settings),
+                    "measured_against": over,
+                    "cumulative_score": cumulative,
+                    "outcome": derived.outcome,
                     "change_summary": doc.change_summary,
                 },
             )
@@ -295,11 +370,20 @@ def _experiment_entry(
     order: tuple[Any, ...],
     dtype: str | None,
     env: str | None,
+    derived: Any,
 ) -> Entry:
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
     if interval is not None:
         score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    cumulative = derived.cumulative_score
+    if section == "best" and cumulative is not None and derived.steps > 1:
+        # The best tip: its speedup over the reference first, then its own step.
+        reached = f"{cumulative:.4f}x"
+        if derived.cumulative_ci is not None:
+            low, high = derived.cumulative_ci
+            reached += f" [{low:.4f}, {high:.4f}]"
+        score = f"{reached} over the reference (this step {score})"
     where = []
     if not _holds(doc.dtype_sig, dtype) or dtype is None:
         where.append(doc.dtype_sig)
@@ -317,6 +401,9 @@ def _experiment_entry(
     }
     if interval is not None:
         data["score_ci"] = list(interval)
+    data["cumulative_score"] = cumulative
+    if derived.cumulative_ci is not None:
+        data["cumulative_ci"] = list(derived.cumulative_ci)
     if doc.key_insight:
         data["key_insight"] = doc.key_insight
     data["dtype_sig"] = doc.dtype_sig
@@ -559,6 +646,7 @@ _NAMES = {
     "best": "best",
     "lineage": "lineage steps",
     "failures": "related failures",
+    "marginal": "within-noise entries",
     "successes": "related successes",
     "do_not_repeat": "do-not-repeat entries",
     "not_tried": "not-tried entries",
@@ -572,8 +660,12 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     lines = [f"# kexp context: {_cut(where)}", ""]
     summary = (
         f"{header['experiments_on_operator']} experiment(s) on this operator; "
-        f"{header['experiments_here']} of them here, {header['failures_here']} failed."
+        f"{header['experiments_here']} of them here: {header['improved_here']} improved, "
+        f"{header['within_noise_here']} within noise, {header['failures_here']} failed"
+        + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
     )
+    if header.get("noise_floor"):
+        summary += f"\n{header['noise_floor']['text']}."
     if header.get("plan"):
         summary += f" Plan: {_cut(header['plan'])!r}."
     if header.get("diff_lines") is not None:

@@ -65,10 +65,11 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
                 "or an experiment."),
     "skill": ("agents", "The kernel-exp-history agent skill."),
-    "stats": ("read", "Counts per operator and outcome; the best score per operator and dtype."),
+    "stats": ("read", "Counts per operator and outcome; the best tip per operator and dtype."),
     "sync": ("sync", "Publish this machine's experiments: commit experiments/, fetch, merge, "
              "push."),
-    "top": ("read", "The best experiments by score (buggy and pending left out)."),
+    "top": ("read", "The best tips: experiments by cumulative score, the speedup over the "
+            "reference."),
     "tree": ("read", "The lineage (experiments linked by pid) as an indented tree."),
     "update": ("write", "Correct fields of an experiment (validated; only the changed lines are "
                "rewritten)."),

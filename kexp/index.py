@@ -143,6 +143,7 @@ _ATTEMPTS = 4
 #: The fields of a :class:`Row`, in order.
 ROW_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields", "path", "interference")
 _DEFAULTS: dict[str, Any] = {
+    "measured_against": "",
     "score_ci": (),
     "tags": (),
     "author": "",
@@ -209,6 +210,7 @@ class Row(NamedTuple):
     pid: str
     change_summary: str
     score: float
+    measured_against: str
     score_ci: tuple[float, ...]
     status: str
     is_buggy: bool
@@ -903,18 +905,6 @@ class IndexView:
         paths = self.paths_of(exp_id)
         rows = self.rows_at(paths) if paths else {}
         return next((rows[path] for path in paths if rows[path] is not None), None)
-
-    def with_interference(self, rows: list[Row]) -> list[Row]:
-        """``rows`` with ``interference`` set: scoring below the best of those combined."""
-        wanted = sorted({i for row in rows for i in row.combines})
-        if not wanted:
-            return rows
-        scores: dict[str, float] = {}
-        for exp_id in wanted:
-            row = self.first_valid(exp_id)
-            if row is not None:
-                scores[exp_id] = row.score
-        return [_marked(row, scores) for row in rows]
 
     def naming(self, exp_id: str) -> tuple[list[Row], list[Row]]:
         """(valid rows whose ``pid`` is ``exp_id``, those whose ``combines`` hold it),

@@ -99,6 +99,9 @@ if TYPE_CHECKING:
     from kexp.settings import Settings
     from kexp.store import Store
 
+#: What an imported record with a parent is measured against (the predecessor's skill).
+_IMPORTED_AGAINST = "reference"
+
 #: Stand-in ``base_commit`` for a value that is no hash: git's null object id.
 NO_COMMIT = "0" * 40
 #: Stand-in ``created_at`` for a value that is no time.
@@ -416,6 +419,9 @@ def experiment_from_legacy(
         why = f"the parent's id is {pid}" if pid else "no such parent in the database or store"
         build.note("pid", f"{describe_value(raw_pid)}: {why}; kept in {LEGACY_PREFIX}pid")
     exp.pid = pid
+    # The predecessor's skill measured every iteration against the operator's original
+    # code: its scores are speedups over the reference, never steps.
+    exp.measured_against = _IMPORTED_AGAINST if pid else ""
 
     score = build.value("score")
     build.set("score", _is_score(score), _score_standin(score), "not a finite number >= 0")
@@ -1095,6 +1101,10 @@ def kept_content(exp: KernelExperiment) -> dict[str, Any]:
         value = getattr(exp, name)
         if value not in ("", [], {}, None):
             kept[name] = value
+    if exp.measured_against == (_IMPORTED_AGAINST if exp.pid else ""):
+        kept.pop("measured_against", None)  # what an import says anyway
+    else:
+        kept["measured_against"] = exp.measured_against
     own = {k: v for k, v in exp.extra_fields.items() if not is_legacy_key(k)}
     if own:
         kept["extra_fields"] = own

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import KexpError, MeasurementError, SuspectMeasurementWarning, TimingsWarning
+from kexp.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.timings.common import STATS, Timings, check_stat, check_time, tidy
@@ -492,8 +492,11 @@ def with_timings(
     (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
     A ``raw_result`` already in ``fields`` is kept below the computed breakdown.
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
-    ``iteration`` (the raw-result header) defaults to the depth of ``pid``'s lineage
-    plus one. This is what ``kexp add --baseline/--candidate/--timings`` does.
+    With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
+    parent's code, the commit the change was made on); give ``reference`` when the
+    baseline is the operator's original code. ``iteration`` (the raw-result header)
+    defaults to the number of this operator's experiments recorded so far plus one.
+    This is what ``kexp add --baseline/--candidate/--timings`` does.
     """
     data = dict(fields)
     gathered = _gather(baseline, candidate, table, measurements, stat, unit)
@@ -503,12 +506,10 @@ def with_timings(
         raise MeasurementError(
             "give timings or score/results, not both: the score is computed from timings"
         )
+    if data.get("pid") and not data.get("measured_against"):
+        data["measured_against"] = "parent"
     if iteration is None:
-        pid = data.get("pid")
-        try:
-            iteration = len(store.ancestors(pid)) + 2 if pid else 1
-        except KexpError:
-            iteration = None  # an unknown parent: creating will say so
+        iteration = operator_iteration(store, data.get("operator_sig"))
     protocol = {**gathered.protocol, **(data.get("protocol") or {})}
     if protocol.get("timer") == "wall_clock" and "device" not in protocol:
         from kexp.envinfo import gpu_present
@@ -530,6 +531,16 @@ def with_timings(
     if given:
         data["raw_result"] = f"{scored.raw_result}\n\n{given}"
     return data
+
+
+def operator_iteration(store: Store, operator_sig: Any) -> int | None:
+    """The iteration number of the next experiment on ``operator_sig``: its experiments
+    recorded so far (every one, whatever its lineage), plus one. None without an
+    operator."""
+    if not isinstance(operator_sig, str) or not operator_sig.strip():
+        return None
+    found = store.list_experiments(brief=True, operator=operator_sig)
+    return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig)
 
 
 def warn_if_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:

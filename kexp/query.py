@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import heapq
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.errors import KexpError
-from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, attach, outcome_of
+from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
+
+if TYPE_CHECKING:
+    from kexp.campaign import Derived
 
 
 class Ranked(Protocol):
@@ -169,8 +173,12 @@ def build_filters(**kwargs: Any) -> Filters:
     return Filters(**values)
 
 
-def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -> bool:
-    """Whether ``exp`` passes every filter that is set."""
+def matches(
+    exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS, *, outcome: str | None = None
+) -> bool:
+    """Whether ``exp`` passes every filter that is set (``outcome``: its outcome as
+    derived from the whole store, :func:`kexp.campaign.derive`; else judged from its
+    own attributes)."""
     f = filters
     if f.operator is not None and f.operator not in exp.operator_sig.lower():
         return False
@@ -182,7 +190,7 @@ def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -
         return False
     if f.status is not None and exp.status not in f.status:
         return False
-    if f.outcome is not None and outcome_of(exp, settings) not in f.outcome:
+    if f.outcome is not None and (outcome or outcome_of(exp, settings)) not in f.outcome:
         return False
     if f.is_buggy is not None and exp.is_buggy != f.is_buggy:
         return False
@@ -245,22 +253,54 @@ def rank(experiments: Iterable[_E]) -> list[_E]:
     return ranked
 
 
-#: What ``top_experiments`` can rank by: the score, or the low end of its interval.
-RANKINGS = ("score", "low")
+#: What ``top_experiments`` can rank by: the cumulative score (the speedup over the
+#: operator's reference: the default), the score itself (one step), or the low end of
+#: the cumulative score's interval.
+RANKINGS = ("cumulative", "score", "low")
 
 
-def interval_low(exp: Any) -> float:
-    """The low end of ``exp``'s 95 % interval: a robust "at least this fast" (the score
-    itself when it has no interval)."""
-    interval = getattr(exp, "score_ci", None)
-    return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
+def rank_by(
+    experiments: Iterable[_E],
+    by: str,
+    derived: Callable[[_E], Derived],
+    limit: int | None = None,
+) -> list[_E]:
+    """Best first by ``by`` (one of :data:`RANKINGS`), ties as :func:`rank` orders them;
+    the first ``limit`` only when given (those that can be among them are picked first,
+    so that only a handful are sorted).
 
+    ``derived`` gives what is derived of each (:meth:`kexp.campaign.Derivation.of`).
+    ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
+    interval (the cumulative score without one); experiments without a cumulative score
+    (see ``cumulative_reason``) come after those with one, by score. ``score`` ranks
+    by the score alone.
+    """
+    if by not in RANKINGS:
+        raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
 
-def rank_by_low(experiments: Iterable[_E]) -> list[_E]:
-    """Best first by :func:`interval_low`; ties as :func:`rank` orders them."""
-    ranked = rank(experiments)
-    ranked.sort(key=interval_low, reverse=True)
-    return ranked
+    def key(exp: _E) -> tuple[bool, float]:
+        if by == "score":
+            return (True, float(exp.score))
+        found = derived(exp)
+        value = found.cumulative_score
+        if value is None:
+            return (False, float(exp.score))
+        if by == "low" and found.cumulative_ci is not None:
+            return (True, float(found.cumulative_ci[0]))
+        return (True, float(value))
+
+    candidates = list(experiments)
+    if limit is not None:
+        if limit <= 0:
+            return []
+        if len(candidates) > limit:
+            keys = [key(exp) for exp in candidates]
+            threshold = heapq.nlargest(limit, keys)[-1]
+            candidates = [exp for exp, k in zip(candidates, keys, strict=True) if k >= threshold]
+    ranked = rank(candidates)
+    if by != "score":
+        ranked.sort(key=key, reverse=True)
+    return ranked if limit is None else ranked[:limit]
 
 
 def _time_key(created_at: str) -> str:
@@ -278,16 +318,6 @@ def below_best_combined(score: float, combines: Iterable[str], scores: dict[str,
     """Interference: ``score`` below the best of the known ``scores`` it combines."""
     combined = [scores[i] for i in combines if i in scores]
     return bool(combined) and score < max(combined)
-
-
-def mark_interference(experiments: list[KernelExperiment]) -> None:
-    """Set ``interference`` on each experiment scoring below the best of those it
-    combines (among ``experiments``)."""
-    scores: dict[str, float] = {}
-    for exp in experiments:  # in path order: an id of several files has the first's score
-        scores.setdefault(exp.id, exp.score)
-    for exp in experiments:
-        attach(exp, interference=below_best_combined(exp.score, exp.combines, scores))
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:

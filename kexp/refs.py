@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp import ids
+from kexp.campaign import Derivation, derive
 from kexp.errors import (
     AmbiguousIdError,
     ExperimentNotFoundError,
@@ -204,6 +205,8 @@ class RefsStore(Store):
         self._base_files: dict[str, str] = {}
         self._deltas: list[dict[str, str]] = []
         self._handed: dict[int, tuple[KernelExperiment, _Version, list[_Version]]] = {}
+        self._derived: Derivation | None = None
+        self._deriving = False
 
     def __repr__(self) -> str:
         return f"RefsStore({str(self.root)!r}, {list(self.patterns)!r})"
@@ -249,19 +252,23 @@ class RefsStore(Store):
         *,
         include_buggy: bool = False,
         include_pending: bool = False,
+        include_controls: bool = False,
         strict: bool = False,
         brief: bool = False,
-        by: str = "score",
+        by: str = "cumulative",
         **filters: Any,
     ) -> list[KernelExperiment]:
-        """The best versions by score (see :meth:`Store.top_experiments`)."""
+        """The best versions (see :meth:`Store.top_experiments`)."""
+        from kexp.query import RANKINGS, rank_by
+
         limit = max(0, self.settings.top_default if max_results is None else max_results)
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
-        if by != "score":
-            from kexp.query import RANKINGS, rank_by_low
-
+        tags = filters.get("tags")
+        asked = [tags] if isinstance(tags, str) else list(tags or ())
+        skip_controls = not include_controls and "control" not in asked
+        if by != "score" or skip_controls:
             if by not in RANKINGS:
                 raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
             candidates = self._matching(filters, brief=True)
@@ -270,8 +277,9 @@ class RefsStore(Store):
                 for e in candidates
                 if not (skip_buggy and e.is_buggy)
                 and not (skip_pending and e.status in PENDING_STATUSES)
+                and not (skip_controls and e.is_control)
             ]
-            best = rank_by_low(candidates)[:limit]
+            best = rank_by(candidates, by, lambda e: e.derived)[:limit]
             return best if brief else [self._whole(e) for e in best]
         versions = self._all()
         if not filters:
@@ -368,6 +376,7 @@ class RefsStore(Store):
         the refs too (:meth:`warn_tried_before`)."""
         made = super().create_experiment(exp, **fields)
         self._versions = None  # the working tree changed
+        self._derived = None
         if made.code_change:
             self.warn_tried_before(made.code_change, exclude=[made.id], stacklevel=2)
         return made
@@ -490,17 +499,23 @@ class RefsStore(Store):
         exp = KernelExperiment(**front)
         exp.extra_fields.update(extra)
         path = Path(self.location_path(version.paths[0]))
-        interference = False
-        if exp.combines:
-            best = [
-                max(v.row[_SCORE] for v in self._all()[other])
-                for other in exp.combines
-                if other in self._all()
-            ]
-            interference = bool(best) and exp.score < max(best)
-        attach(exp, self.settings, path=path, interference=interference)
+        attach(exp, self.settings, path=path)
+        if not self._deriving:
+            attach(exp, derived=self.derivation().of(exp))
         self._handed[id(exp)] = (exp, version, group)
         return exp
+
+    def derivation(self, *, strict: bool = False) -> Derivation:
+        """What is derived of every experiment (its newest version) from all of them
+        (see :meth:`Store.derivation`)."""
+        if self._derived is None:
+            self._deriving = True
+            try:
+                newest = self._newest(whole=False)
+            finally:
+                self._deriving = False
+            self._derived = derive(newest, self.settings)
+        return self._derived
 
     def _all(self) -> dict[str, list[_Version]]:
         """Every experiment id → its versions, the newest first (read once)."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from kexp.model import ALL_FIELDS
 from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.suspect import suspect_fields
 
 #: File names of experiments: ``<id>-<anything>.md`` (or ``<id>.md``). The slug is
 #: only text: kexp writes ``[a-z0-9-]`` (:func:`slugify`), a hand-named file is read too.
@@ -134,9 +135,18 @@ def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float 
 KNOWN_FIELDS = frozenset(ALL_FIELDS)
 
 
+def missing_measured_against(fields: Mapping[str, Any]) -> bool:
+    """Whether a file with a parent does not say what its score is measured against
+    (``measured_against``): a warning (the score then counts as a step over the parent,
+    kexp's convention)."""
+    pid = fields.get("pid")
+    return isinstance(pid, str) and bool(pid.strip()) and fields.get("measured_against") is None
+
+
 def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether :func:`check_document` reports a warning for a file without errors whose
-    front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
+    front-matter holds ``fields``: ``score`` far from ``results``, an unknown field, a
+    suspect measurement, or a parent without ``measured_against``.
 
     These are its only warnings besides those of the YAML reader (values it would retype)
     and those of the ``## Samples`` section (:mod:`kexp.samples`), which
@@ -144,6 +154,8 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     :func:`check_document` must be added here too (tests check the two agree).
     """
     if not KNOWN_FIELDS.issuperset(fields):
+        return True
+    if missing_measured_against(fields) or suspect_fields(fields, settings):
         return True
     results = fields.get("results")
     return bool(results) and (

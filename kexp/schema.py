@@ -33,6 +33,8 @@ FIELD_HINTS = {
     "details in '## Detailed description'",
     "score": "write the speedup ratio as a plain number, e.g. 'score: 1.18' "
     "(0 when nothing could be measured)",
+    "measured_against": "write parent (score is the speedup over the parent experiment's "
+    "code) or reference (over the operator's original code)",
     "status": "use one of: new, running, done, failed, timeout",
     "is_buggy": "write true or false",
     "operator_sig": "name the files and kernels affected, e.g. 'csrc/x.cu: my_kernel'",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import heapq
 import math
 import os
 import re
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp import atomic, ids
 from kexp.atomic import write_failure
+from kexp.campaign import Derivation, derive, derive_around, is_control
 from kexp.errors import (
     AmbiguousIdError,
     CacheFolderError,
@@ -58,13 +58,11 @@ from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import (
     RANKINGS,
     Filters,
-    below_best_combined,
     build_filters,
     chronological,
-    mark_interference,
     matches,
     rank,
-    rank_by_low,
+    rank_by,
     ranking_leaves_out,
 )
 from kexp.scan import scan, value_positions
@@ -108,6 +106,8 @@ class _Filtered:
 
     experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
     text: Filters | None
+    #: What is derived of every experiment of the store (:func:`kexp.campaign.derive`).
+    derivation: Derivation
 
 
 def utc_now(now: float | None = None) -> str:
@@ -228,28 +228,28 @@ class Store:
                 continue
             first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
             self._skip(checked.path, first.format(), [first], strict)
-        mark_interference(experiments)
+        derivation = derive(experiments, self.settings)  # in path order
+        for exp in experiments:
+            attach(exp, derived=derivation.of(exp))
         return experiments
 
-    def _summaries(self, *, strict: bool, wanted: Filters | None = None) -> list[Any]:
-        """The front-matter of every valid experiment (passing ``wanted``), for filtering
-        and ranking.
+    def derivation(self, *, strict: bool = False) -> Derivation:
+        """What is derived of every valid experiment from the whole store (outcome,
+        interference, cumulative score and its interval, control): see
+        :func:`kexp.campaign.derive`. ``of(record)`` answers for any record listed."""
+        return derive(self._summaries(strict=strict), self.settings)
+
+    def _summaries(self, *, strict: bool) -> list[Any]:
+        """The front-matter of every valid experiment, in path order, for deriving,
+        filtering and ranking.
 
         From the cache (:mod:`kexp.index`: rows, no unchanged file read) for the working
         tree; whole experiments for a store that has no cache (:meth:`at`).
         :meth:`_complete` and :meth:`_brief` turn them into experiments.
         """
         if not self.source.cacheable:
-            found = self._load(strict=strict)
-            return found if wanted is None else [e for e in found if self._matches(e, wanted)]
-        if wanted is None:
-            return self._with_index(strict, lambda view: view.all_rows())
-        return self._with_index(
-            strict, lambda view: view.all_rows(lambda row: self._matches(row, wanted))
-        )
-
-    def _matches(self, item: Any, wanted: Filters) -> bool:
-        return matches(item, wanted, self.settings)
+            return self._load(strict=strict)
+        return self._with_index(strict, lambda view: view.all_rows())
 
     def _with_index(self, strict: bool, use: Callable[[IndexView], _T]) -> _T:
         """``use(view)`` of the refreshed cache; invalid files warned about (or raised).
@@ -309,8 +309,9 @@ class Store:
             f"skipped invalid experiment file {first}", InvalidExperimentWarning, stacklevel=4
         )
 
-    def _brief(self, summaries: list[Any]) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of :meth:`_summaries` items."""
+    def _brief(self, summaries: list[Any], derivation: Derivation) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of :meth:`_summaries` items, with
+        what ``derivation`` (over the store, or around these) says of each."""
         brief: list[KernelExperiment] = []
         for item in summaries:
             exp = (
@@ -318,18 +319,21 @@ class Store:
                 if isinstance(item, KernelExperiment)
                 else item.to_experiment(self.experiments_dir)
             )
-            brief.append(attach(exp, self.settings))
+            brief.append(attach(exp, self.settings, derived=derivation.of(item)))
         return brief
 
-    def _complete(self, summaries: list[Any], *, strict: bool = False) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of :meth:`_summaries` items.
+    def _complete(
+        self, summaries: list[Any], derivation: Derivation, *, strict: bool = False
+    ) -> list[KernelExperiment]:
+        """The whole experiments (bodies read) of :meth:`_summaries` items, with what
+        ``derivation`` says of each.
 
         A file that became invalid since it was listed is skipped with a warning.
         """
         complete: list[KernelExperiment] = []
         for item in summaries:
             if isinstance(item, KernelExperiment):
-                complete.append(item)
+                complete.append(attach(item, derived=derivation.of(item)))
                 continue
             checked = self.check_file(self.experiments_dir / item.path)
             if not checked.ok:
@@ -337,7 +341,7 @@ class Store:
                 self._skip(checked.path, first.format(), [first], strict)
                 continue
             complete.append(
-                attach(checked.experiment(), self.settings, interference=item.interference)
+                attach(checked.experiment(), self.settings, derived=derivation.of(item))
             )
         return complete
 
@@ -358,9 +362,11 @@ class Store:
         found = self._filtered(filters, strict=strict)
         chosen = chronological(found.experiments)
         if found.text is not None:
-            complete = self._complete(chosen, strict=strict)
+            complete = self._complete(chosen, found.derivation, strict=strict)
             return [e for e in complete if matches(e, found.text, self.settings)]
-        return self._brief(chosen) if brief else self._complete(chosen, strict=strict)
+        if brief:
+            return self._brief(chosen, found.derivation)
+        return self._complete(chosen, found.derivation, strict=strict)
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
         """The experiments given (as ``list_experiments(brief=True)`` returns them) with
@@ -391,7 +397,13 @@ class Store:
                     whole.extra_sections = [
                         (s.heading, s.text) for s in doc.sections if s.field is None
                     ]
-                    yield attach(whole, exp.settings, path=exp.path, interference=exp.interference)
+                    yield attach(
+                        whole,
+                        exp.settings,
+                        path=exp.path,
+                        interference=exp.interference,
+                        derived=exp.derived,
+                    )
                     continue
                 problem = "it now holds another experiment"
             warnings.warn(
@@ -408,12 +420,21 @@ class Store:
         text = filters.pop("text", None)
         wanted = build_filters(**self._resolve_filter_ids(filters))
         text_filter = build_filters(text=text) if text is not None else None
-        found = self._summaries(strict=strict, wanted=wanted)
+        everything = self._summaries(strict=strict)
+        derivation = derive(everything, self.settings)
+        if wanted.outcome is None:
+            found = [item for item in everything if matches(item, wanted, self.settings)]
+        else:  # the outcome depends on the whole store (interference)
+            found = [
+                item
+                for item in everything
+                if matches(item, wanted, self.settings, outcome=derivation.of(item).outcome)
+            ]
         if reachable_from is not None:
             from kexp.provenance import reachable
 
             found = reachable(found, self.code_repo, str(reachable_from))
-        return _Filtered(found, text_filter)
+        return _Filtered(found, text_filter, derivation)
 
     def top_experiments(
         self,
@@ -421,84 +442,84 @@ class Store:
         *,
         include_buggy: bool = False,
         include_pending: bool = False,
+        include_controls: bool = False,
         strict: bool = False,
         brief: bool = False,
-        by: str = "score",
+        by: str = "cumulative",
         **filters: Any,
     ) -> list[KernelExperiment]:
-        """The best experiments by score (descending), at most ``max_results`` (20).
+        """The best experiments, at most ``max_results`` (20).
 
-        Buggy and pending (status new/running) experiments are left out unless asked
-        for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
-        ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
-        cache); only the experiments returned are read whole (none with ``brief``).
-        ``by="low"`` ranks by the low end of ``score_ci`` (the score without one).
+        ``by="cumulative"`` (the default) ranks by the cumulative score, the speedup over
+        the operator's reference (the best *tips* of a campaign first; experiments whose
+        cumulative score cannot be known follow, by score: see
+        :attr:`KernelExperiment.cumulative_reason`); ``by="low"`` by the low end of its
+        95 % interval; ``by="score"`` by the score itself (one step, for an experiment
+        measured against its parent). Buggy and pending (status new/running)
+        experiments are left out unless asked for, by ``include_buggy``/
+        ``include_pending`` or by an explicit ``is_buggy``, ``status`` or ``outcome``
+        filter; controls (tag ``control``, A/A runs) are never ranked, unless
+        ``include_controls`` or a ``tags`` filter names ``control``. Only the
+        experiments returned are read whole (none with ``brief``).
         """
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         limit = max(0, self.settings.top_default if max_results is None else max_results)
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
-        if by != "score":
-            return self._top_by_low(by, limit, skip_buggy, skip_pending, strict, brief, filters)
+        skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
+
+        def wanted_item(item: Any) -> bool:
+            return not (
+                (skip_buggy and item.is_buggy)
+                or (skip_pending and item.status in PENDING_STATUSES)
+                or (skip_controls and is_control(item))
+            )
+
         if (
-            self.source.cacheable
+            by == "score"
+            and self.source.cacheable
             and filters.get("text") is None
             and filters.get("reachable_from") is None
         ):
             wanted = build_filters(**self._resolve_filter_ids(filters))
-            best = self._with_index(
-                strict, lambda view: self._best_rows(view, wanted, limit, skip_buggy, skip_pending)
+            best, derivation = self._with_index(
+                strict, lambda view: self._best_rows(view, wanted, limit, wanted_item)
             )
             best = rank(best)[:limit]
-            return self._brief(best) if brief else self._complete(best, strict=strict)
+            if brief:
+                return self._brief(best, derivation)
+            return self._complete(best, derivation, strict=strict)
         found = self._filtered(filters, strict=strict)
-        candidates = found.experiments
-        if skip_buggy:
-            candidates = [e for e in candidates if not e.is_buggy]
-        if skip_pending:
-            candidates = [e for e in candidates if e.status not in PENDING_STATUSES]
+        derivation = found.derivation
+        candidates = [item for item in found.experiments if wanted_item(item)]
         if found.text is None:
-            best = rank(_best_scores(candidates, limit))[:limit]
-            return self._brief(best) if brief else self._complete(best, strict=strict)
-        ranked = rank(candidates)
+            best = rank_by(candidates, by, derivation.of, limit)
+            if brief:
+                return self._brief(best, derivation)
+            return self._complete(best, derivation, strict=strict)
+        ranked = rank_by(candidates, by, derivation.of)
         chosen: list[KernelExperiment] = []
         for start in range(0, len(ranked), max(limit, 1) * 4):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(ranked[start : start + max(limit, 1) * 4], strict=strict)
+            batch = self._complete(
+                ranked[start : start + max(limit, 1) * 4], derivation, strict=strict
+            )
             chosen += [e for e in batch if matches(e, found.text, self.settings)]
         return chosen[:limit]
 
-    def _top_by_low(
-        self,
-        by: str,
-        limit: int,
-        skip_buggy: bool,
-        skip_pending: bool,
-        strict: bool,
-        brief: bool,
-        filters: dict[str, Any],
-    ) -> list[KernelExperiment]:
-        """:meth:`top_experiments` ranked by the low end of the interval."""
-        if by not in RANKINGS:
-            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
-        found = [
-            e
-            for e in self.list_experiments(strict=strict, brief=True, **filters)
-            if not (skip_buggy and e.is_buggy)
-            and not (skip_pending and e.status in PENDING_STATUSES)
-        ]
-        best = rank_by_low(found)[:limit]
-        return best if brief else [self.get_experiment(e.id) for e in best]
-
     def _best_rows(
-        self, view: IndexView, wanted: Filters, limit: int, skip_buggy: bool, skip_pending: bool
-    ) -> list[Row]:
-        """The cached rows that can be among the ``limit`` best passing ``wanted``: read
-        in score order until ``limit`` are found and the next score is lower (ties kept)."""
+        self, view: IndexView, wanted: Filters, limit: int, keep: Callable[[Row], bool]
+    ) -> tuple[list[Row], Derivation]:
+        """The cached rows that can be among the ``limit`` best by score passing
+        ``wanted`` and ``keep``: read in score order until ``limit`` are found and the
+        next score is lower (ties kept); and what is derived of them (from their
+        lineages and what they combine, looked up in the cache)."""
         chosen: list[Row] = []
         if limit == 0:
-            return chosen
+            return chosen, derive((), self.settings)
         threshold: float | None = None
         seen, stopped = 0, False
         for row in view.by_score():
@@ -506,13 +527,13 @@ class Store:
                 stopped = True
                 break
             seen += 1
-            if skip_buggy and row.is_buggy:
-                continue
-            if skip_pending and row.status in PENDING_STATUSES:
+            if not keep(row):
                 continue
             if wanted.outcome is not None:  # the outcome depends on interference
-                row = view.with_interference([row])[0]
-            if not matches(row, wanted, self.settings):
+                outcome = derive_around([row], view.first_valid, self.settings).of(row).outcome
+                if not matches(row, wanted, self.settings, outcome=outcome):
+                    continue
+            elif not matches(row, wanted, self.settings):
                 continue
             chosen.append(row)
             if len(chosen) == limit:
@@ -520,7 +541,7 @@ class Store:
         # The cache checks that no row scoring that much was hidden from the ranking.
         assert threshold is not None or not stopped
         view.ranked_down_to(threshold if threshold is not None and stopped else -math.inf, seen)
-        return view.with_interference(chosen)
+        return chosen, derive_around(chosen, view.first_valid, self.settings)
 
     def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
         resolved = dict(filters)
@@ -636,21 +657,18 @@ class Store:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        if exp.combines:
-            scores = {other: self._score_of(other) for other in exp.combines}
-            known = {other: score for other, score in scores.items() if score is not None}
-            attach(exp, interference=below_best_combined(exp.score, exp.combines, known))
-        return exp
+        derivation = derive_around([exp], self._first_valid, self.settings)
+        return attach(exp, derived=derivation.of(exp))
 
-    def _score_of(self, exp_id: str) -> float | None:
-        """The score of the experiment ``exp_id``: that of its first valid file (in path
-        order) when several files hold the id, as queries count it; None if none."""
+    def _first_valid(self, exp_id: str) -> KernelExperiment | None:
+        """The experiment ``exp_id`` as its first valid file (in path order) holds it,
+        as queries count an id that several files hold; None if none."""
         if not ids.is_valid_id(exp_id):
             return None
         for path in self.id_index(exp_id).get(exp_id, []):
             checked = self.check_file(path)
             if checked.ok:
-                return float(checked.experiment().score)
+                return checked.experiment()
         return None
 
     # --- git: the store at a revision, history, changes -------------------------------
@@ -686,9 +704,9 @@ class Store:
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        by_id: dict[str, Any] = {}
-        for exp in self._summaries(strict=False):  # in path order: the first file of an id
-            by_id.setdefault(exp.id, exp)
+        everything = self._summaries(strict=False)
+        derivation = derive(everything, self.settings)
+        by_id = derivation.records()  # in path order: the first file of an id
         current = by_id.get(self.resolve_id(exp_id))
         chain: list[Any] = []
         seen = {current.id} if current else set()
@@ -698,13 +716,14 @@ class Store:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return self._complete(chain)
+        return self._complete(chain, derivation)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         full_id = self.resolve_id(exp_id)
-        kids = [e for e in self._summaries(strict=False) if e.pid == full_id]
-        return self._complete(chronological(kids))
+        everything = self._summaries(strict=False)
+        kids = [e for e in everything if e.pid == full_id]
+        return self._complete(chronological(kids), derive(everything, self.settings))
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
@@ -720,7 +739,7 @@ class Store:
                     seen.add(child.id)
                     found.append(child)
                     queue.append(child.id)
-        return self._complete(found)
+        return self._complete(found, derive(everything, self.settings))
 
     # --- validation ------------------------------------------------------------------
 
@@ -1189,19 +1208,11 @@ def _validation_record(
     return scan_record(found, link, shared)
 
 
-def _best_scores(candidates: list[Any], limit: int) -> list[Any]:
-    """The candidates that can be among the ``limit`` best: every one scoring at least
-    the ``limit``-th best score (ties included), so ranking sorts a handful, not all."""
-    if len(candidates) <= limit:
-        return candidates
-    if limit == 0:
+def _as_list(value: Any) -> list[Any]:
+    """A filter value given as one value or a list, as a list."""
+    if value is None:
         return []
-    threshold = min(float(c.score) for c in heapq.nlargest(limit, candidates, key=_score))
-    return [c for c in candidates if float(c.score) >= threshold]
-
-
-def _score(item: Any) -> float:
-    return float(item.score)
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _exists(exp_id: str) -> ExperimentExistsError:

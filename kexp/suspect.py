@@ -14,8 +14,9 @@ listings.
 Buggy experiments are not flagged: they are already known to be wrong.
 
 * :func:`suspect_reasons` / :func:`is_suspect` for an experiment (listings);
-* :func:`suspect_problems` for a parsed file (validation warnings, code
-  ``suspect-measurement``, positioned at the offending value).
+* :func:`suspect_problems` for a parsed file (validation warnings, code ``suspect``,
+  positioned at the offending value; :func:`suspect_fields` says whether a file's
+  front-matter has any).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 #: The flag shown next to a suspect experiment in listings.
 SUSPECT_LABEL = "suspect: verify correctness"
 #: The validation code of a suspect measurement (a warning).
-SUSPECT_CODE = "suspect-measurement"
+SUSPECT_CODE = "suspect"
 #: Microseconds per unit of a result's ``unit`` (``us`` when absent).
 UNIT_TO_US = {
     "ns": 1e-3,
@@ -150,6 +151,20 @@ def suspect_reasons(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS
 def is_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether ``exp`` should be flagged ``suspect: verify correctness``."""
     return bool(suspect_reasons(exp, settings))
+
+
+def suspect_fields(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """Whether a file whose front-matter holds ``fields`` is suspect (validation then
+    warns, :func:`suspect_problems`)."""
+    return bool(
+        _findings(
+            fields.get("score"),
+            fields.get("results"),
+            fields.get("is_buggy"),
+            settings,
+            fields.get("protocol"),
+        )
+    )
 
 
 def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:

@@ -33,11 +33,16 @@ from kexp.rules import (
     id_from_name,
     is_real_time,
     is_stray,
+    missing_measured_against,
     score_results_mismatch,
     slugify,
     warns_if_valid,
 )
 from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.suspect import suspect_problems
+
+#: The validation code of a child that does not say what its score is measured against.
+MEASURED_AGAINST_MISSING = "measured-against-missing"
 
 __all__ = [
     "EXPERIMENT_NAME",
@@ -374,6 +379,22 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "correct score or results (kexp computes score from timings)",
             )
         )
+    if missing_measured_against(fields):
+        problems.append(
+            _warning(
+                path,
+                *at("pid"),
+                MEASURED_AGAINST_MISSING,
+                "measured_against",
+                "it has a parent but does not say what its score is a speedup over "
+                "(measured_against); it counts as a step over the parent",
+                "write 'measured_against: parent' when score is the speedup over the "
+                "parent experiment's code (what kexp records from timings), or "
+                "'measured_against: reference' when it is over the operator's original "
+                "code (as the predecessor's records were)",
+            )
+        )
+    problems.extend(suspect_problems(doc, settings))
     problems.extend(_sample_problems(doc))
     problems.extend(legacy_problems(doc))
     for key in fields:

@@ -268,6 +268,7 @@ def test_top_json_gives_the_best_with_stable_keys(repo: Path, populated: Store) 
         "id",
         "change_summary",
         "score",
+        "cumulative_score",
         "outcome",
         "key_insight",
         "operator_sig",
@@ -295,15 +296,27 @@ def test_top_limits_to_twenty_by_default(
 def test_top_table_is_ranked_and_aligned(repo: Path, populated: Store) -> None:
     result = kexp(repo, "top")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["#", "ID", "SCORE", "OUTCOME", "DTYPE", "OPERATOR", "SUMMARY"]
-    rank, shown_id, score = lines[1].split()[:3]
-    assert (rank, score) == ("1", "1.0500")
+    assert lines[0].split() == [
+        "#",
+        "ID",
+        "CUMULATIVE",
+        "SCORE",
+        "OUTCOME",
+        "DTYPE",
+        "OPERATOR",
+        "SUMMARY",
+    ]
+    rank, shown_id, cumulative, score = lines[1].split()[:4]
+    assert (rank, cumulative, score) == ("1", "1.0500", "1.0500")
     # Ids are shown as long as needed to tell the listed ones apart (at least 10).
     assert len(shown_id) >= 10 and "6749f3a000000001".startswith(shown_id)
     shown = [line.split()[1] for line in lines[1:]]
     assert len(set(shown)) == len(shown)
     assert len({line.index("OUTCOME") for line in lines[:1]} | {lines[1].index("improvement")}) == 1
-    assert lines[1].index("1.0500") + len("1.0500") == lines[0].index("SCORE") + len("SCORE")
+    assert lines[1].rindex("1.0500") + len("1.0500") == lines[0].index(" SCORE") + len(" SCORE")
+    assert lines[1].index("1.0500") + len("1.0500") == lines[0].index("CUMULATIVE") + len(
+        "CUMULATIVE"
+    )
 
 
 def test_table_is_fitted_to_the_terminal_width(repo: Path, populated: Store) -> None:
@@ -405,10 +418,13 @@ def test_no_color_when_not_a_terminal_or_no_color(repo: Path, populated: Store) 
 
 @pytest.fixture
 def lineage(store: Store, make_experiment: Callable[..., KernelExperiment]) -> dict[str, str]:
-    """root 1.00 -> a 1.05 -> (a1 1.02, a2 1.10 -> a21 1.08); root -> b 0.97 -> b1 0.96."""
+    """root 1.00 -> a 1.05 -> (a1 1.02, a2 1.10 -> a21 1.08); root -> b 0.97 -> b1 0.96,
+    every score measured against the reference (the cumulative score is the score)."""
     ids: dict[str, str] = {}
 
     def add(name: str, parent: str | None, score: float, **extra: Any) -> None:
+        if parent:
+            extra["measured_against"] = "reference"
         exp = make_experiment(
             id=f"7000000000000{len(ids):03x}",
             pid=ids[parent] if parent else "",
@@ -446,7 +462,8 @@ def test_tree_json_marks_best_path_dead_ends_and_deltas(
     by_name = {name: nodes[i] for name, i in lineage.items()}
     assert [n for n, v in by_name.items() if v["on_best_path"]] == ["root", "a", "a2"]
     assert by_name["a2"]["is_best"]
-    assert [n for n, v in by_name.items() if v["dead_end"]] == ["a2", "b"]
+    # a2 is the best: never a dead end, though nothing built on it is better.
+    assert [n for n, v in by_name.items() if v["dead_end"]] == ["b"]
     assert by_name["a"]["delta"] == pytest.approx(0.05)
     assert by_name["a"]["delta_pct"] == pytest.approx(5.0)
     assert by_name["root"]["delta"] is None
@@ -460,7 +477,7 @@ def test_tree_text_for_one_experiment(repo: Path, lineage: dict[str, str]) -> No
     # the ancestors (root, a) and the descendants (a21), no side branches
     assert [re.search(r"Step (\w+)", line).group(1) for line in shown] == ["root", "a", "a2", "a21"]  # type: ignore[union-attr]
     assert shown[2].lstrip("│├└─ ").startswith("*") and "[best]" in shown[2]
-    assert "Δ+0.0500" in shown[1] and "<" in shown[2]
+    assert "Δ +5.00%" in shown[1] and "<" in shown[2]
     assert shown[3].startswith("        └──")
 
 

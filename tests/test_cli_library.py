@@ -50,6 +50,8 @@ from tests.conftest import git
 
 
 def exp(id_: str, pid: str = "", score: float = 1.0, **fields: object) -> KernelExperiment:
+    if pid:  # scores over the reference: each is its own cumulative score
+        fields.setdefault("measured_against", "reference")
     return KernelExperiment(
         id=id_ * 16 if len(id_) == 1 else id_,
         pid=pid * 16 if len(pid) == 1 else pid,
@@ -75,7 +77,7 @@ def test_forest_deltas_best_path_and_dead_ends() -> None:
     assert [t.experiment.id[0] for t in forest] == ["1", "7"]
     nodes = {n.experiment.id[0]: n for t in forest for n in t.walk()}
     assert [k for k, n in nodes.items() if n.on_best_path] == ["1", "2", "7"]
-    assert [k for k, n in nodes.items() if n.dead_end] == ["2"]
+    assert [k for k, n in nodes.items() if n.dead_end] == []  # 2 is the best of its tree
     assert nodes["2"].delta == pytest.approx(0.1) and nodes["2"].delta_pct == pytest.approx(10)
     assert nodes["6"].delta is None and nodes["1"].delta is None
     assert nodes["7"].is_best and nodes["2"].is_best

@@ -270,7 +270,8 @@ def test_to_dict_is_json_with_every_predecessor_key(compat: ModuleType) -> None:
     )
     # kexp's additions are the only other keys (what asdict gives, less the kept text).
     assert set(data) - set(PREDECESSOR_ORDER) == {
-        "tags", "author", "combines", "results", "score_ci", "protocol", "samples"
+        "tags", "author", "combines", "results", "score_ci", "protocol", "measured_against",
+        "samples"
     }
     assert json.loads(json.dumps(dataclasses.asdict(exp)))["score"] == 1.0188
 

@@ -21,6 +21,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from kexp import Store
 from kexp.cli import main
+from kexp.export import BRIEF_FIELDS
 from kexp.mcp_server import TOOLS
 from kexp.samples import summarize
 from kexp.skill import MCP_CONFIGS, install_mcp_config, mcp_server_entry
@@ -158,10 +159,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
         ranked = await agent.json("top")
         truth = store.top_experiments(20)
         assert [r["id"] for r in ranked] == [e.id for e in truth]
-        assert set(ranked[0]) <= {
-            *("id", "change_summary", "score", "score_ci", "outcome", "key_insight"),
-            *("suspect", "operator_sig", "dtype_sig"),
-        }
+        assert set(ranked[0]) <= set(BRIEF_FIELDS)  # what kexp top --json --brief prints
         shown = await agent.json("show", exp_id=first["id"][:10])
         assert (shown["id"], shown["score"], shown["samples"]) == (exp.id, exp.score, exp.samples)
         forest = await agent.json("tree", operator="softmax")

@@ -72,6 +72,7 @@ _ADD_FLAG_FIELDS = (
     "dtype_sig",
     "env",
     "pid",
+    "measured_against",
     "base_commit",
     "author",
 )
@@ -114,6 +115,12 @@ def _add_options(func: Any) -> Any:
         ),
         click.option(
             "--pid", help="Parent experiment id (or unique prefix).", shell_complete=complete_ids
+        ),
+        click.option(
+            "--measured-against",
+            type=click.Choice(["parent", "reference"]),
+            help="What the score is a speedup over: the parent's code (the default with "
+            "--pid and timings) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
         click.option("--tag", "tags", multiple=True, help="Tag (repeatable)."),
