@@ -51,7 +51,7 @@ from kexp.model import LEGACY_FIELDS, KernelExperiment
 from kexp.store import init_store, slugify
 
 #: Bump when the generated data changes, so cached data sets are regenerated.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 DEFAULT_SEED = 20261129
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
 #: Experiments per month on average: keeps every ``YYYY/MM`` folder below 1,000 files.
@@ -687,6 +687,9 @@ class _Generator:
         return KernelExperiment(
             id=exp_id,
             pid=pid,
+            # Scores are drawn around the parent's: speedups over the reference (and
+            # what kexp import writes of the predecessor's records).
+            measured_against="reference" if pid else "",
             score=score,
             dtype_sig=dtype,
             env=env_name,

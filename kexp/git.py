@@ -171,6 +171,11 @@ def _executable() -> str:
     return str(gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")
 
 
+#: git's words for a lock file it could not create (another process holds it, or a
+#: killed one left it behind).
+_LOCK_EXISTS = re.compile(r"Unable to create '([^'\n]+\.lock)': File exists")
+
+
 def _translate(repo: git.Repo | Worktree, action: str, stderr: str) -> GitError:
     """A :class:`GitError` for a failed git command, with a hint at the fix."""
     text = stderr.strip()
@@ -186,6 +191,14 @@ def _translate(repo: git.Repo | Worktree, action: str, stderr: str) -> GitError:
         )
     if "not a git repository" in lowered:
         return GitError(f"{where} is not a git repository: run 'git init' there")
+    lock = _LOCK_EXISTS.search(text)
+    if lock is not None:
+        return GitError(
+            f"git {action} failed in {where}: git could not create {lock.group(1)}, which "
+            "exists: another git process is working in this repository (an editor opened "
+            "by git commit?), or one was killed and left it behind; if no git process is "
+            f"running here, delete {lock.group(1)} and try again"
+        )
     detail = f": {text.splitlines()[-1]}" if text else ""
     return GitError(f"git {action} failed in {where}{detail}")
 
@@ -955,15 +968,18 @@ def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
     found = git_command(
-        repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs,
-        ok_codes=(0, 1),
-    )  # fmt: skip
+        repo, "merge-tree", "--write-tree", "--name-only", ours, theirs, ok_codes=(0, 1)
+    )
+    # The tree, the conflicted files (one a line), an empty line, git's messages.
     lines = found.stdout.splitlines()
     if found.status == 1:
-        conflicted = sorted({line for line in lines[1:] if line.strip()})
+        end = lines.index("", 1) if "" in lines[1:] else len(lines)
+        conflicted = sorted({line for line in lines[1:end] if line.strip()})
+        said = [line for line in lines[end + 1 :] if line.startswith("CONFLICT (")]
         raise SyncConflictError(
             f"conflict: {', '.join(conflicted)} changed both here and on the remote",
             conflicted,
+            said,
         )
     tree = lines[0].strip()
     return git_command(
@@ -1015,18 +1031,31 @@ def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
     return ref_commit(repo, tracking)
 
 
-#: What git says when a push lost a race (another push landed first): worth a retry.
-_PUSH_RACE = re.compile(
-    r"rejected|fetch first|non-fast-forward|cannot lock|unable to lock|failed to update ref|"
-    r"stale info|incorrect old value|but expected|reference already exists",
+#: What git says of a push that lost a race (the remote moved since this clone fetched
+#: it, or between its advertisement and the update): worth a fetch, a merge and a retry.
+_PUSH_BEHIND = re.compile(
+    r"fetch first|non-fast-forward|stale info|but expected|incorrect old value|"
+    r"reference already exists",
     re.IGNORECASE,
 )
 
 
-def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> bool:
-    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced: True when
-    it landed, False when it was rejected because the remote moved meanwhile (fetch,
-    merge, and try again). Other failures raise :class:`GitError`."""
+@dataclasses.dataclass(frozen=True)
+class PushOutcome:
+    """What one push did: landed (``pushed``), lost a race (neither field set: fetch,
+    merge and try again), or met a ref lock on the remote (``lock``: the file)."""
+
+    pushed: bool
+    lock: str = ""
+
+
+def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> PushOutcome:
+    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced.
+
+    A push rejected because the remote moved meanwhile, or one that met a lock on the
+    remote's ref, is an outcome (the caller decides whether to try again); any other
+    refusal (a hook that declines, a protected branch, no permission) raises
+    :class:`GitError` in the remote's own words."""
     check_branch_name(branch)
     if not is_ref_name(remote) or not is_hex(commit, 40):
         raise GitError(f"refused push of {commit!r} to {remote!r}")
@@ -1035,10 +1064,29 @@ def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> bool:
         f"{commit}:refs/heads/{branch}", ok_codes=None,
     )  # fmt: skip
     if found.status == 0:
-        return True
-    if _PUSH_RACE.search(found.stderr + found.stdout):
-        return False
-    raise _translate(repo, "push", found.stderr or found.stdout)
+        return PushOutcome(True)
+    # --porcelain: "!<TAB>FROM:TO<TAB>[rejected] (fetch first)" for the refused ref.
+    refused = [line.split("\t") for line in found.stdout.splitlines() if line.startswith("!")]
+    summary = refused[0][2].strip() if refused and len(refused[0]) > 2 else ""
+    said = [
+        line[len("remote:") :].strip()
+        for line in found.stderr.splitlines()
+        if line.startswith("remote:") and line[len("remote:") :].strip()
+    ]
+    words = " ".join(said)
+    if not summary:  # no ref was tried: the remote could not be reached, ...
+        raise _translate(repo, "push", found.stderr or found.stdout)
+    if _PUSH_BEHIND.search(summary) or _PUSH_BEHIND.search(words):
+        return PushOutcome(False)
+    lock = _LOCK_EXISTS.search(words)
+    if lock is not None:
+        return PushOutcome(False, lock.group(1).replace("/./", "/"))
+    reason = summary.removeprefix("[remote rejected]").removeprefix("[rejected]").strip()
+    shown = words if len(words) <= 600 else words[:600] + " ..."
+    raise GitError(
+        f"{remote} refused the push to {branch} {reason or summary}"
+        + (f", saying: {shown}" if shown else "")
+    )
 
 
 def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:

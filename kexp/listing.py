@@ -230,7 +230,7 @@ def folder_rows(
             else:
                 key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
                 # tuple.__new__ of the class: the fastest way to make many rows.
-                rows.append(tuple.__new__(Row, (*values, folder + name, key, False, None)))
+                rows.append(tuple.__new__(Row, (*values, folder + name, key, None)))
         return rows, invalid
     by_name = pack_records(pack)
     for at, name in enumerate(known.names):

@@ -7,23 +7,16 @@ import datetime as dt
 import heapq
 import operator
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from kexp.campaign import PENDING_STATUSES, is_control
 from kexp.errors import KexpError
-from kexp.model import (
-    BODY_FIELDS,
-    OUTCOMES,
-    PENDING_STATUSES,
-    STATUSES,
-    KernelExperiment,
-    attach,
-    outcome_of,
-)
+from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 if TYPE_CHECKING:
-    from kexp.rows import Row
+    from kexp.campaign import Derivation, Derived
 
 
 class Ranked(Protocol):
@@ -184,8 +177,12 @@ def build_filters(**kwargs: Any) -> Filters:
     return Filters(**values)
 
 
-def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -> bool:
-    """Whether ``exp`` passes every filter that is set."""
+def matches(
+    exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS, *, outcome: str | None = None
+) -> bool:
+    """Whether ``exp`` passes every filter that is set (``outcome``: its outcome as
+    derived from the whole store, :func:`kexp.campaign.derive`; else judged from its
+    own attributes)."""
     f = filters
     if f.operator is not None and f.operator not in exp.operator_sig.lower():
         return False
@@ -197,7 +194,7 @@ def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -
         return False
     if f.status is not None and exp.status not in f.status:
         return False
-    if f.outcome is not None and outcome_of(exp, settings) not in f.outcome:
+    if f.outcome is not None and (outcome or outcome_of(exp, settings)) not in f.outcome:
         return False
     if f.is_buggy is not None and exp.is_buggy != f.is_buggy:
         return False
@@ -248,30 +245,50 @@ def ranking_leaves_out(
     return skip_buggy, skip_pending
 
 
-#: What ``top_experiments`` can rank by: the score, or the low end of its interval.
-RANKINGS = ("score", "low")
+#: What a ranking (``top``) can rank by: the cumulative score (the speedup over the
+#: operator's reference: the default), the score itself (one step), or the low end of
+#: the cumulative score's interval.
+RANKINGS = ("cumulative", "score", "low")
 
 
-def rank(experiments: Iterable[_E], *, by: str = "score", limit: int | None = None) -> list[_E]:
-    """The one ranking of experiments (or rows), best first: by the rank key (``by``:
-    the score, or :func:`interval_low`), descending; then newest first, then id, then
-    path (deterministic). With ``limit``, the first ``limit`` of that order (only the
-    candidates that can be among them are sorted)."""
+def rank(
+    experiments: Iterable[_E],
+    *,
+    by: str = "cumulative",
+    derived: Callable[[_E], Derived] | None = None,
+    limit: int | None = None,
+) -> list[_E]:
+    """The one ranking of experiments (or rows), best first: by the rank key (``by``,
+    one of :data:`RANKINGS`), descending; then by score, newest first, id, path
+    (deterministic). With ``limit``, the first ``limit`` of that order (only the
+    candidates that can be among them are sorted).
+
+    ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
+    interval (the cumulative score without one): what is derived of each comes from
+    ``derived`` (:meth:`kexp.campaign.Derivation.of`; by default an experiment's own
+    :attr:`~kexp.model.KernelExperiment.derived`); experiments without a cumulative
+    score (see ``cumulative_reason``) come after those with one, by score. ``score``
+    ranks by the score alone (nothing derived is read).
+    """
     if by not in RANKINGS:
         raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
-    key = _score if by == "score" else interval_low
     items = list(experiments)
+    key: Callable[[_E], Any] = _score
+    if by != "score":
+        of: Callable[[Any], Derived] = derived if derived is not None else _own_derived
+        key = _cumulative_key(of) if by == "cumulative" else _low_key(of)
     if limit is not None:
         if limit <= 0:
             return []
         if len(items) > limit:
-            # Every item scoring at least the limit-th best key (ties kept).
+            # Every item whose key is at least the limit-th best (ties kept).
             if by == "score":
                 threshold = heapq.nlargest(limit, items, key=_SCORE)[-1].score
                 items = [item for item in items if item.score >= threshold]
             else:
-                threshold = heapq.nlargest(limit, map(key, items))[-1]
-                items = [item for item in items if key(item) >= threshold]
+                keys = list(map(key, items))
+                least = heapq.nlargest(limit, keys)[-1]
+                items = [item for item, k in zip(items, keys, strict=True) if k >= least]
     # Stable sorts, the least significant key first (cheaper than one sort on a
     # composite key that has to invert a string).
     items.sort(key=lambda e: (e.id, _path_key(e)))
@@ -289,11 +306,30 @@ def _score(item: Any) -> float:
 _SCORE = operator.attrgetter("score")
 
 
-def interval_low(exp: Any) -> float:
-    """The low end of ``exp``'s 95 % interval: a robust "at least this fast" (the score
-    itself when it has no interval)."""
-    interval = getattr(exp, "score_ci", None)
-    return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
+def _own_derived(exp: Any) -> Derived:
+    return exp.derived  # type: ignore[no-any-return]
+
+
+def _cumulative_key(of: Callable[[Any], Derived]) -> Callable[[Any], tuple[bool, float]]:
+    def key(item: Any) -> tuple[bool, float]:
+        value = of(item).cumulative_score
+        if value is None:
+            return (False, float(item.score))
+        return (True, value)
+
+    return key
+
+
+def _low_key(of: Callable[[Any], Derived]) -> Callable[[Any], tuple[bool, float]]:
+    def key(item: Any) -> tuple[bool, float]:
+        found = of(item)
+        if found.cumulative_score is None:
+            return (False, float(item.score))
+        if found.cumulative_ci is not None:
+            return (True, found.cumulative_ci[0])
+        return (True, found.cumulative_score)
+
+    return key
 
 
 def _time_key(created_at: str) -> str:
@@ -307,62 +343,33 @@ def _time_key(created_at: str) -> str:
     return f"{seconds}.{fraction:0<9}"
 
 
-def below_best_combined(score: float, combines: Iterable[str], scores: dict[str, float]) -> bool:
-    """Interference: ``score`` below the best of the known ``scores`` it combines."""
-    combined = [scores[i] for i in combines if i in scores]
-    return bool(combined) and score < max(combined)
-
-
-def derive(rows: list[Row]) -> list[Row]:
-    """The values derived from the whole store, set on every row (in path order) of the
-    store's current experiments: ``interference`` (an experiment that combines others
-    scores below the best of them; an id held by several files counts with its first
-    file's score). The one place they are computed: every query derives them, from
-    every current row, before it filters and ranks."""
-    combined = {other for row in rows if row.combines for other in row.combines}
-    if not combined:
-        return rows
-    scores: dict[str, float] = {}
-    for row in rows:  # in path order: an id of several files has the first's score
-        if row.id in combined and row.id not in scores:
-            scores[row.id] = row.score
-    return [
-        row._replace(interference=True)
-        if row.combines and below_best_combined(row.score, row.combines, scores)
-        else row
-        for row in rows
-    ]
-
-
 def select(
     rows: Iterable[_E],
     wanted: Filters,
     settings: Settings = DEFAULT_SETTINGS,
     *,
+    derivation: Derivation | None = None,
     skip_buggy: bool = False,
     skip_pending: bool = False,
+    skip_controls: bool = False,
 ) -> list[_E]:
-    """The rows passing ``wanted`` (and, with ``skip_buggy``/``skip_pending``, neither
-    buggy nor pending)."""
+    """The rows passing ``wanted`` (and, with ``skip_buggy``/``skip_pending``/
+    ``skip_controls``, neither buggy nor pending nor a control). An ``outcome`` filter
+    reads each row's outcome from ``derivation`` (what is derived from the whole store:
+    interference depends on other experiments); without one, from the row itself."""
     chosen = [
         row
         for row in rows
         if not (skip_buggy and row.is_buggy)  # type: ignore[attr-defined]
         and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
+        and not (skip_controls and is_control(row))
     ]
     if wanted == _NO_FILTERS:
         return chosen
-    return [row for row in chosen if matches(row, wanted, settings)]
-
-
-def mark_interference(experiments: list[KernelExperiment]) -> None:
-    """Set ``interference`` on each experiment scoring below the best of those it
-    combines (among ``experiments``)."""
-    scores: dict[str, float] = {}
-    for exp in experiments:  # in path order: an id of several files has the first's score
-        scores.setdefault(exp.id, exp.score)
-    for exp in experiments:
-        attach(exp, interference=below_best_combined(exp.score, exp.combines, scores))
+    if wanted.outcome is None or derivation is None:
+        return [row for row in chosen if matches(row, wanted, settings)]
+    of = derivation.of
+    return [row for row in chosen if matches(row, wanted, settings, outcome=of(row).outcome)]
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:

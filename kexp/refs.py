@@ -323,6 +323,37 @@ class RefsSource:
                 else:
                     yield path, data
 
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files that are not experiment files (nor the folder's README) in
+        the working tree and at each ref (the working tree's where both hold a path),
+        sorted, each with its bytes or the problem that says why it cannot be read."""
+        from kexp.cache import Cache
+        from kexp.rules import is_stray
+        from kexp.validate import size_problem
+
+        found: dict[str, bytes | Problem] = dict(self.tree.stray_files(settings))
+        wanted: dict[str, str] = {}
+        cache = Cache(self._cache_folder if self._cache_folder.is_dir() else None, settings)
+        try:
+            git = _Trees(self.worktree, cache)
+            for ref in self.refs:
+                for below, tree in git.folders(git.root(ref.commit, self.folder)).items():
+                    for mode, name, sha in git.entries(tree):
+                        path = str(self.experiments_dir / (below + name))
+                        if mode in _FILE_MODES and path not in found and is_stray(below + name):
+                            wanted.setdefault(path, sha)
+        finally:
+            cache.close()
+        streamed = kgit.iter_blobs(
+            self.worktree, list(wanted.values()), max_bytes=settings.max_file_bytes
+        )
+        for path, (_, data) in zip(wanted, streamed, strict=True):
+            if isinstance(data, int):
+                found[path] = size_problem(path, data, settings.max_file_bytes)
+            else:
+                found[path] = data if data is not None else b""
+        return sorted(found.items())
+
     def check(self, path: Path, settings: Settings) -> CheckedFile:
         """Read and check one file of :meth:`files`."""
         return self.check_files([path], settings)[0]
@@ -641,3 +672,25 @@ class _Newest:
             if key is not None:
                 found.append((path, key))
         return tuple(found)
+
+
+def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
+    """The branches and remote-tracking branches whose store holds the experiment
+    ``id_or_prefix`` names (those holding its newest version first; none outside git,
+    or when none does): where to look for an experiment the working tree does not hold
+    (``--all-refs``). ``store``: a :class:`kexp.store.Store` of the working tree."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the lookup's: the read at hand warns itself
+            across = store.with_refs(all_refs=True)
+            found = across.found()
+            full = across.resolve_id(id_or_prefix, found=found)
+    except KexpError:
+        return []
+    places = [
+        place
+        for row in found.rows
+        if row.id == full and row.where is not None
+        for place in (*row.where.refs, *row.where.other_versions)
+    ]
+    return [place for place in dict.fromkeys(places) if place != LOCAL]

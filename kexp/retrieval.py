@@ -64,11 +64,11 @@ from kexp.dedupe import (
 )
 from kexp.errors import KexpError, NearDuplicateWarning, RemeasureWarning, RepeatedChangeWarning
 from kexp.lessons import key_insight
-from kexp.model import attach, outcome_of
-from kexp.query import below_best_combined, derive
+from kexp.model import attach
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
+    from kexp.campaign import Derivation
     from kexp.listing import Folder, Listing
     from kexp.model import KernelExperiment
     from kexp.rows import Row
@@ -403,11 +403,19 @@ class Search(_Index):
     :func:`searching`)."""
 
     def __init__(
-        self, cache: Cache, rows: list[Row], store: StoreView, by_key: _ByKey | None = None
+        self,
+        cache: Cache,
+        rows: list[Row],
+        derivation: Derivation,
+        store: StoreView,
+        by_key: _ByKey | None = None,
     ) -> None:
         super().__init__(cache, store)
-        #: The store's current experiments (derived values set), in path order.
+        #: The store's current experiments, in path order.
         self.rows = rows
+        #: What is derived of them all (:func:`kexp.campaign.derive`), as every query
+        #: derives it.
+        self.derivation = derivation
         self._by_key = by_key if by_key is not None else _ByKey(rows)
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
@@ -467,7 +475,7 @@ class Search(_Index):
             similarity=None if similarity is None else round(similarity, 4),
             score=row.score,
             score_ci=score_interval(row),
-            outcome=outcome_of(row, self.settings),  # type: ignore[arg-type]
+            outcome=self.derivation.of(row).outcome,
             change_summary=row.change_summary,
             key_insight=self.insight(row),
             operator_sig=row.operator_sig,
@@ -553,10 +561,12 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
     (:mod:`kexp.cache`); one found damaged by a question raises
     :class:`~kexp.cache.DamagedCacheError` (see :func:`asked`)."""
     from kexp.cache import Cache, DamagedCacheError
+    from kexp.campaign import derive
 
     found = store.found()
     alone = found.rows is found.local  # the working tree alone
-    rows = derive(found.rows)
+    rows = found.rows
+    derivation = derive(rows, store.settings)
     by_key = _ByKey(rows)
     cache = store.open_cache()
     try:
@@ -588,11 +598,11 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
                     cache.close()
                     cache = Cache(None, store.settings)
         if not changes:
-            yield Search(cache, rows, store, by_key)
+            yield Search(cache, rows, derivation, store, by_key)
             return
         with cache.transient():
             cache.activate(changes, texts_of.of(changes))
-            yield Search(cache, rows, store, by_key)
+            yield Search(cache, rows, derivation, store, by_key)
     finally:
         cache.close()
 
@@ -1062,7 +1072,7 @@ def repeats_in(
     spare = MAX_REPORTED + len(skip) + 5
     near_ones = [path for path in ordered if path not in same][:spare]
     reread = [candidates[path][0] for path in ordered if path in same or path in near_ones]
-    found: list[tuple[KernelExperiment, float, bool, Any]] = []
+    found: list[tuple[KernelExperiment, Row, float, bool]] = []
     reported_near = 0
     checked_files = store.source.check_found(reread, store.settings)
     for row, checked in zip(reread, checked_files, strict=True):
@@ -1073,23 +1083,27 @@ def repeats_in(
         exp = checked.experiment()
         if exp.id in skip:
             continue
-        interference = row.interference
-        if isinstance(search, _Light) and exp.combines:  # not derived by a light read
-            scores = {other: store.score_of(other) for other in exp.combines}
-            known = {other: score for other, score in scores.items() if score is not None}
-            interference = below_best_combined(exp.score, exp.combines, known)
         attach(exp, store.settings, path=store.experiments_dir / row.path,
-               interference=interference, where=row.sighting())  # fmt: skip
+               where=row.sighting())  # fmt: skip
         identical = normalize_code_change(exp.code_change) == wanted
         if identical:
-            found.append((exp, 1.0, True, row.where))
+            found.append((exp, row, 1.0, True))
         elif near and reported_near < MAX_REPORTED:
             similarity = _similarity(exp.code_change, shingles)
             if similarity >= threshold:
-                found.append((exp, similarity, False, row.where))
+                found.append((exp, row, similarity, False))
                 reported_near += 1
+    # What is derived of each, as every query derives it: from the whole store (a light
+    # read of a write's check derives it only when one depends on others).
+    derivation = (
+        search.derivation
+        if isinstance(search, Search)
+        else _derivation_for(store, [exp for exp, _, _, _ in found])
+    )
     repeats = []
-    for exp, similarity, identical, where in found:
+    for exp, row, similarity, identical in found:
+        attach(exp, derived=derivation.of(exp))
+        where = row.where
         repeats.append(
             Repeat(
                 exp.id,
@@ -1108,6 +1122,16 @@ def repeats_in(
     created = {exp.id: exp.created_at for exp, _, _, _ in found}
     identical_first.sort(key=lambda r: (created[r.id], r.id))
     return identical_first + [r for r in repeats if not r.identical]
+
+
+def _derivation_for(store: StoreView, experiments: Sequence[KernelExperiment]) -> Derivation:
+    """What is derived of ``experiments`` (:func:`kexp.campaign.derive`): over the whole
+    store (one read) when one of them depends on other experiments, else over them."""
+    from kexp.campaign import derive, stands_alone
+
+    if all(stands_alone(exp) for exp in experiments):
+        return derive(experiments, store.settings)
+    return store.derivation()
 
 
 def _similarity(code_change: str, shingles: frozenset[int]) -> float:

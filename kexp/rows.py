@@ -32,6 +32,7 @@ VALUE_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields")
 #: name rule is :func:`row_of`'s).
 _NEUTRAL = "content.md"
 _DEFAULTS: dict[str, Any] = {
+    "measured_against": "",
     "score_ci": (),
     "tags": (),
     "author": "",
@@ -47,7 +48,16 @@ _ID = FRONT_MATTER_FIELDS.index("id")
 _TAGS = FRONT_MATTER_FIELDS.index("tags")
 _REPEATING = tuple(
     FRONT_MATTER_FIELDS.index(name)
-    for name in ("pid", "status", "operator_sig", "dtype_sig", "env", "base_commit", "author")
+    for name in (
+        "pid",
+        "measured_against",
+        "status",
+        "operator_sig",
+        "dtype_sig",
+        "env",
+        "base_commit",
+        "author",
+    )
 )
 
 #: What is kept of one file's content: (the first error as (line, column, code,
@@ -189,18 +199,20 @@ class Sighting:
 
 
 class Row(NamedTuple):
-    """One valid experiment file as queries see it: its front-matter, where it is, and
-    what is derived from the whole store (see :func:`kexp.query.derive`).
+    """One valid experiment file as queries see it: its front-matter and where it is.
 
-    It has the attributes filtering and ranking read (``score``, ``operator_sig``,
-    ...), so queries run on rows and build experiments only for what they return.
-    ``path`` is relative to ``experiments/``; lists are tuples.
+    It has the attributes filtering, deriving (:func:`kexp.campaign.derive`) and ranking
+    read (``score``, ``pid``, ``measured_against``, ``operator_sig``, ...), so queries
+    run on rows and build experiments only for what they return. What is derived from
+    the whole store is not a row's: the query's :class:`kexp.campaign.Derivation` holds
+    it. ``path`` is relative to ``experiments/``; lists are tuples.
     """
 
     id: str
     pid: str
     change_summary: str
     score: float
+    measured_against: str
     score_ci: tuple[float, ...]
     status: str
     is_buggy: bool
@@ -219,14 +231,13 @@ class Row(NamedTuple):
     path: str
     #: Its content key (:func:`content_key`).
     key: bytes
-    #: Derived: it combines others and scores below the best of them.
-    interference: bool = False
     #: Where it was found, when the store reads refs (a :class:`Seen`). The last field
     #: (:mod:`kexp.refs` sets it by position).
     where: Seen | None = None
 
     def to_experiment(self, experiments_dir: Path) -> KernelExperiment:
-        """The experiment with this front-matter (body fields empty: not read)."""
+        """The experiment with this front-matter (body fields empty: not read), with
+        where it was found; what is derived of it is the store's to attach."""
         fields: dict[str, Any] = {}
         for name, value in zip(FRONT_MATTER_FIELDS, self, strict=False):
             fields[name] = (
@@ -238,7 +249,7 @@ class Row(NamedTuple):
             )
         fields.update(self.extra_fields or {})
         exp = experiment_from_fields(fields, experiments_dir / self.path)
-        return attach(exp, interference=self.interference, where=self.sighting())
+        return attach(exp, where=self.sighting())
 
     def sighting(self) -> Sighting | None:
         """Where it was found (None when the store reads no refs)."""
@@ -248,7 +259,7 @@ class Row(NamedTuple):
 
 def row_of(values: tuple[Any, ...], path: str, key: bytes, where: Seen | None = None) -> Row:
     """The row of a valid file's values, found at ``path`` (relative)."""
-    return Row._make((*values, path, key, False, where))
+    return Row._make((*values, path, key, where))
 
 
 def name_mismatch(values: tuple[Any, ...], name_id: str) -> bool:

@@ -27,7 +27,14 @@ from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
 from kexp.settings import Settings
 from kexp.sources import EXPERIMENTS_DIR, Found
-from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_name, size_problem
+from kexp.validate import (
+    EXPERIMENT_NAME,
+    CheckedFile,
+    check_bytes,
+    id_from_name,
+    is_stray,
+    size_problem,
+)
 
 if TYPE_CHECKING:
     import git
@@ -89,6 +96,13 @@ class StoreLocation:
             p.startswith(".") for p in parts[:-1]
         )
 
+    def is_stray(self, repo_path: str) -> bool:
+        """Whether a repository path is a Markdown file of this store that is not an
+        experiment's (nor the folder's README): what validation reports
+        (:func:`kexp.validate.is_stray`)."""
+        prefix = self.folder + "/"
+        return repo_path.startswith(prefix) and is_stray(repo_path[len(prefix) :])
+
 
 class GitRevision:
     """The experiment files of one commit (see the module docstring).
@@ -124,18 +138,42 @@ class GitRevision:
                 "give a later revision"
             )
         self._entries: dict[str, TreeEntry] | None = None
+        self._strays: dict[str, TreeEntry] = {}
         self._sorted: list[Path] | None = None
 
     def _tree(self) -> dict[str, TreeEntry]:
-        """Experiment files at this revision, by store path (as a string), listed once."""
+        """Experiment files at this revision, by store path (as a string), listed once
+        (with the strays, :meth:`stray_files`)."""
         if self._entries is None:
             loc = self.location
-            self._entries = {
-                loc.text_path(entry.path): entry
-                for entry in kgit.list_tree(loc.repo, self._hash, loc.folder)
-                if entry.mode != _SUBMODULE_MODE and loc.is_experiment(entry.path)
-            }
+            entries: dict[str, TreeEntry] = {}
+            strays: dict[str, TreeEntry] = {}
+            for entry in kgit.list_tree(loc.repo, self._hash, loc.folder):
+                if entry.mode == _SUBMODULE_MODE:
+                    continue
+                if loc.is_experiment(entry.path):
+                    entries[loc.text_path(entry.path)] = entry
+                elif loc.is_stray(entry.path):
+                    strays[loc.text_path(entry.path)] = entry
+            self._entries, self._strays = entries, strays
         return self._entries
+
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files at this revision that are not experiment files (nor the
+        folder's README), sorted, each with its bytes or the problem that says why it
+        cannot be read."""
+        self._tree()
+        found: list[tuple[str, bytes | Problem]] = []
+        readable = []
+        for path, entry in sorted(self._strays.items()):
+            problem = self._entry_problem(Path(path), entry, settings)
+            found.append((path, problem if problem is not None else b""))
+            if problem is None:
+                readable.append((len(found) - 1, entry.sha))
+        blobs = kgit.iter_blobs(self.location.repo, [sha for _, sha in readable])
+        for (number, _), (_, data) in zip(readable, blobs, strict=True):
+            found[number] = (found[number][0], data if data is not None else b"")
+        return found
 
     def paths(self) -> list[Path]:
         """Every experiment file at this revision, sorted (as a checkout would list them)."""

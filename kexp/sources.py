@@ -29,6 +29,7 @@ from kexp.validate import (
     EXPERIMENT_NAME,
     CheckedFile,
     id_from_name,
+    is_stray,
     read_and_check,
     read_or_problem,
 )
@@ -125,6 +126,11 @@ class FileSource(Protocol):
     def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
         """Read and check each of ``paths``."""
 
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files that are not experiment files (nor the folder's README:
+        :func:`kexp.validate.is_stray`), sorted, each with its bytes or the problem that
+        says why it cannot be read: what validation reports."""
+
     def vanished(self, path: Path) -> bool:
         """Whether ``path`` was listed but is gone now (deleted by another process)."""
 
@@ -201,6 +207,19 @@ class WorkingTree:
         # of a name (a list of components per path would take more memory).
         found.sort(key=lambda path: path.replace("/", "\0"))
         return found
+
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files of ``experiments/`` that are not experiment files (nor its
+        README), sorted, each with its bytes or the problem saying why it cannot be read."""
+        top = str(self.experiments_dir)
+        found: list[str] = []
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            below = os.path.relpath(folder, top).replace(os.sep, "/")
+            prefix = "" if below == "." else below + "/"
+            found.extend(os.path.join(folder, name) for name in names if is_stray(prefix + name))
+        found.sort()
+        return [(path, read_or_problem(path, settings)) for path in found]
 
     def contents(
         self, files: Sequence[str], settings: Settings

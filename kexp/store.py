@@ -28,12 +28,14 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp import atomic, ids
 from kexp.atomic import write_failure
+from kexp.campaign import Derivation, derive, stands_alone
 from kexp.errors import (
     AmbiguousIdError,
+    CacheFolderError,
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
@@ -59,10 +61,8 @@ from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import (
     RANKINGS,
     Filters,
-    below_best_combined,
     build_filters,
     chronological,
-    derive,
     matches,
     rank,
     ranking_leaves_out,
@@ -70,7 +70,7 @@ from kexp.query import (
 )
 from kexp.rows import Row, problem_at
 from kexp.scan import scan, value_positions
-from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.settings import Settings, load_settings
 from kexp.sources import EXPERIMENTS_DIR, FileSource, Found, WorkingTree
 from kexp.validate import (
     CheckedFile,
@@ -83,7 +83,9 @@ from kexp.validate import (
     real_paths,
     scan_bytes,
     scan_record,
+    slugify,
     store_findings,
+    stray_problem,
 )
 
 if TYPE_CHECKING:
@@ -92,7 +94,6 @@ if TYPE_CHECKING:
     from kexp.cache import Cache
     from kexp.changelog import Changes, HistoryEntry
 
-_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
@@ -101,11 +102,15 @@ _DERIVED_FIELDS = DERIVED
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
 
 
-def slugify(summary: str, max_length: int = 48) -> str:
-    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
-    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
-    slug = slug[:max_length].rstrip("-")
-    return slug or "experiment"
+class _Selected(NamedTuple):
+    """What the one pipeline's first steps found (:meth:`Store._rows`)."""
+
+    #: The rows passing every filter but ``text``, in path order.
+    rows: list[Row]
+    #: The ``text`` filter, left for the experiments read whole (None: none).
+    text: Filters | None
+    #: What is derived of every current experiment (:func:`kexp.campaign.derive`).
+    derivation: Derivation
 
 
 def utc_now(now: float | None = None) -> str:
@@ -124,6 +129,8 @@ class Store:
     tree plus the store at those refs, one entry per experiment: its newest version
     (:mod:`kexp.refs`; writes still go to the working tree). Whether the store may
     write, and whether queries may keep a cache file, are properties of its source.
+    ``settings`` default to the store's own: its ``kexp.toml``
+    (:func:`kexp.settings.load_settings`), else :data:`kexp.settings.DEFAULT_SETTINGS`.
     """
 
     def __init__(
@@ -131,7 +138,7 @@ class Store:
         root: Path | str | None = None,
         *,
         code_repo: Path | str | None = None,
-        settings: Settings = DEFAULT_SETTINGS,
+        settings: Settings | None = None,
         source: FileSource | None = None,
         refs: Sequence[str] = (),
         all_refs: bool = False,
@@ -145,6 +152,8 @@ class Store:
                     f"'kexp init {self.root}'"
                 )
             source = WorkingTree(self.root / EXPERIMENTS_DIR)
+        # The store's own settings (its kexp.toml) unless given.
+        self.settings = settings if settings is not None else load_settings(self.root)
         if isinstance(refs, str):
             refs = [refs]
         if refs or all_refs:
@@ -156,10 +165,9 @@ class Store:
             from kexp.refs import RefsSource
 
             assert isinstance(source, WorkingTree)
-            source = RefsSource(source, self.root, refs, all_refs=all_refs, settings=settings)
+            source = RefsSource(source, self.root, refs, all_refs=all_refs, settings=self.settings)
         env_repo = os.environ.get("KEXP_CODE_REPO")
         self.code_repo = Path(code_repo or env_repo or self.root)
-        self.settings = settings
         self.source: FileSource = source
 
     def __repr__(self) -> str:
@@ -197,9 +205,16 @@ class Store:
         folder = self.root / CACHE_DIR
         refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
-                f.write("# kexp's cache: never committed\n*\n")
+            try:
+                folder.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                    f.write("# kexp's cache: never committed\n*\n")
+            except OSError as exc:
+                raise CacheFolderError(
+                    f"cannot create kexp's cache folder {folder}: {exc.strerror or exc}; "
+                    f"kexp keeps its locks there to write to the store (check the owner and "
+                    f"permissions of {self.root}); reading needs no write"
+                ) from None
         return folder
 
     # --- reading -----------------------------------------------------------------
@@ -297,30 +312,43 @@ class Store:
             stacklevel=4,
         )
 
+    def derivation(self, *, strict: bool = False) -> Derivation:
+        """What is derived of every current experiment from all of them (outcome,
+        interference, cumulative score and its interval, control): see
+        :func:`kexp.campaign.derive`. ``of(record)`` answers for any record listed."""
+        return derive(self.found(strict=strict).rows, self.settings)
+
     def _rows(self, filters: dict[str, Any], *, strict: bool, skip_buggy: bool = False,
-              skip_pending: bool = False) -> tuple[list[Row], Filters | None]:  # fmt: skip
-        """The current rows (values derived from the whole store) passing every filter
-        but ``text`` (returned)."""
+              skip_pending: bool = False, skip_controls: bool = False) -> _Selected:  # fmt: skip
+        """The one pipeline's first steps: every current row (:meth:`found`), what is
+        derived of them all (:func:`kexp.campaign.derive`), and those passing every
+        filter but ``text`` (returned)."""
         filters = dict(filters)
         reachable_from = filters.pop("reachable_from", None)
         text = filters.pop("text", None)
         found = self.found(strict=strict)
         wanted = build_filters(**self._resolve_filter_ids(filters, found))
-        rows = select(derive(found.rows), wanted, self.settings, skip_buggy=skip_buggy,
-                      skip_pending=skip_pending)  # fmt: skip
+        derivation = derive(found.rows, self.settings)
+        rows = select(found.rows, wanted, self.settings, derivation=derivation,
+                      skip_buggy=skip_buggy, skip_pending=skip_pending,
+                      skip_controls=skip_controls)  # fmt: skip
         if reachable_from is not None:
             from kexp.provenance import reachable
 
             rows = reachable(rows, self.code_repo, str(reachable_from))
-        return rows, build_filters(text=text) if text is not None else None
+        return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
 
-    def _brief(self, rows: Iterable[Row]) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of rows."""
-        return [attach(row.to_experiment(self.experiments_dir), self.settings) for row in rows]
+    def _brief(self, rows: Iterable[Row], derivation: Derivation) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of rows, with what
+        ``derivation`` says of each."""
+        of, settings, folder = derivation.of, self.settings, self.experiments_dir
+        return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
 
-    def _complete(self, rows: Sequence[Row], *, strict: bool = False) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of rows; a file that became invalid since
-        it was listed is skipped with a warning."""
+    def _complete(
+        self, rows: Sequence[Row], derivation: Derivation, *, strict: bool = False
+    ) -> list[KernelExperiment]:
+        """The whole experiments (bodies read) of rows, with what ``derivation`` says of
+        each; a file that became invalid since it was listed is skipped with a warning."""
         complete: list[KernelExperiment] = []
         for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
             if not checked.ok:
@@ -330,7 +358,7 @@ class Store:
             exp = checked.experiment()
             complete.append(
                 attach(exp, self.settings, path=self.experiments_dir / row.path,
-                       interference=row.interference, where=row.sighting())
+                       derived=derivation.of(row), where=row.sighting())
             )  # fmt: skip
         return complete
 
@@ -348,12 +376,15 @@ class Store:
         keeps experiments whose ``base_commit`` is an ancestor of ``REV``;
         ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
         """
-        rows, text = self._rows(filters, strict=strict)
-        chosen = chronological(rows)
-        if text is not None:
-            complete = self._complete(chosen, strict=strict)
-            return [e for e in complete if matches(e, text, self.settings)]
-        return self._brief(chosen) if brief else self._complete(chosen, strict=strict)
+        selected = self._rows(filters, strict=strict)
+        chosen = chronological(selected.rows)
+        derivation = selected.derivation
+        if selected.text is not None:
+            complete = self._complete(chosen, derivation, strict=strict)
+            return [e for e in complete if matches(e, selected.text, self.settings)]
+        if brief:
+            return self._brief(chosen, derivation)
+        return self._complete(chosen, derivation, strict=strict)
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
         """The experiments given (as ``list_experiments(brief=True)`` returns them) with
@@ -404,7 +435,7 @@ class Store:
                         (s.heading, s.text) for s in doc.sections if s.field is None
                     ]
                     yield attach(whole, exp.settings, path=exp.path,
-                                 interference=exp.interference, where=exp.where)  # fmt: skip
+                                 derived=exp.derived, where=exp.where)  # fmt: skip
                     continue
                 problem = "it now holds another experiment"
             warnings.warn(
@@ -420,37 +451,50 @@ class Store:
         *,
         include_buggy: bool = False,
         include_pending: bool = False,
+        include_controls: bool = False,
         strict: bool = False,
         brief: bool = False,
-        by: str = "score",
+        by: str = "cumulative",
         **filters: Any,
     ) -> list[KernelExperiment]:
         """The best experiments (:func:`kexp.query.rank`), at most ``max_results`` (20).
 
-        Buggy and pending (status new/running) experiments are left out unless asked
-        for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
-        ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
-        cache); only the experiments returned are read whole (none with ``brief``).
-        ``by="low"`` ranks by the low end of ``score_ci`` (the score without one).
+        ``by="cumulative"`` (the default) ranks by the cumulative score, the speedup over
+        the operator's reference (the best *tips* of a campaign first; experiments whose
+        cumulative score cannot be known follow, by score: see
+        :attr:`KernelExperiment.cumulative_reason`); ``by="low"`` by the low end of its
+        95 % interval; ``by="score"`` by the score itself (one step, for an experiment
+        measured against its parent). Buggy and pending (status new/running)
+        experiments are left out unless asked for, by ``include_buggy``/
+        ``include_pending`` or by an explicit ``is_buggy``, ``status`` or ``outcome``
+        filter; controls (tag ``control``, A/A runs) are never ranked, unless
+        ``include_controls`` or a ``tags`` filter names ``control``. Only the
+        experiments returned are read whole (none with ``brief``).
         """
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         limit = max(0, self.settings.top_default if max_results is None else max_results)
         if by not in RANKINGS:
             raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
-        rows, text = self._rows(filters, strict=strict, skip_buggy=skip_buggy,
-                                skip_pending=skip_pending)  # fmt: skip
+        skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
+        selected = self._rows(filters, strict=strict, skip_buggy=skip_buggy,
+                              skip_pending=skip_pending, skip_controls=skip_controls)  # fmt: skip
+        rows, text, derivation = selected
         if text is None:
-            best = rank(rows, by=by, limit=limit)
-            return self._brief(best) if brief else self._complete(best, strict=strict)
-        ranked = rank(rows, by=by)
+            best = rank(rows, by=by, derived=derivation.of, limit=limit)
+            if brief:
+                return self._brief(best, derivation)
+            return self._complete(best, derivation, strict=strict)
+        ranked = rank(rows, by=by, derived=derivation.of)
         chosen: list[KernelExperiment] = []
         step = max(limit, 1) * 4
         for start in range(0, len(ranked), step):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(ranked[start : start + step], strict=strict)
+            batch = self._complete(ranked[start : start + step], derivation, strict=strict)
             chosen += [e for e in batch if matches(e, text, self.settings)]
         return chosen[:limit]
 
@@ -579,7 +623,7 @@ class Store:
         if self.source.places is not None:
             found = self.found()
             full = self.resolve_id(exp_id, found=found)
-            rows = [row for row in derive(found.rows) if row.id == full]
+            rows = [row for row in found.rows if row.id == full]
             if not rows:
                 where, error = next((p, e) for p, e in found.invalid if id_from_name(p) == full)
                 if isinstance(error, str):
@@ -593,7 +637,7 @@ class Store:
                     f"id {full} is used by more than one file ({listing}); "
                     "run 'kexp validate' and give one of them a new id"
                 )
-            return self._complete(rows, strict=True)[0]
+            return self._complete(rows, derive(found.rows, self.settings), strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -601,22 +645,12 @@ class Store:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        if exp.combines:
-            scores = {other: self.score_of(other) for other in exp.combines}
-            known = {other: score for other, score in scores.items() if score is not None}
-            attach(exp, interference=below_best_combined(exp.score, exp.combines, known))
-        return exp
-
-    def score_of(self, exp_id: str) -> float | None:
-        """The score of the experiment ``exp_id``: that of its first valid file (in path
-        order) when several files hold the id, as queries count it; None if none."""
-        if not ids.is_valid_id(exp_id):
-            return None
-        for path in self.id_index(exp_id).get(exp_id, []):
-            checked = self.check_file(path)
-            if checked.ok:
-                return float(checked.experiment().score)
-        return None
+        if stands_alone(exp):  # what is derived of it depends on no other experiment
+            return attach(exp, derived=derive([exp], self.settings).of(exp))
+        with warnings.catch_warnings():  # the others' problems are not this read's
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            derivation = self.derivation()
+        return attach(exp, derived=derivation.of(exp))
 
     # --- git: the store at a revision, across refs, history, changes -------------------
 
@@ -677,9 +711,8 @@ class Store:
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
         found = self.found()
-        by_id: dict[str, Row] = {}
-        for row in derive(found.rows):  # in path order: the first file of an id
-            by_id.setdefault(row.id, row)
+        derivation = derive(found.rows, self.settings)
+        by_id = derivation.records()  # in path order: the first file of an id
         current = by_id.get(self.resolve_id(exp_id, found=found))
         chain: list[Row] = []
         seen = {current.id} if current else set()
@@ -689,20 +722,20 @@ class Store:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return self._complete(chain)
+        return self._complete(chain, derivation)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         found = self.found()
         full_id = self.resolve_id(exp_id, found=found)
-        kids = [row for row in derive(found.rows) if row.pid == full_id]
-        return self._complete(chronological(kids))
+        kids = [row for row in found.rows if row.pid == full_id]
+        return self._complete(chronological(kids), derive(found.rows, self.settings))
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
         found = self.found()
         kids: dict[str, list[Row]] = {}
-        for row in chronological(derive(found.rows)):
+        for row in chronological(found.rows):
             kids.setdefault(row.pid, []).append(row)
         queue, chosen, seen = [self.resolve_id(exp_id, found=found)], [], set()
         while queue:
@@ -712,7 +745,7 @@ class Store:
                     seen.add(child.id)
                     chosen.append(child)
                     queue.append(child.id)
-        return self._complete(chosen)
+        return self._complete(chosen, derive(found.rows, self.settings))
 
     # --- validation ------------------------------------------------------------------
 
@@ -740,6 +773,8 @@ class Store:
 
         files = self.source.files()
         links, file_problems = self._validation_scan(files)
+        # The Markdown files kexp never reads (few): each is a problem of its own.
+        strays = {os.path.realpath(p): (p, d) for p, d in self.source.stray_files(self.settings)}
         in_store = len(files)
         del files
         if paths is None:
@@ -752,8 +787,11 @@ class Store:
             items = [links[number] for number in selected]
             file_problems = {n: file_problems[n] for n in selected if n in file_problems}
             known = set(real)
-            extra = [self.check_file(p) for p in paths if os.path.realpath(p) not in known]
+            asked = [p for p in paths if os.path.realpath(p) not in known]
+            extra = [self.check_file(p) for p in asked if os.path.realpath(p) not in strays]
         problems: list[Problem] = [p for found in file_problems.values() for p in found]
+        shown = strays if paths is None else {os.path.realpath(p) for p in paths}
+        problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
         for item in extra:
             problems += item.problems
             fields = item.document.fields if item.document is not None else None
@@ -1187,6 +1225,13 @@ def _validation_record(
         return scan_record([data], FileLinks.of(path, None), shared)
     found, link = scan_bytes(data, path, settings)
     return scan_record(found, link, shared)
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A filter value given as one value or a list, as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _exists(exp_id: str) -> ExperimentExistsError:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
+    from kexp.campaign import Derivation
     from kexp.model import KernelExperiment
     from kexp.settings import Settings
     from kexp.sources import FileSource, Found
@@ -51,7 +52,7 @@ class StoreView(Protocol):
 
     def get_experiment(self, exp_id: str) -> KernelExperiment: ...
 
-    def score_of(self, exp_id: str) -> float | None: ...
+    def derivation(self, *, strict: bool = False) -> Derivation: ...
 
     def found(self, *, strict: bool = False) -> Found: ...
 

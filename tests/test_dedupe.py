@@ -142,7 +142,7 @@ def test_suspect_measurements_are_validation_warnings_at_their_line(tmp_path: Pa
     problem = problems[0]
     assert (problem.severity, problem.code, problem.field) == (
         "warning",
-        "suspect-measurement",
+        "suspect",
         "score",
     )
     assert problem.line == 5  # the score line

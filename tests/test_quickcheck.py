@@ -242,7 +242,7 @@ CORPUS_NAME = "experiments/2026/11/6749f3a0c2d41e7b-unrolled.md"
 BUNDLED = sorted(
     p for p in (REPO / "experiments").rglob("*.md") if EXPERIMENT_NAME.fullmatch(p.name)
 )
-BENCH = REPO / "bench" / ".data" / "n1000-seed20261129-v1" / "store" / "experiments"
+BENCH = REPO / "bench" / ".data" / "n1000-seed20261129-v2" / "store" / "experiments"
 
 
 def _agree(data: bytes | str, path: str | Path) -> dict[str, Any] | None:

@@ -32,7 +32,6 @@ from kexp.dedupe import (
     normalize_code_change,
     shingle_similarity,
 )
-from kexp.model import outcome_of
 from kexp.retrieval import find_repeats, searching, similar, tried_before
 
 
@@ -416,7 +415,7 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                     exp.change_summary,
                     exp.score,
                 )
-                assert outcome_of(doc, self.store.settings) == exp.outcome  # type: ignore[arg-type]
+                assert session.derivation.of(doc).outcome == exp.outcome
                 words = " ".join(exp.change_summary.split()[:2])
                 assert exp.id in [m.id for m in session.rank(text=words, limit=100)]
             for exp in truth.values():

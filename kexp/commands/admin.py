@@ -119,26 +119,33 @@ def init(directory: Path) -> None:
 
     Existing files are left as they are (running it twice is harmless).
 
-    Python: kexp.init_store(directory).
+    Python: kexp.init_store(directory) (kexp.location.init_store_made: what it made).
 
     \b
     Example:
       kexp init ~/kernels
     """
-    from kexp.location import init_store
+    from kexp.location import init_store_made
 
-    root = init_store(directory)
-    click.echo(f"initialised kexp store in {clean(str(root / 'experiments'))}")
+    made = init_store_made(directory)
+    where = clean(str(directory / "experiments"))
+    if made:
+        click.echo(f"initialised kexp store in {where} (made {', '.join(made)})")
+    else:
+        click.echo(f"{where} is a kexp store already: nothing to do")
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print every detected part as JSON.")
 def env(as_json: bool) -> None:
-    """The detected environment: GPU model and count, driver, CUDA/ROCm, torch, triton.
+    """The detected environment: GPU, CUDA/ROCm, torch, triton, CPU, compiler, OS, Python.
 
-    Read from nvidia-smi (and nvcc), amd-smi or rocm-smi, and the installed Python
-    packages; a part that cannot be found is left out (never an error). kexp new
-    prefills env with it; kexp add --detect-env uses it too.
+    On any machine: the GPU model and count and its driver when there is one
+    (nvidia-smi, amd-smi or rocm-smi), the kernel toolchain present (nvcc's CUDA, ROCm,
+    the installed torch and triton), the CPU model and cores, the C compiler (cc
+    --version), the OS and Python. A part that cannot be found is left out (never an
+    error). kexp new prefills env with it; kexp add --detect-env uses it too (and
+    refuses to record an empty one).
 
     Python: kexp.envinfo.detect_env().describe().
 
@@ -155,7 +162,44 @@ def env(as_json: bool) -> None:
     else:
         click.echo(clean(info.describe()))
         if not info.describe():
-            click.echo("kexp: nothing detected (no GPU tools, torch or triton found)", err=True)
+            click.echo("kexp: nothing detected (no GPU tools, CPU, OS or Python found)", err=True)
 
 
-COMMANDS = (validate, init, env)
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print every setting as JSON.")
+@click.pass_context
+def settings(ctx: click.Context, as_json: bool) -> None:
+    """The settings in force: each value, and where it came from (kexp.toml or default).
+
+    A team keeps its thresholds in kexp.toml beside experiments/, committed with the
+    store, one setting a line (improvement_above = 1.05); every command, the Python API
+    and the predecessor's module read it when they open the store.
+
+    Python: kexp.settings.effective_settings(root).
+
+    \b
+    Examples:
+      kexp settings
+      echo 'improvement_above = 1.05' >> kexp.toml && kexp settings
+    """
+    from kexp.settings import SETTINGS_FILE, effective_settings
+
+    store = get_store(ctx)
+    found = effective_settings(store.root)
+    if as_json:
+        echo_json([value.to_dict() for value in found])
+        return
+    width = max(len(value.name) for value in found)
+    for value in found:
+        origin = value.origin
+        if origin != "default":
+            origin += f" (default {value.default!r})"
+        click.echo(f"{value.name:<{width}}  {value.value!r:>10}  {origin}")
+    click.echo(
+        f"set one in {clean(str(store.root / SETTINGS_FILE))}, a line each: "
+        "improvement_above = 1.05",
+        err=True,
+    )
+
+
+COMMANDS = (validate, init, env, settings)

@@ -1,8 +1,7 @@
-"""Commands for migrating and for agents: import, skill install, context, similar."""
+"""Commands for migrating and for agents: import, skill install, context, similar, mcp."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,6 +91,8 @@ def grouped_notes(report: ImportReport) -> list[str]:
                 f"{kind}: {len(members):,} records ({records}, …): {field + ': ' if field else ''}"
                 f"{message}" + (f"; {hint}" if hint else "")
             )
+    if report.sidecar_note:
+        out.append(f"no sidecar: {report.sidecar_note}")
     out.append(report.summary())
     return out
 
@@ -115,34 +116,52 @@ def skill() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Install into this skills folder instead.",
 )
-def skill_install(target: str, directory: Path | None) -> None:
+@click.option(
+    "--mcp",
+    "with_mcp",
+    is_flag=True,
+    help="Also add the kexp MCP server (kexp mcp) to the client's project configuration: "
+    ".mcp.json (Claude Code) or .cursor/mcp.json (Cursor), other servers kept.",
+)
+@click.pass_context
+def skill_install(ctx: click.Context, target: str, directory: Path | None, with_mcp: bool) -> None:
     """Copy the skill into an agent's skills folder of this project.
 
-    The project is the top of the git repository around the working directory.
+    The project is the top of the git repository around the working directory. With
+    --mcp, the client's configuration also starts kexp's MCP server (kexp mcp) on this
+    store, so the agent calls kexp's tools directly.
 
-    Python: kexp.skill.install_skill(target, directory=DIR).
+    Python: kexp.skill.install_skill(target, directory=DIR);
+    kexp.skill.install_mcp_config(target, store=ROOT).
 
     \b
     Examples:
-      kexp skill install --claude        # .claude/skills/kernel-exp-history/
+      kexp skill install --claude --mcp  # .claude/skills/kernel-exp-history/, .mcp.json
+      kexp skill install --cursor --mcp  # .cursor/skills/..., .cursor/mcp.json
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
-    from kexp.skill import install_skill
+    from kexp.skill import install_mcp_config, install_skill
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
+    if with_mcp:
+        import contextlib
+
+        from kexp.errors import StoreNotFoundError
+        from kexp.location import find_root
+
+        store: Path | None = ctx.find_root().params.get("root")
+        if store is None:  # none yet: the server finds the store where it runs
+            with contextlib.suppress(StoreNotFoundError):
+                store = find_root()
+        click.echo(f"wrote {install_mcp_config(target, store=store)}")
 
 
-def _read_diff(path: str) -> str:
-    """The text of ``--diff FILE`` (``-``: standard input)."""
-    from kexp.errors import KexpError
+def _read_diff(path: str, limit: int) -> str:
+    """The text of ``--diff FILE`` (``-``: standard input), at most ``limit`` bytes."""
+    from kexp.inputs import read_input_text
 
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise KexpError(f"cannot read the diff {path}: {exc.strerror or exc}") from None
+    return read_input_text(path, "the diff", limit=limit, errors="replace")
 
 
 @click.command()
@@ -198,9 +217,10 @@ def context(
     """
     from kexp.briefing import context as make_context
 
-    diff = _read_diff(diff_file) if diff_file else None
+    store = get_store(ctx)
+    diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
     packet = make_context(
-        get_store(ctx),
+        store,
         operator=operator,
         dtype=dtype,
         env=env,
@@ -253,9 +273,10 @@ def similar(
     """
     from kexp.retrieval import similar as find_similar
 
-    diff = _read_diff(diff_file) if diff_file else None
+    store = get_store(ctx)
+    diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
     matches = find_similar(
-        get_store(ctx),
+        store,
         text=text,
         diff=diff,
         exp_id=exp_id,
@@ -293,4 +314,34 @@ def similar(
     print_table(headers, rows, right=("RELEVANCE", "CODE", "SCORE"), shrink=("SUMMARY",))
 
 
-COMMANDS = (import_command, skill, context, similar)
+@click.command()
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve kexp's tools to agent clients over the Model Context Protocol (stdio).
+
+    Tools: consult, similar, top, show, lessons, tree, record, remeasure, update,
+    sync, each one library call answering what the command prints with --json. The
+    store is --root, else $KEXP_ROOT, else found from the working directory. Needs
+    the MCP SDK: pip install "kexp[mcp]". A client starts it; kexp skill install --mcp
+    writes the client's configuration.
+
+    Python: kexp.mcp_server.serve(root).
+
+    \b
+    Example (.mcp.json of a project, for Claude Code):
+      {"mcpServers": {"kexp": {"command": "kexp", "args": ["mcp"]}}}
+    """
+    from kexp.errors import KexpError
+
+    try:
+        from kexp.mcp_server import serve
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith(("mcp", "pydantic")):
+            raise
+        raise KexpError(
+            f'kexp mcp needs the MCP SDK (missing: {exc.name}): pip install "kexp[mcp]"'
+        ) from None
+    serve(ctx.find_root().params.get("root"))
+
+
+COMMANDS = (import_command, skill, context, similar, mcp)

@@ -157,10 +157,13 @@ class _Output:
     terminal: bool | None = None
 
 
-def configure(color: str = "auto", pager: bool = True) -> None:
+def configure(color: str | None = None, pager: bool | None = None) -> None:
     """Set this run's color mode (``auto``, ``always``, ``never``) and whether long output
-    may go through a pager."""
-    _Output.color, _Output.pager = color, pager
+    may go through a pager (None: as it is)."""
+    if color is not None:
+        _Output.color = color
+    if pager is not None:
+        _Output.pager = pager
 
 
 def stdout_is_terminal() -> bool:
@@ -643,9 +646,18 @@ def field_list(value: str | None) -> list[str] | None:
         raise click.BadParameter(str(exc), param_hint="--fields") from None
 
 
-_COLUMNS = ("id", "score", "outcome", "dtype_sig", "operator_sig", "change_summary")
+_COLUMNS = (
+    "id",
+    "cumulative_score",
+    "score",
+    "outcome",
+    "dtype_sig",
+    "operator_sig",
+    "change_summary",
+)
 _HEADERS = {
     "id": "ID",
+    "cumulative_score": "CUMULATIVE",
     "score": "SCORE",
     "outcome": "OUTCOME",
     "dtype_sig": "DTYPE",
@@ -680,6 +692,12 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     95 % interval, as in ``1.032 [1.011, 1.054]``, when there is one), one-line text; a
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
+    if column == "cumulative_score":
+        cumulative = exp.cumulative_score
+        return "-" if cumulative is None else f"{cumulative:.4f}"
+    if column == "cumulative_ci":
+        interval = exp.cumulative_ci
+        return "" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
     if column == "score":
         if exp.score_ci and len(exp.score_ci) == 2:
             low, high = exp.score_ci
@@ -803,11 +821,11 @@ def emit_experiments(
     print_table(
         headers,
         rows,
-        right=("#", "SCORE"),
+        right=("#", "CUMULATIVE", "SCORE"),
         # The REF column keeps its width: what tells two refs apart is at its end.
         shrink=(
             "OPERATOR",
-            *(h for h in headers if h not in ("#", "SCORE", "ID", "SUMMARY", "REF")),
+            *(h for h in headers if h not in ("#", "CUMULATIVE", "SCORE", "ID", "SUMMARY", "REF")),
         ),
         wrap="SUMMARY" if headers[-1] == "SUMMARY" else None,
         styles={"OUTCOME": outcome_style},
