@@ -295,7 +295,7 @@ def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
 def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
     """The best tip (the best cumulative score), as ``kexp top`` ranks
     (:func:`kexp.query.rank`)."""
-    found = ranked(docs, by="cumulative", derived=derivation.of, limit=1)
+    found = ranked(docs, by="cumulative", derivation=derivation, limit=1)
     return found[0] if found else None
 
 

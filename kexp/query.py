@@ -7,10 +7,10 @@ import datetime as dt
 import heapq
 import operator
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kexp.campaign import PENDING_STATUSES, is_control
+from kexp.campaign import CONTROL_TAG, PENDING_STATUSES
 from kexp.errors import KexpError
 from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
@@ -255,7 +255,7 @@ def rank(
     experiments: Iterable[_E],
     *,
     by: str = "cumulative",
-    derived: Callable[[_E], Derived] | None = None,
+    derivation: Derivation | None = None,
     limit: int | None = None,
 ) -> list[_E]:
     """The one ranking of experiments (or rows), best first: by the rank key (``by``,
@@ -265,38 +265,56 @@ def rank(
 
     ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
     interval (the cumulative score without one): what is derived of each comes from
-    ``derived`` (:meth:`kexp.campaign.Derivation.of`; by default an experiment's own
-    :attr:`~kexp.model.KernelExperiment.derived`); experiments without a cumulative
-    score (see ``cumulative_reason``) come after those with one, by score. ``score``
-    ranks by the score alone (nothing derived is read).
+    ``derivation`` (:func:`kexp.campaign.derive` over the whole store; without one, an
+    experiment's own :attr:`~kexp.model.KernelExperiment.derived`); experiments
+    without a cumulative score (see ``cumulative_reason``) come after those with one,
+    by score. ``score`` ranks by the score alone (nothing derived is read).
     """
     if by not in RANKINGS:
         raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
     items = list(experiments)
-    key: Callable[[_E], Any] = _score
-    if by != "score":
-        of: Callable[[Any], Derived] = derived if derived is not None else _own_derived
-        key = _cumulative_key(of) if by == "cumulative" else _low_key(of)
-    if limit is not None:
-        if limit <= 0:
-            return []
-        if len(items) > limit:
-            # Every item whose key is at least the limit-th best (ties kept).
-            if by == "score":
-                threshold = heapq.nlargest(limit, items, key=_SCORE)[-1].score
-                items = [item for item in items if item.score >= threshold]
-            else:
-                keys = list(map(key, items))
-                least = heapq.nlargest(limit, keys)[-1]
-                items = [item for item, k in zip(items, keys, strict=True) if k >= least]
-    # Stable sorts, the least significant key first (cheaper than one sort on a
-    # composite key that has to invert a string).
+    if limit is not None and limit <= 0:
+        return []
+    if by == "score":
+        if limit is not None and len(items) > limit:
+            # Every item scoring at least the limit-th best (ties kept).
+            threshold = heapq.nlargest(limit, items, key=_SCORE)[-1].score
+            items = [item for item in items if item.score >= threshold]
+        _tie_order(items)
+        items.sort(key=_score, reverse=True)
+        return items if limit is None else items[:limit]
+    found = derivation.each(items) if derivation is not None else _own_derived(items)
+    low = by == "low"
+    keys: list[tuple[bool, float]] = [
+        (False, float(item.score))
+        if (value := derived.cumulative_score) is None
+        else (True, derived.cumulative_ci[0] if low and derived.cumulative_ci else value)
+        for item, derived in zip(items, found, strict=True)
+    ]
+    if limit is not None and len(items) > limit:
+        least = heapq.nlargest(limit, keys)[-1]
+        keyed = [pair for pair in zip(keys, items, strict=True) if pair[0] >= least]
+    else:
+        keyed = list(zip(keys, items, strict=True))
+    keyed.sort(key=lambda pair: (pair[1].id, _path_key(pair[1])))
+    keyed.sort(key=lambda pair: _time_key(pair[1].created_at), reverse=True)
+    keyed.sort(key=lambda pair: float(pair[1].score), reverse=True)
+    keyed.sort(key=_FIRST, reverse=True)
+    chosen = [item for _, item in keyed]
+    return chosen if limit is None else chosen[:limit]
+
+
+def _tie_order(items: list[Any]) -> None:
+    """Sort ``items`` newest first, then by id, then by path: the ranking's tie-break.
+    Stable sorts, the least significant key first (cheaper than one sort on a
+    composite key that has to invert a string)."""
     items.sort(key=lambda e: (e.id, _path_key(e)))
     items.sort(key=lambda e: _time_key(e.created_at), reverse=True)
-    if by != "score":
-        items.sort(key=_score, reverse=True)
-    items.sort(key=key, reverse=True)
-    return items if limit is None else items[:limit]
+
+
+def _own_derived(experiments: list[Any]) -> list[Derived]:
+    """What is derived of each experiment, as it carries it (its store's derivation)."""
+    return [exp.derived for exp in experiments]
 
 
 def _score(item: Any) -> float:
@@ -304,32 +322,7 @@ def _score(item: Any) -> float:
 
 
 _SCORE = operator.attrgetter("score")
-
-
-def _own_derived(exp: Any) -> Derived:
-    return exp.derived  # type: ignore[no-any-return]
-
-
-def _cumulative_key(of: Callable[[Any], Derived]) -> Callable[[Any], tuple[bool, float]]:
-    def key(item: Any) -> tuple[bool, float]:
-        value = of(item).cumulative_score
-        if value is None:
-            return (False, float(item.score))
-        return (True, value)
-
-    return key
-
-
-def _low_key(of: Callable[[Any], Derived]) -> Callable[[Any], tuple[bool, float]]:
-    def key(item: Any) -> tuple[bool, float]:
-        found = of(item)
-        if found.cumulative_score is None:
-            return (False, float(item.score))
-        if found.cumulative_ci is not None:
-            return (True, found.cumulative_ci[0])
-        return (True, found.cumulative_score)
-
-    return key
+_FIRST = operator.itemgetter(0)
 
 
 def _time_key(created_at: str) -> str:
@@ -357,13 +350,16 @@ def select(
     ``skip_controls``, neither buggy nor pending nor a control). An ``outcome`` filter
     reads each row's outcome from ``derivation`` (what is derived from the whole store:
     interference depends on other experiments); without one, from the row itself."""
-    chosen = [
-        row
-        for row in rows
-        if not (skip_buggy and row.is_buggy)  # type: ignore[attr-defined]
-        and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
-        and not (skip_controls and is_control(row))
-    ]
+    if skip_buggy or skip_pending or skip_controls:
+        chosen = [
+            row
+            for row in rows
+            if not (skip_buggy and row.is_buggy)  # type: ignore[attr-defined]
+            and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
+            and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
+        ]
+    else:
+        chosen = list(rows)
     if wanted == _NO_FILTERS:
         return chosen
     if wanted.outcome is None or derivation is None:

@@ -484,11 +484,11 @@ class Store:
                               skip_pending=skip_pending, skip_controls=skip_controls)  # fmt: skip
         rows, text, derivation = selected
         if text is None:
-            best = rank(rows, by=by, derived=derivation.of, limit=limit)
+            best = rank(rows, by=by, derivation=derivation, limit=limit)
             if brief:
                 return self._brief(best, derivation)
             return self._complete(best, derivation, strict=strict)
-        ranked = rank(rows, by=by, derived=derivation.of)
+        ranked = rank(rows, by=by, derivation=derivation)
         chosen: list[KernelExperiment] = []
         step = max(limit, 1) * 4
         for start in range(0, len(ranked), step):
