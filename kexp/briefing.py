@@ -43,13 +43,15 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kexp.campaign import Derivation, describe_control, latest_control
+from kexp.campaign import Derivation, Derived, describe_control, latest_control
 from kexp.errors import KexpError
-from kexp.query import rank_by
-from kexp.retrieval import Doc, Light, RetrievalIndex, Session, score_interval, tried_before
+from kexp.query import chronological
+from kexp.query import rank as ranked
+from kexp.retrieval import Search, repeats_in, score_interval, searching
 
 if TYPE_CHECKING:
     from kexp.dedupe import Repeat
+    from kexp.rows import Row
     from kexp.store import Store
 
 #: Characters per token of the budget.
@@ -133,8 +135,13 @@ def context(
         raise KexpError("give the operator (a substring of operator_sig, as for kexp top)")
     if budget <= 0:
         raise KexpError(f"the budget must be a positive number of tokens, not {budget}")
-    with RetrievalIndex(store).session() as session:
-        header, entries = _gather(session, store, operator, dtype, env, text or "", diff or "")
+    from kexp.retrieval import asked
+
+    def gather() -> tuple[dict[str, Any], list[Entry]]:
+        with searching(store) as search:
+            return _gather(search, store, operator, dtype, env, text or "", diff or "")
+
+    header, entries = asked(store, gather)
     return _fit(header, entries, budget, output)
 
 
@@ -142,7 +149,7 @@ def context(
 
 
 def _gather(
-    session: Session,
+    search: Search,
     store: Store,
     operator: str,
     dtype: str | None,
@@ -152,49 +159,53 @@ def _gather(
 ) -> tuple[dict[str, Any], list[Entry]]:
     settings = store.settings
     # What is derived of every experiment (outcome, cumulative score, control), from the
-    # whole store: a cumulative score depends on ancestors on any operator.
-    derivation = store.derivation()
-    # The operator's experiments as light rows; whole records only for what is printed.
-    everything_here = session.light(operator=operator)
-    controls = [d for d in everything_here if _derived(derivation, d, settings).control]
-    on_operator = [d for d in everything_here if d not in controls]
+    # whole store, as every query derives it: a cumulative score depends on ancestors on
+    # any operator.
+    derivation = search.derivation
+    # The operator's experiments, as every query reads them.
+    wanted = operator.lower()
+    everything_here = chronological(
+        row for row in search.rows if wanted in row.operator_sig.lower()
+    )
+    controls = [d for d in everything_here if derivation.of(d).control]
+    on_operator = [d for d in everything_here if not derivation.of(d).control]
     here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
     here_paths = {d.path for d in here}
-    outcomes = {d.path: _derived(derivation, d, settings).outcome for d in on_operator}
+    outcomes = {d.path: derivation.of(d).outcome for d in on_operator}
     entries: list[Entry] = []
 
-    repeats = tried_before(store, diff) if diff else []
+    repeats = repeats_in(search, store, diff) if diff else []
     for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
         entries.append(_repeat_entry(repeat, rank))
 
     measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
-    best_row = _best(measured, derivation, settings)
+    best = _best(measured, derivation)
     on_lineage: set[str] = set()
-    if best_row is not None:
-        best = session.docs_at([best_row.path])[best_row.path]
+    if best is not None:
         entries.append(
             _experiment_entry(
                 "best",
                 best,
+                search.insight(best),
                 outcomes[best.path],
                 (2, 0),
                 (0,),
                 dtype,
                 env,
-                _derived(derivation, best, settings),
+                derivation.of(best),
             )
         )
-        chain = _lineage(session, best)
+        chain = _lineage(search, best)
         on_lineage = {d.path for d in chain}
-        entries += _lineage_entries(chain, settings, derivation)
+        entries += _lineage_entries(chain, derivation)
 
-    relevance = _relevance(session, plan, diff, operator) if (plan or diff) else {}
+    relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
     marginal = [d for d in others if outcomes[d.path] == "marginal"]
     successes = [d for d in others if outcomes[d.path] == "improvement"]
 
-    def closeness(doc: Light) -> tuple[float, bool]:
+    def closeness(doc: Row) -> tuple[float, bool]:
         return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)
 
     # Stable sorts, the least significant key first.
@@ -214,21 +225,21 @@ def _gather(
             ("successes", successes),
         )
     }
-    records = session.docs_at(d.path for found in chosen.values() for d in found)
+    search.insights(d for found in chosen.values() for d in found)
     for name, found in chosen.items():
         for rank, row in enumerate(found):
-            doc = records[row.path]
             tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
             entries.append(
                 _experiment_entry(
                     name,
-                    doc,
-                    outcomes[doc.path],
+                    row,
+                    search.insight(row),
+                    outcomes[row.path],
                     (tier, rank),
                     (rank,),
                     dtype,
                     env,
-                    _derived(derivation, doc, settings),
+                    derivation.of(row),
                 )
             )
 
@@ -236,8 +247,8 @@ def _gather(
     listed = on_lineage | {d.path for found in chosen.values() for d in found}
     entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance)
     configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
-    results = [doc.results for doc in session.docs_at(d.path for d in configs).values()]
-    entries += _not_tried(session, on_operator, outcomes, results, dtype, env, settings)
+    results = [_speedups(d) for d in configs]
+    entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
 
     controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
     floor = latest_control(controls_here)
@@ -269,21 +280,22 @@ def _holds(value: str, wanted: str | None) -> bool:
     return wanted is None or wanted.lower() in value.lower()
 
 
-def _derived(derivation: Derivation, doc: Any, settings: Any) -> Any:
-    """What is derived of a retrieval row (by its id; a row the derivation has not seen,
-    written meanwhile, is judged on its own)."""
-    found = derivation.get(doc.id)
-    if found is None:
-        from kexp.campaign import derive_alone
+def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
+    """(config, speedup) of every entry of ``results`` that has both."""
+    return tuple(
+        (str(r["config"]), float(r["speedup"]))
+        for r in row.results
+        if isinstance(r, dict)
+        and "config" in r
+        and isinstance(r.get("speedup"), (int, float))
+        and not isinstance(r.get("speedup"), bool)
+    )
 
-        return derive_alone(doc, settings)
-    return found
 
-
-def _best(docs: Sequence[Light], derivation: Derivation, settings: Any) -> Light | None:
+def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
     """The best tip (the best cumulative score), as ``kexp top`` ranks
-    (:func:`kexp.query.rank_by`)."""
-    found = rank_by(docs, "cumulative", lambda d: _derived(derivation, d, settings))
+    (:func:`kexp.query.rank`)."""
+    found = ranked(docs, by="cumulative", derivation=derivation, limit=1)
     return found[0] if found else None
 
 
@@ -294,14 +306,15 @@ def _moment(created_at: str) -> str:
     return f"{whole}.{fraction.ljust(9, '0')}"
 
 
-def _lineage(session: Session, best: Doc) -> list[Doc]:
+def _lineage(search: Search, best: Row) -> list[Row]:
     """The path from the root to ``best`` (root first; stops at a cycle or a parent
     that is not in the store)."""
+    by_id = search.derivation.records()  # in path order: the first file of an id
     chain = [best]
     seen = {best.id}
     current = best
     while current.pid and current.pid not in seen:
-        parent = session.by_ids([current.pid]).get(current.pid)
+        parent = by_id.get(current.pid)
         if parent is None:
             break
         chain.append(parent)
@@ -311,11 +324,11 @@ def _lineage(session: Session, best: Doc) -> list[Doc]:
     return chain
 
 
-def _lineage_entries(chain: list[Doc], settings: Any, derivation: Derivation) -> list[Entry]:
+def _lineage_entries(chain: list[Row], derivation: Derivation) -> list[Entry]:
     entries = []
     last = len(chain) - 1
     for position, doc in enumerate(chain):
-        derived = _derived(derivation, doc, settings)
+        derived = derivation.of(doc)
         cumulative = derived.cumulative_score
         over = "reference" if position == 0 or derived.steps == 1 else "parent"
         reached = "-" if cumulative is None else f"{cumulative:.4f}x"
@@ -357,20 +370,21 @@ def _lineage_entries(chain: list[Doc], settings: Any, derivation: Derivation) ->
     return entries if len(entries) <= limit else [entries[0], *entries[-(limit - 1) :]]
 
 
-def _relevance(session: Session, plan: str, diff: str, operator: str) -> dict[str, float]:
-    found = session.rank(text=plan, code_change=diff, operator=operator, limit=1000)
+def _relevance(search: Search, plan: str, diff: str, operator: str) -> dict[str, float]:
+    found = search.rank(text=plan, code_change=diff, operator=operator, limit=1000)
     return {match.path: match.relevance for match in found}
 
 
 def _experiment_entry(
     section: str,
-    doc: Doc,
+    doc: Row,
+    insight: str,
     outcome: str,
     priority: tuple[int, int],
     order: tuple[Any, ...],
     dtype: str | None,
     env: str | None,
-    derived: Any,
+    derived: Derived,
 ) -> Entry:
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
@@ -391,8 +405,8 @@ def _experiment_entry(
         where.append(doc.env)
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     lines = [f"- {_short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
-    if doc.key_insight:
-        lines.append(f"  insight: {_cut(doc.key_insight)}")
+    if insight:
+        lines.append(f"  insight: {_cut(insight)}")
     data: dict[str, Any] = {
         "id": doc.id,
         "score": doc.score,
@@ -404,8 +418,8 @@ def _experiment_entry(
     data["cumulative_score"] = cumulative
     if derived.cumulative_ci is not None:
         data["cumulative_ci"] = list(derived.cumulative_ci)
-    if doc.key_insight:
-        data["key_insight"] = doc.key_insight
+    if insight:
+        data["key_insight"] = insight
     data["dtype_sig"] = doc.dtype_sig
     data["env"] = doc.env
     return Entry(section, priority, order, tuple(lines), data)
@@ -436,9 +450,9 @@ def _what(summary: str) -> str:
 
 
 def _do_not_repeat(
-    here: list[Light], outcomes: dict[str, str], relevance: dict[str, float]
+    here: list[Row], outcomes: dict[str, str], relevance: dict[str, float]
 ) -> list[Entry]:
-    groups: dict[str, list[Light]] = {}
+    groups: dict[str, list[Row]] = {}
     for doc in here:
         if outcomes[doc.path] == "pending":
             continue
@@ -476,8 +490,8 @@ def _do_not_repeat(
 
 
 def _not_tried(
-    session: Session,
-    on_operator: list[Light],
+    search: Search,
+    on_operator: list[Row],
     outcomes: dict[str, str],
     results: list[tuple[tuple[str, float], ...]],
     dtype: str | None,
@@ -488,7 +502,7 @@ def _not_tried(
     rank = 0
     for column, wanted_other, label in (("dtype_sig", env, "dtype"), ("env", dtype, "env")):
         # Tried on the operator (with the other of dtype and env, when given).
-        tried: dict[str, list[Light]] = {}
+        tried: dict[str, list[Row]] = {}
         other = None if wanted_other is None else wanted_other.lower()
         for doc in on_operator:
             if column == "dtype_sig":
@@ -497,7 +511,7 @@ def _not_tried(
                 value, against = doc.env, doc.dtype_sig
             if other is None or other in against.lower():
                 tried.setdefault(value.lower(), []).append(doc)
-        for value, shown, _ in session.distinct(column)[:40]:
+        for value, shown, _ in _distinct(search.rows, column)[:40]:
             found = tried.get(value, [])
             if any(outcomes[d.path] == "improvement" for d in found):
                 continue
@@ -549,6 +563,27 @@ def _not_tried(
         )
         rank += 1
     return entries[: SECTION_LIMITS["not_tried"]]
+
+
+def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
+    """(lowercased value, its most common spelling, how many experiments) of
+    ``dtype_sig`` or ``env`` over the whole store, most common first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        spelling = getattr(row, column)
+        counts[spelling] = counts.get(spelling, 0) + 1
+    totals: dict[str, int] = {}
+    spellings: dict[str, tuple[int, str]] = {}
+    for spelling, count in counts.items():
+        key = spelling.lower()
+        totals[key] = totals.get(key, 0) + count
+        best = spellings.get(key)
+        if best is None or (-count, spelling) < (-best[0], best[1]):
+            spellings[key] = (count, spelling)
+    return sorted(
+        ((key, spellings[key][1], total) for key, total in totals.items() if total),
+        key=lambda item: (-item[2], item[0]),
+    )
 
 
 def _changed_lines(diff: str) -> int:

@@ -43,10 +43,9 @@ the order given (path order); :meth:`Derivation.of` gives a later file's own val
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from kexp.noise import rounded_interval
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 #: Statuses of an experiment not measured yet (its outcome is ``pending``).
@@ -153,17 +152,40 @@ _REFERENCE: _Code = (1.0, 0.0, 0.0, None, 0, "", "", "")
 
 def _interval(record: Any) -> tuple[float, float] | None:
     found = getattr(record, "score_ci", None)
+    if not found or not isinstance(found, (list, tuple)) or len(found) != 2:
+        return None
+    low, high = found
     if (
-        isinstance(found, (list, tuple))
-        and len(found) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in found)
+        isinstance(low, (int, float))
+        and isinstance(high, (int, float))
+        and not isinstance(low, bool)
+        and not isinstance(high, bool)
+        and low > 0
+        and high > 0
     ):
-        return float(found[0]), float(found[1])
+        return float(low), float(high)
     return None
 
 
 def _broken(culprit: str, problem: str) -> _Code:
     return (None, None, None, None, 0, "", culprit, problem)
+
+
+def _own(record: Any) -> _Code | None:
+    """The code value of ``record`` when it does not depend on its parent's (None when
+    it does: a step over its parent, or a control with a parent, whose code is its
+    parent's). One call per record: the checks of :func:`_step` before the score."""
+    tags = getattr(record, "tags", None)
+    if tags and CONTROL_TAG in tags:
+        return None if record.pid else _REFERENCE
+    status = record.status
+    if status in PENDING_STATUSES:
+        return _broken(record.id, f"is pending (status {status})")
+    if record.is_buggy:
+        return _broken(record.id, "is buggy")
+    if record.pid and getattr(record, "measured_against", "") != "reference":
+        return None
+    return _measured(record, None)
 
 
 def _step(record: Any, before: _Code | None) -> _Code:
@@ -177,6 +199,11 @@ def _step(record: Any, before: _Code | None) -> _Code:
         return _broken(record.id, f"is pending (status {record.status})")
     if record.is_buggy:
         return _broken(record.id, "is buggy")
+    return _measured(record, before)
+
+
+def _measured(record: Any, before: _Code | None) -> _Code:
+    """:func:`_step` of a measured record (neither pending nor buggy nor a control)."""
     score = record.score
     if (
         not isinstance(score, (int, float))
@@ -259,88 +286,146 @@ class Derivation(dict[str, Derived]):
         first = self._first.get(exp_id)
         if first is record or (first is not None and _front(first) == _front(record)):
             return self[exp_id]  # the same record (read again: the same front-matter)
-        return self._derive(record)
+        before: _Code | None = None
+        if _needs_parent(record):
+            before = self._codes.get(record.pid) or _broken(record.pid, "is not in the store")
+        return _derived(record, _step(record, before), self._first, self._codes, self.settings)
+
+    def each(self, records: Iterable[Any]) -> list[Derived]:
+        """:meth:`of` each of ``records``, in order (a record derived is looked up by
+        its id: one lookup each)."""
+        found: list[Derived] = []
+        first, of, own = self._first, self.of, self.__getitem__
+        for record in records:
+            exp_id = record.id
+            found.append(own(exp_id) if first.get(exp_id) is record else of(record))
+        return found
 
     def records(self) -> dict[str, Any]:
         """The first record of each id, as derived."""
         return dict(self._first)
 
-    def _code_of(self, record: Any) -> _Code:
-        before: _Code | None = None
-        if _needs_parent(record):
-            before = self._codes.get(record.pid) or _broken(record.pid, "is not in the store")
-        return _step(record, before)
 
-    def _derive(self, record: Any, code: _Code | None = None) -> Derived:
-        if code is None:
-            code = self._code_of(record)
-        control = is_control(record)
-        combines = getattr(record, "combines", None)
-        if combines:
-            combines = [c for c in combines if c]
-        cumulative: float | None = None
-        interval: tuple[float, float] | None = None
+def _derived(
+    record: Any,
+    code: _Code,
+    first: dict[str, Any],
+    codes: dict[str, _Code],
+    settings: Settings,
+) -> Derived:
+    """What is derived of ``record`` whose code value is ``code`` (``first`` and
+    ``codes``: every id's first record and code value, for what it combines)."""
+    tags = getattr(record, "tags", None)
+    control = tags is not None and CONTROL_TAG in tags
+    value, below, above, recorded, steps, start, _, _ = code
+    cumulative: float | None = None
+    interval: tuple[float, float] | None = None
+    if control:
         reason = _CONTROL_REASON
-        value, below, above, recorded, steps, start, _, _ = code
-        if not control:
-            cumulative = value
-            reason = "" if cumulative is not None else _reason(record.id, record.pid, code)
-            if cumulative is not None:
-                if steps == 1:
-                    interval = recorded
-                elif below is not None and above is not None:
-                    interval = rounded_interval(
-                        cumulative * math.exp(-math.sqrt(below)),
-                        cumulative * math.exp(math.sqrt(above)),
-                    )
-        interference = False
-        if combines:
-            if cumulative is not None:
-                theirs = [
-                    self._codes[c][0]
-                    for c in combines
-                    if c in self._codes and not is_control(self._first[c])
-                ]
-                known = [v for v in theirs if v is not None]
-                interference = bool(known) and cumulative < max(known)
-            else:
-                scores = [float(self._first[c].score) for c in combines if c in self._first]
-                interference = bool(scores) and float(record.score) < max(scores)
-        outcome = judge(
-            record.status,
-            record.is_buggy,
-            interference,
-            record.score,
-            getattr(record, "score_ci", None),
-            self.settings,
-        )
-        return Derived(
-            outcome,
-            interference,
-            cumulative,
-            interval,
-            reason,
-            control,
-            start if cumulative is not None else "",
-            steps if cumulative is not None else 0,
-        )
+    elif value is None:
+        reason = _reason(record.id, record.pid, code)
+    else:
+        cumulative, reason = value, ""
+        if steps == 1:
+            interval = recorded
+        elif below is not None and above is not None:
+            from kexp.noise import rounded_interval  # statistics: not every command's
+
+            interval = rounded_interval(
+                value * math.exp(-math.sqrt(below)), value * math.exp(math.sqrt(above))
+            )
+    interference = False
+    combines = getattr(record, "combines", None)
+    if combines and any(combines):
+        combines = [c for c in combines if c]
+        if cumulative is not None:
+            theirs = [codes[c][0] for c in combines if c in codes and not is_control(first[c])]
+            known = [v for v in theirs if v is not None]
+            interference = bool(known) and cumulative < max(known)
+        else:
+            scores = [float(first[c].score) for c in combines if c in first]
+            interference = bool(scores) and float(record.score) < max(scores)
+    outcome = judge(
+        record.status,
+        record.is_buggy,
+        interference,
+        record.score,
+        getattr(record, "score_ci", None),
+        settings,
+    )
+    if cumulative is None:
+        start, steps = "", 0
+    # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
+    return tuple.__new__(
+        Derived, (outcome, interference, cumulative, interval, reason, control, start, steps)
+    )
 
 
 def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Derivation:
     """Every derived value of every record (see the module documentation), computed
     over ``records``: the store's current records (every one: a record's values depend
     on its ancestors' and on those it combines). Records are taken in the order given
-    (path order): the first record of an id counts for it. Without recursion: a lineage
-    may be thousands of iterations deep."""
+    (path order): the first record of an id counts for it. A record has ``id``,
+    ``pid``, ``score``, ``measured_against``, ``score_ci``, ``status``, ``is_buggy``,
+    ``tags`` and ``combines``, as a :class:`kexp.rows.Row`, a
+    :class:`~kexp.model.KernelExperiment` or a review's facts have them.
+
+    One pass over the records derives those that depend on no other experiment (most:
+    roots and reference measurements, combining none) on the spot; the others walk up
+    their ``pid`` chain to a known value, without recursion (a lineage may be thousands
+    of iterations deep), and are derived once every value is known. Nothing is made per
+    record but its code value (a tuple) and its :class:`Derived`."""
     first: dict[str, Any] = {}
     for record in records:
         first.setdefault(record.id, record)
     codes: dict[str, _Code] = {}
-    for start, record in first.items():
-        if start in codes:
+    derived: dict[str, Derived | None] = {}  # in path order; None: derived below
+    waiting: list[str] = []
+    regression_below, improvement_above = settings.regression_below, settings.improvement_above
+    made = tuple.__new__  # a NamedTuple made as the tuple it is (its __new__ is slower)
+    for exp_id, record in first.items():
+        score = record.score
+        if (
+            type(score) is float
+            and 0.0 < score < math.inf
+            and not record.is_buggy
+            and record.status not in PENDING_STATUSES
+            and not record.combines
+            and (not record.pid or record.measured_against == "reference")
+            and not ((tags := record.tags) and CONTROL_TAG in tags)
+        ):
+            # Its own cumulative score, its outcome judged as judge() does.
+            found = record.score_ci
+            interval = low_sq = high_sq = None
+            if found and len(found) == 2:
+                low, high = found
+                if high < 1 and score < regression_below:
+                    outcome = "regression"
+                elif low > 1 and score > improvement_above:
+                    outcome = "improvement"
+                else:
+                    outcome = "marginal"
+                interval = _interval(record)
+                if interval is not None:
+                    low_sq = math.log(score / interval[0]) ** 2
+                    high_sq = math.log(interval[1] / score) ** 2
+            elif score < regression_below:
+                outcome = "regression"
+            elif score > improvement_above:
+                outcome = "improvement"
+            else:
+                outcome = "marginal"
+            codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
+            derived[exp_id] = made(Derived, (outcome, False, score, interval, "", False, exp_id, 1))
             continue
-        if not _needs_parent(record):  # most records: a root or over the reference
-            codes[start] = _step(record, None)
+        derived[exp_id] = None
+        code = _own(record)
+        if code is None:
+            waiting.append(exp_id)
+        else:
+            codes[exp_id] = code
+    for start in waiting:
+        if start in codes:
             continue
         path: list[str] = []
         on_path: set[str] = set()
@@ -371,45 +456,20 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
                     before = _broken(record.pid, "is not in the store")
             codes[member] = _step(record, before)
             above = None
+    for exp_id, value in derived.items():
+        if value is None:
+            derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
     derivation = Derivation(first, codes, settings)
-    for exp_id, record in first.items():
-        derivation[exp_id] = derivation._derive(record, codes[exp_id])
+    dict.update(derivation, derived)
     return derivation
 
 
-def derive_around(
-    records: Iterable[Any],
-    lookup: Callable[[str], Any | None],
-    settings: Settings = DEFAULT_SETTINGS,
-) -> Derivation:
-    """:func:`derive` for a few ``records`` without reading the whole store: what their
-    values depend on (their ``pid`` chains, the experiments they combine and theirs) is
-    looked up by id (``lookup``: the first record of an id, None when there is none).
-    ``of(record)`` of each record gives what :func:`derive` over the whole store would."""
-    given = list(records)
-    found: dict[str, Any] = {}
-    missing: set[str] = set()
-
-    def chain(start: str) -> None:
-        current = start
-        while current and current not in found and current not in missing:
-            record = lookup(current)
-            if record is None:
-                missing.add(current)
-                return
-            found[current] = record
-            if not _needs_parent(record):
-                return
-            current = record.pid
-
-    for record in given:
-        chain(record.id)
-        if _needs_parent(record):
-            chain(record.pid)
-        for other in getattr(record, "combines", None) or ():
-            if other:
-                chain(other)
-    return derive(found.values(), settings)
+def stands_alone(record: Any) -> bool:
+    """Whether what is derived of ``record`` depends on no other experiment: it builds
+    on no parent's code (a root, a reference measurement, buggy or pending) and combines
+    none. :func:`derive` over ``[record]`` alone then gives what it gives over the whole
+    store (an id several files hold aside: the first file's front-matter counts)."""
+    return not _needs_parent(record) and not any(getattr(record, "combines", None) or ())
 
 
 def derive_alone(record: Any, settings: Settings = DEFAULT_SETTINGS) -> Derived:

@@ -359,7 +359,7 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[Facts]]:
     (:func:`kexp.quickcheck.quick_fields`), and a large store by this process and a
     forked child, half each, as :meth:`Store.validate` does.
     """
-    cached = target.query_cache(lambda view: view.front_matter())
+    cached = target.file_records()
     if cached is not None:
         return _scan_cached(target, cached, facts=facts)
 
@@ -382,7 +382,7 @@ def _scan_cached(
 ) -> tuple[list[FileLinks], list[Facts]]:
     """What :func:`_scan` keeps of each file, from the query cache's front-matter of the
     valid files (the invalid ones are read), in the order :func:`_scan` lists them."""
-    from kexp.index import ROW_FIELDS
+    from kexp.rows import VALUE_FIELDS as ROW_FIELDS
 
     base = str(target.experiments_dir) + os.sep
     invalid = [base + relative for relative, values in files if values is None]

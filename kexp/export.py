@@ -325,17 +325,15 @@ def export(
         raise KexpError(f"unknown format {output_format!r}; formats are: {', '.join(FORMATS)}")
     experiments = store.list_experiments(**filters)
     records = [to_record(e, fields, brief=brief, relative_to=store.root) for e in experiments]
-    where = getattr(store, "where", None)  # a store read across refs: where each was found
-    if callable(where):
-        for exp, record in zip(experiments, records, strict=True):
-            sighting = where(exp)
-            if sighting is not None:
-                found = sighting.to_dict()
-                record["ref"] = found["ref"]
-                if output_format == "csv":
-                    record["refs"] = " ".join(found["refs"])
-                else:
-                    record["refs"] = found["refs"]
-                    record["other_versions"] = found.get("other_versions", [])
+    for exp, record in zip(experiments, records, strict=True):
+        sighting = exp.where  # a store read across refs: where each was found
+        if sighting is not None:
+            found = sighting.to_dict()
+            record["ref"] = found["ref"]
+            if output_format == "csv":
+                record["refs"] = " ".join(found["refs"])
+            else:
+                record["refs"] = found["refs"]
+                record["other_versions"] = found.get("other_versions", [])
     write_records(records, out, output_format)
     return len(records)

@@ -20,7 +20,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kexp.errors import GitError, KexpError, NoCommitsError
 
@@ -496,17 +496,19 @@ def list_tree(repo: git.Repo, commit: str, folder: str) -> list[TreeEntry]:
 
 
 @overload
-def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]: ...
+def iter_blobs(
+    repo: git.Repo | Worktree, shas: Sequence[str]
+) -> Iterator[tuple[str, bytes | None]]: ...
 
 
 @overload
 def iter_blobs(
-    repo: git.Repo, shas: Sequence[str], *, max_bytes: int
+    repo: git.Repo | Worktree, shas: Sequence[str], *, max_bytes: int
 ) -> Iterator[tuple[str, bytes | int | None]]: ...
 
 
 def iter_blobs(
-    repo: git.Repo, shas: Sequence[str], *, max_bytes: int | None = None
+    repo: git.Repo | Worktree, shas: Sequence[str], *, max_bytes: int | None = None
 ) -> Iterator[tuple[str, bytes | int | None]]:
     """Yield ``(sha, content)`` for each blob hash, in order, from one ``git cat-file
     --batch`` process (``None`` for a hash that is not in the repository).
@@ -687,21 +689,24 @@ class _Batch:
     """``git ARGS`` fed ``lines`` on stdin by a thread, with stderr drained by another
     (so neither pipe can fill up and block git)."""
 
-    def __init__(self, repo: git.Repo, args: list[str], lines: Sequence[str]) -> None:
-        gitpython = _import_git()
+    def __init__(self, repo: git.Repo | Worktree, args: list[str], lines: Sequence[str]) -> None:
+        import os
+
         for line in lines:
             if "\n" in line or "\r" in line:
                 raise GitError(f"{line!r} contains a line break")
         self.repo = repo
         self.action = args[0]
         try:
-            self._handle: Any = repo.git.execute(
-                [_executable(), *args], as_process=True, istream=subprocess.PIPE
-            )
-        except gitpython.GitCommandNotFound:
+            self.proc: Any = subprocess.Popen(
+                [_light_executable(), *args],
+                cwd=repo.working_tree_dir or repo.git_dir,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+        except OSError:
             raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
-        self.proc: Any = cast(Any, self._handle.proc)
-        self.stdout: Any = cast(Any, self.proc).stdout
+        self.stdout: Any = self.proc.stdout
         self._errors: list[bytes] = []
         self._lines = lines
         self._threads = [
@@ -741,7 +746,7 @@ class _Batch:
         return status
 
 
-def _batch_lines(repo: git.Repo, args: list[str], lines: Sequence[str]) -> list[str]:
+def _batch_lines(repo: git.Repo | Worktree, args: list[str], lines: Sequence[str]) -> list[str]:
     """Feed ``lines`` to one ``git ARGS`` process; one output line per input line."""
     batch = _Batch(repo, args, lines)
     completed = False
@@ -758,7 +763,7 @@ def _batch_lines(repo: git.Repo, args: list[str], lines: Sequence[str]) -> list[
         batch.close(completed=completed)
 
 
-def _stream_lines(repo: git.Repo, args: list[str]) -> Iterator[str]:
+def _stream_lines(repo: git.Repo | Worktree, args: list[str]) -> Iterator[str]:
     """Yield the output lines of ``git ARGS`` as git writes them (stops git when the
     caller stops)."""
     batch = _Batch(repo, args, [])
@@ -1260,6 +1265,37 @@ def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[
         parts = line.split()
         found.append((parts[0], parts[1]) if len(parts) == 2 and is_hex(parts[0], 40) else None)
     return found + [None] * (len(names) - len(found))
+
+
+def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None:
+    """The best common ancestor of two commits (full hashes); None when they share none."""
+    if not (is_hex(first, 40) and is_hex(second, 40)):
+        raise GitError("merge_base takes full commit hashes")
+    found = git_command(repo, "merge-base", first, second, ok_codes=(0, 1)).stdout.strip()
+    return found if is_hex(found, 40) else None
+
+
+def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:
+    """(commit, committer date) of ``HEAD``; None in a repository without commits."""
+    found = git_command(repo, "log", "-1", "--format=%H %ct", "HEAD", ok_codes=None)
+    parts = found.stdout.split()
+    if found.status != 0 or len(parts) != 2 or not is_hex(parts[0], 40):
+        return None
+    return parts[0], int(parts[1]) if parts[1].isdigit() else 0
+
+
+def parse_tree(data: bytes) -> list[tuple[str, str, str]]:
+    """(mode, name, object hash) of each entry of a raw git tree object."""
+    entries: list[tuple[str, str, str]] = []
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        zero = data.index(b"\0", space)
+        mode = data[at:space].decode("ascii")
+        name = data[space + 1 : zero].decode("utf-8", "surrogateescape")
+        entries.append((mode, name, data[zero + 1 : zero + 21].hex()))
+        at = zero + 21
+    return entries
 
 
 def status_entries(repo: git.Repo | Worktree, folder: str) -> list[tuple[str, str, str, str]]:

@@ -838,8 +838,8 @@ def _stage(
 
 def _render_ahead(store: Store, plans: list[_Plan]) -> dict[str, tuple[str, str, str]]:
     """:func:`_render` of each of ``plans``, by key: in two processes when there are many
-    (:func:`kexp.index.in_two_processes`)."""
-    from kexp.index import in_two_processes
+    (:func:`kexp.parallel.in_two_processes`)."""
+    from kexp.parallel import in_two_processes
 
     def work(part: list[_Plan]) -> list[tuple[str, str, str, str]]:
         return [(plan.key, *_render(store, plan)) for plan in part]

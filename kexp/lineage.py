@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.campaign import derive
 from kexp.model import KernelExperiment, attach
-from kexp.query import chronological, rank_by
+from kexp.query import chronological, rank
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -161,11 +161,7 @@ def annotate(root: TreeNode) -> None:
         own = _standing(node)
         node.dead_end = bool(node.children) and own is not None and best_below <= own
         best_in[id(node)] = max(-math.inf if own is None else own, best_below)
-    ranked = rank_by(
-        [n.experiment for n in nodes if _standing(n) is not None],
-        "cumulative",
-        lambda e: e.derived,
-    )
+    ranked = rank([n.experiment for n in nodes if _standing(n) is not None], limit=1)
     if ranked:
         best = next(n for n in nodes if n.experiment is ranked[0])
         best.is_best = True

@@ -23,7 +23,10 @@ directory (the nearest folder above it holding ``experiments/``). A kexp error (
 score, an unknown id, no store) is a tool error carrying kexp's one-line message; the
 server goes on answering. Warnings (a repeated change, timings without raw samples, a
 suspect measurement) come back as more text after the result, ``kexp: warning: ...``.
-Calls run one at a time.
+Calls run one at a time. The read tools take ``refs`` (patterns such as ``origin/*``) and
+``all_refs``, as the commands take ``--refs`` and ``--all-refs``: the store is read with
+every matching ref, one entry per experiment (its newest version, with where it was
+found), so that an agent that only fetched sees what the others synced.
 """
 
 from __future__ import annotations
@@ -88,6 +91,14 @@ Dtype = Annotated[str | None, Field(description="Data type substring, e.g. bf16"
 Env = Annotated[str | None, Field(description="Environment substring, e.g. MI300X")]
 Text = Annotated[str | None, Field(description="Substring of any field")]
 ExpId = Annotated[str, Field(description="Experiment id or unique prefix (10 characters)")]
+Refs = Annotated[
+    list[str] | None,
+    Field(description="Read the store at these refs too, e.g. origin/* (kexp --refs)"),
+]
+AllRefs = Annotated[
+    bool,
+    Field(description="Read every branch and remote-tracking branch too: what others synced"),
+]
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -113,9 +124,11 @@ class _Tools:
         self.root = root
         self._lock = threading.Lock()
 
-    def store(self) -> Store:
-        """The store (opened anew each call: files may change between calls)."""
-        return Store(self.root)
+    def store(self, refs: list[str] | None = None, all_refs: bool = False) -> Store:
+        """The store (opened anew each call: files may change between calls), read with
+        the store at ``refs`` or, ``all_refs``, at every branch (one entry per
+        experiment: its newest version)."""
+        return Store(self.root, refs=refs or (), all_refs=all_refs)
 
     def path(self, value: str) -> Path:
         """A path an agent gave: as it is when it exists, else below the store."""
@@ -181,6 +194,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         diff: Annotated[str | None, Field(description="Your planned change, as a diff")] = None,
         budget: Annotated[int, Field(ge=1, description="Most tokens (4 characters)")] = 4000,
         format: Literal["markdown", "json"] = "markdown",
+        refs: Refs = None,
+        all_refs: AllRefs = False,
     ) -> CallToolResult:
         """What to read before the next iteration on an operator, in one packet: the
         current best and its lineage, related failures and successes with their key
@@ -189,7 +204,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(
             lambda: context(
-                tools.store(),
+                tools.store(refs, all_refs),
                 operator=operator,
                 dtype=dtype,
                 env=env,
@@ -209,6 +224,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         dtype: Dtype = None,
         env: Env = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
     ) -> CallToolResult:
         """The experiments most related to a plan, a diff or an experiment, best first
         (kexp similar --json)."""
@@ -218,7 +235,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             lambda: [
                 match.to_dict()
                 for match in find(
-                    tools.store(),
+                    tools.store(refs, all_refs),
                     text=text,
                     diff=diff,
                     exp_id=exp_id,
@@ -244,14 +261,20 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         tags: Annotated[list[str] | None, Field(description="Tags that must be present")] = None,
         min_score: float | None = None,
         by: Annotated[
-            Literal["score", "low"], Field(description="low: the 95% interval's low end")
-        ] = "score",
+            Literal["cumulative", "score", "low"],
+            Field(
+                description="cumulative: the speedup over the reference (the best tips); "
+                "score: one step; low: the cumulative 95% interval's low end"
+            ),
+        ] = "cumulative",
         include_buggy: bool = False,
         include_pending: bool = False,
         brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = True,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
     ) -> CallToolResult:
-        """The best experiments by score, buggy and pending left out (kexp top --json
-        --brief)."""
+        """The best experiments by cumulative score, buggy, pending and controls left
+        out (kexp top --json --brief)."""
         from kexp.export import machine_record
 
         filters = _filters(
@@ -261,7 +284,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             filters["min_score"] = min_score
 
         def run() -> list[dict[str, Any]]:
-            found = tools.store().top_experiments(
+            found = tools.store(refs, all_refs).top_experiments(
                 limit,
                 include_buggy=include_buggy,
                 include_pending=include_pending,
@@ -269,7 +292,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 brief=brief,
                 **filters,
             )
-            return [machine_record(exp, brief=brief) for exp in found]
+            return [_with_where(exp, machine_record(exp, brief=brief)) for exp in found]
 
         return tools.answer(run)
 
@@ -278,13 +301,18 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         exp_id: ExpId,
         brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = False,
         fields: Annotated[list[str] | None, Field(description="Only these fields")] = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
     ) -> CallToolResult:
-        """One experiment, every field (kexp show ID --json)."""
+        """One experiment, every field (kexp show ID --json); read across refs, its
+        newest version and where it was found."""
         from kexp.export import machine_record
 
-        return tools.answer(
-            lambda: machine_record(tools.store().get_experiment(exp_id), fields, brief=brief)
-        )
+        def run() -> dict[str, Any]:
+            exp = tools.store(refs, all_refs).get_experiment(exp_id)
+            return _with_where(exp, machine_record(exp, fields, brief=brief))
+
+        return tools.answer(run)
 
     @server.tool(annotations=_READ, structured_output=False)
     def lessons(
@@ -297,6 +325,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             Field(description="Only these groups"),
         ] = None,
         limit: Annotated[int | None, Field(ge=0, description="The newest N a group")] = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
     ) -> CallToolResult:
         """The failures to learn from, grouped buggy, regression, marginal,
         interference, each with its key insight (kexp lessons --json)."""
@@ -306,7 +336,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
             return {
                 name: [lesson.to_dict() for lesson in _newest(items, limit)]
-                for name, items in find(tools.store(), **filters).items()
+                for name, items in find(tools.store(refs, all_refs), **filters).items()
                 if not groups or name in groups
             }
 
@@ -320,6 +350,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         operator: Operator = None,
         dtype: Dtype = None,
         env: Env = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
     ) -> CallToolResult:
         """The lineage (experiments linked by pid) as trees: score, delta vs parent,
         outcome, the path to the best (kexp tree --json)."""
@@ -328,7 +360,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         filters = _filters(operator=operator, dtype=dtype, env=env)
 
         def run() -> list[dict[str, Any]]:
-            store = tools.store()
+            store = tools.store(refs, all_refs)
             if exp_id is not None:
                 if filters:
                     raise KexpError("give an exp_id or filters, not both")
@@ -526,6 +558,14 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         )
 
     return server
+
+
+def _with_where(exp: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with where a store reading refs found ``exp`` (as the commands' JSON
+    has it: ``ref``, ``refs``, and the places of older versions)."""
+    if exp.where is not None:
+        record.update(exp.where.to_dict())
+    return record
 
 
 def _filters(**given: Any) -> dict[str, Any]:

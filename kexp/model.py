@@ -115,6 +115,8 @@ class Origin(NamedTuple):
     #: Everything derived of it from the whole store (:func:`kexp.campaign.derive`);
     #: None for an experiment no store handed out.
     derived: Derived | None = None
+    #: Where it was found, by a store reading refs (a :class:`kexp.rows.Sighting`).
+    where: Any = None
 
 
 _NO_ORIGIN = Origin()
@@ -204,6 +206,12 @@ class KernelExperiment:
         """Whether it combines others and scores below the best of them (derived by
         the store; False for an experiment no store handed out)."""
         return self._origin.interference
+
+    @property
+    def where(self) -> Any:
+        """Where a store reading refs found it (a :class:`kexp.rows.Sighting`: the refs
+        holding this version and those holding older ones); None otherwise."""
+        return self._origin.where
 
     @property
     def outcome(self) -> str:
@@ -300,11 +308,12 @@ def attach(
     path: Path | None = _KEEP,
     interference: bool | None = None,
     derived: Derived | None = None,
+    where: Any = _KEEP,
 ) -> KernelExperiment:
     """Set what the store knows about ``exp`` (its file, its store's settings, what is
     derived of it from the whole store, :func:`kexp.campaign.derive`; ``interference``
-    alone where nothing else was derived): the one place that state is set. What is not
-    given stays as it was. Returns ``exp``."""
+    alone where nothing else was derived; where a store reading refs found it): the one
+    place that state is set. What is not given stays as it was. Returns ``exp``."""
     old = exp._origin
     if derived is not None:
         interference = derived.interference
@@ -313,6 +322,7 @@ def attach(
         old.settings if settings is None else settings,
         old.interference if interference is None else interference,
         old.derived if derived is None else derived,
+        old.where if where is _KEEP else where,
     )
     return exp
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import heapq
+import operator
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from kexp.campaign import CONTROL_TAG, PENDING_STATUSES
 from kexp.errors import KexpError
 from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 if TYPE_CHECKING:
-    from kexp.campaign import Derived
+    from kexp.campaign import Derivation, Derived
 
 
 class Ranked(Protocol):
@@ -29,6 +31,7 @@ class Ranked(Protocol):
 
 
 _E = TypeVar("_E", bound=Ranked)
+
 
 _SEARCHED_FIELDS = (
     "id",
@@ -75,6 +78,7 @@ class Filters:
 
 
 FILTER_NAMES = tuple(f.name for f in dataclasses.fields(Filters))
+_NO_FILTERS = Filters()
 
 
 def _as_tuple(name: str, value: Any, allowed: Sequence[str] | None = None) -> tuple[str, ...]:
@@ -241,66 +245,84 @@ def ranking_leaves_out(
     return skip_buggy, skip_pending
 
 
-def rank(experiments: Iterable[_E]) -> list[_E]:
-    """Best first: score descending, then newest first, then id (deterministic).
-
-    Three stable sorts, least significant key first (cheaper than one sort on a
-    composite key that has to invert a string).
-    """
-    ranked = sorted(experiments, key=lambda e: (e.id, _path_key(e)))
-    ranked.sort(key=lambda e: _time_key(e.created_at), reverse=True)
-    ranked.sort(key=lambda e: float(e.score), reverse=True)
-    return ranked
-
-
-#: What ``top_experiments`` can rank by: the cumulative score (the speedup over the
+#: What a ranking (``top``) can rank by: the cumulative score (the speedup over the
 #: operator's reference: the default), the score itself (one step), or the low end of
 #: the cumulative score's interval.
 RANKINGS = ("cumulative", "score", "low")
 
 
-def rank_by(
+def rank(
     experiments: Iterable[_E],
-    by: str,
-    derived: Callable[[_E], Derived],
+    *,
+    by: str = "cumulative",
+    derivation: Derivation | None = None,
     limit: int | None = None,
 ) -> list[_E]:
-    """Best first by ``by`` (one of :data:`RANKINGS`), ties as :func:`rank` orders them;
-    the first ``limit`` only when given (those that can be among them are picked first,
-    so that only a handful are sorted).
+    """The one ranking of experiments (or rows), best first: by the rank key (``by``,
+    one of :data:`RANKINGS`), descending; then by score, newest first, id, path
+    (deterministic). With ``limit``, the first ``limit`` of that order (only the
+    candidates that can be among them are sorted).
 
-    ``derived`` gives what is derived of each (:meth:`kexp.campaign.Derivation.of`).
     ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
-    interval (the cumulative score without one); experiments without a cumulative score
-    (see ``cumulative_reason``) come after those with one, by score. ``score`` ranks
-    by the score alone.
+    interval (the cumulative score without one): what is derived of each comes from
+    ``derivation`` (:func:`kexp.campaign.derive` over the whole store; without one, an
+    experiment's own :attr:`~kexp.model.KernelExperiment.derived`); experiments
+    without a cumulative score (see ``cumulative_reason``) come after those with one,
+    by score. ``score`` ranks by the score alone (nothing derived is read).
     """
     if by not in RANKINGS:
         raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+    items = list(experiments)
+    if limit is not None and limit <= 0:
+        return []
+    if by == "score":
+        if limit is not None and len(items) > limit:
+            # Every item scoring at least the limit-th best (ties kept).
+            threshold = heapq.nlargest(limit, items, key=_SCORE)[-1].score
+            items = [item for item in items if item.score >= threshold]
+        _tie_order(items)
+        items.sort(key=_score, reverse=True)
+        return items if limit is None else items[:limit]
+    found = derivation.each(items) if derivation is not None else _own_derived(items)
+    low = by == "low"
+    keys: list[tuple[bool, float]] = [
+        (False, float(item.score))
+        if (value := derived.cumulative_score) is None
+        else (True, derived.cumulative_ci[0] if low and derived.cumulative_ci else value)
+        for item, derived in zip(items, found, strict=True)
+    ]
+    if limit is not None and len(items) > limit:
+        least = heapq.nlargest(limit, keys)[-1]
+        keyed = [pair for pair in zip(keys, items, strict=True) if pair[0] >= least]
+    else:
+        keyed = list(zip(keys, items, strict=True))
+    keyed.sort(key=lambda pair: (pair[1].id, _path_key(pair[1])))
+    keyed.sort(key=lambda pair: _time_key(pair[1].created_at), reverse=True)
+    keyed.sort(key=lambda pair: float(pair[1].score), reverse=True)
+    keyed.sort(key=_FIRST, reverse=True)
+    chosen = [item for _, item in keyed]
+    return chosen if limit is None else chosen[:limit]
 
-    def key(exp: _E) -> tuple[bool, float]:
-        if by == "score":
-            return (True, float(exp.score))
-        found = derived(exp)
-        value = found.cumulative_score
-        if value is None:
-            return (False, float(exp.score))
-        if by == "low" and found.cumulative_ci is not None:
-            return (True, float(found.cumulative_ci[0]))
-        return (True, float(value))
 
-    candidates = list(experiments)
-    if limit is not None:
-        if limit <= 0:
-            return []
-        if len(candidates) > limit:
-            keys = [key(exp) for exp in candidates]
-            threshold = heapq.nlargest(limit, keys)[-1]
-            candidates = [exp for exp, k in zip(candidates, keys, strict=True) if k >= threshold]
-    ranked = rank(candidates)
-    if by != "score":
-        ranked.sort(key=key, reverse=True)
-    return ranked if limit is None else ranked[:limit]
+def _tie_order(items: list[Any]) -> None:
+    """Sort ``items`` newest first, then by id, then by path: the ranking's tie-break.
+    Stable sorts, the least significant key first (cheaper than one sort on a
+    composite key that has to invert a string)."""
+    items.sort(key=lambda e: (e.id, _path_key(e)))
+    items.sort(key=lambda e: _time_key(e.created_at), reverse=True)
+
+
+def _own_derived(experiments: list[Any]) -> list[Derived]:
+    """What is derived of each experiment, as it carries it (its store's derivation)."""
+    return [exp.derived for exp in experiments]
+
+
+def _score(item: Any) -> float:
+    return float(item.score)
+
+
+_SCORE = operator.attrgetter("score")
+_FIRST = operator.itemgetter(0)
 
 
 def _time_key(created_at: str) -> str:
@@ -314,10 +336,36 @@ def _time_key(created_at: str) -> str:
     return f"{seconds}.{fraction:0<9}"
 
 
-def below_best_combined(score: float, combines: Iterable[str], scores: dict[str, float]) -> bool:
-    """Interference: ``score`` below the best of the known ``scores`` it combines."""
-    combined = [scores[i] for i in combines if i in scores]
-    return bool(combined) and score < max(combined)
+def select(
+    rows: Iterable[_E],
+    wanted: Filters,
+    settings: Settings = DEFAULT_SETTINGS,
+    *,
+    derivation: Derivation | None = None,
+    skip_buggy: bool = False,
+    skip_pending: bool = False,
+    skip_controls: bool = False,
+) -> list[_E]:
+    """The rows passing ``wanted`` (and, with ``skip_buggy``/``skip_pending``/
+    ``skip_controls``, neither buggy nor pending nor a control). An ``outcome`` filter
+    reads each row's outcome from ``derivation`` (what is derived from the whole store:
+    interference depends on other experiments); without one, from the row itself."""
+    if skip_buggy or skip_pending or skip_controls:
+        chosen = [
+            row
+            for row in rows
+            if not (skip_buggy and row.is_buggy)  # type: ignore[attr-defined]
+            and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
+            and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
+        ]
+    else:
+        chosen = list(rows)
+    if wanted == _NO_FILTERS:
+        return chosen
+    if wanted.outcome is None or derivation is None:
+        return [row for row in chosen if matches(row, wanted, settings)]
+    of = derivation.of
+    return [row for row in chosen if matches(row, wanted, settings, outcome=of(row).outcome)]
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +38,8 @@ TIMESTAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})
 
 def id_from_name(path: Path | str) -> str | None:
     """The id in an experiment file's name, or None if the name is not an experiment's."""
-    match = EXPERIMENT_NAME.fullmatch(Path(path).name)
+    name = path.name if isinstance(path, Path) else os.path.basename(path)
+    match = EXPERIMENT_NAME.fullmatch(name)
     return match.group(1) if match else None
 
 

@@ -63,7 +63,7 @@ class Settings:
     #: was left by a killed writer (a live one keeps it for milliseconds): ``kexp fmt``
     #: deletes it.
     stale_temporary_s: float = 3600.0
-    #: A query cache of another kexp version (``.kexp/index-<hash>.sqlite``, tens of MB
+    #: A cache of another kexp version (``.kexp/cache-<hash>.sqlite``, tens of MB
     #: for a large store) not written for this many days is removed when this version
     #: writes its own; that version rebuilds it if it is still used.
     unused_cache_days: float = 14.0

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.lineage import is_scored
 from kexp.model import OUTCOMES, KernelExperiment
-from kexp.query import rank_by
+from kexp.query import rank
 from kexp.suspect import suspect_reasons
 
 if TYPE_CHECKING:
@@ -82,11 +82,7 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         groups.setdefault((exp.operator_sig, exp.dtype_sig), []).append(exp)
     best: list[Best] = []
     for (operator, dtype), members in groups.items():
-        scored = rank_by(
-            [e for e in members if is_scored(e) and e.derived.ranked],
-            "cumulative",
-            lambda e: e.derived,
-        )
+        scored = rank([e for e in members if is_scored(e) and e.derived.ranked], limit=1)
         if scored:
             top = scored[0]
             best.append(
@@ -113,28 +109,5 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
 
 def stats(store: Store, **filters: Any) -> Stats:
     """Statistics of the experiments in ``store`` matching ``filters``: each counted
-    once (read across refs, where each version of a corrected experiment is listed, by
-    the newest version that matches, as ``kexp top`` ranks it)."""
-    return compute_stats(newest_versions(store, store.list_experiments(**filters)))
-
-
-def newest_versions(store: Store, experiments: list[KernelExperiment]) -> list[KernelExperiment]:
-    """``experiments`` with one entry per id: the newest version among those listed (a
-    store read across refs lists each version; ``store.versions(id)`` orders them)."""
-    seen: dict[str, list[KernelExperiment]] = {}
-    for exp in experiments:
-        seen.setdefault(exp.id, []).append(exp)
-    if len(seen) == len(experiments):
-        return experiments
-    versions = getattr(store, "versions", None)
-    where = getattr(store, "where", None)
-    if not (callable(versions) and callable(where)):  # pragma: no cover - one store
-        return [group[0] for group in seen.values()]
-    kept: set[int] = set()
-    for exp_id, group in seen.items():
-        if len(group) > 1:
-            order = [getattr(where(v), "blob", "") for v in versions(exp_id)]  # newest first
-            position = {blob: n for n, blob in reversed(list(enumerate(order)))}
-            group.sort(key=lambda e: position.get(getattr(where(e), "blob", ""), len(order)))
-        kept.add(id(group[0]))
-    return [exp for exp in experiments if id(exp) in kept]
+    once (read across refs, by its newest version, as every query reads it)."""
+    return compute_stats(store.list_experiments(**filters))

@@ -1,9 +1,12 @@
 """The store: a folder holding ``experiments/``, queried and written safely.
 
 A :class:`Store` reads its files through a source (:mod:`kexp.sources`: the working
-tree, or a git revision for :meth:`Store.at`), queries them through the cache
-(:mod:`kexp.index`) where the source allows, validates them in one scan
-(:mod:`kexp.scan`), and writes through :mod:`kexp.atomic`. Reads never see a
+tree, a git revision for :meth:`Store.at`, the working tree and refs for
+``Store(root, refs=...)``), queries them through one pipeline (the rows of every
+current experiment from the cache, :mod:`kexp.cache`; the derived values over all of
+them, :func:`kexp.query.derive`; filters; :func:`kexp.query.rank`; only the chosen
+files read whole), validates them in one scan (:mod:`kexp.scan`), and writes through
+:mod:`kexp.atomic`. Reads never see a
 half-written file (every write is a rename of a finished temporary file); creates
 never overwrite (the new file is linked into place only if its name is free); updates
 hold a per-experiment lock, re-read, validate, and replace atomically. Nothing is
@@ -18,17 +21,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import math
+import gc
+import itertools
 import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp import atomic, ids
 from kexp.atomic import write_failure
-from kexp.campaign import Derivation, derive, derive_around, is_control
+from kexp.campaign import Derivation, derive, stands_alone
 from kexp.errors import (
     AmbiguousIdError,
     CacheFolderError,
@@ -49,7 +53,6 @@ from kexp.locking import exclusive_lock, file_lock
 from kexp.model import (
     ALL_FIELDS,
     DERIVED,
-    PENDING_STATUSES,
     KernelExperiment,
     attach,
     creation_time,
@@ -62,12 +65,13 @@ from kexp.query import (
     chronological,
     matches,
     rank,
-    rank_by,
     ranking_leaves_out,
+    select,
 )
+from kexp.rows import Row, problem_at
 from kexp.scan import scan, value_positions
 from kexp.settings import Settings, load_settings
-from kexp.sources import EXPERIMENTS_DIR, FileSource, WorkingTree
+from kexp.sources import EXPERIMENTS_DIR, FileSource, Found, WorkingTree
 from kexp.validate import (
     CheckedFile,
     FileLinks,
@@ -87,10 +91,8 @@ from kexp.validate import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
+    from kexp.cache import Cache
     from kexp.changelog import Changes, HistoryEntry
-    from kexp.index import IndexView, Listing, Row, StoreIndex
-
-_T = TypeVar("_T")
 
 _SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
@@ -100,13 +102,14 @@ _DERIVED_FIELDS = DERIVED
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
 
 
-@dataclasses.dataclass
-class _Filtered:
-    """Front-matter-only experiments that passed the filters, and the text filter left."""
+class _Selected(NamedTuple):
+    """What the one pipeline's first steps found (:meth:`Store._rows`)."""
 
-    experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
+    #: The rows passing every filter but ``text``, in path order.
+    rows: list[Row]
+    #: The ``text`` filter, left for the experiments read whole (None: none).
     text: Filters | None
-    #: What is derived of every experiment of the store (:func:`kexp.campaign.derive`).
+    #: What is derived of every current experiment (:func:`kexp.campaign.derive`).
     derivation: Derivation
 
 
@@ -122,8 +125,11 @@ class Store:
 
     ``source`` says where its files' bytes come from (:mod:`kexp.sources`): by default
     the working tree's ``experiments/`` folder; :meth:`at` gives a store over a git
-    revision. Whether the store may write, and whether queries may use the cache, are
-    properties of its source. ``settings`` default to the store's own: its ``kexp.toml``
+    revision; ``refs`` (patterns such as ``origin/*``) or ``all_refs`` read the working
+    tree plus the store at those refs, one entry per experiment: its newest version
+    (:mod:`kexp.refs`; writes still go to the working tree). Whether the store may
+    write, and whether queries may keep a cache file, are properties of its source.
+    ``settings`` default to the store's own: its ``kexp.toml``
     (:func:`kexp.settings.load_settings`), else :data:`kexp.settings.DEFAULT_SETTINGS`.
     """
 
@@ -134,6 +140,8 @@ class Store:
         code_repo: Path | str | None = None,
         settings: Settings | None = None,
         source: FileSource | None = None,
+        refs: Sequence[str] = (),
+        all_refs: bool = False,
     ) -> None:
         self.root = Path(root).resolve() if root is not None else find_root()
         if source is None:
@@ -144,15 +152,29 @@ class Store:
                     f"'kexp init {self.root}'"
                 )
             source = WorkingTree(self.root / EXPERIMENTS_DIR)
-        env_repo = os.environ.get("KEXP_CODE_REPO")
-        self.code_repo = Path(code_repo or env_repo or self.root)
         # The store's own settings (its kexp.toml) unless given.
         self.settings = settings if settings is not None else load_settings(self.root)
+        if isinstance(refs, str):
+            refs = [refs]
+        if refs or all_refs:
+            if source.revision is not None or not source.writable:
+                raise KexpError(
+                    "reading across refs starts from the working tree: give a revision or "
+                    "refs, not both"
+                )
+            from kexp.refs import RefsSource
+
+            assert isinstance(source, WorkingTree)
+            source = RefsSource(source, self.root, refs, all_refs=all_refs, settings=self.settings)
+        env_repo = os.environ.get("KEXP_CODE_REPO")
+        self.code_repo = Path(code_repo or env_repo or self.root)
         self.source: FileSource = source
 
     def __repr__(self) -> str:
         if self.source.revision is not None:
             return f"Store({str(self.root)!r}).at({self.source.revision!r})"
+        if self.source.places is not None:
+            return f"Store({str(self.root)!r}, refs={list(self.source.places[1:])!r})"
         return f"Store({str(self.root)!r})"
 
     @property
@@ -219,130 +241,125 @@ class Store:
         """Read and check one experiment file."""
         return self.source.check(Path(path), self.settings)
 
-    def _load(self, *, strict: bool) -> list[KernelExperiment]:
-        """Every valid experiment, read whole; invalid files warned about (or raised)."""
-        experiments: list[KernelExperiment] = []
-        for checked in self.check_files():
-            if checked.ok:
-                experiments.append(attach(checked.experiment(), self.settings))
-                continue
-            first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-            self._skip(checked.path, first.format(), [first], strict)
-        derivation = derive(experiments, self.settings)  # in path order
-        for exp in experiments:
-            attach(exp, derived=derivation.of(exp))
-        return experiments
-
-    def derivation(self, *, strict: bool = False) -> Derivation:
-        """What is derived of every valid experiment from the whole store (outcome,
-        interference, cumulative score and its interval, control): see
-        :func:`kexp.campaign.derive`. ``of(record)`` answers for any record listed."""
-        return derive(self._summaries(strict=strict), self.settings)
-
-    def _summaries(self, *, strict: bool) -> list[Any]:
-        """The front-matter of every valid experiment, in path order, for deriving,
-        filtering and ranking.
-
-        From the cache (:mod:`kexp.index`: rows, no unchanged file read) for the working
-        tree; whole experiments for a store that has no cache (:meth:`at`).
-        :meth:`_complete` and :meth:`_brief` turn them into experiments.
-        """
-        if not self.source.cacheable:
-            return self._load(strict=strict)
-        return self._with_index(strict, lambda view: view.all_rows())
-
-    def _with_index(self, strict: bool, use: Callable[[IndexView], _T]) -> _T:
-        """``use(view)`` of the refreshed cache; invalid files warned about (or raised).
-
-        :meth:`kexp.index.StoreIndex.query` runs ``use`` again when rows turn out not to
-        describe the files (another process wrote meanwhile, a damaged cache).
-        """
-        result, invalid = self._store_index().query(use)
-        for relative, error in invalid:
-            self._skip(self.experiments_dir / relative, error, [], strict)
-        return result
-
-    def query_cache(self, use: Callable[[IndexView], _T]) -> _T | None:
-        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`), for
-        reads the cache answers without building experiments (such as the front-matter
-        a review's store-wide checks need); None for a store that has no cache (one read
-        at a revision). Invalid files are not warned about."""
-        if not self.source.cacheable:
-            return None
-        return self._store_index().query(use)[0]
-
-    def _store_index(self) -> StoreIndex:
-        """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a
-        store one may read but not write), it is kept in memory, query by query."""
-        from kexp.index import StoreIndex
-
-        try:
-            cache_dir = self.cache_dir
-        except OSError:
-            cache_dir = self.root / CACHE_DIR
-        return StoreIndex(self.experiments_dir, cache_dir, self.settings)
-
     @property
     def is_working_tree(self) -> bool:
-        """Whether this store reads the files of ``experiments/`` through its cache (the
-        working tree; not a revision's files)."""
-        return self.source.cacheable
+        """Whether this store reads the files of ``experiments/`` on disk (not a
+        revision's files)."""
+        return self.source.writable
 
-    def current_listing(self) -> dict[str, Listing] | None:
-        """Every folder of ``experiments/`` with its files' names and stat signatures, as
-        the cache's refresh finds them on disk now (invalid files warned about, as
-        queries do), for caches of their own kept in step with the files (the
-        retrieval index, :mod:`kexp.retrieval`). None for a store without a cache (at a
-        revision)."""
+    def open_cache(self) -> Cache:
+        """The store's cache (:mod:`kexp.cache`), opened for one query (the caller closes
+        it): its file in ``.kexp/``; in memory for a store that keeps none (at a
+        revision, or ``cacheable=False``), or where ``.kexp/`` cannot be made (a store
+        one may read but not write)."""
+        from kexp.cache import Cache
+
         if not self.source.cacheable:
-            return None
-        return self._with_index(False, lambda view: view.listing())
+            return Cache(None, self.settings)
+        try:
+            folder: Path | None = self.cache_dir
+        except OSError:
+            folder = None
+        return Cache(folder, self.settings)
 
-    def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
-        if self.source.vanished(path):
+    def found(self, *, strict: bool = False) -> Found:
+        """Every experiment file a query sees now, through the cache (see
+        :meth:`kexp.sources.FileSource.read`): the rows of the valid ones, in path
+        order; invalid files are warned about (``strict``: raised). The one read every
+        query starts from."""
+        from kexp.cache import Cache, DamagedCacheError
+
+        cache = self.open_cache()
+        collecting = gc.isenabled()
+        gc.disable()  # a read makes a few objects a file and frees none
+        try:
+            for attempt in range(3):
+                try:
+                    found = self.source.read(cache, self.settings)
+                    break
+                except DamagedCacheError:
+                    if attempt == 0:
+                        cache.rebuild()  # on any doubt: made again from the files
+                    else:
+                        cache.close()
+                        cache = Cache(None, self.settings)
+        finally:
+            cache.close()
+            if collecting:
+                gc.enable()
+        for path, error in found.invalid:
+            self._skip(path, error, strict)
+        return found
+
+    def _skip(self, path: str, error: Any, strict: bool) -> None:
+        """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
+        file = self.experiments_dir / path
+        if isinstance(error, str):  # already said where (another place than the tree)
+            if strict:
+                raise ValidationError(error, [])
+            warnings.warn(
+                f"skipped invalid experiment file {error}", InvalidExperimentWarning, stacklevel=4
+            )
+            return
+        if self.is_working_tree and self.source.vanished(file):
             return  # deleted by another process since it was listed: no longer in the store
+        problem = error if isinstance(error, Problem) else problem_at(file, error)
         if strict:
-            if not problems:
-                problems = [p for p in self.check_file(path).problems if p.severity == "error"][:1]
-            raise ValidationError(f"{path} is not a valid experiment", problems)
+            raise ValidationError(f"{file} is not a valid experiment", [problem])
         warnings.warn(
-            f"skipped invalid experiment file {first}", InvalidExperimentWarning, stacklevel=4
+            f"skipped invalid experiment file {problem.format()}",
+            InvalidExperimentWarning,
+            stacklevel=4,
         )
 
-    def _brief(self, summaries: list[Any], derivation: Derivation) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of :meth:`_summaries` items, with
-        what ``derivation`` (over the store, or around these) says of each."""
-        brief: list[KernelExperiment] = []
-        for item in summaries:
-            exp = (
-                item
-                if isinstance(item, KernelExperiment)
-                else item.to_experiment(self.experiments_dir)
-            )
-            brief.append(attach(exp, self.settings, derived=derivation.of(item)))
-        return brief
+    def derivation(self, *, strict: bool = False) -> Derivation:
+        """What is derived of every current experiment from all of them (outcome,
+        interference, cumulative score and its interval, control): see
+        :func:`kexp.campaign.derive`. ``of(record)`` answers for any record listed."""
+        return derive(self.found(strict=strict).rows, self.settings)
+
+    def _rows(self, filters: dict[str, Any], *, strict: bool, skip_buggy: bool = False,
+              skip_pending: bool = False, skip_controls: bool = False) -> _Selected:  # fmt: skip
+        """The one pipeline's first steps: every current row (:meth:`found`), what is
+        derived of them all (:func:`kexp.campaign.derive`), and those passing every
+        filter but ``text`` (returned)."""
+        filters = dict(filters)
+        reachable_from = filters.pop("reachable_from", None)
+        text = filters.pop("text", None)
+        found = self.found(strict=strict)
+        wanted = build_filters(**self._resolve_filter_ids(filters, found))
+        derivation = derive(found.rows, self.settings)
+        rows = select(found.rows, wanted, self.settings, derivation=derivation,
+                      skip_buggy=skip_buggy, skip_pending=skip_pending,
+                      skip_controls=skip_controls)  # fmt: skip
+        if reachable_from is not None:
+            from kexp.provenance import reachable
+
+            rows = reachable(rows, self.code_repo, str(reachable_from))
+        return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
+
+    def _brief(self, rows: Iterable[Row], derivation: Derivation) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of rows, with what
+        ``derivation`` says of each."""
+        of, settings, folder = derivation.of, self.settings, self.experiments_dir
+        return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
 
     def _complete(
-        self, summaries: list[Any], derivation: Derivation, *, strict: bool = False
+        self, rows: Sequence[Row], derivation: Derivation, *, strict: bool = False
     ) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of :meth:`_summaries` items, with what
-        ``derivation`` says of each.
-
-        A file that became invalid since it was listed is skipped with a warning.
-        """
+        """The whole experiments (bodies read) of rows, with what ``derivation`` says of
+        each; a file that became invalid since it was listed is skipped with a warning."""
         complete: list[KernelExperiment] = []
-        for item in summaries:
-            if isinstance(item, KernelExperiment):
-                complete.append(attach(item, derived=derivation.of(item)))
-                continue
-            checked = self.check_file(self.experiments_dir / item.path)
+        for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
             if not checked.ok:
                 first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-                self._skip(checked.path, first.format(), [first], strict)
+                self._skip(row.path, first, strict)
                 continue
+            exp = checked.experiment()
             complete.append(
-                attach(checked.experiment(), self.settings, derived=derivation.of(item))
-            )
+                attach(exp, self.settings, path=self.experiments_dir / row.path,
+                       derived=derivation.of(row), where=row.sighting())
+            )  # fmt: skip
         return complete
 
     def list_experiments(
@@ -359,31 +376,51 @@ class Store:
         keeps experiments whose ``base_commit`` is an ancestor of ``REV``;
         ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
         """
-        found = self._filtered(filters, strict=strict)
-        chosen = chronological(found.experiments)
-        if found.text is not None:
-            complete = self._complete(chosen, found.derivation, strict=strict)
-            return [e for e in complete if matches(e, found.text, self.settings)]
+        selected = self._rows(filters, strict=strict)
+        chosen = chronological(selected.rows)
+        derivation = selected.derivation
+        if selected.text is not None:
+            complete = self._complete(chosen, derivation, strict=strict)
+            return [e for e in complete if matches(e, selected.text, self.settings)]
         if brief:
-            return self._brief(chosen, found.derivation)
-        return self._complete(chosen, found.derivation, strict=strict)
+            return self._brief(chosen, derivation)
+        return self._complete(chosen, derivation, strict=strict)
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
         """The experiments given (as ``list_experiments(brief=True)`` returns them) with
-        their body fields read from their files, one at a time: memory stays flat however
-        many there are.
+        their body fields read from their files, a few at a time: memory stays flat
+        however many there are.
 
         The front-matter is the one given (validated when it was listed); the bodies come
-        from the file as it is now. A file that can no longer be read, or that holds
-        another experiment, gives its experiment back without bodies, with an
-        :class:`InvalidExperimentWarning`.
+        from the file as it is now (found on a ref: its content). A file that can no
+        longer be read, or that holds another experiment, gives its experiment back
+        without bodies, with an :class:`InvalidExperimentWarning`.
         """
-        for exp in experiments:
-            if not self.source.cacheable or exp.path is None:
-                yield exp  # a store without a cache lists experiments whole
+        pending = iter(experiments)
+        while batch := list(itertools.islice(pending, 256)):
+            yield from self._with_bodies(batch)
+
+    def _with_bodies(self, batch: list[KernelExperiment]) -> Iterator[KernelExperiment]:
+        elsewhere = [e for e in batch if e.where is not None and not e.where.local]
+        blobs: dict[int, bytes | None] = {}
+        if elsewhere:
+            items = [(os.path.relpath(str(e.path), self.experiments_dir), e.where.key)
+                     for e in elsewhere]  # fmt: skip
+            for exp, data in zip(elsewhere, self.source.bytes_found(items, self.settings),
+                                 strict=True):  # fmt: skip
+                blobs[id(exp)] = data
+        for exp in batch:
+            if exp.path is None:
+                yield exp
                 continue
             try:
-                doc = parse(read_file(exp.path, self.settings), exp.path, fast=True)
+                if id(exp) in blobs:
+                    data = blobs[id(exp)]
+                    if data is None:
+                        raise OSError(f"the blob of {exp.id} cannot be read")
+                else:
+                    data = read_file(exp.path, self.settings)
+                doc = parse(data, exp.path, fast=True)
             except FileFormatError as exc:
                 problem = exc.problem.message
             except OSError as exc:
@@ -397,44 +434,16 @@ class Store:
                     whole.extra_sections = [
                         (s.heading, s.text) for s in doc.sections if s.field is None
                     ]
-                    yield attach(
-                        whole,
-                        exp.settings,
-                        path=exp.path,
-                        interference=exp.interference,
-                        derived=exp.derived,
-                    )
+                    yield attach(whole, exp.settings, path=exp.path,
+                                 derived=exp.derived, where=exp.where)  # fmt: skip
                     continue
                 problem = "it now holds another experiment"
             warnings.warn(
                 f"could not read the text of {exp.path}: {problem}",
                 InvalidExperimentWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             yield exp
-
-    def _filtered(self, filters: dict[str, Any], *, strict: bool) -> _Filtered:
-        """Front-matter-only experiments passing every filter but ``text`` (returned)."""
-        filters = dict(filters)
-        reachable_from = filters.pop("reachable_from", None)
-        text = filters.pop("text", None)
-        wanted = build_filters(**self._resolve_filter_ids(filters))
-        text_filter = build_filters(text=text) if text is not None else None
-        everything = self._summaries(strict=strict)
-        derivation = derive(everything, self.settings)
-        if wanted.outcome is None:
-            found = [item for item in everything if matches(item, wanted, self.settings)]
-        else:  # the outcome depends on the whole store (interference)
-            found = [
-                item
-                for item in everything
-                if matches(item, wanted, self.settings, outcome=derivation.of(item).outcome)
-            ]
-        if reachable_from is not None:
-            from kexp.provenance import reachable
-
-            found = reachable(found, self.code_repo, str(reachable_from))
-        return _Filtered(found, text_filter, derivation)
 
     def top_experiments(
         self,
@@ -448,7 +457,7 @@ class Store:
         by: str = "cumulative",
         **filters: Any,
     ) -> list[KernelExperiment]:
-        """The best experiments, at most ``max_results`` (20).
+        """The best experiments (:func:`kexp.query.rank`), at most ``max_results`` (20).
 
         ``by="cumulative"`` (the default) ranks by the cumulative score, the speedup over
         the operator's reference (the best *tips* of a campaign first; experiments whose
@@ -465,88 +474,34 @@ class Store:
         if by not in RANKINGS:
             raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         limit = max(0, self.settings.top_default if max_results is None else max_results)
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
         skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
-
-        def wanted_item(item: Any) -> bool:
-            return not (
-                (skip_buggy and item.is_buggy)
-                or (skip_pending and item.status in PENDING_STATUSES)
-                or (skip_controls and is_control(item))
-            )
-
-        if (
-            by == "score"
-            and self.source.cacheable
-            and filters.get("text") is None
-            and filters.get("reachable_from") is None
-        ):
-            wanted = build_filters(**self._resolve_filter_ids(filters))
-            best, derivation = self._with_index(
-                strict, lambda view: self._best_rows(view, wanted, limit, wanted_item)
-            )
-            best = rank(best)[:limit]
+        selected = self._rows(filters, strict=strict, skip_buggy=skip_buggy,
+                              skip_pending=skip_pending, skip_controls=skip_controls)  # fmt: skip
+        rows, text, derivation = selected
+        if text is None:
+            best = rank(rows, by=by, derivation=derivation, limit=limit)
             if brief:
                 return self._brief(best, derivation)
             return self._complete(best, derivation, strict=strict)
-        found = self._filtered(filters, strict=strict)
-        derivation = found.derivation
-        candidates = [item for item in found.experiments if wanted_item(item)]
-        if found.text is None:
-            best = rank_by(candidates, by, derivation.of, limit)
-            if brief:
-                return self._brief(best, derivation)
-            return self._complete(best, derivation, strict=strict)
-        ranked = rank_by(candidates, by, derivation.of)
+        ranked = rank(rows, by=by, derivation=derivation)
         chosen: list[KernelExperiment] = []
-        for start in range(0, len(ranked), max(limit, 1) * 4):
+        step = max(limit, 1) * 4
+        for start in range(0, len(ranked), step):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(
-                ranked[start : start + max(limit, 1) * 4], derivation, strict=strict
-            )
-            chosen += [e for e in batch if matches(e, found.text, self.settings)]
+            batch = self._complete(ranked[start : start + step], derivation, strict=strict)
+            chosen += [e for e in batch if matches(e, text, self.settings)]
         return chosen[:limit]
 
-    def _best_rows(
-        self, view: IndexView, wanted: Filters, limit: int, keep: Callable[[Row], bool]
-    ) -> tuple[list[Row], Derivation]:
-        """The cached rows that can be among the ``limit`` best by score passing
-        ``wanted`` and ``keep``: read in score order until ``limit`` are found and the
-        next score is lower (ties kept); and what is derived of them (from their
-        lineages and what they combine, looked up in the cache)."""
-        chosen: list[Row] = []
-        if limit == 0:
-            return chosen, derive((), self.settings)
-        threshold: float | None = None
-        seen, stopped = 0, False
-        for row in view.by_score():
-            if threshold is not None and row.score < threshold:
-                stopped = True
-                break
-            seen += 1
-            if not keep(row):
-                continue
-            if wanted.outcome is not None:  # the outcome depends on interference
-                outcome = derive_around([row], view.first_valid, self.settings).of(row).outcome
-                if not matches(row, wanted, self.settings, outcome=outcome):
-                    continue
-            elif not matches(row, wanted, self.settings):
-                continue
-            chosen.append(row)
-            if len(chosen) == limit:
-                threshold = row.score
-        # The cache checks that no row scoring that much was hidden from the ranking.
-        assert threshold is not None or not stopped
-        view.ranked_down_to(threshold if threshold is not None and stopped else -math.inf, seen)
-        return chosen, derive_around(chosen, view.first_valid, self.settings)
-
-    def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
+    def _resolve_filter_ids(self, filters: dict[str, Any], found: Found) -> dict[str, Any]:
         resolved = dict(filters)
         if resolved.get("pid"):
-            resolved["pid"] = self.resolve_id(resolved["pid"])
+            resolved["pid"] = self.resolve_id(resolved["pid"], found=found)
         if resolved.get("base_commit"):
             from kexp.provenance import base_commit_filter
 
@@ -554,56 +509,68 @@ class Store:
         return resolved
 
     def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
-        """Ids (starting with ``prefix``) → their files (in path order), from the file
-        names alone."""
+        """Ids (starting with ``prefix``) → their files in the working tree (in path
+        order), from the file names alone."""
         return self._id_finder(prefix)(prefix)
 
     def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
         """A function from an id prefix to the ids starting with it and their files (in
         path order), which looks at the store once: through the cache's folder listings
-        (only folders whose own signature changed are listed again), else in one walk of
-        the folders (of the names starting with ``only``: what every id asked for starts
-        with). A write asks it for the few ids it names."""
-        if not self.source.cacheable:
+        (only folders whose own signature changed are listed again; names starting with
+        ``only``, what every id asked for starts with). A write asks it for the few ids
+        it names."""
+        if not self.is_working_tree:
             every: dict[str, list[Path]] = {}
             for path in self.paths():
                 exp_id = id_from_name(path)
                 assert exp_id is not None
                 every.setdefault(exp_id, []).append(path)
             return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
-        from kexp.index import walk_experiment_names
+        from kexp.cache import file_name
+        from kexp.listing import find_folders, names_starting
 
-        lookup = self._store_index().name_lookup()
-        if lookup is not None:
-            find = lookup.find
-        else:
-            # No cache to ask: one walk (of the names starting with ``only``, when the
-            # finder is asked for those alone).
-            walked = walk_experiment_names(str(self.experiments_dir), only)
-            by_id: dict[str, list[tuple[str, str]]] = {}
-            for folder, name in walked:
-                by_id.setdefault(name[:16], []).append((folder, name))
-
-            def find(prefix: str) -> list[tuple[str, str]]:
-                if len(prefix) >= 16:
-                    return by_id.get(prefix[:16], []) if prefix[:16] == prefix else []
-                return [
-                    item for key, items in by_id.items() if key.startswith(prefix) for item in items
-                ]
+        made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()
+        cache = self.open_cache() if self.source.cacheable and made else None  # none made
+        try:
+            folders = find_folders(cache, self.experiments_dir, only)
+        finally:
+            if cache is not None:
+                cache.close()
 
         def index(prefix: str) -> dict[str, list[Path]]:
-            found: dict[str, list[Path]] = {}
-            for folder, name in find(prefix):
-                found.setdefault(name[:16], []).append(Path(folder, name))
-            for paths in found.values():
+            # A file's name starts with its id: only the names starting with the prefix
+            # are looked at (a write asks for a few ids of a large store).
+            by_id: dict[str, list[Path]] = {}
+            for folder, names in folders:
+                for name in names_starting(names, prefix):
+                    exp_id = id_from_name(name)
+                    if exp_id is not None and exp_id.startswith(prefix):
+                        by_id.setdefault(exp_id, []).append(Path(folder, name))
+            for paths in by_id.values():
                 paths.sort()
-            return found
+            return by_id
 
         return index
 
-    def resolve_id(self, id_or_prefix: str) -> str:
-        """The full id of the one experiment whose id starts with ``id_or_prefix``."""
-        return self._find(id_or_prefix)[0]
+    def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
+        """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
+        place the store reads)."""
+        if self.source.places is None:
+            return self._find(id_or_prefix)[0]
+        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
+        found = found if found is not None else self.found()
+        seen = {row.id for row in found.rows} | {
+            exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
+        }
+        candidates = sorted(i for i in seen if i.startswith(prefix))
+        if not candidates:
+            raise ExperimentNotFoundError(
+                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
+                f"{', '.join(self.source.places)} (kexp list --all-refs shows the ids)"
+            )
+        if len(candidates) > 1:
+            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
+        return candidates[0]
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
@@ -612,15 +579,17 @@ class Store:
         resolved = dict(fields)
         pid = resolved.get("pid")
         if isinstance(pid, str) and pid.strip():
-            resolved["pid"] = self.resolve_id(pid.strip())
+            resolved["pid"] = self._find(pid.strip())[0]
         combines = resolved.get("combines")
         if isinstance(combines, list):
             resolved["combines"] = [
-                self.resolve_id(c) if isinstance(c, str) and c.strip() else c for c in combines
+                self._find(c)[0] if isinstance(c, str) and c.strip() else c for c in combines
             ]
         return resolved
 
     def _find(self, id_or_prefix: str) -> tuple[str, Path]:
+        """The full id and the file of the one experiment of the working tree (or the
+        revision) whose id starts with ``id_or_prefix``."""
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
         candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
@@ -645,11 +614,30 @@ class Store:
         return self._find(exp_id)[1]
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
-        """The experiment with this id or unique id prefix (≥ 4 characters).
+        """The experiment with this id or unique id prefix (≥ 4 characters); read across
+        refs, its newest version.
 
         Raises :class:`ExperimentNotFoundError`, :class:`AmbiguousIdError`, or
         :class:`ValidationError` when its file is invalid.
         """
+        if self.source.places is not None:
+            found = self.found()
+            full = self.resolve_id(exp_id, found=found)
+            rows = [row for row in found.rows if row.id == full]
+            if not rows:
+                where, error = next((p, e) for p, e in found.invalid if id_from_name(p) == full)
+                if isinstance(error, str):
+                    raise ValidationError(error, [])
+                file = self.experiments_dir / where
+                problem = error if isinstance(error, Problem) else problem_at(file, error)
+                raise ValidationError(f"{file} is not a valid experiment", [problem])
+            if len(rows) > 1:
+                listing = ", ".join(row.path for row in rows)
+                raise KexpError(
+                    f"id {full} is used by more than one file ({listing}); "
+                    "run 'kexp validate' and give one of them a new id"
+                )
+            return self._complete(rows, derive(found.rows, self.settings), strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -657,21 +645,14 @@ class Store:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        derivation = derive_around([exp], self._first_valid, self.settings)
+        if stands_alone(exp):  # what is derived of it depends on no other experiment
+            return attach(exp, derived=derive([exp], self.settings).of(exp))
+        with warnings.catch_warnings():  # the others' problems are not this read's
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            derivation = self.derivation()
         return attach(exp, derived=derivation.of(exp))
 
-    def _first_valid(self, exp_id: str) -> KernelExperiment | None:
-        """The experiment ``exp_id`` as its first valid file (in path order) holds it,
-        as queries count an id that several files hold; None if none."""
-        if not ids.is_valid_id(exp_id):
-            return None
-        for path in self.id_index(exp_id).get(exp_id, []):
-            checked = self.check_file(path)
-            if checked.ok:
-                return checked.experiment()
-        return None
-
-    # --- git: the store at a revision, history, changes -------------------------------
+    # --- git: the store at a revision, across refs, history, changes -------------------
 
     def at(self, revision: str) -> Store:
         """The store as it was at ``revision`` (hash, branch, tag, ``HEAD~1``).
@@ -685,6 +666,16 @@ class Store:
 
         source = GitRevision(self.root, revision)
         return Store(self.root, code_repo=self.code_repo, settings=self.settings, source=source)
+
+    def with_refs(self, refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
+        """This store read with the store at every ref matching ``refs`` (``origin/*``)
+        or, with ``all_refs``, at every branch and remote-tracking branch: one entry per
+        experiment, its newest version (see :mod:`kexp.refs`). The store itself when no
+        ref is asked for."""
+        if not refs and not all_refs:
+            return self
+        return Store(self.root, code_repo=self.code_repo, settings=self.settings,
+                     refs=refs, all_refs=all_refs)  # fmt: skip
 
     def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
         """Every commit that touched an experiment's file, oldest first, with the
@@ -700,15 +691,30 @@ class Store:
 
         return changes(self, base, head)
 
+    def file_records(self) -> list[tuple[str, tuple[Any, ...] | None]] | None:
+        """(path relative to ``experiments/``, front-matter values in
+        :data:`kexp.rows.VALUE_FIELDS` order, or None for an invalid file) of every file
+        of the working tree, in path order, from the cache (only the files changed since
+        are read); None for a store that keeps no cache (at a revision). Invalid files
+        are not warned about."""
+        if not self.source.cacheable:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            listing = self.found().listing
+        if listing is None:
+            return None
+        return listing.records()
+
     # --- lineage -------------------------------------------------------------------
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        everything = self._summaries(strict=False)
-        derivation = derive(everything, self.settings)
+        found = self.found()
+        derivation = derive(found.rows, self.settings)
         by_id = derivation.records()  # in path order: the first file of an id
-        current = by_id.get(self.resolve_id(exp_id))
-        chain: list[Any] = []
+        current = by_id.get(self.resolve_id(exp_id, found=found))
+        chain: list[Row] = []
         seen = {current.id} if current else set()
         while current is not None and current.pid and current.pid in by_id:
             if current.pid in seen:
@@ -720,26 +726,26 @@ class Store:
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
-        full_id = self.resolve_id(exp_id)
-        everything = self._summaries(strict=False)
-        kids = [e for e in everything if e.pid == full_id]
-        return self._complete(chronological(kids), derive(everything, self.settings))
+        found = self.found()
+        full_id = self.resolve_id(exp_id, found=found)
+        kids = [row for row in found.rows if row.pid == full_id]
+        return self._complete(chronological(kids), derive(found.rows, self.settings))
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
-        everything = self._summaries(strict=False)
-        kids: dict[str, list[Any]] = {}
-        for exp in chronological(everything):
-            kids.setdefault(exp.pid, []).append(exp)
-        queue, found, seen = [self.resolve_id(exp_id)], [], set()
+        found = self.found()
+        kids: dict[str, list[Row]] = {}
+        for row in chronological(found.rows):
+            kids.setdefault(row.pid, []).append(row)
+        queue, chosen, seen = [self.resolve_id(exp_id, found=found)], [], set()
         while queue:
             current = queue.pop(0)
             for child in kids.get(current, []):
                 if child.id not in seen:
                     seen.add(child.id)
-                    found.append(child)
+                    chosen.append(child)
                     queue.append(child.id)
-        return self._complete(found, derive(everything, self.settings))
+        return self._complete(chosen, derive(found.rows, self.settings))
 
     # --- validation ------------------------------------------------------------------
 
@@ -1132,20 +1138,33 @@ class Store:
     def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
         """The ids of the valid experiments whose ``pid`` is this experiment (id or
         unique prefix), and of those whose ``combines`` hold it (in path order): what
-        makes :meth:`delete_experiment` refuse. From the cache, refreshed."""
+        makes :meth:`delete_experiment` refuse. From a light refresh of the cache: every
+        file added, replaced or removed since the last query is seen (kexp's own writes
+        among them), an edit in place by another program not."""
         full_id = exp_id if ids.is_valid_id(exp_id) else self.resolve_id(exp_id)
-        if not self.source.cacheable:
-            others = self._load(strict=False)
+        if not self.source.cacheable or self.source.places is not None:
+            rows = self.found().local
             return (
-                [e.id for e in others if e.pid == full_id],
-                [e.id for e in others if full_id in e.combines],
+                [row.id for row in rows if row.pid == full_id],
+                [row.id for row in rows if full_id in row.combines],
             )
-        # A light refresh: every file added, replaced or removed since the last query is
-        # seen (kexp's own writes among them), an edit in place by another program not.
-        kids, combiners = self._store_index().query(lambda view: view.naming(full_id), light=True)[
-            0
-        ]
-        return [row.id for row in kids], [row.id for row in combiners]
+        from kexp.cache import Cache, DamagedCacheError
+        from kexp.listing import refresh
+
+        cache = self.open_cache()
+        try:
+            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
+            rows = listing.rows_naming(full_id)
+        except DamagedCacheError:
+            cache.rebuild()
+            memory = Cache(None, self.settings)
+            rows = refresh(memory, self.experiments_dir, self.settings).rows()[0]
+        finally:
+            cache.close()
+        return (
+            [row.id for row in rows if row.pid == full_id],
+            [row.id for row in rows if full_id in row.combines],
+        )
 
     def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
         """The store's lineage lock (see :mod:`kexp.locking`): shared by writes that name

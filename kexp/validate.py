@@ -575,7 +575,8 @@ def valid_fields(
     """The verdict on one file's bytes: the front-matter fields when it is a valid
     experiment (else None), and the :class:`CheckedFile` when the full check ran (None
     when :func:`kexp.quickcheck.quick_fields` answered: a canonical file, certainly
-    valid). What the cache (:mod:`kexp.index`) and a review's scan ask of each file."""
+    valid). What a review's scan asks of each file (the cache, :mod:`kexp.rows`, asks
+    it without the file's name)."""
     fields = quick_fields(data, path, settings)
     if fields is not None:
         return fields, None

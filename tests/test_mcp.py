@@ -229,6 +229,56 @@ def test_the_store_is_kexp_root_and_a_missing_store_is_a_tool_error(
     run_agent(nowhere, with_root, env={"KEXP_ROOT": str(repo)}, command=[program, *entry["args"]])
 
 
+def test_an_agent_that_only_fetched_reads_what_another_synced_through_kexp_mcp(
+    tmp_path: Path,
+) -> None:
+    """The read tools take refs/all_refs (issue 24): agent B's server, in a clone that
+    only fetched, answers from agent A's synced experiments, as the files on A's branch
+    hold them (read with git); without refs it does not see them."""
+    from test_sync import clone, make_remote
+
+    from kexp.publish import sync
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    first = Store(alice).create_experiment(
+        base_commit=base, score=1.03, status="done", **record_fields()
+    )
+    second = Store(alice).create_experiment(
+        base_commit=base,
+        score=1.05,
+        status="done",
+        pid=first.id,
+        measured_against="parent",
+        **record_fields(change_summary="Two rows per warp - +5%"),
+    )
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    synced = git(bob, "show", f"origin/kexp/alice:{second.path.relative_to(alice).as_posix()}")
+    assert f"id: {second.id}" in synced and "score: 1.05" in synced
+
+    async def work(agent: Agent) -> None:
+        assert await agent.json("top") == []  # bob's own store is empty
+        ranked = await agent.json("top", all_refs=True)
+        assert [r["id"] for r in ranked] == [second.id, first.id]  # the tip first
+        assert ranked[0]["cumulative_score"] == pytest.approx(1.03 * 1.05)
+        assert ranked[0]["ref"] == "origin/kexp/alice"
+        shown = await agent.json("show", exp_id=second.id[:10], refs=["origin/*"])
+        assert (shown["id"], shown["score"], shown["ref"]) == (second.id, 1.05, "origin/kexp/alice")
+        failed, texts = await agent.call("show", exp_id=second.id[:10])
+        assert failed and second.id[:10] in texts[0]
+        failed, texts = await agent.call("consult", operator="softmax", all_refs=True)
+        assert not failed and second.id[:10] in texts[0] and "## Current best" in texts[0]
+        related = await agent.json("similar", text="two rows per warp", refs=["origin/*"])
+        assert second.id in [m["id"] for m in related]
+        forest = await agent.json("tree", operator="softmax", all_refs=True)
+        assert [(n["id"], [c["id"] for c in n["children"]]) for n in forest] == [
+            (first.id, [second.id])
+        ]
+
+    run_agent(bob, work)
+
+
 def test_kexp_mcp_without_the_sdk_says_how_to_install_it(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -697,7 +697,7 @@ class EverydayUse(RuleBasedStateMachine):
 
     @rule(n=st.integers(0, 10**9))
     def flip_a_bit_in_the_cache(self, n: int) -> None:
-        caches = sorted((self.root / ".kexp").glob("index-*.sqlite"))
+        caches = sorted((self.root / ".kexp").glob("cache-*.sqlite"))
         if not caches:
             return
         data = bytearray(caches[0].read_bytes())

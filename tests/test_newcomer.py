@@ -187,15 +187,18 @@ def test_stats_across_refs_counts_each_experiment_once(repo: Path, store: Store)
     git(repo, "commit", "-q", "-am", "corrected")
     git(repo, "checkout", "-q", "main")
 
+    # One entry per experiment (issue 24): its newest version, the branch's correction
+    # (it changed since the commit both share), with where the older one is.
     listed = json.loads(kexp(repo, "list", "--all-refs", "--json").stdout)
-    assert len(listed) == 2  # two versions listed, each with where it was found
+    assert len(listed) == 1 and listed[0]["score"] == 0.95, listed
+    assert listed[0]["ref"] == "fix" and "local" in listed[0]["other_versions"], listed
     result = kexp(repo, "stats", "--all-refs", "--json")
     assert result.exit_code == 0, result.output
     counted = json.loads(result.stdout)
     assert counted["total"] == 1
-    # The newest version (the working tree's) is the one counted.
-    assert counted["best"][0]["score"] == 1.019
-    assert counted["by_outcome"]["improvement"] == 1 and counted["by_outcome"]["regression"] == 0
+    # The newest version is the one counted.
+    assert counted["best"][0]["score"] == 0.95
+    assert counted["by_outcome"]["improvement"] == 0 and counted["by_outcome"]["regression"] == 1
 
 
 # --- the report's outcome bar ----------------------------------------------------------------

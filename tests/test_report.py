@@ -401,7 +401,7 @@ def test_default_output_is_in_the_cache_folder(
 def test_two_processes_write_the_same_report_as_one(
     repo: Path, make_experiment: MakeExperiment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kexp.index
+    import kexp.parallel
 
     parent = None
     for number in range(12):
@@ -417,8 +417,8 @@ def test_two_processes_write_the_same_report_as_one(
     monkeypatch.setenv("KEXP_NO_FORK", "1")
     build_report(store, tmp_path / "one", now=NOW)
     monkeypatch.delenv("KEXP_NO_FORK")
-    monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
     build_report(store, tmp_path / "two", now=NOW)
     one, two = files_of(tmp_path / "one"), files_of(tmp_path / "two")
     assert one == two

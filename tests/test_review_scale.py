@@ -630,7 +630,7 @@ def test_the_commands_print_what_they_printed(
 def test_a_large_store_split_between_two_processes_reports_the_same(
     repo: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kexp.index import PARALLEL_MIN_FILES
+    from kexp.parallel import PARALLEL_MIN_FILES
 
     fill(repo, PARALLEL_MIN_FILES + 200)
     first, last = sorted((repo / "experiments").rglob("*.md"))[:: PARALLEL_MIN_FILES + 199]

@@ -18,6 +18,7 @@ from conftest import experiment_fields, git
 import kexp
 from kexp import (
     AmbiguousIdError,
+    DeleteRefusedError,
     ExperimentNotFoundError,
     InvalidExperimentWarning,
     InvalidIdError,
@@ -29,6 +30,7 @@ from kexp import (
     ValidationError,
     find_root,
 )
+from kexp.cache import RACY_NS
 from kexp.store import slugify
 
 MakeExperiment = Callable[..., KernelExperiment]
@@ -561,6 +563,34 @@ def test_delete_refuses_while_others_combine_it(
     store.delete_experiment(combo.id)
     store.delete_experiment(part.id)
     assert store.validate() == []
+
+
+def test_delete_refuses_for_children_in_folders_the_cache_holds_unchanged(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    """The check a delete makes reads only the folders' records that may name the id:
+    children and combinations in other months' folders, unchanged since the cache last
+    saw them, are found (and an experiment that only mentions the id is not one). With a
+    real pause: files changed within the last 2 s are read again."""
+    parent = make_experiment(created_at="2025-01-10T08:00:00Z")
+    child = make_experiment(pid=parent.id, created_at="2025-03-10T08:00:00Z")
+    combo = make_experiment(combines=[parent.id], created_at="2025-05-10T08:00:00Z")
+    make_experiment(
+        change_summary=f"Read {parent.id} first - +1%", created_at="2025-07-10T08:00:00Z"
+    )
+    make_experiment(created_at="2025-09-10T08:00:00Z")
+    time.sleep(RACY_NS / 1e9 + 0.1)  # the files settle: the cache keeps them as they are
+    assert len(store.top_experiments(10)) == 5  # the cache holds every folder
+    with pytest.raises(DeleteRefusedError, match=child.id):
+        store.delete_experiment(parent.id)
+    assert store.dependents(parent.id) == ([child.id], [combo.id])
+    store.delete_experiment(child.id)
+    with pytest.raises(DeleteRefusedError, match=combo.id):
+        store.delete_experiment(parent.id)
+    store.delete_experiment(combo.id)
+    assert len(store.top_experiments(10)) == 3
+    store.delete_experiment(parent.id)
+    assert len(store.top_experiments(10)) == 2
 
 
 # --- queries ---------------------------------------------------------------------------------

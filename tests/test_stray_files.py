@@ -17,7 +17,6 @@ from conftest import experiment_fields, git
 
 from kexp import Store
 from kexp.cli import main
-from kexp.refs import RefsStore
 from kexp.sources import WorkingTree
 
 #: Names a person gives an experiment file by hand: each is an experiment (its slug is
@@ -57,7 +56,7 @@ def test_a_hand_named_experiment_file_is_read_by_every_command(
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "hand-named")
     assert store.at("HEAD").get_experiment(exp.id).score == 1.5
-    assert [e.id for e in RefsStore(store, ["main"]).list_experiments()] == [exp.id]
+    assert [e.id for e in Store(repo, refs=["main"]).list_experiments()] == [exp.id]
 
 
 def stray_cases(exp_id: str) -> list[tuple[str, str | None]]:
@@ -106,6 +105,31 @@ def test_any_other_markdown_file_is_an_error_naming_the_rename(
     git(repo, "commit", "-q", "-m", "stray")
     assert [p.code for p in store.at("HEAD").validate()] == ["stray-file"]
     assert {p: p.read_bytes() for p in before} == before  # nothing changed
+
+
+def test_a_stray_file_on_another_branch_is_reported_when_validating_across_refs(
+    repo: Path, store: Store
+) -> None:
+    exp = store.create_experiment(**experiment_fields())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "notes")
+    misnamed = repo / "experiments" / "2026" / "UNROLL.md"
+    misnamed.parent.mkdir(parents=True, exist_ok=True)
+    misnamed.write_bytes(exp.path.read_bytes())  # a copy of the experiment, misnamed
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a stray on a branch")
+    git(repo, "checkout", "-q", "main")
+    assert not misnamed.exists() and store.validate() == []
+
+    problems = Store(repo, all_refs=True).validate()
+    assert [(p.path, p.code) for p in problems] == [(str(misnamed), "stray-file")]
+    # Its front-matter was read from the branch: the rename names the experiment's id.
+    assert f"rename it to {exp.path.name}" in problems[0].hint, problems[0].hint
+    result = kexp(repo, "validate", "--refs", "notes")
+    assert result.exit_code == 1
+    assert "experiments/2026/UNROLL.md:1:1: error[stray-file]" in result.stdout
+    assert kexp(repo, "validate").exit_code == 0
 
 
 def test_review_and_validate_changed_see_hand_named_and_stray_files(

@@ -625,7 +625,7 @@ def fill(repo: Path, count: int, base: str = "") -> None:
 def test_a_large_store_split_between_two_processes_reports_the_same(
     repo: Path, store: Store, messy: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kexp.index import PARALLEL_MIN_FILES
+    from kexp.parallel import PARALLEL_MIN_FILES
 
     fill(repo, PARALLEL_MIN_FILES + 200)
     # problems in both halves: first and last folders

@@ -13,6 +13,7 @@ from kexp.commands.common import (
     echo_json,
     get_store,
     progress,
+    refs_options,
     rev_option,
     styled_severities,
     styler,
@@ -42,6 +43,7 @@ from kexp.commands.common import (
     help="A base_commit that is not in the code repository is an error, not a warning.",
 )
 @rev_option
+@refs_options
 @click.pass_context
 def validate(
     ctx: click.Context,
@@ -50,12 +52,15 @@ def validate(
     changed: str | None,
     strict: bool,
     rev: str | None,
+    refs: tuple[str, ...],
+    all_refs: bool,
 ) -> None:
     """Check experiment files (all by default); exit 1 if any has an error.
 
     With --changed BASE, every check runs on the files a branch added or changed, and
     the store-wide checks (duplicate ids, dangling pid/combines, lineage cycles) on the
-    whole store: fast CI on a large store.
+    whole store: fast CI on a large store. With --refs/--all-refs, the newest version
+    of every experiment of the working tree and the refs is checked.
 
     Python: kexp.Store.validate(paths); kexp.changedcheck.validate_changed(store, base).
 
@@ -71,6 +76,8 @@ def validate(
     store = get_store(ctx)
     if changed is not None and paths:
         raise click.UsageError("give PATHs or --changed BASE, not both")
+    if changed is not None and (refs or all_refs):
+        raise click.UsageError("give --changed BASE or --refs/--all-refs, not both")
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
         if changed is not None:

@@ -17,6 +17,7 @@ from kexp.commands.common import (
     one_line,
     print_table,
     progress,
+    refs_options,
 )
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ def _read_diff(path: str, limit: int) -> str:
     help="Most tokens to print (a token counts as 4 characters).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+@refs_options
 @click.pass_context
 def context(
     ctx: click.Context,
@@ -189,6 +191,8 @@ def context(
     diff_file: str | None,
     budget: int,
     as_json: bool,
+    refs: tuple[str, ...],
+    all_refs: bool,
 ) -> None:
     """What to read before the next iteration on an operator, in one packet.
 
@@ -199,11 +203,15 @@ def context(
     a last section says what did not fit. The same store and options print the same
     bytes.
 
-    Python: kexp.context(operator=..., dtype=..., env=..., text=..., diff=...).
+    With --all-refs (or --refs PATTERN) it reads what the other agents synced too (after
+    a git fetch): the consult call of an agent working with others.
+
+    Python: kexp.context(operator=..., dtype=..., env=..., text=..., diff=..., refs=...).
 
     \b
     Examples:
       kexp context --operator reshape_and_cache --dtype bf16 --env MI300X
+      kexp context --operator reshape_and_cache --all-refs
       kexp context --operator rms_norm --text "warp-shuffle reduction" --budget 2000
       git diff | kexp context --operator rms_norm --diff - --json
     """
@@ -233,6 +241,7 @@ def context(
 @click.option("--env", help="Only this environment (substring).")
 @click.option("-n", "--limit", type=int, default=10, show_default=True, help="How many.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@refs_options
 @click.pass_context
 def similar(
     ctx: click.Context,
@@ -244,6 +253,8 @@ def similar(
     env: str | None,
     limit: int,
     as_json: bool,
+    refs: tuple[str, ...],
+    all_refs: bool,
 ) -> None:
     """The experiments most related to a plan (--text), a diff (--diff) or an experiment.
 
@@ -252,7 +263,7 @@ def similar(
     the changed lines, variables renamed) for a diff or an experiment. Each line:
     relevance, code similarity, score, outcome, summary.
 
-    Python: kexp.similar(text=..., diff=..., exp_id=...).
+    Python: kexp.similar(text=..., diff=..., exp_id=..., refs=...).
 
     \b
     Examples:

@@ -258,14 +258,9 @@ def show(
         raise _elsewhere(store, exp_id, exc) from None
     where = where_found(store)
     if not (one_field or as_json or fields):
-        if where is None:
-            _print_experiment(exp, brief)  # the common case: neither json nor export needed
-            return
-        # Read across refs: every version, the newest first, each with where it was found.
-        for number, version in enumerate(store.versions(exp_id)):  # type: ignore[attr-defined]
-            if number:
-                click.echo("")
-            _print_experiment(version, brief, where(version))
+        # Read across refs: the newest version, with where it was found and where the
+        # older ones are.
+        _print_experiment(exp, brief, where(exp) if where is not None else None)
         return
     import json
 
@@ -597,14 +592,10 @@ def lessons(
         data = {name: [lesson.to_dict() for lesson in items] for name, items in found.items()}
         where = where_found(store)
         if where is not None:  # read across refs: each lesson says where it was found
-            places = {
-                (e.id, e.score, e.change_summary): where(e)
-                for e in store.list_experiments(brief=True, **filters)
-            }
+            places = {e.id: where(e) for e in store.list_experiments(brief=True, **filters)}
             for records in data.values():
                 for record in records:
-                    key = (record["id"], record["score"], record["change_summary"])
-                    sighting = places.get(key)
+                    sighting = places.get(record["id"])
                     if sighting is not None:
                         record.update(sighting.to_dict())
         if report.noise_floors:

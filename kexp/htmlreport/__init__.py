@@ -328,7 +328,7 @@ def _operator_pages(
 ) -> list[tuple[str, str, int]]:
     """Write (or reuse) every operator's page, split between two processes as the
     experiment pages; (path, key, bytes) of each."""
-    from kexp.index import in_two_processes
+    from kexp.parallel import in_two_processes
 
     def work(operators: list[str]) -> list[tuple[str, str, int]]:
         records = []
@@ -359,11 +359,11 @@ def _experiment_pages(
     """Write (or reuse) every experiment page.
 
     Reading, rendering and writing the pages is most of a report's work: a large store's
-    is split between this process and a forked child (:func:`kexp.index.in_two_processes`,
+    is split between this process and a forked child (:func:`kexp.parallel.in_two_processes`,
     which does the child's half here if the child fails; ``KEXP_NO_FORK`` turns it off).
     The pages are the same either way.
     """
-    from kexp.index import in_two_processes
+    from kexp.parallel import in_two_processes
 
     grouped: dict[str, list[KernelExperiment]] = {}
     for exp in site.experiments:

@@ -35,7 +35,7 @@ from kexp.htmlreport.markup import (
 from kexp.lessons import LESSON_GROUPS
 from kexp.lineage import TreeNode, build_forest, is_scored
 from kexp.model import OUTCOMES, SECTION_HEADINGS, KernelExperiment
-from kexp.query import rank_by
+from kexp.query import rank
 
 #: Where the experiment pages are: ``e/<last three hex digits of the ids>.html``, one
 #: section per experiment (``#<id>``); the stylesheet shows only the one linked to.
@@ -90,11 +90,7 @@ def cumulative_text(exp: KernelExperiment) -> str:
 def best_tip(experiments: Iterable[KernelExperiment]) -> KernelExperiment | None:
     """The best tip: the best cumulative score of an experiment neither buggy nor
     pending, nor a control (None when there is none)."""
-    found = rank_by(
-        [e for e in experiments if is_scored(e) and e.derived.ranked],
-        "cumulative",
-        lambda e: e.derived,
-    )
+    found = rank([e for e in experiments if is_scored(e) and e.derived.ranked], limit=1)
     return found[0] if found else None
 
 
