@@ -141,7 +141,7 @@ def build_report(
     generated (default: now). Raises :class:`~kexp.errors.KexpError` when ``output``
     is a file, or a folder that holds other files than a report of kexp.
     """
-    from kexp import __version__
+    from kexp.version import __version__
 
     target = Path(output) if output is not None else default_output(store)
     _check_output(target)
@@ -229,7 +229,7 @@ class _Earlier:
 
 def _layout_digest() -> str:
     """A hash of what decides a page besides its data: this code, the assets, kexp."""
-    from kexp import __version__
+    from kexp.version import __version__
 
     digest = hashlib.sha256(__version__.encode())
     package = resources.files("kexp.htmlreport")
