@@ -1257,7 +1257,7 @@ def dataset_line(dataset: Dataset, load: tuple[float, float]) -> str:
     meta = dataset.meta
     return (
         f"{meta['n']:,} experiment files of {meta['mean_file_bytes']:,} B on average "
-        f"({meta['store_bytes'] / 1e6:.0f} MB in {meta['shards']} month folders, the largest "
+        f"({meta['store_bytes'] / 1e6:.0f} MB in {meta['shards']} folders, the largest "
         f"holding {meta['largest_shard']}); predecessor JSON {meta['json_bytes'] / 1e6:.0f} MB; "
         f"SQLite {meta['sqlite_bytes'] / 1e6:.0f} MB; load average {load[0]:.2f} before, "
         f"{load[1]:.2f} after"
@@ -1268,7 +1268,7 @@ _CANONICAL_CHECK = """\
 import random, sys
 from pathlib import Path
 from kexp.fileformat import parse, serialize
-files = sorted(Path(sys.argv[1], "experiments").glob("*/*/*.md"))
+files = sorted(p for p in Path(sys.argv[1], "experiments").rglob("*.md") if p.name != "README.md")
 sample = random.Random(0).sample(files, min(200, len(files)))
 changed = [p for p in sample if serialize(parse(p.read_bytes(), p).to_experiment()).encode()
            != p.read_bytes()]

@@ -280,7 +280,7 @@ def _truth(root: Path, refs: list[str]) -> dict[tuple[str, bytes], set[str]]:
     ref's blobs, read with git and from disk (not with kexp)."""
     import re
 
-    name = re.compile(r"experiments/\d{4}/\d{2}/([0-9a-f]{16})-[a-z0-9-]*\.md")
+    name = re.compile(r"experiments/\d{4}/\d{2}/(?:[0-9a-f]{2}/)?([0-9a-f]{16})-[a-z0-9-]*\.md")
     found: dict[tuple[str, bytes], set[str]] = {}
     for path in (root / "experiments").rglob("*.md"):
         match = name.fullmatch(path.relative_to(root).as_posix())

@@ -27,7 +27,7 @@ CONTEXT.set_forkserver_preload([__name__])
 CLONES = 8
 PER_CLONE = 25
 SYNC_EVERY = 5
-_EXPERIMENT = re.compile(r"experiments/\d{4}/\d{2}/([0-9a-f]{16})-[a-z0-9-]*\.md")
+_EXPERIMENT = re.compile(r"experiments/\d{4}/\d{2}/(?:[0-9a-f]{2}/)?([0-9a-f]{16})-[a-z0-9-]*\.md")
 
 
 def make_remote(tmp_path: Path) -> tuple[Path, str]:
