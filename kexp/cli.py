@@ -51,6 +51,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "list": ("read", "Every experiment matching the filters, oldest first."),
     "log": ("read", "The history of one experiment: every commit that touched its file, oldest "
             "first."),
+    "migrate-layout": ("admin", "Move month-layout files to experiments/YYYY/MM/xx/."),
     "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
     "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
     "remeasure": ("write", "Add a round of measurement to an experiment (no best-of-N)."),

@@ -169,6 +169,7 @@ def sync(
             folder,
             (lambda _: message) if message else _message,
             keep=lambda path: _publishable(path, folder),
+            moved=_moved_away,
             write=not dry_run,
         )
         if made is not None:
@@ -256,6 +257,16 @@ def _publishable(path: str, folder: str) -> bool:
     return _inside(path, folder) and not any(
         part.startswith(".") for part in path[len(folder) + 1 :].split("/")
     )
+
+
+def _moved_away(present: list[str], gone: list[str]) -> list[str]:
+    """The files of ``gone`` (deleted here) whose experiment is at one of the
+    ``present`` paths: moved (``kexp migrate-layout``), so their old path goes too,
+    else the branch would hold each of them twice."""
+    from kexp.rules import id_from_name
+
+    here = {id_from_name(path) for path in present} - {None}
+    return [path for path in gone if id_from_name(path) in here]
 
 
 def _listing(paths: list[str]) -> str:
