@@ -131,6 +131,21 @@ def test_only_experiment_files_are_committed(tmp_path: Path) -> None:
     assert (alice / "kernel.cu").read_text().endswith("/* work in progress */ }\n")
 
 
+def test_a_deletion_staged_with_git_rm_is_published(tmp_path: Path) -> None:
+    """``git rm`` of an experiment file, then ``kexp sync``: the file is in neither the
+    working tree nor the index, and the sync commits its deletion (it failed with
+    "pathspec did not match any files")."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    kept = record(alice, base, "Unrolled by 4 - +1.9%")
+    gone = record(alice, base, "Unrolled by 8 - -0.4%")
+    sync(Store(alice))
+    git(alice, "rm", "-q", str(gone.path))
+    result = sync(Store(alice))
+    assert result.pushed and len(result.committed) == 1
+    assert remote_ids(remote) == [kept.id]
+
+
 def test_other_staged_work_is_refused_with_one_clear_line(tmp_path: Path) -> None:
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
