@@ -1385,8 +1385,8 @@ def environment_lines(
 def disk_usage(folder: Path) -> int:
     """Bytes ``folder`` takes on disk (its files' and folders' blocks, as ``du``)."""
     total = 0
-    for parent, folders, files in os.walk(folder):
-        for name in [*folders, *files, "."]:
+    for parent, _, files in os.walk(folder):
+        for name in [*files, "."]:  # each folder counted once, as its own "."
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(parent, name)).st_blocks * 512
     return total
