@@ -969,9 +969,10 @@ class Dataset:
         return self.folder / SQLITE_NAME
 
 
-def dataset_folder(data_dir: Path, n: int, seed: int, git: bool) -> Path:
+def dataset_folder(data_dir: Path, n: int, seed: int, git: bool, layout: str = "fanout") -> Path:
     """The cache folder of one data set."""
-    return data_dir / f"n{n}-seed{seed}-v{GENERATOR_VERSION}{'' if git else '-nogit'}"
+    suffix = ("" if git else "-nogit") + ("" if layout == "fanout" else f"-{layout}")
+    return data_dir / f"n{n}-seed{seed}-v{GENERATOR_VERSION}{suffix}"
 
 
 def _git_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
@@ -1164,6 +1165,7 @@ def generate(
     per_month: int = DEFAULT_PER_MONTH,
     git: bool = True,
     baselines: bool = True,
+    layout: str = "fanout",
     verify_every: int = 50,
     log: Callable[[str], None] = print,
 ) -> Dataset:
@@ -1196,6 +1198,8 @@ def generate(
                     )
                 verified += 1
             relative = "/".join(folder_parts(exp.id, exp.created_at, exp.created_at))
+            if layout == "month":  # an earlier kexp's layout, to compare with
+                relative = relative.rsplit("/", 1)[0]
             shard = experiments_dir / relative
             if shard not in made:
                 shard.mkdir(parents=True, exist_ok=True)
@@ -1249,6 +1253,7 @@ def generate(
         "store_bytes": total_bytes,
         "mean_file_bytes": round(total_bytes / max(n, 1)),
         "baselines": baselines,
+        "layout": layout,
         "json_bytes": (folder / JSON_NAME).stat().st_size if baselines else 0,
         "sqlite_bytes": (folder / SQLITE_NAME).stat().st_size if baselines else 0,
         "shards": len(made),
@@ -1271,12 +1276,13 @@ def ensure_dataset(
     git: bool = True,
     per_month: int = DEFAULT_PER_MONTH,
     baselines: bool = True,
+    layout: str = "fanout",
     verify_every: int = 50,
     force: bool = False,
     log: Callable[[str], None] = print,
 ) -> Dataset:
     """The data set for ``n`` experiments: reused from ``data_dir`` or generated there."""
-    folder = dataset_folder(data_dir, n, seed, git)
+    folder = dataset_folder(data_dir, n, seed, git, layout)
     meta_path = folder / META_NAME
     if meta_path.is_file() and not force:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -1289,7 +1295,7 @@ def ensure_dataset(
         shutil.rmtree(temporary)
     log(f"generating {n:,} experiments into {folder} ...")
     generate(temporary, n, seed, per_month=per_month, git=git, baselines=baselines,
-             verify_every=verify_every, log=log)
+             layout=layout, verify_every=verify_every, log=log)
     temporary.rename(folder)
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     timings = meta["timings"]
@@ -1330,6 +1336,9 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                         help="leave out the predecessor's JSON file and the SQLite table "
                         "(their cases are then not measured): at 1,000,000 they take 8 GB "
                         "of disk and the predecessor's load 8 GB of memory")
+    parser.add_argument("--layout", choices=("fanout", "month"), default="fanout",
+                        help="fanout: kexp's experiments/YYYY/MM/xx/ (default); month: an "
+                        "earlier kexp's experiments/YYYY/MM/, to compare the two")
     parser.add_argument("--no-git", dest="git", action="store_false",
                         help="do not make the store a git repository")
     parser.add_argument("--verify-every", type=int, default=50,
@@ -1352,6 +1361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             git=args.git,
             per_month=args.per_month,
             baselines=args.baselines,
+            layout=args.layout,
             verify_every=args.verify_every,
             force=args.regenerate,
         )

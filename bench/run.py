@@ -1529,7 +1529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in args.sizes:
         dataset = generate.ensure_dataset(
             n, args.data_dir, args.seed, git=args.git, per_month=args.per_month,
-            baselines=args.baselines, verify_every=args.verify_every, force=args.regenerate,
+            baselines=args.baselines, layout=args.layout, verify_every=args.verify_every,
+            force=args.regenerate,
             log=_log,
         )
         ctx = Context(dataset, kexp_cmd, child_environment(dataset, base_env))
