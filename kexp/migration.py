@@ -99,8 +99,8 @@ def migrate_layout(store: Store, *, dry_run: bool = False) -> LayoutMigration:
         moves[parts] = _Move(parts, new)
     located = _git_location(store)
     repo, prefix = located if located is not None else (None, "")
-    if located is not None:
-        tracked = {}
+    tracked: dict[tuple[str, ...], IndexEntry] = {}
+    if repo is not None:
         for entry in _index_of(repo, prefix):
             parts = tuple(entry.path[len(prefix) :].split("/"))
             tracked[parts] = entry
@@ -120,9 +120,7 @@ def migrate_layout(store: Store, *, dry_run: bool = False) -> LayoutMigration:
                 )
             move = moves.setdefault(parts, _Move(parts, new))
             move.entry = entry
-        _check_conflicts(top, moves.values(), tracked, prefix)
-    else:
-        _check_conflicts(top, moves.values(), {}, "")
+    _check_conflicts(top, moves.values(), tracked, prefix)
     ordered = sorted(moves.values(), key=lambda m: m.old)
     result = LayoutMigration(
         dry_run,
