@@ -605,6 +605,11 @@ def make_workspace(ctx: Context) -> Workspace:
     store = folder / "store"
     _run_quietly(["cp", "-a", str(dataset.store), str(store)], ctx.env)
     shutil.rmtree(store / CACHE_DIR, ignore_errors=True)
+    if (store / ".git").exists():  # the copies' inodes and change times are new: the
+        # index is refreshed (each file hashed once) as a clone's would be, not by the
+        # first timed git command
+        subprocess.run(["git", "-C", str(store), "update-index", "-q", "--refresh"],
+                       env=ctx.env, capture_output=True, check=False)
     base_commit = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"
     if dataset.code_repo is not None:
         base_commit = _run_quietly(
