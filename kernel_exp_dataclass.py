@@ -29,6 +29,7 @@ New code should use :mod:`kexp` itself (id prefixes, filters, lineage, git).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import warnings
@@ -57,6 +58,10 @@ __all__ = [
 #: Where the first write makes the store when there is none, relative to the working
 #: directory (as the predecessor's database file was): its ``experiments/`` folder.
 DB_PATH = Path("experiments")
+#: The sample's ``base_commit`` outside a git repository, where none can be taken from
+#: ``HEAD`` (the predecessor inserted its sample there with an empty one; kexp requires
+#: a hash): no commit, said as one.
+SAMPLE_BASE_COMMIT = "0" * 40
 
 #: The keys of a ``top_experiments`` dict: the predecessor's ten, then kexp's
 #: additions (so a high score that is buggy, pending or a regression shows as such).
@@ -83,7 +88,12 @@ def create_experiment(exp: KernelExperiment) -> None:
     empty ``base_commit`` and ``author`` from git. An empty ``id`` or ``created_at``
     is generated and set on ``exp`` too (so ``exp.id`` names what was stored).
     """
-    stored = _create(exp, stacklevel=3)
+    recorded = exp
+    if exp.pid and not exp.measured_against:
+        # The predecessor's skill measured every iteration against the operator's
+        # original code: its scores are speedups over the reference, never steps.
+        recorded = dataclasses.replace(exp, measured_against="reference")
+    stored = _create(recorded, stacklevel=3)
     if not exp.id:
         exp.id = stored.id
     if not exp.created_at:
@@ -121,7 +131,14 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
     limit = max(0, max_results)
     if store is None or limit == 0:
         return []
-    best = store.top_experiments(limit, include_buggy=True, include_pending=True, **filters)
+    best = store.top_experiments(
+        limit,
+        include_buggy=True,
+        include_pending=True,
+        include_controls=True,
+        by="score",
+        **filters,
+    )
     if len(best) == limit:
         # kexp breaks ties newest first; the predecessor's file was in id order.
         last = best[-1].score
@@ -170,12 +187,22 @@ def test_insert_example() -> KernelExperiment:
             "delete it with delete_experiment(id)."
         ),
         code_change="",
-        base_commit="",
+        base_commit=_sample_base_commit(),
         operator_sig="sample.cu: sample_kernel",
         profiling_info="Not profiled.",
         status="done",
     )
     return _create(sample, stacklevel=3)
+
+
+def _sample_base_commit() -> str:
+    """An empty one inside a git repository (kexp fills in ``HEAD``), else
+    :data:`SAMPLE_BASE_COMMIT`."""
+    from kexp.git import configured_user_name
+
+    code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
+    inside = configured_user_name(Path(code).expanduser()) is not None
+    return "" if inside else SAMPLE_BASE_COMMIT
 
 
 def _id_of(exp: KernelExperiment) -> str:

@@ -689,6 +689,9 @@ class _Generator:
         return KernelExperiment(
             id=exp_id,
             pid=pid,
+            # Scores are drawn around the parent's: speedups over the reference (and
+            # what kexp import writes of the predecessor's records).
+            measured_against="reference" if pid else "",
             score=score,
             dtype_sig=dtype,
             env=env_name,

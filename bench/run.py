@@ -443,7 +443,9 @@ _DUCKDB_TOP = (
     "import sys, duckdb\n"
     "rows = duckdb.sql(f\"SELECT id, score FROM read_parquet('{sys.argv[1]}/experiments/**/"
     "*.parquet', hive_partitioning=true) WHERE NOT is_buggy AND status NOT IN ('new', "
-    "'running') ORDER BY score DESC, created_at DESC, id LIMIT 20\").fetchall()\n"
+    "'running') AND NOT coalesce(list_contains(tags, 'control'), false) ORDER BY "
+    "cumulative_score IS NOT NULL DESC, coalesce(cumulative_score, score) DESC, score DESC, "
+    "created_at DESC, id LIMIT 20\").fetchall()\n"
     "for exp_id, score in rows:\n"
     "    print(exp_id, f'{score:.4f}')\n"
 )
@@ -713,21 +715,53 @@ def _ensure_refs(ctx: Context) -> None:
 
 
 def _refs_cold(ctx: Context) -> None:
-    """No blob cache: every distinct blob read and parsed again."""
+    """No cache at all: the working tree read, every ref's trees and distinct blobs
+    read and parsed again."""
     _ensure_refs(ctx)
     work = ctx.work()
-    for path in (work.store / CACHE_DIR).glob("blobs-*.sqlite*"):
-        path.unlink()
+    shutil.rmtree(work.store / CACHE_DIR, ignore_errors=True)
     work.state["refs-warm"] = "no"
+
+
+def _first_write(ctx: Context) -> None:
+    """The writable copy as after a clone: no ``.kexp/``."""
+    shutil.rmtree(ctx.work().store / CACHE_DIR, ignore_errors=True)
+    ctx.work().state["refs-warm"] = "no"
 
 
 def check_refs_top(ctx: Context, run: Run) -> str:
     """``kexp top --refs`` listed 20 experiments, each with where it was found."""
     rows = [line for line in run.stdout.splitlines()[1:] if line.strip()]
-    named = [line for line in rows if "origin/agent-" in line or "(working tree)" in line]
+    named = [line for line in rows if "agent-" in line or " local" in line]
     if len(rows) != 20 or len(named) != 20:
         return f"WRONG: {len(rows)} rows, {len(named)} with a ref"
     return "ok"
+
+
+#: The size on disk (allocated blocks) of a store's ``.kexp/`` and ``experiments/``.
+_SIZES = (
+    "import os, sys\n"
+    "def size(top):\n"
+    "    total = 0\n"
+    "    for folder, _, names in os.walk(top):\n"
+    "        for name in names:\n"
+    "            total += os.lstat(os.path.join(folder, name)).st_blocks * 512\n"
+    "    return total\n"
+    "print(size(os.path.join(sys.argv[1], '.kexp')), size(os.path.join(sys.argv[1], "
+    "'experiments')))\n"
+)
+
+
+def check_sizes(ctx: Context, run: Run) -> str:
+    """The cache's size and the store's, on disk, after every query filled the cache."""
+    try:
+        cache, store = (int(part) for part in run.stdout.split()[:2])
+    except ValueError:
+        return "WRONG: no sizes printed"
+    return (
+        f"`.kexp/` {cache / 2**20:.1f} MiB, experiments/ {store / 2**20:.1f} MiB: "
+        f"ratio {cache / store:.3f}"
+    )
 
 
 def remove_workspace(ctx: Context) -> None:
@@ -959,11 +993,26 @@ CASES: tuple[Case, ...] = (
          "(`read_parquet(..., hive_partitioning=true)`, a new process)",
          lambda c: [sys.executable, "-c", _DUCKDB_TOP, str(parquet_folder(c))],
          check_top_pairs, prepare=_ensure_parquet, reads="none"),
+    Case("first-add", "`kexp add` with a diff (the tried-before check) as the first command "
+         "after a clone (`.kexp/` removed before each run)", _add_with_diff, check_new_id,
+         prepare=_first_write, reads="work"),
+    Case("first-similar", "`kexp similar --text PLAN` as the first command after a clone "
+         "(`.kexp/` removed before each run)",
+         lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "cold"),
+    Case("first-context", "`kexp context ... --text PLAN` as the first command after a "
+         "clone (`.kexp/` removed before each run)",
+         lambda c: c.kexp_args("context", "--operator", c.dataset.meta["filter_operator"],
+                               "--dtype", c.dataset.meta["filter_dtype"], "--env", "MI300X",
+                               "--text", PLAN),
+         check_context, "cold"),
+    Case("cache-size", "the size on disk of `.kexp/` (every cache filled: after `kexp top` "
+         "and `kexp similar`) and of `experiments/`",
+         lambda c: [sys.executable, "-c", _SIZES, c.root], check_sizes, "retrieval"),
     Case("top-refs-cold", f"`kexp top --refs 'origin/*'`: the working tree and {REFS} refs "
-         f"of N experiments ({REF_UNIQUE} of each ref's own), no blob cache",
+         f"of N experiments ({REF_UNIQUE} of each ref's own), no cache at all",
          lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
          prepare=_refs_cold, reads="work"),
-    Case("top-refs-warm", f"`kexp top --refs 'origin/*'` over the same {REFS} refs, blob "
+    Case("top-refs-warm", f"`kexp top --refs 'origin/*'` over the same {REFS} refs, "
          "cache warm", lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
          prepare=_refs_warm, reads="work"),
 )
@@ -1093,7 +1142,7 @@ def warm_inputs(ctx: Context, case: Case) -> None:
         for folder, _, files in os.walk(root / "experiments"):
             for name in files:
                 _read_through(Path(folder) / name)
-    if case.cache == "retrieval":  # these cases read kexp's caches too
+    if case.cache == "retrieval" and case.name != "cache-size":  # they read kexp's cache too
         for path in sorted((ctx.dataset.store / CACHE_DIR).glob("*.sqlite")):
             _read_through(path)
 
@@ -1177,6 +1226,15 @@ def run_cases(ctx: Context, cases: Sequence[Case], repeat: int, timeout: float) 
 TARGETS: tuple[tuple[str, str, str | None, str, float], ...] = (
     ("warm `kexp top` ≤ 0.2 × predecessor", "top-cli-warm", "predecessor", "time", 0.2),
     ("cold `kexp top` ≤ 2 × predecessor", "top-cli-cold", "predecessor", "time", 2.0),
+    # Issue 24's: one read path, one cache.
+    ("cold `kexp top` ≤ 1 × predecessor", "top-cli-cold", "predecessor", "time", 1.0),
+    ("warm `kexp top` ≤ 1 × a Python walk that stats every file", "top-cli-warm", "stat-all",
+     "time", 1.0),
+    ("the first `kexp add` with a diff after a clone ≤ 2 × cold `kexp top`", "first-add",
+     "top-cli-cold", "time", 2.0),
+    ("the first `kexp similar` after a clone ≤ 2 × cold `kexp top`", "first-similar",
+     "top-cli-cold", "time", 2.0),
+    ("`.kexp/` ≤ 0.5 × `experiments/` on disk", "cache-size", None, "size", 0.5),
     ("warm `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show", "predecessor", "time", 0.05),
     ("cold `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show-cold", "predecessor", "time",
      0.05),
@@ -1271,6 +1329,15 @@ def target_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
             continue
         if kind in ("seconds", "added"):
             lines.append(_seconds_row(title, result, unit, kind, limit))
+            continue
+        if kind == "size":
+            found = re.search(r"ratio ([0-9.]+)", result.note)
+            if found is None:
+                lines.append(f"| {title} | — | — | not measured: {result.note} |")
+            else:
+                ratio = float(found.group(1))
+                verdict = "PASS" if ratio <= limit else "FAIL"
+                lines.append(f"| {title} | {ratio:.3f} | — | {verdict} |")
             continue
         unit_value = unit.median if kind == "time" else unit.peak_rss
         cpu_ratio = _ratio(result.cpu_median, unit.cpu_median) if kind == "time" else None

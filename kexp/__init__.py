@@ -16,6 +16,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from kexp.briefing import Packet
@@ -161,32 +162,51 @@ _SHADOWED = frozenset({"validate"})
 sys.modules[__name__].__class__ = _Package
 
 
-def default_store() -> Store:
-    """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`)."""
+def default_store(refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
+    """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`);
+    with ``refs`` (patterns such as ``origin/*``) or ``all_refs``, read with the store at
+    those refs too: one entry per experiment, its newest version."""
     from kexp.location import find_root
     from kexp.store import Store
 
-    return Store(find_root())
+    return Store(find_root(), refs=refs, all_refs=all_refs)
 
 
-def list_experiments(*, strict: bool = False, **filters: Any) -> list[KernelExperiment]:
-    """Every valid experiment matching ``filters``, oldest first (see :class:`Store`)."""
-    return default_store().list_experiments(strict=strict, **filters)
+def list_experiments(
+    *, strict: bool = False, refs: Sequence[str] = (), all_refs: bool = False, **filters: Any
+) -> list[KernelExperiment]:
+    """Every valid experiment matching ``filters``, oldest first (see :class:`Store`);
+    ``refs``/``all_refs``: across refs (see :func:`default_store`)."""
+    store = default_store(refs, all_refs=all_refs)
+    return store.list_experiments(strict=strict, **filters)
 
 
-def top_experiments(max_results: int = 20, **filters: Any) -> list[KernelExperiment]:
-    """The best experiments by score; buggy and pending ones left out unless asked for."""
-    return default_store().top_experiments(max_results, **filters)
+def top_experiments(
+    max_results: int = 20, *, refs: Sequence[str] = (), all_refs: bool = False, **filters: Any
+) -> list[KernelExperiment]:
+    """The best experiments by score; buggy and pending ones left out unless asked for;
+    ``refs``/``all_refs``: across refs (see :func:`default_store`)."""
+    return default_store(refs, all_refs=all_refs).top_experiments(max_results, **filters)
 
 
-def get_experiment(exp_id: str) -> KernelExperiment:
-    """The experiment with this id or unique prefix; raises if there is none."""
-    return default_store().get_experiment(exp_id)
+def get_experiment(
+    exp_id: str, *, refs: Sequence[str] = (), all_refs: bool = False
+) -> KernelExperiment:
+    """The experiment with this id or unique prefix (across refs: its newest version);
+    raises if there is none."""
+    return default_store(refs, all_refs=all_refs).get_experiment(exp_id)
 
 
-def create_experiment(exp: KernelExperiment | None = None, **fields: Any) -> KernelExperiment:
-    """Validate and record a new experiment; returns it with ``id`` and ``path`` set."""
-    return default_store().create_experiment(exp, **fields)
+def create_experiment(
+    exp: KernelExperiment | None = None,
+    *,
+    refs: Sequence[str] = (),
+    all_refs: bool = False,
+    **fields: Any,
+) -> KernelExperiment:
+    """Validate and record a new experiment; returns it with ``id`` and ``path`` set.
+    With ``refs``/``all_refs``, the "tried before" warning reads those refs too."""
+    return default_store(refs, all_refs=all_refs).create_experiment(exp, **fields)
 
 
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
@@ -226,21 +246,34 @@ def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
     return add_round(default_store(), exp_id, **arguments)
 
 
-def report(output: Path | str | None = None, **filters: Any) -> ReportResult:
+def report(
+    output: Path | str | None = None,
+    *,
+    refs: Sequence[str] = (),
+    all_refs: bool = False,
+    **filters: Any,
+) -> ReportResult:
     """Write the static HTML report of the default store's experiments matching
     ``filters`` to ``output`` (default ``.kexp/report``); see
-    :func:`kexp.htmlreport.build_report`."""
+    :func:`kexp.htmlreport.build_report`. ``refs``/``all_refs``: across refs."""
     from kexp.htmlreport import build_report
 
-    return build_report(default_store(), output, **filters)
+    return build_report(default_store(refs, all_refs=all_refs), output, **filters)
 
 
-def validate(paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:
-    """Every validation problem of the default store (or of ``paths`` in it).
+def validate(
+    paths: list[Path] | None = None,
+    *,
+    strict: bool = False,
+    refs: Sequence[str] = (),
+    all_refs: bool = False,
+) -> list[Problem]:
+    """Every validation problem of the default store (or of ``paths`` in it); across
+    refs, of every experiment's newest version.
 
     ``strict=True`` makes a ``base_commit`` missing from the code repository an error.
     """
-    return default_store().validate(paths, strict=strict)
+    return default_store(refs, all_refs=all_refs).validate(paths, strict=strict)
 
 
 def history(exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
@@ -264,15 +297,17 @@ def context(
     diff: str | None = None,
     budget: int = 4000,
     output: str = "markdown",
+    refs: Sequence[str] = (),
+    all_refs: bool = False,
 ) -> Packet:
     """What to read before the next iteration on ``operator``, in one packet of at most
     ``budget`` tokens (``.text`` Markdown or JSON, ``.data``): the best and its lineage,
     related failures and successes, what not to repeat, what was never tried (see
-    :func:`kexp.briefing.context`)."""
+    :func:`kexp.briefing.context`); ``refs``/``all_refs``: what other agents synced too."""
     from kexp.briefing import context as make_context
 
     return make_context(
-        default_store(),
+        default_store(refs, all_refs=all_refs),
         operator=operator,
         dtype=dtype,
         env=env,
@@ -292,13 +327,15 @@ def similar(
     operator: str | None = None,
     dtype: str | None = None,
     env: str | None = None,
+    refs: Sequence[str] = (),
+    all_refs: bool = False,
 ) -> list[Match]:
     """The experiments most related to a plan (``text``), a diff or an experiment, best
-    first (see :func:`kexp.retrieval.similar`)."""
+    first (see :func:`kexp.retrieval.similar`); ``refs``/``all_refs``: across refs."""
     from kexp.retrieval import similar as find_similar
 
     return find_similar(
-        default_store(),
+        default_store(refs, all_refs=all_refs),
         text=text,
         diff=diff,
         exp_id=exp_id,

@@ -6,18 +6,25 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
 
 1. **Tried before**: with a diff, the experiments whose code change is the same or a
    near-duplicate (:func:`kexp.retrieval.tried_before`'s measure), with their outcome.
-2. **Current best** for operator × dtype × env (as ``kexp top`` ranks it: buggy and
-   pending left out) and **lineage**: the path from its root to it, each step with its
-   score and Δ against its parent.
-3. **Related failures** and **related successes** on the operator: most related to the
+2. **Current best** for operator × dtype × env: the best *tip*, as ``kexp top`` ranks
+   it (the best cumulative score, the speedup over the operator's reference; buggy,
+   pending and controls left out) and **the path to it**: from the root, each step with
+   its score and the cumulative score it reaches: the code to build on.
+3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
+   remeasure or move on) and **related successes** on the operator: most related to the
    plan first (:mod:`kexp.retrieval`), else those of the same dtype and env first, then
    the newest failures and the best successes; each with its summary, score (and
    interval), outcome and key insight.
-4. **Do not repeat**: the changes already tried on operator × dtype × env, grouped by
-   what was changed (the summary before `` - ``), with how often and how each ended.
+4. **Do not repeat**: the other changes already tried on operator × dtype × env (an
+   experiment listed above is not listed again), grouped by what was changed (the
+   summary before `` - ``), with how often and how each ended.
 5. **Not tried yet**: the dtypes and envs of the store never tried or never improved on
    this operator, and the configurations (of ``results``) no experiment improved.
 6. **Left out**: how many entries of each section did not fit, and where to read them.
+
+Controls (tag ``control``, A/A runs) are listed nowhere: the newest one here is the
+measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.839,
+1.287]").
 
 The packet never exceeds its budget of tokens, counted as the characters of the
 rendered text divided by :data:`CHARS_PER_TOKEN`, rounded up (a common rule of thumb
@@ -36,12 +43,15 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kexp.campaign import Derivation, Derived, describe_control, latest_control
 from kexp.errors import KexpError
+from kexp.query import chronological
 from kexp.query import rank as ranked
-from kexp.retrieval import Doc, Light, RetrievalIndex, Session, score_interval, tried_before
+from kexp.retrieval import Search, repeats_in, score_interval, searching
 
 if TYPE_CHECKING:
     from kexp.dedupe import Repeat
+    from kexp.rows import Row
     from kexp.store import Store
 
 #: Characters per token of the budget.
@@ -55,6 +65,7 @@ SECTION_LIMITS = {
     "tried_before": 5,
     "lineage": 60,
     "failures": 15,
+    "marginal": 10,
     "successes": 15,
     "do_not_repeat": 20,
     "not_tried": 24,
@@ -63,15 +74,16 @@ SECTION_LIMITS = {
 SECTIONS = {
     "tried_before": "Tried before (your diff)",
     "best": "Current best",
-    "lineage": "Lineage to the best (root first; Δ vs parent)",
+    "lineage": "Path to the best (root first; each step's score → cumulative)",
     "failures": "Related failures",
+    "marginal": "Within noise: remeasure or move on",
     "successes": "Related successes",
     "do_not_repeat": "Do not repeat (already tried here)",
     "not_tried": "Not tried yet, or never improved, on this operator",
 }
 #: A key insight (or summary) longer than this is cut, ending in "…".
 MAX_TEXT_CHARS = 240
-_FAILURES = frozenset({"buggy", "regression", "marginal", "interference"})
+_FAILURES = frozenset({"buggy", "regression", "interference"})
 
 
 def count_tokens(text: str) -> int:
@@ -123,8 +135,13 @@ def context(
         raise KexpError("give the operator (a substring of operator_sig, as for kexp top)")
     if budget <= 0:
         raise KexpError(f"the budget must be a positive number of tokens, not {budget}")
-    with RetrievalIndex(store).session() as session:
-        header, entries = _gather(session, store, operator, dtype, env, text or "", diff or "")
+    from kexp.retrieval import asked
+
+    def gather() -> tuple[dict[str, Any], list[Entry]]:
+        with searching(store) as search:
+            return _gather(search, store, operator, dtype, env, text or "", diff or "")
+
+    header, entries = asked(store, gather)
     return _fit(header, entries, budget, output)
 
 
@@ -132,7 +149,7 @@ def context(
 
 
 def _gather(
-    session: Session,
+    search: Search,
     store: Store,
     operator: str,
     dtype: str | None,
@@ -141,61 +158,100 @@ def _gather(
     diff: str,
 ) -> tuple[dict[str, Any], list[Entry]]:
     settings = store.settings
-    # The operator's experiments as light rows; whole records only for what is printed.
-    on_operator = session.light(operator=operator)
+    # What is derived of every experiment (outcome, cumulative score, control), from the
+    # whole store, as every query derives it: a cumulative score depends on ancestors on
+    # any operator.
+    derivation = search.derivation
+    # The operator's experiments, as every query reads them.
+    wanted = operator.lower()
+    everything_here = chronological(
+        row for row in search.rows if wanted in row.operator_sig.lower()
+    )
+    controls = [d for d in everything_here if derivation.of(d).control]
+    on_operator = [d for d in everything_here if not derivation.of(d).control]
     here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
     here_paths = {d.path for d in here}
-    outcomes = {d.path: d.outcome(settings) for d in on_operator}
+    outcomes = {d.path: derivation.of(d).outcome for d in on_operator}
     entries: list[Entry] = []
 
-    repeats = tried_before(store, diff) if diff else []
+    repeats = repeats_in(search, store, diff) if diff else []
     for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
         entries.append(_repeat_entry(repeat, rank))
 
     measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
-    best_row = _best(measured)
+    best = _best(measured, derivation)
     on_lineage: set[str] = set()
-    if best_row is not None:
-        best = session.docs_at([best_row.path])[best_row.path]
+    if best is not None:
         entries.append(
-            _experiment_entry("best", best, outcomes[best.path], (2, 0), (0,), dtype, env)
+            _experiment_entry(
+                "best",
+                best,
+                search.insight(best),
+                outcomes[best.path],
+                (2, 0),
+                (0,),
+                dtype,
+                env,
+                derivation.of(best),
+            )
         )
-        chain = _lineage(session, best)
+        chain = _lineage(search, best)
         on_lineage = {d.path for d in chain}
-        entries += _lineage_entries(chain, settings)
+        entries += _lineage_entries(chain, derivation)
 
-    relevance = _relevance(session, plan, diff, operator) if (plan or diff) else {}
+    relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
+    marginal = [d for d in others if outcomes[d.path] == "marginal"]
     successes = [d for d in others if outcomes[d.path] == "improvement"]
 
-    def closeness(doc: Light) -> tuple[float, bool]:
+    def closeness(doc: Row) -> tuple[float, bool]:
         return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)
 
     # Stable sorts, the least significant key first.
     failures.sort(key=lambda d: (d.id, d.path))
     failures.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
     failures.sort(key=closeness)
+    marginal.sort(key=lambda d: (d.id, d.path))
+    marginal.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    marginal.sort(key=closeness)
     successes.sort(key=lambda d: (-d.score, d.id, d.path))
     successes.sort(key=closeness)
     chosen = {
         name: found[: SECTION_LIMITS[name]]
-        for name, found in (("failures", failures), ("successes", successes))
+        for name, found in (
+            ("failures", failures),
+            ("marginal", marginal),
+            ("successes", successes),
+        )
     }
-    records = session.docs_at(d.path for found in chosen.values() for d in found)
+    search.insights(d for found in chosen.values() for d in found)
     for name, found in chosen.items():
         for rank, row in enumerate(found):
-            doc = records[row.path]
-            tier = 4 if rank < 3 else 8
+            tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
             entries.append(
-                _experiment_entry(name, doc, outcomes[doc.path], (tier, rank), (rank,), dtype, env)
+                _experiment_entry(
+                    name,
+                    row,
+                    search.insight(row),
+                    outcomes[row.path],
+                    (tier, rank),
+                    (rank,),
+                    dtype,
+                    env,
+                    derivation.of(row),
+                )
             )
 
-    entries += _do_not_repeat(here, outcomes, relevance)
+    # Each experiment once: what is listed above is not repeated in "do not repeat".
+    listed = on_lineage | {d.path for found in chosen.values() for d in found}
+    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance)
     configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
-    results = [doc.results for doc in session.docs_at(d.path for d in configs).values()]
-    entries += _not_tried(session, on_operator, outcomes, results, dtype, env, settings)
+    results = [_speedups(d) for d in configs]
+    entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
 
+    controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    floor = latest_control(controls_here)
     header = {
         "operator": operator,
         "dtype": dtype,
@@ -204,7 +260,18 @@ def _gather(
         "diff_lines": _changed_lines(diff) if diff else None,
         "experiments_on_operator": len(on_operator),
         "experiments_here": len(here),
+        "improved_here": sum(1 for d in here if outcomes[d.path] == "improvement"),
+        "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
         "failures_here": sum(1 for d in here if outcomes[d.path] in _FAILURES),
+        "pending_here": sum(1 for d in here if outcomes[d.path] == "pending"),
+        "noise_floor": None
+        if floor is None
+        else {
+            "id": floor.id,
+            "score": floor.score,
+            "score_ci": list(floor.score_ci) or None,
+            "text": describe_control(floor),
+        },
     }
     return header, entries
 
@@ -213,9 +280,23 @@ def _holds(value: str, wanted: str | None) -> bool:
     return wanted is None or wanted.lower() in value.lower()
 
 
-def _best(docs: Sequence[Light]) -> Light | None:
-    """The best by score, as ``kexp top`` ranks (:func:`kexp.query.rank`)."""
-    return ranked(docs)[0] if docs else None
+def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
+    """(config, speedup) of every entry of ``results`` that has both."""
+    return tuple(
+        (str(r["config"]), float(r["speedup"]))
+        for r in row.results
+        if isinstance(r, dict)
+        and "config" in r
+        and isinstance(r.get("speedup"), (int, float))
+        and not isinstance(r.get("speedup"), bool)
+    )
+
+
+def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
+    """The best tip (the best cumulative score), as ``kexp top`` ranks
+    (:func:`kexp.query.rank`)."""
+    found = ranked(docs, by="cumulative", derivation=derivation, limit=1)
+    return found[0] if found else None
 
 
 def _moment(created_at: str) -> str:
@@ -225,14 +306,15 @@ def _moment(created_at: str) -> str:
     return f"{whole}.{fraction.ljust(9, '0')}"
 
 
-def _lineage(session: Session, best: Doc) -> list[Doc]:
+def _lineage(search: Search, best: Row) -> list[Row]:
     """The path from the root to ``best`` (root first; stops at a cycle or a parent
     that is not in the store)."""
+    by_id = search.derivation.records()  # in path order: the first file of an id
     chain = [best]
     seen = {best.id}
     current = best
     while current.pid and current.pid not in seen:
-        parent = session.by_ids([current.pid]).get(current.pid)
+        parent = by_id.get(current.pid)
         if parent is None:
             break
         chain.append(parent)
@@ -242,16 +324,21 @@ def _lineage(session: Session, best: Doc) -> list[Doc]:
     return chain
 
 
-def _lineage_entries(chain: list[Doc], settings: Any) -> list[Entry]:
+def _lineage_entries(chain: list[Row], derivation: Derivation) -> list[Entry]:
     entries = []
     last = len(chain) - 1
     for position, doc in enumerate(chain):
-        parent = chain[position - 1] if position else None
-        delta = None if parent is None else round(doc.score - parent.score, 4)
-        step = "root" if parent is None else f"Δ{delta:+.4f}"
-        line = (
-            f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x {step} — {_cut(doc.change_summary)}"
-        )
+        derived = derivation.of(doc)
+        cumulative = derived.cumulative_score
+        over = "reference" if position == 0 or derived.steps == 1 else "parent"
+        reached = "-" if cumulative is None else f"{cumulative:.4f}x"
+        if position == last and position:  # the best, shown whole above
+            line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
+        else:
+            line = (
+                f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
+                f"{_cut(doc.change_summary)}"
+            )
         # The best's parent and the root first, then the steps nearest the best.
         distance = last - position
         if position == 0:
@@ -272,8 +359,9 @@ def _lineage_entries(chain: list[Doc], settings: Any) -> list[Entry]:
                     "step": position + 1,
                     "id": doc.id,
                     "score": doc.score,
-                    "delta": delta,
-                    "outcome": doc.outcome(settings),
+                    "measured_against": over,
+                    "cumulative_score": cumulative,
+                    "outcome": derived.outcome,
                     "change_summary": doc.change_summary,
                 },
             )
@@ -282,24 +370,34 @@ def _lineage_entries(chain: list[Doc], settings: Any) -> list[Entry]:
     return entries if len(entries) <= limit else [entries[0], *entries[-(limit - 1) :]]
 
 
-def _relevance(session: Session, plan: str, diff: str, operator: str) -> dict[str, float]:
-    found = session.rank(text=plan, code_change=diff, operator=operator, limit=1000)
+def _relevance(search: Search, plan: str, diff: str, operator: str) -> dict[str, float]:
+    found = search.rank(text=plan, code_change=diff, operator=operator, limit=1000)
     return {match.path: match.relevance for match in found}
 
 
 def _experiment_entry(
     section: str,
-    doc: Doc,
+    doc: Row,
+    insight: str,
     outcome: str,
     priority: tuple[int, int],
     order: tuple[Any, ...],
     dtype: str | None,
     env: str | None,
+    derived: Derived,
 ) -> Entry:
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
     if interval is not None:
         score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    cumulative = derived.cumulative_score
+    if section == "best" and cumulative is not None and derived.steps > 1:
+        # The best tip: its speedup over the reference first, then its own step.
+        reached = f"{cumulative:.4f}x"
+        if derived.cumulative_ci is not None:
+            low, high = derived.cumulative_ci
+            reached += f" [{low:.4f}, {high:.4f}]"
+        score = f"{reached} over the reference (this step {score})"
     where = []
     if not _holds(doc.dtype_sig, dtype) or dtype is None:
         where.append(doc.dtype_sig)
@@ -307,8 +405,8 @@ def _experiment_entry(
         where.append(doc.env)
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     lines = [f"- {_short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
-    if doc.key_insight:
-        lines.append(f"  insight: {_cut(doc.key_insight)}")
+    if insight:
+        lines.append(f"  insight: {_cut(insight)}")
     data: dict[str, Any] = {
         "id": doc.id,
         "score": doc.score,
@@ -317,8 +415,11 @@ def _experiment_entry(
     }
     if interval is not None:
         data["score_ci"] = list(interval)
-    if doc.key_insight:
-        data["key_insight"] = doc.key_insight
+    data["cumulative_score"] = cumulative
+    if derived.cumulative_ci is not None:
+        data["cumulative_ci"] = list(derived.cumulative_ci)
+    if insight:
+        data["key_insight"] = insight
     data["dtype_sig"] = doc.dtype_sig
     data["env"] = doc.env
     return Entry(section, priority, order, tuple(lines), data)
@@ -349,9 +450,9 @@ def _what(summary: str) -> str:
 
 
 def _do_not_repeat(
-    here: list[Light], outcomes: dict[str, str], relevance: dict[str, float]
+    here: list[Row], outcomes: dict[str, str], relevance: dict[str, float]
 ) -> list[Entry]:
-    groups: dict[str, list[Light]] = {}
+    groups: dict[str, list[Row]] = {}
     for doc in here:
         if outcomes[doc.path] == "pending":
             continue
@@ -389,8 +490,8 @@ def _do_not_repeat(
 
 
 def _not_tried(
-    session: Session,
-    on_operator: list[Light],
+    search: Search,
+    on_operator: list[Row],
     outcomes: dict[str, str],
     results: list[tuple[tuple[str, float], ...]],
     dtype: str | None,
@@ -401,7 +502,7 @@ def _not_tried(
     rank = 0
     for column, wanted_other, label in (("dtype_sig", env, "dtype"), ("env", dtype, "env")):
         # Tried on the operator (with the other of dtype and env, when given).
-        tried: dict[str, list[Light]] = {}
+        tried: dict[str, list[Row]] = {}
         other = None if wanted_other is None else wanted_other.lower()
         for doc in on_operator:
             if column == "dtype_sig":
@@ -410,7 +511,7 @@ def _not_tried(
                 value, against = doc.env, doc.dtype_sig
             if other is None or other in against.lower():
                 tried.setdefault(value.lower(), []).append(doc)
-        for value, shown, _ in session.distinct(column)[:40]:
+        for value, shown, _ in _distinct(search.rows, column)[:40]:
             found = tried.get(value, [])
             if any(outcomes[d.path] == "improvement" for d in found):
                 continue
@@ -464,6 +565,27 @@ def _not_tried(
     return entries[: SECTION_LIMITS["not_tried"]]
 
 
+def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
+    """(lowercased value, its most common spelling, how many experiments) of
+    ``dtype_sig`` or ``env`` over the whole store, most common first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        spelling = getattr(row, column)
+        counts[spelling] = counts.get(spelling, 0) + 1
+    totals: dict[str, int] = {}
+    spellings: dict[str, tuple[int, str]] = {}
+    for spelling, count in counts.items():
+        key = spelling.lower()
+        totals[key] = totals.get(key, 0) + count
+        best = spellings.get(key)
+        if best is None or (-count, spelling) < (-best[0], best[1]):
+            spellings[key] = (count, spelling)
+    return sorted(
+        ((key, spellings[key][1], total) for key, total in totals.items() if total),
+        key=lambda item: (-item[2], item[0]),
+    )
+
+
 def _changed_lines(diff: str) -> int:
     return sum(
         1
@@ -492,10 +614,15 @@ def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str)
     kept: list[Entry] = []
     text = _render(header, kept, everything, budget, output)
     if count_tokens(text) > budget:
+        # The smallest budget the heading fits (the heading names the budget: grow it
+        # until its own digits fit too).
+        smallest = count_tokens(text)
+        while count_tokens(_render(header, kept, everything, smallest, output)) > smallest:
+            smallest = count_tokens(_render(header, kept, everything, smallest, output))
         raise KexpError(
             f"a budget of {budget} tokens is too small: the packet's heading alone takes "
             f"{count_tokens(text)} (characters / {CHARS_PER_TOKEN}); give --budget "
-            f"{count_tokens(text) + 200} or more"
+            f"{smallest} or more (each entry kept takes more)"
         )
     for entry in sorted(
         entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)
@@ -554,6 +681,7 @@ _NAMES = {
     "best": "best",
     "lineage": "lineage steps",
     "failures": "related failures",
+    "marginal": "within-noise entries",
     "successes": "related successes",
     "do_not_repeat": "do-not-repeat entries",
     "not_tried": "not-tried entries",
@@ -567,8 +695,12 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     lines = [f"# kexp context: {_cut(where)}", ""]
     summary = (
         f"{header['experiments_on_operator']} experiment(s) on this operator; "
-        f"{header['experiments_here']} of them here, {header['failures_here']} failed."
+        f"{header['experiments_here']} of them here: {header['improved_here']} improved, "
+        f"{header['within_noise_here']} within noise, {header['failures_here']} failed"
+        + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
     )
+    if header.get("noise_floor"):
+        summary += f"\n{header['noise_floor']['text']}."
     if header.get("plan"):
         summary += f" Plan: {_cut(header['plan'])!r}."
     if header.get("diff_lines") is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -157,7 +158,7 @@ def _check(
     links, valid = _scan(_same_files(store, target), facts=facts)
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
-    file_problems = [p for item in after for p in item.problems]
+    file_problems = [p for item in after for p in item.problems] + changes.strays
     file_problems += base_commit_problems(after, target.code_repo)
 
     head_sw = _store_problems(target, links)
@@ -273,6 +274,8 @@ class Facts(NamedTuple):
     created_at: str
     change_summary: str
     score_ci: Any  # a list of two numbers, or empty
+    measured_against: str
+    tags: Any  # a list of strings
 
 
 #: The values of :class:`Facts` read from the front-matter (after ``combines``), with
@@ -285,7 +288,24 @@ FACT_FIELDS = (
     ("created_at", ""),
     ("change_summary", ""),
     ("score_ci", ()),
+    ("measured_against", ""),
+    ("tags", ()),
 )
+#: What a review keeps of the tags: only whether the experiment is a control.
+_CONTROL = ("control",)
+
+
+def _slim(known: tuple[Any, ...]) -> tuple[Any, ...]:
+    """:data:`FACT_FIELDS` values as a review keeps them: ``measured_against`` one
+    string per value, the tags only ``control`` (what derived values read of them)."""
+    *head, against, tags = known
+    shared = sys.intern(against) if isinstance(against, str) else ""
+    return (
+        *head,
+        shared,
+        _CONTROL if isinstance(tags, (list, tuple)) and "control" in tags else (),
+    )
+
 
 #: What the scan keeps of one file, as data ``marshal`` can send: its id, pid,
 #: combines and key lines (see :class:`FileLinks`), and the :data:`FACT_FIELDS`
@@ -310,7 +330,7 @@ class HeadScan:
 
 def facts_of(link: FileLinks, fields: Mapping[str, Any]) -> Facts:
     """The :class:`Facts` of a valid experiment: its links and front-matter ``fields``."""
-    values = tuple(fields.get(name, default) for name, default in FACT_FIELDS)
+    values = _slim(tuple(fields.get(name, default) for name, default in FACT_FIELDS))
     return Facts(link.path, link.id or "", link.pid or "", link.combines, *values)
 
 
@@ -339,7 +359,7 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[Facts]]:
     (:func:`kexp.quickcheck.quick_fields`), and a large store by this process and a
     forked child, half each, as :meth:`Store.validate` does.
     """
-    cached = target.query_cache(lambda view: view.front_matter())
+    cached = target.file_records()
     if cached is not None:
         return _scan_cached(target, cached, facts=facts)
 
@@ -362,7 +382,7 @@ def _scan_cached(
 ) -> tuple[list[FileLinks], list[Facts]]:
     """What :func:`_scan` keeps of each file, from the query cache's front-matter of the
     valid files (the invalid ones are read), in the order :func:`_scan` lists them."""
-    from kexp.index import ROW_FIELDS
+    from kexp.rows import VALUE_FIELDS as ROW_FIELDS
 
     base = str(target.experiments_dir) + os.sep
     invalid = [base + relative for relative, values in files if values is None]
@@ -384,7 +404,7 @@ def _scan_cached(
         exp_id, pid, combines = ids(values)
         links.append(make_link((path, exp_id, pid or None, combines, None, None)))
         if facts:
-            valid.append(make_facts((path, exp_id, pid, combines, *known_facts(values))))
+            valid.append(make_facts((path, exp_id, pid, combines, *_slim(known_facts(values)))))
     return links, valid
 
 
@@ -406,7 +426,7 @@ def _keeper(facts: bool) -> Keep[_Record]:
                 link = links_of(checked)
         known: tuple[Any, ...] | None = None
         if facts and fields is not None:
-            known = tuple(fields.get(name, default) for name, default in FACT_FIELDS)
+            known = _slim(tuple(fields.get(name, default) for name, default in FACT_FIELDS))
             operator = known[3]
             if isinstance(operator, str):  # one string per operator (they repeat)
                 known = (*known[:3], shared.setdefault(operator, operator), *known[4:])

@@ -21,7 +21,15 @@ from kexp import ids
 from kexp.errors import ExperimentNotFoundError, KexpError
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS
-from kexp.validate import CheckedFile, check_bytes, id_from_name, read_and_check, size_problem
+from kexp.validate import (
+    CheckedFile,
+    check_bytes,
+    id_from_name,
+    read_and_check,
+    read_or_problem,
+    size_problem,
+    stray_problem,
+)
 
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
@@ -242,6 +250,9 @@ class Changes:
     added: list[ExperimentChange]
     modified: list[ExperimentChange]
     removed: list[ExperimentChange]
+    #: The ``stray-file`` problems of the Markdown files added or changed that kexp
+    #: never reads (not named as experiments: :func:`kexp.validate.is_stray`).
+    strays: list[Problem] = dataclasses.field(default_factory=list)
 
     def __iter__(self) -> Any:
         return iter([*self.added, *self.modified, *self.removed])
@@ -276,7 +287,10 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
         ]
     old_side: dict[str, tuple[str, str]] = {}  # id -> (repo path, blob)
     new_side: dict[str, tuple[str, str]] = {}
+    strays: dict[str, str] = {}  # repo path -> blob
     for change in raw:
+        if change.status != "D" and location.is_stray(change.path):
+            strays[change.path] = change.new_sha
         if change.old_sha and location.is_experiment(change.old_path or change.path):
             exp_id = id_from_name(change.old_path or change.path)
             assert exp_id is not None
@@ -288,6 +302,7 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     blob_shas = [sha for _, sha in old_side.values()]
     if head_sha is not None:
         blob_shas += [sha for _, sha in new_side.values()]
+        blob_shas += list(strays.values())
     limit = store.settings.max_file_bytes
     wanted = list(dict.fromkeys(s for s in blob_shas if s))
     blobs = dict(kgit.iter_blobs(repo, wanted, max_bytes=limit))
@@ -304,6 +319,15 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
         return check_bytes(data, path, store.settings)
 
     result = Changes(base_sha, head_sha, [], [], [])
+    for repo_path in sorted(strays):
+        path = location.path(repo_path)
+        found: bytes | Problem
+        if head_sha is None:
+            found = read_or_problem(path, store.settings)
+        else:
+            data = blobs.get(strays[repo_path])
+            found = data if isinstance(data, bytes) else size_problem(path, data or 0, limit)
+        result.strays.append(stray_problem(path, found, store.settings))
     for exp_id in sorted(set(old_side) | set(new_side)):
         before = checked(*old_side[exp_id], False) if exp_id in old_side else None
         after = checked(*new_side[exp_id], head_sha is None) if exp_id in new_side else None

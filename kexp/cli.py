@@ -38,8 +38,8 @@ _PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickExceptio
 COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "add": ("write", "Record an experiment without an editor (for agents and scripts)."),
     "context": ("agents", "What to read before the next iteration on an operator, in one packet."),
-    "env": ("admin", "The detected environment: GPU model and count, driver, CUDA/ROCm, torch, "
-            "triton."),
+    "env": ("admin", "The detected environment: GPU, CUDA/ROCm, torch, triton, CPU, compiler, "
+            "OS, Python."),
     "export": ("read", "Write the experiments matching the filters as JSON, JSON Lines or CSV."),
     "fmt": ("write", "Rewrite experiment files in canonical form (all by default)."),
     "import": ("agents", "Import the predecessor's kernel_experiments_db.json: one file per "
@@ -51,6 +51,8 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "list": ("read", "Every experiment matching the filters, oldest first."),
     "log": ("read", "The history of one experiment: every commit that touched its file, oldest "
             "first."),
+    "mcp": ("agents", "Serve kexp's tools to agent clients over the Model Context Protocol "
+            "(stdio)."),
     "migrate-layout": ("admin", "Move month-layout files to experiments/YYYY/MM/xx/."),
     "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
     "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
@@ -58,14 +60,17 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "report": ("report", "Write a static HTML report: open its index.html from disk, no "
                "server needed."),
     "rm": ("write", "Delete an experiment's file (asks first unless --yes)."),
+    "settings": ("admin", "The settings in force: each value, and where it came from (kexp.toml "
+                 "or default)."),
     "show": ("read", "One experiment, by id or unique id prefix."),
     "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
                 "or an experiment."),
     "skill": ("agents", "The kernel-exp-history agent skill."),
-    "stats": ("read", "Counts per operator and outcome; the best score per operator and dtype."),
+    "stats": ("read", "Counts per operator and outcome; the best tip per operator and dtype."),
     "sync": ("sync", "Publish this machine's experiments: commit experiments/, fetch, merge, "
              "push."),
-    "top": ("read", "The best experiments by score (buggy and pending left out)."),
+    "top": ("read", "The best tips: experiments by cumulative score, the speedup over the "
+            "reference."),
     "tree": ("read", "The lineage (experiments linked by pid) as an indented tree."),
     "update": ("write", "Correct fields of an experiment (validated; only the changed lines are "
                "rewritten)."),
@@ -88,7 +93,9 @@ class _Commands(MutableMapping[str, click.Command]):
             module = importlib.import_module(f"kexp.commands.{COMMAND_TABLE[name][0]}")
             commands: Sequence[click.Command] = module.COMMANDS
             for command in commands:
-                self._loaded.setdefault(str(command.name), command)
+                if str(command.name) not in self._loaded:
+                    _accept_global_options(command)
+                    self._loaded[str(command.name)] = command
         return self._loaded[name]
 
     def __setitem__(self, name: str, command: click.Command) -> None:
@@ -102,6 +109,54 @@ class _Commands(MutableMapping[str, click.Command]):
 
     def __len__(self) -> int:
         return len({*COMMAND_TABLE, *self._loaded})
+
+
+def _late_root(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        from pathlib import Path
+
+        ctx.find_root().params["root"] = Path(value)
+
+
+def _late_color(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    from kexp.commands.common import configure
+
+    configure(color=value)
+    shown = None if value == "auto" else value == "always"
+    here: click.Context | None = ctx
+    while here is not None:  # click.echo asks the current context, which inherited it
+        here.color = shown
+        here = here.parent
+
+
+def _late_no_pager(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from kexp.commands.common import configure
+
+        configure(pager=False)
+
+
+def _accept_global_options(command: click.Command) -> None:
+    """Let ``--root``, ``--color`` and ``--no-pager`` follow the command too (``kexp top
+    --no-pager``), as they may precede it: hidden options of the command (and of its
+    subcommands) that set what the group's options set."""
+    names = {opt for param in command.params for opt in getattr(param, "opts", ())}
+    late = [
+        click.Option(["--root"], type=click.Path(file_okay=False), callback=_late_root),
+        click.Option(
+            ["--color"], type=click.Choice(["auto", "always", "never"]), callback=_late_color
+        ),
+        click.Option(["--no-pager"], is_flag=True, callback=_late_no_pager),
+    ]
+    for option in late:
+        if not names.intersection(option.opts):
+            option.hidden, option.expose_value = True, False
+            command.params.append(option)
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_global_options(sub)
 
 
 def terminal_columns() -> int:
@@ -303,6 +358,8 @@ def _show_warning(
 @click.pass_context
 def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> None:
     """kexp: the history of GPU kernel optimization experiments, one file each, in git.
+
+    The options below may also follow the command: kexp top --no-pager.
 
     Exit codes: 0 ok, 1 problems found, 2 usage error / unknown id / no store, 3 a bug.
     On a terminal, outcomes and severities are in color (NO_COLOR or --color never turns

@@ -1,9 +1,10 @@
 """Corrections: ``FIELD=VALUE`` assignments and the dated correction note.
 
 The Python twin of ``kexp update ID --set FIELD=VALUE ... --reason TEXT`` is
-:func:`correct`: it changes the fields and, given a reason, appends a note to
-``detailed_description`` saying what changed (old → new) and why, so a reader of the
-experiment sees that its numbers were corrected.
+:func:`apply_correction` (:func:`correct`, and which fields changed): it changes the
+fields and, given a reason, appends a note to ``detailed_description`` saying what
+changed (old → new) and why, so a reader of the experiment sees that its numbers were
+corrected.
 """
 
 from __future__ import annotations
@@ -160,6 +161,29 @@ def correct(
     updated = store.update_experiment(exp_id, **updates)
     _warn_stale_measurement(updated, updates)
     return updated
+
+
+def apply_correction(
+    store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
+) -> tuple[KernelExperiment, list[str]]:
+    """:func:`correct`, and the fields it changed (none: nothing was written, the
+    experiment already holds these values)."""
+    changed = list(effective_changes(store, exp_id, changes))
+    if not changed:
+        return store.get_experiment(exp_id), []
+    return correct(store, exp_id, changes, reason), changed
+
+
+def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Changes given as JSON values (an agent's ``{"score": 1.02, "tags": [...]}``):
+    a text is typed as ``FIELD=VALUE`` would be (``"1.02"`` a score, ``"a,b"`` tags),
+    any other value kept for validation; an unknown field is an error."""
+    typed: dict[str, Any] = {}
+    for field, value in changes.items():
+        if field not in ALL_FIELDS:
+            raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+        typed[field] = parse_value(field, value) if isinstance(value, str) else value
+    return typed
 
 
 def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:

@@ -28,8 +28,9 @@ its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
 identical); when an identical one also has the same base commit and env, the new one
 measures the same thing again, and the warning is a :class:`RemeasureWarning`: add a
 round to the earlier experiment (``kexp remeasure``) instead, so that tries are pooled,
-not picked from. :func:`kexp.retrieval.find_repeats` gives the identical ones alone;
-the refs' check (:mod:`kexp.refs`) compares the same key.
+not picked from. :func:`kexp.retrieval.find_repeats` gives the identical ones alone.
+A store read with refs (``Store(root, refs=...)``) asks the same of every
+experiment's newest version, on any ref.
 """
 
 from __future__ import annotations
@@ -73,12 +74,19 @@ class Repeat:
     similarity: float = 1.0
     #: The same change once normalised (else a near-duplicate).
     identical: bool = True
+    #: The ref it was found on, when the store reads refs and the working tree does not
+    #: hold it ("" otherwise).
+    ref: str = ""
 
     def describe(self) -> str:
         """One line: id, score, outcome and summary (and the similarity of a
-        near-duplicate)."""
+        near-duplicate, the ref it was found on)."""
         near = "" if self.identical else f"similarity {self.similarity:.2f}, "
-        return f"{self.id} ({near}score {self.score:.4f}, {self.outcome}: {self.change_summary!r})"
+        where = f" on {self.ref}" if self.ref else ""
+        return (
+            f"{self.id}{where} ({near}score {self.score:.4f}, {self.outcome}: "
+            f"{self.change_summary!r})"
+        )
 
 
 def normalize_code_change(text: str) -> str:
@@ -87,6 +95,14 @@ def normalize_code_change(text: str) -> str:
     kept: list[str] = []
     previous_was_old_file = False
     for index, line in enumerate(lines):
+        first = line[:1]
+        if first and first in "+- " and not line.startswith(("--- ", "+++ ")):
+            # A changed or context line (most lines): no header, no hunk line.
+            previous_was_old_file = False
+            collapsed = " ".join(line.split())
+            if collapsed not in ("", "+", "-"):
+                kept.append(collapsed)
+            continue
         following = lines[index + 1] if index + 1 < len(lines) else ""
         if line.startswith("--- ") and following.startswith("+++ "):
             previous_was_old_file = True

@@ -78,9 +78,19 @@ class ValidationError(KexpError, ValueError):
         return "\n".join(lines)
 
 
+class MeasurementError(KexpError, ValueError):
+    """Timings cannot be read or paired; the message says which file and configuration."""
+
+
 class DeleteRefusedError(KexpError):
     """A delete refused: other experiments name this one as their ``pid`` or in their
     ``combines`` (``force=True`` deletes it anyway)."""
+
+
+class CacheFolderError(KexpError, OSError):
+    """The store's cache folder ``.kexp/`` cannot be made (a store one may read but not
+    write). An :class:`OSError` too: reads, which need no cache on disk, go on without
+    it; a write, which takes its locks there, stops with this message."""
 
 
 class LockTimeoutError(KexpError):
@@ -96,11 +106,13 @@ class NoCommitsError(GitError):
 
 
 class SyncConflictError(GitError):
-    """``kexp sync`` met a real conflict (the same file changed on both sides); nothing
-    was changed. ``paths`` names the conflicting files."""
+    """``kexp sync`` met a real conflict (the same file changed on both sides, or a file
+    where the other side has a folder); nothing was changed. ``paths`` names the
+    conflicting files, ``conflicts`` git's description of each (``CONFLICT (...): ...``)."""
 
-    def __init__(self, message: str, paths: Sequence[str]) -> None:
+    def __init__(self, message: str, paths: Sequence[str], conflicts: Sequence[str] = ()) -> None:
         self.paths = list(paths)
+        self.conflicts = list(conflicts)
         super().__init__(message)
 
 
@@ -140,5 +152,14 @@ class StaleMeasurementWarning(KexpWarning):
     """A corrected score no longer agrees with the measurement recorded with it."""
 
 
+class TimingsWarning(KexpWarning):
+    """A timings file was read, but it lacks what an interval needs (raw samples)."""
+
+
 class SuspectMeasurementWarning(UserWarning):
     """A recorded experiment's measurements look too good (or too small) to be true."""
+
+
+class SettingsFileError(KexpError):
+    """A store's settings file (``kexp.toml``) cannot be used: the message names the file
+    and line, and what to write."""

@@ -26,11 +26,20 @@ if TYPE_CHECKING:
 #: not know (a list of [heading, text]).
 KEPT_CONTENT = ("extra_fields", "preamble", "extra_sections")
 #: Values derived from the rest (ignored when a record is read back).
-DERIVED_FIELDS = ("outcome", "suspect", "path")
+DERIVED_FIELDS = (
+    "outcome",
+    "cumulative_score",
+    "cumulative_ci",
+    "cumulative_reason",
+    "suspect",
+    "path",
+)
 #: Every key a record can hold, in their stable order: the stored fields, what the
-#: file keeps besides them (:data:`KEPT_CONTENT`), then the derived ``outcome``,
-#: ``suspect`` (why the measurement is implausible: a list, empty when it is
-#: believable) and the file's ``path``.
+#: file keeps besides them (:data:`KEPT_CONTENT`), then the derived ``outcome``, the
+#: ``cumulative_score`` (the speedup over the operator's reference: see
+#: :mod:`kexp.campaign`) with its ``cumulative_ci`` and, when there is none, its
+#: ``cumulative_reason``, ``suspect`` (why the measurement is implausible: a list,
+#: empty when it is believable) and the file's ``path``.
 RECORD_FIELDS = (*ALL_FIELDS, *KEPT_CONTENT, *DERIVED_FIELDS)
 #: Keys ``--fields`` also accepts, derived from the fields: the ``**Key insight**:`` line
 #: of the detailed description.
@@ -42,6 +51,8 @@ BRIEF_FIELDS = (
     "change_summary",
     "score",
     "score_ci",
+    "cumulative_score",
+    "cumulative_ci",
     "outcome",
     "key_insight",
     "suspect",
@@ -53,17 +64,19 @@ BRIEF_FIELDS = (
 #: ``suspect`` (empty: believable).
 _DROPPED_WHEN_EMPTY = frozenset(
     {*OPTIONAL_FIELDS, "score_ci", "protocol", *BODY_FIELDS, *KEPT_CONTENT, "suspect"}
-    | {"key_insight"}
+    | {"key_insight", "cumulative_ci", "cumulative_reason"}
 )
 #: Output formats of :func:`write_records`.
 FORMATS = ("json", "jsonl", "csv")
 _NUMERIC = frozenset({"score"})
+#: Derived numbers that may be missing (sorted after every number).
+_MAYBE_NUMERIC = frozenset({"cumulative_score"})
 #: Record keys whose CSV cells hold JSON (lists and mappings), and numbers and booleans.
 _CSV_JSON = frozenset(
     {"tags", "combines", "results", "score_ci", "protocol", "extra_fields", "extra_sections"}
-    | {"suspect"}
+    | {"suspect", "cumulative_ci"}
 )
-_CSV_NUMBERS = frozenset({"score"})
+_CSV_NUMBERS = frozenset({"score", "cumulative_score"})
 _CSV_BOOLEANS = frozenset({"is_buggy"})
 #: Text of a file kept besides its fields that a brief record leaves out, as the bodies.
 _BRIEF_DROPS = frozenset({*BODY_FIELDS, "preamble", "extra_sections"})
@@ -96,11 +109,11 @@ def to_record(
 
     data = exp.to_dict(include_derived=True)
     path = data.pop("path", None)
-    outcome = data.pop("outcome")
+    derived = {name: data.pop(name) for name in DERIVED_FIELDS if name in data}
     data["extra_fields"] = dict(exp.extra_fields)
     data["preamble"] = exp.preamble
     data["extra_sections"] = [[heading, text] for heading, text in exp.extra_sections]
-    data["outcome"] = outcome
+    data.update(derived)
     data["suspect"] = suspect_reasons(exp, exp.settings)
     data["path"] = path
     if exp.path is not None:
@@ -159,6 +172,21 @@ def machine_record(
     return {k: v for k, v in chosen.items() if not (k in _DROPPED_WHEN_EMPTY and _empty(v))}
 
 
+def written_record(exp: KernelExperiment, **extra: Any) -> dict[str, Any]:
+    """What a write prints as JSON (``kexp add --json``, ``kexp update --json``): the
+    id and the file's path (relative to the working directory when below it), then
+    ``extra``."""
+    from kexp.problems import display_path
+
+    return {"id": exp.id, "path": "" if exp.path is None else display_path(exp.path), **extra}
+
+
+def measured_record(exp: KernelExperiment) -> dict[str, Any]:
+    """What a measurement written prints as JSON (``kexp remeasure --json``): id, path,
+    score, its interval and the outcome."""
+    return written_record(exp, score=exp.score, score_ci=exp.score_ci, outcome=exp.outcome)
+
+
 def _empty(value: Any) -> bool:
     return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
 
@@ -191,6 +219,11 @@ def sort_experiments(
             return len(suspect_reasons(exp, exp.settings))
         if field == "path":
             return str(exp.path or "")
+        if field in _MAYBE_NUMERIC:
+            number = getattr(exp, field)
+            return (number is not None, float(number or 0.0))
+        if field == "cumulative_ci":
+            return json.dumps(exp.cumulative_ci)
         value = getattr(exp, field)
         if field in _NUMERIC:
             return float(value)
@@ -292,17 +325,15 @@ def export(
         raise KexpError(f"unknown format {output_format!r}; formats are: {', '.join(FORMATS)}")
     experiments = store.list_experiments(**filters)
     records = [to_record(e, fields, brief=brief, relative_to=store.root) for e in experiments]
-    where = getattr(store, "where", None)  # a store read across refs: where each was found
-    if callable(where):
-        for exp, record in zip(experiments, records, strict=True):
-            sighting = where(exp)
-            if sighting is not None:
-                found = sighting.to_dict()
-                record["ref"] = found["ref"]
-                if output_format == "csv":
-                    record["refs"] = " ".join(found["refs"])
-                else:
-                    record["refs"] = found["refs"]
-                    record["other_versions"] = found.get("other_versions", [])
+    for exp, record in zip(experiments, records, strict=True):
+        sighting = exp.where  # a store read across refs: where each was found
+        if sighting is not None:
+            found = sighting.to_dict()
+            record["ref"] = found["ref"]
+            if output_format == "csv":
+                record["refs"] = " ".join(found["refs"])
+            else:
+                record["refs"] = found["refs"]
+                record["other_versions"] = found.get("other_versions", [])
     write_records(records, out, output_format)
     return len(records)

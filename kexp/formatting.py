@@ -25,14 +25,15 @@ from kexp.fileformat import FileFormatError, serialize
 from kexp.problems import sort_problems
 from kexp.progress import track
 from kexp.settings import DEFAULT_SETTINGS
-from kexp.validate import check_bytes, id_from_name, read_file
+from kexp.validate import KEXP_NAME, canonical_name, check_bytes, id_from_name, read_file
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
     from kexp.store import Store
 
-#: The name of a writer's temporary file beside an experiment file.
-_TEMPORARY = re.compile(r"\.[0-9a-f]{16}(?:-[a-z0-9-]*)?\.md\.[0-9a-f]{12}\.tmp")
+#: The name of a writer's temporary file beside an experiment file (whose name the
+#: group holds).
+_TEMPORARY = re.compile(r"\.(.+)\.[0-9a-f]{12}\.tmp", re.DOTALL)
 #: What happened to one file: already canonical, rewritten, would be rewritten
 #: (``check=True``), left alone because it has errors, or gone (deleted meanwhile: it
 #: is no longer in the store, which is no problem).
@@ -46,6 +47,9 @@ class FormatResult:
     path: Path
     status: FormatStatus
     message: str = ""
+    #: The name kexp would give the file, when its name is an experiment's but not one
+    #: kexp writes (``<id>-Unroll_4.md``: ``<id>-unroll-4.md``); None otherwise.
+    canonical_name: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -89,6 +93,13 @@ def format_file(path: Path, *, check: bool = False, store: Store | None = None) 
     replaced, so a concurrent update is never lost.
     """
     exp_id = id_from_name(path)
+    result = _format_file(path, exp_id, check, store)
+    if exp_id is not None and not KEXP_NAME.fullmatch(path.name):
+        return dataclasses.replace(result, canonical_name=canonical_name(path.name))
+    return result
+
+
+def _format_file(path: Path, exp_id: str | None, check: bool, store: Store | None) -> FormatResult:
     lock = (
         store.lock(exp_id)
         if store is not None and exp_id is not None and not check
@@ -155,7 +166,8 @@ def sweep_temporary_files(store: Store, older_than_s: float | None = None) -> li
     for folder, dirs, files in os.walk(store.experiments_dir):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in files:
-            if not _TEMPORARY.fullmatch(name):
+            temporary = _TEMPORARY.fullmatch(name)
+            if temporary is None or id_from_name(temporary.group(1)) is None:
                 continue
             path = Path(folder, name)
             with contextlib.suppress(FileNotFoundError):

@@ -20,7 +20,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kexp.errors import GitError, KexpError, NoCommitsError
 
@@ -171,6 +171,11 @@ def _executable() -> str:
     return str(gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")
 
 
+#: git's words for a lock file it could not create (another process holds it, or a
+#: killed one left it behind).
+_LOCK_EXISTS = re.compile(r"Unable to create '([^'\n]+\.lock)': File exists")
+
+
 def _translate(repo: git.Repo | Worktree, action: str, stderr: str) -> GitError:
     """A :class:`GitError` for a failed git command, with a hint at the fix."""
     text = stderr.strip()
@@ -186,6 +191,14 @@ def _translate(repo: git.Repo | Worktree, action: str, stderr: str) -> GitError:
         )
     if "not a git repository" in lowered:
         return GitError(f"{where} is not a git repository: run 'git init' there")
+    lock = _LOCK_EXISTS.search(text)
+    if lock is not None:
+        return GitError(
+            f"git {action} failed in {where}: git could not create {lock.group(1)}, which "
+            "exists: another git process is working in this repository (an editor opened "
+            "by git commit?), or one was killed and left it behind; if no git process is "
+            f"running here, delete {lock.group(1)} and try again"
+        )
     detail = f": {text.splitlines()[-1]}" if text else ""
     return GitError(f"git {action} failed in {where}{detail}")
 
@@ -523,17 +536,19 @@ def list_tree(repo: git.Repo, commit: str, folder: str) -> list[TreeEntry]:
 
 
 @overload
-def iter_blobs(repo: git.Repo, shas: Sequence[str]) -> Iterator[tuple[str, bytes | None]]: ...
+def iter_blobs(
+    repo: git.Repo | Worktree, shas: Sequence[str]
+) -> Iterator[tuple[str, bytes | None]]: ...
 
 
 @overload
 def iter_blobs(
-    repo: git.Repo, shas: Sequence[str], *, max_bytes: int
+    repo: git.Repo | Worktree, shas: Sequence[str], *, max_bytes: int
 ) -> Iterator[tuple[str, bytes | int | None]]: ...
 
 
 def iter_blobs(
-    repo: git.Repo, shas: Sequence[str], *, max_bytes: int | None = None
+    repo: git.Repo | Worktree, shas: Sequence[str], *, max_bytes: int | None = None
 ) -> Iterator[tuple[str, bytes | int | None]]:
     """Yield ``(sha, content)`` for each blob hash, in order, from one ``git cat-file
     --batch`` process (``None`` for a hash that is not in the repository).
@@ -714,21 +729,24 @@ class _Batch:
     """``git ARGS`` fed ``lines`` on stdin by a thread, with stderr drained by another
     (so neither pipe can fill up and block git)."""
 
-    def __init__(self, repo: git.Repo, args: list[str], lines: Sequence[str]) -> None:
-        gitpython = _import_git()
+    def __init__(self, repo: git.Repo | Worktree, args: list[str], lines: Sequence[str]) -> None:
+        import os
+
         for line in lines:
             if "\n" in line or "\r" in line:
                 raise GitError(f"{line!r} contains a line break")
         self.repo = repo
         self.action = args[0]
         try:
-            self._handle: Any = repo.git.execute(
-                [_executable(), *args], as_process=True, istream=subprocess.PIPE
-            )
-        except gitpython.GitCommandNotFound:
+            self.proc: Any = subprocess.Popen(
+                [_light_executable(), *args],
+                cwd=repo.working_tree_dir or repo.git_dir,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+        except OSError:
             raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
-        self.proc: Any = cast(Any, self._handle.proc)
-        self.stdout: Any = cast(Any, self.proc).stdout
+        self.stdout: Any = self.proc.stdout
         self._errors: list[bytes] = []
         self._lines = lines
         self._threads = [
@@ -768,7 +786,7 @@ class _Batch:
         return status
 
 
-def _batch_lines(repo: git.Repo, args: list[str], lines: Sequence[str]) -> list[str]:
+def _batch_lines(repo: git.Repo | Worktree, args: list[str], lines: Sequence[str]) -> list[str]:
     """Feed ``lines`` to one ``git ARGS`` process; one output line per input line."""
     batch = _Batch(repo, args, lines)
     completed = False
@@ -785,7 +803,7 @@ def _batch_lines(repo: git.Repo, args: list[str], lines: Sequence[str]) -> list[
         batch.close(completed=completed)
 
 
-def _stream_lines(repo: git.Repo, args: list[str]) -> Iterator[str]:
+def _stream_lines(repo: git.Repo | Worktree, args: list[str]) -> Iterator[str]:
     """Yield the output lines of ``git ARGS`` as git writes them (stops git when the
     caller stops)."""
     batch = _Batch(repo, args, [])
@@ -1004,15 +1022,18 @@ def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
     found = git_command(
-        repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs,
-        ok_codes=(0, 1),
-    )  # fmt: skip
+        repo, "merge-tree", "--write-tree", "--name-only", ours, theirs, ok_codes=(0, 1)
+    )
+    # The tree, the conflicted files (one a line), an empty line, git's messages.
     lines = found.stdout.splitlines()
     if found.status == 1:
-        conflicted = sorted({line for line in lines[1:] if line.strip()})
+        end = lines.index("", 1) if "" in lines[1:] else len(lines)
+        conflicted = sorted({line for line in lines[1:end] if line.strip()})
+        said = [line for line in lines[end + 1 :] if line.startswith("CONFLICT (")]
         raise SyncConflictError(
             f"conflict: {', '.join(conflicted)} changed both here and on the remote",
             conflicted,
+            said,
         )
     tree = lines[0].strip()
     return git_command(
@@ -1064,18 +1085,31 @@ def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
     return ref_commit(repo, tracking)
 
 
-#: What git says when a push lost a race (another push landed first): worth a retry.
-_PUSH_RACE = re.compile(
-    r"rejected|fetch first|non-fast-forward|cannot lock|unable to lock|failed to update ref|"
-    r"stale info|incorrect old value|but expected|reference already exists",
+#: What git says of a push that lost a race (the remote moved since this clone fetched
+#: it, or between its advertisement and the update): worth a fetch, a merge and a retry.
+_PUSH_BEHIND = re.compile(
+    r"fetch first|non-fast-forward|stale info|but expected|incorrect old value|"
+    r"reference already exists",
     re.IGNORECASE,
 )
 
 
-def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> bool:
-    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced: True when
-    it landed, False when it was rejected because the remote moved meanwhile (fetch,
-    merge, and try again). Other failures raise :class:`GitError`."""
+@dataclasses.dataclass(frozen=True)
+class PushOutcome:
+    """What one push did: landed (``pushed``), lost a race (neither field set: fetch,
+    merge and try again), or met a ref lock on the remote (``lock``: the file)."""
+
+    pushed: bool
+    lock: str = ""
+
+
+def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> PushOutcome:
+    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced.
+
+    A push rejected because the remote moved meanwhile, or one that met a lock on the
+    remote's ref, is an outcome (the caller decides whether to try again); any other
+    refusal (a hook that declines, a protected branch, no permission) raises
+    :class:`GitError` in the remote's own words."""
     check_branch_name(branch)
     if not is_ref_name(remote) or not is_hex(commit, 40):
         raise GitError(f"refused push of {commit!r} to {remote!r}")
@@ -1084,10 +1118,29 @@ def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> bool:
         f"{commit}:refs/heads/{branch}", ok_codes=None,
     )  # fmt: skip
     if found.status == 0:
-        return True
-    if _PUSH_RACE.search(found.stderr + found.stdout):
-        return False
-    raise _translate(repo, "push", found.stderr or found.stdout)
+        return PushOutcome(True)
+    # --porcelain: "!<TAB>FROM:TO<TAB>[rejected] (fetch first)" for the refused ref.
+    refused = [line.split("\t") for line in found.stdout.splitlines() if line.startswith("!")]
+    summary = refused[0][2].strip() if refused and len(refused[0]) > 2 else ""
+    said = [
+        line[len("remote:") :].strip()
+        for line in found.stderr.splitlines()
+        if line.startswith("remote:") and line[len("remote:") :].strip()
+    ]
+    words = " ".join(said)
+    if not summary:  # no ref was tried: the remote could not be reached, ...
+        raise _translate(repo, "push", found.stderr or found.stdout)
+    if _PUSH_BEHIND.search(summary) or _PUSH_BEHIND.search(words):
+        return PushOutcome(False)
+    lock = _LOCK_EXISTS.search(words)
+    if lock is not None:
+        return PushOutcome(False, lock.group(1).replace("/./", "/"))
+    reason = summary.removeprefix("[remote rejected]").removeprefix("[rejected]").strip()
+    shown = words if len(words) <= 600 else words[:600] + " ..."
+    raise GitError(
+        f"{remote} refused the push to {branch} {reason or summary}"
+        + (f", saying: {shown}" if shown else "")
+    )
 
 
 def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:
@@ -1266,6 +1319,37 @@ def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[
         parts = line.split()
         found.append((parts[0], parts[1]) if len(parts) == 2 and is_hex(parts[0], 40) else None)
     return found + [None] * (len(names) - len(found))
+
+
+def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None:
+    """The best common ancestor of two commits (full hashes); None when they share none."""
+    if not (is_hex(first, 40) and is_hex(second, 40)):
+        raise GitError("merge_base takes full commit hashes")
+    found = git_command(repo, "merge-base", first, second, ok_codes=(0, 1)).stdout.strip()
+    return found if is_hex(found, 40) else None
+
+
+def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:
+    """(commit, committer date) of ``HEAD``; None in a repository without commits."""
+    found = git_command(repo, "log", "-1", "--format=%H %ct", "HEAD", ok_codes=None)
+    parts = found.stdout.split()
+    if found.status != 0 or len(parts) != 2 or not is_hex(parts[0], 40):
+        return None
+    return parts[0], int(parts[1]) if parts[1].isdigit() else 0
+
+
+def parse_tree(data: bytes) -> list[tuple[str, str, str]]:
+    """(mode, name, object hash) of each entry of a raw git tree object."""
+    entries: list[tuple[str, str, str]] = []
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        zero = data.index(b"\0", space)
+        mode = data[at:space].decode("ascii")
+        name = data[space + 1 : zero].decode("utf-8", "surrogateescape")
+        entries.append((mode, name, data[zero + 1 : zero + 21].hex()))
+        at = zero + 21
+    return entries
 
 
 def status_entries(repo: git.Repo | Worktree, folder: str) -> list[tuple[str, str, str, str]]:

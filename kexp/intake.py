@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
 
 #: Keys a document may hold besides the fields: derived values, ignored so that the
 #: output of ``kexp show --json`` (or one record of ``kexp export``) can be fed back.
-IGNORED_KEYS = frozenset({"outcome", "suspect", "path"})
+IGNORED_KEYS = frozenset(
+    {"outcome", "suspect", "path", "cumulative_score", "cumulative_ci", "cumulative_reason"}
+)
 _DOCUMENT_TEXT_FIELDS = STRING_FIELDS | frozenset(BODY_FIELDS)
 
 
@@ -113,6 +116,26 @@ def _parse_markdown(text: str, source: str) -> dict[str, Any]:
     return fields
 
 
+def _refuse_list(text: str, source: str) -> None:
+    """Refuse a JSON list of records (what ``kexp export --format json`` writes): one
+    document records one experiment."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return  # not JSON: read as YAML, which says what is wrong
+    if isinstance(data, list):
+        _invalid(
+            source,
+            1,
+            1,
+            "document-is-a-list",
+            f"the document is a list of {len(data)} record(s) (as kexp export --format json "
+            "writes them); one document records one experiment",
+            "feed one record per kexp add: the jsonl export (kexp export --format jsonl) "
+            "writes one record a line",
+        )
+
+
 def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
     """The fields of a new experiment from ``text``.
 
@@ -133,6 +156,8 @@ def parse_document(text: str, source: str = "<stdin>") -> dict[str, Any]:
             "the document is empty",
             "give the fields as YAML or JSON, e.g. {change_summary: ..., score: 1.02}",
         )
+    if stripped.startswith("["):
+        _refuse_list(text, source)
     if stripped.startswith("{"):
         data = _parse_json(text, source)
     elif text.startswith("---\n") or text.startswith("---\r\n"):
@@ -210,8 +235,8 @@ def record(
     store: Store,
     fields: dict[str, Any],
     *,
-    baseline: Path | str | None = None,
-    candidate: Path | str | None = None,
+    baseline: Path | str | Mapping[str, Any] | None = None,
+    candidate: Path | str | Mapping[str, Any] | None = None,
     table: Path | str | None = None,
     stat: str = "median",
     unit: str = "us",
@@ -219,7 +244,8 @@ def record(
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
-    With timings (``baseline`` and ``candidate`` files, or one ``table``; times in
+    With timings (``baseline`` and ``candidate`` files or ``{config: times}`` dicts, or
+    one ``table``; times in
     ``unit`` unless the file says), ``score``, ``results`` and the ``raw_result``
     breakdown are computed from them, and from repeated timings ``score_ci`` and the
     ``## Samples`` section (see :func:`kexp.measure.record_iteration`); otherwise
@@ -241,9 +267,11 @@ def record(
     )
 
 
-def diff_against(store: Store, base_commit: str | None = None) -> str:
-    """``git diff`` of the code repository's working tree against ``base_commit``
-    (``HEAD`` when None), leaving out the store's ``experiments/`` folder.
+def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str]:
+    """(the full hash of ``base_commit``, ``HEAD`` when None; the ``git diff`` of the
+    code repository's working tree against it, leaving out the store's
+    ``experiments/`` folder): the base and the change measured on it, which a new
+    experiment records together (so an uncommitted change is not ``uncommitted-base``).
 
     Untracked files are not part of it (``git add -N`` them first).
     """
@@ -251,4 +279,4 @@ def diff_against(store: Store, base_commit: str | None = None) -> str:
 
     repo = kgit.open_repo(store.code_repo)
     commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
-    return kgit.working_tree_diff(repo, commit, exclude=store.experiments_dir)
+    return commit, kgit.working_tree_diff(repo, commit, exclude=store.experiments_dir)

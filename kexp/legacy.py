@@ -52,11 +52,14 @@ front-matter keys, the text before the first section and unknown ``## `` section
 predecessor builds each record with ``KernelExperiment(**record)``: an extra key in a
 record, or an extra entry in the database, would make every one of its reads fail. So
 :func:`export_legacy` writes them beside the database, in a *sidecar* file
-(``kernel_experiments_db.kexp.json`` for ``kernel_experiments_db.json``; see
+(``FILE.kexp.json`` for ``FILE``: ``kernel_experiments_db.json.kexp.json``; see
 :func:`sidecar_path`) that the predecessor never opens, and :func:`import_legacy`
-restores them from the sidecar beside the file it imports: store → export → import
-gives the same files. Records the predecessor added or changed meanwhile import as
-usual (a sidecar entry only adds what the record cannot hold).
+restores them from the sidecar beside the file it imports (or from
+``kernel_experiments_db.kexp.json``, the name earlier versions gave it): store → export
+→ import gives the same files. Records kexp made (their id starts with their creation
+second) imported with no sidecar are said to have lost what it held. Records the
+predecessor added or changed meanwhile import as usual (a sidecar entry only adds what
+the record cannot hold).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ from typing import TYPE_CHECKING, Any
 from kexp import atomic, ids
 from kexp.errors import KexpError
 from kexp.fileformat import serialize
+from kexp.inputs import read_input, read_input_text
 from kexp.legacykeys import (
     EXTRA_FIELD,
     KEY_FIELD,
@@ -87,12 +91,16 @@ from kexp.legacykeys import (
 from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
 from kexp.problems import Problem, has_errors, sort_problems
 from kexp.progress import reporting, track
+from kexp.settings import DEFAULT_SETTINGS
 from kexp.validate import check_bytes, id_from_name, read_and_check
 from kexp.yamlio import MAX_DEPTH
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
     from kexp.store import Store
+
+#: What an imported record with a parent is measured against (the predecessor's skill).
+_IMPORTED_AGAINST = "reference"
 
 #: Stand-in ``base_commit`` for a value that is no hash: git's null object id.
 NO_COMMIT = "0" * 40
@@ -151,6 +159,8 @@ class ImportReport:
     notes: list[Note] = dataclasses.field(default_factory=list)
     #: Record key -> the file written for it.
     paths: dict[str, Path] = dataclasses.field(default_factory=dict)
+    #: Said when records kexp made are imported without the sidecar ("" otherwise).
+    sidecar_note: str = ""
 
     @property
     def needing_attention(self) -> list[str]:
@@ -181,6 +191,7 @@ class ImportReport:
         out = [f"conflict: {n.format()}" for n in self.conflicts]
         out += [f"not imported: {n.format()}" for n in self.failed]
         out += [f"kept: {n.format()}" for n in self.notes]
+        out += [f"no sidecar: {self.sidecar_note}"] if self.sidecar_note else []
         out.append(self.summary())
         return out
 
@@ -408,6 +419,9 @@ def experiment_from_legacy(
         why = f"the parent's id is {pid}" if pid else "no such parent in the database or store"
         build.note("pid", f"{describe_value(raw_pid)}: {why}; kept in {LEGACY_PREFIX}pid")
     exp.pid = pid
+    # The predecessor's skill measured every iteration against the operator's original
+    # code: its scores are speedups over the reference, never steps.
+    exp.measured_against = _IMPORTED_AGAINST if pid else ""
 
     score = build.value("score")
     build.set("score", _is_score(score), _score_standin(score), "not a finite number >= 0")
@@ -498,13 +512,13 @@ def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 # --- import ---------------------------------------------------------------------------
 
 
-def read_legacy_database(path: Path | str) -> dict[str, Any]:
-    """The predecessor's database from a JSON file (an object mapping id -> record)."""
+def read_legacy_database(
+    path: Path | str, limit: int = DEFAULT_SETTINGS.max_import_bytes
+) -> dict[str, Any]:
+    """The predecessor's database from a JSON file (an object mapping id -> record),
+    refused over ``limit`` bytes (:func:`kexp.inputs.read_input`)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise KexpError(f"cannot read {path}: {exc.strerror or exc}") from None
+    raw = read_input(path, "the database", limit=limit, setting="max_import_bytes")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -668,12 +682,23 @@ def import_legacy(
         database: Mapping[str, Any] = source
         label = "<database>"
     else:
-        database = read_legacy_database(source)
+        limit = store.settings.max_import_bytes
+        database = read_legacy_database(source, limit)
         label = str(source)
-        if kexp_content is None and sidecar_path(source).exists():
-            kexp_content = read_sidecar(sidecar_path(source))
+        sidecar = found_sidecar(source) if kexp_content is None else None
+        if sidecar is not None:
+            kexp_content = read_sidecar(sidecar, limit)
     kept = kexp_content or {}
     report = ImportReport(label, total=len(database), dry_run=dry_run)
+    if not isinstance(source, Mapping) and kexp_content is None:
+        made = sum(1 for r in database.values() if isinstance(r, Mapping) and made_by_kexp(r))
+        if made:
+            report.sidecar_note = (
+                f"{made} record(s) were made by kexp, and there is no sidecar beside the "
+                f"database ({sidecar_path(source).name}): the tags, authors, results and "
+                "other content kexp kept there are not restored; put the sidecar written "
+                "with the export beside the database and import again"
+            )
     existing: dict[str, Path] = {}
     for path in store.paths():
         found = id_from_name(path)
@@ -813,8 +838,8 @@ def _stage(
 
 def _render_ahead(store: Store, plans: list[_Plan]) -> dict[str, tuple[str, str, str]]:
     """:func:`_render` of each of ``plans``, by key: in two processes when there are many
-    (:func:`kexp.index.in_two_processes`)."""
-    from kexp.index import in_two_processes
+    (:func:`kexp.parallel.in_two_processes`)."""
+    from kexp.parallel import in_two_processes
 
     def work(part: list[_Plan]) -> list[tuple[str, str, str, str]]:
         return [(plan.key, *_render(store, plan)) for plan in part]
@@ -1033,11 +1058,37 @@ _KEPT_KEYS = frozenset({*KEXP_ONLY_FIELDS, "extra_fields", "preamble", "extra_se
 
 
 def sidecar_path(database: Path | str) -> Path:
-    """The sidecar of a database file: ``X.kexp.json`` beside ``X.json``."""
+    """The sidecar of a database file: ``FILE.kexp.json`` beside ``FILE``."""
     database = Path(database)
-    name = database.name
-    stem = name[: -len(".json")] if name.endswith(".json") else name
-    return database.with_name(f"{stem}.kexp.json")
+    return database.with_name(f"{database.name}.kexp.json")
+
+
+def found_sidecar(database: Path | str) -> Path | None:
+    """The sidecar beside a database file, if there is one: :func:`sidecar_path`, else
+    ``X.kexp.json`` beside ``X.json`` (the name earlier versions of kexp gave it)."""
+    database = Path(database)
+    earlier = (
+        database.with_name(database.name[: -len(".json")] + ".kexp.json")
+        if database.name.endswith(".json")
+        else None
+    )
+    for path in (sidecar_path(database), earlier):
+        if path is not None and path.exists():
+            return path
+    return None
+
+
+def made_by_kexp(record: Mapping[str, Any]) -> bool:
+    """Whether a record is one kexp made (and exported): its id is kexp's, the second
+    of its ``created_at`` followed by 8 random hex (a random id matches 1 in 2**32)."""
+    exp_id, created = record.get("id"), record.get("created_at")
+    if not (isinstance(exp_id, str) and ids.is_valid_id(exp_id) and isinstance(created, str)):
+        return False
+    try:
+        when = dt.datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return False
+    return int(exp_id[:8], 16) == int(when.replace(tzinfo=dt.timezone.utc).timestamp())
 
 
 def kept_content(exp: KernelExperiment) -> dict[str, Any]:
@@ -1050,6 +1101,10 @@ def kept_content(exp: KernelExperiment) -> dict[str, Any]:
         value = getattr(exp, name)
         if value not in ("", [], {}, None):
             kept[name] = value
+    if exp.measured_against == (_IMPORTED_AGAINST if exp.pid else ""):
+        kept.pop("measured_against", None)  # what an import says anyway
+    else:
+        kept["measured_against"] = exp.measured_against
     own = {k: v for k, v in exp.extra_fields.items() if not is_legacy_key(k)}
     if own:
         kept["extra_fields"] = own
@@ -1075,12 +1130,14 @@ def dump_sidecar(kept: Mapping[str, Mapping[str, Any]], database_name: str) -> s
     )
 
 
-def read_sidecar(path: Path | str) -> dict[str, dict[str, Any]]:
+def read_sidecar(
+    path: Path | str, limit: int = DEFAULT_SETTINGS.max_import_bytes
+) -> dict[str, dict[str, Any]]:
     """Record key -> what the experiment keeps besides its record, from a sidecar."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        data = json.loads(read_input_text(path, "the sidecar", limit=limit))
+    except (ValueError, RecursionError) as exc:  # InputError is a ValueError
         raise KexpError(
             f"cannot read {path} (kexp's sidecar of the database): {exc}; "
             "move it away to import the database without it"

@@ -1,9 +1,11 @@
 """Lessons: the failures worth learning from, grouped by kind, each with its key insight.
 
-The Python twin of ``kexp lessons`` is :func:`lessons`. Groups, in this order:
-``buggy`` (crashed or wrong results), ``regression`` (slower), ``marginal`` (within
-noise: inside the thresholds, or its 95 % interval holds 1), ``interference`` (a
-combination that scored below the best part it combines).
+The Python twin of ``kexp lessons`` is :func:`lesson_report` (:func:`lessons`: the
+groups alone). Groups, in this order: ``buggy`` (crashed or wrong results),
+``regression`` (slower), ``marginal`` (within noise: inside the thresholds, or its 95 %
+interval holds 1), ``interference`` (a combination whose cumulative score is below the
+best of those it combines). Controls (tag ``control``, A/A runs) are no lessons: the
+newest of each env is its measured noise floor (:func:`noise_floors`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from kexp.campaign import describe_control, is_control, latest_control
 from kexp.model import KernelExperiment
 
 if TYPE_CHECKING:
@@ -71,10 +74,12 @@ def key_insight(description: str) -> str:
 def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Lesson]]:
     """Group experiments into :data:`LESSON_GROUPS` (each key present, maybe empty).
 
-    Improvements and pending experiments are not lessons and are left out.
+    Improvements, pending experiments and controls are not lessons and are left out.
     """
     groups: dict[str, list[Lesson]] = {name: [] for name in LESSON_GROUPS}
     for exp in experiments:
+        if is_control(exp):
+            continue
         outcome = exp.outcome
         if outcome in groups:
             groups[outcome].append(
@@ -92,6 +97,54 @@ def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Les
     return groups
 
 
+@dataclasses.dataclass(frozen=True)
+class NoiseFloor:
+    """The newest control (an A/A run: the same code on both sides) of one env: how far
+    a score moves when nothing changed."""
+
+    env: str
+    id: str
+    score: float
+    score_ci: tuple[float, ...] = ()
+
+    def describe(self) -> str:
+        """``A/A on this env: 1.039 [0.839, 1.287]``."""
+        return describe_control(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {**dataclasses.asdict(self), "score_ci": list(self.score_ci)}
+
+
+def noise_floors(experiments: Iterable[KernelExperiment]) -> list[NoiseFloor]:
+    """The newest measured control of each env among ``experiments``, by env."""
+    by_env: dict[str, list[KernelExperiment]] = {}
+    for exp in experiments:
+        if is_control(exp):
+            by_env.setdefault(exp.env, []).append(exp)
+    floors = []
+    for env in sorted(by_env):
+        found = latest_control(by_env[env])
+        if found is not None:
+            floors.append(NoiseFloor(env, found.id, float(found.score), tuple(found.score_ci)))
+    return floors
+
+
+@dataclasses.dataclass(frozen=True)
+class LessonReport:
+    """What ``kexp lessons`` prints: the lessons by group and each env's noise floor."""
+
+    groups: dict[str, list[Lesson]]
+    noise_floors: list[NoiseFloor]
+
+
+def lesson_report(store: StoreView, **filters: Any) -> LessonReport:
+    """The lessons of the experiments in ``store`` matching ``filters`` (oldest first),
+    and the noise floor of each env (its newest control)."""
+    found = store.list_experiments(**filters)
+    return LessonReport(group_lessons(found), noise_floors(found))
+
+
 def lessons(store: StoreView, **filters: Any) -> dict[str, list[Lesson]]:
     """The lessons of the experiments in ``store`` matching ``filters``, oldest first."""
-    return group_lessons(store.list_experiments(**filters))
+    return lesson_report(store, **filters).groups

@@ -1,5 +1,6 @@
-"""Lineage trees: experiments linked through ``pid``, with score deltas, the path to the
-best descendant, and dead ends.
+"""Lineage trees: experiments linked through ``pid``, with each step's score, the change
+of the cumulative score (the speedup over the operator's reference, :mod:`kexp.campaign`)
+against the parent, the path to the best tip, and dead ends.
 
 The Python twin of ``kexp tree`` is :func:`lineage_forest` (a whole store, or the
 experiments matching filters) and :func:`lineage_of` (one experiment's ancestors and
@@ -13,8 +14,9 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kexp.model import KernelExperiment
-from kexp.query import chronological
+from kexp.campaign import derive
+from kexp.model import KernelExperiment, attach
+from kexp.query import chronological, rank
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -27,11 +29,13 @@ UNSCORED_OUTCOMES = frozenset({"pending", "buggy"})
 class TreeNode:
     """One experiment in a lineage tree.
 
-    ``delta`` is the score minus the parent's (None for a root or when either is not
-    scored); ``delta_pct`` the same relative to the parent's score, in percent.
-    ``on_best_path`` marks the nodes from the root to the best-scoring experiment of the
-    tree; ``dead_end`` marks an experiment others built on (it has children) where no
-    descendant scored higher than it.
+    ``delta`` is the cumulative score minus the parent's (None for a root or when
+    either has none); ``delta_pct`` the same relative to the parent's cumulative score,
+    in percent (for a step measured against its parent: its own speedup).
+    ``is_best`` marks the experiment of the tree with the best cumulative score (its
+    best *tip*; never a control) and ``on_best_path`` the nodes from the root to it;
+    ``dead_end`` marks an experiment others built on (it has children) that no
+    descendant beats (a higher cumulative score), never the best nor a control.
     """
 
     experiment: KernelExperiment
@@ -64,6 +68,10 @@ class TreeNode:
             "id": exp.id,
             "pid": exp.pid,
             "score": exp.score,
+            "measured_against": exp.measured_against,
+            "cumulative_score": exp.cumulative_score,
+            "cumulative_ci": None if exp.cumulative_ci is None else list(exp.cumulative_ci),
+            "control": exp.is_control,
             "delta": self.delta,
             "delta_pct": self.delta_pct,
             "outcome": exp.outcome,
@@ -87,9 +95,16 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
 
     A root is an experiment without a parent among ``experiments``. Children are oldest
     first. Experiments caught in a ``pid`` cycle (which validation reports) are not
-    lost: the oldest of each cycle becomes a root.
+    lost: the oldest of each cycle becomes a root. Experiments no store handed out get
+    their derived values (the cumulative score) from among themselves.
     """
     ordered = chronological(experiments)
+    if not all(e.derived_by_store for e in ordered):
+        # Experiments no store handed out: their values are derived among themselves.
+        derivation = derive(sorted(ordered, key=lambda e: str(e.path or "")))
+        for exp in ordered:
+            if not exp.derived_by_store:
+                attach(exp, derived=derivation.of(exp))
     by_id = {e.id: e for e in ordered}
     kids: dict[str, list[KernelExperiment]] = {}
     for exp in ordered:
@@ -132,29 +147,35 @@ def annotate(root: TreeNode) -> None:
     nodes = list(root.walk())
     parents: dict[int, TreeNode] = {}
     for node in nodes:
+        before = node.experiment.cumulative_score
         for child in node.children:
             parents[id(child)] = node
-            if node.scored and child.scored:
-                before, after = float(node.experiment.score), float(child.experiment.score)
+            after = child.experiment.cumulative_score
+            if before is not None and after is not None:
                 child.delta = after - before
                 child.delta_pct = (after / before - 1.0) * 100.0 if before > 0 else None
-    # dead ends: children before their parent, each node's best score below it known
+    # dead ends: children before their parent, each node's best cumulative below it known
     best_in: dict[int, float] = {}
     for node in reversed(nodes):
         best_below = max((best_in[id(child)] for child in node.children), default=-math.inf)
-        own = float(node.experiment.score) if node.scored else -math.inf
-        node.dead_end = bool(node.children) and node.scored and best_below <= own
-        best_in[id(node)] = max(own, best_below)
-    best: TreeNode | None = None
-    for node in nodes:
-        if node.scored and (best is None or node.experiment.score > best.experiment.score):
-            best = node
-    if best is not None:
+        own = _standing(node)
+        node.dead_end = bool(node.children) and own is not None and best_below <= own
+        best_in[id(node)] = max(-math.inf if own is None else own, best_below)
+    ranked = rank([n.experiment for n in nodes if _standing(n) is not None], limit=1)
+    if ranked:
+        best = next(n for n in nodes if n.experiment is ranked[0])
         best.is_best = True
+        best.dead_end = False
         step: TreeNode | None = best
         while step is not None:
             step.on_best_path = True
             step = parents.get(id(step))
+
+
+def _standing(node: TreeNode) -> float | None:
+    """A node's cumulative score when it ranks (not a control, and known)."""
+    derived = node.experiment.derived
+    return derived.cumulative_score if derived.ranked else None
 
 
 def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:

@@ -51,17 +51,29 @@ def init_store(root: Path | str) -> Path:
 
     Idempotent: existing files are left as they are. The README is written atomically
     (:func:`kexp.atomic.create`); nothing is written through a symbolic link (see
-    :func:`refuse_linked_store`).
+    :func:`refuse_linked_store`). Returns ``root``; :func:`init_store_made` also says
+    what was made.
     """
+    init_store_made(root)
+    return Path(root)
+
+
+def init_store_made(root: Path | str) -> list[str]:
+    """:func:`init_store`, and what it made, relative to ``root`` (``experiments/``,
+    ``experiments/README.md``, ``.gitignore``): nothing when the store was there."""
     root = Path(root)
+    made: list[str] = []
     experiments = root / EXPERIMENTS_DIR
     refuse_linked_store(experiments)
-    experiments.mkdir(parents=True, exist_ok=True)
+    if not experiments.is_dir():
+        experiments.mkdir(parents=True, exist_ok=True)
+        made.append(f"{EXPERIMENTS_DIR}/")
     readme = experiments / "README.md"
     # Linked into place only if the name is free (a link there included): never
     # written through a link, never half-written.
     try:
         atomic.create(readme, _STORE_README)
+        made.append(f"{EXPERIMENTS_DIR}/README.md")
     except FileExistsError:
         pass
     except OSError as exc:
@@ -80,7 +92,8 @@ def init_store(root: Path | str) -> Path:
             handle.write(
                 f"{separator}# kexp's cache (locks, index): never committed\n{CACHE_DIR}/\n"
             )
-    return root
+        made.append(".gitignore")
+    return made
 
 
 def refuse_linked_store(experiments: Path) -> None:

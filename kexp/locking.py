@@ -50,26 +50,45 @@ def file_lock(path: Path, timeout_s: float, *, shared: bool = False) -> Iterator
     except OSError as exc:
         raise KexpError(_lock_failure(path, exc)) from None
     try:
-        deadline = time.monotonic() + timeout_s
-        # Polled, not blocking (a blocking flock cannot time out); the short ceiling keeps
-        # the lock from lying idle long after its holder lets go.
-        delay = 0.0005
-        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockTimeoutError(
-                        f"another kexp process has held {path} for over {timeout_s:.0f} s; "
-                        "try again, or find the process that is stuck"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_POLL_S)
+        _take(fd, path, timeout_s, shared)
         yield
     finally:
         os.close(fd)
+
+
+@contextmanager
+def folder_lock(path: Path, timeout_s: float) -> Iterator[None]:
+    """Hold an exclusive lock on the folder ``path`` itself (no lock file is made in it)
+    for the ``with`` block; :class:`LockTimeoutError` after ``timeout_s``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise KexpError(f"cannot lock the folder {path}: {exc.strerror or exc}") from None
+    try:
+        _take(fd, path, timeout_s, shared=False)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _take(fd: int, path: Path, timeout_s: float, shared: bool) -> None:
+    deadline = time.monotonic() + timeout_s
+    # Polled, not blocking (a blocking flock cannot time out); the short ceiling keeps
+    # the lock from lying idle long after its holder lets go.
+    delay = 0.0005
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LockTimeoutError(
+                    f"another kexp process has held {path} for over {timeout_s:.0f} s; "
+                    "try again, or find the process that is stuck"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_POLL_S)
 
 
 def _lock_failure(path: Path, exc: OSError) -> str:

@@ -1,16 +1,11 @@
 """Score from measurements: timings in, ``score``, ``results`` and ``raw_result`` out.
 
-Timings come as baseline and candidate times per configuration, from
-
-* two JSON files ``{"config": microseconds, ...}``, or ``{"config": [samples], ...}``
-  (repeated timings: what ``triton.testing.do_bench(..., return_mode="all")`` and
-  ``torch.utils.benchmark``'s ``Measurement.times`` give; pass ``unit`` when they are
-  not microseconds);
-* two pytest-benchmark JSON files (``pytest --benchmark-json``): each benchmark's
-  ``name`` is the configuration, its raw ``stats.data`` (seconds, kept with
-  ``--benchmark-save-data``) the samples, else ``stats[stat]`` the time;
-* two CSV files with ``config,time`` columns, or one CSV table with
-  ``config,baseline,candidate`` columns (several rows of a configuration: its samples).
+Timings come as baseline and candidate times per configuration, from two files in any
+format :mod:`kexp.timings` reads (plain JSON ``{config: microseconds}`` or
+``{config: [samples]}`` such as ``triton.testing.do_bench(..., return_mode="all")``
+lists, pytest-benchmark, ``torch.utils.benchmark`` as JSON, KernelBench, ``nsys
+stats`` kernel summaries, ``config,time`` CSV), from ``{config: times}`` dicts, or
+from one CSV table with ``config,baseline,candidate`` columns.
 
 With repeated timings the file keeps per configuration the median of each side, the
 sample counts and interquartile ranges (``results``), the score's 95 % interval
@@ -18,10 +13,11 @@ sample counts and interquartile ranges (``results``), the score's 95 % interval
 (:mod:`kexp.samples`; ``keep_samples=False`` leaves them out, and with them the chance
 to pool a later round: :func:`remeasure`). Single numbers are recorded as before. A
 ``stat`` other than the median reduces samples to one number, as before (no interval).
-
-CSV headers are matched case-insensitively; a time column may name its unit
-(``baseline_ms``, ``candidate (ns)``; microseconds otherwise). Every time is stored in
-microseconds (``unit: us``).
+Summaries a tool wrote without its raw samples (KernelBench, nsys, pytest-benchmark
+without ``--benchmark-save-data``) are recorded as single numbers, with the runs they
+sum up as ``baseline_n``/``candidate_n`` and a line of ``raw_result`` saying there
+are no raw samples, without an interval, with a warning (:class:`TimingsWarning`).
+Every time is stored in microseconds (``unit: us``).
 
 :func:`score_measurements` computes each configuration's speedup (baseline / candidate),
 the ``score`` as their geometric mean (4 decimals), the ``results`` list, and the
@@ -40,39 +36,47 @@ the ``score`` as their geometric mean (4 decimals), the ``results`` list, and th
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 import math
-import re
 import statistics
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import KexpError, SuspectMeasurementWarning
+from kexp.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
 from kexp.settings import DEFAULT_SETTINGS, Settings
 from kexp.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
-
-if TYPE_CHECKING:
-    from kexp.samples import Round
+from kexp.timings.common import STATS, Timings, check_stat, check_time, tidy
 
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
+    from kexp.samples import Round
     from kexp.store import Store
 
-#: Statistics a list of samples (or a pytest-benchmark entry) can be reduced with.
-STATS = ("median", "mean", "min", "max")
-_UNIT_IN_HEADER = re.compile(
-    r"(?P<name>.*?)(?:\s*\(\s*(?P<unit>[^()\s]+)\s*\)|[\s_](?P<suffix>[^\s_]+))"
-)
-_CONFIG_NAMES = ("config", "configuration", "name", "shape", "case", "benchmark")
-
-
-class MeasurementError(KexpError, ValueError):
-    """Timings cannot be read or paired; the message says which file and configuration."""
+__all__ = [
+    "STATS",
+    "Measurement",
+    "MeasurementError",
+    "Scored",
+    "SuspectMeasurementWarning",
+    "TimingsWarning",
+    "earlier_rounds",
+    "geometric_mean",
+    "load_measurements",
+    "measurement_of",
+    "pair_samples",
+    "pair_timings",
+    "parse_protocol",
+    "raw_result_text",
+    "read_table",
+    "record_iteration",
+    "remeasure",
+    "score_measurements",
+    "verdict",
+    "warn_if_suspect",
+    "with_timings",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +85,8 @@ class Measurement:
 
     Measured with repeated timings, ``baseline_samples`` and ``candidate_samples`` hold
     them and ``baseline`` and ``candidate`` are their medians (see
-    :func:`measurement_of`).
+    :func:`measurement_of`). A ``summary`` comes from a tool that kept no raw samples:
+    ``baseline_n`` and ``candidate_n`` say how many runs each time sums up (when known).
     """
 
     config: str
@@ -89,6 +94,9 @@ class Measurement:
     candidate: float
     baseline_samples: tuple[float, ...] = ()
     candidate_samples: tuple[float, ...] = ()
+    summary: bool = False
+    baseline_n: int | None = None
+    candidate_n: int | None = None
 
     @property
     def has_samples(self) -> bool:
@@ -101,19 +109,19 @@ class Measurement:
         return self.baseline / self.candidate
 
     def to_result(self) -> dict[str, Any]:
-        """The entry of the ``results`` field."""
-        return {
+        """The entry of the ``results`` field (a summary's run counts too)."""
+        result: dict[str, Any] = {
             "config": self.config,
-            "baseline": _tidy(self.baseline),
-            "candidate": _tidy(self.candidate),
+            "baseline": tidy(self.baseline),
+            "candidate": tidy(self.candidate),
             "speedup": round(self.speedup, 4),
             "unit": "us",
         }
-
-
-def _tidy(value: float) -> float | int:
-    """A time without float noise from unit conversion (12.000000000000002 -> 12.0)."""
-    return float(f"{value:.12g}")
+        if self.baseline_n is not None:
+            result["baseline_n"] = self.baseline_n
+        if self.candidate_n is not None:
+            result["candidate_n"] = self.candidate_n
+        return result
 
 
 def measurement_of(
@@ -127,7 +135,7 @@ def measurement_of(
     if not baseline or not candidate:
         raise MeasurementError(f"{config}: no samples")
     if len(baseline) == 1 and len(candidate) == 1:
-        return Measurement(config, _tidy(baseline[0]), _tidy(candidate[0]))
+        return Measurement(config, tidy(baseline[0]), tidy(candidate[0]))
     base = tuple(kept_sample(v) for v in baseline)
     cand = tuple(kept_sample(v) for v in candidate)
     return Measurement(
@@ -163,287 +171,38 @@ class Scored:
         return data
 
 
-# --- reading -------------------------------------------------------------------------
-
-
-def _check_time(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise MeasurementError(f"{where}: time {value!r} is not a number")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise MeasurementError(
-            f"{where}: time {value!r} must be a positive number of microseconds "
-            "(0 means nothing was measured: record score 0 instead)"
-        )
-    return number
+# --- timings in --------------------------------------------------------------------------
 
 
 def _reduce(samples: Sequence[Any], stat: str, where: str) -> float:
-    values = [_check_time(v, where) for v in samples]
+    values = [check_time(v, where) for v in samples]
     if not values:
         raise MeasurementError(f"{where}: no samples")
-    if stat == "median":
+    if check_stat(stat) == "median":
         return float(statistics.median(values))
     if stat == "mean":
         return float(statistics.fmean(values))
-    if stat == "min":
-        return min(values)
-    if stat == "max":
-        return max(values)
-    raise MeasurementError(f"unknown statistic {stat!r}; use one of {', '.join(STATS)}")
-
-
-def parse_timings(
-    data: Any, *, source: str = "<timings>", stat: str = "median"
-) -> dict[str, float]:
-    """Timings (microseconds per configuration) from decoded JSON.
-
-    ``data`` is ``{config: microseconds}`` (or ``{config: [samples]}``), or a
-    pytest-benchmark document (``{"benchmarks": [...]}``, times in seconds).
-    """
-    if stat not in STATS:
-        raise MeasurementError(f"unknown statistic {stat!r}; use one of {', '.join(STATS)}")
-    if isinstance(data, Mapping) and isinstance(data.get("benchmarks"), list):
-        timings: dict[str, float] = {}
-        for index, entry in enumerate(data["benchmarks"]):
-            where = f"{source}: benchmarks[{index}]"
-            if not isinstance(entry, Mapping) or not isinstance(entry.get("stats"), Mapping):
-                raise MeasurementError(f"{where} has no 'stats'")
-            name = entry.get("name") or entry.get("fullname")
-            if not isinstance(name, str) or not name:
-                raise MeasurementError(f"{where} has no 'name'")
-            if stat not in entry["stats"]:
-                raise MeasurementError(f"{where} ({name}) has no stats.{stat}")
-            if name in timings:
-                raise MeasurementError(f"{source}: benchmark {name!r} appears twice")
-            seconds = _check_time(entry["stats"][stat], f"{where} ({name})")
-            timings[name] = _tidy(seconds * UNIT_TO_US["s"])
-        return timings
-    if not isinstance(data, Mapping):
-        raise MeasurementError(
-            f"{source}: expected a JSON object {{config: microseconds}} or pytest-benchmark output"
-        )
-    result: dict[str, float] = {}
-    for config, value in data.items():
-        where = f"{source}: {config}"
-        if isinstance(value, list):
-            result[str(config)] = _reduce(value, stat, where)
-        else:
-            result[str(config)] = _check_time(value, where)
-    return result
-
-
-#: Timings per configuration, in microseconds: one number or several (samples).
-SampleTimings = dict[str, list[float]]
-
-
-def _unit_factor(unit: str) -> float:
-    factor = UNIT_TO_US.get(unit)
-    if factor is None:
-        raise MeasurementError(f"unknown unit {unit!r}; use one of {', '.join(UNIT_TO_US)}")
-    return factor
-
-
-def _sample_list(value: Any, factor: float, where: str) -> list[float]:
-    """One configuration's timings in microseconds: a number, a list of numbers, or a
-    ``torch.utils.benchmark`` measurement (its ``times``, in seconds)."""
-    times = getattr(value, "times", None)
-    if isinstance(times, list) and not isinstance(value, (list, tuple)):
-        return [_tidy(_check_time(v, where) * UNIT_TO_US["s"]) for v in times] or _no_samples(where)
-    if isinstance(value, (list, tuple)):
-        if not value:
-            _no_samples(where)
-        return [_tidy(_check_time(v, where) * factor) for v in value]
-    return [_tidy(_check_time(value, where) * factor)]
-
-
-def _no_samples(where: str) -> list[float]:
-    raise MeasurementError(f"{where}: no samples")
-
-
-def parse_sample_timings(
-    data: Any, *, source: str = "<timings>", unit: str = "us", stat: str = "median"
-) -> SampleTimings:
-    """Timings (microseconds, one or more per configuration) from decoded JSON.
-
-    ``data`` is ``{config: time}`` or ``{config: [times]}`` in ``unit``, or a
-    pytest-benchmark document: each benchmark's raw ``stats.data`` (seconds), or
-    ``[stats[stat]]`` when the raw data was not saved.
-    """
-    factor = _unit_factor(unit)
-    if isinstance(data, Mapping) and isinstance(data.get("benchmarks"), list):
-        timings: SampleTimings = {}
-        for index, entry in enumerate(data["benchmarks"]):
-            where = f"{source}: benchmarks[{index}]"
-            if not isinstance(entry, Mapping) or not isinstance(entry.get("stats"), Mapping):
-                raise MeasurementError(f"{where} has no 'stats'")
-            name = entry.get("name") or entry.get("fullname")
-            if not isinstance(name, str) or not name:
-                raise MeasurementError(f"{where} has no 'name'")
-            if name in timings:
-                raise MeasurementError(f"{source}: benchmark {name!r} appears twice")
-            stats = entry["stats"]
-            raw = stats.get("data")
-            if isinstance(raw, list) and raw:
-                timings[name] = _sample_list(raw, UNIT_TO_US["s"], f"{where} ({name})")
-            elif stat in stats:
-                timings[name] = _sample_list(stats[stat], UNIT_TO_US["s"], f"{where} ({name})")
-            else:
-                raise MeasurementError(f"{where} ({name}) has no stats.data or stats.{stat}")
-        return timings
-    if not isinstance(data, Mapping):
-        raise MeasurementError(
-            f"{source}: expected a JSON object {{config: microseconds}} or pytest-benchmark output"
-        )
-    return {str(c): _sample_list(v, factor, f"{source}: {c}") for c, v in data.items()}
-
-
-def protocol_of(data: Any) -> dict[str, Any]:
-    """The protocol fields a timings document tells (pytest-benchmark: a wall clock,
-    ``repetitions`` its iterations per round when every benchmark agrees); empty for
-    plain timings."""
-    if not (isinstance(data, Mapping) and isinstance(data.get("benchmarks"), list)):
-        return {}
-    found: dict[str, Any] = {"timer": "wall_clock"}
-    iterations = {
-        entry["stats"].get("iterations")
-        for entry in data["benchmarks"]
-        if isinstance(entry, Mapping) and isinstance(entry.get("stats"), Mapping)
-    }
-    if len(iterations) == 1:
-        (count,) = iterations
-        if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
-            found["repetitions"] = count
-    return found
-
-
-def _protocol_of_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The protocol of ``torch.utils.benchmark`` measurements given as values."""
-    runs = {getattr(v, "number_per_run", None) for v in values.values() if hasattr(v, "times")}
-    if not runs:
-        return {}
-    found: dict[str, Any] = {"timer": "torch_benchmark"}
-    if len(runs) == 1:
-        (count,) = runs
-        if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
-            found["repetitions"] = count
-    return found
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise MeasurementError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise MeasurementError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
-
-
-def read_sample_timings(
-    path: Path | str, *, unit: str = "us", stat: str = "median"
-) -> SampleTimings:
-    """Timings (microseconds, one or more per configuration) from a JSON,
-    pytest-benchmark or CSV file (a CSV ``config,time``: one row per sample; a unit in
-    the time column's header wins over ``unit``)."""
-    return _read_samples(Path(path), unit, stat)[0]
-
-
-def _read_samples(path: Path, unit: str, stat: str) -> tuple[SampleTimings, dict[str, Any]]:
-    """(timings, protocol fields the file tells) of a timings file."""
-    if path.suffix.lower() != ".csv":
-        data = _load_json(path)
-        return parse_sample_timings(data, source=str(path), unit=unit, stat=stat), protocol_of(data)
-    columns, rows = _read_csv(path, _unit_factor(unit))
-    if len(columns) < 2:
-        raise MeasurementError(f"{path}: expected two columns, config and time")
-    factor = columns[1][1]
-    timings: SampleTimings = {}
-    for number, row in enumerate(rows, 2):
-        config = row[0].strip()
-        if not config:
-            raise MeasurementError(f"{path}:{number}: the configuration is empty")
-        timings.setdefault(config, []).append(
-            _cell_time(row, 1, factor, f"{path}:{number} ({config})")
-        )
-    return timings, {}
-
-
-def _split_header(header: str, default: float = 1.0) -> tuple[str, float]:
-    """A CSV column's name (lowercase) and the factor that turns its values into us
-    (``default`` when the header names no unit)."""
-    text = header.strip().lower()
-    match = _UNIT_IN_HEADER.fullmatch(text)
-    if match is not None:
-        unit = match.group("unit") or match.group("suffix")
-        if unit in UNIT_TO_US:
-            return match.group("name").strip(), UNIT_TO_US[unit]
-    return text, default
-
-
-def _read_csv(path: Path, default: float = 1.0) -> tuple[list[tuple[str, float]], list[list[str]]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise MeasurementError(f"cannot read {path}: {exc.strerror or exc}") from None
-    rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
-    if not rows:
-        raise MeasurementError(f"{path}: the file is empty")
-    return [_split_header(h, default) for h in rows[0]], rows[1:]
-
-
-def _column(columns: list[tuple[str, float]], names: Iterable[str], path: Path) -> int:
-    wanted = tuple(names)
-    for index, (name, _) in enumerate(columns):
-        if name in wanted:
-            return index
-    found = ", ".join(name for name, _ in columns)
-    raise MeasurementError(f"{path}: no column named {' or '.join(wanted)} (found: {found})")
-
-
-def _cell_time(row: list[str], index: int, factor: float, where: str) -> float:
-    cell = row[index].strip() if index < len(row) else ""
-    try:
-        value = float(cell)
-    except ValueError:
-        raise MeasurementError(f"{where}: {cell!r} is not a number") from None
-    return _tidy(_check_time(value, where) * factor)
-
-
-def read_timings(path: Path | str, *, stat: str = "median") -> dict[str, float]:
-    """Timings (microseconds per configuration) from a JSON, pytest-benchmark or CSV file.
-
-    A CSV file has a header and two columns: the configuration and its time (the
-    second column's header may name its unit, e.g. ``time_ms``); several rows of a
-    configuration, like a list of samples in JSON, are reduced with ``stat``.
-    """
-    path = Path(path)
-    if path.suffix.lower() == ".csv":
-        samples = read_sample_timings(path)
-        return {c: _reduce(v, stat, f"{path} ({c})") for c, v in samples.items()}
-    return parse_timings(_load_json(path), source=str(path), stat=stat)
+    return min(values) if stat == "min" else max(values)
 
 
 def read_table(path: Path | str, *, unit: str = "us") -> list[Measurement]:
     """Measurements from one CSV table with ``config``, ``baseline``, ``candidate``
-    columns (a unit in a column's header wins over ``unit``). Several rows of a
-    configuration are its samples, one a side per row."""
-    path = Path(path)
-    columns, rows = _read_csv(path, _unit_factor(unit))
-    config_at = _column(columns, _CONFIG_NAMES, path)
-    base_at = _column(columns, ("baseline", "base", "before"), path)
-    cand_at = _column(columns, ("candidate", "cand", "after", "new"), path)
-    sides: dict[str, tuple[list[float], list[float]]] = {}
-    for number, row in enumerate(rows, 2):
-        config = row[config_at].strip() if config_at < len(row) else ""
-        where = f"{path}:{number} ({config})"
-        if not config:
-            raise MeasurementError(f"{path}:{number}: the configuration is empty")
-        base, cand = sides.setdefault(config, ([], []))
-        base.append(_cell_time(row, base_at, columns[base_at][1], where))
-        cand.append(_cell_time(row, cand_at, columns[cand_at][1], where))
-    if not sides:
-        raise MeasurementError(f"{path}: no rows below the header")
-    return [measurement_of(config, base, cand) for config, (base, cand) in sides.items()]
+    columns (see :func:`kexp.timings.read_table`): several rows of a configuration are
+    its samples, one a side per row."""
+    from kexp.timings import read_table as read_sides
+
+    return [
+        measurement_of(c, base, cand) for c, (base, cand) in read_sides(path, unit=unit).items()
+    ]
+
+
+def _timings_of(value: Path | str | Mapping[str, Any], name: str, unit: str, stat: str) -> Timings:
+    """One side's timings: a file in any format :mod:`kexp.timings` reads, or a dict."""
+    from kexp.timings import from_mapping, read_timings
+
+    if isinstance(value, Mapping):
+        return from_mapping(value, unit=unit, name=name)
+    return read_timings(value, unit=unit, stat=stat)
 
 
 def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> None:
@@ -474,8 +233,8 @@ def pair_timings(
     return [
         Measurement(
             config,
-            _check_time(baseline[config], f"baseline {config}"),
-            _check_time(candidate[config], f"candidate {config}"),
+            check_time(baseline[config], f"baseline {config}"),
+            check_time(candidate[config], f"candidate {config}"),
         )
         for config in baseline
     ]
@@ -497,14 +256,24 @@ def load_measurements(
     table: Path | str | None = None,
     stat: str = "median",
 ) -> list[Measurement]:
-    """Measurements from files: ``baseline`` and ``candidate`` timings, or one ``table``."""
+    """One number a side per configuration from files: ``baseline`` and ``candidate``
+    timings (in any format :mod:`kexp.timings` reads; samples reduced with ``stat``),
+    or one ``table`` (its samples kept)."""
     if table is not None:
         if baseline is not None or candidate is not None:
             raise MeasurementError("give either a table or baseline and candidate files, not both")
         return read_table(table)
     if baseline is None or candidate is None:
         raise MeasurementError("give both a baseline and a candidate timings file (or a table)")
-    return pair_timings(read_timings(baseline, stat=stat), read_timings(candidate, stat=stat))
+    base, cand = (
+        _timings_of(v, n, "us", stat) for n, v in (("baseline", baseline), ("candidate", candidate))
+    )
+    return pair_timings(
+        *(
+            {c: _reduce(v, stat, f"{side.form} {c}") for c, v in side.times.items()}
+            for side in (base, cand)
+        )
+    )
 
 
 # --- scoring -------------------------------------------------------------------------
@@ -556,9 +325,11 @@ def raw_result_text(
     settings: Settings = DEFAULT_SETTINGS,
     interval: Sequence[float] = (),
     title: str | None = None,
+    note: str = "",
 ) -> str:
     """The ``raw_result`` text in the skill's format (overall, then one line per config);
-    with samples, the interval and each configuration's sample counts too."""
+    with samples, the interval and each configuration's sample counts too; ``note``
+    (how the timings were taken) below the overall line."""
     header, overall = verdict(score, settings, interval)
     if title is None:
         title = f"Iteration {iteration} Results" if iteration is not None else "Results"
@@ -568,11 +339,15 @@ def raw_result_text(
         "",
         f"**Overall**: {score:.4f}x speedup{spread} = {_percent(score)} {overall}",
         "",
+        *([note, ""] if note else []),
         "**Per-kernel breakdown**:",
     ]
     for m in measurements:
         counts = ""
-        if m.has_samples:
+        if m.summary:
+            runs = [str(n) if n is not None else "?" for n in (m.baseline_n, m.candidate_n)]
+            counts = f" (summaries of {runs[0]} / {runs[1]} runs, no raw samples)"
+        elif m.has_samples:
             base, cand = len(m.baseline_samples) or 1, len(m.candidate_samples) or 1
             counts = f" (medians of {base} / {cand} samples)"
         lines.append(
@@ -591,13 +366,15 @@ def score_measurements(
     rounds: Sequence[Round] | None = None,
     protocol: Mapping[str, Any] | None = None,
     title: str | None = None,
+    note: str = "",
 ) -> Scored:
     """``score`` (geometric mean of speedups, 4 decimals), ``results`` and ``raw_result``.
 
     Measured with samples, ``results`` hold medians, counts and interquartile ranges,
     ``score_ci`` the score's interval and ``samples`` the ``## Samples`` section (the
     ``rounds`` given, else one round of these measurements; none when not
-    ``keep_samples``). ``protocol`` (how it was measured) informs the plausibility check.
+    ``keep_samples``). ``protocol`` (how it was measured) informs the plausibility check;
+    ``note`` is a line of ``raw_result`` on how the timings were taken.
     """
     if not measurements:
         raise MeasurementError("no configurations were measured")
@@ -615,7 +392,13 @@ def score_measurements(
         results = [m.to_result() for m in measurements]
         score = round(geometric_mean(m.speedup for m in measurements), 4)
     text = raw_result_text(
-        measurements, score, iteration=iteration, settings=settings, interval=interval, title=title
+        measurements,
+        score,
+        iteration=iteration,
+        settings=settings,
+        interval=interval,
+        title=title,
+        note=note,
     )
     from kexp.model import KernelExperiment
 
@@ -654,7 +437,7 @@ _PROTOCOL_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no"
 def parse_protocol(assignments: Iterable[str]) -> dict[str, Any]:
     """``protocol`` fields from ``KEY=VALUE`` texts (``kexp add --protocol``): ``timer``
     text, ``warmup`` and ``repetitions`` counts, ``synchronized``, ``l2_flushed`` and
-    ``clocks_locked`` true or false."""
+    ``clocks_locked`` true or false, ``device`` gpu or cpu."""
     from kexp.model import PROTOCOL_KEYS
 
     protocol: dict[str, Any] = {}
@@ -669,6 +452,10 @@ def parse_protocol(assignments: Iterable[str]) -> dict[str, Any]:
             raise MeasurementError(f"protocol {key} is given twice")
         if key == "timer":
             protocol[key] = raw
+        elif key == "device":
+            if raw.lower() not in ("gpu", "cpu"):
+                raise MeasurementError(f"protocol device={raw!r} is not gpu or cpu")
+            protocol[key] = raw.lower()
         elif key in ("warmup", "repetitions"):
             if not raw.isdigit():
                 raise MeasurementError(f"protocol {key}={raw!r} is not a count (e.g. {key}=10)")
@@ -700,42 +487,60 @@ def with_timings(
     measurement), or a ``table`` file, or ready ``measurements``; without any,
     ``fields`` come back as they are. With samples, ``score_ci`` and the ``## Samples``
     section (unless not ``keep_samples``) are filled too, and the ``protocol`` fields
-    the timings tell (pytest-benchmark, torch.utils.benchmark) are added to any given.
+    the timings tell (timer, repetitions, device) are added to any given; a wall clock
+    on a machine without a GPU (:func:`kexp.envinfo.gpu_present`) timed the CPU
+    (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
     A ``raw_result`` already in ``fields`` is kept below the computed breakdown.
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
-    ``iteration`` (the raw-result header) defaults to the depth of ``pid``'s lineage
-    plus one. This is what ``kexp add --baseline/--candidate/--timings`` does.
+    With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
+    parent's code, the commit the change was made on); give ``reference`` when the
+    baseline is the operator's original code. ``iteration`` (the raw-result header)
+    defaults to the number of this operator's experiments recorded so far plus one.
+    This is what ``kexp add --baseline/--candidate/--timings`` does.
     """
     data = dict(fields)
     gathered = _gather(baseline, candidate, table, measurements, stat, unit)
     if gathered is None:
         return data
-    found, detected = gathered
     if "score" in data or "results" in data or "score_ci" in data:
         raise MeasurementError(
             "give timings or score/results, not both: the score is computed from timings"
         )
+    if data.get("pid") and not data.get("measured_against"):
+        data["measured_against"] = "parent"
     if iteration is None:
-        pid = data.get("pid")
-        try:
-            iteration = len(store.ancestors(pid)) + 2 if pid else 1
-        except KexpError:
-            iteration = None  # an unknown parent: creating will say so
-    protocol = {**detected, **(data.get("protocol") or {})}
+        iteration = operator_iteration(store, data.get("operator_sig"))
+    protocol = {**gathered.protocol, **(data.get("protocol") or {})}
+    if protocol.get("timer") == "wall_clock" and "device" not in protocol:
+        from kexp.envinfo import gpu_present
+
+        if not gpu_present():  # a wall clock on a machine without a GPU timed a CPU
+            protocol["device"] = "cpu"
     if protocol:
         data["protocol"] = protocol
     scored = score_measurements(
-        found,
+        gathered.measurements,
         iteration=iteration,
         settings=store.settings,
         keep_samples=keep_samples,
         protocol=protocol,
+        note=gathered.note,
     )
     given = data.pop("raw_result", "")
     data.update(scored.fields())
     if given:
         data["raw_result"] = f"{scored.raw_result}\n\n{given}"
     return data
+
+
+def operator_iteration(store: Store, operator_sig: Any) -> int | None:
+    """The iteration number of the next experiment on ``operator_sig``: its experiments
+    recorded so far (every one, whatever its lineage), plus one. None without an
+    operator."""
+    if not isinstance(operator_sig, str) or not operator_sig.strip():
+        return None
+    found = store.list_experiments(brief=True, operator=operator_sig)
+    return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig)
 
 
 def warn_if_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
@@ -770,14 +575,15 @@ def record_iteration(
     ``measurements``) fill ``score``, ``results`` and the ``raw_result`` breakdown,
     and with samples ``score_ci`` and the ``## Samples`` section (see
     :func:`with_timings`). ``protocol={...}`` says how they were measured (timer,
-    warmup, repetitions, l2_flushed, clocks_locked, synchronized). Without timings,
+    warmup, repetitions, l2_flushed, clocks_locked, synchronized, device). Without timings,
     ``score`` must be among ``fields``. ``status`` defaults to ``done``. The store
     (default: the default store) fills id, created_at, base_commit and author,
     validates, and writes; a repeated code change
     (:class:`kexp.errors.RepeatedChangeWarning`, or
     :class:`kexp.errors.RemeasureWarning` when base commit and env repeat too: use
     :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
-    are warnings, not errors.
+    are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
+    as a compact table (:func:`kexp.timings.profiling_info`).
     """
     if store is None:
         from kexp import default_store
@@ -799,6 +605,10 @@ def record_iteration(
         raise MeasurementError(
             "no score: give baseline and candidate timings (or a table), or score=..."
         )
+    if isinstance(data.get("profiling_info"), str):
+        from kexp.timings import profiling_info
+
+        data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
     exp = store.create_experiment(**data)
     warn_if_suspect(exp, store.settings)
@@ -827,8 +637,8 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
         counts = sample_count(result)
         if counts is not None and max(counts) > 1:
             raise MeasurementError(
-                f"experiment {exp.id} was recorded without its raw samples "
-                "(keep_samples=False): a new round cannot be pooled with them; record "
+                f"experiment {exp.id} was recorded without its raw samples (summaries, or "
+                "keep_samples=False): a new round cannot be pooled with them; record "
                 "the new measurement as a new experiment that says so"
             )
         unit = result.get("unit", "us")
@@ -841,7 +651,7 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
                 f"experiment {exp.id}: results entry {result.get('config')!r} has no "
                 "baseline and candidate times to pool a new round with"
             )
-        base, cand = (_tidy(float(v) * scale) for v in times)  # type: ignore[arg-type]
+        base, cand = (tidy(float(v) * scale) for v in times)  # type: ignore[arg-type]
         timings[str(result["config"])] = ((base,), (cand,))
     if not timings:
         raise MeasurementError(
@@ -883,12 +693,27 @@ def remeasure(
     gathered = _gather(baseline, candidate, table, measurements, "median", unit)
     if gathered is None:
         raise MeasurementError("give the new round's baseline and candidate timings (or a table)")
-    found, _ = gathered
+    found = gathered.measurements
+    if any(m.summary for m in found):
+        raise MeasurementError(
+            "the new round's timings are summaries without raw samples: a round is pooled "
+            "sample by sample; time it again keeping the raw samples"
+        )
     # Every round as its samples are kept (measurement_of keeps them so): the file's
     # Samples section then gives exactly the results computed here.
     rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
     new_round = _kept_round({m.config: _sides(m) for m in found})
-    _same_configurations(rounds[0].timings, new_round.timings)
+    missing = [c for c in rounds[0].timings if c not in new_round.timings]
+    extra = [c for c in new_round.timings if c not in rounds[0].timings]
+    if missing or extra:
+        parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
+        parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
+        raise MeasurementError(
+            f"the new round measured other configurations than the earlier rounds of "
+            f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
+            f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
+            "configurations are a new experiment: kexp add)"
+        )
     rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
     number = len(rounds)
@@ -912,6 +737,16 @@ def remeasure(
     return correct(store, exp.id, changes, why)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Gathered:
+    """The measurements of the timings given, the protocol fields they tell, and a
+    line for ``raw_result`` about them (summaries without raw samples)."""
+
+    measurements: list[Measurement]
+    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    note: str = ""
+
+
 def _gather(
     baseline: Path | str | Mapping[str, Any] | None,
     candidate: Path | str | Mapping[str, Any] | None,
@@ -919,39 +754,79 @@ def _gather(
     measurements: Sequence[Measurement] | None,
     stat: str,
     unit: str = "us",
-) -> tuple[list[Measurement], dict[str, Any]] | None:
-    """The measurements of the timings given, and the protocol fields they tell."""
+) -> _Gathered | None:
+    """The measurements of the timings given (None when none are): a reader's warnings
+    are issued (:class:`TimingsWarning`)."""
     given = [x is not None for x in (baseline or candidate, table, measurements)]
     if sum(given) > 1:
         raise MeasurementError(
             "give one source of timings: baseline and candidate, a table, or measurements"
         )
-    if stat not in STATS:
-        raise MeasurementError(f"unknown statistic {stat!r}; use one of {', '.join(STATS)}")
+    check_stat(stat)
     if measurements is not None:
-        return list(measurements), {}
+        return _Gathered(list(measurements))
     if table is not None:
         found = read_table(table, unit=unit)
-        return (found if stat == "median" else [_reduced(m, stat) for m in found]), {}
+        return _Gathered(found if stat == "median" else [_reduced(m, stat) for m in found])
     if baseline is None and candidate is None:
         return None
     if baseline is None or candidate is None:
         raise MeasurementError("give both baseline and candidate timings")
-    sides = []
-    protocol: dict[str, Any] = {}
-    for name, value in (("baseline", baseline), ("candidate", candidate)):
-        if isinstance(value, Mapping):
-            factor = _unit_factor(unit)
-            sides.append({str(c): _sample_list(v, factor, f"{name} {c}") for c, v in value.items()})
-            protocol.update(_protocol_of_values(value))
-        else:
-            timings, told = _read_samples(Path(value), unit, stat)
-            sides.append(timings)
-            protocol.update(told)
+    base = _timings_of(baseline, "baseline", unit, stat)
+    cand = _timings_of(candidate, "candidate", unit, stat)
+    for message in (*base.warnings, *cand.warnings):
+        warnings.warn(message, TimingsWarning, stacklevel=4)
+    protocol = {**base.protocol, **cand.protocol}
+    _same_configurations(base.times, cand.times)
+    if base.summary or cand.summary:
+        return _Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
     if stat != "median":  # the old reduction: one number a side, no interval
-        reduced = [{c: _reduce(v, stat, f"{c}") for c, v in side.items()} for side in sides]
-        return pair_timings(*reduced), protocol
-    return pair_samples(*sides), protocol
+        reduced = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
+        return _Gathered(pair_timings(*reduced), protocol)
+    return _Gathered(pair_samples(base.times, cand.times), protocol)
+
+
+def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:
+    """One number a side per configuration when a side is a summary: the other side's
+    raw samples reduced with ``stat`` (and counted)."""
+    for sampled, name, other in ((base, "baseline", cand), (cand, "candidate", base)):
+        if not sampled.summary:
+            warnings.warn(
+                f"the {name}'s raw samples were reduced to their {stat} and recorded without "
+                f"an interval: the {'candidate' if name == 'baseline' else 'baseline'} "
+                f"({other.form}) is a summary without raw samples",
+                TimingsWarning,
+                stacklevel=5,
+            )
+
+    def side(timings: Timings, config: str) -> tuple[float, int | None]:
+        times = timings.times[config]
+        if timings.summary:
+            return times[0], timings.counts.get(config)
+        return _reduce(times, stat, config), len(times)
+
+    found = []
+    for config in base.times:
+        (b, b_n), (c, c_n) = side(base, config), side(cand, config)
+        found.append(
+            Measurement(config, tidy(b), tidy(c), summary=True, baseline_n=b_n, candidate_n=c_n)
+        )
+    return found
+
+
+def _summary_note(base: Timings, cand: Timings, stat: str) -> str:
+    """The ``raw_result`` line saying the timings are summaries without raw samples."""
+
+    def what(timings: Timings) -> str:
+        if timings.summary:
+            return f"{timings.form}, the {timings.statistic} of each configuration's runs"
+        return f"{timings.form}, the {stat} of the raw samples"
+
+    if base.form == cand.form and base.statistic == cand.statistic:
+        sides = what(base)
+    else:
+        sides = f"baseline: {what(base)}; candidate: {what(cand)}"
+    return f"**Timings**: summaries without raw samples ({sides}): no interval"
 
 
 def _reduced(m: Measurement, stat: str) -> Measurement:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
 from kexp import ids
+from kexp.campaign import MEASURED_AGAINST as MEASURED_AGAINST
+from kexp.campaign import PENDING_STATUSES as PENDING_STATUSES
+from kexp.campaign import Derived, derive_alone, is_control, judge
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 #: An experiment's status (the predecessor's ``Status``).
 Status = Literal["new", "running", "done", "failed", "timeout"]
 STATUSES: tuple[str, ...] = get_args(Status)
-PENDING_STATUSES = frozenset({"new", "running"})
 OUTCOMES = ("pending", "buggy", "interference", "regression", "marginal", "improvement")
 
 #: Front-matter fields in canonical order (the order they are written in a file).
@@ -23,6 +24,7 @@ FRONT_MATTER_FIELDS = (
     "pid",
     "change_summary",
     "score",
+    "measured_against",
     "score_ci",
     "status",
     "is_buggy",
@@ -38,7 +40,9 @@ FRONT_MATTER_FIELDS = (
     "results",
 )
 #: Front-matter fields that may be left out of a file (empty when absent).
-OPTIONAL_FIELDS = frozenset({"score_ci", "tags", "author", "combines", "protocol", "results"})
+OPTIONAL_FIELDS = frozenset(
+    {"measured_against", "score_ci", "tags", "author", "combines", "protocol", "results"}
+)
 
 #: Body fields in canonical order, with their ``## `` section headings.
 SECTION_HEADINGS = {
@@ -52,7 +56,15 @@ SECTION_HEADINGS = {
 BODY_FIELDS = tuple(SECTION_HEADINGS)
 TEXT_FIELDS = ("change_summary", "operator_sig", "dtype_sig", "env", *BODY_FIELDS)
 #: The protocol keys (``protocol`` field): how the timings were measured.
-PROTOCOL_KEYS = ("timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked")
+PROTOCOL_KEYS = (
+    "timer",
+    "synchronized",
+    "warmup",
+    "repetitions",
+    "l2_flushed",
+    "clocks_locked",
+    "device",
+)
 ALL_FIELDS = FRONT_MATTER_FIELDS + BODY_FIELDS
 
 #: The predecessor's record keys, as its JSON database holds them.
@@ -100,6 +112,11 @@ class Origin(NamedTuple):
     settings: Settings = DEFAULT_SETTINGS
     #: Whether it combines others and scores below the best of them (derived).
     interference: bool = False
+    #: Everything derived of it from the whole store (:func:`kexp.campaign.derive`);
+    #: None for an experiment no store handed out.
+    derived: Derived | None = None
+    #: Where it was found, by a store reading refs (a :class:`kexp.rows.Sighting`).
+    where: Any = None
 
 
 _NO_ORIGIN = Origin()
@@ -117,8 +134,10 @@ class KernelExperiment:
     ``exp.id`` is known before it is stored; an empty ``id``/``created_at`` is filled
     in when it is created. Every other text field defaults to ``""``.
 
-    ``path``, ``settings`` and ``interference`` are read-only properties, not fields:
-    the store sets them (:func:`attach`) when it hands an experiment out.
+    ``path``, ``settings``, ``interference`` and the values derived from the whole
+    store (``cumulative_score``, ``cumulative_ci``, ``cumulative_reason``: see
+    :mod:`kexp.campaign`) are read-only properties, not fields: the store sets them
+    (:func:`attach`) when it hands an experiment out.
     """
 
     score: float = 0.0
@@ -146,6 +165,10 @@ class KernelExperiment:
     score_ci: list[float] = dataclasses.field(default_factory=list)
     #: How the timings were measured (keys of :data:`PROTOCOL_KEYS`; empty: unknown).
     protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: What ``score`` is a speedup over: ``parent`` (the parent's code) or
+    #: ``reference`` (the operator's original code); empty: not said (a root's parent
+    #: is the reference; a child's counts as ``parent`` and validation warns).
+    measured_against: str = ""
     #: The ``## Samples`` section: raw timings per round (see :mod:`kexp.samples`).
     samples: str = ""
     #: Front-matter keys kexp does not know, kept as read (validation warns on them).
@@ -185,15 +208,63 @@ class KernelExperiment:
         return self._origin.interference
 
     @property
+    def where(self) -> Any:
+        """Where a store reading refs found it (a :class:`kexp.rows.Sighting`: the refs
+        holding this version and those holding older ones); None otherwise."""
+        return self._origin.where
+
+    @property
     def outcome(self) -> str:
         """What this experiment taught, derived with its store's thresholds."""
         return outcome_of(self, self.settings)
 
+    @property
+    def derived(self) -> Derived:
+        """What the store derived of it (:mod:`kexp.campaign`); for an experiment no
+        store handed out, what it alone tells (a step over a parent has no cumulative
+        score: the parent was not read)."""
+        return self._origin.derived or derive_alone(self, self.settings)
+
+    @property
+    def derived_by_store(self) -> bool:
+        """Whether a store derived :attr:`derived` from all its experiments (False:
+        what this experiment alone tells)."""
+        return self._origin.derived is not None
+
+    @property
+    def cumulative_score(self) -> float | None:
+        """The speedup over the operator's reference code: the product of the steps
+        along the ``pid`` chain back to the nearest reference measurement (None when
+        it cannot be known: :attr:`cumulative_reason` says why)."""
+        return self.derived.cumulative_score
+
+    @property
+    def cumulative_ci(self) -> tuple[float, float] | None:
+        """The 95 % interval of :attr:`cumulative_score` (None without one)."""
+        return self.derived.cumulative_ci
+
+    @property
+    def cumulative_reason(self) -> str:
+        """Why there is no :attr:`cumulative_score` ("" when there is one)."""
+        return self.derived.cumulative_reason
+
+    @property
+    def is_control(self) -> bool:
+        """Tagged ``control``: an A/A run (the noise floor), never ranked."""
+        return is_control(self)
+
     def to_dict(self, *, include_derived: bool = False) -> dict[str, Any]:
-        """The stored fields as a dict in canonical order (plus ``outcome``/``path``)."""
+        """The stored fields as a dict in canonical order (plus the derived ``outcome``,
+        ``cumulative_score``, ``cumulative_ci``, ``cumulative_reason`` and ``path``)."""
         data: dict[str, Any] = {name: _copy(getattr(self, name)) for name in ALL_FIELDS}
         if include_derived:
+            derived = self.derived
             data["outcome"] = self.outcome
+            data["cumulative_score"] = derived.cumulative_score
+            data["cumulative_ci"] = (
+                None if derived.cumulative_ci is None else list(derived.cumulative_ci)
+            )
+            data["cumulative_reason"] = derived.cumulative_reason
             data["path"] = str(self.path) if self.path else None
         return data
 
@@ -214,7 +285,18 @@ class KernelExperiment:
 
 #: What :meth:`KernelExperiment.to_dict` adds with ``include_derived`` (and the store's
 #: runtime state): never a field, never stored, ignored by ``from_dict``.
-DERIVED = frozenset({"outcome", "path", "interference", "settings"})
+DERIVED = frozenset(
+    {
+        "outcome",
+        "path",
+        "interference",
+        "settings",
+        "derived",
+        "cumulative_score",
+        "cumulative_ci",
+        "cumulative_reason",
+    }
+)
 _INIT_FIELDS = frozenset(f.name for f in dataclasses.fields(KernelExperiment) if f.init)
 _KEEP: Any = object()
 
@@ -225,15 +307,22 @@ def attach(
     *,
     path: Path | None = _KEEP,
     interference: bool | None = None,
+    derived: Derived | None = None,
+    where: Any = _KEEP,
 ) -> KernelExperiment:
-    """Set what the store knows about ``exp`` (its file, its store's settings, derived
-    interference): the one place that state is set. What is not given stays as it was.
-    Returns ``exp``."""
+    """Set what the store knows about ``exp`` (its file, its store's settings, what is
+    derived of it from the whole store, :func:`kexp.campaign.derive`; ``interference``
+    alone where nothing else was derived; where a store reading refs found it): the one
+    place that state is set. What is not given stays as it was. Returns ``exp``."""
     old = exp._origin
+    if derived is not None:
+        interference = derived.interference
     exp._origin = Origin(
         old.path if path is _KEEP else path,
         old.settings if settings is None else settings,
         old.interference if interference is None else interference,
+        old.derived if derived is None else derived,
+        old.where if where is _KEEP else where,
     )
     return exp
 
@@ -270,33 +359,18 @@ def _copy(value: Any) -> Any:
 
 
 def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> str:
-    """Derive the outcome: pending, buggy, interference, regression, marginal, improvement.
+    """Derive the outcome: pending, buggy, interference, regression, marginal, improvement
+    (:func:`kexp.campaign.judge`).
 
     With a ``score_ci``, ``improvement`` needs its low end above 1 and ``regression``
     its high end below 1 (besides the thresholds); otherwise the thresholds alone
     decide. ``exp`` may be a cached row: any object with these attributes.
     """
-    if exp.status in PENDING_STATUSES:
-        return "pending"
-    if exp.is_buggy:
-        return "buggy"
-    if exp.interference:
-        return "interference"
-    score = exp.score
-    if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
-        return "regression"
-    interval = getattr(exp, "score_ci", None)
-    if interval and len(interval) == 2:
-        # Significant and worth having: the interval excludes 1 and the score passes
-        # the threshold; anything else is within noise.
-        low, high = interval
-        if high < 1 and score < settings.regression_below:
-            return "regression"
-        if low > 1 and score > settings.improvement_above:
-            return "improvement"
-        return "marginal"
-    if score < settings.regression_below:
-        return "regression"
-    if score > settings.improvement_above:
-        return "improvement"
-    return "marginal"
+    return judge(
+        exp.status,
+        exp.is_buggy,
+        exp.interference,
+        exp.score,
+        getattr(exp, "score_ci", None),
+        settings,
+    )

@@ -12,11 +12,13 @@ record (:func:`kexp.export.to_record`: every field, what a file keeps besides th
 derived ``outcome``, ``suspect`` reasons and ``path``; a value kexp derives later comes
 with it): ``score`` a double, ``is_buggy`` a boolean, ``created_at`` a timestamp (UTC,
 microseconds), ``tags``, ``combines`` and ``suspect`` lists of strings, ``score_ci`` a
-list of doubles, mappings and lists of mappings (``protocol``, ``results``,
-``extra_fields``) JSON text, the rest text. ``results`` has one row per configuration
-measured (``id``, the experiment's ``operator_sig``, ``dtype_sig``, ``env``,
-``created_at``, then ``config``, ``baseline``, ``candidate``, ``speedup``, ``unit``, the
-sample counts and IQRs, and any other key as JSON in ``extra``).
+list of doubles, ``cumulative_score`` a double and ``cumulative_ci`` a list of doubles
+(null when there is none: ``cumulative_reason`` says why), mappings and lists of
+mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text.
+``results`` has one row per configuration measured (``id``, the experiment's
+``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
+``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
+JSON in ``extra``).
 
 The partition value ``operator`` is ``operator_sig`` made safe for a folder name
 (characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``; at most
@@ -205,6 +207,10 @@ def _types(pa: Any) -> dict[str, Any]:
     return {
         "score": pa.float64(),
         "score_ci": pa.list_(pa.float64()),
+        "cumulative_score": pa.float64(),
+        "cumulative_ci": pa.list_(pa.float64()),
+        "cumulative_reason": pa.string(),
+        "measured_against": pa.string(),
         "is_buggy": pa.bool_(),
         "created_at": pa.timestamp("us", tz="UTC"),
         "tags": strings,
@@ -240,15 +246,20 @@ def _experiments_table(
     return pa.Table.from_arrays(columns, names=names)
 
 
+#: The keys held as doubles, and as lists of doubles (ints among them converted).
+_DOUBLES = frozenset({"score", "cumulative_score"})
+_DOUBLE_LISTS = frozenset({"score_ci", "cumulative_ci"})
+
+
 def _cell(name: str, value: Any) -> Any:
     """A record's value as its column holds it."""
     if name == "created_at":
         return _timestamp(value)
     if name in ("protocol", "results", "extra_fields"):
         return _json(value)
-    if name == "score" and isinstance(value, int) and not isinstance(value, bool):
+    if name in _DOUBLES and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if name == "score_ci" and isinstance(value, list):
+    if name in _DOUBLE_LISTS and isinstance(value, list):
         return [float(v) for v in value]
     return value
 

@@ -1,12 +1,16 @@
 """``kexp sync``: publish what this machine recorded, and take in what others published.
 
-One sync commits the files under ``experiments/`` (never the user's other changes),
+One sync commits the experiment files under ``experiments/`` and its README (never the
+user's other changes, nor other files there: those are named and left),
 fetches the remote branch, merges it in when both sides moved (experiment files are
 distinct, so this does not conflict; a real conflict, the same file changed on both
 sides, stops before anything changes, naming the file), and pushes. A push the remote
 rejects because another clone pushed first is retried (fetch, merge, push) a bounded
-number of times with a growing, jittered pause. Never a force-push. Nothing new and
-the remote up to date: nothing is committed or pushed.
+number of times with a growing, jittered pause; a lock on the remote's branch a few
+times, briefly, then named; any other refusal (a hook that declines) is said at once in
+the remote's words. Never a force-push. Nothing new and the remote up to date: nothing
+is committed or pushed. Two syncs in one clone take turns (a lock in the store's cache
+folder): the second waits for the first.
 
 The current branch is published, or with ``branch`` another one (``kexp/<name>``):
 then the commit is made beside the checkout (with a temporary index), and neither the
@@ -22,12 +26,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import GitError, KexpError, SyncConflictError
+from kexp.validate import README_NAME
 
 if TYPE_CHECKING:
+    from kexp.snapshot import StoreLocation
     from kexp.store import Store
 
 #: How many times a sync tries to push before it gives up (each after a fetch).
 DEFAULT_ATTEMPTS = 20
+#: How many pushes in a row may meet a lock on the remote's branch before the lock is
+#: reported (a push in progress holds it for milliseconds; a killed one leaves it).
+LOCKED_ATTEMPTS = 3
+#: How long a sync waits for another sync of the same clone to finish (seconds).
+SYNC_WAIT_S = 600.0
 #: The first pause after a rejected push, in seconds (doubled each time, jittered).
 DEFAULT_BACKOFF = 0.1
 _MAX_PAUSE = 5.0
@@ -56,6 +67,9 @@ class SyncResult:
     #: How many pushes were tried, and how many of them were rejected (and retried).
     push_attempts: int
     rejected_pushes: int
+    #: Files under ``experiments/`` changed here that are not experiment files (nor its
+    #: README): not committed, left as they are.
+    left: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -66,6 +80,7 @@ class SyncResult:
         """The result as JSON-ready data (``kexp sync --json``)."""
         data = dataclasses.asdict(self)
         data["committed"] = list(self.committed)
+        data["left"] = list(self.left)
         data["up_to_date"] = self.up_to_date
         return data
 
@@ -73,16 +88,24 @@ class SyncResult:
         """What the sync did, for people."""
         where = f"{self.remote}/{self.branch}"
         files = len(self.committed)
+        left = (
+            [
+                f"left {len(self.left)} file(s) under experiments/ uncommitted, which are "
+                f"not experiment files: {_listing(list(self.left))}"
+            ]
+            if self.left
+            else []
+        )
         if self.dry_run:
             found = [f"would commit {files} experiment file(s) to {self.branch}"]
             found += [f"  {path}" for path in self.committed[:_SHOWN_PATHS]]
             if files > _SHOWN_PATHS:
                 found.append(f"  ... and {files - _SHOWN_PATHS} more")
             found.append(f"then fetch {where}, merge it in if both moved, and push")
-            return found
+            return found + left
         if self.up_to_date:
-            return [f"up to date with {where}: nothing to commit or push"]
-        found = []
+            return [f"up to date with {where}: nothing to commit or push", *left]
+        found = left
         if self.commit:
             found.append(f"committed {files} experiment file(s) as {self.commit[:12]}")
         if self.merged:
@@ -112,8 +135,35 @@ def sync(
     message; ``dry_run`` says what would be committed and changes nothing; ``attempts``
     bounds the pushes tried. Raises :class:`~kexp.errors.SyncConflictError` naming the
     files on a real conflict (nothing changed: the local commit is kept, the remote
-    untouched), :class:`~kexp.errors.GitError` for refused names and failures.
+    untouched), :class:`~kexp.errors.GitError` for refused names and failures, and for a
+    push the remote refuses (in its words). Another sync of the same store is waited
+    for (:data:`SYNC_WAIT_S`).
     """
+    from kexp.errors import LockTimeoutError
+    from kexp.locking import exclusive_lock
+
+    lock = store.cache_dir / "locks" / "sync.lock"
+    try:
+        with exclusive_lock(lock, SYNC_WAIT_S):
+            return _sync(store, branch, remote, message, dry_run, attempts, backoff, sleep)
+    except LockTimeoutError:
+        raise LockTimeoutError(
+            f"another kexp sync of this store has been running for over {SYNC_WAIT_S:.0f} s "
+            f"(a live process: it holds {lock}): let it finish, then run kexp sync again"
+        ) from None
+
+
+def _sync(
+    store: Store,
+    branch: str | None,
+    remote: str,
+    message: str | None,
+    dry_run: bool,
+    attempts: int,
+    backoff: float,
+    sleep: Callable[[float], None],
+) -> SyncResult:
+    """:func:`sync`, holding the store's sync lock."""
     from kexp import git as kgit
     from kexp.snapshot import StoreLocation
 
@@ -144,6 +194,17 @@ def sync(
     in_checkout = target == checked_out
     local = kgit.ref_commit(repo, f"refs/heads/{target}")
 
+    def publishable(path: str) -> bool:
+        return _publishable(path, location)
+
+    left = tuple(
+        sorted(
+            p
+            for p in kgit.changed_paths(repo, folder)
+            if _inside(p, folder) and not publishable(p) and not _hidden(p, folder)
+        )
+    )
+
     commit: str | None = None
     if in_checkout:
         others = [p for p in kgit.staged_paths(repo) if not _inside(p, folder)]
@@ -153,7 +214,7 @@ def sync(
                 "kexp sync commits only experiment files; commit those changes first, or "
                 "unstage them (git restore --staged PATH)"
             )
-        paths = sorted(p for p in kgit.changed_paths(repo, folder) if _publishable(p, folder))
+        paths = sorted(p for p in kgit.changed_paths(repo, folder) if publishable(p))
         if paths and not dry_run:
             commit = kgit.commit_paths(repo, paths, message or _message(paths))
             local = commit
@@ -168,7 +229,7 @@ def sync(
             base,
             folder,
             (lambda _: message) if message else _message,
-            keep=lambda path: _publishable(path, folder),
+            keep=publishable,
             moved=_moved_away,
             write=not dry_run,
         )
@@ -183,10 +244,12 @@ def sync(
             kgit.update_branch(repo, target, base, None)
             local = base
     if dry_run:
-        return SyncResult(remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0)
+        return SyncResult(
+            remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left
+        )  # fmt: skip
 
     merged = pushed = False
-    tried = rejected = commits_pushed = 0
+    tried = rejected = commits_pushed = locked = 0
     for attempt in range(attempts):
         remote_tip = kgit.fetch_branch(repo, remote, target)
         if local is None:  # nothing here, nothing to publish: take what the remote has
@@ -201,7 +264,7 @@ def sync(
         ):
             new = remote_tip
             if not kgit.is_ancestor(repo, local, remote_tip):
-                new = _merge(kgit, repo, local, remote_tip, remote, target)
+                new = _merge(kgit, location, local, remote_tip, remote, target)
             if in_checkout:
                 kgit.fast_forward_checkout(repo, new)
             elif not kgit.update_branch(repo, target, new, local):
@@ -214,10 +277,26 @@ def sync(
             break  # the remote has everything
         ahead = kgit.count_commits(repo, local, remote_tip)
         tried += 1
-        if kgit.push_branch(repo, remote, local, target):
+        try:
+            outcome = kgit.push_branch(repo, remote, local, target)
+        except GitError as exc:
+            raise GitError(
+                f"{exc}: nothing was pushed (the commit {local[:12]} is kept on {target}); "
+                "settle it with whoever runs the remote, then run kexp sync again"
+            ) from None
+        if outcome.pushed:
             pushed, commits_pushed = True, ahead
             break
         rejected += 1
+        locked = locked + 1 if outcome.lock else 0
+        if locked >= LOCKED_ATTEMPTS:
+            raise GitError(
+                f"{remote} could not lock the branch {target} for the push, {locked} times: "
+                f"{outcome.lock} exists on the remote (a push in progress holds it for a "
+                "moment; one that stays was left by a git process killed there, and whoever "
+                f"runs the remote must delete it); the commit {local[:12]} is kept on "
+                f"{target}: run kexp sync again later"
+            )
         if attempt + 1 < attempts:
             sleep(min(_MAX_PAUSE, backoff * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
     else:
@@ -228,23 +307,36 @@ def sync(
         )
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
-        tried, rejected,
+        tried, rejected, left,
     )  # fmt: skip
 
 
-def _merge(kgit: Any, repo: Any, local: str, remote_tip: str, remote: str, target: str) -> str:
-    """The merge commit of the local branch and the remote's (a conflict explained)."""
+def _merge(
+    kgit: Any, location: StoreLocation, local: str, remote_tip: str, remote: str, target: str
+) -> str:
+    """The merge commit of the local branch and the remote's (a conflict explained: the
+    same experiment corrected on both sides, or in git's words when it is another clash,
+    such as a file where the other side has a folder)."""
     try:
         message = f"kexp sync: merge {remote}/{target}"
-        return str(kgit.merge_commits(repo, local, remote_tip, message))
+        return str(kgit.merge_commits(location.repo, local, remote_tip, message))
     except SyncConflictError as exc:
+        corrected = all(location.is_experiment(p) for p in exc.paths) and all(
+            line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts
+        )
+        what = (
+            f"{_listing(exc.paths)} changed both here and on {remote}/{target} (the same "
+            "experiment corrected on both sides)"
+            if corrected
+            else f"merging {remote}/{target} clashes here, git says: "
+            + " ".join(exc.conflicts or [f"{_listing(exc.paths)} changed on both sides"])
+        )
         raise SyncConflictError(
-            f"kexp sync stopped: {_listing(exc.paths)} changed both here and on "
-            f"{remote}/{target} (the same experiment corrected on both sides); nothing was "
-            f"changed (the local commit {local[:12]} is kept, the remote is untouched): "
-            f"merge by hand (git merge {remote}/{target}), keep the right version, commit, "
-            "and run kexp sync again",
+            f"kexp sync stopped: {what}; nothing was changed (the local commit "
+            f"{local[:12]} is kept, the remote is untouched): merge by hand (git merge "
+            f"{remote}/{target}), keep the right version, commit, and run kexp sync again",
             exc.paths,
+            exc.conflicts,
         ) from None
 
 
@@ -252,11 +344,15 @@ def _inside(path: str, folder: str) -> bool:
     return path.startswith(folder + "/")
 
 
-def _publishable(path: str, folder: str) -> bool:
-    """A file under ``folder`` that is not hidden (writers' temporary files are)."""
-    return _inside(path, folder) and not any(
-        part.startswith(".") for part in path[len(folder) + 1 :].split("/")
-    )
+def _publishable(path: str, location: StoreLocation) -> bool:
+    """An experiment file of the store (:func:`kexp.validate.id_from_name`'s rule, not
+    hidden) or its README: what a sync commits."""
+    return location.is_experiment(path) or path == f"{location.folder}/{README_NAME}"
+
+
+def _hidden(path: str, folder: str) -> bool:
+    """Whether a file under ``folder`` is hidden (writers' temporary files are)."""
+    return any(part.startswith(".") for part in path[len(folder) + 1 :].split("/"))
 
 
 def _moved_away(present: list[str], gone: list[str]) -> list[str]:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import heapq
+import operator
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from kexp.campaign import CONTROL_TAG, PENDING_STATUSES
 from kexp.errors import KexpError
-from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, attach, outcome_of
+from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
+
+if TYPE_CHECKING:
+    from kexp.campaign import Derivation, Derived
 
 
 class Ranked(Protocol):
@@ -25,6 +31,7 @@ class Ranked(Protocol):
 
 
 _E = TypeVar("_E", bound=Ranked)
+
 
 _SEARCHED_FIELDS = (
     "id",
@@ -71,6 +78,7 @@ class Filters:
 
 
 FILTER_NAMES = tuple(f.name for f in dataclasses.fields(Filters))
+_NO_FILTERS = Filters()
 
 
 def _as_tuple(name: str, value: Any, allowed: Sequence[str] | None = None) -> tuple[str, ...]:
@@ -169,8 +177,12 @@ def build_filters(**kwargs: Any) -> Filters:
     return Filters(**values)
 
 
-def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -> bool:
-    """Whether ``exp`` passes every filter that is set."""
+def matches(
+    exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS, *, outcome: str | None = None
+) -> bool:
+    """Whether ``exp`` passes every filter that is set (``outcome``: its outcome as
+    derived from the whole store, :func:`kexp.campaign.derive`; else judged from its
+    own attributes)."""
     f = filters
     if f.operator is not None and f.operator not in exp.operator_sig.lower():
         return False
@@ -182,7 +194,7 @@ def matches(exp: Any, filters: Filters, settings: Settings = DEFAULT_SETTINGS) -
         return False
     if f.status is not None and exp.status not in f.status:
         return False
-    if f.outcome is not None and outcome_of(exp, settings) not in f.outcome:
+    if f.outcome is not None and (outcome or outcome_of(exp, settings)) not in f.outcome:
         return False
     if f.is_buggy is not None and exp.is_buggy != f.is_buggy:
         return False
@@ -233,34 +245,84 @@ def ranking_leaves_out(
     return skip_buggy, skip_pending
 
 
-def rank(experiments: Iterable[_E]) -> list[_E]:
-    """Best first: score descending, then newest first, then id (deterministic).
+#: What a ranking (``top``) can rank by: the cumulative score (the speedup over the
+#: operator's reference: the default), the score itself (one step), or the low end of
+#: the cumulative score's interval.
+RANKINGS = ("cumulative", "score", "low")
 
-    Three stable sorts, least significant key first (cheaper than one sort on a
-    composite key that has to invert a string).
+
+def rank(
+    experiments: Iterable[_E],
+    *,
+    by: str = "cumulative",
+    derivation: Derivation | None = None,
+    limit: int | None = None,
+) -> list[_E]:
+    """The one ranking of experiments (or rows), best first: by the rank key (``by``,
+    one of :data:`RANKINGS`), descending; then by score, newest first, id, path
+    (deterministic). With ``limit``, the first ``limit`` of that order (only the
+    candidates that can be among them are sorted).
+
+    ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
+    interval (the cumulative score without one): what is derived of each comes from
+    ``derivation`` (:func:`kexp.campaign.derive` over the whole store; without one, an
+    experiment's own :attr:`~kexp.model.KernelExperiment.derived`); experiments
+    without a cumulative score (see ``cumulative_reason``) come after those with one,
+    by score. ``score`` ranks by the score alone (nothing derived is read).
     """
-    ranked = sorted(experiments, key=lambda e: (e.id, _path_key(e)))
-    ranked.sort(key=lambda e: _time_key(e.created_at), reverse=True)
-    ranked.sort(key=lambda e: float(e.score), reverse=True)
-    return ranked
+    if by not in RANKINGS:
+        raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+    items = list(experiments)
+    if limit is not None and limit <= 0:
+        return []
+    if by == "score":
+        if limit is not None and len(items) > limit:
+            # Every item scoring at least the limit-th best (ties kept).
+            threshold = heapq.nlargest(limit, items, key=_SCORE)[-1].score
+            items = [item for item in items if item.score >= threshold]
+        _tie_order(items)
+        items.sort(key=_score, reverse=True)
+        return items if limit is None else items[:limit]
+    found = derivation.each(items) if derivation is not None else _own_derived(items)
+    low = by == "low"
+    keys: list[tuple[bool, float]] = [
+        (False, float(item.score))
+        if (value := derived.cumulative_score) is None
+        else (True, derived.cumulative_ci[0] if low and derived.cumulative_ci else value)
+        for item, derived in zip(items, found, strict=True)
+    ]
+    if limit is not None and len(items) > limit:
+        least = heapq.nlargest(limit, keys)[-1]
+        keyed = [pair for pair in zip(keys, items, strict=True) if pair[0] >= least]
+    else:
+        keyed = list(zip(keys, items, strict=True))
+    keyed.sort(key=lambda pair: (pair[1].id, _path_key(pair[1])))
+    keyed.sort(key=lambda pair: _time_key(pair[1].created_at), reverse=True)
+    keyed.sort(key=lambda pair: float(pair[1].score), reverse=True)
+    keyed.sort(key=_FIRST, reverse=True)
+    chosen = [item for _, item in keyed]
+    return chosen if limit is None else chosen[:limit]
 
 
-#: What ``top_experiments`` can rank by: the score, or the low end of its interval.
-RANKINGS = ("score", "low")
+def _tie_order(items: list[Any]) -> None:
+    """Sort ``items`` newest first, then by id, then by path: the ranking's tie-break.
+    Stable sorts, the least significant key first (cheaper than one sort on a
+    composite key that has to invert a string)."""
+    items.sort(key=lambda e: (e.id, _path_key(e)))
+    items.sort(key=lambda e: _time_key(e.created_at), reverse=True)
 
 
-def interval_low(exp: Any) -> float:
-    """The low end of ``exp``'s 95 % interval: a robust "at least this fast" (the score
-    itself when it has no interval)."""
-    interval = getattr(exp, "score_ci", None)
-    return float(interval[0]) if interval and len(interval) == 2 else float(exp.score)
+def _own_derived(experiments: list[Any]) -> list[Derived]:
+    """What is derived of each experiment, as it carries it (its store's derivation)."""
+    return [exp.derived for exp in experiments]
 
 
-def rank_by_low(experiments: Iterable[_E]) -> list[_E]:
-    """Best first by :func:`interval_low`; ties as :func:`rank` orders them."""
-    ranked = rank(experiments)
-    ranked.sort(key=interval_low, reverse=True)
-    return ranked
+def _score(item: Any) -> float:
+    return float(item.score)
+
+
+_SCORE = operator.attrgetter("score")
+_FIRST = operator.itemgetter(0)
 
 
 def _time_key(created_at: str) -> str:
@@ -274,20 +336,36 @@ def _time_key(created_at: str) -> str:
     return f"{seconds}.{fraction:0<9}"
 
 
-def below_best_combined(score: float, combines: Iterable[str], scores: dict[str, float]) -> bool:
-    """Interference: ``score`` below the best of the known ``scores`` it combines."""
-    combined = [scores[i] for i in combines if i in scores]
-    return bool(combined) and score < max(combined)
-
-
-def mark_interference(experiments: list[KernelExperiment]) -> None:
-    """Set ``interference`` on each experiment scoring below the best of those it
-    combines (among ``experiments``)."""
-    scores: dict[str, float] = {}
-    for exp in experiments:  # in path order: an id of several files has the first's score
-        scores.setdefault(exp.id, exp.score)
-    for exp in experiments:
-        attach(exp, interference=below_best_combined(exp.score, exp.combines, scores))
+def select(
+    rows: Iterable[_E],
+    wanted: Filters,
+    settings: Settings = DEFAULT_SETTINGS,
+    *,
+    derivation: Derivation | None = None,
+    skip_buggy: bool = False,
+    skip_pending: bool = False,
+    skip_controls: bool = False,
+) -> list[_E]:
+    """The rows passing ``wanted`` (and, with ``skip_buggy``/``skip_pending``/
+    ``skip_controls``, neither buggy nor pending nor a control). An ``outcome`` filter
+    reads each row's outcome from ``derivation`` (what is derived from the whole store:
+    interference depends on other experiments); without one, from the row itself."""
+    if skip_buggy or skip_pending or skip_controls:
+        chosen = [
+            row
+            for row in rows
+            if not (skip_buggy and row.is_buggy)  # type: ignore[attr-defined]
+            and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
+            and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
+        ]
+    else:
+        chosen = list(rows)
+    if wanted == _NO_FILTERS:
+        return chosen
+    if wanted.outcome is None or derivation is None:
+        return [row for row in chosen if matches(row, wanted, settings)]
+    of = derivation.of
+    return [row for row in chosen if matches(row, wanted, settings, outcome=of(row).outcome)]
 
 
 def chronological(experiments: Iterable[_E]) -> list[_E]:

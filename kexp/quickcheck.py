@@ -44,6 +44,7 @@ from typing import Any
 
 from kexp.fastpath import read_simple_front_matter
 from kexp.fileformat import (
+    DIFF_INFO,
     FIELD_BY_HEADING,
     FRONT_MATTER_BAD_CHAR,
     STRING_FIELDS,
@@ -238,6 +239,26 @@ def _headings(text: str, body: int) -> list[tuple[int, int, str | None]]:
     return headings
 
 
+def quick_bodies(data: bytes, names: tuple[str, ...]) -> dict[str, str] | None:
+    """The texts of the body fields ``names`` of a valid experiment file's bytes, as
+    ``parse(data).body_values()`` gives them, without the whole parse; None when not
+    sure (a file not in the plain form: parse it)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in text or not text.startswith("---\n"):
+        return None
+    close = text.find("\n---", 3)  # the newline before the closing '---', as above
+    if close < 0 or text[close + 4 : close + 5] != "\n":
+        return None
+    headings = _headings(text, close + 5)
+    known = [field for _, _, field in headings if field is not None]
+    if len(set(known)) != len(known):
+        return None  # a known section twice: the parser's to report
+    return {name: _section(text, headings, name) for name in names}
+
+
 def _section(text: str, headings: list[tuple[int, int, str | None]], name: str) -> str:
     """The text of the section of body field ``name`` (as fileformat._parse_body reads
     it; "" when absent)."""
@@ -250,5 +271,7 @@ def _section(text: str, headings: list[tuple[int, int, str | None]], name: str) 
         segment = text[end + 1 : len(text) if last else headings[index + 1][0]]
         if last:
             segment += "\n"  # the "middle" form of the last segment
-        return unwrap(decode_segment(segment), VERBATIM_INFO)
+        return unwrap(
+            decode_segment(segment), DIFF_INFO if name == "code_change" else VERBATIM_INFO
+        )
     return ""

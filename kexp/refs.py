@@ -1,145 +1,59 @@
-"""The store read across refs: the working tree plus the store at every matching branch,
-remote-tracking branch or tag, read from git objects without a checkout.
+"""The working tree plus the store at any set of refs, read as one: :class:`RefsSource`.
 
-``RefsStore(store, patterns=["origin/*"])`` (or ``all_refs=True``) answers the read API
-(``list_experiments``, ``top_experiments``, ``get_experiment``, lineage) over all of them.
-An experiment found in several places with the same content (the same blob) is one
-entry; found with different content (a correction on one branch), each version is an
-entry of its own, the newest commit's first (the working tree counts as newest).
-:meth:`RefsStore.where` says where an entry was found and which refs hold other
-versions.
+``Store(root, refs=["origin/*"])`` (or ``all_refs=True``: every branch and
+remote-tracking branch) reads the working tree and the store at every matching ref,
+straight from git objects, without a checkout. Every command reads through it alike:
+one entry per experiment, whatever the number of places holding it.
 
-Fast because git is content-addressed: what is parsed from a blob is kept by its hash
-in ``.kexp/blobs-<code>.sqlite`` forever (a blob never changes); a cold read streams
-each distinct blob once through one ``git cat-file --batch``.
+**The newest version.** An experiment held with different contents in several places
+(a correction on one branch) is one entry: its newest version, which is ranked and
+counted; the places holding the others are named (``other_versions``). Newest means,
+in this order: an uncommitted edit in the working tree (it differs from ``HEAD``'s
+file); else, of two versions at commits A and B, the one that changed since their
+merge base (the other is what the base holds: the history says which came later, as a
+merge would); else (both changed since, or neither base nor history tells) the version
+whose commit is later, then the working tree, then the refs in the order given. A file
+of the working tree that is ``HEAD``'s is ``HEAD``'s version.
+
+**Fast, because git is content-addressed.** The working tree is read as every query
+reads it (:mod:`kexp.listing`); each ref's folders are git trees, read once and kept by
+hash in the cache (:mod:`kexp.cache`), and a folder whose tree is the same in every
+place (and the working tree's, when it equals ``HEAD``'s) is taken once; what is
+parsed of a content is kept by its key (git's blob hash), so a version held by the
+working tree is never read again from git; merge bases are kept too.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import fnmatch
-import functools
-import heapq
-import json
-import sqlite3
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp import ids
-from kexp.errors import (
-    AmbiguousIdError,
-    ExperimentNotFoundError,
-    InvalidExperimentWarning,
-    KexpError,
-    KexpWarning,
-)
-from kexp.model import BODY_FIELDS, PENDING_STATUSES, KernelExperiment, attach
-from kexp.query import build_filters, chronological, matches, rank, ranking_leaves_out
-from kexp.sources import EXPERIMENTS_DIR
-from kexp.store import Store
-from kexp.validate import EXPERIMENT_NAME, check_bytes
+from kexp import git as kgit
+from kexp.errors import KexpError, KexpWarning
+from kexp.rows import LOCAL, Row, Seen, problem_at, row_of
+from kexp.sources import EXPERIMENTS_DIR, Found, WorkingTree
+from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_name
 
 if TYPE_CHECKING:
-    from kexp.dedupe import Repeat
+    from kexp.cache import Cache
     from kexp.git import RefInfo, Worktree
+    from kexp.problems import Problem
+    from kexp.rows import Record
+    from kexp.settings import Settings
 
-#: The name the working tree goes by among the refs.
-WORKING_TREE = "(working tree)"
-_WORKING_TREE_DATE = 1 << 62  # newer than any commit
-_REGULAR_MODES = frozenset({"100644", "100755"})
-_SQL_BATCH = 900
-#: Above this many blobs wanted, the cache's table is read through once.
-_SCAN_ABOVE = 2000
-_SHOWN_REFS = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class Sighting:
-    """Where one version of an experiment was found."""
-
-    #: Where it was found first: the newest commit's ref (the working tree only when no
-    #: ref holds this version).
-    ref: str
-    #: Every place holding this very content, newest first (the working tree first).
-    refs: tuple[str, ...]
-    #: The refs holding other versions of the same experiment (a correction), newest
-    #: first; empty when every place agrees.
-    other_versions: tuple[str, ...]
-    #: The file's hash (git's blob id).
-    blob: str
-
-    @property
-    def note(self) -> str:
-        """One line for people: where the other versions are ("" when there are none)."""
-        if not self.other_versions:
-            return ""
-        shown = ", ".join(self.other_versions[:_SHOWN_REFS])
-        more = len(self.other_versions) - _SHOWN_REFS
-        return f"another version on {shown}" + (f" and {more} more" if more > 0 else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        """As ``--json`` adds it to each experiment."""
-        data: dict[str, Any] = {"ref": self.ref, "refs": list(self.refs)}
-        if self.other_versions:
-            data["other_versions"] = list(self.other_versions)
-            data["note"] = self.note
-        return data
-
-
-@dataclasses.dataclass
-class _Version:
-    """One distinct content (blob) of an experiment and the places holding it."""
-
-    exp_id: str
-    blob: str
-    row: tuple[Any, ...]  # what the blob cache keeps of it (see _BlobCache)
-    paths: list[str]  # the repository paths holding it
-    places: list[tuple[int, str, str]] | None = None  # (date, place, path), newest first
-
-
-def _parallel(
-    jobs: dict[str, Callable[[], Any]], meanwhile: Callable[[], Any] | None = None
-) -> dict[str, Any]:
-    """Run each job in a thread of its own (they wait on git processes), and
-    ``meanwhile`` in this one; the jobs' results by name. The first failure is raised."""
-    import threading
-
-    results: dict[str, Any] = {}
-    failures: list[BaseException] = []
-
-    def run(name: str, job: Callable[[], Any]) -> None:
-        try:
-            results[name] = job()
-        except BaseException as exc:  # raised again below, in the caller's thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=item, daemon=True) for item in jobs.items()]
-    for thread in threads:
-        thread.start()
-    try:
-        if meanwhile is not None:
-            meanwhile()
-    finally:
-        for thread in threads:
-            thread.join()
-    if failures:
-        raise failures[0]
-    return results
-
-
-def _name_id(path: str, prefix: str) -> str | None:
-    """The id in an experiment file's name under ``prefix`` (None: not an experiment
-    file of the store, or one in a hidden folder)."""
-    if not path.startswith(prefix):
-        return None
-    rest = path[len(prefix) :]
-    if rest.startswith(".") or "/." in rest:
-        return None
-    found = EXPERIMENT_NAME.fullmatch(rest, rest.rfind("/") + 1)
-    return found.group(1) if found else None
+_TREE_MODE = "40000"
+_FILE_MODES = frozenset({"100644", "100755"})
+#: A place's folders: folder (relative to ``experiments/``, "" or ending with "/") →
+#: its tree hash.
+_Folders = dict[str, str]
+#: One file of an experiment: (path relative to ``experiments/``, content key, the
+#: places holding it: 0 the working tree, n the n-th ref).
+_Version = tuple[str, bytes, tuple[int, ...]]
+#: The experiments of one file (the same in every place holding it): id → it.
+_Single = dict[str, _Version]
 
 
 def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> list[RefInfo]:
@@ -147,8 +61,6 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
     a pattern matches a full name or one under ``refs/``, ``refs/heads/``,
     ``refs/remotes/`` or ``refs/tags/``), or every branch and remote-tracking branch
     with ``all_refs``."""
-    from kexp import git as kgit
-
     checked = [kgit.check_ref_pattern(p) for p in patterns]
     found = []
     unmatched = dict.fromkeys(checked)
@@ -171,752 +83,614 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
             f"no ref matches {pattern!r}: check the spelling (git branch -a lists the refs), "
             "or 'git fetch' first",
             KexpWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return found
 
 
-class RefsStore(Store):
-    """The working tree and the store at matching refs, read as one. A create goes to
-    the working tree (and warns when its code change was recorded on a ref too);
-    updates and deletes are refused."""
+class RefsSource:
+    """The working tree and the store at matching refs, one entry per experiment (see
+    the module documentation). Writes go to the working tree."""
+
+    writable = True
+    cacheable = True
+    splittable = False
+    revision: str | None = None
+    commit: str | None = None
 
     def __init__(
-        self, store: Store, patterns: Sequence[str] = (), *, all_refs: bool = False
+        self,
+        tree: WorkingTree,
+        root: Path,
+        patterns: Sequence[str],
+        *,
+        all_refs: bool,
+        settings: Settings,
     ) -> None:
-        from kexp import git as kgit
+        from kexp.location import CACHE_DIR
 
-        if not store.is_working_tree:
-            raise KexpError("read across refs from the working tree: give --rev or --refs")
-        super().__init__(store.root, code_repo=store.code_repo, settings=store.settings)
-        if isinstance(patterns, str):
-            patterns = [patterns]
-        self.worktree = kgit.find_worktree(self.root)
-        self.toplevel = Path(self.worktree.working_tree_dir).resolve()
-        relative = self.root.relative_to(self.toplevel).as_posix()
+        self.tree = tree
+        self._settings = settings
+        self._cache_folder = Path(root) / CACHE_DIR
+        self.worktree = kgit.find_worktree(root)
+        toplevel = Path(self.worktree.working_tree_dir).resolve()
+        relative = Path(root).resolve().relative_to(toplevel).as_posix()
+        #: ``experiments/`` relative to the repository's top, with '/'.
         self.folder = EXPERIMENTS_DIR if relative == "." else f"{relative}/{EXPERIMENTS_DIR}"
         self.refs = matching_refs(self.worktree, list(patterns), all_refs)
-        self.patterns = tuple(patterns)
-        self._versions: dict[str, list[_Version]] | None = None
-        self._sources: list[tuple[int, str]] = []
-        self._fronts: dict[str, str] = {}
-        self._known: dict[str, tuple[Any, ...]] = {}  # cache rows kept with the base tree
-        self._base_files: dict[str, str] = {}
-        self._deltas: list[dict[str, str]] = []
-        self._handed: dict[int, tuple[KernelExperiment, _Version, list[_Version]]] = {}
+        #: The places read: the working tree, then each ref (as git abbreviates it).
+        self.places: tuple[str, ...] = (LOCAL, *(ref.short for ref in self.refs))
+        self._last: Found | None = None
 
-    def __repr__(self) -> str:
-        return f"RefsStore({str(self.root)!r}, {list(self.patterns)!r})"
+    @property
+    def experiments_dir(self) -> Path:
+        return self.tree.experiments_dir
 
-    # --- where each experiment was found ------------------------------------------
+    # --- the read ------------------------------------------------------------------------
 
-    def where(self, exp: KernelExperiment) -> Sighting | None:
-        """Where an experiment this store handed out was found (None for another)."""
-        handed = self._handed.get(id(exp))
-        if handed is None or handed[0] is not exp:
-            return None
-        _, version, versions = handed
-        refs = tuple(dict.fromkeys(ref for _, ref, _ in self._places(version)))
-        named = [r for r in refs if r != WORKING_TREE]
-        others = tuple(
-            dict.fromkeys(
-                ref
-                for other in versions
-                if other is not version
-                for _, ref, _ in self._places(other)
-            )
+    def read(self, cache: Cache, settings: Settings) -> Found:
+        """Every experiment's newest version (see the module documentation)."""
+        local = self.tree.read(cache, settings)
+        assert local.listing is not None
+        head = kgit.head_info(self.worktree)
+        commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
+        roots = kgit.object_names(
+            self.worktree, [f"{commit}:{self.folder}" for commit in commits if commit]
         )
-        return Sighting(named[0] if named else refs[0], refs, others, version.blob)
+        trees: list[str | None] = []
+        named = iter(roots)
+        for commit in commits:
+            root = next(named) if commit else None
+            trees.append(root[0] if root is not None and root[1] == "tree" else None)
+        git = _Trees(self.worktree, cache)
+        folders = [git.folders(tree) for tree in trees]  # HEAD's, then each ref's
+        single, several = self._versions(local, folders, git)
+        dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
+        newest = _Newest(self, git, commits, folders, dates)
+        chosen = newest.choose(several)
+        found = self._found(local, single, chosen, newest, cache, settings)
+        self._last = found
+        return found
 
-    def versions(self, exp_id: str) -> list[KernelExperiment]:
-        """Every version of an experiment (distinct contents), the newest first."""
-        full = self.resolve_id(exp_id)
-        found = self._all()[full]
-        return [self._experiment(v, found, whole=True) for v in found]
+    def _versions(
+        self, local: Found, folders: list[_Folders], git: _Trees
+    ) -> tuple[_Single, dict[str, list[_Version]]]:
+        """Every experiment's files, as (path, content key, places holding it): those of
+        one file in every place holding it (id → it), and those of several (id → them);
+        place 0 is the working tree, place ``n`` the ``n``-th ref (``folders[n]``:
+        ``folders[0]`` is ``HEAD``'s)."""
+        assert local.listing is not None
+        working = local.listing.folders
+        every = tuple(range(len(self.places)))
+        names = set(working)
+        for of_place in folders:
+            names.update(of_place)
+        single: _Single = {}
+        several: dict[str, list[_Version]] = {}
+        for folder in sorted(names):
+            # The places grouped by what they hold here: a tree hash, or the working
+            # tree's own files when they are not HEAD's.
+            groups: dict[str, list[int]] = {}
+            head_tree = folders[0].get(folder)
+            here = working.get(folder)
+            if here is not None:
+                same = head_tree is not None and _files_of_tree(git, head_tree) == dict(
+                    _files_of_folder(here)
+                )
+                groups.setdefault(head_tree if same and head_tree else "", []).append(0)
+            for place in range(1, len(self.places)):
+                tree = folders[place].get(folder)
+                if tree is not None:
+                    groups.setdefault(tree, []).append(place)
+            for tree, places in groups.items():
+                held = every if len(places) == len(every) else tuple(places)
+                files: Iterable[tuple[str, bytes]] = (
+                    _files_of_tree(git, tree).items() if tree else _files_of_folder(here)
+                )
+                for name, key in files:
+                    exp_id = id_from_name(name)
+                    if exp_id is None:
+                        continue
+                    version = (folder + name, key, held)
+                    first = single.setdefault(exp_id, version)
+                    if first is not version:
+                        several.setdefault(exp_id, [first]).append(version)
+        for exp_id in several:
+            del single[exp_id]
+        return single, several
 
-    # --- the read API -------------------------------------------------------------
-
-    def list_experiments(
-        self, *, strict: bool = False, brief: bool = False, **filters: Any
-    ) -> list[KernelExperiment]:
-        """Every version matching ``filters``, oldest first (see :meth:`Store.list_experiments`)."""
-        found = self._matching(filters, brief=brief)
-        return chronological(found)
-
-    def top_experiments(
+    def _found(
         self,
-        max_results: int | None = None,
-        *,
-        include_buggy: bool = False,
-        include_pending: bool = False,
-        strict: bool = False,
-        brief: bool = False,
-        by: str = "score",
-        **filters: Any,
-    ) -> list[KernelExperiment]:
-        """The best versions by score (see :meth:`Store.top_experiments`)."""
-        limit = max(0, self.settings.top_default if max_results is None else max_results)
-        skip_buggy, skip_pending = ranking_leaves_out(
-            filters, include_buggy=include_buggy, include_pending=include_pending
-        )
-        if by != "score":
-            from kexp.query import RANKINGS, rank_by_low
-
-            if by not in RANKINGS:
-                raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
-            candidates = self._matching(filters, brief=True)
-            candidates = [
-                e
-                for e in candidates
-                if not (skip_buggy and e.is_buggy)
-                and not (skip_pending and e.status in PENDING_STATUSES)
-            ]
-            best = rank_by_low(candidates)[:limit]
-            return best if brief else [self._whole(e) for e in best]
-        versions = self._all()
-        if not filters:
-            # Ranked from the cached columns: only the best are made into experiments.
-            rows = [
-                (v.row[_SCORE], v, group)
-                for group in versions.values()
-                for v in group
-                if not (skip_buggy and v.row[_BUGGY])
-                and not (skip_pending and v.row[_STATUS] in PENDING_STATUSES)
-            ]
-            if limit == 0 or not rows:
-                return []
-            chosen = heapq.nlargest(limit, rows, key=lambda item: item[0])
-            threshold = chosen[-1][0]
-            chosen = [item for item in rows if item[0] >= threshold]  # ties kept
-            candidates = [self._experiment(v, group, whole=False) for _, v, group in chosen]
-        else:
-            candidates = [
-                e
-                for e in self._matching(filters, brief=True)
-                if not (skip_buggy and e.is_buggy)
-                and not (skip_pending and e.status in PENDING_STATUSES)
-            ]
-        best = rank(candidates)[:limit]
-        return best if brief else [self._whole(e) for e in best]
-
-    def get_experiment(self, exp_id: str) -> KernelExperiment:
-        """The newest version of the experiment with this id or unique prefix."""
-        full = self.resolve_id(exp_id)
-        group = self._all()[full]
-        return self._experiment(group[0], group, whole=True)
-
-    def resolve_id(self, id_or_prefix: str) -> str:
-        """The full id of the one experiment (in any place) starting with the prefix."""
-        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        candidates = sorted(i for i in self._all() if i.startswith(prefix))
-        if not candidates:
-            places = ", ".join([WORKING_TREE, *(r.short for r in self.refs)])
-            raise ExperimentNotFoundError(
-                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
-                f"{places} (kexp list --refs ... shows the ids)"
-            )
-        if len(candidates) > 1:
-            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
-        return candidates[0]
-
-    def ancestors(self, exp_id: str) -> list[KernelExperiment]:
-        """Parent, grandparent, ... (newest versions; stops at a cycle)."""
-        versions = self._all()
-        chain: list[KernelExperiment] = []
-        current = self.get_experiment(exp_id)
-        seen = {current.id}
-        while current.pid and current.pid in versions and current.pid not in seen:
-            group = versions[current.pid]
-            current = self._experiment(group[0], group, whole=True)
-            seen.add(current.id)
-            chain.append(current)
-        return chain
-
-    def children(self, exp_id: str) -> list[KernelExperiment]:
-        """The experiments whose parent is this one (newest versions), oldest first."""
-        full = self.resolve_id(exp_id)
-        return chronological(e for e in self._newest(whole=True) if e.pid == full)
-
-    def descendants(self, exp_id: str) -> list[KernelExperiment]:
-        """Children, grandchildren, ... (newest versions, breadth first)."""
-        kids: dict[str, list[KernelExperiment]] = {}
-        for exp in chronological(self._newest(whole=True)):
-            kids.setdefault(exp.pid, []).append(exp)
-        queue, found, seen = [self.resolve_id(exp_id)], [], set()
-        while queue:
-            current = queue.pop(0)
-            for child in kids.get(current, []):
-                if child.id not in seen:
-                    seen.add(child.id)
-                    found.append(child)
-                    queue.append(child.id)
-        return found
-
-    # --- writes ---------------------------------------------------------------------
-
-    def _refuse_write(self) -> KexpError:
-        return KexpError(
-            "the store read across refs corrects and deletes nothing: do it in the working "
-            "tree (without --refs) and publish with kexp sync"
-        )
-
-    def create_experiment(
-        self, exp: KernelExperiment | None = None, **fields: Any
-    ) -> KernelExperiment:
-        """Record a new experiment in the working tree (as :meth:`Store.create_experiment`
-        does, warnings included), then warn when its code change was recorded on one of
-        the refs too (:meth:`warn_tried_before`)."""
-        made = super().create_experiment(exp, **fields)
-        self._versions = None  # the working tree changed
-        if made.code_change:
-            self.warn_tried_before(made.code_change, exclude=[made.id], stacklevel=2)
-        return made
-
-    def tried_before(self, code_change: str, *, exclude: Iterable[str] = ()) -> list[Repeat]:
-        """The experiments on the refs (not in the working tree alone, which
-        :func:`kexp.retrieval.tried_before` answers) whose code change is
-        ``code_change`` once normalised; oldest first, ids in ``exclude`` left out."""
-        from kexp.dedupe import Repeat
-
-        key = _change_key(code_change)
-        if not key:
-            return []
-        skip = set(exclude)
-        versions = self._all()  # first: it parses (and keeps) the blobs not seen yet
-        matching = self._cache().with_code_key(key)
-        found = []
-        for group in versions.values():
-            for version in group:
-                if version.blob not in matching or version.exp_id in skip:
-                    continue
-                if all(name == WORKING_TREE for _, name, _ in self._places(version)):
-                    continue
-                found.append(self._experiment(version, group, whole=False))
-        found.sort(key=lambda e: (e.created_at, e.id))
-        return [
-            Repeat(e.id, float(e.score), e.outcome, e.change_summary, e.path, e.base_commit, e.env)
-            for e in found
-        ]
-
-    def warn_tried_before(
-        self, code_change: str, *, exclude: Iterable[str] = (), stacklevel: int = 1
-    ) -> list[Repeat]:
-        """Warn (:class:`~kexp.dedupe.RepeatedChangeWarning`) naming the experiments on
-        the refs whose code change is ``code_change``, and where they were found."""
-        from kexp.dedupe import RepeatedChangeWarning, repeat_message
-
-        repeats = self.tried_before(code_change, exclude=exclude)
-        if repeats:
-            places = sorted(
-                {
-                    sighting.ref
-                    for repeat in repeats
-                    for exp in [self.get_experiment(repeat.id)]
-                    if (sighting := self.where(exp)) is not None
-                }
-            )
-            warnings.warn(
-                f"{repeat_message(repeats)} (found on {', '.join(places)})",
-                RepeatedChangeWarning,
-                stacklevel=stacklevel + 1,
-            )
-        return repeats
-
-    def update_experiment(self, exp_id: str, **changes: Any) -> KernelExperiment:
-        """Refused: read-only."""
-        raise self._refuse_write()
-
-    def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
-        """Refused: read-only."""
-        raise self._refuse_write()
-
-    # --- building the entries -----------------------------------------------------
-
-    def _matching(self, filters: dict[str, Any], *, brief: bool) -> list[KernelExperiment]:
-        filters = dict(filters)
-        reachable_from = filters.pop("reachable_from", None)
-        text = filters.pop("text", None)
-        if filters.get("pid"):
-            filters["pid"] = self.resolve_id(filters["pid"])
-        if filters.get("base_commit"):
-            from kexp.provenance import base_commit_filter
-
-            filters["base_commit"] = base_commit_filter(self.code_repo, filters["base_commit"])
-        wanted = build_filters(**filters)
-        whole = not brief or text is not None
-        if not self._fronts:  # every experiment is made: their front-matter in one go
-            self._fronts = self._cache().fronts(
-                v.blob for group in self._all().values() for v in group if not v.row[_FRONT]
-            )
-        found = [
-            exp
-            for group in self._all().values()
-            for exp in (self._experiment(v, group, whole=whole) for v in group)
-            if matches(exp, wanted, self.settings)
-        ]
-        if text is not None:
-            text_filter = build_filters(text=text)
-            found = [e for e in found if matches(e, text_filter, self.settings)]
-        if reachable_from is not None:
-            from kexp.provenance import reachable
-
-            found = reachable(found, self.code_repo, str(reachable_from))
-        return found
-
-    def _newest(self, *, whole: bool) -> list[KernelExperiment]:
-        return [self._experiment(g[0], g, whole=whole) for g in self._all().values()]
-
-    def _whole(self, exp: KernelExperiment) -> KernelExperiment:
-        handed = self._handed.get(id(exp))
-        if handed is None or handed[0] is not exp:
-            return exp
-        return self._experiment(handed[1], handed[2], whole=True)
-
-    def _experiment(
-        self, version: _Version, group: list[_Version], *, whole: bool
-    ) -> KernelExperiment:
-        """The experiment of one version (bodies read from the cache when ``whole``)."""
-        text = version.row[_FRONT] or self._fronts.get(version.blob)
-        if not text:
-            text = self._cache().fronts([version.blob]).get(version.blob, "{}")
-        front = json.loads(text)
-        extra = front.pop("extra_fields", {})
-        if whole:
-            body = self._cache().body(version.blob)
-            if body is not None:
-                front.update(json.loads(body))
-        if "extra_sections" in front:
-            front["extra_sections"] = [tuple(item) for item in front["extra_sections"]]
-        exp = KernelExperiment(**front)
-        exp.extra_fields.update(extra)
-        path = Path(self.location_path(version.paths[0]))
-        interference = False
-        if exp.combines:
-            best = [
-                max(v.row[_SCORE] for v in self._all()[other])
-                for other in exp.combines
-                if other in self._all()
-            ]
-            interference = bool(best) and exp.score < max(best)
-        attach(exp, self.settings, path=path, interference=interference)
-        self._handed[id(exp)] = (exp, version, group)
-        return exp
-
-    def _all(self) -> dict[str, list[_Version]]:
-        """Every experiment id → its versions, the newest first (read once)."""
-        if self._versions is None:
-            self._versions = self._read_all()
-        return self._versions
-
-    def _read_all(self) -> dict[str, list[_Version]]:
-        """Every place's files, as changes from one base commit (refs share most of
-        their files: ``git diff-tree`` skips the subtrees they share), grouped into
-        versions by blob."""
-        from kexp import git as kgit
-
-        repo, folder = self.worktree, self.folder
-        prefix = folder + "/"
-        names: dict[str, str | None] = {}  # path → the id in its name (None: not one)
-
-        def name_id(path: str) -> str | None:
-            if path not in names:
-                names[path] = _name_id(path, prefix)
-            return names[path]
-
-        # The base is the working tree's own commit: the working tree is told as
-        # ``git status`` against it, every ref as ``git diff-tree`` from it.
-        head_and_tree = kgit.object_names(repo, ["HEAD", f"HEAD:{folder}"])
-        base = head_and_tree[0][0] if head_and_tree[0] and head_and_tree[0][1] == "commit" else None
-        tree = head_and_tree[1][0] if head_and_tree[1] and head_and_tree[1][1] == "tree" else None
-        # The git commands run at once (each its own process), their output read here.
-        jobs: dict[str, Callable[[], Any]] = {
-            "status": functools.partial(kgit.status_entries, repo, folder)
-        }
-        commits = list(dict.fromkeys(ref.commit for ref in self.refs if ref.commit != base))
-        if base is not None:
-            jobs["refs"] = functools.partial(kgit.tree_changes, repo, base, commits, folder)
-        else:  # no commit yet here: each ref listed whole
-            for commit in commits:
-                jobs[commit] = functools.partial(kgit.tree_files, repo, commit, folder)
-        base_files: dict[str, str] = {}
-        if base is not None and tree is not None:  # read here (the cache is this thread's)
-            done = _parallel(jobs, lambda: base_files.update(self._listing(tree, names)))
-        else:
-            done = _parallel(jobs)
-        worktree: dict[str, str] = {}  # path → blob ('' when deleted) vs base_files
-        on_disk: dict[str, str] = {}  # blob → a working-tree path holding it
-        for kind, xy, index_blob, path in done["status"]:
-            if not name_id(path):
-                continue
-            if kind == "1" and xy[1:] == ".":  # the working tree's file is the index's
-                worktree[path] = "" if xy[:1] == "D" else index_blob
-                continue
-            file = Path(self.location_path(path))
-            try:
-                data = None if file.is_symlink() or not file.is_file() else file.read_bytes()
-            except OSError:
-                data = None
-            blob = "" if data is None else kgit.blob_id(data)
-            worktree[path] = blob
-            if blob:
-                on_disk.setdefault(blob, path)
-        if base is None:
-            for commit in commits:
-                done.setdefault("refs", {})[commit] = [
-                    (path, mode, blob) for mode, blob, path in done[commit]
-                ]
-        deltas: list[dict[str, str]] = [worktree]
-        by_commit: dict[str, dict[str, str]] = {}
-        for ref in self.refs:
-            if ref.commit not in by_commit:
-                changes: dict[str, str] = {}
-                for path, mode, blob in done.get("refs", {}).get(ref.commit, ()):
-                    if name_id(path):
-                        changes[path] = blob if mode in _REGULAR_MODES else ""
-                by_commit[ref.commit] = changes
-            deltas.append(by_commit[ref.commit])
-        self._sources = [
-            (_WORKING_TREE_DATE, WORKING_TREE),
-            *((r.date, r.short) for r in self.refs),
-        ]
-        self._base_files, self._deltas = base_files, deltas
-        # Every (path, blob) some place holds: the base's (unless every place changed
-        # it), and what the places changed.
-        changed_in: dict[str, int] = {}
-        pairs: dict[tuple[str, str], None] = {}
-        for delta in deltas:
-            for path, blob in delta.items():
-                changed_in[path] = changed_in.get(path, 0) + 1
-                if blob:
-                    pairs[path, blob] = None
-        places = len(deltas)
-        items = [(p, b) for p, b in base_files.items() if changed_in.get(p, 0) < places]
-        items += [pair for pair in pairs if base_files.get(pair[0]) != pair[1]]
-        rows = self._rows({blob for _, blob in items}, on_disk)
-        if tree is not None and not self._known:  # kept with the tree for the next read
-            self._cache().keep_tree_rows(
-                tree, "\n".join(_row_line(rows[b]) for b in set(base_files.values()) if b in rows)
-            )
-        by_blob: dict[str, _Version] = {}
-        warned: set[str] = set()
-        for path, blob in items:
-            row = rows.get(blob)
-            if row is None:
-                continue
-            error = row[_ERROR]
-            if not error and names[path] != row[_ID]:
-                error = "the id in the file name is not the id in the file"
-            if error:
-                if blob not in warned:
-                    warned.add(blob)
-                    where = self._holders(path, blob)
-                    warnings.warn(
-                        f"skipped invalid experiment file {path} at "
-                        f"{where[0][1] if where else WORKING_TREE}: {error}",
-                        InvalidExperimentWarning,
-                        stacklevel=4,
-                    )
-                continue
-            version = by_blob.get(blob)
-            if version is None:
-                by_blob[blob] = _Version(row[_ID], blob, row, [path])
+        local: Found,
+        single: _Single,
+        chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]],
+        newest: _Newest,
+        cache: Cache,
+        settings: Settings,
+    ) -> Found:
+        """The rows of the experiments of one file (``single``) and of the chosen
+        versions: the working tree's as it read them, the others' records from the cache
+        by content key (read from git when missing)."""
+        assert local.listing is not None
+        by_path = {row.path: row for row in local.rows}
+        local_invalid = dict(local.invalid)
+        wanted: list[tuple[str, bytes, Seen]] = []
+        rows: list[Row] = []
+        invalid: list[tuple[str, Any]] = []
+        seen_once: dict[tuple[int, ...], Seen] = {}
+        for path, key, places in single.values():
+            seen = seen_once.get(places)
+            if seen is None:
+                seen = seen_once[places] = newest.seen(places, (), False)
+            mine = by_path.get(path) if seen.ref == LOCAL else None
+            if mine is not None and mine.key == key:
+                # mine with where=seen (the last field): the fastest way to make many.
+                rows.append(tuple.__new__(Row, (*mine[:-1], seen)))
+            elif seen.ref == LOCAL and path in local_invalid:
+                invalid.append((path, local_invalid[path]))
             else:
-                version.paths.append(path)
-        found: dict[str, list[_Version]] = {}
-        for version in by_blob.values():
-            found.setdefault(version.exp_id, []).append(version)
-        for group in found.values():
-            if len(group) > 1:  # the newest first
-                group.sort(key=lambda v: -self._places(v)[0][0])
-        return found
-
-    def _listing(self, tree: str, names: dict[str, str | None]) -> dict[str, str]:
-        """Path → blob of the experiment files in the store folder's ``tree``, kept in
-        the cache by the tree's hash (a tree never changes either); ``names`` learns
-        their ids."""
-        from kexp import git as kgit
-
-        prefix = self.folder + "/"
-        cache = self._cache()
-        kept, rows = cache.listing(tree)
-        found: dict[str, str] = {}
-        if kept is not None:
-            for line in kept.split("\n"):
-                relative, _, blob = line.partition("\t")
-                if blob:
-                    path = prefix + relative
-                    found[path] = blob
-                    names[path] = relative[relative.rfind("/") + 1 :][:16]
-            if rows:  # what the cache keeps of the tree's blobs, kept beside it
-                for line in rows.split("\n"):
-                    parts = line.split("\t")
-                    if len(parts) == 7:
-                        blob, exp_id, score, buggy, status, error, key = parts
-                        self._known[blob] = (
-                            blob, exp_id, float(score), int(buggy), status, "", "", error, key
-                        )  # fmt: skip
-            return found
-        for mode, blob, path in kgit.tree_files(self.worktree, tree, self.folder, tree=True):
-            if mode in _REGULAR_MODES:
-                names[path] = _name_id(path, prefix)
-                if names[path]:
-                    found[path] = blob
-        cache.keep_listing(
-            tree, "\n".join(f"{path[len(prefix) :]}\t{blob}" for path, blob in found.items())
-        )
-        return found
-
-    def _holders(self, path: str, blob: str) -> list[tuple[int, str]]:
-        """The places (date, name) holding ``blob`` at ``path``, in source order."""
-        base = self._base_files.get(path, "")
-        return [
-            source
-            for source, delta in zip(self._sources, self._deltas, strict=True)
-            if delta.get(path, base) == blob
-        ]
-
-    def _places(self, version: _Version) -> list[tuple[int, str, str]]:
-        """Where a version was found: (date, place, path), the newest first."""
-        if version.places is None:
-            found = [
-                (date, name, path)
-                for path in version.paths
-                for date, name in self._holders(path, version.blob)
-            ]
-            found.sort(key=lambda place: -place[0])  # stable: the sources' order
-            version.places = found or [(0, WORKING_TREE, version.paths[0])]
-        return version.places
-
-    def location_path(self, repo_path: str) -> str:
-        """The file a repository path names in the working tree."""
-        return f"{self.toplevel}/{repo_path}"
-
-    def _rows(self, blobs: set[str], on_disk: dict[str, str]) -> dict[str, tuple[Any, ...]]:
-        """What the cache keeps of each blob; the missing ones read (from git, or from
-        the working tree for a file git has no object for), parsed and kept."""
-        from kexp import git as kgit
-
-        cache = self._cache()
-        known = self._known
-        rows = {b: known[b] for b in blobs if b in known}
-        rows.update(cache.get(blobs - rows.keys()) if len(rows) < len(blobs) else {})
-        missing = sorted(blobs - rows.keys())
-        if not missing:
-            return rows
-        new: list[tuple[Any, ...]] = []
-        from_git = [b for b in missing if b not in on_disk]
-        for blob in missing:
-            if blob in on_disk:
-                with contextlib.suppress(OSError):
-                    text = Path(self.location_path(on_disk[blob])).read_bytes()
-                    new.append(self._parse(blob, text))
-        limit = self.settings.max_file_bytes
-
-        def parse(part: list[str]) -> list[tuple[Any, ...]]:
-            """The rows of ``part``, streamed by one ``git cat-file --batch``."""
-            made: list[tuple[Any, ...]] = []
-            streamed = kgit.iter_blobs(kgit.open_repo(self.toplevel), part, max_bytes=limit)
-            for blob, data in streamed:
-                if data is None:
-                    continue
-                if isinstance(data, int):
-                    made.append(_error_row(blob, f"the file is {data} bytes (limit {limit})"))
+                wanted.append((path, key, seen))
+        for files, seen in chosen.values():
+            for path, key in files:
+                mine = by_path.get(path)
+                if seen.ref == LOCAL and mine is not None and mine.key == key:
+                    # mine with where=seen (the last field): the fastest way to make many.
+                    rows.append(tuple.__new__(Row, (*mine[:-1], seen)))
+                elif seen.ref == LOCAL and path in local_invalid:
+                    invalid.append((path, local_invalid[path]))
                 else:
-                    made.append(self._parse(blob, data))
-            return made
+                    wanted.append((path, key, seen))
+        records = _records(self.worktree, cache, [key for _, key, _ in wanted], settings)
+        for path, key, seen in wanted:
+            error, values = records[key]
+            name_id = id_from_name(path)
+            if values is not None and values[0] != name_id:
+                error = ("id-mismatch", f"the id {values[0]} is not {name_id}, the file name's")
+                values = None
+            if values is None:
+                invalid.append((path, _invalid_message(self.experiments_dir / path, seen, error)))
+            else:
+                rows.append(row_of(values, path, key, seen))
+        from kexp.listing import path_order
 
-        if from_git:  # many: half of them parsed in a forked child (see in_two_processes)
-            from kexp.index import in_two_processes
+        told = {path for path, _ in invalid}
+        invalid += [item for item in local.invalid if item[0] not in told]  # unreadable
+        rows.sort(key=lambda row: path_order(row.path))
+        invalid.sort(key=lambda item: path_order(item[0]))
+        return Found(rows, invalid, local.rows, local.listing)
 
-            new += in_two_processes(parse, from_git, len(from_git))
-        cache.put(new)
-        rows.update((row[_BLOB], row) for row in new)
-        return rows
+    # --- the files of the chosen versions --------------------------------------------------
 
-    def _parse(self, blob: str, data: bytes) -> tuple[Any, ...]:
-        """The cache row of one blob: its front-matter, bodies, and ranking columns."""
-        checked = check_bytes(data, Path("blob.md"), self.settings)
-        if not checked.ok:
-            errors = [p for p in checked.problems if p.severity == "error"]
-            first = errors[0] if errors else None
-            return _error_row(blob, f"{first.code}: {first.message}" if first else "unreadable")
-        exp = checked.experiment()
-        values = {f.name: getattr(exp, f.name) for f in dataclasses.fields(exp) if f.init}
-        body = {name: values.pop(name) for name in (*BODY_FIELDS, "preamble", "extra_sections")}
-        return (
-            blob,
-            exp.id,
-            float(exp.score),
-            int(bool(exp.is_buggy)),
-            exp.status,
-            json.dumps(values, ensure_ascii=False),
-            json.dumps(body, ensure_ascii=False),
-            "",
-            _change_key(exp.code_change),
-        )
+    def _entries(self) -> dict[str, tuple[str, bytes, bool]]:
+        """Store path → (path relative to ``experiments/``, content key, whether the
+        working tree holds that content) of every file of the last read (read now when
+        none was made yet)."""
+        if self._last is None:
+            from kexp.cache import Cache
 
-    def _cache(self) -> _BlobCache:
-        if getattr(self, "_blob_cache", None) is None:
-            self._blob_cache = _BlobCache(self)
-        return self._blob_cache
+            folder = self._cache_folder if self._cache_folder.is_dir() else None
+            cache = Cache(folder, self._settings)
+            try:
+                self.read(cache, self._settings)
+            finally:
+                cache.close()
+        assert self._last is not None
+        base = self.experiments_dir
+        entries = {
+            str(base / row.path): (row.path, row.key, row.where is None or row.where.ref == LOCAL)
+            for row in self._last.rows
+        }
+        for path, error in self._last.invalid:
+            entries.setdefault(str(base / path), (path, b"", not isinstance(error, str)))
+        return entries
 
+    def paths(self) -> list[Path]:
+        """The file of every experiment's newest version (where a checkout would have
+        it), sorted."""
+        return sorted(Path(path) for path in self._entries())
 
-# The columns of a cache row.
-_BLOB, _ID, _SCORE, _BUGGY, _STATUS, _FRONT, _BODY, _ERROR, _KEY = range(9)
+    def files(self) -> list[str]:
+        """:meth:`paths` as strings."""
+        return [str(path) for path in self.paths()]
 
+    def bytes_found(
+        self, items: Sequence[tuple[str, bytes]], settings: Settings
+    ) -> list[bytes | None]:
+        """The bytes of each (path relative to ``experiments/``, content key): from the
+        working tree when its file holds that content, else from git (None: neither)."""
+        found: list[bytes | None] = list(self.tree.bytes_found(items, settings))
+        missing = [n for n, data in enumerate(found) if data is None and items[n][1]]
+        if missing:
+            shas = [items[n][1].hex() for n in missing]
+            streamed = kgit.iter_blobs(self.worktree, shas, max_bytes=settings.max_file_bytes)
+            for n, (_, data) in zip(missing, streamed, strict=True):
+                found[n] = data if isinstance(data, bytes) else None
+        return found
 
-def _change_key(code_change: str) -> str:
-    """The key of a code change (:func:`kexp.dedupe.code_key`, the one key every "tried
-    before" answer compares); "" for none worth matching."""
-    from kexp.dedupe import code_key
+    def contents(
+        self, files: Sequence[str], settings: Settings
+    ) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``files`` (of :meth:`files`) with its bytes, or the problem that says
+        why it cannot be read."""
+        entries = self._entries()
+        for start in range(0, len(files), 256):
+            batch = files[start : start + 256]
+            items = [entries.get(path, ("", b"", True)) for path in batch]
+            datas = self.bytes_found([(relative, key) for relative, key, _ in items], settings)
+            for path, (_, _, mine), data in zip(batch, items, datas, strict=True):
+                if data is None or mine:
+                    yield from self.tree.contents([path], settings)
+                else:
+                    yield path, data
 
-    return code_key(code_change) or ""
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files that are not experiment files (nor the folder's README) in
+        the working tree and at each ref (the working tree's where both hold a path),
+        sorted, each with its bytes or the problem that says why it cannot be read."""
+        from kexp.cache import Cache
+        from kexp.rules import is_stray
+        from kexp.validate import size_problem
 
-
-def _row_line(row: tuple[Any, ...]) -> str:
-    """A cache row (without its text) as one line of tab-separated values."""
-    error = " ".join(str(row[_ERROR]).split())
-    return "\t".join(
-        (row[_BLOB], row[_ID], repr(float(row[_SCORE])), str(int(row[_BUGGY])),
-         str(row[_STATUS]), error, str(row[_KEY]))
-    )  # fmt: skip
-
-
-def _error_row(blob: str, error: str) -> tuple[Any, ...]:
-    return (blob, "", 0.0, 0, "", "{}", "{}", error, "")
-
-
-class _BlobCache:
-    """Parse results by blob hash, in ``.kexp/blobs-<code>.sqlite`` (in memory where the
-    folder cannot be written). A blob never changes: rows are never updated."""
-
-    def __init__(self, store: Store) -> None:
-        from kexp.index import code_fingerprint
-
-        self.connection: sqlite3.Connection | None = None
+        found: dict[str, bytes | Problem] = dict(self.tree.stray_files(settings))
+        wanted: dict[str, str] = {}
+        cache = Cache(self._cache_folder if self._cache_folder.is_dir() else None, settings)
         try:
-            folder = store.cache_dir  # refuses a folder that is, or holds, a link
-            file = folder / f"blobs-{code_fingerprint()[:16]}.sqlite"
-            if file.is_symlink():
-                raise KexpError(f"{file} is a symbolic link: remove it")
-            self.connection = sqlite3.connect(str(file), timeout=10.0, isolation_level=None)
-            self.connection.execute("PRAGMA journal_mode=WAL")
-            self._create()
-        except (OSError, sqlite3.Error):
-            self.connection = sqlite3.connect(":memory:", isolation_level=None)
-            self._create()
+            git = _Trees(self.worktree, cache)
+            for ref in self.refs:
+                for below, tree in git.folders(git.root(ref.commit, self.folder)).items():
+                    for mode, name, sha in git.entries(tree):
+                        path = str(self.experiments_dir / (below + name))
+                        if mode in _FILE_MODES and path not in found and is_stray(below + name):
+                            wanted.setdefault(path, sha)
+        finally:
+            cache.close()
+        streamed = kgit.iter_blobs(
+            self.worktree, list(wanted.values()), max_bytes=settings.max_file_bytes
+        )
+        for path, (_, data) in zip(wanted, streamed, strict=True):
+            if isinstance(data, int):
+                found[path] = size_problem(path, data, settings.max_file_bytes)
+            else:
+                found[path] = data if data is not None else b""
+        return sorted(found.items())
 
-    def _create(self) -> None:
-        assert self.connection is not None
-        # The ranking columns apart from the text, so that ranking reads small rows.
-        self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS blobs (blob TEXT PRIMARY KEY, id TEXT, score REAL, "
-            "buggy INTEGER, status TEXT, error TEXT, code_key TEXT) WITHOUT ROWID"
-        )
-        self.connection.execute("CREATE INDEX IF NOT EXISTS blobs_code ON blobs (code_key)")
-        self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS texts (blob TEXT PRIMARY KEY, front TEXT, body TEXT)"
-        )
-        self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS trees (tree TEXT PRIMARY KEY, listing TEXT, rows TEXT)"
-        )
+    def check(self, path: Path, settings: Settings) -> CheckedFile:
+        """Read and check one file of :meth:`files`."""
+        return self.check_files([path], settings)[0]
 
-    def get(self, blobs: Iterable[str]) -> dict[str, tuple[Any, ...]]:
-        """The rows of those blobs the cache holds (without their bodies)."""
-        assert self.connection is not None
-        wanted = list(blobs)
-        found: dict[str, tuple[Any, ...]] = {}
-        if len(wanted) > _SCAN_ABOVE:  # many: one pass over the table is quicker
-            chosen = set(wanted)
-            for row in self.connection.execute(
-                "SELECT blob, id, score, buggy, status, '', '', error, code_key FROM blobs"
-            ):
-                if row[0] in chosen:
-                    found[row[0]] = row
-            return found
-        for start in range(0, len(wanted), _SQL_BATCH):
-            part = wanted[start : start + _SQL_BATCH]
-            marks = ",".join("?" * len(part))
-            for row in self.connection.execute(
-                f"SELECT blob, id, score, buggy, status, '', '', error, code_key FROM blobs "
-                f"WHERE blob IN ({marks})",
-                part,
-            ):
-                found[row[0]] = row
+    def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
+        """Read and check files of :meth:`files` (the newest versions)."""
+        checked: list[CheckedFile] = []
+        for path, (_, data) in zip(paths, self.contents([str(p) for p in paths], settings),
+                                   strict=True):  # fmt: skip
+            if isinstance(data, bytes):
+                checked.append(check_bytes(data, Path(path), settings))
+            else:
+                checked.append(CheckedFile(Path(path), None, [data]))
+        return checked
+
+    def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
+        """Read and check the files of ``rows``: the working tree's as they are now, the
+        others' by content key."""
+        base = self.experiments_dir
+        local = [row.where is None or row.where.ref == LOCAL for row in rows]
+        others = iter(
+            self.bytes_found(
+                [(row.path, row.key) for row, mine in zip(rows, local, strict=True) if not mine],
+                settings,
+            )
+        )
+        checked = []
+        for row, mine in zip(rows, local, strict=True):
+            path = base / row.path
+            data = None if mine else next(others)
+            if data is None:
+                checked.append(self.tree.check(path, settings))
+            else:
+                checked.append(check_bytes(data, path, settings))
+        return checked
+
+    def vanished(self, path: Path) -> bool:
+        """Whether a working-tree file was deleted (a ref's files do not change)."""
+        entry = self._entries().get(str(path))
+        return (entry is None or entry[2]) and self.tree.vanished(path)
+
+    def read_only(self) -> KexpError:  # pragma: no cover - writes go to the working tree
+        """Never raised: writes go to the working tree."""
+        return self.tree.read_only()
+
+
+def _invalid_message(path: Path, seen: Seen, error: Any) -> str:
+    """The warning of an invalid file found on a ref: the file, where, its problem."""
+    from kexp.problems import display_path
+
+    if len(error) == 2:
+        code, message = error
+    else:
+        problem = problem_at(path, error)
+        code, message = problem.code, problem.message
+    return f"{display_path(path)} at {seen.ref}: error[{code}] {message}"
+
+
+def _records(
+    repo: Worktree, cache: Cache, keys: Sequence[bytes], settings: Settings
+) -> dict[bytes, Record]:
+    """The record of each content: from the cache, else read from git (one ``git
+    cat-file --batch``) and kept."""
+    from kexp.rows import record_of
+
+    wanted = sorted(set(keys))
+    known = cache.contents(wanted)
+    missing = [key.hex() for key in wanted if key not in known]
+    if missing:
+        new: dict[bytes, Record] = {}
+        streamed = kgit.iter_blobs(repo, missing, max_bytes=settings.max_file_bytes)
+        for sha, data in streamed:
+            if isinstance(data, bytes):
+                new[bytes.fromhex(sha)] = record_of(data, settings)
+            elif isinstance(data, int):
+                from kexp.validate import size_problem
+
+                problem = size_problem("", data, settings.max_file_bytes)
+                new[bytes.fromhex(sha)] = (
+                    (1, 1, problem.code, "", problem.message, problem.hint),
+                    None,
+                )
+        cache.save_contents(new)
+        known.update(new)
+    for key in wanted:  # pragma: no cover - every blob a tree names is in the repository
+        known.setdefault(key, ((1, 1, "unreadable", "", "the blob is missing", ""), None))
+    return known
+
+
+def _files_of_folder(folder: Any) -> list[tuple[str, bytes]]:
+    """(name, content key) of a working-tree folder's experiment files (readable ones)."""
+    from kexp.listing import KEY_SIZE, NO_KEY
+
+    keys = folder.keys
+    return [
+        (name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE])
+        for at, name in enumerate(folder.names)
+        if keys[at * KEY_SIZE : (at + 1) * KEY_SIZE] != NO_KEY
+    ]
+
+
+def _files_of_tree(git: _Trees, tree: str) -> dict[str, bytes]:
+    """Name → content key of the experiment files of one git tree (regular files)."""
+    return git.files(tree)
+
+
+class _Trees:
+    """Git trees by hash, read once (one ``git cat-file --batch`` for those not kept
+    yet) and kept in the cache: a tree never changes."""
+
+    def __init__(self, repo: Worktree, cache: Cache) -> None:
+        self._repo = repo
+        self._cache = cache
+        self._known: dict[str, list[tuple[str, str, str]]] = {}
+        self._files: dict[str, dict[str, bytes]] = {}
+        self._roots: dict[tuple[str, str], str | None] = {}
+
+    def files(self, tree: str) -> dict[str, bytes]:
+        """Name → content key of the experiment files (regular files) of ``tree``."""
+        found = self._files.get(tree)
+        if found is None:
+            fullmatch = EXPERIMENT_NAME.fullmatch
+            found = self._files[tree] = {
+                name: bytes.fromhex(sha)
+                for mode, name, sha in self.entries(tree)
+                if mode in _FILE_MODES and fullmatch(name)
+            }
         return found
 
-    def with_code_key(self, key: str) -> set[str]:
-        """The blobs whose code change has this key."""
-        assert self.connection is not None
-        rows = self.connection.execute("SELECT blob FROM blobs WHERE code_key = ?", (key,))
-        return {row[0] for row in rows}
+    def root(self, commit: str, folder: str) -> str | None:
+        """The tree of ``folder`` at ``commit`` (None: no such folder there)."""
+        if (commit, folder) not in self._roots:
+            names = kgit.object_names(self._repo, [f"{commit}:{folder}"])
+            found = names[0] if names else None
+            self._roots[commit, folder] = found[0] if found and found[1] == "tree" else None
+        return self._roots[commit, folder]
 
-    def fronts(self, blobs: Iterable[str]) -> dict[str, str]:
-        """The front-matter (JSON) of those blobs the cache holds."""
-        assert self.connection is not None
-        wanted = list(blobs)
-        found: dict[str, str] = {}
-        for start in range(0, len(wanted), _SQL_BATCH):
-            part = wanted[start : start + _SQL_BATCH]
-            marks = ",".join("?" * len(part))
-            found.update(
-                self.connection.execute(
-                    f"SELECT blob, front FROM texts WHERE blob IN ({marks})", part
-                ).fetchall()
-            )
-        return found
+    def entries(self, tree: str) -> list[tuple[str, str, str]]:
+        """(mode, name, hash) of each entry of ``tree``."""
+        if tree not in self._known:
+            self.load([tree])
+        return self._known[tree]
 
-    def listing(self, tree: str) -> tuple[str | None, str | None]:
-        """The listing kept for a folder's tree hash, and the rows of its blobs."""
-        assert self.connection is not None
-        row = self.connection.execute(
-            "SELECT listing, rows FROM trees WHERE tree = ?", (tree,)
-        ).fetchone()
-        return (None, None) if row is None else (row[0], row[1])
-
-    def keep_tree_rows(self, tree: str, rows: str) -> None:
-        """Keep the rows of a tree's blobs beside its listing (one read next time)."""
-        assert self.connection is not None
-        with contextlib.suppress(sqlite3.Error):
-            self.connection.execute("UPDATE trees SET rows = ? WHERE tree = ?", (rows, tree))
-
-    def keep_listing(self, tree: str, listing: str) -> None:
-        """Keep the listing of a folder's tree hash."""
-        assert self.connection is not None
-        with contextlib.suppress(sqlite3.Error):
-            self.connection.execute(
-                "INSERT OR IGNORE INTO trees VALUES (?, ?, NULL)", (tree, listing)
-            )
-
-    def body(self, blob: str) -> str | None:
-        """The bodies (JSON) of one blob."""
-        assert self.connection is not None
-        row = self.connection.execute("SELECT body FROM texts WHERE blob = ?", (blob,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Keep new rows (a row another process kept meanwhile is left as it is)."""
-        assert self.connection is not None
-        if not rows:
+    def load(self, trees: Sequence[str]) -> None:
+        """Read the trees not known yet: from the cache, else from git (and keep them)."""
+        wanted = [tree for tree in dict.fromkeys(trees) if tree not in self._known]
+        if not wanted:
             return
-        with contextlib.suppress(sqlite3.Error):
-            self.connection.execute("BEGIN IMMEDIATE")
-            self.connection.executemany(
-                "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(*row[_BLOB:_FRONT], row[_ERROR], row[_KEY]) for row in rows],
-            )
-            self.connection.executemany(
-                "INSERT OR IGNORE INTO texts VALUES (?, ?, ?)",
-                [(row[_BLOB], row[_FRONT], row[_BODY]) for row in rows],
-            )
-            self.connection.execute("COMMIT")
-        if self.connection.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                self.connection.execute("ROLLBACK")
+        kept = self._cache.objects([f"tree:{tree}" for tree in wanted])
+        for tree in wanted:
+            value = kept.get(f"tree:{tree}")
+            if value is not None:
+                self._known[tree] = value
+        missing = [tree for tree in wanted if tree not in self._known]
+        if missing:
+            new: dict[str, Any] = {}
+            for tree, data in kgit.iter_blobs(self._repo, missing):
+                entries = kgit.parse_tree(data) if data is not None else []
+                self._known[tree] = entries
+                new[f"tree:{tree}"] = entries
+            self._cache.save_objects(new)
+
+    def folders(self, root: str | None) -> _Folders:
+        """Every folder below ``root`` (a store's ``experiments/`` tree) → its tree hash;
+        hidden folders (as the working tree's walk) left out. Read level by level."""
+        if root is None:
+            return {}
+        found: _Folders = {"": root}
+        level = [("", root)]
+        while level:
+            self.load([tree for _, tree in level])
+            following = []
+            for folder, tree in level:
+                for mode, name, sha in self._known[tree]:
+                    if mode == _TREE_MODE and not name.startswith("."):
+                        child = f"{folder}{name}/"
+                        found[child] = sha
+                        following.append((child, sha))
+            level = following
+        return found
+
+    def merge_base(self, first: str, second: str) -> str | None:
+        """The merge base of two commits (kept: it never changes)."""
+        pair = ":".join(sorted((first, second)))
+        kept = self._cache.objects([f"base:{pair}"])
+        if f"base:{pair}" in kept:
+            return kept[f"base:{pair}"] or None
+        found = kgit.merge_base(self._repo, first, second)
+        self._cache.save_objects({f"base:{pair}": found or ""})
+        return found
+
+    def blob_at(self, commit: str, folder: str, path: str) -> bytes | None:
+        """The content key of ``path`` (relative to ``folder``, the store's folder in the
+        repository) at ``commit``; None when there is no file there."""
+        tree = self.root(commit, folder)
+        if tree is None:
+            return None
+        *parents, name = path.split("/")
+        for part in parents:
+            tree = next(
+                (sha for mode, entry, sha in self.entries(tree) if entry == part and
+                 mode == _TREE_MODE), "",
+            )  # fmt: skip
+            if not tree:
+                return None
+        return self.files(tree).get(name)
 
 
-def refs_store(store: Store, refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
-    """``store`` itself when no refs are asked for, else a :class:`RefsStore`."""
-    if not refs and not all_refs:
-        return store
-    return RefsStore(store, refs, all_refs=all_refs)
+class _Newest:
+    """Which version of each experiment is the newest (see the module documentation)."""
+
+    def __init__(
+        self,
+        source: RefsSource,
+        git: _Trees,
+        commits: list[str | None],
+        folders: list[_Folders],
+        dates: list[int],
+    ) -> None:
+        self._source = source
+        self._git = git
+        #: Each place's commit: place 0 (the working tree) has HEAD's.
+        self._commits = commits
+        self._folders = folders
+        self._dates = dates
+
+    def choose(
+        self, versions: dict[str, list[_Version]]
+    ) -> dict[str, tuple[list[tuple[str, bytes]], Seen]]:
+        """Each experiment's chosen files (of several versions or files) and where they
+        were found."""
+        names = self._source.places
+        chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
+        for exp_id, files in versions.items():
+            # Each place's state of this experiment: the (path, key) of its files.
+            states: dict[tuple[tuple[str, bytes], ...], list[int]] = {}
+            held: dict[int, list[tuple[str, bytes]]] = {}
+            for path, key, places in files:
+                for place in places:
+                    held.setdefault(place, []).append((path, key))
+            for place in sorted(held):
+                states.setdefault(tuple(sorted(held[place])), []).append(place)
+            ordered = list(states.items())
+            best, diverged = ordered[0], False
+            for other in ordered[1:]:
+                newer, by_date = self._newer(exp_id, other, best)
+                if newer:
+                    best, diverged = other, by_date
+                else:
+                    diverged = diverged or by_date
+            others = tuple(
+                names[p] for state, places in ordered if state != best[0] for p in places
+            )
+            chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
+        return chosen
+
+    def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
+        """Where a version held by ``places`` was found."""
+        names = self._source.places
+        newest = max(places, key=lambda p: (self._dates[p], -p))
+        ref = names[0] if 0 in places else names[newest]
+        return Seen(ref, tuple(names[p] for p in places), others, diverged)
+
+    def _newer(
+        self,
+        exp_id: str,
+        first: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        second: tuple[tuple[tuple[str, bytes], ...], list[int]],
+    ) -> tuple[bool, bool]:
+        """Whether the state ``first`` (files, places) is newer than ``second``, and
+        whether that was decided by the commits' dates (both changed since their merge
+        base)."""
+        mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
+        if mine[0] or mine[1]:
+            return mine[0], False
+        a, b = self._commit(first[1]), self._commit(second[1])
+        if a and b and a != b:
+            base = self._git.merge_base(a, b)
+            if base is not None:
+                at_base = self._state_at(base, first[0], second[0])
+                if at_base == second[0]:
+                    return True, False
+                if at_base == first[0]:
+                    return False, False
+        return self._date(first[1]) > self._date(second[1]), True
+
+    def _uncommitted(
+        self, exp_id: str, state: tuple[tuple[str, bytes], ...], places: list[int]
+    ) -> bool:
+        """Whether the state is the working tree's and not HEAD's (an uncommitted edit)."""
+        if 0 not in places:
+            return False
+        head = self._commits[0]
+        if head is None:
+            return True
+        return self._state_at(head, state, ()) != state
+
+    def _commit(self, places: list[int]) -> str | None:
+        """The commit of a state: HEAD's for the working tree, else the first ref's."""
+        return self._commits[places[0]]
+
+    def _date(self, places: list[int]) -> int:
+        return max(self._dates[p] for p in places)
+
+    def _state_at(
+        self,
+        commit: str,
+        first: tuple[tuple[str, bytes], ...],
+        second: tuple[tuple[str, bytes], ...],
+    ) -> tuple[tuple[str, bytes], ...]:
+        """The (path, key) a commit holds at the paths of either state."""
+        paths = sorted({path for path, _ in (*first, *second)})
+        found = []
+        for path in paths:
+            key = self._git.blob_at(commit, self._source.folder, path)
+            if key is not None:
+                found.append((path, key))
+        return tuple(found)
+
+
+def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
+    """The branches and remote-tracking branches whose store holds the experiment
+    ``id_or_prefix`` names (those holding its newest version first; none outside git,
+    or when none does): where to look for an experiment the working tree does not hold
+    (``--all-refs``). ``store``: a :class:`kexp.store.Store` of the working tree."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the lookup's: the read at hand warns itself
+            across = store.with_refs(all_refs=True)
+            found = across.found()
+            full = across.resolve_id(id_or_prefix, found=found)
+    except KexpError:
+        return []
+    places = [
+        place
+        for row in found.rows
+        if row.id == full and row.where is not None
+        for place in (*row.where.refs, *row.where.other_versions)
+    ]
+    return [place for place in dict.fromkeys(places) if place != LOCAL]

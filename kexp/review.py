@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.campaign import derive, measured_against_parent
 from kexp.changedcheck import (
     STORE_WIDE_CODES,
     ChangeCheck,
@@ -45,7 +46,6 @@ from kexp.lineage import is_scored
 from kexp.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.noise import ratio_interval
 from kexp.problems import Problem, sort_problems
-from kexp.query import below_best_combined
 from kexp.reviewgraph import LineageGraph, LineageNode, render_mermaid
 from kexp.reviewgraph import mermaid_id as mermaid_id
 from kexp.reviewgraph import mermaid_text as mermaid_text
@@ -57,6 +57,7 @@ from kexp.reviewrender import md_code as md_code
 from kexp.reviewrender import md_text as md_text
 from kexp.reviewrender import render_markdown, to_json
 from kexp.samples import describe_protocol, sample_count
+from kexp.suspect import suspect_reasons
 from kexp.validate import CheckedFile, links_of
 
 if TYPE_CHECKING:
@@ -170,7 +171,8 @@ class _Side:
     Of most, only their :class:`Facts` are kept; an experiment is made of them when it
     is asked for (its long texts empty). The experiments the change touches are
     ``whole`` (by their number in ``facts``); ``read(path)`` reads another one whole.
-    ``interference`` is marked among the side's experiments, as the store's queries do.
+    What is derived of each (outcome, interference, cumulative score) is derived among
+    the side's experiments, as the store's queries do (:func:`kexp.campaign.derive`).
     """
 
     def __init__(
@@ -185,19 +187,14 @@ class _Side:
         self._read = read
         #: The number of the first experiment of each id.
         self.first: dict[str, int] = {}
-        scores: dict[str, Any] = {}
         for number, item in enumerate(facts):
             self.first.setdefault(item.id, number)
-            scores[item.id] = item.score
-        self.interfering = {
-            number
-            for number, item in enumerate(facts)
-            if item.combines and below_best_combined(item.score, _ids(item.combines), scores)
-        }
-        del scores
+        derivation = derive(facts, settings)
+        self.derived = [derivation.of(item) for item in facts]
+        del derivation
         self._whole = dict(whole)
         for number, exp in self._whole.items():
-            attach(exp, interference=number in self.interfering)
+            attach(exp, derived=self.derived[number])
         self._by_path = {facts[number].path: number for number in self._whole}
         self._made: dict[int, KernelExperiment] = {}
         self._children: dict[str, list[int]] | None = None
@@ -223,10 +220,10 @@ class _Side:
             created_at=item.created_at,
             combines=_ids(item.combines),
             score_ci=list(item.score_ci or ()),
+            measured_against=item.measured_against or "",
+            tags=list(item.tags or ()),
         )
-        return attach(
-            exp, self.settings, path=Path(item.path), interference=number in self.interfering
-        )
+        return attach(exp, self.settings, path=Path(item.path), derived=self.derived[number])
 
     def get(self, exp_id: str) -> KernelExperiment | None:
         """The first experiment with id ``exp_id`` (None when there is none)."""
@@ -241,7 +238,7 @@ class _Side:
         exp = self._read(self.facts[number].path)
         if exp is None:  # pragma: no cover - it was valid when the store was read
             return self.experiment(number)
-        return attach(exp, self.settings, interference=number in self.interfering)
+        return attach(exp, self.settings, derived=self.derived[number])
 
     def at_path(self, path: str) -> KernelExperiment | None:
         """The experiment the change touches in the file ``path`` (None: not valid)."""
@@ -261,20 +258,22 @@ class _Side:
         return self._children.get(exp_id, [])
 
     def scored_on(self, operator: str) -> list[tuple[Any, int]]:
-        """(score, number) of the scored experiments on ``operator`` (exact
-        ``operator_sig``), in order."""
+        """(cumulative score, number) of the ranked experiments on ``operator`` (exact
+        ``operator_sig``: scored, not a control, a cumulative score known), in order."""
         found = self._scored.get(operator)
         if found is None:
             found = self._scored[operator] = [
-                (item.score, number)
+                (self.derived[number].cumulative_score, number)
                 for number, item in enumerate(self.facts)
                 if item.operator_sig == operator
+                and self.derived[number].ranked
                 and is_scored(self._whole.get(number) or self._light(number))
             ]
         return found
 
     def best_on(self, operator: str) -> KernelExperiment | None:
-        """The best scored experiment on ``operator`` (None when there is none)."""
+        """The best tip on ``operator`` (the best cumulative score; None when there is
+        none)."""
         best = max(self.scored_on(operator), key=lambda e: float(e[0]), default=None)
         return None if best is None else self.experiment(best[1])
 
@@ -363,30 +362,46 @@ def _entry(
     entry.key_insight = key_insight(exp.detailed_description)
     entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None
     entry.measured = _measured(exp)
+    entry.measured_against = exp.measured_against
+    cumulative = exp.cumulative_score
+    entry.cumulative_score = cumulative
+    entry.cumulative_ci = None if exp.cumulative_ci is None else list(exp.cumulative_ci)
+    entry.cumulative_reason = exp.cumulative_reason
     parent = side.get(exp.pid) if exp.pid else None
     if parent is not None:
         entry.parent_score = float(parent.score)
-        if is_scored(exp) and is_scored(parent):
-            entry.delta = float(exp.score) - float(parent.score)
-            if parent.score > 0:
-                entry.delta_pct = (float(exp.score) / float(parent.score) - 1.0) * 100.0
-                if entry.score_ci and len(parent.score_ci) == 2 and exp.score > 0:
+        before = parent.cumulative_score
+        if cumulative is not None and before is not None:
+            # The change of the speedup over the reference: for a step measured against
+            # its parent, the step itself.
+            entry.delta = cumulative - before
+            if before > 0:
+                entry.delta_pct = (cumulative / before - 1.0) * 100.0
+                if measured_against_parent(exp) and entry.score_ci:
+                    entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
+                elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
                     low, high = ratio_interval(
-                        float(exp.score), exp.score_ci, float(parent.score), parent.score_ci
+                        cumulative, exp.cumulative_ci, before, parent.cumulative_ci
                     )
                     entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
-    if is_scored(exp):
+    if is_scored(exp) and exp.derived.ranked and cumulative is not None:
         rivals = side.scored_on(exp.operator_sig)
-        entry.rank = 1 + sum(1 for score, _ in rivals if score > exp.score)
+        entry.rank = 1 + sum(1 for score, _ in rivals if score > cumulative)
         entry.rank_of = len(rivals)
-    if kind != "removed" and entry.rank == 1:
+    if kind != "removed" and entry.rank == 1 and cumulative is not None:
         previous = then.best_on(exp.operator_sig)
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)
-        entry.new_best = previous is None or (
-            previous.id != exp.id and float(exp.score) > float(previous.score)
+            entry.previous_best_cumulative = previous.cumulative_score
+        best = previous is None or (
+            previous.id != exp.id and cumulative > (previous.cumulative_score or 0.0)
         )
+        reasons = suspect_reasons(exp, exp.settings)
+        if best and reasons:
+            entry.suspect = reasons  # never celebrated: verify correctness first
+        else:
+            entry.new_best = best
     return entry
 
 

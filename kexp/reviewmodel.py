@@ -53,11 +53,15 @@ class ReviewedExperiment:
 
     For a removed experiment the values are those it had on the base side (its rank
     too). ``valid`` is False when the file is not a valid experiment: then ``outcome``
-    is ``"invalid"`` and the values are whatever could be read. ``rank`` is the position
-    by score among the store's scored experiments (not pending, not buggy) with the same
-    ``operator_sig`` (1 = best; ties share a rank), out of ``rank_of``; ``new_best`` is
-    set when an added or corrected experiment now beats the best of the base side on its
-    operator (``previous_best_*``: that best; None when there was none).
+    is ``"invalid"`` and the values are whatever could be read. ``cumulative_score`` is
+    the speedup over the operator's reference (:mod:`kexp.campaign`); ``delta`` and
+    ``delta_pct`` its change against the parent's. ``rank`` is the position by
+    cumulative score among the store's ranked experiments (not pending, not buggy, not
+    a control) with the same ``operator_sig`` (1 = best; ties share a rank), out of
+    ``rank_of``; ``new_best`` is set when an added or corrected experiment now beats the
+    best of the base side on its operator (``previous_best_*``: that best; None when
+    there was none), unless its measurement is suspect: then ``suspect`` says why,
+    instead of a new best.
     """
 
     id: str
@@ -86,6 +90,14 @@ class ReviewedExperiment:
     previous_best_id: str | None = None
     previous_best_score: float | None = None
     key_insight: str = ""
+    measured_against: str = ""
+    cumulative_score: float | None = None
+    cumulative_ci: list[float] | None = None
+    #: Why there is no cumulative score ("" when there is one).
+    cumulative_reason: str = ""
+    previous_best_cumulative: float | None = None
+    #: Why the measurement is implausible, when it would be a new best.
+    suspect: list[str] = dataclasses.field(default_factory=list)
     changes: list[FieldChange] = dataclasses.field(default_factory=list)
     problems: list[Problem] = dataclasses.field(default_factory=list)
 
@@ -137,6 +149,12 @@ class Review:
     def new_bests(self) -> list[ReviewedExperiment]:
         """The added or corrected experiments that are a new best on their operator."""
         return [e for e in self.experiments if e.new_best]
+
+    @property
+    def suspects(self) -> list[ReviewedExperiment]:
+        """The added or corrected experiments that would be a new best but whose
+        measurement is suspect: verify correctness first."""
+        return [e for e in self.experiments if e.suspect]
 
 
 def short_value(value: Any) -> str:

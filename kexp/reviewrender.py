@@ -53,6 +53,7 @@ def to_json(result: Review) -> dict[str, Any]:
             "errors": sum(p.severity == "error" for p in result.problems),
             "warnings": sum(p.severity == "warning" for p in result.problems),
             "new_best": [e.id for e in result.new_bests],
+            "suspect": [e.id for e in result.suspects],
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
@@ -173,8 +174,9 @@ def md_block(text: str, language: str = "text") -> str:
 # --- Markdown: the comment -------------------------------------------------------------
 
 _TABLE_HEADER = (
-    "| id | summary | operator | dtype | score | Δ vs parent | outcome | rank on operator |\n"
-    "|---|---|---|---|--:|---|---|---|"
+    "| id | summary | operator | dtype | score | cumulative | Δ vs parent | outcome "
+    "| rank on operator |\n"
+    "|---|---|---|---|--:|--:|---|---|---|"
 )
 #: Longest text in a table cell (an invalid file may hold anything).
 _CELL_CHARS = 200
@@ -235,15 +237,27 @@ def _headline(result: Review) -> str:
     lines = [f"{counts} — {verdict}"]
     for entry in result.new_bests:
         lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
+    for entry in result.suspects:
+        reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
+        lines.append(
+            f"⚠️ **suspect: verify correctness** on {md_code(entry.operator_sig)}: "
+            f"{_best_note(entry)}; not a new best until checked ({reasons})"
+        )
     return "  \n".join(lines)
 
 
 def _best_note(entry: ReviewedExperiment) -> str:
     score = f"{entry.score:.4f}" if entry.score is not None else "?"
-    text = f"{md_code(entry.id)} scores {score}"
-    if entry.previous_best_id is not None and entry.previous_best_score is not None:
-        before = f"{md_code(entry.previous_best_id)} ({entry.previous_best_score:.4f})"
-        text += f"; the best before was {before}"
+    if entry.cumulative_score is not None and entry.cumulative_score != entry.score:
+        text = (
+            f"{md_code(entry.id)} reaches {entry.cumulative_score:.4f} over the reference "
+            f"(this step {score})"
+        )
+    else:
+        text = f"{md_code(entry.id)} scores {score}"
+    before = entry.previous_best_cumulative
+    if entry.previous_best_id is not None and before is not None:
+        text += f"; the best before was {md_code(entry.previous_best_id)} ({before:.4f})"
     else:
         text += " (the first scored experiment on this operator)"
     return text
@@ -259,10 +273,15 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
                 low, high = e.delta_pct_ci
                 pct = f" ({e.delta_pct:+.2f}% [{low:+.2f}%, {high:+.2f}%])"
             delta = f"{e.delta:+.4f}{pct} vs {md_code(e.pid, in_table=True)}"
+        elif e.pid and e.cumulative_reason:
+            delta = f"— ({md_text(e.cumulative_reason, limit=_CELL_CHARS)})"
         elif e.pid:
             delta = f"— (parent {md_code(e.pid, in_table=True, limit=_CELL_CHARS)})"
         else:
             delta = "— (no parent)"
+        cumulative = "—"
+        if e.cumulative_score is not None:
+            cumulative = describe_interval(e.cumulative_score, e.cumulative_ci or ())
         icon = _OUTCOME_ICONS.get(e.outcome, "")
         outcome = f"{icon} {md_text(e.outcome)}".strip()
         if e.rank is None:
@@ -271,6 +290,8 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
             rank = f"#{_BREAK}{e.rank} of {e.rank_of}"  # "#1" alone would name issue 1
             if e.new_best:
                 rank = f"**{rank}, new best**"
+            elif e.suspect:
+                rank = f"**{rank}, suspect: verify correctness**"
             elif e.kind == "removed" and e.rank == 1:
                 rank += " (was the best)"
         rows.append(
@@ -282,6 +303,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
                     md_code(e.operator_sig, in_table=True, limit=_CELL_CHARS),
                     md_code(e.dtype_sig, in_table=True, limit=_CELL_CHARS),
                     score,
+                    cumulative,
                     delta,
                     outcome,
                     rank,

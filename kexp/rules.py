@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,16 +20,64 @@ from typing import Any
 
 from kexp.model import ALL_FIELDS
 from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.suspect import suspect_fields
 
-#: File names of experiments: ``<id>-<slug>.md`` (or ``<id>.md``).
-EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[a-z0-9-]*)?\.md")
+#: File names of experiments: ``<id>-<anything>.md`` (or ``<id>.md``). The slug is
+#: only text: kexp writes ``[a-z0-9-]`` (:func:`slugify`), a hand-named file is read too.
+#: The one rule every listing of a store applies (working tree, cache, revisions, refs,
+#: changes, sync).
+EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[^/]*)?\.md", re.DOTALL)
+#: The names kexp gives experiment files: ``<id>-<slug>.md`` with :func:`slugify`'s slug.
+KEXP_NAME = re.compile(r"[0-9a-f]{16}(?:-[a-z0-9-]*)?\.md")
+#: The one Markdown file of ``experiments/`` that is not an experiment (at its top).
+README_NAME = "README.md"
+_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
+_LEADING_ID = re.compile(r"([0-9a-fA-F]{16})(?![0-9a-fA-F])[-_ .]*(.*)", re.DOTALL)
 TIMESTAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]+)?Z")
 
 
 def id_from_name(path: Path | str) -> str | None:
     """The id in an experiment file's name, or None if the name is not an experiment's."""
-    match = EXPERIMENT_NAME.fullmatch(Path(path).name)
+    name = path.name if isinstance(path, Path) else os.path.basename(path)
+    match = EXPERIMENT_NAME.fullmatch(name)
     return match.group(1) if match else None
+
+
+def slugify(summary: str, max_length: int = 48) -> str:
+    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
+    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
+    slug = slug[:max_length].rstrip("-")
+    return slug or "experiment"
+
+
+def is_stray(relative: str) -> bool:
+    """Whether a file of ``experiments/`` (``relative``: its path below the folder, with
+    '/') is a Markdown file kexp does not read: a ``.md`` name (in any case) that is
+    neither an experiment's nor the folder's README. Hidden files and files in hidden
+    folders (writers' temporary files, editors' swap files) are never strays."""
+    name = relative.rsplit("/", 1)[-1]
+    return (
+        name[-3:].lower() == ".md"
+        and relative != README_NAME
+        and EXPERIMENT_NAME.fullmatch(name) is None
+        and not any(part.startswith(".") for part in relative.split("/"))
+    )
+
+
+def canonical_name(name: str, exp_id: str | None = None, summary: str | None = None) -> str:
+    """The name kexp would give a file now named ``name``: ``<id>-<slug>.md``, with the
+    id of its front-matter (``exp_id``) or the one its name starts with, and the slug of
+    ``summary`` (else of the rest of the name). ``<id>-<slug>.md`` with the words to
+    fill in when no id is known."""
+    stem = name[:-3] if name[-3:].lower() == ".md" else name
+    leading = _LEADING_ID.fullmatch(stem)
+    if exp_id is None and leading is not None:
+        exp_id = leading.group(1).lower()
+    rest = leading.group(2) if leading is not None else stem
+    if exp_id is None:
+        return "<id>-<slug>.md"
+    slug = slugify(summary) if summary else _SLUG_CHARS.sub("-", rest.lower()).strip("-")
+    return f"{exp_id}-{slug[:48].rstrip('-')}.md" if slug else f"{exp_id}.md"
 
 
 def encoded_size(data: bytes | str, limit: int) -> int | None:
@@ -88,9 +137,18 @@ def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float 
 KNOWN_FIELDS = frozenset(ALL_FIELDS)
 
 
+def missing_measured_against(fields: Mapping[str, Any]) -> bool:
+    """Whether a file with a parent does not say what its score is measured against
+    (``measured_against``): a warning (the score then counts as a step over the parent,
+    kexp's convention)."""
+    pid = fields.get("pid")
+    return isinstance(pid, str) and bool(pid.strip()) and fields.get("measured_against") is None
+
+
 def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether :func:`check_document` reports a warning for a file without errors whose
-    front-matter holds ``fields``: ``score`` far from ``results``, or an unknown field.
+    front-matter holds ``fields``: ``score`` far from ``results``, an unknown field, a
+    suspect measurement, or a parent without ``measured_against``.
 
     These are its only warnings besides those of the YAML reader (values it would retype)
     and those of the ``## Samples`` section (:mod:`kexp.samples`), which
@@ -98,6 +156,8 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     :func:`check_document` must be added here too (tests check the two agree).
     """
     if not KNOWN_FIELDS.issuperset(fields):
+        return True
+    if missing_measured_against(fields) or suspect_fields(fields, settings):
         return True
     results = fields.get("results")
     return bool(results) and (

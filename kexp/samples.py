@@ -404,12 +404,14 @@ def describe_protocol(protocol: Mapping[str, Any]) -> str:
         parts.append("L2 flushed" if protocol["l2_flushed"] else "L2 not flushed")
     if "clocks_locked" in protocol:
         parts.append("clocks locked" if protocol["clocks_locked"] else "clocks not locked")
+    if "device" in protocol:
+        parts.append(f"on the {str(protocol['device']).upper()}")
     parts.extend(f"{k}={v}" for k, v in protocol.items() if k not in _PROTOCOL_WORDS)
     return ", ".join(parts)
 
 
 _PROTOCOL_WORDS = frozenset(
-    {"timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked"}
+    {"timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked", "device"}
 )
 
 

@@ -4,7 +4,7 @@
 and keeps what the caller's ``keep`` makes of it (validation keeps problems and links,
 a review keeps links and facts): nothing else of a file stays in memory. A large
 working tree is read by this process and a forked child, half each
-(:func:`kexp.index.in_two_processes`; ``KEXP_NO_FORK`` turns it off).
+(:func:`kexp.parallel.in_two_processes`; ``KEXP_NO_FORK`` turns it off).
 :func:`value_positions` finds the (line, column) of the values store-wide problems
 point at, reading again only the files whose key lines the scan did not keep.
 """
@@ -56,7 +56,7 @@ def scan(
         return work(part)
 
     if split and source.splittable:
-        from kexp.index import in_two_processes  # here: not every store command needs it
+        from kexp.parallel import in_two_processes  # here: not every store command needs it
 
         return in_two_processes(either, files, total)
     return work(files)

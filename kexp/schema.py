@@ -33,6 +33,8 @@ FIELD_HINTS = {
     "details in '## Detailed description'",
     "score": "write the speedup ratio as a plain number, e.g. 'score: 1.18' "
     "(0 when nothing could be measured)",
+    "measured_against": "write parent (score is the speedup over the parent experiment's "
+    "code) or reference (over the operator's original code)",
     "status": "use one of: new, running, done, failed, timeout",
     "is_buggy": "write true or false",
     "operator_sig": "name the files and kernels affected, e.g. 'csrc/x.cu: my_kernel'",
@@ -48,7 +50,8 @@ FIELD_HINTS = {
     "[1.011, 1.054] (kexp computes it from repeated timings), or remove it",
     "protocol": "write e.g. protocol: {timer: cuda_events, warmup: 10, repetitions: 100, "
     "l2_flushed: true, clocks_locked: false} (timer: cuda_events, hip_events, do_bench, "
-    "torch_benchmark, wall_clock or other; synchronized: true/false with a wall clock)",
+    "torch_benchmark, wall_clock or other; synchronized: true/false with a wall clock; "
+    "device: gpu or cpu)",
 }
 
 _CODES = {

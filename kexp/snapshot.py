@@ -20,19 +20,28 @@ import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kexp import git as kgit
 from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
 from kexp.settings import Settings
-from kexp.sources import EXPERIMENTS_DIR
-from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, size_problem
+from kexp.sources import EXPERIMENTS_DIR, Found
+from kexp.validate import (
+    EXPERIMENT_NAME,
+    CheckedFile,
+    check_bytes,
+    id_from_name,
+    is_stray,
+    size_problem,
+)
 
 if TYPE_CHECKING:
     import git
 
-    from kexp.git import TreeEntry
+    from kexp.cache import Cache
+    from kexp.git import TreeEntry, Worktree
+    from kexp.rows import Record, Row
 
 _SYMLINK_MODE = "120000"
 _SUBMODULE_MODE = "160000"
@@ -87,6 +96,13 @@ class StoreLocation:
             p.startswith(".") for p in parts[:-1]
         )
 
+    def is_stray(self, repo_path: str) -> bool:
+        """Whether a repository path is a Markdown file of this store that is not an
+        experiment's (nor the folder's README): what validation reports
+        (:func:`kexp.validate.is_stray`)."""
+        prefix = self.folder + "/"
+        return repo_path.startswith(prefix) and is_stray(repo_path[len(prefix) :])
+
 
 class GitRevision:
     """The experiment files of one commit (see the module docstring).
@@ -98,6 +114,7 @@ class GitRevision:
 
     writable = False
     cacheable = False
+    places: tuple[str, ...] | None = None
     # One git process streams the blobs: a scan is not shared with a child.
     splittable = False
 
@@ -121,18 +138,42 @@ class GitRevision:
                 "give a later revision"
             )
         self._entries: dict[str, TreeEntry] | None = None
+        self._strays: dict[str, TreeEntry] = {}
         self._sorted: list[Path] | None = None
 
     def _tree(self) -> dict[str, TreeEntry]:
-        """Experiment files at this revision, by store path (as a string), listed once."""
+        """Experiment files at this revision, by store path (as a string), listed once
+        (with the strays, :meth:`stray_files`)."""
         if self._entries is None:
             loc = self.location
-            self._entries = {
-                loc.text_path(entry.path): entry
-                for entry in kgit.list_tree(loc.repo, self._hash, loc.folder)
-                if entry.mode != _SUBMODULE_MODE and loc.is_experiment(entry.path)
-            }
+            entries: dict[str, TreeEntry] = {}
+            strays: dict[str, TreeEntry] = {}
+            for entry in kgit.list_tree(loc.repo, self._hash, loc.folder):
+                if entry.mode == _SUBMODULE_MODE:
+                    continue
+                if loc.is_experiment(entry.path):
+                    entries[loc.text_path(entry.path)] = entry
+                elif loc.is_stray(entry.path):
+                    strays[loc.text_path(entry.path)] = entry
+            self._entries, self._strays = entries, strays
         return self._entries
+
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files at this revision that are not experiment files (nor the
+        folder's README), sorted, each with its bytes or the problem that says why it
+        cannot be read."""
+        self._tree()
+        found: list[tuple[str, bytes | Problem]] = []
+        readable = []
+        for path, entry in sorted(self._strays.items()):
+            problem = self._entry_problem(Path(path), entry, settings)
+            found.append((path, problem if problem is not None else b""))
+            if problem is None:
+                readable.append((len(found) - 1, entry.sha))
+        blobs = kgit.iter_blobs(self.location.repo, [sha for _, sha in readable])
+        for (number, _), (_, data) in zip(readable, blobs, strict=True):
+            found[number] = (found[number][0], data if data is not None else b"")
+        return found
 
     def paths(self) -> list[Path]:
         """Every experiment file at this revision, sorted (as a checkout would list them)."""
@@ -220,6 +261,47 @@ class GitRevision:
         """Never: a commit's files do not change."""
         return False
 
+    def read(self, cache: Cache, settings: Settings) -> Found:
+        """Every experiment file at this revision (the records of contents the cache
+        does not hold are read from git)."""
+        from kexp.rows import row_of
+
+        loc = self.location
+        skip = len(loc.folder) + 1
+        entries = [(path, entry) for path, entry in self._tree().items()]
+        entries.sort(key=lambda item: item[1].path.split("/"))
+        wanted = [(entry.path[skip:], entry) for _, entry in entries]
+        records = record_blobs(
+            loc.repo,
+            cache,
+            [(p, e.sha, e.mode, e.size) for p, e in wanted],
+            settings,
+            loc.toplevel / loc.folder,
+        )
+        rows: list[Row] = []
+        invalid: list[tuple[str, Any]] = []
+        for (relative, entry), (error, values) in zip(wanted, records, strict=True):
+            if values is None:
+                invalid.append((relative, error))
+            else:
+                rows.append(row_of(values, relative, bytes.fromhex(entry.sha)))
+        return Found(rows, invalid, rows)
+
+    def bytes_found(
+        self, items: Sequence[tuple[str, bytes]], settings: Settings
+    ) -> list[bytes | None]:
+        """The bytes of each (path, content key), from git objects."""
+        shas = [key.hex() for _, key in items]
+        streamed = kgit.iter_blobs(self.location.repo, shas, max_bytes=settings.max_file_bytes)
+        return [data if isinstance(data, bytes) else None for _, data in streamed]
+
+    def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
+        """Read and check the files of ``rows`` at this revision."""
+        base = self.location.toplevel / self.location.folder
+        return check_blobs(
+            self.location.repo, [(base / row.path, row.key) for row in rows], settings
+        )
+
     def _entry_problem(
         self, path: Path, entry: TreeEntry | None, settings: Settings
     ) -> Problem | None:
@@ -249,6 +331,84 @@ class GitRevision:
             f"the store at revision {self.revision} ({self._hash[:12]}) is read-only: "
             "check out a branch and write to the working tree instead"
         )
+
+
+def record_blobs(
+    repo: git.Repo | Worktree,
+    cache: Cache,
+    files: Sequence[tuple[str, str, str, int]],
+    settings: Settings,
+    base: Path,
+) -> list[Record]:
+    """The record of each file (path relative to ``experiments/``, blob hash, mode,
+    size) of a commit, with the name rule applied (:func:`kexp.rows.named_record`):
+    from the cache by content key, else from git (one ``git cat-file --batch``, and the
+    new records kept in the cache)."""
+    from kexp.rows import named_record, record_of
+
+    keys = [bytes.fromhex(sha) for _, sha, _, _ in files]
+    known = cache.contents(sorted(set(keys)))
+    found: dict[bytes, Record] = {}
+    missing = sorted(
+        {
+            sha
+            for (_, sha, mode, size), key in zip(files, keys, strict=True)
+            if key not in known and mode != _SYMLINK_MODE and size <= settings.max_file_bytes
+        }
+    )
+    for sha, data in kgit.iter_blobs(repo, missing, max_bytes=settings.max_file_bytes):
+        if isinstance(data, bytes):
+            found[bytes.fromhex(sha)] = record_of(data, settings)
+    if found:
+        cache.save_contents(found)
+        known.update(found)
+    records: list[Record] = []
+    for (relative, sha, mode, size), key in zip(files, keys, strict=True):
+        path = base / relative
+        if mode == _SYMLINK_MODE:
+            problem = _problem(path, "symlink", "experiment files may not be symbolic links",
+                               "replace the link with the file itself")  # fmt: skip
+        elif size > settings.max_file_bytes:
+            problem = size_problem(path, size, settings.max_file_bytes)
+        elif key not in known:  # pragma: no cover - the tree names the blob
+            problem = _problem(path, "unreadable", "the blob is missing", "")
+        else:
+            error, values = known[key]
+            name_id = id_from_name(relative)
+            if values is not None and name_id is not None and values[0] != name_id:
+                data = next(iter(kgit.iter_blobs(repo, [sha])))[1]
+                assert data is not None
+                records.append(named_record(data, str(path), settings))
+            else:
+                records.append((error, values))
+            continue
+        records.append(
+            ((problem.line, problem.column, problem.code, problem.field, problem.message,
+              problem.hint), None)
+        )  # fmt: skip
+    return records
+
+
+def check_blobs(
+    repo: git.Repo | Worktree, files: Sequence[tuple[Path, bytes]], settings: Settings
+) -> list[CheckedFile]:
+    """Read and check files (path, content key) from git objects (one ``git cat-file
+    --batch``); a blob over the size limit is not read."""
+    shas = [key.hex() for _, key in files]
+    checked: list[CheckedFile] = []
+    streamed = kgit.iter_blobs(repo, shas, max_bytes=settings.max_file_bytes)
+    for (path, _), (_, data) in zip(files, streamed, strict=True):
+        if isinstance(data, bytes):
+            checked.append(check_bytes(data, path, settings))
+        elif isinstance(data, int):
+            checked.append(
+                CheckedFile(path, None, [size_problem(path, data, settings.max_file_bytes)])
+            )
+        else:  # pragma: no cover - the tree names the blob
+            checked.append(
+                CheckedFile(path, None, [_problem(path, "unreadable", "the blob is missing", "")])
+            )
+    return checked
 
 
 def _problem(path: Path, code: str, message: str, hint: str) -> Problem:

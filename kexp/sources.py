@@ -1,13 +1,17 @@
 """Where a store's bytes come from: the seam between a :class:`~kexp.store.Store` and
 its files.
 
-A :class:`FileSource` lists the experiment files (``paths``, ``files``), gives their
-bytes (``contents``: each file's bytes, or the problem that says why it cannot be
-read) and checks them (``check_files``), and says what a store over it may do:
-``writable`` (writes go to its files) and ``cacheable`` (queries may use the
-stat-keyed cache of :mod:`kexp.index`). Two sources exist: :class:`WorkingTree`
-(the files of ``experiments/`` on disk) and :class:`kexp.snapshot.GitRevision` (the
-files of one commit, read from git objects).
+A :class:`FileSource` finds the experiments a query sees (``read``: each current
+experiment file's front-matter, with its path and content key, through the store's
+cache, :mod:`kexp.cache`), lists the experiment files (``paths``, ``files``), gives
+their bytes (``contents``: each file's bytes, or the problem that says why it cannot be
+read) and checks them (``check_files``, ``check_found``: the files of rows it found),
+and says what a store over it may do: ``writable`` (writes go to its files) and
+``cacheable`` (queries may keep what they read in the store's cache file). Three
+sources exist: :class:`WorkingTree` (the files of ``experiments/`` on disk),
+:class:`kexp.snapshot.GitRevision` (the files of one commit, read from git objects)
+and :class:`kexp.refs.RefsSource` (the working tree and the store at any set of refs,
+one entry per experiment: its newest version).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kexp.errors import KexpError
 from kexp.problems import Problem
@@ -25,9 +29,15 @@ from kexp.validate import (
     EXPERIMENT_NAME,
     CheckedFile,
     id_from_name,
+    is_stray,
     read_and_check,
     read_or_problem,
 )
+
+if TYPE_CHECKING:
+    from kexp.cache import Cache
+    from kexp.listing import Listing
+    from kexp.rows import Row
 
 #: The folder of a store that holds its experiment files.
 EXPERIMENTS_DIR = "experiments"
@@ -40,8 +50,42 @@ READ_BATCH = 256
 CHECK_BATCH = 2048
 
 
+class Found(NamedTuple):
+    """What a query sees of a source (:meth:`FileSource.read`)."""
+
+    #: Every current valid experiment file's row, in path order (for a source of
+    #: several places, one entry per experiment: its newest version).
+    rows: list[Row]
+    #: (path relative to ``experiments/``, its first error: a :class:`Problem`, or the
+    #: error tuple of a record) of every invalid file.
+    invalid: list[tuple[str, Any]]
+    #: The working tree's rows (the same list as ``rows`` for the working tree alone;
+    #: those of a revision for a revision).
+    local: list[Row]
+    #: The working tree's listing (None at a revision).
+    listing: Listing | None = None
+
+
 class FileSource(Protocol):
     """Where the experiment files of a store come from (see the module docstring)."""
+
+    def read(self, cache: Cache, settings: Settings) -> Found:
+        """Every experiment file a query sees, through ``cache``."""
+
+    def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
+        """Read and check the files :meth:`read` found for ``rows`` (the working tree's
+        as they are now, another place's by content key)."""
+
+    def bytes_found(
+        self, items: Sequence[tuple[str, bytes]], settings: Settings
+    ) -> list[bytes | None]:
+        """The bytes of each (path relative to ``experiments/``, content key) found by
+        :meth:`read`: exactly that content, or None when it cannot be read (a file
+        changed since)."""
+
+    @property
+    def places(self) -> tuple[str, ...] | None:
+        """The places read, the working tree first (None: one place only)."""
 
     @property
     def writable(self) -> bool:
@@ -49,7 +93,8 @@ class FileSource(Protocol):
 
     @property
     def cacheable(self) -> bool:
-        """Whether queries may use the stat-keyed cache of the files (:mod:`kexp.index`)."""
+        """Whether queries may keep what they read in the store's cache file (else the
+        cache is kept in memory, for one query)."""
 
     @property
     def splittable(self) -> bool:
@@ -81,6 +126,11 @@ class FileSource(Protocol):
     def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
         """Read and check each of ``paths``."""
 
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files that are not experiment files (nor the folder's README:
+        :func:`kexp.validate.is_stray`), sorted, each with its bytes or the problem that
+        says why it cannot be read: what validation reports."""
+
     def vanished(self, path: Path) -> bool:
         """Whether ``path`` was listed but is gone now (deleted by another process)."""
 
@@ -93,8 +143,35 @@ class WorkingTree:
     ``cacheable=False`` (every query then reads every file: the truth the cache is
     compared with)."""
 
+    def read(self, cache: Cache, settings: Settings) -> Found:
+        """Every experiment file as it is now (:func:`kexp.listing.refresh`)."""
+        from kexp.listing import refresh
+
+        listing = refresh(cache, self.experiments_dir, settings)
+        rows, invalid = listing.rows()
+        return Found(rows, invalid, rows, listing)
+
+    def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
+        """Read and check the files of ``rows`` as they are now."""
+        base = self.experiments_dir
+        return [read_and_check(base / row.path, settings) for row in rows]
+
+    def bytes_found(
+        self, items: Sequence[tuple[str, bytes]], settings: Settings
+    ) -> list[bytes | None]:
+        """The bytes of each (path relative to ``experiments/``, content key) when the
+        file holds that content now (else None)."""
+        from kexp.rows import content_key
+
+        found: list[bytes | None] = []
+        for path, key in items:
+            data = read_or_problem(self.experiments_dir / path, settings)
+            found.append(data if isinstance(data, bytes) and content_key(data) == key else None)
+        return found
+
     revision: str | None = None
     commit: str | None = None
+    places: tuple[str, ...] | None = None
     writable = True
     splittable = True
 
@@ -130,6 +207,19 @@ class WorkingTree:
         # of a name (a list of components per path would take more memory).
         found.sort(key=lambda path: path.replace("/", "\0"))
         return found
+
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files of ``experiments/`` that are not experiment files (nor its
+        README), sorted, each with its bytes or the problem saying why it cannot be read."""
+        top = str(self.experiments_dir)
+        found: list[str] = []
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            below = os.path.relpath(folder, top).replace(os.sep, "/")
+            prefix = "" if below == "." else below + "/"
+            found.extend(os.path.join(folder, name) for name in names if is_stray(prefix + name))
+        found.sort()
+        return [(path, read_or_problem(path, settings)) for path in found]
 
     def contents(
         self, files: Sequence[str], settings: Settings

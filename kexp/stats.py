@@ -1,5 +1,6 @@
-"""Store statistics: counts per operator and outcome, and the best score per operator
-and data type with the experiment that holds it.
+"""Store statistics: counts per operator and outcome, and the best cumulative score (the
+speedup over the operator's reference, :mod:`kexp.campaign`) per operator and data type
+with the experiment that holds it: the best tip.
 
 The Python twin of ``kexp stats`` is :func:`stats`.
 """
@@ -21,16 +22,20 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Best:
-    """The best scored experiment of one (operator, dtype) pair."""
+    """The best experiment of one (operator, dtype) pair: the best cumulative score."""
 
     operator_sig: str
     dtype_sig: str
+    #: Its own score (one step when measured against its parent).
     score: float
     id: str
     change_summary: str
     count: int
     #: Why the best measurement is implausible (empty when it is believable).
     suspect: list[str] = dataclasses.field(default_factory=list)
+    #: The speedup over the operator's reference, and its 95 % interval.
+    cumulative_score: float | None = None
+    cumulative_ci: list[float] | None = None
 
 
 @dataclasses.dataclass
@@ -39,8 +44,8 @@ class Stats:
 
     ``by_operator`` maps each ``operator_sig`` to its count per outcome (every outcome
     present, zeros included, plus ``total``); ``by_outcome`` is the same over all;
-    ``best`` lists, per (operator, dtype), the best experiment that is neither buggy
-    nor pending, best score first.
+    ``best`` lists, per (operator, dtype), the experiment with the best cumulative
+    score (neither buggy nor pending, not a control), best first.
     """
 
     total: int
@@ -77,7 +82,7 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         groups.setdefault((exp.operator_sig, exp.dtype_sig), []).append(exp)
     best: list[Best] = []
     for (operator, dtype), members in groups.items():
-        scored = rank(e for e in members if is_scored(e))
+        scored = rank([e for e in members if is_scored(e) and e.derived.ranked], limit=1)
         if scored:
             top = scored[0]
             best.append(
@@ -89,9 +94,11 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
                     top.change_summary,
                     len(members),
                     suspect_reasons(top, top.settings),
+                    top.cumulative_score,
+                    None if top.cumulative_ci is None else list(top.cumulative_ci),
                 )
             )
-    best.sort(key=lambda b: (-b.score, b.operator_sig, b.dtype_sig))
+    best.sort(key=lambda b: (-(b.cumulative_score or 0.0), b.operator_sig, b.dtype_sig))
     return Stats(
         total=len(items),
         by_outcome=by_outcome,
@@ -101,5 +108,6 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
 
 
 def stats(store: Store, **filters: Any) -> Stats:
-    """Statistics of the experiments in ``store`` matching ``filters``."""
+    """Statistics of the experiments in ``store`` matching ``filters``: each counted
+    once (read across refs, by its newest version, as every query reads it)."""
     return compute_stats(store.list_experiments(**filters))

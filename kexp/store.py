@@ -1,9 +1,12 @@
 """The store: a folder holding ``experiments/``, queried and written safely.
 
 A :class:`Store` reads its files through a source (:mod:`kexp.sources`: the working
-tree, or a git revision for :meth:`Store.at`), queries them through the cache
-(:mod:`kexp.index`) where the source allows, validates them in one scan
-(:mod:`kexp.scan`), and writes through :mod:`kexp.atomic`. Reads never see a
+tree, a git revision for :meth:`Store.at`, the working tree and refs for
+``Store(root, refs=...)``), queries them through one pipeline (the rows of every
+current experiment from the cache, :mod:`kexp.cache`; the derived values over all of
+them, :func:`kexp.query.derive`; filters; :func:`kexp.query.rank`; only the chosen
+files read whole), validates them in one scan (:mod:`kexp.scan`), and writes through
+:mod:`kexp.atomic`. Reads never see a
 half-written file (every write is a rename of a finished temporary file); creates
 never overwrite (the new file is linked into place only if its name is free); updates
 hold a per-experiment lock, re-read, validate, and replace atomically. Nothing is
@@ -18,19 +21,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import heapq
-import math
+import gc
+import itertools
 import os
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp import atomic, ids
 from kexp.atomic import write_failure
+from kexp.campaign import Derivation, derive, stands_alone
 from kexp.errors import (
     AmbiguousIdError,
+    CacheFolderError,
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
@@ -49,7 +53,6 @@ from kexp.locking import exclusive_lock, file_lock
 from kexp.model import (
     ALL_FIELDS,
     DERIVED,
-    PENDING_STATUSES,
     KernelExperiment,
     attach,
     creation_time,
@@ -58,18 +61,17 @@ from kexp.problems import Problem, has_errors, sort_problems
 from kexp.query import (
     RANKINGS,
     Filters,
-    below_best_combined,
     build_filters,
     chronological,
-    mark_interference,
     matches,
     rank,
-    rank_by_low,
     ranking_leaves_out,
+    select,
 )
+from kexp.rows import Row, problem_at
 from kexp.scan import scan, value_positions
-from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.sources import EXPERIMENTS_DIR, FileSource, WorkingTree
+from kexp.settings import Settings, load_settings
+from kexp.sources import EXPERIMENTS_DIR, FileSource, Found, WorkingTree
 from kexp.validate import (
     CheckedFile,
     FileLinks,
@@ -81,18 +83,17 @@ from kexp.validate import (
     real_paths,
     scan_bytes,
     scan_record,
+    slugify,
     store_findings,
+    stray_problem,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
+    from kexp.cache import Cache
     from kexp.changelog import Changes, HistoryEntry
-    from kexp.index import IndexView, Listing, Row, StoreIndex
 
-_T = TypeVar("_T")
-
-_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
 _DERIVED_FIELDS = DERIVED
@@ -100,19 +101,15 @@ _DERIVED_FIELDS = DERIVED
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
 
 
-@dataclasses.dataclass
-class _Filtered:
-    """Front-matter-only experiments that passed the filters, and the text filter left."""
+class _Selected(NamedTuple):
+    """What the one pipeline's first steps found (:meth:`Store._rows`)."""
 
-    experiments: list[Any]  # what Store._summaries gives: cache rows or experiments
+    #: The rows passing every filter but ``text``, in path order.
+    rows: list[Row]
+    #: The ``text`` filter, left for the experiments read whole (None: none).
     text: Filters | None
-
-
-def slugify(summary: str, max_length: int = 48) -> str:
-    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
-    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
-    slug = slug[:max_length].rstrip("-")
-    return slug or "experiment"
+    #: What is derived of every current experiment (:func:`kexp.campaign.derive`).
+    derivation: Derivation
 
 
 def utc_now(now: float | None = None) -> str:
@@ -127,8 +124,12 @@ class Store:
 
     ``source`` says where its files' bytes come from (:mod:`kexp.sources`): by default
     the working tree's ``experiments/`` folder; :meth:`at` gives a store over a git
-    revision. Whether the store may write, and whether queries may use the cache, are
-    properties of its source.
+    revision; ``refs`` (patterns such as ``origin/*``) or ``all_refs`` read the working
+    tree plus the store at those refs, one entry per experiment: its newest version
+    (:mod:`kexp.refs`; writes still go to the working tree). Whether the store may
+    write, and whether queries may keep a cache file, are properties of its source.
+    ``settings`` default to the store's own: its ``kexp.toml``
+    (:func:`kexp.settings.load_settings`), else :data:`kexp.settings.DEFAULT_SETTINGS`.
     """
 
     def __init__(
@@ -136,8 +137,10 @@ class Store:
         root: Path | str | None = None,
         *,
         code_repo: Path | str | None = None,
-        settings: Settings = DEFAULT_SETTINGS,
+        settings: Settings | None = None,
         source: FileSource | None = None,
+        refs: Sequence[str] = (),
+        all_refs: bool = False,
     ) -> None:
         self.root = Path(root).resolve() if root is not None else find_root()
         if source is None:
@@ -148,14 +151,29 @@ class Store:
                     f"'kexp init {self.root}'"
                 )
             source = WorkingTree(self.root / EXPERIMENTS_DIR)
+        # The store's own settings (its kexp.toml) unless given.
+        self.settings = settings if settings is not None else load_settings(self.root)
+        if isinstance(refs, str):
+            refs = [refs]
+        if refs or all_refs:
+            if source.revision is not None or not source.writable:
+                raise KexpError(
+                    "reading across refs starts from the working tree: give a revision or "
+                    "refs, not both"
+                )
+            from kexp.refs import RefsSource
+
+            assert isinstance(source, WorkingTree)
+            source = RefsSource(source, self.root, refs, all_refs=all_refs, settings=self.settings)
         env_repo = os.environ.get("KEXP_CODE_REPO")
         self.code_repo = Path(code_repo or env_repo or self.root)
-        self.settings = settings
         self.source: FileSource = source
 
     def __repr__(self) -> str:
         if self.source.revision is not None:
             return f"Store({str(self.root)!r}).at({self.source.revision!r})"
+        if self.source.places is not None:
+            return f"Store({str(self.root)!r}, refs={list(self.source.places[1:])!r})"
         return f"Store({str(self.root)!r})"
 
     @property
@@ -186,9 +204,16 @@ class Store:
         folder = self.root / CACHE_DIR
         refuse_links_in_cache(folder)  # links committed by someone: never written through
         if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
-                f.write("# kexp's cache: never committed\n*\n")
+            try:
+                folder.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                    f.write("# kexp's cache: never committed\n*\n")
+            except OSError as exc:
+                raise CacheFolderError(
+                    f"cannot create kexp's cache folder {folder}: {exc.strerror or exc}; "
+                    f"kexp keeps its locks there to write to the store (check the owner and "
+                    f"permissions of {self.root}); reading needs no write"
+                ) from None
         return folder
 
     # --- reading -----------------------------------------------------------------
@@ -215,126 +240,125 @@ class Store:
         """Read and check one experiment file."""
         return self.source.check(Path(path), self.settings)
 
-    def _load(self, *, strict: bool) -> list[KernelExperiment]:
-        """Every valid experiment, read whole; invalid files warned about (or raised)."""
-        experiments: list[KernelExperiment] = []
-        for checked in self.check_files():
-            if checked.ok:
-                experiments.append(attach(checked.experiment(), self.settings))
-                continue
-            first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-            self._skip(checked.path, first.format(), [first], strict)
-        mark_interference(experiments)
-        return experiments
-
-    def _summaries(self, *, strict: bool, wanted: Filters | None = None) -> list[Any]:
-        """The front-matter of every valid experiment (passing ``wanted``), for filtering
-        and ranking.
-
-        From the cache (:mod:`kexp.index`: rows, no unchanged file read) for the working
-        tree; whole experiments for a store that has no cache (:meth:`at`).
-        :meth:`_complete` and :meth:`_brief` turn them into experiments.
-        """
-        if not self.source.cacheable:
-            found = self._load(strict=strict)
-            return found if wanted is None else [e for e in found if self._matches(e, wanted)]
-        if wanted is None:
-            return self._with_index(strict, lambda view: view.all_rows())
-        return self._with_index(
-            strict, lambda view: view.all_rows(lambda row: self._matches(row, wanted))
-        )
-
-    def _matches(self, item: Any, wanted: Filters) -> bool:
-        return matches(item, wanted, self.settings)
-
-    def _with_index(self, strict: bool, use: Callable[[IndexView], _T]) -> _T:
-        """``use(view)`` of the refreshed cache; invalid files warned about (or raised).
-
-        :meth:`kexp.index.StoreIndex.query` runs ``use`` again when rows turn out not to
-        describe the files (another process wrote meanwhile, a damaged cache).
-        """
-        result, invalid = self._store_index().query(use)
-        for relative, error in invalid:
-            self._skip(self.experiments_dir / relative, error, [], strict)
-        return result
-
-    def query_cache(self, use: Callable[[IndexView], _T]) -> _T | None:
-        """``use(view)`` on the store's refreshed query cache (:mod:`kexp.index`), for
-        reads the cache answers without building experiments (such as the front-matter
-        a review's store-wide checks need); None for a store that has no cache (one read
-        at a revision). Invalid files are not warned about."""
-        if not self.source.cacheable:
-            return None
-        return self._store_index().query(use)[0]
-
-    def _store_index(self) -> StoreIndex:
-        """The store's cache (:mod:`kexp.index`). Where ``.kexp/`` cannot be made (a
-        store one may read but not write), it is kept in memory, query by query."""
-        from kexp.index import StoreIndex
-
-        try:
-            cache_dir = self.cache_dir
-        except OSError:
-            cache_dir = self.root / CACHE_DIR
-        return StoreIndex(self.experiments_dir, cache_dir, self.settings)
-
     @property
     def is_working_tree(self) -> bool:
-        """Whether this store reads the files of ``experiments/`` through its cache (the
-        working tree; not a revision's files)."""
-        return self.source.cacheable
+        """Whether this store reads the files of ``experiments/`` on disk (not a
+        revision's files)."""
+        return self.source.writable
 
-    def current_listing(self) -> dict[str, Listing] | None:
-        """Every folder of ``experiments/`` with its files' names and stat signatures, as
-        the cache's refresh finds them on disk now (invalid files warned about, as
-        queries do), for caches of their own kept in step with the files (the
-        retrieval index, :mod:`kexp.retrieval`). None for a store without a cache (at a
-        revision)."""
+    def open_cache(self) -> Cache:
+        """The store's cache (:mod:`kexp.cache`), opened for one query (the caller closes
+        it): its file in ``.kexp/``; in memory for a store that keeps none (at a
+        revision, or ``cacheable=False``), or where ``.kexp/`` cannot be made (a store
+        one may read but not write)."""
+        from kexp.cache import Cache
+
         if not self.source.cacheable:
-            return None
-        return self._with_index(False, lambda view: view.listing())
+            return Cache(None, self.settings)
+        try:
+            folder: Path | None = self.cache_dir
+        except OSError:
+            folder = None
+        return Cache(folder, self.settings)
 
-    def _skip(self, path: Path, first: str, problems: list[Problem], strict: bool) -> None:
-        if self.source.vanished(path):
+    def found(self, *, strict: bool = False) -> Found:
+        """Every experiment file a query sees now, through the cache (see
+        :meth:`kexp.sources.FileSource.read`): the rows of the valid ones, in path
+        order; invalid files are warned about (``strict``: raised). The one read every
+        query starts from."""
+        from kexp.cache import Cache, DamagedCacheError
+
+        cache = self.open_cache()
+        collecting = gc.isenabled()
+        gc.disable()  # a read makes a few objects a file and frees none
+        try:
+            for attempt in range(3):
+                try:
+                    found = self.source.read(cache, self.settings)
+                    break
+                except DamagedCacheError:
+                    if attempt == 0:
+                        cache.rebuild()  # on any doubt: made again from the files
+                    else:
+                        cache.close()
+                        cache = Cache(None, self.settings)
+        finally:
+            cache.close()
+            if collecting:
+                gc.enable()
+        for path, error in found.invalid:
+            self._skip(path, error, strict)
+        return found
+
+    def _skip(self, path: str, error: Any, strict: bool) -> None:
+        """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
+        file = self.experiments_dir / path
+        if isinstance(error, str):  # already said where (another place than the tree)
+            if strict:
+                raise ValidationError(error, [])
+            warnings.warn(
+                f"skipped invalid experiment file {error}", InvalidExperimentWarning, stacklevel=4
+            )
+            return
+        if self.is_working_tree and self.source.vanished(file):
             return  # deleted by another process since it was listed: no longer in the store
+        problem = error if isinstance(error, Problem) else problem_at(file, error)
         if strict:
-            if not problems:
-                problems = [p for p in self.check_file(path).problems if p.severity == "error"][:1]
-            raise ValidationError(f"{path} is not a valid experiment", problems)
+            raise ValidationError(f"{file} is not a valid experiment", [problem])
         warnings.warn(
-            f"skipped invalid experiment file {first}", InvalidExperimentWarning, stacklevel=4
+            f"skipped invalid experiment file {problem.format()}",
+            InvalidExperimentWarning,
+            stacklevel=4,
         )
 
-    def _brief(self, summaries: list[Any]) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of :meth:`_summaries` items."""
-        brief: list[KernelExperiment] = []
-        for item in summaries:
-            exp = (
-                item
-                if isinstance(item, KernelExperiment)
-                else item.to_experiment(self.experiments_dir)
-            )
-            brief.append(attach(exp, self.settings))
-        return brief
+    def derivation(self, *, strict: bool = False) -> Derivation:
+        """What is derived of every current experiment from all of them (outcome,
+        interference, cumulative score and its interval, control): see
+        :func:`kexp.campaign.derive`. ``of(record)`` answers for any record listed."""
+        return derive(self.found(strict=strict).rows, self.settings)
 
-    def _complete(self, summaries: list[Any], *, strict: bool = False) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of :meth:`_summaries` items.
+    def _rows(self, filters: dict[str, Any], *, strict: bool, skip_buggy: bool = False,
+              skip_pending: bool = False, skip_controls: bool = False) -> _Selected:  # fmt: skip
+        """The one pipeline's first steps: every current row (:meth:`found`), what is
+        derived of them all (:func:`kexp.campaign.derive`), and those passing every
+        filter but ``text`` (returned)."""
+        filters = dict(filters)
+        reachable_from = filters.pop("reachable_from", None)
+        text = filters.pop("text", None)
+        found = self.found(strict=strict)
+        wanted = build_filters(**self._resolve_filter_ids(filters, found))
+        derivation = derive(found.rows, self.settings)
+        rows = select(found.rows, wanted, self.settings, derivation=derivation,
+                      skip_buggy=skip_buggy, skip_pending=skip_pending,
+                      skip_controls=skip_controls)  # fmt: skip
+        if reachable_from is not None:
+            from kexp.provenance import reachable
 
-        A file that became invalid since it was listed is skipped with a warning.
-        """
+            rows = reachable(rows, self.code_repo, str(reachable_from))
+        return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
+
+    def _brief(self, rows: Iterable[Row], derivation: Derivation) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of rows, with what
+        ``derivation`` says of each."""
+        of, settings, folder = derivation.of, self.settings, self.experiments_dir
+        return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
+
+    def _complete(
+        self, rows: Sequence[Row], derivation: Derivation, *, strict: bool = False
+    ) -> list[KernelExperiment]:
+        """The whole experiments (bodies read) of rows, with what ``derivation`` says of
+        each; a file that became invalid since it was listed is skipped with a warning."""
         complete: list[KernelExperiment] = []
-        for item in summaries:
-            if isinstance(item, KernelExperiment):
-                complete.append(item)
-                continue
-            checked = self.check_file(self.experiments_dir / item.path)
+        for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
             if not checked.ok:
                 first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-                self._skip(checked.path, first.format(), [first], strict)
+                self._skip(row.path, first, strict)
                 continue
+            exp = checked.experiment()
             complete.append(
-                attach(checked.experiment(), self.settings, interference=item.interference)
-            )
+                attach(exp, self.settings, path=self.experiments_dir / row.path,
+                       derived=derivation.of(row), where=row.sighting())
+            )  # fmt: skip
         return complete
 
     def list_experiments(
@@ -351,29 +375,51 @@ class Store:
         keeps experiments whose ``base_commit`` is an ancestor of ``REV``;
         ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
         """
-        found = self._filtered(filters, strict=strict)
-        chosen = chronological(found.experiments)
-        if found.text is not None:
-            complete = self._complete(chosen, strict=strict)
-            return [e for e in complete if matches(e, found.text, self.settings)]
-        return self._brief(chosen) if brief else self._complete(chosen, strict=strict)
+        selected = self._rows(filters, strict=strict)
+        chosen = chronological(selected.rows)
+        derivation = selected.derivation
+        if selected.text is not None:
+            complete = self._complete(chosen, derivation, strict=strict)
+            return [e for e in complete if matches(e, selected.text, self.settings)]
+        if brief:
+            return self._brief(chosen, derivation)
+        return self._complete(chosen, derivation, strict=strict)
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
         """The experiments given (as ``list_experiments(brief=True)`` returns them) with
-        their body fields read from their files, one at a time: memory stays flat however
-        many there are.
+        their body fields read from their files, a few at a time: memory stays flat
+        however many there are.
 
         The front-matter is the one given (validated when it was listed); the bodies come
-        from the file as it is now. A file that can no longer be read, or that holds
-        another experiment, gives its experiment back without bodies, with an
-        :class:`InvalidExperimentWarning`.
+        from the file as it is now (found on a ref: its content). A file that can no
+        longer be read, or that holds another experiment, gives its experiment back
+        without bodies, with an :class:`InvalidExperimentWarning`.
         """
-        for exp in experiments:
-            if not self.source.cacheable or exp.path is None:
-                yield exp  # a store without a cache lists experiments whole
+        pending = iter(experiments)
+        while batch := list(itertools.islice(pending, 256)):
+            yield from self._with_bodies(batch)
+
+    def _with_bodies(self, batch: list[KernelExperiment]) -> Iterator[KernelExperiment]:
+        elsewhere = [e for e in batch if e.where is not None and not e.where.local]
+        blobs: dict[int, bytes | None] = {}
+        if elsewhere:
+            items = [(os.path.relpath(str(e.path), self.experiments_dir), e.where.key)
+                     for e in elsewhere]  # fmt: skip
+            for exp, data in zip(elsewhere, self.source.bytes_found(items, self.settings),
+                                 strict=True):  # fmt: skip
+                blobs[id(exp)] = data
+        for exp in batch:
+            if exp.path is None:
+                yield exp
                 continue
             try:
-                doc = parse(read_file(exp.path, self.settings), exp.path, fast=True)
+                if id(exp) in blobs:
+                    data = blobs[id(exp)]
+                    if data is None:
+                        raise OSError(f"the blob of {exp.id} cannot be read")
+                else:
+                    data = read_file(exp.path, self.settings)
+                doc = parse(data, exp.path, fast=True)
             except FileFormatError as exc:
                 problem = exc.problem.message
             except OSError as exc:
@@ -387,29 +433,16 @@ class Store:
                     whole.extra_sections = [
                         (s.heading, s.text) for s in doc.sections if s.field is None
                     ]
-                    yield attach(whole, exp.settings, path=exp.path, interference=exp.interference)
+                    yield attach(whole, exp.settings, path=exp.path,
+                                 derived=exp.derived, where=exp.where)  # fmt: skip
                     continue
                 problem = "it now holds another experiment"
             warnings.warn(
                 f"could not read the text of {exp.path}: {problem}",
                 InvalidExperimentWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             yield exp
-
-    def _filtered(self, filters: dict[str, Any], *, strict: bool) -> _Filtered:
-        """Front-matter-only experiments passing every filter but ``text`` (returned)."""
-        filters = dict(filters)
-        reachable_from = filters.pop("reachable_from", None)
-        text = filters.pop("text", None)
-        wanted = build_filters(**self._resolve_filter_ids(filters))
-        text_filter = build_filters(text=text) if text is not None else None
-        found = self._summaries(strict=strict, wanted=wanted)
-        if reachable_from is not None:
-            from kexp.provenance import reachable
-
-            found = reachable(found, self.code_repo, str(reachable_from))
-        return _Filtered(found, text_filter)
 
     def top_experiments(
         self,
@@ -417,111 +450,57 @@ class Store:
         *,
         include_buggy: bool = False,
         include_pending: bool = False,
+        include_controls: bool = False,
         strict: bool = False,
         brief: bool = False,
-        by: str = "score",
+        by: str = "cumulative",
         **filters: Any,
     ) -> list[KernelExperiment]:
-        """The best experiments by score (descending), at most ``max_results`` (20).
+        """The best experiments (:func:`kexp.query.rank`), at most ``max_results`` (20).
 
-        Buggy and pending (status new/running) experiments are left out unless asked
-        for, by ``include_buggy``/``include_pending`` or by an explicit ``is_buggy``,
-        ``status`` or ``outcome`` filter. Ranking reads front-matter only (from the
-        cache); only the experiments returned are read whole (none with ``brief``).
-        ``by="low"`` ranks by the low end of ``score_ci`` (the score without one).
+        ``by="cumulative"`` (the default) ranks by the cumulative score, the speedup over
+        the operator's reference (the best *tips* of a campaign first; experiments whose
+        cumulative score cannot be known follow, by score: see
+        :attr:`KernelExperiment.cumulative_reason`); ``by="low"`` by the low end of its
+        95 % interval; ``by="score"`` by the score itself (one step, for an experiment
+        measured against its parent). Buggy and pending (status new/running)
+        experiments are left out unless asked for, by ``include_buggy``/
+        ``include_pending`` or by an explicit ``is_buggy``, ``status`` or ``outcome``
+        filter; controls (tag ``control``, A/A runs) are never ranked, unless
+        ``include_controls`` or a ``tags`` filter names ``control``. Only the
+        experiments returned are read whole (none with ``brief``).
         """
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         limit = max(0, self.settings.top_default if max_results is None else max_results)
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
-        if by != "score":
-            return self._top_by_low(by, limit, skip_buggy, skip_pending, strict, brief, filters)
-        if (
-            self.source.cacheable
-            and filters.get("text") is None
-            and filters.get("reachable_from") is None
-        ):
-            wanted = build_filters(**self._resolve_filter_ids(filters))
-            best = self._with_index(
-                strict, lambda view: self._best_rows(view, wanted, limit, skip_buggy, skip_pending)
-            )
-            best = rank(best)[:limit]
-            return self._brief(best) if brief else self._complete(best, strict=strict)
-        found = self._filtered(filters, strict=strict)
-        candidates = found.experiments
-        if skip_buggy:
-            candidates = [e for e in candidates if not e.is_buggy]
-        if skip_pending:
-            candidates = [e for e in candidates if e.status not in PENDING_STATUSES]
-        if found.text is None:
-            best = rank(_best_scores(candidates, limit))[:limit]
-            return self._brief(best) if brief else self._complete(best, strict=strict)
-        ranked = rank(candidates)
+        skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
+        selected = self._rows(filters, strict=strict, skip_buggy=skip_buggy,
+                              skip_pending=skip_pending, skip_controls=skip_controls)  # fmt: skip
+        rows, text, derivation = selected
+        if text is None:
+            best = rank(rows, by=by, derivation=derivation, limit=limit)
+            if brief:
+                return self._brief(best, derivation)
+            return self._complete(best, derivation, strict=strict)
+        ranked = rank(rows, by=by, derivation=derivation)
         chosen: list[KernelExperiment] = []
-        for start in range(0, len(ranked), max(limit, 1) * 4):
+        step = max(limit, 1) * 4
+        for start in range(0, len(ranked), step):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(ranked[start : start + max(limit, 1) * 4], strict=strict)
-            chosen += [e for e in batch if matches(e, found.text, self.settings)]
+            batch = self._complete(ranked[start : start + step], derivation, strict=strict)
+            chosen += [e for e in batch if matches(e, text, self.settings)]
         return chosen[:limit]
 
-    def _top_by_low(
-        self,
-        by: str,
-        limit: int,
-        skip_buggy: bool,
-        skip_pending: bool,
-        strict: bool,
-        brief: bool,
-        filters: dict[str, Any],
-    ) -> list[KernelExperiment]:
-        """:meth:`top_experiments` ranked by the low end of the interval."""
-        if by not in RANKINGS:
-            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
-        found = [
-            e
-            for e in self.list_experiments(strict=strict, brief=True, **filters)
-            if not (skip_buggy and e.is_buggy)
-            and not (skip_pending and e.status in PENDING_STATUSES)
-        ]
-        best = rank_by_low(found)[:limit]
-        return best if brief else [self.get_experiment(e.id) for e in best]
-
-    def _best_rows(
-        self, view: IndexView, wanted: Filters, limit: int, skip_buggy: bool, skip_pending: bool
-    ) -> list[Row]:
-        """The cached rows that can be among the ``limit`` best passing ``wanted``: read
-        in score order until ``limit`` are found and the next score is lower (ties kept)."""
-        chosen: list[Row] = []
-        if limit == 0:
-            return chosen
-        threshold: float | None = None
-        seen, stopped = 0, False
-        for row in view.by_score():
-            if threshold is not None and row.score < threshold:
-                stopped = True
-                break
-            seen += 1
-            if skip_buggy and row.is_buggy:
-                continue
-            if skip_pending and row.status in PENDING_STATUSES:
-                continue
-            if wanted.outcome is not None:  # the outcome depends on interference
-                row = view.with_interference([row])[0]
-            if not matches(row, wanted, self.settings):
-                continue
-            chosen.append(row)
-            if len(chosen) == limit:
-                threshold = row.score
-        # The cache checks that no row scoring that much was hidden from the ranking.
-        assert threshold is not None or not stopped
-        view.ranked_down_to(threshold if threshold is not None and stopped else -math.inf, seen)
-        return view.with_interference(chosen)
-
-    def _resolve_filter_ids(self, filters: dict[str, Any]) -> dict[str, Any]:
+    def _resolve_filter_ids(self, filters: dict[str, Any], found: Found) -> dict[str, Any]:
         resolved = dict(filters)
         if resolved.get("pid"):
-            resolved["pid"] = self.resolve_id(resolved["pid"])
+            resolved["pid"] = self.resolve_id(resolved["pid"], found=found)
         if resolved.get("base_commit"):
             from kexp.provenance import base_commit_filter
 
@@ -529,56 +508,68 @@ class Store:
         return resolved
 
     def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
-        """Ids (starting with ``prefix``) → their files (in path order), from the file
-        names alone."""
+        """Ids (starting with ``prefix``) → their files in the working tree (in path
+        order), from the file names alone."""
         return self._id_finder(prefix)(prefix)
 
     def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
         """A function from an id prefix to the ids starting with it and their files (in
         path order), which looks at the store once: through the cache's folder listings
-        (only folders whose own signature changed are listed again), else in one walk of
-        the folders (of the names starting with ``only``: what every id asked for starts
-        with). A write asks it for the few ids it names."""
-        if not self.source.cacheable:
+        (only folders whose own signature changed are listed again; names starting with
+        ``only``, what every id asked for starts with). A write asks it for the few ids
+        it names."""
+        if not self.is_working_tree:
             every: dict[str, list[Path]] = {}
             for path in self.paths():
                 exp_id = id_from_name(path)
                 assert exp_id is not None
                 every.setdefault(exp_id, []).append(path)
             return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
-        from kexp.index import walk_experiment_names
+        from kexp.cache import file_name
+        from kexp.listing import find_folders, names_starting
 
-        lookup = self._store_index().name_lookup()
-        if lookup is not None:
-            find = lookup.find
-        else:
-            # No cache to ask: one walk (of the names starting with ``only``, when the
-            # finder is asked for those alone).
-            walked = walk_experiment_names(str(self.experiments_dir), only)
-            by_id: dict[str, list[tuple[str, str]]] = {}
-            for folder, name in walked:
-                by_id.setdefault(name[:16], []).append((folder, name))
-
-            def find(prefix: str) -> list[tuple[str, str]]:
-                if len(prefix) >= 16:
-                    return by_id.get(prefix[:16], []) if prefix[:16] == prefix else []
-                return [
-                    item for key, items in by_id.items() if key.startswith(prefix) for item in items
-                ]
+        made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()
+        cache = self.open_cache() if self.source.cacheable and made else None  # none made
+        try:
+            folders = find_folders(cache, self.experiments_dir, only)
+        finally:
+            if cache is not None:
+                cache.close()
 
         def index(prefix: str) -> dict[str, list[Path]]:
-            found: dict[str, list[Path]] = {}
-            for folder, name in find(prefix):
-                found.setdefault(name[:16], []).append(Path(folder, name))
-            for paths in found.values():
+            # A file's name starts with its id: only the names starting with the prefix
+            # are looked at (a write asks for a few ids of a large store).
+            by_id: dict[str, list[Path]] = {}
+            for folder, names in folders:
+                for name in names_starting(names, prefix):
+                    exp_id = id_from_name(name)
+                    if exp_id is not None and exp_id.startswith(prefix):
+                        by_id.setdefault(exp_id, []).append(Path(folder, name))
+            for paths in by_id.values():
                 paths.sort()
-            return found
+            return by_id
 
         return index
 
-    def resolve_id(self, id_or_prefix: str) -> str:
-        """The full id of the one experiment whose id starts with ``id_or_prefix``."""
-        return self._find(id_or_prefix)[0]
+    def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
+        """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
+        place the store reads)."""
+        if self.source.places is None:
+            return self._find(id_or_prefix)[0]
+        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
+        found = found if found is not None else self.found()
+        seen = {row.id for row in found.rows} | {
+            exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
+        }
+        candidates = sorted(i for i in seen if i.startswith(prefix))
+        if not candidates:
+            raise ExperimentNotFoundError(
+                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
+                f"{', '.join(self.source.places)} (kexp list --all-refs shows the ids)"
+            )
+        if len(candidates) > 1:
+            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
+        return candidates[0]
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
@@ -587,15 +578,17 @@ class Store:
         resolved = dict(fields)
         pid = resolved.get("pid")
         if isinstance(pid, str) and pid.strip():
-            resolved["pid"] = self.resolve_id(pid.strip())
+            resolved["pid"] = self._find(pid.strip())[0]
         combines = resolved.get("combines")
         if isinstance(combines, list):
             resolved["combines"] = [
-                self.resolve_id(c) if isinstance(c, str) and c.strip() else c for c in combines
+                self._find(c)[0] if isinstance(c, str) and c.strip() else c for c in combines
             ]
         return resolved
 
     def _find(self, id_or_prefix: str) -> tuple[str, Path]:
+        """The full id and the file of the one experiment of the working tree (or the
+        revision) whose id starts with ``id_or_prefix``."""
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
         candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
@@ -620,11 +613,30 @@ class Store:
         return self._find(exp_id)[1]
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
-        """The experiment with this id or unique id prefix (≥ 4 characters).
+        """The experiment with this id or unique id prefix (≥ 4 characters); read across
+        refs, its newest version.
 
         Raises :class:`ExperimentNotFoundError`, :class:`AmbiguousIdError`, or
         :class:`ValidationError` when its file is invalid.
         """
+        if self.source.places is not None:
+            found = self.found()
+            full = self.resolve_id(exp_id, found=found)
+            rows = [row for row in found.rows if row.id == full]
+            if not rows:
+                where, error = next((p, e) for p, e in found.invalid if id_from_name(p) == full)
+                if isinstance(error, str):
+                    raise ValidationError(error, [])
+                file = self.experiments_dir / where
+                problem = error if isinstance(error, Problem) else problem_at(file, error)
+                raise ValidationError(f"{file} is not a valid experiment", [problem])
+            if len(rows) > 1:
+                listing = ", ".join(row.path for row in rows)
+                raise KexpError(
+                    f"id {full} is used by more than one file ({listing}); "
+                    "run 'kexp validate' and give one of them a new id"
+                )
+            return self._complete(rows, derive(found.rows, self.settings), strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -632,24 +644,14 @@ class Store:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        if exp.combines:
-            scores = {other: self._score_of(other) for other in exp.combines}
-            known = {other: score for other, score in scores.items() if score is not None}
-            attach(exp, interference=below_best_combined(exp.score, exp.combines, known))
-        return exp
+        if stands_alone(exp):  # what is derived of it depends on no other experiment
+            return attach(exp, derived=derive([exp], self.settings).of(exp))
+        with warnings.catch_warnings():  # the others' problems are not this read's
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            derivation = self.derivation()
+        return attach(exp, derived=derivation.of(exp))
 
-    def _score_of(self, exp_id: str) -> float | None:
-        """The score of the experiment ``exp_id``: that of its first valid file (in path
-        order) when several files hold the id, as queries count it; None if none."""
-        if not ids.is_valid_id(exp_id):
-            return None
-        for path in self.id_index(exp_id).get(exp_id, []):
-            checked = self.check_file(path)
-            if checked.ok:
-                return float(checked.experiment().score)
-        return None
-
-    # --- git: the store at a revision, history, changes -------------------------------
+    # --- git: the store at a revision, across refs, history, changes -------------------
 
     def at(self, revision: str) -> Store:
         """The store as it was at ``revision`` (hash, branch, tag, ``HEAD~1``).
@@ -663,6 +665,16 @@ class Store:
 
         source = GitRevision(self.root, revision)
         return Store(self.root, code_repo=self.code_repo, settings=self.settings, source=source)
+
+    def with_refs(self, refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
+        """This store read with the store at every ref matching ``refs`` (``origin/*``)
+        or, with ``all_refs``, at every branch and remote-tracking branch: one entry per
+        experiment, its newest version (see :mod:`kexp.refs`). The store itself when no
+        ref is asked for."""
+        if not refs and not all_refs:
+            return self
+        return Store(self.root, code_repo=self.code_repo, settings=self.settings,
+                     refs=refs, all_refs=all_refs)  # fmt: skip
 
     def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
         """Every commit that touched an experiment's file, oldest first, with the
@@ -678,15 +690,30 @@ class Store:
 
         return changes(self, base, head)
 
+    def file_records(self) -> list[tuple[str, tuple[Any, ...] | None]] | None:
+        """(path relative to ``experiments/``, front-matter values in
+        :data:`kexp.rows.VALUE_FIELDS` order, or None for an invalid file) of every file
+        of the working tree, in path order, from the cache (only the files changed since
+        are read); None for a store that keeps no cache (at a revision). Invalid files
+        are not warned about."""
+        if not self.source.cacheable:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            listing = self.found().listing
+        if listing is None:
+            return None
+        return listing.records()
+
     # --- lineage -------------------------------------------------------------------
 
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
-        by_id: dict[str, Any] = {}
-        for exp in self._summaries(strict=False):  # in path order: the first file of an id
-            by_id.setdefault(exp.id, exp)
-        current = by_id.get(self.resolve_id(exp_id))
-        chain: list[Any] = []
+        found = self.found()
+        derivation = derive(found.rows, self.settings)
+        by_id = derivation.records()  # in path order: the first file of an id
+        current = by_id.get(self.resolve_id(exp_id, found=found))
+        chain: list[Row] = []
         seen = {current.id} if current else set()
         while current is not None and current.pid and current.pid in by_id:
             if current.pid in seen:
@@ -694,29 +721,30 @@ class Store:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return self._complete(chain)
+        return self._complete(chain, derivation)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
-        full_id = self.resolve_id(exp_id)
-        kids = [e for e in self._summaries(strict=False) if e.pid == full_id]
-        return self._complete(chronological(kids))
+        found = self.found()
+        full_id = self.resolve_id(exp_id, found=found)
+        kids = [row for row in found.rows if row.pid == full_id]
+        return self._complete(chronological(kids), derive(found.rows, self.settings))
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
-        everything = self._summaries(strict=False)
-        kids: dict[str, list[Any]] = {}
-        for exp in chronological(everything):
-            kids.setdefault(exp.pid, []).append(exp)
-        queue, found, seen = [self.resolve_id(exp_id)], [], set()
+        found = self.found()
+        kids: dict[str, list[Row]] = {}
+        for row in chronological(found.rows):
+            kids.setdefault(row.pid, []).append(row)
+        queue, chosen, seen = [self.resolve_id(exp_id, found=found)], [], set()
         while queue:
             current = queue.pop(0)
             for child in kids.get(current, []):
                 if child.id not in seen:
                     seen.add(child.id)
-                    found.append(child)
+                    chosen.append(child)
                     queue.append(child.id)
-        return self._complete(found)
+        return self._complete(chosen, derive(found.rows, self.settings))
 
     # --- validation ------------------------------------------------------------------
 
@@ -744,6 +772,8 @@ class Store:
 
         files = self.source.files()
         links, file_problems = self._validation_scan(files)
+        # The Markdown files kexp never reads (few): each is a problem of its own.
+        strays = {os.path.realpath(p): (p, d) for p, d in self.source.stray_files(self.settings)}
         in_store = len(files)
         del files
         if paths is None:
@@ -756,8 +786,11 @@ class Store:
             items = [links[number] for number in selected]
             file_problems = {n: file_problems[n] for n in selected if n in file_problems}
             known = set(real)
-            extra = [self.check_file(p) for p in paths if os.path.realpath(p) not in known]
+            asked = [p for p in paths if os.path.realpath(p) not in known]
+            extra = [self.check_file(p) for p in asked if os.path.realpath(p) not in strays]
         problems: list[Problem] = [p for found in file_problems.values() for p in found]
+        shown = strays if paths is None else {os.path.realpath(p) for p in paths}
+        problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
         for item in extra:
             problems += item.problems
             fields = item.document.fields if item.document is not None else None
@@ -1107,20 +1140,33 @@ class Store:
     def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
         """The ids of the valid experiments whose ``pid`` is this experiment (id or
         unique prefix), and of those whose ``combines`` hold it (in path order): what
-        makes :meth:`delete_experiment` refuse. From the cache, refreshed."""
+        makes :meth:`delete_experiment` refuse. From a light refresh of the cache: every
+        file added, replaced or removed since the last query is seen (kexp's own writes
+        among them), an edit in place by another program not."""
         full_id = exp_id if ids.is_valid_id(exp_id) else self.resolve_id(exp_id)
-        if not self.source.cacheable:
-            others = self._load(strict=False)
+        if not self.source.cacheable or self.source.places is not None:
+            rows = self.found().local
             return (
-                [e.id for e in others if e.pid == full_id],
-                [e.id for e in others if full_id in e.combines],
+                [row.id for row in rows if row.pid == full_id],
+                [row.id for row in rows if full_id in row.combines],
             )
-        # A light refresh: every file added, replaced or removed since the last query is
-        # seen (kexp's own writes among them), an edit in place by another program not.
-        kids, combiners = self._store_index().query(lambda view: view.naming(full_id), light=True)[
-            0
-        ]
-        return [row.id for row in kids], [row.id for row in combiners]
+        from kexp.cache import Cache, DamagedCacheError
+        from kexp.listing import refresh
+
+        cache = self.open_cache()
+        try:
+            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
+            rows = listing.rows_naming(full_id)
+        except DamagedCacheError:
+            cache.rebuild()
+            memory = Cache(None, self.settings)
+            rows = refresh(memory, self.experiments_dir, self.settings).rows()[0]
+        finally:
+            cache.close()
+        return (
+            [row.id for row in rows if row.pid == full_id],
+            [row.id for row in rows if full_id in row.combines],
+        )
 
     def lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
         """Hold the store's lineage lock: exclusive, no delete and no write naming other
@@ -1188,19 +1234,11 @@ def _validation_record(
     return scan_record(found, link, shared)
 
 
-def _best_scores(candidates: list[Any], limit: int) -> list[Any]:
-    """The candidates that can be among the ``limit`` best: every one scoring at least
-    the ``limit``-th best score (ties included), so ranking sorts a handful, not all."""
-    if len(candidates) <= limit:
-        return candidates
-    if limit == 0:
+def _as_list(value: Any) -> list[Any]:
+    """A filter value given as one value or a list, as a list."""
+    if value is None:
         return []
-    threshold = min(float(c.score) for c in heapq.nlargest(limit, candidates, key=_score))
-    return [c for c in candidates if float(c.score) >= threshold]
-
-
-def _score(item: Any) -> float:
-    return float(item.score)
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _exists(exp_id: str) -> ExperimentExistsError:

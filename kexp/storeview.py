@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kexp.index import Listing
+    from kexp.cache import Cache
+    from kexp.campaign import Derivation
     from kexp.model import KernelExperiment
     from kexp.settings import Settings
-    from kexp.sources import FileSource
+    from kexp.sources import FileSource, Found
 
 
 class StoreView(Protocol):
@@ -51,4 +52,8 @@ class StoreView(Protocol):
 
     def get_experiment(self, exp_id: str) -> KernelExperiment: ...
 
-    def current_listing(self) -> dict[str, Listing] | None: ...
+    def derivation(self, *, strict: bool = False) -> Derivation: ...
+
+    def found(self, *, strict: bool = False) -> Found: ...
+
+    def open_cache(self) -> Cache: ...

@@ -4,16 +4,19 @@ An experiment is *suspect* when its ``score`` is above the plausibility ceiling
 (``Settings.suspect_score_above``, 3.0x by default), when one of its ``results`` has a
 speedup above it, when a measured baseline or candidate time is near zero (below
 ``Settings.suspect_time_below_us``), or when its ``protocol`` says a host wall clock
-timed a short kernel (below ``Settings.suspect_wall_clock_below_us``) without device
-synchronisation: the usual signs of a kernel that skipped its work, wrote wrong
-results, or a timer read before the GPU finished. Such an experiment is
-flagged ``suspect: verify correctness`` in validation (a warning) and in listings.
+timed a short GPU kernel (below ``Settings.suspect_wall_clock_below_us``) without
+device synchronisation (a kernel that ran on the CPU, ``protocol.device: cpu``, needs
+none; one whose device is not said may be a GPU's): the usual signs of a kernel that
+skipped its work, wrote wrong results, or a timer read before the GPU finished. Such an
+experiment is flagged ``suspect: verify correctness`` in validation (a warning) and in
+listings.
 
 Buggy experiments are not flagged: they are already known to be wrong.
 
 * :func:`suspect_reasons` / :func:`is_suspect` for an experiment (listings);
-* :func:`suspect_problems` for a parsed file (validation warnings, code
-  ``suspect-measurement``, positioned at the offending value).
+* :func:`suspect_problems` for a parsed file (validation warnings, code ``suspect``,
+  positioned at the offending value; :func:`suspect_fields` says whether a file's
+  front-matter has any).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
 #: The flag shown next to a suspect experiment in listings.
 SUSPECT_LABEL = "suspect: verify correctness"
 #: The validation code of a suspect measurement (a warning).
-SUSPECT_CODE = "suspect-measurement"
+SUSPECT_CODE = "suspect"
 #: Microseconds per unit of a result's ``unit`` (``us`` when absent).
 UNIT_TO_US = {
     "ns": 1e-3,
@@ -104,8 +107,11 @@ def _findings(
 def _unsynchronized(
     results: Any, protocol: Any, settings: Settings
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """The finding of a wall clock that timed a short kernel without synchronisation."""
+    """The finding of a wall clock that timed a short GPU kernel without
+    synchronisation (never for a kernel that ran on the CPU)."""
     if not isinstance(protocol, Mapping) or protocol.get("timer") != "wall_clock":
+        return []
+    if protocol.get("device") == "cpu":
         return []
     if protocol.get("synchronized") is True or not isinstance(results, list):
         return []
@@ -120,12 +126,15 @@ def _unsynchronized(
         if scale is None or shortest is None or shortest * scale >= limit:
             continue
         said = "false" if protocol.get("synchronized") is False else "not said"
+        device = (
+            "" if protocol.get("device") == "gpu" else "; device not said: cpu if it ran on the CPU"
+        )
         return [
             (
                 ("protocol", "timer"),
-                f"{item.get('config')}: a {shortest * scale:g} us kernel timed with a wall "
-                f"clock without device synchronisation (synchronized: {said}): the clock "
-                "may read the launch, not the kernel",
+                f"{item.get('config')}: a {shortest * scale:g} us GPU kernel timed with a "
+                f"wall clock without device synchronisation (synchronized: {said}{device}): "
+                "the clock may read the launch, not the kernel",
             )
         ]
     return []
@@ -142,6 +151,20 @@ def suspect_reasons(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS
 def is_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether ``exp`` should be flagged ``suspect: verify correctness``."""
     return bool(suspect_reasons(exp, settings))
+
+
+def suspect_fields(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """Whether a file whose front-matter holds ``fields`` is suspect (validation then
+    warns, :func:`suspect_problems`)."""
+    return bool(
+        _findings(
+            fields.get("score"),
+            fields.get("results"),
+            fields.get("is_buggy"),
+            settings,
+            fields.get("protocol"),
+        )
+    )
 
 
 def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:

@@ -53,6 +53,11 @@ _FIELD_NOTES = {
     "score": "baseline time / candidate time, geometric mean over the configurations "
     "(1.18 = 18% faster); 0 when nothing could be measured, never a guess; "
     "above 3.0: verify correctness first",
+    "measured_against": "what score is a speedup over: parent (the parent's code, the "
+    "commit you made the change on: measure each change against it) or reference (the "
+    "operator's original code, e.g. a first try). kexp multiplies the steps along the "
+    "lineage into the cumulative score, the speedup over the reference, which ranks "
+    "the best",
     "status": "done; failed (compile error, crash, wrong results); timeout; new (planned); running",
     "is_buggy": "true for a compile error, crash or wrong results: then status failed, "
     "score 0, and fill in '## Error message'",
@@ -66,7 +71,7 @@ _FIELD_NOTES = {
     "scores below the best of them)",
     "protocol": "how you timed, what you know of it: {timer: cuda_events (hip_events, "
     "do_bench, torch_benchmark, wall_clock, other), warmup: 10, repetitions: 100, "
-    "l2_flushed: true, clocks_locked: false}",
+    "l2_flushed: true, clocks_locked: false, device: gpu}",
 }
 #: The front-matter a template offers: every field but those kexp fills or computes.
 _TEMPLATE_FIELDS = tuple(
@@ -114,12 +119,15 @@ def prefill(
     A new id and ``created_at``; ``base_commit`` from the code repository's ``HEAD``
     (left empty when there is none); from ``parent``: ``pid``, ``operator_sig``,
     ``dtype_sig`` and ``env``; otherwise ``env`` as given, else detected
-    (:func:`kexp.envinfo.detect_env`).
+    (:func:`kexp.envinfo.detect_env`). ``measured_against``: ``parent`` with a parent
+    (each change measured against the code it was made on), else ``reference``.
     """
     from kexp.store import utc_now
 
     exp = KernelExperiment(status="done", created_at=now or utc_now(), id=ids.new_id())
+    exp.measured_against = "reference"
     if parent is not None:
+        exp.measured_against = "parent"
         exp.pid = parent.id
         exp.operator_sig = parent.operator_sig
         exp.dtype_sig = parent.dtype_sig

@@ -20,26 +20,41 @@ from typing import Any, NamedTuple
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.legacykeys import is_legacy_key, legacy_problems
 from kexp.model import KernelExperiment
-from kexp.problems import Problem, has_errors
+from kexp.problems import Problem, display_path, has_errors
 from kexp.quickcheck import quick_fields
 from kexp.rules import (
     EXPERIMENT_NAME,
+    KEXP_NAME,
     KNOWN_FIELDS,
+    README_NAME,
     TIMESTAMP,
+    canonical_name,
     encoded_size,
     id_from_name,
     is_real_time,
+    is_stray,
+    missing_measured_against,
     score_results_mismatch,
+    slugify,
     warns_if_valid,
 )
 from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.suspect import suspect_problems
+
+#: The validation code of a child that does not say what its score is measured against.
+MEASURED_AGAINST_MISSING = "measured-against-missing"
 
 __all__ = [
     "EXPERIMENT_NAME",
+    "KEXP_NAME",
+    "README_NAME",
+    "canonical_name",
     "encoded_size",
     "id_from_name",
     "is_real_time",
+    "is_stray",
     "score_results_mismatch",
+    "slugify",
     "warns_if_valid",
 ]
 
@@ -155,6 +170,45 @@ def size_problem(path: Path | str, size: int | str, limit: int) -> Problem:
         f"the file is {size} bytes; the limit is {limit} (the max_file_bytes setting)",
         "move large logs or profiles out of the experiment (into files of their own, "
         "linked from it) and keep a summary in the experiment",
+    )
+
+
+def stray_problem(
+    path: Path | str, data: bytes | Problem, settings: Settings = DEFAULT_SETTINGS
+) -> Problem:
+    """The ``stray-file`` error of a Markdown file of ``experiments/`` that kexp never
+    reads (:func:`is_stray`), naming the rename to make: to ``<id>-<slug>.md`` with the
+    id of its front-matter (``data``: its bytes) or of its name."""
+    exp_id = summary = None
+    if isinstance(data, bytes):
+        try:
+            fields = parse(data, Path(path), fast=True).fields
+        except FileFormatError:
+            fields = {}
+        found = fields.get("id")
+        if isinstance(found, str) and EXPERIMENT_NAME.fullmatch(f"{found}.md"):
+            exp_id = found
+        text = fields.get("change_summary")
+        summary = text if isinstance(text, str) and text.strip() else None
+    folder, name = os.path.split(str(path))
+    new = canonical_name(name, exp_id, summary)
+    if new.startswith("<"):
+        hint = (
+            "if it is an experiment, rename it <id>-<slug>.md with the id of its "
+            "front-matter; if it is not, move it out of experiments/"
+        )
+    else:
+        hint = f"rename it to {new} (git mv {display_path(path)} " + (
+            f"{display_path(os.path.join(folder, new))})"
+        )
+    return _error(
+        path,
+        1,
+        1,
+        "stray-file",
+        "",
+        f"{name!r} is not named as an experiment (<16 hex id>-<slug>.md), so kexp never reads it",
+        hint,
     )
 
 
@@ -291,7 +345,9 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "buggy-without-error",
                 "error_message",
                 "is_buggy is true but there is no '## Error message' section",
-                "add '## Error message' with the error type and message, or set is_buggy: false",
+                "give the error type and message (kexp add --error TEXT or --error-file FILE; "
+                "kexp update --set-file error_message=FILE; in a file, a '## Error message' "
+                "section), or set is_buggy: false",
             )
         )
     created = fields.get("created_at")
@@ -323,6 +379,22 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "correct score or results (kexp computes score from timings)",
             )
         )
+    if missing_measured_against(fields):
+        problems.append(
+            _warning(
+                path,
+                *at("pid"),
+                MEASURED_AGAINST_MISSING,
+                "measured_against",
+                "it has a parent but does not say what its score is a speedup over "
+                "(measured_against); it counts as a step over the parent",
+                "write 'measured_against: parent' when score is the speedup over the "
+                "parent experiment's code (what kexp records from timings), or "
+                "'measured_against: reference' when it is over the operator's original "
+                "code (as the predecessor's records were)",
+            )
+        )
+    problems.extend(suspect_problems(doc, settings))
     problems.extend(_sample_problems(doc))
     problems.extend(legacy_problems(doc))
     for key in fields:
@@ -503,7 +575,8 @@ def valid_fields(
     """The verdict on one file's bytes: the front-matter fields when it is a valid
     experiment (else None), and the :class:`CheckedFile` when the full check ran (None
     when :func:`kexp.quickcheck.quick_fields` answered: a canonical file, certainly
-    valid). What the cache (:mod:`kexp.index`) and a review's scan ask of each file."""
+    valid). What a review's scan asks of each file (the cache, :mod:`kexp.rows`, asks
+    it without the file's name)."""
     fields = quick_fields(data, path, settings)
     if fields is not None:
         return fields, None

@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from kexp import KernelExperiment, Store
+
+# Hypothesis explores the same examples on every run (a failure found once is found
+# again, and CI never stops on a draw that an earlier run did not make);
+# HYPOTHESIS_PROFILE=explore searches new ones each run, to find what these miss.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +51,26 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine, as kexp sees it, has a GPU: a device file it looks for exists."""
+    from kexp import envinfo
+
+    device = tmp_path / "nvidiactl"
+    device.touch()
+    monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(device),))
+    monkeypatch.setattr(envinfo, "APPLE_GPU", False)
+
+
+@pytest.fixture
+def cpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine, as kexp sees it, has no GPU: no device file it looks for exists."""
+    from kexp import envinfo
+
+    monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(tmp_path / "no-gpu-device"),))
+    monkeypatch.setattr(envinfo, "APPLE_GPU", False)
 
 
 @pytest.fixture
@@ -86,17 +114,35 @@ def make_experiment(store: Store) -> Callable[..., KernelExperiment]:
 
 
 def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
-             input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real ``kexp`` command in a subprocess."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "kexp", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        input=input,
-        timeout=120,
+             input: str | None = None,
+             process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the ``kexp`` command in ``cwd``: in-process with click's ``CliRunner`` (fast),
+    or, with ``process=True``, as a real ``python -m kexp`` (for what only a process
+    shows: start-up, signals, a terminal). Either way a ``CompletedProcess``."""
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "kexp", *args],
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=120,
+        )
+    from click.testing import CliRunner
+
+    from kexp.cli import main
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, list(args), input=input, env=env, prog_name="kexp")
+    finally:
+        os.chdir(here)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(
+        ["kexp", *args], result.exit_code, result.stdout, result.stderr
     )
 
 

@@ -184,8 +184,29 @@ def truth(root: Path) -> dict[str, dict[str, Any]]:
         fields = front_matter(path)
         found[fields["id"]] = fields
     for fields in found.values():
+        fields["cumulative"] = cumulative(fields, found)
+    for fields in found.values():
         fields["outcome"] = _outcome(fields, found)
     return found
+
+
+def cumulative(
+    fields: dict[str, Any], everything: dict[str, dict[str, Any]], seen: tuple[str, ...] = ()
+) -> float | None:
+    """The speedup over the reference, by its definition: the product of the scores
+    along the pid chain back to a root or a reference measurement (None when an
+    experiment on it is buggy, pending or missing, or measured nothing)."""
+    if fields["status"] in ("new", "running") or fields["is_buggy"] or fields["score"] <= 0:
+        return None
+    if "control" in (fields.get("tags") or []):
+        return None
+    if not fields["pid"] or fields.get("measured_against") == "reference":
+        return float(fields["score"])
+    parent = everything.get(fields["pid"])
+    if parent is None or fields["pid"] in seen:
+        return None
+    before = cumulative(parent, everything, (*seen, fields["id"]))
+    return None if before is None else before * float(fields["score"])
 
 
 def _outcome(fields: dict[str, Any], everything: dict[str, dict[str, Any]]) -> str:
@@ -193,8 +214,14 @@ def _outcome(fields: dict[str, Any], everything: dict[str, dict[str, Any]]) -> s
         return "pending"
     if fields["is_buggy"]:
         return "buggy"
-    combined = [everything[i]["score"] for i in fields.get("combines") or [] if i in everything]
-    if combined and fields["score"] < max(combined):
+    combined = [i for i in fields.get("combines") or [] if i in everything]
+    own = fields["cumulative"]
+    if own is not None:
+        known = [everything[i]["cumulative"] for i in combined]
+        known = [v for v in known if v is not None]
+        if known and own < max(known):
+            return "interference"
+    elif combined and fields["score"] < max(everything[i]["score"] for i in combined):
         return "interference"
     if fields["score"] < 0.99:
         return "regression"

@@ -1,6 +1,6 @@
 """The cache never answers differently from the files: each attack that once made it.
 
-Every test here reproduces a way the query cache (``.kexp/index-*.sqlite``) gave an
+Every test here reproduces a way the cache (``.kexp/cache-*.sqlite``) gave an
 answer the files do not hold, and checks the answer against the files, read either by
 kexp without its cache or, for the bit flips, by PyYAML directly.
 """
@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from conftest import experiment_fields
 
-import kexp.index
+import kexp.cache
 from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
-from kexp.index import RACY_NS, index_file_name
+from kexp.cache import RACY_NS, file_name
 from kexp.settings import DEFAULT_SETTINGS
 from kexp.sources import WorkingTree
 
@@ -138,7 +138,8 @@ def test_a_racily_clean_row_read_earlier_by_another_process_is_not_taken(
             return real_connect(*args, **kwargs)
 
         monkeypatch.setattr(sqlite3, "connect", connect)
-        scores = {e.id: e.score for e in store.list_experiments(brief=True)}
+        # A store of its own: its cache is opened (with this factory) for this query.
+        scores = {e.id: e.score for e in Store(store.root).list_experiments(brief=True)}
         monkeypatch.undo()
         assert not armed["on"], "this process wrote no rows (the scenario did not happen)"
         assert scores[exp.id] == 2.0  # its own update, just made: never the older value
@@ -268,7 +269,7 @@ def _build_of_kexp(where: Path, *, env_max_length: int | None = None) -> Path:
     schema changed to limit ``env`` to ``env_max_length`` characters if given."""
     from kexp.schema import schema_path
 
-    package = Path(kexp.index.__file__).parent  # the kexp under test
+    package = Path(kexp.cache.__file__).parent  # the kexp under test
     shutil.copytree(package, where / "kexp", ignore=shutil.ignore_patterns("*.pyc", "_data"))
     (where / "schema").mkdir()
     shutil.copy(schema_path(), where / "schema" / "experiment.schema.json")
@@ -327,8 +328,8 @@ def test_two_builds_of_one_version_never_share_a_cache(
             [
                 sys.executable,
                 "-c",
-                "from kexp.index import index_file_name; from kexp.settings import "
-                "DEFAULT_SETTINGS; print(index_file_name(DEFAULT_SETTINGS))",
+                "from kexp.cache import file_name; from kexp.settings import "
+                "DEFAULT_SETTINGS; print(file_name(DEFAULT_SETTINGS))",
             ],
             env={**os.environ, "PYTHONPATH": str(build)},
             cwd=build,
@@ -529,7 +530,7 @@ def test_bit_flips_in_the_cache_never_change_an_answer(
     _wait_past_racy_window()
     expected = _damage_answers(_uncached(store))
     assert _damage_answers(store) == expected
-    index = store.cache_dir / index_file_name(DEFAULT_SETTINGS)
+    index = store.cache_dir / file_name(DEFAULT_SETTINGS)
     pristine = index.read_bytes()
     rng = random.Random(20261201)
     flips = int(os.environ.get("KEXP_BIT_FLIPS", "150"))
@@ -550,9 +551,9 @@ def test_bit_flips_in_the_cache_never_change_an_answer(
 
 
 def test_the_fingerprint_names_the_sources_and_the_schema() -> None:
-    first = kexp.index.code_fingerprint()
-    assert first == kexp.index.code_fingerprint() and len(first) == 16
-    assert "sources=" + first in kexp.index._header(DEFAULT_SETTINGS)
+    first = kexp.cache.code_fingerprint()
+    assert first == kexp.cache.code_fingerprint() and len(first) == 16
+    assert "sources=" + first in kexp.cache.header(DEFAULT_SETTINGS)
 
 
 def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(

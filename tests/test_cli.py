@@ -187,7 +187,10 @@ def test_add_diff_from_git_takes_the_working_tree_diff_without_the_store(
     exp = store.get_experiment(json.loads(result.stdout)["id"])
     assert "+__global__ void k() { /* unrolled */ }" in exp.code_change
     assert "experiments/" not in exp.code_change
-    assert "uncommitted changes" in result.stderr  # base_commit is HEAD of a dirty tree
+    # The diff is against HEAD, and HEAD is recorded as its base: the change measured is
+    # recorded, so the experiment is not "uncommitted-base" (test_newcomer.py).
+    assert "uncommitted" not in result.stderr and "uncommitted-base" not in exp.tags
+    assert exp.base_commit == git(repo, "rev-parse", "HEAD")
 
 
 @pytest.mark.parametrize(
@@ -265,6 +268,7 @@ def test_top_json_gives_the_best_with_stable_keys(repo: Path, populated: Store) 
         "id",
         "change_summary",
         "score",
+        "cumulative_score",
         "outcome",
         "key_insight",
         "operator_sig",
@@ -292,15 +296,27 @@ def test_top_limits_to_twenty_by_default(
 def test_top_table_is_ranked_and_aligned(repo: Path, populated: Store) -> None:
     result = kexp(repo, "top")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["#", "ID", "SCORE", "OUTCOME", "DTYPE", "OPERATOR", "SUMMARY"]
-    rank, shown_id, score = lines[1].split()[:3]
-    assert (rank, score) == ("1", "1.0500")
+    assert lines[0].split() == [
+        "#",
+        "ID",
+        "CUMULATIVE",
+        "SCORE",
+        "OUTCOME",
+        "DTYPE",
+        "OPERATOR",
+        "SUMMARY",
+    ]
+    rank, shown_id, cumulative, score = lines[1].split()[:4]
+    assert (rank, cumulative, score) == ("1", "1.0500", "1.0500")
     # Ids are shown as long as needed to tell the listed ones apart (at least 10).
     assert len(shown_id) >= 10 and "6749f3a000000001".startswith(shown_id)
     shown = [line.split()[1] for line in lines[1:]]
     assert len(set(shown)) == len(shown)
     assert len({line.index("OUTCOME") for line in lines[:1]} | {lines[1].index("improvement")}) == 1
-    assert lines[1].index("1.0500") + len("1.0500") == lines[0].index("SCORE") + len("SCORE")
+    assert lines[1].rindex("1.0500") + len("1.0500") == lines[0].index(" SCORE") + len(" SCORE")
+    assert lines[1].index("1.0500") + len("1.0500") == lines[0].index("CUMULATIVE") + len(
+        "CUMULATIVE"
+    )
 
 
 def test_table_is_fitted_to_the_terminal_width(repo: Path, populated: Store) -> None:
@@ -402,10 +418,13 @@ def test_no_color_when_not_a_terminal_or_no_color(repo: Path, populated: Store) 
 
 @pytest.fixture
 def lineage(store: Store, make_experiment: Callable[..., KernelExperiment]) -> dict[str, str]:
-    """root 1.00 -> a 1.05 -> (a1 1.02, a2 1.10 -> a21 1.08); root -> b 0.97 -> b1 0.96."""
+    """root 1.00 -> a 1.05 -> (a1 1.02, a2 1.10 -> a21 1.08); root -> b 0.97 -> b1 0.96,
+    every score measured against the reference (the cumulative score is the score)."""
     ids: dict[str, str] = {}
 
     def add(name: str, parent: str | None, score: float, **extra: Any) -> None:
+        if parent:
+            extra["measured_against"] = "reference"
         exp = make_experiment(
             id=f"7000000000000{len(ids):03x}",
             pid=ids[parent] if parent else "",
@@ -443,7 +462,8 @@ def test_tree_json_marks_best_path_dead_ends_and_deltas(
     by_name = {name: nodes[i] for name, i in lineage.items()}
     assert [n for n, v in by_name.items() if v["on_best_path"]] == ["root", "a", "a2"]
     assert by_name["a2"]["is_best"]
-    assert [n for n, v in by_name.items() if v["dead_end"]] == ["a2", "b"]
+    # a2 is the best: never a dead end, though nothing built on it is better.
+    assert [n for n, v in by_name.items() if v["dead_end"]] == ["b"]
     assert by_name["a"]["delta"] == pytest.approx(0.05)
     assert by_name["a"]["delta_pct"] == pytest.approx(5.0)
     assert by_name["root"]["delta"] is None
@@ -457,7 +477,7 @@ def test_tree_text_for_one_experiment(repo: Path, lineage: dict[str, str]) -> No
     # the ancestors (root, a) and the descendants (a21), no side branches
     assert [re.search(r"Step (\w+)", line).group(1) for line in shown] == ["root", "a", "a2", "a21"]  # type: ignore[union-attr]
     assert shown[2].lstrip("│├└─ ").startswith("*") and "[best]" in shown[2]
-    assert "Δ+0.0500" in shown[1] and "<" in shown[2]
+    assert "Δ +5.00%" in shown[1] and "<" in shown[2]
     assert shown[3].startswith("        └──")
 
 
@@ -722,6 +742,51 @@ def test_env_never_fails_and_omits_what_is_missing(tmp_path: Path) -> None:
         assert "driver" not in data["env"] and "CUDA" not in data["env"]
         text = run_kexp("env", cwd=tmp_path, env={"PATH": path})
         assert text.returncode == 0 and text.stdout.strip() == data["env"]
+        assert f"Python {data['python']}" in data["env"] and data["cpu"] in data["env"]
+
+
+def test_detect_env_never_records_an_empty_env(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kexp import envinfo
+
+    args = ("add", "--summary", "Unroll 4 - +2%", "--score", "1.02", "--operator", "k.cu: k",
+            "--dtype", "bf16", "--detect-env", "--json")  # fmt: skip
+    monkeypatch.setattr(envinfo, "detect_env", lambda: envinfo.EnvInfo())
+    result = kexp(repo, *args)
+    assert result.exit_code == 2
+    assert "could not be detected" in error_line(result) and "--env" in error_line(result)
+    assert Store(repo).list_experiments() == []
+    monkeypatch.setattr(envinfo, "detect_env", lambda: envinfo.EnvInfo(cpu="AMD EPYC", cores=2))
+    result = kexp(repo, *args)
+    assert result.exit_code == 0, result.output
+    assert Store(repo).get_experiment(json.loads(result.stdout)["id"]).env == "AMD EPYC (2 cores)"
+
+
+def test_global_options_may_follow_the_command(
+    repo: Path, make_experiment: Callable[..., Any], tmp_path: Path
+) -> None:
+    exp = make_experiment()
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "experiments").mkdir(parents=True)
+    runner = CliRunner()
+    for args in (
+        ["top", "--no-pager", "--root", str(repo), "--json"],
+        ["top", "--json", f"--root={repo}", "--no-pager"],
+        ["--root", str(elsewhere), "top", "--root", str(repo), "--json"],  # the later wins
+        ["--no-pager", "top", "--json", "--root", str(repo), "--color", "never"],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert [record["id"] for record in json.loads(result.stdout)] == [exp.id], args
+    result = runner.invoke(main, ["--root", str(repo), "top", "--color", "always"])
+    assert result.exit_code == 0 and "\x1b[" in result.stdout
+    result = runner.invoke(main, ["top", "--color", "never", "--root", str(repo)])
+    assert result.exit_code == 0 and "\x1b[" not in result.stdout
+    result = runner.invoke(main, ["show", exp.id[:10], "--root", str(repo), "--no-pager"])
+    assert result.exit_code == 0 and exp.id in result.stdout
+    result = runner.invoke(main, ["top", "--color", "sometimes", "--root", str(repo)])
+    assert result.exit_code == 2 and "'sometimes' is not one of" in result.stderr
+    help_text = runner.invoke(main, ["top", "--help"]).stdout
+    assert "--no-pager" not in help_text  # documented once, in kexp --help
 
 
 def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:

@@ -18,13 +18,17 @@ from kexp.envinfo import (
     EnvInfo,
     detect_env,
     parse_amd_smi_static,
+    parse_compiler,
+    parse_cpuinfo,
     parse_cuda_version,
+    parse_lscpu,
     parse_nvidia_smi_query,
+    parse_os_release,
     parse_rocm_smi_driver,
     parse_rocm_smi_products,
     parse_rocm_version,
 )
-from kexp.errors import ExperimentNotFoundError, KexpError
+from kexp.errors import ExperimentNotFoundError, KexpError, StaleMeasurementWarning
 from kexp.export import RECORD_FIELDS, export, sort_experiments, to_record, write_records
 from kexp.formatting import NotFormattable, canonical_text, format_files
 from kexp.intake import diff_against, parse_document, record
@@ -46,6 +50,8 @@ from tests.conftest import git
 
 
 def exp(id_: str, pid: str = "", score: float = 1.0, **fields: object) -> KernelExperiment:
+    if pid:  # scores over the reference: each is its own cumulative score
+        fields.setdefault("measured_against", "reference")
     return KernelExperiment(
         id=id_ * 16 if len(id_) == 1 else id_,
         pid=pid * 16 if len(pid) == 1 else pid,
@@ -71,7 +77,7 @@ def test_forest_deltas_best_path_and_dead_ends() -> None:
     assert [t.experiment.id[0] for t in forest] == ["1", "7"]
     nodes = {n.experiment.id[0]: n for t in forest for n in t.walk()}
     assert [k for k, n in nodes.items() if n.on_best_path] == ["1", "2", "7"]
-    assert [k for k, n in nodes.items() if n.dead_end] == ["2"]
+    assert [k for k, n in nodes.items() if n.dead_end] == []  # 2 is the best of its tree
     assert nodes["2"].delta == pytest.approx(0.1) and nodes["2"].delta_pct == pytest.approx(10)
     assert nodes["6"].delta is None and nodes["1"].delta is None
     assert nodes["7"].is_best and nodes["2"].is_best
@@ -171,7 +177,76 @@ def test_env_describe_counts_gpus_and_leaves_out_unknown_parts() -> None:
     assert info.describe() == "8x NVIDIA H200, driver 570.86.15, CUDA 12.8, torch 2.6.0"
     assert EnvInfo(gpus=["MI300X"], rocm="7.0.0").describe() == "MI300X, ROCm 7.0.0"
     assert EnvInfo().describe() == ""
-    assert isinstance(detect_env().describe(), str)  # whatever this machine has
+    host = EnvInfo(
+        cuda="12.4",
+        packages={"torch": "2.6.0"},
+        cpu="AMD EPYC 9654 96-Core Processor",
+        cores=96,
+        compiler="gcc 12.2.0",
+        os="Ubuntu 22.04.4 LTS",
+        python="3.11.9",
+    )
+    assert host.describe() == (
+        "CUDA 12.4, torch 2.6.0, AMD EPYC 9654 96-Core Processor (96 cores), gcc 12.2.0, "
+        "Ubuntu 22.04.4 LTS, Python 3.11.9"
+    )
+
+
+#: /proc/cpuinfo of a machine with two sockets of two cores, two threads each.
+CPUINFO = "".join(
+    f"processor\t: {n}\nvendor_id\t: GenuineIntel\n"
+    f"model name\t: Intel(R) Xeon(R) Platinum 8480+\nphysical id\t: {n // 4}\n"
+    f"core id\t\t: {n % 4 // 2}\ncpu cores\t: 2\n\n"
+    for n in range(8)
+)
+LSCPU = (
+    "Architecture:             aarch64\n"
+    "  Model name:             Neoverse-V2\n"
+    "    Thread(s) per core:   1\n"
+)
+OS_RELEASE = 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+#: The first lines of ``cc --version`` on common machines.
+COMPILERS = {
+    "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.": (
+        "gcc 12.2.0"
+    ),
+    "cc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n": "gcc 11.4.0",
+    "gcc (GCC) 13.2.1 20230801\n": "gcc 13.2.1",
+    "Ubuntu clang version 18.1.3 (1ubuntu1)\nTarget: x86_64-pc-linux-gnu\n": "clang 18.1.3",
+    "Apple clang version 15.0.0 (clang-1500.3.9.4)\nTarget: arm64-apple-darwin23.5.0\n": (
+        "Apple clang 15.0.0"
+    ),
+    "": "",
+}
+
+
+def test_host_parsers() -> None:
+    assert parse_cpuinfo(CPUINFO) == ("Intel(R) Xeon(R) Platinum 8480+", 4)
+    assert parse_cpuinfo("processor\t: 0\nmodel name\t: AMD EPYC\n") == ("AMD EPYC", 0)
+    assert parse_lscpu(LSCPU) == "Neoverse-V2"
+    assert parse_os_release(OS_RELEASE) == "Ubuntu 22.04.4 LTS"
+    for text, expected in COMPILERS.items():
+        assert parse_compiler(text) == expected
+
+
+def test_detect_env_describes_a_machine_without_a_gpu() -> None:
+    """What this machine is, read from the sources themselves."""
+    import os
+    import platform
+    import shutil
+    import subprocess
+
+    info = detect_env()
+    assert info.python == platform.python_version()
+    assert info.cores >= 1 and info.cpu and info.os
+    if shutil.which("cc"):
+        first = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout
+        assert info.compiler == parse_compiler(first) != ""
+    if Path("/etc/os-release").is_file():
+        assert info.os == parse_os_release(Path("/etc/os-release").read_text())
+    text = info.describe()
+    assert f"Python {info.python}" in text and info.os in text and info.cpu in text
+    assert info.cores <= (os.cpu_count() or 1)
 
 
 # --- intake ----------------------------------------------------------------------------
@@ -204,13 +279,13 @@ def test_record_resolves_prefixes_and_diff_against(
     from tests.conftest import experiment_fields
 
     fields = experiment_fields(pid=a.id[:12], combines=[a.id[:14], b.id])
-    fields["code_change"] = diff_against(store)
+    _, fields["code_change"] = diff_against(store)  # the diff, without its base
     with pytest.warns(UserWarning, match="uncommitted"):
         new = record(store, fields)
     assert new.pid == a.id and new.combines == [a.id, b.id]
     assert "+changed" in new.code_change and "-__global__" in new.code_change
     head = git(repo, "rev-parse", "HEAD")
-    assert diff_against(store, head[:8]) == new.code_change
+    assert diff_against(store, head[:8]) == (head, new.code_change)
     with pytest.raises(ExperimentNotFoundError):
         record(store, experiment_fields(pid="ffffffff"))
     with pytest.raises(KexpError, match="unknown revision"):
@@ -248,7 +323,8 @@ def test_correction_note_and_correct(
         "**Correction (2026-12-01)**: score 1.019 → 1.1; raw_result rewritten. "
         "Reason: measured again"
     )
-    updated = correct(store, old.id, {"score": 1.1}, "re-measured")
+    with pytest.warns(StaleMeasurementWarning, match="raw_result still holds"):
+        updated = correct(store, old.id, {"score": 1.1}, "re-measured")
     assert updated.detailed_description.startswith(old.detailed_description + "\n\n**Correction (")
     assert correct(store, old.id, {"status": "failed"}).detailed_description == (
         updated.detailed_description

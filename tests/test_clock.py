@@ -18,8 +18,8 @@ from conftest import experiment_fields
 
 import kexp.ids
 from kexp import Store
+from kexp.cache import RACY_NS
 from kexp.cli import main
-from kexp.index import RACY_NS
 
 
 class Clock:

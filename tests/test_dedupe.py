@@ -13,7 +13,7 @@ from kexp import KernelExperiment, Store
 from kexp.dedupe import normalize_code_change
 from kexp.errors import RepeatedChangeWarning
 from kexp.fileformat import parse, serialize
-from kexp.retrieval import RetrievalIndex, find_repeats
+from kexp.retrieval import find_repeats, searching
 from kexp.settings import DEFAULT_SETTINGS
 from kexp.sources import WorkingTree
 from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
@@ -142,7 +142,7 @@ def test_suspect_measurements_are_validation_warnings_at_their_line(tmp_path: Pa
     problem = problems[0]
     assert (problem.severity, problem.code, problem.field) == (
         "warning",
-        "suspect-measurement",
+        "suspect",
         "score",
     )
     assert problem.line == 5  # the score line
@@ -174,7 +174,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     import os
     import time
 
-    from kexp.retrieval import RACY_NS
+    from kexp.cache import RACY_NS
 
     plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     other = DIFF.replace("unroll 4", "unroll 2")
@@ -199,7 +199,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     stamp = path.stat()
     path.write_text(path.read_text().replace("unroll 2", "unroll 4"))  # same size: now DIFF
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
-    with RetrievalIndex(store).session():  # a full query, as kexp context makes
+    with searching(store):  # a full query, as kexp context makes
         pass  # an edit in place is seen by its full refresh
     same()
     assert {r.id for r in find_repeats(store, DIFF)} == {made[0].id, made[1].id}
@@ -222,3 +222,60 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     replacement.replace(third)
     same()
     assert {r.id for r in find_repeats(store, DIFF)} == {made[1].id, made[2].id}
+
+
+def _normalized_line_by_line(text: str) -> str:
+    """normalize_code_change as first written (every line through every rule): the
+    reference the library's faster form must equal."""
+    import re
+
+    header = re.compile(
+        r"(diff --git |diff --cc |diff -r |index [0-9a-fA-F]+\.\.|new file mode |deleted file "
+        r"mode |old mode |new mode |similarity index |dissimilarity index |rename from |rename "
+        r"to |copy from |copy to |Binary files )"
+    )
+    hunk = re.compile(r"@@+ [-+0-9, ]+ @@+")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    kept: list[str] = []
+    previous_was_old_file = False
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if line.startswith("--- ") and following.startswith("+++ "):
+            previous_was_old_file = True
+            continue
+        if line.startswith("+++ ") and previous_was_old_file:
+            previous_was_old_file = False
+            continue
+        previous_was_old_file = False
+        if header.match(line) or line.startswith("\\ No newline"):
+            continue
+        if hunk.match(line):
+            kept.append("@@")
+            continue
+        collapsed = " ".join(line.split())
+        if collapsed in ("", "+", "-"):
+            continue
+        kept.append(collapsed)
+    while kept and kept[-1] == "@@":
+        kept.pop()
+    return "\n".join(kept)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_DIFF_LINES = st.sampled_from(
+    ["--- a/k.cu", "+++ b/k.cu", "--- x", "+++ y", "@@ -1,3 +1,4 @@", "@@ -7 +7 @@ fn()",
+     "diff --git a/k.cu b/k.cu", "index 1a2b..3c4d 100644", "\\ No newline at end of file",
+     "+  acc += x[i];", "-  acc = 0;", "   context line", "", "+", "-", " ", "+\t", "+++",
+     "---", "-- x", "++ y", "+-- z", "Binary files a and b differ", "\tindented"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_DIFF_LINES, max_size=14), st.sampled_from(["\n", "\r\n", "\r"]))
+def test_normalizing_a_code_change_equals_the_rule_applied_line_by_line(
+    lines: list[str], newline: str
+) -> None:
+    text = newline.join(lines)
+    assert normalize_code_change(text) == _normalized_line_by_line(text)

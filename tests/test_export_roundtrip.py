@@ -128,7 +128,7 @@ def test_the_legacy_export_imports_back_to_the_same_files_and_the_predecessor_re
     database = tmp_path / "kernel_experiments_db.json"
     said = kexp(source, "export", "--format", "legacy", "-o", str(database))
     sidecar = sidecar_path(database)
-    assert sidecar.name == "kernel_experiments_db.kexp.json" and str(sidecar) in said
+    assert sidecar.name == "kernel_experiments_db.json.kexp.json" and str(sidecar) in said
 
     @dataclasses.dataclass
     class PredecessorRecord:  # the predecessor's KernelExperiment: its 16 fields

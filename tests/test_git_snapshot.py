@@ -155,7 +155,7 @@ def test_store_at_is_a_plain_store_over_a_revision_source(
     assert repr(at) == f"Store({str(store.root)!r}).at('HEAD~1')"
     with pytest.raises(KexpError, match="read-only"):
         at.cache_dir  # noqa: B018 - the property refuses
-    assert at.query_cache(lambda view: view) is None and at.current_listing() is None
+    assert at.file_records() is None
     assert not at.is_working_tree
     paths = [str(p) for p in at.paths()]
     assert [path for path, _ in at.contents(paths)] == paths
@@ -218,9 +218,10 @@ def test_store_at_reads_many_files_with_one_git_process(
     assert len(at.list_experiments()) == count + 1
     assert len(at.validate()) == 0
     commands = re.findall(r"trace: (?:built-in|exec): git (\S+(?: \S+)?)", trace.read_text())
-    # rev-parse, ls-tree (folder, files), one cat-file per pass, the base-commit lookup.
-    assert len(commands) <= 8, commands
-    assert sum("cat-file" in c for c in commands) <= 3, commands
+    # rev-parse, ls-tree (folder, files), one cat-file per pass (the rows a query ranks,
+    # the experiments it returns whole, the validation), the base-commit lookup.
+    assert len(commands) <= 9, commands
+    assert sum(c == "cat-file --batch" for c in commands) <= 3, commands
 
 
 # --- ancestry queries ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The query cache (.kexp/index-*.sqlite) is never wrong: every way a file can change is seen."""
+"""The cache (.kexp/cache-*.sqlite) is never wrong: every way a file can change is seen."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import pytest
 from conftest import experiment_fields, git
 
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
-from kexp.index import index_file_name
+from kexp.cache import file_name
 from kexp.model import FRONT_MATTER_FIELDS
 from kexp.settings import DEFAULT_SETTINGS
 from kexp.sources import WorkingTree
 
-INDEX_FILE = index_file_name(DEFAULT_SETTINGS)
+INDEX_FILE = file_name(DEFAULT_SETTINGS)
 OLD = 1_600_000_000  # a modification time far in the past (seconds)
 
 
@@ -36,7 +36,7 @@ def _past_racy_window() -> None:
     time makes a file settled)."""
     import time
 
-    from kexp.index import RACY_NS
+    from kexp.cache import RACY_NS
 
     time.sleep(RACY_NS / 1e9 + 0.3)
 
@@ -156,21 +156,32 @@ def test_a_corrupt_cache_is_rebuilt_silently(
         assert _scores(store) == _uncached(store)
 
 
-def _rewrite_rows(index: Path, change: Callable[[list[Any]], None]) -> None:
-    """Rewrite every row's record with ``change`` (on the record as a list: path,
-    folder, signature, reader, error, values, code key) and a matching checksum, as a
-    program that knows the layout would (another kexp build, say)."""
+def _unsealed(name: bytes, record: bytes) -> Any:
     import marshal
     import zlib
 
+    assert zlib.crc32(record[4:], zlib.crc32(name)) == int.from_bytes(record[:4], "little")
+    return marshal.loads(record[4:])
+
+
+def _sealed(name: bytes, value: Any) -> bytes:
+    import marshal
+    import zlib
+
+    payload = marshal.dumps(value)
+    return zlib.crc32(payload, zlib.crc32(name)).to_bytes(4, "little") + payload
+
+
+def _rewrite(index: Path, table: str, change: Callable[[Any], Any]) -> None:
+    """Rewrite every record of ``table`` (``folders``: each folder's listing; ``packs``:
+    the records of its files) with ``change`` and a matching checksum, as a program
+    that knows the layout would (another kexp build, say)."""
     with sqlite3.connect(index) as db:
-        for path, record in db.execute("SELECT path, record FROM files").fetchall():
-            fields = list(marshal.loads(record))
-            change(fields)
-            new = marshal.dumps(tuple(fields))
+        for folder, record in db.execute(f"SELECT folder, record FROM {table}").fetchall():
+            name = folder.encode()
             db.execute(
-                "UPDATE files SET record = ?, checksum = ? WHERE path = ?",
-                (new, zlib.crc32(new), path),
+                f"UPDATE {table} SET record = ? WHERE folder = ?",
+                (_sealed(name, change(_unsealed(name, record))), folder),
             )
     db.close()
 
@@ -178,12 +189,18 @@ def _rewrite_rows(index: Path, change: Callable[[list[Any]], None]) -> None:
 def _poison_scores(index: Path, header: str | None = None) -> None:
     """Set every cached score to 99.0 (checksums kept right), and the header if given."""
 
-    def poison(fields: list[Any]) -> None:
-        values = fields[5]
-        if values is not None:
-            fields[5] = (*values[:3], 99.0, *values[4:])
+    def poison(pack: Any) -> Any:
+        names, keys, records = pack
+        return (
+            names,
+            keys,
+            [
+                (error, None if values is None else (*values[:3], 99.0, *values[4:]))
+                for error, values in records
+            ],
+        )
 
-    _rewrite_rows(index, poison)
+    _rewrite(index, "packs", poison)
     if header is not None:
         with sqlite3.connect(index) as db:
             db.execute("UPDATE meta SET value = ? WHERE key = 'header'", (header,))
@@ -207,25 +224,27 @@ def test_a_cache_from_another_version_is_rebuilt(
 def test_a_row_that_does_not_match_its_file_makes_the_cache_rebuilt(
     store: Store, aged: list[KernelExperiment]
 ) -> None:
-    """A cache damaged behind kexp's back (rows of other files, rows missing) is found
-    out by the signature every returned row carries, or by the count of rows."""
+    """A cache changed behind kexp's back (records of other versions of the files, a
+    folder's records missing) is found out by the signature of each file, or taken as
+    missing: the files are read."""
     _scores(store)
     index = store.cache_dir / INDEX_FILE
 
-    def elsewhere(fields: list[Any]) -> None:
-        # Every row claims to have been read from another version of its file.
-        fields[2] = bytes(32)
-        values = fields[5]
-        if values is not None:
-            fields[5] = (*values[:3], 99.0, *values[4:])
+    def elsewhere(listing: Any) -> Any:
+        # Every file claims to have been read at another signature.
+        listed_at, subfolders, names, signatures, keys = listing
+        return listed_at, subfolders, names, bytes(len(signatures)), keys
 
-    _rewrite_rows(index, elsewhere)
+    _poison_scores(index)
+    _rewrite(index, "folders", elsewhere)
     assert _scores(store) == _uncached(store)
     assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+    _poison_scores(index)
     with sqlite3.connect(index) as db:
-        db.execute("DELETE FROM files WHERE path LIKE ?", (f"%{aged[2].id}%",))
+        db.execute("DELETE FROM packs")
     db.close()
     assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+    assert _scores(store) == _uncached(store)
 
 
 def test_top_and_filters_agree_with_a_store_read_without_cache(
@@ -296,7 +315,7 @@ def test_two_processes_build_the_same_cache_as_one(
 ) -> None:
     """Above a size the folders are stat'ed, and the files read, by this process and a
     forked child: the answer is the same as from one process."""
-    import kexp.index
+    import kexp.parallel
 
     for n in range(8):
         exp = make_experiment(score=1.0 + n / 10)
@@ -307,8 +326,8 @@ def test_two_processes_build_the_same_cache_as_one(
     notes = exp.path.with_name("NOTES.md")  # a Markdown file that is no experiment
     notes.write_text("# notes\n", encoding="utf-8")
     _age(notes)
-    monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
     _past_racy_window()
     parallel = _scores(store)
     index = store.cache_dir / INDEX_FILE
@@ -317,7 +336,7 @@ def test_two_processes_build_the_same_cache_as_one(
     assert index.stat().st_mtime_ns == before  # every signature kept as read: not rewritten
     index.unlink()
     monkeypatch.setenv("KEXP_NO_FORK", "1")
-    monkeypatch.setattr(kexp.index, "_forkable", lambda: False)
+    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: False)
     assert parallel == _scores(store) == _uncached(store)
 
 
@@ -390,7 +409,10 @@ def test_folders_listed_from_the_cache_still_see_new_renamed_and_removed_files(
     _age_tree(store)
     assert _scores(store) == _uncached(store)
     with sqlite3.connect(store.cache_dir / INDEX_FILE) as db:
-        stamps = [stamp for (stamp,) in db.execute("SELECT listed_at FROM folders")]
+        stamps = [
+            _unsealed(folder.encode(), record)[0]
+            for folder, record in db.execute("SELECT folder, record FROM folders")
+        ]
     db.close()
     assert stamps and b"\xff" * 32 not in stamps  # every listing is cached
     first, second = aged[0].path, aged[1].path
@@ -432,9 +454,9 @@ def test_an_edit_in_place_in_an_unchanged_folder_is_seen(
 
 def test_the_answer_never_depends_on_the_forked_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """A child that dies (or sends garbage) has its half done again by the parent."""
-    import kexp.index
+    import kexp.parallel
 
-    monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
     parent = os.getpid()
 
     def doubled(items: list[int]) -> list[int]:
@@ -448,12 +470,12 @@ def test_the_answer_never_depends_on_the_forked_child(monkeypatch: pytest.Monkey
     expected = [item * 2 for item in range(10)]
     discarded: list[int] = []
     assert (
-        kexp.index.in_two_processes(doubled, list(range(10)), 10**6, None, discarded.append)
+        kexp.parallel.in_two_processes(doubled, list(range(10)), 10**6, None, discarded.append)
         == expected
     )
     assert discarded == []
     assert (
-        kexp.index.in_two_processes(dying, list(range(10)), 10**6, None, discarded.append)
+        kexp.parallel.in_two_processes(dying, list(range(10)), 10**6, None, discarded.append)
         == expected
     )
     assert len(discarded) == 1 and discarded[0] != parent
@@ -467,11 +489,11 @@ def test_a_cache_that_cannot_be_written_is_kept_in_memory(
     parallel: bool,
 ) -> None:
     """Something else in the cache file's place (here a folder): answers stay right."""
-    import kexp.index
+    import kexp.parallel
 
     if parallel:
-        monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
-        monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+        monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
+        monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
     (store.cache_dir / INDEX_FILE).mkdir(parents=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -484,16 +506,20 @@ def test_a_cache_that_cannot_be_written_is_kept_in_memory(
 def test_leftovers_of_killed_builders_are_removed_once_stale(
     store: Store, aged: list[KernelExperiment]
 ) -> None:
-    """Temporary and side databases of a process killed while building the cache are
-    removed by the next build once an hour old; fresh ones (a build running now) stay.
-    So are caches of other kexp versions unused for two weeks, unless a writer of that
-    version is in a transaction (its journal is there)."""
+    """Temporary and side databases of earlier kexp builds killed while building their
+    cache are removed by the next build once an hour old; fresh ones (a build running
+    now) stay. So are caches of other kexp versions (and of the layouts before this
+    one) unused for two weeks, unless a writer of that version is in a transaction (its
+    journal is there)."""
     store.cache_dir.mkdir(exist_ok=True)
-    stale = store.cache_dir / f".{INDEX_FILE}.4242-0.side"
-    fresh = store.cache_dir / f".{INDEX_FILE}.abcdef.tmp"
+    stale = store.cache_dir / ".index-00000000.sqlite.4242-0.side"
+    fresh = store.cache_dir / ".index-00000000.sqlite.abcdef.tmp"
     old_cache = store.cache_dir / "index-v1"
     # Caches of other kexp versions: one unused for long, one in use, one with a journal.
-    unused, used, journaled = (store.cache_dir / f"index-0000000{n}.sqlite" for n in range(3))
+    unused, used, journaled = (
+        store.cache_dir / name
+        for name in ("cache-00000000.sqlite", "index-00000001.sqlite", "blobs-0000000002.sqlite")
+    )
     for path in (stale, fresh, old_cache, unused, used, journaled):
         path.write_bytes(b"left behind")
     journaled.with_name(journaled.name + "-journal").write_bytes(b"")

@@ -20,7 +20,7 @@ import pytest
 from conftest import experiment_fields, git, init_repo, run_kexp
 
 from kexp import KexpError, Store, init_store
-from kexp.index import index_file_name
+from kexp.cache import file_name
 from kexp.settings import DEFAULT_SETTINGS
 
 COMMIT = "3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e"
@@ -72,8 +72,8 @@ def clone_with(tmp_path: Path, name: str, links: dict[str, str]) -> tuple[Path, 
 @pytest.mark.parametrize(
     ("link", "command"),
     [
-        (f".kexp/{index_file_name(DEFAULT_SETTINGS)}", ["list"]),
-        (f".kexp/{index_file_name(DEFAULT_SETTINGS)}-journal", ["top"]),
+        (f".kexp/{file_name(DEFAULT_SETTINGS)}", ["list"]),
+        (f".kexp/{file_name(DEFAULT_SETTINGS)}-journal", ["top"]),
         (".kexp/locks", ["update", "{id}", "--set", "score=2.0"]),
         (".kexp/drafts", ["new"]),
     ],

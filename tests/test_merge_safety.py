@@ -33,6 +33,7 @@ def record(store: Store, count: int, label: str, pid: str = "") -> list[KernelEx
                 change_summary=f"{label} iteration {i} - +{i}.0%",
                 score=1.0 + i / 100,
                 pid=pid,
+                measured_against="parent" if pid else "",
                 base_commit=head,
                 author=label,
             )

@@ -179,9 +179,25 @@ class Truth:
         for f in self.files:
             self.by_name.setdefault(f.name_id, []).append(f)
         self.scores: dict[str, float] = {}
+        self.first: dict[str, dict[str, Any]] = {}
         for f in self.valid:  # an id of several files counts with its first valid one
             assert f.fields is not None
             self.scores.setdefault(f.name_id, float(f.fields["score"]))
+            self.first.setdefault(f.name_id, f.fields)
+
+    def cumulative(self, fields: dict[str, Any], seen: frozenset[str] = frozenset()) -> Any:
+        """The speedup over the reference (None when it cannot be known): the product of
+        the scores along the pid chain back to a root or a reference measurement."""
+        score = float(fields["score"])
+        if fields["status"] in ("new", "running") or fields["is_buggy"] or score <= 0:
+            return None
+        if not fields["pid"] or fields.get("measured_against") == "reference":
+            return score
+        parent = self.first.get(fields["pid"])
+        if parent is None or fields["pid"] in seen:
+            return None
+        before = self.cumulative(parent, seen | {fields["pid"]})
+        return None if before is None else before * score
 
     def outcome(self, f: File) -> str:
         fields = f.fields
@@ -190,9 +206,17 @@ class Truth:
             return "pending"
         if fields["is_buggy"]:
             return "buggy"
-        combined = [self.scores[c] for c in fields["combines"] if c in self.scores]
-        if combined and fields["score"] < max(combined):
-            return "interference"
+        own = self.cumulative(fields, frozenset({f.name_id}))
+        if own is not None:  # a merge below the best cumulative score of those it combines
+            theirs = [self.cumulative(self.first[c], frozenset({c}))
+                      for c in fields["combines"] if c in self.first]
+            known = [v for v in theirs if v is not None]
+            if known and own < max(known):
+                return "interference"
+        else:
+            combined = [self.scores[c] for c in fields["combines"] if c in self.scores]
+            if combined and fields["score"] < max(combined):
+                return "interference"
         if fields["score"] < 0.99:
             return "regression"
         return "improvement" if fields["score"] > 1.01 else "marginal"
@@ -205,7 +229,9 @@ class Truth:
         chosen.sort(key=lambda f: (_time_key(f.fields["created_at"]), f.name_id, f.order))  # type: ignore[index]
         return [(f.name_id, f.path, float(f.fields["score"]), self.outcome(f)) for f in chosen]  # type: ignore[index]
 
-    def top(self, limit: int, operator: str | None = None) -> list[tuple[Any, ...]]:
+    def top(
+        self, limit: int, operator: str | None = None, by: str = "cumulative"
+    ) -> list[tuple[Any, ...]]:
         chosen = [
             f for f in self.valid
             if not f.fields["is_buggy"]  # type: ignore[index]
@@ -215,6 +241,10 @@ class Truth:
         chosen.sort(key=lambda f: (f.name_id, f.order))
         chosen.sort(key=lambda f: _time_key(f.fields["created_at"]), reverse=True)  # type: ignore[index]
         chosen.sort(key=lambda f: float(f.fields["score"]), reverse=True)  # type: ignore[index]
+        if by == "cumulative":  # those without a cumulative score after, by score
+            values = {id(f): self.cumulative(f.fields, frozenset({f.name_id})) for f in chosen}  # type: ignore[arg-type]
+            chosen.sort(key=lambda f: (values[id(f)] is not None, values[id(f)] or 0.0),
+                        reverse=True)
         return [(f.name_id, f.path, float(f.fields["score"])) for f in chosen[:limit]]  # type: ignore[index]
 
     def resolve(self, prefix: str) -> str | type[Exception]:
@@ -366,6 +396,9 @@ class EverydayUse(RuleBasedStateMachine):
             top = self.store.top_experiments(5, brief=True)
             assert [(e.id, str(Path(e.path or "").relative_to(rel)), float(e.score))
                     for e in top] == truth.top(5)
+            by_score = self.store.top_experiments(5, brief=True, by="score")
+            assert [(e.id, str(Path(e.path or "").relative_to(rel)), float(e.score))
+                    for e in by_score] == truth.top(5, by="score")
             operator = OPERATORS[len(truth.files) % len(OPERATORS)].split(":")[0]
             top_op = self.store.top_experiments(3, operator=operator, brief=True)
             assert [(e.id, str(Path(e.path or "").relative_to(rel)), float(e.score))
@@ -664,7 +697,7 @@ class EverydayUse(RuleBasedStateMachine):
 
     @rule(n=st.integers(0, 10**9))
     def flip_a_bit_in_the_cache(self, n: int) -> None:
-        caches = sorted((self.root / ".kexp").glob("index-*.sqlite"))
+        caches = sorted((self.root / ".kexp").glob("cache-*.sqlite"))
         if not caches:
             return
         data = bytearray(caches[0].read_bytes())

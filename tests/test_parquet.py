@@ -57,9 +57,13 @@ def results_of(folder: Path) -> str:
     return f"read_parquet('{folder}/results/**/*.parquet', hive_partitioning=true)"
 
 
+#: kexp top's question (the README's): buggy, pending and controls left out; ranked by
+#: the cumulative score (those without one after, by score), then score, newest, id.
 TOP_20 = (
     "SELECT id FROM {table} WHERE NOT is_buggy AND status NOT IN ('new', 'running') "
-    "ORDER BY score DESC, created_at DESC, id LIMIT 20"
+    "AND NOT coalesce(list_contains(tags, 'control'), false) "
+    "ORDER BY cumulative_score IS NOT NULL DESC, coalesce(cumulative_score, score) DESC, "
+    "score DESC, created_at DESC, id LIMIT 20"
 )
 
 
@@ -73,6 +77,11 @@ experiment_specs = st.lists(
             "created_at": st.sampled_from(STAMPS),
             "results": st.booleans(),
             "tags": st.lists(st.sampled_from(["a", "control", "x y"]), max_size=2, unique=True),
+            # A child of an earlier experiment (its index from the end), measured against
+            # its parent or the reference, or missing it: the cumulative score then is
+            # not the score.
+            "parent": st.none() | st.integers(1, 5),
+            "measured_against": st.sampled_from(["parent", "reference", ""]),
         }
     ),
     min_size=1,
@@ -81,9 +90,15 @@ experiment_specs = st.lists(
 
 
 def record_all(store: Store, specs: list[dict[str, Any]]) -> None:
+    made: list[str] = []
     for n, spec in enumerate(specs):
         fields = dict(spec)
         with_results = fields.pop("results")
+        parent = fields.pop("parent", None)
+        against = fields.pop("measured_against", "")
+        if parent is not None and made:
+            fields["pid"] = made[-min(parent, len(made))]
+            fields["measured_against"] = against
         if with_results and fields["score"] > 0:
             fields["results"] = [
                 {"config": f"b{n}", "baseline": 2.0, "candidate": 2.0 / fields["score"],
@@ -91,11 +106,12 @@ def record_all(store: Store, specs: list[dict[str, Any]]) -> None:
             ]  # fmt: skip
         if fields["is_buggy"]:
             fields["error_message"] = "RuntimeError: boom"
-        store.create_experiment(
+        exp = store.create_experiment(
             **experiment_fields(
                 change_summary=f"Step {n} - ok", base_commit=COMMIT, author="A", **fields
             )
         )
+        made.append(exp.id)
 
 
 @settings(
@@ -107,9 +123,11 @@ def record_all(store: Store, specs: list[dict[str, Any]]) -> None:
 def test_duckdb_over_the_export_answers_as_kexp_does(
     tmp_path_factory: pytest.TempPathFactory, specs: list[dict[str, Any]]
 ) -> None:
-    """Roots only (no pid), so that the ranking is the score's however kexp derives a
-    cumulative one: DuckDB's top 20 over the export is ``kexp top``'s, same ids, same
-    order, ties included; every row holds what ``kexp export --format json`` holds."""
+    """Lineages measured against parents and the reference, controls among them:
+    DuckDB's top 20 over the export (by ``cumulative_score``) is ``kexp top``'s, same
+    ids, same order, ties included; every row holds what ``kexp export --format json``
+    holds (``cumulative_score``, ``cumulative_ci``, ``cumulative_reason`` and
+    ``measured_against`` too)."""
     root = init_repo(tmp_path_factory.mktemp("p") / "repo")
     (root / "experiments").mkdir()
     store = Store(root)
@@ -128,6 +146,9 @@ def test_duckdb_over_the_export_answers_as_kexp_does(
     rows = con.sql(f"SELECT * FROM {experiments_of(out)}")
     names = rows.columns
     found = [dict(zip(names, row, strict=True)) for row in rows.fetchall()]
+    types = dict(zip(names, (str(t) for t in rows.types), strict=True))
+    assert types["cumulative_score"] == "DOUBLE" and types["cumulative_ci"] == "DOUBLE[]"
+    assert types["cumulative_reason"] == types["measured_against"] == "VARCHAR"
     assert sorted(r["id"] for r in found) == sorted(records)
     for row in found:
         record = records[row["id"]]

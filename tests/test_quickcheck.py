@@ -30,8 +30,8 @@ from kexp.fastpath import (
     read_simple_front_matter,
 )
 from kexp.fileformat import FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
-from kexp.model import KernelExperiment
-from kexp.quickcheck import quick_fields
+from kexp.model import BODY_FIELDS, KernelExperiment
+from kexp.quickcheck import quick_bodies, quick_fields
 from kexp.validate import EXPERIMENT_NAME, check_bytes
 from kexp.validate import is_real_time as _real_time
 from kexp.yamlio import YamlReadError, read_mapping, render_field
@@ -242,11 +242,12 @@ CORPUS_NAME = "experiments/2026/11/6749f3a0c2d41e7b-unrolled.md"
 BUNDLED = sorted(
     p for p in (REPO / "experiments").rglob("*.md") if EXPERIMENT_NAME.fullmatch(p.name)
 )
-BENCH = REPO / "bench" / ".data" / "n1000-seed20261129-v1" / "store" / "experiments"
+BENCH = REPO / "bench" / ".data" / "n1000-seed20261129-v2" / "store" / "experiments"
 
 
 def _agree(data: bytes | str, path: str | Path) -> dict[str, Any] | None:
-    """quick_fields of a file, checked against check_bytes: None, or its valid fields."""
+    """quick_fields of a file, checked against check_bytes: None, or its valid fields;
+    and, for a valid file, quick_bodies against the parser's body values."""
     quick = quick_fields(data, path)
     if quick is not None:
         checked = check_bytes(data, Path(path))
@@ -256,6 +257,12 @@ def _agree(data: bytes | str, path: str | Path) -> dict[str, Any] | None:
         assert quick == fields
         assert list(quick) == list(fields)
         assert _types(quick) == _types(fields)
+    if isinstance(data, bytes):
+        checked = check_bytes(data, Path(path))
+        if checked.ok and checked.document is not None:
+            bodies = quick_bodies(data, BODY_FIELDS)
+            if bodies is not None:
+                assert bodies == checked.document.body_values()
     return quick
 
 
@@ -791,3 +798,14 @@ def test_without_property_validators_the_fields_are_checked_whole(
     assert check.holds(dict(_VALID_FIELDS))
     assert not check.holds(dict(_VALID_FIELDS, score=-1))
     assert not check.holds({k: v for k, v in _VALID_FIELDS.items() if k != "id"})
+
+
+def test_quick_bodies_answer_most_plain_files() -> None:
+    """The body texts are read without the parse for every plain file (bundled and
+    bases), and equal the parser's (checked by _agree on every file of this module)."""
+    answered = 0
+    for path in [*BUNDLED, *(Path(p) for p, _ in BASES)]:
+        data = path.read_bytes() if path.is_file() else dict(BASES)[str(path)].encode()
+        _agree(data, path)
+        answered += quick_bodies(data, BODY_FIELDS) is not None
+    assert answered >= len(BUNDLED)

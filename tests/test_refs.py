@@ -1,5 +1,6 @@
 """Reading across refs (``--refs``, ``--all-refs``): the working tree plus the store at
-every matching ref, read from git objects, with real clones of a bare remote.
+every matching ref, read from git objects, with real clones of a bare remote: one
+entry per experiment, its newest version.
 
 The truth is what the files hold (read with git from each branch), never kexp's own
 report.
@@ -9,16 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import git, run_kexp
 from test_sync import CLONES, PER_CLONE, _run_clones, clone, make_remote, record
 
-from kexp import GitError, Store
+from kexp import ExperimentNotFoundError, GitError, Store
 from kexp.publish import sync
-from kexp.refs import WORKING_TREE, RefsStore
+from kexp.retrieval import tried_before
+from kexp.rows import LOCAL
 
 
 def test_eight_branches_top_all_refs_lists_each_once_with_its_branch(tmp_path: Path) -> None:
@@ -36,7 +38,12 @@ def test_eight_branches_top_all_refs_lists_each_once_with_its_branch(tmp_path: P
         ids = [r["id"] for r in records]
         assert sorted(ids) == sorted(made_by)  # all, each once
         for record_ in records:
-            assert record_["ref"].endswith(f"kexp/agent-{made_by[record_['id']]}")
+            if made_by[record_["id"]] == index:  # its own: in its working tree
+                assert record_["ref"] == LOCAL
+                assert record_["refs"][0] == LOCAL
+                assert f"origin/kexp/agent-{index}" in record_["refs"]
+            else:
+                assert record_["ref"].endswith(f"kexp/agent-{made_by[record_['id']]}")
             assert "other_versions" not in record_
         table = run_kexp("top", "--all-refs", "-n", "5", cwd=root)
         assert table.returncode == 0 and "REF" in table.stdout.splitlines()[0]
@@ -48,23 +55,26 @@ def test_same_content_in_several_places_is_listed_once(tmp_path: Path) -> None:
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
     sync(Store(alice))
     git(bob, "fetch", "-q")
-    across = RefsStore(Store(alice), ["origin/*"], all_refs=True)
+    across = Store(alice, refs=["origin/*"], all_refs=True)
     found = across.list_experiments()
     assert [e.id for e in found] == [exp.id]
-    where = across.where(found[0])
+    where = found[0].where
     assert where is not None
-    assert set(where.refs) == {WORKING_TREE, "main", "origin/main"} and not where.other_versions
-    assert where.ref in ("main", "origin/main")
+    assert set(where.refs) == {LOCAL, "main", "origin/main"} and not where.other_versions
+    assert where.ref == LOCAL  # the working tree holds it
     # Bob, who never pulled, sees it on origin/main.
-    seen = RefsStore(Store(bob), ["origin/*"])
+    seen = Store(bob, refs=["origin/*"])
     assert [e.id for e in seen.top_experiments()] == [exp.id]
-    assert seen.where(seen.get_experiment(exp.id[:8])).ref == "origin/main"  # type: ignore[union-attr]
+    assert seen.get_experiment(exp.id[:8]).where.ref == "origin/main"
     assert Store(bob).list_experiments() == []  # his own store: still nothing
 
 
-def test_a_correction_on_two_branches_shows_both_versions_newest_first(
+def test_corrections_on_two_branches_give_one_entry_the_newest_and_say_so(
     tmp_path: Path,
 ) -> None:
+    """Two agents correct one experiment on branches forked from main: each correction
+    is newer than main's version (it changed since their merge base), and of the two,
+    which both changed since they parted, the later commit's is taken, and said."""
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
@@ -79,28 +89,27 @@ def test_a_correction_on_two_branches_shows_both_versions_newest_first(
         subprocess_git(who, env, "commit", "-q", "-m", f"correct {who.name}")
         git(who, "push", "-q", "origin", f"fix-{who.name}")
     git(alice, "fetch", "-q")
-    git(alice, "checkout", "-q", "main")  # the working tree holds the first version
-    across = RefsStore(Store(alice), ["origin/fix-*"])
-    versions = across.versions(exp.id)
-    # The working tree's (main's) first, then bob's, the newer commit, then alice's.
-    assert [v.score for v in versions] == [1.019, 1.017, 1.021]
-    here, newest, older = (across.where(v) for v in versions)
-    assert here is not None and here.ref == WORKING_TREE
-    assert newest is not None and older is not None
-    assert newest.ref == "origin/fix-bob" and older.ref == "origin/fix-alice"
-    assert newest.other_versions == (WORKING_TREE, "origin/fix-alice")
-    assert "origin/fix-alice" in newest.note
-    assert sorted(e.score for e in across.list_experiments()) == [1.017, 1.019, 1.021]
+    git(alice, "checkout", "-q", "main")  # the working tree holds main's version
+    across = Store(alice, refs=["origin/fix-*"])
+    (found,) = across.list_experiments()
+    assert found.score == 1.017  # bob's: the later of the two corrections
+    where = found.where
+    assert where is not None and where.ref == "origin/fix-bob" and where.diverged
+    assert where.other_versions == (LOCAL, "origin/fix-alice")
+    assert "origin/fix-alice" in where.note and "later commit" in where.note
+    # Alice's branch alone: her correction is newer than main's (the working tree's).
+    only_hers = Store(alice, refs=["origin/fix-alice"])
+    (hers,) = only_hers.list_experiments()
+    assert hers.score == 1.021 and hers.where is not None and not hers.where.diverged
+    assert hers.where.other_versions == (LOCAL,) and "older version" in hers.where.note
     shown = run_kexp("show", exp.id[:10], "--refs", "origin/fix-*", cwd=alice)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.index("1.0190") < shown.stdout.index("1.0170")
-    assert shown.stdout.index("1.0170") < shown.stdout.index("1.0210")
-    notes = [line for line in shown.stdout.splitlines() if "another version on" in line]
-    assert len(notes) == 3 and "origin/fix-alice" in notes[0] and "origin/fix-bob" in notes[2]
+    assert "1.0170" in shown.stdout and "1.0210" not in shown.stdout
+    assert "origin/fix-alice" in shown.stdout
     data = json.loads(run_kexp("show", exp.id[:10], "--refs", "origin/fix-*", "--json",
                                cwd=alice).stdout)  # fmt: skip
-    assert data["score"] == 1.019 and data["ref"] == WORKING_TREE
-    assert data["other_versions"] == ["origin/fix-bob", "origin/fix-alice"]
+    assert data["score"] == 1.017 and data["ref"] == "origin/fix-bob"
+    assert data["other_versions"] == [LOCAL, "origin/fix-alice"] and data["diverged"]
 
 
 def subprocess_git(cwd: Path, env: dict[str, str], *args: str) -> None:
@@ -120,7 +129,7 @@ def test_hostile_ref_patterns_are_refused_before_git_sees_them(
     remote, _ = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     with pytest.raises(GitError, match="not a ref pattern kexp accepts"):
-        RefsStore(Store(alice), [pattern])
+        Store(alice, refs=[pattern])
     shown = run_kexp("list", "--refs", pattern, cwd=alice)
     assert shown.returncode == 2 and shown.stderr.count("\n") == 1
     assert "not a ref pattern" in shown.stderr
@@ -134,12 +143,12 @@ def test_rev_and_refs_together_are_a_usage_error(tmp_path: Path) -> None:
     assert shown.returncode == 2 and "not both" in shown.stderr
 
 
-def test_the_blob_cache_answers_as_a_cold_read_does(
+def test_the_cache_answers_as_a_cold_read_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kexp.index
+    import kexp.parallel
 
-    monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 2)  # the cold read forks
+    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 2)  # the cold read forks
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     for n in range(6):
@@ -149,11 +158,11 @@ def test_the_blob_cache_answers_as_a_cold_read_does(
     git(alice, "fetch", "-q")
 
     def answer() -> list[tuple[str, float, str]]:
-        across = RefsStore(Store(alice), ["origin/*"])
+        across = Store(alice, refs=["origin/*"])
         return [(e.id, e.score, e.code_change) for e in across.top_experiments(10)]
 
     cold = answer()
-    cache = list((alice / ".kexp").glob("blobs-*.sqlite"))
+    cache = list((alice / ".kexp").glob("cache-*.sqlite"))
     assert len(cache) == 1
     warm = answer()
     assert cold == warm and len(cold) == 6
@@ -166,16 +175,21 @@ def test_the_blob_cache_answers_as_a_cold_read_does(
     assert not target.exists()
 
 
-def test_refs_store_corrects_and_deletes_nothing(tmp_path: Path) -> None:
+def test_a_store_read_with_refs_writes_to_the_working_tree_only(tmp_path: Path) -> None:
     remote, base = make_remote(tmp_path)
-    alice = clone(remote, tmp_path / "alice")
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
-    across = RefsStore(Store(alice), all_refs=True)
-    with pytest.raises(Exception, match="corrects and deletes nothing"):
-        across.update_experiment(exp.id, score=2.0)
-    with pytest.raises(Exception, match="corrects and deletes nothing"):
-        across.delete_experiment(exp.id)
-    assert Store(alice).get_experiment(exp.id).score == 1.019
+    theirs = record(bob, base, "Vectorized - +3.0%", score=1.03)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    across = Store(alice, all_refs=True)
+    assert across.update_experiment(exp.id, score=2.0).score == 2.0
+    assert Store(alice).get_experiment(exp.id).score == 2.0
+    with pytest.raises(ExperimentNotFoundError):
+        across.update_experiment(theirs.id, score=2.0)  # only on bob's branch
+    with pytest.raises(ExperimentNotFoundError):
+        across.delete_experiment(theirs.id)
+    assert across.get_experiment(theirs.id).score == 1.03
 
 
 DIFF = """\
@@ -198,23 +212,25 @@ def test_tried_before_fires_for_a_change_recorded_on_another_branch(tmp_path: Pa
     arguments = ["add", "--summary", "Unroll 4 again - +1.8%", "--score", "1.018",
                  "--operator", "csrc/cache.cu: k", "--dtype", "bf16", "--env", "MI300X",
                  "--base-commit", base, "--diff-file", str(tmp_path / "change.diff")]  # fmt: skip
-    plain = run_kexp(*arguments, cwd=alice)
-    assert plain.returncode == 0, plain.stderr
-    assert earlier.id not in plain.stderr  # alice's own store has never seen it
     across = run_kexp(*arguments, "--all-refs", cwd=alice)
     assert across.returncode == 0, across.stderr
     warned = [line for line in across.stderr.splitlines() if earlier.id in line]
-    assert warned and "origin/kexp/bob" in warned[0]
+    assert warned and f"{earlier.id} on origin/kexp/bob" in warned[0]
+    plain = run_kexp(*arguments, cwd=alice)
+    assert plain.returncode == 0, plain.stderr
+    assert earlier.id not in plain.stderr  # alice's own store has never seen it
     # Both were recorded all the same; the Python twin warns as well.
     assert len(Store(alice).list_experiments()) == 2
-    store = RefsStore(Store(alice), ["origin/*"])
+    store = Store(alice, refs=["origin/*"])
     with pytest.warns(UserWarning, match=earlier.id):
         store.create_experiment(
             change_summary="Unroll 4, third time - +1.7%", score=1.017, status="done",
-            operator_sig="csrc/cache.cu: k", dtype_sig="bf16", env="MI300X",
+            operator_sig="csrc/cache.cu: k", dtype_sig="bf16", env="MI250X",
             base_commit=base, code_change=DIFF,
         )  # fmt: skip
-    assert [r.id for r in store.tried_before(DIFF)] == [earlier.id]
+    repeats = tried_before(store, DIFF)
+    assert earlier.id in [r.id for r in repeats]
+    assert next(r for r in repeats if r.id == earlier.id).ref == "origin/kexp/bob"
 
 
 def test_export_and_tree_say_where_each_experiment_was_found(tmp_path: Path) -> None:
@@ -229,7 +245,7 @@ def test_export_and_tree_say_where_each_experiment_was_found(tmp_path: Path) -> 
     assert exported.returncode == 0, exported.stderr
     refs = {r["id"]: r["ref"] for r in json.loads(exported.stdout)}
     assert refs == {parent.id: "origin/kexp/bob", child.id: "origin/kexp/bob",
-                    mine.id: WORKING_TREE}  # fmt: skip
+                    mine.id: LOCAL}  # fmt: skip
     as_csv = run_kexp("export", "--format", "csv", "--all-refs", cwd=alice)
     assert as_csv.returncode == 0 and ",ref,refs" in as_csv.stdout.splitlines()[0]
     tree = run_kexp("tree", parent.id[:10], "--json", "--refs", "origin/*", cwd=alice)
@@ -275,28 +291,67 @@ _OPERATIONS = st.lists(
 )
 
 
-def _truth(root: Path, refs: list[str]) -> dict[tuple[str, bytes], set[str]]:
-    """(id, file content) → the places holding it: the working tree's files and each
-    ref's blobs, read with git and from disk (not with kexp)."""
+def _place_files(root: Path, refs: list[str]) -> dict[str, dict[str, tuple[str, bytes]]]:
+    """Each place (the working tree, each ref) → id → (path, file content): read with
+    git and from disk (not with kexp)."""
     import re
+    import subprocess
 
     name = re.compile(r"experiments/\d{4}/\d{2}/(?:[0-9a-f]{2}/)?([0-9a-f]{16})-[a-z0-9-]*\.md")
-    found: dict[tuple[str, bytes], set[str]] = {}
+    places: dict[str, dict[str, tuple[str, bytes]]] = {LOCAL: {}}
     for path in (root / "experiments").rglob("*.md"):
-        match = name.fullmatch(path.relative_to(root).as_posix())
+        relative = path.relative_to(root).as_posix()
+        match = name.fullmatch(relative)
         if match:
-            found.setdefault((match.group(1), path.read_bytes()), set()).add(WORKING_TREE)
+            places[LOCAL][match.group(1)] = (relative, path.read_bytes())
     for ref in refs:
+        places[ref] = {}
         listing = git(root, "ls-tree", "-r", "--name-only", ref, "--", "experiments")
         for line in listing.splitlines():
             match = name.fullmatch(line)
             if match:
-                import subprocess
-
                 data = subprocess.run(["git", "show", f"{ref}:{line}"], cwd=root,
                                       capture_output=True, check=True).stdout  # fmt: skip
-                found.setdefault((match.group(1), data), set()).add(ref)
-    return found
+                places[ref][match.group(1)] = (line, data)
+    return places
+
+
+def _content_at(root: Path, commit: str, path: str) -> bytes | None:
+    import subprocess
+
+    found = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True)
+    return found.stdout if found.returncode == 0 else None
+
+
+def _newest(root: Path, holders: dict[bytes, list[str]], path: str) -> bytes:
+    """The newest of an experiment's contents (content → the places holding it), by the
+    rule: the working tree's when it is not HEAD's; else the one that changed since the
+    merge base of the two commits; else the later commit's, then the earlier place."""
+    order = [LOCAL, *sorted({p for places in holders.values() for p in places} - {LOCAL})]
+
+    def commit(places: list[str]) -> str:
+        first = min(places, key=order.index)
+        return git(root, "rev-parse", "HEAD" if first == LOCAL else first)
+
+    def date(places: list[str]) -> int:
+        return max(int(git(root, "log", "-1", "--format=%ct",
+                           "HEAD" if p == LOCAL else p)) for p in places)  # fmt: skip
+
+    def uncommitted(content: bytes, places: list[str]) -> bool:
+        return LOCAL in places and _content_at(root, "HEAD", path) != content
+
+    contents = sorted(holders, key=lambda c: min(order.index(p) for p in holders[c]))
+    best = contents[0]
+    for other in contents[1:]:
+        if uncommitted(other, holders[other]) or uncommitted(best, holders[best]):
+            if uncommitted(other, holders[other]):
+                best = other
+            continue
+        base = git(root, "merge-base", commit(holders[other]), commit(holders[best]))
+        at_base = _content_at(root, base, path)
+        if at_base == best or (at_base != other and date(holders[other]) > date(holders[best])):
+            best = other
+    return best
 
 
 @hypothesis_settings(
@@ -307,9 +362,9 @@ def test_reading_across_refs_agrees_with_the_files(
     tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, int]]
 ) -> None:
     """Random histories of two clones (recording, correcting, committing on branches,
-    syncing, fetching): every distinct (experiment, content) of the working tree and the
-    refs is listed once, with exactly the places holding it, and the versions of one
-    experiment are told apart."""
+    syncing, fetching): every experiment of the working tree and the refs is listed
+    once, its newest content, with exactly the places holding that content and the
+    places holding others."""
     folder = tmp_path_factory.mktemp("history")
     remote, base = make_remote(folder)
     alice, bob = clone(remote, folder / "alice"), clone(remote, folder / "bob")
@@ -339,28 +394,20 @@ def test_reading_across_refs_agrees_with_the_files(
     refs = git(alice, "for-each-ref", "--format=%(refname:short)", "refs/heads",
                "refs/remotes").split()  # fmt: skip
     refs = [r for r in refs if not r.endswith("/HEAD")]
-    truth = _truth(alice, refs)
-    across = RefsStore(Store(alice), all_refs=True)
-    listed = across.list_experiments()
-    seen: dict[tuple[str, bytes], set[str]] = {}
+    places = _place_files(alice, refs)
+    ids = sorted({exp_id for files in places.values() for exp_id in files})
+    listed = Store(alice, all_refs=True).list_experiments()
+    assert sorted(e.id for e in listed) == ids  # every experiment, once
     for exp in listed:
-        where = across.where(exp)
+        holders: dict[bytes, list[str]] = {}
+        for place, files in places.items():
+            if exp.id in files:
+                holders.setdefault(files[exp.id][1], []).append(place)
+        path = next(files[exp.id][0] for files in places.values() if exp.id in files)
+        newest = _newest(alice, holders, path)
+        where = exp.where
         assert where is not None
-        data = _content_of(alice, where.refs[0], exp)
-        key = (exp.id, data)
-        assert key not in seen  # listed once
-        seen[key] = set(where.refs)
-        versions = {d for (i, d) in truth if i == exp.id}
-        assert bool(where.other_versions) == (len(versions) > 1)
-    assert seen == truth
-
-
-def _content_of(root: Path, place: str, exp: Any) -> bytes:
-    """The bytes of an experiment's file at a place (the working tree or a ref)."""
-    import subprocess
-
-    relative = Path(str(exp.path)).relative_to(root).as_posix()
-    if place == WORKING_TREE:
-        return (root / relative).read_bytes()
-    return subprocess.run(["git", "show", f"{place}:{relative}"], cwd=root,
-                          capture_output=True, check=True).stdout  # fmt: skip
+        assert sorted(where.refs) == sorted(holders[newest])
+        others = sorted(p for content, held in holders.items() if content != newest for p in held)
+        assert sorted(where.other_versions) == others
+        assert exp.score == float(re.search(rb"\nscore: ([0-9.]+)\n", newest).group(1))  # type: ignore[union-attr]

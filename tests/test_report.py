@@ -104,21 +104,21 @@ def test_overview_stays_small_and_points_to_the_operator_pages(tmp_path: Path) -
 
 
 def _cell_store(make_experiment: MakeExperiment) -> dict[str, KernelExperiment]:
+    """Scores over the reference: each is its own cumulative score."""
     made = {}
+    ref = "reference"
     made["a1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.05)
     made["a2"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.20, pid=made["a1"].id
+        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.20, pid=made["a1"].id,
+        measured_against=ref,
     )
     made["a3"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.00, pid=made["a2"].id
+        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.00, pid=made["a2"].id,
+        measured_against=ref,
     )
     made["a4"] = make_experiment(
-        operator_sig="k.cu: alpha",
-        dtype_sig="bf16",
-        score=0.0,
-        is_buggy=True,
-        error_message="crash",
-        pid=made["a2"].id,
+        operator_sig="k.cu: alpha", dtype_sig="bf16", score=0.0, is_buggy=True,
+        error_message="crash", pid=made["a2"].id, measured_against=ref,
     )
     made["b1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=0.97)
     made["b2"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=1.004)
@@ -161,10 +161,10 @@ def test_operator_page_draws_one_point_and_one_node_per_experiment(
     assert points[made["a4"].id].tag == "path" and "o-buggy" in points[made["a4"].id].classes
     assert "o-regression" in points[made["b1"].id].classes
     nodes = dict(zip(linked_ids(found, "nd"), with_class(found, "nd"), strict=True))
-    # a2 is the best: the path a1 -> a2 is drawn; a2 is a dead end (nothing built on it
-    # scored higher), and it is ringed as the operator's best
+    # a2 is the best: the path a1 -> a2 is drawn; nothing built on it scored higher, but
+    # the best is never a dead end; it is ringed as the operator's best
     assert {i for i, n in nodes.items() if "bp" in n.classes} == {made["a1"].id, made["a2"].id}
-    assert {i for i, n in nodes.items() if "de" in n.classes} == {made["a2"].id}
+    assert {i for i, n in nodes.items() if "de" in n.classes} == set()
     assert {i for i, n in nodes.items() if "top" in n.classes} == {made["a2"].id}
     assert len(with_class(found, "best", "polyline")) == 1
     lessons = [e for e in found if e.tag == "ul" and "lessons" in e.classes]
@@ -213,7 +213,7 @@ def test_score_intervals_are_shown_and_drawn_as_whiskers(
 ) -> None:
     with_ci = make_experiment(score=1.02)
     _add_front_matter(with_ci, "score_ci: [1.01, 1.03]")
-    other = make_experiment(score=1.04, pid=with_ci.id)
+    other = make_experiment(score=1.04, pid=with_ci.id, measured_against="reference")
     _add_front_matter(other, "score_ci: [1.035, 1.046]")
     make_experiment(score=1.01)
     build_report(store, tmp_path / "site", now=NOW)
@@ -445,7 +445,7 @@ def test_default_output_is_in_the_cache_folder(
 def test_two_processes_write_the_same_report_as_one(
     repo: Path, make_experiment: MakeExperiment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kexp.index
+    import kexp.parallel
 
     parent = None
     for number in range(12):
@@ -461,8 +461,8 @@ def test_two_processes_write_the_same_report_as_one(
     monkeypatch.setenv("KEXP_NO_FORK", "1")
     build_report(store, tmp_path / "one", now=NOW)
     monkeypatch.delenv("KEXP_NO_FORK")
-    monkeypatch.setattr(kexp.index, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(kexp.index, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
     build_report(store, tmp_path / "two", now=NOW)
     one, two = files_of(tmp_path / "one"), files_of(tmp_path / "two")
     assert one == two
@@ -683,9 +683,17 @@ class ReportMachine(RuleBasedStateMachine):
         kind=st.sampled_from(("done", "done", "done", "buggy", "pending")),
         parent=st.integers(min_value=0, max_value=50),
         with_parent=st.booleans(),
+        against=st.sampled_from(("parent", "reference")),
     )
     def add(
-        self, operator: str, dtype: str, score: float, kind: str, parent: int, with_parent: bool
+        self,
+        operator: str,
+        dtype: str,
+        score: float,
+        kind: str,
+        parent: int,
+        with_parent: bool,
+        against: str,
     ) -> None:
         ids = sorted(truth(self.root))
         self.count += 1
@@ -698,6 +706,7 @@ class ReportMachine(RuleBasedStateMachine):
                 is_buggy=kind == "buggy",
                 error_message="crash" if kind == "buggy" else "",
                 pid=ids[parent % len(ids)] if ids and with_parent else "",
+                measured_against=against if ids and with_parent else "",
                 change_summary=f"Attempt {self.count} <b>{operator}</b> - {score}",
             )
         )
@@ -741,14 +750,16 @@ class ReportMachine(RuleBasedStateMachine):
             o: sum(f["outcome"] == o for f in facts.values())
             for o in ("improvement", "marginal", "regression", "interference", "buggy", "pending")
         }
-        # the best: highest score, then the newest, then the smallest id (as documented)
+        # the best tip: the highest cumulative score, then the highest score, then the
+        # newest, then the smallest id (as documented)
         ranked = sorted(facts)
         ranked.sort(key=lambda i: facts[i]["created_at"], reverse=True)
         ranked.sort(key=lambda i: facts[i]["score"], reverse=True)
+        ranked.sort(key=lambda i: facts[i]["cumulative"] or 0.0, reverse=True)
         best: dict[tuple[str, str, str], str] = {}
         for exp_id in ranked:
             f = facts[exp_id]
-            if scored(f):
+            if scored(f) and f["cumulative"] is not None:
                 best.setdefault((f["operator_sig"], f["dtype_sig"], f["env"]), exp_id)
         frontier = {(r[0], r[1], r[2]): r[5] for r in cells(result.index, "frontier")}
         assert frontier == {key: exp_id[:10] for key, exp_id in best.items()}
@@ -836,7 +847,7 @@ def test_a_lineage_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
     assert len(linked_ids(found, "pt")) == depth
     done = run_kexp("tree", cwd=root)
     assert done.returncode == 0, done.stderr
-    assert len(done.stdout.splitlines()) == depth + 2  # and the legend after a blank line
+    assert len(done.stdout.splitlines()) == depth + 3  # and the legend (2 lines) after a blank
 
 
 # --- a large operator -----------------------------------------------------------------

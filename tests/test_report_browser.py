@@ -181,7 +181,7 @@ def test_tables_sort_and_filter_in_the_browser(
     page = open_page(site / "index.html", "bundled-overview-sorted")
     scores = "Array.from(document.querySelectorAll('#frontier tbody tr')).map(r => " \
              "parseFloat(r.cells[3].textContent))"
-    header = page.page.locator("#frontier thead th", has_text="best score")
+    header = page.page.locator("#frontier thead th", has_text="best cumulative")
     header.click()
     ascending = page.eval(scores)
     assert ascending == sorted(ascending)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, experiment_fields, git, run_kexp
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -32,7 +32,7 @@ from kexp.dedupe import (
     normalize_code_change,
     shingle_similarity,
 )
-from kexp.retrieval import RetrievalIndex, find_repeats, index_file_name, similar, tried_before
+from kexp.retrieval import find_repeats, searching, similar, tried_before
 
 
 def _evaluate_module() -> Any:
@@ -173,14 +173,13 @@ def test_a_damaged_index_is_rebuilt_from_the_files(
 ) -> None:
     exp = make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
     assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
-    index = store.cache_dir / index_file_name()
-    assert index.is_file()
+    (index,) = store.cache_dir.glob("cache-*.sqlite")
 
     index.write_bytes(b"not a database" * 100)
 
     assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
-    with RetrievalIndex(store).session() as session:
-        assert session.count() == 1
+    with searching(store) as search:
+        assert search.count() == 1
 
 
 def test_a_store_at_a_revision_is_searched_as_it_was(
@@ -195,20 +194,118 @@ def test_a_store_at_a_revision_is_searched_as_it_was(
     assert [m.id for m in similar(store.at("HEAD"), text="warp shuffle")] == [old.id]
 
 
-def test_the_lsh_path_finds_what_the_exact_path_finds_for_close_changes(
-    store: Store, make_experiment: Callable[..., KernelExperiment], monkeypatch: pytest.MonkeyPatch
+def test_near_duplicates_are_found_exactly_from_the_prefixes_of_their_shingles(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:
+    """Every change at least as similar as the threshold is found (prefix filtering is
+    exact), and nothing below it: against every pair, computed here."""
+    made = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for factor in range(4):
-            make_experiment(code_change=VECTORIZE.replace("% 16", f"% {16 << factor}"))
-    query = code_shingles(VECTORIZE)
-    with RetrievalIndex(store).session() as session:
-        exact = session.near_duplicates(query, 0.5)
-        monkeypatch.setattr(retrieval, "EXACT_POSTINGS", 0)
-        banded = session.near_duplicates(query, 0.5)
-    assert exact and set(banded) <= set(exact)
-    assert [p for p, s in exact if s >= 0.9] == [p for p, s in banded if s >= 0.9]
+        for factor in range(6):
+            change = VECTORIZE.replace("% 16", f"% {16 << factor}")
+            if factor % 2:
+                change = change.replace("k_dst[v] = k_src[v];", "k_dst[v] = k_src[v] + 0;")
+            made.append(make_experiment(code_change=change))
+    with searching(store) as search:
+        for exp in made:
+            query = code_shingles(exp.code_change)
+            for threshold in (0.5, 0.7, 0.9):
+                truth = sorted(
+                    (
+                        other.id,
+                        round(shingle_similarity(query, code_shingles(other.code_change)), 9),
+                    )
+                    for other in made
+                    if shingle_similarity(query, code_shingles(other.code_change)) >= threshold
+                )
+                found = sorted(
+                    (row.id, round(s, 9)) for row, s in search.near_duplicates(query, threshold)
+                )
+                assert found == truth
+
+
+def _assert_postings_are_the_prefixes(root: Path, threshold: float) -> None:
+    """The cache's postings are exactly each doc's prefix in the order it stores."""
+    import marshal
+    import sqlite3
+    from array import array
+
+    (file,) = (root / ".kexp").glob("cache-*.sqlite")
+    connection = sqlite3.connect(file)
+    try:
+        (record,) = connection.execute("SELECT record FROM shingle_order").fetchone()
+        order = marshal.loads(record[4:])
+        wanted = {
+            (shingle, doc)
+            for doc, packed in connection.execute("SELECT doc, shingles FROM docs")
+            for shingle in retrieval.shingle_prefix(
+                array("I", marshal.loads(packed[4:])), threshold, order
+            )
+        }
+        posted = set(connection.execute("SELECT shingle, doc FROM postings"))
+    finally:
+        connection.close()
+    assert posted == wanted
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=4, deadline=None)
+def test_near_duplicates_stay_exact_as_the_order_of_the_postings_is_decided_again(
+    seed: int,
+) -> None:
+    """The postings hold each change's rarest shingles first, in an order decided from
+    the docs the first time and again whenever they double: after each round of creates
+    (1, 2, 4... docs), the near-duplicates at the setting's threshold are exactly those
+    computed here against every change (a change shares two lines with all the others,
+    and many are copies of another with one line changed)."""
+    import random
+    import tempfile
+
+    rng = random.Random(seed)
+    folder = tempfile.TemporaryDirectory(prefix="kexp-order-")
+    root = Path(folder.name)
+    (root / "experiments").mkdir()
+    store = Store(root, code_repo=root)
+    common = ["for (int i = threadIdx.x; i < n; i += blockDim.x) {", "acc += x[i] * w[i];"]
+    pool = [f"out[{i}] = acc * w[{i % 5}] + b[{i % 3}];" for i in range(14)]
+    threshold = store.settings.near_duplicate_similarity
+    changes: dict[str, str] = {}
+    pairs = 0  # near-duplicates of another change found
+    for round_size in (1, 1, 2, 4, 8, 16):
+        for _ in range(round_size):
+            if changes and rng.random() < 0.6:  # another with its last line changed
+                lines = rng.choice(list(changes.values())).split("\n")[1:-1]
+                lines[-1] = f"+  {rng.choice(pool)}"
+            else:
+                lines = [f"+  {line}" for line in common + rng.sample(pool, rng.randint(8, 12))]
+            change = "@@ -1,1 +1,9 @@\n" + "\n".join(lines) + "\n"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                made = store.create_experiment(
+                    **experiment_fields(
+                        code_change=change,
+                        base_commit="0f54a8d954a292dd879f37334f90573ddeb49278",
+                        author="t",
+                    )
+                )
+                changes[made.id] = change
+        with searching(store) as search:
+            for change in changes.values():
+                query = code_shingles(change)
+                truth = sorted(
+                    (other_id, round(shingle_similarity(query, code_shingles(other)), 9))
+                    for other_id, other in changes.items()
+                    if shingle_similarity(query, code_shingles(other)) >= threshold
+                )
+                found = sorted(
+                    (row.id, round(s, 9)) for row, s in search.near_duplicates(query, threshold)
+                )
+                assert found == truth
+                pairs += len(truth) - 1
+        _assert_postings_are_the_prefixes(root, threshold)
+    assert pairs > 0
+    folder.cleanup()
 
 
 # --- the index against the files, over a random history -------------------------------
@@ -308,8 +405,8 @@ class IndexAgainstFiles(RuleBasedStateMachine):
         if not hasattr(self, "store"):
             return
         truth = {e.path.name: e for e in self.store.list_experiments()}  # type: ignore[union-attr]
-        with RetrievalIndex(self.store).session() as session:
-            docs = {os.path.basename(d.path): d for d in session.documents()}
+        with searching(self.store) as session:
+            docs = {os.path.basename(d.path): d for d in session.rows}
             assert docs.keys() == truth.keys()
             for name, doc in docs.items():
                 exp = truth[name]
@@ -318,7 +415,9 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                     exp.change_summary,
                     exp.score,
                 )
-                assert doc.outcome(self.store.settings) == exp.outcome
+                assert session.derivation.of(doc).outcome == exp.outcome
+                words = " ".join(exp.change_summary.split()[:2])
+                assert exp.id in [m.id for m in session.rank(text=words, limit=100)]
             for exp in truth.values():
                 query = code_shingles(exp.code_change)
                 brute = sorted(
@@ -327,8 +426,8 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                     if query and shingle_similarity(query, code_shingles(e.code_change)) >= 0.5
                 )
                 found = sorted(
-                    (os.path.basename(p), round(s, 9))
-                    for p, s in session.near_duplicates(query, 0.5)
+                    (os.path.basename(row.path), round(s, 9))
+                    for row, s in session.near_duplicates(query, 0.5)
                 )
                 assert found == brute
         for exp in list(truth.values())[:3]:
@@ -378,6 +477,31 @@ def test_many_processes_creating_at_once_lose_nothing_and_the_index_agrees(repo:
 
     store = Store(repo)
     assert len(store.paths()) == 20
-    with RetrievalIndex(store).session() as session:
+    with searching(store) as session:
         assert session.count() == 20
     assert len(similar(store, text="worker try", limit=30)) == 20
+
+
+def _words_by_regex(code_change: str) -> str:
+    """code_words as first written (the whole text through the case-change expression):
+    the reference the library's faster form must equal."""
+    import re
+
+    word = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
+    case = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+    normalized = normalize_code_change(code_change)
+    if not is_matchable(normalized):
+        return ""
+    lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
+    text = " ".join(line[1:] for line in lines) if lines else normalized.replace("@@", " ")
+    return " ".join(dict.fromkeys(word.findall(case.sub(" ", text.replace("_", " ")))))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.text(alphabet="aZb9_ -+.:xYé2Dq(", min_size=0, max_size=24), min_size=1, max_size=6)
+)
+def test_code_words_equal_the_case_change_expression(lines: list[str]) -> None:
+    change = "\n".join(f"+{line}" for line in lines)
+    assert retrieval.code_words(change) == _words_by_regex(change)
+    assert retrieval.code_words(VECTORIZE) == _words_by_regex(VECTORIZE)

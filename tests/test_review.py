@@ -40,6 +40,8 @@ def commit_all(repo: Path, message: str) -> None:
 
 
 def create(store: Store, **overrides: Any) -> KernelExperiment:
+    if overrides.get("pid"):  # these scores are over the reference (no step product)
+        overrides.setdefault("measured_against", "reference")
     return store.create_experiment(**experiment_fields(author="Test Engineer", **overrides))
 
 
@@ -420,8 +422,8 @@ def test_markdown_comment_has_every_part_a_reviewer_needs(pr: PullRequest) -> No
     headline = markdown.split("### ")[0]
     assert "3 added · 1 corrected · 0 removed" in headline and "✅" in headline
     assert f"**New best** on `{OPERATOR}`" in headline and pr.fused.id in headline
-    # One table row per experiment: id, summary, operator, dtype, score, delta, outcome,
-    # rank.
+    # One table row per experiment: id, summary, operator, dtype, score, cumulative score,
+    # delta, outcome, rank.
     header = table_rows(markdown)[0]
     assert header == [
         "id",
@@ -429,18 +431,20 @@ def test_markdown_comment_has_every_part_a_reviewer_needs(pr: PullRequest) -> No
         "operator",
         "dtype",
         "score",
+        "cumulative",
         "Δ vs parent",
         "outcome",
         "rank on operator",
     ]
-    assert all(len(row) == 8 for row in table_rows(markdown))
+    assert all(len(row) == 9 for row in table_rows(markdown))
     fused = row_of(markdown, pr.fused.id)
     assert fused[1] == "Fused unroll + vectorized store - +2.5%"
     assert fused[2] == f"`{OPERATOR}`" and fused[3] == "`bf16`" and fused[4] == "1.0250"
-    assert fused[5] == f"+0.0040 (+0.39%) vs `{pr.unroll.id}`"
-    assert fused[6].endswith("improvement") and fused[7] == "**#&#8203;1 of 4, new best**"
-    assert row_of(markdown, pr.spills.id)[7] == "#&#8203;4 of 4"
-    assert row_of(markdown, pr.crash.id)[6].endswith("buggy")
+    assert fused[5] == "1.0250"  # measured against the reference: its own cumulative
+    assert fused[6] == f"+0.0040 (+0.39%) vs `{pr.unroll.id}`"
+    assert fused[7].endswith("improvement") and fused[8] == "**#&#8203;1 of 4, new best**"
+    assert row_of(markdown, pr.spills.id)[8] == "#&#8203;4 of 4"
+    assert row_of(markdown, pr.crash.id)[7].endswith("buggy")
     # The correction: each field old -> new, long text as a diff.
     corrected = markdown.split("### Corrected (1)")[1].split("### Validation")[0]
     assert "- `score`: `1.019` → `1.021`" in corrected
@@ -527,9 +531,9 @@ def test_hostile_text_cannot_alter_the_comment_or_the_graph(repo: Path, store: S
     assert "<" not in prose and ">" not in prose.replace("&gt;", "")
     assert "\x1b" not in markdown
     assert "&lt;img src=x onerror=alert(1)&gt;" in markdown
-    # Every table row keeps its eight cells; no line of text became a heading.
+    # Every table row keeps its nine cells; no line of text became a heading.
     rows = table_rows(markdown)
-    assert rows and all(len(row) == 8 for row in rows), rows
+    assert rows and all(len(row) == 9 for row in rows), rows
     text = outside_code_blocks(markdown)
     headings = [line for line in text.splitlines() if line.startswith("#")]
     assert all(h.startswith(("## kexp review", "### ", "#### ")) for h in headings), headings
@@ -582,6 +586,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "errors": 0,
         "warnings": 0,
         "new_best": [pr.fused.id],
+        "suspect": [],
     }
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)
     assert fused["rank"] == 1 and fused["new_best"] and fused["delta"] == pytest.approx(0.004)

@@ -18,20 +18,22 @@ import dataclasses
 import json
 import os
 import shutil
-import tracemalloc
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from kexp import KernelExperiment, Store
+from kexp.campaign import derive, measured_against_parent
 from kexp.changedcheck import head_of
 from kexp.changelog import Changes, ExperimentChange
 from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
 from kexp.lineage import is_scored
 from kexp.model import attach
+from kexp.noise import ratio_interval
 from kexp.problems import Problem, sort_problems
-from kexp.query import mark_interference
 from kexp.review import (
     MAX_GRAPH_NODES,
     MAX_RELATIVES,
@@ -48,6 +50,7 @@ from kexp.review import (
     review,
     to_json,
 )
+from kexp.suspect import suspect_reasons
 from kexp.validate import CheckedFile, check_bytes, id_from_name
 from tests.conftest import REPO_ROOT, git, run_kexp
 from tests.test_validate_scale import (
@@ -175,7 +178,9 @@ def _experiments(store: Store, checked: Iterable[CheckedFile]) -> list[KernelExp
     for item in checked:
         if item.ok:
             found.append(attach(item.experiment(), store.settings, path=item.path))
-    mark_interference(found)
+    derivation = derive(found, store.settings)
+    for exp in found:
+        attach(exp, derived=derivation.of(exp))
     return found
 
 
@@ -194,10 +199,14 @@ class _Side:
                 self.children.setdefault(exp.pid, []).append(exp)
 
     def scored_on(self, operator: str) -> list[KernelExperiment]:
-        return [e for e in self.experiments if e.operator_sig == operator and is_scored(e)]
+        return [
+            e
+            for e in self.experiments
+            if e.operator_sig == operator and is_scored(e) and e.derived.ranked
+        ]
 
     def best_on(self, operator: str) -> KernelExperiment | None:
-        return max(self.scored_on(operator), key=lambda e: float(e.score), default=None)
+        return max(self.scored_on(operator), key=lambda e: e.cumulative_score, default=None)
 
 
 _KINDS = ("added", "corrected", "removed")
@@ -294,25 +303,45 @@ def _entry(
     entry.outcome = exp.outcome
     entry.pid = exp.pid
     entry.key_insight = key_insight(exp.detailed_description)
+    entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None
+    entry.measured_against = exp.measured_against
+    mine = exp.cumulative_score
+    entry.cumulative_score = mine
+    entry.cumulative_ci = None if exp.cumulative_ci is None else list(exp.cumulative_ci)
+    entry.cumulative_reason = exp.cumulative_reason
     parent = side.by_id.get(exp.pid) if exp.pid else None
     if parent is not None:
         entry.parent_score = float(parent.score)
-        if is_scored(exp) and is_scored(parent):
-            entry.delta = float(exp.score) - float(parent.score)
-            if parent.score > 0:
-                entry.delta_pct = (float(exp.score) / float(parent.score) - 1.0) * 100.0
-    if is_scored(exp):
+        theirs = parent.cumulative_score
+        if mine is not None and theirs is not None:
+            entry.delta = mine - theirs
+            if theirs > 0:
+                entry.delta_pct = (mine / theirs - 1.0) * 100.0
+                if measured_against_parent(exp) and entry.score_ci:
+                    entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
+                elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
+                    low, high = ratio_interval(
+                        mine, exp.cumulative_ci, theirs, parent.cumulative_ci
+                    )
+                    entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
+    if is_scored(exp) and exp.derived.ranked and mine is not None:
         rivals = side.scored_on(exp.operator_sig)
-        entry.rank = 1 + sum(1 for e in rivals if e.score > exp.score)
+        entry.rank = 1 + sum(1 for e in rivals if (e.cumulative_score or 0.0) > mine)
         entry.rank_of = len(rivals)
-    if kind != "removed" and entry.rank == 1:
+    if kind != "removed" and entry.rank == 1 and mine is not None:
         previous = then.best_on(exp.operator_sig)
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)
-        entry.new_best = previous is None or (
-            previous.id != exp.id and float(exp.score) > float(previous.score)
+            entry.previous_best_cumulative = previous.cumulative_score
+        best = previous is None or (
+            previous.id != exp.id and mine > (previous.cumulative_score or 0.0)
         )
+        reasons = suspect_reasons(exp, exp.settings)
+        if best and reasons:
+            entry.suspect = reasons
+        else:
+            entry.new_best = best
     return entry
 
 
@@ -430,6 +459,8 @@ def scored(
         body += "\n## Error message\n\nHIP error: an illegal memory access\n"
     text = experiment(exp_id, pid=pid, combines=combines, extra=extra_fields, body=body)
     text = text.replace("score: 1.019", f"score: {score}")
+    # Scores over the operator's original code: the rank is the score's.
+    text = text.replace("measured_against: parent", "measured_against: reference")
     text = text.replace(
         "operator_sig: 'csrc/kernels/cache_kernels.cu: reshape_and_cache_flash'",
         f"operator_sig: '{operator}'",
@@ -599,7 +630,7 @@ def test_the_commands_print_what_they_printed(
 def test_a_large_store_split_between_two_processes_reports_the_same(
     repo: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kexp.index import PARALLEL_MIN_FILES
+    from kexp.parallel import PARALLEL_MIN_FILES
 
     fill(repo, PARALLEL_MIN_FILES + 200)
     first, last = sorted((repo / "experiments").rglob("*.md"))[:: PARALLEL_MIN_FILES + 199]
@@ -618,10 +649,29 @@ def test_a_large_store_split_between_two_processes_reports_the_same(
     assert to_json(review(store, "main")) == to_json(found)
 
 
-def test_memory_does_not_grow_with_the_files_contents(
-    repo: Path, store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KEXP_NO_FORK", "1")
+#: Measures, in a fresh Python, the memory a changed-files check and a review take on the
+#: store given, each after one untimed run (imports, caches): what earlier tests left in
+#: the process (caches, interned strings, fragments) never counts.
+MEMORY_PROBE = """
+import json, sys, tracemalloc
+from kexp import Store
+from kexp.review import check_changes, review
+store = Store(sys.argv[1])
+peaks = {}
+for name, work in (("check", lambda: check_changes(store, "main")),
+                   ("review", lambda: review(store, "main"))):
+    work()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    result = work()
+    peaks[name] = [tracemalloc.get_traced_memory()[1] - before,
+                   [[p.code, p.message] for p in result.problems]]
+    tracemalloc.stop()
+print(json.dumps(peaks))
+"""
+
+
+def test_memory_does_not_grow_with_the_files_contents(repo: Path, store: Store) -> None:
     count = 1500
     fill(repo, count)
     # make each file as long as a real one (about 3.5 kB): the old way kept them all
@@ -637,22 +687,19 @@ def test_memory_does_not_grow_with_the_files_contents(
     expected = reference_check_changes(store, "main").problems
     # the child of the removed root, and the new file's base commit (not in this repository)
     assert [p.code for p in expected] == ["dangling-pid", "base-commit-unknown"]
-    for work in (lambda: check_changes(store, "main"), lambda: review(store, "main")):
-        work()  # imports and caches
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            result = work()
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            tracemalloc.stop()
+    probe = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(repo)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "KEXP_NO_FORK": "1", "PYTHONHASHSEED": "0"},
+    )
+    for name, (peak, problems) in json.loads(probe.stdout).items():
         # (a review shows paths from the repository's root)
-        assert [(p.code, p.message) for p in result.problems] == [
-            (p.code, p.message) for p in expected
-        ]
+        assert problems == [[p.code, p.message] for p in expected], name
         # The old way: about 13 kB a file here (the document, its text and its
         # experiment, on both sides); now under 1 kB (what the checks need of it).
-        assert peak < count * 2000, peak
+        assert peak < count * 2000, (name, peak)
 
 
 def test_a_store_that_did_not_exist_at_the_base(repo: Path, store: Store) -> None:

@@ -21,7 +21,6 @@ from kexp.fileformat import parse, serialize
 from kexp.measure import (
     MeasurementError,
     SuspectMeasurementWarning,
-    read_sample_timings,
     read_table,
     record_iteration,
     remeasure,
@@ -29,6 +28,7 @@ from kexp.measure import (
 from kexp.model import outcome_of
 from kexp.quickcheck import quick_fields
 from kexp.samples import parse_samples, pooled, summarize
+from kexp.timings import read_timings
 from kexp.validate import check_bytes, read_and_check
 
 CONFIGS = ("b8_s1024", "b32_s2048", "b64_s4096")
@@ -129,6 +129,10 @@ def test_single_numbers_are_recorded_as_before(store: Store) -> None:
     assert "score_ci" not in exp.path.read_text() and "## Samples" not in exp.path.read_text()
 
 
+def read_sample_timings(path: Path, unit: str = "us") -> dict[str, list[float]]:
+    return read_timings(path, unit=unit).times
+
+
 def test_every_input_form_gives_samples(tmp_path: Path) -> None:
     # CSV with several rows per configuration
     (tmp_path / "t.csv").write_text("config,time_ms\na,0.010\na,0.012\nb,0.020\nb,0.021\n")
@@ -161,6 +165,7 @@ class FakeTorchMeasurement:
         self.number_per_run = number_per_run
 
 
+@pytest.mark.usefixtures("gpu_machine")
 def test_the_protocol_is_filled_where_the_timings_tell_it(store: Store, tmp_path: Path) -> None:
     torch_base = {"a": FakeTorchMeasurement([1.0e-4, 1.01e-4, 0.99e-4, 1.02e-4], 100)}
     torch_cand = {"a": FakeTorchMeasurement([0.9e-4, 0.91e-4, 0.92e-4, 0.9e-4], 100)}
@@ -185,6 +190,7 @@ def test_the_protocol_is_filled_where_the_timings_tell_it(store: Store, tmp_path
     assert exp.protocol == {"timer": "wall_clock", "repetitions": 5, "synchronized": True}
 
 
+@pytest.mark.usefixtures("gpu_machine")
 def test_an_unsynchronised_wall_clock_on_a_tiny_kernel_is_suspect(store: Store) -> None:
     base, cand = {"a": [5.0, 5.1, 4.9, 5.05]}, {"a": [4.0, 4.1, 3.9, 4.05]}
     with pytest.warns(SuspectMeasurementWarning, match="wall clock without device synchron"):

@@ -130,7 +130,11 @@ def test_every_python_example_in_the_skill_runs_verbatim(agent_checkout: Path) -
     measured = next(e for e in recorded if e.results)
     assert measured.score == pytest.approx(((5.9 / 5.8) * (20.9 / 20.5)) ** 0.5, abs=1e-4)
     assert "kernel.cu" in measured.code_change
-    assert measured.raw_result.startswith("Iteration 2 Results - SUCCESS:")
+    # Iteration N: the operator's experiments counted in recording order.
+    earlier = [e for e in recorded if e.operator_sig == measured.operator_sig]
+    number = 1 + sum(1 for e in earlier if e.created_at < measured.created_at)
+    assert measured.raw_result.startswith(f"Iteration {number} Results - SUCCESS:")
+    assert measured.measured_against == ("parent" if measured.pid else "")
     assert "verified" in Store(agent_checkout).top_experiments(1)[0].tags
     assert "uncommitted-base" not in measured.tags
     assert measured.base_commit == git(agent_checkout, "rev-parse", "HEAD")

@@ -22,8 +22,14 @@ HEAVY = (
     "kexp.store",
     "kexp.fileformat",
     "kexp.changelog",
-    "kexp.index",
+    "kexp.cache",
+    "kexp.listing",
     "kexp.model",
+    "mcp",
+    "pydantic",
+    "pyarrow",
+    "kexp.mcp_server",
+    "kexp.timings",
 )
 
 
@@ -64,6 +70,32 @@ def test_version_and_help_load_no_heavy_module(option: str) -> None:
         assert "kexp, version" in result.stdout
     else:
         assert "Commands:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "module"),
+    [("skill", "agents"), ("context", "agents"), ("similar", "agents"), ("add", "write")],
+)
+def test_commands_beside_mcp_never_load_the_mcp_sdk(command: str, module: str) -> None:
+    """The agents' commands share a module with kexp mcp: loading them (their help)
+    imports no part of the MCP SDK, nor the timing readers."""
+    code = (
+        "import sys\n"
+        "from kexp.cli import main\n"
+        f"sys.argv = ['kexp', {command!r}, '--help']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES', *sorted(sys.modules))\n"
+    )
+    result = _python("-c", code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("MODULES ")]
+    modules = set(line.split()[1:])
+    assert f"kexp.commands.{module}" in modules  # the command's module was loaded
+    assert not [name for name in modules if name.split(".")[0] in ("mcp", "pydantic", "pyarrow")]
+    assert "kexp.mcp_server" not in modules and "kexp.timings" not in modules
 
 
 def test_help_still_lists_every_command_with_its_short_help() -> None:

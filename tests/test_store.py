@@ -18,6 +18,7 @@ from conftest import experiment_fields, git
 import kexp
 from kexp import (
     AmbiguousIdError,
+    DeleteRefusedError,
     ExperimentNotFoundError,
     InvalidExperimentWarning,
     InvalidIdError,
@@ -29,6 +30,7 @@ from kexp import (
     ValidationError,
     find_root,
 )
+from kexp.cache import RACY_NS
 from kexp.store import slugify
 
 MakeExperiment = Callable[..., KernelExperiment]
@@ -564,6 +566,34 @@ def test_delete_refuses_while_others_combine_it(
     assert store.validate() == []
 
 
+def test_delete_refuses_for_children_in_folders_the_cache_holds_unchanged(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    """The check a delete makes reads only the folders' records that may name the id:
+    children and combinations in other months' folders, unchanged since the cache last
+    saw them, are found (and an experiment that only mentions the id is not one). With a
+    real pause: files changed within the last 2 s are read again."""
+    parent = make_experiment(created_at="2025-01-10T08:00:00Z")
+    child = make_experiment(pid=parent.id, created_at="2025-03-10T08:00:00Z")
+    combo = make_experiment(combines=[parent.id], created_at="2025-05-10T08:00:00Z")
+    make_experiment(
+        change_summary=f"Read {parent.id} first - +1%", created_at="2025-07-10T08:00:00Z"
+    )
+    make_experiment(created_at="2025-09-10T08:00:00Z")
+    time.sleep(RACY_NS / 1e9 + 0.1)  # the files settle: the cache keeps them as they are
+    assert len(store.top_experiments(10)) == 5  # the cache holds every folder
+    with pytest.raises(DeleteRefusedError, match=child.id):
+        store.delete_experiment(parent.id)
+    assert store.dependents(parent.id) == ([child.id], [combo.id])
+    store.delete_experiment(child.id)
+    with pytest.raises(DeleteRefusedError, match=combo.id):
+        store.delete_experiment(parent.id)
+    store.delete_experiment(combo.id)
+    assert len(store.top_experiments(10)) == 3
+    store.delete_experiment(parent.id)
+    assert len(store.top_experiments(10)) == 2
+
+
 # --- queries ---------------------------------------------------------------------------------
 
 
@@ -612,6 +642,7 @@ def catalog(repo: Path, store: Store) -> Catalog:
             created_at="2026-02-15T12:00:00Z",
             base_commit=first,
             pid=a.id,
+            measured_against="reference",
         )
     )
     c = store.create_experiment(
@@ -642,6 +673,7 @@ def catalog(repo: Path, store: Store) -> Catalog:
             created_at="2026-03-20T23:59:59Z",
             base_commit=second,
             pid=a.id,
+            measured_against="reference",
         )
     )
     e = store.create_experiment(
@@ -655,6 +687,7 @@ def catalog(repo: Path, store: Store) -> Catalog:
             created_at="2026-04-01T08:30:00Z",
             base_commit=second,
             pid=b.id,
+            measured_against="reference",
         )
     )
     return Catalog(a, b, c, d, e, first, second)
@@ -838,13 +871,24 @@ def test_top_experiments_rank_by_score_and_leave_out_buggy_and_pending(
     assert ids_of(store.top_experiments(2)) == [c.e.id, c.a.id]
     assert ids_of(store.top_experiments(max_results=1)) == [c.e.id]
     assert store.top_experiments(max_results=0) == []
-    assert ids_of(store.top_experiments(include_buggy=True)) == [c.e.id, c.a.id, c.c.id, c.b.id]
-    assert ids_of(store.top_experiments(include_pending=True)) == [c.e.id, c.a.id, c.b.id, c.d.id]
-    assert ids_of(store.top_experiments(include_buggy=True, include_pending=True)) == [
+    # By score, the buggy c (1.0) ranks above b (0.95); by the cumulative score (the
+    # default), a buggy experiment has none and comes after every measured one.
+    assert ids_of(store.top_experiments(include_buggy=True, by="score")) == [
         c.e.id,
         c.a.id,
         c.c.id,
         c.b.id,
+    ]
+    assert ids_of(store.top_experiments(include_buggy=True)) == [c.e.id, c.a.id, c.b.id, c.c.id]
+    assert ids_of(store.top_experiments(include_pending=True)) == [c.e.id, c.a.id, c.b.id, c.d.id]
+    assert ids_of(
+        store.top_experiments(include_buggy=True, include_pending=True, by="score")
+    ) == [c.e.id, c.a.id, c.c.id, c.b.id, c.d.id]
+    assert ids_of(store.top_experiments(include_buggy=True, include_pending=True)) == [
+        c.e.id,
+        c.a.id,
+        c.b.id,
+        c.c.id,
         c.d.id,
     ]
     assert ids_of(store.top_experiments(is_buggy=True)) == [c.c.id]
@@ -1003,7 +1047,12 @@ def test_lineage_of_a_hand_made_cycle_terminates(
     assert ids_of(store.ancestors(second.id)) == [first.id]
     assert ids_of(store.ancestors(first.id)) == [second.id]
     assert ids_of(store.descendants(first.id))[0] == second.id  # and it ends
-    assert {p.code for p in store.validate()} == {"lineage-cycle"}
+    # Neither says what it is measured against (a warning each); the cycle is the error.
+    assert {p.code for p in store.validate()} == {"lineage-cycle", "measured-against-missing"}
+    for exp in (first, second):
+        found = store.get_experiment(exp.id)
+        assert found.cumulative_score is None
+        assert found.cumulative_reason == "it is in a pid cycle"
 
 
 # --- invalid and foreign files -------------------------------------------------------------------
@@ -1068,6 +1117,8 @@ def test_file_whose_name_and_id_disagree_is_skipped(
 def test_other_files_under_experiments_are_ignored_and_untouched(
     store: Store, make_experiment: MakeExperiment
 ) -> None:
+    """Queries and writes leave other files alone; validation names the Markdown files
+    among them that kexp never reads (the README aside: see test_stray_files.py)."""
     exp = make_experiment()
     foreign = {
         "README.md": "# Experiments\n\nRead me.\n",
@@ -1085,7 +1136,10 @@ def test_other_files_under_experiments_are_ignored_and_untouched(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ids_of(store.list_experiments()) == [exp.id]
-        assert store.validate() == []
+        assert sorted((Path(p.path).name, p.code) for p in store.validate()) == [
+            ("6749F3A0C2D41E7B-upper.md", "stray-file"),
+            ("summary.md", "stray-file"),
+        ]
         other = make_experiment(change_summary="Another - ok")
         store.update_experiment(other.id, score=1.5)
         store.delete_experiment(other.id)

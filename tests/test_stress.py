@@ -66,6 +66,7 @@ def _creator(root: str, worker: int, parent: str, head: str, barrier: Barrier) -
             **experiment_fields(
                 change_summary=f"Creator {worker} try {number} - +1%",
                 pid=parent if number % 2 else "",
+                measured_against="parent" if number % 2 else "",
                 base_commit=head,
                 author=f"creator {worker}",
             )
@@ -182,7 +183,7 @@ def test_32_processes_create_update_delete_and_read_at_once(repo: Path, store: S
 
     parent = make("Parent of many - +1%")
     protected = make("Protected parent - +1%")
-    make("Child of the protected one - +1%", pid=protected)
+    make("Child of the protected one - +1%", pid=protected, measured_against="parent")
     shared = make("Shared target - +1%")
     owned = [make(f"Own target {n} - +1%") for n in range(OWN_UPDATERS)]
     victims = [
@@ -305,7 +306,9 @@ def _adopt(root: str, parents: list[str], head: str, barrier: Barrier) -> list[s
         barrier.wait(timeout=120)
         try:
             exp = store.create_experiment(
-                **experiment_fields(pid=parent, base_commit=head, author="adopter")
+                **experiment_fields(
+                    pid=parent, measured_against="parent", base_commit=head, author="adopter"
+                )
             )
             born.append(exp.id)
         except KexpError:

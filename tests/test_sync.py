@@ -346,11 +346,9 @@ def test_eight_clones_syncing_to_one_branch_at_once_lose_nothing(tmp_path: Path)
     assert any(r["pushed"] for r in reports)
     assert sum(r["rejected_pushes"] for r in reports) > 0  # the race really happened
     # Every clone sees all of them after a fetch, read across refs (no pull) ...
-    from kexp.refs import RefsStore
-
     for root in roots:
         git(root, "fetch", "-q")
-        across = RefsStore(Store(root), ["origin/*"]).list_experiments(brief=True)
+        across = Store(root, refs=["origin/*"]).list_experiments(brief=True)
         assert sorted(e.id for e in across) == sorted(made)
     # ... and in its files after one more sync (a fetch and a fast-forward).
     for root in roots:

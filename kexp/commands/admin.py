@@ -13,6 +13,7 @@ from kexp.commands.common import (
     echo_json,
     get_store,
     progress,
+    refs_options,
     rev_option,
     styled_severities,
     styler,
@@ -42,6 +43,7 @@ from kexp.commands.common import (
     help="A base_commit that is not in the code repository is an error, not a warning.",
 )
 @rev_option
+@refs_options
 @click.pass_context
 def validate(
     ctx: click.Context,
@@ -50,12 +52,15 @@ def validate(
     changed: str | None,
     strict: bool,
     rev: str | None,
+    refs: tuple[str, ...],
+    all_refs: bool,
 ) -> None:
     """Check experiment files (all by default); exit 1 if any has an error.
 
     With --changed BASE, every check runs on the files a branch added or changed, and
     the store-wide checks (duplicate ids, dangling pid/combines, lineage cycles) on the
-    whole store: fast CI on a large store.
+    whole store: fast CI on a large store. With --refs/--all-refs, the newest version
+    of every experiment of the working tree and the refs is checked.
 
     Python: kexp.Store.validate(paths); kexp.changedcheck.validate_changed(store, base).
 
@@ -71,6 +76,8 @@ def validate(
     store = get_store(ctx)
     if changed is not None and paths:
         raise click.UsageError("give PATHs or --changed BASE, not both")
+    if changed is not None and (refs or all_refs):
+        raise click.UsageError("give --changed BASE or --refs/--all-refs, not both")
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
         if changed is not None:
@@ -112,26 +119,33 @@ def init(directory: Path) -> None:
 
     Existing files are left as they are (running it twice is harmless).
 
-    Python: kexp.init_store(directory).
+    Python: kexp.init_store(directory) (kexp.location.init_store_made: what it made).
 
     \b
     Example:
       kexp init ~/kernels
     """
-    from kexp.location import init_store
+    from kexp.location import init_store_made
 
-    root = init_store(directory)
-    click.echo(f"initialised kexp store in {clean(str(root / 'experiments'))}")
+    made = init_store_made(directory)
+    where = clean(str(directory / "experiments"))
+    if made:
+        click.echo(f"initialised kexp store in {where} (made {', '.join(made)})")
+    else:
+        click.echo(f"{where} is a kexp store already: nothing to do")
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print every detected part as JSON.")
 def env(as_json: bool) -> None:
-    """The detected environment: GPU model and count, driver, CUDA/ROCm, torch, triton.
+    """The detected environment: GPU, CUDA/ROCm, torch, triton, CPU, compiler, OS, Python.
 
-    Read from nvidia-smi (and nvcc), amd-smi or rocm-smi, and the installed Python
-    packages; a part that cannot be found is left out (never an error). kexp new
-    prefills env with it; kexp add --detect-env uses it too.
+    On any machine: the GPU model and count and its driver when there is one
+    (nvidia-smi, amd-smi or rocm-smi), the kernel toolchain present (nvcc's CUDA, ROCm,
+    the installed torch and triton), the CPU model and cores, the C compiler (cc
+    --version), the OS and Python. A part that cannot be found is left out (never an
+    error). kexp new prefills env with it; kexp add --detect-env uses it too (and
+    refuses to record an empty one).
 
     Python: kexp.envinfo.detect_env().describe().
 
@@ -148,7 +162,44 @@ def env(as_json: bool) -> None:
     else:
         click.echo(clean(info.describe()))
         if not info.describe():
-            click.echo("kexp: nothing detected (no GPU tools, torch or triton found)", err=True)
+            click.echo("kexp: nothing detected (no GPU tools, CPU, OS or Python found)", err=True)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print every setting as JSON.")
+@click.pass_context
+def settings(ctx: click.Context, as_json: bool) -> None:
+    """The settings in force: each value, and where it came from (kexp.toml or default).
+
+    A team keeps its thresholds in kexp.toml beside experiments/, committed with the
+    store, one setting a line (improvement_above = 1.05); every command, the Python API
+    and the predecessor's module read it when they open the store.
+
+    Python: kexp.settings.effective_settings(root).
+
+    \b
+    Examples:
+      kexp settings
+      echo 'improvement_above = 1.05' >> kexp.toml && kexp settings
+    """
+    from kexp.settings import SETTINGS_FILE, effective_settings
+
+    store = get_store(ctx)
+    found = effective_settings(store.root)
+    if as_json:
+        echo_json([value.to_dict() for value in found])
+        return
+    width = max(len(value.name) for value in found)
+    for value in found:
+        origin = value.origin
+        if origin != "default":
+            origin += f" (default {value.default!r})"
+        click.echo(f"{value.name:<{width}}  {value.value!r:>10}  {origin}")
+    click.echo(
+        f"set one in {clean(str(store.root / SETTINGS_FILE))}, a line each: "
+        "improvement_above = 1.05",
+        err=True,
+    )
 
 
 @click.command("migrate-layout")
@@ -183,4 +234,4 @@ def migrate_layout(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
         click.echo(clean(line))
 
 
-COMMANDS = (validate, init, env, migrate_layout)
+COMMANDS = (validate, init, env, settings, migrate_layout)

@@ -1,8 +1,7 @@
-"""Commands for migrating and for agents: import, skill install, context, similar."""
+"""Commands for migrating and for agents: import, skill install, context, similar, mcp."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from kexp.commands.common import (
     one_line,
     print_table,
     progress,
+    refs_options,
 )
 
 if TYPE_CHECKING:
@@ -91,6 +91,8 @@ def grouped_notes(report: ImportReport) -> list[str]:
                 f"{kind}: {len(members):,} records ({records}, …): {field + ': ' if field else ''}"
                 f"{message}" + (f"; {hint}" if hint else "")
             )
+    if report.sidecar_note:
+        out.append(f"no sidecar: {report.sidecar_note}")
     out.append(report.summary())
     return out
 
@@ -114,34 +116,52 @@ def skill() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Install into this skills folder instead.",
 )
-def skill_install(target: str, directory: Path | None) -> None:
+@click.option(
+    "--mcp",
+    "with_mcp",
+    is_flag=True,
+    help="Also add the kexp MCP server (kexp mcp) to the client's project configuration: "
+    ".mcp.json (Claude Code) or .cursor/mcp.json (Cursor), other servers kept.",
+)
+@click.pass_context
+def skill_install(ctx: click.Context, target: str, directory: Path | None, with_mcp: bool) -> None:
     """Copy the skill into an agent's skills folder of this project.
 
-    The project is the top of the git repository around the working directory.
+    The project is the top of the git repository around the working directory. With
+    --mcp, the client's configuration also starts kexp's MCP server (kexp mcp) on this
+    store, so the agent calls kexp's tools directly.
 
-    Python: kexp.skill.install_skill(target, directory=DIR).
+    Python: kexp.skill.install_skill(target, directory=DIR);
+    kexp.skill.install_mcp_config(target, store=ROOT).
 
     \b
     Examples:
-      kexp skill install --claude        # .claude/skills/kernel-exp-history/
+      kexp skill install --claude --mcp  # .claude/skills/kernel-exp-history/, .mcp.json
+      kexp skill install --cursor --mcp  # .cursor/skills/..., .cursor/mcp.json
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
-    from kexp.skill import install_skill
+    from kexp.skill import install_mcp_config, install_skill
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
+    if with_mcp:
+        import contextlib
+
+        from kexp.errors import StoreNotFoundError
+        from kexp.location import find_root
+
+        store: Path | None = ctx.find_root().params.get("root")
+        if store is None:  # none yet: the server finds the store where it runs
+            with contextlib.suppress(StoreNotFoundError):
+                store = find_root()
+        click.echo(f"wrote {install_mcp_config(target, store=store)}")
 
 
-def _read_diff(path: str) -> str:
-    """The text of ``--diff FILE`` (``-``: standard input)."""
-    from kexp.errors import KexpError
+def _read_diff(path: str, limit: int) -> str:
+    """The text of ``--diff FILE`` (``-``: standard input), at most ``limit`` bytes."""
+    from kexp.inputs import read_input_text
 
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise KexpError(f"cannot read the diff {path}: {exc.strerror or exc}") from None
+    return read_input_text(path, "the diff", limit=limit, errors="replace")
 
 
 @click.command()
@@ -160,6 +180,7 @@ def _read_diff(path: str) -> str:
     help="Most tokens to print (a token counts as 4 characters).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+@refs_options
 @click.pass_context
 def context(
     ctx: click.Context,
@@ -170,6 +191,8 @@ def context(
     diff_file: str | None,
     budget: int,
     as_json: bool,
+    refs: tuple[str, ...],
+    all_refs: bool,
 ) -> None:
     """What to read before the next iteration on an operator, in one packet.
 
@@ -180,19 +203,24 @@ def context(
     a last section says what did not fit. The same store and options print the same
     bytes.
 
-    Python: kexp.context(operator=..., dtype=..., env=..., text=..., diff=...).
+    With --all-refs (or --refs PATTERN) it reads what the other agents synced too (after
+    a git fetch): the consult call of an agent working with others.
+
+    Python: kexp.context(operator=..., dtype=..., env=..., text=..., diff=..., refs=...).
 
     \b
     Examples:
       kexp context --operator reshape_and_cache --dtype bf16 --env MI300X
+      kexp context --operator reshape_and_cache --all-refs
       kexp context --operator rms_norm --text "warp-shuffle reduction" --budget 2000
       git diff | kexp context --operator rms_norm --diff - --json
     """
     from kexp.briefing import context as make_context
 
-    diff = _read_diff(diff_file) if diff_file else None
+    store = get_store(ctx)
+    diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
     packet = make_context(
-        get_store(ctx),
+        store,
         operator=operator,
         dtype=dtype,
         env=env,
@@ -213,6 +241,7 @@ def context(
 @click.option("--env", help="Only this environment (substring).")
 @click.option("-n", "--limit", type=int, default=10, show_default=True, help="How many.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@refs_options
 @click.pass_context
 def similar(
     ctx: click.Context,
@@ -224,6 +253,8 @@ def similar(
     env: str | None,
     limit: int,
     as_json: bool,
+    refs: tuple[str, ...],
+    all_refs: bool,
 ) -> None:
     """The experiments most related to a plan (--text), a diff (--diff) or an experiment.
 
@@ -232,7 +263,7 @@ def similar(
     the changed lines, variables renamed) for a diff or an experiment. Each line:
     relevance, code similarity, score, outcome, summary.
 
-    Python: kexp.similar(text=..., diff=..., exp_id=...).
+    Python: kexp.similar(text=..., diff=..., exp_id=..., refs=...).
 
     \b
     Examples:
@@ -242,9 +273,10 @@ def similar(
     """
     from kexp.retrieval import similar as find_similar
 
-    diff = _read_diff(diff_file) if diff_file else None
+    store = get_store(ctx)
+    diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
     matches = find_similar(
-        get_store(ctx),
+        store,
         text=text,
         diff=diff,
         exp_id=exp_id,
@@ -282,4 +314,34 @@ def similar(
     print_table(headers, rows, right=("RELEVANCE", "CODE", "SCORE"), shrink=("SUMMARY",))
 
 
-COMMANDS = (import_command, skill, context, similar)
+@click.command()
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve kexp's tools to agent clients over the Model Context Protocol (stdio).
+
+    Tools: consult, similar, top, show, lessons, tree, record, remeasure, update,
+    sync, each one library call answering what the command prints with --json. The
+    store is --root, else $KEXP_ROOT, else found from the working directory. Needs
+    the MCP SDK: pip install "kexp[mcp]". A client starts it; kexp skill install --mcp
+    writes the client's configuration.
+
+    Python: kexp.mcp_server.serve(root).
+
+    \b
+    Example (.mcp.json of a project, for Claude Code):
+      {"mcpServers": {"kexp": {"command": "kexp", "args": ["mcp"]}}}
+    """
+    from kexp.errors import KexpError
+
+    try:
+        from kexp.mcp_server import serve
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith(("mcp", "pydantic")):
+            raise
+        raise KexpError(
+            f'kexp mcp needs the MCP SDK (missing: {exc.name}): pip install "kexp[mcp]"'
+        ) from None
+    serve(ctx.find_root().params.get("root"))
+
+
+COMMANDS = (import_command, skill, context, similar, mcp)

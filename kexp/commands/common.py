@@ -50,26 +50,27 @@ def get_store(ctx: click.Context) -> Store:
     """The store the command works on (``--root``, ``$KEXP_ROOT``, or found by walking up).
 
     The one place a store is opened: with ``--rev REV`` it is the read-only store as it
-    was at that revision, read from git objects (``Store.at``).
+    was at that revision, read from git objects (``Store.at``); with ``--refs PATTERN``
+    or ``--all-refs`` the working tree plus the store at those refs, one entry per
+    experiment (``Store(root, refs=...)``).
     """
     from kexp.store import Store
 
     root = ctx.find_root().params.get("root")
-    store = Store(root)
     revision = ctx.params.get("rev")
     refs, all_refs = ctx.params.get("refs") or (), bool(ctx.params.get("all_refs"))
     if refs or all_refs:
         if revision:
             raise click.UsageError("give --rev or --refs/--all-refs, not both")
-        from kexp.refs import RefsStore
-
-        return RefsStore(store, list(refs), all_refs=all_refs)
+        return Store(root, refs=list(refs), all_refs=all_refs)
+    store = Store(root)
     return store.at(revision) if revision else store
 
 
 def refs_options(func: _F) -> _F:
     """``--refs PATTERN`` (repeatable) and ``--all-refs``: read the working tree plus
-    the store at every matching ref, from git objects (read commands)."""
+    the store at every matching ref, from git objects: one entry per experiment, its
+    newest version."""
     options = [
         click.option(
             "--refs",
@@ -77,7 +78,8 @@ def refs_options(func: _F) -> _F:
             multiple=True,
             metavar="PATTERN",
             help="Also read the store at every ref matching PATTERN (origin/*, "
-            "refs/remotes/origin/agent-*; repeatable), from git objects.",
+            "refs/remotes/origin/agent-*; repeatable), from git objects: one entry per "
+            "experiment, its newest version.",
         ),
         click.option(
             "--all-refs",
@@ -91,10 +93,11 @@ def refs_options(func: _F) -> _F:
 
 
 def where_found(store: Any) -> Callable[[KernelExperiment], Any] | None:
-    """Where each experiment a store read across refs handed out was found (its
-    ``where``), or None for a plain store."""
-    where = getattr(store, "where", None)
-    return where if callable(where) else None
+    """Where each experiment a store reading refs handed out was found (its ``where``:
+    a :class:`kexp.rows.Sighting`), or None for a store that reads no refs."""
+    if getattr(store.source, "places", None) is None:
+        return None
+    return lambda exp: exp.where
 
 
 def rev_option(func: _F) -> _F:
@@ -154,10 +157,13 @@ class _Output:
     terminal: bool | None = None
 
 
-def configure(color: str = "auto", pager: bool = True) -> None:
+def configure(color: str | None = None, pager: bool | None = None) -> None:
     """Set this run's color mode (``auto``, ``always``, ``never``) and whether long output
-    may go through a pager."""
-    _Output.color, _Output.pager = color, pager
+    may go through a pager (None: as it is)."""
+    if color is not None:
+        _Output.color = color
+    if pager is not None:
+        _Output.pager = pager
 
 
 def stdout_is_terminal() -> bool:
@@ -499,11 +505,11 @@ def complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) ->
     from click.shell_completion import CompletionItem
 
     try:
-        from kexp.index import walk_experiment_names
+        from kexp.listing import find_names
         from kexp.store import Store
 
         store = Store(ctx.find_root().params.get("root"))
-        found = walk_experiment_names(str(store.experiments_dir), incomplete.lower())
+        found = find_names(None, store.experiments_dir, incomplete.lower())
     except Exception:  # no store here, unreadable folders: nothing to offer
         return []
     slugs = {name[:16]: name[17:-3] for _, name in found}
@@ -640,9 +646,18 @@ def field_list(value: str | None) -> list[str] | None:
         raise click.BadParameter(str(exc), param_hint="--fields") from None
 
 
-_COLUMNS = ("id", "score", "outcome", "dtype_sig", "operator_sig", "change_summary")
+_COLUMNS = (
+    "id",
+    "cumulative_score",
+    "score",
+    "outcome",
+    "dtype_sig",
+    "operator_sig",
+    "change_summary",
+)
 _HEADERS = {
     "id": "ID",
+    "cumulative_score": "CUMULATIVE",
     "score": "SCORE",
     "outcome": "OUTCOME",
     "dtype_sig": "DTYPE",
@@ -677,6 +692,12 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     95 % interval, as in ``1.032 [1.011, 1.054]``, when there is one), one-line text; a
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
+    if column == "cumulative_score":
+        cumulative = exp.cumulative_score
+        return "-" if cumulative is None else f"{cumulative:.4f}"
+    if column == "cumulative_ci":
+        interval = exp.cumulative_ci
+        return "" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
     if column == "score":
         if exp.score_ci and len(exp.score_ci) == 2:
             low, high = exp.score_ci
@@ -700,17 +721,31 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     return one_line(value)
 
 
-def ref_cell(sighting: Any) -> str:
-    """The REF column: where an experiment was found, ``+N`` other places holding the
-    same content, ``(differs: REF)`` when another ref holds another version."""
-    if sighting is None:
-        return ""
-    text = sighting.ref
-    if len(sighting.refs) > 1:
-        text += f" +{len(sighting.refs) - 1}"
-    if sighting.other_versions:
-        text += f" (differs: {sighting.other_versions[0]})"
-    return one_line(text)
+def ref_labels(sightings: Sequence[Any]) -> list[str]:
+    """The REF cells of a table: where each experiment was found (``local``, or the ref
+    holding it, ``+N`` other places holding the same content), with the prefix all the
+    refs shown share left out (``origin/kexp/agent-7f3a`` and ``origin/kexp/agent-9c1e``
+    read ``…agent-7f3a`` and ``…agent-9c1e``), so that the part telling them apart shows
+    in a narrow column."""
+    refs = sorted({s.ref for s in sightings if s is not None and s.ref != "local"})
+    cut = 0
+    if len(refs) > 1:
+        first, last = refs[0], refs[-1]
+        while cut < min(len(first), len(last)) and first[cut] == last[cut]:
+            cut += 1
+        cut = first.rfind("/", 0, cut + 1) + 1  # at a whole component of the name
+    labels = []
+    for sighting in sightings:
+        if sighting is None:
+            labels.append("")
+            continue
+        text = sighting.ref if sighting.ref == "local" or not cut else "…" + sighting.ref[cut:]
+        if len(sighting.refs) > 1:
+            text += f" +{len(sighting.refs) - 1}"
+        if sighting.other_versions:
+            text += " (older elsewhere)"
+        labels.append(one_line(text))
+    return labels
 
 
 def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_matter: bool) -> bool:
@@ -776,8 +811,9 @@ def emit_experiments(
     if where is not None:
         at = columns.index("id") + 1 if "id" in columns else 0
         headers.insert(at, "REF")
-        for exp, row in zip(experiments, rows, strict=True):
-            row.insert(at, ref_cell(where(exp)))
+        labels = ref_labels([where(exp) for exp in experiments])
+        for label, row in zip(labels, rows, strict=True):
+            row.insert(at, label)
     if ranked:
         headers.insert(0, "#")
         for number, row in enumerate(rows, 1):
@@ -785,8 +821,12 @@ def emit_experiments(
     print_table(
         headers,
         rows,
-        right=("#", "SCORE"),
-        shrink=("OPERATOR", *(h for h in headers if h not in ("#", "SCORE", "ID", "SUMMARY"))),
+        right=("#", "CUMULATIVE", "SCORE"),
+        # The REF column keeps its width: what tells two refs apart is at its end.
+        shrink=(
+            "OPERATOR",
+            *(h for h in headers if h not in ("#", "CUMULATIVE", "SCORE", "ID", "SUMMARY", "REF")),
+        ),
         wrap="SUMMARY" if headers[-1] == "SUMMARY" else None,
         styles={"OUTCOME": outcome_style},
     )

@@ -63,7 +63,11 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 
 @click.command()
 @click.option(
-    "-n", "--limit", type=int, default=20, show_default=True, help="How many experiments."
+    "-n",
+    "--limit",
+    type=int,
+    help="How many experiments (default: the setting top_default, 20 unless kexp.toml "
+    "says otherwise).",
 )
 @click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
 @click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
@@ -71,13 +75,15 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 @refs_options
 @click.option(
     "--by",
-    type=click.Choice(["score", "low"]),
-    default="score",
+    type=click.Choice(["cumulative", "score", "low"]),
+    default="cumulative",
     show_default=True,
-    help="Rank by the score, or by the low end of its 95% interval (a robust 'at least "
-    "this fast'; the score when there is no interval).",
+    help="Rank by the cumulative score (the speedup over the operator's reference: the "
+    "product of the steps along the lineage), by the score itself (one step when "
+    "measured against the parent), or by the low end of the cumulative score's 95% "
+    "interval (a robust 'at least this fast').",
 )
-@click.option("--sort", help=_SORT_HELP + " Default: score, best first.")
+@click.option("--sort", help=_SORT_HELP + " Default: the ranking, best first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @read_options
 @click.pass_context
@@ -85,7 +91,7 @@ _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 def top(
     ctx: click.Context,
     /,
-    limit: int,
+    limit: int | None,
     include_buggy: bool,
     include_pending: bool,
     by: str,
@@ -99,17 +105,22 @@ def top(
     full: bool,
     **params: Any,
 ) -> None:
-    """The best experiments by score (buggy and pending left out).
+    """The best tips: experiments by cumulative score, the speedup over the reference.
 
-    JSON and JSON Lines leave out empty optional fields and path (--full keeps them,
-    --fields picks keys); --brief prints what an agent needs to decide, --front-matter
-    every front-matter field.
+    Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE
+    is the product of the steps along the lineage back to the nearest score measured
+    against the reference ('-' when an ancestor is buggy, pending or missing: kexp show
+    says why); SCORE is the experiment's own measurement (over its parent when
+    measured_against is parent). JSON and JSON Lines leave out empty
+    optional fields and path (--full keeps them, --fields picks keys); --brief prints
+    what an agent needs to decide, --front-matter every front-matter field.
 
-    Python: kexp.Store.top_experiments(limit, by="score", **filters).
+    Python: kexp.Store.top_experiments(limit, by="cumulative", **filters).
 
     \b
     Examples:
       kexp top --operator cache --dtype bf16 -n 5
+      kexp top --by score                  ranked by the score of each step
       kexp top --by low                    ranked by the interval's low end
       kexp top --json --brief              the best 20, for an agent
     """
@@ -238,18 +249,18 @@ def show(
       kexp show 6749f3a0c2 --field code_change > change.diff
       kexp show 6749f3a0c2 --json --fields id,score,outcome
     """
+    from kexp.errors import ExperimentNotFoundError
+
     store = get_store(ctx)
-    exp = store.get_experiment(exp_id)
+    try:
+        exp = store.get_experiment(exp_id)
+    except ExperimentNotFoundError as exc:
+        raise _elsewhere(store, exp_id, exc) from None
     where = where_found(store)
     if not (one_field or as_json or fields):
-        if where is None:
-            _print_experiment(exp, brief)  # the common case: neither json nor export needed
-            return
-        # Read across refs: every version, the newest first, each with where it was found.
-        for number, version in enumerate(store.versions(exp_id)):  # type: ignore[attr-defined]
-            if number:
-                click.echo("")
-            _print_experiment(version, brief, where(version))
+        # Read across refs: the newest version, with where it was found and where the
+        # older ones are.
+        _print_experiment(exp, brief, where(exp) if where is not None else None)
         return
     import json
 
@@ -287,6 +298,23 @@ def show(
     _print_experiment(exp, brief)
 
 
+def _elsewhere(store: Store, exp_id: str, exc: Exception) -> Exception:
+    """``exc`` (an experiment not found), saying which branches hold it when the working
+    tree does not (read them with --all-refs)."""
+    if not store.is_working_tree or where_found(store) is not None:
+        return exc
+    from kexp.refs import refs_holding
+
+    refs = refs_holding(store, exp_id)
+    if not refs:
+        return exc
+    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+    return type(exc)(
+        f"{exc.args[0]}; it is on {shown}, not in the working tree: read it there with "
+        f"kexp show {exp_id} --all-refs"
+    )
+
+
 def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:
     from kexp.model import SECTION_HEADINGS
 
@@ -298,8 +326,17 @@ def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) 
 
         score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
     outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
+    against = exp.measured_against or ("parent" if exp.pid else "reference")
+    if exp.cumulative_score is None:
+        reached = f"-  ({exp.cumulative_reason})"
+    else:
+        from kexp.samples import describe_interval
+
+        reached = describe_interval(exp.cumulative_score, exp.cumulative_ci or ())
+        reached += "  (cumulative: the speedup over the reference)"
     rows = [
-        ("score", f"{score}  ({outcome})"),
+        ("score", f"{score}  ({outcome}; over the {against})"),
+        ("overall", reached),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
         ("dtype", exp.dtype_sig),
@@ -349,10 +386,12 @@ def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) 
         click.echo(clean(exp.preamble.rstrip("\n")))
     sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
     if exp.samples:
+        from kexp.ids import SHOWN_LENGTH
         from kexp.samples import describe_samples
 
         # The raw timings are for tools (kexp show ID --field samples), not for reading.
-        summary = f"{describe_samples(exp.samples)}; kexp show {exp.id[:8]} --field samples"
+        shown = exp.id[:SHOWN_LENGTH]
+        summary = f"{describe_samples(exp.samples)}; kexp show {shown} --field samples"
         sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
         if text:
@@ -376,15 +415,17 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
 
     With ID: that experiment's ancestors and every descendant. Otherwise every tree of
     the experiments matching the filters (an experiment whose parent does not match
-    starts a tree). Each line: id, score, Δ vs parent, outcome, summary. '*' marks the
-    path from the root to the best experiment of the tree; 'dead end' marks an
-    experiment others built on where no descendant scored higher.
+    starts a tree). Each line: id, cumulative score (the speedup over the operator's
+    reference), score (the step, when measured against the parent), Δ of the
+    cumulative score vs the parent's, outcome, summary. '*' marks the path from the
+    root to the best tip of the tree (the best cumulative score); 'dead end' marks an
+    experiment others built on that no descendant beats.
 
     Python: kexp.lineage.lineage_of(store, id), kexp.lineage.lineage_forest(store, **filters).
 
     \b
     Examples:
-      kexp tree 6749f3a0
+      kexp tree 6749f3a0c2
       kexp tree --operator reshape_and_cache
     """
     from kexp import lineage
@@ -420,16 +461,14 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     for root in forest:
         _print_node(root, "", "", width, style, focus)
     click.echo("")
-    click.echo(
-        "*: path from the root to the best score   "
-        "[dead end]: built on, but nothing built on it scored higher"
-    )
+    click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
+    click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
 
 
 def _delta(node: TreeNode) -> str:
-    if node.delta is None:
+    if node.delta_pct is None:
         return "Δ      -" if node.depth else "        "
-    return f"Δ{node.delta:+.4f}"
+    return f"Δ{node.delta_pct:+6.2f}%"
 
 
 def _print_node(
@@ -457,6 +496,19 @@ def _print_node(
             )
 
 
+#: The fewest characters of a summary a tree's line keeps before its lead is shortened.
+_MIN_SUMMARY = 12
+
+
+def _fit_lead(head: str, lead: int, room: int) -> str:
+    """``head`` (its first ``lead`` characters the tree's lines) in ``room`` characters:
+    the lines of a deep tree are cut from the left ("…│   └── "); the rest is kept."""
+    over = len(head) - room
+    if over <= 0 or lead == 0:
+        return head
+    return "…" + head[min(lead, over + 1) :]
+
+
 def _print_line(
     node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None
 ) -> None:
@@ -465,15 +517,22 @@ def _print_line(
     tail = "  [dead end]" if node.dead_end else ""
     if node.is_best:
         tail += "  [best]"
+    if exp.is_control:
+        tail += "  [control]"
     if suspect_reasons(exp):
         tail += f"  [{SUSPECT_LABEL}]"
     if exp.id == focus:
         tail += "  <"
-    head = f"{lead}{mark} {exp.id[:10]}  {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
+    cumulative = exp.cumulative_score
+    shown = "     -" if cumulative is None else f"{cumulative:.4f}"
+    head = f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
     summary = one_line(exp.change_summary)
     if width is not None:
-        summary = truncate(summary, max(12, width - len(head) - len(tail)))
+        head = _fit_lead(head, len(lead), width - len(tail) - _MIN_SUMMARY)
+        summary = truncate(summary, width - len(head) - len(tail))
     line = head + summary + tail
+    if width is not None:
+        line = truncate(line, width)  # tags longer than the terminal: the last resort
     if node.on_best_path:
         line = style(line, fg="green", bold=node.is_best)
     elif node.dead_end or exp.outcome in ("buggy", "regression"):
@@ -508,20 +567,23 @@ def lessons(
 ) -> None:
     """The failures to learn from: buggy, regression, marginal, interference.
 
-    Each with its summary and the "Key insight" line of its description.
+    Each with its summary and the "Key insight" line of its description. Controls (tag
+    control, A/A runs) are no lessons: the newest of each env is shown first as its
+    noise floor ("A/A on this env: 1.039 [0.839, 1.287]").
 
-    Python: kexp.lessons.lessons(store, **filters).
+    Python: kexp.lessons.lesson_report(store, **filters).
 
     \b
     Examples:
       kexp lessons --operator cache
       kexp lessons --group buggy --json
     """
-    from kexp.lessons import lessons as find_lessons
+    from kexp.lessons import lesson_report
 
     store = get_store(ctx)
     filters = filters_from(params)
-    found = find_lessons(store, **filters)
+    report = lesson_report(store, **filters)
+    found = report.groups
     if groups:
         found = {name: items for name, items in found.items() if name in groups}
     if limit is not None:
@@ -530,20 +592,23 @@ def lessons(
         data = {name: [lesson.to_dict() for lesson in items] for name, items in found.items()}
         where = where_found(store)
         if where is not None:  # read across refs: each lesson says where it was found
-            places = {
-                (e.id, e.score, e.change_summary): where(e)
-                for e in store.list_experiments(brief=True, **filters)
-            }
+            places = {e.id: where(e) for e in store.list_experiments(brief=True, **filters)}
             for records in data.values():
                 for record in records:
-                    key = (record["id"], record["score"], record["change_summary"])
-                    sighting = places.get(key)
+                    sighting = places.get(record["id"])
                     if sighting is not None:
                         record.update(sighting.to_dict())
+        if report.noise_floors:
+            floors: Any = [floor.to_dict() for floor in report.noise_floors]
+            data["noise_floor"] = floors
         echo_json(data)
         return
     style = styler()
     width = terminal_width()
+    for floor in report.noise_floors:
+        click.echo(f"{floor.describe()}  ({one_line(floor.env)}; control {floor.id[:10]})")
+    if report.noise_floors:
+        click.echo("")
     first = True
     for name, items in found.items():
         if not items:
@@ -627,7 +692,10 @@ _SHORT = {
 @click.pass_context
 @paged_output
 def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
-    """Counts per operator and outcome; the best score per operator and dtype.
+    """Counts per operator and outcome; the best tip per operator and dtype.
+
+    The best tip is the best cumulative score (the speedup over the operator's
+    reference).
 
     Python: kexp.stats.stats(store, **filters).
 
@@ -663,23 +731,23 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         rows.append(["(all)", str(totals["total"]), *(str(totals[o]) for o, _ in _OUTCOME_COLUMNS)])
     print_table(headers, rows, right=headers[1:], shrink=("OPERATOR",))
     click.echo("")
-    click.echo(style("Best score per operator and dtype", bold=True))
+    click.echo(style("Best cumulative score per operator and dtype", bold=True))
     if not result.best:
         click.echo("(nothing measured yet: every experiment is buggy or pending)")
         return
     print_table(
-        ["OPERATOR", "DTYPE", "SCORE", "ID", "SUMMARY"],
+        ["OPERATOR", "DTYPE", "CUMULATIVE", "ID", "SUMMARY"],
         [
             [
                 one_line(b.operator_sig) or "(none)",
                 one_line(b.dtype_sig),
-                f"{b.score:.4f}",
+                f"{b.cumulative_score:.4f}" if b.cumulative_score is not None else "-",
                 b.id[:10],
                 (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
             ]
             for b in result.best
         ],
-        right=("SCORE",),
+        right=("CUMULATIVE",),
         shrink=("OPERATOR",),
         wrap="SUMMARY",
     )
@@ -704,7 +772,7 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
 
     \b
     Example:
-      kexp log 6749f3a0
+      kexp log 6749f3a0c2
     """
     from kexp.store import Store
 

@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from kexp.commands.common import clean, echo_json, filter_options, filters_from, get_store, progress
+from kexp.commands.common import (
+    clean,
+    echo_json,
+    filter_options,
+    filters_from,
+    get_store,
+    progress,
+    refs_options,
+)
 
 
 @click.command()
@@ -19,6 +27,7 @@ from kexp.commands.common import clean, echo_json, filter_options, filters_from,
     "of the store.",
 )
 @filter_options
+@refs_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @click.pass_context
 def report(ctx: click.Context, /, output: Path | None, as_json: bool, **params: Any) -> None:

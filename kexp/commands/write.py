@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -32,9 +32,11 @@ def _relative(path: Path | None) -> str:
     return "" if path is None else display_path(path)
 
 
-def _report_written(exp: KernelExperiment, verb: str, as_json: bool, **extra: Any) -> None:
+def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
     if as_json:
-        echo_json({"id": exp.id, "path": _relative(exp.path), **extra})
+        from kexp.export import written_record
+
+        echo_json(written_record(exp))
     else:
         click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
 
@@ -48,7 +50,7 @@ def _text_option(name: str, field: str, what: str) -> list[Any]:
         click.option(
             f"--{name}-file",
             f"{field}_file",
-            type=click.File("r", encoding="utf-8"),
+            metavar="FILE",
             help=f"{what}, read from a file ('-': stdin).",
         ),
     ]
@@ -57,7 +59,7 @@ def _text_option(name: str, field: str, what: str) -> list[Any]:
 _ADD_TEXT_FIELDS = (
     ("description", "detailed_description", "## Detailed description"),
     ("raw-result", "raw_result", "## Raw result"),
-    ("profiling", "profiling_info", "## Profiling info"),
+    ("profiling", "profiling_info", "## Profiling info (ncu --csv: kept as a table)"),
     ("error", "error_message", "## Error message (required with --buggy)"),
     ("diff", "code_change", "## Code change: the diff"),
 )
@@ -70,6 +72,7 @@ _ADD_FLAG_FIELDS = (
     "dtype_sig",
     "env",
     "pid",
+    "measured_against",
     "base_commit",
     "author",
 )
@@ -96,7 +99,7 @@ def _add_options(func: Any) -> Any:
             "-f",
             "--file",
             "document",
-            type=click.File("r", encoding="utf-8-sig"),
+            metavar="FILE",
             help="Read the fields from a YAML, JSON or Markdown experiment file "
             "('-': stdin; stdin is also read when no field option is given).",
         ),
@@ -112,6 +115,12 @@ def _add_options(func: Any) -> Any:
         ),
         click.option(
             "--pid", help="Parent experiment id (or unique prefix).", shell_complete=complete_ids
+        ),
+        click.option(
+            "--measured-against",
+            type=click.Choice(["parent", "reference"]),
+            help="What the score is a speedup over: the parent's code (the default with "
+            "--pid and timings) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
         click.option("--tag", "tags", multiple=True, help="Tag (repeatable)."),
@@ -130,8 +139,10 @@ def _add_options(func: Any) -> Any:
             click.option(
                 "--baseline",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                help="Baseline timings (JSON {config: us}, pytest-benchmark JSON, or CSV "
-                "config,time): with --candidate, score, results and raw_result are computed.",
+                help="Baseline timings as the timing tool wrote them (JSON {config: us or "
+                "[samples]}, do_bench lists, pytest-benchmark, torch.utils.benchmark as JSON, "
+                "KernelBench, nsys stats CSV, or CSV config,time): with --candidate, score, "
+                "results and raw_result are computed.",
             ),
             click.option(
                 "--candidate",
@@ -169,7 +180,7 @@ def _add_options(func: Any) -> Any:
                 metavar="KEY=VALUE",
                 help="How it was measured (repeatable): timer=cuda_events|hip_events|"
                 "do_bench|torch_benchmark|wall_clock|other, warmup=N, repetitions=N, "
-                "l2_flushed=true, clocks_locked=true, synchronized=true.",
+                "l2_flushed=true, clocks_locked=true, synchronized=true, device=gpu|cpu.",
             ),
             click.option(
                 "--diff-from-git",
@@ -191,7 +202,7 @@ def _add_options(func: Any) -> Any:
 def add(
     ctx: click.Context,
     /,
-    document: IO[str] | None,
+    document: str | None,
     detect_env: bool,
     tags: tuple[str, ...],
     combines: tuple[str, ...],
@@ -234,18 +245,21 @@ def add(
       kexp add < experiment.yaml
     """
     from kexp import intake
+    from kexp.inputs import read_input_text
 
     store = get_store(ctx)
     flags: dict[str, Any] = {
         name: params.pop(name) for name in _ADD_FLAG_FIELDS if params.get(name) is not None
     }
-    for _, field, _ in _ADD_TEXT_FIELDS:
-        handle = params.pop(f"{field}_file", None)
+    limit = store.settings.max_input_bytes
+    for option, field, _ in _ADD_TEXT_FIELDS:
+        name = params.pop(f"{field}_file", None)
         value = params.pop(field, None)
-        if handle is not None:
+        if name is not None:
             if value is not None:
                 raise click.UsageError(f"give {field} as text or as a file, not both")
-            value = handle.read().rstrip("\n")  # a file's last newline is not content
+            # A file's last newline is not content.
+            value = read_input_text(name, f"--{option}-file", limit=limit).rstrip("\n")
         if value is not None:
             flags[field] = value
     if tags:
@@ -260,29 +274,29 @@ def add(
     text: str | None = None
     source = "<stdin>"
     if document is not None:
-        text = document.read()
-        name = str(getattr(document, "name", "-"))
-        source = "<stdin>" if name in ("-", "<stdin>") else name
+        text = read_input_text(document, "the document (--file)", limit=limit)
+        source = "<stdin>" if document == "-" else document
     elif not flags:
         if sys.stdin.isatty():
             raise click.UsageError(
                 "nothing to record: give a YAML or JSON document on stdin or with --file, "
                 "or the fields as options (kexp add --help)"
             )
-        text = sys.stdin.read()
+        text = read_input_text("-", "the document", limit=limit)
     if text is not None:
         fields = intake.parse_document(text, source)
     fields.update(flags)
     if diff_from_git:
         if "code_change" in flags:
             raise click.UsageError("give --diff-file or --diff-from-git, not both")
-        fields["code_change"] = intake.diff_against(store, fields.get("base_commit") or None)
+        base, fields["code_change"] = intake.diff_against(store, fields.get("base_commit") or None)
+        fields["base_commit"] = base  # the diff is against it: the change is recorded
         if not fields["code_change"]:
             click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
     if detect_env and not fields.get("env"):
-        from kexp.envinfo import detect_env as detect
+        from kexp.envinfo import detected_env
 
-        fields["env"] = detect().describe()
+        fields["env"] = detected_env()
     exp = intake.record(
         store,
         fields,
@@ -343,7 +357,7 @@ def remeasure(
 
     \b
     Example:
-      kexp remeasure 6749f3a0 --baseline bench/base2.json --candidate bench/cand2.json
+      kexp remeasure 6749f3a0c2 --baseline bench/base2.json --candidate bench/cand2.json
     """
     from kexp.measure import remeasure as add_round
 
@@ -352,15 +366,9 @@ def remeasure(
         store, exp_id, baseline=baseline, candidate=candidate, table=table, unit=unit, reason=reason
     )
     if as_json:
-        echo_json(
-            {
-                "id": exp.id,
-                "path": _relative(exp.path),
-                "score": exp.score,
-                "score_ci": exp.score_ci,
-                "outcome": exp.outcome,
-            }
-        )
+        from kexp.export import measured_record
+
+        echo_json(measured_record(exp))
         return
     interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
     click.echo(
@@ -381,7 +389,7 @@ def remeasure(
 @click.option(
     "--from",
     "start_from",
-    type=click.File("r", encoding="utf-8-sig"),
+    metavar="FILE",
     help="Start from this file (e.g. a draft kept by an earlier kexp new) instead of the template.",
 )
 @click.option(
@@ -394,7 +402,7 @@ def remeasure(
 def new(
     ctx: click.Context,
     pid: str | None,
-    start_from: IO[str] | None,
+    start_from: str | None,
     diff_from_git: bool,
     as_json: bool,
 ) -> None:
@@ -412,12 +420,13 @@ def new(
     \b
     Examples:
       kexp new
-      kexp new --pid 6749f3a0 --diff-from-git
+      kexp new --pid 6749f3a0c2 --diff-from-git
     """
     import secrets
 
     from kexp import intake, template
     from kexp.errors import KexpError
+    from kexp.inputs import read_input_text
 
     store = get_store(ctx)
     if not (os.environ.get("VISUAL") or os.environ.get("EDITOR") or sys.stdin.isatty()):
@@ -426,12 +435,13 @@ def new(
             "to record without an editor use kexp add"
         )
     if start_from is not None:
-        text = start_from.read()
+        text = read_input_text(start_from, "--from", limit=store.settings.max_input_bytes)
     else:
         parent = store.get_experiment(pid) if pid else None
         prefilled = template.prefill(store, parent)
         if diff_from_git:
-            prefilled.code_change = intake.diff_against(store, prefilled.base_commit or None)
+            base, prefilled.code_change = intake.diff_against(store, prefilled.base_commit or None)
+            prefilled.base_commit = base
         text = template.draft_text(prefilled)
     drafts = store.cache_dir / "drafts"
     drafts.mkdir(parents=True, exist_ok=True)
@@ -439,7 +449,7 @@ def new(
     draft.write_text(text, encoding="utf-8")
     while True:
         _edit(draft)
-        text = draft.read_text(encoding="utf-8-sig")
+        text = read_input_text(draft, "the draft", limit=store.settings.max_input_bytes)
         if template.is_empty_draft(text):
             draft.unlink()
             click.echo("kexp: aborted: the file was saved empty; nothing was recorded", err=True)
@@ -536,18 +546,21 @@ def update(
 ) -> None:
     """Correct fields of an experiment (validated; only the changed lines are rewritten).
 
-    Python: kexp.corrections.correct(store, id, changes, reason).
+    Python: kexp.corrections.apply_correction(store, id, changes, reason).
 
     \b
     Examples:
-      kexp update 6749f3a0 --set score=1.021 --reason "re-measured with 200 iterations"
-      kexp update 6749f3a0 --set tags=cache,unroll --set status=done
-      kexp update 6749f3a0 --set-file raw_result=bench.log
+      kexp update 6749f3a0c2 --set score=1.021 --reason "re-measured with 200 iterations"
+      kexp update 6749f3a0c2 --set tags=cache,unroll --set status=done
+      kexp update 6749f3a0c2 --set-file raw_result=bench.log
     """
-    from kexp.corrections import correct, effective_changes, parse_assignments, parse_value
+    from kexp.corrections import apply_correction, parse_assignments, parse_value
     from kexp.errors import KexpError
+    from kexp.export import written_record
+    from kexp.inputs import read_input_text
 
     changes = parse_assignments(assignments)
+    store = get_store(ctx)
     for item in file_assignments:
         field, sep, name = item.partition("=")
         field = field.strip()
@@ -555,34 +568,17 @@ def update(
             raise KexpError(f"{item!r} is not FIELD=PATH (e.g. raw_result=bench.log)")
         if field in changes:
             raise KexpError(f"{field} is set twice")
-        changes[field] = parse_value(field, _read_text(name).rstrip("\n"))
+        text = read_input_text(name, f"--set-file {field}", limit=store.settings.max_input_bytes)
+        changes[field] = parse_value(field, text.rstrip("\n"))
     if not changes:
         raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
-    store = get_store(ctx)
-    effective = effective_changes(store, exp_id, changes)
-    if not effective:  # the file already says this: nothing written, no correction note
-        full_id = store.resolve_id(exp_id)
-        if as_json:
-            echo_json({"id": full_id, "path": _relative(store.path_of(full_id)), "changed": []})
-        else:
-            click.echo(f"nothing changed: {full_id} already has {', '.join(changes)} as given")
-        return
-    updated = correct(store, exp_id, changes, reason)
+    updated, changed = apply_correction(store, exp_id, changes, reason)
     if as_json:
-        echo_json({"id": updated.id, "path": _relative(updated.path), "changed": list(effective)})
+        echo_json(written_record(updated, changed=changed))
+    elif not changed:  # the file already says this: nothing written, no correction note
+        click.echo(f"nothing changed: {updated.id} already has {', '.join(changes)} as given")
     else:
-        click.echo(f"updated {updated.id}: {', '.join(effective)}")
-
-
-def _read_text(name: str) -> str:
-    from kexp.errors import KexpError
-
-    if name == "-":
-        return sys.stdin.read()
-    try:
-        return Path(name).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KexpError(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+        click.echo(f"updated {updated.id}: {', '.join(changed)}")
 
 
 @click.command()
@@ -602,7 +598,7 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
 
     \b
     Example:
-      kexp rm 6749f3a0 --yes
+      kexp rm 6749f3a0c2 --yes
     """
     from kexp.errors import DeleteRefusedError
 
@@ -695,6 +691,13 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
         elif result.changed:
             changed += 1
             click.echo(shown if check else f"reformatted {shown}")
+        if result.canonical_name is not None:
+            renamed = clean(_relative(result.path.with_name(result.canonical_name)))
+            click.echo(
+                f"{shown}: note: kexp would name it {clean(result.canonical_name)} "
+                f"(to rename it: git mv {shown} {renamed})",
+                err=True,
+            )
     unchanged = len(results) - changed - errors
     verb = "would be reformatted" if check else "reformatted"
     click.echo(

@@ -18,8 +18,12 @@ Charts are SVG drawn by :mod:`kexp.htmlreport.svg`; every text is escaped
 
 The site is built in a new folder next to the output folder and put in place with a
 rename when it is complete, so the output never holds half a report. An output folder
-that is not empty must be a report kexp wrote (it holds :data:`MARKER`): kexp never
-deletes anything else.
+that is not empty must be a report kexp wrote, and hold nothing else: :data:`MARKER`
+lists the files it wrote, each of a report page's shape. A file added to it (``CNAME``,
+notes) is never deleted: the report is refused, naming it; a marker put in a user's
+folder does not make it replaceable (the user's files are not a report's). Reports into
+one folder take turns (a lock on the folder above it), and each removes the hidden
+folders a killed report left there (``.NAME.kexp-new-*``, ``.NAME.kexp-old-*``).
 
 Writing the experiment pages is most of the work. A report written over an earlier one
 reuses (hard-links) each earlier experiment page whose key is unchanged: a hash of the
@@ -39,6 +43,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -52,6 +57,7 @@ from kexp.htmlreport.markup import text
 from kexp.htmlreport.pages import (
     EXPERIMENT_DIR,
     OPERATOR_DIR,
+    PAGE_DIGITS,
     Site,
     experiment_page,
     experiment_page_context,
@@ -60,6 +66,7 @@ from kexp.htmlreport.pages import (
     overview_page,
 )
 from kexp.lessons import LESSON_GROUPS, key_insight
+from kexp.locking import folder_lock
 from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part
 
@@ -77,6 +84,16 @@ _ASSETS = ("report.css", "report.js")
 RACY_NS = 2_000_000_000
 #: The code that decides what a page holds (with the assets and kexp's version).
 _LAYOUT_SOURCES = ("__init__.py", "markup.py", "pages.py", "svg.py")
+#: The shape of every file a report writes (relative paths, with '/').
+_REPORT_FILE = re.compile(
+    rf"index\.html|{re.escape(MARKER)}|{re.escape(PAGES)}|assets/report\.(?:css|js)|"
+    rf"{EXPERIMENT_DIR}/[0-9a-f]{{{PAGE_DIGITS}}}\.html|"
+    rf"{OPERATOR_DIR}/[a-z0-9-]+-[0-9a-f]{{8}}(?:--(?:experiments|lessons)-[0-9]+)?\.html|"
+    rf"(?:assets|{EXPERIMENT_DIR}|{OPERATOR_DIR})/"  # empty (a report of no experiment)
+)
+#: How long a report waits for another one writing into the same folder (seconds).
+WAIT_S = 1800.0
+_SHOWN = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,18 +154,23 @@ def build_report(
         filters={k: v for k, v in filters.items() if v is not None},
     )
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
-    staging.mkdir()
-    try:
-        written = _write_site(store, site, staging, _Earlier.of(target, store))
-        (staging / MARKER).write_text(
-            json.dumps({"kexp": __version__, "experiments": len(experiments)}) + "\n",
-            encoding="utf-8",
-        )
-        _replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with folder_lock(target.parent, WAIT_S):
+        _check_output(target)
+        _remove_leftovers(target)
+        staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
+        staging.mkdir()
+        try:
+            written = _write_site(store, site, staging, _Earlier.of(target, store))
+            marker = {
+                "kexp": __version__,
+                "experiments": len(experiments),
+                "files": sorted([*_files(staging), MARKER]),
+            }
+            (staging / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+            _replace(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return ReportResult(
         output=target.resolve(),
         experiments=len(experiments),
@@ -308,7 +330,7 @@ def _operator_pages(
     lessons and experiments), split between two processes as the experiment pages;
     (path, key, bytes) of each. An operator's pages are reused all together or written
     again all together."""
-    from kexp.index import in_two_processes
+    from kexp.parallel import in_two_processes
 
     def work(operators: list[str]) -> list[tuple[str, str, int]]:
         records = []
@@ -351,11 +373,11 @@ def _experiment_pages(
     """Write (or reuse) every experiment page.
 
     Reading, rendering and writing the pages is most of a report's work: a large store's
-    is split between this process and a forked child (:func:`kexp.index.in_two_processes`,
+    is split between this process and a forked child (:func:`kexp.parallel.in_two_processes`,
     which does the child's half here if the child fails; ``KEXP_NO_FORK`` turns it off).
     The pages are the same either way.
     """
-    from kexp.index import in_two_processes
+    from kexp.parallel import in_two_processes
 
     grouped: dict[str, list[KernelExperiment]] = {}
     for exp in site.experiments:
@@ -403,13 +425,70 @@ def _experiment_pages(
 
 
 def _check_output(target: Path) -> None:
+    """Refuse an output that is not a folder kexp may replace: empty, or a report of
+    kexp holding only the files it wrote."""
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise KexpError(f"{target} is not a folder: give a folder for the report (-o DIR)")
-    if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file():
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    if not (target / MARKER).is_file():
         raise KexpError(
             f"{target} is not empty and holds no report of kexp: give an empty or new "
             "folder (kexp replaces only a folder it wrote)"
         )
+    others = _not_written(target)
+    if others:
+        shown = ", ".join(others[:_SHOWN]) + (
+            f" and {len(others) - _SHOWN} more" if len(others) > _SHOWN else ""
+        )
+        raise KexpError(
+            f"{target} holds {len(others)} file(s) kexp did not write ({shown}): a report "
+            "replaces its folder as a whole, so kexp leaves it as it is; move them out of "
+            "it, or give another folder (-o DIR)"
+        )
+
+
+def _files(folder: Path) -> list[str]:
+    """Every entry below ``folder`` but its folders (relative, with '/'), sorted; an
+    empty folder is named with a trailing '/' (links are not followed)."""
+    found: list[str] = []
+    for parent, dirs, names in os.walk(folder):
+        relative = os.path.relpath(parent, folder).replace(os.sep, "/")
+        prefix = "" if relative == "." else relative + "/"
+        found += [prefix + d for d in dirs if os.path.islink(os.path.join(parent, d))]
+        found += [prefix + name for name in names]
+        if not dirs and not names and prefix:
+            found.append(prefix)
+    return sorted(found)
+
+
+def _not_written(target: Path) -> list[str]:
+    """The entries of the report folder ``target`` that kexp did not write: any not
+    listed by its marker, or not of a report file's shape (a link, a user's file)."""
+    try:
+        listed = json.loads((target / MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    written = set(listed) if isinstance(listed, list) else None
+
+    def kexps(name: str) -> bool:
+        return (
+            _REPORT_FILE.fullmatch(name) is not None
+            and (written is None or name in written)
+            and not os.path.islink(target / name)
+        )
+
+    return [name for name in _files(target) if not kexps(name)]
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Remove the hidden folders a killed report into ``target`` left beside it (the
+    caller holds the lock that keeps other reports into it out)."""
+    leftover = re.compile(rf"\.{re.escape(target.name)}\.kexp-(?:new|old)-[0-9a-f]{{8}}")
+    with os.scandir(target.parent) as entries:
+        for entry in entries:
+            if leftover.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _replace(staging: Path, target: Path) -> None:

@@ -4,8 +4,9 @@ Each function returns a whole page as text; :mod:`kexp.htmlreport` decides what 
 written where. What the pages show is computed here from the experiments' front-matter
 (plus, for lessons, the key insights read from their descriptions):
 
-* the **frontier**: per operator × dtype × env ("cell"), the best experiment that is
-  neither buggy nor pending;
+* the **frontier**: per operator × dtype × env ("cell"), the best tip: the best
+  cumulative score (the speedup over the operator's reference, :mod:`kexp.campaign`)
+  of an experiment neither buggy nor pending, nor a control;
 * the cells **never improved**: those where no experiment's outcome is an improvement.
 """
 
@@ -81,9 +82,28 @@ def score_text(exp: KernelExperiment) -> str:
     return f'{shown} <span class="ci">[{interval[0]:.4f}, {interval[1]:.4f}]</span>'
 
 
+def cumulative_text(exp: KernelExperiment) -> str:
+    """The cumulative score as HTML, with its interval when there is one; ``—`` (and why,
+    as a tooltip) when there is none."""
+    value = exp.cumulative_score
+    if value is None:
+        return f'<span class="none" title="{text(exp.cumulative_reason)}">—</span>'
+    interval = exp.cumulative_ci
+    if interval is None:
+        return f"{value:.4f}"
+    return f'{value:.4f} <span class="ci">[{interval[0]:.4f}, {interval[1]:.4f}]</span>'
+
+
+def best_tip(experiments: Iterable[KernelExperiment]) -> KernelExperiment | None:
+    """The best tip: the best cumulative score of an experiment neither buggy nor
+    pending, nor a control (None when there is none)."""
+    found = rank([e for e in experiments if is_scored(e) and e.derived.ranked], limit=1)
+    return found[0] if found else None
+
+
 def operator_slug(operator: str) -> str:
     """The operator page's file name (without ``.html``): readable, and unique by hash."""
-    from kexp.store import slugify
+    from kexp.validate import slugify
 
     digest = hashlib.sha1(operator.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slugify(operator.rsplit(':', 1)[-1] or 'none', 40)}-{digest}"
@@ -174,9 +194,8 @@ class CellSummary:
 
     @property
     def best(self) -> KernelExperiment | None:
-        """The best experiment that is neither buggy nor pending."""
-        scored = rank(e for e in self.experiments if is_scored(e))
-        return scored[0] if scored else None
+        """The best tip (:func:`best_tip`)."""
+        return best_tip(self.experiments)
 
     @property
     def improved(self) -> bool:
@@ -258,13 +277,13 @@ def overview_page(site: Site) -> str:
     operator_rows = []
     for operator, members in site.operators.items():
         op_counts = outcome_counts(members)
-        scored = rank(e for e in members if is_scored(e))
+        tip = best_tip(members)
         operator_rows.append(
             [
                 site.operator_link(operator, root),
                 f"{len(members):,}",
                 *(f"{op_counts[o]:,}" for o in OUTCOME_ORDER),
-                score_text(scored[0]) if scored else "—",
+                cumulative_text(tip) if tip is not None else "—",
                 f"{never_by_operator.get(operator, 0):,}",
             ]
         )
@@ -274,7 +293,7 @@ def overview_page(site: Site) -> str:
         "speedup per configuration and its lessons.</p>",
         filter_box("operators", "filter operators"),
         table(
-            ["operator", "experiments", *OUTCOME_ORDER, "best score", "cells never improved"],
+            ["operator", "experiments", *OUTCOME_ORDER, "best cumulative", "cells never improved"],
             operator_rows,
             table_id="operators",
             numeric=tuple(range(1, 10)),
@@ -290,7 +309,7 @@ def overview_page(site: Site) -> str:
                 site.operator_link(cell.operator, root, 60),
                 one_line(cell.dtype),
                 one_line(cell.env, 60),
-                score_text(best),
+                cumulative_text(best),
                 badge(best.outcome),
                 site.experiment_link(best.id, root),
                 one_line(best.change_summary, 90),
@@ -299,15 +318,17 @@ def overview_page(site: Site) -> str:
         )
     parts += [
         "<h2>Frontier</h2>",
-        "<p>The best experiment (neither buggy nor pending) of every operator × dtype × "
-        "env, with its score's interval when it records one.</p>",
+        "<p>The best tip of every operator × dtype × env: the best cumulative score (the "
+        "speedup over the operator's reference, the product of the steps along its "
+        "lineage; neither buggy nor pending, nor a control), with its interval when its "
+        "steps record one.</p>",
         filter_box("frontier", "filter the frontier"),
         table(
             [
                 "operator",
                 "dtype",
                 "env",
-                "best score",
+                "best cumulative",
                 "outcome",
                 "experiment",
                 "summary",
@@ -328,7 +349,7 @@ def overview_page(site: Site) -> str:
                 one_line(cell.dtype),
                 one_line(cell.env, 60),
                 f"{len(cell.experiments):,}",
-                score_text(best) if best is not None else "—",
+                cumulative_text(best) if best is not None else "—",
                 site.experiment_link(best.id, root) if best is not None else "—",
                 _counts_line({o: c for o, c in cell_counts.items() if o != "improvement"}),
             ]
@@ -341,7 +362,15 @@ def overview_page(site: Site) -> str:
         parts += [
             filter_box("never", "filter cells"),
             table(
-                ["operator", "dtype", "env", "experiments", "best score", "experiment", "outcomes"],
+                [
+                    "operator",
+                    "dtype",
+                    "env",
+                    "experiments",
+                    "best cumulative",
+                    "experiment",
+                    "outcomes",
+                ],
                 never_rows,
                 table_id="never",
                 numeric=(3, 4),
@@ -364,7 +393,18 @@ def overview_page(site: Site) -> str:
 
 def _tooltip(exp: KernelExperiment) -> str:
     score = f"{exp.score:.4f}" if isinstance(exp.score, (int, float)) else str(exp.score)
-    return f"{exp.id[:10]}  {score}  {exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+    cumulative = exp.cumulative_score
+    reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
+    return f"{exp.id[:10]}  {score}{reached}  {exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+
+
+def _plotted(exp: KernelExperiment) -> float:
+    """Where the score chart draws an experiment: its cumulative score when it ranks
+    (NaN: in the band below)."""
+    derived = exp.derived
+    if derived.ranked and derived.cumulative_score is not None:
+        return float(derived.cumulative_score)
+    return math.nan
 
 
 def _legend(items: Sequence[tuple[str, str]]) -> str:
@@ -397,18 +437,20 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     root = "../"
     members = site.operators[operator]
     counts = outcome_counts(members)
-    scored = rank(e for e in members if is_scored(e))
-    best = scored[0] if scored else None
+    best = best_tip(members)
     forest = build_forest(members)
     path_ids = _best_path(forest, best.id) if best is not None else []
     position = {exp.id: index for index, exp in enumerate(members)}
+    # Each experiment at its cumulative score (the speedup over the reference): the best
+    # so far rises as the campaign did. Without one (a control, an ancestor buggy,
+    # pending or missing), in the band below.
     points = [
         svg.Point(
             f"{root}{experiment_href(exp.id)}",
             _tooltip(exp),
             exp.outcome,
-            float(exp.score) if isinstance(exp.score, (int, float)) else math.nan,
-            score_interval(exp),
+            _plotted(exp),
+            exp.cumulative_ci if exp.derived.ranked else None,
         )
         for exp in members
     ]
@@ -418,7 +460,8 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     ]
     if best is not None:
         parts.append(
-            f"<p>Best: {site.experiment_link(best.id, root)} {score_text(best)} "
+            f"<p>Best tip: {site.experiment_link(best.id, root)} {cumulative_text(best)} "
+            f"over the reference (this step {score_text(best)}) "
             f"{one_line(best.dtype_sig)} · {one_line(best.env, 60)} — "
             f"{one_line(best.change_summary)}</p>"
         )
@@ -430,7 +473,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 one_line(cell.dtype),
                 one_line(cell.env, 70),
                 f"{len(cell.experiments):,}",
-                score_text(cell_best) if cell_best is not None else "—",
+                cumulative_text(cell_best) if cell_best is not None else "—",
                 site.experiment_link(cell_best.id, root) if cell_best is not None else "—",
                 "yes" if cell.improved else '<span class="never">never</span>',
             ]
@@ -445,19 +488,25 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 ("o-interference", "interference"),
                 ("o-buggy cross", "buggy"),
                 ("o-pending", "pending"),
-                ("line-best", "lineage path to the best"),
+                ("line-best", "lineage path to the best tip"),
                 ("line-sofar", "best so far"),
-                ("line-ci", "score interval"),
+                ("line-ci", "interval"),
             ]
         ),
+        "<p>Each experiment at its cumulative score: the speedup over the operator's "
+        "reference, the product of the steps along its lineage.</p>",
         '<div class="scroll">',
-        svg.score_chart(points, [position[i] for i in path_ids if i in position]),
+        svg.score_chart(
+            points,
+            [position[i] for i in path_ids if i in position],
+            axis="speedup over the reference",
+        ),
         "</div>",
         f"<h2>Lineage ({len(forest):,} tree{'' if len(forest) == 1 else 's'})</h2>",
         "<p>Each tree grows to the right, one generation per column. The path to the "
-        "operator's best experiment is drawn thick, the best ringed in green; a node "
-        "ringed in red is a dead end (built on, but nothing built on it scored "
-        "higher).</p>",
+        "operator's best tip is drawn thick, the best ringed in green; a node ringed in "
+        "red is a dead end (built on, but nothing built on it reached a higher "
+        "cumulative score).</p>",
         '<div class="scroll tall">',
         svg.lineage_graph(
             forest,
@@ -485,6 +534,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
             site.experiment_link(exp.id, root),
             text(exp.created_at[:10]),
             score_text(exp),
+            cumulative_text(exp),
             badge(exp.outcome),
             one_line(exp.dtype_sig),
             one_line(exp.env, 40),
@@ -554,10 +604,10 @@ def _experiments_table(
         pager,
         filter_box("experiments", "filter experiments"),
         table(
-            ["id", "created", "score", "outcome", "dtype", "env", "summary"],
+            ["id", "created", "score", "cumulative", "outcome", "dtype", "env", "summary"],
             chunks[number - 1],
             table_id="experiments",
-            numeric=(2,),
+            numeric=(2, 3),
         ),
         pager,
     ]
@@ -570,7 +620,7 @@ def _lesson_entries(
     :data:`~kexp.lessons.LESSON_GROUPS` orders them, oldest first in a group."""
     groups: dict[str, list[KernelExperiment]] = {name: [] for name in LESSON_GROUPS}
     for exp in members:
-        if exp.outcome in groups:
+        if exp.outcome in groups and not exp.is_control:
             groups[exp.outcome].append(exp)
     entries = []
     for name, items in groups.items():
@@ -661,6 +711,7 @@ def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
             exp.to_dict(),  # the front-matter as listed (the body comes from the file)
             exp.extra_fields,
             exp.outcome,
+            exp.derived,  # its cumulative score depends on every ancestor
             site.relative_path(exp),
             site.page_footer,
             brief(parent) if parent is not None else None,
@@ -687,6 +738,8 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     # The id and the operator (a link) head the section, in its "where" line.
     rows: list[tuple[str, str]] = [
         ("score", f"<b>{score_text(exp)}</b> {badge(exp.outcome)}"),
+        ("measured against", text(exp.measured_against or ("parent" if exp.pid else "reference"))),
+        ("cumulative", cumulative_text(exp) + (" (control)" if exp.is_control else "")),
         ("status", text(exp.status) + (" (buggy)" if exp.is_buggy else "")),
         ("dtype", text(exp.dtype_sig)),
         ("env", text(exp.env)),

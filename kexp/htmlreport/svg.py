@@ -106,6 +106,7 @@ def score_chart(
     width: int = 960,
     height: int = 340,
     baseline: float = 1.0,
+    axis: str = "score",
 ) -> str:
     """Score over iterations: ``points`` in order (x = position); ``best_path`` holds
     the indexes of the points from a root to the best experiment, in order. Past
@@ -166,7 +167,7 @@ def score_chart(
         f'<text class="axis" x="{left + plot_w / 2}" y="{height - 6}" '
         'text-anchor="middle">iteration (oldest first)</text>'
         f'<text class="axis" x="12" y="{top + plot_h / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 12 {top + plot_h / 2})">score</text>'
+        f'transform="rotate(-90 12 {top + plot_h / 2})">{text(axis)}</text>'
     )
     whiskers = "".join(
         f"M{_f(x_of(i))} {_f(y_of(p.interval[0]))}V{_f(y_of(p.interval[1]))}"

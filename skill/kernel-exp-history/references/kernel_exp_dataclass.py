@@ -161,6 +161,12 @@ FIELDS: dict[str, str] = {
     "score": "Speedup vs the baseline, the geometric mean over configurations (1.18 = "
     "18% faster); 0 when nothing could be measured. A number >= 0, finite. From "
     "repeated timings: the geometric mean of the configurations' median speedups.",
+    "measured_against": "What score is a speedup over: 'parent' (the parent "
+    "experiment's code, the commit you made the change on: measure every change against "
+    "it; record_iteration writes it when pid is given) or 'reference' (the operator's "
+    "original code; the predecessor's records, and a first try). kexp multiplies the "
+    "steps along the lineage into cumulative_score, the speedup over the reference, "
+    "which ranks the best tips.",
     "score_ci": "Optional [low, high]: the score's 95% interval, computed by "
     "record_iteration from repeated timings (3+ samples a side and configuration). "
     "With it, improvement needs low > 1 and regression high < 1: else marginal.",
@@ -177,14 +183,15 @@ FIELDS: dict[str, str] = {
     "code_change. Filled from HEAD only when missing (a dirty tree then warns and tags "
     "uncommitted-base).",
     "created_at": "ISO 8601 UTC ending in Z, made when the KernelExperiment is built.",
-    "tags": "Optional list of short labels: technique and kernel family.",
+    "tags": "Optional list of short labels: technique and kernel family. 'control' "
+    "marks an A/A run (the same code both sides): the noise floor, never ranked.",
     "author": "Optional; filled from git user.name.",
     "combines": "Optional list of ids this experiment merges. Only with it is a "
     "combination scoring below its best part an 'interference' (an imported record "
     "saying 'interference' in its summary is marginal or regression until it is set).",
     "protocol": "Optional: how the timings were measured, {timer: cuda_events|hip_events|"
     "do_bench|torch_benchmark|wall_clock|other, synchronized, warmup, repetitions, "
-    "l2_flushed, clocks_locked}; filled from pytest-benchmark and torch.utils.benchmark.",
+    "l2_flushed, clocks_locked, device: gpu|cpu}; filled from what the timing files tell.",
     "results": "Optional list of {config, baseline, candidate, speedup, unit} per "
     "configuration; record_iteration fills it from timings (from samples: medians, plus "
     "baseline_n/candidate_n counts and baseline_iqr/candidate_iqr spreads).",
@@ -204,7 +211,9 @@ FIELDS: dict[str, str] = {
 #: How ``score`` is measured and what it means.
 SCORE_RULES = """\
 score = baseline time / candidate time, geometric mean over the configurations
-(1.0 = no change, > 1 faster). Same machine, configurations and base commit for both;
+(1.0 = no change, > 1 faster). The baseline is the parent's code (measured_against:
+parent): each step's speedup; kexp derives cumulative_score, the product of the steps
+back to the reference (the operator's original code), which ranks the best tip. Same machine, configurations and base commit for both;
 the median of many synchronised runs; never drop the configurations that got slower.
 0 when nothing could be measured (crash, compile error, timeout, wrong results, planned).
 Outcomes are derived: improvement (> 1.01), marginal (0.99-1.01), regression (< 0.99),

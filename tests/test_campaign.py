@@ -1,0 +1,490 @@
+"""A campaign's best is its best tip: cumulative scores along the lineage.
+
+The scenario is the issue's campaign, recorded as an agent records it: twelve
+iterations on a C softmax kernel, timed (30 samples a side per configuration), each
+change measured against the commit it was made on (``measured_against: parent``), a
+rival measured against the original code, an A/A control, a buggy step and a child of
+it. Every view's "best" must name the tip the steps multiply to, and the picture must
+rise as the campaign did. A property test holds :func:`kexp.campaign.derive` to the
+definition, computed independently from the files of random lineages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import re
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import experiment_fields, git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kexp import KernelExperiment, Store, init_store
+from kexp.briefing import context
+from kexp.cli import main
+from kexp.fileformat import serialize
+from kexp.htmlreport import build_report
+from kexp.lessons import lesson_report
+from kexp.lineage import TreeNode, lineage_forest
+from kexp.measure import record_iteration
+from kexp.review import render_markdown, review
+from kexp.stats import stats
+from kexp.store import slugify
+
+OPERATOR = "csrc/softmax.c: softmax_rows"
+ENV = "Xeon 8480, gcc 13.2"
+CONFIGS = {"rows1024_cols512": 80.0, "rows4096_cols4096": 2400.0}
+
+
+def kexp(root: Path, *args: str) -> Any:
+    return CliRunner().invoke(main, ["--root", str(root), "--no-pager", *args])
+
+
+def commit_all(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+class Campaign:
+    """Records iterations of one kernel from simulated timings: each experiment's code
+    runs ``speed`` times faster than the original; a parent-measured step's baseline is
+    its parent's code, a reference-measured one's the original."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.speed: dict[str, float] = {}
+        self.made: dict[str, KernelExperiment] = {}
+        self.rng = random.Random(23)
+
+    def _samples(self, speed: float) -> dict[str, list[float]]:
+        return {
+            config: [base / speed * math.exp(self.rng.gauss(0.0, 0.02)) for _ in range(30)]
+            for config, base in CONFIGS.items()
+        }
+
+    def record(
+        self,
+        name: str,
+        true_step: float,
+        *,
+        parent: str | None = None,
+        against: str = "parent",
+        buggy: bool = False,
+        tags: tuple[str, ...] = (),
+    ) -> KernelExperiment:
+        pid = self.made[parent].id if parent else ""
+        before = self.speed[parent] if parent else 1.0
+        base_speed = before if (parent and against == "parent") else 1.0
+        speed = before * true_step if against == "parent" else true_step
+        fields = experiment_fields(
+            change_summary=f"{name} - step",
+            operator_sig=OPERATOR,
+            dtype_sig="fp32",
+            env=ENV,
+            detailed_description=f"**Approach**: {name}\n\n**Key insight**: {name} matters",
+            tags=list(tags),
+        )
+        for name_ in ("score", "raw_result", "status"):
+            fields.pop(name_)
+        if parent and against == "reference":
+            fields["measured_against"] = "reference"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if buggy:
+                exp = self.store.create_experiment(
+                    **fields,
+                    pid=pid,
+                    measured_against="parent",
+                    score=0.0,
+                    is_buggy=True,
+                    status="failed",
+                    error_message="wrong results: max abs diff 0.5",
+                )
+            else:
+                exp = record_iteration(
+                    self.store,
+                    baseline=self._samples(base_speed),
+                    candidate=self._samples(speed),
+                    pid=pid,
+                    **fields,
+                )
+        self.made[name] = exp
+        self.speed[name] = speed
+        return exp
+
+
+@pytest.fixture
+def campaign(repo: Path, store: Store) -> Campaign:
+    c = Campaign(store)
+    c.record("-O3 -march=native", 1.96)
+    c.record("restrict pointers", 1.075, parent="-O3 -march=native")
+    c.record("omp simd on the max and sum loops", 1.29, parent="restrict pointers")
+    c.record("unroll the sum loop by 4", 0.93, parent="omp simd on the max and sum loops")
+    c.record("polynomial exp", 1.05, parent="omp simd on the max and sum loops")
+    c.record("A/A control", 1.0, parent="polynomial exp", tags=("control",))
+    c.record("fused max and sum pass", 1.2, parent="polynomial exp", buggy=True)
+    c.record("prefetch the next row", 1.04, parent="fused max and sum pass")
+    c.record("block rows for L1", 1.0, parent="polynomial exp")
+    c.record("intrinsics from scratch", 2.3, parent="restrict pointers", against="reference")
+    c.record("aligned loads", 1.03, parent="polynomial exp")
+    c.record("loop interchange", 0.95, parent="aligned loads")
+    commit_all(repo, "the softmax campaign")
+    return c
+
+
+MAIN_PATH = (
+    "-O3 -march=native",
+    "restrict pointers",
+    "omp simd on the max and sum loops",
+    "polynomial exp",
+    "aligned loads",
+)
+
+
+def _read(store: Store) -> dict[str, KernelExperiment]:
+    return {e.id: e for e in store.list_experiments()}
+
+
+def test_the_tips_cumulative_score_is_the_product_of_its_steps(campaign: Campaign) -> None:
+    found = _read(campaign.store)
+    chain = [found[campaign.made[name].id] for name in MAIN_PATH]
+    tip = chain[-1]
+    assert all(e.measured_against == "parent" for e in chain[1:])
+    assert tip.cumulative_score == pytest.approx(math.prod(e.score for e in chain), rel=1e-12)
+    assert 2.7 < tip.cumulative_score < 3.2  # the kernel ended ~2.9x faster
+    low, high = tip.cumulative_ci
+    assert low < tip.cumulative_score < high
+    # The root's interval is its own; the tip's is wider than any one step's.
+    assert chain[0].cumulative_ci == tuple(chain[0].score_ci)
+    assert high / low > max(e.score_ci[1] / e.score_ci[0] for e in chain)
+    rival = found[campaign.made["intrinsics from scratch"].id]
+    assert rival.measured_against == "reference"
+    assert rival.cumulative_score == rival.score  # its own cumulative
+    control = found[campaign.made["A/A control"].id]
+    assert control.cumulative_score is None and "control" in control.cumulative_reason
+    orphan = found[campaign.made["prefetch the next row"].id]
+    assert orphan.cumulative_score is None
+    buggy = campaign.made["fused max and sum pass"].id
+    assert orphan.cumulative_reason == f"parent {buggy[:10]} is buggy"
+
+
+def test_every_view_names_the_best_tip(campaign: Campaign) -> None:
+    store = campaign.store
+    tip = campaign.made["aligned loads"]
+    control = campaign.made["A/A control"]
+
+    top = store.top_experiments()
+    assert top[0].id == tip.id
+    assert control.id not in {e.id for e in top}
+    ranked = [e.cumulative_score for e in top if e.cumulative_score is not None]
+    assert ranked == sorted(ranked, reverse=True)
+    # By the score alone, single numbers: the rival over the original, then -O3.
+    by_score = [e.id for e in store.top_experiments(2, by="score")]
+    rivals = ("intrinsics from scratch", "-O3 -march=native")
+    assert by_score == [campaign.made[n].id for n in rivals]
+    assert store.top_experiments(1, by="low")[0].id == tip.id
+    assert store.top_experiments(tags="control")[0].id == control.id  # asked for
+
+    text = kexp(store.root, "top", "-n", "3").output
+    assert text.splitlines()[1].split()[1] == tip.id[:10]
+    data = json.loads(kexp(store.root, "top", "--json", "-n", "1").output)
+    assert data[0]["id"] == tip.id
+    assert data[0]["cumulative_score"] == pytest.approx(top[0].cumulative_score)
+
+    best = stats(store).best
+    assert [b.id for b in best] == [tip.id]
+
+    packet = context(store, operator="softmax", output="json").data
+    assert packet["best"]["id"] == tip.id
+    assert [step["id"] for step in packet["lineage"]] == [
+        campaign.made[name].id for name in MAIN_PATH
+    ]
+
+
+def test_the_tree_marks_no_improving_step_as_a_dead_end(campaign: Campaign) -> None:
+    (tree,) = lineage_forest(campaign.store)
+    nodes = {node.experiment.id: node for node in tree.walk()}
+    best = [node for node in nodes.values() if node.is_best]
+    assert [n.experiment.id for n in best] == [campaign.made["aligned loads"].id]
+    on_path = {n.experiment.id for n in nodes.values() if n.on_best_path}
+    assert on_path == {campaign.made[name].id for name in MAIN_PATH}
+
+    def descendants(node: TreeNode) -> Iterator[TreeNode]:
+        return (n for n in node.walk() if n is not node)
+
+    for node in nodes.values():
+        exp = node.experiment
+        own = exp.cumulative_score
+        beaten = any(
+            (d.experiment.cumulative_score or 0.0) > (own or 0.0)
+            for d in descendants(node)
+            if not d.experiment.is_control
+        )
+        expected = bool(node.children) and own is not None and not exp.is_control and not beaten
+        assert node.dead_end == (expected and not node.is_best), exp.change_summary
+        if node.on_best_path or exp.is_control:
+            assert not node.dead_end
+    # Δ is the change of the cumulative score: a parent-measured step's own speedup.
+    simd = nodes[campaign.made["omp simd on the max and sum loops"].id]
+    assert simd.delta_pct == pytest.approx((simd.experiment.score - 1) * 100)
+    text = kexp(campaign.store.root, "tree").output
+    lines = [line for line in text.splitlines() if not line.startswith(("*:", "columns:"))]
+    assert not any("[dead end]" in line for line in lines)
+    line = next(line for line in text.splitlines() if "aligned loads" in line)
+    assert "[best]" in line
+
+
+def test_the_reports_best_so_far_rises_as_the_campaign_did(
+    campaign: Campaign, tmp_path: Path
+) -> None:
+    build_report(campaign.store, tmp_path / "report")
+    (page,) = (tmp_path / "report" / "op").glob("*.html")
+    html = page.read_text(encoding="utf-8")
+    path = re.search(r'<path class="sofar" d="([^"]+)"', html)
+    assert path is not None
+    levels = [float(y) for y in re.findall(r"(?:^M[0-9.]+ |V)([0-9.]+)", path.group(1))]
+    assert len(levels) >= 4  # it rose at each step of the main path
+    assert all(after < before for before, after in itertools.pairwise(levels))  # y down: up
+    tip = campaign.made["aligned loads"].id
+    marker = re.search(rf'#{tip}"><circle [^>]*cy="([0-9.]+)"', html)
+    assert marker is not None and float(marker.group(1)) == levels[-1]
+    assert "Best tip" in html and tip[:10] in html
+
+
+def test_a_control_is_the_noise_floor_never_a_lesson_or_a_repeat(campaign: Campaign) -> None:
+    store = campaign.store
+    control = _read(store)[campaign.made["A/A control"].id]
+    report = lesson_report(store)
+    assert control.id not in {item.id for group in report.groups.values() for item in group}
+    (floor,) = report.noise_floors
+    low, high = control.score_ci
+    expected = f"A/A on this env: {control.score:.3f} [{low:.3f}, {high:.3f}]"
+    assert floor.describe() == expected
+    assert kexp(store.root, "lessons").output.startswith(expected)
+
+    packet = context(store, operator="softmax", budget=100_000)
+    assert f"\n{expected}.\n" in packet.text
+
+
+def test_the_packet_lists_each_experiment_once_and_marginal_apart(campaign: Campaign) -> None:
+    packet = context(campaign.store, operator="softmax", budget=100_000, output="json").data
+    listed = [packet["best"]["id"]]
+    for name in ("failures", "marginal", "successes"):
+        listed += [entry["id"] for entry in packet[name]]
+    listed += [i for entry in packet["do_not_repeat"] for i in entry["ids"]]
+    assert len(listed) == len(set(listed))
+    path = [step["id"] for step in packet["lineage"]]
+    assert not set(path[:-1]) & set(listed) and path[-1] == listed[0]
+    assert campaign.made["A/A control"].id not in {*listed, *path}
+    assert [e["id"] for e in packet["marginal"]] == [campaign.made["block rows for L1"].id]
+    assert {e["outcome"] for e in packet["failures"]} == {"buggy", "regression"}
+    header = packet["context"]
+    assert (header["within_noise_here"], header["failures_here"]) == (1, 3)
+
+
+def test_iterations_count_the_operators_experiments_in_recording_order(
+    campaign: Campaign,
+) -> None:
+    recorded = sorted(campaign.store.list_experiments(), key=lambda e: e.created_at)
+    numbers = [
+        int(m.group(1))
+        for e in recorded
+        if (m := re.match(r"Iteration (\d+) Results", e.raw_result)) is not None
+    ]
+    assert numbers == [n for n, e in enumerate(recorded, 1) if not e.is_buggy]
+
+
+def test_a_score_too_good_to_be_true_is_suspect_in_validation_and_review(
+    campaign: Campaign, repo: Path
+) -> None:
+    store = campaign.store
+    git(repo, "checkout", "-q", "-b", "agent/magic")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        magic = store.create_experiment(
+            **experiment_fields(
+                change_summary="Skip the normalisation - +350%",
+                score=4.5,
+                pid=campaign.made["aligned loads"].id,
+                measured_against="parent",
+                operator_sig=OPERATOR,
+                env=ENV,
+            )
+        )
+    commit_all(repo, "a magic speedup")
+
+    result = kexp(repo, "validate", str(magic.path))
+    assert result.exit_code == 0
+    assert "warning[suspect] score: suspect: verify correctness: score 4.5x is above" in (
+        result.output
+    )
+    strict = kexp(repo, "validate", "--strict", "--format", "json", str(magic.path))
+    assert [p["code"] for p in json.loads(strict.output)] == ["suspect"]
+    github = kexp(repo, "validate", "--format", "github", str(magic.path)).output
+    assert re.search(r"^::warning file=.*title=kexp suspect::.*score 4.5x", github, re.M)
+
+    done = review(store, "main")
+    (entry,) = done.added
+    assert not entry.new_best and entry.suspect and done.new_bests == []
+    comment = render_markdown(done)
+    assert "suspect: verify correctness" in comment and "New best" not in comment
+
+
+# --- the definition, held to random lineages ---------------------------------------------
+
+_IDS = [f"6b{n:014x}" for n in range(1, 40)]
+
+
+def _write(root: Path, records: list[dict[str, Any]]) -> Store:
+    init_store(root)
+    for fields in records:
+        exp = KernelExperiment.from_dict(fields)
+        folder = root / "experiments" / "2026" / "12"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{exp.id}-{slugify(exp.change_summary)}.md"
+        (folder / name).write_text(serialize(exp), encoding="utf-8")
+    return Store(root, code_repo=root)
+
+
+@st.composite
+def lineages(draw: Callable[..., Any]) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 25))
+    records = []
+    for n in range(count):
+        pid = draw(
+            st.one_of(
+                st.just(""),
+                st.sampled_from(_IDS[:n]) if n else st.just(""),
+                st.just("6bffffffffffffff"),  # names no experiment
+            )
+        )
+        score = draw(st.one_of(st.just(0.0), st.floats(0.5, 2.0).map(lambda v: round(v, 4))))
+        fields = experiment_fields(
+            id=_IDS[n],
+            pid=pid,
+            score=score,
+            created_at=f"2026-12-01T00:00:{n:02d}Z",
+            base_commit="0" * 40,
+            change_summary=f"Step {n} - something",
+            status=draw(st.sampled_from(["done", "done", "done", "new", "timeout"])),
+            is_buggy=draw(st.integers(0, 7)) == 0,
+            tags=["control"] if draw(st.integers(0, 9)) == 0 else [],
+        )
+        if fields["is_buggy"]:
+            fields["error_message"] = "crashed"
+        against = draw(st.sampled_from(["parent", "reference", None]))
+        if against is not None:
+            fields["measured_against"] = against
+        if score > 0 and draw(st.booleans()):
+            below, above = draw(st.floats(0.001, 0.2)), draw(st.floats(0.001, 0.2))
+            low, high = round(score * math.exp(-below), 4), round(score * math.exp(above), 4)
+            fields["score_ci"] = [min(low, score), max(high, score)]
+        records.append(fields)
+    return records
+
+
+Step = tuple[float, "list[float] | None"]
+
+
+def _expected(files: dict[str, dict[str, Any]]) -> dict[str, tuple[float | None, list[Step]]]:
+    """Each experiment's cumulative score and the steps it multiplies (score, interval),
+    from the files' front-matter, by the definition."""
+
+    def code(exp_id: str) -> tuple[float | None, list[Step]]:
+        """The speedup of an experiment's code over the reference, and its steps."""
+        fields = files.get(exp_id)
+        if fields is None:
+            return None, []
+        if "control" in (fields.get("tags") or []):
+            return code(fields["pid"]) if fields["pid"] else (1.0, [])
+        if fields["status"] in ("new", "running") or fields["is_buggy"] or fields["score"] <= 0:
+            return None, []
+        step = (fields["score"], fields.get("score_ci"))
+        if not fields["pid"] or fields.get("measured_against") == "reference":
+            return fields["score"], [step]
+        before, steps = code(fields["pid"])
+        if before is None:
+            return None, []
+        return before * fields["score"], [*steps, step]
+
+    found = {}
+    for exp_id, fields in files.items():
+        if "control" in (fields.get("tags") or []):
+            found[exp_id] = (None, [])
+        else:
+            found[exp_id] = code(exp_id)
+    return found
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records=lineages())
+def test_every_cumulative_score_is_the_definition_read_from_the_files(
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]
+) -> None:
+    root = tmp_path_factory.mktemp("lineage")
+    store = _write(root, records)
+    files = {}
+    for path in (root / "experiments").rglob("*.md"):
+        if path.name == "README.md":
+            continue
+        front = path.read_text(encoding="utf-8").split("---\n")[1]
+        fields = yaml.safe_load(front)
+        files[fields["id"]] = fields
+    expected = _expected(files)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        listed = {e.id: e for e in store.list_experiments()}
+    assert listed.keys() == files.keys()
+    for exp_id, (value, steps) in expected.items():
+        exp = listed[exp_id]
+        if value is None:
+            assert exp.cumulative_score is None and exp.cumulative_reason, exp_id
+            continue
+        assert exp.cumulative_score == pytest.approx(value, rel=1e-12), exp_id
+        assert exp.cumulative_score == pytest.approx(math.prod(s for s, _ in steps), rel=1e-12)
+        if any(ci is None for _, ci in steps):
+            assert exp.cumulative_ci is None
+        elif len(steps) == 1:
+            assert list(exp.cumulative_ci) == steps[0][1]
+        else:
+            # The steps' log half-widths, below and above, add in quadrature.
+            below = math.sqrt(sum(math.log(s / ci[0]) ** 2 for s, ci in steps))  # type: ignore[index]
+            above = math.sqrt(sum(math.log(ci[1] / s) ** 2 for s, ci in steps))  # type: ignore[index]
+            low, high = exp.cumulative_ci
+            assert low <= value * math.exp(-below) < low + 1e-4
+            assert high - 1e-4 < value * math.exp(above) <= high
+        # One experiment read alone agrees with the whole store's derivation.
+        assert store.get_experiment(exp_id).cumulative_score == exp.cumulative_score
+
+    ranked = [e for e in store.top_experiments(100, include_buggy=True, include_pending=True)]
+    values = [e.cumulative_score for e in ranked]
+    known = [v for v in values if v is not None]
+    assert values[: len(known)] == sorted(known, reverse=True)
+    assert not any(e.is_control for e in ranked)
+    by_score = store.top_experiments(100, by="score", include_buggy=True, include_pending=True)
+    assert {e.id for e in by_score} == {e.id for e in ranked}
+    assert [e.cumulative_score for e in by_score] == [
+        listed[e.id].cumulative_score for e in by_score
+    ]
+
+
+def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
+    from kexp.commands.write import add
+    from kexp.model import MEASURED_AGAINST
+    from kexp.schema import load_schema
+
+    schema = load_schema()["properties"]["measured_against"]
+    option = next(p for p in add.params if p.name == "measured_against")
+    assert tuple(schema["enum"]) == MEASURED_AGAINST == tuple(option.type.choices)  # type: ignore[attr-defined]

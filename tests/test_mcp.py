@@ -1,0 +1,362 @@
+"""``kexp mcp`` end to end: the MCP SDK's own client launches the server as a subprocess
+and an agent's session runs against a real store in a real git repository (with a bare
+repository as its remote); every answer is checked against the files and git."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import git, init_repo
+
+pytest.importorskip("mcp")
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from kexp import Store
+from kexp.cli import main
+from kexp.export import BRIEF_FIELDS
+from kexp.mcp_server import TOOLS
+from kexp.samples import summarize
+from kexp.skill import MCP_CONFIGS, install_mcp_config, mcp_server_entry
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BASE = {"r64_c1024": [12.4, 12.1, 12.3, 12.5, 12.2], "r128_c1024": [23.1, 22.9, 23.3, 23.0]}
+CAND = {"r64_c1024": [11.8, 11.9, 11.7, 12.0, 11.8], "r128_c1024": [22.1, 21.9, 22.0, 22.2]}
+#: A second candidate, a little faster than the first.
+FASTER = {c: [t * 0.98 for t in times] for c, times in CAND.items()}
+
+
+class Agent:
+    """A client session on a ``kexp mcp`` subprocess: tool calls answer JSON."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call(self, name: str, **arguments: Any) -> tuple[bool, list[str]]:
+        """(is_error, the texts of the answer)."""
+        result = await self.session.call_tool(name, arguments)
+        texts = [block.text for block in result.content]  # type: ignore[union-attr]
+        return bool(result.is_error), texts
+
+    async def json(self, name: str, **arguments: Any) -> Any:
+        """The JSON answer of a call that must succeed."""
+        failed, texts = await self.call(name, **arguments)
+        assert not failed, texts
+        return json.loads(texts[0])
+
+
+def readme_server() -> dict[str, Any]:
+    """The ``kexp`` server of the client configuration the README shows."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("```json\n", text.index("kexp skill install --claude --mcp")) + 8
+    entry: dict[str, Any] = json.loads(text[start : text.index("```", start)])["mcpServers"]["kexp"]
+    return entry
+
+
+def run_agent(
+    cwd: Path,
+    work: Callable[[Agent], Awaitable[None]],
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+) -> None:
+    """Launch ``kexp mcp`` (``python -m kexp mcp`` unless ``command`` is given) in
+    ``cwd`` with the SDK's stdio client and run ``work``."""
+    program, *args = command or [sys.executable, "-m", "kexp", "mcp"]
+    params = StdioServerParameters(command=program, args=args, cwd=str(cwd), env=env)
+
+    async def main() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await work(Agent(session))
+
+    anyio.run(main)
+
+
+def record_fields(**overrides: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "change_summary": "Warp-shuffle row reduction - +3%",
+        "operator_sig": "csrc/softmax.cu: softmax_kernel",
+        "dtype_sig": "bf16",
+        "env": "H100, CUDA 12.4",
+        "detailed_description": "**Approach**: shuffle\n\n**Key insight**: shuffles beat smem",
+        "protocol": {"timer": "cuda_events", "warmup": 10},
+    }
+    fields.update(overrides)
+    return fields
+
+
+@pytest.fixture
+def shared_repo(tmp_path: Path) -> Path:
+    """A kernel repository holding a store, with a bare repository as ``origin``."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    repo = init_repo(tmp_path / "kernels")
+    (repo / "experiments").mkdir()
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "-u", "origin", "main")
+    return repo
+
+
+def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
+    shared_repo: Path, tmp_path: Path
+) -> None:
+    store = Store(shared_repo)
+    (tmp_path / "base.json").write_text(json.dumps(BASE), encoding="utf-8")
+    (tmp_path / "cand.json").write_text(json.dumps(FASTER), encoding="utf-8")
+    (shared_repo / "csrc").mkdir()  # the server runs in a folder below the store
+
+    async def work(agent: Agent) -> None:
+        listed = await agent.session.list_tools()
+        tools = {tool.name: tool for tool in listed.tools}
+        assert tuple(tools) == TOOLS
+        for tool in tools.values():
+            assert tool.description and tool.input_schema["type"] == "object"
+        properties = tools["record"].input_schema["properties"]
+        assert {"change_summary", "baseline", "candidate", "score", "protocol"} <= set(properties)
+        assert tools["update"].input_schema["required"] == ["exp_id", "changes", "reason"]
+
+        # Record one iteration with its samples inline, one with timings files.
+        first = await agent.json("record", baseline=BASE, candidate=CAND, **record_fields())
+        exp = store.get_experiment(first["id"])
+        summary = summarize({c: (BASE[c], CAND[c]) for c in BASE})
+        assert (first["score"], first["score_ci"]) == (summary.score, summary.score_ci)
+        assert (exp.score, exp.score_ci, exp.outcome) == (
+            first["score"],
+            first["score_ci"],
+            first["outcome"],
+        )
+        assert [r["config"] for r in exp.results] == list(BASE)
+        assert exp.protocol == {"timer": "cuda_events", "warmup": 10}
+        assert "## Samples" in exp.path.read_text(encoding="utf-8")
+        second = await agent.json(
+            "record",
+            baseline=str(tmp_path / "base.json"),
+            candidate=str(tmp_path / "cand.json"),
+            **record_fields(change_summary="Two rows per warp - +3%", pid=first["id"][:10]),
+        )
+        assert store.get_experiment(second["id"]).pid == first["id"]
+
+        # A bad score is a tool error with kexp's message; nothing is written, and the
+        # server goes on answering.
+        failed, texts = await agent.call("record", score=-1.0, **record_fields())
+        assert failed and "score must be at least 0" in texts[0] and "\n" not in texts[0]
+        failed, texts = await agent.call("record", score="fast", **record_fields())
+        assert failed and "score" in texts[0]
+        assert len(store.list_experiments()) == 2
+
+        # Consult: the packet names what was recorded.
+        failed, texts = await agent.call("consult", operator="softmax", plan="warp shuffle")
+        assert not failed and first["id"][:10] in texts[0] and "## Current best" in texts[0]
+        packet = json.loads((await agent.call("consult", operator="softmax", format="json"))[1][0])
+        assert second["score"] > first["score"] and packet["best"]["id"] == second["id"]
+        ranked = await agent.json("top")
+        truth = store.top_experiments(20)
+        assert [r["id"] for r in ranked] == [e.id for e in truth]
+        assert set(ranked[0]) <= set(BRIEF_FIELDS)  # what kexp top --json --brief prints
+        shown = await agent.json("show", exp_id=first["id"][:10])
+        assert (shown["id"], shown["score"], shown["samples"]) == (exp.id, exp.score, exp.samples)
+        forest = await agent.json("tree", operator="softmax")
+        assert [(n["id"], [c["id"] for c in n["children"]]) for n in forest] == [
+            (first["id"], [second["id"]])
+        ]
+        related = await agent.json("similar", text="warp shuffle reduction")
+        assert {m["id"] for m in related} <= {first["id"], second["id"]} and related
+        assert await agent.json("lessons") == {
+            "buggy": [], "regression": [], "marginal": [], "interference": []
+        }  # fmt: skip
+        failed, texts = await agent.call("show", exp_id="ffffffffff")
+        assert failed and "ffffffffff" in texts[0]
+
+        # Correct with a reason (the stale measurement warned), add a round, share.
+        failed, texts = await agent.call(
+            "update",
+            exp_id=second["id"][:10],
+            changes={"score": "1.02", "score_ci": [1.01, 1.03]},
+            reason="typo",
+        )
+        assert not failed, texts
+        assert json.loads(texts[0])["changed"] == ["score", "score_ci"]
+        assert any(t.startswith("kexp: warning:") and "remeasure" in t for t in texts[1:])
+        corrected = store.get_experiment(second["id"])
+        assert corrected.score == 1.02 and "Reason: typo" in corrected.detailed_description
+        failed, texts = await agent.call(
+            "update", exp_id=second["id"], changes={"score": 1.1}, reason=""
+        )
+        assert failed and store.get_experiment(second["id"]).score == 1.02
+        again = await agent.json("remeasure", exp_id=first["id"], baseline=BASE, candidate=CAND)
+        pooled = summarize({c: (BASE[c] * 2, CAND[c] * 2) for c in BASE})
+        assert (again["score"], again["score_ci"]) == (pooled.score, pooled.score_ci)
+        shared = await agent.json("sync", message="experiments from the agent")
+        assert sorted(shared["committed"]) == sorted(
+            str(e.path.relative_to(shared_repo)) for e in store.list_experiments()
+        )
+
+    run_agent(shared_repo / "csrc", work)
+    log = git(shared_repo.parent / "remote.git", "log", "--format=%s", "main")
+    assert log.splitlines()[0] == "experiments from the agent"
+
+
+def test_the_store_is_kexp_root_and_a_missing_store_is_a_tool_error(
+    repo: Path, tmp_path: Path
+) -> None:
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+
+    async def without_store(agent: Agent) -> None:
+        failed, texts = await agent.call("top")
+        assert failed and "no kexp store found" in texts[0]
+        assert (await agent.session.list_tools()).tools  # still answering
+
+    run_agent(nowhere, without_store)
+
+    async def with_root(agent: Agent) -> None:
+        made = await agent.json("record", score=1.05, **record_fields())
+        assert Store(repo).get_experiment(made["id"]).score == 1.05
+
+    # The command the README's configuration runs, as written (kexp on the PATH).
+    entry = readme_server()
+    program = shutil.which(entry["command"]) or shutil.which(
+        entry["command"], path=str(Path(sys.executable).parent)
+    )
+    assert program, "kexp is not installed beside this Python"
+    run_agent(nowhere, with_root, env={"KEXP_ROOT": str(repo)}, command=[program, *entry["args"]])
+
+
+def test_an_agent_that_only_fetched_reads_what_another_synced_through_kexp_mcp(
+    tmp_path: Path,
+) -> None:
+    """The read tools take refs/all_refs (issue 24): agent B's server, in a clone that
+    only fetched, answers from agent A's synced experiments, as the files on A's branch
+    hold them (read with git); without refs it does not see them."""
+    from test_sync import clone, make_remote
+
+    from kexp.publish import sync
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    first = Store(alice).create_experiment(
+        base_commit=base, score=1.03, status="done", **record_fields()
+    )
+    second = Store(alice).create_experiment(
+        base_commit=base,
+        score=1.05,
+        status="done",
+        pid=first.id,
+        measured_against="parent",
+        **record_fields(change_summary="Two rows per warp - +5%"),
+    )
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    synced = git(bob, "show", f"origin/kexp/alice:{second.path.relative_to(alice).as_posix()}")
+    assert f"id: {second.id}" in synced and "score: 1.05" in synced
+
+    async def work(agent: Agent) -> None:
+        assert await agent.json("top") == []  # bob's own store is empty
+        ranked = await agent.json("top", all_refs=True)
+        assert [r["id"] for r in ranked] == [second.id, first.id]  # the tip first
+        assert ranked[0]["cumulative_score"] == pytest.approx(1.03 * 1.05)
+        assert ranked[0]["ref"] == "origin/kexp/alice"
+        shown = await agent.json("show", exp_id=second.id[:10], refs=["origin/*"])
+        assert (shown["id"], shown["score"], shown["ref"]) == (second.id, 1.05, "origin/kexp/alice")
+        failed, texts = await agent.call("show", exp_id=second.id[:10])
+        assert failed and second.id[:10] in texts[0]
+        failed, texts = await agent.call("consult", operator="softmax", all_refs=True)
+        assert not failed and second.id[:10] in texts[0] and "## Current best" in texts[0]
+        related = await agent.json("similar", text="two rows per warp", refs=["origin/*"])
+        assert second.id in [m["id"] for m in related]
+        forest = await agent.json("tree", operator="softmax", all_refs=True)
+        assert [(n["id"], [c["id"] for c in n["children"]]) for n in forest] == [
+            (first.id, [second.id])
+        ]
+
+    run_agent(bob, work)
+
+
+def test_kexp_mcp_without_the_sdk_says_how_to_install_it(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, "kexp.mcp_server", raising=False)
+    for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if never installed
+    result = CliRunner().invoke(main, ["mcp", "--root", str(repo)])
+    assert result.exit_code == 2
+    assert 'pip install "kexp[mcp]"' in result.stderr and "Traceback" not in result.stderr
+
+
+# --- the client configuration ------------------------------------------------------------
+
+
+def test_skill_install_mcp_merges_the_client_configuration(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    claude = repo / ".mcp.json"
+    others = {
+        "mcpServers": {"github": {"command": "gh-mcp", "args": ["serve"]}},
+        "inputs": [{"id": "token"}],
+    }
+    claude.write_text(json.dumps(others), encoding="utf-8")
+    result = CliRunner().invoke(main, ["skill", "install", "--claude", "--mcp"])
+    assert result.exit_code == 0, result.output
+    written = json.loads(claude.read_text(encoding="utf-8"))
+    assert written["inputs"] == others["inputs"]
+    assert written["mcpServers"] == {
+        **others["mcpServers"],
+        "kexp": {"command": "kexp", "args": ["mcp"]},
+    }
+    assert (repo / ".claude" / "skills" / "kernel-exp-history" / "SKILL.md").is_file()
+    # Again: the same file (kexp's entry replaced, not added twice).
+    assert CliRunner().invoke(main, ["skill", "install", "--mcp"]).exit_code == 0
+    assert json.loads(claude.read_text(encoding="utf-8")) == written
+
+    result = CliRunner().invoke(main, ["skill", "install", "--cursor", "--mcp"])
+    assert result.exit_code == 0, result.output
+    cursor = json.loads((repo / MCP_CONFIGS["cursor"]).read_text(encoding="utf-8"))
+    assert cursor == {
+        "mcpServers": {
+            "kexp": {
+                "command": "kexp",
+                "args": ["mcp"],
+                "env": {"KEXP_ROOT": "${workspaceFolder}"},
+            }
+        }
+    }
+
+
+def test_a_store_below_the_project_is_named_for_each_client(tmp_path: Path) -> None:
+    project = init_repo(tmp_path / "project")
+    store = project / "perf" / "history"
+    (store / "experiments").mkdir(parents=True)
+    assert mcp_server_entry("claude", project=project, store=store) == {
+        "command": "kexp",
+        "args": ["mcp", "--root", "perf/history"],
+    }
+    assert mcp_server_entry("cursor", project=project, store=store)["env"] == {
+        "KEXP_ROOT": "${workspaceFolder}/perf/history"
+    }
+    elsewhere = tmp_path / "elsewhere"
+    assert mcp_server_entry("claude", project=project, store=elsewhere)["args"] == [
+        "mcp",
+        "--root",
+        str(elsewhere.resolve()),
+    ]
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"mcpServers": []}'])
+def test_a_client_configuration_kexp_cannot_read_is_left_alone(repo: Path, text: str) -> None:
+    path = repo / ".mcp.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(Exception, match="fix or move it first"):
+        install_mcp_config("claude", project=repo)
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_the_readme_shows_the_configuration_kexp_writes() -> None:
+    assert readme_server() == mcp_server_entry("claude")
