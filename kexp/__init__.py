@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
     from kexp.htmlreport import ReportResult
     from kexp.location import find_root, init_store
+    from kexp.migration import LayoutMigration
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
     from kexp.publish import SyncResult
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidIdError",
     "KernelExperiment",
     "KexpError",
+    "LayoutMigration",
     "LockTimeoutError",
     "Problem",
     "Settings",
@@ -81,6 +83,7 @@ __all__ = [
     "history",
     "init_store",
     "list_experiments",
+    "migrate_layout",
     "record_iteration",
     "remeasure",
     "report",
@@ -107,6 +110,7 @@ _LAZY = {
     "StoreNotFoundError": "kexp.errors",
     "SyncConflictError": "kexp.errors",
     "SyncResult": "kexp.publish",
+    "LayoutMigration": "kexp.migration",
     "ValidationError": "kexp.errors",
     "KernelExperiment": "kexp.model",
     "Problem": "kexp.problems",
@@ -363,3 +367,12 @@ def sync(
         dry_run=dry_run,
         attempts=attempts,
     )
+
+
+def migrate_layout(*, dry_run: bool = False) -> LayoutMigration:
+    """Move the default store's month-layout files into
+    ``experiments/<YYYY>/<MM>/<xx>/`` (staged as renames in git); ``dry_run`` says what
+    would move. See :func:`kexp.migration.migrate_layout`."""
+    from kexp.migration import migrate_layout as migrate
+
+    return migrate(default_store(), dry_run=dry_run)

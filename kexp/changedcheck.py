@@ -224,7 +224,7 @@ def _add_folded(
             exp_id = id_from_name(path)
             assert exp_id is not None
             changes.added.append(ExperimentChange(exp_id, "added", item.path, None, None, item, {}))
-    changes.added.sort(key=lambda c: str(c.path))
+    changes.added.sort(key=lambda c: (c.id, str(c.path)))  # id order, as changes() gives
 
 
 def head_of(store: Store, head: str | None) -> str | None:

@@ -268,6 +268,7 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     Experiments are matched by id, so a renamed or moved file is one modified
     experiment. Each modified one lists the fields that changed, old → new (a file whose
     fields are unchanged but whose text changed, e.g. reformatted, is listed with none).
+    Each list is in id order.
     Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
     revision.
     """
@@ -351,8 +352,8 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
                     diff_fields(_document_values(before), _document_values(after)),
                 )
             )
-    for group in (result.added, result.modified, result.removed):
-        group.sort(key=lambda c: str(c.path))
+    # In id order, as built: creation order for kexp's ids (paths are not: the fan-out
+    # folder comes before the id).
     return result
 
 

@@ -53,6 +53,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
             "first."),
     "mcp": ("agents", "Serve kexp's tools to agent clients over the Model Context Protocol "
             "(stdio)."),
+    "migrate-layout": ("admin", "Move month-layout files to experiments/YYYY/MM/xx/."),
     "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
     "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
     "remeasure": ("write", "Add a round of measurement to an experiment (no best-of-N)."),

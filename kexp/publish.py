@@ -230,6 +230,7 @@ def _sync(
             folder,
             (lambda _: message) if message else _message,
             keep=publishable,
+            moved=_moved_away,
             write=not dry_run,
         )
         if made is not None:
@@ -352,6 +353,16 @@ def _publishable(path: str, location: StoreLocation) -> bool:
 def _hidden(path: str, folder: str) -> bool:
     """Whether a file under ``folder`` is hidden (writers' temporary files are)."""
     return any(part.startswith(".") for part in path[len(folder) + 1 :].split("/"))
+
+
+def _moved_away(present: list[str], gone: list[str]) -> list[str]:
+    """The files of ``gone`` (deleted here) whose experiment is at one of the
+    ``present`` paths: moved (``kexp migrate-layout``), so their old path goes too,
+    else the branch would hold each of them twice."""
+    from kexp.rules import id_from_name
+
+    here = {id_from_name(path) for path in present} - {None}
+    return [path for path in gone if id_from_name(path) in here]
 
 
 def _listing(paths: list[str]) -> str:

@@ -63,7 +63,7 @@ from kexp.htmlreport.pages import (
     experiment_page,
     experiment_page_context,
     experiment_path,
-    operator_page,
+    operator_pages,
     overview_page,
 )
 from kexp.lessons import LESSON_GROUPS, key_insight
@@ -89,7 +89,7 @@ _LAYOUT_SOURCES = ("__init__.py", "markup.py", "pages.py", "svg.py")
 _REPORT_FILE = re.compile(
     rf"index\.html|{re.escape(MARKER)}|{re.escape(PAGES)}|assets/report\.(?:css|js)|"
     rf"{EXPERIMENT_DIR}/[0-9a-f]{{{PAGE_DIGITS}}}\.html|"
-    rf"{OPERATOR_DIR}/[a-z0-9-]+-[0-9a-f]{{8}}\.html|"
+    rf"{OPERATOR_DIR}/[a-z0-9-]+-[0-9a-f]{{8}}(?:--(?:experiments|lessons)-[0-9]+)?\.html|"
     rf"(?:assets|{EXPERIMENT_DIR}|{OPERATOR_DIR})/"  # empty (a report of no experiment)
 )
 #: How long a report waits for another one writing into the same folder (seconds).
@@ -328,21 +328,35 @@ def _link_earlier(earlier: _Earlier, name: str, key: str, folder: Path) -> int |
 def _operator_pages(
     site: Site, folder: Path, earlier: _Earlier, keys: dict[str, bytes]
 ) -> list[tuple[str, str, int]]:
-    """Write (or reuse) every operator's page, split between two processes as the
-    experiment pages; (path, key, bytes) of each."""
+    """Write (or reuse) every operator's pages (its page, and the further pages of its
+    lessons and experiments), split between two processes as the experiment pages;
+    (path, key, bytes) of each. An operator's pages are reused all together or written
+    again all together."""
     from kexp.parallel import in_two_processes
 
     def work(operators: list[str]) -> list[tuple[str, str, int]]:
         records = []
         for operator in operators:
-            name = f"{OPERATOR_DIR}/{site.slugs[operator]}.html"
             key = _page_key(earlier.layout, operator, site.operators[operator], keys)
-            size = _link_earlier(earlier, name, key, folder)
-            if size is None:
-                data = operator_page(site, operator).encode("utf-8", "replace")
-                (folder / name).write_bytes(data)
-                size = len(data)
-            records.append((name, key, size))
+            slug = site.slugs[operator]
+            names = sorted(
+                name
+                for name in earlier.pages
+                if name == f"{OPERATOR_DIR}/{slug}.html"
+                or name.startswith(f"{OPERATOR_DIR}/{slug}--")
+            )
+            sizes = [_link_earlier(earlier, name, key, folder) for name in names]
+            if not names or None in sizes:  # written again, all of its pages
+                for name in names:
+                    (folder / name).unlink(missing_ok=True)
+                made = [
+                    (name, html.encode("utf-8", "replace"))
+                    for name, html in operator_pages(site, operator)
+                ]
+                for name, data in made:
+                    (folder / name).write_bytes(data)
+                names, sizes = [name for name, _ in made], [len(data) for _, data in made]
+            records += [(name, key, size or 0) for name, size in zip(names, sizes, strict=True)]
         return records
 
     operators = list(site.operators)
