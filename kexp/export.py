@@ -202,15 +202,6 @@ def _empty(value: Any) -> bool:
     return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
 
 
-def fields_of_record(record: dict[str, Any]) -> dict[str, Any]:
-    """What :meth:`kexp.Store.create_experiment` takes to store the experiment of a
-    record again, the same file: the record less its derived values."""
-    fields = {k: v for k, v in record.items() if k not in DERIVED_FIELDS}
-    if isinstance(fields.get("extra_sections"), list):
-        fields["extra_sections"] = [tuple(pair) for pair in fields["extra_sections"]]
-    return fields
-
-
 def sort_experiments(
     experiments: Iterable[KernelExperiment], field: str, *, descending: bool = False
 ) -> list[KernelExperiment]:

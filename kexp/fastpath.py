@@ -28,7 +28,6 @@ _MAPPING_ITEM_LINE = re.compile(r"- \{(.*)\}")
 _QUOTED = r"'([^'\n]*(?:''[^'\n]*)*)'"
 # A plain scalar in a flow collection: no flow indicators, quotes, ':' or '#'.
 _PLAIN_ITEM_TEXT = r"[A-Za-z0-9_./(+~\-][^\t'\"\[\]{},#&*!|>%@`:]*"
-_PLAIN_ITEM = re.compile(_PLAIN_ITEM_TEXT)
 _SINGLE_QUOTED = re.compile(_QUOTED)
 # One item of a flow list, then ', ' and the next item, or the end.
 _FLOW_ITEM = re.compile(r"(?:" + _QUOTED + r"|(" + _PLAIN_ITEM_TEXT + r"))(?:, (?=.)|$)")

@@ -259,8 +259,3 @@ class Row(_RowValues):
 def row_of(values: tuple[Any, ...], path: str, key: bytes, where: Seen | None = None) -> Row:
     """The row of a valid file's values, found at ``path`` (relative)."""
     return Row._make((*values, path, key, where))
-
-
-def name_mismatch(values: tuple[Any, ...], name_id: str) -> bool:
-    """Whether a valid content's id differs from the id in its file's name."""
-    return bool(values[_ID] != name_id)
