@@ -64,6 +64,7 @@ _WORD_TAGS = {
 def _yaml() -> tuple[Any, dict[Any, Any], type[Exception]]:
     """PyYAML's scalar constructor, implicit resolvers and error, imported on first use
     (most canonical files need none of them)."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     resolvers = yaml.resolver.Resolver.yaml_implicit_resolvers
@@ -125,6 +126,7 @@ def _tag_of_plain(value: str) -> str:
 
 def _construct(kind: str, tag: str, value: str) -> Any:
     """PyYAML's value of a plain int or float scalar (``_Unsure`` if it refuses it)."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     constructor, _, error = _yaml()
