@@ -127,7 +127,7 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
 
     def __getattr__(name: str) -> Any:
         """Import a public name (or a submodule, as ``import kexp`` once did) on first use."""
-        import importlib
+        import importlib  # lazy: import kexp alone loads no importlib
 
         module_name = _LAZY.get(name)
         if module_name is not None:
@@ -135,9 +135,9 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
             globals()[name] = value  # later lookups are plain attribute reads
             return value
         if not name.startswith("_"):
-            import importlib.util
+            from importlib.util import find_spec  # lazy: only to find a submodule
 
-            if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            if find_spec(f"{__name__}.{name}") is not None:
                 return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -166,6 +166,7 @@ def default_store(refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
     """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`);
     with ``refs`` (patterns such as ``origin/*``) or ``all_refs``, read with the store at
     those refs too: one entry per experiment, its newest version."""
+    # lazy: import kexp loads nothing of the library
     from kexp.location import find_root
     from kexp.store import Store
 
@@ -232,6 +233,7 @@ def children(exp_id: str) -> list[KernelExperiment]:
 def record_iteration(**arguments: Any) -> KernelExperiment:
     """Record one iteration in one call: timings in, score, results and raw_result
     computed, validated and written (see :func:`kexp.measure.record_iteration`)."""
+    # lazy: import kexp loads nothing of the library
     from kexp.measure import record_iteration as record
 
     return record(default_store(), **arguments)
@@ -241,6 +243,7 @@ def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
     """Add a round of measurement to an experiment: its samples pooled with the earlier
     rounds, score and interval recomputed, the correction recorded (see
     :func:`kexp.measure.remeasure`)."""
+    # lazy: import kexp loads nothing of the library
     from kexp.measure import remeasure as add_round
 
     return add_round(default_store(), exp_id, **arguments)
@@ -256,6 +259,7 @@ def report(
     """Write the static HTML report of the default store's experiments matching
     ``filters`` to ``output`` (default ``.kexp/report``); see
     :func:`kexp.htmlreport.build_report`. ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
     from kexp.htmlreport import build_report
 
     return build_report(default_store(refs, all_refs=all_refs), output, **filters)
@@ -304,6 +308,7 @@ def context(
     ``budget`` tokens (``.text`` Markdown or JSON, ``.data``): the best and its lineage,
     related failures and successes, what not to repeat, what was never tried (see
     :func:`kexp.briefing.context`); ``refs``/``all_refs``: what other agents synced too."""
+    # lazy: import kexp loads nothing of the library
     from kexp.briefing import context as make_context
 
     return make_context(
@@ -332,6 +337,7 @@ def similar(
 ) -> list[Match]:
     """The experiments most related to a plan (``text``), a diff or an experiment, best
     first (see :func:`kexp.retrieval.similar`); ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
     from kexp.retrieval import similar as find_similar
 
     return find_similar(
@@ -357,6 +363,7 @@ def sync(
     """Publish the default store's experiments: commit the files under ``experiments/``
     (nothing else), fetch ``remote``, merge when both moved, push (retried when another
     clone pushed first; never forced). See :func:`kexp.publish.sync`."""
+    # lazy: import kexp loads nothing of the library
     from kexp.publish import sync as publish
 
     return publish(

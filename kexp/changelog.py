@@ -17,10 +17,12 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp import git as kgit
 from kexp import ids
 from kexp.errors import ExperimentNotFoundError, KexpError
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS
+from kexp.snapshot import StoreLocation
 from kexp.validate import (
     CheckedFile,
     check_bytes,
@@ -142,9 +144,6 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     revision, :class:`~kexp.errors.ExperimentNotFoundError` when git has no file with
     that id either.
     """
-    from kexp import git as kgit
-    from kexp.snapshot import StoreLocation
-
     location = StoreLocation.of(store.root)
     if revision is None:
         revision = store.commit or "HEAD"
@@ -272,9 +271,6 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
     revision.
     """
-    from kexp import git as kgit
-    from kexp.snapshot import StoreLocation
-
     location = StoreLocation.of(store.root)
     repo = location.repo
     base_sha = kgit.resolve_commit(repo, base)

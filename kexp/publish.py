@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import GitError, KexpError, SyncConflictError
+from kexp.errors import GitError, KexpError, LockTimeoutError, SyncConflictError
 from kexp.validate import README_NAME
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def sync(
     push the remote refuses (in its words). Another sync of the same store is waited
     for (:data:`SYNC_WAIT_S`).
     """
-    from kexp.errors import LockTimeoutError
+    # lazy: not every command that imports this module needs kexp.locking
     from kexp.locking import exclusive_lock
 
     lock = store.cache_dir / "locks" / "sync.lock"
@@ -164,6 +164,7 @@ def _sync(
     sleep: Callable[[float], None],
 ) -> SyncResult:
     """:func:`sync`, holding the store's sync lock."""
+    # lazy: not every command that imports this module needs kexp.git, kexp.snapshot
     from kexp import git as kgit
     from kexp.snapshot import StoreLocation
 

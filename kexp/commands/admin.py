@@ -71,6 +71,7 @@ def validate(
       kexp validate --changed origin/main --format github     in a pull request
       kexp validate experiments/2026/11/7b/6749f3a0c2d41e7b-fused-unroll.md
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.formatting import expand_paths
 
     store = get_store(ctx)
@@ -81,6 +82,7 @@ def validate(
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
         if changed is not None:
+            # lazy: one command's library, loaded when that command runs
             from kexp.changedcheck import check_changes
             from kexp.provenance import strict_problems
 
@@ -125,6 +127,7 @@ def init(directory: Path) -> None:
     Example:
       kexp init ~/kernels
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.location import init_store_made
 
     made = init_store_made(directory)
@@ -154,6 +157,7 @@ def env(as_json: bool) -> None:
       kexp env
       kexp add --env "$(kexp env)" ...
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.envinfo import detect_env
 
     info = detect_env()
@@ -182,6 +186,7 @@ def settings(ctx: click.Context, as_json: bool) -> None:
       kexp settings
       echo 'improvement_above = 1.05' >> kexp.toml && kexp settings
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.settings import SETTINGS_FILE, effective_settings
 
     store = get_store(ctx)

@@ -70,6 +70,7 @@ from kexp.lessons import LESSON_GROUPS, key_insight
 from kexp.locking import folder_lock
 from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part
+from kexp.version import __version__
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -141,8 +142,6 @@ def build_report(
     generated (default: now). Raises :class:`~kexp.errors.KexpError` when ``output``
     is a file, or a folder that holds other files than a report of kexp.
     """
-    from kexp.version import __version__
-
     target = Path(output) if output is not None else default_output(store)
     _check_output(target)
     experiments = store.list_experiments(brief=True, **filters)
@@ -229,8 +228,6 @@ class _Earlier:
 
 def _layout_digest() -> str:
     """A hash of what decides a page besides its data: this code, the assets, kexp."""
-    from kexp.version import __version__
-
     digest = hashlib.sha256(__version__.encode())
     package = resources.files("kexp.htmlreport")
     for name in _LAYOUT_SOURCES:
@@ -332,6 +329,7 @@ def _operator_pages(
     lessons and experiments), split between two processes as the experiment pages;
     (path, key, bytes) of each. An operator's pages are reused all together or written
     again all together."""
+    # lazy: not every command that imports this module needs kexp.parallel
     from kexp.parallel import in_two_processes
 
     def work(operators: list[str]) -> list[tuple[str, str, int]]:
@@ -379,6 +377,7 @@ def _experiment_pages(
     which does the child's half here if the child fails; ``KEXP_NO_FORK`` turns it off).
     The pages are the same either way.
     """
+    # lazy: not every command that imports this module needs kexp.parallel
     from kexp.parallel import in_two_processes
 
     grouped: dict[str, list[KernelExperiment]] = {}

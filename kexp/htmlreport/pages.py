@@ -103,6 +103,7 @@ def best_tip(experiments: Iterable[KernelExperiment]) -> KernelExperiment | None
 
 def operator_slug(operator: str) -> str:
     """The operator page's file name (without ``.html``): readable, and unique by hash."""
+    # lazy: not every command that imports this module needs kexp.validate
     from kexp.validate import slugify
 
     digest = hashlib.sha1(operator.encode("utf-8", "surrogatepass")).hexdigest()[:8]
