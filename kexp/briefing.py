@@ -47,7 +47,7 @@ from kexp.campaign import Derivation, Derived, describe_control, latest_control
 from kexp.errors import KexpError
 from kexp.query import chronological
 from kexp.query import rank as ranked
-from kexp.retrieval import Search, repeats_in, score_interval, searching
+from kexp.retrieval import Search, asked, repeats_in, score_interval, searching
 
 if TYPE_CHECKING:
     from kexp.dedupe import Repeat
@@ -135,7 +135,6 @@ def context(
         raise KexpError("give the operator (a substring of operator_sig, as for kexp top)")
     if budget <= 0:
         raise KexpError(f"the budget must be a positive number of tokens, not {budget}")
-    from kexp.retrieval import asked
 
     def gather() -> tuple[dict[str, Any], list[Entry]]:
         with searching(store) as search:
