@@ -504,20 +504,26 @@ def _flip_bits_store(store: Store, make_experiment: MakeExperiment) -> None:
 
 
 def _damage_answers(store: Store) -> dict[str, Any]:
+    """The answers of :func:`_answers` and more, with the warnings each query gave (the
+    broken file is warned about by every query that reads it: cached or not, the same)."""
     answers = _answers(store)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         store.list_experiments(brief=True)
-    answers["warnings"] = sorted(str(w.message) for w in caught)
-    answers["top-filtered"] = [e.id for e in store.top_experiments(3, dtype="fp8", brief=True)]
-    ids = [item[0] for item in answers["list"]]
-    for exp_id in ids[:4]:
-        answers[f"children {exp_id}"] = [e.id for e in store.children(exp_id)]
-        answers[f"get {exp_id}"] = store.get_experiment(exp_id[:12]).score
-    try:
-        store.get_experiment("0123456789abcdef")
-    except ExperimentNotFoundError:
-        answers["missing"] = "not found"
+        answers["warnings"] = sorted(str(w.message) for w in caught)
+        del caught[:]
+        answers["top-filtered"] = [e.id for e in store.top_experiments(3, dtype="fp8", brief=True)]
+        ids = [item[0] for item in answers["list"]]
+        for exp_id in ids[:4]:
+            answers[f"children {exp_id}"] = [e.id for e in store.children(exp_id)]
+            answers[f"get {exp_id}"] = store.get_experiment(exp_id[:12]).score
+        try:
+            store.get_experiment("0123456789abcdef")
+        except ExperimentNotFoundError:
+            answers["missing"] = "not found"
+        answers["warnings of the other queries"] = [
+            (w.category.__name__, str(w.message)) for w in caught
+        ]
     return answers
 
 

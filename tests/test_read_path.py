@@ -27,6 +27,7 @@ import kexp
 from kexp import Store
 from kexp.cli import main
 from kexp.dedupe import code_shingles, shingle_similarity
+from kexp.errors import NearDuplicateWarning
 from kexp.publish import sync
 
 #: The cache's racy window (ns): a file changed this recently is read again.
@@ -331,9 +332,11 @@ def test_a_damaged_cache_is_rebuilt_and_reads_across_refs_answer_the_files(
     agents: tuple[Path, Path, str], damage: Any
 ) -> None:
     alice, bob, base = agents
-    for n in range(4):
-        record(alice if n % 2 else bob, base, f"Try {n} - +{n}%", score=1 + n / 100,
-               code_change=OPENMP.replace("8", str(n + 2)))  # fmt: skip
+    # Four versions of one change, two in each clone: each clone's second is a near-duplicate.
+    with pytest.warns(NearDuplicateWarning):
+        for n in range(4):
+            record(alice if n % 2 else bob, base, f"Try {n} - +{n}%", score=1 + n / 100,
+                   code_change=OPENMP.replace("8", str(n + 2)))  # fmt: skip
     sync(Store(bob), branch="kexp/bob")
     git(alice, "fetch", "-q")
 

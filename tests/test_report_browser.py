@@ -239,6 +239,7 @@ def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
     assert "\u202e" not in page.eval("document.body.innerText")
 
 
+@pytest.mark.slow  # scale: pytest -m slow (.ci/run)
 def test_a_larger_store_draws_every_experiment(
     repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
 ) -> None:

@@ -52,7 +52,7 @@ from kexp.review import (
 )
 from kexp.suspect import suspect_reasons
 from kexp.validate import CheckedFile, check_bytes, id_from_name
-from tests.conftest import REPO_ROOT, git, run_kexp
+from tests.conftest import git, run_kexp
 from tests.test_validate_scale import (
     NOWHERE,
     A,
@@ -602,11 +602,12 @@ def test_the_commands_print_what_they_printed(
     result = run_kexp("validate", "--changed", "main", cwd=repo, env={"NO_COLOR": "1"})
     expected = reference_check_changes(store, "main")
     assert result.returncode == 1, result.stderr
+    here = os.getcwd()
     os.chdir(repo)  # the command shows paths relative to where it runs
     try:
         assert result.stdout == "".join(f"{p.format()}\n" for p in expected.problems)
     finally:
-        os.chdir(REPO_ROOT)
+        os.chdir(here)  # where the test ran, not the repository's root
     errors = sum(p.severity == "error" for p in expected.problems)
     summary = (
         f"{len(expected.changed_paths)} changed file(s) checked, and the store-wide checks: "
@@ -733,11 +734,12 @@ def test_validate_at_a_revision_reports_what_it_reported(
     assert at.validate(given) == reference_validate(at, given)
     result = run_kexp("validate", "--rev", "pr", cwd=repo, env={"NO_COLOR": "1"})
     assert result.returncode == 1
+    here = os.getcwd()
     os.chdir(repo)
     try:
         assert result.stdout == "".join(f"{p.format()}\n" for p in expected)
     finally:
-        os.chdir(REPO_ROOT)
+        os.chdir(here)  # where the test ran, not the repository's root
     # the bytes (or the problem) of each file, as check_files reads them
     paths = [str(pr_store[name]) for name in ("N5", "link", "A", "R2")]
     for (path, data), checked in zip(
