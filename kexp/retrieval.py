@@ -785,11 +785,12 @@ def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:
     """Those of the contents ``keys`` that the store's git repository holds (none
     outside one)."""
     from kexp import git as kgit
+    from kexp import gitobjects
     from kexp.errors import GitError
 
     try:
         repo = kgit.find_worktree(store.root)
-        found = kgit.object_names(repo, [key.hex() for key in keys])
+        found = gitobjects.object_names(repo, [key.hex() for key in keys])
     except GitError:
         return set()
     return {key for key, name in zip(keys, found, strict=True) if name and name[1] == "blob"}
