@@ -645,7 +645,7 @@ def export(
     in FILE.kexp.json, which kexp import reads back.
 
     Python: kexp.export.export(store, stream, format, **filters);
-    kexp.legacy.export_legacy(path, store).
+    kexp.legacyexport.export_legacy(path, store).
 
     \b
     Examples:
@@ -676,7 +676,7 @@ def export(
 
 def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
     from kexp.errors import KexpError
-    from kexp.legacy import dump_legacy, export_legacy, legacy_export
+    from kexp.legacyexport import dump_legacy, export_legacy, legacy_export
 
     if filtered:
         raise KexpError("--format legacy exports the whole store: drop filters and --fields")
