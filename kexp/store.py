@@ -905,7 +905,7 @@ class Store:
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
             )
         if exp.code_change:
-            from kexp.retrieval import warn_tried_before
+            from kexp.repeats import warn_tried_before
 
             # Recorded all the same; the warning names the earlier experiments.
             warn_tried_before(
