@@ -27,10 +27,9 @@ import pytest
 from conftest import experiment_fields, git, init_repo, run_kexp
 
 from kexp import KexpError, Store
-from kexp.errors import GitError, ValidationError
+from kexp.errors import GitError, InvalidExperimentWarning, ValidationError
 from kexp.formatting import format_files
 from kexp.settings import DEFAULT_SETTINGS
-from kexp.store import InvalidExperimentWarning
 from kexp.validate import read_and_check
 
 ID = "6749f3a0c2d41e7b"
