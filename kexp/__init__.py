@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from kexp.settings import DEFAULT_SETTINGS, Settings
     from kexp.store import Store
 
-__version__ = "0.1.0"
+from kexp.version import __version__ as __version__
 
 __all__ = [
     "DEFAULT_SETTINGS",

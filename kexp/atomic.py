@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -184,3 +186,22 @@ def write_failure(path: Path, exc: OSError) -> KexpError:
     }
     hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
     return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
+
+
+def replace_folder(staging: Path, target: Path) -> None:
+    """Put the finished folder ``staging`` in place of ``target`` (a folder, or
+    nothing): ``target`` is renamed aside, ``staging`` renamed to it, then the old one
+    removed; when the second rename fails the old folder is put back. A reader sees the
+    old folder or the new one, whole (the report, :mod:`kexp.htmlreport`)."""
+    old: Path | None = None
+    if target.exists():
+        old = target.parent / f".{target.name}.kexp-old-{secrets.token_hex(4)}"
+        os.rename(target, old)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if old is not None:
+            os.rename(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

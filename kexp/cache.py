@@ -118,7 +118,7 @@ def code_fingerprint() -> str:
 
 def header(settings: Settings) -> str:
     """The header row: what a cache file must have been written by to be read."""
-    from kexp import __version__
+    from kexp.version import __version__
 
     return (
         f"{LAYOUT} kexp={__version__} sources={code_fingerprint()} "

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kexp.fields import FIELD
 from kexp.problems import Problem, sort_problems
 from kexp.scan import Keep, scan, value_positions
 from kexp.validate import (
@@ -280,16 +281,19 @@ class Facts(NamedTuple):
 
 #: The values of :class:`Facts` read from the front-matter (after ``combines``), with
 #: their defaults (:class:`KernelExperiment`'s).
-FACT_FIELDS = (
-    ("score", 0.0),
-    ("status", "new"),
-    ("is_buggy", False),
-    ("operator_sig", ""),
-    ("created_at", ""),
-    ("change_summary", ""),
-    ("score_ci", ()),
-    ("measured_against", ""),
-    ("tags", ()),
+FACT_FIELDS = tuple(
+    (name, FIELD[name].absent())
+    for name in (
+        "score",
+        "status",
+        "is_buggy",
+        "operator_sig",
+        "created_at",
+        "change_summary",
+        "score_ci",
+        "measured_against",
+        "tags",
+    )
 )
 #: What a review keeps of the tags: only whether the experiment is a control.
 _CONTROL = ("control",)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kexp import __version__
 from kexp.commands.exits import EXIT_BUG, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from kexp.version import __version__
 
 if TYPE_CHECKING:
     from pathlib import Path

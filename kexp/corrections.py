@@ -16,15 +16,14 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import KexpError, StaleMeasurementWarning
-from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
+from kexp.fields import ALL_FIELDS, BODY_FIELDS, JSON_FIELDS, TEXT_LIST_FIELDS
+from kexp.model import KernelExperiment
 
 if TYPE_CHECKING:
     from kexp.store import Store
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
-_LIST_FIELDS = frozenset({"tags", "combines"})
-_JSON_FIELDS = frozenset({"results", "score_ci", "protocol"})
 #: Fields a correction note names instead of quoting (long texts, per-config lists).
 _NAMED_FIELDS = frozenset({*BODY_FIELDS, "results"})
 
@@ -50,14 +49,14 @@ def parse_value(field: str, raw: str) -> Any:
         if lowered in _FALSE:
             return False
         raise KexpError(f"is_buggy={raw!r} is not true or false")
-    if field in _LIST_FIELDS:
+    if field in TEXT_LIST_FIELDS:
         if raw.strip().startswith("["):
             value = _json(field, raw)
             if not isinstance(value, list):
                 raise KexpError(f"{field} must be a list")
             return value
         return [item.strip() for item in raw.split(",") if item.strip()]
-    if field in _JSON_FIELDS:
+    if field in JSON_FIELDS:
         return _json(field, raw)
     return raw
 

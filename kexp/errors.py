@@ -163,3 +163,7 @@ class SuspectMeasurementWarning(UserWarning):
 class SettingsFileError(KexpError):
     """A store's settings file (``kexp.toml``) cannot be used: the message names the file
     and line, and what to write."""
+
+
+class InputError(KexpError, ValueError):
+    """An input cannot be read: too large, endless, not a file, not UTF-8 text."""

@@ -8,7 +8,6 @@ The Python twin of ``kexp export`` is :func:`export`; ``kexp list`` and ``kexp t
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,20 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kexp.errors import KexpError
-from kexp.model import ALL_FIELDS, BODY_FIELDS, OPTIONAL_FIELDS, KernelExperiment
+from kexp.fields import (
+    ALL_FIELDS,
+    BODY_FIELDS,
+    BOOLEAN_FIELDS,
+    BRIEF_STORED,
+    FIELDS,
+    JSON_FIELDS,
+    LIST_FIELDS,
+    NUMBER_FIELDS,
+    OPTIONAL_FIELDS,
+)
+from kexp.formats import FORMATS as OUTPUT_FORMATS
+from kexp.formats import write_csv
+from kexp.model import KernelExperiment
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -45,39 +57,38 @@ RECORD_FIELDS = (*ALL_FIELDS, *KEPT_CONTENT, *DERIVED_FIELDS)
 #: of the detailed description.
 DERIVED_RECORD_FIELDS = ("key_insight",)
 #: What ``--brief`` prints: what an agent needs to decide, in this order (``score_ci``,
-#: ``key_insight`` and ``suspect`` only when there is one).
+#: ``key_insight`` and ``suspect`` only when there is one): the stored fields the table
+#: marks ``brief`` (:mod:`kexp.fields`), the derived values after the score's interval.
+_AFTER_SCORE = BRIEF_STORED.index("score_ci") + 1
 BRIEF_FIELDS = (
-    "id",
-    "change_summary",
-    "score",
-    "score_ci",
+    *BRIEF_STORED[:_AFTER_SCORE],
     "cumulative_score",
     "cumulative_ci",
     "outcome",
     "key_insight",
     "suspect",
-    "operator_sig",
-    "dtype_sig",
+    *BRIEF_STORED[_AFTER_SCORE:],
 )
 #: Fields whose empty value machine output leaves out (unless asked for): the optional
 #: front-matter fields, the body sections, what a file keeps besides its fields, and
 #: ``suspect`` (empty: believable).
 _DROPPED_WHEN_EMPTY = frozenset(
-    {*OPTIONAL_FIELDS, "score_ci", "protocol", *BODY_FIELDS, *KEPT_CONTENT, "suspect"}
+    {*OPTIONAL_FIELDS, *BODY_FIELDS, *KEPT_CONTENT, "suspect"}
     | {"key_insight", "cumulative_ci", "cumulative_reason"}
 )
 #: Output formats of :func:`write_records`.
 FORMATS = ("json", "jsonl", "csv")
-_NUMERIC = frozenset({"score"})
+_NUMERIC = NUMBER_FIELDS
 #: Derived numbers that may be missing (sorted after every number).
 _MAYBE_NUMERIC = frozenset({"cumulative_score"})
 #: Record keys whose CSV cells hold JSON (lists and mappings), and numbers and booleans.
-_CSV_JSON = frozenset(
-    {"tags", "combines", "results", "score_ci", "protocol", "extra_fields", "extra_sections"}
-    | {"suspect", "cumulative_ci"}
+_CSV_JSON = (
+    LIST_FIELDS | JSON_FIELDS | {"extra_fields", "extra_sections", "suspect", "cumulative_ci"}
 )
-_CSV_NUMBERS = frozenset({"score", "cumulative_score"})
-_CSV_BOOLEANS = frozenset({"is_buggy"})
+_CSV_NUMBERS = NUMBER_FIELDS | {"cumulative_score"}
+_CSV_BOOLEANS = BOOLEAN_FIELDS
+#: The keys whose empty CSV cell is an empty mapping (else an empty list).
+_MAPPINGS = frozenset({*(f.name for f in FIELDS if f.kind == "mapping"), "extra_fields"})
 #: Text of a file kept besides its fields that a brief record leaves out, as the bodies.
 _BRIEF_DROPS = frozenset({*BODY_FIELDS, "preamble", "extra_sections"})
 
@@ -236,40 +247,18 @@ def sort_experiments(
     return sorted(experiments, key=key, reverse=descending)
 
 
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
 def write_records(records: Sequence[dict[str, Any]], out: IO[str], output_format: str) -> None:
-    """Write records as ``json`` (one array), ``jsonl`` (one object a line) or ``csv``.
+    """Write records as ``json`` (one array), ``jsonl`` (one object a line) or ``csv``
+    (:mod:`kexp.formats`).
 
     CSV has a header row; lists and mappings in a cell are written as JSON, booleans
     as ``true``/``false``.
     """
-    if output_format == "json":
-        json.dump(list(records), out, indent=2, ensure_ascii=False)
-        out.write("\n")
-    elif output_format == "jsonl":
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    elif output_format == "csv":
-        header = list(records[0]) if records else list(RECORD_FIELDS)
-        # Rows end in LF, but a cell holding a CR (or LF) must be quoted, which the csv
-        # module does only for the characters of its line terminator: each row is
-        # written with CRLF, which then becomes LF.
-        row = io.StringIO()
-        writer = csv.writer(row, lineterminator="\r\n")
-        for cells in [header, *([_csv_cell(r.get(name)) for name in header] for r in records)]:
-            writer.writerow(cells)
-            out.write(row.getvalue()[:-2] + "\n")
-            row.seek(0)
-            row.truncate()
+    write = OUTPUT_FORMATS[output_format].write if output_format in FORMATS else None
+    if output_format == "csv":
+        write_csv(records, out, RECORD_FIELDS)
+    elif write is not None:
+        write(records, out)
     else:
         raise KexpError(f"unknown format {output_format!r}; formats are: {', '.join(FORMATS)}")
 
@@ -301,7 +290,7 @@ def _csv_value(name: str, cell: str) -> Any:
     if name in _CSV_JSON or (name in _CSV_NUMBERS and cell):
         if cell:
             return json.loads(cell)
-        return {} if name in ("protocol", "extra_fields") else []
+        return {} if name in _MAPPINGS else []
     if name in _CSV_BOOLEANS:
         return cell == "true"
     return cell

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kexp.fastpath import read_simple_front_matter
+from kexp.fields import STRING_FIELDS as STRING_FIELDS
 from kexp.model import (
     BODY_FIELDS,
     FRONT_MATTER_FIELDS,
@@ -36,23 +37,6 @@ from kexp.model import (
 from kexp.problems import Problem
 from kexp.yamlio import YamlMapping, YamlReadError, read_mapping, render_field
 
-#: Front-matter fields whose plain scalars are kept as written (never retyped by YAML).
-STRING_FIELDS = frozenset(
-    {
-        "id",
-        "pid",
-        "change_summary",
-        "status",
-        "operator_sig",
-        "dtype_sig",
-        "env",
-        "base_commit",
-        "created_at",
-        "author",
-        "tags",
-        "combines",
-    }
-)
 VERBATIM_INFO = "kexp-verbatim"
 DIFF_INFO = "diff"
 FIELD_BY_HEADING = {heading.lower(): name for name, heading in SECTION_HEADINGS.items()}

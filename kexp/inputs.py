@@ -16,17 +16,13 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from kexp.errors import KexpError
+from kexp.errors import InputError
 from kexp.settings import DEFAULT_SETTINGS
 
 #: Bytes read at a time.
 _CHUNK = 1 << 20
 #: What ``-`` names.
 STDIN = "-"
-
-
-class InputError(KexpError, ValueError):
-    """An input cannot be read: too large, endless, not a file, not UTF-8 text."""
 
 
 def read_input(

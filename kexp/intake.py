@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import ValidationError
-from kexp.fileformat import STRING_FIELDS, FileFormatError, parse
+from kexp.fields import STRING_FIELDS
+from kexp.fileformat import FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
 from kexp.problems import Problem
 from kexp.yamlio import YamlReadError, read_mapping

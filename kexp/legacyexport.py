@@ -70,9 +70,10 @@ def legacy_export(
     (record key -> :func:`kept_content`, for the experiments that keep any): the
     content of the sidecar file."""
     if store is None:
-        from kexp import default_store
+        from kexp.location import find_root
+        from kexp.store import Store
 
-        store = default_store()
+        store = Store(find_root())
     kept: dict[str, dict[str, Any]] = {}
     database: dict[str, dict[str, Any]] = {}
     origin: dict[str, Path] = {}

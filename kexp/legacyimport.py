@@ -235,9 +235,10 @@ def import_legacy(
     per record) or else to the reporter of :func:`kexp.progress.reporting`, if any.
     """
     if store is None:
-        from kexp import default_store
+        from kexp.location import find_root
+        from kexp.store import Store
 
-        store = default_store()
+        store = Store(find_root())
     if isinstance(source, Mapping):
         database: Mapping[str, Any] = source
         label = "<database>"

@@ -43,10 +43,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import Field
 
-from kexp import __version__
 from kexp.errors import KexpError, ValidationError
 from kexp.inputs import read_input_text
 from kexp.store import Store
+from kexp.version import __version__
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
 

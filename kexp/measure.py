@@ -586,9 +586,10 @@ def record_iteration(
     as a compact table (:func:`kexp.timings.profiling_info`).
     """
     if store is None:
-        from kexp import default_store
+        from kexp.location import find_root
+        from kexp.store import Store
 
-        store = default_store()
+        store = Store(find_root())
     data = with_timings(
         store,
         fields,
@@ -686,9 +687,10 @@ def remeasure(
     from kexp.samples import pooled
 
     if store is None:
-        from kexp import default_store
+        from kexp.location import find_root
+        from kexp.store import Store
 
-        store = default_store()
+        store = Store(find_root())
     exp = store.get_experiment(exp_id)
     gathered = _gather(baseline, candidate, table, measurements, "median", unit)
     if gathered is None:

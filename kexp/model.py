@@ -11,6 +11,12 @@ from kexp import ids
 from kexp.campaign import MEASURED_AGAINST as MEASURED_AGAINST
 from kexp.campaign import PENDING_STATUSES as PENDING_STATUSES
 from kexp.campaign import Derived, derive_alone, is_control, judge
+from kexp.fields import ALL_FIELDS as ALL_FIELDS
+from kexp.fields import BODY_FIELDS as BODY_FIELDS
+from kexp.fields import FRONT_MATTER_FIELDS as FRONT_MATTER_FIELDS
+from kexp.fields import LEGACY_FIELDS as LEGACY_FIELDS
+from kexp.fields import OPTIONAL_FIELDS as OPTIONAL_FIELDS
+from kexp.fields import SECTION_HEADINGS as SECTION_HEADINGS
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 #: An experiment's status (the predecessor's ``Status``).
@@ -18,43 +24,6 @@ Status = Literal["new", "running", "done", "failed", "timeout"]
 STATUSES: tuple[str, ...] = get_args(Status)
 OUTCOMES = ("pending", "buggy", "interference", "regression", "marginal", "improvement")
 
-#: Front-matter fields in canonical order (the order they are written in a file).
-FRONT_MATTER_FIELDS = (
-    "id",
-    "pid",
-    "change_summary",
-    "score",
-    "measured_against",
-    "score_ci",
-    "status",
-    "is_buggy",
-    "operator_sig",
-    "dtype_sig",
-    "env",
-    "base_commit",
-    "created_at",
-    "tags",
-    "author",
-    "combines",
-    "protocol",
-    "results",
-)
-#: Front-matter fields that may be left out of a file (empty when absent).
-OPTIONAL_FIELDS = frozenset(
-    {"measured_against", "score_ci", "tags", "author", "combines", "protocol", "results"}
-)
-
-#: Body fields in canonical order, with their ``## `` section headings.
-SECTION_HEADINGS = {
-    "detailed_description": "Detailed description",
-    "raw_result": "Raw result",
-    "profiling_info": "Profiling info",
-    "error_message": "Error message",
-    "code_change": "Code change",
-    "samples": "Samples",
-}
-BODY_FIELDS = tuple(SECTION_HEADINGS)
-TEXT_FIELDS = ("change_summary", "operator_sig", "dtype_sig", "env", *BODY_FIELDS)
 #: The protocol keys (``protocol`` field): how the timings were measured.
 PROTOCOL_KEYS = (
     "timer",
@@ -64,27 +33,6 @@ PROTOCOL_KEYS = (
     "l2_flushed",
     "clocks_locked",
     "device",
-)
-ALL_FIELDS = FRONT_MATTER_FIELDS + BODY_FIELDS
-
-#: The predecessor's record keys, as its JSON database holds them.
-LEGACY_FIELDS = (
-    "id",
-    "pid",
-    "score",
-    "raw_result",
-    "dtype_sig",
-    "env",
-    "is_buggy",
-    "error_message",
-    "change_summary",
-    "detailed_description",
-    "code_change",
-    "base_commit",
-    "operator_sig",
-    "profiling_info",
-    "status",
-    "created_at",
 )
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.campaign import CONTROL_TAG, PENDING_STATUSES
 from kexp.errors import KexpError
-from kexp.model import BODY_FIELDS, OUTCOMES, STATUSES, KernelExperiment, outcome_of
+from kexp.fields import BODY_FIELDS, SEARCHED_FIELDS
+from kexp.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
 
 if TYPE_CHECKING:
@@ -33,20 +34,7 @@ class Ranked(Protocol):
 _E = TypeVar("_E", bound=Ranked)
 
 
-_SEARCHED_FIELDS = (
-    "id",
-    "pid",
-    "change_summary",
-    "status",
-    "operator_sig",
-    "dtype_sig",
-    "env",
-    "base_commit",
-    "created_at",
-    "author",
-    *BODY_FIELDS,
-    "preamble",
-)
+_SEARCHED_FIELDS = (*SEARCHED_FIELDS, *BODY_FIELDS, "preamble")
 _BOOLEAN_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 

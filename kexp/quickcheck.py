@@ -43,11 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from kexp.fastpath import read_simple_front_matter
+from kexp.fields import STRING_FIELDS
 from kexp.fileformat import (
     DIFF_INFO,
     FIELD_BY_HEADING,
     FRONT_MATTER_BAD_CHAR,
-    STRING_FIELDS,
     VERBATIM_INFO,
     decode_segment,
     unwrap,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kexp.formats import markdown_table
 from kexp.lessons import LESSON_GROUPS
 from kexp.reviewgraph import render_mermaid
 from kexp.reviewmodel import KINDS, short_value
@@ -174,9 +175,15 @@ def md_block(text: str, language: str = "text") -> str:
 # --- Markdown: the comment -------------------------------------------------------------
 
 _TABLE_HEADER = (
-    "| id | summary | operator | dtype | score | cumulative | Δ vs parent | outcome "
-    "| rank on operator |\n"
-    "|---|---|---|---|--:|--:|---|---|---|"
+    "id",
+    "summary",
+    "operator",
+    "dtype",
+    "score",
+    "cumulative",
+    "Δ vs parent",
+    "outcome",
+    "rank on operator",
 )
 #: Longest text in a table cell (an invalid file may hold anything).
 _CELL_CHARS = 200
@@ -264,7 +271,7 @@ def _best_note(entry: ReviewedExperiment) -> str:
 
 
 def _table(entries: Sequence[ReviewedExperiment]) -> str:
-    rows = [_TABLE_HEADER]
+    rows: list[list[str]] = []
     for e in entries:
         score = describe_interval(e.score, e.score_ci or ()) if e.score is not None else "—"
         if e.delta is not None:
@@ -295,23 +302,19 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
             elif e.kind == "removed" and e.rank == 1:
                 rank += " (was the best)"
         rows.append(
-            "| "
-            + " | ".join(
-                [
-                    md_code(e.id, in_table=True),
-                    md_text(e.change_summary, limit=_CELL_CHARS) or "—",
-                    md_code(e.operator_sig, in_table=True, limit=_CELL_CHARS),
-                    md_code(e.dtype_sig, in_table=True, limit=_CELL_CHARS),
-                    score,
-                    cumulative,
-                    delta,
-                    outcome,
-                    rank,
-                ]
-            )
-            + " |"
+            [
+                md_code(e.id, in_table=True),
+                md_text(e.change_summary, limit=_CELL_CHARS) or "—",
+                md_code(e.operator_sig, in_table=True, limit=_CELL_CHARS),
+                md_code(e.dtype_sig, in_table=True, limit=_CELL_CHARS),
+                score,
+                cumulative,
+                delta,
+                outcome,
+                rank,
+            ]
         )
-    return "\n".join(rows)
+    return markdown_table(_TABLE_HEADER, rows, right=(4, 5))
 
 
 def _measurements(entries: Sequence[ReviewedExperiment]) -> str:

@@ -11,6 +11,7 @@ in the file) is applied to each file found (:func:`row_of`).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import os
@@ -18,7 +19,8 @@ from pathlib import Path
 from sys import intern
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kexp.model import FRONT_MATTER_FIELDS, KernelExperiment, attach, experiment_from_fields
+from kexp.fields import FIELDS, FRONT_MATTER_FIELDS
+from kexp.model import KernelExperiment, attach, experiment_from_fields
 from kexp.problems import Problem, sort_problems
 from kexp.validate import EXPERIMENT_NAME
 
@@ -31,34 +33,14 @@ VALUE_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields")
 #: A file whose content is checked without its name: a name no experiment has (the
 #: name rule is :func:`row_of`'s).
 _NEUTRAL = "content.md"
-_DEFAULTS: dict[str, Any] = {
-    "measured_against": "",
-    "score_ci": (),
-    "tags": (),
-    "author": "",
-    "combines": (),
-    "protocol": None,
-    "results": (),
-}
-_OPTIONAL_AT = tuple(
-    (index, _DEFAULTS[name]) for index, name in enumerate(FRONT_MATTER_FIELDS) if name in _DEFAULTS
-)
+_FRONT_MATTER = tuple(f for f in FIELDS if f.in_front_matter)
+#: (index, value) of the optional fields: their values when absent (a list as an empty
+#: tuple, a mapping as None).
+_OPTIONAL_AT = tuple((index, f.absent()) for index, f in enumerate(_FRONT_MATTER) if not f.required)
 _KNOWN = frozenset(FRONT_MATTER_FIELDS)
 _ID = FRONT_MATTER_FIELDS.index("id")
 _TAGS = FRONT_MATTER_FIELDS.index("tags")
-_REPEATING = tuple(
-    FRONT_MATTER_FIELDS.index(name)
-    for name in (
-        "pid",
-        "measured_against",
-        "status",
-        "operator_sig",
-        "dtype_sig",
-        "env",
-        "base_commit",
-        "author",
-    )
-)
+_REPEATING = tuple(index for index, f in enumerate(_FRONT_MATTER) if f.repeats)
 
 #: What is kept of one file's content: (the first error as (line, column, code,
 #: field, message, hint), or None; the values of :data:`VALUE_FIELDS`, or None).
@@ -198,42 +180,59 @@ class Sighting:
         return data
 
 
-class Row(NamedTuple):
+if TYPE_CHECKING:
+
+    class _RowValues(NamedTuple):
+        """What code reads of a row by name, typed (the fields in :data:`VALUE_FIELDS`
+        order, then ``path``, ``key``, ``where``; ``tests/test_fields.py`` checks it
+        against the table). At run time the tuple is made from the table: a field
+        missing here is in the row all the same."""
+
+        id: str
+        pid: str
+        change_summary: str
+        score: float
+        measured_against: str
+        score_ci: tuple[float, ...]
+        status: str
+        is_buggy: bool
+        operator_sig: str
+        dtype_sig: str
+        env: str
+        base_commit: str
+        created_at: str
+        tags: tuple[str, ...]
+        author: str
+        combines: tuple[str, ...]
+        protocol: dict[str, Any] | None
+        results: tuple[dict[str, Any], ...]
+        extra_fields: dict[str, Any] | None
+        path: str
+        key: bytes
+        where: Seen | None = None
+
+else:
+    _RowValues = collections.namedtuple(
+        "_RowValues", (*VALUE_FIELDS, "path", "key", "where"), defaults=(None,)
+    )
+
+
+class Row(_RowValues):
     """One valid experiment file as queries see it: its front-matter and where it is.
 
     It has the attributes filtering, deriving (:func:`kexp.campaign.derive`) and ranking
     read (``score``, ``pid``, ``measured_against``, ``operator_sig``, ...), so queries
     run on rows and build experiments only for what they return. What is derived from
     the whole store is not a row's: the query's :class:`kexp.campaign.Derivation` holds
-    it. ``path`` is relative to ``experiments/``; lists are tuples.
+    it. The values are :data:`VALUE_FIELDS` (the front-matter fields of the table,
+    :mod:`kexp.fields`, in order), then ``path`` (the file, relative to
+    ``experiments/``: where a checkout would have it), ``key`` (its content key,
+    :func:`content_key`) and ``where`` (where it was found, when the store reads refs:
+    a :class:`Seen`; the last value, :mod:`kexp.refs` sets it by position). Lists are
+    tuples.
     """
 
-    id: str
-    pid: str
-    change_summary: str
-    score: float
-    measured_against: str
-    score_ci: tuple[float, ...]
-    status: str
-    is_buggy: bool
-    operator_sig: str
-    dtype_sig: str
-    env: str
-    base_commit: str
-    created_at: str
-    tags: tuple[str, ...]
-    author: str
-    combines: tuple[str, ...]
-    protocol: dict[str, Any] | None
-    results: tuple[dict[str, Any], ...]
-    extra_fields: dict[str, Any] | None
-    #: The file, relative to ``experiments/`` (where a checkout would have it).
-    path: str
-    #: Its content key (:func:`content_key`).
-    key: bytes
-    #: Where it was found, when the store reads refs (a :class:`Seen`). The last field
-    #: (:mod:`kexp.refs` sets it by position).
-    where: Seen | None = None
+    __slots__ = ()
 
     def to_experiment(self, experiments_dir: Path) -> KernelExperiment:
         """The experiment with this front-matter (body fields empty: not read), with

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from kexp.fields import FIELD_HINTS
 from kexp.problems import Problem
 
 if TYPE_CHECKING:
@@ -24,35 +25,6 @@ if TYPE_CHECKING:
 
 _PACKAGED = Path(__file__).parent / "_data" / "experiment.schema.json"
 _SOURCE_TREE = Path(__file__).parent.parent / "schema" / "experiment.schema.json"
-
-#: How to fix each field, shown as the ``hint:`` line of a problem.
-FIELD_HINTS = {
-    "id": "ids are 16 lowercase hex digits; let kexp create them (kexp add, create_experiment)",
-    "pid": "write the parent's full 16-hex id, or pid: '' when there is no parent",
-    "change_summary": "one line of at most 80 characters, '<What> - <Result>'; put the "
-    "details in '## Detailed description'",
-    "score": "write the speedup ratio as a plain number, e.g. 'score: 1.18' "
-    "(0 when nothing could be measured)",
-    "measured_against": "write parent (score is the speedup over the parent experiment's "
-    "code) or reference (over the operator's original code)",
-    "status": "use one of: new, running, done, failed, timeout",
-    "is_buggy": "write true or false",
-    "operator_sig": "name the files and kernels affected, e.g. 'csrc/x.cu: my_kernel'",
-    "dtype_sig": "write the data type, e.g. bf16",
-    "env": "describe GPU, driver and versions, e.g. 'MI300X, ROCm 7.0.0' (see kexp env)",
-    "base_commit": "write the full hash of the commit the change was made on (git rev-parse HEAD)",
-    "created_at": "write a quoted UTC time such as '2026-11-29T15:52:36Z'",
-    "tags": "write a list of short labels, e.g. tags: [cache, unroll]",
-    "author": "write a name",
-    "combines": "write a list of full experiment ids, e.g. combines: [6749f3a0c2d41e7b]",
-    "results": "write a list of {config: NAME, baseline: US, candidate: US, speedup: X}",
-    "score_ci": "write the interval as two numbers around the score, e.g. score_ci: "
-    "[1.011, 1.054] (kexp computes it from repeated timings), or remove it",
-    "protocol": "write e.g. protocol: {timer: cuda_events, warmup: 10, repetitions: 100, "
-    "l2_flushed: true, clocks_locked: false} (timer: cuda_events, hip_events, do_bench, "
-    "torch_benchmark, wall_clock or other; synchronized: true/false with a wall clock; "
-    "device: gpu or cpu)",
-}
 
 _CODES = {
     "required": "missing-field",

@@ -28,6 +28,7 @@ import math
 import random
 from collections.abc import Sequence
 
+from kexp.formats import markdown_table
 from kexp.model import KernelExperiment, outcome_of
 from kexp.noise import estimate, rounded_interval
 from kexp.settings import DEFAULT_SETTINGS, Settings
@@ -257,12 +258,7 @@ def report(figures: Figures) -> str:
             " / ".join(f"{p:.0%}" for p in figures.power_by_samples),
         ),
     ]
-    lines = [
-        f"| over {figures.trials:,} seeded trials each | measured |",
-        "|---|---|",
-        *(f"| {name} | {value} |" for name, value in rows),
-    ]
-    return "\n".join(lines)
+    return markdown_table((f"over {figures.trials:,} seeded trials each", "measured"), rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,14 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp import ids
+from kexp.fields import BODY_FIELDS, FIELDS
 from kexp.fileformat import DIFF_INFO, FileFormatError, parse, render_section_text
-from kexp.model import (
-    BODY_FIELDS,
-    FRONT_MATTER_FIELDS,
-    SECTION_HEADINGS,
-    KernelExperiment,
-    attach,
-)
+from kexp.model import KernelExperiment, attach
 from kexp.problems import Problem
 from kexp.validate import check_document
 from kexp.yamlio import render_field
@@ -45,59 +40,10 @@ _HEADER = """\
 # Comment lines ('#') and the 'kexp:' notes below are removed when you save.
 # Save an empty file to abort. If the file has problems, you can edit it again.
 """
-_FIELD_NOTES = {
-    "pid": "the experiment this one builds on (its code is in your base), or empty for "
-    "a first try; an id prefix is fine",
-    "change_summary": "one line, at most 80 characters: '<What> - <Result>' "
-    "(Vectorize bf16 copies to 128-bit - +11.67%) or '<What> - <Why it failed>'",
-    "score": "baseline time / candidate time, geometric mean over the configurations "
-    "(1.18 = 18% faster); 0 when nothing could be measured, never a guess; "
-    "above 3.0: verify correctness first",
-    "measured_against": "what score is a speedup over: parent (the parent's code, the "
-    "commit you made the change on: measure each change against it) or reference (the "
-    "operator's original code, e.g. a first try). kexp multiplies the steps along the "
-    "lineage into the cumulative score, the speedup over the reference, which ranks "
-    "the best",
-    "status": "done; failed (compile error, crash, wrong results); timeout; new (planned); running",
-    "is_buggy": "true for a compile error, crash or wrong results: then status failed, "
-    "score 0, and fill in '## Error message'",
-    "operator_sig": "'path/to/file: kernel_name' for every kernel affected, spelled the "
-    "same way each time",
-    "dtype_sig": "bf16, fp16, fp8, bf16 -> fp8, ...",
-    "env": "GPU model, driver, ROCm/CUDA, framework versions (detected by kexp env)",
-    "base_commit": "the commit the change was made on (git HEAD: commit your kernel code first)",
-    "tags": "technique (unroll, vectorize, split-k) and kernel family, e.g. [cache, unroll]",
-    "combines": "ids of the experiments this one merges (flagged interference when it "
-    "scores below the best of them)",
-    "protocol": "how you timed, what you know of it: {timer: cuda_events (hip_events, "
-    "do_bench, torch_benchmark, wall_clock, other), warmup: 10, repetitions: 100, "
-    "l2_flushed: true, clocks_locked: false, device: gpu}",
-}
 #: The front-matter a template offers: every field but those kexp fills or computes.
-_TEMPLATE_FIELDS = tuple(
-    f for f in FRONT_MATTER_FIELDS if f not in ("author", "results", "score_ci")
-)
+_TEMPLATE_FIELDS = tuple(f for f in FIELDS if f.in_front_matter and f.template)
 #: The sections a template offers: every one but the raw samples kexp writes.
-_TEMPLATE_SECTIONS = tuple(f for f in BODY_FIELDS if f != "samples")
-_SECTION_NOTES = {
-    "detailed_description": "four paragraphs, always, in this order: Approach (what you "
-    "changed, precisely enough to redo it), Result (the numbers; where it helped and "
-    "where not), Why it worked/failed (the mechanism, with evidence: registers, "
-    "occupancy, bandwidth, bank conflicts), Key insight (one sentence the next person "
-    "can act on; kexp lessons shows it). A failure without an explanation teaches "
-    "nothing.",
-    "raw_result": "the measurement as printed: 'Iteration N Results - "
-    "SUCCESS/MARGINAL/REGRESSION:', the **Overall** line, then **Per-kernel "
-    "breakdown** with one line per configuration; how it was measured (runs, median) "
-    "and the correctness check. kexp add --baseline/--candidate computes it from timings.",
-    "profiling_info": "profiler evidence for the why: tool and counters (rocprofv3, "
-    "Nsight Compute), register counts, occupancy, bandwidth, bank conflicts, spills. "
-    "'Not profiled' (and why) is an honest answer.",
-    "error_message": "only when is_buggy: the error type and message, verbatim (the "
-    "compiler or runtime error, the failing assertion with its tolerance)",
-    "code_change": "the diff (git diff against base_commit), whole; "
-    "kexp new --diff-from-git fills it in",
-}
+_TEMPLATE_SECTIONS = tuple(f for f in FIELDS if not f.in_front_matter and f.template)
 _GUIDANCE_BLOCK = re.compile(re.escape(GUIDANCE_OPEN) + r".*?" + re.escape(GUIDANCE_CLOSE), re.S)
 _BLANK_FIELD = re.compile(
     r"(pid|change_summary|operator_sig|dtype_sig|env|base_commit|author)[ \t]*:[ \t]*"
@@ -165,15 +111,17 @@ def draft_text(exp: KernelExperiment) -> str:
     guidance as comments (removed by :func:`strip_guidance`).
     """
     lines = ["---\n", _HEADER]
-    for name in _TEMPLATE_FIELDS:
-        if name in _FIELD_NOTES:
-            wrapped = textwrap.wrap(f"{name}: {_FIELD_NOTES[name]}", _WIDTH - 2)
+    for field in _TEMPLATE_FIELDS:
+        name = field.name
+        if field.note:
+            wrapped = textwrap.wrap(f"{name}: {field.note}", _WIDTH - 2)
             lines.extend(f"# {line}\n" for line in wrapped)
         value = getattr(exp, name)
         lines.append(f"{name}:\n" if value == "" else render_field(name, value))
     lines.append("---\n")
-    for name in _TEMPLATE_SECTIONS:
-        lines.append(f"\n## {SECTION_HEADINGS[name]}\n\n{_note(_SECTION_NOTES[name])}\n")
+    for section in _TEMPLATE_SECTIONS:
+        name = section.name
+        lines.append(f"\n## {section.heading}\n\n{_note(section.note)}\n")
         text = getattr(exp, name)
         if name == "detailed_description" and not text:
             text = "\n\n".join(f"**{label}**: " for label in DESCRIPTION_LABELS)

@@ -47,8 +47,8 @@ def init_repo(path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never see the developer's KEXP_* settings or git identity."""
-    for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR"):
+    """Tests never see the developer's KEXP_* settings, git identity or terminal size."""
+    for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR", "COLUMNS", "LINES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
 

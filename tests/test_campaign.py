@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from kexp import KernelExperiment, Store, init_store
 from kexp.briefing import context
+from kexp.campaign import judge
 from kexp.cli import main
 from kexp.fileformat import serialize
 from kexp.htmlreport import build_report
@@ -360,10 +361,13 @@ def lineages(draw: Callable[..., Any]) -> list[dict[str, Any]]:
     count = draw(st.integers(1, 25))
     records = []
     for n in range(count):
+        # A parent before or after its child in path order (a fan-out folder's order
+        # is the ids' chance), itself (a cycle of one), or no experiment at all.
         pid = draw(
             st.one_of(
                 st.just(""),
                 st.sampled_from(_IDS[:n]) if n else st.just(""),
+                st.sampled_from(_IDS[:count]),
                 st.just("6bffffffffffffff"),  # names no experiment
             )
         )
@@ -399,19 +403,21 @@ def _expected(files: dict[str, dict[str, Any]]) -> dict[str, tuple[float | None,
     """Each experiment's cumulative score and the steps it multiplies (score, interval),
     from the files' front-matter, by the definition."""
 
-    def code(exp_id: str) -> tuple[float | None, list[Step]]:
-        """The speedup of an experiment's code over the reference, and its steps."""
+    def code(exp_id: str, seen: frozenset[str] = frozenset()) -> tuple[float | None, list[Step]]:
+        """The speedup of an experiment's code over the reference, and its steps
+        (``seen``: the chain walked so far, to tell a pid cycle)."""
         fields = files.get(exp_id)
-        if fields is None:
+        if fields is None or exp_id in seen:
             return None, []
+        seen = seen | {exp_id}
         if "control" in (fields.get("tags") or []):
-            return code(fields["pid"]) if fields["pid"] else (1.0, [])
+            return code(fields["pid"], seen) if fields["pid"] else (1.0, [])
         if fields["status"] in ("new", "running") or fields["is_buggy"] or fields["score"] <= 0:
             return None, []
         step = (fields["score"], fields.get("score_ci"))
         if not fields["pid"] or fields.get("measured_against") == "reference":
             return fields["score"], [step]
-        before, steps = code(fields["pid"])
+        before, steps = code(fields["pid"], seen)
         if before is None:
             return None, []
         return before * fields["score"], [*steps, step]
@@ -449,6 +455,11 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
     assert listed.keys() == files.keys()
     for exp_id, (value, steps) in expected.items():
         exp = listed[exp_id]
+        fields = files[exp_id]
+        # The fast path's outcome is judge()'s.
+        assert exp.outcome == judge(
+            fields["status"], fields["is_buggy"], False, fields["score"], fields.get("score_ci")
+        ), exp_id
         if value is None:
             assert exp.cumulative_score is None and exp.cumulative_reason, exp_id
             continue

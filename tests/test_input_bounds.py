@@ -126,7 +126,8 @@ def test_inputs_within_the_bound_still_read(repo: Path, store: Store, tmp_path: 
 
 
 def test_the_bound_is_exact_and_every_refusal_says_why(tmp_path: Path) -> None:
-    from kexp.inputs import InputError, read_input, read_input_text
+    from kexp.errors import InputError
+    from kexp.inputs import read_input, read_input_text
 
     at = tmp_path / "at.txt"
     at.write_bytes(b"x" * 1000)

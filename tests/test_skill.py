@@ -18,7 +18,7 @@ from kexp.skill import SKILL_NAME, install_skill, skill_destination, skill_sourc
 
 SKILL_DIR = REPO_ROOT / "skill" / SKILL_NAME
 SKILL_MD = SKILL_DIR / "SKILL.md"
-REFERENCE = SKILL_DIR / "references" / "kernel_exp_dataclass.py"
+REFERENCE = SKILL_DIR / "references" / "kexp_agent.py"
 
 
 def front_matter(text: str) -> dict[str, str]:
@@ -165,7 +165,7 @@ def test_the_python_reference_imports_and_works_on_the_store(agent_checkout: Pat
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(REFERENCE.parent)!r})\n"
-        "import kernel_exp_dataclass as k\n"
+        "import kexp_agent as k\n"
         f"assert k.__file__ == {str(REFERENCE)!r}, k.__file__\n"
         "top = k.top_experiments(5)\n"
         "assert isinstance(top[0], dict) and top[0]['score'] == 1.019, top\n"
@@ -189,10 +189,10 @@ def test_install_into_a_directory_writes_the_skill_files(tmp_path: Path) -> None
     folder = tmp_path / "skills" / SKILL_NAME
     assert sorted(p.relative_to(folder).as_posix() for p in written) == [
         "SKILL.md",
-        "references/kernel_exp_dataclass.py",
+        "references/kexp_agent.py",
     ]
     assert (folder / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
-    assert (folder / "references" / "kernel_exp_dataclass.py").read_bytes() == (
+    assert (folder / "references" / "kexp_agent.py").read_bytes() == (
         REFERENCE.read_bytes()
     )
 

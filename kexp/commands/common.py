@@ -22,6 +22,7 @@ from kexp.commands.exits import EXIT_BUG as EXIT_BUG
 from kexp.commands.exits import EXIT_OK as EXIT_OK
 from kexp.commands.exits import EXIT_PROBLEMS as EXIT_PROBLEMS
 from kexp.commands.exits import EXIT_USAGE as EXIT_USAGE
+from kexp.formats import FORMATS, format_names
 
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
@@ -601,10 +602,10 @@ def read_options(func: _F) -> _F:
         click.option(
             "--format",
             "output_format",
-            type=click.Choice(["table", "json", "jsonl", "csv"]),
+            type=click.Choice(format_names()),
             default="table",
             show_default=True,
-            help="Output format.",
+            help="Output format (markdown: the table's columns as a Markdown table).",
         ),
         click.option(
             "--fields",
@@ -756,7 +757,7 @@ def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_ma
     chosen = field_list(fields)
     if chosen is not None:
         return any(name in (*BODY_FIELDS, "key_insight") for name in chosen)
-    return (as_json or output_format != "table") and not front_matter
+    return (as_json or FORMATS[output_format].records) and not front_matter
 
 
 def emit_experiments(
@@ -771,13 +772,14 @@ def emit_experiments(
     full: bool = False,
     where: Callable[[KernelExperiment], Any] | None = None,
 ) -> None:
-    """Print experiments as a table (``#`` column when ``ranked``), JSON, JSON Lines or CSV
+    """Print experiments in an output format of :mod:`kexp.formats`: a table (``#``
+    column when ``ranked``) for the terminal or as Markdown, JSON, JSON Lines or CSV
     (records shaped by :func:`kexp.export.machine_record`; CSV keeps every column).
     ``where`` (read across refs): each record says where it was found (``ref``, a REF
     column)."""
     chosen = field_list(fields)
     output_format = "json" if as_json else output_format
-    if output_format != "table":
+    if FORMATS[output_format].records:
         from kexp.export import machine_record, to_record, write_records
 
         if output_format == "csv":
@@ -818,6 +820,12 @@ def emit_experiments(
         headers.insert(0, "#")
         for number, row in enumerate(rows, 1):
             row.insert(0, str(number))
+    write = FORMATS[output_format].write
+    if write is not None:
+        stream = io.StringIO()
+        write(headers, rows, stream)
+        echo_raw(stream.getvalue().rstrip("\n"))
+        return
     print_table(
         headers,
         rows,

@@ -52,6 +52,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp import atomic
 from kexp.errors import KexpError
 from kexp.htmlreport.markup import text
 from kexp.htmlreport.pages import (
@@ -140,7 +141,7 @@ def build_report(
     generated (default: now). Raises :class:`~kexp.errors.KexpError` when ``output``
     is a file, or a folder that holds other files than a report of kexp.
     """
-    from kexp import __version__
+    from kexp.version import __version__
 
     target = Path(output) if output is not None else default_output(store)
     _check_output(target)
@@ -167,7 +168,8 @@ def build_report(
                 "files": sorted([*_files(staging), MARKER]),
             }
             (staging / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
-            _replace(staging, target)
+            _check_output(target)  # again: it may have changed while it was written
+            atomic.replace_folder(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -227,7 +229,7 @@ class _Earlier:
 
 def _layout_digest() -> str:
     """A hash of what decides a page besides its data: this code, the assets, kexp."""
-    from kexp import __version__
+    from kexp.version import __version__
 
     digest = hashlib.sha256(__version__.encode())
     package = resources.files("kexp.htmlreport")
@@ -475,21 +477,3 @@ def _remove_leftovers(target: Path) -> None:
         for entry in entries:
             if leftover.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _replace(staging: Path, target: Path) -> None:
-    """Put the finished report in place of ``target`` (checked again: it may have
-    changed while the report was written)."""
-    _check_output(target)
-    old: Path | None = None
-    if target.exists():
-        old = target.parent / f".{target.name}.kexp-old-{secrets.token_hex(4)}"
-        os.rename(target, old)
-    try:
-        os.rename(staging, target)
-    except OSError:
-        if old is not None:
-            os.rename(old, target)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

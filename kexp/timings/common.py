@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kexp.errors import MeasurementError
-from kexp.inputs import InputError, read_input_text
+from kexp.errors import InputError, MeasurementError
+from kexp.inputs import read_input_text
 from kexp.suspect import UNIT_TO_US
 
 #: Statistics a list of samples (or a summary) can be reduced with.

@@ -12,6 +12,7 @@ launch); given as timings, the file is refused with a pointer there.
 from __future__ import annotations
 
 from kexp.errors import MeasurementError
+from kexp.formats import markdown_table
 from kexp.timings.common import Source, Timings, header_row
 
 NAME = "ncu --csv"
@@ -85,12 +86,12 @@ def profiling_table(source: Source) -> str:
     lines += [f"- #{launch}: {launches[launch]}" for launch in shown]
     if len(launches) > len(shown):
         lines.append(f"- ({len(launches) - len(shown)} more launch(es) not shown)")
-    lines += ["", "| metric | unit | " + " | ".join(f"#{launch}" for launch in shown) + " |"]
-    lines.append("|---|---|" + "---:|" * len(shown))
-    for (metric, unit), values in metrics.items():
-        lines.append(
-            f"| {metric} | {unit} | "
-            + " | ".join(values.get(launch, "") for launch in shown)
-            + " |"
-        )
-    return "\n".join(lines)
+    table = markdown_table(
+        ["metric", "unit", *(f"#{launch}" for launch in shown)],
+        [
+            [metric, unit, *(values.get(launch, "") for launch in shown)]
+            for (metric, unit), values in metrics.items()
+        ],
+        right=range(2, 2 + len(shown)),
+    )
+    return "\n".join([*lines, "", table])

@@ -4,7 +4,7 @@ Import it from anywhere kexp is installed::
 
     import sys
     sys.path.insert(0, ".claude/skills/kernel-exp-history/references")
-    from kernel_exp_dataclass import list_experiments, top_experiments, record_iteration
+    from kexp_agent import list_experiments, top_experiments, record_iteration
 
 or read it: every field, rule and helper an agent needs is documented below.
 
@@ -106,7 +106,7 @@ __all__ = [
 
 
 def _installed_helpers() -> ModuleType:
-    """kexp's own ``kernel_exp_dataclass`` module (not this file, which shares its name)."""
+    """kexp's ``kernel_exp_dataclass`` module (the predecessor's helpers, re-exported)."""
     here = Path(__file__).resolve().parent
     loaded = sys.modules.get("kernel_exp_dataclass")
     if loaded is not None and Path(getattr(loaded, "__file__", "") or ".").resolve().parent != here:
@@ -213,8 +213,9 @@ SCORE_RULES = """\
 score = baseline time / candidate time, geometric mean over the configurations
 (1.0 = no change, > 1 faster). The baseline is the parent's code (measured_against:
 parent): each step's speedup; kexp derives cumulative_score, the product of the steps
-back to the reference (the operator's original code), which ranks the best tip. Same machine, configurations and base commit for both;
-the median of many synchronised runs; never drop the configurations that got slower.
+back to the reference (the operator's original code), which ranks the best tip. Same
+machine, configurations and base commit for both; the median of many synchronised runs;
+never drop the configurations that got slower.
 0 when nothing could be measured (crash, compile error, timeout, wrong results, planned).
 Outcomes are derived: improvement (> 1.01), marginal (0.99-1.01), regression (< 0.99),
 buggy (is_buggy), pending (status new/running), interference (a combination below the
