@@ -19,7 +19,7 @@ from kexp.dedupe import (
     normalize_code_change,
     shingles_of_normalized,
 )
-from kexp.lessons import key_insight
+from kexp.fileformat import key_insight
 
 if TYPE_CHECKING:
     from kexp.rows import Row

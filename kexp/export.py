@@ -136,7 +136,7 @@ def to_record(
     if fields:
         chosen = check_fields(fields)
         if "key_insight" in chosen:
-            from kexp.lessons import key_insight
+            from kexp.fileformat import key_insight
 
             data["key_insight"] = key_insight(exp.detailed_description)
         return {name: data[name] for name in chosen}
@@ -168,7 +168,7 @@ def machine_record(
     if fields:
         return to_record(exp, fields, relative_to=relative_to)
     if brief:
-        from kexp.lessons import key_insight
+        from kexp.fileformat import key_insight
 
         record = to_record(exp, relative_to=relative_to)
         record["key_insight"] = key_insight(exp.detailed_description)

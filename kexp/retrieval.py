@@ -64,7 +64,7 @@ from kexp.doctext import (
     unpacked_texts,
 )
 from kexp.errors import KexpError
-from kexp.lessons import key_insight
+from kexp.fileformat import key_insight
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
