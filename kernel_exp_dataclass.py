@@ -32,14 +32,16 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
+from kexp.ids import SHOWN_LENGTH, is_valid_id
 from kexp.model import KernelExperiment, Status
 
 if TYPE_CHECKING:
-    from kexp.errors import ExperimentNotFoundError
     from kexp.store import Store
 
 __all__ = [
@@ -103,9 +105,6 @@ def create_experiment(exp: KernelExperiment) -> None:
 def get_experiment(exp_id: str) -> KernelExperiment | None:
     """The experiment with this id, or ``None``: for an unknown id, and for anything
     that is not a full id (a prefix, a path, not a string)."""
-    from kexp.errors import ExperimentNotFoundError
-    from kexp.ids import is_valid_id
-
     store = _existing_store() if is_valid_id(exp_id) else None
     if store is None:
         return None
@@ -198,6 +197,7 @@ def test_insert_example() -> KernelExperiment:
 def _sample_base_commit() -> str:
     """An empty one inside a git repository (kexp fills in ``HEAD``), else
     :data:`SAMPLE_BASE_COMMIT`."""
+    # lazy: not every command that imports this module needs kexp.git
     from kexp.git import configured_user_name
 
     code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
@@ -217,7 +217,7 @@ def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
 
 def _existing_store() -> Store | None:
     """The default store, or None when there is none yet."""
-    from kexp.errors import StoreNotFoundError
+    # lazy: not every command that imports this module needs kexp.location, kexp.store
     from kexp.location import find_root
     from kexp.store import Store
 
@@ -229,8 +229,6 @@ def _existing_store() -> Store | None:
 
 def _store_holding(exp_id: str) -> Store:
     """The store, if ``exp_id`` is a full id and there is one (else a ``KeyError``)."""
-    from kexp.ids import is_valid_id
-
     store = _existing_store() if is_valid_id(exp_id) else None
     if store is None:
         raise _not_found(exp_id)
@@ -238,9 +236,6 @@ def _store_holding(exp_id: str) -> Store:
 
 
 def _not_found(exp_id: object) -> ExperimentNotFoundError:
-    from kexp.errors import ExperimentNotFoundError
-    from kexp.ids import SHOWN_LENGTH
-
     return ExperimentNotFoundError(
         f"no experiment with id {exp_id!r}: kernel_exp_dataclass takes full ids (16 "
         f"lowercase hex, as list_experiments() gives them); kexp itself also takes a "
@@ -259,7 +254,7 @@ def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
 def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
-    from kexp.errors import KexpWarning
+    # lazy: not every command that imports this module needs kexp.location, kexp.store
     from kexp.location import CACHE_DIR, init_store
     from kexp.store import Store
 
@@ -294,6 +289,7 @@ def _remove_new_store(
     try:
         experiments.rmdir()
     except OSError:  # not empty: someone else's store now; put its README back
+        # lazy: not every command that imports this module needs kexp.location
         from kexp.location import init_store
 
         init_store(experiments.parent)
@@ -309,10 +305,6 @@ def _remove_new_store(
 
 def _main() -> int:
     """``python -m kernel_exp_dataclass``: insert the sample, print its id."""
-    import sys
-
-    from kexp.errors import KexpError
-
     try:
         sample = test_insert_example()
     except KexpError as exc:

@@ -2,7 +2,8 @@
 
 For a given N and seed this writes, under ``<data-dir>/n<N>-seed<seed>-v<version>/``:
 
-* ``store/`` — a kexp store (``experiments/<YYYY>/<MM>/<id>-<slug>.md``, canonical files
+* ``store/`` — a kexp store (``experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md``, the layout of
+  :mod:`kexp.layout`; canonical files
   written with :func:`kexp.fileformat.serialize`, plus ``experiments/README.md`` and the
   ``.gitignore`` of ``kexp init``), by default also a git repository with one commit;
 * ``code/`` — a small git repository whose commits are the experiments' ``base_commit``;
@@ -47,11 +48,14 @@ from pathlib import Path
 from typing import Any
 
 import kexp.fileformat as fileformat
+from kexp.layout import folder_parts
 from kexp.model import LEGACY_FIELDS, KernelExperiment
 from kexp.store import init_store, slugify
 
-#: Bump when the generated data changes, so cached data sets are regenerated.
-GENERATOR_VERSION = 2
+#: Bump when the generated data changes, so cached data sets are regenerated. 3: the
+#: fan-out layout and children measured against the reference (each of the two was a
+#: version 2 on its own branch, before they merged).
+GENERATOR_VERSION = 3
 DEFAULT_SEED = 20261129
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
 #: Experiments per month on average: keeps every ``YYYY/MM`` folder below 1,000 files.
@@ -970,9 +974,10 @@ class Dataset:
         return self.folder / SQLITE_NAME
 
 
-def dataset_folder(data_dir: Path, n: int, seed: int, git: bool) -> Path:
+def dataset_folder(data_dir: Path, n: int, seed: int, git: bool, layout: str = "fanout") -> Path:
     """The cache folder of one data set."""
-    return data_dir / f"n{n}-seed{seed}-v{GENERATOR_VERSION}{'' if git else '-nogit'}"
+    suffix = ("" if git else "-nogit") + ("" if layout == "fanout" else f"-{layout}")
+    return data_dir / f"n{n}-seed{seed}-v{GENERATOR_VERSION}{suffix}"
 
 
 def _git_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
@@ -1085,11 +1090,22 @@ class _StoreCommit:
         _git(self.store, "reset", "-q")
 
 
-def _sqlite(path: Path, records: list[dict[str, Any]]) -> None:
-    connection = sqlite3.connect(path)
-    try:
-        connection.execute("PRAGMA journal_mode = OFF")
-        connection.execute("PRAGMA synchronous = OFF")
+class _Baselines:
+    """The predecessor's JSON database and the SQLite table, written record by record
+    (memory stays flat at 1,000,000 experiments).
+
+    The JSON file is byte for byte ``json.dumps(db, indent=2, sort_keys=True)``: ids
+    come in creation order, which is their sorted order (each experiment is at least a
+    second after the one before, and an id starts with its second).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.json = (folder / JSON_NAME).open("w", encoding="utf-8")
+        self.json.write("{")
+        self.last_id = ""
+        self.connection = sqlite3.connect(folder / SQLITE_NAME)
+        self.connection.execute("PRAGMA journal_mode = OFF")
+        self.connection.execute("PRAGMA synchronous = OFF")
         columns = ", ".join(
             f"{name} REAL" if name == "score" else
             f"{name} INTEGER" if name == "is_buggy" else
@@ -1097,16 +1113,36 @@ def _sqlite(path: Path, records: list[dict[str, Any]]) -> None:
             f"{name} TEXT"
             for name in LEGACY_FIELDS
         )
-        connection.execute(f"CREATE TABLE experiments ({columns})")
-        placeholders = ", ".join("?" for _ in LEGACY_FIELDS)
-        connection.executemany(
-            f"INSERT INTO experiments VALUES ({placeholders})",
-            ([record[name] for name in LEGACY_FIELDS] for record in records),
+        self.connection.execute(f"CREATE TABLE experiments ({columns})")
+        self.insert = (
+            f"INSERT INTO experiments VALUES ({', '.join('?' for _ in LEGACY_FIELDS)})"
         )
-        connection.execute("CREATE INDEX experiments_score ON experiments (score DESC)")
-        connection.commit()
-    finally:
-        connection.close()
+        self.pending: list[list[Any]] = []
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Add one record (the predecessor's keys)."""
+        key = record["id"]
+        if key <= self.last_id:
+            raise RuntimeError(f"ids out of order at {key} (a bug in bench/generate.py)")
+        entry = json.dumps({key: record}, indent=2, sort_keys=True)
+        self.json.write(("\n" if not self.last_id else ",\n") + entry[2:-2])
+        self.last_id = key
+        self.pending.append([record[name] for name in LEGACY_FIELDS])
+        if len(self.pending) >= 10_000:
+            self._flush()
+
+    def _flush(self) -> None:
+        self.connection.executemany(self.insert, self.pending)
+        self.pending.clear()
+
+    def close(self) -> None:
+        """Finish both files."""
+        self.json.write("\n}" if self.last_id else "}")
+        self.json.close()
+        self._flush()
+        self.connection.execute("CREATE INDEX experiments_score ON experiments (score DESC)")
+        self.connection.commit()
+        self.connection.close()
 
 
 def _expected(experiments: list[tuple[str, float, bool, str, str, str]]) -> dict[str, Any]:
@@ -1133,10 +1169,13 @@ def generate(
     *,
     per_month: int = DEFAULT_PER_MONTH,
     git: bool = True,
+    baselines: bool = True,
+    layout: str = "fanout",
     verify_every: int = 50,
     log: Callable[[str], None] = print,
 ) -> Dataset:
-    """Generate a data set into ``folder`` (which must not exist) and return it."""
+    """Generate a data set into ``folder`` (which must not exist) and return it;
+    ``baselines=False`` leaves out the predecessor's JSON file and the SQLite table."""
     started = time.perf_counter()
     folder.mkdir(parents=True)
     timings: dict[str, float] = {}
@@ -1145,7 +1184,7 @@ def generate(
     init_store(store)
     experiments_dir = store / "experiments"
     importer = _StoreCommit(store) if git else None
-    records: list[dict[str, Any]] = []
+    written = _Baselines(folder) if baselines else None
     summary: list[tuple[str, float, bool, str, str, str]] = []
     made: set[Path] = set()
     total_bytes = 0
@@ -1163,7 +1202,10 @@ def generate(
                         "(a bug in bench/generate.py: FastSerializer)"
                     )
                 verified += 1
-            shard = experiments_dir / exp.created_at[:4] / exp.created_at[5:7]
+            relative = "/".join(folder_parts(exp.id, exp.created_at, exp.created_at))
+            if layout == "month":  # an earlier kexp's layout, to compare with
+                relative = relative.rsplit("/", 1)[0]
+            shard = experiments_dir / relative
             if shard not in made:
                 shard.mkdir(parents=True, exist_ok=True)
                 made.add(shard)
@@ -1171,9 +1213,10 @@ def generate(
             name = f"{exp.id}-{slugify(exp.change_summary)}.md"
             (shard / name).write_bytes(data)
             if importer is not None:
-                importer.add(f"experiments/{exp.created_at[:4]}/{exp.created_at[5:7]}/{name}", data)
+                importer.add(f"experiments/{relative}/{name}", data)
             total_bytes += len(data)
-            records.append(exp.to_legacy_dict())
+            if written is not None:
+                written.add(exp.to_legacy_dict())
             summary.append(
                 (exp.id, float(exp.score), exp.is_buggy, exp.status, exp.operator_sig,
                  exp.dtype_sig)
@@ -1182,17 +1225,10 @@ def generate(
                 log(f"  {index + 1:,} files written ({time.perf_counter() - mark:.1f} s)")
     timings["files_s"] = time.perf_counter() - mark
 
-    mark = time.perf_counter()
-    db = {record["id"]: record for record in records}
-    with (folder / JSON_NAME).open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps(db, indent=2, sort_keys=True))
-    del db
-    timings["json_s"] = time.perf_counter() - mark
-
-    mark = time.perf_counter()
-    _sqlite(folder / SQLITE_NAME, records)
-    timings["sqlite_s"] = time.perf_counter() - mark
-
+    if written is not None:
+        mark = time.perf_counter()
+        written.close()
+        timings["baselines_s"] = time.perf_counter() - mark
     if importer is not None:
         mark = time.perf_counter()
         importer.commit(f"{n} experiments (kexp bench, seed {seed})")
@@ -1221,8 +1257,10 @@ def generate(
         "store_files": n,
         "store_bytes": total_bytes,
         "mean_file_bytes": round(total_bytes / max(n, 1)),
-        "json_bytes": (folder / JSON_NAME).stat().st_size,
-        "sqlite_bytes": (folder / SQLITE_NAME).stat().st_size,
+        "baselines": baselines,
+        "layout": layout,
+        "json_bytes": (folder / JSON_NAME).stat().st_size if baselines else 0,
+        "sqlite_bytes": (folder / SQLITE_NAME).stat().st_size if baselines else 0,
         "shards": len(made),
         "largest_shard": max(
             (len(os.listdir(path)) for path in made), default=0
@@ -1242,16 +1280,18 @@ def ensure_dataset(
     *,
     git: bool = True,
     per_month: int = DEFAULT_PER_MONTH,
+    baselines: bool = True,
+    layout: str = "fanout",
     verify_every: int = 50,
     force: bool = False,
     log: Callable[[str], None] = print,
 ) -> Dataset:
     """The data set for ``n`` experiments: reused from ``data_dir`` or generated there."""
-    folder = dataset_folder(data_dir, n, seed, git)
+    folder = dataset_folder(data_dir, n, seed, git, layout)
     meta_path = folder / META_NAME
     if meta_path.is_file() and not force:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("per_month") == per_month:
+        if meta.get("per_month") == per_month and meta.get("baselines", True) >= baselines:
             return Dataset(folder, meta)
     if folder.exists():
         shutil.rmtree(folder)
@@ -1259,8 +1299,8 @@ def ensure_dataset(
     if temporary.exists():
         shutil.rmtree(temporary)
     log(f"generating {n:,} experiments into {folder} ...")
-    generate(temporary, n, seed, per_month=per_month, git=git, verify_every=verify_every,
-             log=log)
+    generate(temporary, n, seed, per_month=per_month, git=git, baselines=baselines,
+             layout=layout, verify_every=verify_every, log=log)
     temporary.rename(folder)
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     timings = meta["timings"]
@@ -1297,6 +1337,13 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     parser.add_argument("--per-month", type=int, default=DEFAULT_PER_MONTH,
                         help="experiments per month on average (sets the shard sizes)")
+    parser.add_argument("--no-baselines", dest="baselines", action="store_false",
+                        help="leave out the predecessor's JSON file and the SQLite table "
+                        "(their cases are then not measured): at 1,000,000 they take 8 GB "
+                        "of disk and the predecessor's load 8 GB of memory")
+    parser.add_argument("--layout", choices=("fanout", "month"), default="fanout",
+                        help="fanout: kexp's experiments/YYYY/MM/xx/ (default); month: an "
+                        "earlier kexp's experiments/YYYY/MM/, to compare the two")
     parser.add_argument("--no-git", dest="git", action="store_false",
                         help="do not make the store a git repository")
     parser.add_argument("--verify-every", type=int, default=50,
@@ -1318,6 +1365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.seed,
             git=args.git,
             per_month=args.per_month,
+            baselines=args.baselines,
+            layout=args.layout,
             verify_every=args.verify_every,
             force=args.regenerate,
         )

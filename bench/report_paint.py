@@ -8,7 +8,8 @@ Opens, from disk, the overview, the largest operator page and the largest experi
 page (at its first experiment) ``--repeat`` times each, every time in a new page of one browser
 (a page cache warm, as a person clicking through), and prints per page its size, the
 median first contentful paint (``performance`` paint timing) and the median time until
-the ``load`` event, with the number of chart markers the browser drew. Exit status 1 if
+the ``load`` event, with the number of chart markers drawn one element each and of the
+page's elements. Exit status 1 if
 a page logged an error.
 """
 
@@ -41,7 +42,10 @@ FIRST_CONTENTFUL_PAINT = """() => new Promise(resolve => {
   }).observe({type: 'paint', buffered: true});
 })"""
 LOAD_TIME = "() => performance.getEntriesByType('navigation')[0].loadEventEnd"
+#: Chart markers drawn one element each (a large operator's are paths of many: not counted).
 MARKERS = "() => document.querySelectorAll('.pt, .nd, rect.hm').length"
+#: Every element of the page: what the browser lays out.
+ELEMENTS = "() => document.getElementsByTagName('*').length"
 
 
 def pages_of(report: Path) -> list[tuple[str, Path, str]]:
@@ -73,8 +77,11 @@ def main(argv: list[str] | None = None) -> int:
 
     status = 0
     profile = tempfile.mkdtemp(prefix="kexp-paint-")
-    print("| page | size MB | first contentful paint ms (median) | load ms (median) | markers |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| page | size MB | first contentful paint ms (median) | load ms (median) | markers "
+        "| elements |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch_persistent_context(
             profile,
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             viewport={"width": 1280, "height": 900},
         )
         for name, path, fragment in pages_of(args.report):
-            paints, loads, markers = [], [], 0
+            paints, loads, markers, elements = [], [], 0, 0
             for _ in range(args.repeat):
                 page = browser.new_page()
                 errors: list[str] = []
@@ -96,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                 paints.append(float(page.evaluate(FIRST_CONTENTFUL_PAINT)))
                 loads.append(float(page.evaluate(LOAD_TIME)))
                 markers = int(page.evaluate(MARKERS))
+                elements = int(page.evaluate(ELEMENTS))
                 if errors:
                     print(f"{name}: {errors[:3]}", file=sys.stderr)
                     status = 1
                 page.close()
             print(
                 f"| {name} | {path.stat().st_size / 1e6:.2f} | {statistics.median(paints):.0f} | "
-                f"{statistics.median(loads):.0f} | {markers:,} |"
+                f"{statistics.median(loads):.0f} | {markers:,} | {elements:,} |"
             )
         browser.close()
     shutil.rmtree(profile, ignore_errors=True)

@@ -166,8 +166,8 @@ class Workspace:
     store: Path
     pr: Path
     empty: Path
-    json_copy: Path
-    legacy: Path
+    json_copy: Path | None  # None: the data set has no predecessor's file
+    legacy: Path | None
     diff: Path
     base_commit: str
     parent: str
@@ -388,6 +388,7 @@ def check_report(ctx: Context, run: Run) -> str:
     folder = report_folder(ctx)
     try:
         written = json.loads(run.stdout)
+        on_disk = disk_usage(folder)
     except ValueError:
         return "WRONG: no JSON from kexp report --json"
     finally:
@@ -395,11 +396,111 @@ def check_report(ctx: Context, run: Run) -> str:
     if written.get("experiments") != ctx.dataset.n:
         return f"WRONG: {written.get('experiments')} experiments, expected {ctx.dataset.n}"
     overview_ok = written["overview_bytes"] <= REPORT_OVERVIEW_BYTES
+    store = store_on_disk(ctx.dataset)
+    disk = (
+        f", {on_disk / 1e6:.0f} MB on disk = {on_disk / store:.2f} × the store's "
+        f"{store / 1e6:.0f} MB"
+        if on_disk  # (the folder is gone when the other report case was checked first)
+        else ""
+    )
     return (
-        f"{written['pages']:,} pages, {written['total_bytes'] / 1e6:.0f} MB; overview "
+        f"{written['pages']:,} pages, {written['total_bytes'] / 1e6:.0f} MB{disk}; overview "
         f"{written['overview_bytes'] / 1e6:.2f} MB (≤ 2 MB: {'PASS' if overview_ok else 'FAIL'}); "
         f"largest operator page {written['largest_operator_bytes'] / 1e6:.1f} MB"
     )
+
+
+def parquet_folder(ctx: Context) -> Path:
+    """Where the Parquet cases export (outside the data set, removed at the end)."""
+    return Path(tempfile.gettempdir()) / f"kexp-bench-parquet-{ctx.dataset.folder.name}"
+
+
+def check_parquet(ctx: Context, run: Run) -> str:
+    """The Parquet export holds every experiment; its size and files."""
+    folder = parquet_folder(ctx)
+    try:
+        marker = json.loads((folder / "_kexp_export.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "WRONG: no kexp export written"
+    if marker.get("experiments") != ctx.dataset.n:
+        return f"WRONG: {marker.get('experiments')} experiments, expected {ctx.dataset.n}"
+    size = sum(p.stat().st_size for p in folder.rglob("*.parquet"))
+    return (
+        f"{len(marker['files']):,} Parquet files, {size / 1e6:.0f} MB, "
+        f"{marker['results']:,} result rows"
+    )
+
+
+def _ensure_parquet(ctx: Context) -> None:
+    """The export the DuckDB case reads, made once (untimed) if no case made it."""
+    if not (parquet_folder(ctx) / "_kexp_export.json").is_file():
+        _run_quietly(ctx.kexp_args("export", "--format", "parquet", "-o",
+                                   str(parquet_folder(ctx))), ctx.env)
+
+
+#: kexp top's question asked of the Parquet export by DuckDB (argv: the export's folder).
+_DUCKDB_TOP = (
+    "import sys, duckdb\n"
+    "rows = duckdb.sql(f\"SELECT id, score FROM read_parquet('{sys.argv[1]}/experiments/**/"
+    "*.parquet', hive_partitioning=true) WHERE NOT is_buggy AND status NOT IN ('new', "
+    "'running') AND NOT coalesce(list_contains(tags, 'control'), false) ORDER BY "
+    "cumulative_score IS NOT NULL DESC, coalesce(cumulative_score, score) DESC, score DESC, "
+    "created_at DESC, id LIMIT 20\").fetchall()\n"
+    "for exp_id, score in rows:\n"
+    "    print(exp_id, f'{score:.4f}')\n"
+)
+
+
+def _ten_files(ctx: Context) -> None:
+    """Record 10 experiments in the store's copy (untimed), for the commit case."""
+    work = ctx.work()
+    made = _run_quietly(
+        [sys.executable, "-c", _ADD_TEN, str(work.store), work.base_commit, work.parent],
+        ctx.env,
+    ).split()
+    paths = []
+    for exp_id in made:
+        found = list((work.store / "experiments").glob(f"*/*/{exp_id[-2:]}/{exp_id}-*.md"))
+        paths += [p.relative_to(work.store).as_posix() for p in found]
+    work.state["ten"] = "\n".join(paths)
+
+
+def _commit_ten(ctx: Context) -> list[str]:
+    work = ctx.work()
+    return [
+        "sh", "-c", 'cd "$1" && shift && git add -- "$@" && git -c user.name=bench '
+        '-c user.email=b@example.com commit -q -m "10 experiments"', "sh", str(work.store),
+        *work.state.get("ten", "").split("\n"),
+    ]  # fmt: skip
+
+
+def check_committed(ctx: Context, run: Run) -> str:
+    """The commit holds the 10 files."""
+    work = ctx.work()
+    shown = _run_quietly(["git", "-C", str(work.store), "show", "--name-only",
+                          "--format=", "HEAD"], ctx.env).split()
+    wanted = work.state["ten"].split("\n")
+    return "ok" if sorted(shown) == sorted(wanted) else f"WRONG: committed {len(shown)} files"
+
+
+def _clone_target(ctx: Context) -> Path:
+    return ctx.work().folder / "clone"
+
+
+def _remove_clone(ctx: Context) -> None:
+    shutil.rmtree(_clone_target(ctx), ignore_errors=True)
+    os.sync()
+
+
+def check_cloned(ctx: Context, run: Run) -> str:
+    """The clone's working tree holds every experiment file."""
+    target = _clone_target(ctx)
+    count = sum(
+        1 for _, _, files in os.walk(target / "experiments") for name in files
+        if name != "README.md"
+    )
+    shutil.rmtree(target, ignore_errors=True)
+    return "ok" if count == ctx.dataset.n else f"WRONG: {count} files checked out"
 
 
 def _git_status(ctx: Context) -> list[str] | None:
@@ -506,6 +607,11 @@ def make_workspace(ctx: Context) -> Workspace:
     store = folder / "store"
     _run_quietly(["cp", "-a", str(dataset.store), str(store)], ctx.env)
     shutil.rmtree(store / CACHE_DIR, ignore_errors=True)
+    if (store / ".git").exists():  # the copies' inodes and change times are new: the
+        # index is refreshed (each file hashed once) as a clone's would be, not by the
+        # first timed git command
+        subprocess.run(["git", "-C", str(store), "update-index", "-q", "--refresh"],
+                       env=ctx.env, capture_output=True, check=False)
     base_commit = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"
     if dataset.code_repo is not None:
         base_commit = _run_quietly(
@@ -524,23 +630,23 @@ def make_workspace(ctx: Context) -> Workspace:
         _run_quietly(["git", "-C", str(pr), "add", "experiments"], ctx.env)
         _run_quietly(["git", "-C", str(pr), *identity, "commit", "-q", "-m",
                       "10 experiments"], ctx.env)
-    if (store / ".git").exists():
-        make_refs(store, ctx.env)
     for root in (store, pr):
         if root.exists():  # warm caches: the write cases measure a store in use
             _run_quietly([*ctx.kexp, "--root", str(root), "top"], ctx.env)
     # The repeat check's index (the retrieval index) is built once (the first check after
     # a clone pays it, as the first query pays the cache): before the timed runs.
     _run_quietly([sys.executable, "-c", _REPEATS, str(store)], ctx.env)
-    json_copy = folder / "kernel_experiments_db.json"
-    shutil.copyfile(dataset.json_path, json_copy)
-    with dataset.json_path.open(encoding="utf-8") as handle:
-        database = json.load(handle)
-    chosen = dict(sorted(database.items())[:IMPORT_RECORDS])
-    del database
-    legacy = folder / f"legacy-{IMPORT_RECORDS}.json"
-    with legacy.open("w", encoding="utf-8") as handle:
-        json.dump(chosen, handle, indent=2, sort_keys=True)
+    json_copy = legacy = None
+    if dataset.json_path.is_file():
+        json_copy = folder / "kernel_experiments_db.json"
+        shutil.copyfile(dataset.json_path, json_copy)
+        with dataset.json_path.open(encoding="utf-8") as handle:
+            database = json.load(handle)
+        chosen = dict(sorted(database.items())[:IMPORT_RECORDS])
+        del database
+        legacy = folder / f"legacy-{IMPORT_RECORDS}.json"
+        with legacy.open("w", encoding="utf-8") as handle:
+            json.dump(chosen, handle, indent=2, sort_keys=True)
     diff = folder / "change.diff"
     diff.write_text(BENCH_DIFF, encoding="utf-8")
     return Workspace(folder, store, pr, folder / "empty", json_copy, legacy, diff,
@@ -593,15 +699,25 @@ def make_refs(store: Path, env: dict[str, str]) -> None:
 
 def _refs_warm(ctx: Context) -> None:
     """The blob cache of the refs cases filled once (untimed)."""
+    _ensure_refs(ctx)
     work = ctx.work()
     if work.state.get("refs-warm") != "yes":
         _run_quietly(_work_kexp(ctx, "top", "--refs", "origin/*"), ctx.env)
         work.state["refs-warm"] = "yes"
 
 
+def _ensure_refs(ctx: Context) -> None:
+    """The refs of the refs cases, made on first use (:func:`make_refs`)."""
+    work = ctx.work()
+    if work.state.get("refs") != "made" and (work.store / ".git").exists():
+        make_refs(work.store, ctx.env)
+        work.state["refs"] = "made"
+
+
 def _refs_cold(ctx: Context) -> None:
     """No cache at all: the working tree read, every ref's trees and distinct blobs
     read and parsed again."""
+    _ensure_refs(ctx)
     work = ctx.work()
     shutil.rmtree(work.store / CACHE_DIR, ignore_errors=True)
     work.state["refs-warm"] = "no"
@@ -713,9 +829,11 @@ def _empty_store(ctx: Context) -> None:
     os.sync()
 
 
-def _import(*extra: str) -> Callable[[Context], list[str]]:
-    def argv(ctx: Context) -> list[str]:
+def _import(*extra: str) -> Callable[[Context], list[str] | None]:
+    def argv(ctx: Context) -> list[str] | None:
         work = ctx.work()
+        if work.legacy is None:  # a data set without the predecessor's file
+            return None
         return [*ctx.kexp, "--root", str(work.empty), "import", str(work.legacy), *extra]
 
     return argv
@@ -731,8 +849,12 @@ def _on_pr(*args: str) -> Callable[[Context], list[str] | None]:
     return argv
 
 
-def _baseline_write(program: str) -> Callable[[Context], list[str]]:
-    return lambda c: [sys.executable, str(BASELINES), program, str(c.work().json_copy)]
+def _baseline_write(program: str) -> Callable[[Context], list[str] | None]:
+    def argv(ctx: Context) -> list[str] | None:
+        copy = ctx.work().json_copy
+        return [sys.executable, str(BASELINES), program, str(copy)] if copy else None
+
+    return argv
 
 
 def check_new_id(ctx: Context, run: Run) -> str:
@@ -778,11 +900,11 @@ CASES: tuple[Case, ...] = (
          lambda c: [sys.executable, str(BASELINES), "stat-all", c.root], check_count),
     Case("git-status", "`git status --porcelain` of the store", _git_status, check_clean),
     Case("predecessor", "predecessor: `json.load` of the one JSON file + objects + top 20",
-         lambda c: [sys.executable, str(BASELINES), "predecessor", str(c.dataset.json_path)],
-         check_top_pairs),
+         lambda c: [sys.executable, str(BASELINES), "predecessor", str(c.dataset.json_path)]
+         if c.dataset.json_path.is_file() else None, check_top_pairs),
     Case("sqlite", "SQLite: connect + `ORDER BY score DESC LIMIT 20` (indexed)",
-         lambda c: [sys.executable, str(BASELINES), "sqlite", str(c.dataset.sqlite_path)],
-         check_top_pairs),
+         lambda c: [sys.executable, str(BASELINES), "sqlite", str(c.dataset.sqlite_path)]
+         if c.dataset.sqlite_path.is_file() else None, check_top_pairs),
     Case("top-cli-cold", "`kexp top`, no cache (`.kexp/` removed before each run)",
          lambda c: c.kexp_args("top"), check_top_table, "cold"),
     Case("top-api-cold", "`kexp.Store(root).top_experiments()` in `python -c`, no cache",
@@ -856,6 +978,21 @@ CASES: tuple[Case, ...] = (
     Case("pr-review-head", "`kexp review main HEAD` (the commit, as CI runs it; the "
          "working tree holds its files)", _on_pr("review", "main", "HEAD"), check_review,
          reads="pr"),
+    Case("git-commit-10", "`git add` + `git commit` of 10 new experiment files in the "
+         "store's copy (recorded untimed before each run)",
+         lambda c: _commit_ten(c) if (c.work().store / ".git").exists() else None,
+         check_committed, prepare=_ten_files, reads="work"),
+    Case("git-clone", "`git clone` of the store (local: objects hard-linked; the checkout "
+         "writes every file)", lambda c: ["git", "clone", "-q", c.root, str(_clone_target(c))]
+         if (c.dataset.store / ".git").exists() else None, check_cloned,
+         prepare=_remove_clone, reads="none"),
+    Case("export-parquet", "`kexp export --format parquet -o DIR`, cache warm",
+         lambda c: c.kexp_args("export", "--format", "parquet", "-o", str(parquet_folder(c))),
+         check_parquet, "warm"),
+    Case("duckdb-top", "DuckDB: `kexp top`'s top 20 over the Parquet export "
+         "(`read_parquet(..., hive_partitioning=true)`, a new process)",
+         lambda c: [sys.executable, "-c", _DUCKDB_TOP, str(parquet_folder(c))],
+         check_top_pairs, prepare=_ensure_parquet, reads="none"),
     Case("first-add", "`kexp add` with a diff (the tried-before check) as the first command "
          "after a clone (`.kexp/` removed before each run)", _add_with_diff, check_new_id,
          prepare=_first_write, reads="work"),
@@ -1317,13 +1454,34 @@ def environment_lines(
     ]
 
 
+def disk_usage(folder: Path) -> int:
+    """Bytes ``folder`` takes on disk (its files' and folders' blocks, as ``du``)."""
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in [*files, "."]:  # each folder counted once, as its own "."
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+    return total
+
+
+_STORE_DISK: dict[Path, int] = {}
+
+
+def store_on_disk(dataset: Dataset) -> int:
+    """Bytes the data set's ``experiments/`` takes on disk (measured once)."""
+    if dataset.store not in _STORE_DISK:
+        _STORE_DISK[dataset.store] = disk_usage(dataset.store / "experiments")
+    return _STORE_DISK[dataset.store]
+
+
 def dataset_line(dataset: Dataset, load: tuple[float, float]) -> str:
     """One line describing a data set."""
     meta = dataset.meta
     return (
         f"{meta['n']:,} experiment files of {meta['mean_file_bytes']:,} B on average "
-        f"({meta['store_bytes'] / 1e6:.0f} MB in {meta['shards']} month folders, the largest "
-        f"holding {meta['largest_shard']}); predecessor JSON {meta['json_bytes'] / 1e6:.0f} MB; "
+        f"({meta['store_bytes'] / 1e6:.0f} MB in {meta['shards']} folders, the largest "
+        f"holding {meta['largest_shard']}; {store_on_disk(dataset) / 1e6:.0f} MB on disk, "
+        f"folders included); predecessor JSON {meta['json_bytes'] / 1e6:.0f} MB; "
         f"SQLite {meta['sqlite_bytes'] / 1e6:.0f} MB; load average {load[0]:.2f} before, "
         f"{load[1]:.2f} after"
     )
@@ -1333,7 +1491,7 @@ _CANONICAL_CHECK = """\
 import random, sys
 from pathlib import Path
 from kexp.fileformat import parse, serialize
-files = sorted(Path(sys.argv[1], "experiments").glob("*/*/*.md"))
+files = sorted(p for p in Path(sys.argv[1], "experiments").rglob("*.md") if p.name != "README.md")
 sample = random.Random(0).sample(files, min(200, len(files)))
 changed = [p for p in sample if serialize(parse(p.read_bytes(), p).to_experiment()).encode()
            != p.read_bytes()]
@@ -1443,7 +1601,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in args.sizes:
         dataset = generate.ensure_dataset(
             n, args.data_dir, args.seed, git=args.git, per_month=args.per_month,
-            verify_every=args.verify_every, force=args.regenerate, log=_log,
+            baselines=args.baselines, layout=args.layout, verify_every=args.verify_every,
+            force=args.regenerate,
+            log=_log,
         )
         ctx = Context(dataset, kexp_cmd, child_environment(dataset, base_env))
         _log(f"N={n:,}: warming the page cache and bytecode ...")
@@ -1457,6 +1617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = run_cases(ctx, cases, args.repeat, args.timeout)
         finally:
             remove_workspace(ctx)
+            shutil.rmtree(parquet_folder(ctx), ignore_errors=True)
         load_after = os.getloadavg()[0]
         report += [
             "",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
     from kexp.htmlreport import ReportResult
     from kexp.location import find_root, init_store
+    from kexp.migration import LayoutMigration
     from kexp.model import KernelExperiment
     from kexp.problems import Problem
     from kexp.publish import SyncResult
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidIdError",
     "KernelExperiment",
     "KexpError",
+    "LayoutMigration",
     "LockTimeoutError",
     "Problem",
     "Settings",
@@ -81,6 +83,7 @@ __all__ = [
     "history",
     "init_store",
     "list_experiments",
+    "migrate_layout",
     "record_iteration",
     "remeasure",
     "report",
@@ -107,6 +110,7 @@ _LAZY = {
     "StoreNotFoundError": "kexp.errors",
     "SyncConflictError": "kexp.errors",
     "SyncResult": "kexp.publish",
+    "LayoutMigration": "kexp.migration",
     "ValidationError": "kexp.errors",
     "KernelExperiment": "kexp.model",
     "Problem": "kexp.problems",
@@ -123,7 +127,7 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
 
     def __getattr__(name: str) -> Any:
         """Import a public name (or a submodule, as ``import kexp`` once did) on first use."""
-        import importlib
+        import importlib  # lazy: import kexp alone loads no importlib
 
         module_name = _LAZY.get(name)
         if module_name is not None:
@@ -131,9 +135,9 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
             globals()[name] = value  # later lookups are plain attribute reads
             return value
         if not name.startswith("_"):
-            import importlib.util
+            from importlib.util import find_spec  # lazy: only to find a submodule
 
-            if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            if find_spec(f"{__name__}.{name}") is not None:
                 return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -162,6 +166,7 @@ def default_store(refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
     """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`);
     with ``refs`` (patterns such as ``origin/*``) or ``all_refs``, read with the store at
     those refs too: one entry per experiment, its newest version."""
+    # lazy: import kexp loads nothing of the library
     from kexp.location import find_root
     from kexp.store import Store
 
@@ -228,6 +233,7 @@ def children(exp_id: str) -> list[KernelExperiment]:
 def record_iteration(**arguments: Any) -> KernelExperiment:
     """Record one iteration in one call: timings in, score, results and raw_result
     computed, validated and written (see :func:`kexp.measure.record_iteration`)."""
+    # lazy: import kexp loads nothing of the library
     from kexp.measure import record_iteration as record
 
     return record(default_store(), **arguments)
@@ -237,6 +243,7 @@ def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
     """Add a round of measurement to an experiment: its samples pooled with the earlier
     rounds, score and interval recomputed, the correction recorded (see
     :func:`kexp.measure.remeasure`)."""
+    # lazy: import kexp loads nothing of the library
     from kexp.measure import remeasure as add_round
 
     return add_round(default_store(), exp_id, **arguments)
@@ -252,6 +259,7 @@ def report(
     """Write the static HTML report of the default store's experiments matching
     ``filters`` to ``output`` (default ``.kexp/report``); see
     :func:`kexp.htmlreport.build_report`. ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
     from kexp.htmlreport import build_report
 
     return build_report(default_store(refs, all_refs=all_refs), output, **filters)
@@ -300,6 +308,7 @@ def context(
     ``budget`` tokens (``.text`` Markdown or JSON, ``.data``): the best and its lineage,
     related failures and successes, what not to repeat, what was never tried (see
     :func:`kexp.briefing.context`); ``refs``/``all_refs``: what other agents synced too."""
+    # lazy: import kexp loads nothing of the library
     from kexp.briefing import context as make_context
 
     return make_context(
@@ -328,6 +337,7 @@ def similar(
 ) -> list[Match]:
     """The experiments most related to a plan (``text``), a diff or an experiment, best
     first (see :func:`kexp.retrieval.similar`); ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
     from kexp.retrieval import similar as find_similar
 
     return find_similar(
@@ -353,6 +363,7 @@ def sync(
     """Publish the default store's experiments: commit the files under ``experiments/``
     (nothing else), fetch ``remote``, merge when both moved, push (retried when another
     clone pushed first; never forced). See :func:`kexp.publish.sync`."""
+    # lazy: import kexp loads nothing of the library
     from kexp.publish import sync as publish
 
     return publish(
@@ -363,3 +374,12 @@ def sync(
         dry_run=dry_run,
         attempts=attempts,
     )
+
+
+def migrate_layout(*, dry_run: bool = False) -> LayoutMigration:
+    """Move the default store's month-layout files into
+    ``experiments/<YYYY>/<MM>/<xx>/`` (staged as renames in git); ``dry_run`` says what
+    would move. See :func:`kexp.migration.migrate_layout`."""
+    from kexp.migration import migrate_layout as migrate
+
+    return migrate(default_store(), dry_run=dry_run)

@@ -147,6 +147,7 @@ def sync_files(paths: Sequence[Path]) -> None:
     if not paths:
         return
     if sys.platform.startswith("linux"):
+        # lazy: ctypes, only on Linux to call syncfs
         import ctypes
 
         try:

@@ -49,7 +49,7 @@ from kexp.errors import KexpError
 from kexp.query import chronological
 from kexp.query import rank as ranked
 from kexp.repeats import repeats_in
-from kexp.retrieval import Search, searching
+from kexp.retrieval import Search, asked, searching
 
 if TYPE_CHECKING:
     from kexp.dedupe import Repeat
@@ -137,7 +137,6 @@ def context(
         raise KexpError("give the operator (a substring of operator_sig, as for kexp top)")
     if budget <= 0:
         raise KexpError(f"the budget must be a positive number of tokens, not {budget}")
-    from kexp.retrieval import asked
 
     def gather() -> tuple[dict[str, Any], list[Entry]]:
         with searching(store) as search:

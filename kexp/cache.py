@@ -47,6 +47,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.schema import schema_path
+from kexp.version import __version__
+
 if TYPE_CHECKING:
     from kexp.settings import Settings
 
@@ -102,8 +105,6 @@ def code_fingerprint() -> str:
     ``kexp`` package (parsing, checks, this layout) and the schema file. Two builds of
     one version (an edited schema, a ``git pull`` of kexp) get different caches."""
     if not _FINGERPRINT:
-        from kexp.schema import schema_path
-
         digest = hashlib.blake2b(digest_size=8)
         package = Path(__file__).resolve().parent
         for path in [*sorted(package.glob("*.py")), schema_path()]:
@@ -118,8 +119,6 @@ def code_fingerprint() -> str:
 
 def header(settings: Settings) -> str:
     """The header row: what a cache file must have been written by to be read."""
-    from kexp.version import __version__
-
     return (
         f"{LAYOUT} kexp={__version__} sources={code_fingerprint()} "
         f"python-marshal={marshal.version} sqlite={sqlite3.sqlite_version} settings={settings!r}"

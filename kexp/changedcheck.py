@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kexp.errors import GitError, StoreNotFoundError
 from kexp.fields import FIELD
 from kexp.problems import Problem, sort_problems
 from kexp.scan import Keep, scan, value_positions
@@ -100,8 +101,8 @@ def merge_base(store: Store, base: str, head: str | None = None) -> str:
     clone that cannot see the merge base, raises :class:`~kexp.errors.GitError` saying
     how to fetch the history.
     """
+    # lazy: not every command that imports this module needs kexp.git, kexp.snapshot
     from kexp import git as kgit
-    from kexp.errors import GitError
     from kexp.snapshot import StoreLocation
 
     repo = StoreLocation.of(store.root).repo
@@ -150,6 +151,7 @@ def _check(
 ) -> tuple[ChangeCheck, HeadScan]:
     """:func:`check_changes`, and what was kept of the store at the head: the
     :class:`Facts` of its valid experiments when ``facts``."""
+    # lazy: not every command that imports this module needs kexp.provenance
     from kexp.provenance import base_commit_problems
 
     head = head_of(store, head)
@@ -200,8 +202,8 @@ def _add_folded(
     file with the same id (copied by hand, or made on two branches) is folded into the
     first; for a review it is a file of its own, and the duplicate it makes must show.
     """
+    # lazy: not every command that imports this module needs kexp.changelog
     from kexp.changelog import ExperimentChange
-    from kexp.errors import StoreNotFoundError
 
     ids = {c.id for c in changes}
     listed = {str(c.path) for c in changes} | {str(c.old_path) for c in changes if c.old_path}
@@ -224,7 +226,7 @@ def _add_folded(
             exp_id = id_from_name(path)
             assert exp_id is not None
             changes.added.append(ExperimentChange(exp_id, "added", item.path, None, None, item, {}))
-    changes.added.sort(key=lambda c: str(c.path))
+    changes.added.sort(key=lambda c: (c.id, str(c.path)))  # id order, as changes() gives
 
 
 def head_of(store: Store, head: str | None) -> str | None:
@@ -342,6 +344,7 @@ def _same_files(store: Store, target: Store) -> Store:
     """The working tree ``store`` when it holds exactly the files of ``target`` (the
     store at a revision: the commit checked out, nothing changed under
     ``experiments/``), so that they are read through its query cache; else ``target``."""
+    # lazy: not every command that imports this module needs kexp.git, kexp.snapshot
     from kexp import git as kgit
     from kexp.snapshot import StoreLocation
 
@@ -386,6 +389,7 @@ def _scan_cached(
 ) -> tuple[list[FileLinks], list[Facts]]:
     """What :func:`_scan` keeps of each file, from the query cache's front-matter of the
     valid files (the invalid ones are read), in the order :func:`_scan` lists them."""
+    # lazy: not every command that imports this module needs kexp.rows
     from kexp.rows import VALUE_FIELDS as ROW_FIELDS
 
     base = str(target.experiments_dir) + os.sep

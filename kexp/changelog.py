@@ -17,10 +17,12 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp import ids
+from kexp import git as kgit
+from kexp import gitlog, ids
 from kexp.errors import ExperimentNotFoundError, KexpError
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS
+from kexp.snapshot import StoreLocation
 from kexp.validate import (
     CheckedFile,
     check_bytes,
@@ -142,10 +144,6 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     revision, :class:`~kexp.errors.ExperimentNotFoundError` when git has no file with
     that id either.
     """
-    from kexp import git as kgit
-    from kexp import gitlog
-    from kexp.snapshot import StoreLocation
-
     location = StoreLocation.of(store.root)
     if revision is None:
         revision = store.commit or "HEAD"
@@ -269,13 +267,10 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     Experiments are matched by id, so a renamed or moved file is one modified
     experiment. Each modified one lists the fields that changed, old → new (a file whose
     fields are unchanged but whose text changed, e.g. reformatted, is listed with none).
+    Each list is in id order.
     Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
     revision.
     """
-    from kexp import git as kgit
-    from kexp import gitlog
-    from kexp.snapshot import StoreLocation
-
     location = StoreLocation.of(store.root)
     repo = location.repo
     base_sha = kgit.resolve_commit(repo, base)
@@ -353,8 +348,8 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
                     diff_fields(_document_values(before), _document_values(after)),
                 )
             )
-    for group in (result.added, result.modified, result.removed):
-        group.sort(key=lambda c: str(c.path))
+    # In id order, as built: creation order for kexp's ids (paths are not: the fan-out
+    # folder comes before the id).
     return result
 
 

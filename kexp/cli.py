@@ -19,6 +19,7 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
+from click import formatting
 
 from kexp.commands.exits import EXIT_BUG, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kexp.version import __version__
@@ -53,6 +54,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
             "first."),
     "mcp": ("agents", "Serve kexp's tools to agent clients over the Model Context Protocol "
             "(stdio)."),
+    "migrate-layout": ("admin", "Move month-layout files to experiments/YYYY/MM/xx/."),
     "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
     "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
     "remeasure": ("write", "Add a round of measurement to an experiment (no best-of-N)."),
@@ -112,7 +114,7 @@ class _Commands(MutableMapping[str, click.Command]):
 
 def _late_root(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is not None:
-        from pathlib import Path
+        from pathlib import Path  # lazy: kexp --help loads no pathlib
 
         ctx.find_root().params["root"] = Path(value)
 
@@ -120,7 +122,7 @@ def _late_root(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def _late_color(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
-    from kexp.commands.common import configure
+    from kexp.commands.common import configure  # lazy: kexp --help loads no library
 
     configure(color=value)
     shown = None if value == "auto" else value == "always"
@@ -132,7 +134,7 @@ def _late_color(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 def _late_no_pager(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
-        from kexp.commands.common import configure
+        from kexp.commands.common import configure  # lazy: kexp --help loads no library
 
         configure(pager=False)
 
@@ -179,8 +181,6 @@ class _Context(click.Context):
     :func:`terminal_columns`."""
 
     def make_formatter(self) -> click.HelpFormatter:
-        from click import formatting
-
         width = self.terminal_width
         if width is None and formatting.FORCED_WIDTH is None:
             width = max(min(terminal_columns(), self.max_content_width or 80) - 2, 50)
@@ -228,8 +228,7 @@ class _Group(click.Group):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(EXIT_OK)
         except Exception as exc:
-            # kexp.errors is imported here, not up front: kexp --help and --version
-            # load nothing of the library.
+            # lazy: kexp --help and --version load nothing of the library
             from kexp.commands.common import clean
             from kexp.errors import KexpError, ValidationError
 
@@ -305,7 +304,7 @@ def _print_version(ctx: click.Context) -> None:
 
 
 def _one_line_error(text: str) -> str:
-    from kexp.commands.common import clean
+    from kexp.commands.common import clean  # lazy: kexp --help loads no library
 
     return clean(" ".join(text.split()))
 
@@ -318,7 +317,7 @@ def _show_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    from kexp.commands.common import clean
+    from kexp.commands.common import clean  # lazy: kexp --help loads no library
 
     click.echo(f"kexp: warning: {clean(str(message))}", err=True)
 
@@ -375,6 +374,7 @@ def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> N
       kexp validate                 check every file (exit 1 on errors)
       kexp report                   a static HTML report (.kexp/report/index.html)
     """
+    # lazy: kexp --help and --version load no pathlib and no library
     from pathlib import Path
 
     from kexp.commands.common import configure

@@ -116,6 +116,7 @@ def to_record(
     fields (the long texts); ``path`` is shown relative to ``relative_to`` (default: the
     working directory) when the file lies below it.
     """
+    # lazy: not every command that imports this module needs kexp.suspect
     from kexp.suspect import suspect_reasons
 
     data = exp.to_dict(include_derived=True)
@@ -136,6 +137,7 @@ def to_record(
     if fields:
         chosen = check_fields(fields)
         if "key_insight" in chosen:
+            # lazy: not every command that imports this module needs kexp.fileformat
             from kexp.fileformat import key_insight
 
             data["key_insight"] = key_insight(exp.detailed_description)
@@ -168,6 +170,7 @@ def machine_record(
     if fields:
         return to_record(exp, fields, relative_to=relative_to)
     if brief:
+        # lazy: not every command that imports this module needs kexp.fileformat
         from kexp.fileformat import key_insight
 
         record = to_record(exp, relative_to=relative_to)
@@ -187,6 +190,7 @@ def written_record(exp: KernelExperiment, **extra: Any) -> dict[str, Any]:
     """What a write prints as JSON (``kexp add --json``, ``kexp update --json``): the
     id and the file's path (relative to the working directory when below it), then
     ``extra``."""
+    # lazy: not every command that imports this module needs kexp.problems
     from kexp.problems import display_path
 
     return {"id": exp.id, "path": "" if exp.path is None else display_path(exp.path), **extra}
@@ -202,15 +206,6 @@ def _empty(value: Any) -> bool:
     return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
 
 
-def fields_of_record(record: dict[str, Any]) -> dict[str, Any]:
-    """What :meth:`kexp.Store.create_experiment` takes to store the experiment of a
-    record again, the same file: the record less its derived values."""
-    fields = {k: v for k, v in record.items() if k not in DERIVED_FIELDS}
-    if isinstance(fields.get("extra_sections"), list):
-        fields["extra_sections"] = [tuple(pair) for pair in fields["extra_sections"]]
-    return fields
-
-
 def sort_experiments(
     experiments: Iterable[KernelExperiment], field: str, *, descending: bool = False
 ) -> list[KernelExperiment]:
@@ -221,6 +216,7 @@ def sort_experiments(
     if field.startswith("-"):
         field, descending = field[1:], not descending
     check_fields([field])
+    # lazy: not every command that imports this module needs kexp.suspect
     from kexp.suspect import suspect_reasons
 
     def key(exp: KernelExperiment) -> Any:

@@ -28,7 +28,6 @@ _MAPPING_ITEM_LINE = re.compile(r"- \{(.*)\}")
 _QUOTED = r"'([^'\n]*(?:''[^'\n]*)*)'"
 # A plain scalar in a flow collection: no flow indicators, quotes, ':' or '#'.
 _PLAIN_ITEM_TEXT = r"[A-Za-z0-9_./(+~\-][^\t'\"\[\]{},#&*!|>%@`:]*"
-_PLAIN_ITEM = re.compile(_PLAIN_ITEM_TEXT)
 _SINGLE_QUOTED = re.compile(_QUOTED)
 # One item of a flow list, then ', ' and the next item, or the end.
 _FLOW_ITEM = re.compile(r"(?:" + _QUOTED + r"|(" + _PLAIN_ITEM_TEXT + r"))(?:, (?=.)|$)")
@@ -65,6 +64,7 @@ _WORD_TAGS = {
 def _yaml() -> tuple[Any, dict[Any, Any], type[Exception]]:
     """PyYAML's scalar constructor, implicit resolvers and error, imported on first use
     (most canonical files need none of them)."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     resolvers = yaml.resolver.Resolver.yaml_implicit_resolvers
@@ -126,6 +126,7 @@ def _tag_of_plain(value: str) -> str:
 
 def _construct(kind: str, tag: str, value: str) -> Any:
     """PyYAML's value of a plain int or float scalar (``_Unsure`` if it refuses it)."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     constructor, _, error = _yaml()

@@ -462,6 +462,46 @@ def untracked_files(repo: git.Repo, folder: str) -> list[str]:
     return [p for p in output.split("\0") if p]
 
 
+@dataclasses.dataclass(frozen=True)
+class IndexEntry:
+    """One entry of the index (``git ls-files --stage``)."""
+
+    path: str  # relative to the repository root, with '/'
+    mode: str
+    sha: str
+    stage: int  # 0, or 1-3 for a file with an unresolved merge conflict
+    skip_worktree: bool  # left out of a sparse checkout
+
+
+def index_entries(repo: git.Repo | Worktree, pathspecs: Sequence[str]) -> list[IndexEntry]:
+    """The index's entries matching ``pathspecs`` (git pathspecs, e.g. ``:(glob)...``):
+    one ``git ls-files --stage``."""
+    output = git_command(repo, "ls-files", "-z", "--stage", "-t", "--", *pathspecs).stdout
+    found: list[IndexEntry] = []
+    for record in output.split("\0"):
+        meta, tab, path = record.partition("\t")
+        parts = meta.split()
+        if tab and len(parts) == 4 and parts[3].isdigit():
+            tag, mode, sha, stage = parts
+            found.append(IndexEntry(path, mode, sha, int(stage), tag == "S"))
+    return found
+
+
+def move_index_entries(repo: git.Repo | Worktree, moves: Sequence[tuple[IndexEntry, str]]) -> None:
+    """Move each index entry to its new path (relative to the repository root), blob and
+    mode kept, as ``git mv`` moves it in the index: git sees a rename. One ``git
+    update-index --index-info`` (the whole change or none of it), then one ``--refresh``
+    (the moved entries get the files' stat data, as after ``git mv``)."""
+    if not moves:
+        return
+    lines = []
+    for entry, new_path in moves:
+        lines.append(f"0 {'0' * len(entry.sha)}\t{entry.path}\0")  # mode 0: remove
+        lines.append(f"{entry.mode} {entry.sha} 0\t{new_path}\0")
+    git_command(repo, "update-index", "-z", "--index-info", stdin="".join(lines))
+    git_command(repo, "update-index", "-q", "--refresh", ok_codes=(0, 1))
+
+
 # --- trees, blobs, history -----------------------------------------------------------
 
 

@@ -88,11 +88,24 @@ def changed_paths(repo: git.Repo, folder: str) -> list[str]:
 
 def commit_paths(repo: git.Repo, paths: Sequence[str], message: str) -> str:
     """Stage ``paths`` (new, changed or deleted files) and commit exactly them (nothing
-    else the index holds) on the current branch; the new commit's hash."""
+    else the index holds) on the current branch; the new commit's hash. A path whose
+    deletion is staged already (``git rm``, the old name of a ``git mv``) is in neither
+    the working tree nor the index: it is committed as it is."""
+    import os
+
     listing = "".join(f"{p}\0" for p in paths)
     spec = ("--pathspec-from-file=-", "--pathspec-file-nul")
     literal = {"GIT_LITERAL_PATHSPECS": "1"}
-    git_command(repo, "add", "-A", *spec, env=literal, stdin=listing)
+    top = toplevel(repo)
+    on_disk = [os.path.lexists(top / p) for p in paths]
+    present = "".join(f"{p}\0" for p, there in zip(paths, on_disk, strict=True) if there)
+    missing = "".join(f"{p}\0" for p, there in zip(paths, on_disk, strict=True) if not there)
+    if present:
+        git_command(repo, "add", "-A", *spec, env=literal, stdin=present)
+    if missing:  # deleted: staged as such unless it is already
+        git_command(
+            repo, "rm", "-q", "--cached", "--ignore-unmatch", *spec, env=literal, stdin=missing
+        )
     git_command(
         repo, "commit", "-q", "--no-edit", "-m", message, "--only", *spec,
         env=literal, stdin=listing,
@@ -107,12 +120,14 @@ def commit_files_onto(
     message: Callable[[list[str]], str],
     *,
     keep: Callable[[str], bool] | None = None,
+    moved: Callable[[list[str], list[str]], list[str]] | None = None,
     write: bool = True,
 ) -> tuple[str | None, list[str]]:
     """A commit on top of ``parent`` (None: a first commit) holding its tree plus the
     working tree's new and changed files under ``folder`` (deleted files are not
-    published), made with a temporary index: neither the real index, the working tree
-    nor any branch changes. ``message`` makes the message from the paths; ``keep``
+    published, but those ``moved(present, gone)`` names: files moved to a path among
+    the present ones), made with a temporary index: neither the real index, the working
+    tree nor any branch changes. ``message`` makes the message from the paths; ``keep``
     chooses the paths; ``write`` False makes no commit. Returns (the commit or None when
     nothing differs or ``write`` is False, the paths it holds)."""
     import os
@@ -132,13 +147,12 @@ def commit_files_onto(
             "--", folder, env=env,
         ).stdout  # fmt: skip
         top = toplevel(repo)
-        paths = sorted(
-            {
-                p
-                for p in listed.split("\0")
-                if p and (keep is None or keep(p)) and (top / p).is_file()
-            }
-        )
+        present: set[str] = set()
+        gone: set[str] = set()
+        for p in listed.split("\0"):
+            if p and (keep is None or keep(p)):
+                (present if (top / p).is_file() else gone).add(p)
+        paths = sorted(present | set(moved(sorted(present), sorted(gone)) if moved else ()))
         if not paths or not write:
             return None, paths
         git_command(

@@ -97,6 +97,7 @@ def _parse_json(text: str, source: str) -> Any:
 
 
 def _parse_markdown(text: str, source: str) -> dict[str, Any]:
+    # lazy: not every command that imports this module needs kexp.template
     from kexp.template import strip_guidance
 
     try:
@@ -254,6 +255,7 @@ def record(
     Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
+    # lazy: not every command that imports this module needs kexp.measure
     from kexp.measure import record_iteration
 
     return record_iteration(
@@ -276,6 +278,7 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
 
     Untracked files are not part of it (``git add -N`` them first).
     """
+    # lazy: not every command that imports this module needs kexp.git
     from kexp import git as kgit
     from kexp import gitlog
 

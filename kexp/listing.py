@@ -42,9 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.cache import RACY_NS, Cache, DamagedCacheError
+from kexp.fileformat import FileFormatError
 from kexp.parallel import in_two_processes
 from kexp.rows import VALUE_FIELDS, Record, Row, content_key, named_record, problem_at, row_of
-from kexp.validate import EXPERIMENT_NAME
+from kexp.validate import EXPERIMENT_NAME, read_file_and_stat, read_or_problem
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
@@ -604,9 +605,6 @@ _Read = tuple[str, bytes, bytes, Record]
 
 def _read_one(base: str, path: str, settings: Settings) -> _Read:
     """Read one file: its signature (taken before it was read), content key, record."""
-    from kexp.fileformat import FileFormatError
-    from kexp.validate import read_file_and_stat, read_or_problem
-
     try:
         data, info = read_file_and_stat(base + path, settings)
     except (OSError, FileFormatError):

@@ -131,9 +131,10 @@ _STORE_README = """\
 # Experiments
 
 One Markdown file per kernel optimization experiment, recorded with kexp:
-`experiments/<YYYY>/<MM>/<id>-<slug>.md`. kexp's README (README.md in the kexp
-repository you installed it from) explains the file format and every command;
-`kexp --help` lists the commands.
+`experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md` (`<xx>`: the id's last two characters,
+so that no folder grows past what a forge's web page lists). kexp's README (README.md
+in the kexp repository you installed it from) explains the file format and every
+command; `kexp --help` lists the commands.
 
 Add one with `kexp new` (opens your editor) or `kexp add` (for agents, from flags or a
 YAML/JSON document on stdin), then open a pull request. Check files with

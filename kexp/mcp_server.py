@@ -43,8 +43,19 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import Field
 
+from kexp import lineage
+from kexp.briefing import context
+from kexp.commands.common import json_text
+from kexp.corrections import apply_correction, typed_changes
+from kexp.envinfo import detected_env
 from kexp.errors import KexpError, ValidationError
+from kexp.export import machine_record, measured_record, written_record
 from kexp.inputs import read_input_text
+from kexp.intake import record as write
+from kexp.lessons import lessons as find_lessons
+from kexp.measure import remeasure as add_round
+from kexp.publish import sync as publish
+from kexp.retrieval import similar as find_similar
 from kexp.store import Store
 from kexp.version import __version__
 
@@ -167,8 +178,6 @@ class _Tools:
     def answer(self, run: Callable[[], Any]) -> CallToolResult:
         """The result as the command prints it (JSON, or the text itself), then one
         ``kexp: warning: ...`` text per warning."""
-        from kexp.commands.common import json_text
-
         with self.call() as found:
             result = run()
         text = result if isinstance(result, str) else json_text(result)
@@ -200,8 +209,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """What to read before the next iteration on an operator, in one packet: the
         current best and its lineage, related failures and successes with their key
         insights, what was already tried, what was never tried (kexp context)."""
-        from kexp.briefing import context
-
         return tools.answer(
             lambda: context(
                 tools.store(refs, all_refs),
@@ -229,12 +236,10 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """The experiments most related to a plan, a diff or an experiment, best first
         (kexp similar --json)."""
-        from kexp.retrieval import similar as find
-
         return tools.answer(
             lambda: [
                 match.to_dict()
-                for match in find(
+                for match in find_similar(
                     tools.store(refs, all_refs),
                     text=text,
                     diff=diff,
@@ -275,8 +280,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """The best experiments by cumulative score, buggy, pending and controls left
         out (kexp top --json --brief)."""
-        from kexp.export import machine_record
-
         filters = _filters(
             operator=operator, dtype=dtype, env=env, text=text, outcome=outcome, tags=tags
         )
@@ -306,7 +309,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """One experiment, every field (kexp show ID --json); read across refs, its
         newest version and where it was found."""
-        from kexp.export import machine_record
 
         def run() -> dict[str, Any]:
             exp = tools.store(refs, all_refs).get_experiment(exp_id)
@@ -330,13 +332,12 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """The failures to learn from, grouped buggy, regression, marginal,
         interference, each with its key insight (kexp lessons --json)."""
-        from kexp.lessons import lessons as find
 
         def run() -> dict[str, list[dict[str, Any]]]:
             filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
             return {
                 name: [lesson.to_dict() for lesson in _newest(items, limit)]
-                for name, items in find(tools.store(refs, all_refs), **filters).items()
+                for name, items in find_lessons(tools.store(refs, all_refs), **filters).items()
                 if not groups or name in groups
             }
 
@@ -355,8 +356,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """The lineage (experiments linked by pid) as trees: score, delta vs parent,
         outcome, the path to the best (kexp tree --json)."""
-        from kexp import lineage
-
         filters = _filters(operator=operator, dtype=dtype, env=env)
 
         def run() -> list[dict[str, Any]]:
@@ -432,8 +431,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
         without them give score. Returns id, path, score, interval, outcome (kexp add)."""
-        from kexp.export import measured_record
-        from kexp.intake import record as write
 
         def run() -> dict[str, Any]:
             fields: dict[str, Any] = {
@@ -463,8 +460,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                     tools.path(profiling_file), "the profiling file"
                 )
             if detect_env and not env:
-                from kexp.envinfo import detected_env
-
                 fields["env"] = detected_env()
             exp = write(
                 tools.store(),
@@ -493,9 +488,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """Add a round of measurement (same configurations, measured the same way) to an
         experiment: pooled with every earlier round, score and interval recomputed, the
         correction recorded. No best-of-N (kexp remeasure --json)."""
-        from kexp.export import measured_record
-        from kexp.measure import remeasure as add_round
-
         return tools.answer(
             lambda: measured_record(
                 add_round(
@@ -527,8 +519,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """Correct fields of an experiment, with the reason (validated; only the changed
         lines rewritten; a dated note old -> new added). Returns id, path and the fields
         changed (kexp update --reason --json)."""
-        from kexp.corrections import apply_correction, typed_changes
-        from kexp.export import written_record
 
         def run() -> dict[str, Any]:
             if not reason.strip():
@@ -549,8 +539,6 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """Share experiments: commit experiments/ only, fetch, merge what others pushed,
         push (never forced) (kexp sync --json)."""
-        from kexp.publish import sync as publish
-
         return tools.answer(
             lambda: publish(
                 tools.store(), branch=branch, remote=remote, message=message, dry_run=dry_run

@@ -45,14 +45,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
+from kexp.location import find_root
+from kexp.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.settings import DEFAULT_SETTINGS, Settings
+from kexp.store import Store
 from kexp.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
+from kexp.timings import from_mapping, profiling_info, read_timings
+from kexp.timings import read_table as read_sides
 from kexp.timings.common import STATS, Timings, check_stat, check_time, tidy
 
 if TYPE_CHECKING:
-    from kexp.model import KernelExperiment
     from kexp.samples import Round
-    from kexp.store import Store
 
 __all__ = [
     "STATS",
@@ -130,6 +133,7 @@ def measurement_of(
     """A configuration's measurement from its samples (microseconds): the times are
     their medians. Repeated timings are kept as :func:`kexp.samples.kept_sample` keeps
     them; one number a side is a plain measurement, as before."""
+    # lazy: not every command that imports this module needs kexp.samples
     from kexp.samples import kept_sample
 
     if not baseline or not candidate:
@@ -189,8 +193,6 @@ def read_table(path: Path | str, *, unit: str = "us") -> list[Measurement]:
     """Measurements from one CSV table with ``config``, ``baseline``, ``candidate``
     columns (see :func:`kexp.timings.read_table`): several rows of a configuration are
     its samples, one a side per row."""
-    from kexp.timings import read_table as read_sides
-
     return [
         measurement_of(c, base, cand) for c, (base, cand) in read_sides(path, unit=unit).items()
     ]
@@ -198,8 +200,6 @@ def read_table(path: Path | str, *, unit: str = "us") -> list[Measurement]:
 
 def _timings_of(value: Path | str | Mapping[str, Any], name: str, unit: str, stat: str) -> Timings:
     """One side's timings: a file in any format :mod:`kexp.timings` reads, or a dict."""
-    from kexp.timings import from_mapping, read_timings
-
     if isinstance(value, Mapping):
         return from_mapping(value, unit=unit, name=name)
     return read_timings(value, unit=unit, stat=stat)
@@ -304,8 +304,6 @@ def verdict(
     (``MARGINAL``, ``MARGINAL``) or (``REGRESSION``, ``REGRESSION``); with an
     ``interval``, as the outcome is derived (a score past a threshold whose interval
     holds 1 is ``MARGINAL``, "within noise")."""
-    from kexp.model import KernelExperiment, outcome_of
-
     found = outcome_of(
         KernelExperiment(score=score, score_ci=list(interval), status="done"), settings
     )
@@ -381,6 +379,7 @@ def score_measurements(
     interval: list[float] = []
     samples_text = ""
     if any(m.has_samples for m in measurements):
+        # lazy: not every command that imports this module needs kexp.samples
         from kexp.samples import Round, render_samples, summarize
 
         pooled = {m.config: _sides(m) for m in measurements}
@@ -400,8 +399,6 @@ def score_measurements(
         title=title,
         note=note,
     )
-    from kexp.model import KernelExperiment
-
     judged = KernelExperiment(score=score, results=results, protocol=dict(protocol or {}))
     reasons = suspect_reasons(judged, settings)
     if reasons:
@@ -414,6 +411,7 @@ def _kept_round(
 ) -> Round:
     """A round of ``timings`` with each sample as :func:`kexp.samples.kept_sample` keeps
     it."""
+    # lazy: not every command that imports this module needs kexp.samples
     from kexp.samples import Round, kept_sample
 
     return Round(
@@ -438,8 +436,6 @@ def parse_protocol(assignments: Iterable[str]) -> dict[str, Any]:
     """``protocol`` fields from ``KEY=VALUE`` texts (``kexp add --protocol``): ``timer``
     text, ``warmup`` and ``repetitions`` counts, ``synchronized``, ``l2_flushed`` and
     ``clocks_locked`` true or false, ``device`` gpu or cpu."""
-    from kexp.model import PROTOCOL_KEYS
-
     protocol: dict[str, Any] = {}
     for text in assignments:
         key, sep, raw = (part.strip() for part in text.partition("="))
@@ -512,6 +508,7 @@ def with_timings(
         iteration = operator_iteration(store, data.get("operator_sig"))
     protocol = {**gathered.protocol, **(data.get("protocol") or {})}
     if protocol.get("timer") == "wall_clock" and "device" not in protocol:
+        # lazy: not every command that imports this module needs kexp.envinfo
         from kexp.envinfo import gpu_present
 
         if not gpu_present():  # a wall clock on a machine without a GPU timed a CPU
@@ -586,9 +583,6 @@ def record_iteration(
     as a compact table (:func:`kexp.timings.profiling_info`).
     """
     if store is None:
-        from kexp.location import find_root
-        from kexp.store import Store
-
         store = Store(find_root())
     data = with_timings(
         store,
@@ -607,8 +601,6 @@ def record_iteration(
             "no score: give baseline and candidate timings (or a table), or score=..."
         )
     if isinstance(data.get("profiling_info"), str):
-        from kexp.timings import profiling_info
-
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
     exp = store.create_experiment(**data)
@@ -623,6 +615,7 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
     Raises :class:`MeasurementError` when there is nothing to pool with: no timings,
     or samples summarised in ``results`` but not kept.
     """
+    # lazy: not every command that imports this module needs kexp.samples
     from kexp.samples import Round, SamplesError, parse_samples, sample_count
 
     if exp.samples.strip():
@@ -683,13 +676,11 @@ def remeasure(
     one (old → new, and ``reason``, by default "remeasured: round N pooled with the
     earlier ones"). The Python twin of ``kexp remeasure``.
     """
+    # lazy: not every command that imports this module needs kexp.corrections, kexp.samples
     from kexp.corrections import correct
     from kexp.samples import pooled
 
     if store is None:
-        from kexp.location import find_root
-        from kexp.store import Store
-
         store = Store(find_root())
     exp = store.get_experiment(exp_id)
     gathered = _gather(baseline, candidate, table, measurements, "median", unit)

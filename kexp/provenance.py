@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from kexp import git as kgit
 from kexp.errors import CodeRepoWarning, GitError, NoCommitsError, UncommittedBaseWarning
 from kexp.problems import Problem, Severity
 
@@ -68,8 +69,6 @@ def fill_from_git(
     when it matters: ``base_commit`` is missing, or the repository was configured
     explicitly).
     """
-    from kexp import git as kgit
-
     given = exp.base_commit.strip() if isinstance(exp.base_commit, str) else ""
     # A revision name to resolve (not a hash, and not something validation refuses).
     named = bool(given) and not kgit.is_hex(given, 7) and _is_revision(given)
@@ -133,19 +132,15 @@ def fill_from_git(
 
 
 def _is_revision(text: str) -> bool:
-    from kexp.git import check_revision
-
     try:
-        check_revision(text)
+        kgit.check_revision(text)
     except GitError:
         return False
     return True
 
 
 def _is_full_hash(text: str) -> bool:
-    from kexp.git import is_hex
-
-    return len(text) in _FULL_HASH_LENGTHS and is_hex(text, 40) and text == text.lower()
+    return len(text) in _FULL_HASH_LENGTHS and kgit.is_hex(text, 40) and text == text.lower()
 
 
 def base_commit_problems(
@@ -190,8 +185,6 @@ def unresolved_base_commits(
     All values are looked up at once (one git process); see
     :func:`base_commit_problems`. Without a code repository nothing is checked (empty).
     """
-    from kexp import git as kgit
-
     wanted = list(dict.fromkeys(value for value in values if kgit.is_hex(value, 7)))
     if not wanted:
         return {}
@@ -233,8 +226,6 @@ def strict_problems(problems: Sequence[Problem]) -> list[Problem]:
 
 def resolve_revision(code_repo: Path, revision: str) -> str:
     """The full hash of ``revision`` in the code repository (:class:`GitError` if none)."""
-    from kexp import git as kgit
-
     return kgit.resolve_commit(kgit.open_repo(code_repo), revision)
 
 
@@ -245,10 +236,8 @@ def base_commit_filter(code_repo: Path, value: str) -> str:
     else (``main``, ``v1.2``, ``HEAD~3``, ``origin/main``) is resolved in the code
     repository to its full hash.
     """
-    from kexp.git import is_hex
-
     text = str(value).strip()
-    if is_hex(text, 1):
+    if kgit.is_hex(text, 1):
         return text.lower()
     return resolve_revision(code_repo, text)
 
@@ -259,8 +248,6 @@ def reachable(experiments: Iterable[_E], code_repo: Path, revision: str) -> list
     ``revision`` is resolved in the code repository (:class:`GitError` when it does not
     resolve); experiments whose base commit is not in the repository are left out.
     """
-    from kexp import git as kgit
-
     repo = kgit.open_repo(code_repo)
     tip = kgit.resolve_commit(repo, revision)
     pool = list(experiments)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import GitError, KexpError, SyncConflictError
+from kexp.errors import GitError, KexpError, LockTimeoutError, SyncConflictError
 from kexp.validate import README_NAME
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def sync(
     push the remote refuses (in its words). Another sync of the same store is waited
     for (:data:`SYNC_WAIT_S`).
     """
-    from kexp.errors import LockTimeoutError
+    # lazy: not every command that imports this module needs kexp.locking
     from kexp.locking import exclusive_lock
 
     lock = store.cache_dir / "locks" / "sync.lock"
@@ -164,6 +164,7 @@ def _sync(
     sleep: Callable[[float], None],
 ) -> SyncResult:
     """:func:`sync`, holding the store's sync lock."""
+    # lazy: not every command that imports this module needs kexp.git, kexp.snapshot
     from kexp import git as kgit
     from kexp import gitcommits
     from kexp.snapshot import StoreLocation
@@ -231,6 +232,7 @@ def _sync(
             folder,
             (lambda _: message) if message else _message,
             keep=publishable,
+            moved=_moved_away,
             write=not dry_run,
         )
         if made is not None:
@@ -353,6 +355,16 @@ def _publishable(path: str, location: StoreLocation) -> bool:
 def _hidden(path: str, folder: str) -> bool:
     """Whether a file under ``folder`` is hidden (writers' temporary files are)."""
     return any(part.startswith(".") for part in path[len(folder) + 1 :].split("/"))
+
+
+def _moved_away(present: list[str], gone: list[str]) -> list[str]:
+    """The files of ``gone`` (deleted here) whose experiment is at one of the
+    ``present`` paths: moved (``kexp migrate-layout``), so their old path goes too,
+    else the branch would hold each of them twice."""
+    from kexp.rules import id_from_name
+
+    here = {id_from_name(path) for path in present} - {None}
+    return [path for path in gone if id_from_name(path) in here]
 
 
 def _listing(paths: list[str]) -> str:

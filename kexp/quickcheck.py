@@ -151,6 +151,7 @@ def quick_fields(
 def _findings(fields: dict[str, Any], samples: str) -> bool:
     """Whether :func:`kexp.samples.sample_findings` finds a problem (imported only for
     the files with an interval or samples)."""
+    # lazy: not every command that imports this module needs kexp.samples
     from kexp.samples import sample_findings
 
     return bool(sample_findings(fields, samples))
@@ -162,6 +163,7 @@ class _SchemaCheck:
     own; else checked whole once the fields are read."""
 
     def __init__(self) -> None:
+        # lazy: not every command that imports this module needs kexp.schema
         from kexp.schema import fast_validator, property_validators
 
         self._validate, self._invalid = fast_validator()

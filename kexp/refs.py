@@ -34,9 +34,11 @@ from typing import TYPE_CHECKING, Any
 from kexp import git as kgit
 from kexp import gitobjects
 from kexp.errors import KexpError, KexpWarning
-from kexp.rows import LOCAL, Row, Seen, problem_at, row_of
+from kexp.problems import display_path
+from kexp.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
+from kexp.rules import is_stray
 from kexp.sources import EXPERIMENTS_DIR, Found, WorkingTree
-from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_name
+from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_name, size_problem
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
@@ -109,6 +111,7 @@ class RefsSource:
         all_refs: bool,
         settings: Settings,
     ) -> None:
+        # lazy: not every command that imports this module needs kexp.location
         from kexp.location import CACHE_DIR
 
         self.tree = tree
@@ -253,6 +256,7 @@ class RefsSource:
                 invalid.append((path, _invalid_message(self.experiments_dir / path, seen, error)))
             else:
                 rows.append(row_of(values, path, key, seen))
+        # lazy: not every command that imports this module needs kexp.listing
         from kexp.listing import path_order
 
         told = {path for path, _ in invalid}
@@ -268,6 +272,7 @@ class RefsSource:
         working tree holds that content) of every file of the last read (read now when
         none was made yet)."""
         if self._last is None:
+            # lazy: not every command that imports this module needs kexp.cache
             from kexp.cache import Cache
 
             folder = self._cache_folder if self._cache_folder.is_dir() else None
@@ -329,9 +334,8 @@ class RefsSource:
         """The Markdown files that are not experiment files (nor the folder's README) in
         the working tree and at each ref (the working tree's where both hold a path),
         sorted, each with its bytes or the problem that says why it cannot be read."""
+        # lazy: not every command that imports this module needs kexp.cache
         from kexp.cache import Cache
-        from kexp.rules import is_stray
-        from kexp.validate import size_problem
 
         found: dict[str, bytes | Problem] = dict(self.tree.stray_files(settings))
         wanted: dict[str, str] = {}
@@ -404,8 +408,6 @@ class RefsSource:
 
 def _invalid_message(path: Path, seen: Seen, error: Any) -> str:
     """The warning of an invalid file found on a ref: the file, where, its problem."""
-    from kexp.problems import display_path
-
     if len(error) == 2:
         code, message = error
     else:
@@ -419,8 +421,6 @@ def _records(
 ) -> dict[bytes, Record]:
     """The record of each content: from the cache, else read from git (one ``git
     cat-file --batch``) and kept."""
-    from kexp.rows import record_of
-
     wanted = sorted(set(keys))
     known = cache.contents(wanted)
     missing = [key.hex() for key in wanted if key not in known]
@@ -431,8 +431,6 @@ def _records(
             if isinstance(data, bytes):
                 new[bytes.fromhex(sha)] = record_of(data, settings)
             elif isinstance(data, int):
-                from kexp.validate import size_problem
-
                 problem = size_problem("", data, settings.max_file_bytes)
                 new[bytes.fromhex(sha)] = (
                     (1, 1, problem.code, "", problem.message, problem.hint),
@@ -447,6 +445,7 @@ def _records(
 
 def _files_of_folder(folder: Any) -> list[tuple[str, bytes]]:
     """(name, content key) of a working-tree folder's experiment files (readable ones)."""
+    # lazy: not every command that imports this module needs kexp.listing
     from kexp.listing import KEY_SIZE, NO_KEY
 
     keys = folder.keys

@@ -107,6 +107,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     Raises :class:`~kexp.errors.GitError` outside a git repository or for an unknown
     revision.
     """
+    # lazy: not every command that imports this module needs kexp.git, kexp.snapshot
     from kexp import git as kgit
     from kexp.snapshot import StoreLocation
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kexp.fields import FIELDS, FRONT_MATTER_FIELDS
 from kexp.model import KernelExperiment, attach, experiment_from_fields
 from kexp.problems import Problem, sort_problems
-from kexp.validate import EXPERIMENT_NAME
+from kexp.validate import EXPERIMENT_NAME, check_bytes, valid_fields
 
 if TYPE_CHECKING:
     from kexp.settings import Settings
@@ -78,8 +78,6 @@ def values_of(fields: dict[str, Any]) -> tuple[Any, ...]:
 
 def record_of(data: bytes, settings: Settings) -> Record:
     """What is kept of one file's bytes (see the module documentation)."""
-    from kexp.validate import valid_fields
-
     fields, checked = valid_fields(data, _NEUTRAL, settings)
     if fields is not None:
         return None, values_of(fields)
@@ -94,8 +92,6 @@ def named_record(data: bytes, path: str, settings: Settings) -> Record:
     values = found[1]
     named = EXPERIMENT_NAME.fullmatch(os.path.basename(path))
     if values is not None and named is not None and values[_ID] != named.group(1):
-        from kexp.validate import check_bytes
-
         return first_error(check_bytes(data, Path(path), settings).problems), None
     return found
 
@@ -259,8 +255,3 @@ class Row(_RowValues):
 def row_of(values: tuple[Any, ...], path: str, key: bytes, where: Seen | None = None) -> Row:
     """The row of a valid file's values, found at ``path`` (relative)."""
     return Row._make((*values, path, key, where))
-
-
-def name_mismatch(values: tuple[Any, ...], name_id: str) -> bool:
-    """Whether a valid content's id differs from the id in its file's name."""
-    return bool(values[_ID] != name_id)

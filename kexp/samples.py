@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
-from kexp.noise import MIN_SAMPLES, estimate, rounded_interval
+from kexp.noise import estimate, rounded_interval
 from kexp.suspect import UNIT_TO_US
 
 #: The first line of a ``## Samples`` section kexp writes.
@@ -231,12 +231,6 @@ def sample_count(result: Mapping[str, Any]) -> tuple[int, int] | None:
     if all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
         return (int(counts[0]), int(counts[1]))  # type: ignore[arg-type]
     return None
-
-
-def has_interval_samples(results: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every ``results`` entry has enough samples a side for an interval."""
-    counts = [sample_count(r) for r in results]
-    return bool(counts) and all(c is not None and min(c) >= MIN_SAMPLES for c in counts)
 
 
 # --- validation -----------------------------------------------------------------------

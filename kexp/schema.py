@@ -12,6 +12,7 @@ cache pay for neither.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +67,7 @@ def load_schema() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> Any:
+    # lazy: jsonschema, only to explain an invalid file
     import jsonschema
 
     return jsonschema.Draft202012Validator(load_schema())
@@ -131,8 +133,7 @@ def generated_validator_source() -> str:
     the module also has ``REQUIRED`` (the required keys) and ``PROPERTY_VALIDATORS``
     (property name → a validator of one value); else ``PROPERTY_VALIDATORS`` is None.
     """
-    import hashlib
-
+    # lazy: fastjsonschema, only to generate the validator
     import fastjsonschema
 
     # fastjsonschema implements drafts 4 to 7; the schema uses only keywords whose
@@ -173,6 +174,7 @@ def generated_validator_source() -> str:
 @functools.lru_cache(maxsize=1)
 def fast_validator() -> tuple[Callable[[Any], Any], type[Exception]]:
     """The generated validator (raises on a violation, else returns) and its exception."""
+    # lazy: the generated validator, only when a file is checked
     from kexp import _schema_validator
 
     return _schema_validator.validate, _schema_validator.JsonSchemaValueException
@@ -184,6 +186,7 @@ def property_validators() -> tuple[frozenset[str], dict[str, Callable[[Any], Any
     required keys and each property's validator accepts its value (other keys are
     allowed). None when the schema relates properties or limits other keys. The
     validators raise the exception of :func:`fast_validator`."""
+    # lazy: the generated validator, only when a file is checked
     from kexp import _schema_validator
 
     validators = cast(
@@ -208,6 +211,7 @@ def schema_problems(doc: Document) -> list[Problem]:
     """Every schema violation of a document's front-matter, positioned and with hints."""
     if is_schema_valid(doc.fields):
         return []
+    # lazy: jsonschema, only to explain an invalid file
     from jsonschema.exceptions import relevance
 
     problems: list[Problem] = []

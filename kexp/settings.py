@@ -228,9 +228,11 @@ def _read_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
 
 def _parse_toml(path: Path, text: str) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
+        # lazy: only a store with a kexp.toml parses TOML
         import tomllib
     else:  # pragma: no cover - Python 3.10 only
         try:
+            # lazy: only a store with a kexp.toml parses TOML (tomli: an extra)
             import tomli as tomllib
         except ImportError:
             raise SettingsFileError(

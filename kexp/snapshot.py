@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kexp import git as kgit
 from kexp.errors import KexpError, StoreNotFoundError
 from kexp.problems import Problem
+from kexp.rows import named_record, record_of, row_of
 from kexp.settings import Settings
 from kexp.sources import EXPERIMENTS_DIR, Found
 from kexp.validate import (
@@ -264,8 +265,6 @@ class GitRevision:
     def read(self, cache: Cache, settings: Settings) -> Found:
         """Every experiment file at this revision (the records of contents the cache
         does not hold are read from git)."""
-        from kexp.rows import row_of
-
         loc = self.location
         skip = len(loc.folder) + 1
         entries = [(path, entry) for path, entry in self._tree().items()]
@@ -344,8 +343,6 @@ def record_blobs(
     size) of a commit, with the name rule applied (:func:`kexp.rows.named_record`):
     from the cache by content key, else from git (one ``git cat-file --batch``, and the
     new records kept in the cache)."""
-    from kexp.rows import named_record, record_of
-
     keys = [bytes.fromhex(sha) for _, sha, _, _ in files]
     known = cache.contents(sorted(set(keys)))
     found: dict[bytes, Record] = {}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from kexp.errors import KexpError
 from kexp.problems import Problem
 from kexp.progress import track
+from kexp.rows import content_key
 from kexp.settings import Settings
 from kexp.validate import (
     EXPERIMENT_NAME,
@@ -145,6 +146,7 @@ class WorkingTree:
 
     def read(self, cache: Cache, settings: Settings) -> Found:
         """Every experiment file as it is now (:func:`kexp.listing.refresh`)."""
+        # lazy: not every command that imports this module needs kexp.listing
         from kexp.listing import refresh
 
         listing = refresh(cache, self.experiments_dir, settings)
@@ -161,8 +163,6 @@ class WorkingTree:
     ) -> list[bytes | None]:
         """The bytes of each (path relative to ``experiments/``, content key) when the
         file holds that content now (else None)."""
-        from kexp.rows import content_key
-
         found: list[bytes | None] = []
         for path, key in items:
             data = read_or_problem(self.experiments_dir / path, settings)

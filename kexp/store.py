@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from kexp.errors import (
     ValidationError,
 )
 from kexp.fileformat import FileFormatError, encode_like, parse, render_update, serialize
+from kexp.layout import folder_parts
 from kexp.location import CACHE_DIR as CACHE_DIR
 from kexp.location import find_root as find_root
 from kexp.location import init_store as init_store
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 
 from kexp.storereader import StoreReader
 
-_SHARD = re.compile(r"[0-9]{4}")
 _READ_ONLY_FIELDS = frozenset({"id"})
 #: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
 _DERIVED_FIELDS = DERIVED
@@ -190,20 +189,19 @@ class Store(StoreReader):
             ]
 
     def path_for(self, exp: KernelExperiment) -> Path:
-        """Where a create would write ``exp``: ``experiments/<YYYY>/<MM>/<id>-<slug>.md``
-        by its ``created_at`` (now, when that is no date); refuses a linked folder."""
+        """Where a create would write ``exp``: ``experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md``
+        by its ``created_at`` (now, when that is no date) and the last two hex digits of
+        its id (:mod:`kexp.layout`); refuses a linked folder."""
         ids.check_id(exp.id)
-        year, month = exp.created_at[:4], exp.created_at[5:7]
-        if not (_SHARD.fullmatch(year) and month.isdigit() and len(month) == 2):
-            now = utc_now()
-            year, month = now[:4], now[5:7]
-        for folder in (self.experiments_dir / year, self.experiments_dir / year / month):
+        folder = self.experiments_dir
+        for part in folder_parts(exp.id, exp.created_at, utc_now()):
+            folder = folder / part
             if folder.is_symlink():
                 raise KexpError(
                     f"{folder} is a symbolic link: kexp writes only inside {EXPERIMENTS_DIR}/; "
                     "replace the link with a folder"
                 )
-        return self.experiments_dir / year / month / f"{exp.id}-{slugify(exp.change_summary)}.md"
+        return folder / f"{exp.id}-{slugify(exp.change_summary)}.md"
 
     def _fill_from_git(self, exp: KernelExperiment) -> None:
         """Fill ``base_commit``/``author`` from the code repository (see
@@ -329,7 +327,11 @@ class Store(StoreReader):
                     f"experiment {full_id} was not updated: the result would be invalid",
                     sort_problems(problems),
                 )
-            _replace(path, text)
+            if not _replace(path, text):
+                raise ExperimentNotFoundError(
+                    f"experiment {full_id} was moved or deleted meanwhile (kexp "
+                    "migrate-layout?): nothing was written; run the update again"
+                )
         return attach(result.experiment(), self.settings)
 
     def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
@@ -399,6 +401,11 @@ class Store(StoreReader):
             [row.id for row in rows if row.pid == full_id],
             [row.id for row in rows if full_id in row.combines],
         )
+
+    def lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        """Hold the store's lineage lock: exclusive, no delete and no write naming other
+        experiments runs meanwhile (:func:`kexp.migration.migrate_layout` holds it)."""
+        return self._lineage_lock(exclusive=exclusive)
 
     def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
         """The store's lineage lock (see :mod:`kexp.locking`): shared by writes that name
@@ -498,10 +505,10 @@ def link_new_file(temporary: Path, path: Path) -> None:
         raise write_failure(path, exc) from None
 
 
-def _replace(path: Path, text: str | bytes) -> None:
+def _replace(path: Path, text: str | bytes) -> bool:
     """Replace ``path`` with ``text`` atomically, keeping its mode
-    (:func:`kexp.atomic.replace`)."""
+    (:func:`kexp.atomic.replace`); a file gone meanwhile is not brought back (False)."""
     try:
-        atomic.replace(path, text)
+        return atomic.replace(path, text, only_if_exists=True)
     except OSError as exc:
         raise write_failure(path, exc) from None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp import ids
+from kexp.errors import KexpError
 from kexp.fields import BODY_FIELDS, FIELDS
 from kexp.fileformat import DIFF_INFO, FileFormatError, parse, render_section_text
 from kexp.model import KernelExperiment, attach
@@ -68,6 +69,7 @@ def prefill(
     (:func:`kexp.envinfo.detect_env`). ``measured_against``: ``parent`` with a parent
     (each change measured against the code it was made on), else ``reference``.
     """
+    # lazy: not every command that imports this module needs kexp.store
     from kexp.store import utc_now
 
     exp = KernelExperiment(status="done", created_at=now or utc_now(), id=ids.new_id())
@@ -81,6 +83,7 @@ def prefill(
     if env is not None:
         exp.env = env
     elif parent is None:
+        # lazy: not every command that imports this module needs kexp.envinfo
         from kexp.envinfo import detect_env
 
         exp.env = detect_env().describe()
@@ -89,8 +92,8 @@ def prefill(
 
 
 def _head(store: Store) -> str:
+    # lazy: not every command that imports this module needs kexp.git
     from kexp import git as kgit
-    from kexp.errors import KexpError
 
     repo = kgit.find_repo(store.code_repo)
     if repo is None:

@@ -301,6 +301,7 @@ def _warning(
 
 def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:
     """Schema and per-file semantic problems of a parsed document."""
+    # lazy: not every command that imports this module needs kexp.schema
     from kexp.schema import schema_problems
 
     problems = list(doc.problems)
@@ -419,6 +420,7 @@ def _sample_problems(doc: Document) -> list[Problem]:
     samples = doc.body_values()["samples"]
     if "score_ci" not in fields and not samples:
         return []
+    # lazy: not every command that imports this module needs kexp.samples
     from kexp.samples import sample_findings
 
     problems = []

@@ -57,9 +57,11 @@ class _Yaml(NamedTuple):
 
 @functools.lru_cache(maxsize=1)
 def _yaml() -> _Yaml:
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     try:
+        # lazy: PyYAML, only for what the fast path cannot read
         from yaml import CSafeLoader as loader
 
         have_libyaml = True
@@ -158,6 +160,7 @@ class YamlMapping:
 
 
 def _child(node: yaml.Node, step: str | int) -> yaml.Node | None:
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     if isinstance(node, yaml.SequenceNode) and isinstance(step, int):
@@ -177,6 +180,7 @@ def read_mapping(text: str, string_fields: frozenset[str], *, first_line: int = 
     number of the text's first line in its file, for line numbers quoted in messages
     (issue positions stay 0-based within ``text``).
     """
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     if sum(map(text.count, "[{-:?")) > _DEPTH_SCAN_ABOVE:
@@ -276,6 +280,7 @@ def _check_depth(text: str) -> None:
 
 def _tokens(text: str) -> Iterator[yaml.Token]:
     """The YAML tokens of ``text``, up to its first error."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     try:
@@ -339,6 +344,7 @@ def _syntax_issue(exc: yaml.MarkedYAMLError, text: str, first_line: int) -> Yaml
 
 def _runaway_quote(text: str, error_line: int) -> yaml.Token | None:
     """A quoted scalar that starts lines above ``error_line`` and ends on it, if any."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     for token in _tokens(text):
@@ -369,6 +375,7 @@ class _Builder:
         )
 
     def check_tag(self, node: yaml.Node, field: str) -> None:
+        # lazy: PyYAML, only for what the fast path cannot read
         import yaml
 
         if id(node) in self.seen:
@@ -398,6 +405,7 @@ class _Builder:
             )
 
     def key(self, node: yaml.Node, field: str) -> str:
+        # lazy: PyYAML, only for what the fast path cannot read
         import yaml
 
         self.check_tag(node, field)
@@ -414,6 +422,7 @@ class _Builder:
     def value(
         self, node: yaml.Node, field: str, keep_text: bool, top: bool = False, depth: int = 2
     ) -> Any:
+        # lazy: PyYAML, only for what the fast path cannot read
         import yaml
 
         self.check_tag(node, field)
@@ -488,6 +497,7 @@ def _yaml12_number(text: str) -> bool:
 
 
 def _key_text(node: yaml.Node) -> str:
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     if isinstance(node, yaml.ScalarNode):
@@ -502,6 +512,7 @@ def _tag_name(tag: str) -> str:
 
 def iter_nodes(node: yaml.Node) -> Iterator[yaml.Node]:
     """Every node below ``node`` (depth first), ``node`` included."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     yield node
@@ -521,6 +532,7 @@ def iter_nodes(node: yaml.Node) -> Iterator[yaml.Node]:
 def _dumper() -> type[yaml.SafeDumper]:
     """The canonical dumper: pure Python, so the output is the same with or without
     libyaml (made on first use, like every use of PyYAML here)."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -635,6 +647,7 @@ def _render_list_once(name: str, items: tuple[str, ...]) -> str:
 
 def render_field_with_yaml(name: str, value: Any) -> str:
     """:func:`render_field` by PyYAML's emitter, always (the plain path)."""
+    # lazy: PyYAML, only for what the fast path cannot read
     import yaml
 
     return yaml.dump(

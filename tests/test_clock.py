@@ -101,8 +101,10 @@ def test_experiments_recorded_across_a_month_boundary_stay_listed_in_order(
     _past_racy_window()
     listed = _listed(store)
     assert [exp_id for exp_id, _ in listed] == [before.id, also_before, after]
-    assert [path.rsplit("/", 1)[0] for _, path in listed] == [old_folder, old_folder, new_folder]
+    # experiments/<YYYY>/<MM>/<last two hex digits of the id>/<id>-<slug>.md
+    assert [path.rsplit("/", 2)[0] for _, path in listed] == [old_folder, old_folder, new_folder]
     for exp_id, path in listed:
+        assert path.split("/")[2] == exp_id[-2:]
         exp = store.get_experiment(exp_id[:12])
         assert exp.created_at[:7].replace("-", "/") == path[:7]
         assert int(exp_id[:8], 16) == int(
@@ -131,6 +133,6 @@ def test_the_clock_is_read_once_for_a_new_experiment(
     exp = store.create_experiment(**experiment_fields())
     assert exp.path is not None
     assert exp.created_at.startswith("2026-12-31T23:59:59.")
-    assert exp.path.parent == store.experiments_dir / "2026" / "12"
+    assert exp.path.parent == store.experiments_dir / "2026" / "12" / exp.id[-2:]
     last = dt.datetime(2026, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
     assert exp.id.startswith(f"{int(last.timestamp()):08x}")

@@ -348,8 +348,8 @@ def test_killed_fmt(tmp_path: Path) -> None:
     crash_repeatedly("fmt", operation, root, allowed, 15, partial)
     # Leftovers of killed writers: an hour old ones are swept by the next full fmt, a
     # fresh one (a writer may still own it) is kept, and so is a file that is not kexp's.
-    folder = root / "experiments/2026/11"
-    name = next(iter(folder.glob("*.md"))).name
+    found = sorted((root / "experiments/2026/11").rglob("*-*.md"))  # in its fan-out folder
+    folder, name = found[0].parent, found[0].name
     stale = folder / f".{name}.0123456789ab.tmp"
     fresh = folder / f".{name}.ba9876543210.tmp"
     notes = folder / ".notes.tmp"

@@ -127,7 +127,7 @@ def test_reading_and_showing_canonical_files_needs_no_pyyaml(tmp_path: Path) -> 
     store = tmp_path / "store"
     shutil.copytree(root / "experiments", store / "experiments")
     # (A file with `results`, a block list, is shown through the YAML reader.)
-    files = sorted((store / "experiments").glob("*/*/*.md"))
+    files = sorted((store / "experiments").glob("*/*/**/*.md"))
     shown = next(p for p in files if "\nresults:" not in p.read_text()).name[:8]
     for _ in range(2):  # cold (the cache is built), then warm
         result = subprocess.run(

@@ -183,7 +183,7 @@ def test_imported_files_read_well_as_plain_text(store: Store, tmp_path: Path) ->
     path = store.path_of("1234567890123456")
     text = path.read_text(encoding="utf-8")
 
-    assert path.parent.relative_to(store.experiments_dir) == Path("2026/10")
+    assert path.parent.relative_to(store.experiments_dir) == Path("2026/10/56")  # id ...56
     assert "id: '1234567890123456'\n" in text  # quoted, so no YAML tool reads a number
     assert "base_commit: '1234567'\n" in text
     assert "score: 1\n" in text
@@ -523,7 +523,8 @@ def test_a_file_that_cannot_be_written_is_reported_with_its_children(store: Stor
         "a000000000000003": record("a000000000000003"),
     }
     slug = "vectorized-key-store-with-16-byte-writes-1-12"
-    (store.experiments_dir / "2026" / "10" / f"a000000000000001-{slug}.md").mkdir(parents=True)
+    folder = store.experiments_dir / "2026" / "10" / "01"  # the id's last two hex digits
+    (folder / f"a000000000000001-{slug}.md").mkdir(parents=True)
 
     report = import_legacy(db, store, check_commits=False)
 

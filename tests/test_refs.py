@@ -297,7 +297,7 @@ def _place_files(root: Path, refs: list[str]) -> dict[str, dict[str, tuple[str, 
     import re
     import subprocess
 
-    name = re.compile(r"experiments/\d{4}/\d{2}/([0-9a-f]{16})-[a-z0-9-]*\.md")
+    name = re.compile(r"experiments/\d{4}/\d{2}/(?:[0-9a-f]{2}/)?([0-9a-f]{16})-[a-z0-9-]*\.md")
     places: dict[str, dict[str, tuple[str, bytes]]] = {LOCAL: {}}
     for path in (root / "experiments").rglob("*.md"):
         relative = path.relative_to(root).as_posix()

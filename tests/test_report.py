@@ -35,13 +35,14 @@ import kexp
 from kexp import KernelExperiment, KexpError, Store
 from kexp.htmlreport import MARKER, PAGES, build_report
 from kexp.htmlreport.pages import experiment_href, experiment_path, operator_slug
+from kexp.lessons import LESSON_GROUPS
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 MakeExperiment = Callable[..., KernelExperiment]
 #: Text that would run script or change the page if any of it were not escaped.
 HOSTILE = (
     '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
-    "<svg onload=window.pwned=3><a href=\"javascript:window.pwned=4\">x</a>"
+    '<svg onload=window.pwned=3><a href="javascript:window.pwned=4">x</a>'
     "</textarea></title></style>]]><!-- \u202eevil\u202c \u2066iso\u2069 \x1b[31m\x07 & &amp;"
 )
 
@@ -121,10 +122,10 @@ def _cell_store(make_experiment: MakeExperiment) -> dict[str, KernelExperiment]:
     )
     made["b1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=0.97)
     made["b2"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=1.004)
-    made["c1"] = make_experiment(operator_sig="k.cu: beta", dtype_sig="bf16", score=0.0,
-                                 status="new")
-    made["d1"] = make_experiment(operator_sig="k.cu: beta", dtype_sig="bf16", env="H100",
-                                 score=1.3)
+    made["c1"] = make_experiment(
+        operator_sig="k.cu: beta", dtype_sig="bf16", score=0.0, status="new"
+    )
+    made["d1"] = make_experiment(operator_sig="k.cu: beta", dtype_sig="bf16", env="H100", score=1.3)
     return made
 
 
@@ -221,7 +222,7 @@ def test_score_intervals_are_shown_and_drawn_as_whiskers(
     assert len(whiskers) == 1
     assert whiskers[0].attrs["d"].count("V") == 2  # one vertical whisker each
     overview = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
-    assert "1.0400 <span class=\"ci\">[1.0350, 1.0460]</span>" in overview  # the frontier
+    assert '1.0400 <span class="ci">[1.0350, 1.0460]</span>' in overview  # the frontier
     experiment = section(tmp_path / "site" / experiment_path(with_ci.id), with_ci.id)
     assert "[1.0100, 1.0300]" in experiment
 
@@ -261,8 +262,13 @@ def hostile_store(repo: Path) -> tuple[Store, list[KernelExperiment]]:
         "operator_sig": HOSTILE,
         "dtype_sig": HOSTILE,
         "env": HOSTILE,
-        "detailed_description": HOSTILE + "\n\n**Key insight**: " + HOSTILE + "\n\n```\n"
-        + HOSTILE + "\n```\n# " + HOSTILE,
+        "detailed_description": HOSTILE
+        + "\n\n**Key insight**: "
+        + HOSTILE
+        + "\n\n```\n"
+        + HOSTILE
+        + "\n```\n# "
+        + HOSTILE,
         "raw_result": HOSTILE,
         "profiling_info": HOSTILE,
         "code_change": "+" + HOSTILE + "\n-" + HOSTILE + "\n@@ " + HOSTILE,
@@ -272,12 +278,23 @@ def hostile_store(repo: Path) -> tuple[Store, list[KernelExperiment]]:
     }
     first = store.create_experiment(**fields)
     second = store.create_experiment(
-        **{**fields, "score": 0.5, "pid": first.id, "combines": [first.id],
-           "code_change": fields["code_change"] + " 2"}
+        **{
+            **fields,
+            "score": 0.5,
+            "pid": first.id,
+            "combines": [first.id],
+            "code_change": fields["code_change"] + " 2",
+        }
     )
     third = store.create_experiment(
-        **{**fields, "score": 0.0, "is_buggy": True, "error_message": HOSTILE,
-           "pid": second.id, "code_change": fields["code_change"] + " 3"}
+        **{
+            **fields,
+            "score": 0.0,
+            "is_buggy": True,
+            "error_message": HOSTILE,
+            "pid": second.id,
+            "code_change": fields["code_change"] + " 3",
+        }
     )
     assert first.path is not None
     text = first.path.read_text(encoding="utf-8")
@@ -305,10 +322,37 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
                 if name in ("href", "src"):
                     assert SAFE_HREF.fullmatch(value), (page, value)
                 assert name in (
-                    "href", "src", "rel", "class", "id", "title", "charset", "content",
-                    "http-equiv", "name", "lang", "type", "placeholder", "aria-label",
-                    "data-filter", "viewbox", "width", "height", "role", "d", "cx", "cy", "r",
-                    "x", "y", "fill", "points", "text-anchor", "transform", "defer", "open",
+                    "href",
+                    "src",
+                    "rel",
+                    "class",
+                    "id",
+                    "title",
+                    "charset",
+                    "content",
+                    "http-equiv",
+                    "name",
+                    "lang",
+                    "type",
+                    "placeholder",
+                    "aria-label",
+                    "data-filter",
+                    "viewbox",
+                    "width",
+                    "height",
+                    "role",
+                    "d",
+                    "cx",
+                    "cy",
+                    "r",
+                    "x",
+                    "y",
+                    "fill",
+                    "points",
+                    "text-anchor",
+                    "transform",
+                    "defer",
+                    "open",
                 ), (page, name)
         scripts = [e for e in found if e.tag == "script"]
         assert all(e.attrs.get("src", "").endswith("assets/report.js") for e in scripts)
@@ -451,8 +495,9 @@ def test_a_second_report_reuses_the_pages_that_did_not_change(
     operator_inodes = {op: page.stat().st_ino for op, page in operator_pages.items()}
 
     def inodes() -> dict[str, int]:
-        return {exp.id: (site / experiment_path(exp.id)).stat().st_ino
-                for exp in (parent, child, other)}
+        return {
+            exp.id: (site / experiment_path(exp.id)).stat().st_ino for exp in (parent, child, other)
+        }
 
     first = inodes()
     build_report(store, site, now=NOW)
@@ -534,10 +579,11 @@ def test_with_bodies_reads_what_a_whole_listing_reads(repo: Path, tmp_path: Path
         store.create_experiment(**experiment_fields(score=1.0 + extra / 10))
     whole = store.list_experiments()
     assert list(store.with_bodies(store.list_experiments(brief=True))) == whole
-    for exp, read in zip(whole, store.with_bodies(store.list_experiments(brief=True)),
-                         strict=True):
+    for exp, read in zip(whole, store.with_bodies(store.list_experiments(brief=True)), strict=True):
         assert (read.preamble, read.extra_sections, read.extra_fields) == (
-            exp.preamble, exp.extra_sections, exp.extra_fields,
+            exp.preamble,
+            exp.extra_sections,
+            exp.extra_fields,
         )
         assert read.path == exp.path and read.outcome == exp.outcome
 
@@ -756,12 +802,15 @@ def test_report_build_is_deterministic(
     make_experiment(pid=parent.id, score=1.1)
     build_report(store, tmp_path / "a", now=NOW)
     build_report(store, tmp_path / "b", now=NOW)
-    digest = {
-        k: hashlib.sha256(v).hexdigest() for k, v in files_of(tmp_path / "a").items()
-    }
+    digest = {k: hashlib.sha256(v).hexdigest() for k, v in files_of(tmp_path / "a").items()}
     assert digest == {k: hashlib.sha256(v).hexdigest() for k, v in files_of(tmp_path / "b").items()}
     assert os.listdir(tmp_path / "a" / "assets") and sorted(os.listdir(tmp_path / "a")) == [
-        PAGES, MARKER, "assets", "e", "index.html", "op",
+        PAGES,
+        MARKER,
+        "assets",
+        "e",
+        "index.html",
+        "op",
     ]
 
 
@@ -799,3 +848,63 @@ def test_a_lineage_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
     done = run_kexp("tree", cwd=root)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == depth + 3  # and the legend (2 lines) after a blank
+
+
+# --- a large operator -----------------------------------------------------------------
+
+
+def test_a_large_operator_is_paged_and_drawn_whole(
+    store: Store,
+    make_experiment: MakeExperiment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_racy_window: None,
+) -> None:
+    """Past the page sizes (made small here), an operator's table and lessons go on
+    further pages: every experiment in one row, every lesson once, every page linked
+    from the others; its charts still draw every experiment (as paths, past the linked
+    limit), the lineage path to the best as links; a second report reuses all its pages."""
+    import kexp.htmlreport.pages as pages_module
+    import kexp.htmlreport.svg as svg_module
+
+    monkeypatch.setattr(pages_module, "ROWS_PER_PAGE", 4)
+    monkeypatch.setattr(pages_module, "LESSONS_PER_PAGE", 3)
+    monkeypatch.setattr(svg_module, "MAX_LINKED", 5)
+    made, parent = [], ""
+    for n, score in enumerate([1.02, 1.05, 0.9, 0.0, 1.1, 1.0, 1.2, 0.95, 1.3, 1.15, 0.5]):
+        exp = make_experiment(
+            score=score, pid=parent, is_buggy=score == 0.0,
+            error_message="boom" if score == 0.0 else "", change_summary=f"Step {n} - x",
+        )  # fmt: skip
+        made.append(exp)
+        parent = exp.id if score >= 1.0 else parent
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    slug = operator_slug(made[0].operator_sig)
+    table_pages = [site / "op" / f"{slug}.html"] + [
+        site / "op" / f"{slug}--experiments-{n}.html" for n in (2, 3)
+    ]
+    assert not (site / "op" / f"{slug}--experiments-4.html").exists()
+    rows = [row for page in table_pages for row in cells(page, "experiments")]
+    assert [row[0] for row in rows] == [exp.id[:10] for exp in made]
+    lesson_pages = [site / "op" / f"{slug}.html", site / "op" / f"{slug}--lessons-2.html"]
+    lessons = [e.text for page in lesson_pages for e in elements(page) if e.tag == "li"]
+    facts = truth(store.root)
+    lesson_ids = [i for i, f in facts.items() if f["outcome"] in LESSON_GROUPS]
+    assert len(lesson_ids) > 3  # more than one page of them
+    assert sorted(text[:10] for text in lessons) == sorted(i[:10] for i in lesson_ids)
+    for page in [*table_pages, *lesson_pages]:
+        for href in re.findall(r'href="\.\./(op/[^"#]+)"', page.read_text()):
+            assert (site / href).is_file(), href
+    main = elements(site / "op" / f"{slug}.html")
+    dense = [e for e in main if e.tag == "path" and "pts" in e.classes]
+    drawn = sum(e.attrs["d"].count("M") for e in dense) + len(linked_ids(main, "pt"))
+    assert drawn == len(made)
+    nodes = [e for e in main if e.tag == "path" and e.classes & {"nds"} and "de" not in e.classes]
+    linked_nodes = linked_ids(main, "nd")
+    assert sum(e.attrs["d"].count("M") for e in nodes) + len(linked_nodes) == len(made)
+    best = max((e for e in made if not e.is_buggy), key=lambda e: e.score)
+    assert best.id in linked_nodes and best.id in linked_ids(main, "pt")
+    before = {p.name: p.stat().st_ino for p in (site / "op").iterdir()}
+    build_report(store, site, now=NOW)
+    assert {p.name: p.stat().st_ino for p in (site / "op").iterdir()} == before

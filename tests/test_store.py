@@ -167,6 +167,7 @@ def test_create_fills_id_time_path_commit_and_author(repo: Path, store: Store) -
         / "experiments"
         / exp.created_at[:4]
         / exp.created_at[5:7]
+        / exp.id[-2:]
         / f"{exp.id}-unrolled-the-inner-loop-by-4-1-90.md"
     )
     assert exp.path == expected
@@ -211,7 +212,7 @@ def test_slug_of_the_change_summary(store: Store, summary: str, slug: str) -> No
     exp = store.create_experiment(**experiment_fields(change_summary=summary))
     assert exp.path is not None
     assert exp.path.name == f"{exp.id}-{slug}.md"
-    assert exp.path.parent.parent.parent == store.experiments_dir
+    assert exp.path.parent.parent.parent.parent == store.experiments_dir
 
 
 @pytest.mark.parametrize(

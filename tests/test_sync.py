@@ -27,7 +27,7 @@ CONTEXT.set_forkserver_preload([__name__])
 CLONES = 8
 PER_CLONE = 25
 SYNC_EVERY = 5
-_EXPERIMENT = re.compile(r"experiments/\d{4}/\d{2}/([0-9a-f]{16})-[a-z0-9-]*\.md")
+_EXPERIMENT = re.compile(r"experiments/\d{4}/\d{2}/(?:[0-9a-f]{2}/)?([0-9a-f]{16})-[a-z0-9-]*\.md")
 
 
 def make_remote(tmp_path: Path) -> tuple[Path, str]:
@@ -129,6 +129,21 @@ def test_only_experiment_files_are_committed(tmp_path: Path) -> None:
     assert "M kernel.cu" in status and "?? notes.txt" in status
     assert f"?? {Path(str(hidden)).relative_to(alice).as_posix()}" in status
     assert (alice / "kernel.cu").read_text().endswith("/* work in progress */ }\n")
+
+
+def test_a_deletion_staged_with_git_rm_is_published(tmp_path: Path) -> None:
+    """``git rm`` of an experiment file, then ``kexp sync``: the file is in neither the
+    working tree nor the index, and the sync commits its deletion (it failed with
+    "pathspec did not match any files")."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    kept = record(alice, base, "Unrolled by 4 - +1.9%")
+    gone = record(alice, base, "Unrolled by 8 - -0.4%")
+    sync(Store(alice))
+    git(alice, "rm", "-q", str(gone.path))
+    result = sync(Store(alice))
+    assert result.pushed and len(result.committed) == 1
+    assert remote_ids(remote) == [kept.id]
 
 
 def test_other_staged_work_is_refused_with_one_clear_line(tmp_path: Path) -> None:

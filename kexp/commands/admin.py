@@ -1,4 +1,4 @@
-"""Store and environment commands: validate, init, env."""
+"""Store and environment commands: validate, init, env, migrate-layout."""
 
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ def validate(
       kexp validate
       kexp validate --format github      in a GitHub Actions workflow
       kexp validate --changed origin/main --format github     in a pull request
-      kexp validate experiments/2026/11/6749f3a0c2d41e7b-fused-unroll.md
+      kexp validate experiments/2026/11/7b/6749f3a0c2d41e7b-fused-unroll.md
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.formatting import expand_paths
 
     store = get_store(ctx)
@@ -81,6 +82,7 @@ def validate(
     selected = expand_paths(paths, store) if paths else None
     with progress("validating"):
         if changed is not None:
+            # lazy: one command's library, loaded when that command runs
             from kexp.changedcheck import check_changes
             from kexp.provenance import strict_problems
 
@@ -125,6 +127,7 @@ def init(directory: Path) -> None:
     Example:
       kexp init ~/kernels
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.location import init_store_made
 
     made = init_store_made(directory)
@@ -154,6 +157,7 @@ def env(as_json: bool) -> None:
       kexp env
       kexp add --env "$(kexp env)" ...
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.envinfo import detect_env
 
     info = detect_env()
@@ -182,6 +186,7 @@ def settings(ctx: click.Context, as_json: bool) -> None:
       kexp settings
       echo 'improvement_above = 1.05' >> kexp.toml && kexp settings
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.settings import SETTINGS_FILE, effective_settings
 
     store = get_store(ctx)
@@ -202,4 +207,36 @@ def settings(ctx: click.Context, as_json: bool) -> None:
     )
 
 
-COMMANDS = (validate, init, env, settings)
+@click.command("migrate-layout")
+@click.option("--dry-run", is_flag=True, help="Say what would move; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the moves as JSON.")
+@click.pass_context
+def migrate_layout(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Move month-layout files to experiments/YYYY/MM/xx/.
+
+    Stores written by an earlier kexp keep every experiment of a month in one folder,
+    which a forge's web page cannot list past 1,000 files. Each file moves to the
+    folder named by the last two hex digits of its id, keeping its month and its name;
+    in git, as git mv moves it (staged as a rename: kexp log follows it). Commit the
+    moves, or kexp sync. Safe to run again (it finishes a migration cut short); the
+    month layout keeps working unmigrated, and both layouts read as one store.
+
+    Python: kexp.migrate_layout(dry_run=False).
+
+    \b
+    Examples:
+      kexp migrate-layout --dry-run
+      kexp migrate-layout && git commit -m "experiments: the fan-out layout"
+    """
+    from kexp.migration import migrate_layout as migrate
+
+    with progress("moving experiment files"):
+        result = migrate(get_store(ctx), dry_run=dry_run)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    for line in result.lines():
+        click.echo(clean(line))
+
+
+COMMANDS = (validate, init, env, settings, migrate_layout)

@@ -19,6 +19,7 @@ from kexp.commands.common import (
     progress,
     refs_options,
 )
+from kexp.errors import KexpError, StoreNotFoundError
 
 if TYPE_CHECKING:
     from kexp.legacy import Note
@@ -53,6 +54,7 @@ def import_command(
     Example:
       kexp import ~/kernel_experiments_db.json --dry-run
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.legacyimport import import_legacy
 
     store = get_store(ctx)
@@ -141,14 +143,15 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
       kexp skill install --cursor --mcp  # .cursor/skills/..., .cursor/mcp.json
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.skill import install_mcp_config, install_skill
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
     if with_mcp:
+        # lazy: contextlib, kexp.location only when this runs (start-up)
         import contextlib
 
-        from kexp.errors import StoreNotFoundError
         from kexp.location import find_root
 
         store: Path | None = ctx.find_root().params.get("root")
@@ -160,6 +163,7 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
 
 def _read_diff(path: str, limit: int) -> str:
     """The text of ``--diff FILE`` (``-``: standard input), at most ``limit`` bytes."""
+    # lazy: one command's library, loaded when that command runs
     from kexp.inputs import read_input_text
 
     return read_input_text(path, "the diff", limit=limit, errors="replace")
@@ -216,6 +220,7 @@ def context(
       kexp context --operator rms_norm --text "warp-shuffle reduction" --budget 2000
       git diff | kexp context --operator rms_norm --diff - --json
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.briefing import context as make_context
 
     store = get_store(ctx)
@@ -272,6 +277,7 @@ def similar(
       kexp similar --diff change.diff --operator cache
       kexp similar 6ac50671ad --json
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.retrieval import similar as find_similar
 
     store = get_store(ctx)
@@ -332,9 +338,8 @@ def mcp(ctx: click.Context) -> None:
     Example (.mcp.json of a project, for Claude Code):
       {"mcpServers": {"kexp": {"command": "kexp", "args": ["mcp"]}}}
     """
-    from kexp.errors import KexpError
-
     try:
+        # lazy: one command's library, loaded when that command runs
         from kexp.mcp_server import serve
     except ImportError as exc:
         if exc.name is None or not exc.name.startswith(("mcp", "pydantic")):

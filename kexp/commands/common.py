@@ -8,8 +8,10 @@ loads every command module, so the library (and json) are imported where used.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import itertools
+import json
 import os
 import re
 import sys
@@ -22,6 +24,7 @@ from kexp.commands.exits import EXIT_BUG as EXIT_BUG
 from kexp.commands.exits import EXIT_OK as EXIT_OK
 from kexp.commands.exits import EXIT_PROBLEMS as EXIT_PROBLEMS
 from kexp.commands.exits import EXIT_USAGE as EXIT_USAGE
+from kexp.errors import KexpError
 from kexp.formats import FORMATS, format_names
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ def get_store(ctx: click.Context) -> Store:
     or ``--all-refs`` the working tree plus the store at those refs, one entry per
     experiment (``Store(root, refs=...)``).
     """
+    # lazy: the store, not for commands that open none (init, env, skill)
     from kexp.store import Store
 
     root = ctx.find_root().params.get("root")
@@ -278,6 +282,7 @@ def paged() -> Iterator[None]:
 def _page(text: str, command: str, real: Any) -> bool:
     """Show ``text`` in the pager; False if the pager could not be started (or the shell
     found no such command)."""
+    # lazy: only to start the pager
     import signal
     import subprocess
 
@@ -304,7 +309,6 @@ def _page(text: str, command: str, real: Any) -> bool:
 
 def paged_output(func: _F) -> _F:
     """Run a command's callback under :func:`paged` (its long output goes to the pager)."""
-    import functools
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -319,8 +323,6 @@ def json_text(data: Any) -> str:
     (``\\u202e``: the same data): DEL and C1 control characters, bidirectional-text
     controls, the line and paragraph separators, and lone surrogates (which no terminal
     could be sent). JSON itself escapes the C0 controls."""
-    import json
-
     return json.dumps(data, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
@@ -428,7 +430,7 @@ def print_table(
             if index == wrap_index and (below or total is not None):
                 if below:
                     continue
-                import textwrap
+                import textwrap  # lazy: only for a wrapped column
 
                 pieces = textwrap.wrap(cell, width, break_on_hyphens=False) or [""]
                 cell = pieces[0]
@@ -451,7 +453,7 @@ def print_table(
         for extra in extra_lines:
             click.echo("  ".join(extra).rstrip())
         if below and number and wrap_index is not None:
-            import textwrap
+            import textwrap  # lazy: only for a wrapped column
 
             for piece in textwrap.wrap(
                 row[wrap_index],
@@ -469,6 +471,7 @@ def outcome_style(cell: str) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def progress(label: str) -> Iterator[None]:
     """Show a progress bar on stderr for library loops over many files (terminal only)."""
+    # lazy: not every command shows progress
     from kexp.progress import reporting
 
     if not sys.stderr.isatty():
@@ -503,9 +506,11 @@ COMPLETION_LIMIT = 500
 def complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """Shell completion of an experiment id: the ids starting with what was typed, each
     described by its file's slug (file names only: nothing is read)."""
+    # lazy: only for shell completion
     from click.shell_completion import CompletionItem
 
     try:
+        # lazy: only for shell completion
         from kexp.listing import find_names
         from kexp.store import Store
 
@@ -519,6 +524,7 @@ def complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) ->
 
 def complete_outcomes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """Shell completion of an outcome (``--outcome``)."""
+    # lazy: only for shell completion
     from click.shell_completion import CompletionItem
 
     from kexp.model import OUTCOMES
@@ -637,7 +643,7 @@ def field_list(value: str | None) -> list[str] | None:
     """The fields of ``--fields a,b,c`` (checked), or None."""
     if not value:
         return None
-    from kexp.errors import KexpError
+    # lazy: not every command takes --fields
     from kexp.export import check_fields
 
     fields = [f.strip() for f in value.split(",") if f.strip()]
@@ -672,6 +678,7 @@ _HEADERS = {
 
 def suspect_reasons(exp: KernelExperiment) -> list[str]:
     """Why an experiment's measurement is implausible (empty when believable)."""
+    # lazy: not every command shows suspicion
     from kexp.suspect import suspect_reasons as reasons
 
     return reasons(exp, exp.settings)
@@ -716,8 +723,6 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list):
-        import json
-
         value = ", ".join(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)
     return one_line(value)
 
@@ -752,6 +757,7 @@ def ref_labels(sightings: Sequence[Any]) -> list[str]:
 def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_matter: bool) -> bool:
     """Whether printing experiments this way shows body text (else it is not read):
     ``--brief`` shows the key insight, from the detailed description."""
+    # lazy: not every command takes --fields
     from kexp.model import BODY_FIELDS
 
     chosen = field_list(fields)
@@ -780,6 +786,7 @@ def emit_experiments(
     chosen = field_list(fields)
     output_format = "json" if as_json else output_format
     if FORMATS[output_format].records:
+        # lazy: only for a command that prints records
         from kexp.export import machine_record, to_record, write_records
 
         if output_format == "csv":

@@ -611,16 +611,18 @@ def _change_text(old: Any, new: Any) -> str:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["json", "jsonl", "csv", "legacy"]),
+    type=click.Choice(["json", "jsonl", "csv", "legacy", "parquet"]),
     default="json",
     show_default=True,
-    help="Output format; legacy: the predecessor's kernel_experiments_db.json.",
+    help="Output format; legacy: the predecessor's kernel_experiments_db.json; parquet: a "
+    "Parquet dataset in the folder -o DIR, for DuckDB, Polars, Spark (needs pyarrow).",
 )
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write to this file (replaced atomically) instead of stdout.",
+    type=click.Path(path_type=Path),
+    help="Write to this file (replaced atomically) instead of stdout; with --format "
+    "parquet, the folder (an earlier export there is replaced whole).",
 )
 @filter_options
 @refs_options
@@ -644,13 +646,20 @@ def export(
     with -o FILE, what its records have no place for (tags, author, ...) goes beside it
     in FILE.kexp.json, which kexp import reads back.
 
+    --format parquet writes two tables into the folder -o DIR, partitioned by operator
+    and month (DIR/experiments/operator=.../month=.../part-0.parquet, and DIR/results/,
+    one row per configuration measured), with every field, outcome and suspect;
+    query them with any engine, e.g. DuckDB:
+    read_parquet('DIR/experiments/**/*.parquet', hive_partitioning=true).
+
     Python: kexp.export.export(store, stream, format, **filters);
-    kexp.legacyexport.export_legacy(path, store).
+    kexp.legacyexport.export_legacy(path, store); kexp.parquet.export_parquet(store, dir).
 
     \b
     Examples:
       kexp export --format jsonl -o experiments.jsonl
       kexp export --format csv --operator cache --brief > cache.csv
+      kexp export --format parquet -o kexp-parquet
     """
     import io
 
@@ -659,6 +668,9 @@ def export(
     store = get_store(ctx)
     if output_format == "legacy":
         _export_legacy(store, output, bool(fields or brief or filters_from(params)))
+        return
+    if output_format == "parquet":
+        _export_parquet(store, output, bool(fields or brief), filters_from(params))
         return
     chosen = field_list(fields)
     buffer = io.StringIO()
@@ -672,6 +684,27 @@ def export(
         return
     _write_atomically(output, buffer.getvalue())
     click.echo(f"exported {count} experiment(s) to {output}", err=True)
+
+
+def _export_parquet(
+    store: Store, output: Path | None, shaped: bool, filters: dict[str, Any]
+) -> None:
+    from kexp.errors import KexpError
+    from kexp.parquet import export_parquet
+
+    if output is None:
+        raise KexpError("--format parquet writes a folder: give it with -o DIR")
+    if shaped:
+        raise KexpError("--format parquet exports every field: drop --fields and --brief")
+    if hasattr(store, "where"):
+        raise KexpError("--format parquet exports the working tree's store: drop --refs/--all-refs")
+    with progress("exporting experiments"):
+        result = export_parquet(store, output, **filters)
+    click.echo(
+        f"exported {result.experiments} experiment(s) and {result.results} result row(s) "
+        f"to {clean(str(output))} ({len(result.files)} Parquet file(s))",
+        err=True,
+    )
 
 
 def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:

@@ -48,6 +48,7 @@ def report(ctx: click.Context, /, output: Path | None, as_json: bool, **params: 
       kexp report                          writes .kexp/report/index.html
       kexp report -o site --operator cache
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.htmlreport import build_report
 
     store = get_store(ctx)

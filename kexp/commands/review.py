@@ -44,6 +44,7 @@ def review(
       kexp review origin/main HEAD --json    the same content as data
       gh pr comment 42 --body "$(kexp review origin/main HEAD)"
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.review import render_markdown, to_json
     from kexp.review import review as review_changes
 

@@ -54,6 +54,7 @@ def sync(
       kexp sync --branch kexp/alice    one branch per agent, the checkout untouched
       kexp sync --dry-run              what would be committed
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.publish import sync as publish
 
     result = publish(

@@ -19,6 +19,7 @@ from kexp.commands.common import (
     progress,
     refs_options,
 )
+from kexp.errors import DeleteRefusedError, KexpError, StoreNotFoundError, ValidationError
 
 if TYPE_CHECKING:
     from kexp.model import KernelExperiment
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 
 def _relative(path: Path | None) -> str:
+    # lazy: one command's library, loaded when that command runs
     from kexp.problems import display_path
 
     return "" if path is None else display_path(path)
@@ -34,6 +36,7 @@ def _relative(path: Path | None) -> str:
 
 def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
     if as_json:
+        # lazy: one command's library, loaded when that command runs
         from kexp.export import written_record
 
         echo_json(written_record(exp))
@@ -244,6 +247,7 @@ def add(
           --error-file err.txt --operator "csrc/cache.cu: reshape_and_cache"
       kexp add < experiment.yaml
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp import intake
     from kexp.inputs import read_input_text
 
@@ -267,6 +271,7 @@ def add(
     if combines:
         flags["combines"] = list(combines)
     if protocol:
+        # lazy: one command's library, loaded when that command runs
         from kexp.measure import parse_protocol
 
         flags["protocol"] = parse_protocol(protocol)
@@ -294,6 +299,7 @@ def add(
         if not fields["code_change"]:
             click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
     if detect_env and not fields.get("env"):
+        # lazy: one command's library, loaded when that command runs
         from kexp.envinfo import detected_env
 
         fields["env"] = detected_env()
@@ -359,6 +365,7 @@ def remeasure(
     Example:
       kexp remeasure 6749f3a0c2 --baseline bench/base2.json --candidate bench/cand2.json
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.measure import remeasure as add_round
 
     store = get_store(ctx)
@@ -366,6 +373,7 @@ def remeasure(
         store, exp_id, baseline=baseline, candidate=candidate, table=table, unit=unit, reason=reason
     )
     if as_json:
+        # lazy: one command's library, loaded when that command runs
         from kexp.export import measured_record
 
         echo_json(measured_record(exp))
@@ -422,10 +430,10 @@ def new(
       kexp new
       kexp new --pid 6749f3a0c2 --diff-from-git
     """
+    # lazy: secrets, kexp, kexp.inputs only when this runs (start-up)
     import secrets
 
     from kexp import intake, template
-    from kexp.errors import KexpError
     from kexp.inputs import read_input_text
 
     store = get_store(ctx)
@@ -472,8 +480,6 @@ def new(
 
 
 def _edit(draft: Path) -> None:
-    from kexp.errors import KexpError
-
     try:
         click.edit(filename=str(draft), extension=".md")
     except click.ClickException as exc:
@@ -493,8 +499,8 @@ def _confirm(question: str) -> bool:
 def _record_draft(
     store: Store, text: str, draft: Path
 ) -> tuple[KernelExperiment | None, list[Problem]]:
+    # lazy: one command's library, loaded when that command runs
     from kexp import template
-    from kexp.errors import KexpError, ValidationError
     from kexp.problems import Problem, has_errors
 
     exp, problems, doc = template.read_draft(text, draft, store.settings)
@@ -554,8 +560,8 @@ def update(
       kexp update 6749f3a0c2 --set tags=cache,unroll --set status=done
       kexp update 6749f3a0c2 --set-file raw_result=bench.log
     """
+    # lazy: one command's library, loaded when that command runs
     from kexp.corrections import apply_correction, parse_assignments, parse_value
-    from kexp.errors import KexpError
     from kexp.export import written_record
     from kexp.inputs import read_input_text
 
@@ -600,8 +606,6 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
     Example:
       kexp rm 6749f3a0c2 --yes
     """
-    from kexp.errors import DeleteRefusedError
-
     store = get_store(ctx)
     full_id = store.resolve_id(exp_id)
     path = store.path_of(full_id)
@@ -670,7 +674,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
       kexp fmt
       kexp fmt --check experiments/2026/    in CI
     """
-    from kexp.errors import StoreNotFoundError
+    # lazy: one command's library, loaded when that command runs
     from kexp.formatting import format_files
 
     try:

@@ -64,13 +64,14 @@ from kexp.htmlreport.pages import (
     experiment_page,
     experiment_page_context,
     experiment_path,
-    operator_page,
+    operator_pages,
     overview_page,
 )
 from kexp.lessons import LESSON_GROUPS
 from kexp.locking import folder_lock
 from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part
+from kexp.version import __version__
 
 if TYPE_CHECKING:
     from kexp.store import Store
@@ -90,7 +91,7 @@ _LAYOUT_SOURCES = ("__init__.py", "markup.py", "pages.py", "svg.py")
 _REPORT_FILE = re.compile(
     rf"index\.html|{re.escape(MARKER)}|{re.escape(PAGES)}|assets/report\.(?:css|js)|"
     rf"{EXPERIMENT_DIR}/[0-9a-f]{{{PAGE_DIGITS}}}\.html|"
-    rf"{OPERATOR_DIR}/[a-z0-9-]+-[0-9a-f]{{8}}\.html|"
+    rf"{OPERATOR_DIR}/[a-z0-9-]+-[0-9a-f]{{8}}(?:--(?:experiments|lessons)-[0-9]+)?\.html|"
     rf"(?:assets|{EXPERIMENT_DIR}|{OPERATOR_DIR})/"  # empty (a report of no experiment)
 )
 #: How long a report waits for another one writing into the same folder (seconds).
@@ -142,8 +143,6 @@ def build_report(
     generated (default: now). Raises :class:`~kexp.errors.KexpError` when ``output``
     is a file, or a folder that holds other files than a report of kexp.
     """
-    from kexp.version import __version__
-
     target = Path(output) if output is not None else default_output(store)
     _check_output(target)
     experiments = store.list_experiments(brief=True, **filters)
@@ -230,8 +229,6 @@ class _Earlier:
 
 def _layout_digest() -> str:
     """A hash of what decides a page besides its data: this code, the assets, kexp."""
-    from kexp.version import __version__
-
     digest = hashlib.sha256(__version__.encode())
     package = resources.files("kexp.htmlreport")
     for name in _LAYOUT_SOURCES:
@@ -329,21 +326,36 @@ def _link_earlier(earlier: _Earlier, name: str, key: str, folder: Path) -> int |
 def _operator_pages(
     site: Site, folder: Path, earlier: _Earlier, keys: dict[str, bytes]
 ) -> list[tuple[str, str, int]]:
-    """Write (or reuse) every operator's page, split between two processes as the
-    experiment pages; (path, key, bytes) of each."""
+    """Write (or reuse) every operator's pages (its page, and the further pages of its
+    lessons and experiments), split between two processes as the experiment pages;
+    (path, key, bytes) of each. An operator's pages are reused all together or written
+    again all together."""
+    # lazy: not every command that imports this module needs kexp.parallel
     from kexp.parallel import in_two_processes
 
     def work(operators: list[str]) -> list[tuple[str, str, int]]:
         records = []
         for operator in operators:
-            name = f"{OPERATOR_DIR}/{site.slugs[operator]}.html"
             key = _page_key(earlier.layout, operator, site.operators[operator], keys)
-            size = _link_earlier(earlier, name, key, folder)
-            if size is None:
-                data = operator_page(site, operator).encode("utf-8", "replace")
-                (folder / name).write_bytes(data)
-                size = len(data)
-            records.append((name, key, size))
+            slug = site.slugs[operator]
+            names = sorted(
+                name
+                for name in earlier.pages
+                if name == f"{OPERATOR_DIR}/{slug}.html"
+                or name.startswith(f"{OPERATOR_DIR}/{slug}--")
+            )
+            sizes = [_link_earlier(earlier, name, key, folder) for name in names]
+            if not names or None in sizes:  # written again, all of its pages
+                for name in names:
+                    (folder / name).unlink(missing_ok=True)
+                made = [
+                    (name, html.encode("utf-8", "replace"))
+                    for name, html in operator_pages(site, operator)
+                ]
+                for name, data in made:
+                    (folder / name).write_bytes(data)
+                names, sizes = [name for name, _ in made], [len(data) for _, data in made]
+            records += [(name, key, size or 0) for name, size in zip(names, sizes, strict=True)]
         return records
 
     operators = list(site.operators)
@@ -366,6 +378,7 @@ def _experiment_pages(
     which does the child's half here if the child fails; ``KEXP_NO_FORK`` turns it off).
     The pages are the same either way.
     """
+    # lazy: not every command that imports this module needs kexp.parallel
     from kexp.parallel import in_two_processes
 
     grouped: dict[str, list[KernelExperiment]] = {}

@@ -142,20 +142,32 @@ def preformatted(value: str) -> str:
     return f"<pre>{text(value)}</pre>"
 
 
+def _diff_kind(line: str) -> str:
+    """The element marking a line of a unified diff ("" for a context line)."""
+    if line.startswith(("+++", "---", "diff ", "index ")):
+        return "b"
+    if line.startswith("+"):
+        return "ins"
+    if line.startswith("-"):
+        return "del"
+    return "i" if line.startswith("@@") else ""
+
+
 def diff(value: str) -> str:
-    """A code change: unified-diff lines marked as added, removed or hunk headers."""
+    """A code change: unified-diff lines marked as added, removed or headers; a run of
+    lines of one kind is one element (a report holds 100,000 diffs)."""
     out: list[str] = []
-    for line in text(value).split("\n"):
-        if line.startswith(("+++", "---", "diff ", "index ")):
-            out.append(f"<b>{line}</b>")
-        elif line.startswith("+"):
-            out.append(f"<ins>{line}</ins>")
-        elif line.startswith("-"):
-            out.append(f"<del>{line}</del>")
-        elif line.startswith("@@"):
-            out.append(f"<i>{line}</i>")
-        else:
-            out.append(line)
+    run: list[str] = []
+    kind = ""
+    for line in [*text(value).split("\n"), None]:
+        line_kind = _diff_kind(line) if line is not None else None
+        if line_kind != kind or line is None:
+            if run:
+                joined = "\n".join(run)
+                out.append(f"<{kind}>{joined}</{kind}>" if kind else joined)
+            run, kind = [], line_kind or ""
+        if line is not None:
+            run.append(line)
     return '<pre class="diff">' + "\n".join(out) + "</pre>"
 
 

@@ -17,9 +17,9 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kexp.htmlreport import svg
 from kexp.htmlreport.markup import (
@@ -43,11 +43,18 @@ EXPERIMENT_DIR = "e"
 #: Hex digits of an id (its last ones, random) naming its experiment page: at most
 #: 4,096 files, however many experiments (files cost more than bytes to write).
 PAGE_DIGITS = 3
-#: Where the operator pages are: ``op/<slug>.html``.
+#: Where the operator pages are: ``op/<slug>.html``, and when an operator's experiments
+#: or lessons do not fit one page, ``op/<slug>--experiments-<n>.html`` and
+#: ``op/<slug>--lessons-<n>.html`` (n from 2: the first is on the operator's page).
 OPERATOR_DIR = "op"
+#: Rows of the table of experiments on one page, and lessons on one page: a page of a
+#: large operator stays small enough to load at once (below 2 MB at 10,000 experiments).
+ROWS_PER_PAGE = 1000
+LESSONS_PER_PAGE = 500
 #: Outcomes in the order the report lists them (best news first).
 OUTCOME_ORDER = ("improvement", "marginal", "regression", "interference", "buggy", "pending")
 assert sorted(OUTCOME_ORDER) == sorted(OUTCOMES)
+_T = TypeVar("_T")
 
 
 def score_interval(exp: KernelExperiment) -> tuple[float, float] | None:
@@ -96,6 +103,7 @@ def best_tip(experiments: Iterable[KernelExperiment]) -> KernelExperiment | None
 
 def operator_slug(operator: str) -> str:
     """The operator page's file name (without ``.html``): readable, and unique by hash."""
+    # lazy: not every command that imports this module needs kexp.validate
     from kexp.validate import slugify
 
     digest = hashlib.sha1(operator.encode("utf-8", "surrogatepass")).hexdigest()[:8]
@@ -158,11 +166,12 @@ class Site:
         return f"{root}{OPERATOR_DIR}/{self.slugs[operator]}.html"
 
     def operator_link(self, operator: str, root: str, limit: int | None = 90) -> str:
-        """A link to an operator's page, labelled with the operator."""
-        return (
-            f'<a href="{self.operator_href(operator, root)}" title="{text(operator)}">'
-            f"{one_line(operator or '(none)', limit)}</a>"
-        )
+        """A link to an operator's page, labelled with the operator (whole in a tooltip
+        when the label is cut)."""
+        shown = one_line(operator or "(none)", limit)
+        cut = limit is not None and len(" ".join(operator.split())) > limit
+        title = f' title="{text(operator)}"' if cut else ""
+        return f'<a href="{self.operator_href(operator, root)}"{title}>{shown}</a>'
 
     def relative_path(self, exp: KernelExperiment) -> str:
         """The experiment's file relative to the store."""
@@ -422,8 +431,10 @@ def _best_path(forest: Sequence[TreeNode], best_id: str) -> list[str]:
     return []
 
 
-def operator_page(site: Site, operator: str) -> str:
-    """An operator's page: score chart, lineage, configuration heatmap, lessons, table."""
+def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
+    """An operator's pages, as (path in the report, HTML): its page (score chart,
+    lineage, configuration heatmap, the first lessons and the first rows of its table of
+    experiments), then the further pages of lessons and of the table, if any."""
     root = "../"
     members = site.operators[operator]
     counts = outcome_counts(members)
@@ -516,7 +527,9 @@ def operator_page(site: Site, operator: str) -> str:
             numeric=(2, 3),
         ),
     ]
-    parts += _lessons_section(site, members, root)
+    slug = site.slugs[operator]
+    lessons = _lesson_entries(site, members, root)
+    lesson_pages = _chunks(lessons, LESSONS_PER_PAGE)
     rows = [
         [
             site.experiment_link(exp.id, root),
@@ -530,24 +543,119 @@ def operator_page(site: Site, operator: str) -> str:
         ]
         for exp in members
     ]
-    parts += [
-        "<h2>Experiments</h2>",
+    row_pages = _chunks(rows, ROWS_PER_PAGE)
+    parts.append(f"<h2>Lessons ({len(lessons):,})</h2>")
+    parts += _lessons_list(lesson_pages, 1, slug, root)
+    parts.append(f"<h2>Experiments ({len(members):,})</h2>")
+    parts += _experiments_table(row_pages, 1, slug, root)
+    name = operator or "(none)"
+    crumbs = [(f"{root}index.html", "Overview"), ("", name)]
+    made = [(f"{OPERATOR_DIR}/{slug}.html", page(
+        name, "".join(parts), root=root, crumbs=crumbs, script=True, footer=site.page_footer
+    ))]  # fmt: skip
+    here = [(f"{root}index.html", "Overview"), (f"{root}{OPERATOR_DIR}/{slug}.html", name)]
+    further: list[tuple[str, int, Callable[[int], list[str]]]] = [
+        ("lessons", len(lesson_pages), lambda n: _lessons_list(lesson_pages, n, slug, root)),
+        ("experiments", len(row_pages), lambda n: _experiments_table(row_pages, n, slug, root)),
+    ]
+    for kind, count, render in further:
+        for number in range(2, count + 1):
+            title = f"{name}: {kind} ({number} of {count})"
+            content = [f"<h1>{one_line(name)}: {kind}</h1>", *render(number)]
+            made.append((
+                _paged_name(slug, kind, number),
+                page(title, "".join(content), root=root, crumbs=[*here, ("", f"{kind} {number}")],
+                     script=kind == "experiments", footer=site.page_footer),
+            ))  # fmt: skip
+    return made
+
+
+def _chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
+    """``items`` in pages of ``size`` (one empty page when there is none)."""
+    return [items[start : start + size] for start in range(0, len(items), size)] or [items[:0]]
+
+
+def _paged_name(slug: str, kind: str, number: int) -> str:
+    """The path of page ``number`` (from 1) of an operator's ``kind`` of list."""
+    if number == 1:
+        return f"{OPERATOR_DIR}/{slug}.html"
+    return f"{OPERATOR_DIR}/{slug}--{kind}-{number}.html"
+
+
+def _pager(kind: str, chunks: Sequence[Sequence[Any]], number: int, slug: str, root: str) -> str:
+    """Where this page of a list is among its pages, with a link to each ("" for one)."""
+    if len(chunks) <= 1:
+        return ""
+    first = sum(len(chunk) for chunk in chunks[: number - 1]) + 1
+    total = sum(len(chunk) for chunk in chunks)
+    links = " ".join(
+        f"<b>{n}</b>" if n == number else f'<a href="{root}{_paged_name(slug, kind, n)}">{n}</a>'
+        for n in range(1, len(chunks) + 1)
+    )
+    last = first + len(chunks[number - 1]) - 1
+    return f'<p class="pager">{kind} {first:,}–{last:,} of {total:,} · page {links}</p>'
+
+
+def _experiments_table(
+    chunks: Sequence[Sequence[list[str]]], number: int, slug: str, root: str
+) -> list[str]:
+    """Page ``number`` of an operator's table of experiments (oldest first)."""
+    pager = _pager("experiments", chunks, number, slug, root)
+    return [
+        pager,
         filter_box("experiments", "filter experiments"),
         table(
             ["id", "created", "score", "cumulative", "outcome", "dtype", "env", "summary"],
-            rows,
+            chunks[number - 1],
             table_id="experiments",
             numeric=(2, 3),
         ),
+        pager,
     ]
-    return page(
-        operator or "(none)",
-        "".join(parts),
-        root=root,
-        crumbs=[(f"{root}index.html", "Overview"), ("", operator or "(none)")],
-        script=True,
-        footer=site.page_footer,
-    )
+
+
+def _lesson_entries(
+    site: Site, members: Sequence[KernelExperiment], root: str
+) -> list[tuple[str, str]]:
+    """(outcome, list item) of every lesson of an operator, grouped as
+    :data:`~kexp.lessons.LESSON_GROUPS` orders them, oldest first in a group."""
+    groups: dict[str, list[KernelExperiment]] = {name: [] for name in LESSON_GROUPS}
+    for exp in members:
+        if exp.outcome in groups and not exp.is_control:
+            groups[exp.outcome].append(exp)
+    entries = []
+    for name, items in groups.items():
+        for exp in items:
+            insight = site.insights.get(exp.id, "")
+            shown = one_line(insight) if insight else '<span class="none">(no key insight)</span>'
+            entries.append(
+                (
+                    name,
+                    f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
+                    f"{one_line(exp.change_summary)}"
+                    f'<div class="insight">Key insight: {shown}</div></li>',
+                )
+            )
+    return entries
+
+
+def _lessons_list(
+    chunks: Sequence[Sequence[tuple[str, str]]], number: int, slug: str, root: str
+) -> list[str]:
+    """Page ``number`` of an operator's lessons, grouped by outcome."""
+    entries = chunks[number - 1]
+    if not entries:
+        return ["<p>No buggy, regressed, marginal or interfering experiment.</p>"]
+    pager = _pager("lessons", chunks, number, slug, root)
+    parts = [pager]
+    for name in LESSON_GROUPS:
+        items = [item for outcome, item in entries if outcome == name]
+        if items:
+            parts.append(
+                f"<details open><summary>{badge(name)} {len(items):,}</summary>"
+                f'<ul class="lessons">{"".join(items)}</ul></details>'
+            )
+    return [*parts, pager]
 
 
 def _number(value: Any) -> float | None:
@@ -585,34 +693,6 @@ def _heatmap_section(members: Sequence[KernelExperiment], root: str) -> list[str
         svg.heatmap(list(rows), columns, cells),
         "</div>",
     ]
-
-
-def _lessons_section(site: Site, members: Sequence[KernelExperiment], root: str) -> list[str]:
-    groups: dict[str, list[KernelExperiment]] = {name: [] for name in LESSON_GROUPS}
-    for exp in members:
-        if exp.outcome in groups and not exp.is_control:
-            groups[exp.outcome].append(exp)
-    total = sum(len(items) for items in groups.values())
-    parts = [f"<h2>Lessons ({total:,})</h2>"]
-    if not total:
-        return [*parts, "<p>No buggy, regressed, marginal or interfering experiment.</p>"]
-    for name, items in groups.items():
-        if not items:
-            continue
-        entries = []
-        for exp in items:
-            insight = site.insights.get(exp.id, "")
-            shown = one_line(insight) if insight else '<span class="none">(no key insight)</span>'
-            entries.append(
-                f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
-                f"{one_line(exp.change_summary)}"
-                f'<div class="insight">Key insight: {shown}</div></li>'
-            )
-        parts.append(
-            f"<details open><summary>{badge(name)} {len(items):,}</summary>"
-            f'<ul class="lessons">{"".join(entries)}</ul></details>'
-        )
-    return parts
 
 
 # --- experiment page --------------------------------------------------------------------
@@ -656,18 +736,12 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     as the ``<section id="ID">`` of its page."""
     root = "../"
     parent = site.by_id.get(exp.pid) if exp.pid else None
+    # The id and the operator (a link) head the section, in its "where" line.
     rows: list[tuple[str, str]] = [
-        ("id", text(exp.id)),
         ("score", f"<b>{score_text(exp)}</b> {badge(exp.outcome)}"),
         ("measured against", text(exp.measured_against or ("parent" if exp.pid else "reference"))),
         ("cumulative", cumulative_text(exp) + (" (control)" if exp.is_control else "")),
         ("status", text(exp.status) + (" (buggy)" if exp.is_buggy else "")),
-        (
-            "operator",
-            site.operator_link(exp.operator_sig, root, None)
-            if exp.operator_sig in site.slugs
-            else text(exp.operator_sig),
-        ),
         ("dtype", text(exp.dtype_sig)),
         ("env", text(exp.env)),
         ("base commit", text(exp.base_commit)),
@@ -742,10 +816,12 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
         parts.append(f"<h2>{text(heading)}</h2>{body}")
     for heading, value in exp.extra_sections:
         parts.append(f'<h2>{one_line(heading)}</h2><div class="prose">{prose(value)}</div>')
-    crumbs = []
-    if exp.operator_sig in site.slugs:
-        crumbs.append(site.operator_link(exp.operator_sig, root, 80))
-    crumbs.append(text(exp.id))
+    crumbs = [
+        site.operator_link(exp.operator_sig, root, None)
+        if exp.operator_sig in site.slugs
+        else one_line(exp.operator_sig or "(none)"),
+        text(exp.id),
+    ]
     return (
         f'<section class="exp" id="{text(exp.id)}"><p class="where">{" › ".join(crumbs)}</p>'
         + "".join(parts)

@@ -11,8 +11,12 @@
   per experiment that records them;
 * :func:`outcome_bar`: counts by outcome as one stacked bar.
 
-Every marker is a link to its experiment's page with a tooltip (``<title>``); every
-text is escaped with :func:`kexp.htmlreport.markup.text`. Colors come from the report's
+Every marker is a link to its experiment's page with a tooltip (``<title>``), up to
+:data:`MAX_LINKED` markers in a chart; past that (an operator of thousands of
+experiments) the markers are drawn as one path per kind, which a browser paints at
+once, and only the notable ones (the lineage path to the best, the steps of the best so
+far) are links: the operator's table of experiments links every one. Every text is
+escaped with :func:`kexp.htmlreport.markup.text`. Colors come from the report's
 stylesheet by class (``o-improvement``...), except the heatmap's, computed here.
 """
 
@@ -27,6 +31,8 @@ from kexp.lineage import TreeNode
 
 #: Outcomes drawn in the band below the score axis (their score is no measurement).
 UNSCORED = frozenset({"buggy", "pending"})
+#: The most markers a chart draws as links with a tooltip each (see the module's doc).
+MAX_LINKED = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,26 +67,36 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def _shape(outcome: str, x: float, y: float, radius: float) -> str:
+    """A marker's path data: a downward triangle (regression), a cross (buggy), else a
+    dot (a zero-length line, drawn with round caps: see :func:`_dense_paths`)."""
+    if outcome == "regression":
+        r = radius + 0.6
+        return f"M{_f(x - r)} {_f(y - r * 0.6)}h{_f(2 * r)}l{_f(-r)} {_f(r * 1.6)}z"
+    if outcome == "buggy":
+        r, d = radius + 0.5, _f(2 * radius + 1)
+        return f"M{_f(x - r)} {_f(y - r)}l{d} {d}m0 -{d}l-{d} {d}"
+    return f"M{_f(x)} {_f(y)}h0"
+
+
 def _marker(point: Point, x: float, y: float, radius: float) -> str:
     cls = f"pt o-{point.outcome}"
-    if point.outcome == "regression":
-        r = radius + 0.6
-        shape = (
-            f'<path class="{cls}" d="M{_f(x - r)} {_f(y - r * 0.6)}h{_f(2 * r)}'
-            f'l{_f(-r)} {_f(r * 1.6)}z">'
-        )
-        end = "</path>"
-    elif point.outcome == "buggy":
-        r = radius + 0.5
-        shape = (
-            f'<path class="{cls}" d="M{_f(x - r)} {_f(y - r)}l{_f(2 * r)} {_f(2 * r)}'
-            f'm0 {_f(-2 * r)}l{_f(-2 * r)} {_f(2 * r)}">'
-        )
+    if point.outcome in ("regression", "buggy"):
+        shape = f'<path class="{cls}" d="{_shape(point.outcome, x, y, radius)}">'
         end = "</path>"
     else:
         shape = f'<circle class="{cls}" cx="{_f(x)}" cy="{_f(y)}" r="{_f(radius)}">'
         end = "</circle>"
     return f'<a href="{text(point.href)}">{shape}<title>{one_line(point.label)}</title>{end}</a>'
+
+
+def _dense_paths(kind: str, markers: dict[str, list[str]]) -> str:
+    """One ``<path>`` per outcome holding all its markers (no link, no tooltip)."""
+    return "".join(
+        f'<path class="{kind} o-{outcome}" d="{"".join(parts)}"/>'
+        for outcome, parts in markers.items()
+        if parts
+    )
 
 
 def score_chart(
@@ -93,7 +109,9 @@ def score_chart(
     axis: str = "score",
 ) -> str:
     """Score over iterations: ``points`` in order (x = position); ``best_path`` holds
-    the indexes of the points from a root to the best experiment, in order."""
+    the indexes of the points from a root to the best experiment, in order. Past
+    :data:`MAX_LINKED` points, only those of ``best_path`` and the steps of the best so
+    far are links."""
     left, right, top, bottom, band = 58, 14, 12, 40, 26
     plot_w = width - left - right
     plot_h = height - top - bottom - band
@@ -159,6 +177,7 @@ def score_chart(
     if whiskers:
         out.append(f'<path class="ci" d="{whiskers}"/>')
     steps: list[str] = []
+    notable = set(best_path)
     best_so_far: float | None = None
     for i, p in enumerate(points):
         if p.outcome in UNSCORED or not math.isfinite(p.score):
@@ -166,9 +185,11 @@ def score_chart(
         if best_so_far is None:
             best_so_far = p.score
             steps.append(f"M{_f(x_of(i))} {_f(y_of(p.score))}")
+            notable.add(i)
         elif p.score > best_so_far:
             steps.append(f"H{_f(x_of(i))}V{_f(y_of(p.score))}")
             best_so_far = p.score
+            notable.add(i)
     if steps:
         steps.append(f"H{_f(left + plot_w)}")
         out.append(f'<path class="sofar" d="{"".join(steps)}"/>')
@@ -179,9 +200,18 @@ def score_chart(
     ]
     if len(path_points) > 1:
         out.append(f'<polyline class="best" points="{" ".join(path_points)}"/>')
+    linked = len(points) <= MAX_LINKED
+    dense: dict[str, list[str]] = {}
+    markers: list[str] = []
     for i, p in enumerate(points):
         unscored = p.outcome in UNSCORED or not math.isfinite(p.score)
-        out.append(_marker(p, x_of(i), band_y if unscored else y_of(p.score), radius))
+        y = band_y if unscored else y_of(p.score)
+        if linked or i in notable:
+            markers.append(_marker(p, x_of(i), y, radius))
+        else:
+            dense.setdefault(p.outcome, []).append(_shape(p.outcome, x_of(i), y, radius))
+    out.append(_dense_paths("pts", dense))  # under the linked markers
+    out += markers
     out.append("</svg>")
     return "".join(out)
 
@@ -233,12 +263,16 @@ def lineage_graph(
     """The trees of ``forest`` packed in shelves ``width`` wide (biggest first).
 
     ``href`` and ``label`` give each node's link and tooltip; ``best_path`` holds the ids
-    from a root to the best experiment of all (drawn thick, the best ringed).
+    from a root to the best experiment of all (drawn thick, the best ringed). Past
+    :data:`MAX_LINKED` nodes, only those of ``best_path`` are links.
     """
     on_path = frozenset(best_path)
     best_id = best_path[-1] if best_path else None
+    dense: dict[str, list[str]] = {}
+    ends: list[str] = []
     layouts = [_layout(tree) for tree in forest]
     nodes_count = sum(len(where) for where, _, _ in layouts)
+    linked = nodes_count <= MAX_LINKED
     scale = 2.0 if nodes_count <= 100 else 1.4 if nodes_count <= 600 else 1.0
     dx, dy, gap, margin = 16.0 * scale, 11.0 * scale, 14.0, 8.0
     boxes = [
@@ -284,16 +318,26 @@ def lineage_graph(
             if exp.id == best_id:
                 classes += " top"
             radius = (4.2 if exp.id == best_id else 3.2) * min(scale, 1.5)
+            if not linked and exp.id not in on_path:
+                dense.setdefault(exp.outcome, []).append(f"M{_f(px)} {_f(py)}h0")
+                if node.dead_end:
+                    ends.append(f"M{_f(px)} {_f(py)}h0")
+                continue
             nodes.append(
                 f'<a href="{text(href(node))}"><circle class="{classes}" cx="{_f(px)}" '
                 f'cy="{_f(py)}" r="{_f(radius)}"><title>{one_line(label(node))}</title>'
                 "</circle></a>"
             )
+    rings = f'<path class="nds de" d="{"".join(ends)}"/>' if ends else ""
     return (
         f'<svg class="chart lineage" viewBox="0 0 {_f(total_w)} {_f(total_h)}" '
         f'width="{_f(total_w)}" height="{_f(total_h)}" role="img" aria-label="lineage">'
         f'<path class="edge" d="{"".join(edges)}"/>'
-        f'<path class="edge bp" d="{"".join(best_edges)}"/>' + "".join(nodes) + "</svg>"
+        f'<path class="edge bp" d="{"".join(best_edges)}"/>'
+        + rings
+        + _dense_paths("nds", dense)
+        + "".join(nodes)
+        + "</svg>"
     )
 
 
@@ -331,7 +375,8 @@ def heatmap(
     width: int = 960,
 ) -> str:
     """Per-configuration speedups: ``rows`` are configuration names, ``columns`` (href,
-    label) of experiments, ``cells`` the values (each a link to its experiment)."""
+    label) of experiments, ``cells`` the values (each a link to its experiment, up to
+    :data:`MAX_LINKED` cells)."""
     label_w, top, cell_h = 230.0, 8.0, 14.0
     cell_w = max(3.0, min(28.0, (width - label_w - 10) / max(1, len(columns))))
     total_w = label_w + cell_w * len(columns) + 10
@@ -348,15 +393,21 @@ def heatmap(
             f'<text class="tick" x="{_f(label_w - 6)}" y="{_f(y)}" text-anchor="end">'
             f"{one_line(name, 36)}<title>{one_line(name)}</title></text>"
         )
+    linked = len(cells) <= MAX_LINKED
     for cell in cells:
         href = columns[cell.column][0]
         x = label_w + cell.column * cell_w
         y = top + cell.row * cell_h
-        out.append(
-            f'<a href="{text(href)}"><rect class="hm" x="{_f(x)}" y="{_f(y)}" '
-            f'width="{_f(cell_w)}" height="{_f(cell_h)}" fill="{speedup_color(cell.speedup)}">'
-            f"<title>{one_line(cell.label)}</title></rect></a>"
+        shape = (
+            f'<rect class="hm" x="{_f(x)}" y="{_f(y)}" width="{_f(cell_w)}" '
+            f'height="{_f(cell_h)}" fill="{speedup_color(cell.speedup)}"'
         )
+        if linked:
+            out.append(
+                f'<a href="{text(href)}">{shape}><title>{one_line(cell.label)}</title></rect></a>'
+            )
+        else:
+            out.append(shape + "/>")
     for index, value in enumerate((0.9, 0.95, 1.0, 1.05, 1.1)):
         x = label_w + index * 46
         out.append(

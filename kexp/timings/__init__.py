@@ -105,6 +105,7 @@ def read_timings(path: Path | str, *, unit: str = "us", stat: str = "median") ->
 def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -> Timings:
     """Timings given in Python: ``{config: time}``, ``{config: [samples]}`` (in
     ``unit``), or ``{config: torch.utils.benchmark Measurement}``."""
+    # lazy: not every command that imports this module needs kexp.timings.torch_benchmark
     from kexp.timings.torch_benchmark import TIMER, measurement_samples
 
     factor = unit_factor(unit)
@@ -131,6 +132,7 @@ def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -
 def profiling_info(text: str, source: str = "<profiling info>") -> str:
     """Profiling info as it is kept: ``ncu --csv`` output becomes a compact table (see
     :func:`kexp.timings.ncu.profiling_table`); any other text is kept as it is."""
+    # lazy: not every command that imports this module needs kexp.timings
     from kexp.timings import ncu
 
     found = Source(Path(source), text)

@@ -1,0 +1,297 @@
+"""``kexp export --format parquet``: read back by DuckDB, as an engine would, and
+compared with what kexp answers (``kexp top --json``, ``kexp export --format json``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import experiment_fields, init_repo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kexp import Store
+from kexp.cli import main
+from kexp.parquet import MARKER, export_parquet, partition_value
+
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("pyarrow")
+
+COMMIT = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"
+OPERATORS = [
+    "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+    "csrc/kernels/cache_kernels.cu: reshape_and_cache",  # shares nothing but a prefix
+    "kernels/triton/fp8 gemm.py: _scaled_mm",
+    "ünïcode/ops.cu: k::run<8>",
+    "..",
+]
+STAMPS = [
+    "2026-10-02T09:11:03Z",
+    "2026-10-02T09:11:03.000001Z",
+    "2026-10-02T09:11:03.5Z",
+    "2026-11-30T23:59:59Z",
+    "2027-01-01T00:00:00.123456Z",
+]
+
+
+def invoke(*args: str) -> Any:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def sql(query: str) -> list[tuple[Any, ...]]:
+    return duckdb.connect().sql(query).fetchall()  # type: ignore[no-any-return]
+
+
+def experiments_of(folder: Path) -> str:
+    return f"read_parquet('{folder}/experiments/**/*.parquet', hive_partitioning=true)"
+
+
+def results_of(folder: Path) -> str:
+    return f"read_parquet('{folder}/results/**/*.parquet', hive_partitioning=true)"
+
+
+#: kexp top's question (the README's): buggy, pending and controls left out; ranked by
+#: the cumulative score (those without one after, by score), then score, newest, id.
+TOP_20 = (
+    "SELECT id FROM {table} WHERE NOT is_buggy AND status NOT IN ('new', 'running') "
+    "AND NOT coalesce(list_contains(tags, 'control'), false) "
+    "ORDER BY cumulative_score IS NOT NULL DESC, coalesce(cumulative_score, score) DESC, "
+    "score DESC, created_at DESC, id LIMIT 20"
+)
+
+
+experiment_specs = st.lists(
+    st.fixed_dictionaries(
+        {
+            "operator_sig": st.sampled_from(OPERATORS),
+            "score": st.sampled_from([0.0, 0.5, 0.995, 1.0, 1.02, 1.1, 2.0, 1.5]),
+            "status": st.sampled_from(["done", "done", "failed", "timeout", "new", "running"]),
+            "is_buggy": st.booleans(),
+            "created_at": st.sampled_from(STAMPS),
+            "results": st.booleans(),
+            "tags": st.lists(st.sampled_from(["a", "control", "x y"]), max_size=2, unique=True),
+            # A child of an earlier experiment (its index from the end), measured against
+            # its parent or the reference, or missing it: the cumulative score then is
+            # not the score.
+            "parent": st.none() | st.integers(1, 5),
+            "measured_against": st.sampled_from(["parent", "reference", ""]),
+        }
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def record_all(store: Store, specs: list[dict[str, Any]]) -> None:
+    made: list[str] = []
+    for n, spec in enumerate(specs):
+        fields = dict(spec)
+        with_results = fields.pop("results")
+        parent = fields.pop("parent", None)
+        against = fields.pop("measured_against", "")
+        if parent is not None and made:
+            fields["pid"] = made[-min(parent, len(made))]
+            fields["measured_against"] = against
+        if with_results and fields["score"] > 0:
+            fields["results"] = [
+                {"config": f"b{n}", "baseline": 2.0, "candidate": 2.0 / fields["score"],
+                 "speedup": fields["score"], "unit": "us", "baseline_n": 5, "note": "hot"},
+            ]  # fmt: skip
+        if fields["is_buggy"]:
+            fields["error_message"] = "RuntimeError: boom"
+        exp = store.create_experiment(
+            **experiment_fields(
+                change_summary=f"Step {n} - ok", base_commit=COMMIT, author="A", **fields
+            )
+        )
+        made.append(exp.id)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(experiment_specs)
+def test_duckdb_over_the_export_answers_as_kexp_does(
+    tmp_path_factory: pytest.TempPathFactory, specs: list[dict[str, Any]]
+) -> None:
+    """Lineages measured against parents and the reference, controls among them:
+    DuckDB's top 20 over the export (by ``cumulative_score``) is ``kexp top``'s, same
+    ids, same order, ties included; every row holds what ``kexp export --format json``
+    holds (``cumulative_score``, ``cumulative_ci``, ``cumulative_reason`` and
+    ``measured_against`` too)."""
+    root = init_repo(tmp_path_factory.mktemp("p") / "repo")
+    (root / "experiments").mkdir()
+    store = Store(root)
+    record_all(store, specs)
+    out = root.parent / "parquet"
+    invoke("--root", str(root), "export", "--format", "parquet", "-o", str(out))
+
+    top = json.loads(invoke("--root", str(root), "top", "--json").output)
+    assert [row[0] for row in sql(TOP_20.format(table=experiments_of(out)))] == [
+        e["id"] for e in top
+    ]
+
+    exported = json.loads(invoke("--root", str(root), "export", "--format", "json").output)
+    records = {r["id"]: r for r in exported}
+    con = duckdb.connect()
+    rows = con.sql(f"SELECT * FROM {experiments_of(out)}")
+    names = rows.columns
+    found = [dict(zip(names, row, strict=True)) for row in rows.fetchall()]
+    types = dict(zip(names, (str(t) for t in rows.types), strict=True))
+    assert types["cumulative_score"] == "DOUBLE" and types["cumulative_ci"] == "DOUBLE[]"
+    assert types["cumulative_reason"] == types["measured_against"] == "VARCHAR"
+    assert sorted(r["id"] for r in found) == sorted(records)
+    for row in found:
+        record = records[row["id"]]
+        assert row["operator"] == partition_value(record["operator_sig"])
+        assert row["month"] == record["created_at"][:7]
+        for key, value in record.items():
+            assert normal(key, row[key]) == normal(key, value), key
+
+    results = sql(f"SELECT id, config, speedup, baseline_n, unit, extra FROM {results_of(out)}")
+    expected = [
+        (e, r["config"], r["speedup"], r.get("baseline_n"), r.get("unit"), '{"note": "hot"}')
+        for e, rec in records.items()
+        for r in rec["results"]
+    ]
+    assert sorted(results) == sorted(expected)
+
+
+def normal(key: str, value: Any) -> Any:
+    """A value as JSON or Parquet holds it, made comparable: timestamps as text, JSON
+    text parsed, lists as lists."""
+    if key == "created_at":
+        if not isinstance(value, str):
+            value = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        text = value.rstrip("Z")
+        whole, _, fraction = text.partition(".")
+        return f"{whole}.{fraction:0<6}"
+    if key in ("protocol", "results", "extra_fields") and isinstance(value, str):
+        return json.loads(value)
+    if isinstance(value, (list, tuple)):
+        return [normal(key, v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return value
+
+
+def test_a_derived_value_added_to_the_record_becomes_a_column(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the JSON export's record shaping adds (issue 23's cumulative score) comes
+    into Parquet with no change here, typed; a partition where it is always empty is
+    cast to the same type (one table for the engine)."""
+    import kexp.parquet as parquet_module
+
+    shaped = parquet_module.to_record
+
+    def with_cumulative(exp: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        record = shaped(exp, *args, **kwargs)
+        cached = exp.operator_sig == OPERATORS[0]
+        record["cumulative_score"] = exp.score * 2 if cached else None
+        record["cumulative_ci"] = [exp.score, exp.score * 3] if cached else None
+        return record
+
+    monkeypatch.setattr(parquet_module, "to_record", with_cumulative)
+    record_all(store, [
+        {"operator_sig": op, "score": 1.5, "status": "done", "is_buggy": False,
+         "created_at": STAMPS[0], "results": False, "tags": []}
+        for op in OPERATORS[:2]
+    ])  # fmt: skip
+    export_parquet(store, tmp_path / "out")
+    table = experiments_of(tmp_path / "out")
+    kinds = dict(sql(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {table})"))
+    assert kinds["cumulative_score"] == "DOUBLE"
+    assert kinds["cumulative_ci"] == "DOUBLE[]"
+    assert sorted(sql(f"SELECT operator_sig, cumulative_score FROM {table}")) == [
+        (OPERATORS[1], None),
+        (OPERATORS[0], 3.0),
+    ]
+
+
+def test_a_new_export_replaces_the_earlier_one_whole(store: Store, tmp_path: Path) -> None:
+    record_all(store, [
+        {"operator_sig": op, "score": 1.2, "status": "done", "is_buggy": False,
+         "created_at": stamp, "results": True, "tags": []}
+        for op in OPERATORS for stamp in STAMPS[:2]
+    ])  # fmt: skip
+    out = tmp_path / "out"
+    first = export_parquet(store, out)
+    assert first.experiments == len(OPERATORS) * 2
+    kept = store.list_experiments(operator="reshape_and_cache_flash")
+    for exp in store.list_experiments():
+        if exp.id not in {k.id for k in kept}:
+            store.delete_experiment(exp.id, force=True)
+    second = export_parquet(store, out)
+    assert second.experiments == len(kept)
+    on_disk = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet"))
+    assert on_disk == sorted(second.files)
+    assert sql(f"SELECT count(*) FROM {experiments_of(out)}") == [(len(kept),)]
+    assert json.loads((out / MARKER).read_text())["experiments"] == len(kept)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "repo"]  # nothing beside
+
+
+def test_refuses_a_folder_it_did_not_write_and_a_file(store: Store, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me\n")
+    result = CliRunner().invoke(
+        main, ["--root", str(store.root), "export", "--format", "parquet", "-o", str(mine)]
+    )
+    assert result.exit_code != 0
+    assert "holds no kexp export" in result.output and "Traceback" not in result.output
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    result = CliRunner().invoke(
+        main, ["--root", str(store.root), "export", "--format", "parquet", "-o", str(afile)]
+    )
+    assert result.exit_code != 0 and "is not a folder" in result.output
+    result = CliRunner().invoke(main, ["--root", str(store.root), "export", "--format", "parquet"])
+    assert result.exit_code != 0 and "-o DIR" in result.output
+
+
+def test_without_pyarrow_one_line_says_what_to_install(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    result = CliRunner().invoke(
+        main,
+        ["--root", str(store.root), "export", "--format", "parquet", "-o", str(tmp_path / "o")],
+    )
+    assert result.exit_code != 0
+    assert result.output.strip().count("\n") == 0
+    assert "pip install 'kexp[parquet]'" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("operator", "value"),
+    [
+        ("csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+         "csrc_kernels_cache_kernels.cu_reshape_and_cache_flash"),
+        ("..", "none"),
+        ("", "none"),
+        ("a" * 200, "a" * 80),
+        ("k::run<8> ünï", "k_run_8_n"),
+    ],
+)  # fmt: skip
+def test_partition_values_are_safe_folder_names(operator: str, value: str) -> None:
+    assert partition_value(operator) == value
+
+
+def test_an_empty_store_exports_tables_an_engine_reads(store: Store, tmp_path: Path) -> None:
+    result = export_parquet(store, tmp_path / "out")
+    assert (result.experiments, result.results) == (0, 0)
+    assert sql(f"SELECT count(*) FROM {experiments_of(tmp_path / 'out')}") == [(0,)]
+    assert sql(f"SELECT count(*) FROM {results_of(tmp_path / 'out')}") == [(0,)]
