@@ -336,7 +336,7 @@ with warnings.catch_warnings(record=True) as caught:
 made.path.unlink()
 print(f"created in {seconds:.4f} s")
 if diff:  # the check alone, as the create ran it (the created file is gone again)
-    from kexp.retrieval import tried_before
+    from kexp.repeats import tried_before
     start = time.perf_counter()
     tried_before(store, diff, exclude=[made.id])
     print(f"check alone {time.perf_counter() - start:.4f} s")
@@ -583,7 +583,7 @@ _ADD_TEN = (
 #: (as a create's tried-before check does).
 _REPEATS = (
     "import sys, kexp\n"
-    "from kexp.retrieval import find_repeats\n"
+    "from kexp.repeats import find_repeats\n"
     "find_repeats(kexp.Store(sys.argv[1]), '+ a change that was never tried, x = y + 1;')\n"
 )
 #: The number of predecessor records each import case imports.

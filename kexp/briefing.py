@@ -5,7 +5,7 @@ dtype and an env, each a case-insensitive substring as in queries) and, optional
 plan of the next iteration (``text``) or its diff. Sections, in this order:
 
 1. **Tried before**: with a diff, the experiments whose code change is the same or a
-   near-duplicate (:func:`kexp.retrieval.tried_before`'s measure), with their outcome.
+   near-duplicate (:func:`kexp.repeats.tried_before`'s measure), with their outcome.
 2. **Current best** for operator × dtype × env: the best *tip*, as ``kexp top`` ranks
    it (the best cumulative score, the speedup over the operator's reference; buggy,
    pending and controls left out) and **the path to it**: from the root, each step with
@@ -44,10 +44,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.campaign import Derivation, Derived, describe_control, latest_control
+from kexp.doctext import score_interval
 from kexp.errors import KexpError
 from kexp.query import chronological
 from kexp.query import rank as ranked
-from kexp.retrieval import Search, asked, repeats_in, score_interval, searching
+from kexp.repeats import repeats_in
+from kexp.retrieval import Search, asked, searching
 
 if TYPE_CHECKING:
     from kexp.dedupe import Repeat

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp import git as kgit
-from kexp import ids
+from kexp import gitlog, ids
 from kexp.errors import ExperimentNotFoundError, KexpError
 from kexp.fileformat import Document, FileFormatError, parse
 from kexp.model import ALL_FIELDS, BODY_FIELDS
@@ -153,7 +153,7 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
         f":(glob){location.folder}/**/{full_id}-*.md",
         f":(glob){location.folder}/**/{full_id}.md",
     ]
-    commits = kgit.log_files(location.repo, tip, pathspecs)
+    commits = gitlog.log_files(location.repo, tip, pathspecs)
     wanted = [
         sha
         for commit in commits
@@ -275,10 +275,10 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     repo = location.repo
     base_sha = kgit.resolve_commit(repo, base)
     head_sha = kgit.resolve_commit(repo, head) if head is not None else None
-    raw = kgit.diff_files(repo, base_sha, head_sha, location.folder)
+    raw = gitlog.diff_files(repo, base_sha, head_sha, location.folder)
     if head_sha is None:
         raw += [
-            kgit.FileChange("A", path, "", "", "")
+            gitlog.FileChange("A", path, "", "", "")
             for path in kgit.untracked_files(repo, location.folder)
         ]
     old_side: dict[str, tuple[str, str]] = {}  # id -> (repo path, blob)

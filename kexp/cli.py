@@ -47,7 +47,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
                "record."),
     "init": ("admin", "Create a store: experiments/ with a README, and the .gitignore rule for "
              ".kexp/."),
-    "lessons": ("read", "The failures to learn from: buggy, regression, marginal, "
+    "lessons": ("summaries", "The failures to learn from: buggy, regression, marginal, "
                 "interference."),
     "list": ("read", "Every experiment matching the filters, oldest first."),
     "log": ("read", "The history of one experiment: every commit that touched its file, oldest "
@@ -67,7 +67,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
                 "or an experiment."),
     "skill": ("agents", "The kernel-exp-history agent skill."),
-    "stats": ("read", "Counts per operator and outcome; the best tip per operator and dtype."),
+    "stats": ("summaries", "Counts per operator and outcome; the best tip per operator and dtype."),
     "sync": ("sync", "Publish this machine's experiments: commit experiments/, fetch, merge, "
              "push."),
     "top": ("read", "The best tips: experiments by cumulative score, the speedup over the "

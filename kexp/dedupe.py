@@ -22,13 +22,13 @@ the same set.
 :func:`code_key` is the one key of a code change (this normalisation, this rule of what
 is matchable); the retrieval index (:mod:`kexp.retrieval`) keeps it for every file and
 is the one place that answers which experiments hold the same change:
-:meth:`kexp.Store.create_experiment` asks it (:func:`kexp.retrieval.warn_tried_before`)
+:meth:`kexp.Store.create_experiment` asks it (:func:`kexp.repeats.warn_tried_before`)
 for both and warns with a :class:`RepeatedChangeWarning` naming each earlier experiment,
 its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
 identical); when an identical one also has the same base commit and env, the new one
 measures the same thing again, and the warning is a :class:`RemeasureWarning`: add a
 round to the earlier experiment (``kexp remeasure``) instead, so that tries are pooled,
-not picked from. :func:`kexp.retrieval.find_repeats` gives the identical ones alone.
+not picked from. :func:`kexp.repeats.find_repeats` gives the identical ones alone.
 A store read with refs (``Store(root, refs=...)``) asks the same of every
 experiment's newest version, on any ref.
 """
@@ -236,7 +236,7 @@ def code_key(code_change: str) -> str | None:
     """The key of a code change: a hash of it normalised (:func:`normalize_code_change`),
     None for a placeholder (:func:`is_matchable`). Two changes are the same change when
     their keys are equal; every "tried before" answer (a create's warning, the refs'
-    check, :func:`kexp.retrieval.find_repeats`) compares these keys."""
+    check, :func:`kexp.repeats.find_repeats`) compares these keys."""
     return key_of_normalized(normalize_code_change(code_change))
 
 

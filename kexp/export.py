@@ -137,8 +137,8 @@ def to_record(
     if fields:
         chosen = check_fields(fields)
         if "key_insight" in chosen:
-            # lazy: not every command that imports this module needs kexp.lessons
-            from kexp.lessons import key_insight
+            # lazy: not every command that imports this module needs kexp.fileformat
+            from kexp.fileformat import key_insight
 
             data["key_insight"] = key_insight(exp.detailed_description)
         return {name: data[name] for name in chosen}
@@ -170,8 +170,8 @@ def machine_record(
     if fields:
         return to_record(exp, fields, relative_to=relative_to)
     if brief:
-        # lazy: not every command that imports this module needs kexp.lessons
-        from kexp.lessons import key_insight
+        # lazy: not every command that imports this module needs kexp.fileformat
+        from kexp.fileformat import key_insight
 
         record = to_record(exp, relative_to=relative_to)
         record["key_insight"] = key_insight(exp.detailed_description)

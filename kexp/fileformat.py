@@ -618,3 +618,30 @@ def _only_comments(text: str) -> bool:
 
 def _leaves_fence_open(raw: str) -> bool:
     return _fence_state(split_lines(raw))[1]
+
+
+_KEY_INSIGHT = re.compile(
+    r"^\s*(?:[-*+]\s+)?(?:\*\*|__)?key\s+insights?\s*(?::\s*(?:\*\*|__)|(?:\*\*|__)\s*:|:)"
+    r"\s*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+
+
+def key_insight(description: str) -> str:
+    """The text of the ``**Key insight**:`` line of a detailed description ("" if none).
+
+    When the line holds only the label, the next non-blank line is the insight.
+    """
+    lines = description.splitlines()
+    for index, line in enumerate(lines):
+        match = _KEY_INSIGHT.match(line)
+        if match is None:
+            continue
+        rest = match.group("rest").strip()
+        if rest:
+            return rest
+        for following in lines[index + 1 :]:
+            if following.strip():
+                return following.strip()
+        return ""
+    return ""

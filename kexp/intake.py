@@ -280,7 +280,8 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
     """
     # lazy: not every command that imports this module needs kexp.git
     from kexp import git as kgit
+    from kexp import gitlog
 
     repo = kgit.open_repo(store.code_repo)
     commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
-    return commit, kgit.working_tree_diff(repo, commit, exclude=store.experiments_dir)
+    return commit, gitlog.working_tree_diff(repo, commit, exclude=store.experiments_dir)

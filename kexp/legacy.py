@@ -2,10 +2,12 @@
 
 The predecessor kept every experiment in one file, ``kernel_experiments_db.json``: a
 JSON object mapping each id to a record with exactly the keys of
-:data:`kexp.model.LEGACY_FIELDS`. :func:`import_legacy` turns every record into an
-experiment file; :func:`export_legacy` writes the store back in that shape, so that an
-import followed by an export gives back an equal database (same keys, same values,
-same types, byte for byte when written by :func:`dump_legacy`).
+:data:`kexp.model.LEGACY_FIELDS`. :func:`kexp.legacyimport.import_legacy` turns every
+record into an experiment file; :func:`kexp.legacyexport.export_legacy` writes the store
+back in that shape, so that an import followed by an export gives back an equal database
+(same keys, same values, same types, byte for byte when written by
+:func:`kexp.legacyexport.dump_legacy`). This module holds what both share: a record
+turned into an experiment and back, the stand-ins, the sidecar.
 
 **How values the format cannot hold are kept (the decision).** A store must stay valid
 (queries skip invalid files, and every write validates), yet nothing of a record may be
@@ -51,9 +53,9 @@ leaves a valid store; run it again to finish.
 front-matter keys, the text before the first section and unknown ``## `` sections. The
 predecessor builds each record with ``KernelExperiment(**record)``: an extra key in a
 record, or an extra entry in the database, would make every one of its reads fail. So
-:func:`export_legacy` writes them beside the database, in a *sidecar* file
+:func:`~kexp.legacyexport.export_legacy` writes them beside the database, in a *sidecar* file
 (``FILE.kexp.json`` for ``FILE``: ``kernel_experiments_db.json.kexp.json``; see
-:func:`sidecar_path`) that the predecessor never opens, and :func:`import_legacy`
+:func:`sidecar_path`) that the predecessor never opens, and :func:`~kexp.legacyimport.import_legacy`
 restores them from the sidecar beside the file it imports (or from
 ``kernel_experiments_db.kexp.json``, the name earlier versions gave it): store → export
 → import gives the same files. Records kexp made (their id starts with their creation
@@ -68,17 +70,15 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp import atomic, ids
+from kexp import ids
 from kexp.errors import KexpError
-from kexp.fileformat import serialize
 from kexp.inputs import read_input, read_input_text
 from kexp.legacykeys import (
     EXTRA_FIELD,
@@ -89,15 +89,11 @@ from kexp.legacykeys import (
     is_legacy_key,
 )
 from kexp.model import ALL_FIELDS, LEGACY_FIELDS, STATUSES, KernelExperiment
-from kexp.problems import Problem, has_errors, sort_problems
-from kexp.progress import reporting, track
+from kexp.progress import reporting
 from kexp.settings import DEFAULT_SETTINGS
-from kexp.validate import check_bytes, id_from_name, read_and_check
-from kexp.yamlio import MAX_DEPTH
 
 if TYPE_CHECKING:
-    from kexp.settings import Settings
-    from kexp.store import Store
+    pass
 
 #: What an imported record with a parent is measured against (the predecessor's skill).
 _IMPORTED_AGAINST = "reference"
@@ -114,11 +110,6 @@ NO_ERROR_MESSAGE = "(is_buggy is true but the predecessor's record has no error 
 _HASH = re.compile(r"[0-9a-f]{7,64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z")
 _LINE_BREAKS = re.compile("[\n\r\x85\u2028\u2029]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_MISSING = object()
-
-#: How many files an import writes (and syncs) at once: first, and at most.
-FIRST_BATCH, LARGEST_BATCH = 100, 5000
 #: Called with (records done, total records) as an import or export advances.
 Progress = Callable[[int, int], None]
 
@@ -138,88 +129,6 @@ class Note:
         """``record: field: message``."""
         where = f"{self.record}: {self.field}:" if self.field else f"{self.record}:"
         return f"{where} {self.message}"
-
-
-@dataclasses.dataclass
-class ImportReport:
-    """What an import did: counts for the summary, and every note with its record id."""
-
-    source: str
-    total: int = 0
-    dry_run: bool = False
-    #: Record keys written (or, in a dry run, that would be written), in write order.
-    imported: list[str] = dataclasses.field(default_factory=list)
-    #: Record keys already in the store, identical: not written again.
-    skipped: list[str] = dataclasses.field(default_factory=list)
-    #: Records whose id is taken by a different experiment: not written.
-    conflicts: list[Note] = dataclasses.field(default_factory=list)
-    #: Records that could not be imported at all: not written.
-    failed: list[Note] = dataclasses.field(default_factory=list)
-    #: Values kept in ``legacy_*`` keys, or worth checking (imported records).
-    notes: list[Note] = dataclasses.field(default_factory=list)
-    #: Record key -> the file written for it.
-    paths: dict[str, Path] = dataclasses.field(default_factory=dict)
-    #: Said when records kexp made are imported without the sidecar ("" otherwise).
-    sidecar_note: str = ""
-
-    @property
-    def needing_attention(self) -> list[str]:
-        """Keys of records with a conflict, a failure or a note (sorted, unique)."""
-        return sorted({n.record for n in (*self.conflicts, *self.failed, *self.notes)})
-
-    @property
-    def ok(self) -> bool:
-        """Whether every record is now in the store (no conflict, no failure)."""
-        return not self.conflicts and not self.failed
-
-    def summary(self) -> str:
-        """One line: imported, skipped, needing attention."""
-        verb = "would import" if self.dry_run else "imported"
-        text = (
-            f"{verb} {len(self.imported)}, skipped {len(self.skipped)} (already in the "
-            f"store), {len(self.needing_attention)} needing attention"
-        )
-        details = []
-        if self.conflicts:
-            details.append(f"{len(self.conflicts)} conflicting")
-        if self.failed:
-            details.append(f"{len(self.failed)} not imported")
-        return text + (f" ({', '.join(details)})" if details else "") + f" of {self.total}"
-
-    def lines(self) -> list[str]:
-        """Every note (conflicts, failures, then kept values), then the summary line."""
-        out = [f"conflict: {n.format()}" for n in self.conflicts]
-        out += [f"not imported: {n.format()}" for n in self.failed]
-        out += [f"kept: {n.format()}" for n in self.notes]
-        out += [f"no sidecar: {self.sidecar_note}"] if self.sidecar_note else []
-        out.append(self.summary())
-        return out
-
-
-@dataclasses.dataclass
-class ExportReport:
-    """What an export wrote, and what it left out (invalid files, duplicate keys)."""
-
-    destination: str
-    exported: int = 0
-    problems: list[str] = dataclasses.field(default_factory=list)
-    #: The sidecar written beside the database ("" when none was needed).
-    sidecar: str = ""
-    #: How many experiments keep something in the sidecar.
-    kept: int = 0
-
-    def summary(self) -> str:
-        """One line: how many records, and how many files were left out."""
-        text = f"exported {self.exported} records to {self.destination}"
-        if self.sidecar:
-            text += f" (and what {self.kept} of them keep besides, in {self.sidecar})"
-        if self.problems:
-            text += f" ({len(self.problems)} left out: see above)"
-        return text
-
-    def lines(self) -> list[str]:
-        """Every problem, then the summary line."""
-        return [*self.problems, self.summary()]
 
 
 # --- one record <-> one experiment ---------------------------------------------------
@@ -504,7 +413,7 @@ def legacy_record(exp: KernelExperiment) -> tuple[str, dict[str, Any]]:
     return (key if isinstance(key, str) else exp.id), record
 
 
-def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     keys = list(dict.fromkeys([*a, *b]))
     return [k for k in keys if k not in a or k not in b or not _same(a[k], b[k])]
 
@@ -547,507 +456,10 @@ def read_legacy_database(
     return data
 
 
-@dataclasses.dataclass
-class _Plan:
-    key: str
-    record: Mapping[str, Any]
-    exp: KernelExperiment
-    notes: list[Note]
-
-
-def _resolve_parent(
-    raw: Any, id_of: Mapping[str, str], by_record_id: Mapping[str, str], present: set[str]
-) -> str:
-    if not isinstance(raw, str) or raw == "":
-        return ""
-    if raw in id_of:
-        return id_of[raw]
-    if raw in by_record_id:
-        return by_record_id[raw]
-    return raw if ids.is_valid_id(raw) and raw in present else ""
-
-
-def _break_cycles(plans: dict[str, _Plan]) -> None:
-    """Cut every pid loop among the imported records at its smallest key."""
-    key_of = {plan.exp.id: key for key, plan in plans.items()}
-    for start in sorted(plans):
-        path: list[str] = []
-        current: str | None = start
-        while current is not None and current not in path:
-            path.append(current)
-            parent = plans[current].exp.pid
-            current = key_of.get(parent) if parent else None
-        if current is None:
-            continue
-        loop = path[path.index(current) :]
-        cut = plans[min(loop)]
-        raw = cut.record.get("pid", _MISSING)
-        if raw is not _MISSING:
-            cut.exp.extra_fields = _with_legacy(cut.exp.extra_fields, "pid", raw)
-        cut.exp.pid = ""
-        cut.notes.append(
-            Note(
-                cut.key,
-                "pid",
-                f"parents loop ({' -> '.join([*loop, loop[0]])}): pid cleared, the original "
-                f"kept in {LEGACY_PREFIX}pid",
-            )
-        )
-
-
-def _with_legacy(extra: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
-    """``extra`` with ``legacy_<field>`` set, keeping the canonical key order."""
-    wanted = {**extra, LEGACY_PREFIX + field: value}
-    order = [KEY_FIELD, *(LEGACY_PREFIX + f for f in LEGACY_FIELDS), MISSING_FIELD, EXTRA_FIELD]
-    return {name: wanted[name] for name in order if name in wanted}
-
-
-def _write_order(plans: dict[str, _Plan]) -> list[_Plan]:
-    """Parents before children; otherwise by creation time, then key."""
-    key_of = {plan.exp.id: key for key, plan in plans.items()}
-    depth: dict[str, int] = {}
-
-    def depth_of(key: str) -> int:
-        chain = []
-        current: str | None = key
-        while current is not None and current not in depth and current not in chain:
-            chain.append(current)
-            parent = plans[current].exp.pid
-            current = key_of.get(parent) if parent else None
-        base = depth.get(current, -1) if current is not None else -1
-        for item in reversed(chain):
-            base += 1
-            depth[item] = base
-        return depth[key]
-
-    return sorted(plans.values(), key=lambda p: (depth_of(p.key), p.exp.created_at, p.key))
-
-
-class _CommitChecker:
-    """Reports ``base_commit`` values that do not resolve in the code repository."""
-
-    def __init__(self, store: Store, enabled: bool) -> None:
-        self.repo: Any = None
-        if enabled:
-            from kexp import git as kgit
-
-            self.repo = kgit.find_repo(store.code_repo)
-        self.cache: dict[str, str | None] = {}
-
-    def problem(self, commit: str) -> str | None:
-        if self.repo is None or commit == NO_COMMIT:
-            return None
-        if commit not in self.cache:
-            from kexp import git as kgit
-
-            try:
-                kgit.resolve_commit(self.repo, commit)
-                self.cache[commit] = None
-            except KexpError:
-                self.cache[commit] = (
-                    f"it does not resolve in the code repository {self.repo.working_dir} "
-                    "('git fetch' it there, or correct it)"
-                )
-        return self.cache[commit]
-
-
-def import_legacy(
-    source: Path | str | Mapping[str, Any],
-    store: Store | None = None,
-    *,
-    dry_run: bool = False,
-    check_commits: bool = True,
-    progress: Progress | None = None,
-    kexp_content: Mapping[str, Mapping[str, Any]] | None = None,
-) -> ImportReport:
-    """Import the predecessor's database (a file, or its decoded JSON) into ``store``.
-
-    What kexp keeps that the records cannot hold comes from ``kexp_content`` (record
-    key -> what :func:`read_sidecar` gives), by default from the sidecar beside the
-    file (:func:`sidecar_path`), when there is one.
-
-    Every record becomes one experiment file, every value kept (see the module's
-    documentation for values kept in ``legacy_*`` keys). Records already in the store
-    and identical are skipped; records whose id is taken by a different experiment are
-    reported as conflicts and not written. ``dry_run`` writes nothing and reports what
-    would happen. ``check_commits`` reports ``base_commit`` values that do not resolve
-    in the code repository. Progress goes to ``progress`` (called with (done, total)
-    per record) or else to the reporter of :func:`kexp.progress.reporting`, if any.
-    """
-    if store is None:
-        from kexp.location import find_root
-        from kexp.store import Store
-
-        store = Store(find_root())
-    if isinstance(source, Mapping):
-        database: Mapping[str, Any] = source
-        label = "<database>"
-    else:
-        limit = store.settings.max_import_bytes
-        database = read_legacy_database(source, limit)
-        label = str(source)
-        sidecar = found_sidecar(source) if kexp_content is None else None
-        if sidecar is not None:
-            kexp_content = read_sidecar(sidecar, limit)
-    kept = kexp_content or {}
-    report = ImportReport(label, total=len(database), dry_run=dry_run)
-    if not isinstance(source, Mapping) and kexp_content is None:
-        made = sum(1 for r in database.values() if isinstance(r, Mapping) and made_by_kexp(r))
-        if made:
-            report.sidecar_note = (
-                f"{made} record(s) were made by kexp, and there is no sidecar beside the "
-                f"database ({sidecar_path(source).name}): the tags, authors, results and "
-                "other content kexp kept there are not restored; put the sidecar written "
-                "with the export beside the database and import again"
-            )
-    existing: dict[str, Path] = {}
-    for path in store.paths():
-        found = id_from_name(path)
-        if found is not None:
-            existing.setdefault(found, path)
-    id_of = assign_ids(database)
-    by_record_id = {
-        record["id"]: id_of[key]
-        for key, record in database.items()
-        if isinstance(record, Mapping)
-        and isinstance(record.get("id"), str)
-        and record["id"] not in id_of
-    }
-    planned_ids = set(id_of.values()) | set(existing)
-    plans: dict[str, _Plan] = {}
-    for key, record in database.items():
-        if not isinstance(record, Mapping):
-            report.failed.append(
-                Note(key, "", f"the record is {type(record).__name__}, not an object: not imported")
-            )
-            continue
-        parent = _resolve_parent(record.get("pid"), id_of, by_record_id, planned_ids)
-        exp, notes = experiment_from_legacy(
-            key,
-            record,
-            exp_id=id_of[key],
-            pid=parent,
-            summary_limit=store.settings.max_summary_chars,
-        )
-        if key in kept:
-            _restore_kept(exp, kept[key])
-        plans[key] = _Plan(key, record, exp, notes)
-    _break_cycles(plans)
-
-    commits = _CommitChecker(store, check_commits and bool(plans))
-    present = set(existing)
-    tracked = _tracked(_write_order(plans), progress)
-    # A batch at a time: its files rendered and checked (in two processes when there are
-    # many), then staged in order (a record whose parent failed loses its pid), then
-    # written with one sync. Batches grow: the first files are in place soon, and a
-    # large import costs a few syncs.
-    size = FIRST_BATCH
-    while batch := list(itertools.islice(tracked, size)):
-        size = min(2 * size, LARGEST_BATCH)
-        ahead = _render_ahead(store, [plan for plan in batch if plan.exp.id not in existing])
-        staged: list[tuple[_Plan, Path, str]] = []
-        for plan in batch:
-            written = _stage(store, plan, existing, present, commits, report, ahead.get(plan.key))
-            if written is not None:
-                path, text = written
-                present.add(plan.exp.id)
-                if report.dry_run:
-                    _imported(report, plan, path)
-                else:
-                    staged.append((plan, path, text))
-        if staged:
-            _write_batch(staged, report)
-    return report
-
-
-def _write_batch(batch: list[tuple[_Plan, Path, str]], report: ImportReport) -> None:
-    """Write new files for ``batch`` (parents before children): every file written to
-    a temporary name and synced at once, then each linked into place in order, a child
-    only when its parent's file is in place."""
-    from kexp.store import link_new_file, prepare_new_files
-
-    temporaries = prepare_new_files([(path, text) for _, path, text in batch])
-    not_written: dict[str, str] = {}
-    for (plan, path, _), temporary in zip(batch, temporaries, strict=True):
-        if plan.exp.pid in not_written:
-            temporary.unlink(missing_ok=True)
-            error = f"its parent's file was not written ({not_written[plan.exp.pid]})"
-        else:
-            try:
-                link_new_file(temporary, path)
-            except (KexpError, OSError) as exc:
-                error = str(exc)
-            else:
-                _imported(report, plan, path)
-                continue
-        not_written[plan.exp.id] = error
-        report.failed.append(Note(plan.key, "", f"not written: {error}"))
-    atomic.sync_folders([path for _, path, _ in batch])  # the new names durable
-
-
-def _reporting(progress: Progress | None) -> contextlib.AbstractContextManager[None]:
-    """Send progress to ``progress`` when given; else to the caller's reporter, if any."""
-    return reporting(progress) if progress is not None else contextlib.nullcontext()
-
-
-def _tracked(items: list[_Plan], progress: Progress | None) -> Iterator[_Plan]:
-    with _reporting(progress):
-        yield from track(items)
-
-
-def _imported(report: ImportReport, plan: _Plan, path: Path) -> None:
-    report.imported.append(plan.key)
-    report.paths[plan.key] = path
-    report.notes.extend(plan.notes)
-
-
-def _stage(
-    store: Store,
-    plan: _Plan,
-    existing: Mapping[str, Path],
-    present: set[str],
-    commits: _CommitChecker,
-    report: ImportReport,
-    ahead: tuple[str, str, str] | None = None,
-) -> tuple[Path, str] | None:
-    """The file to write for one record (checked), or None: skipped, conflict, failed.
-    ``ahead`` is its :func:`_render`, made beforehand on the record as planned."""
-    exp, key = plan.exp, plan.key
-    if exp.id in existing:
-        _compare_existing(store, plan, existing[exp.id], report)
-        return None
-    cleared = bool(exp.pid and exp.pid not in present)
-    if cleared:
-        # The parent was not written (a failure): keep the store valid.
-        raw = plan.record.get("pid", _MISSING)
-        if raw is not _MISSING:
-            exp.extra_fields = _with_legacy(exp.extra_fields, "pid", raw)
-        plan.notes.append(
-            Note(key, "pid", f"parent {exp.pid} was not imported: pid cleared, kept in legacy_pid")
-        )
-        exp.pid = ""
-    problem = commits.problem(exp.base_commit)
-    if problem is not None:
-        plan.notes.append(Note(key, "base_commit", f"kept as is, but {problem}"))
-    found = ahead if ahead is not None and not cleared else _render(store, plan)
-    where, text, message = found
-    if not where:
-        report.failed.append(Note(key, text, message))
-        return None
-    return Path(where), text
-
-
-def _render_ahead(store: Store, plans: list[_Plan]) -> dict[str, tuple[str, str, str]]:
-    """:func:`_render` of each of ``plans``, by key: in two processes when there are many
-    (:func:`kexp.parallel.in_two_processes`)."""
-    from kexp.parallel import in_two_processes
-
-    def work(part: list[_Plan]) -> list[tuple[str, str, str, str]]:
-        return [(plan.key, *_render(store, plan)) for plan in part]
-
-    # Rendering and checking a record costs what reading and checking ten files does
-    # (the weight in_two_processes compares with its threshold).
-    rendered = in_two_processes(work, plans, 10 * len(plans))
-    return {key: (where, text, message) for key, where, text, message in rendered}
-
-
-def _render(store: Store, plan: _Plan) -> tuple[str, str, str]:
-    """(path, text, "") of the file of a record, checked and read back unchanged; or
-    ("", field, message) when it cannot be stored as it is."""
-    exp, key = plan.exp, plan.key
-    broken = _lone_surrogate(key, plan.record)
-    if broken is not None:
-        where, char = broken
-        return (
-            "",
-            where,
-            f"holds a lone surrogate (\\u{ord(char):04x}, half of a character: a broken "
-            "emoji?), which no UTF-8 file can hold; replace it in the database, then "
-            "import again",
-        )
-    path = store.path_for(exp)
-    text = serialize(exp)
-    stored, first = _as_stored(text, path, store.settings)
-    if stored is None:
-        assert first is not None
-        return "", first.field, _not_storable(first)
-    back_key, back = legacy_record(stored)
-    if back_key != key or _differences(back, plan.record):
-        fields = ", ".join(_differences(back, plan.record)) or "its key"
-        return (
-            "",
-            "",
-            f"would not come back unchanged ({fields}): not imported (a bug in kexp: report it)",
-        )
-    return str(path), text, ""
-
-
-def _as_stored(
-    text: str, path: Path, settings: Settings
-) -> tuple[KernelExperiment | None, Problem | None]:
-    """The experiment a new file's text holds if it is valid, else its first error: the
-    certain verdict of :func:`kexp.quickcheck.quick_fields` on canonical text (the
-    cache's), the full check when it is not sure."""
-    from kexp.fileformat import parse
-    from kexp.quickcheck import quick_fields
-
-    data = text.encode("utf-8")
-    if quick_fields(data, str(path), settings) is not None:
-        return parse(data, path, fast=True).to_experiment(), None
-    checked = check_bytes(text, path, settings)
-    if has_errors(checked.problems):
-        return None, next(p for p in sort_problems(checked.problems) if p.severity == "error")
-    return checked.experiment(), None
-
-
-def _not_storable(problem: Problem) -> str:
-    """Why a record's file would be invalid, and what to do (a bug only when it is
-    none of the limits a file has)."""
-    if problem.code == "file-too-large":
-        return f"its file would be too large: {problem.message}; {problem.hint}"
-    if problem.code == "yaml-too-deep":
-        return (
-            f"a value is nested more than {MAX_DEPTH} levels deep, which an "
-            "experiment's front-matter cannot hold (a YAML safety limit); flatten it "
-            "(e.g. keep it as JSON text), then import again"
-        )
-    return f"cannot be stored: {problem.message} (a bug in kexp: report it)"
-
-
-def _lone_surrogate(key: str, record: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(where, the character) of the first lone surrogate in the key or the record
-    (keys and values, nested ones too), or None: JSON escapes can decode to one, and no
-    UTF-8 file can hold it."""
-    pending: list[tuple[str, Any]] = [("", key), *((str(k), v) for k, v in record.items())]
-    pending += [(str(k), k) for k in record]
-    while pending:
-        where, value = pending.pop()
-        if isinstance(value, str):
-            found = _SURROGATE.search(value)
-            if found is not None:
-                return where, found.group()
-        elif isinstance(value, Mapping):
-            pending += [(where, k) for k in value]
-            pending += [(where, v) for v in value.values()]
-        elif isinstance(value, list):
-            pending += [(where, v) for v in value]
-    return None
-
-
-def _compare_existing(store: Store, plan: _Plan, path: Path, report: ImportReport) -> None:
-    checked = read_and_check(path, store.settings)
-    if not checked.ok:
-        report.conflicts.append(
-            Note(
-                plan.key,
-                "",
-                f"id {plan.exp.id} is taken by {path}, which is not a valid "
-                "experiment: fix it (kexp validate), then import again",
-            )
-        )
-        return
-    key, record = legacy_record(checked.experiment())
-    differing = _differences(record, plan.record)
-    if key == plan.key and not differing:
-        report.skipped.append(plan.key)
-        return
-    what = ", ".join(differing) if differing else f"the key ({key!r})"
-    report.conflicts.append(
-        Note(
-            plan.key,
-            "",
-            f"id {plan.exp.id} is already {path}, which differs in {what}: "
-            "not overwritten; compare them and correct one by hand",
-        )
-    )
-
-
 # --- validation ------------------------------------------------------------------------
 
 
 # --- export ---------------------------------------------------------------------------
-
-
-def legacy_database(
-    store: Store | None = None, *, progress: Progress | None = None
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Every valid experiment as the predecessor's database, and what was left out.
-
-    Invalid files and records whose key another experiment already used are left out,
-    each with a line saying why.
-    """
-    database, _, problems = legacy_export(store, progress=progress)
-    return database, problems
-
-
-def legacy_export(
-    store: Store | None = None, *, progress: Progress | None = None
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
-    """:func:`legacy_database`, with what kexp keeps that the records cannot hold
-    (record key -> :func:`kept_content`, for the experiments that keep any): the
-    content of the sidecar file."""
-    if store is None:
-        from kexp.location import find_root
-        from kexp.store import Store
-
-        store = Store(find_root())
-    kept: dict[str, dict[str, Any]] = {}
-    database: dict[str, dict[str, Any]] = {}
-    origin: dict[str, Path] = {}
-    problems: list[str] = []
-    with _reporting(progress):
-        everything = store.check_files()
-    for checked in everything:
-        path = checked.path
-        if not checked.ok:
-            first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-            problems.append(f"left out {path}: not a valid experiment: {first.format()}")
-            continue
-        exp = checked.experiment()
-        key, record = legacy_record(exp)
-        if key in database:
-            problems.append(f"left out {path}: its key {key!r} is also {origin[key]}'s")
-            continue
-        database[key] = record
-        origin[key] = path
-        content = kept_content(exp)
-        if content:
-            kept[key] = content
-    return database, kept, problems
-
-
-def dump_legacy(database: Mapping[str, Any]) -> str:
-    """The database as the predecessor wrote it (``json.dump(db, indent=2, sort_keys=True)``)."""
-    return json.dumps(database, indent=2, sort_keys=True)
-
-
-def export_legacy(
-    destination: Path | str,
-    store: Store | None = None,
-    *,
-    progress: Progress | None = None,
-) -> ExportReport:
-    """Write the store as the predecessor's ``kernel_experiments_db.json`` (atomically)."""
-    database, kept, problems = legacy_export(store, progress=progress)
-    destination = Path(destination)
-    sidecar = sidecar_path(destination)
-    if kept:
-        _write_atomically(sidecar, dump_sidecar(kept, destination.name))
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            sidecar.unlink()  # an older export's: nothing of this one is in it
-    _write_atomically(destination, dump_legacy(database))
-    report = ExportReport(str(destination), len(database), problems)
-    report.sidecar = str(sidecar) if kept else ""
-    report.kept = len(kept)
-    return report
-
-
-def _write_atomically(destination: Path, text: str) -> None:
-    try:
-        atomic.replace(destination, text)
-    except OSError as exc:
-        raise KexpError(f"cannot write {destination}: {exc.strerror or exc}") from None
 
 
 # --- the sidecar: what the predecessor's records have no place for ----------------------
@@ -1161,7 +573,7 @@ def read_sidecar(
     return records
 
 
-def _restore_kept(exp: KernelExperiment, kept: Mapping[str, Any]) -> None:
+def restore_kept(exp: KernelExperiment, kept: Mapping[str, Any]) -> None:
     """Give an imported experiment back what :func:`kept_content` took of it."""
     for name in KEXP_ONLY_FIELDS:
         if name in kept:
@@ -1176,3 +588,8 @@ def _restore_kept(exp: KernelExperiment, kept: Mapping[str, Any]) -> None:
         order = [k for k in kept.get("extra_order", []) if k in merged]
         order += [k for k in merged if k not in order]
         exp.extra_fields = {k: merged[k] for k in order}
+
+
+def reporting_to(progress: Progress | None) -> contextlib.AbstractContextManager[None]:
+    """Send progress to ``progress`` when given; else to the caller's reporter, if any."""
+    return reporting(progress) if progress is not None else contextlib.nullcontext()

@@ -11,11 +11,11 @@ newest of each env is its measured noise floor (:func:`noise_floors`).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kexp.campaign import describe_control, is_control, latest_control
+from kexp.fileformat import key_insight
 from kexp.model import KernelExperiment
 
 if TYPE_CHECKING:
@@ -23,12 +23,6 @@ if TYPE_CHECKING:
 
 #: The groups of :func:`lessons`, in display order.
 LESSON_GROUPS = ("buggy", "regression", "marginal", "interference")
-
-_KEY_INSIGHT = re.compile(
-    r"^\s*(?:[-*+]\s+)?(?:\*\*|__)?key\s+insights?\s*(?::\s*(?:\*\*|__)|(?:\*\*|__)\s*:|:)"
-    r"\s*(?P<rest>.*)$",
-    re.IGNORECASE,
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,26 +43,6 @@ class Lesson:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""
         return dataclasses.asdict(self)
-
-
-def key_insight(description: str) -> str:
-    """The text of the ``**Key insight**:`` line of a detailed description ("" if none).
-
-    When the line holds only the label, the next non-blank line is the insight.
-    """
-    lines = description.splitlines()
-    for index, line in enumerate(lines):
-        match = _KEY_INSIGHT.match(line)
-        if match is None:
-            continue
-        rest = match.group("rest").strip()
-        if rest:
-            return rest
-        for following in lines[index + 1 :]:
-            if following.strip():
-                return following.strip()
-        return ""
-    return ""
 
 
 def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Lesson]]:

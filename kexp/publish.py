@@ -166,10 +166,11 @@ def _sync(
     """:func:`sync`, holding the store's sync lock."""
     # lazy: not every command that imports this module needs kexp.git, kexp.snapshot
     from kexp import git as kgit
+    from kexp import gitcommits
     from kexp.snapshot import StoreLocation
 
     if branch is not None:
-        kgit.check_branch_name(branch)
+        gitcommits.check_branch_name(branch)
     if not isinstance(remote, str) or not kgit.is_ref_name(remote):
         raise GitError(
             f"{remote!r} is not a remote name kexp accepts: give the name of a configured "
@@ -179,21 +180,21 @@ def _sync(
         raise KexpError(f"attempts must be a positive whole number, not {attempts!r}")
     location = StoreLocation.of(store.root)
     repo, folder = location.repo, location.folder
-    if remote not in kgit.remote_names(repo):
+    if remote not in gitcommits.remote_names(repo):
         raise GitError(
             f"{location.toplevel} has no remote {remote!r}: add it (git remote add "
             f"{remote} URL) or give the remote to publish to (--remote NAME)"
         )
-    checked_out = kgit.current_branch(repo)
+    checked_out = gitcommits.current_branch(repo)
     target = branch or checked_out
     if target is None:
         raise GitError(
             "HEAD is detached (no branch checked out): check out a branch, or give the "
             "branch to publish to (--branch kexp/<name>)"
         )
-    kgit.check_branch_name(target)
+    gitcommits.check_branch_name(target)
     in_checkout = target == checked_out
-    local = kgit.ref_commit(repo, f"refs/heads/{target}")
+    local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
 
     def publishable(path: str) -> bool:
         return _publishable(path, location)
@@ -201,31 +202,31 @@ def _sync(
     left = tuple(
         sorted(
             p
-            for p in kgit.changed_paths(repo, folder)
+            for p in gitcommits.changed_paths(repo, folder)
             if _inside(p, folder) and not publishable(p) and not _hidden(p, folder)
         )
     )
 
     commit: str | None = None
     if in_checkout:
-        others = [p for p in kgit.staged_paths(repo) if not _inside(p, folder)]
+        others = [p for p in gitcommits.staged_paths(repo) if not _inside(p, folder)]
         if others:
             raise KexpError(
                 f"the index holds staged changes outside {folder}/ ({_listing(others)}): "
                 "kexp sync commits only experiment files; commit those changes first, or "
                 "unstage them (git restore --staged PATH)"
             )
-        paths = sorted(p for p in kgit.changed_paths(repo, folder) if publishable(p))
+        paths = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
         if paths and not dry_run:
-            commit = kgit.commit_paths(repo, paths, message or _message(paths))
+            commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
     else:
         base = local
         if base is None and not dry_run:
-            base = kgit.fetch_branch(repo, remote, target)
+            base = gitcommits.fetch_branch(repo, remote, target)
         if base is None:
-            base = kgit.ref_commit(repo, f"refs/heads/{checked_out}") if checked_out else None
-        made, paths = kgit.commit_files_onto(
+            base = gitcommits.ref_commit(repo, f"refs/heads/{checked_out}") if checked_out else None
+        made, paths = gitcommits.commit_files_onto(
             repo,
             base,
             folder,
@@ -235,14 +236,14 @@ def _sync(
             write=not dry_run,
         )
         if made is not None:
-            if not kgit.update_branch(repo, target, made, local):
+            if not gitcommits.update_branch(repo, target, made, local):
                 raise GitError(
                     f"branch {target} moved while kexp sync was committing to it: run kexp "
                     "sync again"
                 )
             commit = local = made
         elif local is None and base is not None and not dry_run:
-            kgit.update_branch(repo, target, base, None)
+            gitcommits.update_branch(repo, target, base, None)
             local = base
     if dry_run:
         return SyncResult(
@@ -252,10 +253,10 @@ def _sync(
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
     for attempt in range(attempts):
-        remote_tip = kgit.fetch_branch(repo, remote, target)
+        remote_tip = gitcommits.fetch_branch(repo, remote, target)
         if local is None:  # nothing here, nothing to publish: take what the remote has
             if remote_tip is not None and in_checkout:
-                kgit.fast_forward_checkout(repo, remote_tip)
+                gitcommits.fast_forward_checkout(repo, remote_tip)
                 local, merged = remote_tip, True
             break
         if (
@@ -265,10 +266,10 @@ def _sync(
         ):
             new = remote_tip
             if not kgit.is_ancestor(repo, local, remote_tip):
-                new = _merge(kgit, location, local, remote_tip, remote, target)
+                new = _merge(gitcommits, location, local, remote_tip, remote, target)
             if in_checkout:
-                kgit.fast_forward_checkout(repo, new)
-            elif not kgit.update_branch(repo, target, new, local):
+                gitcommits.fast_forward_checkout(repo, new)
+            elif not gitcommits.update_branch(repo, target, new, local):
                 raise GitError(
                     f"branch {target} moved while kexp sync was merging into it: run "
                     "kexp sync again"
@@ -276,10 +277,10 @@ def _sync(
             local, merged = new, True
         if remote_tip == local:
             break  # the remote has everything
-        ahead = kgit.count_commits(repo, local, remote_tip)
+        ahead = gitcommits.count_commits(repo, local, remote_tip)
         tried += 1
         try:
-            outcome = kgit.push_branch(repo, remote, local, target)
+            outcome = gitcommits.push_branch(repo, remote, local, target)
         except GitError as exc:
             raise GitError(
                 f"{exc}: nothing was pushed (the commit {local[:12]} is kept on {target}); "
@@ -313,14 +314,14 @@ def _sync(
 
 
 def _merge(
-    kgit: Any, location: StoreLocation, local: str, remote_tip: str, remote: str, target: str
+    gitcommits: Any, location: StoreLocation, local: str, remote_tip: str, remote: str, target: str
 ) -> str:
     """The merge commit of the local branch and the remote's (a conflict explained: the
     same experiment corrected on both sides, or in git's words when it is another clash,
     such as a file where the other side has a folder)."""
     try:
         message = f"kexp sync: merge {remote}/{target}"
-        return str(kgit.merge_commits(location.repo, local, remote_tip, message))
+        return str(gitcommits.merge_commits(location.repo, local, remote_tip, message))
     except SyncConflictError as exc:
         corrected = all(location.is_experiment(p) for p in exc.paths) and all(
             line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp import git as kgit
+from kexp import gitobjects
 from kexp.errors import KexpError, KexpWarning
 from kexp.problems import display_path
 from kexp.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
@@ -41,7 +42,8 @@ from kexp.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_nam
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
-    from kexp.git import RefInfo, Worktree
+    from kexp.git import Worktree
+    from kexp.gitobjects import RefInfo
     from kexp.problems import Problem
     from kexp.rows import Record
     from kexp.settings import Settings
@@ -63,10 +65,10 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
     a pattern matches a full name or one under ``refs/``, ``refs/heads/``,
     ``refs/remotes/`` or ``refs/tags/``), or every branch and remote-tracking branch
     with ``all_refs``."""
-    checked = [kgit.check_ref_pattern(p) for p in patterns]
+    checked = [gitobjects.check_ref_pattern(p) for p in patterns]
     found = []
     unmatched = dict.fromkeys(checked)
-    for ref in kgit.list_refs(repo):
+    for ref in gitobjects.list_refs(repo):
         names = (
             ref.name,
             *(
@@ -135,9 +137,9 @@ class RefsSource:
         """Every experiment's newest version (see the module documentation)."""
         local = self.tree.read(cache, settings)
         assert local.listing is not None
-        head = kgit.head_info(self.worktree)
+        head = gitobjects.head_info(self.worktree)
         commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
-        roots = kgit.object_names(
+        roots = gitobjects.object_names(
             self.worktree, [f"{commit}:{self.folder}" for commit in commits if commit]
         )
         trees: list[str | None] = []
@@ -485,7 +487,7 @@ class _Trees:
     def root(self, commit: str, folder: str) -> str | None:
         """The tree of ``folder`` at ``commit`` (None: no such folder there)."""
         if (commit, folder) not in self._roots:
-            names = kgit.object_names(self._repo, [f"{commit}:{folder}"])
+            names = gitobjects.object_names(self._repo, [f"{commit}:{folder}"])
             found = names[0] if names else None
             self._roots[commit, folder] = found[0] if found and found[1] == "tree" else None
         return self._roots[commit, folder]
@@ -510,7 +512,7 @@ class _Trees:
         if missing:
             new: dict[str, Any] = {}
             for tree, data in kgit.iter_blobs(self._repo, missing):
-                entries = kgit.parse_tree(data) if data is not None else []
+                entries = gitobjects.parse_tree(data) if data is not None else []
                 self._known[tree] = entries
                 new[f"tree:{tree}"] = entries
             self._cache.save_objects(new)
@@ -540,7 +542,7 @@ class _Trees:
         kept = self._cache.objects([f"base:{pair}"])
         if f"base:{pair}" in kept:
             return kept[f"base:{pair}"] or None
-        found = kgit.merge_base(self._repo, first, second)
+        found = gitobjects.merge_base(self._repo, first, second)
         self._cache.save_objects({f"base:{pair}": found or ""})
         return found
 

@@ -9,16 +9,16 @@ Two measures, one index:
   at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"). A query's
   words are lowercased, common English words and the headings every description
   repeats (approach, result, key insight) dropped, and expanded with a few synonyms of
-  the trade (:data:`SYNONYMS`: LDS and shared memory, warp and wavefront, ...).
+  the trade (:data:`kexp.doctext.SYNONYMS`: LDS and shared memory, warp and wavefront, ...).
 * **Near-duplicate code changes** (the "tried before" check of a create, and a boost
   for ``similar --diff`` and ``similar ID``): the Jaccard similarity of two changes'
   shingles (:func:`kexp.dedupe.code_shingles`: changed lines with variables renamed,
   hunks as sets). Candidates are the changes sharing a shingle of their prefixes
-  (:func:`shingle_prefix`: prefix filtering, exact at the setting's
+  (:func:`kexp.doctext.shingle_prefix`: prefix filtering, exact at the setting's
   ``near_duplicate_similarity``), and each candidate's similarity is computed from its
   shingles.
-* **The same code change** (the rest of the "tried before" check, :func:`tried_before`
-  and :func:`find_repeats`): every change's key (:func:`kexp.dedupe.code_key`); what
+* **The same code change** (the rest of the "tried before" check, :func:`kexp.repeats.tried_before`
+  and :func:`kexp.repeats.find_repeats`): every change's key (:func:`kexp.dedupe.code_key`); what
   the check reports is read again from the files.
 
 A change relevant to a text query scores its BM25 over the best BM25 among the
@@ -41,36 +41,35 @@ import contextlib
 import dataclasses
 import gc
 import hashlib
-import marshal
 import math
 import os
-import re
-import warnings
-import zlib
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp.dedupe import (
-    Repeat,
     code_shingles,
-    is_matchable,
-    key_of_normalized,
     normalize_code_change,
-    remeasure_message,
-    repeat_message,
-    shingles_of_normalized,
 )
-from kexp.errors import KexpError, NearDuplicateWarning, RemeasureWarning, RepeatedChangeWarning
-from kexp.lessons import key_insight
-from kexp.model import attach
+from kexp.doctext import (
+    bodies_of,
+    code_of,
+    code_words,
+    packed_texts,
+    query_words,
+    score_interval,
+    shingle_prefix,
+    texts_of,
+    unpacked_texts,
+)
+from kexp.errors import KexpError
+from kexp.fileformat import key_insight
 
 if TYPE_CHECKING:
     from kexp.cache import Cache
     from kexp.campaign import Derivation
     from kexp.listing import Folder, Listing
-    from kexp.model import KernelExperiment
     from kexp.rows import Row
     from kexp.storeview import StoreView
 
@@ -83,8 +82,6 @@ COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0)
 NEAR_DUPLICATE_WEIGHT = 2.0
 #: How many BM25 candidates are ranked again with the near-duplicate similarity.
 CANDIDATES = 200
-#: At most this many words of a query are looked up (a diff holds hundreds).
-MAX_QUERY_TERMS = 32
 #: A word held by more than this share of the experiments (and by more than
 #: :data:`COMMON_MIN` of them) is too common to rank them by (its BM25 weight is small,
 #: and scoring every experiment holding it is not): it is left out of the query, but
@@ -95,180 +92,8 @@ RAREST_KEPT = 3
 #: Below this similarity a shared shingle does not count as related code.
 RELATED_CODE_SIMILARITY = 0.2
 
-#: Words never searched for: common English, and the headings every description repeats.
-STOP_WORDS = frozenset(
-    """
-    a an and are as at be been but by can did do does for from had has have how i if in
-    into is it its itself no not of on once only or our out over per so such than that the
-    their them then there these they this those through to too under up us use used using
-    via was we were what when where which while who why will with would you your
-    approach result results worked work failed fail key insight insights why try tried
-    """.split()  # noqa: SIM905 - a paragraph of words reads better than a list
-)
-#: Words of the trade that mean the same, or nearly: a query holding one searches for all.
-SYNONYMS = (
-    ("lds", "shared", "smem", "scratchpad"),
-    ("warp", "wavefront", "wave", "subgroup"),
-    ("vectorize", "vectorized", "vector", "vec", "uint4", "float4", "dwordx4"),
-    ("unroll", "unrolled", "unrolling"),
-    ("register", "registers", "vgpr", "vgprs", "sgpr", "sgprs", "spill", "spills"),
-    ("fuse", "fused", "fusion", "fusing"),
-    ("coalesce", "coalesced", "coalescing"),
-    ("prefetch", "preload", "prefetching"),
-    ("atomic", "atomics", "atomicadd", "atomic_add"),
-    ("reduce", "reduction", "reductions"),
-    ("splitk", "split"),
-    ("mfma", "wmma", "mma", "tensor", "matrix"),
-    ("barrier", "syncthreads", "sync", "__syncthreads"),
-    ("bf16", "bfloat16"),
-    ("fp16", "half"),
-    ("fp8", "e4m3", "e5m2", "float8"),
-    ("tile", "tiling", "tiled"),
-    ("occupancy", "waves"),
-    ("shuffle", "shfl", "dpp"),
-    ("nontemporal", "streaming", "non-temporal"),
-    ("launch", "grid"),
-    ("persistent", "stream-k", "streamk"),
-)
-_SYNONYM_OF = {word: group for group in SYNONYMS for word in group}
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
-#: Every ASCII character but letters and digits, as a space (a word's end).
-_SEPARATORS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
-_CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-#: Runs of letters and digits already split into words (runs repeat from change to
-#: change), up to this many.
-_RUN_WORDS: dict[str, str] = {}
-_RUN_WORDS_SIZE = 1 << 16
-
 
 # --- what the index keeps of a content ---------------------------------------------------
-
-
-def score_interval(exp: Any) -> tuple[float, float] | None:
-    """The 95% interval ``(low, high)`` of an experiment's score, when it records one:
-    its ``score_ci`` field (or front-matter key), two numbers."""
-    found = getattr(exp, "score_ci", None)
-    if not found:
-        extra = getattr(exp, "extra_fields", None)
-        found = extra.get("score_ci") if isinstance(extra, dict) else None
-    if (
-        isinstance(found, (list, tuple))
-        and len(found) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found)
-    ):
-        return float(found[0]), float(found[1])
-    return None
-
-
-def code_words(code_change: str) -> str:
-    """The distinct words of a code change's added and removed lines, identifiers split
-    at ``_`` and at case changes: the ``code`` column of the index."""
-    return _words_of_normalized(normalize_code_change(code_change))
-
-
-def _words_of_normalized(normalized: str) -> str:
-    """The distinct words of the changed lines, in order of appearance: the runs of
-    ASCII letters and digits, each split where a lower-case letter or a digit meets an
-    upper-case one (``warpReduceSum``: warp Reduce Sum), and before digits start a run
-    (``2D`` stays, ``16x`` is 16 and x: what :data:`_WORD` finds)."""
-    if not is_matchable(normalized):
-        return ""
-    lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
-    text = " ".join(line[1:] for line in lines) if lines else normalized.replace("@@", " ")
-    split_of = _RUN_WORDS
-    found: list[str] = []
-    for run in dict.fromkeys(text.translate(_SEPARATORS).split()):
-        words = split_of.get(run)
-        if words is None:
-            if run.isascii() and (run.isdigit() or (run.islower() and run[0].isalpha())):
-                words = run  # one word (most runs)
-            else:
-                words = " ".join(_WORD.findall(_CASE_CHANGE.sub(" ", run)))
-            if len(split_of) >= _RUN_WORDS_SIZE:
-                split_of.clear()
-            split_of[run] = words
-        found.append(words)
-    return " ".join(dict.fromkeys(" ".join(found).split()))
-
-
-def shingle_prefix(
-    shingles: Iterable[int], threshold: float, order: Mapping[int, int] | None = None
-) -> list[int]:
-    """The prefix of a shingle set for an overlap of at least ``threshold``: its first
-    ``n - ⌈threshold·n⌉ + 1`` shingles (``n`` of them) in one order: the rarest first
-    (``order``: shingle → how many docs held it, 0 when not named), then by value. Two
-    sets whose Jaccard similarity is at least ``threshold`` share at least
-    ``⌈threshold·n⌉`` shingles of each, so their prefixes in one order share one: the
-    index keeps each change's prefix for the near-duplicate threshold, and a question
-    looks its own prefix up (prefix filtering, exact; see
-    :meth:`kexp.cache.Cache.add_docs` for the order)."""
-    unique = set(shingles)
-    if not unique:
-        return []
-    length = len(unique) - math.ceil(threshold * len(unique) - 1e-9) + 1
-    length = max(1, min(len(unique), length))
-    if not order:
-        return sorted(unique)[:length]
-    count = order.get
-    keyed = sorted([(count(shingle, 0) << 32) | shingle for shingle in unique])
-    return [key & 0xFFFFFFFF for key in keyed[:length]]
-
-
-#: The body fields a doc is made of.
-DOC_BODIES = ("detailed_description", "error_message", "code_change")
-
-
-def code_of(normalized: str) -> tuple[bytes | None, bytes]:
-    """What the index keeps of a content's code change (normalised,
-    :func:`kexp.dedupe.normalize_code_change`): its key (a digest), and its shingles as
-    uint32."""
-    key = key_of_normalized(normalized)
-    return (
-        bytes.fromhex(key) if key else None,
-        array("I", sorted(shingles_of_normalized(normalized))).tobytes(),
-    )
-
-
-def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
-    """The words of a content's FTS columns: summary, description (with the error
-    message), key insight, operator (with dtype and env), code words (of the code
-    change, or of it ``normalized`` already)."""
-    if normalized is None:
-        normalized = normalize_code_change(bodies["code_change"])
-    description = bodies["detailed_description"]
-    insight = key_insight(description)
-    if bodies["error_message"]:
-        description += "\n" + bodies["error_message"]
-    return (
-        row.change_summary,
-        description,
-        insight,
-        _CASE_CHANGE.sub(" ", f"{row.operator_sig} {row.dtype_sig} {row.env}"),
-        _words_of_normalized(normalized),
-    )
-
-
-def bodies_of(data: bytes, path: str) -> dict[str, str] | None:
-    """The body texts a doc is made of (:data:`DOC_BODIES`); None when the bytes are
-    not an experiment file."""
-    from kexp.fileformat import FileFormatError, parse
-    from kexp.quickcheck import quick_bodies
-
-    found = quick_bodies(data, DOC_BODIES)
-    if found is not None:
-        return found
-    try:
-        return parse(data, path, fast=True).body_values()
-    except FileFormatError:
-        return None
-
-
-def _packed_texts(texts: Sequence[str]) -> bytes:
-    return zlib.compress(marshal.dumps(tuple(texts)), 1)
-
-
-def _unpacked_texts(packed: bytes) -> tuple[str, ...]:
-    return tuple(marshal.loads(zlib.decompress(packed)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,7 +134,7 @@ class Match:
         return {k: v for k, v in data.items() if v is not None}
 
 
-class _Index:
+class Index:
     """The retrieval index in step with the store, for the questions on code changes."""
 
     def __init__(self, cache: Cache, store: StoreView) -> None:
@@ -369,7 +194,7 @@ class _Index:
             if similarity >= threshold:
                 similar[key] = similarity
         found = [(row, similar[row.key]) for row in self._rows_of_keys(similar)]
-        found.sort(key=lambda item: (-item[1], _path_order(item[0].path)))
+        found.sort(key=lambda item: (-item[1], path_order(item[0].path)))
         return found
 
     def same_change(self, key: str) -> list[Row]:
@@ -398,7 +223,7 @@ class _ByKey:
         return [] if row is None else [row]
 
 
-class Search(_Index):
+class Search(Index):
     """The retrieval index in step with one read of a store, open for questions (see
     :func:`searching`)."""
 
@@ -420,7 +245,7 @@ class Search(_Index):
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         rows = [row for key in set(keys) for row in self._by_key.get(key)]
-        return sorted(rows, key=lambda row: _path_order(row.path))
+        return sorted(rows, key=lambda row: path_order(row.path))
 
     def count(self) -> int:
         """How many experiments the index holds."""
@@ -530,24 +355,8 @@ def _passes(row: Row, operator: str | None, dtype: str | None, env: str | None) 
     )
 
 
-def _path_order(path: str) -> str:
+def path_order(path: str) -> str:
     return path.replace(os.sep, "\0")
-
-
-def query_words(text: str) -> list[str]:
-    """The words FTS5 is asked for: lowercased, identifiers split at case changes, stop
-    words dropped, synonyms added, each once, in order, at most :data:`MAX_QUERY_TERMS`."""
-    words: list[str] = []
-    seen: set[str] = set()
-    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", text)):
-        word = raw.lower()
-        if word in STOP_WORDS or word in seen:
-            continue
-        for found in (word, *_SYNONYM_OF.get(word, ())):
-            if found not in seen and _WORD.fullmatch(found):
-                seen.add(found)
-                words.append(found)
-    return words[:MAX_QUERY_TERMS]
 
 
 # --- keeping the index in step with a read of the store ------------------------------------
@@ -607,7 +416,7 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
         cache.close()
 
 
-class _Light(_Index):
+class _Light(Index):
     """The index of the working tree as a light refresh found it (folder signatures: see
     :func:`kexp.listing.refresh`), for the tried-before check of a write."""
 
@@ -632,11 +441,11 @@ class _Light(_Index):
         rows: list[Row] = []
         for folder in holding:
             rows += [row for row in self._listing.rows_of(folder)[0] if row.key in wanted]
-        return sorted(rows, key=lambda row: _path_order(row.path))
+        return sorted(rows, key=lambda row: path_order(row.path))
 
 
 @contextlib.contextmanager
-def _light_search(store: StoreView) -> Iterator[_Index]:
+def light_search(store: StoreView) -> Iterator[Index]:
     """The index in step with a light refresh of the working tree (see :class:`_Light`)."""
     from kexp.cache import Cache, DamagedCacheError
     from kexp.listing import refresh
@@ -771,7 +580,7 @@ def _add_docs(
     made = in_two_processes(work, items, len(items))
     cache.add_docs(
         [
-            (key, code, shingles, None if key in in_git else _packed_texts(words))
+            (key, code, shingles, None if key in in_git else packed_texts(words))
             for key, code, shingles, words in made
             if shingles is not None
         ],
@@ -785,11 +594,12 @@ def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:
     """Those of the contents ``keys`` that the store's git repository holds (none
     outside one)."""
     from kexp import git as kgit
+    from kexp import gitobjects
     from kexp.errors import GitError
 
     try:
         repo = kgit.find_worktree(store.root)
-        found = kgit.object_names(repo, [key.hex() for key in keys])
+        found = gitobjects.object_names(repo, [key.hex() for key in keys])
     except GitError:
         return set()
     return {key for key, name in zip(keys, found, strict=True) if name and name[1] == "blob"}
@@ -824,7 +634,7 @@ class _Texts:
             if key in self._made:
                 found[key] = (doc, self._made[key])
             elif kept is not None:
-                found[key] = (doc, _unpacked_texts(kept))
+                found[key] = (doc, unpacked_texts(kept))
             else:
                 missing.append((key, doc))
         if not missing:
@@ -997,175 +807,3 @@ def similar(
             )
 
     return asked(store, ask)
-
-
-#: At most this many near-duplicates are read again and reported as tried before (every
-#: identical change is).
-MAX_REPORTED = 10
-
-
-def tried_before(
-    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
-) -> list[Repeat]:
-    """The experiments whose code change is ``code_change`` (identical once normalised,
-    similarity 1.0: every one) or a near-duplicate of it (shingle similarity at least
-    ``settings.near_duplicate_similarity``: the :data:`MAX_REPORTED` most similar):
-    identical ones first, oldest first, then the most similar. Each is read again from
-    its file before it is reported; ids in ``exclude`` are left out. Fast: the index's
-    quick check (see the module documentation)."""
-    return _tried_before(store, code_change, exclude, near=True)
-
-
-def find_repeats(
-    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
-) -> list[Repeat]:
-    """The experiments whose code change is ``code_change`` once normalised (its
-    :func:`kexp.dedupe.code_key`), oldest first: the identical ones of
-    :func:`tried_before`, from the same index; ids in ``exclude`` left out."""
-    return _tried_before(store, code_change, exclude, near=False)
-
-
-def _tried_before(
-    store: StoreView, code_change: str, exclude: Iterable[str], *, near: bool
-) -> list[Repeat]:
-    """:func:`tried_before` (``near``), or its identical changes alone."""
-    return asked(store, lambda: _repeats(store, code_change, exclude, near=near))
-
-
-def _repeats(
-    store: StoreView, code_change: str, exclude: Iterable[str], *, near: bool
-) -> list[Repeat]:
-    if store.is_working_tree and store.source.places is None and store.source.cacheable:
-        # A write's check: the working tree as a light refresh finds it (what changed
-        # since the last query, not a stat of every file).
-        with _light_search(store) as index:
-            return repeats_in(index, store, code_change, exclude, near=near)
-    with searching(store, texts=False) as search:
-        return repeats_in(search, store, code_change, exclude, near=near)
-
-
-def repeats_in(
-    search: _Index,
-    store: StoreView,
-    code_change: str,
-    exclude: Iterable[str] = (),
-    *,
-    near: bool = True,
-) -> list[Repeat]:
-    """:func:`tried_before` (``near``: the near-duplicates too) asked of an index
-    already in step with the store (:func:`searching`)."""
-    wanted = normalize_code_change(code_change)
-    key = key_of_normalized(wanted)
-    if key is None:
-        return []  # a placeholder: no key, no shingles
-    shingles = shingles_of_normalized(wanted) if near else frozenset()
-    threshold = store.settings.near_duplicate_similarity
-    skip = set(exclude)
-    same = {row.path for row in search.same_change(key)}
-    candidates: dict[str, tuple[Row, float]] = {
-        row.path: (row, 1.0) for row in search.same_change(key)
-    }
-    for row, similarity in search.near_duplicates(shingles, threshold):
-        candidates.setdefault(row.path, (row, similarity))
-    ordered = sorted(candidates, key=lambda p: (-candidates[p][1], _path_order(p)))
-    # Read again: every identical change, and enough of the most similar others.
-    spare = MAX_REPORTED + len(skip) + 5
-    near_ones = [path for path in ordered if path not in same][:spare]
-    reread = [candidates[path][0] for path in ordered if path in same or path in near_ones]
-    found: list[tuple[KernelExperiment, Row, float, bool]] = []
-    reported_near = 0
-    checked_files = store.source.check_found(reread, store.settings)
-    for row, checked in zip(reread, checked_files, strict=True):
-        if reported_near >= MAX_REPORTED and row.path not in same:
-            continue  # enough near-duplicates: only the identical ones are reported
-        if not checked.ok:
-            continue
-        exp = checked.experiment()
-        if exp.id in skip:
-            continue
-        attach(exp, store.settings, path=store.experiments_dir / row.path,
-               where=row.sighting())  # fmt: skip
-        identical = normalize_code_change(exp.code_change) == wanted
-        if identical:
-            found.append((exp, row, 1.0, True))
-        elif near and reported_near < MAX_REPORTED:
-            similarity = _similarity(exp.code_change, shingles)
-            if similarity >= threshold:
-                found.append((exp, row, similarity, False))
-                reported_near += 1
-    # What is derived of each, as every query derives it: from the whole store (a light
-    # read of a write's check derives it only when one depends on others).
-    derivation = (
-        search.derivation
-        if isinstance(search, Search)
-        else _derivation_for(store, [exp for exp, _, _, _ in found])
-    )
-    repeats = []
-    for exp, row, similarity, identical in found:
-        attach(exp, derived=derivation.of(exp))
-        where = row.where
-        repeats.append(
-            Repeat(
-                exp.id,
-                float(exp.score),
-                exp.outcome,
-                exp.change_summary,
-                exp.path,
-                base_commit=exp.base_commit,
-                env=exp.env,
-                similarity=round(similarity, 4),
-                identical=identical,
-                ref="" if where is None or where.ref == "local" else where.ref,
-            )
-        )
-    identical_first = [r for r in repeats if r.identical]
-    created = {exp.id: exp.created_at for exp, _, _, _ in found}
-    identical_first.sort(key=lambda r: (created[r.id], r.id))
-    return identical_first + [r for r in repeats if not r.identical]
-
-
-def _derivation_for(store: StoreView, experiments: Sequence[KernelExperiment]) -> Derivation:
-    """What is derived of ``experiments`` (:func:`kexp.campaign.derive`): over the whole
-    store (one read) when one of them depends on other experiments, else over them."""
-    from kexp.campaign import derive, stands_alone
-
-    if all(stands_alone(exp) for exp in experiments):
-        return derive(experiments, store.settings)
-    return store.derivation()
-
-
-def _similarity(code_change: str, shingles: frozenset[int]) -> float:
-    first = code_shingles(code_change)
-    union = len(first | shingles)
-    return len(first & shingles) / union if union else 0.0
-
-
-def warn_tried_before(
-    store: StoreView,
-    code_change: str,
-    *,
-    exclude: Iterable[str] = (),
-    stacklevel: int = 2,
-    base_commit: str = "",
-    env: str = "",
-) -> list[Repeat]:
-    """Warn when ``code_change`` was tried before (:func:`tried_before`): a
-    :class:`~kexp.errors.RemeasureWarning` when an identical one also has this
-    ``base_commit`` and ``env`` (given), else a
-    :class:`~kexp.errors.RepeatedChangeWarning` naming the identical ones, else a
-    :class:`~kexp.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
-    ``stacklevel`` is relative to the caller of this function."""
-    repeats = tried_before(store, code_change, exclude=exclude)
-    same = [
-        r
-        for r in repeats
-        if r.identical and base_commit and r.base_commit == base_commit and r.env == env
-    ]
-    if same:
-        warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
-    elif repeats:
-        category = (
-            RepeatedChangeWarning if any(r.identical for r in repeats) else NearDuplicateWarning
-        )
-        warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
-    return repeats

@@ -41,7 +41,8 @@ from kexp.changedcheck import (
     validate_changed,
 )
 from kexp.changedcheck import merge_base as merge_base
-from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
+from kexp.fileformat import key_insight
+from kexp.lessons import LESSON_GROUPS, group_lessons
 from kexp.lineage import is_scored
 from kexp.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.noise import ratio_interval

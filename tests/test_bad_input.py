@@ -46,12 +46,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kexp import KexpError, Store
-from kexp.errors import GitError, ValidationError
+from kexp.errors import GitError, InvalidExperimentWarning, ValidationError
 from kexp.fileformat import FileFormatError, parse
 from kexp.formatting import NotFormattable, canonical_text, format_files
 from kexp.problems import Problem
 from kexp.settings import DEFAULT_SETTINGS
-from kexp.store import InvalidExperimentWarning
 from kexp.validate import CheckedFile, check_bytes, read_and_check
 
 ID = "6749f3a0c2d41e7b"

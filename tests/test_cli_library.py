@@ -30,9 +30,10 @@ from kexp.envinfo import (
 )
 from kexp.errors import ExperimentNotFoundError, KexpError, StaleMeasurementWarning
 from kexp.export import RECORD_FIELDS, export, sort_experiments, to_record, write_records
+from kexp.fileformat import key_insight
 from kexp.formatting import NotFormattable, canonical_text, format_files
 from kexp.intake import diff_against, parse_document, record
-from kexp.lessons import group_lessons, key_insight, lessons
+from kexp.lessons import group_lessons, lessons
 from kexp.lineage import build_forest, lineage_forest, lineage_of
 from kexp.progress import reporting, track
 from kexp.stats import stats

@@ -37,7 +37,7 @@ from test_races import CONTEXT
 
 from kexp import ExperimentNotFoundError, KexpError, Store
 from kexp.formatting import canonical_text, format_files
-from kexp.legacy import import_legacy
+from kexp.legacyimport import import_legacy
 from kexp.model import LEGACY_FIELDS
 
 SEED = 20261129

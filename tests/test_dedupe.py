@@ -13,7 +13,8 @@ from kexp import KernelExperiment, Store
 from kexp.dedupe import normalize_code_change
 from kexp.errors import RepeatedChangeWarning
 from kexp.fileformat import parse, serialize
-from kexp.retrieval import find_repeats, searching
+from kexp.repeats import find_repeats
+from kexp.retrieval import searching
 from kexp.settings import DEFAULT_SETTINGS
 from kexp.sources import WorkingTree
 from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons

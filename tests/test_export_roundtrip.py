@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from kexp import Store, init_store
 from kexp.export import DERIVED_FIELDS, FORMATS, export, read_records
-from kexp.legacy import import_legacy, sidecar_path
+from kexp.legacy import sidecar_path
+from kexp.legacyimport import import_legacy
 from kexp.model import LEGACY_FIELDS
 
 COMMIT = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"

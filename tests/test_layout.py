@@ -25,7 +25,7 @@ from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
 from kexp.cli import main
 from kexp.fileformat import serialize
 from kexp.layout import FANOUT_DIGITS, folder_parts
-from kexp.legacy import import_legacy
+from kexp.legacyimport import import_legacy
 from kexp.migration import migrate_layout
 from kexp.store import slugify
 

@@ -21,17 +21,9 @@ from hypothesis import strategies as st
 from kexp import Store, init_store
 from kexp.errors import KexpError
 from kexp.fileformat import parse
-from kexp.legacy import (
-    EXTRA_FIELD,
-    KEY_FIELD,
-    MISSING_FIELD,
-    NO_COMMIT,
-    NO_ERROR_MESSAGE,
-    dump_legacy,
-    export_legacy,
-    import_legacy,
-    legacy_database,
-)
+from kexp.legacy import EXTRA_FIELD, KEY_FIELD, MISSING_FIELD, NO_COMMIT, NO_ERROR_MESSAGE
+from kexp.legacyexport import dump_legacy, export_legacy, legacy_database
+from kexp.legacyimport import import_legacy
 from kexp.legacykeys import is_legacy_key, legacy_problems
 from kexp.model import LEGACY_FIELDS
 from kexp.progress import reporting

@@ -19,7 +19,7 @@ from test_sync import CLONES, PER_CLONE, _run_clones, clone, make_remote, record
 
 from kexp import ExperimentNotFoundError, GitError, Store
 from kexp.publish import sync
-from kexp.retrieval import tried_before
+from kexp.repeats import tried_before
 from kexp.rows import LOCAL
 
 

@@ -29,7 +29,8 @@ from kexp import KernelExperiment, Store
 from kexp.campaign import derive, measured_against_parent
 from kexp.changedcheck import head_of
 from kexp.changelog import Changes, ExperimentChange
-from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
+from kexp.fileformat import key_insight
+from kexp.lessons import LESSON_GROUPS, group_lessons
 from kexp.lineage import is_scored
 from kexp.model import attach
 from kexp.noise import ratio_interval

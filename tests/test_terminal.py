@@ -23,7 +23,7 @@ from conftest import REPO_ROOT, run_kexp
 from reportcheck import truth
 
 from kexp import KernelExperiment, Store
-from kexp.lessons import key_insight
+from kexp.fileformat import key_insight
 
 MakeExperiment = Callable[..., KernelExperiment]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -22,7 +22,8 @@ from kexp.commands.common import (
 from kexp.errors import KexpError, StoreNotFoundError
 
 if TYPE_CHECKING:
-    from kexp.legacy import ImportReport, Note
+    from kexp.legacy import Note
+    from kexp.legacyimport import ImportReport
 
 
 @click.command(name="import")
@@ -47,14 +48,14 @@ def import_command(
     records and reports conflicting ones. Alike notes of many records are grouped on one
     line (-v lists each). Exit 1 when something needs attention.
 
-    Python: kexp.legacy.import_legacy(source, store).
+    Python: kexp.legacyimport.import_legacy(source, store).
 
     \b
     Example:
       kexp import ~/kernel_experiments_db.json --dry-run
     """
     # lazy: one command's library, loaded when that command runs
-    from kexp.legacy import import_legacy
+    from kexp.legacyimport import import_legacy
 
     store = get_store(ctx)
     with progress("importing"):

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp import atomic
 from kexp.errors import KexpError
+from kexp.fileformat import key_insight
 from kexp.htmlreport.markup import text
 from kexp.htmlreport.pages import (
     EXPERIMENT_DIR,
@@ -66,7 +67,7 @@ from kexp.htmlreport.pages import (
     operator_pages,
     overview_page,
 )
-from kexp.lessons import LESSON_GROUPS, key_insight
+from kexp.lessons import LESSON_GROUPS
 from kexp.locking import folder_lock
 from kexp.model import KernelExperiment
 from kexp.progress import reporting, track_part

@@ -19,7 +19,7 @@ The figures:
 * **recall@5**: of the related pairs, the share whose experiment is among the first 5
   that :func:`kexp.retrieval.similar` returns for the query;
 * **MRR**: the mean of 1 / rank of that experiment (0 when not in the first 10);
-* **near-duplicate precision and recall**: :func:`kexp.retrieval.tried_before` (what a
+* **near-duplicate precision and recall**: :func:`kexp.repeats.tried_before` (what a
   create warns with) for every diff query: a report of the pair's experiment for a
   related pair is right, every other report (another experiment, or the experiment of
   an unrelated pair) is wrong;
@@ -42,7 +42,8 @@ import yaml
 
 from kexp import KernelExperiment, Store, init_store
 from kexp.fileformat import serialize
-from kexp.retrieval import similar, tried_before
+from kexp.repeats import tried_before
+from kexp.retrieval import similar
 from kexp.store import slugify
 
 HERE = Path(__file__).resolve().parent

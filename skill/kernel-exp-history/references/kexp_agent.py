@@ -137,7 +137,7 @@ Status = _helpers.Status
 
 def find_repeats(code_change: str) -> list[Any]:
     """Earlier experiments (in the default store) whose code change is this one."""
-    from kexp.retrieval import find_repeats as find
+    from kexp.repeats import find_repeats as find
 
     return find(kexp.default_store(), code_change)
 
@@ -145,7 +145,7 @@ def find_repeats(code_change: str) -> list[Any]:
 def tried_before(code_change: str) -> list[Any]:
     """Earlier experiments (in the default store) whose code change is this one or a
     near-duplicate of it (``similarity`` and ``identical`` say which)."""
-    from kexp.retrieval import tried_before as find
+    from kexp.repeats import tried_before as find
 
     return find(kexp.default_store(), code_change)
 
