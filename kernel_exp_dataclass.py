@@ -37,12 +37,12 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
-from kexp.ids import SHOWN_LENGTH, is_valid_id
-from kexp.model import KernelExperiment, Status
+from kexp.core.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
+from kexp.core.ids import SHOWN_LENGTH, is_valid_id
+from kexp.core.model import KernelExperiment, Status
 
 if TYPE_CHECKING:
-    from kexp.store import Store
+    from kexp.storage.store import Store
 
 __all__ = [
     "DB_PATH",
@@ -197,8 +197,8 @@ def test_insert_example() -> KernelExperiment:
 def _sample_base_commit() -> str:
     """An empty one inside a git repository (kexp fills in ``HEAD``), else
     :data:`SAMPLE_BASE_COMMIT`."""
-    # lazy: not every command that imports this module needs kexp.git
-    from kexp.git import configured_user_name
+    # lazy: not every command that imports this module needs kexp.gitops.git
+    from kexp.gitops.git import configured_user_name
 
     code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
     inside = configured_user_name(Path(code).expanduser()) is not None
@@ -217,9 +217,10 @@ def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
 
 def _existing_store() -> Store | None:
     """The default store, or None when there is none yet."""
-    # lazy: not every command that imports this module needs kexp.location, kexp.store
-    from kexp.location import find_root
-    from kexp.store import Store
+    # lazy: not every command that imports this module needs kexp.storage.location,
+    # kexp.storage.store
+    from kexp.storage.location import find_root
+    from kexp.storage.store import Store
 
     try:
         return Store(find_root())
@@ -254,9 +255,10 @@ def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
 def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
-    # lazy: not every command that imports this module needs kexp.location, kexp.store
-    from kexp.location import CACHE_DIR, init_store
-    from kexp.store import Store
+    # lazy: not every command that imports this module needs kexp.storage.location,
+    # kexp.storage.store
+    from kexp.storage.location import CACHE_DIR, init_store
+    from kexp.storage.store import Store
 
     root = Path(os.environ.get("KEXP_ROOT") or ".").expanduser().resolve()
     experiments, cache, ignore = root / DB_PATH, root / CACHE_DIR, root / ".gitignore"
@@ -289,8 +291,8 @@ def _remove_new_store(
     try:
         experiments.rmdir()
     except OSError:  # not empty: someone else's store now; put its README back
-        # lazy: not every command that imports this module needs kexp.location
-        from kexp.location import init_store
+        # lazy: not every command that imports this module needs kexp.storage.location
+        from kexp.storage.location import init_store
 
         init_store(experiments.parent)
         return

@@ -63,22 +63,22 @@ def _ids_apart_in_their_shown_characters(monkeypatch: pytest.MonkeyPatch) -> Non
     them. Tests about shared prefixes write their ids out."""
     import itertools
 
-    import kexp.ids
+    import kexp.core.ids
 
-    made = kexp.ids.new_id
+    made = kexp.core.ids.new_id
     count = itertools.count()
 
     def apart(now: float | None = None) -> str:
         exp_id = made(now)
         return f"{exp_id[:8]}{next(count) % 256:02x}{exp_id[10:]}"
 
-    monkeypatch.setattr(kexp.ids, "new_id", apart)
+    monkeypatch.setattr(kexp.core.ids, "new_id", apart)
 
 
 @pytest.fixture
 def gpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """This machine, as kexp sees it, has a GPU: a device file it looks for exists."""
-    from kexp import envinfo
+    from kexp.measure import envinfo
 
     device = tmp_path / "nvidiactl"
     device.touch()
@@ -89,7 +89,7 @@ def gpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def cpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """This machine, as kexp sees it, has no GPU: no device file it looks for exists."""
-    from kexp import envinfo
+    from kexp.measure import envinfo
 
     monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(tmp_path / "no-gpu-device"),))
     monkeypatch.setattr(envinfo, "APPLE_GPU", False)
@@ -162,7 +162,7 @@ def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
         )
     from click.testing import CliRunner
 
-    from kexp.cli import main
+    from kexp.cli.main import main
 
     here = os.getcwd()
     os.chdir(cwd)

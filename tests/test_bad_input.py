@@ -5,7 +5,7 @@ bytes, only kexp's own errors come out.
 1. The corpus of bad files (``tests/corpus/bad/``, ``expected.json`` names the problem
    each must produce) and bad stores built here (store-wide problems, a file too large to
    keep in the repository): each case is checked in the library
-   (``kexp.validate.check_bytes``, or the store) and through the command (``kexp
+   (``kexp.format.validate.check_bytes``, or the store) and through the command (``kexp
    validate PATH`` in a store in a temporary folder): exit code 1, a ``path:line:col:
    error[code]`` line, a ``hint:`` line, never a traceback.
 2. A store is untrusted input (merged branches, forks, hand edits): hostile stores read
@@ -13,10 +13,10 @@ bytes, only kexp's own errors come out.
    no code ran, nothing outside the store was read or written, the hostile file is
    reported with a clear error (never a traceback, a hang, or a crash), git never saw a
    hostile string, a terminal shows escape sequences as text.
-3. Fuzzing the parser: reading a file (:func:`kexp.validate.check_bytes`, as every query
-   does) and putting it in canonical form (:func:`kexp.formatting.canonical_text`, as
+3. Fuzzing the parser: reading a file (:func:`kexp.format.validate.check_bytes`, as every query
+   does) and putting it in canonical form (:func:`kexp.storage.fmt.canonical_text`, as
    ``kexp fmt`` does) turn any input into problems with a code, a position and a hint, or
-   a :class:`~kexp.formatting.NotFormattable` error: never another exception. A file that
+   a :class:`~kexp.storage.fmt.NotFormattable` error: never another exception. A file that
    reads as valid survives a round trip. Inputs: arbitrary bytes and text, valid files
    with random edits, the corpus with random edits, and front-matter built from YAML's
    own punctuation. Hypothesis derandomizes the search, so a failure reproduces.
@@ -46,12 +46,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kexp import KexpError, Store
-from kexp.errors import GitError, InvalidExperimentWarning, ValidationError
-from kexp.fileformat import FileFormatError, parse
-from kexp.formatting import NotFormattable, canonical_text, format_files
-from kexp.problems import Problem
-from kexp.settings import DEFAULT_SETTINGS
-from kexp.validate import CheckedFile, check_bytes, read_and_check
+from kexp.core.errors import GitError, InvalidExperimentWarning, ValidationError
+from kexp.core.problems import Problem
+from kexp.core.settings import DEFAULT_SETTINGS
+from kexp.format.fileformat import FileFormatError, parse
+from kexp.format.validate import CheckedFile, check_bytes, read_and_check
+from kexp.storage.fmt import NotFormattable, canonical_text, format_files
 
 ID = "6749f3a0c2d41e7b"
 OTHER = "6749f3a1d4e5f6a7"

@@ -5,7 +5,7 @@ iterations on a C softmax kernel, timed (30 samples a side per configuration), e
 change measured against the commit it was made on (``measured_against: parent``), a
 rival measured against the original code, an A/A control, a buggy step and a child of
 it. Every view's "best" must name the tip the steps multiply to, and the picture must
-rise as the campaign did. A property test holds :func:`kexp.campaign.derive` to the
+rise as the campaign did. A property test holds :func:`kexp.core.campaign.derive` to the
 definition, computed independently from the files of random lineages.
 """
 
@@ -29,17 +29,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import KernelExperiment, Store, init_store
-from kexp.briefing import context
-from kexp.campaign import judge
-from kexp.cli import main
-from kexp.fileformat import serialize
-from kexp.htmlreport import build_report
-from kexp.lessons import lesson_report
-from kexp.lineage import TreeNode, lineage_forest
-from kexp.measure import record_iteration
-from kexp.review import render_markdown, review
-from kexp.stats import stats
-from kexp.store import slugify
+from kexp.agents.context import context
+from kexp.agents.lessons import lesson_report
+from kexp.cli.main import main
+from kexp.core.campaign import judge
+from kexp.format.fileformat import serialize
+from kexp.measure.record import record_iteration
+from kexp.output.html import build_report
+from kexp.review.build import render_markdown, review
+from kexp.storage.lineage import TreeNode, lineage_forest
+from kexp.storage.stats import stats
+from kexp.storage.store import slugify
 
 OPERATOR = "csrc/softmax.c: softmax_rows"
 ENV = "Xeon 8480, gcc 13.2"
@@ -492,9 +492,9 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
 
 
 def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
-    from kexp.commands.write import add
-    from kexp.model import MEASURED_AGAINST
-    from kexp.schema import load_schema
+    from kexp.cli.commands.write import add
+    from kexp.core.model import MEASURED_AGAINST
+    from kexp.format.schema import load_schema
 
     schema = load_schema()["properties"]["measured_against"]
     option = next(p for p in add.params if p.name == "measured_against")

@@ -36,9 +36,9 @@ from conftest import experiment_fields
 from test_races import CONTEXT
 
 from kexp import ExperimentNotFoundError, KexpError, Store
-from kexp.formatting import canonical_text, format_files
-from kexp.legacyimport import import_legacy
-from kexp.model import LEGACY_FIELDS
+from kexp.core.model import LEGACY_FIELDS
+from kexp.output.legacyimport import import_legacy
+from kexp.storage.fmt import canonical_text, format_files
 
 SEED = 20261129
 KILLS = 6

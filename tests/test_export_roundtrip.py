@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import Store, init_store
-from kexp.export import DERIVED_FIELDS, FORMATS, export, read_records
-from kexp.legacy import sidecar_path
-from kexp.legacyimport import import_legacy
-from kexp.model import LEGACY_FIELDS
+from kexp.core.model import LEGACY_FIELDS
+from kexp.output.export import DERIVED_FIELDS, FORMATS, export, read_records
+from kexp.output.legacy import sidecar_path
+from kexp.output.legacyimport import import_legacy
 
 COMMIT = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"
 

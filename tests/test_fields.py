@@ -1,4 +1,4 @@
-"""The field table (:mod:`kexp.fields`) against the schema, the dataclass and the rows:
+"""The field table (:mod:`kexp.core.fields`) against the schema, the dataclass and the rows:
 what is declared once must agree with every place that still spells a field out."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kexp import rows
-from kexp.fields import (
+from kexp.core.fields import (
     ARGUMENTS,
     FIELD,
     FIELDS,
@@ -19,7 +18,8 @@ from kexp.fields import (
     LEGACY_FIELDS,
     SCHEMA_TYPES,
 )
-from kexp.model import KernelExperiment
+from kexp.core.model import KernelExperiment
+from kexp.storage import rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = sorted((ROOT / "schema").glob("*.json"))
@@ -95,7 +95,7 @@ def test_a_row_is_the_front_matter_in_table_order_then_path_key_where() -> None:
 
 
 def test_the_rows_typed_view_names_table_fields_in_order_with_their_types() -> None:
-    """The typed view mypy reads (``_RowValues`` in kexp/rows.py) may leave a new field
+    """The typed view mypy reads (``_RowValues`` in kexp/storage/rows.py) may leave a new field
     out, but what it names must be in the row's order and of the table's type."""
     tree = ast.parse(Path(rows.__file__).read_text(encoding="utf-8"))
     view = next(

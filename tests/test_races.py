@@ -43,8 +43,8 @@ import pytest
 from conftest import experiment_fields, git
 
 from kexp import ExperimentNotFoundError, KexpError, LockTimeoutError, Settings, Store
-from kexp.locking import exclusive_lock
-from kexp.validate import check_bytes
+from kexp.format.validate import check_bytes
+from kexp.storage.locking import exclusive_lock
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload([__name__])

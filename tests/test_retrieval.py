@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-import kexp.doctext as doctext
+import kexp.storage.doctext as doctext
 from kexp import KernelExperiment, KexpError, Store
-from kexp.dedupe import (
+from kexp.storage.dedupe import (
     NearDuplicateWarning,
     RemeasureWarning,
     RepeatedChangeWarning,
@@ -32,8 +32,8 @@ from kexp.dedupe import (
     normalize_code_change,
     shingle_similarity,
 )
-from kexp.repeats import find_repeats, tried_before
-from kexp.retrieval import searching, similar
+from kexp.storage.repeats import find_repeats, tried_before
+from kexp.storage.retrieval import searching, similar
 
 
 def _evaluate_module() -> Any:

@@ -26,16 +26,15 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
-from kexp.campaign import derive, measured_against_parent
-from kexp.changedcheck import head_of
-from kexp.changelog import Changes, ExperimentChange
-from kexp.fileformat import key_insight
-from kexp.lessons import LESSON_GROUPS, group_lessons
-from kexp.lineage import is_scored
-from kexp.model import attach
-from kexp.noise import ratio_interval
-from kexp.problems import Problem, sort_problems
-from kexp.review import (
+from kexp.agents.lessons import LESSON_GROUPS, group_lessons
+from kexp.core.campaign import derive, measured_against_parent
+from kexp.core.model import attach
+from kexp.core.noise import ratio_interval
+from kexp.core.problems import Problem, sort_problems
+from kexp.format.fileformat import key_insight
+from kexp.format.suspect import suspect_reasons
+from kexp.format.validate import CheckedFile, check_bytes, id_from_name
+from kexp.review.build import (
     MAX_GRAPH_NODES,
     MAX_RELATIVES,
     LineageGraph,
@@ -51,8 +50,9 @@ from kexp.review import (
     review,
     to_json,
 )
-from kexp.suspect import suspect_reasons
-from kexp.validate import CheckedFile, check_bytes, id_from_name
+from kexp.review.changed import head_of
+from kexp.storage.history import Changes, ExperimentChange
+from kexp.storage.lineage import is_scored
 from tests.conftest import git, run_kexp
 from tests.test_validate_scale import (
     NOWHERE,
@@ -103,8 +103,8 @@ class ReferenceCheck:
 
 
 def reference_check_changes(store: Store, base: str, head: str | None = None) -> ReferenceCheck:
-    """``kexp.review.check_changes`` as it was: every file of the store checked whole."""
-    from kexp.provenance import base_commit_problems
+    """``kexp.review.build.check_changes`` as it was: every file of the store checked whole."""
+    from kexp.gitops.provenance import base_commit_problems
 
     head = head_of(store, head)
     fork = merge_base(store, base, head)
@@ -140,7 +140,7 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
 def _reference_add_folded(
     store: Store, fork: str, changes: Changes, checked: Sequence[CheckedFile]
 ) -> None:
-    from kexp.errors import StoreNotFoundError
+    from kexp.core.errors import StoreNotFoundError
 
     ids = {c.id for c in changes}
     listed = {str(c.path) for c in changes} | {str(c.old_path) for c in changes if c.old_path}
@@ -215,9 +215,9 @@ _Reviewed = tuple[ReviewedExperiment, "KernelExperiment | None"]
 
 
 def reference_review(store: Store, base: str, head: str | None = None) -> Review:
-    """``kexp.review.review`` as it was."""
-    from kexp import git as kgit
-    from kexp.snapshot import StoreLocation
+    """``kexp.review.build.review`` as it was."""
+    from kexp.gitops import git as kgit
+    from kexp.storage.snapshot import StoreLocation
 
     head = head_of(store, head)
     check = reference_check_changes(store, base, head)
@@ -632,7 +632,7 @@ def test_the_commands_print_what_they_printed(
 def test_a_large_store_split_between_two_processes_reports_the_same(
     repo: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kexp.parallel import PARALLEL_MIN_FILES
+    from kexp.storage.parallel import PARALLEL_MIN_FILES
 
     fill(repo, PARALLEL_MIN_FILES + 200)
     first, last = sorted((repo / "experiments").rglob("*.md"))[:: PARALLEL_MIN_FILES + 199]
@@ -657,7 +657,7 @@ def test_a_large_store_split_between_two_processes_reports_the_same(
 MEMORY_PROBE = """
 import json, sys, tracemalloc
 from kexp import Store
-from kexp.review import check_changes, review
+from kexp.review.build import check_changes, review
 store = Store(sys.argv[1])
 peaks = {}
 for name, work in (("check", lambda: check_changes(store, "main")),

@@ -13,8 +13,8 @@ import pytest
 from conftest import REPO_ROOT, experiment_fields, git
 
 from kexp import Store
-from kexp.model import ALL_FIELDS, STATUSES
-from kexp.skill import SKILL_NAME, install_skill, skill_destination, skill_source
+from kexp.agents.skill import SKILL_NAME, install_skill, skill_destination, skill_source
+from kexp.core.model import ALL_FIELDS, STATUSES
 
 SKILL_DIR = REPO_ROOT / "skill" / SKILL_NAME
 SKILL_MD = SKILL_DIR / "SKILL.md"
@@ -232,7 +232,7 @@ def test_the_skill_says_consult_across_refs_and_sync_after_recording() -> None:
     to publish after recording (kexp sync), and both are real commands and options."""
     from click.testing import CliRunner
 
-    from kexp.cli import main
+    from kexp.cli.main import main
 
     text = SKILL_MD.read_text(encoding="utf-8")
     loop = text[text.index("**The loop, every iteration:**") : text.index("## 1.")]

@@ -20,7 +20,7 @@ from conftest import experiment_fields, git, init_repo, run_kexp
 
 import kexp
 from kexp import GitError, KexpError, Store, SyncConflictError
-from kexp.publish import sync
+from kexp.storage.sync import sync
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload([__name__])

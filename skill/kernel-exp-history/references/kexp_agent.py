@@ -42,7 +42,7 @@ leave buggy and pending experiments out of ``top_experiments``.
   plan, a diff or an experiment;
 * ``record_iteration(baseline=..., candidate=..., **fields) -> KernelExperiment`` —
   one call per iteration: timings in, ``score``/``results``/``raw_result`` computed,
-  validated and written (see :mod:`kexp.measure`); ``status`` defaults to ``done``
+  validated and written (see :mod:`kexp.measure.record`); ``status`` defaults to ``done``
   (``create_experiment`` and ``KernelExperiment`` default to ``new``: pending, left
   out of ``top_experiments`` until it is set);
 * ``ancestors(exp_id)``, ``children(exp_id)`` — lineage through ``pid``;
@@ -67,10 +67,10 @@ from typing import Any
 
 import kexp
 from kexp import KernelExperiment, ancestors, children, context, similar
-from kexp.dedupe import normalize_code_change
-from kexp.measure import load_measurements, record_iteration, score_measurements
-from kexp.model import OUTCOMES, STATUSES
-from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_reasons
+from kexp.storage.dedupe import normalize_code_change
+from kexp.measure.record import load_measurements, record_iteration, score_measurements
+from kexp.core.model import OUTCOMES, STATUSES
+from kexp.format.suspect import SUSPECT_LABEL, is_suspect, suspect_reasons
 
 __all__ = [
     "DB_PATH",
@@ -137,7 +137,7 @@ Status = _helpers.Status
 
 def find_repeats(code_change: str) -> list[Any]:
     """Earlier experiments (in the default store) whose code change is this one."""
-    from kexp.repeats import find_repeats as find
+    from kexp.storage.repeats import find_repeats as find
 
     return find(kexp.default_store(), code_change)
 
@@ -145,7 +145,7 @@ def find_repeats(code_change: str) -> list[Any]:
 def tried_before(code_change: str) -> list[Any]:
     """Earlier experiments (in the default store) whose code change is this one or a
     near-duplicate of it (``similarity`` and ``identical`` say which)."""
-    from kexp.repeats import tried_before as find
+    from kexp.storage.repeats import tried_before as find
 
     return find(kexp.default_store(), code_change)
 
