@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kexp.core.errors import GitError
-from kexp.gitops.git import MAX_REVISION_CHARS, NULL_SHA, Worktree, git_command, is_hex, is_ref_name
+from kexp.gitops.git import MAX_REVISION_CHARS, Worktree, git_command, is_hex, is_ref_name
 
 if TYPE_CHECKING:
     import git
@@ -48,38 +48,6 @@ def list_refs(repo: git.Repo | Worktree) -> list[RefInfo]:
     return found
 
 
-def tree_files(
-    repo: git.Repo | Worktree, commit: str, folder: str, *, tree: bool = False
-) -> list[tuple[str, str, str]]:
-    """(mode, blob hash, path) of every file under ``folder`` in ``commit``'s tree: one
-    ``git ls-tree`` without sizes (quicker than :func:`list_tree`). With ``tree``,
-    ``commit`` is the hash of ``folder``'s own tree (the paths still start with
-    ``folder``)."""
-    if not is_hex(commit, 40):
-        raise GitError(f"{commit!r} is not a full commit or tree hash")
-    if tree:
-        output = git_command(repo, "ls-tree", "-r", "-z", commit).stdout
-    else:
-        output = git_command(
-            repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder
-        ).stdout
-    lead = f"{folder}/" if tree else ""
-    found: list[tuple[str, str, str]] = []
-    for record in output.split("\0"):
-        meta, tab, path = record.partition("\t")
-        if tab:
-            mode, _, rest = meta.partition(" ")
-            found.append((mode, rest.rpartition(" ")[2], lead + path))
-    return found
-
-
-def blob_id(data: bytes) -> str:
-    """The hash git gives a blob of ``data`` (SHA-1 object format)."""
-    import hashlib
-
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
 def check_ref_pattern(pattern: str) -> str:
     """``pattern`` if it is a ref name with ``*`` wildcards (``origin/*``,
     ``refs/remotes/origin/agent-*``); :class:`GitError` otherwise, before git sees it."""
@@ -94,41 +62,6 @@ def check_ref_pattern(pattern: str) -> str:
             "with * for any characters (origin/*, refs/remotes/origin/agent-*)"
         )
     return pattern
-
-
-def tree_changes(
-    repo: git.Repo | Worktree, base: str, heads: Sequence[str], folder: str
-) -> dict[str, list[tuple[str, str, str]]]:
-    """:func:`raw_changes` from ``base`` to each of ``heads`` (full hashes), from one
-    ``git diff-tree --stdin`` process: head → [(path, new mode, new blob)]."""
-    wanted = list(dict.fromkeys(heads))
-    if not is_hex(base, 40) or not all(is_hex(head, 40) for head in wanted):
-        raise GitError("tree_changes takes full commit hashes")
-    found: dict[str, list[tuple[str, str, str]]] = {head: [] for head in wanted}
-    if not wanted:
-        return found
-    output = git_command(
-        repo, "diff-tree", "--stdin", "--always", "-r", "-z", "--raw", "--no-abbrev",
-        "--no-renames", "--", f":(literal){folder}",
-        # "A B" on stdin is read as "commit A with parent B": the diff from B to A.
-        stdin="".join(f"{head} {base}\n" for head in wanted),
-    ).stdout  # fmt: skip
-    tokens = output.split("\0")
-    current: list[tuple[str, str, str]] | None = None
-    at = 0
-    while at < len(tokens):
-        token = tokens[at].lstrip("\n")
-        if token.startswith(":") and current is not None and at + 1 < len(tokens):
-            parts = token[1:].split()
-            if len(parts) >= 5:
-                blob = "" if NULL_SHA.fullmatch(parts[3]) else parts[3]
-                current.append((tokens[at + 1], parts[1], blob))
-            at += 2
-            continue
-        if token.strip():  # the header of the next pair: the head's hash
-            current = found.get(token.strip())
-        at += 1
-    return found
 
 
 def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[str, str] | None]:
@@ -179,27 +112,3 @@ def parse_tree(data: bytes) -> list[tuple[str, str, str]]:
         entries.append((mode, name, data[zero + 1 : zero + 21].hex()))
         at = zero + 21
     return entries
-
-
-def status_entries(repo: git.Repo | Worktree, folder: str) -> list[tuple[str, str, str, str]]:
-    """``git status --porcelain=v2`` of ``folder`` (untracked files listed one by one,
-    no renames): (kind, XY, index blob, path); kind "1" a changed file (X: the index
-    against HEAD, Y: the working tree against the index), "u" an unmerged one, "?" an
-    untracked one (XY and blob empty)."""
-    output = git_command(
-        repo, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
-        "--ignore-submodules=all", "--", f":(literal){folder}",
-    ).stdout  # fmt: skip
-    found: list[tuple[str, str, str, str]] = []
-    for record in output.split("\0"):
-        if record.startswith("1 "):
-            parts = record.split(" ", 8)
-            if len(parts) == 9:
-                found.append(("1", parts[1], parts[7], parts[8]))
-        elif record.startswith("u "):
-            parts = record.split(" ", 10)
-            if len(parts) == 11:
-                found.append(("u", parts[1], "", parts[10]))
-        elif record.startswith("? "):
-            found.append(("?", "", "", record[2:]))
-    return found
