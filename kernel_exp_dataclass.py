@@ -32,15 +32,17 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.model import KernelExperiment, Status
+from kexp.core.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
+from kexp.core.ids import SHOWN_LENGTH, is_valid_id
+from kexp.core.model import KernelExperiment, Status
 
 if TYPE_CHECKING:
-    from kexp.errors import ExperimentNotFoundError
-    from kexp.store import Store
+    from kexp.storage.store import Store
 
 __all__ = [
     "DB_PATH",
@@ -103,9 +105,6 @@ def create_experiment(exp: KernelExperiment) -> None:
 def get_experiment(exp_id: str) -> KernelExperiment | None:
     """The experiment with this id, or ``None``: for an unknown id, and for anything
     that is not a full id (a prefix, a path, not a string)."""
-    from kexp.errors import ExperimentNotFoundError
-    from kexp.ids import is_valid_id
-
     store = _existing_store() if is_valid_id(exp_id) else None
     if store is None:
         return None
@@ -198,7 +197,8 @@ def test_insert_example() -> KernelExperiment:
 def _sample_base_commit() -> str:
     """An empty one inside a git repository (kexp fills in ``HEAD``), else
     :data:`SAMPLE_BASE_COMMIT`."""
-    from kexp.git import configured_user_name
+    # lazy: not every command that imports this module needs kexp.gitops.git
+    from kexp.gitops.git import configured_user_name
 
     code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
     inside = configured_user_name(Path(code).expanduser()) is not None
@@ -217,9 +217,10 @@ def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
 
 def _existing_store() -> Store | None:
     """The default store, or None when there is none yet."""
-    from kexp.errors import StoreNotFoundError
-    from kexp.location import find_root
-    from kexp.store import Store
+    # lazy: not every command that imports this module needs kexp.storage.location,
+    # kexp.storage.store
+    from kexp.storage.location import find_root
+    from kexp.storage.store import Store
 
     try:
         return Store(find_root())
@@ -229,8 +230,6 @@ def _existing_store() -> Store | None:
 
 def _store_holding(exp_id: str) -> Store:
     """The store, if ``exp_id`` is a full id and there is one (else a ``KeyError``)."""
-    from kexp.ids import is_valid_id
-
     store = _existing_store() if is_valid_id(exp_id) else None
     if store is None:
         raise _not_found(exp_id)
@@ -238,9 +237,6 @@ def _store_holding(exp_id: str) -> Store:
 
 
 def _not_found(exp_id: object) -> ExperimentNotFoundError:
-    from kexp.errors import ExperimentNotFoundError
-    from kexp.ids import SHOWN_LENGTH
-
     return ExperimentNotFoundError(
         f"no experiment with id {exp_id!r}: kernel_exp_dataclass takes full ids (16 "
         f"lowercase hex, as list_experiments() gives them); kexp itself also takes a "
@@ -259,9 +255,10 @@ def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
 def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
-    from kexp.errors import KexpWarning
-    from kexp.location import CACHE_DIR, init_store
-    from kexp.store import Store
+    # lazy: not every command that imports this module needs kexp.storage.location,
+    # kexp.storage.store
+    from kexp.storage.location import CACHE_DIR, init_store
+    from kexp.storage.store import Store
 
     root = Path(os.environ.get("KEXP_ROOT") or ".").expanduser().resolve()
     experiments, cache, ignore = root / DB_PATH, root / CACHE_DIR, root / ".gitignore"
@@ -294,7 +291,8 @@ def _remove_new_store(
     try:
         experiments.rmdir()
     except OSError:  # not empty: someone else's store now; put its README back
-        from kexp.location import init_store
+        # lazy: not every command that imports this module needs kexp.storage.location
+        from kexp.storage.location import init_store
 
         init_store(experiments.parent)
         return
@@ -309,10 +307,6 @@ def _remove_new_store(
 
 def _main() -> int:
     """``python -m kernel_exp_dataclass``: insert the sample, print its id."""
-    import sys
-
-    from kexp.errors import KexpError
-
     try:
         sample = test_insert_example()
     except KexpError as exc:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generate
 
-from kexp.lessons import key_insight
+from kexp.format.fileformat import key_insight
 
 TARGET = 0.3
 PREDECESSOR_KEYS = (

@@ -3,8 +3,8 @@
 For a given N and seed this writes, under ``<data-dir>/n<N>-seed<seed>-v<version>/``:
 
 * ``store/`` — a kexp store (``experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md``, the layout of
-  :mod:`kexp.layout`; canonical files
-  written with :func:`kexp.fileformat.serialize`, plus ``experiments/README.md`` and the
+  :mod:`kexp.storage.layout`; canonical files
+  written with :func:`kexp.format.fileformat.serialize`, plus ``experiments/README.md`` and the
   ``.gitignore`` of ``kexp init``), by default also a git repository with one commit;
 * ``code/`` — a small git repository whose commits are the experiments' ``base_commit``;
 * ``kernel_experiments_db.json`` — the same records in the predecessor's one-file JSON
@@ -19,7 +19,7 @@ the same N and seed give byte-identical files on every machine.
 
 Speed: kexp's serializer renders each front-matter field with PyYAML's pure-Python
 dumper (about 4 ms a file), which would take minutes at 100,000 files. While generating,
-two leaf helpers of :mod:`kexp.fileformat` are wrapped (``render_field``: memoised, with
+two leaf helpers of :mod:`kexp.format.fileformat` are wrapped (``render_field``: memoised, with
 a fast path for plain hex strings, timestamps and plain one-line text;
 ``_is_plain_safe``: a fast path for text without ``##`` or fence lines). Everything else
 is kexp's own ``serialize``, and every ``--verify-every``-th file (and the first 200) is
@@ -47,10 +47,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import kexp.fileformat as fileformat
-from kexp.layout import folder_parts
-from kexp.model import LEGACY_FIELDS, KernelExperiment
-from kexp.store import init_store, slugify
+import kexp.format.fileformat as fileformat
+from kexp.core.model import LEGACY_FIELDS, KernelExperiment
+from kexp.storage.layout import folder_parts
+from kexp.storage.store import init_store, slugify
 
 #: Bump when the generated data changes, so cached data sets are regenerated. 3: the
 #: fan-out layout and children measured against the reference (each of the two was a
@@ -862,7 +862,7 @@ _RISKY_LINE = re.compile(r"^(?: {0,3}(?:```|~~~)|##(?: |\r?$))", re.MULTILINE)
 
 
 class FastSerializer:
-    """While active, ``kexp.fileformat.serialize`` runs with two faster leaf helpers.
+    """While active, ``kexp.format.fileformat.serialize`` runs with two faster leaf helpers.
 
     ``render_field`` renders the values that are unique per experiment (ids, hashes,
     timestamps, summaries, scores) by a fixed rule when their shape leaves YAML no
@@ -872,7 +872,7 @@ class FastSerializer:
     with kexp's own functions only, to verify the fast output.
     """
 
-    #: The helpers of :mod:`kexp.fileformat` that are wrapped.
+    #: The helpers of :mod:`kexp.format.fileformat` that are wrapped.
     PATCHED = ("render_field", "_is_plain_safe")
 
     def __init__(self) -> None:

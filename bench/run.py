@@ -336,7 +336,7 @@ with warnings.catch_warnings(record=True) as caught:
 made.path.unlink()
 print(f"created in {seconds:.4f} s")
 if diff:  # the check alone, as the create ran it (the created file is gone again)
-    from kexp.retrieval import tried_before
+    from kexp.storage.repeats import tried_before
     start = time.perf_counter()
     tried_before(store, diff, exclude=[made.id])
     print(f"check alone {time.perf_counter() - start:.4f} s")
@@ -583,7 +583,7 @@ _ADD_TEN = (
 #: (as a create's tried-before check does).
 _REPEATS = (
     "import sys, kexp\n"
-    "from kexp.retrieval import find_repeats\n"
+    "from kexp.storage.repeats import find_repeats\n"
     "find_repeats(kexp.Store(sys.argv[1]), '+ a change that was never tried, x = y + 1;')\n"
 )
 #: The number of predecessor records each import case imports.
@@ -1490,7 +1490,7 @@ def dataset_line(dataset: Dataset, load: tuple[float, float]) -> str:
 _CANONICAL_CHECK = """\
 import random, sys
 from pathlib import Path
-from kexp.fileformat import parse, serialize
+from kexp.format.fileformat import parse, serialize
 files = sorted(p for p in Path(sys.argv[1], "experiments").rglob("*.md") if p.name != "README.md")
 sample = random.Random(0).sample(files, min(200, len(files)))
 changed = [p for p in sample if serialize(parse(p.read_bytes(), p).to_experiment()).encode()

@@ -11,17 +11,14 @@ the same methods for an explicit folder.
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from kexp.briefing import Packet
-    from kexp.changelog import Changes, ExperimentChange, HistoryEntry
-    from kexp.errors import (
+    from kexp.agents.context import Packet
+    from kexp.core.errors import (
         AmbiguousIdError,
         DeleteRefusedError,
         ExperimentExistsError,
@@ -35,17 +32,18 @@ if TYPE_CHECKING:
         SyncConflictError,
         ValidationError,
     )
-    from kexp.htmlreport import ReportResult
-    from kexp.location import find_root, init_store
-    from kexp.migration import LayoutMigration
-    from kexp.model import KernelExperiment
-    from kexp.problems import Problem
-    from kexp.publish import SyncResult
-    from kexp.retrieval import Match
-    from kexp.settings import DEFAULT_SETTINGS, Settings
-    from kexp.store import Store
+    from kexp.core.model import KernelExperiment
+    from kexp.core.problems import Problem
+    from kexp.core.settings import DEFAULT_SETTINGS, Settings
+    from kexp.output.html import ReportResult
+    from kexp.storage.history import Changes, ExperimentChange, HistoryEntry
+    from kexp.storage.location import find_root, init_store
+    from kexp.storage.migration import LayoutMigration
+    from kexp.storage.retrieval import Match
+    from kexp.storage.store import Store
+    from kexp.storage.sync import SyncResult
 
-__version__ = "0.1.0"
+from kexp.core.version import __version__ as __version__
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -96,30 +94,30 @@ __all__ = [
 
 #: Where each lazily imported public name lives.
 _LAZY = {
-    "Changes": "kexp.changelog",
-    "ExperimentChange": "kexp.changelog",
-    "HistoryEntry": "kexp.changelog",
-    "AmbiguousIdError": "kexp.errors",
-    "DeleteRefusedError": "kexp.errors",
-    "ExperimentExistsError": "kexp.errors",
-    "ExperimentNotFoundError": "kexp.errors",
-    "GitError": "kexp.errors",
-    "InvalidIdError": "kexp.errors",
-    "KexpError": "kexp.errors",
-    "LockTimeoutError": "kexp.errors",
-    "StoreNotFoundError": "kexp.errors",
-    "SyncConflictError": "kexp.errors",
-    "SyncResult": "kexp.publish",
-    "LayoutMigration": "kexp.migration",
-    "ValidationError": "kexp.errors",
-    "KernelExperiment": "kexp.model",
-    "Problem": "kexp.problems",
-    "DEFAULT_SETTINGS": "kexp.settings",
-    "Settings": "kexp.settings",
-    "InvalidExperimentWarning": "kexp.errors",
-    "Store": "kexp.store",
-    "find_root": "kexp.location",
-    "init_store": "kexp.location",
+    "Changes": "kexp.storage.history",
+    "ExperimentChange": "kexp.storage.history",
+    "HistoryEntry": "kexp.storage.history",
+    "AmbiguousIdError": "kexp.core.errors",
+    "DeleteRefusedError": "kexp.core.errors",
+    "ExperimentExistsError": "kexp.core.errors",
+    "ExperimentNotFoundError": "kexp.core.errors",
+    "GitError": "kexp.core.errors",
+    "InvalidIdError": "kexp.core.errors",
+    "KexpError": "kexp.core.errors",
+    "LockTimeoutError": "kexp.core.errors",
+    "StoreNotFoundError": "kexp.core.errors",
+    "SyncConflictError": "kexp.core.errors",
+    "SyncResult": "kexp.storage.sync",
+    "LayoutMigration": "kexp.storage.migration",
+    "ValidationError": "kexp.core.errors",
+    "KernelExperiment": "kexp.core.model",
+    "Problem": "kexp.core.problems",
+    "DEFAULT_SETTINGS": "kexp.core.settings",
+    "Settings": "kexp.core.settings",
+    "InvalidExperimentWarning": "kexp.core.errors",
+    "Store": "kexp.storage.store",
+    "find_root": "kexp.storage.location",
+    "init_store": "kexp.storage.location",
 }
 
 
@@ -127,7 +125,7 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
 
     def __getattr__(name: str) -> Any:
         """Import a public name (or a submodule, as ``import kexp`` once did) on first use."""
-        import importlib
+        import importlib  # lazy: import kexp alone loads no importlib
 
         module_name = _LAZY.get(name)
         if module_name is not None:
@@ -135,9 +133,9 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above
             globals()[name] = value  # later lookups are plain attribute reads
             return value
         if not name.startswith("_"):
-            import importlib.util
+            from importlib.util import find_spec  # lazy: only to find a submodule
 
-            if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            if find_spec(f"{__name__}.{name}") is not None:
                 return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -146,28 +144,13 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-class _Package(types.ModuleType):
-    """The kexp package: loading the submodule :mod:`kexp.validate` (which the import
-    system records as an attribute of its package) leaves the function
-    :func:`kexp.validate` in place, as when every submodule was loaded up front."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-#: Public functions named like a submodule.
-_SHADOWED = frozenset({"validate"})
-sys.modules[__name__].__class__ = _Package
-
-
 def default_store(refs: Sequence[str] = (), *, all_refs: bool = False) -> Store:
     """The store found from ``$KEXP_ROOT`` or the working directory (see :func:`find_root`);
     with ``refs`` (patterns such as ``origin/*``) or ``all_refs``, read with the store at
     those refs too: one entry per experiment, its newest version."""
-    from kexp.location import find_root
-    from kexp.store import Store
+    # lazy: import kexp loads nothing of the library
+    from kexp.storage.location import find_root
+    from kexp.storage.store import Store
 
     return Store(find_root(), refs=refs, all_refs=all_refs)
 
@@ -231,8 +214,9 @@ def children(exp_id: str) -> list[KernelExperiment]:
 
 def record_iteration(**arguments: Any) -> KernelExperiment:
     """Record one iteration in one call: timings in, score, results and raw_result
-    computed, validated and written (see :func:`kexp.measure.record_iteration`)."""
-    from kexp.measure import record_iteration as record
+    computed, validated and written (see :func:`kexp.measure.record.record_iteration`)."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.measure.record import record_iteration as record
 
     return record(default_store(), **arguments)
 
@@ -240,8 +224,9 @@ def record_iteration(**arguments: Any) -> KernelExperiment:
 def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
     """Add a round of measurement to an experiment: its samples pooled with the earlier
     rounds, score and interval recomputed, the correction recorded (see
-    :func:`kexp.measure.remeasure`)."""
-    from kexp.measure import remeasure as add_round
+    :func:`kexp.measure.record.remeasure`)."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.measure.record import remeasure as add_round
 
     return add_round(default_store(), exp_id, **arguments)
 
@@ -255,8 +240,9 @@ def report(
 ) -> ReportResult:
     """Write the static HTML report of the default store's experiments matching
     ``filters`` to ``output`` (default ``.kexp/report``); see
-    :func:`kexp.htmlreport.build_report`. ``refs``/``all_refs``: across refs."""
-    from kexp.htmlreport import build_report
+    :func:`kexp.output.html.build_report`. ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.output.html import build_report
 
     return build_report(default_store(refs, all_refs=all_refs), output, **filters)
 
@@ -303,8 +289,9 @@ def context(
     """What to read before the next iteration on ``operator``, in one packet of at most
     ``budget`` tokens (``.text`` Markdown or JSON, ``.data``): the best and its lineage,
     related failures and successes, what not to repeat, what was never tried (see
-    :func:`kexp.briefing.context`); ``refs``/``all_refs``: what other agents synced too."""
-    from kexp.briefing import context as make_context
+    :func:`kexp.agents.context.context`); ``refs``/``all_refs``: what other agents synced too."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.agents.context import context as make_context
 
     return make_context(
         default_store(refs, all_refs=all_refs),
@@ -331,8 +318,9 @@ def similar(
     all_refs: bool = False,
 ) -> list[Match]:
     """The experiments most related to a plan (``text``), a diff or an experiment, best
-    first (see :func:`kexp.retrieval.similar`); ``refs``/``all_refs``: across refs."""
-    from kexp.retrieval import similar as find_similar
+    first (see :func:`kexp.storage.retrieval.similar`); ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.storage.retrieval import similar as find_similar
 
     return find_similar(
         default_store(refs, all_refs=all_refs),
@@ -356,8 +344,9 @@ def sync(
 ) -> SyncResult:
     """Publish the default store's experiments: commit the files under ``experiments/``
     (nothing else), fetch ``remote``, merge when both moved, push (retried when another
-    clone pushed first; never forced). See :func:`kexp.publish.sync`."""
-    from kexp.publish import sync as publish
+    clone pushed first; never forced). See :func:`kexp.storage.sync.sync`."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.storage.sync import sync as publish
 
     return publish(
         default_store(),
@@ -372,7 +361,7 @@ def sync(
 def migrate_layout(*, dry_run: bool = False) -> LayoutMigration:
     """Move the default store's month-layout files into
     ``experiments/<YYYY>/<MM>/<xx>/`` (staged as renames in git); ``dry_run`` says what
-    would move. See :func:`kexp.migration.migrate_layout`."""
-    from kexp.migration import migrate_layout as migrate
+    would move. See :func:`kexp.storage.migration.migrate_layout`."""
+    from kexp.storage.migration import migrate_layout as migrate
 
     return migrate(default_store(), dry_run=dry_run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -47,16 +48,37 @@ def init_repo(path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never see the developer's KEXP_* settings or git identity."""
-    for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR"):
+    """Tests never see the developer's KEXP_* settings, git identity or terminal size."""
+    for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR", "COLUMNS", "LINES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture(autouse=True)
+def _ids_apart_in_their_shown_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids a test makes in this process differ in their first 10 characters (as a
+    user's made seconds apart do): two made in the same second share those with
+    probability 1/256, so a test giving ``id[:10]`` would fail one run in a few hundred.
+    The 9th and 10th characters count up; the time and the last 6 stay as kexp makes
+    them. Tests about shared prefixes write their ids out."""
+    import itertools
+
+    import kexp.core.ids
+
+    made = kexp.core.ids.new_id
+    count = itertools.count()
+
+    def apart(now: float | None = None) -> str:
+        exp_id = made(now)
+        return f"{exp_id[:8]}{next(count) % 256:02x}{exp_id[10:]}"
+
+    monkeypatch.setattr(kexp.core.ids, "new_id", apart)
 
 
 @pytest.fixture
 def gpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """This machine, as kexp sees it, has a GPU: a device file it looks for exists."""
-    from kexp import envinfo
+    from kexp.measure import envinfo
 
     device = tmp_path / "nvidiactl"
     device.touch()
@@ -67,16 +89,25 @@ def gpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def cpu_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """This machine, as kexp sees it, has no GPU: no device file it looks for exists."""
-    from kexp import envinfo
+    from kexp.measure import envinfo
 
     monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(tmp_path / "no-gpu-device"),))
     monkeypatch.setattr(envinfo, "APPLE_GPU", False)
 
 
+@pytest.fixture(scope="session")
+def _template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One repository made by :func:`init_repo` per test process, copied by ``repo``
+    (a copy takes a quarter of the time of the five git commands)."""
+    return init_repo(tmp_path_factory.mktemp("template") / "repo")
+
+
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A fresh git repository with one commit, holding an empty store."""
-    root = init_repo(tmp_path / "repo")
+def repo(tmp_path: Path, _template_repo: Path) -> Path:
+    """A fresh git repository with one commit, holding an empty store (a copy of the
+    template: every test's repository has the same first commit)."""
+    root = tmp_path / "repo"
+    shutil.copytree(_template_repo, root, symlinks=True)
     (root / "experiments").mkdir()
     return root
 
@@ -131,7 +162,7 @@ def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
         )
     from click.testing import CliRunner
 
-    from kexp.cli import main
+    from kexp.cli.main import main
 
     here = os.getcwd()
     os.chdir(cwd)

@@ -1,4 +1,4 @@
-"""The one atomic writer (kexp.atomic) and its mode rule: a replaced file keeps the
+"""The one atomic writer (kexp.storage.atomic) and its mode rule: a replaced file keeps the
 permission bits of the file it replaces, whichever command writes it; a new file gets
 the default of the umask."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kexp import KernelExperiment, Store, atomic
-from kexp.cli import main
+from kexp import KernelExperiment, Store
+from kexp.cli.main import main
+from kexp.storage import atomic
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 

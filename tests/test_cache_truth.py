@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from conftest import experiment_fields
 
-import kexp.cache
+import kexp.storage.cache
 from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
-from kexp.cache import RACY_NS, file_name
-from kexp.settings import DEFAULT_SETTINGS
-from kexp.sources import WorkingTree
+from kexp.core.settings import DEFAULT_SETTINGS
+from kexp.storage.cache import RACY_NS, file_name
+from kexp.storage.sources import WorkingTree
 
 MakeExperiment = Callable[..., KernelExperiment]
 OLD_NS = 1_600_000_000 * 10**9  # a modification time long past
@@ -267,9 +267,9 @@ def test_an_edit_restoring_the_mtime_is_seen_on_ext4_with_128_byte_inodes(
 def _build_of_kexp(where: Path, *, env_max_length: int | None = None) -> Path:
     """A copy of this kexp's package and schema in ``where`` (a second build), its
     schema changed to limit ``env`` to ``env_max_length`` characters if given."""
-    from kexp.schema import schema_path
+    from kexp.format.schema import schema_path
 
-    package = Path(kexp.cache.__file__).parent  # the kexp under test
+    package = Path(kexp.storage.cache.__file__).parent.parent  # the kexp under test
     shutil.copytree(package, where / "kexp", ignore=shutil.ignore_patterns("*.pyc", "_data"))
     (where / "schema").mkdir()
     shutil.copy(schema_path(), where / "schema" / "experiment.schema.json")
@@ -280,7 +280,7 @@ def _build_of_kexp(where: Path, *, env_max_length: int | None = None) -> Path:
         assert old in text
         schema.write_text(text.replace(old, f'{old} "maxLength": {env_max_length},'))
         subprocess.run(
-            [sys.executable, "-m", "kexp.schema"],
+            [sys.executable, "-m", "kexp.format.schema"],
             env={**os.environ, "PYTHONPATH": str(where)},
             cwd=where,  # not this checkout: python -m puts the working folder first
             check=True,
@@ -320,7 +320,7 @@ def test_two_builds_of_one_version_never_share_a_cache(
     assert _listed_with(first, store.root)[0] == [exp.id]
     # A source change alone (a comment in a checking module) gets a cache of its own too.
     third = _build_of_kexp(tmp_path / "third")
-    validate = third / "kexp" / "validate.py"
+    validate = third / "kexp" / "format" / "validate.py"
     validate.write_text(validate.read_text() + "\n# another build\n")
     names = set()
     for build in (first, third):
@@ -328,7 +328,7 @@ def test_two_builds_of_one_version_never_share_a_cache(
             [
                 sys.executable,
                 "-c",
-                "from kexp.cache import file_name; from kexp.settings import "
+                "from kexp.storage.cache import file_name; from kexp.core.settings import "
                 "DEFAULT_SETTINGS; print(file_name(DEFAULT_SETTINGS))",
             ],
             env={**os.environ, "PYTHONPATH": str(build)},
@@ -504,20 +504,26 @@ def _flip_bits_store(store: Store, make_experiment: MakeExperiment) -> None:
 
 
 def _damage_answers(store: Store) -> dict[str, Any]:
+    """The answers of :func:`_answers` and more, with the warnings each query gave (the
+    broken file is warned about by every query that reads it: cached or not, the same)."""
     answers = _answers(store)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         store.list_experiments(brief=True)
-    answers["warnings"] = sorted(str(w.message) for w in caught)
-    answers["top-filtered"] = [e.id for e in store.top_experiments(3, dtype="fp8", brief=True)]
-    ids = [item[0] for item in answers["list"]]
-    for exp_id in ids[:4]:
-        answers[f"children {exp_id}"] = [e.id for e in store.children(exp_id)]
-        answers[f"get {exp_id}"] = store.get_experiment(exp_id[:12]).score
-    try:
-        store.get_experiment("0123456789abcdef")
-    except ExperimentNotFoundError:
-        answers["missing"] = "not found"
+        answers["warnings"] = sorted(str(w.message) for w in caught)
+        del caught[:]
+        answers["top-filtered"] = [e.id for e in store.top_experiments(3, dtype="fp8", brief=True)]
+        ids = [item[0] for item in answers["list"]]
+        for exp_id in ids[:4]:
+            answers[f"children {exp_id}"] = [e.id for e in store.children(exp_id)]
+            answers[f"get {exp_id}"] = store.get_experiment(exp_id[:12]).score
+        try:
+            store.get_experiment("0123456789abcdef")
+        except ExperimentNotFoundError:
+            answers["missing"] = "not found"
+        answers["warnings of the other queries"] = [
+            (w.category.__name__, str(w.message)) for w in caught
+        ]
     return answers
 
 
@@ -551,9 +557,9 @@ def test_bit_flips_in_the_cache_never_change_an_answer(
 
 
 def test_the_fingerprint_names_the_sources_and_the_schema() -> None:
-    first = kexp.cache.code_fingerprint()
-    assert first == kexp.cache.code_fingerprint() and len(first) == 16
-    assert "sources=" + first in kexp.cache.header(DEFAULT_SETTINGS)
+    first = kexp.storage.cache.code_fingerprint()
+    assert first == kexp.storage.cache.code_fingerprint() and len(first) == 16
+    assert "sources=" + first in kexp.storage.cache.header(DEFAULT_SETTINGS)
 
 
 def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(
@@ -605,7 +611,7 @@ def test_reviews_and_changed_validation_through_the_cache_equal_reading_every_fi
     problems (a duplicate id, a dangling pid, an invalid file) before and after."""
     from conftest import git
 
-    from kexp.review import check_changes, render_markdown, review
+    from kexp.review.build import check_changes, render_markdown, review
 
     parent = make_experiment(score=1.1, change_summary="Parent - +10%")
     make_experiment(score=1.2, change_summary="Child - +20%", pid=parent.id)

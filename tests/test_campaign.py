@@ -5,7 +5,7 @@ iterations on a C softmax kernel, timed (30 samples a side per configuration), e
 change measured against the commit it was made on (``measured_against: parent``), a
 rival measured against the original code, an A/A control, a buggy step and a child of
 it. Every view's "best" must name the tip the steps multiply to, and the picture must
-rise as the campaign did. A property test holds :func:`kexp.campaign.derive` to the
+rise as the campaign did. A property test holds :func:`kexp.core.campaign.derive` to the
 definition, computed independently from the files of random lineages.
 """
 
@@ -29,16 +29,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import KernelExperiment, Store, init_store
-from kexp.briefing import context
-from kexp.cli import main
-from kexp.fileformat import serialize
-from kexp.htmlreport import build_report
-from kexp.lessons import lesson_report
-from kexp.lineage import TreeNode, lineage_forest
-from kexp.measure import record_iteration
-from kexp.review import render_markdown, review
-from kexp.stats import stats
-from kexp.store import slugify
+from kexp.agents.context import context
+from kexp.agents.lessons import lesson_report
+from kexp.cli.main import main
+from kexp.core.campaign import judge
+from kexp.format.fileformat import serialize
+from kexp.measure.record import record_iteration
+from kexp.output.html import build_report
+from kexp.review.build import render_markdown, review
+from kexp.storage.lineage import TreeNode, lineage_forest
+from kexp.storage.stats import stats
+from kexp.storage.store import slugify
 
 OPERATOR = "csrc/softmax.c: softmax_rows"
 ENV = "Xeon 8480, gcc 13.2"
@@ -360,10 +361,13 @@ def lineages(draw: Callable[..., Any]) -> list[dict[str, Any]]:
     count = draw(st.integers(1, 25))
     records = []
     for n in range(count):
+        # A parent before or after its child in path order (a fan-out folder's order
+        # is the ids' chance), itself (a cycle of one), or no experiment at all.
         pid = draw(
             st.one_of(
                 st.just(""),
                 st.sampled_from(_IDS[:n]) if n else st.just(""),
+                st.sampled_from(_IDS[:count]),
                 st.just("6bffffffffffffff"),  # names no experiment
             )
         )
@@ -399,19 +403,21 @@ def _expected(files: dict[str, dict[str, Any]]) -> dict[str, tuple[float | None,
     """Each experiment's cumulative score and the steps it multiplies (score, interval),
     from the files' front-matter, by the definition."""
 
-    def code(exp_id: str) -> tuple[float | None, list[Step]]:
-        """The speedup of an experiment's code over the reference, and its steps."""
+    def code(exp_id: str, seen: frozenset[str] = frozenset()) -> tuple[float | None, list[Step]]:
+        """The speedup of an experiment's code over the reference, and its steps
+        (``seen``: the chain walked so far, to tell a pid cycle)."""
         fields = files.get(exp_id)
-        if fields is None:
+        if fields is None or exp_id in seen:
             return None, []
+        seen = seen | {exp_id}
         if "control" in (fields.get("tags") or []):
-            return code(fields["pid"]) if fields["pid"] else (1.0, [])
+            return code(fields["pid"], seen) if fields["pid"] else (1.0, [])
         if fields["status"] in ("new", "running") or fields["is_buggy"] or fields["score"] <= 0:
             return None, []
         step = (fields["score"], fields.get("score_ci"))
         if not fields["pid"] or fields.get("measured_against") == "reference":
             return fields["score"], [step]
-        before, steps = code(fields["pid"])
+        before, steps = code(fields["pid"], seen)
         if before is None:
             return None, []
         return before * fields["score"], [*steps, step]
@@ -449,6 +455,11 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
     assert listed.keys() == files.keys()
     for exp_id, (value, steps) in expected.items():
         exp = listed[exp_id]
+        fields = files[exp_id]
+        # The fast path's outcome is judge()'s.
+        assert exp.outcome == judge(
+            fields["status"], fields["is_buggy"], False, fields["score"], fields.get("score_ci")
+        ), exp_id
         if value is None:
             assert exp.cumulative_score is None and exp.cumulative_reason, exp_id
             continue
@@ -481,9 +492,9 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
 
 
 def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
-    from kexp.commands.write import add
-    from kexp.model import MEASURED_AGAINST
-    from kexp.schema import load_schema
+    from kexp.cli.commands.write import add
+    from kexp.core.model import MEASURED_AGAINST
+    from kexp.format.schema import load_schema
 
     schema = load_schema()["properties"]["measured_against"]
     option = next(p for p in add.params if p.name == "measured_against")

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import experiment_fields
+from conftest import experiment_fields, run_kexp
 
 from kexp import KexpError, Store, init_store
 
@@ -243,7 +243,7 @@ def test_a_database_kexp_cannot_read_is_a_clear_error(
     init_store(root)
     database = tmp_path / "db.json"
     database.write_bytes(content)
-    result = kexp(root, "import", str(database))
+    result = run_kexp("import", str(database), cwd=root, env={"KEXP_ROOT": str(root)})
     assert result.returncode == 2
     assert_one_clear_line(result.stderr, str(database), *phrases)
 
@@ -265,7 +265,9 @@ def test_records_a_file_cannot_hold_are_reported_and_the_rest_imported(tmp_path:
     }
     source = tmp_path / "db.json"
     source.write_text(json.dumps(database), encoding="utf-8")  # ASCII: \\ud83d escapes
-    result = kexp(root, "import", str(source), "--no-check-commits")
+    result = run_kexp(
+        "import", str(source), "--no-check-commits", cwd=root, env={"KEXP_ROOT": str(root)}
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output and "a bug in kexp" not in output, output
@@ -279,7 +281,8 @@ def test_records_a_file_cannot_hold_are_reported_and_the_rest_imported(tmp_path:
 def test_a_json_document_nested_too_deep_for_kexp_add_is_a_clear_error(tmp_path: Path) -> None:
     root = tmp_path / "store"
     init_store(root)
-    result = kexp(root, "add", input='{"raw_result": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    document = '{"raw_result": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    result = run_kexp("add", cwd=root, env={"KEXP_ROOT": str(root)}, input=document)
     assert result.returncode == 1
     assert "error[json-too-deep]" in result.stderr and "Traceback" not in result.stderr
 

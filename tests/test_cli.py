@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kexp import KernelExperiment, Store
-from kexp.cli import main
-from kexp.export import RECORD_FIELDS
+from kexp.cli.main import main
+from kexp.output.export import RECORD_FIELDS
 from tests.conftest import REPO_ROOT, experiment_fields, git, run_kexp
 
 ANSI = re.compile(r"\x1b\[")
@@ -746,7 +746,7 @@ def test_env_never_fails_and_omits_what_is_missing(tmp_path: Path) -> None:
 
 
 def test_detect_env_never_records_an_empty_env(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kexp import envinfo
+    from kexp.measure import envinfo
 
     args = ("add", "--summary", "Unroll 4 - +2%", "--score", "1.02", "--operator", "k.cu: k",
             "--dtype", "bf16", "--detect-env", "--json")  # fmt: skip
@@ -823,7 +823,7 @@ def test_invalid_file_is_skipped_with_one_warning(
 def test_progress_reporting_covers_validate(
     store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:
-    from kexp.progress import reporting
+    from kexp.core.progress import reporting
 
     for _ in range(3):
         make_experiment()

@@ -52,7 +52,7 @@ def test_skill_install_writes_the_skill_files(repo: Path, tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     skill = tmp_path / "skills" / "kernel-exp-history"
     assert (skill / "SKILL.md").read_text().startswith("---\nname: kernel-exp-history")
-    assert (skill / "references" / "kernel_exp_dataclass.py").is_file()
+    assert (skill / "references" / "kexp_agent.py").is_file()
     claude = run_kexp("skill", "install", "--claude", cwd=repo)
     assert claude.returncode == 0, claude.stderr
     assert (repo / ".claude" / "skills" / "kernel-exp-history" / "SKILL.md").is_file()

@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store, ValidationError
-from kexp.corrections import correct, correction_note, parse_assignments, parse_value
-from kexp.envinfo import (
+from kexp.agents.lessons import group_lessons, lessons
+from kexp.core.errors import ExperimentNotFoundError, KexpError, StaleMeasurementWarning
+from kexp.core.progress import reporting, track
+from kexp.format.fileformat import key_insight
+from kexp.measure.corrections import correct, correction_note, parse_assignments, parse_value
+from kexp.measure.envinfo import (
     EnvInfo,
     detect_env,
     parse_amd_smi_static,
@@ -28,15 +32,8 @@ from kexp.envinfo import (
     parse_rocm_smi_products,
     parse_rocm_version,
 )
-from kexp.errors import ExperimentNotFoundError, KexpError, StaleMeasurementWarning
-from kexp.export import RECORD_FIELDS, export, sort_experiments, to_record, write_records
-from kexp.formatting import NotFormattable, canonical_text, format_files
-from kexp.intake import diff_against, parse_document, record
-from kexp.lessons import group_lessons, key_insight, lessons
-from kexp.lineage import build_forest, lineage_forest, lineage_of
-from kexp.progress import reporting, track
-from kexp.stats import stats
-from kexp.template import (
+from kexp.measure.intake import diff_against, parse_document, record
+from kexp.measure.template import (
     draft_text,
     is_empty_draft,
     prefill,
@@ -44,6 +41,10 @@ from kexp.template import (
     relocate,
     strip_guidance,
 )
+from kexp.output.export import RECORD_FIELDS, export, sort_experiments, to_record, write_records
+from kexp.storage.fmt import NotFormattable, canonical_text, format_files
+from kexp.storage.lineage import build_forest, lineage_forest, lineage_of
+from kexp.storage.stats import stats
 from tests.conftest import git
 
 # --- lineage -------------------------------------------------------------------------

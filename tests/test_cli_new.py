@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kexp import KernelExperiment, Store
-from kexp.cli import main
-from kexp.envinfo import detect_env
+from kexp.cli.main import main
+from kexp.measure.envinfo import detect_env
 from tests.conftest import git, run_kexp
 
 # The editor: each run takes the next step from a JSON list in $KEXP_TEST_EDITS, saves a

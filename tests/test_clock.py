@@ -1,7 +1,7 @@
 """Recording at the turn of a month and of a year, on a clock the tests control.
 
 kexp reads the time for new ids and ``created_at`` from one function,
-:func:`kexp.ids.current_time`; these tests set it to a chosen moment (the last second
+:func:`kexp.core.ids.current_time`; these tests set it to a chosen moment (the last second
 of a year, of a month) and let it run on in step with real time, so that the cache sees
 real pauses between the steps, as a user's commands would have.
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import experiment_fields
 
-import kexp.ids
+import kexp.core.ids
 from kexp import Store
-from kexp.cache import RACY_NS
-from kexp.cli import main
+from kexp.cli.main import main
+from kexp.storage.cache import RACY_NS
 
 
 class Clock:
@@ -39,7 +39,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     controlled = Clock()
-    monkeypatch.setattr(kexp.ids, "current_time", controlled)
+    monkeypatch.setattr(kexp.core.ids, "current_time", controlled)
     return controlled
 
 
@@ -129,7 +129,7 @@ def test_the_clock_is_read_once_for_a_new_experiment(
         ]
     )
     ticking: Callable[[], float] = lambda: next(ticks)  # noqa: E731
-    monkeypatch.setattr(kexp.ids, "current_time", ticking)
+    monkeypatch.setattr(kexp.core.ids, "current_time", ticking)
     exp = store.create_experiment(**experiment_fields())
     assert exp.path is not None
     assert exp.created_at.startswith("2026-12-31T23:59:59.")

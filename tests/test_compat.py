@@ -40,8 +40,8 @@ from hypothesis.stateful import (
 
 import kexp
 from kexp import KernelExperiment, Settings, Store
-from kexp.errors import ExperimentExistsError, KexpError, KexpWarning, ValidationError
-from kexp.ids import SHOWN_LENGTH
+from kexp.core.errors import ExperimentExistsError, KexpError, KexpWarning, ValidationError
+from kexp.core.ids import SHOWN_LENGTH
 
 SKILL_MD = REPO_ROOT / "skill" / "kernel-exp-history" / "SKILL.md"
 

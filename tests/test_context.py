@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import KernelExperiment, KexpError, Store, init_store
-from kexp.briefing import CHARS_PER_TOKEN, context, count_tokens
-from kexp.fileformat import serialize
-from kexp.store import slugify
+from kexp.agents.context import CHARS_PER_TOKEN, context, count_tokens
+from kexp.format.fileformat import serialize
+from kexp.storage.store import slugify
 
 CACHE_OP = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
 NORM_OP = "csrc/layernorm_kernels.cu: rms_norm_kernel"

@@ -31,13 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import experiment_fields
-from test_concurrency import CONTEXT
+from test_races import CONTEXT
 
 from kexp import ExperimentNotFoundError, KexpError, Store
-from kexp.formatting import canonical_text, format_files
-from kexp.legacy import import_legacy
-from kexp.model import LEGACY_FIELDS
+from kexp.core.model import LEGACY_FIELDS
+from kexp.output.legacyimport import import_legacy
+from kexp.storage.fmt import canonical_text, format_files
 
 SEED = 20261129
 KILLS = 6
@@ -228,6 +229,7 @@ def _specs(count: int) -> list[dict[str, Any]]:
 # --- scenarios ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # crash tests: pytest -m slow (.ci/run)
 def test_killed_creates(tmp_path: Path) -> None:
     specs = _specs(100)
     reference = new_store(tmp_path / "reference")
@@ -241,6 +243,7 @@ def test_killed_creates(tmp_path: Path) -> None:
     assert files_of(root) == expected
 
 
+@pytest.mark.slow  # crash tests: pytest -m slow (.ci/run)
 def test_killed_updates(tmp_path: Path) -> None:
     rounds = 4
     specs = _specs(12)
@@ -267,6 +270,7 @@ def test_killed_updates(tmp_path: Path) -> None:
     assert files_of(root) == files_of(reference)
 
 
+@pytest.mark.slow  # crash tests: pytest -m slow (.ci/run)
 def test_killed_deletes(tmp_path: Path) -> None:
     specs = _specs(60)
     root = new_store(tmp_path / "store")
@@ -318,6 +322,7 @@ def _legacy_database(count: int) -> dict[str, dict[str, Any]]:
     return database
 
 
+@pytest.mark.slow  # crash tests: pytest -m slow (.ci/run)
 def test_killed_fmt(tmp_path: Path) -> None:
     root = new_store(tmp_path / "store")
     _create_batch(str(root), _specs(80))
@@ -365,6 +370,7 @@ def test_killed_fmt(tmp_path: Path) -> None:
     assert {r.status for r in checked} == {"unchanged"}
 
 
+@pytest.mark.slow  # crash tests: pytest -m slow (.ci/run)
 def test_killed_import(tmp_path: Path) -> None:
     # Enough records for several of the import's batches (each written and synced,
     # then linked in place): kills land while some are in place and others are not.

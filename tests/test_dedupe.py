@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
-from kexp.dedupe import normalize_code_change
-from kexp.errors import RepeatedChangeWarning
-from kexp.fileformat import parse, serialize
-from kexp.retrieval import find_repeats, searching
-from kexp.settings import DEFAULT_SETTINGS
-from kexp.sources import WorkingTree
-from kexp.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
+from kexp.core.errors import RepeatedChangeWarning
+from kexp.core.settings import DEFAULT_SETTINGS
+from kexp.format.fileformat import parse, serialize
+from kexp.format.suspect import SUSPECT_LABEL, is_suspect, suspect_problems, suspect_reasons
+from kexp.storage.dedupe import normalize_code_change
+from kexp.storage.repeats import find_repeats
+from kexp.storage.retrieval import searching
+from kexp.storage.sources import WorkingTree
 
 DIFF = """\
 diff --git a/csrc/kernels/cache_kernels.cu b/csrc/kernels/cache_kernels.cu
@@ -174,7 +175,7 @@ def test_the_cached_repeat_check_equals_reading_every_file(
     import os
     import time
 
-    from kexp.cache import RACY_NS
+    from kexp.storage.cache import RACY_NS
 
     plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
     other = DIFF.replace("unroll 4", "unroll 2")

@@ -28,6 +28,7 @@ NOT_RUN = {
     "pytest": "the test suite itself",
     'pip install -e ".[dev]"': "installs kexp",
     "pytest -m slow": "the test suite itself",
+    "pytest -n 0 tests/test_store.py": "the test suite itself",
     "HYPOTHESIS_PROFILE=explore pytest": "the test suite itself",
     "ruff check kexp tests && mypy": "the linters, run by CI",
     "bash .ci/run": "CI itself",

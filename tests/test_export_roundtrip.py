@@ -23,11 +23,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import Store, init_store
-from kexp.export import FORMATS, export, fields_of_record, read_records
-from kexp.legacy import import_legacy, sidecar_path
-from kexp.model import LEGACY_FIELDS
+from kexp.core.model import LEGACY_FIELDS
+from kexp.output.export import DERIVED_FIELDS, FORMATS, export, read_records
+from kexp.output.legacy import sidecar_path
+from kexp.output.legacyimport import import_legacy
 
 COMMIT = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"
+
+
+def fields_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What :meth:`kexp.Store.create_experiment` takes to store the experiment of a
+    record again, the same file: the record less its derived values."""
+    fields = {k: v for k, v in record.items() if k not in DERIVED_FIELDS}
+    if isinstance(fields.get("extra_sections"), list):
+        fields["extra_sections"] = [tuple(pair) for pair in fields["extra_sections"]]
+    return fields
 
 
 def files_of(root: Path) -> dict[str, bytes]:

@@ -11,10 +11,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kexp.fastpath import read_simple_front_matter
-from kexp.fileformat import STRING_FIELDS, serialize, split_lines
-from kexp.model import KernelExperiment
-from kexp.yamlio import YamlReadError, read_mapping
+from kexp.core.model import KernelExperiment
+from kexp.format.fastpath import read_simple_front_matter
+from kexp.format.fileformat import STRING_FIELDS, serialize, split_lines
+from kexp.format.yamlio import YamlReadError, read_mapping
 
 _TRICKY = string.ascii_letters + string.digits + " -:#'\",[]{}&*!|>%@`~.+_/()?=\t\\é🚀\xa0"
 
@@ -105,7 +105,7 @@ def test_unsure_values_are_declined() -> None:
 def test_the_first_characters_yaml_resolves_are_pyyamls() -> None:
     import yaml
 
-    from kexp.fastpath import RESOLVED_FIRST_CHARACTERS
+    from kexp.format.fastpath import RESOLVED_FIRST_CHARACTERS
 
     table = yaml.resolver.Resolver.yaml_implicit_resolvers
     assert {c for c in table if c} == RESOLVED_FIRST_CHARACTERS
@@ -116,7 +116,7 @@ def test_reading_and_showing_canonical_files_needs_no_pyyaml(tmp_path: Path) -> 
     root = Path(__file__).parents[1]
     code = (
         "import sys\n"
-        "from kexp.cli import main\n"
+        "from kexp.cli.main import main\n"
         "for args in (['top'], ['show', sys.argv[2]]):\n"
         "    try:\n"
         "        main(['--root', sys.argv[1], *args], standalone_mode=False)\n"
@@ -145,7 +145,7 @@ def test_words_resolve_as_pyyaml_resolves_them(tail: str) -> None:
     """Plain scalars starting with a letter are typed without PyYAML, exactly as it would."""
     import yaml
 
-    from kexp import fastpath
+    from kexp.format import fastpath
 
     table = yaml.resolver.Resolver.yaml_implicit_resolvers
     words = (tail, *fastpath._WORD_TAGS, "y" + tail, "n" + tail, "O" + tail)

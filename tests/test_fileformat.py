@@ -1,6 +1,6 @@
 """The experiment file format: round trips, canonical form, minimal updates, traps.
 
-These tests work on the format layer (``kexp.fileformat.parse``/``serialize``/
+These tests work on the format layer (``kexp.format.fileformat.parse``/``serialize``/
 ``render_update``) with real bytes, so they hold for any text a user or an agent can put
 in a field, valid experiment or not.
 """
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
-from kexp.fileformat import Document, FileFormatError, parse, render_update, serialize
-from kexp.model import FRONT_MATTER_FIELDS, SECTION_HEADINGS, KernelExperiment
-from kexp.validate import check_bytes
+from kexp.core.model import FRONT_MATTER_FIELDS, SECTION_HEADINGS, KernelExperiment
+from kexp.format.fileformat import Document, FileFormatError, parse, render_update, serialize
+from kexp.format.validate import check_bytes
 
 # --- strategies ----------------------------------------------------------------------
 
@@ -625,7 +625,7 @@ def test_without_libyaml_kexp_says_so_and_still_reads(monkeypatch: pytest.Monkey
     """PyYAML built without libyaml: the pure-Python parser is used, with a warning."""
     import yaml
 
-    from kexp import yamlio
+    from kexp.format import yamlio
 
     monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
     yamlio._yaml.cache_clear()

@@ -12,8 +12,8 @@ import pytest
 from conftest import experiment_fields, git, init_repo
 
 from kexp import GitError, KexpError, Store, ValidationError
-from kexp import git as kgit
-from kexp.provenance import UNCOMMITTED_TAG, CodeRepoWarning, UncommittedBaseWarning
+from kexp.gitops import git as kgit
+from kexp.gitops.provenance import UNCOMMITTED_TAG, CodeRepoWarning, UncommittedBaseWarning
 
 
 def commit_file(repo: Path, name: str, text: str, message: str) -> str:

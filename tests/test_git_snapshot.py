@@ -20,7 +20,7 @@ from kexp import (
     Store,
     StoreNotFoundError,
 )
-from kexp.store import init_store
+from kexp.storage.store import init_store
 
 
 def commit_all(repo: Path, message: str) -> str:

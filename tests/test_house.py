@@ -1,4 +1,6 @@
-"""The house rules, read from the source: imports run downwards (no circle among kexp's
+"""The house rules, read from the source: packages by role whose imports run
+downwards in one order (``PACKAGE_ORDER``), no module over ``MAX_LINES`` lines, no
+import back up into ``kexp/__init__.py``; imports run downwards (no circle among kexp's
 modules, counting every import: at the top, inside functions, for type checkers only),
 and no module uses another module's private (``_name``) names."""
 
@@ -172,11 +174,17 @@ def test_no_module_uses_another_modules_private_names() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from kexp.store import _write_new\n", ["kexp.x:1: imports kexp.store._write_new"]),
-        ("from kexp import store\nstore._replace_all()\n", ["kexp.x:2: uses store._replace_all"]),
+        (
+            "from kexp.storage.store import _write_new\n",
+            ["kexp.x:1: imports kexp.storage.store._write_new"],
+        ),
+        (
+            "from kexp.storage import store\nstore._replace_all()\n",
+            ["kexp.x:2: uses store._replace_all"],
+        ),
         ("def f(store):\n    return store._validate_counted()\n", ["kexp.x:2: uses ."]),
         ("class A:\n    def f(self):\n        return self._own\n", []),
-        ("from kexp.store import write_failure\n", []),
+        ("from kexp.storage.store import write_failure\n", []),
     ],
 )
 def test_the_private_name_check_can_fail(source: str, expected: list[str]) -> None:
@@ -192,3 +200,88 @@ def test_the_private_name_check_can_fail(source: str, expected: list[str]) -> No
 def test_the_circle_check_can_fail() -> None:
     graph = {"kexp.a": {"kexp.b"}, "kexp.b": {"kexp.c"}, "kexp.c": {"kexp.a"}, "kexp.d": set()}
     assert circles(graph) == [["kexp.a", "kexp.b", "kexp.c"]]
+
+
+# --- packages by role (issue 25) ------------------------------------------------------
+
+#: kexp's packages, bottom first: a package imports only those below it (and itself).
+PACKAGE_ORDER = [
+    "core",
+    "format",
+    "gitops",
+    "storage",
+    "agents",
+    "measure",
+    "review",
+    "output",
+    "cli",
+]
+#: The modules that stay flat in kexp/: the public face and ``python -m kexp``.
+FLAT_MODULES = frozenset({"kexp", "kexp.__main__"})
+#: No module is longer than this (lines).
+MAX_LINES = 900
+
+
+def package_of(name: str) -> str | None:
+    """The package of kexp a module belongs to (None: flat, or not kexp's)."""
+    parts = name.split(".")
+    if parts[0] != "kexp" or len(parts) < 2 or name in FLAT_MODULES:
+        return None
+    is_package = name in MODULES and MODULES[name].name == "__init__.py"
+    return parts[1] if len(parts) > 2 or is_package else None
+
+
+def test_every_module_is_in_a_package_by_role() -> None:
+    stray = [
+        name
+        for name in MODULES
+        if name.startswith("kexp") and name not in FLAT_MODULES and package_of(name) is None
+    ]
+    unknown = sorted(
+        {p for name in MODULES if (p := package_of(name)) not in (None, *PACKAGE_ORDER)}
+    )
+    assert (stray, unknown) == ([], [])
+
+
+def downward_breaches(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a package to one above it in :data:`PACKAGE_ORDER`."""
+    rank = {package: number for number, package in enumerate(PACKAGE_ORDER)}
+    found = []
+    for name, imported in sorted(graph.items()):
+        own = package_of(name)
+        for other in sorted(imported):
+            theirs = package_of(other)
+            if own is not None and theirs is not None and rank[theirs] > rank[own]:
+                found.append(f"{name} ({own}) imports {other} ({theirs})")
+    return found
+
+
+def test_imports_run_downwards_between_packages() -> None:
+    graph = {name: imports_of(name, tree) for name, tree in TREES.items()}
+    assert downward_breaches(graph) == []
+
+
+def test_the_package_order_check_can_fail() -> None:
+    graph = {"kexp.core.model": {"kexp.storage.store"}, "kexp.storage.store": {"kexp.core.ids"}}
+    assert downward_breaches(graph) == [
+        "kexp.core.model (core) imports kexp.storage.store (storage)"
+    ]
+
+
+def test_no_module_imports_the_public_face() -> None:
+    """``kexp/__init__.py`` imports from every package; none imports it back."""
+    found = [
+        name
+        for name, tree in TREES.items()
+        if name.startswith("kexp.") and "kexp" in imports_of(name, tree)
+    ]
+    assert found == []
+
+
+def test_no_module_is_longer_than_the_bound() -> None:
+    long = {
+        name: count
+        for name, path in MODULES.items()
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}

@@ -16,10 +16,10 @@ import pytest
 from conftest import experiment_fields, git
 
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
-from kexp.cache import file_name
-from kexp.model import FRONT_MATTER_FIELDS
-from kexp.settings import DEFAULT_SETTINGS
-from kexp.sources import WorkingTree
+from kexp.core.model import FRONT_MATTER_FIELDS
+from kexp.core.settings import DEFAULT_SETTINGS
+from kexp.storage.cache import file_name
+from kexp.storage.sources import WorkingTree
 
 INDEX_FILE = file_name(DEFAULT_SETTINGS)
 OLD = 1_600_000_000  # a modification time far in the past (seconds)
@@ -36,7 +36,7 @@ def _past_racy_window() -> None:
     time makes a file settled)."""
     import time
 
-    from kexp.cache import RACY_NS
+    from kexp.storage.cache import RACY_NS
 
     time.sleep(RACY_NS / 1e9 + 0.3)
 
@@ -315,7 +315,7 @@ def test_two_processes_build_the_same_cache_as_one(
 ) -> None:
     """Above a size the folders are stat'ed, and the files read, by this process and a
     forked child: the answer is the same as from one process."""
-    import kexp.parallel
+    import kexp.storage.parallel
 
     for n in range(8):
         exp = make_experiment(score=1.0 + n / 10)
@@ -326,8 +326,8 @@ def test_two_processes_build_the_same_cache_as_one(
     notes = exp.path.with_name("NOTES.md")  # a Markdown file that is no experiment
     notes.write_text("# notes\n", encoding="utf-8")
     _age(notes)
-    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
     _past_racy_window()
     parallel = _scores(store)
     index = store.cache_dir / INDEX_FILE
@@ -336,7 +336,7 @@ def test_two_processes_build_the_same_cache_as_one(
     assert index.stat().st_mtime_ns == before  # every signature kept as read: not rewritten
     index.unlink()
     monkeypatch.setenv("KEXP_NO_FORK", "1")
-    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: False)
+    monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: False)
     assert parallel == _scores(store) == _uncached(store)
 
 
@@ -374,7 +374,7 @@ def test_read_commands_import_neither_git_nor_jsonschema(
 ) -> None:
     code = (
         "import sys\n"
-        "from kexp.cli import main\n"
+        "from kexp.cli.main import main\n"
         "for args in (['top'], ['list', '--operator', 'cache'], ['show', sys.argv[1][:8]]):\n"
         "    try:\n"
         "        main(['--root', sys.argv[2], *args], standalone_mode=False)\n"
@@ -454,9 +454,9 @@ def test_an_edit_in_place_in_an_unchanged_folder_is_seen(
 
 def test_the_answer_never_depends_on_the_forked_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """A child that dies (or sends garbage) has its half done again by the parent."""
-    import kexp.parallel
+    import kexp.storage.parallel
 
-    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
     parent = os.getpid()
 
     def doubled(items: list[int]) -> list[int]:
@@ -470,12 +470,16 @@ def test_the_answer_never_depends_on_the_forked_child(monkeypatch: pytest.Monkey
     expected = [item * 2 for item in range(10)]
     discarded: list[int] = []
     assert (
-        kexp.parallel.in_two_processes(doubled, list(range(10)), 10**6, None, discarded.append)
+        kexp.storage.parallel.in_two_processes(
+            doubled, list(range(10)), 10**6, None, discarded.append
+        )
         == expected
     )
     assert discarded == []
     assert (
-        kexp.parallel.in_two_processes(dying, list(range(10)), 10**6, None, discarded.append)
+        kexp.storage.parallel.in_two_processes(
+            dying, list(range(10)), 10**6, None, discarded.append
+        )
         == expected
     )
     assert len(discarded) == 1 and discarded[0] != parent
@@ -489,11 +493,11 @@ def test_a_cache_that_cannot_be_written_is_kept_in_memory(
     parallel: bool,
 ) -> None:
     """Something else in the cache file's place (here a folder): answers stay right."""
-    import kexp.parallel
+    import kexp.storage.parallel
 
     if parallel:
-        monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
-        monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
+        monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 1)
+        monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
     (store.cache_dir / INDEX_FILE).mkdir(parents=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -1,6 +1,6 @@
 """Endless and huge inputs (issue 28, item 8): every input a user gives kexp (timings,
 a document, a description, a diff, a predecessor database, standard input) is read
-with a bound (:func:`kexp.inputs.read_input`) and refused in one line, never by
+with a bound (:func:`kexp.core.inputs.read_input`) and refused in one line, never by
 ``MemoryError``, and nothing is written.
 
 Each case runs ``kexp`` as a real process under a 1.5 GiB address-space limit, so that
@@ -126,7 +126,8 @@ def test_inputs_within_the_bound_still_read(repo: Path, store: Store, tmp_path: 
 
 
 def test_the_bound_is_exact_and_every_refusal_says_why(tmp_path: Path) -> None:
-    from kexp.inputs import InputError, read_input, read_input_text
+    from kexp.core.errors import InputError
+    from kexp.core.inputs import read_input, read_input_text
 
     at = tmp_path / "at.txt"
     at.write_bytes(b"x" * 1000)

@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
-from kexp.cli import main
-from kexp.fileformat import serialize
-from kexp.layout import FANOUT_DIGITS, folder_parts
-from kexp.legacy import import_legacy
-from kexp.migration import migrate_layout
-from kexp.store import slugify
+from kexp.cli.main import main
+from kexp.format.fileformat import serialize
+from kexp.output.legacyimport import import_legacy
+from kexp.storage.layout import FANOUT_DIGITS, folder_parts
+from kexp.storage.migration import migrate_layout
+from kexp.storage.store import slugify
 
 FORGE_LIMIT = 1000
 _NAME = re.compile(r"([0-9a-f]{16})-[a-z0-9-]*\.md")
@@ -381,7 +381,7 @@ def test_an_update_racing_with_a_move_writes_nothing(
     name (which would leave the experiment twice)."""
     (made,) = old_store(store.root, count=1)
     old_path = store.path_of(made.id)
-    import kexp.store as store_module
+    import kexp.storage.store as store_module
 
     render = store_module.render_update
 

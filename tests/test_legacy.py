@@ -19,22 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import Store, init_store
-from kexp.errors import KexpError
-from kexp.fileformat import parse
-from kexp.legacy import (
-    EXTRA_FIELD,
-    KEY_FIELD,
-    MISSING_FIELD,
-    NO_COMMIT,
-    NO_ERROR_MESSAGE,
-    dump_legacy,
-    export_legacy,
-    import_legacy,
-    legacy_database,
-)
-from kexp.legacykeys import is_legacy_key, legacy_problems
-from kexp.model import LEGACY_FIELDS
-from kexp.progress import reporting
+from kexp.core.errors import KexpError
+from kexp.core.model import LEGACY_FIELDS
+from kexp.core.progress import reporting
+from kexp.format.fileformat import parse
+from kexp.format.legacykeys import is_legacy_key, legacy_problems
+from kexp.output.legacy import EXTRA_FIELD, KEY_FIELD, MISSING_FIELD, NO_COMMIT, NO_ERROR_MESSAGE
+from kexp.output.legacyexport import dump_legacy, export_legacy, legacy_database
+from kexp.output.legacyimport import import_legacy
 
 
 def record(exp_id: str, **overrides: Any) -> dict[str, Any]:

@@ -20,8 +20,8 @@ import pytest
 from conftest import experiment_fields, git, run_kexp
 
 from kexp import Store
-from kexp.errors import ValidationError
-from kexp.settings import DEFAULT_SETTINGS
+from kexp.core.errors import ValidationError
+from kexp.core.settings import DEFAULT_SETTINGS
 
 LIMIT = DEFAULT_SETTINGS.max_file_bytes
 #: A profile of 5.2 MB: over the 4 MiB limit.

@@ -20,11 +20,11 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from kexp import Store
-from kexp.cli import main
-from kexp.export import BRIEF_FIELDS
-from kexp.mcp_server import TOOLS
-from kexp.samples import summarize
-from kexp.skill import MCP_CONFIGS, install_mcp_config, mcp_server_entry
+from kexp.agents.skill import MCP_CONFIGS, install_mcp_config, mcp_server_entry
+from kexp.cli.main import main
+from kexp.cli.mcp import TOOLS
+from kexp.format.samples import summarize
+from kexp.output.export import BRIEF_FIELDS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BASE = {"r64_c1024": [12.4, 12.1, 12.3, 12.5, 12.2], "r128_c1024": [23.1, 22.9, 23.3, 23.0]}
@@ -237,7 +237,7 @@ def test_an_agent_that_only_fetched_reads_what_another_synced_through_kexp_mcp(
     hold them (read with git); without refs it does not see them."""
     from test_sync import clone, make_remote
 
-    from kexp.publish import sync
+    from kexp.storage.sync import sync
 
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
@@ -282,7 +282,7 @@ def test_an_agent_that_only_fetched_reads_what_another_synced_through_kexp_mcp(
 def test_kexp_mcp_without_the_sdk_says_how_to_install_it(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delitem(sys.modules, "kexp.mcp_server", raising=False)
+    monkeypatch.delitem(sys.modules, "kexp.cli.mcp", raising=False)
     for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if never installed
     result = CliRunner().invoke(main, ["mcp", "--root", str(repo)])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kexp import Store
-from kexp.measure import (
+from kexp.format.validate import read_and_check
+from kexp.measure.record import (
     Measurement,
     MeasurementError,
     SuspectMeasurementWarning,
@@ -20,8 +21,7 @@ from kexp.measure import (
     record_iteration,
     score_measurements,
 )
-from kexp.timings import read_timings
-from kexp.validate import read_and_check
+from kexp.measure.timings import read_timings
 
 BASELINE = {"cache_b8_s1024": 12.30, "cache_b8_s4096": 40.0, "cache_b32_s2048": 55.5}
 CANDIDATE = {"cache_b8_s1024": 12.0, "cache_b8_s4096": 39.0, "cache_b32_s2048": 54.0}

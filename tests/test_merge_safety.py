@@ -10,7 +10,7 @@ import pytest
 from conftest import experiment_fields, git
 
 from kexp import KernelExperiment, Store
-from kexp.review import review, validate_changed
+from kexp.review.build import review, validate_changed
 
 
 def commit_all(repo: Path, message: str) -> None:

@@ -483,7 +483,7 @@ class EverydayUse(RuleBasedStateMachine):
     @precondition(lambda self: self._count() < MAX_FILES)
     @rule(n=st.integers(0, 10**6), records=st.integers(1, 3))
     def import_predecessor_records(self, n: int, records: int) -> None:
-        from kexp.legacy import import_legacy
+        from kexp.output.legacyimport import import_legacy
 
         database = {}
         for k in range(records):

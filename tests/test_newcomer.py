@@ -20,11 +20,11 @@ from test_clear_errors import kexp as kexp_process
 from test_report_browser import browser, open_page  # noqa: F401 (fixtures)
 
 from kexp import Store
-from kexp.cli import main
-from kexp.htmlreport import build_report
-from kexp.ids import SHOWN_LENGTH
-from kexp.legacy import sidecar_path
-from kexp.location import init_store
+from kexp.cli.main import main
+from kexp.core.ids import SHOWN_LENGTH
+from kexp.output.html import build_report
+from kexp.output.legacy import sidecar_path
+from kexp.storage.location import init_store
 
 
 def kexp(repo: Path, *args: str, input: str | None = None, **env: str) -> Result:
@@ -100,7 +100,7 @@ def test_the_predecessor_module_inserts_its_sample_outside_a_git_repository(
 
 
 def test_show_prints_its_commands_with_ids_of_ten_characters(repo: Path, store: Store) -> None:
-    from kexp.measure import record_iteration
+    from kexp.measure.record import record_iteration
 
     exp = record_iteration(
         store,
@@ -312,7 +312,7 @@ def test_remeasure_names_the_rounds_not_the_files_for_other_configurations(
     repo: Path, store: Store, tmp_path: Path
 ) -> None:
     first = {"b8": [10.0, 10.1, 10.2], "b16": [20.0, 20.1, 20.2]}
-    from kexp.measure import record_iteration
+    from kexp.measure.record import record_iteration
 
     exp = record_iteration(
         store,

@@ -1,4 +1,4 @@
-"""The statistics of kexp.noise: medians, spreads, Student's t and the score's interval."""
+"""The statistics of kexp.core.noise: medians, spreads, Student's t and the score's interval."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kexp.noise import (
+from kexp.core.noise import (
     MIN_SAMPLES,
     NoiseError,
     esd_critical_value,

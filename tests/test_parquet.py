@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import Store
-from kexp.cli import main
-from kexp.parquet import MARKER, export_parquet, partition_value
+from kexp.cli.main import main
+from kexp.output.parquet import MARKER, export_parquet, partition_value
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
@@ -190,7 +190,7 @@ def test_a_derived_value_added_to_the_record_becomes_a_column(
     """What the JSON export's record shaping adds (issue 23's cumulative score) comes
     into Parquet with no change here, typed; a partition where it is always empty is
     cast to the same type (one table for the engine)."""
-    import kexp.parquet as parquet_module
+    import kexp.output.parquet as parquet_module
 
     shaped = parquet_module.to_record
 

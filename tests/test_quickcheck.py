@@ -1,8 +1,8 @@
 """The quick verdict on experiment files, and the fast front-matter reader it stands on.
 
-The fast reader (:mod:`kexp.fastpath`) must return exactly what the YAML reader returns,
-or None. On that, :func:`kexp.quickcheck.quick_fields` must answer None or the very
-fields of a file :func:`kexp.validate.check_bytes` finds valid: checked on the bad-input
+The fast reader (:mod:`kexp.format.fastpath`) must return exactly what the YAML reader returns,
+or None. On that, :func:`kexp.format.quickcheck.quick_fields` must answer None or the very
+fields of a file :func:`kexp.format.validate.check_bytes` finds valid: checked on the bad-input
 corpus, the bundled experiments, the benchmark store when it has been generated, and
 mutations of valid files (fences, headings, ids, dates, scores, line endings, odd
 characters).
@@ -23,18 +23,18 @@ from conftest import experiment_fields
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kexp.fastpath import (
+from kexp.core.model import BODY_FIELDS, KernelExperiment
+from kexp.format.fastpath import (
     _HEX_WORD,
     _STR,
     _tag_of_plain,
     read_simple_front_matter,
 )
-from kexp.fileformat import FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
-from kexp.model import BODY_FIELDS, KernelExperiment
-from kexp.quickcheck import quick_bodies, quick_fields
-from kexp.validate import EXPERIMENT_NAME, check_bytes
-from kexp.validate import is_real_time as _real_time
-from kexp.yamlio import YamlReadError, read_mapping, render_field
+from kexp.format.fileformat import FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
+from kexp.format.quickcheck import quick_bodies, quick_fields
+from kexp.format.validate import EXPERIMENT_NAME, check_bytes
+from kexp.format.validate import is_real_time as _real_time
+from kexp.format.yamlio import YamlReadError, read_mapping, render_field
 
 # --- the fast front-matter reader ------------------------------------------------------
 
@@ -723,8 +723,8 @@ _ODD_VALUES = st.one_of(
 def test_the_schema_checked_value_by_value_agrees_with_the_whole_validator(
     changes: list[tuple[str, Any]], removed: list[str]
 ) -> None:
-    from kexp.quickcheck import _schema_check
-    from kexp.schema import fast_validator
+    from kexp.format.quickcheck import _schema_check
+    from kexp.format.schema import fast_validator
 
     validate, invalid = fast_validator()
     fields = dict(_VALID_FIELDS)
@@ -769,7 +769,7 @@ def test_a_schema_relating_properties_is_checked_whole(monkeypatch: pytest.Monke
     are independent; with ``additionalProperties`` (or any other top-level keyword) it
     writes none, and the whole validator decides."""
     pytest.importorskip("fastjsonschema")
-    import kexp.schema as schema_module
+    import kexp.format.schema as schema_module
 
     plain = schema_module.load_schema()
     assert "PROPERTY_VALIDATORS = {" in schema_module.generated_validator_source()
@@ -789,8 +789,8 @@ def test_a_schema_relating_properties_is_checked_whole(monkeypatch: pytest.Monke
 def test_without_property_validators_the_fields_are_checked_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import kexp.schema as schema_module
-    from kexp.quickcheck import _SchemaCheck
+    import kexp.format.schema as schema_module
+    from kexp.format.quickcheck import _SchemaCheck
 
     monkeypatch.setattr(schema_module, "property_validators", lambda: None)
     check = _SchemaCheck()

@@ -25,9 +25,10 @@ from test_sync import clone, make_remote, record
 
 import kexp
 from kexp import Store
-from kexp.cli import main
-from kexp.dedupe import code_shingles, shingle_similarity
-from kexp.publish import sync
+from kexp.cli.main import main
+from kexp.core.errors import NearDuplicateWarning
+from kexp.storage.dedupe import code_shingles, shingle_similarity
+from kexp.storage.sync import sync
 
 #: The cache's racy window (ns): a file changed this recently is read again.
 RACY_NS = 2_000_000_000
@@ -117,8 +118,10 @@ def test_an_agent_that_only_fetched_sees_the_dead_end_when_it_consults(
     assert dead.id[:10] not in invoke(bob, "context", "--operator", "cache").output
     # The Python twins take the refs too.
     with_refs = Store(bob, refs=["origin/*"])
-    assert dead.id in [m.id for m in kexp.retrieval.similar(with_refs, text="OpenMP threads")]
-    assert dead.id[:10] in kexp.briefing.context(with_refs, operator="cache").text
+    assert dead.id in [
+        m.id for m in kexp.storage.retrieval.similar(with_refs, text="OpenMP threads")
+    ]
+    assert dead.id[:10] in kexp.agents.context.context(with_refs, operator="cache").text
 
 
 def test_the_next_record_is_warned_of_a_near_duplicate_on_another_ref(
@@ -271,7 +274,7 @@ def test_similar_finds_an_experiment_edited_in_place_by_its_new_words_at_once(
     time.sleep(RACY_NS / 1e9 + 0.3)  # the files and their folder settled
 
     def ids(text: str) -> list[str]:
-        return [match.id for match in kexp.retrieval.similar(store, text=text)]
+        return [match.id for match in kexp.storage.retrieval.similar(store, text=text)]
 
     assert target.id in ids("bank conflicts")
     # Rewritten in place within the cache's racy window of the read above.
@@ -331,9 +334,11 @@ def test_a_damaged_cache_is_rebuilt_and_reads_across_refs_answer_the_files(
     agents: tuple[Path, Path, str], damage: Any
 ) -> None:
     alice, bob, base = agents
-    for n in range(4):
-        record(alice if n % 2 else bob, base, f"Try {n} - +{n}%", score=1 + n / 100,
-               code_change=OPENMP.replace("8", str(n + 2)))  # fmt: skip
+    # Four versions of one change, two in each clone: each clone's second is a near-duplicate.
+    with pytest.warns(NearDuplicateWarning):
+        for n in range(4):
+            record(alice if n % 2 else bob, base, f"Try {n} - +{n}%", score=1 + n / 100,
+                   code_change=OPENMP.replace("8", str(n + 2)))  # fmt: skip
     sync(Store(bob), branch="kexp/bob")
     git(alice, "fetch", "-q")
 
@@ -396,7 +401,7 @@ def test_search_stays_true_when_an_old_version_left_git(tmp_path: Path) -> None:
     git(root, "commit", "-q", "-m", "two experiments")
 
     def ids(text: str) -> list[str]:
-        return [match.id for match in kexp.retrieval.similar(store, text=text)]
+        return [match.id for match in kexp.storage.retrieval.similar(store, text=text)]
 
     assert ids("zebra") == [exp.id]
     assert exp.path is not None

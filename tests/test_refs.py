@@ -18,9 +18,9 @@ from conftest import git, run_kexp
 from test_sync import CLONES, PER_CLONE, _run_clones, clone, make_remote, record
 
 from kexp import ExperimentNotFoundError, GitError, Store
-from kexp.publish import sync
-from kexp.retrieval import tried_before
-from kexp.rows import LOCAL
+from kexp.storage.repeats import tried_before
+from kexp.storage.rows import LOCAL
+from kexp.storage.sync import sync
 
 
 def test_eight_branches_top_all_refs_lists_each_once_with_its_branch(tmp_path: Path) -> None:
@@ -146,9 +146,9 @@ def test_rev_and_refs_together_are_a_usage_error(tmp_path: Path) -> None:
 def test_the_cache_answers_as_a_cold_read_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kexp.parallel
+    import kexp.storage.parallel
 
-    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 2)  # the cold read forks
+    monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 2)  # the cold read forks
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     for n in range(6):

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import KernelExperiment, Store
-from kexp.dedupe import is_matchable, normalize_code_change
-from kexp.errors import RemeasureWarning, RepeatedChangeWarning
-from kexp.retrieval import find_repeats, tried_before, warn_tried_before
+from kexp.core.errors import RemeasureWarning, RepeatedChangeWarning
+from kexp.storage.dedupe import is_matchable, normalize_code_change
+from kexp.storage.repeats import find_repeats, tried_before, warn_tried_before
 
 BASE = "0f54a8d954a292dd879f37334f90573ddeb49278"
 OTHER_BASE = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"

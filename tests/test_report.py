@@ -33,9 +33,9 @@ from reportcheck import (
 
 import kexp
 from kexp import KernelExperiment, KexpError, Store
-from kexp.htmlreport import MARKER, PAGES, build_report
-from kexp.htmlreport.pages import experiment_href, experiment_path, operator_slug
-from kexp.lessons import LESSON_GROUPS
+from kexp.agents.lessons import LESSON_GROUPS
+from kexp.output.html import MARKER, PAGES, build_report
+from kexp.output.html.pages import experiment_href, experiment_path, operator_slug
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 MakeExperiment = Callable[..., KernelExperiment]
@@ -423,7 +423,7 @@ def test_a_failed_build_keeps_the_previous_report(
     def broken(*args: Any) -> str:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("kexp.htmlreport.overview_page", broken)
+    monkeypatch.setattr("kexp.output.html.overview_page", broken)
     with pytest.raises(RuntimeError):
         build_report(store, site, now=NOW)
     assert files_of(site) == before
@@ -443,9 +443,16 @@ def test_default_output_is_in_the_cache_folder(
 
 
 def test_two_processes_write_the_same_report_as_one(
-    repo: Path, make_experiment: MakeExperiment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path,
+    make_experiment: MakeExperiment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_racy_window: None,
 ) -> None:
-    import kexp.parallel
+    """(Without the racy window both reports keep the same pages for reuse: with it, one
+    built more than 2 s after the files were written kept them and the other did not,
+    and the reports differed in .kexp-report-pages.json on a loaded machine.)"""
+    import kexp.storage.parallel
 
     parent = None
     for number in range(12):
@@ -461,8 +468,8 @@ def test_two_processes_write_the_same_report_as_one(
     monkeypatch.setenv("KEXP_NO_FORK", "1")
     build_report(store, tmp_path / "one", now=NOW)
     monkeypatch.delenv("KEXP_NO_FORK")
-    monkeypatch.setattr(kexp.parallel, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(kexp.parallel, "_forkable", lambda: True)
+    monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
     build_report(store, tmp_path / "two", now=NOW)
     one, two = files_of(tmp_path / "one"), files_of(tmp_path / "two")
     assert one == two
@@ -473,9 +480,9 @@ def test_two_processes_write_the_same_report_as_one(
 def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files written a moment ago count as settled (kexp's writes replace a file, so its
     inode changes with every write: none can hide behind an equal signature)."""
-    import kexp.htmlreport
+    import kexp.output.html
 
-    monkeypatch.setattr(kexp.htmlreport, "RACY_NS", 0)
+    monkeypatch.setattr(kexp.output.html, "RACY_NS", 0)
 
 
 def test_a_second_report_reuses_the_pages_that_did_not_change(
@@ -530,7 +537,7 @@ def test_experiments_whose_ids_end_alike_share_a_page(
 def test_a_file_changed_in_place_is_rendered_again(
     store: Store, make_experiment: MakeExperiment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kexp.htmlreport
+    import kexp.output.html
 
     exp = make_experiment(raw_result="timings: 1.019x")
     assert exp.path is not None
@@ -539,7 +546,7 @@ def test_a_file_changed_in_place_is_rendered_again(
     before = (site / experiment_path(exp.id)).stat().st_ino
     build_report(store, site, now=NOW)  # written a moment ago: no key, written again
     assert (site / experiment_path(exp.id)).stat().st_ino != before
-    monkeypatch.setattr(kexp.htmlreport, "RACY_NS", 0)
+    monkeypatch.setattr(kexp.output.html, "RACY_NS", 0)
     build_report(store, site, now=NOW)
     # the same size, the same modification time, the same inode: only ctime tells
     info = exp.path.stat()
@@ -555,9 +562,9 @@ def test_a_file_changed_in_place_is_rendered_again(
 def test_pages_of_other_code_are_not_reused(
     store: Store, make_experiment: MakeExperiment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kexp.htmlreport
+    import kexp.output.html
 
-    monkeypatch.setattr(kexp.htmlreport, "RACY_NS", 0)
+    monkeypatch.setattr(kexp.output.html, "RACY_NS", 0)
     exp = make_experiment()
     site = tmp_path / "site"
     build_report(store, site, now=NOW)
@@ -565,10 +572,10 @@ def test_pages_of_other_code_are_not_reused(
     before = (site / experiment_path(exp.id)).stat().st_ino
     build_report(store, site, now=NOW)
     assert (site / experiment_path(exp.id)).stat().st_ino == before  # reused
-    monkeypatch.setattr(kexp.htmlreport, "_layout_digest", lambda: "another kexp")
+    monkeypatch.setattr(kexp.output.html, "_layout_digest", lambda: "another kexp")
     build_report(store, site, now=NOW)
     assert (site / experiment_path(exp.id)).stat().st_ino != before
-    (site / kexp.htmlreport.PAGES).write_text("{broken")
+    (site / kexp.output.html.PAGES).write_text("{broken")
     build_report(store, site, now=NOW)  # an unreadable list of keys: every page written
     assert exp.id in sections(site)
 
@@ -664,10 +671,10 @@ class ReportMachine(RuleBasedStateMachine):
     def make_store(self) -> None:
         import tempfile
 
-        import kexp.htmlreport
+        import kexp.output.html
 
-        self.racy_ns = kexp.htmlreport.RACY_NS
-        kexp.htmlreport.RACY_NS = 0  # reuse pages at once (see no_racy_window)
+        self.racy_ns = kexp.output.html.RACY_NS
+        kexp.output.html.RACY_NS = 0  # reuse pages at once (see no_racy_window)
 
         self.base = Path(tempfile.mkdtemp(prefix="kexp-report-model-"))
         self.root = init_repo(self.base / "repo")
@@ -779,9 +786,9 @@ class ReportMachine(RuleBasedStateMachine):
         if self.base is not None:
             import shutil
 
-            import kexp.htmlreport
+            import kexp.output.html
 
-            kexp.htmlreport.RACY_NS = self.racy_ns
+            kexp.output.html.RACY_NS = self.racy_ns
 
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -819,7 +826,7 @@ def test_a_lineage_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
     drawn whole, and kexp tree prints it (nothing recurses once per generation)."""
     import sys
 
-    from kexp.fileformat import serialize
+    from kexp.format.fileformat import serialize
 
     root = tmp_path / "store"
     folder = root / "experiments" / "2026" / "11"
@@ -864,8 +871,8 @@ def test_a_large_operator_is_paged_and_drawn_whole(
     further pages: every experiment in one row, every lesson once, every page linked
     from the others; its charts still draw every experiment (as paths, past the linked
     limit), the lineage path to the best as links; a second report reuses all its pages."""
-    import kexp.htmlreport.pages as pages_module
-    import kexp.htmlreport.svg as svg_module
+    import kexp.output.html.pages as pages_module
+    import kexp.output.html.svg as svg_module
 
     monkeypatch.setattr(pages_module, "ROWS_PER_PAGE", 4)
     monkeypatch.setattr(pages_module, "LESSONS_PER_PAGE", 3)

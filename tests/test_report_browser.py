@@ -26,8 +26,8 @@ from reportcheck import truth
 from test_report import HOSTILE, hostile_store
 
 from kexp import KernelExperiment, Store
-from kexp.htmlreport import build_report
-from kexp.htmlreport.pages import experiment_path, operator_slug
+from kexp.output.html import build_report
+from kexp.output.html.pages import experiment_path, operator_slug
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 #: Chromium's flags on a machine with no display, no sandbox and no network.
@@ -239,6 +239,7 @@ def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
     assert "\u202e" not in page.eval("document.body.innerText")
 
 
+@pytest.mark.slow  # scale: pytest -m slow (.ci/run)
 def test_a_larger_store_draws_every_experiment(
     repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
 ) -> None:

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from conftest import experiment_fields
 
 from kexp import KexpError, Store
-from kexp.cli import main
-from kexp.htmlreport import MARKER, build_report
+from kexp.cli.main import main
+from kexp.output.html import MARKER, build_report
 
 
 def files_of(folder: Path) -> dict[str, bytes]:

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-import kexp.retrieval as retrieval
+import kexp.storage.doctext as doctext
 from kexp import KernelExperiment, KexpError, Store
-from kexp.dedupe import (
+from kexp.storage.dedupe import (
     NearDuplicateWarning,
     RemeasureWarning,
     RepeatedChangeWarning,
@@ -32,7 +32,8 @@ from kexp.dedupe import (
     normalize_code_change,
     shingle_similarity,
 )
-from kexp.retrieval import find_repeats, searching, similar, tried_before
+from kexp.storage.repeats import find_repeats, tried_before
+from kexp.storage.retrieval import searching, similar
 
 
 def _evaluate_module() -> Any:
@@ -239,7 +240,7 @@ def _assert_postings_are_the_prefixes(root: Path, threshold: float) -> None:
         wanted = {
             (shingle, doc)
             for doc, packed in connection.execute("SELECT doc, shingles FROM docs")
-            for shingle in retrieval.shingle_prefix(
+            for shingle in doctext.shingle_prefix(
                 array("I", marshal.loads(packed[4:])), threshold, order
             )
         }
@@ -503,5 +504,5 @@ def _words_by_regex(code_change: str) -> str:
 )
 def test_code_words_equal_the_case_change_expression(lines: list[str]) -> None:
     change = "\n".join(f"+{line}" for line in lines)
-    assert retrieval.code_words(change) == _words_by_regex(change)
-    assert retrieval.code_words(VECTORIZE) == _words_by_regex(VECTORIZE)
+    assert doctext.code_words(change) == _words_by_regex(change)
+    assert doctext.code_words(VECTORIZE) == _words_by_regex(VECTORIZE)

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 
 from kexp import KernelExperiment, Store
-from kexp.cli import main
-from kexp.errors import GitError
-from kexp.review import (
+from kexp.cli.main import main
+from kexp.core.errors import GitError
+from kexp.review.build import (
     COMMENT_MARKER,
     check_changes,
     md_code,
@@ -564,7 +564,7 @@ def test_code_spans_survive_backticks_and_cells_escape_pipes() -> None:
 
 
 def test_mermaid_labels_are_escaped() -> None:
-    from kexp.review import LineageGraph, LineageNode, mermaid_text
+    from kexp.review.build import LineageGraph, LineageNode, mermaid_text
 
     assert mermaid_text('a"b]<c>#;`') == "a#34;b#93;#60;c#62;#35;#59;#96;"
     graph = LineageGraph([LineageNode("0123456789abcdef", "", "added", 1.5, 'x"]end', "s")], [], 0)

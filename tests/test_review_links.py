@@ -17,7 +17,7 @@ import cmarkgfm
 from conftest import experiment_fields, git
 
 from kexp import Store
-from kexp.review import render_markdown, review
+from kexp.review.build import render_markdown, review
 
 HOSTILE = {
     "change_summary": "Ping @octocat, see https://evil.example/x - -10%",

@@ -26,15 +26,15 @@ from pathlib import Path
 import pytest
 
 from kexp import KernelExperiment, Store
-from kexp.campaign import derive, measured_against_parent
-from kexp.changedcheck import head_of
-from kexp.changelog import Changes, ExperimentChange
-from kexp.lessons import LESSON_GROUPS, group_lessons, key_insight
-from kexp.lineage import is_scored
-from kexp.model import attach
-from kexp.noise import ratio_interval
-from kexp.problems import Problem, sort_problems
-from kexp.review import (
+from kexp.agents.lessons import LESSON_GROUPS, group_lessons
+from kexp.core.campaign import derive, measured_against_parent
+from kexp.core.model import attach
+from kexp.core.noise import ratio_interval
+from kexp.core.problems import Problem, sort_problems
+from kexp.format.fileformat import key_insight
+from kexp.format.suspect import suspect_reasons
+from kexp.format.validate import CheckedFile, check_bytes, id_from_name
+from kexp.review.build import (
     MAX_GRAPH_NODES,
     MAX_RELATIVES,
     LineageGraph,
@@ -50,9 +50,10 @@ from kexp.review import (
     review,
     to_json,
 )
-from kexp.suspect import suspect_reasons
-from kexp.validate import CheckedFile, check_bytes, id_from_name
-from tests.conftest import REPO_ROOT, git, run_kexp
+from kexp.review.changed import head_of
+from kexp.storage.history import Changes, ExperimentChange
+from kexp.storage.lineage import is_scored
+from tests.conftest import git, run_kexp
 from tests.test_validate_scale import (
     NOWHERE,
     A,
@@ -102,8 +103,8 @@ class ReferenceCheck:
 
 
 def reference_check_changes(store: Store, base: str, head: str | None = None) -> ReferenceCheck:
-    """``kexp.review.check_changes`` as it was: every file of the store checked whole."""
-    from kexp.provenance import base_commit_problems
+    """``kexp.review.build.check_changes`` as it was: every file of the store checked whole."""
+    from kexp.gitops.provenance import base_commit_problems
 
     head = head_of(store, head)
     fork = merge_base(store, base, head)
@@ -139,7 +140,7 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
 def _reference_add_folded(
     store: Store, fork: str, changes: Changes, checked: Sequence[CheckedFile]
 ) -> None:
-    from kexp.errors import StoreNotFoundError
+    from kexp.core.errors import StoreNotFoundError
 
     ids = {c.id for c in changes}
     listed = {str(c.path) for c in changes} | {str(c.old_path) for c in changes if c.old_path}
@@ -214,9 +215,9 @@ _Reviewed = tuple[ReviewedExperiment, "KernelExperiment | None"]
 
 
 def reference_review(store: Store, base: str, head: str | None = None) -> Review:
-    """``kexp.review.review`` as it was."""
-    from kexp import git as kgit
-    from kexp.snapshot import StoreLocation
+    """``kexp.review.build.review`` as it was."""
+    from kexp.gitops import git as kgit
+    from kexp.storage.snapshot import StoreLocation
 
     head = head_of(store, head)
     check = reference_check_changes(store, base, head)
@@ -602,11 +603,12 @@ def test_the_commands_print_what_they_printed(
     result = run_kexp("validate", "--changed", "main", cwd=repo, env={"NO_COLOR": "1"})
     expected = reference_check_changes(store, "main")
     assert result.returncode == 1, result.stderr
+    here = os.getcwd()
     os.chdir(repo)  # the command shows paths relative to where it runs
     try:
         assert result.stdout == "".join(f"{p.format()}\n" for p in expected.problems)
     finally:
-        os.chdir(REPO_ROOT)
+        os.chdir(here)  # where the test ran, not the repository's root
     errors = sum(p.severity == "error" for p in expected.problems)
     summary = (
         f"{len(expected.changed_paths)} changed file(s) checked, and the store-wide checks: "
@@ -630,7 +632,7 @@ def test_the_commands_print_what_they_printed(
 def test_a_large_store_split_between_two_processes_reports_the_same(
     repo: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kexp.parallel import PARALLEL_MIN_FILES
+    from kexp.storage.parallel import PARALLEL_MIN_FILES
 
     fill(repo, PARALLEL_MIN_FILES + 200)
     first, last = sorted((repo / "experiments").rglob("*.md"))[:: PARALLEL_MIN_FILES + 199]
@@ -655,7 +657,7 @@ def test_a_large_store_split_between_two_processes_reports_the_same(
 MEMORY_PROBE = """
 import json, sys, tracemalloc
 from kexp import Store
-from kexp.review import check_changes, review
+from kexp.review.build import check_changes, review
 store = Store(sys.argv[1])
 peaks = {}
 for name, work in (("check", lambda: check_changes(store, "main")),
@@ -733,11 +735,12 @@ def test_validate_at_a_revision_reports_what_it_reported(
     assert at.validate(given) == reference_validate(at, given)
     result = run_kexp("validate", "--rev", "pr", cwd=repo, env={"NO_COLOR": "1"})
     assert result.returncode == 1
+    here = os.getcwd()
     os.chdir(repo)
     try:
         assert result.stdout == "".join(f"{p.format()}\n" for p in expected)
     finally:
-        os.chdir(REPO_ROOT)
+        os.chdir(here)  # where the test ran, not the repository's root
     # the bytes (or the problem) of each file, as check_files reads them
     paths = [str(pr_store[name]) for name in ("N5", "link", "A", "R2")]
     for (path, data), checked in zip(

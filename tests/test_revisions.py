@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kexp import Store
-from kexp import git as kgit
-from kexp.errors import GitError
+from kexp.core.errors import GitError
+from kexp.gitops import git as kgit
 
 NAMES = ["fix#1", "v1,2", "feature/ünïcode", "release+1", "a{b}", "it's", "50%", "x=y;z"]
 

@@ -16,20 +16,20 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kexp import Store
-from kexp.errors import RemeasureWarning, RepeatedChangeWarning
-from kexp.fileformat import parse, serialize
-from kexp.measure import (
+from kexp.core.errors import RemeasureWarning, RepeatedChangeWarning
+from kexp.core.model import outcome_of
+from kexp.format.fileformat import parse, serialize
+from kexp.format.quickcheck import quick_fields
+from kexp.format.samples import parse_samples, pooled, summarize
+from kexp.format.validate import check_bytes, read_and_check
+from kexp.measure.record import (
     MeasurementError,
     SuspectMeasurementWarning,
     read_table,
     record_iteration,
     remeasure,
 )
-from kexp.model import outcome_of
-from kexp.quickcheck import quick_fields
-from kexp.samples import parse_samples, pooled, summarize
-from kexp.timings import read_timings
-from kexp.validate import check_bytes, read_and_check
+from kexp.measure.timings import read_timings
 
 CONFIGS = ("b8_s1024", "b32_s2048", "b64_s4096")
 TRUE_TIMES = {"b8_s1024": 12.3, "b32_s2048": 55.5, "b64_s4096": 210.0}
@@ -407,8 +407,8 @@ def test_the_commands_show_and_remeasure(repo: Path, tmp_path: Path) -> None:
 def test_review_and_lessons_show_intervals(repo: Path) -> None:
     from conftest import git
 
-    from kexp.lessons import lessons
-    from kexp.review import render_markdown, review
+    from kexp.agents.lessons import lessons
+    from kexp.review.build import render_markdown, review
 
     store = Store(repo)
     git(repo, "add", "-A")
@@ -529,7 +529,7 @@ TestRecordAndRemeasure.settings = settings(
 
 
 def test_the_quick_verdict_on_sampled_files_is_the_full_checks(store: Store) -> None:
-    from kexp.validate import warns_if_valid
+    from kexp.format.validate import warns_if_valid
 
     base, cand = timings(random.Random(9), 1.02, n=6)
     exp = record_iteration(store, baseline=base, candidate=cand, **fields())

@@ -9,8 +9,8 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kexp.schema import is_schema_valid, load_schema
-from kexp.validate import read_and_check
+from kexp.format.schema import is_schema_valid, load_schema
+from kexp.format.validate import read_and_check
 
 _VALID: dict[str, Any] = {
     "id": "6749f3a0c2d41e7b",

@@ -1,5 +1,5 @@
 """The schema validator kexp runs is generated from schema/experiment.schema.json and
-kept in the package (kexp/_schema_validator.py): it must describe today's schema."""
+kept in the package (kexp/format/_schema_validator.py): it must describe today's schema."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kexp.schema import GENERATED_MODULE, generated_validator_source, schema_path
+from kexp.format.schema import GENERATED_MODULE, generated_validator_source, schema_path
 
 
 def test_the_generated_validator_is_of_the_current_schema() -> None:
@@ -20,8 +20,8 @@ def test_the_generated_validator_is_of_the_current_schema() -> None:
     assert recorded is not None, header
     digest = hashlib.sha256(schema_path().read_bytes()).hexdigest()
     assert recorded.group(1) == digest, (
-        "schema/experiment.schema.json changed: run `python -m kexp.schema` and commit "
-        "kexp/_schema_validator.py"
+        "schema/experiment.schema.json changed: run `python -m kexp.format.schema` and commit "
+        "kexp/format/_schema_validator.py"
     )
 
 
@@ -38,7 +38,7 @@ def test_checking_a_file_needs_neither_fastjsonschema_nor_jsonschema() -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from kexp.validate import read_and_check\n"
+        "from kexp.format.validate import read_and_check\n"
         "checked = read_and_check(Path(sys.argv[1]))\n"
         "assert checked.ok, checked.problems\n"
         "print(sorted(m for m in ('fastjsonschema', 'jsonschema') if m in sys.modules))\n"

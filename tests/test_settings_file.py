@@ -14,9 +14,9 @@ from click.testing import CliRunner, Result
 
 import kexp
 from kexp import Store
-from kexp.cli import main
-from kexp.errors import SettingsFileError
-from kexp.settings import DEFAULT_SETTINGS, RANGES, Settings, effective_settings, load_settings
+from kexp.cli.main import main
+from kexp.core.errors import SettingsFileError
+from kexp.core.settings import DEFAULT_SETTINGS, RANGES, Settings, effective_settings, load_settings
 from tests.conftest import experiment_fields
 
 

@@ -1,4 +1,5 @@
-"""The promises of kexp.noise, held by simulation (python -m kexp.simulation prints them).
+"""The promises of kexp.core.noise, held by simulation (python -m kexp.measure.simulation prints
+them).
 
 Each figure comes from seeded trials of samples drawn from known distributions
 (log-normal noise of 1-5 % CV, 1-20 configurations of 5-100 samples a side, slow
@@ -13,8 +14,8 @@ import random
 
 import pytest
 
-from kexp import simulation
-from kexp.noise import estimate
+from kexp.core.noise import estimate
+from kexp.measure import simulation
 
 
 def test_aa_pairs_are_rarely_called_improvement_or_regression() -> None:

@@ -13,12 +13,12 @@ import pytest
 from conftest import REPO_ROOT, experiment_fields, git
 
 from kexp import Store
-from kexp.model import ALL_FIELDS, STATUSES
-from kexp.skill import SKILL_NAME, install_skill, skill_destination, skill_source
+from kexp.agents.skill import SKILL_NAME, install_skill, skill_destination, skill_source
+from kexp.core.model import ALL_FIELDS, STATUSES
 
 SKILL_DIR = REPO_ROOT / "skill" / SKILL_NAME
 SKILL_MD = SKILL_DIR / "SKILL.md"
-REFERENCE = SKILL_DIR / "references" / "kernel_exp_dataclass.py"
+REFERENCE = SKILL_DIR / "references" / "kexp_agent.py"
 
 
 def front_matter(text: str) -> dict[str, str]:
@@ -165,7 +165,7 @@ def test_the_python_reference_imports_and_works_on_the_store(agent_checkout: Pat
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(REFERENCE.parent)!r})\n"
-        "import kernel_exp_dataclass as k\n"
+        "import kexp_agent as k\n"
         f"assert k.__file__ == {str(REFERENCE)!r}, k.__file__\n"
         "top = k.top_experiments(5)\n"
         "assert isinstance(top[0], dict) and top[0]['score'] == 1.019, top\n"
@@ -189,10 +189,10 @@ def test_install_into_a_directory_writes_the_skill_files(tmp_path: Path) -> None
     folder = tmp_path / "skills" / SKILL_NAME
     assert sorted(p.relative_to(folder).as_posix() for p in written) == [
         "SKILL.md",
-        "references/kernel_exp_dataclass.py",
+        "references/kexp_agent.py",
     ]
     assert (folder / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
-    assert (folder / "references" / "kernel_exp_dataclass.py").read_bytes() == (
+    assert (folder / "references" / "kexp_agent.py").read_bytes() == (
         REFERENCE.read_bytes()
     )
 
@@ -232,7 +232,7 @@ def test_the_skill_says_consult_across_refs_and_sync_after_recording() -> None:
     to publish after recording (kexp sync), and both are real commands and options."""
     from click.testing import CliRunner
 
-    from kexp.cli import main
+    from kexp.cli.main import main
 
     text = SKILL_MD.read_text(encoding="utf-8")
     loop = text[text.index("**The loop, every iteration:**") : text.index("## 1.")]

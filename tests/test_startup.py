@@ -19,17 +19,17 @@ HEAVY = (
     "jsonschema",
     "fastjsonschema",
     "git",
-    "kexp.store",
-    "kexp.fileformat",
-    "kexp.changelog",
-    "kexp.cache",
-    "kexp.listing",
-    "kexp.model",
+    "kexp.storage.store",
+    "kexp.format.fileformat",
+    "kexp.storage.history",
+    "kexp.storage.cache",
+    "kexp.storage.listing",
+    "kexp.core.model",
     "mcp",
     "pydantic",
     "pyarrow",
-    "kexp.mcp_server",
-    "kexp.timings",
+    "kexp.cli.mcp",
+    "kexp.measure.timings",
 )
 
 
@@ -54,16 +54,18 @@ def test_version_and_help_load_no_heavy_module(option: str) -> None:
     result = _python("-X", "importtime", "-m", "kexp", option)
     assert result.returncode == 0, result.stderr[-2000:]
     modules = _imported(result.stderr)
-    assert "click" in modules and "kexp.cli" in modules  # the parse worked
+    assert "click" in modules and "kexp.cli.main" in modules  # the parse worked
     assert not [name for name in HEAVY if name in modules]
-    # Of kexp itself only the package, the CLI and the command modules.
-    allowed = {"kexp", "kexp.__main__", "kexp.cli", "kexp.commands"}
+    # Of kexp itself only the package, the CLI, the command modules, the version (one
+    # constant) and the output formats --format offers (the standard library only).
+    allowed = {"kexp", "kexp.__main__", "kexp.cli.main", "kexp.cli.commands", "kexp.core.version"}
+    allowed |= {"kexp.format.outputs", "kexp.cli", "kexp.core", "kexp.format"}  # + faces
     extra = {
         name
         for name in modules
         if name.startswith("kexp.")
         and name not in allowed
-        and not name.startswith("kexp.commands.")
+        and not name.startswith("kexp.cli.commands.")
     }
     assert not extra
     if option in ("--version", "-V"):
@@ -81,7 +83,7 @@ def test_commands_beside_mcp_never_load_the_mcp_sdk(command: str, module: str) -
     imports no part of the MCP SDK, nor the timing readers."""
     code = (
         "import sys\n"
-        "from kexp.cli import main\n"
+        "from kexp.cli.main import main\n"
         f"sys.argv = ['kexp', {command!r}, '--help']\n"
         "try:\n"
         "    main()\n"
@@ -93,13 +95,13 @@ def test_commands_beside_mcp_never_load_the_mcp_sdk(command: str, module: str) -
     assert result.returncode == 0, result.stderr[-2000:]
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("MODULES ")]
     modules = set(line.split()[1:])
-    assert f"kexp.commands.{module}" in modules  # the command's module was loaded
+    assert f"kexp.cli.commands.{module}" in modules  # the command's module was loaded
     assert not [name for name in modules if name.split(".")[0] in ("mcp", "pydantic", "pyarrow")]
-    assert "kexp.mcp_server" not in modules and "kexp.timings" not in modules
+    assert "kexp.cli.mcp" not in modules and "kexp.measure.timings" not in modules
 
 
 def test_help_still_lists_every_command_with_its_short_help() -> None:
-    from kexp.cli import main
+    from kexp.cli.main import main
 
     shown = _python("-m", "kexp", "--help").stdout
     lines = shown.splitlines()
@@ -123,9 +125,9 @@ def test_import_kexp_is_light_and_keeps_its_public_names() -> None:
         "print('TOP', top_experiments is kexp.top_experiments, top_experiments.__module__)\n"
         "print('MISSING', [n for n in kexp.__all__ if not hasattr(kexp, n)])\n"
         "print('DIR', sorted(set(kexp.__all__) - set(dir(kexp))))\n"
-        "import kexp.validate\n"
+        "import kexp.format.validate\n"
         "print('VALIDATE', callable(kexp.validate), type(kexp.validate).__name__)\n"
-        "print('SUBMODULE', kexp.fileformat.__name__, kexp.git.__name__)\n"
+        "print('SUBMODULE', kexp.format.__name__, kexp.gitops.__name__)\n"
     )
     result = _python("-c", code)
     assert result.returncode == 0, result.stderr
@@ -135,18 +137,20 @@ def test_import_kexp_is_light_and_keeps_its_public_names() -> None:
 
     assert lines["VERSION"] == kexp.__version__
     assert isinstance(kexp.__version__, str) and "__version__" in vars(kexp)
-    assert lines["STORE"] == "kexp.store Store"
+    assert lines["STORE"] == "kexp.storage.store Store"
     assert lines["TOP"] == "True kexp"
     assert lines["MISSING"] == "[]"
     assert lines["DIR"] == "[]"
     # The function kexp.validate is not replaced by the submodule of the same name.
     assert lines["VALIDATE"] == "True function"
-    assert lines["SUBMODULE"] == "kexp.fileformat kexp.git"
+    assert lines["SUBMODULE"] == "kexp.format kexp.gitops"
 
 
 def test_lazy_names_are_the_library_objects() -> None:
     import kexp
-    from kexp import changelog, errors, model, problems, settings, store
+    from kexp.core import errors, model, problems, settings
+    from kexp.storage import history as changelog
+    from kexp.storage import store
 
     assert kexp.Store is store.Store
     assert kexp.KernelExperiment is model.KernelExperiment
@@ -159,26 +163,28 @@ def test_lazy_names_are_the_library_objects() -> None:
 
 
 def test_add_status_choices_are_the_model_statuses() -> None:
-    from kexp.commands.write import _STATUSES
-    from kexp.model import STATUSES
+    from kexp.cli.commands.write import _STATUSES
+    from kexp.core.model import STATUSES
 
     assert _STATUSES == STATUSES
 
 
 def test_the_command_table_is_the_commands_own() -> None:
-    """``kexp --help`` lists the commands from ``kexp.cli.COMMAND_TABLE`` without
+    """``kexp --help`` lists the commands from ``kexp.cli.main.COMMAND_TABLE`` without
     importing a command module: the table holds every command of the modules, with the
     first paragraph of its help (update it when a command or its help changes)."""
     import importlib
     import pkgutil
 
-    import kexp.commands
-    from kexp.cli import COMMAND_TABLE
+    import kexp.cli.commands
+    from kexp.cli.main import COMMAND_TABLE
 
     found: dict[str, tuple[str, str]] = {}
-    modules = [m.name for m in pkgutil.iter_modules(kexp.commands.__path__)]
+    modules = [m.name for m in pkgutil.iter_modules(kexp.cli.commands.__path__)]
     for module in modules:
-        for command in getattr(importlib.import_module(f"kexp.commands.{module}"), "COMMANDS", ()):
+        for command in getattr(
+            importlib.import_module(f"kexp.cli.commands.{module}"), "COMMANDS", ()
+        ):
             text = command.help or ""
             end = text.find("\n\n")
             found[command.name] = (module, " ".join((text if end < 0 else text[:end]).split()))
@@ -194,7 +200,7 @@ def test_the_listed_commands_are_what_click_lists(columns: str) -> None:
 
     import click
 
-    from kexp.cli import main, terminal_columns
+    from kexp.cli.main import main, terminal_columns
 
     environment = {"COLUMNS": columns} if columns else {}
     saved = os.environ.get("COLUMNS")

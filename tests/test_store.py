@@ -30,8 +30,8 @@ from kexp import (
     ValidationError,
     find_root,
 )
-from kexp.cache import RACY_NS
-from kexp.store import slugify
+from kexp.storage.cache import RACY_NS
+from kexp.storage.store import slugify
 
 MakeExperiment = Callable[..., KernelExperiment]
 

@@ -1,5 +1,5 @@
 """Hand-named files under ``experiments/``: one rule decides what an experiment file is
-(``<16 hex id>-<anything>.md``, :data:`kexp.validate.EXPERIMENT_NAME`), every listing
+(``<16 hex id>-<anything>.md``, :data:`kexp.format.validate.EXPERIMENT_NAME`), every listing
 applies it, and any other Markdown file there is a validation error naming the rename.
 
 Issue 28, items 2 and 3: ``<id>-Unroll_4.md`` was skipped by every command and passed
@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 from conftest import experiment_fields, git
 
 from kexp import Store
-from kexp.cli import main
-from kexp.sources import WorkingTree
+from kexp.cli.main import main
+from kexp.storage.sources import WorkingTree
 
 #: Names a person gives an experiment file by hand: each is an experiment (its slug is
 #: only text).

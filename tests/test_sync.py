@@ -20,7 +20,7 @@ from conftest import experiment_fields, git, init_repo, run_kexp
 
 import kexp
 from kexp import GitError, KexpError, Store, SyncConflictError
-from kexp.publish import sync
+from kexp.storage.sync import sync
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload([__name__])
@@ -328,6 +328,7 @@ def _run_clones(
     return roots, results
 
 
+@pytest.mark.slow  # scale: pytest -m slow (.ci/run)
 def test_eight_clones_syncing_to_one_branch_at_once_lose_nothing(tmp_path: Path) -> None:
     remote, base = make_remote(tmp_path)
     roots, results = _run_clones(tmp_path, remote, base, [None] * CLONES)
@@ -358,6 +359,7 @@ def test_eight_clones_syncing_to_one_branch_at_once_lose_nothing(tmp_path: Path)
     assert git(remote, "fsck", "--no-progress") == ""
 
 
+@pytest.mark.slow  # scale: pytest -m slow (.ci/run)
 def test_eight_clones_on_eight_branches_each_publish_their_own(tmp_path: Path) -> None:
     remote, base = make_remote(tmp_path)
     branches: list[str | None] = [f"kexp/agent-{i}" for i in range(CLONES)]

@@ -20,8 +20,8 @@ from conftest import git
 from test_sync import clone, make_remote, record, remote_ids
 
 from kexp import GitError, Store, SyncConflictError
-from kexp.cli import main
-from kexp.publish import sync
+from kexp.cli.main import main
+from kexp.storage.sync import sync
 
 HOOK_MESSAGE = "policy: experiments need a ticket number (PERF-123)"
 

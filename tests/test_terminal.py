@@ -23,7 +23,7 @@ from conftest import REPO_ROOT, run_kexp
 from reportcheck import truth
 
 from kexp import KernelExperiment, Store
-from kexp.lessons import key_insight
+from kexp.format.fileformat import key_insight
 
 MakeExperiment = Callable[..., KernelExperiment]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -200,7 +200,7 @@ def test_tables_at_80_columns_keep_kernel_names_and_summaries(command: list[str]
 
 
 def test_a_path_is_cut_from_the_left_and_the_kernel_kept() -> None:
-    from kexp.commands.common import shorten_operator
+    from kexp.cli.commands.common import shorten_operator
 
     operator = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
     assert shorten_operator(operator, 100) == operator

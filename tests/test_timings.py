@@ -24,11 +24,11 @@ from click.testing import CliRunner
 from conftest import experiment_fields
 
 from kexp import Store
-from kexp.cli import main
-from kexp.errors import MeasurementError, TimingsWarning
-from kexp.measure import record_iteration, remeasure
-from kexp.suspect import suspect_reasons
-from kexp.timings import FORMATS, profiling_info, read_timings, readers, sniff
+from kexp.cli.main import main
+from kexp.core.errors import MeasurementError, TimingsWarning
+from kexp.format.suspect import suspect_reasons
+from kexp.measure.record import record_iteration, remeasure
+from kexp.measure.timings import FORMATS, profiling_info, read_timings, readers, sniff
 
 FILES = Path(__file__).parent / "timing_files"
 
@@ -182,7 +182,7 @@ def test_a_cpu_kernel_timed_by_pytest_benchmark_is_not_a_gpu_kernel(
     """Recorded on a machine without a GPU, a wall clock timed the CPU: never flagged
     "a GPU kernel timed without device synchronisation". On a machine with a GPU kexp
     cannot tell, until the protocol says ``device: cpu``."""
-    from kexp import envinfo
+    from kexp.measure import envinfo
 
     base, cand = pytest_benchmark_files["baseline_json"], pytest_benchmark_files["candidate_json"]
     monkeypatch.setattr(envinfo, "APPLE_GPU", False)

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from kexp import Store
-from kexp.fileformat import parse
-from kexp.problems import Problem, Severity, sort_problems
-from kexp.progress import reporting
-from kexp.quickcheck import quick_fields
-from kexp.settings import DEFAULT_SETTINGS, Settings
-from kexp.validate import (
+from kexp.core.problems import Problem, Severity, sort_problems
+from kexp.core.progress import reporting
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.format.fileformat import parse
+from kexp.format.quickcheck import quick_fields
+from kexp.format.validate import (
     CheckedFile,
     FileLinks,
     check_bytes,
@@ -81,7 +81,7 @@ def _error(path: Path, at: tuple[int, int], code: str, field: str, message: str)
 def reference_check_store(
     checked: Sequence[CheckedFile], known_ids: Mapping[str, Sequence[Path]] | None = None
 ) -> list[Problem]:
-    """``kexp.validate.check_store`` as it was."""
+    """``kexp.format.validate.check_store`` as it was."""
     problems: list[Problem] = []
     by_id: dict[str, list[CheckedFile]] = {}
     for item in checked:
@@ -178,8 +178,8 @@ def reference_check_store(
 def reference_base_commit_problems(
     checked: Sequence[CheckedFile], code_repo: Path, *, strict: bool = False
 ) -> list[Problem]:
-    """``kexp.provenance.base_commit_problems`` as it was."""
-    from kexp import git as kgit
+    """``kexp.gitops.provenance.base_commit_problems`` as it was."""
+    from kexp.gitops import git as kgit
 
     values: dict[str, list[CheckedFile]] = {}
     for item in checked:
@@ -625,7 +625,7 @@ def fill(repo: Path, count: int, base: str = "") -> None:
 def test_a_large_store_split_between_two_processes_reports_the_same(
     repo: Path, store: Store, messy: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kexp.parallel import PARALLEL_MIN_FILES
+    from kexp.storage.parallel import PARALLEL_MIN_FILES
 
     fill(repo, PARALLEL_MIN_FILES + 200)
     # problems in both halves: first and last folders

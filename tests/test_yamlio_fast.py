@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kexp.yamlio import render_field, render_field_with_yaml
+from kexp.format.yamlio import render_field, render_field_with_yaml
 
 NAMES = st.sampled_from(
     ["id", "pid", "change_summary", "score", "status", "is_buggy", "operator_sig",

@@ -17,9 +17,9 @@ with an experiment.
 The figures:
 
 * **recall@5**: of the related pairs, the share whose experiment is among the first 5
-  that :func:`kexp.retrieval.similar` returns for the query;
+  that :func:`kexp.storage.retrieval.similar` returns for the query;
 * **MRR**: the mean of 1 / rank of that experiment (0 when not in the first 10);
-* **near-duplicate precision and recall**: :func:`kexp.retrieval.tried_before` (what a
+* **near-duplicate precision and recall**: :func:`kexp.storage.repeats.tried_before` (what a
   create warns with) for every diff query: a report of the pair's experiment for a
   related pair is right, every other report (another experiment, or the experiment of
   an unrelated pair) is wrong;
@@ -41,9 +41,10 @@ from typing import Any
 import yaml
 
 from kexp import KernelExperiment, Store, init_store
-from kexp.fileformat import serialize
-from kexp.retrieval import similar, tried_before
-from kexp.store import slugify
+from kexp.format.fileformat import serialize
+from kexp.storage.repeats import tried_before
+from kexp.storage.retrieval import similar
+from kexp.storage.store import slugify
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "bench"))

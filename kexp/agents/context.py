@@ -1,0 +1,734 @@
+"""What an agent reads before its next iteration, in one call: ``kexp context``.
+
+:func:`context` gives one packet, Markdown or JSON, for an operator (and optionally a
+dtype and an env, each a case-insensitive substring as in queries) and, optionally, the
+plan of the next iteration (``text``) or its diff. Sections, in this order:
+
+1. **Tried before**: with a diff, the experiments whose code change is the same or a
+   near-duplicate (:func:`kexp.storage.repeats.tried_before`'s measure), with their outcome.
+2. **Current best** for operator × dtype × env: the best *tip*, as ``kexp top`` ranks
+   it (the best cumulative score, the speedup over the operator's reference; buggy,
+   pending and controls left out) and **the path to it**: from the root, each step with
+   its score and the cumulative score it reaches: the code to build on.
+3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
+   remeasure or move on) and **related successes** on the operator: most related to the
+   plan first (:mod:`kexp.storage.retrieval`), else those of the same dtype and env first, then
+   the newest failures and the best successes; each with its summary, score (and
+   interval), outcome and key insight.
+4. **Do not repeat**: the other changes already tried on operator × dtype × env (an
+   experiment listed above is not listed again), grouped by what was changed (the
+   summary before `` - ``), with how often and how each ended.
+5. **Not tried yet**: the dtypes and envs of the store never tried or never improved on
+   this operator, and the configurations (of ``results``) no experiment improved.
+6. **Left out**: how many entries of each section did not fit, and where to read them.
+
+Controls (tag ``control``, A/A runs) are listed nowhere: the newest one here is the
+measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.839,
+1.287]").
+
+The packet never exceeds its budget of tokens, counted as the characters of the
+rendered text divided by :data:`CHARS_PER_TOKEN`, rounded up (a common rule of thumb
+for English and code; an exact count depends on the model's tokenizer). Entries are
+kept in order of importance (the tried-before list, the best, its parent and the
+lineage's root, the three most related failures and successes, ...) while the whole,
+with its "left out" note, fits. The same files and arguments give the same bytes:
+every order has a tie-break, nothing depends on the clock or on the cache's history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.campaign import Derivation, Derived, describe_control, latest_control
+from kexp.core.errors import KexpError
+from kexp.storage.doctext import score_interval
+from kexp.storage.query import chronological
+from kexp.storage.query import rank as ranked
+from kexp.storage.repeats import repeats_in
+from kexp.storage.retrieval import Search, asked, searching
+
+if TYPE_CHECKING:
+    from kexp.storage.dedupe import Repeat
+    from kexp.storage.rows import Row
+    from kexp.storage.store import Store
+
+#: Characters per token of the budget.
+CHARS_PER_TOKEN = 4
+#: The default budget, in tokens.
+DEFAULT_BUDGET = 4000
+#: Output formats of :func:`context`.
+FORMATS = ("markdown", "json")
+#: How many entries of each section are considered at most (the budget keeps fewer).
+SECTION_LIMITS = {
+    "tried_before": 5,
+    "lineage": 60,
+    "failures": 15,
+    "marginal": 10,
+    "successes": 15,
+    "do_not_repeat": 20,
+    "not_tried": 24,
+}
+#: Sections in the order they are printed, with their Markdown headings.
+SECTIONS = {
+    "tried_before": "Tried before (your diff)",
+    "best": "Current best",
+    "lineage": "Path to the best (root first; each step's score → cumulative)",
+    "failures": "Related failures",
+    "marginal": "Within noise: remeasure or move on",
+    "successes": "Related successes",
+    "do_not_repeat": "Do not repeat (already tried here)",
+    "not_tried": "Not tried yet, or never improved, on this operator",
+}
+#: A key insight (or summary) longer than this is cut, ending in "…".
+MAX_TEXT_CHARS = 240
+_FAILURES = frozenset({"buggy", "regression", "interference"})
+
+
+def count_tokens(text: str) -> int:
+    """The tokens ``text`` counts for in a budget: ⌈characters / 4⌉."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One entry of a section: its Markdown lines and its JSON data."""
+
+    section: str
+    #: Importance: lower is kept first.
+    priority: tuple[int, int]
+    #: Position within the section, as printed.
+    order: tuple[Any, ...]
+    lines: tuple[str, ...]
+    data: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Packet:
+    """The rendered context (``text``), what it holds (``data``) and its size."""
+
+    text: str
+    data: dict[str, Any]
+    tokens: int
+    budget: int
+    #: Entries of each section that did not fit.
+    left_out: dict[str, int]
+
+
+def context(
+    store: Store,
+    *,
+    operator: str,
+    dtype: str | None = None,
+    env: str | None = None,
+    text: str | None = None,
+    diff: str | None = None,
+    budget: int = DEFAULT_BUDGET,
+    output: str = "markdown",
+) -> Packet:
+    """The context packet for the next iteration on ``operator`` (see the module
+    documentation): deterministic, at most ``budget`` tokens, Markdown or JSON."""
+    if output not in FORMATS:
+        raise KexpError(f"unknown format {output!r}; formats are: {', '.join(FORMATS)}")
+    if not operator or not operator.strip():
+        raise KexpError("give the operator (a substring of operator_sig, as for kexp top)")
+    if budget <= 0:
+        raise KexpError(f"the budget must be a positive number of tokens, not {budget}")
+
+    def gather() -> tuple[dict[str, Any], list[Entry]]:
+        with searching(store) as search:
+            return _gather(search, store, operator, dtype, env, text or "", diff or "")
+
+    header, entries = asked(store, gather)
+    return _fit(header, entries, budget, output)
+
+
+# --- gathering ---------------------------------------------------------------------------
+
+
+def _gather(
+    search: Search,
+    store: Store,
+    operator: str,
+    dtype: str | None,
+    env: str | None,
+    plan: str,
+    diff: str,
+) -> tuple[dict[str, Any], list[Entry]]:
+    settings = store.settings
+    # What is derived of every experiment (outcome, cumulative score, control), from the
+    # whole store, as every query derives it: a cumulative score depends on ancestors on
+    # any operator.
+    derivation = search.derivation
+    # The operator's experiments, as every query reads them.
+    wanted = operator.lower()
+    everything_here = chronological(
+        row for row in search.rows if wanted in row.operator_sig.lower()
+    )
+    controls = [d for d in everything_here if derivation.of(d).control]
+    on_operator = [d for d in everything_here if not derivation.of(d).control]
+    here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    here_paths = {d.path for d in here}
+    outcomes = {d.path: derivation.of(d).outcome for d in on_operator}
+    entries: list[Entry] = []
+
+    repeats = repeats_in(search, store, diff) if diff else []
+    for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
+        entries.append(_repeat_entry(repeat, rank))
+
+    measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
+    best = _best(measured, derivation)
+    on_lineage: set[str] = set()
+    if best is not None:
+        entries.append(
+            _experiment_entry(
+                "best",
+                best,
+                search.insight(best),
+                outcomes[best.path],
+                (2, 0),
+                (0,),
+                dtype,
+                env,
+                derivation.of(best),
+            )
+        )
+        chain = _lineage(search, best)
+        on_lineage = {d.path for d in chain}
+        entries += _lineage_entries(chain, derivation)
+
+    relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
+    others = [d for d in on_operator if d.path not in on_lineage]
+    failures = [d for d in others if outcomes[d.path] in _FAILURES]
+    marginal = [d for d in others if outcomes[d.path] == "marginal"]
+    successes = [d for d in others if outcomes[d.path] == "improvement"]
+
+    def closeness(doc: Row) -> tuple[float, bool]:
+        return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)
+
+    # Stable sorts, the least significant key first.
+    failures.sort(key=lambda d: (d.id, d.path))
+    failures.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    failures.sort(key=closeness)
+    marginal.sort(key=lambda d: (d.id, d.path))
+    marginal.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    marginal.sort(key=closeness)
+    successes.sort(key=lambda d: (-d.score, d.id, d.path))
+    successes.sort(key=closeness)
+    chosen = {
+        name: found[: SECTION_LIMITS[name]]
+        for name, found in (
+            ("failures", failures),
+            ("marginal", marginal),
+            ("successes", successes),
+        )
+    }
+    search.insights(d for found in chosen.values() for d in found)
+    for name, found in chosen.items():
+        for rank, row in enumerate(found):
+            tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
+            entries.append(
+                _experiment_entry(
+                    name,
+                    row,
+                    search.insight(row),
+                    outcomes[row.path],
+                    (tier, rank),
+                    (rank,),
+                    dtype,
+                    env,
+                    derivation.of(row),
+                )
+            )
+
+    # Each experiment once: what is listed above is not repeated in "do not repeat".
+    listed = on_lineage | {d.path for found in chosen.values() for d in found}
+    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance)
+    configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
+    results = [_speedups(d) for d in configs]
+    entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
+
+    controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    floor = latest_control(controls_here)
+    header = {
+        "operator": operator,
+        "dtype": dtype,
+        "env": env,
+        "plan": plan or None,
+        "diff_lines": _changed_lines(diff) if diff else None,
+        "experiments_on_operator": len(on_operator),
+        "experiments_here": len(here),
+        "improved_here": sum(1 for d in here if outcomes[d.path] == "improvement"),
+        "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
+        "failures_here": sum(1 for d in here if outcomes[d.path] in _FAILURES),
+        "pending_here": sum(1 for d in here if outcomes[d.path] == "pending"),
+        "noise_floor": None
+        if floor is None
+        else {
+            "id": floor.id,
+            "score": floor.score,
+            "score_ci": list(floor.score_ci) or None,
+            "text": describe_control(floor),
+        },
+    }
+    return header, entries
+
+
+def _holds(value: str, wanted: str | None) -> bool:
+    return wanted is None or wanted.lower() in value.lower()
+
+
+def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
+    """(config, speedup) of every entry of ``results`` that has both."""
+    return tuple(
+        (str(r["config"]), float(r["speedup"]))
+        for r in row.results
+        if isinstance(r, dict)
+        and "config" in r
+        and isinstance(r.get("speedup"), (int, float))
+        and not isinstance(r.get("speedup"), bool)
+    )
+
+
+def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
+    """The best tip (the best cumulative score), as ``kexp top`` ranks
+    (:func:`kexp.storage.query.rank`)."""
+    found = ranked(docs, by="cumulative", derivation=derivation, limit=1)
+    return found[0] if found else None
+
+
+def _moment(created_at: str) -> str:
+    """A key sorting ISO 8601 UTC timestamps in time order (fractions padded)."""
+    stamp = created_at.rstrip("Z")
+    whole, _, fraction = stamp.partition(".")
+    return f"{whole}.{fraction.ljust(9, '0')}"
+
+
+def _lineage(search: Search, best: Row) -> list[Row]:
+    """The path from the root to ``best`` (root first; stops at a cycle or a parent
+    that is not in the store)."""
+    by_id = search.derivation.records()  # in path order: the first file of an id
+    chain = [best]
+    seen = {best.id}
+    current = best
+    while current.pid and current.pid not in seen:
+        parent = by_id.get(current.pid)
+        if parent is None:
+            break
+        chain.append(parent)
+        seen.add(parent.id)
+        current = parent
+    chain.reverse()
+    return chain
+
+
+def _lineage_entries(chain: list[Row], derivation: Derivation) -> list[Entry]:
+    entries = []
+    last = len(chain) - 1
+    for position, doc in enumerate(chain):
+        derived = derivation.of(doc)
+        cumulative = derived.cumulative_score
+        over = "reference" if position == 0 or derived.steps == 1 else "parent"
+        reached = "-" if cumulative is None else f"{cumulative:.4f}x"
+        if position == last and position:  # the best, shown whole above
+            line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
+        else:
+            line = (
+                f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
+                f"{_cut(doc.change_summary)}"
+            )
+        # The best's parent and the root first, then the steps nearest the best.
+        distance = last - position
+        if position == 0:
+            priority = (3, 0)
+        elif distance == 1:
+            priority = (3, 1)
+        elif distance == 0:
+            priority = (2, 1)
+        else:
+            priority = (7, distance)
+        entries.append(
+            Entry(
+                "lineage",
+                priority,
+                (position,),
+                (line,),
+                {
+                    "step": position + 1,
+                    "id": doc.id,
+                    "score": doc.score,
+                    "measured_against": over,
+                    "cumulative_score": cumulative,
+                    "outcome": derived.outcome,
+                    "change_summary": doc.change_summary,
+                },
+            )
+        )
+    limit = SECTION_LIMITS["lineage"]
+    return entries if len(entries) <= limit else [entries[0], *entries[-(limit - 1) :]]
+
+
+def _relevance(search: Search, plan: str, diff: str, operator: str) -> dict[str, float]:
+    found = search.rank(text=plan, code_change=diff, operator=operator, limit=1000)
+    return {match.path: match.relevance for match in found}
+
+
+def _experiment_entry(
+    section: str,
+    doc: Row,
+    insight: str,
+    outcome: str,
+    priority: tuple[int, int],
+    order: tuple[Any, ...],
+    dtype: str | None,
+    env: str | None,
+    derived: Derived,
+) -> Entry:
+    interval = score_interval(doc)
+    score = f"{doc.score:.4f}x"
+    if interval is not None:
+        score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    cumulative = derived.cumulative_score
+    if section == "best" and cumulative is not None and derived.steps > 1:
+        # The best tip: its speedup over the reference first, then its own step.
+        reached = f"{cumulative:.4f}x"
+        if derived.cumulative_ci is not None:
+            low, high = derived.cumulative_ci
+            reached += f" [{low:.4f}, {high:.4f}]"
+        score = f"{reached} over the reference (this step {score})"
+    where = []
+    if not _holds(doc.dtype_sig, dtype) or dtype is None:
+        where.append(doc.dtype_sig)
+    if not _holds(doc.env, env) or env is None:
+        where.append(doc.env)
+    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
+    lines = [f"- {_short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
+    if insight:
+        lines.append(f"  insight: {_cut(insight)}")
+    data: dict[str, Any] = {
+        "id": doc.id,
+        "score": doc.score,
+        "outcome": outcome,
+        "change_summary": doc.change_summary,
+    }
+    if interval is not None:
+        data["score_ci"] = list(interval)
+    data["cumulative_score"] = cumulative
+    if derived.cumulative_ci is not None:
+        data["cumulative_ci"] = list(derived.cumulative_ci)
+    if insight:
+        data["key_insight"] = insight
+    data["dtype_sig"] = doc.dtype_sig
+    data["env"] = doc.env
+    return Entry(section, priority, order, tuple(lines), data)
+
+
+def _repeat_entry(repeat: Repeat, rank: int) -> Entry:
+    kind = (
+        "same change" if repeat.identical else f"near-duplicate, similarity {repeat.similarity:.2f}"
+    )
+    line = (
+        f"- {_short(repeat.id)} {repeat.score:.4f}x {repeat.outcome} ({kind}) — "
+        f"{_cut(repeat.change_summary)}"
+    )
+    data = {
+        "id": repeat.id,
+        "score": repeat.score,
+        "outcome": repeat.outcome,
+        "identical": repeat.identical,
+        "similarity": repeat.similarity,
+        "change_summary": repeat.change_summary,
+    }
+    return Entry("tried_before", (1, rank), (rank,), (line,), data)
+
+
+def _what(summary: str) -> str:
+    """What an experiment changed: its summary before `` - `` (the result)."""
+    return summary.split(" - ", 1)[0].strip().rstrip(".,;:")
+
+
+def _do_not_repeat(
+    here: list[Row], outcomes: dict[str, str], relevance: dict[str, float]
+) -> list[Entry]:
+    groups: dict[str, list[Row]] = {}
+    for doc in here:
+        if outcomes[doc.path] == "pending":
+            continue
+        groups.setdefault(" ".join(_what(doc.change_summary).lower().split()), []).append(doc)
+    ranked = []
+    for key, docs in groups.items():
+        improved = any(outcomes[d.path] == "improvement" for d in docs)
+        closest = max((relevance.get(d.path, 0.0) for d in docs), default=0.0)
+        ranked.append((-closest, improved, -len(docs), key, docs))
+    ranked.sort(key=lambda item: item[:4])
+    entries = []
+    for rank, (_, _, _, _, docs) in enumerate(ranked[: SECTION_LIMITS["do_not_repeat"]]):
+        docs = sorted(docs, key=lambda d: (d.id, d.path))
+        docs.sort(key=lambda d: _moment(d.created_at), reverse=True)
+        counts: dict[str, int] = {}
+        for doc in docs:
+            counts[outcomes[doc.path]] = counts.get(outcomes[doc.path], 0) + 1
+        tally = ", ".join(
+            f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))
+        )
+        measured = [d.score for d in docs if outcomes[d.path] != "buggy"]
+        best = f"best {max(measured):.4f}x; " if measured else ""
+        ids = ", ".join(_short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
+        what = _what(docs[0].change_summary)
+        line = f"- {_cut(what)} — {tally} ({best}{ids})"
+        data = {
+            "change": what,
+            "tried": len(docs),
+            "outcomes": dict(sorted(counts.items())),
+            "best_score": max(measured) if measured else None,
+            "ids": [d.id for d in docs],
+        }
+        entries.append(Entry("do_not_repeat", (5 if rank < 5 else 9, rank), (rank,), (line,), data))
+    return entries
+
+
+def _not_tried(
+    search: Search,
+    on_operator: list[Row],
+    outcomes: dict[str, str],
+    results: list[tuple[tuple[str, float], ...]],
+    dtype: str | None,
+    env: str | None,
+    settings: Any,
+) -> list[Entry]:
+    entries: list[Entry] = []
+    rank = 0
+    for column, wanted_other, label in (("dtype_sig", env, "dtype"), ("env", dtype, "env")):
+        # Tried on the operator (with the other of dtype and env, when given).
+        tried: dict[str, list[Row]] = {}
+        other = None if wanted_other is None else wanted_other.lower()
+        for doc in on_operator:
+            if column == "dtype_sig":
+                value, against = doc.dtype_sig, doc.env
+            else:
+                value, against = doc.env, doc.dtype_sig
+            if other is None or other in against.lower():
+                tried.setdefault(value.lower(), []).append(doc)
+        for value, shown, _ in _distinct(search.rows, column)[:40]:
+            found = tried.get(value, [])
+            if any(outcomes[d.path] == "improvement" for d in found):
+                continue
+            measured = [d.score for d in found if outcomes[d.path] not in ("pending", "buggy")]
+            if found:
+                best = f"best {max(measured):.4f}x" if measured else "nothing measured"
+                status = f"tried {len(found)}×, no improvement ({best})"
+            else:
+                status = "never tried"
+            entries.append(
+                Entry(
+                    "not_tried",
+                    (6 if rank < 6 else 9, rank),
+                    (0 if label == "dtype" else 1, len(found) > 0, value),
+                    (f"- {label} {_cut(shown)}: {status}",),
+                    {
+                        "kind": label,
+                        "value": shown,
+                        "tried": len(found),
+                        "best_score": max(measured) if measured else None,
+                    },
+                )
+            )
+            rank += 1
+    configs: dict[str, list[float]] = {}
+    for pairs in results:
+        for config, speedup in pairs:
+            configs.setdefault(config, []).append(speedup)
+    for config in sorted(configs):
+        speedups = configs[config]
+        if max(speedups) > settings.improvement_above:
+            continue
+        entries.append(
+            Entry(
+                "not_tried",
+                (6 if rank < 6 else 9, rank),
+                (2, False, config),
+                (
+                    f"- configuration {config}: never improved "
+                    f"(best {max(speedups):.4f}x over {len(speedups)} measurements)",
+                ),
+                {
+                    "kind": "configuration",
+                    "value": config,
+                    "tried": len(speedups),
+                    "best_score": max(speedups),
+                },
+            )
+        )
+        rank += 1
+    return entries[: SECTION_LIMITS["not_tried"]]
+
+
+def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
+    """(lowercased value, its most common spelling, how many experiments) of
+    ``dtype_sig`` or ``env`` over the whole store, most common first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        spelling = getattr(row, column)
+        counts[spelling] = counts.get(spelling, 0) + 1
+    totals: dict[str, int] = {}
+    spellings: dict[str, tuple[int, str]] = {}
+    for spelling, count in counts.items():
+        key = spelling.lower()
+        totals[key] = totals.get(key, 0) + count
+        best = spellings.get(key)
+        if best is None or (-count, spelling) < (-best[0], best[1]):
+            spellings[key] = (count, spelling)
+    return sorted(
+        ((key, spellings[key][1], total) for key, total in totals.items() if total),
+        key=lambda item: (-item[2], item[0]),
+    )
+
+
+def _changed_lines(diff: str) -> int:
+    return sum(
+        1
+        for line in diff.splitlines()
+        if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- "))
+    )
+
+
+def _short(exp_id: str) -> str:
+    return exp_id[:10]
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
+# --- fitting the budget ----------------------------------------------------------------
+
+
+def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str) -> Packet:
+    """Keep entries in order of importance while the rendered whole fits the budget."""
+    everything = {name: 0 for name in SECTIONS}
+    for entry in entries:
+        everything[entry.section] += 1
+    kept: list[Entry] = []
+    text = _render(header, kept, everything, budget, output)
+    if count_tokens(text) > budget:
+        # The smallest budget the heading fits (the heading names the budget: grow it
+        # until its own digits fit too).
+        smallest = count_tokens(text)
+        while count_tokens(_render(header, kept, everything, smallest, output)) > smallest:
+            smallest = count_tokens(_render(header, kept, everything, smallest, output))
+        raise KexpError(
+            f"a budget of {budget} tokens is too small: the packet's heading alone takes "
+            f"{count_tokens(text)} (characters / {CHARS_PER_TOKEN}); give --budget "
+            f"{smallest} or more (each entry kept takes more)"
+        )
+    for entry in sorted(
+        entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)
+    ):
+        trial = [*kept, entry]
+        left = _left_out(everything, trial)
+        if count_tokens(_render(header, trial, left, budget, output)) <= budget:
+            kept = trial
+    left = _left_out(everything, kept)
+    text = _render(header, kept, left, budget, output)
+    data = _data(header, kept, left, budget)
+    return Packet(text, data, count_tokens(text), budget, {k: v for k, v in left.items() if v})
+
+
+def _left_out(everything: dict[str, int], kept: list[Entry]) -> dict[str, int]:
+    left = dict(everything)
+    for entry in kept:
+        left[entry.section] -= 1
+    return left
+
+
+def _by_section(kept: list[Entry]) -> dict[str, list[Entry]]:
+    sections: dict[str, list[Entry]] = {name: [] for name in SECTIONS}
+    for entry in kept:
+        sections[entry.section].append(entry)
+    for found in sections.values():
+        found.sort(key=lambda e: e.order)
+    return sections
+
+
+def _data(
+    header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int
+) -> dict[str, Any]:
+    sections = _by_section(kept)
+    data: dict[str, Any] = {"context": {k: v for k, v in header.items() if v is not None}}
+    data["budget_tokens"] = budget
+    for name, found in sections.items():
+        if name == "best":
+            data[name] = found[0].data if found else None
+        else:
+            data[name] = [entry.data for entry in found]
+    data["left_out"] = {name: n for name, n in left.items() if n}
+    return data
+
+
+def _render(
+    header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int, output: str
+) -> str:
+    if output == "json":
+        return json.dumps(_data(header, kept, left, budget), ensure_ascii=False, indent=1) + "\n"
+    return _markdown(header, kept, left, budget)
+
+
+_NAMES = {
+    "tried_before": "tried-before entries",
+    "best": "best",
+    "lineage": "lineage steps",
+    "failures": "related failures",
+    "marginal": "within-noise entries",
+    "successes": "related successes",
+    "do_not_repeat": "do-not-repeat entries",
+    "not_tried": "not-tried entries",
+}
+
+
+def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int) -> str:
+    where = " × ".join(
+        [header["operator"], header["dtype"] or "any dtype", header["env"] or "any env"]
+    )
+    lines = [f"# kexp context: {_cut(where)}", ""]
+    summary = (
+        f"{header['experiments_on_operator']} experiment(s) on this operator; "
+        f"{header['experiments_here']} of them here: {header['improved_here']} improved, "
+        f"{header['within_noise_here']} within noise, {header['failures_here']} failed"
+        + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
+    )
+    if header.get("noise_floor"):
+        summary += f"\n{header['noise_floor']['text']}."
+    if header.get("plan"):
+        summary += f" Plan: {_cut(header['plan'])!r}."
+    if header.get("diff_lines") is not None:
+        summary += f" Diff: {header['diff_lines']} changed line(s)."
+    lines.append(summary)
+    lines.append(f"Budget: {budget} tokens (characters / {CHARS_PER_TOKEN}).")
+    sections = _by_section(kept)
+    for name, heading in SECTIONS.items():
+        found = sections[name]
+        if not found and not (name == "best" and header["experiments_here"]):
+            continue
+        lines += ["", f"## {heading}"]
+        if name == "best" and not found:
+            lines.append("(nothing measured here yet: every experiment is buggy or pending)")
+        previous: int | None = None
+        for entry in found:
+            if name == "lineage":
+                step = entry.order[0]
+                if previous is not None and step > previous + 1:
+                    lines.append(f"   … {step - previous - 1} step(s)")
+                previous = step
+            lines.extend(entry.lines)
+    gone = {name: n for name, n in left.items() if n}
+    if gone:
+        lines += ["", "## Left out (budget)"]
+        lines.append("- " + ", ".join(f"{n} {_NAMES[name]}" for name, n in gone.items()))
+        lines.append(
+            "- read more: kexp similar --text PLAN; kexp lessons --operator OP; kexp tree ID"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,124 @@
+"""Lessons: the failures worth learning from, grouped by kind, each with its key insight.
+
+The Python twin of ``kexp lessons`` is :func:`lesson_report` (:func:`lessons`: the
+groups alone). Groups, in this order: ``buggy`` (crashed or wrong results),
+``regression`` (slower), ``marginal`` (within noise: inside the thresholds, or its 95 %
+interval holds 1), ``interference`` (a combination whose cumulative score is below the
+best of those it combines). Controls (tag ``control``, A/A runs) are no lessons: the
+newest of each env is its measured noise floor (:func:`noise_floors`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.campaign import describe_control, is_control, latest_control
+from kexp.core.model import KernelExperiment
+from kexp.format.fileformat import key_insight
+
+if TYPE_CHECKING:
+    from kexp.storage.view import StoreView
+
+#: The groups of :func:`lessons`, in display order.
+LESSON_GROUPS = ("buggy", "regression", "marginal", "interference")
+
+
+@dataclasses.dataclass(frozen=True)
+class Lesson:
+    """One failed experiment: what was tried and what it taught."""
+
+    id: str
+    outcome: str
+    score: float
+    change_summary: str
+    key_insight: str
+    operator_sig: str
+    dtype_sig: str
+    #: The score's 95 % interval (empty when it has none): a ``marginal`` lesson with
+    #: one is "within noise".
+    score_ci: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return dataclasses.asdict(self)
+
+
+def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Lesson]]:
+    """Group experiments into :data:`LESSON_GROUPS` (each key present, maybe empty).
+
+    Improvements, pending experiments and controls are not lessons and are left out.
+    """
+    groups: dict[str, list[Lesson]] = {name: [] for name in LESSON_GROUPS}
+    for exp in experiments:
+        if is_control(exp):
+            continue
+        outcome = exp.outcome
+        if outcome in groups:
+            groups[outcome].append(
+                Lesson(
+                    id=exp.id,
+                    outcome=outcome,
+                    score=float(exp.score),
+                    change_summary=exp.change_summary,
+                    key_insight=key_insight(exp.detailed_description),
+                    operator_sig=exp.operator_sig,
+                    dtype_sig=exp.dtype_sig,
+                    score_ci=tuple(exp.score_ci),
+                )
+            )
+    return groups
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseFloor:
+    """The newest control (an A/A run: the same code on both sides) of one env: how far
+    a score moves when nothing changed."""
+
+    env: str
+    id: str
+    score: float
+    score_ci: tuple[float, ...] = ()
+
+    def describe(self) -> str:
+        """``A/A on this env: 1.039 [0.839, 1.287]``."""
+        return describe_control(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {**dataclasses.asdict(self), "score_ci": list(self.score_ci)}
+
+
+def noise_floors(experiments: Iterable[KernelExperiment]) -> list[NoiseFloor]:
+    """The newest measured control of each env among ``experiments``, by env."""
+    by_env: dict[str, list[KernelExperiment]] = {}
+    for exp in experiments:
+        if is_control(exp):
+            by_env.setdefault(exp.env, []).append(exp)
+    floors = []
+    for env in sorted(by_env):
+        found = latest_control(by_env[env])
+        if found is not None:
+            floors.append(NoiseFloor(env, found.id, float(found.score), tuple(found.score_ci)))
+    return floors
+
+
+@dataclasses.dataclass(frozen=True)
+class LessonReport:
+    """What ``kexp lessons`` prints: the lessons by group and each env's noise floor."""
+
+    groups: dict[str, list[Lesson]]
+    noise_floors: list[NoiseFloor]
+
+
+def lesson_report(store: StoreView, **filters: Any) -> LessonReport:
+    """The lessons of the experiments in ``store`` matching ``filters`` (oldest first),
+    and the noise floor of each env (its newest control)."""
+    found = store.list_experiments(**filters)
+    return LessonReport(group_lessons(found), noise_floors(found))
+
+
+def lessons(store: StoreView, **filters: Any) -> dict[str, list[Lesson]]:
+    """The lessons of the experiments in ``store`` matching ``filters``, oldest first."""
+    return lesson_report(store, **filters).groups

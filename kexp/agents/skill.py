@@ -1,0 +1,178 @@
+"""The agent skill ``kernel-exp-history``: where it lives and how to install it; and
+the client configuration that starts ``kexp mcp``.
+
+The Python twin of ``kexp skill install [--claude | --cursor | --dir DIR]`` is
+:func:`install_skill`. It copies the skill folder (``SKILL.md`` and ``references/``)
+into ``.claude/skills/`` or ``.cursor/skills/`` of the project (the git repository
+holding the working directory, else the working directory), or into any skills folder.
+Installing again replaces the skill's files with this version's; other files there are
+left alone.
+
+With ``--mcp``, :func:`install_mcp_config` adds the ``kexp`` server to the client's
+project configuration, ``.mcp.json`` (Claude Code) or ``.cursor/mcp.json`` (Cursor):
+merged into the file (other servers and keys kept), replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kexp.core.errors import KexpError
+from kexp.storage import atomic
+
+#: The skill's name: its folder name and the ``name`` in its front-matter.
+SKILL_NAME = "kernel-exp-history"
+#: Where each agent looks for project skills, relative to the project.
+TARGETS = {"claude": Path(".claude") / "skills", "cursor": Path(".cursor") / "skills"}
+
+_PACKAGED = Path(__file__).parent.parent / "_data" / "skill" / SKILL_NAME
+_SOURCE_TREE = Path(__file__).parents[2] / "skill" / SKILL_NAME
+
+
+def skill_source() -> Path:
+    """The skill folder shipped with kexp (packaged, or the source tree when editable)."""
+    for folder in (_PACKAGED, _SOURCE_TREE):
+        if (folder / "SKILL.md").is_file():
+            return folder
+    raise KexpError(
+        f"the {SKILL_NAME} skill is missing from this kexp installation "
+        f"(looked in {_PACKAGED} and {_SOURCE_TREE}); reinstall kexp"
+    )
+
+
+def skill_files() -> list[Path]:
+    """The skill's files, relative to its folder (caches and hidden files left out)."""
+    source = skill_source()
+    return sorted(
+        path.relative_to(source)
+        for path in source.rglob("*")
+        if path.is_file()
+        and not any(
+            part.startswith(".") or part == "__pycache__" for part in path.relative_to(source).parts
+        )
+    )
+
+
+def project_root(start: Path | str | None = None) -> Path:
+    """The top of the git repository holding ``start`` (default: the working
+    directory), else ``start`` itself."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def skill_destination(
+    target: str = "claude",
+    *,
+    directory: Path | str | None = None,
+    project: Path | str | None = None,
+) -> Path:
+    """Where :func:`install_skill` puts the skill folder.
+
+    ``directory`` (a skills folder) wins; otherwise ``target`` (``claude`` or
+    ``cursor``) under the project root (see :func:`project_root`).
+    """
+    if directory is not None:
+        return Path(directory) / SKILL_NAME
+    if target not in TARGETS:
+        raise KexpError(f"unknown skill target {target!r}: use {', '.join(TARGETS)} or a directory")
+    return project_root(project) / TARGETS[target] / SKILL_NAME
+
+
+def install_skill(
+    target: str = "claude",
+    *,
+    directory: Path | str | None = None,
+    project: Path | str | None = None,
+) -> list[Path]:
+    """Copy the skill into an agent's skills folder; returns the files written.
+
+    ``target`` is ``claude`` (``.claude/skills/``) or ``cursor`` (``.cursor/skills/``)
+    of the project; ``directory`` installs into that skills folder instead. Each file
+    is replaced atomically.
+    """
+    source = skill_source()
+    destination = skill_destination(target, directory=directory, project=project)
+    written: list[Path] = []
+    try:
+        for relative in skill_files():
+            path = destination / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.replace(path, (source / relative).read_bytes())
+            written.append(path)
+    except OSError as exc:
+        raise KexpError(
+            f"cannot install the skill into {destination}: {exc.strerror or exc}"
+        ) from None
+    return written
+
+
+#: Where each client reads a project's MCP servers, relative to the project.
+MCP_CONFIGS = {"claude": Path(".mcp.json"), "cursor": Path(".cursor") / "mcp.json"}
+#: The name of kexp's server in a client's configuration.
+MCP_SERVER_NAME = "kexp"
+
+
+def mcp_server_entry(
+    target: str = "claude", *, project: Path | str | None = None, store: Path | str | None = None
+) -> dict[str, Any]:
+    """The ``mcpServers`` entry that runs ``kexp mcp`` for ``target``'s client.
+
+    Claude Code starts a project's servers in the project folder, so a store in a
+    folder below it is named with ``--root`` (relative); Cursor's working directory is
+    its own, so the store is named by ``KEXP_ROOT`` from ``${workspaceFolder}``. A store
+    outside the project is named by its absolute path; without a store (None) the
+    server finds one where it runs.
+    """
+    if target not in MCP_CONFIGS:
+        raise KexpError(f"unknown client {target!r}: use {', '.join(MCP_CONFIGS)}")
+    entry: dict[str, Any] = {"command": "kexp", "args": ["mcp"]}
+    top = project_root(project)
+    where: str | None = None
+    if store is not None:
+        folder = Path(store).resolve()
+        where = folder.relative_to(top).as_posix() if folder.is_relative_to(top) else str(folder)
+    if target == "claude":
+        if where not in (None, "."):
+            entry["args"] += ["--root", where]
+    else:
+        inside = where is not None and not os.path.isabs(where)
+        root = "${workspaceFolder}" + (f"/{where}" if inside and where != "." else "")
+        entry["env"] = {"KEXP_ROOT": root if where is None or inside else where}
+    return entry
+
+
+def install_mcp_config(
+    target: str = "claude", *, project: Path | str | None = None, store: Path | str | None = None
+) -> Path:
+    """Add (or replace) the ``kexp`` server in ``target``'s project configuration
+    (:data:`MCP_CONFIGS`), keeping every other server and key; returns the file.
+
+    A file that is not a JSON object (or whose ``mcpServers`` is not one) is an error,
+    and nothing is written.
+    """
+    entry = mcp_server_entry(target, project=project, store=store)
+    path = project_root(project) / MCP_CONFIGS[target]
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig") or "{}")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise KexpError(f"cannot read {path} as JSON ({exc}): fix or move it first") from None
+        if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+            raise KexpError(
+                f'{path} is not a client configuration ({{"mcpServers": {{...}}}}): '
+                "fix or move it first"
+            )
+    data.setdefault("mcpServers", {})[MCP_SERVER_NAME] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.replace(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise KexpError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,748 @@
+"""Read commands: top, list, show, tree, log, export (lessons and stats:
+:mod:`kexp.cli.commands.summaries`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kexp.cli.commands.common import (
+    OUTCOME_STYLES,
+    SUSPECT_LABEL,
+    cell,
+    clean,
+    complete_ids,
+    echo_json,
+    echo_raw,
+    emit_experiments,
+    field_list,
+    filter_options,
+    filters_from,
+    get_store,
+    needs_bodies,
+    one_line,
+    paged_output,
+    progress,
+    read_options,
+    refs_options,
+    rev_option,
+    stdout_is_terminal,
+    styler,
+    suspect_reasons,
+    terminal_width,
+    truncate,
+    where_found,
+)
+
+if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
+    from kexp.storage.lineage import TreeNode
+    from kexp.storage.store import Store
+
+
+def _sorted(
+    experiments: list[KernelExperiment], sort: str | None, reverse: bool
+) -> list[KernelExperiment]:
+    if not sort:
+        return list(reversed(experiments)) if reverse else experiments
+    from kexp.core.errors import KexpError
+    from kexp.output.export import sort_experiments
+
+    try:
+        return sort_experiments(experiments, sort, descending=reverse)
+    except KexpError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sort") from None
+
+
+_SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
+
+
+@click.command()
+@click.option(
+    "-n",
+    "--limit",
+    type=int,
+    help="How many experiments (default: the setting top_default, 20 unless kexp.toml "
+    "says otherwise).",
+)
+@click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
+@click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
+@filter_options
+@refs_options
+@click.option(
+    "--by",
+    type=click.Choice(["cumulative", "score", "low"]),
+    default="cumulative",
+    show_default=True,
+    help="Rank by the cumulative score (the speedup over the operator's reference: the "
+    "product of the steps along the lineage), by the score itself (one step when "
+    "measured against the parent), or by the low end of the cumulative score's 95% "
+    "interval (a robust 'at least this fast').",
+)
+@click.option("--sort", help=_SORT_HELP + " Default: the ranking, best first.")
+@click.option("--reverse", is_flag=True, help="Reverse the order.")
+@read_options
+@click.pass_context
+@paged_output
+def top(
+    ctx: click.Context,
+    /,
+    limit: int | None,
+    include_buggy: bool,
+    include_pending: bool,
+    by: str,
+    sort: str | None,
+    reverse: bool,
+    as_json: bool,
+    output_format: str,
+    fields: str | None,
+    brief: bool,
+    front_matter: bool,
+    full: bool,
+    **params: Any,
+) -> None:
+    """The best tips: experiments by cumulative score, the speedup over the reference.
+
+    Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE
+    is the product of the steps along the lineage back to the nearest score measured
+    against the reference ('-' when an ancestor is buggy, pending or missing: kexp show
+    says why); SCORE is the experiment's own measurement (over its parent when
+    measured_against is parent). JSON and JSON Lines leave out empty
+    optional fields and path (--full keeps them, --fields picks keys); --brief prints
+    what an agent needs to decide, --front-matter every front-matter field.
+
+    Python: kexp.Store.top_experiments(limit, by="cumulative", **filters).
+
+    \b
+    Examples:
+      kexp top --operator cache --dtype bf16 -n 5
+      kexp top --by score                  ranked by the score of each step
+      kexp top --by low                    ranked by the interval's low end
+      kexp top --json --brief              the best 20, for an agent
+    """
+    store = get_store(ctx)
+    experiments = store.top_experiments(
+        limit,
+        include_buggy=include_buggy,
+        include_pending=include_pending,
+        by=by,
+        brief=not needs_bodies(output_format, as_json, fields, front_matter),
+        **filters_from(params),
+    )
+    emit_experiments(
+        _sorted(experiments, sort, reverse),
+        output_format=output_format,
+        as_json=as_json,
+        fields=fields,
+        brief=brief,
+        ranked=not sort and not reverse,
+        front_matter=front_matter,
+        full=full,
+        where=where_found(store),
+    )
+
+
+@click.command(name="list")
+@filter_options
+@refs_options
+@click.option("--sort", help=_SORT_HELP + " Default: oldest first.")
+@click.option("--reverse", is_flag=True, help="Reverse the order.")
+@click.option(
+    "-n",
+    "--limit",
+    type=int,
+    help="At most this many: the newest, or with --sort the first in that order.",
+)
+@read_options
+@click.pass_context
+@paged_output
+def list_command(
+    ctx: click.Context,
+    /,
+    sort: str | None,
+    reverse: bool,
+    limit: int | None,
+    as_json: bool,
+    output_format: str,
+    fields: str | None,
+    brief: bool,
+    front_matter: bool,
+    full: bool,
+    **params: Any,
+) -> None:
+    """Every experiment matching the filters, oldest first.
+
+    Python: kexp.Store.list_experiments(**filters).
+
+    \b
+    Examples:
+      kexp list --outcome regression --outcome buggy --operator cache
+      kexp list --sort -score -n 10 --fields id,score,change_summary
+      kexp list --format csv > experiments.csv
+    """
+    store = get_store(ctx)
+    experiments = store.list_experiments(
+        brief=not needs_bodies(output_format, as_json, fields, front_matter),
+        **filters_from(params),
+    )
+    if limit is not None and not sort:
+        experiments = experiments[-limit:] if limit > 0 else []
+    experiments = _sorted(experiments, sort, reverse)
+    if limit is not None and sort:
+        experiments = experiments[: max(0, limit)]
+    emit_experiments(
+        experiments,
+        output_format=output_format,
+        as_json=as_json,
+        fields=fields,
+        brief=brief,
+        ranked=False,
+        front_matter=front_matter,
+        full=full,
+        where=where_found(store),
+    )
+
+
+@click.command()
+@click.argument("exp_id", shell_complete=complete_ids)
+@rev_option
+@refs_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--field", "one_field", help="Print one field's raw value (for scripts).")
+@click.option("--fields", help="Only these fields (comma-separated).")
+@click.option(
+    "--brief",
+    is_flag=True,
+    help="Front-matter only, no body text; with --json what an agent needs to decide.",
+)
+@click.option("--front-matter", is_flag=True, help="With --json: the front-matter fields only.")
+@click.option("--full", is_flag=True, help="With --json: keep empty fields and path.")
+@click.pass_context
+@paged_output
+def show(
+    ctx: click.Context,
+    exp_id: str,
+    rev: str | None,
+    refs: tuple[str, ...],
+    all_refs: bool,
+    as_json: bool,
+    one_field: str | None,
+    fields: str | None,
+    brief: bool,
+    front_matter: bool,
+    full: bool,
+) -> None:
+    """One experiment, by id or unique id prefix.
+
+    Ids begin with their creation time, so ids made within hours share their first 4
+    characters: give 10 characters, as listings print them (unique in practice).
+
+    Python: kexp.Store.get_experiment(exp_id).
+
+    \b
+    Examples:
+      kexp show 6749f3a0c2
+      kexp show 6749f3a0c2 --field code_change > change.diff
+      kexp show 6749f3a0c2 --json --fields id,score,outcome
+    """
+    from kexp.core.errors import ExperimentNotFoundError
+
+    store = get_store(ctx)
+    try:
+        exp = store.get_experiment(exp_id)
+    except ExperimentNotFoundError as exc:
+        raise _elsewhere(store, exp_id, exc) from None
+    where = where_found(store)
+    if not (one_field or as_json or fields):
+        # Read across refs: the newest version, with where it was found and where the
+        # older ones are.
+        _print_experiment(exp, brief, where(exp) if where is not None else None)
+        return
+    import json
+
+    from kexp.output.export import machine_record, to_record
+
+    if one_field:
+        chosen = field_list(one_field)
+        assert chosen is not None
+        if len(chosen) != 1:
+            raise click.BadParameter("give one field", param_hint="--field")
+        value = to_record(exp, chosen)[chosen[0]]
+        if isinstance(value, str):
+            echo_raw(value)
+        else:
+            echo_raw(json.dumps(value, ensure_ascii=False))
+        return
+    chosen = field_list(fields)
+    if as_json:
+        record = machine_record(exp, chosen, brief=brief, front_matter=front_matter, full=full)
+        sighting = where(exp) if where is not None else None
+        if sighting is not None:
+            record.update(sighting.to_dict())
+        echo_json(record)
+        return
+    if chosen:
+        record = to_record(exp, chosen)
+        for name in chosen:
+            value = record[name]
+            if isinstance(value, str) and "\n" in value:
+                click.echo(f"{name}:")
+                click.echo(clean(value.rstrip("\n")))
+            else:
+                click.echo(f"{name}: {cell(exp, name)}")
+        return
+    _print_experiment(exp, brief)
+
+
+def _elsewhere(store: Store, exp_id: str, exc: Exception) -> Exception:
+    """``exc`` (an experiment not found), saying which branches hold it when the working
+    tree does not (read them with --all-refs)."""
+    if not store.is_working_tree or where_found(store) is not None:
+        return exc
+    from kexp.storage.refs import refs_holding
+
+    refs = refs_holding(store, exp_id)
+    if not refs:
+        return exc
+    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+    return type(exc)(
+        f"{exc.args[0]}; it is on {shown}, not in the working tree: read it there with "
+        f"kexp show {exp_id} --all-refs"
+    )
+
+
+def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:
+    from kexp.core.model import SECTION_HEADINGS
+
+    style = styler()
+    click.echo(style(f"{exp.id}  {one_line(exp.change_summary)}", bold=True))
+    score = f"{exp.score:.4f}"
+    if exp.score_ci:
+        from kexp.format.samples import describe_interval
+
+        score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
+    outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
+    against = exp.measured_against or ("parent" if exp.pid else "reference")
+    if exp.cumulative_score is None:
+        reached = f"-  ({exp.cumulative_reason})"
+    else:
+        from kexp.format.samples import describe_interval
+
+        reached = describe_interval(exp.cumulative_score, exp.cumulative_ci or ())
+        reached += "  (cumulative: the speedup over the reference)"
+    rows = [
+        ("score", f"{score}  ({outcome}; over the {against})"),
+        ("overall", reached),
+        ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
+        ("operator", exp.operator_sig),
+        ("dtype", exp.dtype_sig),
+        ("env", exp.env),
+        ("base", exp.base_commit),
+        ("created", exp.created_at),
+        ("parent", exp.pid or "-"),
+    ]
+    if exp.combines:
+        rows.append(("combines", ", ".join(exp.combines)))
+    if exp.tags:
+        rows.append(("tags", ", ".join(exp.tags)))
+    if exp.author:
+        rows.append(("author", exp.author))
+    for key, value in exp.extra_fields.items():
+        if not isinstance(value, str):
+            import json  # here: most experiments have no other fields
+
+            value = json.dumps(value)
+        rows.append((str(key), value))
+    if exp.protocol:
+        from kexp.format.samples import describe_protocol
+
+        rows.append(("protocol", describe_protocol(exp.protocol)))
+    for config in exp.results:
+        described = None
+        if "baseline_n" in config:
+            from kexp.format.samples import describe_result
+
+            described = describe_result(config)
+        rows.append(("result", described or ", ".join(f"{k}={v}" for k, v in config.items())))
+    reasons = suspect_reasons(exp)
+    if reasons:
+        rows.append(("suspect", f"verify correctness: {'; '.join(reasons)}"))
+    if exp.path:
+        rows.append(("file", os.path.relpath(exp.path)))
+    if sighting is not None:
+        rows.append(("ref", ", ".join(sighting.refs)))
+        if sighting.note:
+            rows.append(("note", sighting.note))
+    for name, value in rows:
+        click.echo(f"  {one_line(name):<9} {one_line(value)}")
+    if brief:
+        return
+    if exp.preamble:
+        click.echo("")
+        click.echo(clean(exp.preamble.rstrip("\n")))
+    sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
+    if exp.samples:
+        from kexp.core.ids import SHOWN_LENGTH
+        from kexp.format.samples import describe_samples
+
+        # The raw timings are for tools (kexp show ID --field samples), not for reading.
+        shown = exp.id[:SHOWN_LENGTH]
+        summary = f"{describe_samples(exp.samples)}; kexp show {shown} --field samples"
+        sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
+    for heading, text in [*sections, *exp.extra_sections]:
+        if text:
+            click.echo("")
+            click.echo(style(f"## {one_line(heading)}", bold=True))
+            click.echo(clean(text.rstrip("\n")))
+
+
+# --- tree ----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("exp_id", required=False, shell_complete=complete_ids)
+@filter_options
+@refs_options
+@click.option("--json", "as_json", is_flag=True, help="Print the trees as JSON.")
+@click.pass_context
+@paged_output
+def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any) -> None:
+    """The lineage (experiments linked by pid) as an indented tree.
+
+    With ID: that experiment's ancestors and every descendant. Otherwise every tree of
+    the experiments matching the filters (an experiment whose parent does not match
+    starts a tree). Each line: id, cumulative score (the speedup over the operator's
+    reference), score (the step, when measured against the parent), Δ of the
+    cumulative score vs the parent's, outcome, summary. '*' marks the path from the
+    root to the best tip of the tree (the best cumulative score); 'dead end' marks an
+    experiment others built on that no descendant beats.
+
+    Python: kexp.storage.lineage.lineage_of(store, id), kexp.storage.lineage.lineage_forest(store,
+    **filters).
+
+    \b
+    Examples:
+      kexp tree 6749f3a0c2
+      kexp tree --operator reshape_and_cache
+    """
+    from kexp.storage import lineage
+
+    store = get_store(ctx)
+    filters = filters_from(params)
+    if exp_id is not None:
+        if filters:
+            raise click.UsageError("give an ID or filters, not both")
+        forest = [lineage.lineage_of(store, exp_id)]
+        focus = store.resolve_id(exp_id)
+    else:
+        forest = lineage.lineage_forest(store, **filters)
+        focus = None
+    if as_json:
+        trees = [node.to_dict() for node in forest]
+        where = where_found(store)
+        if where is not None:  # read across refs: each node says where it was found
+            stack = list(zip(forest, trees, strict=True))
+            while stack:
+                node, data = stack.pop()
+                sighting = where(node.experiment)
+                if sighting is not None:
+                    data.update(sighting.to_dict())
+                stack.extend(zip(node.children, data["children"], strict=True))
+        echo_json(trees)
+        return
+    if not forest:
+        click.echo("(no experiments match)", err=True)
+        return
+    width = terminal_width()
+    style = styler()
+    for root in forest:
+        _print_node(root, "", "", width, style, focus)
+    click.echo("")
+    click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
+    click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
+
+
+def _delta(node: TreeNode) -> str:
+    if node.delta_pct is None:
+        return "Δ      -" if node.depth else "        "
+    return f"Δ{node.delta_pct:+6.2f}%"
+
+
+def _print_node(
+    root: TreeNode,
+    lead: str,
+    child_lead: str,
+    width: int | None,
+    style: Any,
+    focus: str | None,
+) -> None:
+    """Print a tree, one line per node, depth first (no recursion: a lineage may be
+    thousands of iterations deep)."""
+    stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
+    while stack:
+        node, lead, child_lead = stack.pop()
+        _print_line(node, lead, width, style, focus)
+        last = len(node.children) - 1
+        for index, child in reversed(list(enumerate(node.children))):
+            stack.append(
+                (
+                    child,
+                    child_lead + ("└── " if index == last else "├── "),
+                    child_lead + ("    " if index == last else "│   "),
+                )
+            )
+
+
+#: The fewest characters of a summary a tree's line keeps before its lead is shortened.
+_MIN_SUMMARY = 12
+
+
+def _fit_lead(head: str, lead: int, room: int) -> str:
+    """``head`` (its first ``lead`` characters the tree's lines) in ``room`` characters:
+    the lines of a deep tree are cut from the left ("…│   └── "); the rest is kept."""
+    over = len(head) - room
+    if over <= 0 or lead == 0:
+        return head
+    return "…" + head[min(lead, over + 1) :]
+
+
+def _print_line(
+    node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None
+) -> None:
+    exp = node.experiment
+    mark = "*" if node.on_best_path else " "
+    tail = "  [dead end]" if node.dead_end else ""
+    if node.is_best:
+        tail += "  [best]"
+    if exp.is_control:
+        tail += "  [control]"
+    if suspect_reasons(exp):
+        tail += f"  [{SUSPECT_LABEL}]"
+    if exp.id == focus:
+        tail += "  <"
+    cumulative = exp.cumulative_score
+    shown = "     -" if cumulative is None else f"{cumulative:.4f}"
+    head = f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
+    summary = one_line(exp.change_summary)
+    if width is not None:
+        head = _fit_lead(head, len(lead), width - len(tail) - _MIN_SUMMARY)
+        summary = truncate(summary, width - len(head) - len(tail))
+    line = head + summary + tail
+    if width is not None:
+        line = truncate(line, width)  # tags longer than the terminal: the last resort
+    if node.on_best_path:
+        line = style(line, fg="green", bold=node.is_best)
+    elif node.dead_end or exp.outcome in ("buggy", "regression"):
+        line = style(line, fg="red" if exp.outcome == "buggy" else "yellow")
+    click.echo(line.rstrip())
+
+
+# --- lessons -------------------------------------------------------------------------
+
+
+# --- stats ---------------------------------------------------------------------------
+
+
+# --- log -----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("exp_id", shell_complete=complete_ids)
+@click.option("--rev", metavar="REV", help="Follow the history back from this revision.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@paged_output
+def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None:
+    """The history of one experiment: every commit that touched its file, oldest first.
+
+    For each commit: hash, date, author, message, and the fields it changed (old → new),
+    following renames. The audit trail of score corrections.
+
+    Python: kexp.Store.history(exp_id).
+
+    \b
+    Example:
+      kexp log 6749f3a0c2
+    """
+    from kexp.storage.store import Store
+
+    root = ctx.find_root().params.get("root")
+    entries = Store(root).history(exp_id, revision=rev)
+    if as_json:
+        echo_json([entry.to_dict() for entry in entries])
+        return
+    style = styler()
+    for number, entry in enumerate(entries):
+        if number:
+            click.echo("")
+        head = f"{entry.commit[:12]}  {entry.date}  {one_line(entry.author)}"
+        click.echo(style(head, fg="yellow"))
+        click.echo(f"    {one_line(entry.summary)}")
+        where = entry.path if not entry.old_path else f"{entry.old_path} -> {entry.path}"
+        click.echo(f"    {entry.action} {clean(where)}")
+        if entry.error:
+            click.echo(f"    (unreadable: {one_line(entry.error)})")
+        if entry.action == "added":
+            continue
+        for field, (old, new) in entry.changes.items():
+            click.echo(f"    {field}: {_change_text(old, new)}")
+
+
+def _change_text(old: Any, new: Any) -> str:
+    import json
+
+    def short(value: Any) -> str:
+        if value is None:
+            return "(absent)"
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if "\n" in text or len(text) > 60:
+            return f"({len(text.splitlines()) or 1} lines)"
+        return one_line(repr(value) if isinstance(value, str) else text)
+
+    return f"{short(old)} → {short(new)}"
+
+
+# --- export --------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "jsonl", "csv", "legacy", "parquet"]),
+    default="json",
+    show_default=True,
+    help="Output format; legacy: the predecessor's kernel_experiments_db.json; parquet: a "
+    "Parquet dataset in the folder -o DIR, for DuckDB, Polars, Spark (needs pyarrow).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write to this file (replaced atomically) instead of stdout; with --format "
+    "parquet, the folder (an earlier export there is replaced whole).",
+)
+@filter_options
+@refs_options
+@click.option("--fields", help="Only these fields (comma-separated).")
+@click.option("--brief", is_flag=True, help="Front-matter only, no body text.")
+@click.pass_context
+def export(
+    ctx: click.Context,
+    /,
+    output_format: str,
+    output: Path | None,
+    fields: str | None,
+    brief: bool,
+    **params: Any,
+) -> None:
+    """Write the experiments matching the filters as JSON, JSON Lines or CSV.
+
+    Keys are stable: every field in canonical order, then outcome and path (relative
+    to the store). Oldest first. --format legacy writes the predecessor's database
+    (id -> record, its keys and types) of the whole store, for tools that still read it;
+    with -o FILE, what its records have no place for (tags, author, ...) goes beside it
+    in FILE.kexp.json, which kexp import reads back.
+
+    --format parquet writes two tables into the folder -o DIR, partitioned by operator
+    and month (DIR/experiments/operator=.../month=.../part-0.parquet, and DIR/results/,
+    one row per configuration measured), with every field, outcome and suspect;
+    query them with any engine, e.g. DuckDB:
+    read_parquet('DIR/experiments/**/*.parquet', hive_partitioning=true).
+
+    Python: kexp.output.export.export(store, stream, format, **filters);
+    kexp.output.legacyexport.export_legacy(path, store); kexp.output.parquet.export_parquet(store,
+    dir).
+
+    \b
+    Examples:
+      kexp export --format jsonl -o experiments.jsonl
+      kexp export --format csv --operator cache --brief > cache.csv
+      kexp export --format parquet -o kexp-parquet
+    """
+    import io
+
+    from kexp.output.export import export as write_export
+
+    store = get_store(ctx)
+    if output_format == "legacy":
+        _export_legacy(store, output, bool(fields or brief or filters_from(params)))
+        return
+    if output_format == "parquet":
+        _export_parquet(store, output, bool(fields or brief), filters_from(params))
+        return
+    chosen = field_list(fields)
+    buffer = io.StringIO()
+    with progress("reading experiments"):
+        count = write_export(
+            store, buffer, output_format, fields=chosen, brief=brief, **filters_from(params)
+        )
+    if output is None:
+        text = buffer.getvalue()
+        click.echo(clean(text) if stdout_is_terminal() else text, nl=False)
+        return
+    _write_atomically(output, buffer.getvalue())
+    click.echo(f"exported {count} experiment(s) to {output}", err=True)
+
+
+def _export_parquet(
+    store: Store, output: Path | None, shaped: bool, filters: dict[str, Any]
+) -> None:
+    from kexp.core.errors import KexpError
+    from kexp.output.parquet import export_parquet
+
+    if output is None:
+        raise KexpError("--format parquet writes a folder: give it with -o DIR")
+    if shaped:
+        raise KexpError("--format parquet exports every field: drop --fields and --brief")
+    if hasattr(store, "where"):
+        raise KexpError("--format parquet exports the working tree's store: drop --refs/--all-refs")
+    with progress("exporting experiments"):
+        result = export_parquet(store, output, **filters)
+    click.echo(
+        f"exported {result.experiments} experiment(s) and {result.results} result row(s) "
+        f"to {clean(str(output))} ({len(result.files)} Parquet file(s))",
+        err=True,
+    )
+
+
+def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
+    from kexp.core.errors import KexpError
+    from kexp.output.legacyexport import dump_legacy, export_legacy, legacy_export
+
+    if filtered:
+        raise KexpError("--format legacy exports the whole store: drop filters and --fields")
+    with progress("reading experiments"):
+        if output is not None:
+            report = export_legacy(output, store)
+            for line in report.lines():
+                click.echo(clean(line), err=True)
+            return
+        database, kept, problems = legacy_export(store)
+    click.echo(dump_legacy(database))
+    for line in problems:
+        click.echo(clean(line), err=True)
+    if kept:
+        click.echo(
+            f"kexp: warning: {len(kept)} experiment(s) keep what the predecessor's records "
+            "have no place for (tags, author, combines, results, unknown fields or "
+            "sections): not in this output; export with -o FILE to keep it beside the "
+            "database, for kexp import",
+            err=True,
+        )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    from kexp.core.errors import KexpError
+    from kexp.storage import atomic
+
+    try:
+        atomic.replace(path, text)
+    except OSError as exc:
+        raise KexpError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+COMMANDS = (top, list_command, show, tree, log, export)

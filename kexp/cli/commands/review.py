@@ -1,0 +1,60 @@
+"""The pull-request command: review."""
+
+from __future__ import annotations
+
+import click
+
+from kexp.cli.commands.common import echo_json, echo_raw, get_store, progress
+
+
+@click.command()
+@click.argument("base")
+@click.argument("head", required=False)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+    help="markdown: a comment to post on the pull request; json: the same content as data.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
+@click.pass_context
+def review(
+    ctx: click.Context, base: str, head: str | None, output_format: str, as_json: bool
+) -> None:
+    """Summarise what a branch changes in the store, for its pull request.
+
+    Compares HEAD (a revision; default: the working tree, uncommitted files included)
+    with the merge base of BASE and HEAD, as the forge's pull-request diff does. Lists
+    the experiments added, corrected and removed (score, Δ vs parent, outcome, rank
+    on their operator; a new best is called out), each corrected field old → new, the
+    validation problems of the changed files and the store-wide problems the change
+    causes, the lessons it adds, and a Mermaid graph of the lineage it touches.
+    Experiment text is escaped, so it cannot alter the comment.
+
+    Exits 0 whatever the problems (gate CI with kexp validate --changed BASE).
+    Needs the history back to the merge base: fetch it in CI (fetch-depth: 0).
+
+    Python: kexp.review.build.render_markdown(kexp.review.build.review(store, base, head)).
+
+    \b
+    Examples:
+      kexp review main                       this branch, as a PR comment
+      kexp review origin/main HEAD --json    the same content as data
+      gh pr comment 42 --body "$(kexp review origin/main HEAD)"
+    """
+    # lazy: one command's library, loaded when that command runs
+    from kexp.review.build import render_markdown, to_json
+    from kexp.review.build import review as review_changes
+
+    store = get_store(ctx)
+    with progress("reading"):
+        result = review_changes(store, base, head)
+    if as_json or output_format == "json":
+        echo_json(to_json(result))
+    else:
+        echo_raw(render_markdown(result).rstrip("\n"))
+
+
+COMMANDS = (review,)

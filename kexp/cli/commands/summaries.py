@@ -1,0 +1,237 @@
+"""The commands that sum a store up: kexp lessons (the failures to learn from), kexp stats."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kexp.cli.commands.common import (
+    OUTCOME_STYLES,
+    SUSPECT_LABEL,
+    echo_json,
+    filter_options,
+    filters_from,
+    get_store,
+    one_line,
+    paged_output,
+    print_table,
+    refs_options,
+    styler,
+    terminal_width,
+    where_found,
+)
+
+if TYPE_CHECKING:
+    from kexp.agents.lessons import Lesson
+
+
+@click.command()
+@filter_options
+@refs_options
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    type=click.Choice(["buggy", "regression", "marginal", "interference"]),
+    help="Only this group (repeatable).",
+)
+@click.option("-n", "--limit", type=int, help="At most this many per group (the newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@paged_output
+def lessons(
+    ctx: click.Context,
+    /,
+    groups: tuple[str, ...],
+    limit: int | None,
+    as_json: bool,
+    **params: Any,
+) -> None:
+    """The failures to learn from: buggy, regression, marginal, interference.
+
+    Each with its summary and the "Key insight" line of its description. Controls (tag
+    control, A/A runs) are no lessons: the newest of each env is shown first as its
+    noise floor ("A/A on this env: 1.039 [0.839, 1.287]").
+
+    Python: kexp.agents.lessons.lesson_report(store, **filters).
+
+    \b
+    Examples:
+      kexp lessons --operator cache
+      kexp lessons --group buggy --json
+    """
+    from kexp.agents.lessons import lesson_report
+
+    store = get_store(ctx)
+    filters = filters_from(params)
+    report = lesson_report(store, **filters)
+    found = report.groups
+    if groups:
+        found = {name: items for name, items in found.items() if name in groups}
+    if limit is not None:
+        found = {name: (items[-limit:] if limit > 0 else []) for name, items in found.items()}
+    if as_json:
+        data = {name: [lesson.to_dict() for lesson in items] for name, items in found.items()}
+        where = where_found(store)
+        if where is not None:  # read across refs: each lesson says where it was found
+            places = {e.id: where(e) for e in store.list_experiments(brief=True, **filters)}
+            for records in data.values():
+                for record in records:
+                    sighting = places.get(record["id"])
+                    if sighting is not None:
+                        record.update(sighting.to_dict())
+        if report.noise_floors:
+            floors: Any = [floor.to_dict() for floor in report.noise_floors]
+            data["noise_floor"] = floors
+        echo_json(data)
+        return
+    style = styler()
+    width = terminal_width()
+    for floor in report.noise_floors:
+        click.echo(f"{floor.describe()}  ({one_line(floor.env)}; control {floor.id[:10]})")
+    if report.noise_floors:
+        click.echo("")
+    first = True
+    for name, items in found.items():
+        if not items:
+            continue
+        if not first:
+            click.echo("")
+        first = False
+        heading = style(name.upper(), **{"bold": True, **OUTCOME_STYLES.get(name, {})})
+        click.echo(f"{heading} ({len(items)})")
+        for lesson in items:
+            _print_lesson(lesson, width)
+    if first:
+        click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
+
+
+def _print_lesson(lesson: Lesson, width: int | None) -> None:
+    """One lesson: id, score and summary, then its key insight, wrapped (never cut) to
+    the terminal's width."""
+    import textwrap
+
+    score = f"{lesson.score:.4f}"
+    if lesson.score_ci:
+        from kexp.format.samples import describe_interval
+
+        score = describe_interval(lesson.score, lesson.score_ci)
+    head = f"  {lesson.id[:10]}  {score}  "
+    summary = one_line(lesson.change_summary)
+    insight = one_line(lesson.key_insight) or "(no key insight recorded)"
+    label = "      Key insight: "
+    if width is None:
+        click.echo(head + summary)
+        click.echo(label + insight)
+        return
+    lines = textwrap.wrap(
+        summary,
+        max(20, width - len(head)),
+        initial_indent="",
+        subsequent_indent="",
+        break_on_hyphens=False,
+    ) or [""]
+    click.echo(head + lines[0])
+    for line in lines[1:]:
+        click.echo(" " * len(head) + line)
+    for line in textwrap.wrap(
+        insight,
+        max(len(label) + 20, width),
+        initial_indent=label,
+        subsequent_indent=" " * len(label),
+        break_on_hyphens=False,
+    ):
+        click.echo(line)
+
+
+_OUTCOME_COLUMNS = (
+    ("improvement", "IMPROVED"),
+    ("marginal", "MARGINAL"),
+    ("regression", "REGRESSED"),
+    ("interference", "INTERFERED"),
+    ("buggy", "BUGGY"),
+    ("pending", "PENDING"),
+)
+
+
+#: The outcome columns' headers on a narrow terminal.
+_SHORT = {
+    "IMPROVED": "IMPR",
+    "MARGINAL": "MARG",
+    "REGRESSED": "REGR",
+    "INTERFERED": "INTF",
+    "BUGGY": "BUGGY",
+    "PENDING": "PEND",
+}
+
+
+@click.command()
+@filter_options
+@refs_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@paged_output
+def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
+    """Counts per operator and outcome; the best tip per operator and dtype.
+
+    The best tip is the best cumulative score (the speedup over the operator's
+    reference).
+
+    Python: kexp.storage.stats.stats(store, **filters).
+
+    \b
+    Examples:
+      kexp stats
+      kexp stats --env MI300X --json
+    """
+    from kexp.storage.stats import stats as compute
+
+    result = compute(get_store(ctx), **filters_from(params))
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    style = styler()
+    click.echo(style(f"{result.total} experiment(s)", bold=True))
+    if not result.total:
+        return
+    click.echo("")
+    width = terminal_width()
+    narrow = width is not None and width < 120  # short headers leave room for the kernel
+    headers = ["OPERATOR", "TOTAL", *(_SHORT[h] if narrow else h for _, h in _OUTCOME_COLUMNS)]
+    rows = [
+        [
+            one_line(op) or "(none)",
+            str(counts["total"]),
+            *(str(counts[o]) for o, _ in _OUTCOME_COLUMNS),
+        ]
+        for op, counts in result.by_operator.items()
+    ]
+    if len(rows) > 1:
+        totals = result.by_outcome
+        rows.append(["(all)", str(totals["total"]), *(str(totals[o]) for o, _ in _OUTCOME_COLUMNS)])
+    print_table(headers, rows, right=headers[1:], shrink=("OPERATOR",))
+    click.echo("")
+    click.echo(style("Best cumulative score per operator and dtype", bold=True))
+    if not result.best:
+        click.echo("(nothing measured yet: every experiment is buggy or pending)")
+        return
+    print_table(
+        ["OPERATOR", "DTYPE", "CUMULATIVE", "ID", "SUMMARY"],
+        [
+            [
+                one_line(b.operator_sig) or "(none)",
+                one_line(b.dtype_sig),
+                f"{b.cumulative_score:.4f}" if b.cumulative_score is not None else "-",
+                b.id[:10],
+                (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
+            ]
+            for b in result.best
+        ],
+        right=("CUMULATIVE",),
+        shrink=("OPERATOR",),
+        wrap="SUMMARY",
+    )
+
+
+COMMANDS = (lessons, stats)

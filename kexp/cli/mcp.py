@@ -1,0 +1,571 @@
+"""kexp's tools for agents, over the Model Context Protocol: ``kexp mcp``.
+
+A stdio MCP server on the official SDK (``pip install "kexp[mcp]"``). Each tool is one
+library call, as each command is, and answers what the command prints with ``--json``:
+
+========== ============================================ ================================
+tool       library call                                 the command
+========== ============================================ ================================
+consult    :func:`kexp.agents.context.context`                ``kexp context``
+similar    :func:`kexp.storage.retrieval.similar`               ``kexp similar --json``
+top        :meth:`kexp.Store.top_experiments`           ``kexp top --json --brief``
+show       :meth:`kexp.Store.get_experiment`            ``kexp show ID --json``
+lessons    :func:`kexp.agents.lessons.lessons`                 ``kexp lessons --json``
+tree       :mod:`kexp.storage.lineage`                          ``kexp tree --json``
+record     :func:`kexp.measure.intake.record`                   ``kexp add``
+remeasure  :func:`kexp.measure.record.remeasure`               ``kexp remeasure --json``
+update     :func:`kexp.measure.corrections.apply_correction`    ``kexp update --reason``
+sync       :func:`kexp.storage.sync.sync`                    ``kexp sync --json``
+========== ============================================ ================================
+
+The store is ``--root``, else ``$KEXP_ROOT``, else found from the server's working
+directory (the nearest folder above it holding ``experiments/``). A kexp error (a bad
+score, an unknown id, no store) is a tool error carrying kexp's one-line message; the
+server goes on answering. Warnings (a repeated change, timings without raw samples, a
+suspect measurement) come back as more text after the result, ``kexp: warning: ...``.
+Calls run one at a time. The read tools take ``refs`` (patterns such as ``origin/*``) and
+``all_refs``, as the commands take ``--refs`` and ``--all-refs``: the store is read with
+every matching ref, one entry per experiment (its newest version, with where it was
+found), so that an agent that only fetched sees what the others synced.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
+from pydantic import Field
+
+from kexp.agents.context import context
+from kexp.agents.lessons import lessons as find_lessons
+from kexp.cli.commands.common import json_text
+from kexp.core.errors import KexpError, ValidationError
+from kexp.core.inputs import read_input_text
+from kexp.core.version import __version__
+from kexp.measure.corrections import apply_correction, typed_changes
+from kexp.measure.envinfo import detected_env
+from kexp.measure.intake import record as write
+from kexp.measure.record import remeasure as add_round
+from kexp.output.export import machine_record, measured_record, written_record
+from kexp.storage import lineage
+from kexp.storage.retrieval import similar as find_similar
+from kexp.storage.store import Store
+from kexp.storage.sync import sync as publish
+
+__all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
+
+#: What the server tells a client about itself.
+INSTRUCTIONS = (
+    "The history of GPU kernel optimization experiments (kexp). Before changing a "
+    "kernel, call consult (operator, dtype, env, your plan); after measuring, call "
+    "record with baseline and candidate timings (failures too); correct with update "
+    "(a reason) or remeasure; share with sync. Ids: the first 10 characters are enough."
+)
+#: The tool names, in the order they are listed.
+TOOLS = (
+    "consult",
+    "similar",
+    "top",
+    "show",
+    "lessons",
+    "tree",
+    "record",
+    "remeasure",
+    "update",
+    "sync",
+)
+
+_T = TypeVar("_T")
+#: Timings: an object {config: time or [samples]} (in ``unit``), or the path of a file.
+Timings = Annotated[
+    dict[str, float | list[float]] | str | None,
+    Field(
+        description="Timings per configuration: a JSON object {config: time or [samples]} "
+        "in `unit`, or the path of a timings file (plain JSON, do_bench lists, "
+        "pytest-benchmark, torch.utils.benchmark JSON, KernelBench, nsys stats CSV, "
+        "config,time CSV; relative to the server's folder, else the store's)"
+    ),
+]
+Unit = Annotated[
+    Literal["ns", "us", "ms", "s"],
+    Field(description="Unit of inline or plain-file timings (do_bench gives ms)"),
+]
+Operator = Annotated[str | None, Field(description="Operator/file substring, e.g. rms_norm")]
+Dtype = Annotated[str | None, Field(description="Data type substring, e.g. bf16")]
+Env = Annotated[str | None, Field(description="Environment substring, e.g. MI300X")]
+Text = Annotated[str | None, Field(description="Substring of any field")]
+ExpId = Annotated[str, Field(description="Experiment id or unique prefix (10 characters)")]
+Refs = Annotated[
+    list[str] | None,
+    Field(description="Read the store at these refs too, e.g. origin/* (kexp --refs)"),
+]
+AllRefs = Annotated[
+    bool,
+    Field(description="Read every branch and remote-tracking branch too: what others synced"),
+]
+_READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+def _one_line(exc: BaseException) -> str:
+    """kexp's message on one line; a validation error with each problem and its hint."""
+    if isinstance(exc, ValidationError):
+        problems = [p for p in exc.problems if p.severity == "error"] or exc.problems
+        details = "; ".join(
+            f"{p.field + ': ' if p.field else ''}{p.message}" + (f" ({p.hint})" if p.hint else "")
+            for p in problems
+        )
+        text = f"{exc.args[0]}: {details}" if details else str(exc.args[0])
+    else:
+        text = str(exc)
+    return " ".join(text.split())
+
+
+class _Tools:
+    """The tools' bodies, on one store, one call at a time."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self._lock = threading.Lock()
+
+    def store(self, refs: list[str] | None = None, all_refs: bool = False) -> Store:
+        """The store (opened anew each call: files may change between calls), read with
+        the store at ``refs`` or, ``all_refs``, at every branch (one entry per
+        experiment: its newest version)."""
+        return Store(self.root, refs=refs or (), all_refs=all_refs)
+
+    def path(self, value: str) -> Path:
+        """A path an agent gave: as it is when it exists, else below the store."""
+        given = Path(value).expanduser()
+        if given.is_absolute() or given.exists():
+            return given
+        candidate = self.store().root / given
+        return candidate if candidate.exists() else given
+
+    def timings(self, value: dict[str, Any] | str | None) -> dict[str, Any] | Path | None:
+        return self.path(value) if isinstance(value, str) else value
+
+    @contextmanager
+    def call(self) -> Iterator[list[str]]:
+        """Run one tool: alone, its warnings collected, kexp's errors as tool errors."""
+        with self._lock, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found: list[str] = []
+            try:
+                yield found
+            except KexpError as exc:
+                raise ToolError(_one_line(exc)) from None
+            except OSError as exc:  # a file the agent named
+                raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+            except Exception as exc:
+                raise ToolError(
+                    f"internal error (a bug in kexp {__version__}, please report it): "
+                    f"{type(exc).__name__}: {_one_line(exc)}"
+                ) from exc
+            found.extend(
+                " ".join(str(w.message).split())
+                for w in caught
+                if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))
+            )
+
+    def answer(self, run: Callable[[], Any]) -> CallToolResult:
+        """The result as the command prints it (JSON, or the text itself), then one
+        ``kexp: warning: ...`` text per warning."""
+        with self.call() as found:
+            result = run()
+        text = result if isinstance(result, str) else json_text(result)
+        content: list[ContentBlock] = [TextContent(type="text", text=text)]
+        content += [TextContent(type="text", text=f"kexp: warning: {w}") for w in found]
+        return CallToolResult(content=content)
+
+
+def build_server(root: Path | str | None = None) -> MCPServer[Any]:
+    """The MCP server with kexp's tools, on the store at ``root`` (None: ``$KEXP_ROOT``
+    or the nearest folder above the working directory holding ``experiments/``)."""
+    tools = _Tools(Path(root) if root is not None else None)
+    server: MCPServer[Any] = MCPServer(
+        "kexp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+
+    @server.tool(annotations=_READ, structured_output=False)
+    def consult(
+        operator: Annotated[str, Field(description="Operator/file substring, e.g. rms_norm")],
+        dtype: Dtype = None,
+        env: Env = None,
+        plan: Annotated[str | None, Field(description="What you plan to try, in words")] = None,
+        diff: Annotated[str | None, Field(description="Your planned change, as a diff")] = None,
+        budget: Annotated[int, Field(ge=1, description="Most tokens (4 characters)")] = 4000,
+        format: Literal["markdown", "json"] = "markdown",
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """What to read before the next iteration on an operator, in one packet: the
+        current best and its lineage, related failures and successes with their key
+        insights, what was already tried, what was never tried (kexp context)."""
+        return tools.answer(
+            lambda: context(
+                tools.store(refs, all_refs),
+                operator=operator,
+                dtype=dtype,
+                env=env,
+                text=plan,
+                diff=diff,
+                budget=budget,
+                output=format,
+            ).text.rstrip("\n")
+        )
+
+    @server.tool(annotations=_READ, structured_output=False)
+    def similar(
+        text: Annotated[str | None, Field(description="A plan or idea, in words")] = None,
+        diff: Annotated[str | None, Field(description="A code change, as a diff")] = None,
+        exp_id: Annotated[str | None, Field(description="An experiment's id")] = None,
+        operator: Operator = None,
+        dtype: Dtype = None,
+        env: Env = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """The experiments most related to a plan, a diff or an experiment, best first
+        (kexp similar --json)."""
+        return tools.answer(
+            lambda: [
+                match.to_dict()
+                for match in find_similar(
+                    tools.store(refs, all_refs),
+                    text=text,
+                    diff=diff,
+                    exp_id=exp_id,
+                    limit=limit,
+                    operator=operator,
+                    dtype=dtype,
+                    env=env,
+                )
+            ]
+        )
+
+    @server.tool(annotations=_READ, structured_output=False)
+    def top(
+        limit: Annotated[int, Field(ge=1, le=1000)] = 20,
+        operator: Operator = None,
+        dtype: Dtype = None,
+        env: Env = None,
+        text: Text = None,
+        outcome: Annotated[
+            list[str] | None,
+            Field(description="improvement, marginal, regression, interference, buggy, pending"),
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags that must be present")] = None,
+        min_score: float | None = None,
+        by: Annotated[
+            Literal["cumulative", "score", "low"],
+            Field(
+                description="cumulative: the speedup over the reference (the best tips); "
+                "score: one step; low: the cumulative 95% interval's low end"
+            ),
+        ] = "cumulative",
+        include_buggy: bool = False,
+        include_pending: bool = False,
+        brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = True,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """The best experiments by cumulative score, buggy, pending and controls left
+        out (kexp top --json --brief)."""
+        filters = _filters(
+            operator=operator, dtype=dtype, env=env, text=text, outcome=outcome, tags=tags
+        )
+        if min_score is not None:
+            filters["min_score"] = min_score
+
+        def run() -> list[dict[str, Any]]:
+            found = tools.store(refs, all_refs).top_experiments(
+                limit,
+                include_buggy=include_buggy,
+                include_pending=include_pending,
+                by=by,
+                brief=brief,
+                **filters,
+            )
+            return [_with_where(exp, machine_record(exp, brief=brief)) for exp in found]
+
+        return tools.answer(run)
+
+    @server.tool(annotations=_READ, structured_output=False)
+    def show(
+        exp_id: ExpId,
+        brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = False,
+        fields: Annotated[list[str] | None, Field(description="Only these fields")] = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """One experiment, every field (kexp show ID --json); read across refs, its
+        newest version and where it was found."""
+
+        def run() -> dict[str, Any]:
+            exp = tools.store(refs, all_refs).get_experiment(exp_id)
+            return _with_where(exp, machine_record(exp, fields, brief=brief))
+
+        return tools.answer(run)
+
+    @server.tool(annotations=_READ, structured_output=False)
+    def lessons(
+        operator: Operator = None,
+        dtype: Dtype = None,
+        env: Env = None,
+        text: Text = None,
+        groups: Annotated[
+            list[Literal["buggy", "regression", "marginal", "interference"]] | None,
+            Field(description="Only these groups"),
+        ] = None,
+        limit: Annotated[int | None, Field(ge=0, description="The newest N a group")] = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """The failures to learn from, grouped buggy, regression, marginal,
+        interference, each with its key insight (kexp lessons --json)."""
+
+        def run() -> dict[str, list[dict[str, Any]]]:
+            filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
+            return {
+                name: [lesson.to_dict() for lesson in _newest(items, limit)]
+                for name, items in find_lessons(tools.store(refs, all_refs), **filters).items()
+                if not groups or name in groups
+            }
+
+        return tools.answer(run)
+
+    @server.tool(annotations=_READ, structured_output=False)
+    def tree(
+        exp_id: Annotated[
+            str | None, Field(description="An experiment: its ancestors and descendants")
+        ] = None,
+        operator: Operator = None,
+        dtype: Dtype = None,
+        env: Env = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """The lineage (experiments linked by pid) as trees: score, delta vs parent,
+        outcome, the path to the best (kexp tree --json)."""
+        filters = _filters(operator=operator, dtype=dtype, env=env)
+
+        def run() -> list[dict[str, Any]]:
+            store = tools.store(refs, all_refs)
+            if exp_id is not None:
+                if filters:
+                    raise KexpError("give an exp_id or filters, not both")
+                return [lineage.lineage_of(store, exp_id).to_dict()]
+            return [node.to_dict() for node in lineage.lineage_forest(store, **filters)]
+
+        return tools.answer(run)
+
+    @server.tool(annotations=_WRITE, structured_output=False)
+    def record(
+        change_summary: Annotated[
+            str, Field(description="One line of at most 80: '<What> - <Result>'")
+        ],
+        operator_sig: Annotated[
+            str, Field(description="Files/kernels changed: 'path/to/file.cu: kernel'")
+        ],
+        dtype_sig: Annotated[str, Field(description="bf16, fp16, fp8, ...")],
+        env: Annotated[
+            str | None, Field(description="GPU, driver, versions (or detect_env)")
+        ] = None,
+        detect_env: Annotated[
+            bool, Field(description="Fill env from this machine (kexp env)")
+        ] = False,
+        baseline: Timings = None,
+        candidate: Timings = None,
+        table: Annotated[
+            str | None, Field(description="One CSV with config,baseline,candidate columns")
+        ] = None,
+        unit: Unit = "us",
+        score: Annotated[
+            float | None,
+            Field(description="Speedup ratio, only without timings (0: nothing measured)"),
+        ] = None,
+        status: Literal["new", "running", "done", "failed", "timeout"] = "done",
+        is_buggy: bool = False,
+        pid: Annotated[str, Field(description="The experiment this one builds on")] = "",
+        base_commit: Annotated[
+            str | None, Field(description="Commit the change was made on (default HEAD)")
+        ] = None,
+        tags: list[str] | None = None,
+        combines: Annotated[
+            list[str] | None, Field(description="Ids of experiments this one merges")
+        ] = None,
+        detailed_description: Annotated[
+            str,
+            Field(
+                description="**Approach**, **Result**, **Why it worked/failed**, "
+                "**Key insight** paragraphs"
+            ),
+        ] = "",
+        raw_result: str = "",
+        profiling_info: Annotated[
+            str, Field(description="Profiler evidence (ncu --csv output becomes a table)")
+        ] = "",
+        profiling_file: Annotated[
+            str | None, Field(description="A file of profiler output (e.g. ncu --csv)")
+        ] = None,
+        error_message: Annotated[str, Field(description="Required when is_buggy")] = "",
+        code_change: Annotated[str, Field(description="The diff")] = "",
+        protocol: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="How it was timed: {timer, warmup, repetitions, l2_flushed, "
+                "clocks_locked, synchronized, device}"
+            ),
+        ] = None,
+        keep_samples: bool = True,
+    ) -> CallToolResult:
+        """Record one iteration (failures too): with baseline and candidate timings the
+        score, results and raw_result are computed (an interval from repeated timings);
+        without them give score. Returns id, path, score, interval, outcome (kexp add)."""
+
+        def run() -> dict[str, Any]:
+            fields: dict[str, Any] = {
+                "change_summary": change_summary,
+                "operator_sig": operator_sig,
+                "dtype_sig": dtype_sig,
+                "status": status,
+                "is_buggy": is_buggy,
+                "pid": pid,
+                "detailed_description": detailed_description,
+                "raw_result": raw_result,
+                "profiling_info": profiling_info,
+                "error_message": error_message,
+                "code_change": code_change,
+            }
+            optional = {
+                "env": env,
+                "score": score,
+                "base_commit": base_commit,
+                "tags": tags,
+                "combines": combines,
+                "protocol": protocol,
+            }
+            fields.update({k: v for k, v in optional.items() if v is not None})
+            if profiling_file is not None:
+                fields["profiling_info"] = read_input_text(
+                    tools.path(profiling_file), "the profiling file"
+                )
+            if detect_env and not env:
+                fields["env"] = detected_env()
+            exp = write(
+                tools.store(),
+                fields,
+                baseline=tools.timings(baseline),
+                candidate=tools.timings(candidate),
+                table=tools.path(table) if table else None,
+                unit=unit,
+                keep_samples=keep_samples,
+            )
+            return measured_record(exp)
+
+        return tools.answer(run)
+
+    @server.tool(annotations=_WRITE, structured_output=False)
+    def remeasure(
+        exp_id: ExpId,
+        baseline: Timings = None,
+        candidate: Timings = None,
+        table: Annotated[
+            str | None, Field(description="One CSV with config,baseline,candidate columns")
+        ] = None,
+        unit: Unit = "us",
+        reason: Annotated[str | None, Field(description="Why (a default says the round)")] = None,
+    ) -> CallToolResult:
+        """Add a round of measurement (same configurations, measured the same way) to an
+        experiment: pooled with every earlier round, score and interval recomputed, the
+        correction recorded. No best-of-N (kexp remeasure --json)."""
+        return tools.answer(
+            lambda: measured_record(
+                add_round(
+                    tools.store(),
+                    exp_id,
+                    baseline=tools.timings(baseline),
+                    candidate=tools.timings(candidate),
+                    table=tools.path(table) if table else None,
+                    unit=unit,
+                    reason=reason,
+                )
+            )
+        )
+
+    @server.tool(annotations=_WRITE, structured_output=False)
+    def update(
+        exp_id: ExpId,
+        changes: Annotated[
+            dict[str, Any],
+            Field(
+                description='Fields and their new values, e.g. {"score": 1.021} or '
+                '{"is_buggy": true, "error_message": "..."}'
+            ),
+        ],
+        reason: Annotated[
+            str, Field(min_length=1, description="Why: kept in a dated correction note")
+        ],
+    ) -> CallToolResult:
+        """Correct fields of an experiment, with the reason (validated; only the changed
+        lines rewritten; a dated note old -> new added). Returns id, path and the fields
+        changed (kexp update --reason --json)."""
+
+        def run() -> dict[str, Any]:
+            if not reason.strip():
+                raise KexpError("give the reason of the correction")
+            exp, changed = apply_correction(tools.store(), exp_id, typed_changes(changes), reason)
+            return written_record(exp, changed=changed)
+
+        return tools.answer(run)
+
+    @server.tool(annotations=_WRITE, structured_output=False)
+    def sync(
+        branch: Annotated[
+            str | None, Field(description="Publish to this branch, e.g. kexp/<your-name>")
+        ] = None,
+        remote: str = "origin",
+        message: Annotated[str | None, Field(description="The commit message")] = None,
+        dry_run: Annotated[bool, Field(description="Say what would be committed")] = False,
+    ) -> CallToolResult:
+        """Share experiments: commit experiments/ only, fetch, merge what others pushed,
+        push (never forced) (kexp sync --json)."""
+        return tools.answer(
+            lambda: publish(
+                tools.store(), branch=branch, remote=remote, message=message, dry_run=dry_run
+            ).to_dict()
+        )
+
+    return server
+
+
+def _with_where(exp: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with where a store reading refs found ``exp`` (as the commands' JSON
+    has it: ``ref``, ``refs``, and the places of older versions)."""
+    if exp.where is not None:
+        record.update(exp.where.to_dict())
+    return record
+
+
+def _filters(**given: Any) -> dict[str, Any]:
+    """The query filters given (None and empty lists left out)."""
+    return {name: value for name, value in given.items() if value not in (None, [], "")}
+
+
+def _newest(items: list[_T], limit: int | None) -> list[_T]:
+    """The last ``limit`` items (all when None)."""
+    return items if limit is None else items[-limit:] if limit > 0 else []
+
+
+def serve(root: Path | str | None = None) -> None:
+    """Serve kexp's tools over stdio until the client closes the connection."""
+    build_server(root).run("stdio")

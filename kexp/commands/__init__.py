@@ -1,4 +1,0 @@
-"""The ``kexp`` subcommands, by kind: :mod:`~kexp.commands.read` (top, list, show, tree,
-lessons, stats, export), :mod:`~kexp.commands.write` (new, add, update, rm, fmt) and
-:mod:`~kexp.commands.admin` (validate, init, env). :mod:`kexp.cli` assembles them.
-"""

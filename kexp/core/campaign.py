@@ -1,0 +1,518 @@
+"""A campaign's numbers: what is derived from the front-matter of all experiments at once.
+
+One function, :func:`derive`, computes every derived value of every experiment from the
+front-matter of the store's current records (cache rows, :class:`KernelExperiment`
+objects, a review's facts: anything with the attributes read below), so that every
+view ranks and judges alike:
+
+* ``outcome`` and ``interference`` (see :func:`judge`);
+* ``cumulative_score``: the speedup of the experiment's code over the operator's
+  reference (original) code. A score is measured against what ``measured_against``
+  names: ``reference`` (or an experiment without a ``pid``: its parent is the
+  reference) is its own cumulative score; ``parent`` (a ``pid`` without the field
+  counts as ``parent``: kexp's convention, and validation warns that it should be
+  written) multiplies its score onto its parent's cumulative score. So the cumulative
+  score is the product of the steps along the ``pid`` chain back to the nearest
+  experiment measured against the reference;
+* ``cumulative_ci``: its 95 % interval when every step has one (``score_ci``): the
+  steps' log half-widths, below and above the score, add in quadrature (each step's
+  interval is Student's t on the log scale, :mod:`kexp.core.noise`; independent steps' log
+  variances add). One step's interval is its own ``score_ci``; a longer chain's is
+  rounded outwards to 4 decimals. No random numbers: the same files give the same
+  values, and it needs only the front-matter (a bootstrap would read every step's
+  ``## Samples`` section and still need a seed);
+* ``cumulative_reason``: why there is no cumulative score, when there is none: the
+  experiment (or an ancestor on its chain) is buggy, pending, measured nothing (score
+  0), is not in the store, or its ``pid`` chain is a cycle; or it is a control;
+* ``control``: tagged ``control`` (an A/A run, the same code on both sides). A control
+  measures the noise floor: it has no cumulative score, is never ranked, never the
+  best, never a dead end. Its code is its parent's (or the reference's, without a
+  parent), so an experiment built on a control continues its parent's chain.
+
+``combines`` (a merge of other experiments' changes) does not enter the product: the
+merge is measured against its ``pid`` (the code it was made on) or the reference like
+any experiment, so its cumulative score follows its ``pid`` chain. It is
+``interference`` when its cumulative score is below the best cumulative score of the
+experiments it combines (without a cumulative score of its own: its score below their
+best score, today's rule for stores measured against the reference).
+
+An id held by several files (which validation reports) counts with its first file in
+the order given (path order); :meth:`Derivation.of` gives a later file's own values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
+
+#: Statuses of an experiment not measured yet (its outcome is ``pending``).
+PENDING_STATUSES = frozenset({"new", "running"})
+#: The tag of an A/A run: the same code on both sides, the measured noise floor.
+CONTROL_TAG = "control"
+#: What ``score`` is measured against (``measured_against``).
+MEASURED_AGAINST = ("parent", "reference")
+
+
+class Derived(NamedTuple):
+    """What is derived of one experiment from the whole store's front-matter."""
+
+    outcome: str
+    #: It combines others and its cumulative score is below the best of theirs.
+    interference: bool
+    #: Speedup over the operator's reference: the product of the steps back to the
+    #: nearest reference measurement (None when it cannot be known: ``cumulative_reason``).
+    cumulative_score: float | None
+    #: The 95 % interval of ``cumulative_score`` (None without one).
+    cumulative_ci: tuple[float, float] | None
+    #: Why there is no ``cumulative_score`` ("" when there is one).
+    cumulative_reason: str
+    #: Tagged ``control``: an A/A run, never ranked.
+    control: bool
+    #: The id of the experiment the product starts at (measured against the reference;
+    #: "" when there is no cumulative score, or the chain starts at a control).
+    reference: str = ""
+    #: How many scores the product multiplies.
+    steps: int = 0
+
+    @property
+    def ranked(self) -> bool:
+        """Whether a ranking by the cumulative score places it (not a control, and a
+        cumulative score known)."""
+        return not self.control and self.cumulative_score is not None
+
+
+def judge(
+    status: Any,
+    is_buggy: Any,
+    interference: bool,
+    score: Any,
+    interval: Any,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> str:
+    """The outcome: pending, buggy, interference, regression, marginal, improvement.
+
+    With an interval (``score_ci``), ``improvement`` needs its low end above 1 and
+    ``regression`` its high end below 1 (besides the thresholds); otherwise the
+    thresholds alone decide.
+    """
+    if status in PENDING_STATUSES:
+        return "pending"
+    if is_buggy:
+        return "buggy"
+    if interference:
+        return "interference"
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
+        return "regression"
+    if interval and len(interval) == 2:
+        # Significant and worth having: the interval excludes 1 and the score passes
+        # the threshold; anything else is within noise.
+        low, high = interval
+        if high < 1 and score < settings.regression_below:
+            return "regression"
+        if low > 1 and score > settings.improvement_above:
+            return "improvement"
+        return "marginal"
+    if score < settings.regression_below:
+        return "regression"
+    if score > settings.improvement_above:
+        return "improvement"
+    return "marginal"
+
+
+def is_control(record: Any) -> bool:
+    """Whether ``record`` is tagged ``control`` (an A/A run)."""
+    tags = getattr(record, "tags", None)
+    if not tags:
+        return False
+    return CONTROL_TAG in tags
+
+
+def measured_against_parent(record: Any) -> bool:
+    """Whether ``record``'s score is a step over its parent's code: it has a ``pid`` and
+    is not measured against the reference (a missing ``measured_against`` counts as
+    ``parent``)."""
+    return bool(record.pid) and getattr(record, "measured_against", "") != "reference"
+
+
+#: The speedup of an experiment's code over the reference, or why it is unknown, as a
+#: plain tuple (one is made for every experiment: a tuple is the cheapest to make):
+#: (value or None, the steps' summed squared log half-widths below and above (None: a
+#: step has no interval), the one step's recorded interval (a product of one step),
+#: steps, the id the product starts at, and when value is None: the experiment that
+#: breaks the chain and what it is).
+_Code = tuple[Any, ...]
+_CULPRIT, _PROBLEM = 6, 7
+
+#: The reference's own code: the speedup 1, exactly (a root control's code).
+_REFERENCE: _Code = (1.0, 0.0, 0.0, None, 0, "", "", "")
+
+
+def _interval(record: Any) -> tuple[float, float] | None:
+    found = getattr(record, "score_ci", None)
+    if not found or not isinstance(found, (list, tuple)) or len(found) != 2:
+        return None
+    low, high = found
+    if (
+        isinstance(low, (int, float))
+        and isinstance(high, (int, float))
+        and not isinstance(low, bool)
+        and not isinstance(high, bool)
+        and low > 0
+        and high > 0
+    ):
+        return float(low), float(high)
+    return None
+
+
+def _broken(culprit: str, problem: str) -> _Code:
+    return (None, None, None, None, 0, "", culprit, problem)
+
+
+def _step(record: Any, before: _Code | None) -> _Code:
+    """The code value of ``record`` given its parent's (``before``: None when the
+    record's score does not build on its parent's)."""
+    if is_control(record):
+        if not record.pid:
+            return _REFERENCE
+        return before if before is not None else _broken(record.pid, "is not in the store")
+    if record.status in PENDING_STATUSES:
+        return _broken(record.id, f"is pending (status {record.status})")
+    if record.is_buggy:
+        return _broken(record.id, "is buggy")
+    return _measured(record, before)
+
+
+def _measured(record: Any, before: _Code | None) -> _Code:
+    """:func:`_step` of a measured record (neither pending nor buggy nor a control)."""
+    score = record.score
+    if (
+        not isinstance(score, (int, float))
+        or isinstance(score, bool)
+        or not math.isfinite(score)
+        or score <= 0
+    ):
+        return _broken(record.id, "measured nothing (score 0)")
+    score = float(score)
+    interval = _interval(record)
+    low_sq = high_sq = None
+    if interval is not None:
+        low_sq = math.log(score / interval[0]) ** 2
+        high_sq = math.log(interval[1] / score) ** 2
+    if before is None:  # measured against the reference
+        return (score, low_sq, high_sq, interval, 1, record.id, "", "")
+    value, below, above, _, steps, start, _, _ = before
+    if value is None:
+        return before
+    return (
+        value * score,
+        None if below is None or low_sq is None else below + low_sq,
+        None if above is None or high_sq is None else above + high_sq,
+        interval if steps == 0 else None,
+        steps + 1,
+        start or record.id,
+        "",
+        "",
+    )
+
+
+def _needs_parent(record: Any) -> bool:
+    """Whether ``record``'s code value depends on its parent's."""
+    if is_control(record):
+        return bool(record.pid)
+    if record.status in PENDING_STATUSES or record.is_buggy:
+        return False
+    return measured_against_parent(record)
+
+
+def _reason(record_id: str, pid: str, code: _Code) -> str:
+    culprit, problem = code[_CULPRIT], code[_PROBLEM]
+    if culprit == record_id:
+        return f"it {problem}"
+    who = "parent" if culprit == pid else "ancestor"
+    return f"{who} {culprit[:10]} {problem}"
+
+
+_CONTROL_REASON = "it is a control (an A/A run): its score is the noise floor, not a speedup"
+
+
+def _front(record: Any) -> tuple[Any, ...]:
+    """What a record's derived values depend on, of its own front-matter."""
+    return (
+        record.pid,
+        record.score,
+        record.status,
+        record.is_buggy,
+        getattr(record, "measured_against", ""),
+        tuple(getattr(record, "tags", None) or ()),
+        tuple(getattr(record, "combines", None) or ()),
+        tuple(getattr(record, "score_ci", None) or ()),
+    )
+
+
+class Derivation(dict[str, Derived]):
+    """:func:`derive`'s answer: id → :class:`Derived` (of the first record of each id),
+    and :meth:`of` for any record."""
+
+    def __init__(self, first: dict[str, Any], codes: dict[str, _Code], settings: Settings):
+        super().__init__()
+        self._first = first
+        self._codes = codes
+        self.settings = settings
+
+    def of(self, record: Any) -> Derived:
+        """The derived values of ``record``: the first record of its id, or another file
+        holding the same id (judged with its own front-matter)."""
+        exp_id: str = record.id
+        first = self._first.get(exp_id)
+        if first is record or (first is not None and _front(first) == _front(record)):
+            return self[exp_id]  # the same record (read again: the same front-matter)
+        before: _Code | None = None
+        if _needs_parent(record):
+            before = self._codes.get(record.pid) or _broken(record.pid, "is not in the store")
+        return _derived(record, _step(record, before), self._first, self._codes, self.settings)
+
+    def each(self, records: Iterable[Any]) -> list[Derived]:
+        """:meth:`of` each of ``records``, in order (a record derived is looked up by
+        its id: one lookup each)."""
+        found: list[Derived] = []
+        first, of, own = self._first, self.of, self.__getitem__
+        for record in records:
+            exp_id = record.id
+            found.append(own(exp_id) if first.get(exp_id) is record else of(record))
+        return found
+
+    def records(self) -> dict[str, Any]:
+        """The first record of each id, as derived."""
+        return dict(self._first)
+
+
+def _chain_interval(value: float, below: float, above: float) -> tuple[float, float]:
+    """The 95 % interval of a product of steps: ``value`` with the steps' summed squared
+    log half-widths ``below`` and ``above``, rounded outwards."""
+    from kexp.core.noise import rounded_interval  # statistics: not every command's import
+
+    return rounded_interval(value * math.exp(-math.sqrt(below)), value * math.exp(math.sqrt(above)))
+
+
+def _derived(
+    record: Any,
+    code: _Code,
+    first: dict[str, Any],
+    codes: dict[str, _Code],
+    settings: Settings,
+) -> Derived:
+    """What is derived of ``record`` whose code value is ``code`` (``first`` and
+    ``codes``: every id's first record and code value, for what it combines)."""
+    tags = getattr(record, "tags", None)
+    control = tags is not None and CONTROL_TAG in tags
+    value, below, above, recorded, steps, start, _, _ = code
+    cumulative: float | None = None
+    interval: tuple[float, float] | None = None
+    if control:
+        reason = _CONTROL_REASON
+    elif value is None:
+        reason = _reason(record.id, record.pid, code)
+    else:
+        cumulative, reason = value, ""
+        if steps == 1:
+            interval = recorded
+        elif below is not None and above is not None:
+            interval = _chain_interval(value, below, above)
+    interference = False
+    combines = getattr(record, "combines", None)
+    if combines and any(combines):
+        combines = [c for c in combines if c]
+        if cumulative is not None:
+            theirs = [codes[c][0] for c in combines if c in codes and not is_control(first[c])]
+            known = [v for v in theirs if v is not None]
+            interference = bool(known) and cumulative < max(known)
+        else:
+            scores = [float(first[c].score) for c in combines if c in first]
+            interference = bool(scores) and float(record.score) < max(scores)
+    outcome = judge(
+        record.status,
+        record.is_buggy,
+        interference,
+        record.score,
+        getattr(record, "score_ci", None),
+        settings,
+    )
+    if cumulative is None:
+        start, steps = "", 0
+    # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
+    return tuple.__new__(
+        Derived, (outcome, interference, cumulative, interval, reason, control, start, steps)
+    )
+
+
+def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Derivation:
+    """Every derived value of every record (see the module documentation), computed
+    over ``records``: the store's current records (every one: a record's values depend
+    on its ancestors' and on those it combines). Records are taken in the order given
+    (path order): the first record of an id counts for it. A record has ``id``,
+    ``pid``, ``score``, ``measured_against``, ``score_ci``, ``status``, ``is_buggy``,
+    ``tags`` and ``combines``, as a :class:`kexp.storage.rows.Row`, a
+    :class:`~kexp.core.model.KernelExperiment` or a review's facts have them.
+
+    One pass over the records, in any order of parents and children: a record whose
+    code value needs its parent's waits for it, and is settled (with its children
+    waiting on it, and theirs) as soon as it is known; no recursion (a lineage may be
+    thousands of iterations deep). Then the children of experiments not in the store,
+    then the pid cycles. A measured record combining none, not a control, has its
+    :class:`Derived` made on the spot (:func:`judge`'s rules, written out: the one fast
+    path, held equal to :func:`judge` and :func:`_derived` by the tests); the others
+    are derived by :func:`_derived` once every code value is known."""
+    first: dict[str, Any] = {}
+    for record in records:
+        first.setdefault(record.id, record)
+    codes: dict[str, _Code] = {}
+    derived: dict[str, Derived | None] = dict.fromkeys(first)  # path order; None: below
+    waiting_on: dict[str, list[str]] = {}  # a parent's id -> its children waiting for it
+    regression_below, improvement_above = settings.regression_below, settings.improvement_above
+    made = tuple.__new__  # a NamedTuple made as the tuple it is (its __new__ is slower)
+
+    def settle(exp_id: str, record: Any, before: _Code | None) -> None:
+        """Set the code value of ``record`` given its parent's (``before``; None when
+        its score does not build on its parent's), and its :class:`Derived` when it
+        is a plain measured step."""
+        score = record.score
+        if not (
+            type(score) is float
+            and 0.0 < score < math.inf
+            and not record.is_buggy
+            and record.status not in PENDING_STATUSES
+            and not record.combines
+            and not ((tags := record.tags) and CONTROL_TAG in tags)
+            and (before is None or before[0] is not None)
+        ):
+            codes[exp_id] = _step(record, before)
+            return
+        found = record.score_ci
+        interval = low_sq = high_sq = None
+        if found and len(found) == 2:
+            low, high = found
+            if high < 1 and score < regression_below:
+                outcome = "regression"
+            elif low > 1 and score > improvement_above:
+                outcome = "improvement"
+            else:
+                outcome = "marginal"
+            interval = _interval(record)
+            if interval is not None:
+                low_sq = math.log(score / interval[0]) ** 2
+                high_sq = math.log(interval[1] / score) ** 2
+        elif score < regression_below:
+            outcome = "regression"
+        elif score > improvement_above:
+            outcome = "improvement"
+        else:
+            outcome = "marginal"
+        if before is None:  # measured against the reference: its own cumulative score
+            codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
+            derived[exp_id] = made(Derived, (outcome, False, score, interval, "", False, exp_id, 1))
+            return
+        value, below, above, _, steps, start, _, _ = before
+        value *= score
+        below = None if below is None or low_sq is None else below + low_sq
+        above = None if above is None or high_sq is None else above + high_sq
+        recorded = interval if steps == 0 else None
+        steps += 1
+        start = start or exp_id
+        codes[exp_id] = (value, below, above, recorded, steps, start, "", "")
+        if steps == 1:
+            interval = recorded
+        elif below is not None and above is not None:
+            interval = _chain_interval(value, below, above)
+        else:
+            interval = None
+        derived[exp_id] = made(Derived, (outcome, False, value, interval, "", False, start, steps))
+
+    def release(exp_id: str) -> None:
+        """Settle the children waiting on ``exp_id`` (known now), and theirs."""
+        known = [exp_id]
+        while known:
+            for child in waiting_on.pop(known.pop(), ()):
+                if child not in codes:  # a member of a cycle is marked already
+                    settle(child, first[child], codes[first[child].pid])
+                    known.append(child)
+
+    for exp_id, record in first.items():
+        if _needs_parent(record):
+            before = codes.get(record.pid)
+            if before is None:
+                waiting_on.setdefault(record.pid, []).append(exp_id)
+                continue
+            settle(exp_id, record, before)
+        else:
+            settle(exp_id, record, None)
+        if exp_id in waiting_on:
+            release(exp_id)
+    # Children of experiments not in the store.
+    for pid in [pid for pid in waiting_on if pid not in first]:
+        missing = _broken(pid, "is not in the store")
+        for child in waiting_on.pop(pid):
+            settle(child, first[child], missing)
+            release(child)
+    # What still waits is a pid cycle or hangs below one.
+    for children in list(waiting_on.values()):
+        for start in children:
+            if start in codes:
+                continue
+            path: dict[str, None] = {}
+            current = start
+            while current not in codes and current not in path:
+                path[current] = None
+                current = first[current].pid
+            if current in path:
+                members = list(path)
+                for member in members[members.index(current) :]:
+                    codes[member] = _broken(member, "is in a pid cycle")
+                for member in members[members.index(current) :]:
+                    release(member)
+            else:
+                release(current)
+    for exp_id, value in derived.items():
+        if value is None:
+            derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
+    derivation = Derivation(first, codes, settings)
+    dict.update(derivation, derived)
+    return derivation
+
+
+def stands_alone(record: Any) -> bool:
+    """Whether what is derived of ``record`` depends on no other experiment: it builds
+    on no parent's code (a root, a reference measurement, buggy or pending) and combines
+    none. :func:`derive` over ``[record]`` alone then gives what it gives over the whole
+    store (an id several files hold aside: the first file's front-matter counts)."""
+    return not _needs_parent(record) and not any(getattr(record, "combines", None) or ())
+
+
+def derive_alone(record: Any, settings: Settings = DEFAULT_SETTINGS) -> Derived:
+    """The derived values of one record no store handed out: with only itself known,
+    a step over a parent has no cumulative score (its parent was not read)."""
+    return derive([record], settings)[record.id]
+
+
+def latest_control(controls: Iterable[Any]) -> Any | None:
+    """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
+    pending, not buggy): the noise floor of its env. None when there is none."""
+    found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
+    return max(found, key=lambda r: (_time_key(r.created_at), r.id), default=None)
+
+
+def describe_control(record: Any) -> str:
+    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``."""
+    text = f"A/A on this env: {float(record.score):.3f}"
+    interval = _interval(record)
+    if interval is not None:
+        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+    return text
+
+
+def _time_key(created_at: str) -> str:
+    text = created_at[:-1] if created_at.endswith("Z") else created_at
+    seconds, _, fraction = text.partition(".")
+    return f"{seconds}.{fraction:0<9}"

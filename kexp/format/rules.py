@@ -1,0 +1,165 @@
+"""The per-file rules written once: what both the full check
+(:func:`kexp.format.validate.check_document`) and the quick check
+(:func:`kexp.format.quickcheck.quick_fields`) decide a file by.
+
+The name of an experiment file, the shape and reality of a timestamp, the size limit,
+the fields kexp knows, ``score`` vs ``results``, and :func:`warns_if_valid`: which
+valid files :func:`~kexp.format.validate.check_document` warns about (the quick check says
+nothing of those, so the full check runs for them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kexp.core.model import ALL_FIELDS
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.format.suspect import suspect_fields
+
+#: File names of experiments: ``<id>-<anything>.md`` (or ``<id>.md``). The slug is
+#: only text: kexp writes ``[a-z0-9-]`` (:func:`slugify`), a hand-named file is read too.
+#: The one rule every listing of a store applies (working tree, cache, revisions, refs,
+#: changes, sync).
+EXPERIMENT_NAME = re.compile(r"([0-9a-f]{16})(?:-[^/]*)?\.md", re.DOTALL)
+#: The names kexp gives experiment files: ``<id>-<slug>.md`` with :func:`slugify`'s slug.
+KEXP_NAME = re.compile(r"[0-9a-f]{16}(?:-[a-z0-9-]*)?\.md")
+#: The one Markdown file of ``experiments/`` that is not an experiment (at its top).
+README_NAME = "README.md"
+_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
+_LEADING_ID = re.compile(r"([0-9a-fA-F]{16})(?![0-9a-fA-F])[-_ .]*(.*)", re.DOTALL)
+TIMESTAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]+)?Z")
+
+
+def id_from_name(path: Path | str) -> str | None:
+    """The id in an experiment file's name, or None if the name is not an experiment's."""
+    name = path.name if isinstance(path, Path) else os.path.basename(path)
+    match = EXPERIMENT_NAME.fullmatch(name)
+    return match.group(1) if match else None
+
+
+def slugify(summary: str, max_length: int = 48) -> str:
+    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
+    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
+    slug = slug[:max_length].rstrip("-")
+    return slug or "experiment"
+
+
+def is_stray(relative: str) -> bool:
+    """Whether a file of ``experiments/`` (``relative``: its path below the folder, with
+    '/') is a Markdown file kexp does not read: a ``.md`` name (in any case) that is
+    neither an experiment's nor the folder's README. Hidden files and files in hidden
+    folders (writers' temporary files, editors' swap files) are never strays."""
+    name = relative.rsplit("/", 1)[-1]
+    return (
+        name[-3:].lower() == ".md"
+        and relative != README_NAME
+        and EXPERIMENT_NAME.fullmatch(name) is None
+        and not any(part.startswith(".") for part in relative.split("/"))
+    )
+
+
+def canonical_name(name: str, exp_id: str | None = None, summary: str | None = None) -> str:
+    """The name kexp would give a file now named ``name``: ``<id>-<slug>.md``, with the
+    id of its front-matter (``exp_id``) or the one its name starts with, and the slug of
+    ``summary`` (else of the rest of the name). ``<id>-<slug>.md`` with the words to
+    fill in when no id is known."""
+    stem = name[:-3] if name[-3:].lower() == ".md" else name
+    leading = _LEADING_ID.fullmatch(stem)
+    if exp_id is None and leading is not None:
+        exp_id = leading.group(1).lower()
+    rest = leading.group(2) if leading is not None else stem
+    if exp_id is None:
+        return "<id>-<slug>.md"
+    slug = slugify(summary) if summary else _SLUG_CHARS.sub("-", rest.lower()).strip("-")
+    return f"{exp_id}-{slug[:48].rstrip('-')}.md" if slug else f"{exp_id}.md"
+
+
+def encoded_size(data: bytes | str, limit: int) -> int | None:
+    """The size in bytes of ``data`` as a file holds it (UTF-8) when it is over
+    ``limit``, else None (text well under the limit is not encoded to find out)."""
+    if isinstance(data, bytes):
+        return len(data) if len(data) > limit else None
+    if len(data) * 4 <= limit:  # at most 4 bytes a character
+        return None
+    size = len(data) if len(data) > limit else len(data.encode("utf-8", "surrogatepass"))
+    return size if size > limit else None
+
+
+#: Days already checked by :func:`is_real_time` (they repeat), bounded in size.
+_REAL_DAYS: dict[str, bool] = {}
+_REAL_DAYS_SIZE = 4096
+
+
+def is_real_time(stamp: str) -> bool:
+    """Whether ``YYYY-MM-DDTHH:MM:SS`` (digits where the letters are) is a real date and
+    time: what ``datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")`` accepts."""
+    day = _REAL_DAYS.get(stamp[:10])
+    if day is None:
+        try:
+            dt.date(int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]))
+            day = True
+        except ValueError:
+            day = False
+        if len(_REAL_DAYS) >= _REAL_DAYS_SIZE:
+            _REAL_DAYS.clear()
+        _REAL_DAYS[stamp[:10]] = day
+    # Two digits each: comparing the texts compares the numbers.
+    return day and stamp[11:13] < "24" and stamp[14:16] < "60" and stamp[17:19] < "60"
+
+
+def score_results_mismatch(score: Any, results: Any, tolerance: float) -> float | None:
+    """The geometric mean of ``results`` speedups when ``score`` disagrees with it."""
+    if not isinstance(results, list) or not results or isinstance(score, bool):
+        return None
+    if not isinstance(score, (int, float)):
+        return None
+    speedups: list[float] = []
+    for item in results:
+        value = item.get("speedup") if isinstance(item, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        if not (value > 0 and math.isfinite(value)):
+            return None
+        speedups.append(float(value))
+    mean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    if abs(score - mean) > tolerance * mean:
+        return mean
+    return None
+
+
+#: Every field kexp knows: any other is an ``unknown-field`` warning.
+KNOWN_FIELDS = frozenset(ALL_FIELDS)
+
+
+def missing_measured_against(fields: Mapping[str, Any]) -> bool:
+    """Whether a file with a parent does not say what its score is measured against
+    (``measured_against``): a warning (the score then counts as a step over the parent,
+    kexp's convention)."""
+    pid = fields.get("pid")
+    return isinstance(pid, str) and bool(pid.strip()) and fields.get("measured_against") is None
+
+
+def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """Whether :func:`check_document` reports a warning for a file without errors whose
+    front-matter holds ``fields``: ``score`` far from ``results``, an unknown field, a
+    suspect measurement, or a parent without ``measured_against``.
+
+    These are its only warnings besides those of the YAML reader (values it would retype)
+    and those of the ``## Samples`` section (:mod:`kexp.format.samples`), which
+    :func:`kexp.format.quickcheck.quick_fields` never accepts; a warning added to
+    :func:`check_document` must be added here too (tests check the two agree).
+    """
+    if not KNOWN_FIELDS.issuperset(fields):
+        return True
+    if missing_measured_against(fields) or suspect_fields(fields, settings):
+        return True
+    results = fields.get("results")
+    return bool(results) and (
+        score_results_mismatch(fields.get("score"), results, settings.score_tolerance) is not None
+    )

@@ -1,0 +1,440 @@
+"""Raw samples: the ``## Samples`` section, its rounds, and what they give.
+
+An experiment measured with repeated timings keeps, per configuration, the summary a
+reviewer needs in its front-matter (``results``: medians, sample counts, interquartile
+ranges, the speedup; ``score`` and ``score_ci``) and, at the end of its file, the raw
+timings in a ``## Samples`` section: one JSON line per round of measurement and
+configuration, in microseconds::
+
+    ## Samples
+
+    Raw timings in microseconds, one line per round and configuration ...
+
+    ```jsonl
+    {"round": 1, "config": "b8", "unit": "us", "baseline": [12.3, 12.4], "candidate": [12.1, 12.0]}
+    ```
+
+``kexp remeasure`` adds a round; the results are those of every round's samples
+pooled (:func:`pooled`). Validation recomputes them from the section and warns when
+the front-matter disagrees (:func:`sample_findings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeGuard
+
+from kexp.core.noise import estimate, rounded_interval
+from kexp.format.suspect import UNIT_TO_US
+
+#: The first line of a ``## Samples`` section kexp writes.
+SAMPLES_INTRO = (
+    "Raw timings in microseconds, one line per round and configuration: kexp computes "
+    "`results`, `score` and `score_ci` from them; `kexp remeasure` adds a round."
+)
+#: Significant digits a sample is kept with (far below any timer's resolution).
+SAMPLE_DIGITS = 6
+#: The validation codes of this module's findings.
+BAD_SAMPLES = "bad-samples"
+SAMPLES_MISMATCH = "samples-mismatch"
+BAD_INTERVAL = "score-ci-outside"
+#: (absolute, relative) disagreement between a recorded statistic and the one
+#: recomputed from the samples above which validation warns: a little more than the
+#: rounding of each (4 decimals for speedups and intervals, 4 significant digits for
+#: interquartile ranges, 12 for medians; counts are exact).
+_TOLERANCES = {
+    "baseline": (0.0, 1e-9),
+    "candidate": (0.0, 1e-9),
+    "speedup": (1.5e-4, 0.0),
+    "baseline_n": (0.0, 0.0),
+    "candidate_n": (0.0, 0.0),
+    "baseline_iqr": (1e-12, 1e-3),
+    "candidate_iqr": (1e-12, 1e-3),
+    "score_ci": (1.5e-4, 0.0),
+}
+
+
+class SamplesError(ValueError):
+    """A ``## Samples`` section that cannot be read; ``line`` is 1-based in the text."""
+
+    def __init__(self, line: int, message: str) -> None:
+        self.line = line
+        super().__init__(message)
+
+
+def kept_sample(value: float) -> float:
+    """A sample as it is kept: :data:`SAMPLE_DIGITS` significant digits."""
+    return float(f"{value:.{SAMPLE_DIGITS}g}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """One round of measurement: (baseline, candidate) samples per configuration, in
+    microseconds, in the order measured."""
+
+    timings: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]
+
+
+def render_samples(rounds: Sequence[Round]) -> str:
+    """The text of the ``## Samples`` section for ``rounds`` (numbered from 1)."""
+    lines = [SAMPLES_INTRO, "", "```jsonl"]
+    for number, measured in enumerate(rounds, 1):
+        for config, (base, cand) in measured.timings.items():
+            record = {
+                "round": number,
+                "config": config,
+                "unit": "us",
+                "baseline": list(base),
+                "candidate": list(cand),
+            }
+            lines.append(json.dumps(record, ensure_ascii=False))
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def parse_samples(text: str) -> list[Round]:
+    """The rounds of a ``## Samples`` section's text (lines not starting with ``{`` are
+    prose and fences). Raises :class:`SamplesError` naming the line."""
+    rounds: list[dict[str, tuple[tuple[float, ...], tuple[float, ...]]]] = []
+    starts: list[int] = []  # the line each round starts on
+    for number, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            record = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise SamplesError(number, f"not a JSON object: {exc.msg}") from None
+        if not isinstance(record, dict):  # pragma: no cover - a '{' line is an object
+            raise SamplesError(number, "not a JSON object")
+        index = record.get("round")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 1:
+            raise SamplesError(number, "'round' must be a round number 1, 2, ...")
+        if index not in (len(rounds), len(rounds) + 1) or index == 0:
+            raise SamplesError(
+                number,
+                f"round {index} is out of order: rounds are numbered 1, 2, ... and each "
+                "round's lines follow the last round's",
+            )
+        if index == len(rounds) + 1:
+            rounds.append({})
+            starts.append(number)
+        config = record.get("config")
+        if not isinstance(config, str) or not config or "\n" in config:
+            raise SamplesError(number, "'config' must be the configuration's name")
+        if config in rounds[-1]:
+            raise SamplesError(number, f"configuration {config!r} appears twice in round {index}")
+        unit = record.get("unit", "us")
+        scale = UNIT_TO_US.get(unit) if isinstance(unit, str) else None
+        if scale is None:
+            raise SamplesError(number, f"unknown unit {unit!r}; use one of {', '.join(UNIT_TO_US)}")
+        sides = []
+        for side in ("baseline", "candidate"):
+            values = record.get(side)
+            if not isinstance(values, list) or not values:
+                raise SamplesError(number, f"{config}: '{side}' must be a list of timings")
+            # One pass for the common case (JSON numbers kexp wrote), then the culprit.
+            if not (
+                all(type(v) is float or type(v) is int for v in values)
+                and min(values) > 0
+                and max(values) < math.inf
+            ):
+                bad = next(
+                    v
+                    for v in values
+                    if isinstance(v, bool)
+                    or not isinstance(v, (int, float))
+                    or not (math.isfinite(v) and v > 0)
+                )
+                raise SamplesError(
+                    number, f"{config}: {side} timing {bad!r} is not a positive number"
+                )
+            if scale == 1.0:
+                sides.append(tuple(map(float, values)))
+            else:
+                sides.append(tuple(kept_sample(v * scale) for v in values))
+        unknown = sorted(set(record) - {"round", "config", "unit", "baseline", "candidate"})
+        if unknown:
+            raise SamplesError(number, f"unknown key(s) {', '.join(map(repr, unknown))}")
+        rounds[-1][config] = (sides[0], sides[1])
+    if not rounds:
+        raise SamplesError(1, "no samples: one JSON line per round and configuration")
+    for index, measured in enumerate(rounds[1:], 2):
+        if set(measured) != set(rounds[0]):
+            raise SamplesError(
+                starts[index - 1],
+                f"round {index} measured other configurations than round 1 (pooling "
+                "needs the same configurations in every round)",
+            )
+    return [Round(timings) for timings in rounds]
+
+
+def pooled(rounds: Sequence[Round]) -> dict[str, tuple[list[float], list[float]]]:
+    """Every round's samples together, per configuration (the first round's order)."""
+    together: dict[str, tuple[list[float], list[float]]] = {}
+    for measured in rounds:
+        for config, (base, cand) in measured.timings.items():
+            pool = together.setdefault(config, ([], []))
+            pool[0].extend(base)
+            pool[1].extend(cand)
+    return together
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What samples give: the ``results`` entries, ``score`` and ``score_ci``."""
+
+    results: list[dict[str, Any]]
+    score: float
+    #: Empty when some side has fewer than :data:`kexp.core.noise.MIN_SAMPLES` samples.
+    score_ci: list[float]
+
+
+def summarize(samples: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Summary:
+    """``results`` (median, count and interquartile range per side, the median
+    speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``."""
+    found = estimate(list(samples.values()))
+    results = []
+    for config, stats in zip(samples, found.configs, strict=True):
+        results.append(
+            {
+                "config": config,
+                "baseline": _tidy(stats.baseline.median),
+                "candidate": _tidy(stats.candidate.median),
+                "speedup": round(stats.speedup, 4),
+                "unit": "us",
+                "baseline_n": stats.baseline.n,
+                "candidate_n": stats.candidate.n,
+                "baseline_iqr": _spread(stats.baseline.iqr),
+                "candidate_iqr": _spread(stats.candidate.iqr),
+            }
+        )
+    interval = list(rounded_interval(*found.interval)) if found.interval else []
+    return Summary(results, round(found.score, 4), interval)
+
+
+def _tidy(value: float) -> float:
+    return float(f"{value:.12g}")
+
+
+def _spread(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def sample_count(result: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(baseline, candidate) sample counts of a ``results`` entry, None for single
+    numbers."""
+    counts = result.get("baseline_n"), result.get("candidate_n")
+    if all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        return (int(counts[0]), int(counts[1]))  # type: ignore[arg-type]
+    return None
+
+
+# --- validation -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A problem with ``score_ci`` or the samples: where (a front-matter path, or a line
+    of the ``## Samples`` section when ``section_line`` is set), and what."""
+
+    severity: Literal["error", "warning"]
+    code: str
+    field: str
+    path: tuple[str | int, ...]
+    message: str
+    hint: str
+    section_line: int | None = None
+
+
+def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Finding]:
+    """Problems of ``score_ci`` (it must hold ``score``) and of the ``## Samples``
+    section (readable; ``results``, ``score`` and ``score_ci`` as the samples give
+    them) of a file with front-matter ``fields``."""
+    found: list[Finding] = []
+    score = fields.get("score")
+    interval = fields.get("score_ci")
+    if _is_pair(interval) and _is_number(score):
+        low, high = interval
+        if not low <= score <= high:
+            found.append(
+                Finding(
+                    "error",
+                    BAD_INTERVAL,
+                    "score_ci",
+                    ("score_ci",),
+                    f"score_ci [{low:g}, {high:g}] does not hold the score {score:g}",
+                    "write the interval [low, high] around the score (kexp computes both "
+                    "from samples), or remove score_ci",
+                )
+            )
+    if not samples_text.strip():
+        return found
+    try:
+        rounds = parse_samples(samples_text)
+    except SamplesError as exc:
+        return [
+            *found,
+            Finding(
+                "error",
+                BAD_SAMPLES,
+                "samples",
+                (),
+                f"the Samples section cannot be read: line {exc.line}: {exc}",
+                'one JSON line per round and configuration: {"round": 1, "config": '
+                'NAME, "baseline": [US, ...], "candidate": [US, ...]}',
+                exc.line,
+            ),
+        ]
+    summary = summarize(pooled(rounds))
+    found.extend(_disagreements(fields, summary))
+    return found
+
+
+def _disagreements(fields: Mapping[str, Any], summary: Summary) -> list[Finding]:
+    hint = (
+        "results, score and score_ci are computed from the samples: correct them to "
+        "what the samples give (or the samples, if they are wrong)"
+    )
+    results = fields.get("results")
+    if not isinstance(results, list) or [
+        r.get("config") if isinstance(r, dict) else None for r in results
+    ] != [r["config"] for r in summary.results]:
+        configs = ", ".join(r["config"] for r in summary.results)
+        return [
+            Finding(
+                "warning",
+                SAMPLES_MISMATCH,
+                "results",
+                ("results",),
+                f"results do not list the configurations of the samples ({configs})",
+                hint,
+            )
+        ]
+    found = []
+    for index, (recorded, computed) in enumerate(zip(results, summary.results, strict=True)):
+        for key, value in computed.items():
+            if key in ("config", "unit"):
+                continue
+            if not _close(recorded.get(key), value, _TOLERANCES[key]):
+                found.append(
+                    Finding(
+                        "warning",
+                        SAMPLES_MISMATCH,
+                        "results",
+                        ("results", index, key) if key in recorded else ("results", index),
+                        f"{computed['config']}: {key} {_show(recorded.get(key))} differs from "
+                        f"the samples' {value:g}",
+                        hint,
+                    )
+                )
+    interval = fields.get("score_ci")
+    ends = zip(interval, summary.score_ci, strict=True) if _is_pair(interval) else None
+    if summary.score_ci and not (
+        ends is not None and all(_close(a, b, _TOLERANCES["score_ci"]) for a, b in ends)
+    ):
+        low, high = summary.score_ci
+        found.append(
+            Finding(
+                "warning",
+                SAMPLES_MISMATCH,
+                "score_ci",
+                ("score_ci",) if "score_ci" in fields else ("score",),
+                f"score_ci {_show(interval)} differs from the samples' [{low:g}, {high:g}]",
+                hint,
+            )
+        )
+    return found
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_pair(value: Any) -> TypeGuard[list[float]]:
+    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
+
+
+def _close(recorded: Any, computed: float, tolerance: tuple[float, float]) -> bool:
+    if not _is_number(recorded):
+        return False
+    absolute, relative = tolerance
+    return bool(abs(recorded - computed) <= absolute + relative * abs(computed))
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    return json.dumps(value)
+
+
+# --- describing -------------------------------------------------------------------------
+
+
+def describe_interval(score: float, interval: Sequence[float], digits: int = 4) -> str:
+    """``1.0320 [1.0110, 1.0540]`` (the score alone without an interval)."""
+    if len(interval) == 2:
+        low, high = interval
+        return f"{score:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    return f"{score:.{digits}f}"
+
+
+def describe_protocol(protocol: Mapping[str, Any]) -> str:
+    """How timings were measured, in words: ``cuda_events, warm-up 10, 100 repetitions
+    a sample, L2 flushed, clocks locked`` ("" when unknown)."""
+    parts = []
+    if "timer" in protocol:
+        parts.append(str(protocol["timer"]))
+    if "synchronized" in protocol:
+        parts.append("synchronized" if protocol["synchronized"] else "not synchronized")
+    if "warmup" in protocol:
+        parts.append(f"warm-up {protocol['warmup']}")
+    if "repetitions" in protocol:
+        parts.append(f"{protocol['repetitions']} repetition(s) a sample")
+    if "l2_flushed" in protocol:
+        parts.append("L2 flushed" if protocol["l2_flushed"] else "L2 not flushed")
+    if "clocks_locked" in protocol:
+        parts.append("clocks locked" if protocol["clocks_locked"] else "clocks not locked")
+    if "device" in protocol:
+        parts.append(f"on the {str(protocol['device']).upper()}")
+    parts.extend(f"{k}={v}" for k, v in protocol.items() if k not in _PROTOCOL_WORDS)
+    return ", ".join(parts)
+
+
+_PROTOCOL_WORDS = frozenset(
+    {"timer", "synchronized", "warmup", "repetitions", "l2_flushed", "clocks_locked", "device"}
+)
+
+
+def describe_result(result: Mapping[str, Any]) -> str | None:
+    """A ``results`` entry measured with samples, in words: ``b8: 1.0092x  12.35 ->
+    12.23 us (n 60/60, IQR 0.31/0.42)``; None for single numbers."""
+    counts = sample_count(result)
+    if counts is None:
+        return None
+    unit = result.get("unit", "us")
+    text = f"{result.get('config')}: {result.get('speedup')}x  "
+    text += f"{result.get('baseline')} -> {result.get('candidate')} {unit}"
+    text += f" (n {counts[0]}/{counts[1]}"
+    spreads = result.get("baseline_iqr"), result.get("candidate_iqr")
+    if all(_is_number(s) for s in spreads):
+        text += f", IQR {spreads[0]:g}/{spreads[1]:g}"
+    return text + ")"
+
+
+def describe_samples(text: str) -> str:
+    """The ``## Samples`` section in one line: rounds and samples per configuration."""
+    try:
+        rounds = parse_samples(text)
+    except SamplesError as exc:
+        return f"(cannot be read: line {exc.line}: {exc})"
+    together = pooled(rounds)
+    counts = sorted({(len(b), len(c)) for b, c in together.values()})
+    sizes = ", ".join(f"{b} / {c}" for b, c in counts)
+    return (
+        f"{len(rounds)} round(s) of {len(together)} configuration(s): {sizes} samples "
+        "(baseline / candidate) per configuration"
+    )

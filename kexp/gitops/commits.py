@@ -1,0 +1,306 @@
+"""Commits, merges, fetches and pushes for ``kexp sync``, built on
+:func:`kexp.gitops.git.git_command` (all git access goes through it)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from kexp.core.errors import GitError
+from kexp.gitops.git import (
+    LOCK_EXISTS,
+    MAX_REVISION_CHARS,
+    git_command,
+    git_version,
+    head_commit,
+    is_hex,
+    is_ref_name,
+    toplevel,
+    translate_error,
+)
+
+if TYPE_CHECKING:
+    import git
+
+
+def check_branch_name(name: str) -> str:
+    """``name`` if it can name a branch (``kexp/alice``); :class:`GitError` otherwise,
+    before git sees it (options, ranges, ``HEAD``, ``refs/...``, invisible characters)."""
+    if (
+        not isinstance(name, str)
+        or not is_ref_name(name)
+        or name == "HEAD"
+        or name.startswith("refs/")
+        or len(name) > MAX_REVISION_CHARS
+    ):
+        raise GitError(
+            f"{name!r} is not a branch name kexp accepts: give a plain branch name such as "
+            "kexp/alice (letters, digits, '-', '_', '.', '/'; no options, spaces or ranges)"
+        )
+    return name
+
+
+def current_branch(repo: git.Repo) -> str | None:
+    """The checked-out branch's short name (None when ``HEAD`` is detached)."""
+    found = git_command(repo, "symbolic-ref", "-q", "--short", "HEAD", ok_codes=(0, 1))
+    return found.stdout.strip() or None if found.status == 0 else None
+
+
+def ref_commit(repo: git.Repo, ref: str) -> str | None:
+    """The commit a full ref name (``refs/heads/x``) points at, None when it does not
+    exist. ``ref`` must be made of checked names."""
+    if not ref.startswith("refs/") or not is_ref_name(ref):
+        raise GitError(f"{ref!r} is not a full ref name")
+    found = git_command(repo, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok_codes=(0, 1))
+    return found.stdout.strip() or None
+
+
+def remote_names(repo: git.Repo) -> list[str]:
+    """The configured remotes (``git remote``)."""
+    return git_command(repo, "remote").stdout.split()
+
+
+def staged_paths(repo: git.Repo) -> list[str]:
+    """Paths whose staged content differs from ``HEAD`` (relative to the root)."""
+    if not _has_head(repo):
+        output = git_command(repo, "ls-files", "-z").stdout
+    else:
+        output = git_command(repo, "diff", "--cached", "--name-only", "--no-renames", "-z").stdout
+    return [p for p in output.split("\0") if p]
+
+
+def _has_head(repo: git.Repo) -> bool:
+    return git_command(repo, "rev-parse", "-q", "--verify", "HEAD", ok_codes=(0, 1)).status == 0
+
+
+def changed_paths(repo: git.Repo, folder: str) -> list[str]:
+    """Files under ``folder`` that differ from ``HEAD`` in the working tree: new
+    (untracked, not ignored), changed or deleted, relative to the repository root."""
+    output = git_command(
+        repo, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
+        "--", f":(literal){folder}",
+    ).stdout  # fmt: skip
+    return [entry[3:] for entry in output.split("\0") if len(entry) > 3]
+
+
+def commit_paths(repo: git.Repo, paths: Sequence[str], message: str) -> str:
+    """Stage ``paths`` (new, changed or deleted files) and commit exactly them (nothing
+    else the index holds) on the current branch; the new commit's hash. A path whose
+    deletion is staged already (``git rm``, the old name of a ``git mv``) is in neither
+    the working tree nor the index: it is committed as it is."""
+    import os
+
+    listing = "".join(f"{p}\0" for p in paths)
+    spec = ("--pathspec-from-file=-", "--pathspec-file-nul")
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    top = toplevel(repo)
+    on_disk = [os.path.lexists(top / p) for p in paths]
+    present = "".join(f"{p}\0" for p, there in zip(paths, on_disk, strict=True) if there)
+    missing = "".join(f"{p}\0" for p, there in zip(paths, on_disk, strict=True) if not there)
+    if present:
+        git_command(repo, "add", "-A", *spec, env=literal, stdin=present)
+    if missing:  # deleted: staged as such unless it is already
+        git_command(
+            repo, "rm", "-q", "--cached", "--ignore-unmatch", *spec, env=literal, stdin=missing
+        )
+    git_command(
+        repo, "commit", "-q", "--no-edit", "-m", message, "--only", *spec,
+        env=literal, stdin=listing,
+    )  # fmt: skip
+    return head_commit(repo)
+
+
+def commit_files_onto(
+    repo: git.Repo,
+    parent: str | None,
+    folder: str,
+    message: Callable[[list[str]], str],
+    *,
+    keep: Callable[[str], bool] | None = None,
+    moved: Callable[[list[str], list[str]], list[str]] | None = None,
+    write: bool = True,
+) -> tuple[str | None, list[str]]:
+    """A commit on top of ``parent`` (None: a first commit) holding its tree plus the
+    working tree's new and changed files under ``folder`` (deleted files are not
+    published, but those ``moved(present, gone)`` names: files moved to a path among
+    the present ones), made with a temporary index: neither the real index, the working
+    tree nor any branch changes. ``message`` makes the message from the paths; ``keep``
+    chooses the paths; ``write`` False makes no commit. Returns (the commit or None when
+    nothing differs or ``write`` is False, the paths it holds)."""
+    import os
+    import tempfile
+
+    handle, index = tempfile.mkstemp(prefix="kexp-index-", dir=repo.git_dir)
+    os.close(handle)
+    os.unlink(index)
+    env = {"GIT_INDEX_FILE": index, "GIT_LITERAL_PATHSPECS": "1"}
+    try:
+        if parent is None:
+            git_command(repo, "read-tree", "--empty", env=env)
+        else:
+            git_command(repo, "read-tree", parent, env=env)
+        listed = git_command(
+            repo, "ls-files", "-z", "--others", "--modified", "--exclude-standard",
+            "--", folder, env=env,
+        ).stdout  # fmt: skip
+        top = toplevel(repo)
+        present: set[str] = set()
+        gone: set[str] = set()
+        for p in listed.split("\0"):
+            if p and (keep is None or keep(p)):
+                (present if (top / p).is_file() else gone).add(p)
+        paths = sorted(present | set(moved(sorted(present), sorted(gone)) if moved else ()))
+        if not paths or not write:
+            return None, paths
+        git_command(
+            repo, "add", "--pathspec-from-file=-", "--pathspec-file-nul",
+            env=env, stdin="".join(f"{p}\0" for p in paths),
+        )  # fmt: skip
+        tree = git_command(repo, "write-tree", env=env).stdout.strip()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(index)
+    parents = ["-p", parent] if parent else []
+    commit = git_command(repo, "commit-tree", tree, *parents, "-m", message(paths)).stdout.strip()
+    return commit, paths
+
+
+def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
+    """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
+    the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
+    2.38). Raises :class:`~kexp.core.errors.SyncConflictError` naming the conflicting files."""
+    from kexp.core.errors import SyncConflictError
+
+    if git_version(repo) < (2, 38):
+        raise GitError(
+            "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
+        )
+    found = git_command(
+        repo, "merge-tree", "--write-tree", "--name-only", ours, theirs, ok_codes=(0, 1)
+    )
+    # The tree, the conflicted files (one a line), an empty line, git's messages.
+    lines = found.stdout.splitlines()
+    if found.status == 1:
+        end = lines.index("", 1) if "" in lines[1:] else len(lines)
+        conflicted = sorted({line for line in lines[1:end] if line.strip()})
+        said = [line for line in lines[end + 1 :] if line.startswith("CONFLICT (")]
+        raise SyncConflictError(
+            f"conflict: {', '.join(conflicted)} changed both here and on the remote",
+            conflicted,
+            said,
+        )
+    tree = lines[0].strip()
+    return git_command(
+        repo, "commit-tree", tree, "-p", ours, "-p", theirs, "-m", message
+    ).stdout.strip()
+
+
+def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
+    """Move the checked-out branch, index and working tree forward to ``commit`` (a
+    descendant of ``HEAD``); the user's other uncommitted changes are kept (git refuses,
+    changing nothing, when one would be overwritten)."""
+    found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
+    if found.status != 0:
+        detail = (found.stderr or found.stdout).strip().splitlines()
+        raise GitError(
+            "cannot bring the working tree up to date with the remote's experiments "
+            f"({detail[0] if detail else 'git merge --ff-only failed'}): commit or stash "
+            "the changes git names, then run kexp sync again"
+        )
+
+
+def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:
+    """Point ``refs/heads/BRANCH`` at ``new`` if it still points at ``old`` (None: if it
+    does not exist); whether it did."""
+    check_branch_name(branch)
+    expected = old or "0" * 40
+    found = git_command(
+        repo, "update-ref", "-m", "kexp sync", f"refs/heads/{branch}", new, expected,
+        ok_codes=None,
+    )  # fmt: skip
+    return found.status == 0
+
+
+def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
+    """Fetch ``branch`` from ``remote`` into ``refs/remotes/REMOTE/BRANCH``; the commit
+    it points at, None when the remote has no such branch."""
+    check_branch_name(branch)
+    if not is_ref_name(remote):
+        raise GitError(f"{remote!r} is not a remote name")
+    tracking = f"refs/remotes/{remote}/{branch}"
+    found = git_command(
+        repo, "fetch", "-q", "--no-tags", "--end-of-options", remote,
+        f"+refs/heads/{branch}:{tracking}", ok_codes=None,
+    )  # fmt: skip
+    if found.status != 0:
+        if "couldn't find remote ref" in found.stderr.lower():
+            return None
+        raise translate_error(repo, "fetch", found.stderr)
+    return ref_commit(repo, tracking)
+
+
+#: What git says of a push that lost a race (the remote moved since this clone fetched
+#: it, or between its advertisement and the update): worth a fetch, a merge and a retry.
+_PUSH_BEHIND = re.compile(
+    r"fetch first|non-fast-forward|stale info|but expected|incorrect old value|"
+    r"reference already exists",
+    re.IGNORECASE,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PushOutcome:
+    """What one push did: landed (``pushed``), lost a race (neither field set: fetch,
+    merge and try again), or met a ref lock on the remote (``lock``: the file)."""
+
+    pushed: bool
+    lock: str = ""
+
+
+def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> PushOutcome:
+    """Push ``commit`` to ``refs/heads/BRANCH`` on ``remote``, never forced.
+
+    A push rejected because the remote moved meanwhile, or one that met a lock on the
+    remote's ref, is an outcome (the caller decides whether to try again); any other
+    refusal (a hook that declines, a protected branch, no permission) raises
+    :class:`GitError` in the remote's own words."""
+    check_branch_name(branch)
+    if not is_ref_name(remote) or not is_hex(commit, 40):
+        raise GitError(f"refused push of {commit!r} to {remote!r}")
+    found = git_command(
+        repo, "push", "-q", "--porcelain", remote,
+        f"{commit}:refs/heads/{branch}", ok_codes=None,
+    )  # fmt: skip
+    if found.status == 0:
+        return PushOutcome(True)
+    # --porcelain: "!<TAB>FROM:TO<TAB>[rejected] (fetch first)" for the refused ref.
+    refused = [line.split("\t") for line in found.stdout.splitlines() if line.startswith("!")]
+    summary = refused[0][2].strip() if refused and len(refused[0]) > 2 else ""
+    said = [
+        line[len("remote:") :].strip()
+        for line in found.stderr.splitlines()
+        if line.startswith("remote:") and line[len("remote:") :].strip()
+    ]
+    words = " ".join(said)
+    if not summary:  # no ref was tried: the remote could not be reached, ...
+        raise translate_error(repo, "push", found.stderr or found.stdout)
+    if _PUSH_BEHIND.search(summary) or _PUSH_BEHIND.search(words):
+        return PushOutcome(False)
+    lock = LOCK_EXISTS.search(words)
+    if lock is not None:
+        return PushOutcome(False, lock.group(1).replace("/./", "/"))
+    reason = summary.removeprefix("[remote rejected]").removeprefix("[rejected]").strip()
+    shown = words if len(words) <= 600 else words[:600] + " ..."
+    raise GitError(
+        f"{remote} refused the push to {branch} {reason or summary}"
+        + (f", saying: {shown}" if shown else "")
+    )
+
+
+def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:
+    """How many commits ``tip`` has that ``base`` has not (all of them for None)."""
+    args = ["rev-list", "--count", tip] + ([f"^{base}"] if base else [])
+    return int(git_command(repo, *args).stdout.strip() or 0)

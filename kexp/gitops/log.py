@@ -1,0 +1,143 @@
+"""Log and diff: the commits that touched the store's files, what changed between two
+revisions; built on :mod:`kexp.gitops.git`'s runner (all git access goes through it)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kexp.core.errors import KexpError
+from kexp.gitops.git import NULL_SHA, git_version, run_git
+
+if TYPE_CHECKING:
+    import git
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChange:
+    """One file's change in a commit or diff (from ``git --raw`` output)."""
+
+    status: str  # 'A', 'M', 'D', 'T', 'R' (rename; 'C' copy)
+    path: str  # the path afterwards (for 'D', the deleted path)
+    old_path: str  # the path before ('' for 'A')
+    old_sha: str  # '' when there was no file before
+    new_sha: str  # '' when there is none afterwards, or it is only in the working tree
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitInfo:
+    """A commit, with the files it changed (restricted to the requested paths)."""
+
+    sha: str
+    author: str
+    author_email: str
+    date: str  # author date, ISO 8601 with offset
+    message: str
+    files: tuple[FileChange, ...]
+
+
+def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[CommitInfo]:
+    """Commits reachable from ``revision`` that touched ``pathspecs``, oldest first.
+
+    Renames within the pathspecs are detected (``-M``); a merge is diffed against its
+    first parent. ``revision`` must already be a full hash; pathspecs are passed after
+    ``--``.
+    """
+    _, output = run_git(
+        repo,
+        "log",
+        "-z",
+        "--raw",
+        "--no-abbrev",
+        "-M",
+        # A merge that changed the file itself (a conflict resolution) is diffed against
+        # its first parent (git >= 2.31; older git shows no diff for merges).
+        *(["--diff-merges=first-parent"] if git_version(repo) >= (2, 31) else []),
+        "--reverse",
+        "--no-show-signature",
+        "--encoding=UTF-8",
+        "--format=%x1e%H%x00%an%x00%ae%x00%aI%x00%B",
+        revision,
+        "--",
+        *pathspecs,
+    )
+    commits: list[CommitInfo] = []
+    tokens = output.split("\0")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("\x1e"):
+            i += 1
+            continue
+        sha, author, email, date, message = (token[1:], *tokens[i + 1 : i + 5])
+        i += 5
+        files: list[FileChange] = []
+        while i < len(tokens) and tokens[i].lstrip("\n").startswith(":"):
+            change, i = _raw_entry(tokens, i)
+            files.append(change)
+        commits.append(CommitInfo(sha, author, email, date, message.strip(), tuple(files)))
+    return commits
+
+
+def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
+    """``git diff`` of the working tree of ``repo`` against ``commit`` (tracked files),
+    leaving out the folder ``exclude`` when it is inside the repository."""
+    args = ["--no-color", "--no-ext-diff", commit, "--", "."]
+    top = Path(str(repo.working_tree_dir)).resolve()
+    if exclude is not None and exclude.resolve().is_relative_to(top):
+        args.append(f":(exclude){exclude.resolve().relative_to(top).as_posix()}")
+    import git
+
+    try:
+        return str(repo.git.diff(*args))
+    except git.GitCommandError as exc:
+        raise KexpError(
+            f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
+        ) from None
+
+
+def diff_files(repo: git.Repo, base: str, head: str | None, folder: str) -> list[FileChange]:
+    """Files under ``folder`` that differ between ``base`` and ``head`` (full hashes).
+
+    ``head`` None compares with the working tree (tracked files only: see
+    :func:`untracked_files`). No rename detection: callers match files by name.
+    """
+    args = ["diff", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-ext-diff", base]
+    if head is not None:
+        args.append(head)
+    _, output = run_git(repo, *args, "--", folder)
+    tokens = output.split("\0")
+    changes: list[FileChange] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i].lstrip("\n").startswith(":"):
+            change, i = _raw_entry(tokens, i)
+            changes.append(change)
+        else:
+            i += 1
+    return changes
+
+
+def _raw_entry(tokens: list[str], i: int) -> tuple[FileChange, int]:
+    meta = tokens[i].lstrip("\n")[1:].split()
+    _, _, old_sha, new_sha, status = meta[:5]
+    kind = status[:1]
+    if kind in "RC":
+        old_path, path = tokens[i + 1], tokens[i + 2]
+        i += 3
+    else:
+        path = tokens[i + 1]
+        old_path = "" if kind == "A" else path
+        i += 2
+    return (
+        FileChange(
+            kind,
+            path,
+            old_path,
+            "" if NULL_SHA.fullmatch(old_sha) else old_sha,
+            "" if NULL_SHA.fullmatch(new_sha) else new_sha,
+        ),
+        i,
+    )

@@ -1,0 +1,114 @@
+"""Refs, trees, objects and status read without GitPython (reading across refs, the
+snapshot), built on :func:`kexp.gitops.git.git_command` (all git access goes through it)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kexp.core.errors import GitError
+from kexp.gitops.git import MAX_REVISION_CHARS, Worktree, git_command, is_hex, is_ref_name
+
+if TYPE_CHECKING:
+    import git
+
+
+@dataclasses.dataclass(frozen=True)
+class RefInfo:
+    """A branch, remote-tracking branch or tag, with the commit it names."""
+
+    name: str  # the full name: refs/remotes/origin/agent-1
+    short: str  # as git abbreviates it: origin/agent-1
+    commit: str
+    date: int  # the commit's committer date (seconds since the epoch)
+
+
+def list_refs(repo: git.Repo | Worktree) -> list[RefInfo]:
+    """Every branch, remote-tracking branch and tag naming a commit (annotated tags
+    peeled), in git's order; symbolic refs (``origin/HEAD``) left out."""
+    output = git_command(
+        repo, "for-each-ref",
+        "--format=%(refname)%00%(refname:short)%00%(objecttype)%00%(objectname)%00"
+        "%(*objectname)%00%(committerdate:unix)%00%(*committerdate:unix)%00%(symref)",
+        "refs/heads", "refs/remotes", "refs/tags",
+    ).stdout  # fmt: skip
+    found: list[RefInfo] = []
+    for line in output.splitlines():
+        parts = line.split("\0")
+        if len(parts) != 8 or parts[7]:
+            continue
+        name, short, kind, sha, peeled, date, peeled_date, _ = parts
+        if kind == "tag":
+            sha, date = peeled, peeled_date
+        elif kind != "commit":
+            continue
+        if is_hex(sha, 40) and is_ref_name(name):
+            found.append(RefInfo(name, short, sha, int(date) if date.isdigit() else 0))
+    return found
+
+
+def check_ref_pattern(pattern: str) -> str:
+    """``pattern`` if it is a ref name with ``*`` wildcards (``origin/*``,
+    ``refs/remotes/origin/agent-*``); :class:`GitError` otherwise, before git sees it."""
+    if (
+        not isinstance(pattern, str)
+        or not pattern
+        or len(pattern) > MAX_REVISION_CHARS
+        or not is_ref_name(pattern.replace("*", "x"))
+    ):
+        raise GitError(
+            f"{pattern!r} is not a ref pattern kexp accepts: give a branch or ref name, "
+            "with * for any characters (origin/*, refs/remotes/origin/agent-*)"
+        )
+    return pattern
+
+
+def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[str, str] | None]:
+    """(hash, type) of each object name (``HEAD``, ``HEAD:experiments``, a hash), None
+    for one that does not resolve; one ``git cat-file --batch-check``. The names are
+    made by kexp (no line breaks)."""
+    if any("\n" in name or "\r" in name for name in names):
+        raise GitError("an object name holds a line break")
+    if not names:
+        return []
+    output = git_command(
+        repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+        stdin="".join(f"{name}\n" for name in names),
+    ).stdout  # fmt: skip
+    found: list[tuple[str, str] | None] = []
+    for line in output.splitlines()[: len(names)]:
+        parts = line.split()
+        found.append((parts[0], parts[1]) if len(parts) == 2 and is_hex(parts[0], 40) else None)
+    return found + [None] * (len(names) - len(found))
+
+
+def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None:
+    """The best common ancestor of two commits (full hashes); None when they share none."""
+    if not (is_hex(first, 40) and is_hex(second, 40)):
+        raise GitError("merge_base takes full commit hashes")
+    found = git_command(repo, "merge-base", first, second, ok_codes=(0, 1)).stdout.strip()
+    return found if is_hex(found, 40) else None
+
+
+def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:
+    """(commit, committer date) of ``HEAD``; None in a repository without commits."""
+    found = git_command(repo, "log", "-1", "--format=%H %ct", "HEAD", ok_codes=None)
+    parts = found.stdout.split()
+    if found.status != 0 or len(parts) != 2 or not is_hex(parts[0], 40):
+        return None
+    return parts[0], int(parts[1]) if parts[1].isdigit() else 0
+
+
+def parse_tree(data: bytes) -> list[tuple[str, str, str]]:
+    """(mode, name, object hash) of each entry of a raw git tree object."""
+    entries: list[tuple[str, str, str]] = []
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        zero = data.index(b"\0", space)
+        mode = data[at:space].decode("ascii")
+        name = data[space + 1 : zero].decode("utf-8", "surrogateescape")
+        entries.append((mode, name, data[zero + 1 : zero + 21].hex()))
+        at = zero + 21
+    return entries

@@ -1,0 +1,207 @@
+"""Corrections: ``FIELD=VALUE`` assignments and the dated correction note.
+
+The Python twin of ``kexp update ID --set FIELD=VALUE ... --reason TEXT`` is
+:func:`apply_correction` (:func:`correct`, and which fields changed): it changes the
+fields and, given a reason, appends a note to ``detailed_description`` saying what
+changed (old → new) and why, so a reader of the experiment sees that its numbers were
+corrected.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.errors import KexpError, StaleMeasurementWarning
+from kexp.core.fields import ALL_FIELDS, BODY_FIELDS, JSON_FIELDS, TEXT_LIST_FIELDS
+from kexp.core.model import KernelExperiment
+
+if TYPE_CHECKING:
+    from kexp.storage.store import Store
+
+_TRUE = frozenset({"true", "yes", "1", "on"})
+_FALSE = frozenset({"false", "no", "0", "off"})
+#: Fields a correction note names instead of quoting (long texts, per-config lists).
+_NAMED_FIELDS = frozenset({*BODY_FIELDS, "results"})
+
+
+def parse_value(field: str, raw: str) -> Any:
+    """The value of ``FIELD=raw`` typed for ``field``.
+
+    ``score`` is a number, ``is_buggy`` a boolean (true/false, yes/no, 1/0), ``tags``
+    and ``combines`` a comma-separated list (or a JSON list), ``results``,
+    ``score_ci`` and ``protocol`` JSON; every other field is the text as given.
+    """
+    if field not in ALL_FIELDS:
+        raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+    if field == "score":
+        try:
+            return float(raw)
+        except ValueError:
+            raise KexpError(f"score={raw!r} is not a number (e.g. score=1.18)") from None
+    if field == "is_buggy":
+        lowered = raw.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise KexpError(f"is_buggy={raw!r} is not true or false")
+    if field in TEXT_LIST_FIELDS:
+        if raw.strip().startswith("["):
+            value = _json(field, raw)
+            if not isinstance(value, list):
+                raise KexpError(f"{field} must be a list")
+            return value
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    if field in JSON_FIELDS:
+        return _json(field, raw)
+    return raw
+
+
+def _json(field: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise KexpError(f"{field}: not valid JSON ({exc.msg})") from None
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Split ``FIELD=VALUE`` and type the value (see :func:`parse_value`)."""
+    field, sep, raw = text.partition("=")
+    field = field.strip()
+    if not sep or not field:
+        raise KexpError(f"{text!r} is not FIELD=VALUE (e.g. score=1.021)")
+    return field, parse_value(field, raw)
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
+    """Several ``FIELD=VALUE`` assignments; a field given twice is an error."""
+    changes: dict[str, Any] = {}
+    for item in items:
+        field, value = parse_assignment(item)
+        if field in changes:
+            raise KexpError(f"{field} is set twice")
+        changes[field] = value
+    return changes
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value else "''"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def correction_note(
+    old: KernelExperiment, changes: Mapping[str, Any], reason: str, today: dt.date | None = None
+) -> str:
+    """The note appended to ``detailed_description`` for a correction, e.g.
+    ``**Correction (2026-11-30)**: score 1.019 → 1.021. Reason: re-measured.``
+
+    Long text fields and ``results`` are named, not quoted.
+    """
+    day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
+    parts = []
+    for field, value in changes.items():
+        before = getattr(old, field)
+        if before == value:
+            continue
+        if field in _NAMED_FIELDS:
+            parts.append(f"{field} rewritten")
+        else:
+            parts.append(f"{field} {_show(before)} → {_show(value)}")
+    what = "; ".join(parts) if parts else "no field changed"
+    reason = " ".join(reason.split())
+    return f"**Correction ({day})**: {what}. Reason: {reason}"
+
+
+def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``changes`` that would change the experiment (ids resolved): those whose value
+    differs from the one it has."""
+    updates = store.resolve_references(dict(changes))
+    old = store.get_experiment(exp_id)
+    return {
+        field: value for field, value in updates.items() if getattr(old, field, _ABSENT) != value
+    }
+
+
+_ABSENT = object()
+
+
+def correct(
+    store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
+) -> KernelExperiment:
+    """Update an experiment's fields; with ``reason``, append a dated correction note to
+    its ``detailed_description`` (old → new values and the reason).
+
+    The update is validated and atomic (see :meth:`kexp.Store.update_experiment`). When
+    no value differs from the one the experiment has, nothing is written and no note is
+    appended: the experiment is returned as it is. A new ``score`` that leaves the
+    experiment's ``results`` or ``raw_result`` as they were warns
+    (:class:`StaleMeasurementWarning`): they measured the old score.
+    """
+    updates = store.resolve_references(dict(changes))
+    if not updates:
+        raise KexpError("nothing to change: give at least one FIELD=VALUE")
+    if reason is not None and not reason.strip():
+        raise KexpError("the reason of a correction must not be empty")
+    if not effective_changes(store, exp_id, updates):
+        return store.get_experiment(exp_id)
+    if reason:
+        old = store.get_experiment(exp_id)
+        note = correction_note(old, updates, reason)
+        description = updates.get("detailed_description", old.detailed_description)
+        description = description.rstrip("\n")
+        updates["detailed_description"] = f"{description}\n\n{note}" if description else note
+    updated = store.update_experiment(exp_id, **updates)
+    _warn_stale_measurement(updated, updates)
+    return updated
+
+
+def apply_correction(
+    store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
+) -> tuple[KernelExperiment, list[str]]:
+    """:func:`correct`, and the fields it changed (none: nothing was written, the
+    experiment already holds these values)."""
+    changed = list(effective_changes(store, exp_id, changes))
+    if not changed:
+        return store.get_experiment(exp_id), []
+    return correct(store, exp_id, changes, reason), changed
+
+
+def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Changes given as JSON values (an agent's ``{"score": 1.02, "tags": [...]}``):
+    a text is typed as ``FIELD=VALUE`` would be (``"1.02"`` a score, ``"a,b"`` tags),
+    any other value kept for validation; an unknown field is an error."""
+    typed: dict[str, Any] = {}
+    for field, value in changes.items():
+        if field not in ALL_FIELDS:
+            raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+        typed[field] = parse_value(field, value) if isinstance(value, str) else value
+    return typed
+
+
+def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:
+    """Warn when ``score`` was set but the ``results`` or ``raw_result`` that measured the
+    old one were left as they were (they now contradict the new score)."""
+    if "score" not in changes:
+        return
+    stale = [
+        name for name in ("results", "raw_result") if getattr(exp, name) and name not in changes
+    ]
+    if not stale:
+        return
+    warnings.warn(
+        f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
+        f"{'hold' if len(stale) > 1 else 'holds'} the "
+        "measurement of the old score, and now contradict it: measure again with "
+        f"'kexp remeasure {exp.id[:10]}' (new timings pooled with the recorded ones: score, "
+        "score_ci and results recomputed, the round added to raw_result), "
+        "or set them too, or record a new experiment with this one as pid",
+        StaleMeasurementWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,828 @@
+"""Score from measurements: timings in, ``score``, ``results`` and ``raw_result`` out.
+
+Timings come as baseline and candidate times per configuration, from two files in any
+format :mod:`kexp.measure.timings` reads (plain JSON ``{config: microseconds}`` or
+``{config: [samples]}`` such as ``triton.testing.do_bench(..., return_mode="all")``
+lists, pytest-benchmark, ``torch.utils.benchmark`` as JSON, KernelBench, ``nsys
+stats`` kernel summaries, ``config,time`` CSV), from ``{config: times}`` dicts, or
+from one CSV table with ``config,baseline,candidate`` columns.
+
+With repeated timings the file keeps per configuration the median of each side, the
+sample counts and interquartile ranges (``results``), the score's 95 % interval
+(``score_ci``, see :mod:`kexp.core.noise`) and the raw samples in a ``## Samples`` section
+(:mod:`kexp.format.samples`; ``keep_samples=False`` leaves them out, and with them the chance
+to pool a later round: :func:`remeasure`). Single numbers are recorded as before. A
+``stat`` other than the median reduces samples to one number, as before (no interval).
+Summaries a tool wrote without its raw samples (KernelBench, nsys, pytest-benchmark
+without ``--benchmark-save-data``) are recorded as single numbers, with the runs they
+sum up as ``baseline_n``/``candidate_n`` and a line of ``raw_result`` saying there
+are no raw samples, without an interval, with a warning (:class:`TimingsWarning`).
+Every time is stored in microseconds (``unit: us``).
+
+:func:`score_measurements` computes each configuration's speedup (baseline / candidate),
+the ``score`` as their geometric mean (4 decimals), the ``results`` list, and the
+``raw_result`` text in the skill's format::
+
+    Iteration 3 Results - SUCCESS:
+
+    **Overall**: 1.0190x speedup = +1.90% IMPROVEMENT
+
+    **Per-kernel breakdown**:
+    - cache_b8_s1024: 1.0170x (+1.70%)  12.30 -> 12.09 µs
+
+:func:`record_iteration` does all of it and records the experiment in one call;
+:func:`remeasure` adds a round of measurement to a recorded experiment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
+from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
+from kexp.measure.timings import from_mapping, profiling_info, read_timings
+from kexp.measure.timings import read_table as read_sides
+from kexp.measure.timings.common import STATS, Timings, check_stat, check_time, tidy
+from kexp.storage.location import find_root
+from kexp.storage.store import Store
+
+if TYPE_CHECKING:
+    from kexp.format.samples import Round
+
+__all__ = [
+    "STATS",
+    "Measurement",
+    "MeasurementError",
+    "Scored",
+    "SuspectMeasurementWarning",
+    "TimingsWarning",
+    "earlier_rounds",
+    "geometric_mean",
+    "load_measurements",
+    "measurement_of",
+    "pair_samples",
+    "pair_timings",
+    "parse_protocol",
+    "raw_result_text",
+    "read_table",
+    "record_iteration",
+    "remeasure",
+    "score_measurements",
+    "verdict",
+    "warn_if_suspect",
+    "with_timings",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One configuration's baseline and candidate times, in microseconds.
+
+    Measured with repeated timings, ``baseline_samples`` and ``candidate_samples`` hold
+    them and ``baseline`` and ``candidate`` are their medians (see
+    :func:`measurement_of`). A ``summary`` comes from a tool that kept no raw samples:
+    ``baseline_n`` and ``candidate_n`` say how many runs each time sums up (when known).
+    """
+
+    config: str
+    baseline: float
+    candidate: float
+    baseline_samples: tuple[float, ...] = ()
+    candidate_samples: tuple[float, ...] = ()
+    summary: bool = False
+    baseline_n: int | None = None
+    candidate_n: int | None = None
+
+    @property
+    def has_samples(self) -> bool:
+        """Whether a side was timed more than once."""
+        return len(self.baseline_samples) > 1 or len(self.candidate_samples) > 1
+
+    @property
+    def speedup(self) -> float:
+        """Baseline time over candidate time (> 1 is faster)."""
+        return self.baseline / self.candidate
+
+    def to_result(self) -> dict[str, Any]:
+        """The entry of the ``results`` field (a summary's run counts too)."""
+        result: dict[str, Any] = {
+            "config": self.config,
+            "baseline": tidy(self.baseline),
+            "candidate": tidy(self.candidate),
+            "speedup": round(self.speedup, 4),
+            "unit": "us",
+        }
+        if self.baseline_n is not None:
+            result["baseline_n"] = self.baseline_n
+        if self.candidate_n is not None:
+            result["candidate_n"] = self.candidate_n
+        return result
+
+
+def measurement_of(
+    config: str, baseline: Sequence[float], candidate: Sequence[float]
+) -> Measurement:
+    """A configuration's measurement from its samples (microseconds): the times are
+    their medians. Repeated timings are kept as :func:`kexp.format.samples.kept_sample` keeps
+    them; one number a side is a plain measurement, as before."""
+    # lazy: not every command that imports this module needs kexp.format.samples
+    from kexp.format.samples import kept_sample
+
+    if not baseline or not candidate:
+        raise MeasurementError(f"{config}: no samples")
+    if len(baseline) == 1 and len(candidate) == 1:
+        return Measurement(config, tidy(baseline[0]), tidy(candidate[0]))
+    base = tuple(kept_sample(v) for v in baseline)
+    cand = tuple(kept_sample(v) for v in candidate)
+    return Measurement(
+        config, float(statistics.median(base)), float(statistics.median(cand)), base, cand
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """The fields computed from measurements."""
+
+    score: float
+    results: list[dict[str, Any]]
+    raw_result: str
+    measurements: tuple[Measurement, ...]
+    #: The score's 95 % interval (empty without enough samples).
+    score_ci: list[float] = dataclasses.field(default_factory=list)
+    #: The ``## Samples`` section (empty without samples, or when not kept).
+    samples: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        """``score``, ``results`` and ``raw_result`` (and ``score_ci`` and ``samples``
+        when measured with samples), ready for ``create_experiment``."""
+        data: dict[str, Any] = {
+            "score": self.score,
+            "results": self.results,
+            "raw_result": self.raw_result,
+        }
+        if self.score_ci:
+            data["score_ci"] = self.score_ci
+        if self.samples:
+            data["samples"] = self.samples
+        return data
+
+
+# --- timings in --------------------------------------------------------------------------
+
+
+def _reduce(samples: Sequence[Any], stat: str, where: str) -> float:
+    values = [check_time(v, where) for v in samples]
+    if not values:
+        raise MeasurementError(f"{where}: no samples")
+    if check_stat(stat) == "median":
+        return float(statistics.median(values))
+    if stat == "mean":
+        return float(statistics.fmean(values))
+    return min(values) if stat == "min" else max(values)
+
+
+def read_table(path: Path | str, *, unit: str = "us") -> list[Measurement]:
+    """Measurements from one CSV table with ``config``, ``baseline``, ``candidate``
+    columns (see :func:`kexp.measure.timings.read_table`): several rows of a configuration are
+    its samples, one a side per row."""
+    return [
+        measurement_of(c, base, cand) for c, (base, cand) in read_sides(path, unit=unit).items()
+    ]
+
+
+def _timings_of(value: Path | str | Mapping[str, Any], name: str, unit: str, stat: str) -> Timings:
+    """One side's timings: a file in any format :mod:`kexp.measure.timings` reads, or a dict."""
+    if isinstance(value, Mapping):
+        return from_mapping(value, unit=unit, name=name)
+    return read_timings(value, unit=unit, stat=stat)
+
+
+def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> None:
+    only_base = [c for c in baseline if c not in candidate]
+    only_cand = [c for c in candidate if c not in baseline]
+    if only_base or only_cand:
+        parts = []
+        if only_base:
+            parts.append(f"only in the baseline: {', '.join(only_base)}")
+        if only_cand:
+            parts.append(f"only in the candidate: {', '.join(only_cand)}")
+        raise MeasurementError(
+            "baseline and candidate measured different configurations (" + "; ".join(parts) + ")"
+        )
+    if not baseline:
+        raise MeasurementError("no configurations were measured")
+
+
+def pair_timings(
+    baseline: Mapping[str, float], candidate: Mapping[str, float]
+) -> list[Measurement]:
+    """Pair baseline and candidate times by configuration (baseline's order).
+
+    Both must name the same configurations: a configuration measured on one side only
+    is an error listing them, as a speedup over a subset would mislead.
+    """
+    _same_configurations(baseline, candidate)
+    return [
+        Measurement(
+            config,
+            check_time(baseline[config], f"baseline {config}"),
+            check_time(candidate[config], f"candidate {config}"),
+        )
+        for config in baseline
+    ]
+
+
+def pair_samples(
+    baseline: Mapping[str, Sequence[float]], candidate: Mapping[str, Sequence[float]]
+) -> list[Measurement]:
+    """Pair baseline and candidate samples by configuration (baseline's order), as
+    :func:`pair_timings` pairs single times."""
+    _same_configurations(baseline, candidate)
+    return [measurement_of(config, baseline[config], candidate[config]) for config in baseline]
+
+
+def load_measurements(
+    *,
+    baseline: Path | str | None = None,
+    candidate: Path | str | None = None,
+    table: Path | str | None = None,
+    stat: str = "median",
+) -> list[Measurement]:
+    """One number a side per configuration from files: ``baseline`` and ``candidate``
+    timings (in any format :mod:`kexp.measure.timings` reads; samples reduced with ``stat``),
+    or one ``table`` (its samples kept)."""
+    if table is not None:
+        if baseline is not None or candidate is not None:
+            raise MeasurementError("give either a table or baseline and candidate files, not both")
+        return read_table(table)
+    if baseline is None or candidate is None:
+        raise MeasurementError("give both a baseline and a candidate timings file (or a table)")
+    base, cand = (
+        _timings_of(v, n, "us", stat) for n, v in (("baseline", baseline), ("candidate", candidate))
+    )
+    return pair_timings(
+        *(
+            {c: _reduce(v, stat, f"{side.form} {c}") for c, v in side.times.items()}
+            for side in (base, cand)
+        )
+    )
+
+
+# --- scoring -------------------------------------------------------------------------
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    """The geometric mean of positive numbers."""
+    numbers = [float(v) for v in values]
+    if not numbers:
+        raise MeasurementError("the geometric mean of nothing is undefined")
+    if any(not (v > 0 and math.isfinite(v)) for v in numbers):
+        raise MeasurementError("the geometric mean needs positive, finite numbers")
+    return math.exp(math.fsum(math.log(v) for v in numbers) / len(numbers))
+
+
+def _time(microseconds: float) -> str:
+    return f"{microseconds:.2f}" if microseconds >= 1 else f"{microseconds:.4g}"
+
+
+def _percent(speedup: float) -> str:
+    return f"{(speedup - 1) * 100:+.2f}%"
+
+
+def verdict(
+    score: float, settings: Settings = DEFAULT_SETTINGS, interval: Sequence[float] = ()
+) -> tuple[str, str]:
+    """The words of the raw-result header and overall line: (``SUCCESS``, ``IMPROVEMENT``),
+    (``MARGINAL``, ``MARGINAL``) or (``REGRESSION``, ``REGRESSION``); with an
+    ``interval``, as the outcome is derived (a score past a threshold whose interval
+    holds 1 is ``MARGINAL``, "within noise")."""
+    found = outcome_of(
+        KernelExperiment(score=score, score_ci=list(interval), status="done"), settings
+    )
+    if found == "improvement":
+        return "SUCCESS", "IMPROVEMENT"
+    if found == "regression":
+        return "REGRESSION", "REGRESSION"
+    beyond = score > settings.improvement_above or score < settings.regression_below
+    return "MARGINAL", "MARGINAL (within noise)" if interval and beyond else "MARGINAL"
+
+
+def raw_result_text(
+    measurements: Sequence[Measurement],
+    score: float,
+    *,
+    iteration: int | None = None,
+    settings: Settings = DEFAULT_SETTINGS,
+    interval: Sequence[float] = (),
+    title: str | None = None,
+    note: str = "",
+) -> str:
+    """The ``raw_result`` text in the skill's format (overall, then one line per config);
+    with samples, the interval and each configuration's sample counts too; ``note``
+    (how the timings were taken) below the overall line."""
+    header, overall = verdict(score, settings, interval)
+    if title is None:
+        title = f"Iteration {iteration} Results" if iteration is not None else "Results"
+    spread = f" (95% interval {interval[0]:.4f}-{interval[1]:.4f})" if interval else ""
+    lines = [
+        f"{title} - {header}:",
+        "",
+        f"**Overall**: {score:.4f}x speedup{spread} = {_percent(score)} {overall}",
+        "",
+        *([note, ""] if note else []),
+        "**Per-kernel breakdown**:",
+    ]
+    for m in measurements:
+        counts = ""
+        if m.summary:
+            runs = [str(n) if n is not None else "?" for n in (m.baseline_n, m.candidate_n)]
+            counts = f" (summaries of {runs[0]} / {runs[1]} runs, no raw samples)"
+        elif m.has_samples:
+            base, cand = len(m.baseline_samples) or 1, len(m.candidate_samples) or 1
+            counts = f" (medians of {base} / {cand} samples)"
+        lines.append(
+            f"- {m.config}: {m.speedup:.4f}x ({_percent(m.speedup)})  "
+            f"{_time(m.baseline)} -> {_time(m.candidate)} µs{counts}"
+        )
+    return "\n".join(lines)
+
+
+def score_measurements(
+    measurements: Sequence[Measurement],
+    *,
+    iteration: int | None = None,
+    settings: Settings = DEFAULT_SETTINGS,
+    keep_samples: bool = True,
+    rounds: Sequence[Round] | None = None,
+    protocol: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    note: str = "",
+) -> Scored:
+    """``score`` (geometric mean of speedups, 4 decimals), ``results`` and ``raw_result``.
+
+    Measured with samples, ``results`` hold medians, counts and interquartile ranges,
+    ``score_ci`` the score's interval and ``samples`` the ``## Samples`` section (the
+    ``rounds`` given, else one round of these measurements; none when not
+    ``keep_samples``). ``protocol`` (how it was measured) informs the plausibility check;
+    ``note`` is a line of ``raw_result`` on how the timings were taken.
+    """
+    if not measurements:
+        raise MeasurementError("no configurations were measured")
+    interval: list[float] = []
+    samples_text = ""
+    if any(m.has_samples for m in measurements):
+        # lazy: not every command that imports this module needs kexp.format.samples
+        from kexp.format.samples import Round, render_samples, summarize
+
+        pooled = {m.config: _sides(m) for m in measurements}
+        summary = summarize(pooled)
+        results, score, interval = summary.results, summary.score, summary.score_ci
+        if keep_samples:
+            samples_text = render_samples(rounds if rounds is not None else [Round(pooled)])
+    else:
+        results = [m.to_result() for m in measurements]
+        score = round(geometric_mean(m.speedup for m in measurements), 4)
+    text = raw_result_text(
+        measurements,
+        score,
+        iteration=iteration,
+        settings=settings,
+        interval=interval,
+        title=title,
+        note=note,
+    )
+    judged = KernelExperiment(score=score, results=results, protocol=dict(protocol or {}))
+    reasons = suspect_reasons(judged, settings)
+    if reasons:
+        text += f"\n\n**{SUSPECT_LABEL}**: " + "; ".join(reasons)
+    return Scored(score, results, text, tuple(measurements), interval, samples_text)
+
+
+def _kept_round(
+    timings: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+) -> Round:
+    """A round of ``timings`` with each sample as :func:`kexp.format.samples.kept_sample` keeps
+    it."""
+    # lazy: not every command that imports this module needs kexp.format.samples
+    from kexp.format.samples import Round, kept_sample
+
+    return Round(
+        {
+            config: (tuple(map(kept_sample, base)), tuple(map(kept_sample, cand)))
+            for config, (base, cand) in timings.items()
+        }
+    )
+
+
+def _sides(m: Measurement) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A measurement's (baseline, candidate) samples (a single time as one sample)."""
+    return (m.baseline_samples or (m.baseline,), m.candidate_samples or (m.candidate,))
+
+
+# --- recording -------------------------------------------------------------------------
+
+_PROTOCOL_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def parse_protocol(assignments: Iterable[str]) -> dict[str, Any]:
+    """``protocol`` fields from ``KEY=VALUE`` texts (``kexp add --protocol``): ``timer``
+    text, ``warmup`` and ``repetitions`` counts, ``synchronized``, ``l2_flushed`` and
+    ``clocks_locked`` true or false, ``device`` gpu or cpu."""
+    protocol: dict[str, Any] = {}
+    for text in assignments:
+        key, sep, raw = (part.strip() for part in text.partition("="))
+        if not sep or key not in PROTOCOL_KEYS:
+            raise MeasurementError(
+                f"{text!r} is not KEY=VALUE with KEY one of {', '.join(PROTOCOL_KEYS)} "
+                "(e.g. timer=cuda_events)"
+            )
+        if key in protocol:
+            raise MeasurementError(f"protocol {key} is given twice")
+        if key == "timer":
+            protocol[key] = raw
+        elif key == "device":
+            if raw.lower() not in ("gpu", "cpu"):
+                raise MeasurementError(f"protocol device={raw!r} is not gpu or cpu")
+            protocol[key] = raw.lower()
+        elif key in ("warmup", "repetitions"):
+            if not raw.isdigit():
+                raise MeasurementError(f"protocol {key}={raw!r} is not a count (e.g. {key}=10)")
+            protocol[key] = int(raw)
+        elif raw.lower() in _PROTOCOL_BOOLEANS:
+            protocol[key] = _PROTOCOL_BOOLEANS[raw.lower()]
+        else:
+            raise MeasurementError(f"protocol {key}={raw!r} is not true or false")
+    return protocol
+
+
+def with_timings(
+    store: Store,
+    fields: Mapping[str, Any],
+    *,
+    baseline: Path | str | Mapping[str, Any] | None = None,
+    candidate: Path | str | Mapping[str, Any] | None = None,
+    table: Path | str | None = None,
+    measurements: Sequence[Measurement] | None = None,
+    iteration: int | None = None,
+    stat: str = "median",
+    unit: str = "us",
+    keep_samples: bool = True,
+) -> dict[str, Any]:
+    """``fields`` with ``score``, ``results`` and ``raw_result`` computed from timings.
+
+    Timings are ``baseline`` and ``candidate`` (files, or ``{config: times}`` dicts:
+    a number or a list of samples in ``unit``, or a ``torch.utils.benchmark``
+    measurement), or a ``table`` file, or ready ``measurements``; without any,
+    ``fields`` come back as they are. With samples, ``score_ci`` and the ``## Samples``
+    section (unless not ``keep_samples``) are filled too, and the ``protocol`` fields
+    the timings tell (timer, repetitions, device) are added to any given; a wall clock
+    on a machine without a GPU (:func:`kexp.measure.envinfo.gpu_present`) timed the CPU
+    (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
+    A ``raw_result`` already in ``fields`` is kept below the computed breakdown.
+    Giving timings and a ``score`` or ``results`` is an error (the score is computed).
+    With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
+    parent's code, the commit the change was made on); give ``reference`` when the
+    baseline is the operator's original code. ``iteration`` (the raw-result header)
+    defaults to the number of this operator's experiments recorded so far plus one.
+    This is what ``kexp add --baseline/--candidate/--timings`` does.
+    """
+    data = dict(fields)
+    gathered = _gather(baseline, candidate, table, measurements, stat, unit)
+    if gathered is None:
+        return data
+    if "score" in data or "results" in data or "score_ci" in data:
+        raise MeasurementError(
+            "give timings or score/results, not both: the score is computed from timings"
+        )
+    if data.get("pid") and not data.get("measured_against"):
+        data["measured_against"] = "parent"
+    if iteration is None:
+        iteration = operator_iteration(store, data.get("operator_sig"))
+    protocol = {**gathered.protocol, **(data.get("protocol") or {})}
+    if protocol.get("timer") == "wall_clock" and "device" not in protocol:
+        # lazy: not every command that imports this module needs kexp.measure.envinfo
+        from kexp.measure.envinfo import gpu_present
+
+        if not gpu_present():  # a wall clock on a machine without a GPU timed a CPU
+            protocol["device"] = "cpu"
+    if protocol:
+        data["protocol"] = protocol
+    scored = score_measurements(
+        gathered.measurements,
+        iteration=iteration,
+        settings=store.settings,
+        keep_samples=keep_samples,
+        protocol=protocol,
+        note=gathered.note,
+    )
+    given = data.pop("raw_result", "")
+    data.update(scored.fields())
+    if given:
+        data["raw_result"] = f"{scored.raw_result}\n\n{given}"
+    return data
+
+
+def operator_iteration(store: Store, operator_sig: Any) -> int | None:
+    """The iteration number of the next experiment on ``operator_sig``: its experiments
+    recorded so far (every one, whatever its lineage), plus one. None without an
+    operator."""
+    if not isinstance(operator_sig, str) or not operator_sig.strip():
+        return None
+    found = store.list_experiments(brief=True, operator=operator_sig)
+    return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig)
+
+
+def warn_if_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
+    """Warn (:class:`SuspectMeasurementWarning`) when ``exp`` is suspect; returns why."""
+    reasons = suspect_reasons(exp, settings)
+    if reasons:
+        warnings.warn(
+            f"experiment {exp.id}: {SUSPECT_LABEL}: {'; '.join(reasons)}",
+            SuspectMeasurementWarning,
+            stacklevel=3,
+        )
+    return reasons
+
+
+def record_iteration(
+    store: Store | None = None,
+    *,
+    baseline: Path | str | Mapping[str, Any] | None = None,
+    candidate: Path | str | Mapping[str, Any] | None = None,
+    table: Path | str | None = None,
+    measurements: Sequence[Measurement] | None = None,
+    iteration: int | None = None,
+    stat: str = "median",
+    unit: str = "us",
+    keep_samples: bool = True,
+    **fields: Any,
+) -> KernelExperiment:
+    """Record one optimization iteration in one call; returns the stored experiment.
+
+    Timings (``baseline`` and ``candidate`` as files or ``{config: times}`` dicts, a
+    number or a list of samples each, in ``unit``; or a ``table`` file, or ready
+    ``measurements``) fill ``score``, ``results`` and the ``raw_result`` breakdown,
+    and with samples ``score_ci`` and the ``## Samples`` section (see
+    :func:`with_timings`). ``protocol={...}`` says how they were measured (timer,
+    warmup, repetitions, l2_flushed, clocks_locked, synchronized, device). Without timings,
+    ``score`` must be among ``fields``. ``status`` defaults to ``done``. The store
+    (default: the default store) fills id, created_at, base_commit and author,
+    validates, and writes; a repeated code change
+    (:class:`kexp.core.errors.RepeatedChangeWarning`, or
+    :class:`kexp.core.errors.RemeasureWarning` when base commit and env repeat too: use
+    :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
+    are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
+    as a compact table (:func:`kexp.measure.timings.profiling_info`).
+    """
+    if store is None:
+        store = Store(find_root())
+    data = with_timings(
+        store,
+        fields,
+        baseline=baseline,
+        candidate=candidate,
+        table=table,
+        measurements=measurements,
+        iteration=iteration,
+        stat=stat,
+        unit=unit,
+        keep_samples=keep_samples,
+    )
+    if "score" not in data:
+        raise MeasurementError(
+            "no score: give baseline and candidate timings (or a table), or score=..."
+        )
+    if isinstance(data.get("profiling_info"), str):
+        data["profiling_info"] = profiling_info(data["profiling_info"])
+    data.setdefault("status", "done")
+    exp = store.create_experiment(**data)
+    warn_if_suspect(exp, store.settings)
+    return exp
+
+
+def earlier_rounds(exp: KernelExperiment) -> list[Round]:
+    """The rounds of measurement an experiment holds: its ``## Samples`` section, or
+    its single-number ``results`` as one round of one sample a side.
+
+    Raises :class:`MeasurementError` when there is nothing to pool with: no timings,
+    or samples summarised in ``results`` but not kept.
+    """
+    # lazy: not every command that imports this module needs kexp.format.samples
+    from kexp.format.samples import Round, SamplesError, parse_samples, sample_count
+
+    if exp.samples.strip():
+        try:
+            return parse_samples(exp.samples)
+        except SamplesError as exc:
+            raise MeasurementError(
+                f"experiment {exp.id}: its Samples section cannot be read (line {exc.line}: "
+                f"{exc}); correct it first"
+            ) from None
+    timings: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    for result in exp.results:
+        counts = sample_count(result)
+        if counts is not None and max(counts) > 1:
+            raise MeasurementError(
+                f"experiment {exp.id} was recorded without its raw samples (summaries, or "
+                "keep_samples=False): a new round cannot be pooled with them; record "
+                "the new measurement as a new experiment that says so"
+            )
+        unit = result.get("unit", "us")
+        scale = UNIT_TO_US.get(unit) if isinstance(unit, str) else None
+        times = [result.get("baseline"), result.get("candidate")]
+        if scale is None or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in times
+        ):
+            raise MeasurementError(
+                f"experiment {exp.id}: results entry {result.get('config')!r} has no "
+                "baseline and candidate times to pool a new round with"
+            )
+        base, cand = (tidy(float(v) * scale) for v in times)  # type: ignore[arg-type]
+        timings[str(result["config"])] = ((base,), (cand,))
+    if not timings:
+        raise MeasurementError(
+            f"experiment {exp.id} has no per-configuration timings (results) to pool a new "
+            "round with: correct its score with kexp update --set score=... --reason ..."
+        )
+    return [Round(timings)]
+
+
+def remeasure(
+    store: Store | None,
+    exp_id: str,
+    *,
+    baseline: Path | str | Mapping[str, Any] | None = None,
+    candidate: Path | str | Mapping[str, Any] | None = None,
+    table: Path | str | None = None,
+    measurements: Sequence[Measurement] | None = None,
+    unit: str = "us",
+    reason: str | None = None,
+) -> KernelExperiment:
+    """Add a round of measurement to an experiment: no best-of-N.
+
+    The new timings (as :func:`record_iteration` takes them, of the same
+    configurations, measured the same way) are pooled with every earlier round
+    (:func:`earlier_rounds`); ``score``, ``score_ci`` and ``results`` are recomputed,
+    the round is added to the ``## Samples`` section and its breakdown to
+    ``raw_result``, and the correction is recorded as ``kexp update --reason`` records
+    one (old → new, and ``reason``, by default "remeasured: round N pooled with the
+    earlier ones"). The Python twin of ``kexp remeasure``.
+    """
+    # lazy: not every command that imports this module needs kexp.measure.corrections,
+    # kexp.format.samples
+    from kexp.format.samples import pooled
+    from kexp.measure.corrections import correct
+
+    if store is None:
+        store = Store(find_root())
+    exp = store.get_experiment(exp_id)
+    gathered = _gather(baseline, candidate, table, measurements, "median", unit)
+    if gathered is None:
+        raise MeasurementError("give the new round's baseline and candidate timings (or a table)")
+    found = gathered.measurements
+    if any(m.summary for m in found):
+        raise MeasurementError(
+            "the new round's timings are summaries without raw samples: a round is pooled "
+            "sample by sample; time it again keeping the raw samples"
+        )
+    # Every round as its samples are kept (measurement_of keeps them so): the file's
+    # Samples section then gives exactly the results computed here.
+    rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
+    new_round = _kept_round({m.config: _sides(m) for m in found})
+    missing = [c for c in rounds[0].timings if c not in new_round.timings]
+    extra = [c for c in new_round.timings if c not in rounds[0].timings]
+    if missing or extra:
+        parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
+        parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
+        raise MeasurementError(
+            f"the new round measured other configurations than the earlier rounds of "
+            f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
+            f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
+            "configurations are a new experiment: kexp add)"
+        )
+    rounds.append(new_round)
+    together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
+    number = len(rounds)
+    scored = score_measurements(
+        together,
+        settings=store.settings,
+        rounds=rounds,
+        protocol=exp.protocol,
+        title=f"Round {number} pooled with rounds 1-{number - 1} Results"
+        if number > 2
+        else "Round 2 pooled with round 1 Results",
+    )
+    changes: dict[str, Any] = {
+        "score": scored.score,
+        "score_ci": scored.score_ci,
+        "results": scored.results,
+        "samples": scored.samples,
+        "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
+    }
+    why = reason or f"remeasured: round {number} pooled with the earlier ones"
+    return correct(store, exp.id, changes, why)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Gathered:
+    """The measurements of the timings given, the protocol fields they tell, and a
+    line for ``raw_result`` about them (summaries without raw samples)."""
+
+    measurements: list[Measurement]
+    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    note: str = ""
+
+
+def _gather(
+    baseline: Path | str | Mapping[str, Any] | None,
+    candidate: Path | str | Mapping[str, Any] | None,
+    table: Path | str | None,
+    measurements: Sequence[Measurement] | None,
+    stat: str,
+    unit: str = "us",
+) -> _Gathered | None:
+    """The measurements of the timings given (None when none are): a reader's warnings
+    are issued (:class:`TimingsWarning`)."""
+    given = [x is not None for x in (baseline or candidate, table, measurements)]
+    if sum(given) > 1:
+        raise MeasurementError(
+            "give one source of timings: baseline and candidate, a table, or measurements"
+        )
+    check_stat(stat)
+    if measurements is not None:
+        return _Gathered(list(measurements))
+    if table is not None:
+        found = read_table(table, unit=unit)
+        return _Gathered(found if stat == "median" else [_reduced(m, stat) for m in found])
+    if baseline is None and candidate is None:
+        return None
+    if baseline is None or candidate is None:
+        raise MeasurementError("give both baseline and candidate timings")
+    base = _timings_of(baseline, "baseline", unit, stat)
+    cand = _timings_of(candidate, "candidate", unit, stat)
+    for message in (*base.warnings, *cand.warnings):
+        warnings.warn(message, TimingsWarning, stacklevel=4)
+    protocol = {**base.protocol, **cand.protocol}
+    _same_configurations(base.times, cand.times)
+    if base.summary or cand.summary:
+        return _Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
+    if stat != "median":  # the old reduction: one number a side, no interval
+        reduced = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
+        return _Gathered(pair_timings(*reduced), protocol)
+    return _Gathered(pair_samples(base.times, cand.times), protocol)
+
+
+def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:
+    """One number a side per configuration when a side is a summary: the other side's
+    raw samples reduced with ``stat`` (and counted)."""
+    for sampled, name, other in ((base, "baseline", cand), (cand, "candidate", base)):
+        if not sampled.summary:
+            warnings.warn(
+                f"the {name}'s raw samples were reduced to their {stat} and recorded without "
+                f"an interval: the {'candidate' if name == 'baseline' else 'baseline'} "
+                f"({other.form}) is a summary without raw samples",
+                TimingsWarning,
+                stacklevel=5,
+            )
+
+    def side(timings: Timings, config: str) -> tuple[float, int | None]:
+        times = timings.times[config]
+        if timings.summary:
+            return times[0], timings.counts.get(config)
+        return _reduce(times, stat, config), len(times)
+
+    found = []
+    for config in base.times:
+        (b, b_n), (c, c_n) = side(base, config), side(cand, config)
+        found.append(
+            Measurement(config, tidy(b), tidy(c), summary=True, baseline_n=b_n, candidate_n=c_n)
+        )
+    return found
+
+
+def _summary_note(base: Timings, cand: Timings, stat: str) -> str:
+    """The ``raw_result`` line saying the timings are summaries without raw samples."""
+
+    def what(timings: Timings) -> str:
+        if timings.summary:
+            return f"{timings.form}, the {timings.statistic} of each configuration's runs"
+        return f"{timings.form}, the {stat} of the raw samples"
+
+    if base.form == cand.form and base.statistic == cand.statistic:
+        sides = what(base)
+    else:
+        sides = f"baseline: {what(base)}; candidate: {what(cand)}"
+    return f"**Timings**: summaries without raw samples ({sides}): no interval"
+
+
+def _reduced(m: Measurement, stat: str) -> Measurement:
+    base, cand = _sides(m)
+    return Measurement(m.config, _reduce(base, stat, m.config), _reduce(cand, stat, m.config))

@@ -1,0 +1,139 @@
+"""Timings as the tools write them: one reader per format, sniffed in one place.
+
+:func:`read_timings` reads a timings file of any format kexp knows, telling them apart
+by their content (not their name), in the order of :data:`FORMATS`:
+
+* ``pytest_benchmark``: pytest-benchmark JSON (``--benchmark-json``, or
+  ``--benchmark-save`` files; raw samples only with ``--benchmark-save-data``);
+* ``torch_benchmark``: ``torch.utils.benchmark`` measurements as JSON
+  (``dataclasses.asdict``; never unpickled);
+* ``kernelbench``: KernelBench timing JSON (summaries, no raw samples);
+* ``plain_json``: ``{config: time}`` / ``{config: [samples]}``, e.g. lists from
+  ``triton.testing.do_bench(..., return_mode="all")``;
+* ``ncu``: ``ncu --csv`` metrics: refused as timings, turned into a table for
+  ``profiling_info`` by :func:`profiling_info`;
+* ``nsys``: ``nsys stats --report cuda_gpu_kern_sum --format csv`` (summaries);
+* ``csv_times``: a ``config,time`` CSV.
+
+A reader is a module of this package with ``NAME``, ``sniff(source)`` and
+``read(source, unit, stat)`` (see :mod:`kexp.measure.timings.common`); a new format is one
+more module, named in :data:`FORMATS`. :func:`read_table` reads one CSV holding both
+sides; :func:`from_mapping` takes timings given in Python.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kexp.core.errors import MeasurementError
+from kexp.measure.timings.common import (
+    STATS,
+    Source,
+    Timings,
+    check_stat,
+    check_time,
+    read_source,
+    sample_list,
+    single_value,
+    tidy,
+    unit_factor,
+)
+from kexp.measure.timings.table import read_table
+
+__all__ = [
+    "FORMATS",
+    "STATS",
+    "Timings",
+    "from_mapping",
+    "profiling_info",
+    "read_table",
+    "read_timings",
+    "sniff",
+]
+
+#: The readers, most particular first: the first whose ``sniff`` claims a file reads it.
+FORMATS = (
+    "pytest_benchmark",
+    "torch_benchmark",
+    "kernelbench",
+    "plain_json",
+    "ncu",
+    "nsys",
+    "csv_times",
+)
+
+
+def readers() -> list[ModuleType]:
+    """The reader modules, in the order of :data:`FORMATS`."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in FORMATS]
+
+
+def _reader(source: Source) -> ModuleType:
+    for reader in readers():
+        if reader.sniff(source):
+            return reader
+    raise MeasurementError(
+        f"{source.path}: expected a JSON object {{config: microseconds}} or {{config: "
+        "[samples]}}, or the output of pytest-benchmark, torch.utils.benchmark (as JSON) "
+        "or KernelBench"
+    )
+
+
+def sniff(path: Path | str) -> str:
+    """The format of a timings file, in words (its reader's ``NAME``)."""
+    return str(_reader(read_source(path)).NAME)
+
+
+def read_timings(path: Path | str, *, unit: str = "us", stat: str = "median") -> Timings:
+    """The timings of a file in any format kexp reads (see the module's list).
+
+    ``unit`` is the unit of formats that do not say theirs (plain JSON and CSV);
+    ``stat`` picks the statistic of a summary (``median``: the median where the tool
+    gives one). Raises :class:`kexp.core.errors.MeasurementError` naming the file (and
+    configuration) for anything it cannot read, a repeated configuration included.
+    """
+    check_stat(stat)
+    unit_factor(unit)
+    source = read_source(path)
+    return _reader(source).read(source, unit, stat)  # type: ignore[no-any-return]
+
+
+def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -> Timings:
+    """Timings given in Python: ``{config: time}``, ``{config: [samples]}`` (in
+    ``unit``), or ``{config: torch.utils.benchmark Measurement}``."""
+    # lazy: not every command that imports this module needs kexp.measure.timings.torch_benchmark
+    from kexp.measure.timings.torch_benchmark import TIMER, measurement_samples
+
+    factor = unit_factor(unit)
+    times: dict[str, list[float]] = {}
+    runs: dict[str, int] = {}
+    for config, value in data.items():
+        where = f"{name} {config}".strip()
+        measured = measurement_samples(value, where)
+        if measured is not None:
+            times[str(config)], runs[str(config)] = measured
+        elif isinstance(value, (list, tuple)):
+            times[str(config)] = sample_list(value, factor, where)
+        else:
+            times[str(config)] = [tidy(check_time(value, where) * factor)]
+    protocol: dict[str, Any] = {}
+    if runs:
+        protocol["timer"] = TIMER
+        repetitions = single_value(runs)
+        if repetitions is not None:
+            protocol["repetitions"] = repetitions
+    return Timings(times, "timings given in Python", protocol)
+
+
+def profiling_info(text: str, source: str = "<profiling info>") -> str:
+    """Profiling info as it is kept: ``ncu --csv`` output becomes a compact table (see
+    :func:`kexp.measure.timings.ncu.profiling_table`); any other text is kept as it is."""
+    # lazy: not every command that imports this module needs kexp.measure.timings
+    from kexp.measure.timings import ncu
+
+    found = Source(Path(source), text)
+    return ncu.profiling_table(found) if ncu.sniff(found) else text

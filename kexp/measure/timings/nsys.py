@@ -1,0 +1,82 @@
+"""Nsight Systems kernel summaries: ``nsys stats --report cuda_gpu_kern_sum --format csv``.
+
+One row per kernel: ``Time (%)``, ``Total Time (ns)``, ``Instances``, ``Avg (ns)``,
+``Med (ns)``, ``Min (ns)``, ``Max (ns)``, ``StdDev (ns)``, ``Name`` (nsys 2021.2 and
+later; earlier versions write ``Average``, ``Minimum``, ``Maximum``), numbers often
+with thousands separators, after lines nsys prints before the table. Each kernel is a
+configuration, named by ``Name``. These are summaries of the kernel's instances
+without the raw samples: the median (``Med``; ``Avg`` for ``stat="mean"``, the
+average where there is no median) is recorded without an interval, with a warning.
+Times are in the unit the header names (``--timeunit``), nanoseconds otherwise.
+"""
+
+from __future__ import annotations
+
+from kexp.core.errors import MeasurementError
+from kexp.format.suspect import UNIT_TO_US
+from kexp.measure.timings.common import (
+    Source,
+    Timings,
+    cell_time,
+    header_row,
+    parse_number,
+    split_header,
+)
+
+NAME = "nsys stats cuda_gpu_kern_sum"
+#: The columns of each statistic, by the names nsys has used.
+COLUMNS = {
+    "median": ("med", "median"),
+    "mean": ("avg", "average", "mean"),
+    "min": ("min", "minimum"),
+    "max": ("max", "maximum"),
+}
+
+
+def _header(source: Source) -> int | None:
+    if source.is_json:
+        return None
+    return header_row(source.rows, ("instances",), ("name",), ("total time",), COLUMNS["mean"])
+
+
+def sniff(source: Source) -> bool:
+    """A table with ``Instances``, ``Name``, ``Total Time`` and ``Avg`` columns."""
+    return _header(source) is not None
+
+
+def read(source: Source, unit: str, stat: str) -> Timings:
+    """Each kernel's median (or the statistic asked for) over its instances."""
+    start = _header(source)
+    assert start is not None
+    rows = source.rows
+    columns = [split_header(cell, UNIT_TO_US["ns"]) for cell in rows[start]]
+    names = [name for name, _ in columns]
+    statistic = stat
+    chosen = [i for i, name in enumerate(names) if name in COLUMNS[stat]]
+    if not chosen and stat == "median":
+        statistic = "mean"
+        chosen = [i for i, name in enumerate(names) if name in COLUMNS["mean"]]
+    if not chosen:
+        raise MeasurementError(f"{source.path}: no {stat} column ({', '.join(COLUMNS[stat])})")
+    at, factor = chosen[0], columns[chosen[0]][1]
+    name_at, count_at = names.index("name"), names.index("instances")
+    times: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for number, row in enumerate(rows[start + 1 :], start + 2):
+        kernel = row[name_at].strip() if name_at < len(row) else ""
+        where = f"{source.path}: row {number} ({kernel or 'no name'})"
+        if not kernel:
+            raise MeasurementError(f"{where}: the kernel has no name")
+        if kernel in times:
+            raise MeasurementError(f"{source.path}: kernel {kernel!r} appears twice")
+        times[kernel] = [cell_time(row, at, factor, where)]
+        instances = parse_number(row[count_at] if count_at < len(row) else "", where)
+        if instances >= 1 and instances == int(instances):
+            counts[kernel] = int(instances)
+    if not times:
+        raise MeasurementError(f"{source.path}: no kernels below the header")
+    warning = (
+        f"{source.path}: nsys kernel summaries ({statistic} of each kernel's instances) "
+        "hold no raw samples: recorded without an interval"
+    )
+    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning,))

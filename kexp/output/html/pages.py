@@ -1,0 +1,842 @@
+"""The report's pages: the overview, one page per operator, one per experiment.
+
+Each function returns a whole page as text; :mod:`kexp.output.html` decides what is
+written where. What the pages show is computed here from the experiments' front-matter
+(plus, for lessons, the key insights read from their descriptions):
+
+* the **frontier**: per operator × dtype × env ("cell"), the best tip: the best
+  cumulative score (the speedup over the operator's reference, :mod:`kexp.core.campaign`)
+  of an experiment neither buggy nor pending, nor a control;
+* the cells **never improved**: those where no experiment's outcome is an improvement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kexp.agents.lessons import LESSON_GROUPS
+from kexp.core.model import OUTCOMES, SECTION_HEADINGS, KernelExperiment
+from kexp.output.html import svg
+from kexp.output.html.markup import (
+    diff,
+    filter_box,
+    one_line,
+    page,
+    preformatted,
+    prose,
+    table,
+    text,
+)
+from kexp.storage.lineage import TreeNode, build_forest, is_scored
+from kexp.storage.query import rank
+
+#: Where the experiment pages are: ``e/<last three hex digits of the ids>.html``, one
+#: section per experiment (``#<id>``); the stylesheet shows only the one linked to.
+EXPERIMENT_DIR = "e"
+#: Hex digits of an id (its last ones, random) naming its experiment page: at most
+#: 4,096 files, however many experiments (files cost more than bytes to write).
+PAGE_DIGITS = 3
+#: Where the operator pages are: ``op/<slug>.html``, and when an operator's experiments
+#: or lessons do not fit one page, ``op/<slug>--experiments-<n>.html`` and
+#: ``op/<slug>--lessons-<n>.html`` (n from 2: the first is on the operator's page).
+OPERATOR_DIR = "op"
+#: Rows of the table of experiments on one page, and lessons on one page: a page of a
+#: large operator stays small enough to load at once (below 2 MB at 10,000 experiments).
+ROWS_PER_PAGE = 1000
+LESSONS_PER_PAGE = 500
+#: Outcomes in the order the report lists them (best news first).
+OUTCOME_ORDER = ("improvement", "marginal", "regression", "interference", "buggy", "pending")
+assert sorted(OUTCOME_ORDER) == sorted(OUTCOMES)
+_T = TypeVar("_T")
+
+
+def score_interval(exp: KernelExperiment) -> tuple[float, float] | None:
+    """The experiment's score interval ``score_ci: [low, high]``, when it records one."""
+    value = getattr(exp, "score_ci", None)
+    if value is None:
+        value = exp.extra_fields.get("score_ci")
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    low, high = value
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
+        return None
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        return None
+    return float(low), float(high)
+
+
+def score_text(exp: KernelExperiment) -> str:
+    """The score as HTML, with its interval when there is one: ``1.0234 [1.01, 1.03]``."""
+    score = exp.score
+    shown = f"{score:.4f}" if isinstance(score, (int, float)) else text(score)
+    interval = score_interval(exp)
+    if interval is None:
+        return shown
+    return f'{shown} <span class="ci">[{interval[0]:.4f}, {interval[1]:.4f}]</span>'
+
+
+def cumulative_text(exp: KernelExperiment) -> str:
+    """The cumulative score as HTML, with its interval when there is one; ``—`` (and why,
+    as a tooltip) when there is none."""
+    value = exp.cumulative_score
+    if value is None:
+        return f'<span class="none" title="{text(exp.cumulative_reason)}">—</span>'
+    interval = exp.cumulative_ci
+    if interval is None:
+        return f"{value:.4f}"
+    return f'{value:.4f} <span class="ci">[{interval[0]:.4f}, {interval[1]:.4f}]</span>'
+
+
+def best_tip(experiments: Iterable[KernelExperiment]) -> KernelExperiment | None:
+    """The best tip: the best cumulative score of an experiment neither buggy nor
+    pending, nor a control (None when there is none)."""
+    found = rank([e for e in experiments if is_scored(e) and e.derived.ranked], limit=1)
+    return found[0] if found else None
+
+
+def operator_slug(operator: str) -> str:
+    """The operator page's file name (without ``.html``): readable, and unique by hash."""
+    # lazy: not every command that imports this module needs kexp.validate
+    from kexp.format.validate import slugify
+
+    digest = hashlib.sha1(operator.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{slugify(operator.rsplit(':', 1)[-1] or 'none', 40)}-{digest}"
+
+
+def experiment_path(exp_id: str) -> str:
+    """The path of the page holding an experiment, relative to the report's folder."""
+    return f"{EXPERIMENT_DIR}/{exp_id[-PAGE_DIGITS:]}.html"
+
+
+def experiment_href(exp_id: str) -> str:
+    """The link to an experiment, relative to the report's folder: its page and section."""
+    return f"{experiment_path(exp_id)}#{exp_id}"
+
+
+def badge(outcome: str) -> str:
+    """An outcome, colored by the stylesheet."""
+    return f'<span class="badge o-{text(outcome)}">{text(outcome)}</span>'
+
+
+@dataclasses.dataclass
+class Site:
+    """What every page needs to know about the report as a whole."""
+
+    experiments: list[KernelExperiment]
+    store_root: Path
+    #: The footer of the overview (when the report was made).
+    footer: str
+    #: The footer of the other pages (no time: a page changes only with its data).
+    page_footer: str = ""
+    filters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Key insight of each lesson (buggy, regression, marginal, interference), by id.
+    insights: dict[str, str] = dataclasses.field(default_factory=dict)
+    by_id: dict[str, KernelExperiment] = dataclasses.field(init=False)
+    children: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
+    operators: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
+    slugs: dict[str, str] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_id = {exp.id: exp for exp in self.experiments}
+        self.children = {}
+        self.operators = {}
+        for exp in self.experiments:
+            if exp.pid and exp.pid in self.by_id and exp.pid != exp.id:
+                self.children.setdefault(exp.pid, []).append(exp)
+            self.operators.setdefault(exp.operator_sig, []).append(exp)
+        self.operators = dict(sorted(self.operators.items()))
+        self.slugs = {op: operator_slug(op) for op in self.operators}
+
+    def experiment_link(self, exp_id: str, root: str, label: str | None = None) -> str:
+        """A link to an experiment's page (plain text when it is not in the report)."""
+        shown = one_line(label if label is not None else exp_id[:10])
+        if exp_id not in self.by_id:
+            return f'<span class="id missing" title="not in this report">{shown}</span>'
+        return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>'
+
+    def operator_href(self, operator: str, root: str) -> str:
+        """The relative link to an operator's page."""
+        return f"{root}{OPERATOR_DIR}/{self.slugs[operator]}.html"
+
+    def operator_link(self, operator: str, root: str, limit: int | None = 90) -> str:
+        """A link to an operator's page, labelled with the operator (whole in a tooltip
+        when the label is cut)."""
+        shown = one_line(operator or "(none)", limit)
+        cut = limit is not None and len(" ".join(operator.split())) > limit
+        title = f' title="{text(operator)}"' if cut else ""
+        return f'<a href="{self.operator_href(operator, root)}"{title}>{shown}</a>'
+
+    def relative_path(self, exp: KernelExperiment) -> str:
+        """The experiment's file relative to the store."""
+        if exp.path is None:
+            return ""
+        path, root = os.fspath(exp.path), os.fspath(self.store_root) + os.sep
+        return (path[len(root) :] if path.startswith(root) else path).replace(os.sep, "/")
+
+
+# --- cells: operator × dtype × env ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class CellSummary:
+    """The experiments of one operator × dtype × env."""
+
+    operator: str
+    dtype: str
+    env: str
+    experiments: list[KernelExperiment]
+
+    @property
+    def best(self) -> KernelExperiment | None:
+        """The best tip (:func:`best_tip`)."""
+        return best_tip(self.experiments)
+
+    @property
+    def improved(self) -> bool:
+        """Whether any experiment of the cell is an improvement."""
+        return any(e.outcome == "improvement" for e in self.experiments)
+
+    def counts(self) -> dict[str, int]:
+        """Experiments per outcome."""
+        found = dict.fromkeys(OUTCOME_ORDER, 0)
+        for exp in self.experiments:
+            found[exp.outcome] += 1
+        return found
+
+
+def cells_of(experiments: Iterable[KernelExperiment]) -> list[CellSummary]:
+    """The experiments grouped by operator × dtype × env, sorted by those three."""
+    groups: dict[tuple[str, str, str], list[KernelExperiment]] = {}
+    for exp in experiments:
+        groups.setdefault((exp.operator_sig, exp.dtype_sig, exp.env), []).append(exp)
+    return [CellSummary(*key, members) for key, members in sorted(groups.items())]
+
+
+def outcome_counts(experiments: Iterable[KernelExperiment]) -> dict[str, int]:
+    """How many experiments have each outcome (every outcome present)."""
+    found = dict.fromkeys(OUTCOME_ORDER, 0)
+    for exp in experiments:
+        found[exp.outcome] += 1
+    return found
+
+
+def _counts_line(counts: dict[str, int]) -> str:
+    return " ".join(
+        f'{badge(outcome)} <span class="count">{count:,}</span>'
+        for outcome, count in counts.items()
+        if count
+    )
+
+
+def _filters_text(filters: dict[str, Any]) -> str:
+    if not filters:
+        return "all experiments"
+    shown = []
+    for name, value in filters.items():
+        value = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        shown.append(f"{name}={value}")
+    return "experiments matching " + "; ".join(shown)
+
+
+# --- overview ---------------------------------------------------------------------------
+
+
+def overview_page(site: Site) -> str:
+    """``index.html``: counts by outcome, operators, the frontier, cells never improved."""
+    root = ""
+    counts = outcome_counts(site.experiments)
+    cells = cells_of(site.experiments)
+    total = len(site.experiments)
+    parts = [
+        "<h1>kexp report</h1>",
+        f'<p class="lead">{total:,} experiments ({text(_filters_text(site.filters))}) on '
+        f"{len(site.operators):,} operators, in {len(cells):,} operator × dtype × env "
+        "cells.</p>",
+        "<h2>Outcomes</h2>",
+        svg.outcome_bar(list(counts.items())),
+        table(
+            ["outcome", "experiments", "share"],
+            [
+                [badge(o), f"{c:,}", f"{100 * c / total:.1f}%" if total else "—"]
+                for o, c in counts.items()
+            ],
+            table_id="outcomes",
+            numeric=(1, 2),
+        ),
+    ]
+    never = [cell for cell in cells if not cell.improved]
+    never_by_operator: dict[str, int] = {}
+    for cell in never:
+        never_by_operator[cell.operator] = never_by_operator.get(cell.operator, 0) + 1
+    operator_rows = []
+    for operator, members in site.operators.items():
+        op_counts = outcome_counts(members)
+        tip = best_tip(members)
+        operator_rows.append(
+            [
+                site.operator_link(operator, root),
+                f"{len(members):,}",
+                *(f"{op_counts[o]:,}" for o in OUTCOME_ORDER),
+                cumulative_text(tip) if tip is not None else "—",
+                f"{never_by_operator.get(operator, 0):,}",
+            ]
+        )
+    parts += [
+        "<h2>Operators</h2>",
+        "<p>Each operator's page has its score over the iterations, its lineage, the "
+        "speedup per configuration and its lessons.</p>",
+        filter_box("operators", "filter operators"),
+        table(
+            ["operator", "experiments", *OUTCOME_ORDER, "best cumulative", "cells never improved"],
+            operator_rows,
+            table_id="operators",
+            numeric=tuple(range(1, 10)),
+        ),
+    ]
+    frontier_rows = []
+    for cell in cells:
+        best = cell.best
+        if best is None:
+            continue
+        frontier_rows.append(
+            [
+                site.operator_link(cell.operator, root, 60),
+                one_line(cell.dtype),
+                one_line(cell.env, 60),
+                cumulative_text(best),
+                badge(best.outcome),
+                site.experiment_link(best.id, root),
+                one_line(best.change_summary, 90),
+                f"{len(cell.experiments):,}",
+            ]
+        )
+    parts += [
+        "<h2>Frontier</h2>",
+        "<p>The best tip of every operator × dtype × env: the best cumulative score (the "
+        "speedup over the operator's reference, the product of the steps along its "
+        "lineage; neither buggy nor pending, nor a control), with its interval when its "
+        "steps record one.</p>",
+        filter_box("frontier", "filter the frontier"),
+        table(
+            [
+                "operator",
+                "dtype",
+                "env",
+                "best cumulative",
+                "outcome",
+                "experiment",
+                "summary",
+                "experiments",
+            ],
+            frontier_rows,
+            table_id="frontier",
+            numeric=(3, 7),
+        ),
+    ]
+    never_rows = []
+    for cell in never:
+        best = cell.best
+        cell_counts = cell.counts()
+        never_rows.append(
+            [
+                site.operator_link(cell.operator, root, 60),
+                one_line(cell.dtype),
+                one_line(cell.env, 60),
+                f"{len(cell.experiments):,}",
+                cumulative_text(best) if best is not None else "—",
+                site.experiment_link(best.id, root) if best is not None else "—",
+                _counts_line({o: c for o, c in cell_counts.items() if o != "improvement"}),
+            ]
+        )
+    parts += [
+        f"<h2>Never improved ({len(never):,})</h2>",
+        "<p>Operator × dtype × env cells where no experiment is an improvement.</p>",
+    ]
+    if never_rows:
+        parts += [
+            filter_box("never", "filter cells"),
+            table(
+                [
+                    "operator",
+                    "dtype",
+                    "env",
+                    "experiments",
+                    "best cumulative",
+                    "experiment",
+                    "outcomes",
+                ],
+                never_rows,
+                table_id="never",
+                numeric=(3, 4),
+            ),
+        ]
+    else:
+        parts.append("<p>None: every cell has at least one improvement.</p>")
+    return page(
+        "kexp report",
+        "".join(parts),
+        root=root,
+        crumbs=[("", "Overview")],
+        script=True,
+        footer=site.footer,
+    )
+
+
+# --- operator page ----------------------------------------------------------------------
+
+
+def _tooltip(exp: KernelExperiment) -> str:
+    score = f"{exp.score:.4f}" if isinstance(exp.score, (int, float)) else str(exp.score)
+    cumulative = exp.cumulative_score
+    reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
+    return f"{exp.id[:10]}  {score}{reached}  {exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+
+
+def _plotted(exp: KernelExperiment) -> float:
+    """Where the score chart draws an experiment: its cumulative score when it ranks
+    (NaN: in the band below)."""
+    derived = exp.derived
+    if derived.ranked and derived.cumulative_score is not None:
+        return float(derived.cumulative_score)
+    return math.nan
+
+
+def _legend(items: Sequence[tuple[str, str]]) -> str:
+    return (
+        '<p class="legend">'
+        + " ".join(f'<span class="key {cls}"></span>{text(label)}' for cls, label in items)
+        + "</p>"
+    )
+
+
+def _best_path(forest: Sequence[TreeNode], best_id: str) -> list[str]:
+    for tree in forest:
+        path: list[TreeNode] = []
+        stack: list[tuple[TreeNode, int]] = [(tree, 0)]
+        while stack:
+            node, depth = stack.pop()
+            del path[depth:]
+            path.append(node)
+            if node.experiment.id == best_id:
+                return [n.experiment.id for n in path]
+            for child in reversed(node.children):
+                stack.append((child, depth + 1))
+    return []
+
+
+def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
+    """An operator's pages, as (path in the report, HTML): its page (score chart,
+    lineage, configuration heatmap, the first lessons and the first rows of its table of
+    experiments), then the further pages of lessons and of the table, if any."""
+    root = "../"
+    members = site.operators[operator]
+    counts = outcome_counts(members)
+    best = best_tip(members)
+    forest = build_forest(members)
+    path_ids = _best_path(forest, best.id) if best is not None else []
+    position = {exp.id: index for index, exp in enumerate(members)}
+    # Each experiment at its cumulative score (the speedup over the reference): the best
+    # so far rises as the campaign did. Without one (a control, an ancestor buggy,
+    # pending or missing), in the band below.
+    points = [
+        svg.Point(
+            f"{root}{experiment_href(exp.id)}",
+            _tooltip(exp),
+            exp.outcome,
+            _plotted(exp),
+            exp.cumulative_ci if exp.derived.ranked else None,
+        )
+        for exp in members
+    ]
+    parts = [
+        f"<h1>{one_line(operator or '(none)')}</h1>",
+        f'<p class="lead">{len(members):,} experiments: {_counts_line(counts)}</p>',
+    ]
+    if best is not None:
+        parts.append(
+            f"<p>Best tip: {site.experiment_link(best.id, root)} {cumulative_text(best)} "
+            f"over the reference (this step {score_text(best)}) "
+            f"{one_line(best.dtype_sig)} · {one_line(best.env, 60)} — "
+            f"{one_line(best.change_summary)}</p>"
+        )
+    cell_rows = []
+    for cell in cells_of(members):
+        cell_best = cell.best
+        cell_rows.append(
+            [
+                one_line(cell.dtype),
+                one_line(cell.env, 70),
+                f"{len(cell.experiments):,}",
+                cumulative_text(cell_best) if cell_best is not None else "—",
+                site.experiment_link(cell_best.id, root) if cell_best is not None else "—",
+                "yes" if cell.improved else '<span class="never">never</span>',
+            ]
+        )
+    parts += [
+        "<h2>Score over iterations</h2>",
+        _legend(
+            [
+                ("o-improvement", "improvement"),
+                ("o-marginal", "marginal"),
+                ("o-regression tri", "regression"),
+                ("o-interference", "interference"),
+                ("o-buggy cross", "buggy"),
+                ("o-pending", "pending"),
+                ("line-best", "lineage path to the best tip"),
+                ("line-sofar", "best so far"),
+                ("line-ci", "interval"),
+            ]
+        ),
+        "<p>Each experiment at its cumulative score: the speedup over the operator's "
+        "reference, the product of the steps along its lineage.</p>",
+        '<div class="scroll">',
+        svg.score_chart(
+            points,
+            [position[i] for i in path_ids if i in position],
+            axis="speedup over the reference",
+        ),
+        "</div>",
+        f"<h2>Lineage ({len(forest):,} tree{'' if len(forest) == 1 else 's'})</h2>",
+        "<p>Each tree grows to the right, one generation per column. The path to the "
+        "operator's best tip is drawn thick, the best ringed in green; a node ringed in "
+        "red is a dead end (built on, but nothing built on it reached a higher "
+        "cumulative score).</p>",
+        '<div class="scroll tall">',
+        svg.lineage_graph(
+            forest,
+            lambda node: f"{root}{experiment_href(node.experiment.id)}",
+            lambda node: _tooltip(node.experiment) + ("  [dead end]" if node.dead_end else ""),
+            best_path=path_ids,
+        ),
+        "</div>",
+    ]
+    parts += _heatmap_section(members, root)
+    parts += [
+        "<h2>Per dtype and environment</h2>",
+        table(
+            ["dtype", "env", "experiments", "best score", "best", "improved"],
+            cell_rows,
+            table_id="cells",
+            numeric=(2, 3),
+        ),
+    ]
+    slug = site.slugs[operator]
+    lessons = _lesson_entries(site, members, root)
+    lesson_pages = _chunks(lessons, LESSONS_PER_PAGE)
+    rows = [
+        [
+            site.experiment_link(exp.id, root),
+            text(exp.created_at[:10]),
+            score_text(exp),
+            cumulative_text(exp),
+            badge(exp.outcome),
+            one_line(exp.dtype_sig),
+            one_line(exp.env, 40),
+            one_line(exp.change_summary, 100),
+        ]
+        for exp in members
+    ]
+    row_pages = _chunks(rows, ROWS_PER_PAGE)
+    parts.append(f"<h2>Lessons ({len(lessons):,})</h2>")
+    parts += _lessons_list(lesson_pages, 1, slug, root)
+    parts.append(f"<h2>Experiments ({len(members):,})</h2>")
+    parts += _experiments_table(row_pages, 1, slug, root)
+    name = operator or "(none)"
+    crumbs = [(f"{root}index.html", "Overview"), ("", name)]
+    made = [(f"{OPERATOR_DIR}/{slug}.html", page(
+        name, "".join(parts), root=root, crumbs=crumbs, script=True, footer=site.page_footer
+    ))]  # fmt: skip
+    here = [(f"{root}index.html", "Overview"), (f"{root}{OPERATOR_DIR}/{slug}.html", name)]
+    further: list[tuple[str, int, Callable[[int], list[str]]]] = [
+        ("lessons", len(lesson_pages), lambda n: _lessons_list(lesson_pages, n, slug, root)),
+        ("experiments", len(row_pages), lambda n: _experiments_table(row_pages, n, slug, root)),
+    ]
+    for kind, count, render in further:
+        for number in range(2, count + 1):
+            title = f"{name}: {kind} ({number} of {count})"
+            content = [f"<h1>{one_line(name)}: {kind}</h1>", *render(number)]
+            made.append((
+                _paged_name(slug, kind, number),
+                page(title, "".join(content), root=root, crumbs=[*here, ("", f"{kind} {number}")],
+                     script=kind == "experiments", footer=site.page_footer),
+            ))  # fmt: skip
+    return made
+
+
+def _chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
+    """``items`` in pages of ``size`` (one empty page when there is none)."""
+    return [items[start : start + size] for start in range(0, len(items), size)] or [items[:0]]
+
+
+def _paged_name(slug: str, kind: str, number: int) -> str:
+    """The path of page ``number`` (from 1) of an operator's ``kind`` of list."""
+    if number == 1:
+        return f"{OPERATOR_DIR}/{slug}.html"
+    return f"{OPERATOR_DIR}/{slug}--{kind}-{number}.html"
+
+
+def _pager(kind: str, chunks: Sequence[Sequence[Any]], number: int, slug: str, root: str) -> str:
+    """Where this page of a list is among its pages, with a link to each ("" for one)."""
+    if len(chunks) <= 1:
+        return ""
+    first = sum(len(chunk) for chunk in chunks[: number - 1]) + 1
+    total = sum(len(chunk) for chunk in chunks)
+    links = " ".join(
+        f"<b>{n}</b>" if n == number else f'<a href="{root}{_paged_name(slug, kind, n)}">{n}</a>'
+        for n in range(1, len(chunks) + 1)
+    )
+    last = first + len(chunks[number - 1]) - 1
+    return f'<p class="pager">{kind} {first:,}–{last:,} of {total:,} · page {links}</p>'
+
+
+def _experiments_table(
+    chunks: Sequence[Sequence[list[str]]], number: int, slug: str, root: str
+) -> list[str]:
+    """Page ``number`` of an operator's table of experiments (oldest first)."""
+    pager = _pager("experiments", chunks, number, slug, root)
+    return [
+        pager,
+        filter_box("experiments", "filter experiments"),
+        table(
+            ["id", "created", "score", "cumulative", "outcome", "dtype", "env", "summary"],
+            chunks[number - 1],
+            table_id="experiments",
+            numeric=(2, 3),
+        ),
+        pager,
+    ]
+
+
+def _lesson_entries(
+    site: Site, members: Sequence[KernelExperiment], root: str
+) -> list[tuple[str, str]]:
+    """(outcome, list item) of every lesson of an operator, grouped as
+    :data:`~kexp.agents.lessons.LESSON_GROUPS` orders them, oldest first in a group."""
+    groups: dict[str, list[KernelExperiment]] = {name: [] for name in LESSON_GROUPS}
+    for exp in members:
+        if exp.outcome in groups and not exp.is_control:
+            groups[exp.outcome].append(exp)
+    entries = []
+    for name, items in groups.items():
+        for exp in items:
+            insight = site.insights.get(exp.id, "")
+            shown = one_line(insight) if insight else '<span class="none">(no key insight)</span>'
+            entries.append(
+                (
+                    name,
+                    f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
+                    f"{one_line(exp.change_summary)}"
+                    f'<div class="insight">Key insight: {shown}</div></li>',
+                )
+            )
+    return entries
+
+
+def _lessons_list(
+    chunks: Sequence[Sequence[tuple[str, str]]], number: int, slug: str, root: str
+) -> list[str]:
+    """Page ``number`` of an operator's lessons, grouped by outcome."""
+    entries = chunks[number - 1]
+    if not entries:
+        return ["<p>No buggy, regressed, marginal or interfering experiment.</p>"]
+    pager = _pager("lessons", chunks, number, slug, root)
+    parts = [pager]
+    for name in LESSON_GROUPS:
+        items = [item for outcome, item in entries if outcome == name]
+        if items:
+            parts.append(
+                f"<details open><summary>{badge(name)} {len(items):,}</summary>"
+                f'<ul class="lessons">{"".join(items)}</ul></details>'
+            )
+    return [*parts, pager]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _heatmap_section(members: Sequence[KernelExperiment], root: str) -> list[str]:
+    with_results = [exp for exp in members if exp.results]
+    parts = ["<h2>Speedup per configuration</h2>"]
+    if not with_results:
+        return [*parts, "<p>No experiment of this operator records per-configuration results.</p>"]
+    rows: dict[str, int] = {}
+    for exp in with_results:
+        for result in exp.results:
+            rows.setdefault(str(result.get("config", "")), len(rows))
+    columns = [(f"{root}{experiment_href(exp.id)}", _tooltip(exp)) for exp in with_results]
+    cells = []
+    for column, exp in enumerate(with_results):
+        for result in exp.results:
+            config = str(result.get("config", ""))
+            speedup = _number(result.get("speedup"))
+            base, cand = _number(result.get("baseline")), _number(result.get("candidate"))
+            detail = f" ({base:g} → {cand:g})" if base is not None and cand is not None else ""
+            shown = f"{speedup:.4f}×" if speedup is not None else "no speedup"
+            cells.append(
+                svg.Cell(column, rows[config], speedup, f"{exp.id[:10]}  {config}: {shown}{detail}")
+            )
+    return [
+        *parts,
+        f"<p>{len(with_results):,} experiments record results for {len(rows):,} "
+        "configurations (one column per experiment, oldest first).</p>",
+        '<div class="scroll">',
+        svg.heatmap(list(rows), columns, cells),
+        "</div>",
+    ]
+
+
+# --- experiment page --------------------------------------------------------------------
+
+
+def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
+    """Everything :func:`experiment_page` shows that the experiment's file does not hold:
+    with the file's bytes, it decides the page (a report reuses a page of the previous
+    one when both are the same). Keep it in step with :func:`experiment_page`."""
+
+    def brief(other: KernelExperiment) -> tuple[Any, ...]:
+        return (other.id, other.score, other.outcome, other.change_summary, score_interval(other))
+
+    parent = site.by_id.get(exp.pid) if exp.pid else None
+    return repr(
+        (
+            exp.to_dict(),  # the front-matter as listed (the body comes from the file)
+            exp.extra_fields,
+            exp.outcome,
+            exp.derived,  # its cumulative score depends on every ancestor
+            site.relative_path(exp),
+            site.page_footer,
+            brief(parent) if parent is not None else None,
+            [brief(kid) for kid in site.children.get(exp.id, [])],
+            [other in site.by_id for other in exp.combines],
+            exp.operator_sig in site.slugs,
+        )
+    )
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, dict)):
+        return text(json.dumps(value, ensure_ascii=False))
+    return text(value)
+
+
+def experiment_section(site: Site, exp: KernelExperiment) -> str:
+    """One experiment: its fields, lineage links, results and every section of its file,
+    as the ``<section id="ID">`` of its page."""
+    root = "../"
+    parent = site.by_id.get(exp.pid) if exp.pid else None
+    # The id and the operator (a link) head the section, in its "where" line.
+    rows: list[tuple[str, str]] = [
+        ("score", f"<b>{score_text(exp)}</b> {badge(exp.outcome)}"),
+        ("measured against", text(exp.measured_against or ("parent" if exp.pid else "reference"))),
+        ("cumulative", cumulative_text(exp) + (" (control)" if exp.is_control else "")),
+        ("status", text(exp.status) + (" (buggy)" if exp.is_buggy else "")),
+        ("dtype", text(exp.dtype_sig)),
+        ("env", text(exp.env)),
+        ("base commit", text(exp.base_commit)),
+        ("created", text(exp.created_at)),
+    ]
+    if exp.pid:
+        rows.append(("parent", site.experiment_link(exp.pid, root, exp.pid)))
+    if exp.combines:
+        rows.append(("combines", ", ".join(site.experiment_link(i, root, i) for i in exp.combines)))
+    if exp.tags:
+        rows.append(("tags", ", ".join(text(tag) for tag in exp.tags)))
+    if exp.author:
+        rows.append(("author", text(exp.author)))
+    for key, value in exp.extra_fields.items():
+        rows.append((str(key), _value_text(value)))
+    path = site.relative_path(exp)
+    if path:
+        rows.append(("file", f"<code>{text(path)}</code>"))
+    parts = [
+        f"<h1>{one_line(exp.change_summary) or '(no summary)'}</h1>",
+        '<table class="fields">'
+        + "".join(f"<tr><th>{text(k)}</th><td>{v}</td></tr>" for k, v in rows)
+        + "</table>",
+    ]
+    links = []
+    if parent is not None:
+        links.append(
+            f"<p>Parent: {site.experiment_link(parent.id, root)} {score_text(parent)} "
+            f"{badge(parent.outcome)} {one_line(parent.change_summary)}</p>"
+        )
+    kids = site.children.get(exp.id, [])
+    if kids:
+        items = "".join(
+            f"<li>{site.experiment_link(kid.id, root)} {score_text(kid)} {badge(kid.outcome)} "
+            f"{one_line(kid.change_summary)}</li>"
+            for kid in kids
+        )
+        links.append(f"<p>Children ({len(kids)}):</p><ul>{items}</ul>")
+    if links:
+        parts += ["<h2>Lineage</h2>", *links]
+    if exp.results:
+        result_rows = [
+            [
+                text(r.get("config", "")),
+                text(r.get("baseline", "")),
+                text(r.get("candidate", "")),
+                text(r.get("speedup", "")),
+            ]
+            for r in exp.results
+        ]
+        parts += [
+            "<h2>Results</h2>",
+            table(
+                ["config", "baseline", "candidate", "speedup"],
+                result_rows,
+                numeric=(1, 2, 3),
+                sortable=False,
+            ),
+        ]
+    if exp.preamble.strip():
+        parts.append(f'<div class="prose">{prose(exp.preamble)}</div>')
+    for field, heading in SECTION_HEADINGS.items():
+        value = getattr(exp, field)
+        if not value:
+            continue
+        if field == "detailed_description":
+            body = f'<div class="prose">{prose(value)}</div>'
+        elif field == "code_change":
+            body = diff(value)
+        else:
+            body = preformatted(value)
+        parts.append(f"<h2>{text(heading)}</h2>{body}")
+    for heading, value in exp.extra_sections:
+        parts.append(f'<h2>{one_line(heading)}</h2><div class="prose">{prose(value)}</div>')
+    crumbs = [
+        site.operator_link(exp.operator_sig, root, None)
+        if exp.operator_sig in site.slugs
+        else one_line(exp.operator_sig or "(none)"),
+        text(exp.id),
+    ]
+    return (
+        f'<section class="exp" id="{text(exp.id)}"><p class="where">{" › ".join(crumbs)}</p>'
+        + "".join(parts)
+        + "</section>"
+    )
+
+
+def experiment_page(site: Site, experiments: Sequence[KernelExperiment]) -> str:
+    """The page of the experiments whose ids end alike (:data:`PAGE_DIGITS`): a section
+    each, oldest first; a link to one (``#ID``) shows that one only."""
+    suffix = experiments[0].id[-PAGE_DIGITS:] if experiments else ""
+    return page(
+        f"kexp: experiments …{suffix}",
+        "".join(experiment_section(site, exp) for exp in experiments),
+        root="../",
+        crumbs=[("../index.html", "Overview")],
+        footer=site.page_footer,
+    )

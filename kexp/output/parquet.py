@@ -1,0 +1,351 @@
+"""``kexp export --format parquet -o DIR``: the store as a Parquet dataset, for engines.
+
+DuckDB, Polars, Spark and every warehouse read Parquet. The export is two tables, each
+partitioned hive-style by operator and creation month::
+
+    DIR/experiments/operator=<op>/month=<YYYY-MM>/part-0.parquet
+    DIR/results/operator=<op>/month=<YYYY-MM>/part-0.parquet
+    DIR/_kexp_export.json          what kexp wrote (and the mark of a kexp export)
+
+``experiments`` has one row per experiment and a column per key of the JSON export's
+record (:func:`kexp.output.export.to_record`: every field, what a file keeps besides them, the
+derived ``outcome``, ``suspect`` reasons and ``path``; a value kexp derives later comes
+with it): ``score`` a double, ``is_buggy`` a boolean, ``created_at`` a timestamp (UTC,
+microseconds), ``tags``, ``combines`` and ``suspect`` lists of strings, ``score_ci`` a
+list of doubles, ``cumulative_score`` a double and ``cumulative_ci`` a list of doubles
+(null when there is none: ``cumulative_reason`` says why), mappings and lists of
+mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text.
+``results`` has one row per configuration measured (``id``, the experiment's
+``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
+``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
+JSON in ``extra``).
+
+The partition value ``operator`` is ``operator_sig`` made safe for a folder name
+(characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``; at most
+:data:`MAX_PARTITION_CHARS`); the real value is the ``operator_sig`` column (two
+operators may share a folder). An export is built beside ``DIR`` and put in its place
+when complete, replacing an earlier export whole; a folder that is not empty and holds
+no kexp export is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.errors import KexpError
+from kexp.output.export import RECORD_FIELDS, to_record
+
+if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
+    from kexp.storage.store import Store
+
+#: The file that marks a folder as a kexp Parquet export (readers skip ``_`` files).
+MARKER = "_kexp_export.json"
+EXPERIMENTS_TABLE = "experiments"
+RESULTS_TABLE = "results"
+MAX_PARTITION_CHARS = 80
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_FILE = "part-0.parquet"
+#: The named columns of the results table (any other key of a result goes to ``extra``).
+RESULT_COLUMNS = (
+    "config",
+    "baseline",
+    "candidate",
+    "speedup",
+    "unit",
+    "baseline_n",
+    "candidate_n",
+    "baseline_iqr",
+    "candidate_iqr",
+)
+_MISSING_PYARROW = (
+    "kexp export --format parquet needs pyarrow, which is not installed: "
+    "pip install 'kexp[parquet]' (or pip install pyarrow)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParquetExport:
+    """What an export wrote."""
+
+    folder: Path
+    experiments: int
+    results: int
+    #: The Parquet files written, relative to ``folder``.
+    files: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The export as JSON-ready data (also the marker file's content)."""
+        return {
+            "format": "kexp-parquet/1",
+            "experiments": self.experiments,
+            "results": self.results,
+            "tables": {
+                EXPERIMENTS_TABLE: f"{EXPERIMENTS_TABLE}/**/*.parquet",
+                RESULTS_TABLE: f"{RESULTS_TABLE}/**/*.parquet",
+            },
+            "files": list(self.files),
+        }
+
+
+def partition_value(operator_sig: str) -> str:
+    """The ``operator=`` folder name of an operator: safe on every file system."""
+    safe = _UNSAFE.sub("_", operator_sig).strip("._")[:MAX_PARTITION_CHARS].strip("._")
+    return safe or "none"
+
+
+def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetExport:
+    """Write the experiments of ``store`` matching ``filters`` as a Parquet dataset in
+    the folder ``output`` (see the module's description); an earlier export there is
+    replaced whole. Raises :class:`KexpError` when pyarrow is missing or ``output`` is
+    not a folder kexp may replace."""
+    pa, pq = _pyarrow()
+    target = Path(output)
+    _check_output(target)
+    listed = store.list_experiments(brief=True, **filters)
+    groups: dict[tuple[str, str], list[KernelExperiment]] = {}
+    for exp in listed:
+        key = (partition_value(exp.operator_sig), exp.created_at[:7])
+        groups.setdefault(key, []).append(exp)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
+    staging.mkdir()
+    try:
+        files: list[str] = []
+        schemas: dict[str, Any] = {}
+        counts = {EXPERIMENTS_TABLE: 0, RESULTS_TABLE: 0}
+        for (operator, month), members in sorted(groups.items()):
+            records = [to_record(e, relative_to=store.root) for e in store.with_bodies(members)]
+            folder = f"operator={operator}/month={month}"
+            tables = {
+                EXPERIMENTS_TABLE: _experiments_table(pa, records),
+                RESULTS_TABLE: _results_table(pa, records),
+            }
+            for name, table in tables.items():
+                if table.num_rows == 0:
+                    continue
+                relative = f"{name}/{folder}/{_FILE}"
+                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(table, staging / relative, compression="zstd")
+                files.append(relative)
+                counts[name] += table.num_rows
+                schemas.setdefault(name, []).append(table.schema)
+        empty = {
+            EXPERIMENTS_TABLE: _experiments_table(pa, [], RECORD_FIELDS),
+            RESULTS_TABLE: _results_table(pa, []),
+        }
+        for name, table in empty.items():
+            if name not in schemas:  # no row: one empty file, so that the table exists
+                (staging / name).mkdir()
+                pq.write_table(table, staging / name / _FILE, compression="zstd")
+                files.append(f"{name}/{_FILE}")
+        _unify(pa, pq, staging, files, schemas)
+        result = ParquetExport(
+            target, counts[EXPERIMENTS_TABLE], counts[RESULTS_TABLE], tuple(files)
+        )
+        marker = json.dumps(result.to_dict(), indent=2) + "\n"
+        (staging / MARKER).write_text(marker, encoding="utf-8")
+        _replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _pyarrow() -> tuple[Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise KexpError(_MISSING_PYARROW) from None
+    return pa, pq
+
+
+def _check_output(target: Path) -> None:
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise KexpError(f"{target} is not a folder: give a folder for the Parquet export (-o DIR)")
+    if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file():
+        raise KexpError(
+            f"{target} is not empty and holds no kexp export: give an empty or new folder "
+            "(kexp replaces only a folder it wrote)"
+        )
+
+
+def _replace(staging: Path, target: Path) -> None:
+    """Put the finished export in place of ``target`` (checked again: it may have
+    changed meanwhile); the earlier export goes only once the new one is in place."""
+    _check_output(target)
+    old: Path | None = None
+    if target.exists():
+        old = target.parent / f".{target.name}.kexp-old-{secrets.token_hex(4)}"
+        os.rename(target, old)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if old is not None:
+            os.rename(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# --- the tables ---------------------------------------------------------------------
+
+
+def _types(pa: Any) -> dict[str, Any]:
+    """The Parquet type of each record key whose type is not text."""
+    strings = pa.list_(pa.string())
+    return {
+        "score": pa.float64(),
+        "score_ci": pa.list_(pa.float64()),
+        "cumulative_score": pa.float64(),
+        "cumulative_ci": pa.list_(pa.float64()),
+        "cumulative_reason": pa.string(),
+        "measured_against": pa.string(),
+        "is_buggy": pa.bool_(),
+        "created_at": pa.timestamp("us", tz="UTC"),
+        "tags": strings,
+        "combines": strings,
+        "suspect": strings,
+        "extra_sections": pa.list_(strings),
+        "protocol": pa.string(),
+        "results": pa.string(),
+        "extra_fields": pa.string(),
+    }
+
+
+def _experiments_table(
+    pa: Any, records: Sequence[dict[str, Any]], names: Sequence[str] = ()
+) -> Any:
+    """One partition's experiments: a column per record key, in the records' order
+    (``names``, when there is no record)."""
+    types = _types(pa)
+    names = list(dict.fromkeys(key for record in records for key in record)) or list(names)
+    columns = []
+    for name in names:
+        values = [_cell(name, record.get(name)) for record in records]
+        kind = types.get(name)
+        if kind is None:
+            if any(isinstance(v, dict) or _holds_mappings(v) for v in values):
+                values = [_json(v) for v in values]
+                kind = pa.string()
+            elif any(isinstance(v, str) for v in values) and all(
+                v is None or isinstance(v, str) for v in values
+            ):
+                kind = pa.string()
+        columns.append(pa.array(values, type=kind if values or kind else pa.string()))
+    return pa.Table.from_arrays(columns, names=names)
+
+
+#: The keys held as doubles, and as lists of doubles (ints among them converted).
+_DOUBLES = frozenset({"score", "cumulative_score"})
+_DOUBLE_LISTS = frozenset({"score_ci", "cumulative_ci"})
+
+
+def _cell(name: str, value: Any) -> Any:
+    """A record's value as its column holds it."""
+    if name == "created_at":
+        return _timestamp(value)
+    if name in ("protocol", "results", "extra_fields"):
+        return _json(value)
+    if name in _DOUBLES and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if name in _DOUBLE_LISTS and isinstance(value, list):
+        return [float(v) for v in value]
+    return value
+
+
+def _holds_mappings(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    """``created_at`` (``YYYY-MM-DDTHH:MM:SS[.fff...]Z``) as an aware datetime (digits
+    past microseconds dropped); None when it is not one."""
+    if not isinstance(value, str) or not value.endswith("Z"):
+        return None
+    whole, _, fraction = value[:-1].partition(".")
+    try:
+        moment = dt.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    micro = int((fraction + "000000")[:6]) if fraction.isdigit() else 0
+    return moment.replace(microsecond=micro, tzinfo=dt.timezone.utc)
+
+
+def _results_table(pa: Any, records: Iterable[dict[str, Any]]) -> Any:
+    """One partition's per-configuration results: a row per entry of ``results``."""
+    rows: dict[str, list[Any]] = {
+        name: []
+        for name in ("id", "operator_sig", "dtype_sig", "env", "created_at", *RESULT_COLUMNS)
+    }
+    rows["extra"] = []
+    for record in records:
+        for item in record.get("results") or []:
+            if not isinstance(item, dict):
+                continue
+            for name in ("id", "operator_sig", "dtype_sig", "env"):
+                rows[name].append(record.get(name))
+            rows["created_at"].append(_timestamp(record.get("created_at")))
+            for name in RESULT_COLUMNS:
+                value = item.get(name)
+                rows[name].append(value if name in ("config", "unit") else _number(value))
+            others = {k: v for k, v in item.items() if k not in RESULT_COLUMNS}
+            rows["extra"].append(_json(others) if others else None)
+    types = {
+        "created_at": pa.timestamp("us", tz="UTC"),
+        "baseline": pa.float64(),
+        "candidate": pa.float64(),
+        "speedup": pa.float64(),
+        "baseline_n": pa.int64(),
+        "candidate_n": pa.int64(),
+        "baseline_iqr": pa.float64(),
+        "candidate_iqr": pa.float64(),
+    }
+    return pa.Table.from_arrays(
+        [pa.array(values, type=types.get(name, pa.string())) for name, values in rows.items()],
+        names=list(rows),
+    )
+
+
+def _number(value: Any) -> Any:
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+
+
+def _unify(pa: Any, pq: Any, folder: Path, files: list[str], schemas: dict[str, list[Any]]) -> None:
+    """Give every file of a table the same columns and types (an engine reading them as
+    one table needs that): a column a partition lacks, or holds only empty values of, is
+    added or cast. The partitions that already match are not rewritten."""
+    for name, found in schemas.items():
+        if len({str(s) for s in found}) <= 1:
+            continue
+        unified = pa.unify_schemas(found, promote_options="permissive")
+        for relative in files:
+            if not relative.startswith(f"{name}/"):
+                continue
+            table = pq.ParquetFile(folder / relative).read()
+            if table.schema.equals(unified):
+                continue
+            columns = [
+                table.column(field.name).cast(field.type)
+                if field.name in table.column_names
+                else pa.nulls(table.num_rows, type=field.type)
+                for field in unified
+            ]
+            table = pa.Table.from_arrays(columns, schema=unified)
+            pq.write_table(table, folder / relative, compression="zstd")

@@ -1,0 +1,514 @@
+"""Pull-request review of experiment changes.
+
+An experiment lands like code: a pull request adds or corrects files under
+``experiments/``, CI checks them, and the reviewer reads a summary instead of raw YAML.
+
+:func:`review` gives what a branch (or the working tree) changes compared with a base
+revision, as data (:mod:`kexp.review.model`): the experiments added, corrected and
+removed (each with its score, Δ vs its parent, outcome and rank among the store's
+experiments on the same operator), the fields each correction changed, the validation
+problems of the changed files, the store-wide problems the change causes, the lessons it
+adds, and the lineage it touches (:mod:`kexp.review.graph`). The validation, and the one
+read of the store at the head, are those of ``kexp validate --changed``
+(:mod:`kexp.review.changed`); of the experiments the change does not touch, a review keeps
+a few front-matter values only. :func:`render_markdown` turns a review into a comment
+fit to post on the pull request, :func:`to_json` into JSON-ready data
+(:mod:`kexp.review.render`).
+
+This module is the review's public face: the names of the modules above are importable
+from it, as they were when it held them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.agents.lessons import LESSON_GROUPS, group_lessons
+from kexp.core.campaign import derive, measured_against_parent
+from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
+from kexp.core.noise import ratio_interval
+from kexp.core.problems import Problem, sort_problems
+from kexp.format.fileformat import key_insight
+from kexp.format.samples import describe_protocol, sample_count
+from kexp.format.suspect import suspect_reasons
+from kexp.format.validate import CheckedFile, links_of
+from kexp.review.changed import (
+    STORE_WIDE_CODES,
+    ChangeCheck,
+    Facts,
+    HeadScan,
+    check_and_scan,
+    check_changes,
+    facts_of,
+    head_of,
+    validate_changed,
+)
+from kexp.review.changed import merge_base as merge_base
+from kexp.review.graph import LineageGraph, LineageNode, render_mermaid
+from kexp.review.graph import mermaid_id as mermaid_id
+from kexp.review.graph import mermaid_text as mermaid_text
+from kexp.review.model import KINDS, FieldChange, Review, ReviewedExperiment, short_value
+from kexp.review.render import COMMENT_MARKER as COMMENT_MARKER
+from kexp.review.render import defuse_links as defuse_links
+from kexp.review.render import md_block as md_block
+from kexp.review.render import md_code as md_code
+from kexp.review.render import md_text as md_text
+from kexp.review.render import render_markdown, to_json
+from kexp.storage.lineage import is_scored
+
+if TYPE_CHECKING:
+    from kexp.core.settings import Settings
+    from kexp.storage.history import Changes, ExperimentChange
+    from kexp.storage.store import Store
+
+__all__ = [
+    "STORE_WIDE_CODES",
+    "ChangeCheck",
+    "FieldChange",
+    "LineageGraph",
+    "LineageNode",
+    "Review",
+    "ReviewedExperiment",
+    "check_changes",
+    "render_markdown",
+    "render_mermaid",
+    "review",
+    "to_json",
+    "validate_changed",
+]
+
+#: A changed value longer than this (or with a line break) is shown as a diff.
+LONG_VALUE_CHARS = 80
+#: Lines of a field's diff shown before the rest is summarised.
+MAX_DIFF_LINES = 24
+#: Longest line of a field's diff (longer ones are cut, ending in "…").
+LONG_DIFF_LINE_CHARS = 300
+#: Ancestors and children of each touched experiment drawn in the lineage graph.
+MAX_RELATIVES = 6
+#: Nodes in the lineage graph at most (the rest are counted, not drawn).
+MAX_GRAPH_NODES = 60
+
+
+# --- the review ------------------------------------------------------------------------
+
+
+def review(store: Store, base: str, head: str | None = None) -> Review:
+    """Review what ``head`` changes compared with ``base`` (``head`` None: the working
+    tree, or the revision of a store from :meth:`Store.at`).
+
+    ``base`` and ``head`` are revisions (branch, tag, hash, ``HEAD~2``); the change is
+    taken from their merge base, as a forge's pull request is. Returns a
+    :class:`Review`; :func:`render_markdown` makes the pull-request comment of it.
+    Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
+    revision.
+    """
+    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.snapshot
+    from kexp.gitops import git as kgit
+    from kexp.storage.snapshot import StoreLocation
+
+    head = head_of(store, head)
+    check, scan = check_and_scan(store, base, head)
+    location = StoreLocation.of(store.root)
+    head_commit = kgit.resolve_commit(location.repo, head) if head is not None else None
+    now, then = _sides(scan, check.changes)
+    del scan
+
+    def relative(path: Path | None) -> str | None:
+        if path is None:
+            return None
+        return location.repo_path(path) or str(path)
+
+    entries: dict[str, list[_Reviewed]] = {kind: [] for kind in KINDS}
+    changes = check.changes
+    for kind, group in zip(KINDS, (changes.added, changes.modified, changes.removed), strict=True):
+        for change in group:
+            side = then if kind == "removed" else now
+            checked = change.before if kind == "removed" else change.after
+            assert checked is not None
+            exp = side.at_path(str(checked.path))
+            entries[kind].append((_entry(kind, change, checked, exp, side, then, relative), exp))
+
+    for kind in KINDS:
+        for entry, _ in entries[kind]:
+            entry.problems = _relative_problems(entry.problems, relative)
+    lessons = group_lessons(_new_lessons(entries, then))
+    return Review(
+        base=base,
+        merge_base=check.merge_base,
+        head=head,
+        head_commit=head_commit,
+        added=[entry for entry, _ in entries["added"]],
+        corrected=[entry for entry, _ in entries["corrected"]],
+        removed=[entry for entry, _ in entries["removed"]],
+        file_problems=_relative_problems(check.file_problems, relative),
+        store_problems=_relative_problems(check.caused, relative),
+        preexisting_store_problems=_relative_problems(
+            [p for p in check.store_problems if p not in check.caused], relative
+        ),
+        lessons={group: items for group, items in lessons.items() if items},
+        lineage=_lineage(entries, now, then),
+    )
+
+
+def _relative_problems(
+    problems: Iterable[Problem], relative: Callable[[Path | None], str | None]
+) -> list[Problem]:
+    """``problems`` with their paths relative to the repository root, as a comment on
+    the pull request shows them wherever the review ran."""
+    return [dataclasses.replace(p, path=relative(Path(p.path)) or p.path) for p in problems]
+
+
+#: A reviewed experiment and, when its file is valid, the experiment itself.
+_Reviewed = tuple["ReviewedExperiment", "KernelExperiment | None"]
+
+
+class _Side:
+    """The valid experiments of one side of a change, in the order the store lists them.
+
+    Of most, only their :class:`Facts` are kept; an experiment is made of them when it
+    is asked for (its long texts empty). The experiments the change touches are
+    ``whole`` (by their number in ``facts``); ``read(path)`` reads another one whole.
+    What is derived of each (outcome, interference, cumulative score) is derived among
+    the side's experiments, as the store's queries do (:func:`kexp.core.campaign.derive`).
+    """
+
+    def __init__(
+        self,
+        facts: list[Facts],
+        whole: Mapping[int, KernelExperiment],
+        settings: Settings,
+        read: Callable[[str], KernelExperiment | None],
+    ) -> None:
+        self.facts = facts
+        self.settings = settings
+        self._read = read
+        #: The number of the first experiment of each id.
+        self.first: dict[str, int] = {}
+        for number, item in enumerate(facts):
+            self.first.setdefault(item.id, number)
+        derivation = derive(facts, settings)
+        self.derived = [derivation.of(item) for item in facts]
+        del derivation
+        self._whole = dict(whole)
+        for number, exp in self._whole.items():
+            attach(exp, derived=self.derived[number])
+        self._by_path = {facts[number].path: number for number in self._whole}
+        self._made: dict[int, KernelExperiment] = {}
+        self._children: dict[str, list[int]] | None = None
+        self._scored: dict[str, list[tuple[Any, int]]] = {}
+
+    def experiment(self, number: int) -> KernelExperiment:
+        """The experiment numbered ``number`` (whole if the change touches it)."""
+        exp = self._whole.get(number) or self._made.get(number)
+        if exp is None:
+            exp = self._made[number] = self._light(number)
+        return exp
+
+    def _light(self, number: int) -> KernelExperiment:
+        item = self.facts[number]
+        exp = KernelExperiment(
+            id=item.id,
+            pid=item.pid,
+            score=item.score,
+            is_buggy=item.is_buggy,
+            change_summary=item.change_summary,
+            operator_sig=item.operator_sig,
+            status=item.status,
+            created_at=item.created_at,
+            combines=_ids(item.combines),
+            score_ci=list(item.score_ci or ()),
+            measured_against=item.measured_against or "",
+            tags=list(item.tags or ()),
+        )
+        return attach(exp, self.settings, path=Path(item.path), derived=self.derived[number])
+
+    def get(self, exp_id: str) -> KernelExperiment | None:
+        """The first experiment with id ``exp_id`` (None when there is none)."""
+        number = self.first.get(exp_id)
+        return None if number is None else self.experiment(number)
+
+    def whole(self, exp_id: str) -> KernelExperiment | None:
+        """:meth:`get`, read whole (its long texts too)."""
+        number = self.first.get(exp_id)
+        if number is None or number in self._whole:
+            return None if number is None else self._whole[number]
+        exp = self._read(self.facts[number].path)
+        if exp is None:  # pragma: no cover - it was valid when the store was read
+            return self.experiment(number)
+        return attach(exp, self.settings, derived=self.derived[number])
+
+    def at_path(self, path: str) -> KernelExperiment | None:
+        """The experiment the change touches in the file ``path`` (None: not valid)."""
+        number = self._by_path.get(path)
+        return None if number is None else self._whole[number]
+
+    def children(self, exp_id: str) -> list[int]:
+        """The numbers of the experiments whose ``pid`` is ``exp_id``, oldest first."""
+        if self._children is None:
+            facts = self.facts
+            self._children = {}
+            for number in sorted(
+                range(len(facts)), key=lambda n: (facts[n].created_at, facts[n].id)
+            ):
+                if facts[number].pid:
+                    self._children.setdefault(facts[number].pid, []).append(number)
+        return self._children.get(exp_id, [])
+
+    def scored_on(self, operator: str) -> list[tuple[Any, int]]:
+        """(cumulative score, number) of the ranked experiments on ``operator`` (exact
+        ``operator_sig``: scored, not a control, a cumulative score known), in order."""
+        found = self._scored.get(operator)
+        if found is None:
+            found = self._scored[operator] = [
+                (self.derived[number].cumulative_score, number)
+                for number, item in enumerate(self.facts)
+                if item.operator_sig == operator
+                and self.derived[number].ranked
+                and is_scored(self._whole.get(number) or self._light(number))
+            ]
+        return found
+
+    def best_on(self, operator: str) -> KernelExperiment | None:
+        """The best tip on ``operator`` (the best cumulative score; None when there is
+        none)."""
+        best = max(self.scored_on(operator), key=lambda e: float(e[0]), default=None)
+        return None if best is None else self.experiment(best[1])
+
+
+def _ids(combines: Iterable[str | None]) -> list[str]:
+    return [c for c in combines if c is not None]
+
+
+def _sides(scan: HeadScan, changes: Changes) -> tuple[_Side, _Side]:
+    """The experiments at the head and at the merge base of a change: the head's, and
+    the head's less what the change added or corrected, plus what it removed or
+    corrected as it was (the base side is not read again)."""
+    target = scan.target
+    settings = target.settings
+
+    def whole(item: CheckedFile) -> KernelExperiment:
+        return attach(item.experiment(), settings, path=item.path)
+
+    def read(path: str) -> KernelExperiment | None:
+        item = target.check_file(path)
+        return whole(item) if item.ok else None
+
+    after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
+    before = [c.before for c in [*changes.modified, *changes.removed] if c.before is not None]
+    changed_now = {str(item.path) for item in after}
+    valid_now = {str(item.path): item for item in after if item.ok}
+    head_whole = {
+        number: whole(valid_now[item.path])
+        for number, item in enumerate(scan.valid)
+        if item.path in valid_now
+    }
+    base_facts = [item for item in scan.valid if item.path not in changed_now]
+    base_whole: dict[int, KernelExperiment] = {}
+    for item in before:
+        if item.ok and item.document is not None:
+            base_whole[len(base_facts)] = whole(item)
+            base_facts.append(facts_of(links_of(item), item.document.fields))
+    return (
+        _Side(scan.valid, head_whole, settings, read),
+        _Side(base_facts, base_whole, settings, read),
+    )
+
+
+def _entry(
+    kind: str,
+    change: ExperimentChange,
+    checked: CheckedFile,
+    exp: KernelExperiment | None,
+    side: _Side,
+    then: _Side,
+    relative: Callable[[Path | None], str | None],
+) -> ReviewedExperiment:
+    """What a reviewer sees of one changed file (``exp``: its experiment when valid)."""
+    old_path = relative(change.old_path) if kind == "corrected" else None
+    entry = ReviewedExperiment(
+        id=change.id,
+        kind=kind,
+        path=relative(checked.path) or str(checked.path),
+        old_path=old_path,
+        valid=exp is not None,
+        change_summary="",
+        operator_sig="",
+        dtype_sig="",
+        score=None,
+        outcome="invalid",
+        pid="",
+        changes=[_field_change(name, old, new) for name, (old, new) in change.fields.items()],
+        problems=sort_problems(checked.problems) if kind != "removed" else [],
+    )
+    if exp is None:
+        fields = checked.document.fields if checked.document is not None else {}
+        entry.change_summary = _text(fields.get("change_summary"))
+        entry.operator_sig = _text(fields.get("operator_sig"))
+        entry.dtype_sig = _text(fields.get("dtype_sig"))
+        entry.pid = _text(fields.get("pid"))
+        score = fields.get("score")
+        if isinstance(score, (int, float)) and not isinstance(score, bool):
+            entry.score = float(score)
+        return entry
+    entry.change_summary = exp.change_summary
+    entry.operator_sig = exp.operator_sig
+    entry.dtype_sig = exp.dtype_sig
+    entry.score = float(exp.score)
+    entry.outcome = exp.outcome
+    entry.pid = exp.pid
+    entry.key_insight = key_insight(exp.detailed_description)
+    entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None
+    entry.measured = _measured(exp)
+    entry.measured_against = exp.measured_against
+    cumulative = exp.cumulative_score
+    entry.cumulative_score = cumulative
+    entry.cumulative_ci = None if exp.cumulative_ci is None else list(exp.cumulative_ci)
+    entry.cumulative_reason = exp.cumulative_reason
+    parent = side.get(exp.pid) if exp.pid else None
+    if parent is not None:
+        entry.parent_score = float(parent.score)
+        before = parent.cumulative_score
+        if cumulative is not None and before is not None:
+            # The change of the speedup over the reference: for a step measured against
+            # its parent, the step itself.
+            entry.delta = cumulative - before
+            if before > 0:
+                entry.delta_pct = (cumulative / before - 1.0) * 100.0
+                if measured_against_parent(exp) and entry.score_ci:
+                    entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
+                elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
+                    low, high = ratio_interval(
+                        cumulative, exp.cumulative_ci, before, parent.cumulative_ci
+                    )
+                    entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
+    if is_scored(exp) and exp.derived.ranked and cumulative is not None:
+        rivals = side.scored_on(exp.operator_sig)
+        entry.rank = 1 + sum(1 for score, _ in rivals if score > cumulative)
+        entry.rank_of = len(rivals)
+    if kind != "removed" and entry.rank == 1 and cumulative is not None:
+        previous = then.best_on(exp.operator_sig)
+        if previous is not None:
+            entry.previous_best_id = previous.id
+            entry.previous_best_score = float(previous.score)
+            entry.previous_best_cumulative = previous.cumulative_score
+        best = previous is None or (
+            previous.id != exp.id and cumulative > (previous.cumulative_score or 0.0)
+        )
+        reasons = suspect_reasons(exp, exp.settings)
+        if best and reasons:
+            entry.suspect = reasons  # never celebrated: verify correctness first
+        else:
+            entry.new_best = best
+    return entry
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _measured(exp: KernelExperiment) -> str:
+    """The protocol and the samples per configuration of ``exp``, in words."""
+    parts = [describe_protocol(exp.protocol)] if exp.protocol else []
+    counts = sorted({c for c in map(sample_count, exp.results) if c is not None})
+    if counts:
+        parts.append(
+            "samples per configuration (baseline / candidate): "
+            + ", ".join(f"{b} / {c}" for b, c in counts)
+        )
+    return "; ".join(parts)
+
+
+def _field_change(name: str, old: Any, new: Any) -> FieldChange:
+    change = FieldChange(name, old, new)
+    if name in BODY_FIELDS or _is_long(old) or _is_long(new):
+        old_lines = _as_lines(old)
+        new_lines = _as_lines(new)
+        lines = [
+            _cut(line.rstrip("\n"), LONG_DIFF_LINE_CHARS)
+            for line in difflib.unified_diff(old_lines, new_lines, lineterm="", n=1)
+        ][2:]  # drop the ---/+++ file headers
+        change.diff = lines[:MAX_DIFF_LINES]
+        change.diff_omitted = max(0, len(lines) - MAX_DIFF_LINES)
+    return change
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_long(value: Any) -> bool:
+    text = value if isinstance(value, str) else short_value(value)
+    return "\n" in text or len(text) > LONG_VALUE_CHARS
+
+
+def _as_lines(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.splitlines()
+    return json.dumps(value, indent=2, ensure_ascii=False).splitlines()
+
+
+def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[KernelExperiment]:
+    """Added failures, and corrected experiments that became a failure (or another kind
+    of failure, or whose key insight changed)."""
+    found: list[KernelExperiment] = []
+    for entry, exp in [*entries["added"], *entries["corrected"]]:
+        if exp is None or exp.outcome not in LESSON_GROUPS:
+            continue
+        if entry.kind == "corrected":
+            old = then.whole(entry.id)
+            if (
+                old is not None
+                and old.outcome == exp.outcome
+                and key_insight(old.detailed_description) == entry.key_insight
+            ):
+                continue
+        found.append(exp)
+    return found
+
+
+def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) -> LineageGraph:
+    """The touched experiments, their ancestors and their children."""
+    nodes: dict[str, LineageNode] = {}
+    omitted = 0
+
+    def add(exp: KernelExperiment, kind: str, new_best: bool = False) -> bool:
+        nonlocal omitted
+        if exp.id in nodes:
+            return True
+        if len(nodes) >= MAX_GRAPH_NODES:
+            omitted += 1
+            return False
+        nodes[exp.id] = LineageNode(
+            exp.id, exp.pid, kind, float(exp.score), exp.outcome, exp.change_summary, new_best
+        )
+        return True
+
+    touched: list[tuple[KernelExperiment, _Side]] = []
+    for kind in KINDS:
+        side = then if kind == "removed" else now
+        for entry, exp in entries[kind]:
+            if exp is not None and add(exp, kind, entry.new_best):
+                touched.append((exp, side))
+    for exp, side in touched:
+        current, steps, seen = exp, 0, {exp.id}
+        while current.pid and steps < MAX_RELATIVES:
+            parent = side.get(current.pid) or now.get(current.pid)
+            if parent is None or parent.id in seen:
+                break
+            seen.add(parent.id)
+            add(parent, "context")
+            current, steps = parent, steps + 1
+    for exp, _ in touched:
+        children = now.children(exp.id)
+        for number in children[:MAX_RELATIVES]:
+            add(now.experiment(number), "context")
+        omitted += max(0, len(children) - MAX_RELATIVES)
+    edges = [(n.pid, n.id) for n in nodes.values() if n.pid in nodes and n.pid != n.id]
+    return LineageGraph(list(nodes.values()), edges, omitted)

@@ -1,0 +1,164 @@
+"""A pull-request review as data: the experiments a change added, corrected and removed
+(:class:`ReviewedExperiment`, with the fields each correction changed), the problems it
+brings, the lessons it adds and the lineage it touches (:class:`Review`). Built by
+:func:`kexp.review.build.review`; rendered by :mod:`kexp.review.render`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.problems import Problem, has_errors, sort_problems
+
+if TYPE_CHECKING:
+    from kexp.agents.lessons import Lesson
+    from kexp.review.graph import LineageGraph
+
+__all__ = ["KINDS", "FieldChange", "Review", "ReviewedExperiment", "short_value"]
+
+#: The kinds of change a review lists, in its order.
+KINDS = ("added", "corrected", "removed")
+
+
+@dataclasses.dataclass
+class FieldChange:
+    """One field a correction changed: old → new (None: absent on that side).
+
+    Long or multi-line text gets ``diff``: the lines of a unified diff (without the file
+    headers), at most :data:`kexp.review.build.MAX_DIFF_LINES`; ``diff_omitted`` counts the
+    lines left out.
+    """
+
+    field: str
+    old: Any
+    new: Any
+    diff: list[str] | None = None
+    diff_omitted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {
+            "field": self.field,
+            "old": self.old,
+            "new": self.new,
+            "diff": self.diff,
+            "diff_omitted": self.diff_omitted,
+        }
+
+
+@dataclasses.dataclass
+class ReviewedExperiment:
+    """One experiment a change added, corrected or removed, as a reviewer sees it.
+
+    For a removed experiment the values are those it had on the base side (its rank
+    too). ``valid`` is False when the file is not a valid experiment: then ``outcome``
+    is ``"invalid"`` and the values are whatever could be read. ``cumulative_score`` is
+    the speedup over the operator's reference (:mod:`kexp.core.campaign`); ``delta`` and
+    ``delta_pct`` its change against the parent's. ``rank`` is the position by
+    cumulative score among the store's ranked experiments (not pending, not buggy, not
+    a control) with the same ``operator_sig`` (1 = best; ties share a rank), out of
+    ``rank_of``; ``new_best`` is set when an added or corrected experiment now beats the
+    best of the base side on its operator (``previous_best_*``: that best; None when
+    there was none), unless its measurement is suspect: then ``suspect`` says why,
+    instead of a new best.
+    """
+
+    id: str
+    kind: str  # 'added', 'corrected' or 'removed'
+    path: str  # relative to the repository root, with '/'
+    old_path: str | None  # where a corrected file was before a move; None otherwise
+    valid: bool
+    change_summary: str
+    operator_sig: str
+    dtype_sig: str
+    score: float | None
+    outcome: str
+    pid: str
+    parent_score: float | None = None
+    delta: float | None = None
+    delta_pct: float | None = None
+    #: The score's 95 % interval (None without one); ``delta_pct_ci``: the interval of
+    #: ``delta_pct`` when this experiment and its parent both have one.
+    score_ci: list[float] | None = None
+    delta_pct_ci: list[float] | None = None
+    #: How it was measured, in words: the protocol and the samples per configuration.
+    measured: str = ""
+    rank: int | None = None
+    rank_of: int = 0
+    new_best: bool = False
+    previous_best_id: str | None = None
+    previous_best_score: float | None = None
+    key_insight: str = ""
+    measured_against: str = ""
+    cumulative_score: float | None = None
+    cumulative_ci: list[float] | None = None
+    #: Why there is no cumulative score ("" when there is one).
+    cumulative_reason: str = ""
+    previous_best_cumulative: float | None = None
+    #: Why the measurement is implausible, when it would be a new best.
+    suspect: list[str] = dataclasses.field(default_factory=list)
+    changes: list[FieldChange] = dataclasses.field(default_factory=list)
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        data = dataclasses.asdict(self)
+        data["changes"] = [c.to_dict() for c in self.changes]
+        data["problems"] = [p.to_dict() for p in self.problems]
+        return data
+
+
+@dataclasses.dataclass
+class Review:
+    """What a change does to the store, as a reviewer needs it (see :func:`review`)."""
+
+    base: str  # the base revision as given
+    merge_base: str  # full hash of the commit compared with
+    head: str | None  # the head revision as given (None: the working tree)
+    head_commit: str | None  # its full hash (None: the working tree)
+    added: list[ReviewedExperiment]
+    corrected: list[ReviewedExperiment]
+    removed: list[ReviewedExperiment]
+    #: Validation problems of the added and corrected files.
+    file_problems: list[Problem]
+    #: Store-wide problems the change causes (in any file, touched or not).
+    store_problems: list[Problem]
+    #: Store-wide problems already present at the merge base (not caused by the change).
+    preexisting_store_problems: list[Problem]
+    #: The failures the change adds, by group (see :data:`kexp.agents.lessons.LESSON_GROUPS`).
+    lessons: dict[str, list[Lesson]]
+    lineage: LineageGraph
+
+    @property
+    def experiments(self) -> list[ReviewedExperiment]:
+        """Every reviewed experiment: added, then corrected, then removed."""
+        return [*self.added, *self.corrected, *self.removed]
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem the review reports (changed files, then those the change causes)."""
+        return sort_problems(dict.fromkeys([*self.file_problems, *self.store_problems]))
+
+    @property
+    def ok(self) -> bool:
+        """Whether the change brings no validation error."""
+        return not has_errors(self.problems)
+
+    @property
+    def new_bests(self) -> list[ReviewedExperiment]:
+        """The added or corrected experiments that are a new best on their operator."""
+        return [e for e in self.experiments if e.new_best]
+
+    @property
+    def suspects(self) -> list[ReviewedExperiment]:
+        """The added or corrected experiments that would be a new best but whose
+        measurement is suspect: verify correctness first."""
+        return [e for e in self.experiments if e.suspect]
+
+
+def short_value(value: Any) -> str:
+    """A field value on one line, as JSON for anything but text."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,423 @@
+"""A review (:mod:`kexp.review.model`) rendered: as a Markdown comment for the pull
+request (:func:`render_markdown`, GitHub-flavoured, with a Mermaid lineage graph) and as
+JSON-ready data (:func:`to_json`: the same content).
+
+Every experiment text is escaped (:func:`md_text`, :func:`md_code`, :func:`md_block`):
+it cannot alter the comment, link, mention anyone, or end its Mermaid graph.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kexp.agents.lessons import LESSON_GROUPS
+from kexp.format.outputs import markdown_table
+from kexp.format.samples import describe_interval
+from kexp.review.graph import render_mermaid
+from kexp.review.model import KINDS, short_value
+
+if TYPE_CHECKING:
+    from kexp.agents.lessons import Lesson
+    from kexp.review.graph import LineageGraph
+    from kexp.review.model import Review, ReviewedExperiment
+
+__all__ = [
+    "COMMENT_MARKER",
+    "defuse_links",
+    "md_block",
+    "md_code",
+    "md_text",
+    "render_markdown",
+    "to_json",
+]
+
+#: The HTML comment that starts every review, so a bot can find and update its comment.
+COMMENT_MARKER = "<!-- kexp-review -->"
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+def to_json(result: Review) -> dict[str, Any]:
+    """The review as JSON-ready data: the same content as :func:`render_markdown`."""
+    return {
+        "base": result.base,
+        "merge_base": result.merge_base,
+        "head": result.head,
+        "head_commit": result.head_commit,
+        "summary": {
+            "added": len(result.added),
+            "corrected": len(result.corrected),
+            "removed": len(result.removed),
+            "errors": sum(p.severity == "error" for p in result.problems),
+            "warnings": sum(p.severity == "warning" for p in result.problems),
+            "new_best": [e.id for e in result.new_bests],
+            "suspect": [e.id for e in result.suspects],
+        },
+        "added": [e.to_dict() for e in result.added],
+        "corrected": [e.to_dict() for e in result.corrected],
+        "removed": [e.to_dict() for e in result.removed],
+        "problems": {
+            "changed_files": [p.to_dict() for p in result.file_problems],
+            "store_wide": [p.to_dict() for p in result.store_problems],
+            "preexisting_store_wide": [p.to_dict() for p in result.preexisting_store_problems],
+        },
+        "lessons": {
+            group: [lesson.to_dict() for lesson in items] for group, items in result.lessons.items()
+        },
+        "lineage": result.lineage.to_dict(),
+    }
+
+
+# --- Markdown: escaping ----------------------------------------------------------------
+
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+#: Characters with a meaning in (GitHub-flavoured) Markdown inside a line: emphasis,
+#: code, links and images, tables, strikethrough, headings, math.
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|~#!$")
+#: Bidirectional overrides and isolates: they could make text read other than it is.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BACKTICKS = re.compile(r"`+")
+
+
+def _visible(ch: str) -> str:
+    """A control or bidirectional-override character as U+FFFD; others as they are."""
+    code = ord(ch)
+    if code < 0x20 or 0x7F <= code < 0xA0 or ch in _BIDI:
+        return "\ufffd"
+    return ch
+
+
+def md_text(value: Any, *, limit: int | None = None) -> str:
+    """``value`` as inline Markdown text on one line that renders as exactly that text.
+
+    Line breaks become spaces; ``& < >`` become entities (no HTML passes through);
+    Markdown punctuation is backslash-escaped (no emphasis, links, images, code, math,
+    or table cells); control characters become U+FFFD; what a forge would turn into a
+    live link or a notification (a bare URL, a ``www.`` host, an e-mail address, an
+    ``@user`` or ``@org/team`` mention, an issue reference) gets an invisible
+    zero-width space that breaks it (see :func:`defuse_links`). Safe in a table cell.
+    ``limit`` cuts the text to that many characters, ending in "…".
+    """
+    out: list[str] = []
+    for ch in _one_line(value, limit):
+        if ch in _HTML:
+            out.append(_HTML[ch])
+        elif ch in _MARKDOWN_PUNCTUATION:
+            out.append("\\" + ch)
+        else:
+            out.append(_visible(ch))
+    return defuse_links("".join(out))
+
+
+#: A zero-width space, as an entity: it renders as nothing, yet no autolink, mention
+#: or reference survives it (they are recognised on the rendered text).
+_BREAK = "&#8203;"
+#: What GitHub-flavoured Markdown and the forge link: a URL scheme before "://" (or a
+#: scheme used without slashes), "www.", "@" before a name (mentions, e-mail
+#: addresses), "#" (escaped) or "GH-" before digits (issue references).
+_LIVE = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*(?=://)|mailto(?=:)|xmpp(?=:))"
+    r"|(?<![a-z0-9_-])www(?=\.)"
+    r"|@(?=[a-z0-9_])"
+    r"|\\#(?=[0-9])"
+    r"|(?<![a-z0-9_])gh(?=-[0-9])"
+)
+
+
+def defuse_links(text: str) -> str:
+    """Markdown text (as :func:`md_text` escapes it) in which nothing is linked or
+    mentioned by the forge: a zero-width space after each URL scheme, ``www``, ``@``,
+    ``#`` or ``GH`` that would start one. The text reads the same."""
+    return _LIVE.sub(lambda match: match.group() + _BREAK, text)
+
+
+def md_code(value: Any, *, in_table: bool = False, limit: int | None = None) -> str:
+    """``value`` as an inline code span on one line, whatever backticks it holds.
+
+    The span's fence is one backtick longer than the longest run inside; in a table
+    cell ``|`` is escaped as GitHub-flavoured Markdown requires (text with a backslash
+    is given as escaped text instead: a table cannot hold it in a code span). Empty
+    text is ``—``; ``limit`` as in :func:`md_text`.
+    """
+    text = "".join(_visible(ch) for ch in _one_line(value, limit))
+    if not text:
+        return "—"
+    if in_table and "\\" in text:
+        # GitHub's table rows treat backslash-pipe as an escaped pipe even inside a code
+        # span, and a backslash cannot be escaped there: use escaped text instead.
+        return md_text(text)
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _one_line(value: Any, limit: int | None) -> str:
+    text = " ".join(str(value).split())
+    if limit is not None and len(text) > limit:
+        text = text[: max(0, limit - 1)] + "…"
+    return text
+
+
+def md_block(text: str, language: str = "text") -> str:
+    """``text`` as a fenced code block whose fence no line inside can close."""
+    body = "\n".join("".join(_visible(ch) for ch in line) for line in text.splitlines())
+    longest = max((len(run) for run in _BACKTICKS.findall(body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{body}\n{fence}"
+
+
+# --- Markdown: the comment -------------------------------------------------------------
+
+_TABLE_HEADER = (
+    "id",
+    "summary",
+    "operator",
+    "dtype",
+    "score",
+    "cumulative",
+    "Δ vs parent",
+    "outcome",
+    "rank on operator",
+)
+#: Longest text in a table cell (an invalid file may hold anything).
+_CELL_CHARS = 200
+_OUTCOME_ICONS = {
+    "improvement": "🟢",
+    "marginal": "⚪",
+    "regression": "🔴",
+    "interference": "🟠",
+    "buggy": "🐞",
+    "pending": "⏳",
+    "invalid": "❌",
+}
+
+
+def render_markdown(result: Review) -> str:
+    """The review as a Markdown comment for the pull request (GitHub-flavoured, with a
+    Mermaid lineage graph). Text from experiments is escaped throughout."""
+    parts: list[str] = [COMMENT_MARKER, "## kexp review", _headline(result)]
+    for kind, title in zip(KINDS, ("Added", "Corrected", "Removed"), strict=True):
+        entries = getattr(result, kind)
+        if not entries:
+            continue
+        parts.append(f"### {title} ({len(entries)})")
+        parts.append(_table(entries))
+        measured = _measurements(entries)
+        if measured:
+            parts.append(measured)
+        if kind == "corrected":
+            parts.extend(_corrections(entries))
+    parts.append(_validation(result))
+    if result.lessons:
+        parts.append(_lessons(result.lessons))
+    if result.lineage.nodes:
+        parts.append(_lineage_section(result.lineage))
+    head = "the working tree" if result.head is None else md_code(result.head)
+    parts.append(
+        f"<sub>kexp review: {head} compared with {md_code(result.base)} (merge base "
+        f"{md_code(result.merge_base[:12])}).</sub>"
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+def _headline(result: Review) -> str:
+    counts = (
+        f"**{len(result.added)} added · {len(result.corrected)} corrected · "
+        f"{len(result.removed)} removed**"
+    )
+    if not result.experiments:
+        counts = "**No experiment added, corrected or removed.**"
+    errors = sum(p.severity == "error" for p in result.problems)
+    warnings = sum(p.severity == "warning" for p in result.problems)
+    if errors:
+        verdict = f"❌ {errors} validation error(s), {warnings} warning(s): see Validation"
+    elif warnings:
+        verdict = f"⚠️ no validation errors, {warnings} warning(s)"
+    else:
+        verdict = "✅ validation passed"
+    lines = [f"{counts} — {verdict}"]
+    for entry in result.new_bests:
+        lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
+    for entry in result.suspects:
+        reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
+        lines.append(
+            f"⚠️ **suspect: verify correctness** on {md_code(entry.operator_sig)}: "
+            f"{_best_note(entry)}; not a new best until checked ({reasons})"
+        )
+    return "  \n".join(lines)
+
+
+def _best_note(entry: ReviewedExperiment) -> str:
+    score = f"{entry.score:.4f}" if entry.score is not None else "?"
+    if entry.cumulative_score is not None and entry.cumulative_score != entry.score:
+        text = (
+            f"{md_code(entry.id)} reaches {entry.cumulative_score:.4f} over the reference "
+            f"(this step {score})"
+        )
+    else:
+        text = f"{md_code(entry.id)} scores {score}"
+    before = entry.previous_best_cumulative
+    if entry.previous_best_id is not None and before is not None:
+        text += f"; the best before was {md_code(entry.previous_best_id)} ({before:.4f})"
+    else:
+        text += " (the first scored experiment on this operator)"
+    return text
+
+
+def _table(entries: Sequence[ReviewedExperiment]) -> str:
+    rows: list[list[str]] = []
+    for e in entries:
+        score = describe_interval(e.score, e.score_ci or ()) if e.score is not None else "—"
+        if e.delta is not None:
+            pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
+            if e.delta_pct is not None and e.delta_pct_ci is not None:
+                low, high = e.delta_pct_ci
+                pct = f" ({e.delta_pct:+.2f}% [{low:+.2f}%, {high:+.2f}%])"
+            delta = f"{e.delta:+.4f}{pct} vs {md_code(e.pid, in_table=True)}"
+        elif e.pid and e.cumulative_reason:
+            delta = f"— ({md_text(e.cumulative_reason, limit=_CELL_CHARS)})"
+        elif e.pid:
+            delta = f"— (parent {md_code(e.pid, in_table=True, limit=_CELL_CHARS)})"
+        else:
+            delta = "— (no parent)"
+        cumulative = "—"
+        if e.cumulative_score is not None:
+            cumulative = describe_interval(e.cumulative_score, e.cumulative_ci or ())
+        icon = _OUTCOME_ICONS.get(e.outcome, "")
+        outcome = f"{icon} {md_text(e.outcome)}".strip()
+        if e.rank is None:
+            rank = "—"
+        else:
+            rank = f"#{_BREAK}{e.rank} of {e.rank_of}"  # "#1" alone would name issue 1
+            if e.new_best:
+                rank = f"**{rank}, new best**"
+            elif e.suspect:
+                rank = f"**{rank}, suspect: verify correctness**"
+            elif e.kind == "removed" and e.rank == 1:
+                rank += " (was the best)"
+        rows.append(
+            [
+                md_code(e.id, in_table=True),
+                md_text(e.change_summary, limit=_CELL_CHARS) or "—",
+                md_code(e.operator_sig, in_table=True, limit=_CELL_CHARS),
+                md_code(e.dtype_sig, in_table=True, limit=_CELL_CHARS),
+                score,
+                cumulative,
+                delta,
+                outcome,
+                rank,
+            ]
+        )
+    return markdown_table(_TABLE_HEADER, rows, right=(4, 5))
+
+
+def _measurements(entries: Sequence[ReviewedExperiment]) -> str:
+    """How the listed experiments were measured (those that say), one line each."""
+    lines = [
+        f"- {md_code(e.id)}: {md_text(e.measured, limit=_CELL_CHARS)}"
+        for e in entries
+        if e.measured
+    ]
+    return "Measured with:\n\n" + "\n".join(lines) if lines else ""
+
+
+def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
+    parts: list[str] = []
+    for e in entries:
+        title = f"#### {md_code(e.id)} {md_text(e.change_summary)}".rstrip()
+        lines = [title, ""]
+        if e.old_path is not None:
+            lines.append(f"Moved from {md_code(e.old_path)} to {md_code(e.path)}.")
+            lines.append("")
+        short = [c for c in e.changes if c.diff is None]
+        long = [c for c in e.changes if c.diff is not None]
+        for change in short:
+            lines.append(f"- {md_code(change.field)}: {_value(change.old)} → {_value(change.new)}")
+        if not e.changes:
+            lines.append("No field changed (the file's text was reformatted).")
+        parts.append("\n".join(lines).rstrip())
+        for change in long:
+            diff = "\n".join(change.diff or [])
+            if change.diff_omitted:
+                diff += f"\n… {change.diff_omitted} more line(s)"
+            parts.append(f"{md_code(change.field)}:\n\n{md_block(diff, 'diff')}")
+    return parts
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "*(absent)*"
+    if value == "":
+        return "*(empty)*"
+    return md_code(short_value(value))
+
+
+def _validation(result: Review) -> str:
+    lines = ["### Validation"]
+    if result.file_problems:
+        errors = sum(p.severity == "error" for p in result.file_problems)
+        warnings = len(result.file_problems) - errors
+        lines += [
+            "",
+            f"Problems in the changed files ({errors} error(s), {warnings} warning(s)):",
+            "",
+            md_block("\n".join(p.format() for p in result.file_problems)),
+        ]
+    else:
+        lines += ["", "The changed files pass every check."]
+    if result.store_problems:
+        lines += [
+            "",
+            "Store-wide problems this change causes (duplicate ids, parents or combined "
+            "experiments that do not exist, lineage cycles):",
+            "",
+            md_block("\n".join(p.format() for p in result.store_problems)),
+        ]
+    else:
+        lines += ["", "The change causes no store-wide problem."]
+    if result.preexisting_store_problems:
+        lines += [
+            "",
+            f"*{len(result.preexisting_store_problems)} store-wide problem(s) were there "
+            "before this change (`kexp validate` lists them).*",
+        ]
+    return "\n".join(lines)
+
+
+def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
+    total = sum(len(items) for items in groups.values())
+    lines = [f"### Lessons added ({total})", ""]
+    for group in LESSON_GROUPS:
+        for lesson in groups.get(group, []):
+            icon = _OUTCOME_ICONS.get(group, "")
+            lines.append(
+                f"- {icon} **{md_text(group)}** {md_code(lesson.id)} "
+                f"({describe_interval(lesson.score, lesson.score_ci)}): "
+                f"{md_text(lesson.change_summary)}"
+            )
+            if lesson.key_insight:
+                lines.append(f"  - Key insight: {md_text(lesson.key_insight)}")
+            else:
+                lines.append(
+                    "  - *No “Key insight” line in the description: worth asking for one.*"
+                )
+    return "\n".join(lines)
+
+
+def _lineage_section(graph: LineageGraph) -> str:
+    lines = [
+        "### Lineage",
+        "",
+        md_block(render_mermaid(graph), "mermaid"),
+        "",
+        "Green: added · yellow: corrected · red, dashed: removed · grey: context.",
+    ]
+    if graph.omitted:
+        lines[-1] += f" {graph.omitted} more relative(s) not drawn."
+    return "\n".join(lines)

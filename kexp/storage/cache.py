@@ -1,0 +1,745 @@
+"""The store's one cache: ``.kexp/cache-<hash>.sqlite``, and the one module that opens
+SQLite.
+
+Everything kexp keeps to answer fast is in this file (git-ignored; SQLite from Python's
+standard library), keyed so that it can only be current or missing, never wrong:
+
+* ``contents``: what is parsed from a file's bytes (:func:`kexp.storage.rows.record_of`), by
+  its content key (git's blob hash of the bytes), for contents found on refs;
+* ``folders`` and ``packs``: the working tree, folder by folder: the names, each file's
+  stat signature and content key (the listing), and the records of its files (the
+  pack, read in one piece by queries that rank the whole store);
+* ``objects``: what never changes once known: git trees by hash, merge bases by the
+  commits they join;
+* ``docs``, ``fts``, ``postings``, ``indexed``, ``shingle_order``: the retrieval index
+  (:mod:`kexp.storage.retrieval`) by content key: each content's words (an FTS5 table holding
+  exactly the working tree's current experiments), its code change's key and
+  shingles, and the prefix of its shingles (``postings``, for near-duplicates, in the
+  order of ``shingle_order``).
+
+The hash in the file name is that of the header row: the layout, kexp's version, a hash
+of kexp's library sources and of the schema (:func:`code_fingerprint`) and the
+settings; a kexp that could judge a file differently never reads this file, it makes
+its own.
+
+Every record carries a CRC-32 of its key and its bytes. On any doubt (a header that is
+not this kexp's, a checksum that fails, an error SQLite raises) the file is thrown away
+and made again from the files (:class:`DamagedCacheError` tells the caller to start
+again); there is no other defence, and none is needed: a record can only be missing
+(then its file is read) or checked. A cache that cannot be written (a store one may
+read but not write, a full disk, another process holding it too long) is kept in memory
+for this process; a store read at a revision has one in memory only, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import marshal
+import os
+import sqlite3
+import time
+import zlib
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.version import __version__
+from kexp.format.schema import schema_path
+
+if TYPE_CHECKING:
+    from kexp.core.settings import Settings
+
+#: The cache's layout; part of its header (and so of its file name).
+LAYOUT = "kexp-cache/2"
+#: A file changed this recently (ns) when it was read is read again next time: it may
+#: change again within its timestamps' granularity without a new signature.
+RACY_NS = 2_000_000_000
+#: Seconds a write waits for another process's write to end; then this process keeps
+#: what it would have written in memory.
+BUSY_TIMEOUT_S = 5.0
+#: Rows asked of SQLite at once by their keys.
+_CHUNK = 500
+#: BM25 weights of the retrieval columns: summary, description, insight, operator, code.
+FTS_COLUMNS = ("summary", "description", "insight", "operator", "code")
+
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE folders (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
+    "CREATE TABLE packs (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
+    "CREATE TABLE contents (key BLOB PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE objects (name TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
+    # The retrieval index: one doc per content key; 'active' counts the working-tree
+    # files holding it (the FTS table holds exactly the active docs); 'texts' the words
+    # of its FTS columns when git cannot give the content back (they are needed to take
+    # a doc out of the contentless FTS table).
+    """CREATE TABLE docs (
+        doc INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, code_key BLOB,
+        shingle_count INTEGER NOT NULL, shingles BLOB NOT NULL, active INTEGER NOT NULL,
+        texts BLOB
+    )""",
+    "CREATE INDEX docs_by_code ON docs (code_key) WHERE code_key IS NOT NULL",
+    "CREATE TABLE postings (shingle INTEGER NOT NULL, doc INTEGER NOT NULL, "
+    "PRIMARY KEY (shingle, doc)) WITHOUT ROWID",
+    "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
+    # The order of the shingles in the prefixes posted (see Cache.add_docs): one row.
+    "CREATE TABLE shingle_order (decided INTEGER NOT NULL, record BLOB NOT NULL)",
+    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
+    "tokenize = 'porter unicode61', content = '')",
+)
+
+
+class DamagedCacheError(Exception):
+    """The cache failed a check (a checksum, an SQLite error): the caller starts again
+    after :meth:`Cache.rebuild`."""
+
+
+_FINGERPRINT: list[str] = []
+
+
+def code_fingerprint() -> str:
+    """A hash of what decides what the cache holds: the source of every module of the
+    ``kexp`` package (parsing, checks, this layout) and the schema file. Two builds of
+    one version (an edited schema, a ``git pull`` of kexp) get different caches."""
+    if not _FINGERPRINT:
+        digest = hashlib.blake2b(digest_size=8)
+        package = Path(__file__).resolve().parent.parent
+        for path in [*sorted(package.rglob("*.py")), schema_path()]:
+            digest.update(str(path.relative_to(package.parent)).encode() + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                digest.update(b"\0unreadable\0")
+        _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def header(settings: Settings) -> str:
+    """The header row: what a cache file must have been written by to be read."""
+    return (
+        f"{LAYOUT} kexp={__version__} sources={code_fingerprint()} "
+        f"python-marshal={marshal.version} sqlite={sqlite3.sqlite_version} settings={settings!r}"
+    )
+
+
+def file_name(settings: Settings) -> str:
+    """The cache's file name in ``.kexp/``: one per header."""
+    return f"cache-{zlib.crc32(header(settings).encode()):08x}.sqlite"
+
+
+def _sealed(key: bytes, payload: bytes) -> bytes:
+    """``payload`` with the CRC-32 of ``key`` and ``payload`` before it."""
+    return zlib.crc32(payload, zlib.crc32(key)).to_bytes(4, "little") + payload
+
+
+def _opened(key: bytes, record: bytes) -> Any:
+    """The value sealed in ``record`` under ``key``; :class:`DamagedCacheError` when its
+    checksum fails or it cannot be read."""
+    if not isinstance(record, bytes) or len(record) < 4:
+        raise DamagedCacheError("a record is not one")
+    payload = record[4:]
+    if zlib.crc32(payload, zlib.crc32(key)) != int.from_bytes(record[:4], "little"):
+        raise DamagedCacheError("a record's checksum does not match")
+    try:
+        return marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        raise DamagedCacheError("a record cannot be read") from None
+
+
+def _seal(key: bytes, value: Any) -> bytes:
+    return _sealed(key, marshal.dumps(value))
+
+
+#: The key the order of the postings is sealed under.
+_ORDER_KEY = b"shingle order"
+#: The most shingles the order of the postings names (the most common ones).
+ORDER_SIZE = 1 << 16
+
+
+def _order_of(shingle_sets: Iterable[Sequence[int]]) -> dict[int, int]:
+    """The order of the postings decided from the docs' shingles: each shingle held by
+    two docs or more → how many (the :data:`ORDER_SIZE` most common)."""
+    counts: Counter[int] = Counter()
+    for shingles in shingle_sets:
+        counts.update(shingles)
+    common = [(n, shingle) for shingle, n in counts.items() if n > 1]
+    if len(common) > ORDER_SIZE:
+        common = heapq.nlargest(ORDER_SIZE, common)
+    return {shingle: n for n, shingle in common}
+
+
+class Cache:
+    """One store's cache (see the module documentation). ``folder`` None: in memory."""
+
+    def __init__(self, folder: Path | None, settings: Settings) -> None:
+        self.settings = settings
+        self.header = header(settings)
+        self.file = None if folder is None else folder / file_name(settings)
+        #: Whether this process keeps the cache in memory (nothing is written to disk).
+        self.in_memory = folder is None
+        self._connection = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        """The cache file, made (or made again) when it is missing or not this kexp's;
+        in memory when the folder cannot be used."""
+        if self.file is not None and not self.in_memory:
+            for _ in range(2):
+                try:
+                    connection = sqlite3.connect(
+                        self.file, timeout=BUSY_TIMEOUT_S, isolation_level=None
+                    )
+                except (sqlite3.Error, OSError):
+                    break
+                try:
+                    found = _header_of(connection)
+                    if found == self.header:
+                        return connection
+                    if found is None and _create(connection, self.header):
+                        return connection
+                except sqlite3.Error:
+                    pass
+                connection.close()
+                if not self._remove():
+                    break
+            self.in_memory = True
+        connection = sqlite3.connect(":memory:", isolation_level=None)
+        _create(connection, self.header)
+        return connection
+
+    def _remove(self) -> bool:
+        """Remove the cache file (and what SQLite keeps beside it); whether it is gone."""
+        assert self.file is not None
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                try:
+                    os.unlink(f"{self.file}{suffix}")
+                except OSError:
+                    return False
+        return True
+
+    def rebuild(self) -> None:
+        """Throw the cache away and start again from nothing (the file is removed; a
+        file that cannot be removed is left, and the cache kept in memory)."""
+        self.close()
+        if self.file is not None and not self.in_memory and not self._remove():
+            self.in_memory = True
+        self._connection = self._open()
+
+    def close(self) -> None:
+        """Close the cache."""
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
+
+    def to_memory(self) -> None:
+        """Keep the cache in memory from now on (a copy of what the file holds), for a
+        write that cannot be made to the file."""
+        if self.in_memory:
+            return
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            self._connection.backup(memory)
+            if _header_of(memory) != self.header:
+                raise sqlite3.DatabaseError("not this kexp's cache")
+        except sqlite3.Error:
+            memory.close()
+            memory = sqlite3.connect(":memory:", isolation_level=None)
+            _create(memory, self.header)
+        self.close()
+        self._connection = memory
+        self.in_memory = True
+
+    def remove_leftovers(self) -> None:
+        """Remove caches no process uses any more: those of kexp before this layout
+        (``index-*``, ``retrieval-*``, ``blobs-*``) and of other kexp builds, once not
+        written for ``settings.unused_cache_days`` and with no journal beside them."""
+        if self.file is None or self.in_memory:
+            return
+        folder = self.file.parent
+        with contextlib.suppress(OSError):
+            (folder / "index-v1").unlink()  # the cache of kexp before SQLite
+        now = time.time()
+        unused = now - self.settings.unused_cache_days * 86400
+        killed = now - self.settings.stale_temporary_s
+        for pattern, horizon in (
+            ("cache-*.sqlite", unused),
+            ("index-*.sqlite", unused),
+            ("retrieval-*.sqlite", unused),
+            ("blobs-*.sqlite", unused),
+            # Temporary and side databases of the layout before this one's builders.
+            (".index-*.sqlite.*.tmp", killed),
+            (".index-*.sqlite.*.side", killed),
+        ):
+            with contextlib.suppress(OSError):
+                for left in folder.glob(pattern):
+                    if left.name == self.file.name or any(
+                        left.with_name(left.name + s).exists() for s in ("-journal", "-wal")
+                    ):
+                        continue
+                    with contextlib.suppress(OSError):
+                        if left.lstat().st_mtime < horizon:
+                            left.unlink()
+
+    # --- reading and writing -----------------------------------------------------------
+
+    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._connection.execute(sql, parameters).fetchall()
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+
+    def _by_keys(self, sql: str, keys: Sequence[Any]) -> Iterator[Any]:
+        """The rows of ``sql`` (holding ``IN ({marks})``) for every key, in chunks."""
+        for start in range(0, len(keys), _CHUNK):
+            chunk = list(keys[start : start + _CHUNK])
+            yield from self._rows(sql.format(marks=",".join("?" * len(chunk))), chunk)
+
+    def _transaction(self, work: Callable[[], None]) -> None:
+        """``work()`` in one write transaction; when the file cannot take it (another
+        process holds it too long, a read-only file, a full disk), in memory instead
+        (:meth:`to_memory`): this process keeps what it would have written."""
+        for _ in range(2):
+            try:
+                self._connection.execute("BEGIN IMMEDIATE")
+                work()
+                self._connection.execute("COMMIT")
+                return
+            except (_CannotWrite, sqlite3.OperationalError) as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.execute("ROLLBACK")
+                if self.in_memory:
+                    raise DamagedCacheError(str(exc)) from None
+                self.to_memory()
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.execute("ROLLBACK")
+                raise DamagedCacheError(str(exc)) from None
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.execute("ROLLBACK")
+                raise
+
+    def _write(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        try:
+            self._connection.executemany(sql, rows)
+        except sqlite3.OperationalError as exc:
+            if any(word in str(exc) for word in ("full", "readonly", "locked", "busy")):
+                raise _CannotWrite() from None
+            raise DamagedCacheError(str(exc)) from None
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+
+    def write(self, *writes: tuple[str, Sequence[Sequence[Any]]]) -> None:
+        """Run ``(sql, rows)`` writes in one transaction (see :meth:`_transaction`)."""
+
+        def work() -> None:
+            for sql, rows in writes:
+                self._write(sql, rows)
+
+        self._transaction(work)
+
+    # --- the working tree: folders and packs ---------------------------------------------
+
+    def folders(self) -> dict[str, Any]:
+        """Every folder's listing, as :meth:`save_folders` stored it."""
+        return {
+            folder: _opened(folder.encode("utf-8", "surrogatepass"), record)
+            for folder, record in self._rows("SELECT folder, record FROM folders")
+        }
+
+    def each_pack(self, folders: Sequence[str]) -> Iterator[tuple[str, Any]]:
+        """(folder, pack) of each of ``folders`` that has one, read one at a time (memory
+        holds one pack's bytes at once)."""
+        wanted = set(folders)
+        try:
+            cursor = self._connection.execute("SELECT folder, record FROM packs")
+            while found := cursor.fetchmany(8):
+                for folder, record in found:
+                    if folder in wanted:
+                        yield folder, _opened(folder.encode("utf-8", "surrogatepass"), record)
+        except (sqlite3.Error, ValueError) as exc:
+            raise DamagedCacheError(str(exc)) from None
+
+    def packs(self, folders: Sequence[str]) -> dict[str, Any]:
+        """The pack (the records of its files) of each of ``folders`` that has one."""
+        if len(folders) > _CHUNK:
+            wanted = set(folders)
+            found = self._rows("SELECT folder, record FROM packs")
+            return {
+                folder: _opened(folder.encode("utf-8", "surrogatepass"), record)
+                for folder, record in found
+                if folder in wanted
+            }
+        return {
+            folder: _opened(folder.encode("utf-8", "surrogatepass"), record)
+            for folder, record in self._by_keys(
+                "SELECT folder, record FROM packs WHERE folder IN ({marks})", folders
+            )
+        }
+
+    def packs_naming(self, folders: dict[str, bytes], needle: bytes) -> dict[str, Any]:
+        """The pack of each of ``folders`` (→ the content keys of its files now, as the
+        listing holds them) that has one: None for those that certainly hold no record
+        naming ``needle`` (their bytes hold every one of these content keys, and not
+        ``needle``), which are not read."""
+        found: dict[str, Any] = {}
+        for folder, record in self._by_keys(
+            "SELECT folder, record FROM packs WHERE folder IN ({marks})", sorted(folders)
+        ):
+            key = folder.encode("utf-8", "surrogatepass")
+            if (
+                isinstance(record, bytes)
+                and needle not in record
+                and folders[folder] in record
+                and zlib.crc32(record[4:], zlib.crc32(key)) == int.from_bytes(record[:4], "little")
+            ):
+                found[folder] = None
+            else:
+                found[folder] = _opened(key, record)
+        return found
+
+    def save_folders(
+        self, listings: dict[str, Any], packs: dict[str, Any], gone: Iterable[str]
+    ) -> None:
+        """Store the listing of each folder of ``listings`` and the pack of each of
+        ``packs``; forget the ``gone`` folders."""
+        forgotten = [(folder,) for folder in gone]
+
+        def sealed(values: dict[str, Any]) -> list[tuple[str, bytes]]:
+            return [
+                (folder, _seal(folder.encode("utf-8", "surrogatepass"), value))
+                for folder, value in values.items()
+            ]
+
+        self.write(
+            ("DELETE FROM folders WHERE folder = ?", forgotten),
+            ("DELETE FROM packs WHERE folder = ?", forgotten),
+            ("INSERT OR REPLACE INTO folders VALUES (?, ?)", sealed(listings)),
+            ("INSERT OR REPLACE INTO packs VALUES (?, ?)", sealed(packs)),
+        )
+
+    # --- contents and objects ----------------------------------------------------------
+
+    def contents(self, keys: Sequence[bytes]) -> dict[bytes, Any]:
+        """The records kept of those contents the cache holds."""
+        return {
+            key: _opened(key, record)
+            for key, record in self._by_keys(
+                "SELECT key, record FROM contents WHERE key IN ({marks})", keys
+            )
+        }
+
+    def save_contents(self, records: dict[bytes, Any]) -> None:
+        """Keep the records of contents (a record never changes: its key is its bytes)."""
+        if records:
+            self.write(
+                (
+                    "INSERT OR REPLACE INTO contents VALUES (?, ?)",
+                    [(key, _seal(key, value)) for key, value in records.items()],
+                )
+            )
+
+    def objects(self, names: Sequence[str]) -> dict[str, Any]:
+        """What is kept of the immutable objects named (git trees, merge bases)."""
+        return {
+            name: _opened(name.encode(), record)
+            for name, record in self._by_keys(
+                "SELECT name, record FROM objects WHERE name IN ({marks})", names
+            )
+        }
+
+    def save_objects(self, values: dict[str, Any]) -> None:
+        """Keep immutable objects by name."""
+        if values:
+            self.write(
+                (
+                    "INSERT OR REPLACE INTO objects VALUES (?, ?)",
+                    [(name, _seal(name.encode(), value)) for name, value in values.items()],
+                )
+            )
+
+    # --- the retrieval index -----------------------------------------------------------
+
+    def docs(self, keys: Sequence[bytes]) -> dict[bytes, tuple[int, int, bytes | None]]:
+        """(doc number, active count, the words kept of its FTS columns or None) of the
+        contents with a doc."""
+        found: dict[bytes, tuple[int, int, bytes | None]] = {}
+        for doc, key, active, texts in self._by_keys(
+            "SELECT doc, key, active, texts FROM docs WHERE key IN ({marks})", keys
+        ):
+            found[key] = (doc, active, None if texts is None else _opened(key, texts))
+        return found
+
+    def with_docs(self, keys: Sequence[bytes]) -> set[bytes]:
+        """Those of ``keys`` that have a doc."""
+        return {
+            key for (key,) in self._by_keys("SELECT key FROM docs WHERE key IN ({marks})", keys)
+        }
+
+    def keys_of_docs(self, docs: Sequence[int]) -> dict[int, bytes]:
+        """The content key of each of ``docs``."""
+        return dict(self._by_keys("SELECT doc, key FROM docs WHERE doc IN ({marks})", docs))
+
+    def add_docs(
+        self,
+        docs: Sequence[tuple[bytes, bytes | None, bytes, bytes | None]],
+        prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]],
+    ) -> None:
+        """Add docs, none active: (content key, code key, shingles as uint32, the words
+        of its FTS columns to keep or None: they can be made again); each one's
+        ``prefix_of(shingles, order)`` is posted.
+
+        The order (shingle → how many docs held it when it was decided; a shingle not
+        in it counts 0) is decided from every doc's shingles the first time, and again
+        (every prefix posted again) whenever the docs have doubled since: prefixes made
+        of the rarest shingles share few docs (prefix filtering is exact in any one
+        order; a rare-first order makes it fast)."""
+        if not docs:
+            return
+
+        def work() -> None:
+            (last,) = self._rows("SELECT COALESCE(MAX(doc), 0) FROM docs")[0]
+            (count,) = self._rows("SELECT COUNT(*) FROM docs")[0]
+            known = {key for (key,) in self._by_keys(
+                "SELECT key FROM docs WHERE key IN ({marks})", [d[0] for d in docs])}  # fmt: skip
+            rows: list[tuple[Any, ...]] = []
+            added: list[tuple[int, Sequence[int]]] = []
+            number = last
+            for key, code_key, shingles, texts in docs:
+                if key in known:
+                    continue
+                known.add(key)
+                number += 1
+                rows.append(
+                    (number, key, code_key, len(shingles) // 4, _seal(key, shingles), 0,
+                     None if texts is None else _seal(key, texts))
+                )  # fmt: skip
+                added.append((number, array("I", shingles)))
+            if not rows:
+                return
+            decided, order = self._shingle_order()
+            total = count + len(rows)
+            to_post = added
+            if total >= 2 * decided:
+                to_post = [
+                    (doc, array("I", _opened(key, record)))
+                    for doc, key, record in self._rows("SELECT doc, key, shingles FROM docs")
+                ] + added
+                order = _order_of(shingles for _, shingles in to_post)
+                self._write("DELETE FROM shingle_order", [()])
+                self._write(
+                    "INSERT INTO shingle_order VALUES (?, ?)",
+                    [(total, _seal(_ORDER_KEY, order))],
+                )
+                self._write("DELETE FROM postings", [()])
+            postings = [(shingle, doc) for doc, shingles in to_post
+                        for shingle in prefix_of(shingles, order)]  # fmt: skip
+            postings.sort()  # appended in order: a B-tree grows fastest so
+            self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._write("INSERT OR IGNORE INTO postings VALUES (?, ?)", postings)
+
+        self._transaction(work)
+
+    def _shingle_order(self) -> tuple[int, dict[int, int]]:
+        """(how many docs there were when the order of the postings was decided, the
+        order: see :meth:`add_docs`)."""
+        found = self._rows("SELECT decided, record FROM shingle_order")
+        if not found:
+            return 0, {}
+        decided, record = found[0]
+        return int(decided), _opened(_ORDER_KEY, record)
+
+    def indexed(self, kind: str) -> dict[str, bytes]:
+        """Each folder's content keys as the retrieval index last took them in: ``docs``
+        (those with a doc) or ``fts`` (those the FTS table holds)."""
+        prefix = f"{kind}:"
+        return {
+            folder[len(prefix) :]: _opened(folder.encode("utf-8", "surrogatepass"), record)
+            for folder, record in self._rows(
+                "SELECT folder, record FROM indexed WHERE folder >= ? AND folder < ?",
+                (prefix, f"{kind};"),
+            )
+        }
+
+    def save_indexed(self, kind: str, folders: dict[str, bytes | None]) -> None:
+        """Store the folders' keys as :meth:`indexed` gives them (None: forget one)."""
+        if folders:
+            self._transaction(lambda: self._save_indexed(kind, folders))
+
+    def _save_indexed(self, kind: str, folders: dict[str, bytes | None]) -> None:
+        names = {folder: f"{kind}:{folder}" for folder in folders}
+        self._write(
+            "DELETE FROM indexed WHERE folder = ?",
+            [(names[f],) for f, keys in folders.items() if keys is None],
+        )
+        self._write(
+            "INSERT OR REPLACE INTO indexed VALUES (?, ?)",
+            [
+                (names[f], _seal(names[f].encode("utf-8", "surrogatepass"), keys))
+                for f, keys in folders.items()
+                if keys is not None
+            ],
+        )
+
+    def activate(
+        self,
+        changes: dict[bytes, int],
+        texts: dict[bytes, tuple[int, Sequence[str]]],
+        folders: dict[str, bytes | None] | None = None,
+    ) -> None:
+        """Add ``changes[key]`` (±) to each doc's active count, putting a doc into the FTS
+        table when its count leaves 0 and taking it out when it comes back to 0
+        (``texts``: each changed doc's number and words); store the folders' indexed
+        keys (None: the folder is gone). Within :meth:`transient`, undone at its end."""
+        if self._connection.in_transaction:
+            self._activate(changes, texts, folders or {})
+        else:
+            self._transaction(lambda: self._activate(changes, texts, folders or {}))
+
+    def _activate(
+        self,
+        changes: dict[bytes, int],
+        texts: dict[bytes, tuple[int, Sequence[str]]],
+        folders: dict[str, bytes | None],
+    ) -> None:
+        counts = {key: active for key, (_, active, _) in self.docs(list(changes)).items()}
+        inserts: list[tuple[Any, ...]] = []
+        deletes: list[tuple[Any, ...]] = []
+        updates: list[tuple[int, int | None, bytes]] = []
+        for key, change in changes.items():
+            before = counts.get(key)
+            if before is None or not change:
+                continue
+            after = max(0, before + change)
+            if (before == 0) != (after == 0):
+                doc, words = texts[key]
+                (inserts if before == 0 else deletes).append((doc, *words))
+            updates.append((after, texts[key][0] if key in texts else None, key))
+        columns = ", ".join(FTS_COLUMNS)
+        marks = ", ".join("?" * len(FTS_COLUMNS))
+        self._write(
+            f"INSERT INTO fts (fts, rowid, {columns}) VALUES ('delete', ?, {marks})", deletes
+        )
+        self._write(f"INSERT INTO fts (rowid, {columns}) VALUES (?, {marks})", inserts)
+        self._write("UPDATE docs SET active = ? WHERE key = ?", [(a, k) for a, _, k in updates])
+        self._save_indexed("fts", folders)
+
+    def clear_texts_index(self) -> None:
+        """Empty the FTS table (every doc inactive, no folder indexed), to fill it again
+        from the files (when the words of a doc to take out cannot be had)."""
+
+        def work() -> None:
+            self._write("INSERT INTO fts (fts) VALUES ('delete-all')", [()])
+            self._write("UPDATE docs SET active = 0 WHERE active > 0", [()])
+            self._write("DELETE FROM indexed WHERE folder >= 'fts:' AND folder < 'fts;'", [()])
+
+        self._transaction(work)
+
+    @contextlib.contextmanager
+    def transient(self) -> Iterator[None]:
+        """A transaction whose writes (an FTS table holding another set of docs than the
+        working tree's) are undone at its end."""
+        try:
+            self._connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            self.to_memory()
+            self._connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._connection.execute("ROLLBACK")
+
+    def word_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """How many docs of the FTS table hold each word."""
+        counts: dict[str, int] = {}
+        for word in words:
+            (count,) = self._rows("SELECT COUNT(*) FROM fts WHERE fts MATCH ?", (f'"{word}"',))[0]
+            counts[word] = int(count)
+        return counts
+
+    def text_matches(
+        self, words: Sequence[str], weights: Sequence[float]
+    ) -> list[tuple[int, float]]:
+        """(doc, BM25: higher is better) of every doc of the FTS table holding one of
+        ``words``, best first."""
+        if not words:
+            return []
+        expression = " OR ".join(f'"{word}"' for word in words)
+        weighted = ", ".join(str(w) for w in weights)
+        return [
+            (int(doc), -float(rank))
+            for doc, rank in self._rows(
+                f"SELECT rowid, bm25(fts, {weighted}) AS rank FROM fts WHERE fts MATCH ? "
+                "ORDER BY rank, rowid",
+                (expression,),
+            )
+        ]
+
+    def near_candidates(
+        self,
+        prefix_of: Callable[[dict[int, int]], Sequence[int]],
+        least: int,
+        most: int,
+    ) -> list[tuple[bytes, bytes]]:
+        """(content key, shingles as uint32) of the docs posting a shingle of the
+        prefix ``prefix_of(order)`` (in the order of the postings, see
+        :meth:`add_docs`) and holding between ``least`` and ``most`` shingles: the
+        order and the postings read in one transaction."""
+        began = not self._connection.in_transaction
+        if began:
+            self._rows("BEGIN")
+        try:
+            shingles = prefix_of(self._shingle_order()[1])
+            found = []
+            for start in range(0, len(shingles), _CHUNK):
+                chunk = list(shingles[start : start + _CHUNK])
+                marks = ",".join("?" * len(chunk))
+                found += self._rows(
+                    f"SELECT key, shingles FROM docs WHERE doc IN (SELECT doc FROM postings "
+                    f"WHERE shingle IN ({marks})) AND shingle_count BETWEEN ? AND ?",
+                    [*chunk, least, most],
+                )
+        finally:
+            if began:
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.execute("COMMIT")
+        return [(key, _opened(key, record)) for key, record in dict(found).items()]
+
+    def code_keys(self, code_key: bytes) -> list[bytes]:
+        """The content keys of the docs whose code change has this key."""
+        return [
+            key for (key,) in self._rows("SELECT key FROM docs WHERE code_key = ?", (code_key,))
+        ]
+
+
+class _CannotWrite(Exception):
+    """The file refused a write it could take later (busy, full, read-only)."""
+
+
+def _header_of(connection: sqlite3.Connection) -> str | None:
+    """The header row; None for an empty database (a new file)."""
+    tables = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    if not tables:
+        return None
+    found = connection.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
+    return str(found[0]) if found is not None else ""
+
+
+def _create(connection: sqlite3.Connection, text: str) -> bool:
+    """Make the tables in one transaction (two processes may make them at once);
+    whether the database holds this header now."""
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        if _header_of(connection) is None:
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            connection.execute("INSERT INTO meta VALUES ('header', ?)", (text,))
+        connection.execute("COMMIT")
+    except sqlite3.Error:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        return False
+    return _header_of(connection) == text

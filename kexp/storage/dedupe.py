@@ -1,0 +1,279 @@
+"""Don't repeat: find experiments whose ``code_change`` is the same change.
+
+Two code changes are the same when they are equal after :func:`normalize_code_change`:
+diff headers dropped (``diff --git``, ``index``, ``---``/``+++`` file lines, mode and
+rename lines), hunk headers reduced to ``@@`` (line numbers move as the base moves),
+``\\ No newline at end of file`` dropped, whitespace runs collapsed to one space, line
+ends and blank lines ignored. Placeholders are never matched: a code change with no
+added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``,
+``see PR 12``) matches nothing.
+
+Two code changes are *near-duplicates* when the Jaccard similarity of their shingle
+sets (:func:`code_shingles`, :func:`shingle_similarity`) is at least
+``settings.near_duplicate_similarity``: each hunk's lines (the changed ones and the
+context around them, so that the same line added in two places differs) are cut into
+tokens,
+identifiers that are not keywords, types, calls or members are renamed by order of
+first appearance within the line (``acc``/``i`` and ``sum``/``idx`` both become ``v0``/
+``v1``), and each line and each pair of consecutive lines of a hunk is hashed.
+A change whose variables were renamed gives the same shingles; reordered hunks give
+the same set.
+
+:func:`code_key` is the one key of a code change (this normalisation, this rule of what
+is matchable); the retrieval index (:mod:`kexp.storage.retrieval`) keeps it for every file and
+is the one place that answers which experiments hold the same change:
+:meth:`kexp.Store.create_experiment` asks it (:func:`kexp.storage.repeats.warn_tried_before`)
+for both and warns with a :class:`RepeatedChangeWarning` naming each earlier experiment,
+its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
+identical); when an identical one also has the same base commit and env, the new one
+measures the same thing again, and the warning is a :class:`RemeasureWarning`: add a
+round to the earlier experiment (``kexp remeasure``) instead, so that tries are pooled,
+not picked from. :func:`kexp.storage.repeats.find_repeats` gives the identical ones alone.
+A store read with refs (``Store(root, refs=...)``) asks the same of every
+experiment's newest version, on any ref.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import re
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+# The warnings a create gives (defined with every warning in kexp.core.errors), named here
+# too, where they were first defined.
+from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
+from kexp.core.errors import RemeasureWarning as RemeasureWarning
+from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
+
+#: Shortest normalised code change (without added/removed lines) that is matched.
+MIN_PLAIN_CHARS = 40
+_HEADER = re.compile(
+    r"(diff --git |diff --cc |diff -r |index [0-9a-fA-F]+\.\.|new file mode |deleted file mode |"
+    r"old mode |new mode |similarity index |dissimilarity index |rename from |rename to |"
+    r"copy from |copy to |Binary files )"
+)
+_HUNK = re.compile(r"@@+ [-+0-9, ]+ @@+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeat:
+    """An earlier experiment with the same code change."""
+
+    id: str
+    score: float
+    outcome: str
+    change_summary: str
+    path: Path | None
+    base_commit: str = ""
+    env: str = ""
+    #: Jaccard similarity of the shingles (1.0 for the same change).
+    similarity: float = 1.0
+    #: The same change once normalised (else a near-duplicate).
+    identical: bool = True
+    #: The ref it was found on, when the store reads refs and the working tree does not
+    #: hold it ("" otherwise).
+    ref: str = ""
+
+    def describe(self) -> str:
+        """One line: id, score, outcome and summary (and the similarity of a
+        near-duplicate, the ref it was found on)."""
+        near = "" if self.identical else f"similarity {self.similarity:.2f}, "
+        where = f" on {self.ref}" if self.ref else ""
+        return (
+            f"{self.id}{where} ({near}score {self.score:.4f}, {self.outcome}: "
+            f"{self.change_summary!r})"
+        )
+
+
+def normalize_code_change(text: str) -> str:
+    """The code change with headers, line numbers and whitespace differences removed."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    kept: list[str] = []
+    previous_was_old_file = False
+    for index, line in enumerate(lines):
+        first = line[:1]
+        if first and first in "+- " and not line.startswith(("--- ", "+++ ")):
+            # A changed or context line (most lines): no header, no hunk line.
+            previous_was_old_file = False
+            collapsed = " ".join(line.split())
+            if collapsed not in ("", "+", "-"):
+                kept.append(collapsed)
+            continue
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if line.startswith("--- ") and following.startswith("+++ "):
+            previous_was_old_file = True
+            continue
+        if line.startswith("+++ ") and previous_was_old_file:
+            previous_was_old_file = False
+            continue
+        previous_was_old_file = False
+        if _HEADER.match(line) or line.startswith("\\ No newline"):
+            continue
+        if _HUNK.match(line):
+            kept.append("@@")
+            continue
+        collapsed = " ".join(line.split())
+        if collapsed in ("", "+", "-"):
+            continue
+        kept.append(collapsed)
+    while kept and kept[-1] == "@@":
+        kept.pop()
+    return "\n".join(kept)
+
+
+def is_matchable(normalized: str) -> bool:
+    """Whether a normalised code change is a real change (not a placeholder)."""
+    if not normalized:
+        return False
+    changed = any(line[:1] in ("+", "-") for line in normalized.split("\n"))
+    return changed or len(normalized) >= MIN_PLAIN_CHARS
+
+
+_CODE_TOKEN = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*|0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?[A-Za-z]*"
+    r"|::|->|<<=?|>>=?|&&|\|\||\+\+|--|[-+*/%&|^!=<>]=|\S"
+)
+#: Identifiers kept as written by :func:`code_shingles` (any other identifier that is not
+#: called, qualified or a member is a variable, renamed by order of appearance): C, C++,
+#: CUDA/HIP and Python/Triton keywords, types and built-ins.
+KEPT_IDENTIFIERS = frozenset(
+    """
+    alignas alignof and as assert auto bool break case catch char class const constexpr
+    continue decltype default def del delete do double elif else enum except explicit
+    extern false float for from if import in inline int is lambda long not nullptr or
+    pass pragma private public raise register restrict return short signed sizeof static
+    struct switch template this throw true try typedef typename union unroll unsigned
+    using virtual void volatile while with yield None True False
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t half half2
+    bfloat16 float2 float4 int2 int4 uint2 uint4 double2 bf16 fp16 fp8 fp32 scalar_t
+    threadIdx blockIdx blockDim gridDim warpSize tl range
+    """.split()  # noqa: SIM905 - a paragraph of words reads better than a list
+)
+#: A changed line with fewer tokens than this (``}``, ``else {``) is too common to tell
+#: changes apart: it is left out of the shingles.
+MIN_LINE_TOKENS = 3
+
+
+def _hunks(normalized: str) -> list[list[str]]:
+    """The lines of each hunk of a normalised code change, each starting with its sign
+    (``+``, ``-`` or `` `` for context; every line as context in one hunk when nothing
+    is marked added or removed)."""
+    hunks: list[list[str]] = [[]]
+    for line in normalized.split("\n"):
+        if line == "@@":
+            hunks.append([])
+        else:
+            hunks[-1].append(line)
+    if not any(line[:1] in ("+", "-") for hunk in hunks for line in hunk):
+        return [[f" {line}" for hunk in hunks for line in hunk]]
+    return [
+        [line if line[:1] in ("+", "-", " ") else f" {line}" for line in hunk]
+        for hunk in hunks
+        if hunk
+    ]
+
+
+@functools.lru_cache(maxsize=8192)
+def _line_shingle(line: str) -> int | None:
+    """One changed line as a shingle: the CRC-32 of its sign and tokens, variables
+    renamed by order of first appearance in the line (None for a line too short)."""
+    tokens = _CODE_TOKEN.findall(line, 1)
+    if len(tokens) < MIN_LINE_TOKENS:
+        return None
+    names: dict[str, str] = {}
+    last = len(tokens) - 1
+    for index, token in enumerate(tokens):
+        if not (token[0].isalpha() or token[0] == "_") or token in KEPT_IDENTIFIERS:
+            continue
+        if token.startswith("__"):
+            continue
+        if index < last and tokens[index + 1] in ("(", "::"):
+            continue  # called or qualified: a function, type or namespace
+        if index and tokens[index - 1] in (".", "->", "::", "#"):
+            continue  # a member, or a preprocessor word
+        tokens[index] = names.setdefault(token, f"v{len(names)}")
+    return zlib.crc32((line[0] + " ".join(tokens)).encode("utf-8"))
+
+
+def code_shingles(code_change: str) -> frozenset[int]:
+    """The shingles of a code change (empty for a placeholder, see :func:`is_matchable`):
+    each line of each hunk (added, removed, or context around them), normalised (see the
+    module documentation), and each pair of consecutive lines of a hunk."""
+    return shingles_of_normalized(normalize_code_change(code_change))
+
+
+def shingles_of_normalized(normalized: str) -> frozenset[int]:
+    """:func:`code_shingles` of a code change already normalised
+    (:func:`normalize_code_change`)."""
+    if not is_matchable(normalized):
+        return frozenset()
+    found: set[int] = set()
+    for hunk in _hunks(normalized):
+        previous: int | None = None
+        for line in hunk:
+            shingle = _line_shingle(line)
+            if shingle is None:
+                continue
+            found.add(shingle)
+            if previous is not None:
+                found.add(zlib.crc32(b"%d %d" % (previous, shingle)))
+            previous = shingle
+    return frozenset(found)
+
+
+def shingle_similarity(first: Iterable[int], second: Iterable[int]) -> float:
+    """The Jaccard similarity of two shingle sets: shared / all (0.0 when both are empty)."""
+    a, b = set(first), set(second)
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def code_key(code_change: str) -> str | None:
+    """The key of a code change: a hash of it normalised (:func:`normalize_code_change`),
+    None for a placeholder (:func:`is_matchable`). Two changes are the same change when
+    their keys are equal; every "tried before" answer (a create's warning, the refs'
+    check, :func:`kexp.storage.repeats.find_repeats`) compares these keys."""
+    return key_of_normalized(normalize_code_change(code_change))
+
+
+def key_of_normalized(normalized: str) -> str | None:
+    """:func:`code_key` of a code change already normalised."""
+    if not is_matchable(normalized):
+        return None
+    return hashlib.sha1(normalized.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:
+    """The warning text naming the earlier experiments (at most ``limit`` of each kind):
+    the identical changes, then the near-duplicates."""
+    same = [r for r in repeats if r.identical]
+    near = [r for r in repeats if not r.identical]
+    parts = []
+    if same:
+        parts.append(f"this code_change was already tried in {_named(same, limit)}")
+    if near:
+        parts.append(
+            f"{'it' if same else 'this code_change'} is a near-duplicate (shingles of the "
+            f"changed lines, variables renamed) of {_named(near, limit)}"
+        )
+    return "; ".join(parts) + ": read that experiment before measuring it again"
+
+
+def _named(repeats: list[Repeat], limit: int) -> str:
+    named = "; ".join(r.describe() for r in repeats[:limit])
+    more = f" and {len(repeats) - limit} more" if len(repeats) > limit else ""
+    return named + more
+
+
+def remeasure_message(repeat: Repeat) -> str:
+    """The warning text for a new experiment that measures ``repeat`` again."""
+    return (
+        f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
+        f"measurement again; add it as a round of that experiment instead (kexp remeasure "
+        f"{repeat.id} --baseline ... --candidate ..., or kexp.measure.record.remeasure), so that "
+        "tries are pooled rather than the best of them kept"
+    )

@@ -1,0 +1,358 @@
+"""What changed, according to git: an experiment's history, and changes between revisions.
+
+* :func:`history` — every commit that touched one experiment's file, oldest first: who,
+  when, the commit message, and each field that changed (old → new), following renames
+  (the id in the file name identifies the experiment, whatever its slug or folder).
+* :func:`changes` — the experiments added, modified (with the fields that changed) and
+  removed between two revisions, or between a revision and the working tree. The
+  pull-request review builds on it.
+
+(The module is not called ``history`` so that ``kexp.history``, the function, is never
+shadowed by a submodule of the same name.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.core import ids
+from kexp.core.errors import ExperimentNotFoundError, KexpError
+from kexp.core.model import ALL_FIELDS, BODY_FIELDS
+from kexp.format.fileformat import Document, FileFormatError, parse
+from kexp.format.validate import (
+    CheckedFile,
+    check_bytes,
+    id_from_name,
+    read_and_check,
+    read_or_problem,
+    size_problem,
+    stray_problem,
+)
+from kexp.gitops import git as kgit
+from kexp.gitops import log as gitlog
+from kexp.storage.snapshot import StoreLocation
+
+if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
+    from kexp.core.problems import Problem
+    from kexp.storage.view import StoreView
+
+#: A field's value before and after a change (None: absent on that side).
+FieldChanges = dict[str, tuple[Any, Any]]
+
+
+def field_values(doc: Document) -> dict[str, Any]:
+    """Every field of a parsed file as written: front-matter values and body texts
+    (absent sections are left out)."""
+    values: dict[str, Any] = dict(doc.fields)
+    for name, text in doc.body_values().items():
+        if text:
+            values[name] = text
+    return values
+
+
+def diff_fields(old: dict[str, Any] | None, new: dict[str, Any] | None) -> FieldChanges:
+    """The fields whose values differ, as ``{field: (old, new)}`` in canonical order
+    (known fields first, then unknown ones alphabetically)."""
+    before, after = old or {}, new or {}
+    names = [n for n in ALL_FIELDS if n in before or n in after]
+    names += sorted((set(before) | set(after)) - set(ALL_FIELDS))
+    changed: FieldChanges = {}
+    for name in names:
+        a, b = before.get(name), after.get(name)
+        if a != b or (type(a) is not type(b) and not _same_number(a, b)):
+            if name in BODY_FIELDS and (a or "") == (b or ""):
+                continue
+            changed[name] = (a, b)
+    return changed
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    numbers = (int, float)
+    return (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+        and a == b
+    )
+
+
+def _values_of(
+    data: bytes | int | None, path: str, limit: int
+) -> tuple[dict[str, Any] | None, str]:
+    """Field values of a file's content (an ``int``: the size of one over ``limit``, not
+    read), or (None, why it cannot be read)."""
+    if data is None:
+        return None, ""
+    if isinstance(data, int):
+        return None, size_problem(path, data, limit).message
+    try:
+        return field_values(parse(data, path)), ""
+    except FileFormatError as exc:
+        return None, exc.problem.message
+
+
+# --- history of one experiment ---------------------------------------------------------
+
+
+@dataclasses.dataclass
+class HistoryEntry:
+    """One commit that touched an experiment's file."""
+
+    commit: str  # full hash
+    author: str
+    author_email: str
+    date: str  # author date, ISO 8601 with UTC offset
+    message: str  # the full commit message
+    action: str  # 'added', 'modified', 'renamed' or 'deleted'
+    path: str  # the file afterwards (the deleted file for 'deleted'), from the repo root
+    old_path: str  # the file before a rename ('' otherwise)
+    #: The fields this commit changed: ``{field: (old, new)}`` (None: absent).
+    changes: FieldChanges
+    #: Why this version of the file could not be read ('' when it could).
+    error: str = ""
+
+    @property
+    def summary(self) -> str:
+        """The first line of the commit message."""
+        return self.message.splitlines()[0] if self.message else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (``changes`` as ``{field: {"old": ..., "new": ...}}``)."""
+        data = dataclasses.asdict(self)
+        data["summary"] = self.summary
+        data["changes"] = {k: {"old": a, "new": b} for k, (a, b) in self.changes.items()}
+        return data
+
+
+_ACTIONS = {"A": "added", "M": "modified", "T": "modified", "R": "renamed", "D": "deleted"}
+
+
+def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
+    """Every commit that touched experiment ``exp_id``'s file, oldest first.
+
+    ``exp_id`` is a full id or a unique prefix of an experiment in ``store`` (a full id
+    also finds an experiment that has since been deleted). The history is that of
+    ``revision`` (default: ``HEAD``, or the revision of a store from
+    :meth:`Store.at`); renames and moves of the file are followed (the id in the file
+    name identifies it). Each entry names the fields the commit changed, old → new.
+    Uncommitted changes are not part of the history.
+
+    Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
+    revision, :class:`~kexp.core.errors.ExperimentNotFoundError` when git has no file with
+    that id either.
+    """
+    location = StoreLocation.of(store.root)
+    if revision is None:
+        revision = store.commit or "HEAD"
+    tip = kgit.resolve_commit(location.repo, revision)
+    full_id = _full_id(store, exp_id)
+    pathspecs = [
+        f":(glob){location.folder}/**/{full_id}-*.md",
+        f":(glob){location.folder}/**/{full_id}.md",
+    ]
+    commits = gitlog.log_files(location.repo, tip, pathspecs)
+    wanted = [
+        sha
+        for commit in commits
+        for change in commit.files
+        for sha in (change.old_sha, change.new_sha)
+        if sha
+    ]
+    limit = store.settings.max_file_bytes
+    blobs = dict(kgit.iter_blobs(location.repo, list(dict.fromkeys(wanted)), max_bytes=limit))
+    entries: list[HistoryEntry] = []
+    last_known: dict[str, Any] | None = None
+    for commit in commits:
+        for change in commit.files:
+            if id_from_name(change.path) != full_id:
+                continue
+            old, _ = _values_of(blobs.get(change.old_sha), change.old_path, limit)
+            new, error = _values_of(blobs.get(change.new_sha), change.path, limit)
+            if old is None and change.old_sha:
+                old = last_known
+            entries.append(
+                HistoryEntry(
+                    commit=commit.sha,
+                    author=commit.author,
+                    author_email=commit.author_email,
+                    date=commit.date,
+                    message=commit.message,
+                    action=_ACTIONS.get(change.status, "modified"),
+                    path=change.path,
+                    old_path=change.old_path if change.status == "R" else "",
+                    changes={} if error else diff_fields(old, new),
+                    error=error,
+                )
+            )
+            if new is not None:
+                last_known = new
+    if not entries and full_id not in store.id_index(full_id):
+        raise ExperimentNotFoundError(
+            f"no experiment {full_id} in {store.experiments_dir} or in the history of "
+            f"{revision} (kexp list shows the ids)"
+        )
+    return entries
+
+
+def _full_id(store: StoreView, exp_id: str) -> str:
+    """A full id: as given, or the experiment in ``store`` with this unique prefix."""
+    if isinstance(exp_id, str) and len(exp_id.strip()) == ids.ID_LENGTH:
+        return ids.check_id(exp_id.strip().lower())
+    return store.resolve_id(exp_id)
+
+
+# --- changes between revisions -----------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ExperimentChange:
+    """One experiment added, modified or removed between two revisions."""
+
+    id: str
+    kind: str  # 'added', 'modified' or 'removed'
+    #: The file afterwards (for 'removed': the file that was removed), in the store.
+    path: Path
+    #: The file before, when it was elsewhere (a rename or move); None otherwise.
+    old_path: Path | None
+    #: The file before and after, read and checked (None on the side it is absent).
+    before: CheckedFile | None = dataclasses.field(repr=False)
+    after: CheckedFile | None = dataclasses.field(repr=False)
+    #: The fields that changed: ``{field: (old, new)}`` (None: absent). For 'added'
+    #: and 'removed' this is empty.
+    fields: FieldChanges
+
+    @property
+    def old(self) -> KernelExperiment | None:
+        """The experiment before (None when absent or not valid)."""
+        return self.before.experiment() if self.before is not None and self.before.ok else None
+
+    @property
+    def new(self) -> KernelExperiment | None:
+        """The experiment afterwards (None when absent or not valid)."""
+        return self.after.experiment() if self.after is not None and self.after.ok else None
+
+    @property
+    def problems(self) -> list[Problem]:
+        """The per-file validation problems of the version afterwards."""
+        return list(self.after.problems) if self.after is not None else []
+
+
+@dataclasses.dataclass
+class Changes:
+    """Experiments added, modified and removed from ``base`` to ``head``."""
+
+    base: str  # full hash
+    head: str | None  # full hash, or None for the working tree
+    added: list[ExperimentChange]
+    modified: list[ExperimentChange]
+    removed: list[ExperimentChange]
+    #: The ``stray-file`` problems of the Markdown files added or changed that kexp
+    #: never reads (not named as experiments: :func:`kexp.format.validate.is_stray`).
+    strays: list[Problem] = dataclasses.field(default_factory=list)
+
+    def __iter__(self) -> Any:
+        return iter([*self.added, *self.modified, *self.removed])
+
+    def __len__(self) -> int:
+        return len(self.added) + len(self.modified) + len(self.removed)
+
+
+def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
+    """The experiments added, modified and removed between revisions ``base`` and
+    ``head`` (``None``: the working tree, including files not yet committed or staged).
+
+    Experiments are matched by id, so a renamed or moved file is one modified
+    experiment. Each modified one lists the fields that changed, old → new (a file whose
+    fields are unchanged but whose text changed, e.g. reformatted, is listed with none).
+    Each list is in id order.
+    Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
+    revision.
+    """
+    location = StoreLocation.of(store.root)
+    repo = location.repo
+    base_sha = kgit.resolve_commit(repo, base)
+    head_sha = kgit.resolve_commit(repo, head) if head is not None else None
+    raw = gitlog.diff_files(repo, base_sha, head_sha, location.folder)
+    if head_sha is None:
+        raw += [
+            gitlog.FileChange("A", path, "", "", "")
+            for path in kgit.untracked_files(repo, location.folder)
+        ]
+    old_side: dict[str, tuple[str, str]] = {}  # id -> (repo path, blob)
+    new_side: dict[str, tuple[str, str]] = {}
+    strays: dict[str, str] = {}  # repo path -> blob
+    for change in raw:
+        if change.status != "D" and location.is_stray(change.path):
+            strays[change.path] = change.new_sha
+        if change.old_sha and location.is_experiment(change.old_path or change.path):
+            exp_id = id_from_name(change.old_path or change.path)
+            assert exp_id is not None
+            old_side.setdefault(exp_id, (change.old_path or change.path, change.old_sha))
+        if change.status != "D" and location.is_experiment(change.path):
+            exp_id = id_from_name(change.path)
+            assert exp_id is not None
+            new_side.setdefault(exp_id, (change.path, change.new_sha))
+    blob_shas = [sha for _, sha in old_side.values()]
+    if head_sha is not None:
+        blob_shas += [sha for _, sha in new_side.values()]
+        blob_shas += list(strays.values())
+    limit = store.settings.max_file_bytes
+    wanted = list(dict.fromkeys(s for s in blob_shas if s))
+    blobs = dict(kgit.iter_blobs(repo, wanted, max_bytes=limit))
+
+    def checked(repo_path: str, sha: str, from_worktree: bool) -> CheckedFile:
+        path = location.path(repo_path)
+        if from_worktree:
+            return read_and_check(path, store.settings)
+        data = blobs.get(sha)
+        if data is None:  # pragma: no cover - git named the blob
+            raise KexpError(f"git did not return {sha} ({repo_path})")
+        if isinstance(data, int):  # over the limit: as a file of that size is refused
+            return CheckedFile(path, None, [size_problem(path, data, limit)])
+        return check_bytes(data, path, store.settings)
+
+    result = Changes(base_sha, head_sha, [], [], [])
+    for repo_path in sorted(strays):
+        path = location.path(repo_path)
+        found: bytes | Problem
+        if head_sha is None:
+            found = read_or_problem(path, store.settings)
+        else:
+            data = blobs.get(strays[repo_path])
+            found = data if isinstance(data, bytes) else size_problem(path, data or 0, limit)
+        result.strays.append(stray_problem(path, found, store.settings))
+    for exp_id in sorted(set(old_side) | set(new_side)):
+        before = checked(*old_side[exp_id], False) if exp_id in old_side else None
+        after = checked(*new_side[exp_id], head_sha is None) if exp_id in new_side else None
+        if before is None and after is not None:
+            result.added.append(
+                ExperimentChange(exp_id, "added", after.path, None, None, after, {})
+            )
+        elif after is None and before is not None:
+            result.removed.append(
+                ExperimentChange(exp_id, "removed", before.path, None, before, None, {})
+            )
+        elif before is not None and after is not None:
+            moved = before.path if before.path != after.path else None
+            result.modified.append(
+                ExperimentChange(
+                    exp_id,
+                    "modified",
+                    after.path,
+                    moved,
+                    before,
+                    after,
+                    diff_fields(_document_values(before), _document_values(after)),
+                )
+            )
+    # In id order, as built: creation order for kexp's ids (paths are not: the fan-out
+    # folder comes before the id).
+    return result
+
+
+def _document_values(checked: CheckedFile) -> dict[str, Any] | None:
+    return field_values(checked.document) if checked.document is not None else None

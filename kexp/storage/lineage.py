@@ -1,0 +1,200 @@
+"""Lineage trees: experiments linked through ``pid``, with each step's score, the change
+of the cumulative score (the speedup over the operator's reference, :mod:`kexp.core.campaign`)
+against the parent, the path to the best tip, and dead ends.
+
+The Python twin of ``kexp tree`` is :func:`lineage_forest` (a whole store, or the
+experiments matching filters) and :func:`lineage_of` (one experiment's ancestors and
+descendants).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.campaign import derive
+from kexp.core.model import KernelExperiment, attach
+from kexp.storage.query import chronological, rank
+
+if TYPE_CHECKING:
+    from kexp.storage.store import Store
+
+#: Outcomes whose score means nothing (not measured, or wrong results).
+UNSCORED_OUTCOMES = frozenset({"pending", "buggy"})
+
+
+@dataclasses.dataclass
+class TreeNode:
+    """One experiment in a lineage tree.
+
+    ``delta`` is the cumulative score minus the parent's (None for a root or when
+    either has none); ``delta_pct`` the same relative to the parent's cumulative score,
+    in percent (for a step measured against its parent: its own speedup).
+    ``is_best`` marks the experiment of the tree with the best cumulative score (its
+    best *tip*; never a control) and ``on_best_path`` the nodes from the root to it;
+    ``dead_end`` marks an experiment others built on (it has children) that no
+    descendant beats (a higher cumulative score), never the best nor a control.
+    """
+
+    experiment: KernelExperiment
+    children: list[TreeNode] = dataclasses.field(default_factory=list)
+    depth: int = 0
+    delta: float | None = None
+    delta_pct: float | None = None
+    on_best_path: bool = False
+    dead_end: bool = False
+    is_best: bool = False
+
+    @property
+    def scored(self) -> bool:
+        """Whether this experiment's score counts (not pending, not buggy)."""
+        return is_scored(self.experiment)
+
+    def walk(self) -> Iterator[TreeNode]:
+        """This node and every node below it, depth first, in display order (without
+        recursion: a lineage may be thousands of iterations deep)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The subtree as JSON-ready data (stable keys)."""
+        exp = self.experiment
+        return {
+            "id": exp.id,
+            "pid": exp.pid,
+            "score": exp.score,
+            "measured_against": exp.measured_against,
+            "cumulative_score": exp.cumulative_score,
+            "cumulative_ci": None if exp.cumulative_ci is None else list(exp.cumulative_ci),
+            "control": exp.is_control,
+            "delta": self.delta,
+            "delta_pct": self.delta_pct,
+            "outcome": exp.outcome,
+            "change_summary": exp.change_summary,
+            "operator_sig": exp.operator_sig,
+            "dtype_sig": exp.dtype_sig,
+            "on_best_path": self.on_best_path,
+            "is_best": self.is_best,
+            "dead_end": self.dead_end,
+            "children": [child.to_dict() for child in self.children],
+        }
+
+
+def is_scored(exp: KernelExperiment) -> bool:
+    """Whether an experiment's score is a measurement worth comparing."""
+    return exp.outcome not in UNSCORED_OUTCOMES
+
+
+def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
+    """Link experiments into trees through ``pid``; roots oldest first.
+
+    A root is an experiment without a parent among ``experiments``. Children are oldest
+    first. Experiments caught in a ``pid`` cycle (which validation reports) are not
+    lost: the oldest of each cycle becomes a root. Experiments no store handed out get
+    their derived values (the cumulative score) from among themselves.
+    """
+    ordered = chronological(experiments)
+    if not all(e.derived_by_store for e in ordered):
+        # Experiments no store handed out: their values are derived among themselves.
+        derivation = derive(sorted(ordered, key=lambda e: str(e.path or "")))
+        for exp in ordered:
+            if not exp.derived_by_store:
+                attach(exp, derived=derivation.of(exp))
+    by_id = {e.id: e for e in ordered}
+    kids: dict[str, list[KernelExperiment]] = {}
+    for exp in ordered:
+        if exp.pid and exp.pid in by_id and exp.pid != exp.id:
+            kids.setdefault(exp.pid, []).append(exp)
+    roots = [e for e in ordered if not (e.pid and e.pid in by_id and e.pid != e.id)]
+    placed: set[str] = set()
+    forest: list[TreeNode] = []
+
+    def grow(start: KernelExperiment) -> TreeNode:
+        """The tree below ``start``, depth first, children oldest first (no recursion)."""
+        placed.add(start.id)
+        top = TreeNode(start)
+        stack = [(top, iter(kids.get(start.id, [])))]
+        while stack:
+            node, pending = stack[-1]
+            child = next(pending, None)
+            if child is None:
+                stack.pop()
+            elif child.id not in placed:
+                placed.add(child.id)
+                grown = TreeNode(child, depth=node.depth + 1)
+                node.children.append(grown)
+                stack.append((grown, iter(kids.get(child.id, []))))
+        return top
+
+    for root in roots:
+        forest.append(grow(root))
+    for exp in ordered:  # cycles: no root leads to them
+        if exp.id not in placed:
+            forest.append(grow(exp))
+    for tree in forest:
+        annotate(tree)
+    return forest
+
+
+def annotate(root: TreeNode) -> None:
+    """Fill in deltas, the best path and dead ends of the tree under ``root`` (without
+    recursion: a lineage may be thousands of iterations deep)."""
+    nodes = list(root.walk())
+    parents: dict[int, TreeNode] = {}
+    for node in nodes:
+        before = node.experiment.cumulative_score
+        for child in node.children:
+            parents[id(child)] = node
+            after = child.experiment.cumulative_score
+            if before is not None and after is not None:
+                child.delta = after - before
+                child.delta_pct = (after / before - 1.0) * 100.0 if before > 0 else None
+    # dead ends: children before their parent, each node's best cumulative below it known
+    best_in: dict[int, float] = {}
+    for node in reversed(nodes):
+        best_below = max((best_in[id(child)] for child in node.children), default=-math.inf)
+        own = _standing(node)
+        node.dead_end = bool(node.children) and own is not None and best_below <= own
+        best_in[id(node)] = max(-math.inf if own is None else own, best_below)
+    ranked = rank([n.experiment for n in nodes if _standing(n) is not None], limit=1)
+    if ranked:
+        best = next(n for n in nodes if n.experiment is ranked[0])
+        best.is_best = True
+        best.dead_end = False
+        step: TreeNode | None = best
+        while step is not None:
+            step.on_best_path = True
+            step = parents.get(id(step))
+
+
+def _standing(node: TreeNode) -> float | None:
+    """A node's cumulative score when it ranks (not a control, and known)."""
+    derived = node.experiment.derived
+    return derived.cumulative_score if derived.ranked else None
+
+
+def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:
+    """The lineage trees of the experiments matching ``filters`` (all by default).
+
+    An experiment whose parent does not match the filters becomes a root.
+    """
+    return build_forest(store.list_experiments(**filters))
+
+
+def lineage_of(store: Store, exp_id: str) -> TreeNode:
+    """One experiment's lineage: its ancestors down from the oldest, then every
+    descendant. Siblings of the ancestors are left out.
+    """
+    full_id = store.resolve_id(exp_id)
+    chain = [store.get_experiment(full_id), *store.ancestors(full_id)]
+    members = {e.id: e for e in chain}
+    for exp in store.descendants(full_id):
+        members.setdefault(exp.id, exp)
+    forest = build_forest(members.values())
+    root_id = chain[-1].id
+    return next((tree for tree in forest if tree.experiment.id == root_id), forest[0])

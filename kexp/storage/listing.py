@@ -1,0 +1,709 @@
+"""The working tree as every query sees it: each experiment file's path, stat signature
+and content key, folder by folder, and the record of each content.
+
+:func:`refresh` brings the cache's listing (:mod:`kexp.storage.cache`: ``folders`` and ``packs``)
+up to date with ``experiments/`` and returns it:
+
+1. Walk ``experiments/`` (any depth of folders) and ``stat`` every experiment file,
+   folder by folder; a folder whose own signature is the cached one is not listed
+   again (its names are the cached ones), but its files are still ``stat``-ed: an edit
+   in place changes a file, not its folder. With many files, on a machine with more
+   than one core, the folders are split between this process and a forked child.
+2. A file whose signature (modification time in ns, size, inode, change time) is the
+   cached one has the cached content key and record; every other file is read (in two
+   processes when many), its content key computed (git's blob hash of its bytes) and
+   its record made (:func:`kexp.storage.rows.record_of`).
+3. A file changed less than :data:`~kexp.storage.cache.RACY_NS` before it was read ("racily
+   clean", as git says) may change again within its timestamps' granularity without a
+   new signature: it is stored without a signature, and read again next time. The
+   change time counts because it cannot be set back: an edit followed by ``touch -d``,
+   ``tar -x``, ``rsync -t`` or ``cp -a`` restoring the old modification time is seen.
+
+What a signature cannot see: a file whose bytes change while its modification time,
+size, inode *and* change time stay the same, which only a change of the system clock
+or a tool writing the disk below the file system can do.
+
+The listing's records are keyed by content, so a row can only be current: a concurrent
+writer can only store what some file held (its signature says which), never a wrong
+value for a file as it is now.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import itertools
+import os
+import stat
+import time
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kexp.format.fileformat import FileFormatError
+from kexp.format.validate import EXPERIMENT_NAME, read_file_and_stat, read_or_problem
+from kexp.storage.cache import RACY_NS, Cache, DamagedCacheError
+from kexp.storage.parallel import in_two_processes
+from kexp.storage.rows import (
+    VALUE_FIELDS,
+    Record,
+    Row,
+    content_key,
+    named_record,
+    problem_at,
+    row_of,
+)
+
+if TYPE_CHECKING:
+    from kexp.core.settings import Settings
+
+#: A signature no file has: racily clean entries, unreadable files.
+_NO_SIGNATURE = (-1, -1, -1, -1)
+NO_SIGNATURE = array("q", _NO_SIGNATURE).tobytes()
+SIGNATURE_SIZE = len(NO_SIGNATURE)
+#: The content key of a file that could not be read.
+NO_KEY = bytes(20)
+KEY_SIZE = len(NO_KEY)
+#: How many files a worker reads before it checks them (system calls between the checks
+#: slow the checking code down on machines with speculative-execution mitigations).
+READ_BATCH = 256
+
+
+class Folder(NamedTuple):
+    """One folder of ``experiments/`` as the listing holds it."""
+
+    #: The folder's own signature when it was listed (it changes when an entry is
+    #: added, removed or renamed; not when a file is edited in place).
+    listed_at: bytes
+    subfolders: tuple[str, ...]
+    #: The experiment file names (:data:`kexp.format.validate.EXPERIMENT_NAME`), sorted.
+    names: tuple[str, ...]
+    #: Each name's stat signature, 4 int64: mtime_ns, size, inode, ctime_ns.
+    signatures: bytes
+    #: Each name's content key (:data:`NO_KEY`: it could not be read).
+    keys: bytes
+
+
+def path_order(path: str) -> str:
+    """A sort key ordering relative paths as :class:`pathlib.Path` objects sort
+    (component by component): the order of :meth:`kexp.Store.paths`."""
+    return path.replace(os.sep, "\0")
+
+
+# --- walking -------------------------------------------------------------------------
+
+
+def list_folder(path: str, prefix: str = "") -> tuple[list[str], list[str]] | None:
+    """(sorted experiment file names starting with ``prefix``, sorted sub-folder names)
+    of one folder; None when it is not a folder (any more).
+
+    As :func:`os.walk` sees them: hidden entries (writers' temporary files) are skipped;
+    a folder is a folder whatever its name (``notes.md/`` is walked, not read); a
+    symbolic link to a folder is neither a file nor walked.
+    """
+    fullmatch = EXPERIMENT_NAME.fullmatch
+    names: list[str] = []
+    folders: list[str] = []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                if name[0] == ".":
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(name)
+                    elif (
+                        name.startswith(prefix)
+                        and fullmatch(name)
+                        and not (entry.is_symlink() and entry.is_dir())
+                    ):
+                        names.append(name)
+                except OSError:
+                    continue
+    except OSError:
+        return None
+    names.sort()
+    folders.sort()
+    return names, folders
+
+
+def walk_folders(visit: Callable[[str], Iterable[str]]) -> None:
+    """``visit(folder)`` for ``""`` (the top) and every folder below it that a visit
+    names: ``visit`` returns the names of a folder's sub-folders to visit too. Folders
+    are relative to the top, ``""`` or ending with ``os.sep``."""
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        pending.extend(f"{folder}{name}{os.sep}" for name in visit(folder))
+
+
+def folder_signature(path: str) -> bytes | None:
+    """A folder's own packed signature; None when it is not a folder."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return None
+    return array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)).tobytes()
+
+
+def signatures(folder: str, names: Sequence[str]) -> bytes:
+    """The packed stat signatures of ``names`` in ``folder`` (4 int64 each, in order);
+    :data:`NO_SIGNATURE` for a name that is gone or not a regular file."""
+    packed: array[int] = array("q")
+    extend = packed.extend
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return NO_SIGNATURE * len(names)
+    try:
+        is_regular = stat.S_ISREG
+        for name in names:
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                extend(_NO_SIGNATURE)
+                continue
+            if is_regular(info.st_mode):
+                extend((info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns))
+            else:
+                extend(_NO_SIGNATURE)
+    finally:
+        os.close(fd)
+    return packed.tobytes()
+
+
+def settled(signature: bytes, horizon: int) -> bool:
+    """Whether a file (or folder) with this signature last changed before ``horizon``:
+    its modification time and its change time both."""
+    if signature == NO_SIGNATURE:
+        return False
+    mtime, _, _, ctime = array("q", signature)
+    return mtime < horizon and ctime < horizon
+
+
+def _storable(signatures_: bytes, horizon: int) -> bytes:
+    """``signatures_`` as the cache stores them: racily clean ones as none."""
+    if len(signatures_) == SIGNATURE_SIZE:
+        return signatures_ if settled(signatures_, horizon) else NO_SIGNATURE
+    values = array("q", signatures_)
+    for at in range(0, len(values), 4):
+        if not (values[at] < horizon and values[at + 3] < horizon) or values[at] == -1:
+            values[at : at + 4] = array("q", _NO_SIGNATURE)
+    return values.tobytes()
+
+
+# --- the listing ------------------------------------------------------------------------
+
+
+#: A folder's pack as the cache keeps it: (the names, their content keys, the record of
+#: each): a record is looked up by name and key, never by position alone (a pack written
+#: by another process may describe another listing of the folder).
+Pack = tuple[tuple[str, ...], bytes, list[Record]]
+
+
+def pack_records(pack: Pack | None) -> dict[tuple[str, bytes], Record]:
+    """(name, content key) → record of a pack."""
+    if pack is None:
+        return {}
+    names, keys, records = pack
+    return {
+        (name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]): records[at]
+        for at, name in enumerate(names)
+        if at < len(records)
+    }
+
+
+#: A folder's files as queries see them: (rows of the valid ones, (path, first error) of
+#: the invalid ones), each in name order.
+FolderRows = tuple[list[Row], list[tuple[str, Any]]]
+
+
+def folder_rows(
+    base: str, folder: str, known: Folder, pack: Pack | None, settings: Settings
+) -> FolderRows:
+    """The rows of a folder's files from its pack (a file the pack does not describe, as
+    when another process wrote it for another listing, is read)."""
+    rows: list[Row] = []
+    invalid: list[tuple[str, Any]] = []
+    keys = known.keys
+    if pack is not None and pack[0] == known.names and pack[1] == keys:
+        records = pack[2]  # the pack of this very listing (the common case)
+        for at, name in enumerate(known.names):
+            error, values = records[at]
+            if values is None:
+                invalid.append((folder + name, error))
+            else:
+                key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
+                # tuple.__new__ of the class: the fastest way to make many rows.
+                rows.append(tuple.__new__(Row, (*values, folder + name, key, None)))
+        return rows, invalid
+    by_name = pack_records(pack)
+    for at, name in enumerate(known.names):
+        key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
+        record = by_name.get((name, key))
+        if record is None:  # another listing's pack (a race): read the file
+            _, _, key, record = _read_one(base, folder + name, settings)
+        error, values = record
+        if values is None:
+            invalid.append((folder + name, error))
+        else:
+            rows.append(row_of(values, folder + name, key))
+    return rows, invalid
+
+
+class Listing:
+    """The working tree as one refresh found it (see the module documentation)."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        base: str,
+        folders: dict[str, Folder],
+        packs: dict[str, Pack],
+        made: dict[str, tuple[Folder, FolderRows]] | None = None,
+    ) -> None:
+        self._cache = cache
+        self._base = base
+        #: Every folder found (relative to ``experiments/``, "" or ending with os.sep).
+        self.folders = folders
+        self._packs = packs
+        #: Rows made ahead (while a forked child stat-ed files), by folder, with the
+        #: listing they were made of.
+        self._made = made or {}
+
+    def paths(self) -> list[str]:
+        """Every experiment file (relative to ``experiments/``), in path order."""
+        return [path for path, _ in self.files()]
+
+    def files(self) -> list[tuple[str, bytes]]:
+        """(path relative to ``experiments/``, content key) of every experiment file, in
+        path order (:data:`NO_KEY`: unreadable)."""
+        found: list[tuple[str, bytes]] = []
+        mixed = False
+        for folder in sorted(self.folders, key=path_order):
+            known = self.folders[folder]
+            keys = known.keys
+            found.extend(
+                (folder + name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE])
+                for at, name in enumerate(known.names)
+            )
+            mixed = mixed or bool(known.names and known.subfolders)
+        if mixed:  # files beside sub-folders: not in path order folder by folder
+            found.sort(key=lambda item: path_order(item[0]))
+        return found
+
+    def rows(self) -> FolderRows:
+        """The rows of every valid experiment file and the first error of every invalid
+        one, each in path order."""
+        missing = [
+            folder
+            for folder, known in self.folders.items()
+            if folder not in self._packs and folder not in self._made
+        ]
+        if missing:
+            self._packs.update(self._cache.packs(missing))
+        rows: list[Row] = []
+        invalid: list[tuple[str, Any]] = []
+        mixed = False
+        settings = self._cache.settings
+        for folder in sorted(self.folders, key=path_order):
+            known = self.folders[folder]
+            made = self._made.get(folder)
+            if made is not None and made[0].names == known.names and made[0].keys == known.keys:
+                found, wrong = made[1]
+            else:
+                found, wrong = folder_rows(
+                    self._base, folder, known, self._packs.get(folder), settings
+                )
+                self._made[folder] = (known, (found, wrong))  # asked for again by folder
+            rows += found
+            invalid += wrong
+            mixed = mixed or bool(known.names and known.subfolders)
+        if mixed:  # files beside sub-folders: not in path order folder by folder
+            rows.sort(key=lambda row: path_order(row.path))
+            invalid.sort(key=lambda item: path_order(item[0]))
+        return rows, invalid
+
+    def rows_of(self, folder: str) -> FolderRows:
+        """The rows and errors of one folder's files."""
+        known = self.folders[folder]
+        made = self._made.get(folder)
+        if made is not None and made[0].names == known.names and made[0].keys == known.keys:
+            return made[1]
+        if folder not in self._packs:
+            self._packs.update(self._cache.packs([folder]))
+        return folder_rows(self._base, folder, known, self._packs.get(folder), self._cache.settings)
+
+    def rows_naming(self, text: str) -> list[Row]:
+        """The rows, in path order, of the valid files whose front-matter may hold
+        ``text`` (an id): every one that does, but not those of the folders whose pack
+        certainly names it nowhere (:meth:`kexp.storage.cache.Cache.packs_naming`), which are
+        not read."""
+        unread = {
+            folder: known.keys
+            for folder, known in self.folders.items()
+            if folder not in self._made and folder not in self._packs
+        }
+        packs = self._cache.packs_naming(unread, text.encode("utf-8")) if unread else {}
+        rows: list[Row] = []
+        for folder in self.folders:
+            if folder in packs and packs[folder] is None:
+                continue
+            if folder in packs:
+                self._packs[folder] = packs[folder]
+            rows += self.rows_of(folder)[0]
+        rows.sort(key=lambda row: path_order(row.path))
+        return rows
+
+    def records(self) -> list[tuple[str, tuple[Any, ...] | None]]:
+        """(path, front-matter values or None for an invalid file) of every experiment
+        file, in path order."""
+        rows, invalid = self.rows()
+        found: list[tuple[str, tuple[Any, ...] | None]] = [
+            (row.path, tuple(row[: len(VALUE_FIELDS)])) for row in rows
+        ]
+        found += [(path, None) for path, _ in invalid]
+        found.sort(key=lambda item: path_order(item[0]))
+        return found
+
+    def keys(self) -> set[bytes]:
+        """The content keys of every readable experiment file."""
+        found: set[bytes] = set()
+        for known in self.folders.values():
+            keys = known.keys
+            found.update(keys[at : at + KEY_SIZE] for at in range(0, len(keys), KEY_SIZE))
+        found.discard(NO_KEY)
+        return found
+
+
+def refresh(
+    cache: Cache,
+    experiments_dir: Path,
+    settings: Settings,
+    *,
+    light: bool = False,
+    rows: bool = True,
+) -> Listing:
+    """The listing of ``experiments/`` as it is now, the cache brought up to date (see
+    the module documentation).
+
+    ``light`` takes the files of a folder whose own signature is the cached one as the
+    cache last saw them, without a ``stat`` each (but those the cache holds no
+    signature for): what every file added, renamed, replaced or removed since changes
+    (kexp's own writes, git, most editors), but not an edit made in place by another
+    program since the last query. The check a delete makes uses it.
+
+    ``rows``: the rows will be asked for (:meth:`Listing.rows`): those of the cached
+    folders are made while a forked child stats files.
+    """
+    collecting = gc.isenabled()
+    gc.disable()  # walking makes a few objects a file and frees none
+    try:
+        return _refresh(cache, experiments_dir, settings, light, rows)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+#: What scanning one folder finds: (folder, exists, names and signatures when they
+#: differ from the cached ones (else None, None), sub-folder names, the folder's own
+#: signature when it differs from the cached one (else None)).
+_Scanned = tuple[
+    str, bool, "tuple[str, ...] | None", "bytes | None", "tuple[str, ...]", "bytes | None"
+]
+
+
+def _scanner(
+    base: str, cached: dict[str, Folder], light: bool
+) -> Callable[[list[str]], list[_Scanned]]:
+    """A worker listing and ``stat``-ing folders (relative to ``base``), comparing each
+    with its cached listing."""
+
+    def scan(folders: list[str]) -> list[_Scanned]:
+        out: list[_Scanned] = []
+        for folder in folders:
+            path = base + folder
+            # The folder's signature is taken before it is listed: an entry added in
+            # between changes it again, so the listing cannot be older than the stamp.
+            listed_at = folder_signature(path)
+            known = cached.get(folder)
+            if listed_at is None:
+                out.append((folder, False, None, None, (), None))
+                continue
+            if known is not None and known.listed_at == listed_at:
+                names: Sequence[str] = known.names
+                subfolders = known.subfolders
+                fresh = None
+            else:
+                listed = list_folder(path)
+                if listed is None:
+                    out.append((folder, False, None, None, (), None))
+                    continue
+                names, subfolders = tuple(listed[0]), tuple(listed[1])
+                fresh = listed_at
+            if (
+                light
+                and fresh is None
+                and known is not None
+                and NO_SIGNATURE not in (known.signatures)
+            ):
+                packed = known.signatures
+            else:
+                packed = signatures(path, names)
+            if (
+                known is not None
+                and known.signatures == packed
+                and NO_SIGNATURE not in packed
+                and (names is known.names or tuple(names) == known.names)
+            ):
+                out.append((folder, True, None, None, subfolders, fresh))
+            else:
+                out.append((folder, True, tuple(names), packed, subfolders, fresh))
+        return out
+
+    return scan
+
+
+def _refresh(
+    cache: Cache, experiments_dir: Path, settings: Settings, light: bool, rows: bool
+) -> Listing:
+    base = str(experiments_dir).rstrip(os.sep) + os.sep
+    # One horizon for the whole refresh, taken before any file is read: a file changed
+    # after it is not settled.
+    horizon = time.time_ns() - RACY_NS
+    cached: dict[str, Folder] = {
+        folder: Folder(*record) for folder, record in cache.folders().items()
+    }
+    scan = _scanner(base, cached, light)
+    ordered = sorted(cached)
+    sizes = [1 if light else len(cached[folder].names) + 1 for folder in ordered]
+    parent = os.getpid()
+    made: dict[str, tuple[Folder, FolderRows]] = {}
+
+    def work(part: list[str]) -> list[_Scanned]:
+        scanned = scan(part)
+        if rows and os.getpid() == parent:
+            # The rows of every cached folder, made while the child stats its half (most
+            # folders are unchanged; those that changed are made again).
+            for folder, pack in cache.each_pack(ordered):
+                known = cached[folder]
+                made[folder] = (known, folder_rows(base, folder, known, pack, settings))
+        return scanned
+
+    # This process also makes the rows meanwhile: the child stats more of the files.
+    share = 0.35 if rows else 0.5
+    scanned = {
+        item[0]: item for item in in_two_processes(work, ordered, sum(sizes), sizes, share=share)
+    }
+    found: dict[str, _Scanned] = {}
+
+    def visit(folder: str) -> tuple[str, ...]:
+        item = scanned.get(folder) or scan([folder])[0]
+        if not item[1]:
+            return ()
+        found[folder] = item
+        return item[4]
+
+    walk_folders(visit)
+
+    folders: dict[str, Folder] = {}
+    changed: dict[str, Folder] = {}
+    to_read: list[tuple[str, bytes]] = []  # (path, signature as stat-ed)
+    reused: dict[str, dict[str, tuple[bytes, int]]] = {}  # folder → name → (key, old at)
+    for folder, (_, _, names, packed, subfolders, listed_at) in found.items():
+        known = cached.get(folder)
+        if names is None or packed is None:
+            assert known is not None
+            if listed_at is not None or subfolders != known.subfolders:
+                known = known._replace(
+                    listed_at=listed_at or known.listed_at, subfolders=subfolders
+                )
+                changed[folder] = known
+            folders[folder] = known
+            continue
+        before: dict[str, tuple[bytes, bytes, int]] = {}
+        if known is not None:
+            for at, name in enumerate(known.names):
+                before[name] = (
+                    known.signatures[at * SIGNATURE_SIZE : (at + 1) * SIGNATURE_SIZE],
+                    known.keys[at * KEY_SIZE : (at + 1) * KEY_SIZE],
+                    at,
+                )
+        keep: dict[str, tuple[bytes, int]] = {}
+        keys = bytearray(NO_KEY * len(names))
+        for at, name in enumerate(names):
+            signature = packed[at * SIGNATURE_SIZE : (at + 1) * SIGNATURE_SIZE]
+            old = before.get(name)
+            if old is not None and old[0] == signature and signature != NO_SIGNATURE:
+                keep[name] = (old[1], old[2])
+                keys[at * KEY_SIZE : (at + 1) * KEY_SIZE] = old[1]
+            else:
+                to_read.append((folder + name, signature))
+        reused[folder] = keep
+        folders[folder] = changed[folder] = Folder(
+            listed_at if listed_at is not None else known.listed_at if known else NO_SIGNATURE,
+            subfolders,
+            names,
+            packed,
+            bytes(keys),
+        )
+    gone = [folder for folder in cached if folder not in found]
+
+    read = _read_all(base, to_read, settings)
+    packs: dict[str, Pack] = {}
+    listings: dict[str, tuple[Any, ...]] = {}
+    if changed:
+        old_packs = cache.packs([f for f in changed if reused.get(f)])
+        by_path: dict[str, tuple[bytes, bytes, Record]] = {
+            path: (signature, key, record) for path, signature, key, record in read
+        }
+        for folder, known in changed.items():
+            listings[folder] = _stored(known, horizon)
+            if folder not in reused:  # only its own signature or sub-folders changed
+                continue
+            old_pack = pack_records(old_packs.get(folder))
+            signatures_ = bytearray(known.signatures)
+            keys = bytearray(known.keys)
+            pack: list[Record] = []
+            for at, name in enumerate(known.names):
+                kept = reused[folder].get(name)
+                record = old_pack.get((name, kept[0])) if kept is not None else None
+                if record is not None:
+                    pack.append(record)
+                    continue
+                done = by_path.get(folder + name)
+                if done is None:
+                    done = _read_one(base, folder + name, settings)[1:]
+                signature, key, record = done
+                signatures_[at * SIGNATURE_SIZE : (at + 1) * SIGNATURE_SIZE] = signature
+                keys[at * KEY_SIZE : (at + 1) * KEY_SIZE] = key
+                pack.append(record)
+            known = known._replace(signatures=bytes(signatures_), keys=bytes(keys))
+            folders[folder] = known
+            packs[folder] = (known.names, known.keys, pack)
+            listings[folder] = _stored(known, horizon)
+    if listings or gone:
+        cache.save_folders(listings, packs, gone)
+        if read:
+            cache.remove_leftovers()
+    for folder in packs:  # packs made again: their rows too
+        made.pop(folder, None)
+    return Listing(cache, base, folders, packs, made)
+
+
+def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:
+    """A folder's listing as the cache stores it: racily clean signatures (and a folder
+    listed while it was changing) as none, so that they are read again next time."""
+    return (
+        _storable(folder.listed_at, horizon),
+        folder.subfolders,
+        folder.names,
+        _storable(folder.signatures, horizon),
+        folder.keys,
+    )
+
+
+#: One file read: (path, signature as read, content key, record).
+_Read = tuple[str, bytes, bytes, Record]
+
+
+def _read_one(base: str, path: str, settings: Settings) -> _Read:
+    """Read one file: its signature (taken before it was read), content key, record."""
+    try:
+        data, info = read_file_and_stat(base + path, settings)
+    except (OSError, FileFormatError):
+        problem = read_or_problem(base + path, settings)
+        if isinstance(problem, bytes):  # readable now: changed meanwhile, read next time
+            problem = problem_at(base + path, (1, 1, "unreadable", "", "changed while read", ""))
+        error = (problem.line, problem.column, problem.code, problem.field, problem.message,
+                 problem.hint)  # fmt: skip
+        return path, NO_SIGNATURE, NO_KEY, (error, None)
+    signature = array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns))
+    return path, signature.tobytes(), content_key(data), named_record(data, base + path, settings)
+
+
+def _read_all(base: str, items: list[tuple[str, bytes]], settings: Settings) -> list[_Read]:
+    """Read the files of ``items`` (in two processes when many)."""
+    # Imported here, before any fork, so that a child inherits them.
+    import kexp.format.fileformat
+    import kexp.format.quickcheck
+    import kexp.format.validate  # noqa: F401
+
+    def work(part: list[tuple[str, bytes]]) -> list[_Read]:
+        out: list[_Read] = []
+        pending = iter(part)
+        gc.freeze()  # the objects made before (the rows...) are not looked at below
+        try:
+            while batch := list(itertools.islice(pending, READ_BATCH)):
+                out.extend(_read_one(base, path, settings) for path, _ in batch)
+                gc.collect(0)  # parsing leaves reference cycles, and the collector is paused
+        finally:
+            gc.unfreeze()
+        return out
+
+    return in_two_processes(work, items, len(items))
+
+
+# --- finding names (for writes: no file is stat-ed) -------------------------------------
+
+
+def find_folders(
+    cache: Cache | None, experiments_dir: Path, prefix: str = ""
+) -> list[tuple[str, Sequence[str]]]:
+    """(folder path, its sorted experiment file names) of every folder, as they are on
+    disk now (names starting with ``prefix`` at least; a file's name starts with its
+    id): a folder whose own signature is the cached one holds the cached names (an id
+    is in a file's name, not its content); the others are listed."""
+    base = str(experiments_dir).rstrip(os.sep) + os.sep
+    cached: dict[str, Any] = {}
+    if cache is not None:
+        try:
+            cached = cache.folders()
+        except DamagedCacheError:  # walk instead
+            cached = {}
+    found: list[tuple[str, Sequence[str]]] = []
+
+    def visit(folder: str) -> Sequence[str]:
+        path = base + folder
+        stamp = folder_signature(path)
+        if stamp is None:
+            return ()
+        known = cached.get(folder)
+        if known is not None and known[0] == stamp and stamp != NO_SIGNATURE:
+            names: Sequence[str] = known[2]
+            subfolders: Sequence[str] = known[1]
+        else:
+            listed = list_folder(path, prefix)
+            if listed is None:
+                return ()
+            names, subfolders = listed
+        if names:
+            found.append((path.rstrip(os.sep), names))
+        return subfolders
+
+    walk_folders(visit)
+    return found
+
+
+def names_starting(names: Sequence[str], prefix: str) -> Sequence[str]:
+    """The names of a sorted sequence starting with ``prefix``."""
+    if not prefix:
+        return names
+    start = bisect.bisect_left(names, prefix)
+    return names[start : bisect.bisect_left(names, prefix + "\U0010ffff", start)]
+
+
+def find_names(
+    cache: Cache | None, experiments_dir: Path, prefix: str = ""
+) -> list[tuple[str, str]]:
+    """(folder path, name) of every experiment file whose name starts with ``prefix``, as
+    they are on disk now (see :func:`find_folders`)."""
+    return [
+        (folder, name)
+        for folder, names in find_folders(cache, experiments_dir, prefix)
+        for name in names_starting(names, prefix)
+    ]

@@ -1,0 +1,832 @@
+"""The store's reading half: :class:`StoreReader`, which :class:`kexp.storage.store.Store`
+extends with its writes.
+
+A store reads its files through a source (:mod:`kexp.storage.sources`: the working tree, a git
+revision for :meth:`StoreReader.at`, the working tree and refs for
+``Store(root, refs=...)``), queries them through one pipeline (the rows of every
+current experiment from the cache, :mod:`kexp.storage.cache`; the derived values over all of
+them, :func:`kexp.storage.query.derive`; filters; :func:`kexp.storage.query.rank`; only the chosen
+files read whole), and validates them in one scan (:mod:`kexp.storage.scan`). Reads never see
+a half-written file (every write is a rename of a finished temporary file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import itertools
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from kexp.core import ids
+from kexp.core.campaign import Derivation, derive, stands_alone
+from kexp.core.errors import (
+    AmbiguousIdError,
+    CacheFolderError,
+    ExperimentNotFoundError,
+    InvalidExperimentWarning,
+    KexpError,
+    StoreNotFoundError,
+    ValidationError,
+)
+from kexp.core.model import (
+    KernelExperiment,
+    attach,
+)
+from kexp.core.problems import Problem, sort_problems
+from kexp.core.settings import Settings, load_settings
+from kexp.format.fileformat import FileFormatError, parse
+from kexp.format.validate import (
+    CheckedFile,
+    FileLinks,
+    ScanRecord,
+    id_from_name,
+    read_file,
+    real_paths,
+    scan_bytes,
+    scan_record,
+    store_findings,
+    stray_problem,
+)
+from kexp.storage.location import CACHE_DIR as CACHE_DIR
+from kexp.storage.location import find_root as find_root
+from kexp.storage.location import init_store as init_store
+from kexp.storage.location import refuse_linked_store, refuse_links_in_cache
+from kexp.storage.query import (
+    RANKINGS,
+    Filters,
+    build_filters,
+    chronological,
+    matches,
+    rank,
+    ranking_leaves_out,
+    select,
+)
+from kexp.storage.rows import Row, problem_at
+from kexp.storage.scan import scan, value_positions
+from kexp.storage.sources import EXPERIMENTS_DIR, FileSource, Found, WorkingTree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from kexp.storage.cache import Cache
+    from kexp.storage.history import Changes, HistoryEntry
+
+_S = TypeVar("_S", bound="StoreReader")
+
+
+class _Selected(NamedTuple):
+    """What the one pipeline's first steps found (:meth:`Store._rows`)."""
+
+    #: The rows passing every filter but ``text``, in path order.
+    rows: list[Row]
+    #: The ``text`` filter, left for the experiments read whole (None: none).
+    text: Filters | None
+    #: What is derived of every current experiment (:func:`kexp.core.campaign.derive`).
+    derivation: Derivation
+
+
+class StoreReader:
+    """What a :class:`~kexp.storage.store.Store` reads: its files, queries, lineage, history and
+    validation (see :class:`~kexp.storage.store.Store` for the arguments)."""
+
+    def __init__(
+        self,
+        root: Path | str | None = None,
+        *,
+        code_repo: Path | str | None = None,
+        settings: Settings | None = None,
+        source: FileSource | None = None,
+        refs: Sequence[str] = (),
+        all_refs: bool = False,
+    ) -> None:
+        self.root = Path(root).resolve() if root is not None else find_root()
+        if source is None:
+            refuse_linked_store(self.root / EXPERIMENTS_DIR)
+            if not (self.root / EXPERIMENTS_DIR).is_dir():
+                raise StoreNotFoundError(
+                    f"{self.root} has no {EXPERIMENTS_DIR}/ folder: create the store with "
+                    f"'kexp init {self.root}'"
+                )
+            source = WorkingTree(self.root / EXPERIMENTS_DIR)
+        # The store's own settings (its kexp.toml) unless given.
+        self.settings = settings if settings is not None else load_settings(self.root)
+        if isinstance(refs, str):
+            refs = [refs]
+        if refs or all_refs:
+            if source.revision is not None or not source.writable:
+                raise KexpError(
+                    "reading across refs starts from the working tree: give a revision or "
+                    "refs, not both"
+                )
+            from kexp.storage.refs import RefsSource
+
+            assert isinstance(source, WorkingTree)
+            source = RefsSource(source, self.root, refs, all_refs=all_refs, settings=self.settings)
+        env_repo = os.environ.get("KEXP_CODE_REPO")
+        self.code_repo = Path(code_repo or env_repo or self.root)
+        self.source: FileSource = source
+
+    def __repr__(self) -> str:
+        if self.source.revision is not None:
+            return f"Store({str(self.root)!r}).at({self.source.revision!r})"
+        if self.source.places is not None:
+            return f"Store({str(self.root)!r}, refs={list(self.source.places[1:])!r})"
+        return f"Store({str(self.root)!r})"
+
+    @property
+    def revision(self) -> str | None:
+        """The revision this store reads, as given to :meth:`at` (None: the working tree)."""
+        return self.source.revision
+
+    @property
+    def commit(self) -> str | None:
+        """The full hash of :attr:`revision` (None: the working tree)."""
+        return self.source.commit
+
+    def _writable(self) -> None:
+        """Refuse a write to a store whose source is read-only (a revision)."""
+        if not self.source.writable:
+            raise self.source.read_only()
+
+    @property
+    def experiments_dir(self) -> Path:
+        """The ``experiments/`` folder."""
+        return self.root / EXPERIMENTS_DIR
+
+    @property
+    def cache_dir(self) -> Path:
+        """The store's git-ignored cache folder (created on first use); refused for a
+        store at a revision, which writes nothing, not even its cache."""
+        self._writable()
+        folder = self.root / CACHE_DIR
+        refuse_links_in_cache(folder)  # links committed by someone: never written through
+        if not folder.is_dir():
+            try:
+                folder.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError), (folder / ".gitignore").open("x") as f:
+                    f.write("# kexp's cache: never committed\n*\n")
+            except OSError as exc:
+                raise CacheFolderError(
+                    f"cannot create kexp's cache folder {folder}: {exc.strerror or exc}; "
+                    f"kexp keeps its locks there to write to the store (check the owner and "
+                    f"permissions of {self.root}); reading needs no write"
+                ) from None
+        return folder
+
+    # --- reading -----------------------------------------------------------------
+
+    def paths(self) -> list[Path]:
+        """Every experiment file (``<id>-<slug>.md`` under ``experiments/``), sorted.
+
+        Hidden files and folders (temporary files of writers in progress) and symbolic
+        links to folders are not followed.
+        """
+        return self.source.paths()
+
+    def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
+        """Read and check files (all experiment files by default)."""
+        return self.source.check_files(paths or self.paths(), self.settings)
+
+    def contents(self, paths: Sequence[str]) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``paths`` in order, with its bytes or the problem that says why it
+        cannot be read (as :meth:`check_files` reports it); at a revision, one ``git
+        cat-file --batch`` process streams them. Memory does not grow with the files."""
+        return self.source.contents(paths, self.settings)
+
+    def check_file(self, path: Path | str) -> CheckedFile:
+        """Read and check one experiment file."""
+        return self.source.check(Path(path), self.settings)
+
+    @property
+    def is_working_tree(self) -> bool:
+        """Whether this store reads the files of ``experiments/`` on disk (not a
+        revision's files)."""
+        return self.source.writable
+
+    def open_cache(self) -> Cache:
+        """The store's cache (:mod:`kexp.storage.cache`), opened for one query (the caller closes
+        it): its file in ``.kexp/``; in memory for a store that keeps none (at a
+        revision, or ``cacheable=False``), or where ``.kexp/`` cannot be made (a store
+        one may read but not write)."""
+        from kexp.storage.cache import Cache
+
+        if not self.source.cacheable:
+            return Cache(None, self.settings)
+        try:
+            folder: Path | None = self.cache_dir
+        except OSError:
+            folder = None
+        return Cache(folder, self.settings)
+
+    def found(self, *, strict: bool = False) -> Found:
+        """Every experiment file a query sees now, through the cache (see
+        :meth:`kexp.storage.sources.FileSource.read`): the rows of the valid ones, in path
+        order; invalid files are warned about (``strict``: raised). The one read every
+        query starts from."""
+        from kexp.storage.cache import Cache, DamagedCacheError
+
+        cache = self.open_cache()
+        collecting = gc.isenabled()
+        gc.disable()  # a read makes a few objects a file and frees none
+        try:
+            for attempt in range(3):
+                try:
+                    found = self.source.read(cache, self.settings)
+                    break
+                except DamagedCacheError:
+                    if attempt == 0:
+                        cache.rebuild()  # on any doubt: made again from the files
+                    else:
+                        cache.close()
+                        cache = Cache(None, self.settings)
+        finally:
+            cache.close()
+            if collecting:
+                gc.enable()
+        for path, error in found.invalid:
+            self._skip(path, error, strict)
+        return found
+
+    def _skip(self, path: str, error: Any, strict: bool) -> None:
+        """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
+        file = self.experiments_dir / path
+        if isinstance(error, str):  # already said where (another place than the tree)
+            if strict:
+                raise ValidationError(error, [])
+            warnings.warn(
+                f"skipped invalid experiment file {error}", InvalidExperimentWarning, stacklevel=4
+            )
+            return
+        if self.is_working_tree and self.source.vanished(file):
+            return  # deleted by another process since it was listed: no longer in the store
+        problem = error if isinstance(error, Problem) else problem_at(file, error)
+        if strict:
+            raise ValidationError(f"{file} is not a valid experiment", [problem])
+        warnings.warn(
+            f"skipped invalid experiment file {problem.format()}",
+            InvalidExperimentWarning,
+            stacklevel=4,
+        )
+
+    def derivation(self, *, strict: bool = False) -> Derivation:
+        """What is derived of every current experiment from all of them (outcome,
+        interference, cumulative score and its interval, control): see
+        :func:`kexp.core.campaign.derive`. ``of(record)`` answers for any record listed."""
+        return derive(self.found(strict=strict).rows, self.settings)
+
+    def _rows(self, filters: dict[str, Any], *, strict: bool, skip_buggy: bool = False,
+              skip_pending: bool = False, skip_controls: bool = False) -> _Selected:  # fmt: skip
+        """The one pipeline's first steps: every current row (:meth:`found`), what is
+        derived of them all (:func:`kexp.core.campaign.derive`), and those passing every
+        filter but ``text`` (returned)."""
+        filters = dict(filters)
+        reachable_from = filters.pop("reachable_from", None)
+        text = filters.pop("text", None)
+        found = self.found(strict=strict)
+        wanted = build_filters(**self._resolve_filter_ids(filters, found))
+        derivation = derive(found.rows, self.settings)
+        rows = select(found.rows, wanted, self.settings, derivation=derivation,
+                      skip_buggy=skip_buggy, skip_pending=skip_pending,
+                      skip_controls=skip_controls)  # fmt: skip
+        if reachable_from is not None:
+            from kexp.gitops.provenance import reachable
+
+            rows = reachable(rows, self.code_repo, str(reachable_from))
+        return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
+
+    def _brief(self, rows: Iterable[Row], derivation: Derivation) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of rows, with what
+        ``derivation`` says of each."""
+        of, settings, folder = derivation.of, self.settings, self.experiments_dir
+        return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
+
+    def _complete(
+        self, rows: Sequence[Row], derivation: Derivation, *, strict: bool = False
+    ) -> list[KernelExperiment]:
+        """The whole experiments (bodies read) of rows, with what ``derivation`` says of
+        each; a file that became invalid since it was listed is skipped with a warning."""
+        complete: list[KernelExperiment] = []
+        for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
+            if not checked.ok:
+                first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
+                self._skip(row.path, first, strict)
+                continue
+            exp = checked.experiment()
+            complete.append(
+                attach(exp, self.settings, path=self.experiments_dir / row.path,
+                       derived=derivation.of(row), where=row.sighting())
+            )  # fmt: skip
+        return complete
+
+    def list_experiments(
+        self, *, strict: bool = False, brief: bool = False, **filters: Any
+    ) -> list[KernelExperiment]:
+        """Every valid experiment matching ``filters``, oldest first.
+
+        Invalid files are skipped with an :class:`InvalidExperimentWarning` naming the
+        file and its first problem; ``strict=True`` raises :class:`ValidationError`.
+        ``brief=True`` leaves the body fields empty (they are not read): faster, for
+        listings that show front-matter only.
+
+        Git-aware filters (resolved in the code repository): ``reachable_from=REV``
+        keeps experiments whose ``base_commit`` is an ancestor of ``REV``;
+        ``base_commit`` takes a hash prefix or any revision (``main``, ``HEAD~2``).
+        """
+        selected = self._rows(filters, strict=strict)
+        chosen = chronological(selected.rows)
+        derivation = selected.derivation
+        if selected.text is not None:
+            complete = self._complete(chosen, derivation, strict=strict)
+            return [e for e in complete if matches(e, selected.text, self.settings)]
+        if brief:
+            return self._brief(chosen, derivation)
+        return self._complete(chosen, derivation, strict=strict)
+
+    def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
+        """The experiments given (as ``list_experiments(brief=True)`` returns them) with
+        their body fields read from their files, a few at a time: memory stays flat
+        however many there are.
+
+        The front-matter is the one given (validated when it was listed); the bodies come
+        from the file as it is now (found on a ref: its content). A file that can no
+        longer be read, or that holds another experiment, gives its experiment back
+        without bodies, with an :class:`InvalidExperimentWarning`.
+        """
+        pending = iter(experiments)
+        while batch := list(itertools.islice(pending, 256)):
+            yield from self._with_bodies(batch)
+
+    def _with_bodies(self, batch: list[KernelExperiment]) -> Iterator[KernelExperiment]:
+        elsewhere = [e for e in batch if e.where is not None and not e.where.local]
+        blobs: dict[int, bytes | None] = {}
+        if elsewhere:
+            items = [(os.path.relpath(str(e.path), self.experiments_dir), e.where.key)
+                     for e in elsewhere]  # fmt: skip
+            for exp, data in zip(elsewhere, self.source.bytes_found(items, self.settings),
+                                 strict=True):  # fmt: skip
+                blobs[id(exp)] = data
+        for exp in batch:
+            if exp.path is None:
+                yield exp
+                continue
+            try:
+                if id(exp) in blobs:
+                    data = blobs[id(exp)]
+                    if data is None:
+                        raise OSError(f"the blob of {exp.id} cannot be read")
+                else:
+                    data = read_file(exp.path, self.settings)
+                doc = parse(data, exp.path, fast=True)
+            except FileFormatError as exc:
+                problem = exc.problem.message
+            except OSError as exc:
+                problem = exc.strerror or str(exc)
+            else:
+                if doc.fields.get("id") == exp.id:
+                    whole = dataclasses.replace(exp)
+                    for name, value in doc.body_values().items():
+                        setattr(whole, name, value)
+                    whole.preamble = doc.preamble
+                    whole.extra_sections = [
+                        (s.heading, s.text) for s in doc.sections if s.field is None
+                    ]
+                    yield attach(whole, exp.settings, path=exp.path,
+                                 derived=exp.derived, where=exp.where)  # fmt: skip
+                    continue
+                problem = "it now holds another experiment"
+            warnings.warn(
+                f"could not read the text of {exp.path}: {problem}",
+                InvalidExperimentWarning,
+                stacklevel=3,
+            )
+            yield exp
+
+    def top_experiments(
+        self,
+        max_results: int | None = None,
+        *,
+        include_buggy: bool = False,
+        include_pending: bool = False,
+        include_controls: bool = False,
+        strict: bool = False,
+        brief: bool = False,
+        by: str = "cumulative",
+        **filters: Any,
+    ) -> list[KernelExperiment]:
+        """The best experiments (:func:`kexp.storage.query.rank`), at most ``max_results`` (20).
+
+        ``by="cumulative"`` (the default) ranks by the cumulative score, the speedup over
+        the operator's reference (the best *tips* of a campaign first; experiments whose
+        cumulative score cannot be known follow, by score: see
+        :attr:`KernelExperiment.cumulative_reason`); ``by="low"`` by the low end of its
+        95 % interval; ``by="score"`` by the score itself (one step, for an experiment
+        measured against its parent). Buggy and pending (status new/running)
+        experiments are left out unless asked for, by ``include_buggy``/
+        ``include_pending`` or by an explicit ``is_buggy``, ``status`` or ``outcome``
+        filter; controls (tag ``control``, A/A runs) are never ranked, unless
+        ``include_controls`` or a ``tags`` filter names ``control``. Only the
+        experiments returned are read whole (none with ``brief``).
+        """
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+        limit = max(0, self.settings.top_default if max_results is None else max_results)
+        if by not in RANKINGS:
+            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
+        skip_buggy, skip_pending = ranking_leaves_out(
+            filters, include_buggy=include_buggy, include_pending=include_pending
+        )
+        skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
+        selected = self._rows(filters, strict=strict, skip_buggy=skip_buggy,
+                              skip_pending=skip_pending, skip_controls=skip_controls)  # fmt: skip
+        rows, text, derivation = selected
+        if text is None:
+            best = rank(rows, by=by, derivation=derivation, limit=limit)
+            if brief:
+                return self._brief(best, derivation)
+            return self._complete(best, derivation, strict=strict)
+        ranked = rank(rows, by=by, derivation=derivation)
+        chosen: list[KernelExperiment] = []
+        step = max(limit, 1) * 4
+        for start in range(0, len(ranked), step):
+            if len(chosen) >= limit:
+                break
+            batch = self._complete(ranked[start : start + step], derivation, strict=strict)
+            chosen += [e for e in batch if matches(e, text, self.settings)]
+        return chosen[:limit]
+
+    def _resolve_filter_ids(self, filters: dict[str, Any], found: Found) -> dict[str, Any]:
+        resolved = dict(filters)
+        if resolved.get("pid"):
+            resolved["pid"] = self.resolve_id(resolved["pid"], found=found)
+        if resolved.get("base_commit"):
+            from kexp.gitops.provenance import base_commit_filter
+
+            resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
+        return resolved
+
+    def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
+        """Ids (starting with ``prefix``) → their files in the working tree (in path
+        order), from the file names alone."""
+        return self._id_finder(prefix)(prefix)
+
+    def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
+        """A function from an id prefix to the ids starting with it and their files (in
+        path order), which looks at the store once: through the cache's folder listings
+        (only folders whose own signature changed are listed again; names starting with
+        ``only``, what every id asked for starts with). A write asks it for the few ids
+        it names."""
+        if not self.is_working_tree:
+            every: dict[str, list[Path]] = {}
+            for path in self.paths():
+                exp_id = id_from_name(path)
+                assert exp_id is not None
+                every.setdefault(exp_id, []).append(path)
+            return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
+        from kexp.storage.cache import file_name
+        from kexp.storage.listing import find_folders, names_starting
+
+        made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()
+        cache = self.open_cache() if self.source.cacheable and made else None  # none made
+        try:
+            folders = find_folders(cache, self.experiments_dir, only)
+        finally:
+            if cache is not None:
+                cache.close()
+
+        def index(prefix: str) -> dict[str, list[Path]]:
+            # A file's name starts with its id: only the names starting with the prefix
+            # are looked at (a write asks for a few ids of a large store).
+            by_id: dict[str, list[Path]] = {}
+            for folder, names in folders:
+                for name in names_starting(names, prefix):
+                    exp_id = id_from_name(name)
+                    if exp_id is not None and exp_id.startswith(prefix):
+                        by_id.setdefault(exp_id, []).append(Path(folder, name))
+            for paths in by_id.values():
+                paths.sort()
+            return by_id
+
+        return index
+
+    def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
+        """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
+        place the store reads)."""
+        if self.source.places is None:
+            return self._find(id_or_prefix)[0]
+        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
+        found = found if found is not None else self.found()
+        seen = {row.id for row in found.rows} | {
+            exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
+        }
+        candidates = sorted(i for i in seen if i.startswith(prefix))
+        if not candidates:
+            raise ExperimentNotFoundError(
+                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
+                f"{', '.join(self.source.places)} (kexp list --all-refs shows the ids)"
+            )
+        if len(candidates) > 1:
+            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
+        return candidates[0]
+
+    def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
+        (:class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix that
+        names no experiment or several)."""
+        resolved = dict(fields)
+        pid = resolved.get("pid")
+        if isinstance(pid, str) and pid.strip():
+            resolved["pid"] = self._find(pid.strip())[0]
+        combines = resolved.get("combines")
+        if isinstance(combines, list):
+            resolved["combines"] = [
+                self._find(c)[0] if isinstance(c, str) and c.strip() else c for c in combines
+            ]
+        return resolved
+
+    def _find(self, id_or_prefix: str) -> tuple[str, Path]:
+        """The full id and the file of the one experiment of the working tree (or the
+        revision) whose id starts with ``id_or_prefix``."""
+        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
+        index = self.id_index(prefix)
+        candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
+        if not candidates:
+            raise ExperimentNotFoundError(
+                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
+                f"{self.experiments_dir} (kexp list shows the ids)"
+            )
+        if len(candidates) > 1:
+            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
+        paths = index[candidates[0]]
+        if len(paths) > 1:
+            listing = ", ".join(str(p) for p in paths)
+            raise KexpError(
+                f"id {candidates[0]} is used by more than one file ({listing}); "
+                "run 'kexp validate' and give one of them a new id"
+            )
+        return candidates[0], paths[0]
+
+    def path_of(self, exp_id: str) -> Path:
+        """The file of the experiment with this id (or unique prefix)."""
+        return self._find(exp_id)[1]
+
+    def get_experiment(self, exp_id: str) -> KernelExperiment:
+        """The experiment with this id or unique id prefix (≥ 4 characters); read across
+        refs, its newest version.
+
+        Raises :class:`ExperimentNotFoundError`, :class:`AmbiguousIdError`, or
+        :class:`ValidationError` when its file is invalid.
+        """
+        if self.source.places is not None:
+            found = self.found()
+            full = self.resolve_id(exp_id, found=found)
+            rows = [row for row in found.rows if row.id == full]
+            if not rows:
+                where, error = next((p, e) for p, e in found.invalid if id_from_name(p) == full)
+                if isinstance(error, str):
+                    raise ValidationError(error, [])
+                file = self.experiments_dir / where
+                problem = error if isinstance(error, Problem) else problem_at(file, error)
+                raise ValidationError(f"{file} is not a valid experiment", [problem])
+            if len(rows) > 1:
+                listing = ", ".join(row.path for row in rows)
+                raise KexpError(
+                    f"id {full} is used by more than one file ({listing}); "
+                    "run 'kexp validate' and give one of them a new id"
+                )
+            return self._complete(rows, derive(found.rows, self.settings), strict=True)[0]
+        path = self._find(exp_id)[1]
+        checked = self.check_file(path)
+        if not checked.ok:
+            if self.source.vanished(path):
+                raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
+            raise ValidationError(f"{path} is not a valid experiment", checked.problems)
+        exp = attach(checked.experiment(), self.settings)
+        if stands_alone(exp):  # what is derived of it depends on no other experiment
+            return attach(exp, derived=derive([exp], self.settings).of(exp))
+        with warnings.catch_warnings():  # the others' problems are not this read's
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            derivation = self.derivation()
+        return attach(exp, derived=derivation.of(exp))
+
+    # --- git: the store at a revision, across refs, history, changes -------------------
+
+    def at(self: _S, revision: str) -> _S:
+        """The store as it was at ``revision`` (hash, branch, tag, ``HEAD~1``).
+
+        Read straight from git objects, without a checkout and without touching the
+        working tree; the same query and validation API; read-only (writes raise
+        :class:`KexpError`). Raises :class:`~kexp.core.errors.GitError` outside a git
+        repository or for an unknown revision.
+        """
+        from kexp.storage.snapshot import GitRevision
+
+        source = GitRevision(self.root, revision)
+        return type(self)(
+            self.root, code_repo=self.code_repo, settings=self.settings, source=source
+        )
+
+    def with_refs(self: _S, refs: Sequence[str] = (), *, all_refs: bool = False) -> _S:
+        """This store read with the store at every ref matching ``refs`` (``origin/*``)
+        or, with ``all_refs``, at every branch and remote-tracking branch: one entry per
+        experiment, its newest version (see :mod:`kexp.storage.refs`). The store itself when no
+        ref is asked for."""
+        if not refs and not all_refs:
+            return self
+        return type(self)(self.root, code_repo=self.code_repo, settings=self.settings,
+                          refs=refs, all_refs=all_refs)  # fmt: skip
+
+    def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
+        """Every commit that touched an experiment's file, oldest first, with the
+        fields each changed (see :func:`kexp.storage.history.history`)."""
+        from kexp.storage.history import history
+
+        return history(self, exp_id, revision=revision)
+
+    def changes(self, base: str, head: str | None = None) -> Changes:
+        """Experiments added, modified and removed between two revisions (``head`` None:
+        the working tree); see :func:`kexp.storage.history.changes`."""
+        from kexp.storage.history import changes
+
+        return changes(self, base, head)
+
+    def file_records(self) -> list[tuple[str, tuple[Any, ...] | None]] | None:
+        """(path relative to ``experiments/``, front-matter values in
+        :data:`kexp.storage.rows.VALUE_FIELDS` order, or None for an invalid file) of every file
+        of the working tree, in path order, from the cache (only the files changed since
+        are read); None for a store that keeps no cache (at a revision). Invalid files
+        are not warned about."""
+        if not self.source.cacheable:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InvalidExperimentWarning)
+            listing = self.found().listing
+        if listing is None:
+            return None
+        return listing.records()
+
+    # --- lineage -------------------------------------------------------------------
+
+    def ancestors(self, exp_id: str) -> list[KernelExperiment]:
+        """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
+        found = self.found()
+        derivation = derive(found.rows, self.settings)
+        by_id = derivation.records()  # in path order: the first file of an id
+        current = by_id.get(self.resolve_id(exp_id, found=found))
+        chain: list[Row] = []
+        seen = {current.id} if current else set()
+        while current is not None and current.pid and current.pid in by_id:
+            if current.pid in seen:
+                break
+            current = by_id[current.pid]
+            seen.add(current.id)
+            chain.append(current)
+        return self._complete(chain, derivation)
+
+    def children(self, exp_id: str) -> list[KernelExperiment]:
+        """The experiments whose ``pid`` is this experiment, oldest first."""
+        found = self.found()
+        full_id = self.resolve_id(exp_id, found=found)
+        kids = [row for row in found.rows if row.pid == full_id]
+        return self._complete(chronological(kids), derive(found.rows, self.settings))
+
+    def descendants(self, exp_id: str) -> list[KernelExperiment]:
+        """Children, grandchildren, ... of an experiment (breadth first)."""
+        found = self.found()
+        kids: dict[str, list[Row]] = {}
+        for row in chronological(found.rows):
+            kids.setdefault(row.pid, []).append(row)
+        queue, chosen, seen = [self.resolve_id(exp_id, found=found)], [], set()
+        while queue:
+            current = queue.pop(0)
+            for child in kids.get(current, []):
+                if child.id not in seen:
+                    seen.add(child.id)
+                    chosen.append(child)
+                    queue.append(child.id)
+        return self._complete(chosen, derive(found.rows, self.settings))
+
+    # --- validation ------------------------------------------------------------------
+
+    def validate(self, paths: list[Path] | None = None, *, strict: bool = False) -> list[Problem]:
+        """Every problem in the given files (all by default), plus store-wide checks.
+
+        ``base_commit`` must resolve in the code repository: a commit that is not there
+        (a shallow clone, an upstream commit never fetched) is a warning saying how to
+        fetch it, an error with ``strict=True``. Without a git repository that check is
+        skipped.
+
+        Every file of the store is read (the store-wide checks need their ids), one after
+        the other: what is kept of each is its problems and what the store-wide checks
+        need (:class:`~kexp.format.validate.FileLinks`), so memory does not grow with the
+        files' contents. A file with a store-wide problem is read again for its position.
+        """
+        return self.validate_counted(paths, strict=strict)[0]
+
+    def validate_counted(
+        self, paths: list[Path] | None = None, *, strict: bool = False
+    ) -> tuple[list[Problem], int]:
+        """:meth:`validate`, and how many experiment files the store holds (all of them
+        are read)."""
+        from kexp.gitops.provenance import unresolved_base_commits
+
+        files = self.source.files()
+        links, file_problems = self._validation_scan(files)
+        # The Markdown files kexp never reads (few): each is a problem of its own.
+        strays = {os.path.realpath(p): (p, d) for p, d in self.source.stray_files(self.settings)}
+        in_store = len(files)
+        del files
+        if paths is None:
+            items = links
+            extra: list[CheckedFile] = []
+        else:
+            wanted = {os.path.realpath(p) for p in paths}
+            real = real_paths([link.path for link in links])
+            selected = [number for number, path in enumerate(real) if path in wanted]
+            items = [links[number] for number in selected]
+            file_problems = {n: file_problems[n] for n in selected if n in file_problems}
+            known = set(real)
+            asked = [p for p in paths if os.path.realpath(p) not in known]
+            extra = [self.check_file(p) for p in asked if os.path.realpath(p) not in strays]
+        problems: list[Problem] = [p for found in file_problems.values() for p in found]
+        shown = strays if paths is None else {os.path.realpath(p) for p in paths}
+        problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
+        for item in extra:
+            problems += item.problems
+            fields = item.document.fields if item.document is not None else None
+            items.append(FileLinks.of(str(item.path), fields))
+        if paths is None:
+            findings = store_findings(items)
+        else:
+            index: dict[str, list[str]] = {}
+            pids: dict[str, str | None] = {}
+            for link in links:
+                if link.id is not None:
+                    index.setdefault(link.id, []).append(link.path)
+                    pids.setdefault(link.id, link.pid)  # the first file's, as listed
+            findings = store_findings(items, index, pids.__getitem__)
+        del links
+        bases: dict[str, list[int]] = {}
+        for number, link in enumerate(items):
+            if link.base_commit is not None:
+                bases.setdefault(link.base_commit, []).append(number)
+        unresolved = unresolved_base_commits(bases, self.code_repo, strict=strict)
+        where: dict[int, set[tuple[str | int, ...]]] = {}
+        for finding in findings:
+            where.setdefault(finding.file, set()).add(finding.where)
+        for value in unresolved:
+            for number in bases[value]:
+                where.setdefault(number, set()).add(("base_commit",))
+        positions = value_positions(
+            self.source, self.settings, items, where, len(items) - len(extra), extra
+        )
+        problems += [f.problem(items[f.file].path, *positions[f.file, f.where]) for f in findings]
+        for value, (severity, code, message, hint) in unresolved.items():
+            for number in bases[value]:
+                line, column = positions[number, ("base_commit",)]
+                path = items[number].path
+                problems.append(
+                    Problem(path, line, column, severity, code, "base_commit", message, hint)
+                )
+        return sort_problems(problems), in_store
+
+    def _validation_scan(
+        self, files: list[str]
+    ) -> tuple[list[FileLinks], dict[int, list[Problem]]]:
+        """Read and check every file of ``files``: the links of each, and the problems
+        of those that have some (by their number in ``files``).
+
+        A large store is checked by this process and a forked child, half each
+        (:func:`kexp.storage.scan.scan`)."""
+        records = scan(self.source, files, self.settings, _validation_record)
+        links: list[FileLinks] = []
+        problems: dict[int, list[Problem]] = {}
+        records.reverse()  # taken from the end: each freed as it goes
+        for number, path in enumerate(files):
+            exp_id, pid, combines, base, lines, found = records.pop()
+            links.append(FileLinks(path, exp_id, pid, combines, base, lines))
+            if found:
+                problems[number] = [Problem(*p) for p in found]
+        return links, problems
+
+
+def _validation_record(
+    path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
+) -> ScanRecord:
+    """What :meth:`Store.validate` keeps of one file: its problems and links, checked by
+    :func:`~kexp.format.validate.scan_bytes` (a canonical file without the full parse)."""
+    if isinstance(data, Problem):
+        return scan_record([data], FileLinks.of(path, None), shared)
+    found, link = scan_bytes(data, path, settings)
+    return scan_record(found, link, shared)
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A filter value given as one value or a list, as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)

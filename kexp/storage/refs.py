@@ -1,0 +1,712 @@
+"""The working tree plus the store at any set of refs, read as one: :class:`RefsSource`.
+
+``Store(root, refs=["origin/*"])`` (or ``all_refs=True``: every branch and
+remote-tracking branch) reads the working tree and the store at every matching ref,
+straight from git objects, without a checkout. Every command reads through it alike:
+one entry per experiment, whatever the number of places holding it.
+
+**The newest version.** An experiment held with different contents in several places
+(a correction on one branch) is one entry: its newest version, which is ranked and
+counted; the places holding the others are named (``other_versions``). Newest means,
+in this order: an uncommitted edit in the working tree (it differs from ``HEAD``'s
+file); else, of two versions at commits A and B, the one that changed since their
+merge base (the other is what the base holds: the history says which came later, as a
+merge would); else (both changed since, or neither base nor history tells) the version
+whose commit is later, then the working tree, then the refs in the order given. A file
+of the working tree that is ``HEAD``'s is ``HEAD``'s version.
+
+**Fast, because git is content-addressed.** The working tree is read as every query
+reads it (:mod:`kexp.storage.listing`); each ref's folders are git trees, read once and kept by
+hash in the cache (:mod:`kexp.storage.cache`), and a folder whose tree is the same in every
+place (and the working tree's, when it equals ``HEAD``'s) is taken once; what is
+parsed of a content is kept by its key (git's blob hash), so a version held by the
+working tree is never read again from git; merge bases are kept too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.errors import KexpError, KexpWarning
+from kexp.core.problems import display_path
+from kexp.format.rules import is_stray
+from kexp.format.validate import (
+    EXPERIMENT_NAME,
+    CheckedFile,
+    check_bytes,
+    id_from_name,
+    size_problem,
+)
+from kexp.gitops import git as kgit
+from kexp.gitops import objects as gitobjects
+from kexp.storage.layout import layout_twins
+from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
+from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree
+
+if TYPE_CHECKING:
+    from kexp.core.problems import Problem
+    from kexp.core.settings import Settings
+    from kexp.gitops.git import Worktree
+    from kexp.gitops.objects import RefInfo
+    from kexp.storage.cache import Cache
+    from kexp.storage.rows import Record
+
+_TREE_MODE = "40000"
+_FILE_MODES = frozenset({"100644", "100755"})
+#: A place's folders: folder (relative to ``experiments/``, "" or ending with "/") →
+#: its tree hash.
+_Folders = dict[str, str]
+#: One file of an experiment: (path relative to ``experiments/``, content key, the
+#: places holding it: 0 the working tree, n the n-th ref).
+_Version = tuple[str, bytes, tuple[int, ...]]
+#: The experiments of one file (the same in every place holding it): id → it.
+_Single = dict[str, _Version]
+
+
+def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> list[RefInfo]:
+    """The refs matching ``patterns`` (each checked first; ``*`` matches any characters,
+    a pattern matches a full name or one under ``refs/``, ``refs/heads/``,
+    ``refs/remotes/`` or ``refs/tags/``), or every branch and remote-tracking branch
+    with ``all_refs``."""
+    checked = [gitobjects.check_ref_pattern(p) for p in patterns]
+    found = []
+    unmatched = dict.fromkeys(checked)
+    for ref in gitobjects.list_refs(repo):
+        names = (
+            ref.name,
+            *(
+                ref.name[len(prefix) :]
+                for prefix in ("refs/", "refs/heads/", "refs/remotes/", "refs/tags/")
+                if ref.name.startswith(prefix)
+            ),
+        )
+        matched = [p for p in checked if any(fnmatch.fnmatchcase(n, p) for n in names)]
+        for pattern in matched:
+            unmatched.pop(pattern, None)
+        if matched or (all_refs and ref.name.startswith(("refs/heads/", "refs/remotes/"))):
+            found.append(ref)
+    for pattern in unmatched:
+        warnings.warn(
+            f"no ref matches {pattern!r}: check the spelling (git branch -a lists the refs), "
+            "or 'git fetch' first",
+            KexpWarning,
+            stacklevel=4,
+        )
+    return found
+
+
+class RefsSource:
+    """The working tree and the store at matching refs, one entry per experiment (see
+    the module documentation). Writes go to the working tree."""
+
+    writable = True
+    cacheable = True
+    splittable = False
+    revision: str | None = None
+    commit: str | None = None
+
+    def __init__(
+        self,
+        tree: WorkingTree,
+        root: Path,
+        patterns: Sequence[str],
+        *,
+        all_refs: bool,
+        settings: Settings,
+    ) -> None:
+        # lazy: not every command that imports this module needs kexp.storage.location
+        from kexp.storage.location import CACHE_DIR
+
+        self.tree = tree
+        self._settings = settings
+        self._cache_folder = Path(root) / CACHE_DIR
+        self.worktree = kgit.find_worktree(root)
+        toplevel = Path(self.worktree.working_tree_dir).resolve()
+        relative = Path(root).resolve().relative_to(toplevel).as_posix()
+        #: ``experiments/`` relative to the repository's top, with '/'.
+        self.folder = EXPERIMENTS_DIR if relative == "." else f"{relative}/{EXPERIMENTS_DIR}"
+        self.refs = matching_refs(self.worktree, list(patterns), all_refs)
+        #: The places read: the working tree, then each ref (as git abbreviates it).
+        self.places: tuple[str, ...] = (LOCAL, *(ref.short for ref in self.refs))
+        self._last: Found | None = None
+
+    @property
+    def experiments_dir(self) -> Path:
+        return self.tree.experiments_dir
+
+    # --- the read ------------------------------------------------------------------------
+
+    def read(self, cache: Cache, settings: Settings) -> Found:
+        """Every experiment's newest version (see the module documentation)."""
+        local = self.tree.read(cache, settings)
+        assert local.listing is not None
+        head = gitobjects.head_info(self.worktree)
+        commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
+        roots = gitobjects.object_names(
+            self.worktree, [f"{commit}:{self.folder}" for commit in commits if commit]
+        )
+        trees: list[str | None] = []
+        named = iter(roots)
+        for commit in commits:
+            root = next(named) if commit else None
+            trees.append(root[0] if root is not None and root[1] == "tree" else None)
+        git = _Trees(self.worktree, cache)
+        folders = [git.folders(tree) for tree in trees]  # HEAD's, then each ref's
+        single, several = self._versions(local, folders, git)
+        dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
+        newest = _Newest(self, git, commits, folders, dates)
+        chosen = newest.choose(several)
+        found = self._found(local, single, chosen, newest, cache, settings)
+        self._last = found
+        return found
+
+    def _versions(
+        self, local: Found, folders: list[_Folders], git: _Trees
+    ) -> tuple[_Single, dict[str, list[_Version]]]:
+        """Every experiment's files, as (path, content key, places holding it): those of
+        one file in every place holding it (id → it), and those of several (id → them);
+        place 0 is the working tree, place ``n`` the ``n``-th ref (``folders[n]``:
+        ``folders[0]`` is ``HEAD``'s)."""
+        assert local.listing is not None
+        working = local.listing.folders
+        every = tuple(range(len(self.places)))
+        names = set(working)
+        for of_place in folders:
+            names.update(of_place)
+        single: _Single = {}
+        several: dict[str, list[_Version]] = {}
+        for folder in sorted(names):
+            # The places grouped by what they hold here: a tree hash, or the working
+            # tree's own files when they are not HEAD's.
+            groups: dict[str, list[int]] = {}
+            head_tree = folders[0].get(folder)
+            here = working.get(folder)
+            if here is not None:
+                same = head_tree is not None and _files_of_tree(git, head_tree) == dict(
+                    _files_of_folder(here)
+                )
+                groups.setdefault(head_tree if same and head_tree else "", []).append(0)
+            for place in range(1, len(self.places)):
+                tree = folders[place].get(folder)
+                if tree is not None:
+                    groups.setdefault(tree, []).append(place)
+            for tree, places in groups.items():
+                held = every if len(places) == len(every) else tuple(places)
+                files: Iterable[tuple[str, bytes]] = (
+                    _files_of_tree(git, tree).items() if tree else _files_of_folder(here)
+                )
+                for name, key in files:
+                    exp_id = id_from_name(name)
+                    if exp_id is None:
+                        continue
+                    version = (folder + name, key, held)
+                    first = single.setdefault(exp_id, version)
+                    if first is not version:
+                        several.setdefault(exp_id, [first]).append(version)
+        for exp_id in several:
+            del single[exp_id]
+        return single, several
+
+    def _found(
+        self,
+        local: Found,
+        single: _Single,
+        chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]],
+        newest: _Newest,
+        cache: Cache,
+        settings: Settings,
+    ) -> Found:
+        """The rows of the experiments of one file (``single``) and of the chosen
+        versions: the working tree's as it read them, the others' records from the cache
+        by content key (read from git when missing)."""
+        assert local.listing is not None
+        by_path = {row.path: row for row in local.rows}
+        local_invalid = dict(local.invalid)
+        wanted: list[tuple[str, bytes, Seen]] = []
+        rows: list[Row] = []
+        invalid: list[tuple[str, Any]] = []
+        seen_once: dict[tuple[int, ...], Seen] = {}
+        for path, key, places in single.values():
+            seen = seen_once.get(places)
+            if seen is None:
+                seen = seen_once[places] = newest.seen(places, (), False)
+            mine = by_path.get(path) if seen.ref == LOCAL else None
+            if mine is not None and mine.key == key:
+                # mine with where=seen (the last field): the fastest way to make many.
+                rows.append(tuple.__new__(Row, (*mine[:-1], seen)))
+            elif seen.ref == LOCAL and path in local_invalid:
+                invalid.append((path, local_invalid[path]))
+            else:
+                wanted.append((path, key, seen))
+        for files, seen in chosen.values():
+            for path, key in files:
+                mine = by_path.get(path)
+                if seen.ref == LOCAL and mine is not None and mine.key == key:
+                    # mine with where=seen (the last field): the fastest way to make many.
+                    rows.append(tuple.__new__(Row, (*mine[:-1], seen)))
+                elif seen.ref == LOCAL and path in local_invalid:
+                    invalid.append((path, local_invalid[path]))
+                else:
+                    wanted.append((path, key, seen))
+        records = _records(self.worktree, cache, [key for _, key, _ in wanted], settings)
+        for path, key, seen in wanted:
+            error, values = records[key]
+            name_id = id_from_name(path)
+            if values is not None and values[0] != name_id:
+                error = ("id-mismatch", f"the id {values[0]} is not {name_id}, the file name's")
+                values = None
+            if values is None:
+                invalid.append((path, _invalid_message(self.experiments_dir / path, seen, error)))
+            else:
+                rows.append(row_of(values, path, key, seen))
+        # lazy: not every command that imports this module needs kexp.storage.listing
+        from kexp.storage.listing import path_order
+
+        told = {path for path, _ in invalid}
+        invalid += [item for item in local.invalid if item[0] not in told]  # unreadable
+        rows.sort(key=lambda row: path_order(row.path))
+        invalid.sort(key=lambda item: path_order(item[0]))
+        return Found(rows, invalid, local.rows, local.listing)
+
+    # --- the files of the chosen versions --------------------------------------------------
+
+    def _entries(self) -> dict[str, tuple[str, bytes, bool]]:
+        """Store path → (path relative to ``experiments/``, content key, whether the
+        working tree holds that content) of every file of the last read (read now when
+        none was made yet)."""
+        if self._last is None:
+            # lazy: not every command that imports this module needs kexp.storage.cache
+            from kexp.storage.cache import Cache
+
+            folder = self._cache_folder if self._cache_folder.is_dir() else None
+            cache = Cache(folder, self._settings)
+            try:
+                self.read(cache, self._settings)
+            finally:
+                cache.close()
+        assert self._last is not None
+        base = self.experiments_dir
+        entries = {
+            str(base / row.path): (row.path, row.key, row.where is None or row.where.ref == LOCAL)
+            for row in self._last.rows
+        }
+        for path, error in self._last.invalid:
+            entries.setdefault(str(base / path), (path, b"", not isinstance(error, str)))
+        return entries
+
+    def paths(self) -> list[Path]:
+        """The file of every experiment's newest version (where a checkout would have
+        it), sorted."""
+        return sorted(Path(path) for path in self._entries())
+
+    def files(self) -> list[str]:
+        """:meth:`paths` as strings."""
+        return [str(path) for path in self.paths()]
+
+    def bytes_found(
+        self, items: Sequence[tuple[str, bytes]], settings: Settings
+    ) -> list[bytes | None]:
+        """The bytes of each (path relative to ``experiments/``, content key): from the
+        working tree when its file holds that content, else from git (None: neither)."""
+        found: list[bytes | None] = list(self.tree.bytes_found(items, settings))
+        missing = [n for n, data in enumerate(found) if data is None and items[n][1]]
+        if missing:
+            shas = [items[n][1].hex() for n in missing]
+            streamed = kgit.iter_blobs(self.worktree, shas, max_bytes=settings.max_file_bytes)
+            for n, (_, data) in zip(missing, streamed, strict=True):
+                found[n] = data if isinstance(data, bytes) else None
+        return found
+
+    def contents(
+        self, files: Sequence[str], settings: Settings
+    ) -> Iterator[tuple[str, bytes | Problem]]:
+        """Each of ``files`` (of :meth:`files`) with its bytes, or the problem that says
+        why it cannot be read."""
+        entries = self._entries()
+        for start in range(0, len(files), 256):
+            batch = files[start : start + 256]
+            items = [entries.get(path, ("", b"", True)) for path in batch]
+            datas = self.bytes_found([(relative, key) for relative, key, _ in items], settings)
+            for path, (_, _, mine), data in zip(batch, items, datas, strict=True):
+                if data is None or mine:
+                    yield from self.tree.contents([path], settings)
+                else:
+                    yield path, data
+
+    def stray_files(self, settings: Settings) -> list[tuple[str, bytes | Problem]]:
+        """The Markdown files that are not experiment files (nor the folder's README) in
+        the working tree and at each ref (the working tree's where both hold a path),
+        sorted, each with its bytes or the problem that says why it cannot be read."""
+        # lazy: not every command that imports this module needs kexp.storage.cache
+        from kexp.storage.cache import Cache
+
+        found: dict[str, bytes | Problem] = dict(self.tree.stray_files(settings))
+        wanted: dict[str, str] = {}
+        cache = Cache(self._cache_folder if self._cache_folder.is_dir() else None, settings)
+        try:
+            git = _Trees(self.worktree, cache)
+            for ref in self.refs:
+                for below, tree in git.folders(git.root(ref.commit, self.folder)).items():
+                    for mode, name, sha in git.entries(tree):
+                        path = str(self.experiments_dir / (below + name))
+                        if mode in _FILE_MODES and path not in found and is_stray(below + name):
+                            wanted.setdefault(path, sha)
+        finally:
+            cache.close()
+        streamed = kgit.iter_blobs(
+            self.worktree, list(wanted.values()), max_bytes=settings.max_file_bytes
+        )
+        for path, (_, data) in zip(wanted, streamed, strict=True):
+            if isinstance(data, int):
+                found[path] = size_problem(path, data, settings.max_file_bytes)
+            else:
+                found[path] = data if data is not None else b""
+        return sorted(found.items())
+
+    def check(self, path: Path, settings: Settings) -> CheckedFile:
+        """Read and check one file of :meth:`files`."""
+        return self.check_files([path], settings)[0]
+
+    def check_files(self, paths: Sequence[Path], settings: Settings) -> list[CheckedFile]:
+        """Read and check files of :meth:`files` (the newest versions)."""
+        checked: list[CheckedFile] = []
+        for path, (_, data) in zip(paths, self.contents([str(p) for p in paths], settings),
+                                   strict=True):  # fmt: skip
+            if isinstance(data, bytes):
+                checked.append(check_bytes(data, Path(path), settings))
+            else:
+                checked.append(CheckedFile(Path(path), None, [data]))
+        return checked
+
+    def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
+        """Read and check the files of ``rows``: the working tree's as they are now, the
+        others' by content key."""
+        base = self.experiments_dir
+        local = [row.where is None or row.where.ref == LOCAL for row in rows]
+        others = iter(
+            self.bytes_found(
+                [(row.path, row.key) for row, mine in zip(rows, local, strict=True) if not mine],
+                settings,
+            )
+        )
+        checked = []
+        for row, mine in zip(rows, local, strict=True):
+            path = base / row.path
+            data = None if mine else next(others)
+            if data is None:
+                checked.append(self.tree.check(path, settings))
+            else:
+                checked.append(check_bytes(data, path, settings))
+        return checked
+
+    def vanished(self, path: Path) -> bool:
+        """Whether a working-tree file was deleted (a ref's files do not change)."""
+        entry = self._entries().get(str(path))
+        return (entry is None or entry[2]) and self.tree.vanished(path)
+
+    def read_only(self) -> KexpError:  # pragma: no cover - writes go to the working tree
+        """Never raised: writes go to the working tree."""
+        return self.tree.read_only()
+
+
+def _invalid_message(path: Path, seen: Seen, error: Any) -> str:
+    """The warning of an invalid file found on a ref: the file, where, its problem."""
+    if len(error) == 2:
+        code, message = error
+    else:
+        problem = problem_at(path, error)
+        code, message = problem.code, problem.message
+    return f"{display_path(path)} at {seen.ref}: error[{code}] {message}"
+
+
+def _records(
+    repo: Worktree, cache: Cache, keys: Sequence[bytes], settings: Settings
+) -> dict[bytes, Record]:
+    """The record of each content: from the cache, else read from git (one ``git
+    cat-file --batch``) and kept."""
+    wanted = sorted(set(keys))
+    known = cache.contents(wanted)
+    missing = [key.hex() for key in wanted if key not in known]
+    if missing:
+        new: dict[bytes, Record] = {}
+        streamed = kgit.iter_blobs(repo, missing, max_bytes=settings.max_file_bytes)
+        for sha, data in streamed:
+            if isinstance(data, bytes):
+                new[bytes.fromhex(sha)] = record_of(data, settings)
+            elif isinstance(data, int):
+                problem = size_problem("", data, settings.max_file_bytes)
+                new[bytes.fromhex(sha)] = (
+                    (1, 1, problem.code, "", problem.message, problem.hint),
+                    None,
+                )
+        cache.save_contents(new)
+        known.update(new)
+    for key in wanted:  # pragma: no cover - every blob a tree names is in the repository
+        known.setdefault(key, ((1, 1, "unreadable", "", "the blob is missing", ""), None))
+    return known
+
+
+def _files_of_folder(folder: Any) -> list[tuple[str, bytes]]:
+    """(name, content key) of a working-tree folder's experiment files (readable ones)."""
+    # lazy: not every command that imports this module needs kexp.storage.listing
+    from kexp.storage.listing import KEY_SIZE, NO_KEY
+
+    keys = folder.keys
+    return [
+        (name, keys[at * KEY_SIZE : (at + 1) * KEY_SIZE])
+        for at, name in enumerate(folder.names)
+        if keys[at * KEY_SIZE : (at + 1) * KEY_SIZE] != NO_KEY
+    ]
+
+
+def _files_of_tree(git: _Trees, tree: str) -> dict[str, bytes]:
+    """Name → content key of the experiment files of one git tree (regular files)."""
+    return git.files(tree)
+
+
+class _Trees:
+    """Git trees by hash, read once (one ``git cat-file --batch`` for those not kept
+    yet) and kept in the cache: a tree never changes."""
+
+    def __init__(self, repo: Worktree, cache: Cache) -> None:
+        self._repo = repo
+        self._cache = cache
+        self._known: dict[str, list[tuple[str, str, str]]] = {}
+        self._files: dict[str, dict[str, bytes]] = {}
+        self._roots: dict[tuple[str, str], str | None] = {}
+
+    def files(self, tree: str) -> dict[str, bytes]:
+        """Name → content key of the experiment files (regular files) of ``tree``."""
+        found = self._files.get(tree)
+        if found is None:
+            fullmatch = EXPERIMENT_NAME.fullmatch
+            found = self._files[tree] = {
+                name: bytes.fromhex(sha)
+                for mode, name, sha in self.entries(tree)
+                if mode in _FILE_MODES and fullmatch(name)
+            }
+        return found
+
+    def root(self, commit: str, folder: str) -> str | None:
+        """The tree of ``folder`` at ``commit`` (None: no such folder there)."""
+        if (commit, folder) not in self._roots:
+            names = gitobjects.object_names(self._repo, [f"{commit}:{folder}"])
+            found = names[0] if names else None
+            self._roots[commit, folder] = found[0] if found and found[1] == "tree" else None
+        return self._roots[commit, folder]
+
+    def entries(self, tree: str) -> list[tuple[str, str, str]]:
+        """(mode, name, hash) of each entry of ``tree``."""
+        if tree not in self._known:
+            self.load([tree])
+        return self._known[tree]
+
+    def load(self, trees: Sequence[str]) -> None:
+        """Read the trees not known yet: from the cache, else from git (and keep them)."""
+        wanted = [tree for tree in dict.fromkeys(trees) if tree not in self._known]
+        if not wanted:
+            return
+        kept = self._cache.objects([f"tree:{tree}" for tree in wanted])
+        for tree in wanted:
+            value = kept.get(f"tree:{tree}")
+            if value is not None:
+                self._known[tree] = value
+        missing = [tree for tree in wanted if tree not in self._known]
+        if missing:
+            new: dict[str, Any] = {}
+            for tree, data in kgit.iter_blobs(self._repo, missing):
+                entries = gitobjects.parse_tree(data) if data is not None else []
+                self._known[tree] = entries
+                new[f"tree:{tree}"] = entries
+            self._cache.save_objects(new)
+
+    def folders(self, root: str | None) -> _Folders:
+        """Every folder below ``root`` (a store's ``experiments/`` tree) → its tree hash;
+        hidden folders (as the working tree's walk) left out. Read level by level."""
+        if root is None:
+            return {}
+        found: _Folders = {"": root}
+        level = [("", root)]
+        while level:
+            self.load([tree for _, tree in level])
+            following = []
+            for folder, tree in level:
+                for mode, name, sha in self._known[tree]:
+                    if mode == _TREE_MODE and not name.startswith("."):
+                        child = f"{folder}{name}/"
+                        found[child] = sha
+                        following.append((child, sha))
+            level = following
+        return found
+
+    def merge_base(self, first: str, second: str) -> str | None:
+        """The merge base of two commits (kept: it never changes)."""
+        pair = ":".join(sorted((first, second)))
+        kept = self._cache.objects([f"base:{pair}"])
+        if f"base:{pair}" in kept:
+            return kept[f"base:{pair}"] or None
+        found = gitobjects.merge_base(self._repo, first, second)
+        self._cache.save_objects({f"base:{pair}": found or ""})
+        return found
+
+    def blob_at(self, commit: str, folder: str, path: str) -> bytes | None:
+        """The content key of ``path`` (relative to ``folder``, the store's folder in the
+        repository) at ``commit``; None when there is no file there."""
+        tree = self.root(commit, folder)
+        if tree is None:
+            return None
+        *parents, name = path.split("/")
+        for part in parents:
+            tree = next(
+                (sha for mode, entry, sha in self.entries(tree) if entry == part and
+                 mode == _TREE_MODE), "",
+            )  # fmt: skip
+            if not tree:
+                return None
+        return self.files(tree).get(name)
+
+
+class _Newest:
+    """Which version of each experiment is the newest (see the module documentation)."""
+
+    def __init__(
+        self,
+        source: RefsSource,
+        git: _Trees,
+        commits: list[str | None],
+        folders: list[_Folders],
+        dates: list[int],
+    ) -> None:
+        self._source = source
+        self._git = git
+        #: Each place's commit: place 0 (the working tree) has HEAD's.
+        self._commits = commits
+        self._folders = folders
+        self._dates = dates
+
+    def choose(
+        self, versions: dict[str, list[_Version]]
+    ) -> dict[str, tuple[list[tuple[str, bytes]], Seen]]:
+        """Each experiment's chosen files (of several versions or files) and where they
+        were found."""
+        names = self._source.places
+        chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
+        for exp_id, files in versions.items():
+            # Each place's state of this experiment: the (path, key) of its files. Places
+            # holding the same contents hold one state, wherever their paths (a branch
+            # in the month layout, a migrated one: kexp.layout), shown at the first's.
+            held: dict[int, list[tuple[str, bytes]]] = {}
+            for path, key, places in files:
+                for place in places:
+                    held.setdefault(place, []).append((path, key))
+            states: dict[tuple[bytes, ...], tuple[tuple[tuple[str, bytes], ...], list[int]]] = {}
+            for place in sorted(held):
+                state = tuple(sorted(held[place]))
+                states.setdefault(_contents(state), (state, []))[1].append(place)
+            ordered = list(states.values())
+            best, diverged = ordered[0], False
+            for other in ordered[1:]:
+                newer, by_date = self._newer(exp_id, other, best)
+                if newer:
+                    best, diverged = other, by_date
+                else:
+                    diverged = diverged or by_date
+            others = tuple(names[p] for entry in ordered if entry is not best for p in entry[1])
+            chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
+        return chosen
+
+    def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
+        """Where a version held by ``places`` was found."""
+        names = self._source.places
+        newest = max(places, key=lambda p: (self._dates[p], -p))
+        ref = names[0] if 0 in places else names[newest]
+        return Seen(ref, tuple(names[p] for p in places), others, diverged)
+
+    def _newer(
+        self,
+        exp_id: str,
+        first: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        second: tuple[tuple[tuple[str, bytes], ...], list[int]],
+    ) -> tuple[bool, bool]:
+        """Whether the state ``first`` (files, places) is newer than ``second``, and
+        whether that was decided by the commits' dates (both changed since their merge
+        base)."""
+        mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
+        if mine[0] or mine[1]:
+            return mine[0], False
+        a, b = self._commit(first[1]), self._commit(second[1])
+        if a and b and a != b:
+            base = self._git.merge_base(a, b)
+            if base is not None:
+                at_base = self._state_at(base, first[0], second[0])
+                if at_base == _contents(second[0]):
+                    return True, False
+                if at_base == _contents(first[0]):
+                    return False, False
+        return self._date(first[1]) > self._date(second[1]), True
+
+    def _uncommitted(
+        self, exp_id: str, state: tuple[tuple[str, bytes], ...], places: list[int]
+    ) -> bool:
+        """Whether the state is the working tree's and not HEAD's (an uncommitted edit)."""
+        if 0 not in places:
+            return False
+        head = self._commits[0]
+        if head is None:
+            return True
+        return self._state_at(head, state, ()) != _contents(state)
+
+    def _commit(self, places: list[int]) -> str | None:
+        """The commit of a state: HEAD's for the working tree, else the first ref's."""
+        return self._commits[places[0]]
+
+    def _date(self, places: list[int]) -> int:
+        return max(self._dates[p] for p in places)
+
+    def _state_at(
+        self,
+        commit: str,
+        first: tuple[tuple[str, bytes], ...],
+        second: tuple[tuple[str, bytes], ...],
+    ) -> tuple[bytes, ...]:
+        """The contents (keys, sorted) a commit holds at the paths of either state, or
+        at those paths in the other layout (a file kexp migrate-layout moved is the
+        same file)."""
+        paths = sorted({twin for path, _ in (*first, *second) for twin in layout_twins(path)})
+        found = []
+        for path in paths:
+            key = self._git.blob_at(commit, self._source.folder, path)
+            if key is not None:
+                found.append(key)
+        return tuple(sorted(found))
+
+
+def _contents(state: tuple[tuple[str, bytes], ...]) -> tuple[bytes, ...]:
+    """What a state holds, whatever its paths: its files' content keys, sorted."""
+    return tuple(sorted(key for _, key in state))
+
+
+def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
+    """The branches and remote-tracking branches whose store holds the experiment
+    ``id_or_prefix`` names (those holding its newest version first; none outside git,
+    or when none does): where to look for an experiment the working tree does not hold
+    (``--all-refs``). ``store``: a :class:`kexp.storage.store.Store` of the working tree."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the lookup's: the read at hand warns itself
+            across = store.with_refs(all_refs=True)
+            found = across.found()
+            full = across.resolve_id(id_or_prefix, found=found)
+    except KexpError:
+        return []
+    places = [
+        place
+        for row in found.rows
+        if row.id == full and row.where is not None
+        for place in (*row.where.refs, *row.where.other_versions)
+    ]
+    return [place for place in dict.fromkeys(places) if place != LOCAL]

@@ -1,0 +1,200 @@
+"""Tried before: the experiments whose code change repeats, or nearly repeats, another's
+(the warning of a create, :func:`warn_tried_before`; a context's what not to repeat,
+:func:`repeats_in`), asked of :mod:`kexp.storage.retrieval`'s index."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kexp.core.errors import NearDuplicateWarning, RemeasureWarning, RepeatedChangeWarning
+from kexp.core.model import attach
+from kexp.storage.dedupe import (
+    Repeat,
+    code_shingles,
+    key_of_normalized,
+    normalize_code_change,
+    remeasure_message,
+    repeat_message,
+    shingles_of_normalized,
+)
+from kexp.storage.retrieval import Index, Search, asked, light_search, path_order, searching
+
+if TYPE_CHECKING:
+    from kexp.core.campaign import Derivation
+    from kexp.core.model import KernelExperiment
+    from kexp.storage.rows import Row
+    from kexp.storage.view import StoreView
+
+
+#: At most this many near-duplicates are read again and reported as tried before (every
+#: identical change is).
+MAX_REPORTED = 10
+
+
+def tried_before(
+    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
+) -> list[Repeat]:
+    """The experiments whose code change is ``code_change`` (identical once normalised,
+    similarity 1.0: every one) or a near-duplicate of it (shingle similarity at least
+    ``settings.near_duplicate_similarity``: the :data:`MAX_REPORTED` most similar):
+    identical ones first, oldest first, then the most similar. Each is read again from
+    its file before it is reported; ids in ``exclude`` are left out. Fast: the index's
+    quick check (see the module documentation)."""
+    return _tried_before(store, code_change, exclude, near=True)
+
+
+def find_repeats(
+    store: StoreView, code_change: str, *, exclude: Iterable[str] = ()
+) -> list[Repeat]:
+    """The experiments whose code change is ``code_change`` once normalised (its
+    :func:`kexp.storage.dedupe.code_key`), oldest first: the identical ones of
+    :func:`tried_before`, from the same index; ids in ``exclude`` left out."""
+    return _tried_before(store, code_change, exclude, near=False)
+
+
+def _tried_before(
+    store: StoreView, code_change: str, exclude: Iterable[str], *, near: bool
+) -> list[Repeat]:
+    """:func:`tried_before` (``near``), or its identical changes alone."""
+    return asked(store, lambda: _repeats(store, code_change, exclude, near=near))
+
+
+def _repeats(
+    store: StoreView, code_change: str, exclude: Iterable[str], *, near: bool
+) -> list[Repeat]:
+    if store.is_working_tree and store.source.places is None and store.source.cacheable:
+        # A write's check: the working tree as a light refresh finds it (what changed
+        # since the last query, not a stat of every file).
+        with light_search(store) as index:
+            return repeats_in(index, store, code_change, exclude, near=near)
+    with searching(store, texts=False) as search:
+        return repeats_in(search, store, code_change, exclude, near=near)
+
+
+def repeats_in(
+    search: Index,
+    store: StoreView,
+    code_change: str,
+    exclude: Iterable[str] = (),
+    *,
+    near: bool = True,
+) -> list[Repeat]:
+    """:func:`tried_before` (``near``: the near-duplicates too) asked of an index
+    already in step with the store (:func:`searching`)."""
+    wanted = normalize_code_change(code_change)
+    key = key_of_normalized(wanted)
+    if key is None:
+        return []  # a placeholder: no key, no shingles
+    shingles = shingles_of_normalized(wanted) if near else frozenset()
+    threshold = store.settings.near_duplicate_similarity
+    skip = set(exclude)
+    same = {row.path for row in search.same_change(key)}
+    candidates: dict[str, tuple[Row, float]] = {
+        row.path: (row, 1.0) for row in search.same_change(key)
+    }
+    for row, similarity in search.near_duplicates(shingles, threshold):
+        candidates.setdefault(row.path, (row, similarity))
+    ordered = sorted(candidates, key=lambda p: (-candidates[p][1], path_order(p)))
+    # Read again: every identical change, and enough of the most similar others.
+    spare = MAX_REPORTED + len(skip) + 5
+    near_ones = [path for path in ordered if path not in same][:spare]
+    reread = [candidates[path][0] for path in ordered if path in same or path in near_ones]
+    found: list[tuple[KernelExperiment, Row, float, bool]] = []
+    reported_near = 0
+    checked_files = store.source.check_found(reread, store.settings)
+    for row, checked in zip(reread, checked_files, strict=True):
+        if reported_near >= MAX_REPORTED and row.path not in same:
+            continue  # enough near-duplicates: only the identical ones are reported
+        if not checked.ok:
+            continue
+        exp = checked.experiment()
+        if exp.id in skip:
+            continue
+        attach(exp, store.settings, path=store.experiments_dir / row.path,
+               where=row.sighting())  # fmt: skip
+        identical = normalize_code_change(exp.code_change) == wanted
+        if identical:
+            found.append((exp, row, 1.0, True))
+        elif near and reported_near < MAX_REPORTED:
+            similarity = _similarity(exp.code_change, shingles)
+            if similarity >= threshold:
+                found.append((exp, row, similarity, False))
+                reported_near += 1
+    # What is derived of each, as every query derives it: from the whole store (a light
+    # read of a write's check derives it only when one depends on others).
+    derivation = (
+        search.derivation
+        if isinstance(search, Search)
+        else _derivation_for(store, [exp for exp, _, _, _ in found])
+    )
+    repeats = []
+    for exp, row, similarity, identical in found:
+        attach(exp, derived=derivation.of(exp))
+        where = row.where
+        repeats.append(
+            Repeat(
+                exp.id,
+                float(exp.score),
+                exp.outcome,
+                exp.change_summary,
+                exp.path,
+                base_commit=exp.base_commit,
+                env=exp.env,
+                similarity=round(similarity, 4),
+                identical=identical,
+                ref="" if where is None or where.ref == "local" else where.ref,
+            )
+        )
+    identical_first = [r for r in repeats if r.identical]
+    created = {exp.id: exp.created_at for exp, _, _, _ in found}
+    identical_first.sort(key=lambda r: (created[r.id], r.id))
+    return identical_first + [r for r in repeats if not r.identical]
+
+
+def _derivation_for(store: StoreView, experiments: Sequence[KernelExperiment]) -> Derivation:
+    """What is derived of ``experiments`` (:func:`kexp.core.campaign.derive`): over the whole
+    store (one read) when one of them depends on other experiments, else over them."""
+    from kexp.core.campaign import derive, stands_alone
+
+    if all(stands_alone(exp) for exp in experiments):
+        return derive(experiments, store.settings)
+    return store.derivation()
+
+
+def _similarity(code_change: str, shingles: frozenset[int]) -> float:
+    first = code_shingles(code_change)
+    union = len(first | shingles)
+    return len(first & shingles) / union if union else 0.0
+
+
+def warn_tried_before(
+    store: StoreView,
+    code_change: str,
+    *,
+    exclude: Iterable[str] = (),
+    stacklevel: int = 2,
+    base_commit: str = "",
+    env: str = "",
+) -> list[Repeat]:
+    """Warn when ``code_change`` was tried before (:func:`tried_before`): a
+    :class:`~kexp.core.errors.RemeasureWarning` when an identical one also has this
+    ``base_commit`` and ``env`` (given), else a
+    :class:`~kexp.core.errors.RepeatedChangeWarning` naming the identical ones, else a
+    :class:`~kexp.core.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
+    ``stacklevel`` is relative to the caller of this function."""
+    repeats = tried_before(store, code_change, exclude=exclude)
+    same = [
+        r
+        for r in repeats
+        if r.identical and base_commit and r.base_commit == base_commit and r.env == env
+    ]
+    if same:
+        warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
+    elif repeats:
+        category = (
+            RepeatedChangeWarning if any(r.identical for r in repeats) else NearDuplicateWarning
+        )
+        warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
+    return repeats

@@ -1,0 +1,811 @@
+"""Related work: the experiments a plan, a diff or another experiment resembles.
+
+Two measures, one index:
+
+* **Relevance** (``kexp similar``, :func:`similar`): BM25, as SQLite's FTS5 ranks it
+  (Porter stemming), over five columns of every experiment: its summary, its detailed
+  description (with the error message), its key insight, its operator (with dtype and
+  env), and the words of its code change's added and removed lines (identifiers split
+  at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"). A query's
+  words are lowercased, common English words and the headings every description
+  repeats (approach, result, key insight) dropped, and expanded with a few synonyms of
+  the trade (:data:`kexp.storage.doctext.SYNONYMS`: LDS and shared memory, warp and wavefront, ...).
+* **Near-duplicate code changes** (the "tried before" check of a create, and a boost
+  for ``similar --diff`` and ``similar ID``): the Jaccard similarity of two changes'
+  shingles (:func:`kexp.storage.dedupe.code_shingles`: changed lines with variables renamed,
+  hunks as sets). Candidates are the changes sharing a shingle of their prefixes
+  (:func:`kexp.storage.doctext.shingle_prefix`: prefix filtering, exact at the setting's
+  ``near_duplicate_similarity``), and each candidate's similarity is computed from its
+  shingles.
+* **The same code change** (the rest of the "tried before" check,
+  :func:`kexp.storage.repeats.tried_before`
+  and :func:`kexp.storage.repeats.find_repeats`): every change's key
+  (:func:`kexp.storage.dedupe.code_key`); what
+  the check reports is read again from the files.
+
+A change relevant to a text query scores its BM25 over the best BM25 among the
+candidates (so 1.0 for the best match); a near-duplicate adds
+:data:`NEAR_DUPLICATE_WEIGHT` times its similarity. Ties go to the older experiment.
+
+The index is part of the store's cache (:mod:`kexp.storage.cache`), keyed by content: every
+question reads the store as every query does (:meth:`kexp.Store.found`: the files on
+disk as they are now, and with refs, each experiment's newest version), and asks only
+about those contents. The FTS table holds exactly the working tree's current
+experiments (what a query adds or takes away from it is what changed since the last
+one), so a file edited in place is found by its new words at once, and a store read
+with refs holds the refs' versions for that one query (in a transaction undone at its
+end): the same files and options rank the same, whatever the cache's history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import hashlib
+import math
+import os
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kexp.core.errors import KexpError
+from kexp.format.fileformat import key_insight
+from kexp.storage.dedupe import (
+    code_shingles,
+    normalize_code_change,
+)
+from kexp.storage.doctext import (
+    bodies_of,
+    code_of,
+    code_words,
+    packed_texts,
+    query_words,
+    score_interval,
+    shingle_prefix,
+    texts_of,
+    unpacked_texts,
+)
+
+if TYPE_CHECKING:
+    from kexp.core.campaign import Derivation
+    from kexp.storage.cache import Cache
+    from kexp.storage.listing import Folder, Listing
+    from kexp.storage.rows import Row
+    from kexp.storage.view import StoreView
+
+_T = TypeVar("_T")
+
+#: BM25 weights of the columns: summary, description, key insight, operator, code.
+COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0)
+#: How much a near-duplicate's similarity adds to its relevance (the best text match
+#: scores 1.0).
+NEAR_DUPLICATE_WEIGHT = 2.0
+#: How many BM25 candidates are ranked again with the near-duplicate similarity.
+CANDIDATES = 200
+#: A word held by more than this share of the experiments (and by more than
+#: :data:`COMMON_MIN` of them) is too common to rank them by (its BM25 weight is small,
+#: and scoring every experiment holding it is not): it is left out of the query, but
+#: for the :data:`RAREST_KEPT` rarest words of the query.
+COMMON_SHARE = 0.1
+COMMON_MIN = 1000
+RAREST_KEPT = 3
+#: Below this similarity a shared shingle does not count as related code.
+RELATED_CODE_SIMILARITY = 0.2
+
+
+# --- what the index keeps of a content ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """One experiment related to a query, best first (see :func:`similar`)."""
+
+    id: str
+    #: How related: BM25 relative to the best text match, plus the near-duplicate boost.
+    relevance: float
+    #: Jaccard similarity of the code changes' shingles (None when the query has no code).
+    similarity: float | None
+    score: float
+    score_ci: tuple[float, float] | None
+    outcome: str
+    change_summary: str
+    key_insight: str
+    operator_sig: str
+    dtype_sig: str
+    env: str
+    #: The file, relative to ``experiments/``.
+    path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; the interval and similarity only when there is one."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "relevance": self.relevance,
+            "similarity": self.similarity,
+            "score": self.score,
+            "score_ci": list(self.score_ci) if self.score_ci else None,
+            "outcome": self.outcome,
+            "change_summary": self.change_summary,
+            "key_insight": self.key_insight,
+            "operator_sig": self.operator_sig,
+            "dtype_sig": self.dtype_sig,
+            "env": self.env,
+        }
+        return {k: v for k, v in data.items() if v is not None}
+
+
+class Index:
+    """The retrieval index in step with the store, for the questions on code changes."""
+
+    def __init__(self, cache: Cache, store: StoreView) -> None:
+        self._cache = cache
+        self._store = store
+        self.settings = store.settings
+        self._insights: dict[bytes, str] = {}
+
+    def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
+        """The current experiments holding each content, in path order."""
+        raise NotImplementedError
+
+    def insights(self, rows: Iterable[Row]) -> dict[bytes, str]:
+        """The key insight of each row's detailed description (read from its file)."""
+        from kexp.format.fileformat import FileFormatError, parse
+
+        wanted = {row.key: row for row in rows if row.key not in self._insights}
+        if wanted:
+            items = [(row.path, key) for key, row in wanted.items()]
+            datas = self._store.source.bytes_found(items, self.settings)
+            for (path, key), data in zip(items, datas, strict=True):
+                insight = ""
+                if data is not None:
+                    with contextlib.suppress(FileFormatError):
+                        doc = parse(data, path, fast=True)
+                        insight = key_insight(doc.body_values()["detailed_description"])
+                self._insights[key] = insight
+        return self._insights
+
+    def insight(self, row: Row) -> str:
+        """The key insight of a row's detailed description."""
+        return self.insights([row]).get(row.key, "")
+
+    def near_duplicates(
+        self, shingles: frozenset[int], threshold: float
+    ) -> list[tuple[Row, float]]:
+        """(row, similarity) of every experiment whose code change's shingles are at
+        least ``threshold`` similar (Jaccard) to ``shingles``, most similar first: the
+        candidates share a shingle of their prefixes (:func:`shingle_prefix`) and hold
+        a number of shingles that allows that similarity; each one's is computed. Exact
+        for a threshold at least the setting's ``near_duplicate_similarity`` (the
+        prefixes kept are for it); below it, the candidates sharing a shingle of those
+        prefixes only."""
+        if not shingles or threshold <= 0:
+            return []
+        query = set(shingles)
+        least = max(1, math.ceil(threshold * len(query) - 1e-9))
+        most = math.floor(len(query) / threshold + 1e-9)
+        similar: dict[bytes, float] = {}
+        for key, packed in self._cache.near_candidates(
+            lambda order: shingle_prefix(shingles, threshold, order), least, most
+        ):
+            other = array("I", packed)
+            shared = len(query.intersection(other))
+            union = len(query) + len(other) - shared
+            similarity = shared / union if union else 0.0
+            if similarity >= threshold:
+                similar[key] = similarity
+        found = [(row, similar[row.key]) for row in self._rows_of_keys(similar)]
+        found.sort(key=lambda item: (-item[1], path_order(item[0].path)))
+        return found
+
+    def same_change(self, key: str) -> list[Row]:
+        """The experiments whose normalised code change hashes to ``key``, in path order."""
+        return self._rows_of_keys(self._cache.code_keys(bytes.fromhex(key)))
+
+
+class _ByKey:
+    """The rows of each content key (several files may hold one content)."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self._one = {row.key: row for row in rows}
+        self._many: dict[bytes, list[Row]] = {}
+        if len(self._one) != len(rows):
+            counts = Counter(row.key for row in rows)
+            for row in rows:
+                if counts[row.key] > 1:
+                    self._many.setdefault(row.key, []).append(row)
+
+    def get(self, key: bytes) -> list[Row]:
+        """The rows holding ``key``, in the order given (none: empty)."""
+        many = self._many.get(key)
+        if many is not None:
+            return many
+        row = self._one.get(key)
+        return [] if row is None else [row]
+
+
+class Search(Index):
+    """The retrieval index in step with one read of a store, open for questions (see
+    :func:`searching`)."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        rows: list[Row],
+        derivation: Derivation,
+        store: StoreView,
+        by_key: _ByKey | None = None,
+    ) -> None:
+        super().__init__(cache, store)
+        #: The store's current experiments, in path order.
+        self.rows = rows
+        #: What is derived of them all (:func:`kexp.core.campaign.derive`), as every query
+        #: derives it.
+        self.derivation = derivation
+        self._by_key = by_key if by_key is not None else _ByKey(rows)
+
+    def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
+        rows = [row for key in set(keys) for row in self._by_key.get(key)]
+        return sorted(rows, key=lambda row: path_order(row.path))
+
+    def count(self) -> int:
+        """How many experiments the index holds."""
+        return len(self.rows)
+
+    def _rows_of_docs(self, docs: Sequence[int]) -> dict[int, list[Row]]:
+        keys = self._cache.keys_of_docs(sorted(set(docs)))
+        found = {doc: self._by_key.get(key) for doc, key in keys.items()}
+        return {doc: rows for doc, rows in found.items() if rows}
+
+    def telling_words(self, words: Sequence[str]) -> list[str]:
+        """The words of a query worth asking for: those some experiment holds, without
+        the too common ones (see :data:`COMMON_SHARE`), in alphabetical order."""
+        held = {w: n for w, n in self._cache.word_counts(list(dict.fromkeys(words))).items() if n}
+        rarest = sorted(held, key=lambda w: (held[w], w))
+        limit = max(COMMON_MIN, COMMON_SHARE * self.count())
+        kept = rarest[:RAREST_KEPT] + [w for w in rarest[RAREST_KEPT:] if held[w] <= limit]
+        return sorted(kept)
+
+    def text_matches(
+        self,
+        words: Sequence[str],
+        *,
+        operator: str | None = None,
+        dtype: str | None = None,
+        env: str | None = None,
+        limit: int = CANDIDATES,
+    ) -> dict[str, float]:
+        """Paths (relative) of the experiments best matching ``words`` by BM25 → their
+        BM25 (higher is better), at most ``limit``, among those passing the filters."""
+        words = self.telling_words(words)
+        if not words:
+            return {}
+        found: dict[str, float] = {}
+        ranked = self._cache.text_matches(words, COLUMN_WEIGHTS)
+        for start in range(0, len(ranked), 500):
+            part = ranked[start : start + 500]
+            rows = self._rows_of_docs([doc for doc, _ in part])
+            for doc, bm25 in part:
+                for row in sorted(rows.get(doc, ()), key=lambda r: r.path):
+                    if _passes(row, operator, dtype, env):
+                        found.setdefault(row.path, bm25)
+                if len(found) >= limit:
+                    return found
+        return found
+
+    def match(self, row: Row, relevance: float, similarity: float | None) -> Match:
+        """The :class:`Match` of one experiment."""
+        return Match(
+            id=row.id,
+            relevance=round(relevance, 4),
+            similarity=None if similarity is None else round(similarity, 4),
+            score=row.score,
+            score_ci=score_interval(row),
+            outcome=self.derivation.of(row).outcome,
+            change_summary=row.change_summary,
+            key_insight=self.insight(row),
+            operator_sig=row.operator_sig,
+            dtype_sig=row.dtype_sig,
+            env=row.env,
+            path=row.path,
+        )
+
+    def rank(
+        self,
+        *,
+        text: str = "",
+        code_change: str = "",
+        exclude_paths: Iterable[str] = (),
+        operator: str | None = None,
+        dtype: str | None = None,
+        env: str | None = None,
+        limit: int = 10,
+    ) -> list[Match]:
+        """The experiments most related to ``text`` and ``code_change``, best first (see
+        the module documentation), among those passing the substring filters."""
+        skip = set(exclude_paths)
+        words = query_words(text + " " + code_words(code_change))
+        bm25 = self.text_matches(words, operator=operator, dtype=dtype, env=env)
+        bm25 = {p: v for p, v in bm25.items() if p not in skip}
+        best = max(bm25.values(), default=0.0)
+        relevance = {p: (v / best if best > 0 else 0.0) for p, v in bm25.items()}
+        shingles = code_shingles(code_change) if code_change else frozenset()
+        near = {
+            row.path: s
+            for row, s in self.near_duplicates(shingles, RELATED_CODE_SIMILARITY)
+            if row.path not in skip and _passes(row, operator, dtype, env)
+        }
+        for path, similarity in near.items():
+            relevance[path] = relevance.get(path, 0.0) + NEAR_DUPLICATE_WEIGHT * similarity
+        by_path = {row.path: row for row in self.rows if row.path in relevance}
+        chosen = [row for path, row in by_path.items() if relevance[path] > 0]
+        chosen.sort(key=lambda r: (-round(relevance[r.path], 9), r.created_at, r.id, r.path))
+        self.insights(chosen[: max(0, limit)])
+        return [
+            self.match(r, relevance[r.path], near.get(r.path, 0.0) if shingles else None)
+            for r in chosen[: max(0, limit)]
+        ]
+
+
+def _passes(row: Row, operator: str | None, dtype: str | None, env: str | None) -> bool:
+    """Whether ``row`` passes the substring filters (as the query filters do)."""
+    return (
+        (operator is None or operator.lower() in row.operator_sig.lower())
+        and (dtype is None or dtype.lower() in row.dtype_sig.lower())
+        and (env is None or env.lower() in row.env.lower())
+    )
+
+
+def path_order(path: str) -> str:
+    return path.replace(os.sep, "\0")
+
+
+# --- keeping the index in step with a read of the store ------------------------------------
+
+
+@contextlib.contextmanager
+def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
+    """The retrieval index in step with a read of ``store`` (:meth:`kexp.Store.found`):
+    a doc for every current experiment's content, and (``texts``) the FTS table holding
+    exactly them. A cache found damaged while it is brought in step is rebuilt
+    (:mod:`kexp.storage.cache`); one found damaged by a question raises
+    :class:`~kexp.storage.cache.DamagedCacheError` (see :func:`asked`)."""
+    from kexp.core.campaign import derive
+    from kexp.storage.cache import Cache, DamagedCacheError
+
+    found = store.found()
+    alone = found.rows is found.local  # the working tree alone
+    rows = found.rows
+    derivation = derive(rows, store.settings)
+    by_key = _ByKey(rows)
+    cache = store.open_cache()
+    try:
+        changes: dict[bytes, int] = {}
+        for attempt in range(3):
+            try:
+                if found.listing is not None:
+                    made = _document(cache, store, found.listing, found.local, texts=texts)
+                    if not alone:
+                        local = {row.key for row in found.local}
+                        elsewhere = [row for row in rows if row.key not in local]
+                        made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
+                else:
+                    made = _add_docs(cache, store, rows, texts=texts)[1]
+                texts_of = _Texts(
+                    store, cache, by_key if alone else _ByKey([*found.local, *rows]), made
+                )
+                if texts:
+                    if found.listing is not None:
+                        _index_working_tree(cache, found.listing, texts_of)
+                    else:
+                        _index_working_tree(cache, None, texts_of, found.local)
+                    changes = {} if alone else _changes(found.local, rows)
+                break
+            except DamagedCacheError:
+                if attempt == 0:
+                    cache.rebuild()
+                else:
+                    cache.close()
+                    cache = Cache(None, store.settings)
+        if not changes:
+            yield Search(cache, rows, derivation, store, by_key)
+            return
+        with cache.transient():
+            cache.activate(changes, texts_of.of(changes))
+            yield Search(cache, rows, derivation, store, by_key)
+    finally:
+        cache.close()
+
+
+class _Light(Index):
+    """The index of the working tree as a light refresh found it (folder signatures: see
+    :func:`kexp.storage.listing.refresh`), for the tried-before check of a write."""
+
+    def __init__(self, cache: Cache, listing: Listing, store: StoreView) -> None:
+        super().__init__(cache, store)
+        self._listing = listing
+
+    def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
+        from kexp.storage.listing import KEY_SIZE
+
+        wanted = set(keys)
+        holding: set[str] = set()
+        for folder, known in self._listing.folders.items():
+            packed = known.keys
+            for key in wanted:
+                start = packed.find(key)
+                while start >= 0 and start % KEY_SIZE:
+                    start = packed.find(key, start + 1)
+                if start >= 0:
+                    holding.add(folder)
+                    break
+        rows: list[Row] = []
+        for folder in holding:
+            rows += [row for row in self._listing.rows_of(folder)[0] if row.key in wanted]
+        return sorted(rows, key=lambda row: path_order(row.path))
+
+
+@contextlib.contextmanager
+def light_search(store: StoreView) -> Iterator[Index]:
+    """The index in step with a light refresh of the working tree (see :class:`_Light`)."""
+    from kexp.storage.cache import Cache, DamagedCacheError
+    from kexp.storage.listing import refresh
+
+    cache = store.open_cache()
+    try:
+        for attempt in range(3):
+            try:
+                listing = refresh(
+                    cache, store.experiments_dir, store.settings, light=True, rows=False
+                )
+                _document(cache, store, listing, None, texts=False)
+                break
+            except DamagedCacheError:
+                if attempt == 0:
+                    cache.rebuild()
+                else:
+                    cache.close()
+                    cache = Cache(None, store.settings)
+        yield _Light(cache, listing, store)
+    finally:
+        cache.close()
+
+
+def asked(store: StoreView, question: Callable[[], _T]) -> _T:
+    """``question()`` (which searches, :func:`searching`), asked again once the cache is
+    rebuilt when a question finds it damaged."""
+    from kexp.storage.cache import DamagedCacheError
+
+    try:
+        return question()
+    except DamagedCacheError:
+        cache = store.open_cache()
+        cache.rebuild()
+        cache.close()
+        return question()
+
+
+def _changes(local: Sequence[Row], rows: Sequence[Row]) -> dict[bytes, int]:
+    """What this query changes in the FTS table (undone at its end) for it to hold
+    exactly ``rows`` (other places' versions) instead of the working tree's ``local``."""
+    local_keys = Counter(row.key for row in local)
+    wanted = Counter(row.key for row in rows)
+    changes: dict[bytes, int] = {}
+    if wanted != local_keys:
+        for key in set(wanted) | set(local_keys):
+            change = wanted.get(key, 0) - local_keys.get(key, 0)
+            if change:
+                changes[key] = change
+    return changes
+
+
+def _document(
+    cache: Cache,
+    store: StoreView,
+    listing: Listing,
+    rows: Sequence[Row] | None,
+    *,
+    texts: bool = True,
+) -> dict[bytes, tuple[str, ...]]:
+    """Docs for every valid content of the working tree (``rows``, when read): those of
+    the folders changed since this was last done are looked up, and made when missing
+    (``texts``: with their words, returned)."""
+    done = cache.indexed("docs")
+    folders: dict[str, bytes | None] = {f: None for f in done if f not in listing.folders}
+    changed = [
+        folder for folder, known in listing.folders.items() if done.get(folder) != known.keys
+    ]
+    made: dict[bytes, tuple[str, ...]] = {}
+    if changed:
+        if rows is not None:
+            wanted = set(changed)
+            of_changed = [row for row in rows if row.path[: row.path.rfind(os.sep) + 1] in wanted]
+        else:
+            of_changed = [row for folder in changed for row in listing.rows_of(folder)[0]]
+        failed, made = _add_docs(cache, store, of_changed, texts=texts)
+        spoilt = {row.path[: row.path.rfind(os.sep) + 1] for row in of_changed if row.key in failed}
+        folders.update(
+            (folder, listing.folders[folder].keys) for folder in changed if folder not in spoilt
+        )
+    cache.save_indexed("docs", folders)
+    return made
+
+
+def _add_docs(
+    cache: Cache, store: StoreView, rows: Sequence[Row], *, texts: bool = True
+) -> tuple[set[bytes], dict[bytes, tuple[str, ...]]]:
+    """Make the docs of the contents of ``rows`` that have none, in two processes when
+    many; the words of the FTS columns kept only for contents git cannot give back.
+    Returns the keys whose content could not be read (changed since it was listed), and
+    the words made (of every doc made, with ``texts``)."""
+    chosen: dict[bytes, Row] = {}
+    for row in rows:
+        chosen.setdefault(row.key, row)
+    if not chosen:
+        return set(), {}
+    have = cache.with_docs(sorted(chosen))
+    items = [row for key, row in chosen.items() if key not in have]
+    if not items:
+        return set(), {}
+    from kexp.storage.parallel import in_two_processes
+
+    in_git = _in_git(store, [row.key for row in items])
+    source, settings = store.source, store.settings
+    threshold = settings.near_duplicate_similarity
+
+    def work(part: list[Row]) -> list[tuple[Any, ...]]:
+        made: list[tuple[Any, ...]] = []
+        collecting = gc.isenabled()
+        gc.disable()  # many objects made, none cyclic, and the store's rows alive meanwhile
+        try:
+            _make(part, made)
+        finally:
+            if collecting:
+                gc.enable()
+        return made
+
+    def _make(part: list[Row], made: list[tuple[Any, ...]]) -> None:
+        for start in range(0, len(part), 256):
+            batch = part[start : start + 256]
+            datas = source.bytes_found([(row.path, row.key) for row in batch], settings)
+            for row, data in zip(batch, datas, strict=True):
+                bodies = None if data is None else bodies_of(data, row.path)
+                if bodies is None:
+                    made.append((row.key, None, None, None))  # changed since: later
+                    continue
+                normalized = normalize_code_change(bodies["code_change"])
+                keep = texts or row.key not in in_git
+                words = texts_of(row, bodies, normalized) if keep else None
+                made.append((row.key, *code_of(normalized), words))
+
+    made = in_two_processes(work, items, len(items))
+    cache.add_docs(
+        [
+            (key, code, shingles, None if key in in_git else packed_texts(words))
+            for key, code, shingles, words in made
+            if shingles is not None
+        ],
+        lambda shingles, order: shingle_prefix(shingles, threshold, order),
+    )
+    failed = {item[0] for item in made if item[2] is None}
+    return failed, {item[0]: tuple(item[3]) for item in made if item[3] is not None}
+
+
+def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:
+    """Those of the contents ``keys`` that the store's git repository holds (none
+    outside one)."""
+    from kexp.core.errors import GitError
+    from kexp.gitops import git as kgit
+    from kexp.gitops import objects as gitobjects
+
+    try:
+        repo = kgit.find_worktree(store.root)
+        found = gitobjects.object_names(repo, [key.hex() for key in keys])
+    except GitError:
+        return set()
+    return {key for key, name in zip(keys, found, strict=True) if name and name[1] == "blob"}
+
+
+class _Texts:
+    """The words of the FTS columns of contents: kept in their docs, else made again
+    from the content (the working tree's file, or git's blob)."""
+
+    def __init__(
+        self,
+        store: StoreView,
+        cache: Cache,
+        rows: _ByKey,
+        made: dict[bytes, tuple[str, ...]],
+    ) -> None:
+        self._store = store
+        self._cache = cache
+        self._rows = rows
+        self._made = made
+
+    def of(self, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Sequence[str]]]:
+        """Each content's doc number and words; :class:`_NoWords` when one cannot be
+        had (its content is gone)."""
+        from kexp.core.errors import GitError
+        from kexp.format.fileformat import FileFormatError, parse
+        from kexp.gitops import git as kgit
+
+        found: dict[bytes, tuple[int, Sequence[str]]] = {}
+        missing: list[tuple[bytes, int]] = []
+        for key, (doc, _, kept) in self._cache.docs(sorted(set(keys))).items():
+            if key in self._made:
+                found[key] = (doc, self._made[key])
+            elif kept is not None:
+                found[key] = (doc, unpacked_texts(kept))
+            else:
+                missing.append((key, doc))
+        if not missing:
+            return found
+        datas: dict[bytes, bytes] = {}
+        on_disk = [(rows[0].path, key) for key, _ in missing if (rows := self._rows.get(key))]
+        for (_, key), data in zip(
+            on_disk, self._store.source.bytes_found(on_disk, self._store.settings), strict=True
+        ):
+            if data is not None:
+                datas[key] = data
+        from_git = [key for key, _ in missing if key not in datas]
+        if from_git:
+            try:
+                repo = kgit.find_worktree(self._store.root)
+                for sha, data in kgit.iter_blobs(repo, [key.hex() for key in from_git]):
+                    if isinstance(data, bytes):
+                        datas[bytes.fromhex(sha)] = data
+            except GitError:
+                pass
+        for key, doc in missing:
+            data = datas.get(key)
+            if data is None:
+                raise _NoWords(key)
+            try:
+                document = parse(data, "content.md", fast=True)
+            except FileFormatError:
+                raise _NoWords(key) from None
+            known = self._rows.get(key)
+            row = known[0] if known else _row_of_document(document, key)
+            found[key] = (doc, texts_of(row, document.body_values()))
+        return found
+
+
+class _NoWords(Exception):
+    """The words of a doc to take out of the FTS table cannot be had any more."""
+
+
+def _row_of_document(document: Any, key: bytes) -> Row:
+    """The row of a parsed document (for the front-matter fields of its words)."""
+    from kexp.storage.rows import row_of, values_of
+
+    return row_of(values_of(document.fields), "", key)
+
+
+def _index_working_tree(
+    cache: Cache, listing: Listing | None, texts_of: _Texts, local: Sequence[Row] = ()
+) -> None:
+    """Bring the FTS table in step with the working tree's rows (those of ``listing``,
+    else ``local``), folder by folder: only the folders whose files changed since it
+    was last done are compared. When the words of a doc to take out can no longer be
+    had, the table is emptied and filled again."""
+    for _ in range(2):
+        try:
+            _index_folders(cache, listing, texts_of, local)
+            return
+        except _NoWords:
+            cache.clear_texts_index()
+    _index_folders(cache, listing, texts_of, local)  # pragma: no cover - none to take out
+
+
+#: The stamp of a folder whose files are to be compared next time.
+_NO_STAMP = bytes(16)
+
+
+def _stamp(folder: Folder) -> bytes:
+    """A digest of a folder's names and content keys: its valid rows (which files the
+    FTS table holds) are a function of them."""
+    digest = hashlib.blake2b(folder.keys, digest_size=16)
+    digest.update("\0".join(folder.names).encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+def _index_folders(
+    cache: Cache, listing: Listing | None, texts_of: _Texts, local: Sequence[Row]
+) -> None:
+    # Each folder's record: the stamp of its files when done, then the content keys of
+    # its valid files (those the FTS table holds), sorted.
+    indexed = cache.indexed("fts")
+    current: dict[str, tuple[bytes, list[bytes]] | None] = {}
+    if listing is not None:
+        for folder, known in listing.folders.items():
+            stamp = _stamp(known)
+            if indexed.get(folder, _NO_STAMP)[:16] == stamp:
+                current[folder] = None  # the same files: the same rows
+            else:
+                current[folder] = (stamp, [row.key for row in listing.rows_of(folder)[0]])
+    else:
+        for row in local:
+            folder = row.path[: row.path.rfind(os.sep) + 1]
+            current.setdefault(folder, (_NO_STAMP, []))[1].append(row.key)  # type: ignore[index]
+    changes: Counter[bytes] = Counter()
+    folders: dict[str, bytes | None] = {}
+    for folder, now in current.items():
+        if now is None:
+            continue
+        stamp, keys = now
+        packed = b"".join(sorted(keys))
+        before = indexed.get(folder, _NO_STAMP)
+        if before[16:] != packed:
+            changes.update(keys)
+            changes.subtract(_keys_of(before[16:]))
+        if before != stamp + packed:
+            folders[folder] = stamp + packed
+    for folder, before in indexed.items():
+        if folder not in current:
+            changes.subtract(_keys_of(before[16:]))
+            folders[folder] = None
+    if not folders:
+        return
+    changed = {key: n for key, n in changes.items() if n}
+    has_doc = cache.with_docs(sorted(changed))
+    # Contents with no doc (not readable as they were listed) are left for next time:
+    # their folders keep what the FTS table holds of them, and are compared again.
+    missing = {key for key in changed if key not in has_doc}
+    if missing:
+        for folder, kept in list(folders.items()):
+            if kept is not None and not missing.isdisjoint(_keys_of(kept[16:])):
+                folders[folder] = _NO_STAMP + b"".join(
+                    k for k in _keys_of(kept[16:]) if k not in missing
+                )
+        changed = {key: n for key, n in changed.items() if key not in missing}
+    cache.activate(changed, texts_of.of(changed), folders)
+
+
+def _keys_of(packed: bytes) -> list[bytes]:
+    return [packed[at : at + 20] for at in range(0, len(packed), 20)]
+
+
+# --- the questions ---------------------------------------------------------------------
+
+
+def similar(
+    store: StoreView,
+    *,
+    text: str | None = None,
+    diff: str | None = None,
+    exp_id: str | None = None,
+    limit: int = 10,
+    operator: str | None = None,
+    dtype: str | None = None,
+    env: str | None = None,
+) -> list[Match]:
+    """The experiments most related to a plan (``text``), a code change (``diff``) or
+    another experiment (``exp_id``, itself left out), best first (see the module
+    documentation); ``operator``, ``dtype`` and ``env`` filter as in queries. A store
+    read with refs (``Store(root, refs=...)``) searches every experiment's newest
+    version."""
+    given = [name for name, value in (("text", text), ("diff", diff), ("id", exp_id)) if value]
+    if len(given) != 1:
+        raise KexpError("give one of: a text (what you plan), a diff, or an experiment id")
+    exclude: list[str] = []
+    if exp_id:
+        exp = store.get_experiment(exp_id)
+        if exp.path is not None:
+            exclude = [os.path.relpath(exp.path, store.experiments_dir)]
+        text = f"{exp.change_summary} {key_insight(exp.detailed_description)}"
+        diff = exp.code_change
+
+    def ask() -> list[Match]:
+        with searching(store) as search:
+            return search.rank(
+                text=text or "",
+                code_change=diff or "",
+                exclude_paths=exclude,
+                operator=operator,
+                dtype=dtype,
+                env=env,
+                limit=limit,
+            )
+
+    return asked(store, ask)

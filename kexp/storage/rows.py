@@ -1,0 +1,257 @@
+"""What queries know of one experiment file without reading it whole: a :class:`Row`.
+
+A file's *content key* is git's blob hash of its bytes (``sha1(b"blob <size>\\0" +
+bytes)``), whether it lies in the working tree or in a commit: the same bytes have the
+same key everywhere, so what is parsed from them (:func:`record_of`: the front-matter
+values, or the first problem of an invalid file) is kept once, by key
+(:mod:`kexp.storage.cache`), for the working tree and every ref alike. A record never depends
+on where the file lies: the one rule that does (the id in the file name must be the id
+in the file) is applied to each file found (:func:`row_of`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+from sys import intern
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kexp.core.fields import FIELDS, FRONT_MATTER_FIELDS
+from kexp.core.model import KernelExperiment, attach, experiment_from_fields
+from kexp.core.problems import Problem, sort_problems
+from kexp.format.validate import EXPERIMENT_NAME, check_bytes, valid_fields
+
+if TYPE_CHECKING:
+    from kexp.core.settings import Settings
+
+#: The front-matter values a record holds of a valid file, in this order (lists as
+#: tuples, absent optional fields as their defaults; then the unknown keys, or None).
+VALUE_FIELDS = (*FRONT_MATTER_FIELDS, "extra_fields")
+#: A file whose content is checked without its name: a name no experiment has (the
+#: name rule is :func:`row_of`'s).
+_NEUTRAL = "content.md"
+_FRONT_MATTER = tuple(f for f in FIELDS if f.in_front_matter)
+#: (index, value) of the optional fields: their values when absent (a list as an empty
+#: tuple, a mapping as None).
+_OPTIONAL_AT = tuple((index, f.absent()) for index, f in enumerate(_FRONT_MATTER) if not f.required)
+_KNOWN = frozenset(FRONT_MATTER_FIELDS)
+_ID = FRONT_MATTER_FIELDS.index("id")
+_TAGS = FRONT_MATTER_FIELDS.index("tags")
+_REPEATING = tuple(index for index, f in enumerate(_FRONT_MATTER) if f.repeats)
+
+#: What is kept of one file's content: (the first error as (line, column, code,
+#: field, message, hint), or None; the values of :data:`VALUE_FIELDS`, or None).
+Record = tuple["tuple[Any, ...] | None", "tuple[Any, ...] | None"]
+
+
+def content_key(data: bytes) -> bytes:
+    """The content key of a file's bytes: git's blob hash (20 bytes)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).digest()
+
+
+def values_of(fields: dict[str, Any]) -> tuple[Any, ...]:
+    """A valid file's front-matter as :data:`VALUE_FIELDS` values; the texts that repeat
+    from file to file (status, operator, dtype, env, base commit, author, parent, tags)
+    interned, so that a store's rows share them (``marshal`` keeps them interned)."""
+    values = list(map(fields.get, FRONT_MATTER_FIELDS))
+    for index, default in _OPTIONAL_AT:
+        value = values[index]
+        if value is None:
+            values[index] = default
+        elif type(value) is list:
+            values[index] = tuple(value)
+    for index in _REPEATING:
+        value = values[index]
+        if type(value) is str:
+            values[index] = intern(value)
+    tags = values[_TAGS]
+    if tags:
+        values[_TAGS] = tuple(intern(tag) if type(tag) is str else tag for tag in tags)
+    values.append(
+        None if fields.keys() <= _KNOWN else {k: v for k, v in fields.items() if k not in _KNOWN}
+    )
+    return tuple(values)
+
+
+def record_of(data: bytes, settings: Settings) -> Record:
+    """What is kept of one file's bytes (see the module documentation)."""
+    fields, checked = valid_fields(data, _NEUTRAL, settings)
+    if fields is not None:
+        return None, values_of(fields)
+    assert checked is not None
+    return first_error(checked.problems), None
+
+
+def named_record(data: bytes, path: str, settings: Settings) -> Record:
+    """:func:`record_of` for the file at ``path``: with the name rule (the id in its
+    name must be the id it holds) applied."""
+    found = record_of(data, settings)
+    values = found[1]
+    named = EXPERIMENT_NAME.fullmatch(os.path.basename(path))
+    if values is not None and named is not None and values[_ID] != named.group(1):
+        return first_error(check_bytes(data, Path(path), settings).problems), None
+    return found
+
+
+def first_error(problems: list[Problem]) -> tuple[Any, ...]:
+    """The first error of ``problems``, without its path (see :data:`Record`)."""
+    first = next(p for p in sort_problems(problems) if p.severity == "error")
+    return (first.line, first.column, first.code, first.field, first.message, first.hint)
+
+
+def problem_at(path: Path | str, error: tuple[Any, ...]) -> Problem:
+    """The problem of a :data:`Record` in the file at ``path``."""
+    line, column, code, field, message, hint = error
+    return Problem(str(path), line, column, "error", code, field, message, hint)
+
+
+#: The name the working tree goes by among the places a store reads.
+LOCAL = "local"
+#: At most this many other places are named in a note.
+_SHOWN_REFS = 5
+
+
+class Seen(NamedTuple):
+    """Where one version of an experiment was found, shared by the rows found there."""
+
+    #: Where: ``local`` when the working tree holds this version, else the ref holding
+    #: it whose commit is the newest.
+    ref: str
+    #: Every place holding this version (the working tree first, then refs in order).
+    refs: tuple[str, ...]
+    #: The places holding other versions of the same experiment (older ones), in order.
+    other_versions: tuple[str, ...]
+    #: Whether this version and another changed both since their commits parted (the
+    #: later commit's was taken).
+    diverged: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Sighting:
+    """Where a store reading refs found an experiment (``exp.where``)."""
+
+    #: ``local`` when the working tree holds this version, else the ref holding it
+    #: whose commit is the newest.
+    ref: str
+    #: Every place holding this very content (the working tree first).
+    refs: tuple[str, ...]
+    #: The places holding other (older) versions of the same experiment.
+    other_versions: tuple[str, ...]
+    #: Whether this version and another changed both since their commits parted: the
+    #: later commit's is this one.
+    diverged: bool
+    #: The content key of this version (git's blob hash).
+    key: bytes
+
+    @property
+    def local(self) -> bool:
+        """Whether the working tree holds this version."""
+        return self.ref == LOCAL
+
+    @property
+    def note(self) -> str:
+        """One line for people: where the other versions are ("" when there are none)."""
+        if not self.other_versions:
+            return ""
+        shown = ", ".join(self.other_versions[:_SHOWN_REFS])
+        more = len(self.other_versions) - _SHOWN_REFS
+        shown += f" and {more} more" if more > 0 else ""
+        if self.diverged:
+            return (
+                f"another version on {shown}: both changed since their commits parted; "
+                "this is the later commit's"
+            )
+        return f"an older version on {shown}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` adds it to each experiment."""
+        data: dict[str, Any] = {"ref": self.ref, "refs": list(self.refs)}
+        if self.other_versions:
+            data["other_versions"] = list(self.other_versions)
+            data["diverged"] = self.diverged
+            data["note"] = self.note
+        return data
+
+
+if TYPE_CHECKING:
+
+    class _RowValues(NamedTuple):
+        """What code reads of a row by name, typed (the fields in :data:`VALUE_FIELDS`
+        order, then ``path``, ``key``, ``where``; ``tests/test_fields.py`` checks it
+        against the table). At run time the tuple is made from the table: a field
+        missing here is in the row all the same."""
+
+        id: str
+        pid: str
+        change_summary: str
+        score: float
+        measured_against: str
+        score_ci: tuple[float, ...]
+        status: str
+        is_buggy: bool
+        operator_sig: str
+        dtype_sig: str
+        env: str
+        base_commit: str
+        created_at: str
+        tags: tuple[str, ...]
+        author: str
+        combines: tuple[str, ...]
+        protocol: dict[str, Any] | None
+        results: tuple[dict[str, Any], ...]
+        extra_fields: dict[str, Any] | None
+        path: str
+        key: bytes
+        where: Seen | None = None
+
+else:
+    _RowValues = collections.namedtuple(
+        "_RowValues", (*VALUE_FIELDS, "path", "key", "where"), defaults=(None,)
+    )
+
+
+class Row(_RowValues):
+    """One valid experiment file as queries see it: its front-matter and where it is.
+
+    It has the attributes filtering, deriving (:func:`kexp.core.campaign.derive`) and ranking
+    read (``score``, ``pid``, ``measured_against``, ``operator_sig``, ...), so queries
+    run on rows and build experiments only for what they return. What is derived from
+    the whole store is not a row's: the query's :class:`kexp.core.campaign.Derivation` holds
+    it. The values are :data:`VALUE_FIELDS` (the front-matter fields of the table,
+    :mod:`kexp.core.fields`, in order), then ``path`` (the file, relative to
+    ``experiments/``: where a checkout would have it), ``key`` (its content key,
+    :func:`content_key`) and ``where`` (where it was found, when the store reads refs:
+    a :class:`Seen`; the last value, :mod:`kexp.storage.refs` sets it by position). Lists are
+    tuples.
+    """
+
+    __slots__ = ()
+
+    def to_experiment(self, experiments_dir: Path) -> KernelExperiment:
+        """The experiment with this front-matter (body fields empty: not read), with
+        where it was found; what is derived of it is the store's to attach."""
+        fields: dict[str, Any] = {}
+        for name, value in zip(FRONT_MATTER_FIELDS, self, strict=False):
+            fields[name] = (
+                [dict(v) if isinstance(v, dict) else v for v in value]
+                if isinstance(value, tuple)
+                else dict(value)
+                if isinstance(value, dict)
+                else value
+            )
+        fields.update(self.extra_fields or {})
+        exp = experiment_from_fields(fields, experiments_dir / self.path)
+        return attach(exp, where=self.sighting())
+
+    def sighting(self) -> Sighting | None:
+        """Where it was found (None when the store reads no refs)."""
+        where = self.where
+        return None if where is None else Sighting(*where, self.key)
+
+
+def row_of(values: tuple[Any, ...], path: str, key: bytes, where: Seen | None = None) -> Row:
+    """The row of a valid file's values, found at ``path`` (relative)."""
+    return Row._make((*values, path, key, where))

@@ -1,0 +1,515 @@
+"""The store: a folder holding ``experiments/``, queried and written safely.
+
+A :class:`Store` reads as its base :class:`kexp.storage.reader.StoreReader` does (through a
+source, one query pipeline, one validation scan) and writes through :mod:`kexp.storage.atomic`:
+creates never overwrite (the new file is linked into place only if its name is free);
+updates hold a per-experiment lock, re-read, validate, and replace atomically. Nothing
+is written outside ``experiments/`` and the git-ignored cache folder ``.kexp/``.
+
+Where a store is and making one (:func:`find_root`, :func:`init_store`, ``CACHE_DIR``)
+are :mod:`kexp.storage.location`'s; they are named here too, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kexp.core import ids
+from kexp.core.errors import (
+    DeleteRefusedError,
+    ExperimentExistsError,
+    ExperimentNotFoundError,
+    KexpError,
+    ValidationError,
+)
+from kexp.core.model import (
+    ALL_FIELDS,
+    DERIVED,
+    KernelExperiment,
+    attach,
+    creation_time,
+)
+from kexp.core.problems import Problem, has_errors, sort_problems
+from kexp.format.fileformat import FileFormatError, encode_like, parse, render_update, serialize
+from kexp.format.validate import (
+    CheckedFile,
+    check_bytes,
+    check_store,
+    read_file,
+    slugify,
+)
+from kexp.storage import atomic
+from kexp.storage.atomic import write_failure
+from kexp.storage.layout import folder_parts
+from kexp.storage.location import CACHE_DIR as CACHE_DIR
+from kexp.storage.location import find_root as find_root
+from kexp.storage.location import init_store as init_store
+from kexp.storage.locking import exclusive_lock, file_lock
+from kexp.storage.sources import EXPERIMENTS_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+from kexp.storage.reader import StoreReader
+
+_READ_ONLY_FIELDS = frozenset({"id"})
+#: Derived values (as ``to_dict(include_derived=True)`` adds them): ignored on create.
+_DERIVED_FIELDS = DERIVED
+#: What a file holds besides the fields: unknown keys and sections, text before them.
+_KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
+
+
+def utc_now(now: float | None = None) -> str:
+    """The current time (or ``now``, seconds since the epoch) as ISO 8601 UTC with a
+    ``Z`` (whole seconds), from :func:`kexp.core.ids.current_time`."""
+    moment = ids.current_time() if now is None else now
+    return dt.datetime.fromtimestamp(int(moment), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Store(StoreReader):
+    """A store of experiments rooted at ``root`` (the folder holding ``experiments/``).
+
+    ``source`` says where its files' bytes come from (:mod:`kexp.storage.sources`): by default
+    the working tree's ``experiments/`` folder; :meth:`at` gives a store over a git
+    revision; ``refs`` (patterns such as ``origin/*``) or ``all_refs`` read the working
+    tree plus the store at those refs, one entry per experiment: its newest version
+    (:mod:`kexp.storage.refs`; writes still go to the working tree). Whether the store may
+    write, and whether queries may keep a cache file, are properties of its source.
+    ``settings`` default to the store's own: its ``kexp.toml``
+    (:func:`kexp.core.settings.load_settings`), else :data:`kexp.core.settings.DEFAULT_SETTINGS`.
+    """
+
+    # --- writing -------------------------------------------------------------------
+
+    def create_experiment(
+        self, exp: KernelExperiment | None = None, **fields: Any
+    ) -> KernelExperiment:
+        """Record a new experiment; returns it with ``id``, ``created_at`` and ``path`` set.
+
+        ``exp`` is not changed (its ``id`` and ``created_at`` were made when it was built);
+        an experiment whose id is in the store already (the same object created twice)
+        raises :class:`ExperimentExistsError`, a :class:`ValueError`. An empty ``id`` or
+        ``created_at`` is generated; a missing ``base_commit`` is
+        taken from the code repository's ``HEAD`` (a given one is resolved to the full
+        hash), a missing ``author`` from git's ``user.name``. When ``HEAD`` is taken while
+        tracked kernel files have uncommitted changes, a warning says so and the tag
+        ``uncommitted-base`` is added to ``tags``. The experiment is validated
+        first: an invalid one raises :class:`ValidationError` and nothing is written.
+        The file is created atomically and never overwrites another.
+        """
+        self._writable()
+        unknown = sorted(set(fields) - set(ALL_FIELDS) - _KEPT_CONTENT - _DERIVED_FIELDS)
+        if unknown:
+            raise KexpError(
+                f"cannot record {', '.join(unknown)}: not a field; "
+                f"fields are {', '.join(ALL_FIELDS)}"
+            )
+        if exp is None:
+            exp = KernelExperiment.from_dict(fields)
+        elif set(fields) - _DERIVED_FIELDS:
+            exp = dataclasses.replace(
+                exp, **{k: v for k, v in fields.items() if k not in _DERIVED_FIELDS}
+            )
+        else:
+            exp = dataclasses.replace(exp)
+        explicit_id = bool(exp.id)
+        if explicit_id:
+            ids.check_id(exp.id)
+            if exp.id in self.id_index(exp.id):
+                raise _exists(exp.id)
+        # One reading of the clock for both: at a month's (or year's) last second the
+        # id and created_at (hence the folder) name the same moment.
+        now = ids.current_time()
+        if not explicit_id:
+            exp.id = ids.new_id(now)
+        if not exp.created_at:
+            exp.created_at = creation_time(now)
+        self._expand_references(exp)
+        self._fill_from_git(exp)
+        text = serialize(exp)
+        checked = check_bytes(text, self.path_for(exp), self.settings)
+        problems = checked.problems + self._reference_problems(checked)
+        if has_errors(problems):
+            raise ValidationError(
+                f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
+            )
+        if exp.code_change:
+            from kexp.storage.repeats import warn_tried_before
+
+            # Recorded all the same; the warning names the earlier experiments.
+            warn_tried_before(
+                self,
+                exp.code_change,
+                exclude=[exp.id],
+                stacklevel=2,
+                base_commit=exp.base_commit,
+                env=exp.env,
+            )
+        path = self.path_for(exp)
+        _make_folder(path.parent)
+        names_others = bool(exp.pid or exp.combines)
+        with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
+            if names_others:
+                # The experiments it names may have been deleted meanwhile: check again
+                # under the lineage lock, which a delete holds exclusively.
+                problems = self._reference_problems(checked)
+                if has_errors(problems):
+                    raise ValidationError(
+                        f"experiment {exp.id!r} was not recorded: it is invalid",
+                        sort_problems(problems),
+                    )
+            if explicit_id:
+                # Another process may claim the same id (under another file name)
+                # meanwhile: check again and write while holding that id's claim lock.
+                with exclusive_lock(self._claim_lock_path(exp.id), self.settings.lock_timeout_s):
+                    if exp.id in self.id_index(exp.id):
+                        raise _exists(exp.id)
+                    _write_new(path, text)
+            else:
+                _write_new(path, text)
+        return attach(checked.experiment(), self.settings, path=path)
+
+    def _expand_references(self, exp: KernelExperiment) -> None:
+        """Expand id prefixes in ``pid`` and ``combines`` to full ids, as git does.
+
+        Raises :class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix
+        that names no experiment or several; full ids are left for validation.
+        """
+        shortest = self.settings.min_id_prefix
+        if ids.is_prefix(exp.pid, shortest):
+            exp.pid = self.resolve_id(exp.pid)
+        if isinstance(exp.combines, list):
+            exp.combines = [
+                self.resolve_id(other) if ids.is_prefix(other, shortest) else other
+                for other in exp.combines
+            ]
+
+    def path_for(self, exp: KernelExperiment) -> Path:
+        """Where a create would write ``exp``: ``experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md``
+        by its ``created_at`` (now, when that is no date) and the last two hex digits of
+        its id (:mod:`kexp.storage.layout`); refuses a linked folder."""
+        ids.check_id(exp.id)
+        folder = self.experiments_dir
+        for part in folder_parts(exp.id, exp.created_at, utc_now()):
+            folder = folder / part
+            if folder.is_symlink():
+                raise KexpError(
+                    f"{folder} is a symbolic link: kexp writes only inside {EXPERIMENTS_DIR}/; "
+                    "replace the link with a folder"
+                )
+        return folder / f"{exp.id}-{slugify(exp.change_summary)}.md"
+
+    def _fill_from_git(self, exp: KernelExperiment) -> None:
+        """Fill ``base_commit``/``author`` from the code repository (see
+        :func:`kexp.gitops.provenance.fill_from_git`: a dirty tree adds the tag
+        ``uncommitted-base`` and warns)."""
+        from kexp.gitops.provenance import fill_from_git
+
+        fill_from_git(
+            exp,
+            self.code_repo,
+            store_dir=self.experiments_dir,
+            explicit=self.code_repo.resolve() != self.root,
+            stacklevel=3,
+        )
+
+    def _reference_problems(self, checked: CheckedFile) -> list[Problem]:
+        """The problems of ``pid`` and ``combines`` across the store: ids naming no
+        experiment, and lineage cycles. Only the ids named are looked up (and the pid
+        chain read), so a write does not read the store."""
+        if checked.document is None:
+            return []
+        index = _NamedIds(self._id_finder())
+        own = checked.document.fields.get("id")
+        if isinstance(own, str):
+            index.add(own, checked.path)
+        problems = [
+            p
+            for p in check_store([checked], index)
+            if p.code in ("dangling-pid", "dangling-combines", "lineage-cycle")
+        ]
+        if isinstance(own, str) and not any(p.code == "lineage-cycle" for p in problems):
+            problems += self._cycle_through_store(checked, own, index)
+        return problems
+
+    def _cycle_through_store(
+        self, checked: CheckedFile, own: str, index: Mapping[str, list[Path]]
+    ) -> list[Problem]:
+        """The lineage cycle this experiment's ``pid`` would close through stored files."""
+        assert checked.document is not None
+        chain = [own]
+        current = checked.document.fields.get("pid")
+        while isinstance(current, str) and current and current not in chain:
+            chain.append(current)
+            others = [p for p in index.get(current, []) if p != checked.path]
+            if len(others) != 1:
+                return []
+            try:
+                current = parse(read_file(others[0], self.settings), others[0]).fields.get("pid")
+            except (OSError, FileFormatError):
+                return []
+        if current != own:
+            return []
+        line, column = checked.document.position(("pid",))
+        loop = " -> ".join([*chain, own])
+        return [
+            Problem(
+                str(checked.path),
+                line,
+                column,
+                "error",
+                "lineage-cycle",
+                "pid",
+                f"the pid chain loops back to this experiment: {loop}",
+                "a parent must be an earlier experiment: fix one pid in the loop",
+            )
+        ]
+
+    def update_experiment(self, exp_id: str, **changes: Any) -> KernelExperiment:
+        """Change fields of an experiment; returns the updated experiment.
+
+        Holds the experiment's lock, re-reads the file, validates the result and
+        replaces the file atomically; only the lines of changed fields change. An
+        invalid result raises :class:`ValidationError` and leaves the file untouched.
+        """
+        self._writable()
+        unknown = sorted(set(changes) - set(ALL_FIELDS))
+        if unknown:
+            raise KexpError(
+                f"cannot update {', '.join(unknown)}: not a field; "
+                f"fields are {', '.join(ALL_FIELDS)}"
+            )
+        if set(changes) & _READ_ONLY_FIELDS:
+            raise KexpError("an experiment's id never changes; create a new experiment instead")
+        full_id, path = self._find(exp_id)
+        names_others = bool({"pid", "combines"} & set(changes))
+        with (
+            self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
+            exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s),
+        ):
+            # A file over the size limit (written by hand, or by an older kexp) is read
+            # up to max_repair_file_bytes, so that an update can make it small again.
+            readable = dataclasses.replace(
+                self.settings,
+                max_file_bytes=max(
+                    self.settings.max_file_bytes, self.settings.max_repair_file_bytes
+                ),
+            )
+            try:
+                data = read_file(path, readable)
+            except FileNotFoundError:
+                raise ExperimentNotFoundError(
+                    f"experiment {full_id} was deleted meanwhile"
+                ) from None
+            except FileFormatError as exc:
+                raise ValidationError(f"{path} cannot be read", [exc.problem]) from None
+            checked = check_bytes(data, path, readable)
+            if checked.document is None:
+                raise ValidationError(
+                    f"{path} cannot be read; fix it by hand first", checked.problems
+                )
+            old = checked.document.to_experiment()
+            new = dataclasses.replace(old, **changes)
+            if {"pid", "combines"} & set(changes):
+                self._expand_references(new)
+            # Written as the file was: its BOM and CRLF line endings kept.
+            text = encode_like(data, render_update(checked.document, new))
+            result = check_bytes(text, path, self.settings)
+            problems = result.problems
+            if {"pid", "combines"} & set(changes):
+                problems = problems + self._reference_problems(result)
+            if has_errors(problems):
+                raise ValidationError(
+                    f"experiment {full_id} was not updated: the result would be invalid",
+                    sort_problems(problems),
+                )
+            if not _replace(path, text):
+                raise ExperimentNotFoundError(
+                    f"experiment {full_id} was moved or deleted meanwhile (kexp "
+                    "migrate-layout?): nothing was written; run the update again"
+                )
+        return attach(result.experiment(), self.settings)
+
+    def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
+        """Delete an experiment's file; returns its path.
+
+        Refused while other experiments name it as their ``pid`` (their lineage would
+        break) or in their ``combines`` unless ``force=True``.
+        """
+        self._writable()
+        full_id, path = self._find(exp_id)
+        # Exclusive: no write naming this experiment is between its check and its write.
+        with self._lineage_lock(exclusive=True):
+            return self._delete(full_id, path, force)
+
+    def _delete(self, full_id: str, path: Path, force: bool) -> Path:
+        if not force:
+            kids, combiners = self.dependents(full_id)
+            if kids:
+                raise DeleteRefusedError(
+                    f"experiment {full_id} is the parent of {', '.join(kids)} (their pid): "
+                    "deleting it would break their lineage; nothing was deleted. Set their "
+                    "pid to another experiment's id, or to '' (kexp update ID --set pid=), "
+                    "first, or force the delete"
+                )
+            if combiners:
+                raise DeleteRefusedError(
+                    f"experiment {full_id} is combined by {', '.join(combiners)}: deleting "
+                    "it would leave their 'combines' pointing nowhere; nothing was deleted. "
+                    "Remove it from their combines first, or force the delete"
+                )
+        with exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                raise ExperimentNotFoundError(
+                    f"experiment {full_id} was deleted meanwhile"
+                ) from None
+        return path
+
+    def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
+        """The ids of the valid experiments whose ``pid`` is this experiment (id or
+        unique prefix), and of those whose ``combines`` hold it (in path order): what
+        makes :meth:`delete_experiment` refuse. From a light refresh of the cache: every
+        file added, replaced or removed since the last query is seen (kexp's own writes
+        among them), an edit in place by another program not."""
+        full_id = exp_id if ids.is_valid_id(exp_id) else self.resolve_id(exp_id)
+        if not self.source.cacheable or self.source.places is not None:
+            rows = self.found().local
+            return (
+                [row.id for row in rows if row.pid == full_id],
+                [row.id for row in rows if full_id in row.combines],
+            )
+        from kexp.storage.cache import Cache, DamagedCacheError
+        from kexp.storage.listing import refresh
+
+        cache = self.open_cache()
+        try:
+            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
+            rows = listing.rows_naming(full_id)
+        except DamagedCacheError:
+            cache.rebuild()
+            memory = Cache(None, self.settings)
+            rows = refresh(memory, self.experiments_dir, self.settings).rows()[0]
+        finally:
+            cache.close()
+        return (
+            [row.id for row in rows if row.pid == full_id],
+            [row.id for row in rows if full_id in row.combines],
+        )
+
+    def lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        """Hold the store's lineage lock: exclusive, no delete and no write naming other
+        experiments runs meanwhile (:func:`kexp.storage.migration.migrate_layout` holds it)."""
+        return self._lineage_lock(exclusive=exclusive)
+
+    def _lineage_lock(self, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        """The store's lineage lock (see :mod:`kexp.storage.locking`): shared by writes that name
+        other experiments, exclusive for deletes."""
+        path = self.cache_dir / "locks" / "lineage.lock"
+        return file_lock(path, self.settings.lock_timeout_s, shared=not exclusive)
+
+    def _lock_path(self, exp_id: str) -> Path:
+        return self.cache_dir / "locks" / f"{ids.check_id(exp_id)}.lock"
+
+    def _claim_lock_path(self, exp_id: str) -> Path:
+        """The lock a create holds to claim an id: one of 256, by the id's last two
+        (random) characters. Every experiment object has its id from construction, so
+        every create claims one: a lock file per id would leave one per experiment."""
+        return self.cache_dir / "locks" / f"claim-{ids.check_id(exp_id)[-2:]}.lock"
+
+    def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the write lock of one experiment (a full id), as updates and deletes do."""
+        return exclusive_lock(self._lock_path(exp_id), self.settings.lock_timeout_s)
+
+
+class _NamedIds(Mapping[str, list[Path]]):
+    """Ids → their files, looked up one id at a time (a write names a few) through an
+    id finder (:meth:`Store._id_finder`), for :func:`kexp.format.validate.check_store`."""
+
+    def __init__(self, finder: Callable[[str], dict[str, list[Path]]]) -> None:
+        self._finder = finder
+        self._known: dict[str, list[Path]] = {}
+
+    def add(self, exp_id: str, path: Path) -> None:
+        """Count ``path`` as a file of ``exp_id`` too (the one being written)."""
+        paths = self.get(exp_id, [])
+        self._known[exp_id] = sorted({*paths, path})
+
+    def __getitem__(self, exp_id: str) -> list[Path]:
+        if exp_id not in self._known:
+            found = self._finder(exp_id).get(exp_id, []) if ids.is_valid_id(exp_id) else []
+            self._known[exp_id] = found
+        paths = self._known[exp_id]
+        if not paths:
+            raise KeyError(exp_id)
+        return paths
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids looked up so far that have files (not every id of the store)."""
+        return iter([key for key, paths in self._known.items() if paths])
+
+    def __len__(self) -> int:
+        return sum(1 for paths in self._known.values() if paths)
+
+
+def _exists(exp_id: str) -> ExperimentExistsError:
+    return ExperimentExistsError(
+        f"an experiment with id {exp_id} already exists (was this experiment created "
+        "already?): nothing was written; to record another, build a new KernelExperiment "
+        "(it gets a fresh id) or leave its id empty"
+    )
+
+
+def _make_folder(folder: Path) -> None:
+    """Create ``folder`` (and its parents) for a new file, or say why it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(folder, exc) from None
+
+
+def _write_new(path: Path, text: str | bytes) -> None:
+    """Create ``path`` with ``text`` atomically (:func:`kexp.storage.atomic.create`); fails if
+    the name is taken."""
+    try:
+        atomic.create(path, text)
+    except FileExistsError:
+        raise atomic.exists_error(path) from None
+    except OSError as exc:
+        raise write_failure(path, exc) from None
+
+
+def prepare_new_files(files: Sequence[tuple[Path, str]]) -> list[Path]:
+    """The first half of :func:`_write_new` for many files at once
+    (:func:`kexp.storage.atomic.prepare`: one sync of their file system for all);
+    :func:`link_new_file` puts each in place."""
+    try:
+        return atomic.prepare(files)
+    except OSError as exc:
+        raise write_failure(files[0][0] if files else Path(), exc) from None
+
+
+def link_new_file(temporary: Path, path: Path) -> None:
+    """Put a file of :func:`prepare_new_files` in place atomically if ``path`` is free
+    (else :class:`KexpError`: nothing is overwritten); the temporary name goes."""
+    try:
+        atomic.link(temporary, path)
+    except FileExistsError:
+        raise atomic.exists_error(path) from None
+    except OSError as exc:
+        raise write_failure(path, exc) from None
+
+
+def _replace(path: Path, text: str | bytes) -> bool:
+    """Replace ``path`` with ``text`` atomically, keeping its mode
+    (:func:`kexp.storage.atomic.replace`); a file gone meanwhile is not brought back (False)."""
+    try:
+        return atomic.replace(path, text, only_if_exists=True)
+    except OSError as exc:
+        raise write_failure(path, exc) from None

@@ -1,0 +1,378 @@
+"""``kexp sync``: publish what this machine recorded, and take in what others published.
+
+One sync commits the experiment files under ``experiments/`` and its README (never the
+user's other changes, nor other files there: those are named and left),
+fetches the remote branch, merges it in when both sides moved (experiment files are
+distinct, so this does not conflict; a real conflict, the same file changed on both
+sides, stops before anything changes, naming the file), and pushes. A push the remote
+rejects because another clone pushed first is retried (fetch, merge, push) a bounded
+number of times with a growing, jittered pause; a lock on the remote's branch a few
+times, briefly, then named; any other refusal (a hook that declines) is said at once in
+the remote's words. Never a force-push. Nothing new and the remote up to date: nothing
+is committed or pushed. Two syncs in one clone take turns (a lock in the store's cache
+folder): the second waits for the first.
+
+The current branch is published, or with ``branch`` another one (``kexp/<name>``):
+then the commit is made beside the checkout (with a temporary index), and neither the
+working tree, the index nor the checked-out branch changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.errors import GitError, KexpError, LockTimeoutError, SyncConflictError
+from kexp.format.validate import README_NAME
+
+if TYPE_CHECKING:
+    from kexp.storage.snapshot import StoreLocation
+    from kexp.storage.store import Store
+
+#: How many times a sync tries to push before it gives up (each after a fetch).
+DEFAULT_ATTEMPTS = 20
+#: How many pushes in a row may meet a lock on the remote's branch before the lock is
+#: reported (a push in progress holds it for milliseconds; a killed one leaves it).
+LOCKED_ATTEMPTS = 3
+#: How long a sync waits for another sync of the same clone to finish (seconds).
+SYNC_WAIT_S = 600.0
+#: The first pause after a rejected push, in seconds (doubled each time, jittered).
+DEFAULT_BACKOFF = 0.1
+_MAX_PAUSE = 5.0
+_SHOWN_PATHS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncResult:
+    """What one sync did (or, with ``dry_run``, would do)."""
+
+    remote: str
+    branch: str
+    dry_run: bool
+    #: The experiment files committed (repository paths), or that would be.
+    committed: tuple[str, ...]
+    #: The commit made of them (None: nothing new to commit, or a dry run).
+    commit: str | None
+    #: Whether the remote's commits were merged in (or fast-forwarded to).
+    merged: bool
+    #: Whether this sync pushed (the remote branch now points at ``head``).
+    pushed: bool
+    #: How many commits the push brought to the remote.
+    commits_pushed: int
+    #: The branch's commit after the sync (None: the branch has no commit).
+    head: str | None
+    #: How many pushes were tried, and how many of them were rejected (and retried).
+    push_attempts: int
+    rejected_pushes: int
+    #: Files under ``experiments/`` changed here that are not experiment files (nor its
+    #: README): not committed, left as they are.
+    left: tuple[str, ...] = ()
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether there was nothing to do: nothing committed, merged or pushed."""
+        return not (self.committed or self.merged or self.pushed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data (``kexp sync --json``)."""
+        data = dataclasses.asdict(self)
+        data["committed"] = list(self.committed)
+        data["left"] = list(self.left)
+        data["up_to_date"] = self.up_to_date
+        return data
+
+    def lines(self) -> list[str]:
+        """What the sync did, for people."""
+        where = f"{self.remote}/{self.branch}"
+        files = len(self.committed)
+        left = (
+            [
+                f"left {len(self.left)} file(s) under experiments/ uncommitted, which are "
+                f"not experiment files: {_listing(list(self.left))}"
+            ]
+            if self.left
+            else []
+        )
+        if self.dry_run:
+            found = [f"would commit {files} experiment file(s) to {self.branch}"]
+            found += [f"  {path}" for path in self.committed[:_SHOWN_PATHS]]
+            if files > _SHOWN_PATHS:
+                found.append(f"  ... and {files - _SHOWN_PATHS} more")
+            found.append(f"then fetch {where}, merge it in if both moved, and push")
+            return found + left
+        if self.up_to_date:
+            return [f"up to date with {where}: nothing to commit or push", *left]
+        found = left
+        if self.commit:
+            found.append(f"committed {files} experiment file(s) as {self.commit[:12]}")
+        if self.merged:
+            found.append(f"merged the experiments of {where}")
+        if self.pushed:
+            retried = (
+                f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
+            )
+            found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
+        return found
+
+
+def sync(
+    store: Store,
+    *,
+    branch: str | None = None,
+    remote: str = "origin",
+    message: str | None = None,
+    dry_run: bool = False,
+    attempts: int = DEFAULT_ATTEMPTS,
+    backoff: float = DEFAULT_BACKOFF,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SyncResult:
+    """Publish ``store``'s experiments to ``remote`` (see the module's description).
+
+    ``branch`` (default: the checked-out one) is where they go; ``message`` the commit
+    message; ``dry_run`` says what would be committed and changes nothing; ``attempts``
+    bounds the pushes tried. Raises :class:`~kexp.core.errors.SyncConflictError` naming the
+    files on a real conflict (nothing changed: the local commit is kept, the remote
+    untouched), :class:`~kexp.core.errors.GitError` for refused names and failures, and for a
+    push the remote refuses (in its words). Another sync of the same store is waited
+    for (:data:`SYNC_WAIT_S`).
+    """
+    # lazy: not every command that imports this module needs kexp.storage.locking
+    from kexp.storage.locking import exclusive_lock
+
+    lock = store.cache_dir / "locks" / "sync.lock"
+    try:
+        with exclusive_lock(lock, SYNC_WAIT_S):
+            return _sync(store, branch, remote, message, dry_run, attempts, backoff, sleep)
+    except LockTimeoutError:
+        raise LockTimeoutError(
+            f"another kexp sync of this store has been running for over {SYNC_WAIT_S:.0f} s "
+            f"(a live process: it holds {lock}): let it finish, then run kexp sync again"
+        ) from None
+
+
+def _sync(
+    store: Store,
+    branch: str | None,
+    remote: str,
+    message: str | None,
+    dry_run: bool,
+    attempts: int,
+    backoff: float,
+    sleep: Callable[[float], None],
+) -> SyncResult:
+    """:func:`sync`, holding the store's sync lock."""
+    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.snapshot
+    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import git as kgit
+    from kexp.storage.snapshot import StoreLocation
+
+    if branch is not None:
+        gitcommits.check_branch_name(branch)
+    if not isinstance(remote, str) or not kgit.is_ref_name(remote):
+        raise GitError(
+            f"{remote!r} is not a remote name kexp accepts: give the name of a configured "
+            "remote (git remote lists them)"
+        )
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise KexpError(f"attempts must be a positive whole number, not {attempts!r}")
+    location = StoreLocation.of(store.root)
+    repo, folder = location.repo, location.folder
+    if remote not in gitcommits.remote_names(repo):
+        raise GitError(
+            f"{location.toplevel} has no remote {remote!r}: add it (git remote add "
+            f"{remote} URL) or give the remote to publish to (--remote NAME)"
+        )
+    checked_out = gitcommits.current_branch(repo)
+    target = branch or checked_out
+    if target is None:
+        raise GitError(
+            "HEAD is detached (no branch checked out): check out a branch, or give the "
+            "branch to publish to (--branch kexp/<name>)"
+        )
+    gitcommits.check_branch_name(target)
+    in_checkout = target == checked_out
+    local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
+
+    def publishable(path: str) -> bool:
+        return _publishable(path, location)
+
+    left = tuple(
+        sorted(
+            p
+            for p in gitcommits.changed_paths(repo, folder)
+            if _inside(p, folder) and not publishable(p) and not _hidden(p, folder)
+        )
+    )
+
+    commit: str | None = None
+    if in_checkout:
+        others = [p for p in gitcommits.staged_paths(repo) if not _inside(p, folder)]
+        if others:
+            raise KexpError(
+                f"the index holds staged changes outside {folder}/ ({_listing(others)}): "
+                "kexp sync commits only experiment files; commit those changes first, or "
+                "unstage them (git restore --staged PATH)"
+            )
+        paths = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        if paths and not dry_run:
+            commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
+            local = commit
+    else:
+        base = local
+        if base is None and not dry_run:
+            base = gitcommits.fetch_branch(repo, remote, target)
+        if base is None:
+            base = gitcommits.ref_commit(repo, f"refs/heads/{checked_out}") if checked_out else None
+        made, paths = gitcommits.commit_files_onto(
+            repo,
+            base,
+            folder,
+            (lambda _: message) if message else _message,
+            keep=publishable,
+            moved=_moved_away,
+            write=not dry_run,
+        )
+        if made is not None:
+            if not gitcommits.update_branch(repo, target, made, local):
+                raise GitError(
+                    f"branch {target} moved while kexp sync was committing to it: run kexp "
+                    "sync again"
+                )
+            commit = local = made
+        elif local is None and base is not None and not dry_run:
+            gitcommits.update_branch(repo, target, base, None)
+            local = base
+    if dry_run:
+        return SyncResult(
+            remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left
+        )  # fmt: skip
+
+    merged = pushed = False
+    tried = rejected = commits_pushed = locked = 0
+    for attempt in range(attempts):
+        remote_tip = gitcommits.fetch_branch(repo, remote, target)
+        if local is None:  # nothing here, nothing to publish: take what the remote has
+            if remote_tip is not None and in_checkout:
+                gitcommits.fast_forward_checkout(repo, remote_tip)
+                local, merged = remote_tip, True
+            break
+        if (
+            remote_tip is not None
+            and remote_tip != local
+            and not kgit.is_ancestor(repo, remote_tip, local)
+        ):
+            new = remote_tip
+            if not kgit.is_ancestor(repo, local, remote_tip):
+                new = _merge(gitcommits, location, local, remote_tip, remote, target)
+            if in_checkout:
+                gitcommits.fast_forward_checkout(repo, new)
+            elif not gitcommits.update_branch(repo, target, new, local):
+                raise GitError(
+                    f"branch {target} moved while kexp sync was merging into it: run "
+                    "kexp sync again"
+                )
+            local, merged = new, True
+        if remote_tip == local:
+            break  # the remote has everything
+        ahead = gitcommits.count_commits(repo, local, remote_tip)
+        tried += 1
+        try:
+            outcome = gitcommits.push_branch(repo, remote, local, target)
+        except GitError as exc:
+            raise GitError(
+                f"{exc}: nothing was pushed (the commit {local[:12]} is kept on {target}); "
+                "settle it with whoever runs the remote, then run kexp sync again"
+            ) from None
+        if outcome.pushed:
+            pushed, commits_pushed = True, ahead
+            break
+        rejected += 1
+        locked = locked + 1 if outcome.lock else 0
+        if locked >= LOCKED_ATTEMPTS:
+            raise GitError(
+                f"{remote} could not lock the branch {target} for the push, {locked} times: "
+                f"{outcome.lock} exists on the remote (a push in progress holds it for a "
+                "moment; one that stays was left by a git process killed there, and whoever "
+                f"runs the remote must delete it); the commit {local[:12]} is kept on "
+                f"{target}: run kexp sync again later"
+            )
+        if attempt + 1 < attempts:
+            sleep(min(_MAX_PAUSE, backoff * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
+    else:
+        raise GitError(
+            f"the push to {remote}/{target} was rejected {rejected} time(s) (other clones "
+            f"kept pushing first): run kexp sync again; the commit {str(local)[:12]} is "
+            "kept on the branch"
+        )
+    return SyncResult(
+        remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
+        tried, rejected, left,
+    )  # fmt: skip
+
+
+def _merge(
+    gitcommits: Any, location: StoreLocation, local: str, remote_tip: str, remote: str, target: str
+) -> str:
+    """The merge commit of the local branch and the remote's (a conflict explained: the
+    same experiment corrected on both sides, or in git's words when it is another clash,
+    such as a file where the other side has a folder)."""
+    try:
+        message = f"kexp sync: merge {remote}/{target}"
+        return str(gitcommits.merge_commits(location.repo, local, remote_tip, message))
+    except SyncConflictError as exc:
+        corrected = all(location.is_experiment(p) for p in exc.paths) and all(
+            line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts
+        )
+        what = (
+            f"{_listing(exc.paths)} changed both here and on {remote}/{target} (the same "
+            "experiment corrected on both sides)"
+            if corrected
+            else f"merging {remote}/{target} clashes here, git says: "
+            + " ".join(exc.conflicts or [f"{_listing(exc.paths)} changed on both sides"])
+        )
+        raise SyncConflictError(
+            f"kexp sync stopped: {what}; nothing was changed (the local commit "
+            f"{local[:12]} is kept, the remote is untouched): merge by hand (git merge "
+            f"{remote}/{target}), keep the right version, commit, and run kexp sync again",
+            exc.paths,
+            exc.conflicts,
+        ) from None
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path.startswith(folder + "/")
+
+
+def _publishable(path: str, location: StoreLocation) -> bool:
+    """An experiment file of the store (:func:`kexp.format.validate.id_from_name`'s rule, not
+    hidden) or its README: what a sync commits."""
+    return location.is_experiment(path) or path == f"{location.folder}/{README_NAME}"
+
+
+def _hidden(path: str, folder: str) -> bool:
+    """Whether a file under ``folder`` is hidden (writers' temporary files are)."""
+    return any(part.startswith(".") for part in path[len(folder) + 1 :].split("/"))
+
+
+def _moved_away(present: list[str], gone: list[str]) -> list[str]:
+    """The files of ``gone`` (deleted here) whose experiment is at one of the
+    ``present`` paths: moved (``kexp migrate-layout``), so their old path goes too,
+    else the branch would hold each of them twice."""
+    from kexp.format.rules import id_from_name
+
+    here = {id_from_name(path) for path in present} - {None}
+    return [path for path in gone if id_from_name(path) in here]
+
+
+def _listing(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_SHOWN_PATHS])
+    more = len(paths) - _SHOWN_PATHS
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _message(paths: list[str]) -> str:
+    names = [path.rsplit("/", 1)[-1] for path in paths]
+    return f"kexp sync: {len(paths)} experiment file(s)\n\n" + "\n".join(names) + "\n"
