@@ -493,3 +493,37 @@ def test_sync_to_another_branch_publishes_the_moves_whole(tmp_path: Path) -> Non
 def kexp_sync(root: Path) -> None:
     result = CliRunner().invoke(main, ["--root", str(root), "sync"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_refs_in_the_month_layout_and_a_migrated_tree_read_as_one_store(
+    repo: Path, store: Store, committed: bool
+) -> None:
+    """A branch still in the month layout (an agent that never migrated) and a migrated
+    working tree (the moves committed, or only staged), read across refs (issue 24's one
+    read path): each experiment once, matched by id whatever its path; a move is no
+    change (the same content in both is one version), so the branch's correction is the
+    newest version (it was taken for a divergence, and lost to the moved file)."""
+    made = old_store(repo)
+    # The agent corrects one experiment on its branch, in the month layout.
+    git(repo, "checkout", "-q", "-b", "agent")
+    Store(repo).update_experiment(made[2].id, score=3.0)
+    git(repo, "commit", "-q", "-am", "a correction in the month layout")
+    git(repo, "checkout", "-q", "-")
+    migrate_layout(store)
+    if committed:
+        git(repo, "commit", "-q", "-m", "kexp migrate-layout")
+    assert all(is_fanned_out(path) for path in files_on_disk(repo))
+    listing = git(repo, "ls-tree", "-r", "--name-only", "agent", "--", "experiments")
+    on_branch = [p.removeprefix("experiments/") for p in listing.splitlines()]
+    assert not any(is_fanned_out(p) for p in on_branch if p != "README.md")
+
+    across = Store(repo, refs=["agent"])
+    listed = across.list_experiments()
+    assert sorted(e.id for e in listed) == sorted(e.id for e in made)
+    assert across.top_experiments(1)[0].id == made[2].id
+    assert across.get_experiment(made[2].id).score == 3.0
+    for exp in listed:  # the same content at another path is no other version
+        assert exp.where is not None
+        assert exp.where.other_versions == (() if exp.id != made[2].id else ("local",))
+    assert Store(repo).get_experiment(made[2].id).score == made[2].score

@@ -62,3 +62,17 @@ def moved_parts(parts: tuple[str, ...] | list[str], exp_id: str) -> tuple[str, .
     if not is_month_folder(folders):
         return None
     return (*folders, fanout(exp_id), name)
+
+
+def layout_twins(path: str) -> tuple[str, ...]:
+    """``path`` (``/``-separated, ending in an experiment file's name, under any prefix)
+    and the path of the same file in the other layout, when it is in one: its fan-out
+    folder for a month-layout path, its month folder for a fan-out one (where
+    :mod:`kexp.migration` moves it from or to)."""
+    *folders, name = path.split("/")
+    exp_id = name[:16]
+    if len(folders) >= 2 and is_month_folder(folders[-2:]):
+        return path, "/".join([*folders, fanout(exp_id), name])
+    if len(folders) >= 3 and folders[-1] == fanout(exp_id) and is_month_folder(folders[-3:-1]):
+        return path, "/".join([*folders[:-1], name])
+    return (path,)

@@ -43,6 +43,7 @@ from kexp.format.validate import (
 )
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
+from kexp.storage.layout import layout_twins
 from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
 from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree
 
@@ -595,15 +596,18 @@ class _Newest:
         names = self._source.places
         chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
         for exp_id, files in versions.items():
-            # Each place's state of this experiment: the (path, key) of its files.
-            states: dict[tuple[tuple[str, bytes], ...], list[int]] = {}
+            # Each place's state of this experiment: the (path, key) of its files. Places
+            # holding the same contents hold one state, wherever their paths (a branch
+            # in the month layout, a migrated one: kexp.layout), shown at the first's.
             held: dict[int, list[tuple[str, bytes]]] = {}
             for path, key, places in files:
                 for place in places:
                     held.setdefault(place, []).append((path, key))
+            states: dict[tuple[bytes, ...], tuple[tuple[tuple[str, bytes], ...], list[int]]] = {}
             for place in sorted(held):
-                states.setdefault(tuple(sorted(held[place])), []).append(place)
-            ordered = list(states.items())
+                state = tuple(sorted(held[place]))
+                states.setdefault(_contents(state), (state, []))[1].append(place)
+            ordered = list(states.values())
             best, diverged = ordered[0], False
             for other in ordered[1:]:
                 newer, by_date = self._newer(exp_id, other, best)
@@ -611,9 +615,7 @@ class _Newest:
                     best, diverged = other, by_date
                 else:
                     diverged = diverged or by_date
-            others = tuple(
-                names[p] for state, places in ordered if state != best[0] for p in places
-            )
+            others = tuple(names[p] for entry in ordered if entry is not best for p in entry[1])
             chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
         return chosen
 
@@ -641,9 +643,9 @@ class _Newest:
             base = self._git.merge_base(a, b)
             if base is not None:
                 at_base = self._state_at(base, first[0], second[0])
-                if at_base == second[0]:
+                if at_base == _contents(second[0]):
                     return True, False
-                if at_base == first[0]:
+                if at_base == _contents(first[0]):
                     return False, False
         return self._date(first[1]) > self._date(second[1]), True
 
@@ -656,7 +658,7 @@ class _Newest:
         head = self._commits[0]
         if head is None:
             return True
-        return self._state_at(head, state, ()) != state
+        return self._state_at(head, state, ()) != _contents(state)
 
     def _commit(self, places: list[int]) -> str | None:
         """The commit of a state: HEAD's for the working tree, else the first ref's."""
@@ -670,15 +672,22 @@ class _Newest:
         commit: str,
         first: tuple[tuple[str, bytes], ...],
         second: tuple[tuple[str, bytes], ...],
-    ) -> tuple[tuple[str, bytes], ...]:
-        """The (path, key) a commit holds at the paths of either state."""
-        paths = sorted({path for path, _ in (*first, *second)})
+    ) -> tuple[bytes, ...]:
+        """The contents (keys, sorted) a commit holds at the paths of either state, or
+        at those paths in the other layout (a file kexp migrate-layout moved is the
+        same file)."""
+        paths = sorted({twin for path, _ in (*first, *second) for twin in layout_twins(path)})
         found = []
         for path in paths:
             key = self._git.blob_at(commit, self._source.folder, path)
             if key is not None:
-                found.append((path, key))
-        return tuple(found)
+                found.append(key)
+        return tuple(sorted(found))
+
+
+def _contents(state: tuple[tuple[str, bytes], ...]) -> tuple[bytes, ...]:
+    """What a state holds, whatever its paths: its files' content keys, sorted."""
+    return tuple(sorted(key for _, key in state))
 
 
 def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
