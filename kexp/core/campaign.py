@@ -482,12 +482,22 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
     return derivation
 
 
+def depends_on(record: Any) -> list[str]:
+    """The ids whose values what is derived of ``record`` needs: its parent's, when its
+    score builds on its parent's code (or it is a control with a parent), and those it
+    combines. :func:`derive` over ``record`` and these, each with what it depends on in
+    turn, gives what it gives over the whole store for ``record``."""
+    needed = [record.pid] if _needs_parent(record) else []
+    needed += [c for c in getattr(record, "combines", None) or () if c]
+    return needed
+
+
 def stands_alone(record: Any) -> bool:
     """Whether what is derived of ``record`` depends on no other experiment: it builds
     on no parent's code (a root, a reference measurement, buggy or pending) and combines
     none. :func:`derive` over ``[record]`` alone then gives what it gives over the whole
     store (an id several files hold aside: the first file's front-matter counts)."""
-    return not _needs_parent(record) and not any(getattr(record, "combines", None) or ())
+    return not depends_on(record)
 
 
 def derive_alone(record: Any, settings: Settings = DEFAULT_SETTINGS) -> Derived:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.campaign import Derivation, derive, stands_alone
+from kexp.core.campaign import Derivation, depends_on, derive, stands_alone
 from kexp.core.errors import (
     AmbiguousIdError,
     CacheFolderError,
@@ -77,6 +77,11 @@ if TYPE_CHECKING:
     from kexp.storage.history import Changes, HistoryEntry
 
 _S = TypeVar("_S", bound="StoreReader")
+
+
+#: How many files :meth:`StoreReader.get_experiment` reads one by one for an
+#: experiment's lineage before it asks the whole store instead.
+LINEAGE_FILES = 64
 
 
 class _Selected(NamedTuple):
@@ -608,10 +613,45 @@ class StoreReader:
         exp = attach(checked.experiment(), self.settings)
         if stands_alone(exp):  # what is derived of it depends on no other experiment
             return attach(exp, derived=derive([exp], self.settings).of(exp))
+        lineage = self._lineage(exp)
+        if lineage is not None:
+            return attach(exp, derived=derive(lineage, self.settings).of(exp))
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
             derivation = self.derivation()
         return attach(exp, derived=derivation.of(exp))
+
+    def _lineage(self, exp: KernelExperiment) -> list[KernelExperiment] | None:
+        """``exp`` and every experiment what is derived of it depends on (its ancestors
+        back to a reference measurement, and what they combine), each read from its file
+        as :meth:`get_experiment` reads one: what :func:`derive` needs to give ``exp`` the
+        values the whole store's derivation gives it (tests/test_campaign.py holds the
+        two equal). None past :data:`LINEAGE_FILES` files or at an id several files hold:
+        then the whole store's derivation answers."""
+        records = [exp]
+        seen = {exp.id}
+        wanted = depends_on(exp)
+        while wanted:
+            exp_id = wanted.pop()
+            if exp_id in seen:
+                continue
+            seen.add(exp_id)
+            if not ids.is_valid_id(exp_id):
+                continue  # no file holds it: "not in the store"
+            if len(records) >= LINEAGE_FILES:
+                return None
+            paths = self.id_index(exp_id).get(exp_id, [])
+            if len(paths) > 1:
+                return None
+            if not paths:
+                continue
+            checked = self.check_file(paths[0])
+            if not checked.ok:
+                continue  # an invalid file is no experiment of the store
+            record = checked.experiment()
+            records.append(record)
+            wanted.extend(depends_on(record))
+        return records
 
     # --- git: the store at a revision, across refs, history, changes -------------------
 
