@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import re
 import secrets
 import shutil
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import KexpError
 from kexp.output.export import RECORD_FIELDS, to_record
+from kexp.storage.atomic import replace_folder
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -184,18 +184,7 @@ def _replace(staging: Path, target: Path) -> None:
     """Put the finished export in place of ``target`` (checked again: it may have
     changed meanwhile); the earlier export goes only once the new one is in place."""
     _check_output(target)
-    old: Path | None = None
-    if target.exists():
-        old = target.parent / f".{target.name}.kexp-old-{secrets.token_hex(4)}"
-        os.rename(target, old)
-    try:
-        os.rename(staging, target)
-    except OSError:
-        if old is not None:
-            os.rename(old, target)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    replace_folder(staging, target)
 
 
 # --- the tables ---------------------------------------------------------------------
