@@ -45,7 +45,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp.core.version import __version__
 from kexp.format.schema import schema_path
@@ -713,6 +713,26 @@ class Cache:
         return [
             key for (key,) in self._rows("SELECT key FROM docs WHERE code_key = ?", (code_key,))
         ]
+
+
+_T = TypeVar("_T")
+
+
+def rebuilt_on_doubt(cache: Cache, work: Callable[[Cache], _T]) -> tuple[Cache, _T]:
+    """``work(cache)``; when it finds the cache damaged, again after
+    :meth:`Cache.rebuild`, and then once more on a cache in memory: a cache in doubt is
+    rebuilt, never trusted and never fatal. Returns the cache the work was done on (the
+    caller closes it) and what the work returned."""
+    try:
+        return cache, work(cache)
+    except DamagedCacheError:
+        cache.rebuild()
+    try:
+        return cache, work(cache)
+    except DamagedCacheError:
+        cache.close()
+    memory = Cache(None, cache.settings)
+    return memory, work(memory)
 
 
 class _CannotWrite(Exception):

@@ -233,22 +233,15 @@ class StoreReader:
         :meth:`kexp.storage.sources.FileSource.read`): the rows of the valid ones, in path
         order; invalid files are warned about (``strict``: raised). The one read every
         query starts from."""
-        from kexp.storage.cache import Cache, DamagedCacheError
+        from kexp.storage.cache import rebuilt_on_doubt
 
         cache = self.open_cache()
         collecting = gc.isenabled()
         gc.disable()  # a read makes a few objects a file and frees none
         try:
-            for attempt in range(3):
-                try:
-                    found = self.source.read(cache, self.settings)
-                    break
-                except DamagedCacheError:
-                    if attempt == 0:
-                        cache.rebuild()  # on any doubt: made again from the files
-                    else:
-                        cache.close()
-                        cache = Cache(None, self.settings)
+            cache, found = rebuilt_on_doubt(
+                cache, lambda cache: self.source.read(cache, self.settings)
+            )
         finally:
             cache.close()
             if collecting:
@@ -528,15 +521,8 @@ class StoreReader:
         seen = {row.id for row in found.rows} | {
             exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
         }
-        candidates = sorted(i for i in seen if i.startswith(prefix))
-        if not candidates:
-            raise ExperimentNotFoundError(
-                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
-                f"{', '.join(self.source.places)} (kexp list --all-refs shows the ids)"
-            )
-        if len(candidates) > 1:
-            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
-        return candidates[0]
+        where = ", ".join(self.source.places)
+        return _the_one(prefix, seen, f"{where} (kexp list --all-refs shows the ids)")
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
@@ -558,22 +544,15 @@ class StoreReader:
         revision) whose id starts with ``id_or_prefix``."""
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
-        candidates = sorted(exp_id for exp_id in index if exp_id.startswith(prefix))
-        if not candidates:
-            raise ExperimentNotFoundError(
-                f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in "
-                f"{self.experiments_dir} (kexp list shows the ids)"
-            )
-        if len(candidates) > 1:
-            raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
-        paths = index[candidates[0]]
+        exp_id = _the_one(prefix, index, f"{self.experiments_dir} (kexp list shows the ids)")
+        paths = index[exp_id]
         if len(paths) > 1:
             listing = ", ".join(str(p) for p in paths)
             raise KexpError(
-                f"id {candidates[0]} is used by more than one file ({listing}); "
+                f"id {exp_id} is used by more than one file ({listing}); "
                 "run 'kexp validate' and give one of them a new id"
             )
-        return candidates[0], paths[0]
+        return exp_id, paths[0]
 
     def path_of(self, exp_id: str) -> Path:
         """The file of the experiment with this id (or unique prefix)."""
@@ -870,3 +849,16 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
+
+
+def _the_one(prefix: str, known: Iterable[str], where: str) -> str:
+    """The one id of ``known`` starting with ``prefix``: :class:`ExperimentNotFoundError`
+    (saying ``where`` it looked) when none does, :class:`AmbiguousIdError` when several."""
+    candidates = sorted(exp_id for exp_id in known if exp_id.startswith(prefix))
+    if not candidates:
+        raise ExperimentNotFoundError(
+            f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in {where}"
+        )
+    if len(candidates) > 1:
+        raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
+    return candidates[0]

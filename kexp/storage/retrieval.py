@@ -372,42 +372,37 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
     (:mod:`kexp.storage.cache`); one found damaged by a question raises
     :class:`~kexp.storage.cache.DamagedCacheError` (see :func:`asked`)."""
     from kexp.core.campaign import derive
-    from kexp.storage.cache import Cache, DamagedCacheError
+    from kexp.storage.cache import rebuilt_on_doubt
 
     found = store.found()
     alone = found.rows is found.local  # the working tree alone
     rows = found.rows
     derivation = derive(rows, store.settings)
     by_key = _ByKey(rows)
+
+    def in_step(cache: Cache) -> tuple[_Texts, dict[bytes, int]]:
+        """Docs for every row, the FTS table in step; (their texts, what this query
+        changes in the FTS table for its own rows)."""
+        if found.listing is not None:
+            made = _document(cache, store, found.listing, found.local, texts=texts)
+            if not alone:
+                local = {row.key for row in found.local}
+                elsewhere = [row for row in rows if row.key not in local]
+                made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
+        else:
+            made = _add_docs(cache, store, rows, texts=texts)[1]
+        texts_of = _Texts(store, cache, by_key if alone else _ByKey([*found.local, *rows]), made)
+        if not texts:
+            return texts_of, {}
+        if found.listing is not None:
+            _index_working_tree(cache, found.listing, texts_of)
+        else:
+            _index_working_tree(cache, None, texts_of, found.local)
+        return texts_of, {} if alone else _changes(found.local, rows)
+
     cache = store.open_cache()
     try:
-        changes: dict[bytes, int] = {}
-        for attempt in range(3):
-            try:
-                if found.listing is not None:
-                    made = _document(cache, store, found.listing, found.local, texts=texts)
-                    if not alone:
-                        local = {row.key for row in found.local}
-                        elsewhere = [row for row in rows if row.key not in local]
-                        made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
-                else:
-                    made = _add_docs(cache, store, rows, texts=texts)[1]
-                texts_of = _Texts(
-                    store, cache, by_key if alone else _ByKey([*found.local, *rows]), made
-                )
-                if texts:
-                    if found.listing is not None:
-                        _index_working_tree(cache, found.listing, texts_of)
-                    else:
-                        _index_working_tree(cache, None, texts_of, found.local)
-                    changes = {} if alone else _changes(found.local, rows)
-                break
-            except DamagedCacheError:
-                if attempt == 0:
-                    cache.rebuild()
-                else:
-                    cache.close()
-                    cache = Cache(None, store.settings)
+        cache, (texts_of, changes) = rebuilt_on_doubt(cache, in_step)
         if not changes:
             yield Search(cache, rows, derivation, store, by_key)
             return
@@ -449,24 +444,17 @@ class _Light(Index):
 @contextlib.contextmanager
 def light_search(store: StoreView) -> Iterator[Index]:
     """The index in step with a light refresh of the working tree (see :class:`_Light`)."""
-    from kexp.storage.cache import Cache, DamagedCacheError
+    from kexp.storage.cache import rebuilt_on_doubt
     from kexp.storage.listing import refresh
+
+    def in_step(cache: Cache) -> Listing:
+        listing = refresh(cache, store.experiments_dir, store.settings, light=True, rows=False)
+        _document(cache, store, listing, None, texts=False)
+        return listing
 
     cache = store.open_cache()
     try:
-        for attempt in range(3):
-            try:
-                listing = refresh(
-                    cache, store.experiments_dir, store.settings, light=True, rows=False
-                )
-                _document(cache, store, listing, None, texts=False)
-                break
-            except DamagedCacheError:
-                if attempt == 0:
-                    cache.rebuild()
-                else:
-                    cache.close()
-                    cache = Cache(None, store.settings)
+        cache, listing = rebuilt_on_doubt(cache, in_step)
         yield _Light(cache, listing, store)
     finally:
         cache.close()

@@ -55,6 +55,8 @@ from kexp.storage.sources import EXPERIMENTS_DIR
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from kexp.storage.rows import Row
+
 from kexp.storage.reader import StoreReader
 
 _READ_ONLY_FIELDS = frozenset({"id"})
@@ -385,17 +387,16 @@ class Store(StoreReader):
                 [row.id for row in rows if row.pid == full_id],
                 [row.id for row in rows if full_id in row.combines],
             )
-        from kexp.storage.cache import Cache, DamagedCacheError
+        from kexp.storage.cache import Cache, rebuilt_on_doubt
         from kexp.storage.listing import refresh
+
+        def naming(cache: Cache) -> list[Row]:
+            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
+            return listing.rows_naming(full_id)
 
         cache = self.open_cache()
         try:
-            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
-            rows = listing.rows_naming(full_id)
-        except DamagedCacheError:
-            cache.rebuild()
-            memory = Cache(None, self.settings)
-            rows = refresh(memory, self.experiments_dir, self.settings).rows()[0]
+            cache, rows = rebuilt_on_doubt(cache, naming)
         finally:
             cache.close()
         return (
