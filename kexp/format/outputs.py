@@ -114,3 +114,8 @@ for _format in (
 def format_names() -> list[str]:
     """The names ``--format`` accepts."""
     return list(FORMATS)
+
+
+def record_format_names() -> list[str]:
+    """The formats that print records (what ``kexp export`` writes, besides its own)."""
+    return [name for name, output_format in FORMATS.items() if output_format.records]

@@ -28,7 +28,7 @@ from kexp.core.fields import (
 )
 from kexp.core.model import KernelExperiment
 from kexp.format.outputs import FORMATS as OUTPUT_FORMATS
-from kexp.format.outputs import write_csv
+from kexp.format.outputs import record_format_names, write_csv
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -76,8 +76,9 @@ _DROPPED_WHEN_EMPTY = frozenset(
     {*OPTIONAL_FIELDS, *BODY_FIELDS, *KEPT_CONTENT, "suspect"}
     | {"key_insight", "cumulative_ci", "cumulative_reason"}
 )
-#: Output formats of :func:`write_records`.
-FORMATS = ("json", "jsonl", "csv")
+#: Output formats of :func:`write_records`: the registry's record formats
+#: (:mod:`kexp.format.outputs`).
+FORMATS = tuple(record_format_names())
 _NUMERIC = NUMBER_FIELDS
 #: Derived numbers that may be missing (sorted after every number).
 _MAYBE_NUMERIC = frozenset({"cumulative_score"})

@@ -36,6 +36,7 @@ from kexp.cli.commands.common import (
     truncate,
     where_found,
 )
+from kexp.format.outputs import record_format_names
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -612,7 +613,7 @@ def _change_text(old: Any, new: Any) -> str:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["json", "jsonl", "csv", "legacy", "parquet"]),
+    type=click.Choice([*record_format_names(), "legacy", "parquet"]),
     default="json",
     show_default=True,
     help="Output format; legacy: the predecessor's kernel_experiments_db.json; parquet: a "
