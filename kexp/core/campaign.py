@@ -46,6 +46,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from kexp.core.collector import collector_paused
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 #: Statuses of an experiment not measured yet (its outcome is ``pending``).
@@ -348,6 +349,7 @@ def _derived(
     )
 
 
+@collector_paused()  # two tuples a record, none in a cycle
 def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Derivation:
     """Every derived value of every record (see the module documentation), computed
     over ``records``: the store's current records (every one: a record's values depend

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kexp.core.collector import collector_paused
 from kexp.core.model import KernelExperiment
 from kexp.core.problems import Problem, display_path, has_errors
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -619,6 +620,7 @@ class Finding:
         return _error(path, line, column, self.code, self.field, self.message, self.hint)
 
 
+@collector_paused()  # a few entries a file, none in a cycle
 def store_findings(
     items: Sequence[FileLinks],
     known_ids: Mapping[str, Sequence[Path | str]] | None = None,

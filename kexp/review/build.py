@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
 from kexp.core.campaign import derive, measured_against_parent
+from kexp.core.collector import collector_paused
 from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.core.noise import ratio_interval
 from kexp.core.problems import Problem, sort_problems
@@ -250,14 +251,17 @@ class _Side:
     def children(self, exp_id: str) -> list[int]:
         """The numbers of the experiments whose ``pid`` is ``exp_id``, oldest first."""
         if self._children is None:
-            facts = self.facts
-            self._children = {}
-            for number in sorted(
-                range(len(facts)), key=lambda n: (facts[n].created_at, facts[n].id)
-            ):
-                if facts[number].pid:
-                    self._children.setdefault(facts[number].pid, []).append(number)
+            self._children = self._children_index()
         return self._children.get(exp_id, [])
+
+    @collector_paused()  # a sort key a fact, none in a cycle
+    def _children_index(self) -> dict[str, list[int]]:
+        facts = self.facts
+        index: dict[str, list[int]] = {}
+        for number in sorted(range(len(facts)), key=lambda n: (facts[n].created_at, facts[n].id)):
+            if facts[number].pid:
+                index.setdefault(facts[number].pid, []).append(number)
+        return index
 
     def scored_on(self, operator: str) -> list[tuple[Any, int]]:
         """(cumulative score, number) of the ranked experiments on ``operator`` (exact
@@ -284,6 +288,7 @@ def _ids(combines: Iterable[str | None]) -> list[str]:
     return [c for c in combines if c is not None]
 
 
+@collector_paused()  # the facts of every experiment, none in a cycle
 def _sides(scan: HeadScan, changes: Changes) -> tuple[_Side, _Side]:
     """The experiments at the head and at the merge base of a change: the head's, and
     the head's less what the change added or corrected, plus what it removed or

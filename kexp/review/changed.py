@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kexp.core.collector import collector_paused
 from kexp.core.errors import GitError, StoreNotFoundError
 from kexp.core.fields import FIELD
 from kexp.core.problems import Problem, sort_problems
@@ -401,18 +402,19 @@ def _scan_cached(
     make_link, make_facts = FileLinks._make, Facts._make
     links: list[FileLinks] = []
     valid: list[Facts] = []
-    for relative, values in files:
-        path = base + relative
-        if values is None:
-            exp_id, pid, combines, lines, known = records[path]
-            links.append(FileLinks(path, exp_id, pid, combines, None, lines))
-            if known is not None:
-                valid.append(Facts(path, exp_id or "", pid or "", combines, *known))
-            continue
-        exp_id, pid, combines = ids(values)
-        links.append(make_link((path, exp_id, pid or None, combines, None, None)))
-        if facts:
-            valid.append(make_facts((path, exp_id, pid, combines, *_slim(known_facts(values)))))
+    with collector_paused():  # a few objects a file, none in a cycle
+        for relative, values in files:
+            path = base + relative
+            if values is None:
+                exp_id, pid, combines, lines, known = records[path]
+                links.append(FileLinks(path, exp_id, pid, combines, None, lines))
+                if known is not None:
+                    valid.append(Facts(path, exp_id or "", pid or "", combines, *known))
+                continue
+            exp_id, pid, combines = ids(values)
+            links.append(make_link((path, exp_id, pid or None, combines, None, None)))
+            if facts:
+                valid.append(make_facts((path, exp_id, pid, combines, *_slim(known_facts(values)))))
     return links, valid
 
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kexp.core.collector import collector_paused
 from kexp.format.fileformat import FileFormatError
 from kexp.format.validate import EXPERIMENT_NAME, read_file_and_stat, read_or_problem
 from kexp.storage.cache import RACY_NS, Cache, DamagedCacheError
@@ -359,6 +360,7 @@ class Listing:
         rows.sort(key=lambda row: path_order(row.path))
         return rows
 
+    @collector_paused()  # a tuple a file, none in a cycle
     def records(self) -> list[tuple[str, tuple[Any, ...] | None]]:
         """(path, front-matter values or None for an invalid file) of every experiment
         file, in path order."""
@@ -400,13 +402,8 @@ def refresh(
     ``rows``: the rows will be asked for (:meth:`Listing.rows`): those of the cached
     folders are made while a forked child stats files.
     """
-    collecting = gc.isenabled()
-    gc.disable()  # walking makes a few objects a file and frees none
-    try:
+    with collector_paused():  # walking makes a few objects a file and frees none
         return _refresh(cache, experiments_dir, settings, light, rows)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 #: What scanning one folder finds: (folder, exists, names and signatures when they

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import itertools
 import os
 import warnings
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
 from kexp.core.campaign import Derivation, depends_on, derive, stands_alone
+from kexp.core.collector import collector_paused
 from kexp.core.errors import (
     AmbiguousIdError,
     CacheFolderError,
@@ -236,16 +236,13 @@ class StoreReader:
         from kexp.storage.cache import rebuilt_on_doubt
 
         cache = self.open_cache()
-        collecting = gc.isenabled()
-        gc.disable()  # a read makes a few objects a file and frees none
         try:
-            cache, found = rebuilt_on_doubt(
-                cache, lambda cache: self.source.read(cache, self.settings)
-            )
+            with collector_paused():  # a read makes a few objects a file and frees none
+                cache, found = rebuilt_on_doubt(
+                    cache, lambda cache: self.source.read(cache, self.settings)
+                )
         finally:
             cache.close()
-            if collecting:
-                gc.enable()
         for path, error in found.invalid:
             self._skip(path, error, strict)
         return found
@@ -287,10 +284,11 @@ class StoreReader:
         text = filters.pop("text", None)
         found = self.found(strict=strict)
         wanted = build_filters(**self._resolve_filter_ids(filters, found))
-        derivation = derive(found.rows, self.settings)
-        rows = select(found.rows, wanted, self.settings, derivation=derivation,
-                      skip_buggy=skip_buggy, skip_pending=skip_pending,
-                      skip_controls=skip_controls)  # fmt: skip
+        with collector_paused():  # many objects made, none in a cycle
+            derivation = derive(found.rows, self.settings)
+            rows = select(found.rows, wanted, self.settings, derivation=derivation,
+                          skip_buggy=skip_buggy, skip_pending=skip_pending,
+                          skip_controls=skip_controls)  # fmt: skip
         if reachable_from is not None:
             from kexp.gitops.provenance import reachable
 

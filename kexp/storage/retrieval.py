@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import hashlib
 import math
 import os
@@ -50,6 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.format.fileformat import key_insight
 from kexp.storage.dedupe import (
@@ -371,6 +371,11 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
     exactly them. A cache found damaged while it is brought in step is rebuilt
     (:mod:`kexp.storage.cache`); one found damaged by a question raises
     :class:`~kexp.storage.cache.DamagedCacheError` (see :func:`asked`)."""
+    with collector_paused():  # many objects made, none in a cycle: the question's too
+        yield from _searching(store, texts)
+
+
+def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
     from kexp.core.campaign import derive
     from kexp.storage.cache import rebuilt_on_doubt
 
@@ -544,13 +549,8 @@ def _add_docs(
 
     def work(part: list[Row]) -> list[tuple[Any, ...]]:
         made: list[tuple[Any, ...]] = []
-        collecting = gc.isenabled()
-        gc.disable()  # many objects made, none cyclic, and the store's rows alive meanwhile
-        try:
+        with collector_paused():  # many objects made, none cyclic, the store's rows alive
             _make(part, made)
-        finally:
-            if collecting:
-                gc.enable()
         return made
 
     def _make(part: list[Row], made: list[tuple[Any, ...]]) -> None:
