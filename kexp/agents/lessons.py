@@ -115,8 +115,10 @@ class LessonReport:
 def lesson_report(store: StoreView, **filters: Any) -> LessonReport:
     """The lessons of the experiments in ``store`` matching ``filters`` (oldest first),
     and the noise floor of each env (its newest control)."""
-    found = store.list_experiments(**filters)
-    return LessonReport(group_lessons(found), noise_floors(found))
+    found = store.list_experiments(brief=True, **filters)
+    failed = [e for e in found if e.outcome in LESSON_GROUPS and not is_control(e)]
+    # Only the lessons' files are read, for their key insights.
+    return LessonReport(group_lessons(store.with_bodies(failed)), noise_floors(found))
 
 
 def lessons(store: StoreView, **filters: Any) -> dict[str, list[Lesson]]:

@@ -92,6 +92,8 @@ _CSV_BOOLEANS = BOOLEAN_FIELDS
 _MAPPINGS = frozenset({*(f.name for f in FIELDS if f.kind == "mapping"), "extra_fields"})
 #: Text of a file kept besides its fields that a brief record leaves out, as the bodies.
 _BRIEF_DROPS = frozenset({*BODY_FIELDS, "preamble", "extra_sections"})
+#: Record keys made of a file's text (its body), not of its front-matter.
+_TEXTS = frozenset({*_BRIEF_DROPS, "key_insight"})
 
 
 def check_fields(fields: Iterable[str]) -> list[str]:
@@ -309,7 +311,9 @@ def export(
     """
     if output_format not in FORMATS:
         raise KexpError(f"unknown format {output_format!r}; formats are: {', '.join(FORMATS)}")
-    experiments = store.list_experiments(**filters)
+    shows_texts = not _TEXTS.isdisjoint(fields) if fields else not brief
+    # Front-matter alone comes from the query cache's rows: no file is read.
+    experiments = store.list_experiments(brief=not shows_texts, **filters)
     records = [to_record(e, fields, brief=brief, relative_to=store.root) for e in experiments]
     for exp, record in zip(experiments, records, strict=True):
         sighting = exp.where  # a store read across refs: where each was found

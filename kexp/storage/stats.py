@@ -109,5 +109,6 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
 
 def stats(store: Store, **filters: Any) -> Stats:
     """Statistics of the experiments in ``store`` matching ``filters``: each counted
-    once (read across refs, by its newest version, as every query reads it)."""
-    return compute_stats(store.list_experiments(**filters))
+    once (read across refs, by its newest version, as every query reads it). Of the
+    files, only their front-matter is needed (the query cache's rows)."""
+    return compute_stats(store.list_experiments(brief=True, **filters))

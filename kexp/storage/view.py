@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from kexp.core.campaign import Derivation
     from kexp.core.model import KernelExperiment
     from kexp.core.settings import Settings
@@ -50,6 +52,10 @@ class StoreView(Protocol):
     def list_experiments(
         self, *, strict: bool = False, brief: bool = False, **filters: Any
     ) -> list[KernelExperiment]: ...
+
+    def with_bodies(
+        self, experiments: Iterable[KernelExperiment]
+    ) -> Iterator[KernelExperiment]: ...
 
     def get_experiment(self, exp_id: str) -> KernelExperiment: ...
 
