@@ -258,6 +258,15 @@ def check_list(ctx: Context, run: Run) -> str:
     return "ok" if rows == expected else f"WRONG: {rows} rows, expected {expected}"
 
 
+def check_stats(ctx: Context, run: Run) -> str:
+    """``kexp stats --json`` counted every experiment."""
+    try:
+        total = json.loads(run.stdout)["total"]
+    except (ValueError, KeyError, TypeError):
+        return "WRONG: not the stats' JSON"
+    return "ok" if total == ctx.dataset.n else f"WRONG: {total} counted, expected {ctx.dataset.n}"
+
+
 def check_show(ctx: Context, run: Run) -> str:
     """``kexp show PREFIX`` showed the experiment with that id."""
     wanted = ctx.dataset.meta["show_id"]
@@ -921,6 +930,10 @@ CASES: tuple[Case, ...] = (
          lambda c: c.kexp_args("list", "--operator", c.dataset.meta["filter_operator"],
                                "--dtype", c.dataset.meta["filter_dtype"]),
          check_list, "warm"),
+    Case("stats", "`kexp stats --json`, cache warm", lambda c: c.kexp_args("stats", "--json"),
+         check_stats, "warm"),
+    Case("lessons", "`kexp lessons --json`, cache warm (every lesson's file read)",
+         lambda c: c.kexp_args("lessons", "--json"), check_ok, "warm"),
     Case("validate", "`kexp validate` of the whole store, cache warm",
          lambda c: c.kexp_args("validate"), check_validate, "warm"),
     Case("report", "`kexp report -o DIR --json` into a new folder, cache warm",
