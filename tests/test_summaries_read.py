@@ -1,5 +1,5 @@
-"""The summaries read what they show, no more: ``kexp stats`` and a brief export come
-from the query cache's rows (no experiment file is read), and ``kexp lessons`` reads the
+"""The summaries read what they show, no more: ``kexp stats``, ``kexp tree`` and a brief
+export come from the query cache's rows (no experiment file is read), and ``kexp lessons`` reads the
 files of its lessons only (for their key insights). At 100,000 experiments, reading and
 checking every file made ``kexp stats`` take 48 s where the rows take 2.
 
@@ -22,6 +22,7 @@ from kexp import Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons, lesson_report, noise_floors
 from kexp.core.campaign import is_control
 from kexp.output.export import export
+from kexp.storage.lineage import build_forest, lineage_forest
 from kexp.storage.stats import compute_stats, stats
 
 
@@ -71,6 +72,15 @@ def test_a_brief_export_comes_from_the_rows(
         out = io.StringIO()
         export(bundled_copy, out, "jsonl", brief=brief, fields=list(fields) or None)
         assert out.getvalue() == truth
+    assert read == []
+
+
+def test_the_lineage_trees_come_from_the_rows(
+    bundled_copy: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    truth = [tree.to_dict() for tree in build_forest(bundled_copy.list_experiments())]
+    read = _reads(monkeypatch)
+    assert [tree.to_dict() for tree in lineage_forest(bundled_copy)] == truth
     assert read == []
 
 

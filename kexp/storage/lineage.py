@@ -181,9 +181,11 @@ def _standing(node: TreeNode) -> float | None:
 def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:
     """The lineage trees of the experiments matching ``filters`` (all by default).
 
-    An experiment whose parent does not match the filters becomes a root.
+    An experiment whose parent does not match the filters becomes a root. The trees
+    hold front-matter (``list_experiments(brief=True)``: no file is read; read the
+    bodies of those you need with :meth:`kexp.Store.with_bodies`).
     """
-    return build_forest(store.list_experiments(**filters))
+    return build_forest(store.list_experiments(brief=True, **filters))
 
 
 def lineage_of(store: Store, exp_id: str) -> TreeNode:
