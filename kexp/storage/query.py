@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES
+from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
 from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
@@ -356,6 +357,7 @@ def select(
     return [row for row in chosen if matches(row, wanted, settings, outcome=of(row).outcome)]
 
 
+@collector_paused()  # a sort key an experiment, none in a cycle
 def chronological(experiments: Iterable[_E]) -> list[_E]:
     """Oldest first (by ``created_at``, then id, then path: two files of one id, after a
     merge, come in path order)."""

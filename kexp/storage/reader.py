@@ -295,6 +295,7 @@ class StoreReader:
             rows = reachable(rows, self.code_repo, str(reachable_from))
         return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
 
+    @collector_paused()  # an experiment a row, none in a cycle
     def _brief(self, rows: Iterable[Row], derivation: Derivation) -> list[KernelExperiment]:
         """Experiments (front-matter only, bodies empty) of rows, with what
         ``derivation`` says of each."""
