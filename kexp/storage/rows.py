@@ -41,6 +41,12 @@ _KNOWN = frozenset(FRONT_MATTER_FIELDS)
 _ID = FRONT_MATTER_FIELDS.index("id")
 _TAGS = FRONT_MATTER_FIELDS.index("tags")
 _REPEATING = tuple(index for index, f in enumerate(_FRONT_MATTER) if f.repeats)
+#: (index, name) of the fields whose values are lists (a row's tuples) or mappings: an
+#: experiment made of a row gets lists and fresh dicts of them; the other values (text,
+#: numbers, booleans) are immutable and shared.
+_CONTAINERS_AT = tuple(
+    (index, f.name) for index, f in enumerate(_FRONT_MATTER) if isinstance(f.default, (list, dict))
+)
 
 #: What is kept of one file's content: (the first error as (line, column, code,
 #: field, message, hint), or None; the values of :data:`VALUE_FIELDS`, or None).
@@ -233,15 +239,13 @@ class Row(_RowValues):
     def to_experiment(self, experiments_dir: Path) -> KernelExperiment:
         """The experiment with this front-matter (body fields empty: not read), with
         where it was found; what is derived of it is the store's to attach."""
-        fields: dict[str, Any] = {}
-        for name, value in zip(FRONT_MATTER_FIELDS, self, strict=False):
-            fields[name] = (
-                [dict(v) if isinstance(v, dict) else v for v in value]
-                if isinstance(value, tuple)
-                else dict(value)
-                if isinstance(value, dict)
-                else value
-            )
+        fields: dict[str, Any] = dict(zip(FRONT_MATTER_FIELDS, self, strict=False))
+        for at, name in _CONTAINERS_AT:
+            value = self[at]
+            if isinstance(value, tuple):
+                fields[name] = [dict(v) if isinstance(v, dict) else v for v in value]
+            elif isinstance(value, dict):
+                fields[name] = dict(value)
         fields.update(self.extra_fields or {})
         exp = experiment_from_fields(fields, experiments_dir / self.path)
         return attach(exp, where=self.sighting())
