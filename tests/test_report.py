@@ -91,6 +91,22 @@ def test_the_bundled_store_gets_every_page_type(tmp_path: Path) -> None:
     assert (site / MARKER).is_file()
 
 
+def test_each_operator_page_names_its_cells_best_tip_by_its_cumulative_score(
+    tmp_path: Path,
+) -> None:
+    store = Store(REPO_ROOT)
+    build_report(store, tmp_path / "site", now=NOW)
+    experiments = {e.id[:10]: e for e in store.list_experiments(brief=True)}
+    for page in sorted((tmp_path / "site" / "op").glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        start = html.index('id="cells"')
+        header = re.findall(r"<th[^>]*>(.*?)</th>", html[start : html.index("</thead>", start)])
+        column = header.index("best cumulative")
+        for row in cells(page, "cells"):
+            best = experiments[row[column + 1]]
+            assert row[column] == f"{best.cumulative_score:.4f}", page.name
+
+
 def test_overview_stays_small_and_points_to_the_operator_pages(tmp_path: Path) -> None:
     result = build_report(Store(REPO_ROOT), tmp_path / "site", now=NOW)
     overview = result.index.read_text(encoding="utf-8")

@@ -521,7 +521,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     parts += [
         "<h2>Per dtype and environment</h2>",
         table(
-            ["dtype", "env", "experiments", "best score", "best", "improved"],
+            ["dtype", "env", "experiments", "best cumulative", "best", "improved"],
             cell_rows,
             table_id="cells",
             numeric=(2, 3),
