@@ -282,9 +282,9 @@ class StoreReader:
         filters = dict(filters)
         reachable_from = filters.pop("reachable_from", None)
         text = filters.pop("text", None)
-        found = self.found(strict=strict)
-        wanted = build_filters(**self._resolve_filter_ids(filters, found))
         with collector_paused():  # many objects made, none in a cycle
+            found = self.found(strict=strict)
+            wanted = build_filters(**self._resolve_filter_ids(filters, found))
             derivation = derive(found.rows, self.settings)
             rows = select(found.rows, wanted, self.settings, derivation=derivation,
                           skip_buggy=skip_buggy, skip_pending=skip_pending,
