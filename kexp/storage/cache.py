@@ -44,6 +44,7 @@ import zlib
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -617,6 +618,10 @@ class Cache:
                 doc, words = texts[key]
                 (inserts if before == 0 else deletes).append((doc, *words))
             updates.append((after, texts[key][0] if key in texts else None, key))
+        # In rowid order: FTS5 writes its pending terms out as a new segment whenever a
+        # rowid is not above the last one (the docs came in any order: 4x slower).
+        inserts.sort(key=itemgetter(0))
+        deletes.sort(key=itemgetter(0))
         columns = ", ".join(FTS_COLUMNS)
         marks = ", ".join("?" * len(FTS_COLUMNS))
         self._write(
