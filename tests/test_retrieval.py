@@ -3,6 +3,7 @@ checked against the truth read from the files."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -181,6 +182,57 @@ def test_a_damaged_index_is_rebuilt_from_the_files(
     assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
     with searching(store) as search:
         assert search.count() == 1
+
+
+def test_a_search_of_an_unchanged_tree_compares_no_folder_and_sees_the_next_edit(
+    store: Store,
+    make_experiment: Callable[..., KernelExperiment],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The retrieval index takes the whole working tree's stamp: a search of the tree
+    as it was compares no folder's records; an edit in place is compared, and found."""
+    from kexp.storage.cache import Cache
+
+    exp = make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
+    make_experiment(change_summary="Unrolled the inner loop by four - -1.2%")
+    assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
+    compared: list[str] = []
+    plain = Cache.indexed
+
+    def counted(cache: Cache, kind: str) -> dict[str, bytes]:
+        compared.append(kind)
+        return plain(cache, kind)
+
+    monkeypatch.setattr(Cache, "indexed", counted)
+    assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
+    assert compared == []
+    path = store.get_experiment(exp.id).path
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    with path.open("r+", encoding="utf-8") as handle:  # same inode, as an editor saves
+        handle.write(text.replace("Warp-shuffle reduction", "Vectorised stores", 1))
+        handle.truncate()
+    assert similar(store, text="warp shuffle") == []
+    assert [m.id for m in similar(store, text="vectorised stores")] == [exp.id]
+    assert sorted(set(compared)) == ["docs", "fts"]
+
+
+def _fts_docs(store: Store) -> set[int]:
+    """The doc numbers the FTS table holds, read from the cache file."""
+    import sqlite3
+
+    (file,) = store.cache_dir.glob("cache-*.sqlite")
+    with contextlib.closing(sqlite3.connect(file)) as connection:
+        return {rowid for (rowid,) in connection.execute("SELECT rowid FROM fts")}
+
+
+def _docs_of(store: Store, keys: set[bytes]) -> set[int]:
+    import sqlite3
+
+    (file,) = store.cache_dir.glob("cache-*.sqlite")
+    with contextlib.closing(sqlite3.connect(file)) as connection:
+        found = connection.execute("SELECT doc, key FROM docs").fetchall()
+    return {doc for doc, key in found if key in keys}
 
 
 def test_a_store_at_a_revision_is_searched_as_it_was(
@@ -409,6 +461,8 @@ class IndexAgainstFiles(RuleBasedStateMachine):
         with searching(self.store) as session:
             docs = {os.path.basename(d.path): d for d in session.rows}
             assert docs.keys() == truth.keys()
+            # The FTS table holds exactly the files' contents (none stale, none missing).
+            assert _fts_docs(self.store) == _docs_of(self.store, {d.key for d in docs.values()})
             for name, doc in docs.items():
                 exp = truth[name]
                 assert (doc.id, doc.change_summary, doc.score) == (

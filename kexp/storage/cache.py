@@ -564,12 +564,34 @@ class Cache:
             )
         }
 
-    def save_indexed(self, kind: str, folders: dict[str, bytes | None]) -> None:
-        """Store the folders' keys as :meth:`indexed` gives them (None: forget one)."""
-        if folders:
-            self._transaction(lambda: self._save_indexed(kind, folders))
+    def indexed_whole(self, kind: str) -> bytes | None:
+        """The stamp of the whole working tree whose every folder the retrieval index
+        last took in (``kind`` as for :meth:`indexed`); None when there is none (a
+        folder was left to compare next time, or its folders' records were written
+        without one)."""
+        name = f"{kind}!"
+        found = self._rows("SELECT record FROM indexed WHERE folder = ?", (name,))
+        return _opened(name.encode(), found[0][0]) if found else None
 
-    def _save_indexed(self, kind: str, folders: dict[str, bytes | None]) -> None:
+    def save_indexed(
+        self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None
+    ) -> None:
+        """Store the folders' keys as :meth:`indexed` gives them (None: forget one), and
+        the stamp of the whole working tree they make up (``whole``; None: forget it)."""
+        if folders or whole is not None:
+            self._transaction(lambda: self._save_indexed(kind, folders, whole))
+
+    def _save_indexed(
+        self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None
+    ) -> None:
+        # The whole's stamp is written or forgotten with every change of its folders'.
+        whole_name = f"{kind}!"
+        self._write("DELETE FROM indexed WHERE folder = ?", [(whole_name,)])
+        if whole is not None:
+            self._write(
+                "INSERT INTO indexed VALUES (?, ?)",
+                [(whole_name, _seal(whole_name.encode(), whole))],
+            )
         names = {folder: f"{kind}:{folder}" for folder in folders}
         self._write(
             "DELETE FROM indexed WHERE folder = ?",
@@ -589,21 +611,24 @@ class Cache:
         changes: dict[bytes, int],
         texts: dict[bytes, tuple[int, Sequence[str]]],
         folders: dict[str, bytes | None] | None = None,
+        whole: bytes | None = None,
     ) -> None:
         """Add ``changes[key]`` (±) to each doc's active count, putting a doc into the FTS
         table when its count leaves 0 and taking it out when it comes back to 0
         (``texts``: each changed doc's number and words); store the folders' indexed
-        keys (None: the folder is gone). Within :meth:`transient`, undone at its end."""
+        keys (None: the folder is gone) and the whole's stamp (see :meth:`save_indexed`).
+        Within :meth:`transient`, undone at its end."""
         if self._connection.in_transaction:
-            self._activate(changes, texts, folders or {})
+            self._activate(changes, texts, folders or {}, whole)
         else:
-            self._transaction(lambda: self._activate(changes, texts, folders or {}))
+            self._transaction(lambda: self._activate(changes, texts, folders or {}, whole))
 
     def _activate(
         self,
         changes: dict[bytes, int],
         texts: dict[bytes, tuple[int, Sequence[str]]],
         folders: dict[str, bytes | None],
+        whole: bytes | None,
     ) -> None:
         counts = {key: active for key, (_, active, _) in self.docs(list(changes)).items()}
         inserts: list[tuple[Any, ...]] = []
@@ -629,7 +654,7 @@ class Cache:
         )
         self._write(f"INSERT INTO fts (rowid, {columns}) VALUES (?, {marks})", inserts)
         self._write("UPDATE docs SET active = ? WHERE key = ?", [(a, k) for a, _, k in updates])
-        self._save_indexed("fts", folders)
+        self._save_indexed("fts", folders, whole)
 
     def clear_texts_index(self) -> None:
         """Empty the FTS table (every doc inactive, no folder indexed), to fill it again
@@ -639,6 +664,7 @@ class Cache:
             self._write("INSERT INTO fts (fts) VALUES ('delete-all')", [()])
             self._write("UPDATE docs SET active = 0 WHERE active > 0", [()])
             self._write("DELETE FROM indexed WHERE folder >= 'fts:' AND folder < 'fts;'", [()])
+            self._write("DELETE FROM indexed WHERE folder = 'fts!'", [()])
 
         self._transaction(work)
 

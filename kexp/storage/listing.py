@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import hashlib
 import itertools
 import os
 import stat
@@ -275,6 +276,7 @@ class Listing:
         #: Rows made ahead (while a forked child stat-ed files), by folder, with the
         #: listing they were made of.
         self._made = made or {}
+        self._stamp: bytes | None = None
 
     def paths(self) -> list[str]:
         """Every experiment file (relative to ``experiments/``), in path order."""
@@ -296,6 +298,22 @@ class Listing:
         if mixed:  # files beside sub-folders: not in path order folder by folder
             found.sort(key=lambda item: path_order(item[0]))
         return found
+
+    def stamp(self) -> bytes:
+        """A digest of every folder's name, file names and content keys: what the
+        working tree's valid rows are a function of."""
+        if self._stamp is not None:
+            return self._stamp
+        digest = hashlib.blake2b(digest_size=16)
+        for folder in sorted(self.folders):
+            known = self.folders[folder]
+            names = "\0".join(known.names).encode("utf-8", "surrogatepass")
+            path = folder.encode("utf-8", "surrogatepass")
+            for part in (path, names, known.keys):
+                digest.update(len(part).to_bytes(8, "little"))
+                digest.update(part)
+        self._stamp = digest.digest()
+        return self._stamp
 
     def rows(self) -> FolderRows:
         """The rows of every valid experiment file and the first error of every invalid

@@ -503,13 +503,18 @@ def _document(
 ) -> dict[bytes, tuple[str, ...]]:
     """Docs for every valid content of the working tree (``rows``, when read): those of
     the folders changed since this was last done are looked up, and made when missing
-    (``texts``: with their words, returned)."""
+    (``texts``: with their words, returned). Nothing is compared when the whole working
+    tree is as it was when every folder was last done (:meth:`Listing.stamp`)."""
+    whole = listing.stamp()
+    if cache.indexed_whole("docs") == whole:
+        return {}
     done = cache.indexed("docs")
     folders: dict[str, bytes | None] = {f: None for f in done if f not in listing.folders}
     changed = [
         folder for folder, known in listing.folders.items() if done.get(folder) != known.keys
     ]
     made: dict[bytes, tuple[str, ...]] = {}
+    spoilt: set[str] = set()
     if changed:
         if rows is not None:
             wanted = set(changed)
@@ -521,7 +526,7 @@ def _document(
         folders.update(
             (folder, listing.folders[folder].keys) for folder in changed if folder not in spoilt
         )
-    cache.save_indexed("docs", folders)
+    cache.save_indexed("docs", folders, None if spoilt else whole)
     return made
 
 
@@ -703,6 +708,9 @@ def _index_folders(
 ) -> None:
     # Each folder's record: the stamp of its files when done, then the content keys of
     # its valid files (those the FTS table holds), sorted.
+    whole = None if listing is None else listing.stamp()
+    if whole is not None and cache.indexed_whole("fts") == whole:
+        return  # every folder as it was when every one was last done
     indexed = cache.indexed("fts")
     current: dict[str, tuple[bytes, list[bytes]] | None] = {}
     if listing is not None:
@@ -733,7 +741,7 @@ def _index_folders(
         if folder not in current:
             changes.subtract(_keys_of(before[16:]))
             folders[folder] = None
-    if not folders:
+    if not folders and whole is None:
         return
     changed = {key: n for key, n in changes.items() if n}
     has_doc = cache.with_docs(sorted(changed))
@@ -747,7 +755,7 @@ def _index_folders(
                     k for k in _keys_of(kept[16:]) if k not in missing
                 )
         changed = {key: n for key, n in changed.items() if key not in missing}
-    cache.activate(changed, texts_of.of(changed), folders)
+    cache.activate(changed, texts_of.of(changed), folders, None if missing else whole)
 
 
 def _keys_of(packed: bytes) -> list[bytes]:
