@@ -19,6 +19,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from kexp import KernelExperiment, Store, init_store
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.main import main
-from kexp.core.campaign import judge
+from kexp.core.campaign import derive, derive_for, judge
 from kexp.format.fileformat import serialize
 from kexp.measure.record import record_iteration
 from kexp.output.html import build_report
@@ -397,6 +398,82 @@ def lineages(draw: Callable[..., Any]) -> list[dict[str, Any]]:
             fields["score_ci"] = [min(low, score), max(high, score)]
         records.append(fields)
     return records
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=lineages(), data=st.data())
+def test_deriving_some_records_and_what_they_depend_on_equals_deriving_every_one(
+    records: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """``derive_for`` (what a search derives for the experiments it shows) gives for
+    each wanted record what ``derive`` over the whole store gives, another file holding
+    an id with its own front-matter included."""
+    empty = {"combines": [], "measured_against": None, "score_ci": [], "tags": []}
+    items = [SimpleNamespace(**{**empty, **fields}) for fields in records]
+    if data.draw(st.booleans()):  # another file of an id: its own score and parent
+        twin = SimpleNamespace(**vars(data.draw(st.sampled_from(items))))
+        twin.score = data.draw(st.floats(0.5, 2.0).map(lambda v: round(v, 4)))
+        twin.pid = data.draw(st.sampled_from(["", *(item.id for item in items)]))
+        items.insert(data.draw(st.integers(0, len(items))), twin)
+    whole = derive(items)
+    for record in items:
+        assert derive_for(items, [record]).of(record) == whole.of(record), record.id
+    wanted = data.draw(st.lists(st.sampled_from(items), max_size=4))
+    part = derive_for(items, wanted)
+    for record in wanted:
+        assert part.of(record) == whole.of(record), record.id
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records=lineages(), operators=st.lists(st.booleans(), min_size=25, max_size=25))
+def test_a_packet_derived_over_its_operator_and_their_ancestors_is_the_whole_stores(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    records: list[dict[str, Any]],
+    operators: list[bool],
+) -> None:
+    """``kexp context`` derives its operator's experiments and their ancestors (on any
+    operator) only: its packet is the one made of the whole store's derivation."""
+    from kexp.storage.retrieval import Search
+
+    for fields, other in zip(records, operators, strict=False):
+        if other:
+            fields["operator_sig"] = "csrc/other.c: other_rows"
+    store = _write(tmp_path_factory.mktemp("packet"), records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        packet = context(store, operator="reshape_and_cache", text="step", output="json").text
+        with monkeypatch.context() as patch:
+            patch.setattr(Search, "derived", lambda search, rows: search.derivation)
+            whole = context(store, operator="reshape_and_cache", text="step", output="json").text
+    assert packet == whole
+
+
+def test_a_packets_lineage_on_another_operator_shows_the_whole_stores_cumulative_scores(
+    tmp_path: Path,
+) -> None:
+    """The best on an operator, measured against the reference, its parent and
+    grandparent on another operator: the packet's lineage shows the parent's cumulative
+    score (1.5 x 1.2), derived over its own ancestors too."""
+    other = "csrc/other.c: other_rows"
+    common = {"base_commit": "0" * 40, "status": "done"}
+    records = [
+        experiment_fields(id=_IDS[0], operator_sig=other, score=1.5, change_summary="Root",
+                          created_at="2026-12-01T00:00:01Z", **common),
+        experiment_fields(id=_IDS[1], pid=_IDS[0], operator_sig=other, score=1.2,
+                          measured_against="parent", change_summary="Parent",
+                          created_at="2026-12-01T00:00:02Z", **common),
+        experiment_fields(id=_IDS[2], pid=_IDS[1], score=1.3, measured_against="reference",
+                          change_summary="Best", created_at="2026-12-01T00:00:03Z", **common),
+    ]  # fmt: skip
+    store = _write(tmp_path, records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        packet = context(store, operator="reshape_and_cache", output="json")
+    lineage = {step["id"]: step for step in packet.data["lineage"]}
+    assert lineage[_IDS[1]]["cumulative_score"] == pytest.approx(1.8)
 
 
 Step = tuple[float, "list[float] | None"]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import Derivation, Derived, describe_control, latest_control
@@ -159,15 +159,16 @@ def _gather(
     diff: str,
 ) -> tuple[dict[str, Any], list[Entry]]:
     settings = store.settings
-    # What is derived of every experiment (outcome, cumulative score, control), from the
-    # whole store, as every query derives it: a cumulative score depends on ancestors on
-    # any operator.
-    derivation = search.derivation
     # The operator's experiments, as every query reads them.
     wanted = operator.lower()
     everything_here = chronological(
         row for row in search.rows if wanted in row.operator_sig.lower()
     )
+    by_id = _first_of_ids(search.rows)
+    # What is derived of them and of their ancestors (outcome, cumulative score,
+    # control), as every query derives it over the whole store: a cumulative score
+    # depends on ancestors on any operator.
+    derivation = search.derived([*everything_here, *_ancestors(everything_here, by_id)])
     controls = [d for d in everything_here if derivation.of(d).control]
     on_operator = [d for d in everything_here if not derivation.of(d).control]
     here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
@@ -196,7 +197,7 @@ def _gather(
                 derivation.of(best),
             )
         )
-        chain = _lineage(search, best)
+        chain = _lineage(by_id, best)
         on_lineage = {d.path for d in chain}
         entries += _lineage_entries(chain, derivation)
 
@@ -307,10 +308,31 @@ def _moment(created_at: str) -> str:
     return f"{whole}.{fraction.ljust(9, '0')}"
 
 
-def _lineage(search: Search, best: Row) -> list[Row]:
+def _first_of_ids(rows: Iterable[Row]) -> dict[str, Row]:
+    """The first row (in path order) of each id: the file that counts for it."""
+    found: dict[str, Row] = {}
+    for row in rows:
+        found.setdefault(row.id, row)
+    return found
+
+
+def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:
+    """The ancestors of ``rows`` by ``pid`` (each once; a cycle or a parent not in the
+    store ends a line)."""
+    seen = {row.id for row in rows}
+    found: list[Row] = []
+    for row in rows:
+        pid = row.pid
+        while pid and pid not in seen and (parent := by_id.get(pid)) is not None:
+            seen.add(pid)
+            found.append(parent)
+            pid = parent.pid
+    return found
+
+
+def _lineage(by_id: Mapping[str, Row], best: Row) -> list[Row]:
     """The path from the root to ``best`` (root first; stops at a cycle or a parent
-    that is not in the store)."""
-    by_id = search.derivation.records()  # in path order: the first file of an id
+    that is not in the store; ``by_id``: the first row of each id)."""
     chain = [best]
     seen = {best.id}
     current = best

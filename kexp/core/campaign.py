@@ -43,7 +43,7 @@ the order given (path order); :meth:`Derivation.of` gives a later file's own val
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from kexp.core.collector import collector_paused
@@ -492,6 +492,32 @@ def depends_on(record: Any) -> list[str]:
     needed = [record.pid] if _needs_parent(record) else []
     needed += [c for c in getattr(record, "combines", None) or () if c]
     return needed
+
+
+def derive_for(
+    records: Sequence[Any], wanted: Iterable[Any], settings: Settings = DEFAULT_SETTINGS
+) -> Derivation:
+    """:func:`derive` over ``wanted`` and what each depends on in turn
+    (:func:`depends_on`), found among ``records`` (every current record, in path order):
+    what it gives for each of ``wanted`` is what :func:`derive` over ``records`` gives.
+    Every version of an id taken in is (``Derivation.of`` judges another file of an id
+    with its own front-matter)."""
+    versions: dict[str, list[int]] = {}
+    for number, record in enumerate(records):
+        versions.setdefault(record.id, []).append(number)
+    taken: set[str] = set()
+    waiting: list[str] = []
+    for record in wanted:
+        waiting += [record.id, *depends_on(record)]
+    while waiting:
+        exp_id = waiting.pop()
+        if exp_id in taken:
+            continue
+        taken.add(exp_id)
+        for number in versions.get(exp_id, ()):
+            waiting += depends_on(records[number])
+    chosen = sorted(number for exp_id in taken for number in versions.get(exp_id, ()))
+    return derive([records[number] for number in chosen], settings)
 
 
 def stands_alone(record: Any) -> bool:

@@ -125,7 +125,7 @@ def repeats_in(
     # What is derived of each, as every query derives it: from the whole store (a light
     # read of a write's check derives it only when one depends on others).
     derivation = (
-        search.derivation
+        search.derived([exp for exp, _, _, _ in found])
         if isinstance(search, Search)
         else _derivation_for(store, [exp for exp, _, _, _ in found])
     )

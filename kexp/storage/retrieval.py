@@ -233,17 +233,35 @@ class Search(Index):
         self,
         cache: Cache,
         rows: list[Row],
-        derivation: Derivation,
         store: StoreView,
         by_key: _ByKey | None = None,
     ) -> None:
         super().__init__(cache, store)
         #: The store's current experiments, in path order.
         self.rows = rows
-        #: What is derived of them all (:func:`kexp.core.campaign.derive`), as every query
-        #: derives it.
-        self.derivation = derivation
         self._by_key = by_key if by_key is not None else _ByKey(rows)
+        self._derivation: Derivation | None = None
+
+    @property
+    def derivation(self) -> Derivation:
+        """What is derived of every current experiment (:func:`kexp.core.campaign.derive`),
+        as every query derives it (derived when first asked for)."""
+        if self._derivation is None:
+            from kexp.core.campaign import derive
+
+            self._derivation = derive(self.rows, self.settings)
+        return self._derivation
+
+    def derived(self, rows: Iterable[Any]) -> Derivation:
+        """What is derived of ``rows`` (of :attr:`rows`, or their experiments), as
+        :attr:`derivation` has it: derived over them and what they depend on
+        (:func:`kexp.core.campaign.derive_for`) unless the whole store's is made
+        already."""
+        if self._derivation is not None:
+            return self._derivation
+        from kexp.core.campaign import derive_for
+
+        return derive_for(self.rows, rows, self.settings)
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         rows = [row for key in set(keys) for row in self._by_key.get(key)]
@@ -294,15 +312,17 @@ class Search(Index):
                     return found
         return found
 
-    def match(self, row: Row, relevance: float, similarity: float | None) -> Match:
-        """The :class:`Match` of one experiment."""
+    def match(
+        self, row: Row, relevance: float, similarity: float | None, derivation: Derivation
+    ) -> Match:
+        """The :class:`Match` of one experiment (``derivation``: of it, at least)."""
         return Match(
             id=row.id,
             relevance=round(relevance, 4),
             similarity=None if similarity is None else round(similarity, 4),
             score=row.score,
             score_ci=score_interval(row),
-            outcome=self.derivation.of(row).outcome,
+            outcome=derivation.of(row).outcome,
             change_summary=row.change_summary,
             key_insight=self.insight(row),
             operator_sig=row.operator_sig,
@@ -341,10 +361,14 @@ class Search(Index):
         by_path = {row.path: row for row in self.rows if row.path in relevance}
         chosen = [row for path, row in by_path.items() if relevance[path] > 0]
         chosen.sort(key=lambda r: (-round(relevance[r.path], 9), r.created_at, r.id, r.path))
-        self.insights(chosen[: max(0, limit)])
+        shown = chosen[: max(0, limit)]
+        self.insights(shown)
+        derivation = self.derived(shown)
         return [
-            self.match(r, relevance[r.path], near.get(r.path, 0.0) if shingles else None)
-            for r in chosen[: max(0, limit)]
+            self.match(
+                r, relevance[r.path], near.get(r.path, 0.0) if shingles else None, derivation
+            )
+            for r in shown
         ]
 
 
@@ -376,13 +400,11 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
 
 
 def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
-    from kexp.core.campaign import derive
     from kexp.storage.cache import rebuilt_on_doubt
 
     found = store.found()
     alone = found.rows is found.local  # the working tree alone
     rows = found.rows
-    derivation = derive(rows, store.settings)
     by_key = _ByKey(rows)
 
     def in_step(cache: Cache) -> tuple[_Texts, dict[bytes, int]]:
@@ -409,11 +431,11 @@ def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
     try:
         cache, (texts_of, changes) = rebuilt_on_doubt(cache, in_step)
         if not changes:
-            yield Search(cache, rows, derivation, store, by_key)
+            yield Search(cache, rows, store, by_key)
             return
         with cache.transient():
             cache.activate(changes, texts_of.of(changes))
-            yield Search(cache, rows, derivation, store, by_key)
+            yield Search(cache, rows, store, by_key)
     finally:
         cache.close()
 
