@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import experiment_fields, git
+from conftest import experiment_fields, git, init_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -474,6 +474,44 @@ def test_a_packets_lineage_on_another_operator_shows_the_whole_stores_cumulative
         packet = context(store, operator="reshape_and_cache", output="json")
     lineage = {step["id"]: step for step in packet.data["lineage"]}
     assert lineage[_IDS[1]]["cumulative_score"] == pytest.approx(1.8)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records=lineages(), data=st.data())
+def test_a_review_deriving_what_it_shows_is_the_review_deriving_every_experiment(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    records: list[dict[str, Any]],
+    data: st.DataObject,
+) -> None:
+    """``kexp review`` derives the experiments it shows, their operators' and what they
+    depend on, on each side: its comment is the one made of every experiment derived."""
+    from kexp.review import build
+
+    root = init_repo(tmp_path_factory.mktemp("review") / "repo")
+    split = data.draw(st.integers(0, len(records)))
+    _write(root, records[:split])
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "the campaign so far")
+    store = _write(root, records)  # the branch's experiments: the working tree
+    if split and data.draw(st.booleans()):  # and a correction of one on main
+        path = sorted((root / "experiments").rglob("6b*.md"))[0]
+        path.write_text(path.read_text().replace("score: ", "score: 1", 1), encoding="utf-8")
+
+    def every_one(side: Any, numbers: Any) -> None:
+        if not side._derived:
+            derivation = derive(side.facts, side.settings)
+            side._derived = {n: derivation.of(fact) for n, fact in enumerate(side.facts)}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shown = render_markdown(review(store, "main"))
+        with monkeypatch.context() as patch:
+            patch.setattr(build._Side, "_derive", every_one)
+            whole = render_markdown(review(store, "main"))
+    assert shown == whole
 
 
 Step = tuple[float, "list[float] | None"]

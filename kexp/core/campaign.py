@@ -494,17 +494,28 @@ def depends_on(record: Any) -> list[str]:
     return needed
 
 
+def versions_of(records: Sequence[Any]) -> dict[str, list[int]]:
+    """Each id's records: their numbers in ``records``, in order."""
+    versions: dict[str, list[int]] = {}
+    for number, record in enumerate(records):
+        versions.setdefault(record.id, []).append(number)
+    return versions
+
+
 def derive_for(
-    records: Sequence[Any], wanted: Iterable[Any], settings: Settings = DEFAULT_SETTINGS
+    records: Sequence[Any],
+    wanted: Iterable[Any],
+    settings: Settings = DEFAULT_SETTINGS,
+    versions: dict[str, list[int]] | None = None,
 ) -> Derivation:
     """:func:`derive` over ``wanted`` and what each depends on in turn
     (:func:`depends_on`), found among ``records`` (every current record, in path order):
     what it gives for each of ``wanted`` is what :func:`derive` over ``records`` gives.
     Every version of an id taken in is (``Derivation.of`` judges another file of an id
-    with its own front-matter)."""
-    versions: dict[str, list[int]] = {}
-    for number, record in enumerate(records):
-        versions.setdefault(record.id, []).append(number)
+    with its own front-matter). ``versions``: :func:`versions_of` ``records``, when
+    made already."""
+    if versions is None:
+        versions = versions_of(records)
     taken: set[str] = set()
     waiting: list[str] = []
     for record in wanted:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import derive, measured_against_parent
+from kexp.core.campaign import Derived, derive_for, measured_against_parent, versions_of
 from kexp.core.collector import collector_paused
 from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.core.noise import ratio_interval
@@ -188,20 +188,38 @@ class _Side:
         self.facts = facts
         self.settings = settings
         self._read = read
+        self._versions = versions_of(facts)
         #: The number of the first experiment of each id.
-        self.first: dict[str, int] = {}
-        for number, item in enumerate(facts):
-            self.first.setdefault(item.id, number)
-        derivation = derive(facts, settings)
-        self.derived = [derivation.of(item) for item in facts]
-        del derivation
+        self.first: dict[str, int] = {
+            exp_id: numbers[0] for exp_id, numbers in self._versions.items()
+        }
+        self._derived: dict[int, Derived] = {}
         self._whole = dict(whole)
+        self._derive(self._whole)
         for number, exp in self._whole.items():
-            attach(exp, derived=self.derived[number])
+            attach(exp, derived=self._derived[number])
         self._by_path = {facts[number].path: number for number in self._whole}
         self._made: dict[int, KernelExperiment] = {}
         self._children: dict[str, list[int]] | None = None
         self._scored: dict[str, list[tuple[Any, int]]] = {}
+
+    def _derive(self, numbers: Iterable[int]) -> None:
+        """Derive the experiments ``numbers`` (those not derived yet), over them and what
+        they depend on (:func:`kexp.core.campaign.derive_for`): as over the whole side."""
+        wanted = [number for number in numbers if number not in self._derived]
+        if not wanted:
+            return
+        facts = self.facts
+        derivation = derive_for(
+            facts, [facts[number] for number in wanted], self.settings, self._versions
+        )
+        for number in wanted:
+            self._derived[number] = derivation.of(facts[number])
+
+    def derived(self, number: int) -> Derived:
+        """What is derived of the experiment ``number``."""
+        self._derive((number,))
+        return self._derived[number]
 
     def experiment(self, number: int) -> KernelExperiment:
         """The experiment numbered ``number`` (whole if the change touches it)."""
@@ -226,7 +244,7 @@ class _Side:
             measured_against=item.measured_against or "",
             tags=list(item.tags or ()),
         )
-        return attach(exp, self.settings, path=Path(item.path), derived=self.derived[number])
+        return attach(exp, self.settings, path=Path(item.path), derived=self.derived(number))
 
     def get(self, exp_id: str) -> KernelExperiment | None:
         """The first experiment with id ``exp_id`` (None when there is none)."""
@@ -241,7 +259,7 @@ class _Side:
         exp = self._read(self.facts[number].path)
         if exp is None:  # pragma: no cover - it was valid when the store was read
             return self.experiment(number)
-        return attach(exp, self.settings, derived=self.derived[number])
+        return attach(exp, self.settings, derived=self.derived(number))
 
     def at_path(self, path: str) -> KernelExperiment | None:
         """The experiment the change touches in the file ``path`` (None: not valid)."""
@@ -268,11 +286,13 @@ class _Side:
         ``operator_sig``: scored, not a control, a cumulative score known), in order."""
         found = self._scored.get(operator)
         if found is None:
+            on = [n for n, item in enumerate(self.facts) if item.operator_sig == operator]
+            self._derive(on)
+            derived = self._derived
             found = self._scored[operator] = [
-                (self.derived[number].cumulative_score, number)
-                for number, item in enumerate(self.facts)
-                if item.operator_sig == operator
-                and self.derived[number].ranked
+                (derived[number].cumulative_score, number)
+                for number in on
+                if derived[number].ranked
                 and is_scored(self._whole.get(number) or self._light(number))
             ]
         return found
