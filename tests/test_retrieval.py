@@ -217,6 +217,31 @@ def test_a_search_of_an_unchanged_tree_compares_no_folder_and_sees_the_next_edit
     assert sorted(set(compared)) == ["docs", "fts"]
 
 
+def test_the_whole_trees_stamp_is_not_kept_when_another_process_wrote_meanwhile(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """Two connections to one cache, as two processes: one compares the folders'
+    records, the other writes some; the first's stamp of the whole tree is then not
+    kept (the folders it did not change hold what the other saw)."""
+    make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
+    assert len(similar(store, text="warp shuffle")) == 1
+    one, other = store.open_cache(), store.open_cache()
+    try:
+        for kind in ("docs", "fts"):
+            folders = one.indexed(kind)
+            assert folders and one.indexed_whole(kind) is not None
+            one.save_indexed(kind, {}, b"stamp of this tree")  # nobody wrote meanwhile
+            assert one.indexed_whole(kind) == b"stamp of this tree"
+            one.indexed(kind)
+            other.save_indexed(kind, {"2026/": None})  # another process's change
+            one.save_indexed(kind, {}, b"stamp of a later tree")
+            assert one.indexed_whole(kind) is None
+    finally:
+        one.close()
+        other.close()
+    assert len(similar(store, text="warp shuffle")) == 1
+
+
 def _fts_docs(store: Store) -> set[int]:
     """The doc numbers the FTS table holds, read from the cache file."""
     import sqlite3

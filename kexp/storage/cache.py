@@ -182,6 +182,8 @@ class Cache:
         #: Whether this process keeps the cache in memory (nothing is written to disk).
         self.in_memory = folder is None
         self._connection = self._open()
+        #: When the folders' records of each kind were last read (see _save_indexed).
+        self._compared: dict[str, tuple[int, int]] = {}
 
     def _open(self) -> sqlite3.Connection:
         """The cache file, made (or made again) when it is missing or not this kexp's;
@@ -552,9 +554,15 @@ class Cache:
         decided, record = found[0]
         return int(decided), _opened(_ORDER_KEY, record)
 
+    def _data_version(self) -> tuple[int, int]:
+        """What changes when another connection commits to the cache file (the
+        connection, and SQLite's ``data_version`` of it)."""
+        return id(self._connection), self._rows("PRAGMA data_version")[0][0]
+
     def indexed(self, kind: str) -> dict[str, bytes]:
         """Each folder's content keys as the retrieval index last took them in: ``docs``
         (those with a doc) or ``fts`` (those the FTS table holds)."""
+        self._compared[kind] = self._data_version()
         prefix = f"{kind}:"
         return {
             folder[len(prefix) :]: _opened(folder.encode("utf-8", "surrogatepass"), record)
@@ -584,7 +592,11 @@ class Cache:
     def _save_indexed(
         self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None
     ) -> None:
-        # The whole's stamp is written or forgotten with every change of its folders'.
+        # The whole's stamp is written or forgotten with every change of its folders',
+        # and forgotten when another process wrote since they were compared (the folders
+        # this one did not change may hold what that one saw).
+        if whole is not None and self._compared.get(kind) != self._data_version():
+            whole = None
         whole_name = f"{kind}!"
         self._write("DELETE FROM indexed WHERE folder = ?", [(whole_name,)])
         if whole is not None:
