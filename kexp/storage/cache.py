@@ -15,7 +15,9 @@ standard library), keyed so that it can only be current or missing, never wrong:
   (:mod:`kexp.storage.retrieval`) by content key: each content's words (an FTS5 table holding
   exactly the working tree's current experiments), its code change's key and
   shingles, and the prefix of its shingles (``postings``, for near-duplicates, in the
-  order of ``shingle_order``).
+  order of ``shingle_order``); ``indexed``: each folder's content keys as the index
+  last took them in, and the stamp of the whole working tree when every folder was
+  (a search of an unchanged tree compares no folder).
 
 The hash in the file name is that of the header row: the layout, kexp's version, a hash
 of kexp's library sources and of the schema (:func:`code_fingerprint`) and the
