@@ -321,7 +321,10 @@ def _assert_postings_are_the_prefixes(root: Path, threshold: float) -> None:
                 array("I", marshal.loads(packed[4:])), threshold, order
             )
         }
-        posted = set(connection.execute("SELECT shingle, doc FROM postings"))
+        posted = {
+            ((entry >> 32) + 0x80000000, entry & 0xFFFFFFFF)
+            for (entry,) in connection.execute("SELECT entry FROM postings")
+        }
     finally:
         connection.close()
     assert posted == wanted

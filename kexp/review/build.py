@@ -201,6 +201,7 @@ class _Side:
         self._by_path = {facts[number].path: number for number in self._whole}
         self._made: dict[int, KernelExperiment] = {}
         self._children: dict[str, list[int]] | None = None
+        self._children_sorted: set[str] = set()
         self._scored: dict[str, list[tuple[Any, int]]] = {}
 
     def _derive(self, numbers: Iterable[int]) -> None:
@@ -270,15 +271,20 @@ class _Side:
         """The numbers of the experiments whose ``pid`` is ``exp_id``, oldest first."""
         if self._children is None:
             self._children = self._children_index()
-        return self._children.get(exp_id, [])
+        found = self._children.get(exp_id, [])
+        if exp_id not in self._children_sorted:
+            facts = self.facts
+            found.sort(key=lambda n: (facts[n].created_at, facts[n].id))  # ties: path order
+            self._children_sorted.add(exp_id)
+        return found
 
-    @collector_paused()  # a sort key a fact, none in a cycle
+    @collector_paused()  # a list a parent, none in a cycle
     def _children_index(self) -> dict[str, list[int]]:
-        facts = self.facts
+        """Each parent's children, in path order (sorted by time when asked for)."""
         index: dict[str, list[int]] = {}
-        for number in sorted(range(len(facts)), key=lambda n: (facts[n].created_at, facts[n].id)):
-            if facts[number].pid:
-                index.setdefault(facts[number].pid, []).append(number)
+        for number, item in enumerate(self.facts):
+            if item.pid:
+                index.setdefault(item.pid, []).append(number)
         return index
 
     def scored_on(self, operator: str) -> list[tuple[Any, int]]:

@@ -85,8 +85,8 @@ _SCHEMA = (
         texts BLOB
     )""",
     "CREATE INDEX docs_by_code ON docs (code_key) WHERE code_key IS NOT NULL",
-    "CREATE TABLE postings (shingle INTEGER NOT NULL, doc INTEGER NOT NULL, "
-    "PRIMARY KEY (shingle, doc)) WITHOUT ROWID",
+    # A posting: (shingle, doc) as one integer (see _posting), in order: shingle, doc.
+    "CREATE TABLE postings (entry INTEGER PRIMARY KEY)",
     "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
     # The order of the shingles in the prefixes posted (see Cache.add_docs): one row.
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, record BLOB NOT NULL)",
@@ -160,6 +160,16 @@ def _seal(key: bytes, value: Any) -> bytes:
 _ORDER_KEY = b"shingle order"
 #: The most shingles the order of the postings names (the most common ones).
 ORDER_SIZE = 1 << 16
+
+
+#: The doc's bits of a posting.
+_DOC_MASK = 0xFFFFFFFF
+
+
+def _posting(shingle: int, doc: int) -> int:
+    """A posting as one signed 64-bit integer: the shingle (uint32) in the high half,
+    less 2**31, the doc number in the low one; postings sort by shingle, then doc."""
+    return ((shingle - 0x80000000) << 32) | doc
 
 
 def _order_of(shingle_sets: Iterable[Sequence[int]]) -> dict[int, int]:
@@ -539,11 +549,11 @@ class Cache:
                     [(total, _seal(_ORDER_KEY, order))],
                 )
                 self._write("DELETE FROM postings", [()])
-            postings = [(shingle, doc) for doc, shingles in to_post
+            postings = [_posting(shingle, doc) for doc, shingles in to_post
                         for shingle in prefix_of(shingles, order)]  # fmt: skip
             postings.sort()  # appended in order: a B-tree grows fastest so
             self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            self._write("INSERT OR IGNORE INTO postings VALUES (?, ?)", postings)
+            self._write("INSERT OR IGNORE INTO postings VALUES (?)", [(p,) for p in postings])
 
         self._transaction(work)
 
@@ -737,14 +747,24 @@ class Cache:
         if began:
             self._rows("BEGIN")
         try:
-            shingles = prefix_of(self._shingle_order()[1])
+            docs: set[int] = set()
+            for shingle in prefix_of(self._shingle_order()[1]):
+                first = _posting(shingle, 0)
+                docs.update(
+                    entry & _DOC_MASK
+                    for (entry,) in self._rows(
+                        "SELECT entry FROM postings WHERE entry BETWEEN ? AND ?",
+                        (first, first | _DOC_MASK),
+                    )
+                )
             found = []
-            for start in range(0, len(shingles), _CHUNK):
-                chunk = list(shingles[start : start + _CHUNK])
+            ordered = sorted(docs)
+            for start in range(0, len(ordered), _CHUNK):
+                chunk = ordered[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 found += self._rows(
-                    f"SELECT key, shingles FROM docs WHERE doc IN (SELECT doc FROM postings "
-                    f"WHERE shingle IN ({marks})) AND shingle_count BETWEEN ? AND ?",
+                    f"SELECT key, shingles FROM docs WHERE doc IN ({marks}) "
+                    "AND shingle_count BETWEEN ? AND ?",
                     [*chunk, least, most],
                 )
         finally:
