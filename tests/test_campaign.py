@@ -451,6 +451,39 @@ def test_a_packet_derived_over_its_operator_and_their_ancestors_is_the_whole_sto
     assert packet == whole
 
 
+def test_a_packets_lineage_through_an_id_two_files_hold_shows_the_whole_stores_scores(
+    tmp_path: Path,
+) -> None:
+    """The best's parent is an id held by two files: the first (the one that counts,
+    on another operator, measured against the reference) builds on a line of its own;
+    the packet's lineage walks that line and shows its cumulative scores as the whole
+    store derives them (a walk that stopped at the operator's own ids showed none)."""
+    other = "csrc/other.c: other_rows"
+    common = {"base_commit": "0" * 40, "status": "done"}
+    root, parent, twice, best = _IDS[:4]
+    records = [
+        experiment_fields(id=root, operator_sig=other, score=1.5, change_summary="Root",
+                          created_at="2026-12-01T00:00:01Z", **common),
+        experiment_fields(id=parent, pid=root, operator_sig=other, score=1.2,
+                          measured_against="parent", change_summary="Parent",
+                          created_at="2026-12-01T00:00:02Z", **common),
+        experiment_fields(id=twice, pid=parent, operator_sig=other, score=1.3,
+                          measured_against="reference", change_summary="aaa first",
+                          created_at="2026-12-01T00:00:03Z", **common),
+        experiment_fields(id=twice, score=1.1, measured_against="reference",
+                          change_summary="zzz second", created_at="2026-12-01T00:00:04Z",
+                          **common),
+        experiment_fields(id=best, pid=twice, score=1.4, measured_against="parent",
+                          change_summary="Best", created_at="2026-12-01T00:00:05Z", **common),
+    ]  # fmt: skip
+    store = _write(tmp_path, records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        packet = context(store, operator="reshape_and_cache", output="json")
+    lineage = {step["id"]: step for step in packet.data["lineage"]}
+    assert lineage[parent]["cumulative_score"] == pytest.approx(1.8)
+
+
 def test_a_packets_lineage_on_another_operator_shows_the_whole_stores_cumulative_scores(
     tmp_path: Path,
 ) -> None:

@@ -317,9 +317,10 @@ def _first_of_ids(rows: Iterable[Row]) -> dict[str, Row]:
 
 
 def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:
-    """The ancestors of ``rows`` by ``pid`` (each once; a cycle or a parent not in the
-    store ends a line)."""
-    seen = {row.id for row in rows}
+    """The ancestors of ``rows`` by ``pid``, as :func:`_lineage` walks them (the first
+    row of each id: one of ``rows`` may not be it), each once; a cycle or a parent not
+    in the store ends a line."""
+    seen: set[str] = set()
     found: list[Row] = []
     for row in rows:
         pid = row.pid
