@@ -242,6 +242,43 @@ def test_the_whole_trees_stamp_is_not_kept_when_another_process_wrote_meanwhile(
     assert len(similar(store, text="warp shuffle")) == 1
 
 
+def test_a_search_of_an_unchanged_tree_never_waits_to_store_the_trees_stamp(
+    store: Store,
+    make_experiment: Callable[..., KernelExperiment],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process holds the cache's write lock while a search of an unchanged
+    tree finds the stamp missing: the search answers from the file at once, leaving
+    the stamp for later (it waited out the busy timeout, then copied the cache into
+    memory)."""
+    import sqlite3
+    import time
+
+    from kexp.storage.cache import RACY_NS, Cache
+
+    exp = make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
+    time.sleep(RACY_NS / 1e9 + 0.3)  # the file settled: its listing is kept
+    assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
+    (file,) = store.cache_dir.glob("cache-*.sqlite")
+    with contextlib.closing(sqlite3.connect(file, isolation_level=None)) as other:
+        other.execute("DELETE FROM indexed WHERE folder IN ('docs!', 'fts!')")
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+
+        def refused(cache: Cache) -> None:
+            raise AssertionError("the search waited for the write lock")
+
+        monkeypatch.setattr(Cache, "to_memory", refused)
+        assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
+        other.execute("ROLLBACK")
+    monkeypatch.undo()
+    assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
+    with contextlib.closing(sqlite3.connect(file)) as connection:
+        kept = connection.execute(
+            "SELECT folder FROM indexed WHERE folder IN ('docs!', 'fts!') ORDER BY folder"
+        ).fetchall()
+    assert kept == [("docs!",), ("fts!",)]
+
+
 def _fts_docs(store: Store) -> set[int]:
     """The doc numbers the FTS table holds, read from the cache file."""
     import sqlite3

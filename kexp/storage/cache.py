@@ -601,6 +601,35 @@ class Cache:
         if folders or whole is not None:
             self._transaction(lambda: self._save_indexed(kind, folders, whole))
 
+    def keep_whole(self, kind: str, whole: bytes) -> None:
+        """Store the whole tree's stamp beside folders' records found current (see
+        :meth:`save_indexed`) when the file takes a write at once: nothing waits for
+        it, and a file that cannot take it now (another process writing, a read-only
+        file) is left as it is, for a later query to store it."""
+        connection = self._connection
+        if connection.in_transaction:
+            self._save_indexed(kind, {}, whole)
+            return
+        try:
+            connection.execute("PRAGMA busy_timeout = 0")
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return
+        else:
+            try:
+                self._save_indexed(kind, {}, whole)
+                connection.execute("COMMIT")
+            except (_CannotWrite, sqlite3.OperationalError):
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                raise
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
     def _save_indexed(
         self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None
     ) -> None:

@@ -548,7 +548,10 @@ def _document(
         folders.update(
             (folder, listing.folders[folder].keys) for folder in changed if folder not in spoilt
         )
-    cache.save_indexed("docs", folders, None if spoilt else whole)
+    if folders:
+        cache.save_indexed("docs", folders, None if spoilt else whole)
+    elif not spoilt:
+        cache.keep_whole("docs", whole)  # every folder's records current already
     return made
 
 
@@ -763,7 +766,9 @@ def _index_folders(
         if folder not in current:
             changes.subtract(_keys_of(before[16:]))
             folders[folder] = None
-    if not folders and whole is None:
+    if not folders:
+        if whole is not None:
+            cache.keep_whole("fts", whole)  # every folder's records current already
         return
     changed = {key: n for key, n in changes.items() if n}
     has_doc = cache.with_docs(sorted(changed))
