@@ -279,6 +279,70 @@ def test_a_search_of_an_unchanged_tree_never_waits_to_store_the_trees_stamp(
     assert kept == [("docs!",), ("fts!",)]
 
 
+def test_fts_changes_compared_before_another_process_wrote_are_not_applied_twice(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """Two connections, as two processes, found the same change of the FTS table; the
+    second to write is told to compare again (each doc's count of the files holding
+    it was raised twice: a file deleted later left its doc in the table)."""
+    from kexp.storage.cache import StaleComparisonError
+
+    make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
+    assert len(similar(store, text="warp shuffle")) == 1
+    docs_before = _fts_docs(store)
+    one, other = store.open_cache(), store.open_cache()
+    try:
+        one.indexed("fts")
+        other.indexed("fts")
+        other.activate({}, {}, {"2030/": None}, compared=True)
+        with pytest.raises(StaleComparisonError):
+            one.activate({}, {}, {"2031/": bytes(16)}, compared=True)
+        assert "2031/" not in other.indexed("fts")
+    finally:
+        one.close()
+        other.close()
+    assert _fts_docs(store) == docs_before
+    assert len(similar(store, text="warp shuffle")) == 1
+
+
+def test_a_search_compares_again_when_another_process_changed_the_fts_table_meanwhile(
+    store: Store,
+    make_experiment: Callable[..., KernelExperiment],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process writes the FTS table's records while a search compares them
+    (after an edit in place): the search compares again, and answers the files."""
+    from kexp.storage.cache import Cache
+
+    exp = make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
+    assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
+    path = store.get_experiment(exp.id).path
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    with path.open("r+", encoding="utf-8") as handle:
+        handle.write(text.replace("Warp-shuffle reduction", "Vectorised stores", 1))
+        handle.truncate()
+    plain, interrupted, compared = Cache.indexed, [], []
+
+    def meanwhile(cache: Cache, kind: str) -> dict[str, bytes]:
+        found = plain(cache, kind)
+        compared.append(kind)
+        if kind == "fts" and not interrupted:
+            interrupted.append(kind)
+            other = store.open_cache()
+            other.save_indexed("fts", {"elsewhere/": bytes(16)})  # another process
+            other.close()
+        return found
+
+    monkeypatch.setattr(Cache, "indexed", meanwhile)
+    assert [m.id for m in similar(store, text="vectorised stores")] == [exp.id]
+    assert compared.count("fts") == 2  # compared again after the other's write
+    assert similar(store, text="warp shuffle") == []
+    monkeypatch.undo()
+    docs = {row.key for row in store.found().rows}
+    assert _fts_docs(store) == _docs_of(store, docs)
+
+
 def _fts_docs(store: Store) -> set[int]:
     """The doc numbers the FTS table holds, read from the cache file."""
     import sqlite3

@@ -100,6 +100,12 @@ class DamagedCacheError(Exception):
     after :meth:`Cache.rebuild`."""
 
 
+class StaleComparisonError(DamagedCacheError):
+    """Another process wrote the folders' records of the FTS table since this one
+    compared them: the changes it found may be applied already (compare again; a cache
+    that never settles is rebuilt)."""
+
+
 _FINGERPRINT: list[str] = []
 
 
@@ -665,16 +671,26 @@ class Cache:
         texts: dict[bytes, tuple[int, Sequence[str]]],
         folders: dict[str, bytes | None] | None = None,
         whole: bytes | None = None,
+        *,
+        compared: bool = False,
     ) -> None:
         """Add ``changes[key]`` (±) to each doc's active count, putting a doc into the FTS
         table when its count leaves 0 and taking it out when it comes back to 0
         (``texts``: each changed doc's number and words); store the folders' indexed
         keys (None: the folder is gone) and the whole's stamp (see :meth:`save_indexed`).
-        Within :meth:`transient`, undone at its end."""
-        if self._connection.in_transaction:
+        ``compared``: the changes come from the folders' records as :meth:`indexed` read
+        them, and raise :class:`StaleComparisonError` (nothing written) when another
+        process wrote since. Within :meth:`transient`, undone at its end."""
+
+        def work() -> None:
+            if compared and self._compared.get("fts") != self._data_version():
+                raise StaleComparisonError("the FTS table changed since it was compared")
             self._activate(changes, texts, folders or {}, whole)
+
+        if self._connection.in_transaction:
+            work()
         else:
-            self._transaction(lambda: self._activate(changes, texts, folders or {}, whole))
+            self._transaction(work)
 
     def _activate(
         self,

@@ -706,14 +706,28 @@ def _index_working_tree(
     """Bring the FTS table in step with the working tree's rows (those of ``listing``,
     else ``local``), folder by folder: only the folders whose files changed since it
     was last done are compared. When the words of a doc to take out can no longer be
-    had, the table is emptied and filled again."""
-    for _ in range(2):
+    had, the table is emptied and filled again; when another process changed it since
+    it was compared, it is compared again."""
+    from kexp.storage.cache import StaleComparisonError
+
+    emptied = 0
+    for _ in range(_COMPARISONS):
         try:
             _index_folders(cache, listing, texts_of, local)
             return
         except _NoWords:
+            if emptied == 2:  # pragma: no cover - none to take out once emptied
+                raise StaleComparisonError("the FTS table cannot be emptied") from None
+            emptied += 1
             cache.clear_texts_index()
-    _index_folders(cache, listing, texts_of, local)  # pragma: no cover - none to take out
+        except StaleComparisonError:
+            continue
+    raise StaleComparisonError("the FTS table never settled")  # rebuilt by the caller
+
+
+#: How many times the FTS table is compared with the working tree before the cache is
+#: rebuilt (another process changing it meanwhile each time).
+_COMPARISONS = 8
 
 
 #: The stamp of a folder whose files are to be compared next time.
@@ -782,7 +796,9 @@ def _index_folders(
                     k for k in _keys_of(kept[16:]) if k not in missing
                 )
         changed = {key: n for key, n in changed.items() if key not in missing}
-    cache.activate(changed, texts_of.of(changed), folders, None if missing else whole)
+    cache.activate(
+        changed, texts_of.of(changed), folders, None if missing else whole, compared=True
+    )
 
 
 def _keys_of(packed: bytes) -> list[bytes]:
