@@ -476,12 +476,17 @@ def test_a_packets_lineage_through_an_id_two_files_hold_shows_the_whole_stores_s
         experiment_fields(id=best, pid=twice, score=1.4, measured_against="parent",
                           change_summary="Best", created_at="2026-12-01T00:00:05Z", **common),
     ]  # fmt: skip
-    store = _write(tmp_path, records)
+    assert _lineage_shown(tmp_path, records)[parent]["cumulative_score"] == pytest.approx(1.8)
+
+
+def _lineage_shown(root: Path, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The steps of the lineage ``kexp context`` shows on reshape_and_cache, by id, in a
+    store of ``records``."""
+    store = _write(root, records)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         packet = context(store, operator="reshape_and_cache", output="json")
-    lineage = {step["id"]: step for step in packet.data["lineage"]}
-    assert lineage[parent]["cumulative_score"] == pytest.approx(1.8)
+    return {step["id"]: step for step in packet.data["lineage"]}
 
 
 def test_a_packets_lineage_on_another_operator_shows_the_whole_stores_cumulative_scores(
@@ -501,12 +506,7 @@ def test_a_packets_lineage_on_another_operator_shows_the_whole_stores_cumulative
         experiment_fields(id=_IDS[2], pid=_IDS[1], score=1.3, measured_against="reference",
                           change_summary="Best", created_at="2026-12-01T00:00:03Z", **common),
     ]  # fmt: skip
-    store = _write(tmp_path, records)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        packet = context(store, operator="reshape_and_cache", output="json")
-    lineage = {step["id"]: step for step in packet.data["lineage"]}
-    assert lineage[_IDS[1]]["cumulative_score"] == pytest.approx(1.8)
+    assert _lineage_shown(tmp_path, records)[_IDS[1]]["cumulative_score"] == pytest.approx(1.8)
 
 
 @settings(

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import kexp.storage.doctext as doctext
 from kexp import KernelExperiment, KexpError, Store
+from kexp.storage.cache import Cache
 from kexp.storage.dedupe import (
     NearDuplicateWarning,
     RemeasureWarning,
@@ -225,8 +226,7 @@ def test_the_whole_trees_stamp_is_not_kept_when_another_process_wrote_meanwhile(
     kept (the folders it did not change hold what the other saw)."""
     make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
     assert len(similar(store, text="warp shuffle")) == 1
-    one, other = store.open_cache(), store.open_cache()
-    try:
+    with _two_connections(store) as (one, other):
         for kind in ("docs", "fts"):
             folders = one.indexed(kind)
             assert folders and one.indexed_whole(kind) is not None
@@ -236,10 +236,18 @@ def test_the_whole_trees_stamp_is_not_kept_when_another_process_wrote_meanwhile(
             other.save_indexed(kind, {"2026/": None})  # another process's change
             one.save_indexed(kind, {}, b"stamp of a later tree")
             assert one.indexed_whole(kind) is None
+    assert len(similar(store, text="warp shuffle")) == 1
+
+
+@contextlib.contextmanager
+def _two_connections(store: Store) -> Iterator[tuple[Cache, Cache]]:
+    """Two connections to the store's cache, as two processes have."""
+    one, other = store.open_cache(), store.open_cache()
+    try:
+        yield one, other
     finally:
         one.close()
         other.close()
-    assert len(similar(store, text="warp shuffle")) == 1
 
 
 def test_a_search_of_an_unchanged_tree_never_waits_to_store_the_trees_stamp(
@@ -290,17 +298,13 @@ def test_fts_changes_compared_before_another_process_wrote_are_not_applied_twice
     make_experiment(change_summary="Warp-shuffle reduction - +4.4%")
     assert len(similar(store, text="warp shuffle")) == 1
     docs_before = _fts_docs(store)
-    one, other = store.open_cache(), store.open_cache()
-    try:
+    with _two_connections(store) as (one, other):
         one.indexed("fts")
         other.indexed("fts")
         other.activate({}, {}, {"2030/": None}, compared=True)
         with pytest.raises(StaleComparisonError):
             one.activate({}, {}, {"2031/": bytes(16)}, compared=True)
         assert "2031/" not in other.indexed("fts")
-    finally:
-        one.close()
-        other.close()
     assert _fts_docs(store) == docs_before
     assert len(similar(store, text="warp shuffle")) == 1
 
