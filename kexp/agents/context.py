@@ -164,7 +164,7 @@ def _gather(
     everything_here = chronological(
         row for row in search.rows if wanted in row.operator_sig.lower()
     )
-    by_id = _first_of_ids(search.rows)
+    by_id = search.first_rows()
     # What is derived of them and of their ancestors (outcome, cumulative score,
     # control), as every query derives it over the whole store: a cumulative score
     # depends on ancestors on any operator.
@@ -306,14 +306,6 @@ def _moment(created_at: str) -> str:
     stamp = created_at.rstrip("Z")
     whole, _, fraction = stamp.partition(".")
     return f"{whole}.{fraction.ljust(9, '0')}"
-
-
-def _first_of_ids(rows: Iterable[Row]) -> dict[str, Row]:
-    """The first row (in path order) of each id: the file that counts for it."""
-    found: dict[str, Row] = {}
-    for row in rows:
-        found.setdefault(row.id, row)
-    return found
 
 
 def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:

@@ -317,10 +317,22 @@ class Cache:
             chunk = list(keys[start : start + _CHUNK])
             yield from self._rows(sql.format(marks=",".join("?" * len(chunk))), chunk)
 
-    def _transaction(self, work: Callable[[], None]) -> None:
+    def _transaction(self, work: Callable[[], None], *, at_once: bool = False) -> None:
         """``work()`` in one write transaction; when the file cannot take it (another
         process holds it too long, a read-only file, a full disk), in memory instead
-        (:meth:`to_memory`): this process keeps what it would have written."""
+        (:meth:`to_memory`): this process keeps what it would have written. ``at_once``:
+        only if the file takes the write without waiting, else nothing is written."""
+        if at_once:
+            self._connection.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._transact(work, at_once)
+        finally:
+            if at_once:
+                with contextlib.suppress(sqlite3.Error):
+                    timeout = int(BUSY_TIMEOUT_S * 1000)
+                    self._connection.execute(f"PRAGMA busy_timeout = {timeout}")
+
+    def _transact(self, work: Callable[[], None], at_once: bool) -> None:
         for _ in range(2):
             try:
                 self._connection.execute("BEGIN IMMEDIATE")
@@ -330,6 +342,8 @@ class Cache:
             except (_CannotWrite, sqlite3.OperationalError) as exc:
                 with contextlib.suppress(sqlite3.Error):
                     self._connection.execute("ROLLBACK")
+                if at_once:
+                    return
                 if self.in_memory:
                     raise DamagedCacheError(str(exc)) from None
                 self.to_memory()
@@ -612,29 +626,10 @@ class Cache:
         :meth:`save_indexed`) when the file takes a write at once: nothing waits for
         it, and a file that cannot take it now (another process writing, a read-only
         file) is left as it is, for a later query to store it."""
-        connection = self._connection
-        if connection.in_transaction:
+        if self._connection.in_transaction:
             self._save_indexed(kind, {}, whole)
-            return
-        try:
-            connection.execute("PRAGMA busy_timeout = 0")
-            connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error:
-            return
         else:
-            try:
-                self._save_indexed(kind, {}, whole)
-                connection.execute("COMMIT")
-            except (_CannotWrite, sqlite3.OperationalError):
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-                raise
-        finally:
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self._transaction(lambda: self._save_indexed(kind, {}, whole), at_once=True)
 
     def _save_indexed(
         self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None

@@ -241,6 +241,20 @@ class Search(Index):
         self.rows = rows
         self._by_key = by_key if by_key is not None else _ByKey(rows)
         self._derivation: Derivation | None = None
+        self._versions: dict[str, list[int]] | None = None
+
+    def versions(self) -> dict[str, list[int]]:
+        """Each id's rows: their numbers in :attr:`rows` (the first counts for the id)."""
+        if self._versions is None:
+            from kexp.core.campaign import versions_of
+
+            self._versions = versions_of(self.rows)
+        return self._versions
+
+    def first_rows(self) -> dict[str, Row]:
+        """The row that counts for each id: its first in path order."""
+        rows = self.rows
+        return {exp_id: rows[numbers[0]] for exp_id, numbers in self.versions().items()}
 
     @property
     def derivation(self) -> Derivation:
@@ -261,7 +275,7 @@ class Search(Index):
             return self._derivation
         from kexp.core.campaign import derive_for
 
-        return derive_for(self.rows, rows, self.settings)
+        return derive_for(self.rows, rows, self.settings, self.versions())
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         rows = [row for key in set(keys) for row in self._by_key.get(key)]
@@ -708,7 +722,7 @@ def _index_working_tree(
     was last done are compared. When the words of a doc to take out can no longer be
     had, the table is emptied and filled again; when another process changed it since
     it was compared, it is compared again."""
-    from kexp.storage.cache import StaleComparisonError
+    from kexp.storage.cache import DamagedCacheError, StaleComparisonError
 
     emptied = 0
     for _ in range(_COMPARISONS):
@@ -717,7 +731,7 @@ def _index_working_tree(
             return
         except _NoWords:
             if emptied == 2:  # pragma: no cover - none to take out once emptied
-                raise StaleComparisonError("the FTS table cannot be emptied") from None
+                raise DamagedCacheError("the FTS table cannot be emptied") from None
             emptied += 1
             cache.clear_texts_index()
         except StaleComparisonError:
