@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +21,7 @@ from conftest import experiment_fields, git
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
 from kexp.core.model import FRONT_MATTER_FIELDS
 from kexp.core.settings import DEFAULT_SETTINGS
-from kexp.storage.cache import file_name
+from kexp.storage.cache import file_name, pack_group
 from kexp.storage.sources import WorkingTree
 
 INDEX_FILE = file_name(DEFAULT_SETTINGS)
@@ -173,16 +176,24 @@ def _sealed(name: bytes, value: Any) -> bytes:
 
 
 def _rewrite(index: Path, table: str, change: Callable[[Any], Any]) -> None:
-    """Rewrite every record of ``table`` (``folders``: each folder's listing; ``packs``:
-    the records of its files) with ``change`` and a matching checksum, as a program
-    that knows the layout would (another kexp build, say)."""
+    """Rewrite every folder's record in ``table`` (``folders``: its listing; ``packs``:
+    the records of its files, kept in groups of folders) with ``change`` and a matching
+    checksum, as a program that knows the layout would (another kexp build, say)."""
     with sqlite3.connect(index) as db:
-        for folder, record in db.execute(f"SELECT folder, record FROM {table}").fetchall():
-            name = folder.encode()
-            db.execute(
-                f"UPDATE {table} SET record = ? WHERE folder = ?",
-                (_sealed(name, change(_unsealed(name, record))), folder),
-            )
+        if table == "packs":
+            for group, record in db.execute("SELECT grp, record FROM packs").fetchall():
+                name = b"packs %d" % group
+                packs = {f: change(p) for f, p in _unsealed(name, record).items()}
+                db.execute(
+                    "UPDATE packs SET record = ? WHERE grp = ?", (_sealed(name, packs), group)
+                )
+        for folder, record in db.execute("SELECT folder, record FROM folders").fetchall():
+            if table == "folders":
+                name = folder.encode()
+                db.execute(
+                    "UPDATE folders SET record = ? WHERE folder = ?",
+                    (_sealed(name, change(_unsealed(name, record))), folder),
+                )
     db.close()
 
 
@@ -245,6 +256,55 @@ def test_a_row_that_does_not_match_its_file_makes_the_cache_rebuilt(
     db.close()
     assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
     assert _scores(store) == _uncached(store)
+
+
+def test_a_pack_saved_while_another_process_writes_its_group_keeps_that_ones_pack(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    """The folders' packs are kept in groups, a record each: a process saving a folder's
+    pack while another process, holding the write lock, writes another folder's pack of
+    the same group keeps both (the group is read once the lock is taken, not before)."""
+    _scores(store)  # the cache made
+    cache = store.open_cache()
+    try:
+        packs = cache.packs(list(cache.folders()))
+    finally:
+        cache.close()
+    folder, pack = next((folder, pack) for folder, pack in packs.items() if pack[0])
+    group = pack_group(folder)
+    other = next(
+        f"elsewhere/{n}/" for n in itertools.count() if pack_group(f"elsewhere/{n}/") == group
+    )
+    failed: list[BaseException] = []
+
+    def save() -> None:
+        cache = store.open_cache()
+        try:
+            cache.save_folders({}, {folder: pack}, [])
+        except BaseException as exc:  # pragma: no cover - reported below
+            failed.append(exc)
+        finally:
+            cache.close()
+
+    holder = sqlite3.connect(store.cache_dir / INDEX_FILE, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    saving = threading.Thread(target=save)
+    saving.start()
+    time.sleep(0.5)  # the save waits for the lock (or has read the group already)
+    (record,) = holder.execute("SELECT record FROM packs WHERE grp = ?", (group,)).fetchone()
+    name = b"packs %d" % group
+    members = _unsealed(name, record)
+    members[other] = pack
+    holder.execute("UPDATE packs SET record = ? WHERE grp = ?", (_sealed(name, members), group))
+    holder.execute("COMMIT")
+    holder.close()
+    saving.join()
+    assert failed == []
+    cache = store.open_cache()
+    try:
+        assert set(cache.packs([folder, other])) == {folder, other}
+    finally:
+        cache.close()
 
 
 def test_top_and_filters_agree_with_a_store_read_without_cache(

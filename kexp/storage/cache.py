@@ -8,7 +8,8 @@ standard library), keyed so that it can only be current or missing, never wrong:
   its content key (git's blob hash of the bytes), for contents found on refs;
 * ``folders`` and ``packs``: the working tree, folder by folder: the names, each file's
   stat signature and content key (the listing), and the records of its files (the
-  pack, read in one piece by queries that rank the whole store);
+  pack, read in one piece by queries that rank the whole store; packs are kept in
+  :data:`PACK_GROUPS` groups of folders, a record each);
 * ``objects``: what never changes once known: git trees by hash, merge bases by the
   commits they join;
 * ``docs``, ``fts``, ``postings``, ``indexed``, ``shingle_order``: the retrieval index
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/2"
+LAYOUT = "kexp-cache/3"
 #: A file changed this recently (ns) when it was read is read again next time: it may
 #: change again within its timestamps' granularity without a new signature.
 RACY_NS = 2_000_000_000
@@ -72,7 +73,8 @@ FTS_COLUMNS = ("summary", "description", "insight", "operator", "code")
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE folders (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
-    "CREATE TABLE packs (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
+    # The folders' packs in groups (see pack_group): a group's record maps folder → pack.
+    "CREATE TABLE packs (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE contents (key BLOB PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE objects (name TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
     # The retrieval index: one doc per content key; 'active' counts the working-tree
@@ -160,6 +162,22 @@ def _opened(key: bytes, record: bytes) -> Any:
 
 def _seal(key: bytes, value: Any) -> bytes:
     return _sealed(key, marshal.dumps(value))
+
+
+#: How many groups the folders' packs are kept in.
+PACK_GROUPS = 2048
+
+
+def pack_group(folder: str) -> int:
+    """The group a folder's pack is kept in: ``marshal`` writes the texts packs repeat
+    (operator, environment, commit) once a record; a group stays small as the store
+    grows (a write rewrites its folder's group)."""
+    return zlib.crc32(folder.encode("utf-8", "surrogatepass")) % PACK_GROUPS
+
+
+def _group_key(group: int) -> bytes:
+    """The key a group of packs is sealed under."""
+    return b"packs %d" % group
 
 
 #: The key the order of the postings is sealed under.
@@ -384,76 +402,87 @@ class Cache:
             for folder, record in self._rows("SELECT folder, record FROM folders")
         }
 
-    def each_pack(self, folders: Sequence[str]) -> Iterator[tuple[str, Any]]:
-        """(folder, pack) of each of ``folders`` that has one, read one at a time (memory
-        holds one pack's bytes at once)."""
-        wanted = set(folders)
+    def _pack_groups(self, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
+        """(group, sealed record) of each of ``groups`` that has one (None: every one, a
+        few at a time: memory holds a few groups' bytes at once)."""
+        if groups is not None:
+            yield from self._by_keys("SELECT grp, record FROM packs WHERE grp IN ({marks})", groups)
+            return
         try:
-            cursor = self._connection.execute("SELECT folder, record FROM packs")
+            cursor = self._connection.execute("SELECT grp, record FROM packs")
             while found := cursor.fetchmany(8):
-                for folder, record in found:
-                    if folder in wanted:
-                        yield folder, _opened(folder.encode("utf-8", "surrogatepass"), record)
+                yield from found
         except (sqlite3.Error, ValueError) as exc:
             raise DamagedCacheError(str(exc)) from None
 
+    def each_pack(self, folders: Sequence[str]) -> Iterator[tuple[str, Any]]:
+        """(folder, pack) of each of ``folders`` that has one, in no particular order;
+        a few groups read at once when many are asked for, else only theirs."""
+        wanted = set(folders)
+        groups = None if len(wanted) > _CHUNK else sorted({pack_group(f) for f in wanted})
+        for group, record in self._pack_groups(groups):
+            for folder, pack in _opened(_group_key(group), record).items():
+                if folder in wanted:
+                    yield folder, pack
+
     def packs(self, folders: Sequence[str]) -> dict[str, Any]:
         """The pack (the records of its files) of each of ``folders`` that has one."""
-        if len(folders) > _CHUNK:
-            wanted = set(folders)
-            found = self._rows("SELECT folder, record FROM packs")
-            return {
-                folder: _opened(folder.encode("utf-8", "surrogatepass"), record)
-                for folder, record in found
-                if folder in wanted
-            }
-        return {
-            folder: _opened(folder.encode("utf-8", "surrogatepass"), record)
-            for folder, record in self._by_keys(
-                "SELECT folder, record FROM packs WHERE folder IN ({marks})", folders
-            )
-        }
+        return dict(self.each_pack(folders))
 
     def packs_naming(self, folders: dict[str, bytes], needle: bytes) -> dict[str, Any]:
         """The pack of each of ``folders`` (→ the content keys of its files now, as the
         listing holds them) that has one: None for those that certainly hold no record
-        naming ``needle`` (their bytes hold every one of these content keys, and not
-        ``needle``), which are not read."""
+        naming ``needle`` (their group's bytes hold every one of these content keys, and
+        not ``needle``), which are not read."""
+        by_group: dict[int, list[str]] = {}
+        for folder in folders:
+            by_group.setdefault(pack_group(folder), []).append(folder)
         found: dict[str, Any] = {}
-        for folder, record in self._by_keys(
-            "SELECT folder, record FROM packs WHERE folder IN ({marks})", sorted(folders)
-        ):
-            key = folder.encode("utf-8", "surrogatepass")
+        for group, record in self._pack_groups(sorted(by_group)):
+            key = _group_key(group)
+            members = by_group[group]
             if (
                 isinstance(record, bytes)
                 and needle not in record
-                and folders[folder] in record
+                and all(folders[folder] in record for folder in members)
                 and zlib.crc32(record[4:], zlib.crc32(key)) == int.from_bytes(record[:4], "little")
             ):
-                found[folder] = None
-            else:
-                found[folder] = _opened(key, record)
+                found.update(dict.fromkeys(members))
+                continue
+            packs = _opened(key, record)
+            found.update({folder: packs[folder] for folder in members if folder in packs})
         return found
 
     def save_folders(
         self, listings: dict[str, Any], packs: dict[str, Any], gone: Iterable[str]
     ) -> None:
         """Store the listing of each folder of ``listings`` and the pack of each of
-        ``packs``; forget the ``gone`` folders."""
-        forgotten = [(folder,) for folder in gone]
+        ``packs``; forget the ``gone`` folders. The groups of packs changed are read and
+        written again in the same transaction: another process's packs in a group are
+        kept."""
+        gone = list(gone)
+        listed = [
+            (folder, _seal(folder.encode("utf-8", "surrogatepass"), value))
+            for folder, value in listings.items()
+        ]
 
-        def sealed(values: dict[str, Any]) -> list[tuple[str, bytes]]:
-            return [
-                (folder, _seal(folder.encode("utf-8", "surrogatepass"), value))
-                for folder, value in values.items()
-            ]
+        def work() -> None:
+            self._write("DELETE FROM folders WHERE folder = ?", [(folder,) for folder in gone])
+            self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
+            touched = sorted({pack_group(folder) for folder in (*packs, *gone)})
+            groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
+            for group, record in self._pack_groups(touched):
+                groups[group] = _opened(_group_key(group), record)
+            for folder in gone:
+                groups[pack_group(folder)].pop(folder, None)
+            for folder, pack in packs.items():
+                groups[pack_group(folder)][folder] = pack
+            emptied = [(group,) for group, members in groups.items() if not members]
+            kept = [(g, _seal(_group_key(g), members)) for g, members in groups.items() if members]
+            self._write("DELETE FROM packs WHERE grp = ?", emptied)
+            self._write("INSERT OR REPLACE INTO packs VALUES (?, ?)", kept)
 
-        self.write(
-            ("DELETE FROM folders WHERE folder = ?", forgotten),
-            ("DELETE FROM packs WHERE folder = ?", forgotten),
-            ("INSERT OR REPLACE INTO folders VALUES (?, ?)", sealed(listings)),
-            ("INSERT OR REPLACE INTO packs VALUES (?, ?)", sealed(packs)),
-        )
+        self._transaction(work)
 
     # --- contents and objects ----------------------------------------------------------
 
