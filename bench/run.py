@@ -183,6 +183,9 @@ class Context:
     kexp: list[str]
     env: dict[str, str]
     workspace: Workspace | None = None
+    #: What the contexts of the builds compared in one run (``--against``) share: the
+    #: writable copies, made once (``dataclasses.replace`` keeps this dict).
+    shared: dict[str, Workspace] = dataclasses.field(default_factory=dict)
 
     @property
     def root(self) -> str:
@@ -194,9 +197,15 @@ class Context:
         return [*self.kexp, "--root", self.root, *args]
 
     def work(self) -> Workspace:
-        """The writable copies (made on first use: a minute at N = 100,000)."""
+        """The writable copies (made on first use: a minute at N = 100,000; copies made
+        for another build's context are shared, their caches warmed for this build)."""
         if self.workspace is None:
-            self.workspace = make_workspace(self)
+            made = self.shared.get("workspace")
+            if made is None:
+                made = self.shared["workspace"] = make_workspace(self)
+            else:
+                warm_workspace(self, made.store, made.pr)
+            self.workspace = made
         return self.workspace
 
 
@@ -639,12 +648,7 @@ def make_workspace(ctx: Context) -> Workspace:
         _run_quietly(["git", "-C", str(pr), "add", "experiments"], ctx.env)
         _run_quietly(["git", "-C", str(pr), *identity, "commit", "-q", "-m",
                       "10 experiments"], ctx.env)
-    for root in (store, pr):
-        if root.exists():  # warm caches: the write cases measure a store in use
-            _run_quietly([*ctx.kexp, "--root", str(root), "top"], ctx.env)
-    # The repeat check's index (the retrieval index) is built once (the first check after
-    # a clone pays it, as the first query pays the cache): before the timed runs.
-    _run_quietly([sys.executable, "-c", _REPEATS, str(store)], ctx.env)
+    warm_workspace(ctx, store, pr)
     json_copy = legacy = None
     if dataset.json_path.is_file():
         json_copy = folder / "kernel_experiments_db.json"
@@ -660,6 +664,17 @@ def make_workspace(ctx: Context) -> Workspace:
     diff.write_text(BENCH_DIFF, encoding="utf-8")
     return Workspace(folder, store, pr, folder / "empty", json_copy, legacy, diff,
                      base_commit, parent, added)
+
+
+def warm_workspace(ctx: Context, store: Path, pr: Path) -> None:
+    """Warm the writable copies' caches for ``ctx``'s build: the write cases measure a
+    store in use."""
+    for root in (store, pr):
+        if root.exists():
+            _run_quietly([*ctx.kexp, "--root", str(root), "top"], ctx.env)
+    # The repeat check's index (the retrieval index) is built once (the first check after
+    # a clone pays it, as the first query pays the cache): before the timed runs.
+    _run_quietly([sys.executable, "-c", _REPEATS, str(store)], ctx.env)
 
 
 #: The refs cases: REFS remote-tracking branches (origin/agent-N), each the store plus
@@ -774,10 +789,11 @@ def check_sizes(ctx: Context, run: Run) -> str:
 
 
 def remove_workspace(ctx: Context) -> None:
-    """Remove the writable copies."""
-    if ctx.workspace is not None:
-        shutil.rmtree(ctx.workspace.folder, ignore_errors=True)
-        ctx.workspace = None
+    """Remove the writable copies (those shared with another build's context too)."""
+    made = ctx.shared.pop("workspace", None) or ctx.workspace
+    if made is not None:
+        shutil.rmtree(made.folder, ignore_errors=True)
+    ctx.workspace = None
 
 
 def _work_kexp(ctx: Context, *args: str) -> list[str]:
@@ -1167,72 +1183,87 @@ def _tail(text: str, lines: int = 3) -> str:
     return " | ".join(text.strip().splitlines()[-lines:])
 
 
-def run_cases(ctx: Context, cases: Sequence[Case], repeat: int, timeout: float) -> list[CaseResult]:
-    """Time every case ``repeat`` times, in rounds.
+def run_builds(
+    contexts: Sequence[Context], cases: Sequence[Case], repeat: int, timeout: float
+) -> list[list[CaseResult]]:
+    """Time every case ``repeat`` times in each context (one per build of kexp), in
+    rounds: the results of each context.
 
     Each round runs every case once, in the order of :data:`CASES` (baselines, then the
     cold cases, then one untimed ``kexp top`` and the warm cases), so a change in the
-    machine's load during the run touches every case alike. A case that fails or times
-    out is not run again.
+    machine's load during the run touches every case alike; with two builds, each case
+    runs in both, one after the other, the first build first in odd rounds and second in
+    even ones, so that a pair of runs sees the same machine. A case that fails or times
+    out is not run again in that context.
     """
-    results = [CaseResult(case) for case in cases]
-    for result in results:
-        if result.case.argv(ctx) is None:
-            result.skipped = "not applicable"
-    warmup_failed = ""
-    for round_number in range(1, repeat + 1):
-        cache_warm = retrieval_warm = False
+    every = [[CaseResult(case) for case in cases] for _ in contexts]
+    for ctx, results in zip(contexts, every, strict=True):
         for result in results:
-            case = result.case
-            if result.skipped or any(not run.ok for run in result.runs):
+            if result.case.argv(ctx) is None:
+                result.skipped = "not applicable"
+    warmup_failed = [""] * len(contexts)
+    for round_number in range(1, repeat + 1):
+        cache_warm = [False] * len(contexts)
+        retrieval_warm = [False] * len(contexts)
+        for index in range(len(cases)):
+            order = list(range(len(contexts)))
+            if round_number % 2 == 0:
+                order.reverse()
+            for which in order:
+                ctx, result = contexts[which], every[which][index]
+                case = result.case
+                if result.skipped or any(not run.ok for run in result.runs):
+                    continue
+                if case.cache == "cold":
+                    _remove_cache(ctx)  # every build's cache
+                    cache_warm = [False] * len(contexts)
+                    retrieval_warm = [False] * len(contexts)
+                if case.cache in ("warm", "retrieval") and not cache_warm[which]:
+                    if warmup_failed[which]:
+                        result.note = warmup_failed[which]
+                        continue
+                    warm = measure(ctx.kexp_args("top"), cwd=ctx.dataset.folder, env=ctx.env,
+                                   timeout=timeout)
+                    if not warm.ok:
+                        warmup_failed[which] = "warm-up `kexp top` " + (
+                            f"timed out (> {timeout:g} s)" if warm.timed_out
+                            else f"failed: {_tail(warm.stderr)}"
+                        )
+                        result.note = warmup_failed[which]
+                        _log(f"  round {round_number}: {warmup_failed[which]}")
+                        continue
+                    cache_warm[which] = True
+                if case.cache == "retrieval" and not retrieval_warm[which]:
+                    measure(ctx.kexp_args("similar", "--text", PLAN), cwd=ctx.dataset.folder,
+                            env=ctx.env, timeout=timeout)
+                    retrieval_warm[which] = True
+                if case.prepare is not None:
+                    case.prepare(ctx)
+                argv = case.argv(ctx)
+                assert argv is not None
+                warm_inputs(ctx, case)
+                run = measure(argv, cwd=ctx.dataset.folder, env=ctx.env, timeout=timeout)
+                result.runs.append(run)
+                state = (
+                    "timed out"
+                    if run.timed_out
+                    else f"{run.seconds:.3f} s (CPU {run.cpu_seconds:.3f} s), "
+                    f"{run.max_rss_mib:.0f} MiB" + ("" if run.ok else f", exit {run.returncode}")
+                )
+                build = f" [{'AB'[which]}]" if len(contexts) > 1 else ""
+                _log(f"  round {round_number}/{repeat}{build} {case.name:<20} {state}")
+    for ctx, results in zip(contexts, every, strict=True):
+        for result in results:
+            if result.skipped or not result.runs:
                 continue
-            if case.cache == "cold":
-                _remove_cache(ctx)
-                cache_warm = retrieval_warm = False
-            if case.cache in ("warm", "retrieval") and not cache_warm:
-                if warmup_failed:
-                    result.note = warmup_failed
-                    continue
-                warm = measure(ctx.kexp_args("top"), cwd=ctx.dataset.folder, env=ctx.env,
-                               timeout=timeout)
-                if not warm.ok:
-                    warmup_failed = "warm-up `kexp top` " + (
-                        f"timed out (> {timeout:g} s)" if warm.timed_out
-                        else f"failed: {_tail(warm.stderr)}"
-                    )
-                    result.note = warmup_failed
-                    _log(f"  round {round_number}: {warmup_failed}")
-                    continue
-                cache_warm = True
-            if case.cache == "retrieval" and not retrieval_warm:
-                measure(ctx.kexp_args("similar", "--text", PLAN), cwd=ctx.dataset.folder,
-                        env=ctx.env, timeout=timeout)
-                retrieval_warm = True
-            if case.prepare is not None:
-                case.prepare(ctx)
-            argv = case.argv(ctx)
-            assert argv is not None
-            warm_inputs(ctx, case)
-            run = measure(argv, cwd=ctx.dataset.folder, env=ctx.env, timeout=timeout)
-            result.runs.append(run)
-            state = (
-                "timed out"
-                if run.timed_out
-                else f"{run.seconds:.3f} s (CPU {run.cpu_seconds:.3f} s), "
-                f"{run.max_rss_mib:.0f} MiB" + ("" if run.ok else f", exit {run.returncode}")
-            )
-            _log(f"  round {round_number}/{repeat} {case.name:<20} {state}")
-    for result in results:
-        if result.skipped or not result.runs:
-            continue
-        if result.timed_out:
-            result.note = f"timed out (> {timeout:g} s)"
-        elif result.failed:
-            bad = next(r for r in result.runs if not r.ok)
-            result.note = f"exit {bad.returncode}: {_tail(bad.stderr)}"
-        else:
-            result.note = result.case.check(ctx, result.runs[0])
-    return results
+            if result.timed_out:
+                result.note = f"timed out (> {timeout:g} s)"
+            elif result.failed:
+                bad = next(r for r in result.runs if not r.ok)
+                result.note = f"exit {bad.returncode}: {_tail(bad.stderr)}"
+            else:
+                result.note = result.case.check(ctx, result.runs[0])
+    return every
 
 
 # --- reporting -------------------------------------------------------------------------
@@ -1326,6 +1357,28 @@ def case_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
             f"{_fmt(_ratio(cpu, pred_cpu), 2)} | {_fmt(rss, 0)} | "
             f"{_fmt(_ratio(rss, pred_rss), 2)} | {len(result.good)} | "
             f"{result.note.replace('|', '/')} |"
+        )
+    return lines
+
+
+def comparison_table(this: Sequence[CaseResult], other: Sequence[CaseResult]) -> list[str]:
+    """Each case timed in two builds in one run (``--against``): the medians, and the
+    median over the rounds of this build's run ÷ the other's (the two runs of a round
+    are back to back, on the same machine)."""
+    lines = [
+        "| case | this s | other s | this ÷ other | CPU this ÷ other | pairs |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for mine, theirs in zip(this, other, strict=True):
+        if mine.skipped or theirs.skipped:
+            continue
+        pairs = [(a, b) for a, b in zip(mine.runs, theirs.runs, strict=False) if a.ok and b.ok]
+        wall = [a.seconds / b.seconds for a, b in pairs if b.seconds > 0]
+        cpu = [a.cpu_seconds / b.cpu_seconds for a, b in pairs if b.cpu_seconds > 0]
+        lines.append(
+            f"| {mine.case.name} | {_fmt(mine.median)} | {_fmt(theirs.median)} | "
+            f"{_fmt(statistics.median(wall) if wall else None, 2)} | "
+            f"{_fmt(statistics.median(cpu) if cpu else None, 2)} | {len(pairs)} |"
         )
     return lines
 
@@ -1584,6 +1637,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="import kexp from this folder (holding kexp/ and schema/) "
                         "instead of the installed one, e.g. one commit's sources: "
                         "git archive HEAD kexp schema | tar -x -C DIR")
+    parser.add_argument("--against", type=Path,
+                        help="also time the kexp in this folder (as --kexp-src), each case "
+                        "back to back with the one measured, in alternating order; the "
+                        "report adds its table and each case's ratio of the two")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--json", dest="json_path", type=Path,
                         help="write every run's numbers to this file")
@@ -1597,8 +1654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("this benchmark needs os.wait4 (Linux or macOS)")
     cases = select_cases(args.cases)
     kexp_cmd = shlex.split(args.kexp_cmd) if args.kexp_cmd else default_kexp_command()
-    if args.kexp_src is not None and not (args.kexp_src / "kexp" / "__init__.py").is_file():
-        parser.error(f"--kexp-src {args.kexp_src} holds no kexp/__init__.py")
+    for option, folder in (("--kexp-src", args.kexp_src), ("--against", args.against)):
+        if folder is not None and not (folder / "kexp" / "__init__.py").is_file():
+            parser.error(f"{option} {folder} holds no kexp/__init__.py")
     base_env = base_environment(args.kexp_src)
     package = kexp_package(base_env)
     # Byte-compile the measured kexp, as pip does when it installs a package: where
@@ -1611,6 +1669,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         *environment_lines(kexp_cmd, args.repeat, args.timeout, package, fingerprint,
                            args.kexp_src is not None),
     ]
+    against_env = None if args.against is None else base_environment(args.against)
+    if against_env is not None:
+        other_package = kexp_package(against_env)
+        compileall.compile_dir(str(other_package), quiet=1)
+        report.append(f"- compared against the kexp in {other_package} (source fingerprint "
+                      f"{kexp_fingerprint(other_package)}), run by run (`--against`)")
     header_end = len(report)
     raw: dict[str, Any] = {"sizes": {}}
     exit_status = 0
@@ -1622,6 +1686,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             log=_log,
         )
         ctx = Context(dataset, kexp_cmd, child_environment(dataset, base_env))
+        contexts = [ctx]
+        if against_env is not None:
+            contexts.append(dataclasses.replace(ctx, env=child_environment(dataset, against_env)))
         _log(f"N={n:,}: warming the page cache and bytecode ...")
         for warm in (CASES[CASE_NAMES.index("read-all")], CASES[CASE_NAMES.index("kexp-version")]):
             measure(warm.argv(ctx) or [], cwd=dataset.folder, env=ctx.env, timeout=args.timeout)
@@ -1630,7 +1697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _log(canonical)
         load_before = os.getloadavg()[0]
         try:
-            results = run_cases(ctx, cases, args.repeat, args.timeout)
+            results, *others = run_builds(contexts, cases, args.repeat, args.timeout)
         finally:
             remove_workspace(ctx)
             shutil.rmtree(parquet_folder(ctx), ignore_errors=True)
@@ -1644,6 +1711,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             *([canonical, ""] if canonical else []),
             *case_table(results, args.timeout),
             "",
+            *(
+                [f"The kexp compared against (`--against {args.against}`), in the same run:",
+                 "", *case_table(others[0], args.timeout), "",
+                 "Each case in the two builds (this ÷ other: the median of the rounds' ratios):",
+                 "", *comparison_table(results, others[0]), ""]
+                if others else []
+            ),
             f"Targets (the issue sets them at N = 100,000; shown for N = {n:,}):",
             "",
             *target_table(results, args.timeout),
@@ -1652,8 +1726,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dataset": dataset.meta,
             "load_average": [load_before, load_after],
             "results": [r.to_dict() for r in results],
+            **({"against": [r.to_dict() for r in others[0]]} if others else {}),
         }
-        if any(r.note.startswith("WRONG") or r.failed for r in results):
+        if any(r.note.startswith("WRONG") or r.failed for group in (results, *others)
+               for r in group):
             exit_status = 1
     final = kexp_fingerprint(package)
     if final != fingerprint:

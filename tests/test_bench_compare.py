@@ -1,0 +1,67 @@
+"""The benchmark's comparison of two builds in one run (``bench/run.py --against``): the
+real script, on a small generated store, timing real processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_two_builds_are_timed_back_to_back_in_alternating_order(tmp_path: Path) -> None:
+    cases = "python-pass,predecessor,top-cli-warm"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "run.py"),
+            "--sizes",
+            "60",
+            "--repeat",
+            "2",
+            "--no-git",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--cases",
+            cases,
+            "--against",
+            str(REPO),
+            "--json",
+            str(tmp_path / "runs.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # Each case runs in both builds, one after the other; the first build first in odd
+    # rounds, second in even ones.
+    order = re.findall(r"round (\d)/2 \[([AB])\] (\S+)", result.stderr)
+    assert order == [
+        (round_, build, case)
+        for round_, builds in (("1", "AB"), ("2", "BA"))
+        for case in cases.split(",")
+        for build in builds
+    ]
+    measured = json.loads((tmp_path / "runs.json").read_text(encoding="utf-8"))["sizes"]["60"]
+    for side in ("results", "against"):
+        assert [r["case"] for r in measured[side]] == cases.split(",")
+        assert all(len(r["runs"]) == 2 and not r["failed"] for r in measured[side])
+    # The report's comparison: each case's median over the rounds of this ÷ other.
+    rows = {
+        cells[0]: cells
+        for line in result.stdout.splitlines()
+        if (cells := [c.strip() for c in line.strip("|").split("|")]) and len(cells) == 6
+    }
+    for case in ("python-pass", "top-cli-warm"):
+        mine, other = (
+            next(r for r in measured[side] if r["case"] == case)["runs"]
+            for side in ("results", "against")
+        )
+        ratios = [a["seconds"] / b["seconds"] for a, b in zip(mine, other, strict=True)]
+        assert abs(float(rows[case][3]) - sum(ratios) / 2) <= 0.006  # the median of two
+        assert rows[case][5] == "2"
