@@ -1507,7 +1507,10 @@ def environment_lines(
     from_src: bool,
 ) -> list[str]:
     """Where and how the numbers were measured."""
-    init = (package / "__init__.py").read_text(encoding="utf-8")
+    version_file = package / "core" / "version.py"  # where kexp keeps its version
+    if not version_file.is_file():
+        version_file = package / "__init__.py"  # kexp before its packages by role
+    init = version_file.read_text(encoding="utf-8")
     found = re.search(r"__version__ = [\"']([^\"']+)", init)
     version = found.group(1) if found else "?"
     origin = "PYTHONPATH, --kexp-src" if from_src else f"commit {_git_describe()}"
