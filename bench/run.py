@@ -837,6 +837,26 @@ def _make_leaf(ctx: Context) -> None:
     (work.folder / "to-delete").write_text(found[-1], encoding="utf-8")
 
 
+def _context_args(ctx: Context, root: str) -> list[str]:
+    """``kexp context`` for the data set's operator, dtype bf16, MI300X and the plan."""
+    return [*ctx.kexp, "--root", root, "context", "--operator",
+            ctx.dataset.meta["filter_operator"], "--dtype", ctx.dataset.meta["filter_dtype"],
+            "--env", "MI300X", "--text", PLAN]
+
+
+def _record_step(ctx: Context) -> None:
+    """Record an experiment in the writable copy (untimed), as an agent does before it
+    consults again; the first time (for this build), consult once untimed: the retrieval
+    index is then built, as in a store in use."""
+    work = ctx.work()
+    built = f"consulted:{ctx.env.get('PYTHONPATH', '')}"
+    if built not in work.state:
+        _run_quietly(_context_args(ctx, str(work.store)), ctx.env)
+        work.state[built] = "yes"
+    _run_quietly([sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid",
+                  work.parent], ctx.env)
+
+
 def _delete(ctx: Context) -> list[str]:
     work = ctx.work()
     return [sys.executable, "-c", _DELETE_API, str(work.store), str(work.folder / "to-delete")]
@@ -970,6 +990,10 @@ CASES: tuple[Case, ...] = (
          check_context, "retrieval"),
     Case("similar", "`kexp similar --text PLAN`, caches warm (retrieval index built)",
          lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "retrieval"),
+    Case("context-after-add", "the same `kexp context` in the writable copy just after an "
+         "experiment was recorded there (untimed), as an agent consults after each step",
+         lambda c: _context_args(c, str(c.work().store)), check_context, prepare=_record_step,
+         reads="work"),
     Case("create-nocheck", "`Store.create_experiment` of one experiment without a code change "
          "(no tried-before check), in `python -c`; the file is removed after",
          lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "no"],
