@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import experiment_fields, git
 
+import kexp.storage.listing as listing_module
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
 from kexp.core.model import FRONT_MATTER_FIELDS
 from kexp.core.settings import DEFAULT_SETTINGS
@@ -305,6 +306,39 @@ def test_a_pack_saved_while_another_process_writes_its_group_keeps_that_ones_pac
         assert set(cache.packs([folder, other])) == {folder, other}
     finally:
         cache.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "another listing's"])
+def test_a_folder_whose_pack_does_not_describe_it_is_read_once_and_its_pack_kept(
+    store: Store, aged: list[KernelExperiment], monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A folder whose pack is missing, or was written by another process for another
+    listing of it, has its files read by the next query, which keeps the pack made of
+    them: the query after it reads no file (it read them all, every time)."""
+    _past_racy_window()  # the files settled: a query reads only what it must
+    _scores(store)
+    expected = _uncached(store)
+    index = store.cache_dir / INDEX_FILE
+    if damage == "missing":
+        with sqlite3.connect(index) as db:
+            db.execute("DELETE FROM packs")
+        db.close()
+    else:
+        _rewrite(index, "packs", lambda pack: (pack[0], bytes(len(pack[1])), pack[2]))
+    read: list[str] = []
+    reading = listing_module.read_file_and_stat
+
+    def counted(path: str, settings: Any) -> Any:
+        read.append(path)
+        return reading(path, settings)
+
+    monkeypatch.setattr(listing_module, "read_file_and_stat", counted)
+    assert _scores(store) == expected
+    assert sorted(Path(p).name for p in read) == sorted(e.path.name for e in aged if e.path)
+    read.clear()
+    assert _scores(store) == expected
+    assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
+    assert read == []
 
 
 def test_top_and_filters_agree_with_a_store_read_without_cache(

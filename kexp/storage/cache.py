@@ -454,12 +454,13 @@ class Cache:
         return found
 
     def save_folders(
-        self, listings: dict[str, Any], packs: dict[str, Any], gone: Iterable[str]
-    ) -> None:
+        self, listings: dict[str, Any], packs: dict[str, Any], gone: Iterable[str], *,
+        at_once: bool = False,
+    ) -> None:  # fmt: skip
         """Store the listing of each folder of ``listings`` and the pack of each of
-        ``packs``; forget the ``gone`` folders. The groups of packs changed are read and
-        written again in the same transaction: another process's packs in a group are
-        kept."""
+        ``packs``; forget the ``gone`` folders (``at_once``: see :meth:`_transaction`).
+        The groups of packs changed are read and written again in the same transaction:
+        another process's packs in a group are kept."""
         gone = list(gone)
         listed = [
             (folder, _seal(folder.encode("utf-8", "surrogatepass"), value))
@@ -482,7 +483,7 @@ class Cache:
             self._write("DELETE FROM packs WHERE grp = ?", emptied)
             self._write("INSERT OR REPLACE INTO packs VALUES (?, ?)", kept)
 
-        self._transaction(work)
+        self._transaction(work, at_once=at_once)
 
     # --- contents and objects ----------------------------------------------------------
 

@@ -225,10 +225,16 @@ FolderRows = tuple[list[Row], list[tuple[str, Any]]]
 
 
 def folder_rows(
-    base: str, folder: str, known: Folder, pack: Pack | None, settings: Settings
+    base: str,
+    folder: str,
+    known: Folder,
+    pack: Pack | None,
+    settings: Settings,
+    repaired: dict[str, Pack] | None = None,
 ) -> FolderRows:
     """The rows of a folder's files from its pack (a file the pack does not describe, as
-    when another process wrote it for another listing, is read)."""
+    when another process wrote it for another listing, is read; the pack of what was
+    found then goes into ``repaired``, for the cache to keep)."""
     rows: list[Row] = []
     invalid: list[tuple[str, Any]] = []
     keys = known.keys
@@ -244,16 +250,22 @@ def folder_rows(
                 rows.append(tuple.__new__(Row, (*values, folder + name, key, None)))
         return rows, invalid
     by_name = pack_records(pack)
+    found_keys = bytearray()
+    found_records: list[Record] = []
     for at, name in enumerate(known.names):
         key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
         record = by_name.get((name, key))
-        if record is None:  # another listing's pack (a race): read the file
+        if record is None:  # another listing's pack (a race), or none: read the file
             _, _, key, record = _read_one(base, folder + name, settings)
+        found_keys += key
+        found_records.append(record)
         error, values = record
         if values is None:
             invalid.append((folder + name, error))
         else:
             rows.append(row_of(values, folder + name, key))
+    if repaired is not None and known.names:
+        repaired[folder] = (known.names, bytes(found_keys), found_records)
     return rows, invalid
 
 
@@ -267,6 +279,7 @@ class Listing:
         folders: dict[str, Folder],
         packs: dict[str, Pack],
         made: dict[str, tuple[Folder, FolderRows]] | None = None,
+        repaired: dict[str, Pack] | None = None,
     ) -> None:
         self._cache = cache
         self._base = base
@@ -276,6 +289,9 @@ class Listing:
         #: Rows made ahead (while a forked child stat-ed files), by folder, with the
         #: listing they were made of.
         self._made = made or {}
+        #: Packs made again of files read because their folder's pack did not describe
+        #: them (see :meth:`_keep_repaired`).
+        self._repaired = repaired or {}
         self._stamp: bytes | None = None
 
     def paths(self) -> list[str]:
@@ -336,7 +352,7 @@ class Listing:
                 found, wrong = made[1]
             else:
                 found, wrong = folder_rows(
-                    self._base, folder, known, self._packs.get(folder), settings
+                    self._base, folder, known, self._packs.get(folder), settings, self._repaired
                 )
                 self._made[folder] = (known, (found, wrong))  # asked for again by folder
             rows += found
@@ -345,7 +361,16 @@ class Listing:
         if mixed:  # files beside sub-folders: not in path order folder by folder
             rows.sort(key=lambda row: path_order(row.path))
             invalid.sort(key=lambda item: path_order(item[0]))
+        self._keep_repaired()
         return rows, invalid
+
+    def _keep_repaired(self) -> None:
+        """Store the packs made again of files read (a folder whose pack was missing or
+        written by another process for another listing would be read by every query
+        until it changed), if the cache takes a write at once."""
+        if self._repaired:
+            self._cache.save_folders({}, self._repaired, (), at_once=True)
+            self._repaired = {}
 
     def rows_of(self, folder: str) -> FolderRows:
         """The rows and errors of one folder's files."""
@@ -355,7 +380,11 @@ class Listing:
             return made[1]
         if folder not in self._packs:
             self._packs.update(self._cache.packs([folder]))
-        return folder_rows(self._base, folder, known, self._packs.get(folder), self._cache.settings)
+        found = folder_rows(
+            self._base, folder, known, self._packs.get(folder), self._cache.settings, self._repaired
+        )
+        self._keep_repaired()
+        return found
 
     def rows_naming(self, text: str) -> list[Row]:
         """The rows, in path order, of the valid files whose front-matter may hold
@@ -498,6 +527,7 @@ def _refresh(
     sizes = [1 if light else len(cached[folder].names) + 1 for folder in ordered]
     parent = os.getpid()
     made: dict[str, tuple[Folder, FolderRows]] = {}
+    repaired: dict[str, Pack] = {}
 
     def work(part: list[str]) -> list[_Scanned]:
         scanned = scan(part)
@@ -506,7 +536,7 @@ def _refresh(
             # folders are unchanged; those that changed are made again).
             for folder, pack in cache.each_pack(ordered):
                 known = cached[folder]
-                made[folder] = (known, folder_rows(base, folder, known, pack, settings))
+                made[folder] = (known, folder_rows(base, folder, known, pack, settings, repaired))
         return scanned
 
     # This process also makes the rows meanwhile: the child stats more of the files.
@@ -607,7 +637,8 @@ def _refresh(
             cache.remove_leftovers()
     for folder in packs:  # packs made again: their rows too
         made.pop(folder, None)
-    return Listing(cache, base, folders, packs, made)
+    repairs = {f: pack for f, pack in repaired.items() if f not in changed and f in folders}
+    return Listing(cache, base, folders, packs, made, repairs)
 
 
 def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:
