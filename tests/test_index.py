@@ -308,6 +308,28 @@ def test_a_pack_saved_while_another_process_writes_its_group_keeps_that_ones_pac
         cache.close()
 
 
+def test_a_write_within_a_transient_transaction_is_part_of_it(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    """A write made while the cache is within a transient transaction (a search's FTS
+    table holding other docs for one question: a repaired pack kept meanwhile, say) is
+    part of it: it neither ends it nor undoes what it holds, and is undone with it."""
+    _scores(store)
+    cache = store.open_cache()
+    try:
+        packs = cache.packs(list(cache.folders()))
+        with cache.transient():
+            cache.save_objects({"held": 1})
+            cache.save_folders({}, {"else/": next(iter(packs.values()))}, (), at_once=True)
+            cache.save_objects({"held too": 2})
+            assert cache.objects(["held", "held too"]) == {"held": 1, "held too": 2}
+            assert "else/" in cache.packs(["else/"])
+        assert cache.objects(["held", "held too"]) == {}
+        assert cache.packs(["else/"]) == {}
+    finally:
+        cache.close()
+
+
 @pytest.mark.parametrize("damage", ["missing", "another listing's"])
 def test_a_folder_whose_pack_does_not_describe_it_is_read_once_and_its_pack_kept(
     store: Store, aged: list[KernelExperiment], monkeypatch: pytest.MonkeyPatch, damage: str

@@ -339,7 +339,11 @@ class Cache:
         """``work()`` in one write transaction; when the file cannot take it (another
         process holds it too long, a read-only file, a full disk), in memory instead
         (:meth:`to_memory`): this process keeps what it would have written. ``at_once``:
-        only if the file takes the write without waiting, else nothing is written."""
+        only if the file takes the write without waiting, else nothing is written.
+        Within a transaction already (:meth:`transient`), ``work()`` is part of it."""
+        if self._connection.in_transaction:
+            work()
+            return
         if at_once:
             self._connection.execute("PRAGMA busy_timeout = 0")
         try:
@@ -656,10 +660,7 @@ class Cache:
         :meth:`save_indexed`) when the file takes a write at once: nothing waits for
         it, and a file that cannot take it now (another process writing, a read-only
         file) is left as it is, for a later query to store it."""
-        if self._connection.in_transaction:
-            self._save_indexed(kind, {}, whole)
-        else:
-            self._transaction(lambda: self._save_indexed(kind, {}, whole), at_once=True)
+        self._transaction(lambda: self._save_indexed(kind, {}, whole), at_once=True)
 
     def _save_indexed(
         self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None
@@ -712,10 +713,7 @@ class Cache:
                 raise StaleComparisonError("the FTS table changed since it was compared")
             self._activate(changes, texts, folders or {}, whole)
 
-        if self._connection.in_transaction:
-            work()
-        else:
-            self._transaction(work)
+        self._transaction(work)
 
     def _activate(
         self,
