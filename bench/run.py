@@ -725,9 +725,9 @@ def _refs_warm(ctx: Context) -> None:
     """The blob cache of the refs cases filled once (untimed)."""
     _ensure_refs(ctx)
     work = ctx.work()
-    if work.state.get("refs-warm") != "yes":
+    if _held(ctx, "refs-warm") not in work.state:
         _run_quietly(_work_kexp(ctx, "top", "--refs", "origin/*"), ctx.env)
-        work.state["refs-warm"] = "yes"
+        work.state[_held(ctx, "refs-warm")] = "yes"
 
 
 def _ensure_refs(ctx: Context) -> None:
@@ -742,15 +742,27 @@ def _refs_cold(ctx: Context) -> None:
     """No cache at all: the working tree read, every ref's trees and distinct blobs
     read and parsed again."""
     _ensure_refs(ctx)
-    work = ctx.work()
-    shutil.rmtree(work.store / CACHE_DIR, ignore_errors=True)
-    work.state["refs-warm"] = "no"
+    _remove_work_cache(ctx)
 
 
 def _first_write(ctx: Context) -> None:
     """The writable copy as after a clone: no ``.kexp/``."""
-    shutil.rmtree(ctx.work().store / CACHE_DIR, ignore_errors=True)
-    ctx.work().state["refs-warm"] = "no"
+    _remove_work_cache(ctx)
+
+
+def _remove_work_cache(ctx: Context) -> None:
+    """Remove the writable copy's ``.kexp/``, and forget what its state said the cache
+    held (the refs' blobs read, the retrieval index built), for every build."""
+    work = ctx.work()
+    shutil.rmtree(work.store / CACHE_DIR, ignore_errors=True)
+    for name in [name for name in work.state if name.startswith(("refs-warm:", "consulted:"))]:
+        del work.state[name]
+
+
+def _held(ctx: Context, what: str) -> str:
+    """The name, in the writable copy's state, of what its cache holds for ``ctx``'s
+    build (each build has its own cache file)."""
+    return f"{what}:{ctx.env.get('PYTHONPATH', '')}"
 
 
 def check_refs_top(ctx: Context, run: Run) -> str:
@@ -849,10 +861,9 @@ def _record_step(ctx: Context) -> None:
     consults again; the first time (for this build), consult once untimed: the retrieval
     index is then built, as in a store in use."""
     work = ctx.work()
-    built = f"consulted:{ctx.env.get('PYTHONPATH', '')}"
-    if built not in work.state:
+    if _held(ctx, "consulted") not in work.state:
         _run_quietly(_context_args(ctx, str(work.store)), ctx.env)
-        work.state[built] = "yes"
+        work.state[_held(ctx, "consulted")] = "yes"
     _run_quietly([sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid",
                   work.parent], ctx.env)
 
