@@ -995,9 +995,7 @@ CASES: tuple[Case, ...] = (
          check_report, "warm"),
     Case("context", "`kexp context --operator reshape_and_cache --dtype bf16 --env MI300X "
          "--text PLAN`, caches warm (retrieval index built)",
-         lambda c: c.kexp_args("context", "--operator", c.dataset.meta["filter_operator"],
-                               "--dtype", c.dataset.meta["filter_dtype"], "--env", "MI300X",
-                               "--text", PLAN),
+         lambda c: _context_args(c, c.root),
          check_context, "retrieval"),
     Case("similar", "`kexp similar --text PLAN`, caches warm (retrieval index built)",
          lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "retrieval"),
@@ -1068,9 +1066,7 @@ CASES: tuple[Case, ...] = (
          lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "cold"),
     Case("first-context", "`kexp context ... --text PLAN` as the first command after a "
          "clone (`.kexp/` removed before each run)",
-         lambda c: c.kexp_args("context", "--operator", c.dataset.meta["filter_operator"],
-                               "--dtype", c.dataset.meta["filter_dtype"], "--env", "MI300X",
-                               "--text", PLAN),
+         lambda c: _context_args(c, c.root),
          check_context, "cold"),
     Case("cache-size", "the size on disk of `.kexp/` (every cache filled: after `kexp top` "
          "and `kexp similar`) and of `experiments/`",

@@ -374,17 +374,21 @@ class Listing:
 
     def rows_of(self, folder: str) -> FolderRows:
         """The rows and errors of one folder's files."""
+        found = self._rows_of(folder)
+        self._keep_repaired()
+        return found
+
+    def _rows_of(self, folder: str) -> FolderRows:
+        """:meth:`rows_of`, a pack made again left for the caller to keep."""
         known = self.folders[folder]
         made = self._made.get(folder)
         if made is not None and made[0].names == known.names and made[0].keys == known.keys:
             return made[1]
         if folder not in self._packs:
             self._packs.update(self._cache.packs([folder]))
-        found = folder_rows(
+        return folder_rows(
             self._base, folder, known, self._packs.get(folder), self._cache.settings, self._repaired
         )
-        self._keep_repaired()
-        return found
 
     def rows_naming(self, text: str) -> list[Row]:
         """The rows, in path order, of the valid files whose front-matter may hold
@@ -403,7 +407,8 @@ class Listing:
                 continue
             if folder in packs:
                 self._packs[folder] = packs[folder]
-            rows += self.rows_of(folder)[0]
+            rows += self._rows_of(folder)[0]
+        self._keep_repaired()  # in one write, however many folders were read
         rows.sort(key=lambda row: path_order(row.path))
         return rows
 
