@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import experiment_fields, git
 
+import kexp.storage.cache as cache_module
 import kexp.storage.listing as listing_module
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
 from kexp.core.model import FRONT_MATTER_FIELDS
@@ -260,12 +261,14 @@ def test_a_row_that_does_not_match_its_file_makes_the_cache_rebuilt(
 
 
 def test_a_pack_saved_while_another_process_writes_its_group_keeps_that_ones_pack(
-    store: Store, aged: list[KernelExperiment]
+    store: Store, aged: list[KernelExperiment], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The folders' packs are kept in groups, a record each: a process saving a folder's
     pack while another process, holding the write lock, writes another folder's pack of
     the same group keeps both (the group is read once the lock is taken, not before)."""
     _scores(store)  # the cache made
+    # The save waits for the lock however slow this machine is (not 5 s, then memory).
+    monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 120.0)
     cache = store.open_cache()
     try:
         packs = cache.packs(list(cache.folders()))
