@@ -311,6 +311,63 @@ def test_a_pack_saved_while_another_process_writes_its_group_keeps_that_ones_pac
         cache.close()
 
 
+def test_a_doc_added_while_another_process_writes_its_postings_group_keeps_those_postings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The near-duplicate index's postings are kept in groups by shingle, a record
+    each: a process adding a doc while another process, holding the write lock, posts
+    another doc in the same group keeps both postings (the group is read once the lock
+    is taken, not before)."""
+    from array import array
+
+    from kexp.storage import postings
+
+    monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 120.0)
+    settings = DEFAULT_SETTINGS
+
+    def doc(n: int, shingles: list[int]) -> tuple[bytes, bytes | None, bytes, None]:
+        return (n.to_bytes(20, "big"), None, array("I", sorted(shingles)).tobytes(), None)
+
+    def prefix(shingles: Any, order: dict[int, int]) -> list[int]:
+        return sorted(shingles)[:1]
+
+    cache = cache_module.Cache(tmp_path, settings)
+    try:
+        cache.add_docs([doc(n, [n << 20]) for n in range(1, 11)], prefix)  # order decided
+    finally:
+        cache.close()
+    shingle = 0xABCD_0001  # the new doc's one shingle; another posted beside it, meanwhile
+    group = postings.group_of(shingle)
+    failed: list[BaseException] = []
+
+    def add() -> None:
+        cache = cache_module.Cache(tmp_path, settings)
+        try:
+            cache.add_docs([doc(11, [shingle])], prefix)
+        except BaseException as exc:  # pragma: no cover - reported below
+            failed.append(exc)
+        finally:
+            cache.close()
+
+    holder = sqlite3.connect(tmp_path / INDEX_FILE, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    adding = threading.Thread(target=add)
+    adding.start()
+    time.sleep(0.5)  # the add waits for the lock (or has read the group already)
+    meanwhile = postings.posting(shingle + 1, 99)
+    name = b"postings %d" % group
+    holder.execute(
+        "INSERT INTO postings VALUES (?, ?)",
+        (group, _sealed(name, array("Q", [meanwhile]).tobytes())),
+    )
+    holder.execute("COMMIT")
+    adding.join()
+    (record,) = holder.execute("SELECT record FROM postings WHERE grp = ?", (group,)).fetchone()
+    holder.close()
+    assert failed == []
+    assert list(array("Q", _unsealed(name, record))) == [postings.posting(shingle, 11), meanwhile]
+
+
 def test_a_write_within_a_transient_transaction_is_part_of_it(
     store: Store, aged: list[KernelExperiment]
 ) -> None:

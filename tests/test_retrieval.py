@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import kexp.storage.doctext as doctext
+import kexp.storage.postings as postings
 from kexp import KernelExperiment, KexpError, Store
 from kexp.storage.cache import Cache
 from kexp.storage.dedupe import (
@@ -426,10 +427,13 @@ def _assert_postings_are_the_prefixes(root: Path, threshold: float) -> None:
                 array("I", marshal.loads(packed[4:])), threshold, order
             )
         }
-        posted = {
-            ((entry >> 32) + 0x80000000, entry & 0xFFFFFFFF)
-            for (entry,) in connection.execute("SELECT entry FROM postings")
-        }
+        posted = set()
+        for group, record in connection.execute("SELECT grp, record FROM postings"):
+            entries = array("Q", marshal.loads(record[4:]))
+            assert list(entries) == sorted(set(entries))  # sorted, each once
+            for entry in entries:
+                assert entry >> (64 - postings.GROUP_BITS) == group
+                posted.add((entry >> 32, entry & postings.DOC_MASK))
     finally:
         connection.close()
     assert posted == wanted

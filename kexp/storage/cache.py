@@ -13,12 +13,13 @@ standard library), keyed so that it can only be current or missing, never wrong:
 * ``objects``: what never changes once known: git trees by hash, merge bases by the
   commits they join;
 * ``docs``, ``fts``, ``postings``, ``indexed``, ``shingle_order``: the retrieval index
-  (:mod:`kexp.storage.retrieval`) by content key: each content's words (an FTS5 table holding
-  exactly the working tree's current experiments), its code change's key and
+  (:mod:`kexp.storage.retrieval`) by content key: each content's words (an FTS5 table
+  holding exactly the working tree's current experiments), its code change's key and
   shingles, and the prefix of its shingles (``postings``, for near-duplicates, in the
-  order of ``shingle_order``); ``indexed``: each folder's content keys as the index
-  last took them in, and the stamp of the whole working tree when every folder was
-  (a search of an unchanged tree compares no folder).
+  order of ``shingle_order``, kept in groups: :mod:`kexp.storage.postings`);
+  ``indexed``: each folder's content keys as the index last took them in, and the
+  stamp of the whole working tree when every folder was (a search of an unchanged tree
+  compares no folder).
 
 The hash in the file name is that of the header row: the layout, kexp's version, a hash
 of kexp's library sources and of the schema (:func:`code_fingerprint`) and the
@@ -38,14 +39,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import heapq
 import marshal
 import os
 import sqlite3
 import time
 import zlib
 from array import array
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
@@ -53,12 +52,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp.core.version import __version__
 from kexp.format.schema import schema_path
+from kexp.storage import postings
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/3"
+LAYOUT = "kexp-cache/4"
 #: A file changed this recently (ns) when it was read is read again next time: it may
 #: change again within its timestamps' granularity without a new signature.
 RACY_NS = 2_000_000_000
@@ -87,8 +87,8 @@ _SCHEMA = (
         texts BLOB
     )""",
     "CREATE INDEX docs_by_code ON docs (code_key) WHERE code_key IS NOT NULL",
-    # A posting: (shingle, doc) as one integer (see _posting), in order: shingle, doc.
-    "CREATE TABLE postings (entry INTEGER PRIMARY KEY)",
+    # The postings in groups by shingle (see kexp.storage.postings): a sorted array each.
+    "CREATE TABLE postings (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
     # The order of the shingles in the prefixes posted (see Cache.add_docs): one row.
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, record BLOB NOT NULL)",
@@ -182,30 +182,11 @@ def _group_key(group: int) -> bytes:
 
 #: The key the order of the postings is sealed under.
 _ORDER_KEY = b"shingle order"
-#: The most shingles the order of the postings names (the most common ones).
-ORDER_SIZE = 1 << 16
 
 
-#: The doc's bits of a posting.
-_DOC_MASK = 0xFFFFFFFF
-
-
-def _posting(shingle: int, doc: int) -> int:
-    """A posting as one signed 64-bit integer: the shingle (uint32) in the high half,
-    less 2**31, the doc number in the low one; postings sort by shingle, then doc."""
-    return ((shingle - 0x80000000) << 32) | doc
-
-
-def _order_of(shingle_sets: Iterable[Sequence[int]]) -> dict[int, int]:
-    """The order of the postings decided from the docs' shingles: each shingle held by
-    two docs or more → how many (the :data:`ORDER_SIZE` most common)."""
-    counts: Counter[int] = Counter()
-    for shingles in shingle_sets:
-        counts.update(shingles)
-    common = [(n, shingle) for shingle, n in counts.items() if n > 1]
-    if len(common) > ORDER_SIZE:
-        common = heapq.nlargest(ORDER_SIZE, common)
-    return {shingle: n for n, shingle in common}
+def _postings_key(group: int) -> bytes:
+    """The key a group of postings is sealed under."""
+    return b"postings %d" % group
 
 
 class Cache:
@@ -591,25 +572,38 @@ class Cache:
             decided, order = self._shingle_order()
             total = count + len(rows)
             to_post = added
-            if total >= 2 * decided:
+            anew = total >= 2 * decided
+            if anew:
                 to_post = [
                     (doc, array("I", _opened(key, record)))
                     for doc, key, record in self._rows("SELECT doc, key, shingles FROM docs")
                 ] + added
-                order = _order_of(shingles for _, shingles in to_post)
+                order = postings.order_of(shingles for _, shingles in to_post)
                 self._write("DELETE FROM shingle_order", [()])
                 self._write(
                     "INSERT INTO shingle_order VALUES (?, ?)",
                     [(total, _seal(_ORDER_KEY, order))],
                 )
                 self._write("DELETE FROM postings", [()])
-            postings = [_posting(shingle, doc) for doc, shingles in to_post
-                        for shingle in prefix_of(shingles, order)]  # fmt: skip
-            postings.sort()  # appended in order: a B-tree grows fastest so
+            groups = postings.grouped([postings.posting(shingle, doc) for doc, shingles in to_post
+                                       for shingle in prefix_of(shingles, order)])  # fmt: skip
+            if not anew:  # read within this transaction: another process's postings kept
+                for group, kept in self._posting_groups(sorted(groups)):
+                    groups[group] = postings.merged(kept, groups[group])
             self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            self._write("INSERT OR IGNORE INTO postings VALUES (?)", [(p,) for p in postings])
+            self._write(
+                "INSERT OR REPLACE INTO postings VALUES (?, ?)",
+                [(g, _seal(_postings_key(g), entries.tobytes())) for g, entries in groups.items()],
+            )
 
         self._transaction(work)
+
+    def _posting_groups(self, groups: Sequence[int]) -> Iterator[tuple[int, array[int]]]:
+        """(group, its postings) of each of ``groups`` that has any."""
+        for group, record in self._by_keys(
+            "SELECT grp, record FROM postings WHERE grp IN ({marks})", groups
+        ):
+            yield group, array("Q", _opened(_postings_key(group), record))
 
     def _shingle_order(self) -> tuple[int, dict[int, int]]:
         """(how many docs there were when the order of the postings was decided, the
@@ -815,16 +809,12 @@ class Cache:
         if began:
             self._rows("BEGIN")
         try:
+            prefix = prefix_of(self._shingle_order()[1])
+            groups = dict(self._posting_groups(sorted({postings.group_of(s) for s in prefix})))
             docs: set[int] = set()
-            for shingle in prefix_of(self._shingle_order()[1]):
-                first = _posting(shingle, 0)
-                docs.update(
-                    entry & _DOC_MASK
-                    for (entry,) in self._rows(
-                        "SELECT entry FROM postings WHERE entry BETWEEN ? AND ?",
-                        (first, first | _DOC_MASK),
-                    )
-                )
+            for shingle in prefix:
+                if (group := groups.get(postings.group_of(shingle))) is not None:
+                    docs.update(postings.docs_posting(group, shingle))
             found = []
             ordered = sorted(docs)
             for start in range(0, len(ordered), _CHUNK):
