@@ -775,15 +775,22 @@ def check_refs_top(ctx: Context, run: Run) -> str:
 
 
 #: The size on disk (allocated blocks) of a store's ``.kexp/`` and ``experiments/``.
+# The sizes on disk of `.kexp/` and of `experiments/`: of `.kexp/`, this kexp's own
+# cache file (with its journal) and what is not a cache file, so that another build's
+# cache beside it (`--against`: one workspace for both) is not counted.
 _SIZES = (
     "import os, sys\n"
-    "def size(top):\n"
+    "from kexp import Store\n"
+    "from kexp.storage.cache import file_name\n"
+    "own = file_name(Store(sys.argv[1]).settings)\n"
+    "def size(top, counted=lambda name: True):\n"
     "    total = 0\n"
     "    for folder, _, names in os.walk(top):\n"
-    "        for name in names:\n"
+    "        for name in filter(counted, names):\n"
     "            total += os.lstat(os.path.join(folder, name)).st_blocks * 512\n"
     "    return total\n"
-    "print(size(os.path.join(sys.argv[1], '.kexp')), size(os.path.join(sys.argv[1], "
+    "mine = lambda name: name.startswith(own) or not name.startswith('cache-')\n"
+    "print(size(os.path.join(sys.argv[1], '.kexp'), mine), size(os.path.join(sys.argv[1], "
     "'experiments')))\n"
 )
 

@@ -65,3 +65,49 @@ def test_two_builds_are_timed_back_to_back_in_alternating_order(tmp_path: Path) 
         ratios = [a["seconds"] / b["seconds"] for a, b in zip(mine, other, strict=True)]
         assert abs(float(rows[case][3]) - sum(ratios) / 2) <= 0.006  # the median of two
         assert rows[case][5] == "2"
+
+
+def test_each_build_measures_only_its_own_cache(tmp_path: Path) -> None:
+    """Both builds fill one workspace's ``.kexp/``, each in a cache file of its own (the
+    file's name hashes kexp's sources): each build's ``cache-size`` counts its own file,
+    not the other's too."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "kexp", other / "kexp", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "schema", other / "schema")
+    with open(other / "kexp" / "__init__.py", "a", encoding="utf-8") as handle:
+        handle.write("\n# another build: another cache file\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "run.py"),
+            "--sizes",
+            "300",
+            "--repeat",
+            "1",
+            "--no-git",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--cases",
+            "cache-size",
+            "--against",
+            str(other),
+            "--json",
+            str(tmp_path / "runs.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    caches = sorted((tmp_path / "data").rglob(".kexp/cache-*.sqlite"))
+    assert len(caches) == 2  # one a build, side by side
+    sizes = sorted(round(path.stat().st_blocks * 512 / 2**20, 1) for path in caches)
+    measured = json.loads((tmp_path / "runs.json").read_text(encoding="utf-8"))["sizes"]["300"]
+    reported = sorted(
+        float(re.match(r"`\.kexp/` ([0-9.]+) MiB", side[0]["note"]).group(1))  # type: ignore[union-attr]
+        for side in (measured["results"], measured["against"])
+    )
+    assert reported == sizes
