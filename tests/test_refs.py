@@ -411,3 +411,56 @@ def test_reading_across_refs_agrees_with_the_files(
         others = sorted(p for content, held in holders.items() if content != newest for p in held)
         assert sorted(where.other_versions) == others
         assert exp.score == float(re.search(rb"\nscore: ([0-9.]+)\n", newest).group(1))  # type: ignore[union-attr]
+
+
+def test_folders_hidden_moved_or_missing_on_some_refs_are_read_as_each_ref_holds_them(
+    tmp_path: Path,
+) -> None:
+    """The refs' folders are walked together (a folder the same everywhere read once):
+    a ref that hid a file in a hidden folder, one that moved files into new folders and
+    one with no ``experiments/`` at all are each read as git lists them, hidden folders
+    left out; a stray file on one ref alone is reported once."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    made = [record(alice, base, f"Try {n} - +{n}%", score=1 + n / 100) for n in range(3)]
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "three")
+    for branch in ("hid", "moved", "none"):
+        git(alice, "branch", branch)
+    git(alice, "checkout", "-q", "hid")
+    hidden = alice / "experiments" / ".drafts"
+    hidden.mkdir()
+    assert made[0].path is not None
+    git(alice, "mv", str(made[0].path), str(hidden / made[0].path.name))
+    (alice / "experiments" / "notes.md").write_text("Notes.\n")
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "hid one")
+    git(alice, "checkout", "-q", "moved")
+    for exp in made[1:]:
+        assert exp.path is not None
+        deeper = exp.path.parent / "deeper" / "still"
+        deeper.mkdir(parents=True)
+        git(alice, "mv", str(exp.path), str(deeper / exp.path.name))
+    git(alice, "commit", "-q", "-m", "moved two")
+    git(alice, "checkout", "-q", "none")
+    git(alice, "rm", "-q", "-r", "experiments")
+    git(alice, "commit", "-q", "-m", "no store")
+    git(alice, "checkout", "-q", "main")
+    refs = ["hid", "moved", "none"]
+    truth: dict[str, set[str]] = {}  # id → the refs holding it, from git's own listing
+    for ref in refs:
+        listing = git(alice, "ls-tree", "-r", "--name-only", ref, "--", "experiments")
+        for line in listing.splitlines():
+            parts = line.split("/")
+            match = re.fullmatch(r"([0-9a-f]{16})-.*\.md", parts[-1])
+            if match and not any(part.startswith(".") for part in parts[:-1]):
+                truth.setdefault(match.group(1), set()).add(ref)
+    assert set(truth) == {exp.id for exp in made}
+    assert truth[made[0].id] == {"moved"}
+    listed = Store(alice, refs=refs).list_experiments()
+    assert sorted(exp.id for exp in listed) == sorted(truth)
+    for exp in listed:
+        assert exp.where is not None
+        assert set(exp.where.refs) - {LOCAL} | set(exp.where.other_versions) == truth[exp.id]
+    strays = [p for p in Store(alice, refs=refs).validate() if p.code == "stray-file"]
+    assert [Path(p.path).name for p in strays] == ["notes.md"]

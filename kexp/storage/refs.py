@@ -57,9 +57,9 @@ if TYPE_CHECKING:
 
 _TREE_MODE = "40000"
 _FILE_MODES = frozenset({"100644", "100755"})
-#: A place's folders: folder (relative to ``experiments/``, "" or ending with "/") →
-#: its tree hash.
-_Folders = dict[str, str]
+#: Every place's folders: folder (relative to ``experiments/``, "" or ending with "/")
+#: → its tree hash in each place (``HEAD``'s, then each ref's; None: not there).
+_PlaceFolders = dict[str, tuple[str | None, ...]]
 #: One file of an experiment: (path relative to ``experiments/``, content key, the
 #: places holding it: 0 the working tree, n the n-th ref).
 _Version = tuple[str, bytes, tuple[int, ...]]
@@ -155,43 +155,42 @@ class RefsSource:
             root = next(named) if commit else None
             trees.append(root[0] if root is not None and root[1] == "tree" else None)
         git = _Trees(self.worktree, cache)
-        folders = [git.folders(tree) for tree in trees]  # HEAD's, then each ref's
+        folders = git.place_folders(trees)  # folder → its tree at HEAD, then at each ref
         single, several = self._versions(local, folders, git)
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
-        newest = _Newest(self, git, commits, folders, dates)
+        newest = _Newest(self, git, commits, dates)
         chosen = newest.choose(several)
         found = self._found(local, single, chosen, newest, cache, settings)
         self._last = found
         return found
 
     def _versions(
-        self, local: Found, folders: list[_Folders], git: _Trees
+        self, local: Found, folders: _PlaceFolders, git: _Trees
     ) -> tuple[_Single, dict[str, list[_Version]]]:
         """Every experiment's files, as (path, content key, places holding it): those of
         one file in every place holding it (id → it), and those of several (id → them);
-        place 0 is the working tree, place ``n`` the ``n``-th ref (``folders[n]``:
-        ``folders[0]`` is ``HEAD``'s)."""
+        place 0 is the working tree, place ``n`` the ``n``-th ref (a folder's trees in
+        ``folders``: ``HEAD``'s first, then the ``n``-th ref's)."""
         assert local.listing is not None
         working = local.listing.folders
         every = tuple(range(len(self.places)))
-        names = set(working)
-        for of_place in folders:
-            names.update(of_place)
+        absent = (None,) * len(self.places)
         single: _Single = {}
         several: dict[str, list[_Version]] = {}
-        for folder in sorted(names):
+        for folder in sorted({*working, *folders}):
             # The places grouped by what they hold here: a tree hash, or the working
             # tree's own files when they are not HEAD's.
             groups: dict[str, list[int]] = {}
-            head_tree = folders[0].get(folder)
+            trees = folders.get(folder, absent)
+            head_tree = trees[0]
             here = working.get(folder)
             if here is not None:
                 same = head_tree is not None and _files_of_tree(git, head_tree) == dict(
                     _files_of_folder(here)
                 )
                 groups.setdefault(head_tree if same and head_tree else "", []).append(0)
-            for place in range(1, len(self.places)):
-                tree = folders[place].get(folder)
+            for place in range(1, len(trees)):
+                tree = trees[place]
                 if tree is not None:
                     groups.setdefault(tree, []).append(place)
             for tree, places in groups.items():
@@ -200,10 +199,9 @@ class RefsSource:
                     _files_of_tree(git, tree).items() if tree else _files_of_folder(here)
                 )
                 for name, key in files:
-                    exp_id = id_from_name(name)
-                    if exp_id is None:
-                        continue
-                    version = (folder + name, key, held)
+                    # Both listings hold experiment names alone (EXPERIMENT_NAME): the
+                    # first 16 characters are the id.
+                    exp_id, version = name[:16], (folder + name, key, held)
                     first = single.setdefault(exp_id, version)
                     if first is not version:
                         several.setdefault(exp_id, [first]).append(version)
@@ -349,9 +347,10 @@ class RefsSource:
         cache = Cache(self._cache_folder if self._cache_folder.is_dir() else None, settings)
         try:
             git = _Trees(self.worktree, cache)
-            for ref in self.refs:
-                for below, tree in git.folders(git.root(ref.commit, self.folder)).items():
-                    for mode, name, sha in git.entries(tree):
+            roots = [git.root(ref.commit, self.folder) for ref in self.refs]
+            for below, trees in git.place_folders(roots).items():
+                for tree in dict.fromkeys(tree for tree in trees if tree is not None):
+                    for mode, name, sha in git.entries(tree):  # the first ref's path first
                         path = str(self.experiments_dir / (below + name))
                         if mode in _FILE_MODES and path not in found and is_stray(below + name):
                             wanted.setdefault(path, sha)
@@ -524,22 +523,31 @@ class _Trees:
                 new[f"tree:{tree}"] = entries
             self._cache.save_objects(new)
 
-    def folders(self, root: str | None) -> _Folders:
-        """Every folder below ``root`` (a store's ``experiments/`` tree) → its tree hash;
-        hidden folders (as the working tree's walk) left out. Read level by level."""
-        if root is None:
-            return {}
-        found: _Folders = {"": root}
-        level = [("", root)]
+    def place_folders(self, roots: Sequence[str | None]) -> _PlaceFolders:
+        """Every folder below any of ``roots`` (each place's ``experiments/`` tree; None
+        where it has none) → its tree in each place (None where it has no such folder);
+        hidden folders (as the working tree's walk) left out. Read level by level, each
+        distinct tree once: a folder the same in every place is read once for all."""
+        count = len(roots)
+        found: _PlaceFolders = {}
+        level = [("", tuple(roots))] if any(roots) else []
         while level:
-            self.load([tree for _, tree in level])
-            following = []
-            for folder, tree in level:
-                for mode, name, sha in self._known[tree]:
-                    if mode == _TREE_MODE and not name.startswith("."):
-                        child = f"{folder}{name}/"
-                        found[child] = sha
-                        following.append((child, sha))
+            self.load([tree for _, trees in level for tree in trees if tree is not None])
+            following: list[tuple[str, tuple[str | None, ...]]] = []
+            for folder, trees in level:
+                found[folder] = trees
+                by_tree: dict[str, list[int]] = {}
+                for place, tree in enumerate(trees):
+                    if tree is not None:
+                        by_tree.setdefault(tree, []).append(place)
+                children: dict[str, list[str | None]] = {}
+                for tree, places in by_tree.items():
+                    for mode, name, sha in self._known[tree]:
+                        if mode == _TREE_MODE and not name.startswith("."):
+                            held = children.setdefault(f"{folder}{name}/", [None] * count)
+                            for place in places:
+                                held[place] = sha
+                following += [(child, tuple(held)) for child, held in children.items()]
             level = following
         return found
 
@@ -578,14 +586,12 @@ class _Newest:
         source: RefsSource,
         git: _Trees,
         commits: list[str | None],
-        folders: list[_Folders],
         dates: list[int],
     ) -> None:
         self._source = source
         self._git = git
         #: Each place's commit: place 0 (the working tree) has HEAD's.
         self._commits = commits
-        self._folders = folders
         self._dates = dates
 
     def choose(
