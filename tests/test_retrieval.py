@@ -186,6 +186,34 @@ def test_a_damaged_index_is_rebuilt_from_the_files(
         assert search.count() == 1
 
 
+@pytest.mark.parametrize("damage", ["garbage", "one bit"])
+def test_a_damaged_postings_group_is_found_and_the_near_duplicate_still_reported(
+    store: Store, make_experiment: Callable[..., KernelExperiment], damage: str
+) -> None:
+    """The postings are kept in sealed groups: a group whose bytes changed (garbage, or
+    one flipped bit that would name another doc or shingle) is never trusted; the
+    cache is rebuilt and the near-duplicate found from the files."""
+    import sqlite3
+
+    first = make_experiment(code_change=VECTORIZE, score=1.1167)
+    assert [r.id for r in tried_before(store, _swap_hunks(VECTORIZE))] == [first.id]
+    (file,) = store.cache_dir.glob("cache-*.sqlite")
+    connection = sqlite3.connect(file)
+    try:
+        groups = connection.execute("SELECT grp, record FROM postings").fetchall()
+        assert groups
+        for group, record in groups:
+            if damage == "garbage":
+                spoilt = b"{\x00garbage"
+            else:
+                spoilt = record[:-3] + bytes([record[-3] ^ 0x04]) + record[-2:]
+            connection.execute("UPDATE postings SET record = ? WHERE grp = ?", (spoilt, group))
+        connection.commit()
+    finally:
+        connection.close()
+    assert [r.id for r in tried_before(store, _swap_hunks(VECTORIZE))] == [first.id]
+
+
 def test_a_search_of_an_unchanged_tree_compares_no_folder_and_sees_the_next_edit(
     store: Store,
     make_experiment: Callable[..., KernelExperiment],
@@ -697,3 +725,37 @@ def test_code_words_equal_the_case_change_expression(lines: list[str]) -> None:
     change = "\n".join(f"+{line}" for line in lines)
     assert doctext.code_words(change) == _words_by_regex(change)
     assert doctext.code_words(VECTORIZE) == _words_by_regex(VECTORIZE)
+
+
+_SHINGLES = st.one_of(
+    st.sampled_from([0, 1, 0xFFFF, 0x10000, 0xABCD0001, 0xABCD0002, 2**32 - 1]),
+    st.integers(0, 2**32 - 1),
+)
+
+
+@given(
+    first=st.sets(st.tuples(_SHINGLES, st.integers(0, 2**32 - 1)), max_size=60),
+    second=st.sets(st.tuples(_SHINGLES, st.integers(0, 2**32 - 1)), max_size=60),
+)
+def test_postings_groups_hold_every_posting_once_and_answer_each_shingle(
+    first: set[tuple[int, int]], second: set[tuple[int, int]]
+) -> None:
+    """The postings' groups (a sorted array each, by the shingle's high bits), merged
+    with more, answer which docs post a shingle as the plain set of pairs does."""
+    from array import array
+
+    def groups_of(pairs: set[tuple[int, int]]) -> dict[int, array[int]]:
+        return postings.grouped([postings.posting(shingle, doc) for shingle, doc in pairs])
+
+    groups = groups_of(first)
+    for group, entries in groups_of(second).items():
+        groups[group] = postings.merged(groups.get(group, array("Q")), entries)
+    truth = first | second
+    for group, entries in groups.items():
+        assert list(entries) == sorted(set(entries))
+        assert {postings.group_of(entry >> 32) for entry in entries} == {group}
+    for shingle in {shingle for shingle, _ in truth} | {12345}:
+        entries = groups.get(postings.group_of(shingle), array("Q"))
+        assert postings.docs_posting(entries, shingle) == sorted(
+            doc for posted, doc in truth if posted == shingle
+        )

@@ -42,8 +42,8 @@ def group_of(shingle: int) -> int:
 
 
 def grouped(postings: list[int]) -> dict[int, array[int]]:
-    """``postings`` (sorted here, in place) by group, each group's a sorted
-    ``array('Q')``."""
+    """``postings`` (each once: a doc posts each shingle of its prefix once; sorted
+    here, in place) by group, each group's a sorted ``array('Q')``."""
     postings.sort()
     groups: dict[int, array[int]] = {}
     start, end = 0, len(postings)
