@@ -76,6 +76,25 @@ def test_the_cache_is_built_and_then_used(store: Store, aged: list[KernelExperim
     assert index.stat().st_mtime_ns == before  # nothing changed: not rewritten
 
 
+def test_a_listings_rows_asked_again_are_the_same_and_the_callers_own(
+    store: Store, aged: list[KernelExperiment]
+) -> None:
+    """A listing keeps the rows it found (``review`` asks for them twice): asked again,
+    they equal a read without the cache, and each answer is a list of its caller's
+    (what one caller changes in it, the next answer does not hold)."""
+    listing = store.found().listing
+    assert listing is not None
+    rows, invalid = listing.rows()
+    truth = sorted(_uncached(store).items())
+    assert sorted((row.id, row.score) for row in rows) == truth
+    rows.clear()
+    invalid.append(("made up", None))
+    again, invalid_again = listing.rows()
+    assert sorted((row.id, row.score) for row in again) == truth
+    assert ("made up", None) not in invalid_again
+    assert [path for path, row in listing.records()] == [row.path for row in again]
+
+
 def test_an_edit_in_place_with_the_same_size_and_mtime_is_seen(
     store: Store, aged: list[KernelExperiment]
 ) -> None:

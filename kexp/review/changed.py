@@ -42,6 +42,7 @@ from kexp.storage.scan import Keep, scan, value_positions
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
     from kexp.storage.history import Changes
+    from kexp.storage.rows import Row
     from kexp.storage.store import Store
 
 __all__ = [
@@ -386,7 +387,7 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[Facts]]:
 
 
 def _scan_cached(
-    target: Store, files: list[tuple[str, tuple[Any, ...] | None]], *, facts: bool
+    target: Store, files: Sequence[tuple[str, Row | None]], *, facts: bool
 ) -> tuple[list[FileLinks], list[Facts]]:
     """What :func:`_scan` keeps of each file, from the query cache's front-matter of the
     valid files (the invalid ones are read), in the order :func:`_scan` lists them."""

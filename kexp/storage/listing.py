@@ -48,7 +48,6 @@ from kexp.format.validate import EXPERIMENT_NAME, read_file_and_stat, read_or_pr
 from kexp.storage.cache import RACY_NS, Cache, DamagedCacheError
 from kexp.storage.parallel import in_two_processes
 from kexp.storage.rows import (
-    VALUE_FIELDS,
     Record,
     Row,
     content_key,
@@ -293,6 +292,9 @@ class Listing:
         #: them (see :meth:`_keep_repaired`).
         self._repaired = repaired or {}
         self._stamp: bytes | None = None
+        #: What :meth:`rows` found (a listing's folders never change): asked again by
+        #: the commands that read the store twice (``review``).
+        self._all: FolderRows | None = None
 
     def paths(self) -> list[str]:
         """Every experiment file (relative to ``experiments/``), in path order."""
@@ -333,7 +335,14 @@ class Listing:
 
     def rows(self) -> FolderRows:
         """The rows of every valid experiment file and the first error of every invalid
-        one, each in path order."""
+        one, each in path order (new lists each time)."""
+        if self._all is None:
+            self._all = self._every_row()
+        rows, invalid = self._all
+        return list(rows), list(invalid)
+
+    def _every_row(self) -> FolderRows:
+        """:meth:`rows`, made."""
         missing = [
             folder
             for folder, known in self.folders.items()
@@ -413,15 +422,14 @@ class Listing:
         return rows
 
     @collector_paused()  # a tuple a file, none in a cycle
-    def records(self) -> list[tuple[str, tuple[Any, ...] | None]]:
-        """(path, front-matter values or None for an invalid file) of every experiment
-        file, in path order."""
-        rows, invalid = self.rows()
-        found: list[tuple[str, tuple[Any, ...] | None]] = [
-            (row.path, tuple(row[: len(VALUE_FIELDS)])) for row in rows
-        ]
-        found += [(path, None) for path, _ in invalid]
-        found.sort(key=lambda item: path_order(item[0]))
+    def records(self) -> list[tuple[str, Row | None]]:
+        """(path, its row or None for an invalid file) of every experiment file, in
+        path order."""
+        rows, invalid = self.rows()  # each in path order
+        found: list[tuple[str, Row | None]] = [(row.path, row) for row in rows]
+        if invalid:
+            found += [(path, None) for path, _ in invalid]
+            found.sort(key=lambda item: path_order(item[0]))
         return found
 
     def keys(self) -> set[bytes]:

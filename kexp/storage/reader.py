@@ -672,12 +672,12 @@ class StoreReader:
 
         return changes(self, base, head)
 
-    def file_records(self) -> list[tuple[str, tuple[Any, ...] | None]] | None:
-        """(path relative to ``experiments/``, front-matter values in
-        :data:`kexp.storage.rows.VALUE_FIELDS` order, or None for an invalid file) of every file
-        of the working tree, in path order, from the cache (only the files changed since
-        are read); None for a store that keeps no cache (at a revision). Invalid files
-        are not warned about."""
+    def file_records(self) -> list[tuple[str, Row | None]] | None:
+        """(path relative to ``experiments/``, its row: front-matter values in
+        :data:`kexp.storage.rows.VALUE_FIELDS` order first, or None for an invalid file)
+        of every file of the working tree, in path order, from the cache (only the files
+        changed since are read); None for a store that keeps no cache (at a revision).
+        Invalid files are not warned about."""
         if not self.source.cacheable:
             return None
         with warnings.catch_warnings():
