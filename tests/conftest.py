@@ -33,6 +33,18 @@ def git(cwd: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
+def past_racy_window() -> None:
+    """Wait until what was just written is older than the cache's "racily clean"
+    window, as a user's next command would be: a file changed within it is read again
+    by every query (its change time counts, and cannot be set back: only time settles
+    a file)."""
+    import time
+
+    from kexp.storage.cache import RACY_NS
+
+    time.sleep(RACY_NS / 1e9 + 0.3)
+
+
 def init_repo(path: Path) -> Path:
     """``git init`` a folder with an identity and one commit of a kernel file."""
     path.mkdir(parents=True, exist_ok=True)

@@ -23,20 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields
+from conftest import experiment_fields, past_racy_window
 
 import kexp.storage.cache
 from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
 from kexp.core.settings import DEFAULT_SETTINGS
-from kexp.storage.cache import RACY_NS, file_name
+from kexp.storage.cache import file_name
 from kexp.storage.sources import WorkingTree
 
 MakeExperiment = Callable[..., KernelExperiment]
 OLD_NS = 1_600_000_000 * 10**9  # a modification time long past
-
-
-def _wait_past_racy_window() -> None:
-    time.sleep(RACY_NS / 1e9 + 0.3)
 
 
 def _uncached(store: Store) -> Store:
@@ -198,7 +194,7 @@ def _start_of_a_second() -> None:
 
 def _restored_mtime_scenario(store: Store, path: Path, exp_id: str) -> None:
     os.utime(path, ns=(OLD_NS, OLD_NS))
-    _wait_past_racy_window()
+    past_racy_window()
     assert {e.id: e.score for e in store.list_experiments(brief=True)}[exp_id] == 1.25
     _start_of_a_second()
     _edit_in_place(path, b"score: 1.25\n", b"score: 1.26\n")
@@ -207,7 +203,7 @@ def _restored_mtime_scenario(store: Store, path: Path, exp_id: str) -> None:
     # are all as they were when the cache read the file.
     _edit_in_place(path, b"score: 1.26\n", b"score: 1.27\n")
     assert {e.id: e.score for e in store.list_experiments(brief=True)}[exp_id] == 1.27
-    _wait_past_racy_window()
+    past_racy_window()
     assert {e.id: e.score for e in store.list_experiments(brief=True)}[exp_id] == 1.27
 
 
@@ -358,7 +354,7 @@ def test_a_folder_whose_name_ends_in_md_is_walked(
     assert _answers(store) == expected  # the cache is built
     assert _answers(store) == expected  # and used
     assert store.get_experiment(exp.id[:12]).path == moved
-    _wait_past_racy_window()
+    past_racy_window()
     assert _answers(store) == expected
 
 
@@ -395,7 +391,7 @@ def test_duplicate_ids_give_the_same_answers_cached_and_uncached(
     expected = _answers(_uncached(store))
     for _ in range(2):  # built, then used
         assert _answers(store) == expected
-    _wait_past_racy_window()
+    past_racy_window()
     for _ in range(2):
         assert _answers(store) == expected
     plain = _uncached(store)
@@ -533,7 +529,7 @@ def test_bit_flips_in_the_cache_never_change_an_answer(
     """The cache defends against damage: one bit flipped anywhere in its file, then
     every answer is still the files' (never a wrong answer, never an error)."""
     _flip_bits_store(store, make_experiment)
-    _wait_past_racy_window()
+    past_racy_window()
     expected = _damage_answers(_uncached(store))
     assert _damage_answers(store) == expected
     index = store.cache_dir / file_name(DEFAULT_SETTINGS)
@@ -571,7 +567,7 @@ def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(
     another program counts once a query has read it."""
     parent = make_experiment(change_summary="Parent - +1%")
     other = make_experiment(change_summary="Other - +1%")
-    _wait_past_racy_window()
+    past_racy_window()
     store.list_experiments()
     assert other.path is not None
     # A child written by hand into a new month folder.
@@ -596,7 +592,7 @@ def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(
     with open(other.path, "r+") as handle:
         handle.write(text)
         handle.truncate()
-    _wait_past_racy_window()
+    past_racy_window()
     store.list_experiments()
     store.delete_experiment(parent.id)
     assert not (parent.path and parent.path.exists())
@@ -641,5 +637,5 @@ def test_reviews_and_changed_validation_through_the_cache_equal_reading_every_fi
     for head in ("HEAD", "main"):
         cached, read = review(store, "main", head), review(plain, "main", head)
         assert render_markdown(cached) == render_markdown(read)
-    _wait_past_racy_window()
+    past_racy_window()
     same()

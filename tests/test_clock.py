@@ -14,12 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import experiment_fields
+from conftest import experiment_fields, past_racy_window
 
 import kexp.core.ids
 from kexp import Store
 from kexp.cli.main import main
-from kexp.storage.cache import RACY_NS
 
 
 class Clock:
@@ -41,10 +40,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     controlled = Clock()
     monkeypatch.setattr(kexp.core.ids, "current_time", controlled)
     return controlled
-
-
-def _past_racy_window() -> None:
-    time.sleep(RACY_NS / 1e9 + 0.3)
 
 
 def _listed(store: Store) -> list[tuple[str, str]]:
@@ -95,10 +90,10 @@ def test_experiments_recorded_across_a_month_boundary_stay_listed_in_order(
     assert before.created_at.startswith(last_second.replace("59:59Z", "59:58."))
     clock.set(last_second.replace("59:59Z", "59:59.2Z"))
     also_before = _add(store, "Last one - +1%", capsys)
-    _past_racy_window()  # the clock moves on by as much: into the next month
+    past_racy_window()  # the clock moves on by as much: into the next month
     after = _add(store, "First one - +1%", capsys)
     assert _listed(store)[0][1].startswith(old_folder + "/")
-    _past_racy_window()
+    past_racy_window()
     listed = _listed(store)
     assert [exp_id for exp_id, _ in listed] == [before.id, also_before, after]
     # experiments/<YYYY>/<MM>/<last two hex digits of the id>/<id>-<slug>.md
@@ -113,7 +108,7 @@ def test_experiments_recorded_across_a_month_boundary_stay_listed_in_order(
     assert [e.id for e in store.top_experiments(5)] == sorted(
         [before.id, also_before, after], key=lambda i: -int(i[:8], 16)
     )
-    _past_racy_window()
+    past_racy_window()
     assert _listed(store) == listed
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields, git
+from conftest import experiment_fields, git, past_racy_window
 
 import kexp.storage.cache as cache_module
 import kexp.storage.listing as listing_module
@@ -33,17 +33,6 @@ OLD = 1_600_000_000  # a modification time far in the past (seconds)
 def _age(path: Path) -> None:
     """Make ``path`` look old enough to be cached (not racily clean)."""
     os.utime(path, ns=(OLD * 10**9, OLD * 10**9))
-
-
-def _past_racy_window() -> None:
-    """Wait until what was just written is older than the cache's "racily clean" window,
-    as a user's next command would be (a file's change time cannot be set back, so only
-    time makes a file settled)."""
-    import time
-
-    from kexp.storage.cache import RACY_NS
-
-    time.sleep(RACY_NS / 1e9 + 0.3)
 
 
 def _scores(store: Store) -> dict[str, float]:
@@ -67,7 +56,7 @@ def aged(store: Store, make_experiment: Callable[..., KernelExperiment]) -> list
 
 
 def test_the_cache_is_built_and_then_used(store: Store, aged: list[KernelExperiment]) -> None:
-    _past_racy_window()
+    past_racy_window()
     assert _scores(store) == _uncached(store)
     index = store.cache_dir / INDEX_FILE
     assert index.is_file()
@@ -416,7 +405,7 @@ def test_a_folder_whose_pack_does_not_describe_it_is_read_once_and_its_pack_kept
     """A folder whose pack is missing, or was written by another process for another
     listing of it, has its files read by the next query, which keeps the pack made of
     them: the query after it reads no file (it read them all, every time)."""
-    _past_racy_window()  # the files settled: a query reads only what it must
+    past_racy_window()  # the files settled: a query reads only what it must
     _scores(store)
     expected = _uncached(store)
     index = store.cache_dir / INDEX_FILE
@@ -523,7 +512,7 @@ def test_two_processes_build_the_same_cache_as_one(
     _age(notes)
     monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 1)
     monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
-    _past_racy_window()
+    past_racy_window()
     parallel = _scores(store)
     index = store.cache_dir / INDEX_FILE
     before = index.stat().st_mtime_ns
@@ -593,7 +582,7 @@ def _age_tree(store: Store) -> None:
         for name in names:
             _age(Path(folder, name))
         _age(Path(folder))
-    _past_racy_window()
+    past_racy_window()
 
 
 def test_folders_listed_from_the_cache_still_see_new_renamed_and_removed_files(
@@ -752,9 +741,9 @@ def test_an_experiment_in_a_new_month_folder_stays_visible(
         target.parent.mkdir(parents=True)
         exp.path.rename(target)
         made.append(exp)
-        _past_racy_window()
+        past_racy_window()
         assert _scores(store) == _uncached(store)
-        _past_racy_window()
+        past_racy_window()
         found = _scores(store)
         assert {e.id for e in made} <= found.keys()
         assert found == _uncached(store)
