@@ -175,18 +175,13 @@ def pack_group(folder: str) -> int:
     return zlib.crc32(folder.encode("utf-8", "surrogatepass")) % PACK_GROUPS
 
 
-def _group_key(group: int) -> bytes:
-    """The key a group of packs is sealed under."""
-    return b"packs %d" % group
+def _group_key(table: str, group: int) -> bytes:
+    """The key a group of ``table`` (``packs``, ``postings``) is sealed under."""
+    return b"%s %d" % (table.encode(), group)
 
 
 #: The key the order of the postings is sealed under.
 _ORDER_KEY = b"shingle order"
-
-
-def _postings_key(group: int) -> bytes:
-    """The key a group of postings is sealed under."""
-    return b"postings %d" % group
 
 
 class Cache:
@@ -387,14 +382,16 @@ class Cache:
             for folder, record in self._rows("SELECT folder, record FROM folders")
         }
 
-    def _pack_groups(self, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
-        """(group, sealed record) of each of ``groups`` that has one (None: every one, a
-        few at a time: memory holds a few groups' bytes at once)."""
+    def _groups(self, table: str, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
+        """(group, sealed record) of each of ``groups`` of ``table`` (``packs``,
+        ``postings``: records kept in groups) that has one (None: every one, a few at a
+        time: memory holds a few groups' bytes at once)."""
         if groups is not None:
-            yield from self._by_keys("SELECT grp, record FROM packs WHERE grp IN ({marks})", groups)
+            sql = f"SELECT grp, record FROM {table} WHERE grp IN ({{marks}})"
+            yield from self._by_keys(sql, groups)
             return
         try:
-            cursor = self._connection.execute("SELECT grp, record FROM packs")
+            cursor = self._connection.execute(f"SELECT grp, record FROM {table}")
             while found := cursor.fetchmany(8):
                 yield from found
         except (sqlite3.Error, ValueError) as exc:
@@ -405,8 +402,8 @@ class Cache:
         a few groups read at once when many are asked for, else only theirs."""
         wanted = set(folders)
         groups = None if len(wanted) > _CHUNK else sorted({pack_group(f) for f in wanted})
-        for group, record in self._pack_groups(groups):
-            for folder, pack in _opened(_group_key(group), record).items():
+        for group, record in self._groups("packs", groups):
+            for folder, pack in _opened(_group_key("packs", group), record).items():
                 if folder in wanted:
                     yield folder, pack
 
@@ -423,8 +420,8 @@ class Cache:
         for folder in folders:
             by_group.setdefault(pack_group(folder), []).append(folder)
         found: dict[str, Any] = {}
-        for group, record in self._pack_groups(sorted(by_group)):
-            key = _group_key(group)
+        for group, record in self._groups("packs", sorted(by_group)):
+            key = _group_key("packs", group)
             members = by_group[group]
             if (
                 isinstance(record, bytes)
@@ -457,14 +454,18 @@ class Cache:
             self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
             touched = sorted({pack_group(folder) for folder in (*packs, *gone)})
             groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
-            for group, record in self._pack_groups(touched):
-                groups[group] = _opened(_group_key(group), record)
+            for group, record in self._groups("packs", touched):
+                groups[group] = _opened(_group_key("packs", group), record)
             for folder in gone:
                 groups[pack_group(folder)].pop(folder, None)
             for folder, pack in packs.items():
                 groups[pack_group(folder)][folder] = pack
             emptied = [(group,) for group, members in groups.items() if not members]
-            kept = [(g, _seal(_group_key(g), members)) for g, members in groups.items() if members]
+            kept = [
+                (group, _seal(_group_key("packs", group), members))
+                for group, members in groups.items()
+                if members
+            ]
             self._write("DELETE FROM packs WHERE grp = ?", emptied)
             self._write("INSERT OR REPLACE INTO packs VALUES (?, ?)", kept)
 
@@ -593,17 +594,18 @@ class Cache:
             self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self._write(
                 "INSERT OR REPLACE INTO postings VALUES (?, ?)",
-                [(g, _seal(_postings_key(g), entries.tobytes())) for g, entries in groups.items()],
+                [
+                    (g, _seal(_group_key("postings", g), entries.tobytes()))
+                    for g, entries in groups.items()
+                ],
             )
 
         self._transaction(work)
 
     def _posting_groups(self, groups: Sequence[int]) -> Iterator[tuple[int, array[int]]]:
         """(group, its postings) of each of ``groups`` that has any."""
-        for group, record in self._by_keys(
-            "SELECT grp, record FROM postings WHERE grp IN ({marks})", groups
-        ):
-            yield group, array("Q", _opened(_postings_key(group), record))
+        for group, record in self._groups("postings", groups):
+            yield group, array("Q", _opened(_group_key("postings", group), record))
 
     def _shingle_order(self) -> tuple[int, dict[int, int]]:
         """(how many docs there were when the order of the postings was decided, the
