@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -153,6 +154,28 @@ def test_changes_against_the_working_tree(repo: Path, store: Store) -> None:
     (problem,) = next(c for c in result.added if c.id == "0123456789abcdef").problems
     assert problem.severity == "error"
     assert store.changes("HEAD", None).modified[0].id == exp.id
+
+
+def test_changes_name_every_file_as_git_lists_it_whatever_its_bytes(
+    repo: Path, store: Store
+) -> None:
+    """The working tree's changes come from two git walks run at once (tracked and
+    untracked files): both are read whole, with names that are not UTF-8 kept as the
+    file system gives them."""
+    exp = store.create_experiment(**experiment_fields())
+    assert exp.path is not None
+    base = commit_all(repo, "base")
+    store.update_experiment(exp.id, score=1.25)
+    odd = os.fsdecode(b"notes-\xff.md")  # a Markdown file kexp never reads: a stray
+    (exp.path.parent / odd).write_text("a note\n")
+    many = [f"{n:016x}" for n in range(2000)]  # more names than a pipe holds (64 KiB)
+    for exp_id in many:
+        (exp.path.parent / f"{exp_id}-step.md").write_text("---\nid: [\n---\n")
+    result = store.changes(base)
+    assert [c.id for c in result.modified] == [exp.id]
+    assert [c.id for c in result.added] == many
+    assert [Path(p.path).name for p in result.strays] == [odd]
+    assert result.strays[0].code == "stray-file"
 
 
 def test_changes_unknown_revision(repo: Path, store: Store) -> None:

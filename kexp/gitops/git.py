@@ -210,26 +210,51 @@ def run_git(
     *args: str,
     ok_codes: Sequence[int] = (0,),
 ) -> tuple[int, str]:
-    """Run ``git ARGS`` in ``repo`` (through GitPython); returns (exit status, stdout).
+    """Run ``git ARGS`` in ``repo``; returns (exit status, stdout).
 
     Arguments are passed as a list (no shell). An exit status outside ``ok_codes``
     raises :class:`GitError`. Callers pass only checked revisions and ``--`` before
     paths.
     """
-    gitpython = _import_git()
-    command = [_executable(), "-c", "core.quotepath=off", "-c", "log.showSignature=false", *args]
-    try:
-        status, stdout, stderr = repo.git.execute(
-            command,
-            with_extended_output=True,
-            with_exceptions=False,
-            strip_newline_in_stdout=False,
-        )
-    except gitpython.GitCommandNotFound:
-        raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
-    if status not in ok_codes:
-        raise translate_error(repo, args[0] if args else "", str(stderr))
-    return int(status), str(stdout)
+    return start_git(repo, *args, ok_codes=ok_codes).result()
+
+
+class StartedGit:
+    """A git command running while the caller does other work (:func:`start_git`)."""
+
+    def __init__(self, repo: git.Repo, args: Sequence[str], ok_codes: Sequence[int]) -> None:
+        import os
+
+        self._repo = repo
+        self._action = args[0] if args else ""
+        self._ok_codes = ok_codes
+        command = [_executable(), "-c", "core.quotepath=off", "-c", "log.showSignature=false"]
+        # As GitPython runs git: its messages in English (translate_error reads them).
+        environment = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+        try:
+            self._process = subprocess.Popen(
+                [*command, *args], cwd=repo.working_dir, env=environment,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+        except OSError:
+            raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+
+    def result(self) -> tuple[int, str]:
+        """Wait for the command: (exit status, stdout); an exit status outside the
+        accepted ones raises :class:`GitError`."""
+        stdout, stderr = self._process.communicate()
+        status = self._process.returncode
+        if status not in self._ok_codes:
+            error = stderr.decode("utf-8", "surrogateescape")
+            raise translate_error(self._repo, self._action, error)
+        return status, stdout.decode("utf-8", "surrogateescape")
+
+
+def start_git(repo: git.Repo, *args: str, ok_codes: Sequence[int] = (0,)) -> StartedGit:
+    """Start ``git ARGS`` in ``repo`` and return at once: :meth:`StartedGit.result`
+    waits for it (what :func:`run_git` does at once). The command writes what it finds
+    to a pipe; one that finds more than a pipe holds waits to be read."""
+    return StartedGit(repo, args, ok_codes)
 
 
 # --- revisions ---------------------------------------------------------------------
@@ -452,14 +477,6 @@ def user_name(repo: git.Repo) -> str:
         return str(repo.config_reader().get_value("user", "name", default=""))
     except Exception:
         return ""
-
-
-def untracked_files(repo: git.Repo, folder: str) -> list[str]:
-    """Untracked, not ignored files under ``folder`` (relative to the repository root)."""
-    _, output = run_git(
-        repo, "ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--", folder
-    )
-    return [p for p in output.split("\0") if p]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,12 +4,12 @@ revisions; built on :mod:`kexp.gitops.git`'s runner (all git access goes through
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp.core.errors import KexpError
-from kexp.gitops.git import NULL_SHA, git_version, run_git
+from kexp.gitops.git import NULL_SHA, git_version, run_git, start_git
 
 if TYPE_CHECKING:
     import git
@@ -98,26 +98,39 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
         ) from None
 
 
-def diff_files(repo: git.Repo, base: str, head: str | None, folder: str) -> list[FileChange]:
-    """Files under ``folder`` that differ between ``base`` and ``head`` (full hashes).
+def changed_files(
+    repo: git.Repo, base: str, head: str | None, folder: str
+) -> Callable[[], list[FileChange]]:
+    """Files under ``folder`` that differ between ``base`` and ``head`` (full hashes;
+    None: the working tree, where untracked files that are not ignored are added ones),
+    listed by git while the caller goes on: the function returned waits for them.
 
-    ``head`` None compares with the working tree (tracked files only: see
-    :func:`untracked_files`). No rename detection: callers match files by name.
+    No rename detection: callers match files by name.
     """
     args = ["diff", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-ext-diff", base]
-    if head is not None:
-        args.append(head)
-    _, output = run_git(repo, *args, "--", folder)
-    tokens = output.split("\0")
-    changes: list[FileChange] = []
-    i = 0
-    while i < len(tokens):
-        if tokens[i].lstrip("\n").startswith(":"):
-            change, i = _raw_entry(tokens, i)
-            changes.append(change)
-        else:
-            i += 1
-    return changes
+    diff = start_git(repo, *args, *([head] if head is not None else []), "--", folder)
+    others = None
+    if head is None:  # the two walks of the working tree at once
+        others = start_git(
+            repo, "ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--", folder
+        )
+
+    def result() -> list[FileChange]:
+        tokens = diff.result()[1].split("\0")
+        changes: list[FileChange] = []
+        i = 0
+        while i < len(tokens):
+            if tokens[i].lstrip("\n").startswith(":"):
+                change, i = _raw_entry(tokens, i)
+                changes.append(change)
+            else:
+                i += 1
+        if others is not None:
+            untracked = others.result()[1].split("\0")
+            changes += [FileChange("A", path, "", "", "") for path in untracked if path]
+        return changes
+
+    return result
 
 
 def _raw_entry(tokens: list[str], i: int) -> tuple[FileChange, int]:

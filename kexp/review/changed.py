@@ -156,11 +156,15 @@ def _check(
     # lazy: not every command that imports this module needs kexp.gitops.provenance
     from kexp.gitops.provenance import base_commit_problems
 
+    # lazy: not every command that imports this module needs kexp.storage.history
+    from kexp.storage.history import start_changes
+
     head = head_of(store, head)
     fork = merge_base(store, base, head)
-    changes = store.changes(fork, head)
+    listing_changes = start_changes(store, fork, head)  # git walks the files meanwhile
     target = store if head is None else store.at(head)
     links, valid = _scan(_same_files(store, target), facts=facts)
+    changes = listing_changes()
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems] + changes.strays

@@ -14,6 +14,7 @@ shadowed by a submodule of the same name.)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -272,16 +273,30 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
     revision.
     """
+    return start_changes(store, base, head)()
+
+
+def start_changes(store: StoreView, base: str, head: str | None = None) -> Callable[[], Changes]:
+    """:func:`changes`, begun: git lists the files that changed while the caller goes on
+    (a review reads the store meanwhile); the function returned waits for git and reads
+    them. An unknown revision raises here."""
     location = StoreLocation.of(store.root)
     repo = location.repo
     base_sha = kgit.resolve_commit(repo, base)
     head_sha = kgit.resolve_commit(repo, head) if head is not None else None
-    raw = gitlog.diff_files(repo, base_sha, head_sha, location.folder)
-    if head_sha is None:
-        raw += [
-            gitlog.FileChange("A", path, "", "", "")
-            for path in kgit.untracked_files(repo, location.folder)
-        ]
+    listed = gitlog.changed_files(repo, base_sha, head_sha, location.folder)
+    return lambda: _changes(store, location, base_sha, head_sha, listed())
+
+
+def _changes(
+    store: StoreView,
+    location: StoreLocation,
+    base_sha: str,
+    head_sha: str | None,
+    raw: list[gitlog.FileChange],
+) -> Changes:
+    """:func:`changes` of the files git listed (``raw``)."""
+    repo = location.repo
     old_side: dict[str, tuple[str, str]] = {}  # id -> (repo path, blob)
     new_side: dict[str, tuple[str, str]] = {}
     strays: dict[str, str] = {}  # repo path -> blob
