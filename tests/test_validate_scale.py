@@ -20,6 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from kexp import Store
 from kexp.core.problems import Problem, Severity, sort_problems
@@ -593,6 +596,47 @@ def test_long_lineages_cost_time_in_proportion() -> None:
         (count - 2, "lineage-cycle"),
         (count - 1, "lineage-cycle"),
     ]
+
+
+_LINEAGE_IDS = ["a", "b", "c", "d", "e", "f"]
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_LINEAGE_IDS),
+            st.one_of(st.none(), st.sampled_from([*_LINEAGE_IDS, "zz", "0"])),
+        ),
+        max_size=12,
+    )
+)
+def test_every_lineage_loop_is_found_whatever_the_order_of_ids(
+    links: list[tuple[str, str | None]],
+) -> None:
+    """Loops are found by walks from the items whose pid goes up (sorts after their id):
+    held equal to following every item's chain, on random lineages with repeated ids,
+    unknown parents and loops of any length, in both directions."""
+    items = [FileLinks(f"/s/{n}.md", exp_id, pid, ()) for n, (exp_id, pid) in enumerate(links)]
+    known = {exp_id for exp_id, _ in links}
+    parent: dict[str, str | None] = {exp_id: None for exp_id in known}
+    for exp_id, pid in links:  # the last pid naming a known id, as the docstring says
+        if pid is not None and pid in known:
+            parent[exp_id] = pid
+    expected = []
+    for number, (exp_id, _) in enumerate(links):
+        chain, current = [exp_id], parent[exp_id]
+        while current is not None and current != exp_id and len(chain) <= len(known):
+            chain.append(current)
+            current = parent[current]
+        if current == exp_id:
+            expected.append((number, " -> ".join([*chain, exp_id])))
+    found = [
+        (f.file, f.message.rpartition(": ")[2])
+        for f in store_findings(items)
+        if f.code == "lineage-cycle"
+    ]
+    assert found == expected
 
 
 def test_check_store_of_documents_reports_what_it_reported(

@@ -713,19 +713,30 @@ def store_findings(
             )
         return outside[exp_id]
 
-    findings.extend(_cycle_findings(items, first, parent_of))
+    if outside_pid is None:
+        # A loop cannot only go down: some pid in it sorts at or after its own id. A
+        # parent is made before its child, and kexp's ids sort by time, so few do: the
+        # walks start at those.
+        starts = [item for item in items if item.pid is not None and item.pid >= (item.id or "")]
+    else:  # a loop may go up only through ids no item holds
+        starts = list(items)
+    findings.extend(_cycle_findings(items, starts, first, parent_of))
     return findings
 
 
 def _cycle_findings(
-    items: Sequence[FileLinks], first: Mapping[str, int], parent_of: Callable[[str], str | None]
+    items: Sequence[FileLinks],
+    starts: Sequence[FileLinks],
+    first: Mapping[str, int],
+    parent_of: Callable[[str], str | None],
 ) -> list[Finding]:
     """A ``lineage-cycle`` finding for every item whose ``pid`` chain (``parent_of``:
     one parent an id) leads back to its own id, naming the loop from it.
 
-    Each id's chain is followed once: the ids on it are marked as on a loop or not
-    (``first`` numbers the ids of items), so a store of long lineages costs time in
-    proportion to its size.
+    The chains are followed from the items ``starts`` (every loop passes through one of
+    them), each id's once: the ids on it are marked as on a loop or not (``first``
+    numbers the ids of items), so a store of long lineages costs time in proportion to
+    its size.
     """
     unknown, clear, on_loop = 0, 1, 2
     state = bytearray(len(items))  # by the number of the first item of an id
@@ -735,7 +746,7 @@ def _cycle_findings(
         number = first.get(exp_id)
         return state[number] if number is not None else outside.get(exp_id, unknown)
 
-    for item in items:
+    for item in starts:
         if item.id is None or state[first[item.id]] != unknown:
             continue
         walked: dict[str, int] = {}
@@ -752,6 +763,8 @@ def _cycle_findings(
             else:
                 outside[exp_id] = mark
     findings: list[Finding] = []
+    if on_loop not in state:
+        return findings
     for number, item in enumerate(items):
         if item.id is None or state[first[item.id]] != on_loop:
             continue
