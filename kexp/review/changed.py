@@ -284,7 +284,7 @@ class Facts(NamedTuple):
     change_summary: str
     score_ci: Any  # a list of two numbers, or empty
     measured_against: str
-    tags: Any  # a list of strings
+    tags: Any  # strings, of which derived values read only whether one is "control"
 
 
 #: The values of :class:`Facts` read from the front-matter (after ``combines``), with
@@ -402,8 +402,11 @@ def _scan_cached(
     invalid = [base + relative for relative, values in files if values is None]
     kept = scan(target.source, invalid, target.settings, _keeper(facts), split=False)
     records = dict(zip(invalid, kept, strict=True))
-    ids = operator.itemgetter(*(ROW_FIELDS.index(n) for n in ("id", "pid", "combines")))
-    known_facts = operator.itemgetter(*(ROW_FIELDS.index(name) for name, _ in FACT_FIELDS))
+    # id, pid, combines, then the facts' values: as the rows hold them (the rows are in
+    # memory whatever is kept of them; only what derived values read of the tags is read).
+    known = operator.itemgetter(
+        *(ROW_FIELDS.index(n) for n in ("id", "pid", "combines", *(n for n, _ in FACT_FIELDS)))
+    )
     make_link, make_facts = FileLinks._make, Facts._make
     links: list[FileLinks] = []
     valid: list[Facts] = []
@@ -411,15 +414,15 @@ def _scan_cached(
         for relative, values in files:
             path = base + relative
             if values is None:
-                exp_id, pid, combines, lines, known = records[path]
+                exp_id, pid, combines, lines, fields = records[path]
                 links.append(FileLinks(path, exp_id, pid, combines, None, lines))
-                if known is not None:
-                    valid.append(Facts(path, exp_id or "", pid or "", combines, *known))
+                if fields is not None:
+                    valid.append(Facts(path, exp_id or "", pid or "", combines, *fields))
                 continue
-            exp_id, pid, combines = ids(values)
-            links.append(make_link((path, exp_id, pid or None, combines, None, None)))
+            found = known(values)
+            links.append(make_link((path, found[0], found[1] or None, found[2], None, None)))
             if facts:
-                valid.append(make_facts((path, exp_id, pid, combines, *_slim(known_facts(values)))))
+                valid.append(make_facts((path, *found)))
     return links, valid
 
 
