@@ -33,7 +33,7 @@ from kexp import KernelExperiment, Store, init_store
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.main import main
-from kexp.core.campaign import derive, derive_for, judge
+from kexp.core.campaign import derive, derive_for, judge, versions_of
 from kexp.format.fileformat import serialize
 from kexp.measure.record import record_iteration
 from kexp.output.html import build_report
@@ -422,6 +422,18 @@ def test_deriving_some_records_and_what_they_depend_on_equals_deriving_every_one
     part = derive_for(items, wanted)
     for record in wanted:
         assert part.of(record) == whole.of(record), record.id
+
+
+@given(st.lists(st.sampled_from("abcde"), max_size=8), st.text("abcdez", max_size=1))
+def test_each_ids_versions_are_its_records_numbers_in_order(ids: list[str], asked: str) -> None:
+    """``versions_of`` (a list only for the ids several records hold) holds each id's
+    numbers as the plain dict of lists does, and each id's first in the order ids come."""
+    plain: dict[str, list[int]] = {}
+    for number, exp_id in enumerate(ids):
+        plain.setdefault(exp_id, []).append(number)
+    versions = versions_of([SimpleNamespace(id=exp_id) for exp_id in ids])
+    assert list(versions.get(asked)) == plain.get(asked, [])
+    assert list(versions.first.items()) == [(i, numbers[0]) for i, numbers in plain.items()]
 
 
 @settings(

@@ -494,19 +494,45 @@ def depends_on(record: Any) -> list[str]:
     return needed
 
 
-def versions_of(records: Sequence[Any]) -> dict[str, list[int]]:
+class Versions:
+    """Each id's records: their numbers in a list of records, in order
+    (:func:`versions_of`). Most ids have one record: only the others get a list."""
+
+    __slots__ = ("_several", "first")
+
+    def __init__(self, first: dict[str, int], several: dict[str, list[int]]) -> None:
+        #: The number of each id's first record (the one that counts for the id), in
+        #: the order the ids first appear.
+        self.first = first
+        self._several = several
+
+    def get(self, exp_id: str) -> Sequence[int]:
+        """The numbers of ``exp_id``'s records (empty: none)."""
+        several = self._several.get(exp_id)
+        if several is not None:
+            return several
+        number = self.first.get(exp_id)
+        return () if number is None else (number,)
+
+
+def versions_of(records: Sequence[Any]) -> Versions:
     """Each id's records: their numbers in ``records``, in order."""
-    versions: dict[str, list[int]] = {}
-    for number, record in enumerate(records):
-        versions.setdefault(record.id, []).append(number)
-    return versions
+    ids = [record.id for record in records]
+    first = dict(zip(ids, range(len(ids)), strict=True))
+    if len(first) == len(ids):  # every id once
+        return Versions(first, {})
+    numbers: dict[str, list[int]] = {}
+    for number, exp_id in enumerate(ids):
+        numbers.setdefault(exp_id, []).append(number)
+    first = {exp_id: found[0] for exp_id, found in numbers.items()}
+    return Versions(first, {exp_id: found for exp_id, found in numbers.items() if len(found) > 1})
 
 
 def derive_for(
     records: Sequence[Any],
     wanted: Iterable[Any],
     settings: Settings = DEFAULT_SETTINGS,
-    versions: dict[str, list[int]] | None = None,
+    versions: Versions | None = None,
 ) -> Derivation:
     """:func:`derive` over ``wanted`` and what each depends on in turn
     (:func:`depends_on`), found among ``records`` (every current record, in path order):
@@ -525,9 +551,9 @@ def derive_for(
         if exp_id in taken:
             continue
         taken.add(exp_id)
-        for number in versions.get(exp_id, ()):
+        for number in versions.get(exp_id):
             waiting += depends_on(records[number])
-    chosen = sorted(number for exp_id in taken for number in versions.get(exp_id, ()))
+    chosen = sorted(number for exp_id in taken for number in versions.get(exp_id))
     return derive([records[number] for number in chosen], settings)
 
 

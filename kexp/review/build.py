@@ -190,9 +190,7 @@ class _Side:
         self._read = read
         self._versions = versions_of(facts)
         #: The number of the first experiment of each id.
-        self.first: dict[str, int] = {
-            exp_id: numbers[0] for exp_id, numbers in self._versions.items()
-        }
+        self.first: dict[str, int] = self._versions.first
         self._derived: dict[int, Derived] = {}
         self._whole = dict(whole)
         self._derive(self._whole)

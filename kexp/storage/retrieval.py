@@ -69,7 +69,7 @@ from kexp.storage.doctext import (
 )
 
 if TYPE_CHECKING:
-    from kexp.core.campaign import Derivation
+    from kexp.core.campaign import Derivation, Versions
     from kexp.storage.cache import Cache
     from kexp.storage.listing import Folder, Listing
     from kexp.storage.rows import Row
@@ -241,9 +241,9 @@ class Search(Index):
         self.rows = rows
         self._by_key = by_key if by_key is not None else _ByKey(rows)
         self._derivation: Derivation | None = None
-        self._versions: dict[str, list[int]] | None = None
+        self._versions: Versions | None = None
 
-    def versions(self) -> dict[str, list[int]]:
+    def versions(self) -> Versions:
         """Each id's rows: their numbers in :attr:`rows` (the first counts for the id)."""
         if self._versions is None:
             from kexp.core.campaign import versions_of
@@ -254,7 +254,7 @@ class Search(Index):
     def first_rows(self) -> dict[str, Row]:
         """The row that counts for each id: its first in path order."""
         rows = self.rows
-        return {exp_id: rows[numbers[0]] for exp_id, numbers in self.versions().items()}
+        return {exp_id: rows[number] for exp_id, number in self.versions().first.items()}
 
     @property
     def derivation(self) -> Derivation:
