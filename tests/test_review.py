@@ -314,6 +314,20 @@ def test_uncommitted_and_untracked_files_are_part_of_a_working_tree_review(
     assert extra.id not in [e.id for e in review(pr.store, "main", "HEAD").added]
 
 
+def test_a_review_of_the_checked_out_commit_reads_the_commit_not_the_edits_since(
+    pr: PullRequest,
+) -> None:
+    """``review BASE HEAD`` reads the store through the working tree's cache only when it
+    holds the commit's files (git checks that while the working tree is read): an edit
+    not committed, to an experiment the change does not touch, is not read."""
+    committed = to_json(review(pr.store, "main", "HEAD"))
+    pr.store.update_experiment(pr.unroll.id, score=1.5)  # the parent of what was added
+    assert to_json(review(pr.store, "main")) != committed  # the edit changes the review
+    assert to_json(review(pr.store, "main", "HEAD")) == committed
+    at_commit = to_json(review(pr.store.at("HEAD"), "main"))
+    assert {**at_commit, "head": "HEAD"} == committed  # (the store at HEAD names its hash)
+
+
 def test_experiments_added_on_the_base_after_branching_are_not_removed_by_the_branch(
     pr: PullRequest,
 ) -> None:

@@ -20,7 +20,7 @@ import dataclasses
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -435,16 +435,17 @@ def dirty_paths(repo: git.Repo, *, ignore: Path | None = None) -> list[str]:
     return paths
 
 
-def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> bool:
-    """Whether the working tree's ``folder`` holds exactly the files of ``commit``:
-    ``HEAD`` is ``commit``, and ``git status`` shows nothing under ``folder`` (changed,
-    staged, untracked or ignored)."""
+def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> Callable[[], bool] | None:
+    """Whether the working tree's ``folder`` holds exactly the files of ``commit``: None
+    when ``HEAD`` is not ``commit``; else ``git status`` runs while the caller goes on,
+    and the function returned waits for it, true when it shows nothing under ``folder``
+    (changed, staged, untracked or ignored)."""
     if head_commit(repo) != commit:
-        return False
-    _, output = run_git(
+        return None
+    status = start_git(
         repo, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", folder
     )
-    return not output.strip("\0")
+    return lambda: not status.result()[1].strip("\0")
 
 
 def configured_user_name(path: Path | str) -> str | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.collector import collector_paused
-from kexp.core.errors import GitError, StoreNotFoundError
+from kexp.core.errors import GitError, KexpError, StoreNotFoundError
 from kexp.core.fields import FIELD
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.validate import (
@@ -163,7 +163,7 @@ def _check(
     fork = merge_base(store, base, head)
     listing_changes = start_changes(store, fork, head)  # git walks the files meanwhile
     target = store if head is None else store.at(head)
-    links, valid = _scan(_same_files(store, target), facts=facts)
+    links, valid = _scan_head(store, target, facts=facts)
     changes = listing_changes()
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
@@ -346,20 +346,28 @@ def facts_of(link: FileLinks, fields: Mapping[str, Any]) -> Facts:
     return Facts(link.path, link.id or "", link.pid or "", link.combines, *values)
 
 
-def _same_files(store: Store, target: Store) -> Store:
-    """The working tree ``store`` when it holds exactly the files of ``target`` (the
-    store at a revision: the commit checked out, nothing changed under
-    ``experiments/``), so that they are read through its query cache; else ``target``."""
+def _scan_head(store: Store, target: Store, *, facts: bool) -> tuple[list[FileLinks], list[Facts]]:
+    """:func:`_scan` of ``target``, the store at the head: through the working tree
+    ``store``'s query cache when it holds exactly the files of ``target`` (the commit
+    checked out, nothing changed under ``experiments/``), which git checks while the
+    working tree is read (that read is dropped when it does not)."""
     # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.snapshot
     from kexp.gitops import git as kgit
     from kexp.storage.snapshot import StoreLocation
 
     if target.commit is None:
-        return target
+        return _scan(target, facts=facts)
     location = StoreLocation.of(store.root)
-    if kgit.matches_working_tree(location.repo, target.commit, location.folder):
-        return store
-    return target
+    same = kgit.matches_working_tree(location.repo, target.commit, location.folder)
+    if same is not None:
+        try:
+            found = _scan(store, facts=facts)
+        except KexpError:  # what the working tree holds is not read at all: see below
+            found = None
+        if same() and found is not None:
+            return found
+        del found
+    return _scan(target, facts=facts)
 
 
 def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[Facts]]:
