@@ -156,6 +156,7 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes | str, int]]:
 
 # === 1. the corpus of bad files and bad stores ===========================================
 
+
 @dataclasses.dataclass
 class Case:
     """One bad store: its files, the file to validate, and the problem expected there."""
@@ -1136,3 +1137,45 @@ def test_good_file_is_valid() -> None:
     """The seed of the edits is itself valid (else the edits would test nothing)."""
     checked = _checked(FUZZ_GOOD)
     assert checked.ok, [p.format() for p in checked.problems]
+
+
+def test_folders_and_files_named_in_other_bytes_are_read_by_every_command(
+    repo: Path, store: Store
+) -> None:
+    """A folder or file whose name is not UTF-8 (made by a tool with another encoding)
+    is read by every command, from the cache too (SQLite's text cannot hold the lone
+    surrogates Python reads such a name as)."""
+    moved = store.create_experiment(**experiment_fields(change_summary="Moved - +2%"))
+    kept = store.create_experiment(**experiment_fields(change_summary="Kept - +1%"))
+    assert moved.path is not None
+    odd = os.path.join(os.fsencode(repo / "experiments"), b"caf\xe9")
+    os.mkdir(odd)
+    os.rename(moved.path, os.path.join(odd, moved.id.encode() + b"-r\xe9sum\xe9.md"))
+    with open(os.path.join(odd, b"notes-\xff.txt"), "w") as handle:
+        handle.write("not an experiment\n")
+    for _ in range(2):  # the second time from the cache the first one wrote
+        result = run_kexp("list", "--json", cwd=repo)
+        assert result.returncode == 0, result.stderr
+        assert sorted(e["id"] for e in json.loads(result.stdout)) == sorted([moved.id, kept.id])
+        result = run_kexp("similar", "--text", "Moved", "--json", cwd=repo)
+        assert result.returncode == 0, result.stderr
+        assert moved.id in result.stdout
+    assert Store(repo).get_experiment(moved.id).path.parent == Path(os.fsdecode(odd))
+
+
+_ESCAPED = [chr(code) for code in range(0xDC80, 0xDD00)]  # bytes not UTF-8, as Python reads them
+
+
+@given(
+    st.lists(st.characters() | st.sampled_from(_ESCAPED), max_size=12)
+    .map("".join)
+    .filter(lambda name: not name.startswith("/"))
+)
+def test_every_folder_name_is_stored_as_text_sqlite_holds_and_read_back(name: str) -> None:
+    """The cache's names of folders (relative: none starts with "/"): SQLite's text
+    holds them (no lone surrogates), and each gives back the folder it was made of."""
+    from kexp.storage.names import folder_name, stored_name
+
+    stored = stored_name(name)
+    stored.encode()  # SQLite's text: UTF-8
+    assert folder_name(stored) == name

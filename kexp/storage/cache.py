@@ -53,12 +53,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kexp.core.version import __version__
 from kexp.format.schema import schema_path
 from kexp.storage import postings
+from kexp.storage.names import folder_name, stored_name
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/4"
+LAYOUT = "kexp-cache/5"
 #: A file changed this recently (ns) when it was read is read again next time: it may
 #: change again within its timestamps' granularity without a new signature.
 RACY_NS = 2_000_000_000
@@ -378,8 +379,8 @@ class Cache:
     def folders(self) -> dict[str, Any]:
         """Every folder's listing, as :meth:`save_folders` stored it."""
         return {
-            folder: _opened(folder.encode("utf-8", "surrogatepass"), record)
-            for folder, record in self._rows("SELECT folder, record FROM folders")
+            folder_name(stored): _opened(stored.encode(), record)
+            for stored, record in self._rows("SELECT folder, record FROM folders")
         }
 
     def _groups(self, table: str, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
@@ -445,12 +446,12 @@ class Cache:
         another process's packs in a group are kept."""
         gone = list(gone)
         listed = [
-            (folder, _seal(folder.encode("utf-8", "surrogatepass"), value))
-            for folder, value in listings.items()
+            (stored, _seal(stored.encode(), value))
+            for stored, value in ((stored_name(f), value) for f, value in listings.items())
         ]
 
         def work() -> None:
-            self._write("DELETE FROM folders WHERE folder = ?", [(folder,) for folder in gone])
+            self._write("DELETE FROM folders WHERE folder = ?", [(stored_name(f),) for f in gone])
             self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
             touched = sorted({pack_group(folder) for folder in (*packs, *gone)})
             groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
@@ -627,8 +628,8 @@ class Cache:
         self._compared[kind] = self._data_version()
         prefix = f"{kind}:"
         return {
-            folder[len(prefix) :]: _opened(folder.encode("utf-8", "surrogatepass"), record)
-            for folder, record in self._rows(
+            folder_name(stored[len(prefix) :]): _opened(stored.encode(), record)
+            for stored, record in self._rows(
                 "SELECT folder, record FROM indexed WHERE folder >= ? AND folder < ?",
                 (prefix, f"{kind};"),
             )
@@ -673,7 +674,7 @@ class Cache:
                 "INSERT INTO indexed VALUES (?, ?)",
                 [(whole_name, _seal(whole_name.encode(), whole))],
             )
-        names = {folder: f"{kind}:{folder}" for folder in folders}
+        names = {folder: f"{kind}:{stored_name(folder)}" for folder in folders}
         self._write(
             "DELETE FROM indexed WHERE folder = ?",
             [(names[f],) for f, keys in folders.items() if keys is None],
@@ -681,7 +682,7 @@ class Cache:
         self._write(
             "INSERT OR REPLACE INTO indexed VALUES (?, ?)",
             [
-                (names[f], _seal(names[f].encode("utf-8", "surrogatepass"), keys))
+                (names[f], _seal(names[f].encode(), keys))
                 for f, keys in folders.items()
                 if keys is not None
             ],
