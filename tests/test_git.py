@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -420,6 +421,17 @@ def test_missing_git_executable_is_a_clear_error(repo: Path, store: Store) -> No
     assert lines[0] == "1"
     assert "install git" in lines[1]
     assert exp.id
+
+
+def test_a_repository_gone_meanwhile_is_said_so_not_called_git_missing(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = kgit.open_repo(repo)
+    monkeypatch.chdir(tmp_path)  # outside any repository
+    shutil.move(str(repo), str(tmp_path / "moved"))  # e.g. its worktree removed meanwhile
+    with pytest.raises(GitError, match="is gone") as raised:
+        kgit.run_git(opened, "status", "--porcelain")
+    assert "git was not found" not in str(raised.value)
 
 
 def test_git_errors_are_kexp_errors() -> None:

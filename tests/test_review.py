@@ -4,9 +4,12 @@ repositories with branches (base..head as a forge's pull request has it)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 
 from kexp import KernelExperiment, Store
 from kexp.cli.main import main
-from kexp.core.errors import GitError
+from kexp.core.errors import GitError, StoreNotFoundError
 from kexp.review.build import (
     COMMENT_MARKER,
     check_changes,
@@ -326,6 +329,67 @@ def test_a_review_of_the_checked_out_commit_reads_the_commit_not_the_edits_since
     assert to_json(review(pr.store, "main", "HEAD")) == committed
     at_commit = to_json(review(pr.store.at("HEAD"), "main"))
     assert {**at_commit, "head": "HEAD"} == committed  # (the store at HEAD names its hash)
+
+
+def _branch_with_a_child(repo: Path, store: Store) -> tuple[KernelExperiment, KernelExperiment]:
+    """A root committed on main, and a branch ``feature`` adding its child (checked out)."""
+    root = store.create_experiment(**experiment_fields(score=1.0))
+    commit_all(repo, "main")
+    git(repo, "checkout", "-q", "-b", "feature")
+    child = store.create_experiment(**experiment_fields(pid=root.id, measured_against="reference"))
+    commit_all(repo, "feature")
+    return root, child
+
+
+def test_a_review_of_the_commit_never_reads_what_git_does_not_look_at(
+    repo: Path, store: Store
+) -> None:
+    """``review BASE HEAD`` reads HEAD's files, not the working tree's, where the working
+    tree holds files git does not look at (skip-worktree, assume-unchanged) or leaves
+    out (a sparse checkout), which ``git status`` does not show."""
+    root, child = _branch_with_a_child(repo, store)
+    assert child.path is not None and root.path is not None
+    expected = to_json(review(store, "main", "HEAD"))
+    text = child.path.read_text()
+    child.path.write_text(re.sub(r"(?m)^score: .*$", "score: 9.5", text))
+    relative = str(child.path.relative_to(repo))
+    for flag in ("--skip-worktree", "--assume-unchanged"):
+        git(repo, "update-index", flag, relative)
+        assert to_json(review(store, "main", "HEAD")) == expected, flag
+        git(repo, "update-index", flag.replace("--", "--no-"), relative)
+    child.path.write_text(text)
+    hidden = root.path.parent.relative_to(repo).as_posix()
+    git(repo, "sparse-checkout", "set", "--no-cone", "/*", f"!/{hidden}/")
+    assert not root.path.exists()
+    assert to_json(review(store, "main", "HEAD")) == expected
+
+
+def test_a_failed_review_leaves_no_git_process_behind(repo: Path, store: Store) -> None:
+    """git's walks run while a review reads the store: a review that fails meanwhile
+    stops them, even one blocked on a list longer than a pipe holds (a long-lived
+    process calling the library would keep it otherwise)."""
+
+    def git_children() -> set[str]:
+        listed = subprocess.run(
+            ["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return {line.split()[0] for line in listed.splitlines() if " git " in f" {line} "}
+
+    notes = repo / "experiments" / "notes"
+    notes.mkdir()
+    for n in range(800):  # git's list of their removal: more than a pipe holds
+        (notes / f"{n:04d}-{'x' * 80}.txt").write_text("x\n")
+    commit_all(repo, "many")
+    git(repo, "checkout", "-q", "-b", "drop")
+    git(repo, "rm", "-rq", "experiments")
+    git(repo, "commit", "-q", "-m", "drop")
+    (repo / "experiments").mkdir()
+    before = git_children()
+    with pytest.raises(StoreNotFoundError):  # HEAD has no experiments/
+        validate_changed(store, "main", "HEAD")
+    gc.collect()
+    assert git_children() - before == set()
 
 
 def test_experiments_added_on_the_base_after_branching_are_not_removed_by_the_branch(

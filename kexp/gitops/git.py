@@ -16,6 +16,7 @@ process per object.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import subprocess
@@ -237,7 +238,29 @@ class StartedGit:
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
         except OSError:
+            if not os.path.isdir(repo.working_dir):
+                raise GitError(
+                    f"the repository {repo.working_dir} is gone (moved or removed while kexp "
+                    "ran): run kexp again where it is now"
+                ) from None
             raise GitError(f"git was not found; {GIT_MISSING_HINT}") from None
+
+    def __enter__(self) -> StartedGit:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the command if it still runs (its result no longer wanted: a caller that
+        failed meanwhile) and reap it; nothing once :meth:`result` was read."""
+        process = self._process
+        if process.poll() is None:
+            process.kill()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        process.wait()
 
     def result(self) -> tuple[int, str]:
         """Wait for the command: (exit status, stdout); an exit status outside the
@@ -253,7 +276,8 @@ class StartedGit:
 def start_git(repo: git.Repo, *args: str, ok_codes: Sequence[int] = (0,)) -> StartedGit:
     """Start ``git ARGS`` in ``repo`` and return at once: :meth:`StartedGit.result`
     waits for it (what :func:`run_git` does at once). The command writes what it finds
-    to a pipe; one that finds more than a pipe holds waits to be read."""
+    to a pipe; one that finds more than a pipe holds waits to be read. Used in a
+    ``with`` block, it is stopped at the block's end if its result was not read."""
     return StartedGit(repo, args, ok_codes)
 
 
@@ -435,17 +459,32 @@ def dirty_paths(repo: git.Repo, *, ignore: Path | None = None) -> list[str]:
     return paths
 
 
-def matches_working_tree(repo: git.Repo, commit: str, folder: str) -> Callable[[], bool] | None:
+@contextlib.contextmanager
+def matches_working_tree(
+    repo: git.Repo, commit: str, folder: str
+) -> Iterator[Callable[[], bool] | None]:
     """Whether the working tree's ``folder`` holds exactly the files of ``commit``: None
-    when ``HEAD`` is not ``commit``; else ``git status`` runs while the caller goes on,
-    and the function returned waits for it, true when it shows nothing under ``folder``
-    (changed, staged, untracked or ignored)."""
+    when ``HEAD`` is not ``commit``; else git checks while the ``with`` block runs, and
+    the function given waits for it: true when ``git status`` shows nothing under
+    ``folder`` (changed, staged, untracked or ignored) and no file there is one git does
+    not look at (skip-worktree, as a sparse checkout leaves out, or assume-unchanged)."""
     if head_commit(repo) != commit:
-        return None
-    status = start_git(
-        repo, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", folder
-    )
-    return lambda: not status.result()[1].strip("\0")
+        yield None
+        return
+    status_args = ("status", "--porcelain", "-z", "--untracked-files=all", "--ignored")
+    with (
+        start_git(repo, *status_args, "--", folder) as status,
+        start_git(repo, "ls-files", "-z", "-v", "--", folder) as tagged,
+    ):
+
+        def same() -> bool:
+            # ls-files -v tags a file git looks at "H"; "S" skip-worktree, lowercase
+            # assume-unchanged.
+            entries = tagged.result()[1].split("\0")
+            looked_at = all(entry[:2] == "H " for entry in entries if entry)
+            return not status.result()[1].strip("\0") and looked_at
+
+        yield same
 
 
 def configured_user_name(path: Path | str) -> str | None:

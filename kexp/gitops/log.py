@@ -3,8 +3,9 @@ revisions; built on :mod:`kexp.gitops.git`'s runner (all git access goes through
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,39 +99,43 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
         ) from None
 
 
+@contextlib.contextmanager
 def changed_files(
     repo: git.Repo, base: str, head: str | None, folder: str
-) -> Callable[[], list[FileChange]]:
+) -> Iterator[Callable[[], list[FileChange]]]:
     """Files under ``folder`` that differ between ``base`` and ``head`` (full hashes;
     None: the working tree, where untracked files that are not ignored are added ones),
-    listed by git while the caller goes on: the function returned waits for them.
+    listed by git while the ``with`` block runs: the function given waits for them (git
+    is stopped at the block's end if they were not asked for).
 
     No rename detection: callers match files by name.
     """
     args = ["diff", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-ext-diff", base]
-    diff = start_git(repo, *args, *([head] if head is not None else []), "--", folder)
-    others = None
-    if head is None:  # the two walks of the working tree at once
-        others = start_git(
-            repo, "ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--", folder
+    with contextlib.ExitStack() as started:
+        diff = started.enter_context(
+            start_git(repo, *args, *([head] if head is not None else []), "--", folder)
         )
+        others = None
+        if head is None:  # the two walks of the working tree at once
+            untracked = ("ls-files", "-z", "--others", "--exclude-standard", "--full-name")
+            others = started.enter_context(start_git(repo, *untracked, "--", folder))
 
-    def result() -> list[FileChange]:
-        tokens = diff.result()[1].split("\0")
-        changes: list[FileChange] = []
-        i = 0
-        while i < len(tokens):
-            if tokens[i].lstrip("\n").startswith(":"):
-                change, i = _raw_entry(tokens, i)
-                changes.append(change)
-            else:
-                i += 1
-        if others is not None:
-            untracked = others.result()[1].split("\0")
-            changes += [FileChange("A", path, "", "", "") for path in untracked if path]
-        return changes
+        def result() -> list[FileChange]:
+            tokens = diff.result()[1].split("\0")
+            changes: list[FileChange] = []
+            i = 0
+            while i < len(tokens):
+                if tokens[i].lstrip("\n").startswith(":"):
+                    change, i = _raw_entry(tokens, i)
+                    changes.append(change)
+                else:
+                    i += 1
+            if others is not None:
+                paths = others.result()[1].split("\0")
+                changes += [FileChange("A", path, "", "", "") for path in paths if path]
+            return changes
 
-    return result
+        yield result
 
 
 def _raw_entry(tokens: list[str], i: int) -> tuple[FileChange, int]:

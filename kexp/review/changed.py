@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.collector import collector_paused
-from kexp.core.errors import GitError, KexpError, StoreNotFoundError
+from kexp.core.errors import GitError, StoreNotFoundError
 from kexp.core.fields import FIELD
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.validate import (
@@ -157,14 +157,14 @@ def _check(
     from kexp.gitops.provenance import base_commit_problems
 
     # lazy: not every command that imports this module needs kexp.storage.history
-    from kexp.storage.history import start_changes
+    from kexp.storage.history import changes_listed
 
     head = head_of(store, head)
     fork = merge_base(store, base, head)
-    listing_changes = start_changes(store, fork, head)  # git walks the files meanwhile
-    target = store if head is None else store.at(head)
-    links, valid = _scan_head(store, target, facts=facts)
-    changes = listing_changes()
+    with changes_listed(store, fork, head) as listed:  # git walks the files meanwhile
+        target = store if head is None else store.at(head)
+        links, valid = _scan_head(store, target, facts=facts)
+        changes = listed()
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems] + changes.strays
@@ -358,15 +358,17 @@ def _scan_head(store: Store, target: Store, *, facts: bool) -> tuple[list[FileLi
     if target.commit is None:
         return _scan(target, facts=facts)
     location = StoreLocation.of(store.root)
-    same = kgit.matches_working_tree(location.repo, target.commit, location.folder)
-    if same is not None:
-        try:
-            found = _scan(store, facts=facts)
-        except KexpError:  # what the working tree holds is not read at all: see below
-            found = None
-        if same() and found is not None:
-            return found
-        del found
+    with kgit.matches_working_tree(location.repo, target.commit, location.folder) as same:
+        if same is not None:
+            try:
+                found = _scan(store, facts=facts)
+            except Exception:
+                if same():  # what reading the commit's files raises too
+                    raise
+            else:
+                if same():
+                    return found
+                del found
     return _scan(target, facts=facts)
 
 

@@ -13,8 +13,9 @@ shadowed by a submodule of the same name.)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -273,19 +274,23 @@ def changes(store: StoreView, base: str, head: str | None = None) -> Changes:
     Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
     revision.
     """
-    return start_changes(store, base, head)()
+    with changes_listed(store, base, head) as listed:
+        return listed()
 
 
-def start_changes(store: StoreView, base: str, head: str | None = None) -> Callable[[], Changes]:
-    """:func:`changes`, begun: git lists the files that changed while the caller goes on
-    (a review reads the store meanwhile); the function returned waits for git and reads
-    them. An unknown revision raises here."""
+@contextlib.contextmanager
+def changes_listed(
+    store: StoreView, base: str, head: str | None = None
+) -> Iterator[Callable[[], Changes]]:
+    """:func:`changes`, begun: git lists the files that changed while the ``with`` block
+    runs (a review reads the store meanwhile); the function given waits for git and
+    reads them. An unknown revision raises at once."""
     location = StoreLocation.of(store.root)
     repo = location.repo
     base_sha = kgit.resolve_commit(repo, base)
     head_sha = kgit.resolve_commit(repo, head) if head is not None else None
-    listed = gitlog.changed_files(repo, base_sha, head_sha, location.folder)
-    return lambda: _changes(store, location, base_sha, head_sha, listed())
+    with gitlog.changed_files(repo, base_sha, head_sha, location.folder) as listed:
+        yield lambda: _changes(store, location, base_sha, head_sha, listed())
 
 
 def _changes(
