@@ -1179,3 +1179,31 @@ def test_every_folder_name_is_stored_as_text_sqlite_holds_and_read_back(name: st
     stored = stored_name(name)
     stored.encode()  # SQLite's text: UTF-8
     assert folder_name(stored) == name
+
+
+def test_a_folder_named_in_other_bytes_on_another_ref_is_read_across_refs(
+    repo: Path, store: Store
+) -> None:
+    """Reading across refs: a ref holding a folder and a file whose names are not UTF-8
+    (the working tree does not) is read by the reads across refs and at the revision."""
+    kept = store.create_experiment(**experiment_fields(change_summary="Kept - +1%"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "other")
+    moved = store.create_experiment(**experiment_fields(change_summary="Moved - +2%"))
+    assert moved.path is not None
+    odd = os.path.join(os.fsencode(repo / "experiments"), b"caf\xe9")
+    os.mkdir(odd)
+    os.rename(moved.path, os.path.join(odd, moved.id.encode() + b"-r\xe9sum\xe9.md"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "odd names")
+    git(repo, "checkout", "-q", "main")
+    for _ in range(2):  # the second time from the cache the first one wrote
+        result = run_kexp("list", "--json", "--all-refs", cwd=repo)
+        assert result.returncode == 0, result.stderr
+        assert sorted(e["id"] for e in json.loads(result.stdout)) == sorted([moved.id, kept.id])
+        result = run_kexp("similar", "--text", "Moved", "--all-refs", "--json", cwd=repo)
+        assert result.returncode == 0, result.stderr
+        assert moved.id in result.stdout
+        result = run_kexp("validate", "--rev", "other", cwd=repo)
+        assert result.returncode == 0, result.stdout + result.stderr
