@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -370,11 +369,17 @@ def test_a_failed_review_leaves_no_git_process_behind(repo: Path, store: Store) 
     process calling the library would keep it otherwise)."""
 
     def git_children() -> set[str]:
-        listed = subprocess.run(
-            ["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-        return {line.split()[0] for line in listed.splitlines() if " git " in f" {line} "}
+        """The git processes this one started that still run or wait to be reaped."""
+        found = set()
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # not a process, or one that ended meanwhile
+                continue
+            name, _, rest = stat.partition(" (")[2].rpartition(") ")
+            if name == "git" and rest.split()[1] == str(os.getpid()):
+                found.add(entry.name)
+        return found
 
     notes = repo / "experiments" / "notes"
     notes.mkdir()
