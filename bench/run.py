@@ -774,10 +774,10 @@ def check_refs_top(ctx: Context, run: Run) -> str:
     return "ok"
 
 
-#: The size on disk (allocated blocks) of a store's ``.kexp/`` and ``experiments/``.
-# The sizes on disk of `.kexp/` and of `experiments/`: of `.kexp/`, this kexp's own
-# cache file (with its journal) and what is not a cache file, so that another build's
-# cache beside it (`--against`: one workspace for both) is not counted.
+#: The sizes on disk (allocated blocks) of a store's ``.kexp/`` and ``experiments/``:
+#: of ``.kexp/``, this kexp's own cache file (with its journal) and what is not a cache
+#: file, so that another build's cache beside it (``--against``: one workspace for
+#: both) is not counted.
 _SIZES = (
     "import os, sys\n"
     "from kexp import Store\n"

@@ -363,12 +363,12 @@ def _scan_head(store: Store, target: Store, *, facts: bool) -> tuple[list[FileLi
             try:
                 found = _scan(store, facts=facts)
             except Exception:
-                if same():  # what reading the commit's files raises too
+                if same():  # the working tree held the commit's files: their error
                     raise
             else:
                 if same():
                     return found
-                del found
+                del found  # freed before the commit's files are read
     return _scan(target, facts=facts)
 
 

@@ -445,13 +445,11 @@ class Cache:
         The groups of packs changed are read and written again in the same transaction:
         another process's packs in a group are kept."""
         gone = list(gone)
-        listed = [
-            (stored, _seal(stored.encode(), value))
-            for stored, value in ((stored_name(f), value) for f, value in listings.items())
-        ]
+        stored = {folder: stored_name(folder) for folder in (*listings, *gone)}
+        listed = [(stored[f], _seal(stored[f].encode(), value)) for f, value in listings.items()]
 
         def work() -> None:
-            self._write("DELETE FROM folders WHERE folder = ?", [(stored_name(f),) for f in gone])
+            self._write("DELETE FROM folders WHERE folder = ?", [(stored[f],) for f in gone])
             self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
             touched = sorted({pack_group(folder) for folder in (*packs, *gone)})
             groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
