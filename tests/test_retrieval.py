@@ -8,6 +8,7 @@ import importlib.util
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -650,6 +651,7 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                     for row, s in session.near_duplicates(query, 0.5)
                 )
                 assert found == brute
+        self._ranks_as_a_fresh_cache(list(truth.values()))
         for exp in list(truth.values())[:3]:
             if exp.code_change:
                 with warnings.catch_warnings():
@@ -663,6 +665,19 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                 ]
                 assert fast == plain  # the index's answer is the files'
                 assert [r.id for r in find_repeats(self.store, exp.code_change)] == plain
+
+
+    def _ranks_as_a_fresh_cache(self, truth: list[KernelExperiment]) -> None:
+        """A diff's related experiments are those a cache made at once finds (the
+        postings' order, decided as the cache grew, changes nothing)."""
+        fresh = Path(self.folder.name, "fresh")
+        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.copytree(self.store.experiments_dir, fresh / "experiments")
+        other = Store(fresh, code_repo=fresh)
+        for exp in truth[:3]:
+            if exp.code_change:
+                asked = [m.to_dict() for m in similar(self.store, diff=exp.code_change)]
+                assert asked == [m.to_dict() for m in similar(other, diff=exp.code_change)]
 
 
 TestIndexAgainstFiles = IndexAgainstFiles.TestCase
@@ -759,3 +774,63 @@ def test_postings_groups_hold_every_posting_once_and_answer_each_shingle(
         assert postings.docs_posting(entries, shingle) == sorted(
             doc for posted, doc in truth if posted == shingle
         )
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-process", "two-processes"])
+def test_words_git_holds_are_made_again_as_they_were_made_at_once(
+    repo: Path,
+    store: Store,
+    make_experiment: Callable[..., KernelExperiment],
+    monkeypatch: pytest.MonkeyPatch,
+    parallel: bool,
+) -> None:
+    """The first create after a clone keeps no words of the contents git holds; the
+    next search makes them again (from the files, in two processes when many) and ranks
+    as a search that made them at once."""
+    import kexp.storage.parallel
+
+    words = ("warp shuffle", "vectorised stores", "split-k", "LDS padding", "unrolled loop")
+    warnings.simplefilter("ignore", RepeatedChangeWarning)  # the creates' own warnings
+    for n, topic in enumerate(words * 2):
+        make_experiment(
+            change_summary=f"{topic.capitalize()} number {n} - +{n}.0%",
+            detailed_description=f"**Approach**: {topic}, take {n}\n\n**Key insight**: {topic}",
+            code_change=_diff([n % len(_LINES), (3 * n + 1) % len(_LINES)]),
+            error_message="" if n % 3 else f"{topic} failed to compile",
+        )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "ten experiments")
+    shutil.rmtree(store.cache_dir)  # as a clone has none
+    queries = [dict(text=w) for w in words] + [dict(diff=_diff([1, 4]))]
+
+    def answers() -> list[list[dict[str, Any]]]:
+        return [[m.to_dict() for m in similar(store, **q)] for q in queries]  # type: ignore[arg-type]
+
+    make_experiment(change_summary="LDS padding again - +0.5%", code_change=_diff([2, 5]))
+    committed = _committed_keys(repo)
+    kept = _docs_kept_words(store)
+    assert committed and not committed & kept  # no words kept of what git holds
+    if parallel:
+        monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 1)
+        monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
+    made_again = answers()
+    shutil.rmtree(store.cache_dir)
+    monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: False)
+    assert made_again == answers()
+    assert any(made_again)
+
+
+def _committed_keys(repo: Path) -> set[bytes]:
+    """The content keys (blob names) of the experiment files HEAD holds."""
+    listed = git(repo, "ls-tree", "-r", "HEAD", "experiments").splitlines()
+    return {bytes.fromhex(line.split()[2]) for line in listed if line.endswith(".md")}
+
+
+def _docs_kept_words(store: Store) -> set[bytes]:
+    """The contents whose docs keep their words, read from the cache file."""
+    import sqlite3
+
+    (file,) = store.cache_dir.glob("cache-*.sqlite")
+    with contextlib.closing(sqlite3.connect(file)) as connection:
+        found = connection.execute("SELECT key FROM docs WHERE texts IS NOT NULL").fetchall()
+    return {key for (key,) in found}

@@ -528,6 +528,11 @@ class Cache:
             key for (key,) in self._by_keys("SELECT key FROM docs WHERE key IN ({marks})", keys)
         }
 
+    def shingles_of(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The shingles (uint32) of the code change of each of ``keys`` with a doc."""
+        sql = "SELECT key, shingles FROM docs WHERE key IN ({marks})"
+        return {key: _opened(key, record) for key, record in self._by_keys(sql, keys)}
+
     def keys_of_docs(self, docs: Sequence[int]) -> dict[int, bytes]:
         """The content key of each of ``docs``."""
         return dict(self._by_keys("SELECT doc, key FROM docs WHERE doc IN ({marks})", docs))

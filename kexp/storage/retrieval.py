@@ -16,7 +16,9 @@ Two measures, one index:
   hunks as sets). Candidates are the changes sharing a shingle of their prefixes
   (:func:`kexp.storage.doctext.shingle_prefix`: prefix filtering, exact at the setting's
   ``near_duplicate_similarity``), and each candidate's similarity is computed from its
-  shingles.
+  shingles. Less similar code (down to :data:`RELATED_CODE_SIMILARITY`) boosts the
+  text matches only: which changes a prefix finds below the threshold depends on
+  the cache's history.
 * **The same code change** (the rest of the "tried before" check,
   :func:`kexp.storage.repeats.tried_before`
   and :func:`kexp.storage.repeats.find_repeats`): every change's key
@@ -52,10 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.format.fileformat import key_insight
-from kexp.storage.dedupe import (
-    code_shingles,
-    normalize_code_change,
-)
+from kexp.storage.dedupe import code_shingles, normalize_code_change, shingle_similarity
 from kexp.storage.doctext import (
     bodies_of,
     code_of,
@@ -189,10 +188,7 @@ class Index:
         for key, packed in self._cache.near_candidates(
             lambda order: shingle_prefix(shingles, threshold, order), least, most
         ):
-            other = array("I", packed)
-            shared = len(query.intersection(other))
-            union = len(query) + len(other) - shared
-            similarity = shared / union if union else 0.0
+            similarity = shingle_similarity(query, array("I", packed))
             if similarity >= threshold:
                 similar[key] = similarity
         found = [(row, similar[row.key]) for row in self._rows_of_keys(similar)]
@@ -345,6 +341,28 @@ class Search(Index):
             path=row.path,
         )
 
+    def related_code(
+        self, shingles: frozenset[int], paths: Iterable[str]
+    ) -> list[tuple[Row, float]]:
+        """(row, similarity) of the experiments whose code change is related to
+        ``shingles``: every near-duplicate (:meth:`near_duplicates`, exact at the
+        setting's threshold), and those of ``paths`` (the text matches) at least
+        :data:`RELATED_CODE_SIMILARITY` similar. Which are found never depends on the
+        cache's history (below the threshold, the postings' prefixes would: their order
+        is decided when the cache is filled)."""
+        if not shingles:
+            return []
+        found = self.near_duplicates(shingles, self.settings.near_duplicate_similarity)
+        seen = {row.path for row, _ in found}
+        wanted = set(paths) - seen
+        rows = [row for row in self.rows if row.path in wanted]
+        held = self._cache.shingles_of(sorted({row.key for row in rows}))
+        for row in rows:
+            similarity = shingle_similarity(shingles, array("I", held.get(row.key, b"")))
+            if similarity >= RELATED_CODE_SIMILARITY:
+                found.append((row, similarity))
+        return found
+
     def rank(
         self,
         *,
@@ -367,7 +385,7 @@ class Search(Index):
         shingles = code_shingles(code_change) if code_change else frozenset()
         near = {
             row.path: s
-            for row, s in self.near_duplicates(shingles, RELATED_CODE_SIMILARITY)
+            for row, s in self.related_code(shingles, bm25)
             if row.path not in skip and _passes(row, operator, dtype, env)
         }
         for path, similarity in near.items():
