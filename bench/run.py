@@ -750,6 +750,13 @@ def _first_write(ctx: Context) -> None:
     _remove_work_cache(ctx)
 
 
+def _first_add_done(ctx: Context) -> None:
+    """The writable copy as after a clone and its first ``kexp add`` with a diff (which
+    made the docs without the words git can give back)."""
+    _remove_work_cache(ctx)
+    _run_quietly(_add_with_diff(ctx), ctx.env)
+
+
 def _remove_work_cache(ctx: Context) -> None:
     """Remove the writable copy's ``.kexp/``, and forget what its state said the cache
     held (the refs' blobs read, the retrieval index built), for every build."""
@@ -1075,6 +1082,10 @@ CASES: tuple[Case, ...] = (
          "clone (`.kexp/` removed before each run)",
          lambda c: _context_args(c, c.root),
          check_context, "cold"),
+    Case("context-after-first-add", "`kexp context ... --text PLAN` in the writable copy "
+         "just after the first `kexp add` with a diff after a clone (untimed: `.kexp/` "
+         "removed, then the add)", lambda c: _context_args(c, str(c.work().store)),
+         check_context, prepare=_first_add_done, reads="work"),
     Case("cache-size", "the size on disk of `.kexp/` (every cache filled: after `kexp top` "
          "and `kexp similar`) and of `experiments/`",
          lambda c: [sys.executable, "-c", _SIZES, c.root], check_sizes, "retrieval"),

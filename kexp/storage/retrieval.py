@@ -676,10 +676,6 @@ class _Texts:
     def of(self, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Sequence[str]]]:
         """Each content's doc number and words; :class:`_NoWords` when one cannot be
         had (its content is gone)."""
-        from kexp.core.errors import GitError
-        from kexp.format.fileformat import FileFormatError, parse
-        from kexp.gitops import git as kgit
-
         found: dict[bytes, tuple[int, Sequence[str]]] = {}
         missing: list[tuple[bytes, int]] = []
         for key, (doc, _, kept) in self._cache.docs(sorted(set(keys))).items():
@@ -691,45 +687,62 @@ class _Texts:
                 missing.append((key, doc))
         if not missing:
             return found
-        datas: dict[bytes, bytes] = {}
-        on_disk = [(rows[0].path, key) for key, _ in missing if (rows := self._rows.get(key))]
-        for (_, key), data in zip(
-            on_disk, self._store.source.bytes_found(on_disk, self._store.settings), strict=True
-        ):
-            if data is not None:
-                datas[key] = data
-        from_git = [key for key, _ in missing if key not in datas]
+        made = self._made_again([key for key, _ in missing])
+        for key, doc in missing:
+            words = made.get(key)
+            if words is None:
+                raise _NoWords(key)
+            found[key] = (doc, words)
+        return found
+
+    def _made_again(self, keys: Sequence[bytes]) -> dict[bytes, tuple[str, ...] | None]:
+        """The words of the contents ``keys`` made again (as :func:`_add_docs` made
+        them): from the working tree's files, in two processes when many, then from
+        git's blobs for those no file holds now (None: from neither)."""
+        from kexp.core.errors import GitError
+        from kexp.gitops import git as kgit
+        from kexp.storage.parallel import in_two_processes
+
+        source, settings = self._store.source, self._store.settings
+        on_disk = [(rows[0].path, key) for key in keys if (rows := self._rows.get(key))]
+
+        def work(part: list[tuple[str, bytes]]) -> list[tuple[bytes, tuple[str, ...] | None]]:
+            datas = source.bytes_found(part, settings)
+            with collector_paused():  # many objects made, none cyclic
+                return [
+                    (key, self._words(key, data))
+                    for (_, key), data in zip(part, datas, strict=True)
+                ]
+
+        made = dict(in_two_processes(work, on_disk, len(on_disk)))
+        from_git = [key for key in keys if made.get(key) is None]
         if from_git:
             try:
                 repo = kgit.find_worktree(self._store.root)
                 for sha, data in kgit.iter_blobs(repo, [key.hex() for key in from_git]):
                     if isinstance(data, bytes):
-                        datas[bytes.fromhex(sha)] = data
+                        key = bytes.fromhex(sha)
+                        made[key] = self._words(key, data)
             except GitError:
                 pass
-        for key, doc in missing:
-            data = datas.get(key)
-            if data is None:
-                raise _NoWords(key)
-            try:
-                document = parse(data, "content.md", fast=True)
-            except FileFormatError:
-                raise _NoWords(key) from None
-            known = self._rows.get(key)
-            row = known[0] if known else _row_of_document(document, key)
-            found[key] = (doc, texts_of(row, document.body_values()))
-        return found
+        return made
+
+    def _words(self, key: bytes, data: bytes | None) -> tuple[str, ...] | None:
+        """The words of one content's FTS columns (None: not an experiment file)."""
+        from kexp.format.fileformat import parse
+        from kexp.storage.rows import row_of, values_of
+
+        bodies = None if data is None else bodies_of(data, "content.md")
+        if data is None or bodies is None:
+            return None
+        known = self._rows.get(key)
+        if not known:  # a content on a ref alone: its front matter's fields
+            known = [row_of(values_of(parse(data, "content.md", fast=True).fields), "", key)]
+        return texts_of(known[0], bodies)
 
 
 class _NoWords(Exception):
     """The words of a doc to take out of the FTS table cannot be had any more."""
-
-
-def _row_of_document(document: Any, key: bytes) -> Row:
-    """The row of a parsed document (for the front-matter fields of its words)."""
-    from kexp.storage.rows import row_of, values_of
-
-    return row_of(values_of(document.fields), "", key)
 
 
 def _index_working_tree(
