@@ -638,3 +638,40 @@ def test_without_libyaml_kexp_says_so_and_still_reads(monkeypatch: pytest.Monkey
         monkeypatch.undo()
         yamlio._yaml.cache_clear()
     assert yamlio.have_libyaml()
+
+
+def _unwrapped_by_runs(content: str, info: str) -> str:
+    """``unwrap`` as first written: every run of backticks inside measured."""
+    import re
+
+    match = re.fullmatch(r"(`{3,})" + re.escape(info) + r"[ \t]*\n(.*)\n\1", content, re.DOTALL)
+    if match is None:
+        return content
+    inner, fence = match.group(2), match.group(1)
+    if any(len(run) >= len(fence) for run in re.findall(r"`+", inner)):
+        return content
+    return inner
+
+
+_FENCE_PIECES = st.sampled_from(["`", "``", "```", "````", "\n", " ", "\t", "diff", "text", "x"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    ticks=st.integers(0, 6),
+    info=st.sampled_from(["diff", "text", ""]),
+    pieces=st.lists(_FENCE_PIECES, max_size=12),
+    closing=st.integers(0, 6),
+)
+@example(ticks=3, info="diff", pieces=["\n", "```", "\n"], closing=3)
+@example(ticks=4, info="diff", pieces=["\n", "```", "\n"], closing=4)
+def test_a_fence_is_unwrapped_unless_a_run_inside_is_as_long(
+    ticks: int, info: str, pieces: list[str], closing: int
+) -> None:
+    """A fence's content is the text inside unless a run of backticks inside is as long
+    as the fence (the substring test equals measuring every run)."""
+    from kexp.format.fileformat import unwrap
+
+    content = "`" * ticks + info + "".join(pieces) + "`" * closing
+    for wanted in ("diff", "text"):
+        assert unwrap(content, wanted) == _unwrapped_by_runs(content, wanted)

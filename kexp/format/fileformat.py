@@ -20,6 +20,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import difflib
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -450,15 +451,19 @@ def _parse_body(lines: list[str], start: int, path: str) -> tuple[str, list[Sect
 
 
 def unwrap(content: str, info: str) -> str:
-    """The text inside a fence with info string ``info`` spanning all of ``content``."""
-    match = re.fullmatch(r"(`{3,})" + re.escape(info) + r"[ \t]*\n(.*)\n\1", content, re.DOTALL)
+    """The text inside a fence with info string ``info`` spanning all of ``content``
+    (``content`` itself when a run of backticks inside is as long as the fence)."""
+    match = _fenced(info).fullmatch(content)
     if match is None:
         return content
-    inner = match.group(2)
-    fence = match.group(1)
-    if any(len(run) >= len(fence) for run in _BACKTICK_RUN.findall(inner)):
-        return content
-    return inner
+    fence, inner = match.groups()
+    return content if fence in inner else inner
+
+
+@functools.lru_cache(maxsize=8)
+def _fenced(info: str) -> re.Pattern[str]:
+    """A fence with info string ``info`` spanning a whole text, and its content."""
+    return re.compile(r"(`{3,})" + re.escape(info) + r"[ \t]*\n(.*)\n\1", re.DOTALL)
 
 
 def _fence(text: str, info: str) -> str:
