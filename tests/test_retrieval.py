@@ -760,7 +760,7 @@ def test_postings_groups_hold_every_posting_once_and_answer_each_shingle(
     from array import array
 
     def groups_of(pairs: set[tuple[int, int]]) -> dict[int, array[int]]:
-        return postings.grouped([postings.posting(shingle, doc) for shingle, doc in pairs])
+        return postings.grouped(p for s, d in pairs for p in postings.postings_of(d, [s]))
 
     groups = groups_of(first)
     for group, entries in groups_of(second).items():

@@ -46,6 +46,7 @@ import time
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -590,8 +591,9 @@ class Cache:
                     [(total, _seal(_ORDER_KEY, order))],
                 )
                 self._write("DELETE FROM postings", [()])
-            groups = postings.grouped([postings.posting(shingle, doc) for doc, shingles in to_post
-                                       for shingle in prefix_of(shingles, order)])  # fmt: skip
+            groups = postings.grouped(chain.from_iterable(
+                postings.postings_of(doc, prefix_of(shingles, order)) for doc, shingles in to_post
+            ))  # fmt: skip
             if not anew:  # read within this transaction: another process's postings kept
                 for group, kept in self._posting_groups(sorted(groups)):
                     groups[group] = postings.merged(kept, groups[group])

@@ -3,8 +3,8 @@
 Each doc posts the prefix of its code change's shingles
 (:func:`kexp.storage.doctext.shingle_prefix`, in an order decided from the docs'
 shingles: :func:`order_of`). A posting is one unsigned 64-bit integer, the shingle in
-the high half and the doc number in the low one (:func:`posting`), so postings sort by
-shingle, then doc. They are kept in :data:`POSTING_GROUPS` groups by the shingle's high
+the high half and the doc number in the low one (:func:`postings_of`), so postings
+sort by shingle, then doc. They are kept in :data:`POSTING_GROUPS` groups by the shingle's high
 bits (:func:`group_of`), each a sorted ``array('Q')``: a store of a hundred thousand
 changes posts a few million shingles, which SQLite writes far faster as 65,536
 records than as one row each, and a new doc rewrites only the few small groups its
@@ -17,8 +17,9 @@ from __future__ import annotations
 import heapq
 from array import array
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 #: The most shingles the order of the postings names (the most common ones).
 ORDER_SIZE = 1 << 16
@@ -31,28 +32,24 @@ DOC_MASK = 0xFFFFFFFF
 _GROUP_SHIFT = 64 - GROUP_BITS
 
 
-def posting(shingle: int, doc: int) -> int:
-    """A posting: the shingle (uint32) in the high half, the doc number in the low one."""
-    return (shingle << 32) | doc
-
-
 def group_of(shingle: int) -> int:
     """The group the postings of ``shingle`` are kept in."""
     return shingle >> (32 - GROUP_BITS)
 
 
-def grouped(postings: list[int]) -> dict[int, array[int]]:
-    """``postings`` (each once: a doc posts each shingle of its prefix once; sorted
-    here, in place) by group, each group's a sorted ``array('Q')``."""
-    postings.sort()
-    groups: dict[int, array[int]] = {}
-    start, end = 0, len(postings)
-    while start < end:
-        group = postings[start] >> _GROUP_SHIFT
-        stop = bisect_left(postings, (group + 1) << _GROUP_SHIFT, start)
-        groups[group] = array("Q", postings[start:stop])
-        start = stop
-    return groups
+def postings_of(doc: int, shingles: Iterable[int]) -> list[int]:
+    """The postings of one doc's ``shingles``: each the shingle (uint32) in the high
+    half, the doc number in the low one."""
+    return [(shingle << 32) | doc for shingle in shingles]
+
+
+def grouped(postings: Iterable[int]) -> dict[int, array[int]]:
+    """``postings`` (each once: a doc posts each shingle of its prefix once) by group,
+    each group's a sorted ``array('Q')``."""
+    groups: defaultdict[int, list[int]] = defaultdict(list)
+    for entry in postings:
+        groups[entry >> _GROUP_SHIFT].append(entry)
+    return {group: array("Q", sorted(entries)) for group, entries in groups.items()}
 
 
 def merged(kept: array[int], added: array[int]) -> array[int]:
@@ -70,9 +67,7 @@ def docs_posting(group: array[int], shingle: int) -> list[int]:
 def order_of(shingle_sets: Iterable[Sequence[int]]) -> dict[int, int]:
     """The order of the postings decided from the docs' shingles: each shingle held by
     two docs or more → how many (the :data:`ORDER_SIZE` most common)."""
-    counts: Counter[int] = Counter()
-    for shingles in shingle_sets:
-        counts.update(shingles)
+    counts = Counter(chain.from_iterable(shingle_sets))
     common = [(n, shingle) for shingle, n in counts.items() if n > 1]
     if len(common) > ORDER_SIZE:
         common = heapq.nlargest(ORDER_SIZE, common)
