@@ -23,8 +23,9 @@ file changed within its racy window again, so a step right after an edit is a ha
 case, not a wrong one.
 
 What the model cannot reach (more than 200 experiments equally relevant to a query) is
-below it as a plain test: ``similar --text`` in a cache grown step by step leaves out an
-experiment a cache made at once shows (xfail until kexp is fixed).
+below it as a plain test: ``similar --text`` in a cache grown step by step left out an
+experiment a cache made at once shows (the candidates were cut among equals by the
+docs' numbers).
 """
 
 from __future__ import annotations
@@ -400,13 +401,6 @@ def test_same_answers_whatever_the_history_slow() -> None:
 # --- what the model found, at a scale it does not reach -------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="similar's BM25 candidates (retrieval.CANDIDATES, 200) are cut in the order "
-    "of the FTS rowids (Cache.text_matches: ORDER BY rank, rowid), the doc numbers "
-    "Cache.add_docs gave as contents came in: among equal BM25 scores, a content indexed "
-    "later (a corrected file) is the one left out, by a cache grown step by step only",
-)
 def test_a_correction_leaves_similar_text_as_a_cache_made_at_once_answers(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -305,21 +305,26 @@ class Search(Index):
         limit: int = CANDIDATES,
     ) -> dict[str, float]:
         """Paths (relative) of the experiments best matching ``words`` by BM25 → their
-        BM25 (higher is better), at most ``limit``, among those passing the filters."""
+        BM25 (higher is better), among those passing the filters: the ``limit`` best,
+        and every one as good as the last of them (which of equals a cut keeps would
+        depend on the docs' numbers: the order contents came into the cache)."""
         words = self.telling_words(words)
         if not words:
             return {}
         found: dict[str, float] = {}
         ranked = self._cache.text_matches(words, COLUMN_WEIGHTS)
+        last: float | None = None
         for start in range(0, len(ranked), 500):
             part = ranked[start : start + 500]
             rows = self._rows_of_docs([doc for doc, _ in part])
             for doc, bm25 in part:
+                if last is not None and bm25 != last:
+                    return found
                 for row in sorted(rows.get(doc, ()), key=lambda r: r.path):
                     if _passes(row, operator, dtype, env):
                         found.setdefault(row.path, bm25)
-                if len(found) >= limit:
-                    return found
+                if last is None and len(found) >= limit:
+                    last = bm25
         return found
 
     def match(
@@ -345,11 +350,9 @@ class Search(Index):
         self, shingles: frozenset[int], paths: Iterable[str]
     ) -> list[tuple[Row, float]]:
         """(row, similarity) of the experiments whose code change is related to
-        ``shingles``: every near-duplicate (:meth:`near_duplicates`, exact at the
-        setting's threshold), and those of ``paths`` (the text matches) at least
-        :data:`RELATED_CODE_SIMILARITY` similar. Which are found never depends on the
-        cache's history (below the threshold, the postings' prefixes would: their order
-        is decided when the cache is filled)."""
+        ``shingles``: every near-duplicate (:meth:`near_duplicates`), and those of
+        ``paths`` (the text matches) at least :data:`RELATED_CODE_SIMILARITY` similar
+        (below the threshold, what the prefixes find depends on the cache's history)."""
         if not shingles:
             return []
         found = self.near_duplicates(shingles, self.settings.near_duplicate_similarity)
