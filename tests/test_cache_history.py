@@ -394,8 +394,8 @@ def test_same_answers_whatever_the_history_fast() -> None:
 
 @pytest.mark.slow
 def test_same_answers_whatever_the_history_slow() -> None:
-    """The model at length (``pytest -m slow``; some minutes)."""
-    _run(examples=25, steps=20)
+    """The model at length (``pytest -m slow``; about a minute)."""
+    _run(examples=8, steps=15)
 
 
 # --- what the model found, at a scale it does not reach -------------------------------
