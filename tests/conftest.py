@@ -45,6 +45,14 @@ def past_racy_window() -> None:
     time.sleep(RACY_NS / 1e9 + 0.3)
 
 
+def edit_in_place(path: Path, edit: Callable[[str], str]) -> None:
+    """Rewrite a file's text with ``edit`` in place (the same inode, as most editors save)."""
+    text = path.read_text(encoding="utf-8")
+    with path.open("r+", encoding="utf-8") as handle:
+        handle.write(edit(text))
+        handle.truncate()
+
+
 def init_repo(path: Path) -> Path:
     """``git init`` a folder with an identity and one commit of a kernel file."""
     path.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import experiment_fields, git, init_repo, run_kexp
+from conftest import edit_in_place, experiment_fields, git, init_repo, run_kexp
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -205,23 +205,21 @@ class SameAnswersWhateverTheHistory(RuleBasedStateMachine):
     def edit_in_place(self, index: int, word: str) -> None:
         path = self._some_path(index)
         if path is not None:
-            text = path.read_text(encoding="utf-8")
-            with path.open("r+", encoding="utf-8") as handle:  # same inode, as an editor
-                handle.write(text.replace("**Key insight**: ", f"**Key insight**: {word} ", 1))
-                handle.truncate()
+            edit_in_place(
+                path, lambda text: text.replace("**Key insight**: ", f"**Key insight**: {word} ", 1)
+            )
 
     @rule(index=st.integers(0, 50), score=st.sampled_from(("1.01", "1.08", "0.95")))
     def edit_score_same_size(self, index: int, score: str) -> None:
         """An edit in place that keeps the file's size: the score's digits."""
         path = self._some_path(index)
         if path is not None:
-            text = path.read_text(encoding="utf-8")
-            changed = re.sub(
-                r"^score: [01]\.\d\d$", f"score: {score}", text, count=1, flags=re.MULTILINE
+            edit_in_place(
+                path,
+                lambda text: re.sub(
+                    r"^score: [01]\.\d\d$", f"score: {score}", text, count=1, flags=re.MULTILINE
+                ),
             )
-            with path.open("r+", encoding="utf-8") as handle:
-                handle.write(changed)
-                handle.truncate()
 
     @rule()
     def discard_edits(self) -> None:
@@ -242,10 +240,7 @@ class SameAnswersWhateverTheHistory(RuleBasedStateMachine):
         """A file whose front matter no longer parses (a bad merge, a typo)."""
         path = self._some_path(index)
         if path is not None:
-            text = path.read_text(encoding="utf-8")
-            with path.open("r+", encoding="utf-8") as handle:
-                handle.write(text.replace("\nstatus: ", "\nstatus: [", 1))
-                handle.truncate()
+            edit_in_place(path, lambda text: text.replace("\nstatus: ", "\nstatus: [", 1))
 
     @rule(index=st.integers(0, 50))
     def duplicate(self, index: int) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, experiment_fields, git, run_kexp
+from conftest import REPO_ROOT, edit_in_place, experiment_fields, git, run_kexp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -239,10 +239,7 @@ def test_a_search_of_an_unchanged_tree_compares_no_folder_and_sees_the_next_edit
     assert compared == []
     path = store.get_experiment(exp.id).path
     assert path is not None
-    text = path.read_text(encoding="utf-8")
-    with path.open("r+", encoding="utf-8") as handle:  # same inode, as an editor saves
-        handle.write(text.replace("Warp-shuffle reduction", "Vectorised stores", 1))
-        handle.truncate()
+    edit_in_place(path, lambda text: text.replace("Warp-shuffle reduction", "Vectorised stores", 1))
     assert similar(store, text="warp shuffle") == []
     assert [m.id for m in similar(store, text="vectorised stores")] == [exp.id]
     assert sorted(set(compared)) == ["docs", "fts"]
@@ -352,10 +349,7 @@ def test_a_search_compares_again_when_another_process_changed_the_fts_table_mean
     assert [m.id for m in similar(store, text="warp shuffle")] == [exp.id]
     path = store.get_experiment(exp.id).path
     assert path is not None
-    text = path.read_text(encoding="utf-8")
-    with path.open("r+", encoding="utf-8") as handle:
-        handle.write(text.replace("Warp-shuffle reduction", "Vectorised stores", 1))
-        handle.truncate()
+    edit_in_place(path, lambda text: text.replace("Warp-shuffle reduction", "Vectorised stores", 1))
     plain, interrupted, compared = Cache.indexed, [], []
 
     def meanwhile(cache: Cache, kind: str) -> dict[str, bytes]:
@@ -608,10 +602,7 @@ class IndexAgainstFiles(RuleBasedStateMachine):
     def edit_in_place(self, index: int, word: str) -> None:
         path = self._some_path(index)
         if path is not None:
-            text = path.read_text(encoding="utf-8")
-            with path.open("r+", encoding="utf-8") as handle:  # same inode, as an editor
-                handle.write(text.replace("the loop", f"the {word} loop", 1))
-                handle.truncate()
+            edit_in_place(path, lambda text: text.replace("the loop", f"the {word} loop", 1))
 
     @rule(index=st.integers(0, 50))
     def delete(self, index: int) -> None:
@@ -665,7 +656,6 @@ class IndexAgainstFiles(RuleBasedStateMachine):
                 ]
                 assert fast == plain  # the index's answer is the files'
                 assert [r.id for r in find_repeats(self.store, exp.code_change)] == plain
-
 
     def _ranks_as_a_fresh_cache(self, truth: list[KernelExperiment]) -> None:
         """A diff's related experiments are those a cache made at once finds (the
