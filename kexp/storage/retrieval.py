@@ -17,8 +17,7 @@ Two measures, one index:
   (:func:`kexp.storage.doctext.shingle_prefix`: prefix filtering, exact at the setting's
   ``near_duplicate_similarity``), and each candidate's similarity is computed from its
   shingles. Less similar code (down to :data:`RELATED_CODE_SIMILARITY`) boosts the
-  text matches only: which changes a prefix finds below the threshold depends on
-  the cache's history.
+  text matches alone (see :meth:`Search.related_code`).
 * **The same code change** (the rest of the "tried before" check,
   :func:`kexp.storage.repeats.tried_before`
   and :func:`kexp.storage.repeats.find_repeats`): every change's key
@@ -305,9 +304,8 @@ class Search(Index):
         limit: int = CANDIDATES,
     ) -> dict[str, float]:
         """Paths (relative) of the experiments best matching ``words`` by BM25 → their
-        BM25 (higher is better), among those passing the filters: the ``limit`` best,
-        and every one as good as the last of them (which of equals a cut keeps would
-        depend on the docs' numbers: the order contents came into the cache)."""
+        BM25 (higher is better), among those passing the filters: the ``limit`` best and
+        every one as good as the last (a cut among equals would follow the docs' numbers)."""
         words = self.telling_words(words)
         if not words:
             return {}
@@ -732,7 +730,7 @@ class _Texts:
 
     def _words(self, key: bytes, data: bytes | None) -> tuple[str, ...] | None:
         """The words of one content's FTS columns (None: not an experiment file)."""
-        from kexp.format.fileformat import parse
+        from kexp.format.fileformat import FileFormatError, parse
         from kexp.storage.rows import row_of, values_of
 
         bodies = None if data is None else bodies_of(data, "content.md")
@@ -740,7 +738,11 @@ class _Texts:
             return None
         known = self._rows.get(key)
         if not known:  # a content on a ref alone: its front matter's fields
-            known = [row_of(values_of(parse(data, "content.md", fast=True).fields), "", key)]
+            try:
+                fields = parse(data, "content.md", fast=True).fields
+            except FileFormatError:
+                return None
+            known = [row_of(values_of(fields), "", key)]
         return texts_of(known[0], bodies)
 
 
