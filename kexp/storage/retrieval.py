@@ -65,6 +65,7 @@ from kexp.storage.doctext import (
     texts_of,
     unpacked_texts,
 )
+from kexp.storage.rows import RowsByKey
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation, Versions
@@ -199,27 +200,6 @@ class Index:
         return self._rows_of_keys(self._cache.code_keys(bytes.fromhex(key)))
 
 
-class _ByKey:
-    """The rows of each content key (several files may hold one content)."""
-
-    def __init__(self, rows: Sequence[Row]) -> None:
-        self._one = {row.key: row for row in rows}
-        self._many: dict[bytes, list[Row]] = {}
-        if len(self._one) != len(rows):
-            counts = Counter(row.key for row in rows)
-            for row in rows:
-                if counts[row.key] > 1:
-                    self._many.setdefault(row.key, []).append(row)
-
-    def get(self, key: bytes) -> list[Row]:
-        """The rows holding ``key``, in the order given (none: empty)."""
-        many = self._many.get(key)
-        if many is not None:
-            return many
-        row = self._one.get(key)
-        return [] if row is None else [row]
-
-
 class Search(Index):
     """The retrieval index in step with one read of a store, open for questions (see
     :func:`searching`)."""
@@ -229,12 +209,12 @@ class Search(Index):
         cache: Cache,
         rows: list[Row],
         store: StoreView,
-        by_key: _ByKey | None = None,
+        by_key: RowsByKey | None = None,
     ) -> None:
         super().__init__(cache, store)
         #: The store's current experiments, in path order.
         self.rows = rows
-        self._by_key = by_key if by_key is not None else _ByKey(rows)
+        self._by_key = by_key if by_key is not None else RowsByKey(rows)
         self._derivation: Derivation | None = None
         self._versions: Versions | None = None
 
@@ -438,7 +418,7 @@ def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
     found = store.found()
     alone = found.rows is found.local  # the working tree alone
     rows = found.rows
-    by_key = _ByKey(rows)
+    by_key = RowsByKey(rows)
 
     def in_step(cache: Cache) -> tuple[_Texts, dict[bytes, int]]:
         """Docs for every row, the FTS table in step; (their texts, what this query
@@ -451,7 +431,7 @@ def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
                 made.update(_add_docs(cache, store, elsewhere, texts=texts)[1])
         else:
             made = _add_docs(cache, store, rows, texts=texts)[1]
-        texts_of = _Texts(store, cache, by_key if alone else _ByKey([*found.local, *rows]), made)
+        texts_of = _Texts(store, cache, by_key if alone else RowsByKey([*found.local, *rows]), made)
         if not texts:
             return texts_of, {}
         if found.listing is not None:
@@ -666,7 +646,7 @@ class _Texts:
         self,
         store: StoreView,
         cache: Cache,
-        rows: _ByKey,
+        rows: RowsByKey,
         made: dict[bytes, tuple[str, ...]],
     ) -> None:
         self._store = store

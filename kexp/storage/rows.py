@@ -6,7 +6,8 @@ same key everywhere, so what is parsed from them (:func:`record_of`: the front-m
 values, or the first problem of an invalid file) is kept once, by key
 (:mod:`kexp.storage.cache`), for the working tree and every ref alike. A record never depends
 on where the file lies: the one rule that does (the id in the file name must be the id
-in the file) is applied to each file found (:func:`row_of`).
+in the file) is applied to each file found (:func:`row_of`). :class:`RowsByKey` finds the
+rows holding a content.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import collections
 import dataclasses
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from sys import intern
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -259,3 +261,24 @@ class Row(_RowValues):
 def row_of(values: tuple[Any, ...], path: str, key: bytes, where: Seen | None = None) -> Row:
     """The row of a valid file's values, found at ``path`` (relative)."""
     return Row._make((*values, path, key, where))
+
+
+class RowsByKey:
+    """The rows of each content key (several files may hold one content)."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self._one = {row.key: row for row in rows}
+        self._many: dict[bytes, list[Row]] = {}
+        if len(self._one) != len(rows):
+            counts = collections.Counter(row.key for row in rows)
+            for row in rows:
+                if counts[row.key] > 1:
+                    self._many.setdefault(row.key, []).append(row)
+
+    def get(self, key: bytes) -> list[Row]:
+        """The rows holding ``key``, in the order given (none: empty)."""
+        many = self._many.get(key)
+        if many is not None:
+            return many
+        row = self._one.get(key)
+        return [] if row is None else [row]
