@@ -14,7 +14,9 @@ and in a copy of the repository made now, ``.git`` included but without ``.kexp/
 cache made at once). Both must print the same: ``top`` (both rankings), ``list``,
 ``tree``, ``lessons``, ``stats``, ``show ID``, ``context --text``/``--diff``, ``similar
 --text``/``--diff``/``ID``, ``validate``, ``export``, each also with ``--all-refs``, and
-``log ID``, ``top --rev HEAD``.
+``log ID``, ``top --rev HEAD``; and ``report`` writes the same pages (the grown one into
+the folder it wrote at the last step, reusing the pages it may; the time it was made
+normalised).
 
 Only the store's absolute path is normalised (it is in error messages: "no experiment
 with id X in /tmp/.../experiments"); every other path kexp prints is relative to the
@@ -369,6 +371,30 @@ class SameAnswersWhateverTheHistory(RuleBasedStateMachine):
             grown = _answer(command, self.root)
             made = _answer(command, fresh)
             assert made == grown, command
+        # The report (its pages reused while unchanged: the grown one's folder is kept
+        # from step to step) is the same files, but for the time it was made.
+        grown_pages = Path(self.folder.name, "report-grown")
+        made_pages = Path(self.folder.name, "report-fresh")
+        shutil.rmtree(made_pages, ignore_errors=True)
+        for root, pages in ((self.root, grown_pages), (fresh, made_pages)):
+            assert run_kexp("report", "-o", str(pages), cwd=root).returncode == 0
+        made = _pages(made_pages)
+        assert "index.html" in made
+        assert made == _pages(grown_pages)
+
+
+_GENERATED = re.compile(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
+
+
+def _pages(folder: Path) -> dict[str, bytes]:
+    """Every file of a report folder (relative path → bytes, the time it was made
+    written ``<time>``) but the report's own record of the pages it made (a hidden
+    file, which pages it may reuse: a cache, history by design)."""
+    return {
+        str(path.relative_to(folder)): _GENERATED.sub(b"generated <time>", path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.name.startswith(".")
+    }
 
 
 def _run(examples: int, steps: int) -> None:
