@@ -688,12 +688,13 @@ class _Texts:
         on_disk = [(rows[0].path, key) for key in keys if (rows := self._rows.get(key))]
 
         def work(part: list[tuple[str, bytes]]) -> list[tuple[bytes, tuple[str, ...] | None]]:
-            datas = source.bytes_found(part, settings)
+            made: list[tuple[bytes, tuple[str, ...] | None]] = []
             with collector_paused():  # many objects made, none cyclic
-                return [
-                    (key, self._words(key, data))
-                    for (_, key), data in zip(part, datas, strict=True)
-                ]
+                for start in range(0, len(part), 256):  # a few files' bytes held at once
+                    batch = part[start : start + 256]
+                    datas = source.bytes_found(batch, settings)
+                    made += [(k, self._words(k, d)) for (_, k), d in zip(batch, datas, strict=True)]
+            return made
 
         made = dict(in_two_processes(work, on_disk, len(on_disk)))
         from_git = [key for key in keys if made.get(key) is None]
