@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields, git
+from conftest import edit_in_place, experiment_fields, git
 
 import kexp
 from kexp import (
@@ -594,6 +594,27 @@ def test_delete_refuses_for_children_in_folders_the_cache_holds_unchanged(
     assert len(store.top_experiments(10)) == 2
 
 
+def test_delete_refuses_for_a_pid_set_in_place_by_an_editor(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    """A user sets a ``pid`` by hand in an editor that saves in place (the folder's own
+    signature unchanged), then deletes the parent at once: the delete sees the child,
+    as any read would, however recently the cache last looked."""
+    parent = make_experiment(created_at="2025-01-10T08:00:00Z")
+    other = make_experiment(created_at="2025-01-11T08:00:00Z")
+    time.sleep(RACY_NS / 1e9 + 0.1)  # settled: the cache keeps every signature
+    assert len(store.top_experiments(10)) == 2
+    assert other.path is not None
+    edit_in_place(
+        other.path,
+        lambda text: text.replace("\npid: ''\n", f"\npid: {parent.id}\n", 1),
+    )
+    with pytest.raises(DeleteRefusedError, match=other.id):
+        store.delete_experiment(parent.id)
+    assert parent.path is not None and parent.path.exists()
+    assert store.get_experiment(other.id).pid == parent.id
+
+
 # --- queries ---------------------------------------------------------------------------------
 
 
@@ -881,9 +902,13 @@ def test_top_experiments_rank_by_score_and_leave_out_buggy_and_pending(
     ]
     assert ids_of(store.top_experiments(include_buggy=True)) == [c.e.id, c.a.id, c.b.id, c.c.id]
     assert ids_of(store.top_experiments(include_pending=True)) == [c.e.id, c.a.id, c.b.id, c.d.id]
-    assert ids_of(
-        store.top_experiments(include_buggy=True, include_pending=True, by="score")
-    ) == [c.e.id, c.a.id, c.c.id, c.b.id, c.d.id]
+    assert ids_of(store.top_experiments(include_buggy=True, include_pending=True, by="score")) == [
+        c.e.id,
+        c.a.id,
+        c.c.id,
+        c.b.id,
+        c.d.id,
+    ]
     assert ids_of(store.top_experiments(include_buggy=True, include_pending=True)) == [
         c.e.id,
         c.a.id,

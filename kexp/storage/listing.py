@@ -457,7 +457,7 @@ def refresh(
     cache last saw them, without a ``stat`` each (but those the cache holds no
     signature for): what every file added, renamed, replaced or removed since changes
     (kexp's own writes, git, most editors), but not an edit made in place by another
-    program since the last query. The check a delete makes uses it.
+    program since the last query. The tried-before check of a write uses it.
 
     ``rows``: the rows will be asked for (:meth:`Listing.rows`): those of the cached
     folders are made while a forked child stats files.

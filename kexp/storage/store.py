@@ -377,9 +377,9 @@ class Store(StoreReader):
     def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
         """The ids of the valid experiments whose ``pid`` is this experiment (id or
         unique prefix), and of those whose ``combines`` hold it (in path order): what
-        makes :meth:`delete_experiment` refuse. From a light refresh of the cache: every
-        file added, replaced or removed since the last query is seen (kexp's own writes
-        among them), an edit in place by another program not."""
+        makes :meth:`delete_experiment` refuse. From a full refresh of the cache, as a
+        query reads: a ``pid`` set in an editor that saves in place is seen too (a
+        delete is rare and cannot be undone; the ``stat`` of every file is its price)."""
         full_id = exp_id if ids.is_valid_id(exp_id) else self.resolve_id(exp_id)
         if not self.source.cacheable or self.source.places is not None:
             rows = self.found().local
@@ -391,7 +391,7 @@ class Store(StoreReader):
         from kexp.storage.listing import refresh
 
         def naming(cache: Cache) -> list[Row]:
-            listing = refresh(cache, self.experiments_dir, self.settings, light=True, rows=False)
+            listing = refresh(cache, self.experiments_dir, self.settings, rows=False)
             return listing.rows_naming(full_id)
 
         cache = self.open_cache()
