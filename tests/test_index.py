@@ -319,11 +319,12 @@ def test_a_pack_saved_while_another_process_writes_its_group_keeps_that_ones_pac
         cache.close()
 
 
-def test_a_doc_added_while_another_process_writes_its_postings_group_keeps_those_postings(
+def test_a_doc_posted_while_another_process_writes_its_postings_group_keeps_those_postings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The near-duplicate index's postings are kept in groups by shingle, a record
-    each: a process adding a doc while another process, holding the write lock, posts
+    each: a process posting a doc (the docs another command added, at its first
+    near-duplicate question) while another process, holding the write lock, posts
     another doc in the same group keeps both postings (the group is read once the lock
     is taken, not before)."""
     from array import array
@@ -339,19 +340,30 @@ def test_a_doc_added_while_another_process_writes_its_postings_group_keeps_those
     def prefix(shingles: Any, order: dict[int, int]) -> list[int]:
         return sorted(shingles)[:1]
 
+    def ask(cache: cache_module.Cache) -> list[tuple[bytes, bytes]]:
+        return cache.near_candidates(lambda order: [1 << 20], 1, 1, prefix)
+
+    first = [doc(n, [n << 20]) for n in range(1, 11)]
     cache = cache_module.Cache(tmp_path, settings)
     try:
-        cache.add_docs([doc(n, [n << 20]) for n in range(1, 11)], prefix)  # order decided
+        cache.add_docs(first)
+        assert len(ask(cache)) == 10  # its own docs, not posted: each is a candidate
     finally:
         cache.close()
-    shingle = 0xABCD_0001  # the new doc's one shingle; another posted beside it, meanwhile
+    cache = cache_module.Cache(tmp_path, settings)
+    try:
+        assert [key for key, _ in ask(cache)] == [first[0][0]]  # posted: the order decided
+        cache.add_docs([doc(11, [0xABCD_0001])])
+    finally:
+        cache.close()
+    shingle = 0xABCD_0001  # doc 11's one shingle; another posted beside it, meanwhile
     group = postings.group_of(shingle)
     failed: list[BaseException] = []
 
-    def add() -> None:
+    def post() -> None:
         cache = cache_module.Cache(tmp_path, settings)
         try:
-            cache.add_docs([doc(11, [shingle])], prefix)
+            ask(cache)  # posts doc 11, once the lock is free
         except BaseException as exc:  # pragma: no cover - reported below
             failed.append(exc)
         finally:
@@ -359,9 +371,9 @@ def test_a_doc_added_while_another_process_writes_its_postings_group_keeps_those
 
     holder = sqlite3.connect(tmp_path / INDEX_FILE, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    adding = threading.Thread(target=add)
-    adding.start()
-    time.sleep(0.5)  # the add waits for the lock (or has read the group already)
+    posting = threading.Thread(target=post)
+    posting.start()
+    time.sleep(0.5)  # the post waits for the lock (or has read the group already)
     (meanwhile,) = postings.postings_of(99, [shingle + 1])
     name = b"postings %d" % group
     holder.execute(
@@ -369,7 +381,7 @@ def test_a_doc_added_while_another_process_writes_its_postings_group_keeps_those
         (group, _sealed(name, array("Q", [meanwhile]).tobytes())),
     )
     holder.execute("COMMIT")
-    adding.join()
+    posting.join()
     (record,) = holder.execute("SELECT record FROM postings WHERE grp = ?", (group,)).fetchone()
     holder.close()
     assert failed == []

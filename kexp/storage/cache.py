@@ -16,7 +16,8 @@ standard library), keyed so that it can only be current or missing, never wrong:
   (:mod:`kexp.storage.retrieval`) by content key: each content's words (an FTS5 table
   holding exactly the working tree's current experiments), its code change's key and
   shingles, and the prefix of its shingles (``postings``, for near-duplicates, in the
-  order of ``shingle_order``, kept in groups: :mod:`kexp.storage.postings`);
+  order of ``shingle_order``, kept in groups: :mod:`kexp.storage.postings`; posted by
+  the first near-duplicate question of a later command than the one that added it);
   ``indexed``: each folder's content keys as the index last took them in, and the
   stamp of the whole working tree when every folder was (a search of an unchanged tree
   compares no folder).
@@ -42,7 +43,6 @@ import hashlib
 import marshal
 import os
 import sqlite3
-import time
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kexp.core.version import __version__
 from kexp.format.schema import schema_path
 from kexp.storage import postings
+from kexp.storage.leftovers import remove_unused_caches
 from kexp.storage.names import folder_name, stored_name
 
 if TYPE_CHECKING:
@@ -92,8 +93,10 @@ _SCHEMA = (
     # The postings in groups by shingle (see kexp.storage.postings): a sorted array each.
     "CREATE TABLE postings (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
-    # The order of the shingles in the prefixes posted (see Cache.add_docs): one row.
-    "CREATE TABLE shingle_order (decided INTEGER NOT NULL, record BLOB NOT NULL)",
+    # The order of the shingles in the prefixes posted, and the last doc posted (see
+    # Cache.near_candidates): one row.
+    "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
+    "record BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
     "tokenize = 'porter unicode61', content = '')",
 )
@@ -198,6 +201,8 @@ class Cache:
         self._connection = self._open()
         #: When the folders' records of each kind were last read (see _save_indexed).
         self._compared: dict[str, tuple[int, int]] = {}
+        #: The numbers of the docs this object added (see :meth:`near_candidates`).
+        self._made_docs: set[int] = set()
 
     def _open(self) -> sqlite3.Connection:
         """The cache file, made (or made again) when it is missing or not this kexp's;
@@ -244,6 +249,7 @@ class Cache:
         if self.file is not None and not self.in_memory and not self._remove():
             self.in_memory = True
         self._connection = self._open()
+        self._made_docs = set()
 
     def close(self) -> None:
         """Close the cache."""
@@ -269,35 +275,9 @@ class Cache:
         self.in_memory = True
 
     def remove_leftovers(self) -> None:
-        """Remove caches no process uses any more: those of kexp before this layout
-        (``index-*``, ``retrieval-*``, ``blobs-*``) and of other kexp builds, once not
-        written for ``settings.unused_cache_days`` and with no journal beside them."""
-        if self.file is None or self.in_memory:
-            return
-        folder = self.file.parent
-        with contextlib.suppress(OSError):
-            (folder / "index-v1").unlink()  # the cache of kexp before SQLite
-        now = time.time()
-        unused = now - self.settings.unused_cache_days * 86400
-        killed = now - self.settings.stale_temporary_s
-        for pattern, horizon in (
-            ("cache-*.sqlite", unused),
-            ("index-*.sqlite", unused),
-            ("retrieval-*.sqlite", unused),
-            ("blobs-*.sqlite", unused),
-            # Temporary and side databases of the layout before this one's builders.
-            (".index-*.sqlite.*.tmp", killed),
-            (".index-*.sqlite.*.side", killed),
-        ):
-            with contextlib.suppress(OSError):
-                for left in folder.glob(pattern):
-                    if left.name == self.file.name or any(
-                        left.with_name(left.name + s).exists() for s in ("-journal", "-wal")
-                    ):
-                        continue
-                    with contextlib.suppress(OSError):
-                        if left.lstat().st_mtime < horizon:
-                            left.unlink()
+        """Remove the caches no process uses any more (:func:`remove_unused_caches`)."""
+        if self.file is not None and not self.in_memory:
+            remove_unused_caches(self.file, self.settings)
 
     # --- reading and writing -----------------------------------------------------------
 
@@ -538,89 +518,95 @@ class Cache:
         """The content key of each of ``docs``."""
         return dict(self._by_keys("SELECT doc, key FROM docs WHERE doc IN ({marks})", docs))
 
-    def add_docs(
-        self,
-        docs: Sequence[tuple[bytes, bytes | None, bytes, bytes | None]],
-        prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]],
-    ) -> None:
-        """Add docs, none active: (content key, code key, shingles as uint32, the words
-        of its FTS columns to keep or None: they can be made again); each one's
-        ``prefix_of(shingles, order)`` is posted.
+    def add_docs(self, docs: Sequence[tuple[bytes, bytes | None, bytes, bytes | None]]) -> None:
+        """Add docs, none active and none posted: (content key, code key, shingles as
+        uint32, the words of its FTS columns to keep or None: they can be made again).
+        Their postings are made by a later command's near-duplicate question (see
+        :meth:`near_candidates`)."""
+        if not docs:
+            return
+        numbers: list[int] = []
+
+        def work() -> None:
+            (last,) = self._rows("SELECT COALESCE(MAX(doc), 0) FROM docs")[0]
+            known = {key for (key,) in self._by_keys(
+                "SELECT key FROM docs WHERE key IN ({marks})", [d[0] for d in docs])}  # fmt: skip
+            rows: list[tuple[Any, ...]] = []
+            for key, code_key, shingles, texts in docs:
+                if key in known:
+                    continue
+                known.add(key)
+                rows.append(
+                    (last + len(rows) + 1, key, code_key, len(shingles) // 4,
+                     _seal(key, shingles), 0, None if texts is None else _seal(key, texts))
+                )  # fmt: skip
+            numbers[:] = [row[0] for row in rows]
+            if rows:
+                self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+        self._transaction(work)
+        self._made_docs.update(numbers)
+
+    def _post(self, prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]]) -> None:
+        """Post every doc not posted yet: each one's ``prefix_of(shingles, order)``.
 
         The order (shingle → how many docs held it when it was decided; a shingle not
         in it counts 0) is decided from every doc's shingles the first time, and again
         (every prefix posted again) whenever the docs have doubled since: prefixes made
         of the rarest shingles share few docs (prefix filtering is exact in any one
         order; a rare-first order makes it fast)."""
-        if not docs:
-            return
-
-        def work() -> None:
-            (last,) = self._rows("SELECT COALESCE(MAX(doc), 0) FROM docs")[0]
-            (count,) = self._rows("SELECT COUNT(*) FROM docs")[0]
-            known = {key for (key,) in self._by_keys(
-                "SELECT key FROM docs WHERE key IN ({marks})", [d[0] for d in docs])}  # fmt: skip
-            rows: list[tuple[Any, ...]] = []
-            added: list[tuple[int, Sequence[int]]] = []
-            number = last
-            for key, code_key, shingles, texts in docs:
-                if key in known:
-                    continue
-                known.add(key)
-                number += 1
-                rows.append(
-                    (number, key, code_key, len(shingles) // 4, _seal(key, shingles), 0,
-                     None if texts is None else _seal(key, texts))
-                )  # fmt: skip
-                added.append((number, array("I", shingles)))
-            if not rows:
-                return
-            decided, order = self._shingle_order()
-            total = count + len(rows)
-            to_post = added
-            anew = total >= 2 * decided
-            if anew:
-                to_post = [
-                    (doc, array("I", _opened(key, record)))
-                    for doc, key, record in self._rows("SELECT doc, key, shingles FROM docs")
-                ] + added
-                order = postings.order_of(shingles for _, shingles in to_post)
-                self._write("DELETE FROM shingle_order", [()])
-                self._write(
-                    "INSERT INTO shingle_order VALUES (?, ?)",
-                    [(total, _seal(_ORDER_KEY, order))],
-                )
-                self._write("DELETE FROM postings", [()])
-            groups = postings.grouped(chain.from_iterable(
-                postings.postings_of(doc, prefix_of(shingles, order)) for doc, shingles in to_post
-            ))  # fmt: skip
-            if not anew:  # read within this transaction: another process's postings kept
-                for group, kept in self._posting_groups(sorted(groups)):
-                    groups[group] = postings.merged(kept, groups[group])
-            self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            self._write(
-                "INSERT OR REPLACE INTO postings VALUES (?, ?)",
-                [
-                    (g, _seal(_group_key("postings", g), entries.tobytes()))
-                    for g, entries in groups.items()
-                ],
+        decided, posted, order = self._shingle_order()
+        pending = [
+            (doc, array("I", _opened(key, record)))
+            for doc, key, record in self._rows(
+                "SELECT doc, key, shingles FROM docs WHERE doc > ?", (posted,)
             )
-
-        self._transaction(work)
+        ]
+        if not pending:
+            return
+        (total,) = self._rows("SELECT COUNT(*) FROM docs")[0]
+        to_post = pending
+        anew = total >= 2 * decided
+        if anew:
+            to_post = [
+                (doc, array("I", _opened(key, record)))
+                for doc, key, record in self._rows("SELECT doc, key, shingles FROM docs")
+            ]
+            order = postings.order_of(shingles for _, shingles in to_post)
+            decided = total
+            self._write("DELETE FROM postings", [()])
+        groups = postings.grouped(chain.from_iterable(
+            postings.postings_of(doc, prefix_of(shingles, order)) for doc, shingles in to_post
+        ))  # fmt: skip
+        if not anew:  # read within this transaction: another process's postings kept
+            for group, kept in self._posting_groups(sorted(groups)):
+                groups[group] = postings.merged(kept, groups[group])
+        self._write(
+            "INSERT OR REPLACE INTO postings VALUES (?, ?)",
+            [
+                (g, _seal(_group_key("postings", g), entries.tobytes()))
+                for g, entries in groups.items()
+            ],
+        )
+        self._write("DELETE FROM shingle_order", [()])
+        self._write(
+            "INSERT INTO shingle_order VALUES (?, ?, ?)",
+            [(decided, max(doc for doc, _ in pending), _seal(_ORDER_KEY, order))],
+        )
 
     def _posting_groups(self, groups: Sequence[int]) -> Iterator[tuple[int, array[int]]]:
         """(group, its postings) of each of ``groups`` that has any."""
         for group, record in self._groups("postings", groups):
             yield group, array("Q", _opened(_group_key("postings", group), record))
 
-    def _shingle_order(self) -> tuple[int, dict[int, int]]:
+    def _shingle_order(self) -> tuple[int, int, dict[int, int]]:
         """(how many docs there were when the order of the postings was decided, the
-        order: see :meth:`add_docs`)."""
-        found = self._rows("SELECT decided, record FROM shingle_order")
+        last doc posted, the order: see :meth:`_post`)."""
+        found = self._rows("SELECT decided, posted, record FROM shingle_order")
         if not found:
-            return 0, {}
-        decided, record = found[0]
-        return int(decided), _opened(_ORDER_KEY, record)
+            return 0, 0, {}
+        decided, posted, record = found[0]
+        return int(decided), int(posted), _opened(_ORDER_KEY, record)
 
     def _data_version(self) -> tuple[int, int]:
         """What changes when another connection commits to the cache file (the
@@ -808,22 +794,36 @@ class Cache:
         prefix_of: Callable[[dict[int, int]], Sequence[int]],
         least: int,
         most: int,
+        posted_prefix: Callable[[Sequence[int], dict[int, int]], list[int]],
     ) -> list[tuple[bytes, bytes]]:
-        """(content key, shingles as uint32) of the docs posting a shingle of the
-        prefix ``prefix_of(order)`` (in the order of the postings, see
-        :meth:`add_docs`) and holding between ``least`` and ``most`` shingles: the
-        order and the postings read in one transaction."""
+        """(content key, shingles as uint32) of the docs holding between ``least`` and
+        ``most`` shingles that post a shingle of the prefix ``prefix_of(order)`` (in
+        the order of the postings, see :meth:`_post`), and of every doc not posted.
+
+        The docs other commands added and did not post are posted first (each one's
+        ``posted_prefix(shingles, order)``); those this object added are not (they are
+        compared as they are): the first question after a clone, which adds a doc for
+        every experiment, does not also wait for their postings; the next command's
+        makes them. The order, the postings and the docs are read in one transaction."""
+        posted = self._shingle_order()[1]
+        pending = {doc for (doc,) in self._rows("SELECT doc FROM docs WHERE doc > ?", (posted,))}
+        if pending - self._made_docs:
+            self._transaction(lambda: self._post(posted_prefix))
         began = not self._connection.in_transaction
         if began:
             self._rows("BEGIN")
         try:
-            prefix = prefix_of(self._shingle_order()[1])
+            _, posted, order = self._shingle_order()
+            prefix = prefix_of(order)
             groups = dict(self._posting_groups(sorted({postings.group_of(s) for s in prefix})))
             docs: set[int] = set()
             for shingle in prefix:
                 if (group := groups.get(postings.group_of(shingle))) is not None:
                     docs.update(postings.docs_posting(group, shingle))
-            found = []
+            found = self._rows(
+                "SELECT key, shingles FROM docs WHERE doc > ? AND shingle_count BETWEEN ? AND ?",
+                (posted, least, most),
+            )
             ordered = sorted(docs)
             for start in range(0, len(ordered), _CHUNK):
                 chunk = ordered[start : start + _CHUNK]

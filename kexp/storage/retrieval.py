@@ -174,19 +174,23 @@ class Index:
     ) -> list[tuple[Row, float]]:
         """(row, similarity) of every experiment whose code change's shingles are at
         least ``threshold`` similar (Jaccard) to ``shingles``, most similar first: the
-        candidates share a shingle of their prefixes (:func:`shingle_prefix`) and hold
-        a number of shingles that allows that similarity; each one's is computed. Exact
+        candidates share a shingle of their prefixes (:func:`shingle_prefix`), or are
+        not posted yet (:meth:`kexp.storage.cache.Cache.near_candidates`), and hold a
+        number of shingles that allows that similarity; each one's is computed. Exact
         for a threshold at least the setting's ``near_duplicate_similarity`` (the
-        prefixes kept are for it); below it, the candidates sharing a shingle of those
-        prefixes only."""
+        prefixes posted are for it); below it, the candidates so found only."""
         if not shingles or threshold <= 0:
             return []
         query = set(shingles)
         least = max(1, math.ceil(threshold * len(query) - 1e-9))
         most = math.floor(len(query) / threshold + 1e-9)
         similar: dict[bytes, float] = {}
+        posted = self.settings.near_duplicate_similarity
         for key, packed in self._cache.near_candidates(
-            lambda order: shingle_prefix(shingles, threshold, order), least, most
+            lambda order: shingle_prefix(shingles, threshold, order),
+            least,
+            most,
+            lambda held, order: shingle_prefix(held, posted, order),
         ):
             similarity = shingle_similarity(query, array("I", packed))
             if similarity >= threshold:
@@ -588,7 +592,6 @@ def _add_docs(
 
     in_git = _in_git(store, [row.key for row in items])
     source, settings = store.source, store.settings
-    threshold = settings.near_duplicate_similarity
 
     def work(part: list[Row]) -> list[tuple[Any, ...]]:
         made: list[tuple[Any, ...]] = []
@@ -616,8 +619,7 @@ def _add_docs(
             (key, code, shingles, None if key in in_git else packed_texts(words))
             for key, code, shingles, words in made
             if shingles is not None
-        ],
-        lambda shingles, order: shingle_prefix(shingles, threshold, order),
+        ]
     )
     failed = {item[0] for item in made if item[2] is None}
     return failed, {item[0]: tuple(item[3]) for item in made if item[3] is not None}
