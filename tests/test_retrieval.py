@@ -866,3 +866,35 @@ def _docs_kept_words(store: Store) -> set[bytes]:
     with contextlib.closing(sqlite3.connect(file)) as connection:
         found = connection.execute("SELECT key FROM docs WHERE texts IS NOT NULL").fetchall()
     return {key for (key,) in found}
+
+
+@given(
+    docs=st.lists(st.sets(_SHINGLES, min_size=1, max_size=12), min_size=2, max_size=30),
+    share=st.integers(1, 4),
+)
+@settings(max_examples=20, deadline=None)
+def test_postings_made_in_two_processes_are_those_made_in_one(
+    docs: list[set[int]], share: int
+) -> None:
+    """A command posting the docs others added makes their prefixes' postings in two
+    processes when there are many: the groups are those made in one."""
+    from array import array
+
+    import kexp.storage.parallel as parallel
+
+    numbered = [(n + 1, array("I", sorted(held))) for n, held in enumerate(docs)]
+
+    def prefix(held: Any) -> list[int]:
+        return sorted(held)[: len(held) // share + 1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parallel, "PARALLEL_MIN_FILES", 1)
+        patch.setattr(parallel, "_forkable", lambda: True)
+        two = postings.posted(numbered, prefix)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parallel, "_forkable", lambda: False)
+        one = postings.posted(numbered, prefix)
+    truth = postings.grouped(
+        p for d, held in numbered for p in postings.postings_of(d, prefix(held))
+    )
+    assert two == one == truth

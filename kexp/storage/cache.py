@@ -46,7 +46,6 @@ import sqlite3
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -575,9 +574,7 @@ class Cache:
             order = postings.order_of(shingles for _, shingles in to_post)
             decided = total
             self._write("DELETE FROM postings", [()])
-        groups = postings.grouped(chain.from_iterable(
-            postings.postings_of(doc, prefix_of(shingles, order)) for doc, shingles in to_post
-        ))  # fmt: skip
+        groups = postings.posted(to_post, lambda shingles: prefix_of(shingles, order))
         if not anew:  # read within this transaction: another process's postings kept
             for group, kept in self._posting_groups(sorted(groups)):
                 groups[group] = postings.merged(kept, groups[group])

@@ -18,8 +18,10 @@ import heapq
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
+
+from kexp.storage.parallel import in_two_processes
 
 #: The most shingles the order of the postings names (the most common ones).
 ORDER_SIZE = 1 << 16
@@ -50,6 +52,18 @@ def grouped(postings: Iterable[int]) -> dict[int, array[int]]:
     for entry in postings:
         groups[entry >> _GROUP_SHIFT].append(entry)
     return {group: array("Q", sorted(entries)) for group, entries in groups.items()}
+
+
+def posted(
+    docs: list[tuple[int, array[int]]], prefix_of: Callable[[Sequence[int]], list[int]]
+) -> dict[int, array[int]]:
+    """The postings of ``docs`` (number, shingles) by group (:func:`grouped`): each one's
+    ``prefix_of(shingles)``, made in two processes when many."""
+
+    def posting(part: list[tuple[int, array[int]]]) -> list[int]:
+        return list(chain.from_iterable(postings_of(d, prefix_of(held)) for d, held in part))
+
+    return grouped(in_two_processes(posting, docs, len(docs)))
 
 
 def merged(kept: array[int], added: array[int]) -> array[int]:
