@@ -1086,6 +1086,9 @@ CASES: tuple[Case, ...] = (
          "just after the first `kexp add` with a diff after a clone (untimed: `.kexp/` "
          "removed, then the add)", lambda c: _context_args(c, str(c.work().store)),
          check_context, prepare=_first_add_done, reads="work"),
+    Case("add-after-first-add", "`kexp add` with a diff just after the first one after a "
+         "clone (untimed: `.kexp/` removed, then the first add): it posts the docs the first "
+         "add made", _add_with_diff, check_new_id, prepare=_first_add_done, reads="work"),
     Case("cache-size", "the size on disk of `.kexp/` (every cache filled: after `kexp top` "
          "and `kexp similar`) and of `experiments/`",
          lambda c: [sys.executable, "-c", _SIZES, c.root], check_sizes, "retrieval"),
