@@ -341,7 +341,8 @@ def test_a_doc_posted_while_another_process_writes_its_postings_group_keeps_thos
         return sorted(shingles)[:1]
 
     def ask(cache: cache_module.Cache) -> list[tuple[bytes, bytes]]:
-        return cache.near_candidates(lambda order: [1 << 20], 1, 1, prefix)
+        cache.post_pending(prefix)
+        return cache.near_candidates(lambda order: [1 << 20], 1, 1)
 
     first = [doc(n, [n << 20]) for n in range(1, 11)]
     cache = cache_module.Cache(tmp_path, settings)

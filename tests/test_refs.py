@@ -8,6 +8,7 @@ report.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from test_sync import CLONES, PER_CLONE, _run_clones, clone, make_remote, record
 
 from kexp import ExperimentNotFoundError, GitError, Store
 from kexp.storage.repeats import tried_before
+from kexp.storage.retrieval import similar
 from kexp.storage.rows import LOCAL
 from kexp.storage.sync import sync
 
@@ -231,6 +233,38 @@ def test_tried_before_fires_for_a_change_recorded_on_another_branch(tmp_path: Pa
     repeats = tried_before(store, DIFF)
     assert earlier.id in [r.id for r in repeats]
     assert next(r for r in repeats if r.id == earlier.id).ref == "origin/kexp/bob"
+
+
+def test_a_search_across_refs_posts_what_earlier_commands_added_and_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A search across refs runs in a transaction undone at its end (the FTS table
+    holds the refs' versions for it alone): the docs earlier commands added are posted
+    before it, and stay posted (not posted again, then undone, by every search across
+    refs); its answers are the same each time."""
+    import sqlite3
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    earlier = record(bob, base, "Unrolled by 4 - +1.9%", code_change=DIFF)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    mine = record(alice, base, "Unrolled by 4 here - +1.8%", code_change=DIFF)
+    across = Store(alice, refs=["origin/*"])
+
+    def posted() -> int:
+        (file,) = across.cache_dir.glob("cache-*.sqlite")
+        with contextlib.closing(sqlite3.connect(file)) as connection:
+            found = connection.execute("SELECT posted FROM shingle_order").fetchone()
+        return 0 if found is None else int(found[0])
+
+    answers, posts = [], []
+    for _ in range(3):
+        answers.append([(m.id, m.similarity) for m in similar(across, diff=DIFF)])
+        posts.append(posted())
+    assert answers[0] == answers[1] == answers[2]
+    assert {earlier.id, mine.id} <= {found for found, _ in answers[0]}
+    assert posts[0] == 0 and posts[1] == posts[2] > 0  # posted by the second, and kept
 
 
 def test_export_and_tree_say_where_each_experiment_was_found(tmp_path: Path) -> None:

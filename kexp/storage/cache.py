@@ -520,8 +520,7 @@ class Cache:
     def add_docs(self, docs: Sequence[tuple[bytes, bytes | None, bytes, bytes | None]]) -> None:
         """Add docs, none active and none posted: (content key, code key, shingles as
         uint32, the words of its FTS columns to keep or None: they can be made again).
-        Their postings are made by a later command's near-duplicate question (see
-        :meth:`near_candidates`)."""
+        Their postings are made by a later command (see :meth:`post_pending`)."""
         if not docs:
             return
         numbers: list[int] = []
@@ -786,26 +785,27 @@ class Cache:
             )
         ]
 
-    def near_candidates(
-        self,
-        prefix_of: Callable[[dict[int, int]], Sequence[int]],
-        least: int,
-        most: int,
-        posted_prefix: Callable[[Sequence[int], dict[int, int]], list[int]],
-    ) -> list[tuple[bytes, bytes]]:
-        """(content key, shingles as uint32) of the docs holding between ``least`` and
-        ``most`` shingles that post a shingle of the prefix ``prefix_of(order)`` (in
-        the order of the postings, see :meth:`_post`), and of every doc not posted.
-
-        The docs other commands added and did not post are posted first (each one's
-        ``posted_prefix(shingles, order)``); those this object added are not (they are
-        compared as they are): the first question after a clone, which adds a doc for
-        every experiment, does not also wait for their postings; the next command's
-        makes them. The order, the postings and the docs are read in one transaction."""
+    def post_pending(self, prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]]) -> None:
+        """Post the docs other commands added and did not post (each one's
+        ``prefix_of(shingles, order)``); not those this object added (a question
+        compares them as they are: the first one after a clone, which adds a doc for
+        every experiment, does not also wait for their postings), and none within a
+        transaction (a transient one would undo them)."""
+        if self._connection.in_transaction:
+            return
         posted = self._shingle_order()[1]
         pending = {doc for (doc,) in self._rows("SELECT doc FROM docs WHERE doc > ?", (posted,))}
         if pending - self._made_docs:
-            self._transaction(lambda: self._post(posted_prefix))
+            self._transaction(lambda: self._post(prefix_of))
+
+    def near_candidates(
+        self, prefix_of: Callable[[dict[int, int]], Sequence[int]], least: int, most: int
+    ) -> list[tuple[bytes, bytes]]:
+        """(content key, shingles as uint32) of the docs holding between ``least`` and
+        ``most`` shingles that post a shingle of the prefix ``prefix_of(order)`` (in
+        the order of the postings, see :meth:`_post`), and of every doc not posted
+        (see :meth:`post_pending`). The order, the postings and the docs are read in
+        one transaction."""
         began = not self._connection.in_transaction
         if began:
             self._rows("BEGIN")

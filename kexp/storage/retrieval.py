@@ -69,6 +69,7 @@ from kexp.storage.rows import RowsByKey
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation, Versions
+    from kexp.core.settings import Settings
     from kexp.storage.cache import Cache
     from kexp.storage.listing import Folder, Listing
     from kexp.storage.rows import Row
@@ -185,12 +186,9 @@ class Index:
         least = max(1, math.ceil(threshold * len(query) - 1e-9))
         most = math.floor(len(query) / threshold + 1e-9)
         similar: dict[bytes, float] = {}
-        posted = self.settings.near_duplicate_similarity
+        self._cache.post_pending(_posted_prefix(self.settings))
         for key, packed in self._cache.near_candidates(
-            lambda order: shingle_prefix(shingles, threshold, order),
-            least,
-            most,
-            lambda held, order: shingle_prefix(held, posted, order),
+            lambda order: shingle_prefix(shingles, threshold, order), least, most
         ):
             similarity = shingle_similarity(query, array("I", packed))
             if similarity >= threshold:
@@ -389,6 +387,12 @@ class Search(Index):
         ]
 
 
+def _posted_prefix(settings: Settings) -> Callable[[Sequence[int], dict[int, int]], list[int]]:
+    """The prefix a doc posts: for the near-duplicate threshold."""
+    threshold = settings.near_duplicate_similarity
+    return lambda shingles, order: shingle_prefix(shingles, threshold, order)
+
+
 def _passes(row: Row, operator: str | None, dtype: str | None, env: str | None) -> bool:
     """Whether ``row`` passes the substring filters (as the query filters do)."""
     return (
@@ -450,6 +454,7 @@ def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
         if not changes:
             yield Search(cache, rows, store, by_key)
             return
+        cache.post_pending(_posted_prefix(store.settings))  # not within the transient
         with cache.transient():
             cache.activate(changes, texts_of.of(changes))
             yield Search(cache, rows, store, by_key)
