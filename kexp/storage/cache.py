@@ -17,7 +17,7 @@ standard library), keyed so that it can only be current or missing, never wrong:
   holding exactly the working tree's current experiments), its code change's key and
   shingles, and the prefix of its shingles (``postings``, for near-duplicates, in the
   order of ``shingle_order``, kept in groups: :mod:`kexp.storage.postings`; posted by
-  the first near-duplicate question of a later command than the one that added it);
+  a later command than the one that added the doc: :meth:`Cache.post_pending`);
   ``indexed``: each folder's content keys as the index last took them in, and the
   stamp of the whole working tree when every folder was (a search of an unchanged tree
   compares no folder).
@@ -93,7 +93,7 @@ _SCHEMA = (
     "CREATE TABLE postings (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
     # The order of the shingles in the prefixes posted, and the last doc posted (see
-    # Cache.near_candidates): one row.
+    # Cache.post_pending): one row.
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
     "record BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
@@ -200,7 +200,7 @@ class Cache:
         self._connection = self._open()
         #: When the folders' records of each kind were last read (see _save_indexed).
         self._compared: dict[str, tuple[int, int]] = {}
-        #: The numbers of the docs this object added (see :meth:`near_candidates`).
+        #: The numbers of the docs this object added (see :meth:`post_pending`).
         self._made_docs: set[int] = set()
 
     def _open(self) -> sqlite3.Connection:
