@@ -1,34 +1,37 @@
 """The same files, git state and options answer the same, whatever the cache's history.
 
 A hypothesis state machine works on a store in a real git repository as people and
-agents do: experiments created through the library (with and without a code change, with
-a parent, buggy, controls, measured against the parent or the reference), some right
-after ``.kexp/`` was removed (a write, not a read, starts the cache), corrected
-(``update_experiment``), deleted, edited in place (the same inode, as an editor saves;
-also keeping the size), made invalid, copied to a second folder (a duplicate id),
-committed, edits discarded (``git checkout``) or stashed and popped, and made or
-corrected by another agent in a second clone that pushes to a bare remote, fetched here
-(two versions of one experiment on two refs). After every step each read command is run
-twice: in the repository with its cache grown step by step (one long-lived ``.kexp/``),
-and in a copy of the repository made now, ``.git`` included but without ``.kexp/`` (a
-cache made at once). Both must print the same: ``top`` (both rankings), ``list``,
-``tree``, ``lessons``, ``stats``, ``show ID``, ``context --text``/``--diff``, ``similar
---text``/``--diff``/``ID``, ``validate``, ``export``, each also with ``--all-refs``;
-``top``, ``list``, ``stats``, ``context --text`` and ``similar --text`` with ``--refs
-PATTERN`` (``origin/*``, ``origin/agent-*``, which matches nothing until a fetch,
-``refs/remotes/origin/*``, ``main`` and another pattern given together); ``review
-origin/main`` (the working tree against the merge base) and ``review FIRST HEAD`` (HEAD
-against the first commit, which holds no store), Markdown byte for byte; ``log ID``,
-``top --rev HEAD``. ``report`` writes the same pages (the grown one into the folder it
-wrote at the last step, reusing the pages it may; the time it was made normalised). The
-slow variant also reads ``top --by score``, ``show ID`` with ``--refs``, ``review
-FIRST`` and ``review main origin/agent-b --json`` (a ref as the head) after every step.
+agents do: experiments created through the library (with and without a code change and
+its timings, with a parent, buggy, controls, measured against the parent or the
+reference), some right after ``.kexp/`` was removed (a write, not a read, starts the
+cache), corrected (``update_experiment``), deleted, edited in place (the same inode, as
+an editor saves; also keeping the size), made invalid, copied to a second folder (a
+duplicate id), committed, edits discarded (``git checkout``) or stashed and popped, and
+made or corrected by another agent in a second clone that pushes to a bare remote,
+fetched here (two versions of one experiment on two refs). After every step each read
+command is run twice: in the repository with its cache grown step by step (one
+long-lived ``.kexp/``), and in a copy of the repository made now, ``.git`` included but
+without ``.kexp/`` (a cache made at once). Both must print the same: ``top`` (both
+rankings), ``list``, ``tree``, ``lessons``, ``stats``, ``show ID``, ``context
+--text``/``--diff``, ``similar --text``/``--diff``/``ID``, ``validate``, ``export``,
+each also with ``--all-refs``; ``top``, ``list``, ``stats``, ``context --text`` and
+``similar --text`` with ``--refs PATTERN`` (``origin/*``, ``origin/agent-*``, which
+matches nothing until a fetch, ``refs/remotes/origin/*``, ``main`` and another pattern
+given together); ``review origin/main`` (the working tree against the merge base) and
+``review FIRST HEAD`` (HEAD against the first commit, which holds no store), Markdown
+byte for byte; ``log ID``, ``top --rev HEAD``. ``report`` writes the same pages (the
+grown one into the folder it wrote at the last step, reusing the pages it may; the time
+it was made normalised), and ``export --format parquet`` the same tables (the grown one
+replacing the last step's export), compared as DuckDB reads them: columns, types and
+rows (the files' bytes are not the content). The slow variant also reads ``top --by
+score``, ``show ID`` with ``--refs``, ``review FIRST`` and ``review main origin/agent-b
+--json`` (a ref as the head) after every step.
 
 Only the store's absolute path is normalised (it is in error messages: "no experiment
-with id X in /tmp/.../experiments"); every other path kexp prints is relative to the
-store, and no output holds a time of the run. No pause is needed: the cache reads a file
-changed within its racy window again, so a step right after an edit is a harder case,
-not a wrong one.
+with id X in /tmp/.../experiments"; the Parquet export's message names its own folder,
+which differs); every other path kexp prints is relative to the store, and no output
+holds a time of the run. No pause is needed: the cache reads a file changed within its
+racy window again, so a step right after an edit is a harder case, not a wrong one.
 
 What the model cannot reach (more than 200 experiments equally relevant to a query) is
 below it as a plain test: ``similar --text`` in a cache grown step by step left out an
@@ -47,6 +50,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import edit_in_place, experiment_fields, git, init_repo, run_kexp
 from hypothesis import HealthCheck, settings
@@ -86,6 +90,11 @@ def _fields(
 ) -> dict[str, object]:
     buggy = score == 0.0
     extra: dict[str, object] = {}
+    if lines and not buggy:  # a measured change: its configuration's timings
+        extra["results"] = [
+            {"config": f"n{len(lines)}", "baseline": 2.0, "candidate": 2.0 / score,
+             "speedup": score, "unit": "us", "baseline_n": 5, "note": word},
+        ]  # fmt: skip
     if kind == "control":
         extra["tags"] = ["control"]
     elif kind and pid:
@@ -407,6 +416,21 @@ class SameAnswersWhateverTheHistory(RuleBasedStateMachine):
         made = _pages(made_pages)
         assert "index.html" in made
         assert made == _pages(grown_pages)
+        # The Parquet export (the grown one replacing the last step's) holds the same
+        # rows, read back by DuckDB: the files' bytes may differ, their content not.
+        grown_tables = Path(self.folder.name, "parquet-grown")
+        made_tables = Path(self.folder.name, "parquet-fresh")
+        shutil.rmtree(made_tables, ignore_errors=True)
+        exports = [
+            _answer(["export", "--format", "parquet", "-o", str(tables)], root)
+            for root, tables in ((self.root, grown_tables), (fresh, made_tables))
+        ]
+        assert exports[0][0] == 0, exports[0]
+        assert exports[1] == tuple(
+            part.replace(str(grown_tables), str(made_tables)) if isinstance(part, str) else part
+            for part in exports[0]
+        )
+        assert _tables(made_tables) == _tables(grown_tables)
 
 
 _GENERATED = re.compile(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
@@ -421,6 +445,23 @@ def _pages(folder: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file() and not path.name.startswith(".")
     }
+
+
+def _tables(folder: Path) -> dict[str, tuple[list[tuple[str, str]], list[tuple[object, ...]]]]:
+    """Each table of a Parquet export as DuckDB reads it: its columns (name, type) and
+    its rows, every column ordering them (an id may be in two files)."""
+    tables = {}
+    with duckdb.connect() as connection:
+        for table in ("experiments", "results"):
+            rows = connection.sql(
+                f"SELECT * FROM read_parquet('{folder}/{table}/**/*.parquet', "
+                "hive_partitioning=true) ORDER BY ALL"
+            )
+            columns = [
+                (name, str(kind)) for name, kind in zip(rows.columns, rows.types, strict=True)
+            ]
+            tables[table] = (columns, rows.fetchall())
+    return tables
 
 
 class SameAnswersWhateverTheHistoryThoroughly(SameAnswersWhateverTheHistory):
