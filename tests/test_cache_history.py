@@ -33,10 +33,11 @@ which differs); every other path kexp prints is relative to the store, and no ou
 holds a time of the run. No pause is needed: the cache reads a file changed within its
 racy window again, so a step right after an edit is a harder case, not a wrong one.
 
-What the model cannot reach (more than 200 experiments equally relevant to a query) is
-below it as a plain test: ``similar --text`` in a cache grown step by step left out an
-experiment a cache made at once shows (the candidates were cut among equals by the
-docs' numbers).
+What the model found is below it as plain tests: at a scale it does not reach (more
+than 200 experiments equally relevant to a query), ``similar --text`` in a cache grown
+step by step left out an experiment a cache made at once shows (the candidates were cut
+among equals by the docs' numbers); and ``report`` written over an earlier one kept a
+stale page of an experiment held by two files (its pages' keys were kept by id).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import edit_in_place, experiment_fields, git, init_repo, run_kexp
+from conftest import edit_in_place, experiment_fields, git, init_repo, past_racy_window, run_kexp
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -517,3 +518,29 @@ def test_a_correction_leaves_similar_text_as_a_cache_made_at_once_answers(
     made_at_once = run_kexp("similar", "--text", "tile", cwd=fresh).stdout
     assert "try 0\n" in made_at_once
     assert run_kexp("similar", "--text", "tile", cwd=repo).stdout == made_at_once
+
+
+# Defect: kexp report reused a stale page of an experiment held by two files (a copy in
+# a second folder): the pages' keys were kept by id, so one file's key stood for both.
+def test_a_report_over_an_earlier_one_shows_an_edit_of_an_id_held_twice(
+    repo: Path, tmp_path: Path
+) -> None:
+    """One experiment in two files (a copy in a second folder), a report, then the
+    first file's key insight edited in place: a report written over the first one shows
+    the edit on the experiment's page, as a report made at once does (it reused the
+    page: the copy's unchanged key stood for both files)."""
+    store = Store(repo)
+    store.create_experiment(**experiment_fields(id="6ac0000000000000"))
+    (path,) = store.paths()
+    copy = repo / "experiments" / "copies" / path.name
+    copy.parent.mkdir()
+    shutil.copy2(path, copy)
+    past_racy_window()  # both files keyed in the first report: its pages may be reused
+    assert run_kexp("report", "-o", str(tmp_path / "grown"), cwd=repo).returncode == 0
+    edit_in_place(path, lambda text: text.replace("insight**: ", "insight**: tiled ", 1))
+
+    assert run_kexp("report", "-o", str(tmp_path / "grown"), cwd=repo).returncode == 0
+    assert run_kexp("report", "-o", str(tmp_path / "fresh"), cwd=repo).returncode == 0
+    made_at_once = _pages(tmp_path / "fresh")
+    assert b"tiled unrolling helps" in made_at_once["e/000.html"]
+    assert _pages(tmp_path / "grown") == made_at_once
