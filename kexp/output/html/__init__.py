@@ -274,12 +274,17 @@ def _write_site(store: Store, site: Site, folder: Path, earlier: _Earlier) -> _W
     return written
 
 
-def _experiment_keys(store: Store, site: Site) -> dict[str, bytes]:
+#: The key of each experiment that has one, by its file and id (one id may be held by two
+#: files: a copy in a second folder, whose pages must not stand for each other).
+_Keys = dict[tuple[Path, str], bytes]
+
+
+def _experiment_keys(store: Store, site: Site) -> _Keys:
     """The key of every experiment that has one (see the module's docstring)."""
     if store.commit is not None:
         return {}  # read from git objects: the files on disk are not the experiments'
     racy_after = time.time_ns() - RACY_NS
-    keys: dict[str, bytes] = {}
+    keys: _Keys = {}
     for exp in site.experiments:
         if exp.path is None:
             continue
@@ -292,19 +297,17 @@ def _experiment_keys(store: Store, site: Site) -> dict[str, bytes]:
         signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
         digest = hashlib.sha256(repr(signature).encode())
         digest.update(experiment_page_context(site, exp).encode("utf-8", "surrogatepass"))
-        keys[exp.id] = digest.digest()
+        keys[exp.path, exp.id] = digest.digest()
     return keys
 
 
-def _page_key(
-    layout: str, label: str, members: list[KernelExperiment], keys: dict[str, bytes]
-) -> str:
+def _page_key(layout: str, label: str, members: list[KernelExperiment], keys: _Keys) -> str:
     """A page's key: its code, its name, and the keys of its experiments ("" if one has
     none)."""
     digest = hashlib.sha256(layout.encode())
     digest.update(label.encode("utf-8", "surrogatepass"))
     for exp in members:
-        key = keys.get(exp.id)
+        key = keys.get((exp.path, exp.id)) if exp.path is not None else None
         if key is None:
             return ""
         digest.update(key)
@@ -324,7 +327,7 @@ def _link_earlier(earlier: _Earlier, name: str, key: str, folder: Path) -> int |
 
 
 def _operator_pages(
-    site: Site, folder: Path, earlier: _Earlier, keys: dict[str, bytes]
+    site: Site, folder: Path, earlier: _Earlier, keys: _Keys
 ) -> list[tuple[str, str, int]]:
     """Write (or reuse) every operator's pages (its page, and the further pages of its
     lessons and experiments), split between two processes as the experiment pages;
@@ -369,7 +372,7 @@ _PageRecord = tuple[str, str, int, list[tuple[str, str]]]
 
 
 def _experiment_pages(
-    store: Store, site: Site, folder: Path, earlier: _Earlier, keys: dict[str, bytes]
+    store: Store, site: Site, folder: Path, earlier: _Earlier, keys: _Keys
 ) -> list[_PageRecord]:
     """Write (or reuse) every experiment page.
 
