@@ -321,22 +321,36 @@ class SameAnswersAtScale(SameAnswersWhateverTheHistory):
             with contextlib.suppress(KexpError):  # deleted already
                 self.store.delete_experiment(self.made[1:][index % len(self.made[1:])], force=True)
 
-    @rule(order=st.sampled_from(ORDERS), extra=st.sampled_from([None, 0, 5]))
-    def add_tried_before(self, order: tuple[int, ...], extra: int | None) -> None:
+    @rule(order=st.sampled_from(ORDERS), extra=st.sampled_from([None, 0, 5]), refs=st.booleans())
+    def add_tried_before(self, order: tuple[int, ...], extra: int | None, refs: bool) -> None:
         """``kexp add`` of a change tried before (identical to many, or a near-duplicate
-        of many): the same warning, output and status as in a copy without the cache."""
+        of many; ``refs``: on any ref too): the same warning, output and status as in a
+        copy without the cache."""
         n = next(self.counter)
         fields = _tied_fields(n, order, f"6ac{n:04x}000000000")
         fields["code_change"] = _diff([*order, *([] if extra is None else [extra])])
         fields["created_at"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         fresh = self._fresh_copy()
+        options = ["--all-refs"] if refs else []
         with self.seen.on("fresh"):
-            made = _add(fresh, json.dumps(fields))
-        grown = _add(self.root, json.dumps(fields))
+            made = _add(fresh, json.dumps(fields), options)
+        grown = _add(self.root, json.dumps(fields), options)
         assert made == grown
         status, _, warned = grown
         assert status == 0 and ("already tried in" in warned or "near-duplicate" in warned)
         self.made.append(fields["id"])
+
+    def other_agent_reviews_everything(self) -> None:
+        """The other agent merges main, edits every experiment (a word added to its key
+        insight) and pushes: a ref whose every version is newer, all of them contents
+        only git holds (not a rule: each read with refs then takes seconds)."""
+        git(self.other, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+        for path in sorted((self.other / "experiments").rglob("*.md")):
+            text = path.read_text(encoding="utf-8")
+            path.write_text(text.replace("**Key insight**: ", "**Key insight**: reviewed ", 1))
+        git(self.other, "add", "-A", "experiments")
+        git(self.other, "commit", "-q", "-m", "another agent's review of everything")
+        git(self.other, "push", "-q", "-f", "origin", "HEAD:agent-b")
 
     # --- what every read answers ----------------------------------------------------------
 
@@ -348,21 +362,24 @@ class SameAnswersAtScale(SameAnswersWhateverTheHistory):
 
     def _commands(self) -> list[list[str]]:
         diff, near = str(self.diff_file), str(self.near_file)
+        # Each also with --all-refs: the first six, and similar ID.
         commands = [
             # First: in the copy, a question comparing the docs it made itself.
             ["similar", "--diff", diff, "-n", "300", "--json"],
             ["similar", "--text", TIED_WORD, "-n", "300", "--json"],
             ["similar", "--text", f"{TIED_WORD} bank layout {EDGE_WORD} loop", "--json"],
-            ["similar", "--text", TIED_WORD, "--operator", "gemm", "-n", "300"],
             ["context", "--operator", "attn", "--text", f"{TIED_WORD} {EDGE_WORD}", "--json"],
-            ["similar", "--diff", near, "-n", "300", "--json"],
             ["context", "--operator", "attn", "--diff", near, "--json"],
             ["top", "--json"],
+            ["similar", "--text", TIED_WORD, "--operator", "gemm", "-n", "300"],
+            ["similar", "--diff", near, "-n", "300", "--json"],
             ["top", "--by", "score"],
         ]
+        everywhere = commands[:6]
         for exp_id in dict.fromkeys(self.made[:1] + self.made[-1:]):
             commands.append(["similar", exp_id, "--json"])
-        return commands + [[*command, "--all-refs"] for command in commands]
+            everywhere.append(commands[-1])
+        return commands + [[*command, "--all-refs"] for command in everywhere]
 
     @invariant()
     def a_cache_made_at_once_answers_the_same(self) -> None:
@@ -376,9 +393,9 @@ class SameAnswersAtScale(SameAnswersWhateverTheHistory):
             assert made == grown, command
 
 
-def _add(root: Path, document: str) -> tuple[int, str, str]:
-    """What ``kexp add --json`` of ``document`` (on stdin) answers in ``root``."""
-    result = run_kexp("add", "--json", cwd=root, input=document)
+def _add(root: Path, document: str, options: Sequence[str]) -> tuple[int, str, str]:
+    """What ``kexp add --json OPTIONS`` of ``document`` (on stdin) answers in ``root``."""
+    result = run_kexp("add", "--json", *options, cwd=root, input=document)
     return tuple(  # type: ignore[return-value]
         part.replace(str(root), "<root>") if isinstance(part, str) else part
         for part in (result.returncode, result.stdout, result.stderr)
@@ -414,7 +431,7 @@ def _index_of(machine: SameAnswersAtScale, wanted: Callable[[str], bool]) -> int
 
 @pytest.mark.slow
 def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
-    """One history, step by step, through every path of scale (about a minute)."""
+    """One history, step by step, through every path of scale (about 100 s)."""
     machine = SameAnswersAtScale()
     check = machine.a_cache_made_at_once_answers_the_same
     try:
@@ -422,8 +439,8 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
         check()  # the grown cache takes in the 3,200 pulled
         machine.create_tied(ORDERS[0])
         check()  # it is posted by the command after the create
-        machine.add_tried_before(ORDERS[2], None)  # identical to many
-        machine.add_tried_before(ORDERS[0], 5)  # a near-duplicate of many
+        machine.add_tried_before(ORDERS[2], None, refs=False)  # identical to many
+        machine.add_tried_before(ORDERS[0], 5, refs=False)  # a near-duplicate of many
         machine.correct_score(_index_of(machine, lambda name: TIED_WORD in name), 1.2)
         machine.create(EDGE_WORD, "tile", [0, 2], OPERATORS[0], 1.08, None, "")
         check()  # EDGE_WORD held by COMMON_MIN + 1
@@ -435,11 +452,13 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
         machine.other_agent_corrects(3, 1.08)
         machine.fetch()
         check()
-        machine.create_with_no_cache("prefetch", [3, 6], OPERATORS[1])
-        check()  # the docs a write made, without their words
+        machine.add_tried_before(ORDERS[1], 0, refs=True)
         machine.delete(7)
         machine.create_tied(ORDERS[4])
-        check()
+        machine.other_agent_reviews_everything()
+        machine.fetch()
+        machine.create_with_no_cache("prefetch", [3, 6], OPERATORS[1])
+        check()  # the docs a write made without their words, and the ref's made
     finally:
         machine.teardown()
     assert seen.most_candidates > CANDIDATES
@@ -449,6 +468,7 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
         for caller in ("_refresh", "_read_all", "_add_docs", "posted"):
             seen.check_split(side, caller)
     seen.check_split("grown", "_made_again")
+    assert seen.split["grown", "_add_docs"] >= 3  # the pulled, the write's, the ref's
     total = FIRST + LATER
     assert [n for side, n in seen.orders if side == "grown"][:1] == [total]
     assert len([n for side, n in seen.orders if side == "grown" and n >= total]) >= 2
