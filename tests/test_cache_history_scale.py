@@ -13,21 +13,22 @@ exactly ``COMMON_MIN`` hold "shuffle" (a query's fourth rarest word: kept at 1,0
 left out at 1,001).
 
 Steps follow: creates (also of the tied class), corrections, edits in place, deletes,
-commits, another agent's pushes and corrections fetched, ``.kexp/`` removed before a
+commits, another agent's pushes and corrections fetched (and, in the written-out
+history, a ref on which it edited every experiment), ``.kexp/`` removed before a
 create, and ``kexp add`` of a change tried before (its warning on stderr, output and
 status compared with a copy's). After every step a subset of the read commands
 (``similar --text`` with the tie-heavy and the common-word queries, ``similar --diff``,
-``context --text``/``--diff``, ``top``, ``similar ID``, each also with ``--all-refs``)
+``context --text``/``--diff``, ``top``, ``similar ID``, most also with ``--all-refs``)
 answers the same in the repository with its long-lived ``.kexp/`` and in a copy
-without it. One history is written out, step by step; another is hypothesis's
-(``KEXP_SCALE_STEPS``, default 8).
+without it. One history is written out, step by step (``kexp report`` compared too,
+at its start and end); another is hypothesis's (``KEXP_SCALE_STEPS``, default 8).
 
 The commands run in this process (``run_kexp``), so spies count what ran: more than
 ``CANDIDATES`` text candidates (the ties with the last kept), words left out of a query
-as too common, the work split between two processes (the listing's stat and cold read,
-the docs made, the postings made, the words made again), the postings' order decided
-again over the whole store, and docs not posted yet compared directly. Each test fails
-when what it must reach did not run.
+as too common, the work split between two processes (the listing's stat and cold
+read, the docs made, the postings made, the words made again, the report's pages), the
+postings' order decided again over the whole store, and docs not posted yet compared
+directly. Each test fails when what it must reach did not run.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from test_cache_history import (
     SameAnswersWhateverTheHistory,
     _answer,
     _diff,
+    _pages,
     _quietly,
 )
 
@@ -395,6 +397,20 @@ class SameAnswersAtScale(SameAnswersWhateverTheHistory):
                 made = _answer(command, fresh)
             assert made == grown, command
 
+    def the_report_is_the_same(self) -> None:
+        """``kexp report`` writes the same pages (but the time they were made) in both:
+        the grown one into the folder it wrote before (reusing the pages it may)."""
+        fresh = self._fresh_copy()
+        grown_pages = Path(self.folder.name, "report-grown")
+        made_pages = Path(self.folder.name, "report-fresh")
+        shutil.rmtree(made_pages, ignore_errors=True)
+        for root, pages, side in ((self.root, grown_pages, "grown"), (fresh, made_pages, "fresh")):
+            with self.seen.on(side):
+                assert run_kexp("report", "-o", str(pages), cwd=root).returncode == 0
+        made = _pages(made_pages)
+        assert "index.html" in made
+        assert made == _pages(grown_pages)
+
 
 def _add(root: Path, document: str, options: Sequence[str]) -> tuple[int, str, str]:
     """What ``kexp add --json OPTIONS`` of ``document`` (on stdin) answers in ``root``."""
@@ -440,6 +456,7 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
     try:
         machine.make_repositories()
         check()  # the grown cache takes in the 3,200 pulled
+        machine.the_report_is_the_same()
         machine.create_tied(ORDERS[0])
         check()  # it is posted by the command after the create
         machine.add_tried_before(ORDERS[2], None, refs=False)  # identical to many
@@ -462,6 +479,7 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
         machine.fetch()
         machine.create_with_no_cache("prefetch", [3, 6], OPERATORS[1])
         check()  # the docs a write made without their words, and the ref's made
+        machine.the_report_is_the_same()
     finally:
         machine.teardown()
     assert seen.most_candidates > CANDIDATES
@@ -469,6 +487,9 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
     assert seen.edge[f"kept at {COMMON_MIN}"] and seen.edge[f"left out at {COMMON_MIN + 1}"]
     for side in ("grown", "fresh"):
         for caller in ("_refresh", "_read_all", "_add_docs", "posted"):
+            seen.check_split(side, caller)
+    for side in ("grown", "fresh"):
+        for caller in ("_experiment_pages", "_operator_pages"):
             seen.check_split(side, caller)
     seen.check_split("grown", "_made_again")
     assert seen.split["grown", "_add_docs"] >= 3  # the pulled, the write's, the ref's
