@@ -337,11 +337,8 @@ def test_a_doc_posted_while_another_process_writes_its_postings_group_keeps_thos
     def doc(n: int, shingles: list[int]) -> tuple[bytes, bytes | None, bytes, None]:
         return (n.to_bytes(20, "big"), None, array("I", sorted(shingles)).tobytes(), None)
 
-    def prefix(shingles: Any, order: dict[int, int]) -> list[int]:
-        return sorted(shingles)[:1]
-
     def ask(cache: cache_module.Cache) -> list[tuple[bytes, bytes]]:
-        cache.post_pending(prefix)
+        cache.post_pending()
         return cache.near_candidates(lambda order: [1 << 20], 1, 1)
 
     first = [doc(n, [n << 20]) for n in range(1, 11)]

@@ -545,8 +545,9 @@ class Cache:
         self._transaction(work)
         self._made_docs.update(numbers)
 
-    def _post(self, prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]]) -> None:
-        """Post every doc not posted yet: each one's ``prefix_of(shingles, order)``.
+    def _post(self) -> None:
+        """Post every doc not posted yet: the prefix of its shingles for the settings'
+        ``near_duplicate_similarity`` (:func:`kexp.storage.doctext.shingle_prefix`).
 
         The order (shingle → how many docs held it when it was decided; a shingle not
         in it counts 0) is decided from every doc's shingles the first time, and again
@@ -573,7 +574,10 @@ class Cache:
             order = postings.order_of(shingles for _, shingles in to_post)
             decided = total
             self._write("DELETE FROM postings", [()])
-        groups = postings.posted(to_post, lambda shingles: prefix_of(shingles, order))
+        from kexp.storage.doctext import shingle_prefix
+
+        threshold = self.settings.near_duplicate_similarity
+        groups = postings.posted(to_post, lambda held: shingle_prefix(held, threshold, order))
         if not anew:  # read within this transaction: another process's postings kept
             for group, kept in self._posting_groups(sorted(groups)):
                 groups[group] = postings.merged(kept, groups[group])
@@ -785,18 +789,18 @@ class Cache:
             )
         ]
 
-    def post_pending(self, prefix_of: Callable[[Sequence[int], dict[int, int]], list[int]]) -> None:
-        """Post the docs other commands added and did not post (each one's
-        ``prefix_of(shingles, order)``); not those this object added (a question
-        compares them as they are: the first one after a clone, which adds a doc for
-        every experiment, does not also wait for their postings), and none within a
-        transaction (a transient one would undo them)."""
+    def post_pending(self) -> None:
+        """Post the docs other commands added and did not post (:meth:`_post`); not
+        those this object added (a question compares them as they are: the first one
+        after a clone, which adds a doc for every experiment, does not also wait for
+        their postings), and none within a transaction (a transient one would undo
+        them)."""
         if self._connection.in_transaction:
             return
         posted = self._shingle_order()[1]
         pending = {doc for (doc,) in self._rows("SELECT doc FROM docs WHERE doc > ?", (posted,))}
         if pending - self._made_docs:
-            self._transaction(lambda: self._post(prefix_of))
+            self._transaction(self._post)
 
     def near_candidates(
         self, prefix_of: Callable[[dict[int, int]], Sequence[int]], least: int, most: int

@@ -69,7 +69,6 @@ from kexp.storage.rows import RowsByKey
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation, Versions
-    from kexp.core.settings import Settings
     from kexp.storage.cache import Cache
     from kexp.storage.listing import Folder, Listing
     from kexp.storage.rows import Row
@@ -186,7 +185,7 @@ class Index:
         least = max(1, math.ceil(threshold * len(query) - 1e-9))
         most = math.floor(len(query) / threshold + 1e-9)
         similar: dict[bytes, float] = {}
-        self._cache.post_pending(_posted_prefix(self.settings))
+        self._cache.post_pending()
         for key, packed in self._cache.near_candidates(
             lambda order: shingle_prefix(shingles, threshold, order), least, most
         ):
@@ -387,12 +386,6 @@ class Search(Index):
         ]
 
 
-def _posted_prefix(settings: Settings) -> Callable[[Sequence[int], dict[int, int]], list[int]]:
-    """The prefix a doc posts: for the near-duplicate threshold."""
-    threshold = settings.near_duplicate_similarity
-    return lambda shingles, order: shingle_prefix(shingles, threshold, order)
-
-
 def _passes(row: Row, operator: str | None, dtype: str | None, env: str | None) -> bool:
     """Whether ``row`` passes the substring filters (as the query filters do)."""
     return (
@@ -454,7 +447,7 @@ def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
         if not changes:
             yield Search(cache, rows, store, by_key)
             return
-        cache.post_pending(_posted_prefix(store.settings))  # not within the transient
+        cache.post_pending()  # not within the transient
         with cache.transient():
             cache.activate(changes, texts_of.of(changes))
             yield Search(cache, rows, store, by_key)
