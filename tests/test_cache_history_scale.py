@@ -331,7 +331,8 @@ class SameAnswersAtScale(SameAnswersWhateverTheHistory):
         n = next(self.counter)
         fields = _tied_fields(n, order, f"6ac{n:04x}000000000")
         fields["code_change"] = _diff([*order, *([] if extra is None else [extra])])
-        fields["created_at"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        added = START + dt.timedelta(days=400, minutes=n)  # after the store's; never today
+        fields["created_at"] = added.strftime("%Y-%m-%dT%H:%M:%SZ")
         fresh = self._fresh_copy()
         options = ["--all-refs"] if refs else []
         with self.seen.on("fresh"):
