@@ -243,6 +243,13 @@ class SameAnswersWhateverTheHistory(RuleBasedStateMachine):
             )
 
     @rule()
+    def time_passes(self) -> None:
+        """The user comes back later: every file is past the racy window, so the reads
+        after it keep, then take, the answers of an unchanged store
+        (:mod:`kexp.storage.answers`), which a fresh copy works out."""
+        past_racy_window()
+
+    @rule()
     def discard_edits(self) -> None:
         """``git checkout HEAD -- experiments``: committed files back as committed (a
         content the cache saw before comes back)."""

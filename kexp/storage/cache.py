@@ -11,7 +11,8 @@ standard library), keyed so that it can only be current or missing, never wrong:
   pack, read in one piece by queries that rank the whole store; packs are kept in
   :data:`PACK_GROUPS` groups of folders, a record each);
 * ``objects``: what never changes once known: git trees by hash, merge bases by the
-  commits they join;
+  commits they join, a ranking's answer by the listing's generation
+  (:mod:`kexp.storage.answers`: every save of the listing forgets them);
 * ``docs``, ``fts``, ``postings``, ``indexed``, ``shingle_order``: the retrieval index
   (:mod:`kexp.storage.retrieval`) by content key: each content's words (an FTS5 table
   holding exactly the working tree's current experiments), its code change's key and
@@ -39,6 +40,7 @@ for this process; a store read at a revision has one in memory only, and writes 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import marshal
 import os
@@ -356,6 +358,11 @@ class Cache:
 
     # --- the working tree: folders and packs ---------------------------------------------
 
+    def generation(self) -> str:
+        """A token that every save of the listing (:meth:`save_folders`) changes."""
+        found = self._rows("SELECT value FROM meta WHERE key = 'generation'")
+        return str(found[0][0]) if found else ""
+
     def folders(self) -> dict[str, Any]:
         """Every folder's listing, as :meth:`save_folders` stored it."""
         return {
@@ -429,6 +436,10 @@ class Cache:
         listed = [(stored[f], _seal(stored[f].encode(), value)) for f, value in listings.items()]
 
         def work() -> None:
+            # A new generation: the answers kept for the listing before it are forgotten.
+            token = os.urandom(8).hex()
+            self._write("UPDATE meta SET value = ? WHERE key = 'generation'", [(token,)])
+            self._write("DELETE FROM objects WHERE name >= 'answer:' AND name < 'answer;'", [()])
             self._write("DELETE FROM folders WHERE folder = ?", [(stored[f],) for f in gone])
             self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
             touched = sorted({pack_group(folder) for folder in (*packs, *gone)})
@@ -454,41 +465,26 @@ class Cache:
 
     def contents(self, keys: Sequence[bytes]) -> dict[bytes, Any]:
         """The records kept of those contents the cache holds."""
-        return {
-            key: _opened(key, record)
-            for key, record in self._by_keys(
-                "SELECT key, record FROM contents WHERE key IN ({marks})", keys
-            )
-        }
+        sql = "SELECT key, record FROM contents WHERE key IN ({marks})"
+        return {key: _opened(key, record) for key, record in self._by_keys(sql, keys)}
 
     def save_contents(self, records: dict[bytes, Any]) -> None:
         """Keep the records of contents (a record never changes: its key is its bytes)."""
-        if records:
-            self.write(
-                (
-                    "INSERT OR REPLACE INTO contents VALUES (?, ?)",
-                    [(key, _seal(key, value)) for key, value in records.items()],
-                )
-            )
+        sealed = [(key, _seal(key, value)) for key, value in records.items()]
+        if sealed:
+            self.write(("INSERT OR REPLACE INTO contents VALUES (?, ?)", sealed))
 
     def objects(self, names: Sequence[str]) -> dict[str, Any]:
-        """What is kept of the immutable objects named (git trees, merge bases)."""
-        return {
-            name: _opened(name.encode(), record)
-            for name, record in self._by_keys(
-                "SELECT name, record FROM objects WHERE name IN ({marks})", names
-            )
-        }
+        """What is kept of the immutable objects named (git trees, merge bases...)."""
+        sql = "SELECT name, record FROM objects WHERE name IN ({marks})"
+        return {name: _opened(name.encode(), record) for name, record in self._by_keys(sql, names)}
 
-    def save_objects(self, values: dict[str, Any]) -> None:
-        """Keep immutable objects by name."""
-        if values:
-            self.write(
-                (
-                    "INSERT OR REPLACE INTO objects VALUES (?, ?)",
-                    [(name, _seal(name.encode(), value)) for name, value in values.items()],
-                )
-            )
+    def save_objects(self, values: dict[str, Any], *, at_once: bool = False) -> None:
+        """Keep immutable objects by name (``at_once``: see :meth:`_transaction`)."""
+        sealed = [(name, _seal(name.encode(), value)) for name, value in values.items()]
+        if sealed:
+            write = functools.partial(self._write, "INSERT OR REPLACE INTO objects VALUES (?, ?)")
+            self._transaction(lambda: write(sealed), at_once=at_once)
 
     # --- the retrieval index -----------------------------------------------------------
 
@@ -889,6 +885,7 @@ def _create(connection: sqlite3.Connection, text: str) -> bool:
             for statement in _SCHEMA:
                 connection.execute(statement)
             connection.execute("INSERT INTO meta VALUES ('header', ?)", (text,))
+            connection.execute("INSERT INTO meta VALUES ('generation', ?)", (os.urandom(8).hex(),))
         connection.execute("COMMIT")
     except sqlite3.Error:
         with contextlib.suppress(sqlite3.Error):

@@ -279,8 +279,12 @@ class Listing:
         packs: dict[str, Pack],
         made: dict[str, tuple[Folder, FolderRows]] | None = None,
         repaired: dict[str, Pack] | None = None,
+        generation: str | None = None,
     ) -> None:
         self._cache = cache
+        #: The cache's generation when the refresh found every file as the cache held it
+        #: (None: it changed the cache, or did not ``stat`` every file).
+        self.generation = generation
         self._base = base
         #: Every folder found (relative to ``experiments/``, "" or ending with os.sep).
         self.folders = folders
@@ -532,6 +536,7 @@ def _refresh(
     # One horizon for the whole refresh, taken before any file is read: a file changed
     # after it is not settled.
     horizon = time.time_ns() - RACY_NS
+    generation = cache.generation()  # before the listing: a save in between changes it
     cached: dict[str, Folder] = {
         folder: Folder(*record) for folder, record in cache.folders().items()
     }
@@ -651,7 +656,8 @@ def _refresh(
     for folder in packs:  # packs made again: their rows too
         made.pop(folder, None)
     repairs = {f: pack for f, pack in repaired.items() if f not in changed and f in folders}
-    return Listing(cache, base, folders, packs, made, repairs)
+    exact = not (light or listings or gone)
+    return Listing(cache, base, folders, packs, made, repairs, generation if exact else None)
 
 
 def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.campaign import Derivation, depends_on, derive, stands_alone
+from kexp.core.campaign import Derivation, Derived, depends_on, derive, stands_alone
 from kexp.core.collector import collector_paused
 from kexp.core.errors import (
     AmbiguousIdError,
@@ -52,6 +52,7 @@ from kexp.format.validate import (
     store_findings,
     stray_problem,
 )
+from kexp.storage.answers import Answer, answer_name, held_answer, keep_answer
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from kexp.storage.history import Changes, HistoryEntry
 
 _S = TypeVar("_S", bound="StoreReader")
+_T = TypeVar("_T")
 
 
 #: How many files :meth:`StoreReader.get_experiment` reads one by one for an
@@ -274,16 +276,19 @@ class StoreReader:
         :func:`kexp.core.campaign.derive`. ``of(record)`` answers for any record listed."""
         return derive(self.found(strict=strict).rows, self.settings)
 
-    def _rows(self, filters: dict[str, Any], *, strict: bool, skip_buggy: bool = False,
-              skip_pending: bool = False, skip_controls: bool = False) -> _Selected:  # fmt: skip
-        """The one pipeline's first steps: every current row (:meth:`found`), what is
-        derived of them all (:func:`kexp.core.campaign.derive`), and those passing every
-        filter but ``text`` (returned)."""
+    def _rows(self, filters: dict[str, Any], *, strict: bool,
+              skips: tuple[bool, bool, bool] = (False, False, False),
+              found: Found | None = None) -> _Selected:  # fmt: skip
+        """The one pipeline's first steps: every current row (:meth:`found`, unless
+        given), what is derived of them all (:func:`kexp.core.campaign.derive`), and those
+        passing every filter but ``text`` (returned; ``skips``: leave out the buggy,
+        pending, controls)."""
+        skip_buggy, skip_pending, skip_controls = skips
         filters = dict(filters)
         reachable_from = filters.pop("reachable_from", None)
         text = filters.pop("text", None)
         with collector_paused():  # many objects made, none in a cycle
-            found = self.found(strict=strict)
+            found = found or self.found(strict=strict)
             wanted = build_filters(**self._resolve_filter_ids(filters, found))
             derivation = derive(found.rows, self.settings)
             rows = select(found.rows, wanted, self.settings, derivation=derivation,
@@ -296,17 +301,18 @@ class StoreReader:
         return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
 
     @collector_paused()  # an experiment a row, none in a cycle
-    def _brief(self, rows: Iterable[Row], derivation: Derivation) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of rows, with what
-        ``derivation`` says of each."""
-        of, settings, folder = derivation.of, self.settings, self.experiments_dir
+    def _brief(self, rows: Iterable[Row], of: Callable[[Row], Derived]) -> list[KernelExperiment]:
+        """Experiments (front-matter only, bodies empty) of rows, with what is derived of
+        each (``of``: :meth:`kexp.core.campaign.Derivation.of`)."""
+        settings, folder = self.settings, self.experiments_dir
         return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
 
     def _complete(
-        self, rows: Sequence[Row], derivation: Derivation, *, strict: bool = False
+        self, rows: Sequence[Row], of: Callable[[Row], Derived], *, strict: bool = False
     ) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of rows, with what ``derivation`` says of
-        each; a file that became invalid since it was listed is skipped with a warning."""
+        """The whole experiments (bodies read) of rows, with what is derived of each
+        (``of``); a file that became invalid since it was listed is skipped with a
+        warning."""
         complete: list[KernelExperiment] = []
         for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
             if not checked.ok:
@@ -316,7 +322,7 @@ class StoreReader:
             exp = checked.experiment()
             complete.append(
                 attach(exp, self.settings, path=self.experiments_dir / row.path,
-                       derived=derivation.of(row), where=row.sighting())
+                       derived=of(row), where=row.sighting())
             )  # fmt: skip
         return complete
 
@@ -338,11 +344,11 @@ class StoreReader:
         chosen = chronological(selected.rows)
         derivation = selected.derivation
         if selected.text is not None:
-            complete = self._complete(chosen, derivation, strict=strict)
+            complete = self._complete(chosen, derivation.of, strict=strict)
             return [e for e in complete if matches(e, selected.text, self.settings)]
         if brief:
-            return self._brief(chosen, derivation)
-        return self._complete(chosen, derivation, strict=strict)
+            return self._brief(chosen, derivation.of)
+        return self._complete(chosen, derivation.of, strict=strict)
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
         """The experiments given (as ``list_experiments(brief=True)`` returns them) with
@@ -432,29 +438,50 @@ class StoreReader:
         if by not in RANKINGS:
             raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         limit = max(0, self.settings.top_default if max_results is None else max_results)
-        if by not in RANKINGS:
-            raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
         skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
-        selected = self._rows(filters, strict=strict, skip_buggy=skip_buggy,
-                              skip_pending=skip_pending, skip_controls=skip_controls)  # fmt: skip
-        rows, text, derivation = selected
-        if text is None:
-            best = rank(rows, by=by, derivation=derivation, limit=limit)
-            if brief:
-                return self._brief(best, derivation)
-            return self._complete(best, derivation, strict=strict)
+        skips = (skip_buggy, skip_pending, skip_controls)
+        if filters.get("text") is None:
+            best, of = self._best(filters, skips, strict=strict, by=by, limit=limit)
+            return self._brief(best, of) if brief else self._complete(best, of, strict=strict)
+        rows, text, derivation = self._rows(filters, strict=strict, skips=skips)
+        assert text is not None
         ranked = rank(rows, by=by, derivation=derivation)
         chosen: list[KernelExperiment] = []
         step = max(limit, 1) * 4
         for start in range(0, len(ranked), step):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(ranked[start : start + step], derivation, strict=strict)
+            batch = self._complete(ranked[start : start + step], derivation.of, strict=strict)
             chosen += [e for e in batch if matches(e, text, self.settings)]
         return chosen[:limit]
+
+    def _best(self, filters: dict[str, Any], skips: tuple[bool, bool, bool], *, strict: bool,
+              by: str, limit: int) -> Answer:  # fmt: skip
+        """The rows ``top`` chooses (``skips``: leave out buggy, pending, controls), and
+        what is derived of each: the answer kept for an unchanged working tree when there
+        is one (:mod:`kexp.storage.answers`), else ranked (and kept)."""
+        found = self.found(strict=strict)
+        plain = not any(filters.get(name) for name in ("pid", "base_commit", "reachable_from"))
+        question = (by, limit, skips, build_filters(**filters)) if plain else None
+        name = answer_name(found, question)
+        if name is not None and (held := self._with_cache(held_answer, name, found.rows)):
+            return held
+        rows, _, derivation = self._rows(filters, strict=strict, skips=skips, found=found)
+        best = rank(rows, by=by, derivation=derivation, limit=limit)
+        if name is not None:
+            self._with_cache(keep_answer, name, (best, derivation.of))
+        return best, derivation.of
+
+    def _with_cache(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work(cache, *args)`` with the store's cache, closed after."""
+        cache = self.open_cache()
+        try:
+            return work(cache, *args)
+        finally:
+            cache.close()
 
     def _resolve_filter_ids(self, filters: dict[str, Any], found: Found) -> dict[str, Any]:
         resolved = dict(filters)
@@ -581,7 +608,7 @@ class StoreReader:
                     f"id {full} is used by more than one file ({listing}); "
                     "run 'kexp validate' and give one of them a new id"
                 )
-            return self._complete(rows, derive(found.rows, self.settings), strict=True)[0]
+            return self._complete(rows, derive(found.rows, self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -703,14 +730,14 @@ class StoreReader:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return self._complete(chain, derivation)
+        return self._complete(chain, derivation.of)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         found = self.found()
         full_id = self.resolve_id(exp_id, found=found)
         kids = [row for row in found.rows if row.pid == full_id]
-        return self._complete(chronological(kids), derive(found.rows, self.settings))
+        return self._complete(chronological(kids), derive(found.rows, self.settings).of)
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
@@ -726,7 +753,7 @@ class StoreReader:
                     seen.add(child.id)
                     chosen.append(child)
                     queue.append(child.id)
-        return self._complete(chosen, derive(found.rows, self.settings))
+        return self._complete(chosen, derive(found.rows, self.settings).of)
 
     # --- validation ------------------------------------------------------------------
 

@@ -1,0 +1,183 @@
+"""``top``'s one fast path: the answer kept for an unchanged working tree
+(:mod:`kexp.storage.answers`) is the ranking of the files, whatever happened before.
+
+Each answer is compared with the files' own, read by kexp without its cache; whether
+the kept answer was used is seen by counting how often what is derived of the whole
+store was worked out (the plain path derives it once a ranking).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import edit_in_place, experiment_fields, git, past_racy_window
+
+import kexp.storage.reader
+from kexp import KernelExperiment, Store
+from kexp.core.campaign import derive
+from kexp.storage.sources import WorkingTree
+
+MakeExperiment = Callable[..., KernelExperiment]
+
+#: The rankings asked (keyword arguments of ``top_experiments``).
+QUESTIONS: list[dict[str, Any]] = [
+    {"max_results": 5, "brief": True},
+    {"max_results": 5},  # the bodies read: the first one's answer (the same rows)
+    {"by": "score", "brief": True},
+    {"by": "low", "max_results": 3, "brief": True},
+    {"dtype": "fp8", "brief": True},
+    {"include_buggy": True, "include_pending": True, "brief": True},
+    {"tags": "control", "brief": True},
+    {"since": "2020-01-01", "operator": "gemm", "brief": True},
+]
+
+
+@pytest.fixture
+def derived(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """How many times the reader derived what is known of the whole store."""
+    calls = [0]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return derive(*args, **kwargs)
+
+    monkeypatch.setattr(kexp.storage.reader, "derive", counted)
+    yield calls
+
+
+def _campaign(make: MakeExperiment) -> list[KernelExperiment]:
+    first = make(score=1.05, change_summary="Vectorise loads - +5%")
+    second = make(score=1.12, change_summary="Unroll by 4 - +12%", pid=first.id,
+                  measured_against="parent")  # fmt: skip
+    made = [first, second]
+    made.append(make(score=1.03, change_summary="Prefetch - +3%", pid=second.id,
+                     measured_against="parent"))  # fmt: skip
+    made.append(make(score=1.2, change_summary="Tile the gemm - +20%", operator_sig="g.cu: gemm"))
+    made.append(make(score=1.01, change_summary="A/A run - +1%", tags=["control"]))
+    made.append(make(score=0.0, change_summary="Crash", is_buggy=True, status="failed",
+                     error_message="illegal address"))  # fmt: skip
+    made.append(make(score=1.4, change_summary="Planned", status="new"))
+    made += [make(score=1.0 + n / 50, change_summary=f"Try {n} - +{2 * n}%",
+                  dtype_sig="fp8" if n % 2 else "bf16") for n in range(5)]  # fmt: skip
+    return made
+
+
+def _ranked(store: Store, question: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What a user reads of a ranking: each experiment's id, path, score, derived
+    values and body."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = store.top_experiments(**question)
+    return [(e.id, str(e.path), e.score, e.derived, e.detailed_description) for e in found]
+
+
+def _truth(store: Store, question: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return _ranked(Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False)),
+                   question)  # fmt: skip
+
+
+def _every_answer_is_the_files(store: Store, derived: list[int]) -> int:
+    """Check every ranking of :data:`QUESTIONS`; how many of them were worked out (not
+    the kept answer)."""
+    worked_out = 0
+    for question in QUESTIONS:
+        before = derived[0]
+        answer = _ranked(store, question)
+        worked_out += derived[0] - before
+        assert answer == _truth(store, question), question
+    return worked_out
+
+
+def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_ranking(
+    store: Store, make_experiment: MakeExperiment, derived: list[int]
+) -> None:
+    """Asked twice of a store nobody changed (its files older than the racy window), a
+    ranking is the answer kept the first time; any change (an edit in place keeping the
+    size, a file added by another process, one removed) is ranked again."""
+    made = _campaign(make_experiment)
+    past_racy_window()
+    store.top_experiments(brief=True)  # the files settled: the cache keeps their records
+    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS) - 1
+    assert _every_answer_is_the_files(store, derived) == 0  # each one the kept answer
+
+    # An edit in place keeping the size (as an editor saves, within the racy window).
+    edit_in_place(made[1].path, lambda text: text.replace("score: 1.12", "score: 1.92"))
+    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS)
+    # Another process records one and removes one (kexp's own writes).
+    code = (
+        "import sys; from kexp import Store; from conftest import experiment_fields;"
+        "s = Store(sys.argv[1]); s.create_experiment(**experiment_fields(score=1.6,"
+        " change_summary='Split K - +60%')); s.delete_experiment(sys.argv[2])"
+    )
+    subprocess.run([sys.executable, "-c", code, str(store.root), made[-1].id], check=True,
+                   cwd=Path(__file__).parent)  # fmt: skip
+    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS)
+    past_racy_window()
+    store.top_experiments(brief=True)  # settles them
+    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS) - 1
+    assert _every_answer_is_the_files(store, derived) == 0
+
+
+def test_an_answer_is_kept_only_for_the_working_tree_alone_and_plain_filters(
+    store: Store, make_experiment: MakeExperiment, derived: list[int], tmp_path: Path
+) -> None:
+    """Refs read too, or a filter resolved against the store or git (``pid``,
+    ``base_commit``, ``reachable_from``): ranked every time, and right."""
+    made = _campaign(make_experiment)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(store.root, "remote", "add", "origin", str(remote))
+    git(store.root, "add", "-A")
+    git(store.root, "commit", "-q", "-m", "experiments")
+    git(store.root, "push", "-q", "origin", "HEAD:agent-b")
+    git(store.root, "fetch", "-q", "origin")
+    everywhere = Store(store.root, all_refs=True)
+    past_racy_window()
+    for reader, question in [
+        (everywhere, {"brief": True}),
+        (store, {"pid": made[0].id, "brief": True}),
+        (store, {"base_commit": "HEAD", "brief": True}),
+        (store, {"reachable_from": "HEAD", "brief": True}),
+    ]:
+        for _ in range(2):
+            before = derived[0]
+            answer = _ranked(reader, question)
+            assert derived[0] == before + 1, question
+            if reader is store:
+                assert answer == _truth(store, question), question
+    names = sqlite3.connect(next(store.cache_dir.glob("cache-*.sqlite"))).execute(
+        "SELECT name FROM objects WHERE name >= 'answer:' AND name < 'answer;'"
+    )
+    assert list(names) == []
+
+
+def test_a_kept_answer_is_forgotten_when_the_listing_is_saved_again(
+    store: Store, make_experiment: MakeExperiment
+) -> None:
+    """The cache holds the answers of the last generation only: a save of the listing
+    forgets the others (the cache does not grow with the questions asked over time)."""
+    _campaign(make_experiment)
+    past_racy_window()
+    store.top_experiments(brief=True)
+    database = next(store.cache_dir.glob("cache-*.sqlite"))
+
+    def kept() -> list[str]:
+        with sqlite3.connect(database) as connection:
+            rows = connection.execute(
+                "SELECT name FROM objects WHERE name >= 'answer:' AND name < 'answer;'"
+            )
+            return sorted(name for (name,) in rows)
+
+    store.top_experiments(brief=True)
+    store.top_experiments(by="score", brief=True)
+    assert len(kept()) == 2
+    store.create_experiment(**experiment_fields(score=1.3, change_summary="More - +30%"))
+    store.top_experiments(brief=True)  # the new file within the racy window: none kept
+    assert kept() == []
