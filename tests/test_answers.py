@@ -20,7 +20,7 @@ import pytest
 from conftest import edit_in_place, experiment_fields, git, past_racy_window
 
 import kexp.storage.reader
-from kexp import KernelExperiment, Store
+from kexp import KernelExperiment, KexpError, Store
 from kexp.core.campaign import derive
 from kexp.storage.sources import WorkingTree
 
@@ -36,7 +36,14 @@ QUESTIONS: list[dict[str, Any]] = [
     {"include_buggy": True, "include_pending": True, "brief": True},
     {"tags": "control", "brief": True},
     {"since": "2020-01-01", "operator": "gemm", "brief": True},
+    {"strict": True, "brief": True},  # the broken file raises (before any ranking)
 ]
+#: How many of them are ranked (not the kept answer) just after the files settled: the
+#: one reading bodies takes the first one's answer (the same rows), the strict one
+#: raises first; and while a file is within the racy window (read again by every read:
+#: no answer is kept).
+RANKED = len(QUESTIONS) - 2
+RANKED_WHILE_RACY = len(QUESTIONS) - 1
 
 
 @pytest.fixture
@@ -66,16 +73,22 @@ def _campaign(make: MakeExperiment) -> list[KernelExperiment]:
     made.append(make(score=1.4, change_summary="Planned", status="new"))
     made += [make(score=1.0 + n / 50, change_summary=f"Try {n} - +{2 * n}%",
                   dtype_sig="fp8" if n % 2 else "bf16") for n in range(5)]  # fmt: skip
+    broken = made[0].path.parent / f"{'ab' * 8}-broken.md"  # warned about by every read
+    broken.write_text("---\nid: not closed\n")
     return made
 
 
-def _ranked(store: Store, question: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _ranked(store: Store, question: dict[str, Any]) -> list[Any]:
     """What a user reads of a ranking: each experiment's id, path, score, derived
-    values and body."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        found = store.top_experiments(**question)
-    return [(e.id, str(e.path), e.score, e.derived, e.detailed_description) for e in found]
+    values and body, then the warnings given (or the error raised, ``strict``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            found = store.top_experiments(**question)
+        except KexpError as exc:
+            return ["error", str(exc)]
+    read = [(e.id, str(e.path), e.score, e.derived, e.detailed_description) for e in found]
+    return [*read, sorted(str(w.message) for w in caught)]
 
 
 def _truth(store: Store, question: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -103,13 +116,13 @@ def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_rank
     size, a file added by another process, one removed) is ranked again."""
     made = _campaign(make_experiment)
     past_racy_window()
-    store.top_experiments(brief=True)  # the files settled: the cache keeps their records
-    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS) - 1
+    _ranked(store, {"brief": True})  # the files settled: the cache keeps their records
+    assert _every_answer_is_the_files(store, derived) == RANKED
     assert _every_answer_is_the_files(store, derived) == 0  # each one the kept answer
 
     # An edit in place keeping the size (as an editor saves, within the racy window).
     edit_in_place(made[1].path, lambda text: text.replace("score: 1.12", "score: 1.92"))
-    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS)
+    assert _every_answer_is_the_files(store, derived) == RANKED_WHILE_RACY
     # Another process records one and removes one (kexp's own writes).
     code = (
         "import sys; from kexp import Store; from conftest import experiment_fields;"
@@ -118,10 +131,10 @@ def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_rank
     )
     subprocess.run([sys.executable, "-c", code, str(store.root), made[-1].id], check=True,
                    cwd=Path(__file__).parent)  # fmt: skip
-    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS)
+    assert _every_answer_is_the_files(store, derived) == RANKED_WHILE_RACY
     past_racy_window()
-    store.top_experiments(brief=True)  # settles them
-    assert _every_answer_is_the_files(store, derived) == len(QUESTIONS) - 1
+    _ranked(store, {"brief": True})  # settles them
+    assert _every_answer_is_the_files(store, derived) == RANKED
     assert _every_answer_is_the_files(store, derived) == 0
 
 
@@ -165,7 +178,7 @@ def test_a_kept_answer_is_forgotten_when_the_listing_is_saved_again(
     forgets the others (the cache does not grow with the questions asked over time)."""
     _campaign(make_experiment)
     past_racy_window()
-    store.top_experiments(brief=True)
+    _ranked(store, {"brief": True})
     database = next(store.cache_dir.glob("cache-*.sqlite"))
 
     def kept() -> list[str]:
@@ -175,9 +188,9 @@ def test_a_kept_answer_is_forgotten_when_the_listing_is_saved_again(
             )
             return sorted(name for (name,) in rows)
 
-    store.top_experiments(brief=True)
-    store.top_experiments(by="score", brief=True)
+    _ranked(store, {"brief": True})
+    _ranked(store, {"by": "score", "brief": True})
     assert len(kept()) == 2
     store.create_experiment(**experiment_fields(score=1.3, change_summary="More - +30%"))
-    store.top_experiments(brief=True)  # the new file within the racy window: none kept
+    _ranked(store, {"brief": True})  # the new file within the racy window: none kept
     assert kept() == []

@@ -52,7 +52,7 @@ from kexp.format.validate import (
     store_findings,
     stray_problem,
 )
-from kexp.storage.answers import Answer, answer_name, held_answer, keep_answer
+from kexp.storage.answers import Answer, answer_name, held_answer, keep_answer, waiting_answer
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -78,7 +78,6 @@ if TYPE_CHECKING:
     from kexp.storage.history import Changes, HistoryEntry
 
 _S = TypeVar("_S", bound="StoreReader")
-_T = TypeVar("_T")
 
 
 #: How many files :meth:`StoreReader.get_experiment` reads one by one for an
@@ -235,19 +234,33 @@ class StoreReader:
         :meth:`kexp.storage.sources.FileSource.read`): the rows of the valid ones, in path
         order; invalid files are warned about (``strict``: raised). The one read every
         query starts from."""
+        found, _ = self._read(None)
+        for path, error in found.invalid:
+            self._skip(path, error, strict)
+        return found
+
+    def _read(self, question: Sequence[Any] | None) -> tuple[Found, Answer | None]:
+        """:meth:`found`, invalid files not warned about; with a ranking's ``question``,
+        also the answer the cache keeps for an unchanged working tree, if it holds (then
+        no row is made but the answer's: :mod:`kexp.storage.answers`)."""
         from kexp.storage.cache import rebuilt_on_doubt
+
+        def read(cache: Cache) -> tuple[Found, Answer | None]:
+            alone = self.source.places is None  # the working tree alone (or a revision)
+            waiting = waiting_answer(cache, question) if question and alone else None
+            found = self.source.read(cache, self.settings, rows=waiting is None)
+            if waiting is None or found.listing is None:
+                return found, None
+            held = held_answer(waiting, found.listing)
+            return (found, held) if held else (Found.of_listing(found.listing), None)
 
         cache = self.open_cache()
         try:
             with collector_paused():  # a read makes a few objects a file and frees none
-                cache, found = rebuilt_on_doubt(
-                    cache, lambda cache: self.source.read(cache, self.settings)
-                )
+                cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
-        for path, error in found.invalid:
-            self._skip(path, error, strict)
-        return found
+        return found, held
 
     def _skip(self, path: str, error: Any, strict: bool) -> None:
         """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
@@ -459,29 +472,26 @@ class StoreReader:
         return chosen[:limit]
 
     def _best(self, filters: dict[str, Any], skips: tuple[bool, bool, bool], *, strict: bool,
-              by: str, limit: int) -> Answer:  # fmt: skip
+              by: str, limit: int) -> tuple[list[Row], Callable[[Row], Derived]]:  # fmt: skip
         """The rows ``top`` chooses (``skips``: leave out buggy, pending, controls), and
         what is derived of each: the answer kept for an unchanged working tree when there
         is one (:mod:`kexp.storage.answers`), else ranked (and kept)."""
-        found = self.found(strict=strict)
         plain = not any(filters.get(name) for name in ("pid", "base_commit", "reachable_from"))
         question = (by, limit, skips, build_filters(**filters)) if plain else None
-        name = answer_name(found, question)
-        if name is not None and (held := self._with_cache(held_answer, name, found.rows)):
-            return held
+        found, held = self._read(question)
+        for path, error in held.invalid if held else found.invalid:
+            self._skip(path, error, strict)
+        if held is not None:
+            return held.rows, held.of
         rows, _, derivation = self._rows(filters, strict=strict, skips=skips, found=found)
         best = rank(rows, by=by, derivation=derivation, limit=limit)
-        if name is not None:
-            self._with_cache(keep_answer, name, (best, derivation.of))
+        if (name := answer_name(found, question)) is not None:
+            cache = self.open_cache()
+            try:
+                keep_answer(cache, name, Answer(best, derivation.of, found.invalid))
+            finally:
+                cache.close()
         return best, derivation.of
-
-    def _with_cache(self, work: Callable[..., _T], *args: Any) -> _T:
-        """``work(cache, *args)`` with the store's cache, closed after."""
-        cache = self.open_cache()
-        try:
-            return work(cache, *args)
-        finally:
-            cache.close()
 
     def _resolve_filter_ids(self, filters: dict[str, Any], found: Found) -> dict[str, Any]:
         resolved = dict(filters)

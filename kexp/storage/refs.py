@@ -140,8 +140,9 @@ class RefsSource:
 
     # --- the read ------------------------------------------------------------------------
 
-    def read(self, cache: Cache, settings: Settings) -> Found:
-        """Every experiment's newest version (see the module documentation)."""
+    def read(self, cache: Cache, settings: Settings, *, rows: bool = True) -> Found:
+        """Every experiment's newest version (see the module documentation; every row
+        is made, whatever ``rows`` says)."""
         local = self.tree.read(cache, settings)
         assert local.listing is not None
         head = gitobjects.head_info(self.worktree)

@@ -262,9 +262,9 @@ class GitRevision:
         """Never: a commit's files do not change."""
         return False
 
-    def read(self, cache: Cache, settings: Settings) -> Found:
+    def read(self, cache: Cache, settings: Settings, *, rows: bool = True) -> Found:
         """Every experiment file at this revision (the records of contents the cache
-        does not hold are read from git)."""
+        does not hold are read from git; every row is made, whatever ``rows`` says)."""
         loc = self.location
         skip = len(loc.folder) + 1
         entries = [(path, entry) for path, entry in self._tree().items()]
@@ -277,14 +277,14 @@ class GitRevision:
             settings,
             loc.toplevel / loc.folder,
         )
-        rows: list[Row] = []
+        found: list[Row] = []
         invalid: list[tuple[str, Any]] = []
         for (relative, entry), (error, values) in zip(wanted, records, strict=True):
             if values is None:
                 invalid.append((relative, error))
             else:
-                rows.append(row_of(values, relative, bytes.fromhex(entry.sha)))
-        return Found(rows, invalid, rows)
+                found.append(row_of(values, relative, bytes.fromhex(entry.sha)))
+        return Found(found, invalid, found)
 
     def bytes_found(
         self, items: Sequence[tuple[str, bytes]], settings: Settings

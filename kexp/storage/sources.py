@@ -66,12 +66,20 @@ class Found(NamedTuple):
     #: The working tree's listing (None at a revision).
     listing: Listing | None = None
 
+    @classmethod
+    def of_listing(cls, listing: Listing) -> Found:
+        """What the working tree alone holds, as ``listing`` found it."""
+        rows, invalid = listing.rows()
+        return cls(rows, invalid, rows, listing)
+
 
 class FileSource(Protocol):
     """Where the experiment files of a store come from (see the module docstring)."""
 
-    def read(self, cache: Cache, settings: Settings) -> Found:
-        """Every experiment file a query sees, through ``cache``."""
+    def read(self, cache: Cache, settings: Settings, *, rows: bool = True) -> Found:
+        """Every experiment file a query sees, through ``cache`` (``rows=False``: the
+        working tree's listing alone, its rows not made, for a caller that may need none
+        of them: :mod:`kexp.storage.answers`)."""
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files :meth:`read` found for ``rows`` (the working tree's
@@ -144,14 +152,13 @@ class WorkingTree:
     ``cacheable=False`` (every query then reads every file: the truth the cache is
     compared with)."""
 
-    def read(self, cache: Cache, settings: Settings) -> Found:
+    def read(self, cache: Cache, settings: Settings, *, rows: bool = True) -> Found:
         """Every experiment file as it is now (:func:`kexp.storage.listing.refresh`)."""
         # lazy: not every command that imports this module needs kexp.storage.listing
         from kexp.storage.listing import refresh
 
-        listing = refresh(cache, self.experiments_dir, settings)
-        rows, invalid = listing.rows()
-        return Found(rows, invalid, rows, listing)
+        listing = refresh(cache, self.experiments_dir, settings, rows=rows)
+        return Found.of_listing(listing) if rows else Found([], [], [], listing)
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files of ``rows`` as they are now."""
