@@ -8,6 +8,7 @@ store was worked out (the plain path derives it once a ranking).
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import edit_in_place, experiment_fields, git, past_racy_window
 
+import kexp.storage.cache
 import kexp.storage.reader
 from kexp import KernelExperiment, KexpError, Store
 from kexp.core.campaign import derive
@@ -190,7 +192,44 @@ def test_a_kept_answer_is_forgotten_when_the_listing_is_saved_again(
 
     _ranked(store, {"brief": True})
     _ranked(store, {"by": "score", "brief": True})
-    assert len(kept()) == 2
+    before = kept()
+    assert len(before) == 2
     store.create_experiment(**experiment_fields(score=1.3, change_summary="More - +30%"))
-    _ranked(store, {"brief": True})  # the new file within the racy window: none kept
-    assert kept() == []
+    _ranked(store, {"brief": True})  # saves the new file's listing: its answer kept
+    after = kept()
+    assert len(after) == 1 and after[0] not in before
+
+
+def test_no_answer_is_kept_for_a_listing_another_process_saved_over(
+    store: Store, make_experiment: MakeExperiment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow read ``stat``\\ s a file, another process changes it and saves the
+    listing (the file settled by then), then the slow read saves what it found changed:
+    its ranking saw the old file, so it is not kept for the cache's new listing (the
+    next read would find every file as the cache holds it, and take a stale answer)."""
+    made = _campaign(make_experiment)
+    changed = made[3]  # changed before the slow read, which saves it
+    other = next(e for e in made if e.path.parent != changed.path.parent and e.score > 1)
+    past_racy_window()
+    _ranked(store, {"brief": True})
+    edit_in_place(changed.path, lambda text: re.sub(r"(?m)^score: .*$", "score: 1.3", text))
+    past_racy_window()  # settled: the slow read saves its signature
+    real_save = kexp.storage.cache.Cache.save_folders
+    calls = [0]
+
+    def another_process_first(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:  # the slow read's save: its files were stat-ed before this
+            edit_in_place(other.path, lambda text: re.sub(r"(?m)^score: .*$", "score: 9.9", text))
+            past_racy_window()
+            code = "import sys, kexp; kexp.Store(sys.argv[1]).top_experiments(brief=True)"
+            subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(store.root)],
+                           check=True)  # fmt: skip
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(kexp.storage.cache.Cache, "save_folders", another_process_first)
+    question = {"max_results": 5, "brief": True}
+    _ranked(store, question)  # saw the other experiment's old score
+    monkeypatch.undo()
+    assert calls[0] >= 1
+    assert _ranked(store, question) == _truth(store, question)

@@ -8,8 +8,10 @@ the cache's objects under the listing's *generation*: a token that every save of
 listing changes (:meth:`kexp.storage.cache.Cache.save_folders`, which forgets the
 answers kept), read before the listing (:attr:`kexp.storage.listing.Listing.generation`).
 
-An answer is kept only by a read that found every file as the cache held it, and used
-only by a read that found the same at the same generation: both saw the same files.
+An answer is kept by a read whose listing is the cache's (every file found as the
+cache held it, or what changed saved by this read with no other save in between), and
+used only by a read that found every file as the cache holds it at that same
+generation: both saw the same files.
 A read that expects to use one (:func:`waiting_answer`) ``stat``\\ s every file as any
 read does, but makes no row (:meth:`kexp.storage.sources.FileSource.read` with
 ``rows=False``), then only the rows of the answer's files: it makes every row after

@@ -425,19 +425,22 @@ class Cache:
 
     def save_folders(
         self, listings: dict[str, Any], packs: dict[str, Any], gone: Iterable[str], *,
-        at_once: bool = False,
-    ) -> None:  # fmt: skip
+        at_once: bool = False, after: str | None = None,
+    ) -> str | None:  # fmt: skip
         """Store the listing of each folder of ``listings`` and the pack of each of
         ``packs``; forget the ``gone`` folders (``at_once``: see :meth:`_transaction`).
         The groups of packs changed are read and written again in the same transaction:
-        another process's packs in a group are kept."""
+        another process's packs in a group are kept. A new :meth:`generation`: returned
+        if ``after`` was the one before (no other save in between), else None."""
         gone = list(gone)
         stored = {folder: stored_name(folder) for folder in (*listings, *gone)}
         listed = [(stored[f], _seal(stored[f].encode(), value)) for f, value in listings.items()]
+        made: list[str | None] = [None]
 
         def work() -> None:
             # A new generation: the answers kept for the listing before it are forgotten.
             token = os.urandom(8).hex()
+            made[0] = token if after is not None and self.generation() == after else None
             self._write("UPDATE meta SET value = ? WHERE key = 'generation'", [(token,)])
             self._write("DELETE FROM objects WHERE name >= 'answer:' AND name < 'answer;'", [()])
             self._write("DELETE FROM folders WHERE folder = ?", [(stored[f],) for f in gone])
@@ -460,6 +463,7 @@ class Cache:
             self._write("INSERT OR REPLACE INTO packs VALUES (?, ?)", kept)
 
         self._transaction(work, at_once=at_once)
+        return made[0]
 
     # --- contents and objects ----------------------------------------------------------
 

@@ -282,8 +282,9 @@ class Listing:
         generation: str | None = None,
     ) -> None:
         self._cache = cache
-        #: The cache's generation when the refresh found every file as the cache held it
-        #: (None: it changed the cache, or did not ``stat`` every file).
+        #: The cache's generation that holds this listing: the one the refresh found,
+        #: or made when it saved what changed with no other save in between (None: one
+        #: came between, or the refresh did not ``stat`` every file).
         self.generation = generation
         self._base = base
         #: Every folder found (relative to ``experiments/``, "" or ending with os.sep).
@@ -536,7 +537,7 @@ def _refresh(
     # One horizon for the whole refresh, taken before any file is read: a file changed
     # after it is not settled.
     horizon = time.time_ns() - RACY_NS
-    generation = cache.generation()  # before the listing: a save in between changes it
+    generation: str | None = cache.generation()  # before the listing: a save changes it
     cached: dict[str, Folder] = {
         folder: Folder(*record) for folder, record in cache.folders().items()
     }
@@ -649,15 +650,14 @@ def _refresh(
             folders[folder] = known
             packs[folder] = (known.names, known.keys, pack)
             listings[folder] = _stored(known, horizon)
-    if listings or gone:
-        cache.save_folders(listings, packs, gone)
+    if listings or gone:  # the listing found is the cache's if no other save came between
+        generation = cache.save_folders(listings, packs, gone, after=generation)
         if read:
             cache.remove_leftovers()
     for folder in packs:  # packs made again: their rows too
         made.pop(folder, None)
     repairs = {f: pack for f, pack in repaired.items() if f not in changed and f in folders}
-    exact = not (light or listings or gone)
-    return Listing(cache, base, folders, packs, made, repairs, generation if exact else None)
+    return Listing(cache, base, folders, packs, made, repairs, None if light else generation)
 
 
 def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:
