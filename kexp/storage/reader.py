@@ -301,7 +301,7 @@ class StoreReader:
         reachable_from = filters.pop("reachable_from", None)
         text = filters.pop("text", None)
         with collector_paused():  # many objects made, none in a cycle
-            found = found or self.found(strict=strict)
+            found = self.found(strict=strict) if found is None else found
             wanted = build_filters(**self._resolve_filter_ids(filters, found))
             derivation = derive(found.rows, self.settings)
             rows = select(found.rows, wanted, self.settings, derivation=derivation,
