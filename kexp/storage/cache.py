@@ -441,7 +441,7 @@ class Cache:
             # A new generation: the answers kept for the listing before it are forgotten.
             token = os.urandom(8).hex()
             made[0] = token if after is not None and self.generation() == after else None
-            self._write("UPDATE meta SET value = ? WHERE key = 'generation'", [(token,)])
+            self._write("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", [(token,)])
             self._write("DELETE FROM objects WHERE name >= 'answer:' AND name < 'answer;'", [()])
             self._write("DELETE FROM folders WHERE folder = ?", [(stored[f],) for f in gone])
             self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
