@@ -187,23 +187,16 @@ def _sealed(name: bytes, value: Any) -> bytes:
 
 def _rewrite(index: Path, table: str, change: Callable[[Any], Any]) -> None:
     """Rewrite every folder's record in ``table`` (``folders``: its listing; ``packs``:
-    the records of its files, kept in groups of folders) with ``change`` and a matching
-    checksum, as a program that knows the layout would (another kexp build, say)."""
+    the records of its files; both kept in groups of folders) with ``change`` and a
+    matching checksum, as a program that knows the layout would (another kexp build,
+    say)."""
     with sqlite3.connect(index) as db:
-        if table == "packs":
-            for group, record in db.execute("SELECT grp, record FROM packs").fetchall():
-                name = b"packs %d" % group
-                packs = {f: change(p) for f, p in _unsealed(name, record).items()}
-                db.execute(
-                    "UPDATE packs SET record = ? WHERE grp = ?", (_sealed(name, packs), group)
-                )
-        for folder, record in db.execute("SELECT folder, record FROM folders").fetchall():
-            if table == "folders":
-                name = folder.encode()
-                db.execute(
-                    "UPDATE folders SET record = ? WHERE folder = ?",
-                    (_sealed(name, change(_unsealed(name, record))), folder),
-                )
+        for group, record in db.execute(f"SELECT grp, record FROM {table}").fetchall():
+            name = b"%s %d" % (table.encode(), group)
+            values = {f: change(p) for f, p in _unsealed(name, record).items()}
+            db.execute(
+                f"UPDATE {table} SET record = ? WHERE grp = ?", (_sealed(name, values), group)
+            )
     db.close()
 
 
@@ -605,8 +598,9 @@ def test_folders_listed_from_the_cache_still_see_new_renamed_and_removed_files(
     assert _scores(store) == _uncached(store)
     with sqlite3.connect(store.cache_dir / INDEX_FILE) as db:
         stamps = [
-            _unsealed(folder.encode(), record)[0]
-            for folder, record in db.execute("SELECT folder, record FROM folders")
+            listing[0]
+            for group, record in db.execute("SELECT grp, record FROM folders")
+            for listing in _unsealed(b"folders %d" % group, record).values()
         ]
     db.close()
     assert stamps and b"\xff" * 32 not in stamps  # every listing is cached

@@ -8,8 +8,8 @@ standard library), keyed so that it can only be current or missing, never wrong:
   its content key (git's blob hash of the bytes), for contents found on refs;
 * ``folders`` and ``packs``: the working tree, folder by folder: the names, each file's
   stat signature and content key (the listing), and the records of its files (the
-  pack, read in one piece by queries that rank the whole store; packs are kept in
-  :data:`PACK_GROUPS` groups of folders, a record each);
+  pack, read in one piece by queries that rank the whole store); both are kept in
+  :data:`PACK_GROUPS` groups of folders, a record each;
 * ``objects``: what never changes once known: git trees by hash, merge bases by the
   commits they join, a ranking's answer by the listing's generation
   (:mod:`kexp.storage.answers`: every save of the listing forgets them);
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/5"
+LAYOUT = "kexp-cache/6"
 #: A file changed this recently (ns) when it was read is read again next time: it may
 #: change again within its timestamps' granularity without a new signature.
 RACY_NS = 2_000_000_000
@@ -76,8 +76,9 @@ FTS_COLUMNS = ("summary", "description", "insight", "operator", "code")
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE folders (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
-    # The folders' packs in groups (see pack_group): a group's record maps folder → pack.
+    # The folders' listings and packs in groups (see pack_group): a group's record maps
+    # folder → its listing (folders) or its pack (packs).
+    "CREATE TABLE folders (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE packs (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE contents (key BLOB PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE objects (name TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
@@ -365,10 +366,10 @@ class Cache:
 
     def folders(self) -> dict[str, Any]:
         """Every folder's listing, as :meth:`save_folders` stored it."""
-        return {
-            folder_name(stored): _opened(stored.encode(), record)
-            for stored, record in self._rows("SELECT folder, record FROM folders")
-        }
+        found: dict[str, Any] = {}
+        for group, record in self._groups("folders", None):
+            found.update(_opened(_group_key("folders", group), record))
+        return found
 
     def _groups(self, table: str, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
         """(group, sealed record) of each of ``groups`` of ``table`` (``packs``,
@@ -429,12 +430,10 @@ class Cache:
     ) -> str | None:  # fmt: skip
         """Store the listing of each folder of ``listings`` and the pack of each of
         ``packs``; forget the ``gone`` folders (``at_once``: see :meth:`_transaction`).
-        The groups of packs changed are read and written again in the same transaction:
-        another process's packs in a group are kept. A new :meth:`generation`: returned
+        The groups changed are read and written again in the same transaction: another
+        process's folders in a group are kept. A new :meth:`generation`: returned
         if ``after`` was the one before (no other save in between), else None."""
         gone = list(gone)
-        stored = {folder: stored_name(folder) for folder in (*listings, *gone)}
-        listed = [(stored[f], _seal(stored[f].encode(), value)) for f, value in listings.items()]
         made: list[str | None] = [None]
 
         def work() -> None:
@@ -443,27 +442,28 @@ class Cache:
             made[0] = token if after is not None and self.generation() == after else None
             self._write("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", [(token,)])
             self._write("DELETE FROM objects WHERE name >= 'answer:' AND name < 'answer;'", [()])
-            self._write("DELETE FROM folders WHERE folder = ?", [(stored[f],) for f in gone])
-            self._write("INSERT OR REPLACE INTO folders VALUES (?, ?)", listed)
-            touched = sorted({pack_group(folder) for folder in (*packs, *gone)})
-            groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
-            for group, record in self._groups("packs", touched):
-                groups[group] = _opened(_group_key("packs", group), record)
-            for folder in gone:
-                groups[pack_group(folder)].pop(folder, None)
-            for folder, pack in packs.items():
-                groups[pack_group(folder)][folder] = pack
-            emptied = [(group,) for group, members in groups.items() if not members]
-            kept = [
-                (group, _seal(_group_key("packs", group), members))
-                for group, members in groups.items()
-                if members
-            ]
-            self._write("DELETE FROM packs WHERE grp = ?", emptied)
-            self._write("INSERT OR REPLACE INTO packs VALUES (?, ?)", kept)
+            self._regroup("folders", listings, gone)
+            self._regroup("packs", packs, gone)
 
         self._transaction(work, at_once=at_once)
         return made[0]
+
+    def _regroup(self, table: str, values: dict[str, Any], gone: list[str]) -> None:
+        """Write ``values`` (folder → value) into the groups of ``table`` (``folders``,
+        ``packs``) and take the ``gone`` folders out, each group read again within the
+        transaction: another process's folders in a group are kept."""
+        touched = sorted({pack_group(folder) for folder in (*values, *gone)})
+        groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
+        for group, record in self._groups(table, touched):
+            groups[group] = _opened(_group_key(table, group), record)
+        for folder in gone:
+            groups[pack_group(folder)].pop(folder, None)
+        for folder, value in values.items():
+            groups[pack_group(folder)][folder] = value
+        emptied = [(group,) for group, members in groups.items() if not members]
+        kept = [(g, _seal(_group_key(table, g), m)) for g, m in groups.items() if m]
+        self._write(f"DELETE FROM {table} WHERE grp = ?", emptied)
+        self._write(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", kept)
 
     # --- contents and objects ----------------------------------------------------------
 
