@@ -40,7 +40,6 @@ for this process; a store read at a revision has one in memory only, and writes 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import marshal
 import os
@@ -171,19 +170,19 @@ def _seal(key: bytes, value: Any) -> bytes:
     return _sealed(key, marshal.dumps(value))
 
 
-#: How many groups the folders' packs are kept in.
+#: How many groups the folders' listings and packs are kept in.
 PACK_GROUPS = 2048
 
 
 def pack_group(folder: str) -> int:
-    """The group a folder's pack is kept in: ``marshal`` writes the texts packs repeat
-    (operator, environment, commit) once a record; a group stays small as the store
-    grows (a write rewrites its folder's group)."""
+    """The group a folder's listing and pack are kept in: ``marshal`` writes the texts
+    packs repeat (operator, environment, commit) once a record, a read loads few
+    records; a group stays small as the store grows (a write rewrites its folder's)."""
     return zlib.crc32(folder.encode("utf-8", "surrogatepass")) % PACK_GROUPS
 
 
 def _group_key(table: str, group: int) -> bytes:
-    """The key a group of ``table`` (``packs``, ``postings``) is sealed under."""
+    """The key a group of ``table`` (``folders``, ``packs``, ``postings``) is sealed under."""
     return b"%s %d" % (table.encode(), group)
 
 
@@ -372,8 +371,8 @@ class Cache:
         return found
 
     def _groups(self, table: str, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
-        """(group, sealed record) of each of ``groups`` of ``table`` (``packs``,
-        ``postings``: records kept in groups) that has one (None: every one, a few at a
+        """(group, sealed record) of each of ``groups`` of ``table`` (``folders``,
+        ``packs``, ``postings``: records kept in groups) that has one (None: every one, a few at a
         time: memory holds a few groups' bytes at once)."""
         if groups is not None:
             sql = f"SELECT grp, record FROM {table} WHERE grp IN ({{marks}})"
@@ -486,9 +485,9 @@ class Cache:
     def save_objects(self, values: dict[str, Any], *, at_once: bool = False) -> None:
         """Keep immutable objects by name (``at_once``: see :meth:`_transaction`)."""
         sealed = [(name, _seal(name.encode(), value)) for name, value in values.items()]
+        sql = "INSERT OR REPLACE INTO objects VALUES (?, ?)"
         if sealed:
-            write = functools.partial(self._write, "INSERT OR REPLACE INTO objects VALUES (?, ?)")
-            self._transaction(lambda: write(sealed), at_once=at_once)
+            self._transaction(lambda: self._write(sql, sealed), at_once=at_once)
 
     # --- the retrieval index -----------------------------------------------------------
 
