@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any, NamedTuple
 
 
@@ -54,28 +55,39 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
-def write_json(records: Sequence[dict[str, Any]], out: IO[str]) -> None:
-    """One JSON array, indented."""
-    json.dump(list(records), out, indent=2, ensure_ascii=False)
-    out.write("\n")
+def write_json(records: Iterable[dict[str, Any]], out: IO[str]) -> None:
+    """One JSON array, indented (as ``json.dump(list(records), out, indent=2)`` writes
+    it), written a record at a time."""
+    opening = "[\n"
+    for record in records:
+        # A JSON text holds no raw line break: each line of a record indented once more
+        # is the record as the indented array holds it.
+        out.write(
+            opening + "  " + json.dumps(record, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        )
+        opening = ",\n"
+    out.write("[]\n" if opening == "[\n" else "\n]\n")
 
 
-def write_jsonl(records: Sequence[dict[str, Any]], out: IO[str]) -> None:
+def write_jsonl(records: Iterable[dict[str, Any]], out: IO[str]) -> None:
     """One JSON object a line."""
     for record in records:
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def write_csv(records: Sequence[dict[str, Any]], out: IO[str], header: Sequence[str] = ()) -> None:
+def write_csv(records: Iterable[dict[str, Any]], out: IO[str], header: Sequence[str] = ()) -> None:
     """A header row (the first record's keys, else ``header``), then a row a record:
     lists and mappings in a cell written as JSON, booleans as ``true``/``false``."""
-    names = list(records[0]) if records else list(header)
+    pending = iter(records)
+    first = next(pending, None)
+    names = list(first) if first is not None else list(header)
     # Rows end in LF, but a cell holding a CR (or LF) must be quoted, which the csv
     # module does only for the characters of its line terminator: each row is written
     # with CRLF, which then becomes LF.
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\r\n")
-    for cells in [names, *([_csv_cell(r.get(name)) for name in names] for r in records)]:
+    rest = () if first is None else itertools.chain((first,), pending)
+    for cells in itertools.chain((names,), ([_csv_cell(r.get(n)) for n in names] for r in rest)):
         writer.writerow(cells)
         out.write(row.getvalue()[:-2] + "\n")
         row.seek(0)

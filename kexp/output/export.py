@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -246,7 +246,7 @@ def sort_experiments(
     return sorted(experiments, key=key, reverse=descending)
 
 
-def write_records(records: Sequence[dict[str, Any]], out: IO[str], output_format: str) -> None:
+def write_records(records: Iterable[dict[str, Any]], out: IO[str], output_format: str) -> None:
     """Write records as ``json`` (one array), ``jsonl`` (one object a line) or ``csv``
     (:mod:`kexp.format.outputs`).
 
@@ -306,24 +306,34 @@ def export(
 ) -> int:
     """Write every experiment of ``store`` matching ``filters`` to ``out``; returns the count.
 
-    Records are oldest first, paths relative to the
-    store's root.
+    Records are oldest first, paths relative to the store's root, written as they are
+    made: the texts of a few files are held at a time, however many are written.
     """
     if output_format not in FORMATS:
         raise KexpError(f"unknown format {output_format!r}; formats are: {', '.join(FORMATS)}")
     shows_texts = not _TEXTS.isdisjoint(fields) if fields else not brief
-    # Front-matter alone comes from the query cache's rows: no file is read.
-    experiments = store.list_experiments(brief=not shows_texts, **filters)
-    records = [to_record(e, fields, brief=brief, relative_to=store.root) for e in experiments]
-    for exp, record in zip(experiments, records, strict=True):
-        sighting = exp.where  # a store read across refs: where each was found
-        if sighting is not None:
-            found = sighting.to_dict()
-            record["ref"] = found["ref"]
-            if output_format == "csv":
-                record["refs"] = " ".join(found["refs"])
-            else:
-                record["refs"] = found["refs"]
-                record["other_versions"] = found.get("other_versions", [])
-    write_records(records, out, output_format)
-    return len(records)
+    # Front-matter comes from the query cache's rows; the texts, when shown, from the
+    # files, a few at a time.
+    experiments: Iterable[KernelExperiment] = store.list_experiments(brief=True, **filters)
+    if shows_texts:
+        experiments = store.with_bodies(experiments)
+    written = 0
+
+    def records() -> Iterator[dict[str, Any]]:
+        nonlocal written
+        for exp in experiments:
+            record = to_record(exp, fields, brief=brief, relative_to=store.root)
+            sighting = exp.where  # a store read across refs: where each was found
+            if sighting is not None:
+                found = sighting.to_dict()
+                record["ref"] = found["ref"]
+                if output_format == "csv":
+                    record["refs"] = " ".join(found["refs"])
+                else:
+                    record["refs"] = found["refs"]
+                    record["other_versions"] = found.get("other_versions", [])
+            written += 1
+            yield record
+
+    write_records(records(), out, output_format)
+    return written
