@@ -311,6 +311,62 @@ def test_filter_values_that_are_not_utf8_are_a_clear_error(tmp_path: Path) -> No
         store.list_experiments(tags=["ok", "\udcff"])
 
 
+def test_a_diff_of_a_file_in_another_encoding_is_a_clear_error_and_its_way_out_works(
+    tmp_path: Path,
+) -> None:
+    """A kernel source in Latin-1 (a comment with an accent): ``--diff-from-git`` says
+    what to run instead, records nothing; what it says to run records the experiment."""
+    root = tmp_path / "store"
+    init_store(root)
+    for args in (["init", "-q"], ["config", "user.name", "r"], ["config", "user.email", "r@x"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    (root / "k.cu").write_bytes(b"int x; // caf\xe9\n")
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "k"], cwd=root, check=True)
+    (root / "k.cu").write_bytes(b"int y; // caf\xe9 encore\n")
+    add = ["add", "--summary", "y - x", "--score", "1.0", "--operator", "k.cu: k",
+           "--dtype", "fp32", "--env", "H100", "--base-commit", "HEAD"]  # fmt: skip
+    result = kexp(root, *add, "--diff-from-git")
+    assert result.returncode == 2, result.stderr
+    assert_one_clear_line(result.stderr, "not UTF-8 text (the byte 0xe9 in k.cu)")
+    assert Store(root).paths() == []
+    command = result.stderr.split("save it as UTF-8 (", 1)[1].split(") and give", 1)[0]
+    subprocess.run(command, shell=True, cwd=root, check=True)
+    result = kexp(root, *add, "--diff-file", "change.diff")
+    assert result.returncode == 0, result.stderr
+    (exp,) = Store(root).list_experiments()
+    assert "caf\u00e9 encore" in exp.code_change and "experiments/" not in exp.code_change
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("code_change", "+int y; // caf\udce9\n", "code_change is not UTF-8 text (the byte 0xe9"),
+        ("change_summary", "caf\udce9 - x", "change_summary is not UTF-8 text (the byte 0xe9"),
+        ("tags", ["ok", "\ud83d"], "tags is not UTF-8 text (a lone surrogate (\\ud83d)"),
+        ("extra_fields", {"note": "\udcff"}, "extra_fields is not UTF-8 text (the byte 0xff"),
+    ],
+)
+def test_a_value_that_is_not_text_is_refused_before_anything_is_written(
+    tmp_path: Path, field: str, value: object, said: str
+) -> None:
+    """The library (an agent's script) gives a string decoded with ``surrogateescape``:
+    one clear error, no file written, none changed; never a ``UnicodeEncodeError``."""
+    root = tmp_path / "store"
+    store = plain_store(root)
+    (first,) = store.paths()
+    before = first.read_bytes()
+    with pytest.raises(KexpError) as raised:
+        store.create_experiment(**experiment_fields(base_commit=COMMIT, **{field: value}))
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+    assert store.paths() == [first]
+    if field != "extra_fields":  # (not a field an update sets)
+        (exp,) = store.list_experiments()
+        with pytest.raises(KexpError, match="is not UTF-8 text"):
+            store.update_experiment(exp.id, **{field: value})
+    assert first.read_bytes() == before
+
+
 # --- git refuses a repository owned by another user ----------------------------------------
 
 

@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from kexp.core.errors import InputError
 from kexp.core.settings import DEFAULT_SETTINGS
@@ -122,3 +122,48 @@ def _size(count: int) -> str:
             value = count / (1 << shift)
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
     return f"{count} bytes"
+
+
+def first_non_text(text: str) -> int | None:
+    """The index of the first lone surrogate of ``text`` (what keeps it from being
+    UTF-8 text: a byte that was not UTF-8, decoded with ``surrogateescape`` as git's
+    output and command-line arguments are), else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def describe_non_text(char: str) -> str:
+    """A lone surrogate described: the byte it stands for, or itself."""
+    if "\udc80" <= char <= "\udcff":
+        return f"the byte 0x{ord(char) - 0xDC00:02x}"
+    return f"a lone surrogate (\\u{ord(char):04x})"
+
+
+def not_text(value: Any) -> str | None:
+    """What keeps ``value`` (a string, or lists and mappings of them) from being UTF-8
+    text (:func:`first_non_text`), described with its place, else None."""
+    if isinstance(value, str):
+        at = first_non_text(value)
+        return None if at is None else f"{describe_non_text(value[at])} at character {at}"
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = not_text(item)
+            if found is not None:
+                return found
+    return None
+
+
+def require_text(name: str, value: Any) -> None:
+    """Refuse ``value`` for the field ``name`` when it is not UTF-8 text
+    (:func:`not_text`), with one line saying what to do."""
+    found = not_text(value)
+    if found is not None:
+        raise InputError(
+            f"{name} is not UTF-8 text ({found}): give it in UTF-8 (convert a file in "
+            "another encoding first, e.g. with iconv -f latin1 -t utf-8)"
+        )

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kexp.core.fields import STRING_FIELDS as STRING_FIELDS
+from kexp.core.inputs import require_text
 from kexp.core.model import (
     BODY_FIELDS,
     FRONT_MATTER_FIELDS,
@@ -515,8 +516,19 @@ def _join(front_matter: str, segments: list[str]) -> str:
     return f"---\n{front_matter}---\n{body}"
 
 
+def require_texts(exp: KernelExperiment) -> None:
+    """Refuse (:class:`~kexp.core.errors.InputError`) an experiment a value of which is
+    not UTF-8 text (a diff of a file in another encoding, read with ``surrogateescape``):
+    a file cannot hold it."""
+    for name in (*FRONT_MATTER_FIELDS, *BODY_FIELDS, "preamble", "extra_sections"):
+        require_text(name, getattr(exp, name))
+    require_text("extra_fields", exp.extra_fields)
+
+
 def serialize(exp: KernelExperiment) -> str:
-    """The canonical text of an experiment file."""
+    """The canonical text of an experiment file (:func:`require_texts`: its values are
+    text)."""
+    require_texts(exp)
     front_matter = "".join(render_field(k, v) for k, v in _front_matter_values(exp).items())
     segments = [_preamble_segment(exp.preamble)]
     for name in BODY_FIELDS:
@@ -535,6 +547,7 @@ def render_update(doc: Document, exp: KernelExperiment) -> str:
     when any field changes. A kept hand-written segment that leaves a code fence open is
     rewritten canonically when another segment now follows it.
     """
+    require_texts(exp)
     new_values = _front_matter_values(exp)
     pieces: list[tuple[str, str]] = []  # (key, raw text) in file order
     for key, raw in doc.fm_raw.items():

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.errors import KexpError
+from kexp.core.errors import InputError, KexpError
+from kexp.core.inputs import describe_non_text, first_non_text
 from kexp.gitops.git import NULL_SHA, git_version, run_git, start_git
 
 if TYPE_CHECKING:
@@ -84,7 +86,9 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
 
 def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
     """``git diff`` of the working tree of ``repo`` against ``commit`` (tracked files),
-    leaving out the folder ``exclude`` when it is inside the repository."""
+    leaving out the folder ``exclude`` when it is inside the repository. A diff that is
+    not UTF-8 text (a file in another encoding) is refused (:class:`InputError`): kexp
+    records text."""
     args = ["--no-color", "--no-ext-diff", commit, "--", "."]
     top = Path(str(repo.working_tree_dir)).resolve()
     if exclude is not None and exclude.resolve().is_relative_to(top):
@@ -92,11 +96,23 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
     import git
 
     try:
-        return str(repo.git.diff(*args))
+        diff = str(repo.git.diff(*args))
     except git.GitCommandError as exc:
         raise KexpError(
             f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
         ) from None
+    at = first_non_text(diff)
+    if at is not None:
+        start = diff.rfind("\ndiff --git ", 0, at) + 1
+        header = diff[start : diff.find("\n", start)].split(" b/", 1)
+        where = f" in {header[1]}" if len(header) == 2 else ""
+        command = " ".join(["git diff", *(shlex.quote(arg) for arg in args)])
+        raise InputError(
+            f"the git diff against {commit[:12]} is not UTF-8 text "
+            f"({describe_non_text(diff[at])}{where}): save it as UTF-8 ({command} | iconv "
+            "-f latin1 -t utf-8 > change.diff) and give --diff-file change.diff"
+        )
+    return diff
 
 
 @contextlib.contextmanager
