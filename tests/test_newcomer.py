@@ -24,6 +24,7 @@ from kexp.cli.main import main
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.output.html import build_report
 from kexp.output.legacy import sidecar_path
+from kexp.storage.lineage import lineage_forest, lineage_of
 from kexp.storage.location import init_store
 
 
@@ -167,12 +168,50 @@ def test_tree_fits_80_columns(tmp_path: Path) -> None:
                 base_commit="a" * 40,
             )
         )
+    # its sibling: a line without the suspect's and the best's marks, at the same depth
+    store.create_experiment(
+        **experiment_fields(pid=parent.pid, change_summary="Step 13 again - +1%", score=1.01)
+    )
+    depths = {n.experiment.id[:10]: n.depth for t in lineage_forest(store) for n in t.walk()}
     for args in (["tree"], ["tree", parent.id], ["tree", "--operator", "cache"]):
         result = kexp(root, "--no-pager", *args, COLUMNS="80")
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
         assert len(lines) > 5 and max(len(line) for line in lines) <= 80, result.stdout
         assert parent.id[:10] in result.stdout
+        # The lines of one depth keep one lead, whatever their marks: siblings line up.
+        columns: dict[int, set[int]] = {}
+        for line in lines:
+            found = re.search(r"[0-9a-f]{10}", line)
+            if found and found.group() in depths and not line.startswith("best tip"):
+                columns.setdefault(depths[found.group()], set()).add(found.start())
+        assert all(len(at) == 1 for at in columns.values()), (columns, result.stdout)
+
+
+def test_a_tree_of_one_id_marks_what_the_whole_tree_marks(tmp_path: Path) -> None:
+    """``kexp tree ID`` leaves out the ancestors' other branches, but its best path, best
+    tip and dead ends are the whole tree's: the best is never a marginal step of the
+    part shown; when the best tip is not shown, a line says which it is."""
+    root = bundled_copy(tmp_path / "repo")
+    store = Store(root)
+    whole = {n.experiment.id: n for tree in lineage_forest(store) for n in tree.walk()}
+    tips = {n.experiment.id: tree.best_tip for tree in lineage_forest(store) for n in tree.walk()}
+    for exp_id in whole:
+        shown = lineage_of(store, exp_id)
+        assert shown.best_tip is not None and tips[exp_id] is not None
+        assert shown.best_tip.id == tips[exp_id].id
+        for node in shown.walk():
+            same = whole[node.experiment.id]
+            assert (node.on_best_path, node.is_best, node.dead_end, node.delta) == (
+                same.on_best_path, same.is_best, same.dead_end, same.delta
+            ), (exp_id, node.experiment.id)  # fmt: skip
+    best = store.top_experiments(1, operator="cache")[0]
+    out = kexp(root, "--no-pager", "tree", "6ace1417ea").stdout  # a marginal step: not the best
+    assert "[best]" not in out and best.id[:10] not in out.split("best tip")[0]
+    assert f"best tip of this tree, not shown: {best.id[:10]} " in out
+    assert f"(kexp tree {best.id[:10]})" in out
+    out = kexp(root, "--no-pager", "tree", best.id[:10]).stdout
+    assert "[best]" in out and "best tip of this tree" not in out
 
 
 # --- stats across refs -----------------------------------------------------------------------
@@ -205,7 +244,9 @@ def test_stats_across_refs_counts_each_experiment_once(repo: Path, store: Store)
 
 
 def test_the_outcome_bar_draws_a_pending_slice(
-    store: Store, tmp_path: Path, open_page: Callable[..., Any]  # noqa: F811
+    store: Store,
+    tmp_path: Path,
+    open_page: Callable[..., Any],  # noqa: F811
 ) -> None:
     store.create_experiment(**experiment_fields())
     store.create_experiment(**experiment_fields(change_summary="Running - later", status="new"))
@@ -244,9 +285,7 @@ def test_add_diff_from_git_records_the_base_its_diff_is_against(repo: Path, stor
     assert "+__global__ void k() { /* unrolled */ }" in exp.code_change
 
 
-def test_add_of_the_json_export_says_to_feed_one_record_per_add(
-    repo: Path, store: Store
-) -> None:
+def test_add_of_the_json_export_says_to_feed_one_record_per_add(repo: Path, store: Store) -> None:
     store.create_experiment(**experiment_fields())
     exported = kexp(repo, "export", "--format", "json").stdout
     result = kexp(repo, "add", input=exported)

@@ -46,6 +46,9 @@ class TreeNode:
     on_best_path: bool = False
     dead_end: bool = False
     is_best: bool = False
+    #: On a tree's root: the experiment of the whole tree with the best cumulative score
+    #: (None: none ranks), shown or not (:func:`lineage_of` shows a part of a tree).
+    best_tip: KernelExperiment | None = None
 
     @property
     def scored(self) -> bool:
@@ -164,6 +167,7 @@ def annotate(root: TreeNode) -> None:
     ranked = rank([n.experiment for n in nodes if _standing(n) is not None], limit=1)
     if ranked:
         best = next(n for n in nodes if n.experiment is ranked[0])
+        root.best_tip = best.experiment
         best.is_best = True
         best.dead_end = False
         step: TreeNode | None = best
@@ -190,13 +194,23 @@ def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:
 
 def lineage_of(store: Store, exp_id: str) -> TreeNode:
     """One experiment's lineage: its ancestors down from the oldest, then every
-    descendant. Siblings of the ancestors are left out.
+    descendant. Siblings of the ancestors (and their descendants) are left out, but
+    count: the best path, the best tip (:attr:`TreeNode.best_tip`, shown or not) and
+    the dead ends are those of the whole tree, as ``kexp tree`` without an id marks them.
     """
     full_id = store.resolve_id(exp_id)
     chain = [store.get_experiment(full_id), *store.ancestors(full_id)]
     members = {e.id: e for e in chain}
-    for exp in store.descendants(full_id):
+    for exp in store.descendants(chain[-1].id):
         members.setdefault(exp.id, exp)
     forest = build_forest(members.values())
     root_id = chain[-1].id
-    return next((tree for tree in forest if tree.experiment.id == root_id), forest[0])
+    tree = next((tree for tree in forest if tree.experiment.id == root_id), forest[0])
+    shown = {e.id for e in chain}
+    for node in tree.walk():
+        if node.experiment.id == full_id:
+            shown.update(below.experiment.id for below in node.walk())
+            break
+    for node in tree.walk():  # the siblings of the ancestors left out
+        node.children = [child for child in node.children if child.experiment.id in shown]
+    return tree

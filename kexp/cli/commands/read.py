@@ -461,6 +461,19 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     style = styler()
     for root in forest:
         _print_node(root, "", "", width, style, focus)
+    best = forest[0].best_tip
+    if (
+        focus is not None
+        and best is not None
+        and best.id not in {node.experiment.id for node in forest[0].walk()}
+    ):  # a part of a tree shown: say where its best tip is
+        click.echo(
+            truncate(
+                f"best tip of this tree, not shown: {best.id[:10]} {best.cumulative_score:.4f} "
+                f"(kexp tree {best.id[:10]})  {one_line(best.change_summary)}",
+                width or 10**9,
+            )
+        )
     click.echo("")
     click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
@@ -501,10 +514,16 @@ def _print_node(
 _MIN_SUMMARY = 12
 
 
+#: How long a line's head is after its lead (mark, id, scores, Δ, outcome) as a rule: a
+#: longer Δ (+400.00%) shortens the summary, not the lead.
+_HEAD = len("* 0123456789  1.0000 1.0000 Δ +1.00%  improvement  ")
+
+
 def _fit_lead(head: str, lead: int, room: int) -> str:
     """``head`` (its first ``lead`` characters the tree's lines) in ``room`` characters:
-    the lines of a deep tree are cut from the left ("…│   └── "); the rest is kept."""
-    over = len(head) - room
+    the lines of a deep tree are cut from the left ("…│   └── "), as many characters of
+    every line of one depth (siblings line up); the rest is kept."""
+    over = lead + _HEAD - room
     if over <= 0 or lead == 0:
         return head
     return "…" + head[min(lead, over + 1) :]
@@ -529,7 +548,9 @@ def _print_line(
     head = f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
     summary = one_line(exp.change_summary)
     if width is not None:
-        head = _fit_lead(head, len(lead), width - len(tail) - _MIN_SUMMARY)
+        # The marks (``[best]``, ``<``) do not count: every line of a depth keeps one
+        # lead (siblings line up), their summaries shortened instead.
+        head = _fit_lead(head, len(lead), width - _MIN_SUMMARY)
         summary = truncate(summary, width - len(head) - len(tail))
     line = head + summary + tail
     if width is not None:
