@@ -54,9 +54,7 @@ def exported(store: Store, output_format: str, **filters: Any) -> str:
 
 
 @pytest.mark.parametrize("output_format", FORMATS)
-def test_the_bundled_store_is_exported_as_before(
-    bundled_root: Path, output_format: str
-) -> None:
+def test_the_bundled_store_is_exported_as_before(bundled_root: Path, output_format: str) -> None:
     store = Store(bundled_root)
     assert exported(store, output_format) == reference_export(store, output_format)
     # a filter that keeps a few, and one that keeps none (the empty forms)
@@ -78,8 +76,9 @@ def test_json_written_a_record_at_a_time_is_one_indented_dump(
 #: Measures, in a fresh Python, the memory an export takes of the store given (to a stream
 #: that keeps only a count), after one untimed run: imports and caches never count.
 MEMORY_PROBE = """
-import json, sys, tracemalloc
+import json, os, sys, tracemalloc
 from kexp import Store
+from kexp.cli.main import main
 from kexp.output.export import export
 
 class Counted:
@@ -97,6 +96,16 @@ for output_format in ("json", "jsonl", "csv"):
     count = export(store, out, output_format)
     peaks[output_format] = [tracemalloc.get_traced_memory()[1] - before, count, out.written]
     tracemalloc.stop()
+    # the command, to a file (-o): what it writes is not held either
+    target = sys.argv[2] + "." + output_format
+    command = ["--root", sys.argv[1], "export", "--format", output_format, "-o", target]
+    main(command, standalone_mode=False)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    main(command, standalone_mode=False)
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    peaks["command " + output_format] = [peak, count, os.path.getsize(target)]
 print(json.dumps(peaks))
 """
 
@@ -111,19 +120,22 @@ def test_memory_does_not_grow_with_the_files_texts(repo: Path, store: Store) -> 
             out.write(text)
     past_racy_window()  # files settled, as in a store in use: no file is read twice
     probe = subprocess.run(
-        [sys.executable, "-c", MEMORY_PROBE, str(repo)],
+        [sys.executable, "-c", MEMORY_PROBE, str(repo), str(repo / "export")],
         capture_output=True,
         text=True,
         check=True,
         env={**os.environ, "KEXP_NO_FORK": "1", "PYTHONHASHSEED": "0"},
     )
-    for output_format, (peak, written, size) in json.loads(probe.stdout).items():
-        assert written == count, output_format
-        assert size == len(reference_export(store, output_format)), output_format
+    peaks = json.loads(probe.stdout)
+    assert len(peaks) == 2 * len(FORMATS)
+    for name, (peak, written, size) in peaks.items():
+        output_format = name.split()[-1]
+        assert written == count, name
+        assert size == len(reference_export(store, output_format).encode("utf-8")), name
         # The old way: about 12 kB a file here (the experiment whole, its record, and
         # the text written); now the experiments listed (their front-matter) and the
         # texts of a few hundred files at a time.
-        assert peak < count * 3000, (output_format, peak)
+        assert peak < count * 3000, (name, peak)
 
 
 def test_the_command_writes_what_the_library_writes(repo: Path, store: Store) -> None:
@@ -133,3 +145,33 @@ def test_the_command_writes_what_the_library_writes(repo: Path, store: Store) ->
         run = run_kexp("export", "--format", output_format, "-o", str(target), cwd=repo)
         assert run.returncode == 0, run.stderr
         assert target.read_text(encoding="utf-8") == reference_export(store, output_format)
+
+
+def test_an_export_that_fails_midway_leaves_the_earlier_file_whole(
+    repo: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written as it is made, the export still replaces its file atomically: a failure
+    after some records leaves the file of the earlier export as it was, and no
+    temporary file."""
+    from click.testing import CliRunner
+
+    from kexp.cli.main import main
+    from kexp.output import export as export_module
+
+    fill(repo, 30)
+    target = repo / "all.jsonl"
+    target.write_text("the earlier export\n", encoding="utf-8")
+    made = export_module.to_record
+
+    def failing(exp: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if exp.id.endswith("0a"):
+            raise OSError(28, "No space left on device")
+        return made(exp, *args, **kwargs)
+
+    monkeypatch.setattr(export_module, "to_record", failing)
+    result = CliRunner().invoke(
+        main, ["--root", str(repo), "export", "--format", "jsonl", "-o", str(target)]
+    )
+    assert result.exit_code == 2 and "No space left on device" in result.output, result.output
+    assert target.read_text(encoding="utf-8") == "the earlier export\n"
+    assert [p.name for p in repo.iterdir() if p.name.endswith(".tmp")] == []

@@ -28,8 +28,9 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 from kexp.core.errors import ExperimentExistsError, KexpError
 
@@ -87,7 +88,28 @@ def replace(path: Path, data: str | bytes, *, only_if_exists: bool = False) -> b
     """Replace ``path`` with ``data`` atomically, keeping the permission bits of the
     file there (see the module docstring). With ``only_if_exists``, a file deleted
     meanwhile is not brought back: False, and nothing written. True when written."""
-    temporary = _written(path, data)
+    return _put_in_place(_written(path, data), path, only_if_exists)
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[IO[str]]:
+    """A text stream (UTF-8) whose whole text replaces ``path`` atomically, as
+    :func:`replace` does, when the ``with`` block ends; nothing written when it raises.
+    For a file too large to hold in memory (an export)."""
+    temporary = temporary_beside(path)
+    try:
+        with temporary.open("x", encoding="utf-8", newline="") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _put_in_place(temporary, path, False)
+
+
+def _put_in_place(temporary: Path, path: Path, only_if_exists: bool) -> bool:
+    """Rename the finished ``temporary`` over ``path`` (see :func:`replace`)."""
     try:
         try:
             mode: int | None = os.lstat(path).st_mode & 0o7777

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -685,8 +686,6 @@ def export(
       kexp export --format csv --operator cache --brief > cache.csv
       kexp export --format parquet -o kexp-parquet
     """
-    import io
-
     from kexp.output.export import export as write_export
 
     store = get_store(ctx)
@@ -697,17 +696,36 @@ def export(
         _export_parquet(store, output, bool(fields or brief), filters_from(params))
         return
     chosen = field_list(fields)
-    buffer = io.StringIO()
-    with progress("reading experiments"):
-        count = write_export(
-            store, buffer, output_format, fields=chosen, brief=brief, **filters_from(params)
-        )
+    filters = filters_from(params)
+    # Written as the records are made (an export of a large store is larger than memory).
     if output is None:
-        text = buffer.getvalue()
-        click.echo(clean(text) if stdout_is_terminal() else text, nl=False)
+        with progress("reading experiments"):
+            write_export(store, _Echoed(), output_format, fields=chosen, brief=brief, **filters)
         return
-    _write_atomically(output, buffer.getvalue())
+    from kexp.core.errors import KexpError
+    from kexp.storage import atomic
+
+    try:
+        with progress("reading experiments"), atomic.replacing(output) as stream:
+            count = write_export(
+                store, stream, output_format, fields=chosen, brief=brief, **filters
+            )
+    except OSError as exc:
+        raise KexpError(f"cannot write {output}: {exc.strerror or exc}") from None
     click.echo(f"exported {count} experiment(s) to {output}", err=True)
+
+
+class _Echoed(io.StringIO):
+    """A text stream that prints what is written to it at once (for a terminal: cleaned
+    of control characters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.terminal = stdout_is_terminal()
+
+    def write(self, text: str) -> int:
+        click.echo(clean(text) if self.terminal else text, nl=False)
+        return len(text)
 
 
 def _export_parquet(
@@ -755,16 +773,6 @@ def _export_legacy(store: Store, output: Path | None, filtered: bool) -> None:
             "database, for kexp import",
             err=True,
         )
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    from kexp.core.errors import KexpError
-    from kexp.storage import atomic
-
-    try:
-        atomic.replace(path, text)
-    except OSError as exc:
-        raise KexpError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 COMMANDS = (top, list_command, show, tree, log, export)
