@@ -218,6 +218,32 @@ def test_the_packet_never_exceeds_its_budget_and_counts_what_it_left_out(
         assert packet.text == budgeted
 
 
+@pytest.mark.parametrize("output", ["markdown", "json"])
+def test_at_every_budget_the_best_is_the_best_or_said_to_be_left_out(
+    history: Store, output: str
+) -> None:
+    """However small the budget, a packet never says nothing was measured when there is a
+    best, never shows the path to a best it left out, and keeps the best (without its
+    insight, when only that fits) before anything less important."""
+    full = context(history, operator="reshape_and_cache", budget=100_000, output="json")
+    best = full.data["best"]
+    assert best is not None
+    for budget in range(100, full.tokens + 20, 3):
+        try:
+            packet = context(history, operator="reshape_and_cache", budget=budget, output=output)
+        except KexpError:
+            continue
+        shown = packet.data["best"]
+        assert "nothing measured here yet" not in packet.text, budget
+        if shown is None:
+            assert packet.left_out["best"] == 1 and not packet.data["lineage"], budget
+            if output == "markdown":
+                assert "(left out: give a larger --budget)" in packet.text, budget
+        else:
+            assert shown["id"] == best["id"], budget
+            assert shown.get("key_insight") in (None, best["key_insight"]), budget
+
+
 def test_a_budget_too_small_for_the_heading_is_a_clear_error(history: Store) -> None:
     with pytest.raises(KexpError, match=r"too small.*give --budget \d+ or more"):
         context(history, operator="reshape_and_cache", budget=20)

@@ -643,10 +643,18 @@ def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str)
     for entry in sorted(
         entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)
     ):
-        trial = [*kept, entry]
-        left = _left_out(everything, trial)
-        if count_tokens(_render(header, trial, left, budget, output)) <= budget:
-            kept = trial
+        if entry.section == "lineage" and not any(e.section == "best" for e in kept):
+            continue  # the path to a best left out would lead nowhere
+        tries = [entry]
+        if entry.section == "best" and len(entry.lines) > 1:  # without its insight
+            data = {k: v for k, v in entry.data.items() if k != "key_insight"}
+            tries.append(dataclasses.replace(entry, lines=entry.lines[:1], data=data))
+        for trying in tries:
+            trial = [*kept, trying]
+            left = _left_out(everything, trial)
+            if count_tokens(_render(header, trial, left, budget, output)) <= budget:
+                kept = trial
+                break
     left = _left_out(everything, kept)
     text = _render(header, kept, left, budget, output)
     data = _data(header, kept, left, budget)
@@ -730,7 +738,11 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
             continue
         lines += ["", f"## {heading}"]
         if name == "best" and not found:
-            lines.append("(nothing measured here yet: every experiment is buggy or pending)")
+            lines.append(
+                "(left out: give a larger --budget)"
+                if left.get("best")
+                else "(nothing measured here yet: every experiment is buggy or pending)"
+            )
         previous: int | None = None
         for entry in found:
             if name == "lineage":
