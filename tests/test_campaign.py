@@ -156,6 +156,35 @@ def _read(store: Store) -> dict[str, KernelExperiment]:
     return {e.id: e for e in store.list_experiments()}
 
 
+def _derived(exp: KernelExperiment) -> tuple[Any, ...]:
+    return (exp.cumulative_score, exp.cumulative_ci, exp.cumulative_reason, exp.outcome)
+
+
+def test_what_each_write_hands_back_is_what_a_read_derives(campaign: Campaign) -> None:
+    """An agent prints what ``record_iteration`` and ``create_experiment`` return: each
+    step's cumulative score and outcome there are what a read of the store derives (not
+    "parent … is not in the store"); an update's too."""
+    found = _read(campaign.store)
+    for name, made in campaign.made.items():
+        assert _derived(made) == _derived(found[made.id]), name
+    assert campaign.made["aligned loads"].cumulative_score == pytest.approx(
+        math.prod(campaign.made[n].score for n in MAIN_PATH), rel=1e-12
+    )
+    step = campaign.made["polynomial exp"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        updated = campaign.store.update_experiment(step.id, change_summary="polynomial exp - v2")
+        merged = campaign.store.create_experiment(
+            **experiment_fields(operator_sig=OPERATOR, dtype_sig="fp32", env=ENV, score=1.1),
+            pid=step.id, measured_against="parent",
+            combines=[step.id, campaign.made["intrinsics from scratch"].id],
+        )  # fmt: skip
+    found = _read(campaign.store)
+    assert _derived(updated) == _derived(found[step.id])
+    assert _derived(merged) == _derived(found[merged.id])
+    assert merged.cumulative_score == pytest.approx(updated.cumulative_score * 1.1)
+
+
 def test_the_tips_cumulative_score_is_the_product_of_its_steps(campaign: Campaign) -> None:
     found = _read(campaign.store)
     chain = [found[campaign.made[name].id] for name in MAIN_PATH]

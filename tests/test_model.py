@@ -51,6 +51,7 @@ from hypothesis.stateful import (
 from kexp import (
     AmbiguousIdError,
     ExperimentNotFoundError,
+    KernelExperiment,
     KexpError,
     Store,
     ValidationError,
@@ -59,8 +60,17 @@ from kexp import (
 NAME = re.compile(r"([0-9a-f]{16})(?:-[a-z0-9-]*)?\.md")
 HEX = re.compile(r"[0-9a-f]+")
 REQUIRED = (
-    "id", "pid", "change_summary", "score", "status", "is_buggy", "operator_sig",
-    "dtype_sig", "env", "base_commit", "created_at",
+    "id",
+    "pid",
+    "change_summary",
+    "score",
+    "status",
+    "is_buggy",
+    "operator_sig",
+    "dtype_sig",
+    "env",
+    "base_commit",
+    "created_at",
 )
 STATUSES = ("new", "running", "done", "failed", "timeout")
 OPERATORS = ("attn.cu: paged_attention", "gemm.cu: fp8_gemm", "cache.cu: reshape_and_cache")
@@ -97,8 +107,16 @@ def _valid_fields(name_id: str, text: str) -> dict[str, Any] | None:
     end = text.find("\n---\n", 3)
     if end < 0:
         return None
-    strings = ("id", "pid", "change_summary", "operator_sig", "dtype_sig", "env",
-               "base_commit", "created_at")
+    strings = (
+        "id",
+        "pid",
+        "change_summary",
+        "operator_sig",
+        "dtype_sig",
+        "env",
+        "base_commit",
+        "created_at",
+    )
     try:
         found = yaml.safe_load(text[4:end])
         root = yaml.compose(text[4:end])
@@ -208,8 +226,11 @@ class Truth:
             return "buggy"
         own = self.cumulative(fields, frozenset({f.name_id}))
         if own is not None:  # a merge below the best cumulative score of those it combines
-            theirs = [self.cumulative(self.first[c], frozenset({c}))
-                      for c in fields["combines"] if c in self.first]
+            theirs = [
+                self.cumulative(self.first[c], frozenset({c}))
+                for c in fields["combines"]
+                if c in self.first
+            ]
             known = [v for v in theirs if v is not None]
             if known and own < max(known):
                 return "interference"
@@ -223,7 +244,8 @@ class Truth:
 
     def listing(self, operator: str | None = None) -> list[tuple[Any, ...]]:
         chosen = [
-            f for f in self.valid
+            f
+            for f in self.valid
             if operator is None or operator.lower() in f.fields["operator_sig"].lower()  # type: ignore[index]
         ]
         chosen.sort(key=lambda f: (_time_key(f.fields["created_at"]), f.name_id, f.order))  # type: ignore[index]
@@ -233,7 +255,8 @@ class Truth:
         self, limit: int, operator: str | None = None, by: str = "cumulative"
     ) -> list[tuple[Any, ...]]:
         chosen = [
-            f for f in self.valid
+            f
+            for f in self.valid
             if not f.fields["is_buggy"]  # type: ignore[index]
             and f.fields["status"] not in ("new", "running")  # type: ignore[index]
             and (operator is None or operator.lower() in f.fields["operator_sig"].lower())  # type: ignore[index]
@@ -243,8 +266,9 @@ class Truth:
         chosen.sort(key=lambda f: float(f.fields["score"]), reverse=True)  # type: ignore[index]
         if by == "cumulative":  # those without a cumulative score after, by score
             values = {id(f): self.cumulative(f.fields, frozenset({f.name_id})) for f in chosen}  # type: ignore[arg-type]
-            chosen.sort(key=lambda f: (values[id(f)] is not None, values[id(f)] or 0.0),
-                        reverse=True)
+            chosen.sort(
+                key=lambda f: (values[id(f)] is not None, values[id(f)] or 0.0), reverse=True
+            )
         return [(f.name_id, f.path, float(f.fields["score"])) for f in chosen[:limit]]  # type: ignore[index]
 
     def resolve(self, prefix: str) -> str | type[Exception]:
@@ -265,8 +289,14 @@ class Truth:
         f = self.by_name[resolved][0]
         if f.fields is None:
             return ValidationError
-        return (f.name_id, f.path, float(f.fields["score"]), f.fields["change_summary"],
-                f.fields["pid"], self.outcome(f))
+        return (
+            f.name_id,
+            f.path,
+            float(f.fields["score"]),
+            f.fields["change_summary"],
+            f.fields["pid"],
+            self.outcome(f),
+        )
 
     def children(self, exp_id: str) -> list[str]:
         return [item[0] for item in self.listing() if self._pid(item[1]) == exp_id]
@@ -394,15 +424,18 @@ class EverydayUse(RuleBasedStateMachine):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             top = self.store.top_experiments(5, brief=True)
-            assert [(e.id, str(Path(e.path or "").relative_to(rel)), float(e.score))
-                    for e in top] == truth.top(5)
+            assert [
+                (e.id, str(Path(e.path or "").relative_to(rel)), float(e.score)) for e in top
+            ] == truth.top(5)
             by_score = self.store.top_experiments(5, brief=True, by="score")
-            assert [(e.id, str(Path(e.path or "").relative_to(rel)), float(e.score))
-                    for e in by_score] == truth.top(5, by="score")
+            assert [
+                (e.id, str(Path(e.path or "").relative_to(rel)), float(e.score)) for e in by_score
+            ] == truth.top(5, by="score")
             operator = OPERATORS[len(truth.files) % len(OPERATORS)].split(":")[0]
             top_op = self.store.top_experiments(3, operator=operator, brief=True)
-            assert [(e.id, str(Path(e.path or "").relative_to(rel)), float(e.score))
-                    for e in top_op] == truth.top(3, operator)
+            assert [
+                (e.id, str(Path(e.path or "").relative_to(rel)), float(e.score)) for e in top_op
+            ] == truth.top(3, operator)
             assert [
                 (e.id, str(Path(e.path or "").relative_to(rel)), float(e.score), e.outcome)
                 for e in self.store.list_experiments(operator=operator, brief=True)
@@ -415,8 +448,14 @@ class EverydayUse(RuleBasedStateMachine):
                     ), prefix
                 got = _attempt(lambda i=exp_id: self.store.get_experiment(i[:12]))
                 if not isinstance(got, type):
-                    got = (got.id, str(Path(got.path).relative_to(rel)), float(got.score),
-                           got.change_summary, got.pid, got.outcome)
+                    got = (
+                        got.id,
+                        str(Path(got.path).relative_to(rel)),
+                        float(got.score),
+                        got.change_summary,
+                        got.pid,
+                        got.outcome,
+                    )
                 assert got == truth.get(exp_id[:12]), exp_id
                 if isinstance(truth.resolve(exp_id), str):
                     children = [e.id for e in self.store.list_experiments(pid=exp_id, brief=True)]
@@ -447,6 +486,17 @@ class EverydayUse(RuleBasedStateMachine):
             overrides["combines"] = sorted(pair)
         exp = self.store.create_experiment(**self._fields(n, **overrides))
         assert exp.path is not None and exp.path.is_file()
+        self._check_written(exp)
+
+    def _check_written(self, exp: KernelExperiment) -> None:
+        """A write hands back what a query derives of the experiment, from the files:
+        its cumulative score (its parent's read) and outcome."""
+        truth = self._truth()
+        (written,) = truth.by_name[exp.id]
+        assert written.fields is not None
+        expected = truth.cumulative(written.fields, frozenset({exp.id}))
+        assert exp.cumulative_score == pytest.approx(expected), (exp.id, exp.cumulative_reason)
+        assert exp.outcome == truth.outcome(written), exp.id
 
     @precondition(lambda self: self._count() < MAX_FILES)
     @rule(n=st.integers(0, 10**6), year=st.integers(2015, 2035), month=st.integers(1, 12))
@@ -469,6 +519,8 @@ class EverydayUse(RuleBasedStateMachine):
         expected_refusal = len(truth.by_name[target.name_id]) > 1 or target.fields is None
         outcome = _attempt(lambda: self.store.update_experiment(target.name_id, **changes))
         assert isinstance(outcome, type) == expected_refusal, (target, outcome)
+        if isinstance(outcome, KernelExperiment):
+            self._check_written(outcome)
 
     @precondition(lambda self: self._count() > 0)
     @rule(n=st.integers(0, 10**6))
@@ -490,13 +542,21 @@ class EverydayUse(RuleBasedStateMachine):
             when = dt.datetime(2014 + (n + k) % 20, 1 + (n // 3 + k) % 12, 1 + k, 8, 30, 15, 123456)
             key = f"{(n * 7919 + k * 104729) % 16**16:016x}"
             database[key] = {
-                "id": key, "pid": "", "score": round(0.95 + k / 50, 3),
-                "raw_result": "imported", "dtype_sig": "fp16", "env": "MI250X",
-                "is_buggy": False, "error_message": "",
+                "id": key,
+                "pid": "",
+                "score": round(0.95 + k / 50, 3),
+                "raw_result": "imported",
+                "dtype_sig": "fp16",
+                "env": "MI250X",
+                "is_buggy": False,
+                "error_message": "",
                 "change_summary": f"Imported {key[:6]} - +{k}%",
-                "detailed_description": "from the JSON file", "code_change": "",
-                "base_commit": "abcdef1", "operator_sig": OPERATORS[k % 3],
-                "profiling_info": "", "status": "done",
+                "detailed_description": "from the JSON file",
+                "code_change": "",
+                "base_commit": "abcdef1",
+                "operator_sig": OPERATORS[k % 3],
+                "profiling_info": "",
+                "status": "done",
                 "created_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             }
         source = self.scratch / "kernel_experiments_db.json"
@@ -592,8 +652,11 @@ class EverydayUse(RuleBasedStateMachine):
     def duplicate_an_id(self, n: int, where: str) -> None:
         """A second file with the same id, as a merge of two branches can leave."""
         source = self.experiments / self._pick(self._files(), n).path
-        folder = {"same": source.parent, "earlier": self.experiments / "2000" / "01",
-                  "later": self.experiments / "2099" / "12"}[where]
+        folder = {
+            "same": source.parent,
+            "earlier": self.experiments / "2000" / "01",
+            "later": self.experiments / "2099" / "12",
+        }[where]
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{source.name[:16]}-twin-{n % 10}.md"
         if not target.exists():
@@ -672,9 +735,18 @@ class EverydayUse(RuleBasedStateMachine):
         )
         workers = [
             subprocess.Popen(
-                [sys.executable, "-c", code, str(self.root),
-                 json.dumps(self._fields(n + k)), target, str(1.5 + k / 10)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-c",
+                    code,
+                    str(self.root),
+                    json.dumps(self._fields(n + k)),
+                    target,
+                    str(1.5 + k / 10),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for k in range(2)
         ]
@@ -688,7 +760,10 @@ class EverydayUse(RuleBasedStateMachine):
         truth = self._truth()
         result = subprocess.run(
             [sys.executable, "-m", "kexp", "--root", str(self.root), "top", "--json", "-n", "5"],
-            capture_output=True, text=True, timeout=120, cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.root,
         )
         assert result.returncode == 0, result.stderr
         assert [(e["id"], float(e["score"])) for e in json.loads(result.stdout)] == [

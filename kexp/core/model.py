@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -60,9 +61,10 @@ class Origin(NamedTuple):
     settings: Settings = DEFAULT_SETTINGS
     #: Whether it combines others and scores below the best of them (derived).
     interference: bool = False
-    #: Everything derived of it from the whole store (:func:`kexp.core.campaign.derive`);
-    #: None for an experiment no store handed out.
-    derived: Derived | None = None
+    #: Everything derived of it from the whole store (:func:`kexp.core.campaign.derive`),
+    #: or how to derive it when first asked for (what a write hands back); None for an
+    #: experiment no store handed out.
+    derived: Derived | Callable[[], Derived] | None = None
     #: Where it was found, by a store reading refs (a :class:`kexp.storage.rows.Sighting`).
     where: Any = None
 
@@ -153,7 +155,7 @@ class KernelExperiment:
     def interference(self) -> bool:
         """Whether it combines others and scores below the best of them (derived by
         the store; False for an experiment no store handed out)."""
-        return self._origin.interference
+        return self._derived_origin().interference
 
     @property
     def where(self) -> Any:
@@ -171,7 +173,20 @@ class KernelExperiment:
         """What the store derived of it (:mod:`kexp.core.campaign`); for an experiment no
         store handed out, what it alone tells (a step over a parent has no cumulative
         score: the parent was not read)."""
-        return self._origin.derived or derive_alone(self, self.settings)
+        derived = self._derived_origin().derived
+        assert not callable(derived)
+        return derived or derive_alone(self, self.settings)
+
+    def _derived_origin(self) -> Origin:
+        """:attr:`_origin`, its derived values made now if they were left for when first
+        asked for."""
+        origin = self._origin
+        if callable(origin.derived):
+            derived = origin.derived()
+            origin = self._origin = origin._replace(
+                derived=derived, interference=derived.interference
+            )
+        return origin
 
     @property
     def derived_by_store(self) -> bool:
@@ -255,15 +270,16 @@ def attach(
     *,
     path: Path | None = _KEEP,
     interference: bool | None = None,
-    derived: Derived | None = None,
+    derived: Derived | Callable[[], Derived] | None = None,
     where: Any = _KEEP,
 ) -> KernelExperiment:
     """Set what the store knows about ``exp`` (its file, its store's settings, what is
-    derived of it from the whole store, :func:`kexp.core.campaign.derive`; ``interference``
-    alone where nothing else was derived; where a store reading refs found it): the one
-    place that state is set. What is not given stays as it was. Returns ``exp``."""
+    derived of it from the whole store, :func:`kexp.core.campaign.derive`, or a function
+    deriving it when first asked for; ``interference`` alone where nothing else was
+    derived; where a store reading refs found it): the one place that state is set. What
+    is not given stays as it was. Returns ``exp``."""
     old = exp._origin
-    if derived is not None:
+    if derived is not None and not callable(derived):
         interference = derived.interference
     exp._origin = Origin(
         old.path if path is _KEEP else path,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from kexp.core.errors import (
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
+    InvalidExperimentWarning,
     KexpError,
     ValidationError,
 )
@@ -55,6 +57,7 @@ from kexp.storage.sources import EXPERIMENTS_DIR
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from kexp.core.campaign import Derived
     from kexp.storage.rows import Row
 
 from kexp.storage.reader import StoreReader
@@ -174,7 +177,21 @@ class Store(StoreReader):
                     _write_new(path, text)
             else:
                 _write_new(path, text)
-        return attach(checked.experiment(), self.settings, path=path)
+        return self._as_written(checked.experiment(), path)
+
+    def _as_written(self, exp: KernelExperiment, path: Path) -> KernelExperiment:
+        """``exp``, just written to ``path``, with what a query derives of it (its
+        cumulative score, its outcome) derived from the store when first asked for: a
+        write reads no other file unless its caller looks."""
+        from kexp.core.campaign import derive_for
+
+        def derived() -> Derived:
+            with warnings.catch_warnings():  # (other files' problems: not this answer's)
+                warnings.simplefilter("ignore", InvalidExperimentWarning)
+                rows = self.found().rows
+            return derive_for(rows, [exp], self.settings).of(exp)
+
+        return attach(exp, self.settings, path=path, derived=derived)
 
     def _expand_references(self, exp: KernelExperiment) -> None:
         """Expand id prefixes in ``pid`` and ``combines`` to full ids, as git does.
@@ -335,7 +352,7 @@ class Store(StoreReader):
                     f"experiment {full_id} was moved or deleted meanwhile (kexp "
                     "migrate-layout?): nothing was written; run the update again"
                 )
-        return attach(result.experiment(), self.settings)
+        return self._as_written(result.experiment(), path)
 
     def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
         """Delete an experiment's file; returns its path.
