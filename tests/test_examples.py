@@ -1,11 +1,17 @@
-"""Every example of README.md and the skill's SKILL.md runs verbatim on the bundled store
-(issue 28, item 11: agents run examples as written, so an id in one must exist there).
+"""Every example of README.md, the skill's SKILL.md and every command's ``--help`` runs
+verbatim on the bundled store (issue 28, item 11: agents run examples as written, so an id
+in one must exist there, and a note beside a command is a ``#`` comment).
 
 The shell blocks run in bash and the Python blocks in Python, in the order the documents
 give them, in one clone of this repository's store with the files the examples name
 (the timings, the notes, a code change, a remote to fetch). The few lines that are not
 about a store (installing, the test suite, shell start-up files) are listed in
 :data:`NOT_RUN` with why; any other line runs.
+
+The help pages' examples (``kexp --help``, and every command's and subcommand's, found by
+walking the click command tree) run line by line, each in a scratch copy of that clone of
+its own, with the files they name (``kexp new``'s editor, ``gh`` and ``~`` included); the
+only example paragraph not run is a configuration file's text (:data:`NOT_COMMANDS`).
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 from conftest import REPO_ROOT, git, init_repo
+
+from kexp.cli.main import main
 
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "skill").glob("*/SKILL.md"))]
 #: Lines not run, with why (each must still be in a document: a test checks).
@@ -97,11 +107,20 @@ def checkout(tmp_path: Path) -> Path:
     return root
 
 
-def run(language: str, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    language: str, code: str, cwd: Path, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a block in bash (-e, pipefail) or Python, with this repository's kexp first on
+    PATH; ``extra`` adds to the environment (a PATH there goes first: stand-in tools)."""
+    extra = dict(extra or {})
     environment = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "100"}
     environment.pop("KEXP_ROOT", None)
     environment["PYTHONPATH"] = str(REPO_ROOT)
-    environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment["PATH"]])
+    first = [extra.pop("PATH")] if "PATH" in extra else []
+    environment["PATH"] = os.pathsep.join(
+        [*first, str(Path(sys.executable).parent), environment["PATH"]]
+    )
+    environment.update(extra)
     if language == "python":
         command = [sys.executable, "-c", code]
     else:
@@ -141,3 +160,157 @@ def test_every_id_in_the_examples_is_in_the_bundled_store() -> None:
         for _, code in examples(document):
             for prefix in re.findall(r"(?<![0-9a-f])[0-9a-f]{10}(?![0-9a-f])", code):
                 assert any(i.startswith(prefix) for i in bundled), (document.name, prefix)
+
+
+# --- the examples of every command's --help -------------------------------------------
+
+#: The example paragraphs of a help page that are no commands, by page: a file's text.
+NOT_COMMANDS = {"kexp mcp": "Example (.mcp.json of a project, for Claude Code):"}
+#: ``kexp new``'s editor: fills in what the template leaves empty and saves.
+EDITOR = """\
+import re, sys
+from pathlib import Path
+
+draft = Path(sys.argv[-1])
+text = draft.read_text()
+for field, value in (("change_summary", "Unroll head loop by 4 - +2%"), ("score", "1.02"),
+                     ("operator_sig", "'csrc/cache.cu: reshape_and_cache'"), ("dtype_sig", "bf16")):
+    text = re.sub(rf"^{field}:( 0\\.0)?$", f"{field}: {value}", text, count=1, flags=re.M)
+draft.write_text(text.replace("**Key insight**: ", "**Key insight**: it hides latency", 1))
+"""
+#: ``gh``, as the review example calls it: a comment must have a body (the one kexp printed).
+GH = """\
+#!/bin/sh
+for last; do :; done
+case "$last" in *"kexp review"*) exit 0 ;; esac
+echo "gh: no review in the comment's body" >&2
+exit 1
+"""
+
+
+def help_pages() -> list[tuple[str, str]]:
+    """(command, its --help as printed) of kexp and every command and subcommand."""
+    pages: list[tuple[str, str]] = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        result = CliRunner().invoke(main, [*path, "--help"], terminal_width=100)
+        assert result.exit_code == 0, (path, result.output)
+        pages.append((" ".join(["kexp", *path]), result.output))
+        if isinstance(command, click.Group):
+            context = click.Context(command)
+            for name in command.list_commands(context):
+                found = command.get_command(context, name)
+                assert found is not None, name
+                walk(found, [*path, name])
+
+    walk(main, [])
+    return pages
+
+
+def help_examples() -> list[tuple[str, str]]:
+    """(command, example) of every help page, in order: the lines of its paragraphs
+    headed "Example:" or "Examples:", continuations joined, a ``# note`` left out."""
+    found: list[tuple[str, str]] = []
+    for page, text in help_pages():
+        for header, body in re.findall(r"^  (Examples?\b.*:)\n((?:    .*\n?)+)", text, re.M):
+            if NOT_COMMANDS.get(page) == header:
+                json.loads(body)  # the file's text, as the header says
+                continue
+            assert header in ("Example:", "Examples:"), (page, header)
+            found += [(page, line) for line in shell_lines(body)]
+    return found
+
+
+def test_every_help_page_has_examples() -> None:
+    """The walk finds every command (each page gives examples), so none goes unrun."""
+    pages = {page for page, _ in help_pages()}
+    assert {"kexp", "kexp show", "kexp skill", "kexp skill install"} <= pages
+    assert {page for page, _ in help_examples()} == pages - set(NOT_COMMANDS)
+
+
+def test_every_id_in_the_help_examples_is_in_the_bundled_store() -> None:
+    """An id (a prefix of 10 hex, as listings print them) or a file name in a help
+    example is a bundled experiment's: the check that says which id is wrong."""
+    bundled = {p.name[:16] for p in (REPO_ROOT / "experiments").rglob("*.md")}
+    for page, line in help_examples():
+        for prefix in re.findall(r"(?<![0-9a-f])[0-9a-f]{10,16}(?![0-9a-f])", line):
+            assert any(i.startswith(prefix) for i in bundled), (page, line)
+        for path in re.findall(r"experiments/\S+\.md", line):  # a glob as a shell has it
+            assert len(list(REPO_ROOT.glob(path))) == 1, (page, line)
+
+
+def test_a_note_beside_a_help_example_is_a_comment() -> None:
+    """A note after a command is a ``# comment``, so the line pasted into a shell runs:
+    no words after a run of spaces (an aligned note without its '#')."""
+    for page, line in help_examples():
+        assert not re.search(r"\S {2,}\S", line), (page, line)
+
+
+@pytest.fixture
+def help_checkout(checkout: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The checkout with the files the help examples name (timings, a record, a diff, a
+    log, the predecessor's database in ~), and the environment they run in: a home of
+    their own, an editor for kexp new, a stand-in for gh."""
+    bench = checkout / "bench"
+    # The configurations of the bundled experiment kexp remeasure's example names.
+    configs = list(json.loads((bench / "baseline.json").read_text()))
+    (bench / "base.json").write_text(timings(configs, 1.0))
+    (bench / "cand.json").write_text(timings(configs, 0.98))
+    (bench / "base2.json").write_text(timings(configs, 1.0))
+    (bench / "cand2.json").write_text(timings(configs, 0.985))
+    (checkout / "experiment.yaml").write_text(ITERATION)
+    (checkout / "bench.log").write_text("t256_h8_d128: 10.01 us -> 9.81 us\n")
+    (checkout / "change.diff").write_text(
+        "--- a/csrc/kernels/cache_kernels.cu\n+++ b/csrc/kernels/cache_kernels.cu\n"
+        "@@ -1 +1 @@\n-  const int64_t slot_idx = slot_mapping[token_idx];\n"
+        "+  const int64_t slot_idx = __builtin_amdgcn_readfirstlane(slot_mapping[token_idx]);\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    record = {
+        "id": "6b0c1d2e3f405162", "pid": "", "score": 1.0112, "raw_result": "", "dtype_sig": "bf16",
+        "env": "MI300X, ROCm 7.0.0", "is_buggy": False, "error_message": "",
+        "change_summary": "Vectorized key store with 16-byte writes - +1.12%",
+        "detailed_description": "**Approach**: uint4 stores.\n\n**Key insight**: alignment.",
+        "code_change": "", "base_commit": git(checkout, "rev-parse", "HEAD"),
+        "operator_sig": "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash",
+        "profiling_info": "", "status": "done", "created_at": "2026-10-02T09:11:03.001007Z",
+    }  # fmt: skip
+    database = json.dumps({record["id"]: record}, indent=2, sort_keys=True)
+    (home / "kernel_experiments_db.json").write_text(database)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "editor.py").write_text(EDITOR)
+    (tools / "gh").write_text(GH)
+    (tools / "gh").chmod(0o755)
+    editor = f"{sys.executable} {tools / 'editor.py'}"
+    return checkout, {"HOME": str(home), "EDITOR": editor, "PATH": str(tools)}
+
+
+def test_every_help_example_runs_verbatim_on_the_bundled_store(
+    help_checkout: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Each example line of each --help, as written (less its # note), exits 0 in a
+    scratch copy of the checkout of its own: what one writes (rm, update, sync, fmt,
+    migrate-layout) no other reads, whatever the order."""
+    checkout, environment = help_checkout
+    failures = []
+    examples_run = help_examples()
+    for number, (page, line) in enumerate(examples_run):
+        scratch = tmp_path / "runs" / str(number)
+        shutil.copytree(checkout, scratch, symlinks=True)
+        result = run("sh", line, scratch, environment)
+        problems = [
+            what
+            for what, bad in (
+                (f"exit {result.returncode}", result.returncode != 0),
+                ("a traceback", "Traceback" in result.stderr),
+                ("an internal error", "internal error" in result.stderr),
+                ("an error", "kexp: error" in result.stderr),
+            )
+            if bad
+        ]
+        if problems:
+            failures.append(f"{page} --help: {line}\n  {', '.join(problems)}: {result.stderr}")
+    assert not failures, f"{len(failures)} of {len(examples_run)} failed:\n" + "\n".join(failures)
+    assert len(examples_run) >= 60

@@ -366,13 +366,13 @@ def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> N
 
     \b
     Examples:
-      kexp top                      best 20 experiments
-      kexp top --json --brief       the same, for an agent
-      kexp add < experiment.yaml    record one (YAML or JSON on stdin)
-      kexp show 6749f3a0c2          one experiment, by id prefix (10 characters)
-      kexp tree --operator cache    lineage of the cache kernel's iterations
-      kexp validate                 check every file (exit 1 on errors)
-      kexp report                   a static HTML report (.kexp/report/index.html)
+      kexp top                      # best 20 experiments
+      kexp top --json --brief       # the same, for an agent
+      kexp add < experiment.yaml    # record one (YAML or JSON on stdin)
+      kexp show 6aca6c49dc          # one experiment, by id prefix (10 characters)
+      kexp tree --operator cache    # lineage of the cache kernel's iterations
+      kexp validate                 # check every file (exit 1 on errors)
+      kexp report                   # a static HTML report (.kexp/report/index.html)
     """
     # lazy: kexp --help and --version load no pathlib and no library
     from pathlib import Path

@@ -67,9 +67,9 @@ def validate(
     \b
     Examples:
       kexp validate
-      kexp validate --format github      in a GitHub Actions workflow
-      kexp validate --changed origin/main --format github     in a pull request
-      kexp validate experiments/2026/11/7b/6749f3a0c2d41e7b-fused-unroll.md
+      kexp validate --format github                         # in a GitHub Actions workflow
+      kexp validate --changed origin/main --format github   # in a pull request
+      kexp validate experiments/2026/10/d1/6ac8bc7624*.md   # one file
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.storage.fmt import expand_paths
@@ -155,7 +155,7 @@ def env(as_json: bool) -> None:
     \b
     Examples:
       kexp env
-      kexp add --env "$(kexp env)" ...
+      kexp add --env "$(kexp env)" -f experiment.yaml
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.measure.envinfo import detect_env
@@ -225,8 +225,8 @@ def migrate_layout(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
     \b
     Examples:
-      kexp migrate-layout --dry-run
-      kexp migrate-layout && git commit -m "experiments: the fan-out layout"
+      kexp migrate-layout --dry-run     # what would move; nothing changed
+      kexp migrate-layout && kexp sync  # move, then commit and push the moves (if any)
     """
     from kexp.storage.migration import migrate_layout as migrate
 

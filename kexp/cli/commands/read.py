@@ -121,9 +121,9 @@ def top(
     \b
     Examples:
       kexp top --operator cache --dtype bf16 -n 5
-      kexp top --by score                  ranked by the score of each step
-      kexp top --by low                    ranked by the interval's low end
-      kexp top --json --brief              the best 20, for an agent
+      kexp top --by score                  # ranked by the score of each step
+      kexp top --by low                    # ranked by the interval's low end
+      kexp top --json --brief              # the best 20, for an agent
     """
     store = get_store(ctx)
     experiments = store.top_experiments(
@@ -246,9 +246,9 @@ def show(
 
     \b
     Examples:
-      kexp show 6749f3a0c2
-      kexp show 6749f3a0c2 --field code_change > change.diff
-      kexp show 6749f3a0c2 --json --fields id,score,outcome
+      kexp show 6aca6c49dc
+      kexp show 6aca6c49dc --field code_change > change.diff
+      kexp show 6aca6c49dc --json --fields id,score,outcome
     """
     from kexp.core.errors import ExperimentNotFoundError
 
@@ -427,7 +427,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
 
     \b
     Examples:
-      kexp tree 6749f3a0c2
+      kexp tree 6ac8bc7624
       kexp tree --operator reshape_and_cache
     """
     from kexp.storage import lineage
@@ -588,7 +588,7 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
 
     \b
     Example:
-      kexp log 6749f3a0c2
+      kexp log 6ac8bc7624
     """
     from kexp.storage.store import Store
 

@@ -45,7 +45,7 @@ def report(ctx: click.Context, /, output: Path | None, as_json: bool, **params: 
 
     \b
     Examples:
-      kexp report                          writes .kexp/report/index.html
+      kexp report                          # writes .kexp/report/index.html
       kexp report -o site --operator cache
     """
     # lazy: one command's library, loaded when that command runs

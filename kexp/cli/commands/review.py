@@ -40,8 +40,8 @@ def review(
 
     \b
     Examples:
-      kexp review main                       this branch, as a PR comment
-      kexp review origin/main HEAD --json    the same content as data
+      kexp review main                       # this branch, as a PR comment
+      kexp review origin/main HEAD --json    # the same content as data
       gh pr comment 42 --body "$(kexp review origin/main HEAD)"
     """
     # lazy: one command's library, loaded when that command runs

@@ -50,9 +50,9 @@ def sync(
 
     \b
     Examples:
-      kexp sync                        after each iteration
-      kexp sync --branch kexp/alice    one branch per agent, the checkout untouched
-      kexp sync --dry-run              what would be committed
+      kexp sync                        # after each iteration
+      kexp sync --branch kexp/alice    # one branch per agent, the checkout untouched
+      kexp sync --dry-run              # what would be committed
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.storage.sync import sync as publish

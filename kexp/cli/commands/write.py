@@ -363,7 +363,7 @@ def remeasure(
 
     \b
     Example:
-      kexp remeasure 6749f3a0c2 --baseline bench/base2.json --candidate bench/cand2.json
+      kexp remeasure 6ace1417ea --baseline bench/base2.json --candidate bench/cand2.json
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.measure.record import remeasure as add_round
@@ -428,7 +428,7 @@ def new(
     \b
     Examples:
       kexp new
-      kexp new --pid 6749f3a0c2 --diff-from-git
+      kexp new --pid 6aca6c49dc --diff-from-git
     """
     # lazy: secrets, kexp, kexp.core.inputs only when this runs (start-up)
     import secrets
@@ -556,9 +556,9 @@ def update(
 
     \b
     Examples:
-      kexp update 6749f3a0c2 --set score=1.021 --reason "re-measured with 200 iterations"
-      kexp update 6749f3a0c2 --set tags=cache,unroll --set status=done
-      kexp update 6749f3a0c2 --set-file raw_result=bench.log
+      kexp update 6ac8bc7624 --set score=1.021 --reason "re-measured with 200 iterations"
+      kexp update 6ac8bc7624 --set tags=cache,unroll --set status=done
+      kexp update 6ac8bc7624 --set-file raw_result=bench.log
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.core.inputs import read_input_text
@@ -604,7 +604,7 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
 
     \b
     Example:
-      kexp rm 6749f3a0c2 --yes
+      kexp rm 6ad1e3ef8a --yes
     """
     store = get_store(ctx)
     full_id = store.resolve_id(exp_id)
@@ -672,7 +672,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
     \b
     Examples:
       kexp fmt
-      kexp fmt --check experiments/2026/    in CI
+      kexp fmt --check experiments/2026/  # in CI
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.storage.fmt import format_files
