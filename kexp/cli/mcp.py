@@ -10,7 +10,7 @@ consult    :func:`kexp.agents.context.context`                ``kexp context``
 similar    :func:`kexp.storage.retrieval.similar`               ``kexp similar --json``
 top        :meth:`kexp.Store.top_experiments`           ``kexp top --json --brief``
 show       :meth:`kexp.Store.get_experiment`            ``kexp show ID --json``
-lessons    :func:`kexp.agents.lessons.lessons`                 ``kexp lessons --json``
+lessons    :func:`kexp.agents.lessons.lesson_report`           ``kexp lessons --json``
 tree       :mod:`kexp.storage.lineage`                          ``kexp tree --json``
 record     :func:`kexp.measure.intake.record`                   ``kexp add``
 remeasure  :func:`kexp.measure.record.remeasure`               ``kexp remeasure --json``
@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -44,7 +44,7 @@ from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import Field
 
 from kexp.agents.context import context
-from kexp.agents.lessons import lessons as find_lessons
+from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text
 from kexp.core.errors import KexpError, ValidationError
 from kexp.core.inputs import read_input_text
@@ -53,7 +53,8 @@ from kexp.measure.corrections import apply_correction, typed_changes
 from kexp.measure.envinfo import detected_env
 from kexp.measure.intake import record as write
 from kexp.measure.record import remeasure as add_round
-from kexp.output.export import machine_record, measured_record, written_record
+from kexp.output.export import check_fields, measured_record, written_record
+from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.store import Store
@@ -82,7 +83,6 @@ TOOLS = (
     "sync",
 )
 
-_T = TypeVar("_T")
 #: Timings: an object {config: time or [samples]} (in ``unit``), or the path of a file.
 Timings = Annotated[
     dict[str, float | list[float]] | str | None,
@@ -254,7 +254,10 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
     @server.tool(annotations=_READ, structured_output=False)
     def top(
-        limit: Annotated[int, Field(ge=1, le=1000)] = 20,
+        limit: Annotated[
+            int | None,
+            Field(ge=1, le=1000, description="How many (default: the setting top_default, 20)"),
+        ] = None,
         operator: Operator = None,
         dtype: Dtype = None,
         env: Env = None,
@@ -292,10 +295,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 include_buggy=include_buggy,
                 include_pending=include_pending,
                 by=by,
-                brief=brief,
                 **filters,
             )
-            return [_with_where(exp, machine_record(exp, brief=brief)) for exp in found]
+            return [experiment_reply(exp, brief=brief) for exp in found]
 
         return tools.answer(run)
 
@@ -311,8 +313,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         newest version and where it was found."""
 
         def run() -> dict[str, Any]:
+            chosen = check_fields(fields) if fields else None
             exp = tools.store(refs, all_refs).get_experiment(exp_id)
-            return _with_where(exp, machine_record(exp, fields, brief=brief))
+            return experiment_reply(exp, chosen, brief=brief)
 
         return tools.answer(run)
 
@@ -333,13 +336,11 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """The failures to learn from, grouped buggy, regression, marginal,
         interference, each with its key insight (kexp lessons --json)."""
 
-        def run() -> dict[str, list[dict[str, Any]]]:
+        def run() -> dict[str, Any]:
             filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
-            return {
-                name: [lesson.to_dict() for lesson in _newest(items, limit)]
-                for name, items in find_lessons(tools.store(refs, all_refs), **filters).items()
-                if not groups or name in groups
-            }
+            store = tools.store(refs, all_refs)
+            report = lesson_report(store, **filters)
+            return lessons_reply(store, report, groups or (), limit, **filters)
 
         return tools.answer(run)
 
@@ -363,8 +364,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             if exp_id is not None:
                 if filters:
                     raise KexpError("give an exp_id or filters, not both")
-                return [lineage.lineage_of(store, exp_id).to_dict()]
-            return [node.to_dict() for node in lineage.lineage_forest(store, **filters)]
+                return tree_reply([lineage.lineage_of(store, exp_id)])
+            return tree_reply(lineage.lineage_forest(store, **filters))
 
         return tools.answer(run)
 
@@ -548,22 +549,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     return server
 
 
-def _with_where(exp: Any, record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with where a store reading refs found ``exp`` (as the commands' JSON
-    has it: ``ref``, ``refs``, and the places of older versions)."""
-    if exp.where is not None:
-        record.update(exp.where.to_dict())
-    return record
-
-
 def _filters(**given: Any) -> dict[str, Any]:
     """The query filters given (None and empty lists left out)."""
     return {name: value for name, value in given.items() if value not in (None, [], "")}
-
-
-def _newest(items: list[_T], limit: int | None) -> list[_T]:
-    """The last ``limit`` items (all when None)."""
-    return items if limit is None else items[-limit:] if limit > 0 else []
 
 
 def serve(root: Path | str | None = None) -> None:
