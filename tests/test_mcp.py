@@ -118,6 +118,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
         assert tuple(tools) == TOOLS
         for tool in tools.values():
             assert tool.description and tool.input_schema["type"] == "object"
+            assert tool.input_schema["additionalProperties"] is False  # a typo is an error
         properties = tools["record"].input_schema["properties"]
         assert {"change_summary", "baseline", "candidate", "score", "protocol"} <= set(properties)
         assert tools["update"].input_schema["required"] == ["exp_id", "changes", "reason"]
@@ -438,4 +439,43 @@ def test_each_read_tool_answers_what_its_command_prints_with_json(tmp_path: Path
             assert json.loads(answer) == json.loads(printed.stdout), argv
     assert any("key_insight" in entry for entry in json.loads(answers[0]))
     assert json.loads(answers[10])["noise_floor"]
+
+
+# --- a wrong argument ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "says"),
+    [
+        ("top", {"operater": "cache", "limit": 3},
+         ["unknown argument 'operater'", "'operator'", "limit"]),
+        ("record", {"change_sumary": "x", "operator_sig": "a.cu: k", "dtype_sig": "bf16"},
+         ["unknown argument 'change_sumary'", "change_summary"]),
+        ("show", {}, ["'exp_id'"]),
+        ("consult", {"dtype": "bf16"}, ["'operator'"]),
+        ("top", {"limit": "five"}, ["'limit'", "integer", "five"]),
+        ("top", {"limit": 0}, ["'limit'", "at least 1"]),
+        ("top", {"outcome": "improvement"}, ["'outcome'", "list"]),
+        ("top", {"by": "best"}, ["'by'", "cumulative", "score", "low"]),
+        ("lessons", {"groups": ["bugy"]}, ["'groups'", "buggy", "regression"]),
+        ("record", {"score": "fast", **record_fields()}, ["'score'", "number", "fast"]),
+    ],
+)  # fmt: skip
+def test_a_wrong_argument_is_a_tool_error_of_one_line_naming_it(
+    repo: Path, name: str, arguments: dict[str, Any], says: list[str]
+) -> None:
+    """An unknown argument (a typo), a missing one or one of the wrong kind is a tool
+    error of one line naming the argument and what it must be (no pydantic dump), and
+    nothing else is done; the server goes on answering."""
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(name, **arguments)
+        assert failed and len(texts) == 1, texts
+        assert "\n" not in texts[0] and "pydantic" not in texts[0], texts[0]
+        for part in says:
+            assert part in texts[0], (part, texts[0])
+        assert await agent.json("top") == []
+
+    run_agent(repo, work)
+    assert Store(repo).list_experiments() == []
 

@@ -20,27 +20,40 @@ sync       :func:`kexp.storage.sync.sync`                    ``kexp sync --json`
 
 The store is ``--root``, else ``$KEXP_ROOT``, else found from the server's working
 directory (the nearest folder above it holding ``experiments/``). A kexp error (a bad
-score, an unknown id, no store) is a tool error carrying kexp's one-line message; the
-server goes on answering. Warnings (a repeated change, timings without raw samples, a
-suspect measurement) come back as more text after the result, ``kexp: warning: ...``.
-Calls run one at a time. The read tools take ``refs`` (patterns such as ``origin/*``) and
-``all_refs``, as the commands take ``--refs`` and ``--all-refs``: the store is read with
-every matching ref, one entry per experiment (its newest version, with where it was
-found), so that an agent that only fetched sees what the others synced.
+score, an unknown id, no store) is a tool error carrying kexp's one-line message; so is
+an argument that is unknown (a typo), missing or of the wrong kind, naming it and what
+it must be (nothing is done). The server goes on answering. Warnings (a repeated change,
+timings without raw samples, a suspect measurement) come back as more text after the
+result, ``kexp: warning: ...``. Calls run one at a time. The read tools take ``refs``
+(patterns such as ``origin/*``) and ``all_refs``, as the commands take ``--refs`` and
+``--all-refs``: the store is read with every matching ref, one entry per experiment (its
+newest version, with where it was found), so that an agent that only fetched sees what
+the others synced.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+import pydantic
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.types import (
+    CallToolResult,
+    ContentBlock,
+    InputRequiredResult,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
 from pydantic import Field
 
 from kexp.agents.context import context
@@ -110,6 +123,7 @@ AllRefs = Annotated[
     bool,
     Field(description="Read every branch and remote-tracking branch too: what others synced"),
 ]
+_F = TypeVar("_F", bound=Callable[..., CallToolResult])
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -126,6 +140,132 @@ def _one_line(exc: BaseException) -> str:
     else:
         text = str(exc)
     return " ".join(text.split())
+
+
+#: What a JSON schema's type reads as, alone and as the items of a list.
+_KINDS = {
+    "integer": ("an integer", "integers"),
+    "number": ("a number", "numbers"),
+    "string": ("a string", "strings"),
+    "boolean": ("true or false", "booleans"),
+    "object": ("an object", "objects"),
+    "array": ("a list", "lists"),
+}
+
+
+def _shown(value: Any, most: int = 60) -> str:
+    """A value an agent gave, as JSON, cut to ``most`` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _expected(schema: dict[str, Any], plural: bool = False) -> str:
+    """What a value of a JSON schema must be, in words ("an integer, at least 1")."""
+    if "anyOf" in schema:
+        kinds = [_expected(s, plural) for s in schema["anyOf"] if s.get("type") != "null"]
+        return " or ".join(dict.fromkeys(kinds))
+    if "enum" in schema or "const" in schema:
+        values = [_shown(v) for v in schema.get("enum", [schema.get("const")])]
+        if len(values) == 1:
+            return values[0]
+        listed = ", ".join(values[:-1]) + f" or {values[-1]}"
+        return listed if plural else f"one of {listed}"
+    kind = schema.get("type")
+    if kind not in _KINDS:
+        return "values of the schema" if plural else "a value of the schema"
+    text = _KINDS[kind][plural]
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        text += f" of {_expected(schema['items'], plural=True)}"
+    if kind == "object" and schema.get("additionalProperties") not in (None, True, {}):
+        text += f" of {_expected(schema['additionalProperties'], plural=True)}"
+    if kind == "string" and schema.get("minLength") == 1:
+        text = "non-empty " + text if plural else "a non-empty string"
+    bounds = []
+    if "minimum" in schema:
+        bounds.append(f"at least {schema['minimum']}")
+    if "maximum" in schema:
+        bounds.append(f"at most {schema['maximum']}")
+    return text + (", " + " and ".join(bounds) if bounds and not plural else "")
+
+
+class _Arguments:
+    """A tool's arguments, checked before the SDK reads them: an unknown one (a typo)
+    or one that is missing or of the wrong kind is a kexp error of one line naming it
+    and what it must be (the SDK would ignore the first and dump pydantic's report)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.metadata: FuncMetadata = func_metadata(fn, structured_output=False)
+        self.schema: dict[str, Any] = self.metadata.arg_model.model_json_schema(by_alias=True)
+        self.properties: dict[str, dict[str, Any]] = self.schema.get("properties", {})
+
+    def check(self, arguments: dict[str, Any]) -> None:
+        unknown = [name for name in arguments if name not in self.properties]
+        if unknown:
+            names = ", ".join(repr(name) for name in unknown)
+            close = difflib.get_close_matches(unknown[0], self.properties, n=1)
+            advice = f" (did you mean {close[0]!r}?)" if close else ""
+            raise KexpError(
+                f"unknown argument{'s' if len(unknown) > 1 else ''} {names}{advice}; "
+                f"the arguments are: {', '.join(self.properties)}"
+            )
+        try:
+            self.metadata.validate_arguments(arguments)
+        except pydantic.ValidationError as exc:
+            raise KexpError(self.explain(exc, arguments)) from None
+
+    def explain(self, exc: pydantic.ValidationError, arguments: dict[str, Any]) -> str:
+        """One line: each argument pydantic refused, what it must be, what was given."""
+        refused: dict[str, bool] = {}  # argument -> missing
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else ""
+            refused[name] = refused.get(name, False) or error["type"] == "missing"
+        parts = []
+        for name, missing in refused.items():
+            schema = self.properties.get(name, {})
+            what = _expected(schema)
+            if missing:
+                about = f" ({schema['description']})" if schema.get("description") else ""
+                parts.append(f"missing argument {name!r}: give {what}{about}")
+            else:
+                given = _shown(arguments.get(name))
+                parts.append(f"argument {name!r} must be {what}, not {given}")
+        return "; ".join(parts) or str(exc).splitlines()[0]
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, its tools' arguments checked first (:class:`_Arguments`) and
+    listed as the only ones (``additionalProperties: false``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments: dict[str, _Arguments] = {}
+
+    def register(self, annotations: ToolAnnotations) -> Callable[[_F], _F]:
+        """A decorator adding a function as a tool (its text answer as it is)."""
+
+        def add(fn: _F) -> _F:
+            self.add_tool(fn, annotations=annotations, structured_output=False)
+            self.arguments[fn.__name__] = _Arguments(fn)
+            return fn
+
+        return add
+
+    async def list_tools(self) -> list[Tool]:
+        listed = await super().list_tools()
+        for tool in listed:
+            tool.input_schema = {**tool.input_schema, "additionalProperties": False}
+        return listed
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        checks = self.arguments.get(name)
+        if checks is not None:
+            try:
+                checks.check(arguments)
+            except KexpError as exc:
+                raise ToolError(f"Error executing tool {name}: {exc}") from None
+        return await super().call_tool(name, arguments, context)
 
 
 class _Tools:
@@ -190,11 +330,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     """The MCP server with kexp's tools, on the store at ``root`` (None: ``$KEXP_ROOT``
     or the nearest folder above the working directory holding ``experiments/``)."""
     tools = _Tools(Path(root) if root is not None else None)
-    server: MCPServer[Any] = MCPServer(
-        "kexp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
-    )
+    server = _Server("kexp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def consult(
         operator: Annotated[str, Field(description="Operator/file substring, e.g. rms_norm")],
         dtype: Dtype = None,
@@ -222,7 +360,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             ).text.rstrip("\n")
         )
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def similar(
         text: Annotated[str | None, Field(description="A plan or idea, in words")] = None,
         diff: Annotated[str | None, Field(description="A code change, as a diff")] = None,
@@ -252,7 +390,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             ]
         )
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def top(
         limit: Annotated[
             int | None,
@@ -301,7 +439,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def show(
         exp_id: ExpId,
         brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = False,
@@ -319,7 +457,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def lessons(
         operator: Operator = None,
         dtype: Dtype = None,
@@ -344,7 +482,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def tree(
         exp_id: Annotated[
             str | None, Field(description="An experiment: its ancestors and descendants")
@@ -369,7 +507,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def record(
         change_summary: Annotated[
             str, Field(description="One line of at most 80: '<What> - <Result>'")
@@ -475,7 +613,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def remeasure(
         exp_id: ExpId,
         baseline: Timings = None,
@@ -503,7 +641,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             )
         )
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def update(
         exp_id: ExpId,
         changes: Annotated[
@@ -529,7 +667,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def sync(
         branch: Annotated[
             str | None, Field(description="Publish to this branch, e.g. kexp/<your-name>")
