@@ -5,6 +5,7 @@ repository as its remote); every answer is checked against the files and git."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -479,3 +480,21 @@ def test_a_wrong_argument_is_a_tool_error_of_one_line_naming_it(
     run_agent(repo, work)
     assert Store(repo).list_experiments() == []
 
+
+def test_consult_with_too_small_a_budget_names_its_argument(bundled_copy: Path) -> None:
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("consult", operator="cache", budget=10)
+        assert failed and "too small" in texts[0] and "--budget" not in texts[0], texts
+        smallest = int(re.search(r"give budget (\d+) or more", texts[0]).group(1))  # type: ignore[union-attr]
+        failed, texts = await agent.call("consult", operator="cache", budget=smallest)
+        assert not failed and len(texts[0]) <= smallest * 4, texts
+
+    run_agent(bundled_copy, work)
+
+
+@pytest.fixture
+def bundled_copy(repo: Path) -> Path:
+    """A repository holding a copy of the bundled experiments."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "experiments", repo / "experiments",
+                    dirs_exist_ok=True)  # fmt: skip
+    return repo

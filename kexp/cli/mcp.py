@@ -59,7 +59,7 @@ from pydantic import Field
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text
-from kexp.core.errors import KexpError, ValidationError
+from kexp.core.errors import BudgetTooSmallError, KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.version import __version__
 from kexp.measure.corrections import apply_correction, typed_changes
@@ -347,18 +347,24 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """What to read before the next iteration on an operator, in one packet: the
         current best and its lineage, related failures and successes with their key
         insights, what was already tried, what was never tried (kexp context)."""
-        return tools.answer(
-            lambda: context(
-                tools.store(refs, all_refs),
-                operator=operator,
-                dtype=dtype,
-                env=env,
-                text=plan,
-                diff=diff,
-                budget=budget,
-                output=format,
-            ).text.rstrip("\n")
-        )
+
+        def run() -> str:
+            try:
+                packet = context(
+                    tools.store(refs, all_refs),
+                    operator=operator,
+                    dtype=dtype,
+                    env=env,
+                    text=plan,
+                    diff=diff,
+                    budget=budget,
+                    output=format,
+                )
+            except BudgetTooSmallError as exc:  # named as this tool takes it
+                raise KexpError(exc.advice("budget")) from None
+            return packet.text.rstrip("\n")
+
+        return tools.answer(run)
 
     @server.register(_READ)
     def similar(
