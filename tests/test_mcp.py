@@ -5,6 +5,7 @@ repository as its remote); every answer is checked against the files and git."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import git, init_repo
+from conftest import git, init_repo, run_kexp
 
 pytest.importorskip("mcp")
 import anyio
@@ -118,6 +119,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
         assert tuple(tools) == TOOLS
         for tool in tools.values():
             assert tool.description and tool.input_schema["type"] == "object"
+            assert tool.input_schema["additionalProperties"] is False  # a typo is an error
         properties = tools["record"].input_schema["properties"]
         assert {"change_summary", "baseline", "candidate", "score", "protocol"} <= set(properties)
         assert tools["update"].input_schema["required"] == ["exp_id", "changes", "reason"]
@@ -360,3 +362,139 @@ def test_a_client_configuration_kexp_cannot_read_is_left_alone(repo: Path, text:
 
 def test_the_readme_shows_the_configuration_kexp_writes() -> None:
     assert readme_server() == mcp_server_entry("claude")
+
+
+# --- each tool answers what its command prints ----------------------------------------
+
+
+def test_each_read_tool_answers_what_its_command_prints_with_json(tmp_path: Path) -> None:
+    """The same question to a tool and to its command (``--json``, the brief ``top``)
+    gets the same answer: the key insights of ``top``, the noise floor of ``lessons``,
+    where each node of ``tree`` was found across refs."""
+    from test_sync import clone, make_remote
+
+    from kexp.storage.sync import sync
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    shutil.copytree(Path(__file__).resolve().parent.parent / "experiments", bob / "experiments",
+                    dirs_exist_ok=True)  # fmt: skip
+    alices = Store(alice)
+    alices.create_experiment(
+        base_commit=base, score=1.004, score_ci=[0.98, 1.03], status="done", tags=["control"],
+        **record_fields(change_summary="A/A run - +0.4%"),
+    )  # fmt: skip
+    first = alices.create_experiment(base_commit=base, score=1.03, status="done", **record_fields())
+    alices.create_experiment(
+        base_commit=base, score=0.96, status="done", pid=first.id, measured_against="parent",
+        **record_fields(change_summary="Two rows per warp - -4%"),
+    )  # fmt: skip
+    sync(alices, branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    best = Store(bob).top_experiments(1)[0].id[:10]
+    questions: list[tuple[str, dict[str, Any], list[str]]] = [
+        ("top", {}, ["top", "--json", "--brief"]),
+        ("top", {"by": "score", "all_refs": True},
+         ["top", "--json", "--brief", "--by", "score", "--all-refs"]),
+        ("top", {"brief": False, "limit": 5}, ["top", "--json", "-n", "5"]),
+        ("top", {"outcome": ["regression", "marginal"], "operator": "cache"},
+         ["top", "--json", "--brief", "--outcome", "regression", "--outcome", "marginal",
+          "--operator", "cache"]),
+        ("show", {"exp_id": best}, ["show", best, "--json"]),
+        ("show", {"exp_id": first.id[:10], "brief": True, "all_refs": True},
+         ["show", first.id[:10], "--json", "--brief", "--all-refs"]),
+        ("show", {"exp_id": best, "fields": ["id", "score", "key_insight"]},
+         ["show", best, "--json", "--fields", "id,score,key_insight"]),
+        ("similar", {"text": "unroll the head loop"},
+         ["similar", "--text", "unroll the head loop", "--json"]),
+        ("similar", {"exp_id": first.id, "all_refs": True},
+         ["similar", first.id, "--json", "--all-refs"]),
+        ("lessons", {}, ["lessons", "--json"]),
+        ("lessons", {"all_refs": True}, ["lessons", "--json", "--all-refs"]),
+        ("lessons", {"groups": ["regression"], "limit": 1, "all_refs": True},
+         ["lessons", "--json", "--group", "regression", "-n", "1", "--all-refs"]),
+        ("tree", {"operator": "cache"}, ["tree", "--json", "--operator", "cache"]),
+        ("tree", {"all_refs": True}, ["tree", "--json", "--all-refs"]),
+        ("tree", {"exp_id": first.id[:10], "refs": ["origin/*"]},
+         ["tree", first.id[:10], "--json", "--refs", "origin/*"]),
+        ("consult", {"operator": "cache", "format": "json"},
+         ["context", "--operator", "cache", "--json"]),
+        ("consult", {"operator": "softmax", "plan": "warp shuffle", "all_refs": True},
+         ["context", "--operator", "softmax", "--text", "warp shuffle", "--all-refs"]),
+    ]  # fmt: skip
+    answers: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        for name, arguments, _ in questions:
+            failed, texts = await agent.call(name, **arguments)
+            assert not failed and len(texts) == 1, (name, arguments, texts)
+            answers.append(texts[0])
+
+    run_agent(bob, work)
+    for (name, arguments, argv), answer in zip(questions, answers, strict=True):
+        printed = run_kexp(*argv, cwd=bob)
+        assert printed.returncode == 0, printed.stderr
+        if name == "consult" and "format" not in arguments:
+            assert answer == printed.stdout.rstrip("\n"), argv
+        else:
+            assert json.loads(answer) == json.loads(printed.stdout), argv
+    assert any("key_insight" in entry for entry in json.loads(answers[0]))
+    assert json.loads(answers[10])["noise_floor"]
+
+
+# --- a wrong argument ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "says"),
+    [
+        ("top", {"operater": "cache", "limit": 3},
+         ["unknown argument 'operater'", "'operator'", "limit"]),
+        ("record", {"change_sumary": "x", "operator_sig": "a.cu: k", "dtype_sig": "bf16"},
+         ["unknown argument 'change_sumary'", "change_summary"]),
+        ("show", {}, ["'exp_id'"]),
+        ("consult", {"dtype": "bf16"}, ["'operator'"]),
+        ("top", {"limit": "five"}, ["'limit'", "integer", "five"]),
+        ("top", {"limit": 0}, ["'limit'", "at least 1"]),
+        ("top", {"outcome": "improvement"}, ["'outcome'", "list"]),
+        ("top", {"by": "best"}, ["'by'", "cumulative", "score", "low"]),
+        ("lessons", {"groups": ["bugy"]}, ["'groups'", "buggy", "regression"]),
+        ("record", {"score": "fast", **record_fields()}, ["'score'", "number", "fast"]),
+    ],
+)  # fmt: skip
+def test_a_wrong_argument_is_a_tool_error_of_one_line_naming_it(
+    repo: Path, name: str, arguments: dict[str, Any], says: list[str]
+) -> None:
+    """An unknown argument (a typo), a missing one or one of the wrong kind is a tool
+    error of one line naming the argument and what it must be (no pydantic dump), and
+    nothing else is done; the server goes on answering."""
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(name, **arguments)
+        assert failed and len(texts) == 1, texts
+        assert "\n" not in texts[0] and "pydantic" not in texts[0], texts[0]
+        for part in says:
+            assert part in texts[0], (part, texts[0])
+        assert await agent.json("top") == []
+
+    run_agent(repo, work)
+    assert Store(repo).list_experiments() == []
+
+
+def test_consult_with_too_small_a_budget_names_its_argument(bundled_copy: Path) -> None:
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("consult", operator="cache", budget=10)
+        assert failed and "too small" in texts[0] and "--budget" not in texts[0], texts
+        smallest = int(re.search(r"give budget (\d+) or more", texts[0]).group(1))  # type: ignore[union-attr]
+        failed, texts = await agent.call("consult", operator="cache", budget=smallest)
+        assert not failed and len(texts[0]) <= smallest * 4, texts
+
+    run_agent(bundled_copy, work)
+
+
+@pytest.fixture
+def bundled_copy(repo: Path) -> Path:
+    """A repository holding a copy of the bundled experiments."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "experiments", repo / "experiments",
+                    dirs_exist_ok=True)  # fmt: skip
+    return repo

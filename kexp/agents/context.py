@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import Derivation, Derived, describe_control, latest_control
-from kexp.core.errors import KexpError
+from kexp.core.errors import BudgetTooSmallError, KexpError
 from kexp.storage.doctext import score_interval
 from kexp.storage.query import chronological
 from kexp.storage.query import rank as ranked
@@ -635,11 +635,7 @@ def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str)
         smallest = count_tokens(text)
         while count_tokens(_render(header, kept, everything, smallest, output)) > smallest:
             smallest = count_tokens(_render(header, kept, everything, smallest, output))
-        raise KexpError(
-            f"a budget of {budget} tokens is too small: the packet's heading alone takes "
-            f"{count_tokens(text)} (characters / {CHARS_PER_TOKEN}); give --budget "
-            f"{smallest} or more (each entry kept takes more)"
-        )
+        raise BudgetTooSmallError(budget, count_tokens(text), smallest, CHARS_PER_TOKEN)
     for entry in sorted(
         entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)
     ):

@@ -10,7 +10,7 @@ consult    :func:`kexp.agents.context.context`                ``kexp context``
 similar    :func:`kexp.storage.retrieval.similar`               ``kexp similar --json``
 top        :meth:`kexp.Store.top_experiments`           ``kexp top --json --brief``
 show       :meth:`kexp.Store.get_experiment`            ``kexp show ID --json``
-lessons    :func:`kexp.agents.lessons.lessons`                 ``kexp lessons --json``
+lessons    :func:`kexp.agents.lessons.lesson_report`           ``kexp lessons --json``
 tree       :mod:`kexp.storage.lineage`                          ``kexp tree --json``
 record     :func:`kexp.measure.intake.record`                   ``kexp add``
 remeasure  :func:`kexp.measure.record.remeasure`               ``kexp remeasure --json``
@@ -20,17 +20,21 @@ sync       :func:`kexp.storage.sync.sync`                    ``kexp sync --json`
 
 The store is ``--root``, else ``$KEXP_ROOT``, else found from the server's working
 directory (the nearest folder above it holding ``experiments/``). A kexp error (a bad
-score, an unknown id, no store) is a tool error carrying kexp's one-line message; the
-server goes on answering. Warnings (a repeated change, timings without raw samples, a
-suspect measurement) come back as more text after the result, ``kexp: warning: ...``.
-Calls run one at a time. The read tools take ``refs`` (patterns such as ``origin/*``) and
-``all_refs``, as the commands take ``--refs`` and ``--all-refs``: the store is read with
-every matching ref, one entry per experiment (its newest version, with where it was
-found), so that an agent that only fetched sees what the others synced.
+score, an unknown id, no store) is a tool error carrying kexp's one-line message; so is
+an argument that is unknown (a typo), missing or of the wrong kind, naming it and what
+it must be (nothing is done). The server goes on answering. Warnings (a repeated change,
+timings without raw samples, a suspect measurement) come back as more text after the
+result, ``kexp: warning: ...``. Calls run one at a time. The read tools take ``refs``
+(patterns such as ``origin/*``) and ``all_refs``, as the commands take ``--refs`` and
+``--all-refs``: the store is read with every matching ref, one entry per experiment (its
+newest version, with where it was found), so that an agent that only fetched sees what
+the others synced.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -38,22 +42,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+import pydantic
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.types import (
+    CallToolResult,
+    ContentBlock,
+    InputRequiredResult,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
 from pydantic import Field
 
 from kexp.agents.context import context
-from kexp.agents.lessons import lessons as find_lessons
+from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text
-from kexp.core.errors import KexpError, ValidationError
+from kexp.core.errors import BudgetTooSmallError, KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.version import __version__
 from kexp.measure.corrections import apply_correction, typed_changes
 from kexp.measure.envinfo import detected_env
 from kexp.measure.intake import record as write
 from kexp.measure.record import remeasure as add_round
-from kexp.output.export import machine_record, measured_record, written_record
+from kexp.output.export import check_fields, measured_record, written_record
+from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.store import Store
@@ -82,7 +96,6 @@ TOOLS = (
     "sync",
 )
 
-_T = TypeVar("_T")
 #: Timings: an object {config: time or [samples]} (in ``unit``), or the path of a file.
 Timings = Annotated[
     dict[str, float | list[float]] | str | None,
@@ -110,6 +123,7 @@ AllRefs = Annotated[
     bool,
     Field(description="Read every branch and remote-tracking branch too: what others synced"),
 ]
+_F = TypeVar("_F", bound=Callable[..., CallToolResult])
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -126,6 +140,132 @@ def _one_line(exc: BaseException) -> str:
     else:
         text = str(exc)
     return " ".join(text.split())
+
+
+#: What a JSON schema's type reads as, alone and as the items of a list.
+_KINDS = {
+    "integer": ("an integer", "integers"),
+    "number": ("a number", "numbers"),
+    "string": ("a string", "strings"),
+    "boolean": ("true or false", "booleans"),
+    "object": ("an object", "objects"),
+    "array": ("a list", "lists"),
+}
+
+
+def _shown(value: Any, most: int = 60) -> str:
+    """A value an agent gave, as JSON, cut to ``most`` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _expected(schema: dict[str, Any], plural: bool = False) -> str:
+    """What a value of a JSON schema must be, in words ("an integer, at least 1")."""
+    if "anyOf" in schema:
+        kinds = [_expected(s, plural) for s in schema["anyOf"] if s.get("type") != "null"]
+        return " or ".join(dict.fromkeys(kinds))
+    if "enum" in schema or "const" in schema:
+        values = [_shown(v) for v in schema.get("enum", [schema.get("const")])]
+        if len(values) == 1:
+            return values[0]
+        listed = ", ".join(values[:-1]) + f" or {values[-1]}"
+        return listed if plural else f"one of {listed}"
+    kind = schema.get("type")
+    if kind not in _KINDS:
+        return "values of the schema" if plural else "a value of the schema"
+    text = _KINDS[kind][plural]
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        text += f" of {_expected(schema['items'], plural=True)}"
+    if kind == "object" and schema.get("additionalProperties") not in (None, True, {}):
+        text += f" of {_expected(schema['additionalProperties'], plural=True)}"
+    if kind == "string" and schema.get("minLength") == 1:
+        text = "non-empty " + text if plural else "a non-empty string"
+    bounds = []
+    if "minimum" in schema:
+        bounds.append(f"at least {schema['minimum']}")
+    if "maximum" in schema:
+        bounds.append(f"at most {schema['maximum']}")
+    return text + (", " + " and ".join(bounds) if bounds and not plural else "")
+
+
+class _Arguments:
+    """A tool's arguments, checked before the SDK reads them: an unknown one (a typo)
+    or one that is missing or of the wrong kind is a kexp error of one line naming it
+    and what it must be (the SDK would ignore the first and dump pydantic's report)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.metadata: FuncMetadata = func_metadata(fn, structured_output=False)
+        self.schema: dict[str, Any] = self.metadata.arg_model.model_json_schema(by_alias=True)
+        self.properties: dict[str, dict[str, Any]] = self.schema.get("properties", {})
+
+    def check(self, arguments: dict[str, Any]) -> None:
+        unknown = [name for name in arguments if name not in self.properties]
+        if unknown:
+            names = ", ".join(repr(name) for name in unknown)
+            close = difflib.get_close_matches(unknown[0], self.properties, n=1)
+            advice = f" (did you mean {close[0]!r}?)" if close else ""
+            raise KexpError(
+                f"unknown argument{'s' if len(unknown) > 1 else ''} {names}{advice}; "
+                f"the arguments are: {', '.join(self.properties)}"
+            )
+        try:
+            self.metadata.validate_arguments(arguments)
+        except pydantic.ValidationError as exc:
+            raise KexpError(self.explain(exc, arguments)) from None
+
+    def explain(self, exc: pydantic.ValidationError, arguments: dict[str, Any]) -> str:
+        """One line: each argument pydantic refused, what it must be, what was given."""
+        refused: dict[str, bool] = {}  # argument -> missing
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else ""
+            refused[name] = refused.get(name, False) or error["type"] == "missing"
+        parts = []
+        for name, missing in refused.items():
+            schema = self.properties.get(name, {})
+            what = _expected(schema)
+            if missing:
+                about = f" ({schema['description']})" if schema.get("description") else ""
+                parts.append(f"missing argument {name!r}: give {what}{about}")
+            else:
+                given = _shown(arguments.get(name))
+                parts.append(f"argument {name!r} must be {what}, not {given}")
+        return "; ".join(parts) or str(exc).splitlines()[0]
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, its tools' arguments checked first (:class:`_Arguments`) and
+    listed as the only ones (``additionalProperties: false``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments: dict[str, _Arguments] = {}
+
+    def register(self, annotations: ToolAnnotations) -> Callable[[_F], _F]:
+        """A decorator adding a function as a tool (its text answer as it is)."""
+
+        def add(fn: _F) -> _F:
+            self.add_tool(fn, annotations=annotations, structured_output=False)
+            self.arguments[fn.__name__] = _Arguments(fn)
+            return fn
+
+        return add
+
+    async def list_tools(self) -> list[Tool]:
+        listed = await super().list_tools()
+        for tool in listed:
+            tool.input_schema = {**tool.input_schema, "additionalProperties": False}
+        return listed
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        checks = self.arguments.get(name)
+        if checks is not None:
+            try:
+                checks.check(arguments)
+            except KexpError as exc:
+                raise ToolError(f"Error executing tool {name}: {exc}") from None
+        return await super().call_tool(name, arguments, context)
 
 
 class _Tools:
@@ -190,11 +330,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     """The MCP server with kexp's tools, on the store at ``root`` (None: ``$KEXP_ROOT``
     or the nearest folder above the working directory holding ``experiments/``)."""
     tools = _Tools(Path(root) if root is not None else None)
-    server: MCPServer[Any] = MCPServer(
-        "kexp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
-    )
+    server = _Server("kexp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def consult(
         operator: Annotated[str, Field(description="Operator/file substring, e.g. rms_norm")],
         dtype: Dtype = None,
@@ -209,20 +347,26 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """What to read before the next iteration on an operator, in one packet: the
         current best and its lineage, related failures and successes with their key
         insights, what was already tried, what was never tried (kexp context)."""
-        return tools.answer(
-            lambda: context(
-                tools.store(refs, all_refs),
-                operator=operator,
-                dtype=dtype,
-                env=env,
-                text=plan,
-                diff=diff,
-                budget=budget,
-                output=format,
-            ).text.rstrip("\n")
-        )
 
-    @server.tool(annotations=_READ, structured_output=False)
+        def run() -> str:
+            try:
+                packet = context(
+                    tools.store(refs, all_refs),
+                    operator=operator,
+                    dtype=dtype,
+                    env=env,
+                    text=plan,
+                    diff=diff,
+                    budget=budget,
+                    output=format,
+                )
+            except BudgetTooSmallError as exc:  # named as this tool takes it
+                raise KexpError(exc.advice("budget")) from None
+            return packet.text.rstrip("\n")
+
+        return tools.answer(run)
+
+    @server.register(_READ)
     def similar(
         text: Annotated[str | None, Field(description="A plan or idea, in words")] = None,
         diff: Annotated[str | None, Field(description="A code change, as a diff")] = None,
@@ -252,9 +396,12 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             ]
         )
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def top(
-        limit: Annotated[int, Field(ge=1, le=1000)] = 20,
+        limit: Annotated[
+            int | None,
+            Field(ge=1, le=1000, description="How many (default: the setting top_default, 20)"),
+        ] = None,
         operator: Operator = None,
         dtype: Dtype = None,
         env: Env = None,
@@ -292,14 +439,13 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 include_buggy=include_buggy,
                 include_pending=include_pending,
                 by=by,
-                brief=brief,
                 **filters,
             )
-            return [_with_where(exp, machine_record(exp, brief=brief)) for exp in found]
+            return [experiment_reply(exp, brief=brief) for exp in found]
 
         return tools.answer(run)
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def show(
         exp_id: ExpId,
         brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = False,
@@ -311,12 +457,13 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         newest version and where it was found."""
 
         def run() -> dict[str, Any]:
+            chosen = check_fields(fields) if fields else None
             exp = tools.store(refs, all_refs).get_experiment(exp_id)
-            return _with_where(exp, machine_record(exp, fields, brief=brief))
+            return experiment_reply(exp, chosen, brief=brief)
 
         return tools.answer(run)
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def lessons(
         operator: Operator = None,
         dtype: Dtype = None,
@@ -333,17 +480,15 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """The failures to learn from, grouped buggy, regression, marginal,
         interference, each with its key insight (kexp lessons --json)."""
 
-        def run() -> dict[str, list[dict[str, Any]]]:
+        def run() -> dict[str, Any]:
             filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
-            return {
-                name: [lesson.to_dict() for lesson in _newest(items, limit)]
-                for name, items in find_lessons(tools.store(refs, all_refs), **filters).items()
-                if not groups or name in groups
-            }
+            store = tools.store(refs, all_refs)
+            report = lesson_report(store, **filters)
+            return lessons_reply(store, report, groups or (), limit, **filters)
 
         return tools.answer(run)
 
-    @server.tool(annotations=_READ, structured_output=False)
+    @server.register(_READ)
     def tree(
         exp_id: Annotated[
             str | None, Field(description="An experiment: its ancestors and descendants")
@@ -363,12 +508,12 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             if exp_id is not None:
                 if filters:
                     raise KexpError("give an exp_id or filters, not both")
-                return [lineage.lineage_of(store, exp_id).to_dict()]
-            return [node.to_dict() for node in lineage.lineage_forest(store, **filters)]
+                return tree_reply([lineage.lineage_of(store, exp_id)])
+            return tree_reply(lineage.lineage_forest(store, **filters))
 
         return tools.answer(run)
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def record(
         change_summary: Annotated[
             str, Field(description="One line of at most 80: '<What> - <Result>'")
@@ -474,7 +619,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def remeasure(
         exp_id: ExpId,
         baseline: Timings = None,
@@ -502,7 +647,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             )
         )
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def update(
         exp_id: ExpId,
         changes: Annotated[
@@ -528,7 +673,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         return tools.answer(run)
 
-    @server.tool(annotations=_WRITE, structured_output=False)
+    @server.register(_WRITE)
     def sync(
         branch: Annotated[
             str | None, Field(description="Publish to this branch, e.g. kexp/<your-name>")
@@ -548,22 +693,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     return server
 
 
-def _with_where(exp: Any, record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with where a store reading refs found ``exp`` (as the commands' JSON
-    has it: ``ref``, ``refs``, and the places of older versions)."""
-    if exp.where is not None:
-        record.update(exp.where.to_dict())
-    return record
-
-
 def _filters(**given: Any) -> dict[str, Any]:
     """The query filters given (None and empty lists left out)."""
     return {name: value for name, value in given.items() if value not in (None, [], "")}
-
-
-def _newest(items: list[_T], limit: int | None) -> list[_T]:
-    """The last ``limit`` items (all when None)."""
-    return items if limit is None else items[-limit:] if limit > 0 else []
 
 
 def serve(root: Path | str | None = None) -> None:

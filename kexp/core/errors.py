@@ -82,6 +82,27 @@ class MeasurementError(KexpError, ValueError):
     """Timings cannot be read or paired; the message says which file and configuration."""
 
 
+class BudgetTooSmallError(KexpError):
+    """A context packet's budget of tokens is smaller than its heading alone takes;
+    ``smallest`` is the least budget that fits. The message names the budget as the
+    command takes it (``--budget``), :meth:`advice` as another front end does."""
+
+    def __init__(self, budget: int, heading: int, smallest: int, per_token: int) -> None:
+        self.budget = budget
+        self.heading = heading
+        self.smallest = smallest
+        self.per_token = per_token
+        super().__init__(self.advice("--budget"))
+
+    def advice(self, option: str) -> str:
+        """The message, the budget given as ``option`` (``--budget``, an argument's name)."""
+        return (
+            f"a budget of {self.budget} tokens is too small: the packet's heading alone "
+            f"takes {self.heading} (characters / {self.per_token}); give {option} "
+            f"{self.smallest} or more (each entry kept takes more)"
+        )
+
+
 class DeleteRefusedError(KexpError):
     """A delete refused: other experiments name this one as their ``pid`` or in their
     ``combines`` (``force=True`` deletes it anyway)."""

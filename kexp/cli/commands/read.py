@@ -265,7 +265,8 @@ def show(
         return
     import json
 
-    from kexp.output.export import machine_record, to_record
+    from kexp.output.export import to_record
+    from kexp.output.replies import experiment_reply
 
     if one_field:
         chosen = field_list(one_field)
@@ -280,11 +281,7 @@ def show(
         return
     chosen = field_list(fields)
     if as_json:
-        record = machine_record(exp, chosen, brief=brief, front_matter=front_matter, full=full)
-        sighting = where(exp) if where is not None else None
-        if sighting is not None:
-            record.update(sighting.to_dict())
-        echo_json(record)
+        echo_json(experiment_reply(exp, chosen, brief=brief, front_matter=front_matter, full=full))
         return
     if chosen:
         record = to_record(exp, chosen)
@@ -443,17 +440,9 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         forest = lineage.lineage_forest(store, **filters)
         focus = None
     if as_json:
-        trees = [node.to_dict() for node in forest]
-        where = where_found(store)
-        if where is not None:  # read across refs: each node says where it was found
-            stack = list(zip(forest, trees, strict=True))
-            while stack:
-                node, data = stack.pop()
-                sighting = where(node.experiment)
-                if sighting is not None:
-                    data.update(sighting.to_dict())
-                stack.extend(zip(node.children, data["children"], strict=True))
-        echo_json(trees)
+        from kexp.output.replies import tree_reply
+
+        echo_json(tree_reply(forest))
         return
     if not forest:
         click.echo("(no experiments match)", err=True)

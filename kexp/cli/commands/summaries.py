@@ -19,7 +19,6 @@ from kexp.cli.commands.common import (
     refs_options,
     styler,
     terminal_width,
-    where_found,
 )
 
 if TYPE_CHECKING:
@@ -62,30 +61,15 @@ def lessons(
       kexp lessons --group buggy --json
     """
     from kexp.agents.lessons import lesson_report
+    from kexp.output.replies import chosen_lessons, lessons_reply
 
     store = get_store(ctx)
     filters = filters_from(params)
     report = lesson_report(store, **filters)
-    found = report.groups
-    if groups:
-        found = {name: items for name, items in found.items() if name in groups}
-    if limit is not None:
-        found = {name: (items[-limit:] if limit > 0 else []) for name, items in found.items()}
     if as_json:
-        data = {name: [lesson.to_dict() for lesson in items] for name, items in found.items()}
-        where = where_found(store)
-        if where is not None:  # read across refs: each lesson says where it was found
-            places = {e.id: where(e) for e in store.list_experiments(brief=True, **filters)}
-            for records in data.values():
-                for record in records:
-                    sighting = places.get(record["id"])
-                    if sighting is not None:
-                        record.update(sighting.to_dict())
-        if report.noise_floors:
-            floors: Any = [floor.to_dict() for floor in report.noise_floors]
-            data["noise_floor"] = floors
-        echo_json(data)
+        echo_json(lessons_reply(store, report, groups, limit, **filters))
         return
+    found = chosen_lessons(report, groups, limit)
     style = styler()
     width = terminal_width()
     for floor in report.noise_floors:
