@@ -12,13 +12,22 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, record
 
-from kexp import Store
+from kexp import Store, ValidationError
 from kexp.storage.sync import sync
 
 OPERATOR = "csrc/softmax.cu: softmax"
+DIFF = """\
+--- a/csrc/softmax.cu
++++ b/csrc/softmax.cu
+@@ -1,3 +1,3 @@
+-  float x = in[i];
++  float4 x = reinterpret_cast<const float4*>(in)[i];
+   acc += x;
+"""
 
 
 def commit(root: Path, message: str, when: str) -> None:
@@ -81,6 +90,59 @@ def test_a_version_changed_on_two_branches_is_said_diverged_never_older(tmp_path
     # Read without refs, nothing is said of other places.
     plain = run_kexp("context", "--operator", "softmax", cwd=bob)
     assert "diverged" not in plain.stdout and "origin/" not in plain.stdout
+
+
+def test_an_experiment_on_another_agents_branch_is_named_with_where_it_is(
+    tmp_path: Path,
+) -> None:
+    """Bob's consult names Alice's experiment as the best to build on; a write naming
+    it (its pid, a remeasure) says which branch holds it and how to bring it in, and
+    after that merge the same write succeeds."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    hers = softmax(alice, base, "Vectorize loads with float4 - +10%", score=1.10,
+                   code_change=DIFF)  # fmt: skip
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    packet = json.loads(
+        run_kexp("context", "--operator", "softmax", "--all-refs", "--json", cwd=bob).stdout
+    )
+    assert packet["best"]["id"] == hers  # the advice: build on it
+
+    child = ["add", "--pid", hers[:10], "--summary", "Unroll by 4 on float4 - +2%",
+             "--score", "1.02", "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100",
+             "--base-commit", base]  # fmt: skip
+    for refs in ((), ("--all-refs",)):
+        refused = run_kexp(*child, *refs, cwd=bob)
+        assert refused.returncode != 0 and not Store(bob).list_experiments()
+        assert "origin/kexp/alice" in refused.stderr, refused.stderr
+        assert "git merge origin/kexp/alice" in refused.stderr
+    with pytest.raises(ValidationError) as refused_in_python:  # the library says it too
+        record(bob, base, "Unroll by 4 on float4 - +2%", pid=hers, operator_sig=OPERATOR)
+    problems = refused_in_python.value.problems
+    (problem,) = [p for p in problems if p.code == "dangling-pid"]
+    assert "git merge origin/kexp/alice" in problem.hint
+    timings = tmp_path / "round.csv"
+    timings.write_text("config,baseline,candidate\nr64,10.0,9.1\nr64,10.1,9.0\nr64,9.9,9.2\n")
+    again = run_kexp("remeasure", hers[:10], "--table", str(timings), cwd=bob)
+    assert again.returncode != 0 and "git merge origin/kexp/alice" in again.stderr
+
+    # The tried-before warning of the same measurement again names the merge too.
+    (tmp_path / "change.diff").write_text(DIFF)
+    same = ["add", "--summary", "Vectorize loads, again - +9%", "--score", "1.09",
+            "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100",
+            "--base-commit", base, "--diff-file", str(tmp_path / "change.diff")]  # fmt: skip
+    warned = run_kexp(*same, "--all-refs", cwd=bob)
+    assert warned.returncode == 0, warned.stderr
+    (line,) = [line for line in warned.stderr.splitlines() if f"kexp remeasure {hers}" in line]
+    assert "git merge origin/kexp/alice" in line
+    Store(bob).delete_experiment(json.loads(run_kexp("list", "--json", cwd=bob).stdout)[0]["id"])
+
+    # Following the advice works.
+    git(bob, "merge", "-q", "--no-edit", "origin/kexp/alice")
+    made = run_kexp(*child, "--json", cwd=bob)
+    assert made.returncode == 0, made.stderr
+    assert Store(bob).get_experiment(json.loads(made.stdout)["id"]).pid == hers
 
 
 def test_the_listing_label_of_an_older_version_still_says_older(tmp_path: Path) -> None:
