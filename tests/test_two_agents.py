@@ -145,6 +145,36 @@ def test_an_experiment_on_another_agents_branch_is_named_with_where_it_is(
     assert Store(bob).get_experiment(json.loads(made.stdout)["id"]).pid == hers
 
 
+def test_stats_counts_controls_apart_as_context_does(tmp_path: Path) -> None:
+    """An A/A control (tag ``control``) is the noise floor, never an outcome: ``kexp
+    stats`` counts it in a column of its own, and its outcome counts agree with the
+    consult's."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    first = softmax(alice, base, "Vectorize loads with float4 - +10%", score=1.10)
+    softmax(alice, base, "Unroll row loop by 4 - +2%", score=1.02, pid=first,
+            measured_against="parent")  # fmt: skip
+    softmax(alice, base, "Shared memory staging - -5%", score=0.95, pid=first,
+            measured_against="parent")  # fmt: skip
+    sync(Store(alice), branch="kexp/alice")
+    softmax(bob, base, "A/A control run on H100", score=1.02, tags=["control"])
+    git(bob, "fetch", "-q")
+
+    counted = json.loads(run_kexp("stats", "--all-refs", "--json", cwd=bob).stdout)
+    packet = json.loads(
+        run_kexp("context", "--operator", "softmax", "--all-refs", "--json", cwd=bob).stdout
+    )["context"]
+    here = counted["by_operator"][OPERATOR]
+    assert here["improvement"] == packet["improved_here"] == 2
+    assert here["regression"] == 1 and here["marginal"] == 0
+    assert here["control"] == counted["by_outcome"]["control"] == 1
+    assert here["total"] == counted["total"] == packet["experiments_here"] + 1 == 4
+    table = run_kexp("stats", "--all-refs", cwd=bob, env={"COLUMNS": "200"})
+    header, row = table.stdout.splitlines()[2:4]
+    cells = dict(zip(header.split(), row.split()[-len(header.split()) :], strict=True))
+    assert (cells["TOTAL"], cells["IMPROVED"], cells["CONTROL"]) == ("4", "2", "1")
+
+
 def test_the_listing_label_of_an_older_version_still_says_older(tmp_path: Path) -> None:
     """A correction made on one branch only is newer than what the fork holds: the
     listing says the other place holds an older version."""

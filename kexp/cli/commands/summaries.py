@@ -152,6 +152,7 @@ _OUTCOME_COLUMNS = (
     ("interference", "INTERFERED"),
     ("buggy", "BUGGY"),
     ("pending", "PENDING"),
+    ("control", "CONTROL"),  # A/A runs: the noise floor, counted apart from the outcomes
 )
 
 
@@ -163,6 +164,7 @@ _SHORT = {
     "INTERFERED": "INTF",
     "BUGGY": "BUGGY",
     "PENDING": "PEND",
+    "CONTROL": "CTRL",
 }
 
 
