@@ -24,6 +24,7 @@ from conftest import experiment_fields, git
 from test_sync import clone, make_remote, record
 
 import kexp
+import kexp.storage.retrieval  # used as kexp.storage.retrieval: imported, not by chance
 from kexp import Store
 from kexp.cli.main import main
 from kexp.core.errors import NearDuplicateWarning

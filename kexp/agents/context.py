@@ -423,6 +423,12 @@ def _experiment_entry(
     lines = [f"- {_short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {_cut(insight)}")
+    # Read across refs: another branch may hold a version that changed too (diverged).
+    sighting = doc.sighting() if section == "best" else None
+    if sighting is not None and sighting.diverged:
+        places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
+        shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
+        lines.append(f"  diverged: another version on {_cut(shown)}, changed there too")
     data: dict[str, Any] = {
         "id": doc.id,
         "score": doc.score,
@@ -438,6 +444,8 @@ def _experiment_entry(
         data["key_insight"] = insight
     data["dtype_sig"] = doc.dtype_sig
     data["env"] = doc.env
+    if sighting is not None and sighting.diverged:
+        data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
 
 

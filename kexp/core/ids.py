@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 
-from kexp.core.errors import InvalidIdError
+from kexp.core.errors import AmbiguousIdError, ExperimentNotFoundError, InvalidIdError
 
 ID_LENGTH = 16
 #: How many characters of an id listings print, and the prefix length to give: unique
@@ -82,3 +83,16 @@ PREFIX_ADVICE = (
     "ids begin with their creation time, so ids recorded close together share their "
     f"first characters: give {SHOWN_LENGTH} (as listings print them) or the full id"
 )
+
+
+def the_one(prefix: str, known: Iterable[str], where: str) -> str:
+    """The one id of ``known`` starting with ``prefix``: :class:`ExperimentNotFoundError`
+    (saying ``where`` it looked) when none does, :class:`AmbiguousIdError` when several."""
+    candidates = sorted(exp_id for exp_id in known if exp_id.startswith(prefix))
+    if not candidates:
+        raise ExperimentNotFoundError(
+            f"no experiment with id {prefix}{'' if len(prefix) == ID_LENGTH else '...'} in {where}"
+        )
+    if len(candidates) > 1:
+        raise AmbiguousIdError(prefix, candidates, PREFIX_ADVICE)
+    return candidates[0]

@@ -122,6 +122,7 @@ def correction_note(
 def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
     """The ``changes`` that would change the experiment (ids resolved): those whose value
     differs from the one it has."""
+    store.path_of(exp_id, writing=True)  # in the working tree, else said where it is
     updates = store.resolve_references(dict(changes))
     old = store.get_experiment(exp_id)
     return {

@@ -683,6 +683,7 @@ def remeasure(
 
     if store is None:
         store = Store(find_root())
+    store.path_of(exp_id, writing=True)  # in the working tree, else said where it is
     exp = store.get_experiment(exp_id)
     gathered = _gather(baseline, candidate, table, measurements, "median", unit)
     if gathered is None:

@@ -270,10 +270,13 @@ def _named(repeats: list[Repeat], limit: int) -> str:
 
 
 def remeasure_message(repeat: Repeat) -> str:
-    """The warning text for a new experiment that measures ``repeat`` again."""
+    """The warning text for a new experiment that measures ``repeat`` again (found on
+    another ref: merged in first, as a write needs it in the working tree)."""
+    merge = f"git merge {repeat.ref}, then " if repeat.ref else ""
     return (
         f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
-        f"measurement again; add it as a round of that experiment instead (kexp remeasure "
-        f"{repeat.id} --baseline ... --candidate ..., or kexp.measure.record.remeasure), so that "
-        "tries are pooled rather than the best of them kept"
+        f"measurement again; add it as a round of that experiment instead ({merge}kexp "
+        f"remeasure {repeat.id} --baseline ... --candidate ..., or "
+        "kexp.measure.record.remeasure), so that tries are pooled rather than the best of them "
+        "kept"
     )

@@ -25,7 +25,6 @@ from kexp.core import ids
 from kexp.core.campaign import Derivation, Derived, depends_on, derive, stands_alone
 from kexp.core.collector import collector_paused
 from kexp.core.errors import (
-    AmbiguousIdError,
     CacheFolderError,
     ExperimentNotFoundError,
     InvalidExperimentWarning,
@@ -558,7 +557,7 @@ class StoreReader:
             exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
         }
         where = ", ".join(self.source.places)
-        return _the_one(prefix, seen, f"{where} (kexp list --all-refs shows the ids)")
+        return ids.the_one(prefix, seen, f"{where} (kexp list --all-refs shows the ids)")
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
@@ -567,20 +566,30 @@ class StoreReader:
         resolved = dict(fields)
         pid = resolved.get("pid")
         if isinstance(pid, str) and pid.strip():
-            resolved["pid"] = self._find(pid.strip())[0]
+            resolved["pid"] = self._find(pid.strip(), writing=True)[0]
         combines = resolved.get("combines")
         if isinstance(combines, list):
             resolved["combines"] = [
-                self._find(c)[0] if isinstance(c, str) and c.strip() else c for c in combines
+                self._find(c, writing=True)[0] if isinstance(c, str) and c.strip() else c
+                for c in combines
             ]
         return resolved
 
-    def _find(self, id_or_prefix: str) -> tuple[str, Path]:
+    def _find(self, id_or_prefix: str, *, writing: bool = False) -> tuple[str, Path]:
         """The full id and the file of the one experiment of the working tree (or the
-        revision) whose id starts with ``id_or_prefix``."""
+        revision) whose id starts with ``id_or_prefix``. ``writing`` (a write names it:
+        it must be in the working tree): one only on refs is an error saying where it is
+        and how to bring it in (:func:`kexp.storage.refs.not_in_working_tree`)."""
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
-        exp_id = _the_one(prefix, index, f"{self.experiments_dir} (kexp list shows the ids)")
+        try:
+            exp_id = ids.the_one(prefix, index, f"{self.experiments_dir} (kexp list shows the ids)")
+        except ExperimentNotFoundError as error:
+            if not writing:
+                raise
+            from kexp.storage.refs import not_in_working_tree
+
+            raise not_in_working_tree(self, prefix, error) from None
         paths = index[exp_id]
         if len(paths) > 1:
             listing = ", ".join(str(p) for p in paths)
@@ -590,9 +599,10 @@ class StoreReader:
             )
         return exp_id, paths[0]
 
-    def path_of(self, exp_id: str) -> Path:
-        """The file of the experiment with this id (or unique prefix)."""
-        return self._find(exp_id)[1]
+    def path_of(self, exp_id: str, *, writing: bool = False) -> Path:
+        """The file of the experiment with this id (or unique prefix); ``writing``: for
+        a write, which must find it in the working tree (see :meth:`_find`)."""
+        return self._find(exp_id, writing=writing)[1]
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
         """The experiment with this id or unique id prefix (≥ 4 characters); read across
@@ -885,16 +895,3 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
-
-
-def _the_one(prefix: str, known: Iterable[str], where: str) -> str:
-    """The one id of ``known`` starting with ``prefix``: :class:`ExperimentNotFoundError`
-    (saying ``where`` it looked) when none does, :class:`AmbiguousIdError` when several."""
-    candidates = sorted(exp_id for exp_id in known if exp_id.startswith(prefix))
-    if not candidates:
-        raise ExperimentNotFoundError(
-            f"no experiment with id {prefix}{'' if len(prefix) == 16 else '...'} in {where}"
-        )
-    if len(candidates) > 1:
-        raise AmbiguousIdError(prefix, candidates, ids.PREFIX_ADVICE)
-    return candidates[0]

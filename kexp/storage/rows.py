@@ -130,7 +130,8 @@ class Seen(NamedTuple):
     ref: str
     #: Every place holding this version (the working tree first, then refs in order).
     refs: tuple[str, ...]
-    #: The places holding other versions of the same experiment (older ones), in order.
+    #: The places holding other versions of the same experiment (older ones, or one
+    #: that changed too since their commits parted: ``diverged``), in order.
     other_versions: tuple[str, ...]
     #: Whether this version and another changed both since their commits parted (the
     #: later commit's was taken).
@@ -146,7 +147,8 @@ class Sighting:
     ref: str
     #: Every place holding this very content (the working tree first).
     refs: tuple[str, ...]
-    #: The places holding other (older) versions of the same experiment.
+    #: The places holding other versions of the same experiment (older ones, or one
+    #: that changed too since their commits parted: ``diverged``).
     other_versions: tuple[str, ...]
     #: Whether this version and another changed both since their commits parted: the
     #: later commit's is this one.

@@ -43,7 +43,10 @@ class Stats:
     """Counts and records of a set of experiments.
 
     ``by_operator`` maps each ``operator_sig`` to its count per outcome (every outcome
-    present, zeros included, plus ``total``); ``by_outcome`` is the same over all;
+    present, zeros included, plus ``control`` and ``total``); ``by_outcome`` is the
+    same over all. A control (tag ``control``, an A/A run: the noise floor) is counted
+    as ``control``, never in an outcome, as ``kexp top`` and ``kexp context`` leave it
+    out; ``total`` counts every experiment, controls included;
     ``best`` lists, per (operator, dtype), the experiment with the best cumulative
     score (neither buggy nor pending, not a control), best first.
     """
@@ -64,7 +67,7 @@ class Stats:
 
 
 def _zero() -> dict[str, int]:
-    return {**dict.fromkeys(OUTCOMES, 0), "total": 0}
+    return {**dict.fromkeys(OUTCOMES, 0), "control": 0, "total": 0}
 
 
 def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
@@ -74,7 +77,8 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
     by_operator: dict[str, dict[str, int]] = {}
     groups: dict[tuple[str, str], list[KernelExperiment]] = {}
     for exp in items:
-        outcome = exp.outcome
+        # A control is the noise floor, not an outcome (never ranked, never a lesson).
+        outcome = "control" if exp.derived.control else exp.outcome
         counts = by_operator.setdefault(exp.operator_sig, _zero())
         for bucket in (counts, by_outcome):
             bucket[outcome] += 1

@@ -254,7 +254,24 @@ class Store(StoreReader):
         ]
         if isinstance(own, str) and not any(p.code == "lineage-cycle" for p in problems):
             problems += self._cycle_through_store(checked, own, index)
-        return problems
+        return [self._on_refs(p, checked.document.fields) for p in problems]
+
+    def _on_refs(self, problem: Problem, fields: Mapping[str, Any]) -> Problem:
+        """``problem``, a ``pid`` or ``combines`` naming an experiment only some ref
+        holds, with a hint saying which and the merge that brings it in."""
+        named: Any = fields.get("pid") if problem.code == "dangling-pid" else None
+        if problem.code == "dangling-combines":
+            combines = fields.get("combines")
+            position = int(problem.field.rpartition(".")[2])
+            named = combines[position] if isinstance(combines, list) else None
+        if not isinstance(named, str) or not ids.is_valid_id(named):
+            return problem
+        from kexp.storage.refs import elsewhere
+
+        found = elsewhere(self, named)
+        if found is None:
+            return problem
+        return dataclasses.replace(problem, hint=f"it is {found}")
 
     def _cycle_through_store(
         self, checked: CheckedFile, own: str, index: Mapping[str, list[Path]]
@@ -305,7 +322,7 @@ class Store(StoreReader):
             )
         if set(changes) & _READ_ONLY_FIELDS:
             raise KexpError("an experiment's id never changes; create a new experiment instead")
-        full_id, path = self._find(exp_id)
+        full_id, path = self._find(exp_id, writing=True)
         names_others = bool({"pid", "combines"} & set(changes))
         with (
             self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
@@ -361,7 +378,7 @@ class Store(StoreReader):
         break) or in their ``combines`` unless ``force=True``.
         """
         self._writable()
-        full_id, path = self._find(exp_id)
+        full_id, path = self._find(exp_id, writing=True)
         # Exclusive: no write naming this experiment is between its check and its write.
         with self._lineage_lock(exclusive=True):
             return self._delete(full_id, path, force)

@@ -729,10 +729,11 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
 
 def ref_labels(sightings: Sequence[Any]) -> list[str]:
     """The REF cells of a table: where each experiment was found (``local``, or the ref
-    holding it, ``+N`` other places holding the same content), with the prefix all the
-    refs shown share left out (``origin/kexp/agent-7f3a`` and ``origin/kexp/agent-9c1e``
-    read ``…agent-7f3a`` and ``…agent-9c1e``), so that the part telling them apart shows
-    in a narrow column."""
+    holding it, ``+N`` other places holding the same content; ``(older elsewhere)``, or
+    ``(diverged elsewhere)`` when both versions changed since their commits parted),
+    with the prefix all the refs shown share left out (``origin/kexp/agent-7f3a`` and
+    ``origin/kexp/agent-9c1e`` read ``…agent-7f3a`` and ``…agent-9c1e``), so that the
+    part telling them apart shows in a narrow column."""
     refs = sorted({s.ref for s in sightings if s is not None and s.ref != "local"})
     cut = 0
     if len(refs) > 1:
@@ -749,7 +750,8 @@ def ref_labels(sightings: Sequence[Any]) -> list[str]:
         if len(sighting.refs) > 1:
             text += f" +{len(sighting.refs) - 1}"
         if sighting.other_versions:
-            text += " (older elsewhere)"
+            # Diverged: the other version changed too since they parted (not older).
+            text += " (diverged elsewhere)" if sighting.diverged else " (older elsewhere)"
         labels.append(one_line(text))
     return labels
 

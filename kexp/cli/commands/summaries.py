@@ -136,6 +136,7 @@ _OUTCOME_COLUMNS = (
     ("interference", "INTERFERED"),
     ("buggy", "BUGGY"),
     ("pending", "PENDING"),
+    ("control", "CONTROL"),  # A/A runs: the noise floor, counted apart from the outcomes
 )
 
 
@@ -147,6 +148,7 @@ _SHORT = {
     "INTERFERED": "INTF",
     "BUGGY": "BUGGY",
     "PENDING": "PEND",
+    "CONTROL": "CTRL",
 }
 
 

@@ -445,6 +445,8 @@ def new(
     if start_from is not None:
         text = read_input_text(start_from, "--from", limit=store.settings.max_input_bytes)
     else:
+        if pid:  # the new experiment's parent: in the working tree, else said where it is
+            store.path_of(pid, writing=True)
         parent = store.get_experiment(pid) if pid else None
         prefilled = template.prefill(store, parent)
         if diff_from_git:
@@ -607,8 +609,8 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
       kexp rm 6ad1e3ef8a --yes
     """
     store = get_store(ctx)
+    path = store.path_of(exp_id, writing=True)
     full_id = store.resolve_id(exp_id)
-    path = store.path_of(full_id)
     if not force:  # refused before asking: the answer would not matter
         kids, combiners = store.dependents(full_id)
         if kids or combiners:
