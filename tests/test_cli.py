@@ -619,6 +619,26 @@ def test_update_invalid_result_leaves_the_file_untouched(
     assert exp.path.read_bytes() == before
 
 
+def test_a_timed_score_corrected_by_hand_is_refused_with_a_way_out_that_works(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """The skill's correction of a score, on an experiment recorded from timings (its
+    interval no longer holds the new score): refused with a hint whose command works."""
+    exp = make_experiment(score=1.05, score_ci=[1.03, 1.07])
+    assert exp.path is not None
+    before = exp.path.read_bytes()
+    result = kexp(repo, "update", exp.id, "--set", "score=1.09", "--reason", "by hand")
+    assert result.exit_code == 1 and "score-ci-outside" in result.output, result.output
+    assert "--set score_ci=" in result.output and exp.path.read_bytes() == before
+    result = kexp(
+        repo, "update", exp.id, "--set", "score=1.09", "--set", "score_ci=", "--reason", "by hand"
+    )
+    assert result.exit_code == 0, result.output
+    fixed = store.get_experiment(exp.id)
+    assert fixed.score == 1.09 and fixed.score_ci == []
+    assert fixed.path is not None and "\nscore_ci:" not in fixed.path.read_text()
+
+
 def test_rm_asks_unless_yes_and_protects_parents(
     repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

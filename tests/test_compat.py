@@ -270,8 +270,14 @@ def test_to_dict_is_json_with_every_predecessor_key(compat: ModuleType) -> None:
     )
     # kexp's additions are the only other keys (what asdict gives, less the kept text).
     assert set(data) - set(PREDECESSOR_ORDER) == {
-        "tags", "author", "combines", "results", "score_ci", "protocol", "measured_against",
-        "samples"
+        "tags",
+        "author",
+        "combines",
+        "results",
+        "score_ci",
+        "protocol",
+        "measured_against",
+        "samples",
     }
     assert json.loads(json.dumps(dataclasses.asdict(exp)))["score"] == 1.0188
 
@@ -812,6 +818,14 @@ def test_listings_print_ids_that_kexp_takes_back(repo: Path, in_store: Store) ->
     assert sorted(shown) == sorted(e.id[:SHOWN_LENGTH] for e in made)
     for prefix in shown:
         assert in_store.get_experiment(prefix).id.startswith(prefix)
+    # Ten characters two ids share: the error says how many tell them apart.
+    twins = [experiment_fields(id=f"6749f3a0c8{n}d{n}000") for n in range(2)]
+    for fields in twins:
+        in_store.create_experiment(**fields)
+    with pytest.raises(kexp.AmbiguousIdError) as caught:
+        in_store.get_experiment("6749f3a0c8")
+    assert "give 11 characters (they tell these apart) or the full id" in str(caught.value)
+    assert in_store.get_experiment("6749f3a0c81").id == twins[1]["id"]
 
 
 def test_the_documented_prefix_length_is_the_shown_one() -> None:

@@ -381,6 +381,7 @@ LIST_FIELDS = frozenset(f.name for f in FIELDS if f.kind in ITEM_TYPES)
 #: typed (``--set``, CSV cells).
 TEXT_LIST_FIELDS = frozenset(f.name for f in FIELDS if f.kind == "texts")
 JSON_FIELDS = frozenset(f.name for f in FIELDS if f.kind in ("numbers", "records", "mapping"))
+MAPPING_FIELDS = frozenset(f.name for f in FIELDS if f.kind == "mapping")
 NUMBER_FIELDS = frozenset(f.name for f in FIELDS if f.kind == "number")
 BOOLEAN_FIELDS = frozenset(f.name for f in FIELDS if f.kind == "boolean")
 #: How to fix each front-matter field, shown as the ``hint:`` line of a problem.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Iterable
@@ -94,5 +95,13 @@ def the_one(prefix: str, known: Iterable[str], where: str) -> str:
             f"no experiment with id {prefix}{'' if len(prefix) == ID_LENGTH else '...'} in {where}"
         )
     if len(candidates) > 1:
-        raise AmbiguousIdError(prefix, candidates, PREFIX_ADVICE)
+        if len(prefix) < SHOWN_LENGTH:
+            raise AmbiguousIdError(prefix, candidates, PREFIX_ADVICE)
+        apart = 1 + max(
+            next((at for at, (a, b) in enumerate(zip(x, y, strict=True)) if a != b), ID_LENGTH)
+            for x, y in itertools.pairwise(candidates)
+        )
+        raise AmbiguousIdError(
+            prefix, candidates, f"give {apart} characters (they tell these apart) or the full id"
+        )
     return candidates[0]

@@ -268,7 +268,8 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
                     ("score_ci",),
                     f"score_ci [{low:g}, {high:g}] does not hold the score {score:g}",
                     "write the interval [low, high] around the score (kexp computes both "
-                    "from samples), or remove score_ci",
+                    "from samples: kexp remeasure ID), or empty it (kexp update ID --set "
+                    "score_ci=)",
                 )
             )
     if not samples_text.strip():

@@ -16,7 +16,13 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import KexpError, StaleMeasurementWarning
-from kexp.core.fields import ALL_FIELDS, BODY_FIELDS, JSON_FIELDS, TEXT_LIST_FIELDS
+from kexp.core.fields import (
+    ALL_FIELDS,
+    BODY_FIELDS,
+    JSON_FIELDS,
+    MAPPING_FIELDS,
+    TEXT_LIST_FIELDS,
+)
 from kexp.core.model import KernelExperiment
 
 if TYPE_CHECKING:
@@ -57,6 +63,8 @@ def parse_value(field: str, raw: str) -> Any:
             return value
         return [item.strip() for item in raw.split(",") if item.strip()]
     if field in JSON_FIELDS:
+        if not raw.strip():  # FIELD= empties it (an optional field is then left out)
+            return {} if field in MAPPING_FIELDS else []
         return _json(field, raw)
     return raw
 
