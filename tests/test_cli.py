@@ -193,6 +193,18 @@ def test_add_diff_from_git_takes_the_working_tree_diff_without_the_store(
     assert exp.base_commit == git(repo, "rev-parse", "HEAD")
 
 
+def test_an_empty_diff_is_said_to_be_empty_however_it_is_given(repo: Path, store: Store) -> None:
+    """Recorded all the same (the measurement is worth keeping), with one warning: from
+    git (no change in the working tree) and from a file alike."""
+    result = kexp(repo, "add", *add_args(), "--diff-from-git")
+    assert result.exit_code == 0 and "git diff is empty" in result.stderr, result.output
+    (repo / "empty.diff").write_text("\n")
+    result = kexp(repo, "add", *add_args(), "--diff-file", str(repo / "empty.diff"))
+    assert result.exit_code == 0, result.output
+    assert "the diff (" in result.stderr and "is empty: no code change recorded" in result.stderr
+    assert [e.code_change for e in store.list_experiments()] == ["", ""]
+
+
 @pytest.mark.parametrize(
     ("document", "message"),
     [

@@ -144,8 +144,10 @@ def test_similar_needs_one_question_and_leaves_the_asked_experiment_out(
     assert found[0].similarity == 1.0
     with pytest.raises(KexpError, match="give one of"):
         similar(store)
-    with pytest.raises(KexpError, match="give one of"):
+    with pytest.raises(KexpError, match=r"give only one of: .* \(given: text, diff\)"):
         similar(store, text="x", diff=VECTORIZE)
+    with pytest.raises(KexpError, match="the diff given is empty"):
+        similar(store, diff="")
 
 
 def test_kexp_similar_prints_a_table_json_and_a_one_line_error(
@@ -171,6 +173,10 @@ def test_kexp_similar_prints_a_table_json_and_a_one_line_error(
     bad = run_kexp("similar", cwd=repo)
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
     assert bad.stderr.startswith("kexp: error: give one of")
+    (repo / "empty.diff").write_text("")
+    bad = run_kexp("similar", "--diff", str(repo / "empty.diff"), cwd=repo)
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+    assert bad.stderr.startswith("kexp: error: the diff given is empty")
 
 
 def test_a_damaged_index_is_rebuilt_from_the_files(

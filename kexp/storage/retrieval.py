@@ -856,8 +856,19 @@ def similar(
     read with refs (``Store(root, refs=...)``) searches every experiment's newest
     version."""
     given = [name for name, value in (("text", text), ("diff", diff), ("id", exp_id)) if value]
-    if len(given) != 1:
-        raise KexpError("give one of: a text (what you plan), a diff, or an experiment id")
+    if len(given) > 1:
+        raise KexpError(
+            f"give only one of: a text (what you plan), a diff, or an experiment id (given: "
+            f"{', '.join(given)}); ask once for each"
+        )
+    if not given:
+        empty = [name for name, value in (("text", text), ("diff", diff)) if value is not None]
+        raise KexpError(
+            f"the {empty[0]} given is empty: give what you plan, a diff with changed lines, "
+            "or an experiment id"
+            if empty
+            else "give one of: a text (what you plan), a diff, or an experiment id"
+        )
     exclude: list[str] = []
     if exp_id:
         exp = store.get_experiment(exp_id)

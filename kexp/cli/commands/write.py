@@ -264,6 +264,11 @@ def add(
                 raise click.UsageError(f"give {field} as text or as a file, not both")
             # A file's last newline is not content.
             value = read_input_text(name, f"--{option}-file", limit=limit).rstrip("\n")
+            if field == "code_change" and not value.strip():
+                click.echo(
+                    f"kexp: warning: the diff ({name}) is empty: no code change recorded",
+                    err=True,
+                )
         if value is not None:
             flags[field] = value
     if tags:
