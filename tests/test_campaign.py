@@ -694,6 +694,27 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
     ]
 
 
+def test_a_child_that_measured_nothing_is_not_asked_what_it_measured_against(
+    store: Store,
+) -> None:
+    """The skill's buggy example, given a parent as an agent gives it: no warning about
+    ``measured_against`` (its score measures nothing), as for a pending step; a child
+    that measured a speedup without saying over what is warned."""
+    parent = store.create_experiment(**experiment_fields())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for overrides in (
+            {"is_buggy": True, "status": "failed", "score": 0.0, "error_message": "HIP error"},
+            {"status": "running"},
+            {"status": "new"},
+        ):
+            store.create_experiment(**experiment_fields(pid=parent.id, **overrides))
+    assert not [w for w in caught if "measured_against" in str(w.message)]
+    assert "measured-against-missing" not in {p.code for p in store.validate()}
+    store.create_experiment(**experiment_fields(pid=parent.id))
+    assert "measured-against-missing" in {p.code for p in store.validate()}
+
+
 def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
     from kexp.cli.commands.write import add
     from kexp.core.model import MEASURED_AGAINST

@@ -20,6 +20,7 @@ from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from kexp import KernelExperiment, Store
 from kexp.cli.main import main
 from kexp.core.errors import GitError, StoreNotFoundError
+from kexp.format.rules import EXPERIMENT_NAME
 from kexp.review.build import (
     COMMENT_MARKER,
     check_changes,
@@ -798,6 +799,12 @@ def test_pre_commit_hooks_run_kexp_on_experiment_files(pr: PullRequest) -> None:
         assert files.search(EXPERIMENT_FILE) and files.search("sub/" + EXPERIMENT_FILE)
         assert not files.search("experiments/README.md")
         assert not files.search("src/experiments.md")
+        # the files kexp reads as experiments, hand-named ones too, and no others
+        for name in ("6749f3a0c2d41e7b.md", "6749f3a0c2d41e7b-Unroll_4.md",
+                     "6749f3a0c2d41e7b-fused unroll.md", "6749f3a0c2d41e7b.MD",
+                     "6749f3a0c2d41e7.md", "notes.md", "6749F3A0C2D41E7B-x.md"):  # fmt: skip
+            expected = EXPERIMENT_NAME.fullmatch(name) is not None
+            assert (files.search(f"experiments/2026/11/{name}") is not None) == expected, name
     assert by_id["kexp-validate"]["entry"] == "kexp validate"
     assert by_id["kexp-fmt"]["entry"] == "kexp fmt --check"
     # Run each hook as pre-commit would: the entry plus the matching staged files, from

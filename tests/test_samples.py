@@ -441,6 +441,11 @@ def test_review_and_lessons_show_intervals(repo: Path) -> None:
     assert list(lesson.score_ci) == within.score_ci
     printed = run_kexp("lessons", cwd=repo).stdout
     assert f"{within.score:.4f} [{within.score_ci[0]:.4f}" in printed
+    # --json: the interval where there is one; no empty one (an empty optional field)
+    store.create_experiment(**fields(change_summary="Guess - nothing"), score=1.0)
+    data = json.loads(run_kexp("lessons", "--json", cwd=repo).stdout)["marginal"]
+    assert {x["id"]: x.get("score_ci") for x in data}[within.id] == within.score_ci
+    assert [x for x in data if "score_ci" not in x and x["change_summary"] == "Guess - nothing"]
 
 
 # --- the model: files as the truth ---------------------------------------------------------

@@ -41,8 +41,14 @@ class Lesson:
     score_ci: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (stable keys)."""
-        return dataclasses.asdict(self)
+        """JSON-ready data (stable keys; ``score_ci`` only when there is one, as
+        ``--json`` leaves out an empty optional field)."""
+        data = dataclasses.asdict(self)
+        if self.score_ci:
+            data["score_ci"] = list(self.score_ci)
+        else:
+            del data["score_ci"]
+        return data
 
 
 def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Lesson]]:

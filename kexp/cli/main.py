@@ -70,7 +70,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "stats": ("summaries", "Counts per operator and outcome; the best tip per operator and dtype."),
     "sync": ("sync", "Publish this machine's experiments: commit experiments/, fetch, merge, "
              "push."),
-    "top": ("read", "The best tips: experiments by cumulative score, the speedup over the "
+    "top": ("read", "The best experiments by cumulative score, the speedup over the "
             "reference."),
     "tree": ("read", "The lineage (experiments linked by pid) as an indented tree."),
     "update": ("write", "Correct fields of an experiment (validated; only the changed lines are "

@@ -140,9 +140,15 @@ KNOWN_FIELDS = frozenset(ALL_FIELDS)
 def missing_measured_against(fields: Mapping[str, Any]) -> bool:
     """Whether a file with a parent does not say what its score is measured against
     (``measured_against``): a warning (the score then counts as a step over the parent,
-    kexp's convention)."""
+    kexp's convention), but for a file whose score measures nothing (buggy, pending)."""
     pid = fields.get("pid")
-    return isinstance(pid, str) and bool(pid.strip()) and fields.get("measured_against") is None
+    return (
+        isinstance(pid, str)
+        and bool(pid.strip())
+        and fields.get("measured_against") is None
+        and fields.get("is_buggy") is not True
+        and fields.get("status") not in ("new", "running")
+    )
 
 
 def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:

@@ -106,7 +106,7 @@ def top(
     full: bool,
     **params: Any,
 ) -> None:
-    """The best tips: experiments by cumulative score, the speedup over the reference.
+    """The best experiments by cumulative score, the speedup over the reference.
 
     Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE
     is the product of the steps along the lineage back to the nearest score measured
