@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import pickle
 import random
 import re
 import warnings
@@ -182,6 +183,9 @@ def test_what_each_write_hands_back_is_what_a_read_derives(campaign: Campaign) -
     found = _read(campaign.store)
     assert _derived(updated) == _derived(found[step.id])
     assert _derived(merged) == _derived(found[merged.id])
+    # sent to another process (pickled) before anything was asked of it: the same
+    fresh = campaign.store.update_experiment(merged.id, change_summary="merged - v2")
+    assert _derived(pickle.loads(pickle.dumps(fresh))) == _derived(found[merged.id])
     assert merged.cumulative_score == pytest.approx(updated.cumulative_score * 1.1)
 
 

@@ -177,6 +177,12 @@ class KernelExperiment:
         assert not callable(derived)
         return derived or derive_alone(self, self.settings)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling (and copying) keeps: the fields and the origin, with derived
+        values left for when first asked for made now (their function holds a store)."""
+        self._derived_origin()
+        return self.__dict__
+
     def _derived_origin(self) -> Origin:
         """:attr:`_origin`, its derived values made now if they were left for when first
         asked for."""
