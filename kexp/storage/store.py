@@ -123,9 +123,12 @@ class Store(StoreReader):
         else:
             exp = dataclasses.replace(exp)
         explicit_id = bool(exp.id)
+        # One look at the store's file names for the checks before the write (a walk
+        # of every folder's listing), and one more under the locks, for the write.
+        named = self._id_finder()
         if explicit_id:
             ids.check_id(exp.id)
-            if exp.id in self.id_index(exp.id):
+            if exp.id in named(exp.id):
                 raise _exists(exp.id)
         # One reading of the clock for both: at a month's (or year's) last second the
         # id and created_at (hence the folder) name the same moment.
@@ -138,7 +141,7 @@ class Store(StoreReader):
         self._fill_from_git(exp)
         text = serialize(exp)
         checked = check_bytes(text, self.path_for(exp), self.settings)
-        problems = checked.problems + self._reference_problems(checked)
+        problems = checked.problems + self._reference_problems(checked, named)
         if has_errors(problems):
             raise ValidationError(
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
@@ -158,25 +161,28 @@ class Store(StoreReader):
         path = self.path_for(exp)
         _make_folder(path.parent)
         names_others = bool(exp.pid or exp.combines)
-        with self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext():
+        with contextlib.ExitStack() as locked:
+            # The experiments it names may have been deleted meanwhile (a delete holds
+            # the lineage lock exclusively), and another process may claim the same id
+            # under another file name (it would hold the id's claim lock): check both
+            # again, in one look at the names, and write while holding both locks.
             if names_others:
-                # The experiments it names may have been deleted meanwhile: check again
-                # under the lineage lock, which a delete holds exclusively.
-                problems = self._reference_problems(checked)
+                locked.enter_context(self._lineage_lock(exclusive=False))
+            if explicit_id:
+                lock = self._claim_lock_path(exp.id)
+                locked.enter_context(exclusive_lock(lock, self.settings.lock_timeout_s))
+            if names_others or explicit_id:
+                named = self._id_finder()
+            if names_others:
+                problems = self._reference_problems(checked, named)
                 if has_errors(problems):
                     raise ValidationError(
                         f"experiment {exp.id!r} was not recorded: it is invalid",
                         sort_problems(problems),
                     )
-            if explicit_id:
-                # Another process may claim the same id (under another file name)
-                # meanwhile: check again and write while holding that id's claim lock.
-                with exclusive_lock(self._claim_lock_path(exp.id), self.settings.lock_timeout_s):
-                    if exp.id in self.id_index(exp.id):
-                        raise _exists(exp.id)
-                    _write_new(path, text)
-            else:
-                _write_new(path, text)
+            if explicit_id and exp.id in named(exp.id):
+                raise _exists(exp.id)
+            _write_new(path, text)
         return self._as_written(checked.experiment(), path)
 
     def _as_written(self, exp: KernelExperiment, path: Path) -> KernelExperiment:
@@ -237,13 +243,21 @@ class Store(StoreReader):
             stacklevel=3,
         )
 
-    def _reference_problems(self, checked: CheckedFile) -> list[Problem]:
+    def _reference_problems(
+        self,
+        checked: CheckedFile,
+        named: Callable[[str], dict[str, list[Path]]] | None = None,
+    ) -> list[Problem]:
         """The problems of ``pid`` and ``combines`` across the store: ids naming no
-        experiment, and lineage cycles. Only the ids named are looked up (and the pid
-        chain read), so a write does not read the store."""
+        experiment, and lineage cycles. Only the ids named are looked up (through
+        ``named``, an id finder: a new one by default), and the pid chain read, so a
+        write does not read the store."""
         if checked.document is None:
             return []
-        index = _NamedIds(self._id_finder())
+        fields = checked.document.fields
+        if not fields.get("pid") and not fields.get("combines"):
+            return []  # it names none
+        index = _NamedIds(named or self._id_finder())
         own = checked.document.fields.get("id")
         if isinstance(own, str):
             index.add(own, checked.path)
