@@ -124,12 +124,15 @@ class Store(StoreReader):
             exp = dataclasses.replace(exp)
         explicit_id = bool(exp.id)
         # One look at the store's file names for the checks before the write (a walk
-        # of every folder's listing), and one more under the locks, for the write.
-        named = self._id_finder()
+        # of every folder's listing), and one more under the locks, for the write: the
+        # names of its id alone, unless it names others (their lineage is followed).
+        names_others = bool(exp.pid or exp.combines)
         if explicit_id:
             ids.check_id(exp.id)
-            if exp.id in named(exp.id):
-                raise _exists(exp.id)
+        only = exp.id if explicit_id and not names_others else ""
+        named = self._id_finder(only) if explicit_id or names_others else None
+        if explicit_id and named is not None and exp.id in named(exp.id):
+            raise _exists(exp.id)
         # One reading of the clock for both: at a month's (or year's) last second the
         # id and created_at (hence the folder) name the same moment.
         now = ids.current_time()
@@ -160,7 +163,6 @@ class Store(StoreReader):
             )
         path = self.path_for(exp)
         _make_folder(path.parent)
-        names_others = bool(exp.pid or exp.combines)
         with contextlib.ExitStack() as locked:
             # The experiments it names may have been deleted meanwhile (a delete holds
             # the lineage lock exclusively), and another process may claim the same id
@@ -171,8 +173,7 @@ class Store(StoreReader):
             if explicit_id:
                 lock = self._claim_lock_path(exp.id)
                 locked.enter_context(exclusive_lock(lock, self.settings.lock_timeout_s))
-            if names_others or explicit_id:
-                named = self._id_finder()
+            named = self._id_finder(only) if names_others or explicit_id else None
             if names_others:
                 problems = self._reference_problems(checked, named)
                 if has_errors(problems):
@@ -180,7 +181,7 @@ class Store(StoreReader):
                         f"experiment {exp.id!r} was not recorded: it is invalid",
                         sort_problems(problems),
                     )
-            if explicit_id and exp.id in named(exp.id):
+            if explicit_id and named is not None and exp.id in named(exp.id):
                 raise _exists(exp.id)
             _write_new(path, text)
         return self._as_written(checked.experiment(), path)
