@@ -145,6 +145,7 @@ class Store(StoreReader):
         text = serialize(exp)
         checked = check_bytes(text, self.path_for(exp), self.settings)
         problems = checked.problems + self._reference_problems(checked, named)
+        named = None  # (the names are looked at again under the locks)
         if has_errors(problems):
             raise ValidationError(
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
