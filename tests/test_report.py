@@ -91,6 +91,28 @@ def test_the_bundled_store_gets_every_page_type(tmp_path: Path) -> None:
     assert (site / MARKER).is_file()
 
 
+def test_the_report_counts_what_stats_counts_controls_apart(
+    store: Store, tmp_path: Path, make_experiment: MakeExperiment
+) -> None:
+    """An A/A control is the noise floor, not an improvement: the overview's outcomes,
+    the operators' table and the cells never improved count it as ``kexp stats`` does."""
+    from kexp.storage.stats import stats
+
+    make_experiment(score=1.05)
+    make_experiment(score=0.9, change_summary="Slower - -10%")
+    make_experiment(score=1.03, tags=["control"], change_summary="A/A - control")
+    make_experiment(score=1.04, tags=["control"], dtype_sig="fp8", change_summary="A/A fp8 - x")
+    result = build_report(store, tmp_path / "site", now=NOW)
+    counted = stats(store).by_outcome
+    shown = {r[0]: int(r[1].replace(",", "")) for r in cells(result.index, "outcomes")}
+    assert shown == {k: v for k, v in counted.items() if k != "total"}
+    assert shown["control"] == 2 and shown["improvement"] == 1
+    (operator_row,) = cells(result.index, "operators")
+    assert operator_row[1:9] == [str(n) for n in (4, 1, 0, 1, 0, 0, 0, 2)]
+    # the fp8 cell holds a control alone: never improved
+    assert operator_row[10] == "1"
+
+
 def test_each_operator_page_names_its_cells_best_tip_by_its_cumulative_score(
     tmp_path: Path,
 ) -> None:
@@ -125,16 +147,27 @@ def _cell_store(make_experiment: MakeExperiment) -> dict[str, KernelExperiment]:
     ref = "reference"
     made["a1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.05)
     made["a2"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.20, pid=made["a1"].id,
+        operator_sig="k.cu: alpha",
+        dtype_sig="bf16",
+        score=1.20,
+        pid=made["a1"].id,
         measured_against=ref,
     )
     made["a3"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=1.00, pid=made["a2"].id,
+        operator_sig="k.cu: alpha",
+        dtype_sig="bf16",
+        score=1.00,
+        pid=made["a2"].id,
         measured_against=ref,
     )
     made["a4"] = make_experiment(
-        operator_sig="k.cu: alpha", dtype_sig="bf16", score=0.0, is_buggy=True,
-        error_message="crash", pid=made["a2"].id, measured_against=ref,
+        operator_sig="k.cu: alpha",
+        dtype_sig="bf16",
+        score=0.0,
+        is_buggy=True,
+        error_message="crash",
+        pid=made["a2"].id,
+        measured_against=ref,
     )
     made["b1"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=0.97)
     made["b2"] = make_experiment(operator_sig="k.cu: alpha", dtype_sig="fp8", score=1.004)
@@ -769,10 +802,17 @@ class ReportMachine(RuleBasedStateMachine):
         assert result.experiments == len(facts)
         assert set(sections(self.site)) == set(facts)
         counts = {r[0]: int(r[1]) for r in cells(result.index, "outcomes")}
+        counted = [  # a control (an A/A run) is counted apart, never as an outcome
+            "control" if "control" in (f.get("tags") or []) else f["outcome"]
+            for f in facts.values()
+        ]
         assert counts == {
-            o: sum(f["outcome"] == o for f in facts.values())
-            for o in ("improvement", "marginal", "regression", "interference", "buggy", "pending")
-        }
+            o: counted.count(o)
+            for o in (
+                "improvement", "marginal", "regression", "interference", "buggy", "pending",
+                "control",
+            )
+        }  # fmt: skip
         # the best tip: the highest cumulative score, then the highest score, then the
         # newest, then the smallest id (as documented)
         ranked = sorted(facts)

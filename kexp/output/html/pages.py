@@ -54,6 +54,9 @@ LESSONS_PER_PAGE = 500
 #: Outcomes in the order the report lists them (best news first).
 OUTCOME_ORDER = ("improvement", "marginal", "regression", "interference", "buggy", "pending")
 assert sorted(OUTCOME_ORDER) == sorted(OUTCOMES)
+#: What the report counts: the outcomes, then the controls (A/A runs, the noise floor:
+#: never an outcome, as ``kexp stats``, ``top`` and ``context`` count them).
+COUNTED = (*OUTCOME_ORDER, "control")
 _T = TypeVar("_T")
 
 
@@ -200,15 +203,12 @@ class CellSummary:
 
     @property
     def improved(self) -> bool:
-        """Whether any experiment of the cell is an improvement."""
-        return any(e.outcome == "improvement" for e in self.experiments)
+        """Whether any experiment of the cell (not a control) is an improvement."""
+        return any(counted_as(e) == "improvement" for e in self.experiments)
 
     def counts(self) -> dict[str, int]:
-        """Experiments per outcome."""
-        found = dict.fromkeys(OUTCOME_ORDER, 0)
-        for exp in self.experiments:
-            found[exp.outcome] += 1
-        return found
+        """Experiments per outcome (and controls)."""
+        return outcome_counts(self.experiments)
 
 
 def cells_of(experiments: Iterable[KernelExperiment]) -> list[CellSummary]:
@@ -219,11 +219,17 @@ def cells_of(experiments: Iterable[KernelExperiment]) -> list[CellSummary]:
     return [CellSummary(*key, members) for key, members in sorted(groups.items())]
 
 
+def counted_as(exp: KernelExperiment) -> str:
+    """What the report counts an experiment as: its outcome, or ``control``."""
+    return "control" if exp.is_control else exp.outcome
+
+
 def outcome_counts(experiments: Iterable[KernelExperiment]) -> dict[str, int]:
-    """How many experiments have each outcome (every outcome present)."""
-    found = dict.fromkeys(OUTCOME_ORDER, 0)
+    """How many experiments have each outcome, and how many are controls (every key of
+    :data:`COUNTED` present)."""
+    found = dict.fromkeys(COUNTED, 0)
     for exp in experiments:
-        found[exp.outcome] += 1
+        found[counted_as(exp)] += 1
     return found
 
 
@@ -283,7 +289,7 @@ def overview_page(site: Site) -> str:
             [
                 site.operator_link(operator, root),
                 f"{len(members):,}",
-                *(f"{op_counts[o]:,}" for o in OUTCOME_ORDER),
+                *(f"{op_counts[o]:,}" for o in COUNTED),
                 cumulative_text(tip) if tip is not None else "—",
                 f"{never_by_operator.get(operator, 0):,}",
             ]
@@ -294,10 +300,10 @@ def overview_page(site: Site) -> str:
         "speedup per configuration and its lessons.</p>",
         filter_box("operators", "filter operators"),
         table(
-            ["operator", "experiments", *OUTCOME_ORDER, "best cumulative", "cells never improved"],
+            ["operator", "experiments", *COUNTED, "best cumulative", "cells never improved"],
             operator_rows,
             table_id="operators",
-            numeric=tuple(range(1, 10)),
+            numeric=tuple(range(1, 11)),
         ),
     ]
     frontier_rows = []
