@@ -315,7 +315,7 @@ def export(
     # Front-matter comes from the query cache's rows; the texts, when shown, from the
     # files, a few at a time.
     experiments: Iterable[KernelExperiment] = store.list_experiments(brief=True, **filters)
-    if shows_texts:
+    if shows_texts and not filters.get("text"):  # (a text filter reads the matches whole)
         experiments = store.with_bodies(experiments)
     written = 0
 

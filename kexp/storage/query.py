@@ -14,6 +14,7 @@ from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
+from kexp.core.inputs import first_non_text
 from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
@@ -112,14 +113,12 @@ def parse_time(value: Any, *, end_of_day: bool = False) -> dt.datetime:
 def _check_text(name: str, value: str) -> None:
     """Refuse a filter value that is not text: it holds lone surrogates, as a command
     line argument of bytes that are not UTF-8 does (decoded with surrogateescape)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+    if first_non_text(value) is not None:
         shown = value.encode("utf-8", "surrogateescape" if _escaped(value) else "backslashreplace")
         raise KexpError(
             f"the {name} filter {shown!r} is not valid UTF-8 text: give it in UTF-8 "
             "(check the terminal's or the script's encoding)"
-        ) from None
+        )
 
 
 def _escaped(value: str) -> bool:
