@@ -34,7 +34,7 @@ def _history() -> list[KernelExperiment]:
         n = len(made)
         exp = KernelExperiment.from_dict(
             experiment_fields(
-                id=f"6ac10000{n:08x}",
+                id=f"{0x6AC10000 + 3600 * n:08x}{n:08x}",  # an hour apart
                 created_at=f"2026-10-{1 + n:02d}T08:00:00Z",
                 change_summary=summary,
                 score=score,

@@ -38,9 +38,10 @@ every order has a tie-break, nothing depends on the clock or on the cache's hist
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import Derivation, Derived, describe_control, latest_control
@@ -168,7 +169,8 @@ def _gather(
     # What is derived of them and of their ancestors (outcome, cumulative score,
     # control), as every query derives it over the whole store: a cumulative score
     # depends on ancestors on any operator.
-    derivation = search.derived([*everything_here, *_ancestors(everything_here, by_id)])
+    ancestors = _ancestors(everything_here, by_id)
+    derivation = search.derived([*everything_here, *ancestors])
     controls = [d for d in everything_here if derivation.of(d).control]
     on_operator = [d for d in everything_here if not derivation.of(d).control]
     here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
@@ -177,8 +179,16 @@ def _gather(
     entries: list[Entry] = []
 
     repeats = repeats_in(search, store, diff) if diff else []
+    # Ids as short as every id read allows (each names one experiment).
+    length = store.shown_id_length(
+        [*(row.id for row in itertools.chain(everything_here, ancestors)), *(r.id for r in repeats)]
+    )
+
+    def short(exp_id: str) -> str:
+        return exp_id[:length]
+
     for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
-        entries.append(_repeat_entry(repeat, rank))
+        entries.append(_repeat_entry(repeat, rank, short))
 
     measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
     best = _best(measured, derivation)
@@ -195,11 +205,12 @@ def _gather(
                 dtype,
                 env,
                 derivation.of(best),
+                short,
             )
         )
         chain = _lineage(by_id, best)
         on_lineage = {d.path for d in chain}
-        entries += _lineage_entries(chain, derivation)
+        entries += _lineage_entries(chain, derivation, short)
 
     relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
@@ -242,12 +253,13 @@ def _gather(
                     dtype,
                     env,
                     derivation.of(row),
+                    short,
                 )
             )
 
     # Each experiment once: what is listed above is not repeated in "do not repeat".
     listed = on_lineage | {d.path for found in chosen.values() for d in found}
-    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance)
+    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance, short)
     configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
     results = [_speedups(d) for d in configs]
     entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
@@ -340,7 +352,9 @@ def _lineage(by_id: Mapping[str, Row], best: Row) -> list[Row]:
     return chain
 
 
-def _lineage_entries(chain: list[Row], derivation: Derivation) -> list[Entry]:
+def _lineage_entries(
+    chain: list[Row], derivation: Derivation, short: Callable[[str], str]
+) -> list[Entry]:
     entries = []
     last = len(chain) - 1
     for position, doc in enumerate(chain):
@@ -352,7 +366,7 @@ def _lineage_entries(chain: list[Row], derivation: Derivation) -> list[Entry]:
             line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
         else:
             line = (
-                f"{position + 1}. {_short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
+                f"{position + 1}. {short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
                 f"{_cut(doc.change_summary)}"
             )
         # The best's parent and the root first, then the steps nearest the best.
@@ -401,6 +415,7 @@ def _experiment_entry(
     dtype: str | None,
     env: str | None,
     derived: Derived,
+    short: Callable[[str], str],
 ) -> Entry:
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
@@ -420,7 +435,7 @@ def _experiment_entry(
     if not _holds(doc.env, env) or env is None:
         where.append(doc.env)
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
-    lines = [f"- {_short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
+    lines = [f"- {short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {_cut(insight)}")
     # Read across refs: another branch may hold a version that changed too (diverged).
@@ -449,12 +464,12 @@ def _experiment_entry(
     return Entry(section, priority, order, tuple(lines), data)
 
 
-def _repeat_entry(repeat: Repeat, rank: int) -> Entry:
+def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Entry:
     kind = (
         "same change" if repeat.identical else f"near-duplicate, similarity {repeat.similarity:.2f}"
     )
     line = (
-        f"- {_short(repeat.id)} {repeat.score:.4f}x {repeat.outcome} ({kind}) — "
+        f"- {short(repeat.id)} {repeat.score:.4f}x {repeat.outcome} ({kind}) — "
         f"{_cut(repeat.change_summary)}"
     )
     data = {
@@ -474,7 +489,10 @@ def _what(summary: str) -> str:
 
 
 def _do_not_repeat(
-    here: list[Row], outcomes: dict[str, str], relevance: dict[str, float]
+    here: list[Row],
+    outcomes: dict[str, str],
+    relevance: dict[str, float],
+    short: Callable[[str], str],
 ) -> list[Entry]:
     groups: dict[str, list[Row]] = {}
     for doc in here:
@@ -499,7 +517,7 @@ def _do_not_repeat(
         )
         measured = [d.score for d in docs if outcomes[d.path] != "buggy"]
         best = f"best {max(measured):.4f}x; " if measured else ""
-        ids = ", ".join(_short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
+        ids = ", ".join(short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
         what = _what(docs[0].change_summary)
         line = f"- {_cut(what)} — {tally} ({best}{ids})"
         data = {
@@ -616,10 +634,6 @@ def _changed_lines(diff: str) -> int:
         for line in diff.splitlines()
         if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- "))
     )
-
-
-def _short(exp_id: str) -> str:
-    return exp_id[:10]
 
 
 def _cut(text: str) -> str:

@@ -79,6 +79,24 @@ def check_prefix(value: object, min_length: int = 4) -> str:
     return prefix
 
 
+def distinct_length(shown: Iterable[str], every: Iterable[str], minimum: int = SHOWN_LENGTH) -> int:
+    """How many characters of an id to print ``shown`` at: at least ``minimum``, more
+    where one of them shares its first ``minimum`` with another id of ``every`` (or of
+    ``shown``), so that each printed prefix names one experiment."""
+    wanted = set(shown)
+    heads = {exp_id[:minimum] for exp_id in wanted}
+    if not heads:
+        return minimum
+    near = sorted({exp_id for exp_id in every if exp_id[:minimum] in heads} | wanted)
+    length = minimum
+    for before, after in itertools.pairwise(near):
+        if before in wanted or after in wanted:
+            pairs = enumerate(zip(before, after, strict=False))
+            same = next((at for at, (a, b) in pairs if a != b), min(len(before), len(after)))
+            length = max(length, same + 1)
+    return min(length, ID_LENGTH)
+
+
 #: What to do about a prefix too short to be unique (ends the errors that say so).
 PREFIX_ADVICE = (
     "ids begin with their creation time, so ids recorded close together share their "

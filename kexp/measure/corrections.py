@@ -208,7 +208,7 @@ def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -
         f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
         f"{'hold' if len(stale) > 1 else 'holds'} the "
         "measurement of the old score, and now contradict it: measure again with "
-        f"'kexp remeasure {exp.id[:10]}' (new timings pooled with the recorded ones: score, "
+        f"'kexp remeasure {exp.id}' (new timings pooled with the recorded ones: score, "
         "score_ci and results recomputed, the round added to raw_result), "
         "or set them too, or record a new experiment with this one as pid",
         StaleMeasurementWarning,

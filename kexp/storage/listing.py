@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.collector import collector_paused
+from kexp.core.ids import ID_LENGTH
 from kexp.format.fileformat import FileFormatError
 from kexp.format.validate import EXPERIMENT_NAME, read_file_and_stat, read_or_problem
 from kexp.storage.cache import RACY_NS, Cache, DamagedCacheError
@@ -304,6 +305,10 @@ class Listing:
     def paths(self) -> list[str]:
         """Every experiment file (relative to ``experiments/``), in path order."""
         return [path for path, _ in self.files()]
+
+    def ids(self) -> list[str]:
+        """The id of every experiment file (its name's first characters), in no order."""
+        return [name[:ID_LENGTH] for known in self.folders.values() for name in known.names]
 
     def files(self) -> list[tuple[str, bytes]]:
         """(path relative to ``experiments/``, content key) of every experiment file, in

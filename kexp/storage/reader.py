@@ -32,10 +32,7 @@ from kexp.core.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from kexp.core.model import (
-    KernelExperiment,
-    attach,
-)
+from kexp.core.model import KernelExperiment, attach
 from kexp.core.problems import Problem, sort_problems
 from kexp.core.settings import Settings, load_settings
 from kexp.format.fileformat import FileFormatError, parse
@@ -135,6 +132,7 @@ class StoreReader:
         env_repo = os.environ.get("KEXP_CODE_REPO")
         self.code_repo = Path(code_repo or env_repo or self.root)
         self.source: FileSource = source
+        self._ids_read: Callable[[], list[str]] = list  # (those of the last read)
 
     def __repr__(self) -> str:
         if self.source.revision is not None:
@@ -186,11 +184,8 @@ class StoreReader:
     # --- reading -----------------------------------------------------------------
 
     def paths(self) -> list[Path]:
-        """Every experiment file (``<id>-<slug>.md`` under ``experiments/``), sorted.
-
-        Hidden files and folders (temporary files of writers in progress) and symbolic
-        links to folders are not followed.
-        """
+        """Every experiment file (``<id>-<slug>.md`` under ``experiments/``), sorted; hidden
+        files and folders (writers' temporary files) and links to folders are not followed."""
         return self.source.paths()
 
     def check_files(self, paths: list[Path] | None = None) -> list[CheckedFile]:
@@ -259,7 +254,17 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
+        if held is not None and found.listing is not None:
+            self._ids_read = found.listing.ids  # (no row made: the names, when asked)
+        else:
+            every = found.ids()
+            self._ids_read = lambda: every
         return found, held
+
+    def shown_id_length(self, shown: Iterable[str]) -> int:
+        """How many characters to print the ids of ``shown`` at, so that each names one
+        experiment among every id the last read saw (:func:`kexp.core.ids.distinct_length`)."""
+        return ids.distinct_length(shown, self._ids_read())
 
     def _skip(self, path: str, error: Any, strict: bool) -> None:
         """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
@@ -592,11 +597,7 @@ class StoreReader:
             raise not_in_working_tree(self, prefix, error) from None
         paths = index[exp_id]
         if len(paths) > 1:
-            listing = ", ".join(str(p) for p in paths)
-            raise KexpError(
-                f"id {exp_id} is used by more than one file ({listing}); "
-                "run 'kexp validate' and give one of them a new id"
-            )
+            raise _used_twice(exp_id, [str(p) for p in paths])
         return exp_id, paths[0]
 
     def path_of(self, exp_id: str, *, writing: bool = False) -> Path:
@@ -606,11 +607,8 @@ class StoreReader:
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
         """The experiment with this id or unique id prefix (≥ 4 characters); read across
-        refs, its newest version.
-
-        Raises :class:`ExperimentNotFoundError`, :class:`AmbiguousIdError`, or
-        :class:`ValidationError` when its file is invalid.
-        """
+        refs, its newest version. Raises :class:`ExperimentNotFoundError`,
+        :class:`AmbiguousIdError`, or :class:`ValidationError` when its file is invalid."""
         if self.source.places is not None:
             found = self.found()
             full = self.resolve_id(exp_id, found=found)
@@ -623,11 +621,7 @@ class StoreReader:
                 problem = error if isinstance(error, Problem) else problem_at(file, error)
                 raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
-                listing = ", ".join(row.path for row in rows)
-                raise KexpError(
-                    f"id {full} is used by more than one file ({listing}); "
-                    "run 'kexp validate' and give one of them a new id"
-                )
+                raise _used_twice(full, [row.path for row in rows])
             return self._complete(rows, derive(found.rows, self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
@@ -895,3 +889,11 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
+
+
+def _used_twice(exp_id: str, paths: Sequence[str]) -> KexpError:
+    """The error of an id several files hold."""
+    return KexpError(
+        f"id {exp_id} is used by more than one file ({', '.join(paths)}); "
+        "run 'kexp validate' and give one of them a new id"
+    )

@@ -72,6 +72,14 @@ class Found(NamedTuple):
         rows, invalid = listing.rows()
         return cls(rows, invalid, rows, listing)
 
+    def ids(self) -> list[str]:
+        """The id of every experiment file read: of every version, the invalid files' too."""
+        found = [row.id for row in self.rows]
+        if self.local is not self.rows:
+            found += [row.id for row in self.local]
+        named = (id_from_name(path) for path, _ in self.invalid)
+        return found + [exp_id for exp_id in named if exp_id is not None]
+
 
 class FileSource(Protocol):
     """Where the experiment files of a store come from (see the module docstring)."""

@@ -299,6 +299,7 @@ def similar(
         click.echo("(nothing related found)", err=True)
         return
     rows = []
+    id_length = store.shown_id_length(match.id for match in matches)
     for match in matches:
         score = f"{match.score:.4f}"
         if match.score_ci:
@@ -306,7 +307,7 @@ def similar(
         code = "" if match.similarity is None else f"{match.similarity:.2f}"
         rows.append(
             [
-                match.id[:10],
+                match.id[:id_length],
                 f"{match.relevance:.3f}",
                 code,
                 score,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import itertools
 import json
 import os
 import re
@@ -684,17 +683,6 @@ def suspect_reasons(exp: KernelExperiment) -> list[str]:
     return reasons(exp, exp.settings)
 
 
-def id_display_width(experiments: Sequence[KernelExperiment], minimum: int = 10) -> int:
-    """How many characters of the ids keep every listed id distinct (at least ``minimum``)."""
-    ids = sorted({exp.id for exp in experiments})
-    width = minimum
-    for before, after in itertools.pairwise(ids):
-        pairs = zip(before, after, strict=True)
-        common = next((i for i, (a, b) in enumerate(pairs) if a != b), len(before))
-        width = max(width, common + 1)
-    return width
-
-
 def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     """One table cell: short ids and hashes, four-decimal scores (three, followed by the
     95 % interval, as in ``1.032 [1.011, 1.054]``, when there is one), one-line text; a
@@ -779,12 +767,13 @@ def emit_experiments(
     front_matter: bool = False,
     full: bool = False,
     where: Callable[[KernelExperiment], Any] | None = None,
+    id_length: int = 10,
 ) -> None:
     """Print experiments in an output format of :mod:`kexp.format.outputs`: a table (``#``
-    column when ``ranked``) for the terminal or as Markdown, JSON, JSON Lines or CSV
-    (records shaped by :func:`kexp.output.export.machine_record`; CSV keeps every column).
-    ``where`` (read across refs): each record says where it was found (``ref``, a REF
-    column)."""
+    column when ``ranked``; ids ``id_length`` characters long) for the terminal or as
+    Markdown, JSON, JSON Lines or CSV (records shaped by
+    :func:`kexp.output.export.machine_record`; CSV keeps every column). ``where`` (read
+    across refs): each record says where it was found (``ref``, a REF column)."""
     chosen = field_list(fields)
     output_format = "json" if as_json else output_format
     if FORMATS[output_format].records:
@@ -817,8 +806,7 @@ def emit_experiments(
         return
     columns = tuple(chosen) if chosen else _COLUMNS
     headers = [_HEADERS.get(c, c.upper()) for c in columns]
-    width = id_display_width(experiments)
-    rows = [[cell(e, c, width) for c in columns] for e in experiments]
+    rows = [[cell(e, c, id_length) for c in columns] for e in experiments]
     if where is not None:
         at = columns.index("id") + 1 if "id" in columns else 0
         headers.insert(at, "REF")

@@ -134,8 +134,9 @@ def top(
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
         **filters_from(params),
     )
+    experiments = _sorted(experiments, sort, reverse)
     emit_experiments(
-        _sorted(experiments, sort, reverse),
+        experiments,
         output_format=output_format,
         as_json=as_json,
         fields=fields,
@@ -144,6 +145,7 @@ def top(
         front_matter=front_matter,
         full=full,
         where=where_found(store),
+        id_length=store.shown_id_length(exp.id for exp in experiments),
     )
 
 
@@ -205,6 +207,7 @@ def list_command(
         front_matter=front_matter,
         full=full,
         where=where_found(store),
+        id_length=store.shown_id_length(exp.id for exp in experiments),
     )
 
 
@@ -449,9 +452,11 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         return
     width = terminal_width()
     style = styler()
-    for root in forest:
-        _print_node(root, "", "", width, style, focus)
     best = forest[0].best_tip
+    shown = [node.experiment.id for root in forest for node in root.walk()]
+    id_length = store.shown_id_length([*shown, *([best.id] if best is not None else [])])
+    for root in forest:
+        _print_node(root, "", "", width, style, focus, id_length)
     if (
         focus is not None
         and best is not None
@@ -459,8 +464,9 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     ):  # a part of a tree shown: say where its best tip is
         click.echo(
             truncate(
-                f"best tip of this tree, not shown: {best.id[:10]} {best.cumulative_score:.4f} "
-                f"(kexp tree {best.id[:10]})  {one_line(best.change_summary)}",
+                f"best tip of this tree, not shown: {best.id[:id_length]} "
+                f"{best.cumulative_score:.4f} (kexp tree {best.id[:id_length]})  "
+                f"{one_line(best.change_summary)}",
                 width or 10**9,
             )
         )
@@ -482,13 +488,14 @@ def _print_node(
     width: int | None,
     style: Any,
     focus: str | None,
+    id_length: int,
 ) -> None:
-    """Print a tree, one line per node, depth first (no recursion: a lineage may be
-    thousands of iterations deep)."""
+    """Print a tree, one line per node (ids ``id_length`` characters long), depth first
+    (no recursion: a lineage may be thousands of iterations deep)."""
     stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
     while stack:
         node, lead, child_lead = stack.pop()
-        _print_line(node, lead, width, style, focus)
+        _print_line(node, lead, width, style, focus, id_length)
         last = len(node.children) - 1
         for index, child in reversed(list(enumerate(node.children))):
             stack.append(
@@ -520,7 +527,7 @@ def _fit_lead(head: str, lead: int, room: int) -> str:
 
 
 def _print_line(
-    node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None
+    node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None, id_length: int
 ) -> None:
     exp = node.experiment
     mark = "*" if node.on_best_path else " "
@@ -535,12 +542,13 @@ def _print_line(
         tail += "  <"
     cumulative = exp.cumulative_score
     shown = "     -" if cumulative is None else f"{cumulative:.4f}"
-    head = f"{lead}{mark} {exp.id[:10]}  {shown} {exp.score:.4f} {_delta(node)}  {exp.outcome:<12} "
+    head = f"{lead}{mark} {exp.id[:id_length]}  {shown} {exp.score:.4f} {_delta(node)}  "
+    head += f"{exp.outcome:<12} "
     summary = one_line(exp.change_summary)
     if width is not None:
         # The marks (``[best]``, ``<``) do not count: every line of a depth keeps one
         # lead (siblings line up), their summaries shortened instead.
-        head = _fit_lead(head, len(lead), width - _MIN_SUMMARY)
+        head = _fit_lead(head, len(lead), width - _MIN_SUMMARY - (id_length - 10))
         summary = truncate(summary, width - len(head) - len(tail))
     line = head + summary + tail
     if width is not None:

@@ -72,8 +72,12 @@ def lessons(
     found = chosen_lessons(report, groups, limit)
     style = styler()
     width = terminal_width()
+    shown = [floor.id for floor in report.noise_floors]
+    id_length = store.shown_id_length(
+        shown + [item.id for items in found.values() for item in items]
+    )
     for floor in report.noise_floors:
-        click.echo(f"{floor.describe()}  ({one_line(floor.env)}; control {floor.id[:10]})")
+        click.echo(f"{floor.describe()}  ({one_line(floor.env)}; control {floor.id[:id_length]})")
     if report.noise_floors:
         click.echo("")
     first = True
@@ -86,14 +90,14 @@ def lessons(
         heading = style(name.upper(), **{"bold": True, **OUTCOME_STYLES.get(name, {})})
         click.echo(f"{heading} ({len(items)})")
         for lesson in items:
-            _print_lesson(lesson, width)
+            _print_lesson(lesson, width, id_length)
     if first:
         click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
 
 
-def _print_lesson(lesson: Lesson, width: int | None) -> None:
-    """One lesson: id, score and summary, then its key insight, wrapped (never cut) to
-    the terminal's width."""
+def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
+    """One lesson: id (``id_length`` characters), score and summary, then its key
+    insight, wrapped (never cut) to the terminal's width."""
     import textwrap
 
     score = f"{lesson.score:.4f}"
@@ -101,7 +105,7 @@ def _print_lesson(lesson: Lesson, width: int | None) -> None:
         from kexp.format.samples import describe_interval
 
         score = describe_interval(lesson.score, lesson.score_ci)
-    head = f"  {lesson.id[:10]}  {score}  "
+    head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(lesson.key_insight) or "(no key insight recorded)"
     label = "      Key insight: "
@@ -173,7 +177,8 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     """
     from kexp.storage.stats import stats as compute
 
-    result = compute(get_store(ctx), **filters_from(params))
+    store = get_store(ctx)
+    result = compute(store, **filters_from(params))
     if as_json:
         echo_json(result.to_dict())
         return
@@ -202,6 +207,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     if not result.best:
         click.echo("(nothing measured yet: every experiment is buggy or pending)")
         return
+    id_length = store.shown_id_length(b.id for b in result.best)
     print_table(
         ["OPERATOR", "DTYPE", "CUMULATIVE", "ID", "SUMMARY"],
         [
@@ -209,7 +215,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
                 one_line(b.operator_sig) or "(none)",
                 one_line(b.dtype_sig),
                 f"{b.cumulative_score:.4f}" if b.cumulative_score is not None else "-",
-                b.id[:10],
+                b.id[:id_length],
                 (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
             ]
             for b in result.best
