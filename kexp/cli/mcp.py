@@ -482,9 +482,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         def run() -> dict[str, Any]:
             filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
-            store = tools.store(refs, all_refs)
-            report = lesson_report(store, **filters)
-            return lessons_reply(store, report, groups or (), limit, **filters)
+            report = lesson_report(tools.store(refs, all_refs), **filters)
+            return lessons_reply(report, groups or (), limit)
 
         return tools.answer(run)
 
