@@ -287,3 +287,40 @@ def test_consult_says_how_to_read_more_with_the_tools(tmp_path: Path) -> None:
 
     run_agent(tmp_path, work)
     assert "read more: similar (text: PLAN); lessons (operator: OP)" in packets[0]
+
+
+# --- show: where an experiment the working tree does not hold is -------------------------
+
+
+def test_show_says_which_ref_holds_an_experiment_not_in_the_working_tree(
+    tmp_path: Path,
+) -> None:
+    """Bob fetched what Alice synced: show of her experiment in his working tree says,
+    as ``kexp show`` does, that it is on her branch, and how to read it there (the
+    argument, not the flag); read so, it says where it came from."""
+    alice, bob, base = two_agents(tmp_path)
+    hers = Store(alice).create_experiment(
+        base_commit=base, score=1.03, status="done", **record_fields()
+    )
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("show", exp_id=hers.id[:10])
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+        shown = await agent.json("show", exp_id=hers.id[:10], all_refs=True)
+        assert (shown["id"], shown["ref"]) == (hers.id, "origin/kexp/alice")
+        failed, texts = await agent.call("show", exp_id="0123456789")  # on no ref
+        assert failed and "it is on" not in texts[0] and "0123456789" in texts[0], texts
+
+    run_agent(bob, work)
+    assert "it is on origin/kexp/alice, not in the working tree" in said[0], said
+    assert "read it there: call show with all_refs: true" in said[0], said
+    printed = run_kexp("show", hers.id[:10], cwd=bob)
+    assert printed.returncode != 0
+    assert (
+        "it is on origin/kexp/alice, not in the working tree: read it there with "
+        f"kexp show {hers.id[:10]} --all-refs"
+    ) in " ".join(printed.stderr.split())

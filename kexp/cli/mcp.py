@@ -61,7 +61,7 @@ from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text
 from kexp.core.advice import for_tools
-from kexp.core.errors import KexpError, ValidationError
+from kexp.core.errors import ExperimentNotFoundError, KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.version import __version__
 from kexp.measure.corrections import apply_correction, typed_changes
@@ -71,6 +71,7 @@ from kexp.measure.record import remeasure as add_round
 from kexp.output.export import check_fields, measured_record, written_record
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
+from kexp.storage.refs import on_other_refs
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
@@ -454,11 +455,16 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         all_refs: AllRefs = False,
     ) -> CallToolResult:
         """One experiment, every field (kexp show ID --json); read across refs, its
-        newest version and where it was found."""
+        newest version and where it was found (one the working tree does not hold: an
+        error naming the refs that do)."""
 
         def run() -> dict[str, Any]:
             chosen = check_fields(fields) if fields else None
-            exp = tools.store(refs, all_refs).get_experiment(exp_id)
+            store = tools.store(refs, all_refs)
+            try:
+                exp = store.get_experiment(exp_id)
+            except ExperimentNotFoundError as exc:  # on a branch? say which
+                raise on_other_refs(store, exp_id, exc) from None
             return experiment_reply(exp, chosen, brief=brief)
 
         return tools.answer(run)
