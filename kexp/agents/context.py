@@ -44,6 +44,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import LARGER_BUDGET, READ_MORE
 from kexp.core.campaign import Derivation, Derived, describe_control, latest_control
 from kexp.core.errors import BudgetTooSmallError, KexpError
 from kexp.storage.doctext import score_interval
@@ -757,7 +758,7 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         lines += ["", f"## {heading}"]
         if name == "best" and not found:
             lines.append(
-                "(left out: give a larger --budget)"
+                f"(left out: {LARGER_BUDGET})"
                 if left.get("best")
                 else "(nothing measured here yet: every experiment is buggy or pending)"
             )
@@ -773,7 +774,5 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     if gone:
         lines += ["", "## Left out (budget)"]
         lines.append("- " + ", ".join(f"{n} {_NAMES[name]}" for name, n in gone.items()))
-        lines.append(
-            "- read more: kexp similar --text PLAN; kexp lessons --operator OP; kexp tree ID"
-        )
+        lines.append(f"- read more: {READ_MORE}")
     return "\n".join(lines) + "\n"

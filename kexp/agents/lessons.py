@@ -19,6 +19,7 @@ from kexp.core.model import KernelExperiment
 from kexp.format.fileformat import key_insight
 
 if TYPE_CHECKING:
+    from kexp.storage.rows import Sighting
     from kexp.storage.view import StoreView
 
 #: The groups of :func:`lessons`, in display order.
@@ -112,19 +113,23 @@ def noise_floors(experiments: Iterable[KernelExperiment]) -> list[NoiseFloor]:
 
 @dataclasses.dataclass(frozen=True)
 class LessonReport:
-    """What ``kexp lessons`` prints: the lessons by group and each env's noise floor."""
+    """What ``kexp lessons`` prints: the lessons by group and each env's noise floor;
+    read across refs, where each lesson was found (by id)."""
 
     groups: dict[str, list[Lesson]]
     noise_floors: list[NoiseFloor]
+    where: dict[str, Sighting] = dataclasses.field(default_factory=dict)
 
 
 def lesson_report(store: StoreView, **filters: Any) -> LessonReport:
     """The lessons of the experiments in ``store`` matching ``filters`` (oldest first),
-    and the noise floor of each env (its newest control)."""
+    the noise floor of each env (its newest control) and, read across refs, where each
+    lesson was found: all from one read of the store."""
     found = store.list_experiments(brief=True, **filters)
     failed = [e for e in found if e.outcome in LESSON_GROUPS and not is_control(e)]
+    where = {e.id: e.where for e in failed if e.where is not None}
     # Only the lessons' files are read, for their key insights.
-    return LessonReport(group_lessons(store.with_bodies(failed)), noise_floors(found))
+    return LessonReport(group_lessons(store.with_bodies(failed)), noise_floors(found), where)
 
 
 def lessons(store: StoreView, **filters: Any) -> dict[str, list[Lesson]]:

@@ -20,7 +20,8 @@ sync       :func:`kexp.storage.sync.sync`                    ``kexp sync --json`
 
 The store is ``--root``, else ``$KEXP_ROOT``, else found from the server's working
 directory (the nearest folder above it holding ``experiments/``). A kexp error (a bad
-score, an unknown id, no store) is a tool error carrying kexp's one-line message; so is
+score, an unknown id, no store) is a tool error carrying kexp's one-line message, its
+advice naming the tools' arguments, not the command's flags (:mod:`kexp.core.advice`); so is
 an argument that is unknown (a typo), missing or of the wrong kind, naming it and what
 it must be (nothing is done). The server goes on answering. Warnings (a repeated change,
 timings without raw samples, a suspect measurement) come back as more text after the
@@ -59,7 +60,8 @@ from pydantic import Field
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text
-from kexp.core.errors import BudgetTooSmallError, KexpError, ValidationError
+from kexp.core.advice import for_tools
+from kexp.core.errors import ExperimentNotFoundError, KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.version import __version__
 from kexp.measure.corrections import apply_correction, typed_changes
@@ -69,6 +71,7 @@ from kexp.measure.record import remeasure as add_round
 from kexp.output.export import check_fields, measured_record, written_record
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
+from kexp.storage.refs import on_other_refs
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
@@ -129,7 +132,8 @@ _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_worl
 
 
 def _one_line(exc: BaseException) -> str:
-    """kexp's message on one line; a validation error with each problem and its hint."""
+    """kexp's message on one line, its advice in the tools' words (``all_refs: true``,
+    not ``--all-refs``); a validation error with each problem and its hint."""
     if isinstance(exc, ValidationError):
         problems = [p for p in exc.problems if p.severity == "error"] or exc.problems
         details = "; ".join(
@@ -139,7 +143,7 @@ def _one_line(exc: BaseException) -> str:
         text = f"{exc.args[0]}: {details}" if details else str(exc.args[0])
     else:
         text = str(exc)
-    return " ".join(text.split())
+    return for_tools(" ".join(text.split()))
 
 
 #: What a JSON schema's type reads as, alone and as the items of a list.
@@ -310,7 +314,7 @@ class _Tools:
                     f"{type(exc).__name__}: {_one_line(exc)}"
                 ) from exc
             found.extend(
-                " ".join(str(w.message).split())
+                for_tools(" ".join(str(w.message).split()))
                 for w in caught
                 if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))
             )
@@ -349,20 +353,17 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         insights, what was already tried, what was never tried (kexp context)."""
 
         def run() -> str:
-            try:
-                packet = context(
-                    tools.store(refs, all_refs),
-                    operator=operator,
-                    dtype=dtype,
-                    env=env,
-                    text=plan,
-                    diff=diff,
-                    budget=budget,
-                    output=format,
-                )
-            except BudgetTooSmallError as exc:  # named as this tool takes it
-                raise KexpError(exc.advice("budget")) from None
-            return packet.text.rstrip("\n")
+            packet = context(
+                tools.store(refs, all_refs),
+                operator=operator,
+                dtype=dtype,
+                env=env,
+                text=plan,
+                diff=diff,
+                budget=budget,
+                output=format,
+            )
+            return for_tools(packet.text.rstrip("\n"))
 
         return tools.answer(run)
 
@@ -454,11 +455,16 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         all_refs: AllRefs = False,
     ) -> CallToolResult:
         """One experiment, every field (kexp show ID --json); read across refs, its
-        newest version and where it was found."""
+        newest version and where it was found (one the working tree does not hold: an
+        error naming the refs that do)."""
 
         def run() -> dict[str, Any]:
             chosen = check_fields(fields) if fields else None
-            exp = tools.store(refs, all_refs).get_experiment(exp_id)
+            store = tools.store(refs, all_refs)
+            try:
+                exp = store.get_experiment(exp_id)
+            except ExperimentNotFoundError as exc:  # on a branch? say which
+                raise on_other_refs(store, exp_id, exc) from None
             return experiment_reply(exp, chosen, brief=brief)
 
         return tools.answer(run)
@@ -482,9 +488,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
 
         def run() -> dict[str, Any]:
             filters = _filters(operator=operator, dtype=dtype, env=env, text=text)
-            store = tools.store(refs, all_refs)
-            report = lesson_report(store, **filters)
-            return lessons_reply(store, report, groups or (), limit, **filters)
+            report = lesson_report(tools.store(refs, all_refs), **filters)
+            return lessons_reply(report, groups or (), limit)
 
         return tools.answer(run)
 

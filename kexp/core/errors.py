@@ -85,21 +85,19 @@ class MeasurementError(KexpError, ValueError):
 class BudgetTooSmallError(KexpError):
     """A context packet's budget of tokens is smaller than its heading alone takes;
     ``smallest`` is the least budget that fits. The message names the budget as the
-    command takes it (``--budget``), :meth:`advice` as another front end does."""
+    command takes it (``--budget``; :data:`kexp.core.advice.BUDGET`)."""
 
     def __init__(self, budget: int, heading: int, smallest: int, per_token: int) -> None:
+        from kexp.core.advice import BUDGET  # lazy: errors.py imports nothing at the bottom
+
         self.budget = budget
         self.heading = heading
         self.smallest = smallest
         self.per_token = per_token
-        super().__init__(self.advice("--budget"))
-
-    def advice(self, option: str) -> str:
-        """The message, the budget given as ``option`` (``--budget``, an argument's name)."""
-        return (
-            f"a budget of {self.budget} tokens is too small: the packet's heading alone "
-            f"takes {self.heading} (characters / {self.per_token}); give {option} "
-            f"{self.smallest} or more (each entry kept takes more)"
+        super().__init__(
+            f"a budget of {budget} tokens is too small: the packet's heading alone takes "
+            f"{heading} (characters / {per_token}); {BUDGET.say(n=smallest)} (each entry "
+            "kept takes more)"
         )
 
 

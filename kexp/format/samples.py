@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
+from kexp.core.advice import EMPTY_SCORE_CI
 from kexp.core.noise import estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
@@ -268,8 +269,7 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
                     ("score_ci",),
                     f"score_ci [{low:g}, {high:g}] does not hold the score {score:g}",
                     "write the interval [low, high] around the score (kexp computes both "
-                    "from samples: kexp remeasure ID), or empty it (kexp update ID --set "
-                    "score_ci=)",
+                    f"from samples: kexp remeasure ID), or empty it ({EMPTY_SCORE_CI})",
                 )
             )
     if not samples_text.strip():

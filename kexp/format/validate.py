@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kexp.core.advice import ERROR_MESSAGE
 from kexp.core.collector import collector_paused
 from kexp.core.model import KernelExperiment
 from kexp.core.problems import Problem, display_path, has_errors
@@ -347,9 +348,8 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "buggy-without-error",
                 "error_message",
                 "is_buggy is true but there is no '## Error message' section",
-                "give the error type and message (kexp add --error TEXT or --error-file FILE; "
-                "kexp update --set-file error_message=FILE; in a file, a '## Error message' "
-                "section), or set is_buggy: false",
+                f"give the error type and message ({ERROR_MESSAGE}; in a file, a "
+                "'## Error message' section), or set is_buggy: false",
             )
         )
     created = fields.get("created_at")

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from kexp.core.advice import BASE_COMMIT_AND_DIFF
 from kexp.core.errors import CodeRepoWarning, GitError, NoCommitsError, UncommittedBaseWarning
 from kexp.core.problems import Problem, Severity
 from kexp.gitops import git as kgit
@@ -114,7 +115,7 @@ def fill_from_git(
                     f"{exp.base_commit[:12]} (HEAD); it is tagged '{UNCOMMITTED_TAG}'. "
                     "Give base_commit yourself (the commit the change was made on: git "
                     "rev-parse HEAD before committing it) with the diff against it as "
-                    "code_change (git diff HEAD; kexp add --base-commit HEAD --diff-from-git)",
+                    f"code_change (git diff HEAD; {BASE_COMMIT_AND_DIFF})",
                     UncommittedBaseWarning,
                     stacklevel=stacklevel + 1,
                 )

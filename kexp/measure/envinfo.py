@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kexp.core.advice import ENV
 from kexp.core.errors import KexpError
 
 #: Seconds each probe command may take.
@@ -323,7 +324,7 @@ def detected_env() -> str:
     if not text:
         raise KexpError(
             "the environment could not be detected (no GPU tools, CPU, OS or Python "
-            'version found): give it yourself, e.g. --env "MI300X, ROCm 7.0.0"'
+            f"version found): give it yourself, e.g. {ENV}"
         )
     return text
 

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import CORRECT_SCORE
 from kexp.core.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -650,7 +651,7 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
     if not timings:
         raise MeasurementError(
             f"experiment {exp.id} has no per-configuration timings (results) to pool a new "
-            "round with: correct its score with kexp update --set score=... --reason ..."
+            f"round with: correct its score with {CORRECT_SCORE}"
         )
     return [Round(timings)]
 

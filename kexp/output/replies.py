@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson, LessonReport
     from kexp.core.model import KernelExperiment
     from kexp.storage.lineage import TreeNode
-    from kexp.storage.store import Store
 
 __all__ = ["chosen_lessons", "experiment_reply", "lessons_reply", "tree_reply"]
 
@@ -61,29 +60,26 @@ def chosen_lessons(
 
 
 def lessons_reply(
-    store: Store,
-    report: LessonReport,
-    groups: Iterable[str] = (),
-    limit: int | None = None,
-    **filters: Any,
+    report: LessonReport, groups: Iterable[str] = (), limit: int | None = None
 ) -> dict[str, Any]:
     """What ``kexp lessons --json`` prints: :func:`chosen_lessons` by group (each saying
-    where it was found, read across refs), then ``noise_floor`` when a control measured
-    one. ``filters`` are those ``report`` was made with."""
+    where it was found, read across refs: ``report.where``), then ``noise_floor`` when a
+    control measured one."""
     data: dict[str, Any] = {
-        name: [lesson.to_dict() for lesson in items]
+        name: [_where(lesson.to_dict(), report) for lesson in items]
         for name, items in chosen_lessons(report, groups, limit).items()
     }
-    if store.source.places is not None:  # read across refs
-        places = {e.id: e.where for e in store.list_experiments(brief=True, **filters)}
-        for records in data.values():
-            for record in records:
-                sighting = places.get(record["id"])
-                if sighting is not None:
-                    record.update(sighting.to_dict())
     if report.noise_floors:
         data["noise_floor"] = [floor.to_dict() for floor in report.noise_floors]
     return data
+
+
+def _where(record: dict[str, Any], report: LessonReport) -> dict[str, Any]:
+    """A lesson's ``record`` with where it was found (read across refs)."""
+    sighting = report.where.get(record["id"])
+    if sighting is not None:
+        record.update(sighting.to_dict())
+    return record
 
 
 def tree_reply(forest: Sequence[TreeNode]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
+from kexp.core.advice import REMEASURE
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
 from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
@@ -275,8 +276,8 @@ def remeasure_message(repeat: Repeat) -> str:
     merge = f"git merge {repeat.ref}, then " if repeat.ref else ""
     return (
         f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
-        f"measurement again; add it as a round of that experiment instead ({merge}kexp "
-        f"remeasure {repeat.id} --baseline ... --candidate ..., or "
+        f"measurement again; add it as a round of that experiment instead ({merge}"
+        f"{REMEASURE.say(id=repeat.id)}, or "
         "kexp.measure.record.remeasure), so that tries are pooled rather than the best of them "
         "kept"
     )

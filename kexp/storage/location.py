@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kexp.core.advice import ROOT
 from kexp.core.errors import KexpError, StoreNotFoundError
 from kexp.storage import atomic
 from kexp.storage.sources import EXPERIMENTS_DIR
@@ -105,7 +106,7 @@ def refuse_linked_store(experiments: Path) -> None:
         raise KexpError(
             f"{experiments} is a symbolic link (to {os.readlink(experiments)}): kexp reads and "
             f"writes only a real {EXPERIMENTS_DIR}/ folder, never through a link; replace the "
-            "link with the folder itself, or give --root (KEXP_ROOT) the folder that holds it"
+            f"link with the folder itself, or {ROOT}"
         )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
+from kexp.core.advice import ALL_REFS_IDS
 from kexp.core.campaign import Derivation, Derived, depends_on, derive, stands_alone
 from kexp.core.collector import collector_paused
 from kexp.core.errors import (
@@ -562,7 +563,7 @@ class StoreReader:
             exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
         }
         where = ", ".join(self.source.places)
-        return ids.the_one(prefix, seen, f"{where} (kexp list --all-refs shows the ids)")
+        return ids.the_one(prefix, seen, f"{where} ({ALL_REFS_IDS})")
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import SYNC_BRANCH, SYNC_REMOTE
 from kexp.core.errors import GitError, KexpError, LockTimeoutError, SyncConflictError
 from kexp.format.validate import README_NAME
 
@@ -183,14 +184,14 @@ def _sync(
     if remote not in gitcommits.remote_names(repo):
         raise GitError(
             f"{location.toplevel} has no remote {remote!r}: add it (git remote add "
-            f"{remote} URL) or give the remote to publish to (--remote NAME)"
+            f"{remote} URL) or give the remote to publish to {SYNC_REMOTE}"
         )
     checked_out = gitcommits.current_branch(repo)
     target = branch or checked_out
     if target is None:
         raise GitError(
             "HEAD is detached (no branch checked out): check out a branch, or give the "
-            "branch to publish to (--branch kexp/<name>)"
+            f"branch to publish to {SYNC_BRANCH}"
         )
     gitcommits.check_branch_name(target)
     in_checkout = target == checked_out

@@ -254,12 +254,13 @@ def show(
       kexp show 6aca6c49dc --json --fields id,score,outcome
     """
     from kexp.core.errors import ExperimentNotFoundError
+    from kexp.storage.refs import on_other_refs
 
     store = get_store(ctx)
     try:
         exp = store.get_experiment(exp_id)
-    except ExperimentNotFoundError as exc:
-        raise _elsewhere(store, exp_id, exc) from None
+    except ExperimentNotFoundError as exc:  # on a branch? say which
+        raise on_other_refs(store, exp_id, exc) from None
     where = where_found(store)
     if not (one_field or as_json or fields):
         # Read across refs: the newest version, with where it was found and where the
@@ -297,23 +298,6 @@ def show(
                 click.echo(f"{name}: {cell(exp, name)}")
         return
     _print_experiment(exp, brief)
-
-
-def _elsewhere(store: Store, exp_id: str, exc: Exception) -> Exception:
-    """``exc`` (an experiment not found), saying which branches hold it when the working
-    tree does not (read them with --all-refs)."""
-    if not store.is_working_tree or where_found(store) is not None:
-        return exc
-    from kexp.storage.refs import refs_holding
-
-    refs = refs_holding(store, exp_id)
-    if not refs:
-        return exc
-    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
-    return type(exc)(
-        f"{exc.args[0]}; it is on {shown}, not in the working tree: read it there with "
-        f"kexp show {exp_id} --all-refs"
-    )
 
 
 def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:

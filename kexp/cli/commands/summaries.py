@@ -67,7 +67,7 @@ def lessons(
     filters = filters_from(params)
     report = lesson_report(store, **filters)
     if as_json:
-        echo_json(lessons_reply(store, report, groups, limit, **filters))
+        echo_json(lessons_reply(report, groups, limit))
         return
     found = chosen_lessons(report, groups, limit)
     style = styler()

@@ -11,6 +11,7 @@ launch); given as timings, the file is refused with a pointer there.
 
 from __future__ import annotations
 
+from kexp.core.advice import PROFILING_FILE
 from kexp.core.errors import MeasurementError
 from kexp.format.outputs import markdown_table
 from kexp.measure.timings.common import Source, Timings, header_row
@@ -35,8 +36,7 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     """Refused: ncu metrics are profiling evidence, not timings."""
     raise MeasurementError(
         f"{source.path} is Nsight Compute output (ncu --csv): profiler metrics, not "
-        "timings; give it as the profiling info (kexp add --profiling-file, "
-        "profiling_file=...), where it becomes a table"
+        f"timings; give it as the profiling info ({PROFILING_FILE}), where it becomes a table"
     )
 
 

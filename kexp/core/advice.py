@@ -1,0 +1,146 @@
+"""Advice that names the command's options, and the same advice as the MCP tools take it.
+
+A message of the library that tells its reader what to run next in the command's words
+(``kexp list --all-refs shows the ids``) takes them from an :class:`Advice` here, which
+also holds them in the words of an MCP client, who has tools' arguments, not flags
+(``tree with all_refs: true shows the ids``). The command prints the message as it is;
+the MCP server says every message through :func:`for_tools`, which puts the tools'
+words in place of each piece of advice. One table, so that a new message that names a
+flag gets its tools' words beside it (``tests/test_mcp_replies.py`` checks that every
+message of the library naming a flag of ``kexp`` is written here)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from functools import cache
+
+__all__ = ["ADVICE", "Advice", "for_tools"]
+
+#: What a field of an advice (``{id}``, ``{n}``) matches in a message: one word.
+_FIELD = r"[^\s()'\"]+"
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """One piece of advice: in the command's words and in the MCP tools' words, each a
+    template whose ``{fields}`` (ids, numbers) are the same in both."""
+
+    command: str
+    tools: str
+
+    def __str__(self) -> str:
+        return self.command
+
+    def say(self, **values: object) -> str:
+        """The command's words, with the fields' ``values``."""
+        return self.command.format(**values)
+
+    def pattern(self) -> re.Pattern[str]:
+        """What the command's words, fields filled in, look like in a message."""
+        return _pattern(self.command)
+
+    def for_tools(self, text: str) -> str:
+        """``text`` with this advice in the tools' words."""
+        return self.pattern().sub(lambda m: self.tools.format(**m.groupdict()), text)
+
+
+@cache
+def _pattern(template: str) -> re.Pattern[str]:
+    """A command's words (``{field}`` a word) as a pattern."""
+    pieces = re.split(r"\{(\w+)\}", template)  # literal, field, literal, ...
+    return re.compile(
+        "".join(
+            f"(?P<{piece}>{_FIELD})" if at % 2 else re.escape(piece)
+            for at, piece in enumerate(pieces)
+        )
+    )
+
+
+#: Advice on ids not found across refs (:meth:`kexp.storage.reader.StoreReader.resolve_id`).
+ALL_REFS_IDS = Advice(
+    "kexp list --all-refs shows the ids", "the tree tool with all_refs: true shows the ids"
+)
+#: Advice on an experiment on other refs, not in the working tree (``kexp show ID``).
+SHOW_ALL_REFS = Advice(
+    "read it there with kexp show {id} --all-refs",
+    "read it there: call show with all_refs: true",
+)
+#: Advice on emptying an interval that does not hold its score.
+EMPTY_SCORE_CI = Advice(
+    "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
+)
+#: Advice on the error message a buggy experiment needs.
+ERROR_MESSAGE = Advice(
+    "kexp add --error TEXT or --error-file FILE; kexp update --set-file error_message=FILE",
+    'record with error_message: "TEXT"; update with changes: {{"error_message": "TEXT"}}',
+)
+#: Advice on a score that cannot be measured again (no per-configuration timings).
+CORRECT_SCORE = Advice(
+    "kexp update --set score=... --reason ...",
+    'the update tool with changes: {{"score": ...}} and a reason',
+)
+#: Advice on a measurement repeated as a new experiment.
+REMEASURE = Advice(
+    "kexp remeasure {id} --baseline ... --candidate ...",
+    'the remeasure tool with exp_id: "{id}", baseline and candidate',
+)
+#: Advice on an uncommitted change measured on HEAD.
+BASE_COMMIT_AND_DIFF = Advice(
+    "kexp add --base-commit HEAD --diff-from-git",
+    'record with base_commit: "HEAD" and the diff as code_change',
+)
+#: Advice on profiler output given as timings.
+PROFILING_FILE = Advice(
+    "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
+)
+#: Advice on an environment that could not be detected.
+ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
+#: Advice on the remote kexp sync publishes to.
+SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
+#: Advice on the branch kexp sync publishes to.
+SYNC_BRANCH = Advice("(--branch kexp/<name>)", '(branch: "kexp/<name>")')
+#: Advice on the store's folder, which the server is started on.
+ROOT = Advice(
+    "give --root (KEXP_ROOT) the folder that holds it",
+    "start the server on the folder that holds it (kexp mcp --root DIR, or KEXP_ROOT)",
+)
+#: Advice on a context packet's budget of tokens.
+BUDGET = Advice("give --budget {n} or more", "give budget {n} or more")
+#: Advice in a context packet on what it left out (no longer in the tools' words).
+LARGER_BUDGET = Advice("give a larger --budget", "give a larger budget")
+#: Advice in a context packet on where to read more (no longer in the tools' words: the
+#: packet keeps within its budget).
+READ_MORE = Advice(
+    "kexp similar --text PLAN; kexp lessons --operator OP; kexp tree ID",
+    "similar (text: PLAN); lessons (operator: OP); tree (exp_id: ID)",
+)
+
+#: Every piece of advice, as :func:`for_tools` puts them in the tools' words.
+ADVICE = (
+    ALL_REFS_IDS,
+    SHOW_ALL_REFS,
+    EMPTY_SCORE_CI,
+    ERROR_MESSAGE,
+    CORRECT_SCORE,
+    REMEASURE,
+    BASE_COMMIT_AND_DIFF,
+    PROFILING_FILE,
+    ENV,
+    SYNC_REMOTE,
+    SYNC_BRANCH,
+    ROOT,
+    BUDGET,
+    LARGER_BUDGET,
+    READ_MORE,
+)
+
+
+def for_tools(text: str) -> str:
+    """``text`` (a message, a warning, a packet) with each piece of advice in it in the
+    MCP tools' words."""
+    if "--" not in text:
+        return text
+    for advice in ADVICE:
+        text = advice.for_tools(text)
+    return text

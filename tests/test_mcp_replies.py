@@ -1,0 +1,326 @@
+"""What the MCP tools say to an agent that has arguments, not flags: advice names the
+tools' arguments (``all_refs: true``), never the command's options (``--all-refs``);
+``show`` says which ref holds an experiment the working tree does not; ``lessons``
+across refs answers from one read of the store. The SDK's own client talks to the real
+server (a subprocess, or in-process where a read is counted), on real git repositories
+(a bare repository as the remote, two clones)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import git, run_kexp
+
+pytest.importorskip("mcp")
+import anyio
+import click
+from mcp import Client
+from test_mcp import BASE, CAND, Agent, record_fields, run_agent
+from test_sync import clone, make_remote
+
+from kexp import Store
+from kexp.cli.mcp import build_server
+from kexp.core.advice import ADVICE, for_tools
+from kexp.storage.refs import RefsSource
+from kexp.storage.sync import sync
+
+
+def two_agents(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Alice's and Bob's clones of one bare remote, and its first commit."""
+    remote, base = make_remote(tmp_path)
+    return clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob"), base
+
+
+def test_lessons_across_refs_read_the_store_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lessons of a store read across refs, each saying where it was found, come
+    from one read of the store (the reply asked the store again for where each was)."""
+    alice, bob, base = two_agents(tmp_path)
+    first = Store(alice).create_experiment(
+        base_commit=base, score=1.03, status="done", **record_fields()
+    )
+    slower = Store(alice).create_experiment(
+        base_commit=base, score=0.95, status="done", pid=first.id, measured_against="parent",
+        **record_fields(change_summary="Two rows per warp - -5%"),
+    )  # fmt: skip
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    reads: list[object] = []
+    read = RefsSource.read
+
+    def counted(self: RefsSource, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(RefsSource, "read", counted)
+    answers: list[Any] = []
+
+    async def work() -> None:
+        async with Client(build_server(bob)) as client:
+            result = await client.call_tool("lessons", {"all_refs": True})
+            assert not result.is_error, result.content
+            answers.append(json.loads(result.content[0].text))  # type: ignore[union-attr]
+
+    anyio.run(work)
+    monkeypatch.undo()
+    (lessons,) = answers
+    assert [(e["id"], e["ref"]) for e in lessons["regression"]] == [
+        (slower.id, "origin/kexp/alice")
+    ]
+    assert len(reads) == 1, f"the store was read {len(reads)} times"
+    printed = run_kexp("lessons", "--json", "--all-refs", cwd=bob)
+    assert json.loads(printed.stdout) == lessons
+
+
+def test_lessons_on_the_working_tree_alone_say_no_ref(tmp_path: Path) -> None:
+    """Without refs the lessons carry no place (as ``kexp lessons --json`` prints them)."""
+    alice, _, base = two_agents(tmp_path)
+    Store(alice).create_experiment(base_commit=base, score=0.95, status="done", **record_fields())
+
+    async def work(agent: Agent) -> None:
+        lessons = await agent.json("lessons")
+        assert [set(e) & {"ref", "refs"} for e in lessons["regression"]] == [set()]
+
+    run_agent(alice, work)
+
+
+# --- advice in the tools' words ----------------------------------------------------------
+
+KEXP = Path(__file__).resolve().parent.parent / "kexp"
+#: Other programs' options in kexp's messages (git fetch --unshallow, ncu --csv), and
+#: the server's own command line (kexp mcp --root: how it is started): no tool's.
+OTHER_PROGRAM = re.compile(
+    r"\b(?:git|pip|pytest|ncu|nsys|nvcc|nvidia-smi|rocm-smi|amd-smi|cc|kexp mcp)\b[^;,()'\"]*"
+)
+
+
+def kexp_flags() -> set[str]:
+    """Every option of the ``kexp`` command and its subcommands (``--all-refs``, ...)."""
+    from kexp.cli.main import main
+
+    flags: set[str] = set()
+    commands: list[click.Command] = [main]
+    while commands:
+        command = commands.pop()
+        for param in command.params:
+            flags |= {o for o in (*param.opts, *param.secondary_opts) if o.startswith("--")}
+        if isinstance(command, click.Group):
+            context = click.Context(command)
+            commands += [command.get_command(context, n) for n in command.list_commands(context)]  # type: ignore[misc]
+    return flags
+
+
+FLAGS = kexp_flags()
+FLAG = re.compile(r"(?<![\w-])(--[a-z][\w-]*)(?![\w=-])")
+
+
+def flags_named(text: str) -> list[str]:
+    """The options of ``kexp`` that ``text`` names (other programs' left out)."""
+    return [flag for flag in FLAG.findall(OTHER_PROGRAM.sub("", text)) if flag in FLAGS]
+
+
+def messages(tree: ast.Module) -> list[tuple[int, str]]:
+    """The string constants of a module that are no docstrings, with their lines (an
+    f-string's literal parts joined)."""
+    skipped = {  # docstrings, and the parts of f-strings (taken whole)
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    skipped |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+            found.append((node.lineno, " ".join(str(p) for p in parts)))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in skipped
+            and not re.fullmatch(r"--[\w-]+", node.value)  # an argument list's "--root"
+        ):
+            found.append((node.lineno, node.value))
+    return found
+
+
+#: Messages naming an option that reach no tool, and why.
+NO_TOOL = {
+    ("kexp/core/fields.py", "--baseline"): "a field's note in kexp new's editor template",
+    ("kexp/core/fields.py", "--candidate"): "a field's note in kexp new's editor template",
+    ("kexp/format/legacykeys.py", "--format"): "names kexp export, which no tool is",
+    ("kexp/gitops/log.py", "--diff-file"): "kexp add --diff-from-git alone reads git's diff",
+    ("kexp/measure/intake.py", "--format"): "a document given to kexp add (record: arguments)",
+    ("kexp/output/parquet.py", "--format"): "kexp export, which no tool is",
+    ("kexp/storage/store.py", "--set"): "a delete refused, and no tool deletes",
+}
+
+
+def test_every_library_message_naming_a_kexp_option_has_the_tools_words() -> None:
+    """A message of the library (anything below kexp/ but the command's own modules)
+    that names an option of ``kexp`` takes it from :mod:`kexp.core.advice`, where the
+    MCP tools' words stand beside it."""
+    found = []
+    for path in sorted(KEXP.rglob("*.py")):
+        relative = path.relative_to(KEXP.parent).as_posix()
+        if relative.startswith("kexp/cli/") or relative == "kexp/core/advice.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{relative}:{line}: {flag}"
+            for line, text in messages(tree)
+            for flag in flags_named(text)
+            if (relative, flag) not in NO_TOOL
+        ]
+    assert found == []
+
+
+def test_each_advice_in_the_tools_words_names_no_option() -> None:
+    for advice in ADVICE:
+        fields = dict.fromkeys(re.findall(r"\{(\w+)\}", advice.command), "6749f3a0c2")
+        said = f"first, {advice.say(**fields)}; then"
+        assert flags_named(advice.say(**fields)), advice  # the command's words name one
+        assert for_tools(said) == f"first, {advice.tools.format(**fields)}; then"
+        assert flags_named(for_tools(said)) == [], advice
+
+
+def no_option(texts: list[str]) -> str:
+    """The texts of an answer as one, checked to name no option of ``kexp``."""
+    said = "\n".join(texts)
+    assert flags_named(said) == [], said
+    return said
+
+
+def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) -> None:
+    """Each error and warning that advises an option of ``kexp`` says, through the MCP
+    server, the tool and argument to give instead; the command keeps its words."""
+    alice, _, base = two_agents(tmp_path)
+    ncu = Path(__file__).parent / "timing_files" / "ncu_details.csv"
+    said: dict[str, str] = {}
+
+    async def work(agent: Agent) -> None:
+        async def error(name: str, **arguments: Any) -> str:
+            failed, texts = await agent.call(name, **arguments)
+            assert failed and len(texts) == 1, texts
+            return no_option(texts)
+
+        said["remote"] = await error("sync", remote="upstream")
+        said["unknown id"] = await error("show", exp_id="0123456789", refs=["origin/*"])
+        said["buggy"] = await error("record", is_buggy=True, score=0, **record_fields())
+        said["ncu"] = await error("record", baseline=str(ncu), candidate=str(ncu),
+                                  **record_fields())  # fmt: skip
+        first = await agent.json("record", score=1.03, base_commit=base, **record_fields())
+        said["interval"] = await error(
+            "update", exp_id=first["id"], changes={"score_ci": [1.1, 1.2]}, reason="ci"
+        )
+        said["remeasure"] = await error("remeasure", exp_id=first["id"], baseline=BASE,
+                                        candidate=CAND)  # fmt: skip
+        # The same change measured again: a warning naming the remeasure tool.
+        fields = record_fields(code_change="--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-a\n+b\n")
+        await agent.json("record", score=1.02, base_commit=base, **fields)
+        failed, texts = await agent.call("record", score=1.04, base_commit=base, **fields)
+        assert not failed and len(texts) == 2, texts
+        said["repeat"] = no_option(texts[1:])
+        # A change measured on an uncommitted kernel: a warning naming base_commit.
+        (alice / "kernel.cu").write_text("__global__ void k2() {}\n")
+        failed, texts = await agent.call("record", score=1.01, **record_fields())
+        assert not failed and len(texts) == 2, texts
+        said["dirty"] = no_option(texts[1:])
+        git(alice, "checkout", "-q", "--detach")
+        said["detached"] = await error("sync")
+
+    run_agent(alice, work)
+    assert 'remote: "NAME"' in said["remote"]
+    assert "all_refs: true" in said["unknown id"]
+    assert 'record with error_message: "TEXT"' in said["buggy"]
+    assert 'record with profiling_file: "PATH"' in said["ncu"]
+    assert 'update tool with changes: {"score_ci": []}' in said["interval"]
+    assert 'update tool with changes: {"score": ...} and a reason' in said["remeasure"]
+    assert re.search(r'remeasure tool with exp_id: "[0-9a-f]{16}"', said["repeat"])
+    assert 'record with base_commit: "HEAD"' in said["dirty"]
+    assert 'branch: "kexp/<name>"' in said["detached"]
+    # The command keeps its words.
+    printed = run_kexp("sync", "--remote", "upstream", cwd=alice)
+    assert printed.returncode != 0 and "(--remote NAME)" in printed.stderr, printed.stderr
+
+
+def test_a_linked_store_names_the_servers_root(tmp_path: Path) -> None:
+    """A store whose experiments/ is a link is refused, saying how to start the server
+    on the real folder (no tool's argument can)."""
+    real = tmp_path / "real"
+    (real / "experiments").mkdir(parents=True)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "experiments").symlink_to(real / "experiments")
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("top")
+        assert failed and "start the server on the folder" in texts[0], texts
+        assert "kexp mcp --root DIR" in texts[0]
+
+    run_agent(linked, work)
+
+
+def test_consult_says_how_to_read_more_with_the_tools(tmp_path: Path) -> None:
+    """A context packet that left entries out says which tools read more, and a budget
+    too small names the argument."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "experiments",
+                    tmp_path / "experiments")  # fmt: skip
+    packets: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("consult", operator="cache", budget=10)
+        assert failed and no_option(texts)
+        smallest = int(re.search(r"give budget (\d+) or more", texts[0]).group(1))  # type: ignore[union-attr]
+        failed, texts = await agent.call("consult", operator="cache", budget=smallest)
+        assert not failed, texts
+        packets.append(no_option(texts))
+        assert len(texts[0]) <= smallest * 4  # the tools' words fit the budget too
+
+    run_agent(tmp_path, work)
+    assert "read more: similar (text: PLAN); lessons (operator: OP)" in packets[0]
+
+
+# --- show: where an experiment the working tree does not hold is -------------------------
+
+
+def test_show_says_which_ref_holds_an_experiment_not_in_the_working_tree(
+    tmp_path: Path,
+) -> None:
+    """Bob fetched what Alice synced: show of her experiment in his working tree says,
+    as ``kexp show`` does, that it is on her branch, and how to read it there (the
+    argument, not the flag); read so, it says where it came from."""
+    alice, bob, base = two_agents(tmp_path)
+    hers = Store(alice).create_experiment(
+        base_commit=base, score=1.03, status="done", **record_fields()
+    )
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("show", exp_id=hers.id[:10])
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+        shown = await agent.json("show", exp_id=hers.id[:10], all_refs=True)
+        assert (shown["id"], shown["ref"]) == (hers.id, "origin/kexp/alice")
+        failed, texts = await agent.call("show", exp_id="0123456789")  # on no ref
+        assert failed and "it is on" not in texts[0] and "0123456789" in texts[0], texts
+
+    run_agent(bob, work)
+    assert "it is on origin/kexp/alice, not in the working tree" in said[0], said
+    assert "read it there: call show with all_refs: true" in said[0], said
+    printed = run_kexp("show", hers.id[:10], cwd=bob)
+    assert printed.returncode != 0
+    assert (
+        "it is on origin/kexp/alice, not in the working tree: read it there with "
+        f"kexp show {hers.id[:10]} --all-refs"
+    ) in " ".join(printed.stderr.split())
