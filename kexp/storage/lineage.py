@@ -49,6 +49,8 @@ class TreeNode:
     #: On a tree's root: the experiment of the whole tree with the best cumulative score
     #: (None: none ranks), shown or not (:func:`lineage_of` shows a part of a tree).
     best_tip: KernelExperiment | None = None
+    #: On the root of :func:`lineage_of`'s tree: the full id of the experiment asked for.
+    focus: str | None = None
 
     @property
     def scored(self) -> bool:
@@ -194,23 +196,44 @@ def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:
 
 def lineage_of(store: Store, exp_id: str) -> TreeNode:
     """One experiment's lineage: its ancestors down from the oldest, then every
-    descendant. Siblings of the ancestors (and their descendants) are left out, but
-    count: the best path, the best tip (:attr:`TreeNode.best_tip`, shown or not) and
-    the dead ends are those of the whole tree, as ``kexp tree`` without an id marks them.
-    """
-    full_id = store.resolve_id(exp_id)
-    chain = [store.get_experiment(full_id), *store.ancestors(full_id)]
-    members = {e.id: e for e in chain}
-    for exp in store.descendants(chain[-1].id):
-        members.setdefault(exp.id, exp)
-    forest = build_forest(members.values())
+    descendant, front-matter only (as :func:`lineage_forest`'s), from one read of the
+    store. Siblings of the ancestors (and their descendants) are left out, but count:
+    the best path, the best tip (:attr:`TreeNode.best_tip`, shown or not) and the dead
+    ends are those of the whole tree, as ``kexp tree`` without an id marks them. The
+    root's :attr:`TreeNode.focus` is the full id asked for."""
+    found = store.found()
+    full_id = store.resolve_id(exp_id, found=found)
+    derivation = derive(found.rows, store.settings)
+    by_id = derivation.records()  # the first file of each id, as every query counts it
+    if full_id not in by_id:  # its file is invalid: the error that says why
+        store.get_experiment(full_id)
+    chain, seen = [by_id[full_id]], {full_id}
+    while chain[-1].pid in by_id and chain[-1].pid not in seen:  # up to a root or a cycle
+        seen.add(chain[-1].pid)
+        chain.append(by_id[chain[-1].pid])
+    kids: dict[str, list[Any]] = {}
+    for row in by_id.values():
+        kids.setdefault(row.pid, []).append(row)
+    members, queue = {chain[-1].id: chain[-1]}, [chain[-1].id]
+    while queue:  # the whole tree below the oldest ancestor
+        for child in kids.get(queue.pop(), []):
+            if child.id not in members:
+                members[child.id] = child
+                queue.append(child.id)
+    folder, settings = store.experiments_dir, store.settings
+    experiments = [
+        attach(row.to_experiment(folder), settings, derived=derivation.of(row))
+        for row in members.values()
+    ]
+    forest = build_forest(experiments)
     root_id = chain[-1].id
     tree = next((tree for tree in forest if tree.experiment.id == root_id), forest[0])
-    shown = {e.id for e in chain}
+    shown = set(seen)
     for node in tree.walk():
         if node.experiment.id == full_id:
             shown.update(below.experiment.id for below in node.walk())
             break
     for node in tree.walk():  # the siblings of the ancestors left out
         node.children = [child for child in node.children if child.experiment.id in shown]
+    tree.focus = full_id
     return tree

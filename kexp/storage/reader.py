@@ -554,16 +554,15 @@ class StoreReader:
 
     def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
         """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
-        place the store reads)."""
-        if self.source.places is None:
+        place the store reads; among those ``found`` by a read, when given)."""
+        places = self.source.places
+        if places is None and found is None:
             return self._find(id_or_prefix)[0]
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        found = found if found is not None else self.found()
-        seen = {row.id for row in found.rows} | {
-            exp_id for path, _ in found.invalid if (exp_id := id_from_name(path))
-        }
-        where = ", ".join(self.source.places)
-        return ids.the_one(prefix, seen, f"{where} ({ALL_REFS_IDS})")
+        seen = set((found if found is not None else self.found()).ids())
+        where = ", ".join(places) if places else str(self.experiments_dir)
+        hint = ALL_REFS_IDS if places else "kexp list shows the ids"
+        return ids.the_one(prefix, seen, f"{where} ({hint})")
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids

@@ -422,7 +422,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         if filters:
             raise click.UsageError("give an ID or filters, not both")
         forest = [lineage.lineage_of(store, exp_id)]
-        focus = store.resolve_id(exp_id)
+        focus = forest[0].focus
     else:
         forest = lineage.lineage_forest(store, **filters)
         focus = None
