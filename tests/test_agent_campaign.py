@@ -1,0 +1,114 @@
+"""An agent's campaign on one kernel, step by step, as the README and the skill tell it
+to work: each test is a step where kexp's answer was not true, or did not say what to
+do, and holds the answer to what git and the files hold.
+
+Real git repositories, real files; the command in-process through click's CliRunner.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import experiment_fields, git
+
+from kexp import Store
+from kexp.cli.main import main
+from kexp.core.errors import MeasurementError
+from kexp.measure.record import record_iteration, remeasure
+
+OPERATOR = "csrc/softmax.cu: softmax"
+CONFIGS = {"n1024": 10.0, "n4096": 35.0, "n16384": 130.0}
+
+
+def kexp(repo: Path, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, ["--root", str(repo), "--no-pager", *args], input=input)
+
+
+def timings(factor: float, seed: int, samples: int = 20) -> dict[str, list[float]]:
+    """Timings in microseconds, ``samples`` a configuration, 1 % noise."""
+    rng = random.Random(seed)
+    return {
+        config: [round(base * factor * (1 + rng.gauss(0, 0.01)), 5) for _ in range(samples)]
+        for config, base in CONFIGS.items()
+    }
+
+
+def write(path: Path, data: Any) -> str:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def softmax_fields(**overrides: Any) -> dict[str, Any]:
+    fields = experiment_fields(operator_sig=OPERATOR, dtype_sig="fp32", env="H100, CUDA 12.4")
+    fields.pop("score")
+    return {**fields, **overrides}
+
+
+# --- remeasure: a round is a new measurement, in the earlier rounds' unit ---------------------
+
+
+def _marginal(store: Store, tmp_path: Path) -> tuple[str, str, str]:
+    """A within-noise step recorded from timings; the files of its first round."""
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    cand = write(tmp_path / "cand.json", timings(0.995, 2))
+    exp = record_iteration(store, baseline=base, candidate=cand, **softmax_fields())
+    return exp.id, base, cand
+
+
+def test_remeasure_refuses_a_round_that_repeats_an_earlier_one(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent remeasures a marginal step, then passes the same timing files again:
+    pooling a round with a copy of itself narrows the interval without measuring
+    anything, so kexp refuses it in one line, and the file keeps its two real rounds."""
+    exp_id, _, _ = _marginal(store, tmp_path)
+    base2 = write(tmp_path / "base2.json", timings(1.0, 3))
+    cand2 = write(tmp_path / "cand2.json", timings(0.995, 4))
+    first = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
+    assert first.exit_code == 0, first.output
+    path = store.get_experiment(exp_id).path
+    assert path is not None
+    before = Path(path).read_bytes()
+    again = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
+    assert again.exit_code == 2, again.output
+    lines = [line for line in again.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: error: "), again.stderr
+    assert "round 2" in lines[0] and "measure again" in lines[0], lines[0]
+    assert Path(path).read_bytes() == before
+    # The same samples in another order are the same round.
+    shuffled = {c: list(reversed(v)) for c, v in json.loads(Path(base2).read_text()).items()}
+    with pytest.raises(MeasurementError, match="round 2's"):
+        remeasure(store, exp_id, baseline=shuffled, candidate=json.loads(Path(cand2).read_text()))
+    assert Path(path).read_bytes() == before
+
+
+def test_remeasure_refuses_a_round_in_another_unit(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The first round was recorded in microseconds; the agent's new round is the same
+    kind of numbers, given with ``--unit ms``: pooled, the medians were a thousand times
+    the first round's and the interval [0.34, 3.05]. kexp says which configuration is
+    off by how much, and to check the unit; nothing is written."""
+    exp_id, _, _ = _marginal(store, tmp_path)
+    path = store.get_experiment(exp_id).path
+    assert path is not None
+    before = Path(path).read_bytes()
+    base2 = write(tmp_path / "base2.json", timings(1.0, 3))
+    cand2 = write(tmp_path / "cand2.json", timings(0.995, 4))
+    result = kexp(
+        repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2, "--unit", "ms"
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: error: "), result.stderr
+    assert "n1024" in lines[0] and "1000" in lines[0] and "--unit" in lines[0], lines[0]
+    assert Path(path).read_bytes() == before
+    # In the right unit the same files are a round like any other.
+    right = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
+    assert right.exit_code == 0, right.output
+    git(repo, "status", "--short")
