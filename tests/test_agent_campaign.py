@@ -112,3 +112,48 @@ def test_remeasure_refuses_a_round_in_another_unit(
     right = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
     assert right.exit_code == 0, right.output
     git(repo, "status", "--short")
+
+
+# --- one file broken by hand: its error, and nothing false about the others -------------------
+
+
+def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
+    repo: Path, store: Store
+) -> None:
+    """The agent's editor saved the unroll step with a Latin-1 byte. ``kexp validate``
+    says so at that file; the steps built on it and the combination naming it name an
+    experiment that is in the store (its file is there, broken): no "parent ... is not
+    in the store" errors that would send the agent to rewrite correct pids."""
+    root = store.create_experiment(**softmax_fields(score=1.25, status="done"))
+    middle = store.create_experiment(
+        **softmax_fields(pid=root.id, score=1.08, status="done", measured_against="parent",
+                         change_summary="Unroll by 4 - +8%")
+    )
+    store.create_experiment(
+        **softmax_fields(pid=middle.id, score=1.12, status="done", measured_against="parent",
+                         change_summary="Warp shuffle reduction - +12%")
+    )
+    store.create_experiment(
+        **softmax_fields(pid=root.id, score=1.01, status="done", measured_against="parent",
+                         combines=[root.id, middle.id], change_summary="Combine - +1%")
+    )
+    assert middle.path is not None
+    children = [str(e.path) for e in store.list_experiments() if e.pid == middle.id]
+    broken = Path(middle.path)
+    broken.write_bytes(broken.read_bytes() + b"\n\xe9t\xe9\n")
+    result = kexp(repo, "validate")
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if ": error[" in line]
+    assert len(errors) == 1, result.output
+    assert str(broken.relative_to(repo)) in errors[0] and "invalid-utf8" in errors[0]
+    assert "not in the store" not in result.output
+    # Checking the files built on it alone says the same.
+    alone = kexp(repo, "validate", *children)
+    assert alone.exit_code == 0 and "not in the store" not in alone.output, alone.output
+    # Every query says what is true of the steps below it: their parent is invalid.
+    shown = kexp(repo, "top", "--json", "--fields", "id,cumulative_reason")
+    assert "invalid-utf8" in shown.stderr, shown.stderr
+    reasons = {r["id"]: r.get("cumulative_reason", "") for r in json.loads(shown.stdout)}
+    below = [reasons[Path(c).name[:16]] for c in children]
+    assert below == [f"parent {middle.id[:10]} is invalid (kexp validate says why)"], reasons
+

@@ -66,6 +66,13 @@ class Found(NamedTuple):
     #: The working tree's listing (None at a revision).
     listing: Listing | None = None
 
+    def invalid_ids(self) -> frozenset[str]:
+        """The ids the names of the invalid files give (an experiment whose file is there
+        but broken: what names it is told so, not that it is missing)."""
+        return frozenset(
+            exp_id for path, _ in self.invalid if (exp_id := id_from_name(path)) is not None
+        )
+
     @classmethod
     def of_listing(cls, listing: Listing) -> Found:
         """What the working tree alone holds, as ``listing`` found it."""
