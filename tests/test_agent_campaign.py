@@ -157,3 +157,28 @@ def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
     below = [reasons[Path(c).name[:16]] for c in children]
     assert below == [f"parent {middle.id[:10]} is invalid (kexp validate says why)"], reasons
 
+
+
+# --- kexp add: lists as --set takes them -------------------------------------------------------
+
+
+def test_add_takes_comma_separated_tags_and_combines_as_update_set_does(
+    repo: Path, store: Store
+) -> None:
+    """``kexp update --set tags=a,b`` makes two tags; ``kexp add --tag regs,cache`` made
+    one tag 'regs,cache' that ``kexp list --tag regs`` never finds, and ``--combines
+    A,B`` was refused as one bad id. Both read a list the same way now."""
+    one = store.create_experiment(**softmax_fields(score=1.1, status="done"))
+    two = store.create_experiment(**softmax_fields(score=1.2, status="done"))
+    result = kexp(
+        repo, "add", "--summary", "Combine both - +3%", "--score", "1.03",
+        "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100", "--pid", one.id[:10],
+        "--measured-against", "parent", "--tag", "regs,cache", "--tag", "combo",
+        "--combines", f"{one.id[:10]},{two.id[:10]}", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    made = store.get_experiment(json.loads(result.stdout)["id"])
+    assert made.tags == ["regs", "cache", "combo"]
+    assert made.combines == [one.id, two.id]
+    found = kexp(repo, "list", "--tag", "regs", "--json", "--fields", "id")
+    assert [r["id"] for r in json.loads(found.stdout)] == [made.id]
