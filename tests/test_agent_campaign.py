@@ -182,3 +182,21 @@ def test_add_takes_comma_separated_tags_and_combines_as_update_set_does(
     assert made.combines == [one.id, two.id]
     found = kexp(repo, "list", "--tag", "regs", "--json", "--fields", "id")
     assert [r["id"] for r in json.loads(found.stdout)] == [made.id]
+
+
+# --- kexp stats before the first step: what there is, said truly ------------------------------
+
+
+def test_stats_with_a_control_alone_does_not_call_it_buggy_or_pending(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The campaign starts with an A/A control (the skill's advice): ``kexp stats`` said
+    "every experiment is buggy or pending" of a store holding one measured control."""
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    again = write(tmp_path / "again.json", timings(1.0, 2))
+    control = softmax_fields(tags=["control"], change_summary="A/A - noise floor")
+    record_iteration(store, baseline=base, candidate=again, **control)
+    result = kexp(repo, "stats")
+    assert result.exit_code == 0, result.output
+    assert "buggy or pending" not in result.output
+    assert "no best yet" in result.output and "controls" in result.output
