@@ -200,3 +200,26 @@ def test_stats_with_a_control_alone_does_not_call_it_buggy_or_pending(
     assert result.exit_code == 0, result.output
     assert "buggy or pending" not in result.output
     assert "no best yet" in result.output and "controls" in result.output
+
+
+# --- the second agent: a branch of its own ------------------------------------------------------
+
+
+def test_sync_to_a_new_branch_counts_the_commits_the_remote_did_not_have(tmp_path: Path) -> None:
+    """Agent A synced three iterations to main; agent B clones, records one, and syncs
+    to its own new branch: one commit reached the remote, and kexp says so (it said
+    "pushed 4 commit(s)", counting A's commits the remote holds already)."""
+    from test_sync import clone, make_remote, record
+
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    for summary in ("Vectorize - +25%", "Unroll by 4 - +8%", "Shuffle - +12%"):
+        record(alice, base, summary)
+        assert kexp(alice, "sync").exit_code == 0
+    bob = clone(remote, tmp_path / "bob", "kexp/bob")
+    record(bob, base, "Two rows per warp - +9%")
+    result = kexp(bob, "sync", "--branch", "kexp/bob", "--json")
+    assert result.exit_code == 0, result.output
+    new = int(git(bob, "rev-list", "--count", "kexp/bob", "--not", "origin/main"))
+    assert new == 1
+    assert json.loads(result.stdout)["commits_pushed"] == new
