@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 from conftest import experiment_fields, git
 
 from kexp import Store
+from kexp.agents.context import context
 from kexp.cli.main import main
 from kexp.core.errors import MeasurementError
 from kexp.measure.record import record_iteration, remeasure
@@ -223,3 +224,22 @@ def test_sync_to_a_new_branch_counts_the_commits_the_remote_did_not_have(tmp_pat
     new = int(git(bob, "rev-list", "--count", "kexp/bob", "--not", "origin/main"))
     assert new == 1
     assert json.loads(result.stdout)["commits_pushed"] == new
+
+
+def test_context_after_a_timed_out_first_try_does_not_call_it_buggy_or_pending(
+    repo: Path, store: Store
+) -> None:
+    """The first try on the kernel timed out (status timeout, score 0, as the skill's
+    failure table says): the packet named it the "Current best" (0.0000x, a path to it
+    reaching "-"), the code to build on. Nothing has a cumulative score: there is no
+    best yet, and the packet says why without calling it buggy or pending."""
+    store.create_experiment(
+        **softmax_fields(score=0.0, status="timeout", change_summary="Autotune - timed out")
+    )
+    result = kexp(repo, "context", "--operator", "softmax", "--dtype", "fp32", "--env", "H100")
+    assert result.exit_code == 0, result.output
+    best = result.stdout.split("## Current best\n", 1)[1].split("\n\n", 1)[0]
+    assert "buggy or pending" not in best and "measured nothing" in best, best
+    assert "Autotune" not in best and "## Path to the best" not in result.stdout
+    data = context(store, operator="softmax").data
+    assert data["best"] is None and data["lineage"] == [], data
