@@ -286,8 +286,7 @@ class StoreReader:
         """What is derived of every current experiment from all of them (outcome,
         interference, cumulative score and its interval, control): see
         :func:`kexp.core.campaign.derive`. ``of(record)`` answers for any record listed."""
-        found = self.found(strict=strict)
-        return derive(found.rows, self.settings, found.invalid_ids())
+        return self.found(strict=strict).derivation(self.settings)
 
     def _rows(self, filters: dict[str, Any], *, strict: bool,
               skips: tuple[bool, bool, bool] = (False, False, False),
@@ -303,7 +302,7 @@ class StoreReader:
         with collector_paused():  # many objects made, none in a cycle
             found = self.found(strict=strict) if found is None else found
             wanted = build_filters(**self._resolve_filter_ids(filters, found))
-            derivation = derive(found.rows, self.settings, found.invalid_ids())
+            derivation = found.derivation(self.settings)
             rows = select(found.rows, wanted, self.settings, derivation=derivation,
                           skip_buggy=skip_buggy, skip_pending=skip_pending,
                           skip_controls=skip_controls)  # fmt: skip
@@ -629,8 +628,7 @@ class StoreReader:
                     f"id {full} is used by more than one file ({listing}); "
                     "run 'kexp validate' and give one of them a new id"
                 )
-            derivation = derive(found.rows, self.settings, found.invalid_ids())
-            return self._complete(rows, derivation.of, strict=True)[0]
+            return self._complete(rows, found.derivation(self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -741,7 +739,7 @@ class StoreReader:
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
         found = self.found()
-        derivation = derive(found.rows, self.settings, found.invalid_ids())
+        derivation = found.derivation(self.settings)
         by_id = derivation.records()  # in path order: the first file of an id
         current = by_id.get(self.resolve_id(exp_id, found=found))
         chain: list[Row] = []
@@ -759,8 +757,7 @@ class StoreReader:
         found = self.found()
         full_id = self.resolve_id(exp_id, found=found)
         kids = [row for row in found.rows if row.pid == full_id]
-        derivation = derive(found.rows, self.settings, found.invalid_ids())
-        return self._complete(chronological(kids), derivation.of)
+        return self._complete(chronological(kids), found.derivation(self.settings).of)
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
@@ -776,7 +773,7 @@ class StoreReader:
                     seen.add(child.id)
                     chosen.append(child)
                     queue.append(child.id)
-        return self._complete(chosen, derive(found.rows, self.settings, found.invalid_ids()).of)
+        return self._complete(chosen, found.derivation(self.settings).of)
 
     # --- validation ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from kexp.core.campaign import Derivation, derive
 from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.core.progress import track
@@ -65,6 +66,11 @@ class Found(NamedTuple):
     local: list[Row]
     #: The working tree's listing (None at a revision).
     listing: Listing | None = None
+
+    def derivation(self, settings: Settings) -> Derivation:
+        """What is derived of every row from all of them
+        (:func:`kexp.core.campaign.derive`), the invalid files' ids told apart."""
+        return derive(self.rows, settings, self.invalid_ids())
 
     def invalid_ids(self) -> frozenset[str]:
         """The ids the names of the invalid files give (an experiment whose file is there
