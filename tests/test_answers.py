@@ -22,6 +22,7 @@ from conftest import edit_in_place, experiment_fields, git, past_racy_window
 
 import kexp.storage.cache
 import kexp.storage.reader
+import kexp.storage.sources
 from kexp import KernelExperiment, KexpError, Store
 from kexp.core.campaign import derive
 from kexp.storage.sources import WorkingTree
@@ -58,6 +59,7 @@ def derived(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return derive(*args, **kwargs)
 
     monkeypatch.setattr(kexp.storage.reader, "derive", counted)
+    monkeypatch.setattr(kexp.storage.sources, "derive", counted)  # Found.derivation
     yield calls
 
 

@@ -72,9 +72,15 @@ def shell_lines(code: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+#: The baseline times (us) of the bundled experiment the remeasure examples name: a new
+#: round is timed like the first (kexp refuses times several times off the earlier ones).
+REMEASURED = {"t256_h8_d128": 5.87, "t1024_h8_d128": 8.57, "t4096_h8_d128": 20.44,
+              "t4096_h32_d128": 73.95, "t16384_h8_d128": 75.1}  # fmt: skip
+
+
 def timings(configs: list[str], scale: float) -> str:
-    return json.dumps({c: [round(10.0 * scale * (1 + i / 1000), 4) for i in range(5)]
-                       for c in configs})  # fmt: skip
+    return json.dumps({c: [round(REMEASURED.get(c, 10.0) * scale * (1 + i / 1000), 4)
+                           for i in range(5)] for c in configs})  # fmt: skip
 
 
 @pytest.fixture

@@ -192,8 +192,11 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
             "update", exp_id=second["id"], changes={"score": 1.1}, reason=""
         )
         assert failed and store.get_experiment(second["id"]).score == 1.02
-        again = await agent.json("remeasure", exp_id=first["id"], baseline=BASE, candidate=CAND)
-        pooled = summarize({c: (BASE[c] * 2, CAND[c] * 2) for c in BASE})
+        # A new round (a copy of the first would be refused: it measures nothing).
+        base2 = {c: [round(t + 0.1, 1) for t in times] for c, times in BASE.items()}
+        cand2 = {c: [round(t + 0.1, 1) for t in times] for c, times in CAND.items()}
+        again = await agent.json("remeasure", exp_id=first["id"], baseline=base2, candidate=cand2)
+        pooled = summarize({c: (BASE[c] + base2[c], CAND[c] + cand2[c]) for c in BASE})
         assert (again["score"], again["score_ci"]) == (pooled.score, pooled.score_ci)
         shared = await agent.json("sync", message="experiments from the agent")
         assert sorted(shared["committed"]) == sorted(

@@ -309,8 +309,10 @@ def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
 
 def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
     """The best tip (the best cumulative score), as ``kexp top`` ranks
-    (:func:`kexp.storage.query.rank`)."""
-    found = ranked(docs, by="cumulative", derivation=derivation, limit=1)
+    (:func:`kexp.storage.query.rank`); None when no experiment of ``docs`` has a
+    cumulative score (a timed-out first try, score 0, is no best)."""
+    tips = [doc for doc in docs if derivation.of(doc).cumulative_score is not None]
+    found = ranked(tips, by="cumulative", derivation=derivation, limit=1)
     return found[0] if found else None
 
 
@@ -760,7 +762,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
             lines.append(
                 f"(left out: {LARGER_BUDGET})"
                 if left.get("best")
-                else "(nothing measured here yet: every experiment is buggy or pending)"
+                else "(no best here yet: no experiment has a cumulative score; buggy, "
+                "pending and those that measured nothing have none)"
             )
         previous: int | None = None
         for entry in found:

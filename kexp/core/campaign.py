@@ -43,7 +43,7 @@ the order given (path order); :meth:`Derivation.of` gives a later file's own val
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from kexp.core.collector import collector_paused
@@ -219,6 +219,14 @@ def _measured(record: Any, before: _Code | None) -> _Code:
     )
 
 
+def _absent(exp_id: str, invalid: Collection[str]) -> str:
+    """What an id no record holds is: a file that is not a valid experiment (``invalid``),
+    or nothing in the store."""
+    if exp_id in invalid:
+        return "is invalid (kexp validate says why)"
+    return "is not in the store"
+
+
 def _needs_parent(record: Any) -> bool:
     """Whether ``record``'s code value depends on its parent's."""
     if is_control(record):
@@ -257,11 +265,18 @@ class Derivation(dict[str, Derived]):
     """:func:`derive`'s answer: id → :class:`Derived` (of the first record of each id),
     and :meth:`of` for any record."""
 
-    def __init__(self, first: dict[str, Any], codes: dict[str, _Code], settings: Settings):
+    def __init__(
+        self,
+        first: dict[str, Any],
+        codes: dict[str, _Code],
+        settings: Settings,
+        invalid: Collection[str] = frozenset(),
+    ):
         super().__init__()
         self._first = first
         self._codes = codes
         self.settings = settings
+        self._invalid = invalid
 
     def of(self, record: Any) -> Derived:
         """The derived values of ``record``: the first record of its id, or another file
@@ -272,7 +287,9 @@ class Derivation(dict[str, Derived]):
             return self[exp_id]  # the same record (read again: the same front-matter)
         before: _Code | None = None
         if _needs_parent(record):
-            before = self._codes.get(record.pid) or _broken(record.pid, "is not in the store")
+            before = self._codes.get(record.pid) or _broken(
+                record.pid, _absent(record.pid, self._invalid)
+            )
         return _derived(record, _step(record, before), self._first, self._codes, self.settings)
 
     def each(self, records: Iterable[Any]) -> list[Derived]:
@@ -350,7 +367,11 @@ def _derived(
 
 
 @collector_paused()  # two tuples a record, none in a cycle
-def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Derivation:
+def derive(
+    records: Iterable[Any],
+    settings: Settings = DEFAULT_SETTINGS,
+    invalid: Collection[str] = frozenset(),
+) -> Derivation:
     """Every derived value of every record (see the module documentation), computed
     over ``records``: the store's current records (every one: a record's values depend
     on its ancestors' and on those it combines). Records are taken in the order given
@@ -366,7 +387,9 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
     then the pid cycles. A measured record combining none, not a control, has its
     :class:`Derived` made on the spot (:func:`judge`'s rules, written out: the one fast
     path, held equal to :func:`judge` and :func:`_derived` by the tests); the others
-    are derived by :func:`_derived` once every code value is known."""
+    are derived by :func:`_derived` once every code value is known. ``invalid``: the ids
+    of the store's files that are not valid experiments (their records are not among
+    ``records``): a child of one is told its parent is invalid, not missing."""
     first: dict[str, Any] = {}
     for record in records:
         first.setdefault(record.id, record)
@@ -454,7 +477,7 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
             release(exp_id)
     # Children of experiments not in the store.
     for pid in [pid for pid in waiting_on if pid not in first]:
-        missing = _broken(pid, "is not in the store")
+        missing = _broken(pid, _absent(pid, invalid))
         for child in waiting_on.pop(pid):
             settle(child, first[child], missing)
             release(child)
@@ -479,7 +502,7 @@ def derive(records: Iterable[Any], settings: Settings = DEFAULT_SETTINGS) -> Der
     for exp_id, value in derived.items():
         if value is None:
             derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
-    derivation = Derivation(first, codes, settings)
+    derivation = Derivation(first, codes, settings, invalid)
     dict.update(derivation, derived)
     return derivation
 

@@ -81,6 +81,10 @@ class Settings:
     #: Two code changes whose shingles (changed lines, variables renamed) are at least
     #: this similar (Jaccard) are near-duplicates: a create warns that it was tried.
     near_duplicate_similarity: float = 0.5
+    #: ``kexp remeasure`` refuses a new round in which a configuration's median time (a
+    #: side's) is more than this many times the earlier rounds' (or less than its
+    #: inverse): other code, or timings in another unit.
+    remeasure_scale_above: float = 3.0
 
 
 DEFAULT_SETTINGS = Settings()
@@ -105,6 +109,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "suspect_time_below_us": (0.0, None),
     "suspect_wall_clock_below_us": (0.0, None),
     "near_duplicate_similarity": (0.01, 1.0),
+    "remeasure_scale_above": (1.1, None),
 }
 
 

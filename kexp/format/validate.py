@@ -644,6 +644,11 @@ def store_findings(
         if item.id is not None and first.setdefault(item.id, number) != number:
             shared.setdefault(item.id, [first[item.id]]).append(number)
     ids: Mapping[str, object] = known_ids if known_ids is not None else first
+    # The ids of files in the store whose id cannot be read (not UTF-8, no front-matter):
+    # their own error is reported; what names them names an experiment that is there.
+    unreadable = {
+        exp_id for item in items if item.id is None and (exp_id := id_from_name(item.path))
+    }
     if known_ids is None:  # only an id of several items can be duplicated
         candidates = sorted(shared.items(), key=lambda entry: entry[1][0])
     else:
@@ -668,7 +673,7 @@ def store_findings(
                 )
     for number, item in enumerate(items):
         pid = item.pid
-        if pid is not None and pid not in ids:
+        if pid is not None and pid not in ids and pid not in unreadable:
             findings.append(
                 Finding(
                     number,
@@ -681,7 +686,7 @@ def store_findings(
                 )
             )
         for index, other in enumerate(item.combines):
-            if other is not None and other not in ids:
+            if other is not None and other not in ids and other not in unreadable:
                 findings.append(
                     Finding(
                         number,

@@ -300,7 +300,14 @@ def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> PushOu
     )
 
 
-def count_commits(repo: git.Repo, tip: str, base: str | None) -> int:
-    """How many commits ``tip`` has that ``base`` has not (all of them for None)."""
-    args = ["rev-list", "--count", tip] + ([f"^{base}"] if base else [])
+def count_commits(repo: git.Repo, tip: str, base: str | None, remote: str | None = None) -> int:
+    """How many commits ``tip`` has that ``base`` has not; for no ``base`` (a branch new
+    on ``remote``), those no remote-tracking branch of ``remote`` holds (all of them
+    without a ``remote``)."""
+    if base:
+        args = ["rev-list", "--count", tip, f"^{base}"]
+    elif remote:
+        args = ["rev-list", "--count", tip, "--not", f"--remotes={remote}"]
+    else:
+        args = ["rev-list", "--count", tip]
     return int(git_command(repo, *args).stdout.strip() or 0)

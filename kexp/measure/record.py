@@ -679,7 +679,7 @@ def remeasure(
     """
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
-    from kexp.format.samples import pooled
+    from kexp.format.samples import pooled, round_problem
     from kexp.measure.corrections import correct
 
     if store is None:
@@ -710,6 +710,9 @@ def remeasure(
             f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
             "configurations are a new experiment: kexp add)"
         )
+    problem = round_problem(rounds, new_round, store.settings.remeasure_scale_above)
+    if problem is not None:
+        raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
     rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
     number = len(rounds)

@@ -203,7 +203,7 @@ def lineage_of(store: Store, exp_id: str) -> TreeNode:
     root's :attr:`TreeNode.focus` is the full id asked for."""
     found = store.found()
     full_id = store.resolve_id(exp_id, found=found)
-    derivation = derive(found.rows, store.settings)
+    derivation = found.derivation(store.settings)
     by_id = derivation.records()  # the first file of each id, as every query counts it
     if full_id not in by_id:  # its file is invalid: the error that says why
         store.get_experiment(full_id)

@@ -263,8 +263,7 @@ class StoreReader:
         return found, held
 
     def shown_id_length(self, shown: Iterable[str]) -> int:
-        """How many characters to print the ids of ``shown`` at, so that each names one
-        experiment among every id the last read saw (:func:`kexp.core.ids.distinct_length`)."""
+        """The length to print the ids of ``shown`` at: each unique among the last read's."""
         return ids.distinct_length(shown, self._ids_read())
 
     def _skip(self, path: str, error: Any, strict: bool) -> None:
@@ -292,7 +291,7 @@ class StoreReader:
         """What is derived of every current experiment from all of them (outcome,
         interference, cumulative score and its interval, control): see
         :func:`kexp.core.campaign.derive`. ``of(record)`` answers for any record listed."""
-        return derive(self.found(strict=strict).rows, self.settings)
+        return self.found(strict=strict).derivation(self.settings)
 
     def _rows(self, filters: dict[str, Any], *, strict: bool,
               skips: tuple[bool, bool, bool] = (False, False, False),
@@ -308,7 +307,7 @@ class StoreReader:
         with collector_paused():  # many objects made, none in a cycle
             found = self.found(strict=strict) if found is None else found
             wanted = build_filters(**self._resolve_filter_ids(filters, found))
-            derivation = derive(found.rows, self.settings)
+            derivation = found.derivation(self.settings)
             rows = select(found.rows, wanted, self.settings, derivation=derivation,
                           skip_buggy=skip_buggy, skip_pending=skip_pending,
                           skip_controls=skip_controls)  # fmt: skip
@@ -622,7 +621,7 @@ class StoreReader:
                 raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
                 raise _used_twice(full, [row.path for row in rows])
-            return self._complete(rows, derive(found.rows, self.settings).of, strict=True)[0]
+            return self._complete(rows, found.derivation(self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -733,7 +732,7 @@ class StoreReader:
     def ancestors(self, exp_id: str) -> list[KernelExperiment]:
         """The parent, grandparent, ... of an experiment (nearest first; stops at a cycle)."""
         found = self.found()
-        derivation = derive(found.rows, self.settings)
+        derivation = found.derivation(self.settings)
         by_id = derivation.records()  # in path order: the first file of an id
         current = by_id.get(self.resolve_id(exp_id, found=found))
         chain: list[Row] = []
@@ -751,7 +750,7 @@ class StoreReader:
         found = self.found()
         full_id = self.resolve_id(exp_id, found=found)
         kids = [row for row in found.rows if row.pid == full_id]
-        return self._complete(chronological(kids), derive(found.rows, self.settings).of)
+        return self._complete(chronological(kids), found.derivation(self.settings).of)
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
@@ -767,7 +766,7 @@ class StoreReader:
                     seen.add(child.id)
                     chosen.append(child)
                     queue.append(child.id)
-        return self._complete(chosen, derive(found.rows, self.settings).of)
+        return self._complete(chosen, found.derivation(self.settings).of)
 
     # --- validation ------------------------------------------------------------------
 
@@ -824,9 +823,11 @@ class StoreReader:
             index: dict[str, list[str]] = {}
             pids: dict[str, str | None] = {}
             for link in links:
-                if link.id is not None:
-                    index.setdefault(link.id, []).append(link.path)
-                    pids.setdefault(link.id, link.pid)  # the first file's, as listed
+                # A file whose id cannot be read is its name's id (its error is its own).
+                exp_id = link.id if link.id is not None else id_from_name(link.path)
+                if exp_id is not None:
+                    index.setdefault(exp_id, []).append(link.path)
+                    pids.setdefault(exp_id, link.pid)  # the first file's, as listed
             findings = store_findings(items, index, pids.__getitem__)
         del links
         bases: dict[str, list[int]] = {}

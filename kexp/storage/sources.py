@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from kexp.core.campaign import Derivation, derive
 from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.core.progress import track
@@ -66,6 +67,18 @@ class Found(NamedTuple):
     #: The working tree's listing (None at a revision).
     listing: Listing | None = None
 
+    def derivation(self, settings: Settings) -> Derivation:
+        """What is derived of every row from all of them
+        (:func:`kexp.core.campaign.derive`), the invalid files' ids told apart."""
+        return derive(self.rows, settings, self.invalid_ids())
+
+    def invalid_ids(self) -> frozenset[str]:
+        """The ids the names of the invalid files give (an experiment whose file is there
+        but broken: what names it is told so, not that it is missing)."""
+        return frozenset(
+            exp_id for path, _ in self.invalid if (exp_id := id_from_name(path)) is not None
+        )
+
     @classmethod
     def of_listing(cls, listing: Listing) -> Found:
         """What the working tree alone holds, as ``listing`` found it."""
@@ -77,8 +90,7 @@ class Found(NamedTuple):
         found = [row.id for row in self.rows]
         if self.local is not self.rows:
             found += [row.id for row in self.local]
-        named = (id_from_name(path) for path, _ in self.invalid)
-        return found + [exp_id for exp_id in named if exp_id is not None]
+        return found + list(self.invalid_ids())
 
 
 class FileSource(Protocol):

@@ -278,7 +278,7 @@ def _sync(
             local, merged = new, True
         if remote_tip == local:
             break  # the remote has everything
-        ahead = gitcommits.count_commits(repo, local, remote_tip)
+        ahead = gitcommits.count_commits(repo, local, remote_tip, remote)
         tried += 1
         try:
             outcome = gitcommits.push_branch(repo, remote, local, target)

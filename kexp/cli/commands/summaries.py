@@ -205,7 +205,10 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     click.echo("")
     click.echo(style("Best cumulative score per operator and dtype", bold=True))
     if not result.best:
-        click.echo("(nothing measured yet: every experiment is buggy or pending)")
+        click.echo(
+            "(no best yet: no experiment has a cumulative score; buggy, pending, controls "
+            "and those that measured nothing have none)"
+        )
         return
     id_length = store.shown_id_length(b.id for b in result.best)
     print_table(

@@ -126,11 +126,11 @@ def _add_options(func: Any) -> Any:
             "--pid and timings) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
-        click.option("--tag", "tags", multiple=True, help="Tag (repeatable)."),
+        click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
         click.option(
             "--combines",
             multiple=True,
-            help="Id of an experiment this one merges (repeatable).",
+            help="Id of an experiment this one merges (repeatable, or comma-separated).",
             shell_complete=complete_ids,
         ),
         click.option("--author", help="Who recorded it (default: git user.name)."),
@@ -250,6 +250,7 @@ def add(
     # lazy: one command's library, loaded when that command runs
     from kexp.core.inputs import read_input_text
     from kexp.measure import intake
+    from kexp.measure.corrections import parse_value
 
     store = get_store(ctx)
     flags: dict[str, Any] = {
@@ -271,10 +272,9 @@ def add(
                 )
         if value is not None:
             flags[field] = value
-    if tags:
-        flags["tags"] = list(tags)
-    if combines:
-        flags["combines"] = list(combines)
+    for field, given in (("tags", tags), ("combines", combines)):
+        if given:  # each option repeatable, or comma-separated as in --set FIELD=A,B
+            flags[field] = [item for raw in given for item in parse_value(field, raw)]
     if protocol:
         # lazy: one command's library, loaded when that command runs
         from kexp.measure.record import parse_protocol

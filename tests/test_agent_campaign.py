@@ -1,0 +1,245 @@
+"""An agent's campaign on one kernel, step by step, as the README and the skill tell it
+to work: each test is a step where kexp's answer was not true, or did not say what to
+do, and holds the answer to what git and the files hold.
+
+Real git repositories, real files; the command in-process through click's CliRunner.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import experiment_fields, git
+
+from kexp import Store
+from kexp.agents.context import context
+from kexp.cli.main import main
+from kexp.core.errors import MeasurementError
+from kexp.measure.record import record_iteration, remeasure
+
+OPERATOR = "csrc/softmax.cu: softmax"
+CONFIGS = {"n1024": 10.0, "n4096": 35.0, "n16384": 130.0}
+
+
+def kexp(repo: Path, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, ["--root", str(repo), "--no-pager", *args], input=input)
+
+
+def timings(factor: float, seed: int, samples: int = 20) -> dict[str, list[float]]:
+    """Timings in microseconds, ``samples`` a configuration, 1 % noise."""
+    rng = random.Random(seed)
+    return {
+        config: [round(base * factor * (1 + rng.gauss(0, 0.01)), 5) for _ in range(samples)]
+        for config, base in CONFIGS.items()
+    }
+
+
+def write(path: Path, data: Any) -> str:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def softmax_fields(**overrides: Any) -> dict[str, Any]:
+    fields = experiment_fields(operator_sig=OPERATOR, dtype_sig="fp32", env="H100, CUDA 12.4")
+    fields.pop("score")
+    return {**fields, **overrides}
+
+
+# --- remeasure: a round is a new measurement, in the earlier rounds' unit ---------------------
+
+
+def _marginal(store: Store, tmp_path: Path) -> tuple[str, str, str]:
+    """A within-noise step recorded from timings; the files of its first round."""
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    cand = write(tmp_path / "cand.json", timings(0.995, 2))
+    exp = record_iteration(store, baseline=base, candidate=cand, **softmax_fields())
+    return exp.id, base, cand
+
+
+def test_remeasure_refuses_a_round_that_repeats_an_earlier_one(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent remeasures a marginal step, then passes the same timing files again:
+    pooling a round with a copy of itself narrows the interval without measuring
+    anything, so kexp refuses it in one line, and the file keeps its two real rounds."""
+    exp_id, _, _ = _marginal(store, tmp_path)
+    base2 = write(tmp_path / "base2.json", timings(1.0, 3))
+    cand2 = write(tmp_path / "cand2.json", timings(0.995, 4))
+    first = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
+    assert first.exit_code == 0, first.output
+    path = store.get_experiment(exp_id).path
+    assert path is not None
+    before = Path(path).read_bytes()
+    again = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
+    assert again.exit_code == 2, again.output
+    lines = [line for line in again.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: error: "), again.stderr
+    assert "round 2" in lines[0] and "measure again" in lines[0], lines[0]
+    assert Path(path).read_bytes() == before
+    # The same samples in another order are the same round.
+    shuffled = {c: list(reversed(v)) for c, v in json.loads(Path(base2).read_text()).items()}
+    with pytest.raises(MeasurementError, match="round 2's"):
+        remeasure(store, exp_id, baseline=shuffled, candidate=json.loads(Path(cand2).read_text()))
+    assert Path(path).read_bytes() == before
+
+
+def test_remeasure_refuses_a_round_in_another_unit(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The first round was recorded in microseconds; the agent's new round is the same
+    kind of numbers, given with ``--unit ms``: pooled, the medians were a thousand times
+    the first round's and the interval [0.34, 3.05]. kexp says which configuration is
+    off by how much, and to check the unit; nothing is written."""
+    exp_id, _, _ = _marginal(store, tmp_path)
+    path = store.get_experiment(exp_id).path
+    assert path is not None
+    before = Path(path).read_bytes()
+    base2 = write(tmp_path / "base2.json", timings(1.0, 3))
+    cand2 = write(tmp_path / "cand2.json", timings(0.995, 4))
+    result = kexp(
+        repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2, "--unit", "ms"
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: error: "), result.stderr
+    assert "n1024" in lines[0] and "1000" in lines[0] and "--unit" in lines[0], lines[0]
+    assert Path(path).read_bytes() == before
+    # In the right unit the same files are a round like any other.
+    right = kexp(repo, "remeasure", exp_id[:10], "--baseline", base2, "--candidate", cand2)
+    assert right.exit_code == 0, right.output
+    git(repo, "status", "--short")
+
+
+# --- one file broken by hand: its error, and nothing false about the others -------------------
+
+
+def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
+    repo: Path, store: Store
+) -> None:
+    """The agent's editor saved the unroll step with a Latin-1 byte. ``kexp validate``
+    says so at that file; the steps built on it and the combination naming it name an
+    experiment that is in the store (its file is there, broken): no "parent ... is not
+    in the store" errors that would send the agent to rewrite correct pids."""
+    root = store.create_experiment(**softmax_fields(score=1.25, status="done"))
+    middle = store.create_experiment(
+        **softmax_fields(pid=root.id, score=1.08, status="done", measured_against="parent",
+                         change_summary="Unroll by 4 - +8%")
+    )
+    store.create_experiment(
+        **softmax_fields(pid=middle.id, score=1.12, status="done", measured_against="parent",
+                         change_summary="Warp shuffle reduction - +12%")
+    )
+    store.create_experiment(
+        **softmax_fields(pid=root.id, score=1.01, status="done", measured_against="parent",
+                         combines=[root.id, middle.id], change_summary="Combine - +1%")
+    )
+    assert middle.path is not None
+    children = [str(e.path) for e in store.list_experiments() if e.pid == middle.id]
+    broken = Path(middle.path)
+    broken.write_bytes(broken.read_bytes() + b"\n\xe9t\xe9\n")
+    result = kexp(repo, "validate")
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if ": error[" in line]
+    assert len(errors) == 1, result.output
+    assert str(broken.relative_to(repo)) in errors[0] and "invalid-utf8" in errors[0]
+    assert "not in the store" not in result.output
+    # Checking the files built on it alone says the same.
+    alone = kexp(repo, "validate", *children)
+    assert alone.exit_code == 0 and "not in the store" not in alone.output, alone.output
+    # Every query says what is true of the steps below it: their parent is invalid.
+    shown = kexp(repo, "top", "--json", "--fields", "id,cumulative_reason")
+    assert "invalid-utf8" in shown.stderr, shown.stderr
+    reasons = {r["id"]: r.get("cumulative_reason", "") for r in json.loads(shown.stdout)}
+    below = [reasons[Path(c).name[:16]] for c in children]
+    assert below == [f"parent {middle.id[:10]} is invalid (kexp validate says why)"], reasons
+
+
+
+# --- kexp add: lists as --set takes them -------------------------------------------------------
+
+
+def test_add_takes_comma_separated_tags_and_combines_as_update_set_does(
+    repo: Path, store: Store
+) -> None:
+    """``kexp update --set tags=a,b`` makes two tags; ``kexp add --tag regs,cache`` made
+    one tag 'regs,cache' that ``kexp list --tag regs`` never finds, and ``--combines
+    A,B`` was refused as one bad id. Both read a list the same way now."""
+    one = store.create_experiment(**softmax_fields(score=1.1, status="done"))
+    two = store.create_experiment(**softmax_fields(score=1.2, status="done"))
+    result = kexp(
+        repo, "add", "--summary", "Combine both - +3%", "--score", "1.03",
+        "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100", "--pid", one.id[:10],
+        "--measured-against", "parent", "--tag", "regs,cache", "--tag", "combo",
+        "--combines", f"{one.id[:10]},{two.id[:10]}", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    made = store.get_experiment(json.loads(result.stdout)["id"])
+    assert made.tags == ["regs", "cache", "combo"]
+    assert made.combines == [one.id, two.id]
+    found = kexp(repo, "list", "--tag", "regs", "--json", "--fields", "id")
+    assert [r["id"] for r in json.loads(found.stdout)] == [made.id]
+
+
+# --- kexp stats before the first step: what there is, said truly ------------------------------
+
+
+def test_stats_with_a_control_alone_does_not_call_it_buggy_or_pending(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The campaign starts with an A/A control (the skill's advice): ``kexp stats`` said
+    "every experiment is buggy or pending" of a store holding one measured control."""
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    again = write(tmp_path / "again.json", timings(1.0, 2))
+    control = softmax_fields(tags=["control"], change_summary="A/A - noise floor")
+    record_iteration(store, baseline=base, candidate=again, **control)
+    result = kexp(repo, "stats")
+    assert result.exit_code == 0, result.output
+    assert "buggy or pending" not in result.output
+    assert "no best yet" in result.output and "controls" in result.output
+
+
+# --- the second agent: a branch of its own ------------------------------------------------------
+
+
+def test_sync_to_a_new_branch_counts_the_commits_the_remote_did_not_have(tmp_path: Path) -> None:
+    """Agent A synced three iterations to main; agent B clones, records one, and syncs
+    to its own new branch: one commit reached the remote, and kexp says so (it said
+    "pushed 4 commit(s)", counting A's commits the remote holds already)."""
+    from test_sync import clone, make_remote, record
+
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    for summary in ("Vectorize - +25%", "Unroll by 4 - +8%", "Shuffle - +12%"):
+        record(alice, base, summary)
+        assert kexp(alice, "sync").exit_code == 0
+    bob = clone(remote, tmp_path / "bob", "kexp/bob")
+    record(bob, base, "Two rows per warp - +9%")
+    result = kexp(bob, "sync", "--branch", "kexp/bob", "--json")
+    assert result.exit_code == 0, result.output
+    new = int(git(bob, "rev-list", "--count", "kexp/bob", "--not", "origin/main"))
+    assert new == 1
+    assert json.loads(result.stdout)["commits_pushed"] == new
+
+
+def test_context_after_a_timed_out_first_try_does_not_call_it_buggy_or_pending(
+    repo: Path, store: Store
+) -> None:
+    """The first try on the kernel timed out (status timeout, score 0, as the skill's
+    failure table says): the packet named it the "Current best" (0.0000x, a path to it
+    reaching "-"), the code to build on. Nothing has a cumulative score: there is no
+    best yet, and the packet says why without calling it buggy or pending."""
+    store.create_experiment(
+        **softmax_fields(score=0.0, status="timeout", change_summary="Autotune - timed out")
+    )
+    result = kexp(repo, "context", "--operator", "softmax", "--dtype", "fp32", "--env", "H100")
+    assert result.exit_code == 0, result.output
+    best = result.stdout.split("## Current best\n", 1)[1].split("\n\n", 1)[0]
+    assert "buggy or pending" not in best and "measured nothing" in best, best
+    assert "Autotune" not in best and "## Path to the best" not in result.stdout
+    data = context(store, operator="softmax").data
+    assert data["best"] is None and data["lineage"] == [], data
