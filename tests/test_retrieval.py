@@ -37,7 +37,7 @@ from kexp.storage.dedupe import (
     shingle_similarity,
 )
 from kexp.storage.repeats import find_repeats, tried_before
-from kexp.storage.retrieval import searching, similar
+from kexp.storage.retrieval import MIN_RELEVANCE, searching, similar
 
 
 def _evaluate_module() -> Any:
@@ -904,3 +904,37 @@ def test_postings_made_in_two_processes_are_those_made_in_one(
         p for d, held in numbered for p in postings.postings_of(d, prefix(held))
     )
     assert two == one == truth
+
+
+def test_similar_lists_no_experiment_sharing_only_the_words_every_one_holds(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """An agent asks what is like its warp-shuffle step, in a campaign of one kernel:
+    the experiments sharing only words every one holds (the kernel's) are not related;
+    `kexp similar` listed them at relevance 0.000 below the real matches."""
+    operator = "csrc/softmax.cu: softmax"
+
+    def step(summary: str, insight: str) -> KernelExperiment:
+        return make_experiment(
+            operator_sig=operator, change_summary=summary,
+            detailed_description=f"Timed on the warp reduction.\n\n**Key insight**: {insight}",
+            raw_result="",
+        )  # fmt: skip
+
+    shuffle = step("Warp shuffle reduction - +12%", "shuffles beat shared memory for the row max")
+    related = step("Combine shuffle with __expf - +2%", "shuffle reduction and intrinsics compose")
+    for summary, insight in [
+        ("Vectorize loads with float4 - +25%", "16-byte loads are the lever"),
+        ("A/A control: original vs original", "noise floor 0.4%"),
+        ("Templated block size - compile error", "template depth limit"),
+        ("Autotune block size over 64..1024 - timed out", "budget the sweep"),
+        ("Cache row max in register - +3%", "one load less per element"),
+    ]:
+        step(summary, insight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        matches = similar(store, exp_id=shuffle.id)
+    assert related.id in [m.id for m in matches]
+    assert all(m.relevance >= MIN_RELEVANCE for m in matches), [
+        (m.change_summary, m.relevance) for m in matches
+    ]

@@ -92,6 +92,9 @@ COMMON_MIN = 1000
 RAREST_KEPT = 3
 #: Below this similarity a shared shingle does not count as related code.
 RELATED_CODE_SIMILARITY = 0.2
+#: A match below this relevance (a share of the best's) shares only words nearly every
+#: experiment holds (their BM25 weight is next to nothing): it is not listed.
+MIN_RELEVANCE = 0.01
 
 
 # --- what the index keeps of a content ---------------------------------------------------
@@ -373,7 +376,7 @@ class Search(Index):
         for path, similarity in near.items():
             relevance[path] = relevance.get(path, 0.0) + NEAR_DUPLICATE_WEIGHT * similarity
         by_path = {row.path: row for row in self.rows if row.path in relevance}
-        chosen = [row for path, row in by_path.items() if relevance[path] > 0]
+        chosen = [row for path, row in by_path.items() if relevance[path] >= MIN_RELEVANCE]
         chosen.sort(key=lambda r: (-round(relevance[r.path], 9), r.created_at, r.id, r.path))
         shown = chosen[: max(0, limit)]
         self.insights(shown)
