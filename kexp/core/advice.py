@@ -94,6 +94,10 @@ BASE_COMMIT_AND_DIFF = Advice(
 PROFILING_FILE = Advice(
     "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
 )
+#: Advice on the unit of timings (a remeasured round in another unit than the record's).
+UNIT = Advice(
+    "the unit of the new timings (--unit, unit=)", "the unit of the new timings (unit: ...)"
+)
 #: Advice on an environment that could not be detected.
 ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
 #: Advice on the remote kexp sync publishes to.
@@ -126,6 +130,7 @@ ADVICE = (
     REMEASURE,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
+    UNIT,
     ENV,
     SYNC_REMOTE,
     SYNC_BRANCH,

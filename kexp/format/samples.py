@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
-from kexp.core.advice import EMPTY_SCORE_CI
+from kexp.core.advice import EMPTY_SCORE_CI, UNIT
 from kexp.core.noise import estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
@@ -220,8 +220,7 @@ def round_problem(rounds: Sequence[Round], new: Round, scale_above: float) -> st
     return (
         f"the new round's {name} median of {config} is about {times} {relation} the earlier "
         f"rounds' ({new_median:.6g} us against {old_median:.6g} us): a round pools only "
-        "timings of the same code, measured the same way; check the unit of the new "
-        "timings (--unit, unit=) and measure again"
+        f"timings of the same code, measured the same way; check {UNIT} and measure again"
     )
 
 
