@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import KernelExperiment, KexpError, Store, init_store
-from kexp.agents.context import CHARS_PER_TOKEN, context, count_tokens
+from kexp.agents.context import CHARS_PER_TOKEN, START, context, count_tokens
 from kexp.format.fileformat import serialize
 from kexp.storage.store import slugify
 
@@ -325,3 +325,21 @@ def test_brief_json_costs_under_a_third_of_the_predecessors_top_20(tmp_path: Pat
     assert problems == []
     assert figures["brief_ratio"] <= 0.3
     assert figures["json"] < figures["json_full"]
+
+
+def test_a_packet_with_nothing_recorded_says_how_a_campaign_starts(
+    history: Store, tmp_path: Path
+) -> None:
+    """An agent's first consult on a kernel (or a new env) got counts of zero and no
+    word of what to do; it now says how a campaign starts: an A/A run, then a first
+    step against the reference, then steps against their parents."""
+    empty = _write_store(tmp_path / "empty", [])
+    for store, options in [(empty, {}), (history, {"env": "H100"})]:
+        text = _packet(store, **options)
+        assert START in text, text
+        data = context(store, operator="reshape_and_cache", output="json", **options).data
+        assert data["context"]["start"] == START
+    assert START not in _packet(history)
+    assert "start" not in context(history, operator="reshape_and_cache", output="json").data[
+        "context"
+    ]

@@ -85,6 +85,13 @@ SECTIONS = {
     "do_not_repeat": "Do not repeat (already tried here)",
     "not_tried": "Not tried yet, or never improved, on this operator",
 }
+#: What a packet says where nothing is recorded yet: how a campaign starts.
+START = (
+    "Nothing recorded here yet. Start with an A/A run (the same code as baseline and "
+    "candidate, tagged control: this machine's noise), then your first change measured "
+    "against the original code (measured_against: reference); measure each later change "
+    "against the code it was made on (its parent: pid)."
+)
 #: A key insight (or summary) longer than this is cut, ending in "…".
 MAX_TEXT_CHARS = 240
 _FAILURES = frozenset({"buggy", "regression", "interference"})
@@ -279,6 +286,7 @@ def _gather(
         "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
         "failures_here": sum(1 for d in here if outcomes[d.path] in _FAILURES),
         "pending_here": sum(1 for d in here if outcomes[d.path] == "pending"),
+        "start": None if here or controls_here else START,
         "noise_floor": None
         if floor is None
         else {
@@ -746,6 +754,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     )
     if header.get("noise_floor"):
         summary += f"\n{header['noise_floor']['text']}."
+    if header.get("start"):
+        summary += f"\n{header['start']}"
     if header.get("plan"):
         summary += f" Plan: {_cut(header['plan'])!r}."
     if header.get("diff_lines") is not None:
