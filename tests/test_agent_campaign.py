@@ -183,6 +183,12 @@ def test_add_takes_comma_separated_tags_and_combines_as_update_set_does(
     assert made.combines == [one.id, two.id]
     found = kexp(repo, "list", "--tag", "regs", "--json", "--fields", "id")
     assert [r["id"] for r in json.loads(found.stdout)] == [made.id]
+    # The filter reads a list the same way: --tag regs,combo is --tag regs --tag combo.
+    for command in ("list", "top"):
+        both = kexp(repo, command, "--tag", "regs,combo", "--json", "--fields", "id")
+        assert [r["id"] for r in json.loads(both.stdout)] == [made.id], both.output
+        none = kexp(repo, command, "--tag", "regs,nothing", "--json", "--fields", "id")
+        assert json.loads(none.stdout) == [], none.output
 
 
 # --- kexp stats before the first step: what there is, said truly ------------------------------

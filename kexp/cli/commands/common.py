@@ -560,7 +560,12 @@ def filter_options(func: _F) -> _F:
         click.option("--min-score", type=float, help="Lowest score."),
         click.option("--max-score", type=float, help="Highest score."),
         click.option("--pid", help="Parent id (or unique prefix).", shell_complete=complete_ids),
-        click.option("--tag", "tags", multiple=True, help="Tag that must be present (repeatable)."),
+        click.option(
+            "--tag",
+            "tags",
+            multiple=True,
+            help="Tag that must be present (repeatable, or comma-separated: each must be).",
+        ),
         click.option("--since", help="Created at or after (date or ISO time)."),
         click.option("--until", help="Created at or before (date or ISO time)."),
         click.option("--text", help="Substring of any field."),
@@ -597,6 +602,10 @@ def filters_from(params: dict[str, Any]) -> dict[str, Any]:
         if value is None or value == ():
             continue
         filters[name] = list(value) if isinstance(value, tuple) else value
+    if "tags" in filters:  # comma-separated, as kexp add --tag and --set tags= take them
+        filters["tags"] = [
+            t.strip() for raw in filters["tags"] for t in raw.split(",") if t.strip()
+        ]
     return filters
 
 
