@@ -214,6 +214,8 @@ def _outcome(fields: dict[str, Any], everything: dict[str, dict[str, Any]]) -> s
         return "pending"
     if fields["is_buggy"]:
         return "buggy"
+    if fields["status"] in ("failed", "timeout") and not float(fields["score"]) > 0:
+        return "failed"  # the run measured nothing: not a regression to 0
     combined = [i for i in fields.get("combines") or [] if i in everything]
     own = fields["cumulative"]
     if own is not None:
@@ -231,4 +233,4 @@ def _outcome(fields: dict[str, Any], everything: dict[str, dict[str, Any]]) -> s
 
 
 def scored(fields: dict[str, Any]) -> bool:
-    return fields["outcome"] not in ("buggy", "pending")
+    return fields["outcome"] not in ("buggy", "failed", "pending")

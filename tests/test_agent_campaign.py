@@ -249,3 +249,41 @@ def test_context_after_a_timed_out_first_try_does_not_call_it_buggy_or_pending(
     assert "Autotune" not in best and "## Path to the best" not in result.stdout
     data = context(store, operator="softmax").data
     assert data["best"] is None and data["lineage"] == [], data
+
+
+# --- a run that timed out: a failure to learn from, not a regression to 0 ----------------------
+
+
+def test_a_timed_out_run_is_a_failure_not_a_regression_in_every_view(
+    repo: Path, store: Store
+) -> None:
+    """The skill records a timed-out autotune as status timeout, score 0. Every view
+    called it a regression ("0.0000 regression" in lessons, REGRESSED in stats, a
+    related failure "0.0000x regression" in context): it measured nothing, so it is
+    ``failed``, its own lesson group and column; a slower step stays a regression."""
+    reference = store.create_experiment(
+        **softmax_fields(score=1.25, status="done", measured_against="reference")
+    )
+    timed_out = store.create_experiment(
+        **softmax_fields(pid=reference.id, score=0.0, status="timeout",
+                         measured_against="parent",
+                         change_summary="Autotune block size over 64..1024 - timed out")
+    )  # fmt: skip
+    slower = store.create_experiment(
+        **softmax_fields(pid=reference.id, score=0.93, status="done",
+                         measured_against="parent", change_summary="Stage through smem - -7%")
+    )  # fmt: skip
+    assert store.get_experiment(timed_out.id).outcome == "failed"
+    assert store.get_experiment(slower.id).outcome == "regression"
+    lessons = json.loads(kexp(repo, "lessons", "--json").stdout)
+    assert [e["id"] for e in lessons["failed"]] == [timed_out.id]
+    assert [e["id"] for e in lessons["regression"]] == [slower.id]
+    counts = json.loads(kexp(repo, "stats", "--json").stdout)["by_outcome"]
+    assert (counts["failed"], counts["regression"], counts["improvement"]) == (1, 1, 1)
+    table = kexp(repo, "stats").output
+    assert "FAILED" in table.splitlines()[2], table
+    packet = context(store, operator="softmax").text
+    failures = packet.split("## Related failures", 1)[1].split("##", 1)[0]
+    assert f"{timed_out.id[:10]} 0.0000x failed" in failures, packet
+    listed = json.loads(kexp(repo, "list", "--outcome", "failed", "--json").stdout)
+    assert [e["id"] for e in listed] == [timed_out.id]

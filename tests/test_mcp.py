@@ -171,7 +171,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
         related = await agent.json("similar", text="warp shuffle reduction")
         assert {m["id"] for m in related} <= {first["id"], second["id"]} and related
         assert await agent.json("lessons") == {
-            "buggy": [], "regression": [], "marginal": [], "interference": []
+            "buggy": [], "failed": [], "regression": [], "marginal": [], "interference": []
         }  # fmt: skip
         failed, texts = await agent.call("show", exp_id="ffffffffff")
         assert failed and "ffffffffff" in texts[0]

@@ -108,9 +108,9 @@ def test_the_report_counts_what_stats_counts_controls_apart(
     assert shown == {k: v for k, v in counted.items() if k != "total"}
     assert shown["control"] == 2 and shown["improvement"] == 1
     (operator_row,) = cells(result.index, "operators")
-    assert operator_row[1:9] == [str(n) for n in (4, 1, 0, 1, 0, 0, 0, 2)]
+    assert operator_row[1:10] == [str(n) for n in (4, 1, 0, 1, 0, 0, 0, 0, 2)]
     # the fp8 cell holds a control alone: never improved
-    assert operator_row[10] == "1"
+    assert operator_row[11] == "1"
 
 
 def test_each_operator_page_names_its_cells_best_tip_by_its_cumulative_score(
@@ -736,7 +736,7 @@ class ReportMachine(RuleBasedStateMachine):
         operator=st.sampled_from(OPERATORS),
         dtype=st.sampled_from(("bf16", "fp8")),
         score=st.sampled_from((0.9, 0.995, 1.0, 1.02, 1.1, 1.3)),
-        kind=st.sampled_from(("done", "done", "done", "buggy", "pending")),
+        kind=st.sampled_from(("done", "done", "done", "buggy", "pending", "timeout")),
         parent=st.integers(min_value=0, max_value=50),
         with_parent=st.booleans(),
         against=st.sampled_from(("parent", "reference")),
@@ -757,8 +757,8 @@ class ReportMachine(RuleBasedStateMachine):
             **experiment_fields(
                 operator_sig=operator,
                 dtype_sig=dtype,
-                score=score,
-                status="new" if kind == "pending" else "done",
+                score=0.0 if kind == "timeout" else score,
+                status={"pending": "new", "timeout": "timeout"}.get(kind, "done"),
                 is_buggy=kind == "buggy",
                 error_message="crash" if kind == "buggy" else "",
                 pid=ids[parent % len(ids)] if ids and with_parent else "",
@@ -809,8 +809,8 @@ class ReportMachine(RuleBasedStateMachine):
         assert counts == {
             o: counted.count(o)
             for o in (
-                "improvement", "marginal", "regression", "interference", "buggy", "pending",
-                "control",
+                "improvement", "marginal", "regression", "interference", "buggy", "failed",
+                "pending", "control",
             )
         }  # fmt: skip
         # the best tip: the highest cumulative score, then the highest score, then the

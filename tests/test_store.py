@@ -972,8 +972,8 @@ def test_module_functions_use_the_default_store(
         ({"score": 1.0}, "marginal"),
         ({"score": 1.01}, "marginal"),
         ({"score": 1.0101}, "improvement"),
-        ({"score": 0.0, "status": "failed"}, "regression"),
-        ({"score": 0.0, "status": "timeout"}, "regression"),
+        ({"score": 0.0, "status": "failed"}, "failed"),  # measured nothing: not slower
+        ({"score": 0.0, "status": "timeout"}, "failed"),
         ({"score": 1.5, "status": "new"}, "pending"),
         ({"score": 1.5, "status": "running"}, "pending"),
         ({"score": 1.5, "is_buggy": True, "error_message": "segfault"}, "buggy"),

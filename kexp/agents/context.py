@@ -45,7 +45,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import LARGER_BUDGET, READ_MORE
-from kexp.core.campaign import Derivation, Derived, describe_control, latest_control
+from kexp.core.campaign import (
+    UNMEASURED_OUTCOMES,
+    Derivation,
+    Derived,
+    describe_control,
+    latest_control,
+)
 from kexp.core.errors import BudgetTooSmallError, KexpError
 from kexp.storage.doctext import score_interval
 from kexp.storage.query import chronological
@@ -94,7 +100,7 @@ START = (
 )
 #: A key insight (or summary) longer than this is cut, ending in "…".
 MAX_TEXT_CHARS = 240
-_FAILURES = frozenset({"buggy", "regression", "interference"})
+_FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
 
 
 def count_tokens(text: str) -> int:
@@ -198,7 +204,7 @@ def _gather(
     for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
         entries.append(_repeat_entry(repeat, rank, short))
 
-    measured = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
+    measured = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     best = _best(measured, derivation)
     on_lineage: set[str] = set()
     if best is not None:
@@ -268,7 +274,7 @@ def _gather(
     # Each experiment once: what is listed above is not repeated in "do not repeat".
     listed = on_lineage | {d.path for found in chosen.values() for d in found}
     entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance, short)
-    configs = [d for d in here if outcomes[d.path] not in ("pending", "buggy")]
+    configs = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     results = [_speedups(d) for d in configs]
     entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
 
@@ -526,7 +532,7 @@ def _do_not_repeat(
         tally = ", ".join(
             f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))
         )
-        measured = [d.score for d in docs if outcomes[d.path] != "buggy"]
+        measured = [d.score for d in docs if outcomes[d.path] not in UNMEASURED_OUTCOMES]
         best = f"best {max(measured):.4f}x; " if measured else ""
         ids = ", ".join(short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
         what = _what(docs[0].change_summary)
@@ -568,7 +574,7 @@ def _not_tried(
             found = tried.get(value, [])
             if any(outcomes[d.path] == "improvement" for d in found):
                 continue
-            measured = [d.score for d in found if outcomes[d.path] not in ("pending", "buggy")]
+            measured = [d.score for d in found if outcomes[d.path] not in UNMEASURED_OUTCOMES]
             if found:
                 best = f"best {max(measured):.4f}x" if measured else "nothing measured"
                 status = f"tried {len(found)}×, no improvement ({best})"

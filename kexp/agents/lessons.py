@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kexp.storage.view import StoreView
 
 #: The groups of :func:`lessons`, in display order.
-LESSON_GROUPS = ("buggy", "regression", "marginal", "interference")
+LESSON_GROUPS = ("buggy", "failed", "regression", "marginal", "interference")
 
 
 @dataclasses.dataclass(frozen=True)

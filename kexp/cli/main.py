@@ -47,7 +47,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
                "record."),
     "init": ("admin", "Create a store: experiments/ with a README, and the .gitignore rule for "
              ".kexp/."),
-    "lessons": ("summaries", "The failures to learn from: buggy, regression, marginal, "
+    "lessons": ("summaries", "The failures to learn from: buggy, failed, regression, marginal, "
                 "interference."),
     "list": ("read", "Every experiment matching the filters, oldest first."),
     "log": ("read", "The history of one experiment: every commit that touched its file, oldest "

@@ -476,14 +476,14 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         env: Env = None,
         text: Text = None,
         groups: Annotated[
-            list[Literal["buggy", "regression", "marginal", "interference"]] | None,
+            list[Literal["buggy", "failed", "regression", "marginal", "interference"]] | None,
             Field(description="Only these groups"),
         ] = None,
         limit: Annotated[int | None, Field(ge=0, description="The newest N a group")] = None,
         refs: Refs = None,
         all_refs: AllRefs = False,
     ) -> CallToolResult:
-        """The failures to learn from, grouped buggy, regression, marginal,
+        """The failures to learn from, grouped buggy, failed, regression, marginal,
         interference, each with its key insight (kexp lessons --json)."""
 
         def run() -> dict[str, Any]:

@@ -51,6 +51,12 @@ from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 #: Statuses of an experiment not measured yet (its outcome is ``pending``).
 PENDING_STATUSES = frozenset({"new", "running"})
+#: Statuses of a run that ended badly: with no score (0), not buggy, its outcome is
+#: ``failed`` (it crashed or timed out), not a regression to 0.
+FAILED_STATUSES = frozenset({"failed", "timeout"})
+#: Outcomes of an experiment whose score is no measurement (pending, wrong results, a
+#: run that failed or timed out with score 0): no cumulative score, never a best.
+UNMEASURED_OUTCOMES = frozenset({"pending", "buggy", "failed"})
 #: The tag of an A/A run: the same code on both sides, the measured noise floor.
 CONTROL_TAG = "control"
 #: What ``score`` is measured against (``measured_against``).
@@ -93,7 +99,8 @@ def judge(
     interval: Any,
     settings: Settings = DEFAULT_SETTINGS,
 ) -> str:
-    """The outcome: pending, buggy, interference, regression, marginal, improvement.
+    """The outcome: pending, buggy, failed (status failed or timeout, not buggy, and no
+    score: the run measured nothing), interference, regression, marginal, improvement.
 
     With an interval (``score_ci``), ``improvement`` needs its low end above 1 and
     ``regression`` its high end below 1 (besides the thresholds); otherwise the
@@ -103,6 +110,9 @@ def judge(
         return "pending"
     if is_buggy:
         return "buggy"
+    measured = isinstance(score, (int, float)) and not isinstance(score, bool) and score > 0
+    if status in FAILED_STATUSES and not measured:
+        return "failed"
     if interference:
         return "interference"
     if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):

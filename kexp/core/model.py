@@ -23,7 +23,15 @@ from kexp.core.settings import DEFAULT_SETTINGS, Settings
 #: An experiment's status (the predecessor's ``Status``).
 Status = Literal["new", "running", "done", "failed", "timeout"]
 STATUSES: tuple[str, ...] = get_args(Status)
-OUTCOMES = ("pending", "buggy", "interference", "regression", "marginal", "improvement")
+OUTCOMES = (
+    "pending",
+    "buggy",
+    "failed",
+    "interference",
+    "regression",
+    "marginal",
+    "improvement",
+)
 
 #: The protocol keys (``protocol`` field): how the timings were measured.
 PROTOCOL_KEYS = (
@@ -329,8 +337,8 @@ def _copy(value: Any) -> Any:
 
 
 def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> str:
-    """Derive the outcome: pending, buggy, interference, regression, marginal, improvement
-    (:func:`kexp.core.campaign.judge`).
+    """Derive the outcome: pending, buggy, failed, interference, regression, marginal,
+    improvement (:func:`kexp.core.campaign.judge`).
 
     With a ``score_ci``, ``improvement`` needs its low end above 1 and ``regression``
     its high end below 1 (besides the thresholds); otherwise the thresholds alone

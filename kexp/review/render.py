@@ -193,6 +193,7 @@ _OUTCOME_ICONS = {
     "regression": "🔴",
     "interference": "🟠",
     "buggy": "🐞",
+    "failed": "⛔",
     "pending": "⏳",
     "invalid": "❌",
 }

@@ -14,15 +14,12 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import derive
+from kexp.core.campaign import UNMEASURED_OUTCOMES, derive
 from kexp.core.model import KernelExperiment, attach
 from kexp.storage.query import chronological, rank
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
-
-#: Outcomes whose score means nothing (not measured, or wrong results).
-UNSCORED_OUTCOMES = frozenset({"pending", "buggy"})
 
 
 @dataclasses.dataclass
@@ -92,7 +89,7 @@ class TreeNode:
 
 def is_scored(exp: KernelExperiment) -> bool:
     """Whether an experiment's score is a measurement worth comparing."""
-    return exp.outcome not in UNSCORED_OUTCOMES
+    return exp.outcome not in UNMEASURED_OUTCOMES
 
 
 def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:

@@ -200,6 +200,7 @@ OUTCOME_STYLES: dict[str, dict[str, Any]] = {
     "regression": {"fg": "yellow"},
     "interference": {"fg": "magenta"},
     "buggy": {"fg": "red", "bold": True},
+    "failed": {"fg": "red"},
     "pending": {"fg": "cyan"},
 }
 SEVERITY_STYLES: dict[str, dict[str, Any]] = {
@@ -554,7 +555,8 @@ def filter_options(func: _F) -> _F:
             "--outcome",
             multiple=True,
             shell_complete=complete_outcomes,
-            help="pending, buggy, interference, regression, marginal, improvement (repeatable).",
+            help="pending, buggy, failed, interference, regression, marginal, improvement "
+            "(repeatable).",
         ),
         click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Only (not) buggy."),
         click.option("--min-score", type=float, help="Lowest score."),

@@ -539,8 +539,8 @@ def _print_line(
         line = truncate(line, width)  # tags longer than the terminal: the last resort
     if node.on_best_path:
         line = style(line, fg="green", bold=node.is_best)
-    elif node.dead_end or exp.outcome in ("buggy", "regression"):
-        line = style(line, fg="red" if exp.outcome == "buggy" else "yellow")
+    elif node.dead_end or exp.outcome in ("buggy", "failed", "regression"):
+        line = style(line, fg="yellow" if exp.outcome == "regression" else "red")
     click.echo(line.rstrip())
 
 

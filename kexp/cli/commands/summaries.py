@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     "--group",
     "groups",
     multiple=True,
-    type=click.Choice(["buggy", "regression", "marginal", "interference"]),
+    type=click.Choice(["buggy", "failed", "regression", "marginal", "interference"]),
     help="Only this group (repeatable).",
 )
 @click.option("-n", "--limit", type=int, help="At most this many per group (the newest).")
@@ -47,7 +47,7 @@ def lessons(
     as_json: bool,
     **params: Any,
 ) -> None:
-    """The failures to learn from: buggy, regression, marginal, interference.
+    """The failures to learn from: buggy, failed, regression, marginal, interference.
 
     Each with its summary and the "Key insight" line of its description. Controls (tag
     control, A/A runs) are no lessons: the newest of each env is shown first as its
@@ -139,6 +139,7 @@ _OUTCOME_COLUMNS = (
     ("regression", "REGRESSED"),
     ("interference", "INTERFERED"),
     ("buggy", "BUGGY"),
+    ("failed", "FAILED"),
     ("pending", "PENDING"),
     ("control", "CONTROL"),  # A/A runs: the noise floor, counted apart from the outcomes
 )
@@ -151,6 +152,7 @@ _SHORT = {
     "REGRESSED": "REGR",
     "INTERFERED": "INTF",
     "BUGGY": "BUGGY",
+    "FAILED": "FAIL",
     "PENDING": "PEND",
     "CONTROL": "CTRL",
 }

@@ -52,7 +52,15 @@ OPERATOR_DIR = "op"
 ROWS_PER_PAGE = 1000
 LESSONS_PER_PAGE = 500
 #: Outcomes in the order the report lists them (best news first).
-OUTCOME_ORDER = ("improvement", "marginal", "regression", "interference", "buggy", "pending")
+OUTCOME_ORDER = (
+    "improvement",
+    "marginal",
+    "regression",
+    "interference",
+    "buggy",
+    "failed",
+    "pending",
+)
 assert sorted(OUTCOME_ORDER) == sorted(OUTCOMES)
 #: What the report counts: the outcomes, then the controls (A/A runs, the noise floor:
 #: never an outcome, as ``kexp stats``, ``top`` and ``context`` count them).
@@ -139,7 +147,7 @@ class Site:
     #: The footer of the other pages (no time: a page changes only with its data).
     page_footer: str = ""
     filters: dict[str, Any] = dataclasses.field(default_factory=dict)
-    #: Key insight of each lesson (buggy, regression, marginal, interference), by id.
+    #: Key insight of each lesson (buggy, failed, regression, marginal, interference), by id.
     insights: dict[str, str] = dataclasses.field(default_factory=dict)
     by_id: dict[str, KernelExperiment] = dataclasses.field(init=False)
     children: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
@@ -494,6 +502,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 ("o-regression tri", "regression"),
                 ("o-interference", "interference"),
                 ("o-buggy cross", "buggy"),
+                ("o-failed cross", "failed (crashed or timed out)"),
                 ("o-pending", "pending"),
                 ("line-best", "lineage path to the best tip"),
                 ("line-sofar", "best so far"),

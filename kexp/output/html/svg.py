@@ -26,11 +26,12 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from kexp.core.campaign import UNMEASURED_OUTCOMES
 from kexp.output.html.markup import one_line, text
 from kexp.storage.lineage import TreeNode
 
 #: Outcomes drawn in the band below the score axis (their score is no measurement).
-UNSCORED = frozenset({"buggy", "pending"})
+UNSCORED = UNMEASURED_OUTCOMES
 #: The most markers a chart draws as links with a tooltip each (see the module's doc).
 MAX_LINKED = 1000
 
@@ -68,12 +69,12 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 
 def _shape(outcome: str, x: float, y: float, radius: float) -> str:
-    """A marker's path data: a downward triangle (regression), a cross (buggy), else a
+    """A marker's path data: a downward triangle (regression), a cross (buggy, failed), else a
     dot (a zero-length line, drawn with round caps: see :func:`_dense_paths`)."""
     if outcome == "regression":
         r = radius + 0.6
         return f"M{_f(x - r)} {_f(y - r * 0.6)}h{_f(2 * r)}l{_f(-r)} {_f(r * 1.6)}z"
-    if outcome == "buggy":
+    if outcome in ("buggy", "failed"):
         r, d = radius + 0.5, _f(2 * radius + 1)
         return f"M{_f(x - r)} {_f(y - r)}l{d} {d}m0 -{d}l-{d} {d}"
     return f"M{_f(x)} {_f(y)}h0"
@@ -81,7 +82,7 @@ def _shape(outcome: str, x: float, y: float, radius: float) -> str:
 
 def _marker(point: Point, x: float, y: float, radius: float) -> str:
     cls = f"pt o-{point.outcome}"
-    if point.outcome in ("regression", "buggy"):
+    if point.outcome in ("regression", "buggy", "failed"):
         shape = f'<path class="{cls}" d="{_shape(point.outcome, x, y, radius)}">'
         end = "</path>"
     else:

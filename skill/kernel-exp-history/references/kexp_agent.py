@@ -218,7 +218,8 @@ machine, configurations and base commit for both; the median of many synchronise
 never drop the configurations that got slower.
 0 when nothing could be measured (crash, compile error, timeout, wrong results, planned).
 Outcomes are derived: improvement (> 1.01), marginal (0.99-1.01), regression (< 0.99),
-buggy (is_buggy), pending (status new/running), interference (a combination below the
+buggy (is_buggy), failed (status failed/timeout with score 0, not buggy: measured
+nothing), pending (status new/running), interference (a combination below the
 best experiment it combines). With repeated timings the score has a 95% interval
 (score_ci): improvement then also needs its low end above 1, regression its high end
 below 1 (else marginal, within noise). Never re-run until it wins: add a round with
