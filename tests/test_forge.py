@@ -1,0 +1,88 @@
+"""A team's forge, end to end: a bare repository on disk as the remote, clones for two
+agents and a reviewer, branches pushed and merged with real git, and kexp's answers at
+each step (``kexp sync``, ``kexp validate``, ``kexp review``) held to the files and to
+git itself."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from conftest import experiment_fields, git, run_kexp
+from test_sync import clone, make_remote
+
+from kexp import Store
+
+
+def _record(root: Path, **fields: object) -> str:
+    return Store(root).create_experiment(**experiment_fields(**fields)).id
+
+
+def _conflicting_clones(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Two clones of one remote whose ``main`` each corrected the score of the same
+    experiment; the first pushed, the second merged and stopped on the conflict. Returns
+    (the second clone, its conflicted file, the experiment's id)."""
+    remote, _ = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    exp_id = _record(lead, change_summary="Unroll 4 - +20%", score=1.2)
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "seed")
+    git(lead, "push", "-q", "origin", "main")
+    other = clone(remote, tmp_path / "other")
+    run_kexp("update", exp_id, "--set", "score=1.22", cwd=other)
+    git(other, "commit", "-q", "-am", "other: 1.22")
+    git(other, "push", "-q", "origin", "main")
+    run_kexp("update", exp_id, "--set", "score=1.25", cwd=lead)
+    git(lead, "commit", "-q", "-am", "lead: 1.25")
+    git(lead, "fetch", "-q")
+    merged = next((lead / "experiments").rglob(f"{exp_id}-*.md"))
+    result = subprocess.run(
+        ["git", "merge", "-q", "origin/main"], cwd=lead, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "<<<<<<<" in merged.read_text()
+    return lead, merged, exp_id
+
+
+def test_sync_in_the_middle_of_a_merge_says_to_finish_it_and_leaves_the_conflict(
+    tmp_path: Path,
+) -> None:
+    """A merge stopped on a conflict, then ``kexp sync``: it refuses in one line saying
+    to finish the merge, and the conflict stays a conflict (the file unmerged in the
+    index), so git itself still refuses to commit the markers."""
+    lead, conflicted, _ = _conflicting_clones(tmp_path)
+    before = git(lead, "ls-files", "-u")
+    assert before  # unmerged
+    done = run_kexp("sync", cwd=lead)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "merge" in lines[0] and "in progress" in lines[0]
+    assert conflicted.relative_to(lead).as_posix() in lines[0]
+    assert "git commit" in lines[0] and "kexp sync again" in lines[0]
+    assert git(lead, "ls-files", "-u") == before  # still unmerged: nothing staged
+    beside = run_kexp("sync", "--branch", "kexp/lead", cwd=lead)  # would publish the markers
+    assert beside.returncode != 0 and "in progress" in beside.stderr
+    assert git(lead, "branch", "--list", "kexp/lead") == ""
+    commit = subprocess.run(
+        ["git", "commit", "-q", "-m", "x"], cwd=lead, capture_output=True, text=True
+    )
+    assert commit.returncode != 0  # git still guards the conflict
+    assert git(lead, "rev-parse", "origin/main") == git(
+        tmp_path / "remote.git", "rev-parse", "main"
+    )
+
+
+def test_sync_after_resolving_but_before_committing_the_merge_says_to_commit(
+    tmp_path: Path,
+) -> None:
+    """The conflict resolved and staged, the merge not committed yet: ``kexp sync`` says
+    to finish the merge (git would refuse its partial commit in git's words)."""
+    lead, conflicted, _ = _conflicting_clones(tmp_path)
+    git(lead, "checkout", "--theirs", "--", str(conflicted))
+    git(lead, "add", str(conflicted))
+    done = run_kexp("sync", cwd=lead)
+    assert done.returncode != 0
+    line = done.stderr.strip()
+    assert "\n" not in line and "a merge is in progress" in line
+    assert "finish it: git add each file and git commit" in line
+    assert "unmerged" not in line
