@@ -86,3 +86,35 @@ def test_sync_after_resolving_but_before_committing_the_merge_says_to_commit(
     assert "\n" not in line and "a merge is in progress" in line
     assert "finish it: git add each file and git commit" in line
     assert "unmerged" not in line
+
+
+def test_conflict_markers_are_a_merge_conflict_and_the_children_keep_their_pid(
+    tmp_path: Path,
+) -> None:
+    """A reviewer's merge stopped on the same experiment corrected on two branches:
+    ``kexp validate`` names the conflict at its ``<<<<<<<`` line with how to settle it
+    (not a YAML syntax error about a missing ':'), and the experiments built on it are
+    told their parent's file is broken, not to set ``pid: ''`` (which would cut the
+    lineage the campaign's cumulative score is made of)."""
+    lead, conflicted, exp_id = _conflicting_clones(tmp_path)
+    git(lead, "merge", "--abort")
+    child = _record(lead, change_summary="Child - +5%", pid=exp_id, measured_against="parent")
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "child")
+    subprocess.run(["git", "merge", "-q", "origin/main"], cwd=lead, capture_output=True)
+    text = conflicted.read_text()
+    marker_line = text.splitlines().index("<<<<<<< HEAD") + 1
+    done = run_kexp("validate", cwd=lead)
+    assert done.returncode == 1
+    name = conflicted.relative_to(lead).as_posix()
+    assert f"{name}:{marker_line}:1: error[merge-conflict]" in done.stdout
+    assert "yaml-syntax" not in done.stdout
+    child_lines = [line for line in done.stdout.splitlines() if "dangling-pid" in line]
+    assert len(child_lines) == 1 and child in child_lines[0]
+    assert f"is in {conflicted.name}, which is not a valid experiment file" in child_lines[0]
+    assert "set pid: ''" not in done.stdout
+    assert conflicted.read_text() == text  # nothing changed
+    review = run_kexp("review", "origin/main", cwd=lead)
+    assert review.returncode == 0
+    assert "merge-conflict" in review.stdout
+    assert "*(absent)*" not in review.stdout  # its fields are unreadable, not removed

@@ -375,6 +375,10 @@ def _entry(
         problems=sort_problems(checked.problems) if kind != "removed" else [],
     )
     if exp is None:
+        if checked.document is None:
+            # Unreadable (conflict markers, bad YAML): its fields are not "absent", its
+            # problems say why none could be read.
+            entry.changes = []
         fields = checked.document.fields if checked.document is not None else {}
         entry.change_summary = _text(fields.get("change_summary"))
         entry.operator_sig = _text(fields.get("operator_sig"))
