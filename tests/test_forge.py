@@ -5,6 +5,7 @@ git itself."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -118,3 +119,68 @@ def test_conflict_markers_are_a_merge_conflict_and_the_children_keep_their_pid(
     assert review.returncode == 0
     assert "merge-conflict" in review.stdout
     assert "*(absent)*" not in review.stdout  # its fields are unreadable, not removed
+
+
+def _branches_of_a_team(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    """A remote whose ``main`` holds a campaign (a root and a step); alice corrected the
+    step's score on ``kexp/alice`` and it was merged into ``main``; bob, forked before,
+    corrected the same score and removed the root's other child on ``kexp/bob``.
+    Returns (the reviewer's clone, fetched; the remote; the step's id; the removed id)."""
+    remote, _ = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    root = _record(
+        lead, change_summary="Vectorized - +10%", score=1.1, measured_against="reference"
+    )
+    step = _record(
+        lead, change_summary="Unroll 4 - +20%", score=1.2, pid=root, measured_against="parent"
+    )
+    gone = _record(
+        lead, change_summary="Shuffle - -10%", score=0.9, pid=root, measured_against="parent"
+    )
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "campaign")
+    git(lead, "push", "-q", "origin", "main")
+    alice = clone(remote, tmp_path / "alice", "kexp/alice")
+    bob = clone(remote, tmp_path / "bob", "kexp/bob")
+    run_kexp("update", step, "--set", "score=1.22", "--reason", "L2 flushed", cwd=alice)
+    git(alice, "commit", "-q", "-am", "alice: 1.22")
+    git(alice, "push", "-q", "origin", "kexp/alice")
+    run_kexp("update", step, "--set", "score=1.18", "--reason", "slower", cwd=bob)
+    run_kexp("rm", gone, "--yes", cwd=bob)
+    git(bob, "commit", "-q", "-am", "bob: 1.18, rm")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    reviewer = clone(remote, tmp_path / "reviewer")
+    git(reviewer, "merge", "-q", "--no-ff", "origin/kexp/alice", "-m", "Merge alice")
+    git(reviewer, "push", "-q", "origin", "main")
+    return reviewer, remote, step, gone
+
+
+def test_review_says_when_the_base_branch_corrected_the_same_experiment_since_the_fork(
+    tmp_path: Path,
+) -> None:
+    """Bob's pull request corrects a score that alice's, merged meanwhile, corrected
+    too: the review (Markdown and JSON) says so, with both sides' values, since the
+    reviewer must decide which measurement is right; a review with nothing changed on
+    the base says nothing of the kind."""
+    reviewer, _, step, _ = _branches_of_a_team(tmp_path)
+    md = run_kexp("review", "origin/main", "origin/kexp/bob", cwd=reviewer).stdout
+    lines = [line for line in md.splitlines() if "Changed on both sides" in line]
+    assert len(lines) == 1 and step in lines[0]
+    assert "`1.2` → `1.22`" in lines[0] and "`1.2` → `1.18`" in lines[0]
+    data = json.loads(
+        run_kexp(
+            "review", "origin/main", "origin/kexp/bob", "--format", "json", cwd=reviewer
+        ).stdout
+    )
+    assert data["summary"]["changed_on_base"] == [step]
+    (corrected,) = data["corrected"]
+    assert corrected["base_kind"] == "corrected"
+    assert next((c["field"], c["old"], c["new"]) for c in corrected["base_changes"]) == (
+        "score",
+        1.2,
+        1.22,
+    )
+    # Against the merge base itself nothing changed on the base side.
+    fork = git(reviewer, "merge-base", "origin/kexp/bob", "HEAD~1")
+    quiet = run_kexp("review", fork, "origin/kexp/bob", cwd=reviewer).stdout
+    assert "Changed on both sides" not in quiet

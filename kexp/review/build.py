@@ -137,6 +137,9 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     for kind in KINDS:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
+    touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
+    if touched:
+        _changed_on_base(store, base, check.merge_base, touched)
     lessons = group_lessons(_new_lessons(entries, then))
     return Review(
         base=base,
@@ -154,6 +157,30 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
     )
+
+
+def _changed_on_base(
+    store: Store, base: str, fork: str, touched: Mapping[str, ReviewedExperiment]
+) -> None:
+    """Mark the ``touched`` experiments (corrected or removed by the change) that the
+    base branch corrected or removed too since the merge base ``fork``."""
+    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.history
+    from kexp.gitops import git as kgit
+    from kexp.storage.history import changes
+    from kexp.storage.snapshot import StoreLocation
+
+    tip = kgit.resolve_commit(StoreLocation.of(store.root).repo, base)
+    if tip == fork:
+        return
+    moved = changes(store, fork, tip)
+    for kind, group in (("corrected", moved.modified), ("removed", moved.removed)):
+        for change in group:
+            entry = touched.get(change.id)
+            if entry is not None:
+                entry.base_kind = kind
+                entry.base_changes = [
+                    _field_change(name, old, new) for name, (old, new) in change.fields.items()
+                ]
 
 
 def _relative_problems(

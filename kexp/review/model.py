@@ -100,11 +100,17 @@ class ReviewedExperiment:
     suspect: list[str] = dataclasses.field(default_factory=list)
     changes: list[FieldChange] = dataclasses.field(default_factory=list)
     problems: list[Problem] = dataclasses.field(default_factory=list)
+    #: What the base branch did to this experiment since the merge base, when it changed
+    #: it too ('corrected' or 'removed'; None: it did not): the two sides conflict, and
+    #: the reviewer decides which is right. ``base_changes``: the fields it corrected.
+    base_kind: str | None = None
+    base_changes: list[FieldChange] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""
         data = dataclasses.asdict(self)
         data["changes"] = [c.to_dict() for c in self.changes]
+        data["base_changes"] = [c.to_dict() for c in self.base_changes]
         data["problems"] = [p.to_dict() for p in self.problems]
         return data
 
@@ -149,6 +155,12 @@ class Review:
     def new_bests(self) -> list[ReviewedExperiment]:
         """The added or corrected experiments that are a new best on their operator."""
         return [e for e in self.experiments if e.new_best]
+
+    @property
+    def changed_on_base(self) -> list[ReviewedExperiment]:
+        """The corrected or removed experiments that the base branch changed too since
+        the merge base: conflicting edits, one of which the merge loses."""
+        return [e for e in self.experiments if e.base_kind is not None]
 
     @property
     def suspects(self) -> list[ReviewedExperiment]:
