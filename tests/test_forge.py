@@ -6,10 +6,12 @@ git itself."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
-from conftest import experiment_fields, git, run_kexp
+import pytest
+from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from test_sync import clone, make_remote
 
 from kexp import Store
@@ -184,3 +186,230 @@ def test_review_says_when_the_base_branch_corrected_the_same_experiment_since_th
     fork = git(reviewer, "merge-base", "origin/kexp/bob", "HEAD~1")
     quiet = run_kexp("review", fork, "origin/kexp/bob", cwd=reviewer).stdout
     assert "Changed on both sides" not in quiet
+
+
+# --- analytics: the README's DuckDB queries over a Parquet export ---------------------
+
+
+def _readme_queries() -> dict[str, str]:
+    """The README's SQL blocks of the Parquet section that start with ``-- kexp``, by
+    their first line."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## The Parquet view", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+    return {b.splitlines()[0]: b for b in blocks if b.startswith("-- kexp")}
+
+
+def _campaign_store(repo: Path) -> dict[str, str]:
+    """A store of two operators on two envs: lineages measured against parents and the
+    reference, a buggy step and its child, a pending one, regressions by three
+    authors, and controls (one an A/A run that reads as a regression). Returns the
+    ids by name."""
+    store = Store(repo)
+    ids: dict[str, str] = {}
+    attn, gemm = "csrc/attn.cu: paged_attention", "csrc/gemm.cu: gemm"
+
+    def make(name: str, day: int, **fields: object) -> None:
+        for key in ("pid",):
+            if key in fields:
+                fields[key] = ids[str(fields[key])]
+        values = experiment_fields(
+            change_summary=f"{name} - step",
+            created_at=f"2026-{10 + day // 28}-{1 + day % 28:02d}T00:00:00Z",
+            **fields,
+        )
+        ids[name] = store.create_experiment(**values).id
+
+    make("a0", 0, score=1.0, measured_against="reference", operator_sig=attn, author="ann")
+    make(
+        "a1",
+        1,
+        score=1.1,
+        pid="a0",
+        measured_against="parent",
+        operator_sig=attn,
+        author="ann",
+        score_ci=[1.05, 1.15],
+    )
+    make("a2", 2, score=1.2, pid="a1", measured_against="parent", operator_sig=attn, author="ben")
+    make("a3", 3, score=0.95, pid="a2", measured_against="parent", operator_sig=attn, author="ben")
+    make(
+        "a4",
+        30,
+        score=1.45,
+        pid="a2",
+        measured_against="reference",
+        operator_sig=attn,
+        author="cat",
+    )
+    make("a5", 31, score=1.05, pid="a4", measured_against="parent", operator_sig=attn, author="cat")
+    make("a6", 32, score=1.6, pid="a1", measured_against="parent", operator_sig=attn, author="ann")
+    make(
+        "a7",
+        33,
+        score=0.0,
+        status="failed",
+        is_buggy=True,
+        error_message="NaN",
+        pid="a2",
+        measured_against="parent",
+        operator_sig=attn,
+        author="ann",
+    )
+    make("a8", 34, score=1.3, pid="a7", measured_against="parent", operator_sig=attn, author="ben")
+    make(
+        "a9",
+        35,
+        score=1.9,
+        status="running",
+        pid="a6",
+        measured_against="parent",
+        operator_sig=attn,
+        author="ben",
+    )
+    make(
+        "a10", 36, score=0.98, pid="a6", measured_against="parent", operator_sig=attn, author="ann"
+    )
+    make(
+        "ca1",
+        4,
+        score=1.03,
+        tags=["control"],
+        operator_sig=attn,
+        author="ann",
+        score_ci=[0.97, 1.09],
+    )
+    make(
+        "ca2",
+        29,
+        score=0.97,
+        tags=["control"],
+        operator_sig=attn,
+        author="ben",
+        score_ci=[0.95, 0.99],
+    )
+    make("ch1", 30, score=1.005, tags=["control"], operator_sig=attn, env="H100", author="ben")
+    make(
+        "g0",
+        10,
+        score=1.2,
+        measured_against="reference",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="ben",
+    )
+    make(
+        "g1",
+        11,
+        score=0.9,
+        pid="g0",
+        measured_against="parent",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="ben",
+    )
+    make(
+        "g2",
+        12,
+        score=1.1,
+        pid="g0",
+        measured_against="parent",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="cat",
+    )
+    make(
+        "g3",
+        13,
+        score=0.985,
+        pid="g2",
+        measured_against="parent",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="cat",
+    )
+    return ids
+
+
+def _front_matter(repo: Path) -> dict[str, dict[str, object]]:
+    """Each experiment file's front-matter, read with PyYAML: the truth."""
+    import yaml
+
+    found = {}
+    for path in (repo / "experiments").rglob("*.md"):
+        if path.name != "README.md":
+            fields = yaml.safe_load(path.read_text(encoding="utf-8").split("---\n")[1])
+            found[fields["id"]] = fields
+    return found
+
+
+def test_the_readme_duckdb_queries_answer_as_kexp_and_the_files_do(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An analyst runs the README's queries verbatim over ``kexp export --format
+    parquet``: per-outcome counts with controls apart, each operator's best tip by the
+    composed score, regressions per author, the noise floors and the path to a tip
+    each answer as ``kexp stats`` / ``kexp lessons`` do, and as the files say."""
+    import duckdb
+
+    ids = _campaign_store(repo)
+    names = {v: k for k, v in ids.items()}
+    files = _front_matter(repo)
+    out = tmp_path / "pq"
+    assert run_kexp("export", "--format", "parquet", "-o", str(out), cwd=repo).returncode == 0
+    queries = _readme_queries()
+    assert len(queries) == 5, list(queries)
+
+    def run(first: str, tip: str = "") -> list[tuple[object, ...]]:
+        (sql,) = [q for line, q in queries.items() if line.startswith(first)]
+        return duckdb.sql(sql.replace("DIR", str(out)).replace("'TIP'", f"'{tip}'")).fetchall()
+
+    stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
+    lessons = json.loads(run_kexp("lessons", "--json", cwd=repo).stdout)
+
+    counted = {(op, outcome): n for op, outcome, n in run("-- kexp stats: experiments")}
+    expected = {
+        (op, outcome): n
+        for op, by in stats["by_operator"].items()
+        for outcome, n in by.items()
+        if n and outcome != "total"
+    }
+    assert counted == expected
+    assert counted[("csrc/attn.cu: paged_attention", "control")] == 3
+    assert counted[("csrc/attn.cu: paged_attention", "regression")] == 2  # not ca2
+
+    best = {
+        (op, dt): (round(score, 9), names[tip]) for op, dt, score, tip in run("-- kexp stats: each")
+    }
+    assert best == {
+        (b["operator_sig"], b["dtype_sig"]): (round(b["cumulative_score"], 9), names[b["id"]])
+        for b in stats["best"]
+    }
+    assert best[("csrc/attn.cu: paged_attention", "bf16")] == (1.76, "a6")  # 1.0·1.1·1.6
+
+    per_author = dict(run("-- kexp lessons: regressions"))
+    truth: dict[str, int] = {}
+    for lesson in lessons["regression"]:
+        author = str(files[lesson["id"]]["author"])
+        truth[author] = truth.get(author, 0) + 1
+    assert per_author == truth == {"ann": 1, "ben": 2, "cat": 1}
+
+    floors = [(env, names[c], score, ci) for env, c, score, ci in run("-- kexp lessons: the")]
+    assert floors == [
+        (f["env"], names[f["id"]], f["score"], f["score_ci"]) for f in lessons["noise_floor"]
+    ]
+    assert floors == [("H100", "ch1", 1.005, []), ("MI300X, ROCm 7.0.0", "ca2", 0.97, [0.95, 0.99])]
+
+    path = run("-- kexp context", tip=ids["a5"])
+    assert [names[str(row[0])] for row in path] == ["a0", "a1", "a2", "a4", "a5"]
+    composed = 1.0
+    for exp_id, score, against, cumulative, _ in path:
+        step = files[str(exp_id)]
+        assert (score, against) == (step["score"], step.get("measured_against", ""))
+        composed = float(score) if against == "reference" else composed * float(score)
+        assert cumulative == pytest.approx(composed)
+    assert composed == pytest.approx(1.45 * 1.05)
