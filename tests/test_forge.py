@@ -139,6 +139,9 @@ def _branches_of_a_team(tmp_path: Path) -> tuple[Path, Path, str, str]:
     gone = _record(
         lead, change_summary="Shuffle - -10%", score=0.9, pid=root, measured_against="parent"
     )
+    wide = _record(
+        lead, change_summary="Wide loads - +19%", score=1.19, pid=root, measured_against="parent"
+    )
     git(lead, "add", "experiments")
     git(lead, "commit", "-q", "-m", "campaign")
     git(lead, "push", "-q", "origin", "main")
@@ -154,6 +157,7 @@ def _branches_of_a_team(tmp_path: Path) -> tuple[Path, Path, str, str]:
     reviewer = clone(remote, tmp_path / "reviewer")
     git(reviewer, "merge", "-q", "--no-ff", "origin/kexp/alice", "-m", "Merge alice")
     git(reviewer, "push", "-q", "origin", "main")
+    (reviewer / "wide-id").write_text(wide)
     return reviewer, remote, step, gone
 
 
@@ -413,3 +417,22 @@ def test_the_readme_duckdb_queries_answer_as_kexp_and_the_files_do(
         composed = float(score) if against == "reference" else composed * float(score)
         assert cumulative == pytest.approx(composed)
     assert composed == pytest.approx(1.45 * 1.05)
+
+
+def test_review_says_when_a_correction_dethrones_the_operators_best(tmp_path: Path) -> None:
+    """Bob lowers the score of the step the campaign's best tip is: another experiment
+    is now the best (1.1·1.19 = 1.309 beats 1.1·1.18 = 1.298). The review says the best
+    changed, from which to which, as a reviewer must decide whether to accept that;
+    the table alone showed a rank."""
+    reviewer, _, step, _ = _branches_of_a_team(tmp_path)
+    wide = (reviewer / "wide-id").read_text()
+    fork = git(reviewer, "merge-base", "origin/kexp/bob", "HEAD~1")
+    md = run_kexp("review", fork, "origin/kexp/bob", cwd=reviewer).stdout
+    (line,) = [line for line in md.splitlines() if "Best changed" in line]
+    assert f"was `{step}` (1.3200), now `{wide}` (1.3090)" in line
+    data = json.loads(
+        run_kexp("review", fork, "origin/kexp/bob", "--format", "json", cwd=reviewer).stdout
+    )
+    (change,) = data["summary"]["best_changes"]
+    assert (change["before_id"], change["after_id"]) == (step, wide)
+    assert change["after_cumulative"] == pytest.approx(1.1 * 1.19)

@@ -53,7 +53,14 @@ from kexp.review.changed import merge_base as merge_base
 from kexp.review.graph import LineageGraph, LineageNode, render_mermaid
 from kexp.review.graph import mermaid_id as mermaid_id
 from kexp.review.graph import mermaid_text as mermaid_text
-from kexp.review.model import KINDS, FieldChange, Review, ReviewedExperiment, short_value
+from kexp.review.model import (
+    KINDS,
+    BestChange,
+    FieldChange,
+    Review,
+    ReviewedExperiment,
+    short_value,
+)
 from kexp.review.render import COMMENT_MARKER as COMMENT_MARKER
 from kexp.review.render import defuse_links as defuse_links
 from kexp.review.render import md_block as md_block
@@ -156,7 +163,39 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         ),
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
+        best_changes=_best_changes(entries, now, then),
     )
+
+
+def _best_changes(
+    entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side
+) -> list[BestChange]:
+    """The operators touched whose best tip moved (another one, or another cumulative
+    score) other than by a new best the review calls out already."""
+    celebrated = {entry.operator_sig for entry, _ in entries["added"] if entry.new_best}
+    celebrated |= {entry.operator_sig for entry, _ in entries["corrected"] if entry.new_best}
+    operators = sorted(
+        {entry.operator_sig for kind in KINDS for entry, _ in entries[kind] if entry.valid}
+        - celebrated
+    )
+    found: list[BestChange] = []
+    for operator in operators:
+        before, after = then.best_on(operator), now.best_on(operator)
+        if before is None and after is None:
+            continue
+        old = None if before is None else before.cumulative_score
+        new = None if after is None else after.cumulative_score
+        if (before and before.id) != (after and after.id) or old != new:
+            found.append(
+                BestChange(
+                    operator,
+                    None if before is None else before.id,
+                    old,
+                    None if after is None else after.id,
+                    new,
+                )
+            )
+    return found
 
 
 def _changed_on_base(

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
     from kexp.review.graph import LineageGraph
 
-__all__ = ["KINDS", "FieldChange", "Review", "ReviewedExperiment", "short_value"]
+__all__ = ["KINDS", "BestChange", "FieldChange", "Review", "ReviewedExperiment", "short_value"]
 
 #: The kinds of change a review lists, in its order.
 KINDS = ("added", "corrected", "removed")
@@ -116,6 +116,22 @@ class ReviewedExperiment:
 
 
 @dataclasses.dataclass
+class BestChange:
+    """An operator whose best tip the change moves other than by a new best: a
+    correction or removal (of it or of an ancestor) dethrones or lowers it."""
+
+    operator_sig: str
+    before_id: str | None
+    before_cumulative: float | None
+    after_id: str | None
+    after_cumulative: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
 class Review:
     """What a change does to the store, as a reviewer needs it (see :func:`review`)."""
 
@@ -135,6 +151,8 @@ class Review:
     #: The failures the change adds, by group (see :data:`kexp.agents.lessons.LESSON_GROUPS`).
     lessons: dict[str, list[Lesson]]
     lineage: LineageGraph
+    #: The operators whose best tip the change moves without a new best.
+    best_changes: list[BestChange] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:

@@ -16,7 +16,7 @@ from kexp.agents.lessons import LESSON_GROUPS
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
-from kexp.review.model import KINDS, FieldChange, short_value
+from kexp.review.model import KINDS, BestChange, FieldChange, short_value
 
 if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
@@ -56,6 +56,7 @@ def to_json(result: Review) -> dict[str, Any]:
             "new_best": [e.id for e in result.new_bests],
             "suspect": [e.id for e in result.suspects],
             "changed_on_base": [e.id for e in result.changed_on_base],
+            "best_changes": [c.to_dict() for c in result.best_changes],
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
@@ -245,6 +246,8 @@ def _headline(result: Review) -> str:
     lines = [f"{counts} — {verdict}"]
     for entry in result.new_bests:
         lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
+    for change in result.best_changes:
+        lines.append(_best_change_note(change))
     for entry in result.changed_on_base:
         lines.append(_base_note(result, entry))
     for entry in result.suspects:
@@ -254,6 +257,22 @@ def _headline(result: Review) -> str:
             f"{_best_note(entry)}; not a new best until checked ({reasons})"
         )
     return "  \n".join(lines)
+
+
+def _best_change_note(change: BestChange) -> str:
+    """The headline's line on an operator whose best tip a correction or removal moved."""
+
+    def tip(exp_id: str | None, score: float | None) -> str:
+        if exp_id is None:
+            return "none"
+        return f"{md_code(exp_id)} ({score:.4f})" if score is not None else md_code(exp_id)
+
+    before = tip(change.before_id, change.before_cumulative)
+    after = tip(change.after_id, change.after_cumulative)
+    return (
+        f"📉 **Best changed** on {md_code(change.operator_sig)} by the corrections or "
+        f"removals here: was {before}, now {after}"
+    )
 
 
 def _fields_said(changes: Sequence[FieldChange]) -> str:
