@@ -671,6 +671,8 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "warnings": 0,
         "new_best": [pr.fused.id],
         "suspect": [],
+        "changed_on_base": [],
+        "best_changes": [],
     }
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)
     assert fused["rank"] == 1 and fused["new_best"] and fused["delta"] == pytest.approx(0.004)

@@ -51,6 +51,7 @@ from kexp.review.build import (
     to_json,
 )
 from kexp.review.changed import head_of
+from kexp.review.model import BestChange
 from kexp.storage.history import Changes, ExperimentChange
 from kexp.storage.lineage import is_scored
 from tests.conftest import git, past_racy_window, run_kexp
@@ -259,7 +260,25 @@ def reference_review(store: Store, base: str, head: str | None = None) -> Review
         ),
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
+        best_changes=_best_changes(entries, now, then),
     )
+
+
+def _best_changes(
+    entries: dict[str, list[_Reviewed]], now: _Side, then: _Side
+) -> list[BestChange]:
+    """The touched operators (no new best among their entries) whose best tip moved."""
+    found = []
+    everything = [entry for kind in _KINDS for entry, _ in entries[kind]]
+    for operator in sorted({e.operator_sig for e in everything if e.valid}):
+        if any(e.new_best for e in everything if e.operator_sig == operator):
+            continue
+        before, after = then.best_on(operator), now.best_on(operator)
+        old = (before.id, before.cumulative_score) if before else (None, None)
+        new = (after.id, after.cumulative_score) if after else (None, None)
+        if old != new:
+            found.append(BestChange(operator, *old, *new))
+    return found
 
 
 def _entry(

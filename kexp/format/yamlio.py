@@ -313,8 +313,40 @@ def _build(root: yaml.MappingNode, string_fields: frozenset[str], first_line: in
     return result
 
 
+#: How to settle a file that still holds git's conflict markers.
+CONFLICT_HINT = (
+    "keep the right version of the lines between <<<<<<< and >>>>>>> and delete the "
+    "marker lines (the experiment's other lines stay as they are), then git add the file"
+)
+_CONFLICT_START = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
+_CONFLICT_MIDDLE = re.compile(r"^={7}$", re.MULTILINE)
+_CONFLICT_END = re.compile(r"^>{7}(?: |$)", re.MULTILINE)
+
+
+def conflict_marker_line(text: str) -> int | None:
+    """The 0-based line of the first ``<<<<<<<`` of a whole git conflict block
+    (``<<<<<<<``, then ``=======``, then ``>>>>>>>``, each at the start of a line) in
+    ``text``; None when there is none."""
+    start = _CONFLICT_START.search(text)
+    if start is None:
+        return None
+    middle = _CONFLICT_MIDDLE.search(text, start.end())
+    if middle is None or _CONFLICT_END.search(text, middle.end()) is None:
+        return None
+    return text.count("\n", 0, start.start())
+
+
 def _syntax_issue(exc: yaml.MarkedYAMLError, text: str, first_line: int) -> YamlIssue:
     """A syntax error, placed where the mistake most likely is (not where YAML gave up)."""
+    conflict = conflict_marker_line(text)
+    if conflict is not None:
+        # git's conflict markers, left by a merge: YAML only sees a key without ':'.
+        return YamlIssue(
+            conflict, 0, "merge-conflict", "",
+            "unresolved merge conflict: git's <<<<<<< ======= >>>>>>> lines are still in "
+            "the file",
+            CONFLICT_HINT,
+        )  # fmt: skip
     mark = exc.problem_mark or exc.context_mark
     if exc.context and exc.context.startswith("while scanning") and exc.context_mark:
         # An unclosed quote, a key without ':' ...: the token starts at the mistake.

@@ -76,6 +76,60 @@ def _has_head(repo: git.Repo) -> bool:
     return git_command(repo, "rev-parse", "-q", "--verify", "HEAD", ok_codes=(0, 1)).status == 0
 
 
+#: Files in the git folder that mark an operation stopped halfway, with the operation
+#: in words and how to finish it (or give it up).
+_UNFINISHED = (
+    ("MERGE_HEAD", "a merge", "git add each file and git commit (or git merge --abort)"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git add each file and git cherry-pick --continue"),
+    ("REVERT_HEAD", "a revert", "git add each file and git revert --continue"),
+    ("rebase-merge", "a rebase", "git add each file and git rebase --continue"),
+    ("rebase-apply", "a rebase (or git am)", "git add each file and git rebase --continue"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfinished:
+    """A merge (rebase, cherry-pick, revert) stopped halfway in a working tree."""
+
+    #: The operation in words (``a merge``); empty when only unmerged files tell.
+    what: str
+    #: How to finish it, in git commands.
+    finish: str
+    #: The files still unmerged (holding conflict markers), relative to the root.
+    unmerged: tuple[str, ...]
+
+    def describe(self, where: str) -> str:
+        """One clause for a message: what is in progress and how to finish it."""
+        what = self.what or "a merge"
+        files = f" (unmerged: {', '.join(self.unmerged[:5])}" if self.unmerged else ""
+        if len(self.unmerged) > 5:
+            files += f" and {len(self.unmerged) - 5} more"
+        files += ")" if self.unmerged else ""
+        fix = "resolve the conflict in each file (remove the <<<<<<< ======= >>>>>>> lines), "
+        return f"{what} is in progress in {where}{files}: " + (
+            fix + self.finish if self.unmerged else f"finish it: {self.finish}"
+        )
+
+
+def unfinished_operation(repo: git.Repo) -> Unfinished | None:
+    """The merge, rebase, cherry-pick or revert stopped halfway in ``repo``'s working
+    tree (a conflict to resolve), None when there is none."""
+    import os
+
+    names = [name for name, _, _ in _UNFINISHED]
+    args = [arg for name in names for arg in ("--git-path", name)]
+    paths = git_command(repo, "rev-parse", *args).stdout.splitlines()
+    top = toplevel(repo)
+    output = git_command(repo, "ls-files", "-u", "-z").stdout
+    unmerged = tuple(sorted({e.split("\t", 1)[1] for e in output.split("\0") if "\t" in e}))
+    for (_, what, finish), path in zip(_UNFINISHED, paths, strict=False):
+        if os.path.lexists(top / path):
+            return Unfinished(what, finish, unmerged)
+    if unmerged:
+        return Unfinished("", _UNFINISHED[0][2], unmerged)
+    return None
+
+
 def changed_paths(repo: git.Repo, folder: str) -> list[str]:
     """Files under ``folder`` that differ from ``HEAD`` in the working tree: new
     (untracked, not ignored), changed or deleted, relative to the repository root."""

@@ -53,7 +53,14 @@ from kexp.review.changed import merge_base as merge_base
 from kexp.review.graph import LineageGraph, LineageNode, render_mermaid
 from kexp.review.graph import mermaid_id as mermaid_id
 from kexp.review.graph import mermaid_text as mermaid_text
-from kexp.review.model import KINDS, FieldChange, Review, ReviewedExperiment, short_value
+from kexp.review.model import (
+    KINDS,
+    BestChange,
+    FieldChange,
+    Review,
+    ReviewedExperiment,
+    short_value,
+)
 from kexp.review.render import COMMENT_MARKER as COMMENT_MARKER
 from kexp.review.render import defuse_links as defuse_links
 from kexp.review.render import md_block as md_block
@@ -137,6 +144,9 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     for kind in KINDS:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
+    touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
+    if touched:
+        _changed_on_base(store, base, check.merge_base, touched)
     lessons = group_lessons(_new_lessons(entries, then))
     return Review(
         base=base,
@@ -153,7 +163,63 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         ),
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
+        best_changes=_best_changes(entries, now, then),
     )
+
+
+def _best_changes(
+    entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side
+) -> list[BestChange]:
+    """The operators touched whose best tip moved (another one, or another cumulative
+    score) other than by a new best the review calls out already."""
+    celebrated = {entry.operator_sig for entry, _ in entries["added"] if entry.new_best}
+    celebrated |= {entry.operator_sig for entry, _ in entries["corrected"] if entry.new_best}
+    operators = sorted(
+        {entry.operator_sig for kind in KINDS for entry, _ in entries[kind] if entry.valid}
+        - celebrated
+    )
+    found: list[BestChange] = []
+    for operator in operators:
+        before, after = then.best_on(operator), now.best_on(operator)
+        if before is None and after is None:
+            continue
+        old = None if before is None else before.cumulative_score
+        new = None if after is None else after.cumulative_score
+        if (before and before.id) != (after and after.id) or old != new:
+            found.append(
+                BestChange(
+                    operator,
+                    None if before is None else before.id,
+                    old,
+                    None if after is None else after.id,
+                    new,
+                )
+            )
+    return found
+
+
+def _changed_on_base(
+    store: Store, base: str, fork: str, touched: Mapping[str, ReviewedExperiment]
+) -> None:
+    """Mark the ``touched`` experiments (corrected or removed by the change) that the
+    base branch corrected or removed too since the merge base ``fork``."""
+    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.history
+    from kexp.gitops import git as kgit
+    from kexp.storage.history import changes
+    from kexp.storage.snapshot import StoreLocation
+
+    tip = kgit.resolve_commit(StoreLocation.of(store.root).repo, base)
+    if tip == fork:
+        return
+    moved = changes(store, fork, tip)
+    for kind, group in (("corrected", moved.modified), ("removed", moved.removed)):
+        for change in group:
+            entry = touched.get(change.id)
+            if entry is not None:
+                entry.base_kind = kind
+                entry.base_changes = [
+                    _field_change(name, old, new) for name, (old, new) in change.fields.items()
+                ]
 
 
 def _relative_problems(
@@ -375,6 +441,10 @@ def _entry(
         problems=sort_problems(checked.problems) if kind != "removed" else [],
     )
     if exp is None:
+        if checked.document is None:
+            # Unreadable (conflict markers, bad YAML): its fields are not "absent", its
+            # problems say why none could be read.
+            entry.changes = []
         fields = checked.document.fields if checked.document is not None else {}
         entry.change_summary = _text(fields.get("change_summary"))
         entry.operator_sig = _text(fields.get("operator_sig"))

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
     from kexp.review.graph import LineageGraph
 
-__all__ = ["KINDS", "FieldChange", "Review", "ReviewedExperiment", "short_value"]
+__all__ = ["KINDS", "BestChange", "FieldChange", "Review", "ReviewedExperiment", "short_value"]
 
 #: The kinds of change a review lists, in its order.
 KINDS = ("added", "corrected", "removed")
@@ -100,13 +100,35 @@ class ReviewedExperiment:
     suspect: list[str] = dataclasses.field(default_factory=list)
     changes: list[FieldChange] = dataclasses.field(default_factory=list)
     problems: list[Problem] = dataclasses.field(default_factory=list)
+    #: What the base branch did to this experiment since the merge base, when it changed
+    #: it too ('corrected' or 'removed'; None: it did not): the two sides conflict, and
+    #: the reviewer decides which is right. ``base_changes``: the fields it corrected.
+    base_kind: str | None = None
+    base_changes: list[FieldChange] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""
         data = dataclasses.asdict(self)
         data["changes"] = [c.to_dict() for c in self.changes]
+        data["base_changes"] = [c.to_dict() for c in self.base_changes]
         data["problems"] = [p.to_dict() for p in self.problems]
         return data
+
+
+@dataclasses.dataclass
+class BestChange:
+    """An operator whose best tip the change moves other than by a new best: a
+    correction or removal (of it or of an ancestor) dethrones or lowers it."""
+
+    operator_sig: str
+    before_id: str | None
+    before_cumulative: float | None
+    after_id: str | None
+    after_cumulative: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -129,6 +151,8 @@ class Review:
     #: The failures the change adds, by group (see :data:`kexp.agents.lessons.LESSON_GROUPS`).
     lessons: dict[str, list[Lesson]]
     lineage: LineageGraph
+    #: The operators whose best tip the change moves without a new best.
+    best_changes: list[BestChange] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:
@@ -149,6 +173,12 @@ class Review:
     def new_bests(self) -> list[ReviewedExperiment]:
         """The added or corrected experiments that are a new best on their operator."""
         return [e for e in self.experiments if e.new_best]
+
+    @property
+    def changed_on_base(self) -> list[ReviewedExperiment]:
+        """The corrected or removed experiments that the base branch changed too since
+        the merge base: conflicting edits, one of which the merge loses."""
+        return [e for e in self.experiments if e.base_kind is not None]
 
     @property
     def suspects(self) -> list[ReviewedExperiment]:

@@ -16,7 +16,7 @@ from kexp.agents.lessons import LESSON_GROUPS
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
-from kexp.review.model import KINDS, short_value
+from kexp.review.model import KINDS, BestChange, FieldChange, short_value
 
 if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
@@ -55,6 +55,8 @@ def to_json(result: Review) -> dict[str, Any]:
             "warnings": sum(p.severity == "warning" for p in result.problems),
             "new_best": [e.id for e in result.new_bests],
             "suspect": [e.id for e in result.suspects],
+            "changed_on_base": [e.id for e in result.changed_on_base],
+            "best_changes": [c.to_dict() for c in result.best_changes],
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
@@ -245,6 +247,10 @@ def _headline(result: Review) -> str:
     lines = [f"{counts} — {verdict}"]
     for entry in result.new_bests:
         lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
+    for change in result.best_changes:
+        lines.append(_best_change_note(change))
+    for entry in result.changed_on_base:
+        lines.append(_base_note(result, entry))
     for entry in result.suspects:
         reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
         lines.append(
@@ -252,6 +258,52 @@ def _headline(result: Review) -> str:
             f"{_best_note(entry)}; not a new best until checked ({reasons})"
         )
     return "  \n".join(lines)
+
+
+def _best_change_note(change: BestChange) -> str:
+    """The headline's line on an operator whose best tip a correction or removal moved."""
+
+    def tip(exp_id: str | None, score: float | None) -> str:
+        if exp_id is None:
+            return "none"
+        return f"{md_code(exp_id)} ({score:.4f})" if score is not None else md_code(exp_id)
+
+    before = tip(change.before_id, change.before_cumulative)
+    after = tip(change.after_id, change.after_cumulative)
+    return (
+        f"📉 **Best changed** on {md_code(change.operator_sig)} by the corrections or "
+        f"removals here: was {before}, now {after}"
+    )
+
+
+def _fields_said(changes: Sequence[FieldChange]) -> str:
+    """The fields of a correction, old → new (long ones by name only)."""
+    said = [
+        f"{md_code(c.field)} {_value(c.old)} → {_value(c.new)}"
+        if c.diff is None
+        else f"{md_code(c.field)} (text)"
+        for c in changes
+    ]
+    return ", ".join(said) or "its text"
+
+
+def _base_note(result: Review, entry: ReviewedExperiment) -> str:
+    """The headline's line on an experiment changed on both sides since they parted."""
+    there = md_code(result.base)
+    if entry.base_kind == "removed":
+        theirs = f"removed on {there}"
+    else:
+        theirs = f"corrected on {there} ({_fields_said(entry.base_changes)})"
+    ours = (
+        "removed here"
+        if entry.kind == "removed"
+        else f"corrected here ({_fields_said(entry.changes)})"
+    )
+    return (
+        f"⚔️ **Changed on both sides**: {md_code(entry.id)} was {theirs} since this branch "
+        f"forked, and {ours}: the merge conflicts or keeps one; decide which is right "
+        f"(merge {there} into the branch and keep the right version)"
+    )
 
 
 def _best_note(entry: ReviewedExperiment) -> str:
@@ -341,7 +393,11 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
         for change in short:
             lines.append(f"- {md_code(change.field)}: {_value(change.old)} → {_value(change.new)}")
         if not e.changes:
-            lines.append("No field changed (the file's text was reformatted).")
+            lines.append(
+                "No field changed (the file's text was reformatted)."
+                if e.valid
+                else "Its fields cannot be read: see Validation."
+            )
         parts.append("\n".join(lines).rstrip())
         for change in long:
             diff = "\n".join(change.diff or [])

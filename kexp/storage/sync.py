@@ -195,6 +195,16 @@ def _sync(
         )
     gitcommits.check_branch_name(target)
     in_checkout = target == checked_out
+    unfinished = gitcommits.unfinished_operation(repo)
+    if unfinished is not None and (
+        in_checkout or any(_inside(p, folder) for p in unfinished.unmerged)
+    ):
+        # Staging a conflicted file would mark it resolved, markers and all.
+        raise SyncConflictError(
+            f"kexp sync did nothing: {unfinished.describe(str(location.toplevel))}; then run "
+            "kexp sync again",
+            unfinished.unmerged,
+        )
     local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
 
     def publishable(path: str) -> bool:

@@ -1,0 +1,438 @@
+"""A team's forge, end to end: a bare repository on disk as the remote, clones for two
+agents and a reviewer, branches pushed and merged with real git, and kexp's answers at
+each step (``kexp sync``, ``kexp validate``, ``kexp review``) held to the files and to
+git itself."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, experiment_fields, git, run_kexp
+from test_sync import clone, make_remote
+
+from kexp import Store
+
+
+def _record(root: Path, **fields: object) -> str:
+    return Store(root).create_experiment(**experiment_fields(**fields)).id
+
+
+def _conflicting_clones(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Two clones of one remote whose ``main`` each corrected the score of the same
+    experiment; the first pushed, the second merged and stopped on the conflict. Returns
+    (the second clone, its conflicted file, the experiment's id)."""
+    remote, _ = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    exp_id = _record(lead, change_summary="Unroll 4 - +20%", score=1.2)
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "seed")
+    git(lead, "push", "-q", "origin", "main")
+    other = clone(remote, tmp_path / "other")
+    run_kexp("update", exp_id, "--set", "score=1.22", cwd=other)
+    git(other, "commit", "-q", "-am", "other: 1.22")
+    git(other, "push", "-q", "origin", "main")
+    run_kexp("update", exp_id, "--set", "score=1.25", cwd=lead)
+    git(lead, "commit", "-q", "-am", "lead: 1.25")
+    git(lead, "fetch", "-q")
+    merged = next((lead / "experiments").rglob(f"{exp_id}-*.md"))
+    result = subprocess.run(
+        ["git", "merge", "-q", "origin/main"], cwd=lead, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "<<<<<<<" in merged.read_text()
+    return lead, merged, exp_id
+
+
+def test_sync_in_the_middle_of_a_merge_says_to_finish_it_and_leaves_the_conflict(
+    tmp_path: Path,
+) -> None:
+    """A merge stopped on a conflict, then ``kexp sync``: it refuses in one line saying
+    to finish the merge, and the conflict stays a conflict (the file unmerged in the
+    index), so git itself still refuses to commit the markers."""
+    lead, conflicted, _ = _conflicting_clones(tmp_path)
+    before = git(lead, "ls-files", "-u")
+    assert before  # unmerged
+    done = run_kexp("sync", cwd=lead)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "merge" in lines[0] and "in progress" in lines[0]
+    assert conflicted.relative_to(lead).as_posix() in lines[0]
+    assert "git commit" in lines[0] and "kexp sync again" in lines[0]
+    assert git(lead, "ls-files", "-u") == before  # still unmerged: nothing staged
+    beside = run_kexp("sync", "--branch", "kexp/lead", cwd=lead)  # would publish the markers
+    assert beside.returncode != 0 and "in progress" in beside.stderr
+    assert git(lead, "branch", "--list", "kexp/lead") == ""
+    commit = subprocess.run(
+        ["git", "commit", "-q", "-m", "x"], cwd=lead, capture_output=True, text=True
+    )
+    assert commit.returncode != 0  # git still guards the conflict
+    assert git(lead, "rev-parse", "origin/main") == git(
+        tmp_path / "remote.git", "rev-parse", "main"
+    )
+
+
+def test_sync_after_resolving_but_before_committing_the_merge_says_to_commit(
+    tmp_path: Path,
+) -> None:
+    """The conflict resolved and staged, the merge not committed yet: ``kexp sync`` says
+    to finish the merge (git would refuse its partial commit in git's words)."""
+    lead, conflicted, _ = _conflicting_clones(tmp_path)
+    git(lead, "checkout", "--theirs", "--", str(conflicted))
+    git(lead, "add", str(conflicted))
+    done = run_kexp("sync", cwd=lead)
+    assert done.returncode != 0
+    line = done.stderr.strip()
+    assert "\n" not in line and "a merge is in progress" in line
+    assert "finish it: git add each file and git commit" in line
+    assert "unmerged" not in line
+
+
+def test_conflict_markers_are_a_merge_conflict_and_the_children_keep_their_pid(
+    tmp_path: Path,
+) -> None:
+    """A reviewer's merge stopped on the same experiment corrected on two branches:
+    ``kexp validate`` names the conflict at its ``<<<<<<<`` line with how to settle it
+    (not a YAML syntax error about a missing ':'), and the experiments built on it are
+    told their parent's file is broken, not to set ``pid: ''`` (which would cut the
+    lineage the campaign's cumulative score is made of)."""
+    lead, conflicted, exp_id = _conflicting_clones(tmp_path)
+    git(lead, "merge", "--abort")
+    child = _record(lead, change_summary="Child - +5%", pid=exp_id, measured_against="parent")
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "child")
+    subprocess.run(["git", "merge", "-q", "origin/main"], cwd=lead, capture_output=True)
+    text = conflicted.read_text()
+    marker_line = text.splitlines().index("<<<<<<< HEAD") + 1
+    done = run_kexp("validate", cwd=lead)
+    assert done.returncode == 1
+    name = conflicted.relative_to(lead).as_posix()
+    assert f"{name}:{marker_line}:1: error[merge-conflict]" in done.stdout
+    assert "yaml-syntax" not in done.stdout
+    child_lines = [line for line in done.stdout.splitlines() if "dangling-pid" in line]
+    assert len(child_lines) == 1 and child in child_lines[0]
+    assert f"is in {conflicted.name}, which is not a valid experiment file" in child_lines[0]
+    assert "set pid: ''" not in done.stdout
+    assert conflicted.read_text() == text  # nothing changed
+    review = run_kexp("review", "origin/main", cwd=lead)
+    assert review.returncode == 0
+    assert "merge-conflict" in review.stdout
+    assert "*(absent)*" not in review.stdout  # its fields are unreadable, not removed
+
+
+def _branches_of_a_team(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    """A remote whose ``main`` holds a campaign (a root and a step); alice corrected the
+    step's score on ``kexp/alice`` and it was merged into ``main``; bob, forked before,
+    corrected the same score and removed the root's other child on ``kexp/bob``.
+    Returns (the reviewer's clone, fetched; the remote; the step's id; the removed id)."""
+    remote, _ = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    root = _record(
+        lead, change_summary="Vectorized - +10%", score=1.1, measured_against="reference"
+    )
+    step = _record(
+        lead, change_summary="Unroll 4 - +20%", score=1.2, pid=root, measured_against="parent"
+    )
+    gone = _record(
+        lead, change_summary="Shuffle - -10%", score=0.9, pid=root, measured_against="parent"
+    )
+    wide = _record(
+        lead, change_summary="Wide loads - +19%", score=1.19, pid=root, measured_against="parent"
+    )
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "campaign")
+    git(lead, "push", "-q", "origin", "main")
+    alice = clone(remote, tmp_path / "alice", "kexp/alice")
+    bob = clone(remote, tmp_path / "bob", "kexp/bob")
+    run_kexp("update", step, "--set", "score=1.22", "--reason", "L2 flushed", cwd=alice)
+    git(alice, "commit", "-q", "-am", "alice: 1.22")
+    git(alice, "push", "-q", "origin", "kexp/alice")
+    run_kexp("update", step, "--set", "score=1.18", "--reason", "slower", cwd=bob)
+    run_kexp("rm", gone, "--yes", cwd=bob)
+    git(bob, "commit", "-q", "-am", "bob: 1.18, rm")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    reviewer = clone(remote, tmp_path / "reviewer")
+    git(reviewer, "merge", "-q", "--no-ff", "origin/kexp/alice", "-m", "Merge alice")
+    git(reviewer, "push", "-q", "origin", "main")
+    (reviewer / "wide-id").write_text(wide)
+    return reviewer, remote, step, gone
+
+
+def test_review_says_when_the_base_branch_corrected_the_same_experiment_since_the_fork(
+    tmp_path: Path,
+) -> None:
+    """Bob's pull request corrects a score that alice's, merged meanwhile, corrected
+    too: the review (Markdown and JSON) says so, with both sides' values, since the
+    reviewer must decide which measurement is right; a review with nothing changed on
+    the base says nothing of the kind."""
+    reviewer, _, step, _ = _branches_of_a_team(tmp_path)
+    md = run_kexp("review", "origin/main", "origin/kexp/bob", cwd=reviewer).stdout
+    lines = [line for line in md.splitlines() if "Changed on both sides" in line]
+    assert len(lines) == 1 and step in lines[0]
+    assert "`1.2` → `1.22`" in lines[0] and "`1.2` → `1.18`" in lines[0]
+    data = json.loads(
+        run_kexp(
+            "review", "origin/main", "origin/kexp/bob", "--format", "json", cwd=reviewer
+        ).stdout
+    )
+    assert data["summary"]["changed_on_base"] == [step]
+    (corrected,) = data["corrected"]
+    assert corrected["base_kind"] == "corrected"
+    assert next((c["field"], c["old"], c["new"]) for c in corrected["base_changes"]) == (
+        "score",
+        1.2,
+        1.22,
+    )
+    # Against the merge base itself nothing changed on the base side.
+    fork = git(reviewer, "merge-base", "origin/kexp/bob", "HEAD~1")
+    quiet = run_kexp("review", fork, "origin/kexp/bob", cwd=reviewer).stdout
+    assert "Changed on both sides" not in quiet
+
+
+# --- analytics: the README's DuckDB queries over a Parquet export ---------------------
+
+
+def _readme_queries() -> dict[str, str]:
+    """The README's SQL blocks of the Parquet section that start with ``-- kexp``, by
+    their first line."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## The Parquet view", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+    return {b.splitlines()[0]: b for b in blocks if b.startswith("-- kexp")}
+
+
+def _campaign_store(repo: Path) -> dict[str, str]:
+    """A store of two operators on two envs: lineages measured against parents and the
+    reference, a buggy step and its child, a pending one, regressions by three
+    authors, and controls (one an A/A run that reads as a regression). Returns the
+    ids by name."""
+    store = Store(repo)
+    ids: dict[str, str] = {}
+    attn, gemm = "csrc/attn.cu: paged_attention", "csrc/gemm.cu: gemm"
+
+    def make(name: str, day: int, **fields: object) -> None:
+        for key in ("pid",):
+            if key in fields:
+                fields[key] = ids[str(fields[key])]
+        values = experiment_fields(
+            change_summary=f"{name} - step",
+            created_at=f"2026-{10 + day // 28}-{1 + day % 28:02d}T00:00:00Z",
+            **fields,
+        )
+        ids[name] = store.create_experiment(**values).id
+
+    make("a0", 0, score=1.0, measured_against="reference", operator_sig=attn, author="ann")
+    make(
+        "a1",
+        1,
+        score=1.1,
+        pid="a0",
+        measured_against="parent",
+        operator_sig=attn,
+        author="ann",
+        score_ci=[1.05, 1.15],
+    )
+    make("a2", 2, score=1.2, pid="a1", measured_against="parent", operator_sig=attn, author="ben")
+    make("a3", 3, score=0.95, pid="a2", measured_against="parent", operator_sig=attn, author="ben")
+    make(
+        "a4",
+        30,
+        score=1.45,
+        pid="a2",
+        measured_against="reference",
+        operator_sig=attn,
+        author="cat",
+    )
+    make("a5", 31, score=1.05, pid="a4", measured_against="parent", operator_sig=attn, author="cat")
+    make("a6", 32, score=1.6, pid="a1", measured_against="parent", operator_sig=attn, author="ann")
+    make(
+        "a7",
+        33,
+        score=0.0,
+        status="failed",
+        is_buggy=True,
+        error_message="NaN",
+        pid="a2",
+        measured_against="parent",
+        operator_sig=attn,
+        author="ann",
+    )
+    make("a8", 34, score=1.3, pid="a7", measured_against="parent", operator_sig=attn, author="ben")
+    make(
+        "a9",
+        35,
+        score=1.9,
+        status="running",
+        pid="a6",
+        measured_against="parent",
+        operator_sig=attn,
+        author="ben",
+    )
+    make(
+        "a10", 36, score=0.98, pid="a6", measured_against="parent", operator_sig=attn, author="ann"
+    )
+    make(
+        "ca1",
+        4,
+        score=1.03,
+        tags=["control"],
+        operator_sig=attn,
+        author="ann",
+        score_ci=[0.97, 1.09],
+    )
+    make(
+        "ca2",
+        29,
+        score=0.97,
+        tags=["control"],
+        operator_sig=attn,
+        author="ben",
+        score_ci=[0.95, 0.99],
+    )
+    make("ch1", 30, score=1.005, tags=["control"], operator_sig=attn, env="H100", author="ben")
+    make(
+        "g0",
+        10,
+        score=1.2,
+        measured_against="reference",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="ben",
+    )
+    make(
+        "g1",
+        11,
+        score=0.9,
+        pid="g0",
+        measured_against="parent",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="ben",
+    )
+    make(
+        "g2",
+        12,
+        score=1.1,
+        pid="g0",
+        measured_against="parent",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="cat",
+    )
+    make(
+        "g3",
+        13,
+        score=0.985,
+        pid="g2",
+        measured_against="parent",
+        operator_sig=gemm,
+        env="H100",
+        dtype_sig="fp16",
+        author="cat",
+    )
+    return ids
+
+
+def _front_matter(repo: Path) -> dict[str, dict[str, object]]:
+    """Each experiment file's front-matter, read with PyYAML: the truth."""
+    import yaml
+
+    found = {}
+    for path in (repo / "experiments").rglob("*.md"):
+        if path.name != "README.md":
+            fields = yaml.safe_load(path.read_text(encoding="utf-8").split("---\n")[1])
+            found[fields["id"]] = fields
+    return found
+
+
+def test_the_readme_duckdb_queries_answer_as_kexp_and_the_files_do(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An analyst runs the README's queries verbatim over ``kexp export --format
+    parquet``: per-outcome counts with controls apart, each operator's best tip by the
+    composed score, regressions per author, the noise floors and the path to a tip
+    each answer as ``kexp stats`` / ``kexp lessons`` do, and as the files say."""
+    import duckdb
+
+    ids = _campaign_store(repo)
+    names = {v: k for k, v in ids.items()}
+    files = _front_matter(repo)
+    out = tmp_path / "pq"
+    assert run_kexp("export", "--format", "parquet", "-o", str(out), cwd=repo).returncode == 0
+    queries = _readme_queries()
+    assert len(queries) == 5, list(queries)
+
+    def run(first: str, tip: str = "") -> list[tuple[object, ...]]:
+        (sql,) = [q for line, q in queries.items() if line.startswith(first)]
+        return duckdb.sql(sql.replace("DIR", str(out)).replace("'TIP'", f"'{tip}'")).fetchall()
+
+    stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
+    lessons = json.loads(run_kexp("lessons", "--json", cwd=repo).stdout)
+
+    counted = {(op, outcome): n for op, outcome, n in run("-- kexp stats: experiments")}
+    expected = {
+        (op, outcome): n
+        for op, by in stats["by_operator"].items()
+        for outcome, n in by.items()
+        if n and outcome != "total"
+    }
+    assert counted == expected
+    assert counted[("csrc/attn.cu: paged_attention", "control")] == 3
+    assert counted[("csrc/attn.cu: paged_attention", "regression")] == 2  # not ca2
+
+    best = {
+        (op, dt): (round(score, 9), names[tip]) for op, dt, score, tip in run("-- kexp stats: each")
+    }
+    assert best == {
+        (b["operator_sig"], b["dtype_sig"]): (round(b["cumulative_score"], 9), names[b["id"]])
+        for b in stats["best"]
+    }
+    assert best[("csrc/attn.cu: paged_attention", "bf16")] == (1.76, "a6")  # 1.0·1.1·1.6
+
+    per_author = dict(run("-- kexp lessons: regressions"))
+    truth: dict[str, int] = {}
+    for lesson in lessons["regression"]:
+        author = str(files[lesson["id"]]["author"])
+        truth[author] = truth.get(author, 0) + 1
+    assert per_author == truth == {"ann": 1, "ben": 2, "cat": 1}
+
+    floors = [(env, names[c], score, ci) for env, c, score, ci in run("-- kexp lessons: the")]
+    assert floors == [
+        (f["env"], names[f["id"]], f["score"], f["score_ci"]) for f in lessons["noise_floor"]
+    ]
+    assert floors == [("H100", "ch1", 1.005, []), ("MI300X, ROCm 7.0.0", "ca2", 0.97, [0.95, 0.99])]
+
+    path = run("-- kexp context", tip=ids["a5"])
+    assert [names[str(row[0])] for row in path] == ["a0", "a1", "a2", "a4", "a5"]
+    composed = 1.0
+    for exp_id, score, against, cumulative, _ in path:
+        step = files[str(exp_id)]
+        assert (score, against) == (step["score"], step.get("measured_against", ""))
+        composed = float(score) if against == "reference" else composed * float(score)
+        assert cumulative == pytest.approx(composed)
+    assert composed == pytest.approx(1.45 * 1.05)
+
+
+def test_review_says_when_a_correction_dethrones_the_operators_best(tmp_path: Path) -> None:
+    """Bob lowers the score of the step the campaign's best tip is: another experiment
+    is now the best (1.1·1.19 = 1.309 beats 1.1·1.18 = 1.298). The review says the best
+    changed, from which to which, as a reviewer must decide whether to accept that;
+    the table alone showed a rank."""
+    reviewer, _, step, _ = _branches_of_a_team(tmp_path)
+    wide = (reviewer / "wide-id").read_text()
+    fork = git(reviewer, "merge-base", "origin/kexp/bob", "HEAD~1")
+    md = run_kexp("review", fork, "origin/kexp/bob", cwd=reviewer).stdout
+    (line,) = [line for line in md.splitlines() if "Best changed" in line]
+    assert f"was `{step}` (1.3200), now `{wide}` (1.3090)" in line
+    data = json.loads(
+        run_kexp("review", fork, "origin/kexp/bob", "--format", "json", cwd=reviewer).stdout
+    )
+    (change,) = data["summary"]["best_changes"]
+    assert (change["before_id"], change["after_id"]) == (step, wide)
+    assert change["after_cumulative"] == pytest.approx(1.1 * 1.19)
