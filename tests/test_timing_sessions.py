@@ -115,3 +115,69 @@ def test_thousands_of_pytest_benchmark_rounds_are_scored_in_a_few_critical_value
     checked = run_kexp("validate", cwd=repo)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert len(calls) < 60, len(calls)
+
+
+def do_bench_lists(
+    seed: int, speed: float, configs: dict[str, float], n: int = 60, cv: float = 0.02
+) -> dict[str, list[float]]:
+    """What ``{config: triton.testing.do_bench(fn, return_mode="all")}`` gives: per
+    configuration a list of milliseconds (log-normal noise of ``cv``)."""
+    import random
+
+    rng = random.Random(seed)
+    return {
+        config: [round(ms * speed * rng.lognormvariate(0, cv), 6) for _ in range(n)]
+        for config, ms in configs.items()
+    }
+
+
+SHAPES = {"b1_s128": 0.0123, "b8_s1024": 0.0871, "b32_s4096": 1.234}
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def recorded_id(stdout: str) -> str:
+    """The id ``kexp add`` printed (``recorded ID PATH``)."""
+    return stdout.split()[1].rstrip(":")
+
+
+def test_a_remeasure_round_in_milliseconds_read_as_microseconds_is_refused(
+    repo: Path, tmp_path: Path
+) -> None:
+    """do_bench lists are milliseconds: recorded with --unit ms, then a second round
+    given without it. kexp pooled the round 1000x too fast with the first: the score's
+    interval went from [1.05, 1.06] to [0.72, 1.54], the outcome from improvement to
+    marginal, the file rewritten, with no word. Now refused, naming --unit ms, the
+    file unchanged."""
+    files = {
+        name: write_json(tmp_path / f"{name}.json", do_bench_lists(seed, speed, SHAPES))
+        for name, seed, speed in (("b1", 1, 1.0), ("c1", 2, 0.95), ("b2", 3, 1.0), ("c2", 4, 0.95))
+    }
+    added = run_kexp(
+        "add", "--summary", "vectorized loads - faster", *COMMON, "--unit", "ms",
+        "--protocol", "timer=do_bench",
+        "--baseline", str(files["b1"]), "--candidate", str(files["c1"]), cwd=repo,
+    )
+    assert added.returncode == 0, added.stderr
+    exp_id = recorded_id(added.stdout)
+    (path,) = (repo / "experiments").rglob(f"{exp_id}-*.md")
+    before = path.read_bytes()
+
+    again = run_kexp(
+        "remeasure", exp_id, "--baseline", str(files["b2"]), "--candidate", str(files["c2"]),
+        cwd=repo,
+    )
+    assert again.returncode != 0
+    assert path.read_bytes() == before
+    (line,) = again.stderr.strip().splitlines()
+    assert "--unit ms" in line and "nothing was changed" in line and "Traceback" not in line
+
+    right = run_kexp(
+        "remeasure", exp_id, "--baseline", str(files["b2"]), "--candidate", str(files["c2"]),
+        "--unit", "ms", "--json", cwd=repo,
+    )
+    assert right.returncode == 0, right.stderr
+    assert json.loads(right.stdout)["outcome"] == "improvement"

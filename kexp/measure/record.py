@@ -680,6 +680,7 @@ def remeasure(
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
     from kexp.format.samples import pooled
+    from kexp.measure.checks import check_round_scale
     from kexp.measure.corrections import correct
 
     if store is None:
@@ -710,6 +711,7 @@ def remeasure(
             f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
             "configurations are a new experiment: kexp add)"
         )
+    check_round_scale(exp.id, pooled(rounds), new_round.timings, unit)
     rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
     number = len(rounds)

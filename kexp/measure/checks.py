@@ -1,0 +1,78 @@
+"""Checks of timings before they are recorded: what a careful engineer would catch.
+
+* :func:`check_round_scale`: a new round of :func:`kexp.measure.record.remeasure` whose
+  times are many times those of the earlier rounds (a round written in milliseconds
+  read as microseconds) is refused, naming the unit that would make them agree,
+  before it is pooled and the experiment's score is lost in it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+from kexp.core.errors import MeasurementError
+from kexp.format.suspect import UNIT_TO_US
+
+#: A round whose median time of a configuration is this many times (or this fraction
+#: of) the earlier rounds' did not measure the same thing the same way.
+ROUND_SCALE_LIMIT = 10.0
+
+Sides = tuple[Sequence[float], Sequence[float]]
+
+
+def _unit_that_fits(ratio: float, unit: str) -> str | None:
+    """The unit in which times read as ``unit`` would be ``1 / ratio`` times as large
+    (within 30 %), if one is."""
+    given = UNIT_TO_US.get(unit)
+    if given is None:
+        return None
+    for name, factor in UNIT_TO_US.items():
+        if name != unit and abs(math.log(factor / given * ratio)) < math.log(1.3):
+            return name
+    return None
+
+
+def check_round_scale(
+    exp_id: str,
+    earlier: Mapping[str, Sides],
+    new: Mapping[str, Sides],
+    unit: str,
+) -> None:
+    """Refuse a new round whose median time of a configuration (either side) is
+    :data:`ROUND_SCALE_LIMIT` times that of the earlier rounds, or that fraction of it:
+    pooled, it would make the score and its interval meaningless. ``earlier`` and
+    ``new`` hold (baseline, candidate) samples in microseconds per configuration;
+    ``unit`` is the unit the new round was read in."""
+    worst: tuple[float, str, str, float, float] | None = None
+    for config, sides in new.items():
+        if config not in earlier:
+            continue
+        pairs = zip(("baseline", "candidate"), sides, earlier[config], strict=True)
+        for name, now, before in pairs:
+            if not now or not before:
+                continue
+            old, found = statistics.median(before), statistics.median(now)
+            ratio = found / old
+            if worst is None or abs(math.log(ratio)) > abs(math.log(worst[0])):
+                worst = (ratio, config, name, found, old)
+    if worst is None or 1 / ROUND_SCALE_LIMIT < worst[0] < ROUND_SCALE_LIMIT:
+        return
+    ratio, config, side, found, old = worst
+    size = f"{ratio:,.0f} times" if ratio > 1 else f"1/{1 / ratio:,.0f} of"
+    fits = _unit_that_fits(ratio, unit)
+    if fits is not None:
+        advice = (
+            f"read in {fits} instead of {unit} they agree: give --unit {fits} (unit='{fits}')"
+            + ("; triton's do_bench returns milliseconds" if fits == "ms" else "")
+            + " (if the earlier rounds were read in the wrong unit, record the experiment "
+            "again)"
+        )
+    else:
+        advice = "check that the new round timed the same kernels and configurations"
+    raise MeasurementError(
+        f"the new round's times are {size} those of the earlier rounds of {exp_id} "
+        f"({config}, {side}: median {found:.4g} us now, {old:.4g} us before): {advice}; "
+        "nothing was changed"
+    )
