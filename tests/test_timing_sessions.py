@@ -181,3 +181,30 @@ def test_a_remeasure_round_in_milliseconds_read_as_microseconds_is_refused(
     )
     assert right.returncode == 0, right.stderr
     assert json.loads(right.stdout)["outcome"] == "improvement"
+
+
+def test_raw_samples_too_large_for_the_file_say_to_record_without_them(
+    repo: Path, many_rounds: tuple[Path, Path]
+) -> None:
+    """pytest-benchmark times a fast function 200,000 rounds by default: the raw samples
+    took 4.6 MB, over max_file_bytes, and kexp add answered "move large logs or profiles
+    out of the experiment" (there are none). Now it says the samples are what is large
+    and to record with --no-samples or time fewer rounds; nothing written. The same
+    store's limit is lowered here to make 4,000 rounds too many."""
+    (repo / "kexp.toml").write_text("max_file_bytes = 60000\n", encoding="utf-8")
+    base, cand = many_rounds
+    refused = run_kexp(
+        "add", "--summary", "sum of half the range - faster", *COMMON,
+        "--baseline", str(base), "--candidate", str(cand), cwd=repo,
+    )
+    assert refused.returncode != 0
+    (line,) = refused.stderr.strip().splitlines()
+    assert "raw samples" in line and "--no-samples" in line and "--benchmark-max-time" in line
+    assert "nothing was written" in line
+    assert not list((repo / "experiments").rglob("*-*.md"))
+
+    kept = run_kexp(
+        "add", "--summary", "sum of half the range - faster", *COMMON,
+        "--baseline", str(base), "--candidate", str(cand), "--no-samples", "--json", cwd=repo,
+    )
+    assert kept.returncode == 0, kept.stderr

@@ -4,6 +4,9 @@
   times are many times those of the earlier rounds (a round written in milliseconds
   read as microseconds) is refused, naming the unit that would make them agree,
   before it is pooled and the experiment's score is lost in it.
+* :func:`samples_too_large`: an experiment refused as too large because of its raw
+  samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
+  such, with what to do, instead of "move large logs out of the experiment".
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from kexp.core.errors import MeasurementError
+from kexp.core.errors import MeasurementError, ValidationError
 from kexp.format.suspect import UNIT_TO_US
 
 #: A round whose median time of a configuration is this many times (or this fraction
@@ -76,3 +79,29 @@ def check_round_scale(
         f"({config}, {side}: median {found:.4g} us now, {old:.4g} us before): {advice}; "
         "nothing was changed"
     )
+
+
+def samples_too_large(error: ValidationError, samples: str, *, pooled: bool = False) -> None:
+    """Raise a :class:`MeasurementError` saying what to do when ``error`` refused an
+    experiment as too large (``file-too-large``) and its ``## Samples`` section
+    (``samples``) takes most of it; otherwise return. ``pooled``: the samples are
+    the rounds of a remeasure."""
+    too_large = [p for p in error.problems if p.code == "file-too-large"]
+    if not too_large or not samples:
+        return
+    size = len(samples.encode("utf-8"))
+    if pooled:
+        advice = (
+            "its rounds cannot be pooled in one file; record the new round as an experiment "
+            "of its own with --no-samples (keep_samples=False)"
+        )
+    else:
+        advice = (
+            "record it with --no-samples (keep_samples=False: the medians, counts and the "
+            "interval are kept; kexp remeasure cannot pool with them), or time fewer "
+            "rounds (pytest-benchmark: --benchmark-max-time=0.1)"
+        )
+    raise MeasurementError(
+        f"the raw samples take {size:,} bytes: {too_large[0].message}; {advice}; "
+        "nothing was written"
+    ) from None

@@ -45,10 +45,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
-from kexp.core.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
+from kexp.core.errors import (
+    MeasurementError,
+    SuspectMeasurementWarning,
+    TimingsWarning,
+    ValidationError,
+)
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
+from kexp.measure.checks import check_round_scale, samples_too_large
 from kexp.measure.timings import from_mapping, profiling_info, read_timings
 from kexp.measure.timings import read_table as read_sides
 from kexp.measure.timings.common import STATS, Timings, check_stat, check_time, tidy
@@ -604,7 +610,11 @@ def record_iteration(
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
-    exp = store.create_experiment(**data)
+    try:
+        exp = store.create_experiment(**data)
+    except ValidationError as exc:
+        samples_too_large(exc, str(data.get("samples") or ""))
+        raise
     warn_if_suspect(exp, store.settings)
     return exp
 
@@ -680,7 +690,6 @@ def remeasure(
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
     from kexp.format.samples import pooled
-    from kexp.measure.checks import check_round_scale
     from kexp.measure.corrections import correct
 
     if store is None:
@@ -732,7 +741,11 @@ def remeasure(
         "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
     }
     why = reason or f"remeasured: round {number} pooled with the earlier ones"
-    return correct(store, exp.id, changes, why)
+    try:
+        return correct(store, exp.id, changes, why)
+    except ValidationError as exc:
+        samples_too_large(exc, scored.samples, pooled=True)
+        raise
 
 
 @dataclasses.dataclass(frozen=True)
