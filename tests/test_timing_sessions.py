@@ -208,3 +208,60 @@ def test_raw_samples_too_large_for_the_file_say_to_record_without_them(
         "--baseline", str(base), "--candidate", str(cand), "--no-samples", "--json", cwd=repo,
     )
     assert kept.returncode == 0, kept.stderr
+
+
+def noisy_table(path: Path) -> Path:
+    """A ``config,baseline,candidate`` CSV in nanoseconds: 8 noisy rows (15 % CV, one
+    baseline run 3x slow) of a candidate 3 % faster, too few to tell."""
+    import random
+
+    rng = random.Random(9)
+    lines = ["config,baseline,candidate"]
+    for config, us in (("m1024", 10.0), ("m4096", 40.0)):
+        for i in range(8):
+            base = us * rng.lognormvariate(0, 0.15) * (3 if i == 3 else 1)
+            cand = us * 0.97 * rng.lognormvariate(0, 0.15)
+            lines.append(f"{config},{base * 1000:.0f},{cand * 1000:.0f}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_add_from_timings_answers_the_score_its_interval_and_what_next(
+    repo: Path, tmp_path: Path
+) -> None:
+    """kexp add with timings computed a score, an interval and an outcome, and printed
+    only "recorded ID PATH": an agent had to run kexp show to learn that its noisy run
+    was within noise. Now the answer says the score and interval (checked here against
+    the raw rows), the outcome, and with an interval holding 1, to remeasure."""
+    import math
+    import statistics
+
+    table = noisy_table(tmp_path / "noisy.csv")
+    rows = [line.split(",") for line in table.read_text(encoding="utf-8").split()[1:]]
+    speedups = []
+    for config in ("m1024", "m4096"):
+        base = [float(r[1]) for r in rows if r[0] == config]
+        cand = [float(r[2]) for r in rows if r[0] == config]
+        speedups.append(statistics.median(base) / statistics.median(cand))
+    truth = round(math.exp(statistics.fmean(map(math.log, speedups))), 4)
+
+    done = run_kexp(
+        "add", "--summary", "tiled gemm - within noise", *COMMON,
+        "--table", str(table), "--unit", "ns", cwd=repo,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.strip().splitlines()
+    exp_id = recorded_id(first)
+    assert second.split()[:2] == ["score", f"{truth:.4f}"]
+    low, high = (float(x) for x in second.split("[")[1].split("]")[0].split(","))
+    assert low < 1 < high and low < truth < high
+    assert "marginal" in second and f"kexp remeasure {exp_id}" in second
+
+    as_json = run_kexp(
+        "add", "--summary", "tiled gemm again - within noise", *COMMON,
+        "--table", str(table), "--unit", "ns", "--json", cwd=repo,
+    )
+    answer = json.loads(as_json.stdout)
+    assert (answer["score"], answer["score_ci"], answer["outcome"]) == (
+        truth, [low, high], "marginal"
+    )
