@@ -265,3 +265,28 @@ def test_add_from_timings_answers_the_score_its_interval_and_what_next(
     assert (answer["score"], answer["score_ci"], answer["outcome"]) == (
         truth, [low, high], "marginal"
     )
+
+
+def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
+    repo: Path, tmp_path: Path
+) -> None:
+    """do_bench lists recorded without --unit ms: kexp warned "suspect: verify
+    correctness ... near zero", never what went wrong. Now a warning says that the
+    times may be milliseconds and how to record them."""
+    base = write_json(tmp_path / "b.json", do_bench_lists(1, 1.0, SHAPES))
+    cand = write_json(tmp_path / "c.json", do_bench_lists(2, 0.95, SHAPES))
+    done = run_kexp(
+        "add", "--summary", "vectorized loads - faster", *COMMON,
+        "--protocol", "timer=do_bench", "--baseline", str(base), "--candidate", str(cand),
+        cwd=repo,
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "--unit ms" in line]
+    assert len(said) == 1 and "do_bench returns milliseconds" in said[0]
+
+    right = run_kexp(
+        "add", "--summary", "vectorized loads - faster again", *COMMON, "--unit", "ms",
+        "--protocol", "timer=do_bench", "--baseline", str(base), "--candidate", str(cand),
+        cwd=repo,
+    )
+    assert right.returncode == 0 and right.stderr == "", right.stderr

@@ -4,6 +4,8 @@
   times are many times those of the earlier rounds (a round written in milliseconds
   read as microseconds) is refused, naming the unit that would make them agree,
   before it is pooled and the experiment's score is lost in it.
+* :func:`unit_hint`: timings of a file that does not say its unit, every one near
+  zero as read: milliseconds (do_bench's) read as microseconds, most likely.
 * :func:`samples_too_large`: an experiment refused as too large because of its raw
   samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
   such, with what to do, instead of "move large logs out of the experiment".
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.format.suspect import UNIT_TO_US
+from kexp.measure.timings import csv_times, plain_json
 
 #: A round whose median time of a configuration is this many times (or this fraction
 #: of) the earlier rounds' did not measure the same thing the same way.
@@ -105,3 +108,27 @@ def samples_too_large(error: ValidationError, samples: str, *, pooled: bool = Fa
         f"the raw samples take {size:,} bytes: {too_large[0].message}; {advice}; "
         "nothing was written"
     ) from None
+
+
+#: The forms of timings (:attr:`kexp.measure.timings.Timings.form`) read in the unit
+#: given, the file not stating one: plain JSON, a CSV, dicts given in Python.
+UNSTATED_UNIT_FORMS = frozenset({plain_json.NAME, csv_times.NAME, "timings given in Python"})
+#: The units from the smallest up, as ``--unit`` takes them.
+UNITS = ("ns", "us", "ms", "s")
+
+
+def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None:
+    """What to say when some of ``times`` (medians in microseconds, read from a file
+    in ``unit``, a unit the file does not state) are below ``near_zero`` microseconds,
+    too short for a kernel: that they may be in the next larger unit, and how to say
+    so."""
+    if not times or min(times) >= near_zero or unit not in UNITS[:-1]:
+        return None
+    larger = UNITS[UNITS.index(unit) + 1]
+    return (
+        f"times as short as {min(times):.4g} us as read in {unit}, the unit the files do "
+        f"not state: if they are {larger}"
+        + (" (triton's do_bench returns milliseconds)" if larger == "ms" else "")
+        + f", the results hold times 1000x too short: remove the experiment (kexp rm) and "
+        f"record them again with --unit {larger} (unit='{larger}')"
+    )

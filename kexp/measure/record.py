@@ -54,7 +54,12 @@ from kexp.core.errors import (
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
-from kexp.measure.checks import check_round_scale, samples_too_large
+from kexp.measure.checks import (
+    UNSTATED_UNIT_FORMS,
+    check_round_scale,
+    samples_too_large,
+    unit_hint,
+)
 from kexp.measure.timings import from_mapping, profiling_info, read_timings
 from kexp.measure.timings import read_table as read_sides
 from kexp.measure.timings.common import STATS, Timings, check_stat, check_time, tidy
@@ -522,6 +527,11 @@ def with_timings(
             protocol["device"] = "cpu"
     if protocol:
         data["protocol"] = protocol
+    if gathered.unit_unstated:
+        times = [t for m in gathered.measurements for t in (m.baseline, m.candidate)]
+        hint = unit_hint(times, unit, store.settings.suspect_time_below_us)
+        if hint is not None:
+            warnings.warn(hint, TimingsWarning, stacklevel=3)
     scored = score_measurements(
         gathered.measurements,
         iteration=iteration,
@@ -756,6 +766,8 @@ class _Gathered:
     measurements: list[Measurement]
     protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
     note: str = ""
+    #: Whether the times were read in the unit given, their files not saying theirs.
+    unit_unstated: bool = False
 
 
 def _gather(
@@ -778,7 +790,8 @@ def _gather(
         return _Gathered(list(measurements))
     if table is not None:
         found = read_table(table, unit=unit)
-        return _Gathered(found if stat == "median" else [_reduced(m, stat) for m in found])
+        reduced = found if stat == "median" else [_reduced(m, stat) for m in found]
+        return _Gathered(reduced, unit_unstated=True)
     if baseline is None and candidate is None:
         return None
     if baseline is None or candidate is None:
@@ -791,10 +804,11 @@ def _gather(
     _same_configurations(base.times, cand.times)
     if base.summary or cand.summary:
         return _Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
+    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS
     if stat != "median":  # the old reduction: one number a side, no interval
-        reduced = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
-        return _Gathered(pair_timings(*reduced), protocol)
-    return _Gathered(pair_samples(base.times, cand.times), protocol)
+        one = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
+        return _Gathered(pair_timings(*one), protocol, unit_unstated=unstated)
+    return _Gathered(pair_samples(base.times, cand.times), protocol, unit_unstated=unstated)
 
 
 def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:
