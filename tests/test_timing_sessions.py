@@ -290,3 +290,22 @@ def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
         cwd=repo,
     )
     assert right.returncode == 0 and right.stderr == "", right.stderr
+
+
+def test_sides_timed_by_different_tools_are_one_error_before_any_warning(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A KernelBench baseline given with do_bench lists as the candidate: kexp warned
+    "KernelBench timings are summaries ...: recorded without an interval", then refused
+    with a list of every configuration of both. Now one line: the two tools, and to
+    time both sides with the same one; no warning of a recording that did not happen."""
+    cand = write_json(tmp_path / "c.json", do_bench_lists(2, 0.95, SHAPES))
+    for base in (FILES / "kernelbench_baseline.json", FILES / "nsys_kern_sum_baseline.csv"):
+        refused = run_kexp(
+            "add", "--summary", "mixed tools - x", *COMMON, "--unit", "ms",
+            "--baseline", str(base), "--candidate", str(cand), cwd=repo,
+        )
+        assert refused.returncode != 0
+        (line,) = refused.stderr.strip().splitlines()
+        assert "same tool" in line and "timings JSON" in line and "recorded" not in line
+    assert not list((repo / "experiments").rglob("*-*.md"))

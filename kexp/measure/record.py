@@ -798,10 +798,15 @@ def _gather(
         raise MeasurementError("give both baseline and candidate timings")
     base = _timings_of(baseline, "baseline", unit, stat)
     cand = _timings_of(candidate, "candidate", unit, stat)
+    if base.form != cand.form and not set(base.times) & set(cand.times):
+        raise MeasurementError(
+            f"the baseline is {base.form} and the candidate {cand.form}, with no "
+            "configuration in common: time both sides with the same tool and configurations"
+        )
+    _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
     for message in (*base.warnings, *cand.warnings):
         warnings.warn(message, TimingsWarning, stacklevel=4)
     protocol = {**base.protocol, **cand.protocol}
-    _same_configurations(base.times, cand.times)
     if base.summary or cand.summary:
         return _Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
     unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS
