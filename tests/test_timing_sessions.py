@@ -309,3 +309,31 @@ def test_sides_timed_by_different_tools_are_one_error_before_any_warning(
         (line,) = refused.stderr.strip().splitlines()
         assert "same tool" in line and "timings JSON" in line and "recorded" not in line
     assert not list((repo / "experiments").rglob("*-*.md"))
+
+
+def test_timings_all_one_value_say_the_timer_is_too_coarse(repo: Path, tmp_path: Path) -> None:
+    """A 2 us kernel timed by CUDA events: every sample is 2.048 us, both sides. kexp
+    recorded "1.0000 [1.0000, 1.0000]", an interval of no width (a noise floor of
+    zero, were it a control), without a word. Now a warning says the timer's
+    resolution hides the noise and what to time instead; no remeasure is advised
+    (another round of the same values cannot narrow anything)."""
+    import random
+
+    rng = random.Random(3)
+    tick = 0.001024
+
+    def quantized(ms: float) -> list[float]:
+        return [round(round(ms * rng.lognormvariate(0, 0.03) / tick) * tick, 6) for _ in range(50)]
+
+    base = write_json(tmp_path / "b.json", {"tiny": quantized(0.00205)})
+    cand = write_json(tmp_path / "c.json", {"tiny": quantized(0.00200)})
+    assert len(set(json.loads(base.read_text())["tiny"])) == 1
+    done = run_kexp(
+        "add", "--summary", "tiny kernel - x", *COMMON, "--unit", "ms",
+        "--protocol", "timer=cuda_events", "--baseline", str(base), "--candidate", str(cand),
+        cwd=repo,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "tiny: every baseline timing is 2.048 us" in line and "resolution" in line
+    assert "remeasure" not in done.stdout

@@ -6,6 +6,9 @@
   before it is pooled and the experiment's score is lost in it.
 * :func:`unit_hint`: timings of a file that does not say its unit, every one near
   zero as read: milliseconds (do_bench's) read as microseconds, most likely.
+* :func:`resolution_hint`: a configuration whose repeated timings are all one value
+  (a kernel shorter than the timer's resolution): its interval of no width claims a
+  precision the timings do not have.
 * :func:`samples_too_large`: an experiment refused as too large because of its raw
   samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
   such, with what to do, instead of "move large logs out of the experiment".
@@ -131,4 +134,27 @@ def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None
         + (" (triton's do_bench returns milliseconds)" if larger == "ms" else "")
         + f", the results hold times 1000x too short: remove the experiment (kexp rm) and "
         f"record them again with --unit {larger} (unit='{larger}')"
+    )
+
+
+def resolution_hint(samples: Mapping[str, Sides]) -> str | None:
+    """What to say when a configuration's repeated timings (``samples``: baseline and
+    candidate samples per configuration) are one value a side, 3 or more each: the
+    timer's resolution hides the kernel's noise, and the score's interval has no
+    width for it."""
+    flat = [
+        config
+        for config, sides in samples.items()
+        if all(len(side) >= 3 and len(set(side)) == 1 for side in sides)
+    ]
+    if not flat:
+        return None
+    config = flat[0]
+    base, cand = (side[0] for side in samples[config])
+    more = f" (and {len(flat) - 1} more configuration(s))" if len(flat) > 1 else ""
+    return (
+        f"{config}: every baseline timing is {base:g} us and every candidate timing "
+        f"{cand:g} us{more}: the timer's resolution is coarser than the kernel's noise, "
+        "so the interval's width says nothing of it; time several launches per sample "
+        "(a longer do_bench rep, CUDA events around a loop) or a larger problem"
     )

@@ -57,6 +57,7 @@ from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     UNSTATED_UNIT_FORMS,
     check_round_scale,
+    resolution_hint,
     samples_too_large,
     unit_hint,
 )
@@ -532,6 +533,9 @@ def with_timings(
         hint = unit_hint(times, unit, store.settings.suspect_time_below_us)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
+    flat = resolution_hint({m.config: _sides(m) for m in gathered.measurements})
+    if flat is not None:
+        warnings.warn(flat, TimingsWarning, stacklevel=3)
     scored = score_measurements(
         gathered.measurements,
         iteration=iteration,

@@ -60,7 +60,8 @@ def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
 
     interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
     line = f"  score {exp.score:.4f}{interval}: {exp.outcome}"
-    if exp.outcome == "marginal" and exp.score_ci and exp.score_ci[0] <= 1 <= exp.score_ci[1]:
+    low, high = exp.score_ci or (0.0, 0.0)
+    if exp.outcome == "marginal" and low <= 1 <= high and low < high:
         line += f", within noise: {REMEASURE.say(id=exp.id)} pools another round"
     click.echo(line)
 
