@@ -173,7 +173,7 @@ def test_a_remeasure_round_in_milliseconds_read_as_microseconds_is_refused(
     assert again.returncode != 0
     assert path.read_bytes() == before
     (line,) = again.stderr.strip().splitlines()
-    assert "--unit ms" in line and "nothing was changed" in line and "Traceback" not in line
+    assert "unit='ms'" in line and "nothing was changed" in line and "Traceback" not in line
 
     right = run_kexp(
         "remeasure", exp_id, "--baseline", str(files["b2"]), "--candidate", str(files["c2"]),
@@ -199,7 +199,7 @@ def test_raw_samples_too_large_for_the_file_say_to_record_without_them(
     )
     assert refused.returncode != 0
     (line,) = refused.stderr.strip().splitlines()
-    assert "raw samples" in line and "--no-samples" in line and "--benchmark-max-time" in line
+    assert "raw samples" in line and "no-samples" in line and "--benchmark-max-time" in line
     assert "nothing was written" in line
     assert not list((repo / "experiments").rglob("*-*.md"))
 
@@ -281,7 +281,7 @@ def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
         cwd=repo,
     )
     assert done.returncode == 0, done.stderr
-    said = [line for line in done.stderr.splitlines() if "--unit ms" in line]
+    said = [line for line in done.stderr.splitlines() if "unit='ms'" in line]
     assert len(said) == 1 and "do_bench returns milliseconds" in said[0]
 
     right = run_kexp(

@@ -73,7 +73,7 @@ def check_round_scale(
     fits = _unit_that_fits(ratio, unit)
     if fits is not None:
         advice = (
-            f"read in {fits} instead of {unit} they agree: give --unit {fits} (unit='{fits}')"
+            f"read in {fits} instead of {unit} they agree: give the unit {fits} (unit='{fits}')"
             + ("; triton's do_bench returns milliseconds" if fits == "ms" else "")
             + " (if the earlier rounds were read in the wrong unit, record the experiment "
             "again)"
@@ -99,12 +99,13 @@ def samples_too_large(error: ValidationError, samples: str, *, pooled: bool = Fa
     if pooled:
         advice = (
             "its rounds cannot be pooled in one file; record the new round as an experiment "
-            "of its own with --no-samples (keep_samples=False)"
+            "of its own without raw samples (keep_samples=False, the no-samples option)"
         )
     else:
         advice = (
-            "record it with --no-samples (keep_samples=False: the medians, counts and the "
-            "interval are kept; kexp remeasure cannot pool with them), or time fewer "
+            "record it without them (keep_samples=False, the no-samples option: the "
+            "medians, counts and the interval are kept; kexp remeasure cannot pool with "
+            "them), or time fewer "
             "rounds (pytest-benchmark: --benchmark-max-time=0.1)"
         )
     raise MeasurementError(
@@ -116,7 +117,7 @@ def samples_too_large(error: ValidationError, samples: str, *, pooled: bool = Fa
 #: The forms of timings (:attr:`kexp.measure.timings.Timings.form`) read in the unit
 #: given, the file not stating one: plain JSON, a CSV, dicts given in Python.
 UNSTATED_UNIT_FORMS = frozenset({plain_json.NAME, csv_times.NAME, "timings given in Python"})
-#: The units from the smallest up, as ``--unit`` takes them.
+#: The units from the smallest up, as the unit option takes them.
 UNITS = ("ns", "us", "ms", "s")
 
 
@@ -133,7 +134,7 @@ def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None
         f"not state: if they are {larger}"
         + (" (triton's do_bench returns milliseconds)" if larger == "ms" else "")
         + f", the results hold times 1000x too short: remove the experiment (kexp rm) and "
-        f"record them again with --unit {larger} (unit='{larger}')"
+        f"record them again in the unit {larger} (unit='{larger}')"
     )
 
 
