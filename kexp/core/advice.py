@@ -18,7 +18,7 @@ from functools import cache
 __all__ = ["ADVICE", "Advice", "for_tools"]
 
 #: What a field of an advice (``{id}``, ``{n}``) matches in a message: one word.
-_FIELD = r"[^\s()'\"]+"
+_FIELD = r"[^\s()'\";,]+"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +95,7 @@ PROFILING_FILE = Advice(
     "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
 )
 #: Advice on the unit of timings (a remeasured round in another unit than the record's).
-UNIT = Advice(
-    "the unit of the new timings (--unit, unit=)", "the unit of the new timings (unit: ...)"
-)
+UNIT_GIVEN = Advice("--unit {unit}", 'unit: "{unit}"')
 #: Advice on an environment that could not be detected.
 ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
 #: Advice on the remote kexp sync publishes to.
@@ -130,7 +128,7 @@ ADVICE = (
     REMEASURE,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
-    UNIT,
+    UNIT_GIVEN,
     ENV,
     SYNC_REMOTE,
     SYNC_BRANCH,

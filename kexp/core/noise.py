@@ -80,15 +80,21 @@ def median_variance_factor(n: int) -> float:
 
 def _spread_without_outliers(deviations: Sequence[float]) -> tuple[int, float]:
     """(outliers, standard deviation of the rest) of sorted log times (less their
-    median), outliers found by Rosner's generalized ESD test."""
+    median), outliers found by Rosner's generalized ESD test.
+
+    The outliers are the most removals whose statistic passed its critical value. A
+    critical value falls as removals go on (it grows with the samples left), so one
+    below the last critical value fails and one above the first passes without
+    computing its own: thousands of samples (pytest-benchmark keeps every round) cost
+    a few critical values, not one a removal.
+    """
     n = len(deviations)
     lo, hi = 0, n - 1
     total = math.fsum(deviations)
     squares = math.fsum(d * d for d in deviations)
-    # (sum, sum of squares) after each removal; outliers: the most removals whose
-    # statistic passed its critical value.
+    # (sum, sum of squares) after each removal, and each removal's statistic.
     sums = [(total, squares)]
-    outliers = 0
+    statistics_: list[float] = []
     for step in range(1, max_outliers(n) + 1):
         count = n - step + 1
         mean = total / count
@@ -99,11 +105,21 @@ def _spread_without_outliers(deviations: Sequence[float]) -> tuple[int, float]:
             removed, lo = deviations[lo], lo + 1
         else:
             removed, hi = deviations[hi], hi - 1
-        if abs(removed - mean) / math.sqrt(variance) > esd_critical_value(n, step):
-            outliers = step
+        statistics_.append(abs(removed - mean) / math.sqrt(variance))
         total -= removed
         squares -= removed * removed
         sums.append((total, squares))
+    outliers = 0
+    if statistics_:
+        lowest = esd_critical_value(n, len(statistics_))
+        highest = esd_critical_value(n, 1)
+        for step in range(len(statistics_), 0, -1):
+            statistic = statistics_[step - 1]
+            if statistic <= lowest:
+                continue
+            if statistic > highest or statistic > esd_critical_value(n, step):
+                outliers = step
+                break
     total, squares = sums[outliers]
     count = n - outliers
     variance = max(0.0, (squares - total * total / count) / (count - 1))

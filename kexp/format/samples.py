@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
-from kexp.core.advice import EMPTY_SCORE_CI, UNIT
+from kexp.core.advice import EMPTY_SCORE_CI
 from kexp.core.noise import estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
@@ -184,12 +184,10 @@ def pooled(rounds: Sequence[Round]) -> dict[str, tuple[list[float], list[float]]
     return together
 
 
-def round_problem(rounds: Sequence[Round], new: Round, scale_above: float) -> str | None:
-    """Why ``new`` cannot be pooled with ``rounds`` (the earlier rounds, of the same
-    configurations), or None: it repeats an earlier round sample for sample (pooling a
-    copy narrows the interval without measuring anything), or a configuration's median
-    time on one side is more than ``scale_above`` times the earlier rounds' (or less
-    than its inverse): other code, or timings in another unit."""
+def copied_round(rounds: Sequence[Round], new: Round) -> str | None:
+    """Why ``new`` cannot be pooled with ``rounds`` (the earlier rounds) when it repeats
+    one of them sample for sample (pooling a copy narrows the interval without measuring
+    anything), or None. (A round in another unit: :func:`kexp.measure.checks.check_round_scale`.)"""
     several = any(len(side) > 1 for sides in new.timings.values() for side in sides)
     for number, earlier in enumerate(rounds, 1):
         if several and _sorted_sides(earlier) == _sorted_sides(new):
@@ -198,43 +196,12 @@ def round_problem(rounds: Sequence[Round], new: Round, scale_above: float) -> st
                 "a copy narrows the interval without measuring anything; measure again "
                 "and give the new timings"
             )
-    together = pooled(rounds)
-    worst: tuple[float, str, str, float, float] | None = None
-    for config, sides in new.timings.items():
-        for name, now, before in zip(
-            ("baseline", "candidate"), sides, together[config], strict=True
-        ):
-            if not now or not before:
-                continue
-            new_median, old_median = _median(now), _median(before)
-            if new_median <= 0 or old_median <= 0:
-                continue
-            factor = max(new_median / old_median, old_median / new_median)
-            if factor > scale_above and (worst is None or factor > worst[0]):
-                worst = (factor, config, name, new_median, old_median)
-    if worst is None:
-        return None
-    factor, config, name, new_median, old_median = worst
-    times = f"{float(f'{factor:.2g}'):g}"  # two figures: about 1000, 3.5
-    relation = "times" if new_median > old_median else "times less than"
-    return (
-        f"the new round's {name} median of {config} is about {times} {relation} the earlier "
-        f"rounds' ({new_median:.6g} us against {old_median:.6g} us): a round pools only "
-        f"timings of the same code, measured the same way; check {UNIT} and measure again"
-    )
+    return None
 
 
 def _sorted_sides(measured: Round) -> dict[str, tuple[list[float], ...]]:
     """A round's samples, each side sorted (a copy in another order is the same round)."""
     return {config: tuple(map(sorted, sides)) for config, sides in measured.timings.items()}
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2
 
 
 @dataclasses.dataclass(frozen=True)

@@ -671,13 +671,6 @@ def store_findings(
                         "new id (and rename it) with kexp",
                     )
                 )
-    # The files kexp cannot read, by the id their name gives: a parent there is not
-    # missing, its file is broken (a merge's conflict markers, a typo).
-    unread: dict[str, str] = {}
-    for item in items:
-        if item.id is None and (name_id := id_from_name(item.path)) is not None:
-            unread.setdefault(name_id, item.path)
-    unread_hint = "fix that file first (kexp validate names its error); keep this id"
     for number, item in enumerate(items):
         pid = item.pid
         if pid is not None and pid not in ids and pid not in unreadable:
@@ -687,12 +680,8 @@ def store_findings(
                     ("pid",),
                     "dangling-pid",
                     "pid",
-                    f"parent {pid} is in {_name(unread[pid])}, which is not a valid experiment file"
-                    if pid in unread
-                    else f"parent {pid} is not in the store",
-                    unread_hint
-                    if pid in unread
-                    else "fix the id (kexp list shows them), or set pid: '' if "
+                    f"parent {pid} is not in the store",
+                    "fix the id (kexp list shows them), or set pid: '' if "
                     "the parent was never recorded",
                 )
             )
@@ -704,11 +693,8 @@ def store_findings(
                         ("combines", index),
                         "dangling-combines",
                         f"combines.{index}",
-                        f"combined experiment {other} is in {_name(unread[other])}, which is not a "
-                        "valid experiment file"
-                        if other in unread
-                        else f"combined experiment {other} is not in the store",
-                        unread_hint if other in unread else "list only ids of recorded experiments",
+                        f"combined experiment {other} is not in the store",
+                        "list only ids of recorded experiments",
                     )
                 )
     # The parent of an id: the pid of the last of its items whose pid names a known id.
@@ -839,8 +825,3 @@ def _pid_in(paths: Sequence[Path]) -> str | None:
     doc = read_and_check(Path(paths[0])).document
     pid = doc.fields.get("pid") if doc is not None else None
     return pid if isinstance(pid, str) and pid else None
-
-
-def _name(path: str) -> str:
-    """A file's name (the last part of ``path``)."""
-    return path.replace("\\", "/").rsplit("/", 1)[-1]

@@ -45,10 +45,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
-from kexp.core.errors import MeasurementError, SuspectMeasurementWarning, TimingsWarning
+from kexp.core.errors import (
+    MeasurementError,
+    SuspectMeasurementWarning,
+    TimingsWarning,
+    ValidationError,
+)
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
+from kexp.measure.checks import (
+    UNSTATED_UNIT_FORMS,
+    check_round_scale,
+    resolution_hint,
+    samples_too_large,
+    unit_hint,
+)
 from kexp.measure.timings import from_mapping, profiling_info, read_timings
 from kexp.measure.timings import read_table as read_sides
 from kexp.measure.timings.common import STATS, Timings, check_stat, check_time, tidy
@@ -516,6 +528,14 @@ def with_timings(
             protocol["device"] = "cpu"
     if protocol:
         data["protocol"] = protocol
+    if gathered.unit_unstated:
+        times = [t for m in gathered.measurements for t in (m.baseline, m.candidate)]
+        hint = unit_hint(times, unit, store.settings.suspect_time_below_us)
+        if hint is not None:
+            warnings.warn(hint, TimingsWarning, stacklevel=3)
+    flat = resolution_hint({m.config: _sides(m) for m in gathered.measurements})
+    if flat is not None:
+        warnings.warn(flat, TimingsWarning, stacklevel=3)
     scored = score_measurements(
         gathered.measurements,
         iteration=iteration,
@@ -604,7 +624,11 @@ def record_iteration(
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
-    exp = store.create_experiment(**data)
+    try:
+        exp = store.create_experiment(**data)
+    except ValidationError as exc:
+        samples_too_large(exc, str(data.get("samples") or ""))
+        raise
     warn_if_suspect(exp, store.settings)
     return exp
 
@@ -679,7 +703,7 @@ def remeasure(
     """
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
-    from kexp.format.samples import pooled, round_problem
+    from kexp.format.samples import copied_round, pooled
     from kexp.measure.corrections import correct
 
     if store is None:
@@ -710,9 +734,11 @@ def remeasure(
             f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
             "configurations are a new experiment: kexp add)"
         )
-    problem = round_problem(rounds, new_round, store.settings.remeasure_scale_above)
+    problem = copied_round(rounds, new_round)
     if problem is not None:
         raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
+    limit = store.settings.remeasure_scale_above
+    check_round_scale(exp.id, pooled(rounds), new_round.timings, unit, limit)
     rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
     number = len(rounds)
@@ -733,7 +759,11 @@ def remeasure(
         "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
     }
     why = reason or f"remeasured: round {number} pooled with the earlier ones"
-    return correct(store, exp.id, changes, why)
+    try:
+        return correct(store, exp.id, changes, why)
+    except ValidationError as exc:
+        samples_too_large(exc, scored.samples, pooled=True)
+        raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -744,6 +774,8 @@ class _Gathered:
     measurements: list[Measurement]
     protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
     note: str = ""
+    #: Whether the times were read in the unit given, their files not saying theirs.
+    unit_unstated: bool = False
 
 
 def _gather(
@@ -766,23 +798,30 @@ def _gather(
         return _Gathered(list(measurements))
     if table is not None:
         found = read_table(table, unit=unit)
-        return _Gathered(found if stat == "median" else [_reduced(m, stat) for m in found])
+        reduced = found if stat == "median" else [_reduced(m, stat) for m in found]
+        return _Gathered(reduced, unit_unstated=True)
     if baseline is None and candidate is None:
         return None
     if baseline is None or candidate is None:
         raise MeasurementError("give both baseline and candidate timings")
     base = _timings_of(baseline, "baseline", unit, stat)
     cand = _timings_of(candidate, "candidate", unit, stat)
+    if base.form != cand.form and not set(base.times) & set(cand.times):
+        raise MeasurementError(
+            f"the baseline is {base.form} and the candidate {cand.form}, with no "
+            "configuration in common: time both sides with the same tool and configurations"
+        )
+    _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
     for message in (*base.warnings, *cand.warnings):
         warnings.warn(message, TimingsWarning, stacklevel=4)
     protocol = {**base.protocol, **cand.protocol}
-    _same_configurations(base.times, cand.times)
     if base.summary or cand.summary:
         return _Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
+    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS
     if stat != "median":  # the old reduction: one number a side, no interval
-        reduced = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
-        return _Gathered(pair_timings(*reduced), protocol)
-    return _Gathered(pair_samples(base.times, cand.times), protocol)
+        one = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
+        return _Gathered(pair_timings(*one), protocol, unit_unstated=unstated)
+    return _Gathered(pair_samples(base.times, cand.times), protocol, unit_unstated=unstated)
 
 
 def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:

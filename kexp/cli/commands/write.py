@@ -44,6 +44,28 @@ def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
         click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
 
 
+def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
+    """What ``kexp add`` prints of an experiment scored from timings: as any write,
+    then the score it computed, its interval and outcome, and what to do when the
+    interval holds 1 (a round more narrows it)."""
+    if as_json:
+        # lazy: one command's library, loaded when that command runs
+        from kexp.output.export import measured_record
+
+        echo_json(measured_record(exp))
+        return
+    _report_written(exp, "recorded", as_json)
+    # lazy: one command's library, loaded when that command runs
+    from kexp.core.advice import REMEASURE
+
+    interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
+    line = f"  score {exp.score:.4f}{interval}: {exp.outcome}"
+    low, high = exp.score_ci or (0.0, 0.0)
+    if exp.outcome == "marginal" and low <= 1 <= high and low < high:
+        line += f", within noise: {REMEASURE.say(id=exp.id)} pools another round"
+    click.echo(line)
+
+
 # --- add -----------------------------------------------------------------------------
 
 
@@ -318,7 +340,10 @@ def add(
         unit=unit,
         keep_samples=keep_samples,
     )
-    _report_written(exp, "recorded", as_json)
+    if baseline is not None or table is not None:
+        _report_measured(exp, as_json)
+    else:
+        _report_written(exp, "recorded", as_json)
 
 
 # --- remeasure -----------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""Checks of timings before they are recorded: what a careful engineer would catch.
+
+* :func:`check_round_scale`: a new round of :func:`kexp.measure.record.remeasure` whose
+  times are many times those of the earlier rounds (``Settings.remeasure_scale_above``:
+  a round written in milliseconds read as microseconds, or other code) is refused,
+  naming the unit that would make them agree, before it is pooled and the
+  experiment's score is lost in it.
+* :func:`unit_hint`: timings of a file that does not say its unit, every one near
+  zero as read: milliseconds (do_bench's) read as microseconds, most likely.
+* :func:`resolution_hint`: a configuration whose repeated timings are all one value
+  (a kernel shorter than the timer's resolution): its interval of no width claims a
+  precision the timings do not have.
+* :func:`samples_too_large`: an experiment refused as too large because of its raw
+  samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
+  such, with what to do, instead of "move large logs out of the experiment".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+from kexp.core.advice import UNIT_GIVEN
+from kexp.core.errors import MeasurementError, ValidationError
+from kexp.format.suspect import UNIT_TO_US
+from kexp.measure.timings import csv_times, plain_json
+
+Sides = tuple[Sequence[float], Sequence[float]]
+
+
+def _unit_that_fits(ratio: float, unit: str) -> str | None:
+    """The unit in which times read as ``unit`` would be ``1 / ratio`` times as large
+    (within 30 %), if one is."""
+    given = UNIT_TO_US.get(unit)
+    if given is None:
+        return None
+    for name, factor in UNIT_TO_US.items():
+        if name != unit and abs(math.log(factor / given * ratio)) < math.log(1.3):
+            return name
+    return None
+
+
+def check_round_scale(
+    exp_id: str,
+    earlier: Mapping[str, Sides],
+    new: Mapping[str, Sides],
+    unit: str,
+    limit: float,
+) -> None:
+    """Refuse a new round whose median time of a configuration (either side) is more
+    than ``limit`` times that of the earlier rounds, or less than its inverse (the
+    setting ``remeasure_scale_above``): pooled, it would make the score and its
+    interval meaningless. ``earlier`` and ``new`` hold (baseline, candidate) samples in
+    microseconds per configuration; ``unit`` is the unit the new round was read in."""
+    worst: tuple[float, str, str, float, float] | None = None
+    for config, sides in new.items():
+        if config not in earlier:
+            continue
+        pairs = zip(("baseline", "candidate"), sides, earlier[config], strict=True)
+        for name, now, before in pairs:
+            if not now or not before:
+                continue
+            old, found = statistics.median(before), statistics.median(now)
+            ratio = found / old
+            if worst is None or abs(math.log(ratio)) > abs(math.log(worst[0])):
+                worst = (ratio, config, name, found, old)
+    if worst is None or 1 / limit <= worst[0] <= limit:
+        return
+    ratio, config, side, found, old = worst
+    # two figures: about 1000 times, 1/3.5 of
+    size = f"{_two_figures(ratio)} times" if ratio > 1 else f"1/{_two_figures(1 / ratio)} of"
+    fits = _unit_that_fits(ratio, unit)
+    if fits is not None:
+        advice = (
+            f"read in {fits} instead of {unit} they agree: give the unit {fits} "
+            f"({UNIT_GIVEN.say(unit=fits)}; unit='{fits}' in Python)"
+            + ("; triton's do_bench returns milliseconds" if fits == "ms" else "")
+            + " (if the earlier rounds were read in the wrong unit, record the experiment "
+            "again)"
+        )
+    else:
+        advice = "check that the new round timed the same kernels and configurations"
+    raise MeasurementError(
+        f"the new round's times are {size} those of the earlier rounds of {exp_id} "
+        f"({config}, {side}: median {found:.4g} us now, {old:.4g} us before): {advice}; "
+        "nothing was changed"
+    )
+
+
+def _two_figures(value: float) -> str:
+    """``value`` to two significant figures, as a plain number (1000, 3.5)."""
+    return f"{float(f'{value:.2g}'):g}"
+
+
+def samples_too_large(error: ValidationError, samples: str, *, pooled: bool = False) -> None:
+    """Raise a :class:`MeasurementError` saying what to do when ``error`` refused an
+    experiment as too large (``file-too-large``) and its ``## Samples`` section
+    (``samples``) takes most of it; otherwise return. ``pooled``: the samples are
+    the rounds of a remeasure."""
+    too_large = [p for p in error.problems if p.code == "file-too-large"]
+    if not too_large or not samples:
+        return
+    size = len(samples.encode("utf-8"))
+    if pooled:
+        advice = (
+            "its rounds cannot be pooled in one file; record the new round as an experiment "
+            "of its own without raw samples (keep_samples=False, the no-samples option)"
+        )
+    else:
+        advice = (
+            "record it without them (keep_samples=False, the no-samples option: the "
+            "medians, counts and the interval are kept; kexp remeasure cannot pool with "
+            "them), or time fewer "
+            "rounds (pytest-benchmark: --benchmark-max-time=0.1)"
+        )
+    raise MeasurementError(
+        f"the raw samples take {size:,} bytes: {too_large[0].message}; {advice}; "
+        "nothing was written"
+    ) from None
+
+
+#: The forms of timings (:attr:`kexp.measure.timings.Timings.form`) read in the unit
+#: given, the file not stating one: plain JSON, a CSV, dicts given in Python.
+UNSTATED_UNIT_FORMS = frozenset({plain_json.NAME, csv_times.NAME, "timings given in Python"})
+#: The units from the smallest up, as the unit option takes them.
+UNITS = ("ns", "us", "ms", "s")
+
+
+def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None:
+    """What to say when some of ``times`` (medians in microseconds, read from a file
+    in ``unit``, a unit the file does not state) are below ``near_zero`` microseconds,
+    too short for a kernel: that they may be in the next larger unit, and how to say
+    so."""
+    if not times or min(times) >= near_zero or unit not in UNITS[:-1]:
+        return None
+    larger = UNITS[UNITS.index(unit) + 1]
+    return (
+        f"times as short as {min(times):.4g} us as read in {unit}, the unit the files do "
+        f"not state: if they are {larger}"
+        + (" (triton's do_bench returns milliseconds)" if larger == "ms" else "")
+        + f", the results hold times 1000x too short: remove the experiment (kexp rm) and "
+        f"record them again in the unit {larger} (unit='{larger}')"
+    )
+
+
+def resolution_hint(samples: Mapping[str, Sides]) -> str | None:
+    """What to say when a configuration's repeated timings (``samples``: baseline and
+    candidate samples per configuration) are one value a side, 3 or more each: the
+    timer's resolution hides the kernel's noise, and the score's interval has no
+    width for it."""
+    flat = [
+        config
+        for config, sides in samples.items()
+        if all(len(side) >= 3 and len(set(side)) == 1 for side in sides)
+    ]
+    if not flat:
+        return None
+    config = flat[0]
+    base, cand = (side[0] for side in samples[config])
+    more = f" (and {len(flat) - 1} more configuration(s))" if len(flat) > 1 else ""
+    return (
+        f"{config}: every baseline timing is {base:g} us and every candidate timing "
+        f"{cand:g} us{more}: the timer's resolution is coarser than the kernel's noise, "
+        "so the interval's width says nothing of it; time several launches per sample "
+        "(a longer do_bench rep, CUDA events around a loop) or a larger problem"
+    )
