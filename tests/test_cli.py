@@ -517,7 +517,7 @@ def test_lessons_grouped_with_key_insights(
     )
     make_experiment(is_buggy=True, error_message="NaN", score=0.0, change_summary="Bad - NaN")
     data = json.loads(kexp(repo, "lessons", "--json").stdout)
-    assert list(data) == ["buggy", "regression", "marginal", "interference"]
+    assert list(data) == ["buggy", "failed", "regression", "marginal", "interference"]
     assert [x["change_summary"] for x in data["buggy"]] == ["Bad - NaN"]
     assert [x["key_insight"] for x in data["regression"]] == ["LDS bank conflicts"]
     assert data["marginal"] == []
