@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from test_sync import clone, make_remote
 
-from kexp import Store
+from kexp import Store, ValidationError
 
 
 def _record(root: Path, **fields: object) -> str:
@@ -435,3 +435,44 @@ def test_review_says_when_a_correction_dethrones_the_operators_best(tmp_path: Pa
     (change,) = data["summary"]["best_changes"]
     assert (change["before_id"], change["after_id"]) == (step, wide)
     assert change["after_cumulative"] == pytest.approx(1.1 * 1.19)
+
+
+def test_conflict_markers_in_a_section_are_a_merge_conflict_in_every_read(
+    tmp_path: Path,
+) -> None:
+    """Two agents rewrote the same experiment's key insight; the merge stopped on the
+    description, the front-matter untouched. The file was valid to kexp (its markers in
+    the Markdown body), so ``git commit -a`` then ``kexp sync`` published them. Now
+    ``kexp validate`` names the conflict at its ``<<<<<<<`` line, a query skips the file
+    with that error, and a write refuses such text."""
+    remote, _ = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    exp_id = _record(lead, change_summary="Unroll 4 - +20%", score=1.2)
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "seed")
+    git(lead, "push", "-q", "origin", "main")
+    other = clone(remote, tmp_path / "other")
+    for root, insight in ((other, "registers bound it"), (lead, "the loop trip count bounds it")):
+        path = next((root / "experiments").rglob(f"{exp_id}-*.md"))
+        path.write_text(path.read_text().replace("unrolling helps", insight), encoding="utf-8")
+        git(root, "commit", "-q", "-am", insight)
+    git(other, "push", "-q", "origin", "main")
+    git(lead, "fetch", "-q")
+    merged = subprocess.run(["git", "merge", "-q", "origin/main"], cwd=lead, capture_output=True)
+    assert merged.returncode != 0
+    conflicted = next((lead / "experiments").rglob(f"{exp_id}-*.md"))
+    text = conflicted.read_text()
+    front_matter_end = text.index("\n---\n", 4)
+    marker = text.index("<<<<<<<")
+    assert marker > front_matter_end  # the conflict is in the body alone
+    marker_line = text[:marker].count("\n") + 1
+    name = conflicted.relative_to(lead).as_posix()
+    done = run_kexp("validate", cwd=lead)
+    assert done.returncode == 1, done.stdout
+    assert f"{name}:{marker_line}:1: error[merge-conflict]" in done.stdout, done.stdout
+    top = run_kexp("top", cwd=lead)
+    assert "merge-conflict" in top.stderr and exp_id[:10] not in top.stdout
+    pasted = "**Key insight**:\n<<<<<<< HEAD\nregisters\n=======\ntrip count\n>>>>>>> main\n"
+    with pytest.raises(ValidationError, match="merge conflict"):
+        Store(lead).create_experiment(**experiment_fields(detailed_description=pasted))
+    assert conflicted.read_text() == text

@@ -37,7 +37,15 @@ from kexp.core.model import (
 )
 from kexp.core.problems import Problem
 from kexp.format.fastpath import read_simple_front_matter
-from kexp.format.yamlio import YamlMapping, YamlReadError, read_mapping, render_field
+from kexp.format.yamlio import (
+    CONFLICT_HINT,
+    CONFLICT_MESSAGE,
+    YamlMapping,
+    YamlReadError,
+    conflict_marker_line,
+    read_mapping,
+    render_field,
+)
 
 VERBATIM_INFO = "kexp-verbatim"
 DIFF_INFO = "diff"
@@ -247,6 +255,11 @@ def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = Fals
     """
     path = str(path)
     text = decode(data, path) if isinstance(data, bytes) else data
+    conflict = conflict_marker_line(text) if "<<<<<<<" in text else None
+    if conflict is not None:  # a merge stopped on this file: anywhere, not only in YAML
+        raise FileFormatError(
+            _problem(path, conflict + 1, 1, "merge-conflict", CONFLICT_MESSAGE, CONFLICT_HINT)
+        )
     lines = split_lines(text)
     if not lines or lines[0].rstrip("\r\n").rstrip(" \t") != "---":
         raise FileFormatError(

@@ -93,8 +93,8 @@ def quick_fields(
             text = text.replace("\r\n", "\n")
     else:
         text = data
-    if "\r" in text or not text.startswith("---\n"):
-        return None
+    if "\r" in text or not text.startswith("---\n") or "<<<<<<<" in text:
+        return None  # (git's conflict markers: the full check says where)
     close = text.find("\n---", 3)  # the newline before the closing '---'
     if close < 0:
         return None

@@ -313,6 +313,10 @@ def _build(root: yaml.MappingNode, string_fields: frozenset[str], first_line: in
     return result
 
 
+#: What a file that still holds git's conflict markers is.
+CONFLICT_MESSAGE = (
+    "unresolved merge conflict: git's <<<<<<< ======= >>>>>>> lines are still in the file"
+)
 #: How to settle a file that still holds git's conflict markers.
 CONFLICT_HINT = (
     "keep the right version of the lines between <<<<<<< and >>>>>>> and delete the "
@@ -342,10 +346,7 @@ def _syntax_issue(exc: yaml.MarkedYAMLError, text: str, first_line: int) -> Yaml
     if conflict is not None:
         # git's conflict markers, left by a merge: YAML only sees a key without ':'.
         return YamlIssue(
-            conflict, 0, "merge-conflict", "",
-            "unresolved merge conflict: git's <<<<<<< ======= >>>>>>> lines are still in "
-            "the file",
-            CONFLICT_HINT,
+            conflict, 0, "merge-conflict", "", CONFLICT_MESSAGE, CONFLICT_HINT,
         )  # fmt: skip
     mark = exc.problem_mark or exc.context_mark
     if exc.context and exc.context.startswith("while scanning") and exc.context_mark:
