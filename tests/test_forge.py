@@ -21,17 +21,23 @@ def _record(root: Path, **fields: object) -> str:
     return Store(root).create_experiment(**experiment_fields(**fields)).id
 
 
-def _conflicting_clones(tmp_path: Path) -> tuple[Path, Path, str]:
-    """Two clones of one remote whose ``main`` each corrected the score of the same
-    experiment; the first pushed, the second merged and stopped on the conflict. Returns
-    (the second clone, its conflicted file, the experiment's id)."""
+def _two_clones(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Two clones of one remote holding one experiment, pushed by the first. Returns
+    (the first clone, the second, the experiment's id)."""
     remote, _ = make_remote(tmp_path)
     lead = clone(remote, tmp_path / "lead")
     exp_id = _record(lead, change_summary="Unroll 4 - +20%", score=1.2)
     git(lead, "add", "experiments")
     git(lead, "commit", "-q", "-m", "seed")
     git(lead, "push", "-q", "origin", "main")
-    other = clone(remote, tmp_path / "other")
+    return lead, clone(remote, tmp_path / "other"), exp_id
+
+
+def _conflicting_clones(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Two clones of one remote whose ``main`` each corrected the score of the same
+    experiment; the first pushed, the second merged and stopped on the conflict. Returns
+    (the second clone, its conflicted file, the experiment's id)."""
+    lead, other, exp_id = _two_clones(tmp_path)
     run_kexp("update", exp_id, "--set", "score=1.22", cwd=other)
     git(other, "commit", "-q", "-am", "other: 1.22")
     git(other, "push", "-q", "origin", "main")
@@ -445,13 +451,7 @@ def test_conflict_markers_in_a_section_are_a_merge_conflict_in_every_read(
     the Markdown body), so ``git commit -a`` then ``kexp sync`` published them. Now
     ``kexp validate`` names the conflict at its ``<<<<<<<`` line, a query skips the file
     with that error, and a write refuses such text."""
-    remote, _ = make_remote(tmp_path)
-    lead = clone(remote, tmp_path / "lead")
-    exp_id = _record(lead, change_summary="Unroll 4 - +20%", score=1.2)
-    git(lead, "add", "experiments")
-    git(lead, "commit", "-q", "-m", "seed")
-    git(lead, "push", "-q", "origin", "main")
-    other = clone(remote, tmp_path / "other")
+    lead, other, exp_id = _two_clones(tmp_path)
     for root, insight in ((other, "registers bound it"), (lead, "the loop trip count bounds it")):
         path = next((root / "experiments").rglob(f"{exp_id}-*.md"))
         path.write_text(path.read_text().replace("unrolling helps", insight), encoding="utf-8")
