@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from kexp.core.advice import UNIT_GIVEN
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.format.suspect import UNIT_TO_US
-from kexp.measure.timings import csv_times, plain_json
+from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
 
 Sides = tuple[Sequence[float], Sequence[float]]
 
@@ -122,7 +122,7 @@ def samples_too_large(error: ValidationError, samples: str, *, pooled: bool = Fa
 
 #: The forms of timings (:attr:`kexp.measure.timings.Timings.form`) read in the unit
 #: given, the file not stating one: plain JSON, a CSV, dicts given in Python.
-UNSTATED_UNIT_FORMS = frozenset({plain_json.NAME, csv_times.NAME, "timings given in Python"})
+UNSTATED_UNIT_FORMS = frozenset({plain_json.NAME, csv_times.NAME, IN_PYTHON})
 #: The units from the smallest up, as the unit option takes them.
 UNITS = ("ns", "us", "ms", "s")
 

@@ -66,6 +66,9 @@ FORMATS = (
     "csv_times",
 )
 
+#: The form of timings given in Python (a mapping), not read from a file.
+IN_PYTHON = "timings given in Python"
+
 
 def readers() -> list[ModuleType]:
     """The reader modules, in the order of :data:`FORMATS`."""
@@ -126,7 +129,7 @@ def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -
         repetitions = single_value(runs)
         if repetitions is not None:
             protocol["repetitions"] = repetitions
-    return Timings(times, "timings given in Python", protocol)
+    return Timings(times, IN_PYTHON, protocol)
 
 
 def profiling_info(text: str, source: str = "<profiling info>") -> str:
