@@ -280,3 +280,65 @@ def test_normalizing_a_code_change_equals_the_rule_applied_line_by_line(
 ) -> None:
     text = newline.join(lines)
     assert normalize_code_change(text) == _normalized_line_by_line(text)
+
+
+def _shingles_hunk_by_hunk(normalized: str) -> frozenset[int]:
+    """shingles_of_normalized as first written (the hunks made, then every line of each
+    through the line rule): the reference the library's faster form must equal."""
+    import zlib
+
+    from kexp.storage.dedupe import MIN_PLAIN_CHARS, line_shingle
+
+    if not normalized:
+        return frozenset()
+    changed = any(line[:1] in ("+", "-") for line in normalized.split("\n"))
+    if not changed and len(normalized) < MIN_PLAIN_CHARS:
+        return frozenset()
+    hunks: list[list[str]] = [[]]
+    for line in normalized.split("\n"):
+        if line == "@@":
+            hunks.append([])
+        else:
+            hunks[-1].append(line)
+    if not changed:
+        hunks = [[f" {line}" for hunk in hunks for line in hunk]]
+    else:
+        hunks = [
+            [line if line[:1] in ("+", "-", " ") else f" {line}" for line in hunk]
+            for hunk in hunks
+            if hunk
+        ]
+    found: set[int] = set()
+    for hunk in hunks:
+        previous: int | None = None
+        for line in hunk:
+            shingle = line_shingle(line)
+            if shingle is None:
+                continue
+            found.add(shingle)
+            if previous is not None:
+                found.add(zlib.crc32(b"%d %d" % (previous, shingle)))
+            previous = shingle
+    return frozenset(found)
+
+
+_CODE_LINES = st.sampled_from(
+    ["+  acc += x[i];", "-  acc = 0;", "   sum += v[j] * w[j];", "@@", "+", "-", " ", "",
+     "+ for (int i = 0; i < n; ++i) {", "- }", "} else {", "+ x", "  y = f(z);", " @@ ",
+     "return a->b + c.d;", "+#pragma unroll 4", "-__syncthreads();", "plain words here too"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_CODE_LINES, max_size=16), st.booleans())
+def test_shingles_equal_the_rule_applied_hunk_by_hunk(lines: list[str], normal: bool) -> None:
+    from kexp.storage.dedupe import is_matchable, shingles_of_normalized
+
+    text = "\n".join(lines)
+    if normal:  # as the library calls it; else any text at all
+        text = normalize_code_change(text)
+    assert shingles_of_normalized(text) == _shingles_hunk_by_hunk(text)
+    assert is_matchable(text) == (
+        bool(text)
+        and (any(line[:1] in ("+", "-") for line in text.split("\n")) or len(text) >= 40)
+    )

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import re
 import zlib
 from collections.abc import Iterable
@@ -127,11 +128,14 @@ def normalize_code_change(text: str) -> str:
 
 
 def is_matchable(normalized: str) -> bool:
-    """Whether a normalised code change is a real change (not a placeholder)."""
-    if not normalized:
-        return False
-    changed = any(line[:1] in ("+", "-") for line in normalized.split("\n"))
-    return changed or len(normalized) >= MIN_PLAIN_CHARS
+    """Whether a normalised code change is a real change (not a placeholder): a line
+    added or removed, or at least :data:`MIN_PLAIN_CHARS` characters."""
+    return bool(normalized) and (
+        normalized[0] in "+-"
+        or "\n+" in normalized
+        or "\n-" in normalized
+        or len(normalized) >= MIN_PLAIN_CHARS
+    )
 
 
 _CODE_TOKEN = re.compile(
@@ -159,27 +163,12 @@ KEPT_IDENTIFIERS = frozenset(
 MIN_LINE_TOKENS = 3
 
 
-def _hunks(normalized: str) -> list[list[str]]:
-    """The lines of each hunk of a normalised code change, each starting with its sign
-    (``+``, ``-`` or `` `` for context; every line as context in one hunk when nothing
-    is marked added or removed)."""
-    hunks: list[list[str]] = [[]]
-    for line in normalized.split("\n"):
-        if line == "@@":
-            hunks.append([])
-        else:
-            hunks[-1].append(line)
-    if not any(line[:1] in ("+", "-") for hunk in hunks for line in hunk):
-        return [[f" {line}" for hunk in hunks for line in hunk]]
-    return [
-        [line if line[:1] in ("+", "-", " ") else f" {line}" for line in hunk]
-        for hunk in hunks
-        if hunk
-    ]
+#: The first characters of a line of a hunk kept as they are (else the line is context).
+_SIGNS = ("+", "-", " ")
 
 
 @functools.lru_cache(maxsize=8192)
-def _line_shingle(line: str) -> int | None:
+def line_shingle(line: str) -> int | None:
     """One changed line as a shingle: the CRC-32 of its sign and tokens, variables
     renamed by order of first appearance in the line (None for a line too short)."""
     tokens = _CODE_TOKEN.findall(line, 1)
@@ -209,20 +198,29 @@ def code_shingles(code_change: str) -> frozenset[int]:
 
 def shingles_of_normalized(normalized: str) -> frozenset[int]:
     """:func:`code_shingles` of a code change already normalised
-    (:func:`normalize_code_change`)."""
+    (:func:`normalize_code_change`): every line through :func:`line_shingle` (a line
+    without a sign as context), and each pair of consecutive shingles within a hunk
+    (``@@`` lines part hunks when some line is added or removed; else the whole change
+    is one hunk of context)."""
     if not is_matchable(normalized):
         return frozenset()
-    found: set[int] = set()
-    for hunk in _hunks(normalized):
-        previous: int | None = None
-        for line in hunk:
-            shingle = _line_shingle(line)
-            if shingle is None:
-                continue
-            found.add(shingle)
-            if previous is not None:
-                found.add(zlib.crc32(b"%d %d" % (previous, shingle)))
-            previous = shingle
+    lines = normalized.split("\n")
+    signed = normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized
+    if signed:  # a hunk's border: -1; a line kept as it is when it has a sign
+        shingles = [
+            -1 if line == "@@" else line_shingle(line if line[:1] in _SIGNS else " " + line)
+            for line in lines
+        ]
+    else:
+        shingles = [line_shingle(" " + line) for line in lines if line != "@@"]
+    held = [shingle for shingle in shingles if shingle is not None]
+    found = set(held)
+    found.discard(-1)
+    found.update(
+        zlib.crc32(b"%d %d" % pair)
+        for pair in itertools.pairwise(held)
+        if pair[0] >= 0 and pair[1] >= 0
+    )
     return frozenset(found)
 
 
