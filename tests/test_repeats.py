@@ -165,3 +165,74 @@ def test_the_identical_repeats_a_create_is_warned_of_are_the_files(
             assert kinds == {RemeasureWarning}
         elif truth:
             assert kinds == {RepeatedChangeWarning}
+
+
+def test_a_first_write_after_a_clone_reads_each_file_once_for_its_docs(
+    make_experiment: Callable[..., KernelExperiment], store: Store, repo: Path
+) -> None:
+    """The first write after a clone makes the doc (code key, shingles) of every
+    committed file from the bytes its listing read, not from a second read of each;
+    held equal to the docs a query makes by reading the files (the plain path), and to
+    the truth of each file's code change. A file git does not hold is read again (its
+    words are kept in its doc)."""
+    import shutil
+
+    from conftest import git
+
+    from kexp.storage.dedupe import code_key
+    from kexp.storage.retrieval import searching
+    from kexp.storage.sources import WorkingTree
+
+    changes = [
+        DIFF,
+        DIFF,
+        DIFF.replace("x", "acc"),
+        "N/A",
+        *(f"+  int v{n} = {n};" for n in range(6)),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        made = [make_experiment(code_change=change, base_commit=BASE) for change in changes]
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "experiments")
+        loose = make_experiment(code_change="+  int loose = 1;", base_commit=BASE)
+    made.append(loose)
+
+    def docs() -> tuple[dict[bytes, bytes], dict[str, list[bytes]]]:
+        keys = [row.key for row in store.found().local]
+        cache = store.open_cache()
+        try:
+            codes = {
+                e.id: sorted(cache.code_keys(bytes.fromhex(k)))
+                for e in made
+                if (k := code_key(e.code_change))
+            }
+            return cache.shingles_of(keys), codes
+        finally:
+            cache.close()
+
+    reads: list[str] = []
+    plain_read = WorkingTree.bytes_found
+
+    def counted(self: WorkingTree, items: list[tuple[str, bytes]], settings: object) -> object:
+        reads.extend(path for path, _ in items)
+        return plain_read(self, items, settings)  # type: ignore[arg-type]
+
+    shutil.rmtree(repo / ".kexp")  # as after a clone
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WorkingTree, "bytes_found", counted)
+        assert _identical(store, DIFF) == [made[0].id, made[1].id]
+    assert [Path(path).name for path in reads] == [loose.path.name]  # type: ignore[union-attr]
+    from_the_listing = docs()
+
+    shutil.rmtree(repo / ".kexp")
+    with searching(store, texts=False):
+        pass
+    assert docs() == from_the_listing
+    shingles, codes = from_the_listing
+    assert len(shingles) == len(made)
+    for experiment in made:
+        key = code_key(experiment.code_change)
+        assert key is None or len(codes[experiment.id]) == sum(
+            code_key(e.code_change) == key for e in made
+        )
