@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, experiment_fields
-from reportcheck import truth
+from reportcheck import scored, truth
 from test_report import HOSTILE, hostile_store
 
 from kexp import KernelExperiment, Store
@@ -310,3 +310,119 @@ def test_a_link_to_an_experiment_shows_that_experiment_only(
     page.page.screenshot(path=str(ARTIFACTS / "shared-page-child.png"))
     everything = open_page(site / "e" / "abc.html", "shared-page-all")
     assert everything.eval(visible) == [e.id for e in made]
+
+
+#: The overview's table of operators, as a reader sees it: per row, the operator's name
+#: and how many lines it takes, and the text of each column by its header.
+_OPERATOR_ROWS = """() => {
+  const table = document.getElementById('operators');
+  const headers = Array.from(table.tHead.rows[0].cells).map(c => c.textContent.trim());
+  return Array.from(table.tBodies[0].rows).map(row => {
+    const link = row.cells[0].querySelector('a');
+    const cells = {};
+    headers.forEach((h, i) => { cells[h] = row.cells[i]; });
+    const mix = cells['experiments'].querySelector('.mix');
+    return {
+      name: link.title || link.textContent,
+      lines: link.getClientRects().length,
+      experiments: cells['experiments'].firstChild.textContent.trim(),
+      best: cells['best cumulative'] ? cells['best cumulative'].textContent.trim() : '',
+      said: mix ? mix.innerText.trim() : '',
+      tooltip: mix && mix.querySelector('svg title') ?
+        mix.querySelector('svg title').textContent : '',
+      segments: mix ? Array.from(mix.querySelectorAll('rect.seg')).map(r =>
+        r.getAttribute('class').split(' ').find(c => c.startsWith('o-')).slice(2)) : [],
+    };
+  });
+}"""
+#: What the report counts, in its order: the outcomes, then the A/A controls.
+_COUNTED = (
+    "improvement",
+    "marginal",
+    "regression",
+    "interference",
+    "buggy",
+    "failed",
+    "pending",
+    "control",
+)
+_LONG_OPERATOR = "csrc/attention/paged_attention_v2_kernels.cu: paged_attention_v2_reduce_kernel"
+
+
+def _every_outcome(store: Store) -> None:
+    """Three operators, one with an experiment of every outcome and an A/A control."""
+
+    def make(**fields: Any) -> KernelExperiment:
+        return store.create_experiment(**experiment_fields(**fields))
+
+    first = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
+    a = make(operator_sig=first, score=1.1, change_summary="Base - +10%")
+    b = make(operator_sig=first, score=1.2, change_summary="Other - +20%")
+    # both combined, 1.1 * 1.05 = 1.155 below 1.2: interference
+    make(operator_sig=first, score=1.05, pid=a.id, combines=[a.id, b.id], change_summary="Both")
+    make(operator_sig=first, score=1.0, pid=b.id, change_summary="Same - 0%")
+    make(operator_sig=first, score=0.9, pid=b.id, change_summary="Slower - -10%")
+    make(
+        operator_sig=first,
+        score=0.0,
+        is_buggy=True,
+        error_message="crash",
+        change_summary="Wrong - x",
+    )
+    make(operator_sig=first, score=0.0, status="timeout", change_summary="Hung - x")
+    make(operator_sig=first, score=0.0, status="new", change_summary="Queued - x")
+    make(operator_sig=first, score=1.003, tags=["control"], change_summary="A/A - control")
+    for number in range(3):
+        make(
+            operator_sig=_LONG_OPERATOR,
+            score=1.0 + number / 20,
+            dtype_sig="fp8",
+            change_summary=f"Long {number} - x",
+        )
+    make(operator_sig="t.py: gamma", score=0.95, change_summary="Gamma - -5%")
+
+
+@pytest.mark.parametrize("width", [1200, 800])
+def test_the_operators_table_reads_at_a_laptops_width(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened], width: int
+) -> None:
+    """Each operator's name on one or two lines, no table wider than the window, and its
+    outcomes as one bar whose tooltip and text give the counts the files hold."""
+    _every_outcome(store)
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    facts = truth(store.root)
+    page = open_page(site / "index.html", f"operators-{width}")
+    page.page.set_viewport_size({"width": width, "height": 900})
+    page.page.locator("#operators").screenshot(path=str(ARTIFACTS / f"operators-{width}.png"))
+    rows = page.eval(_OPERATOR_ROWS)
+    assert [row["name"] for row in rows] == sorted({f["operator_sig"] for f in facts.values()})
+    for row in rows:
+        assert 1 <= row["lines"] <= 2, row
+    if width >= 1200:  # narrower, the frontier's long cells may widen the page
+        assert page.eval("document.documentElement.scrollWidth") <= width
+    assert page.eval("document.getElementById('operators').getBoundingClientRect().right") <= width
+    for row in rows:
+        mine = [f for f in facts.values() if f["operator_sig"] == row["name"]]
+        counted = ["control" if "control" in (f.get("tags") or []) else f["outcome"] for f in mine]
+        expected = [(o, counted.count(o)) for o in _COUNTED if counted.count(o)]
+        assert row["experiments"] == str(len(mine))
+        said = ", ".join(f"{o} {n}" for o, n in expected)
+        assert row["said"] == said and row["tooltip"] == said  # the counts as text
+        assert row["segments"] == [o for o, _ in expected]  # one segment per outcome there
+        best = max(f["cumulative"] for f in mine if scored(f) and f["cumulative"] is not None)
+        assert row["best"] == f"{best:.4f}"
+    legend = page.eval("document.querySelector('.legend.mix').textContent")
+    assert all(outcome in legend for outcome in _COUNTED)
+    page.page.locator("#operators thead th", has_text="experiments").click()
+    assert [row["experiments"] for row in page.eval(_OPERATOR_ROWS)] == ["1", "3", "9"]
+    # narrower than the table: it scrolls in its own box, the page around it does not
+    page.page.set_viewport_size({"width": 480, "height": 900})
+    page.page.screenshot(path=str(ARTIFACTS / f"operators-{width}-then-480.png"))
+    assert (
+        page.eval(
+            "document.getElementById('operators').parentElement.getBoundingClientRect().right"
+        )
+        <= 480
+    )
+    assert page.errors == []

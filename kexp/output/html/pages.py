@@ -249,6 +249,16 @@ def _counts_line(counts: dict[str, int]) -> str:
     )
 
 
+def _mix(counts: dict[str, int]) -> str:
+    """Outcomes at a glance: a small stacked bar, with the counts as its tooltip and as
+    text (read aloud, found by the filter, not shown)."""
+    said = ", ".join(f"{outcome} {count:,}" for outcome, count in counts.items() if count)
+    return (
+        f'<span class="mix">{svg.outcome_mix(list(counts.items()), said)}'
+        f'<span class="said">{text(said)}</span></span>'
+    )
+
+
 def _filters_text(filters: dict[str, Any]) -> str:
     if not filters:
         return "all experiments"
@@ -296,8 +306,7 @@ def overview_page(site: Site) -> str:
         operator_rows.append(
             [
                 site.operator_link(operator, root),
-                f"{len(members):,}",
-                *(f"{op_counts[o]:,}" for o in COUNTED),
+                f"{len(members):,} {_mix(op_counts)}",
                 cumulative_text(tip) if tip is not None else "—",
                 f"{never_by_operator.get(operator, 0):,}",
             ]
@@ -305,14 +314,20 @@ def overview_page(site: Site) -> str:
     parts += [
         "<h2>Operators</h2>",
         "<p>Each operator's page has its score over the iterations, its lineage, the "
-        "speedup per configuration and its lessons.</p>",
+        "speedup per configuration and its lessons. Beside the number of its experiments, "
+        "each outcome's share of them (the counts as the bar's tooltip).</p>",
+        '<p class="legend mix">'
+        + " ".join(f'<span><span class="key o-{o}"></span>{o}</span>' for o in COUNTED)
+        + "</p>",
         filter_box("operators", "filter operators"),
+        '<div class="wide">',
         table(
-            ["operator", "experiments", *COUNTED, "best cumulative", "cells never improved"],
+            ["operator", "experiments", "best cumulative", "cells never improved"],
             operator_rows,
             table_id="operators",
-            numeric=tuple(range(1, 11)),
+            numeric=(1, 2, 3),
         ),
+        "</div>",
     ]
     frontier_rows = []
     for cell in cells:

@@ -9,7 +9,8 @@
   ends ringed;
 * :func:`heatmap`: per-configuration speedups, one row per configuration, one column
   per experiment that records them;
-* :func:`outcome_bar`: counts by outcome as one stacked bar.
+* :func:`outcome_bar`: counts by outcome as one stacked bar;
+* :func:`outcome_mix`: the same, small, for one row of a table.
 
 Every marker is a link to its experiment's page with a tooltip (``<title>``), up to
 :data:`MAX_LINKED` markers in a chart; past that (an operator of thousands of
@@ -438,6 +439,36 @@ def outcome_bar(counts: Sequence[tuple[str, int]], *, width: int = 960) -> str:
         out.append(
             f'<rect class="seg o-{text(outcome)}" x="{_f(x)}" y="2" width="{_f(w)}" '
             f'height="24"><title>{text(outcome)}: {count:,}</title></rect>'
+        )
+        x += w
+    out.append("</svg>")
+    return "".join(out)
+
+
+#: The narrowest a segment of :func:`outcome_mix` is drawn (one experiment in
+#: thousands is still seen).
+MIX_MIN_WIDTH = 2.0
+
+
+def outcome_mix(
+    counts: Sequence[tuple[str, int]], label: str, *, width: int = 120, height: int = 12
+) -> str:
+    """Counts by outcome as one small stacked bar (a row of a table): each outcome present
+    at least :data:`MIX_MIN_WIDTH` wide, ``label`` (plain text) its tooltip. Hidden from
+    screen readers: the page says the counts as text beside it."""
+    shown = [(outcome, count) for outcome, count in counts if count > 0]
+    total = sum(count for _, count in shown) or 1
+    free = max(0.0, width - MIX_MIN_WIDTH * len(shown))
+    out = [
+        f'<svg class="chart mix" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" aria-hidden="true"><title>{text(label)}</title>'
+    ]
+    x = 0.0
+    for outcome, count in shown:
+        w = MIX_MIN_WIDTH + free * count / total
+        out.append(
+            f'<rect class="seg o-{text(outcome)}" x="{_f(x)}" y="0" width="{_f(w)}" '
+            f'height="{height}"></rect>'
         )
         x += w
     out.append("</svg>")
