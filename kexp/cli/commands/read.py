@@ -62,6 +62,19 @@ def _sorted(
 _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 
 
+def _check_sort(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--sort``: a record field, else a usage error naming the fields."""
+    if value:
+        from kexp.core.errors import KexpError
+        from kexp.output.export import check_fields
+
+        try:
+            check_fields([value.removeprefix("-")])
+        except KexpError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.command()
 @click.option(
     "-n",
@@ -152,7 +165,7 @@ def top(
 @click.command(name="list")
 @filter_options
 @refs_options
-@click.option("--sort", help=_SORT_HELP + " Default: oldest first.")
+@click.option("--sort", callback=_check_sort, help=_SORT_HELP + " Default: oldest first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @click.option(
     "-n",
@@ -179,7 +192,8 @@ def list_command(
 ) -> None:
     """Every experiment matching the filters, oldest first.
 
-    Python: kexp.Store.list_experiments(**filters).
+    Python: kexp.output.export.listed_experiments(store, sort=..., limit=..., **filters)
+    (kexp.Store.list_experiments(**filters): every match, oldest first).
 
     \b
     Examples:
@@ -187,16 +201,17 @@ def list_command(
       kexp list --sort -score -n 10 --fields id,score,change_summary
       kexp list --format csv > experiments.csv
     """
+    from kexp.output.export import listed_experiments
+
     store = get_store(ctx)
-    experiments = store.list_experiments(
+    experiments = listed_experiments(
+        store,
+        sort=sort,
+        reverse=reverse,
+        limit=limit,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
         **filters_from(params),
     )
-    if limit is not None and not sort:
-        experiments = experiments[-limit:] if limit > 0 else []
-    experiments = _sorted(experiments, sort, reverse)
-    if limit is not None and sort:
-        experiments = experiments[: max(0, limit)]
     emit_experiments(
         experiments,
         output_format=output_format,
