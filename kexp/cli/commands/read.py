@@ -277,10 +277,12 @@ def show(
     except ExperimentNotFoundError as exc:  # on a branch? say which
         raise on_other_refs(store, exp_id, exc) from None
     where = where_found(store)
+    # The id the text prints (in its advice to read the raw timings), unique in the store.
+    id_length = store.id_length_of(exp.id) if exp.samples and not brief else 0
     if not (one_field or as_json or fields):
         # Read across refs: the newest version, with where it was found and where the
         # older ones are.
-        _print_experiment(exp, brief, where(exp) if where is not None else None)
+        _print_experiment(exp, brief, where(exp) if where is not None else None, id_length)
         return
     import json
 
@@ -312,10 +314,14 @@ def show(
             else:
                 click.echo(f"{name}: {cell(exp, name)}")
         return
-    _print_experiment(exp, brief)
+    _print_experiment(exp, brief, id_length=id_length)
 
 
-def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:
+def _print_experiment(
+    exp: KernelExperiment, brief: bool, sighting: Any = None, id_length: int = 0
+) -> None:
+    """One experiment as text; ``id_length``: how many characters of its id its advice
+    prints (unique in the store: :meth:`kexp.Store.id_length_of`; 0: all of them)."""
     from kexp.core.model import SECTION_HEADINGS
 
     style = styler()
@@ -386,11 +392,10 @@ def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) 
         click.echo(clean(exp.preamble.rstrip("\n")))
     sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
     if exp.samples:
-        from kexp.core.ids import SHOWN_LENGTH
         from kexp.format.samples import describe_samples
 
         # The raw timings are for tools (kexp show ID --field samples), not for reading.
-        shown = exp.id[:SHOWN_LENGTH]
+        shown = exp.id[: id_length or None]
         summary = f"{describe_samples(exp.samples)}; kexp show {shown} --field samples"
         sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
