@@ -266,15 +266,6 @@ class StoreReader:
         """The length to print the ids of ``shown`` at: each unique among the last read's."""
         return ids.distinct_length(shown, self._ids_read())
 
-    def id_length_of(self, exp_id: str) -> int:
-        """The length to print one id at, unique among the store's ids, without a read
-        of the store: from the names of the files whose ids share its first
-        :data:`~kexp.core.ids.SHOWN_LENGTH` characters (read across refs: among the
-        last read's, as :meth:`shown_id_length`)."""
-        if self.source.places is not None:
-            return self.shown_id_length([exp_id])
-        return ids.distinct_length([exp_id], self.id_index(exp_id[: ids.SHOWN_LENGTH]))
-
     def _skip(self, path: str, error: Any, strict: bool) -> None:
         """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
         file = self.experiments_dir / path
