@@ -727,3 +727,60 @@ def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
     schema = load_schema()["properties"]["measured_against"]
     option = next(p for p in add.params if p.name == "measured_against")
     assert tuple(schema["enum"]) == MEASURED_AGAINST == tuple(option.type.choices)  # type: ignore[attr-defined]
+
+
+# --- a cumulative score prints as the product of its steps -------------------------------
+
+
+def test_a_cumulative_score_shows_its_digits_not_binary_noise(store: Store) -> None:
+    """1.1 × 1.3 is 1.4300000000000002 in binary floating point: the cumulative score,
+    its tree's delta and every output of them (the library, the command's JSON and text,
+    the export, the MCP tools) say 1.43, as a product of scores of 4 decimals is."""
+    from conftest import run_kexp
+
+    assert 1.1 * 1.3 != 1.43 and 1.1 * 1.3 * 1.05 != 1.5015  # what the test is about
+    reference = store.create_experiment(**experiment_fields(score=1.1))
+    step = store.create_experiment(**experiment_fields(
+        score=1.3, pid=reference.id, measured_against="parent",
+        change_summary="Vectorize loads - +30%"))  # fmt: skip
+    tip = store.create_experiment(**experiment_fields(
+        score=1.05, pid=step.id, measured_against="parent",
+        change_summary="Unroll by 4 - +5%"))  # fmt: skip
+    assert store.get_experiment(step.id).cumulative_score == 1.43
+    assert store.get_experiment(tip.id).cumulative_score == 1.5015
+    listed = {e.id: e.cumulative_score for e in store.list_experiments()}
+    assert listed == {reference.id: 1.1, step.id: 1.43, tip.id: 1.5015}
+    outputs = {
+        "show": run_kexp("show", tip.id, "--json", cwd=store.root).stdout,
+        "top": run_kexp("top", "--json", cwd=store.root).stdout,
+        "tree": run_kexp("tree", "--json", cwd=store.root).stdout,
+        "csv": run_kexp("export", "--format", "csv", cwd=store.root).stdout,
+        "jsonl": run_kexp("export", "--format", "jsonl", cwd=store.root).stdout,
+    }
+    for name, text in outputs.items():
+        assert "1.5015" in text and not re.search(r"\d\.\d{13,}", text), (name, text)
+    (tree,) = json.loads(outputs["tree"])
+    (child,) = tree["children"]
+    assert (child["delta"], child["delta_pct"]) == (0.33, 30.0)
+    (grandchild,) = child["children"]
+    assert (grandchild["delta"], grandchild["delta_pct"]) == (0.0715, 5.0)
+
+    import anyio
+
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from kexp.cli.mcp import build_server
+
+    said: list[str] = []
+
+    async def ask() -> None:
+        async with Client(build_server(store.root)) as client:
+            for tool in ("top", "tree", "show"):
+                arguments = {"exp_id": tip.id} if tool == "show" else {}
+                result = await client.call_tool(tool, arguments)
+                said.append(result.content[0].text)  # type: ignore[union-attr]
+
+    anyio.run(ask)
+    for text in said:
+        assert "1.5015" in text and not re.search(r"\d\.\d{13,}", text), text

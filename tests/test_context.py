@@ -343,3 +343,15 @@ def test_a_packet_with_nothing_recorded_says_how_a_campaign_starts(
     assert "start" not in context(history, operator="reshape_and_cache", output="json").data[
         "context"
     ]
+
+
+def test_the_header_counts_failures_not_the_outcome_failed(history: Store) -> None:
+    """The header's count of failures (buggy, failed, regression, interference) says
+    "failures": "N failed" reads as the outcome ``failed`` alone. The JSON keeps its key."""
+    for options in ({"dtype": "bf16", "env": "MI300X"}, {}):
+        header = _packet(history, **options).splitlines()[2]
+        data = json.loads(_packet(history, output="json", **options))["context"]
+        count = data["failures_here"]
+        assert count > 0 and " failed" not in header, header
+        said = f"{count} failure{'' if count == 1 else 's'}"
+        assert f"within noise, {said}" in header, header

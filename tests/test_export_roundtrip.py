@@ -18,7 +18,8 @@ import string
 from pathlib import Path
 from typing import Any
 
-from conftest import experiment_fields, run_kexp
+import pytest
+from conftest import REPO_ROOT, experiment_fields, run_kexp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -237,3 +238,21 @@ def test_any_content_comes_back_from_each_format(tmp_path_factory: Any, content:
         for record in read_records(stream, output_format):
             Store(target).create_experiment(**fields_of_record(record))
         assert files_of(target) == originals, output_format
+
+
+def test_a_csv_export_reads_in_duckdb_as_the_readme_says(tmp_path: Path) -> None:
+    """The CSV export in an analytics engine, as the README tells its reader: DuckDB's
+    ``read_csv`` types ``score`` and ``is_buggy``, and ``from_json`` makes a list cell
+    (JSON text) the list the JSON export holds."""
+    duckdb = pytest.importorskip("duckdb")
+    out = tmp_path / "experiments.csv"
+    printed = run_kexp("export", "--format", "csv", "-o", str(out), cwd=REPO_ROOT)
+    assert printed.returncode == 0, printed.stderr
+    exported = run_kexp("export", "--format", "json", cwd=REPO_ROOT).stdout
+    tags = {r["id"]: r["tags"] for r in json.loads(exported)}
+    rows = duckdb.connect().sql(
+        f"SELECT id, score, is_buggy, from_json(tags, '[\"VARCHAR\"]') FROM read_csv('{out}')"
+    )
+    assert [str(t) for t in rows.types[1:3]] == ["DOUBLE", "BOOLEAN"]
+    found = {exp_id: listed for exp_id, _, _, listed in rows.fetchall()}
+    assert found == tags and any(found.values())

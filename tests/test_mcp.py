@@ -424,6 +424,18 @@ def test_each_read_tool_answers_what_its_command_prints_with_json(tmp_path: Path
          ["context", "--operator", "cache", "--json"]),
         ("consult", {"operator": "softmax", "plan": "warp shuffle", "all_refs": True},
          ["context", "--operator", "softmax", "--text", "warp shuffle", "--all-refs"]),
+        ("list", {}, ["list", "--json", "--brief"]),
+        ("list", {"all_refs": True, "outcome": ["regression", "marginal"]},
+         ["list", "--json", "--brief", "--all-refs", "--outcome", "regression", "--outcome",
+          "marginal"]),
+        ("list", {"operator": "cache", "sort": "-score", "limit": 3, "brief": False},
+         ["list", "--json", "--operator", "cache", "--sort", "-score", "-n", "3"]),
+        ("list", {"limit": 2, "reverse": True, "fields": ["id", "score", "key_insight"],
+                  "is_buggy": False, "status": ["done"], "min_score": 1.0},
+         ["list", "--json", "-n", "2", "--reverse", "--fields", "id,score,key_insight",
+          "--not-buggy", "--status", "done", "--min-score", "1.0"]),
+        ("list", {"pid": first.id[:10], "refs": ["origin/*"]},
+         ["list", "--json", "--brief", "--pid", first.id[:10], "--refs", "origin/*"]),
     ]  # fmt: skip
     answers: list[str] = []
 
@@ -443,6 +455,8 @@ def test_each_read_tool_answers_what_its_command_prints_with_json(tmp_path: Path
             assert json.loads(answer) == json.loads(printed.stdout), argv
     assert any("key_insight" in entry for entry in json.loads(answers[0]))
     assert json.loads(answers[10])["noise_floor"]
+    listed = [json.loads(answer) for answer in answers[-5:]]
+    assert all(listed) and len(listed[2]) == 3 and len(listed[3]) == 2, listed
 
 
 # --- a wrong argument ---------------------------------------------------------------------

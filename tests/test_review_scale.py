@@ -27,7 +27,7 @@ import pytest
 
 from kexp import KernelExperiment, Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import derive, measured_against_parent
+from kexp.core.campaign import cumulative_change, derive, measured_against_parent
 from kexp.core.model import attach
 from kexp.core.noise import ratio_interval
 from kexp.core.problems import Problem, sort_problems
@@ -334,9 +334,9 @@ def _entry(
         entry.parent_score = float(parent.score)
         theirs = parent.cumulative_score
         if mine is not None and theirs is not None:
-            entry.delta = mine - theirs
+            # (the deltas to the digits the scores carry, as the review now gives them)
+            entry.delta, entry.delta_pct = cumulative_change(theirs, mine)
             if theirs > 0:
-                entry.delta_pct = (mine / theirs - 1.0) * 100.0
                 if measured_against_parent(exp) and entry.score_ci:
                     entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:

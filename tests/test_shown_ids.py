@@ -169,3 +169,35 @@ def test_distinct_length_is_the_fewest_characters_that_name_one_id(
         assert any(
             sum(other.startswith(exp_id[:shorter]) for other in every) > 1 for exp_id in shown
         )
+
+
+def test_show_advises_reading_the_samples_by_an_id_that_names_one_experiment(
+    store: Store,
+) -> None:
+    """``kexp show``'s advice to read the raw timings (``kexp show ID --field
+    samples``) gives an id that names the experiment shown, not its twin of the same
+    second (sharing 12 characters); one without a twin keeps 10."""
+    from kexp.measure.record import record_iteration
+
+    fields = experiment_fields(operator_sig=ROPE, change_summary="vectorize rotary loads")
+    del fields["score"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exp = record_iteration(store, baseline={"b8": [10.0, 10.1, 10.2]},
+                               candidate={"b8": [9.0, 9.1, 9.2]},
+                               id=made_in_the_sweep("b1c20002"), **fields)  # fmt: skip
+    assert exp.samples
+    record(store, made_in_the_sweep("b1c2ffff"), NORM, "layer norm sweep point", score=1.01)
+    shown = run_kexp("show", exp.id, cwd=store.root)
+    assert shown.returncode == 0, shown.stderr
+    (advised,) = re.findall(r"kexp show ([0-9a-f]+) --field samples", shown.stdout)
+    assert advised == exp.id[:13], shown.stdout
+    samples = run_kexp("show", advised, "--field", "samples", cwd=store.root)
+    assert samples.returncode == 0 and samples.stdout.strip() == exp.samples.strip()
+    alone = made_in_the_sweep("0a000003")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        record_iteration(store, baseline={"b8": [10.0, 10.1, 10.2]},
+                         candidate={"b8": [9.0, 9.1, 9.2]}, id=alone, **fields)  # fmt: skip
+    shown = run_kexp("show", alone, cwd=store.root)
+    assert f"kexp show {alone[:10]} --field samples" in shown.stdout, shown.stdout

@@ -747,6 +747,12 @@ _NAMES = {
 }
 
 
+def _failures(count: int) -> str:
+    """The header's count of failures (buggy, failed, regression, interference): not
+    "failed", which names one of those outcomes."""
+    return f"{count} failure{'' if count == 1 else 's'}"
+
+
 def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int) -> str:
     where = " × ".join(
         [header["operator"], header["dtype"] or "any dtype", header["env"] or "any env"]
@@ -755,7 +761,7 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     summary = (
         f"{header['experiments_on_operator']} experiment(s) on this operator; "
         f"{header['experiments_here']} of them here: {header['improved_here']} improved, "
-        f"{header['within_noise_here']} within noise, {header['failures_here']} failed"
+        f"{header['within_noise_here']} within noise, {_failures(header['failures_here'])}"
         + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
     )
     if header.get("noise_floor"):

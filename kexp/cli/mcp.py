@@ -9,6 +9,7 @@ tool       library call                                 the command
 consult    :func:`kexp.agents.context.context`                ``kexp context``
 similar    :func:`kexp.storage.retrieval.similar`               ``kexp similar --json``
 top        :meth:`kexp.Store.top_experiments`           ``kexp top --json --brief``
+list       :func:`kexp.output.export.listed_experiments` ``kexp list --json --brief``
 show       :meth:`kexp.Store.get_experiment`            ``kexp show ID --json``
 lessons    :func:`kexp.agents.lessons.lesson_report`           ``kexp lessons --json``
 tree       :mod:`kexp.storage.lineage`                          ``kexp tree --json``
@@ -59,7 +60,7 @@ from pydantic import Field
 
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
-from kexp.cli.commands.common import json_text
+from kexp.cli.commands.common import json_text, needs_bodies
 from kexp.core.advice import for_tools
 from kexp.core.errors import ExperimentNotFoundError, KexpError, ValidationError
 from kexp.core.inputs import read_input_text
@@ -68,7 +69,12 @@ from kexp.measure.corrections import apply_correction, typed_changes
 from kexp.measure.envinfo import detected_env
 from kexp.measure.intake import record as write
 from kexp.measure.record import remeasure as add_round
-from kexp.output.export import check_fields, measured_record, written_record
+from kexp.output.export import (
+    check_fields,
+    listed_experiments,
+    measured_record,
+    written_record,
+)
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
 from kexp.storage.refs import on_other_refs
@@ -90,6 +96,7 @@ TOOLS = (
     "consult",
     "similar",
     "top",
+    "list",
     "show",
     "lessons",
     "tree",
@@ -244,12 +251,13 @@ class _Server(MCPServer[Any]):
         super().__init__(*args, **kwargs)
         self.arguments: dict[str, _Arguments] = {}
 
-    def register(self, annotations: ToolAnnotations) -> Callable[[_F], _F]:
-        """A decorator adding a function as a tool (its text answer as it is)."""
+    def register(self, annotations: ToolAnnotations, name: str | None = None) -> Callable[[_F], _F]:
+        """A decorator adding a function as a tool named ``name`` (default: the
+        function's), its text answer as it is."""
 
         def add(fn: _F) -> _F:
-            self.add_tool(fn, annotations=annotations, structured_output=False)
-            self.arguments[fn.__name__] = _Arguments(fn)
+            self.add_tool(fn, name=name, annotations=annotations, structured_output=False)
+            self.arguments[name or fn.__name__] = _Arguments(fn)
             return fn
 
         return add
@@ -443,6 +451,65 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 **filters,
             )
             return [experiment_reply(exp, brief=brief) for exp in found]
+
+        return tools.answer(run)
+
+    @server.register(_READ, name="list")
+    def list_experiments(
+        operator: Operator = None,
+        dtype: Dtype = None,
+        env: Env = None,
+        text: Text = None,
+        outcome: Annotated[
+            list[str] | None,
+            Field(
+                description="pending, buggy, failed, interference, regression, marginal, "
+                "improvement"
+            ),
+        ] = None,
+        status: Annotated[
+            list[str] | None, Field(description="new, running, done, failed, timeout")
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags that must be present")] = None,
+        is_buggy: Annotated[bool | None, Field(description="Only (not) buggy")] = None,
+        pid: Annotated[str | None, Field(description="Parent id (or unique prefix)")] = None,
+        min_score: float | None = None,
+        max_score: float | None = None,
+        since: Annotated[str | None, Field(description="Created at or after (date)")] = None,
+        until: Annotated[str | None, Field(description="Created at or before (date)")] = None,
+        base_commit: Annotated[
+            str | None, Field(description="Base commit: a hash prefix or a revision")
+        ] = None,
+        sort: Annotated[
+            str | None, Field(description="Sort by this field (a leading '-': descending)")
+        ] = None,
+        reverse: bool = False,
+        limit: Annotated[
+            int | None,
+            Field(ge=0, description="At most this many: the newest, or the first sorted"),
+        ] = None,
+        brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = True,
+        fields: Annotated[list[str] | None, Field(description="Only these fields")] = None,
+        refs: Refs = None,
+        all_refs: AllRefs = False,
+    ) -> CallToolResult:
+        """Every experiment matching the filters, oldest first (or sorted), each brief
+        unless asked otherwise; the ids to give show, tree, similar (kexp list --json
+        --brief)."""
+        filters = _filters(
+            operator=operator, dtype=dtype, env=env, text=text, outcome=outcome,
+            status=status, tags=tags, is_buggy=is_buggy, pid=pid, min_score=min_score,
+            max_score=max_score, since=since, until=until, base_commit=base_commit,
+        )  # fmt: skip
+
+        def run() -> list[dict[str, Any]]:
+            chosen = check_fields(fields) if fields else None
+            found = listed_experiments(
+                tools.store(refs, all_refs), sort=sort, reverse=reverse, limit=limit,
+                brief=not needs_bodies("json", True, ",".join(fields or ()) or None, False),
+                **filters,
+            )  # fmt: skip
+            return [experiment_reply(exp, chosen, brief=brief) for exp in found]
 
         return tools.answer(run)
 

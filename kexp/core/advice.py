@@ -59,8 +59,10 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 #: Advice on ids not found across refs (:meth:`kexp.storage.reader.StoreReader.resolve_id`).
 ALL_REFS_IDS = Advice(
-    "kexp list --all-refs shows the ids", "the tree tool with all_refs: true shows the ids"
+    "kexp list --all-refs shows the ids", "the list tool with all_refs: true shows the ids"
 )
+#: Advice on where the ids (the experiments) are listed: unknown ids, a wrong parent.
+LIST_SHOWS = Advice("kexp list shows", "the list tool shows")
 #: Advice on an experiment on other refs, not in the working tree (``kexp show ID``).
 SHOW_ALL_REFS = Advice(
     "read it there with kexp show {id} --all-refs",
@@ -121,6 +123,7 @@ READ_MORE = Advice(
 #: Every piece of advice, as :func:`for_tools` puts them in the tools' words.
 ADVICE = (
     ALL_REFS_IDS,
+    LIST_SHOWS,
     SHOW_ALL_REFS,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
@@ -142,7 +145,7 @@ ADVICE = (
 def for_tools(text: str) -> str:
     """``text`` (a message, a warning, a packet) with each piece of advice in it in the
     MCP tools' words."""
-    if "--" not in text:
+    if "--" not in text and "kexp " not in text:
         return text
     for advice in ADVICE:
         text = advice.for_tools(text)

@@ -13,7 +13,8 @@ view ranks and judges alike:
   counts as ``parent``: kexp's convention, and validation warns that it should be
   written) multiplies its score onto its parent's cumulative score. So the cumulative
   score is the product of the steps along the ``pid`` chain back to the nearest
-  experiment measured against the reference;
+  experiment measured against the reference (to :data:`CUMULATIVE_DIGITS` significant
+  digits);
 * ``cumulative_ci``: its 95 % interval when every step has one (``score_ci``): the
   steps' log half-widths, below and above the score, add in quadrature (each step's
   interval is Student's t on the log scale, :mod:`kexp.core.noise`; independent steps' log
@@ -59,6 +60,11 @@ FAILED_STATUSES = frozenset({"failed", "timeout"})
 UNMEASURED_OUTCOMES = frozenset({"pending", "buggy", "failed"})
 #: The tag of an A/A run: the same code on both sides, the measured noise floor.
 CONTROL_TAG = "control"
+#: Significant digits a cumulative score keeps: a product of scores, each of a few
+#: significant digits (4 decimals in a file), carries no more; fewer than a float's 17,
+#: so that it prints 1.43, not 1.4300000000000002 (binary noise), in every output. The
+#: product is made exactly (as floats multiply) and rounded once, when derived.
+CUMULATIVE_DIGITS = 13
 #: What ``score`` is measured against (``measured_against``).
 MEASURED_AGAINST = ("parent", "reference")
 
@@ -229,6 +235,25 @@ def _measured(record: Any, before: _Code | None) -> _Code:
     )
 
 
+def cumulative_digits(value: float) -> float:
+    """A product of scores as a cumulative score is derived: to :data:`CUMULATIVE_DIGITS`
+    significant digits (the one place its digits are decided: every output shows it as
+    it is)."""
+    return float(f"{value:.{CUMULATIVE_DIGITS}g}")
+
+
+def cumulative_change(before: float, after: float) -> tuple[float, float | None]:
+    """How a cumulative score moved from ``before`` to ``after``: the difference and the
+    change in percent (None when ``before`` is not above 0), each to the digits the
+    cumulative scores carry (:data:`CUMULATIVE_DIGITS`: 0.13, not 0.13000000000000012)."""
+    size = max(abs(before), abs(after))
+    places = CUMULATIVE_DIGITS - 2 - (math.floor(math.log10(size)) if size > 0 else 0)
+    delta = round(after - before, places)
+    if before <= 0:
+        return delta, None
+    return delta, round((after / before - 1.0) * 100.0, CUMULATIVE_DIGITS - 4)
+
+
 def _absent(exp_id: str, invalid: Collection[str]) -> str:
     """What an id no record holds is: a file that is not a valid experiment (``invalid``),
     or nothing in the store."""
@@ -344,7 +369,7 @@ def _derived(
     elif value is None:
         reason = _reason(record.id, record.pid, code)
     else:
-        cumulative, reason = value, ""
+        cumulative, reason = cumulative_digits(value), ""
         if steps == 1:
             interval = recorded
         elif below is not None and above is not None:
@@ -356,7 +381,7 @@ def _derived(
         if cumulative is not None:
             theirs = [codes[c][0] for c in combines if c in codes and not is_control(first[c])]
             known = [v for v in theirs if v is not None]
-            interference = bool(known) and cumulative < max(known)
+            interference = bool(known) and value < max(known)  # (unrounded, as theirs)
         else:
             scores = [float(first[c].score) for c in combines if c in first]
             interference = bool(scores) and float(record.score) < max(scores)
@@ -463,7 +488,8 @@ def derive(
             interval = _chain_interval(value, below, above)
         else:
             interval = None
-        derived[exp_id] = made(Derived, (outcome, False, value, interval, "", False, start, steps))
+        shown = float(f"{value:.{CUMULATIVE_DIGITS}g}")  # cumulative_digits, inline
+        derived[exp_id] = made(Derived, (outcome, False, shown, interval, "", False, start, steps))
 
     def release(exp_id: str) -> None:
         """Settle the children waiting on ``exp_id`` (known now), and theirs."""

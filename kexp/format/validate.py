@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kexp.core.advice import ERROR_MESSAGE
+from kexp.core.advice import ERROR_MESSAGE, LIST_SHOWS
 from kexp.core.collector import collector_paused
 from kexp.core.model import KernelExperiment
 from kexp.core.problems import Problem, display_path, has_errors
@@ -237,7 +237,7 @@ def read_or_problem(path: Path | str, settings: Settings = DEFAULT_SETTINGS) -> 
             "unreadable",
             "",
             f"cannot read the file: {exc.strerror or exc}",
-            "check the path (kexp list shows the experiments)"
+            f"check the path ({LIST_SHOWS} the experiments)"
             if isinstance(exc, FileNotFoundError)
             else "check the file's permissions"
             if isinstance(exc, PermissionError)
@@ -681,7 +681,7 @@ def store_findings(
                     "dangling-pid",
                     "pid",
                     f"parent {pid} is not in the store",
-                    "fix the id (kexp list shows them), or set pid: '' if "
+                    f"fix the id ({LIST_SHOWS} them), or set pid: '' if "
                     "the parent was never recorded",
                 )
             )

@@ -246,6 +246,34 @@ def sort_experiments(
     return sorted(experiments, key=key, reverse=descending)
 
 
+def listed_experiments(
+    store: Store,
+    *,
+    sort: str | None = None,
+    reverse: bool = False,
+    limit: int | None = None,
+    brief: bool = False,
+    **filters: Any,
+) -> list[KernelExperiment]:
+    """What ``kexp list`` (and the MCP tool ``list``) shows: every experiment matching
+    ``filters``, oldest first, or by ``sort`` (any record field, a leading ``-``
+    descending: :func:`sort_experiments`); ``reverse`` reverses the order; at most
+    ``limit``: the newest, or with ``sort`` the first in that order. ``brief``: the body
+    fields are not read (:meth:`kexp.Store.list_experiments`)."""
+    if sort:
+        check_fields([sort.removeprefix("-")])  # before the store is read
+    experiments = store.list_experiments(brief=brief, **filters)
+    if limit is not None and not sort:
+        experiments = experiments[-limit:] if limit > 0 else []
+    if sort:
+        experiments = sort_experiments(experiments, sort, descending=reverse)
+    elif reverse:
+        experiments.reverse()
+    if limit is not None and sort:
+        experiments = experiments[: max(0, limit)]
+    return experiments
+
+
 def write_records(records: Iterable[dict[str, Any]], out: IO[str], output_format: str) -> None:
     """Write records as ``json`` (one array), ``jsonl`` (one object a line) or ``csv``
     (:mod:`kexp.format.outputs`).

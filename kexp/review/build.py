@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import Derived, derive_for, measured_against_parent, versions_of
+from kexp.core.campaign import (
+    Derived,
+    cumulative_change,
+    derive_for,
+    measured_against_parent,
+    versions_of,
+)
 from kexp.core.collector import collector_paused
 from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.core.noise import ratio_interval
@@ -475,9 +481,8 @@ def _entry(
         if cumulative is not None and before is not None:
             # The change of the speedup over the reference: for a step measured against
             # its parent, the step itself.
-            entry.delta = cumulative - before
+            entry.delta, entry.delta_pct = cumulative_change(before, cumulative)
             if before > 0:
-                entry.delta_pct = (cumulative / before - 1.0) * 100.0
                 if measured_against_parent(exp) and entry.score_ci:
                     entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import ids
+from kexp.core.advice import LIST_SHOWS
 from kexp.core.errors import ExperimentNotFoundError, KexpError
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS
 from kexp.format.fileformat import Document, FileFormatError, parse
@@ -195,7 +196,7 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     if not entries and full_id not in store.id_index(full_id):
         raise ExperimentNotFoundError(
             f"no experiment {full_id} in {store.experiments_dir} or in the history of "
-            f"{revision} (kexp list shows the ids)"
+            f"{revision} ({LIST_SHOWS} the ids)"
         )
     return entries
 

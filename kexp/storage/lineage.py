@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import UNMEASURED_OUTCOMES, derive
+from kexp.core.campaign import UNMEASURED_OUTCOMES, cumulative_change, derive
 from kexp.core.model import KernelExperiment, attach
 from kexp.storage.query import chronological, rank
 
@@ -154,8 +154,7 @@ def annotate(root: TreeNode) -> None:
             parents[id(child)] = node
             after = child.experiment.cumulative_score
             if before is not None and after is not None:
-                child.delta = after - before
-                child.delta_pct = (after / before - 1.0) * 100.0 if before > 0 else None
+                child.delta, child.delta_pct = cumulative_change(before, after)
     # dead ends: children before their parent, each node's best cumulative below it known
     best_in: dict[int, float] = {}
     for node in reversed(nodes):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.advice import ALL_REFS_IDS
+from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS
 from kexp.core.campaign import Derivation, Derived, depends_on, derive, stands_alone
 from kexp.core.collector import collector_paused
 from kexp.core.errors import (
@@ -560,7 +560,7 @@ class StoreReader:
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         seen = set((found if found is not None else self.found()).ids())
         where = ", ".join(places) if places else str(self.experiments_dir)
-        hint = ALL_REFS_IDS if places else "kexp list shows the ids"
+        hint = ALL_REFS_IDS if places else f"{LIST_SHOWS} the ids"
         return ids.the_one(prefix, seen, f"{where} ({hint})")
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -587,7 +587,7 @@ class StoreReader:
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
         try:
-            exp_id = ids.the_one(prefix, index, f"{self.experiments_dir} (kexp list shows the ids)")
+            exp_id = ids.the_one(prefix, index, f"{self.experiments_dir} ({LIST_SHOWS} the ids)")
         except ExperimentNotFoundError as error:
             if not writing:
                 raise

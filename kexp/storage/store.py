@@ -89,6 +89,15 @@ class Store(StoreReader):
     (:func:`kexp.core.settings.load_settings`), else :data:`kexp.core.settings.DEFAULT_SETTINGS`.
     """
 
+    def id_length_of(self, exp_id: str) -> int:
+        """The length to print one id at, unique among the store's ids, without a read
+        of the store: from the names of the files whose ids share its first
+        :data:`~kexp.core.ids.SHOWN_LENGTH` characters (read across refs: among the
+        last read's, as :meth:`shown_id_length`)."""
+        if self.source.places is not None:
+            return self.shown_id_length([exp_id])
+        return ids.distinct_length([exp_id], self.id_index(exp_id[: ids.SHOWN_LENGTH]))
+
     # --- writing -------------------------------------------------------------------
 
     def create_experiment(

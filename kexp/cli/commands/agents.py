@@ -327,8 +327,8 @@ def similar(
 def mcp(ctx: click.Context) -> None:
     """Serve kexp's tools to agent clients over the Model Context Protocol (stdio).
 
-    Tools: consult, similar, top, show, lessons, tree, record, remeasure, update,
-    sync, each one library call answering what the command prints with --json. The
+    Tools: consult, similar, top, list, show, lessons, tree, record, remeasure,
+    update, sync, each one library call answering what the command prints with --json. The
     store is --root, else $KEXP_ROOT, else found from the working directory. Needs
     the MCP SDK: pip install "kexp[mcp]". A client starts it; kexp skill install --mcp
     writes the client's configuration.

@@ -62,6 +62,19 @@ def _sorted(
 _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
 
 
+def _check_sort(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--sort``: a record field, else a usage error naming the fields."""
+    if value:
+        from kexp.core.errors import KexpError
+        from kexp.output.export import check_fields
+
+        try:
+            check_fields([value.removeprefix("-")])
+        except KexpError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.command()
 @click.option(
     "-n",
@@ -152,7 +165,7 @@ def top(
 @click.command(name="list")
 @filter_options
 @refs_options
-@click.option("--sort", help=_SORT_HELP + " Default: oldest first.")
+@click.option("--sort", callback=_check_sort, help=_SORT_HELP + " Default: oldest first.")
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @click.option(
     "-n",
@@ -179,7 +192,8 @@ def list_command(
 ) -> None:
     """Every experiment matching the filters, oldest first.
 
-    Python: kexp.Store.list_experiments(**filters).
+    Python: kexp.output.export.listed_experiments(store, sort=..., limit=..., **filters)
+    (kexp.Store.list_experiments(**filters): every match, oldest first).
 
     \b
     Examples:
@@ -187,16 +201,17 @@ def list_command(
       kexp list --sort -score -n 10 --fields id,score,change_summary
       kexp list --format csv > experiments.csv
     """
+    from kexp.output.export import listed_experiments
+
     store = get_store(ctx)
-    experiments = store.list_experiments(
+    experiments = listed_experiments(
+        store,
+        sort=sort,
+        reverse=reverse,
+        limit=limit,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
         **filters_from(params),
     )
-    if limit is not None and not sort:
-        experiments = experiments[-limit:] if limit > 0 else []
-    experiments = _sorted(experiments, sort, reverse)
-    if limit is not None and sort:
-        experiments = experiments[: max(0, limit)]
     emit_experiments(
         experiments,
         output_format=output_format,
@@ -262,10 +277,12 @@ def show(
     except ExperimentNotFoundError as exc:  # on a branch? say which
         raise on_other_refs(store, exp_id, exc) from None
     where = where_found(store)
+    # The id the text prints (in its advice to read the raw timings), unique in the store.
+    id_length = store.id_length_of(exp.id) if exp.samples and not brief else 0
     if not (one_field or as_json or fields):
         # Read across refs: the newest version, with where it was found and where the
         # older ones are.
-        _print_experiment(exp, brief, where(exp) if where is not None else None)
+        _print_experiment(exp, brief, where(exp) if where is not None else None, id_length)
         return
     import json
 
@@ -297,10 +314,14 @@ def show(
             else:
                 click.echo(f"{name}: {cell(exp, name)}")
         return
-    _print_experiment(exp, brief)
+    _print_experiment(exp, brief, id_length=id_length)
 
 
-def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) -> None:
+def _print_experiment(
+    exp: KernelExperiment, brief: bool, sighting: Any = None, id_length: int = 0
+) -> None:
+    """One experiment as text; ``id_length``: how many characters of its id its advice
+    prints (unique in the store: :meth:`kexp.Store.id_length_of`; 0: all of them)."""
     from kexp.core.model import SECTION_HEADINGS
 
     style = styler()
@@ -371,11 +392,10 @@ def _print_experiment(exp: KernelExperiment, brief: bool, sighting: Any = None) 
         click.echo(clean(exp.preamble.rstrip("\n")))
     sections = [(SECTION_HEADINGS[f], getattr(exp, f)) for f in SECTION_HEADINGS]
     if exp.samples:
-        from kexp.core.ids import SHOWN_LENGTH
         from kexp.format.samples import describe_samples
 
         # The raw timings are for tools (kexp show ID --field samples), not for reading.
-        shown = exp.id[:SHOWN_LENGTH]
+        shown = exp.id[: id_length or None]
         summary = f"{describe_samples(exp.samples)}; kexp show {shown} --field samples"
         sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
