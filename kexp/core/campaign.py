@@ -488,7 +488,7 @@ def derive(
             interval = _chain_interval(value, below, above)
         else:
             interval = None
-        shown = float(f"{value:.{CUMULATIVE_DIGITS}g}")  # cumulative_digits, inline
+        shown = cumulative_digits(value)
         derived[exp_id] = made(Derived, (outcome, False, shown, interval, "", False, start, steps))
 
     def release(exp_id: str) -> None:
