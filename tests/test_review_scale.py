@@ -50,8 +50,8 @@ from kexp.review.build import (
     review,
     to_json,
 )
-from kexp.review.changed import head_of
 from kexp.review.model import BestChange
+from kexp.storage.changed import head_of
 from kexp.storage.history import Changes, ExperimentChange
 from kexp.storage.lineage import is_scored
 from tests.conftest import git, past_racy_window, run_kexp

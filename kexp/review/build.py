@@ -10,7 +10,7 @@ experiments on the same operator), the fields each correction changed, the valid
 problems of the changed files, the store-wide problems the change causes, the lessons it
 adds, and the lineage it touches (:mod:`kexp.review.graph`). The validation, and the one
 read of the store at the head, are those of ``kexp validate --changed``
-(:mod:`kexp.review.changed`); of the experiments the change does not touch, a review keeps
+(:mod:`kexp.storage.changed`); of the experiments the change does not touch, a review keeps
 a few front-matter values only. :func:`render_markdown` turns a review into a comment
 fit to post on the pull request, :func:`to_json` into JSON-ready data
 (:mod:`kexp.review.render`).
@@ -38,18 +38,6 @@ from kexp.format.fileformat import key_insight
 from kexp.format.samples import describe_protocol, sample_count
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile, links_of
-from kexp.review.changed import (
-    STORE_WIDE_CODES,
-    ChangeCheck,
-    Facts,
-    HeadScan,
-    check_and_scan,
-    check_changes,
-    facts_of,
-    head_of,
-    validate_changed,
-)
-from kexp.review.changed import merge_base as merge_base
 from kexp.review.graph import LineageGraph, LineageNode, render_mermaid
 from kexp.review.graph import mermaid_id as mermaid_id
 from kexp.review.graph import mermaid_text as mermaid_text
@@ -67,6 +55,18 @@ from kexp.review.render import md_block as md_block
 from kexp.review.render import md_code as md_code
 from kexp.review.render import md_text as md_text
 from kexp.review.render import render_markdown, to_json
+from kexp.storage.changed import (
+    STORE_WIDE_CODES,
+    ChangeCheck,
+    Facts,
+    HeadScan,
+    check_and_scan,
+    check_changes,
+    facts_of,
+    head_of,
+    validate_changed,
+)
+from kexp.storage.changed import merge_base as merge_base
 from kexp.storage.lineage import is_scored
 
 if TYPE_CHECKING:
