@@ -476,3 +476,61 @@ def test_conflict_markers_in_a_section_are_a_merge_conflict_in_every_read(
     with pytest.raises(ValidationError, match="merge conflict"):
         Store(lead).create_experiment(**experiment_fields(detailed_description=pasted))
     assert conflicted.read_text() == text
+
+
+def _state(root: Path) -> tuple[str, str, str]:
+    """What a refused sync must leave as it was: the branch, the index and working tree
+    (git's status), and the remote-tracking branch."""
+    return (
+        git(root, "rev-parse", "HEAD"),
+        git(root, "status", "--porcelain", "--untracked-files=all"),
+        git(root, "branch", "--list", "kexp/*"),
+    )
+
+
+def test_sync_refuses_to_publish_what_kexp_validate_rejects(tmp_path: Path) -> None:
+    """An experiment hand-edited to a score that is not a number, then ``kexp sync``
+    (on the branch and beside it): one line naming the file, its line and the problem's
+    code, saying to fix it and sync again; nothing committed, pushed or changed. A child
+    whose parent does not exist, committed by hand (``git commit -a``): the store-wide
+    check catches what the commit would push. Once fixed, the sync publishes."""
+    _, other, exp_id = _two_clones(tmp_path)
+    remote = tmp_path / "remote.git"
+    published = git(remote, "rev-parse", "main")
+    path = next((other / "experiments").rglob(f"{exp_id}-*.md"))
+    name = path.relative_to(other).as_posix()
+    good = path.read_bytes()
+    bad = good.replace(b"\nscore: 1.2\n", b"\nscore: fast\n")
+    path.write_bytes(bad)
+    line = bad.decode().splitlines().index("score: fast") + 1
+    before = _state(other)
+    for args in ((), ("--branch", "kexp/other"), ("--dry-run",)):
+        done = run_kexp("sync", *args, cwd=other)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        (said,) = done.stderr.strip().splitlines()
+        assert f"{name}:{line}: error[" in said and "score" in said, said
+        assert "kexp validate" in said and "kexp sync again" in said
+        assert ("--changed origin/main" in said) == ("--branch" not in args)  # a new branch: all
+        assert _state(other) == before and path.read_bytes() == bad
+    assert git(remote, "rev-parse", "main") == published
+    assert git(remote, "branch", "--list", "kexp/*") == ""
+
+    path.write_bytes(good)
+    child = _record(other, change_summary="Child - +5%", pid=exp_id, measured_against="parent")
+    child_path = next((other / "experiments").rglob(f"{child}-*.md"))
+    child_path.write_text(child_path.read_text().replace(exp_id, "0123456789abcdef"))
+    git(other, "add", "experiments")
+    git(other, "commit", "-q", "-m", "child, by hand")
+    before = _state(other)
+    done = run_kexp("sync", cwd=other)
+    assert done.returncode == 1
+    (said,) = done.stderr.strip().splitlines()
+    assert f"{child_path.relative_to(other).as_posix()}:" in said
+    assert "error[dangling-pid]" in said, said
+    assert _state(other) == before and git(remote, "rev-parse", "main") == published
+
+    run_kexp("update", child, "--set", f"pid={exp_id}", cwd=other)
+    assert run_kexp("validate", cwd=other).returncode == 0
+    done = run_kexp("sync", cwd=other)
+    assert done.returncode == 0, done.stderr
+    assert git(remote, "rev-parse", "main") == git(other, "rev-parse", "HEAD")
