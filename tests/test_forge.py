@@ -6,11 +6,15 @@ git itself."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from test_sync import clone, make_remote
 
@@ -534,3 +538,93 @@ def test_sync_refuses_to_publish_what_kexp_validate_rejects(tmp_path: Path) -> N
     done = run_kexp("sync", cwd=other)
     assert done.returncode == 0, done.stderr
     assert git(remote, "rev-parse", "main") == git(other, "rev-parse", "HEAD")
+
+
+def _validate_hook() -> dict[str, object]:
+    """The ``kexp-validate`` hook as ``.pre-commit-hooks.yaml`` declares it."""
+    hooks = yaml.safe_load((REPO_ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    (hook,) = [hook for hook in hooks if hook["id"] == "kexp-validate"]
+    return dict(hook)
+
+
+def _parent_removed(tmp_path: Path) -> tuple[Path, str, str]:
+    """A clone whose ``main`` holds a parent and its child; the parent's file deleted
+    and the deletion staged (``git rm``), nothing else. Returns (the clone, the
+    parent's id, the child's id)."""
+    lead, _, parent = _two_clones(tmp_path)
+    child = _record(lead, change_summary="Child - +5%", pid=parent, measured_against="parent")
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "child")
+    gone = next((lead / "experiments").rglob(f"{parent}-*.md"))
+    git(lead, "rm", "-q", str(gone.relative_to(lead)))
+    return lead, parent, child
+
+
+def test_the_validate_hook_checks_a_commit_that_only_deletes_a_parent(tmp_path: Path) -> None:
+    """pre-commit passes no deleted file to a hook and skips a hook none of whose files
+    is staged: a commit that only deletes an experiment others name as parent ran
+    nothing. The hook runs on every commit, on the change itself (no file names), so
+    the deletion is checked: the child's dangling parent is an error; a commit of a
+    healthy store passes. Run as pre-commit runs it: its entry, plus the staged files
+    it matches only when it passes file names, and only when it always runs or one
+    matched (a deletion is never one)."""
+    hook = _validate_hook()
+    lead, parent, _ = _parent_removed(tmp_path)
+
+    def run_hook(root: Path) -> int:
+        """pre-commit's run of the hook: its exit status (0: passed or skipped)."""
+        staged = git(root, "diff", "--cached", "--name-only", "--diff-filter=ACMR").split()
+        files = [f for f in staged if re.search(str(hook.get("files", "")), f)]
+        if not files and not hook.get("always_run", False):
+            return 0  # "(no files to check) Skipped"
+        args = shlex.split(str(hook["entry"]))[1:]
+        if hook.get("pass_filenames", True):
+            args += files
+        done = run_kexp(*args, cwd=root)
+        said.append(done.stdout + done.stderr)
+        return done.returncode
+
+    said: list[str] = []
+    assert run_hook(lead) == 1, said
+    assert "error[dangling-pid]" in said[-1] and parent in said[-1]
+    git(lead, "reset", "-q", "--hard")
+    assert run_hook(lead) == 0, said  # nothing staged, a healthy store
+
+
+def test_the_validate_hook_refuses_the_deletion_under_the_real_pre_commit(
+    tmp_path: Path,
+) -> None:
+    """The same through the real pre-commit (installed in the clone, ``git commit``),
+    with the hook's own settings (its entry run by this Python): the commit that only
+    deletes a parent is refused, naming the dangling parent; with the child deleted
+    too, it is made."""
+    pytest.importorskip("pre_commit")
+    hook = _validate_hook()
+    lead, parent, child = _parent_removed(tmp_path)
+    entry = shlex.split(str(hook["entry"]))
+    entry = [sys.executable, "-m", *entry]
+    local = {**hook, "language": "unsupported", "entry": shlex.join(entry)}
+    config = {"repos": [{"repo": "local", "hooks": [local]}]}
+    (lead / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    git(lead, "add", ".pre-commit-config.yaml")
+    git(lead, "commit", "-q", "--no-verify", "-m", "pre-commit", "--", ".pre-commit-config.yaml")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    subprocess.run(
+        [sys.executable, "-m", "pre_commit", "install"], cwd=lead, env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    head = git(lead, "rev-parse", "HEAD")
+    commit = subprocess.run(
+        ["git", "commit", "-m", "drop the parent"], cwd=lead, env=env, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert commit.returncode != 0, commit.stdout + commit.stderr
+    said = commit.stdout + commit.stderr
+    assert "error[dangling-pid]" in said and parent in said, said
+    assert git(lead, "rev-parse", "HEAD") == head
+    child_file = next((lead / "experiments").rglob(f"{child}-*.md"))
+    git(lead, "rm", "-q", str(child_file.relative_to(lead)))
+    commit = subprocess.run(
+        ["git", "commit", "-m", "drop both"], cwd=lead, env=env, capture_output=True, text=True
+    )
+    assert commit.returncode == 0, commit.stdout + commit.stderr
