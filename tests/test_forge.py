@@ -628,3 +628,50 @@ def test_the_validate_hook_refuses_the_deletion_under_the_real_pre_commit(
         ["git", "commit", "-m", "drop both"], cwd=lead, env=env, capture_output=True, text=True
     )
     assert commit.returncode == 0, commit.stdout + commit.stderr
+
+
+def test_review_says_prominently_when_a_branch_loses_a_failures_lesson(tmp_path: Path) -> None:
+    """A failure pushed to ``main``; another clone's branch deletes its file (``kexp
+    rm``), and blanks the key insight of a second failure. ``kexp review`` says each
+    lesson lost at the top ("Removed: ID (outcome, summary)", the insight lost), in the
+    Markdown and in the JSON; the blanked one is not a lesson "added"."""
+    lead, other, root = _two_clones(tmp_path)
+    insight = "bank conflicts on the 32-wide tile ate the gain"
+    tiled = _record(
+        lead, change_summary="Shared memory tiling - -30%", score=0.7, pid=root,
+        measured_against="parent",
+        detailed_description=f"**Approach**: tile\n\n**Key insight**: {insight}",
+    )  # fmt: skip
+    wide = _record(
+        lead, change_summary="Wide loads - -10%", score=0.9, pid=root,
+        measured_against="parent",
+        detailed_description="**Approach**: 128-bit loads\n\n**Key insight**: L2 bound",
+    )  # fmt: skip
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "two failures")
+    git(lead, "push", "-q", "origin", "main")
+    git(other, "pull", "-q")
+    git(other, "checkout", "-q", "-b", "kexp/other")
+    assert run_kexp("rm", tiled, "--yes", cwd=other).returncode == 0
+    path = next((other / "experiments").rglob(f"{wide}-*.md"))
+    path.write_text(path.read_text().replace("**Key insight**: L2 bound", "**Key insight**:"))
+    git(other, "commit", "-q", "-am", "tidy")
+    git(other, "push", "-q", "origin", "kexp/other")
+    git(lead, "fetch", "-q")
+
+    md = run_kexp("review", "origin/main", "origin/kexp/other", cwd=lead).stdout
+    headline = md.split("### ")[0]
+    assert f"Removed: `{tiled}` (regression, Shared memory tiling - -30%)" in headline, md
+    assert "a failure removed is a lesson lost" in headline and insight in headline
+    assert f"Key insight removed: `{wide}` (regression, Wide loads - -10%)" in headline
+    assert "L2 bound" in headline
+    assert "Lessons added" not in md  # the blanked insight is a lesson lost, not added
+    data = json.loads(
+        run_kexp("review", "origin/main", "origin/kexp/other", "--json", cwd=lead).stdout
+    )
+    lost = {item["id"]: item for item in data["summary"]["lessons_lost"]}
+    assert lost[tiled] == {
+        "id": tiled, "how": "removed", "outcome": "regression",
+        "change_summary": "Shared memory tiling - -30%", "key_insight": insight,
+    }  # fmt: skip
+    assert lost[wide]["how"] == "key insight removed" and lost[wide]["key_insight"] == "L2 bound"

@@ -673,6 +673,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "suspect": [],
         "changed_on_base": [],
         "best_changes": [],
+        "lessons_lost": [],
     }
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)
     assert fused["rank"] == 1 and fused["new_best"] and fused["delta"] == pytest.approx(0.004)

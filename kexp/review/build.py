@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import Derived, derive_for, measured_against_parent, versions_of
+from kexp.core.campaign import (
+    Derived,
+    derive_for,
+    is_control,
+    measured_against_parent,
+    versions_of,
+)
 from kexp.core.collector import collector_paused
 from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.core.noise import ratio_interval
@@ -45,6 +51,7 @@ from kexp.review.model import (
     KINDS,
     BestChange,
     FieldChange,
+    LostLesson,
     Review,
     ReviewedExperiment,
     short_value,
@@ -147,7 +154,8 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
     if touched:
         _changed_on_base(store, base, check.merge_base, touched)
-    lessons = group_lessons(_new_lessons(entries, then))
+    lost = _lost_lessons(entries, then)
+    lessons = group_lessons(_new_lessons(entries, then, {item.id for item in lost}))
     return Review(
         base=base,
         merge_base=check.merge_base,
@@ -164,6 +172,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
         best_changes=_best_changes(entries, now, then),
+        lessons_lost=lost,
     )
 
 
@@ -553,12 +562,14 @@ def _as_lines(value: Any) -> list[str]:
     return json.dumps(value, indent=2, ensure_ascii=False).splitlines()
 
 
-def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[KernelExperiment]:
+def _new_lessons(
+    entries: Mapping[str, list[_Reviewed]], then: _Side, lost: set[str]
+) -> list[KernelExperiment]:
     """Added failures, and corrected experiments that became a failure (or another kind
-    of failure, or whose key insight changed)."""
+    of failure, or whose key insight changed), but for those whose lesson is ``lost``."""
     found: list[KernelExperiment] = []
     for entry, exp in [*entries["added"], *entries["corrected"]]:
-        if exp is None or exp.outcome not in LESSON_GROUPS:
+        if exp is None or exp.outcome not in LESSON_GROUPS or entry.id in lost:
             continue
         if entry.kind == "corrected":
             old = then.whole(entry.id)
@@ -570,6 +581,34 @@ def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[Ke
                 continue
         found.append(exp)
     return found
+
+
+def _lost_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[LostLesson]:
+    """The failures (not controls) the change removes, and those whose key insight a
+    correction removes while they stay the same kind of failure."""
+    lost: list[LostLesson] = []
+    for _, exp in entries["removed"]:
+        if exp is not None and exp.outcome in LESSON_GROUPS and not is_control(exp):
+            lost.append(_lost(exp, "removed"))
+    for entry, exp in entries["corrected"]:
+        old = then.whole(entry.id) if exp is not None else None
+        if (
+            old is not None
+            and exp is not None
+            and old.outcome in LESSON_GROUPS
+            and exp.outcome == old.outcome
+            and not is_control(old)
+            and key_insight(old.detailed_description)
+            and not entry.key_insight
+        ):
+            lost.append(_lost(old, "key insight removed"))
+    return lost
+
+
+def _lost(exp: KernelExperiment, how: str) -> LostLesson:
+    return LostLesson(
+        exp.id, how, exp.outcome, exp.change_summary, key_insight(exp.detailed_description)
+    )
 
 
 def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) -> LineageGraph:
