@@ -514,7 +514,8 @@ def test_sync_refuses_to_publish_what_kexp_validate_rejects(tmp_path: Path) -> N
         (said,) = done.stderr.strip().splitlines()
         assert f"{name}:{line}: error[" in said and "score" in said, said
         assert "kexp validate" in said and "kexp sync again" in said
-        assert ("--changed origin/main" in said) == ("--branch" not in args)  # a new branch: all
+        # A branch new to the remote: what it adds to the remote's default branch.
+        assert f"--changed origin/{'HEAD' if '--branch' in args else 'main'}" in said, said
         assert _state(other) == before and path.read_bytes() == bad
     assert git(remote, "rev-parse", "main") == published
     assert git(remote, "branch", "--list", "kexp/*") == ""
@@ -675,3 +676,22 @@ def test_review_says_prominently_when_a_branch_loses_a_failures_lesson(tmp_path:
         "change_summary": "Shared memory tiling - -30%", "key_insight": insight,
     }  # fmt: skip
     assert lost[wide]["how"] == "key insight removed" and lost[wide]["key_insight"] == "L2 bound"
+
+
+def test_the_first_sync_of_a_new_branch_is_not_refused_for_what_the_remote_holds(
+    tmp_path: Path,
+) -> None:
+    """``main`` on the remote already holds a file ``kexp validate`` rejects (pushed by
+    hand with git). Another clone's first ``kexp sync --branch kexp/other`` of a valid
+    experiment publishes it: only what the branch adds to the remote is checked."""
+    lead, other, exp_id = _two_clones(tmp_path)
+    path = next((lead / "experiments").rglob(f"{exp_id}-*.md"))
+    path.write_text(path.read_text().replace("\nscore: 1.2\n", "\nscore: fast\n"))
+    git(lead, "commit", "-q", "-am", "by hand")
+    git(lead, "push", "-q", "origin", "main")
+    git(other, "pull", "-q")
+    assert run_kexp("validate", cwd=other).returncode == 1
+    _record(other, change_summary="Vectorized - +3%", score=1.03)
+    done = run_kexp("sync", "--branch", "kexp/other", cwd=other)
+    assert done.returncode == 0, done.stderr
+    assert git(tmp_path / "remote.git", "branch", "--list", "kexp/other").strip() == "kexp/other"

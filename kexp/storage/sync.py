@@ -348,23 +348,30 @@ def refuse_invalid(store: Store, remote: str, target: str, head: str | None = No
     branch (:func:`kexp.storage.changed.check_changes`): the files added or corrected
     since the remote's branch (as last fetched) get every check, and the store-wide
     checks (duplicate ids, dangling ``pid``/``combines``, lineage cycles) the whole
-    store, of which the problems the change brings count; a branch the remote does not
-    have yet is checked whole. Files that are not published (not named as experiments)
-    do not count."""
+    store, of which the problems the change brings count. A branch the remote does not
+    have yet is compared with the remote's default branch (``REMOTE/HEAD``), or checked
+    whole without one. Files that are not published (not named as experiments) do not
+    count."""
     # lazy: not every command that imports this module needs these
     from kexp.gitops import commits as gitcommits
     from kexp.storage.changed import check_changes
     from kexp.storage.snapshot import StoreLocation
 
     repo = StoreLocation.of(store.root).repo
-    published = gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}")
+    # The remote's branch, else its default branch (a new branch starts from it).
+    known = (
+        (name, commit)
+        for name in (target, "HEAD")
+        if (commit := gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{name}")) is not None
+    )
+    published = next(known, None)
     if published is None:
         problems = (store if head is None else store.at(head)).validate()
         advice = "fix it (kexp validate lists every problem), then run kexp sync again"
     else:
-        check = check_changes(store, published, head)
+        check = check_changes(store, published[1], head)
         problems = [*check.file_problems, *check.caused]
-        advice = SYNC_FIX_CHANGED.say(base=f"{remote}/{target}")
+        advice = SYNC_FIX_CHANGED.say(base=f"{remote}/{published[0]}")
     errors = sort_problems(p for p in problems if p.severity == "error" and p.code != "stray-file")
     if not errors:
         return
