@@ -695,3 +695,24 @@ def test_the_first_sync_of_a_new_branch_is_not_refused_for_what_the_remote_holds
     done = run_kexp("sync", "--branch", "kexp/other", cwd=other)
     assert done.returncode == 0, done.stderr
     assert git(tmp_path / "remote.git", "branch", "--list", "kexp/other").strip() == "kexp/other"
+
+
+def test_sync_refuses_a_merge_that_leaves_a_child_without_its_parent(tmp_path: Path) -> None:
+    """Each side valid alone: the first clone removed an experiment and synced; the
+    second built a child on it and syncs. The merge would publish the child's dangling
+    parent: refused in one line before the push, the local commit kept, the working
+    tree and the remote as they were."""
+    lead, other, parent = _two_clones(tmp_path)
+    assert run_kexp("rm", parent, "--yes", cwd=lead).returncode == 0
+    assert run_kexp("sync", cwd=lead).returncode == 0
+    remote = tmp_path / "remote.git"
+    published = git(remote, "rev-parse", "main")
+    child = _record(other, change_summary="Child - +5%", pid=parent, measured_against="parent")
+    done = run_kexp("sync", cwd=other)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (said,) = done.stderr.strip().splitlines()
+    assert "error[dangling-pid]" in said and child in said, said
+    assert "git merge origin/main" in said and "kexp sync again" in said
+    assert git(remote, "rev-parse", "main") == published
+    assert git(other, "log", "-1", "--format=%s").startswith("kexp sync:")  # kept
+    assert next((other / "experiments").rglob(f"{parent}-*.md")).is_file()  # not merged

@@ -10,7 +10,9 @@ number of times with a growing, jittered pause; a lock on the remote's branch a 
 times, briefly, then named; any other refusal (a hook that declines) is said at once in
 the remote's words. What it would publish is validated first, as ``kexp validate
 --changed`` validates a branch (:func:`refuse_invalid`): an error stops it before
-anything is committed. Never a force-push. Nothing new and the remote up to date: nothing
+anything is committed; so is a merge with the remote's branch before it is pushed (each
+side valid, together not: one removed the parent the other built on). Never a
+force-push. Nothing new and the remote up to date: nothing
 is committed or pushed. Two syncs in one clone take turns (a lock in the store's cache
 folder): the second waits for the first.
 
@@ -35,7 +37,7 @@ from kexp.core.errors import (
     SyncConflictError,
     ValidationError,
 )
-from kexp.core.problems import display_path, sort_problems
+from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.validate import README_NAME
 
 if TYPE_CHECKING:
@@ -293,6 +295,7 @@ def _sync(
             new = remote_tip
             if not kgit.is_ancestor(repo, local, remote_tip):
                 new = _merge(gitcommits, location, local, remote_tip, remote, target)
+                _refuse_invalid_merge(store, remote, target, remote_tip, new, local)
             if in_checkout:
                 gitcommits.fast_forward_checkout(repo, new)
             elif not gitcommits.update_branch(repo, target, new, local):
@@ -372,18 +375,48 @@ def refuse_invalid(store: Store, remote: str, target: str, head: str | None = No
         check = check_changes(store, published[1], head)
         problems = [*check.file_problems, *check.caused]
         advice = SYNC_FIX_CHANGED.say(base=f"{remote}/{published[0]}")
+    found = _first_error(problems)
+    if found:
+        raise ValidationError(
+            f"kexp sync did nothing, {target} would publish an invalid experiment: {found}; "
+            f"{advice}",
+            [],
+        )
+
+
+def _refuse_invalid_merge(
+    store: Store, remote: str, target: str, remote_tip: str, merged: str, local: str
+) -> None:
+    """Raise :class:`~kexp.core.errors.ValidationError` when the merge of ``local`` and
+    the remote's ``remote_tip`` (``merged``, a commit no branch points at) brings an
+    error the remote does not have: each side valid, together not (one removed the
+    parent the other built on)."""
+    # lazy: not every command that imports this module needs kexp.storage.changed
+    from kexp.storage.changed import check_changes
+
+    check = check_changes(store, remote_tip, merged)
+    found = _first_error([*check.file_problems, *check.caused])
+    if found:
+        raise ValidationError(
+            f"kexp sync stopped before the push: merged with {remote}/{target}, {target} "
+            f"would publish an invalid experiment: {found}; nothing was pushed (the local "
+            f"commit {local[:12]} is kept, the remote is untouched): merge by hand (git "
+            f"merge {remote}/{target}), fix it, commit, and run kexp sync again",
+            [],
+        )
+
+
+def _first_error(problems: list[Problem]) -> str:
+    """The first error of ``problems`` in files a sync publishes, on one line
+    (``path:line: error[code] field: message``, and how many more), or ""."""
     errors = sort_problems(p for p in problems if p.severity == "error" and p.code != "stray-file")
     if not errors:
-        return
+        return ""
     first = errors[0]
     field = f" {first.field}:" if first.field else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    raise ValidationError(
-        f"kexp sync did nothing, {target} would publish an invalid experiment: "
-        f"{display_path(first.path)}:{first.line}: error[{first.code}]{field} "
-        f"{first.message}{more}; {advice}",
-        [],
-    )
+    where = f"{display_path(first.path)}:{first.line}"
+    return f"{where}: error[{first.code}]{field} {first.message}{more}"
 
 
 def _merge(
