@@ -6,11 +6,15 @@ git itself."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from test_sync import clone, make_remote
 
@@ -476,3 +480,239 @@ def test_conflict_markers_in_a_section_are_a_merge_conflict_in_every_read(
     with pytest.raises(ValidationError, match="merge conflict"):
         Store(lead).create_experiment(**experiment_fields(detailed_description=pasted))
     assert conflicted.read_text() == text
+
+
+def _state(root: Path) -> tuple[str, str, str]:
+    """What a refused sync must leave as it was: the branch, the index and working tree
+    (git's status), and the remote-tracking branch."""
+    return (
+        git(root, "rev-parse", "HEAD"),
+        git(root, "status", "--porcelain", "--untracked-files=all"),
+        git(root, "branch", "--list", "kexp/*"),
+    )
+
+
+def test_sync_refuses_to_publish_what_kexp_validate_rejects(tmp_path: Path) -> None:
+    """An experiment hand-edited to a score that is not a number, then ``kexp sync``
+    (on the branch and beside it): one line naming the file, its line and the problem's
+    code, saying to fix it and sync again; nothing committed, pushed or changed. A child
+    whose parent does not exist, committed by hand (``git commit -a``): the store-wide
+    check catches what the commit would push. Once fixed, the sync publishes."""
+    _, other, exp_id = _two_clones(tmp_path)
+    remote = tmp_path / "remote.git"
+    published = git(remote, "rev-parse", "main")
+    path = next((other / "experiments").rglob(f"{exp_id}-*.md"))
+    name = path.relative_to(other).as_posix()
+    good = path.read_bytes()
+    bad = good.replace(b"\nscore: 1.2\n", b"\nscore: fast\n")
+    path.write_bytes(bad)
+    line = bad.decode().splitlines().index("score: fast") + 1
+    before = _state(other)
+    for args in ((), ("--branch", "kexp/other"), ("--dry-run",)):
+        done = run_kexp("sync", *args, cwd=other)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        (said,) = done.stderr.strip().splitlines()
+        assert f"{name}:{line}: error[" in said and "score" in said, said
+        assert "kexp validate" in said and "kexp sync again" in said
+        # A branch new to the remote: what it adds to the remote's default branch.
+        assert f"--changed origin/{'HEAD' if '--branch' in args else 'main'}" in said, said
+        assert _state(other) == before and path.read_bytes() == bad
+    assert git(remote, "rev-parse", "main") == published
+    assert git(remote, "branch", "--list", "kexp/*") == ""
+
+    path.write_bytes(good)
+    child = _record(other, change_summary="Child - +5%", pid=exp_id, measured_against="parent")
+    child_path = next((other / "experiments").rglob(f"{child}-*.md"))
+    child_path.write_text(child_path.read_text().replace(exp_id, "0123456789abcdef"))
+    git(other, "add", "experiments")
+    git(other, "commit", "-q", "-m", "child, by hand")
+    before = _state(other)
+    done = run_kexp("sync", cwd=other)
+    assert done.returncode == 1
+    (said,) = done.stderr.strip().splitlines()
+    assert f"{child_path.relative_to(other).as_posix()}:" in said
+    assert "error[dangling-pid]" in said, said
+    assert _state(other) == before and git(remote, "rev-parse", "main") == published
+
+    run_kexp("update", child, "--set", f"pid={exp_id}", cwd=other)
+    assert run_kexp("validate", cwd=other).returncode == 0
+    done = run_kexp("sync", cwd=other)
+    assert done.returncode == 0, done.stderr
+    assert git(remote, "rev-parse", "main") == git(other, "rev-parse", "HEAD")
+
+
+def _validate_hook() -> dict[str, object]:
+    """The ``kexp-validate`` hook as ``.pre-commit-hooks.yaml`` declares it."""
+    hooks = yaml.safe_load((REPO_ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    (hook,) = [hook for hook in hooks if hook["id"] == "kexp-validate"]
+    return dict(hook)
+
+
+def _parent_removed(tmp_path: Path) -> tuple[Path, str, str]:
+    """A clone whose ``main`` holds a parent and its child; the parent's file deleted
+    and the deletion staged (``git rm``), nothing else. Returns (the clone, the
+    parent's id, the child's id)."""
+    lead, _, parent = _two_clones(tmp_path)
+    child = _record(lead, change_summary="Child - +5%", pid=parent, measured_against="parent")
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "child")
+    gone = next((lead / "experiments").rglob(f"{parent}-*.md"))
+    git(lead, "rm", "-q", str(gone.relative_to(lead)))
+    return lead, parent, child
+
+
+def test_the_validate_hook_checks_a_commit_that_only_deletes_a_parent(tmp_path: Path) -> None:
+    """pre-commit passes no deleted file to a hook and skips a hook none of whose files
+    is staged: a commit that only deletes an experiment others name as parent ran
+    nothing. The hook runs on every commit, on the change itself (no file names), so
+    the deletion is checked: the child's dangling parent is an error; a commit of a
+    healthy store passes. Run as pre-commit runs it: its entry, plus the staged files
+    it matches only when it passes file names, and only when it always runs or one
+    matched (a deletion is never one)."""
+    hook = _validate_hook()
+    lead, parent, _ = _parent_removed(tmp_path)
+
+    def run_hook(root: Path) -> int:
+        """pre-commit's run of the hook: its exit status (0: passed or skipped)."""
+        staged = git(root, "diff", "--cached", "--name-only", "--diff-filter=ACMR").split()
+        files = [f for f in staged if re.search(str(hook.get("files", "")), f)]
+        if not files and not hook.get("always_run", False):
+            return 0  # "(no files to check) Skipped"
+        args = shlex.split(str(hook["entry"]))[1:]
+        if hook.get("pass_filenames", True):
+            args += files
+        done = run_kexp(*args, cwd=root)
+        said.append(done.stdout + done.stderr)
+        return done.returncode
+
+    said: list[str] = []
+    assert run_hook(lead) == 1, said
+    assert "error[dangling-pid]" in said[-1] and parent in said[-1]
+    git(lead, "reset", "-q", "--hard")
+    assert run_hook(lead) == 0, said  # nothing staged, a healthy store
+
+
+def test_the_validate_hook_refuses_the_deletion_under_the_real_pre_commit(
+    tmp_path: Path,
+) -> None:
+    """The same through the real pre-commit (installed in the clone, ``git commit``),
+    with the hook's own settings (its entry run by this Python): the commit that only
+    deletes a parent is refused, naming the dangling parent; with the child deleted
+    too, it is made."""
+    pytest.importorskip("pre_commit")
+    hook = _validate_hook()
+    lead, parent, child = _parent_removed(tmp_path)
+    entry = shlex.split(str(hook["entry"]))
+    entry = [sys.executable, "-m", *entry]
+    local = {**hook, "language": "unsupported", "entry": shlex.join(entry)}
+    config = {"repos": [{"repo": "local", "hooks": [local]}]}
+    (lead / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    git(lead, "add", ".pre-commit-config.yaml")
+    git(lead, "commit", "-q", "--no-verify", "-m", "pre-commit", "--", ".pre-commit-config.yaml")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    subprocess.run(
+        [sys.executable, "-m", "pre_commit", "install"], cwd=lead, env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    head = git(lead, "rev-parse", "HEAD")
+    commit = subprocess.run(
+        ["git", "commit", "-m", "drop the parent"], cwd=lead, env=env, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert commit.returncode != 0, commit.stdout + commit.stderr
+    said = commit.stdout + commit.stderr
+    assert "error[dangling-pid]" in said and parent in said, said
+    assert git(lead, "rev-parse", "HEAD") == head
+    child_file = next((lead / "experiments").rglob(f"{child}-*.md"))
+    git(lead, "rm", "-q", str(child_file.relative_to(lead)))
+    commit = subprocess.run(
+        ["git", "commit", "-m", "drop both"], cwd=lead, env=env, capture_output=True, text=True
+    )
+    assert commit.returncode == 0, commit.stdout + commit.stderr
+
+
+def test_review_says_prominently_when_a_branch_loses_a_failures_lesson(tmp_path: Path) -> None:
+    """A failure pushed to ``main``; another clone's branch deletes its file (``kexp
+    rm``), and blanks the key insight of a second failure. ``kexp review`` says each
+    lesson lost at the top ("Removed: ID (outcome, summary)", the insight lost), in the
+    Markdown and in the JSON; the blanked one is not a lesson "added"."""
+    lead, other, root = _two_clones(tmp_path)
+    insight = "bank conflicts on the 32-wide tile ate the gain"
+    tiled = _record(
+        lead, change_summary="Shared memory tiling - -30%", score=0.7, pid=root,
+        measured_against="parent",
+        detailed_description=f"**Approach**: tile\n\n**Key insight**: {insight}",
+    )  # fmt: skip
+    wide = _record(
+        lead, change_summary="Wide loads - -10%", score=0.9, pid=root,
+        measured_against="parent",
+        detailed_description="**Approach**: 128-bit loads\n\n**Key insight**: L2 bound",
+    )  # fmt: skip
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "two failures")
+    git(lead, "push", "-q", "origin", "main")
+    git(other, "pull", "-q")
+    git(other, "checkout", "-q", "-b", "kexp/other")
+    assert run_kexp("rm", tiled, "--yes", cwd=other).returncode == 0
+    path = next((other / "experiments").rglob(f"{wide}-*.md"))
+    path.write_text(path.read_text().replace("**Key insight**: L2 bound", "**Key insight**:"))
+    git(other, "commit", "-q", "-am", "tidy")
+    git(other, "push", "-q", "origin", "kexp/other")
+    git(lead, "fetch", "-q")
+
+    md = run_kexp("review", "origin/main", "origin/kexp/other", cwd=lead).stdout
+    headline = md.split("### ")[0]
+    assert f"Removed: `{tiled}` (regression, Shared memory tiling - -30%)" in headline, md
+    assert "a failure removed is a lesson lost" in headline and insight in headline
+    assert f"Key insight removed: `{wide}` (regression, Wide loads - -10%)" in headline
+    assert "L2 bound" in headline
+    assert "Lessons added" not in md  # the blanked insight is a lesson lost, not added
+    data = json.loads(
+        run_kexp("review", "origin/main", "origin/kexp/other", "--json", cwd=lead).stdout
+    )
+    lost = {item["id"]: item for item in data["summary"]["lessons_lost"]}
+    assert lost[tiled] == {
+        "id": tiled, "how": "removed", "outcome": "regression",
+        "change_summary": "Shared memory tiling - -30%", "key_insight": insight,
+    }  # fmt: skip
+    assert lost[wide]["how"] == "key insight removed" and lost[wide]["key_insight"] == "L2 bound"
+
+
+def test_the_first_sync_of_a_new_branch_is_not_refused_for_what_the_remote_holds(
+    tmp_path: Path,
+) -> None:
+    """``main`` on the remote already holds a file ``kexp validate`` rejects (pushed by
+    hand with git). Another clone's first ``kexp sync --branch kexp/other`` of a valid
+    experiment publishes it: only what the branch adds to the remote is checked."""
+    lead, other, exp_id = _two_clones(tmp_path)
+    path = next((lead / "experiments").rglob(f"{exp_id}-*.md"))
+    path.write_text(path.read_text().replace("\nscore: 1.2\n", "\nscore: fast\n"))
+    git(lead, "commit", "-q", "-am", "by hand")
+    git(lead, "push", "-q", "origin", "main")
+    git(other, "pull", "-q")
+    assert run_kexp("validate", cwd=other).returncode == 1
+    _record(other, change_summary="Vectorized - +3%", score=1.03)
+    done = run_kexp("sync", "--branch", "kexp/other", cwd=other)
+    assert done.returncode == 0, done.stderr
+    assert git(tmp_path / "remote.git", "branch", "--list", "kexp/other").strip() == "kexp/other"
+
+
+def test_sync_refuses_a_merge_that_leaves_a_child_without_its_parent(tmp_path: Path) -> None:
+    """Each side valid alone: the first clone removed an experiment and synced; the
+    second built a child on it and syncs. The merge would publish the child's dangling
+    parent: refused in one line before the push, the local commit kept, the working
+    tree and the remote as they were."""
+    lead, other, parent = _two_clones(tmp_path)
+    assert run_kexp("rm", parent, "--yes", cwd=lead).returncode == 0
+    assert run_kexp("sync", cwd=lead).returncode == 0
+    remote = tmp_path / "remote.git"
+    published = git(remote, "rev-parse", "main")
+    child = _record(other, change_summary="Child - +5%", pid=parent, measured_against="parent")
+    done = run_kexp("sync", cwd=other)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (said,) = done.stderr.strip().splitlines()
+    assert "error[dangling-pid]" in said and child in said, said
+    assert "git merge origin/main" in said and "kexp sync again" in said
+    assert git(remote, "rev-parse", "main") == published
+    assert git(other, "log", "-1", "--format=%s").startswith("kexp sync:")  # kept
+    assert next((other / "experiments").rglob(f"{parent}-*.md")).is_file()  # not merged

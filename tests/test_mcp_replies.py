@@ -327,3 +327,29 @@ def test_show_says_which_ref_holds_an_experiment_not_in_the_working_tree(
         "it is on origin/kexp/alice, not in the working tree: read it there with "
         f"kexp show {hers.id[:10]} --all-refs"
     ) in " ".join(printed.stderr.split())
+
+
+def test_sync_of_an_invalid_experiment_says_to_fix_it_in_the_tools_words(
+    tmp_path: Path,
+) -> None:
+    """An agent's experiment hand-edited to a bad score, then the sync tool: refused in
+    one line naming the file and the problem, saying to fix it and call sync again (no
+    option of ``kexp``); nothing pushed."""
+    alice, _, base = two_agents(tmp_path)
+    first = Store(alice).create_experiment(base_commit=base, score=1.03, **record_fields())
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "first")
+    sync(Store(alice))
+    assert first.path is not None
+    first.path.write_text(first.path.read_text().replace("score: 1.03", "score: fast"))
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("sync")
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+
+    run_agent(alice, work)
+    assert first.path.name in said[0] and "score" in said[0]
+    assert "call sync again" in said[0] and "update tool" in said[0]
+    assert git(tmp_path / "remote.git", "rev-parse", "main") == git(alice, "rev-parse", "HEAD")

@@ -673,6 +673,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "suspect": [],
         "changed_on_base": [],
         "best_changes": [],
+        "lessons_lost": [],
     }
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)
     assert fused["rank"] == 1 and fused["new_best"] and fused["delta"] == pytest.approx(0.004)
@@ -807,16 +808,17 @@ def test_pre_commit_hooks_run_kexp_on_experiment_files(pr: PullRequest) -> None:
                      "6749f3a0c2d41e7.md", "notes.md", "6749F3A0C2D41E7B-x.md"):  # fmt: skip
             expected = EXPERIMENT_NAME.fullmatch(name) is not None
             assert (files.search(f"experiments/2026/11/{name}") is not None) == expected, name
-    assert by_id["kexp-validate"]["entry"] == "kexp validate"
+    assert by_id["kexp-validate"]["entry"] == "kexp validate --changed HEAD"
     assert by_id["kexp-fmt"]["entry"] == "kexp fmt --check"
-    # Run each hook as pre-commit would: the entry plus the matching staged files, from
-    # the repository root.
+    # Run each hook as pre-commit would: the entry plus the matching staged files (when
+    # it takes file names), from the repository root.
     staged = [str(p.relative_to(pr.repo)) for p in pr.store.paths()]
     for hook in hooks:
         files = [f for f in staged if re.search(hook["files"], f)]
         assert len(files) == 6
         args = hook["entry"].split()[1:]
-        result = run_kexp(*args, *files, cwd=pr.repo)
+        given = files if hook.get("pass_filenames", True) else []
+        result = run_kexp(*args, *given, cwd=pr.repo)
         assert result.returncode == 0, result.stdout + result.stderr
     broken = write_broken(pr.repo, "6f000000000000dd")
     result = run_kexp("validate", str(broken.relative_to(pr.repo)), cwd=pr.repo)

@@ -50,8 +50,8 @@ from kexp.review.build import (
     review,
     to_json,
 )
-from kexp.review.changed import head_of
-from kexp.review.model import BestChange
+from kexp.review.model import BestChange, LostLesson
+from kexp.storage.changed import head_of
 from kexp.storage.history import Changes, ExperimentChange
 from kexp.storage.lineage import is_scored
 from tests.conftest import git, past_racy_window, run_kexp
@@ -244,7 +244,8 @@ def reference_review(store: Store, base: str, head: str | None = None) -> Review
     for kind in _KINDS:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
-    lessons = group_lessons(_new_lessons(entries, then))
+    lost = _lost_lessons(entries, then)
+    lessons = group_lessons(_new_lessons(entries, then, {item.id for item in lost}))
     return Review(
         base=base,
         merge_base=check.merge_base,
@@ -261,6 +262,7 @@ def reference_review(store: Store, base: str, head: str | None = None) -> Review
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
         best_changes=_best_changes(entries, now, then),
+        lessons_lost=lost,
     )
 
 
@@ -365,10 +367,37 @@ def _entry(
     return entry
 
 
-def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[KernelExperiment]:
+def _lost_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[LostLesson]:
+    def lost(exp: KernelExperiment, how: str) -> LostLesson:
+        insight = key_insight(exp.detailed_description)
+        return LostLesson(exp.id, how, exp.outcome, exp.change_summary, insight)
+
+    found = [
+        lost(exp, "removed")
+        for _, exp in entries["removed"]
+        if exp is not None and exp.outcome in LESSON_GROUPS and "control" not in exp.tags
+    ]
+    for entry, exp in entries["corrected"]:
+        old = then.by_id.get(entry.id)
+        if (
+            exp is not None
+            and old is not None
+            and old.outcome in LESSON_GROUPS
+            and exp.outcome == old.outcome
+            and "control" not in old.tags
+            and key_insight(old.detailed_description)
+            and not key_insight(exp.detailed_description)
+        ):
+            found.append(lost(old, "key insight removed"))
+    return found
+
+
+def _new_lessons(
+    entries: Mapping[str, list[_Reviewed]], then: _Side, lost: set[str]
+) -> list[KernelExperiment]:
     found: list[KernelExperiment] = []
     for entry, exp in [*entries["added"], *entries["corrected"]]:
-        if exp is None or exp.outcome not in LESSON_GROUPS:
+        if exp is None or exp.outcome not in LESSON_GROUPS or entry.id in lost:
             continue
         if entry.kind == "corrected":
             old = then.by_id.get(entry.id)

@@ -104,6 +104,11 @@ ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
 SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
 #: Advice on the branch kexp sync publishes to.
 SYNC_BRANCH = Advice("(--branch kexp/<name>)", '(branch: "kexp/<name>")')
+#: Advice on an invalid experiment kexp sync would publish (the remote's branch known).
+SYNC_FIX_CHANGED = Advice(
+    "fix it (kexp validate --changed {base} lists every problem), then run kexp sync again",
+    "fix the file (or correct it with the update tool), then call sync again",
+)
 #: Advice on the store's folder, which the server is started on.
 ROOT = Advice(
     "give --root (KEXP_ROOT) the folder that holds it",
@@ -135,6 +140,7 @@ ADVICE = (
     ENV,
     SYNC_REMOTE,
     SYNC_BRANCH,
+    SYNC_FIX_CHANGED,
     ROOT,
     BUDGET,
     LARGER_BUDGET,

@@ -10,7 +10,7 @@ experiments on the same operator), the fields each correction changed, the valid
 problems of the changed files, the store-wide problems the change causes, the lessons it
 adds, and the lineage it touches (:mod:`kexp.review.graph`). The validation, and the one
 read of the store at the head, are those of ``kexp validate --changed``
-(:mod:`kexp.review.changed`); of the experiments the change does not touch, a review keeps
+(:mod:`kexp.storage.changed`); of the experiments the change does not touch, a review keeps
 a few front-matter values only. :func:`render_markdown` turns a review into a comment
 fit to post on the pull request, :func:`to_json` into JSON-ready data
 (:mod:`kexp.review.render`).
@@ -33,6 +33,7 @@ from kexp.core.campaign import (
     Derived,
     cumulative_change,
     derive_for,
+    is_control,
     measured_against_parent,
     versions_of,
 )
@@ -44,18 +45,6 @@ from kexp.format.fileformat import key_insight
 from kexp.format.samples import describe_protocol, sample_count
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile, links_of
-from kexp.review.changed import (
-    STORE_WIDE_CODES,
-    ChangeCheck,
-    Facts,
-    HeadScan,
-    check_and_scan,
-    check_changes,
-    facts_of,
-    head_of,
-    validate_changed,
-)
-from kexp.review.changed import merge_base as merge_base
 from kexp.review.graph import LineageGraph, LineageNode, render_mermaid
 from kexp.review.graph import mermaid_id as mermaid_id
 from kexp.review.graph import mermaid_text as mermaid_text
@@ -63,6 +52,7 @@ from kexp.review.model import (
     KINDS,
     BestChange,
     FieldChange,
+    LostLesson,
     Review,
     ReviewedExperiment,
     short_value,
@@ -73,6 +63,18 @@ from kexp.review.render import md_block as md_block
 from kexp.review.render import md_code as md_code
 from kexp.review.render import md_text as md_text
 from kexp.review.render import render_markdown, to_json
+from kexp.storage.changed import (
+    STORE_WIDE_CODES,
+    ChangeCheck,
+    Facts,
+    HeadScan,
+    check_and_scan,
+    check_changes,
+    facts_of,
+    head_of,
+    validate_changed,
+)
+from kexp.storage.changed import merge_base as merge_base
 from kexp.storage.lineage import is_scored
 
 if TYPE_CHECKING:
@@ -153,7 +155,8 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
     if touched:
         _changed_on_base(store, base, check.merge_base, touched)
-    lessons = group_lessons(_new_lessons(entries, then))
+    lost = _lost_lessons(entries, then)
+    lessons = group_lessons(_new_lessons(entries, then, {item.id for item in lost}))
     return Review(
         base=base,
         merge_base=check.merge_base,
@@ -170,6 +173,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         lessons={group: items for group, items in lessons.items() if items},
         lineage=_lineage(entries, now, then),
         best_changes=_best_changes(entries, now, then),
+        lessons_lost=lost,
     )
 
 
@@ -558,12 +562,14 @@ def _as_lines(value: Any) -> list[str]:
     return json.dumps(value, indent=2, ensure_ascii=False).splitlines()
 
 
-def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[KernelExperiment]:
+def _new_lessons(
+    entries: Mapping[str, list[_Reviewed]], then: _Side, lost: set[str]
+) -> list[KernelExperiment]:
     """Added failures, and corrected experiments that became a failure (or another kind
-    of failure, or whose key insight changed)."""
+    of failure, or whose key insight changed), but for those whose lesson is ``lost``."""
     found: list[KernelExperiment] = []
     for entry, exp in [*entries["added"], *entries["corrected"]]:
-        if exp is None or exp.outcome not in LESSON_GROUPS:
+        if exp is None or exp.outcome not in LESSON_GROUPS or entry.id in lost:
             continue
         if entry.kind == "corrected":
             old = then.whole(entry.id)
@@ -575,6 +581,34 @@ def _new_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[Ke
                 continue
         found.append(exp)
     return found
+
+
+def _lost_lessons(entries: Mapping[str, list[_Reviewed]], then: _Side) -> list[LostLesson]:
+    """The failures (not controls) the change removes, and those whose key insight a
+    correction removes while they stay the same kind of failure."""
+    lost: list[LostLesson] = []
+    for _, exp in entries["removed"]:
+        if exp is not None and exp.outcome in LESSON_GROUPS and not is_control(exp):
+            lost.append(_lost(exp, "removed"))
+    for entry, exp in entries["corrected"]:
+        old = then.whole(entry.id) if exp is not None else None
+        if (
+            old is not None
+            and exp is not None
+            and old.outcome in LESSON_GROUPS
+            and exp.outcome == old.outcome
+            and not is_control(old)
+            and key_insight(old.detailed_description)
+            and not entry.key_insight
+        ):
+            lost.append(_lost(old, "key insight removed"))
+    return lost
+
+
+def _lost(exp: KernelExperiment, how: str) -> LostLesson:
+    return LostLesson(
+        exp.id, how, exp.outcome, exp.change_summary, key_insight(exp.detailed_description)
+    )
 
 
 def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) -> LineageGraph:

@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
     from kexp.review.graph import LineageGraph
 
-__all__ = ["KINDS", "BestChange", "FieldChange", "Review", "ReviewedExperiment", "short_value"]
+__all__ = [
+    "KINDS",
+    "BestChange",
+    "FieldChange",
+    "LostLesson",
+    "Review",
+    "ReviewedExperiment",
+    "short_value",
+]
 
 #: The kinds of change a review lists, in its order.
 KINDS = ("added", "corrected", "removed")
@@ -132,6 +140,23 @@ class BestChange:
 
 
 @dataclasses.dataclass
+class LostLesson:
+    """A failure's lesson the change loses: the experiment removed (``how`` is
+    ``removed``), or its key insight removed (``key insight removed``). Its values are
+    those of the base side; ``key_insight`` is the text lost ("" when it had none)."""
+
+    id: str
+    how: str
+    outcome: str
+    change_summary: str
+    key_insight: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
 class Review:
     """What a change does to the store, as a reviewer needs it (see :func:`review`)."""
 
@@ -153,6 +178,8 @@ class Review:
     lineage: LineageGraph
     #: The operators whose best tip the change moves without a new best.
     best_changes: list[BestChange] = dataclasses.field(default_factory=list)
+    #: The failures' lessons the change loses (a failure removed, a key insight removed).
+    lessons_lost: list[LostLesson] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:

@@ -16,7 +16,7 @@ from kexp.agents.lessons import LESSON_GROUPS
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
-from kexp.review.model import KINDS, BestChange, FieldChange, short_value
+from kexp.review.model import KINDS, BestChange, FieldChange, LostLesson, short_value
 
 if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
@@ -57,6 +57,7 @@ def to_json(result: Review) -> dict[str, Any]:
             "suspect": [e.id for e in result.suspects],
             "changed_on_base": [e.id for e in result.changed_on_base],
             "best_changes": [c.to_dict() for c in result.best_changes],
+            "lessons_lost": [lost.to_dict() for lost in result.lessons_lost],
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
@@ -245,6 +246,7 @@ def _headline(result: Review) -> str:
     else:
         verdict = "✅ validation passed"
     lines = [f"{counts} — {verdict}"]
+    lines += [_lost_note(lost) for lost in result.lessons_lost]
     for entry in result.new_bests:
         lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
     for change in result.best_changes:
@@ -258,6 +260,22 @@ def _headline(result: Review) -> str:
             f"{_best_note(entry)}; not a new best until checked ({reasons})"
         )
     return "  \n".join(lines)
+
+
+def _lost_note(lost: LostLesson) -> str:
+    """The headline's line on a failure's lesson the change loses."""
+    what = f"{md_code(lost.id)} ({md_text(lost.outcome)}, {md_text(lost.change_summary)})"
+    said = f"“{md_text(lost.key_insight, limit=_CELL_CHARS)}”" if lost.key_insight else ""
+    if lost.how == "removed":
+        insight = f"; its key insight was {said}" if said else ""
+        return (
+            f"📕 **Lesson lost**: Removed: {what}: a failure removed is a lesson lost"
+            f"{insight}; keep it unless it is wrong (correct it instead)"
+        )
+    return (
+        f"📕 **Lesson lost**: Key insight removed: {what}: was {said or 'empty'}; a failure "
+        "without its key insight teaches nothing"
+    )
 
 
 def _best_change_note(change: BestChange) -> str:

@@ -8,7 +8,11 @@ sides, stops before anything changes, naming the file), and pushes. A push the r
 rejects because another clone pushed first is retried (fetch, merge, push) a bounded
 number of times with a growing, jittered pause; a lock on the remote's branch a few
 times, briefly, then named; any other refusal (a hook that declines) is said at once in
-the remote's words. Never a force-push. Nothing new and the remote up to date: nothing
+the remote's words. What it would publish is validated first, as ``kexp validate
+--changed`` validates a branch (:func:`refuse_invalid`): an error stops it before
+anything is committed; so is a merge with the remote's branch before it is pushed (each
+side valid, together not: one removed the parent the other built on). Never a
+force-push. Nothing new and the remote up to date: nothing
 is committed or pushed. Two syncs in one clone take turns (a lock in the store's cache
 folder): the second waits for the first.
 
@@ -25,8 +29,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import SYNC_BRANCH, SYNC_REMOTE
-from kexp.core.errors import GitError, KexpError, LockTimeoutError, SyncConflictError
+from kexp.core.advice import SYNC_BRANCH, SYNC_FIX_CHANGED, SYNC_REMOTE
+from kexp.core.errors import (
+    GitError,
+    KexpError,
+    LockTimeoutError,
+    SyncConflictError,
+    ValidationError,
+)
+from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.validate import README_NAME
 
 if TYPE_CHECKING:
@@ -228,6 +239,8 @@ def _sync(
                 "unstage them (git restore --staged PATH)"
             )
         paths = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
+            refuse_invalid(store, remote, target)
         if paths and not dry_run:
             commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
@@ -244,9 +257,13 @@ def _sync(
             (lambda _: message) if message else _message,
             keep=publishable,
             moved=_moved_away,
-            write=not dry_run,
-        )
-        if made is not None:
+        )  # in a dry run too: what would be published is checked, the branch not moved
+        published = made or local
+        if published is not None and published != gitcommits.ref_commit(
+            repo, f"refs/remotes/{remote}/{target}"
+        ):
+            refuse_invalid(store, remote, target, published)
+        if made is not None and not dry_run:
             if not gitcommits.update_branch(repo, target, made, local):
                 raise GitError(
                     f"branch {target} moved while kexp sync was committing to it: run kexp "
@@ -278,6 +295,7 @@ def _sync(
             new = remote_tip
             if not kgit.is_ancestor(repo, local, remote_tip):
                 new = _merge(gitcommits, location, local, remote_tip, remote, target)
+                _refuse_invalid_merge(store, remote, target, remote_tip, new, local)
             if in_checkout:
                 gitcommits.fast_forward_checkout(repo, new)
             elif not gitcommits.update_branch(repo, target, new, local):
@@ -322,6 +340,83 @@ def _sync(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left,
     )  # fmt: skip
+
+
+def refuse_invalid(store: Store, remote: str, target: str, head: str | None = None) -> None:
+    """Raise :class:`~kexp.core.errors.ValidationError` when what a sync would publish
+    to ``remote``'s ``target`` branch has an error, in one line: the first problem and
+    what to do. ``head`` is the commit to publish (None: the working tree's files).
+
+    What the remote has not seen is checked as ``kexp validate --changed`` checks a
+    branch (:func:`kexp.storage.changed.check_changes`): the files added or corrected
+    since the remote's branch (as last fetched) get every check, and the store-wide
+    checks (duplicate ids, dangling ``pid``/``combines``, lineage cycles) the whole
+    store, of which the problems the change brings count. A branch the remote does not
+    have yet is compared with the remote's default branch (``REMOTE/HEAD``), or checked
+    whole without one. Files that are not published (not named as experiments) do not
+    count."""
+    # lazy: not every command that imports this module needs these
+    from kexp.gitops import commits as gitcommits
+    from kexp.storage.changed import check_changes
+    from kexp.storage.snapshot import StoreLocation
+
+    repo = StoreLocation.of(store.root).repo
+    # The remote's branch, else its default branch (a new branch starts from it).
+    known = (
+        (name, commit)
+        for name in (target, "HEAD")
+        if (commit := gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{name}")) is not None
+    )
+    published = next(known, None)
+    if published is None:
+        problems = (store if head is None else store.at(head)).validate()
+        advice = "fix it (kexp validate lists every problem), then run kexp sync again"
+    else:
+        check = check_changes(store, published[1], head)
+        problems = [*check.file_problems, *check.caused]
+        advice = SYNC_FIX_CHANGED.say(base=f"{remote}/{published[0]}")
+    found = _first_error(problems)
+    if found:
+        raise ValidationError(
+            f"kexp sync did nothing, {target} would publish an invalid experiment: {found}; "
+            f"{advice}",
+            [],
+        )
+
+
+def _refuse_invalid_merge(
+    store: Store, remote: str, target: str, remote_tip: str, merged: str, local: str
+) -> None:
+    """Raise :class:`~kexp.core.errors.ValidationError` when the merge of ``local`` and
+    the remote's ``remote_tip`` (``merged``, a commit no branch points at) brings an
+    error the remote does not have: each side valid, together not (one removed the
+    parent the other built on)."""
+    # lazy: not every command that imports this module needs kexp.storage.changed
+    from kexp.storage.changed import check_changes
+
+    check = check_changes(store, remote_tip, merged)
+    found = _first_error([*check.file_problems, *check.caused])
+    if found:
+        raise ValidationError(
+            f"kexp sync stopped before the push: merged with {remote}/{target}, {target} "
+            f"would publish an invalid experiment: {found}; nothing was pushed (the local "
+            f"commit {local[:12]} is kept, the remote is untouched): merge by hand (git "
+            f"merge {remote}/{target}), fix it, commit, and run kexp sync again",
+            [],
+        )
+
+
+def _first_error(problems: list[Problem]) -> str:
+    """The first error of ``problems`` in files a sync publishes, on one line
+    (``path:line: error[code] field: message``, and how many more), or ""."""
+    errors = sort_problems(p for p in problems if p.severity == "error" and p.code != "stray-file")
+    if not errors:
+        return ""
+    first = errors[0]
+    field = f" {first.field}:" if first.field else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    where = f"{display_path(first.path)}:{first.line}"
+    return f"{where}: error[{first.code}]{field} {first.message}{more}"
 
 
 def _merge(

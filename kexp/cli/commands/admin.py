@@ -62,7 +62,7 @@ def validate(
     whole store: fast CI on a large store. With --refs/--all-refs, the newest version
     of every experiment of the working tree and the refs is checked.
 
-    Python: kexp.Store.validate(paths); kexp.review.changed.validate_changed(store, base).
+    Python: kexp.Store.validate(paths); kexp.storage.changed.validate_changed(store, base).
 
     \b
     Examples:
@@ -84,7 +84,7 @@ def validate(
         if changed is not None:
             # lazy: one command's library, loaded when that command runs
             from kexp.gitops.provenance import strict_problems
-            from kexp.review.changed import check_changes
+            from kexp.storage.changed import check_changes
 
             result = check_changes(store, changed)
             problems, selected = result.problems, result.changed_paths

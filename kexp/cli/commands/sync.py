@@ -44,7 +44,8 @@ def sync(
     both moved (the other clones' experiments arrive in your working tree), and pushes;
     a push rejected because another clone pushed first is retried. Never a force-push.
     Nothing new: nothing committed. A real conflict (the same experiment corrected on
-    both sides) stops with the file named, nothing changed.
+    both sides) stops with the file named, nothing changed; so does an experiment that
+    kexp validate --changed would reject (exit 1).
 
     Python: kexp.sync(branch=None, remote="origin", dry_run=False).
 
