@@ -5,18 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp.core.errors import GitError
-from kexp.gitops.git import (
-    MAX_REVISION_CHARS,
-    Worktree,
-    find_worktree,
-    git_command,
-    is_hex,
-    is_ref_name,
-)
+from kexp.gitops.git import MAX_REVISION_CHARS, Worktree, git_command, is_hex, is_ref_name
 
 if TYPE_CHECKING:
     import git
@@ -89,16 +81,6 @@ def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[
         parts = line.split()
         found.append((parts[0], parts[1]) if len(parts) == 2 and is_hex(parts[0], 40) else None)
     return found + [None] * (len(names) - len(found))
-
-
-def blobs_held(path: Path, shas: Sequence[str]) -> set[str]:
-    """Those of ``shas`` that name a blob of the git repository holding ``path`` (none
-    outside one)."""
-    try:
-        found = object_names(find_worktree(path), shas)
-    except GitError:
-        return set()
-    return {sha for sha, name in zip(shas, found, strict=True) if name and name[1] == "blob"}
 
 
 def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None:

@@ -173,13 +173,6 @@ def code_of(normalized: str) -> tuple[bytes | None, bytes]:
     )
 
 
-def code_of_file(data: bytes, path: str) -> tuple[bytes | None, bytes] | None:
-    """:func:`code_of` the code change of an experiment file's bytes (None when they
-    are not an experiment file): what a doc keeps without its words."""
-    bodies = bodies_of(data, path, ("code_change",))
-    return None if bodies is None else code_of(normalize_code_change(bodies["code_change"]))
-
-
 def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
     """The words of a content's FTS columns: summary, description (with the error
     message), key insight, operator (with dtype and env), code words (of the code
@@ -199,13 +192,13 @@ def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) ->
     )
 
 
-def bodies_of(data: bytes, path: str, names: tuple[str, ...] = DOC_BODIES) -> dict[str, str] | None:
-    """The body texts a doc is made of (:data:`DOC_BODIES`, or those of ``names``);
-    None when the bytes are not an experiment file."""
+def bodies_of(data: bytes, path: str) -> dict[str, str] | None:
+    """The body texts a doc is made of (:data:`DOC_BODIES`); None when the bytes are
+    not an experiment file."""
     from kexp.format.fileformat import FileFormatError, parse
     from kexp.format.quickcheck import quick_bodies
 
-    found = quick_bodies(data, names)
+    found = quick_bodies(data, DOC_BODIES)
     if found is not None:
         return found
     try:

@@ -256,7 +256,7 @@ def folder_rows(
         key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
         record = by_name.get((name, key))
         if record is None:  # another listing's pack (a race), or none: read the file
-            _, _, key, record, _ = _read_one(base, folder + name, settings)
+            _, _, key, record = _read_one(base, folder + name, settings)
         found_keys += key
         found_records.append(record)
         error, values = record
@@ -281,11 +281,8 @@ class Listing:
         made: dict[str, tuple[Folder, FolderRows]] | None = None,
         repaired: dict[str, Pack] | None = None,
         generation: str | None = None,
-        made_of_read: dict[bytes, Any] | None = None,
     ) -> None:
         self._cache = cache
-        #: What the refresh's ``also`` made of each file it read, by content key.
-        self.made_of_read = made_of_read or {}
         #: The cache's generation that holds this listing: the one the refresh found,
         #: or made when it saved what changed with no other save in between (None: one
         #: came between, or the refresh did not ``stat`` every file).
@@ -462,7 +459,6 @@ def refresh(
     *,
     light: bool = False,
     rows: bool = True,
-    also: Callable[[bytes, str], Any] | None = None,
 ) -> Listing:
     """The listing of ``experiments/`` as it is now, the cache brought up to date (see
     the module documentation).
@@ -475,13 +471,9 @@ def refresh(
 
     ``rows``: the rows will be asked for (:meth:`Listing.rows`): those of the cached
     folders are made while a forked child stats files.
-
-    ``also(data, path)`` is made of each file read while its bytes are in hand (in the
-    process that reads it; marshal-able, None for nothing): the listing's
-    :attr:`Listing.made_of_read` holds it by content key.
     """
     with collector_paused():  # walking makes a few objects a file and frees none
-        return _refresh(cache, experiments_dir, settings, light, rows, also)
+        return _refresh(cache, experiments_dir, settings, light, rows)
 
 
 #: What scanning one folder finds: (folder, exists, names and signatures when they
@@ -544,12 +536,7 @@ def _scanner(
 
 
 def _refresh(
-    cache: Cache,
-    experiments_dir: Path,
-    settings: Settings,
-    light: bool,
-    rows: bool,
-    also: Callable[[bytes, str], Any] | None,
+    cache: Cache, experiments_dir: Path, settings: Settings, light: bool, rows: bool
 ) -> Listing:
     base = str(experiments_dir).rstrip(os.sep) + os.sep
     # One horizon for the whole refresh, taken before any file is read: a file changed
@@ -635,13 +622,13 @@ def _refresh(
         )
     gone = [folder for folder in cached if folder not in found]
 
-    read = _read_all(base, to_read, settings, also)
+    read = _read_all(base, to_read, settings)
     packs: dict[str, Pack] = {}
     listings: dict[str, tuple[Any, ...]] = {}
     if changed:
         old_packs = cache.packs([f for f in changed if reused.get(f)])
         by_path: dict[str, tuple[bytes, bytes, Record]] = {
-            path: (signature, key, record) for path, signature, key, record, _ in read
+            path: (signature, key, record) for path, signature, key, record in read
         }
         for folder, known in changed.items():
             listings[folder] = _stored(known, horizon)
@@ -659,7 +646,7 @@ def _refresh(
                     continue
                 done = by_path.get(folder + name)
                 if done is None:
-                    done = _read_one(base, folder + name, settings)[1:4]
+                    done = _read_one(base, folder + name, settings)[1:]
                 signature, key, record = done
                 signatures_[at * SIGNATURE_SIZE : (at + 1) * SIGNATURE_SIZE] = signature
                 keys[at * KEY_SIZE : (at + 1) * KEY_SIZE] = key
@@ -675,10 +662,7 @@ def _refresh(
     for folder in packs:  # packs made again: their rows too
         made.pop(folder, None)
     repairs = {f: pack for f, pack in repaired.items() if f not in changed and f in folders}
-    made_of_read = {key: extra for _, _, key, _, extra in read if extra is not None}
-    return Listing(
-        cache, base, folders, packs, made, repairs, None if light else generation, made_of_read
-    )
+    return Listing(cache, base, folders, packs, made, repairs, None if light else generation)
 
 
 def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:
@@ -693,15 +677,12 @@ def _stored(folder: Folder, horizon: int) -> tuple[Any, ...]:
     )
 
 
-#: One file read: (path, signature as read, content key, record, what ``also`` made).
-_Read = tuple[str, bytes, bytes, Record, Any]
+#: One file read: (path, signature as read, content key, record).
+_Read = tuple[str, bytes, bytes, Record]
 
 
-def _read_one(
-    base: str, path: str, settings: Settings, also: Callable[[bytes, str], Any] | None = None
-) -> _Read:
-    """Read one file: its signature (taken before it was read), content key, record,
-    and what ``also`` makes of its bytes (see :func:`refresh`)."""
+def _read_one(base: str, path: str, settings: Settings) -> _Read:
+    """Read one file: its signature (taken before it was read), content key, record."""
     try:
         data, info = read_file_and_stat(base + path, settings)
     except (OSError, FileFormatError):
@@ -710,19 +691,12 @@ def _read_one(
             problem = problem_at(base + path, (1, 1, "unreadable", "", "changed while read", ""))
         error = (problem.line, problem.column, problem.code, problem.field, problem.message,
                  problem.hint)  # fmt: skip
-        return path, NO_SIGNATURE, NO_KEY, (error, None), None
+        return path, NO_SIGNATURE, NO_KEY, (error, None)
     signature = array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns))
-    record = named_record(data, base + path, settings)
-    extra = None if also is None else also(data, base + path)
-    return path, signature.tobytes(), content_key(data), record, extra
+    return path, signature.tobytes(), content_key(data), named_record(data, base + path, settings)
 
 
-def _read_all(
-    base: str,
-    items: list[tuple[str, bytes]],
-    settings: Settings,
-    also: Callable[[bytes, str], Any] | None = None,
-) -> list[_Read]:
+def _read_all(base: str, items: list[tuple[str, bytes]], settings: Settings) -> list[_Read]:
     """Read the files of ``items`` (in two processes when many)."""
     # Imported here, before any fork, so that a child inherits them.
     import kexp.format.fileformat
@@ -735,7 +709,7 @@ def _read_all(
         gc.freeze()  # the objects made before (the rows...) are not looked at below
         try:
             while batch := list(itertools.islice(pending, READ_BATCH)):
-                out.extend(_read_one(base, path, settings, also) for path, _ in batch)
+                out.extend(_read_one(base, path, settings) for path, _ in batch)
                 gc.collect(0)  # parsing leaves reference cycles, and the collector is paused
         finally:
             gc.unfreeze()

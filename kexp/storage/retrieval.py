@@ -47,7 +47,7 @@ import math
 import os
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp.core.collector import collector_paused
@@ -57,7 +57,6 @@ from kexp.storage.dedupe import code_shingles, normalize_code_change, shingle_si
 from kexp.storage.doctext import (
     bodies_of,
     code_of,
-    code_of_file,
     code_words,
     packed_texts,
     query_words,
@@ -494,9 +493,7 @@ def light_search(store: StoreView) -> Iterator[Index]:
     from kexp.storage.listing import refresh
 
     def in_step(cache: Cache) -> Listing:
-        listing = refresh(
-            cache, store.experiments_dir, store.settings, light=True, rows=False, also=code_of_file
-        )  # the code of each file read made then (no second read for its doc)
+        listing = refresh(cache, store.experiments_dir, store.settings, light=True, rows=False)
         _document(cache, store, listing, None, texts=False)
         return listing
 
@@ -564,7 +561,7 @@ def _document(
             of_changed = [row for row in rows if row.path[: row.path.rfind(os.sep) + 1] in wanted]
         else:
             of_changed = [row for folder in changed for row in listing.rows_of(folder)[0]]
-        failed, made = _add_docs(cache, store, of_changed, texts, listing.made_of_read)
+        failed, made = _add_docs(cache, store, of_changed, texts=texts)
         spoilt = {row.path[: row.path.rfind(os.sep) + 1] for row in of_changed if row.key in failed}
         folders.update(
             (folder, listing.folders[folder].keys) for folder in changed if folder not in spoilt
@@ -577,18 +574,12 @@ def _document(
 
 
 def _add_docs(
-    cache: Cache,
-    store: StoreView,
-    rows: Sequence[Row],
-    texts: bool = True,
-    codes: Mapping[bytes, tuple[bytes | None, bytes]] | None = None,
+    cache: Cache, store: StoreView, rows: Sequence[Row], *, texts: bool = True
 ) -> tuple[set[bytes], dict[bytes, tuple[str, ...]]]:
     """Make the docs of the contents of ``rows`` that have none, in two processes when
     many; the words of the FTS columns kept only for contents git cannot give back.
-    ``codes``: the code of contents made already (:func:`code_of_file`), their files
-    not read again when no words are to be made. Returns the keys whose content could
-    not be read (changed since it was listed), and the words made (of every doc made,
-    with ``texts``)."""
+    Returns the keys whose content could not be read (changed since it was listed), and
+    the words made (of every doc made, with ``texts``)."""
     chosen: dict[bytes, Row] = {}
     for row in rows:
         chosen.setdefault(row.key, row)
@@ -601,31 +592,29 @@ def _add_docs(
     from kexp.storage.parallel import in_two_processes
 
     in_git = _in_git(store, [row.key for row in items])
-    # With no words to make, the contents whose code was made as they were read are
-    # not read again.
-    codes = {} if texts or not codes else {k: c for k, c in codes.items() if k in in_git}
-    ready = [(row.key, *codes[row.key], None) for row in items if row.key in codes]
-    items = [row for row in items if row.key not in codes]
     source, settings = store.source, store.settings
 
     def work(part: list[Row]) -> list[tuple[Any, ...]]:
         made: list[tuple[Any, ...]] = []
         with collector_paused():  # many objects made, none cyclic, the store's rows alive
-            for start in range(0, len(part), 256):
-                batch = part[start : start + 256]
-                datas = source.bytes_found([(row.path, row.key) for row in batch], settings)
-                for row, data in zip(batch, datas, strict=True):
-                    bodies = None if data is None else bodies_of(data, row.path)
-                    if bodies is None:
-                        made.append((row.key, None, None, None))  # changed since: later
-                        continue
-                    normalized = normalize_code_change(bodies["code_change"])
-                    keep = texts or row.key not in in_git
-                    words = texts_of(row, bodies, normalized) if keep else None
-                    made.append((row.key, *code_of(normalized), words))
+            _make(part, made)
         return made
 
-    made = ready + in_two_processes(work, items, len(items))
+    def _make(part: list[Row], made: list[tuple[Any, ...]]) -> None:
+        for start in range(0, len(part), 256):
+            batch = part[start : start + 256]
+            datas = source.bytes_found([(row.path, row.key) for row in batch], settings)
+            for row, data in zip(batch, datas, strict=True):
+                bodies = None if data is None else bodies_of(data, row.path)
+                if bodies is None:
+                    made.append((row.key, None, None, None))  # changed since: later
+                    continue
+                normalized = normalize_code_change(bodies["code_change"])
+                keep = texts or row.key not in in_git
+                words = texts_of(row, bodies, normalized) if keep else None
+                made.append((row.key, *code_of(normalized), words))
+
+    made = in_two_processes(work, items, len(items))
     cache.add_docs(
         [
             (key, code, shingles, None if key in in_git else packed_texts(words))
@@ -638,10 +627,18 @@ def _add_docs(
 
 
 def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:
-    """Those of the contents ``keys`` that the store's git repository holds."""
-    from kexp.gitops.objects import blobs_held
+    """Those of the contents ``keys`` that the store's git repository holds (none
+    outside one)."""
+    from kexp.core.errors import GitError
+    from kexp.gitops import git as kgit
+    from kexp.gitops import objects as gitobjects
 
-    return {bytes.fromhex(sha) for sha in blobs_held(store.root, [key.hex() for key in keys])}
+    try:
+        repo = kgit.find_worktree(store.root)
+        found = gitobjects.object_names(repo, [key.hex() for key in keys])
+    except GitError:
+        return set()
+    return {key for key, name in zip(keys, found, strict=True) if name and name[1] == "blob"}
 
 
 class _Texts:
