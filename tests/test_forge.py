@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, experiment_fields, git, run_kexp
+from conftest import REPO_ROOT, experiment_fields, git, init_repo, run_kexp
 from test_sync import clone, make_remote
 
 from kexp import Store, ValidationError
@@ -592,6 +592,61 @@ def test_the_validate_hook_checks_a_commit_that_only_deletes_a_parent(tmp_path: 
     assert run_hook(lead) == 0, said  # nothing staged, a healthy store
 
 
+def _install_validate_hook(root: Path, tmp_path: Path) -> dict[str, str]:
+    """The ``kexp-validate`` hook with its own settings (its entry run by this Python)
+    in ``root``'s ``.pre-commit-config.yaml``, installed by the real pre-commit; the
+    environment its ``git commit`` runs in."""
+    hook = _validate_hook()
+    entry = [sys.executable, "-m", *shlex.split(str(hook["entry"]))]
+    local = {**hook, "language": "unsupported", "entry": shlex.join(entry)}
+    config = {"repos": [{"repo": "local", "hooks": [local]}]}
+    (root / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    subprocess.run(
+        [sys.executable, "-m", "pre_commit", "install"], cwd=root, env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return env
+
+
+def test_the_validate_hook_lets_a_new_repositorys_first_commit_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team starts a store in a repository of its own (the kernel's code in another,
+    ``KEXP_CODE_REPO``) with the hook installed: there is no HEAD to compare with
+    (``--changed HEAD`` was a usage error, exit 2, and blocked the first commit). The
+    first commit's change is the whole store: a valid one is made, an invalid one
+    refused naming its problem."""
+    pytest.importorskip("pre_commit")
+    code = init_repo(tmp_path / "code")
+    monkeypatch.setenv("KEXP_CODE_REPO", str(code))
+    base = git(code, "rev-parse", "HEAD")
+    root = tmp_path / "new"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Lead")
+    git(root, "config", "user.email", "lead@example.com")
+    env = _install_validate_hook(root, tmp_path)
+    (root / "experiments").mkdir()
+    made = _record(root, change_summary="Unroll 4 - +20%", score=1.2, base_commit=base)
+    broken = _record(root, change_summary="Tile 64 - +3%", score=1.03, base_commit=base)
+    path = next((root / "experiments").rglob(f"{broken}-*.md"))
+    path.write_text(path.read_text().replace("score: 1.03", "score: fast"), encoding="utf-8")
+    git(root, "add", "-A")
+    commit = subprocess.run(
+        ["git", "commit", "-m", "first"], cwd=root, env=env, capture_output=True, text=True
+    )
+    said = commit.stdout + commit.stderr
+    assert commit.returncode != 0 and "error[" in said and broken in said, said
+    path.unlink()
+    git(root, "add", "-A")
+    commit = subprocess.run(
+        ["git", "commit", "-m", "first"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert commit.returncode == 0, commit.stdout + commit.stderr
+    assert made in git(root, "show", "--stat", "HEAD")
+
+
 def test_the_validate_hook_refuses_the_deletion_under_the_real_pre_commit(
     tmp_path: Path,
 ) -> None:
@@ -600,20 +655,10 @@ def test_the_validate_hook_refuses_the_deletion_under_the_real_pre_commit(
     deletes a parent is refused, naming the dangling parent; with the child deleted
     too, it is made."""
     pytest.importorskip("pre_commit")
-    hook = _validate_hook()
     lead, parent, child = _parent_removed(tmp_path)
-    entry = shlex.split(str(hook["entry"]))
-    entry = [sys.executable, "-m", *entry]
-    local = {**hook, "language": "unsupported", "entry": shlex.join(entry)}
-    config = {"repos": [{"repo": "local", "hooks": [local]}]}
-    (lead / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = _install_validate_hook(lead, tmp_path)
     git(lead, "add", ".pre-commit-config.yaml")
     git(lead, "commit", "-q", "--no-verify", "-m", "pre-commit", "--", ".pre-commit-config.yaml")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
-    subprocess.run(
-        [sys.executable, "-m", "pre_commit", "install"], cwd=lead, env=env, check=True,
-        capture_output=True,
-    )  # fmt: skip
     head = git(lead, "rev-parse", "HEAD")
     commit = subprocess.run(
         ["git", "commit", "-m", "drop the parent"], cwd=lead, env=env, capture_output=True,

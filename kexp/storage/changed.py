@@ -123,6 +123,22 @@ def merge_base(store: Store, base: str, head: str | None = None) -> str:
     return base_sha
 
 
+def before_first_commit(store: Store, base: str) -> bool:
+    """Whether ``base`` is ``HEAD`` in a repository without a commit yet: what is staged
+    for the first commit is the whole store (``kexp validate --changed HEAD``, the
+    pre-commit hook's command, then checks every file)."""
+    # lazy: not every command that imports this module needs kexp.gitops.objects
+    from kexp.gitops.objects import head_info
+    from kexp.storage.snapshot import StoreLocation
+
+    if base not in ("HEAD", "@"):
+        return False
+    try:
+        return head_info(StoreLocation.of(store.root).repo) is None
+    except GitError:
+        return False  # outside a git repository: check_changes says so
+
+
 def check_changes(store: Store, base: str, head: str | None = None) -> ChangeCheck:
     """Validate what changed from ``base`` to ``head`` (None: the working tree, or the
     revision of a store from :meth:`Store.at`).

@@ -80,11 +80,15 @@ def validate(
     if changed is not None and (refs or all_refs):
         raise click.UsageError("give --changed BASE or --refs/--all-refs, not both")
     selected = expand_paths(paths, store) if paths else None
+    if changed is not None:
+        # lazy: one command's library, loaded when that command runs
+        from kexp.storage.changed import before_first_commit, check_changes
+
+        if before_first_commit(store, changed):
+            changed = None  # the first commit's change is the whole store
     with progress("validating"):
         if changed is not None:
-            # lazy: one command's library, loaded when that command runs
             from kexp.gitops.provenance import strict_problems
-            from kexp.storage.changed import check_changes
 
             result = check_changes(store, changed)
             problems, selected = result.problems, result.changed_paths
