@@ -192,13 +192,14 @@ def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) ->
     )
 
 
-def bodies_of(data: bytes, path: str) -> dict[str, str] | None:
-    """The body texts a doc is made of (:data:`DOC_BODIES`); None when the bytes are
-    not an experiment file."""
+def bodies_of(data: bytes, path: str, names: tuple[str, ...] = DOC_BODIES) -> dict[str, str] | None:
+    """The body texts a doc is made of (:data:`DOC_BODIES`; at least those of ``names``,
+    when its words are not made: ``("code_change",)``); None when the bytes are not an
+    experiment file."""
     from kexp.format.fileformat import FileFormatError, parse
     from kexp.format.quickcheck import quick_bodies
 
-    found = quick_bodies(data, DOC_BODIES)
+    found = quick_bodies(data, names)
     if found is not None:
         return found
     try:

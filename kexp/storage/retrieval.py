@@ -55,6 +55,7 @@ from kexp.core.errors import KexpError
 from kexp.format.fileformat import key_insight
 from kexp.storage.dedupe import code_shingles, normalize_code_change, shingle_similarity
 from kexp.storage.doctext import (
+    DOC_BODIES,
     bodies_of,
     code_of,
     code_words,
@@ -605,12 +606,13 @@ def _add_docs(
             batch = part[start : start + 256]
             datas = source.bytes_found([(row.path, row.key) for row in batch], settings)
             for row, data in zip(batch, datas, strict=True):
-                bodies = None if data is None else bodies_of(data, row.path)
+                keep = texts or row.key not in in_git  # its words made
+                wanted = DOC_BODIES if keep else ("code_change",)
+                bodies = None if data is None else bodies_of(data, row.path, wanted)
                 if bodies is None:
                     made.append((row.key, None, None, None))  # changed since: later
                     continue
                 normalized = normalize_code_change(bodies["code_change"])
-                keep = texts or row.key not in in_git
                 words = texts_of(row, bodies, normalized) if keep else None
                 made.append((row.key, *code_of(normalized), words))
 
