@@ -89,7 +89,8 @@ INSTRUCTIONS = (
     "The history of GPU kernel optimization experiments (kexp). Before changing a "
     "kernel, call consult (operator, dtype, env, your plan); after measuring, call "
     "record with baseline and candidate timings (failures too); correct with update "
-    "(a reason) or remeasure; share with sync. Ids: the first 10 characters are enough."
+    "(a reason) or remeasure; share with sync. Ids: give one as a tool printed it (10 "
+    "characters, more where two ids share them)."
 )
 #: The tool names, in the order they are listed.
 TOOLS = (
@@ -124,7 +125,9 @@ Operator = Annotated[str | None, Field(description="Operator/file substring, e.g
 Dtype = Annotated[str | None, Field(description="Data type substring, e.g. bf16")]
 Env = Annotated[str | None, Field(description="Environment substring, e.g. MI300X")]
 Text = Annotated[str | None, Field(description="Substring of any field")]
-ExpId = Annotated[str, Field(description="Experiment id or unique prefix (10 characters)")]
+ExpId = Annotated[
+    str, Field(description="Experiment id or unique prefix, as printed (10+ characters)")
+]
 Refs = Annotated[
     list[str] | None,
     Field(description="Read the store at these refs too, e.g. origin/* (kexp --refs)"),
@@ -417,7 +420,10 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         text: Text = None,
         outcome: Annotated[
             list[str] | None,
-            Field(description="improvement, marginal, regression, interference, buggy, pending"),
+            Field(
+                description="improvement, marginal, regression, interference, failed, buggy, "
+                "pending"
+            ),
         ] = None,
         tags: Annotated[list[str] | None, Field(description="Tags that must be present")] = None,
         min_score: float | None = None,

@@ -258,7 +258,8 @@ def show(
     """One experiment, by id or unique id prefix.
 
     Ids begin with their creation time, so ids made within hours share their first 4
-    characters: give 10 characters, as listings print them (unique in practice).
+    characters: give the id as listings print it (10 characters, more where two ids
+    share them).
 
     Python: kexp.Store.get_experiment(exp_id).
 

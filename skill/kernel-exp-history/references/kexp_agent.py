@@ -154,7 +154,8 @@ def tried_before(code_change: str) -> list[Any]:
 #: are the YAML front-matter of the file; the long texts are its ``## `` sections.
 FIELDS: dict[str, str] = {
     "id": "16 lowercase hex, made when the KernelExperiment is built (creation time "
-    "first). kexp commands take its first 10 characters; these helpers the full id.",
+    "first). kexp commands take it as kexp prints it (10 characters or more: a unique "
+    "prefix); these helpers the full id.",
     "pid": "Id of the experiment this iteration builds on, or '' for a first try.",
     "change_summary": "One line, at most 80 characters: '<What> - <Result>' or "
     "'<What> - <Why it failed>', e.g. 'Vectorize bf16 copies to 128-bit - +11.67%'.",
