@@ -515,3 +515,34 @@ def bundled_copy(repo: Path) -> Path:
     shutil.copytree(Path(__file__).resolve().parent.parent / "experiments", repo / "experiments",
                     dirs_exist_ok=True)  # fmt: skip
     return repo
+
+
+def test_the_servers_instructions_give_ids_as_the_tools_print_them(repo: Path) -> None:
+    """Two experiments of a sweep share their first 12 characters. The server told a
+    client "Ids: the first 10 characters are enough", which names neither: an agent
+    following it got an ambiguous id. The instructions say to give an id as a tool
+    printed it, and that id (as ``top`` prints it) names its experiment."""
+    from conftest import experiment_fields
+
+    store = Store(repo)
+    twins = ["6b14d0a0003d1a7e", "6b14d0a0003d2b8f"]
+    for exp_id in twins:
+        store.create_experiment(**experiment_fields(id=exp_id))
+
+    async def work() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "kexp", "mcp"], cwd=str(repo)
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            said = (await session.initialize()).instructions or ""
+            agent = Agent(session)
+            printed = [row["id"] for row in await agent.json("top")]
+            assert sorted(printed) == [exp_id[: len(printed[0])] for exp_id in twins]
+            for exp_id in twins:
+                shown = await agent.json("show", exp_id=exp_id[: len(printed[0])])
+                assert shown["id"] == exp_id
+            failed, texts = await agent.call("show", exp_id=twins[0][:10])
+            assert failed and "ambiguous" in texts[0].lower(), texts
+        assert "as a tool printed it" in said and "10 characters are enough" not in said
+
+    anyio.run(work)
