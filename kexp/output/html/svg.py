@@ -426,21 +426,15 @@ def heatmap(
 
 def outcome_bar(counts: Sequence[tuple[str, int]], *, width: int = 960) -> str:
     """Counts by outcome as one stacked horizontal bar (one segment per outcome)."""
-    total = sum(count for _, count in counts) or 1
     out = [
         f'<svg class="chart bar" viewBox="0 0 {width} 28" width="{width}" height="28" '
         'role="img" aria-label="experiments by outcome">'
     ]
-    x = 0.0
-    for outcome, count in counts:
-        if not count:
-            continue
-        w = width * count / total
+    for outcome, count, x, w in _stacked(counts, width):
         out.append(
             f'<rect class="seg o-{text(outcome)}" x="{_f(x)}" y="2" width="{_f(w)}" '
             f'height="24"><title>{text(outcome)}: {count:,}</title></rect>'
         )
-        x += w
     out.append("</svg>")
     return "".join(out)
 
@@ -456,20 +450,31 @@ def outcome_mix(
     """Counts by outcome as one small stacked bar (a row of a table): each outcome present
     at least :data:`MIX_MIN_WIDTH` wide, ``label`` (plain text) its tooltip. Hidden from
     screen readers: the page says the counts as text beside it."""
-    shown = [(outcome, count) for outcome, count in counts if count > 0]
-    total = sum(count for _, count in shown) or 1
-    free = max(0.0, width - MIX_MIN_WIDTH * len(shown))
     out = [
         f'<svg class="chart mix" viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" aria-hidden="true"><title>{text(label)}</title>'
     ]
-    x = 0.0
-    for outcome, count in shown:
-        w = MIX_MIN_WIDTH + free * count / total
+    for outcome, _, x, w in _stacked(counts, width, MIX_MIN_WIDTH):
         out.append(
             f'<rect class="seg o-{text(outcome)}" x="{_f(x)}" y="0" width="{_f(w)}" '
             f'height="{height}"></rect>'
         )
-        x += w
     out.append("</svg>")
     return "".join(out)
+
+
+def _stacked(
+    counts: Sequence[tuple[str, int]], width: float, least: float = 0.0
+) -> list[tuple[str, int, float, float]]:
+    """(outcome, count, x, width) of each outcome counted, side by side across
+    ``width``: each at least ``least`` wide, the rest shared in proportion."""
+    shown = [(outcome, count) for outcome, count in counts if count > 0]
+    total = sum(count for _, count in shown) or 1
+    free = max(0.0, width - least * len(shown))
+    placed: list[tuple[str, int, float, float]] = []
+    x = 0.0
+    for outcome, count in shown:
+        w = least + free * count / total
+        placed.append((outcome, count, x, w))
+        x += w
+    return placed
