@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import experiment_fields, git, init_repo
+from conftest import experiment_fields, git, init_repo, run_kexp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -736,8 +736,6 @@ def test_a_cumulative_score_shows_its_digits_not_binary_noise(store: Store) -> N
     """1.1 × 1.3 is 1.4300000000000002 in binary floating point: the cumulative score,
     its tree's delta and every output of them (the library, the command's JSON and text,
     the export, the MCP tools) say 1.43, as a product of scores of 4 decimals is."""
-    from conftest import run_kexp
-
     assert 1.1 * 1.3 != 1.43 and 1.1 * 1.3 * 1.05 != 1.5015  # what the test is about
     reference = store.create_experiment(**experiment_fields(score=1.1))
     step = store.create_experiment(**experiment_fields(
@@ -784,3 +782,19 @@ def test_a_cumulative_score_shows_its_digits_not_binary_noise(store: Store) -> N
     anyio.run(ask)
     for text in said:
         assert "1.5015" in text and not re.search(r"\d\.\d{13,}", text), text
+
+
+def test_a_reviews_change_intervals_show_their_digits_not_binary_noise(store: Store) -> None:
+    """``kexp review``'s interval of a step's change (``delta_pct_ci``, from its
+    ``score_ci``) printed -2.0000000000000018 and 5.000000000000004 where the step
+    recorded [0.98, 1.05]; it keeps the digits its cumulative change keeps."""
+    git(store.root, "add", "-A")
+    git(store.root, "commit", "-qm", "empty store", "--allow-empty")
+    parent = store.create_experiment(**experiment_fields(score=1.1))
+    step = store.create_experiment(**experiment_fields(
+        score=1.03, score_ci=[0.98, 1.05], pid=parent.id, measured_against="parent",
+        change_summary="Unroll by 4 - +3%"))  # fmt: skip
+    said = run_kexp("review", "main", "--format", "json", cwd=store.root).stdout
+    (entry,) = [e for e in json.loads(said)["added"] if e["id"] == step.id]
+    assert entry["delta_pct_ci"] == [-2.0, 5.0]
+    assert not re.search(r"\d\.\d{13,}", said), said

@@ -27,7 +27,12 @@ import pytest
 
 from kexp import KernelExperiment, Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import cumulative_change, derive, measured_against_parent
+from kexp.core.campaign import (
+    change_percent,
+    cumulative_change,
+    derive,
+    measured_against_parent,
+)
 from kexp.core.model import attach
 from kexp.core.noise import ratio_interval
 from kexp.core.problems import Problem, sort_problems
@@ -340,12 +345,12 @@ def _entry(
             entry.delta, entry.delta_pct = cumulative_change(theirs, mine)
             if theirs > 0:
                 if measured_against_parent(exp) and entry.score_ci:
-                    entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
+                    entry.delta_pct_ci = [change_percent(v) for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
                     low, high = ratio_interval(
                         mine, exp.cumulative_ci, theirs, parent.cumulative_ci
                     )
-                    entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
+                    entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and mine is not None:
         rivals = side.scored_on(exp.operator_sig)
         entry.rank = 1 + sum(1 for e in rivals if (e.cumulative_score or 0.0) > mine)

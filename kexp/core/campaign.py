@@ -251,7 +251,13 @@ def cumulative_change(before: float, after: float) -> tuple[float, float | None]
     delta = round(after - before, places)
     if before <= 0:
         return delta, None
-    return delta, round((after / before - 1.0) * 100.0, CUMULATIVE_DIGITS - 4)
+    return delta, change_percent(after / before)
+
+
+def change_percent(ratio: float) -> float:
+    """A speedup ``ratio`` as a change in percent (1.05: 5.0), to the digits a
+    cumulative score carries (5.0, not 5.000000000000004)."""
+    return round((ratio - 1.0) * 100.0, CUMULATIVE_DIGITS - 4)
 
 
 def _absent(exp_id: str, invalid: Collection[str]) -> str:

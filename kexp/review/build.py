@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
 from kexp.core.campaign import (
     Derived,
+    change_percent,
     cumulative_change,
     derive_for,
     is_control,
@@ -488,12 +489,12 @@ def _entry(
             entry.delta, entry.delta_pct = cumulative_change(before, cumulative)
             if before > 0:
                 if measured_against_parent(exp) and entry.score_ci:
-                    entry.delta_pct_ci = [(v - 1.0) * 100.0 for v in entry.score_ci]
+                    entry.delta_pct_ci = [change_percent(v) for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
                     low, high = ratio_interval(
                         cumulative, exp.cumulative_ci, before, parent.cumulative_ci
                     )
-                    entry.delta_pct_ci = [(low - 1.0) * 100.0, (high - 1.0) * 100.0]
+                    entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and cumulative is not None:
         rivals = side.scored_on(exp.operator_sig)
         entry.rank = 1 + sum(1 for score, _ in rivals if score > cumulative)
