@@ -353,6 +353,7 @@ def overview_page(site: Site) -> str:
         "lineage; neither buggy nor pending, nor a control), with its interval when its "
         "steps record one.</p>",
         filter_box("frontier", "filter the frontier"),
+        '<div class="wide">',
         table(
             [
                 "operator",
@@ -368,6 +369,7 @@ def overview_page(site: Site) -> str:
             table_id="frontier",
             numeric=(3, 7),
         ),
+        "</div>",
     ]
     never_rows = []
     for cell in never:
@@ -391,6 +393,7 @@ def overview_page(site: Site) -> str:
     if never_rows:
         parts += [
             filter_box("never", "filter cells"),
+            '<div class="wide">',
             table(
                 [
                     "operator",
@@ -405,6 +408,7 @@ def overview_page(site: Site) -> str:
                 table_id="never",
                 numeric=(3, 4),
             ),
+            "</div>",
         ]
     else:
         parts.append("<p>None: every cell has at least one improvement.</p>")
