@@ -353,3 +353,32 @@ def test_sync_of_an_invalid_experiment_says_to_fix_it_in_the_tools_words(
     assert first.path.name in said[0] and "score" in said[0]
     assert "call sync again" in said[0] and "update tool" in said[0]
     assert git(tmp_path / "remote.git", "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
+
+
+def test_every_tool_that_filters_by_outcome_or_status_names_each_one(tmp_path: Path) -> None:
+    """The top tool told a client its outcome filter took "improvement, marginal,
+    regression, interference, buggy, pending": no ``failed``, the outcome of a timed-out
+    run. Each tool's argument names (in its description or its schema's choices) every
+    outcome and status kexp has (one list each)."""
+    import anyio
+    from mcp import Client
+
+    from kexp.cli.mcp import build_server
+    from kexp.core.model import OUTCOMES, STATUSES
+
+    (tmp_path / "experiments").mkdir()
+    described: dict[tuple[str, str], str] = {}
+
+    async def ask() -> None:
+        async with Client(build_server(tmp_path)) as client:
+            for tool in (await client.list_tools()).tools:
+                properties = tool.input_schema.get("properties", {})
+                for name in ("outcome", "status"):
+                    if name in properties:
+                        described[tool.name, name] = json.dumps(properties[name])
+
+    anyio.run(ask)
+    assert {tool for tool, name in described if name == "outcome"} >= {"top", "list"}
+    for (tool, name), text in described.items():
+        named = set(re.findall(r"[a-z]+", text))
+        assert named >= set(OUTCOMES if name == "outcome" else STATUSES), (tool, name, text)

@@ -64,6 +64,7 @@ from kexp.cli.commands.common import json_text, needs_bodies
 from kexp.core.advice import for_tools
 from kexp.core.errors import ExperimentNotFoundError, KexpError, ValidationError
 from kexp.core.inputs import read_input_text
+from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
 from kexp.measure.corrections import apply_correction, typed_changes
 from kexp.measure.envinfo import detected_env
@@ -125,6 +126,10 @@ Operator = Annotated[str | None, Field(description="Operator/file substring, e.g
 Dtype = Annotated[str | None, Field(description="Data type substring, e.g. bf16")]
 Env = Annotated[str | None, Field(description="Environment substring, e.g. MI300X")]
 Text = Annotated[str | None, Field(description="Substring of any field")]
+Outcomes = Annotated[list[str] | None, Field(description="Any of " + ", ".join(OUTCOMES))]
+Statuses = Annotated[list[str] | None, Field(description="Any of " + ", ".join(STATUSES))]
+Tags = Annotated[list[str] | None, Field(description="Tags that must be present")]
+Brief = Annotated[bool, Field(description="What it takes to decide, no long text")]
 ExpId = Annotated[
     str, Field(description="Experiment id or unique prefix, as printed (10+ characters)")
 ]
@@ -418,14 +423,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         dtype: Dtype = None,
         env: Env = None,
         text: Text = None,
-        outcome: Annotated[
-            list[str] | None,
-            Field(
-                description="improvement, marginal, regression, interference, failed, buggy, "
-                "pending"
-            ),
-        ] = None,
-        tags: Annotated[list[str] | None, Field(description="Tags that must be present")] = None,
+        outcome: Outcomes = None,
+        tags: Tags = None,
         min_score: float | None = None,
         by: Annotated[
             Literal["cumulative", "score", "low"],
@@ -436,7 +435,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         ] = "cumulative",
         include_buggy: bool = False,
         include_pending: bool = False,
-        brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = True,
+        brief: Brief = True,
         refs: Refs = None,
         all_refs: AllRefs = False,
     ) -> CallToolResult:
@@ -466,17 +465,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         dtype: Dtype = None,
         env: Env = None,
         text: Text = None,
-        outcome: Annotated[
-            list[str] | None,
-            Field(
-                description="pending, buggy, failed, interference, regression, marginal, "
-                "improvement"
-            ),
-        ] = None,
-        status: Annotated[
-            list[str] | None, Field(description="new, running, done, failed, timeout")
-        ] = None,
-        tags: Annotated[list[str] | None, Field(description="Tags that must be present")] = None,
+        outcome: Outcomes = None,
+        status: Statuses = None,
+        tags: Tags = None,
         is_buggy: Annotated[bool | None, Field(description="Only (not) buggy")] = None,
         pid: Annotated[str | None, Field(description="Parent id (or unique prefix)")] = None,
         min_score: float | None = None,
@@ -494,7 +485,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             int | None,
             Field(ge=0, description="At most this many: the newest, or the first sorted"),
         ] = None,
-        brief: Annotated[bool, Field(description="What it takes to decide, no long text")] = True,
+        brief: Brief = True,
         fields: Annotated[list[str] | None, Field(description="Only these fields")] = None,
         refs: Refs = None,
         all_refs: AllRefs = False,
