@@ -48,15 +48,12 @@ if TYPE_CHECKING:
 def _sorted(
     experiments: list[KernelExperiment], sort: str | None, reverse: bool
 ) -> list[KernelExperiment]:
+    """``experiments`` by ``sort`` (checked by :func:`_check_sort`), or reversed."""
     if not sort:
         return list(reversed(experiments)) if reverse else experiments
-    from kexp.core.errors import KexpError
     from kexp.output.export import sort_experiments
 
-    try:
-        return sort_experiments(experiments, sort, descending=reverse)
-    except KexpError as exc:
-        raise click.BadParameter(str(exc), param_hint="--sort") from None
+    return sort_experiments(experiments, sort, descending=reverse)
 
 
 _SORT_HELP = "Sort by this field (a leading '-' sorts descending)."
@@ -97,7 +94,9 @@ def _check_sort(ctx: click.Context, param: click.Parameter, value: str | None) -
     "measured against the parent), or by the low end of the cumulative score's 95% "
     "interval (a robust 'at least this fast').",
 )
-@click.option("--sort", help=_SORT_HELP + " Default: the ranking, best first.")
+@click.option(
+    "--sort", callback=_check_sort, help=_SORT_HELP + " Default: the ranking, best first."
+)
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @read_options
 @click.pass_context
