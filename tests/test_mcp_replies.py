@@ -382,3 +382,34 @@ def test_every_tool_that_filters_by_outcome_or_status_names_each_one(tmp_path: P
     for (tool, name), text in described.items():
         named = set(re.findall(r"[a-z]+", text))
         assert named >= set(OUTCOMES if name == "outcome" else STATUSES), (tool, name, text)
+
+
+def test_a_first_sync_to_an_empty_remote_says_to_fix_it_in_the_tools_words(
+    tmp_path: Path,
+) -> None:
+    """A new, empty remote (no branch, no ``origin/HEAD``): sync checks the whole store,
+    and refused an invalid file telling an MCP client to run commands it does not have
+    ("kexp validate lists every problem, then run kexp sync again"). It says it in the
+    tools' words; nothing is pushed."""
+    from conftest import init_repo
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    alice = init_repo(tmp_path / "alice")
+    (alice / "experiments").mkdir()
+    git(alice, "remote", "add", "origin", str(remote))
+    base = git(alice, "rev-parse", "HEAD")
+    made = Store(alice).create_experiment(base_commit=base, score=1.03, **record_fields())
+    assert made.path is not None
+    made.path.write_text(made.path.read_text().replace("score: 1.03", "score: fast"))
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("sync")
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+
+    run_agent(alice, work)
+    assert made.path.name in said[0] and "call sync again" in said[0], said
+    assert "kexp " not in said[0].replace("kexp sync did nothing", ""), said
+    assert git(remote, "for-each-ref") == ""

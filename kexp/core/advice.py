@@ -109,6 +109,11 @@ SYNC_FIX_CHANGED = Advice(
     "fix it (kexp validate --changed {base} lists every problem), then run kexp sync again",
     "fix the file (or correct it with the update tool), then call sync again",
 )
+#: The same, when the remote has none of the branch (the whole store is checked).
+SYNC_FIX_ALL = Advice(
+    "fix it (kexp validate lists every problem), then run kexp sync again",
+    "fix the file (or correct it with the update tool), then call sync again",
+)
 #: Advice on the store's folder, which the server is started on.
 ROOT = Advice(
     "give --root (KEXP_ROOT) the folder that holds it",
@@ -141,6 +146,7 @@ ADVICE = (
     SYNC_REMOTE,
     SYNC_BRANCH,
     SYNC_FIX_CHANGED,
+    SYNC_FIX_ALL,
     ROOT,
     BUDGET,
     LARGER_BUDGET,

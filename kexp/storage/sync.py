@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import SYNC_BRANCH, SYNC_FIX_CHANGED, SYNC_REMOTE
+from kexp.core.advice import SYNC_BRANCH, SYNC_FIX_ALL, SYNC_FIX_CHANGED, SYNC_REMOTE
 from kexp.core.errors import (
     GitError,
     KexpError,
@@ -370,7 +370,7 @@ def refuse_invalid(store: Store, remote: str, target: str, head: str | None = No
     published = next(known, None)
     if published is None:
         problems = (store if head is None else store.at(head)).validate()
-        advice = "fix it (kexp validate lists every problem), then run kexp sync again"
+        advice = SYNC_FIX_ALL.say()
     else:
         check = check_changes(store, published[1], head)
         problems = [*check.file_problems, *check.caused]
