@@ -284,6 +284,6 @@ def test_a_timed_out_run_is_a_failure_not_a_regression_in_every_view(
     assert "FAILED" in table.splitlines()[2], table
     packet = context(store, operator="softmax").text
     failures = packet.split("## Related failures", 1)[1].split("##", 1)[0]
-    assert f"{timed_out.id[:10]} 0.0000x failed" in failures, packet
+    assert f"{timed_out.id[:10]} failed (nothing measured)" in failures, packet
     listed = json.loads(kexp(repo, "list", "--outcome", "failed", "--json").stdout)
     assert [e["id"] for e in listed] == [timed_out.id]

@@ -355,3 +355,17 @@ def test_the_header_counts_failures_not_the_outcome_failed(history: Store) -> No
         assert count > 0 and " failed" not in header, header
         said = f"{count} failure{'' if count == 1 else 's'}"
         assert f"within noise, {said}" in header, header
+
+
+def test_a_failure_that_measured_nothing_prints_no_score(history: Store) -> None:
+    """A run that crashed (buggy, score 0) or timed out measured nothing: the packet
+    printed it as "0.0000x buggy", a speedup of zero an agent could read as a result.
+    It says "buggy (nothing measured)"; the JSON keeps the score as recorded."""
+    text = _packet(history, dtype="bf16", env="MI300X")
+    failures = text.split("## Related failures\n", 1)[1].split("\n## ", 1)[0]
+    crash = next(line for line in failures.splitlines() if "memory access fault" in line)
+    assert "0.0000x" not in crash and " buggy (nothing measured) — " in crash, crash
+    measured = next(line for line in failures.splitlines() if "LDS" in line)
+    assert "0.9293x regression" in measured, measured
+    data = json.loads(_packet(history, output="json", dtype="bf16", env="MI300X"))
+    assert any(e["outcome"] == "buggy" and e["score"] == 0.0 for e in data["failures"]), data

@@ -452,7 +452,8 @@ def _experiment_entry(
     if not _holds(doc.env, env) or env is None:
         where.append(doc.env)
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
-    lines = [f"- {short(doc.id)} {score} {outcome} — {_cut(doc.change_summary)}{place}"]
+    said = _scored(score, outcome, doc.score)
+    lines = [f"- {short(doc.id)} {said} — {_cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {_cut(insight)}")
     # Read across refs: another branch may hold a version that changed too (diverged).
@@ -481,14 +482,21 @@ def _experiment_entry(
     return Entry(section, priority, order, tuple(lines), data)
 
 
+def _scored(score: str, outcome: str, value: float) -> str:
+    """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
+    (crashed, timed out or not run: its score 0) ``buggy (nothing measured)``, not a
+    speedup of 0."""
+    if outcome in UNMEASURED_OUTCOMES and value <= 0:
+        return f"{outcome} (nothing measured)"
+    return f"{score} {outcome}"
+
+
 def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Entry:
     kind = (
         "same change" if repeat.identical else f"near-duplicate, similarity {repeat.similarity:.2f}"
     )
-    line = (
-        f"- {short(repeat.id)} {repeat.score:.4f}x {repeat.outcome} ({kind}) — "
-        f"{_cut(repeat.change_summary)}"
-    )
+    said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.score)
+    line = f"- {short(repeat.id)} {said} ({kind}) — {_cut(repeat.change_summary)}"
     data = {
         "id": repeat.id,
         "score": repeat.score,
