@@ -329,6 +329,19 @@ def test_show_says_which_ref_holds_an_experiment_not_in_the_working_tree(
     ) in " ".join(printed.stderr.split())
 
 
+def refused_sync(root: Path) -> str:
+    """The sync tool's one-line refusal in ``root`` (checked to name no option)."""
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("sync")
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+
+    run_agent(root, work)
+    return said[0]
+
+
 def test_sync_of_an_invalid_experiment_says_to_fix_it_in_the_tools_words(
     tmp_path: Path,
 ) -> None:
@@ -342,14 +355,7 @@ def test_sync_of_an_invalid_experiment_says_to_fix_it_in_the_tools_words(
     sync(Store(alice))
     assert first.path is not None
     first.path.write_text(first.path.read_text().replace("score: 1.03", "score: fast"))
-    said: list[str] = []
-
-    async def work(agent: Agent) -> None:
-        failed, texts = await agent.call("sync")
-        assert failed and len(texts) == 1, texts
-        said.append(no_option(texts))
-
-    run_agent(alice, work)
+    said = [refused_sync(alice)]
     assert first.path.name in said[0] and "score" in said[0]
     assert "call sync again" in said[0] and "update tool" in said[0]
     assert git(tmp_path / "remote.git", "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
@@ -402,14 +408,7 @@ def test_a_first_sync_to_an_empty_remote_says_to_fix_it_in_the_tools_words(
     made = Store(alice).create_experiment(base_commit=base, score=1.03, **record_fields())
     assert made.path is not None
     made.path.write_text(made.path.read_text().replace("score: 1.03", "score: fast"))
-    said: list[str] = []
-
-    async def work(agent: Agent) -> None:
-        failed, texts = await agent.call("sync")
-        assert failed and len(texts) == 1, texts
-        said.append(no_option(texts))
-
-    run_agent(alice, work)
+    said = [refused_sync(alice)]
     assert made.path.name in said[0] and "call sync again" in said[0], said
     assert "kexp " not in said[0].replace("kexp sync did nothing", ""), said
     assert git(remote, "for-each-ref") == ""
