@@ -538,6 +538,69 @@ def test_lessons_grouped_with_key_insights(
     assert list(only) == ["buggy"]
 
 
+CRASH_DIFF = "--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-int4 v;\n+int64x2 v = load2(slot);\n"
+
+
+def test_a_run_that_measured_nothing_prints_no_speedup_in_any_view(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """A crash or a timeout records score 0: a view that printed 0.0000 beside it gave
+    an agent a speedup of zero to take for a result. Every text view prints ``-`` (or
+    says "nothing measured"); the JSON keeps the score recorded."""
+    parent = make_experiment(score=1.2, change_summary="Vectorize - +20%")
+    crash = make_experiment(
+        pid=parent.id,
+        score=0.0,
+        status="failed",
+        is_buggy=True,
+        error_message="GPU memory access fault",
+        code_change=CRASH_DIFF,
+        change_summary="Load slot as int64x2 - memory access fault",
+    )
+    timeout = make_experiment(
+        pid=parent.id, score=0.0, status="timeout", change_summary="Unroll 16 - timed out"
+    )
+    unmeasured = {crash.id[:10]: "buggy", timeout.id[:10]: "failed"}
+
+    def line_of(short: str, *args: str) -> str:
+        result = kexp(repo, *args)
+        assert result.exit_code == 0, result.stderr
+        return next((line for line in result.stdout.splitlines() if short in line), "")
+
+    for exp in (crash, timeout):
+        short = exp.id[:10]
+        for args in (("list",), ("tree",), ("lessons",), ("similar", "--text", exp.change_summary)):
+            line = line_of(short, *args)
+            assert "0.0000" not in line and "0.000 " not in line, (args, line)
+            assert re.search(r"\s-\s", line), (args, line)  # the score's column
+    for short, outcome in unmeasured.items():
+        shown = kexp(repo, "show", short).stdout
+        assert f"score     - ({outcome}: nothing measured)" in shown, shown
+    assert [x["score"] for x in json.loads(kexp(repo, "list", "--json").stdout)][1:] == [0, 0]
+
+    result = kexp(
+        repo, "add", "--summary", "Load slot as int64x2 again", "--score", "1.1",
+        "--operator", parent.operator_sig, "--dtype", "bf16", "--env", parent.env,
+        "--diff-file", str(_write(repo / "again.diff", CRASH_DIFF)),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (warned,) = [line for line in result.stderr.splitlines() if crash.id in line]
+    assert "(nothing measured, buggy:" in warned and "score 0.0000" not in warned
+
+    from kexp.output.html.pages import experiment_path
+
+    assert kexp(repo, "report", "-o", str(repo / "site")).exit_code == 0
+    page = (repo / "site" / experiment_path(crash.id)).read_text(encoding="utf-8")
+    mine = page[page.index(f'id="{crash.id}"') :]
+    assert '<b><span class="none" title="nothing measured">—</span></b>' in mine
+    assert "0.0000" not in mine.split("</section>")[0]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_stats_counts_and_best(repo: Path, populated: Store) -> None:
     data = json.loads(kexp(repo, "stats", "--json").stdout)
     assert data["total"] == 5

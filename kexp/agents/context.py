@@ -46,11 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import LARGER_BUDGET, READ_MORE
 from kexp.core.campaign import (
+    NOTHING_MEASURED,
     UNMEASURED_OUTCOMES,
     Derivation,
     Derived,
     describe_control,
     latest_control,
+    measured_nothing,
 )
 from kexp.core.errors import BudgetTooSmallError, KexpError
 from kexp.storage.doctext import score_interval
@@ -486,8 +488,8 @@ def _scored(score: str, outcome: str, value: float) -> str:
     """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
     (crashed, timed out or not run: its score 0) ``buggy (nothing measured)``, not a
     speedup of 0."""
-    if outcome in UNMEASURED_OUTCOMES and value <= 0:
-        return f"{outcome} (nothing measured)"
+    if measured_nothing(value):
+        return f"{outcome} ({NOTHING_MEASURED})"
     return f"{score} {outcome}"
 
 

@@ -65,6 +65,8 @@ CONTROL_TAG = "control"
 #: so that it prints 1.43, not 1.4300000000000002 (binary noise), in every output. The
 #: product is made exactly (as floats multiply) and rounded once, when derived.
 CUMULATIVE_DIGITS = 13
+#: What a view says of a score that records no measurement (:func:`measured_nothing`).
+NOTHING_MEASURED = "nothing measured"
 #: What ``score`` is measured against (``measured_against``).
 MEASURED_AGAINST = ("parent", "reference")
 
@@ -205,12 +207,7 @@ def _step(record: Any, before: _Code | None) -> _Code:
 def _measured(record: Any, before: _Code | None) -> _Code:
     """:func:`_step` of a measured record (neither pending nor buggy nor a control)."""
     score = record.score
-    if (
-        not isinstance(score, (int, float))
-        or isinstance(score, bool)
-        or not math.isfinite(score)
-        or score <= 0
-    ):
+    if measured_nothing(score):
         return _broken(record.id, "measured nothing (score 0)")
     score = float(score)
     interval = _interval(record)
@@ -232,6 +229,18 @@ def _measured(record: Any, before: _Code | None) -> _Code:
         start or record.id,
         "",
         "",
+    )
+
+
+def measured_nothing(score: Any) -> bool:
+    """Whether a score records no measurement: 0 (a run that crashed, timed out or was
+    not run), or no finite number. No view prints a speedup for it (``-``, or
+    :data:`NOTHING_MEASURED`); the files and JSON keep the score recorded."""
+    return (
+        not isinstance(score, (int, float))
+        or isinstance(score, bool)
+        or not math.isfinite(score)
+        or score <= 0
     )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
 from kexp.core.advice import EMPTY_SCORE_CI
+from kexp.core.campaign import measured_nothing
 from kexp.core.noise import estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
@@ -401,6 +402,15 @@ def describe_interval(score: float, interval: Sequence[float], digits: int = 4) 
         low, high = interval
         return f"{score:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
     return f"{score:.{digits}f}"
+
+
+def describe_score(score: float, interval: Sequence[float] = (), digits: int = 4) -> str:
+    """A score as a view prints it: :func:`describe_interval`, or ``-`` for a score that
+    records no measurement (0: a run that crashed, timed out or was not run), never a
+    speedup of zero an agent could take for a result."""
+    if measured_nothing(score):
+        return "-"
+    return describe_interval(score, interval, digits)
 
 
 def describe_protocol(protocol: Mapping[str, Any]) -> str:

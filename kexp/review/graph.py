@@ -8,6 +8,8 @@ import dataclasses
 import re
 from typing import Any
 
+from kexp.format.samples import describe_score
+
 __all__ = ["LineageGraph", "LineageNode", "mermaid_id", "mermaid_text", "render_mermaid"]
 
 
@@ -86,7 +88,8 @@ def render_mermaid(graph: LineageGraph) -> str:
     """
     lines = ["flowchart TD"]
     for node in graph.nodes:
-        label = [mermaid_text(node.id), mermaid_text(f"{node.score:.4f} {node.outcome}")]
+        scored = f"{describe_score(node.score)} {node.outcome}"
+        label = [mermaid_text(node.id), mermaid_text(scored)]
         if node.kind == "removed":
             label.append("removed")
         if node.new_best:

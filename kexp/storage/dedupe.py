@@ -47,6 +47,7 @@ from pathlib import Path
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
 from kexp.core.advice import REMEASURE
+from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
 from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
@@ -85,10 +86,8 @@ class Repeat:
         near-duplicate, the ref it was found on)."""
         near = "" if self.identical else f"similarity {self.similarity:.2f}, "
         where = f" on {self.ref}" if self.ref else ""
-        return (
-            f"{self.id}{where} ({near}score {self.score:.4f}, {self.outcome}: "
-            f"{self.change_summary!r})"
-        )
+        score = NOTHING_MEASURED if measured_nothing(self.score) else f"score {self.score:.4f}"
+        return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r})"
 
 
 def normalize_code_change(text: str) -> str:

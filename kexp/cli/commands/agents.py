@@ -298,12 +298,12 @@ def similar(
     if not matches:
         click.echo("(nothing related found)", err=True)
         return
+    from kexp.format.samples import describe_score
+
     rows = []
     id_length = store.shown_id_length(match.id for match in matches)
     for match in matches:
-        score = f"{match.score:.4f}"
-        if match.score_ci:
-            score += f" [{match.score_ci[0]:.4f}, {match.score_ci[1]:.4f}]"
+        score = describe_score(match.score, match.score_ci or ())
         code = "" if match.similarity is None else f"{match.similarity:.2f}"
         rows.append(
             [

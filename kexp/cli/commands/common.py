@@ -706,10 +706,9 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
         interval = exp.cumulative_ci
         return "" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
     if column == "score":
-        if exp.score_ci and len(exp.score_ci) == 2:
-            low, high = exp.score_ci
-            return f"{exp.score:.3f} [{low:.3f}, {high:.3f}]"
-        return f"{exp.score:.4f}"
+        from kexp.format.samples import describe_score
+
+        return describe_score(exp.score, exp.score_ci or (), 3 if exp.score_ci else 4)
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:id_width]
     if column == "path":

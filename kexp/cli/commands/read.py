@@ -322,26 +322,27 @@ def _print_experiment(
 ) -> None:
     """One experiment as text; ``id_length``: how many characters of its id its advice
     prints (unique in the store: :meth:`kexp.Store.id_length_of`; 0: all of them)."""
+    from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
     from kexp.core.model import SECTION_HEADINGS
+    from kexp.format.samples import describe_interval
 
     style = styler()
     click.echo(style(f"{exp.id}  {one_line(exp.change_summary)}", bold=True))
-    score = f"{exp.score:.4f}"
+    score = describe_interval(exp.score, exp.score_ci or ())
     if exp.score_ci:
-        from kexp.format.samples import describe_interval
-
-        score = f"{describe_interval(exp.score, exp.score_ci)} (95% interval)"
+        score += " (95% interval)"
     outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
     against = exp.measured_against or ("parent" if exp.pid else "reference")
+    measured = f"{score}  ({outcome}; over the {against})"
+    if measured_nothing(exp.score):  # no speedup of zero an agent could take for a result
+        measured = f"-  ({outcome}: {NOTHING_MEASURED})"
     if exp.cumulative_score is None:
         reached = f"-  ({exp.cumulative_reason})"
     else:
-        from kexp.format.samples import describe_interval
-
         reached = describe_interval(exp.cumulative_score, exp.cumulative_ci or ())
         reached += "  (cumulative: the speedup over the reference)"
     rows = [
-        ("score", f"{score}  ({outcome}; over the {against})"),
+        ("score", measured),
         ("overall", reached),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
@@ -544,9 +545,12 @@ def _print_line(
         tail += f"  [{SUSPECT_LABEL}]"
     if exp.id == focus:
         tail += "  <"
+    from kexp.format.samples import describe_score
+
     cumulative = exp.cumulative_score
-    shown = "     -" if cumulative is None else f"{cumulative:.4f}"
-    head = f"{lead}{mark} {exp.id[:id_length]}  {shown} {exp.score:.4f} {_delta(node)}  "
+    shown = "-" if cumulative is None else f"{cumulative:.4f}"
+    step = describe_score(exp.score)
+    head = f"{lead}{mark} {exp.id[:id_length]}  {shown:>6} {step:>6} {_delta(node)}  "
     head += f"{exp.outcome:<12} "
     summary = one_line(exp.change_summary)
     if width is not None:

@@ -100,11 +100,9 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
     insight, wrapped (never cut) to the terminal's width."""
     import textwrap
 
-    score = f"{lesson.score:.4f}"
-    if lesson.score_ci:
-        from kexp.format.samples import describe_interval
+    from kexp.format.samples import describe_score
 
-        score = describe_interval(lesson.score, lesson.score_ci)
+    score = f"{describe_score(lesson.score, lesson.score_ci):>6}"
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(lesson.key_insight) or "(no key insight recorded)"

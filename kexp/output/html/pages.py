@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kexp.agents.lessons import LESSON_GROUPS
+from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
 from kexp.core.model import OUTCOMES, SECTION_HEADINGS, KernelExperiment
+from kexp.format.samples import describe_score
 from kexp.output.html import svg
 from kexp.output.html.markup import (
     diff,
@@ -86,7 +88,11 @@ def score_interval(exp: KernelExperiment) -> tuple[float, float] | None:
 def score_text(exp: KernelExperiment) -> str:
     """The score as HTML, with its interval when there is one: ``1.0234 [1.01, 1.03]``."""
     score = exp.score
-    shown = f"{score:.4f}" if isinstance(score, (int, float)) else text(score)
+    if not isinstance(score, (int, float)):
+        return text(score)
+    if measured_nothing(score):
+        return f'<span class="none" title="{NOTHING_MEASURED}">—</span>'
+    shown = f"{score:.4f}"
     interval = score_interval(exp)
     if interval is None:
         return shown
@@ -426,7 +432,7 @@ def overview_page(site: Site) -> str:
 
 
 def _tooltip(exp: KernelExperiment) -> str:
-    score = f"{exp.score:.4f}" if isinstance(exp.score, (int, float)) else str(exp.score)
+    score = describe_score(exp.score) if isinstance(exp.score, (int, float)) else str(exp.score)
     cumulative = exp.cumulative_score
     reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
     return f"{exp.id[:10]}  {score}{reached}  {exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
