@@ -201,3 +201,37 @@ def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
 def bundled_root() -> Iterator[Path]:
     """The repository's own store (the bundled experiments)."""
     yield REPO_ROOT
+
+
+def run_pytest_benchmark(folder: Path, bench: str, side: str, *options: str) -> Path:
+    """Run the real pytest-benchmark on the test file ``bench`` in ``folder``, as ``side``
+    (the ``SIDE`` variable the benchmark reads), with ``options``: its ``--benchmark-json``
+    file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_bench.py").write_text(bench, encoding="utf-8")
+    out = folder / f"{side}.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-o",
+            "addopts=",
+            "test_bench.py",
+            f"--benchmark-json={out}",
+            "--benchmark-warmup=off",
+            *options,
+        ],
+        cwd=folder,
+        env={"PATH": "/usr/bin:/bin", "SIDE": side},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out

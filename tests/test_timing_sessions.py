@@ -11,13 +11,11 @@ changes it should not have.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_kexp
+from conftest import run_kexp, run_pytest_benchmark
 
 from kexp.core import noise
 
@@ -39,38 +37,6 @@ def test_sum(benchmark, n):
 COMMON = ("--operator", "bench.py: sum", "--dtype", "fp32", "--env", "cpu test")
 
 
-def run_pytest_benchmark(folder: Path, side: str, *options: str) -> Path:
-    """Run pytest-benchmark on :data:`BENCH` as ``side``: its ``--benchmark-json`` file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "test_bench.py").write_text(BENCH, encoding="utf-8")
-    out = folder / f"{side}.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-o",
-            "addopts=",
-            "test_bench.py",
-            f"--benchmark-json={out}",
-            "--benchmark-warmup=off",
-            *options,
-        ],
-        cwd=folder,
-        env={"PATH": "/usr/bin:/bin", "SIDE": side},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
-
-
 @pytest.fixture(scope="module")
 def many_rounds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """pytest-benchmark files of thousands of rounds a benchmark, as it times a fast
@@ -78,8 +44,8 @@ def many_rounds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("many-rounds")
     options = ("--benchmark-min-rounds=4000", "--benchmark-max-time=0.000001")
     return (
-        run_pytest_benchmark(folder, "baseline", *options),
-        run_pytest_benchmark(folder, "candidate", *options),
+        run_pytest_benchmark(folder, BENCH, "baseline", *options),
+        run_pytest_benchmark(folder, BENCH, "candidate", *options),
     )
 
 

@@ -13,15 +13,13 @@ import io
 import json
 import math
 import statistics
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import experiment_fields
+from conftest import experiment_fields, run_pytest_benchmark
 
 from kexp import Store
 from kexp.cli.main import main
@@ -60,35 +58,18 @@ def test_softmax(benchmark, rows, cols):
 """
 
 
-def run_pytest_benchmark(folder: Path, side: str) -> tuple[Path, Path]:
+def run_both_outputs(folder: Path, side: str) -> tuple[Path, Path]:
     """Run pytest-benchmark on :data:`BENCH` as ``side``: the ``--benchmark-json`` file
     and the ``--benchmark-save`` file (saved without ``--benchmark-save-data``)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "test_bench.py").write_text(BENCH, encoding="utf-8")
-    json_file = folder / f"{side}.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "test_bench.py",
-            f"--benchmark-json={json_file}",
-            f"--benchmark-save={side}",
-            f"--benchmark-storage=file://{folder / 'saved'}",
-            "--benchmark-min-rounds=5",
-            "--benchmark-max-time=0.005",
-            "--benchmark-warmup=off",
-        ],
-        cwd=folder,
-        env={"PATH": "/usr/bin:/bin", "SIDE": side},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    json_file = run_pytest_benchmark(
+        folder,
+        BENCH,
+        side,
+        f"--benchmark-save={side}",
+        f"--benchmark-storage=file://{folder / 'saved'}",
+        "--benchmark-min-rounds=5",
+        "--benchmark-max-time=0.005",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     (saved,) = (folder / "saved").glob(f"*/*_{side}.json")
     return json_file, saved
 
@@ -100,7 +81,7 @@ def pytest_benchmark_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     folder = tmp_path_factory.mktemp("pytest-benchmark")
     files: dict[str, Path] = {}
     for side in ("baseline", "candidate"):
-        files[f"{side}_json"], files[f"{side}_saved"] = run_pytest_benchmark(folder, side)
+        files[f"{side}_json"], files[f"{side}_saved"] = run_both_outputs(folder, side)
     return files
 
 
