@@ -40,7 +40,7 @@ NOT_RUN = {
     "pytest -m slow": "the test suite itself",
     "pytest -n 0 tests/test_store.py": "the test suite itself",
     "HYPOTHESIS_PROFILE=explore pytest": "the test suite itself",
-    "ruff check kexp tests && mypy": "the linters, run by CI",
+    "ruff check kexp kernel_exp_dataclass.py tests bench && mypy": "the linters, run by CI",
     "bash .ci/run": "CI itself",
     "python bench/run.py --sizes 1000,10000": "the benchmark (minutes)",
     'eval "$(_KEXP_COMPLETE=bash_source kexp)"': "a line for a shell's start-up file",
