@@ -528,7 +528,9 @@ def test_markdown_comment_has_every_part_a_reviewer_needs(pr: PullRequest) -> No
     assert fused[6] == f"+0.0040 (+0.39%) vs `{pr.unroll.id}`"
     assert fused[7].endswith("improvement") and fused[8] == "**#&#8203;1 of 4, new best**"
     assert row_of(markdown, pr.spills.id)[8] == "#&#8203;4 of 4"
-    assert row_of(markdown, pr.crash.id)[7].endswith("buggy")
+    crash = row_of(markdown, pr.crash.id)
+    # A crash measured nothing: no score of 0.0000 to read as a speedup of zero.
+    assert crash[7].endswith("buggy") and crash[4] == "—"
     # The correction: each field old -> new, long text as a diff.
     corrected = markdown.split("### Corrected (1)")[1].split("### Validation")[0]
     assert "- `score`: `1.019` → `1.021`" in corrected
@@ -541,6 +543,7 @@ def test_markdown_comment_has_every_part_a_reviewer_needs(pr: PullRequest) -> No
     assert "Key insight: unroll 8 spills registers on MI300X" in lessons
     assert "Key insight: the prefetch reads past the block end" in lessons
     assert lessons.index("buggy") < lessons.index("regression")
+    assert f"`{pr.crash.id}` (nothing measured): Async prefetch" in lessons
     nodes = assert_sound_mermaid(mermaid_of(markdown))
     expected = {pr.root.id, pr.unroll.id, pr.fused.id, pr.spills.id, pr.crash.id}
     assert nodes == {"e" + i for i in expected}  # the other operator is not touched
@@ -548,6 +551,7 @@ def test_markdown_comment_has_every_part_a_reviewer_needs(pr: PullRequest) -> No
     assert f"e{pr.unroll.id} --> e{pr.fused.id}" in graph
     assert f'e{pr.fused.id}["{pr.fused.id}<br/>1.0250 improvement<br/>new best"]' in graph
     assert f"class e{pr.root.id} context" in graph
+    assert f'e{pr.crash.id}["{pr.crash.id}<br/>buggy (nothing measured)"]' in graph
 
 
 def test_a_corrected_experiment_that_becomes_a_failure_is_a_new_lesson(

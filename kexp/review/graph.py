@@ -8,7 +8,7 @@ import dataclasses
 import re
 from typing import Any
 
-from kexp.format.samples import describe_score
+from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
 
 __all__ = ["LineageGraph", "LineageNode", "mermaid_id", "mermaid_text", "render_mermaid"]
 
@@ -88,7 +88,9 @@ def render_mermaid(graph: LineageGraph) -> str:
     """
     lines = ["flowchart TD"]
     for node in graph.nodes:
-        scored = f"{describe_score(node.score)} {node.outcome}"
+        scored = f"{node.score:.4f} {node.outcome}"
+        if measured_nothing(node.score):
+            scored = f"{node.outcome} ({NOTHING_MEASURED})"
         label = [mermaid_text(node.id), mermaid_text(scored)]
         if node.kind == "removed":
             label.append("removed")
