@@ -369,3 +369,50 @@ def test_a_failure_that_measured_nothing_prints_no_score(history: Store) -> None
     assert "0.9293x regression" in measured, measured
     data = json.loads(_packet(history, output="json", dtype="bf16", env="MI300X"))
     assert any(e["outcome"] == "buggy" and e["score"] == 0.0 for e in data["failures"]), data
+
+
+def test_a_failure_without_a_key_insight_shows_the_error_it_recorded(tmp_path: Path) -> None:
+    """An agent recorded a crash with its error but no key insight: the packet showed the
+    summary alone, and the next agent did not learn what went wrong. The error's telling
+    line is shown (a Python traceback's last), in the text and the JSON; a failure with a
+    key insight shows the insight alone."""
+    made = _history()
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "bench.py", line 12, in <module>\n'
+        "    out = kernel(x)\n"
+        "RuntimeError: CUDA error: misaligned address\n"
+    )
+    made.append(
+        KernelExperiment.from_dict(
+            experiment_fields(
+                id="6ad2000000000099",
+                created_at="2026-11-20T08:00:00Z",
+                change_summary="Vectorize slot loads to 16 bytes - crashed",
+                score=0.0,
+                is_buggy=True,
+                status="failed",
+                error_message=traceback,
+                detailed_description="**Approach**: 16-byte slot loads.",
+                pid=made[1].id,
+                base_commit=BASE,
+                author="test",
+            )
+        )
+    )
+    store = _write_store(tmp_path / "store", made)
+    text = _packet(store, dtype="bf16", env="MI300X")
+    failures = text.split("## Related failures\n", 1)[1].split("\n## ", 1)[0].splitlines()
+    at = next(i for i, line in enumerate(failures) if "16 bytes - crashed" in line)
+    assert failures[at + 1] == "  error: RuntimeError: CUDA error: misaligned address"
+    fault = next(i for i, line in enumerate(failures) if "memory access fault" in line)
+    assert failures[fault + 1] == "  insight: Never assume alignment"  # no error beside it
+    data = json.loads(_packet(store, output="json", dtype="bf16", env="MI300X"))
+    (crash,) = [e for e in data["failures"] if e["id"] == "6ad2000000000099"]
+    assert crash["error"] == "RuntimeError: CUDA error: misaligned address"
+    assert "key_insight" not in crash
+    lessons = run_kexp("lessons", "--json", cwd=store.root)
+    (lesson,) = [x for x in json.loads(lessons.stdout)["buggy"] if x["id"] == crash["id"]]
+    assert lesson["error"] == crash["error"] and lesson["key_insight"] == ""
+    shown = run_kexp("lessons", cwd=store.root).stdout
+    assert f"(none recorded; the error: {crash['error']})" in " ".join(shown.split())

@@ -270,6 +270,7 @@ def _gather(
                     env,
                     derivation.of(row),
                     short,
+                    error=search.error(row) if name == "failures" else "",
                 )
             )
 
@@ -435,7 +436,11 @@ def _experiment_entry(
     env: str | None,
     derived: Derived,
     short: Callable[[str], str],
+    *,
+    error: str = "",
 ) -> Entry:
+    """One experiment's lines (and data); ``error``: a failure's, shown when no key
+    insight says what it taught."""
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
     if interval is not None:
@@ -458,6 +463,8 @@ def _experiment_entry(
     lines = [f"- {short(doc.id)} {said} — {_cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {_cut(insight)}")
+    elif error:
+        lines.append(f"  error: {_cut(error)}")
     # Read across refs: another branch may hold a version that changed too (diverged).
     sighting = doc.sighting() if section == "best" else None
     if sighting is not None and sighting.diverged:
@@ -477,6 +484,8 @@ def _experiment_entry(
         data["cumulative_ci"] = list(derived.cumulative_ci)
     if insight:
         data["key_insight"] = insight
+    elif error:
+        data["error"] = error
     data["dtype_sig"] = doc.dtype_sig
     data["env"] = doc.env
     if sighting is not None and sighting.diverged:

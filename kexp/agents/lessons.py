@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import describe_control, is_control, latest_control
 from kexp.core.model import KernelExperiment
-from kexp.format.fileformat import key_insight
+from kexp.format.fileformat import error_line, key_insight
 
 if TYPE_CHECKING:
     from kexp.storage.rows import Sighting
@@ -40,15 +40,19 @@ class Lesson:
     #: The score's 95 % interval (empty when it has none): a ``marginal`` lesson with
     #: one is "within noise".
     score_ci: tuple[float, ...] = ()
+    #: The error recorded (``error_message``'s first line): what a crash taught when
+    #: no key insight says it.
+    error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (stable keys; ``score_ci`` only when there is one, as
-        ``--json`` leaves out an empty optional field)."""
+        """JSON-ready data (stable keys; ``score_ci`` and ``error`` only when there is
+        one, as ``--json`` leaves out an empty optional field)."""
         data = dataclasses.asdict(self)
+        for optional in ("score_ci", "error"):
+            if not data[optional]:
+                del data[optional]
         if self.score_ci:
             data["score_ci"] = list(self.score_ci)
-        else:
-            del data["score_ci"]
         return data
 
 
@@ -73,6 +77,7 @@ def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Les
                     operator_sig=exp.operator_sig,
                     dtype_sig=exp.dtype_sig,
                     score_ci=tuple(exp.score_ci),
+                    error=error_line(exp.error_message),
                 )
             )
     return groups

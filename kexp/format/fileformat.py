@@ -676,3 +676,12 @@ def key_insight(description: str) -> str:
                 return following.strip()
         return ""
     return ""
+
+
+def error_line(message: str) -> str:
+    """The line of an ``error_message`` that says what went wrong ("" if none): its
+    first non-blank line, or a Python traceback's last (the exception and its text)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]

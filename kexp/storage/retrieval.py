@@ -147,31 +147,40 @@ class Index:
         self._store = store
         self.settings = store.settings
         self._insights: dict[bytes, str] = {}
+        self._errors: dict[bytes, str] = {}
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         """The current experiments holding each content, in path order."""
         raise NotImplementedError
 
     def insights(self, rows: Iterable[Row]) -> dict[bytes, str]:
-        """The key insight of each row's detailed description (read from its file)."""
-        from kexp.format.fileformat import FileFormatError, parse
+        """The key insight of each row's detailed description (read from its file, with
+        its error, :meth:`error`)."""
+        from kexp.format.fileformat import FileFormatError, error_line, parse
 
         wanted = {row.key: row for row in rows if row.key not in self._insights}
         if wanted:
             items = [(row.path, key) for key, row in wanted.items()]
             datas = self._store.source.bytes_found(items, self.settings)
             for (path, key), data in zip(items, datas, strict=True):
-                insight = ""
+                insight = error = ""
                 if data is not None:
                     with contextlib.suppress(FileFormatError):
-                        doc = parse(data, path, fast=True)
-                        insight = key_insight(doc.body_values()["detailed_description"])
+                        bodies = parse(data, path, fast=True).body_values()
+                        insight = key_insight(bodies["detailed_description"])
+                        error = error_line(bodies["error_message"])
                 self._insights[key] = insight
+                self._errors[key] = error
         return self._insights
 
     def insight(self, row: Row) -> str:
         """The key insight of a row's detailed description."""
         return self.insights([row]).get(row.key, "")
+
+    def error(self, row: Row) -> str:
+        """The line of a row's error message that says what went wrong."""
+        self.insights([row])
+        return self._errors.get(row.key, "")
 
     def near_duplicates(
         self, shingles: frozenset[int], threshold: float

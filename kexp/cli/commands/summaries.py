@@ -106,6 +106,8 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(lesson.key_insight) or "(no key insight recorded)"
+    if not lesson.key_insight and lesson.error:
+        insight = f"(none recorded; the error: {one_line(lesson.error)})"
     label = "      Key insight: "
     if width is None:
         click.echo(head + summary)
