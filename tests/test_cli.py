@@ -98,7 +98,7 @@ def test_add_from_flags_records_a_full_iteration_in_one_call(repo: Path, store: 
     )
     assert result.exit_code == 0, result.stderr
     printed = json.loads(result.stdout)
-    assert set(printed) == {"id", "path"}
+    assert set(printed) == {"id", "path", "score", "score_ci", "outcome", "cumulative_score"}
     exp = store.get_experiment(printed["id"])
     assert exp.path is not None and exp.path.resolve() == (Path.cwd() / printed["path"]).resolve()
     assert exp.change_summary == "Unrolled the inner loop by 4 - +1.90%"

@@ -412,3 +412,49 @@ def test_a_first_sync_to_an_empty_remote_says_to_fix_it_in_the_tools_words(
     assert made.path.name in said[0] and "call sync again" in said[0], said
     assert "kexp " not in said[0].replace("kexp sync did nothing", ""), said
     assert git(remote, "for-each-ref") == ""
+
+
+def test_a_recorded_step_answers_the_cumulative_score_its_chain_reaches(tmp_path: Path) -> None:
+    """An agent records step after step on its parent: the reply said the step's score
+    alone (1.03), not where the campaign stands (1.12 x 1.03 = 1.1536 over the
+    reference). The record tool and ``kexp add --json`` answer one record: the
+    cumulative score, or null and why (a crash has none); the CLI's text after timings
+    says it too."""
+    alice, _, base = two_agents(tmp_path)
+    replies: list[dict[str, Any]] = []
+
+    async def work(agent: Agent) -> None:
+        root = await agent.json("record", score=1.12, base_commit=base, **record_fields())
+        step = await agent.json(
+            "record", score=1.03, pid=root["id"], base_commit=base, **record_fields()
+        )
+        crash = await agent.json(
+            "record", score=0, status="failed", is_buggy=True, error_message="illegal address",
+            pid=step["id"], base_commit=base, **record_fields(),
+        )  # fmt: skip
+        replies.extend([root, step, crash])
+
+    run_agent(alice, work)
+    root, step, crash = replies
+    assert (root["cumulative_score"], step["cumulative_score"]) == (1.12, 1.1536)
+    assert crash["cumulative_score"] is None and crash["cumulative_reason"] == "it is buggy"
+    truth = {e.id: e.cumulative_score for e in Store(alice).list_experiments()}
+    assert [r["cumulative_score"] for r in replies] == [truth[r["id"]] for r in replies]
+    fields = record_fields()
+    flags = ["--operator", fields["operator_sig"], "--dtype", "bf16", "--env", fields["env"]]
+    printed = run_kexp(
+        "add", "--summary", "Unroll by 2 - +1%", "--score", "1.01", "--pid", step["id"],
+        "--base-commit", base, *flags, "--json", cwd=alice,
+    )  # fmt: skip
+    added = json.loads(printed.stdout)
+    assert set(added) == set(step) and added["cumulative_score"] == 1.165136
+    (tmp_path / "base.json").write_text(json.dumps(BASE), encoding="utf-8")
+    (tmp_path / "cand.json").write_text(json.dumps(CAND), encoding="utf-8")
+    measured = run_kexp(
+        "add", "--summary", "Unroll by 4 - faster", "--pid", step["id"], "--base-commit", base,
+        "--baseline", str(tmp_path / "base.json"), "--candidate", str(tmp_path / "cand.json"),
+        *flags, cwd=alice,
+    )  # fmt: skip
+    assert measured.returncode == 0, measured.stderr
+    exp = Store(alice).get_experiment(measured.stdout.split()[1])
+    assert f"; cumulative {exp.cumulative_score:.4f} over the reference" in measured.stdout

@@ -200,9 +200,14 @@ def written_record(exp: KernelExperiment, **extra: Any) -> dict[str, Any]:
 
 
 def measured_record(exp: KernelExperiment) -> dict[str, Any]:
-    """What a measurement written prints as JSON (``kexp remeasure --json``): id, path,
-    score, its interval and the outcome."""
-    return written_record(exp, score=exp.score, score_ci=exp.score_ci, outcome=exp.outcome)
+    """What a measurement written prints as JSON (``kexp add --json``, ``kexp remeasure
+    --json``, the MCP record tool): id, path, score, its interval, the outcome and the
+    cumulative score (the speedup over the reference its chain of parents reaches; null,
+    with ``cumulative_reason``, when there is none)."""
+    extra: dict[str, Any] = {"cumulative_score": exp.cumulative_score}
+    if exp.cumulative_score is None:
+        extra["cumulative_reason"] = exp.cumulative_reason
+    return written_record(exp, score=exp.score, score_ci=exp.score_ci, outcome=exp.outcome, **extra)
 
 
 def _empty(value: Any) -> bool:

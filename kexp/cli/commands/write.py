@@ -45,9 +45,10 @@ def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
 
 
 def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
-    """What ``kexp add`` prints of an experiment scored from timings: as any write,
-    then the score it computed, its interval and outcome, and what to do when the
-    interval holds 1 (a round more narrows it)."""
+    """What ``kexp add`` prints of the experiment it recorded: as any write, then its
+    score (computed from timings: with its interval) and outcome, what to do when the
+    interval holds 1 (a round more narrows it), and, for a step on a parent, the
+    cumulative score its chain reaches (the campaign's progress)."""
     if as_json:
         # lazy: one command's library, loaded when that command runs
         from kexp.output.export import measured_record
@@ -57,12 +58,19 @@ def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
     _report_written(exp, "recorded", as_json)
     # lazy: one command's library, loaded when that command runs
     from kexp.core.advice import REMEASURE
+    from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
+    from kexp.format.samples import describe_interval
 
-    interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
-    line = f"  score {exp.score:.4f}{interval}: {exp.outcome}"
+    if measured_nothing(exp.score):
+        line = f"  {NOTHING_MEASURED}: {exp.outcome}"
+    else:
+        line = f"  score {describe_interval(exp.score, exp.score_ci or ())}: {exp.outcome}"
     low, high = exp.score_ci or (0.0, 0.0)
     if exp.outcome == "marginal" and low <= 1 <= high and low < high:
         line += f", within noise: {REMEASURE.say(id=exp.id)} pools another round"
+    cumulative = exp.cumulative_score
+    if cumulative is not None and exp.pid and cumulative != exp.score:
+        line += f"; cumulative {cumulative:.4f} over the reference"  # the campaign's progress
     click.echo(line)
 
 
@@ -340,9 +348,9 @@ def add(
         unit=unit,
         keep_samples=keep_samples,
     )
-    if baseline is not None or table is not None:
+    if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json)
-    else:
+    else:  # one line, as scripts read it
         _report_written(exp, "recorded", as_json)
 
 
