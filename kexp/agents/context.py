@@ -214,7 +214,7 @@ def _gather(
             _experiment_entry(
                 "best",
                 best,
-                search.insight(best),
+                search.lesson(best)[0],
                 outcomes[best.path],
                 (2, 0),
                 (0,),
@@ -254,7 +254,7 @@ def _gather(
             ("successes", successes),
         )
     }
-    search.insights(d for found in chosen.values() for d in found)
+    search.read_lessons(d for found in chosen.values() for d in found)
     for name, found in chosen.items():
         for rank, row in enumerate(found):
             tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
@@ -262,7 +262,7 @@ def _gather(
                 _experiment_entry(
                     name,
                     row,
-                    search.insight(row),
+                    search.lesson(row)[0],
                     outcomes[row.path],
                     (tier, rank),
                     (rank,),
@@ -270,7 +270,7 @@ def _gather(
                     env,
                     derivation.of(row),
                     short,
-                    error=search.error(row) if name == "failures" else "",
+                    error=search.lesson(row)[1] if name == "failures" else "",
                 )
             )
 

@@ -146,19 +146,17 @@ class Index:
         self._cache = cache
         self._store = store
         self.settings = store.settings
-        self._insights: dict[bytes, str] = {}
-        self._errors: dict[bytes, str] = {}
+        self._lessons: dict[bytes, tuple[str, str]] = {}
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         """The current experiments holding each content, in path order."""
         raise NotImplementedError
 
-    def insights(self, rows: Iterable[Row]) -> dict[bytes, str]:
-        """The key insight of each row's detailed description (read from its file, with
-        its error, :meth:`error`)."""
+    def read_lessons(self, rows: Iterable[Row]) -> None:
+        """Read each row's lesson from its file, once (see :meth:`lesson`)."""
         from kexp.format.fileformat import FileFormatError, error_line, parse
 
-        wanted = {row.key: row for row in rows if row.key not in self._insights}
+        wanted = {row.key: row for row in rows if row.key not in self._lessons}
         if wanted:
             items = [(row.path, key) for key, row in wanted.items()]
             datas = self._store.source.bytes_found(items, self.settings)
@@ -169,18 +167,13 @@ class Index:
                         bodies = parse(data, path, fast=True).body_values()
                         insight = key_insight(bodies["detailed_description"])
                         error = error_line(bodies["error_message"])
-                self._insights[key] = insight
-                self._errors[key] = error
-        return self._insights
+                self._lessons[key] = (insight, error)
 
-    def insight(self, row: Row) -> str:
-        """The key insight of a row's detailed description."""
-        return self.insights([row]).get(row.key, "")
-
-    def error(self, row: Row) -> str:
-        """The line of a row's error message that says what went wrong."""
-        self.insights([row])
-        return self._errors.get(row.key, "")
+    def lesson(self, row: Row) -> tuple[str, str]:
+        """A row's key insight (of its detailed description) and the line of its error
+        message that says what went wrong ("" when none)."""
+        self.read_lessons([row])
+        return self._lessons.get(row.key, ("", ""))
 
     def near_duplicates(
         self, shingles: frozenset[int], threshold: float
@@ -331,7 +324,7 @@ class Search(Index):
             score_ci=score_interval(row),
             outcome=derivation.of(row).outcome,
             change_summary=row.change_summary,
-            key_insight=self.insight(row),
+            key_insight=self.lesson(row)[0],
             operator_sig=row.operator_sig,
             dtype_sig=row.dtype_sig,
             env=row.env,
@@ -389,7 +382,7 @@ class Search(Index):
         chosen = [row for path, row in by_path.items() if relevance[path] >= MIN_RELEVANCE]
         chosen.sort(key=lambda r: (-round(relevance[r.path], 9), r.created_at, r.id, r.path))
         shown = chosen[: max(0, limit)]
-        self.insights(shown)
+        self.read_lessons(shown)
         derivation = self.derived(shown)
         return [
             self.match(
