@@ -1,6 +1,7 @@
-"""Every example of README.md, the skill's SKILL.md and every command's ``--help`` runs
-verbatim on the bundled store (issue 28, item 11: agents run examples as written, so an id
-in one must exist there, and a note beside a command is a ``#`` comment).
+"""Every example of README.md, the pages of docs/, the skill's SKILL.md and every
+command's ``--help`` runs verbatim on the bundled store (issue 28, item 11: agents run
+examples as written, so an id in one must exist there, and a note beside a command is a
+``#`` comment).
 
 The shell blocks run in bash and the Python blocks in Python, in the order the documents
 give them, in one clone of this repository's store with the files the examples name
@@ -31,7 +32,13 @@ from conftest import REPO_ROOT, git, init_repo
 
 from kexp.cli.main import main
 
-DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "skill").glob("*/SKILL.md"))]
+#: The README, then docs/ (detail the README links to), then the skill: their examples run
+#: in this order in one clone.
+DOCUMENTS = [
+    REPO_ROOT / "README.md",
+    *sorted((REPO_ROOT / "docs").glob("*.md")),
+    *sorted((REPO_ROOT / "skill").glob("*/SKILL.md")),
+]
 #: Lines not run, with why (each must still be in a document: a test checks).
 NOT_RUN = {
     'pip install -e ".[test]" && kexp top': "installs kexp",

@@ -201,15 +201,14 @@ def test_review_says_when_the_base_branch_corrected_the_same_experiment_since_th
     assert "Changed on both sides" not in quiet
 
 
-# --- analytics: the README's DuckDB queries over a Parquet export ---------------------
+# --- analytics: docs/parquet.md's DuckDB queries over a Parquet export -----------------
 
 
-def _readme_queries() -> dict[str, str]:
-    """The README's SQL blocks of the Parquet section that start with ``-- kexp``, by
-    their first line."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## The Parquet view", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+def _parquet_page_queries() -> dict[str, str]:
+    """The SQL blocks of docs/parquet.md (the Parquet view's page, linked from the
+    README) that start with ``-- kexp``, by their first line."""
+    text = (REPO_ROOT / "docs" / "parquet.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
     return {b.splitlines()[0]: b for b in blocks if b.startswith("-- kexp")}
 
 
@@ -360,10 +359,10 @@ def _front_matter(repo: Path) -> dict[str, dict[str, object]]:
     return found
 
 
-def test_the_readme_duckdb_queries_answer_as_kexp_and_the_files_do(
+def test_the_documented_duckdb_queries_answer_as_kexp_and_the_files_do(
     repo: Path, tmp_path: Path
 ) -> None:
-    """An analyst runs the README's queries verbatim over ``kexp export --format
+    """An analyst runs docs/parquet.md's queries verbatim over ``kexp export --format
     parquet``: per-outcome counts with controls apart, each operator's best tip by the
     composed score, regressions per author, the noise floors and the path to a tip
     each answer as ``kexp stats`` / ``kexp lessons`` do, and as the files say."""
@@ -374,7 +373,7 @@ def test_the_readme_duckdb_queries_answer_as_kexp_and_the_files_do(
     files = _front_matter(repo)
     out = tmp_path / "pq"
     assert run_kexp("export", "--format", "parquet", "-o", str(out), cwd=repo).returncode == 0
-    queries = _readme_queries()
+    queries = _parquet_page_queries()
     assert len(queries) == 5, list(queries)
 
     def run(first: str, tip: str = "") -> list[tuple[object, ...]]:
