@@ -499,7 +499,78 @@ def test_tree_text_for_one_experiment(repo: Path, lineage: dict[str, str]) -> No
     assert [re.search(r"Step (\w+)", line).group(1) for line in shown] == ["root", "a", "a2", "a21"]  # type: ignore[union-attr]
     assert shown[2].lstrip("│├└─ ").startswith("*") and "[best]" in shown[2]
     assert "Δ +5.00%" in shown[1] and "<" in shown[2]
-    assert shown[3].startswith("        └──")
+    # one chain (a1 and the b branch not shown): each step under the one before, at its
+    # indent, without a branch
+    assert [line[:4] for line in shown] == ["* 70", "* 70", "* 70", "  70"]
+
+
+def read_tree(text: str) -> dict[str, str]:
+    """The parent of each experiment, read back from ``kexp tree``'s text the way a reader
+    reads it: a line after ``├── ``/``└── `` is a child of the line above at four
+    columns less; a line without one, of the line just above (its only child); a line
+    at column 0 after a blank line, a root."""
+    parents: dict[str, str] = {}
+    at_column: dict[int, str] = {}
+    above: str | None = None
+    for line in text.split("\n\ncolumns:", 1)[0].splitlines():
+        if not line.strip():
+            above = None
+            continue
+        match = re.match(r"^([│├└─ …]*?)([* ]) ([0-9a-f]{10,16}) ", line)
+        assert match is not None, line
+        lead, exp_id = match.group(1), match.group(3)
+        column = len(lead)
+        if lead.endswith(("├── ", "└── ")):
+            parents[exp_id] = at_column[column - 4]
+        elif above is not None:
+            parents[exp_id] = above
+        at_column[column] = exp_id
+        above = exp_id
+    return parents
+
+
+def test_a_campaigns_twelve_steps_read_back_as_its_lineage_at_80_columns(
+    repo: Path, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """Twelve steps, each on the last, with a failure and a regression on the way: the
+    tree indented each step under its parent, so at 80 columns the later steps' lines
+    were cut from the left and the summaries to three letters. Each next step is in one
+    column now, and the text reads back as the lineage the files hold."""
+    operator = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
+    parent = ""
+    for step in range(12):
+        exp = make_experiment(
+            id=f"71{step:02x}000000000000",
+            pid=parent,
+            score=1.05,
+            operator_sig=operator,
+            change_summary=f"Step {step} of the campaign - +5%",
+            created_at=f"2026-11-29T10:00:{step:02d}Z",
+            **({"measured_against": "parent"} if parent else {}),
+        )
+        if step in (3, 7):  # a dead end beside the chain: a crash, a regression
+            make_experiment(
+                id=f"72{step:02x}000000000000",
+                pid=exp.id,
+                score=0.0 if step == 3 else 0.95,
+                status="failed" if step == 3 else "done",
+                measured_against="parent",
+                operator_sig=operator,
+                change_summary=f"Side {step} - no",
+                created_at=f"2026-11-29T10:00:{step:02d}.5Z",
+            )
+        parent = exp.id
+    make_experiment(id="7300000000000000", operator_sig="other.cu: k", score=1.1)
+    result = run_kexp("tree", cwd=repo, env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    truth = {e.id[:10]: e.pid[:10] for e in Store(repo).list_experiments() if e.pid}
+    assert read_tree(result.stdout) == truth
+    steps = [line for line in lines if "Step " in line]
+    assert [f"Step {n} of" in line for n, line in enumerate(steps)] == [True] * 12
+    # a step in the column of the one before; a new indent at each branch (3 and 7) only
+    assert [len(line) - len(line.lstrip("│├└─ ")) for line in steps] == [0] * 4 + [4] * 4 + [8] * 4
 
 
 def test_tree_filtered_by_operator_and_unknown_id(

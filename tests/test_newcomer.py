@@ -172,19 +172,20 @@ def test_tree_fits_80_columns(tmp_path: Path) -> None:
     store.create_experiment(
         **experiment_fields(pid=parent.pid, change_summary="Step 13 again - +1%", score=1.01)
     )
-    depths = {n.experiment.id[:10]: n.depth for t in lineage_forest(store) for n in t.walk()}
+    nodes = [node for tree in lineage_forest(store) for node in tree.walk()]
+    parents = {node.experiment.id[:10]: node.experiment.pid for node in nodes}
     for args in (["tree"], ["tree", parent.id], ["tree", "--operator", "cache"]):
         result = kexp(root, "--no-pager", *args, COLUMNS="80")
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
         assert len(lines) > 5 and max(len(line) for line in lines) <= 80, result.stdout
         assert parent.id[:10] in result.stdout
-        # The lines of one depth keep one lead, whatever their marks: siblings line up.
-        columns: dict[int, set[int]] = {}
+        # The children of one parent keep one lead, whatever their marks: siblings line up.
+        columns: dict[str, set[int]] = {}
         for line in lines:
             found = re.search(r"[0-9a-f]{10}", line)
-            if found and found.group() in depths and not line.startswith("best tip"):
-                columns.setdefault(depths[found.group()], set()).add(found.start())
+            if found and found.group() in parents and not line.startswith("best tip"):
+                columns.setdefault(parents[found.group()], set()).add(found.start())
         assert all(len(at) == 1 for at in columns.values()), (columns, result.stdout)
 
 

@@ -72,7 +72,8 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
              "push."),
     "top": ("read", "The best experiments by cumulative score, the speedup over the "
             "reference."),
-    "tree": ("read", "The lineage (experiments linked by pid) as an indented tree."),
+    "tree": ("read", "The lineage (experiments linked by pid) as a tree; a chain's steps in "
+             "one column."),
     "update": ("write", "Correct fields of an experiment (validated; only the changed lines are "
                "rewritten)."),
     "validate": ("admin", "Check experiment files (all by default); exit 1 if any has an "

@@ -417,7 +417,10 @@ def _print_experiment(
 @click.pass_context
 @paged_output
 def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any) -> None:
-    """The lineage (experiments linked by pid) as an indented tree.
+    """The lineage (experiments linked by pid) as a tree; a chain's steps in one column.
+
+    A branch indents; an only child (the next step of a chain) stays under its parent,
+    in its column.
 
     With ID: that experiment's ancestors and every descendant. Otherwise every tree of
     the experiments matching the filters (an experiment whose parent does not match
@@ -460,7 +463,9 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     best = forest[0].best_tip
     shown = [node.experiment.id for root in forest for node in root.walk()]
     id_length = store.shown_id_length([*shown, *([best.id] if best is not None else [])])
-    for root in forest:
+    for number, root in enumerate(forest):
+        if number:
+            click.echo("")  # a tree starts at its root, after a blank line
         _print_node(root, "", "", width, style, focus, id_length)
     if (
         focus is not None
@@ -477,6 +482,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         )
     click.echo("")
     click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
+    click.echo("a line with no ├── or └──: the only child of the line above (the next step)")
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
 
 
@@ -496,11 +502,16 @@ def _print_node(
     id_length: int,
 ) -> None:
     """Print a tree, one line per node (ids ``id_length`` characters long), depth first
-    (no recursion: a lineage may be thousands of iterations deep)."""
+    (no recursion: a lineage may be thousands of iterations deep). An only child, the
+    next step of a chain, is printed under its parent at its indent, without a branch:
+    a campaign's twelve steps stay in one column at 80 columns."""
     stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
     while stack:
         node, lead, child_lead = stack.pop()
         _print_line(node, lead, width, style, focus, id_length)
+        if len(node.children) == 1:
+            stack.append((node.children[0], child_lead, child_lead))
+            continue
         last = len(node.children) - 1
         for index, child in reversed(list(enumerate(node.children))):
             stack.append(
