@@ -87,6 +87,11 @@ REMEASURE = Advice(
     "kexp remeasure {id} --baseline ... --candidate ...",
     'the remeasure tool with exp_id: "{id}", baseline and candidate',
 )
+#: Advice on a step recorded on a parent without ``measured_against``.
+MEASURED_AGAINST = Advice(
+    "kexp update {id} --set measured_against=parent",
+    'the update tool with exp_id: "{id}" and changes: {{"measured_against": "parent"}}',
+)
 #: Advice on an uncommitted change measured on HEAD.
 BASE_COMMIT_AND_DIFF = Advice(
     "kexp add --base-commit HEAD --diff-from-git",
@@ -139,6 +144,7 @@ ADVICE = (
     ERROR_MESSAGE,
     CORRECT_SCORE,
     REMEASURE,
+    MEASURED_AGAINST,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
     UNIT_GIVEN,

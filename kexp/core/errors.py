@@ -167,6 +167,11 @@ class RemeasureWarning(RepeatedChangeWarning):
     should be a new round of that experiment (``kexp remeasure``)."""
 
 
+class MeasuredAgainstWarning(KexpWarning):
+    """A step recorded on a parent does not say what its score is a speedup over
+    (``measured_against``): it counts as a step over the parent, and validation warns."""
+
+
 class StaleMeasurementWarning(KexpWarning):
     """A corrected score no longer agrees with the measurement recorded with it."""
 

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
 from kexp.core.errors import (
+    MeasuredAgainstWarning,
     MeasurementError,
     SuspectMeasurementWarning,
     TimingsWarning,
@@ -630,6 +631,17 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
+    if exp.pid and not exp.measured_against:
+        from kexp.core.advice import MEASURED_AGAINST
+
+        warnings.warn(
+            f"{exp.id} has a parent and no measured_against: its score counts as a speedup "
+            f"over the parent's code, and kexp validate warns of it; say so: "
+            f"{MEASURED_AGAINST.say(id=exp.id)} (or reference: over the operator's "
+            "original code)",
+            MeasuredAgainstWarning,
+            stacklevel=2,
+        )
     return exp
 
 
