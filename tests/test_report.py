@@ -913,7 +913,7 @@ def test_a_lineage_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
     assert len(linked_ids(found, "pt")) == depth
     done = run_kexp("tree", cwd=root)
     assert done.returncode == 0, done.stderr
-    assert len(done.stdout.splitlines()) == depth + 3  # and the legend (2 lines) after a blank
+    assert len(done.stdout.splitlines()) == depth + 4  # and the legend (3 lines) after a blank
 
 
 # --- a large operator -----------------------------------------------------------------
