@@ -416,3 +416,7 @@ def test_a_failure_without_a_key_insight_shows_the_error_it_recorded(tmp_path: P
     assert lesson["error"] == crash["error"] and lesson["key_insight"] == ""
     shown = run_kexp("lessons", cwd=store.root).stdout
     assert f"(none recorded; the error: {crash['error']})" in " ".join(shown.split())
+    site = tmp_path / "site"
+    assert run_kexp("report", "-o", str(site), cwd=store.root).returncode == 0
+    pages = "".join(p.read_text(encoding="utf-8") for p in (site / "op").glob("*.html"))
+    assert f"Key insight: (none recorded; the error: {crash['error']})" in pages

@@ -56,6 +56,14 @@ class Lesson:
         return data
 
 
+def taught(key_insight: str, error: str) -> str:
+    """What a lesson says it taught: its key insight; without one, the error recorded
+    (``(none recorded; the error: ...)``); "" when neither."""
+    if key_insight or not error:
+        return key_insight
+    return f"(none recorded; the error: {error})"
+
+
 def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Lesson]]:
     """Group experiments into :data:`LESSON_GROUPS` (each key present, maybe empty).
 

@@ -100,14 +100,13 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
     insight, wrapped (never cut) to the terminal's width."""
     import textwrap
 
+    from kexp.agents.lessons import taught
     from kexp.format.samples import describe_score
 
     score = f"{describe_score(lesson.score, lesson.score_ci):>6}"
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
-    insight = one_line(lesson.key_insight) or "(no key insight recorded)"
-    if not lesson.key_insight and lesson.error:
-        insight = f"(none recorded; the error: {one_line(lesson.error)})"
+    insight = one_line(taught(lesson.key_insight, lesson.error)) or "(no key insight recorded)"
     label = "      Key insight: "
     if width is None:
         click.echo(head + summary)

@@ -52,12 +52,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.agents.lessons import LESSON_GROUPS
+from kexp.agents.lessons import LESSON_GROUPS, taught
 from kexp.core.errors import KexpError
 from kexp.core.model import KernelExperiment
 from kexp.core.progress import reporting, track_part
 from kexp.core.version import __version__
-from kexp.format.fileformat import key_insight
+from kexp.format.fileformat import error_line, key_insight
 from kexp.output.html.markup import text
 from kexp.output.html.pages import (
     EXPERIMENT_DIR,
@@ -410,7 +410,12 @@ def _experiment_pages(
                 found = lessons(members, lambda e: earlier.insights.get(e.id, ""))
             else:
                 whole = list(store.with_bodies(members))
-                found = lessons(whole, lambda e: key_insight(e.detailed_description))
+                found = lessons(
+                    whole,
+                    lambda e: taught(
+                        key_insight(e.detailed_description), error_line(e.error_message)
+                    ),
+                )
                 data = experiment_page(site, whole).encode("utf-8", "replace")
                 (folder / name).write_bytes(data)
                 size = len(data)
