@@ -512,3 +512,8 @@ def test_a_step_on_a_parent_that_does_not_say_what_it_is_measured_against_is_war
         "--measured-against", "parent", "--base-commit", base, *flags, cwd=alice,
     )  # fmt: skip
     assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+    crash = run_kexp(
+        "add", "--summary", "Split-K - crash", "--score", "0", "--status", "failed", "--buggy",
+        "--error", "illegal address", "--pid", child, "--base-commit", base, *flags, cwd=alice,
+    )  # fmt: skip
+    assert crash.returncode == 0 and "measured_against" not in crash.stderr, crash.stderr

@@ -54,6 +54,7 @@ from kexp.core.errors import (
 )
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     UNSTATED_UNIT_FORMS,
@@ -631,7 +632,8 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
-    if exp.pid and not exp.measured_against:
+    said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
+    if not exp.measured_against and missing_measured_against(said):  # as validate warns
         from kexp.core.advice import MEASURED_AGAINST
 
         warnings.warn(
