@@ -40,8 +40,9 @@ class Lesson:
     #: The score's 95 % interval (empty when it has none): a ``marginal`` lesson with
     #: one is "within noise".
     score_ci: tuple[float, ...] = ()
-    #: The error recorded (``error_message``'s first line): what a crash taught when
-    #: no key insight says it.
+    #: The line of ``error_message`` that says what went wrong
+    #: (:func:`kexp.format.fileformat.error_line`): what a crash taught when no key
+    #: insight says it.
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
