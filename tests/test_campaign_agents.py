@@ -312,6 +312,11 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
 
     run_agent(alice, agent_a)
     truth = records(alice)
+    # Recorded as the skill's table of failures says: nothing to warn of (a timeout with
+    # a parent measured nothing: what its score 0 is a speedup over does not arise).
+    checked = run_kexp("validate", cwd=alice)
+    assert checked.returncode == 0 and "warning[" not in checked.stdout, checked.stdout
+    assert f"{len(truth)} file(s) checked: 0 error(s), 0 warning(s)" in checked.stderr
 
     def full(text: str) -> list[str]:
         """The full ids of the ids ``text`` prints (each names exactly one)."""
