@@ -339,14 +339,25 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
         failures = full(section(packet, "Related failures"))
         assert set(failures) == {ids[k] for k in ("crash", "accumulate", "timeout", "staged")}
 
+        # B tries it anyway, recording across the refs as the skill says: warned, the
+        # warning naming A's crash.
+        failed, texts = await agent.call(
+            "record", score=0.0, status="failed", is_buggy=True, code_change=CRASH_DIFF,
+            error_message="RuntimeError: CUDA error: an illegal memory access was encountered",
+            base_commit=base, all_refs=True, **fields("Unroll the sum loop by 8 - crash"),
+        )  # fmt: skip
+        assert not failed, texts
+        warned = [t for t in texts[1:] if ids["crash"] in t]
+        assert warned and all(t.startswith("kexp: warning: ") for t in warned), texts
+
     run_agent(bob, agent_b)
 
     # The command reads the same, across the refs.
     stats = run_kexp("stats", "--all-refs", "--json", cwd=bob)
     assert stats.returncode == 0, stats.stderr
-    counted = json.loads(stats.stdout)
-    assert counted["total"] == len(truth)  # experiments, not versions (one was corrected)
+    counted, everything = json.loads(stats.stdout), {**truth, **records(bob)}
+    assert counted["total"] == len(everything) == 12  # experiments, not versions
     assert {k: v for k, v in counted["by_outcome"].items() if v and k != "total"} == {
-        "improvement": 6, "marginal": 1, "regression": 1, "buggy": 2, "failed": 1
+        "improvement": 6, "marginal": 1, "regression": 1, "buggy": 3, "failed": 1
     }  # fmt: skip
     assert [b["id"] for b in counted["best"]] == [ids["persistent"]]

@@ -30,7 +30,7 @@ result, ``kexp: warning: ...``. Calls run one at a time. The read tools take ``r
 (patterns such as ``origin/*``) and ``all_refs``, as the commands take ``--refs`` and
 ``--all-refs``: the store is read with every matching ref, one entry per experiment (its
 newest version, with where it was found), so that an agent that only fetched sees what
-the others synced.
+the others synced; ``record`` takes them too, to warn of a change tried there.
 """
 
 from __future__ import annotations
@@ -641,10 +641,19 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             ),
         ] = None,
         keep_samples: bool = True,
+        refs: Annotated[
+            list[str] | None,
+            Field(description="Warn of a change tried on these refs too, e.g. origin/*"),
+        ] = None,
+        all_refs: Annotated[
+            bool,
+            Field(description="Warn of a change tried on any branch: what others synced"),
+        ] = False,
     ) -> CallToolResult:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
-        without them give score. Returns id, path, score, interval, outcome (kexp add)."""
+        without them give score. With all_refs, a change another agent synced is warned
+        of. Returns id, path, score, interval, outcome (kexp add --all-refs)."""
 
         def run() -> dict[str, Any]:
             fields: dict[str, Any] = {
@@ -676,7 +685,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             if detect_env and not env:
                 fields["env"] = detected_env()
             exp = write(
-                tools.store(),
+                tools.store(refs, all_refs),
                 fields,
                 baseline=tools.timings(baseline),
                 candidate=tools.timings(candidate),
