@@ -349,6 +349,10 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
         assert not failed, texts
         warned = [t for t in texts[1:] if ids["crash"] in t]
         assert warned and all(t.startswith("kexp: warning: ") for t in warned), texts
+        # A crash measured nothing: no round of it to add (remeasure refuses it), and no
+        # speedup of 0 to read.
+        assert not any("remeasure" in t or "0.0000" in t for t in warned), warned
+        assert any("nothing measured" in t for t in warned), warned
 
     run_agent(bob, agent_b)
 
