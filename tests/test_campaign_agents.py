@@ -354,14 +354,33 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
         assert not any("remeasure" in t or "0.0000" in t for t in warned), warned
         assert any("nothing measured" in t for t in warned), warned
 
+        # B builds on A's best tip, its id as the packet printed it: a write needs its
+        # parent in the working tree, and the error says what to call (the sync tool,
+        # which merges what A pushed), not a command.
+        tip = printed_ids(section(packet, "Current best"))[0]
+        step = fields("Two rows per warp - +3%", pid=tip, base_commit=base)
+        failed, texts = await agent.call(
+            "record", baseline=BASE, candidate=faster(1.03), all_refs=True, **step
+        )
+        assert failed and "call sync" in texts[0] and "kexp sync" not in texts[0], texts
+        assert (await agent.json("sync"))["pushed"]
+        built = await agent.json("record", baseline=BASE, candidate=faster(1.03), **step)
+        ids["rows"] = built["id"]
+        assert records(bob)[built["id"]]["pid"] == ids["persistent"]
+
     run_agent(bob, agent_b)
 
-    # The command reads the same, across the refs.
+    # The command reads the same, across the refs; B's step is the campaign's best tip.
+    everything = {**truth, **records(bob)}
+    assert best_tip(everything) == ids["rows"]
     stats = run_kexp("stats", "--all-refs", "--json", cwd=bob)
     assert stats.returncode == 0, stats.stderr
-    counted, everything = json.loads(stats.stdout), {**truth, **records(bob)}
-    assert counted["total"] == len(everything) == 12  # experiments, not versions
+    counted = json.loads(stats.stdout)
+    assert counted["total"] == len(everything) == 13  # experiments, not versions
     assert {k: v for k, v in counted["by_outcome"].items() if v and k != "total"} == {
-        "improvement": 6, "marginal": 1, "regression": 1, "buggy": 3, "failed": 1
+        "improvement": 7, "marginal": 1, "regression": 1, "buggy": 3, "failed": 1
     }  # fmt: skip
-    assert [b["id"] for b in counted["best"]] == [ids["persistent"]]
+    assert [b["id"] for b in counted["best"]] == [ids["rows"]]
+    assert counted["best"][0]["cumulative_score"] == pytest.approx(
+        cumulative(everything, ids["rows"]), abs=1e-4
+    )

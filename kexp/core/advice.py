@@ -68,6 +68,12 @@ SHOW_ALL_REFS = Advice(
     "read it there with kexp show {id} --all-refs",
     "read it there: call show with all_refs: true",
 )
+#: Advice on an experiment a write names that is on the remote's branch, not in the
+#: working tree (a pid another agent synced): the merge kexp sync makes.
+MERGE_SYNCED = Advice(
+    "merge it in first (git merge {ref}, as kexp sync does) and run this again",
+    "merge it in first: call sync (it merges {ref}), then call this tool again",
+)
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
     "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
@@ -140,6 +146,7 @@ ADVICE = (
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,
+    MERGE_SYNCED,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,
