@@ -384,3 +384,39 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
     assert counted["best"][0]["cumulative_score"] == pytest.approx(
         cumulative(everything, ids["rows"]), abs=1e-4
     )
+
+
+def test_a_timed_out_run_measured_later_is_corrected_as_each_answer_says(repo: Path) -> None:
+    """A's autotune timed out; with a longer limit it finishes. The agent follows each
+    answer: remeasure refuses the timed-out record (no timings to pool with) and says to
+    correct it with update; update warns that raw_result is stale, and what it advises
+    must be a call that works (not remeasure again, which refused) in the tools' words;
+    done as said, nothing is left to warn of."""
+    base = git(repo, "rev-parse", "HEAD")
+
+    async def work(agent: Agent) -> None:
+        timed_out = await agent.json(
+            "record", score=0.0, status="timeout", base_commit=base,
+            raw_result="Autotuning timed out after 600 s (48 of 96 configurations).",
+            **fields("Autotune launch bounds - timeout after 600 s"),
+        )  # fmt: skip
+        failed, texts = await agent.call(
+            "remeasure", exp_id=timed_out["id"], baseline=BASE, candidate=faster(1.04)
+        )
+        assert failed and "the update tool" in texts[0], texts
+        failed, texts = await agent.call(
+            "update", exp_id=timed_out["id"], changes={"score": 1.04, "status": "done"},
+            reason="autotuned again with a 1800 s limit: 1.04x",
+        )  # fmt: skip
+        assert not failed, texts
+        (warning,) = texts[1:]
+        assert "kexp " not in warning and "remeasure" not in warning, warning
+        assert "the update tool" in warning and "raw_result" in warning, warning
+        failed, texts = await agent.call(
+            "update", exp_id=timed_out["id"],
+            changes={"raw_result": "Autotuned in 1430 s: 1.04x (block 256, 2 rows/warp)."},
+            reason="the finished run's output",
+        )  # fmt: skip
+        assert (failed, texts[1:]) == (False, []), texts
+
+    run_agent(repo, work)

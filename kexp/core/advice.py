@@ -98,6 +98,11 @@ MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
     'the update tool with exp_id: "{id}" and changes: {{"measured_against": "parent"}}',
 )
+#: Advice on a raw_result left stale by a new score, with no timings to measure again.
+SET_RAW_RESULT = Advice(
+    "kexp update {id} --set-file raw_result=FILE",
+    'the update tool with exp_id: "{id}" and changes: {{"raw_result": "..."}}',
+)
 #: Advice on an uncommitted change measured on HEAD.
 BASE_COMMIT_AND_DIFF = Advice(
     "kexp add --base-commit HEAD --diff-from-git",
@@ -152,6 +157,7 @@ ADVICE = (
     CORRECT_SCORE,
     REMEASURE,
     MEASURED_AGAINST,
+    SET_RAW_RESULT,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
     UNIT_GIVEN,
