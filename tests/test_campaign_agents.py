@@ -420,3 +420,27 @@ def test_a_timed_out_run_measured_later_is_corrected_as_each_answer_says(repo: P
         assert (failed, texts[1:]) == (False, []), texts
 
     run_agent(repo, work)
+
+
+def test_a_step_measured_against_the_original_code_says_so_when_recorded(repo: Path) -> None:
+    """The skill: "When your baseline was the original code, say
+    measured_against=reference". An agent that timed its child against the original
+    code says so in its record call; its cumulative score is then its own score, not
+    multiplied by its parent's."""
+    base = git(repo, "rev-parse", "HEAD")
+
+    async def work(agent: Agent) -> None:
+        first = await agent.json("record", baseline=BASE, candidate=faster(1.10),
+                                 base_commit=base, **fields("Vectorize loads - +10%"))  # fmt: skip
+        child = await agent.json(
+            "record", baseline=BASE, candidate=faster(1.15), base_commit=base,
+            pid=first["id"], measured_against="reference",
+            **fields("Warp-shuffle on top of vectorized loads - +15% over the original"),
+        )  # fmt: skip
+        found = records(repo)
+        assert found[child["id"]]["measured_against"] == "reference"
+        (shown,) = [r for r in await agent.json("top") if r["id"] == child["id"]]
+        assert shown["cumulative_score"] == pytest.approx(cumulative(found, child["id"]))
+        assert shown["cumulative_score"] == pytest.approx(child["score"])
+
+    run_agent(repo, work)

@@ -610,6 +610,13 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         status: Literal["new", "running", "done", "failed", "timeout"] = "done",
         is_buggy: bool = False,
         pid: Annotated[str, Field(description="The experiment this one builds on")] = "",
+        measured_against: Annotated[
+            Literal["parent", "reference"] | None,
+            Field(
+                description="What the baseline was: the parent's code (the default with a "
+                "pid) or the operator's original code (reference)"
+            ),
+        ] = None,
         base_commit: Annotated[
             str | None, Field(description="Commit the change was made on (default HEAD)")
         ] = None,
@@ -672,6 +679,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             optional = {
                 "env": env,
                 "score": score,
+                "measured_against": measured_against,
                 "base_commit": base_commit,
                 "tags": tags,
                 "combines": combines,
