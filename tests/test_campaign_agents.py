@@ -444,3 +444,37 @@ def test_a_step_measured_against_the_original_code_says_so_when_recorded(repo: P
         assert shown["cumulative_score"] == pytest.approx(child["score"])
 
     run_agent(repo, work)
+
+
+def test_the_servers_instructions_name_the_arguments_of_the_campaigns_loop(
+    two_clones: tuple[Path, str, Path, Path],
+) -> None:
+    """An agent with only the server's instructions: on a second clone, a consult that
+    reads its working tree alone answers "Nothing recorded here yet" while the other
+    agent's campaign sits on the remote; and a record without a pid starts a new root,
+    so no step multiplies into a cumulative score. The instructions name both (all_refs,
+    pid), each an argument of the tool they name it with."""
+    _, base, alice, bob = two_clones
+    run_agent(alice, lambda agent: _record_and_sync(agent, base))
+    git(bob, "fetch", "-q")
+
+    async def work(agent: Agent) -> None:
+        said = (await agent.session.initialize()).instructions or ""
+        tools = {
+            t.name: t.input_schema["properties"] for t in (await agent.session.list_tools()).tools
+        }
+        for tool, argument in (("consult", "all_refs"), ("record", "pid")):
+            assert argument in tools[tool]
+            named = re.search(rf"\b{tool}\b[^.;]*\b{argument}\b", said)
+            assert named, f"the instructions do not name {argument} with {tool}: {said}"
+        alone = (await agent.call("consult", **WHERE))[1][0]
+        across = (await agent.call("consult", all_refs=True, **WHERE))[1][0]
+        assert "Nothing recorded here yet" in alone and "## Current best" in across
+
+    run_agent(bob, work)
+
+
+async def _record_and_sync(agent: Agent, base: str) -> None:
+    await agent.json("record", baseline=BASE, candidate=faster(1.10), base_commit=base,
+                     **fields("Vectorize loads to 128-bit - +10%"))  # fmt: skip
+    assert (await agent.json("sync"))["pushed"]

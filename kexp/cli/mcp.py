@@ -88,10 +88,12 @@ __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
 #: What the server tells a client about itself.
 INSTRUCTIONS = (
     "The history of GPU kernel optimization experiments (kexp). Before changing a "
-    "kernel, call consult (operator, dtype, env, your plan); after measuring, call "
-    "record with baseline and candidate timings (failures too); correct with update "
-    "(a reason) or remeasure; share with sync. Ids: give one as a tool printed it (10 "
-    "characters, more where two ids share them)."
+    "kernel, call consult (operator, dtype, env, your plan, and all_refs: true to read "
+    "what other agents synced, as of your last git fetch or sync); after measuring, call "
+    "record with baseline and candidate timings (failures too) and pid, the id of the "
+    "experiment your change builds on (consult's current best: steps multiply into the "
+    "cumulative score); correct with update (a reason) or remeasure; share with sync. "
+    "Ids: give one as a tool printed it (10 characters, more where two ids share them)."
 )
 #: The tool names, in the order they are listed.
 TOOLS = (
