@@ -478,3 +478,21 @@ async def _record_and_sync(agent: Agent, base: str) -> None:
     await agent.json("record", baseline=BASE, candidate=faster(1.10), base_commit=base,
                      **fields("Vectorize loads to 128-bit - +10%"))  # fmt: skip
     assert (await agent.json("sync"))["pushed"]
+
+
+def test_a_timeout_recorded_without_a_score_is_told_the_score_to_give(repo: Path) -> None:
+    """The autotune timed out: the agent records it with no timings and no score. The
+    error said "or score=..." (Python's words, not the tool's, and not which score):
+    it says to give score 0 when nothing could be measured; done so, the run is recorded
+    as failed."""
+    base = git(repo, "rev-parse", "HEAD")
+    timeout = fields("Autotune launch bounds - timeout after 600 s", base_commit=base)
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", status="timeout", **timeout)
+        assert failed and "score=" not in texts[0], texts
+        assert "score 0 when nothing could be measured" in texts[0], texts
+        recorded = await agent.json("record", status="timeout", score=0, **timeout)
+        assert recorded["outcome"] == "failed"
+
+    run_agent(repo, work)

@@ -621,7 +621,8 @@ def record_iteration(
     )
     if "score" not in data:
         raise MeasurementError(
-            "no score: give baseline and candidate timings (or a table), or score=..."
+            "no score: give baseline and candidate timings (or a table), or the score "
+            "(score 0 when nothing could be measured: a crash, a timeout, wrong results)"
         )
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
