@@ -385,6 +385,32 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
         cumulative(everything, ids["rows"]), abs=1e-4
     )
 
+    # A syncs (B's synced records merged in), corrects one experiment B holds too, and
+    # syncs again; B fetches. B's working tree holds the old version, origin/main the
+    # new: across the refs each is one experiment, read at its newest version.
+    async def corrects(agent: Agent) -> None:
+        await agent.json("sync")
+        await agent.json("update", exp_id=ids["padded"], changes={"tags": ["smem", "verified"]},
+                         reason="checked against the fp32 reference")  # fmt: skip
+        assert (await agent.json("sync"))["pushed"]
+
+    run_agent(alice, corrects)
+    git(bob, "fetch", "-q")
+    assert "verified" not in (records(bob)[ids["padded"]].get("tags") or [])
+
+    async def rereads(agent: Agent) -> None:
+        listed = await agent.json("list", all_refs=True)
+        assert sorted(r["id"] for r in listed) == sorted(everything)
+        shown = await agent.json("show", exp_id=ids["padded"], all_refs=True)
+        assert "verified" in shown["tags"] and shown["ref"] == "origin/main", shown
+        failed, texts = await agent.call("consult", all_refs=True, **WHERE)
+        assert not failed, texts
+        assert f"{len(everything)} experiment(s) on this operator" in texts[0], texts
+
+    run_agent(bob, rereads)
+    again = json.loads(run_kexp("stats", "--all-refs", "--json", cwd=bob).stdout)
+    assert again["total"] == len(everything)
+
 
 def test_a_timed_out_run_measured_later_is_corrected_as_each_answer_says(repo: Path) -> None:
     """A's autotune timed out; with a longer limit it finishes. The agent follows each
