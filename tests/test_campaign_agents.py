@@ -522,3 +522,27 @@ def test_a_timeout_recorded_without_a_score_is_told_the_score_to_give(repo: Path
         assert recorded["outcome"] == "failed"
 
     run_agent(repo, work)
+
+
+def test_a_run_that_measured_nothing_recorded_done_is_warned_and_corrected(repo: Path) -> None:
+    """The agent records its timed-out autotune with score 0 and forgets the status (the
+    tool's default is done): the run read as a regression, "0.0000" among the lessons'
+    regressions, with no word said. The answer warns, naming the update to make; made
+    as said, the run is a failure that measured nothing."""
+    base = git(repo, "rev-parse", "HEAD")
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "record", score=0, base_commit=base, **fields("Autotune launch bounds - timeout")
+        )
+        assert not failed, texts
+        exp_id = json.loads(texts[0])["id"]
+        (warning,) = texts[1:]
+        assert "kexp " not in warning and "status failed or timeout" in warning, warning
+        assert f'the update tool with exp_id: "{exp_id}"' in warning, warning
+        await agent.json("update", exp_id=exp_id, changes={"status": "timeout"},
+                         reason="the autotune timed out: nothing measured")  # fmt: skip
+        lessons = await agent.json("lessons")
+        assert [e["id"] for e in lessons["failed"]] == [exp_id] and not lessons["regression"]
+
+    run_agent(repo, work)

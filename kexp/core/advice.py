@@ -103,6 +103,11 @@ SET_RAW_RESULT = Advice(
     "kexp update {id} --set-file raw_result=FILE",
     'the update tool with exp_id: "{id}" and changes: {{"raw_result": "..."}}',
 )
+#: Advice on a run recorded done with score 0 (it measured nothing).
+SET_FAILED = Advice(
+    "kexp update {id} --set status=failed --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"status": "failed"}} and a reason',
+)
 #: Advice on an uncommitted change measured on HEAD.
 BASE_COMMIT_AND_DIFF = Advice(
     "kexp add --base-commit HEAD --diff-from-git",
@@ -158,6 +163,7 @@ ADVICE = (
     REMEASURE,
     MEASURED_AGAINST,
     SET_RAW_RESULT,
+    SET_FAILED,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
     UNIT_GIVEN,
