@@ -30,7 +30,7 @@ result, ``kexp: warning: ...``. Calls run one at a time. The read tools take ``r
 (patterns such as ``origin/*``) and ``all_refs``, as the commands take ``--refs`` and
 ``--all-refs``: the store is read with every matching ref, one entry per experiment (its
 newest version, with where it was found), so that an agent that only fetched sees what
-the others synced.
+the others synced; ``record`` takes them too, to warn of a change tried there.
 """
 
 from __future__ import annotations
@@ -88,10 +88,12 @@ __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
 #: What the server tells a client about itself.
 INSTRUCTIONS = (
     "The history of GPU kernel optimization experiments (kexp). Before changing a "
-    "kernel, call consult (operator, dtype, env, your plan); after measuring, call "
-    "record with baseline and candidate timings (failures too); correct with update "
-    "(a reason) or remeasure; share with sync. Ids: give one as a tool printed it (10 "
-    "characters, more where two ids share them)."
+    "kernel, call consult (operator, dtype, env, your plan, and all_refs: true to read "
+    "what other agents synced, as of your last git fetch or sync); after measuring, call "
+    "record with baseline and candidate timings (failures too) and pid, the id of the "
+    "experiment your change builds on (consult's current best: steps multiply into the "
+    "cumulative score); correct with update (a reason) or remeasure; share with sync. "
+    "Ids: give one as a tool printed it (10 characters, more where two ids share them)."
 )
 #: The tool names, in the order they are listed.
 TOOLS = (
@@ -610,6 +612,13 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         status: Literal["new", "running", "done", "failed", "timeout"] = "done",
         is_buggy: bool = False,
         pid: Annotated[str, Field(description="The experiment this one builds on")] = "",
+        measured_against: Annotated[
+            Literal["parent", "reference"] | None,
+            Field(
+                description="What the baseline was: the parent's code (the default with a "
+                "pid) or the operator's original code (reference)"
+            ),
+        ] = None,
         base_commit: Annotated[
             str | None, Field(description="Commit the change was made on (default HEAD)")
         ] = None,
@@ -641,10 +650,19 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             ),
         ] = None,
         keep_samples: bool = True,
+        refs: Annotated[
+            list[str] | None,
+            Field(description="Warn of a change tried on these refs too, e.g. origin/*"),
+        ] = None,
+        all_refs: Annotated[
+            bool,
+            Field(description="Warn of a change tried on any branch: what others synced"),
+        ] = False,
     ) -> CallToolResult:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
-        without them give score. Returns id, path, score, interval, outcome (kexp add)."""
+        without them give score. With all_refs, a change another agent synced is warned
+        of. Returns id, path, score, interval, outcome (kexp add --all-refs)."""
 
         def run() -> dict[str, Any]:
             fields: dict[str, Any] = {
@@ -663,6 +681,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             optional = {
                 "env": env,
                 "score": score,
+                "measured_against": measured_against,
                 "base_commit": base_commit,
                 "tags": tags,
                 "combines": combines,
@@ -676,7 +695,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             if detect_env and not env:
                 fields["env"] = detected_env()
             exp = write(
-                tools.store(),
+                tools.store(refs, all_refs),
                 fields,
                 baseline=tools.timings(baseline),
                 candidate=tools.timings(candidate),

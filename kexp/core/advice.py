@@ -68,6 +68,12 @@ SHOW_ALL_REFS = Advice(
     "read it there with kexp show {id} --all-refs",
     "read it there: call show with all_refs: true",
 )
+#: Advice on an experiment a write names that is on the remote's branch, not in the
+#: working tree (a pid another agent synced): the merge kexp sync makes.
+MERGE_SYNCED = Advice(
+    "merge it in first (git merge {ref}, as kexp sync does) and run this again",
+    "merge it in first: call sync (it merges {ref}), then call this tool again",
+)
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
     "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
@@ -91,6 +97,16 @@ REMEASURE = Advice(
 MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
     'the update tool with exp_id: "{id}" and changes: {{"measured_against": "parent"}}',
+)
+#: Advice on a raw_result left stale by a new score, with no timings to measure again.
+SET_RAW_RESULT = Advice(
+    "kexp update {id} --set-file raw_result=FILE",
+    'the update tool with exp_id: "{id}" and changes: {{"raw_result": "..."}}',
+)
+#: Advice on a run recorded done with score 0 (it measured nothing).
+SET_FAILED = Advice(
+    "kexp update {id} --set status=failed --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"status": "failed"}} and a reason',
 )
 #: Advice on an uncommitted change measured on HEAD.
 BASE_COMMIT_AND_DIFF = Advice(
@@ -140,11 +156,14 @@ ADVICE = (
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,
+    MERGE_SYNCED,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,
     REMEASURE,
     MEASURED_AGAINST,
+    SET_RAW_RESULT,
+    SET_FAILED,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
     UNIT_GIVEN,

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kexp.core.campaign import UNMEASURED_OUTCOMES, judge
 from kexp.core.model import ALL_FIELDS
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import suspect_fields
@@ -140,14 +141,14 @@ KNOWN_FIELDS = frozenset(ALL_FIELDS)
 def missing_measured_against(fields: Mapping[str, Any]) -> bool:
     """Whether a file with a parent does not say what its score is measured against
     (``measured_against``): a warning (the score then counts as a step over the parent,
-    kexp's convention), but for a file whose score measures nothing (buggy, pending)."""
+    kexp's convention), but for a file whose score measures nothing (buggy, pending, a
+    run that failed or timed out with score 0)."""
     pid = fields.get("pid")
-    return (
-        isinstance(pid, str)
-        and bool(pid.strip())
-        and fields.get("measured_against") is None
-        and fields.get("is_buggy") is not True
-        and fields.get("status") not in ("new", "running")
+    if not isinstance(pid, str) or not pid.strip() or fields.get("measured_against") is not None:
+        return False
+    status, score = fields.get("status"), fields.get("score")
+    return judge(status, fields.get("is_buggy") is True, False, score, None) not in (
+        UNMEASURED_OUTCOMES
     )
 
 

@@ -21,7 +21,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from kexp.core.advice import UNIT_GIVEN
+from kexp.core.advice import SET_FAILED, UNIT_GIVEN
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
@@ -164,4 +164,16 @@ def resolution_hint(samples: Mapping[str, Sides]) -> str | None:
         f"{cand:g} us{more}: the timer's resolution is coarser than the kernel's noise, "
         "so the interval's width says nothing of it; time several launches per sample "
         "(a longer do_bench rep, CUDA events around a loop) or a larger problem"
+    )
+
+
+def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float) -> str | None:
+    """The warning for a run recorded ``done`` with score 0 and not buggy: it measured
+    nothing, yet reads as a regression (a speedup of 0); None for any other."""
+    if status != "done" or is_buggy or score > 0:
+        return None
+    return (
+        f"experiment {exp_id} is done with score 0, which reads as a regression (a speedup "
+        "of 0): a run that measured nothing has status failed or timeout (and is_buggy "
+        f"when it crashed or gave wrong results); correct it with {SET_FAILED.say(id=exp_id)}"
     )

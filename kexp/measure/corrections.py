@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import REMEASURE, SET_RAW_RESULT
 from kexp.core.errors import KexpError, StaleMeasurementWarning
 from kexp.core.fields import (
     ALL_FIELDS,
@@ -196,7 +197,9 @@ def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
 
 def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:
     """Warn when ``score`` was set but the ``results`` or ``raw_result`` that measured the
-    old one were left as they were (they now contradict the new score)."""
+    old one were left as they were (they now contradict the new score), advising what
+    can be done: a new round (``kexp remeasure``) when there are per-configuration
+    ``results`` to pool it with, else (remeasure refuses it) setting ``raw_result``."""
     if "score" not in changes:
         return
     stale = [
@@ -204,13 +207,19 @@ def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -
     ]
     if not stale:
         return
-    warnings.warn(
-        f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
-        f"{'hold' if len(stale) > 1 else 'holds'} the "
-        "measurement of the old score, and now contradict it: measure again with "
-        f"'kexp remeasure {exp.id}' (new timings pooled with the recorded ones: score, "
-        "score_ci and results recomputed, the round added to raw_result), "
-        "or set them too, or record a new experiment with this one as pid",
-        StaleMeasurementWarning,
-        stacklevel=3,
-    )
+    if exp.results:
+        message = (
+            f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
+            f"{'hold' if len(stale) > 1 else 'holds'} the measurement of the old score, "
+            f"and now {'contradict' if len(stale) > 1 else 'contradicts'} it: measure "
+            f"again with {REMEASURE.say(id=exp.id)} (new timings pooled with the recorded "
+            "ones: score, score_ci and results recomputed, the round added to raw_result), "
+            "or set them too, or record a new experiment with this one as pid"
+        )
+    else:
+        message = (
+            f"{exp.id}: score is now {exp.score} but raw_result still holds what the run "
+            "reported before, and now contradicts it: set raw_result too, to what the new "
+            f"run reported ({SET_RAW_RESULT.say(id=exp.id)})"
+        )
+    warnings.warn(message, StaleMeasurementWarning, stacklevel=3)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
 from kexp.core.errors import (
+    KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
     SuspectMeasurementWarning,
@@ -59,6 +60,7 @@ from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     UNSTATED_UNIT_FORMS,
     check_round_scale,
+    done_without_measure,
     resolution_hint,
     samples_too_large,
     unit_hint,
@@ -621,7 +623,8 @@ def record_iteration(
     )
     if "score" not in data:
         raise MeasurementError(
-            "no score: give baseline and candidate timings (or a table), or score=..."
+            "no score: give baseline and candidate timings (or a table), or the score "
+            "(score 0 when nothing could be measured: a crash, a timeout, wrong results)"
         )
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
@@ -644,6 +647,9 @@ def record_iteration(
             MeasuredAgainstWarning,
             stacklevel=2,
         )
+    nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
+    if nothing is not None:
+        warnings.warn(nothing, KexpWarning, stacklevel=2)
     return exp
 
 

@@ -25,10 +25,11 @@ is the one place that answers which experiments hold the same change:
 :meth:`kexp.Store.create_experiment` asks it (:func:`kexp.storage.repeats.warn_tried_before`)
 for both and warns with a :class:`RepeatedChangeWarning` naming each earlier experiment,
 its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
-identical); when an identical one also has the same base commit and env, the new one
-measures the same thing again, and the warning is a :class:`RemeasureWarning`: add a
-round to the earlier experiment (``kexp remeasure``) instead, so that tries are pooled,
-not picked from. :func:`kexp.storage.repeats.find_repeats` gives the identical ones alone.
+identical); when an identical one that measured a score also has the same base commit
+and env, the new one measures the same thing again, and the warning is a
+:class:`RemeasureWarning`: add a round to the earlier experiment (``kexp remeasure``)
+instead, so that tries are pooled, not picked from.
+:func:`kexp.storage.repeats.find_repeats` gives the identical ones alone.
 A store read with refs (``Store(root, refs=...)``) asks the same of every
 experiment's newest version, on any ref.
 """
@@ -47,7 +48,7 @@ from pathlib import Path
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
 from kexp.core.advice import REMEASURE
-from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
+from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES, measured_nothing
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
 from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
@@ -80,6 +81,12 @@ class Repeat:
     #: The ref it was found on, when the store reads refs and the working tree does not
     #: hold it ("" otherwise).
     ref: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """Whether its score is a measurement (not buggy, pending, or a run that failed
+        or timed out): a round of it can be added (``kexp remeasure``)."""
+        return self.outcome not in UNMEASURED_OUTCOMES
 
     def describe(self) -> str:
         """One line: id, score, outcome and summary (and the similarity of a

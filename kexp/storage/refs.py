@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import SHOW_ALL_REFS
+from kexp.core.advice import MERGE_SYNCED, SHOW_ALL_REFS
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
 from kexp.format.rules import is_stray
@@ -771,9 +771,10 @@ def elsewhere(store: Any, id_or_prefix: str) -> str | None:
             f"on {shown}, not in your working tree (git status shows its file deleted): "
             "restore it and run this again"
         )
-    sync = ", as kexp sync does" if branch and merge == f"origin/{branch}" else ""
+    if branch and merge == f"origin/{branch}":  # what kexp sync merges
+        return f"on {shown}, not in your working tree: {MERGE_SYNCED.say(ref=merge)}"
     return (
-        f"on {shown}, not in your working tree: merge it in first (git merge {merge}{sync}) "
+        f"on {shown}, not in your working tree: merge it in first (git merge {merge}) "
         "and run this again"
     )
 

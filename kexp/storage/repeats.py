@@ -179,8 +179,9 @@ def warn_tried_before(
     env: str = "",
 ) -> list[Repeat]:
     """Warn when ``code_change`` was tried before (:func:`tried_before`): a
-    :class:`~kexp.core.errors.RemeasureWarning` when an identical one also has this
-    ``base_commit`` and ``env`` (given), else a
+    :class:`~kexp.core.errors.RemeasureWarning` when an identical one that measured a
+    score (a round can be added to it) also has this ``base_commit`` and ``env``
+    (given), else a
     :class:`~kexp.core.errors.RepeatedChangeWarning` naming the identical ones, else a
     :class:`~kexp.core.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
     ``stacklevel`` is relative to the caller of this function."""
@@ -188,7 +189,11 @@ def warn_tried_before(
     same = [
         r
         for r in repeats
-        if r.identical and base_commit and r.base_commit == base_commit and r.env == env
+        if r.identical
+        and r.measured
+        and base_commit
+        and r.base_commit == base_commit
+        and r.env == env
     ]
     if same:
         warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
