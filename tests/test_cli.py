@@ -667,6 +667,33 @@ def test_a_run_that_measured_nothing_prints_no_speedup_in_any_view(
     assert "0.0000" not in mine.split("</section>")[0]
 
 
+def test_top_leaves_out_a_run_that_failed_having_measured_nothing(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """A timed-out run (score 0, not buggy: outcome failed) was ranked among "the best
+    experiments", at the bottom of an agent's top 20; it is left out with the buggy ones
+    (``--include-buggy`` keeps both), and the predecessor's module still lists every
+    record."""
+    best = make_experiment(score=1.2, change_summary="Vectorize - +20%")
+    timeout = make_experiment(
+        score=0.0, status="timeout", pid=best.id, change_summary="Unroll 16 - timed out"
+    )
+    crash = make_experiment(
+        score=0.0, status="failed", is_buggy=True, error_message="fault", pid=best.id
+    )
+    ranked = json.loads(kexp(repo, "top", "--json").stdout)
+    assert [e["id"] for e in ranked] == [best.id]
+    every = json.loads(kexp(repo, "top", "--json", "--include-buggy").stdout)
+    assert {e["id"] for e in every} == {best.id, timeout.id, crash.id}
+    assert [e.id for e in store.top_experiments()] == [best.id]
+    import kernel_exp_dataclass
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KEXP_ROOT", str(repo))
+        listed = kernel_exp_dataclass.top_experiments(10)
+    assert {e["id"] for e in listed} == {best.id, timeout.id, crash.id}
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

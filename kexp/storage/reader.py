@@ -445,8 +445,8 @@ class StoreReader:
         cumulative score cannot be known follow, by score: see
         :attr:`KernelExperiment.cumulative_reason`); ``by="low"`` by the low end of its
         95 % interval; ``by="score"`` by the score itself (one step, for an experiment
-        measured against its parent). Buggy and pending (status new/running)
-        experiments are left out unless asked for, by ``include_buggy``/
+        measured against its parent). Buggy ones and failed runs (nothing measured),
+        pending ones (status new/running), are left out unless asked for, by ``include_buggy``/
         ``include_pending`` or by an explicit ``is_buggy``, ``status`` or ``outcome``
         filter; controls (tag ``control``, A/A runs) are never ranked, unless
         ``include_controls`` or a ``tags`` filter names ``control``. Only the

@@ -80,7 +80,11 @@ def _check_sort(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="How many experiments (default: the setting top_default, 20 unless kexp.toml "
     "says otherwise).",
 )
-@click.option("--include-buggy", is_flag=True, help="Keep buggy experiments.")
+@click.option(
+    "--include-buggy",
+    is_flag=True,
+    help="Keep buggy experiments and failed runs (crashed or timed out: nothing measured).",
+)
 @click.option("--include-pending", is_flag=True, help="Keep new/running experiments.")
 @filter_options
 @refs_options
@@ -120,7 +124,8 @@ def top(
 ) -> None:
     """The best experiments by cumulative score, the speedup over the reference.
 
-    Buggy and pending experiments and controls (tag control) are left out. CUMULATIVE
+    Buggy and pending experiments, failed runs (crashed or timed out, nothing measured)
+    and controls (tag control) are left out. CUMULATIVE
     is the product of the steps along the lineage back to the nearest score measured
     against the reference ('-' when an ancestor is buggy, pending or missing: kexp show
     says why); SCORE is the experiment's own measurement (over its parent when
