@@ -517,3 +517,9 @@ def test_a_step_on_a_parent_that_does_not_say_what_it_is_measured_against_is_war
         "--error", "illegal address", "--pid", child, "--base-commit", base, *flags, cwd=alice,
     )  # fmt: skip
     assert crash.returncode == 0 and "measured_against" not in crash.stderr, crash.stderr
+    nothing = run_kexp(
+        "add", "--summary", "Unroll 16 - timed out", "--score", "0", "--pid", child,
+        "--base-commit", base, *flags, cwd=alice,
+    )  # fmt: skip
+    (said_once,) = [line for line in nothing.stderr.splitlines() if "warning" in line]
+    assert "measured nothing" in said_once and "measured_against" not in said_once

@@ -636,7 +636,8 @@ def record_iteration(
         raise
     warn_if_suspect(exp, store.settings)
     said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
-    if not exp.measured_against and missing_measured_against(said):  # as validate warns
+    # As validate warns; a score of 0 has its own warning (it measured nothing).
+    if not exp.measured_against and missing_measured_against(said) and exp.score > 0:
         from kexp.core.advice import MEASURED_AGAINST
 
         warnings.warn(
