@@ -258,11 +258,12 @@ def _gather(
     for name, found in chosen.items():
         for rank, row in enumerate(found):
             tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
+            insight, error = search.lesson(row)
             entries.append(
                 _experiment_entry(
                     name,
                     row,
-                    search.lesson(row)[0],
+                    insight,
                     outcomes[row.path],
                     (tier, rank),
                     (rank,),
@@ -270,7 +271,7 @@ def _gather(
                     env,
                     derivation.of(row),
                     short,
-                    error=search.lesson(row)[1] if name == "failures" else "",
+                    error=error if name == "failures" else "",
                 )
             )
 

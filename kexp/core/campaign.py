@@ -118,8 +118,7 @@ def judge(
         return "pending"
     if is_buggy:
         return "buggy"
-    measured = isinstance(score, (int, float)) and not isinstance(score, bool) and score > 0
-    if status in FAILED_STATUSES and not measured:
+    if failed_run(status, score):
         return "failed"
     if interference:
         return "interference"
@@ -242,6 +241,12 @@ def measured_nothing(score: Any) -> bool:
         or not math.isfinite(score)
         or score <= 0
     )
+
+
+def failed_run(status: Any, score: Any) -> bool:
+    """Whether a run ended badly (status failed or timeout) having measured nothing: its
+    outcome is ``failed`` unless it is buggy (:func:`judge`)."""
+    return status in FAILED_STATUSES and measured_nothing(score)
 
 
 def cumulative_digits(value: float) -> float:

@@ -22,6 +22,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from kexp.core.advice import SET_FAILED, UNIT_GIVEN
+from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
@@ -170,7 +171,7 @@ def resolution_hint(samples: Mapping[str, Sides]) -> str | None:
 def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float) -> str | None:
     """The warning for a run recorded ``done`` with score 0 and not buggy: it measured
     nothing, yet reads as a regression (a speedup of 0); None for any other."""
-    if status != "done" or is_buggy or score > 0:
+    if status != "done" or is_buggy or not measured_nothing(score):
         return None
     return (
         f"experiment {exp_id} is done with score 0, which reads as a regression (a speedup "

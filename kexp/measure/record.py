@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
+from kexp.core.campaign import measured_nothing
 from kexp.core.errors import (
     KexpWarning,
     MeasuredAgainstWarning,
@@ -636,8 +637,10 @@ def record_iteration(
         raise
     warn_if_suspect(exp, store.settings)
     said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
+    if exp.measured_against:
+        said["measured_against"] = exp.measured_against
     # As validate warns; a score of 0 has its own warning (it measured nothing).
-    if not exp.measured_against and missing_measured_against(said) and exp.score > 0:
+    if missing_measured_against(said) and not measured_nothing(exp.score):
         from kexp.core.advice import MEASURED_AGAINST
 
         warnings.warn(

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kexp.core.campaign import CONTROL_TAG, FAILED_STATUSES, PENDING_STATUSES, measured_nothing
+from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES, failed_run
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
@@ -343,7 +343,7 @@ def select(
         chosen = [
             row
             for row in rows
-            if not (skip_buggy and (row.is_buggy or _failed_run(row)))  # type: ignore[attr-defined]
+            if not (skip_buggy and (row.is_buggy or failed_run(row.status, row.score)))  # type: ignore[attr-defined]
             and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
             and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
         ]
@@ -355,12 +355,6 @@ def select(
         return [row for row in chosen if matches(row, wanted, settings)]
     of = derivation.of
     return [row for row in chosen if matches(row, wanted, settings, outcome=of(row).outcome)]
-
-
-def _failed_run(row: Any) -> bool:
-    """Whether a row is a run that failed or timed out and measured nothing (its outcome
-    ``failed``): a failure, left out of a ranking with the buggy ones."""
-    return row.status in FAILED_STATUSES and measured_nothing(row.score)
 
 
 @collector_paused()  # a sort key an experiment, none in a cycle
