@@ -662,7 +662,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
         without them give score. With all_refs, a change another agent synced is warned
-        of. Returns id, path, score, interval, outcome (kexp add --all-refs)."""
+        of. Returns id, path, score, interval, outcome, cumulative score (kexp add --json)."""
 
         def run() -> dict[str, Any]:
             fields: dict[str, Any] = {
