@@ -861,3 +861,28 @@ def test_readme_describes_recording_experiments_as_a_team() -> None:
         assert f"**{step}.**" in section
     assert "docs/github-workflow.yml" in section and "fetch-depth: 0" in section
     assert readme.index("## Recording experiments as a team") < readme.index("## Development")
+
+
+def test_a_failure_added_without_a_key_insight_shows_the_error_it_recorded(
+    pr: PullRequest,
+) -> None:
+    """A reviewer reads what a crash taught: with no key insight, the error's telling
+    line (a traceback's last), as the consult packet, `kexp lessons` and the report say."""
+    create(
+        pr.store,
+        pid=pr.unroll.id,
+        score=0.0,
+        status="failed",
+        is_buggy=True,
+        change_summary="Warp-specialized store - crashed",
+        error_message="Traceback (most recent call last):\n"
+        '  File "bench.py", line 3, in <module>\n'
+        "RuntimeError: CUDA error: misaligned address",
+        detailed_description="**Approach**: split the warps into producers and consumers",
+    )
+    commit_all(pr.repo, "A crash without a key insight")
+    lessons = render_markdown(review(pr.store, "main")).split("### Lessons added")[1]
+    shown = lessons.split("Warp-specialized store - crashed")[1].split("\n- ")[0]
+    assert "Error: RuntimeError: CUDA error: misaligned address" in shown
+    assert "worth asking for one" in shown
+    assert "Traceback" not in shown

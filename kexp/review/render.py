@@ -486,10 +486,10 @@ def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
             )
             if lesson.key_insight:
                 lines.append(f"  - Key insight: {md_text(lesson.key_insight)}")
-            else:
-                lines.append(
-                    "  - *No “Key insight” line in the description: worth asking for one.*"
-                )
+                continue
+            if lesson.error:
+                lines.append(f"  - Error: {md_text(lesson.error)}")
+            lines.append("  - *No “Key insight” line in the description: worth asking for one.*")
     return "\n".join(lines)
 
 
