@@ -205,6 +205,26 @@ def test_branch_option_publishes_beside_the_checkout(tmp_path: Path) -> None:
     assert git(alice, "rev-parse", "kexp/alice") == tip
 
 
+def test_a_side_branch_with_nothing_to_publish_is_not_created(tmp_path: Path) -> None:
+    """An agent that syncs to its own branch before recording anything (or after its
+    experiments landed on main) publishes nothing: no branch appears, on the remote or
+    here, to open an empty pull request from."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    result = kexp_sync_in(alice, branch="kexp/alice")
+    assert result.up_to_date and not result.pushed and result.head is None
+    assert "kexp/alice" not in git(remote, "branch", "--list")
+    assert "kexp/alice" not in git(alice, "branch", "--list")
+    shown = run_kexp("sync", "--branch", "kexp/bob", cwd=alice)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "up to date with origin/kexp/bob: nothing to commit or push"
+    assert git(remote, "branch", "--list") == "* main"
+    # Once it holds an experiment, the branch is made and published.
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    assert kexp_sync_in(alice, branch="kexp/alice").pushed
+    assert remote_ids(remote, "kexp/alice") == [exp.id]
+
+
 def kexp_sync_in(root: Path, **arguments: Any) -> kexp.SyncResult:
     """``kexp.sync(...)`` (the Python twin) run from ``root``, as an agent runs it."""
     import os

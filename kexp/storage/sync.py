@@ -245,9 +245,11 @@ def _sync(
             commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
     else:
-        base = local
-        if base is None and not dry_run:
-            base = gitcommits.fetch_branch(repo, remote, target)
+        # A branch new here starts from the remote's, else from the checkout.
+        remote_base = None
+        if local is None and not dry_run:
+            remote_base = gitcommits.fetch_branch(repo, remote, target)
+        base = local or remote_base
         if base is None:
             base = gitcommits.ref_commit(repo, f"refs/heads/{checked_out}") if checked_out else None
         made, paths = gitcommits.commit_files_onto(
@@ -270,9 +272,11 @@ def _sync(
                     "sync again"
                 )
             commit = local = made
-        elif local is None and base is not None and not dry_run:
-            gitcommits.update_branch(repo, target, base, None)
-            local = base
+        elif local is None and remote_base is not None:
+            # Nothing to publish, but the remote has the branch: take it. (With neither,
+            # no branch is made: it would be the checkout's, an empty pull request.)
+            gitcommits.update_branch(repo, target, remote_base, None)
+            local = remote_base
     if dry_run:
         return SyncResult(
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left
