@@ -420,3 +420,34 @@ def test_a_failure_without_a_key_insight_shows_the_error_it_recorded(tmp_path: P
     assert run_kexp("report", "-o", str(site), cwd=store.root).returncode == 0
     pages = "".join(p.read_text(encoding="utf-8") for p in (site / "op").glob("*.html"))
     assert f"Key insight: (none recorded; the error: {crash['error']})" in pages
+
+
+def test_a_related_success_says_where_it_stands_over_the_reference(tmp_path: Path) -> None:
+    """A success beside the best is a step too: its line says what it reached over the
+    reference first, as the best's does, and its own step after, so that an agent does
+    not read a 1.0188x step on a 1.15x parent as a kernel barely faster than the start."""
+    made = _history()
+    vectorized = next(exp for exp in made if exp.change_summary.startswith("Vectorize copies"))
+    side = KernelExperiment.from_dict(
+        experiment_fields(
+            id=f"{0x6AC10000 + 3600 * 40:08x}{40:08x}",
+            created_at="2026-10-28T08:00:00Z",
+            change_summary="Unroll head loop by 4 - +1.88%",
+            score=1.0188,
+            base_commit=BASE,
+            author="test",
+            pid=vectorized.id,
+            detailed_description="**Approach**: unroll 4\n\n**Key insight**: unroll from VGPRs",
+        )
+    )
+    store = _write_store(tmp_path / "store", [*made, side])
+    text = _packet(store, dtype="bf16", env="MI300X")
+    successes = text.split("## Related successes\n", 1)[1].split("\n## ", 1)[0]
+    reached = 1.0301 * 1.1167 * 1.0188
+    assert (
+        f"- {side.id[:10]} {reached:.4f}x over the reference (this step 1.0188x) improvement"
+        " — Unroll head loop by 4" in successes
+    ), successes
+    packet = context(store, operator="reshape_and_cache", dtype="bf16", env="MI300X", output="json")
+    listed = {entry["id"]: entry for entry in packet.data["successes"]}
+    assert listed[side.id]["cumulative_score"] == pytest.approx(reached)

@@ -447,8 +447,8 @@ def _experiment_entry(
     if interval is not None:
         score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
     cumulative = derived.cumulative_score
-    if section == "best" and cumulative is not None and derived.steps > 1:
-        # The best tip: its speedup over the reference first, then its own step.
+    if section in ("best", "successes") and cumulative is not None and derived.steps > 1:
+        # A success: its speedup over the reference first, then its own step.
         reached = f"{cumulative:.4f}x"
         if derived.cumulative_ci is not None:
             low, high = derived.cumulative_ci
