@@ -629,15 +629,21 @@ class StoreReader:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        if stands_alone(exp):  # what is derived of it depends on no other experiment
-            return attach(exp, derived=derive([exp], self.settings).of(exp))
-        lineage = self._lineage(exp)
-        if lineage is not None:
-            return attach(exp, derived=derive(lineage, self.settings).of(exp))
+        return attach(exp, derived=self.derived_of(exp))
+
+    def derived_of(self, exp: KernelExperiment) -> Derived:
+        """What the store derives of ``exp`` (as its file holds it): from the experiments
+        it depends on alone, read file by file (:meth:`_lineage`), when the store reads
+        no refs and they are few; else from the whole store's derivation."""
+        if self.source.places is None:
+            if stands_alone(exp):  # what is derived of it depends on no other experiment
+                return derive([exp], self.settings).of(exp)
+            lineage = self._lineage(exp)
+            if lineage is not None:
+                return derive(lineage, self.settings).of(exp)
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
-            derivation = self.derivation()
-        return attach(exp, derived=derivation.of(exp))
+            return self.derivation().of(exp)
 
     def _lineage(self, exp: KernelExperiment) -> list[KernelExperiment] | None:
         """``exp`` and every experiment what is derived of it depends on (its ancestors

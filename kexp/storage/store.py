@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ from kexp.core.errors import (
     DeleteRefusedError,
     ExperimentExistsError,
     ExperimentNotFoundError,
-    InvalidExperimentWarning,
     KexpError,
     ValidationError,
 )
@@ -57,7 +55,6 @@ from kexp.storage.sources import EXPERIMENTS_DIR
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from kexp.core.campaign import Derived
     from kexp.storage.rows import Row
 
 from kexp.storage.reader import StoreReader
@@ -198,17 +195,10 @@ class Store(StoreReader):
 
     def _as_written(self, exp: KernelExperiment, path: Path) -> KernelExperiment:
         """``exp``, just written to ``path``, with what a query derives of it (its
-        cumulative score, its outcome) derived from the store when first asked for: a
-        write reads no other file unless its caller looks."""
-        from kexp.core.campaign import derive_for
-
-        def derived() -> Derived:
-            with warnings.catch_warnings():  # (other files' problems: not this answer's)
-                warnings.simplefilter("ignore", InvalidExperimentWarning)
-                rows = self.found().rows
-            return derive_for(rows, [exp], self.settings).of(exp)
-
-        return attach(exp, self.settings, path=path, derived=derived)
+        cumulative score, its outcome) derived when first asked for, from the experiments
+        it depends on (:meth:`derived_of`): a write reads no other file unless its caller
+        looks."""
+        return attach(exp, self.settings, path=path, derived=lambda: self.derived_of(exp))
 
     def _expand_references(self, exp: KernelExperiment) -> None:
         """Expand id prefixes in ``pid`` and ``combines`` to full ids, as git does.
