@@ -242,7 +242,8 @@ def index_working_tree(
     was last done are compared. When the words of a doc to take out can no longer be
     had, the table is emptied and filled again; when another process changed it since
     it was compared, it is compared again."""
-    from kexp.storage.cache import DamagedCacheError, StaleComparisonError
+    from kexp.storage.cache import StaleComparisonError
+    from kexp.storage.cachefile import DamagedCacheError
 
     emptied = 0
     for _ in range(_COMPARISONS):

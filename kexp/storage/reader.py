@@ -468,7 +468,7 @@ class StoreReader:
                 assert exp_id is not None
                 every.setdefault(exp_id, []).append(path)
             return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
-        from kexp.storage.cache import file_name
+        from kexp.storage.cachefile import file_name
         from kexp.storage.listing import find_folders, names_starting
 
         made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()

@@ -409,7 +409,7 @@ def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
     a doc for every current experiment's content, and (``texts``) the FTS table holding
     exactly them. A cache found damaged while it is brought in step is rebuilt
     (:mod:`kexp.storage.cache`); one found damaged by a question raises
-    :class:`~kexp.storage.cache.DamagedCacheError` (see :func:`asked`)."""
+    :class:`~kexp.storage.cachefile.DamagedCacheError` (see :func:`asked`)."""
     with collector_paused():  # many objects made, none in a cycle: the question's too
         yield from _searching(store, texts)
 
@@ -508,7 +508,7 @@ def light_search(store: StoreView) -> Iterator[Index]:
 def asked(store: StoreView, question: Callable[[], _T]) -> _T:
     """``question()`` (which searches, :func:`searching`), asked again once the cache is
     rebuilt when a question finds it damaged."""
-    from kexp.storage.cache import DamagedCacheError
+    from kexp.storage.cachefile import DamagedCacheError
 
     try:
         return question()
