@@ -38,6 +38,7 @@ from kexp.core.settings import Settings, load_settings
 from kexp.format.validate import CheckedFile, id_from_name
 from kexp.storage.answers import Answer, answer_name, held_answer, keep_answer, waiting_answer
 from kexp.storage.bodies import read_bodies
+from kexp.storage.idindex import id_finder
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -457,42 +458,8 @@ class StoreReader:
 
     def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
         """A function from an id prefix to the ids starting with it and their files (in
-        path order), which looks at the store once: through the cache's folder listings
-        (only folders whose own signature changed are listed again; names starting with
-        ``only``, what every id asked for starts with). A write asks it for the few ids
-        it names."""
-        if not self.is_working_tree:
-            every: dict[str, list[Path]] = {}
-            for path in self.paths():
-                exp_id = id_from_name(path)
-                assert exp_id is not None
-                every.setdefault(exp_id, []).append(path)
-            return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
-        from kexp.storage.cachefile import file_name
-        from kexp.storage.listing import find_folders, names_starting
-
-        made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()
-        cache = self.open_cache() if self.source.cacheable and made else None  # none made
-        try:
-            folders = find_folders(cache, self.experiments_dir, only)
-        finally:
-            if cache is not None:
-                cache.close()
-
-        def index(prefix: str) -> dict[str, list[Path]]:
-            # A file's name starts with its id: only the names starting with the prefix
-            # are looked at (a write asks for a few ids of a large store).
-            by_id: dict[str, list[Path]] = {}
-            for folder, names in folders:
-                for name in names_starting(names, prefix):
-                    exp_id = id_from_name(name)
-                    if exp_id is not None and exp_id.startswith(prefix):
-                        by_id.setdefault(exp_id, []).append(Path(folder, name))
-            for paths in by_id.values():
-                paths.sort()
-            return by_id
-
-        return index
+        path order): see :func:`kexp.storage.idindex.id_finder`."""
+        return id_finder(self, only)
 
     def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
         """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
