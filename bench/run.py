@@ -788,7 +788,10 @@ def check_refs_top(ctx: Context, run: Run) -> str:
 _SIZES = (
     "import os, sys\n"
     "from kexp import Store\n"
-    "from kexp.storage.cache import file_name\n"
+    "try:\n"
+    "    from kexp.storage.cachefile import file_name\n"
+    "except ImportError:  # a build before kexp.storage.cachefile (--against)\n"
+    "    from kexp.storage.cache import file_name\n"
     "own = file_name(Store(sys.argv[1]).settings)\n"
     "def size(top, counted=lambda name: True):\n"
     "    total = 0\n"

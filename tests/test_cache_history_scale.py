@@ -487,13 +487,13 @@ def test_a_history_at_scale_reaches_every_path_of_scale(seen: Seen) -> None:
     assert "loop" in seen.dropped
     assert seen.edge[f"kept at {COMMON_MIN}"] and seen.edge[f"left out at {COMMON_MIN + 1}"]
     for side in ("grown", "fresh"):
-        for caller in ("_refresh", "_read_all", "_add_docs", "posted"):
+        for caller in ("_refresh", "_read_all", "add_docs", "posted"):
             seen.check_split(side, caller)
     for side in ("grown", "fresh"):
         for caller in ("_experiment_pages", "_operator_pages"):
             seen.check_split(side, caller)
     seen.check_split("grown", "_made_again")
-    assert seen.split["grown", "_add_docs"] >= 3  # the pulled, the write's, the ref's
+    assert seen.split["grown", "add_docs"] >= 3  # the pulled, the write's, the ref's
     total = FIRST + LATER
     # The order decided again: over the pulled (the docs of FIRST more than doubled),
     # after .kexp/ was removed, and over the ref's docs (doubled again).
@@ -518,6 +518,6 @@ def test_same_answers_whatever_the_history_at_scale(seen: Seen) -> None:
     # What every example reaches: the pulled experiments taken in, the tied class.
     assert seen.most_candidates > CANDIDATES
     assert "loop" in seen.dropped
-    for caller in ("_add_docs", "posted"):
+    for caller in ("add_docs", "posted"):
         seen.check_split("grown", caller)
         seen.check_split("fresh", caller)

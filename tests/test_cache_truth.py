@@ -26,9 +26,10 @@ import pytest
 from conftest import experiment_fields, past_racy_window
 
 import kexp.storage.cache
+import kexp.storage.cachefile
 from kexp import ExperimentNotFoundError, KernelExperiment, KexpError, Store
 from kexp.core.settings import DEFAULT_SETTINGS
-from kexp.storage.cache import file_name
+from kexp.storage.cachefile import file_name
 from kexp.storage.sources import WorkingTree
 
 MakeExperiment = Callable[..., KernelExperiment]
@@ -324,7 +325,7 @@ def test_two_builds_of_one_version_never_share_a_cache(
             [
                 sys.executable,
                 "-c",
-                "from kexp.storage.cache import file_name; from kexp.core.settings import "
+                "from kexp.storage.cachefile import file_name; from kexp.core.settings import "
                 "DEFAULT_SETTINGS; print(file_name(DEFAULT_SETTINGS))",
             ],
             env={**os.environ, "PYTHONPATH": str(build)},
@@ -553,9 +554,9 @@ def test_bit_flips_in_the_cache_never_change_an_answer(
 
 
 def test_the_fingerprint_names_the_sources_and_the_schema() -> None:
-    first = kexp.storage.cache.code_fingerprint()
-    assert first == kexp.storage.cache.code_fingerprint() and len(first) == 16
-    assert "sources=" + first in kexp.storage.cache.header(DEFAULT_SETTINGS)
+    first = kexp.storage.cachefile.code_fingerprint()
+    assert first == kexp.storage.cachefile.code_fingerprint() and len(first) == 16
+    assert "sources=" + first in kexp.storage.cachefile.header(DEFAULT_SETTINGS)
 
 
 def test_a_delete_sees_every_file_added_or_replaced_since_the_last_query(

@@ -23,7 +23,7 @@ import kexp.storage.listing as listing_module
 from kexp import InvalidExperimentWarning, KernelExperiment, Store
 from kexp.core.model import FRONT_MATTER_FIELDS
 from kexp.core.settings import DEFAULT_SETTINGS
-from kexp.storage.cache import file_name, pack_group
+from kexp.storage.cachefile import file_name, pack_group
 from kexp.storage.sources import WorkingTree
 
 INDEX_FILE = file_name(DEFAULT_SETTINGS)

@@ -21,7 +21,7 @@ from conftest import experiment_fields, git, init_repo, run_kexp
 
 from kexp import KexpError, Store, init_store
 from kexp.core.settings import DEFAULT_SETTINGS
-from kexp.storage.cache import file_name
+from kexp.storage.cachefile import file_name
 
 COMMIT = "3f2c9e1a7b8d4c6e5f0a1b2c3d4e5f6a7b8c9d0e"
 

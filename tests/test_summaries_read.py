@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import REPO_ROOT
 
-import kexp.storage.reader
+import kexp.storage.bodies
 import kexp.storage.sources
 from kexp import Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons, lesson_report, noise_floors
@@ -41,14 +41,14 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         raise AssertionError(f"{path} was read and checked whole")
 
     read: list[str] = []
-    plain = kexp.storage.reader.read_file
+    plain = kexp.storage.bodies.read_file
 
     def counted(path: Path, settings: Any) -> bytes:
         read.append(Path(path).name[:16])
         return plain(path, settings)
 
     monkeypatch.setattr(kexp.storage.sources, "read_and_check", whole)
-    monkeypatch.setattr(kexp.storage.reader, "read_file", counted)
+    monkeypatch.setattr(kexp.storage.bodies, "read_file", counted)
     return read
 
 

@@ -93,7 +93,7 @@ def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
 
 def keep_answer(cache: Cache, name: str, answer: Answer) -> None:
     """Keep ``answer`` under ``name``, if the cache takes the write at once."""
-    from kexp.storage.cache import DamagedCacheError  # lazy: as the reader opens the cache
+    from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens the cache
 
     chosen = [(row.path, row.key, tuple(answer.of(row))) for row in answer.rows]
     with contextlib.suppress(DamagedCacheError, ValueError):  # else not kept (ValueError:

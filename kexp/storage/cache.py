@@ -9,7 +9,7 @@ standard library), keyed so that it can only be current or missing, never wrong:
 * ``folders`` and ``packs``: the working tree, folder by folder: the names, each file's
   stat signature and content key (the listing), and the records of its files (the
   pack, read in one piece by queries that rank the whole store); both are kept in
-  :data:`PACK_GROUPS` groups of folders, a record each;
+  :data:`~kexp.storage.cachefile.PACK_GROUPS` groups of folders, a record each;
 * ``objects``: what never changes once known: git trees by hash, merge bases by the
   commits they join, a ranking's answer by the listing's generation
   (:mod:`kexp.storage.answers`: every save of the listing forgets them);
@@ -23,15 +23,12 @@ standard library), keyed so that it can only be current or missing, never wrong:
   stamp of the whole working tree when every folder was (a search of an unchanged tree
   compares no folder).
 
-The hash in the file name is that of the header row: the layout, kexp's version, a hash
-of kexp's library sources and of the schema (:func:`code_fingerprint`) and the
-settings; a kexp that could judge a file differently never reads this file, it makes
-its own.
-
-Every record carries a CRC-32 of its key and its bytes. On any doubt (a header that is
-not this kexp's, a checksum that fails, an error SQLite raises) the file is thrown away
-and made again from the files (:class:`DamagedCacheError` tells the caller to start
-again); there is no other defence, and none is needed: a record can only be missing
+The file itself is :mod:`kexp.storage.cachefile`: its tables, its header (and so its
+name: a kexp that could judge a file differently makes its own), every record sealed
+with a CRC-32 of its key and its bytes. On any doubt (a header that is not this kexp's,
+a checksum that fails, an error SQLite raises) the file is thrown away and made again
+from the files (:class:`~kexp.storage.cachefile.DamagedCacheError` tells the caller to
+start again); there is no other defence, and none is needed: a record can only be missing
 (then its file is read) or checked. A cache that cannot be written (a store one may
 read but not write, a full disk, another process holding it too long) is kept in memory
 for this process; a store read at a revision has one in memory only, and writes nothing.
@@ -40,8 +37,6 @@ for this process; a store read at a revision has one in memory only, and writes 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import marshal
 import os
 import sqlite3
 import zlib
@@ -51,17 +46,24 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kexp.core.version import __version__
-from kexp.format.schema import schema_path
 from kexp.storage import postings
+from kexp.storage.cachefile import (
+    DamagedCacheError,
+    create_tables,
+    file_name,
+    group_key,
+    header,
+    header_of,
+    pack_group,
+    seal,
+    unseal,
+)
 from kexp.storage.leftovers import remove_unused_caches
 from kexp.storage.names import folder_name, stored_name
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
-#: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/6"
 #: A file changed this recently (ns) when it was read is read again next time: it may
 #: change again within its timestamps' granularity without a new signature.
 RACY_NS = 2_000_000_000
@@ -73,117 +75,11 @@ _CHUNK = 500
 #: BM25 weights of the retrieval columns: summary, description, insight, operator, code.
 FTS_COLUMNS = ("summary", "description", "insight", "operator", "code")
 
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    # The folders' listings and packs in groups (see pack_group): a group's record maps
-    # folder → its listing (folders) or its pack (packs).
-    "CREATE TABLE folders (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
-    "CREATE TABLE packs (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
-    "CREATE TABLE contents (key BLOB PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE objects (name TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
-    # The retrieval index: one doc per content key; 'active' counts the working-tree
-    # files holding it (the FTS table holds exactly the active docs); 'texts' the words
-    # of its FTS columns when git cannot give the content back (they are needed to take
-    # a doc out of the contentless FTS table).
-    """CREATE TABLE docs (
-        doc INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, code_key BLOB,
-        shingle_count INTEGER NOT NULL, shingles BLOB NOT NULL, active INTEGER NOT NULL,
-        texts BLOB
-    )""",
-    "CREATE INDEX docs_by_code ON docs (code_key) WHERE code_key IS NOT NULL",
-    # The postings in groups by shingle (see kexp.storage.postings): a sorted array each.
-    "CREATE TABLE postings (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
-    "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",
-    # The order of the shingles in the prefixes posted, and the last doc posted (see
-    # Cache.post_pending): one row.
-    "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
-    "record BLOB NOT NULL)",
-    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
-    "tokenize = 'porter unicode61', content = '')",
-)
-
-
-class DamagedCacheError(Exception):
-    """The cache failed a check (a checksum, an SQLite error): the caller starts again
-    after :meth:`Cache.rebuild`."""
-
 
 class StaleComparisonError(DamagedCacheError):
     """Another process wrote the folders' records of the FTS table since this one
     compared them: the changes it found may be applied already (compare again; a cache
     that never settles is rebuilt)."""
-
-
-_FINGERPRINT: list[str] = []
-
-
-def code_fingerprint() -> str:
-    """A hash of what decides what the cache holds: the source of every module of the
-    ``kexp`` package (parsing, checks, this layout) and the schema file. Two builds of
-    one version (an edited schema, a ``git pull`` of kexp) get different caches."""
-    if not _FINGERPRINT:
-        digest = hashlib.blake2b(digest_size=8)
-        package = Path(__file__).resolve().parent.parent
-        for path in [*sorted(package.rglob("*.py")), schema_path()]:
-            digest.update(str(path.relative_to(package.parent)).encode() + b"\0")
-            try:
-                digest.update(path.read_bytes())
-            except OSError:
-                digest.update(b"\0unreadable\0")
-        _FINGERPRINT.append(digest.hexdigest())
-    return _FINGERPRINT[0]
-
-
-def header(settings: Settings) -> str:
-    """The header row: what a cache file must have been written by to be read."""
-    return (
-        f"{LAYOUT} kexp={__version__} sources={code_fingerprint()} "
-        f"python-marshal={marshal.version} sqlite={sqlite3.sqlite_version} settings={settings!r}"
-    )
-
-
-def file_name(settings: Settings) -> str:
-    """The cache's file name in ``.kexp/``: one per header."""
-    return f"cache-{zlib.crc32(header(settings).encode()):08x}.sqlite"
-
-
-def _sealed(key: bytes, payload: bytes) -> bytes:
-    """``payload`` with the CRC-32 of ``key`` and ``payload`` before it."""
-    return zlib.crc32(payload, zlib.crc32(key)).to_bytes(4, "little") + payload
-
-
-def _opened(key: bytes, record: bytes) -> Any:
-    """The value sealed in ``record`` under ``key``; :class:`DamagedCacheError` when its
-    checksum fails or it cannot be read."""
-    if not isinstance(record, bytes) or len(record) < 4:
-        raise DamagedCacheError("a record is not one")
-    payload = record[4:]
-    if zlib.crc32(payload, zlib.crc32(key)) != int.from_bytes(record[:4], "little"):
-        raise DamagedCacheError("a record's checksum does not match")
-    try:
-        return marshal.loads(payload)
-    except (EOFError, ValueError, TypeError):
-        raise DamagedCacheError("a record cannot be read") from None
-
-
-def _seal(key: bytes, value: Any) -> bytes:
-    return _sealed(key, marshal.dumps(value))
-
-
-#: How many groups the folders' listings and packs are kept in.
-PACK_GROUPS = 2048
-
-
-def pack_group(folder: str) -> int:
-    """The group a folder's listing and pack are kept in: ``marshal`` writes the texts
-    packs repeat (operator, environment, commit) once a record, a read loads few
-    records; a group stays small as the store grows (a write rewrites its folder's)."""
-    return zlib.crc32(folder.encode("utf-8", "surrogatepass")) % PACK_GROUPS
-
-
-def _group_key(table: str, group: int) -> bytes:
-    """The key a group of ``table`` (``folders``, ``packs``, ``postings``) is sealed under."""
-    return b"%s %d" % (table.encode(), group)
 
 
 #: The key the order of the postings is sealed under.
@@ -217,10 +113,10 @@ class Cache:
                 except (sqlite3.Error, OSError):
                     break
                 try:
-                    found = _header_of(connection)
+                    found = header_of(connection)
                     if found == self.header:
                         return connection
-                    if found is None and _create(connection, self.header):
+                    if found is None and create_tables(connection, self.header):
                         return connection
                 except sqlite3.Error:
                     pass
@@ -229,7 +125,7 @@ class Cache:
                     break
             self.in_memory = True
         connection = sqlite3.connect(":memory:", isolation_level=None)
-        _create(connection, self.header)
+        create_tables(connection, self.header)
         return connection
 
     def _remove(self) -> bool:
@@ -265,12 +161,12 @@ class Cache:
         memory = sqlite3.connect(":memory:", isolation_level=None)
         try:
             self._connection.backup(memory)
-            if _header_of(memory) != self.header:
+            if header_of(memory) != self.header:
                 raise sqlite3.DatabaseError("not this kexp's cache")
         except sqlite3.Error:
             memory.close()
             memory = sqlite3.connect(":memory:", isolation_level=None)
-            _create(memory, self.header)
+            create_tables(memory, self.header)
         self.close()
         self._connection = memory
         self.in_memory = True
@@ -367,7 +263,7 @@ class Cache:
         """Every folder's listing, as :meth:`save_folders` stored it."""
         found: dict[str, Any] = {}
         for group, record in self._groups("folders", None):
-            found.update(_opened(_group_key("folders", group), record))
+            found.update(unseal(group_key("folders", group), record))
         return found
 
     def _groups(self, table: str, groups: Sequence[int] | None) -> Iterator[tuple[int, bytes]]:
@@ -391,7 +287,7 @@ class Cache:
         wanted = set(folders)
         groups = None if len(wanted) > _CHUNK else sorted({pack_group(f) for f in wanted})
         for group, record in self._groups("packs", groups):
-            for folder, pack in _opened(_group_key("packs", group), record).items():
+            for folder, pack in unseal(group_key("packs", group), record).items():
                 if folder in wanted:
                     yield folder, pack
 
@@ -409,7 +305,7 @@ class Cache:
             by_group.setdefault(pack_group(folder), []).append(folder)
         found: dict[str, Any] = {}
         for group, record in self._groups("packs", sorted(by_group)):
-            key = _group_key("packs", group)
+            key = group_key("packs", group)
             members = by_group[group]
             if (
                 isinstance(record, bytes)
@@ -419,7 +315,7 @@ class Cache:
             ):
                 found.update(dict.fromkeys(members))
                 continue
-            packs = _opened(key, record)
+            packs = unseal(key, record)
             found.update({folder: packs[folder] for folder in members if folder in packs})
         return found
 
@@ -454,13 +350,13 @@ class Cache:
         touched = sorted({pack_group(folder) for folder in (*values, *gone)})
         groups: dict[int, dict[str, Any]] = {group: {} for group in touched}
         for group, record in self._groups(table, touched):
-            groups[group] = _opened(_group_key(table, group), record)
+            groups[group] = unseal(group_key(table, group), record)
         for folder in gone:
             groups[pack_group(folder)].pop(folder, None)
         for folder, value in values.items():
             groups[pack_group(folder)][folder] = value
         emptied = [(group,) for group, members in groups.items() if not members]
-        kept = [(g, _seal(_group_key(table, g), m)) for g, m in groups.items() if m]
+        kept = [(g, seal(group_key(table, g), m)) for g, m in groups.items() if m]
         self._write(f"DELETE FROM {table} WHERE grp = ?", emptied)
         self._write(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", kept)
 
@@ -469,22 +365,22 @@ class Cache:
     def contents(self, keys: Sequence[bytes]) -> dict[bytes, Any]:
         """The records kept of those contents the cache holds."""
         sql = "SELECT key, record FROM contents WHERE key IN ({marks})"
-        return {key: _opened(key, record) for key, record in self._by_keys(sql, keys)}
+        return {key: unseal(key, record) for key, record in self._by_keys(sql, keys)}
 
     def save_contents(self, records: dict[bytes, Any]) -> None:
         """Keep the records of contents (a record never changes: its key is its bytes)."""
-        sealed = [(key, _seal(key, value)) for key, value in records.items()]
+        sealed = [(key, seal(key, value)) for key, value in records.items()]
         if sealed:
             self.write(("INSERT OR REPLACE INTO contents VALUES (?, ?)", sealed))
 
     def objects(self, names: Sequence[str]) -> dict[str, Any]:
         """What is kept of the immutable objects named (git trees, merge bases...)."""
         sql = "SELECT name, record FROM objects WHERE name IN ({marks})"
-        return {name: _opened(name.encode(), record) for name, record in self._by_keys(sql, names)}
+        return {name: unseal(name.encode(), record) for name, record in self._by_keys(sql, names)}
 
     def save_objects(self, values: dict[str, Any], *, at_once: bool = False) -> None:
         """Keep immutable objects by name (``at_once``: see :meth:`_transaction`)."""
-        sealed = [(name, _seal(name.encode(), value)) for name, value in values.items()]
+        sealed = [(name, seal(name.encode(), value)) for name, value in values.items()]
         sql = "INSERT OR REPLACE INTO objects VALUES (?, ?)"
         if sealed:
             self._transaction(lambda: self._write(sql, sealed), at_once=at_once)
@@ -498,7 +394,7 @@ class Cache:
         for doc, key, active, texts in self._by_keys(
             "SELECT doc, key, active, texts FROM docs WHERE key IN ({marks})", keys
         ):
-            found[key] = (doc, active, None if texts is None else _opened(key, texts))
+            found[key] = (doc, active, None if texts is None else unseal(key, texts))
         return found
 
     def with_docs(self, keys: Sequence[bytes]) -> set[bytes]:
@@ -510,7 +406,7 @@ class Cache:
     def shingles_of(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         """The shingles (uint32) of the code change of each of ``keys`` with a doc."""
         sql = "SELECT key, shingles FROM docs WHERE key IN ({marks})"
-        return {key: _opened(key, record) for key, record in self._by_keys(sql, keys)}
+        return {key: unseal(key, record) for key, record in self._by_keys(sql, keys)}
 
     def keys_of_docs(self, docs: Sequence[int]) -> dict[int, bytes]:
         """The content key of each of ``docs``."""
@@ -535,7 +431,7 @@ class Cache:
                 known.add(key)
                 rows.append(
                     (last + len(rows) + 1, key, code_key, len(shingles) // 4,
-                     _seal(key, shingles), 0, None if texts is None else _seal(key, texts))
+                     seal(key, shingles), 0, None if texts is None else seal(key, texts))
                 )  # fmt: skip
             numbers[:] = [row[0] for row in rows]
             if rows:
@@ -555,7 +451,7 @@ class Cache:
         order; a rare-first order makes it fast)."""
         decided, posted, order = self._shingle_order()
         pending = [
-            (doc, array("I", _opened(key, record)))
+            (doc, array("I", unseal(key, record)))
             for doc, key, record in self._rows(
                 "SELECT doc, key, shingles FROM docs WHERE doc > ?", (posted,)
             )
@@ -567,7 +463,7 @@ class Cache:
         anew = total >= 2 * decided
         if anew:
             to_post = [
-                (doc, array("I", _opened(key, record)))
+                (doc, array("I", unseal(key, record)))
                 for doc, key, record in self._rows("SELECT doc, key, shingles FROM docs")
             ]
             order = postings.order_of(shingles for _, shingles in to_post)
@@ -583,20 +479,20 @@ class Cache:
         self._write(
             "INSERT OR REPLACE INTO postings VALUES (?, ?)",
             [
-                (g, _seal(_group_key("postings", g), entries.tobytes()))
+                (g, seal(group_key("postings", g), entries.tobytes()))
                 for g, entries in groups.items()
             ],
         )
         self._write("DELETE FROM shingle_order", [()])
         self._write(
             "INSERT INTO shingle_order VALUES (?, ?, ?)",
-            [(decided, max(doc for doc, _ in pending), _seal(_ORDER_KEY, order))],
+            [(decided, max(doc for doc, _ in pending), seal(_ORDER_KEY, order))],
         )
 
     def _posting_groups(self, groups: Sequence[int]) -> Iterator[tuple[int, array[int]]]:
         """(group, its postings) of each of ``groups`` that has any."""
         for group, record in self._groups("postings", groups):
-            yield group, array("Q", _opened(_group_key("postings", group), record))
+            yield group, array("Q", unseal(group_key("postings", group), record))
 
     def _shingle_order(self) -> tuple[int, int, dict[int, int]]:
         """(how many docs there were when the order of the postings was decided, the
@@ -605,7 +501,7 @@ class Cache:
         if not found:
             return 0, 0, {}
         decided, posted, record = found[0]
-        return int(decided), int(posted), _opened(_ORDER_KEY, record)
+        return int(decided), int(posted), unseal(_ORDER_KEY, record)
 
     def _data_version(self) -> tuple[int, int]:
         """What changes when another connection commits to the cache file (the
@@ -618,7 +514,7 @@ class Cache:
         self._compared[kind] = self._data_version()
         prefix = f"{kind}:"
         return {
-            folder_name(stored[len(prefix) :]): _opened(stored.encode(), record)
+            folder_name(stored[len(prefix) :]): unseal(stored.encode(), record)
             for stored, record in self._rows(
                 "SELECT folder, record FROM indexed WHERE folder >= ? AND folder < ?",
                 (prefix, f"{kind};"),
@@ -632,7 +528,7 @@ class Cache:
         without one)."""
         name = f"{kind}!"
         found = self._rows("SELECT record FROM indexed WHERE folder = ?", (name,))
-        return _opened(name.encode(), found[0][0]) if found else None
+        return unseal(name.encode(), found[0][0]) if found else None
 
     def save_indexed(
         self, kind: str, folders: dict[str, bytes | None], whole: bytes | None = None
@@ -662,7 +558,7 @@ class Cache:
         if whole is not None:
             self._write(
                 "INSERT INTO indexed VALUES (?, ?)",
-                [(whole_name, _seal(whole_name.encode(), whole))],
+                [(whole_name, seal(whole_name.encode(), whole))],
             )
         names = {folder: f"{kind}:{stored_name(folder)}" for folder in folders}
         self._write(
@@ -672,7 +568,7 @@ class Cache:
         self._write(
             "INSERT OR REPLACE INTO indexed VALUES (?, ?)",
             [
-                (names[f], _seal(names[f].encode(), keys))
+                (names[f], seal(names[f].encode(), keys))
                 for f, keys in folders.items()
                 if keys is not None
             ],
@@ -837,7 +733,7 @@ class Cache:
             if began:
                 with contextlib.suppress(sqlite3.Error):
                     self._connection.execute("COMMIT")
-        return [(key, _opened(key, record)) for key, record in dict(found).items()]
+        return [(key, unseal(key, record)) for key, record in dict(found).items()]
 
     def code_keys(self, code_key: bytes) -> list[bytes]:
         """The content keys of the docs whose code change has this key."""
@@ -868,30 +764,3 @@ def rebuilt_on_doubt(cache: Cache, work: Callable[[Cache], _T]) -> tuple[Cache, 
 
 class _CannotWrite(Exception):
     """The file refused a write it could take later (busy, full, read-only)."""
-
-
-def _header_of(connection: sqlite3.Connection) -> str | None:
-    """The header row; None for an empty database (a new file)."""
-    tables = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    if not tables:
-        return None
-    found = connection.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
-    return str(found[0]) if found is not None else ""
-
-
-def _create(connection: sqlite3.Connection, text: str) -> bool:
-    """Make the tables in one transaction (two processes may make them at once);
-    whether the database holds this header now."""
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        if _header_of(connection) is None:
-            for statement in _SCHEMA:
-                connection.execute(statement)
-            connection.execute("INSERT INTO meta VALUES ('header', ?)", (text,))
-            connection.execute("INSERT INTO meta VALUES ('generation', ?)", (os.urandom(8).hex(),))
-        connection.execute("COMMIT")
-    except sqlite3.Error:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        return False
-    return _header_of(connection) == text

@@ -6,14 +6,13 @@ revision for :meth:`StoreReader.at`, the working tree and refs for
 ``Store(root, refs=...)``), queries them through one pipeline (the rows of every
 current experiment from the cache, :mod:`kexp.storage.cache`; the derived values over all of
 them, :func:`kexp.storage.query.derive`; filters; :func:`kexp.storage.query.rank`; only the chosen
-files read whole), and validates them in one scan (:mod:`kexp.storage.scan`). Reads never see
-a half-written file (every write is a rename of a finished temporary file).
+files read whole), and validates them in one scan (:mod:`kexp.storage.validation`). Reads
+never see a half-written file (every write is a rename of a finished temporary file).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import warnings
@@ -36,20 +35,10 @@ from kexp.core.errors import (
 from kexp.core.model import KernelExperiment, attach
 from kexp.core.problems import Problem, sort_problems
 from kexp.core.settings import Settings, load_settings
-from kexp.format.fileformat import FileFormatError, parse
-from kexp.format.validate import (
-    CheckedFile,
-    FileLinks,
-    ScanRecord,
-    id_from_name,
-    read_file,
-    real_paths,
-    scan_bytes,
-    scan_record,
-    store_findings,
-    stray_problem,
-)
+from kexp.format.validate import CheckedFile, id_from_name
 from kexp.storage.answers import Answer, answer_name, held_answer, keep_answer, waiting_answer
+from kexp.storage.bodies import read_bodies
+from kexp.storage.idindex import id_finder
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -65,8 +54,8 @@ from kexp.storage.query import (
     select,
 )
 from kexp.storage.rows import Row, problem_at
-from kexp.storage.scan import scan, value_positions
 from kexp.storage.sources import EXPERIMENTS_DIR, FileSource, Found, WorkingTree
+from kexp.storage.validation import validate_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -379,52 +368,7 @@ class StoreReader:
         """
         pending = iter(experiments)
         while batch := list(itertools.islice(pending, 256)):
-            yield from self._with_bodies(batch)
-
-    def _with_bodies(self, batch: list[KernelExperiment]) -> Iterator[KernelExperiment]:
-        elsewhere = [e for e in batch if e.where is not None and not e.where.local]
-        blobs: dict[int, bytes | None] = {}
-        if elsewhere:
-            items = [(os.path.relpath(str(e.path), self.experiments_dir), e.where.key)
-                     for e in elsewhere]  # fmt: skip
-            for exp, data in zip(elsewhere, self.source.bytes_found(items, self.settings),
-                                 strict=True):  # fmt: skip
-                blobs[id(exp)] = data
-        for exp in batch:
-            if exp.path is None:
-                yield exp
-                continue
-            try:
-                if id(exp) in blobs:
-                    data = blobs[id(exp)]
-                    if data is None:
-                        raise OSError(f"the blob of {exp.id} cannot be read")
-                else:
-                    data = read_file(exp.path, self.settings)
-                doc = parse(data, exp.path, fast=True)
-            except FileFormatError as exc:
-                problem = exc.problem.message
-            except OSError as exc:
-                problem = exc.strerror or str(exc)
-            else:
-                if doc.fields.get("id") == exp.id:
-                    whole = dataclasses.replace(exp)
-                    for name, value in doc.body_values().items():
-                        setattr(whole, name, value)
-                    whole.preamble = doc.preamble
-                    whole.extra_sections = [
-                        (s.heading, s.text) for s in doc.sections if s.field is None
-                    ]
-                    yield attach(whole, exp.settings, path=exp.path,
-                                 derived=exp.derived, where=exp.where)  # fmt: skip
-                    continue
-                problem = "it now holds another experiment"
-            warnings.warn(
-                f"could not read the text of {exp.path}: {problem}",
-                InvalidExperimentWarning,
-                stacklevel=3,
-            )
-            yield exp
+            yield from read_bodies(batch, self.source, self.settings, self.experiments_dir)
 
     def top_experiments(
         self,
@@ -514,42 +458,8 @@ class StoreReader:
 
     def _id_finder(self, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
         """A function from an id prefix to the ids starting with it and their files (in
-        path order), which looks at the store once: through the cache's folder listings
-        (only folders whose own signature changed are listed again; names starting with
-        ``only``, what every id asked for starts with). A write asks it for the few ids
-        it names."""
-        if not self.is_working_tree:
-            every: dict[str, list[Path]] = {}
-            for path in self.paths():
-                exp_id = id_from_name(path)
-                assert exp_id is not None
-                every.setdefault(exp_id, []).append(path)
-            return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
-        from kexp.storage.cache import file_name
-        from kexp.storage.listing import find_folders, names_starting
-
-        made = (self.root / CACHE_DIR / file_name(self.settings)).is_file()
-        cache = self.open_cache() if self.source.cacheable and made else None  # none made
-        try:
-            folders = find_folders(cache, self.experiments_dir, only)
-        finally:
-            if cache is not None:
-                cache.close()
-
-        def index(prefix: str) -> dict[str, list[Path]]:
-            # A file's name starts with its id: only the names starting with the prefix
-            # are looked at (a write asks for a few ids of a large store).
-            by_id: dict[str, list[Path]] = {}
-            for folder, names in folders:
-                for name in names_starting(names, prefix):
-                    exp_id = id_from_name(name)
-                    if exp_id is not None and exp_id.startswith(prefix):
-                        by_id.setdefault(exp_id, []).append(Path(folder, name))
-            for paths in by_id.values():
-                paths.sort()
-            return by_id
-
-        return index
+        path order): see :func:`kexp.storage.idindex.id_finder`."""
+        return id_finder(self, only)
 
     def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
         """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
@@ -795,100 +705,8 @@ class StoreReader:
         self, paths: list[Path] | None = None, *, strict: bool = False
     ) -> tuple[list[Problem], int]:
         """:meth:`validate`, and how many experiment files the store holds (all of them
-        are read)."""
-        from kexp.gitops.provenance import unresolved_base_commits
-
-        files = self.source.files()
-        links, file_problems = self._validation_scan(files)
-        # The Markdown files kexp never reads (few): each is a problem of its own.
-        strays = {os.path.realpath(p): (p, d) for p, d in self.source.stray_files(self.settings)}
-        in_store = len(files)
-        del files
-        if paths is None:
-            items = links
-            extra: list[CheckedFile] = []
-        else:
-            wanted = {os.path.realpath(p) for p in paths}
-            real = real_paths([link.path for link in links])
-            selected = [number for number, path in enumerate(real) if path in wanted]
-            items = [links[number] for number in selected]
-            file_problems = {n: file_problems[n] for n in selected if n in file_problems}
-            known = set(real)
-            asked = [p for p in paths if os.path.realpath(p) not in known]
-            extra = [self.check_file(p) for p in asked if os.path.realpath(p) not in strays]
-        problems: list[Problem] = [p for found in file_problems.values() for p in found]
-        shown = strays if paths is None else {os.path.realpath(p) for p in paths}
-        problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
-        for item in extra:
-            problems += item.problems
-            fields = item.document.fields if item.document is not None else None
-            items.append(FileLinks.of(str(item.path), fields))
-        if paths is None:
-            findings = store_findings(items)
-        else:
-            index: dict[str, list[str]] = {}
-            pids: dict[str, str | None] = {}
-            for link in links:
-                # A file whose id cannot be read is its name's id (its error is its own).
-                exp_id = link.id if link.id is not None else id_from_name(link.path)
-                if exp_id is not None:
-                    index.setdefault(exp_id, []).append(link.path)
-                    pids.setdefault(exp_id, link.pid)  # the first file's, as listed
-            findings = store_findings(items, index, pids.__getitem__)
-        del links
-        bases: dict[str, list[int]] = {}
-        for number, link in enumerate(items):
-            if link.base_commit is not None:
-                bases.setdefault(link.base_commit, []).append(number)
-        unresolved = unresolved_base_commits(bases, self.code_repo, strict=strict)
-        where: dict[int, set[tuple[str | int, ...]]] = {}
-        for finding in findings:
-            where.setdefault(finding.file, set()).add(finding.where)
-        for value in unresolved:
-            for number in bases[value]:
-                where.setdefault(number, set()).add(("base_commit",))
-        positions = value_positions(
-            self.source, self.settings, items, where, len(items) - len(extra), extra
-        )
-        problems += [f.problem(items[f.file].path, *positions[f.file, f.where]) for f in findings]
-        for value, (severity, code, message, hint) in unresolved.items():
-            for number in bases[value]:
-                line, column = positions[number, ("base_commit",)]
-                path = items[number].path
-                problems.append(
-                    Problem(path, line, column, severity, code, "base_commit", message, hint)
-                )
-        return sort_problems(problems), in_store
-
-    def _validation_scan(
-        self, files: list[str]
-    ) -> tuple[list[FileLinks], dict[int, list[Problem]]]:
-        """Read and check every file of ``files``: the links of each, and the problems
-        of those that have some (by their number in ``files``).
-
-        A large store is checked by this process and a forked child, half each
-        (:func:`kexp.storage.scan.scan`)."""
-        records = scan(self.source, files, self.settings, _validation_record)
-        links: list[FileLinks] = []
-        problems: dict[int, list[Problem]] = {}
-        records.reverse()  # taken from the end: each freed as it goes
-        for number, path in enumerate(files):
-            exp_id, pid, combines, base, lines, found = records.pop()
-            links.append(FileLinks(path, exp_id, pid, combines, base, lines))
-            if found:
-                problems[number] = [Problem(*p) for p in found]
-        return links, problems
-
-
-def _validation_record(
-    path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
-) -> ScanRecord:
-    """What :meth:`Store.validate` keeps of one file: its problems and links, checked by
-    :func:`~kexp.format.validate.scan_bytes` (a canonical file without the full parse)."""
-    if isinstance(data, Problem):
-        return scan_record([data], FileLinks.of(path, None), shared)
-    found, link = scan_bytes(data, path, settings)
-    return scan_record(found, link, shared)
+        are read): see :func:`kexp.storage.validation.validate_store`."""
+        return validate_store(self, paths, strict=strict)
 
 
 def _as_list(value: Any) -> list[Any]:

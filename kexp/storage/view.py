@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kexp.core.campaign import Derivation
     from kexp.core.model import KernelExperiment
     from kexp.core.settings import Settings
+    from kexp.format.validate import CheckedFile
     from kexp.storage.cache import Cache
     from kexp.storage.sources import FileSource, Found
 
@@ -44,6 +45,8 @@ class StoreView(Protocol):
     def commit(self) -> str | None: ...
 
     def paths(self) -> list[Path]: ...
+
+    def check_file(self, path: Path | str) -> CheckedFile: ...
 
     def resolve_id(self, id_or_prefix: str) -> str: ...
 

@@ -1,0 +1,297 @@
+"""Timings in, measurements out: each configuration's baseline and candidate times
+(:class:`Measurement`) from timing files in any format :mod:`kexp.measure.timings`
+reads, from ``{config: times}`` dicts or from one CSV table, paired by configuration;
+what :mod:`kexp.measure.record` scores and records (:func:`gather`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kexp.core.errors import MeasurementError, TimingsWarning
+from kexp.measure.checks import UNSTATED_UNIT_FORMS
+from kexp.measure.timings import from_mapping, read_timings
+from kexp.measure.timings import read_table as read_sides
+from kexp.measure.timings.common import Timings, check_stat, check_time, tidy
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One configuration's baseline and candidate times, in microseconds.
+
+    Measured with repeated timings, ``baseline_samples`` and ``candidate_samples`` hold
+    them and ``baseline`` and ``candidate`` are their medians (see
+    :func:`measurement_of`). A ``summary`` comes from a tool that kept no raw samples:
+    ``baseline_n`` and ``candidate_n`` say how many runs each time sums up (when known).
+    """
+
+    config: str
+    baseline: float
+    candidate: float
+    baseline_samples: tuple[float, ...] = ()
+    candidate_samples: tuple[float, ...] = ()
+    summary: bool = False
+    baseline_n: int | None = None
+    candidate_n: int | None = None
+
+    @property
+    def has_samples(self) -> bool:
+        """Whether a side was timed more than once."""
+        return len(self.baseline_samples) > 1 or len(self.candidate_samples) > 1
+
+    @property
+    def speedup(self) -> float:
+        """Baseline time over candidate time (> 1 is faster)."""
+        return self.baseline / self.candidate
+
+    def to_result(self) -> dict[str, Any]:
+        """The entry of the ``results`` field (a summary's run counts too)."""
+        result: dict[str, Any] = {
+            "config": self.config,
+            "baseline": tidy(self.baseline),
+            "candidate": tidy(self.candidate),
+            "speedup": round(self.speedup, 4),
+            "unit": "us",
+        }
+        if self.baseline_n is not None:
+            result["baseline_n"] = self.baseline_n
+        if self.candidate_n is not None:
+            result["candidate_n"] = self.candidate_n
+        return result
+
+
+def measurement_of(
+    config: str, baseline: Sequence[float], candidate: Sequence[float]
+) -> Measurement:
+    """A configuration's measurement from its samples (microseconds): the times are
+    their medians. Repeated timings are kept as :func:`kexp.format.samples.kept_sample` keeps
+    them; one number a side is a plain measurement, as before."""
+    # lazy: not every command that imports this module needs kexp.format.samples
+    from kexp.format.samples import kept_sample
+
+    if not baseline or not candidate:
+        raise MeasurementError(f"{config}: no samples")
+    if len(baseline) == 1 and len(candidate) == 1:
+        return Measurement(config, tidy(baseline[0]), tidy(candidate[0]))
+    base = tuple(kept_sample(v) for v in baseline)
+    cand = tuple(kept_sample(v) for v in candidate)
+    return Measurement(
+        config, float(statistics.median(base)), float(statistics.median(cand)), base, cand
+    )
+
+
+# --- timings in --------------------------------------------------------------------------
+
+
+def _reduce(samples: Sequence[Any], stat: str, where: str) -> float:
+    values = [check_time(v, where) for v in samples]
+    if not values:
+        raise MeasurementError(f"{where}: no samples")
+    if check_stat(stat) == "median":
+        return float(statistics.median(values))
+    if stat == "mean":
+        return float(statistics.fmean(values))
+    return min(values) if stat == "min" else max(values)
+
+
+def read_table(path: Path | str, *, unit: str = "us") -> list[Measurement]:
+    """Measurements from one CSV table with ``config``, ``baseline``, ``candidate``
+    columns (see :func:`kexp.measure.timings.read_table`): several rows of a configuration are
+    its samples, one a side per row."""
+    return [
+        measurement_of(c, base, cand) for c, (base, cand) in read_sides(path, unit=unit).items()
+    ]
+
+
+def _timings_of(value: Path | str | Mapping[str, Any], name: str, unit: str, stat: str) -> Timings:
+    """One side's timings: a file in any format :mod:`kexp.measure.timings` reads, or a dict."""
+    if isinstance(value, Mapping):
+        return from_mapping(value, unit=unit, name=name)
+    return read_timings(value, unit=unit, stat=stat)
+
+
+def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> None:
+    only_base = [c for c in baseline if c not in candidate]
+    only_cand = [c for c in candidate if c not in baseline]
+    if only_base or only_cand:
+        parts = []
+        if only_base:
+            parts.append(f"only in the baseline: {', '.join(only_base)}")
+        if only_cand:
+            parts.append(f"only in the candidate: {', '.join(only_cand)}")
+        raise MeasurementError(
+            "baseline and candidate measured different configurations (" + "; ".join(parts) + ")"
+        )
+    if not baseline:
+        raise MeasurementError("no configurations were measured")
+
+
+def pair_timings(
+    baseline: Mapping[str, float], candidate: Mapping[str, float]
+) -> list[Measurement]:
+    """Pair baseline and candidate times by configuration (baseline's order).
+
+    Both must name the same configurations: a configuration measured on one side only
+    is an error listing them, as a speedup over a subset would mislead.
+    """
+    _same_configurations(baseline, candidate)
+    return [
+        Measurement(
+            config,
+            check_time(baseline[config], f"baseline {config}"),
+            check_time(candidate[config], f"candidate {config}"),
+        )
+        for config in baseline
+    ]
+
+
+def pair_samples(
+    baseline: Mapping[str, Sequence[float]], candidate: Mapping[str, Sequence[float]]
+) -> list[Measurement]:
+    """Pair baseline and candidate samples by configuration (baseline's order), as
+    :func:`pair_timings` pairs single times."""
+    _same_configurations(baseline, candidate)
+    return [measurement_of(config, baseline[config], candidate[config]) for config in baseline]
+
+
+def load_measurements(
+    *,
+    baseline: Path | str | None = None,
+    candidate: Path | str | None = None,
+    table: Path | str | None = None,
+    stat: str = "median",
+) -> list[Measurement]:
+    """One number a side per configuration from files: ``baseline`` and ``candidate``
+    timings (in any format :mod:`kexp.measure.timings` reads; samples reduced with ``stat``),
+    or one ``table`` (its samples kept)."""
+    if table is not None:
+        if baseline is not None or candidate is not None:
+            raise MeasurementError("give either a table or baseline and candidate files, not both")
+        return read_table(table)
+    if baseline is None or candidate is None:
+        raise MeasurementError("give both a baseline and a candidate timings file (or a table)")
+    base, cand = (
+        _timings_of(v, n, "us", stat) for n, v in (("baseline", baseline), ("candidate", candidate))
+    )
+    return pair_timings(
+        *(
+            {c: _reduce(v, stat, f"{side.form} {c}") for c, v in side.times.items()}
+            for side in (base, cand)
+        )
+    )
+
+
+def sides_of(m: Measurement) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A measurement's (baseline, candidate) samples (a single time as one sample)."""
+    return (m.baseline_samples or (m.baseline,), m.candidate_samples or (m.candidate,))
+
+
+@dataclasses.dataclass(frozen=True)
+class Gathered:
+    """The measurements of the timings given, the protocol fields they tell, and a
+    line for ``raw_result`` about them (summaries without raw samples)."""
+
+    measurements: list[Measurement]
+    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    note: str = ""
+    #: Whether the times were read in the unit given, their files not saying theirs.
+    unit_unstated: bool = False
+
+
+def gather(
+    baseline: Path | str | Mapping[str, Any] | None,
+    candidate: Path | str | Mapping[str, Any] | None,
+    table: Path | str | None,
+    measurements: Sequence[Measurement] | None,
+    stat: str,
+    unit: str = "us",
+) -> Gathered | None:
+    """The measurements of the timings given (None when none are): a reader's warnings
+    are issued (:class:`TimingsWarning`)."""
+    given = [x is not None for x in (baseline or candidate, table, measurements)]
+    if sum(given) > 1:
+        raise MeasurementError(
+            "give one source of timings: baseline and candidate, a table, or measurements"
+        )
+    check_stat(stat)
+    if measurements is not None:
+        return Gathered(list(measurements))
+    if table is not None:
+        found = read_table(table, unit=unit)
+        reduced = found if stat == "median" else [_reduced(m, stat) for m in found]
+        return Gathered(reduced, unit_unstated=True)
+    if baseline is None and candidate is None:
+        return None
+    if baseline is None or candidate is None:
+        raise MeasurementError("give both baseline and candidate timings")
+    base = _timings_of(baseline, "baseline", unit, stat)
+    cand = _timings_of(candidate, "candidate", unit, stat)
+    if base.form != cand.form and not set(base.times) & set(cand.times):
+        raise MeasurementError(
+            f"the baseline is {base.form} and the candidate {cand.form}, with no "
+            "configuration in common: time both sides with the same tool and configurations"
+        )
+    _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
+    for message in (*base.warnings, *cand.warnings):
+        warnings.warn(message, TimingsWarning, stacklevel=4)
+    protocol = {**base.protocol, **cand.protocol}
+    if base.summary or cand.summary:
+        return Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
+    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS
+    if stat != "median":  # the old reduction: one number a side, no interval
+        one = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
+        return Gathered(pair_timings(*one), protocol, unit_unstated=unstated)
+    return Gathered(pair_samples(base.times, cand.times), protocol, unit_unstated=unstated)
+
+
+def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:
+    """One number a side per configuration when a side is a summary: the other side's
+    raw samples reduced with ``stat`` (and counted)."""
+    for sampled, name, other in ((base, "baseline", cand), (cand, "candidate", base)):
+        if not sampled.summary:
+            warnings.warn(
+                f"the {name}'s raw samples were reduced to their {stat} and recorded without "
+                f"an interval: the {'candidate' if name == 'baseline' else 'baseline'} "
+                f"({other.form}) is a summary without raw samples",
+                TimingsWarning,
+                stacklevel=5,
+            )
+
+    def side(timings: Timings, config: str) -> tuple[float, int | None]:
+        times = timings.times[config]
+        if timings.summary:
+            return times[0], timings.counts.get(config)
+        return _reduce(times, stat, config), len(times)
+
+    found = []
+    for config in base.times:
+        (b, b_n), (c, c_n) = side(base, config), side(cand, config)
+        found.append(
+            Measurement(config, tidy(b), tidy(c), summary=True, baseline_n=b_n, candidate_n=c_n)
+        )
+    return found
+
+
+def _summary_note(base: Timings, cand: Timings, stat: str) -> str:
+    """The ``raw_result`` line saying the timings are summaries without raw samples."""
+
+    def what(timings: Timings) -> str:
+        if timings.summary:
+            return f"{timings.form}, the {timings.statistic} of each configuration's runs"
+        return f"{timings.form}, the {stat} of the raw samples"
+
+    if base.form == cand.form and base.statistic == cand.statistic:
+        sides = what(base)
+    else:
+        sides = f"baseline: {what(base)}; candidate: {what(cand)}"
+    return f"**Timings**: summaries without raw samples ({sides}): no interval"
+
+
+def _reduced(m: Measurement, stat: str) -> Measurement:
+    base, cand = sides_of(m)
+    return Measurement(m.config, _reduce(base, stat, m.config), _reduce(cand, stat, m.config))

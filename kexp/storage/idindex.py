@@ -1,0 +1,58 @@
+"""A store's experiment ids and their files, from the file names alone: in the working
+tree through the cache's folder listings (:func:`kexp.storage.listing.find_folders`:
+only the folders whose own signature changed are listed again); at a revision from its
+paths. What :meth:`kexp.storage.reader.StoreReader.id_index` and a write's checks ask.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kexp.format.validate import id_from_name
+from kexp.storage.location import CACHE_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kexp.storage.view import StoreView
+
+
+def id_finder(store: StoreView, only: str = "") -> Callable[[str], dict[str, list[Path]]]:
+    """A function from an id prefix to the ids starting with it and their files (in
+    path order), which looks at the store once: through the cache's folder listings
+    (only folders whose own signature changed are listed again; names starting with
+    ``only``, what every id asked for starts with). A write asks it for the few ids
+    it names."""
+    if not store.is_working_tree:
+        every: dict[str, list[Path]] = {}
+        for path in store.paths():
+            exp_id = id_from_name(path)
+            assert exp_id is not None
+            every.setdefault(exp_id, []).append(path)
+        return lambda prefix: {k: v for k, v in every.items() if k.startswith(prefix)}
+    from kexp.storage.cachefile import file_name
+    from kexp.storage.listing import find_folders, names_starting
+
+    made = (store.root / CACHE_DIR / file_name(store.settings)).is_file()
+    cache = store.open_cache() if store.source.cacheable and made else None  # none made
+    try:
+        folders = find_folders(cache, store.experiments_dir, only)
+    finally:
+        if cache is not None:
+            cache.close()
+
+    def index(prefix: str) -> dict[str, list[Path]]:
+        # A file's name starts with its id: only the names starting with the prefix
+        # are looked at (a write asks for a few ids of a large store).
+        by_id: dict[str, list[Path]] = {}
+        for folder, names in folders:
+            for name in names_starting(names, prefix):
+                exp_id = id_from_name(name)
+                if exp_id is not None and exp_id.startswith(prefix):
+                    by_id.setdefault(exp_id, []).append(Path(folder, name))
+        for paths in by_id.values():
+            paths.sort()
+        return by_id
+
+    return index

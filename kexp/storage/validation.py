@@ -1,0 +1,137 @@
+"""The validation of a store's files: every file read and checked in one scan (a large
+store's by two processes, :func:`kexp.storage.scan.scan`), the store-wide checks over all
+of them (ids used twice, dangling links, lineage cycles, base commits the code
+repository lacks), and each problem at its position: what
+:meth:`kexp.storage.reader.StoreReader.validate` returns.
+
+Of each file only its problems and its links (:class:`~kexp.format.validate.FileLinks`)
+are kept; a file with a store-wide problem is read again for its position
+(:func:`kexp.storage.scan.value_positions`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kexp.core.problems import Problem, sort_problems
+from kexp.format.validate import (
+    CheckedFile,
+    FileLinks,
+    ScanRecord,
+    id_from_name,
+    real_paths,
+    scan_bytes,
+    scan_record,
+    store_findings,
+    stray_problem,
+)
+from kexp.storage.scan import scan, value_positions
+
+if TYPE_CHECKING:
+    from kexp.core.settings import Settings
+    from kexp.storage.sources import FileSource
+    from kexp.storage.view import StoreView
+
+
+def validate_store(
+    store: StoreView, paths: list[Path] | None = None, *, strict: bool = False
+) -> tuple[list[Problem], int]:
+    """Every problem in the given files of ``store`` (all by default), plus the
+    store-wide checks, and how many experiment files the store holds (all of them are
+    read): what :meth:`kexp.storage.reader.StoreReader.validate_counted` returns."""
+    from kexp.gitops.provenance import unresolved_base_commits
+
+    files = store.source.files()
+    links, file_problems = _validation_scan(store.source, store.settings, files)
+    # The Markdown files kexp never reads (few): each is a problem of its own.
+    strays = {os.path.realpath(p): (p, d) for p, d in store.source.stray_files(store.settings)}
+    in_store = len(files)
+    del files
+    if paths is None:
+        items = links
+        extra: list[CheckedFile] = []
+    else:
+        wanted = {os.path.realpath(p) for p in paths}
+        real = real_paths([link.path for link in links])
+        selected = [number for number, path in enumerate(real) if path in wanted]
+        items = [links[number] for number in selected]
+        file_problems = {n: file_problems[n] for n in selected if n in file_problems}
+        known = set(real)
+        asked = [p for p in paths if os.path.realpath(p) not in known]
+        extra = [store.check_file(p) for p in asked if os.path.realpath(p) not in strays]
+    problems: list[Problem] = [p for found in file_problems.values() for p in found]
+    shown = strays if paths is None else {os.path.realpath(p) for p in paths}
+    problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
+    for item in extra:
+        problems += item.problems
+        fields = item.document.fields if item.document is not None else None
+        items.append(FileLinks.of(str(item.path), fields))
+    if paths is None:
+        findings = store_findings(items)
+    else:
+        index: dict[str, list[str]] = {}
+        pids: dict[str, str | None] = {}
+        for link in links:
+            # A file whose id cannot be read is its name's id (its error is its own).
+            exp_id = link.id if link.id is not None else id_from_name(link.path)
+            if exp_id is not None:
+                index.setdefault(exp_id, []).append(link.path)
+                pids.setdefault(exp_id, link.pid)  # the first file's, as listed
+        findings = store_findings(items, index, pids.__getitem__)
+    del links
+    bases: dict[str, list[int]] = {}
+    for number, link in enumerate(items):
+        if link.base_commit is not None:
+            bases.setdefault(link.base_commit, []).append(number)
+    unresolved = unresolved_base_commits(bases, store.code_repo, strict=strict)
+    where: dict[int, set[tuple[str | int, ...]]] = {}
+    for finding in findings:
+        where.setdefault(finding.file, set()).add(finding.where)
+    for value in unresolved:
+        for number in bases[value]:
+            where.setdefault(number, set()).add(("base_commit",))
+    positions = value_positions(
+        store.source, store.settings, items, where, len(items) - len(extra), extra
+    )
+    problems += [f.problem(items[f.file].path, *positions[f.file, f.where]) for f in findings]
+    for value, (severity, code, message, hint) in unresolved.items():
+        for number in bases[value]:
+            line, column = positions[number, ("base_commit",)]
+            path = items[number].path
+            problems.append(
+                Problem(path, line, column, severity, code, "base_commit", message, hint)
+            )
+    return sort_problems(problems), in_store
+
+
+def _validation_scan(
+    source: FileSource, settings: Settings, files: list[str]
+) -> tuple[list[FileLinks], dict[int, list[Problem]]]:
+    """Read and check every file of ``files``: the links of each, and the problems
+    of those that have some (by their number in ``files``).
+
+    A large store is checked by this process and a forked child, half each
+    (:func:`kexp.storage.scan.scan`)."""
+    records = scan(source, files, settings, _validation_record)
+    links: list[FileLinks] = []
+    problems: dict[int, list[Problem]] = {}
+    records.reverse()  # taken from the end: each freed as it goes
+    for number, path in enumerate(files):
+        exp_id, pid, combines, base, lines, found = records.pop()
+        links.append(FileLinks(path, exp_id, pid, combines, base, lines))
+        if found:
+            problems[number] = [Problem(*p) for p in found]
+    return links, problems
+
+
+def _validation_record(
+    path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
+) -> ScanRecord:
+    """What :func:`validate_store` keeps of one file: its problems and links, checked by
+    :func:`~kexp.format.validate.scan_bytes` (a canonical file without the full parse)."""
+    if isinstance(data, Problem):
+        return scan_record([data], FileLinks.of(path, None), shared)
+    found, link = scan_bytes(data, path, settings)
+    return scan_record(found, link, shared)
