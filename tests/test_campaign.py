@@ -817,7 +817,9 @@ def test_a_written_steps_derived_values_are_the_whole_stores(
         pid=parent,
         score=data.draw(st.sampled_from([0.0, 0.97, 1.1])),
         base_commit="0" * 40,
-        combines=data.draw(st.lists(st.sampled_from(_IDS[: len(records)]), max_size=2, unique=True)),
+        combines=data.draw(
+            st.lists(st.sampled_from(_IDS[: len(records)]), max_size=2, unique=True)
+        ),
     )
     if parent:
         fields["measured_against"] = data.draw(st.sampled_from(["parent", "reference"]))
