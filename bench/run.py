@@ -762,6 +762,7 @@ def _remove_work_cache(ctx: Context) -> None:
     held (the refs' blobs read, the retrieval index built), for every build."""
     work = ctx.work()
     shutil.rmtree(work.store / CACHE_DIR, ignore_errors=True)
+    work.state["removals"] = str(int(work.state.get("removals", "0")) + 1)
     for name in [name for name in work.state if name.startswith(("refs-warm:", "consulted:"))]:
         del work.state[name]
 
@@ -856,8 +857,20 @@ def _update(ctx: Context) -> list[str]:
     return [sys.executable, "-c", _UPDATE_API, str(work.store), work.parent, score]
 
 
+def _warm_work(ctx: Context) -> None:
+    """The writable copy's caches warm for ``ctx``'s build, warmed again (untimed) when a
+    cold case removed them since (``--against``: each build's cold case removes both
+    builds' caches): the warm write cases measure a store in use."""
+    work = ctx.work()
+    removals = work.state.get("removals", "0")
+    if work.state.setdefault(_held(ctx, "warmed-after"), "0") != removals:
+        warm_workspace(ctx, work.store, work.pr)
+        work.state[_held(ctx, "warmed-after")] = removals
+
+
 def _make_leaf(ctx: Context) -> None:
     """Record an experiment (untimed) for the delete case to delete."""
+    _warm_work(ctx)
     work = ctx.work()
     found = _run_quietly(
         [sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid",
@@ -1039,13 +1052,13 @@ CASES: tuple[Case, ...] = (
     Case("predecessor-delete", "predecessor's delete: load, remove a record, dump",
          _baseline_write("predecessor-delete"), reads="json-copy"),
     Case("write-add-diff", "`kexp add` with `--diff-file` (1.5 KB) and `--base-commit`, "
-         "cache warm", _add_with_diff, check_new_id, reads="work"),
+         "cache warm", _add_with_diff, check_new_id, prepare=_warm_work, reads="work"),
     Case("write-create-code", "`Store.create_experiment(code_change=...)` in `python -c`",
-         _create_with("code_change"), check_new_id, reads="work"),
+         _create_with("code_change"), check_new_id, prepare=_warm_work, reads="work"),
     Case("write-create-pid", "`Store.create_experiment(pid=...)` in `python -c`",
-         _create_with("pid"), check_new_id, reads="work"),
+         _create_with("pid"), check_new_id, prepare=_warm_work, reads="work"),
     Case("write-update", "`Store.update_experiment(id, score=...)` in `python -c`",
-         _update, check_new_id, reads="work"),
+         _update, check_new_id, prepare=_warm_work, reads="work"),
     Case("write-delete", "`Store.delete_experiment(id)` of a leaf in `python -c` "
          "(recorded untimed before each run)", _delete, check_new_id, prepare=_make_leaf,
          reads="work"),
