@@ -225,6 +225,36 @@ def test_a_side_branch_with_nothing_to_publish_is_not_created(tmp_path: Path) ->
     assert remote_ids(remote, "kexp/alice") == [exp.id]
 
 
+def test_a_side_branch_publishes_what_the_checkout_committed_and_the_remote_lacks(
+    tmp_path: Path,
+) -> None:
+    """Nothing new in the working tree, but the checkout's commits hold experiments the
+    remote lacks (committed by hand on main, ahead of origin/main): the side branch is
+    made there and pushed, not called up to date. From a detached HEAD, the branch
+    starts at HEAD's commit (not an unrelated history of every file), and is made only
+    when there is something to publish."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "record the unroll")
+    result = kexp_sync_in(alice, branch="kexp/alice")
+    assert result.pushed and not result.up_to_date
+    assert remote_ids(remote, "kexp/alice") == [exp.id]
+    assert remote_ids(remote, "main") == []
+
+    bob = clone(remote, tmp_path / "bob", branch="main")
+    git(bob, "checkout", "-q", "--detach")
+    head = git(bob, "rev-parse", "HEAD")
+    assert kexp_sync_in(bob, branch="kexp/bob").up_to_date  # HEAD is origin/main's
+    assert "kexp/bob" not in git(remote, "branch", "--list")
+    made = record(bob, base, "Vectorized stores - +2.5%")
+    assert kexp_sync_in(bob, branch="kexp/bob").pushed
+    assert remote_ids(remote, "kexp/bob") == [made.id]
+    assert git(remote, "rev-parse", "kexp/bob^") == head  # on HEAD's history
+    assert git(bob, "rev-parse", "HEAD") == head  # the checkout untouched
+
+
 def kexp_sync_in(root: Path, **arguments: Any) -> kexp.SyncResult:
     """``kexp.sync(...)`` (the Python twin) run from ``root``, as an agent runs it."""
     import os

@@ -34,6 +34,7 @@ from kexp.core.errors import (
     GitError,
     KexpError,
     LockTimeoutError,
+    NoCommitsError,
     SyncConflictError,
     ValidationError,
 )
@@ -245,13 +246,12 @@ def _sync(
             commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
     else:
-        # A branch new here starts from the remote's, else from the checkout.
+        # A branch new here starts from the remote's, else from the checkout's commit
+        # (HEAD's, when detached).
         remote_base = None
         if local is None and not dry_run:
             remote_base = gitcommits.fetch_branch(repo, remote, target)
-        base = local or remote_base
-        if base is None:
-            base = gitcommits.ref_commit(repo, f"refs/heads/{checked_out}") if checked_out else None
+        base = local or remote_base or _checkout_commit(repo, checked_out)
         made, paths = gitcommits.commit_files_onto(
             repo,
             base,
@@ -272,11 +272,17 @@ def _sync(
                     "sync again"
                 )
             commit = local = made
-        elif local is None and remote_base is not None:
-            # Nothing to publish, but the remote has the branch: take it. (With neither,
-            # no branch is made: it would be the checkout's, an empty pull request.)
-            gitcommits.update_branch(repo, target, remote_base, None)
-            local = remote_base
+        elif (
+            local is None
+            and base is not None
+            and not dry_run
+            and (remote_base is not None or not _on_remote(repo, base, remote, checked_out))
+        ):
+            # Nothing new in the working tree: take the remote's branch, or make it at
+            # the checkout's commit when that holds what the remote lacks (else it would
+            # be an empty pull request: no branch is made).
+            gitcommits.update_branch(repo, target, base, None)
+            local = base
     if dry_run:
         return SyncResult(
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left
@@ -344,6 +350,34 @@ def _sync(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left,
     )  # fmt: skip
+
+
+def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:
+    """The commit checked out: the branch's, else (a detached HEAD) HEAD's; None in a
+    repository with no commits."""
+    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import git as kgit
+
+    if checked_out is not None:
+        return gitcommits.ref_commit(repo, f"refs/heads/{checked_out}")
+    try:
+        return kgit.head_commit(repo)
+    except NoCommitsError:
+        return None
+
+
+def _on_remote(repo: Any, commit: str, remote: str, branch: str | None) -> bool:
+    """Whether ``remote`` has ``commit`` already, as last fetched: an ancestor of its
+    ``branch`` (the one checked out) or of its default branch."""
+    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import git as kgit
+
+    names = [f"refs/remotes/{remote}/{branch}"] if branch else []
+    for ref in [*names, f"refs/remotes/{remote}/HEAD"]:
+        tip = gitcommits.ref_commit(repo, ref)
+        if tip is not None and kgit.is_ancestor(repo, commit, tip):
+            return True
+    return False
 
 
 def refuse_invalid(store: Store, remote: str, target: str, head: str | None = None) -> None:
