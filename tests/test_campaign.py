@@ -865,3 +865,33 @@ def test_a_write_answers_its_cumulative_score_from_its_lineage_alone(
             )
         )
         assert made.cumulative_score == pytest.approx(1.2 * 1.1 * 1.05)
+
+
+def test_a_step_on_an_invalid_ancestor_says_so_read_alone_or_written(tmp_path: Path) -> None:
+    """An ancestor whose file is invalid (a hand edit gone wrong): the whole store tells
+    its descendants "ancestor X is invalid", so do an experiment read alone (its lineage
+    read file by file) and a step just written, not "not in the store"."""
+    chain = [
+        experiment_fields(id=_IDS[0], score=1.2, base_commit="0" * 40),
+        experiment_fields(
+            id=_IDS[1], pid=_IDS[0], score=1.1, base_commit="0" * 40, measured_against="parent"
+        ),
+    ]
+    store = _write(tmp_path, chain)
+    (root_file,) = (tmp_path / "experiments").rglob(f"{_IDS[0]}-*.md")
+    root_file.write_text(root_file.read_text().replace("score: 1.2", "score: banana"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = {e.id: e for e in store.list_experiments()}[_IDS[1]]
+        alone = store.get_experiment(_IDS[1])
+        made = store.create_experiment(
+            **experiment_fields(
+                pid=_IDS[1], score=1.05, base_commit="0" * 40, measured_against="parent"
+            )
+        )
+        written = {e.id: e for e in store.list_experiments()}[made.id]
+    assert "is invalid" in whole.cumulative_reason, whole.cumulative_reason
+    assert alone.cumulative_reason == whole.cumulative_reason
+    assert made.cumulative_score is None
+    assert made.cumulative_reason == written.cumulative_reason
+    assert "is invalid" in made.cumulative_reason

@@ -550,19 +550,21 @@ class StoreReader:
                 return derive([exp], self.settings).of(exp)
             lineage = self._lineage(exp)
             if lineage is not None:
-                return derive(lineage, self.settings).of(exp)
+                return derive(lineage[0], self.settings, lineage[1]).of(exp)
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
             return self.derivation().of(exp)
 
-    def _lineage(self, exp: KernelExperiment) -> list[KernelExperiment] | None:
+    def _lineage(self, exp: KernelExperiment) -> tuple[list[KernelExperiment], set[str]] | None:
         """``exp`` and every experiment what is derived of it depends on (its ancestors
         back to a reference measurement, and what they combine), each read from its file
-        as :meth:`get_experiment` reads one: what :func:`derive` needs to give ``exp`` the
-        values the whole store's derivation gives it (tests/test_campaign.py holds the
-        two equal). None past :data:`LINEAGE_FILES` files or at an id several files hold:
-        then the whole store's derivation answers."""
+        as :meth:`get_experiment` reads one, and the ids among them whose file is invalid:
+        what :func:`derive` needs to give ``exp`` the values the whole store's derivation
+        gives it (tests/test_campaign.py holds the two equal). None past
+        :data:`LINEAGE_FILES` files or at an id several files hold: then the whole
+        store's derivation answers."""
         records = [exp]
+        invalid: set[str] = set()
         seen = {exp.id}
         wanted = depends_on(exp)
         while wanted:
@@ -581,11 +583,12 @@ class StoreReader:
                 continue
             checked = self.check_file(paths[0])
             if not checked.ok:
-                continue  # an invalid file is no experiment of the store
+                invalid.add(exp_id)  # no experiment of the store: "invalid"
+                continue
             record = checked.experiment()
             records.append(record)
             wanted.extend(depends_on(record))
-        return records
+        return records, invalid
 
     # --- git: the store at a revision, across refs, history, changes -------------------
 
