@@ -451,3 +451,49 @@ def test_a_related_success_says_where_it_stands_over_the_reference(tmp_path: Pat
     packet = context(store, operator="reshape_and_cache", dtype="bf16", env="MI300X", output="json")
     listed = {entry["id"]: entry for entry in packet.data["successes"]}
     assert listed[side.id]["cumulative_score"] == pytest.approx(reached)
+
+
+def test_related_successes_are_ranked_by_where_they_stand_over_the_reference(
+    tmp_path: Path,
+) -> None:
+    """The successes are chosen and ordered (the budget keeps the first) by what their
+    line leads with: a 1.02x step on a 1.30x root (1.326x over the reference, the second
+    fastest kernel) comes before a 1.10x root, not after it; and a step whose cumulative
+    score is unknown (its parent still running) says its score is over its parent, not a
+    bare number that reads as over the reference."""
+    made: list[KernelExperiment] = []
+
+    def add(n: int, summary: str, score: float, **fields: Any) -> KernelExperiment:
+        exp = KernelExperiment.from_dict(
+            experiment_fields(
+                id=f"{0x6AD10000 + 3600 * n:08x}{n:08x}",
+                created_at=f"2026-11-{1 + n:02d}T08:00:00Z",
+                change_summary=summary,
+                score=score,
+                base_commit=BASE,
+                author="test",
+                detailed_description=f"**Key insight**: {summary}",
+                **fields,
+            )
+        )
+        made.append(exp)
+        return exp
+
+    root = add(0, "Root - +30%", 1.30)
+    add(1, "Best step - +5%", 1.05, pid=root.id, measured_against="parent")
+    sibling = add(2, "Sibling step - +2%", 1.02, pid=root.id, measured_against="parent")
+    for n, score in enumerate((1.10, 1.08, 1.06), start=3):
+        add(n, f"Other root {n} - better", score)
+    running = add(6, "Planned base - running", 0.0, status="running")
+    waiting = add(
+        7, "Step on a running base - +5%", 1.05, pid=running.id, measured_against="parent"
+    )
+    store = _write_store(tmp_path / "store", made)
+    text = _packet(store)
+    successes = text.split("## Related successes\n", 1)[1].split("\n## ", 1)[0]
+    ids = [line.split()[1] for line in successes.splitlines() if line.startswith("- ")]
+    assert ids[0] == sibling.id[:10], successes
+    (line,) = [x for x in successes.splitlines() if x.startswith(f"- {waiting.id[:10]}")]
+    assert "1.0500x over its parent" in line, line
+    packet = context(store, operator="reshape_and_cache", output="json")
+    assert packet.data["successes"][0]["id"] == sibling.id

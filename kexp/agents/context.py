@@ -244,7 +244,8 @@ def _gather(
     marginal.sort(key=lambda d: (d.id, d.path))
     marginal.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
     marginal.sort(key=closeness)
-    successes.sort(key=lambda d: (-d.score, d.id, d.path))
+    # What a success's line leads with: its speedup over the reference, else its step.
+    successes.sort(key=lambda d: (-(derivation.of(d).cumulative_score or d.score), d.id, d.path))
     successes.sort(key=closeness)
     chosen = {
         name: found[: SECTION_LIMITS[name]]
@@ -454,6 +455,8 @@ def _experiment_entry(
             low, high = derived.cumulative_ci
             reached += f" [{low:.4f}, {high:.4f}]"
         score = f"{reached} over the reference (this step {score})"
+    elif section == "successes" and cumulative is None and doc.pid:
+        score += " over its parent"  # (a bare score reads as over the reference)
     where = []
     if not _holds(doc.dtype_sig, dtype) or dtype is None:
         where.append(doc.dtype_sig)
