@@ -523,3 +523,46 @@ def test_a_step_on_a_parent_that_does_not_say_what_it_is_measured_against_is_war
     )  # fmt: skip
     (said_once,) = [line for line in nothing.stderr.splitlines() if "warning" in line]
     assert "measured nothing" in said_once and "measured_against" not in said_once
+
+
+def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorded(
+    tmp_path: Path,
+) -> None:
+    """A base commit the code repository does not hold (a commit of another repository,
+    one never fetched, a typo): the file was written without a word and kexp validate
+    (CI, the review) warned of it later, once per experiment. The record says it at
+    once, in validate's words, with the fix (fetch it, or set KEXP_CODE_REPO); a known
+    base commit is not warned."""
+    alice, _, base = two_agents(tmp_path)
+    elsewhere = "0123456789abcdef0123456789abcdef01234567"
+    said: dict[str, list[str]] = {}
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", score=1.1, base_commit=base, **record_fields())
+        assert not failed and len(texts) == 1, texts
+        failed, texts = await agent.call(
+            "record", score=1.05, base_commit=elsewhere, **record_fields()
+        )
+        assert not failed, texts
+        said["tools"] = texts[1:]
+
+    run_agent(alice, work)
+    (warning,) = said["tools"]
+    assert f"base commit {elsewhere} is not in the code repository" in warning, warning
+    assert "KEXP_CODE_REPO" in warning and flags_named(warning) == [], warning
+    fields = record_fields()
+    flags = ["--operator", fields["operator_sig"], "--dtype", "bf16", "--env", fields["env"]]
+    added = run_kexp(
+        "add", "--summary", "Unroll - +1%", "--score", "1.01", "--base-commit", elsewhere,
+        *flags, cwd=alice,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    (line,) = [x for x in added.stderr.splitlines() if elsewhere in x]
+    assert line.startswith("kexp: warning: ") and added.stdout.split()[1] in line, line
+    validated = run_kexp("validate", cwd=alice).stdout
+    assert validated.count("base-commit-unknown") == 2, validated
+    quiet = run_kexp(
+        "add", "--summary", "Unroll 2 - +1%", "--score", "1.01", "--base-commit", base,
+        *flags, cwd=alice,
+    )  # fmt: skip
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr

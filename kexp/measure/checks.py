@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from kexp.core.advice import SET_FAILED, UNIT_GIVEN
 from kexp.core.campaign import measured_nothing
@@ -178,3 +179,16 @@ def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float)
         "of 0): a run that measured nothing has status failed or timeout (and is_buggy "
         f"when it crashed or gave wrong results); correct it with {SET_FAILED.say(id=exp_id)}"
     )
+
+
+def unknown_base_commit(exp_id: str, base_commit: str, code_repo: Path) -> str | None:
+    """The warning for a run whose ``base_commit`` is not in the code repository, as
+    ``kexp validate`` words it (``base-commit-unknown``, with its hint: fetch it, or set
+    ``KEXP_CODE_REPO``); None when it is there, or there is no code repository."""
+    from kexp.gitops.provenance import unresolved_base_commits
+
+    found = unresolved_base_commits([base_commit], code_repo).get(base_commit)
+    if found is None or found[1] != "base-commit-unknown":
+        return None  # (the other problems of a base_commit are errors: not recorded)
+    _, _, message, hint = found
+    return f"experiment {exp_id}: {message}, so kexp validate warns of it: {hint}"

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.core.advice import CORRECT_SCORE
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import (
+    CodeRepoWarning,
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
@@ -64,6 +65,7 @@ from kexp.measure.checks import (
     resolution_hint,
     samples_too_large,
     unit_hint,
+    unknown_base_commit,
 )
 from kexp.measure.measurements import (
     Measurement,
@@ -491,6 +493,9 @@ def record_iteration(
     nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
     if nothing is not None:
         warnings.warn(nothing, KexpWarning, stacklevel=2)
+    unknown = unknown_base_commit(exp.id, exp.base_commit, store.code_repo)
+    if unknown is not None:
+        warnings.warn(unknown, CodeRepoWarning, stacklevel=2)
     return exp
 
 
