@@ -31,19 +31,7 @@ def _history() -> list[KernelExperiment]:
     made: list[KernelExperiment] = []
 
     def add(summary: str, score: float, insight: str, **fields: Any) -> KernelExperiment:
-        n = len(made)
-        exp = KernelExperiment.from_dict(
-            experiment_fields(
-                id=f"{0x6AC10000 + 3600 * n:08x}{n:08x}",  # an hour apart
-                created_at=f"2026-10-{1 + n:02d}T08:00:00Z",
-                change_summary=summary,
-                score=score,
-                base_commit=BASE,
-                author="test",
-                detailed_description=f"**Approach**: {summary}\n\n**Key insight**: {insight}",
-                **fields,
-            )
-        )
+        exp = _experiment(len(made), summary, score, insight, **fields)
         made.append(exp)
         return exp
 
@@ -99,6 +87,25 @@ def _history() -> list[KernelExperiment]:
         env="A100, CUDA 12.4",
     )
     return made
+
+
+def _experiment(
+    n: int, summary: str, score: float, insight: str, *, month: int = 10, **fields: Any
+) -> KernelExperiment:
+    """The ``n``-th experiment of a history: an hour apart (in the id), a day apart (in
+    ``created_at``), on the 2026 ``month``."""
+    return KernelExperiment.from_dict(
+        experiment_fields(
+            id=f"{0x6AC10000 + (month - 10) * 0x10000 + 3600 * n:08x}{n:08x}",
+            created_at=f"2026-{month:02d}-{1 + n:02d}T08:00:00Z",
+            change_summary=summary,
+            score=score,
+            base_commit=BASE,
+            author="test",
+            detailed_description=f"**Approach**: {summary}\n\n**Key insight**: {insight}",
+            **fields,
+        )
+    )
 
 
 def _write_store(root: Path, experiments: list[KernelExperiment]) -> Store:
@@ -464,18 +471,7 @@ def test_related_successes_are_ranked_by_where_they_stand_over_the_reference(
     made: list[KernelExperiment] = []
 
     def add(n: int, summary: str, score: float, **fields: Any) -> KernelExperiment:
-        exp = KernelExperiment.from_dict(
-            experiment_fields(
-                id=f"{0x6AD10000 + 3600 * n:08x}{n:08x}",
-                created_at=f"2026-11-{1 + n:02d}T08:00:00Z",
-                change_summary=summary,
-                score=score,
-                base_commit=BASE,
-                author="test",
-                detailed_description=f"**Key insight**: {summary}",
-                **fields,
-            )
-        )
+        exp = _experiment(n, summary, score, summary, month=11, **fields)
         made.append(exp)
         return exp
 
