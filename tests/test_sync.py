@@ -19,7 +19,7 @@ import pytest
 from conftest import experiment_fields, git, init_repo, run_kexp
 
 import kexp
-from kexp import GitError, KexpError, Store, SyncConflictError
+from kexp import GitError, KexpError, Store, SyncConflictError, ValidationError
 from kexp.storage.sync import sync
 
 CONTEXT = multiprocessing.get_context("forkserver")
@@ -253,6 +253,44 @@ def test_a_side_branch_publishes_what_the_checkout_committed_and_the_remote_lack
     assert remote_ids(remote, "kexp/bob") == [made.id]
     assert git(remote, "rev-parse", "kexp/bob^") == head  # on HEAD's history
     assert git(bob, "rev-parse", "HEAD") == head  # the checkout untouched
+
+
+def test_a_side_branch_publishes_experiments_the_remote_lacks_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """What a side branch publishes is experiments: a checkout ahead only by code
+    commits, a work branch level with the remote (its default branch unnamed), and a
+    side branch merged and deleted there publish nothing (no empty pull request); an
+    invalid experiment committed by hand is refused, as a sync of the checkout refuses
+    it, before any branch is made."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    git(alice, "remote", "set-head", "origin", "-d")  # as after a push to an empty remote
+    (alice / "kernel.cu").write_text("__global__ void k2() { /* unrolled */ }\n")
+    git(alice, "add", "kernel.cu")
+    git(alice, "commit", "-q", "-m", "kernel work, not published yet")
+    assert kexp_sync_in(alice, branch="kexp/alice").up_to_date
+    git(alice, "checkout", "-q", "-b", "work", "origin/main")
+    assert kexp_sync_in(alice, branch="kexp/alice").up_to_date
+    assert git(remote, "branch", "--list") == "* main"
+
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    assert kexp_sync_in(alice, branch="kexp/alice").pushed
+    git(remote, "update-ref", "refs/heads/main", git(remote, "rev-parse", "kexp/alice"))
+    git(remote, "branch", "-D", "kexp/alice")  # merged, and the branch deleted
+    git(alice, "fetch", "-q", "--prune")
+    assert kexp_sync_in(alice, branch="kexp/alice").up_to_date
+    assert git(remote, "branch", "--list") == "* main"
+    assert remote_ids(remote, "main") == [exp.id]
+
+    bad = record(alice, base, "Vectorized stores - +2.5%")
+    path = Path(str(bad.path))
+    path.write_text(path.read_text().replace("score: 1.019", "score: -5"))
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "a hand edit gone wrong")
+    with pytest.raises(ValidationError, match="score"):
+        kexp_sync_in(alice, branch="kexp/bad")
+    assert "kexp/bad" not in git(remote, "branch", "--list")
 
 
 def kexp_sync_in(root: Path, **arguments: Any) -> kexp.SyncResult:

@@ -21,6 +21,7 @@ from kexp.gitops.git import (
     toplevel,
     translate_error,
 )
+from kexp.gitops.objects import object_names
 
 if TYPE_CHECKING:
     import git
@@ -264,6 +265,19 @@ def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
             f"({detail[0] if detail else 'git merge --ff-only failed'}): commit or stash "
             "the changes git names, then run kexp sync again"
         )
+
+
+def folder_on_remote(repo: git.Repo, commit: str, remote: str, folder: str) -> bool:
+    """Whether a branch of ``remote``, as last fetched, holds ``folder`` as ``commit``
+    holds it (the same tree, or neither has it): publishing ``commit`` would bring the
+    remote no experiment it lacks. ``remote`` and ``folder`` are checked names."""
+    tips = git_command(
+        repo, "for-each-ref", "--format=%(objectname)", f"refs/remotes/{remote}/"
+    ).stdout.split()
+    if not tips:
+        return False
+    found = object_names(repo, [f"{rev}:{folder}" for rev in [commit, *dict.fromkeys(tips)]])
+    return found[0] in found[1:]
 
 
 def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:

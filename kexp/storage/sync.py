@@ -276,11 +276,16 @@ def _sync(
             local is None
             and base is not None
             and not dry_run
-            and (remote_base is not None or not _on_remote(repo, base, remote, checked_out))
+            and (
+                remote_base is not None
+                or not gitcommits.folder_on_remote(repo, base, remote, folder)
+            )
         ):
             # Nothing new in the working tree: take the remote's branch, or make it at
-            # the checkout's commit when that holds what the remote lacks (else it would
-            # be an empty pull request: no branch is made).
+            # the checkout's commit when its experiments are not the remote's (else it
+            # would be an empty pull request: no branch is made), checked first.
+            if remote_base is None:
+                refuse_invalid(store, remote, target, base)
             gitcommits.update_branch(repo, target, base, None)
             local = base
     if dry_run:
@@ -297,6 +302,13 @@ def _sync(
                 gitcommits.fast_forward_checkout(repo, remote_tip)
                 local, merged = remote_tip, True
             break
+        if (
+            remote_tip is None
+            and not in_checkout
+            and commit is None
+            and gitcommits.folder_on_remote(repo, local, remote, folder)
+        ):
+            break  # a side branch the remote lacks, holding its experiments: nothing new
         if (
             remote_tip is not None
             and remote_tip != local
@@ -364,20 +376,6 @@ def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:
         return kgit.head_commit(repo)
     except NoCommitsError:
         return None
-
-
-def _on_remote(repo: Any, commit: str, remote: str, branch: str | None) -> bool:
-    """Whether ``remote`` has ``commit`` already, as last fetched: an ancestor of its
-    ``branch`` (the one checked out) or of its default branch."""
-    from kexp.gitops import commits as gitcommits
-    from kexp.gitops import git as kgit
-
-    names = [f"refs/remotes/{remote}/{branch}"] if branch else []
-    for ref in [*names, f"refs/remotes/{remote}/HEAD"]:
-        tip = gitcommits.ref_commit(repo, ref)
-        if tip is not None and kgit.is_ancestor(repo, commit, tip):
-            return True
-    return False
 
 
 def refuse_invalid(store: Store, remote: str, target: str, head: str | None = None) -> None:
