@@ -532,7 +532,7 @@ def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorde
     one never fetched, a typo): the file was written without a word and kexp validate
     (CI, the review) warned of it later, once per experiment. The record says it at
     once, in validate's words, with the fix (fetch it, or set KEXP_CODE_REPO); a known
-    base commit is not warned."""
+    base commit is not warned, and one validate calls an error is refused."""
     alice, _, base = two_agents(tmp_path)
     elsewhere = "0123456789abcdef0123456789abcdef01234567"
     said: dict[str, list[str]] = {}
@@ -566,3 +566,13 @@ def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorde
         *flags, cwd=alice,
     )  # fmt: skip
     assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+    # A value validate calls an error (a tree, not a commit) is refused: nothing written.
+    files = sorted((alice / "experiments").rglob("*.md"))
+    tree = git(alice, "rev-parse", "HEAD^{tree}")
+    refused = run_kexp(
+        "add", "--summary", "Unroll 3 - +1%", "--score", "1.01", "--base-commit", tree,
+        *flags, cwd=alice,
+    )  # fmt: skip
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "not recorded" in refused.stderr and "names a tree, not a commit" in refused.stderr
+    assert sorted((alice / "experiments").rglob("*.md")) == files

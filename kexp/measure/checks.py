@@ -181,14 +181,16 @@ def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float)
     )
 
 
-def unknown_base_commit(exp_id: str, base_commit: str, code_repo: Path) -> str | None:
-    """The warning for a run whose ``base_commit`` is not in the code repository, as
-    ``kexp validate`` words it (``base-commit-unknown``, with its hint: fetch it, or set
-    ``KEXP_CODE_REPO``); None when it is there, or there is no code repository."""
+def base_commit_problem(base_commit: str, code_repo: Path) -> tuple[str, str] | None:
+    """What ``kexp validate`` says of a ``base_commit`` the code repository does not
+    resolve to a commit: (severity, its message and hint) — a warning when the commit
+    is not there (fetch it, or set ``KEXP_CODE_REPO``), an error when the value names
+    something else (a tree, an ambiguous abbreviation); None when it resolves, or there
+    is no code repository."""
     from kexp.gitops.provenance import unresolved_base_commits
 
     found = unresolved_base_commits([base_commit], code_repo).get(base_commit)
-    if found is None or found[1] != "base-commit-unknown":
-        return None  # (the other problems of a base_commit are errors: not recorded)
-    _, _, message, hint = found
-    return f"experiment {exp_id}: {message}, so kexp validate warns of it: {hint}"
+    if found is None:
+        return None
+    severity, _, message, hint = found
+    return severity, f"{message}: {hint}"

@@ -60,12 +60,12 @@ from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
+    base_commit_problem,
     check_round_scale,
     done_without_measure,
     resolution_hint,
     samples_too_large,
     unit_hint,
-    unknown_base_commit,
 )
 from kexp.measure.measurements import (
     Measurement,
@@ -469,6 +469,11 @@ def record_iteration(
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
+    given = data.get("base_commit")
+    if isinstance(given, str) and given.strip():
+        refused = base_commit_problem(given.strip(), store.code_repo)
+        if refused is not None and refused[0] == "error":  # as kexp validate judges it
+            raise ValidationError(f"the experiment was not recorded: {refused[1]}", [])
     try:
         exp = store.create_experiment(**data)
     except ValidationError as exc:
@@ -493,9 +498,13 @@ def record_iteration(
     nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
     if nothing is not None:
         warnings.warn(nothing, KexpWarning, stacklevel=2)
-    unknown = unknown_base_commit(exp.id, exp.base_commit, store.code_repo)
+    unknown = base_commit_problem(exp.base_commit, store.code_repo)
     if unknown is not None:
-        warnings.warn(unknown, CodeRepoWarning, stacklevel=2)
+        warnings.warn(
+            f"experiment {exp.id}: {unknown[1]} (kexp validate warns of it)",
+            CodeRepoWarning,
+            stacklevel=2,
+        )
     return exp
 
 
