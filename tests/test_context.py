@@ -493,3 +493,5 @@ def test_related_successes_are_ranked_by_where_they_stand_over_the_reference(
     assert "1.0500x over its parent" in line, line
     packet = context(store, operator="reshape_and_cache", output="json")
     assert packet.data["successes"][0]["id"] == sibling.id
+    (said,) = [e for e in packet.data["successes"] if e["id"] == waiting.id]
+    assert said["cumulative_score"] is None and running.id[:10] in said["cumulative_reason"]

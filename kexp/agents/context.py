@@ -486,6 +486,8 @@ def _experiment_entry(
     data["cumulative_score"] = cumulative
     if derived.cumulative_ci is not None:
         data["cumulative_ci"] = list(derived.cumulative_ci)
+    if cumulative is None:  # why, as kexp add --json says it
+        data["cumulative_reason"] = derived.cumulative_reason
     if insight:
         data["key_insight"] = insight
     elif error:
