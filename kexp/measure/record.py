@@ -469,11 +469,14 @@ def record_iteration(
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
+    # A base_commit given is judged as kexp validate judges it (one taken from HEAD is
+    # there): an error refused before the write, a warning said after it.
     given = data.get("base_commit")
+    said_of_base = None
     if isinstance(given, str) and given.strip():
-        refused = base_commit_problem(given.strip(), store.code_repo)
-        if refused is not None and refused[0] == "error":  # as kexp validate judges it
-            raise ValidationError(f"the experiment was not recorded: {refused[1]}", [])
+        said_of_base = base_commit_problem(given.strip(), store.code_repo)
+        if said_of_base is not None and said_of_base[0] == "error":
+            raise ValidationError(f"the experiment was not recorded: {said_of_base[1]}", [])
     try:
         exp = store.create_experiment(**data)
     except ValidationError as exc:
@@ -498,10 +501,9 @@ def record_iteration(
     nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
     if nothing is not None:
         warnings.warn(nothing, KexpWarning, stacklevel=2)
-    unknown = base_commit_problem(exp.base_commit, store.code_repo)
-    if unknown is not None:
+    if said_of_base is not None:
         warnings.warn(
-            f"experiment {exp.id}: {unknown[1]} (kexp validate warns of it)",
+            f"experiment {exp.id}: {said_of_base[1]} (kexp validate warns of it)",
             CodeRepoWarning,
             stacklevel=2,
         )

@@ -218,6 +218,7 @@ def _sync(
             unfinished.unmerged,
         )
     local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
+    had_branch = local is not None
 
     def publishable(path: str) -> bool:
         return _publishable(path, location)
@@ -305,6 +306,7 @@ def _sync(
         if (
             remote_tip is None
             and not in_checkout
+            and had_branch
             and commit is None
             and gitcommits.folder_on_remote(repo, local, remote, folder)
         ):
