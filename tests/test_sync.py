@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import re
 import traceback
+from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
@@ -475,3 +476,100 @@ def test_two_clones_share_a_side_branch_without_touching_their_checkouts(
         assert git(root, "symbolic-ref", "--short", "HEAD") == "main"
         assert git(root, "rev-parse", "HEAD") == git(remote, "rev-parse", "main")
     assert remote_ids(remote, "main") == []
+
+
+# --- a dry run says what the sync then does ---------------------------------------------
+
+
+def _ahead_by_a_committed_experiment(alice: Path, base: str, remote: Path) -> None:
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "record the unroll")
+
+
+def _ahead_by_code(alice: Path, base: str, remote: Path) -> None:
+    (alice / "kernel.cu").write_text("__global__ void k2() { /* unrolled */ }\n")
+    git(alice, "add", "kernel.cu")
+    git(alice, "commit", "-q", "-m", "kernel work")
+
+
+def _behind_the_remote(alice: Path, base: str, remote: Path) -> None:
+    bob = clone(remote, alice.parent / "bob")
+    record(bob, base, "Vectorized stores - +2.5%")
+    sync(Store(bob))
+    git(alice, "fetch", "-q")
+
+
+def _both_moved(alice: Path, base: str, remote: Path) -> None:
+    _behind_the_remote(alice, base, remote)
+    record(alice, base, "Unrolled by 4 - +1.9%")
+
+
+_SCENARIOS: dict[str, Callable[[Path, str, Path], object]] = {
+    "level": lambda alice, base, remote: None,
+    "an experiment not committed": lambda alice, base, remote: record(
+        alice, base, "Unrolled by 4 - +1.9%"
+    ),
+    "ahead by a committed experiment": _ahead_by_a_committed_experiment,
+    "ahead by code alone": _ahead_by_code,
+    "behind the remote, fetched": _behind_the_remote,
+    "both moved": _both_moved,
+    "a work branch the remote lacks": lambda alice, base, remote: git(
+        alice, "checkout", "-q", "-b", "work"
+    ),
+}
+
+
+def _repository_state(root: Path, remote: Path) -> tuple[str, ...]:
+    """Every ref here and on the remote, and git's status: what a dry run leaves as is."""
+    return (
+        git(root, "for-each-ref", "--format=%(refname) %(objectname)"),
+        git(root, "status", "--porcelain", "--untracked-files=all"),
+        git(remote, "for-each-ref", "--format=%(refname) %(objectname)"),
+    )
+
+
+@pytest.mark.parametrize("branch", [None, "kexp/alice"])
+@pytest.mark.parametrize("scenario", list(_SCENARIOS))
+def test_a_dry_run_says_what_the_sync_then_does(
+    tmp_path: Path, scenario: str, branch: str | None
+) -> None:
+    """An agent asks what a sync would publish, then syncs: the dry run's answer (what
+    it would commit, make, merge in and push, as the remote was last fetched) is what
+    the sync does, and the dry run changes nothing, here or on the remote. A branch new
+    to the remote is pushed only with experiments it lacks."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    _SCENARIOS[scenario](alice, base, remote)
+    before = _repository_state(alice, remote)
+    planned = sync(Store(alice), branch=branch, dry_run=True)
+    assert _repository_state(alice, remote) == before
+    done = sync(Store(alice), branch=branch)
+
+    def answer(result: kexp.SyncResult) -> tuple[object, ...]:
+        return (
+            result.committed, result.created_branch, result.merged, result.pushed,
+            result.commits_pushed, result.up_to_date,
+        )  # fmt: skip
+
+    assert answer(planned) == answer(done), scenario
+    # A branch new to the remote is published with experiments it lacks, never without
+    # (an empty pull request); the checked-out branch the remote has is kept in step
+    # with it, its code commits included.
+    nothing_new = {"level", "a work branch the remote lacks"}
+    if branch is not None:
+        nothing_new |= {"behind the remote, fetched", "ahead by code alone"}
+    assert done.up_to_date == (scenario in nothing_new), (scenario, done)
+    if not done.commit and not done.merged:
+        assert planned.head == done.head
+    said = "\n".join(planned.lines())
+    where = f"origin/{done.branch}"
+    if done.pushed:
+        assert f"would push {done.commits_pushed} commit(s) to {where}" in said, said
+    if done.merged:
+        assert f"would merge in what {where} gained" in said, said
+    if done.created_branch:
+        made_at = "" if done.commit else f" at {str(done.head)[:12]}"
+        assert f"would make the branch {done.branch}{made_at}" in said, said
+    if done.up_to_date:
+        assert f"up to date with {where} as last fetched" in said, said

@@ -768,7 +768,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         ] = None,
         remote: str = "origin",
         message: Annotated[str | None, Field(description="The commit message")] = None,
-        dry_run: Annotated[bool, Field(description="Say what would be committed")] = False,
+        dry_run: Annotated[
+            bool, Field(description="Say what would be committed and pushed (as last fetched)")
+        ] = False,
     ) -> CallToolResult:
         """Share experiments: commit experiments/ only, fetch, merge what others pushed,
         push (never forced) (kexp sync --json)."""

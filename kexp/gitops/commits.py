@@ -21,7 +21,6 @@ from kexp.gitops.git import (
     toplevel,
     translate_error,
 )
-from kexp.gitops.objects import object_names
 
 if TYPE_CHECKING:
     import git
@@ -267,17 +266,36 @@ def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
         )
 
 
-def folder_on_remote(repo: git.Repo, commit: str, remote: str, folder: str) -> bool:
-    """Whether a branch of ``remote``, as last fetched, holds ``folder`` as ``commit``
-    holds it (the same tree, or neither has it): publishing ``commit`` would bring the
-    remote no experiment it lacks. ``remote`` and ``folder`` are checked names."""
+def holds_unpublished_experiments(repo: git.Repo, commit: str, remote: str, folder: str) -> bool:
+    """Whether publishing ``commit`` would bring ``remote`` experiments it lacks: files
+    under ``folder`` changed on ``commit``'s side since it forked from each of the
+    remote's branches (as last fetched) that the branch does not hold alike. A commit
+    every change of which some branch holds (level with it, behind it, ahead by code
+    alone, or squashed into it) holds none. ``remote`` and ``folder`` are checked names."""
     tips = git_command(
         repo, "for-each-ref", "--format=%(objectname)", f"refs/remotes/{remote}/"
     ).stdout.split()
     if not tips:
-        return False
-    found = object_names(repo, [f"{rev}:{folder}" for rev in [commit, *dict.fromkeys(tips)]])
-    return found[0] in found[1:]
+        return True
+    if count_commits(repo, commit, None, remote) == 0:
+        return False  # every commit of it is on one of the remote's branches
+    spec = f":(literal){folder}"
+    for tip in dict.fromkeys(tips):
+        forked = git_command(
+            repo, "diff", "--no-renames", "--name-only", f"{tip}...{commit}", "--", spec,
+            ok_codes=None,
+        )  # fmt: skip
+        if forked.status != 0:
+            continue  # no common history with this branch
+        changed = set(forked.stdout.splitlines())
+        if not changed:
+            return False
+        differing = git_command(
+            repo, "diff", "--no-renames", "--name-only", tip, commit, "--", spec
+        ).stdout.splitlines()
+        if not changed.intersection(differing):
+            return False
+    return True
 
 
 def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:

@@ -75,7 +75,8 @@ class SyncResult:
     pushed: bool
     #: How many commits the push brought to the remote.
     commits_pushed: int
-    #: The branch's commit after the sync (None: the branch has no commit).
+    #: The branch's commit after the sync (None: the branch has no commit); in a dry run,
+    #: its commit before the one the sync would make.
     head: str | None
     #: How many pushes were tried, and how many of them were rejected (and retried).
     push_attempts: int
@@ -83,6 +84,8 @@ class SyncResult:
     #: Files under ``experiments/`` changed here that are not experiment files (nor its
     #: README): not committed, left as they are.
     left: tuple[str, ...] = ()
+    #: Whether this sync made the branch here (a side branch new to this clone).
+    created_branch: bool = False
 
     @property
     def up_to_date(self) -> bool:
@@ -110,15 +113,12 @@ class SyncResult:
             else []
         )
         if self.dry_run:
-            found = [f"would commit {files} experiment file(s) to {self.branch}"]
-            found += [f"  {path}" for path in self.committed[:_SHOWN_PATHS]]
-            if files > _SHOWN_PATHS:
-                found.append(f"  ... and {files - _SHOWN_PATHS} more")
-            found.append(f"then fetch {where}, merge it in if both moved, and push")
-            return found + left
+            return self._planned_lines() + left
         if self.up_to_date:
             return [f"up to date with {where}: nothing to commit or push", *left]
         found = left
+        if self.created_branch:
+            found.append(f"made the branch {self.branch} here")
         if self.commit:
             found.append(f"committed {files} experiment file(s) as {self.commit[:12]}")
         if self.merged:
@@ -128,6 +128,31 @@ class SyncResult:
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
             )
             found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
+        return found
+
+    def _planned_lines(self) -> list[str]:
+        """What a dry run found the sync would do, for people."""
+        where = f"{self.remote}/{self.branch}"
+        files = len(self.committed)
+        found = []
+        if files:
+            found.append(f"would commit {files} experiment file(s) to {self.branch}")
+            found += [f"  {path}" for path in self.committed[:_SHOWN_PATHS]]
+            if files > _SHOWN_PATHS:
+                found.append(f"  ... and {files - _SHOWN_PATHS} more")
+        if self.created_branch:
+            at = f" at {self.head[:12]}" if self.head and not files else ""
+            found.append(f"would make the branch {self.branch}{at}")
+        if self.merged:
+            found.append(f"would merge in what {where} gained")
+        if self.pushed:
+            found.append(f"would push {self.commits_pushed} commit(s) to {where}")
+        if self.up_to_date:
+            found.append(f"up to date with {where} as last fetched: nothing to commit or push")
+        found.append(
+            f"(as {where} was last fetched: the sync fetches it first, and merges in what "
+            "it gained since)"
+        )
         return found
 
 
@@ -145,11 +170,12 @@ def sync(
     """Publish ``store``'s experiments to ``remote`` (see the module's description).
 
     ``branch`` (default: the checked-out one) is where they go; ``message`` the commit
-    message; ``dry_run`` says what would be committed and changes nothing; ``attempts``
-    bounds the pushes tried. Raises :class:`~kexp.core.errors.SyncConflictError` naming the
-    files on a real conflict (nothing changed: the local commit is kept, the remote
-    untouched), :class:`~kexp.core.errors.GitError` for refused names and failures, and for a
-    push the remote refuses (in its words). Another sync of the same store is waited
+    message; ``dry_run`` says what it would commit, make, merge in and push, as the
+    remote was last fetched, and changes nothing; ``attempts`` bounds the pushes tried.
+    Raises :class:`~kexp.core.errors.SyncConflictError` naming the files on a real
+    conflict (nothing changed: the local commit is kept, the remote untouched),
+    :class:`~kexp.core.errors.GitError` for refused names and failures, and for a push the
+    remote refuses (in its words). Another sync of the same store is waited
     for (:data:`SYNC_WAIT_S`).
     """
     # lazy: not every command that imports this module needs kexp.storage.locking
@@ -232,6 +258,7 @@ def _sync(
     )
 
     commit: str | None = None
+    pending: str | None = None  # a dry run's commit beside the checkout, not on the branch
     if in_checkout:
         others = [p for p in gitcommits.staged_paths(repo) if not _inside(p, folder)]
         if others:
@@ -247,11 +274,15 @@ def _sync(
             commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
     else:
-        # A branch new here starts from the remote's, else from the checkout's commit
-        # (HEAD's, when detached).
+        # A branch new here starts from the remote's (a dry run: as last fetched), else
+        # from the checkout's commit (HEAD's, when detached).
         remote_base = None
-        if local is None and not dry_run:
-            remote_base = gitcommits.fetch_branch(repo, remote, target)
+        if local is None:
+            remote_base = (
+                gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}")
+                if dry_run
+                else gitcommits.fetch_branch(repo, remote, target)
+            )
         base = local or remote_base or _checkout_commit(repo, checked_out)
         made, paths = gitcommits.commit_files_onto(
             repo,
@@ -266,32 +297,36 @@ def _sync(
             repo, f"refs/remotes/{remote}/{target}"
         ):
             refuse_invalid(store, remote, target, published)
-        if made is not None and not dry_run:
-            if not gitcommits.update_branch(repo, target, made, local):
+        if made is not None:
+            if dry_run:
+                pending = made
+            elif gitcommits.update_branch(repo, target, made, local):
+                commit = local = made
+            else:
                 raise GitError(
                     f"branch {target} moved while kexp sync was committing to it: run kexp "
                     "sync again"
                 )
-            commit = local = made
         elif (
             local is None
             and base is not None
-            and not dry_run
             and (
                 remote_base is not None
-                or not gitcommits.folder_on_remote(repo, base, remote, folder)
+                or gitcommits.holds_unpublished_experiments(repo, base, remote, folder)
             )
         ):
             # Nothing new in the working tree: take the remote's branch, or make it at
-            # the checkout's commit when its experiments are not the remote's (else it
+            # the checkout's commit when that holds experiments the remote lacks (else it
             # would be an empty pull request: no branch is made), checked first.
             if remote_base is None:
                 refuse_invalid(store, remote, target, base)
-            gitcommits.update_branch(repo, target, base, None)
+            if not dry_run:
+                gitcommits.update_branch(repo, target, base, None)
             local = base
     if dry_run:
-        return SyncResult(
-            remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left
+        return _planned(
+            location, remote, target, tuple(paths), left, local, pending,
+            in_checkout=in_checkout, had_branch=had_branch,
         )  # fmt: skip
 
     merged = pushed = False
@@ -305,12 +340,11 @@ def _sync(
             break
         if (
             remote_tip is None
-            and not in_checkout
-            and had_branch
             and commit is None
-            and gitcommits.folder_on_remote(repo, local, remote, folder)
+            and (in_checkout or had_branch)
+            and not gitcommits.holds_unpublished_experiments(repo, local, remote, folder)
         ):
-            break  # a side branch the remote lacks, holding its experiments: nothing new
+            break  # a branch the remote lacks, holding no experiment it lacks: nothing new
         if (
             remote_tip is not None
             and remote_tip != local
@@ -362,7 +396,55 @@ def _sync(
         )
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
-        tried, rejected, left,
+        tried, rejected, left, created_branch=not had_branch and local is not None,
+    )  # fmt: skip
+
+
+def _planned(
+    location: StoreLocation,
+    remote: str,
+    target: str,
+    paths: tuple[str, ...],
+    left: tuple[str, ...],
+    local: str | None,
+    pending: str | None,
+    *,
+    in_checkout: bool,
+    had_branch: bool,
+) -> SyncResult:
+    """What a sync would do, as ``remote``'s branch was last fetched (a dry run: nothing
+    fetched, made or moved). ``local`` is the branch's commit (a side branch's, made or
+    taken as the sync would), ``pending`` the commit a side branch would gain, ``paths``
+    what the sync would commit."""
+    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import git as kgit
+
+    repo = location.repo
+    tracking = gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}")
+    tip = pending or local
+    uncommitted = 1 if in_checkout and paths else 0  # the checkout's commit, not made
+    merged = pushed = False
+    ahead = 0
+    if tip is None and not uncommitted:
+        merged = in_checkout and tracking is not None
+    elif tracking is None:
+        pushed = (
+            bool(uncommitted or pending)
+            or not (in_checkout or had_branch)
+            or gitcommits.holds_unpublished_experiments(repo, str(tip), remote, location.folder)
+        )
+        if pushed:
+            ahead = uncommitted + (gitcommits.count_commits(repo, tip, None, remote) if tip else 0)
+    elif tip is None or tip != tracking or uncommitted:
+        ahead = uncommitted + (gitcommits.count_commits(repo, tip, tracking) if tip else 0)
+        behind = tip is None or not kgit.is_ancestor(repo, tracking, tip)
+        merged = behind
+        pushed = ahead > 0
+        if behind and pushed:
+            ahead += 1  # the merge commit
+    return SyncResult(
+        remote, target, True, paths, None, merged, pushed, ahead, local, 0, 0, left,
+        created_branch=not had_branch and (tip is not None or bool(uncommitted)),
     )  # fmt: skip
 
 

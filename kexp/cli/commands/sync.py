@@ -25,7 +25,11 @@ from kexp.cli.commands.common import clean, echo_json, get_store
     show_default=True,
     help="How many pushes to try when others keep pushing first (fetch and merge between).",
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be committed; change nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be committed, made and pushed (as last fetched); change nothing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.pass_context
 def sync(
@@ -53,7 +57,7 @@ def sync(
     Examples:
       kexp sync                        # after each iteration
       kexp sync --branch kexp/alice    # one branch per agent, the checkout untouched
-      kexp sync --dry-run              # what would be committed
+      kexp sync --dry-run              # what would be committed and pushed
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.storage.sync import sync as publish
