@@ -251,6 +251,32 @@ def test_at_every_budget_the_best_is_the_best_or_said_to_be_left_out(
             assert shown.get("key_insight") in (None, best["key_insight"]), budget
 
 
+@pytest.mark.parametrize("output", ["markdown", "json"])
+def test_at_every_budget_each_section_keeps_the_head_of_its_ranking(
+    history: Store, output: str
+) -> None:
+    """A small budget shortens a section from its end: the first-ranked failure is never
+    left out for a shorter one below it (an agent would read the second-closest dead end
+    as the closest); an entry too long whole is kept without its insight first."""
+    full = context(history, operator="reshape_and_cache", budget=100_000, output="json")
+    ranked = ("tried_before", "failures", "marginal", "successes", "do_not_repeat")
+    assert len(full.data["failures"]) > 1
+    for budget in range(100, full.tokens + 20, 3):
+        try:
+            packet = context(history, operator="reshape_and_cache", budget=budget, output=output)
+        except KexpError:
+            continue
+        for section in ranked:
+            shown, whole = packet.data[section], full.data[section]
+            assert [e["id"] for e in shown] == [e["id"] for e in whole[: len(shown)]], (
+                budget,
+                section,
+            )
+            for entry, complete in zip(shown, whole, strict=False):
+                brief = {k: v for k, v in complete.items() if k not in ("key_insight", "error")}
+                assert entry in (complete, brief), (budget, section)
+
+
 def test_a_budget_too_small_for_the_heading_is_a_clear_error(history: Store) -> None:
     with pytest.raises(KexpError, match=r"too small.*give --budget \d+ or more"):
         context(history, operator="reshape_and_cache", budget=20)

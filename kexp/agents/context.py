@@ -20,7 +20,8 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    summary before `` - ``), with how often and how each ended.
 5. **Not tried yet**: the dtypes and envs of the store never tried or never improved on
    this operator, and the configurations (of ``results``) no experiment improved.
-6. **Left out**: how many entries of each section did not fit, and where to read them.
+6. **Left out**: how many entries of each section did not fit (and insight lines cut),
+   and where to read them.
 
 Controls (tag ``control``, A/A runs) are listed nowhere: the newest one here is the
 measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.839,
@@ -31,8 +32,10 @@ rendered text divided by :data:`CHARS_PER_TOKEN`, rounded up (a common rule of t
 for English and code; an exact count depends on the model's tokenizer). Entries are
 kept in order of importance (the tried-before list, the best, its parent and the
 lineage's root, the three most related failures and successes, ...) while the whole,
-with its "left out" note, fits. The same files and arguments give the same bytes:
-every order has a tie-break, nothing depends on the clock or on the cache's history.
+with its "left out" note, fits; an entry too long whole is kept on its first line, and
+one that does not fit even so ends its section (each keeps the head of its ranking).
+The same files and arguments give the same bytes: every order has a tie-break, nothing
+depends on the clock or on the cache's history.
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ class Entry:
     order: tuple[Any, ...]
     lines: tuple[str, ...]
     data: dict[str, Any]
+    #: Kept on its first line alone (its insight or error left out for the budget).
+    brief: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -686,8 +691,14 @@ def _cut(text: str) -> str:
 # --- fitting the budget ----------------------------------------------------------------
 
 
+#: What an entry's data says on the lines after its first, left out with them.
+_DETAIL = ("key_insight", "error")
+
+
 def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str) -> Packet:
-    """Keep entries in order of importance while the rendered whole fits the budget."""
+    """Keep entries in order of importance while the rendered whole fits the budget: an
+    entry too long whole is kept on its first line, and one that does not fit even so
+    ends its section (what is kept of a section is the head of its ranking)."""
     everything = {name: 0 for name in SECTIONS}
     for entry in entries:
         everything[entry.section] += 1
@@ -700,21 +711,27 @@ def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str)
         while count_tokens(_render(header, kept, everything, smallest, output)) > smallest:
             smallest = count_tokens(_render(header, kept, everything, smallest, output))
         raise BudgetTooSmallError(budget, count_tokens(text), smallest, CHARS_PER_TOKEN)
+    closed: set[str] = set()  # sections an entry of which did not fit
     for entry in sorted(
         entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)
     ):
+        if entry.section in closed:
+            continue  # a section keeps the head of its ranking, never a shorter one below
         if entry.section == "lineage" and not any(e.section == "best" for e in kept):
             continue  # the path to a best left out would lead nowhere
         tries = [entry]
-        if entry.section == "best" and len(entry.lines) > 1:  # without its insight
-            data = {k: v for k, v in entry.data.items() if k != "key_insight"}
-            tries.append(dataclasses.replace(entry, lines=entry.lines[:1], data=data))
+        if len(entry.lines) > 1:  # without its insight (or error, or divergence)
+            data = {k: v for k, v in entry.data.items() if k not in _DETAIL}
+            tries.append(dataclasses.replace(entry, lines=entry.lines[:1], data=data, brief=True))
         for trying in tries:
             trial = [*kept, trying]
             left = _left_out(everything, trial)
             if count_tokens(_render(header, trial, left, budget, output)) <= budget:
                 kept = trial
                 break
+        else:
+            if entry.section != "lineage":  # the path's steps are kept by distance
+                closed.add(entry.section)
     left = _left_out(everything, kept)
     text = _render(header, kept, left, budget, output)
     data = _data(header, kept, left, budget)
@@ -722,9 +739,12 @@ def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str)
 
 
 def _left_out(everything: dict[str, int], kept: list[Entry]) -> dict[str, int]:
+    """How many entries of each section are left out, and (``details``) how many kept
+    entries lost their lines after the first."""
     left = dict(everything)
     for entry in kept:
         left[entry.section] -= 1
+    left["details"] = sum(entry.brief for entry in kept)
     return left
 
 
@@ -769,6 +789,7 @@ _NAMES = {
     "successes": "related successes",
     "do_not_repeat": "do-not-repeat entries",
     "not_tried": "not-tried entries",
+    "details": "insight lines",
 }
 
 
