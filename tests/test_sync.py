@@ -85,8 +85,10 @@ def test_two_clones_see_each_other_within_one_sync_and_one_fetch(tmp_path: Path)
     b = record(bob, base, "Vectorized stores - +3.0%", score=1.03)
 
     first = sync(Store(alice))
-    assert first.pushed and first.commit and first.committed == (
-        Path(str(a.path)).relative_to(alice).as_posix(),
+    assert (
+        first.pushed
+        and first.commit
+        and first.committed == (Path(str(a.path)).relative_to(alice).as_posix(),)
     )
     second = sync(Store(bob))  # merges alice's in, pushes both
     assert second.merged and second.pushed
@@ -124,9 +126,7 @@ def test_only_experiment_files_are_committed(tmp_path: Path) -> None:
     committed = git(alice, "show", "--name-only", "--format=", "HEAD").splitlines()
     assert committed == [Path(str(exp.path)).relative_to(alice).as_posix()]
     assert list(result.committed) == committed
-    status = [
-        line.strip() for line in git(alice, "status", "--porcelain", "-uall").splitlines()
-    ]
+    status = [line.strip() for line in git(alice, "status", "--porcelain", "-uall").splitlines()]
     assert "M kernel.cu" in status and "?? notes.txt" in status
     assert f"?? {Path(str(hidden)).relative_to(alice).as_posix()}" in status
     assert (alice / "kernel.cu").read_text().endswith("/* work in progress */ }\n")
@@ -292,6 +292,71 @@ def test_a_side_branch_publishes_experiments_the_remote_lacks_and_nothing_else(
     with pytest.raises(ValidationError, match="score"):
         kexp_sync_in(alice, branch="kexp/bad")
     assert "kexp/bad" not in git(remote, "branch", "--list")
+
+
+@pytest.mark.parametrize("merged", ["merge commit", "squashed, branch deleted", "squashed"])
+def test_a_side_branch_whose_pull_request_merged_publishes_only_what_is_new(
+    tmp_path: Path, merged: str
+) -> None:
+    """Bob's pull request (kexp/bob) is merged as forges merge (a merge commit; squashed,
+    the branch deleted or kept); Bob moves his checkout to main, corrects Alice's
+    experiment and records another, and syncs to kexp/bob again: the branch carries the
+    correction as a correction and the new experiment, nothing of main's copied, and it
+    merges into main cleanly (it was built on the stale branch: the correction arrived
+    as a new file, an add/add conflict)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    corrected = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    bob = clone(remote, tmp_path / "bob")
+    record(bob, base, "Vectorized stores - +2.5%")
+    sync(Store(bob), branch="kexp/bob")
+    forge = clone(remote, tmp_path / "forge")
+    if merged == "merge commit":
+        git(forge, "merge", "-q", "--no-ff", "--no-edit", "origin/kexp/bob")
+    else:
+        git(forge, "merge", "-q", "--squash", "origin/kexp/bob")
+        git(forge, "commit", "-q", "-m", "Vectorized stores (#1)")
+        if merged == "squashed, branch deleted":
+            git(forge, "push", "-q", "origin", "--delete", "kexp/bob")
+    git(forge, "push", "-q", "origin", "main")
+    git(bob, "fetch", "-q", "--prune")
+    git(bob, "reset", "-q", "--hard", "origin/main")  # his published file is main's now
+    Store(bob).update_experiment(corrected.id, score=1.017)
+    new = record(bob, base, "Nontemporal stores - +4.1%")
+
+    planned = sync(Store(bob), branch="kexp/bob", dry_run=True)
+    done = sync(Store(bob), branch="kexp/bob")
+    assert done.pushed and planned.pushed
+    assert sorted(Path(p).name[:16] for p in done.committed) == sorted([corrected.id, new.id])
+    changes = git(remote, "diff", "--no-renames", "--name-status", "main...kexp/bob")
+    assert sorted(
+        line.split("\t")[0] + " " + Path(line).name[:16] for line in changes.splitlines()
+    ) == sorted([f"M {corrected.id}", f"A {new.id}"]), changes
+    merge = git(remote, "merge-tree", "--write-tree", "main", "kexp/bob")  # exits 1 on conflict
+    assert "CONFLICT" not in merge
+
+
+def test_a_side_branch_is_not_made_for_files_the_remote_holds_alike(tmp_path: Path) -> None:
+    """Alice's checkout holds, untracked, the experiment her merged pull request brought
+    to main (she has not pulled): a new side branch would be an empty pull request, so
+    none is made; what is new beside it is published alone."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    forge = clone(remote, tmp_path / "forge")
+    git(forge, "merge", "-q", "--no-ff", "--no-edit", "origin/kexp/alice")
+    git(forge, "push", "-q", "origin", "main")
+    git(alice, "fetch", "-q")
+    assert sync(Store(alice), branch="kexp/alice2", dry_run=True).up_to_date
+    result = sync(Store(alice), branch="kexp/alice2")
+    assert result.up_to_date and "kexp/alice2" not in git(remote, "branch", "--list")
+    new = record(alice, base, "Vectorized stores - +2.5%")
+    result = sync(Store(alice), branch="kexp/alice2")
+    assert result.pushed and [Path(p).name[:16] for p in result.committed] == [new.id]
+    assert sorted(remote_ids(remote, "kexp/alice2")) == sorted([new.id])
+    assert exp.id in remote_ids(remote, "main")
 
 
 def kexp_sync_in(root: Path, **arguments: Any) -> kexp.SyncResult:
@@ -505,6 +570,54 @@ def _both_moved(alice: Path, base: str, remote: Path) -> None:
     record(alice, base, "Unrolled by 4 - +1.9%")
 
 
+def _bob_publishes(alice: Path, base: str, remote: Path, branch: str) -> None:
+    bob = clone(remote, alice.parent / f"bob-{branch.replace('/', '-')}")
+    record(bob, base, f"Vectorized stores on {branch} - +2.5%")
+    sync(Store(bob), branch=branch)
+    git(alice, "fetch", "-q")
+
+
+def _merged_from_a_branch_since_deleted(alice: Path, base: str, remote: Path) -> None:
+    """Alice's work branch holds what Bob published, and Bob's branch is gone from the
+    remote (a pull request closed unmerged): the remote holds it nowhere any more."""
+    _bob_publishes(alice, base, remote, "kexp/bob")
+    git(alice, "checkout", "-q", "-b", "work")
+    git(alice, "merge", "-q", "--no-edit", "origin/kexp/bob")
+    git(remote, "branch", "-D", "kexp/bob")  # this clone's origin/kexp/bob is stale now
+
+
+def _merged_from_two_branches(alice: Path, base: str, remote: Path) -> None:
+    """Alice's work branch merges two published branches: each experiment is on one of
+    them, none new."""
+    _bob_publishes(alice, base, remote, "kexp/bob")
+    _bob_publishes(alice, base, remote, "kexp/carol")
+    git(alice, "checkout", "-q", "-b", "work", "origin/kexp/bob")
+    git(alice, "merge", "-q", "--no-edit", "origin/kexp/carol")
+
+
+def _moved_to_a_new_remote(alice: Path, base: str, remote: Path) -> None:
+    """Alice's work branch was published on the old remote; the team moved to a new one
+    (which has main alone): her origin/work is the old remote's."""
+    git(alice, "checkout", "-q", "-b", "work")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    moved = remote.parent / "moved.git"
+    git(remote.parent, "clone", "-q", "--bare", "--single-branch", str(remote), str(moved))
+    git(alice, "remote", "set-url", "origin", str(moved))
+
+
+def _on_a_remote_named_like_a_prefix(alice: Path, base: str, remote: Path) -> None:
+    """A second remote ``origin/old`` holds Alice's work branch; ``origin`` does not."""
+    other = remote.parent / "old.git"
+    git(remote.parent, "clone", "-q", "--bare", str(remote), str(other))
+    git(alice, "remote", "add", "origin/old", str(other))
+    git(alice, "checkout", "-q", "-b", "work")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "record the unroll")
+    git(alice, "push", "-q", "origin/old", "work")
+
+
 _SCENARIOS: dict[str, Callable[[Path, str, Path], object]] = {
     "level": lambda alice, base, remote: None,
     "an experiment not committed": lambda alice, base, remote: record(
@@ -517,6 +630,10 @@ _SCENARIOS: dict[str, Callable[[Path, str, Path], object]] = {
     "a work branch the remote lacks": lambda alice, base, remote: git(
         alice, "checkout", "-q", "-b", "work"
     ),
+    "merged from a branch since deleted": _merged_from_a_branch_since_deleted,
+    "merged from two branches": _merged_from_two_branches,
+    "moved to a new remote": _moved_to_a_new_remote,
+    "on a remote named like a prefix": _on_a_remote_named_like_a_prefix,
 }
 
 
@@ -535,9 +652,10 @@ def test_a_dry_run_says_what_the_sync_then_does(
     tmp_path: Path, scenario: str, branch: str | None
 ) -> None:
     """An agent asks what a sync would publish, then syncs: the dry run's answer (what
-    it would commit, make, merge in and push, as the remote was last fetched) is what
+    it would commit, make, merge in and push) is what
     the sync does, and the dry run changes nothing, here or on the remote. A branch new
-    to the remote is pushed only with experiments it lacks."""
+    to the remote is pushed only with experiments it lacks, as the remote has its
+    branches (not as stale remote-tracking branches, or another remote's, say)."""
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     _SCENARIOS[scenario](alice, base, remote)
@@ -556,7 +674,7 @@ def test_a_dry_run_says_what_the_sync_then_does(
     # A branch new to the remote is published with experiments it lacks, never without
     # (an empty pull request); the checked-out branch the remote has is kept in step
     # with it, its code commits included.
-    nothing_new = {"level", "a work branch the remote lacks"}
+    nothing_new = {"level", "a work branch the remote lacks", "merged from two branches"}
     if branch is not None:
         nothing_new |= {"behind the remote, fetched", "ahead by code alone"}
     assert done.up_to_date == (scenario in nothing_new), (scenario, done)
@@ -572,4 +690,4 @@ def test_a_dry_run_says_what_the_sync_then_does(
         made_at = "" if done.commit else f" at {str(done.head)[:12]}"
         assert f"would make the branch {done.branch}{made_at}" in said, said
     if done.up_to_date:
-        assert f"up to date with {where} as last fetched" in said, said
+        assert f"up to date with {where}: nothing to commit or push" in said, said

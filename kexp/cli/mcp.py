@@ -769,7 +769,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         remote: str = "origin",
         message: Annotated[str | None, Field(description="The commit message")] = None,
         dry_run: Annotated[
-            bool, Field(description="Say what would be committed and pushed (as last fetched)")
+            bool, Field(description="Say what would be committed, made, merged and pushed")
         ] = False,
     ) -> CallToolResult:
         """Share experiments: commit experiments/ only, fetch, merge what others pushed,

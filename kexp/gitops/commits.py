@@ -21,6 +21,7 @@ from kexp.gitops.git import (
     toplevel,
     translate_error,
 )
+from kexp.gitops.objects import object_names
 
 if TYPE_CHECKING:
     import git
@@ -175,6 +176,7 @@ def commit_files_onto(
     *,
     keep: Callable[[str], bool] | None = None,
     moved: Callable[[list[str], list[str]], list[str]] | None = None,
+    leave: Callable[[list[str]], set[str]] | None = None,
     write: bool = True,
 ) -> tuple[str | None, list[str]]:
     """A commit on top of ``parent`` (None: a first commit) holding its tree plus the
@@ -182,8 +184,9 @@ def commit_files_onto(
     published, but those ``moved(present, gone)`` names: files moved to a path among
     the present ones), made with a temporary index: neither the real index, the working
     tree nor any branch changes. ``message`` makes the message from the paths; ``keep``
-    chooses the paths; ``write`` False makes no commit. Returns (the commit or None when
-    nothing differs or ``write`` is False, the paths it holds)."""
+    chooses the paths, and ``leave(present)`` names those of the present files to leave
+    out; ``write`` False makes no commit. Returns (the commit or None when nothing
+    differs or ``write`` is False, the paths it holds)."""
     import os
     import tempfile
 
@@ -206,6 +209,8 @@ def commit_files_onto(
         for p in listed.split("\0"):
             if p and (keep is None or keep(p)):
                 (present if (top / p).is_file() else gone).add(p)
+        if leave is not None:
+            present -= leave(sorted(present))
         paths = sorted(present | set(moved(sorted(present), sorted(gone)) if moved else ()))
         if not paths or not write:
             return None, paths
@@ -266,36 +271,77 @@ def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
         )
 
 
-def holds_unpublished_experiments(repo: git.Repo, commit: str, remote: str, folder: str) -> bool:
-    """Whether publishing ``commit`` would bring ``remote`` experiments it lacks: files
-    under ``folder`` changed on ``commit``'s side since it forked from each of the
-    remote's branches (as last fetched) that the branch does not hold alike. A commit
-    every change of which some branch holds (level with it, behind it, ahead by code
-    alone, or squashed into it) holds none. ``remote`` and ``folder`` are checked names."""
-    tips = git_command(
-        repo, "for-each-ref", "--format=%(objectname)", f"refs/remotes/{remote}/"
-    ).stdout.split()
+def remote_branches(repo: git.Repo, remote: str) -> dict[str, str]:
+    """``remote``'s branches as it has them now (``git ls-remote``): name → commit.
+    ``remote`` is a checked name."""
+    listed = git_command(repo, "ls-remote", "--heads", "--end-of-options", remote)
+    return {
+        ref.removeprefix("refs/heads/"): tip
+        for tip, _, ref in (line.partition("\t") for line in listed.stdout.splitlines())
+        if ref.startswith("refs/heads/")
+    }
+
+
+def held_commits(repo: git.Repo, commits: Sequence[str]) -> set[str]:
+    """Those of ``commits`` (full hashes) this clone holds."""
+    found = object_names(repo, [f"{c}^{{commit}}" for c in commits])
+    return {c for c, kind in zip(commits, found, strict=True) if kind is not None}
+
+
+def unpublished_paths(repo: git.Repo, commit: str, tips: Sequence[str], folder: str) -> list[str]:
+    """The files under ``folder`` that publishing ``commit`` would bring to a remote
+    whose branches point at ``tips``: changed (added, edited or deleted) on ``commit``'s
+    side since it forked from every one of them, and not alike in that one. A commit
+    each change of which some branch holds (level, behind, ahead by code alone, squashed
+    or merged from several branches) brings none. ``folder`` is a checked name."""
     if not tips:
-        return True
-    if count_commits(repo, commit, None, remote) == 0:
-        return False  # every commit of it is on one of the remote's branches
-    spec = f":(literal){folder}"
-    for tip in dict.fromkeys(tips):
-        forked = git_command(
-            repo, "diff", "--no-renames", "--name-only", f"{tip}...{commit}", "--", spec,
-            ok_codes=None,
+        return sorted(
+            p for p in git_command(
+                repo, "ls-tree", "-r", "--name-only", commit, "--", f":(literal){folder}"
+            ).stdout.splitlines()
         )  # fmt: skip
-        if forked.status != 0:
-            continue  # no common history with this branch
-        changed = set(forked.stdout.splitlines())
-        if not changed:
-            return False
-        differing = git_command(
-            repo, "diff", "--no-renames", "--name-only", tip, commit, "--", spec
-        ).stdout.splitlines()
-        if not changed.intersection(differing):
-            return False
-    return True
+    if count_commits(repo, commit, tips) == 0:
+        return []  # every commit of it is on one of the branches
+    spec = f":(literal){folder}"
+    pending: set[str] | None = None
+    for tip in tips:
+        differing = set(
+            git_command(
+                repo, "diff", "--no-renames", "--name-only", tip, commit, "--", spec
+            ).stdout.splitlines()
+        )
+        forked = git_command(repo, "merge-base", tip, commit, ok_codes=(0, 1))
+        if forked.status == 0:  # else no common history: every difference counts
+            differing &= set(
+                git_command(
+                    repo, "diff", "--no-renames", "--name-only", forked.stdout.strip(), commit,
+                    "--", spec,
+                ).stdout.splitlines()
+            )  # fmt: skip
+        pending = differing if pending is None else pending & differing
+        if not pending:
+            return []
+    return sorted(pending or ())
+
+
+def held_files(repo: git.Repo, paths: Sequence[str], tips: Sequence[str]) -> set[str]:
+    """The working tree's files among ``paths`` (repository paths) that one of the
+    commits ``tips`` holds alike (the same blob at the same path)."""
+    if not paths or not tips:
+        return set()
+    top = toplevel(repo)
+    blobs = git_command(
+        repo, "hash-object", "--no-filters", "--stdin-paths",
+        stdin="".join(f"{top / p}\n" for p in paths),
+    ).stdout.split()  # fmt: skip
+    held: set[str] = set()
+    for tip in tips:
+        found = object_names(repo, [f"{tip}:{p}" for p in paths])
+        held.update(
+            p for p, blob, there in zip(paths, blobs, found, strict=True)
+            if there is not None and there[0] == blob
+        )  # fmt: skip
+    return held
 
 
 def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:
@@ -323,6 +369,9 @@ def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
     )  # fmt: skip
     if found.status != 0:
         if "couldn't find remote ref" in found.stderr.lower():
+            # Gone from the remote (merged and deleted, or another remote's URL): its
+            # remote-tracking branch goes too, as git fetch --prune does.
+            git_command(repo, "update-ref", "-d", tracking)
             return None
         raise translate_error(repo, "fetch", found.stderr)
     return ref_commit(repo, tracking)
@@ -386,14 +435,8 @@ def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> PushOu
     )
 
 
-def count_commits(repo: git.Repo, tip: str, base: str | None, remote: str | None = None) -> int:
-    """How many commits ``tip`` has that ``base`` has not; for no ``base`` (a branch new
-    on ``remote``), those no remote-tracking branch of ``remote`` holds (all of them
-    without a ``remote``)."""
-    if base:
-        args = ["rev-list", "--count", tip, f"^{base}"]
-    elif remote:
-        args = ["rev-list", "--count", tip, "--not", f"--remotes={remote}"]
-    else:
-        args = ["rev-list", "--count", tip]
+def count_commits(repo: git.Repo, tip: str, others: Sequence[str]) -> int:
+    """How many commits ``tip`` has that none of ``others`` has (all of them without
+    ``others``)."""
+    args = ["rev-list", "--count", tip, *(["--not", *others] if others else [])]
     return int(git_command(repo, *args).stdout.strip() or 0)

@@ -114,11 +114,10 @@ class SyncResult:
         )
         if self.dry_run:
             return self._planned_lines() + left
+        made = [f"made the branch {self.branch} here"] if self.created_branch else []
         if self.up_to_date:
-            return [f"up to date with {where}: nothing to commit or push", *left]
-        found = left
-        if self.created_branch:
-            found.append(f"made the branch {self.branch} here")
+            return [*made, f"up to date with {where}: nothing to commit or push", *left]
+        found = [*left, *made]
         if self.commit:
             found.append(f"committed {files} experiment file(s) as {self.commit[:12]}")
         if self.merged:
@@ -148,10 +147,10 @@ class SyncResult:
         if self.pushed:
             found.append(f"would push {self.commits_pushed} commit(s) to {where}")
         if self.up_to_date:
-            found.append(f"up to date with {where} as last fetched: nothing to commit or push")
+            found.append(f"up to date with {where}: nothing to commit or push")
         found.append(
-            f"(as {where} was last fetched: the sync fetches it first, and merges in what "
-            "it gained since)"
+            f"(as {self.remote}'s branches are now, their commits as last fetched: the sync "
+            "fetches first, and merges in what the branch gained)"
         )
         return found
 
@@ -170,8 +169,9 @@ def sync(
     """Publish ``store``'s experiments to ``remote`` (see the module's description).
 
     ``branch`` (default: the checked-out one) is where they go; ``message`` the commit
-    message; ``dry_run`` says what it would commit, make, merge in and push, as the
-    remote was last fetched, and changes nothing; ``attempts`` bounds the pushes tried.
+    message; ``dry_run`` says what it would commit, make, merge in and push (the
+    remote's branches as they are now, their commits as last fetched), changing nothing;
+    ``attempts`` bounds the pushes tried.
     Raises :class:`~kexp.core.errors.SyncConflictError` naming the files on a real
     conflict (nothing changed: the local commit is kept, the remote untouched),
     :class:`~kexp.core.errors.GitError` for refused names and failures, and for a push the
@@ -245,6 +245,7 @@ def _sync(
         )
     local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
     had_branch = local is not None
+    view = RemoteView(repo, remote, folder)
 
     def publishable(path: str) -> bool:
         return _publishable(path, location)
@@ -274,24 +275,9 @@ def _sync(
             commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
     else:
-        # A branch new here starts from the remote's (a dry run: as last fetched), else
-        # from the checkout's commit (HEAD's, when detached).
-        remote_base = None
-        if local is None:
-            remote_base = (
-                gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}")
-                if dry_run
-                else gitcommits.fetch_branch(repo, remote, target)
-            )
-        base = local or remote_base or _checkout_commit(repo, checked_out)
-        made, paths = gitcommits.commit_files_onto(
-            repo,
-            base,
-            folder,
-            (lambda _: message) if message else _message,
-            keep=publishable,
-            moved=_moved_away,
-        )  # in a dry run too: what would be published is checked, the branch not moved
+        made, paths, base, remote_base = _commit_beside(
+            location, view, target, local, checked_out, message, dry_run
+        )
         published = made or local
         if published is not None and published != gitcommits.ref_commit(
             repo, f"refs/remotes/{remote}/{target}"
@@ -307,14 +293,7 @@ def _sync(
                     f"branch {target} moved while kexp sync was committing to it: run kexp "
                     "sync again"
                 )
-        elif (
-            local is None
-            and base is not None
-            and (
-                remote_base is not None
-                or gitcommits.holds_unpublished_experiments(repo, base, remote, folder)
-            )
-        ):
+        elif local is None and base is not None and (remote_base is not None or view.lacks(base)):
             # Nothing new in the working tree: take the remote's branch, or make it at
             # the checkout's commit when that holds experiments the remote lacks (else it
             # would be an empty pull request: no branch is made), checked first.
@@ -325,7 +304,7 @@ def _sync(
             local = base
     if dry_run:
         return _planned(
-            location, remote, target, tuple(paths), left, local, pending,
+            location, view, target, tuple(paths), left, local, pending,
             in_checkout=in_checkout, had_branch=had_branch,
         )  # fmt: skip
 
@@ -342,7 +321,7 @@ def _sync(
             remote_tip is None
             and commit is None
             and (in_checkout or had_branch)
-            and not gitcommits.holds_unpublished_experiments(repo, local, remote, folder)
+            and not view.lacks(local)
         ):
             break  # a branch the remote lacks, holding no experiment it lacks: nothing new
         if (
@@ -364,7 +343,7 @@ def _sync(
             local, merged = new, True
         if remote_tip == local:
             break  # the remote has everything
-        ahead = gitcommits.count_commits(repo, local, remote_tip, remote)
+        ahead = view.ahead(local, remote_tip)
         tried += 1
         try:
             outcome = gitcommits.push_branch(repo, remote, local, target)
@@ -402,7 +381,7 @@ def _sync(
 
 def _planned(
     location: StoreLocation,
-    remote: str,
+    view: RemoteView,
     target: str,
     paths: tuple[str, ...],
     left: tuple[str, ...],
@@ -412,15 +391,15 @@ def _planned(
     in_checkout: bool,
     had_branch: bool,
 ) -> SyncResult:
-    """What a sync would do, as ``remote``'s branch was last fetched (a dry run: nothing
-    fetched, made or moved). ``local`` is the branch's commit (a side branch's, made or
-    taken as the sync would), ``pending`` the commit a side branch would gain, ``paths``
-    what the sync would commit."""
-    from kexp.gitops import commits as gitcommits
+    """What a sync would do (a dry run: nothing fetched, made or moved), as the remote's
+    branches are now and their commits as last fetched. ``local`` is the branch's commit
+    (a side branch's, made or taken as the sync would), ``pending`` the commit a side
+    branch would gain, ``paths`` what the sync would commit."""
     from kexp.gitops import git as kgit
 
-    repo = location.repo
-    tracking = gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}")
+    repo, remote = location.repo, view.remote
+    tracking = view.known_tip(target)
+    gained = tracking != view.listed().get(target)  # the remote moved since the fetch
     tip = pending or local
     uncommitted = 1 if in_checkout and paths else 0  # the checkout's commit, not made
     merged = pushed = False
@@ -431,21 +410,135 @@ def _planned(
         pushed = (
             bool(uncommitted or pending)
             or not (in_checkout or had_branch)
-            or gitcommits.holds_unpublished_experiments(repo, str(tip), remote, location.folder)
+            or (tip is not None and view.lacks(tip))
         )
         if pushed:
-            ahead = uncommitted + (gitcommits.count_commits(repo, tip, None, remote) if tip else 0)
-    elif tip is None or tip != tracking or uncommitted:
-        ahead = uncommitted + (gitcommits.count_commits(repo, tip, tracking) if tip else 0)
-        behind = tip is None or not kgit.is_ancestor(repo, tracking, tip)
-        merged = behind
+            ahead = uncommitted + (view.ahead(tip, None) if tip else 0)
+    elif tip is None or tip != tracking or uncommitted or gained:
+        ahead = uncommitted + (view.ahead(tip, tracking) if tip else 0)
+        moved = gained or tip is None or not kgit.is_ancestor(repo, tracking, tip)
+        merged = moved
         pushed = ahead > 0
-        if behind and pushed:
+        if moved and pushed:
             ahead += 1  # the merge commit
     return SyncResult(
         remote, target, True, paths, None, merged, pushed, ahead, local, 0, 0, left,
         created_branch=not had_branch and (tip is not None or bool(uncommitted)),
     )  # fmt: skip
+
+
+@dataclasses.dataclass
+class RemoteView:
+    """The remote's branches a sync compares with, as the remote has them now (``git
+    ls-remote``, asked once; never stale remote-tracking branches, nor another remote's):
+    a dry run asks too, and changes nothing. Their commits this clone lacks cannot be
+    compared, and count as holding nothing."""
+
+    repo: Any
+    remote: str
+    folder: str
+    _listed: dict[str, str] | None = None
+    _held: set[str] | None = None
+
+    def listed(self) -> dict[str, str]:
+        """Each branch's commit on the remote."""
+        from kexp.gitops import commits as gitcommits
+
+        if self._listed is None:
+            self._listed = gitcommits.remote_branches(self.repo, self.remote)
+            self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
+        return self._listed
+
+    def branches(self) -> dict[str, str]:
+        """Each branch's commit, of those this clone holds."""
+        listed = self.listed()
+        return {name: tip for name, tip in listed.items() if tip in (self._held or ())}
+
+    def lacks(self, commit: str, *, besides: str | None = None) -> bool:
+        """Whether publishing ``commit`` brings the remote's branches (but ``besides``)
+        a change of an experiment file none of them holds."""
+        from kexp.gitops import commits as gitcommits
+
+        tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
+        return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
+
+    def ahead(self, commit: str, base: str | None) -> int:
+        """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
+        branch new on the remote), that none of the remote's branches has."""
+        from kexp.gitops import commits as gitcommits
+
+        others = [base] if base else list(dict.fromkeys(self.branches().values()))
+        return gitcommits.count_commits(self.repo, commit, others)
+
+    def known_tip(self, branch: str) -> str | None:
+        """The remote's commit of ``branch`` as far as this clone knows it: the remote's
+        when held here, else its remote-tracking branch (as last fetched); None when the
+        remote has no such branch."""
+        from kexp.gitops import commits as gitcommits
+
+        tip = self.listed().get(branch)
+        if tip is None or tip in (self._held or ()):
+            return tip
+        return gitcommits.ref_commit(self.repo, f"refs/remotes/{self.remote}/{branch}")
+
+    def held(self, paths: list[str]) -> set[str]:
+        """The working tree's files among ``paths`` that a branch holds alike."""
+        from kexp.gitops import commits as gitcommits
+
+        if not paths:
+            return set()
+        tips = list(dict.fromkeys(self.branches().values()))
+        return gitcommits.held_files(self.repo, paths, tips)
+
+
+def _commit_beside(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    local: str | None,
+    checked_out: str | None,
+    message: str | None,
+    dry_run: bool,
+) -> tuple[str | None, list[str], str | None, str | None]:
+    """The commit of the working tree's new experiment files for the side branch
+    ``target`` (``local``: its commit here), made beside the checkout (not on the
+    branch yet; in a dry run too: what would be published is checked): (the commit or
+    None, its paths, the commit it is made on, the remote's branch when the branch is new
+    here). A branch new here starts from the remote's (a dry run: as far as known), else
+    from the checkout's commit (HEAD's, when detached); a branch whose experiments the
+    checkout or the remote's other branches hold already (its pull request merged)
+    starts again from the checkout's commit. A file a remote branch holds alike is not
+    committed: it is no news."""
+    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import git as kgit
+
+    repo = location.repo
+    remote_base = None
+    if local is None:
+        remote_base = (
+            view.known_tip(target)
+            if dry_run
+            else gitcommits.fetch_branch(repo, view.remote, target)
+        )
+    checkout = _checkout_commit(repo, checked_out)
+    base = local or remote_base or checkout
+    if (
+        local is not None
+        and checkout is not None
+        and local != checkout
+        and (kgit.is_ancestor(repo, local, checkout) or not view.lacks(local, besides=target))
+    ):
+        base = checkout
+    made, paths = gitcommits.commit_files_onto(
+        repo,
+        base,
+        location.folder,
+        (lambda _: message) if message else _message,
+        keep=lambda path: _publishable(path, location),
+        moved=_moved_away,
+        leave=view.held,
+    )
+    return made, paths, base, remote_base
 
 
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:

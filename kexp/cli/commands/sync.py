@@ -28,7 +28,7 @@ from kexp.cli.commands.common import clean, echo_json, get_store
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Say what would be committed, made and pushed (as last fetched); change nothing.",
+    help="Say what would be committed, made, merged in and pushed; change nothing.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.pass_context
