@@ -220,7 +220,12 @@ def test_every_view_names_the_best_tip(campaign: Campaign) -> None:
     top = store.top_experiments()
     assert top[0].id == tip.id
     assert control.id not in {e.id for e in top}
-    ranked = [e.cumulative_score for e in top if e.cumulative_score is not None]
+    # The steps that improved first, then the others measured, each by cumulative score.
+    ranked = [
+        (e.outcome == "improvement", e.cumulative_score)
+        for e in top
+        if e.cumulative_score is not None
+    ]
     assert ranked == sorted(ranked, reverse=True)
     # By the score alone, single numbers: the rival over the original, then -O3.
     by_score = [e.id for e in store.top_experiments(2, by="score")]
@@ -688,8 +693,12 @@ def test_every_cumulative_score_is_the_definition_read_from_the_files(
 
     ranked = [e for e in store.top_experiments(100, include_buggy=True, include_pending=True)]
     values = [e.cumulative_score for e in ranked]
-    known = [v for v in values if v is not None]
-    assert values[: len(known)] == sorted(known, reverse=True)
+    known = [
+        (e.outcome == "improvement", v)
+        for e, v in zip(ranked, values, strict=True)
+        if v is not None
+    ]
+    assert values[: len(known)] == [v for _, v in sorted(known, reverse=True)]
     assert not any(e.is_control for e in ranked)
     by_score = store.top_experiments(100, by="score", include_buggy=True, include_pending=True)
     assert {e.id for e in by_score} == {e.id for e in ranked}
@@ -895,3 +904,45 @@ def test_a_step_on_an_invalid_ancestor_says_so_read_alone_or_written(tmp_path: P
     assert made.cumulative_score is None
     assert made.cumulative_reason == written.cumulative_reason
     assert "is invalid" in made.cumulative_reason
+
+
+def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> None:
+    """Twelve iterations in, an agent records a change within noise on the best (1.004,
+    its interval holding 1: reverted) and a regression: its product is the highest, yet
+    every view names the step that improved as the best — ``kexp top``'s first,
+    ``context``, ``stats``, ``tree``, the report — and ranks the steps that improved
+    first (a regression on a good parent is no "top" result)."""
+
+    def make(summary: str, score: float, ci: list[float], pid: str | None = None) -> str:
+        fields = experiment_fields(change_summary=summary, score=score, score_ci=ci)
+        if pid is not None:
+            fields.update(pid=pid, measured_against="parent")
+        else:
+            fields.update(measured_against="reference")
+        return store.create_experiment(**fields).id
+
+    root = make("Vectorize copies - +50%", 1.5, [1.45, 1.55])
+    best = make("Hoist the slot math - +40%", 1.4, [1.35, 1.45], pid=root)
+    noise = make("Unroll by 8 - +0.4%, within noise", 1.004, [0.9975, 1.0106], pid=best)
+    worse = make("Stage through LDS - -3%", 0.97, [0.96, 0.98], pid=best)
+    rival = make("Persistent kernel from scratch - +20%", 1.2, [1.15, 1.25])
+    found = _read(store)
+    assert found[noise].outcome == "marginal" and found[worse].outcome == "regression"
+    assert found[noise].cumulative_score > found[best].cumulative_score  # type: ignore[operator]
+
+    assert [e.id for e in store.top_experiments()] == [best, root, rival, noise, worse]
+    assert json.loads(kexp(store.root, "top", "--json", "-n", "1").output)[0]["id"] == best
+    assert [b.id for b in stats(store).best] == [best]
+    packet = context(store, operator="reshape_and_cache_flash", output="json").data
+    assert packet["best"]["id"] == best
+    assert [step["id"] for step in packet["lineage"]] == [root, best]
+    (tree,) = [tree for tree in lineage_forest(store) if tree.experiment.id == root]
+    nodes = {n.experiment.id: n for n in tree.walk()}
+    assert [i for i, n in nodes.items() if n.is_best] == [best]
+    assert not nodes[best].dead_end and not nodes[root].dead_end
+    line = next(line for line in kexp(store.root, "tree").output.splitlines() if best[:10] in line)
+    assert "[best]" in line
+    build_report(store, tmp_path / "report")
+    (page,) = (tmp_path / "report" / "op").glob("*.html")
+    html = page.read_text(encoding="utf-8")
+    assert re.search(rf"Best tip: <a [^>]*>{best[:10]}", html), html[:2000]

@@ -23,6 +23,8 @@ import yaml
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, remote_ids
 
+from kexp.core.campaign import judge
+
 pytest.importorskip("mcp")
 from test_mcp import Agent, run_agent
 
@@ -109,8 +111,15 @@ def cumulative(found: dict[str, dict[str, Any]], exp_id: str) -> float | None:
 
 
 def best_tip(found: dict[str, dict[str, Any]]) -> str:
-    """The id of the best cumulative score (the campaign's best tip)."""
-    scored = {i: c for i in found if (c := cumulative(found, i)) is not None}
+    """The id of the best cumulative score of a step that improved (the campaign's best
+    tip: one within noise or a regression is never the best)."""
+    scored = {
+        i: c
+        for i, f in found.items()
+        if (c := cumulative(found, i)) is not None
+        and judge(f["status"], f.get("is_buggy"), False, f["score"], f.get("score_ci"))
+        == "improvement"
+    }
     return max(scored, key=lambda i: scored[i])
 
 
@@ -270,7 +279,12 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
         assert ranked[0]["id"] == best
         for row in ranked:
             assert row["cumulative_score"] == pytest.approx(truth[row["id"]], abs=1e-4)
-        scored = [r["cumulative_score"] for r in ranked if r["cumulative_score"] is not None]
+        # The steps that improved first, then the others measured, by cumulative score.
+        scored = [
+            (r["outcome"] == "improvement", r["cumulative_score"])
+            for r in ranked
+            if r["cumulative_score"] is not None
+        ]
         assert scored == sorted(scored, reverse=True)
         assert not {ids["crash"], ids["accumulate"]} & {r["id"] for r in ranked}  # buggy
 

@@ -705,9 +705,9 @@ def test_stats_counts_and_best(repo: Path, populated: Store) -> None:
     cache = data["by_operator"]["csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"]
     assert cache["total"] == 4 and cache["buggy"] == 1 and cache["pending"] == 1
     assert data["by_outcome"]["marginal"] == 1
+    # fp16's one result (1.0) is within noise: no best tip there.
     assert [(b["dtype_sig"], b["score"], b["id"]) for b in data["best"]] == [
         ("bf16", 1.05, "6749f3a000000001"),
-        ("fp16", 1.0, "6749f3a000000003"),
     ]
     text = kexp(repo, "stats").stdout
     assert "5 experiment(s)" in text and "6749f3a000" in text

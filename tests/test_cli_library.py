@@ -170,7 +170,8 @@ def test_lessons_and_stats_from_a_store(
     assert found["marginal"][0].key_insight == "unrolling helps"
     result = stats(store)
     assert result.total == 3 and result.by_outcome["pending"] == 1
-    assert [(b.dtype_sig, b.score) for b in result.best] == [("bf16", 1.2), ("fp16", 1.005)]
+    # fp16's one result is within noise: no best tip there.
+    assert [(b.dtype_sig, b.score) for b in result.best] == [("bf16", 1.2)]
     assert json.loads(json.dumps(result.to_dict()))["by_outcome"]["improvement"] == 1
     assert group_lessons([]) == {
         "buggy": [], "failed": [], "regression": [], "marginal": [], "interference": []

@@ -59,8 +59,7 @@ from kexp.core.campaign import (
 )
 from kexp.core.errors import BudgetTooSmallError, KexpError
 from kexp.storage.doctext import score_interval
-from kexp.storage.query import chronological
-from kexp.storage.query import rank as ranked
+from kexp.storage.query import best_tip, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
 
@@ -332,12 +331,9 @@ def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
 
 
 def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
-    """The best tip (the best cumulative score), as ``kexp top`` ranks
-    (:func:`kexp.storage.query.rank`); None when no experiment of ``docs`` has a
-    cumulative score (a timed-out first try, score 0, is no best)."""
-    tips = [doc for doc in docs if derivation.of(doc).cumulative_score is not None]
-    found = ranked(tips, by="cumulative", derivation=derivation, limit=1)
-    return found[0] if found else None
+    """The best tip (:func:`kexp.storage.query.best_tip`: the step that improved with
+    the best cumulative score, ``kexp top``'s first); None when no step improved."""
+    return best_tip(docs, derivation=derivation)
 
 
 def _moment(created_at: str) -> str:
@@ -830,8 +826,9 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
             lines.append(
                 f"(left out: {LARGER_BUDGET})"
                 if left.get("best")
-                else "(no best here yet: no experiment has a cumulative score; buggy, "
-                "pending and those that measured nothing have none)"
+                else "(no best here yet: no step improved with a cumulative score; one "
+                "within noise, a regression or an interference is never a best, and buggy, "
+                "pending and those that measured nothing have no cumulative score)"
             )
         previous: int | None = None
         for entry in found:

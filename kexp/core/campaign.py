@@ -98,6 +98,13 @@ class Derived(NamedTuple):
         cumulative score known)."""
         return not self.control and self.cumulative_score is not None
 
+    @property
+    def can_be_best(self) -> bool:
+        """Whether it can be a campaign's best tip: ranked, and its step an improvement
+        (a step within noise, a regression or an interference leaves the code its parent
+        left, or worse: never a best, whatever its cumulative score)."""
+        return self.ranked and self.outcome == "improvement"
+
 
 def judge(
     status: Any,

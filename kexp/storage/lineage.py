@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import UNMEASURED_OUTCOMES, cumulative_change, derive
 from kexp.core.model import KernelExperiment, attach
-from kexp.storage.query import chronological, rank
+from kexp.storage.query import best_tip, chronological
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -29,10 +29,11 @@ class TreeNode:
     ``delta`` is the cumulative score minus the parent's (None for a root or when
     either has none); ``delta_pct`` the same relative to the parent's cumulative score,
     in percent (for a step measured against its parent: its own speedup).
-    ``is_best`` marks the experiment of the tree with the best cumulative score (its
-    best *tip*; never a control) and ``on_best_path`` the nodes from the root to it;
-    ``dead_end`` marks an experiment others built on (it has children) that no
-    descendant beats (a higher cumulative score), never the best nor a control.
+    ``is_best`` marks the experiment of the tree with the best cumulative score among
+    the steps that improved (its best *tip*: :func:`kexp.storage.query.best_tip`) and
+    ``on_best_path`` the nodes from the root to it; ``dead_end`` marks an experiment
+    others built on (it has children) that no descendant beats (a higher cumulative
+    score), never the best nor a control.
     """
 
     experiment: KernelExperiment
@@ -162,9 +163,9 @@ def annotate(root: TreeNode) -> None:
         own = _standing(node)
         node.dead_end = bool(node.children) and own is not None and best_below <= own
         best_in[id(node)] = max(-math.inf if own is None else own, best_below)
-    ranked = rank([n.experiment for n in nodes if _standing(n) is not None], limit=1)
-    if ranked:
-        best = next(n for n in nodes if n.experiment is ranked[0])
+    tip = best_tip(n.experiment for n in nodes)
+    if tip is not None:
+        best = next(n for n in nodes if n.experiment is tip)
         root.best_tip = best.experiment
         best.is_best = True
         best.dead_end = False

@@ -254,9 +254,12 @@ def rank(
     ``cumulative`` ranks by the cumulative score and ``low`` by the low end of its
     interval (the cumulative score without one): what is derived of each comes from
     ``derivation`` (:func:`kexp.core.campaign.derive` over the whole store; without one, an
-    experiment's own :attr:`~kexp.core.model.KernelExperiment.derived`); experiments
-    without a cumulative score (see ``cumulative_reason``) come after those with one,
-    by score. ``score`` ranks by the score alone (nothing derived is read).
+    experiment's own :attr:`~kexp.core.model.KernelExperiment.derived`). The steps that
+    improved come first, then the others with a cumulative score (within noise, a
+    regression, an interference: each leaves its parent's code, or worse, however high
+    the product), then those without one (see ``cumulative_reason``), by score. So the
+    first is the best tip (:func:`best_tip`) when there is one. ``score`` ranks by the
+    score alone (nothing derived is read).
     """
     if by not in RANKINGS:
         raise KexpError(f"cannot rank by {by!r}; use one of {', '.join(RANKINGS)}")
@@ -273,10 +276,13 @@ def rank(
         return items if limit is None else items[:limit]
     found = derivation.each(items) if derivation is not None else _own_derived(items)
     low = by == "low"
-    keys: list[tuple[bool, float]] = [
-        (False, float(item.score))
+    keys: list[tuple[int, float]] = [
+        (0, float(item.score))
         if (value := derived.cumulative_score) is None
-        else (True, derived.cumulative_ci[0] if low and derived.cumulative_ci else value)
+        else (
+            2 if derived.outcome == "improvement" else 1,
+            derived.cumulative_ci[0] if low and derived.cumulative_ci else value,
+        )
         for item, derived in zip(items, found, strict=True)
     ]
     if limit is not None and len(items) > limit:
@@ -290,6 +296,17 @@ def rank(
     keyed.sort(key=_FIRST, reverse=True)
     chosen = [item for _, item in keyed]
     return chosen if limit is None else chosen[:limit]
+
+
+def best_tip(experiments: Iterable[_E], *, derivation: Derivation | None = None) -> _E | None:
+    """The best tip of ``experiments``: the step that improved with the best cumulative
+    score, as :func:`rank` orders them (see
+    :attr:`~kexp.core.campaign.Derived.can_be_best`); None when no step improved."""
+    found = rank(experiments, derivation=derivation, limit=1)
+    if not found:
+        return None
+    (derived,) = derivation.each(found) if derivation is not None else _own_derived(found)
+    return found[0] if derived.can_be_best else None
 
 
 def _tie_order(items: list[Any]) -> None:

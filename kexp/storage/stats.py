@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.format.suspect import suspect_reasons
-from kexp.storage.lineage import is_scored
-from kexp.storage.query import rank
+from kexp.storage.query import best_tip
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -86,9 +85,8 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         groups.setdefault((exp.operator_sig, exp.dtype_sig), []).append(exp)
     best: list[Best] = []
     for (operator, dtype), members in groups.items():
-        scored = rank([e for e in members if is_scored(e) and e.derived.ranked], limit=1)
-        if scored:
-            top = scored[0]
+        top = best_tip(members)
+        if top is not None:
             best.append(
                 Best(
                     operator,

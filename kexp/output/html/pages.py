@@ -37,7 +37,7 @@ from kexp.output.html.markup import (
     text,
 )
 from kexp.storage.lineage import TreeNode, build_forest, is_scored
-from kexp.storage.query import rank
+from kexp.storage.query import best_tip, rank
 
 #: Where the experiment pages are: ``e/<last three hex digits of the ids>.html``, one
 #: section per experiment (``#<id>``); the stylesheet shows only the one linked to.
@@ -109,13 +109,6 @@ def cumulative_text(exp: KernelExperiment) -> str:
     if interval is None:
         return f"{value:.4f}"
     return f'{value:.4f} <span class="ci">[{interval[0]:.4f}, {interval[1]:.4f}]</span>'
-
-
-def best_tip(experiments: Iterable[KernelExperiment]) -> KernelExperiment | None:
-    """The best tip: the best cumulative score of an experiment neither buggy nor
-    pending, nor a control (None when there is none)."""
-    found = rank([e for e in experiments if is_scored(e) and e.derived.ranked], limit=1)
-    return found[0] if found else None
 
 
 def operator_slug(operator: str) -> str:
@@ -214,6 +207,13 @@ class CellSummary:
     def best(self) -> KernelExperiment | None:
         """The best tip (:func:`best_tip`)."""
         return best_tip(self.experiments)
+
+    @property
+    def closest(self) -> KernelExperiment | None:
+        """The highest cumulative score measured, whatever its outcome (for a cell that
+        never improved: how close it came)."""
+        found = rank([e for e in self.experiments if is_scored(e) and e.derived.ranked], limit=1)
+        return found[0] if found else None
 
     @property
     def improved(self) -> bool:
@@ -356,8 +356,8 @@ def overview_page(site: Site) -> str:
         "<h2>Frontier</h2>",
         "<p>The best tip of every operator × dtype × env: the best cumulative score (the "
         "speedup over the operator's reference, the product of the steps along its "
-        "lineage; neither buggy nor pending, nor a control), with its interval when its "
-        "steps record one.</p>",
+        "lineage) of a step that improved (never one within noise, a regression, an "
+        "interference, a control), with its interval when its steps record one.</p>",
         filter_box("frontier", "filter the frontier"),
         '<div class="wide">',
         table(
@@ -379,7 +379,7 @@ def overview_page(site: Site) -> str:
     ]
     never_rows = []
     for cell in never:
-        best = cell.best
+        best = cell.closest
         cell_counts = cell.counts()
         never_rows.append(
             [

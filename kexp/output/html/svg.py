@@ -182,8 +182,8 @@ def score_chart(
     notable = set(best_path)
     best_so_far: float | None = None
     for i, p in enumerate(points):
-        if p.outcome in UNSCORED or not math.isfinite(p.score):
-            continue
+        if p.outcome != "improvement" or not math.isfinite(p.score):
+            continue  # only a step that improved can be a best
         if best_so_far is None:
             best_so_far = p.score
             steps.append(f"M{_f(x_of(i))} {_f(y_of(p.score))}")
