@@ -290,9 +290,20 @@ def _best_change_note(change: BestChange) -> str:
     before = tip(change.before_id, change.before_cumulative)
     after = tip(change.after_id, change.after_cumulative)
     return (
-        f"📉 **Best changed** on {md_code(change.operator_sig)} by the corrections or "
-        f"removals here: was {before}, now {after}"
+        f"{_best_move(change)} **Best changed** on {md_code(change.operator_sig)} by the "
+        f"corrections or removals here: was {before}, now {after}"
     )
+
+
+def _best_move(change: BestChange) -> str:
+    """The icon of a best tip's move: up, down (or gone), or to another tip at the same
+    score."""
+    old, new = change.before_cumulative, change.after_cumulative
+    if new is not None and (old is None or new > old):
+        return "📈"
+    if old is not None and (new is None or new < old):
+        return "📉"
+    return "🔀"
 
 
 def _fields_said(changes: Sequence[FieldChange]) -> str:
