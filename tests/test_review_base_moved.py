@@ -13,7 +13,7 @@ import pytest
 from conftest import experiment_fields, git, init_repo
 
 from kexp import KernelExperiment, Store
-from kexp.review.build import render_markdown, review
+from kexp.review.build import render_markdown, review, to_json
 
 OPERATOR = "csrc/rms.cu: rms_norm"
 
@@ -83,6 +83,90 @@ def as_ci_sees_it(reviewer: Path, branch: str) -> None:
 def comparable(data: dict[str, Any]) -> dict[str, Any]:
     """A review's JSON less what names the revisions compared."""
     return {k: v for k, v in data.items() if k not in ("head", "head_commit", "merge_base")}
+
+
+def test_a_branch_made_before_a_better_lineage_landed_is_ranked_against_the_base_tip(
+    team: dict[str, Path],
+) -> None:
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    a1 = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    record(alice, "Warp reduce via shfl - +5%", 1.05, pid=a1.id)  # 1.176 over the reference
+    push_branch(alice, "kexp/alice", "alice's experiments")
+    b1 = record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/alice")
+
+    git(reviewer, "fetch", "-q")
+    store = Store(reviewer)
+    local = review(store, "origin/main", "origin/kexp/bob")
+    [entry] = local.added
+    assert entry.id == b1.id
+    assert not entry.new_best and local.new_bests == []
+    assert (entry.rank, entry.rank_of) == (3, 3)
+    markdown = render_markdown(local)
+    assert "New best" not in markdown
+    assert "first scored experiment" not in markdown
+
+    # The same review as CI's, of the branch merged into main's tip
+    as_ci_sees_it(reviewer, "kexp/bob")
+    ci = review(store, "origin/main", "HEAD")
+    assert comparable(to_json(local)) == comparable(to_json(ci))
+
+
+def test_the_best_before_is_the_base_tips_after_a_correction_landed_there(
+    team: dict[str, Path],
+) -> None:
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    a1 = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    a2 = record(alice, "Warp reduce via shfl - +5%", 1.05, pid=a1.id)
+    push_branch(alice, "kexp/alice", "alice's experiments")
+    merge_into_main(reviewer, "kexp/alice")
+    git(bob, "fetch", "-q")
+    git(bob, "merge", "-q", "--ff-only", "origin/main")
+    b1 = record(bob, "Persistent kernel - +18%", 1.18)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    # alice corrects her first step on main meanwhile: her tip now reaches 1.10 x 1.05
+    git(alice, "fetch", "-q")
+    git(alice, "checkout", "-q", "-B", "kexp/alice", "origin/main")
+    Store(alice).update_experiment(a1.id, score=1.10)
+    push_branch(alice, "kexp/alice", "re-measured")
+    merge_into_main(reviewer, "kexp/alice")
+
+    git(reviewer, "fetch", "-q")
+    store = Store(reviewer)
+    local = review(store, "origin/main", "origin/kexp/bob")
+    [entry] = local.added
+    assert entry.id == b1.id and entry.new_best
+    assert entry.previous_best_id == a2.id
+    assert entry.previous_best_cumulative == pytest.approx(1.10 * 1.05)
+    assert "(1.1550)" in render_markdown(local)
+    as_ci_sees_it(reviewer, "kexp/bob")
+    assert comparable(to_json(local)) == comparable(to_json(review(store, "origin/main", "HEAD")))
+
+
+def test_experiments_squash_merged_already_are_not_added_again(team: dict[str, Path]) -> None:
+    bob, reviewer = team["bob"], team["reviewer"]
+    b1 = record(bob, "Fused residual add - +3%", 1.03)
+    b2 = record(bob, "Two-pass variance - +2%", 1.02, pid=b1.id)
+    push_branch(bob, "kexp/bob", "bob's experiments")
+    merge_into_main(reviewer, "kexp/bob", squash=True)
+    # bob goes on on the same branch, never merging main back
+    b3 = record(bob, "Two rows per warp - regression", 0.97, pid=b2.id)
+    push_branch(bob, "kexp/bob", "bob's next experiment")
+
+    git(reviewer, "fetch", "-q")
+    store = Store(reviewer)
+    local = review(store, "origin/main", "origin/kexp/bob")
+    assert [e.id for e in local.added] == [b3.id]
+    assert local.already_on_base == sorted([b1.id, b2.id])
+    assert local.new_bests == [] and local.best_changes == []
+    [entry] = local.added
+    assert (entry.rank, entry.rank_of) == (3, 3)
+    markdown = render_markdown(local)
+    assert "**1 added · 0 corrected · 0 removed**" in markdown
+    assert "New best" not in markdown
+    assert "2 change(s) of the branch are on `origin/main` already" in markdown
+    assert to_json(local)["summary"]["already_on_base"] == sorted([b1.id, b2.id])
 
 
 def test_a_best_that_rises_is_not_shown_falling(team: dict[str, Path]) -> None:
