@@ -486,6 +486,7 @@ def _sides(
     facts = [item for item in scan.valid if item.path not in changed_now] + valid(before)
     if on_base is not None:
         facts = [item for item in facts if item.path not in gone] + valid(on_tip.values())
+        facts.sort(key=_listed)  # as the tip lists them (ties of the best go to the first)
     # The tip's versions of what the branch corrects or removes (those it left alone).
     was: dict[str, CheckedFile] = {}
     for item in [c.before for c in [*kept.modified, *kept.removed] if c.before is not None]:
@@ -496,12 +497,21 @@ def _sides(
             was[path] = item
     then = side(facts, was)
     mine = {str(c.after.path): c.after for c in [*kept.added, *kept.modified] if c.after}
+    if on_base is None:  # the merge is the head
+        return side(scan.valid, mine), then, moved
     drop = set(mine)
     for item in [c.before for c in [*kept.modified, *kept.removed] if c.before is not None]:
         drop |= {str(item.path), moved.get(str(item.path), str(item.path))}
     merged = [item for item in facts if item.path not in drop] + valid(mine.values())
     del facts
+    merged.sort(key=_listed)
     return side(merged, mine), then, moved
+
+
+def _listed(item: Facts) -> str:
+    """The key that sorts experiments as a store lists them (as ``Path`` objects sort,
+    component by component: :meth:`kexp.storage.sources.FileSource.files`)."""
+    return item.path.replace("/", "\0")
 
 
 def _entry(
