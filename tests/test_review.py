@@ -678,7 +678,9 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "changed_on_base": [],
         "best_changes": [],
         "lessons_lost": [],
+        "already_on_base": [],
     }
+    assert data["base_commit"] == data["merge_base"]  # main has not moved on
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)
     assert fused["rank"] == 1 and fused["new_best"] and fused["delta"] == pytest.approx(0.004)
     assert fused["path"].startswith("experiments/") and fused["path"].endswith(".md")

@@ -124,15 +124,28 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
     revision.
     """
-    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.snapshot
+    # lazy: not every command that imports this module needs kexp.gitops.git,
+    # kexp.storage.history, kexp.storage.snapshot
     from kexp.gitops import git as kgit
+    from kexp.storage.history import changes as changes_between
     from kexp.storage.snapshot import StoreLocation
 
     head = head_of(store, head)
     check, scan = check_and_scan(store, base, head)
     location = StoreLocation.of(store.root)
     head_commit = kgit.resolve_commit(location.repo, head) if head is not None else None
-    now, then = _sides(scan, check.changes)
+    tip = kgit.resolve_commit(location.repo, base)
+    # What the base branch changed since the branch was made (only those files are read).
+    on_base = changes_between(store, check.merge_base, tip) if tip != check.merge_base else None
+    landed = _landed(check.changes, on_base)
+    ours = {id(c) for c in landed}
+    changes = dataclasses.replace(
+        check.changes,
+        added=[c for c in check.changes.added if id(c) not in ours],
+        modified=[c for c in check.changes.modified if id(c) not in ours],
+        removed=[c for c in check.changes.removed if id(c) not in ours],
+    )
+    now, then, at_tip = _sides(scan, check.changes, changes, on_base)
     del scan
 
     def relative(path: Path | None) -> str | None:
@@ -141,23 +154,24 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         return location.repo_path(path) or str(path)
 
     entries: dict[str, list[_Reviewed]] = {kind: [] for kind in KINDS}
-    changes = check.changes
     for kind, group in zip(KINDS, (changes.added, changes.modified, changes.removed), strict=True):
         for change in group:
             side = then if kind == "removed" else now
             checked = change.before if kind == "removed" else change.after
             assert checked is not None
-            exp = side.at_path(str(checked.path))
+            path = str(checked.path)
+            exp = side.at_path(at_tip.get(path, path) if kind == "removed" else path)
             entries[kind].append((_entry(kind, change, checked, exp, side, then, relative), exp))
 
     for kind in KINDS:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
     touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
-    if touched:
-        _changed_on_base(store, base, check.merge_base, touched)
+    if touched and on_base is not None:
+        _changed_on_base(on_base, touched)
     lost = _lost_lessons(entries, then)
     lessons = group_lessons(_new_lessons(entries, then, {item.id for item in lost}))
+    landed_paths = {str(c.after.path) for c in landed if c.after is not None}
     return Review(
         base=base,
         merge_base=check.merge_base,
@@ -166,7 +180,9 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         added=[entry for entry, _ in entries["added"]],
         corrected=[entry for entry, _ in entries["corrected"]],
         removed=[entry for entry, _ in entries["removed"]],
-        file_problems=_relative_problems(check.file_problems, relative),
+        file_problems=_relative_problems(
+            [p for p in check.file_problems if p.path not in landed_paths], relative
+        ),
         store_problems=_relative_problems(check.caused, relative),
         preexisting_store_problems=_relative_problems(
             [p for p in check.store_problems if p not in check.caused], relative
@@ -175,7 +191,41 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         lineage=_lineage(entries, now, then),
         best_changes=_best_changes(entries, now, then),
         lessons_lost=lost,
+        base_commit=tip,
+        already_on_base=sorted({c.id for c in landed}),
     )
+
+
+def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
+    """The changes of the branch that the base branch made too since the merge base
+    (merged before, as a squash merge does): the same experiment added or corrected in
+    the same file with the same fields and sections, or the same experiment removed."""
+    if on_base is None:
+        return []
+    # lazy: not every command that imports this module needs kexp.storage.history
+    from kexp.storage.history import diff_fields, field_values
+
+    theirs = {c.id: c for c in on_base}
+    found: list[ExperimentChange] = []
+    for change in pr:
+        other = theirs.get(change.id)
+        if other is None:
+            continue
+        if change.kind == "removed":
+            if other.kind == "removed":
+                found.append(change)
+            continue
+        mine, its = change.after, other.after
+        if (
+            mine is not None
+            and its is not None
+            and mine.document is not None
+            and its.document is not None
+            and str(mine.path) == str(its.path)
+            and not diff_fields(field_values(mine.document), field_values(its.document))
+        ):
+            found.append(change)
+    return found
 
 
 def _best_changes(
@@ -209,21 +259,11 @@ def _best_changes(
     return found
 
 
-def _changed_on_base(
-    store: Store, base: str, fork: str, touched: Mapping[str, ReviewedExperiment]
-) -> None:
+def _changed_on_base(on_base: Changes, touched: Mapping[str, ReviewedExperiment]) -> None:
     """Mark the ``touched`` experiments (corrected or removed by the change) that the
-    base branch corrected or removed too since the merge base ``fork``."""
-    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.history
-    from kexp.gitops import git as kgit
-    from kexp.storage.history import changes
-    from kexp.storage.snapshot import StoreLocation
-
-    tip = kgit.resolve_commit(StoreLocation.of(store.root).repo, base)
-    if tip == fork:
-        return
-    moved = changes(store, fork, tip)
-    for kind, group in (("corrected", moved.modified), ("removed", moved.removed)):
+    base branch corrected or removed too since the merge base (``on_base``: what it
+    changed since)."""
+    for kind, group in (("corrected", on_base.modified), ("removed", on_base.removed)):
         for change in group:
             entry = touched.get(change.id)
             if entry is not None:
@@ -390,39 +430,88 @@ def _ids(combines: Iterable[str | None]) -> list[str]:
 
 
 @collector_paused()  # the facts of every experiment, none in a cycle
-def _sides(scan: HeadScan, changes: Changes) -> tuple[_Side, _Side]:
-    """The experiments at the head and at the merge base of a change: the head's, and
-    the head's less what the change added or corrected, plus what it removed or
-    corrected as it was (the base side is not read again)."""
+def _sides(
+    scan: HeadScan, pr: Changes, kept: Changes, on_base: Changes | None
+) -> tuple[_Side, _Side, dict[str, str]]:
+    """The experiments after and before the change, as merging the branch into the base
+    branch's tip gives them: the tip's, plus what the branch adds or corrects (``kept``:
+    its changes less those on the tip already), less what it removes; and the tip's.
+    Also where each file the base branch moved since the merge base is now.
+
+    Neither side is read again: the merge base's store is the head's (``scan``) less
+    what the branch (``pr``) added or corrected, plus what it removed or corrected as it
+    was; the tip's is that less what the base branch changed since (``on_base``; None:
+    nothing, the tip is the merge base), plus those files as they are on the tip.
+    """
     target = scan.target
     settings = target.settings
+    on_tip: dict[str, CheckedFile] = {}  # the files the base branch changed, as on its tip
+    moved: dict[str, str] = {}  # the base branch's moves: path at the merge base -> now
+    gone: set[str] = set()  # the paths the base branch changed, removed or moved away
+    if on_base is not None:
+        for change in on_base:
+            if change.before is not None:
+                gone.add(str(change.before.path))
+            if change.after is not None:
+                gone.add(str(change.after.path))
+                on_tip[str(change.after.path)] = change.after
+            if change.old_path is not None:
+                moved[str(change.old_path)] = str(change.path)
 
     def whole(item: CheckedFile) -> KernelExperiment:
         return attach(item.experiment(), settings, path=item.path)
 
     def read(path: str) -> KernelExperiment | None:
-        item = target.check_file(path)
+        item = on_tip.get(path) or target.check_file(path)
         return whole(item) if item.ok else None
 
-    after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
-    before = [c.before for c in [*changes.modified, *changes.removed] if c.before is not None]
+    def side(facts: list[Facts], items: Mapping[str, CheckedFile]) -> _Side:
+        numbers = {
+            number: whole(items[item.path])
+            for number, item in enumerate(facts)
+            if item.path in items and items[item.path].ok
+        }
+        return _Side(facts, numbers, settings, read)
+
+    def valid(items: Iterable[CheckedFile]) -> list[Facts]:
+        return [
+            facts_of(links_of(item), item.document.fields)
+            for item in items
+            if item.ok and item.document is not None
+        ]
+
+    after = [c.after for c in [*pr.added, *pr.modified] if c.after is not None]
+    before = [c.before for c in [*pr.modified, *pr.removed] if c.before is not None]
     changed_now = {str(item.path) for item in after}
-    valid_now = {str(item.path): item for item in after if item.ok}
-    head_whole = {
-        number: whole(valid_now[item.path])
-        for number, item in enumerate(scan.valid)
-        if item.path in valid_now
-    }
-    base_facts = [item for item in scan.valid if item.path not in changed_now]
-    base_whole: dict[int, KernelExperiment] = {}
-    for item in before:
-        if item.ok and item.document is not None:
-            base_whole[len(base_facts)] = whole(item)
-            base_facts.append(facts_of(links_of(item), item.document.fields))
-    return (
-        _Side(scan.valid, head_whole, settings, read),
-        _Side(base_facts, base_whole, settings, read),
-    )
+    facts = [item for item in scan.valid if item.path not in changed_now] + valid(before)
+    if on_base is not None:
+        facts = [item for item in facts if item.path not in gone] + valid(on_tip.values())
+        facts.sort(key=_listed)  # as the tip lists them (ties of the best go to the first)
+    # The tip's versions of what the branch corrects or removes (those it left alone).
+    was: dict[str, CheckedFile] = {}
+    for item in [c.before for c in [*kept.modified, *kept.removed] if c.before is not None]:
+        path = str(item.path)
+        if moved.get(path, path) in on_tip:
+            was[moved.get(path, path)] = on_tip[moved.get(path, path)]
+        elif path not in gone:
+            was[path] = item
+    then = side(facts, was)
+    mine = {str(c.after.path): c.after for c in [*kept.added, *kept.modified] if c.after}
+    if on_base is None:  # the merge is the head
+        return side(scan.valid, mine), then, moved
+    drop = set(mine)
+    for item in [c.before for c in [*kept.modified, *kept.removed] if c.before is not None]:
+        drop |= {str(item.path), moved.get(str(item.path), str(item.path))}
+    merged = [item for item in facts if item.path not in drop] + valid(mine.values())
+    del facts
+    merged.sort(key=_listed)
+    return side(merged, mine), then, moved
+
+
+def _listed(item: Facts) -> str:
+    """The key that sorts experiments as a store lists them (as ``Path`` objects sort,
+    component by component: :meth:`kexp.storage.sources.FileSource.files`)."""
+    return item.path.replace("/", "\0")
 
 
 def _entry(

@@ -180,6 +180,12 @@ class Review:
     best_changes: list[BestChange] = dataclasses.field(default_factory=list)
     #: The failures' lessons the change loses (a failure removed, a key insight removed).
     lessons_lost: list[LostLesson] = dataclasses.field(default_factory=list)
+    #: Full hash of the base's tip: the ranks, the best before and after and the counts
+    #: are those of merging the change into it ("": the merge base).
+    base_commit: str = ""
+    #: The ids of the experiments whose change (since the merge base) the base's tip
+    #: holds already, the same (merged before, as a squash merge does): not listed.
+    already_on_base: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:

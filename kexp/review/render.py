@@ -48,6 +48,7 @@ def to_json(result: Review) -> dict[str, Any]:
         "merge_base": result.merge_base,
         "head": result.head,
         "head_commit": result.head_commit,
+        "base_commit": result.base_commit or result.merge_base,
         "summary": {
             "added": len(result.added),
             "corrected": len(result.corrected),
@@ -59,6 +60,7 @@ def to_json(result: Review) -> dict[str, Any]:
             "changed_on_base": [e.id for e in result.changed_on_base],
             "best_changes": [c.to_dict() for c in result.best_changes],
             "lessons_lost": [lost.to_dict() for lost in result.lessons_lost],
+            "already_on_base": list(result.already_on_base),
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
@@ -224,9 +226,12 @@ def render_markdown(result: Review) -> str:
     if result.lineage.nodes:
         parts.append(_lineage_section(result.lineage))
     head = "the working tree" if result.head is None else md_code(result.head)
+    tip = ""
+    if result.base_commit and result.base_commit != result.merge_base:
+        tip = f"; ranked as merged into its tip {md_code(result.base_commit[:12])}"
     parts.append(
         f"<sub>kexp review: {head} compared with {md_code(result.base)} (merge base "
-        f"{md_code(result.merge_base[:12])}).</sub>"
+        f"{md_code(result.merge_base[:12])}{tip}).</sub>"
     )
     return "\n\n".join(parts) + "\n"
 
@@ -247,6 +252,13 @@ def _headline(result: Review) -> str:
     else:
         verdict = "✅ validation passed"
     lines = [f"{counts} — {verdict}"]
+    if result.already_on_base:
+        ids = ", ".join(md_code(exp_id) for exp_id in result.already_on_base)
+        lines.append(
+            f"♻️ {len(result.already_on_base)} change(s) of the branch are on "
+            f"{md_code(result.base)} already, the same (merged before, as a squash merge "
+            f"does), and not listed again: {ids}"
+        )
     lines += [_lost_note(lost) for lost in result.lessons_lost]
     for entry in result.new_bests:
         lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
@@ -290,9 +302,20 @@ def _best_change_note(change: BestChange) -> str:
     before = tip(change.before_id, change.before_cumulative)
     after = tip(change.after_id, change.after_cumulative)
     return (
-        f"📉 **Best changed** on {md_code(change.operator_sig)} by the corrections or "
-        f"removals here: was {before}, now {after}"
+        f"{_best_move(change)} **Best changed** on {md_code(change.operator_sig)} by the "
+        f"corrections or removals here: was {before}, now {after}"
     )
+
+
+def _best_move(change: BestChange) -> str:
+    """The icon of a best tip's move: up, down (or gone), or to another tip at the same
+    score."""
+    old, new = change.before_cumulative, change.after_cumulative
+    if new is not None and (old is None or new > old):
+        return "📈"
+    if old is not None and (new is None or new < old):
+        return "📉"
+    return "🔀"
 
 
 def _fields_said(changes: Sequence[FieldChange]) -> str:
