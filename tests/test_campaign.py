@@ -910,8 +910,9 @@ def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> 
     """Twelve iterations in, an agent records a change within noise on the best (1.004,
     its interval holding 1: reverted) and a regression: its product is the highest, yet
     every view names the step that improved as the best — ``kexp top``'s first,
-    ``context``, ``stats``, ``tree``, the report — and ranks the steps that improved
-    first (a regression on a good parent is no "top" result)."""
+    ``context``, ``stats``, ``tree``, the report, the review of its pull request — and
+    ranks the steps that improved first (a regression on a good parent is no "top"
+    result)."""
 
     def make(summary: str, score: float, ci: list[float], pid: str | None = None) -> str:
         fields = experiment_fields(change_summary=summary, score=score, score_ci=ci)
@@ -923,9 +924,12 @@ def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> 
 
     root = make("Vectorize copies - +50%", 1.5, [1.45, 1.55])
     best = make("Hoist the slot math - +40%", 1.4, [1.35, 1.45], pid=root)
+    rival = make("Persistent kernel from scratch - +20%", 1.2, [1.15, 1.25])
+    commit_all(store.root, "three steps")
+    git(store.root, "checkout", "-q", "-b", "pr")
     noise = make("Unroll by 8 - +0.4%, within noise", 1.004, [0.9975, 1.0106], pid=best)
     worse = make("Stage through LDS - -3%", 0.97, [0.96, 0.98], pid=best)
-    rival = make("Persistent kernel from scratch - +20%", 1.2, [1.15, 1.25])
+    commit_all(store.root, "two more")
     found = _read(store)
     assert found[noise].outcome == "marginal" and found[worse].outcome == "regression"
     assert found[noise].cumulative_score > found[best].cumulative_score  # type: ignore[operator]
@@ -946,3 +950,7 @@ def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> 
     (page,) = (tmp_path / "report" / "op").glob("*.html")
     html = page.read_text(encoding="utf-8")
     assert re.search(rf"Best tip: <a [^>]*>{best[:10]}", html), html[:2000]
+    pr = review(store, "main")  # the pull request of the last two steps
+    assert not any(entry.new_best for entry in pr.added) and not pr.best_changes
+    assert {entry.id: entry.rank for entry in pr.added} == {noise: 4, worse: 5}
+    assert "New best" not in render_markdown(pr)

@@ -213,7 +213,8 @@ class _Side:
         ]
 
     def best_on(self, operator: str) -> KernelExperiment | None:
-        return max(self.scored_on(operator), key=lambda e: e.cumulative_score, default=None)
+        improved = [e for e in self.scored_on(operator) if e.outcome == "improvement"]
+        return max(improved, key=lambda e: e.cumulative_score, default=None)
 
 
 _KINDS = ("added", "corrected", "removed")
@@ -271,9 +272,7 @@ def reference_review(store: Store, base: str, head: str | None = None) -> Review
     )
 
 
-def _best_changes(
-    entries: dict[str, list[_Reviewed]], now: _Side, then: _Side
-) -> list[BestChange]:
+def _best_changes(entries: dict[str, list[_Reviewed]], now: _Side, then: _Side) -> list[BestChange]:
     """The touched operators (no new best among their entries) whose best tip moved."""
     found = []
     everything = [entry for kind in _KINDS for entry, _ in entries[kind]]
@@ -353,9 +352,12 @@ def _entry(
                     entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and mine is not None:
         rivals = side.scored_on(exp.operator_sig)
-        entry.rank = 1 + sum(1 for e in rivals if (e.cumulative_score or 0.0) > mine)
+        key = (exp.outcome == "improvement", mine)  # the steps that improved first
+        entry.rank = 1 + sum(
+            1 for e in rivals if (e.outcome == "improvement", e.cumulative_score or 0.0) > key
+        )
         entry.rank_of = len(rivals)
-    if kind != "removed" and entry.rank == 1 and mine is not None:
+    if kind != "removed" and entry.rank == 1 and mine is not None and exp.outcome == "improvement":
         previous = then.best_on(exp.operator_sig)
         if previous is not None:
             entry.previous_best_id = previous.id

@@ -77,6 +77,7 @@ from kexp.storage.changed import (
 )
 from kexp.storage.changed import merge_base as merge_base
 from kexp.storage.lineage import is_scored
+from kexp.storage.listing import path_order
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
@@ -402,16 +403,17 @@ class _Side:
                 index.setdefault(item.pid, []).append(number)
         return index
 
-    def scored_on(self, operator: str) -> list[tuple[Any, int]]:
-        """(cumulative score, number) of the ranked experiments on ``operator`` (exact
-        ``operator_sig``: scored, not a control, a cumulative score known), in order."""
+    def scored_on(self, operator: str) -> list[tuple[tuple[bool, Any], int]]:
+        """(rank key, number) of the ranked experiments on ``operator`` (exact
+        ``operator_sig``: scored, not a control, a cumulative score known), in order; the
+        rank key is ``kexp top``'s (whether the step improved, its cumulative score)."""
         found = self._scored.get(operator)
         if found is None:
             on = [n for n, item in enumerate(self.facts) if item.operator_sig == operator]
             self._derive(on)
             derived = self._derived
             found = self._scored[operator] = [
-                (derived[number].cumulative_score, number)
+                ((derived[number].can_be_best, derived[number].cumulative_score), number)
                 for number in on
                 if derived[number].ranked
                 and is_scored(self._whole.get(number) or self._light(number))
@@ -419,9 +421,10 @@ class _Side:
         return found
 
     def best_on(self, operator: str) -> KernelExperiment | None:
-        """The best tip on ``operator`` (the best cumulative score; None when there is
-        none)."""
-        best = max(self.scored_on(operator), key=lambda e: float(e[0]), default=None)
+        """The best tip on ``operator`` (the best cumulative score of a step that
+        improved: :func:`kexp.storage.query.best_tip`; None when there is none)."""
+        improved = [(key[1], number) for key, number in self.scored_on(operator) if key[0]]
+        best = max(improved, key=lambda e: float(e[0]), default=None)
         return None if best is None else self.experiment(best[1])
 
 
@@ -509,9 +512,8 @@ def _sides(
 
 
 def _listed(item: Facts) -> str:
-    """The key that sorts experiments as a store lists them (as ``Path`` objects sort,
-    component by component: :meth:`kexp.storage.sources.FileSource.files`)."""
-    return item.path.replace("/", "\0")
+    """The key that sorts experiments as a store lists them (:func:`path_order`)."""
+    return path_order(item.path)
 
 
 def _entry(
@@ -586,9 +588,15 @@ def _entry(
                     entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and cumulative is not None:
         rivals = side.scored_on(exp.operator_sig)
-        entry.rank = 1 + sum(1 for score, _ in rivals if score > cumulative)
+        mine = (exp.derived.can_be_best, cumulative)
+        entry.rank = 1 + sum(1 for key, _ in rivals if key > mine)
         entry.rank_of = len(rivals)
-    if kind != "removed" and entry.rank == 1 and cumulative is not None:
+    if (
+        kind != "removed"
+        and entry.rank == 1
+        and cumulative is not None
+        and exp.derived.can_be_best  # a step within noise is never a new best
+    ):
         previous = then.best_on(exp.operator_sig)
         if previous is not None:
             entry.previous_best_id = previous.id
