@@ -115,6 +115,12 @@ def test_an_agent_that_only_fetched_sees_the_dead_end_when_it_consults(
     found = invoke(bob, "similar", "--refs", "origin/*", "--text", "OpenMP threads", "--json")
     assert found.exit_code == 0, found.output
     assert dead.id in [match["id"] for match in json.loads(found.stdout)]
+    # Where each was found, as kexp top says it: the REF column, the JSON's ref.
+    assert {m["id"]: m["ref"] for m in json.loads(found.stdout)}[dead.id] == "origin/kexp/alice"
+    table = invoke(bob, "similar", "--all-refs", "--text", "OpenMP threads", columns=200)
+    assert table.output.splitlines()[0].split()[:2] == ["ID", "REF"], table.output
+    (line,) = [line for line in table.output.splitlines() if line.startswith(dead.id[:10])]
+    assert "origin/kexp/alice" in line, line
     # Without refs, bob's own store has never seen it.
     assert dead.id[:10] not in invoke(bob, "context", "--operator", "cache").output
     # The Python twins take the refs too.
@@ -123,6 +129,33 @@ def test_an_agent_that_only_fetched_sees_the_dead_end_when_it_consults(
         m.id for m in kexp.storage.retrieval.similar(with_refs, text="OpenMP threads")
     ]
     assert dead.id[:10] in kexp.agents.context.context(with_refs, operator="cache").text
+
+
+def test_the_consult_call_says_on_which_branch_the_best_and_the_dead_end_are(
+    agents: tuple[Path, Path, str],
+) -> None:
+    """Alice syncs a better step and a dead end to her branch; Bob fetches and consults:
+    the packet names where each is (the code to fetch for the best), not only its id."""
+    alice, bob, base = agents
+    dead = dead_end(alice, base)
+    best = record(alice, base, "Vectorized copies to 128-bit - +11.7%", score=1.117,
+                  operator_sig=OPERATOR)  # fmt: skip
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    packet = invoke(bob, "context", "--operator", "cache", "--all-refs", columns=200)
+    assert packet.exit_code == 0, packet.output
+    for exp in (best, dead):
+        (line,) = [
+            line for line in packet.output.splitlines() if line.startswith(f"- {exp.id[:10]}")
+        ]
+        assert line.endswith("on origin/kexp/alice"), line
+    data = json.loads(invoke(bob, "context", "--operator", "cache", "--all-refs", "--json").stdout)
+    assert data["best"]["id"] == best.id and data["best"]["ref"] == "origin/kexp/alice"
+    assert [e["ref"] for e in data["failures"]] == ["origin/kexp/alice"]
+    # Read from the working tree alone, nothing says where: it is here.
+    record(bob, base, "Nontemporal stores - +4.1%", score=1.041, operator_sig=OPERATOR)
+    mine = json.loads(invoke(bob, "context", "--operator", "cache", "--json").stdout)
+    assert "ref" not in mine["best"]
 
 
 def test_the_next_record_is_warned_of_a_near_duplicate_on_another_ref(

@@ -464,18 +464,25 @@ def _experiment_entry(
     if not _holds(doc.env, env) or env is None:
         where.append(doc.env)
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
+    # Read across refs: where it was found when not in the working tree (the code to
+    # fetch), and for the best, another version that changed too (diverged).
+    sighting = doc.sighting()
+    if sighting is not None and not sighting.local:
+        place += f" on {_cut(sighting.ref)}"
     said = _scored(score, outcome, doc.score)
     lines = [f"- {short(doc.id)} {said} — {_cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {_cut(insight)}")
     elif error:
         lines.append(f"  error: {_cut(error)}")
-    # Read across refs: another branch may hold a version that changed too (diverged).
-    sighting = doc.sighting() if section == "best" else None
-    if sighting is not None and sighting.diverged:
+    diverged = section == "best" and sighting is not None and sighting.diverged
+    if diverged and sighting is not None:
         places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
         shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
-        lines.append(f"  diverged: another version on {_cut(shown)}, changed there too")
+        lines.append(
+            f"  diverged: other versions on {_cut(shown)}; one changed there too since "
+            "they parted (this is the later commit's)"
+        )
     data: dict[str, Any] = {
         "id": doc.id,
         "score": doc.score,
@@ -495,7 +502,9 @@ def _experiment_entry(
         data["error"] = error
     data["dtype_sig"] = doc.dtype_sig
     data["env"] = doc.env
-    if sighting is not None and sighting.diverged:
+    if sighting is not None:
+        data["ref"] = sighting.ref
+    if diverged and sighting is not None:
         data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
 

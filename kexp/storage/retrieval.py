@@ -61,7 +61,7 @@ from kexp.storage.doctext import (
     shingle_prefix,
 )
 from kexp.storage.indexing import DocTexts, add_docs, document_working_tree, index_working_tree
-from kexp.storage.rows import RowsByKey
+from kexp.storage.rows import RowsByKey, Sighting
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation, Versions
@@ -115,9 +115,12 @@ class Match:
     env: str
     #: The file, relative to ``experiments/``.
     path: str
+    #: Where it was found, read across refs (None: the working tree alone was read).
+    where: Sighting | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data; the interval and similarity only when there is one."""
+        """JSON-ready data; the interval and similarity only when there is one; where it
+        was found when read across refs (``ref``, ``refs``, other versions)."""
         data: dict[str, Any] = {
             "id": self.id,
             "relevance": self.relevance,
@@ -131,6 +134,8 @@ class Match:
             "dtype_sig": self.dtype_sig,
             "env": self.env,
         }
+        if self.where is not None:
+            data.update(self.where.to_dict())
         return {k: v for k, v in data.items() if v is not None}
 
 
@@ -324,6 +329,7 @@ class Search(Index):
             dtype_sig=row.dtype_sig,
             env=row.env,
             path=row.path,
+            where=row.sighting(),
         )
 
     def related_code(

@@ -17,6 +17,7 @@ from kexp.cli.commands.common import (
     one_line,
     print_table,
     progress,
+    ref_labels,
     refs_options,
 )
 from kexp.core.errors import KexpError, StoreNotFoundError
@@ -319,6 +320,11 @@ def similar(
     if all(match.similarity is None for match in matches):
         headers.remove("CODE")
         rows = [row[:2] + row[3:] for row in rows]
+    if any(match.where is not None for match in matches):  # read across refs: where
+        headers.insert(1, "REF")
+        labels = ref_labels([match.where for match in matches])
+        for label, row in zip(labels, rows, strict=True):
+            row.insert(1, label)
     print_table(headers, rows, right=("RELEVANCE", "CODE", "SCORE"), shrink=("SUMMARY",))
 
 
