@@ -244,6 +244,41 @@ def test_an_uncommitted_edit_is_the_newest_version(agents: tuple[Path, Path, str
     assert [(e.id, e.score) for e in across.list_experiments()] == [(exp.id, 1.5)]
 
 
+def test_an_experiment_removed_on_a_newer_branch_is_not_read(
+    agents: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """Alice publishes a bogus record and a good one on main; Bob pulls, removes the
+    bogus one and publishes to his branch; Carol fetches: across refs its newest state
+    is its removal (Bob's branch descends from the commit holding it), so no read ranks
+    or counts it. Alice's own uncommitted removal is her newest state too; a branch that
+    never held it (not merged yet) removes nothing."""
+    alice, bob, base = agents
+    bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
+    good = record(alice, base, "Vectorized stores - +10%", score=1.10)
+    sync(Store(alice))
+    git(bob, "pull", "-q")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    Store(bob).delete_experiment(bogus.id)
+    git(bob, "commit", "-q", "-am", "remove the bogus record")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    carol = clone(tmp_path / "remote.git", tmp_path / "carol")
+    late = record(carol, base, "Nontemporal stores - +4%", score=1.04)  # not on any ref
+    for root in (carol, alice):
+        git(root, "fetch", "-q")
+        top = json.loads(invoke(root, "top", "--all-refs", "--json").stdout)
+        assert bogus.id not in [r["id"] for r in top], (root, top)
+        stats = json.loads(invoke(root, "stats", "--all-refs", "--json").stdout)
+        assert stats["total"] == (2 if root == carol else 1)  # good (and late)
+        packet = invoke(root, "context", "--operator", "cache", "--all-refs").output
+        assert bogus.id[:10] not in packet
+    assert late.id in [e.id for e in Store(carol, all_refs=True).list_experiments()]
+    # Without refs, Carol's working tree (main) holds it still: it is there.
+    assert bogus.id in [e.id for e in Store(carol).list_experiments()]
+    # An uncommitted removal in the working tree is the newest state.
+    Store(alice).delete_experiment(good.id)
+    assert good.id not in [e.id for e in Store(alice, all_refs=True).list_experiments()]
+
+
 def test_a_row_in_the_working_tree_is_labelled_local(agents: tuple[Path, Path, str]) -> None:
     alice, bob, base = agents
     mine = record(alice, base, "Unrolled by 4 - +1.9%")

@@ -13,7 +13,10 @@ file); else, of two versions at commits A and B, the one that changed since thei
 merge base (the other is what the base holds: the history says which came later, as a
 merge would); else (both changed since, or neither base nor history tells) the version
 whose commit is later, then the working tree, then the refs in the order given. A file
-of the working tree that is ``HEAD``'s is ``HEAD``'s version.
+of the working tree that is ``HEAD``'s is ``HEAD``'s version. A removal is a version
+too: an experiment that a place lacks whose commit descends from every place holding
+it (a branch that merged it, then removed it; the working tree after ``kexp rm``) is
+not read: its newest state is gone.
 
 **Fast, because git is content-addressed.** The working tree is read as every query
 reads it (:mod:`kexp.storage.listing`); each ref's folders are git trees, read once and kept by
@@ -161,6 +164,9 @@ class RefsSource:
         single, several = self._versions(local, folders, git)
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
         newest = _Newest(self, git, commits, dates)
+        for exp_id in newest.removed(single, several):
+            single.pop(exp_id, None)
+            several.pop(exp_id, None)
         chosen = newest.choose(several)
         found = self._found(local, single, chosen, newest, cache, settings)
         self._last = found
@@ -595,6 +601,7 @@ class _Newest:
         #: Each place's commit: place 0 (the working tree) has HEAD's.
         self._commits = commits
         self._dates = dates
+        self._removals: dict[tuple[int, int], set[str]] = {}
 
     def choose(
         self, versions: dict[str, list[_Version]]
@@ -626,6 +633,53 @@ class _Newest:
             others = tuple(names[p] for entry in ordered if entry is not best for p in entry[1])
             chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
         return chosen
+
+    def removed(self, single: _Single, several: dict[str, list[_Version]]) -> list[str]:
+        """The experiments whose newest state is their removal: a place lacks them that
+        removed them since it parted from each place holding them, which did not change
+        them since (a branch that merged one, then removed it; the working tree after
+        ``kexp rm`` of a file ``HEAD`` holds). An uncommitted file of the working tree is
+        newest: never removed."""
+        places = len(self._commits)
+        found: list[str] = []
+        held = [(i, [v]) for i, v in single.items()] + list(several.items())
+        for exp_id, versions in held:
+            holders = {p: path for path, _, where in versions for p in where}
+            if len(holders) == places:
+                continue
+            if 0 in holders:
+                state = tuple(sorted((path, key) for path, key, where in versions if 0 in where))
+                if self._uncommitted(exp_id, state, [0]):
+                    continue
+            for place in range(places):
+                if place in holders or self._commits[place] is None:
+                    continue
+                if place == 0 and self._state_at(
+                    str(self._commits[0]), tuple((path, b"") for path in holders.values()), ()
+                ):
+                    found.append(exp_id)  # HEAD holds it, the working tree not: removed
+                    break
+                if all(path in self._removed_since(place, h) for h, path in holders.items()):
+                    found.append(exp_id)
+                    break
+        return found
+
+    def _removed_since(self, place: int, holder: int) -> set[str]:
+        """The files (relative to ``experiments/``) ``place`` removed since its commit
+        parted from ``holder``'s, which ``holder`` did not change since (kept)."""
+        pair = (place, holder)
+        if pair not in self._removals:
+            mine, theirs = self._commits[place], self._commits[holder]
+            base = self._git.merge_base(mine, theirs) if mine and theirs else None
+            found: set[str] = set()
+            if mine and theirs and base is not None and mine != theirs:
+                repo, folder = self._source.worktree, self._source.folder
+                gone = gitobjects.diff_names(repo, base, mine, folder, deleted=True)
+                kept = set(gitobjects.diff_names(repo, base, theirs, folder)) if gone else set()
+                cut = len(folder) + 1
+                found = {path[cut:] for path in gone if path not in kept}
+            self._removals[pair] = found
+        return self._removals[pair]
 
     def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
         """Where a version held by ``places`` was found."""
