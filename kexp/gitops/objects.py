@@ -91,22 +91,6 @@ def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None
     return found if is_hex(found, 40) else None
 
 
-def diff_names(
-    repo: git.Repo | Worktree, base: str, tip: str, folder: str, *, deleted: bool = False
-) -> list[str]:
-    """The files under ``folder`` (repository paths) that differ between the commits
-    ``base`` and ``tip`` (full hashes): changed, added or removed; ``deleted``: removed
-    alone. No rename detection."""
-    if not (is_hex(base, 40) and is_hex(tip, 40)):
-        raise GitError("diff_names takes full commit hashes")
-    only = ["--diff-filter=D"] if deleted else []
-    found = git_command(
-        repo, "diff", "--name-only", "-z", "--no-renames", *only, base, tip, "--",
-        f":(literal){folder}",
-    )  # fmt: skip
-    return [path for path in found.stdout.split("\0") if path]
-
-
 def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:
     """(commit, committer date) of ``HEAD``; None in a repository without commits."""
     found = git_command(repo, "log", "-1", "--format=%H %ct", "HEAD", ok_codes=None)

@@ -601,7 +601,7 @@ class _Newest:
         #: Each place's commit: place 0 (the working tree) has HEAD's.
         self._commits = commits
         self._dates = dates
-        self._removals: dict[tuple[int, int], set[str]] = {}
+        self._bases: dict[tuple[int, int], str | None] = {}
 
     def choose(
         self, versions: dict[str, list[_Version]]
@@ -635,51 +635,78 @@ class _Newest:
         return chosen
 
     def removed(self, single: _Single, several: dict[str, list[_Version]]) -> list[str]:
-        """The experiments whose newest state is their removal: a place lacks them that
-        removed them since it parted from each place holding them, which did not change
-        them since (a branch that merged one, then removed it; the working tree after
-        ``kexp rm`` of a file ``HEAD`` holds). An uncommitted file of the working tree is
-        newest: never removed."""
-        places = len(self._commits)
+        """The experiments whose newest state is their removal: a place lacks them whose
+        commit parted from each place holding them at a commit holding that very version
+        (it removed it since; the holder did not change it): a branch that merged one,
+        then removed it; the working tree after ``kexp rm`` of a file ``HEAD`` holds. An
+        uncommitted file of the working tree is newest: never removed."""
+        commits, places = self._commits, len(self._commits)
+        at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
+        for place in range(places - 1, 0, -1):
+            at_commit[commits[place]] = place
+        folder = self._source.folder
+        stores = {0} | {
+            p
+            for p in range(1, places)
+            if commits[p] is not None and self._git.root(str(commits[p]), folder) is not None
+        }
         found: list[str] = []
         held = [(i, [v]) for i, v in single.items()] + list(several.items())
         for exp_id, versions in held:
-            holders = {p: path for path, _, where in versions for p in where}
-            if len(holders) == places:
+            keys = {p: (path, key) for path, key, where in versions for p in where}
+            if len(keys) == places:
                 continue
-            if 0 in holders:
+            if 0 in keys:
                 state = tuple(sorted((path, key) for path, key, where in versions if 0 in where))
                 if self._uncommitted(exp_id, state, [0]):
                     continue
             for place in range(places):
-                if place in holders or self._commits[place] is None:
+                if place in keys or commits[place] is None or place not in stores:
+                    continue  # (a ref without a store removed no experiment: it has none)
+                if place == 0:  # HEAD holds it, the working tree not: removed here
+                    head = commits[0]
+                    path, key = next(iter(keys.values()))
+                    there = at_commit.get(head)
+                    held_at_head = (
+                        there in keys if there is not None else self._holds(head, path, key)
+                    )
+                    if held_at_head:
+                        found.append(exp_id)
+                        break
                     continue
-                if place == 0 and self._state_at(
-                    str(self._commits[0]), tuple((path, b"") for path in holders.values()), ()
+                if all(
+                    self._holds(self._merge_base(place, h), path, key, keys, at_commit)
+                    for h, (path, key) in keys.items()
                 ):
-                    found.append(exp_id)  # HEAD holds it, the working tree not: removed
-                    break
-                if all(path in self._removed_since(place, h) for h, path in holders.items()):
                     found.append(exp_id)
                     break
         return found
 
-    def _removed_since(self, place: int, holder: int) -> set[str]:
-        """The files (relative to ``experiments/``) ``place`` removed since its commit
-        parted from ``holder``'s, which ``holder`` did not change since (kept)."""
-        pair = (place, holder)
-        if pair not in self._removals:
-            mine, theirs = self._commits[place], self._commits[holder]
-            base = self._git.merge_base(mine, theirs) if mine and theirs else None
-            found: set[str] = set()
-            if mine and theirs and base is not None and mine != theirs:
-                repo, folder = self._source.worktree, self._source.folder
-                gone = gitobjects.diff_names(repo, base, mine, folder, deleted=True)
-                kept = set(gitobjects.diff_names(repo, base, theirs, folder)) if gone else set()
-                cut = len(folder) + 1
-                found = {path[cut:] for path in gone if path not in kept}
-            self._removals[pair] = found
-        return self._removals[pair]
+    def _merge_base(self, first: int, second: int) -> str | None:
+        """The merge base of two places' commits (kept for the read)."""
+        pair = (first, second) if first < second else (second, first)
+        if pair not in self._bases:
+            a, b = self._commits[first], self._commits[second]
+            self._bases[pair] = self._git.merge_base(a, b) if a and b else None
+        return self._bases[pair]
+
+    def _holds(
+        self,
+        commit: str | None,
+        path: str,
+        key: bytes,
+        keys: dict[int, tuple[str, bytes]] | None = None,
+        at_commit: dict[str | None, int] | None = None,
+    ) -> bool:
+        """Whether ``commit`` holds this version of an experiment (``key``, at ``path``
+        or its twin): known without git when a place read is at that commit (``keys``:
+        what each place holding it holds)."""
+        if commit is None:
+            return False
+        there = at_commit.get(commit) if at_commit is not None else None
+        if there is not None and keys is not None:
+            return keys.get(there, ("", b""))[1] == key
+        return key in self._state_at(commit, ((path, key),), ())
 
     def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
         """Where a version held by ``places`` was found."""
