@@ -115,9 +115,13 @@ def test_a_shared_branch_loses_only_what_this_clone_removed(tmp_path: Path) -> N
     assert sync(Store(alice), branch="kexp/shared").removed == ()
 
 
-def test_a_file_another_clone_corrected_on_the_branch_is_not_removed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fetched", [True, False])
+def test_a_file_another_clone_corrected_on_the_branch_is_not_removed(
+    tmp_path: Path, fetched: bool
+) -> None:
     """Alice published an experiment; Bob corrected it on the shared branch; Alice
-    removes her copy: the branch keeps Bob's correction, and the sync says so."""
+    removes her copy: the branch keeps Bob's correction, and the sync says so (it
+    fetches the branch first; a dry run knows it as last fetched)."""
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
@@ -127,12 +131,13 @@ def test_a_file_another_clone_corrected_on_the_branch_is_not_removed(tmp_path: P
     Store(bob).update_experiment(exp.id, change_summary="Unrolled by 4 - +2.1%")
     assert sync(Store(bob), branch="kexp/shared").committed == (relative(alice, exp.path),)
 
-    git(alice, "fetch", "-q")
+    if fetched:
+        git(alice, "fetch", "-q")
     Store(alice).delete_experiment(exp.id)
     planned = sync(Store(alice), branch="kexp/shared", dry_run=True)
     done = sync(Store(alice), branch="kexp/shared")
     path = relative(alice, exp.path)
-    for result in (planned, done):
+    for result in (planned, done) if fetched else (done,):
         assert result.removed == () and result.not_removed == (path,)
         said = "\n".join(result.lines())
         assert "corrected there by another clone" in said and path in said, said
