@@ -143,7 +143,8 @@ def test_a_deletion_staged_with_git_rm_is_published(tmp_path: Path) -> None:
     sync(Store(alice))
     git(alice, "rm", "-q", str(gone.path))
     result = sync(Store(alice))
-    assert result.pushed and len(result.committed) == 1
+    assert result.pushed and result.committed == ()
+    assert result.removed == (Path(str(gone.path)).relative_to(alice).as_posix(),)
     assert remote_ids(remote) == [kept.id]
 
 
@@ -666,8 +667,8 @@ def test_a_dry_run_says_what_the_sync_then_does(
 
     def answer(result: kexp.SyncResult) -> tuple[object, ...]:
         return (
-            result.committed, result.created_branch, result.merged, result.pushed,
-            result.commits_pushed, result.up_to_date,
+            result.committed, result.removed, result.created_branch, result.merged,
+            result.pushed, result.commits_pushed, result.up_to_date,
         )  # fmt: skip
 
     assert answer(planned) == answer(done), scenario

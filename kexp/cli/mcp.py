@@ -769,7 +769,8 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         remote: str = "origin",
         message: Annotated[str | None, Field(description="The commit message")] = None,
         dry_run: Annotated[
-            bool, Field(description="Say what would be committed, made, merged and pushed")
+            bool,
+            Field(description="Say what would be committed, removed, made, merged and pushed"),
         ] = False,
     ) -> CallToolResult:
         """Share experiments: commit experiments/ only, fetch, merge what others pushed,

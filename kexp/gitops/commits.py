@@ -24,6 +24,8 @@ from kexp.gitops.git import (
 from kexp.gitops.objects import object_names
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import git
 
 
@@ -177,16 +179,19 @@ def commit_files_onto(
     keep: Callable[[str], bool] | None = None,
     moved: Callable[[list[str], list[str]], list[str]] | None = None,
     leave: Callable[[list[str]], set[str]] | None = None,
+    remove: Callable[[list[str]], list[str]] | None = None,
     write: bool = True,
-) -> tuple[str | None, list[str]]:
+) -> tuple[str | None, list[str], list[str]]:
     """A commit on top of ``parent`` (None: a first commit) holding its tree plus the
-    working tree's new and changed files under ``folder`` (deleted files are not
-    published, but those ``moved(present, gone)`` names: files moved to a path among
-    the present ones), made with a temporary index: neither the real index, the working
-    tree nor any branch changes. ``message`` makes the message from the paths; ``keep``
-    chooses the paths, and ``leave(present)`` names those of the present files to leave
-    out; ``write`` False makes no commit. Returns (the commit or None when nothing
-    differs or ``write`` is False, the paths it holds)."""
+    working tree's new and changed files under ``folder``, less the files ``parent``
+    holds that the working tree lacks (gone) which ``moved(present, gone)`` names (files
+    moved to a path among the present ones) or ``remove(gone)`` names (the others are
+    kept as ``parent`` has them), made with a temporary index: neither the real index,
+    the working tree nor any branch changes. ``message`` makes the message from the
+    paths; ``keep`` chooses the paths, and ``leave(present)`` names those of the present
+    files to leave out; ``write`` False makes no commit. Returns (the commit or None when
+    nothing differs or ``write`` is False, the files it adds or changes, those it
+    removes)."""
     import os
     import tempfile
 
@@ -211,9 +216,12 @@ def commit_files_onto(
                 (present if (top / p).is_file() else gone).add(p)
         if leave is not None:
             present -= leave(sorted(present))
-        paths = sorted(present | set(moved(sorted(present), sorted(gone)) if moved else ()))
+        removed = set(moved(sorted(present), sorted(gone)) if moved else ())
+        if remove is not None:
+            removed |= set(remove(sorted(gone - removed))) & gone
+        paths = sorted(present | removed)
         if not paths or not write:
-            return None, paths
+            return None, sorted(present), sorted(removed)
         git_command(
             repo, "add", "--pathspec-from-file=-", "--pathspec-file-nul",
             env=env, stdin="".join(f"{p}\0" for p in paths),
@@ -224,7 +232,29 @@ def commit_files_onto(
             os.unlink(index)
     parents = ["-p", parent] if parent else []
     commit = git_command(repo, "commit-tree", tree, *parents, "-m", message(paths)).stdout.strip()
-    return commit, paths
+    return commit, sorted(present), sorted(removed)
+
+
+def common_git_dir(repo: git.Repo) -> Path:
+    """The git folder a repository's worktrees share (``.git`` of the main one), where
+    its branches are: an absolute path."""
+    from pathlib import Path
+
+    found = git_command(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    return Path(found.stdout.strip())
+
+
+def path_blobs(repo: git.Repo, commit: str, paths: Sequence[str]) -> dict[str, str]:
+    """The blob (hash) of each of ``paths`` (repository paths) that ``commit`` (a full
+    hash) holds as a file; those it lacks are left out."""
+    if not is_hex(commit, 40):
+        raise GitError(f"{commit!r} is not a full commit hash")
+    found = object_names(repo, [f"{commit}:{p}" for p in paths])
+    return {
+        p: there[0]
+        for p, there in zip(paths, found, strict=True)
+        if there is not None and there[1] == "blob"
+    }
 
 
 def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:

@@ -18,12 +18,17 @@ folder): the second waits for the first.
 
 The current branch is published, or with ``branch`` another one (``kexp/<name>``):
 then the commit is made beside the checkout (with a temporary index), and neither the
-working tree, the index nor the checked-out branch changes.
+working tree, the index nor the checked-out branch changes. A side branch can be shared
+by several clones: a file it holds that the working tree lacks is removed from it only
+when this clone removed it (its checkout tracks it, or this clone published it there
+and the branch still holds that version: :mod:`kexp.storage.published`), never another
+clone's. Removals are said apart from what is committed (``SyncResult.removed``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import time
 from collections.abc import Callable
@@ -40,6 +45,7 @@ from kexp.core.errors import (
 )
 from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.validate import README_NAME
+from kexp.storage.published import Record, choose_removals
 
 if TYPE_CHECKING:
     from kexp.storage.snapshot import StoreLocation
@@ -65,7 +71,8 @@ class SyncResult:
     remote: str
     branch: str
     dry_run: bool
-    #: The experiment files committed (repository paths), or that would be.
+    #: The experiment files added or changed by the commit (repository paths), or that
+    #: would be (the files it removes are in ``removed``).
     committed: tuple[str, ...]
     #: The commit made of them (None: nothing new to commit, or a dry run).
     commit: str | None
@@ -86,17 +93,22 @@ class SyncResult:
     left: tuple[str, ...] = ()
     #: Whether this sync made the branch here (a side branch new to this clone).
     created_branch: bool = False
+    #: The experiment files the commit removes from the branch (deleted here), or would.
+    removed: tuple[str, ...] = ()
+    #: Files removed here that a side branch keeps: this clone published them there,
+    #: and another clone corrected them there since (:mod:`kexp.storage.published`).
+    not_removed: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
-        """Whether there was nothing to do: nothing committed, merged or pushed."""
-        return not (self.committed or self.merged or self.pushed)
+        """Whether there was nothing to do: nothing committed, removed, merged or pushed."""
+        return not (self.committed or self.removed or self.merged or self.pushed)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (``kexp sync --json``)."""
         data = dataclasses.asdict(self)
-        data["committed"] = list(self.committed)
-        data["left"] = list(self.left)
+        for key in ("committed", "removed", "not_removed", "left"):
+            data[key] = list(getattr(self, key))
         data["up_to_date"] = self.up_to_date
         return data
 
@@ -112,14 +124,27 @@ class SyncResult:
             if self.left
             else []
         )
+        kept = (
+            [
+                f"kept {len(self.not_removed)} experiment file(s) removed here on "
+                f"{self.branch}: corrected there by another clone since this clone "
+                f"published them (merge {where} in to see): {_listing(list(self.not_removed))}"
+            ]
+            if self.not_removed
+            else []
+        )
         if self.dry_run:
-            return self._planned_lines() + left
+            return self._planned_lines() + left + kept
         made = [f"made the branch {self.branch} here"] if self.created_branch else []
         if self.up_to_date:
-            return [*made, f"up to date with {where}: nothing to commit or push", *left]
-        found = [*left, *made]
+            return [*made, f"up to date with {where}: nothing to commit or push", *left, *kept]
+        found = [*left, *kept, *made]
         if self.commit:
-            found.append(f"committed {files} experiment file(s) as {self.commit[:12]}")
+            done = [f"committed {files} experiment file(s)"] if files else []
+            if self.removed:
+                done.append(f"removed {len(self.removed)} experiment file(s)")
+            found.append(f"{' and '.join(done)} as {self.commit[:12]}")
+            found += _shown(self.removed)
         if self.merged:
             found.append(f"merged the experiments of {where}")
         if self.pushed:
@@ -136,11 +161,12 @@ class SyncResult:
         found = []
         if files:
             found.append(f"would commit {files} experiment file(s) to {self.branch}")
-            found += [f"  {path}" for path in self.committed[:_SHOWN_PATHS]]
-            if files > _SHOWN_PATHS:
-                found.append(f"  ... and {files - _SHOWN_PATHS} more")
+            found += _shown(self.committed)
+        if self.removed:
+            found.append(f"would remove {len(self.removed)} experiment file(s) from {self.branch}")
+            found += _shown(self.removed)
         if self.created_branch:
-            at = f" at {self.head[:12]}" if self.head and not files else ""
+            at = f" at {self.head[:12]}" if self.head and not (files or self.removed) else ""
             found.append(f"would make the branch {self.branch}{at}")
         if self.merged:
             found.append(f"would merge in what {where} gained")
@@ -153,6 +179,12 @@ class SyncResult:
             "fetches first, and merges in what the branch gained)"
         )
         return found
+
+
+def _shown(paths: tuple[str, ...]) -> list[str]:
+    """``paths`` one a line, indented, the first few."""
+    more = [f"  ... and {len(paths) - _SHOWN_PATHS} more"] if len(paths) > _SHOWN_PATHS else []
+    return [f"  {path}" for path in paths[:_SHOWN_PATHS]] + more
 
 
 def sync(
@@ -269,14 +301,18 @@ def _sync(
                 "unstage them (git restore --staged PATH)"
             )
         paths = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
             refuse_invalid(store, remote, target)
         if paths and not dry_run:
             commit = gitcommits.commit_paths(repo, paths, message or _message(paths))
             local = commit
+        paths = [p for p in paths if p not in set(removed)]
+        kept: list[str] = []
     else:
-        made, paths, base, remote_base = _commit_beside(
-            location, view, target, local, checked_out, message, dry_run
+        record = Record.read(repo, target)
+        made, paths, removed, kept, base, remote_base = _commit_beside(
+            location, view, target, local, checked_out, message, dry_run, record
         )
         published = made or local
         if published is not None and published != gitcommits.ref_commit(
@@ -288,12 +324,22 @@ def _sync(
                 pending = made
             elif gitcommits.update_branch(repo, target, made, local):
                 commit = local = made
+                record.updated(gitcommits.path_blobs(repo, made, paths), removed).write(
+                    repo, target
+                )
             else:
                 raise GitError(
                     f"branch {target} moved while kexp sync was committing to it: run kexp "
                     "sync again"
                 )
-        elif local is None and base is not None and (remote_base is not None or view.lacks(base)):
+        elif record.damaged and not dry_run:
+            record.write(repo, target)  # written again, holding nothing
+        if (
+            made is None
+            and local is None
+            and base is not None
+            and (remote_base is not None or view.lacks(base))
+        ):
             # Nothing new in the working tree: take the remote's branch, or make it at
             # the checkout's commit when that holds experiments the remote lacks (else it
             # would be an empty pull request: no branch is made), checked first.
@@ -304,8 +350,8 @@ def _sync(
             local = base
     if dry_run:
         return _planned(
-            location, view, target, tuple(paths), left, local, pending,
-            in_checkout=in_checkout, had_branch=had_branch,
+            location, view, target, (tuple(paths), tuple(removed), tuple(kept)), left, local,
+            pending, in_checkout=in_checkout, had_branch=had_branch,
         )  # fmt: skip
 
     merged = pushed = False
@@ -376,6 +422,7 @@ def _sync(
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
+        removed=tuple(removed), not_removed=tuple(kept),
     )  # fmt: skip
 
 
@@ -383,7 +430,7 @@ def _planned(
     location: StoreLocation,
     view: RemoteView,
     target: str,
-    paths: tuple[str, ...],
+    changes: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
     left: tuple[str, ...],
     local: str | None,
     pending: str | None,
@@ -394,14 +441,16 @@ def _planned(
     """What a sync would do (a dry run: nothing fetched, made or moved), as the remote's
     branches are now and their commits as last fetched. ``local`` is the branch's commit
     (a side branch's, made or taken as the sync would), ``pending`` the commit a side
-    branch would gain, ``paths`` what the sync would commit."""
+    branch would gain, ``changes`` the files the sync would commit, remove, and keep
+    although removed here."""
     from kexp.gitops import git as kgit
 
+    paths, removed, kept = changes
     repo, remote = location.repo, view.remote
     tracking = view.known_tip(target)
     gained = tracking != view.listed().get(target)  # the remote moved since the fetch
     tip = pending or local
-    uncommitted = 1 if in_checkout and paths else 0  # the checkout's commit, not made
+    uncommitted = 1 if in_checkout and (paths or removed) else 0  # the checkout's commit
     merged = pushed = False
     ahead = 0
     if tip is None and not uncommitted:
@@ -424,6 +473,7 @@ def _planned(
     return SyncResult(
         remote, target, True, paths, None, merged, pushed, ahead, local, 0, 0, left,
         created_branch=not had_branch and (tip is not None or bool(uncommitted)),
+        removed=removed, not_removed=kept,
     )  # fmt: skip
 
 
@@ -499,16 +549,21 @@ def _commit_beside(
     checked_out: str | None,
     message: str | None,
     dry_run: bool,
-) -> tuple[str | None, list[str], str | None, str | None]:
+    record: Record,
+) -> tuple[str | None, list[str], list[str], list[str], str | None, str | None]:
     """The commit of the working tree's new experiment files for the side branch
     ``target`` (``local``: its commit here), made beside the checkout (not on the
     branch yet; in a dry run too: what would be published is checked): (the commit or
-    None, its paths, the commit it is made on, the remote's branch when the branch is new
-    here). A branch new here starts from the remote's (a dry run: as far as known), else
-    from the checkout's commit (HEAD's, when detached); a branch whose experiments the
-    checkout or the remote's other branches hold already (its pull request merged)
-    starts again from the checkout's commit. A file a remote branch holds alike is not
-    committed: it is no news."""
+    None, the files it adds or changes, those it removes, those removed here it keeps,
+    the commit it is made on, the remote's branch when the branch is new here). A
+    branch new here starts from the remote's (a dry run: as far as known), else from the
+    checkout's commit (HEAD's, when detached); a branch whose experiments the checkout
+    or the remote's other branches hold already (its pull request merged) starts again
+    from the checkout's commit. A file a remote branch holds alike is not committed: it
+    is no news. A file the branch holds and the working tree lacks is removed when this
+    clone removed it (``record``: what it published there;
+    :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
+    dry run: as far as known)."""
     from kexp.gitops import commits as gitcommits
     from kexp.gitops import git as kgit
 
@@ -529,7 +584,24 @@ def _commit_beside(
         and (kgit.is_ancestor(repo, local, checkout) or not view.lacks(local, besides=target))
     ):
         base = checkout
-    made, paths = gitcommits.commit_files_onto(
+    kept: list[str] = []
+
+    def remove(gone: list[str]) -> list[str]:
+        if base is None or not gone:
+            return []
+
+        def tip() -> str | None:  # asked only when this clone removed one of them
+            if local is None:
+                return remote_base
+            if dry_run:
+                return view.known_tip(target)
+            return gitcommits.fetch_branch(repo, view.remote, target)
+
+        chosen = choose_removals(repo, gone, base, tip, checkout, record)
+        kept.extend(chosen.kept)
+        return chosen.removed
+
+    made, paths, removed = gitcommits.commit_files_onto(
         repo,
         base,
         location.folder,
@@ -537,8 +609,9 @@ def _commit_beside(
         keep=lambda path: _publishable(path, location),
         moved=_moved_away,
         leave=view.held,
+        remove=remove,
     )
-    return made, paths, base, remote_base
+    return made, paths, removed, kept, base, remote_base
 
 
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:

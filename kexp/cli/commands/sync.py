@@ -28,7 +28,7 @@ from kexp.cli.commands.common import clean, echo_json, get_store
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Say what would be committed, made, merged in and pushed; change nothing.",
+    help="Say what would be committed, removed, made, merged in and pushed; change nothing.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.pass_context
@@ -47,9 +47,11 @@ def sync(
     the index holds other staged work), fetches the remote branch, merges it in when
     both moved (the other clones' experiments arrive in your working tree), and pushes;
     a push rejected because another clone pushed first is retried. Never a force-push.
-    Nothing new: nothing committed. A real conflict (the same experiment corrected on
-    both sides) stops with the file named, nothing changed; so does an experiment that
-    kexp validate --changed would reject (exit 1).
+    Nothing new: nothing committed. With --branch, an experiment removed here is
+    removed from the branch when this clone published it there or the checkout tracks
+    it; another clone's files on a shared branch never are. A real conflict (the same
+    experiment corrected on both sides) stops with the file named, nothing changed; so
+    does an experiment that kexp validate --changed would reject (exit 1).
 
     Python: kexp.sync(branch=None, remote="origin", dry_run=False).
 
