@@ -274,9 +274,14 @@ def test_an_experiment_removed_on_a_newer_branch_is_not_read(
     assert late.id in [e.id for e in Store(carol, all_refs=True).list_experiments()]
     # Without refs, Carol's working tree (main) holds it still: it is there.
     assert bogus.id in [e.id for e in Store(carol).list_experiments()]
-    # An uncommitted removal in the working tree is the newest state.
+    # An uncommitted removal in the working tree is the newest state...
     Store(alice).delete_experiment(good.id)
     assert good.id not in [e.id for e in Store(alice, all_refs=True).list_experiments()]
+    # ... unless another place corrected it since: that correction is newer.
+    _correct_on_a_branch(carol, good.id, "kexp/carol", score=1.12)
+    git(alice, "fetch", "-q")
+    found = {e.id: e.score for e in Store(alice, all_refs=True).list_experiments()}
+    assert found.get(good.id) == 1.12, found
 
 
 def test_a_row_in_the_working_tree_is_labelled_local(agents: tuple[Path, Path, str]) -> None:

@@ -245,3 +245,26 @@ def test_the_python_twin_says_removals(tmp_path: Path) -> None:
     result = kexp_sync_in(alice, branch="kexp/alice")
     assert result.to_dict()["removed"] == [relative(alice, gone.path)]
     assert gone.id not in remote_ids(remote, "kexp/alice")
+
+
+def test_two_worktrees_of_one_clone_never_remove_each_others_files(tmp_path: Path) -> None:
+    """Two agents in two worktrees of one clone (``git worktree add``) publish to one
+    side branch: each worktree's files are its own, so neither sync removes what the
+    other published (the record was the clone's: each removed the other's file)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    other = tmp_path / "other"
+    git(alice, "worktree", "add", "-q", "--detach", str(other), "main")
+    first = record(alice, base, "Vectorized stores - +10%", score=1.10)
+    sync(Store(alice), branch="kexp/agents")
+    second = record(other, base, "Nontemporal stores - +4%", score=1.04)
+    for root in (other, alice, other):
+        assert sync(Store(root), branch="kexp/agents", dry_run=True).removed == ()
+        assert sync(Store(root), branch="kexp/agents").removed == ()
+        assert sorted(remote_ids(remote, "kexp/agents")) == sorted([first.id, second.id])
+    # Each still removes what it published itself.
+    Store(other).delete_experiment(second.id)
+    assert [Path(p).name[:16] for p in sync(Store(other), branch="kexp/agents").removed] == [
+        second.id
+    ]
+    assert remote_ids(remote, "kexp/agents") == [first.id]

@@ -441,8 +441,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         refs: Refs = None,
         all_refs: AllRefs = False,
     ) -> CallToolResult:
-        """The best experiments by cumulative score, buggy, failed (nothing measured),
-        pending and controls left out (kexp top --json --brief)."""
+        """The best experiments by cumulative score, the steps that improved first (the
+        first is the best tip), buggy, failed (nothing measured), pending and controls
+        left out (kexp top --json --brief)."""
         filters = _filters(
             operator=operator, dtype=dtype, env=env, text=text, outcome=outcome, tags=tags
         )

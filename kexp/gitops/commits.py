@@ -235,12 +235,12 @@ def commit_files_onto(
     return commit, sorted(present), sorted(removed)
 
 
-def common_git_dir(repo: git.Repo) -> Path:
-    """The git folder a repository's worktrees share (``.git`` of the main one), where
-    its branches are: an absolute path."""
+def worktree_git_dir(repo: git.Repo) -> Path:
+    """The git folder of this working tree (``.git``, or ``.git/worktrees/NAME`` for a
+    worktree added with ``git worktree add``): an absolute path."""
     from pathlib import Path
 
-    found = git_command(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    found = git_command(repo, "rev-parse", "--path-format=absolute", "--git-dir")
     return Path(found.stdout.strip())
 
 

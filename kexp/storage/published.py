@@ -34,13 +34,15 @@ RECORD_VERSION = 1
 
 
 def record_path(repo: git.Repo, branch: str) -> Path:
-    """The file recording what this clone committed to the side branch ``branch`` (a
-    checked name): ``<git folder>/kexp/published/<branch, percent-encoded>``."""
+    """The file recording what this working tree committed to the side branch
+    ``branch`` (a checked name): ``<its git folder>/kexp/published/<branch,
+    percent-encoded>``. One per working tree: two worktrees of one clone hold their own
+    files, and each removes only what it published."""
     from urllib.parse import quote
 
     from kexp.gitops import commits as gitcommits
 
-    return gitcommits.common_git_dir(repo) / "kexp" / "published" / quote(branch, safe="")
+    return gitcommits.worktree_git_dir(repo) / "kexp" / "published" / quote(branch, safe="")
 
 
 @dataclasses.dataclass

@@ -638,8 +638,9 @@ class _Newest:
         """The experiments whose newest state is their removal: a place lacks them whose
         commit parted from each place holding them at a commit holding that very version
         (it removed it since; the holder did not change it): a branch that merged one,
-        then removed it; the working tree after ``kexp rm`` of a file ``HEAD`` holds. An
-        uncommitted file of the working tree is newest: never removed."""
+        then removed it; the working tree (at ``HEAD``'s commit) after ``kexp rm``, unless
+        another place corrected it since. An uncommitted file of the working tree is
+        newest: never removed."""
         commits, places = self._commits, len(self._commits)
         at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
         for place in range(places - 1, 0, -1):
@@ -663,17 +664,6 @@ class _Newest:
             for place in range(places):
                 if place in keys or commits[place] is None or place not in stores:
                     continue  # (a ref without a store removed no experiment: it has none)
-                if place == 0:  # HEAD holds it, the working tree not: removed here
-                    head = commits[0]
-                    path, key = next(iter(keys.values()))
-                    there = at_commit.get(head)
-                    held_at_head = (
-                        there in keys if there is not None else self._holds(head, path, key)
-                    )
-                    if held_at_head:
-                        found.append(exp_id)
-                        break
-                    continue
                 if all(
                     self._holds(self._merge_base(place, h), path, key, keys, at_commit)
                     for h, (path, key) in keys.items()

@@ -124,7 +124,9 @@ def top(
 ) -> None:
     """The best experiments by cumulative score, the speedup over the reference.
 
-    Buggy and pending experiments, failed runs (crashed or timed out, nothing measured)
+    The steps that improved come first (the first is the best tip), then the others
+    measured (within noise, regressions), each by cumulative score. Buggy and pending
+    experiments, failed runs (crashed or timed out, nothing measured)
     and controls (tag control) are left out. CUMULATIVE
     is the product of the steps along the lineage back to the nearest score measured
     against the reference ('-' when an ancestor is buggy, pending or missing: kexp show

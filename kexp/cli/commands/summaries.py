@@ -167,7 +167,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     """Counts per operator and outcome; the best tip per operator and dtype.
 
     The best tip is the best cumulative score (the speedup over the operator's
-    reference).
+    reference) of a step that improved (never one within noise or a regression).
 
     Python: kexp.storage.stats.stats(store, **filters).
 
@@ -207,8 +207,9 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     click.echo(style("Best cumulative score per operator and dtype", bold=True))
     if not result.best:
         click.echo(
-            "(no best yet: no experiment has a cumulative score; buggy, pending, controls "
-            "and those that measured nothing have none)"
+            "(no best yet: no step improved with a cumulative score; one within noise, a "
+            "regression or an interference is never a best, and buggy, pending, controls "
+            "and those that measured nothing have no cumulative score)"
         )
         return
     id_length = store.shown_id_length(b.id for b in result.best)
