@@ -483,6 +483,8 @@ class _Trees:
         self._repo = repo
         self._cache = cache
         self._known: dict[str, list[tuple[str, str, str]]] = {}
+        self._subtrees: dict[str, dict[str, str]] = {}
+        self._keys: dict[str, frozenset[bytes]] = {}
         self._files: dict[str, dict[str, bytes]] = {}
         self._roots: dict[tuple[str, str], str | None] = {}
 
@@ -495,6 +497,15 @@ class _Trees:
                 name: bytes.fromhex(sha)
                 for mode, name, sha in self.entries(tree)
                 if mode in _FILE_MODES and fullmatch(name)
+            }
+        return found
+
+    def subtrees(self, tree: str) -> dict[str, str]:
+        """Name → hash of the folders of ``tree``."""
+        found = self._subtrees.get(tree)
+        if found is None:
+            found = self._subtrees[tree] = {
+                name: sha for mode, name, sha in self.entries(tree) if mode == _TREE_MODE
             }
         return found
 
@@ -569,6 +580,20 @@ class _Trees:
         self._cache.save_objects({f"base:{pair}": found or ""})
         return found
 
+    def keys_at(self, commit: str, folder: str) -> frozenset[bytes]:
+        """The content keys of every experiment file of the store at ``commit`` (hidden
+        folders left out, as a read leaves them), kept for the read."""
+        found = self._keys.get(commit)
+        if found is None:
+            keys: set[bytes] = set()
+            pending = [tree] if (tree := self.root(commit, folder)) else []
+            while pending:
+                tree = pending.pop()
+                keys.update(self.files(tree).values())
+                pending += [sha for name, sha in self.subtrees(tree).items() if name[:1] != "."]
+            found = self._keys[commit] = frozenset(keys)
+        return found
+
     def blob_at(self, commit: str, folder: str, path: str) -> bytes | None:
         """The content key of ``path`` (relative to ``folder``, the store's folder in the
         repository) at ``commit``; None when there is no file there."""
@@ -577,10 +602,7 @@ class _Trees:
             return None
         *parents, name = path.split("/")
         for part in parents:
-            tree = next(
-                (sha for mode, entry, sha in self.entries(tree) if entry == part and
-                 mode == _TREE_MODE), "",
-            )  # fmt: skip
+            tree = self.subtrees(tree).get(part, "")
             if not tree:
                 return None
         return self.files(tree).get(name)
@@ -665,8 +687,8 @@ class _Newest:
                 if place in keys or commits[place] is None or place not in stores:
                     continue  # (a ref without a store removed no experiment: it has none)
                 if all(
-                    self._holds(self._merge_base(place, h), path, key, keys, at_commit)
-                    for h, (path, key) in keys.items()
+                    self._holds(self._merge_base(place, h), key, keys, at_commit)
+                    for h, (_, key) in keys.items()
                 ):
                     found.append(exp_id)
                     break
@@ -683,20 +705,19 @@ class _Newest:
     def _holds(
         self,
         commit: str | None,
-        path: str,
         key: bytes,
-        keys: dict[int, tuple[str, bytes]] | None = None,
-        at_commit: dict[str | None, int] | None = None,
+        keys: dict[int, tuple[str, bytes]],
+        at_commit: dict[str | None, int],
     ) -> bool:
-        """Whether ``commit`` holds this version of an experiment (``key``, at ``path``
-        or its twin): known without git when a place read is at that commit (``keys``:
-        what each place holding it holds)."""
+        """Whether ``commit`` holds this version of an experiment (``key``: its content,
+        which names its id, wherever its path): known without git when a place read is
+        at that commit (``keys``: what each place holding it holds)."""
         if commit is None:
             return False
-        there = at_commit.get(commit) if at_commit is not None else None
-        if there is not None and keys is not None:
+        there = at_commit.get(commit)
+        if there is not None:
             return keys.get(there, ("", b""))[1] == key
-        return key in self._state_at(commit, ((path, key),), ())
+        return key in self._git.keys_at(commit, self._source.folder)
 
     def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
         """Where a version held by ``places`` was found."""
