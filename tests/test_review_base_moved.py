@@ -10,32 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields, git, init_repo
+from conftest import experiment_fields, git
+from test_sync import clone, make_remote
 
 from kexp import KernelExperiment, Store
 from kexp.review.build import render_markdown, review, to_json
 
 OPERATOR = "csrc/rms.cu: rms_norm"
-
-
-def make_remote(tmp_path: Path) -> Path:
-    """A bare repository holding a kernel and an empty store on ``main``."""
-    seed = init_repo(tmp_path / "seed")
-    (seed / "experiments").mkdir()
-    (seed / "experiments" / "README.md").write_text("The experiments.\n")
-    git(seed, "add", "experiments")
-    git(seed, "commit", "-q", "-m", "store")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
-    return remote
-
-
-def clone(remote: Path, folder: Path) -> Path:
-    git(remote.parent, "clone", "-q", str(remote), str(folder))
-    git(folder, "config", "user.name", f"Agent {folder.name}")
-    git(folder, "config", "user.email", f"{folder.name}@example.com")
-    git(folder, "config", "commit.gpgsign", "false")
-    return folder
 
 
 def record(root: Path, summary: str, score: float, **fields: Any) -> KernelExperiment:
@@ -56,7 +37,7 @@ def push_branch(root: Path, branch: str, message: str) -> None:
 
 @pytest.fixture
 def team(tmp_path: Path) -> dict[str, Path]:
-    remote = make_remote(tmp_path)
+    remote, _ = make_remote(tmp_path)
     return {name: clone(remote, tmp_path / name) for name in ("alice", "bob", "reviewer")}
 
 
