@@ -264,11 +264,16 @@ class Truth:
         chosen.sort(key=lambda f: (f.name_id, f.order))
         chosen.sort(key=lambda f: _time_key(f.fields["created_at"]), reverse=True)  # type: ignore[index]
         chosen.sort(key=lambda f: float(f.fields["score"]), reverse=True)  # type: ignore[index]
-        if by == "cumulative":  # those without a cumulative score after, by score
+        if by == "cumulative":  # the steps that improved first, then the others
+            # measured, then those without a cumulative score, by score
             values = {id(f): self.cumulative(f.fields, frozenset({f.name_id})) for f in chosen}  # type: ignore[arg-type]
-            chosen.sort(
-                key=lambda f: (values[id(f)] is not None, values[id(f)] or 0.0), reverse=True
-            )
+
+            def tier(f: Any) -> int:
+                if values[id(f)] is None:
+                    return 0
+                return 2 if self.outcome(f) == "improvement" else 1
+
+            chosen.sort(key=lambda f: (tier(f), values[id(f)] or 0.0), reverse=True)
         return [(f.name_id, f.path, float(f.fields["score"])) for f in chosen[:limit]]  # type: ignore[index]
 
     def resolve(self, prefix: str) -> str | type[Exception]:
