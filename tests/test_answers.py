@@ -9,6 +9,7 @@ store was worked out (the plain path derives it once a ranking).
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import edit_in_place, experiment_fields, git, past_racy_window
+from test_sync import clone, make_remote, record
 
 import kexp.storage.cache
 import kexp.storage.listing
@@ -27,6 +29,7 @@ import kexp.storage.sources
 from kexp import KernelExperiment, KexpError, Store
 from kexp.core.campaign import derive
 from kexp.storage.sources import WorkingTree
+from kexp.storage.sync import sync
 
 MakeExperiment = Callable[..., KernelExperiment]
 
@@ -149,37 +152,111 @@ def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_rank
     assert _every_answer_is_the_files(store, derived) == 0
 
 
-def test_an_answer_is_kept_only_for_the_working_tree_alone_and_plain_filters(
-    store: Store, make_experiment: MakeExperiment, derived: list[int], tmp_path: Path
+def test_an_answer_is_kept_only_for_plain_filters(
+    store: Store, make_experiment: MakeExperiment, derived: list[int]
 ) -> None:
-    """Refs read too, or a filter resolved against the store or git (``pid``,
-    ``base_commit``, ``reachable_from``): ranked every time, and right."""
+    """A filter resolved against the store or git (``pid``, ``base_commit``,
+    ``reachable_from``): ranked every time, and right."""
     made = _campaign(make_experiment)
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(store.root, "remote", "add", "origin", str(remote))
     git(store.root, "add", "-A")
     git(store.root, "commit", "-q", "-m", "experiments")
-    git(store.root, "push", "-q", "origin", "HEAD:agent-b")
-    git(store.root, "fetch", "-q", "origin")
-    everywhere = Store(store.root, all_refs=True)
     past_racy_window()
-    for reader, question in [
-        (everywhere, {"brief": True}),
-        (store, {"pid": made[0].id, "brief": True}),
-        (store, {"base_commit": "HEAD", "brief": True}),
-        (store, {"reachable_from": "HEAD", "brief": True}),
+    for question in [
+        {"pid": made[0].id, "brief": True},
+        {"base_commit": "HEAD", "brief": True},
+        {"reachable_from": "HEAD", "brief": True},
     ]:
         for _ in range(2):
             before = derived[0]
-            answer = _ranked(reader, question)
+            answer = _ranked(store, question)
             assert derived[0] == before + 1, question
-            if reader is store:
-                assert answer == _truth(store, question), question
+            assert answer == _truth(store, question), question
     names = sqlite3.connect(next(store.cache_dir.glob("cache-*.sqlite"))).execute(
         "SELECT name FROM objects WHERE name >= 'answer:' AND name < 'answer;'"
     )
     assert list(names) == []
+
+
+#: The rankings asked across refs.
+ACROSS: list[dict[str, Any]] = [
+    {"max_results": 4},
+    {"by": "score", "brief": True},
+    {"include_buggy": True, "brief": True},
+]
+
+
+def _ranked_across(root: Path, question: dict[str, Any]) -> list[Any]:
+    """What a user reads of a ranking across every ref of the clone at ``root``: each
+    experiment's id (and how long ids print), path, score, derived values, body and
+    where it was found, then the warnings given."""
+    across = Store(root, all_refs=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = across.top_experiments(**question)
+    read = [(e.id, e.path.relative_to(root).as_posix(), e.score, e.derived,
+             e.detailed_description, e.where) for e in found]  # fmt: skip
+    shown = across.shown_id_length([e.id for e in found])
+    return [*read, shown, sorted(str(w.message).replace(str(root), "ROOT") for w in caught)]
+
+
+def _cold_across(root: Path, question: dict[str, Any]) -> list[Any]:
+    """The same ranking, read by kexp in a copy of the clone without its cache."""
+    copy = root.parent / f"{root.name}-cold"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".kexp"), symlinks=True)
+    try:
+        return _ranked_across(copy, question)
+    finally:
+        shutil.rmtree(copy)
+
+
+def test_across_refs_an_unchanged_clone_answers_from_the_kept_answer_which_is_a_cold_reads(
+    tmp_path: Path, derived: list[int]
+) -> None:
+    """Read across refs, a ranking asked again of a clone whose working tree, ``HEAD``
+    and refs nobody changed is the answer kept the first time (as a cold read ranks
+    them); a fetch moving a ref, a commit, an edit in place: ranked again, and right."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    mine = [record(alice, base, f"Alice {n} - +{n}%", score=1 + n / 100) for n in range(3)]
+    record(alice, base, "Crash", score=0.0, is_buggy=True, status="failed", error_message="oops")
+    sync(Store(alice))
+    for n in range(3):
+        record(bob, base, f"Bob {n} - +{3 * n}%", score=1 + 3 * n / 100)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    record(alice, base, "Uncommitted - +4%", score=1.04)
+
+    def ranked_again() -> int:
+        """Every question's ranking checked against a cold read: how many were ranked."""
+        truths = [_cold_across(alice, question) for question in ACROSS]
+        before = derived[0]
+        for question, truth in zip(ACROSS, truths, strict=True):
+            assert _ranked_across(alice, question) == truth, question
+        return derived[0] - before
+
+    past_racy_window()
+    _ranked_across(alice, {"brief": True})  # the files settled: the cache keeps them
+    assert ranked_again() == len(ACROSS)
+    assert ranked_again() == 0  # each one the kept answer
+    # Bob corrects one of his and records another; Alice fetches (a ref moves).
+    bobs = Store(bob).top_experiments(1, brief=True)[0]
+    Store(bob).update_experiment(bobs.id, score=1.5)
+    record(bob, base, "Bob 9 - +9%", score=1.09)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    assert ranked_again() == len(ACROSS)
+    assert ranked_again() == 0
+    # Alice commits her working tree (HEAD moves; no file changes).
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "more")
+    assert ranked_again() == len(ACROSS)
+    assert ranked_again() == 0
+    # Alice edits one in place (as an editor saves, keeping the size).
+    edit_in_place(mine[1].path, lambda text: text.replace("score: 1.01", "score: 1.91"))
+    past_racy_window()
+    assert ranked_again() == len(ACROSS)
+    assert ranked_again() == 0
 
 
 def test_a_kept_answer_is_forgotten_when_the_listing_is_saved_again(

@@ -1,21 +1,27 @@
-"""A ranking's answer kept for a working tree nobody changed: ``top``'s one fast path.
+"""A ranking's answer kept for files nobody changed: ``top``'s one fast path.
 
 ``kexp top`` asked twice of an unchanged store gives the same answer; finding it again
 costs making a row of every file, deriving what is known of every experiment and
 ranking them all (about a second at 100,000). So the answer (each chosen file's path,
-content key and what is derived of it, and the invalid files warned about) is kept in
-the cache's objects under the listing's *generation*: a token that every save of the
-listing changes (:meth:`kexp.storage.cache.Cache.save_folders`, which forgets the
-answers kept), read before the listing (:attr:`kexp.storage.listing.Listing.generation`).
+content key, what is derived of it and where it was found, and the invalid files warned
+about) is kept in the cache's objects under the listing's *generation*: a token that
+every save of the listing changes (:meth:`kexp.storage.cache.Cache.save_folders`, which
+forgets the answers kept), read before the listing
+(:attr:`kexp.storage.listing.Listing.generation`). Read across refs, the answer is kept
+under what the read saw besides the working tree too (:attr:`kexp.storage.sources.Found.places`:
+``HEAD``'s commit and each ref's name and commit, which name their files for good); a
+chosen file of a ref is kept whole (its row), the ids the read saw beyond the working
+tree's with it (so that ids print as long as the plain read prints them).
 
 An answer is kept by a read whose listing is the cache's (every file found as the
 cache held it, or what changed saved by this read with no other save in between), and
 used only by a read that found every file as the cache holds it at that same
-generation: both saw the same files.
+generation, the same places besides: both saw the same files.
 A read that expects to use one (:func:`waiting_answer`) ``stat``\\ s every file as any
 read does, but makes no row (:meth:`kexp.storage.sources.FileSource.read` with
 ``rows=False``), then only the rows of the answer's files: it makes every row after
-all if the store changed, or the answer's files are not found as kept.
+all (:meth:`kexp.storage.sources.FileSource.completed`) if the store changed, or the
+answer's files are not found as kept.
 """
 
 from __future__ import annotations
@@ -27,11 +33,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.campaign import Derived
+from kexp.storage.rows import LOCAL, Row, Seen
 
 if TYPE_CHECKING:
     from kexp.storage.cache import Cache
     from kexp.storage.listing import Listing
-    from kexp.storage.rows import Row
     from kexp.storage.sources import Found
 
 
@@ -44,8 +50,9 @@ class Answer(NamedTuple):
     invalid: list[tuple[str, Any]]
 
 
-#: What the cache keeps of an answer: its generation, and the answer as
-#: (the chosen files' (path, content key, derived values), the invalid files).
+#: What the cache keeps of an answer: its generation, and the answer as (the chosen
+#: files' (path, content key, derived values, where found, a ref's row values), the
+#: invalid files, (the ids read beyond the working tree's, its ids not read)).
 Waiting = tuple[str, Any]
 
 
@@ -56,45 +63,77 @@ def _name(generation: str, question: Sequence[Any]) -> str:
 
 def answer_name(found: Found, question: Sequence[Any] | None) -> str | None:
     """The name an answer to ``question`` (what decides it besides the files: how it
-    ranks, the filters...) is kept under; None when it cannot be kept (no question, or a
-    read that changed the cache or saw more than the working tree)."""
+    ranks, the filters...) is kept under, for what ``found`` read; None when it cannot
+    be kept (no question, or a read that changed the cache)."""
     listing = found.listing
     if question is None or listing is None or listing.generation is None:
         return None
-    if found.rows is not found.local:  # refs were read too
-        return None
-    return _name(listing.generation, question)
+    return _name(listing.generation, (*question, found.places))
 
 
-def waiting_answer(cache: Cache, question: Sequence[Any]) -> Waiting | None:
-    """The answer to ``question`` kept for the cache's listing as it is (None: none)."""
+def waiting_answer(
+    cache: Cache, question: Sequence[Any], places: tuple[Any, ...]
+) -> Waiting | None:
+    """The answer to ``question`` kept for the cache's listing as it is and ``places``
+    (:meth:`kexp.storage.sources.FileSource.answer_places`); None: none."""
     generation = cache.generation()
-    name = _name(generation, question)
+    name = _name(generation, (*question, places))
     kept = cache.objects([name]).get(name)
-    return (generation, kept) if isinstance(kept, tuple) and len(kept) == 2 else None
+    return (generation, kept) if isinstance(kept, tuple) and len(kept) == 3 else None
 
 
-def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
+def held_answer(
+    waiting: Waiting, listing: Listing
+) -> tuple[Answer, Callable[[], list[str]]] | None:
     """The answer ``waiting`` (:func:`waiting_answer`) if ``listing`` found the files as
-    it was kept for, its rows made of the listing; else None."""
-    generation, (chosen, invalid) = waiting
+    it was kept for, its rows made of the listing (a ref's kept whole), and the ids the
+    read it was kept by saw; else None."""
+    generation, (chosen, invalid, (beyond, not_read)) = waiting
     if listing.generation != generation:
         return None
-    folders = {path[: path.rfind(os.sep) + 1] for path, _, _ in chosen}
+    mine = [path for path, _, _, _, values in chosen if values is None]
+    folders = {path[: path.rfind(os.sep) + 1] for path in mine}
     if not folders <= listing.folders.keys():
         return None
     found = {row.path: row for folder in folders for row in listing.rows_of(folder)[0]}
-    if any(path not in found or found[path].key != key for path, key, _ in chosen):
+    if any(path not in found or found[path].key != key
+           for path, key, _, _, kept in chosen if kept is None):  # fmt: skip
         return None
-    derived = {path: Derived(*values) for path, _, values in chosen}
-    rows = [found[path] for path, _, _ in chosen]
-    return Answer(rows, lambda row: derived[row.path], list(invalid))
+    derived: dict[tuple[str, bytes], Derived] = {}
+    rows: list[Row] = []
+    for path, key, values, where, kept in chosen:
+        if where is None:
+            rows.append(found[path])
+        else:  # read across refs: where it was found is the row's last value
+            made = found[path][:-1] if kept is None else kept
+            rows.append(tuple.__new__(Row, (*made, Seen(*where))))
+        derived[path, key] = Derived(*values)
+
+    def ids() -> list[str]:
+        return [i for i in listing.ids() if i not in not_read] + list(beyond)
+
+    answer = Answer(rows, lambda row: derived[row.path, row.key], list(invalid))
+    return answer, (ids if beyond or not_read else listing.ids)
 
 
-def keep_answer(cache: Cache, name: str, answer: Answer) -> None:
-    """Keep ``answer`` under ``name``, if the cache takes the write at once."""
+def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:
+    """Keep ``answer`` (ranked of what ``found`` read) under ``name``, if the cache takes
+    the write at once."""
     from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens the cache
 
-    chosen = [(row.path, row.key, tuple(answer.of(row))) for row in answer.rows]
+    chosen = [
+        (
+            row.path,
+            row.key,
+            tuple(answer.of(row)),
+            None if row.where is None else tuple(row.where),
+            None if row.where is None or row.where.ref == LOCAL else tuple(row[:-1]),
+        )
+        for row in answer.rows
+    ]
+    ids: tuple[list[str], list[str]] = ([], [])
+    if found.rows is not found.local and found.listing is not None:  # refs were read too
+        read, working = set(found.ids()), set(found.listing.ids())
+        ids = (sorted(read - working), sorted(working - read))
     with contextlib.suppress(DamagedCacheError, ValueError):  # else not kept (ValueError:
-        cache.save_objects({name: (chosen, answer.invalid)}, at_once=True)  # not marshal's)
+        cache.save_objects({name: (chosen, answer.invalid, ids)}, at_once=True)  # not marshal's)

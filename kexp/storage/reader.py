@@ -229,14 +229,20 @@ class StoreReader:
         no row is made but the answer's: :mod:`kexp.storage.answers`)."""
         from kexp.storage.cache import rebuilt_on_doubt
 
+        places = self.source.answer_places() if question else None
+        ids_read: list[Callable[[], list[str]]] = []
+
         def read(cache: Cache) -> tuple[Found, Answer | None]:
-            alone = self.source.places is None  # the working tree alone (or a revision)
-            waiting = waiting_answer(cache, question) if question and alone else None
+            ids_read.clear()
+            waiting = None if places is None else waiting_answer(cache, question or (), places)
             found = self.source.read(cache, self.settings, rows=waiting is None)
             if waiting is None or found.listing is None:
                 return found, None
             held = held_answer(waiting, found.listing)
-            return (found, held) if held else (Found.of_listing(found.listing), None)
+            if held is None:
+                return self.source.completed(cache, self.settings, found), None
+            ids_read.append(held[1])  # (no row made: the ids the answer's read saw)
+            return found, held[0]
 
         cache = self.open_cache()
         try:
@@ -244,8 +250,8 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
-        if held is not None and found.listing is not None:
-            self._ids_read = found.listing.ids  # (no row made: the names, when asked)
+        if ids_read:
+            self._ids_read = ids_read[0]
         else:
             every = found.ids()
             self._ids_read = lambda: every
@@ -436,7 +442,7 @@ class StoreReader:
         if (name := answer_name(found, question)) is not None:
             cache = self.open_cache()
             try:
-                keep_answer(cache, name, Answer(best, derivation.of, found.invalid))
+                keep_answer(cache, name, Answer(best, derivation.of, found.invalid), found)
             finally:
                 cache.close()
         return best, derivation.of

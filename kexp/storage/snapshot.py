@@ -286,6 +286,14 @@ class GitRevision:
                 found.append(row_of(values, relative, bytes.fromhex(entry.sha)))
         return Found(found, invalid, found)
 
+    def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
+        """``found``: a revision's read makes every row."""
+        return found
+
+    def answer_places(self) -> None:
+        """None: a revision's ranking is not kept (its read has no listing)."""
+        return None
+
     def bytes_found(
         self, items: Sequence[tuple[str, bytes]], settings: Settings
     ) -> list[bytes | None]:

@@ -66,6 +66,10 @@ class Found(NamedTuple):
     local: list[Row]
     #: The working tree's listing (None at a revision).
     listing: Listing | None = None
+    #: What the read saw besides the working tree's files, naming the answer a ranking
+    #: keeps (:mod:`kexp.storage.answers`): ``HEAD``'s commit and each ref's when refs
+    #: were read, () for the working tree alone.
+    places: tuple[Any, ...] = ()
 
     def derivation(self, settings: Settings) -> Derivation:
         """What is derived of every row from all of them
@@ -99,7 +103,14 @@ class FileSource(Protocol):
     def read(self, cache: Cache, settings: Settings, *, rows: bool = True) -> Found:
         """Every experiment file a query sees, through ``cache`` (``rows=False``: the
         working tree's listing alone, its rows not made, for a caller that may need none
-        of them: :mod:`kexp.storage.answers`)."""
+        of them: :mod:`kexp.storage.answers`; :meth:`completed` makes it whole)."""
+
+    def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
+        """The read ``read(rows=False)`` began (``found``), made whole."""
+
+    def answer_places(self) -> tuple[Any, ...] | None:
+        """What a read now would see besides the working tree's files (the ``places`` of
+        :class:`Found`): what a kept answer is kept under; None: no answer is kept."""
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files :meth:`read` found for ``rows`` (the working tree's
@@ -179,6 +190,15 @@ class WorkingTree:
 
         listing = refresh(cache, self.experiments_dir, settings, rows=rows)
         return Found.of_listing(listing) if rows else Found([], [], [], listing)
+
+    def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
+        """Every row of the listing ``read(rows=False)`` found."""
+        assert found.listing is not None
+        return Found.of_listing(found.listing)
+
+    def answer_places(self) -> tuple[Any, ...]:
+        """(): the working tree alone."""
+        return ()
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files of ``rows`` as they are now."""

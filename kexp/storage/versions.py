@@ -1,0 +1,356 @@
+"""Git trees read once and kept, and which version of an experiment is the newest:
+the machinery of a read across refs (:mod:`kexp.storage.refs`, whose module
+documentation states the rule of the newest version and of a removal)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kexp.format.validate import EXPERIMENT_NAME
+from kexp.gitops import git as kgit
+from kexp.gitops import objects as gitobjects
+from kexp.storage.layout import layout_twins
+from kexp.storage.rows import Seen
+
+if TYPE_CHECKING:
+    from kexp.gitops.git import Worktree
+    from kexp.storage.cache import Cache
+
+#: The modes of a folder and of a regular file in a git tree.
+TREE_MODE = "40000"
+FILE_MODES = frozenset({"100644", "100755"})
+#: Every place's folders: folder (relative to ``experiments/``, "" or ending with "/")
+#: → its tree hash in each place (``HEAD``'s, then each ref's; None: not there).
+PlaceFolders = dict[str, tuple[str | None, ...]]
+#: One file of an experiment: (path relative to ``experiments/``, content key, the
+#: places holding it: 0 the working tree, n the n-th ref).
+Version = tuple[str, bytes, tuple[int, ...]]
+#: The experiments of one file (the same in every place holding it): id → it.
+Single = dict[str, Version]
+
+
+class GitTrees:
+    """Git trees by hash, read once (one ``git cat-file --batch`` for those not kept
+    yet) and kept in the cache: a tree never changes."""
+
+    def __init__(self, repo: Worktree, cache: Cache) -> None:
+        self._repo = repo
+        self._cache = cache
+        self._known: dict[str, list[tuple[str, str, str]]] = {}
+        self._subtrees: dict[str, dict[str, str]] = {}
+        self._keys: dict[str, frozenset[bytes]] = {}
+        self._files: dict[str, dict[str, bytes]] = {}
+        self._roots: dict[tuple[str, str], str | None] = {}
+
+    def files(self, tree: str) -> dict[str, bytes]:
+        """Name → content key of the experiment files (regular files) of ``tree``."""
+        found = self._files.get(tree)
+        if found is None:
+            fullmatch = EXPERIMENT_NAME.fullmatch
+            found = self._files[tree] = {
+                name: bytes.fromhex(sha)
+                for mode, name, sha in self.entries(tree)
+                if mode in FILE_MODES and fullmatch(name)
+            }
+        return found
+
+    def subtrees(self, tree: str) -> dict[str, str]:
+        """Name → hash of the folders of ``tree``."""
+        found = self._subtrees.get(tree)
+        if found is None:
+            found = self._subtrees[tree] = {
+                name: sha for mode, name, sha in self.entries(tree) if mode == TREE_MODE
+            }
+        return found
+
+    def roots(self, commits: Sequence[str | None], folder: str) -> list[str | None]:
+        """The tree of ``folder`` at each of ``commits`` (None: no commit, or no such
+        folder there), asked of git at once and kept for :meth:`root`."""
+        wanted = [commit for commit in dict.fromkeys(commits) if commit]
+        names = gitobjects.object_names(self._repo, [f"{c}:{folder}" for c in wanted])
+        for commit, found in zip(wanted, names, strict=True):
+            self._roots[commit, folder] = found[0] if found and found[1] == "tree" else None
+        return [self._roots[commit, folder] if commit else None for commit in commits]
+
+    def root(self, commit: str, folder: str) -> str | None:
+        """The tree of ``folder`` at ``commit`` (None: no such folder there)."""
+        if (commit, folder) not in self._roots:
+            names = gitobjects.object_names(self._repo, [f"{commit}:{folder}"])
+            found = names[0] if names else None
+            self._roots[commit, folder] = found[0] if found and found[1] == "tree" else None
+        return self._roots[commit, folder]
+
+    def entries(self, tree: str) -> list[tuple[str, str, str]]:
+        """(mode, name, hash) of each entry of ``tree``."""
+        if tree not in self._known:
+            self.load([tree])
+        return self._known[tree]
+
+    def load(self, trees: Sequence[str]) -> None:
+        """Read the trees not known yet: from the cache, else from git (and keep them)."""
+        wanted = [tree for tree in dict.fromkeys(trees) if tree not in self._known]
+        if not wanted:
+            return
+        kept = self._cache.objects([f"tree:{tree}" for tree in wanted])
+        for tree in wanted:
+            value = kept.get(f"tree:{tree}")
+            if value is not None:
+                self._known[tree] = value
+        missing = [tree for tree in wanted if tree not in self._known]
+        if missing:
+            new: dict[str, Any] = {}
+            for tree, data in kgit.iter_blobs(self._repo, missing):
+                entries = gitobjects.parse_tree(data) if data is not None else []
+                self._known[tree] = entries
+                new[f"tree:{tree}"] = entries
+            self._cache.save_objects(new)
+
+    def place_folders(self, roots: Sequence[str | None]) -> PlaceFolders:
+        """Every folder below any of ``roots`` (each place's ``experiments/`` tree; None
+        where it has none) → its tree in each place (None where it has no such folder);
+        hidden folders (as the working tree's walk) left out. Read level by level, each
+        distinct tree once: a folder the same in every place is read once for all."""
+        count = len(roots)
+        found: PlaceFolders = {}
+        level = [("", tuple(roots))] if any(roots) else []
+        while level:
+            self.load([tree for _, trees in level for tree in trees if tree is not None])
+            following: list[tuple[str, tuple[str | None, ...]]] = []
+            for folder, trees in level:
+                found[folder] = trees
+                by_tree: dict[str, list[int]] = {}
+                for place, tree in enumerate(trees):
+                    if tree is not None:
+                        by_tree.setdefault(tree, []).append(place)
+                children: dict[str, list[str | None]] = {}
+                for tree, places in by_tree.items():
+                    for mode, name, sha in self._known[tree]:
+                        if mode == TREE_MODE and not name.startswith("."):
+                            held = children.setdefault(f"{folder}{name}/", [None] * count)
+                            for place in places:
+                                held[place] = sha
+                following += [(child, tuple(held)) for child, held in children.items()]
+            level = following
+        return found
+
+    def merge_base(self, first: str, second: str) -> str | None:
+        """The merge base of two commits (kept: it never changes)."""
+        pair = ":".join(sorted((first, second)))
+        kept = self._cache.objects([f"base:{pair}"])
+        if f"base:{pair}" in kept:
+            return kept[f"base:{pair}"] or None
+        found = gitobjects.merge_base(self._repo, first, second)
+        self._cache.save_objects({f"base:{pair}": found or ""})
+        return found
+
+    def keys_at(self, commit: str, folder: str) -> frozenset[bytes]:
+        """The content keys of every experiment file of the store at ``commit`` (hidden
+        folders left out, as a read leaves them), kept for the read."""
+        found = self._keys.get(commit)
+        if found is None:
+            keys: set[bytes] = set()
+            pending = [tree] if (tree := self.root(commit, folder)) else []
+            while pending:
+                tree = pending.pop()
+                keys.update(self.files(tree).values())
+                pending += [sha for name, sha in self.subtrees(tree).items() if name[:1] != "."]
+            found = self._keys[commit] = frozenset(keys)
+        return found
+
+    def blob_at(self, commit: str, folder: str, path: str) -> bytes | None:
+        """The content key of ``path`` (relative to ``folder``, the store's folder in the
+        repository) at ``commit``; None when there is no file there."""
+        tree = self.root(commit, folder)
+        if tree is None:
+            return None
+        *parents, name = path.split("/")
+        for part in parents:
+            tree = self.subtrees(tree).get(part, "")
+            if not tree:
+                return None
+        return self.files(tree).get(name)
+
+
+class Newest:
+    """Which version of each experiment is the newest (see :mod:`kexp.storage.refs`)."""
+
+    def __init__(
+        self,
+        places: tuple[str, ...],
+        folder: str,
+        git: GitTrees,
+        commits: list[str | None],
+        dates: list[int],
+    ) -> None:
+        self._places = places
+        self._folder = folder
+        self._git = git
+        #: Each place's commit: place 0 (the working tree) has HEAD's.
+        self._commits = commits
+        self._dates = dates
+        self._bases: dict[tuple[int, int], str | None] = {}
+
+    def choose(
+        self, versions: dict[str, list[Version]]
+    ) -> dict[str, tuple[list[tuple[str, bytes]], Seen]]:
+        """Each experiment's chosen files (of several versions or files) and where they
+        were found."""
+        names = self._places
+        chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
+        for exp_id, files in versions.items():
+            # Each place's state of this experiment: the (path, key) of its files. Places
+            # holding the same contents hold one state, wherever their paths (a branch
+            # in the month layout, a migrated one: kexp.layout), shown at the first's.
+            held: dict[int, list[tuple[str, bytes]]] = {}
+            for path, key, places in files:
+                for place in places:
+                    held.setdefault(place, []).append((path, key))
+            states: dict[tuple[bytes, ...], tuple[tuple[tuple[str, bytes], ...], list[int]]] = {}
+            for place in sorted(held):
+                state = tuple(sorted(held[place]))
+                states.setdefault(_contents(state), (state, []))[1].append(place)
+            ordered = list(states.values())
+            best, diverged = ordered[0], False
+            for other in ordered[1:]:
+                newer, by_date = self._newer(exp_id, other, best)
+                if newer:
+                    best, diverged = other, by_date
+                else:
+                    diverged = diverged or by_date
+            others = tuple(names[p] for entry in ordered if entry is not best for p in entry[1])
+            chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
+        return chosen
+
+    def removed(self, single: Single, several: dict[str, list[Version]]) -> list[str]:
+        """The experiments whose newest state is their removal: a place lacks them whose
+        commit parted from each place holding them at a commit holding that very version
+        (it removed it since; the holder did not change it): a branch that merged one,
+        then removed it; the working tree (at ``HEAD``'s commit) after ``kexp rm``, unless
+        another place corrected it since. An uncommitted file of the working tree is
+        newest: never removed."""
+        commits, places = self._commits, len(self._commits)
+        at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
+        for place in range(places - 1, 0, -1):
+            at_commit[commits[place]] = place
+        folder = self._folder
+        stores = {0} | {
+            p
+            for p in range(1, places)
+            if commits[p] is not None and self._git.root(str(commits[p]), folder) is not None
+        }
+        found: list[str] = []
+        held = [(i, [v]) for i, v in single.items()] + list(several.items())
+        for exp_id, versions in held:
+            keys = {p: (path, key) for path, key, where in versions for p in where}
+            if len(keys) == places:
+                continue
+            if 0 in keys:
+                state = tuple(sorted((path, key) for path, key, where in versions if 0 in where))
+                if self._uncommitted(exp_id, state, [0]):
+                    continue
+            for place in range(places):
+                if place in keys or commits[place] is None or place not in stores:
+                    continue  # (a ref without a store removed no experiment: it has none)
+                if all(
+                    self._holds(self._merge_base(place, h), key, keys, at_commit)
+                    for h, (_, key) in keys.items()
+                ):
+                    found.append(exp_id)
+                    break
+        return found
+
+    def _merge_base(self, first: int, second: int) -> str | None:
+        """The merge base of two places' commits (kept for the read)."""
+        pair = (first, second) if first < second else (second, first)
+        if pair not in self._bases:
+            a, b = self._commits[first], self._commits[second]
+            self._bases[pair] = self._git.merge_base(a, b) if a and b else None
+        return self._bases[pair]
+
+    def _holds(
+        self,
+        commit: str | None,
+        key: bytes,
+        keys: dict[int, tuple[str, bytes]],
+        at_commit: dict[str | None, int],
+    ) -> bool:
+        """Whether ``commit`` holds this version of an experiment (``key``: its content,
+        which names its id, wherever its path): known without git when a place read is
+        at that commit (``keys``: what each place holding it holds)."""
+        if commit is None:
+            return False
+        there = at_commit.get(commit)
+        if there is not None:
+            return keys.get(there, ("", b""))[1] == key
+        return key in self._git.keys_at(commit, self._folder)
+
+    def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
+        """Where a version held by ``places`` was found."""
+        names = self._places
+        newest = max(places, key=lambda p: (self._dates[p], -p))
+        ref = names[0] if 0 in places else names[newest]
+        return Seen(ref, tuple(names[p] for p in places), others, diverged)
+
+    def _newer(
+        self,
+        exp_id: str,
+        first: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        second: tuple[tuple[tuple[str, bytes], ...], list[int]],
+    ) -> tuple[bool, bool]:
+        """Whether the state ``first`` (files, places) is newer than ``second``, and
+        whether that was decided by the commits' dates (both changed since their merge
+        base)."""
+        mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
+        if mine[0] or mine[1]:
+            return mine[0], False
+        a, b = self._commit(first[1]), self._commit(second[1])
+        if a and b and a != b:
+            base = self._git.merge_base(a, b)
+            if base is not None:
+                at_base = self._state_at(base, first[0], second[0])
+                if at_base == _contents(second[0]):
+                    return True, False
+                if at_base == _contents(first[0]):
+                    return False, False
+        return self._date(first[1]) > self._date(second[1]), True
+
+    def _uncommitted(
+        self, exp_id: str, state: tuple[tuple[str, bytes], ...], places: list[int]
+    ) -> bool:
+        """Whether the state is the working tree's and not HEAD's (an uncommitted edit)."""
+        if 0 not in places:
+            return False
+        head = self._commits[0]
+        if head is None:
+            return True
+        return self._state_at(head, state, ()) != _contents(state)
+
+    def _commit(self, places: list[int]) -> str | None:
+        """The commit of a state: HEAD's for the working tree, else the first ref's."""
+        return self._commits[places[0]]
+
+    def _date(self, places: list[int]) -> int:
+        return max(self._dates[p] for p in places)
+
+    def _state_at(
+        self,
+        commit: str,
+        first: tuple[tuple[str, bytes], ...],
+        second: tuple[tuple[str, bytes], ...],
+    ) -> tuple[bytes, ...]:
+        """The contents (keys, sorted) a commit holds at the paths of either state, or
+        at those paths in the other layout (a file kexp migrate-layout moved is the
+        same file)."""
+        paths = sorted({twin for path, _ in (*first, *second) for twin in layout_twins(path)})
+        found = []
+        for path in paths:
+            key = self._git.blob_at(commit, self._folder, path)
+            if key is not None:
+                found.append(key)
+        return tuple(sorted(found))
+
+
+def _contents(state: tuple[tuple[str, bytes], ...]) -> tuple[bytes, ...]:
+    """What a state holds, whatever its paths: its files' content keys, sorted."""
+    return tuple(sorted(key for _, key in state))
