@@ -284,6 +284,37 @@ def test_an_experiment_removed_on_a_newer_branch_is_not_read(
     assert found.get(good.id) == 1.12, found
 
 
+def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed(
+    agents: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """Bob removed a bogus record on his branch; Carol, who fetched, asks for it by id
+    across refs (show, tree, similar; the library's get_experiment): one clear line
+    saying where it was removed, not an internal error; Bob's own clone says his
+    working tree removed it (main still holds it: it is not "not in the store")."""
+    alice, bob, base = agents
+    bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
+    record(alice, base, "Vectorized stores - +10%", score=1.10)
+    sync(Store(alice))
+    git(bob, "pull", "-q")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    Store(bob).delete_experiment(bogus.id)
+    git(bob, "commit", "-q", "-am", "remove the bogus record")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    carol = clone(tmp_path / "remote.git", tmp_path / "carol")
+    for root, where in ((carol, "on origin/kexp/bob"), (bob, "in the working tree")):
+        for args in (("show", bogus.id, "--all-refs"), ("tree", bogus.id[:10], "--all-refs"),
+                     ("similar", bogus.id, "--refs", "origin/*")):  # fmt: skip
+            result = invoke(root, *args)
+            lines = result.output.strip().splitlines()
+            assert result.exit_code == 2, (args, result.output)  # as any id not found
+            assert len(lines) == 1 and lines[0].startswith("kexp: error: "), (args, lines)
+            assert f"{bogus.id} was removed {where}" in lines[0], (args, lines)
+        with pytest.raises(kexp.ExperimentNotFoundError, match=f"removed {where}"):
+            Store(root, all_refs=True).get_experiment(bogus.id)
+    # Without refs, Carol's working tree (main) holds it: shown as it is there.
+    assert invoke(carol, "show", bogus.id).exit_code == 0
+
+
 def test_a_row_in_the_working_tree_is_labelled_local(agents: tuple[Path, Path, str]) -> None:
     alice, bob, base = agents
     mine = record(alice, base, "Unrolled by 4 - +1.9%")

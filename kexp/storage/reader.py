@@ -474,10 +474,18 @@ class StoreReader:
         if places is None and found is None:
             return self._find(id_or_prefix)[0]
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        seen = set((found if found is not None else self.found()).ids())
+        found = found if found is not None else self.found()
         where = ", ".join(places) if places else str(self.experiments_dir)
         hint = ALL_REFS_IDS if places else f"{LIST_SHOWS} the ids"
-        return ids.the_one(prefix, seen, f"{where} ({hint})")
+        try:
+            return ids.the_one(prefix, found.held_ids(), f"{where} ({hint})")
+        except ExperimentNotFoundError:
+            gone = [(exp_id, by) for exp_id, by in found.removed if exp_id.startswith(prefix)]
+            if len(gone) != 1:
+                raise
+            from kexp.storage.refs import removed_message
+
+            raise ExperimentNotFoundError(removed_message(*gone[0])) from None
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids

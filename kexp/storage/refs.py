@@ -162,12 +162,14 @@ class RefsSource:
         single, several = self._versions(local, folders, git)
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
         newest = Newest(self.places, self.folder, git, commits, dates)
-        for exp_id in newest.removed(single, several):
+        removed = newest.removed(single, several)
+        for exp_id in removed:
             single.pop(exp_id, None)
             several.pop(exp_id, None)
         chosen = newest.choose(several)
         found = self._found(local, single, chosen, newest, cache, settings)
-        found = found._replace(places=(commits[0], *((r.short, r.commit) for r in self.refs)))
+        places = (commits[0], *((ref.short, ref.commit) for ref in self.refs))
+        found = found._replace(places=places, removed=tuple(removed.items()))
         self._last = found
         return found
 
@@ -505,6 +507,21 @@ def on_other_refs(store: Any, id_or_prefix: str, error: KexpError) -> KexpError:
     return type(error)(
         f"{error.args[0]}; it is on {shown}, not in the working tree: "
         f"{SHOW_ALL_REFS.say(id=id_or_prefix)}"
+    )
+
+
+def removed_message(exp_id: str, place: str) -> str:
+    """What a read across refs says of an experiment asked for by id whose newest state
+    is its removal by ``place`` (the working tree, or a ref)."""
+    if place == LOCAL:
+        return (
+            f"experiment {exp_id} was removed in the working tree (kexp rm), its newest "
+            "state: read across refs it is gone, though older commits hold it"
+        )
+    return (
+        f"experiment {exp_id} was removed on {place}, its newest state: read across refs "
+        "it is gone (without --all-refs or --refs, kexp reads your working tree's copy, "
+        "if it holds one)"
     )
 
 

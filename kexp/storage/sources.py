@@ -70,6 +70,9 @@ class Found(NamedTuple):
     #: keeps (:mod:`kexp.storage.answers`): ``HEAD``'s commit and each ref's when refs
     #: were read, () for the working tree alone.
     places: tuple[Any, ...] = ()
+    #: The experiments whose newest state is their removal (read across refs: not
+    #: read), each with the place that removed it.
+    removed: tuple[tuple[str, str], ...] = ()
 
     def derivation(self, settings: Settings) -> Derivation:
         """What is derived of every row from all of them
@@ -88,6 +91,10 @@ class Found(NamedTuple):
         """What the working tree alone holds, as ``listing`` found it."""
         rows, invalid = listing.rows()
         return cls(rows, invalid, rows, listing)
+
+    def held_ids(self) -> set[str]:
+        """The id of every experiment the read holds (its valid rows, its invalid files)."""
+        return {row.id for row in self.rows} | self.invalid_ids()
 
     def ids(self) -> list[str]:
         """The id of every experiment file read: of every version, the invalid files' too."""

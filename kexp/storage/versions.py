@@ -222,13 +222,15 @@ class Newest:
             chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
         return chosen
 
-    def removed(self, single: Single, several: dict[str, list[Version]]) -> list[str]:
+    def removed(
+        self, single: Single, several: dict[str, list[Version]]
+    ) -> dict[str, str]:
         """The experiments whose newest state is their removal: a place lacks them whose
         commit parted from each place holding them at a commit holding that very version
         (it removed it since; the holder did not change it): a branch that merged one,
         then removed it; the working tree (at ``HEAD``'s commit) after ``kexp rm``, unless
         another place corrected it since. An uncommitted file of the working tree is
-        newest: never removed."""
+        newest: never removed. Each one's id → the first place found removing it."""
         commits, places = self._commits, len(self._commits)
         at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
         for place in range(places - 1, 0, -1):
@@ -239,7 +241,7 @@ class Newest:
             for p in range(1, places)
             if commits[p] is not None and self._git.root(str(commits[p]), folder) is not None
         }
-        found: list[str] = []
+        found: dict[str, str] = {}
         held = [(i, [v]) for i, v in single.items()] + list(several.items())
         for exp_id, versions in held:
             keys = {p: (path, key) for path, key, where in versions for p in where}
@@ -256,7 +258,7 @@ class Newest:
                     self._holds(self._merge_base(place, h), key, keys, at_commit)
                     for h, (_, key) in keys.items()
                 ):
-                    found.append(exp_id)
+                    found[exp_id] = self._places[place]
                     break
         return found
 
