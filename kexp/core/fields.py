@@ -209,7 +209,7 @@ FIELDS: tuple[Field, ...] = (
         repeats=True,
         template=True,
         hint="write the full hash of the commit the change was made on (git rev-parse HEAD)",
-        note="the commit the change was made on (git HEAD: commit your kernel code first)",
+        note="the commit the change was made on (git HEAD while the change is uncommitted)",
     ),
     Field(
         "created_at",
