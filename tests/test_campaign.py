@@ -906,6 +906,16 @@ def test_a_step_on_an_invalid_ancestor_says_so_read_alone_or_written(tmp_path: P
     assert "is invalid" in made.cumulative_reason
 
 
+def _step(store: Store, summary: str, score: float, ci: list[float], pid: str | None) -> str:
+    """Record one step (measured against its parent, or the reference without one)."""
+    fields = experiment_fields(change_summary=summary, score=score, score_ci=ci)
+    if pid is not None:
+        fields.update(pid=pid, measured_against="parent")
+    else:
+        fields.update(measured_against="reference")
+    return store.create_experiment(**fields).id
+
+
 def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> None:
     """Twelve iterations in, an agent records a change within noise on the best (1.004,
     its interval holding 1: reverted) and a regression: its product is the highest, yet
@@ -915,12 +925,7 @@ def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> 
     result)."""
 
     def make(summary: str, score: float, ci: list[float], pid: str | None = None) -> str:
-        fields = experiment_fields(change_summary=summary, score=score, score_ci=ci)
-        if pid is not None:
-            fields.update(pid=pid, measured_against="parent")
-        else:
-            fields.update(measured_against="reference")
-        return store.create_experiment(**fields).id
+        return _step(store, summary, score, ci, pid)
 
     root = make("Vectorize copies - +50%", 1.5, [1.45, 1.55])
     best = make("Hoist the slot math - +40%", 1.4, [1.35, 1.45], pid=root)
@@ -954,3 +959,27 @@ def test_a_step_within_noise_is_never_the_best(store: Store, tmp_path: Path) -> 
     assert not any(entry.new_best for entry in pr.added) and not pr.best_changes
     assert {entry.id: entry.rank for entry in pr.added} == {noise: 4, worse: 5}
     assert "New best" not in render_markdown(pr)
+
+
+def test_a_step_built_on_only_within_noise_or_worse_is_a_dead_end(store: Store) -> None:
+    """A step whose children moved only within noise (a higher product, the same code)
+    or regressed is a dead end in ``kexp tree`` and the lineage, as nothing built on it
+    is better; once a step under them improves, it is not (the bundled store's
+    6ac8bc7624, under a marginal step and a regression, was not marked)."""
+    root = _step(store, "Vectorize copies - +50%", 1.5, [1.45, 1.55], None)
+    best = _step(store, "Persistent kernel - +20%", 1.2, [1.18, 1.22], root)
+    step = _step(store, "Hoist the slot math - +10%", 1.1, [1.08, 1.12], root)
+    noise = _step(store, "Unroll by 8 - +0.4%, within noise", 1.004, [0.9975, 1.0106], step)
+    _step(store, "Stage through LDS - -3%", 0.97, [0.96, 0.98], step)
+
+    def marks() -> dict[str, tuple[bool, bool]]:
+        (tree,) = [tree for tree in lineage_forest(store) if tree.experiment.id == root]
+        lines = kexp(store.root, "tree").output.splitlines()
+        shown = {i: "[dead end]" in next(x for x in lines if i[:10] in x) for i in (step, noise)}
+        nodes = {n.experiment.id: n for n in tree.walk()}
+        assert [i for i, n in nodes.items() if n.is_best] == [best]
+        return {i: (nodes[i].dead_end, shown[i]) for i in (step, noise)}
+
+    assert marks() == {step: (True, True), noise: (False, False)}
+    _step(store, "Fuse the scale - +8%", 1.08, [1.06, 1.10], noise)
+    assert marks() == {step: (False, False), noise: (False, False)}

@@ -33,7 +33,7 @@ class TreeNode:
     the steps that improved (its best *tip*: :func:`kexp.storage.query.best_tip`) and
     ``on_best_path`` the nodes from the root to it; ``dead_end`` marks an experiment
     others built on (it has children) that no descendant beats (a higher cumulative
-    score), never the best nor a control.
+    score, not within noise of its parent), never the best nor a control.
     """
 
     experiment: KernelExperiment
@@ -162,7 +162,9 @@ def annotate(root: TreeNode) -> None:
         best_below = max((best_in[id(child)] for child in node.children), default=-math.inf)
         own = _standing(node)
         node.dead_end = bool(node.children) and own is not None and best_below <= own
-        best_in[id(node)] = max(-math.inf if own is None else own, best_below)
+        # A step within noise beats nothing: its code is its parent's, whatever its product.
+        beats = own if node.experiment.derived.outcome != "marginal" else None
+        best_in[id(node)] = max(-math.inf if beats is None else beats, best_below)
     tip = best_tip(n.experiment for n in nodes)
     if tip is not None:
         best = next(n for n in nodes if n.experiment is tip)

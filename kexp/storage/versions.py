@@ -222,9 +222,7 @@ class Newest:
             chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
         return chosen
 
-    def removed(
-        self, single: Single, several: dict[str, list[Version]]
-    ) -> dict[str, str]:
+    def removed(self, single: Single, several: dict[str, list[Version]]) -> dict[str, str]:
         """The experiments whose newest state is their removal: a place lacks them whose
         commit parted from each place holding them at a commit holding that very version
         (it removed it since; the holder did not change it): a branch that merged one,

@@ -435,7 +435,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     reference), score (the step, when measured against the parent), Δ of the
     cumulative score vs the parent's, outcome, summary. '*' marks the path from the
     root to the best tip of the tree (the best cumulative score); 'dead end' marks an
-    experiment others built on that no descendant beats.
+    experiment others built on that no descendant beats (a step within noise beats
+    nothing).
 
     Python: kexp.storage.lineage.lineage_of(store, id), kexp.storage.lineage.lineage_forest(store,
     **filters).

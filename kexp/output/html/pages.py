@@ -547,7 +547,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         "<p>Each tree grows to the right, one generation per column. The path to the "
         "operator's best tip is drawn thick, the best ringed in green; a node ringed in "
         "red is a dead end (built on, but nothing built on it reached a higher "
-        "cumulative score).</p>",
+        "cumulative score, other than within noise).</p>",
         '<div class="scroll tall">',
         svg.lineage_graph(
             forest,
