@@ -402,3 +402,18 @@ def test_a_repository_owned_by_another_user_says_what_git_said_and_how_to_trust_
             f"git refuses to work in {repo}: 'detected dubious ownership'",
             f"run: git config --global --add safe.directory {repo}",
         )
+
+
+@pytest.mark.parametrize("output_format", ["legacy", "json", "csv"])
+def test_an_export_into_a_folder_that_does_not_exist_names_the_file_and_the_folder(
+    tmp_path: Path, output_format: str
+) -> None:
+    """``kexp export -o missing/db.json``: one line naming the file asked for (not the
+    sidecar beside it) and the missing folder, and what to do; nothing written."""
+    plain_store(tmp_path / "store")
+    target = tmp_path / "missing" / "db.json"
+    done = run_kexp("export", "--format", output_format, "-o", str(target),
+                    cwd=tmp_path / "store")  # fmt: skip
+    assert done.returncode != 0
+    assert_one_clear_line(done.stderr, f"cannot write {target}", f"{target.parent} does not exist")
+    assert not target.parent.exists()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.errors import KexpError
 from kexp.core.problems import sort_problems
 from kexp.output.legacy import (
     Progress,
@@ -114,6 +114,8 @@ def export_legacy(
     """Write the store as the predecessor's ``kernel_experiments_db.json`` (atomically)."""
     database, kept, problems = legacy_export(store, progress=progress)
     destination = Path(destination)
+    if not destination.parent.is_dir():  # said of the file asked for, not the sidecar
+        raise atomic.write_failure(destination, FileNotFoundError(errno.ENOENT, "no folder"))
     sidecar = sidecar_path(destination)
     if kept:
         _write_atomically(sidecar, dump_sidecar(kept, destination.name))
@@ -131,4 +133,4 @@ def _write_atomically(destination: Path, text: str) -> None:
     try:
         atomic.replace(destination, text)
     except OSError as exc:
-        raise KexpError(f"cannot write {destination}: {exc.strerror or exc}") from None
+        raise atomic.write_failure(destination, exc) from None

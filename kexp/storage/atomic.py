@@ -208,6 +208,11 @@ def write_failure(path: Path, exc: OSError) -> KexpError:
         errno.EPERM: f"check the owner and permissions of {path.parent}",
     }
     hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
+    if exc.errno == errno.ENOENT and not path.parent.is_dir():
+        return KexpError(
+            f"cannot write {path}: the folder {path.parent} does not exist; nothing was "
+            "changed: make it first (mkdir -p), or write elsewhere"
+        )
     return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
 
 

@@ -726,7 +726,6 @@ def export(
         with progress("reading experiments"):
             write_export(store, _Echoed(), output_format, fields=chosen, brief=brief, **filters)
         return
-    from kexp.core.errors import KexpError
     from kexp.storage import atomic
 
     try:
@@ -735,7 +734,7 @@ def export(
                 store, stream, output_format, fields=chosen, brief=brief, **filters
             )
     except OSError as exc:
-        raise KexpError(f"cannot write {output}: {exc.strerror or exc}") from None
+        raise atomic.write_failure(Path(output), exc) from None
     click.echo(f"exported {count} experiment(s) to {output}", err=True)
 
 
