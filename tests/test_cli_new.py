@@ -154,12 +154,21 @@ def test_new_declined_keeps_the_draft_and_from_resumes_it(
     assert store.paths() == []
     (draft,) = drafts(repo)
     assert "change_summary: Unrolled the loop by 4 - +2%" in draft.read_text()
+    kept = draft.read_text()
     result = editor.run(
         repo, {"replace": [["score: fast\n", "score: 1.03\n"]]}, args=("--from", str(draft))
     )
     assert result.exit_code == 0, result.stderr
     (exp,) = store.list_experiments()
     assert exp.score == 1.03
+    assert drafts(repo) == []  # the draft resumed is recorded: not kept
+    # The same text again (a copy kept by hand): said recorded already, in the CLI's words.
+    copy = repo.parent / "copy.md"
+    copy.write_text(kept.replace("score: fast\n", "score: 1.03\n"))
+    result = editor.run(repo, {"replace": []}, args=("--from", str(copy)), input="n\n")
+    assert result.exit_code == 1
+    assert f"experiment {exp.id} is recorded already (kexp show {exp.id[:10]})" in result.stderr
+    assert "KernelExperiment" not in result.stderr and "delete its id: line" in result.stderr
 
 
 def test_new_saved_empty_aborts(repo: Path, store: Store, editor: Editor) -> None:

@@ -19,7 +19,13 @@ from kexp.cli.commands.common import (
     progress,
     refs_options,
 )
-from kexp.core.errors import DeleteRefusedError, KexpError, StoreNotFoundError, ValidationError
+from kexp.core.errors import (
+    DeleteRefusedError,
+    ExperimentExistsError,
+    KexpError,
+    StoreNotFoundError,
+    ValidationError,
+)
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -505,6 +511,8 @@ def new(
         created, problems = _record_draft(store, text, draft)
         if created is not None:
             draft.unlink()
+            if start_from is not None and Path(start_from).resolve().parent == drafts.resolve():
+                Path(start_from).unlink(missing_ok=True)  # the draft resumed is recorded
             _report_written(created, "recorded", as_json)
             return
         click.echo("kexp: the experiment was not recorded:", err=True)
@@ -552,6 +560,13 @@ def _record_draft(
         return store.create_experiment(exp), []
     except ValidationError as exc:
         return None, template.relocate(exc.problems, doc)
+    except ExperimentExistsError:
+        shown = exp.id[: store.id_length_of(exp.id)]
+        message = (
+            f"experiment {exp.id} is recorded already (kexp show {shown}); to record "
+            "another from this text, delete its id: line (a new one is made)"
+        )
+        return None, [Problem(str(draft), 1, 1, "error", "not-recorded", "id", message, "")]
     except KexpError as exc:
         return None, [Problem(str(draft), 1, 1, "error", "not-recorded", "", str(exc), "")]
 
