@@ -211,7 +211,7 @@ def _gather(
         entries.append(_repeat_entry(repeat, rank, short))
 
     measured = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
-    best = _best(measured, derivation)
+    best = best_tip(measured, derivation=derivation)  # kexp top's first; None: none improved
     on_lineage: set[str] = set()
     if best is not None:
         entries.append(
@@ -328,12 +328,6 @@ def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
         and isinstance(r.get("speedup"), (int, float))
         and not isinstance(r.get("speedup"), bool)
     )
-
-
-def _best(docs: Sequence[Row], derivation: Derivation) -> Row | None:
-    """The best tip (:func:`kexp.storage.query.best_tip`: the step that improved with
-    the best cumulative score, ``kexp top``'s first); None when no step improved."""
-    return best_tip(docs, derivation=derivation)
 
 
 def _moment(created_at: str) -> str:
