@@ -313,6 +313,11 @@ def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed
             Store(root, all_refs=True).get_experiment(bogus.id)
     # Without refs, Carol's working tree (main) holds it: shown as it is there.
     assert invoke(carol, "show", bogus.id).exit_code == 0
+    # A step Carol builds on it: across refs its parent is said removed, not missing.
+    child = record(carol, base, "Fused more - +2%", score=1.02, pid=bogus.id,
+                   measured_against="parent")  # fmt: skip
+    seen = Store(carol, all_refs=True).get_experiment(child.id)
+    assert seen.cumulative_reason == f"parent {bogus.id[:10]} was removed on origin/kexp/bob"
 
 
 def test_a_row_in_the_working_tree_is_labelled_local(agents: tuple[Path, Path, str]) -> None:

@@ -44,7 +44,7 @@ the order given (path order); :meth:`Derivation.of` gives a later file's own val
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kexp.core.collector import collector_paused
@@ -281,12 +281,19 @@ def change_percent(ratio: float) -> float:
     return round((ratio - 1.0) * 100.0, CUMULATIVE_DIGITS - 4)
 
 
+#: What a parent whose file is not a valid experiment is (``cumulative_reason``).
+INVALID = "is invalid (kexp validate says why)"
+
+
 def _absent(exp_id: str, invalid: Collection[str]) -> str:
-    """What an id no record holds is: a file that is not a valid experiment (``invalid``),
-    or nothing in the store."""
-    if exp_id in invalid:
-        return "is invalid (kexp validate says why)"
-    return "is not in the store"
+    """What an id no record holds is: a file that is not a valid experiment (``invalid``;
+    a mapping says what each of its ids is instead: an experiment removed on a newer
+    branch, read across refs), or nothing in the store."""
+    if exp_id not in invalid:
+        return "is not in the store"
+    if isinstance(invalid, Mapping):
+        return str(invalid[exp_id])
+    return INVALID
 
 
 def _needs_parent(record: Any) -> bool:
@@ -451,7 +458,8 @@ def derive(
     path, held equal to :func:`judge` and :func:`_derived` by the tests); the others
     are derived by :func:`_derived` once every code value is known. ``invalid``: the ids
     of the store's files that are not valid experiments (their records are not among
-    ``records``): a child of one is told its parent is invalid, not missing."""
+    ``records``): a child of one is told its parent is invalid, not missing (a mapping:
+    what each id is, as :func:`_absent` says it)."""
     first: dict[str, Any] = {}
     for record in records:
         first.setdefault(record.id, record)

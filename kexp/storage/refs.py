@@ -47,7 +47,7 @@ from kexp.format.validate import (
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
-from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree
+from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree, removed_phrase
 from kexp.storage.versions import FILE_MODES, GitTrees, Newest, PlaceFolders, Single, Version
 
 if TYPE_CHECKING:
@@ -514,15 +514,13 @@ def removed_message(exp_id: str, place: str) -> str:
     """What a read across refs says of an experiment asked for by id whose newest state
     is its removal by ``place`` (the working tree, or a ref)."""
     if place == LOCAL:
-        return (
-            f"experiment {exp_id} was removed in the working tree (kexp rm), its newest "
-            "state: read across refs it is gone, though older commits hold it"
+        tail = "read across refs it is gone, though older commits hold it"
+    else:
+        tail = (
+            "read across refs it is gone (without --all-refs or --refs, kexp reads your "
+            "working tree's copy, if it holds one)"
         )
-    return (
-        f"experiment {exp_id} was removed on {place}, its newest state: read across refs "
-        "it is gone (without --all-refs or --refs, kexp reads your working tree's copy, "
-        "if it holds one)"
-    )
+    return f"experiment {exp_id} {removed_phrase(place)}, its newest state: {tail}"
 
 
 def not_in_working_tree(store: Any, prefix: str, error: KexpError) -> KexpError:

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from kexp.core.campaign import Derivation, derive
+from kexp.core.campaign import INVALID, Derivation, derive
 from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.core.progress import track
@@ -34,7 +34,7 @@ from kexp.format.validate import (
     read_and_check,
     read_or_problem,
 )
-from kexp.storage.rows import content_key
+from kexp.storage.rows import LOCAL, content_key
 
 if TYPE_CHECKING:
     from kexp.storage.cache import Cache
@@ -50,6 +50,14 @@ READ_BATCH = 256
 #: Files asked at once of :meth:`FileSource.check_files` where whole documents are
 #: kept (memory), such as files read again for the positions of their problems.
 CHECK_BATCH = 2048
+
+
+def removed_phrase(place: str) -> str:
+    """How an experiment whose newest state is its removal by ``place`` (read across
+    refs: the working tree, or a ref) is said: ``was removed on origin/kexp/bob``."""
+    return (
+        "was removed in the working tree (kexp rm)" if place == LOCAL else f"was removed on {place}"
+    )
 
 
 class Found(NamedTuple):
@@ -77,7 +85,11 @@ class Found(NamedTuple):
     def derivation(self, settings: Settings) -> Derivation:
         """What is derived of every row from all of them
         (:func:`kexp.core.campaign.derive`), the invalid files' ids told apart."""
-        return derive(self.rows, settings, self.invalid_ids())
+        if not self.removed:
+            return derive(self.rows, settings, self.invalid_ids())
+        absent = dict.fromkeys(self.invalid_ids(), INVALID)
+        absent.update((exp_id, removed_phrase(place)) for exp_id, place in self.removed)
+        return derive(self.rows, settings, absent)
 
     def invalid_ids(self) -> frozenset[str]:
         """The ids the names of the invalid files give (an experiment whose file is there
