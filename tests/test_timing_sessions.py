@@ -231,6 +231,14 @@ def test_add_from_timings_answers_the_score_its_interval_and_what_next(
     assert (answer["score"], answer["score_ci"], answer["outcome"]) == (
         truth, [low, high], "marginal"
     )
+    # The same timings as an A/A run (tag control): the noise floor, nothing to remeasure.
+    control = run_kexp(
+        "add", "--summary", "A/A run - same code", *COMMON, "--tag", "control",
+        "--table", str(table), "--unit", "ns", cwd=repo,
+    )
+    assert control.returncode == 0, control.stderr
+    line = control.stdout.strip().splitlines()[1]
+    assert "remeasure" not in line and "A/A" in line and "noise floor" in line, line
 
 
 def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(

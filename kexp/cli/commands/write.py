@@ -69,6 +69,10 @@ def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
 
     if measured_nothing(exp.score):
         line = f"  {NOTHING_MEASURED}: {exp.outcome}"
+    elif exp.derived.control:  # an A/A run: what it measures is the noise itself
+        interval = describe_interval(exp.score, exp.score_ci or ())
+        click.echo(f"  score {interval}: an A/A run (control), the noise floor on this env")
+        return
     else:
         line = f"  score {describe_interval(exp.score, exp.score_ci or ())}: {exp.outcome}"
     low, high = exp.score_ci or (0.0, 0.0)
