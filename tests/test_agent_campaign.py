@@ -287,3 +287,55 @@ def test_a_timed_out_run_is_a_failure_not_a_regression_in_every_view(
     assert f"{timed_out.id[:10]} failed (nothing measured)" in failures, packet
     listed = json.loads(kexp(repo, "list", "--outcome", "failed", "--json").stdout)
     assert [e["id"] for e in listed] == [timed_out.id]
+
+
+# --- children measured against the reference: judged over their parent too ------------------
+
+
+def test_a_reference_measured_child_within_noise_of_its_parent_is_not_the_new_best(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent times every iteration against the operator's original code: the first
+    change at 2.1x, then a child of it at 2.105x whose interval [2.0, 2.2] holds its
+    parent's 2.1. Over the reference the child is far past 1, but over the code it was
+    made on it changed nothing: it is marginal, and the parent stays the best in
+    ``kexp top``, ``kexp show`` and the context packet. A child that really beats its
+    parent (2.5x over the reference) is an improvement and the new best."""
+    reference = write(tmp_path / "reference.json", timings(1.0, 1))
+    first = write(tmp_path / "first.json", timings(1 / 2.1, 2))
+    parent = record_iteration(
+        store, baseline=reference, candidate=first, **softmax_fields(change_summary="Tile - +110%")
+    )
+    assert parent.outcome == "improvement"
+    added = kexp(
+        repo, "add", "--json", "--summary", "Unroll by 2 - +0.2%", "--score", "2.105",
+        "--pid", parent.id, "--measured-against", "reference", "--operator", OPERATOR,
+        "--dtype", "fp32", "--env", "H100, CUDA 12.4", "--description", "unroll",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    child = json.loads(added.stdout)["id"]
+    ci = kexp(repo, "update", child[:10], "--set", "score_ci=[2.0, 2.2]", "--reason", "timed")
+    assert ci.exit_code == 0, ci.output
+    shown = json.loads(kexp(repo, "show", child[:10], "--json").stdout)
+    assert shown["outcome"] == "marginal", shown
+    assert store.get_experiment(child).outcome == "marginal"
+    top = json.loads(kexp(repo, "top", "--json").stdout)
+    assert top[0]["id"] == parent.id, [(e["id"], e["outcome"]) for e in top]
+    packet = context(store, operator="softmax", output="json").data
+    assert packet["best"]["id"] == parent.id
+    # A child that beats its parent, timed against the reference too, is the new best.
+    better = write(tmp_path / "better.json", timings(1 / 2.5, 3))
+    best = record_iteration(
+        store,
+        baseline=reference,
+        candidate=better,
+        **softmax_fields(
+            change_summary="Vector loads - +19% on the tile",
+            pid=parent.id,
+            measured_against="reference",
+        ),
+    )
+    assert best.outcome == "improvement"
+    top = json.loads(kexp(repo, "top", "--json").stdout)
+    assert top[0]["id"] == best.id
+
