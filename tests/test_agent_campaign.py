@@ -8,6 +8,7 @@ Real git repositories, real files; the command in-process through click's CliRun
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -339,3 +340,58 @@ def test_a_reference_measured_child_within_noise_of_its_parent_is_not_the_new_be
     top = json.loads(kexp(repo, "top", "--json").stdout)
     assert top[0]["id"] == best.id
 
+
+# --- remeasuring a control: the noise floor does not move without a word ---------------------
+
+
+def _noisy(factor: float, seed: int, spread: float) -> dict[str, list[float]]:
+    """Timings in microseconds with a log-normal ``spread`` (0.3: about 30 %)."""
+    rng = random.Random(seed)
+    return {
+        config: [round(base * factor * math.exp(rng.gauss(0, spread)), 5) for _ in range(20)]
+        for config, base in CONFIGS.items()
+    }
+
+
+def test_remeasuring_a_control_into_an_implausible_floor_is_warned_with_what_to_do(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent's A/A control measured the noise floor at ±0.5 %; a later round of it,
+    timed on a throttled clock, pools to an interval far wider than before (and one that
+    can exclude 1): every step is now judged against a floor that moved. ``kexp
+    remeasure`` says so in a warning naming the old and new floor and what to do; a
+    round timed alike is pooled without a word."""
+    control = record_iteration(
+        store,
+        baseline=timings(1.0, 1),
+        candidate=timings(1.0, 2),
+        **softmax_fields(change_summary="A/A control - noise floor", tags=["control"]),
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the control")
+    alike = kexp(
+        repo, "remeasure", control.id[:10],
+        "--baseline", write(tmp_path / "b2.json", timings(1.0, 3)),
+        "--candidate", write(tmp_path / "c2.json", timings(1.0, 4)),
+    )  # fmt: skip
+    assert alike.exit_code == 0, alike.output
+    assert "warning" not in alike.stderr, alike.stderr
+    git(repo, "commit", "-q", "-am", "the control's second round")
+    before = store.get_experiment(control.id).score_ci
+    throttled = kexp(
+        repo, "remeasure", control.id[:10],
+        "--baseline", write(tmp_path / "b3.json", _noisy(1.0, 5, 0.02)),
+        "--candidate", write(tmp_path / "c3.json", _noisy(1 / 2.2, 6, 0.5)),
+    )  # fmt: skip
+    assert throttled.exit_code == 0, throttled.output
+    after = store.get_experiment(control.id).score_ci
+    assert math.log(after[1] / after[0]) > 4 * math.log(before[1] / before[0])
+    lines = [line for line in throttled.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: warning: control "), lines
+    warned = lines[0]
+    assert f"{before[0]:.4f}, {before[1]:.4f}" in warned and f"{after[0]:.4f}" in warned
+    assert "times as wide as before" in warned and "git checkout -- " in warned, warned
+    # The advice works: the round is dropped, the floor is the earlier one again.
+    path = warned.split("git checkout -- ")[1].split(" ")[0]
+    git(repo, "checkout", "--", path)
+    assert store.get_experiment(control.id).score_ci == before

@@ -45,9 +45,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
-from kexp.core.campaign import measured_nothing
+from kexp.core.campaign import is_control, measured_nothing
 from kexp.core.errors import (
     CodeRepoWarning,
+    ControlWarning,
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
@@ -63,6 +64,7 @@ from kexp.measure.checks import (
     base_commit_problem,
     check_round_scale,
     done_without_measure,
+    implausible_control,
     resolution_hint,
     samples_too_large,
     unit_hint,
@@ -637,7 +639,40 @@ def remeasure(
     }
     why = reason or f"remeasured: round {number} pooled with the earlier ones"
     try:
-        return correct(store, exp.id, changes, why)
+        done = correct(store, exp.id, changes, why)
     except ValidationError as exc:
         samples_too_large(exc, scored.samples, pooled=True)
         raise
+    if is_control(exp):
+        _warn_if_implausible_control(exp, done, number)
+    return done
+
+
+def _warn_if_implausible_control(
+    before: KernelExperiment, after: KernelExperiment, number: int
+) -> None:
+    """Warn (:class:`ControlWarning`) when a control's round ``number``, pooled, gave
+    what an A/A run cannot (:func:`kexp.measure.checks.implausible_control`), saying
+    what to do."""
+    reasons = implausible_control(before.score_ci, after.score_ci)
+    if not reasons:
+        return
+    from kexp.core.problems import display_path  # lazy: a warning's, seldom needed
+
+    path = display_path(after.path or "")
+    warnings.warn(
+        f"control {after.id[:10]} is an A/A run (the same code on both sides), yet round "
+        f"{number} moved its noise floor from {_floor(before)} to {_floor(after)}: "
+        f"{' and '.join(reasons)}. The round's two sides were not timed alike (clocks, "
+        f"warm-up, load, another device): check the timing setup, then drop the round "
+        f"before committing it (git checkout -- {path} restores the file as last committed) "
+        "and time the A/A again",
+        ControlWarning,
+        stacklevel=3,
+    )
+
+
+def _floor(exp: KernelExperiment) -> str:
+    """A control's score and interval: ``1.0047 [1.0000, 1.0094]``."""
+    interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
+    return f"{float(exp.score):.4f}{interval}"
