@@ -395,3 +395,36 @@ def test_remeasuring_a_control_into_an_implausible_floor_is_warned_with_what_to_
     path = warned.split("git checkout -- ")[1].split(" ")[0]
     git(repo, "checkout", "--", path)
     assert store.get_experiment(control.id).score_ci == before
+
+
+# --- remeasuring a step: its summary states the figure measured --------------------------------
+
+
+def test_a_remeasured_steps_summary_states_the_pooled_score_not_the_first_rounds(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The first round of a step ran on a lucky clock: 1.25x, and the agent wrote the
+    summary ``Tile the loads - +25%``. Two more rounds pool to about 1.0x: ``kexp
+    show``, ``kexp list`` and ``top`` show the summary with the pooled figure (the
+    correction note says what it was), not the "+25%" nobody measured any more."""
+    step = record_iteration(
+        store,
+        baseline=timings(1.0, 1),
+        candidate=timings(1 / 1.25, 2),
+        **softmax_fields(change_summary="Tile the loads - +25%"),
+    )
+    for seed in (3, 5):
+        again = kexp(
+            repo, "remeasure", step.id[:10],
+            "--baseline", write(tmp_path / f"b{seed}.json", timings(1.0, seed)),
+            "--candidate", write(tmp_path / f"c{seed}.json", timings(1.0, seed + 1)),
+        )  # fmt: skip
+        assert again.exit_code == 0, again.output
+    pooled = store.get_experiment(step.id)
+    assert 1.0 < pooled.score < 1.05, pooled.score
+    figure = f"+{(pooled.score - 1) * 100:.0f}%"
+    assert pooled.change_summary == f"Tile the loads - {figure}"
+    shown = json.loads(kexp(repo, "show", step.id[:10], "--json").stdout)
+    assert shown["change_summary"] == pooled.change_summary
+    assert "Tile the loads - +25%" in shown["detailed_description"]  # the note says so
+    assert figure in kexp(repo, "list").stdout and "+25%" not in kexp(repo, "list").stdout

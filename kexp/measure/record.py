@@ -576,14 +576,16 @@ def remeasure(
     configurations, measured the same way) are pooled with every earlier round
     (:func:`earlier_rounds`); ``score``, ``score_ci`` and ``results`` are recomputed,
     the round is added to the ``## Samples`` section and its breakdown to
-    ``raw_result``, and the correction is recorded as ``kexp update --reason`` records
-    one (old → new, and ``reason``, by default "remeasured: round N pooled with the
-    earlier ones"). The Python twin of ``kexp remeasure``.
-    """
+    ``raw_result``, the figure of ``change_summary`` that stated the old score states
+    the new one (:func:`kexp.measure.corrections.summary_with_score`), and the
+    correction is recorded as ``kexp update --reason`` records one (old → new, and
+    ``reason``, by default "remeasured: round N pooled with the earlier ones"). A
+    control whose pooled interval is implausible for an A/A run warns
+    (:class:`~kexp.core.errors.ControlWarning`). The Python twin of ``kexp remeasure``."""
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
     from kexp.format.samples import copied_round, pooled
-    from kexp.measure.corrections import correct
+    from kexp.measure.corrections import correct, summary_with_score
 
     if store is None:
         store = Store(find_root())
@@ -637,6 +639,11 @@ def remeasure(
         "samples": scored.samples,
         "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
     }
+    summary = summary_with_score(
+        exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
+    )
+    if summary is not None:  # its figure was the old score's: it follows the new one
+        changes["change_summary"] = summary
     why = reason or f"remeasured: round {number} pooled with the earlier ones"
     try:
         done = correct(store, exp.id, changes, why)
