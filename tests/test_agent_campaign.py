@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -128,16 +129,32 @@ def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
     in the store" errors that would send the agent to rewrite correct pids."""
     root = store.create_experiment(**softmax_fields(score=1.25, status="done"))
     middle = store.create_experiment(
-        **softmax_fields(pid=root.id, score=1.08, status="done", measured_against="parent",
-                         change_summary="Unroll by 4 - +8%")
+        **softmax_fields(
+            pid=root.id,
+            score=1.08,
+            status="done",
+            measured_against="parent",
+            change_summary="Unroll by 4 - +8%",
+        )
     )
     store.create_experiment(
-        **softmax_fields(pid=middle.id, score=1.12, status="done", measured_against="parent",
-                         change_summary="Warp shuffle reduction - +12%")
+        **softmax_fields(
+            pid=middle.id,
+            score=1.12,
+            status="done",
+            measured_against="parent",
+            change_summary="Warp shuffle reduction - +12%",
+        )
     )
     store.create_experiment(
-        **softmax_fields(pid=root.id, score=1.01, status="done", measured_against="parent",
-                         combines=[root.id, middle.id], change_summary="Combine - +1%")
+        **softmax_fields(
+            pid=root.id,
+            score=1.01,
+            status="done",
+            measured_against="parent",
+            combines=[root.id, middle.id],
+            change_summary="Combine - +1%",
+        )
     )
     assert middle.path is not None
     children = [str(e.path) for e in store.list_experiments() if e.pid == middle.id]
@@ -158,7 +175,6 @@ def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
     reasons = {r["id"]: r.get("cumulative_reason", "") for r in json.loads(shown.stdout)}
     below = [reasons[Path(c).name[:16]] for c in children]
     assert below == [f"parent {middle.id[:10]} is invalid (kexp validate says why)"], reasons
-
 
 
 # --- kexp add: lists as --set takes them -------------------------------------------------------
@@ -428,3 +444,76 @@ def test_a_remeasured_steps_summary_states_the_pooled_score_not_the_first_rounds
     assert shown["change_summary"] == pooled.change_summary
     assert "Tile the loads - +25%" in shown["detailed_description"]  # the note says so
     assert figure in kexp(repo, "list").stdout and "+25%" not in kexp(repo, "list").stdout
+
+
+# --- remeasure refused: the advice given works as written -------------------------------------
+
+
+def _advice(error: str, command: str) -> list[str]:
+    """The words of the ``kexp <command> ...`` an error advises, as a list of arguments
+    (up to the first ``(`` or ``;``, or the end)."""
+    start = error.index(f"kexp {command} ")
+    words = re.split(r" \(|;", error[start:])[0].split()
+    return words[2:]
+
+
+def test_remeasuring_a_crashed_step_advises_commands_that_work(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """A step crashed (HIP error: score 0, buggy); the agent fixes the kernel and asks
+    ``kexp remeasure`` of the crashed step. kexp refuses (there is nothing to pool with)
+    and advises a command: run as written, its placeholders filled, it records the fixed
+    code as a new step on the crashed one's parent (not a score pasted onto the crash,
+    which would stay buggy). A step recorded with a hand-typed score has no timings to
+    pool either; the update it is advised works as written too."""
+    parent = record_iteration(
+        store, baseline=timings(1.0, 1), candidate=timings(1 / 1.2, 2),
+        **softmax_fields(change_summary="Tile - +20%"),
+    )  # fmt: skip
+    crashed = store.create_experiment(
+        **softmax_fields(
+            change_summary="Fused pass - HIP error",
+            pid=parent.id,
+            measured_against="parent",
+            score=0.0,
+            is_buggy=True,
+            status="failed",
+            error_message="HIP error: an illegal memory access was encountered",
+        )
+    )
+    base, cand = (
+        write(tmp_path / "b.json", timings(1.0, 3)),
+        write(tmp_path / "c.json", timings(0.9, 4)),
+    )
+    refused = kexp(repo, "remeasure", crashed.id[:10], "--baseline", base, "--candidate", cand)
+    assert refused.exit_code == 2, refused.output
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: error: "), refused.stderr
+    assert "kexp add " in lines[0], lines[0]  # not a score pasted onto the crash
+    advised = _advice(lines[0], "add")
+    filled = {
+        "TEXT": "Fused pass, index fixed - +11%",
+        "OP": crashed.operator_sig,
+        "DTYPE": crashed.dtype_sig,
+        "ENV": crashed.env,
+        "F": iter([base, cand]),
+    }
+    args = [next(filled["F"]) if w == "F" else filled.get(w, w) for w in advised]  # type: ignore[arg-type]
+    followed = kexp(repo, "add", "--json", *args)
+    assert followed.exit_code == 0, (advised, followed.output)
+    fixed = store.get_experiment(json.loads(followed.stdout)["id"])
+    assert fixed.pid == parent.id and fixed.outcome == "improvement", fixed
+    assert fixed.operator_sig == OPERATOR
+    assert store.get_experiment(crashed.id).outcome == "buggy"  # on record as it happened
+
+    typed = store.create_experiment(
+        **softmax_fields(change_summary="Vector loads - +5%", score=1.05, pid=parent.id,
+                         measured_against="parent")
+    )  # fmt: skip
+    refused = kexp(repo, "remeasure", typed.id[:10], "--baseline", base, "--candidate", cand)
+    assert refused.exit_code == 2, refused.output
+    advised = _advice(refused.stderr, "update")
+    filled = {"score=SCORE": "score=1.04", "TEXT": "timed again by hand"}
+    followed = kexp(repo, "update", *[filled.get(w, w) for w in advised])
+    assert followed.exit_code == 0, (advised, followed.output)
+    assert store.get_experiment(typed.id).score == 1.04

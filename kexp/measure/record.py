@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import CORRECT_SCORE
+from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT
 from kexp.core.campaign import is_control, measured_nothing
 from kexp.core.errors import (
     CodeRepoWarning,
@@ -554,9 +554,31 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
     if not timings:
         raise MeasurementError(
             f"experiment {exp.id} has no per-configuration timings (results) to pool a new "
-            f"round with: correct its score with {CORRECT_SCORE}"
+            f"round with: correct its score with {CORRECT_SCORE.say(id=exp.id)}"
         )
     return [Round(timings)]
+
+
+def _refuse_unmeasured(exp: KernelExperiment) -> None:
+    """Refuse to remeasure a run that measured nothing (buggy, or a score of 0: it
+    crashed, timed out or gave wrong results): no round to pool a new one with, and its
+    record is what happened; a run of the code now working is a new experiment."""
+    if exp.is_buggy:
+        what = "is buggy (it crashed or gave wrong results)"
+    elif measured_nothing(exp.score):
+        what = f"measured nothing (status {exp.status}, score 0)"
+    else:
+        return
+    if exp.pid:
+        record = f"on its parent: {RECORD_AGAIN.say(pid=exp.pid)}"
+    else:
+        record = f"on the reference code: {RECORD_AGAIN_ROOT}"
+    raise MeasurementError(
+        f"experiment {exp.id} {what}: there is no measurement to pool a new round with, "
+        f"and it stays on record as what happened; time the fixed code as a new "
+        f"experiment {record} (its operator, dtype and env; its description says what "
+        "was fixed)"
+    )
 
 
 def remeasure(
@@ -600,6 +622,7 @@ def remeasure(
             "the new round's timings are summaries without raw samples: a round is pooled "
             "sample by sample; time it again keeping the raw samples"
         )
+    _refuse_unmeasured(exp)
     # Every round as its samples are kept (measurement_of keeps them so): the file's
     # Samples section then gives exactly the results computed here.
     rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
