@@ -517,3 +517,39 @@ def test_remeasuring_a_crashed_step_advises_commands_that_work(
     followed = kexp(repo, "update", *[filled.get(w, w) for w in advised])
     assert followed.exit_code == 0, (advised, followed.output)
     assert store.get_experiment(typed.id).score == 1.04
+
+
+# --- raw_result's "Iteration N": one answer, whatever the store is read with -------------------
+
+
+def test_the_iteration_in_raw_result_does_not_depend_on_reading_other_branches(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """Another agent's branch holds two iterations on the kernel; this branch one. The
+    agent records its next iteration from timings, with ``--all-refs`` (to be warned of
+    a change the other agent tried) or without: ``raw_result`` (the predecessor's field,
+    "Iteration N Results") says the same N either way."""
+    add = ["add", "--json", "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100"]
+    git(repo, "checkout", "-q", "-b", "kexp/bob")
+    for n in (1, 2):
+        assert kexp(repo, *add, "--summary", f"Bob {n} - +1%", "--score", "1.01").exit_code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "bob's iterations")
+    git(repo, "checkout", "-q", "main")
+    (repo / "experiments").mkdir(exist_ok=True)  # main has none committed yet
+    tile = kexp(repo, *add, "--summary", "Tile - +1%", "--score", "1.01")
+    assert tile.exit_code == 0, tile.output
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one iteration")
+    base = write(tmp_path / "b.json", timings(1.0, 1))
+    cand = write(tmp_path / "c.json", timings(0.9, 2))
+    said = []
+    for refs in ([], ["--all-refs"]):
+        result = kexp(repo, *add, *refs, "--summary", "Unroll - +11%",
+                      "--baseline", base, "--candidate", cand)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        exp = store.get_experiment(json.loads(result.stdout)["id"])
+        said.append(exp.raw_result.splitlines()[0])
+        Path(exp.path or "").unlink()
+    assert said[0] == said[1], said
+    assert said[0].startswith("Iteration 2 Results"), said

@@ -399,10 +399,14 @@ def with_timings(
 
 def operator_iteration(store: Store, operator_sig: Any) -> int | None:
     """The iteration number of the next experiment on ``operator_sig``: its experiments
-    recorded so far (every one, whatever its lineage), plus one. None without an
-    operator."""
+    recorded so far in the working tree (every one, whatever its lineage), plus one.
+    None without an operator. A store read with refs (``kexp add --all-refs``, to be
+    warned of a change tried on another branch) counts the working tree as well: the
+    number does not depend on what else the store was asked to read."""
     if not isinstance(operator_sig, str) or not operator_sig.strip():
         return None
+    if store.source.places is not None:  # read with refs: count the working tree's
+        store = Store(store.root, code_repo=store.code_repo, settings=store.settings)
     found = store.list_experiments(brief=True, operator=operator_sig)
     return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig)
 
