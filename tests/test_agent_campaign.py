@@ -464,8 +464,9 @@ def test_remeasuring_a_crashed_step_advises_commands_that_work(
     ``kexp remeasure`` of the crashed step. kexp refuses (there is nothing to pool with)
     and advises a command: run as written, its placeholders filled, it records the fixed
     code as a new step on the crashed one's parent (not a score pasted onto the crash,
-    which would stay buggy). A step recorded with a hand-typed score has no timings to
-    pool either; the update it is advised works as written too."""
+    which would stay buggy). A run that timed out, and a step recorded with a hand-typed
+    score, have no timings to pool either; the update each is advised works as written
+    too (the timed-out one's says status done as well)."""
     parent = record_iteration(
         store, baseline=timings(1.0, 1), candidate=timings(1 / 1.2, 2),
         **softmax_fields(change_summary="Tile - +20%"),
@@ -505,6 +506,21 @@ def test_remeasuring_a_crashed_step_advises_commands_that_work(
     assert fixed.pid == parent.id and fixed.outcome == "improvement", fixed
     assert fixed.operator_sig == OPERATOR
     assert store.get_experiment(crashed.id).outcome == "buggy"  # on record as it happened
+
+    # A run that timed out, the same code later run to the end: what it measured goes on
+    # the same record, as the update advised.
+    timed_out = store.create_experiment(
+        **softmax_fields(change_summary="Autotune - timeout after 600 s", score=0.0,
+                         status="timeout", pid=parent.id, measured_against="parent")
+    )  # fmt: skip
+    refused = kexp(repo, "remeasure", timed_out.id[:10], "--baseline", base, "--candidate", cand)
+    assert refused.exit_code == 2, refused.output
+    advised = _advice(refused.stderr, "update")
+    filled = {"score=SCORE": "score=1.04", "TEXT": "autotuned again with an 1800 s limit"}
+    followed = kexp(repo, "update", *[filled.get(w, w) for w in advised])
+    assert followed.exit_code == 0, (advised, followed.output)
+    measured = store.get_experiment(timed_out.id)
+    assert (measured.score, measured.status, measured.outcome) == (1.04, "done", "improvement")
 
     typed = store.create_experiment(
         **softmax_fields(change_summary="Vector loads - +5%", score=1.05, pid=parent.id,

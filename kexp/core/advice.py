@@ -88,8 +88,15 @@ CORRECT_SCORE = Advice(
     "kexp update {id} --set score=SCORE --reason TEXT",
     'the update tool with exp_id: "{id}", changes: {{"score": SCORE}} and a reason',
 )
-#: Advice on a run that measured nothing (it crashed, timed out, gave wrong results),
-#: timed again: a new experiment on the code it was made on.
+#: Advice on a run that measured nothing (it timed out, it failed) and has now run to
+#: the end, the same code: what it measured, on the same record.
+SET_MEASURED = Advice(
+    "kexp update {id} --set score=SCORE --set status=done --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"score": SCORE, "status": "done"}} '
+    "and a reason",
+)
+#: Advice on a run that crashed or gave wrong results (buggy), its code fixed and timed:
+#: a new experiment on the code it was made on.
 RECORD_AGAIN = Advice(
     "kexp add --pid {pid} --summary TEXT --operator OP --dtype DTYPE --env ENV "
     "--baseline F --candidate F",
@@ -179,6 +186,7 @@ ADVICE = (
     MEASURED_AGAINST,
     SET_RAW_RESULT,
     SET_FAILED,
+    SET_MEASURED,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
     UNIT_GIVEN,

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT
+from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT, SET_MEASURED
 from kexp.core.campaign import is_control, measured_nothing
 from kexp.core.errors import (
     CodeRepoWarning,
@@ -564,25 +564,27 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
 
 
 def _refuse_unmeasured(exp: KernelExperiment) -> None:
-    """Refuse to remeasure a run that measured nothing (buggy, or a score of 0: it
-    crashed, timed out or gave wrong results): no round to pool a new one with, and its
-    record is what happened; a run of the code now working is a new experiment."""
+    """Refuse to remeasure a run that measured nothing: there is no round to pool a new
+    one with. A buggy one (it crashed or gave wrong results) stays on record as what
+    happened, its code fixed is a new experiment; one that timed out or failed and has
+    now run to the end, the same code, records what it measured on the same record."""
     if exp.is_buggy:
-        what = "is buggy (it crashed or gave wrong results)"
-    elif measured_nothing(exp.score):
-        what = f"measured nothing (status {exp.status}, score 0)"
-    else:
-        return
-    if exp.pid:
-        record = f"on its parent: {RECORD_AGAIN.say(pid=exp.pid)}"
-    else:
-        record = f"on the reference code: {RECORD_AGAIN_ROOT}"
-    raise MeasurementError(
-        f"experiment {exp.id} {what}: there is no measurement to pool a new round with, "
-        f"and it stays on record as what happened; time the fixed code as a new "
-        f"experiment {record} (its operator, dtype and env; its description says what "
-        "was fixed)"
-    )
+        if exp.pid:
+            record = f"on its parent: {RECORD_AGAIN.say(pid=exp.pid)}"
+        else:
+            record = f"on the reference code: {RECORD_AGAIN_ROOT}"
+        raise MeasurementError(
+            f"experiment {exp.id} is buggy (it crashed or gave wrong results): there is no "
+            "measurement to pool a new round with, and it stays on record as what "
+            f"happened; time the fixed code as a new experiment {record} (its operator, "
+            "dtype and env; its description says what was fixed)"
+        )
+    if measured_nothing(exp.score):
+        raise MeasurementError(
+            f"experiment {exp.id} measured nothing (status {exp.status}, score 0): there "
+            "is no measurement to pool a new round with; when the same code has now run "
+            f"to the end, record what it measured with {SET_MEASURED.say(id=exp.id)}"
+        )
 
 
 def remeasure(
