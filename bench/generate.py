@@ -54,8 +54,10 @@ from kexp.storage.store import init_store, slugify
 
 #: Bump when the generated data changes, so cached data sets are regenerated. 3: the
 #: fan-out layout and children measured against the reference (each of the two was a
-#: version 2 on its own branch, before they merged).
-GENERATOR_VERSION = 3
+#: version 2 on its own branch, before they merged). 4: the data set's answers hold
+#: ``kexp top``'s own top 20 (a child measured against the reference is judged over its
+#: parent: one within noise of it ranks below the steps that improved).
+GENERATOR_VERSION = 4
 DEFAULT_SEED = 20261129
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
 #: Experiments per month on average: keeps every ``YYYY/MM`` folder below 1,000 files.
@@ -1145,21 +1147,47 @@ class _Baselines:
         self.connection.close()
 
 
-def _expected(experiments: list[tuple[str, float, bool, str, str, str]]) -> dict[str, Any]:
-    """What correct answers look like: top scores, filter count."""
+#: What the answers of a data set are computed from, per experiment: id, score, buggy,
+#: status, operator, dtype, pid, combines.
+Summary = tuple[str, float, bool, str, str, str, str, list[str]]
+
+
+def _expected(experiments: list[Summary]) -> dict[str, Any]:
+    """What correct answers look like: top scores (by score, as the predecessor's file
+    and SQLite rank), ``kexp top``'s (the steps that improved first: every child is
+    measured against the reference and judged over its parent; a merge below the best it
+    combines is an interference), filter count."""
+    measured = {
+        exp_id: score
+        for exp_id, score, buggy, status, *_ in experiments
+        if not buggy and status not in ("new", "running") and score > 0
+    }
+
+    def improved(score: float, pid: str, combines: list[str]) -> bool:
+        known = [measured[c] for c in combines if c in measured]
+        if known and score < max(known):
+            return False  # an interference
+        return (score / measured[pid] if pid in measured else score) > 1.01
+
     candidates = [
-        (score, exp_id)
-        for exp_id, score, buggy, status, _, _ in experiments
+        (score, exp_id, pid, combines)
+        for exp_id, score, buggy, status, _, _, pid, combines in experiments
         if not buggy and status not in ("new", "running")
     ]
     candidates.sort(key=lambda item: -item[0])
-    top_scores = [f"{score:.4f}" for score, _ in candidates[:TOP_N]]
+    top_scores = [f"{score:.4f}" for score, *_ in candidates[:TOP_N]]
+    ranked = [item for item in candidates if item[0] > 0]  # kexp top leaves out failed runs
+    ranked.sort(key=lambda item: (improved(item[0], item[2], item[3]), item[0]), reverse=True)
     matching = sum(
         1
-        for _, _, _, _, operator, dtype in experiments
+        for _, _, _, _, operator, dtype, _, _ in experiments
         if FILTER_OPERATOR in operator.lower() and FILTER_DTYPE in dtype.lower()
     )
-    return {"top_scores": top_scores, "filter_count": matching}
+    return {
+        "top_scores": top_scores,
+        "kexp_top_scores": [f"{score:.4f}" for score, *_ in ranked[:TOP_N]],
+        "filter_count": matching,
+    }
 
 
 def generate(
@@ -1185,7 +1213,7 @@ def generate(
     experiments_dir = store / "experiments"
     importer = _StoreCommit(store) if git else None
     written = _Baselines(folder) if baselines else None
-    summary: list[tuple[str, float, bool, str, str, str]] = []
+    summary: list[Summary] = []
     made: set[Path] = set()
     total_bytes = 0
     verified = 0
@@ -1219,7 +1247,7 @@ def generate(
                 written.add(exp.to_legacy_dict())
             summary.append(
                 (exp.id, float(exp.score), exp.is_buggy, exp.status, exp.operator_sig,
-                 exp.dtype_sig)
+                 exp.dtype_sig, exp.pid, list(exp.combines))
             )
             if (index + 1) % 20000 == 0:
                 log(f"  {index + 1:,} files written ({time.perf_counter() - mark:.1f} s)")
@@ -1235,7 +1263,7 @@ def generate(
         timings["git_s"] = time.perf_counter() - mark
 
     show = next(
-        (exp_id for exp_id, _, buggy, status, _, _ in summary[len(summary) // 2 :]
+        (exp_id for exp_id, _, buggy, status, *_ in summary[len(summary) // 2 :]
          if not buggy and status == "done"),
         summary[0][0],
     )

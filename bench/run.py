@@ -239,13 +239,19 @@ def _compare_top(expected: list[str], found: list[str]) -> str:
 
 
 def check_top_table(ctx: Context, run: Run) -> str:
-    """``kexp top`` printed the expected top 20 scores."""
-    return _compare_top(ctx.dataset.meta["top_scores"], _scores_from_table(run.stdout))
+    """``kexp top`` printed the expected top 20 scores (its ranking: the steps that
+    improved first)."""
+    return _compare_top(ctx.dataset.meta["kexp_top_scores"], _scores_from_table(run.stdout))
 
 
 def check_top_pairs(ctx: Context, run: Run) -> str:
-    """A baseline or API call printed the expected top 20 scores."""
+    """A baseline printed the expected top 20 scores (by score)."""
     return _compare_top(ctx.dataset.meta["top_scores"], _scores_from_pairs(run.stdout))
+
+
+def check_kexp_top_pairs(ctx: Context, run: Run) -> str:
+    """kexp's API, or a query of its export, printed ``kexp top``'s top 20 scores."""
+    return _compare_top(ctx.dataset.meta["kexp_top_scores"], _scores_from_pairs(run.stdout))
 
 
 def check_count(ctx: Context, run: Run) -> str:
@@ -462,7 +468,8 @@ _DUCKDB_TOP = (
     "rows = duckdb.sql(f\"SELECT id, score FROM read_parquet('{sys.argv[1]}/experiments/**/"
     "*.parquet', hive_partitioning=true) WHERE NOT is_buggy AND status NOT IN ('new', "
     "'running') AND NOT coalesce(list_contains(tags, 'control'), false) ORDER BY "
-    "cumulative_score IS NOT NULL DESC, coalesce(cumulative_score, score) DESC, score DESC, "
+    "cumulative_score IS NOT NULL DESC, (cumulative_score IS NOT NULL AND outcome = "
+    "'improvement') DESC, coalesce(cumulative_score, score) DESC, score DESC, "
     "created_at DESC, id LIMIT 20\").fetchall()\n"
     "for exp_id, score in rows:\n"
     "    print(exp_id, f'{score:.4f}')\n"
@@ -994,13 +1001,13 @@ CASES: tuple[Case, ...] = (
     Case("top-cli-cold", "`kexp top`, no cache (`.kexp/` removed before each run)",
          lambda c: c.kexp_args("top"), check_top_table, "cold"),
     Case("top-api-cold", "`kexp.Store(root).top_experiments()` in `python -c`, no cache",
-         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_top_pairs, "cold"),
+         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_kexp_top_pairs, "cold"),
     Case("show-cold", "`kexp show <8-char prefix>`, no cache",
          lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]), check_show, "cold"),
     Case("top-cli-warm", "`kexp top`, cache warm (after an untimed `kexp top`)",
          lambda c: c.kexp_args("top"), check_top_table, "warm"),
     Case("top-api-warm", "`kexp.Store(root).top_experiments()`, cache warm",
-         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_top_pairs, "warm"),
+         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_kexp_top_pairs, "warm"),
     Case("show", "`kexp show <8-char prefix>`, cache warm",
          lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]), check_show, "warm"),
     Case("list-filtered", "`kexp list --operator reshape_and_cache --dtype bf16`, cache warm",
@@ -1090,7 +1097,7 @@ CASES: tuple[Case, ...] = (
     Case("duckdb-top", "DuckDB: `kexp top`'s top 20 over the Parquet export "
          "(`read_parquet(..., hive_partitioning=true)`, a new process)",
          lambda c: [sys.executable, "-c", _DUCKDB_TOP, str(parquet_folder(c))],
-         check_top_pairs, prepare=_ensure_parquet, reads="none"),
+         check_kexp_top_pairs, prepare=_ensure_parquet, reads="none"),
     Case("first-add", "`kexp add` with a diff (the tried-before check) as the first command "
          "after a clone (`.kexp/` removed before each run)", _add_with_diff, check_new_id,
          prepare=_first_write, reads="work"),

@@ -8,7 +8,9 @@ Real git repositories, real files; the command in-process through click's CliRun
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -127,16 +129,32 @@ def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
     in the store" errors that would send the agent to rewrite correct pids."""
     root = store.create_experiment(**softmax_fields(score=1.25, status="done"))
     middle = store.create_experiment(
-        **softmax_fields(pid=root.id, score=1.08, status="done", measured_against="parent",
-                         change_summary="Unroll by 4 - +8%")
+        **softmax_fields(
+            pid=root.id,
+            score=1.08,
+            status="done",
+            measured_against="parent",
+            change_summary="Unroll by 4 - +8%",
+        )
     )
     store.create_experiment(
-        **softmax_fields(pid=middle.id, score=1.12, status="done", measured_against="parent",
-                         change_summary="Warp shuffle reduction - +12%")
+        **softmax_fields(
+            pid=middle.id,
+            score=1.12,
+            status="done",
+            measured_against="parent",
+            change_summary="Warp shuffle reduction - +12%",
+        )
     )
     store.create_experiment(
-        **softmax_fields(pid=root.id, score=1.01, status="done", measured_against="parent",
-                         combines=[root.id, middle.id], change_summary="Combine - +1%")
+        **softmax_fields(
+            pid=root.id,
+            score=1.01,
+            status="done",
+            measured_against="parent",
+            combines=[root.id, middle.id],
+            change_summary="Combine - +1%",
+        )
     )
     assert middle.path is not None
     children = [str(e.path) for e in store.list_experiments() if e.pid == middle.id]
@@ -157,7 +175,6 @@ def test_a_parent_file_broken_by_hand_is_one_error_not_its_children_dangling(
     reasons = {r["id"]: r.get("cumulative_reason", "") for r in json.loads(shown.stdout)}
     below = [reasons[Path(c).name[:16]] for c in children]
     assert below == [f"parent {middle.id[:10]} is invalid (kexp validate says why)"], reasons
-
 
 
 # --- kexp add: lists as --set takes them -------------------------------------------------------
@@ -287,3 +304,268 @@ def test_a_timed_out_run_is_a_failure_not_a_regression_in_every_view(
     assert f"{timed_out.id[:10]} failed (nothing measured)" in failures, packet
     listed = json.loads(kexp(repo, "list", "--outcome", "failed", "--json").stdout)
     assert [e["id"] for e in listed] == [timed_out.id]
+
+
+# --- children measured against the reference: judged over their parent too ------------------
+
+
+def test_a_reference_measured_child_within_noise_of_its_parent_is_not_the_new_best(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent times every iteration against the operator's original code: the first
+    change at 2.1x, then a child of it at 2.105x whose interval [2.0, 2.2] holds its
+    parent's 2.1. Over the reference the child is far past 1, but over the code it was
+    made on it changed nothing: it is marginal, and the parent stays the best in
+    ``kexp top``, ``kexp show`` and the context packet. A child that really beats its
+    parent (2.5x over the reference) is an improvement and the new best."""
+    reference = write(tmp_path / "reference.json", timings(1.0, 1))
+    first = write(tmp_path / "first.json", timings(1 / 2.1, 2))
+    parent = record_iteration(
+        store, baseline=reference, candidate=first, **softmax_fields(change_summary="Tile - +110%")
+    )
+    assert parent.outcome == "improvement"
+    added = kexp(
+        repo, "add", "--json", "--summary", "Unroll by 2 - +0.2%", "--score", "2.105",
+        "--pid", parent.id, "--measured-against", "reference", "--operator", OPERATOR,
+        "--dtype", "fp32", "--env", "H100, CUDA 12.4", "--description", "unroll",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    child = json.loads(added.stdout)["id"]
+    ci = kexp(repo, "update", child[:10], "--set", "score_ci=[2.0, 2.2]", "--reason", "timed")
+    assert ci.exit_code == 0, ci.output
+    shown = json.loads(kexp(repo, "show", child[:10], "--json").stdout)
+    assert shown["outcome"] == "marginal", shown
+    assert store.get_experiment(child).outcome == "marginal"
+    top = json.loads(kexp(repo, "top", "--json").stdout)
+    assert top[0]["id"] == parent.id, [(e["id"], e["outcome"]) for e in top]
+    packet = context(store, operator="softmax", output="json").data
+    assert packet["best"]["id"] == parent.id
+    # A child that beats its parent, timed against the reference too, is the new best.
+    better = write(tmp_path / "better.json", timings(1 / 2.5, 3))
+    best = record_iteration(
+        store,
+        baseline=reference,
+        candidate=better,
+        **softmax_fields(
+            change_summary="Vector loads - +19% on the tile",
+            pid=parent.id,
+            measured_against="reference",
+        ),
+    )
+    assert best.outcome == "improvement"
+    top = json.loads(kexp(repo, "top", "--json").stdout)
+    assert top[0]["id"] == best.id
+
+
+# --- remeasuring a control: the noise floor does not move without a word ---------------------
+
+
+def _noisy(factor: float, seed: int, spread: float) -> dict[str, list[float]]:
+    """Timings in microseconds with a log-normal ``spread`` (0.3: about 30 %)."""
+    rng = random.Random(seed)
+    return {
+        config: [round(base * factor * math.exp(rng.gauss(0, spread)), 5) for _ in range(20)]
+        for config, base in CONFIGS.items()
+    }
+
+
+def test_remeasuring_a_control_into_an_implausible_floor_is_warned_with_what_to_do(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent's A/A control measured the noise floor at ±0.5 %; a later round of it,
+    timed on a throttled clock, pools to an interval far wider than before (and one that
+    can exclude 1): every step is now judged against a floor that moved. ``kexp
+    remeasure`` says so in a warning naming the old and new floor and what to do; a
+    round timed alike is pooled without a word."""
+    control = record_iteration(
+        store,
+        baseline=timings(1.0, 1),
+        candidate=timings(1.0, 2),
+        **softmax_fields(change_summary="A/A control - noise floor", tags=["control"]),
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the control")
+    alike = kexp(
+        repo, "remeasure", control.id[:10],
+        "--baseline", write(tmp_path / "b2.json", timings(1.0, 3)),
+        "--candidate", write(tmp_path / "c2.json", timings(1.0, 4)),
+    )  # fmt: skip
+    assert alike.exit_code == 0, alike.output
+    assert "warning" not in alike.stderr, alike.stderr
+    git(repo, "commit", "-q", "-am", "the control's second round")
+    before = store.get_experiment(control.id).score_ci
+    throttled = kexp(
+        repo, "remeasure", control.id[:10],
+        "--baseline", write(tmp_path / "b3.json", _noisy(1.0, 5, 0.02)),
+        "--candidate", write(tmp_path / "c3.json", _noisy(1 / 2.2, 6, 0.5)),
+    )  # fmt: skip
+    assert throttled.exit_code == 0, throttled.output
+    after = store.get_experiment(control.id).score_ci
+    assert math.log(after[1] / after[0]) > 4 * math.log(before[1] / before[0])
+    lines = [line for line in throttled.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: warning: control "), lines
+    warned = lines[0]
+    assert f"{before[0]:.4f}, {before[1]:.4f}" in warned and f"{after[0]:.4f}" in warned
+    assert "times as wide as before" in warned and "git checkout -- " in warned, warned
+    # The advice works: the round is dropped, the floor is the earlier one again.
+    path = warned.split("git checkout -- ")[1].split(" ")[0]
+    git(repo, "checkout", "--", path)
+    assert store.get_experiment(control.id).score_ci == before
+
+
+# --- remeasuring a step: its summary states the figure measured --------------------------------
+
+
+def test_a_remeasured_steps_summary_states_the_pooled_score_not_the_first_rounds(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The first round of a step ran on a lucky clock: 1.25x, and the agent wrote the
+    summary ``Tile the loads - +25%``. Two more rounds pool to about 1.0x: ``kexp
+    show``, ``kexp list`` and ``top`` show the summary with the pooled figure (the
+    correction note says what it was), not the "+25%" nobody measured any more."""
+    step = record_iteration(
+        store,
+        baseline=timings(1.0, 1),
+        candidate=timings(1 / 1.25, 2),
+        **softmax_fields(change_summary="Tile the loads - +25%"),
+    )
+    for seed in (3, 5):
+        again = kexp(
+            repo, "remeasure", step.id[:10],
+            "--baseline", write(tmp_path / f"b{seed}.json", timings(1.0, seed)),
+            "--candidate", write(tmp_path / f"c{seed}.json", timings(1.0, seed + 1)),
+        )  # fmt: skip
+        assert again.exit_code == 0, again.output
+    pooled = store.get_experiment(step.id)
+    assert 1.0 < pooled.score < 1.05, pooled.score
+    figure = f"+{(pooled.score - 1) * 100:.0f}%"
+    assert pooled.change_summary == f"Tile the loads - {figure}"
+    shown = json.loads(kexp(repo, "show", step.id[:10], "--json").stdout)
+    assert shown["change_summary"] == pooled.change_summary
+    assert "Tile the loads - +25%" in shown["detailed_description"]  # the note says so
+    assert figure in kexp(repo, "list").stdout and "+25%" not in kexp(repo, "list").stdout
+
+
+# --- remeasure refused: the advice given works as written -------------------------------------
+
+
+def _advice(error: str, command: str) -> list[str]:
+    """The words of the ``kexp <command> ...`` an error advises, as a list of arguments
+    (up to the first ``(`` or ``;``, or the end)."""
+    start = error.index(f"kexp {command} ")
+    words = re.split(r" \(|;", error[start:])[0].split()
+    return words[2:]
+
+
+def test_remeasuring_a_crashed_step_advises_commands_that_work(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """A step crashed (HIP error: score 0, buggy); the agent fixes the kernel and asks
+    ``kexp remeasure`` of the crashed step. kexp refuses (there is nothing to pool with)
+    and advises a command: run as written, its placeholders filled, it records the fixed
+    code as a new step on the crashed one's parent (not a score pasted onto the crash,
+    which would stay buggy). A run that timed out, and a step recorded with a hand-typed
+    score, have no timings to pool either; the update each is advised works as written
+    too (the timed-out one's says status done as well)."""
+    parent = record_iteration(
+        store, baseline=timings(1.0, 1), candidate=timings(1 / 1.2, 2),
+        **softmax_fields(change_summary="Tile - +20%"),
+    )  # fmt: skip
+    crashed = store.create_experiment(
+        **softmax_fields(
+            change_summary="Fused pass - HIP error",
+            pid=parent.id,
+            measured_against="parent",
+            score=0.0,
+            is_buggy=True,
+            status="failed",
+            error_message="HIP error: an illegal memory access was encountered",
+        )
+    )
+    base, cand = (
+        write(tmp_path / "b.json", timings(1.0, 3)),
+        write(tmp_path / "c.json", timings(0.9, 4)),
+    )
+    refused = kexp(repo, "remeasure", crashed.id[:10], "--baseline", base, "--candidate", cand)
+    assert refused.exit_code == 2, refused.output
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kexp: error: "), refused.stderr
+    assert "kexp add " in lines[0], lines[0]  # not a score pasted onto the crash
+    advised = _advice(lines[0], "add")
+    filled = {
+        "TEXT": "Fused pass, index fixed - +11%",
+        "OP": crashed.operator_sig,
+        "DTYPE": crashed.dtype_sig,
+        "ENV": crashed.env,
+        "F": iter([base, cand]),
+    }
+    args = [next(filled["F"]) if w == "F" else filled.get(w, w) for w in advised]  # type: ignore[arg-type]
+    followed = kexp(repo, "add", "--json", *args)
+    assert followed.exit_code == 0, (advised, followed.output)
+    fixed = store.get_experiment(json.loads(followed.stdout)["id"])
+    assert fixed.pid == parent.id and fixed.outcome == "improvement", fixed
+    assert fixed.operator_sig == OPERATOR
+    assert store.get_experiment(crashed.id).outcome == "buggy"  # on record as it happened
+
+    # A run that timed out, the same code later run to the end: what it measured goes on
+    # the same record, as the update advised.
+    timed_out = store.create_experiment(
+        **softmax_fields(change_summary="Autotune - timeout after 600 s", score=0.0,
+                         status="timeout", pid=parent.id, measured_against="parent")
+    )  # fmt: skip
+    refused = kexp(repo, "remeasure", timed_out.id[:10], "--baseline", base, "--candidate", cand)
+    assert refused.exit_code == 2, refused.output
+    advised = _advice(refused.stderr, "update")
+    filled = {"score=SCORE": "score=1.04", "TEXT": "autotuned again with an 1800 s limit"}
+    followed = kexp(repo, "update", *[filled.get(w, w) for w in advised])
+    assert followed.exit_code == 0, (advised, followed.output)
+    measured = store.get_experiment(timed_out.id)
+    assert (measured.score, measured.status, measured.outcome) == (1.04, "done", "improvement")
+
+    typed = store.create_experiment(
+        **softmax_fields(change_summary="Vector loads - +5%", score=1.05, pid=parent.id,
+                         measured_against="parent")
+    )  # fmt: skip
+    refused = kexp(repo, "remeasure", typed.id[:10], "--baseline", base, "--candidate", cand)
+    assert refused.exit_code == 2, refused.output
+    advised = _advice(refused.stderr, "update")
+    filled = {"score=SCORE": "score=1.04", "TEXT": "timed again by hand"}
+    followed = kexp(repo, "update", *[filled.get(w, w) for w in advised])
+    assert followed.exit_code == 0, (advised, followed.output)
+    assert store.get_experiment(typed.id).score == 1.04
+
+
+# --- raw_result's "Iteration N": one answer, whatever the store is read with -------------------
+
+
+def test_the_iteration_in_raw_result_does_not_depend_on_reading_other_branches(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """Another agent's branch holds two iterations on the kernel; this branch one. The
+    agent records its next iteration from timings, with ``--all-refs`` (to be warned of
+    a change the other agent tried) or without: ``raw_result`` (the predecessor's field,
+    "Iteration N Results") says the same N either way."""
+    add = ["add", "--json", "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100"]
+    git(repo, "checkout", "-q", "-b", "kexp/bob")
+    for n in (1, 2):
+        assert kexp(repo, *add, "--summary", f"Bob {n} - +1%", "--score", "1.01").exit_code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "bob's iterations")
+    git(repo, "checkout", "-q", "main")
+    (repo / "experiments").mkdir(exist_ok=True)  # main has none committed yet
+    tile = kexp(repo, *add, "--summary", "Tile - +1%", "--score", "1.01")
+    assert tile.exit_code == 0, tile.output
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one iteration")
+    base = write(tmp_path / "b.json", timings(1.0, 1))
+    cand = write(tmp_path / "c.json", timings(0.9, 2))
+    said = []
+    for refs in ([], ["--all-refs"]):
+        result = kexp(repo, *add, *refs, "--summary", "Unroll - +11%",
+                      "--baseline", base, "--candidate", cand)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        exp = store.get_experiment(json.loads(result.stdout)["id"])
+        said.append(exp.raw_result.splitlines()[0])
+        Path(exp.path or "").unlink()
+    assert said[0] == said[1], said
+    assert said[0].startswith("Iteration 2 Results"), said

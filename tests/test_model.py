@@ -238,9 +238,16 @@ class Truth:
             combined = [self.scores[c] for c in fields["combines"] if c in self.scores]
             if combined and fields["score"] < max(combined):
                 return "interference"
-        if fields["score"] < 0.99:
+        step = float(fields["score"])
+        if fields["pid"] and fields.get("measured_against") == "reference" and step > 0:
+            # Made on a parent, timed against the reference: judged over the parent.
+            parent = self.first.get(fields["pid"])
+            before = None if parent is None else self.cumulative(parent, frozenset({fields["pid"]}))
+            if before is not None:
+                step /= before
+        if step < 0.99:
             return "regression"
-        return "improvement" if fields["score"] > 1.01 else "marginal"
+        return "improvement" if step > 1.01 else "marginal"
 
     def listing(self, operator: str | None = None) -> list[tuple[Any, ...]]:
         chosen = [

@@ -260,6 +260,9 @@ class _Server(MCPServer[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.arguments: dict[str, _Arguments] = {}
+        #: Resolves a call's ``exp_id`` (raising kexp's error for an id no experiment
+        #: has), to say that first when other arguments are wrong too.
+        self.resolve: Callable[[dict[str, Any]], object] | None = None
 
     def register(self, annotations: ToolAnnotations, name: str | None = None) -> Callable[[_F], _F]:
         """A decorator adding a function as a tool named ``name`` (default: the
@@ -286,8 +289,21 @@ class _Server(MCPServer[Any]):
             try:
                 checks.check(arguments)
             except KexpError as exc:
-                raise ToolError(f"Error executing tool {name}: {exc}") from None
+                unknown = self._id_problem(arguments)
+                said = f"{unknown}; and {exc}" if unknown else str(exc)
+                raise ToolError(f"Error executing tool {name}: {said}") from None
         return await super().call_tool(name, arguments, context)
+
+    def _id_problem(self, arguments: dict[str, Any]) -> str | None:
+        """What is wrong with a call's ``exp_id`` (no experiment has it, several do, it
+        is no id), in one line; None when it names one experiment, or there is none."""
+        if self.resolve is None or not isinstance(arguments.get("exp_id"), str):
+            return None
+        try:
+            self.resolve(arguments)
+        except KexpError as exc:
+            return _one_line(exc)
+        return None
 
 
 class _Tools:
@@ -302,6 +318,16 @@ class _Tools:
         the store at ``refs`` or, ``all_refs``, at every branch (one entry per
         experiment: its newest version)."""
         return Store(self.root, refs=refs or (), all_refs=all_refs)
+
+    def resolve(self, arguments: dict[str, Any]) -> str:
+        """The full id a call's ``exp_id`` names, read where the call reads (its
+        ``refs`` or ``all_refs`` when they are well formed); kexp's error otherwise."""
+        refs = arguments.get("refs")
+        if not (isinstance(refs, list) and all(isinstance(r, str) for r in refs)):
+            refs = None
+        all_refs = arguments.get("all_refs") is True
+        with self._lock:
+            return self.store(refs, all_refs).resolve_id(arguments["exp_id"])
 
     def path(self, value: str) -> Path:
         """A path an agent gave: as it is when it exists, else below the store."""
@@ -353,6 +379,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     or the nearest folder above the working directory holding ``experiments/``)."""
     tools = _Tools(Path(root) if root is not None else None)
     server = _Server("kexp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server.resolve = tools.resolve
 
     @server.register(_READ)
     def consult(

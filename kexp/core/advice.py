@@ -85,8 +85,28 @@ ERROR_MESSAGE = Advice(
 )
 #: Advice on a score that cannot be measured again (no per-configuration timings).
 CORRECT_SCORE = Advice(
-    "kexp update --set score=... --reason ...",
-    'the update tool with changes: {{"score": ...}} and a reason',
+    "kexp update {id} --set score=SCORE --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"score": SCORE}} and a reason',
+)
+#: Advice on a run that measured nothing (it timed out, it failed) and has now run to
+#: the end, the same code: what it measured, on the same record.
+SET_MEASURED = Advice(
+    "kexp update {id} --set score=SCORE --set status=done --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"score": SCORE, "status": "done"}} '
+    "and a reason",
+)
+#: Advice on a run that crashed or gave wrong results (buggy), its code fixed and timed:
+#: a new experiment on the code it was made on.
+RECORD_AGAIN = Advice(
+    "kexp add --pid {pid} --summary TEXT --operator OP --dtype DTYPE --env ENV "
+    "--baseline F --candidate F",
+    'the record tool with pid: "{pid}", change_summary, operator_sig, dtype_sig, env, '
+    "baseline and candidate",
+)
+#: The same, for a run made on the reference code (no parent).
+RECORD_AGAIN_ROOT = Advice(
+    "kexp add --summary TEXT --operator OP --dtype DTYPE --env ENV --baseline F --candidate F",
+    "the record tool with change_summary, operator_sig, dtype_sig, env, baseline and candidate",
 )
 #: Advice on a measurement repeated as a new experiment.
 REMEASURE = Advice(
@@ -160,10 +180,13 @@ ADVICE = (
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,
+    RECORD_AGAIN,
+    RECORD_AGAIN_ROOT,
     REMEASURE,
     MEASURED_AGAINST,
     SET_RAW_RESULT,
     SET_FAILED,
+    SET_MEASURED,
     BASE_COMMIT_AND_DIFF,
     PROFILING_FILE,
     UNIT_GIVEN,

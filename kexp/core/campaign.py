@@ -5,7 +5,11 @@ front-matter of the store's current records (cache rows, :class:`KernelExperimen
 objects, a review's facts: anything with the attributes read below), so that every
 view ranks and judges alike:
 
-* ``outcome`` and ``interference`` (see :func:`judge`);
+* ``outcome`` and ``interference`` (see :func:`judge`). A step is judged over the code
+  it was made on: a child measured against the reference is judged by its score over
+  its parent's cumulative score (the intervals' log half-widths in quadrature), so a
+  child within noise of its parent is ``marginal``, however far above the reference
+  (:func:`judged_over_parent`);
 * ``cumulative_score``: the speedup of the experiment's code over the operator's
   reference (original) code. A score is measured against what ``measured_against``
   names: ``reference`` (or an experiment without a ``pid``: its parent is the
@@ -153,6 +157,47 @@ def is_control(record: Any) -> bool:
     if not tags:
         return False
     return CONTROL_TAG in tags
+
+
+def judged_over_parent(record: Any) -> bool:
+    """Whether ``record``'s score is over the reference though it was made on a parent
+    (a ``pid``, ``measured_against: reference``, not a control): its outcome is judged
+    over its parent's cumulative score (:func:`_over_parent`), not over the reference."""
+    return (
+        bool(record.pid)
+        and getattr(record, "measured_against", "") == "reference"
+        and not is_control(record)
+    )
+
+
+#: The outcomes a score decides (the others: the record's status, bugs, interference).
+_SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
+
+
+def _over_parent(record: Any, outcome: str, parent: Any, settings: Settings) -> str:
+    """The outcome of ``record`` (:func:`judged_over_parent`), judged as it was over the
+    reference (``outcome``), judged now over its parent's code value (``parent``: its
+    code tuple, None when not in the store): the ratio of its score to its parent's
+    cumulative score, with an interval when it has one (the parent's log half-widths,
+    when it has them, added in quadrature: two independent measurements). Without a
+    parent's cumulative score (buggy, pending, missing...), ``outcome`` stands."""
+    if outcome not in _SCORED_OUTCOMES or parent is None or parent[0] is None:
+        return outcome
+    score = record.score
+    if measured_nothing(score):
+        return outcome
+    score = float(score)
+    value, below, above = parent[0], parent[1], parent[2]
+    ratio = score / value
+    own = _interval(record)
+    interval = None
+    if own is not None:
+        low_sq = math.log(score / own[0]) ** 2
+        high_sq = math.log(own[1] / score) ** 2
+        if below is not None and above is not None:
+            low_sq, high_sq = low_sq + above, high_sq + below
+        interval = (ratio * math.exp(-math.sqrt(low_sq)), ratio * math.exp(math.sqrt(high_sq)))
+    return judge("done", False, False, ratio, interval, settings)
 
 
 def measured_against_parent(record: Any) -> bool:
@@ -427,6 +472,8 @@ def _derived(
         getattr(record, "score_ci", None),
         settings,
     )
+    if judged_over_parent(record):
+        outcome = _over_parent(record, outcome, codes.get(record.pid), settings)
     if cumulative is None:
         start, steps = "", 0
     # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
@@ -468,6 +515,7 @@ def derive(
     waiting_on: dict[str, list[str]] = {}  # a parent's id -> its children waiting for it
     regression_below, improvement_above = settings.regression_below, settings.improvement_above
     made = tuple.__new__  # a NamedTuple made as the tuple it is (its __new__ is slower)
+    over_parent: list[str] = []  # measured against the reference, made on a parent
 
     def settle(exp_id: str, record: Any, before: _Code | None) -> None:
         """Set the code value of ``record`` given its parent's (``before``; None when
@@ -508,6 +556,8 @@ def derive(
         if before is None:  # measured against the reference: its own cumulative score
             codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
             derived[exp_id] = made(Derived, (outcome, False, score, interval, "", False, exp_id, 1))
+            if record.pid:  # made on a parent: judged over it once every code is known
+                over_parent.append(exp_id)
             return
         value, below, above, _, steps, start, _, _ = before
         value *= score
@@ -570,6 +620,12 @@ def derive(
                     release(member)
             else:
                 release(current)
+    for exp_id in over_parent:
+        record, value = first[exp_id], derived[exp_id]
+        assert value is not None
+        outcome = _over_parent(record, value.outcome, codes.get(record.pid), settings)
+        if outcome != value.outcome:
+            derived[exp_id] = value._replace(outcome=outcome)
     for exp_id, value in derived.items():
         if value is None:
             derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
@@ -580,9 +636,20 @@ def derive(
 
 def depends_on(record: Any) -> list[str]:
     """The ids whose values what is derived of ``record`` needs: its parent's, when its
-    score builds on its parent's code (or it is a control with a parent), and those it
-    combines. :func:`derive` over ``record`` and these, each with what it depends on in
-    turn, gives what it gives over the whole store for ``record``."""
+    score builds on its parent's code (or it is a control with a parent) or its outcome
+    is judged over its parent (:func:`judged_over_parent`), and those it combines.
+    :func:`derive` over ``record`` and these, each with what its code value depends on
+    in turn (:func:`code_depends_on`), gives what it gives over the whole store for
+    ``record``."""
+    needed = [record.pid] if _needs_parent(record) or judged_over_parent(record) else []
+    needed += [c for c in getattr(record, "combines", None) or () if c]
+    return needed
+
+
+def code_depends_on(record: Any) -> list[str]:
+    """The ids whose values the code value of ``record`` needs (what an experiment that
+    depends on it reads of it): :func:`depends_on` but a parent its outcome alone is
+    judged over (a chain of reference measurements is not read back to its root)."""
     needed = [record.pid] if _needs_parent(record) else []
     needed += [c for c in getattr(record, "combines", None) or () if c]
     return needed
@@ -646,7 +713,7 @@ def derive_for(
             continue
         taken.add(exp_id)
         for number in versions.get(exp_id):
-            waiting += depends_on(records[number])
+            waiting += code_depends_on(records[number])
     chosen = sorted(number for exp_id in taken for number in versions.get(exp_id))
     return derive([records[number] for number in chosen], settings)
 

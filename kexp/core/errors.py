@@ -176,6 +176,11 @@ class StaleMeasurementWarning(KexpWarning):
     """A corrected score no longer agrees with the measurement recorded with it."""
 
 
+class ControlWarning(KexpWarning):
+    """A control (an A/A run: the same code on both sides) measured what the same code
+    cannot: an interval that excludes 1, or a noise floor far wider than before."""
+
+
 class TimingsWarning(KexpWarning):
     """A timings file was read, but it lacks what an interval needs (raw samples)."""
 

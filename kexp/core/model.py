@@ -173,8 +173,11 @@ class KernelExperiment:
 
     @property
     def outcome(self) -> str:
-        """What this experiment taught, derived with its store's thresholds."""
-        return outcome_of(self, self.settings)
+        """What this experiment taught, derived with its store's thresholds: as the
+        store derived it (a step measured against the reference is judged over its
+        parent too, :func:`kexp.core.campaign.judged_over_parent`); for an experiment no
+        store handed out, what it alone tells (:func:`outcome_of`)."""
+        return self.derived.outcome
 
     @property
     def derived(self) -> Derived:

@@ -5,6 +5,9 @@
   a round written in milliseconds read as microseconds, or other code) is refused,
   naming the unit that would make them agree, before it is pooled and the
   experiment's score is lost in it.
+* :func:`implausible_control`: a control (an A/A run) remeasured into an interval that
+  excludes 1, or far wider than its earlier noise floor: the round's two sides were not
+  timed alike, and the floor every step is judged against moved.
 * :func:`unit_hint`: timings of a file that does not say its unit, every one near
   zero as read: milliseconds (do_bench's) read as microseconds, most likely.
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
@@ -88,6 +91,31 @@ def check_round_scale(
         f"({config}, {side}: median {found:.4g} us now, {old:.4g} us before): {advice}; "
         "nothing was changed"
     )
+
+
+#: How many times its earlier width (on the log scale) a control's interval may grow
+#: when a round is pooled with it before kexp warns: pooling a round like the earlier
+#: ones narrows the interval (by about 1/√2), so twice the width means a round several
+#: times as noisy as the earlier ones.
+CONTROL_WIDENING = 2.0
+
+
+def implausible_control(before: Sequence[float], after: Sequence[float]) -> list[str]:
+    """Why a control's interval ``after`` a round was pooled is implausible for an A/A
+    run (empty when it is plausible): it excludes 1 (the same code timed faster on one
+    side), or it is more than :data:`CONTROL_WIDENING` times as wide as ``before``
+    (its interval before; either may be empty: no interval)."""
+    if len(after) != 2:
+        return []
+    reasons = []
+    low, high = after
+    if low > 1 or high < 1:
+        reasons.append("its interval excludes 1")
+    if len(before) == 2 and before[0] > 0 and low > 0:
+        width, was = math.log(high / low), math.log(before[1] / before[0])
+        if was > 0 and width > CONTROL_WIDENING * was:
+            reasons.append(f"its interval is {_two_figures(width / was)} times as wide as before")
+    return reasons
 
 
 def _two_figures(value: float) -> str:

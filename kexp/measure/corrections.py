@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -223,3 +224,56 @@ def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -
             f"run reported ({SET_RAW_RESULT.say(id=exp.id)})"
         )
     warnings.warn(message, StaleMeasurementWarning, stacklevel=3)
+
+
+# --- a summary's figure, following a new score ------------------------------------------
+
+#: A speedup written in a ``change_summary``: a percentage (``+25%``, ``-0.63 %``,
+#: ``−3%``, ``25%``) or a ratio (``1.25x``, ``1.25×``).
+_FIGURE = re.compile(
+    r"(?<![\w.])(?:(?P<sign>[+\-−]?)(?P<percent>\d+(?:\.\d+)?)(?P<pspace>\s?)%"
+    r"|(?P<ratio>\d+(?:\.\d+)?)(?P<rspace>\s?)(?P<times>[x×]))(?!\w)"
+)
+
+
+def _close(written: str, value: float) -> bool:
+    """Whether ``written`` states ``value`` at its decimals, rounded or cut short (less
+    than one unit of its last place apart: ``+25%`` states 25.59)."""
+    decimals = len(written.partition(".")[2])
+    return abs(float(written) - value) < 10.0**-decimals
+
+
+def summary_with_score(
+    summary: str, old_score: float, new_score: float, limit: int = 80
+) -> str | None:
+    """``summary`` with the figure that states ``old_score`` (the last percentage or
+    ratio that states it, :func:`_close`: ``Tile the loads - +25%`` for 1.2559)
+    restated for ``new_score``, rounded to the same decimals (``+2%``, ``1.02x``);
+    None when it states no such figure, or when the restated one would need words it
+    does not have (an unsigned percentage, ``25% faster``, of a score now below 1), or
+    the summary would grow past ``limit`` characters."""
+    if not (old_score > 0 and new_score > 0) or old_score == new_score:
+        return None
+    old_change, new_change = (old_score - 1) * 100, (new_score - 1) * 100
+    for match in reversed(list(_FIGURE.finditer(summary))):
+        if match["ratio"] is not None:
+            written = match["ratio"]
+            if not _close(written, old_score):
+                continue
+            decimals = len(written.partition(".")[2])
+            figure = f"{new_score:.{decimals}f}{match['rspace']}{match['times']}"
+        else:
+            written, sign = match["percent"], match["sign"]
+            signed = -float(written) if sign in ("-", "−") else float(written)
+            if not _close(f"{signed:.{len(written.partition('.')[2])}f}", old_change):
+                continue
+            if not sign and new_change < 0:
+                return None  # "25% faster": the words would have to change too
+            decimals = len(written.partition(".")[2])
+            magnitude = f"{abs(new_change):.{decimals}f}"
+            minus = "−" if sign == "−" else "-"
+            new_sign = (minus if new_change < 0 else "+") if sign else ""
+            figure = f"{new_sign}{magnitude}{match['pspace']}%"
+        restated = f"{summary[: match.start()]}{figure}{summary[match.end() :]}"
+        return restated if len(restated) <= limit else None
+    return None

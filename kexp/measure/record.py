@@ -44,10 +44,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import CORRECT_SCORE
-from kexp.core.campaign import measured_nothing
+from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT, SET_MEASURED
+from kexp.core.campaign import is_control, measured_nothing
 from kexp.core.errors import (
     CodeRepoWarning,
+    ControlWarning,
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
@@ -63,6 +64,7 @@ from kexp.measure.checks import (
     base_commit_problem,
     check_round_scale,
     done_without_measure,
+    implausible_control,
     resolution_hint,
     samples_too_large,
     unit_hint,
@@ -397,10 +399,14 @@ def with_timings(
 
 def operator_iteration(store: Store, operator_sig: Any) -> int | None:
     """The iteration number of the next experiment on ``operator_sig``: its experiments
-    recorded so far (every one, whatever its lineage), plus one. None without an
-    operator."""
+    recorded so far in the working tree (every one, whatever its lineage), plus one.
+    None without an operator. A store read with refs (``kexp add --all-refs``, to be
+    warned of a change tried on another branch) counts the working tree as well: the
+    number does not depend on what else the store was asked to read."""
     if not isinstance(operator_sig, str) or not operator_sig.strip():
         return None
+    if store.source.places is not None:  # read with refs: count the working tree's
+        store = Store(store.root, code_repo=store.code_repo, settings=store.settings)
     found = store.list_experiments(brief=True, operator=operator_sig)
     return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig)
 
@@ -552,9 +558,33 @@ def earlier_rounds(exp: KernelExperiment) -> list[Round]:
     if not timings:
         raise MeasurementError(
             f"experiment {exp.id} has no per-configuration timings (results) to pool a new "
-            f"round with: correct its score with {CORRECT_SCORE}"
+            f"round with: correct its score with {CORRECT_SCORE.say(id=exp.id)}"
         )
     return [Round(timings)]
+
+
+def _refuse_unmeasured(exp: KernelExperiment) -> None:
+    """Refuse to remeasure a run that measured nothing: there is no round to pool a new
+    one with. A buggy one (it crashed or gave wrong results) stays on record as what
+    happened, its code fixed is a new experiment; one that timed out or failed and has
+    now run to the end, the same code, records what it measured on the same record."""
+    if exp.is_buggy:
+        if exp.pid:
+            record = f"on its parent: {RECORD_AGAIN.say(pid=exp.pid)}"
+        else:
+            record = f"on the reference code: {RECORD_AGAIN_ROOT}"
+        raise MeasurementError(
+            f"experiment {exp.id} is buggy (it crashed or gave wrong results): there is no "
+            "measurement to pool a new round with, and it stays on record as what "
+            f"happened; time the fixed code as a new experiment {record} (its operator, "
+            "dtype and env; its description says what was fixed)"
+        )
+    if measured_nothing(exp.score):
+        raise MeasurementError(
+            f"experiment {exp.id} measured nothing (status {exp.status}, score 0): there "
+            "is no measurement to pool a new round with; when the same code has now run "
+            f"to the end, record what it measured with {SET_MEASURED.say(id=exp.id)}"
+        )
 
 
 def remeasure(
@@ -574,14 +604,16 @@ def remeasure(
     configurations, measured the same way) are pooled with every earlier round
     (:func:`earlier_rounds`); ``score``, ``score_ci`` and ``results`` are recomputed,
     the round is added to the ``## Samples`` section and its breakdown to
-    ``raw_result``, and the correction is recorded as ``kexp update --reason`` records
-    one (old → new, and ``reason``, by default "remeasured: round N pooled with the
-    earlier ones"). The Python twin of ``kexp remeasure``.
-    """
+    ``raw_result``, the figure of ``change_summary`` that stated the old score states
+    the new one (:func:`kexp.measure.corrections.summary_with_score`), and the
+    correction is recorded as ``kexp update --reason`` records one (old → new, and
+    ``reason``, by default "remeasured: round N pooled with the earlier ones"). A
+    control whose pooled interval is implausible for an A/A run warns
+    (:class:`~kexp.core.errors.ControlWarning`). The Python twin of ``kexp remeasure``."""
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
     from kexp.format.samples import copied_round, pooled
-    from kexp.measure.corrections import correct
+    from kexp.measure.corrections import correct, summary_with_score
 
     if store is None:
         store = Store(find_root())
@@ -596,6 +628,7 @@ def remeasure(
             "the new round's timings are summaries without raw samples: a round is pooled "
             "sample by sample; time it again keeping the raw samples"
         )
+    _refuse_unmeasured(exp)
     # Every round as its samples are kept (measurement_of keeps them so): the file's
     # Samples section then gives exactly the results computed here.
     rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
@@ -635,9 +668,47 @@ def remeasure(
         "samples": scored.samples,
         "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
     }
+    summary = summary_with_score(
+        exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
+    )
+    if summary is not None:  # its figure was the old score's: it follows the new one
+        changes["change_summary"] = summary
     why = reason or f"remeasured: round {number} pooled with the earlier ones"
     try:
-        return correct(store, exp.id, changes, why)
+        done = correct(store, exp.id, changes, why)
     except ValidationError as exc:
         samples_too_large(exc, scored.samples, pooled=True)
         raise
+    if is_control(exp):
+        _warn_if_implausible_control(exp, done, number)
+    return done
+
+
+def _warn_if_implausible_control(
+    before: KernelExperiment, after: KernelExperiment, number: int
+) -> None:
+    """Warn (:class:`ControlWarning`) when a control's round ``number``, pooled, gave
+    what an A/A run cannot (:func:`kexp.measure.checks.implausible_control`), saying
+    what to do."""
+    reasons = implausible_control(before.score_ci, after.score_ci)
+    if not reasons:
+        return
+    from kexp.core.problems import display_path  # lazy: a warning's, seldom needed
+
+    path = display_path(after.path or "")
+    warnings.warn(
+        f"control {after.id[:10]} is an A/A run (the same code on both sides), yet round "
+        f"{number} moved its noise floor from {_floor(before)} to {_floor(after)}: "
+        f"{' and '.join(reasons)}. The round's two sides were not timed alike (clocks, "
+        f"warm-up, load, another device): check the timing setup, then drop the round "
+        f"before committing it (git checkout -- {path} restores the file as last committed) "
+        "and time the A/A again",
+        ControlWarning,
+        stacklevel=3,
+    )
+
+
+def _floor(exp: KernelExperiment) -> str:
+    """A control's score and interval: ``1.0047 [1.0000, 1.0094]``."""
+    interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
+    return f"{float(exp.score):.4f}{interval}"

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
 from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS
-from kexp.core.campaign import Derivation, Derived, depends_on, derive, stands_alone
+from kexp.core.campaign import (
+    Derivation,
+    Derived,
+    code_depends_on,
+    depends_on,
+    derive,
+    stands_alone,
+)
 from kexp.core.collector import collector_paused
 from kexp.core.errors import (
     CacheFolderError,
@@ -601,7 +608,7 @@ class StoreReader:
                 continue
             record = checked.experiment()
             records.append(record)
-            wanted.extend(depends_on(record))
+            wanted.extend(code_depends_on(record))
         return records, invalid
 
     # --- git: the store at a revision, across refs, history, changes -------------------
