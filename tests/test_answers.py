@@ -8,6 +8,7 @@ store was worked out (the plain path derives it once a ranking).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
@@ -185,11 +186,13 @@ ACROSS: list[dict[str, Any]] = [
 ]
 
 
-def _ranked_across(root: Path, question: dict[str, Any]) -> list[Any]:
-    """What a user reads of a ranking across every ref of the clone at ``root``: each
-    experiment's id (and how long ids print), path, score, derived values, body and
-    where it was found, then the warnings given."""
-    across = Store(root, all_refs=True)
+def _ranked_across(
+    root: Path, question: dict[str, Any], refs: list[str] | None = None
+) -> list[Any]:
+    """What a user reads of a ranking across every ref of the clone at ``root`` (or
+    ``refs``): each experiment's id (and how long ids print), path, score, derived
+    values, body and where it was found, then the warnings given."""
+    across = Store(root, refs=refs) if refs else Store(root, all_refs=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         found = across.top_experiments(**question)
@@ -199,15 +202,29 @@ def _ranked_across(root: Path, question: dict[str, Any]) -> list[Any]:
     return [*read, shown, sorted(str(w.message).replace(str(root), "ROOT") for w in caught)]
 
 
-def _cold_across(root: Path, question: dict[str, Any]) -> list[Any]:
-    """The same ranking, read by kexp in a copy of the clone without its cache."""
+def _cold_across(
+    root: Path, question: dict[str, Any], refs: list[str] | None = None
+) -> list[Any]:
+    """The same ranking, read by kexp in a copy of the clone without its cache (from
+    the copy's twin of the folder the test runs in, when that is inside the clone)."""
     copy = root.parent / f"{root.name}-cold"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".kexp"), symlinks=True)
+    here = Path.cwd()
     try:
-        return _ranked_across(copy, question)
+        if here.is_relative_to(root):
+            os.chdir(copy / here.relative_to(root))
+        return _ranked_across(copy, question, refs)
     finally:
+        os.chdir(here)
         shutil.rmtree(copy)
+
+
+def _kept_answers(root: Path) -> int:
+    """How many answers the clone's cache keeps."""
+    with sqlite3.connect(next((root / ".kexp").glob("cache-*.sqlite"))) as connection:
+        query = "SELECT count(*) FROM objects WHERE name >= 'answer:' AND name < 'answer;'"
+        return int(connection.execute(query).fetchone()[0])
 
 
 def test_across_refs_an_unchanged_clone_answers_from_the_kept_answer_which_is_a_cold_reads(
@@ -247,6 +264,9 @@ def test_across_refs_an_unchanged_clone_answers_from_the_kept_answer_which_is_a_
     git(alice, "fetch", "-q")
     assert ranked_again() == len(ACROSS)
     assert ranked_again() == 0
+    # The answers kept for the refs before the fetch are forgotten: an agent that only
+    # fetches and asks keeps one answer a question, not one a fetch.
+    assert _kept_answers(alice) == len(ACROSS) + 1  # and the settling read's
     # Alice commits her working tree (HEAD moves; no file changes).
     git(alice, "add", "experiments")
     git(alice, "commit", "-q", "-m", "more")
@@ -319,3 +339,67 @@ def test_no_answer_is_kept_for_a_listing_another_process_saved_over(
     monkeypatch.undo()
     assert calls[0] >= 1
     assert _ranked(store, question) == _truth(store, question)
+
+
+def test_a_refs_invalid_file_is_warned_of_as_from_the_folder_the_command_runs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob's branch holds an invalid file; Alice asks across refs from her clone's top,
+    then from its experiments/ folder: each warning names the file as a cold read from
+    there names it (the kept answer held the words of the first folder)."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    record(alice, base, "Alice - +2%", score=1.02)
+    broken = record(bob, base, "Bob - +3%", score=1.03)
+    assert broken.path is not None
+    broken.path.write_text(broken.path.read_text().replace("score: 1.03", "score: oops"))
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    git(bob, "add", "experiments")
+    git(bob, "commit", "-q", "-m", "a broken record")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    git(alice, "fetch", "-q")
+    past_racy_window()
+    for folder in (alice, alice / "experiments", alice):
+        monkeypatch.chdir(folder)
+        for _ in range(2):
+            warm = _ranked_across(alice, {"brief": True})
+            assert warm == _cold_across(alice, {"brief": True}), folder
+            assert any("score must be a number" in w for w in warm[-1]), warm
+
+
+def test_a_clone_deepened_after_a_read_across_refs_answers_as_a_cold_read(
+    tmp_path: Path,
+) -> None:
+    """A shallow clone reads across refs (no merge base: the later commit's version is
+    taken), then fetches the whole history: the merge base now says which version is
+    newer. The answer (and the merge base) kept while it was shallow are not taken."""
+    remote, base = make_remote(tmp_path)
+    up = clone(remote, tmp_path / "up")
+    exp = record(up, base, "X - +5%", score=1.05)
+    git(up, "add", "experiments")
+    git(up, "commit", "-q", "-m", "X")
+    git(up, "push", "-q", "origin", "main")
+    git(up, "checkout", "-q", "-b", "r1")
+    Store(up).update_experiment(exp.id, score=1.5)
+    git(up, "add", "experiments")
+    older = {**os.environ, "GIT_COMMITTER_DATE": "2020-01-02T00:00:00Z"}
+    subprocess.run(["git", "commit", "-q", "-m", "X corrected (an older date)"], cwd=up,
+                   check=True, env=older)  # fmt: skip
+    git(up, "push", "-q", "origin", "r1")
+    git(up, "checkout", "-q", "-b", "r2", "main")
+    for n in range(3):
+        (up / f"pad{n}").write_text(f"{n}\n")
+        git(up, "add", f"pad{n}")
+        git(up, "commit", "-q", "-m", f"pad {n}")
+    git(up, "push", "-q", "origin", "r2")
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth=1", "--no-single-branch", remote.as_uri(), str(shallow))
+    refs = ["origin/r*"]
+    past_racy_window()
+    before = _ranked_across(shallow, {"brief": True}, refs)
+    assert before == _cold_across(shallow, {"brief": True}, refs)
+    git(shallow, "fetch", "-q", "--unshallow")
+    after = _ranked_across(shallow, {"brief": True}, refs)
+    assert after == _cold_across(shallow, {"brief": True}, refs)
+    assert after[0][2] == 1.5  # r1's correction: it changed since the merge base
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp.core.errors import GitError
@@ -89,6 +90,23 @@ def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None
         raise GitError("merge_base takes full commit hashes")
     found = git_command(repo, "merge-base", first, second, ok_codes=(0, 1)).stdout.strip()
     return found if is_hex(found, 40) else None
+
+
+def history_rewrites(repo: Worktree) -> tuple[str, ...]:
+    """What changes what git says of ancestry (merge bases) and of a commit's files
+    without any commit changing: a shallow clone's boundary commits (``--deepen``,
+    ``--unshallow`` move it) and the replace refs (``git replace``); () for a complete
+    history without replacements. One git process."""
+    replaced = git_command(
+        repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/replace"
+    ).stdout.split("\n")
+    git_dir = Path(repo.git_dir)
+    common = git_dir / "commondir"  # a linked worktree's: the repository's own folder
+    if common.is_file():
+        git_dir = (git_dir / common.read_text(encoding="utf-8").strip()).resolve()
+    shallow = git_dir / "shallow"
+    boundary = shallow.read_text(encoding="utf-8").split() if shallow.is_file() else []
+    return (*(f"replace {line}" for line in replaced if line), *(f"shallow {c}" for c in boundary))
 
 
 def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:

@@ -56,19 +56,29 @@ class Answer(NamedTuple):
 Waiting = tuple[str, Any]
 
 
-def _name(generation: str, question: Sequence[Any]) -> str:
-    digest = hashlib.blake2b(repr(tuple(question)).encode(), digest_size=12).hexdigest()
-    return f"answer:{generation}:{digest}"
+def _name(generation: str, question: Sequence[Any], places: tuple[Any, ...]) -> str:
+    """``answer:GENERATION:GROUP:STATE``: the group names the question and the places
+    read (the refs' names), the state what the places held (their commits): a newer
+    state's answer replaces the older ones of its group (:func:`keep_answer`)."""
+    group = repr((tuple(question), tuple(name for name, _ in places)))
+    return f"answer:{generation}:{_digest(group)}:{_digest(repr(places))}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
 def answer_name(found: Found, question: Sequence[Any] | None) -> str | None:
     """The name an answer to ``question`` (what decides it besides the files: how it
     ranks, the filters...) is kept under, for what ``found`` read; None when it cannot
-    be kept (no question, or a read that changed the cache)."""
+    be kept (no question, a read that changed the cache, or warned of a ref's invalid
+    file in words made for the folder the command ran in)."""
     listing = found.listing
     if question is None or listing is None or listing.generation is None:
         return None
-    return _name(listing.generation, (*question, found.places))
+    if any(isinstance(error, str) for _, error in found.invalid):
+        return None
+    return _name(listing.generation, question, found.places)
 
 
 def waiting_answer(
@@ -77,7 +87,7 @@ def waiting_answer(
     """The answer to ``question`` kept for the cache's listing as it is and ``places``
     (:meth:`kexp.storage.sources.FileSource.answer_places`); None: none."""
     generation = cache.generation()
-    name = _name(generation, (*question, places))
+    name = _name(generation, question, places)
     kept = cache.objects([name]).get(name)
     return (generation, kept) if isinstance(kept, tuple) and len(kept) == 3 else None
 
@@ -135,5 +145,8 @@ def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:
     if found.rows is not found.local and found.listing is not None:  # refs were read too
         read, working = set(found.ids()), set(found.listing.ids())
         ids = (sorted(read - working), sorted(working - read))
+    older = name[: name.rfind(":") + 1]  # the group's answers for older states: forgotten
     with contextlib.suppress(DamagedCacheError, ValueError):  # else not kept (ValueError:
-        cache.save_objects({name: (chosen, answer.invalid, ids)}, at_once=True)  # not marshal's)
+        cache.save_objects(  # not marshal's)
+            {name: (chosen, answer.invalid, ids)}, at_once=True, replacing=older
+        )

@@ -378,12 +378,23 @@ class Cache:
         sql = "SELECT name, record FROM objects WHERE name IN ({marks})"
         return {name: unseal(name.encode(), record) for name, record in self._by_keys(sql, names)}
 
-    def save_objects(self, values: dict[str, Any], *, at_once: bool = False) -> None:
-        """Keep immutable objects by name (``at_once``: see :meth:`_transaction`)."""
+    def save_objects(
+        self, values: dict[str, Any], *, at_once: bool = False, replacing: str = ""
+    ) -> None:
+        """Keep immutable objects by name (``at_once``: see :meth:`_transaction`),
+        forgetting first, in the same transaction, every object whose name starts with
+        ``replacing`` (when given: what these values supersede)."""
         sealed = [(name, seal(name.encode(), value)) for name, value in values.items()]
         sql = "INSERT OR REPLACE INTO objects VALUES (?, ?)"
+
+        def write() -> None:
+            if replacing:  # the names from the prefix up to its last character's next
+                end = replacing[:-1] + chr(ord(replacing[-1]) + 1)
+                self._write("DELETE FROM objects WHERE name >= ? AND name < ?", [(replacing, end)])
+            self._write(sql, sealed)
+
         if sealed:
-            self._transaction(lambda: self._write(sql, sealed), at_once=at_once)
+            self._transaction(write, at_once=at_once)
 
     # --- the retrieval index -----------------------------------------------------------
 

@@ -140,10 +140,16 @@ class RefsSource:
         return self._across(cache, settings, local) if rows else local
 
     def answer_places(self) -> tuple[Any, ...]:
-        """``HEAD``'s commit and each ref read (its name and commit): with the working
-        tree's files, what a read's answer depends on."""
+        """``HEAD``'s commit, each ref read (its name and commit) and what rewrites the
+        history (:func:`kexp.gitops.objects.history_rewrites`): with the working tree's
+        files, what a read's answer depends on, as (name, value) pairs."""
         head = gitobjects.head_info(self.worktree)
-        return (head[0] if head else None, *((ref.short, ref.commit) for ref in self.refs))
+        return self._places(head[0] if head else None, gitobjects.history_rewrites(self.worktree))
+
+    def _places(self, head: str | None, rewrites: tuple[str, ...]) -> tuple[Any, ...]:
+        """:meth:`answer_places`, of ``HEAD``'s commit and the history's rewrites."""
+        refs = ((ref.short, ref.commit) for ref in self.refs)
+        return (("HEAD", head), *refs, *(("rewritten", line) for line in rewrites))
 
     def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
         """The read across refs, from the working tree's listing ``read(rows=False)``
@@ -156,7 +162,8 @@ class RefsSource:
         assert local.listing is not None
         head = gitobjects.head_info(self.worktree)
         commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
-        git = GitTrees(self.worktree, cache)
+        rewrites = gitobjects.history_rewrites(self.worktree)
+        git = GitTrees(self.worktree, cache, keep_bases=not rewrites)
         # Each folder → its tree at HEAD, then at each ref.
         folders = git.place_folders(git.roots(commits, self.folder))
         single, several = self._versions(local, folders, git)
@@ -168,7 +175,7 @@ class RefsSource:
             several.pop(exp_id, None)
         chosen = newest.choose(several)
         found = self._found(local, single, chosen, newest, cache, settings)
-        places = (commits[0], *((ref.short, ref.commit) for ref in self.refs))
+        places = self._places(commits[0], rewrites)
         found = found._replace(places=places, removed=tuple(removed.items()))
         self._last = found
         return found

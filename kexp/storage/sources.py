@@ -75,8 +75,9 @@ class Found(NamedTuple):
     #: The working tree's listing (None at a revision).
     listing: Listing | None = None
     #: What the read saw besides the working tree's files, naming the answer a ranking
-    #: keeps (:mod:`kexp.storage.answers`): ``HEAD``'s commit and each ref's when refs
-    #: were read, () for the working tree alone.
+    #: keeps (:mod:`kexp.storage.answers`), as (name, value) pairs: ``HEAD``'s commit,
+    #: each ref's and what rewrites the history when refs were read; () for the working
+    #: tree alone.
     places: tuple[Any, ...] = ()
     #: The experiments whose newest state is their removal (read across refs: not
     #: read), each with the place that removed it.

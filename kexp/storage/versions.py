@@ -34,9 +34,12 @@ class GitTrees:
     """Git trees by hash, read once (one ``git cat-file --batch`` for those not kept
     yet) and kept in the cache: a tree never changes."""
 
-    def __init__(self, repo: Worktree, cache: Cache) -> None:
+    def __init__(self, repo: Worktree, cache: Cache, *, keep_bases: bool = True) -> None:
         self._repo = repo
         self._cache = cache
+        #: Whether merge bases are kept in the cache: not where the history can change
+        #: without a commit changing (a shallow clone, replace refs).
+        self._keep_bases = keep_bases
         self._known: dict[str, list[tuple[str, str, str]]] = {}
         self._subtrees: dict[str, dict[str, str]] = {}
         self._keys: dict[str, frozenset[bytes]] = {}
@@ -135,7 +138,10 @@ class GitTrees:
         return found
 
     def merge_base(self, first: str, second: str) -> str | None:
-        """The merge base of two commits (kept: it never changes)."""
+        """The merge base of two commits (kept: it never changes while the history is
+        complete and nothing replaced; asked of git each time otherwise)."""
+        if not self._keep_bases:
+            return gitobjects.merge_base(self._repo, first, second)
         pair = ":".join(sorted((first, second)))
         kept = self._cache.objects([f"base:{pair}"])
         if f"base:{pair}" in kept:
