@@ -9,9 +9,13 @@ every save of the listing changes (:meth:`kexp.storage.cache.Cache.save_folders`
 forgets the answers kept), read before the listing
 (:attr:`kexp.storage.listing.Listing.generation`). Read across refs, the answer is kept
 under what the read saw besides the working tree too (:attr:`kexp.storage.sources.Found.places`:
-``HEAD``'s commit and each ref's name and commit, which name their files for good); a
-chosen file of a ref is kept whole (its row), the ids the read saw beyond the working
-tree's with it (so that ids print as long as the plain read prints them).
+``HEAD``'s commit and each ref's name and commit, which name their files for good, and
+what rewrites the history: a shallow clone's boundary, replace refs); a chosen file of
+a ref is kept whole (its row), the ids the read saw beyond the working tree's with it
+(so that ids print as long as the plain read prints them). A question keeps one answer
+for the refs it names: the answer for their newer commits replaces the older ones (an
+agent that fetches and asks again does not grow the cache). A read that warned of a
+ref's invalid file keeps none (its words name the file from the folder it ran in).
 
 An answer is kept by a read whose listing is the cache's (every file found as the
 cache held it, or what changed saved by this read with no other save in between), and
