@@ -13,7 +13,13 @@ the remote's words. What it would publish is validated first, as ``kexp validate
 anything is committed; so is a merge with the remote's branch before it is pushed (each
 side valid, together not: one removed the parent the other built on). Never a
 force-push. Nothing new and the remote up to date: nothing
-is committed or pushed. Two syncs in one clone take turns (a lock in the store's cache
+is committed or pushed. A sync of the checked-out branch fetches the remote's branch
+first: a file it holds as the working tree has it (a side branch's pull request merged
+there; ``git pull`` refuses to overwrite the untracked files ``branch`` left) is not
+committed again, the merge takes it in; a file another of the remote's branches holds
+alike is left uncommitted (on its way through that branch's pull request); an untracked
+file the remote's branch holds with other content stops the sync, naming it, before
+anything changes. Two syncs in one clone take turns (a lock in the store's cache
 folder): the second waits for the first.
 
 The current branch is published, or with ``branch`` another one (``kexp/<name>``):
@@ -300,7 +306,15 @@ def _sync(
                 "kexp sync commits only experiment files; commit those changes first, or "
                 "unstage them (git restore --staged PATH)"
             )
-        paths = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        changed = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        # The remote's branch first: what it holds as the working tree has it is not
+        # committed again (a side branch's pull request merged there), nor what another
+        # of its branches holds alike (on its way there through a pull request).
+        incoming = (
+            view.known_tip(target) if dry_run else gitcommits.fetch_branch(repo, remote, target)
+        )
+        taken, elsewhere = _landed(location, view, target, changed, incoming, local)
+        paths = [p for p in changed if p not in taken | elsewhere]
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
             refuse_invalid(store, remote, target)
@@ -310,6 +324,7 @@ def _sync(
         paths = [p for p in paths if p not in set(removed)]
         kept: list[str] = []
     else:
+        incoming, taken = None, set()
         record = Record.read(repo, target)
         made, paths, removed, kept, base, remote_base = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
@@ -366,7 +381,10 @@ def _sync(
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
     for attempt in range(attempts):
-        remote_tip = gitcommits.fetch_branch(repo, remote, target)
+        if attempt == 0 and in_checkout:
+            remote_tip = incoming  # fetched a moment ago
+        else:
+            remote_tip = gitcommits.fetch_branch(repo, remote, target)
         step = _plan(
             view, local, remote_tip, fresh=commit is not None, in_checkout=in_checkout,
             had_branch=had_branch,
@@ -377,7 +395,7 @@ def _sync(
                 new = _merge(location, local, remote_tip, remote, target)
                 _refuse_invalid_merge(store, remote, target, remote_tip, new, local)
             if in_checkout:
-                gitcommits.fast_forward_checkout(repo, new)
+                gitcommits.fast_forward_checkout(repo, new, alike=sorted(taken))
             elif not gitcommits.update_branch(repo, target, new, local):
                 raise GitError(
                     f"branch {target} moved while kexp sync was merging into it: run "
@@ -518,6 +536,42 @@ class RemoteView:
             return set()
         tips = list(dict.fromkeys(self.branches().values()))
         return gitcommits.held_files(self.repo, paths, tips)
+
+
+def _landed(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    changed: list[str],
+    incoming: str | None,
+    head: str | None,
+) -> tuple[set[str], set[str]]:
+    """Of ``changed`` (the checkout's new, changed and deleted experiment files), those
+    a sync of the checkout does not commit: (those the remote's ``target``, at ``incoming``,
+    holds as the working tree has them, present alike or absent from both: a side
+    branch's pull request merged there, which the merge brings in; the present files
+    another of the remote's branches holds alike: published there). ``head`` is the
+    checkout's commit. Raises :class:`~kexp.core.errors.SyncConflictError` for an
+    untracked file the remote's branch holds with other content, changing nothing."""
+    repo, top = location.repo, location.toplevel
+    present = [p for p in changed if os.path.lexists(top / p)]
+    if incoming is None:
+        return set(), view.held(present)
+    theirs = gitcommits.path_blobs(repo, incoming, changed)
+    same = gitcommits.held_files(repo, present, [incoming])
+    tracked = gitcommits.path_blobs(repo, head, present) if head else {}
+    differing = [p for p in present if p in theirs and p not in same and p not in tracked]
+    if differing:
+        where = f"{view.remote}/{target}"
+        raise SyncConflictError(
+            f"kexp sync did nothing: {where} holds another version of "
+            f"{_listing(differing)}, untracked here (yours is kept as it is): move yours "
+            f"out of {location.folder}/, run kexp sync again to bring in {where}'s, then "
+            "compare the two and put back the one to keep",
+            differing,
+        )
+    gone = {p for p in changed if p not in set(present)}
+    return same | {p for p in gone if p not in theirs}, view.held(sorted(set(present) - same))
 
 
 def _commit_beside(
