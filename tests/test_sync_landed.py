@@ -8,6 +8,8 @@ files."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,37 @@ def test_what_a_side_branch_holds_still_lands_through_its_pull_request(tmp_path:
     status = git(alice, "status", "--porcelain", "--untracked-files=all")
     assert status == f"?? {relative(alice, second.path)}"
 
+
+def test_the_advice_to_bring_in_main_s_experiment_works_as_written(tmp_path: Path) -> None:
+    """Alice's and Bob's pull requests both merged (squashed, their branches deleted);
+    Alice fetched, and builds on Bob's experiment: the write is refused (it is on
+    origin/main, not in her working tree) with advice that names a command, and that
+    command, run as written, brings it in (``git merge origin/main`` refuses: her own
+    published files are untracked here), after which the write succeeds."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    his = record(bob, base, "Vectorized stores - +2.5%", score=1.025)
+    sync(Store(bob), branch="kexp/bob")
+    for branch in ("kexp/alice", "kexp/bob"):
+        land(remote, tmp_path / "forge", branch, "squashed")
+        git(remote, "branch", "-D", branch)
+    git(alice, "fetch", "-q", "--prune")
+
+    child = ["add", "--pid", his.id, "--summary", "Unroll on vectorized - +1%",
+             "--score", "1.01", "--measured-against", "parent", "--operator",
+             his.operator_sig, "--dtype", "bf16", "--env", "MI300X",
+             "--base-commit", base]  # fmt: skip
+    refused = run_kexp(*child, cwd=alice)
+    assert refused.returncode != 0 and "origin/main" in refused.stderr, refused.stderr
+    named = re.search(r"\((git merge \S+?|kexp sync)[,)]", refused.stderr)
+    assert named, refused.stderr
+    command = named.group(1).split()
+    if command[0] == "git":
+        followed = subprocess.run(command, cwd=alice, capture_output=True, text=True)
+    else:
+        followed = run_kexp(*command[1:], cwd=alice)
+    assert followed.returncode == 0, (named.group(1), followed.stderr)
+    made = run_kexp(*child, cwd=alice)
+    assert made.returncode == 0, made.stderr
