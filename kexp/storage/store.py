@@ -393,7 +393,7 @@ class Store(StoreReader):
         break) or in their ``combines`` unless ``force=True``.
         """
         self._writable()
-        full_id, path = self._find(exp_id, writing=True)
+        full_id, path = self._find(exp_id, writing=True, removing=True)
         # Exclusive: no write naming this experiment is between its check and its write.
         with self._lineage_lock(exclusive=True):
             return self._delete(full_id, path, force)
