@@ -292,6 +292,10 @@ def test_a_second_rm_says_the_removal_is_made_and_which_sync_publishes_it(
     command = f"kexp sync{f' --branch {branch}' if branch else ''} publishes the removal"
     assert command in again.stderr, again.stderr
     assert git(alice, "rev-parse", "HEAD") == head
+    if branch is None:  # another write naming it: its file is deleted here, restore it
+        update = run_kexp("update", gone.id, "--set", "score=1.01", cwd=alice)
+        assert update.returncode != 0 and "merge" not in update.stderr, update.stderr
+        assert "git status shows its file deleted): restore it" in update.stderr
     followed = run_kexp(*command.split()[1:-3], cwd=alice)
     assert followed.returncode == 0, followed.stderr
     assert remote_ids(remote, branch or "main") == [kept.id]
