@@ -46,9 +46,10 @@ def relative(root: Path, path: object) -> str:
     return Path(str(path)).relative_to(root).as_posix()
 
 
+@pytest.mark.parametrize("removal", ["kexp rm", "git rm"])
 @pytest.mark.parametrize("how", ["merge commit", "squashed"])
 def test_after_the_pull_request_merges_kexp_sync_on_main_brings_main_in(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, removal: str
 ) -> None:
     """Alice records an experiment, corrects one main holds and removes another, and
     syncs to kexp/alice from main; her pull request is merged; ``kexp sync`` (the
@@ -62,7 +63,10 @@ def test_after_the_pull_request_merges_kexp_sync_on_main_brings_main_in(
     gone = record(alice, base, "Unroll 8 - crash", score=1.0)
     sync(Store(alice))
     Store(alice).update_experiment(corrected.id, score=1.11)
-    Store(alice).delete_experiment(gone.id)
+    if removal == "kexp rm":
+        Store(alice).delete_experiment(gone.id)
+    else:  # the deletion staged
+        git(alice, "rm", "-q", relative(alice, gone.path))
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
     path = relative(alice, exp.path)
     text = (alice / path).read_text()

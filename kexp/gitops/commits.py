@@ -294,15 +294,19 @@ def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] =
     ``alike`` are files of the working tree (untracked or changed) that ``commit``
     holds as they are: taken as ``commit``'s (staged first, so that git does not
     refuse to overwrite them with themselves; unstaged again when git refuses)."""
-    listing = "".join(f"{p}\0" for p in alike)
+    import os
+
+    top = toplevel(repo)
+    present = [p for p in alike if os.path.lexists(top / p)]  # a deletion needs no staging
+    listing = "".join(f"{p}\0" for p in present)
     spec = ("--pathspec-from-file=-", "--pathspec-file-nul")
     literal = {"GIT_LITERAL_PATHSPECS": "1"}
-    if alike:
+    if present:
         git_command(repo, "add", *spec, env=literal, stdin=listing)
     found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
     if found.status == 0:
         return
-    if alike:
+    if present:
         git_command(repo, "reset", "-q", *spec, env=literal, stdin=listing)
     detail = (found.stderr or found.stdout).strip().splitlines()
     named = [line.strip() for line in detail if line.startswith("\t")]
