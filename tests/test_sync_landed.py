@@ -182,3 +182,29 @@ def test_the_advice_to_bring_in_main_s_experiment_works_as_written(tmp_path: Pat
     assert followed.returncode == 0, (named.group(1), followed.stderr)
     made = run_kexp(*child, cwd=alice)
     assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.parametrize("how", ["merge commit", "squashed"])
+def test_a_side_branch_merged_and_deleted_restarts_before_the_clone_fetched(
+    tmp_path: Path, how: str
+) -> None:
+    """Alice's pull request is merged and its branch deleted (as forges do); before she
+    fetched or pulled, she records another experiment and syncs to kexp/alice again:
+    the branch starts again from her checkout (the sync fetches main to see that it
+    holds her first experiment), so the new pull request adds the new experiment alone,
+    not her first one a second time (squashed, it was on the stale branch)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    first = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", how)
+    git(remote, "branch", "-D", "kexp/alice")
+    second = record(alice, base, "Vectorized stores - +2.5%", score=1.025)
+
+    done = sync(Store(alice), branch="kexp/alice")
+    assert done.pushed and [Path(p).name[:16] for p in done.committed] == [second.id]
+    changes = git(remote, "diff", "--no-renames", "--name-status", "main...kexp/alice")
+    assert [line.split("\t")[0] + " " + Path(line).name[:16] for line in changes.splitlines()] == [
+        f"A {second.id}"
+    ], changes
+    assert first.id in remote_ids(remote, "main")

@@ -325,6 +325,10 @@ def _sync(
         kept: list[str] = []
     else:
         incoming, taken = None, set()
+        if not dry_run and local is not None and checked_out not in (None, target):
+            # The checkout's branch as the remote has it now: a pull request of this
+            # branch merged there (squashed, the branch deleted) restarts the branch.
+            view.fetch(str(checked_out))
         record = Record.read(repo, target)
         made, paths, removed, kept, base, remote_base = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
@@ -503,6 +507,17 @@ class RemoteView:
             self._listed = gitcommits.remote_branches(self.repo, self.remote)
             self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
         return self._listed
+
+    def fetch(self, branch: str) -> None:
+        """Fetch the remote's ``branch`` when this clone lacks its commit, so that it
+        can be compared (a dry run fetches nothing)."""
+        tip = self.listed().get(branch)
+        if (
+            tip is not None
+            and tip not in (self._held or ())
+            and gitcommits.fetch_branch(self.repo, self.remote, branch) == tip
+        ):
+            self._held = {*(self._held or ()), tip}
 
     def branches(self) -> dict[str, str]:
         """Each branch's commit, of those this clone holds."""
