@@ -495,7 +495,7 @@ class StoreReader:
         """The full id and the file of the one experiment of the working tree (or the
         revision) whose id starts with ``id_or_prefix``. ``writing`` (a write names it:
         it must be in the working tree): one only on refs is an error saying where it is
-        and how to bring it in (:func:`kexp.storage.refs.not_in_working_tree`; ``removing``:
+        and how to bring it in (:func:`kexp.storage.whereabouts.not_in_working_tree`; ``removing``:
         for a removal, which one made here already answers)."""
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
@@ -504,7 +504,7 @@ class StoreReader:
         except ExperimentNotFoundError as error:
             if not writing:
                 raise
-            from kexp.storage.refs import not_in_working_tree
+            from kexp.storage.whereabouts import not_in_working_tree
 
             raise not_in_working_tree(self, prefix, error, removing=removing) from None
         paths = index[exp_id]

@@ -281,7 +281,7 @@ class Store(StoreReader):
             named = combines[position] if isinstance(combines, list) else None
         if not isinstance(named, str) or not ids.is_valid_id(named):
             return problem
-        from kexp.storage.refs import elsewhere
+        from kexp.storage.whereabouts import elsewhere
 
         found = elsewhere(self, named)
         if found is None:
