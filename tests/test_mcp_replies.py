@@ -161,6 +161,7 @@ NO_TOOL = {
     ("kexp/measure/intake.py", "--format"): "a document given to kexp add (record: arguments)",
     ("kexp/output/parquet.py", "--format"): "kexp export, which no tool is",
     ("kexp/storage/store.py", "--set"): "a delete refused, and no tool deletes",
+    ("kexp/storage/whereabouts.py", "--branch"): "a second kexp rm's advice, and no tool deletes",
 }
 
 

@@ -619,6 +619,18 @@ def _on_a_remote_named_like_a_prefix(alice: Path, base: str, remote: Path) -> No
     git(alice, "push", "-q", "origin/old", "work")
 
 
+def _pull_request_merged(alice: Path, base: str, remote: Path) -> None:
+    """Alice published to kexp/alice from main (its files untracked here), and her pull
+    request was merged on the remote (squashed): main holds them alike."""
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    forge = clone(remote, alice.parent / "forge")
+    git(forge, "merge", "-q", "--squash", "origin/kexp/alice")
+    git(forge, "commit", "-q", "-m", "Unrolled by 4 (#1)")
+    git(forge, "push", "-q", "origin", "main")
+    git(alice, "fetch", "-q")
+
+
 _SCENARIOS: dict[str, Callable[[Path, str, Path], object]] = {
     "level": lambda alice, base, remote: None,
     "an experiment not committed": lambda alice, base, remote: record(
@@ -635,6 +647,7 @@ _SCENARIOS: dict[str, Callable[[Path, str, Path], object]] = {
     "merged from two branches": _merged_from_two_branches,
     "moved to a new remote": _moved_to_a_new_remote,
     "on a remote named like a prefix": _on_a_remote_named_like_a_prefix,
+    "its side branch's pull request merged": _pull_request_merged,
 }
 
 
@@ -677,7 +690,10 @@ def test_a_dry_run_says_what_the_sync_then_does(
     # with it, its code commits included.
     nothing_new = {"level", "a work branch the remote lacks", "merged from two branches"}
     if branch is not None:
-        nothing_new |= {"behind the remote, fetched", "ahead by code alone"}
+        nothing_new |= {
+            "behind the remote, fetched", "ahead by code alone",
+            "its side branch's pull request merged",
+        }  # fmt: skip
     assert done.up_to_date == (scenario in nothing_new), (scenario, done)
     if not done.commit and not done.merged:
         assert planned.head == done.head

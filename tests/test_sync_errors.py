@@ -175,3 +175,22 @@ def test_a_file_against_a_folder_is_not_called_a_corrected_experiment(tmp_path: 
     message = str(caught.value)
     assert "corrected on both sides" not in message
     assert f"experiments/{year}" in message and "file/directory" in message
+
+
+def test_a_file_of_the_users_that_the_merge_would_overwrite_is_named(tmp_path: Path) -> None:
+    """Another clone pushed a file to main that Alice holds untracked (her own notes,
+    not an experiment): the sync cannot bring her checkout up to date and says so in
+    one line naming the file (git's first line alone named none), changing nothing."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    (bob / "tuning.txt").write_text("block=256\n")
+    git(bob, "add", "tuning.txt")
+    git(bob, "commit", "-q", "-m", "tuning notes")
+    git(bob, "push", "-q", "origin", "main")
+    (alice / "tuning.txt").write_text("my own notes\n")
+    head = git(alice, "rev-parse", "HEAD")
+    with pytest.raises(GitError, match=r"overwritten by merge: tuning\.txt\)") as caught:
+        sync(Store(alice))
+    assert "\n" not in str(caught.value) and "kexp sync again" in str(caught.value)
+    assert (alice / "tuning.txt").read_text() == "my own notes\n"
+    assert git(alice, "rev-parse", "HEAD") == head

@@ -268,3 +268,34 @@ def test_two_worktrees_of_one_clone_never_remove_each_others_files(tmp_path: Pat
         second.id
     ]
     assert remote_ids(remote, "kexp/agents") == [first.id]
+
+
+@pytest.mark.parametrize("branch", [None, "kexp/alice"])
+def test_a_second_rm_says_the_removal_is_made_and_which_sync_publishes_it(
+    tmp_path: Path, branch: str | None
+) -> None:
+    """``kexp rm`` of an experiment removed here already (synced on main, or published
+    to a side branch from beside the checkout): the advice is not a merge (it brought
+    nothing back on main, and would merge the side branch into the checkout) but the
+    sync that publishes the removal; run as written, it does."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    kept = record(alice, base, "Vectorized loads - +12%", score=1.12)
+    gone = record(alice, base, "Unroll 8 - crash", score=1.0)
+    sync(Store(alice), branch=branch)
+    assert run_kexp("rm", gone.id, "--yes", cwd=alice).returncode == 0
+    head = git(alice, "rev-parse", "HEAD")
+
+    again = run_kexp("rm", gone.id, "--yes", cwd=alice)
+    assert again.returncode != 0 and again.stderr.count("\n") == 1, again.stderr
+    assert "merge" not in again.stderr, again.stderr
+    command = f"kexp sync{f' --branch {branch}' if branch else ''} publishes the removal"
+    assert command in again.stderr, again.stderr
+    assert git(alice, "rev-parse", "HEAD") == head
+    if branch is None:  # another write naming it: its file is deleted here, restore it
+        update = run_kexp("update", gone.id, "--set", "score=1.01", cwd=alice)
+        assert update.returncode != 0 and "merge" not in update.stderr, update.stderr
+        assert "git status shows its file deleted): restore it" in update.stderr
+    followed = run_kexp(*command.split()[1:-3], cwd=alice)
+    assert followed.returncode == 0, followed.stderr
+    assert remote_ids(remote, branch or "main") == [kept.id]

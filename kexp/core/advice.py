@@ -69,9 +69,10 @@ SHOW_ALL_REFS = Advice(
     "read it there: call show with all_refs: true",
 )
 #: Advice on an experiment a write names that is on the remote's branch, not in the
-#: working tree (a pid another agent synced): the merge kexp sync makes.
+#: working tree (a pid another agent synced): the merge kexp sync makes (git merge
+#: refuses while files a side branch published are untracked here, alike on it).
 MERGE_SYNCED = Advice(
-    "merge it in first (git merge {ref}, as kexp sync does) and run this again",
+    "merge it in first (kexp sync, which merges {ref}) and run this again",
     "merge it in first: call sync (it merges {ref}), then call this tool again",
 )
 #: Advice on emptying an interval that does not hold its score.

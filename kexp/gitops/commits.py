@@ -287,18 +287,38 @@ def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
     ).stdout.strip()
 
 
-def fast_forward_checkout(repo: git.Repo, commit: str) -> None:
+def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] = ()) -> None:
     """Move the checked-out branch, index and working tree forward to ``commit`` (a
     descendant of ``HEAD``); the user's other uncommitted changes are kept (git refuses,
-    changing nothing, when one would be overwritten)."""
+    changing nothing, when one would be overwritten, and the files it names are named).
+    ``alike`` are files of the working tree (untracked or changed) that ``commit``
+    holds as they are: taken as ``commit``'s (staged first, so that git does not
+    refuse to overwrite them with themselves; unstaged again when git refuses)."""
+    import os
+
+    top = toplevel(repo)
+    present = [p for p in alike if os.path.lexists(top / p)]  # a deletion needs no staging
+    listing = "".join(f"{p}\0" for p in present)
+    spec = ("--pathspec-from-file=-", "--pathspec-file-nul")
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    if present:
+        git_command(repo, "add", *spec, env=literal, stdin=listing)
     found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
-    if found.status != 0:
-        detail = (found.stderr or found.stdout).strip().splitlines()
-        raise GitError(
-            "cannot bring the working tree up to date with the remote's experiments "
-            f"({detail[0] if detail else 'git merge --ff-only failed'}): commit or stash "
-            "the changes git names, then run kexp sync again"
-        )
+    if found.status == 0:
+        return
+    if present:
+        git_command(repo, "reset", "-q", *spec, env=literal, stdin=listing)
+    detail = (found.stderr or found.stdout).strip().splitlines()
+    named = [line.strip() for line in detail if line.startswith("\t")]
+    said = detail[0] if detail else "git merge --ff-only failed"
+    if named:
+        said = f"{said.removesuffix(':')}: {', '.join(named[:5])}"
+        said += f" and {len(named) - 5} more" if len(named) > 5 else ""
+    raise GitError(
+        f"cannot bring the working tree up to date with the remote's experiments ({said}): "
+        "commit the changes to the files named, or move those files away, then run kexp "
+        "sync again"
+    )
 
 
 def remote_branches(repo: git.Repo, remote: str) -> dict[str, str]:

@@ -510,11 +510,14 @@ class StoreReader:
             ]
         return resolved
 
-    def _find(self, id_or_prefix: str, *, writing: bool = False) -> tuple[str, Path]:
+    def _find(
+        self, id_or_prefix: str, *, writing: bool = False, removing: bool = False
+    ) -> tuple[str, Path]:
         """The full id and the file of the one experiment of the working tree (or the
         revision) whose id starts with ``id_or_prefix``. ``writing`` (a write names it:
         it must be in the working tree): one only on refs is an error saying where it is
-        and how to bring it in (:func:`kexp.storage.refs.not_in_working_tree`)."""
+        and how to bring it in (:func:`kexp.storage.whereabouts.not_in_working_tree`; ``removing``:
+        for a removal, which one made here already answers)."""
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
         try:
@@ -522,18 +525,19 @@ class StoreReader:
         except ExperimentNotFoundError as error:
             if not writing:
                 raise
-            from kexp.storage.refs import not_in_working_tree
+            from kexp.storage.whereabouts import not_in_working_tree
 
-            raise not_in_working_tree(self, prefix, error) from None
+            raise not_in_working_tree(self, prefix, error, removing=removing) from None
         paths = index[exp_id]
         if len(paths) > 1:
             raise _used_twice(exp_id, [str(p) for p in paths])
         return exp_id, paths[0]
 
-    def path_of(self, exp_id: str, *, writing: bool = False) -> Path:
+    def path_of(self, exp_id: str, *, writing: bool = False, removing: bool = False) -> Path:
         """The file of the experiment with this id (or unique prefix); ``writing``: for
-        a write, which must find it in the working tree (see :meth:`_find`)."""
-        return self._find(exp_id, writing=writing)[1]
+        a write, which must find it in the working tree, ``removing`` for a removal
+        (see :meth:`_find`)."""
+        return self._find(exp_id, writing=writing, removing=removing)[1]
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
         """The experiment with this id or unique id prefix (≥ 4 characters); read across

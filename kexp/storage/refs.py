@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import MERGE_SYNCED, SHOW_ALL_REFS
+from kexp.core.advice import SHOW_ALL_REFS
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
 from kexp.format.rules import is_stray
@@ -528,71 +528,3 @@ def removed_message(exp_id: str, place: str) -> str:
             "working tree's copy, if it holds one)"
         )
     return f"experiment {exp_id} {removed_phrase(place)}, its newest state: {tail}"
-
-
-def not_in_working_tree(store: Any, prefix: str, error: KexpError) -> KexpError:
-    """``error`` (no experiment ``prefix`` names in the working tree, where a write's
-    ``pid``, ``combines`` and target must be) saying which refs hold it and the merge
-    that brings it in; ``error`` itself when no ref does. ``store``: a
-    :class:`kexp.storage.store.Store` of the working tree."""
-    found = elsewhere(store, prefix)
-    if found is None:
-        return error
-    named = prefix if len(prefix) == 16 else f"{prefix}..."
-    return type(error)(
-        f"experiment {named} is {found} (a write needs the experiments it names in "
-        f"{store.experiments_dir})"
-    )
-
-
-def elsewhere(store: Any, id_or_prefix: str) -> str | None:
-    """Where the experiment ``id_or_prefix`` names is when the working tree does not
-    hold it, and how a write naming it can go on: ``on origin/kexp/alice, not in your
-    working tree: merge it in first (git merge origin/kexp/alice) and run this again``;
-    None when no ref holds it."""
-    repo = kgit.find_repo(store.root) if store.is_working_tree else None
-    refs = _branches_holding(repo, store.experiments_dir, id_or_prefix) if repo else []
-    if repo is None or not refs:
-        return None
-    from kexp.gitops.commits import current_branch
-
-    branch = current_branch(repo)
-    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
-    merge = next((ref for ref in refs if ref != branch), None)
-    if merge is None:  # committed on the branch checked out: its file is gone from here
-        return (
-            f"on {shown}, not in your working tree (git status shows its file deleted): "
-            "restore it and run this again"
-        )
-    if branch and merge == f"origin/{branch}":  # what kexp sync merges
-        return f"on {shown}, not in your working tree: {MERGE_SYNCED.say(ref=merge)}"
-    return (
-        f"on {shown}, not in your working tree: merge it in first (git merge {merge}) "
-        "and run this again"
-    )
-
-
-def _branches_holding(repo: Any, experiments_dir: Path, prefix: str) -> list[str]:
-    """The branches and remote-tracking branches (in git's order) whose tree holds a file
-    of an experiment whose id starts with ``prefix`` in ``experiments_dir``: asked of git
-    alone (one ``git ls-tree`` per commit), so that a refused write writes nothing, not
-    even the cache."""
-    try:
-        top = kgit.toplevel(repo).resolve()
-        folder = experiments_dir.resolve().relative_to(top).as_posix()
-    except (KexpError, ValueError):
-        return []
-    holds: dict[str, bool] = {}
-    found = []
-    for ref in gitobjects.list_refs(repo):
-        if not ref.name.startswith(("refs/heads/", "refs/remotes/")):
-            continue
-        if ref.commit not in holds:
-            names = (entry.path for entry in kgit.list_tree(repo, ref.commit, folder))
-            holds[ref.commit] = any(
-                (exp_id := id_from_name(name)) is not None and exp_id.startswith(prefix)
-                for name in names
-            )
-        if holds[ref.commit]:
-            found.append(ref.short)
-    return found

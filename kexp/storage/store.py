@@ -281,7 +281,7 @@ class Store(StoreReader):
             named = combines[position] if isinstance(combines, list) else None
         if not isinstance(named, str) or not ids.is_valid_id(named):
             return problem
-        from kexp.storage.refs import elsewhere
+        from kexp.storage.whereabouts import elsewhere
 
         found = elsewhere(self, named)
         if found is None:
@@ -393,7 +393,7 @@ class Store(StoreReader):
         break) or in their ``combines`` unless ``force=True``.
         """
         self._writable()
-        full_id, path = self._find(exp_id, writing=True)
+        full_id, path = self._find(exp_id, writing=True, removing=True)
         # Exclusive: no write naming this experiment is between its check and its write.
         with self._lineage_lock(exclusive=True):
             return self._delete(full_id, path, force)

@@ -13,7 +13,13 @@ the remote's words. What it would publish is validated first, as ``kexp validate
 anything is committed; so is a merge with the remote's branch before it is pushed (each
 side valid, together not: one removed the parent the other built on). Never a
 force-push. Nothing new and the remote up to date: nothing
-is committed or pushed. Two syncs in one clone take turns (a lock in the store's cache
+is committed or pushed. A sync of the checked-out branch fetches the remote's branch
+first: a file it holds as the working tree has it (a side branch's pull request merged
+there; ``git pull`` refuses to overwrite the untracked files ``branch`` left) is not
+committed again, the merge takes it in; a file another of the remote's branches holds
+alike is left uncommitted (on its way through that branch's pull request); an untracked
+file the remote's branch holds with other content stops the sync, naming it, before
+anything changes. Two syncs in one clone take turns (a lock in the store's cache
 folder): the second waits for the first.
 
 The current branch is published, or with ``branch`` another one (``kexp/<name>``):
@@ -45,6 +51,8 @@ from kexp.core.errors import (
 )
 from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.validate import README_NAME
+from kexp.gitops import commits as gitcommits
+from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals
 
 if TYPE_CHECKING:
@@ -235,9 +243,7 @@ def _sync(
     sleep: Callable[[float], None],
 ) -> SyncResult:
     """:func:`sync`, holding the store's sync lock."""
-    # lazy: not every command that imports this module needs kexp.gitops.git, kexp.storage.snapshot
-    from kexp.gitops import commits as gitcommits
-    from kexp.gitops import git as kgit
+    # lazy: not every command that imports this module needs kexp.storage.snapshot
     from kexp.storage.snapshot import StoreLocation
 
     if branch is not None:
@@ -300,7 +306,15 @@ def _sync(
                 "kexp sync commits only experiment files; commit those changes first, or "
                 "unstage them (git restore --staged PATH)"
             )
-        paths = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        changed = sorted(p for p in gitcommits.changed_paths(repo, folder) if publishable(p))
+        # The remote's branch first: what it holds as the working tree has it is not
+        # committed again (a side branch's pull request merged there), nor what another
+        # of its branches holds alike (on its way there through a pull request).
+        incoming = (
+            view.known_tip(target) if dry_run else gitcommits.fetch_branch(repo, remote, target)
+        )
+        taken, elsewhere = _landed(location, view, target, changed, incoming, local)
+        paths = [p for p in changed if p not in taken | elsewhere]
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
             refuse_invalid(store, remote, target)
@@ -310,6 +324,11 @@ def _sync(
         paths = [p for p in paths if p not in set(removed)]
         kept: list[str] = []
     else:
+        incoming, taken = None, set()
+        if not dry_run and local is not None and checked_out not in (None, target):
+            # The checkout's branch as the remote has it now: a pull request of this
+            # branch merged there (squashed, the branch deleted) restarts the branch.
+            view.fetch(str(checked_out))
         record = Record.read(repo, target)
         made, paths, removed, kept, base, remote_base = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
@@ -348,48 +367,47 @@ def _sync(
             if not dry_run:
                 gitcommits.update_branch(repo, target, base, None)
             local = base
-    if dry_run:
-        return _planned(
-            location, view, target, (tuple(paths), tuple(removed), tuple(kept)), left, local,
-            pending, in_checkout=in_checkout, had_branch=had_branch,
+    if dry_run:  # the plan as the remote's branch is now, its commits as last fetched
+        tip = pending or local
+        unmade = 1 if in_checkout and (paths or removed) else 0  # the checkout's commit
+        known = view.known_tip(target)
+        step = _plan(
+            view, tip, known, fresh=bool(unmade or pending), unmade=unmade,
+            in_checkout=in_checkout, had_branch=had_branch,
+            gained=known != view.listed().get(target),
+        )  # fmt: skip
+        return SyncResult(
+            remote, target, True, tuple(paths), None, step.merge, step.push, step.commits,
+            local, 0, 0, left, created_branch=not had_branch and (tip is not None or bool(unmade)),
+            removed=tuple(removed), not_removed=tuple(kept),
         )  # fmt: skip
 
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
     for attempt in range(attempts):
-        remote_tip = gitcommits.fetch_branch(repo, remote, target)
-        if local is None:  # nothing here, nothing to publish: take what the remote has
-            if remote_tip is not None and in_checkout:
-                gitcommits.fast_forward_checkout(repo, remote_tip)
-                local, merged = remote_tip, True
-            break
-        if (
-            remote_tip is None
-            and commit is None
-            and (in_checkout or had_branch)
-            and not view.lacks(local)
-        ):
-            break  # a branch the remote lacks, holding no experiment it lacks: nothing new
-        if (
-            remote_tip is not None
-            and remote_tip != local
-            and not kgit.is_ancestor(repo, remote_tip, local)
-        ):
+        if attempt == 0 and in_checkout:
+            remote_tip = incoming  # fetched a moment ago
+        else:
+            remote_tip = gitcommits.fetch_branch(repo, remote, target)
+        step = _plan(
+            view, local, remote_tip, fresh=commit is not None, in_checkout=in_checkout,
+            had_branch=had_branch,
+        )  # fmt: skip
+        if step.merge and remote_tip is not None:
             new = remote_tip
-            if not kgit.is_ancestor(repo, local, remote_tip):
-                new = _merge(gitcommits, location, local, remote_tip, remote, target)
+            if local is not None and not kgit.is_ancestor(repo, local, remote_tip):
+                new = _merge(location, local, remote_tip, remote, target)
                 _refuse_invalid_merge(store, remote, target, remote_tip, new, local)
             if in_checkout:
-                gitcommits.fast_forward_checkout(repo, new)
+                gitcommits.fast_forward_checkout(repo, new, alike=sorted(taken))
             elif not gitcommits.update_branch(repo, target, new, local):
                 raise GitError(
                     f"branch {target} moved while kexp sync was merging into it: run "
                     "kexp sync again"
                 )
             local, merged = new, True
-        if remote_tip == local:
-            break  # the remote has everything
-        ahead = view.ahead(local, remote_tip)
+        if not step.push or local is None:
+            break  # the remote has everything, or nothing here is news to it
         tried += 1
         try:
             outcome = gitcommits.push_branch(repo, remote, local, target)
@@ -399,7 +417,7 @@ def _sync(
                 "settle it with whoever runs the remote, then run kexp sync again"
             ) from None
         if outcome.pushed:
-            pushed, commits_pushed = True, ahead
+            pushed, commits_pushed = True, step.commits
             break
         rejected += 1
         locked = locked + 1 if outcome.lock else 0
@@ -426,55 +444,48 @@ def _sync(
     )  # fmt: skip
 
 
-def _planned(
-    location: StoreLocation,
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """What a sync does with the remote's branch (:func:`_plan`): the real run acts on
+    it, a dry run reports it."""
+
+    #: Merge the remote's branch in: a merge commit, or a fast-forward to it when this
+    #: side has nothing it lacks (with no commit here, the checkout takes it).
+    merge: bool = False
+    #: Push, bringing the remote ``commits`` commits (a merge commit counted).
+    push: bool = False
+    commits: int = 0
+
+
+def _plan(
     view: RemoteView,
-    target: str,
-    changes: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
-    left: tuple[str, ...],
-    local: str | None,
-    pending: str | None,
+    tip: str | None,
+    remote_tip: str | None,
     *,
+    fresh: bool,
     in_checkout: bool,
     had_branch: bool,
-) -> SyncResult:
-    """What a sync would do (a dry run: nothing fetched, made or moved), as the remote's
-    branches are now and their commits as last fetched. ``local`` is the branch's commit
-    (a side branch's, made or taken as the sync would), ``pending`` the commit a side
-    branch would gain, ``changes`` the files the sync would commit, remove, and keep
-    although removed here."""
-    from kexp.gitops import git as kgit
-
-    paths, removed, kept = changes
-    repo, remote = location.repo, view.remote
-    tracking = view.known_tip(target)
-    gained = tracking != view.listed().get(target)  # the remote moved since the fetch
-    tip = pending or local
-    uncommitted = 1 if in_checkout and (paths or removed) else 0  # the checkout's commit
-    merged = pushed = False
-    ahead = 0
-    if tip is None and not uncommitted:
-        merged = in_checkout and tracking is not None
-    elif tracking is None:
-        pushed = (
-            bool(uncommitted or pending)
-            or not (in_checkout or had_branch)
-            or (tip is not None and view.lacks(tip))
-        )
-        if pushed:
-            ahead = uncommitted + (view.ahead(tip, None) if tip else 0)
-    elif tip is None or tip != tracking or uncommitted or gained:
-        ahead = uncommitted + (view.ahead(tip, tracking) if tip else 0)
-        moved = gained or tip is None or not kgit.is_ancestor(repo, tracking, tip)
-        merged = moved
-        pushed = ahead > 0
-        if moved and pushed:
-            ahead += 1  # the merge commit
-    return SyncResult(
-        remote, target, True, paths, None, merged, pushed, ahead, local, 0, 0, left,
-        created_branch=not had_branch and (tip is not None or bool(uncommitted)),
-        removed=removed, not_removed=kept,
-    )  # fmt: skip
+    unmade: int = 0,
+    gained: bool = False,
+) -> _Step:
+    """What a sync does with the branch whose commit here is ``tip`` (None: none) and
+    the remote's ``remote_tip`` (None: the remote lacks the branch). ``fresh``: the
+    sync commits something; ``unmade``: how many commits it would make on ``tip`` that
+    are not made (a dry run's commit in the checkout); ``gained``: the remote's branch
+    moved past ``remote_tip`` (a dry run knows it only as last fetched). A branch the
+    remote lacks is pushed only with something new, or when it is new here and holds
+    experiments the remote's branches lack (never an empty pull request)."""
+    if tip is None and not unmade:  # nothing here: the checkout takes the remote's
+        return _Step(merge=in_checkout and remote_tip is not None)
+    if remote_tip is None:
+        if fresh or not (in_checkout or had_branch) or (tip is not None and view.lacks(tip)):
+            return _Step(push=True, commits=unmade + (view.ahead(tip, None) if tip else 0))
+        return _Step()
+    if tip == remote_tip and not unmade and not gained:
+        return _Step()  # the remote has everything
+    ahead = unmade + (view.ahead(tip, remote_tip) if tip else 0)
+    merge = gained or tip is None or not kgit.is_ancestor(view.repo, remote_tip, tip)
+    return _Step(merge, ahead > 0, ahead + 1 if merge and ahead > 0 else ahead)
 
 
 @dataclasses.dataclass
@@ -492,12 +503,21 @@ class RemoteView:
 
     def listed(self) -> dict[str, str]:
         """Each branch's commit on the remote."""
-        from kexp.gitops import commits as gitcommits
-
         if self._listed is None:
             self._listed = gitcommits.remote_branches(self.repo, self.remote)
             self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
         return self._listed
+
+    def fetch(self, branch: str) -> None:
+        """Fetch the remote's ``branch`` when this clone lacks its commit, so that it
+        can be compared (a dry run fetches nothing)."""
+        tip = self.listed().get(branch)
+        if (
+            tip is not None
+            and tip not in (self._held or ())
+            and gitcommits.fetch_branch(self.repo, self.remote, branch) == tip
+        ):
+            self._held = {*(self._held or ()), tip}
 
     def branches(self) -> dict[str, str]:
         """Each branch's commit, of those this clone holds."""
@@ -507,16 +527,12 @@ class RemoteView:
     def lacks(self, commit: str, *, besides: str | None = None) -> bool:
         """Whether publishing ``commit`` brings the remote's branches (but ``besides``)
         a change of an experiment file none of them holds."""
-        from kexp.gitops import commits as gitcommits
-
         tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
         return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
 
     def ahead(self, commit: str, base: str | None) -> int:
         """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
         branch new on the remote), that none of the remote's branches has."""
-        from kexp.gitops import commits as gitcommits
-
         others = [base] if base else list(dict.fromkeys(self.branches().values()))
         return gitcommits.count_commits(self.repo, commit, others)
 
@@ -524,8 +540,6 @@ class RemoteView:
         """The remote's commit of ``branch`` as far as this clone knows it: the remote's
         when held here, else its remote-tracking branch (as last fetched); None when the
         remote has no such branch."""
-        from kexp.gitops import commits as gitcommits
-
         tip = self.listed().get(branch)
         if tip is None or tip in (self._held or ()):
             return tip
@@ -533,12 +547,46 @@ class RemoteView:
 
     def held(self, paths: list[str]) -> set[str]:
         """The working tree's files among ``paths`` that a branch holds alike."""
-        from kexp.gitops import commits as gitcommits
-
         if not paths:
             return set()
         tips = list(dict.fromkeys(self.branches().values()))
         return gitcommits.held_files(self.repo, paths, tips)
+
+
+def _landed(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    changed: list[str],
+    incoming: str | None,
+    head: str | None,
+) -> tuple[set[str], set[str]]:
+    """Of ``changed`` (the checkout's new, changed and deleted experiment files), those
+    a sync of the checkout does not commit: (those the remote's ``target``, at ``incoming``,
+    holds as the working tree has them, present alike or absent from both: a side
+    branch's pull request merged there, which the merge brings in; the present files
+    another of the remote's branches holds alike: published there). ``head`` is the
+    checkout's commit. Raises :class:`~kexp.core.errors.SyncConflictError` for an
+    untracked file the remote's branch holds with other content, changing nothing."""
+    repo, top = location.repo, location.toplevel
+    present = [p for p in changed if os.path.lexists(top / p)]
+    if incoming is None:
+        return set(), view.held(present)
+    theirs = gitcommits.path_blobs(repo, incoming, changed)
+    same = gitcommits.held_files(repo, present, [incoming])
+    tracked = gitcommits.path_blobs(repo, head, present) if head else {}
+    differing = [p for p in present if p in theirs and p not in same and p not in tracked]
+    if differing:
+        where = f"{view.remote}/{target}"
+        raise SyncConflictError(
+            f"kexp sync did nothing: {where} holds another version of "
+            f"{_listing(differing)}, untracked here (yours is kept as it is): move yours "
+            f"out of {location.folder}/, run kexp sync again to bring in {where}'s, then "
+            "compare the two and put back the one to keep",
+            differing,
+        )
+    gone = {p for p in changed if p not in set(present)}
+    return same | {p for p in gone if p not in theirs}, view.held(sorted(set(present) - same))
 
 
 def _commit_beside(
@@ -564,9 +612,6 @@ def _commit_beside(
     clone removed it (``record``: what it published there;
     :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
     dry run: as far as known)."""
-    from kexp.gitops import commits as gitcommits
-    from kexp.gitops import git as kgit
-
     repo = location.repo
     remote_base = None
     if local is None:
@@ -617,9 +662,6 @@ def _commit_beside(
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:
     """The commit checked out: the branch's, else (a detached HEAD) HEAD's; None in a
     repository with no commits."""
-    from kexp.gitops import commits as gitcommits
-    from kexp.gitops import git as kgit
-
     if checked_out is not None:
         return gitcommits.ref_commit(repo, f"refs/heads/{checked_out}")
     try:
@@ -642,7 +684,6 @@ def refuse_invalid(store: Store, remote: str, target: str, head: str | None = No
     whole without one. Files that are not published (not named as experiments) do not
     count."""
     # lazy: not every command that imports this module needs these
-    from kexp.gitops import commits as gitcommits
     from kexp.storage.changed import check_changes
     from kexp.storage.snapshot import StoreLocation
 
@@ -705,9 +746,7 @@ def _first_error(problems: list[Problem]) -> str:
     return f"{where}: error[{first.code}]{field} {first.message}{more}"
 
 
-def _merge(
-    gitcommits: Any, location: StoreLocation, local: str, remote_tip: str, remote: str, target: str
-) -> str:
+def _merge(location: StoreLocation, local: str, remote_tip: str, remote: str, target: str) -> str:
     """The merge commit of the local branch and the remote's (a conflict explained: the
     same experiment corrected on both sides, or in git's words when it is another clash,
     such as a file where the other side has a folder)."""

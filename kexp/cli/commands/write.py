@@ -666,7 +666,7 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
       kexp rm 6ad1e3ef8a --yes
     """
     store = get_store(ctx)
-    path = store.path_of(exp_id, writing=True)
+    path = store.path_of(exp_id, writing=True, removing=True)
     full_id = store.resolve_id(exp_id)
     if not force:  # refused before asking: the answer would not matter
         kids, combiners = store.dependents(full_id)

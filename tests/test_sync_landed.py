@@ -1,0 +1,210 @@
+"""After a side branch's pull request lands: ``kexp sync --branch`` left the files it
+published untracked in the checkout on ``main``; the pull request is merged on the
+remote as a forge merges it (a merge commit, or squashed), and the team workflow's next
+step, ``kexp sync`` on ``main``, brings main's files in (``git pull`` refuses: the
+untracked files would be overwritten). Real git: a bare repository on disk as the
+remote, the merge made in another clone and pushed. The truth is read from git and the
+files."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git, run_kexp
+from test_sync import clone, make_remote, record, remote_ids
+
+from kexp import Store
+from kexp.storage.sync import sync
+
+
+def land(remote: Path, forge: Path, branch: str, how: str, edit: str = "") -> None:
+    """Merge ``branch``'s pull request into the remote's ``main`` from the clone
+    ``forge``, as a forge does (``how``: a merge commit, or squashed, the branch kept);
+    ``edit`` is a line the reviewer appends to every file the branch adds first."""
+    if not forge.exists():
+        clone(remote, forge)
+    git(forge, "fetch", "-q")
+    git(forge, "reset", "-q", "--hard", "origin/main")
+    if how == "merge commit":
+        git(forge, "merge", "-q", "--no-ff", "--no-edit", f"origin/{branch}")
+    else:
+        git(forge, "merge", "-q", "--squash", f"origin/{branch}")
+        git(forge, "commit", "-q", "-m", f"{branch} (#1)")
+    if edit:
+        added = git(forge, "diff", "--name-only", "--diff-filter=A", "HEAD^", "HEAD")
+        for path in added.splitlines():
+            with (forge / path).open("a") as file:
+                file.write(edit)
+        git(forge, "commit", "-q", "-am", "review: amended")
+    git(forge, "push", "-q", "origin", "main")
+
+
+def relative(root: Path, path: object) -> str:
+    return Path(str(path)).relative_to(root).as_posix()
+
+
+@pytest.mark.parametrize("removal", ["kexp rm", "git rm"])
+@pytest.mark.parametrize("how", ["merge commit", "squashed"])
+def test_after_the_pull_request_merges_kexp_sync_on_main_brings_main_in(
+    tmp_path: Path, how: str, removal: str
+) -> None:
+    """Alice records an experiment, corrects one main holds and removes another, and
+    syncs to kexp/alice from main; her pull request is merged; ``kexp sync`` (the
+    documented step) fast-forwards her main to the remote's: the files it published,
+    untracked or changed here and alike on main (the removed one gone from both), are
+    main's now; nothing is committed or pushed, nothing lost, and git pull has nothing
+    left to do."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    corrected = record(alice, base, "Vectorized loads - +12%", score=1.12)
+    gone = record(alice, base, "Unroll 8 - crash", score=1.0)
+    sync(Store(alice))
+    Store(alice).update_experiment(corrected.id, score=1.11)
+    if removal == "kexp rm":
+        Store(alice).delete_experiment(gone.id)
+    else:  # the deletion staged
+        git(alice, "rm", "-q", relative(alice, gone.path))
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    path = relative(alice, exp.path)
+    text = (alice / path).read_text()
+    (alice / "notes.txt").write_text("my notes\n")
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    land(remote, tmp_path / "forge", "kexp/alice", how)
+    main = git(remote, "rev-parse", "main")
+
+    git(alice, "fetch", "-q")  # a dry run knows the remote's commits as last fetched
+    planned = run_kexp("sync", "--dry-run", cwd=alice)
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines()[0] == "would merge in what origin/main gained", planned
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["merged the experiments of origin/main"], done.stdout
+    assert git(remote, "rev-parse", "main") == main  # nothing pushed
+    assert git(alice, "rev-parse", "HEAD") == main  # main's commit, checked out
+    assert git(alice, "status", "--porcelain", "--untracked-files=all") == "?? notes.txt"
+    assert (alice / path).read_text() == text
+    assert sorted(remote_ids(remote, "main")) == sorted([corrected.id, exp.id])
+    assert Store(alice).get_experiment(corrected.id).score == 1.11
+    git(alice, "pull", "-q")  # nothing left for git to refuse
+    assert sync(Store(alice)).up_to_date
+
+
+def test_an_untracked_file_that_differs_from_main_s_is_kept_and_named(tmp_path: Path) -> None:
+    """The reviewer amended Alice's experiment before the merge: her untracked copy
+    differs from main's. ``kexp sync`` stops before anything changes, in one line
+    naming the file and what to do; her copy is kept as it is. Doing what it says
+    brings main's version in."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, base, "Unrolled by 4 - +1.9%")
+    path = relative(alice, exp.path)
+    mine = (alice / path).read_text()
+    sync(Store(alice), branch="kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed", edit="\nReviewed.\n")
+    main, head = git(remote, "rev-parse", "main"), git(alice, "rev-parse", "HEAD")
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert path in refused.stderr and "kexp sync again" in refused.stderr, refused.stderr
+    assert (alice / path).read_text() == mine  # kept
+    assert git(alice, "rev-parse", "HEAD") == head
+    assert git(remote, "rev-parse", "main") == main
+    assert git(alice, "status", "--porcelain", "--", path) == f"?? {path}"
+
+    # What it says: move the copy aside, sync again (main's version comes in).
+    aside = tmp_path / "mine.md"
+    (alice / path).rename(aside)
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert git(alice, "rev-parse", "HEAD") == main
+    assert (alice / path).read_text().endswith("Reviewed.\n")
+    assert aside.read_text() == mine
+
+
+def test_what_a_side_branch_holds_still_lands_through_its_pull_request(tmp_path: Path) -> None:
+    """Alice's first pull request merged; she recorded another experiment since and
+    published it to kexp/alice (a second pull request, open). The step after the merge,
+    ``kexp sync`` on main, brings main's files in and leaves that one untracked, where
+    it was: it reaches main through review, not pushed there by the sync."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    first = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", "merge commit")
+    second = record(alice, base, "Vectorized stores - +2.5%", score=1.025)
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    assert second.id in remote_ids(remote, "kexp/alice")
+    main = git(remote, "rev-parse", "main")
+
+    done = sync(Store(alice))
+    assert done.merged and not done.pushed and not done.committed
+    assert git(remote, "rev-parse", "main") == main
+    assert git(alice, "rev-parse", "HEAD") == main
+    assert remote_ids(remote, "main") == [first.id]
+    status = git(alice, "status", "--porcelain", "--untracked-files=all")
+    assert status == f"?? {relative(alice, second.path)}"
+
+
+def test_the_advice_to_bring_in_main_s_experiment_works_as_written(tmp_path: Path) -> None:
+    """Alice's and Bob's pull requests both merged (squashed, their branches deleted);
+    Alice fetched, and builds on Bob's experiment: the write is refused (it is on
+    origin/main, not in her working tree) with advice that names a command, and that
+    command, run as written, brings it in (``git merge origin/main`` refuses: her own
+    published files are untracked here), after which the write succeeds."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    his = record(bob, base, "Vectorized stores - +2.5%", score=1.025)
+    sync(Store(bob), branch="kexp/bob")
+    for branch in ("kexp/alice", "kexp/bob"):
+        land(remote, tmp_path / "forge", branch, "squashed")
+        git(remote, "branch", "-D", branch)
+    git(alice, "fetch", "-q", "--prune")
+
+    child = ["add", "--pid", his.id, "--summary", "Unroll on vectorized - +1%",
+             "--score", "1.01", "--measured-against", "parent", "--operator",
+             his.operator_sig, "--dtype", "bf16", "--env", "MI300X",
+             "--base-commit", base]  # fmt: skip
+    refused = run_kexp(*child, cwd=alice)
+    assert refused.returncode != 0 and "origin/main" in refused.stderr, refused.stderr
+    named = re.search(r"\((git merge \S+?|kexp sync)[,)]", refused.stderr)
+    assert named, refused.stderr
+    command = named.group(1).split()
+    if command[0] == "git":
+        followed = subprocess.run(command, cwd=alice, capture_output=True, text=True)
+    else:
+        followed = run_kexp(*command[1:], cwd=alice)
+    assert followed.returncode == 0, (named.group(1), followed.stderr)
+    made = run_kexp(*child, cwd=alice)
+    assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.parametrize("how", ["merge commit", "squashed"])
+def test_a_side_branch_merged_and_deleted_restarts_before_the_clone_fetched(
+    tmp_path: Path, how: str
+) -> None:
+    """Alice's pull request is merged and its branch deleted (as forges do); before she
+    fetched or pulled, she records another experiment and syncs to kexp/alice again:
+    the branch starts again from her checkout (the sync fetches main to see that it
+    holds her first experiment), so the new pull request adds the new experiment alone,
+    not her first one a second time (squashed, it was on the stale branch)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    first = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", how)
+    git(remote, "branch", "-D", "kexp/alice")
+    second = record(alice, base, "Vectorized stores - +2.5%", score=1.025)
+
+    done = sync(Store(alice), branch="kexp/alice")
+    assert done.pushed and [Path(p).name[:16] for p in done.committed] == [second.id]
+    changes = git(remote, "diff", "--no-renames", "--name-status", "main...kexp/alice")
+    assert [line.split("\t")[0] + " " + Path(line).name[:16] for line in changes.splitlines()] == [
+        f"A {second.id}"
+    ], changes
+    assert first.id in remote_ids(remote, "main")
