@@ -208,3 +208,29 @@ def test_a_side_branch_merged_and_deleted_restarts_before_the_clone_fetched(
         f"A {second.id}"
     ], changes
     assert first.id in remote_ids(remote, "main")
+
+
+def test_a_correction_after_the_pull_request_merged_is_published_as_a_correction(
+    tmp_path: Path,
+) -> None:
+    """Bob's pull request is merged (a merge commit, his branch kept); he only fetched,
+    so his main is behind; he corrects his experiment and syncs to his side branch
+    again: published as a correction of it (the next pull request changes the file),
+    not stopped as 'changed both here and on origin/kexp/bob' by a branch restarted
+    without it, and nothing of his branch or record is rewritten."""
+    remote, base = make_remote(tmp_path)
+    bob = clone(remote, tmp_path / "bob")
+    exp = record(bob, base, "Vectorized loads - +2%", score=1.02)
+    assert sync(Store(bob), branch="kexp/bob").pushed
+    published = git(remote, "rev-parse", "kexp/bob")
+    land(remote, tmp_path / "forge", "kexp/bob", "merge commit")
+    git(bob, "fetch", "-q")
+    Store(bob).update_experiment(exp.id, score=1.021)
+    done = run_kexp("sync", "--branch", "kexp/bob", cwd=bob)
+    assert done.returncode == 0, done.stderr
+    tip = git(remote, "rev-parse", "kexp/bob")
+    assert git(remote, "merge-base", "--is-ancestor", published, tip) == ""  # not rewritten
+    path = relative(bob, exp.path)
+    assert "score: 1.021" in git(remote, "show", f"kexp/bob:{path}")
+    changes = git(remote, "diff", "--name-status", "main...kexp/bob")
+    assert changes.split() == ["M", path], changes

@@ -33,6 +33,7 @@ clone's. Removals are said apart from what is committed (``SyncResult.removed``)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -530,6 +531,14 @@ class RemoteView:
         tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
         return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
 
+    def merged(self, commit: str, *, besides: str | None = None) -> bool:
+        """Whether the remote's branches (but ``besides``) hold every commit of
+        ``commit``, as far as this clone holds them: a pull request merged with its
+        commits (not squashed)."""
+        tips = [t for n, t in self.branches().items() if n != besides]
+        held = sorted(gitcommits.held_commits(self.repo, list(dict.fromkeys(tips))))
+        return bool(held) and gitcommits.count_commits(self.repo, commit, held) == 0
+
     def ahead(self, commit: str, base: str | None) -> int:
         """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
         branch new on the remote), that none of the remote's branches has."""
@@ -629,6 +638,12 @@ def _commit_beside(
         and (kgit.is_ancestor(repo, local, checkout) or not view.lacks(local, besides=target))
     ):
         base = checkout
+        if not kgit.is_ancestor(repo, local, checkout) and view.merged(local, besides=target):
+            # Merged with its commits on the remote, not here yet: start from both, so
+            # that what it published stays on it (a correction of it is a correction).
+            with contextlib.suppress(SyncConflictError):
+                message = f"Start {target} again from the checkout, keeping what it published"
+                base = gitcommits.merge_commits(repo, checkout, local, message)
     kept: list[str] = []
 
     def remove(gone: list[str]) -> list[str]:
