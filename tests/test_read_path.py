@@ -244,6 +244,22 @@ def test_an_uncommitted_edit_is_the_newest_version(agents: tuple[Path, Path, str
     assert [(e.id, e.score) for e in across.list_experiments()] == [(exp.id, 1.5)]
 
 
+def _bob_removes_a_bogus_record(
+    alice: Path, bob: Path, base: str, tmp_path: Path
+) -> tuple[kexp.KernelExperiment, kexp.KernelExperiment, Path]:
+    """Alice publishes a bogus record and a good one on main; Bob pulls, removes the
+    bogus one and pushes his branch; Carol clones: (bogus, good, Carol's clone)."""
+    bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
+    good = record(alice, base, "Vectorized stores - +10%", score=1.10)
+    sync(Store(alice))
+    git(bob, "pull", "-q")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    Store(bob).delete_experiment(bogus.id)
+    git(bob, "commit", "-q", "-am", "remove the bogus record")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    return bogus, good, clone(tmp_path / "remote.git", tmp_path / "carol")
+
+
 def test_an_experiment_removed_on_a_newer_branch_is_not_read(
     agents: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
@@ -253,15 +269,7 @@ def test_an_experiment_removed_on_a_newer_branch_is_not_read(
     or counts it. Alice's own uncommitted removal is her newest state too; a branch that
     never held it (not merged yet) removes nothing."""
     alice, bob, base = agents
-    bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
-    good = record(alice, base, "Vectorized stores - +10%", score=1.10)
-    sync(Store(alice))
-    git(bob, "pull", "-q")
-    git(bob, "checkout", "-q", "-b", "kexp/bob")
-    Store(bob).delete_experiment(bogus.id)
-    git(bob, "commit", "-q", "-am", "remove the bogus record")
-    git(bob, "push", "-q", "origin", "kexp/bob")
-    carol = clone(tmp_path / "remote.git", tmp_path / "carol")
+    bogus, good, carol = _bob_removes_a_bogus_record(alice, bob, base, tmp_path)
     late = record(carol, base, "Nontemporal stores - +4%", score=1.04)  # not on any ref
     for root in (carol, alice):
         git(root, "fetch", "-q")
@@ -292,15 +300,7 @@ def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed
     saying where it was removed, not an internal error; Bob's own clone says his
     working tree removed it (main still holds it: it is not "not in the store")."""
     alice, bob, base = agents
-    bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
-    record(alice, base, "Vectorized stores - +10%", score=1.10)
-    sync(Store(alice))
-    git(bob, "pull", "-q")
-    git(bob, "checkout", "-q", "-b", "kexp/bob")
-    Store(bob).delete_experiment(bogus.id)
-    git(bob, "commit", "-q", "-am", "remove the bogus record")
-    git(bob, "push", "-q", "origin", "kexp/bob")
-    carol = clone(tmp_path / "remote.git", tmp_path / "carol")
+    bogus, _, carol = _bob_removes_a_bogus_record(alice, bob, base, tmp_path)
     for root, where in ((carol, "on origin/kexp/bob"), (bob, "in the working tree")):
         for args in (("show", bogus.id, "--all-refs"), ("tree", bogus.id[:10], "--all-refs"),
                      ("similar", bogus.id, "--refs", "origin/*")):  # fmt: skip
