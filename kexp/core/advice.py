@@ -68,6 +68,12 @@ SHOW_ALL_REFS = Advice(
     "read it there with kexp show {id} --all-refs",
     "read it there: call show with all_refs: true",
 )
+#: Advice on an experiment a newer branch removed, asked for by id across refs: the
+#: working tree's copy, read without refs.
+READ_WITHOUT_REFS = Advice(
+    "without --all-refs or --refs, kexp reads your working tree's copy",
+    "without all_refs or refs, the tools read your working tree's copy",
+)
 #: Advice on an experiment a write names that is on the remote's branch, not in the
 #: working tree (a pid another agent synced): the merge kexp sync makes (git merge
 #: refuses while files a side branch published are untracked here, alike on it).
@@ -177,6 +183,7 @@ ADVICE = (
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,
+    READ_WITHOUT_REFS,
     MERGE_SYNCED,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import SHOW_ALL_REFS
+from kexp.core.advice import READ_WITHOUT_REFS, SHOW_ALL_REFS
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
 from kexp.format.rules import is_stray
@@ -523,8 +523,5 @@ def removed_message(exp_id: str, place: str) -> str:
     if place == LOCAL:
         tail = "read across refs it is gone, though older commits hold it"
     else:
-        tail = (
-            "read across refs it is gone (without --all-refs or --refs, kexp reads your "
-            "working tree's copy, if it holds one)"
-        )
+        tail = f"read across refs it is gone ({READ_WITHOUT_REFS.say()}, if it holds one)"
     return f"experiment {exp_id} {removed_phrase(place)}, its newest state: {tail}"
