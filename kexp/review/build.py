@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,6 +147,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         modified=[c for c in check.changes.modified if id(c) not in ours],
         removed=[c for c in check.changes.removed if id(c) not in ours],
     )
+    changes = _held_on_tip(changes, on_base)
     now, then, at_tip = _sides(scan, check.changes, changes, on_base)
     del scan
 
@@ -227,6 +229,42 @@ def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
         ):
             found.append(change)
     return found
+
+
+def _held_on_tip(changes: Changes, on_base: Changes | None) -> Changes:
+    """``changes`` with each addition of an experiment the base branch's tip holds (it
+    added it since the merge base) made a correction of the tip's version: as merging
+    the branch into the tip shows it, whichever merge base git picked (after a
+    criss-cross merge, one that lacks it) or when the tip holds it by a squash merge."""
+    if on_base is None or not changes.added:
+        return changes
+    # lazy: not every command that imports this module needs kexp.storage.history
+    from kexp.storage.history import ExperimentChange, diff_fields, field_values
+
+    on_tip = {c.id: c.after for c in on_base.added if c.after is not None}
+    files = Counter(c.id for c in changes.added)
+    added: list[ExperimentChange] = []
+    modified = list(changes.modified)
+    for change in changes.added:
+        its, mine = on_tip.get(change.id), change.after
+        if its is None or mine is None:
+            added.append(change)
+            continue
+        same_path = str(its.path) == str(mine.path)
+        if not same_path and files[change.id] > 1:  # another file of the id is its own
+            added.append(change)
+            continue
+        fields = (
+            diff_fields(field_values(its.document), field_values(mine.document))
+            if its.document is not None and mine.document is not None
+            else {}
+        )
+        old_path = None if same_path else its.path
+        modified.append(
+            ExperimentChange(change.id, "modified", change.path, old_path, its, mine, fields)
+        )
+    modified.sort(key=lambda c: (c.id, str(c.path)))
+    return dataclasses.replace(changes, added=added, modified=modified)
 
 
 def _best_changes(
