@@ -189,7 +189,7 @@ def criss_cross(team: dict[str, Path]) -> tuple[KernelExperiment, KernelExperime
     return a, b
 
 
-@pytest.mark.parametrize("who", ["alice"])
+@pytest.mark.parametrize("who", ["alice", "bob"])
 def test_after_a_criss_cross_merge_a_correction_is_reviewed_as_ci_reviews_it(
     team: dict[str, Path], who: str
 ) -> None:
@@ -198,6 +198,7 @@ def test_after_a_criss_cross_merge_a_correction_is_reviewed_as_ci_reviews_it(
     Store(root).update_experiment(mine.id, score=1.021)
     local = review(Store(root), "origin/main")
     assert [e.id for e in local.added] == []
+    assert local.already_on_base == []  # the other's experiment: shared history, no change
     [entry] = local.corrected
     assert entry.id == mine.id
     assert [(c.field, c.old, c.new) for c in entry.changes] == [("score", mine.score, 1.021)]

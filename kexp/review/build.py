@@ -140,6 +140,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     # What the base branch changed since the branch was made (only those files are read).
     on_base = changes_between(store, check.merge_base, tip) if tip != check.merge_base else None
     landed = _landed(check.changes, on_base)
+    shared = _shared(store, landed, check.merge_base, tip, head_commit or "HEAD")
     ours = {id(c) for c in landed}
     changes = dataclasses.replace(
         check.changes,
@@ -195,7 +196,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         best_changes=_best_changes(entries, now, then),
         lessons_lost=lost,
         base_commit=tip,
-        already_on_base=sorted({c.id for c in landed}),
+        already_on_base=sorted({c.id for c in landed if id(c) not in shared}),
     )
 
 
@@ -228,6 +229,46 @@ def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
             and not diff_fields(field_values(mine.document), field_values(its.document))
         ):
             found.append(change)
+    return found
+
+
+def _shared(
+    store: Store, landed: list[ExperimentChange], fork: str, tip: str, head: str
+) -> set[int]:
+    """The changes of ``landed`` (the same on the base branch's tip) that are no change
+    of the branch at all: after a criss-cross merge, those another merge base than
+    ``fork`` (the one git picked) holds as the branch does, as the merge CI reviews
+    shows them (by ``id()``)."""
+    if not landed:
+        return set()
+    # lazy: not every command that imports this module needs kexp.gitops.git
+    from kexp.gitops import git as kgit
+    from kexp.storage.history import diff_fields, field_values
+    from kexp.storage.snapshot import StoreLocation
+
+    others = [
+        c for c in kgit.merge_bases(StoreLocation.of(store.root).repo, tip, head) if c != fork
+    ]
+    found: set[int] = set()
+    for other in others:
+        left = [c for c in landed if id(c) not in found]
+        if not left:
+            break
+        paths = [c.path if c.after is None else c.after.path for c in left]
+        held = store.at(other).check_files(paths)
+        for change, item in zip(left, held, strict=True):
+            if change.kind == "removed":
+                same = [p.code for p in item.problems] == ["not-in-revision"]
+            else:
+                mine = change.after
+                same = (
+                    item.document is not None
+                    and mine is not None
+                    and mine.document is not None
+                    and not diff_fields(field_values(item.document), field_values(mine.document))
+                )
+            if same:
+                found.add(id(change))
     return found
 
 
