@@ -232,3 +232,31 @@ def test_a_correction_of_an_experiment_squash_merged_already_is_a_correction(
     assert [(c.field, c.old, c.new) for c in entry.changes] == [("score", 1.03, 1.021)]
     assert "**0 added · 1 corrected · 0 removed**" in render_markdown(local)
     # (no CI review to compare with: merging the branch into main is an add/add conflict)
+
+
+def test_a_store_wide_problem_the_base_tip_holds_is_not_caused_by_the_branch(
+    team: dict[str, Path],
+) -> None:
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    a1 = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    a2 = record(alice, "Warp reduce via shfl - +5%", 1.05, pid=a1.id)
+    assert a1.path is not None
+    a1.path.unlink()  # a2's parent is gone: a dangling pid main gets
+    push_branch(alice, "kexp/alice", "alice's experiments")
+    record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/alice")
+    merge_into_main(reviewer, "kexp/bob")
+    git(alice, "fetch", "-q")
+    git(alice, "merge", "-q", "--no-edit", "origin/kexp/bob")  # git picks bob's tip
+    Store(alice).update_experiment(a2.id, score=1.06)
+
+    local = review(Store(alice), "origin/main")
+    assert local.store_problems == []  # those the change causes
+    assert [p.code for p in local.preexisting_store_problems] == ["dangling-pid"]
+    assert "The change causes no store-wide problem." in render_markdown(local)
+    push_branch(alice, "kexp/alice", "re-measured")
+    git(reviewer, "fetch", "-q")
+    as_ci_sees_it(reviewer, "kexp/alice")
+    ci = review(Store(reviewer), "origin/main", "HEAD")
+    assert comparable(to_json(local)) == comparable(to_json(ci))
