@@ -260,3 +260,32 @@ def test_a_store_wide_problem_the_base_tip_holds_is_not_caused_by_the_branch(
     as_ci_sees_it(reviewer, "kexp/alice")
     ci = review(Store(reviewer), "origin/main", "HEAD")
     assert comparable(to_json(local)) == comparable(to_json(ci))
+
+
+def test_after_a_criss_cross_merge_a_removal_both_sides_share_is_no_change_of_the_branch(
+    team: dict[str, Path],
+) -> None:
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    x = record(reviewer, "Naive row loop - baseline", 1.0)
+    push_branch(reviewer, "main", "the first experiment")
+    for root in (alice, bob):
+        git(root, "pull", "-q", "--ff-only")
+    Store(alice).delete_experiment(x.id)
+    a = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    push_branch(alice, "kexp/alice", "alice's experiment, x dropped")
+    record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/alice")
+    merge_into_main(reviewer, "kexp/bob")
+    git(alice, "fetch", "-q")
+    git(alice, "merge", "-q", "--no-edit", "origin/kexp/bob")  # git picks bob's tip: x there
+    Store(alice).update_experiment(a.id, score=1.021)
+
+    local = review(Store(alice), "origin/main")
+    assert local.removed == [] and local.already_on_base == []
+    assert [e.id for e in local.corrected] == [a.id]
+    push_branch(alice, "kexp/alice", "re-measured")
+    git(reviewer, "fetch", "-q")
+    as_ci_sees_it(reviewer, "kexp/alice")
+    ci = review(Store(reviewer), "origin/main", "HEAD")
+    assert comparable(to_json(local)) == comparable(to_json(ci))
