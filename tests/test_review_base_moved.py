@@ -169,3 +169,123 @@ def test_a_best_that_rises_is_not_shown_falling(team: dict[str, Path]) -> None:
     assert change.after_cumulative > change.before_cumulative
     [line] = [line for line in render_markdown(result).splitlines() if "Best changed" in line]
     assert "📉" not in line and "📈" in line
+
+
+def criss_cross(team: dict[str, Path]) -> tuple[KernelExperiment, KernelExperiment]:
+    """Alice and Bob each add an experiment on their branch; main merges both (no
+    fast-forward); each then merges the other's branch into theirs: the branch and main
+    have two merge bases, Alice's tip and Bob's, each lacking the other's experiment."""
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    a = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    push_branch(alice, "kexp/alice", "alice's experiment")
+    b = record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/alice")
+    merge_into_main(reviewer, "kexp/bob")
+    for root, other in ((alice, "kexp/bob"), (bob, "kexp/alice")):
+        git(root, "fetch", "-q")
+        git(root, "merge", "-q", "--no-edit", f"origin/{other}")
+        assert len(git(root, "merge-base", "--all", "origin/main", "HEAD").split()) == 2
+    return a, b
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+def test_after_a_criss_cross_merge_a_correction_is_reviewed_as_ci_reviews_it(
+    team: dict[str, Path], who: str
+) -> None:
+    a, b = criss_cross(team)
+    root, mine = (team["alice"], a) if who == "alice" else (team["bob"], b)
+    Store(root).update_experiment(mine.id, score=1.021)
+    local = review(Store(root), "origin/main")
+    assert [e.id for e in local.added] == []
+    assert local.already_on_base == []  # the other's experiment: shared history, no change
+    [entry] = local.corrected
+    assert entry.id == mine.id
+    assert [(c.field, c.old, c.new) for c in entry.changes] == [("score", mine.score, 1.021)]
+    assert "**0 added · 1 corrected · 0 removed**" in render_markdown(local)
+
+    # CI reviews the branch merged into main's tip
+    push_branch(root, f"kexp/{who}", "re-measured")
+    git(team["reviewer"], "fetch", "-q")
+    as_ci_sees_it(team["reviewer"], f"kexp/{who}")
+    ci = review(Store(team["reviewer"]), "origin/main", "HEAD")
+    assert comparable(to_json(local)) == comparable(to_json(ci))
+
+
+def test_a_correction_of_an_experiment_squash_merged_already_is_a_correction(
+    team: dict[str, Path],
+) -> None:
+    bob, reviewer = team["bob"], team["reviewer"]
+    b1 = record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/bob", squash=True)
+    # bob corrects it on the same branch, never merging main back
+    Store(bob).update_experiment(b1.id, score=1.021)
+    push_branch(bob, "kexp/bob", "re-measured")
+
+    git(reviewer, "fetch", "-q")
+    store = Store(reviewer)
+    local = review(store, "origin/main", "origin/kexp/bob")
+    assert local.added == [] and local.already_on_base == []
+    [entry] = local.corrected
+    assert entry.id == b1.id
+    assert [(c.field, c.old, c.new) for c in entry.changes] == [("score", 1.03, 1.021)]
+    assert "**0 added · 1 corrected · 0 removed**" in render_markdown(local)
+    # (no CI review to compare with: merging the branch into main is an add/add conflict)
+
+
+def test_a_store_wide_problem_the_base_tip_holds_is_not_caused_by_the_branch(
+    team: dict[str, Path],
+) -> None:
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    a1 = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    a2 = record(alice, "Warp reduce via shfl - +5%", 1.05, pid=a1.id)
+    assert a1.path is not None
+    a1.path.unlink()  # a2's parent is gone: a dangling pid main gets
+    push_branch(alice, "kexp/alice", "alice's experiments")
+    record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/alice")
+    merge_into_main(reviewer, "kexp/bob")
+    git(alice, "fetch", "-q")
+    git(alice, "merge", "-q", "--no-edit", "origin/kexp/bob")  # git picks bob's tip
+    Store(alice).update_experiment(a2.id, score=1.06)
+
+    local = review(Store(alice), "origin/main")
+    assert local.store_problems == []  # those the change causes
+    assert [p.code for p in local.preexisting_store_problems] == ["dangling-pid"]
+    assert "The change causes no store-wide problem." in render_markdown(local)
+    push_branch(alice, "kexp/alice", "re-measured")
+    git(reviewer, "fetch", "-q")
+    as_ci_sees_it(reviewer, "kexp/alice")
+    ci = review(Store(reviewer), "origin/main", "HEAD")
+    assert comparable(to_json(local)) == comparable(to_json(ci))
+
+
+def test_after_a_criss_cross_merge_a_removal_both_sides_share_is_no_change_of_the_branch(
+    team: dict[str, Path],
+) -> None:
+    alice, bob, reviewer = team["alice"], team["bob"], team["reviewer"]
+    x = record(reviewer, "Naive row loop - baseline", 1.0)
+    push_branch(reviewer, "main", "the first experiment")
+    for root in (alice, bob):
+        git(root, "pull", "-q", "--ff-only")
+    Store(alice).delete_experiment(x.id)
+    a = record(alice, "Vectorize loads float4 - +12%", 1.12)
+    push_branch(alice, "kexp/alice", "alice's experiment, x dropped")
+    record(bob, "Fused residual add - +3%", 1.03)
+    push_branch(bob, "kexp/bob", "bob's experiment")
+    merge_into_main(reviewer, "kexp/alice")
+    merge_into_main(reviewer, "kexp/bob")
+    git(alice, "fetch", "-q")
+    git(alice, "merge", "-q", "--no-edit", "origin/kexp/bob")  # git picks bob's tip: x there
+    Store(alice).update_experiment(a.id, score=1.021)
+
+    local = review(Store(alice), "origin/main")
+    assert local.removed == [] and local.already_on_base == []
+    assert [e.id for e in local.corrected] == [a.id]
+    push_branch(alice, "kexp/alice", "re-measured")
+    git(reviewer, "fetch", "-q")
+    as_ci_sees_it(reviewer, "kexp/alice")
+    ci = review(Store(reviewer), "origin/main", "HEAD")
+    assert comparable(to_json(local)) == comparable(to_json(ci))

@@ -410,6 +410,13 @@ def is_ancestor(repo: git.Repo, commit: str, tip: str) -> bool:
     return status == 0
 
 
+def merge_bases(repo: git.Repo, first: str, second: str) -> list[str]:
+    """Every merge base of ``first`` and ``second`` (full hashes; more than one after a
+    criss-cross merge, none when the histories share no commit)."""
+    _, output = run_git(repo, "merge-base", "--all", first, second, ok_codes=(0, 1))
+    return output.split()
+
+
 def ancestors_among(repo: git.Repo, tip: str, commits: Iterable[str]) -> set[str]:
     """The commits of ``commits`` (full hashes present in ``repo``) reachable from ``tip``.
 

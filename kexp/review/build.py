@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,6 +140,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     # What the base branch changed since the branch was made (only those files are read).
     on_base = changes_between(store, check.merge_base, tip) if tip != check.merge_base else None
     landed = _landed(check.changes, on_base)
+    shared = _shared(store, landed, check.merge_base, tip, head_commit or "HEAD")
     ours = {id(c) for c in landed}
     changes = dataclasses.replace(
         check.changes,
@@ -146,6 +148,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         modified=[c for c in check.changes.modified if id(c) not in ours],
         removed=[c for c in check.changes.removed if id(c) not in ours],
     )
+    changes = _held_on_tip(changes, on_base)
     now, then, at_tip = _sides(scan, check.changes, changes, on_base)
     del scan
 
@@ -193,7 +196,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         best_changes=_best_changes(entries, now, then),
         lessons_lost=lost,
         base_commit=tip,
-        already_on_base=sorted({c.id for c in landed}),
+        already_on_base=sorted({c.id for c in landed if id(c) not in shared}),
     )
 
 
@@ -227,6 +230,82 @@ def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
         ):
             found.append(change)
     return found
+
+
+def _shared(
+    store: Store, landed: list[ExperimentChange], fork: str, tip: str, head: str
+) -> set[int]:
+    """The changes of ``landed`` (the same on the base branch's tip) that are no change
+    of the branch at all: after a criss-cross merge, those another merge base than
+    ``fork`` (the one git picked) holds as the branch does, as the merge CI reviews
+    shows them (by ``id()``)."""
+    if not landed:
+        return set()
+    # lazy: not every command that imports this module needs kexp.gitops.git
+    from kexp.gitops import git as kgit
+    from kexp.storage.history import diff_fields, field_values
+    from kexp.storage.snapshot import StoreLocation
+
+    others = [
+        c for c in kgit.merge_bases(StoreLocation.of(store.root).repo, tip, head) if c != fork
+    ]
+    found: set[int] = set()
+    for other in others:
+        left = [c for c in landed if id(c) not in found]
+        if not left:
+            break
+        paths = [c.path if c.after is None else c.after.path for c in left]
+        held = store.at(other).check_files(paths)
+        for change, item in zip(left, held, strict=True):
+            if change.kind == "removed":
+                same = [p.code for p in item.problems] == ["not-in-revision"]
+            else:
+                mine = change.after
+                same = (
+                    item.document is not None
+                    and mine is not None
+                    and mine.document is not None
+                    and not diff_fields(field_values(item.document), field_values(mine.document))
+                )
+            if same:
+                found.add(id(change))
+    return found
+
+
+def _held_on_tip(changes: Changes, on_base: Changes | None) -> Changes:
+    """``changes`` with each addition of an experiment the base branch's tip holds (it
+    added it since the merge base) made a correction of the tip's version: as merging
+    the branch into the tip shows it, whichever merge base git picked (after a
+    criss-cross merge, one that lacks it) or when the tip holds it by a squash merge."""
+    if on_base is None or not changes.added:
+        return changes
+    # lazy: not every command that imports this module needs kexp.storage.history
+    from kexp.storage.history import ExperimentChange, diff_fields, field_values
+
+    on_tip = {c.id: c.after for c in on_base.added if c.after is not None}
+    files = Counter(c.id for c in changes.added)
+    added: list[ExperimentChange] = []
+    modified = list(changes.modified)
+    for change in changes.added:
+        its, mine = on_tip.get(change.id), change.after
+        if its is None or mine is None:
+            added.append(change)
+            continue
+        same_path = str(its.path) == str(mine.path)
+        if not same_path and files[change.id] > 1:  # another file of the id is its own
+            added.append(change)
+            continue
+        fields = (
+            diff_fields(field_values(its.document), field_values(mine.document))
+            if its.document is not None and mine.document is not None
+            else {}
+        )
+        old_path = None if same_path else its.path
+        modified.append(
+            ExperimentChange(change.id, "modified", change.path, old_path, its, mine, fields)
+        )
+    modified.sort(key=lambda c: (c.id, str(c.path)))
+    return dataclasses.replace(changes, added=added, modified=modified)
 
 
 def _best_changes(

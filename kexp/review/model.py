@@ -171,7 +171,8 @@ class Review:
     file_problems: list[Problem]
     #: Store-wide problems the change causes (in any file, touched or not).
     store_problems: list[Problem]
-    #: Store-wide problems already present at the merge base (not caused by the change).
+    #: Store-wide problems already present at the merge base or the base branch's tip (not
+    #: caused by the change).
     preexisting_store_problems: list[Problem]
     #: The failures the change adds, by group (see :data:`kexp.agents.lessons.LESSON_GROUPS`).
     lessons: dict[str, list[Lesson]]

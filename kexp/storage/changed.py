@@ -69,7 +69,8 @@ class ChangeCheck:
     ``file_problems``: every problem of each added or corrected file (its own checks and
     its ``base_commit``); ``store_problems``: the store-wide problems of the whole store
     at the head (duplicate ids, dangling ``pid``/``combines``, lineage cycles), of which
-    ``caused`` are those the change brings (absent at the merge base). The other files
+    ``caused`` are those the change brings (absent at the merge base and at the base
+    branch's tip). The other files
     of the store are not kept (``changes`` holds the changed files, read and checked).
     """
 
@@ -145,7 +146,8 @@ def check_changes(store: Store, base: str, head: str | None = None) -> ChangeChe
 
     The added and corrected files get every check (``base_commit`` included); the whole
     store at the head gets the store-wide checks, and those problems the change causes
-    (absent at the merge base) are told apart from those it found. Every file is read
+    (absent at the merge base and at the base branch's tip) are told apart from those it
+    found. Every file is read
     once, and only what the store-wide checks need is kept of it (memory does not grow
     with the files' contents); other files' ``base_commit`` values are not resolved,
     which is what keeps this fast on a large store.
@@ -197,9 +199,11 @@ def _check(
     moved = {str(c.old_path): str(c.path) for c in changes.modified if c.old_path is not None}
     base_sw: set[tuple[str, str, str, str]] = set()
     # Only the head's problems are told apart: none (a healthy store), nothing to find.
-    for finding in store_findings(base_links) if head_sw else ():
-        path = base_links[finding.file].path
-        base_sw.add((moved.get(path, path), finding.code, finding.field, finding.message))
+    # Those of the merge base and of the base branch's tip were there before the change.
+    for stored in (base_links, _tip_links(store, base, fork, base_links)) if head_sw else ():
+        for finding in store_findings(stored):
+            path = stored[finding.file].path
+            base_sw.add((moved.get(path, path), finding.code, finding.field, finding.message))
     del base_links
     caused = [p for p in head_sw if _problem_key(p, {}) not in base_sw]
     check = ChangeCheck(
@@ -212,6 +216,24 @@ def _check(
         caused=sort_problems(caused),
     )
     return check, HeadScan(target, valid)
+
+
+def _tip_links(store: Store, base: str, fork: str, at_fork: list[FileLinks]) -> list[FileLinks]:
+    """The links of the store at ``base``'s tip, from those at the merge base ``fork``
+    (``at_fork``) and the files the base branch changed since (only those are read)."""
+    # lazy: not every command that imports this module needs kexp.gitops.git,
+    # kexp.storage.history, kexp.storage.snapshot
+    from kexp.gitops import git as kgit
+    from kexp.storage.history import changes
+    from kexp.storage.snapshot import StoreLocation
+
+    tip = kgit.resolve_commit(StoreLocation.of(store.root).repo, base)
+    if tip == fork:
+        return []  # the merge base's, found already
+    on_base = changes(store, fork, tip)
+    gone = {str(item.path) for c in on_base for item in (c.before, c.after) if item is not None}
+    now = [links_of(c.after) for c in on_base if c.after is not None]
+    return [link for link in at_fork if link.path not in gone] + now
 
 
 def _add_folded(
