@@ -569,3 +569,28 @@ def test_the_iteration_in_raw_result_does_not_depend_on_reading_other_branches(
         Path(exp.path or "").unlink()
     assert said[0] == said[1], said
     assert said[0].startswith("Iteration 2 Results"), said
+
+
+# --- a step on a parent: the parent's kernel, dtype and env unless it says otherwise -------------
+
+
+def test_a_step_recorded_on_a_parent_takes_its_kernel_dtype_and_env_unless_given(
+    repo: Path, store: Store
+) -> None:
+    """An agent records its next step with ``kexp add --pid`` and the measurement,
+    without repeating the kernel: the step was recorded with no operator, dtype or env
+    (no error), so it left the parent's campaign (``kexp top --operator``, context).
+    It takes the parent's now, as ``kexp new --pid`` prefills them; those given win."""
+    kernel = ["--operator", OPERATOR, "--dtype", "fp32", "--env", "H100, CUDA 12.4"]
+    parent = kexp(repo, "add", "--json", *kernel, "--summary", "Tile - +5%", "--score", "1.05")
+    parent_id = json.loads(parent.stdout)["id"]
+    step = kexp(repo, "add", "--json", "--pid", parent_id[:10], "--measured-against", "parent",
+                "--summary", "Unroll - +2%", "--score", "1.02")  # fmt: skip
+    assert step.exit_code == 0, step.output
+    made = store.get_experiment(json.loads(step.stdout)["id"])
+    assert (made.operator_sig, made.dtype_sig, made.env) == (OPERATOR, "fp32", "H100, CUDA 12.4")
+    assert made.id in [e.id for e in store.top_experiments(operator=OPERATOR)]
+    other = kexp(repo, "add", "--json", "--pid", parent_id, "--measured-against", "parent",
+                 "--dtype", "bf16", "--summary", "bf16 - +1%", "--score", "1.01")  # fmt: skip
+    made = store.get_experiment(json.loads(other.stdout)["id"])
+    assert (made.operator_sig, made.dtype_sig, made.env) == (OPERATOR, "bf16", "H100, CUDA 12.4")

@@ -49,6 +49,7 @@ from kexp.core.campaign import is_control, measured_nothing
 from kexp.core.errors import (
     CodeRepoWarning,
     ControlWarning,
+    KexpError,
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
@@ -444,7 +445,8 @@ def record_iteration(
     and with samples ``score_ci`` and the ``## Samples`` section (see
     :func:`with_timings`). ``protocol={...}`` says how they were measured (timer,
     warmup, repetitions, l2_flushed, clocks_locked, synchronized, device). Without timings,
-    ``score`` must be among ``fields``. ``status`` defaults to ``done``. The store
+    ``score`` must be among ``fields``. ``status`` defaults to ``done``; with a ``pid``,
+    ``operator_sig``, ``dtype_sig`` and ``env`` not given are the parent's. The store
     (default: the default store) fills id, created_at, base_commit and author,
     validates, and writes; a repeated code change
     (:class:`kexp.core.errors.RepeatedChangeWarning`, or
@@ -457,7 +459,7 @@ def record_iteration(
         store = Store(find_root())
     data = with_timings(
         store,
-        fields,
+        _with_parents_kernel(store, fields),
         baseline=baseline,
         candidate=candidate,
         table=table,
@@ -514,6 +516,26 @@ def record_iteration(
             stacklevel=2,
         )
     return exp
+
+
+#: What a step on a parent takes from it when it does not say: the kernel measured, its
+#: dtype and the machine (as ``kexp new --pid`` prefills them).
+PARENTS_KERNEL = ("operator_sig", "dtype_sig", "env")
+
+
+def _with_parents_kernel(store: Store, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with those of :data:`PARENTS_KERNEL` left out or empty taken from the
+    experiment ``pid`` names (unchanged without a parent the store holds: validation
+    says what is wrong with the pid)."""
+    pid = fields.get("pid")
+    missing = [name for name in PARENTS_KERNEL if not str(fields.get(name) or "").strip()]
+    if not isinstance(pid, str) or not pid.strip() or not missing:
+        return fields
+    try:
+        parent = store.get_experiment(pid.strip())
+    except KexpError:
+        return fields
+    return {**fields, **{name: getattr(parent, name) for name in missing}}
 
 
 def earlier_rounds(exp: KernelExperiment) -> list[Round]:

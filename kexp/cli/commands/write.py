@@ -269,7 +269,8 @@ def add(
     samples too); otherwise give --score (0 when nothing could be measured). Missing id, created_at,
     base_commit (git HEAD) and author (git user.name) are filled in; status defaults
     to done; the experiment is validated before anything is written. Prints the new
-    id and path.
+    id and path. With --pid, the
+    operator, dtype and env not given are the parent's.
 
     With --refs PATTERN or --all-refs, a code change recorded on one of those refs
     (another agent's branch) is warned about too.
