@@ -318,6 +318,9 @@ def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed
                    measured_against="parent")  # fmt: skip
     seen = Store(carol, all_refs=True).get_experiment(child.id)
     assert seen.cumulative_reason == f"parent {bogus.id[:10]} was removed on origin/kexp/bob"
+    checked = invoke(carol, "validate", "--all-refs").output
+    assert f"parent {bogus.id} was removed on origin/kexp/bob" in checked, checked
+    assert "is not in the store" not in checked, checked
 
 
 def test_a_row_in_the_working_tree_is_labelled_local(agents: tuple[Path, Path, str]) -> None:

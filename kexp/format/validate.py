@@ -625,6 +625,7 @@ def store_findings(
     items: Sequence[FileLinks],
     known_ids: Mapping[str, Sequence[Path | str]] | None = None,
     outside_pid: Callable[[str], str | None] | None = None,
+    gone: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """The problems across files of ``items`` (numbered by their place in it): duplicate
     ids, ``pid``/``combines`` naming no experiment, lineage cycles, in that order.
@@ -632,7 +633,8 @@ def store_findings(
     ``known_ids`` maps every id in the store to its files (default: the ids of
     ``items``); ``outside_pid(id)`` is the ``pid`` written in the first file of an id of
     ``known_ids`` that no item holds (default: none), so that a loop through a file that
-    is not checked is found too. The store-wide half of :func:`check_store`, on what
+    is not checked is found too; ``gone`` says of removed ids what they are (read across
+    refs: ``was removed on origin/kexp/bob``). The store-wide half of :func:`check_store`, on what
     :class:`FileLinks` keeps of each file instead of whole documents; its memory is a
     few entries a file, and its time in proportion to the number of files.
     """
@@ -674,17 +676,16 @@ def store_findings(
     for number, item in enumerate(items):
         pid = item.pid
         if pid is not None and pid not in ids and pid not in unreadable:
-            findings.append(
-                Finding(
-                    number,
-                    ("pid",),
-                    "dangling-pid",
-                    "pid",
-                    f"parent {pid} is not in the store",
-                    f"fix the id ({LIST_SHOWS} them), or set pid: '' if "
-                    "the parent was never recorded",
+            if gone and pid in gone:  # read across refs: a newer place removed it
+                said = f"parent {pid} {gone[pid]}"
+                hint = "build on another parent, or set pid: '' if the step stands alone"
+            else:
+                said = f"parent {pid} is not in the store"
+                hint = (
+                    f"fix the id ({LIST_SHOWS} them), or set pid: '' if the parent was "
+                    "never recorded"
                 )
-            )
+            findings.append(Finding(number, ("pid",), "dangling-pid", "pid", said, hint))
         for index, other in enumerate(item.combines):
             if other is not None and other not in ids and other not in unreadable:
                 findings.append(

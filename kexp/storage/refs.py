@@ -312,6 +312,13 @@ class RefsSource:
             entries.setdefault(str(base / path), (path, b"", not isinstance(error, str)))
         return entries
 
+    def removed(self) -> dict[str, str]:
+        """The experiments whose newest state is their removal, as the last read found
+        them (read now when none was made), each with how it is said."""
+        self._entries()
+        assert self._last is not None
+        return {exp_id: removed_phrase(place) for exp_id, place in self._last.removed}
+
     def paths(self) -> list[Path]:
         """The file of every experiment's newest version (where a checkout would have
         it), sorted."""

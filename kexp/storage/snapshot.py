@@ -294,6 +294,10 @@ class GitRevision:
         """None: a revision's ranking is not kept (its read has no listing)."""
         return None
 
+    def removed(self) -> dict[str, str]:
+        """None: one revision removes nothing another holds."""
+        return {}
+
     def bytes_found(
         self, items: Sequence[tuple[str, bytes]], settings: Settings
     ) -> list[bytes | None]:

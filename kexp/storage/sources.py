@@ -132,6 +132,10 @@ class FileSource(Protocol):
         """What a read now would see besides the working tree's files (the ``places`` of
         :class:`Found`): what a kept answer is kept under; None: no answer is kept."""
 
+    def removed(self) -> dict[str, str]:
+        """The experiments whose newest state is their removal (read across refs), each
+        with how it is said (``was removed on origin/kexp/bob``)."""
+
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files :meth:`read` found for ``rows`` (the working tree's
         as they are now, another place's by content key)."""
@@ -219,6 +223,10 @@ class WorkingTree:
     def answer_places(self) -> tuple[Any, ...]:
         """(): the working tree alone."""
         return ()
+
+    def removed(self) -> dict[str, str]:
+        """None: one place removes nothing another holds."""
+        return {}
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files of ``rows`` as they are now."""

@@ -68,8 +68,9 @@ def validate_store(
         problems += item.problems
         fields = item.document.fields if item.document is not None else None
         items.append(FileLinks.of(str(item.path), fields))
+    gone = store.source.removed()  # read across refs: what a newer place removed
     if paths is None:
-        findings = store_findings(items)
+        findings = store_findings(items, gone=gone)
     else:
         index: dict[str, list[str]] = {}
         pids: dict[str, str | None] = {}
@@ -79,7 +80,7 @@ def validate_store(
             if exp_id is not None:
                 index.setdefault(exp_id, []).append(link.path)
                 pids.setdefault(exp_id, link.pid)  # the first file's, as listed
-        findings = store_findings(items, index, pids.__getitem__)
+        findings = store_findings(items, index, pids.__getitem__, gone)
     del links
     bases: dict[str, list[int]] = {}
     for number, link in enumerate(items):
