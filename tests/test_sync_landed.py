@@ -149,12 +149,16 @@ def test_what_a_side_branch_holds_still_lands_through_its_pull_request(tmp_path:
     assert status == f"?? {relative(alice, second.path)}"
 
 
-def test_the_advice_to_bring_in_main_s_experiment_works_as_written(tmp_path: Path) -> None:
-    """Alice's and Bob's pull requests both merged (squashed, their branches deleted);
-    Alice fetched, and builds on Bob's experiment: the write is refused (it is on
+@pytest.mark.parametrize("branches", ["deleted", "kept"])
+def test_the_advice_to_bring_in_main_s_experiment_works_as_written(
+    tmp_path: Path, branches: str
+) -> None:
+    """Alice's and Bob's pull requests both merged (squashed, their branches deleted or
+    kept); Alice fetched, and builds on Bob's experiment: the write is refused (it is on
     origin/main, not in her working tree) with advice that names a command, and that
     command, run as written, brings it in (``git merge origin/main`` refuses: her own
-    published files are untracked here), after which the write succeeds."""
+    published files are untracked here), after which the write succeeds; with Bob's
+    branch kept, the advice brings main in, not Bob's side branch."""
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     record(alice, base, "Unrolled by 4 - +1.9%")
@@ -163,7 +167,8 @@ def test_the_advice_to_bring_in_main_s_experiment_works_as_written(tmp_path: Pat
     sync(Store(bob), branch="kexp/bob")
     for branch in ("kexp/alice", "kexp/bob"):
         land(remote, tmp_path / "forge", branch, "squashed")
-        git(remote, "branch", "-D", branch)
+        if branches == "deleted":
+            git(remote, "branch", "-D", branch)
     git(alice, "fetch", "-q", "--prune")
 
     child = ["add", "--pid", his.id, "--summary", "Unroll on vectorized - +1%",
@@ -182,6 +187,7 @@ def test_the_advice_to_bring_in_main_s_experiment_works_as_written(tmp_path: Pat
     assert followed.returncode == 0, (named.group(1), followed.stderr)
     made = run_kexp(*child, cwd=alice)
     assert made.returncode == 0, made.stderr
+    assert "origin/kexp/bob" not in git(alice, "branch", "-r", "--merged", "HEAD").split()
 
 
 @pytest.mark.parametrize("how", ["merge commit", "squashed"])

@@ -73,7 +73,10 @@ def elsewhere(store: Any, id_or_prefix: str, *, removing: bool = False) -> str |
             f"on {shown}, not in your working tree: removed here already? kexp sync "
             f"--branch {mine[0]} publishes the removal of what this clone published there"
         )
-    merge = next(ref for ref in refs if ref != branch)
+    # The checkout's own branch on the remote first (what kexp sync merges), before
+    # another agent's side branch that holds it too (merging that brings its work in).
+    upstream = f"origin/{branch}" if branch else None
+    merge = upstream if upstream in refs else next(ref for ref in refs if ref != branch)
     if branch and merge == f"origin/{branch}":  # what kexp sync merges
         return f"on {shown}, not in your working tree: {MERGE_SYNCED.say(ref=merge)}"
     return (
