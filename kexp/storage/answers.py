@@ -46,12 +46,14 @@ if TYPE_CHECKING:
 
 
 class Answer(NamedTuple):
-    """A ranking's answer: the rows chosen, in order, what is derived of each, and the
-    invalid files (path, first error) the read found."""
+    """A ranking's answer: the rows chosen, in order, what is derived of each, the
+    invalid files (path, first error) the read found, and the ids it read (a kept
+    answer's: those the read it was kept by saw; None: the read's own)."""
 
     rows: list[Row]
     of: Callable[[Any], Derived]
     invalid: list[tuple[str, Any]]
+    ids: Callable[[], list[str]] | None = None
 
 
 #: What the cache keeps of an answer: its generation, and the answer as (the chosen
@@ -96,12 +98,10 @@ def waiting_answer(
     return (generation, kept) if isinstance(kept, tuple) and len(kept) == 3 else None
 
 
-def held_answer(
-    waiting: Waiting, listing: Listing
-) -> tuple[Answer, Callable[[], list[str]]] | None:
+def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
     """The answer ``waiting`` (:func:`waiting_answer`) if ``listing`` found the files as
-    it was kept for, its rows made of the listing (a ref's kept whole), and the ids the
-    read it was kept by saw; else None."""
+    it was kept for, its rows made of the listing (a ref's kept whole) and its ids those
+    the read it was kept by saw; else None."""
     generation, (chosen, invalid, (beyond, not_read)) = waiting
     if listing.generation != generation:
         return None
@@ -126,8 +126,8 @@ def held_answer(
     def ids() -> list[str]:
         return [i for i in listing.ids() if i not in not_read] + list(beyond)
 
-    answer = Answer(rows, lambda row: derived[row.path, row.key], list(invalid))
-    return answer, (ids if beyond or not_read else listing.ids)
+    ids_read = ids if beyond or not_read else listing.ids
+    return Answer(rows, lambda row: derived[row.path, row.key], list(invalid), ids_read)
 
 
 def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:

@@ -237,10 +237,8 @@ class StoreReader:
         from kexp.storage.cache import rebuilt_on_doubt
 
         places = self.source.answer_places() if question else None
-        ids_read: list[Callable[[], list[str]]] = []
 
         def read(cache: Cache) -> tuple[Found, Answer | None]:
-            ids_read.clear()
             waiting = None if places is None else waiting_answer(cache, question or (), places)
             found = self.source.read(cache, self.settings, rows=waiting is None)
             if waiting is None or found.listing is None:
@@ -248,8 +246,7 @@ class StoreReader:
             held = held_answer(waiting, found.listing)
             if held is None:
                 return self.source.completed(cache, self.settings, found), None
-            ids_read.append(held[1])  # (no row made: the ids the answer's read saw)
-            return found, held[0]
+            return found, held
 
         cache = self.open_cache()
         try:
@@ -257,8 +254,8 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
-        if ids_read:
-            self._ids_read = ids_read[0]
+        if held is not None and held.ids is not None:  # no row made: the ids its read saw
+            self._ids_read = held.ids
         else:
             every = found.ids()
             self._ids_read = lambda: every
