@@ -240,3 +240,41 @@ def test_a_correction_after_the_pull_request_merged_is_published_as_a_correction
     assert "score: 1.021" in git(remote, "show", f"kexp/bob:{path}")
     changes = git(remote, "diff", "--name-status", "main...kexp/bob")
     assert changes.split() == ["M", path], changes
+
+
+@pytest.mark.parametrize("removal", ["kexp rm", "git rm"])
+def test_a_removal_waiting_in_an_open_pull_request_is_not_pushed_to_main(
+    tmp_path: Path, removal: str
+) -> None:
+    """Alice removes an experiment main holds and publishes the removal to kexp/alice
+    (a pull request, open). Bob pushes new work to main; Alice brings it in with
+    ``kexp sync`` on main: Bob's experiment comes in, and her removal stays where it
+    waits for review (main keeps the experiment, her working tree still lacks it),
+    as a new file on its way through a pull request does. Once the pull request
+    lands, ``kexp sync`` brings the removal in from main."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    gone = record(alice, base, "Unroll 8 - crash", score=1.0)
+    sync(Store(alice))
+    path = relative(alice, gone.path)
+    if removal == "kexp rm":
+        Store(alice).delete_experiment(gone.id)
+    else:  # the deletion staged
+        git(alice, "rm", "-q", path)
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    assert gone.id not in remote_ids(remote, "kexp/alice")
+    bob = clone(remote, tmp_path / "bob")
+    new = record(bob, base, "Vectorized stores - +2.5%", score=1.025)
+    sync(Store(bob))
+
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert sorted(remote_ids(remote, "main")) == sorted([gone.id, new.id]), done.stdout
+    assert not (alice / path).exists()  # still removed here, waiting for review
+    assert (alice / relative(alice, Store(alice).path_of(new.id))).is_file()
+    assert git(alice, "rev-parse", "HEAD") == git(remote, "rev-parse", "main")
+
+    land(remote, tmp_path / "forge", "kexp/alice", "merge commit")
+    assert sync(Store(alice)).merged
+    assert remote_ids(remote, "main") == [new.id]
+    assert git(alice, "status", "--porcelain", "--untracked-files=all") == ""

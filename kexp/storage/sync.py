@@ -17,7 +17,8 @@ is committed or pushed. A sync of the checked-out branch fetches the remote's br
 first: a file it holds as the working tree has it (a side branch's pull request merged
 there; ``git pull`` refuses to overwrite the untracked files ``branch`` left) is not
 committed again, the merge takes it in; a file another of the remote's branches holds
-alike is left uncommitted (on its way through that branch's pull request); an untracked
+alike, or a removal another branch made, is left uncommitted (on its way through that
+branch's pull request); an untracked
 file the remote's branch holds with other content stops the sync, naming it, before
 anything changes. Two syncs in one clone take turns (a lock in the store's cache
 folder): the second waits for the first.
@@ -554,6 +555,20 @@ class RemoteView:
             return tip
         return gitcommits.ref_commit(self.repo, f"refs/remotes/{self.remote}/{branch}")
 
+    def removed(self, paths: list[str], head: str, *, besides: str) -> set[str]:
+        """Of ``paths`` (files ``head``, the checkout's commit, holds and the working
+        tree lacks), those another of the remote's branches (but ``besides``) removed:
+        its tip lacks the file its merge base with ``head`` holds (a removal published
+        there, on its way through its pull request)."""
+        found: set[str] = set()
+        for name, tip in self.branches().items():
+            if name == besides or found >= set(paths):
+                continue
+            lacking = [p for p in paths if p not in gitcommits.path_blobs(self.repo, tip, paths)]
+            for since in kgit.merge_bases(self.repo, tip, head) if lacking else ():
+                found |= gitcommits.path_blobs(self.repo, since, lacking).keys()
+        return found
+
     def held(self, paths: list[str]) -> set[str]:
         """The working tree's files among ``paths`` that a branch holds alike."""
         if not paths:
@@ -574,7 +589,8 @@ def _landed(
     a sync of the checkout does not commit: (those the remote's ``target``, at ``incoming``,
     holds as the working tree has them, present alike or absent from both: a side
     branch's pull request merged there, which the merge brings in; the present files
-    another of the remote's branches holds alike: published there). ``head`` is the
+    another of the remote's branches holds alike, and the deleted ones another branch
+    removed: published there). ``head`` is the
     checkout's commit. Raises :class:`~kexp.core.errors.SyncConflictError` for an
     untracked file the remote's branch holds with other content, changing nothing."""
     repo, top = location.repo, location.toplevel
@@ -595,7 +611,11 @@ def _landed(
             differing,
         )
     gone = {p for p in changed if p not in set(present)}
-    return same | {p for p in gone if p not in theirs}, view.held(sorted(set(present) - same))
+    waiting = view.removed(sorted(gone & theirs.keys()), head, besides=target) if head else set()
+    return (
+        same | {p for p in gone if p not in theirs},
+        view.held(sorted(set(present) - same)) | waiting,
+    )
 
 
 def _commit_beside(
