@@ -278,3 +278,37 @@ def test_a_removal_waiting_in_an_open_pull_request_is_not_pushed_to_main(
     assert sync(Store(alice)).merged
     assert remote_ids(remote, "main") == [new.id]
     assert git(alice, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.parametrize("then", ["nothing", "brought main in", "committed code"])
+def test_a_side_branch_squashed_and_kept_publishes_the_new_experiment_alone(
+    tmp_path: Path, then: str
+) -> None:
+    """Alice's pull request is squashed into main and her branch kept on the remote (a
+    forge's default); she records another experiment (having brought main in with
+    ``kexp sync``, or not; or having committed kernel code on her main since) and syncs
+    to kexp/alice again: the next pull request (the forge's diff, main...kexp/alice)
+    adds the new experiment alone (and her code commit), not her first one a second
+    time; the branch only moves forward (no force-push)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    first = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    published = git(remote, "rev-parse", "kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")
+    if then == "brought main in":
+        assert sync(Store(alice)).merged
+    elif then == "committed code":
+        (alice / "kernel.cu").write_text("// unrolled by 4\n")
+        git(alice, "add", "kernel.cu")
+        git(alice, "commit", "-q", "-m", "Unroll by 4")
+    second = record(alice, base, "Vectorized stores - +2.5%", score=1.025)
+
+    done = run_kexp("sync", "--branch", "kexp/alice", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    tip = git(remote, "rev-parse", "kexp/alice")
+    assert git(remote, "merge-base", "--is-ancestor", published, tip) == ""  # not rewritten
+    changes = git(remote, "diff", "--no-renames", "--name-status", "main...kexp/alice")
+    code = ["M\tkernel.cu"] if then == "committed code" else []
+    assert sorted(changes.splitlines()) == sorted([*code, f"A\t{relative(alice, second.path)}"])
+    assert first.id in remote_ids(remote, "main")

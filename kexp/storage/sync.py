@@ -664,6 +664,11 @@ def _commit_beside(
             with contextlib.suppress(SyncConflictError):
                 message = f"Start {target} again from the checkout, keeping what it published"
                 base = gitcommits.merge_commits(repo, checkout, local, message)
+        elif not kgit.is_ancestor(repo, local, checkout):
+            # Squashed on the remote (the branch kept, so the push merges it in): start
+            # from the checkout's branch as the remote has it, which holds the squash,
+            # so that the next pull request does not add what landed a second time.
+            base = _landed_base(repo, view, checkout, checked_out)
     kept: list[str] = []
 
     def remove(gone: list[str]) -> list[str]:
@@ -692,6 +697,22 @@ def _commit_beside(
         remove=remove,
     )
     return made, paths, removed, kept, base, remote_base
+
+
+def _landed_base(repo: Any, view: RemoteView, checkout: str, checked_out: str | None) -> str:
+    """The commit a side branch whose pull request was squashed starts again from: the
+    checkout's branch as the remote has it (which holds the squash), merged with the
+    checkout when both moved; the checkout alone when the remote lacks that branch, or
+    the two conflict."""
+    upstream = view.branches().get(checked_out) if checked_out else None
+    if upstream is None or kgit.is_ancestor(repo, upstream, checkout):
+        return checkout
+    if kgit.is_ancestor(repo, checkout, upstream):
+        return upstream
+    with contextlib.suppress(SyncConflictError):
+        message = f"Start again from {view.remote}/{checked_out}, which holds what landed"
+        return gitcommits.merge_commits(repo, checkout, upstream, message)
+    return checkout
 
 
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:
