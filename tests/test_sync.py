@@ -681,19 +681,20 @@ def test_a_dry_run_says_what_the_sync_then_does(
     def answer(result: kexp.SyncResult) -> tuple[object, ...]:
         return (
             result.committed, result.removed, result.created_branch, result.merged,
-            result.pushed, result.commits_pushed, result.up_to_date,
+            result.pushed, result.commits_pushed, result.up_to_date, result.held_back,
         )  # fmt: skip
 
     assert answer(planned) == answer(done), scenario
     # A branch new to the remote is published with experiments it lacks, never without
-    # (an empty pull request); the checked-out branch the remote has is kept in step
-    # with it, its code commits included.
-    nothing_new = {"level", "a work branch the remote lacks", "merged from two branches"}
+    # (an empty pull request); code commits alone are never pushed to the remote's
+    # default branch (held back, and said).
+    nothing_new = {
+        "level", "a work branch the remote lacks", "merged from two branches",
+        "ahead by code alone",
+    }  # fmt: skip
     if branch is not None:
-        nothing_new |= {
-            "behind the remote, fetched", "ahead by code alone",
-            "its side branch's pull request merged",
-        }  # fmt: skip
+        nothing_new |= {"behind the remote, fetched", "its side branch's pull request merged"}
+    assert bool(done.held_back) == (scenario == "ahead by code alone" and branch is None)
     assert done.up_to_date == (scenario in nothing_new), (scenario, done)
     if not done.commit and not done.merged:
         assert planned.head == done.head

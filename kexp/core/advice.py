@@ -152,6 +152,11 @@ ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
 SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
 #: Advice on the branch kexp sync publishes to.
 SYNC_BRANCH = Advice("(--branch kexp/<name>)", '(branch: "kexp/<name>")')
+#: Advice on publishing experiments for review when the checkout's branch holds code.
+SYNC_FOR_REVIEW = Advice(
+    "publish the experiments for review with kexp sync --branch kexp/<name>",
+    'publish the experiments for review: call sync with branch: "kexp/<name>"',
+)
 #: Advice on an invalid experiment kexp sync would publish (the remote's branch known).
 SYNC_FIX_CHANGED = Advice(
     "fix it (kexp validate --changed {base} lists every problem), then run kexp sync again",

@@ -485,6 +485,25 @@ def push_branch(repo: git.Repo, remote: str, commit: str, branch: str) -> PushOu
     )
 
 
+def default_branch(repo: git.Repo, remote: str) -> str | None:
+    """``remote``'s default branch as this clone knows it (``refs/remotes/REMOTE/HEAD``,
+    which a clone sets); None when unknown. ``remote`` is a checked name."""
+    prefix = f"refs/remotes/{remote}/"
+    found = git_command(repo, "symbolic-ref", "-q", f"{prefix}HEAD", ok_codes=None)
+    name = found.stdout.strip()
+    return name[len(prefix) :] if found.status == 0 and name.startswith(prefix) else None
+
+
+def commits_outside(repo: git.Repo, tip: str, base: str, folder: str) -> list[str]:
+    """The commits of ``tip`` that ``base`` lacks (merges aside) changing a file outside
+    ``folder`` (a checked name), as ``abbreviated-hash subject``, newest first."""
+    found = git_command(
+        repo, "log", "--no-merges", "--format=%h %s", tip, "--not", base, "--",
+        f":(top,exclude,literal){folder}",
+    ).stdout  # fmt: skip
+    return found.splitlines()
+
+
 def count_commits(repo: git.Repo, tip: str, others: Sequence[str]) -> int:
     """How many commits ``tip`` has that none of ``others`` has (all of them without
     ``others``)."""

@@ -42,7 +42,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import SYNC_BRANCH, SYNC_FIX_ALL, SYNC_FIX_CHANGED, SYNC_REMOTE
+from kexp.core.advice import (
+    SYNC_BRANCH,
+    SYNC_FIX_ALL,
+    SYNC_FIX_CHANGED,
+    SYNC_FOR_REVIEW,
+    SYNC_REMOTE,
+)
 from kexp.core.errors import (
     GitError,
     KexpError,
@@ -56,6 +62,7 @@ from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals
+from kexp.storage.remoteview import RemoteView
 
 if TYPE_CHECKING:
     from kexp.storage.snapshot import StoreLocation
@@ -108,6 +115,10 @@ class SyncResult:
     #: Files removed here that a side branch keeps: this clone published them there,
     #: and another clone corrected them there since (:mod:`kexp.storage.published`).
     not_removed: tuple[str, ...] = ()
+    #: The checkout's commits (``hash subject``) that change files outside
+    #: ``experiments/``, for which the push to the remote's default branch was held
+    #: back (kexp sync publishes experiments, not code).
+    held_back: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -117,7 +128,7 @@ class SyncResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (``kexp sync --json``)."""
         data = dataclasses.asdict(self)
-        for key in ("committed", "removed", "not_removed", "left"):
+        for key in ("committed", "removed", "not_removed", "left", "held_back"):
             data[key] = list(getattr(self, key))
         data["up_to_date"] = self.up_to_date
         return data
@@ -146,8 +157,12 @@ class SyncResult:
         if self.dry_run:
             return self._planned_lines() + left + kept
         made = [f"made the branch {self.branch} here"] if self.created_branch else []
+        held = [self._held_back_line("pushed")] if self.held_back else []
         if self.up_to_date:
-            return [*made, f"up to date with {where}: nothing to commit or push", *left, *kept]
+            up = f"up to date with {where}: nothing to commit or push"
+            if held:
+                up = f"experiments up to date with {where}: nothing to commit"
+            return [*made, up, *held, *left, *kept]
         found = [*left, *kept, *made]
         if self.commit:
             done = [f"committed {files} experiment file(s)"] if files else []
@@ -162,7 +177,15 @@ class SyncResult:
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
             )
             found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
-        return found
+        return found + held
+
+    def _held_back_line(self, pushed: str) -> str:
+        return (
+            f"{pushed} nothing: {self.branch} holds {len(self.held_back)} commit(s) changing "
+            "files outside experiments/, which kexp sync does not publish (push them "
+            f"yourself once they are meant for {self.remote}/{self.branch}): "
+            f"{_listing(list(self.held_back))}"
+        )
 
     def _planned_lines(self) -> list[str]:
         """What a dry run found the sync would do, for people."""
@@ -182,6 +205,8 @@ class SyncResult:
             found.append(f"would merge in what {where} gained")
         if self.pushed:
             found.append(f"would push {self.commits_pushed} commit(s) to {where}")
+        if self.held_back:
+            found.append(self._held_back_line("would push"))
         if self.up_to_date:
             found.append(f"up to date with {where}: nothing to commit or push")
         found.append(
@@ -378,14 +403,21 @@ def _sync(
             in_checkout=in_checkout, had_branch=had_branch,
             gained=known != view.listed().get(target),
         )  # fmt: skip
+        code = (
+            gitcommits.commits_outside(repo, tip, known, folder)
+            if in_checkout and step.push and tip and known and _is_default(repo, remote, target)
+            else []
+        )
         return SyncResult(
-            remote, target, True, tuple(paths), None, step.merge, step.push, step.commits,
-            local, 0, 0, left, created_branch=not had_branch and (tip is not None or bool(unmade)),
-            removed=tuple(removed), not_removed=tuple(kept),
+            remote, target, True, tuple(paths), None, step.merge, step.push and not code,
+            0 if code else step.commits, local, 0, 0, left,
+            created_branch=not had_branch and (tip is not None or bool(unmade)),
+            removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
         )  # fmt: skip
 
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
+    held: tuple[str, ...] = ()
     for attempt in range(attempts):
         if attempt == 0 and in_checkout:
             remote_tip = incoming  # fetched a moment ago
@@ -410,6 +442,11 @@ def _sync(
             local, merged = new, True
         if not step.push or local is None:
             break  # the remote has everything, or nothing here is news to it
+        if in_checkout and remote_tip is not None and _is_default(repo, remote, target):
+            code = gitcommits.commits_outside(repo, local, remote_tip, folder)
+            if code:  # kexp sync publishes experiments, never code, where reviews land
+                held = _hold_back(view, remote, target, folder, local, code, merged)
+                break
         tried += 1
         try:
             outcome = gitcommits.push_branch(repo, remote, local, target)
@@ -442,8 +479,40 @@ def _sync(
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
-        removed=tuple(removed), not_removed=tuple(kept),
+        removed=tuple(removed), not_removed=tuple(kept), held_back=held,
     )  # fmt: skip
+
+
+def _is_default(repo: Any, remote: str, branch: str) -> bool:
+    """Whether ``branch`` is ``remote``'s default branch (where pull requests land;
+    ``main`` or ``master`` when the clone does not know it)."""
+    default = gitcommits.default_branch(repo, remote)
+    return branch == default if default else branch in ("main", "master")
+
+
+def _hold_back(
+    view: RemoteView,
+    remote: str,
+    target: str,
+    folder: str,
+    local: str,
+    code: list[str],
+    merged: bool,
+) -> tuple[str, ...]:
+    """The push held back by the code commits ``code`` of ``target`` (the remote's
+    default branch): returned when the remote's branches hold every experiment change
+    of ``local`` (nothing of the checkout's experiments waits); else raises a
+    :class:`~kexp.core.errors.KexpError` naming them and the ways on."""
+    if not view.lacks(local, besides=None):
+        return tuple(code)
+    brought = f"{remote}/{target}'s experiments merged in; " if merged else ""
+    raise KexpError(
+        f"kexp sync did not push to {remote}/{target} ({brought}the experiments are "
+        f"committed on {target}, kept): {target} holds {len(code)} commit(s) changing "
+        f"files outside {folder}/ ({_listing(code)}), and kexp sync publishes experiments "
+        f"alone: push those yourself once they are meant for {target} (git push) and run "
+        f"kexp sync again, or {SYNC_FOR_REVIEW}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -488,93 +557,6 @@ def _plan(
     ahead = unmade + (view.ahead(tip, remote_tip) if tip else 0)
     merge = gained or tip is None or not kgit.is_ancestor(view.repo, remote_tip, tip)
     return _Step(merge, ahead > 0, ahead + 1 if merge and ahead > 0 else ahead)
-
-
-@dataclasses.dataclass
-class RemoteView:
-    """The remote's branches a sync compares with, as the remote has them now (``git
-    ls-remote``, asked once; never stale remote-tracking branches, nor another remote's):
-    a dry run asks too, and changes nothing. Their commits this clone lacks cannot be
-    compared, and count as holding nothing."""
-
-    repo: Any
-    remote: str
-    folder: str
-    _listed: dict[str, str] | None = None
-    _held: set[str] | None = None
-
-    def listed(self) -> dict[str, str]:
-        """Each branch's commit on the remote."""
-        if self._listed is None:
-            self._listed = gitcommits.remote_branches(self.repo, self.remote)
-            self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
-        return self._listed
-
-    def fetch(self, branch: str) -> None:
-        """Fetch the remote's ``branch`` when this clone lacks its commit, so that it
-        can be compared (a dry run fetches nothing)."""
-        tip = self.listed().get(branch)
-        if (
-            tip is not None
-            and tip not in (self._held or ())
-            and gitcommits.fetch_branch(self.repo, self.remote, branch) == tip
-        ):
-            self._held = {*(self._held or ()), tip}
-
-    def branches(self) -> dict[str, str]:
-        """Each branch's commit, of those this clone holds."""
-        listed = self.listed()
-        return {name: tip for name, tip in listed.items() if tip in (self._held or ())}
-
-    def lacks(self, commit: str, *, besides: str | None = None) -> bool:
-        """Whether publishing ``commit`` brings the remote's branches (but ``besides``)
-        a change of an experiment file none of them holds."""
-        tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
-        return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
-
-    def merged(self, commit: str, *, besides: str | None = None) -> bool:
-        """Whether the remote's branches (but ``besides``) hold every commit of
-        ``commit``, as far as this clone holds them: a pull request merged with its
-        commits (not squashed)."""
-        tips = [t for n, t in self.branches().items() if n != besides]
-        held = sorted(gitcommits.held_commits(self.repo, list(dict.fromkeys(tips))))
-        return bool(held) and gitcommits.count_commits(self.repo, commit, held) == 0
-
-    def ahead(self, commit: str, base: str | None) -> int:
-        """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
-        branch new on the remote), that none of the remote's branches has."""
-        others = [base] if base else list(dict.fromkeys(self.branches().values()))
-        return gitcommits.count_commits(self.repo, commit, others)
-
-    def known_tip(self, branch: str) -> str | None:
-        """The remote's commit of ``branch`` as far as this clone knows it: the remote's
-        when held here, else its remote-tracking branch (as last fetched); None when the
-        remote has no such branch."""
-        tip = self.listed().get(branch)
-        if tip is None or tip in (self._held or ()):
-            return tip
-        return gitcommits.ref_commit(self.repo, f"refs/remotes/{self.remote}/{branch}")
-
-    def removed(self, paths: list[str], head: str, *, besides: str) -> set[str]:
-        """Of ``paths`` (files ``head``, the checkout's commit, holds and the working
-        tree lacks), those another of the remote's branches (but ``besides``) removed:
-        its tip lacks the file its merge base with ``head`` holds (a removal published
-        there, on its way through its pull request)."""
-        found: set[str] = set()
-        for name, tip in self.branches().items():
-            if name == besides or found >= set(paths):
-                continue
-            lacking = [p for p in paths if p not in gitcommits.path_blobs(self.repo, tip, paths)]
-            for since in kgit.merge_bases(self.repo, tip, head) if lacking else ():
-                found |= gitcommits.path_blobs(self.repo, since, lacking).keys()
-        return found
-
-    def held(self, paths: list[str]) -> set[str]:
-        """The working tree's files among ``paths`` that a branch holds alike."""
-        if not paths:
-            return set()
-        tips = list(dict.fromkeys(self.branches().values()))
-        return gitcommits.held_files(self.repo, paths, tips)
 
 
 def _landed(

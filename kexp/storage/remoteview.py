@@ -1,0 +1,98 @@
+"""What a git remote's branches hold, as a sync compares with them: one ``git ls-remote``
+asked once (never stale remote-tracking branches), their commits this clone holds, and
+the questions :mod:`kexp.storage.sync` asks of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kexp.gitops import commits as gitcommits
+from kexp.gitops import git as kgit
+
+
+@dataclasses.dataclass
+class RemoteView:
+    """The remote's branches a sync compares with, as the remote has them now (``git
+    ls-remote``, asked once; never stale remote-tracking branches, nor another remote's):
+    a dry run asks too, and changes nothing. Their commits this clone lacks cannot be
+    compared, and count as holding nothing."""
+
+    repo: Any
+    remote: str
+    folder: str
+    _listed: dict[str, str] | None = None
+    _held: set[str] | None = None
+
+    def listed(self) -> dict[str, str]:
+        """Each branch's commit on the remote."""
+        if self._listed is None:
+            self._listed = gitcommits.remote_branches(self.repo, self.remote)
+            self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
+        return self._listed
+
+    def fetch(self, branch: str) -> None:
+        """Fetch the remote's ``branch`` when this clone lacks its commit, so that it
+        can be compared (a dry run fetches nothing)."""
+        tip = self.listed().get(branch)
+        if (
+            tip is not None
+            and tip not in (self._held or ())
+            and gitcommits.fetch_branch(self.repo, self.remote, branch) == tip
+        ):
+            self._held = {*(self._held or ()), tip}
+
+    def branches(self) -> dict[str, str]:
+        """Each branch's commit, of those this clone holds."""
+        listed = self.listed()
+        return {name: tip for name, tip in listed.items() if tip in (self._held or ())}
+
+    def lacks(self, commit: str, *, besides: str | None = None) -> bool:
+        """Whether publishing ``commit`` brings the remote's branches (but ``besides``)
+        a change of an experiment file none of them holds."""
+        tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
+        return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
+
+    def merged(self, commit: str, *, besides: str | None = None) -> bool:
+        """Whether the remote's branches (but ``besides``) hold every commit of
+        ``commit``, as far as this clone holds them: a pull request merged with its
+        commits (not squashed)."""
+        tips = [t for n, t in self.branches().items() if n != besides]
+        held = sorted(gitcommits.held_commits(self.repo, list(dict.fromkeys(tips))))
+        return bool(held) and gitcommits.count_commits(self.repo, commit, held) == 0
+
+    def ahead(self, commit: str, base: str | None) -> int:
+        """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
+        branch new on the remote), that none of the remote's branches has."""
+        others = [base] if base else list(dict.fromkeys(self.branches().values()))
+        return gitcommits.count_commits(self.repo, commit, others)
+
+    def known_tip(self, branch: str) -> str | None:
+        """The remote's commit of ``branch`` as far as this clone knows it: the remote's
+        when held here, else its remote-tracking branch (as last fetched); None when the
+        remote has no such branch."""
+        tip = self.listed().get(branch)
+        if tip is None or tip in (self._held or ()):
+            return tip
+        return gitcommits.ref_commit(self.repo, f"refs/remotes/{self.remote}/{branch}")
+
+    def removed(self, paths: list[str], head: str, *, besides: str) -> set[str]:
+        """Of ``paths`` (files ``head``, the checkout's commit, holds and the working
+        tree lacks), those another of the remote's branches (but ``besides``) removed:
+        its tip lacks the file its merge base with ``head`` holds (a removal published
+        there, on its way through its pull request)."""
+        found: set[str] = set()
+        for name, tip in self.branches().items():
+            if name == besides or found >= set(paths):
+                continue
+            lacking = [p for p in paths if p not in gitcommits.path_blobs(self.repo, tip, paths)]
+            for since in kgit.merge_bases(self.repo, tip, head) if lacking else ():
+                found |= gitcommits.path_blobs(self.repo, since, lacking).keys()
+        return found
+
+    def held(self, paths: list[str]) -> set[str]:
+        """The working tree's files among ``paths`` that a branch holds alike."""
+        if not paths:
+            return set()
+        tips = list(dict.fromkeys(self.branches().values()))
+        return gitcommits.held_files(self.repo, paths, tips)

@@ -1,0 +1,97 @@
+"""``kexp sync`` publishes experiments, not code: on the remote's default branch (where
+pull requests land), commits of the checkout that change files outside ``experiments/``
+are never pushed by it (the skill's loop commits and reverts a kernel change; a
+work-in-progress commit waits on main while main is brought in after a pull request).
+The merge still comes in; the push is held back, said in one line naming the commits
+and what to do. Real git: a bare repository on disk as the remote, its clones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import git, run_kexp
+from test_sync import clone, make_remote, record, remote_ids
+
+from kexp import Store
+from kexp.storage.sync import sync
+
+
+def commit_code(root: Path, text: str, message: str) -> str:
+    with (root / "kernel.cu").open("a") as file:
+        file.write(text)
+    git(root, "commit", "-q", "-am", message)
+    return git(root, "rev-parse", "--short", "HEAD")
+
+
+def test_a_kernel_change_committed_and_reverted_is_not_pushed_to_main(tmp_path: Path) -> None:
+    """The skill's loop with the change committed: the agent records it (base HEAD~1),
+    reverts it and runs kexp sync on main. Nothing reaches origin/main; the one-line
+    refusal names the commits and the two ways on (push them yourself, or publish the
+    experiment on a side branch), and the second way, run as written, publishes it."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    main = git(remote, "rev-parse", "main")
+    change = commit_code(alice, "// persistent grid\n", "softmax: persistent grid")
+    exp = record(alice, git(alice, "rev-parse", "HEAD~1"), "Persistent grid - -7%", score=0.93)
+    git(alice, "revert", "--no-edit", "HEAD")
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0, refused
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert change in refused.stderr and "softmax: persistent grid" in refused.stderr
+    assert "git push" in refused.stderr and "kexp sync --branch" in refused.stderr
+    assert git(remote, "rev-parse", "main") == main  # nothing pushed
+    assert remote_ids(remote, "main") == []
+
+    done = run_kexp("sync", "--branch", "kexp/alice", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert remote_ids(remote, "kexp/alice") == [exp.id]
+    assert git(remote, "rev-parse", "main") == main
+
+
+def test_main_is_brought_in_while_a_work_in_progress_commit_waits(tmp_path: Path) -> None:
+    """Bob pushed an experiment to main; Alice has a work-in-progress kernel commit on
+    her main and nothing new to publish: kexp sync brings Bob's experiment in and pushes
+    nothing (no error: nothing of hers was to publish), saying that her commit stays."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    his = record(bob, base, "Vectorized stores - +2.5%", score=1.025)
+    sync(Store(bob))
+    main = git(remote, "rev-parse", "main")
+    wip = commit_code(alice, "// WIP: do not merge\n", "WIP: unreviewed experiment")
+
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert git(remote, "rev-parse", "main") == main  # nothing pushed
+    assert Store(alice).get_experiment(his.id).score == 1.025
+    assert "merged the experiments of origin/main" in done.stdout
+    assert f"not pushed: {wip}" not in done.stdout  # (said as a sentence, below)
+    assert wip in done.stdout and "WIP: unreviewed experiment" in done.stdout, done.stdout
+
+
+def test_code_on_an_agents_own_branch_is_pushed_as_before(tmp_path: Path) -> None:
+    """One branch per agent (README, Many machines at once): an agent whose checkout is
+    kexp/alice pushes its kernel commits there with its experiments (its pull request
+    reviews both)."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice", branch="kexp/alice")
+    commit_code(alice, "// unrolled by 4\n", "Unroll by 4")
+    exp = record(alice, git(alice, "rev-parse", "HEAD"), "Unrolled by 4 - +1.9%")
+    assert sync(Store(alice)).pushed
+    assert remote_ids(remote, "kexp/alice") == [exp.id]
+    assert git(remote, "rev-parse", "kexp/alice") == git(alice, "rev-parse", "HEAD")
+
+
+def test_code_alone_ahead_of_main_is_said_not_pushed(tmp_path: Path) -> None:
+    """Alice committed kernel code on main and recorded nothing: kexp sync (and its dry
+    run) pushes nothing and says why, naming the commit."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    main = git(remote, "rev-parse", "main")
+    change = commit_code(alice, "// unrolled by 4\n", "Unroll by 4")
+    for dry_run in (["--dry-run"], []):
+        done = run_kexp("sync", *dry_run, cwd=alice)
+        assert done.returncode == 0, done.stderr
+        assert f"{change} Unroll by 4" in done.stdout and "nothing" in done.stdout, done.stdout
+        assert "would push 1" not in done.stdout and "pushed 1" not in done.stdout
+    assert git(remote, "rev-parse", "main") == main
