@@ -382,6 +382,35 @@ def test_the_advice_to_remeasure_what_main_holds_is_followed_with_the_tools(
     assert Path(str(hers.path)).read_bytes() == mine
 
 
+def test_a_parent_on_another_agents_side_branch_is_brought_in_as_the_tool_says(
+    tmp_path: Path,
+) -> None:
+    """Alice's agent records a step on Bob's, which only his side branch holds (Alice's
+    published file is untracked in her checkout and alike there, so ``git merge``
+    refuses): the record tool's error names the copy of his file, which, run as
+    written in her checkout, lets the same call succeed."""
+    from test_advice_followed import bob_started_from_alices_landed_work, follow, softmax
+
+    _, alice, bob, base, _ = bob_started_from_alices_landed_work(tmp_path)
+    his = softmax(bob, base, "Vectorize loads with float4 - +10%")
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    fields = record_fields(pid=his, measured_against="parent", score=1.02, base_commit=base)
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", **fields)
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+        follow(texts[0], alice)
+        made = await agent.json("record", **fields)
+        assert Store(alice).get_experiment(made["id"]).pid == his
+
+    run_agent(alice, work)
+    assert "git restore --source origin/kexp/bob -- experiments/" in said[0], said
+    assert "git merge" not in said[0]
+
+
 def refused_sync(root: Path) -> str:
     """The sync tool's one-line refusal in ``root`` (checked to name no option)."""
     said: list[str] = []
