@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from kexp.agents.context import Packet
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from kexp.storage.location import find_root, init_store
     from kexp.storage.migration import LayoutMigration
     from kexp.storage.retrieval import Match
-    from kexp.storage.store import Store
+    from kexp.storage.store import Removal, Store
     from kexp.storage.sync import SyncResult
 
 from kexp.core.version import __version__ as __version__
@@ -62,6 +62,7 @@ __all__ = [
     "LayoutMigration",
     "LockTimeoutError",
     "Problem",
+    "Removal",
     "Settings",
     "Store",
     "StoreNotFoundError",
@@ -84,6 +85,7 @@ __all__ = [
     "migrate_layout",
     "record_iteration",
     "remeasure",
+    "remove_experiment",
     "report",
     "similar",
     "sync",
@@ -116,6 +118,7 @@ _LAZY = {
     "Settings": "kexp.core.settings",
     "InvalidExperimentWarning": "kexp.core.errors",
     "Store": "kexp.storage.store",
+    "Removal": "kexp.storage.store",
     "find_root": "kexp.storage.location",
     "init_store": "kexp.storage.location",
 }
@@ -200,6 +203,15 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
 def delete_experiment(exp_id: str, *, force: bool = False) -> Path:
     """Delete an experiment's file (refused while others name it as parent)."""
     return default_store().delete_experiment(exp_id, force=force)
+
+
+def remove_experiment(
+    exp_id: str, *, force: bool = False, confirm: Callable[[Removal], bool] | None = None
+) -> Removal:
+    """``kexp rm`` in one call: delete an experiment's file unless others name it as
+    parent or combine it (``force`` deletes anyway), after ``confirm`` answers True when
+    given; says what happened (see :meth:`kexp.Store.remove_experiment`)."""
+    return default_store().remove_experiment(exp_id, force=force, confirm=confirm)
 
 
 def ancestors(exp_id: str) -> list[KernelExperiment]:

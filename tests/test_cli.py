@@ -838,6 +838,38 @@ def test_rm_asks_unless_yes_and_protects_parents(
     assert result.exit_code == 0 and store.paths() == []
 
 
+def test_rm_is_one_library_call(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``kexp rm`` prints what ``Store.remove_experiment`` answers and does nothing else
+    itself (the command a thin layer over the library)."""
+    from kexp.storage.store import Removal
+
+    exp = make_experiment()
+    assert exp.path is not None
+    calls: list[tuple[str, bool]] = []
+
+    def answer(with_: Removal) -> Callable[..., Removal]:
+        def remove_experiment(self: Store, exp_id: str, *, force: bool = False,
+                              confirm: Any = None) -> Removal:  # fmt: skip
+            calls.append((exp_id, force))
+            return with_
+
+        return remove_experiment
+
+    said = Removal(exp.id, exp.path, deleted=True)
+    monkeypatch.setattr(Store, "remove_experiment", answer(said))
+    result = kexp(repo, "rm", exp.id[:8], "--yes")
+    assert result.exit_code == 0 and result.stdout.startswith(f"deleted {exp.id}")
+    assert exp.path.exists() and calls == [(exp.id[:8], False)]  # nothing of its own
+    why = f"{exp.id} is the parent of 1 experiment(s) (0123456789)"
+    monkeypatch.setattr(Store, "remove_experiment", answer(Removal(exp.id, exp.path, refused=why)))
+    result = kexp(repo, "rm", exp.id, "--force")
+    assert result.exit_code == 1 and error_line(result).startswith(f"kexp: error: {why}; nothing")
+    assert calls[-1] == (exp.id, True)
+
+
 # --- fmt, validate, export -----------------------------------------------------------
 
 

@@ -333,6 +333,84 @@ def test_show_says_which_ref_holds_an_experiment_not_in_the_working_tree(
     ) in " ".join(printed.stderr.split())
 
 
+def test_the_advice_to_remeasure_what_main_holds_is_followed_with_the_tools(
+    tmp_path: Path,
+) -> None:
+    """Alice's and Bob's pull requests are merged (squashed); Alice fetched. Her agent
+    records Bob's measurement again with all_refs: the warning says, in the tools'
+    words, to call sync (which merges origin/main, where his experiment is) and then
+    the remeasure tool, not ``git merge origin/main`` (which refuses: the file she
+    published is untracked in her checkout); both calls, made as said, succeed."""
+    from test_advice_followed import DIFF
+    from test_sync import record
+    from test_sync_landed import land
+
+    from kexp.measure.record import record_iteration
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    hers = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice), branch="kexp/alice")
+    fields = record_fields(code_change=DIFF)
+    his = record_iteration(Store(bob), base_commit=base, baseline=BASE, candidate=CAND,
+                           **fields).id  # fmt: skip
+    sync(Store(bob), branch="kexp/bob")
+    for branch in ("kexp/alice", "kexp/bob"):
+        land(remote, tmp_path / "forge", branch, "squashed")
+    git(alice, "fetch", "-q")
+    mine = Path(str(hers.path)).read_bytes()
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", base_commit=base, baseline=BASE,
+                                         candidate=CAND, all_refs=True, **fields)  # fmt: skip
+        assert not failed and len(texts) == 2, texts
+        said.append(no_option(texts[1:]))
+        Store(alice).delete_experiment(json.loads(texts[0])["id"])  # "instead"
+        synced = await agent.json("sync")
+        assert not synced["committed"], synced
+        later = {c: [t * 1.01 for t in times] for c, times in BASE.items()}
+        added = await agent.json("remeasure", exp_id=his, baseline=later, candidate=CAND)
+        assert added["id"] == his
+
+    run_agent(alice, work)
+    assert (
+        f'call sync (it merges origin/main), then the remeasure tool with exp_id: "{his}"'
+        in (said[0])
+    ), said
+    assert "git merge" not in said[0]
+    assert Path(str(hers.path)).read_bytes() == mine
+
+
+def test_a_parent_on_another_agents_side_branch_is_brought_in_as_the_tool_says(
+    tmp_path: Path,
+) -> None:
+    """Alice's agent records a step on Bob's, which only his side branch holds (Alice's
+    published file is untracked in her checkout and alike there, so ``git merge``
+    refuses): the record tool's error names the copy of his file, which, run as
+    written in her checkout, lets the same call succeed."""
+    from test_advice_followed import bob_started_from_alices_landed_work, follow, softmax
+
+    _, alice, bob, base, _ = bob_started_from_alices_landed_work(tmp_path)
+    his = softmax(bob, base, "Vectorize loads with float4 - +10%")
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    fields = record_fields(pid=his, measured_against="parent", score=1.02, base_commit=base)
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", **fields)
+        assert failed and len(texts) == 1, texts
+        said.append(no_option(texts))
+        follow(texts[0], alice)
+        made = await agent.json("record", **fields)
+        assert Store(alice).get_experiment(made["id"]).pid == his
+
+    run_agent(alice, work)
+    assert "git restore --source origin/kexp/bob -- experiments/" in said[0], said
+    assert "git merge" not in said[0]
+
+
 def refused_sync(root: Path) -> str:
     """The sync tool's one-line refusal in ``root`` (checked to name no option)."""
     said: list[str] = []

@@ -566,6 +566,47 @@ def test_delete_refuses_while_others_combine_it(
     assert store.validate() == []
 
 
+def test_remove_experiment_is_kexp_rm_in_one_call(
+    store: Store, make_experiment: MakeExperiment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``kexp rm`` does, as one library call (also ``kexp.remove_experiment`` on the
+    default store): refused before asking while others name it as parent or combine it
+    (nothing deleted, the question never asked), the question asked with the removal to
+    be made, nothing deleted when it is answered no, deleted when yes (or not asked)."""
+    parent = make_experiment(change_summary="Vectorized loads - +2%")
+    child = make_experiment(pid=parent.id)
+    combo = make_experiment(combines=[child.id])
+    asked: list[kexp.Removal] = []
+
+    def answer(yes: bool) -> Callable[[kexp.Removal], bool]:
+        def confirm(removal: kexp.Removal) -> bool:
+            asked.append(removal)
+            return yes
+
+        return confirm
+
+    refused = store.remove_experiment(parent.id, confirm=answer(True))
+    assert (refused.id, refused.path, refused.deleted) == (parent.id, parent.path, False)
+    assert refused.refused == (
+        f"{parent.id} is the parent of 1 experiment(s) ({child.id[:10]}): deleting it would "
+        "leave them pointing nowhere"
+    )
+    assert "combined by 1 experiment(s)" in store.remove_experiment(child.id).refused
+    assert asked == [] and parent.path is not None and parent.path.exists()
+
+    declined = store.remove_experiment(parent.id, force=True, confirm=answer(False))
+    assert not declined.deleted and not declined.refused and parent.path.exists()
+    assert [(r.id, r.summary, r.deleted) for r in asked] == [
+        (parent.id, "Vectorized loads - +2%", False)
+    ]
+    removed = store.remove_experiment(parent.id, force=True, confirm=answer(True))
+    assert removed.deleted and removed.path == parent.path and not parent.path.exists()
+    monkeypatch.setenv("KEXP_ROOT", str(store.root))
+    done = kexp.remove_experiment(combo.id)  # not asked
+    assert done.deleted and done.refused == "" and not Path(str(combo.path)).exists()
+    assert ids_of(store.list_experiments()) == [child.id]
+
+
 def test_delete_refuses_for_children_in_folders_the_cache_holds_unchanged(
     store: Store, make_experiment: MakeExperiment
 ) -> None:

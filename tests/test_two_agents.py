@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_kexp
+from test_advice_followed import follow
 from test_sync import clone, make_remote, record
 
 from kexp import Store, ValidationError
@@ -96,8 +97,8 @@ def test_an_experiment_on_another_agents_branch_is_named_with_where_it_is(
     tmp_path: Path,
 ) -> None:
     """Bob's consult names Alice's experiment as the best to build on; a write naming
-    it (its pid, a remeasure) says which branch holds it and how to bring it in, and
-    after that merge the same write succeeds."""
+    it (its pid, a remeasure) says which branch holds it and how to bring it in (its
+    file copied, not a merge of her branch), and after that the same write succeeds."""
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     hers = softmax(alice, base, "Vectorize loads with float4 - +10%", score=1.10,
@@ -116,16 +117,17 @@ def test_an_experiment_on_another_agents_branch_is_named_with_where_it_is(
         refused = run_kexp(*child, *refs, cwd=bob)
         assert refused.returncode != 0 and not Store(bob).list_experiments()
         assert "origin/kexp/alice" in refused.stderr, refused.stderr
-        assert "git merge origin/kexp/alice" in refused.stderr
+        assert "git restore --source origin/kexp/alice -- " in refused.stderr
+        assert "git merge" not in refused.stderr
     with pytest.raises(ValidationError) as refused_in_python:  # the library says it too
         record(bob, base, "Unroll by 4 on float4 - +2%", pid=hers, operator_sig=OPERATOR)
     problems = refused_in_python.value.problems
     (problem,) = [p for p in problems if p.code == "dangling-pid"]
-    assert "git merge origin/kexp/alice" in problem.hint
+    assert "restore --source origin/kexp/alice -- " in problem.hint
     timings = tmp_path / "round.csv"
     timings.write_text("config,baseline,candidate\nr64,10.0,9.1\nr64,10.1,9.0\nr64,9.9,9.2\n")
     again = run_kexp("remeasure", hers[:10], "--table", str(timings), cwd=bob)
-    assert again.returncode != 0 and "git merge origin/kexp/alice" in again.stderr
+    assert again.returncode != 0 and "git restore --source origin/kexp/alice" in again.stderr
 
     # The tried-before warning of the same measurement again names the merge too.
     (tmp_path / "change.diff").write_text(DIFF)
@@ -135,11 +137,11 @@ def test_an_experiment_on_another_agents_branch_is_named_with_where_it_is(
     warned = run_kexp(*same, "--all-refs", cwd=bob)
     assert warned.returncode == 0, warned.stderr
     (line,) = [line for line in warned.stderr.splitlines() if f"kexp remeasure {hers}" in line]
-    assert "git merge origin/kexp/alice" in line
+    assert "git restore --source origin/kexp/alice -- " in line
     Store(bob).delete_experiment(json.loads(run_kexp("list", "--json", cwd=bob).stdout)[0]["id"])
 
-    # Following the advice works.
-    git(bob, "merge", "-q", "--no-edit", "origin/kexp/alice")
+    # Following the advice, as printed, works.
+    follow(refused.stderr, bob)
     made = run_kexp(*child, "--json", cwd=bob)
     assert made.returncode == 0, made.stderr
     assert Store(bob).get_experiment(json.loads(made.stdout)["id"]).pid == hers

@@ -81,6 +81,9 @@ MERGE_SYNCED = Advice(
     "merge it in first (kexp sync, which merges {ref}) and run this again",
     "merge it in first: call sync (it merges {ref}), then call this tool again",
 )
+#: The same merge as a step of other advice (``kexp sync, which merges origin/main, then
+#: kexp remeasure ...``): what brings in an experiment the remote's branch holds.
+SYNC_MERGES = Advice("kexp sync, which merges {ref}", "call sync (it merges {ref})")
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
     "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
@@ -190,6 +193,7 @@ ADVICE = (
     SHOW_ALL_REFS,
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
+    SYNC_MERGES,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,

@@ -274,13 +274,15 @@ def _named(repeats: list[Repeat], limit: int) -> str:
     return named + more
 
 
-def remeasure_message(repeat: Repeat) -> str:
-    """The warning text for a new experiment that measures ``repeat`` again (found on
-    another ref: merged in first, as a write needs it in the working tree)."""
-    merge = f"git merge {repeat.ref}, then " if repeat.ref else ""
+def remeasure_message(repeat: Repeat, bring_in: str = "") -> str:
+    """The warning text for a new experiment that measures ``repeat`` again; when it was
+    found on another ref, ``bring_in`` is the command that brings it into the working
+    tree first, as a write needs it there (:func:`kexp.storage.whereabouts.bring_in`:
+    ``kexp sync, which merges origin/main``, or the ``git restore`` of its file)."""
+    first = f"{bring_in}, then " if repeat.ref and bring_in else ""
     return (
         f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
-        f"measurement again; add it as a round of that experiment instead ({merge}"
+        f"measurement again; add it as a round of that experiment instead ({first}"
         f"{REMEASURE.say(id=repeat.id)}, or "
         "kexp.measure.record.remeasure), so that tries are pooled rather than the best of them "
         "kept"

@@ -20,6 +20,7 @@ from kexp.storage.dedupe import (
     shingles_of_normalized,
 )
 from kexp.storage.retrieval import Index, Search, asked, light_search, path_order, searching
+from kexp.storage.whereabouts import bring_in
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation
@@ -196,7 +197,10 @@ def warn_tried_before(
         and r.env == env
     ]
     if same:
-        warnings.warn(remeasure_message(same[-1]), RemeasureWarning, stacklevel=stacklevel + 1)
+        first = bring_in(store, same[-1].id) if same[-1].ref else None
+        warnings.warn(
+            remeasure_message(same[-1], first or ""), RemeasureWarning, stacklevel=stacklevel + 1
+        )
     elif repeats:
         category = (
             RepeatedChangeWarning if any(r.identical for r in repeats) else NearDuplicateWarning

@@ -398,6 +398,49 @@ class Store(StoreReader):
         with self._lineage_lock(exclusive=True):
             return self._delete(full_id, path, force)
 
+    def remove_experiment(
+        self,
+        exp_id: str,
+        *,
+        force: bool = False,
+        confirm: Callable[[Removal], bool] | None = None,
+    ) -> Removal:
+        """``kexp rm`` in one call: delete an experiment's file after the checks and the
+        question the command makes, and say what happened (:class:`Removal`).
+
+        The experiment (id or unique prefix) must be in the working tree (one a ref holds,
+        or removed here already, is an error saying so). Unless ``force``, while other
+        experiments name it as their ``pid`` or in their ``combines`` nothing is deleted
+        and ``refused`` says why, before ``confirm`` is asked; ``confirm``, when given, is
+        asked with the removal to be made (its ``summary`` read) and nothing is deleted
+        unless it answers True. A child recorded between the check and the delete refuses
+        it too (:meth:`delete_experiment`'s error, in ``refused``)."""
+        path = self.path_of(exp_id, writing=True, removing=True)
+        full_id = self.resolve_id(exp_id)
+        removal = Removal(full_id, path)
+        if not force:  # refused before asking: the answer would not matter
+            kids, combiners = self.dependents(full_id)
+            if kids or combiners:
+                what = (
+                    f"the parent of {_id_list(kids)}"
+                    if kids
+                    else f"combined by {_id_list(combiners)}"
+                )
+                why = f"{full_id} is {what}: deleting it would leave them pointing nowhere"
+                return dataclasses.replace(removal, refused=why)
+        if confirm is not None:
+            try:
+                summary: str | None = self.get_experiment(full_id).change_summary
+            except Exception:  # an invalid file is deleted like any other
+                summary = None
+            if not confirm(dataclasses.replace(removal, summary=summary)):
+                return dataclasses.replace(removal, summary=summary)
+        try:
+            deleted = self.delete_experiment(full_id, force=force)
+        except DeleteRefusedError as exc:  # a child recorded since the check above
+            return dataclasses.replace(removal, refused=str(exc))
+        return dataclasses.replace(removal, path=deleted, deleted=True)
+
     def _delete(self, full_id: str, path: Path, force: bool) -> Path:
         if not force:
             kids, combiners = self.dependents(full_id)
@@ -506,6 +549,32 @@ class _NamedIds(Mapping[str, list[Path]]):
 
     def __len__(self) -> int:
         return sum(1 for paths in self._known.values() if paths)
+
+
+@dataclasses.dataclass(frozen=True)
+class Removal:
+    """What :meth:`Store.remove_experiment` (``kexp rm``) did: the experiment, its file,
+    and whether the file was deleted, else why not (``refused``; neither: the question
+    was answered no)."""
+
+    #: The experiment's full id.
+    id: str
+    #: Its file (deleted when ``deleted``).
+    path: Path
+    #: Whether the file was deleted.
+    deleted: bool = False
+    #: Why nothing was deleted: other experiments name it as their parent or combine it
+    #: ("" when it was not refused).
+    refused: str = ""
+    #: Its change_summary, read for the question (None: its file is invalid; "" when
+    #: no question was asked).
+    summary: str | None = ""
+
+
+def _id_list(exp_ids: list[str], shown: int = 5) -> str:
+    """``2 experiment(s) (6749f3a0c2, 6749e1b2a0)``: a count and the first ids, short."""
+    more = f" and {len(exp_ids) - shown} more" if len(exp_ids) > shown else ""
+    return f"{len(exp_ids)} experiment(s) ({', '.join(i[:10] for i in exp_ids[:shown])}{more})"
 
 
 def _exists(exp_id: str) -> ExperimentExistsError:

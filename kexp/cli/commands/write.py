@@ -20,7 +20,6 @@ from kexp.cli.commands.common import (
     refs_options,
 )
 from kexp.core.errors import (
-    DeleteRefusedError,
     ExperimentExistsError,
     KexpError,
     StoreNotFoundError,
@@ -30,7 +29,7 @@ from kexp.core.errors import (
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
     from kexp.core.problems import Problem
-    from kexp.storage.store import Store
+    from kexp.storage.store import Removal, Store
 
 
 def _relative(path: Path | None) -> str:
@@ -660,47 +659,29 @@ def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
     Refused (exit 1, before asking) while other experiments name it as their parent or
     in their combines, unless --force.
 
-    Python: kexp.Store.delete_experiment(id, force=False).
+    Python: kexp.remove_experiment(id, force=False, confirm=None), the same checks and
+    question (kexp.Store.delete_experiment(id, force=False) deletes without asking).
 
     \b
     Example:
       kexp rm 6ad1e3ef8a --yes
     """
-    store = get_store(ctx)
-    path = store.path_of(exp_id, writing=True, removing=True)
-    full_id = store.resolve_id(exp_id)
-    if not force:  # refused before asking: the answer would not matter
-        kids, combiners = store.dependents(full_id)
-        if kids or combiners:
-            what = (
-                f"the parent of {_id_list(kids)}" if kids else f"combined by {_id_list(combiners)}"
-            )
-            _refuse_delete(
-                ctx, f"{full_id} is {what}: deleting it would leave them pointing nowhere"
-            )
-    if not yes:
+
+    def ask(removal: Removal) -> bool:
+        summary = "(invalid file)" if removal.summary is None else one_line(removal.summary)
+        question = f"Delete {removal.id} {summary} ({clean(_relative(removal.path))})?"
         try:
-            summary = one_line(store.get_experiment(full_id).change_summary)
-        except Exception:
-            summary = "(invalid file)"
-        question = f"Delete {full_id} {summary} ({clean(_relative(path))})?"
-        try:
-            confirmed = click.confirm(question, default=False, err=True)
+            return click.confirm(question, default=False, err=True)
         except click.Abort:
-            confirmed = False
-        if not confirmed:
-            click.echo("kexp: nothing deleted", err=True)
-            ctx.exit(EXIT_PROBLEMS)
-    try:
-        deleted = store.delete_experiment(full_id, force=force)
-    except DeleteRefusedError as exc:  # a child recorded since the check above
-        _refuse_delete(ctx, str(exc))
-    click.echo(f"deleted {full_id} {clean(_relative(deleted))}")
+            return False
 
-
-def _id_list(ids: list[str], shown: int = 5) -> str:
-    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
-    return f"{len(ids)} experiment(s) ({', '.join(i[:10] for i in ids[:shown])}{more})"
+    removal = get_store(ctx).remove_experiment(exp_id, force=force, confirm=None if yes else ask)
+    if removal.refused:
+        _refuse_delete(ctx, removal.refused)
+    if not removal.deleted:
+        click.echo("kexp: nothing deleted", err=True)
+        ctx.exit(EXIT_PROBLEMS)
+    click.echo(f"deleted {removal.id} {clean(_relative(removal.path))}")
 
 
 def _refuse_delete(ctx: click.Context, why: str) -> NoReturn:
