@@ -21,7 +21,7 @@ from conftest import experiment_fields, git
 from kexp import Store
 from kexp.agents.context import context
 from kexp.cli.main import main
-from kexp.core.errors import MeasurementError
+from kexp.core.errors import ExperimentExistsError, MeasurementError
 from kexp.measure.record import record_iteration, remeasure
 
 OPERATOR = "csrc/softmax.cu: softmax"
@@ -594,3 +594,43 @@ def test_a_step_recorded_on_a_parent_takes_its_kernel_dtype_and_env_unless_given
                  "--dtype", "bf16", "--summary", "bf16 - +1%", "--score", "1.01")  # fmt: skip
     made = store.get_experiment(json.loads(other.stdout)["id"])
     assert (made.operator_sig, made.dtype_sig, made.env) == (OPERATOR, "bf16", "H100, CUDA 12.4")
+
+
+def test_the_same_record_made_again_is_refused_and_the_store_keeps_one(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """An agent's record call is retried (a client timeout, a script run again): the
+    same code change, base, env and timing files a second time. It was written (after a
+    warning that read as if it was not), and the copy ranked first. Now the second call
+    writes nothing and says, in one line, which experiment holds the measurement and
+    how to measure it again; the library raises the same. Other timings of the same
+    change are a new measurement: recorded, with the remeasure warning."""
+    (repo / "kernel.cu").write_text("__global__ void k() { /* unrolled by 4 */ }\n")
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    cand = write(tmp_path / "cand.json", timings(0.9, 2))
+    args = ["add", "--json", "--summary", "Unroll 4 - +11%", "--baseline", base,
+            "--candidate", cand, "--measured-against", "reference", "--operator", OPERATOR,
+            "--dtype", "fp32", "--env", "H100, CUDA 12.4", "--base-commit", "HEAD",
+            "--diff-from-git"]  # fmt: skip
+    first = kexp(repo, *args)
+    assert first.exit_code == 0, first.output
+    first_id = json.loads(first.stdout)["id"]
+
+    again = kexp(repo, *args)
+    assert again.exit_code != 0, again.output
+    assert again.stderr.count("\n") == 1, again.stderr
+    assert first_id in again.stderr and "kexp remeasure" in again.stderr, again.stderr
+    assert [e.id for e in store.list_experiments()] == [first_id]
+    with pytest.raises(ExperimentExistsError, match=first_id):
+        record_iteration(
+            store, baseline=base, candidate=cand, base_commit=git(repo, "rev-parse", "HEAD"),
+            code_change=store.get_experiment(first_id).code_change,
+            **softmax_fields(change_summary="Unroll 4 - +11%", measured_against="reference"),
+        )  # fmt: skip
+    assert len(store.list_experiments()) == 1
+
+    other = write(tmp_path / "cand2.json", timings(0.9, 3))
+    new = kexp(repo, *args[:7], other, *args[8:])
+    assert new.exit_code == 0, new.output
+    assert "same measurement again" in new.stderr, new.stderr
+    assert len(store.list_experiments()) == 2

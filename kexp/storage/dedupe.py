@@ -81,6 +81,8 @@ class Repeat:
     #: The ref it was found on, when the store reads refs and the working tree does not
     #: hold it ("" otherwise).
     ref: str = ""
+    #: Its ``## Samples`` section (its rounds' timings; "" without).
+    samples: str = dataclasses.field(default="", repr=False)
 
     @property
     def measured(self) -> bool:

@@ -8,7 +8,13 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from kexp.core.errors import NearDuplicateWarning, RemeasureWarning, RepeatedChangeWarning
+from kexp.core.advice import REMEASURE
+from kexp.core.errors import (
+    ExperimentExistsError,
+    NearDuplicateWarning,
+    RemeasureWarning,
+    RepeatedChangeWarning,
+)
 from kexp.core.model import attach
 from kexp.storage.dedupe import (
     Repeat,
@@ -146,12 +152,27 @@ def repeats_in(
                 similarity=round(similarity, 4),
                 identical=identical,
                 ref="" if where is None or where.ref == "local" else where.ref,
+                samples=exp.samples,
             )
         )
     identical_first = [r for r in repeats if r.identical]
     created = {exp.id: exp.created_at for exp, _, _, _ in found}
     identical_first.sort(key=lambda r: (created[r.id], r.id))
     return identical_first + [r for r in repeats if not r.identical]
+
+
+def _copied(earlier: str, new: str) -> bool:
+    """Whether the one round of ``new`` (a ``## Samples`` section) repeats a round of
+    ``earlier`` sample for sample (:func:`kexp.format.samples.copied_round`)."""
+    from kexp.format.samples import copied_round, parse_samples
+
+    if not earlier:
+        return False
+    try:
+        rounds, added = parse_samples(earlier), parse_samples(new)
+    except ValueError:
+        return False
+    return len(added) == 1 and copied_round(rounds, added[0]) is not None
 
 
 def _derivation_for(store: StoreView, experiments: Sequence[KernelExperiment]) -> Derivation:
@@ -178,6 +199,7 @@ def warn_tried_before(
     stacklevel: int = 2,
     base_commit: str = "",
     env: str = "",
+    samples: str = "",
 ) -> list[Repeat]:
     """Warn when ``code_change`` was tried before (:func:`tried_before`): a
     :class:`~kexp.core.errors.RemeasureWarning` when an identical one that measured a
@@ -185,7 +207,9 @@ def warn_tried_before(
     (given), else a
     :class:`~kexp.core.errors.RepeatedChangeWarning` naming the identical ones, else a
     :class:`~kexp.core.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
-    ``stacklevel`` is relative to the caller of this function."""
+    ``stacklevel`` is relative to the caller of this function. Raises
+    :class:`~kexp.core.errors.ExperimentExistsError` when such an experiment holds the
+    new one's ``samples`` sample for sample (the same record made again: a retry)."""
     repeats = tried_before(store, code_change, exclude=exclude)
     same = [
         r
@@ -196,6 +220,15 @@ def warn_tried_before(
         and r.base_commit == base_commit
         and r.env == env
     ]
+    copy = next((r for r in same if samples and _copied(r.samples, samples)), None)
+    if copy is not None:
+        where = f" (on {copy.ref})" if copy.ref else ""
+        raise ExperimentExistsError(
+            f"not recorded: experiment {copy.id}{where} holds this measurement already (the "
+            "same code_change, base_commit, env and timings, sample for sample: the same "
+            "record made again?); nothing was written; to measure it again, "
+            f"{REMEASURE.say(id=copy.id)} with new timings"
+        )
     if same:
         first = bring_in(store, same[-1].id) if same[-1].ref else None
         warnings.warn(

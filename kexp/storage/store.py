@@ -167,6 +167,7 @@ class Store(StoreReader):
                 stacklevel=2,
                 base_commit=exp.base_commit,
                 env=exp.env,
+                samples=exp.samples,
             )
         path = self.path_for(exp)
         _make_folder(path.parent)
