@@ -113,6 +113,10 @@ def test_the_report_counts_what_stats_counts_controls_apart(
     assert operator_row[1] == f"4 {said}{said}"
     # the fp8 cell holds a control alone: never improved
     assert operator_row[3] == "1"
+    # the operator's experiments table shows a control as one, not as marginal
+    (page,) = (tmp_path / "site" / "op").glob("*.html")
+    shown = {row[-1]: row[4] for row in cells(page, "experiments")}
+    assert shown["A/A - control"] == shown["A/A fp8 - x"] == "control", shown
 
 
 def test_each_operator_page_names_its_cells_best_tip_by_its_cumulative_score(

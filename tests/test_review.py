@@ -888,3 +888,19 @@ def test_a_failure_added_without_a_key_insight_shows_the_error_it_recorded(
     assert "Error: RuntimeError: CUDA error: misaligned address" in shown
     assert "worth asking for one" in shown
     assert "Traceback" not in shown
+
+
+def test_an_a_a_control_is_shown_as_a_control_not_as_marginal(repo: Path, store: Store) -> None:
+    """A branch adds an A/A run (tagged control): the review's table says ``control``,
+    as ``kexp stats`` and the report count it, never the ``marginal`` its score alone
+    would give (a reviewer would take it for a step that did nothing)."""
+    create(store, change_summary="Baseline port - 1.00x", score=1.0)
+    commit_all(repo, "main")
+    git(repo, "checkout", "-q", "-b", "agent/aa")
+    aa = create(store, score=1.002, tags=["control"], change_summary="A/A control - noise floor")
+    commit_all(repo, "A/A")
+    result = review(store, "main")
+    (entry,) = result.added
+    assert entry.control and entry.to_dict()["control"] is True
+    row = row_of(render_markdown(result), aa.id[:10])
+    assert "🧪 control" in row and not any("marginal" in cell for cell in row), row

@@ -640,6 +640,7 @@ def _entry(
     entry.dtype_sig = exp.dtype_sig
     entry.score = float(exp.score)
     entry.outcome = exp.outcome
+    entry.control = is_control(exp)
     entry.pid = exp.pid
     entry.key_insight = key_insight(exp.detailed_description)
     entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None

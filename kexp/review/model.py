@@ -103,6 +103,8 @@ class ReviewedExperiment:
     cumulative_ci: list[float] | None = None
     #: Why there is no cumulative score ("" when there is one).
     cumulative_reason: str = ""
+    #: An A/A run (the noise floor): shown as ``control``, never as its outcome.
+    control: bool = False
     previous_best_cumulative: float | None = None
     #: Why the measurement is implausible, when it would be a new best.
     suspect: list[str] = dataclasses.field(default_factory=list)

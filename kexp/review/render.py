@@ -202,6 +202,7 @@ _OUTCOME_ICONS = {
     "failed": "⛔",
     "pending": "⏳",
     "invalid": "❌",
+    "control": "🧪",
 }
 
 
@@ -386,8 +387,9 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
         cumulative = "—"
         if e.cumulative_score is not None:
             cumulative = describe_interval(e.cumulative_score, e.cumulative_ci or ())
-        icon = _OUTCOME_ICONS.get(e.outcome, "")
-        outcome = f"{icon} {md_text(e.outcome)}".strip()
+        shown = "control" if e.control else e.outcome  # as kexp stats counts it
+        icon = _OUTCOME_ICONS.get(shown, "")
+        outcome = f"{icon} {md_text(shown)}".strip()
         if e.rank is None:
             rank = "—"
         else:

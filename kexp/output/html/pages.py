@@ -576,7 +576,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
             text(exp.created_at[:10]),
             score_text(exp),
             cumulative_text(exp),
-            badge(exp.outcome),
+            badge(counted_as(exp)),
             one_line(exp.dtype_sig),
             one_line(exp.env, 40),
             one_line(exp.change_summary, 100),
@@ -778,7 +778,7 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     parent = site.by_id.get(exp.pid) if exp.pid else None
     # The id and the operator (a link) head the section, in its "where" line.
     rows: list[tuple[str, str]] = [
-        ("score", f"<b>{score_text(exp)}</b> {badge(exp.outcome)}"),
+        ("score", f"<b>{score_text(exp)}</b> {badge(counted_as(exp))}"),
         ("measured against", text(exp.measured_against or ("parent" if exp.pid else "reference"))),
         ("cumulative", cumulative_text(exp) + (" (control)" if exp.is_control else "")),
         ("status", text(exp.status) + (" (buggy)" if exp.is_buggy else "")),
@@ -810,12 +810,12 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     if parent is not None:
         links.append(
             f"<p>Parent: {site.experiment_link(parent.id, root)} {score_text(parent)} "
-            f"{badge(parent.outcome)} {one_line(parent.change_summary)}</p>"
+            f"{badge(counted_as(parent))} {one_line(parent.change_summary)}</p>"
         )
     kids = site.children.get(exp.id, [])
     if kids:
         items = "".join(
-            f"<li>{site.experiment_link(kid.id, root)} {score_text(kid)} {badge(kid.outcome)} "
+            f"<li>{site.experiment_link(kid.id, root)} {score_text(kid)} {badge(counted_as(kid))} "
             f"{one_line(kid.change_summary)}</li>"
             for kid in kids
         )
