@@ -216,3 +216,27 @@ def test_history_includes_a_merge_that_resolved_a_conflict(repo: Path, store: St
     by_commit = {e.commit: e for e in entries}
     assert by_commit[rerun].changes == {"score": (1.019, 1.1)}
     assert by_commit[merge].changes == {"score": (1.2, 1.15)}
+
+
+@pytest.mark.parametrize("merges", ["merge commit", "two merges"])
+def test_an_experiment_merged_in_is_added_once(repo: Path, store: Store, merges: str) -> None:
+    """Bob records an experiment on his branch; a pull request merges it into main with a
+    merge commit (and, with two merges, his clone's main merges main back in after a
+    commit of its own): kexp log says it was added once, by Bob's commit, as git log
+    --follow shows it, not again by each merge that brought the same file in."""
+    git(repo, "checkout", "-q", "-b", "kexp/bob")
+    exp = store.create_experiment(**experiment_fields())
+    added = commit_all(repo, "kexp sync: 1 experiment file(s)", author="Bob <bob@example.com>")
+    git(repo, "checkout", "-q", "main")
+    (repo / "kernel.cu").write_text("// main moved on\n")
+    commit_all(repo, "kernel: main moved on")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "kexp/bob")
+    if merges == "two merges":
+        git(repo, "checkout", "-q", "-b", "clone", "kexp/bob")
+        (repo / "notes.txt").write_text("mine\n")
+        commit_all(repo, "notes")
+        git(repo, "merge", "-q", "--no-ff", "--no-edit", "main")
+    entries = store.history(exp.id)
+    assert [(e.commit, e.action) for e in entries] == [(added, "added")], [
+        (e.summary, e.action) for e in entries
+    ]

@@ -39,6 +39,8 @@ class CommitInfo:
     date: str  # author date, ISO 8601 with offset
     message: str
     files: tuple[FileChange, ...]
+    #: The parents' hashes (two or more: a merge).
+    parents: tuple[str, ...] = ()
 
 
 def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[CommitInfo]:
@@ -61,7 +63,7 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
         "--reverse",
         "--no-show-signature",
         "--encoding=UTF-8",
-        "--format=%x1e%H%x00%an%x00%ae%x00%aI%x00%B",
+        "--format=%x1e%H%x00%P%x00%an%x00%ae%x00%aI%x00%B",
         revision,
         "--",
         *pathspecs,
@@ -74,13 +76,17 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
         if not token.startswith("\x1e"):
             i += 1
             continue
-        sha, author, email, date, message = (token[1:], *tokens[i + 1 : i + 5])
-        i += 5
+        sha, parents, author, email, date, message = (token[1:], *tokens[i + 1 : i + 6])
+        i += 6
         files: list[FileChange] = []
         while i < len(tokens) and tokens[i].lstrip("\n").startswith(":"):
             change, i = _raw_entry(tokens, i)
             files.append(change)
-        commits.append(CommitInfo(sha, author, email, date, message.strip(), tuple(files)))
+        commits.append(
+            CommitInfo(
+                sha, author, email, date, message.strip(), tuple(files), tuple(parents.split())
+            )
+        )
     return commits
 
 

@@ -169,10 +169,14 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     blobs = dict(kgit.iter_blobs(location.repo, list(dict.fromkeys(wanted)), max_bytes=limit))
     entries: list[HistoryEntry] = []
     last_known: dict[str, Any] | None = None
+    last_blob = ""
     for commit in commits:
         for change in commit.files:
             if id_from_name(change.path) != full_id:
                 continue
+            if len(commit.parents) > 1 and change.new_sha and change.new_sha == last_blob:
+                continue  # a merge that brought in the file as a commit listed made it
+            last_blob = change.new_sha
             old, _ = _values_of(blobs.get(change.old_sha), change.old_path, limit)
             new, error = _values_of(blobs.get(change.new_sha), change.path, limit)
             if old is None and change.old_sha:
