@@ -208,3 +208,30 @@ def test_the_advice_to_remeasure_an_experiment_found_elsewhere_works_as_written(
     assert again.returncode == 0, again.stderr
     assert len(Store(alice).get_experiment(his).results) == 2 or "round" in again.stdout
     assert file_of(alice, hers).read_bytes() == mine
+
+
+def test_a_step_on_another_agents_unlanded_step_is_published_with_its_lineage(
+    tmp_path: Path,
+) -> None:
+    """Alice brings in Bob's step as advised (its file and its parent's, alike on his
+    side branch, his pull request still open) and builds on it; her ``kexp sync
+    --branch kexp/alice`` publishes her step with the lineage it needs (his two files:
+    her pull request stacks on his), where it refused with 'parent ... is not in the
+    store' because a file another branch holds alike was left off her branch."""
+    remote, alice, bob, base, _ = bob_started_from_alices_landed_work(tmp_path)
+    first = softmax(bob, base, "Vectorize loads with float4 - +10%")
+    step = softmax(bob, base, "Unroll by 4 on float4 - +3%", pid=first,
+                   measured_against="parent")  # fmt: skip
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    child = ["add", "--pid", step[:10], "--summary", "Warp shuffle on unrolled - +2%",
+             "--score", "1.02", "--measured-against", "parent", "--base-commit", base]  # fmt: skip
+    follow(run_kexp(*child, cwd=alice).stderr, alice)
+    made = run_kexp(*child, "--json", cwd=alice)
+    assert made.returncode == 0, made.stderr
+    mine = json.loads(made.stdout)["id"]
+
+    done = run_kexp("sync", "--branch", "kexp/alice", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert {mine, step, first} <= set(remote_ids(remote, "kexp/alice")), done.stdout
+    assert sorted(remote_ids(remote, "kexp/bob")).count(step) == 1  # his branch untouched

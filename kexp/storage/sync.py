@@ -675,10 +675,37 @@ def _commit_beside(
         (lambda _: message) if message else _message,
         keep=lambda path: _publishable(path, location),
         moved=_moved_away,
-        leave=view.held,
+        leave=lambda present: _left_out(location, view.held(present), present),
         remove=remove,
     )
     return made, paths, removed, kept, base, remote_base
+
+
+def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
+    """Of ``held`` (the files among ``present`` a remote branch holds alike: no news),
+    those a side branch leaves out: not the lineage (``pid``, ``combines``) of the files
+    it publishes, which another agent's branch holds under review (its pull request
+    open): the branch would publish a step whose parent it lacks, so it stacks on his."""
+    from kexp.format.fileformat import parse
+    from kexp.format.validate import id_from_name
+
+    by_id = {id_from_name(os.path.basename(path)): path for path in held}
+    needed: set[str] = set()
+    wanted = [path for path in present if path not in held]
+    while wanted:
+        path = wanted.pop()
+        try:
+            named = parse((location.toplevel / path).read_bytes(), path, fast=True)
+        except (OSError, ValueError):
+            continue  # (refused by the validation of what is published)
+        values = named.front_matter.values
+        combines = values.get("combines")
+        for parent in [values.get("pid"), *(combines if isinstance(combines, list) else [])]:
+            found = by_id.get(parent) if isinstance(parent, str) else None
+            if found is not None and found not in needed:
+                needed.add(found)
+                wanted.append(found)
+    return held - needed
 
 
 def _landed_base(repo: Any, view: RemoteView, checkout: str, checked_out: str | None) -> str:
