@@ -171,7 +171,7 @@ def judged_over_parent(record: Any) -> bool:
 
 
 #: The outcomes a score decides (the others: the record's status, bugs, interference).
-_SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
+SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
 
 
 def _over_parent(record: Any, outcome: str, parent: Any, settings: Settings) -> str:
@@ -181,7 +181,7 @@ def _over_parent(record: Any, outcome: str, parent: Any, settings: Settings) -> 
     cumulative score, with an interval when it has one (the parent's log half-widths,
     when it has them, added in quadrature: two independent measurements). Without a
     parent's cumulative score (buggy, pending, missing...), ``outcome`` stands."""
-    if outcome not in _SCORED_OUTCOMES or parent is None or parent[0] is None:
+    if outcome not in SCORED_OUTCOMES or parent is None or parent[0] is None:
         return outcome
     score = record.score
     if measured_nothing(score):
