@@ -736,7 +736,7 @@ def latest_control(controls: Iterable[Any]) -> Any | None:
     """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
     pending, not buggy): the noise floor of its env. None when there is none."""
     found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
-    return max(found, key=lambda r: (_time_key(r.created_at), r.id), default=None)
+    return max(found, key=lambda r: (time_key(r.created_at), r.id), default=None)
 
 
 def describe_control(record: Any) -> str:
@@ -748,7 +748,11 @@ def describe_control(record: Any) -> str:
     return text
 
 
-def _time_key(created_at: str) -> str:
+def time_key(created_at: str) -> str:
+    """``created_at`` in a form that sorts in time order as text: whole seconds and
+    fractional ones compare correctly (``…:05Z`` becomes ``…:05.000000000``, before
+    ``…:05.500000000``; as text, ``Z`` sorts after ``.``). kexp writes microseconds;
+    a hand-written file, an imported one or one an older kexp wrote may hold others."""
     text = created_at[:-1] if created_at.endswith("Z") else created_at
     seconds, _, fraction = text.partition(".")
     return f"{seconds}.{fraction:0<9}"
