@@ -357,6 +357,85 @@ def test_a_reference_measured_child_within_noise_of_its_parent_is_not_the_new_be
     assert top[0]["id"] == best.id
 
 
+def _judged(raw_result: str) -> tuple[str, str]:
+    """The first line of a raw result and its **Overall** line."""
+    lines = raw_result.splitlines()
+    return lines[0], lines[2]
+
+
+def test_a_reference_measured_childs_raw_result_judges_it_over_its_parent(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent times a child of its 2.1x step against the original code again: 2.102x.
+    kexp judged it marginal over its parent (not the new best), yet the raw result
+    ``kexp add`` wrote began "Iteration 2 Results - SUCCESS" and its overall line said
+    IMPROVEMENT: the file told the next reader the opposite of every view. Its first
+    line now says the campaign's word, and the overall line both speedups; a root's
+    raw result is as before, a child that beats its parent a success, one slower than
+    its parent a regression (however far above the reference), and so is a round
+    remeasured."""
+    reference = write(tmp_path / "reference.json", timings(1.0, 1))
+    parent = record_iteration(
+        store,
+        baseline=reference,
+        candidate=write(tmp_path / "first.json", timings(1 / 2.1, 2)),
+        **softmax_fields(change_summary="Tile - +110%"),
+    )
+    first, overall = _judged(parent.raw_result)
+    assert first == "Iteration 1 Results - SUCCESS:" and overall.endswith("IMPROVEMENT"), overall
+    assert "parent" not in overall
+    added = kexp(
+        repo, "add", "--summary", "Unroll by 2 - +0.1%", "--pid", parent.id[:10],
+        "--measured-against", "reference", "--description", "unroll",
+        "--baseline", reference, "--candidate", write(tmp_path / "c.json", timings(1 / 2.102, 3)),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    assert added.stdout.splitlines()[1].endswith(": marginal"), added.stdout
+    child = store.get_experiment(added.stdout.split()[1])
+    assert child.outcome == "marginal"
+    first, overall = _judged(child.raw_result)
+    assert first == "Iteration 2 Results - MARGINAL:", child.raw_result
+    assert f"over parent {parent.id[:10]} ({parent.cumulative_score:.4f}x):" in overall, overall
+    assert overall.endswith("% MARGINAL"), overall
+    assert "IMPROVEMENT" not in child.raw_result
+    # Remeasured, the pooled round is judged over the parent too.
+    again = kexp(
+        repo, "remeasure", child.id[:10],
+        "--baseline", write(tmp_path / "r2.json", timings(1.0, 4)),
+        "--candidate", write(tmp_path / "c2.json", timings(1 / 2.102, 5)),
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    pooled = store.get_experiment(child.id)
+    assert pooled.outcome == "marginal"
+    assert "Round 2 pooled with round 1 Results - MARGINAL:" in pooled.raw_result
+    assert "IMPROVEMENT" not in pooled.raw_result
+    # Through the library: beating the parent is a success, falling below it a regression.
+    for factor, words, outcome in (
+        (2.5, ("SUCCESS:", "IMPROVEMENT"), "improvement"),
+        (1.6, ("REGRESSION:", "REGRESSION"), "regression"),
+    ):
+        step = record_iteration(
+            store,
+            baseline=reference,
+            candidate=timings(1 / factor, 6),
+            **softmax_fields(pid=parent.id, measured_against="reference"),
+        )
+        assert step.outcome == outcome
+        first, overall = _judged(step.raw_result)
+        assert first.endswith(f"Results - {words[0]}"), step.raw_result
+        assert f"over parent {parent.id[:10]} (" in overall, overall
+        assert overall.endswith(f"= {words[1]}") or overall.endswith(f" {words[1]}"), overall
+    # A child measured against its parent is judged by its own score, as before.
+    over_parent = record_iteration(
+        store,
+        baseline=reference,
+        candidate=timings(1 / 1.2, 7),
+        **softmax_fields(pid=parent.id, measured_against="parent"),
+    )
+    first, overall = _judged(over_parent.raw_result)
+    assert first.endswith("SUCCESS:") and "parent" not in overall, over_parent.raw_result
+
+
 # --- remeasuring a control: the noise floor does not move without a word ---------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shlex
@@ -13,10 +14,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+import kexp.core.ids
 from kexp import KernelExperiment, Store
 from kexp.cli.main import main
 from kexp.measure.envinfo import detect_env
-from tests.conftest import git, run_kexp
+from tests.conftest import experiment_fields, git, run_kexp
 
 # The editor: each run takes the next step from a JSON list in $KEXP_TEST_EDITS, saves a
 # copy of the draft it was given (seen-N.md), then replaces text in the draft, writes
@@ -102,7 +104,7 @@ def test_new_records_the_edited_template(repo: Path, store: Store, editor: Edito
     template = editor.seen()
     # prefilled: id, created_at, base_commit, env; headings and guidance as comments
     assert f"id: {exp.id}\n" in template
-    assert re.search(r"created_at: '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ'", template)
+    assert re.search(r"created_at: '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z'", template)
     assert exp.base_commit == git(repo, "rev-parse", "HEAD") and exp.base_commit in template
     assert exp.env == detect_env().describe()
     for heading in (
@@ -194,6 +196,60 @@ def test_new_pid_prefills_from_the_parent(
         "fp8",
         "H100, CUDA 12.4",
     )
+
+
+def test_every_writer_stamps_microseconds_so_steps_made_in_one_second_sort_in_order(
+    repo: Path, store: Store, editor: Editor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent records a step with ``kexp add``, drafts its child with ``kexp new``,
+    and records a grandchild, all in one second. ``kexp add`` wrote ``created_at``
+    with microseconds, ``kexp new``'s template whole seconds: ``…:36Z`` sorts as text
+    after ``…:36.700000Z``, so ``kexp list --sort created_at`` put the child last.
+    Every writer (``kexp add``, ``kexp new``, the library, a ``KernelExperiment``
+    built) writes microseconds, the predecessor's precision, so the order is the order
+    they were made in; and ``--sort created_at`` sorts by time, not text, so a file an
+    older kexp wrote with whole seconds sorts in its place too."""
+    moment = [dt.datetime(2026, 11, 29, 15, 52, 36, 100000, dt.timezone.utc).timestamp()]
+    monkeypatch.setattr(kexp.core.ids, "current_time", lambda: moment[0])
+
+    def add(*args: str) -> str:
+        result = CliRunner().invoke(
+            main,
+            ["--root", str(repo), "add", "--score", "1.02", "--operator", "k.cu: k",
+             "--dtype", "bf16", "--env", "MI300X", "--description", "d", "--json", *args],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return str(json.loads(result.stdout)["id"])
+
+    first = add("--summary", "Unroll 4 - +2%")
+    moment[0] += 0.3
+    result = editor.run(repo, {"replace": FILL[:2]}, args=("--pid", first, "--json"))
+    assert result.exit_code == 0, result.stderr
+    child = json.loads(result.stdout)["id"]
+    moment[0] += 0.3
+    grandchild = add("--summary", "Unroll 8 - +1%", "--pid", child)
+    moment[0] += 0.2
+    library = store.create_experiment(**experiment_fields(pid=grandchild))
+    built = KernelExperiment(score=1.0, status="done")
+    made = [first, child, grandchild, library.id]
+    stamps = [store.get_experiment(exp_id).created_at for exp_id in made]
+    # A file an older kexp new wrote in that second (whole seconds: .000000) sorts first.
+    older = store.create_experiment(**experiment_fields(created_at="2026-11-29T15:52:36Z"))
+    assert older.created_at == "2026-11-29T15:52:36Z"  # a value given is kept as it is
+    assert stamps == [
+        "2026-11-29T15:52:36.100000Z",
+        "2026-11-29T15:52:36.400000Z",
+        "2026-11-29T15:52:36.700000Z",
+        "2026-11-29T15:52:36.900000Z",
+    ]
+    assert re.fullmatch(r"2026-11-29T15:52:36\.9\d{5}Z", built.created_at), built.created_at
+    assert re.search(r"created_at: '2026-11-29T15:52:36\.400000Z'", editor.seen())
+    listed = CliRunner().invoke(
+        main, ["--root", str(repo), "list", "--sort", "created_at", "--json"]
+    )
+    assert listed.exit_code == 0, listed.output
+    assert [e["id"] for e in json.loads(listed.stdout)] == [older.id, *made]
+    assert [e.id for e in store.list_experiments()] == [older.id, *made]
 
 
 def test_new_with_an_unknown_parent_typed_in_is_shown_as_a_problem(

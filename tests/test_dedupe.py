@@ -283,11 +283,15 @@ def test_normalizing_a_code_change_equals_the_rule_applied_line_by_line(
 
 
 def _shingles_hunk_by_hunk(normalized: str) -> frozenset[int]:
-    """shingles_of_normalized as first written (the hunks made, then every line of each
-    through the line rule): the reference the library's faster form must equal."""
+    """shingles_of_normalized written plainly (the hunks made, then the rule applied to
+    each): the reference the library's faster form must equal."""
+    import itertools
     import zlib
 
-    from kexp.storage.dedupe import MIN_PLAIN_CHARS, line_shingle
+    from kexp.storage.dedupe import MIN_PLAIN_CHARS, SMALL_CHANGE_SHINGLES, line_shingle
+
+    def pairs(shingles: list[int]) -> set[int]:
+        return {zlib.crc32(b"%d %d" % (a, b)) for a, b in itertools.pairwise(shingles)}
 
     if not normalized:
         return frozenset()
@@ -300,25 +304,23 @@ def _shingles_hunk_by_hunk(normalized: str) -> frozenset[int]:
             hunks.append([])
         else:
             hunks[-1].append(line)
-    if not changed:
-        hunks = [[f" {line}" for hunk in hunks for line in hunk]]
-    else:
-        hunks = [
-            [line if line[:1] in ("+", "-", " ") else f" {line}" for line in hunk]
-            for hunk in hunks
-            if hunk
-        ]
+    if not changed:  # one hunk of context: every line, and every pair of lines
+        shingles = [line_shingle(f" {line}") for hunk in hunks for line in hunk]
+        held = [s for s in shingles if s is not None]
+        return frozenset(set(held) | pairs(held))
     found: set[int] = set()
+    context: set[int] = set()
     for hunk in hunks:
-        previous: int | None = None
+        signed = [line_shingle(line) for line in hunk if line[:1] in ("+", "-")]
+        held = [s for s in signed if s is not None]
+        found |= set(held) | pairs(held)
         for line in hunk:
-            shingle = line_shingle(line)
-            if shingle is None:
-                continue
-            found.add(shingle)
-            if previous is not None:
-                found.add(zlib.crc32(b"%d %d" % (previous, shingle)))
-            previous = shingle
+            if line[:1] not in ("+", "-"):
+                shingle = line_shingle(line if line[:1] == " " else f" {line}")
+                if shingle is not None:
+                    context.add(shingle)
+    if len(found) < SMALL_CHANGE_SHINGLES:  # a small change: where it is made counts
+        found |= context
     return frozenset(found)
 
 
@@ -339,6 +341,5 @@ def test_shingles_equal_the_rule_applied_hunk_by_hunk(lines: list[str], normal: 
         text = normalize_code_change(text)
     assert shingles_of_normalized(text) == _shingles_hunk_by_hunk(text)
     assert is_matchable(text) == (
-        bool(text)
-        and (any(line[:1] in ("+", "-") for line in text.split("\n")) or len(text) >= 40)
+        bool(text) and (any(line[:1] in ("+", "-") for line in text.split("\n")) or len(text) >= 40)
     )

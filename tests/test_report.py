@@ -338,7 +338,9 @@ def hostile_store(repo: Path) -> tuple[Store, list[KernelExperiment]]:
             "score": 0.5,
             "pid": first.id,
             "combines": [first.id],
-            "code_change": fields["code_change"] + " 2",
+            # another change: its added line differs (the same changed lines with another
+            # context line are the same small change, a near-duplicate)
+            "code_change": fields["code_change"].replace("\n-", " 2\n-", 1),
         }
     )
     third = store.create_experiment(
@@ -348,7 +350,7 @@ def hostile_store(repo: Path) -> tuple[Store, list[KernelExperiment]]:
             "is_buggy": True,
             "error_message": HOSTILE,
             "pid": second.id,
-            "code_change": fields["code_change"] + " 3",
+            "code_change": fields["code_change"].replace("\n-", " 3\n-", 1),
         }
     )
     assert first.path is not None

@@ -105,6 +105,74 @@ def test_shingles_match_renamed_variables_and_reordered_hunks_only() -> None:
     assert code_shingles("(see logs/iter1.patch)") == frozenset()
 
 
+UNROLL_NORM = """\
+--- a/csrc/layernorm_kernels.cu
++++ b/csrc/layernorm_kernels.cu
+@@ -40,9 +40,10 @@ __global__ void rms_norm_kernel(
+   const int tid = threadIdx.x;
+   float variance = 0.0f;
+   const scalar_t* row = input + blockIdx.x * hidden_size;
+-  for (int idx = tid; idx < hidden_size; idx += blockDim.x) {
+-    const float x = (float)row[idx];
++#pragma unroll 4
++  for (int idx = tid; idx < hidden_size; idx += blockDim.x) {
++    const float x = static_cast<float>(row[idx]);
+     variance += x * x;
+   }
+   variance = blockReduceSum<float>(variance);
+"""
+#: UNROLL_NORM made again on a newer base: upstream changed two of its context lines
+#: (the row pointer, the reduction's call) and moved it down by 12 lines.
+UNROLL_NORM_REBASED = (
+    UNROLL_NORM.replace("@@ -40,9 +40,10 @@", "@@ -52,9 +52,10 @@")
+    .replace(
+        "   const scalar_t* row = input + blockIdx.x * hidden_size;",
+        "   const scalar_t* __restrict__ row = input + (int64_t)blockIdx.x * input_stride;",
+    )
+    .replace("blockReduceSum<float>(variance);", "blockReduceSum<float>(variance, red_buf);")
+)
+
+
+def test_the_same_change_on_a_newer_base_is_a_near_duplicate_by_its_changed_lines(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """An agent makes the unroll of the RMSNorm loop again after a rebase: the changed
+    lines are the same, but upstream edited two lines of the diff's context. The
+    context lines were shingled with the change, and each one that differed took three
+    shingles with it: similarity 0.58 (0.71 for VECTORIZE with its one context line
+    edited), where the changed lines say it is the same change. A change of a few lines
+    or more is shingled by its changed lines alone; a one- or two-line change keeps its
+    context lines (standalone), so that the same line added to another loop stays
+    apart (test_shingles_match_renamed_variables_and_reordered_hunks_only)."""
+    assert shingle_similarity(code_shingles(UNROLL_NORM), code_shingles(UNROLL_NORM_REBASED)) == 1
+    edited = VECTORIZE.replace("key.stride(0);", "key.stride(0) * num_kv_heads;")
+    assert shingle_similarity(code_shingles(VECTORIZE), code_shingles(edited)) == 1.0
+    # A different change at the same place is not alike: the loop unrolled, not rewritten.
+    other = UNROLL_NORM.replace(
+        "-  for (int idx = tid; idx < hidden_size; idx += blockDim.x) {\n"
+        "-    const float x = (float)row[idx];\n",
+        "",
+    ).replace(
+        "+  for (int idx = tid; idx < hidden_size; idx += blockDim.x) {\n"
+        "+    const float x = static_cast<float>(row[idx]);\n",
+        "   for (int idx = tid; idx < hidden_size; idx += blockDim.x) {\n"
+        "+    const float x = __ldg(&row[idx]) * inv_scale;\n",
+    )
+    assert shingle_similarity(code_shingles(UNROLL_NORM), code_shingles(other)) < 0.5
+    # A one-line change made again on a newer base, one context line edited: alike.
+    pragma = (
+        "@@ -218 +218 @@\n   float acc = 0.0f;\n+#pragma unroll 4\n"
+        "   for (int j = 0; j < 4; ++j) {\n     acc += k_src[j] * q[j];\n"
+    )
+    moved = pragma.replace("float acc = 0.0f;", "float acc = bias[j];")
+    assert shingle_similarity(code_shingles(pragma), code_shingles(moved)) >= 0.5
+    first = make_experiment(code_change=UNROLL_NORM, score=1.02)
+    with pytest.warns(NearDuplicateWarning) as caught:
+        make_experiment(code_change=UNROLL_NORM_REBASED, score=1.01)
+    message = str(caught[0].message)
+    assert first.id in message and "similarity 1.00" in message, message
+
+
 def test_a_create_warns_of_a_near_duplicate_naming_it_with_its_similarity(
     store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

@@ -171,7 +171,7 @@ def judged_over_parent(record: Any) -> bool:
 
 
 #: The outcomes a score decides (the others: the record's status, bugs, interference).
-_SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
+SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
 
 
 def _over_parent(record: Any, outcome: str, parent: Any, settings: Settings) -> str:
@@ -181,7 +181,7 @@ def _over_parent(record: Any, outcome: str, parent: Any, settings: Settings) -> 
     cumulative score, with an interval when it has one (the parent's log half-widths,
     when it has them, added in quadrature: two independent measurements). Without a
     parent's cumulative score (buggy, pending, missing...), ``outcome`` stands."""
-    if outcome not in _SCORED_OUTCOMES or parent is None or parent[0] is None:
+    if outcome not in SCORED_OUTCOMES or parent is None or parent[0] is None:
         return outcome
     score = record.score
     if measured_nothing(score):
@@ -736,7 +736,7 @@ def latest_control(controls: Iterable[Any]) -> Any | None:
     """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
     pending, not buggy): the noise floor of its env. None when there is none."""
     found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
-    return max(found, key=lambda r: (_time_key(r.created_at), r.id), default=None)
+    return max(found, key=lambda r: (time_key(r.created_at), r.id), default=None)
 
 
 def describe_control(record: Any) -> str:
@@ -748,7 +748,11 @@ def describe_control(record: Any) -> str:
     return text
 
 
-def _time_key(created_at: str) -> str:
+def time_key(created_at: str) -> str:
+    """``created_at`` in a form that sorts in time order as text: whole seconds and
+    fractional ones compare correctly (``…:05Z`` becomes ``…:05.000000000``, before
+    ``…:05.500000000``; as text, ``Z`` sorts after ``.``). kexp writes microseconds;
+    a hand-written file, an imported one or one an older kexp wrote may hold others."""
     text = created_at[:-1] if created_at.endswith("Z") else created_at
     seconds, _, fraction = text.partition(".")
     return f"{seconds}.{fraction:0<9}"

@@ -40,12 +40,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT, SET_MEASURED
-from kexp.core.campaign import is_control, measured_nothing
+from kexp.core.campaign import (
+    SCORED_OUTCOMES,
+    is_control,
+    judged_over_parent,
+    measured_nothing,
+)
 from kexp.core.errors import (
     CodeRepoWarning,
     ControlWarning,
@@ -57,6 +62,7 @@ from kexp.core.errors import (
     TimingsWarning,
     ValidationError,
 )
+from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
@@ -92,6 +98,8 @@ __all__ = [
     "STATS",
     "Measurement",
     "MeasurementError",
+    "OverParent",
+    "ParentJudge",
     "Scored",
     "SuspectMeasurementWarning",
     "TimingsWarning",
@@ -101,6 +109,7 @@ __all__ = [
     "measurement_of",
     "pair_samples",
     "pair_timings",
+    "parent_judge",
     "parse_protocol",
     "raw_result_text",
     "read_table",
@@ -172,12 +181,40 @@ def verdict(
     found = outcome_of(
         KernelExperiment(score=score, score_ci=list(interval), status="done"), settings
     )
-    if found == "improvement":
+    return _words(found, score, settings, within_noise=bool(interval))
+
+
+def _words(
+    outcome: str, score: float, settings: Settings, *, within_noise: bool
+) -> tuple[str, str]:
+    """:func:`verdict`'s words for an ``outcome`` (improvement, marginal or regression)
+    of a speedup ``score``: a marginal score past a threshold is "within noise" when
+    ``within_noise`` (an interval holding 1 made it marginal)."""
+    if outcome == "improvement":
         return "SUCCESS", "IMPROVEMENT"
-    if found == "regression":
+    if outcome == "regression":
         return "REGRESSION", "REGRESSION"
     beyond = score > settings.improvement_above or score < settings.regression_below
-    return "MARGINAL", "MARGINAL (within noise)" if interval and beyond else "MARGINAL"
+    return "MARGINAL", "MARGINAL (within noise)" if within_noise and beyond else "MARGINAL"
+
+
+@dataclasses.dataclass(frozen=True)
+class OverParent:
+    """A step measured against the reference, judged over its parent as the campaign
+    judges it (:func:`kexp.core.campaign.judged_over_parent`): what its raw result's
+    first line says."""
+
+    #: The parent's id.
+    pid: str
+    #: The parent's cumulative score (its speedup over the reference).
+    parent_score: float
+    #: The step's outcome over its parent: improvement, marginal or regression.
+    outcome: str
+
+
+#: What judges a score and its interval over a parent (:class:`OverParent`), or None
+#: when it is not judged so.
+ParentJudge = Callable[[float, Sequence[float]], "OverParent | None"]
 
 
 def raw_result_text(
@@ -189,18 +226,31 @@ def raw_result_text(
     interval: Sequence[float] = (),
     title: str | None = None,
     note: str = "",
+    over_parent: OverParent | None = None,
 ) -> str:
     """The ``raw_result`` text in the skill's format (overall, then one line per config);
     with samples, the interval and each configuration's sample counts too; ``note``
-    (how the timings were taken) below the overall line."""
-    header, overall = verdict(score, settings, interval)
+    (how the timings were taken) below the overall line. ``over_parent``: a step measured
+    against the reference, made on a parent: the header says its outcome over the
+    parent (the campaign's), and the overall line its speedup over the parent too."""
+    spread = f" (95% interval {interval[0]:.4f}-{interval[1]:.4f})" if interval else ""
+    if over_parent is None:
+        header, overall = verdict(score, settings, interval)
+        gain = f"{score:.4f}x speedup{spread} = {_percent(score)} {overall}"
+    else:
+        ratio = score / over_parent.parent_score
+        header, overall = _words(over_parent.outcome, ratio, settings, within_noise=True)
+        gain = (
+            f"{score:.4f}x speedup over the reference{spread} = {_percent(score)}; "
+            f"over parent {over_parent.pid[:SHOWN_LENGTH]} ({over_parent.parent_score:.4f}x): "
+            f"{ratio:.4f}x = {_percent(ratio)} {overall}"
+        )
     if title is None:
         title = f"Iteration {iteration} Results" if iteration is not None else "Results"
-    spread = f" (95% interval {interval[0]:.4f}-{interval[1]:.4f})" if interval else ""
     lines = [
         f"{title} - {header}:",
         "",
-        f"**Overall**: {score:.4f}x speedup{spread} = {_percent(score)} {overall}",
+        f"**Overall**: {gain}",
         "",
         *([note, ""] if note else []),
         "**Per-kernel breakdown**:",
@@ -230,6 +280,7 @@ def score_measurements(
     protocol: Mapping[str, Any] | None = None,
     title: str | None = None,
     note: str = "",
+    over_parent: ParentJudge | None = None,
 ) -> Scored:
     """``score`` (geometric mean of speedups, 4 decimals), ``results`` and ``raw_result``.
 
@@ -237,7 +288,9 @@ def score_measurements(
     ``score_ci`` the score's interval and ``samples`` the ``## Samples`` section (the
     ``rounds`` given, else one round of these measurements; none when not
     ``keep_samples``). ``protocol`` (how it was measured) informs the plausibility check;
-    ``note`` is a line of ``raw_result`` on how the timings were taken.
+    ``note`` is a line of ``raw_result`` on how the timings were taken. ``over_parent``
+    judges the score and its interval over a parent (:func:`parent_judge`): the header
+    of a step measured against the reference says the campaign's word for it.
     """
     if not measurements:
         raise MeasurementError("no configurations were measured")
@@ -263,12 +316,48 @@ def score_measurements(
         interval=interval,
         title=title,
         note=note,
+        over_parent=over_parent(score, interval) if over_parent is not None else None,
     )
     judged = KernelExperiment(score=score, results=results, protocol=dict(protocol or {}))
     reasons = suspect_reasons(judged, settings)
     if reasons:
         text += f"\n\n**{SUSPECT_LABEL}**: " + "; ".join(reasons)
     return Scored(score, results, text, tuple(measurements), interval, samples_text)
+
+
+def parent_judge(store: Store, record: KernelExperiment) -> ParentJudge | None:
+    """What judges ``record``'s score and interval (to be measured) over its parent as
+    ``store``'s campaign will, once it is recorded: a step measured against the
+    reference, made on a parent (:func:`kexp.core.campaign.judged_over_parent`). None
+    when it is not judged so, or its parent has no cumulative score (then the campaign,
+    and the raw result, judge it over the reference)."""
+    if not isinstance(record.pid, str) or not judged_over_parent(record):
+        return None
+    try:
+        parent = store.get_experiment(record.pid)
+    except KexpError:  # not in the store (validation says so when it is recorded)
+        return None
+    parent_score = parent.cumulative_score
+    if parent_score is None:
+        return None
+
+    def judge(score: float, interval: Sequence[float]) -> OverParent | None:
+        step = dataclasses.replace(record, pid=parent.id, score=score, score_ci=list(interval))
+        outcome = store.derived_of(step).outcome
+        if outcome not in SCORED_OUTCOMES:
+            return None
+        return OverParent(parent.id, parent_score, outcome)
+
+    return judge
+
+
+def _stand_in(data: Mapping[str, Any]) -> KernelExperiment:
+    """An experiment of the fields a campaign judges by (pid, measured_against, status,
+    is_buggy, tags, combines) of ``data``, fields to be recorded: what
+    :func:`parent_judge` judges before the score is known."""
+    names = ("pid", "measured_against", "is_buggy", "tags", "combines")
+    given = {name: data[name] for name in names if data.get(name)}
+    return KernelExperiment(status=data.get("status") or "done", **given)
 
 
 def _kept_round(
@@ -390,6 +479,7 @@ def with_timings(
         keep_samples=keep_samples,
         protocol=protocol,
         note=gathered.note,
+        over_parent=parent_judge(store, _stand_in(data)),
     )
     given = data.pop("raw_result", "")
     data.update(scored.fields())
@@ -679,6 +769,7 @@ def remeasure(
         settings=store.settings,
         rounds=rounds,
         protocol=exp.protocol,
+        over_parent=parent_judge(store, exp),
         title=f"Round {number} pooled with rounds 1-{number - 1} Results"
         if number > 2
         else "Round 2 pooled with round 1 Results",

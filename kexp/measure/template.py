@@ -15,7 +15,6 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core import ids
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, FIELDS
 from kexp.core.model import KernelExperiment, attach
@@ -69,10 +68,11 @@ def prefill(
     (:func:`kexp.measure.envinfo.detect_env`). ``measured_against``: ``parent`` with a parent
     (each change measured against the code it was made on), else ``reference``.
     """
-    # lazy: not every command that imports this module needs kexp.storage.store
-    from kexp.storage.store import utc_now
-
-    exp = KernelExperiment(status="done", created_at=now or utc_now(), id=ids.new_id())
+    # A new id and created_at (with microseconds, as every writer stamps it) from one
+    # reading of the clock, made when the object is built.
+    exp = KernelExperiment(status="done")
+    if now:
+        exp.created_at = now
     exp.measured_against = "reference"
     if parent is not None:
         exp.measured_against = "parent"

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from kexp.core.campaign import time_key
 from kexp.core.errors import KexpError
 from kexp.core.fields import (
     ALL_FIELDS,
@@ -239,6 +240,8 @@ def sort_experiments(
             return (number is not None, float(number or 0.0))
         if field == "cumulative_ci":
             return json.dumps(exp.cumulative_ci)
+        if field == "created_at":  # in time order, whatever its precision
+            return time_key(exp.created_at)
         value = getattr(exp, field)
         if field in _NUMERIC:
             return float(value)

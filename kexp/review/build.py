@@ -37,6 +37,7 @@ from kexp.core.campaign import (
     derive_for,
     is_control,
     measured_against_parent,
+    time_key,
     versions_of,
 )
 from kexp.core.collector import collector_paused
@@ -469,7 +470,8 @@ class _Side:
         found = self._children.get(exp_id, [])
         if exp_id not in self._children_sorted:
             facts = self.facts
-            found.sort(key=lambda n: (facts[n].created_at, facts[n].id))  # ties: path order
+            # oldest first, in time order whatever the precision; ties: path order
+            found.sort(key=lambda n: (time_key(facts[n].created_at), facts[n].id))
             self._children_sorted.add(exp_id)
         return found
 

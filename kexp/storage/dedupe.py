@@ -10,14 +10,17 @@ added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``
 
 Two code changes are *near-duplicates* when the Jaccard similarity of their shingle
 sets (:func:`code_shingles`, :func:`shingle_similarity`) is at least
-``settings.near_duplicate_similarity``: each hunk's lines (the changed ones and the
-context around them, so that the same line added in two places differs) are cut into
-tokens,
-identifiers that are not keywords, types, calls or members are renamed by order of
-first appearance within the line (``acc``/``i`` and ``sum``/``idx`` both become ``v0``/
-``v1``), and each line and each pair of consecutive lines of a hunk is hashed.
-A change whose variables were renamed gives the same shingles; reordered hunks give
-the same set.
+``settings.near_duplicate_similarity``: each changed (added or removed) line is cut
+into tokens, identifiers that are not keywords, types, calls or members are renamed
+by order of first appearance within the line (``acc``/``i`` and ``sum``/``idx`` both
+become ``v0``/``v1``), and each changed line and each pair of consecutive changed
+lines of a hunk is hashed. The context lines around them are not: the same change
+made on a newer base, where upstream edited a line near it, is the same set. A change
+too small to tell apart by itself (fewer than :data:`SMALL_CHANGE_SHINGLES` shingles:
+one or two changed lines, such as ``+#pragma unroll 4``) adds its context lines, each
+hashed alone, so that the same line added to two different loops differs while one
+context line edited upstream leaves it a near-duplicate. A change whose variables were
+renamed gives the same shingles; reordered hunks give the same set.
 
 :func:`code_key` is the one key of a code change (this normalisation, this rule of what
 is matchable); the retrieval index (:mod:`kexp.storage.retrieval`) keeps it for every file and
@@ -42,7 +45,7 @@ import hashlib
 import itertools
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
@@ -171,8 +174,10 @@ KEPT_IDENTIFIERS = frozenset(
 MIN_LINE_TOKENS = 3
 
 
-#: The first characters of a line of a hunk kept as they are (else the line is context).
-_SIGNS = ("+", "-", " ")
+#: A code change whose changed lines give fewer shingles than this (one or two changed
+#: lines) is shingled with its context lines too: by itself it does not say where it was
+#: made (``+#pragma unroll 4`` fits any loop).
+SMALL_CHANGE_SHINGLES = 4
 
 
 @functools.lru_cache(maxsize=8192)
@@ -199,37 +204,51 @@ def line_shingle(line: str) -> int | None:
 
 def code_shingles(code_change: str) -> frozenset[int]:
     """The shingles of a code change (empty for a placeholder, see :func:`is_matchable`):
-    each line of each hunk (added, removed, or context around them), normalised (see the
-    module documentation), and each pair of consecutive lines of a hunk."""
+    each changed line of each hunk, normalised (see the module documentation), and each
+    pair of consecutive changed lines of a hunk; for a small change, its context lines
+    too."""
     return shingles_of_normalized(normalize_code_change(code_change))
 
 
 def shingles_of_normalized(normalized: str) -> frozenset[int]:
     """:func:`code_shingles` of a code change already normalised
-    (:func:`normalize_code_change`): every line through :func:`line_shingle` (a line
-    without a sign as context), and each pair of consecutive shingles within a hunk
-    (``@@`` lines part hunks when some line is added or removed; else the whole change
-    is one hunk of context)."""
+    (:func:`normalize_code_change`): every changed line through :func:`line_shingle`,
+    and each pair of consecutive changed lines within a hunk (``@@`` lines part hunks;
+    context lines between two changed lines do not part them); with fewer than
+    :data:`SMALL_CHANGE_SHINGLES` of these, every context line's shingle as well (a
+    line without a sign is context). Without any line added or removed, the whole
+    change is one hunk of context: each line and each pair of consecutive lines."""
     if not is_matchable(normalized):
         return frozenset()
     lines = normalized.split("\n")
-    signed = normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized
-    if signed:  # a hunk's border: -1; a line kept as it is when it has a sign
-        shingles = [
-            -1 if line == "@@" else line_shingle(line if line[:1] in _SIGNS else " " + line)
-            for line in lines
-        ]
-    else:
-        shingles = [line_shingle(" " + line) for line in lines if line != "@@"]
-    held = [shingle for shingle in shingles if shingle is not None]
-    found = set(held)
-    found.discard(-1)
-    found.update(
-        zlib.crc32(b"%d %d" % pair)
-        for pair in itertools.pairwise(held)
-        if pair[0] >= 0 and pair[1] >= 0
-    )
+    if not (normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized):
+        held = [s for line in lines if line != "@@" and (s := line_shingle(" " + line)) is not None]
+        return frozenset([*held, *_pairs(held)])
+    found: set[int] = set()
+    context: set[int] = set()
+    hunk: list[int] = []  # the changed lines' shingles of the hunk so far
+    for line in lines:
+        if line == "@@":
+            found.update(_pairs(hunk))
+            hunk = []
+        elif line[:1] in ("+", "-"):
+            shingle = line_shingle(line)
+            if shingle is not None:
+                hunk.append(shingle)
+                found.add(shingle)
+        else:
+            shingle = line_shingle(line if line[:1] == " " else " " + line)
+            if shingle is not None:
+                context.add(shingle)
+    found.update(_pairs(hunk))
+    if len(found) < SMALL_CHANGE_SHINGLES:
+        found |= context
     return frozenset(found)
+
+
+def _pairs(shingles: list[int]) -> Iterator[int]:
+    """The shingles of each pair of consecutive ``shingles``."""
+    return (zlib.crc32(b"%d %d" % pair) for pair in itertools.pairwise(shingles))
 
 
 def shingle_similarity(first: Iterable[int], second: Iterable[int]) -> float:

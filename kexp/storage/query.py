@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES, failed_run
+from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
@@ -291,7 +291,7 @@ def rank(
     else:
         keyed = list(zip(keys, items, strict=True))
     keyed.sort(key=lambda pair: (pair[1].id, _path_key(pair[1])))
-    keyed.sort(key=lambda pair: _time_key(pair[1].created_at), reverse=True)
+    keyed.sort(key=lambda pair: time_key(pair[1].created_at), reverse=True)
     keyed.sort(key=lambda pair: float(pair[1].score), reverse=True)
     keyed.sort(key=_FIRST, reverse=True)
     chosen = [item for _, item in keyed]
@@ -314,7 +314,7 @@ def _tie_order(items: list[Any]) -> None:
     Stable sorts, the least significant key first (cheaper than one sort on a
     composite key that has to invert a string)."""
     items.sort(key=lambda e: (e.id, _path_key(e)))
-    items.sort(key=lambda e: _time_key(e.created_at), reverse=True)
+    items.sort(key=lambda e: time_key(e.created_at), reverse=True)
 
 
 def _own_derived(experiments: list[Any]) -> list[Derived]:
@@ -328,17 +328,6 @@ def _score(item: Any) -> float:
 
 _SCORE = operator.attrgetter("score")
 _FIRST = operator.itemgetter(0)
-
-
-def _time_key(created_at: str) -> str:
-    """``created_at`` in a form that sorts in time order as text.
-
-    Whole seconds and fractional ones (imported experiments keep theirs) compare
-    correctly: ``…:05Z`` becomes ``…:05.000000000``, before ``…:05.500000000``.
-    """
-    text = created_at[:-1] if created_at.endswith("Z") else created_at
-    seconds, _, fraction = text.partition(".")
-    return f"{seconds}.{fraction:0<9}"
 
 
 def select(
@@ -378,7 +367,7 @@ def select(
 def chronological(experiments: Iterable[_E]) -> list[_E]:
     """Oldest first (by ``created_at``, then id, then path: two files of one id, after a
     merge, come in path order)."""
-    return sorted(experiments, key=lambda e: (_time_key(e.created_at), e.id, _path_key(e)))
+    return sorted(experiments, key=lambda e: (time_key(e.created_at), e.id, _path_key(e)))
 
 
 def _path_key(exp: Any) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,13 +63,6 @@ _READ_ONLY_FIELDS = frozenset({"id"})
 _DERIVED_FIELDS = DERIVED
 #: What a file holds besides the fields: unknown keys and sections, text before them.
 _KEPT_CONTENT = frozenset({"extra_fields", "preamble", "extra_sections"})
-
-
-def utc_now(now: float | None = None) -> str:
-    """The current time (or ``now``, seconds since the epoch) as ISO 8601 UTC with a
-    ``Z`` (whole seconds), from :func:`kexp.core.ids.current_time`."""
-    moment = ids.current_time() if now is None else now
-    return dt.datetime.fromtimestamp(int(moment), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Store(StoreReader):
@@ -222,7 +214,7 @@ class Store(StoreReader):
         its id (:mod:`kexp.storage.layout`); refuses a linked folder."""
         ids.check_id(exp.id)
         folder = self.experiments_dir
-        for part in folder_parts(exp.id, exp.created_at, utc_now()):
+        for part in folder_parts(exp.id, exp.created_at, creation_time()):
             folder = folder / part
             if folder.is_symlink():
                 raise KexpError(
