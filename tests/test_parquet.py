@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from conftest import experiment_fields, init_repo
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kexp import Store
@@ -57,14 +57,15 @@ def results_of(folder: Path) -> str:
     return f"read_parquet('{folder}/results/**/*.parquet', hive_partitioning=true)"
 
 
-#: kexp top's question (the README's): buggy, pending and controls left out; ranked by
-#: the cumulative score (those without one after, by score), then score, newest, id.
-TOP_20 = (
-    "SELECT id FROM {table} WHERE NOT is_buggy AND status NOT IN ('new', 'running') "
-    "AND NOT coalesce(list_contains(tags, 'control'), false) "
-    "ORDER BY cumulative_score IS NOT NULL DESC, coalesce(cumulative_score, score) DESC, "
-    "score DESC, created_at DESC, id LIMIT 20"
-)
+def top_query(folder: Path) -> str:
+    """docs/parquet.md's query of ``kexp top``'s answer, as written there, over the
+    export in ``folder``."""
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "parquet.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
+    (block,) = [b for b in blocks if b.startswith("-- kexp top")]
+    return block.replace("DIR", str(folder))
 
 
 experiment_specs = st.lists(
@@ -120,6 +121,22 @@ def record_all(store: Store, specs: list[dict[str, Any]]) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(experiment_specs)
+@example(
+    [  # a marginal child whose product beats an improvement; a failed run
+        {"operator_sig": OPERATORS[0], "score": 2.0, "status": "done", "is_buggy": False,
+         "created_at": STAMPS[0], "results": False, "tags": [], "parent": None,
+         "measured_against": "reference"},
+        {"operator_sig": OPERATORS[0], "score": 0.995, "status": "done", "is_buggy": False,
+         "created_at": STAMPS[1], "results": False, "tags": [], "parent": 1,
+         "measured_against": "parent"},
+        {"operator_sig": OPERATORS[0], "score": 1.1, "status": "done", "is_buggy": False,
+         "created_at": STAMPS[2], "results": False, "tags": [], "parent": None,
+         "measured_against": "reference"},
+        {"operator_sig": OPERATORS[0], "score": 0.0, "status": "failed", "is_buggy": False,
+         "created_at": STAMPS[3], "results": False, "tags": [], "parent": None,
+         "measured_against": "reference"},
+    ]
+)  # fmt: skip
 def test_duckdb_over_the_export_answers_as_kexp_does(
     tmp_path_factory: pytest.TempPathFactory, specs: list[dict[str, Any]]
 ) -> None:
@@ -136,9 +153,7 @@ def test_duckdb_over_the_export_answers_as_kexp_does(
     invoke("--root", str(root), "export", "--format", "parquet", "-o", str(out))
 
     top = json.loads(invoke("--root", str(root), "top", "--json").output)
-    assert [row[0] for row in sql(TOP_20.format(table=experiments_of(out)))] == [
-        e["id"] for e in top
-    ]
+    assert [row[0] for row in sql(top_query(out))] == [e["id"] for e in top]
 
     exported = json.loads(invoke("--root", str(root), "export", "--format", "json").output)
     records = {r["id"]: r for r in exported}
