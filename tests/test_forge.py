@@ -374,7 +374,7 @@ def test_the_documented_duckdb_queries_answer_as_kexp_and_the_files_do(
     out = tmp_path / "pq"
     assert run_kexp("export", "--format", "parquet", "-o", str(out), cwd=repo).returncode == 0
     queries = _parquet_page_queries()
-    assert len(queries) == 5, list(queries)
+    assert len(queries) == 6, list(queries)
 
     def run(first: str, tip: str = "") -> list[tuple[object, ...]]:
         (sql,) = [q for line, q in queries.items() if line.startswith(first)]
@@ -382,6 +382,8 @@ def test_the_documented_duckdb_queries_answer_as_kexp_and_the_files_do(
 
     stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
     lessons = json.loads(run_kexp("lessons", "--json", cwd=repo).stdout)
+    top = json.loads(run_kexp("top", "--json", cwd=repo).stdout)
+    assert [row[0] for row in run("-- kexp top")] == [e["id"] for e in top]
 
     counted = {(op, outcome): n for op, outcome, n in run("-- kexp stats: experiments")}
     expected = {
