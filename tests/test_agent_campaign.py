@@ -713,3 +713,25 @@ def test_the_same_record_made_again_is_refused_and_the_store_keeps_one(
     assert new.exit_code == 0, new.output
     assert "same measurement again" in new.stderr, new.stderr
     assert len(store.list_experiments()) == 2
+
+
+def test_a_coarse_second_measurement_alike_is_recorded_not_refused_as_a_copy(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """Bob measures Alice's change again with a coarse timer, three samples a side, and
+    the values come out as hers in another order: a real second measurement, recorded
+    (with the remeasure warning), not refused as the same record made again."""
+    (repo / "kernel.cu").write_text("__global__ void k() { /* unrolled by 4 */ }\n")
+    first = {"n": [[20, 21, 20], [19, 19, 20]]}
+    again = {"n": [[20, 20, 21], [19, 20, 19]]}
+    made = []
+    for name, sides in (("a", first), ("b", again)):
+        base = write(tmp_path / f"{name}-base.json", {"n": sides["n"][0]})
+        cand = write(tmp_path / f"{name}-cand.json", {"n": sides["n"][1]})
+        done = kexp(repo, "add", "--json", "--summary", "Unroll 4 - +3%", "--baseline", base,
+                    "--candidate", cand, "--measured-against", "reference", "--operator",
+                    OPERATOR, "--dtype", "fp32", "--env", "H100", "--base-commit", "HEAD",
+                    "--diff-from-git")  # fmt: skip
+        assert done.exit_code == 0, done.output
+        made.append(json.loads(done.stdout)["id"])
+    assert len(set(made)) == 2 and len(store.list_experiments()) == 2

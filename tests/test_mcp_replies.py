@@ -659,3 +659,14 @@ def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorde
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
     assert "not recorded" in refused.stderr and "names a tree, not a commit" in refused.stderr
     assert sorted((alice / "experiments").rglob("*.md")) == files
+
+
+def test_every_piece_of_advice_is_said_in_the_tools_words() -> None:
+    """Each :class:`Advice` of kexp/core/advice.py is in the table the MCP server says
+    messages through (one left out reached an MCP client in the command's words:
+    ``kexp sync --branch``)."""
+    from kexp.core import advice
+
+    defined = {name for name, value in vars(advice).items() if isinstance(value, advice.Advice)}
+    listed = {name for name in defined if getattr(advice, name) in advice.ADVICE}
+    assert defined - listed == set()

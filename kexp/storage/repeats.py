@@ -161,10 +161,16 @@ def repeats_in(
     return identical_first + [r for r in repeats if not r.identical]
 
 
+#: How many samples each side of each configuration needs for two rounds alike in order
+#: to be one record made twice, not two coarse measurements that came out alike.
+COPY_SAMPLES = 5
+
+
 def _copied(earlier: str, new: str) -> bool:
-    """Whether the one round of ``new`` (a ``## Samples`` section) repeats a round of
-    ``earlier`` sample for sample (:func:`kexp.format.samples.copied_round`)."""
-    from kexp.format.samples import copied_round, parse_samples
+    """Whether the one round of ``new`` (a ``## Samples`` section) is a round of
+    ``earlier``, sample for sample and in the same order (the same files given again),
+    each side holding at least :data:`COPY_SAMPLES` samples."""
+    from kexp.format.samples import parse_samples
 
     if not earlier:
         return False
@@ -172,7 +178,12 @@ def _copied(earlier: str, new: str) -> bool:
         rounds, added = parse_samples(earlier), parse_samples(new)
     except ValueError:
         return False
-    return len(added) == 1 and copied_round(rounds, added[0]) is not None
+    if len(added) != 1:
+        return False
+    timings = added[0].timings
+    if any(len(side) < COPY_SAMPLES for sides in timings.values() for side in sides):
+        return False
+    return any(earlier_round.timings == timings for earlier_round in rounds)
 
 
 def _derivation_for(store: StoreView, experiments: Sequence[KernelExperiment]) -> Derivation:
