@@ -618,11 +618,18 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             str, Field(description="One line of at most 80: '<What> - <Result>'")
         ],
         operator_sig: Annotated[
-            str, Field(description="Files/kernels changed: 'path/to/file.cu: kernel'")
-        ],
-        dtype_sig: Annotated[str, Field(description="bf16, fp16, fp8, ...")],
+            str,
+            Field(
+                description="Files/kernels changed: 'path/to/file.cu: kernel' (with a pid: "
+                "the parent's when not given)"
+            ),
+        ] = "",
+        dtype_sig: Annotated[
+            str, Field(description="bf16, fp16, fp8, ... (with a pid: the parent's when not given)")
+        ] = "",
         env: Annotated[
-            str | None, Field(description="GPU, driver, versions (or detect_env)")
+            str | None,
+            Field(description="GPU, driver, versions (or detect_env; with a pid: the parent's)"),
         ] = None,
         detect_env: Annotated[
             bool, Field(description="Fill env from this machine (kexp env)")
@@ -689,10 +696,23 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
-        without them give score. With all_refs, a change another agent synced is warned
-        of. Returns id, path, score, interval, outcome, cumulative score (kexp add --json)."""
+        without them give score. With a pid, operator_sig, dtype_sig and env not given
+        are the parent's. With all_refs, a change another agent synced is warned of.
+        Returns id, path, score, interval, outcome, cumulative score (kexp add --json)."""
 
         def run() -> dict[str, Any]:
+            if not pid.strip():  # without a parent, nothing to take them from
+                missing = [
+                    name
+                    for name, value in (("operator_sig", operator_sig), ("dtype_sig", dtype_sig))
+                    if not value.strip()
+                ]
+                if missing:
+                    raise KexpError(
+                        f"give {' and '.join(missing)} (what the change is on), or the pid of "
+                        "the experiment it builds on (its operator, dtype and env are then "
+                        "taken)"
+                    )
             fields: dict[str, Any] = {
                 "change_summary": change_summary,
                 "operator_sig": operator_sig,
