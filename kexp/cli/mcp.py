@@ -62,7 +62,7 @@ from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text, needs_bodies
 from kexp.core.advice import for_tools
-from kexp.core.errors import ExperimentNotFoundError, KexpError, ValidationError
+from kexp.core.errors import KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
@@ -78,7 +78,6 @@ from kexp.output.export import (
 )
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
-from kexp.storage.refs import on_other_refs
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
@@ -555,10 +554,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         def run() -> dict[str, Any]:
             chosen = check_fields(fields) if fields else None
             store = tools.store(refs, all_refs)
-            try:
-                exp = store.get_experiment(exp_id)
-            except ExperimentNotFoundError as exc:  # on a branch? say which
-                raise on_other_refs(store, exp_id, exc) from None
+            exp = store.get_experiment(exp_id)  # one on a branch alone: the error says which
             return experiment_reply(exp, chosen, brief=brief)
 
         return tools.answer(run)
