@@ -71,7 +71,7 @@ from kexp.storage.retrieval import Search, asked, searching
 
 if TYPE_CHECKING:
     from kexp.storage.dedupe import Repeat
-    from kexp.storage.rows import Row
+    from kexp.storage.rows import Row, Sighting
     from kexp.storage.store import Store
 
 #: The default budget, in tokens.
@@ -358,6 +358,8 @@ def _lineage_entries(
                 f"{position + 1}. {short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
                 f"{cut(doc.change_summary)}"
             )
+        sighting = doc.sighting()
+        line += _on_ref(sighting)
         # The best's parent and the root first, then the steps nearest the best.
         distance = last - position
         if position == 0:
@@ -382,6 +384,7 @@ def _lineage_entries(
                     "cumulative_score": cumulative,
                     "outcome": derived.outcome,
                     "change_summary": doc.change_summary,
+                    **({} if sighting is None else {"ref": sighting.ref}),
                 },
             )
         )
@@ -433,8 +436,7 @@ def _experiment_entry(
     # Read across refs: where it was found when not in the working tree (the code to
     # fetch), and for the best, another version that changed too (diverged).
     sighting = doc.sighting()
-    if sighting is not None and not sighting.local:
-        place += f" on {cut(sighting.ref)}"
+    place += _on_ref(sighting)
     said = _scored(score, outcome, doc.score)
     lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
     if insight:
@@ -473,6 +475,12 @@ def _experiment_entry(
     if diverged and sighting is not None:
         data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
+
+
+def _on_ref(sighting: Sighting | None) -> str:
+    """What ends an entry read from a ref, not the working tree: `` on REF`` (the code to
+    fetch); nothing for the working tree's."""
+    return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
 
 
 def _scored(score: str, outcome: str, value: float) -> str:
