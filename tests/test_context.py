@@ -373,9 +373,9 @@ def test_a_packet_with_nothing_recorded_says_how_a_campaign_starts(
         data = context(store, operator="reshape_and_cache", output="json", **options).data
         assert data["context"]["start"] == START
     assert START not in _packet(history)
-    assert "start" not in context(history, operator="reshape_and_cache", output="json").data[
-        "context"
-    ]
+    assert (
+        "start" not in context(history, operator="reshape_and_cache", output="json").data["context"]
+    )
 
 
 def test_the_header_counts_failures_not_the_outcome_failed(history: Store) -> None:
@@ -521,3 +521,55 @@ def test_related_successes_are_ranked_by_where_they_stand_over_the_reference(
     assert packet.data["successes"][0]["id"] == sibling.id
     (said,) = [e for e in packet.data["successes"] if e["id"] == waiting.id]
     assert said["cumulative_score"] is None and running.id[:10] in said["cumulative_reason"]
+
+
+def test_a_dead_end_within_noise_is_not_offered_for_a_remeasure(tmp_path: Path) -> None:
+    """A step within noise that others built on without doing better is a dead end in
+    ``kexp tree``: the packet does not list it under "Within noise: remeasure or move on"
+    (someone moved on from it, and what was built on it failed) but with the changes
+    already tried, marked a dead end; a step within noise nobody built on is still
+    offered for a remeasure, and the failure built on the dead end is listed."""
+    root = _experiment(
+        0, "Vectorize copies to 128-bit - +10%", 1.10, "wide accesses", measured_against="reference"
+    )
+    dead = _experiment(
+        1,
+        "fp32 accumulation of the row sum - within noise",
+        1.009,
+        "no-op",
+        pid=root.id,
+        measured_against="parent",
+        score_ci=[1.0064, 1.0116],
+    )
+    worse = _experiment(
+        2,
+        "fp32 exp2 output on top of fp32 sum - -5%",
+        0.95,
+        "keep fp32 minimal",
+        pid=dead.id,
+        measured_against="parent",
+    )
+    open_ = _experiment(
+        3,
+        "num_stages=4 - within noise",
+        1.0096,
+        "no loop to pipeline",
+        pid=root.id,
+        measured_against="parent",
+        score_ci=[0.9991, 1.0201],
+    )
+    store = _write_store(tmp_path / "store", [root, dead, worse, open_])
+    (tree,) = json.loads(run_kexp("tree", "--json", cwd=store.root).stdout)
+    marked = {n["id"]: n["dead_end"] for n in tree["children"]}
+    assert marked == {dead.id: True, open_.id: False}  # what kexp tree says
+
+    text = _packet(store, operator="reshape_and_cache", text="accumulate the row sum in fp32")
+    noise = text.split("## Within noise: remeasure or move on\n")[1].split("\n## ")[0]
+    assert open_.id[:10] in noise and dead.id[:10] not in noise, noise
+    assert worse.id[:10] in text.split("## Related failures\n")[1].split("\n## ")[0]
+    tried = text.split("## Do not repeat (already tried here)\n")[1].split("\n## ")[0]
+    assert tried.startswith("- fp32 accumulation of the row sum — marginal ×1, a dead end ("), tried
+    data = context(store, operator="reshape_and_cache", output="json").data
+    assert [e["id"] for e in data["marginal"]] == [open_.id]
+    (group,) = [g for g in data["do_not_repeat"] if dead.id in g["ids"]]
+    assert group["dead_ends"] == [dead.id]

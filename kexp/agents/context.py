@@ -11,7 +11,8 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    pending and controls left out) and **the path to it**: from the root, each step with
    its score and the cumulative score it reaches: the code to build on.
 3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
-   remeasure or move on) and **related successes** on the operator: most related to the
+   remeasure or move on; a dead end, as ``kexp tree`` marks it, is in "do not repeat")
+   and **related successes** on the operator: most related to the
    plan first (:mod:`kexp.storage.retrieval`), else those of the same dtype and env first, then
    the newest failures and the best successes; each with its summary, score (and
    interval), outcome and key insight.
@@ -65,6 +66,7 @@ from kexp.core.campaign import (
 )
 from kexp.core.errors import KexpError
 from kexp.storage.doctext import score_interval
+from kexp.storage.lineage import dead_end
 from kexp.storage.query import best_tip, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
@@ -207,7 +209,12 @@ def _gather(
     relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
-    marginal = [d for d in others if outcomes[d.path] == "marginal"]
+    # Within noise, worth a remeasure: not a dead end (built on, nothing built on it did
+    # better, as kexp tree marks it), which is already tried ("do not repeat").
+    dead = _dead_ends(
+        [d for d in others if outcomes[d.path] == "marginal"], everything_here, derivation
+    )
+    marginal = [d for d in others if outcomes[d.path] == "marginal" and d.path not in dead]
     successes = [d for d in others if outcomes[d.path] == "improvement"]
 
     def closeness(doc: Row) -> tuple[float, bool]:
@@ -254,7 +261,9 @@ def _gather(
 
     # Each experiment once: what is listed above is not repeated in "do not repeat".
     listed = on_lineage | {d.path for found in chosen.values() for d in found}
-    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance, short)
+    entries += _do_not_repeat(
+        [d for d in here if d.path not in listed], outcomes, relevance, short, dead
+    )
     configs = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     results = [_speedups(d) for d in configs]
     entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
@@ -321,6 +330,29 @@ def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:
             seen.add(pid)
             found.append(parent)
             pid = parent.pid
+    return found
+
+
+def _dead_ends(rows: list[Row], family: list[Row], derivation: Derivation) -> set[str]:
+    """The paths of ``rows`` that are dead ends (:func:`kexp.storage.lineage.dead_end`)
+    among their descendants in ``family`` (the operator's experiments)."""
+    kids: dict[str, list[Row]] = {}
+    if rows:
+        for row in family:
+            if row.pid:
+                kids.setdefault(row.pid, []).append(row)
+    found = set()
+    for row in rows:
+        below: list[Row] = []
+        queue, seen = [row.id], {row.id}
+        while queue:
+            for child in kids.get(queue.pop(), []):
+                if child.id not in seen:
+                    seen.add(child.id)
+                    below.append(child)
+                    queue.append(child.id)
+        if dead_end(derivation.of(row), [derivation.of(d) for d in below]):
+            found.add(row.path)
     return found
 
 
@@ -519,7 +551,9 @@ def _do_not_repeat(
     outcomes: dict[str, str],
     relevance: dict[str, float],
     short: Callable[[str], str],
+    dead: set[str],
 ) -> list[Entry]:
+    """The groups of changes tried; ``dead``: the paths of the dead ends among them."""
     groups: dict[str, list[Row]] = {}
     for doc in here:
         if outcomes[doc.path] == "pending":
@@ -545,6 +579,9 @@ def _do_not_repeat(
         best = f"best {max(measured):.4f}x; " if measured else ""
         ids = ", ".join(short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
         what = _what(docs[0].change_summary)
+        ends = [d.id for d in docs if d.path in dead]
+        if ends:
+            tally += f", {'a dead end' if len(ends) == 1 else f'{len(ends)} dead ends'}"
         line = f"- {cut(what)} — {tally} ({best}{ids})"
         data = {
             "change": what,
@@ -553,6 +590,8 @@ def _do_not_repeat(
             "best_score": max(measured) if measured else None,
             "ids": [d.id for d in docs],
         }
+        if ends:  # built on, and nothing built on them did better
+            data["dead_ends"] = ends
         entries.append(Entry("do_not_repeat", (5 if rank < 5 else 9, rank), (rank,), (line,), data))
     return entries
 
