@@ -328,12 +328,68 @@ def test_kexp_context_prints_markdown_json_and_reads_a_diff_on_stdin(history: St
     assert small.stderr.startswith("kexp: error: a budget of 10 tokens is too small")
 
 
-def test_an_operator_without_experiments_gets_a_short_packet(history: Store) -> None:
-    text = _packet(history, operator="flash_attention")
+def test_an_operator_no_experiment_is_on_is_said_with_the_operators_recorded(
+    history: Store, tmp_path: Path
+) -> None:
+    """An agent names the operator in its own words ("rms norm fwd", "flash_attention"):
+    no recorded operator_sig holds it. The packet says so plainly and names the operators
+    recorded, the closest first (the most of its words found in them), with how many
+    experiments each has; it does not say its dtype and env were never tried, nor that
+    nothing is recorded (the store holds 10), and keeps within its budget, byte for byte
+    the same on each call; the command and its JSON say the same. An empty store still
+    says how a campaign starts."""
+    text = _packet(history, operator="rms norm fwd", dtype="bf16", env="MI300X")
+    lines = text.splitlines()
+    assert lines[2] == (
+        "No recorded operator matches 'rms norm fwd' (a part of operator_sig, in any case): "
+        "the 10 experiment(s) recorded are on 2 operator(s), the closest below; give one of "
+        "them, or a part of it, as the operator."
+    ), text
+    at = lines.index("## Recorded operators (the closest first)")
+    assert lines[at + 1 : at + 3] == [
+        f"- {NORM_OP} — 1 experiment(s)",
+        f"- {CACHE_OP} — 9 experiment(s)",
+    ], text
+    assert "never tried" not in text and START not in text and "on this operator" not in text
+    assert "## Not tried yet" not in text and "## Current best" not in text
+    flash = _packet(history, operator="flash_attention")
+    assert flash.index(CACHE_OP) < flash.index(NORM_OP), flash  # "flash" is in the first
+    assert _packet(history, operator="rms norm fwd", dtype="bf16", env="MI300X") == text
+    small = context(history, operator="rms norm fwd", budget=120)
+    assert small.tokens <= 120 and "No recorded operator matches" in small.text
+    printed = run_kexp("context", "--operator", "softmax_fwd", "--json", cwd=history.root)
+    data = json.loads(printed.stdout)
+    assert data["context"]["no_match"].startswith("No recorded operator matches 'softmax_fwd'")
+    assert "start" not in data["context"] and data["not_tried"] == []
+    assert [o["experiments"] for o in data["operators"]] == [9, 1], data["operators"]
+    empty = _write_store(tmp_path / "empty", [])
+    assert START in _packet(empty, operator="softmax")
+    assert "No recorded operator" not in _packet(empty, operator="softmax")
 
-    assert "0 experiment(s) on this operator" in text
-    assert "## Current best" not in text
-    assert "- dtype bf16: never tried" in text
+
+def test_the_consult_tool_names_the_operators_recorded_when_none_matches(
+    history: Store,
+) -> None:
+    """The MCP consult tool answers the packet ``kexp context`` prints: an operator in the
+    agent's own words gets the operators recorded, not "Nothing recorded here yet"."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from kexp.cli.mcp import build_server
+
+    said: list[str] = []
+
+    async def ask() -> None:
+        async with Client(build_server(history.root)) as client:
+            arguments = {"operator": "softmax_fwd", "dtype": "bf16", "env": "MI300X"}
+            result = await client.call_tool("consult", arguments)
+            said.append(result.content[0].text)  # type: ignore[union-attr]
+
+    anyio.run(ask)
+    assert said[0] == _packet(history, operator="softmax_fwd", dtype="bf16", env="MI300X").rstrip()
+    assert "No recorded operator matches 'softmax_fwd'" in said[0] and START not in said[0]
+    assert f"- {CACHE_OP} — 9 experiment(s)" in said[0]
 
 
 def test_kexp_context_python_twin_uses_the_default_store(

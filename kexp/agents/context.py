@@ -24,6 +24,10 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
 6. **Left out**: how many entries of each section did not fit (and insight lines cut),
    and where to read them.
 
+When no recorded operator matches ``operator`` (a typo, the kernel named in other words)
+in a store that holds experiments, the packet says so and names **the operators
+recorded**, the closest first, instead of sections 2 to 5.
+
 Controls (tag ``control``, A/A runs) are listed nowhere: the newest one here is the
 measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.839,
 1.287]").
@@ -42,6 +46,7 @@ depends on the clock or on the cache's history.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +102,14 @@ START = (
     "against the original code (measured_against: reference); measure each later change "
     "against the code it was made on (its parent: pid)."
 )
+#: What a packet says where no recorded operator matches the one asked for.
+NO_MATCH = (
+    "No recorded operator matches {operator!r} (a part of operator_sig, in any case): the "
+    "{n} experiment(s) recorded are on {m} operator(s), the closest below; give one of "
+    "them, or a part of it, as the operator."
+)
+#: How many known operators a packet names when none matches.
+KNOWN_OPERATORS = 5
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
 #: What the packet's module offers besides :func:`context` (the budget's rule, the sections).
 __all__ = [
@@ -266,7 +279,13 @@ def _gather(
     )
     configs = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     results = [_speedups(d) for d in configs]
-    entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
+    # No recorded operator matches (a typo, another name): which there are, closest
+    # first; nothing of its dtypes and envs, which were not looked for.
+    no_match = not everything_here and bool(search.rows)
+    if no_match:
+        entries += _known_operators(search.rows, operator)
+    else:
+        entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
 
     controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
     floor = latest_control(controls_here)
@@ -282,7 +301,14 @@ def _gather(
         "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
         "failures_here": sum(1 for d in here if outcomes[d.path] in _FAILURES),
         "pending_here": sum(1 for d in here if outcomes[d.path] == "pending"),
-        "start": None if here or controls_here else START,
+        "no_match": NO_MATCH.format(
+            operator=operator,
+            n=len(search.rows),
+            m=len({row.operator_sig.lower() for row in search.rows}),
+        )
+        if no_match
+        else None,
+        "start": None if here or controls_here or no_match else START,
         "noise_floor": None
         if floor is None
         else {
@@ -670,6 +696,38 @@ def _not_tried(
         )
         rank += 1
     return entries[: SECTION_LIMITS["not_tried"]]
+
+
+def _known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
+    """The operators recorded (their most common spelling), the closest to ``operator``
+    first: the most of its words (by length) found in them, then the most trigrams
+    shared, then the most experiments, then by name."""
+    words = [w for w in re.findall(r"[a-z0-9]+", operator.lower())]
+    wanted = _trigrams(operator)
+    ranked = []
+    for key, shown, count in _distinct(rows, "operator_sig"):
+        found = sum(len(w) for w in words if w in key)
+        theirs = _trigrams(key)
+        shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
+        ranked.append((-found, -round(shared, 9), -count, key, shown))
+    ranked.sort()
+    return [
+        Entry(
+            "operators",
+            (1 if rank < 3 else 9, rank),
+            (rank,),
+            (f"- {cut(shown)} — {count} experiment(s)",),
+            {"operator_sig": shown, "experiments": count},
+        )
+        for rank, (_, _, minus, _, shown) in enumerate(ranked[:KNOWN_OPERATORS])
+        for count in (-minus,)
+    ]
+
+
+def _trigrams(text: str) -> set[str]:
+    """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
+    joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return {joined[at : at + 3] for at in range(len(joined) - 2)}
 
 
 def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:

@@ -32,6 +32,7 @@ __all__ = [
 CHARS_PER_TOKEN = 4
 #: Sections in the order they are printed, with their Markdown headings.
 SECTIONS = {
+    "operators": "Recorded operators (the closest first)",
     "tried_before": "Tried before (your diff)",
     "best": "Current best",
     "lineage": "Path to the best (root first; each step's score → cumulative)",
@@ -184,6 +185,7 @@ _NAMES = {
     "successes": "related successes",
     "do_not_repeat": "do-not-repeat entries",
     "not_tried": "not-tried entries",
+    "operators": "operators",
     "details": "insight lines",
 }
 
@@ -205,6 +207,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         f"{header['within_noise_here']} within noise, {_failures(header['failures_here'])}"
         + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
     )
+    if header.get("no_match"):  # not "0 experiment(s) on this operator": none is it
+        summary = header["no_match"]
     if header.get("noise_floor"):
         summary += f"\n{header['noise_floor']['text']}."
     if header.get("start"):
