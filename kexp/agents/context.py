@@ -111,12 +111,14 @@ NO_MATCH = (
 #: How many known operators a packet names when none matches.
 KNOWN_OPERATORS = 5
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
-#: What the packet's module offers besides :func:`context` (the budget's rule, the sections).
+#: :func:`context` and its settings, and (from :mod:`kexp.agents.packet`) the budget's
+#: rule and the sections.
 __all__ = [
     "CHARS_PER_TOKEN",
     "DEFAULT_BUDGET",
     "FORMATS",
     "MAX_TEXT_CHARS",
+    "NO_MATCH",
     "SECTIONS",
     "START",
     "Entry",
@@ -702,15 +704,16 @@ def _known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
     """The operators recorded (their most common spelling), the closest to ``operator``
     first: the most of its words (by length) found in them, then the most trigrams
     shared, then the most experiments, then by name."""
-    words = [w for w in re.findall(r"[a-z0-9]+", operator.lower())]
+    words = re.findall(r"[a-z0-9]+", operator.lower())
     wanted = _trigrams(operator)
-    ranked = []
-    for key, shown, count in _distinct(rows, "operator_sig"):
-        found = sum(len(w) for w in words if w in key)
+
+    def closeness(known: tuple[str, str, int]) -> tuple[int, float, int, str]:
+        key, _, count = known
         theirs = _trigrams(key)
         shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
-        ranked.append((-found, -round(shared, 9), -count, key, shown))
-    ranked.sort()
+        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
+
+    ranked = sorted(_distinct(rows, "operator_sig"), key=closeness)
     return [
         Entry(
             "operators",
@@ -719,8 +722,7 @@ def _known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
             (f"- {cut(shown)} — {count} experiment(s)",),
             {"operator_sig": shown, "experiments": count},
         )
-        for rank, (_, _, minus, _, shown) in enumerate(ranked[:KNOWN_OPERATORS])
-        for count in (-minus,)
+        for rank, (_, shown, count) in enumerate(ranked[:KNOWN_OPERATORS])
     ]
 
 
