@@ -838,6 +838,35 @@ def test_a_reviews_change_intervals_show_their_digits_not_binary_noise(store: St
     assert not re.search(r"\d\.\d{13,}", said), said
 
 
+def test_a_step_measured_against_the_reference_says_its_change_as_a_step_on_its_parent(
+    store: Store,
+) -> None:
+    """A step measured against the reference (1.2918 over it, on a parent at 1.2851)
+    changed the cumulative score by 0.52 %: ``kexp tree --json`` and ``kexp review
+    --format json`` say 0.52, to a score's decimals as a step measured against its parent
+    says 3.02 (its score 1.0302), not 0.520843458; the review's interval of that change
+    holds it."""
+    git(store.root, "add", "-A")
+    git(store.root, "commit", "-qm", "empty store", "--allow-empty")
+    parent = store.create_experiment(**experiment_fields(score=1.2851, score_ci=[1.28, 1.29]))
+    on_reference = store.create_experiment(**experiment_fields(
+        score=1.2918, score_ci=[1.2882, 1.2954], pid=parent.id, measured_against="reference",
+        change_summary="Keep the row max in a register - 1.29x vs the original"))  # fmt: skip
+    on_parent = store.create_experiment(**experiment_fields(
+        score=1.0302, score_ci=[1.0276, 1.0327], pid=parent.id, measured_against="parent",
+        change_summary="num_warps 16 - +3%"))  # fmt: skip
+    (tree,) = json.loads(run_kexp("tree", "--json", cwd=store.root).stdout)
+    said = {child["id"]: child["delta_pct"] for child in tree["children"]}
+    assert said == {on_reference.id: 0.52, on_parent.id: 3.02}
+    reviewed = json.loads(run_kexp("review", "main", "--format", "json", cwd=store.root).stdout)
+    entries = {e["id"]: e for e in reviewed["added"]}
+    assert entries[on_reference.id]["delta_pct"] == 0.52
+    assert entries[on_parent.id]["delta_pct"] == 3.02
+    for entry in (entries[on_reference.id], entries[on_parent.id]):
+        low, high = entry["delta_pct_ci"]
+        assert low < entry["delta_pct"] < high and [low, high] == [round(low, 2), round(high, 2)]
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

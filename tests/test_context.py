@@ -328,12 +328,68 @@ def test_kexp_context_prints_markdown_json_and_reads_a_diff_on_stdin(history: St
     assert small.stderr.startswith("kexp: error: a budget of 10 tokens is too small")
 
 
-def test_an_operator_without_experiments_gets_a_short_packet(history: Store) -> None:
-    text = _packet(history, operator="flash_attention")
+def test_an_operator_no_experiment_is_on_is_said_with_the_operators_recorded(
+    history: Store, tmp_path: Path
+) -> None:
+    """An agent names the operator in its own words ("rms norm fwd", "flash_attention"):
+    no recorded operator_sig holds it. The packet says so plainly and names the operators
+    recorded, the closest first (the most of its words found in them), with how many
+    experiments each has; it does not say its dtype and env were never tried, nor that
+    nothing is recorded (the store holds 10), and keeps within its budget, byte for byte
+    the same on each call; the command and its JSON say the same. An empty store still
+    says how a campaign starts."""
+    text = _packet(history, operator="rms norm fwd", dtype="bf16", env="MI300X")
+    lines = text.splitlines()
+    assert lines[2] == (
+        "No recorded operator matches 'rms norm fwd' (a part of operator_sig, in any case): "
+        "the 10 experiment(s) recorded are on 2 operator(s), the closest below; give one of "
+        "them, or a part of it, as the operator."
+    ), text
+    at = lines.index("## Recorded operators (the closest first)")
+    assert lines[at + 1 : at + 3] == [
+        f"- {NORM_OP} — 1 experiment(s)",
+        f"- {CACHE_OP} — 9 experiment(s)",
+    ], text
+    assert "never tried" not in text and START not in text and "on this operator" not in text
+    assert "## Not tried yet" not in text and "## Current best" not in text
+    flash = _packet(history, operator="flash_attention")
+    assert flash.index(CACHE_OP) < flash.index(NORM_OP), flash  # "flash" is in the first
+    assert _packet(history, operator="rms norm fwd", dtype="bf16", env="MI300X") == text
+    small = context(history, operator="rms norm fwd", budget=120)
+    assert small.tokens <= 120 and "No recorded operator matches" in small.text
+    printed = run_kexp("context", "--operator", "softmax_fwd", "--json", cwd=history.root)
+    data = json.loads(printed.stdout)
+    assert data["context"]["no_match"].startswith("No recorded operator matches 'softmax_fwd'")
+    assert "start" not in data["context"] and data["not_tried"] == []
+    assert [o["experiments"] for o in data["operators"]] == [9, 1], data["operators"]
+    empty = _write_store(tmp_path / "empty", [])
+    assert START in _packet(empty, operator="softmax")
+    assert "No recorded operator" not in _packet(empty, operator="softmax")
 
-    assert "0 experiment(s) on this operator" in text
-    assert "## Current best" not in text
-    assert "- dtype bf16: never tried" in text
+
+def test_the_consult_tool_names_the_operators_recorded_when_none_matches(
+    history: Store,
+) -> None:
+    """The MCP consult tool answers the packet ``kexp context`` prints: an operator in the
+    agent's own words gets the operators recorded, not "Nothing recorded here yet"."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from kexp.cli.mcp import build_server
+
+    said: list[str] = []
+
+    async def ask() -> None:
+        async with Client(build_server(history.root)) as client:
+            arguments = {"operator": "softmax_fwd", "dtype": "bf16", "env": "MI300X"}
+            result = await client.call_tool("consult", arguments)
+            said.append(result.content[0].text)  # type: ignore[union-attr]
+
+    anyio.run(ask)
+    assert said[0] == _packet(history, operator="softmax_fwd", dtype="bf16", env="MI300X").rstrip()
+    assert "No recorded operator matches 'softmax_fwd'" in said[0] and START not in said[0]
+    assert f"- {CACHE_OP} — 9 experiment(s)" in said[0]
 
 
 def test_kexp_context_python_twin_uses_the_default_store(
@@ -373,9 +429,9 @@ def test_a_packet_with_nothing_recorded_says_how_a_campaign_starts(
         data = context(store, operator="reshape_and_cache", output="json", **options).data
         assert data["context"]["start"] == START
     assert START not in _packet(history)
-    assert "start" not in context(history, operator="reshape_and_cache", output="json").data[
-        "context"
-    ]
+    assert (
+        "start" not in context(history, operator="reshape_and_cache", output="json").data["context"]
+    )
 
 
 def test_the_header_counts_failures_not_the_outcome_failed(history: Store) -> None:
@@ -521,3 +577,55 @@ def test_related_successes_are_ranked_by_where_they_stand_over_the_reference(
     assert packet.data["successes"][0]["id"] == sibling.id
     (said,) = [e for e in packet.data["successes"] if e["id"] == waiting.id]
     assert said["cumulative_score"] is None and running.id[:10] in said["cumulative_reason"]
+
+
+def test_a_dead_end_within_noise_is_not_offered_for_a_remeasure(tmp_path: Path) -> None:
+    """A step within noise that others built on without doing better is a dead end in
+    ``kexp tree``: the packet does not list it under "Within noise: remeasure or move on"
+    (someone moved on from it, and what was built on it failed) but with the changes
+    already tried, marked a dead end; a step within noise nobody built on is still
+    offered for a remeasure, and the failure built on the dead end is listed."""
+    root = _experiment(
+        0, "Vectorize copies to 128-bit - +10%", 1.10, "wide accesses", measured_against="reference"
+    )
+    dead = _experiment(
+        1,
+        "fp32 accumulation of the row sum - within noise",
+        1.009,
+        "no-op",
+        pid=root.id,
+        measured_against="parent",
+        score_ci=[1.0064, 1.0116],
+    )
+    worse = _experiment(
+        2,
+        "fp32 exp2 output on top of fp32 sum - -5%",
+        0.95,
+        "keep fp32 minimal",
+        pid=dead.id,
+        measured_against="parent",
+    )
+    open_ = _experiment(
+        3,
+        "num_stages=4 - within noise",
+        1.0096,
+        "no loop to pipeline",
+        pid=root.id,
+        measured_against="parent",
+        score_ci=[0.9991, 1.0201],
+    )
+    store = _write_store(tmp_path / "store", [root, dead, worse, open_])
+    (tree,) = json.loads(run_kexp("tree", "--json", cwd=store.root).stdout)
+    marked = {n["id"]: n["dead_end"] for n in tree["children"]}
+    assert marked == {dead.id: True, open_.id: False}  # what kexp tree says
+
+    text = _packet(store, operator="reshape_and_cache", text="accumulate the row sum in fp32")
+    noise = text.split("## Within noise: remeasure or move on\n")[1].split("\n## ")[0]
+    assert open_.id[:10] in noise and dead.id[:10] not in noise, noise
+    assert worse.id[:10] in text.split("## Related failures\n")[1].split("\n## ")[0]
+    tried = text.split("## Do not repeat (already tried here)\n")[1].split("\n## ")[0]
+    assert tried.startswith("- fp32 accumulation of the row sum — marginal ×1, a dead end ("), tried
+    data = context(store, operator="reshape_and_cache", output="json").data
+    assert [e["id"] for e in data["marginal"]] == [open_.id]
+    (group,) = [g for g in data["do_not_repeat"] if dead.id in g["ids"]]
+    assert group["dead_ends"] == [dead.id]

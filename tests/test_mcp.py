@@ -574,3 +574,43 @@ def test_an_unknown_id_is_said_before_a_missing_argument(repo: Path) -> None:
         assert (await agent.json("show", exp_id=made["id"]))["score"] == 1.03
 
     run_agent(repo, work)
+
+
+def test_a_step_recorded_on_a_parent_takes_its_operator_dtype_and_env_as_kexp_add_does(
+    repo: Path,
+) -> None:
+    """The record tool is ``kexp add``: with a pid, the operator, dtype and env not given
+    are the parent's (the schema does not require them); without a pid, leaving them out
+    is a one-line error naming what to give, and nothing is written."""
+    store = Store(repo)
+
+    async def work(agent: Agent) -> None:
+        listed = await agent.session.list_tools()
+        schema = next(tool for tool in listed.tools if tool.name == "record").input_schema
+        assert schema["required"] == ["change_summary"], schema["required"]
+        parent = await agent.json("record", score=1.05, **record_fields())
+        step = await agent.json(
+            "record",
+            change_summary="Two rows per warp - +2%",
+            pid=parent["id"][:10],
+            score=1.02,
+            measured_against="parent",
+            detailed_description="**Key insight**: fewer warps idle",
+        )
+        made = store.get_experiment(step["id"])
+        assert (made.operator_sig, made.dtype_sig, made.env, made.pid) == (
+            "csrc/softmax.cu: softmax_kernel",
+            "bf16",
+            "H100, CUDA 12.4",
+            parent["id"],
+        )
+        assert step["cumulative_score"] == 1.071
+        failed, texts = await agent.call(
+            "record", change_summary="Vectorized loads - +1%", score=1.01, dtype_sig="bf16"
+        )
+        assert failed and len(texts) == 1 and "\n" not in texts[0], texts
+        assert "give operator_sig" in texts[0] and "or the pid" in texts[0], texts
+        assert "dtype_sig and" not in texts[0] and "--" not in texts[0], texts
+
+    run_agent(repo, work)
+    assert len(store.list_experiments()) == 2

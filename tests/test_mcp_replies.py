@@ -412,6 +412,41 @@ def test_a_parent_on_another_agents_side_branch_is_brought_in_as_the_tool_says(
     assert "git merge" not in said[0]
 
 
+def test_every_read_of_an_id_says_which_ref_holds_it_as_show_does(tmp_path: Path) -> None:
+    """Bob fetched what Alice synced and asks for her experiment (the id she gave him)
+    with every read that takes an id, not only show: ``kexp tree ID``, ``kexp log ID``,
+    ``kexp similar ID`` and the tree and similar tools each say, as show does, that it is
+    on her branch and how to read it there (the tools in their arguments' words)."""
+    alice, bob, base = two_agents(tmp_path)
+    hers = Store(alice).create_experiment(
+        base_commit=base, score=1.03, status="done", **record_fields()
+    )
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    where = "it is on origin/kexp/alice, not in the working tree"
+    for command in ("show", "tree", "log", "similar"):
+        printed = run_kexp(command, hers.id[:10], cwd=bob)
+        said = " ".join(printed.stderr.split())
+        assert printed.returncode != 0 and "no experiment" in said, (command, said)
+        assert f"{where}: read it there with kexp show {hers.id[:10]} --all-refs" in said, (
+            command,
+            said,
+        )
+    said_by_tools: dict[str, str] = {}
+
+    async def work(agent: Agent) -> None:
+        for tool in ("show", "tree", "similar"):
+            failed, texts = await agent.call(tool, exp_id=hers.id[:10])
+            assert failed and len(texts) == 1, (tool, texts)
+            said_by_tools[tool] = no_option(texts)
+        tree = await agent.json("tree", exp_id=hers.id[:10], all_refs=True)
+        assert tree[0]["id"] == hers.id, tree
+
+    run_agent(bob, work)
+    for tool, said in said_by_tools.items():
+        assert f"{where}: read it there: call show with all_refs: true" in said, (tool, said)
+
+
 def refused_sync(root: Path) -> str:
     """The sync tool's one-line refusal in ``root`` (checked to name no option)."""
     said: list[str] = []

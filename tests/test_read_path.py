@@ -158,6 +158,41 @@ def test_the_consult_call_says_on_which_branch_the_best_and_the_dead_end_are(
     assert "ref" not in mine["best"]
 
 
+def test_each_step_of_the_path_to_the_best_says_on_which_branch_it_is(
+    agents: tuple[Path, Path, str],
+) -> None:
+    """Bob's first step is on main; Alice builds two steps on it and syncs them to her
+    branch; Bob fetches and consults across refs: the path's step only her branch holds
+    ends with ``on origin/kexp/alice``, as the best's own line does (and ``ref`` in the
+    JSON), and his own step, which his working tree holds, names no ref."""
+    alice, bob, base = agents
+    root = record(bob, base, "num_warps 4 -> 8 - +10%", score=1.1, operator_sig=OPERATOR,
+                  measured_against="reference")  # fmt: skip
+    sync(Store(bob))
+    git(alice, "pull", "-q")
+    step = record(alice, base, "evict_first on input load - +8%", score=1.08,
+                  operator_sig=OPERATOR, pid=root.id, measured_against="parent")  # fmt: skip
+    best = record(alice, base, "exp2 with log2(e) prescale - +5%", score=1.05,
+                  operator_sig=OPERATOR, pid=step.id, measured_against="parent")  # fmt: skip
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    packet = invoke(bob, "context", "--operator", "cache", "--all-refs", columns=200)
+    assert packet.exit_code == 0, packet.output
+    lines = packet.output.splitlines()
+    heading = "## Path to the best (root first; each step's score → cumulative)"
+    path = lines[lines.index(heading) + 1 :]
+    assert path[0].startswith(f"1. {root.id[:10]} ") and " on origin/" not in path[0], path
+    assert path[1].startswith(f"2. {step.id[:10]} "), path
+    assert path[1].endswith(" on origin/kexp/alice"), path
+    assert path[2].startswith("3. the best (above)") and path[2].endswith(" on origin/kexp/alice")
+    (line,) = [line for line in lines if line.startswith(f"- {best.id[:10]}")]
+    assert line.endswith(" on origin/kexp/alice"), line
+    data = json.loads(invoke(bob, "context", "--operator", "cache", "--all-refs", "--json").stdout)
+    assert [(s["id"], s["ref"]) for s in data["lineage"]] == [
+        (root.id, "local"), (step.id, "origin/kexp/alice"), (best.id, "origin/kexp/alice")
+    ]  # fmt: skip
+
+
 def test_the_next_record_is_warned_of_a_near_duplicate_on_another_ref(
     agents: tuple[Path, Path, str], tmp_path: Path
 ) -> None:

@@ -247,6 +247,41 @@ def test_kexp_similar_prints_a_table_json_and_a_one_line_error(
     assert bad.stderr.startswith("kexp: error: the diff given is empty")
 
 
+def test_an_aa_control_is_no_related_work(
+    repo: Path, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """The A/A control (tag control: the naive kernel against itself) shares the plan's
+    words, but changed nothing: ``kexp similar`` by text, by the id of a step and in JSON
+    lists the steps that changed the kernel, never the control, and the best of them
+    leads with relevance 1.0."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        control = make_experiment(
+            change_summary="A/A control: naive softmax vs itself - noise floor",
+            score=1.0021,
+            tags=["control"],
+            detailed_description="**Approach**: naive softmax row kernel against itself",
+        )
+        step = make_experiment(
+            change_summary="Keep the row max of the naive softmax in a register - +1%",
+            score=1.0102,
+            detailed_description="**Approach**: row max in a register\n\n**Key insight**: no",
+        )
+        other = make_experiment(
+            change_summary="Naive softmax with num_warps 8 - +10%",
+            score=1.0999,
+            detailed_description="**Approach**: more warps per row",
+        )
+    printed = run_kexp("similar", "--text", "naive softmax noise floor", "--json", cwd=repo)
+    assert printed.returncode == 0, printed.stderr
+    found = json.loads(printed.stdout)
+    assert {m["id"] for m in found} == {step.id, other.id}, found
+    assert found[0]["relevance"] == 1.0
+    by_id = json.loads(run_kexp("similar", step.id[:10], "--json", cwd=repo).stdout)
+    assert [m["id"] for m in by_id] == [other.id], by_id
+    assert control.id not in run_kexp("similar", "--text", "A/A control", cwd=repo).stdout
+
+
 def test_a_damaged_index_is_rebuilt_from_the_files(
     store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

@@ -276,7 +276,7 @@ def test_review_lists_what_the_branch_adds_and_corrects(pr: PullRequest) -> None
     assert fused.outcome == "improvement" and fused.score == 1.046
     assert fused.pid == pr.unroll.id and fused.parent_score == 1.021
     assert fused.delta == pytest.approx(0.025)
-    assert fused.delta_pct == pytest.approx((1.046 / 1.021 - 1) * 100)
+    assert fused.delta_pct == round((1.046 / 1.021 - 1) * 100, 2)
     # Ranked among the store's scored experiments on the same operator (not the other
     # operator's 1.04, not the buggy one).
     assert (fused.rank, fused.rank_of, fused.new_best) == (1, 4, True)

@@ -34,7 +34,7 @@ from kexp.core.campaign import (
     measured_against_parent,
 )
 from kexp.core.model import attach
-from kexp.core.noise import ratio_interval
+from kexp.core.noise import ratio_interval, rounded_interval
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.suspect import suspect_reasons
@@ -346,8 +346,8 @@ def _entry(
                 if measured_against_parent(exp) and entry.score_ci:
                     entry.delta_pct_ci = [change_percent(v) for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
-                    low, high = ratio_interval(
-                        mine, exp.cumulative_ci, theirs, parent.cumulative_ci
+                    low, high = rounded_interval(
+                        *ratio_interval(mine, exp.cumulative_ci, theirs, parent.cumulative_ci)
                     )
                     entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and mine is not None:

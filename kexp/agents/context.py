@@ -11,7 +11,8 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    pending and controls left out) and **the path to it**: from the root, each step with
    its score and the cumulative score it reaches: the code to build on.
 3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
-   remeasure or move on) and **related successes** on the operator: most related to the
+   remeasure or move on; a dead end, as ``kexp tree`` marks it, is in "do not repeat")
+   and **related successes** on the operator: most related to the
    plan first (:mod:`kexp.storage.retrieval`), else those of the same dtype and env first, then
    the newest failures and the best successes; each with its summary, score (and
    interval), outcome and key insight.
@@ -22,6 +23,10 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    this operator, and the configurations (of ``results``) no experiment improved.
 6. **Left out**: how many entries of each section did not fit (and insight lines cut),
    and where to read them.
+
+When no recorded operator matches ``operator`` (a typo, the kernel named in other words)
+in a store that holds experiments, the packet says so and names **the operators
+recorded**, the closest first, instead of sections 2 to 5.
 
 Controls (tag ``control``, A/A runs) are listed nowhere: the newest one here is the
 measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.839,
@@ -40,14 +45,21 @@ depends on the clock or on the cache's history.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import json
-import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import LARGER_BUDGET, READ_MORE
+from kexp.agents.packet import (
+    CHARS_PER_TOKEN,
+    MAX_TEXT_CHARS,
+    SECTIONS,
+    Entry,
+    Packet,
+    count_tokens,
+    cut,
+    fit,
+)
 from kexp.core.campaign import (
     NOTHING_MEASURED,
     UNMEASURED_OUTCOMES,
@@ -57,19 +69,18 @@ from kexp.core.campaign import (
     latest_control,
     measured_nothing,
 )
-from kexp.core.errors import BudgetTooSmallError, KexpError
+from kexp.core.errors import KexpError
 from kexp.storage.doctext import score_interval
+from kexp.storage.lineage import dead_end
 from kexp.storage.query import best_tip, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
 
 if TYPE_CHECKING:
     from kexp.storage.dedupe import Repeat
-    from kexp.storage.rows import Row
+    from kexp.storage.rows import Row, Sighting
     from kexp.storage.store import Store
 
-#: Characters per token of the budget.
-CHARS_PER_TOKEN = 4
 #: The default budget, in tokens.
 DEFAULT_BUDGET = 4000
 #: Output formats of :func:`context`.
@@ -84,17 +95,6 @@ SECTION_LIMITS = {
     "do_not_repeat": 20,
     "not_tried": 24,
 }
-#: Sections in the order they are printed, with their Markdown headings.
-SECTIONS = {
-    "tried_before": "Tried before (your diff)",
-    "best": "Current best",
-    "lineage": "Path to the best (root first; each step's score → cumulative)",
-    "failures": "Related failures",
-    "marginal": "Within noise: remeasure or move on",
-    "successes": "Related successes",
-    "do_not_repeat": "Do not repeat (already tried here)",
-    "not_tried": "Not tried yet, or never improved, on this operator",
-}
 #: What a packet says where nothing is recorded yet: how a campaign starts.
 START = (
     "Nothing recorded here yet. Start with an A/A run (the same code as baseline and "
@@ -102,41 +102,30 @@ START = (
     "against the original code (measured_against: reference); measure each later change "
     "against the code it was made on (its parent: pid)."
 )
-#: A key insight (or summary) longer than this is cut, ending in "…".
-MAX_TEXT_CHARS = 240
+#: What a packet says where no recorded operator matches the one asked for.
+NO_MATCH = (
+    "No recorded operator matches {operator!r} (a part of operator_sig, in any case): the "
+    "{n} experiment(s) recorded are on {m} operator(s), the closest below; give one of "
+    "them, or a part of it, as the operator."
+)
+#: How many known operators a packet names when none matches.
+KNOWN_OPERATORS = 5
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
-
-
-def count_tokens(text: str) -> int:
-    """The tokens ``text`` counts for in a budget: ⌈characters / 4⌉."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-    """One entry of a section: its Markdown lines and its JSON data."""
-
-    section: str
-    #: Importance: lower is kept first.
-    priority: tuple[int, int]
-    #: Position within the section, as printed.
-    order: tuple[Any, ...]
-    lines: tuple[str, ...]
-    data: dict[str, Any]
-    #: Kept on its first line alone (its insight or error left out for the budget).
-    brief: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Packet:
-    """The rendered context (``text``), what it holds (``data``) and its size."""
-
-    text: str
-    data: dict[str, Any]
-    tokens: int
-    budget: int
-    #: Entries of each section that did not fit.
-    left_out: dict[str, int]
+#: :func:`context` and its settings, and (from :mod:`kexp.agents.packet`) the budget's
+#: rule and the sections.
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DEFAULT_BUDGET",
+    "FORMATS",
+    "MAX_TEXT_CHARS",
+    "NO_MATCH",
+    "SECTIONS",
+    "START",
+    "Entry",
+    "Packet",
+    "context",
+    "count_tokens",
+]
 
 
 def context(
@@ -164,7 +153,7 @@ def context(
             return _gather(search, store, operator, dtype, env, text or "", diff or "")
 
     header, entries = asked(store, gather)
-    return _fit(header, entries, budget, output)
+    return fit(header, entries, budget, output)
 
 
 # --- gathering ---------------------------------------------------------------------------
@@ -235,7 +224,12 @@ def _gather(
     relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
-    marginal = [d for d in others if outcomes[d.path] == "marginal"]
+    # Within noise, worth a remeasure: not a dead end (built on, nothing built on it did
+    # better, as kexp tree marks it), which is already tried ("do not repeat").
+    dead = _dead_ends(
+        [d for d in others if outcomes[d.path] == "marginal"], everything_here, derivation
+    )
+    marginal = [d for d in others if outcomes[d.path] == "marginal" and d.path not in dead]
     successes = [d for d in others if outcomes[d.path] == "improvement"]
 
     def closeness(doc: Row) -> tuple[float, bool]:
@@ -282,10 +276,18 @@ def _gather(
 
     # Each experiment once: what is listed above is not repeated in "do not repeat".
     listed = on_lineage | {d.path for found in chosen.values() for d in found}
-    entries += _do_not_repeat([d for d in here if d.path not in listed], outcomes, relevance, short)
+    entries += _do_not_repeat(
+        [d for d in here if d.path not in listed], outcomes, relevance, short, dead
+    )
     configs = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     results = [_speedups(d) for d in configs]
-    entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
+    # No recorded operator matches (a typo, another name): which there are, closest
+    # first; nothing of its dtypes and envs, which were not looked for.
+    no_match = not everything_here and bool(search.rows)
+    if no_match:
+        entries += _known_operators(search.rows, operator)
+    else:
+        entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
 
     controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
     floor = latest_control(controls_here)
@@ -301,7 +303,14 @@ def _gather(
         "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
         "failures_here": sum(1 for d in here if outcomes[d.path] in _FAILURES),
         "pending_here": sum(1 for d in here if outcomes[d.path] == "pending"),
-        "start": None if here or controls_here else START,
+        "no_match": NO_MATCH.format(
+            operator=operator,
+            n=len(search.rows),
+            m=len({row.operator_sig.lower() for row in search.rows}),
+        )
+        if no_match
+        else None,
+        "start": None if here or controls_here or no_match else START,
         "noise_floor": None
         if floor is None
         else {
@@ -352,6 +361,29 @@ def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:
     return found
 
 
+def _dead_ends(rows: list[Row], family: list[Row], derivation: Derivation) -> set[str]:
+    """The paths of ``rows`` that are dead ends (:func:`kexp.storage.lineage.dead_end`)
+    among their descendants in ``family`` (the operator's experiments)."""
+    kids: dict[str, list[Row]] = {}
+    if rows:
+        for row in family:
+            if row.pid:
+                kids.setdefault(row.pid, []).append(row)
+    found = set()
+    for row in rows:
+        below: list[Row] = []
+        queue, seen = [row.id], {row.id}
+        while queue:
+            for child in kids.get(queue.pop(), []):
+                if child.id not in seen:
+                    seen.add(child.id)
+                    below.append(child)
+                    queue.append(child.id)
+        if dead_end(derivation.of(row), [derivation.of(d) for d in below]):
+            found.add(row.path)
+    return found
+
+
 def _lineage(by_id: Mapping[str, Row], best: Row) -> list[Row]:
     """The path from the root to ``best`` (root first; stops at a cycle or a parent
     that is not in the store; ``by_id``: the first row of each id)."""
@@ -384,8 +416,10 @@ def _lineage_entries(
         else:
             line = (
                 f"{position + 1}. {short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
-                f"{_cut(doc.change_summary)}"
+                f"{cut(doc.change_summary)}"
             )
+        sighting = doc.sighting()
+        line += _on_ref(sighting)
         # The best's parent and the root first, then the steps nearest the best.
         distance = last - position
         if position == 0:
@@ -410,6 +444,7 @@ def _lineage_entries(
                     "cumulative_score": cumulative,
                     "outcome": derived.outcome,
                     "change_summary": doc.change_summary,
+                    **({} if sighting is None else {"ref": sighting.ref}),
                 },
             )
         )
@@ -461,20 +496,19 @@ def _experiment_entry(
     # Read across refs: where it was found when not in the working tree (the code to
     # fetch), and for the best, another version that changed too (diverged).
     sighting = doc.sighting()
-    if sighting is not None and not sighting.local:
-        place += f" on {_cut(sighting.ref)}"
+    place += _on_ref(sighting)
     said = _scored(score, outcome, doc.score)
-    lines = [f"- {short(doc.id)} {said} — {_cut(doc.change_summary)}{place}"]
+    lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
     if insight:
-        lines.append(f"  insight: {_cut(insight)}")
+        lines.append(f"  insight: {cut(insight)}")
     elif error:
-        lines.append(f"  error: {_cut(error)}")
+        lines.append(f"  error: {cut(error)}")
     diverged = section == "best" and sighting is not None and sighting.diverged
     if diverged and sighting is not None:
         places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
         shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
         lines.append(
-            f"  diverged: other versions on {_cut(shown)}; one changed there too since "
+            f"  diverged: other versions on {cut(shown)}; one changed there too since "
             "they parted (this is the later commit's)"
         )
     data: dict[str, Any] = {
@@ -503,6 +537,12 @@ def _experiment_entry(
     return Entry(section, priority, order, tuple(lines), data)
 
 
+def _on_ref(sighting: Sighting | None) -> str:
+    """What ends an entry read from a ref, not the working tree: `` on REF`` (the code to
+    fetch); nothing for the working tree's."""
+    return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
+
+
 def _scored(score: str, outcome: str, value: float) -> str:
     """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
     (crashed, timed out or not run: its score 0) ``buggy (nothing measured)``, not a
@@ -517,7 +557,7 @@ def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Ent
         "same change" if repeat.identical else f"near-duplicate, similarity {repeat.similarity:.2f}"
     )
     said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.score)
-    line = f"- {short(repeat.id)} {said} ({kind}) — {_cut(repeat.change_summary)}"
+    line = f"- {short(repeat.id)} {said} ({kind}) — {cut(repeat.change_summary)}"
     data = {
         "id": repeat.id,
         "score": repeat.score,
@@ -539,7 +579,9 @@ def _do_not_repeat(
     outcomes: dict[str, str],
     relevance: dict[str, float],
     short: Callable[[str], str],
+    dead: set[str],
 ) -> list[Entry]:
+    """The groups of changes tried; ``dead``: the paths of the dead ends among them."""
     groups: dict[str, list[Row]] = {}
     for doc in here:
         if outcomes[doc.path] == "pending":
@@ -565,7 +607,10 @@ def _do_not_repeat(
         best = f"best {max(measured):.4f}x; " if measured else ""
         ids = ", ".join(short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
         what = _what(docs[0].change_summary)
-        line = f"- {_cut(what)} — {tally} ({best}{ids})"
+        ends = [d.id for d in docs if d.path in dead]
+        if ends:
+            tally += f", {'a dead end' if len(ends) == 1 else f'{len(ends)} dead ends'}"
+        line = f"- {cut(what)} — {tally} ({best}{ids})"
         data = {
             "change": what,
             "tried": len(docs),
@@ -573,6 +618,8 @@ def _do_not_repeat(
             "best_score": max(measured) if measured else None,
             "ids": [d.id for d in docs],
         }
+        if ends:  # built on, and nothing built on them did better
+            data["dead_ends"] = ends
         entries.append(Entry("do_not_repeat", (5 if rank < 5 else 9, rank), (rank,), (line,), data))
     return entries
 
@@ -614,7 +661,7 @@ def _not_tried(
                     "not_tried",
                     (6 if rank < 6 else 9, rank),
                     (0 if label == "dtype" else 1, len(found) > 0, value),
-                    (f"- {label} {_cut(shown)}: {status}",),
+                    (f"- {label} {cut(shown)}: {status}",),
                     {
                         "kind": label,
                         "value": shown,
@@ -653,6 +700,38 @@ def _not_tried(
     return entries[: SECTION_LIMITS["not_tried"]]
 
 
+def _known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
+    """The operators recorded (their most common spelling), the closest to ``operator``
+    first: the most of its words (by length) found in them, then the most trigrams
+    shared, then the most experiments, then by name."""
+    words = re.findall(r"[a-z0-9]+", operator.lower())
+    wanted = _trigrams(operator)
+
+    def closeness(known: tuple[str, str, int]) -> tuple[int, float, int, str]:
+        key, _, count = known
+        theirs = _trigrams(key)
+        shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
+        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
+
+    ranked = sorted(_distinct(rows, "operator_sig"), key=closeness)
+    return [
+        Entry(
+            "operators",
+            (1 if rank < 3 else 9, rank),
+            (rank,),
+            (f"- {cut(shown)} — {count} experiment(s)",),
+            {"operator_sig": shown, "experiments": count},
+        )
+        for rank, (_, shown, count) in enumerate(ranked[:KNOWN_OPERATORS])
+    ]
+
+
+def _trigrams(text: str) -> set[str]:
+    """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
+    joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return {joined[at : at + 3] for at in range(len(joined) - 2)}
+
+
 def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
     """(lowercased value, its most common spelling, how many experiments) of
     ``dtype_sig`` or ``env`` over the whole store, most common first."""
@@ -680,170 +759,3 @@ def _changed_lines(diff: str) -> int:
         for line in diff.splitlines()
         if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- "))
     )
-
-
-def _cut(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
-
-
-# --- fitting the budget ----------------------------------------------------------------
-
-
-#: What an entry's data says on the lines after its first, left out with them.
-_DETAIL = ("key_insight", "error")
-
-
-def _fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str) -> Packet:
-    """Keep entries in order of importance while the rendered whole fits the budget: an
-    entry too long whole is kept on its first line, and one that does not fit even so
-    ends its section (what is kept of a section is the head of its ranking)."""
-    everything = {name: 0 for name in SECTIONS}
-    for entry in entries:
-        everything[entry.section] += 1
-    kept: list[Entry] = []
-    text = _render(header, kept, everything, budget, output)
-    if count_tokens(text) > budget:
-        # The smallest budget the heading fits (the heading names the budget: grow it
-        # until its own digits fit too).
-        smallest = count_tokens(text)
-        while count_tokens(_render(header, kept, everything, smallest, output)) > smallest:
-            smallest = count_tokens(_render(header, kept, everything, smallest, output))
-        raise BudgetTooSmallError(budget, count_tokens(text), smallest, CHARS_PER_TOKEN)
-    closed: set[str] = set()  # sections an entry of which did not fit
-    for entry in sorted(
-        entries, key=lambda e: (e.priority, list(SECTIONS).index(e.section), e.order)
-    ):
-        if entry.section in closed:
-            continue  # a section keeps the head of its ranking, never a shorter one below
-        if entry.section == "lineage" and not any(e.section == "best" for e in kept):
-            continue  # the path to a best left out would lead nowhere
-        tries = [entry]
-        if len(entry.lines) > 1:  # without its insight (or error, or divergence)
-            data = {k: v for k, v in entry.data.items() if k not in _DETAIL}
-            tries.append(dataclasses.replace(entry, lines=entry.lines[:1], data=data, brief=True))
-        for trying in tries:
-            trial = [*kept, trying]
-            left = _left_out(everything, trial)
-            if count_tokens(_render(header, trial, left, budget, output)) <= budget:
-                kept = trial
-                break
-        else:
-            if entry.section != "lineage":  # the path's steps are kept by distance
-                closed.add(entry.section)
-    left = _left_out(everything, kept)
-    text = _render(header, kept, left, budget, output)
-    data = _data(header, kept, left, budget)
-    return Packet(text, data, count_tokens(text), budget, {k: v for k, v in left.items() if v})
-
-
-def _left_out(everything: dict[str, int], kept: list[Entry]) -> dict[str, int]:
-    """How many entries of each section are left out, and (``details``) how many kept
-    entries lost their lines after the first."""
-    left = dict(everything)
-    for entry in kept:
-        left[entry.section] -= 1
-    left["details"] = sum(entry.brief for entry in kept)
-    return left
-
-
-def _by_section(kept: list[Entry]) -> dict[str, list[Entry]]:
-    sections: dict[str, list[Entry]] = {name: [] for name in SECTIONS}
-    for entry in kept:
-        sections[entry.section].append(entry)
-    for found in sections.values():
-        found.sort(key=lambda e: e.order)
-    return sections
-
-
-def _data(
-    header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int
-) -> dict[str, Any]:
-    sections = _by_section(kept)
-    data: dict[str, Any] = {"context": {k: v for k, v in header.items() if v is not None}}
-    data["budget_tokens"] = budget
-    for name, found in sections.items():
-        if name == "best":
-            data[name] = found[0].data if found else None
-        else:
-            data[name] = [entry.data for entry in found]
-    data["left_out"] = {name: n for name, n in left.items() if n}
-    return data
-
-
-def _render(
-    header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int, output: str
-) -> str:
-    if output == "json":
-        return json.dumps(_data(header, kept, left, budget), ensure_ascii=False, indent=1) + "\n"
-    return _markdown(header, kept, left, budget)
-
-
-_NAMES = {
-    "tried_before": "tried-before entries",
-    "best": "best",
-    "lineage": "lineage steps",
-    "failures": "related failures",
-    "marginal": "within-noise entries",
-    "successes": "related successes",
-    "do_not_repeat": "do-not-repeat entries",
-    "not_tried": "not-tried entries",
-    "details": "insight lines",
-}
-
-
-def _failures(count: int) -> str:
-    """The header's count of failures (buggy, failed, regression, interference): not
-    "failed", which names one of those outcomes."""
-    return f"{count} failure{'' if count == 1 else 's'}"
-
-
-def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int) -> str:
-    where = " × ".join(
-        [header["operator"], header["dtype"] or "any dtype", header["env"] or "any env"]
-    )
-    lines = [f"# kexp context: {_cut(where)}", ""]
-    summary = (
-        f"{header['experiments_on_operator']} experiment(s) on this operator; "
-        f"{header['experiments_here']} of them here: {header['improved_here']} improved, "
-        f"{header['within_noise_here']} within noise, {_failures(header['failures_here'])}"
-        + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
-    )
-    if header.get("noise_floor"):
-        summary += f"\n{header['noise_floor']['text']}."
-    if header.get("start"):
-        summary += f"\n{header['start']}"
-    if header.get("plan"):
-        summary += f" Plan: {_cut(header['plan'])!r}."
-    if header.get("diff_lines") is not None:
-        summary += f" Diff: {header['diff_lines']} changed line(s)."
-    lines.append(summary)
-    lines.append(f"Budget: {budget} tokens (characters / {CHARS_PER_TOKEN}).")
-    sections = _by_section(kept)
-    for name, heading in SECTIONS.items():
-        found = sections[name]
-        if not found and not (name == "best" and header["experiments_here"]):
-            continue
-        lines += ["", f"## {heading}"]
-        if name == "best" and not found:
-            lines.append(
-                f"(left out: {LARGER_BUDGET})"
-                if left.get("best")
-                else "(no best here yet: no step improved with a cumulative score; one "
-                "within noise, a regression or an interference is never a best, and buggy, "
-                "pending and those that measured nothing have no cumulative score)"
-            )
-        previous: int | None = None
-        for entry in found:
-            if name == "lineage":
-                step = entry.order[0]
-                if previous is not None and step > previous + 1:
-                    lines.append(f"   … {step - previous - 1} step(s)")
-                previous = step
-            lines.extend(entry.lines)
-    gone = {name: n for name, n in left.items() if n}
-    if gone:
-        lines += ["", "## Left out (budget)"]
-        lines.append("- " + ", ".join(f"{n} {_NAMES[name]}" for name, n in gone.items()))
-        lines.append(f"- read more: {READ_MORE}")
-    return "\n".join(lines) + "\n"

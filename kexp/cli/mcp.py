@@ -62,7 +62,7 @@ from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import json_text, needs_bodies
 from kexp.core.advice import for_tools
-from kexp.core.errors import ExperimentNotFoundError, KexpError, ValidationError
+from kexp.core.errors import KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
@@ -78,7 +78,6 @@ from kexp.output.export import (
 )
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
-from kexp.storage.refs import on_other_refs
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
@@ -555,10 +554,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         def run() -> dict[str, Any]:
             chosen = check_fields(fields) if fields else None
             store = tools.store(refs, all_refs)
-            try:
-                exp = store.get_experiment(exp_id)
-            except ExperimentNotFoundError as exc:  # on a branch? say which
-                raise on_other_refs(store, exp_id, exc) from None
+            exp = store.get_experiment(exp_id)  # one on a branch alone: the error says which
             return experiment_reply(exp, chosen, brief=brief)
 
         return tools.answer(run)
@@ -618,11 +614,18 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             str, Field(description="One line of at most 80: '<What> - <Result>'")
         ],
         operator_sig: Annotated[
-            str, Field(description="Files/kernels changed: 'path/to/file.cu: kernel'")
-        ],
-        dtype_sig: Annotated[str, Field(description="bf16, fp16, fp8, ...")],
+            str,
+            Field(
+                description="Files/kernels changed: 'path/to/file.cu: kernel' (with a pid: "
+                "the parent's when not given)"
+            ),
+        ] = "",
+        dtype_sig: Annotated[
+            str, Field(description="bf16, fp16, fp8, ... (with a pid: the parent's when not given)")
+        ] = "",
         env: Annotated[
-            str | None, Field(description="GPU, driver, versions (or detect_env)")
+            str | None,
+            Field(description="GPU, driver, versions (or detect_env; with a pid: the parent's)"),
         ] = None,
         detect_env: Annotated[
             bool, Field(description="Fill env from this machine (kexp env)")
@@ -689,10 +692,23 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     ) -> CallToolResult:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
-        without them give score. With all_refs, a change another agent synced is warned
-        of. Returns id, path, score, interval, outcome, cumulative score (kexp add --json)."""
+        without them give score. With a pid, operator_sig, dtype_sig and env not given
+        are the parent's. With all_refs, a change another agent synced is warned of.
+        Returns id, path, score, interval, outcome, cumulative score (kexp add --json)."""
 
         def run() -> dict[str, Any]:
+            if not pid.strip():  # without a parent, nothing to take them from
+                missing = [
+                    name
+                    for name, value in (("operator_sig", operator_sig), ("dtype_sig", dtype_sig))
+                    if not value.strip()
+                ]
+                if missing:
+                    raise KexpError(
+                        f"give {' and '.join(missing)} (what the change is on), or the pid of "
+                        "the experiment it builds on (its operator, dtype and env are then "
+                        "taken)"
+                    )
             fields: dict[str, Any] = {
                 "change_summary": change_summary,
                 "operator_sig": operator_sig,

@@ -52,6 +52,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kexp.core.collector import collector_paused
+from kexp.core.noise import SCORE_DIGITS
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 #: Statuses of an experiment not measured yet (its outcome is ``pending``).
@@ -321,9 +322,11 @@ def cumulative_change(before: float, after: float) -> tuple[float, float | None]
 
 
 def change_percent(ratio: float) -> float:
-    """A speedup ``ratio`` as a change in percent (1.05: 5.0), to the digits a
-    cumulative score carries (5.0, not 5.000000000000004)."""
-    return round((ratio - 1.0) * 100.0, CUMULATIVE_DIGITS - 4)
+    """A speedup ``ratio`` as a change in percent (1.05: 5.0), to the decimals of a
+    score (:data:`kexp.core.noise.SCORE_DIGITS`; 2 in percent: 0.52, not 0.520843458, as
+    a step's own score of 1.0052 reads), so that a step measured against the reference
+    says its change as one measured against its parent does."""
+    return round((ratio - 1.0) * 100.0, SCORE_DIGITS - 2)
 
 
 #: What a parent whose file is not a valid experiment is (``cumulative_reason``).

@@ -42,7 +42,7 @@ from kexp.core.campaign import (
 )
 from kexp.core.collector import collector_paused
 from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
-from kexp.core.noise import ratio_interval
+from kexp.core.noise import ratio_interval, rounded_interval
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.samples import describe_protocol, sample_count
@@ -664,8 +664,8 @@ def _entry(
                 if measured_against_parent(exp) and entry.score_ci:
                     entry.delta_pct_ci = [change_percent(v) for v in entry.score_ci]
                 elif exp.cumulative_ci is not None and parent.cumulative_ci is not None:
-                    low, high = ratio_interval(
-                        cumulative, exp.cumulative_ci, before, parent.cumulative_ci
+                    low, high = rounded_interval(  # outwards: it holds the change said
+                        *ratio_interval(cumulative, exp.cumulative_ci, before, parent.cumulative_ci)
                     )
                     entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and cumulative is not None:

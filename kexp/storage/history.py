@@ -198,9 +198,12 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
             if new is not None:
                 last_known = new
     if not entries and full_id not in store.id_index(full_id):
-        raise ExperimentNotFoundError(
-            f"no experiment {full_id} in {store.experiments_dir} or in the history of "
-            f"{revision} ({LIST_SHOWS} the ids)"
+        raise store.not_found_here(
+            exp_id.strip(),
+            ExperimentNotFoundError(
+                f"no experiment {full_id} in {store.experiments_dir} or in the history of "
+                f"{revision} ({LIST_SHOWS} the ids)"
+            ),
         )
     return entries
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import UNMEASURED_OUTCOMES, cumulative_change, derive
+from kexp.core.campaign import UNMEASURED_OUTCOMES, Derived, cumulative_change, derive
 from kexp.core.model import KernelExperiment, attach
 from kexp.storage.query import best_tip, chronological
 
@@ -160,11 +160,9 @@ def annotate(root: TreeNode) -> None:
     best_in: dict[int, float] = {}
     for node in reversed(nodes):
         best_below = max((best_in[id(child)] for child in node.children), default=-math.inf)
-        own = _standing(node)
-        node.dead_end = bool(node.children) and own is not None and best_below <= own
-        # A step within noise beats nothing: its code is its parent's, whatever its product.
-        beats = own if node.experiment.derived.outcome != "marginal" else None
-        best_in[id(node)] = max(-math.inf if beats is None else beats, best_below)
+        derived = node.experiment.derived
+        node.dead_end = bool(node.children) and _beaten_by(derived, best_below)
+        best_in[id(node)] = max(_beating(derived), best_below)
     tip = best_tip(n.experiment for n in nodes)
     if tip is not None:
         best = next(n for n in nodes if n.experiment is tip)
@@ -177,10 +175,28 @@ def annotate(root: TreeNode) -> None:
             step = parents.get(id(step))
 
 
-def _standing(node: TreeNode) -> float | None:
-    """A node's cumulative score when it ranks (not a control, and known)."""
-    derived = node.experiment.derived
-    return derived.cumulative_score if derived.ranked else None
+def _beating(derived: Derived) -> float:
+    """What a descendant beats its ancestors with: its cumulative score when it ranks
+    (not a control, and known), and not within noise (such a step beats nothing: its
+    code is its parent's, whatever its product); -inf otherwise."""
+    if not derived.ranked or derived.cumulative_score is None or derived.outcome == "marginal":
+        return -math.inf
+    return derived.cumulative_score
+
+
+def _beaten_by(derived: Derived, best_below: float) -> bool:
+    """Whether an experiment that was built on is a dead end: it ranks, and the best its
+    descendants beat with (:func:`_beating`) is no higher than its cumulative score."""
+    own = derived.cumulative_score if derived.ranked else None
+    return own is not None and best_below <= own
+
+
+def dead_end(derived: Derived, below: Iterable[Derived]) -> bool:
+    """Whether an experiment (its derived values) is a dead end, as ``kexp tree`` marks
+    it, given its descendants' (``below``; none: nobody built on it, no dead end):
+    others built on it, and none of them beats it (:attr:`TreeNode.dead_end`)."""
+    beaten = [_beating(d) for d in below]
+    return bool(beaten) and _beaten_by(derived, max(beaten))
 
 
 def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:

@@ -483,13 +483,24 @@ class StoreReader:
         hint = ALL_REFS_IDS if places else f"{LIST_SHOWS} the ids"
         try:
             return ids.the_one(prefix, found.held_ids(), f"{where} ({hint})")
-        except ExperimentNotFoundError:
+        except ExperimentNotFoundError as error:
+            if places is None:
+                raise self.not_found_here(prefix, error) from None
             gone = [(exp_id, by) for exp_id, by in found.removed if exp_id.startswith(prefix)]
             if len(gone) != 1:
                 raise
             from kexp.storage.refs import removed_message
 
             raise ExperimentNotFoundError(removed_message(*gone[0])) from None
+
+    def not_found_here(self, id_or_prefix: str, error: KexpError) -> KexpError:
+        """``error`` (no experiment ``id_or_prefix`` names where this store looked) saying,
+        for a read of the working tree alone, which refs hold it and how to read it there
+        (:func:`kexp.storage.refs.on_other_refs`): every read that looks an id up says it
+        alike (``kexp show``, ``kexp tree``, ``kexp log``, the MCP tools)."""
+        from kexp.storage.refs import on_other_refs
+
+        return on_other_refs(self, id_or_prefix, error)
 
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
@@ -521,7 +532,7 @@ class StoreReader:
             exp_id = ids.the_one(prefix, index, f"{self.experiments_dir} ({LIST_SHOWS} the ids)")
         except ExperimentNotFoundError as error:
             if not writing:
-                raise
+                raise self.not_found_here(prefix, error) from None
             from kexp.storage.whereabouts import not_in_working_tree
 
             raise not_in_working_tree(self, prefix, error, removing=removing) from None

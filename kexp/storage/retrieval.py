@@ -27,6 +27,8 @@ Two measures, one index:
 A change relevant to a text query scores its BM25 over the best BM25 among the
 candidates (so 1.0 for the best match); a near-duplicate adds
 :data:`NEAR_DUPLICATE_WEIGHT` times its similarity. Ties go to the older experiment.
+Controls (tag ``control``: A/A runs, the same code on both sides) changed nothing and
+are never listed.
 
 The index is part of the store's cache (:mod:`kexp.storage.cache`), keyed by content: every
 question reads the store as every query does (:meth:`kexp.Store.found`: the files on
@@ -50,6 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kexp.core.campaign import is_control
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.format.fileformat import key_insight
@@ -394,9 +397,12 @@ class Search(Index):
 
 
 def _passes(row: Row, operator: str | None, dtype: str | None, env: str | None) -> bool:
-    """Whether ``row`` passes the substring filters (as the query filters do)."""
+    """Whether ``row`` passes the substring filters (as the query filters do) and is a
+    change at all: a control (an A/A run, the same code on both sides) is no related
+    work."""
     return (
-        (operator is None or operator.lower() in row.operator_sig.lower())
+        not is_control(row)
+        and (operator is None or operator.lower() in row.operator_sig.lower())
         and (dtype is None or dtype.lower() in row.dtype_sig.lower())
         and (env is None or env.lower() in row.env.lower())
     )

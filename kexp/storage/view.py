@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from kexp.core.campaign import Derivation
+    from kexp.core.errors import KexpError
     from kexp.core.model import KernelExperiment
     from kexp.core.settings import Settings
     from kexp.format.validate import CheckedFile
@@ -49,6 +50,8 @@ class StoreView(Protocol):
     def check_file(self, path: Path | str) -> CheckedFile: ...
 
     def resolve_id(self, id_or_prefix: str) -> str: ...
+
+    def not_found_here(self, id_or_prefix: str, error: KexpError) -> KexpError: ...
 
     def id_index(self, prefix: str = "") -> dict[str, list[Path]]: ...
 

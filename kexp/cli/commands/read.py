@@ -275,14 +275,8 @@ def show(
       kexp show 6aca6c49dc --field code_change > change.diff
       kexp show 6aca6c49dc --json --fields id,score,outcome
     """
-    from kexp.core.errors import ExperimentNotFoundError
-    from kexp.storage.refs import on_other_refs
-
     store = get_store(ctx)
-    try:
-        exp = store.get_experiment(exp_id)
-    except ExperimentNotFoundError as exc:  # on a branch? say which
-        raise on_other_refs(store, exp_id, exc) from None
+    exp = store.get_experiment(exp_id)  # one on a branch alone: its error says which
     where = where_found(store)
     # The id the text prints (in its advice to read the raw timings), unique in the store.
     id_length = store.id_length_of(exp.id) if exp.samples and not brief else 0
