@@ -23,17 +23,37 @@ def commit_code(root: Path, text: str, message: str) -> str:
     return git(root, "rev-parse", "--short", "HEAD")
 
 
-def test_a_kernel_change_committed_and_reverted_is_not_pushed_to_main(tmp_path: Path) -> None:
+def test_a_kernel_change_committed_and_reverted_leaves_mains_code_as_it_was(
+    tmp_path: Path,
+) -> None:
     """The skill's loop with the change committed: the agent records it (base HEAD~1),
-    reverts it and runs kexp sync on main. Nothing reaches origin/main; the one-line
-    refusal names the commits and the two ways on (push them yourself, or publish the
-    experiment on a side branch), and the second way, run as written, publishes it."""
+    reverts it and runs kexp sync on main: the experiment is published; the two commits
+    ride along (the experiment's base commit must resolve for the others) and are said,
+    and main's code is as it was."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    kernel = git(remote, "show", "main:kernel.cu")
+    change = commit_code(alice, "// persistent grid\n", "softmax: persistent grid")
+    exp = record(alice, git(alice, "rev-parse", "HEAD~1"), "Persistent grid - -7%", score=0.93)
+    git(alice, "revert", "--no-edit", "HEAD")
+
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert remote_ids(remote, "main") == [exp.id]
+    assert git(remote, "show", "main:kernel.cu") == kernel
+    assert change in done.stdout and "with no change to them in the end" in done.stdout
+
+
+def test_a_kernel_change_committed_is_not_pushed_to_main(tmp_path: Path) -> None:
+    """The agent keeps its kernel change committed on main, records it and runs kexp
+    sync: nothing reaches origin/main; the one-line refusal names the commit and the
+    two ways on (push it yourself, or publish the experiment on a side branch), and the
+    second way, run as written, publishes it."""
     remote, _ = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     main = git(remote, "rev-parse", "main")
     change = commit_code(alice, "// persistent grid\n", "softmax: persistent grid")
-    exp = record(alice, git(alice, "rev-parse", "HEAD~1"), "Persistent grid - -7%", score=0.93)
-    git(alice, "revert", "--no-edit", "HEAD")
+    exp = record(alice, git(alice, "rev-parse", "HEAD~1"), "Persistent grid - +7%", score=1.07)
 
     refused = run_kexp("sync", cwd=alice)
     assert refused.returncode != 0, refused
@@ -95,3 +115,54 @@ def test_code_alone_ahead_of_main_is_said_not_pushed(tmp_path: Path) -> None:
         assert f"{change} Unroll by 4" in done.stdout and "nothing" in done.stdout, done.stdout
         assert "would push 1" not in done.stdout and "pushed 1" not in done.stdout
     assert git(remote, "rev-parse", "main") == main
+
+
+def test_a_step_on_work_under_review_is_refused_on_main_and_stacked_on_a_branch(
+    tmp_path: Path,
+) -> None:
+    """Alice publishes A to kexp/alice (a pull request, open) and records B on it. A
+    ``kexp sync`` on main refused nothing and pushed B without A (main's store invalid:
+    B's parent missing); it stops now, in one line naming A's file and the ways on, with
+    nothing changed. On a branch of her own (a checkout of kexp/alice2), the same sync
+    publishes B with A (her pull request stacks on the first)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    first = record(alice, base, "Vectorize float4 - +10%", score=1.1)
+    sync(Store(alice), branch="kexp/alice")
+    step = record(alice, base, "Unroll on float4 - +3%", score=1.03, pid=first.id,
+                  measured_against="parent")  # fmt: skip
+    main, head = git(remote, "rev-parse", "main"), git(alice, "rev-parse", "HEAD")
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert first.path is not None and first.path.name in refused.stderr, refused.stderr
+    assert "kexp sync --branch" in refused.stderr, refused.stderr
+    assert git(remote, "rev-parse", "main") == main and remote_ids(remote, "main") == []
+    assert git(alice, "rev-parse", "HEAD") == head
+
+    git(alice, "switch", "-q", "-c", "kexp/alice2")
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert sorted(remote_ids(remote, "kexp/alice2")) == sorted([first.id, step.id])
+
+
+def test_code_in_a_merge_or_past_a_stale_default_is_not_pushed(tmp_path: Path) -> None:
+    """Code reaches main's push by a merge commit that changed the kernel itself, and in
+    a clone whose origin/HEAD still names the old default branch (master, renamed to
+    main on the remote): both are held back, as the remote says its default now."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    git(alice, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/master")
+    main = git(remote, "rev-parse", "main")
+    git(alice, "switch", "-q", "-c", "topic")
+    commit_code(alice, "// topic\n", "topic work")
+    git(alice, "revert", "--no-edit", "HEAD")  # the topic changes nothing in the end
+    git(alice, "switch", "-q", "main")
+    git(alice, "merge", "-q", "--no-ff", "--no-commit", "topic")
+    with (alice / "kernel.cu").open("a") as file:
+        file.write("// hot fix made in the merge\n")
+    git(alice, "commit", "-q", "-am", "Merge topic")
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert git(remote, "rev-parse", "main") == main, done.stdout
+    assert "pushed nothing" in done.stdout, done.stdout

@@ -280,7 +280,7 @@ def test_a_removal_waiting_in_an_open_pull_request_is_not_pushed_to_main(
     assert git(alice, "status", "--porcelain", "--untracked-files=all") == ""
 
 
-@pytest.mark.parametrize("then", ["nothing", "brought main in", "committed code"])
+@pytest.mark.parametrize("then", ["nothing", "brought main in", "committed code", "on work"])
 def test_a_side_branch_squashed_and_kept_publishes_the_new_experiment_alone(
     tmp_path: Path, then: str
 ) -> None:
@@ -292,6 +292,8 @@ def test_a_side_branch_squashed_and_kept_publishes_the_new_experiment_alone(
     time; the branch only moves forward (no force-push)."""
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
+    if then == "on work":  # a branch of the checkout's own, which the remote lacks
+        git(alice, "switch", "-q", "-c", "work")
     first = record(alice, base, "Unrolled by 4 - +1.9%")
     sync(Store(alice), branch="kexp/alice")
     published = git(remote, "rev-parse", "kexp/alice")
@@ -312,3 +314,52 @@ def test_a_side_branch_squashed_and_kept_publishes_the_new_experiment_alone(
     code = ["M\tkernel.cu"] if then == "committed code" else []
     assert sorted(changes.splitlines()) == sorted([*code, f"A\t{relative(alice, second.path)}"])
     assert first.id in remote_ids(remote, "main")
+
+
+def test_a_branch_another_stacked_on_still_takes_its_owners_correction(tmp_path: Path) -> None:
+    """Bob stacked his step on Alice's open pull request (his branch holds her file
+    alike); Alice corrects her experiment and records another: her sync to kexp/alice
+    publishes both, not 'changed both here and on origin/kexp/alice' (her branch was
+    taken for landed because Bob's branch held all of it)."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    hers = record(alice, base, "Vectorize float4 - +10%", score=1.1)
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    path = relative(alice, hers.path)
+    git(bob, "restore", "--source", "origin/kexp/alice", "--", path)
+    record(bob, base, "Unroll on float4 - +3%", score=1.03, pid=hers.id, measured_against="parent")
+    assert sync(Store(bob), branch="kexp/bob").pushed
+    assert hers.id in remote_ids(remote, "kexp/bob")
+
+    git(alice, "fetch", "-q")
+    Store(alice).update_experiment(hers.id, score=1.11)
+    other = record(alice, base, "Warp shuffle - +2%", score=1.02)
+    done = run_kexp("sync", "--branch", "kexp/alice", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert "score: 1.11" in git(remote, "show", f"kexp/alice:{path}")
+    assert other.id in remote_ids(remote, "kexp/alice")
+
+
+def test_a_removal_is_published_past_a_branch_that_never_waited_to_land_it(
+    tmp_path: Path,
+) -> None:
+    """A release branch stripped of experiments/ (and another agent's closed pull request,
+    its branch kept) lacks Alice's experiment; she removes it on main and syncs: the
+    removal is published (only a removal this clone published to a side branch waits for
+    that branch's pull request), where the sync said 'up to date' and kept it forever."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    gone = record(alice, base, "Bogus +40% - timer bug", score=1.4)
+    sync(Store(alice))
+    release = clone(remote, tmp_path / "release")
+    git(release, "switch", "-q", "-c", "release/1.0")
+    git(release, "rm", "-q", "-r", "experiments")
+    git(release, "commit", "-q", "-m", "release: no experiments")
+    git(release, "push", "-q", "origin", "release/1.0")
+    git(alice, "fetch", "-q")
+    Store(alice).delete_experiment(gone.id)
+
+    done = sync(Store(alice))
+    assert done.pushed and done.removed, done
+    assert remote_ids(remote, "main") == []

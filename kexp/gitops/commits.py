@@ -321,15 +321,22 @@ def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] =
     )
 
 
-def remote_branches(repo: git.Repo, remote: str) -> dict[str, str]:
-    """``remote``'s branches as it has them now (``git ls-remote``): name → commit.
+def remote_branches(repo: git.Repo, remote: str) -> tuple[dict[str, str], str | None]:
+    """``remote``'s branches as it has them now (one ``git ls-remote``): name → commit,
+    and its default branch (what its ``HEAD`` names; None when it names none).
     ``remote`` is a checked name."""
-    listed = git_command(repo, "ls-remote", "--heads", "--end-of-options", remote)
-    return {
-        ref.removeprefix("refs/heads/"): tip
-        for tip, _, ref in (line.partition("\t") for line in listed.stdout.splitlines())
-        if ref.startswith("refs/heads/")
-    }
+    listed = git_command(
+        repo, "ls-remote", "--symref", "--end-of-options", remote, "HEAD", "refs/heads/*"
+    )
+    branches: dict[str, str] = {}
+    default = None
+    for line in listed.stdout.splitlines():
+        tip, _, ref = line.partition("\t")
+        if tip.startswith("ref: refs/heads/") and ref == "HEAD":
+            default = tip.removeprefix("ref: refs/heads/")
+        elif ref.startswith("refs/heads/"):
+            branches[ref.removeprefix("refs/heads/")] = tip
+    return branches, default
 
 
 def held_commits(repo: git.Repo, commits: Sequence[str]) -> set[str]:
@@ -492,6 +499,31 @@ def default_branch(repo: git.Repo, remote: str) -> str | None:
     found = git_command(repo, "symbolic-ref", "-q", f"{prefix}HEAD", ok_codes=None)
     name = found.stdout.strip()
     return name[len(prefix) :] if found.status == 0 and name.startswith(prefix) else None
+
+
+def code_brought(repo: git.Repo, remote_tip: str, tip: str, folder: str) -> list[str]:
+    """The commits (``abbreviated-hash subject``, newest first) by which pushing ``tip``
+    (merged with ``remote_tip`` first, when it is not its descendant) changes files
+    outside ``folder`` (a checked name) on the remote: the files ``tip``'s side changed
+    since the two forked and holds otherwise than ``remote_tip`` (changes that cancel
+    out, or that the remote holds already, squashed, change nothing); a merge that
+    changed one itself counts. Empty: the push leaves every other file as it is."""
+    forked = git_command(repo, "merge-base", tip, remote_tip, ok_codes=(0, 1)).stdout.strip()
+    since = forked or remote_tip
+    spec = f":(top,exclude,literal){folder}"
+    changed = git_command(repo, "diff", "--no-renames", "--name-only", since, tip, "--", spec)
+    paths = changed.stdout.splitlines()
+    if not paths:
+        return []
+    ours, theirs = path_blobs(repo, tip, paths), path_blobs(repo, remote_tip, paths)
+    differing = [p for p in paths if ours.get(p) != theirs.get(p)]
+    if not differing:
+        return []
+    found = git_command(
+        repo, "log", "--format=%h %s", tip, "--not", remote_tip, "--",
+        *(f":(top,literal){p}" for p in differing),
+    ).stdout.splitlines()  # fmt: skip
+    return found or [f"{tip[:7]} (changing {', '.join(differing[:3])})"]
 
 
 def commits_outside(repo: git.Repo, tip: str, base: str, folder: str) -> list[str]:

@@ -53,6 +53,18 @@ class Record:
     #: Whether the file was there but could not be read (it is written again).
     damaged: bool = False
 
+    @staticmethod
+    def exists(repo: git.Repo, branch: str) -> bool:
+        """Whether this working tree published to the side branch ``branch`` (a name
+        the remote lists) and keeps its record."""
+        from kexp.core.errors import GitError
+        from kexp.gitops.commits import check_branch_name
+
+        try:
+            return record_path(repo, check_branch_name(branch)).is_file()
+        except GitError:
+            return False
+
     @classmethod
     def read(cls, repo: git.Repo, branch: str) -> Record:
         """The record of ``branch``; empty when there is none, or it cannot be read."""

@@ -23,13 +23,25 @@ class RemoteView:
     folder: str
     _listed: dict[str, str] | None = None
     _held: set[str] | None = None
+    _default: str | None = None
 
     def listed(self) -> dict[str, str]:
         """Each branch's commit on the remote."""
         if self._listed is None:
-            self._listed = gitcommits.remote_branches(self.repo, self.remote)
+            self._listed, self._default = gitcommits.remote_branches(self.repo, self.remote)
             self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
         return self._listed
+
+    def default(self) -> str | None:
+        """The remote's default branch (where pull requests land), as the remote says it
+        now; else as this clone last knew it (``REMOTE/HEAD``); else ``main`` or
+        ``master`` when the remote has one; None: none of these."""
+        listed = self.listed()
+        if self._default is None:
+            known = gitcommits.default_branch(self.repo, self.remote)
+            fallback = next((b for b in ("main", "master") if b in listed), None)
+            self._default = known if known in listed else fallback
+        return self._default
 
     def fetch(self, branch: str) -> None:
         """Fetch the remote's ``branch`` when this clone lacks its commit, so that it
@@ -53,13 +65,20 @@ class RemoteView:
         tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
         return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
 
-    def merged(self, commit: str, *, besides: str | None = None) -> bool:
-        """Whether the remote's branches (but ``besides``) hold every commit of
-        ``commit``, as far as this clone holds them: a pull request merged with its
-        commits (not squashed)."""
-        tips = [t for n, t in self.branches().items() if n != besides]
-        held = sorted(gitcommits.held_commits(self.repo, list(dict.fromkeys(tips))))
-        return bool(held) and gitcommits.count_commits(self.repo, commit, held) == 0
+    def landed(self, commit: str) -> bool:
+        """Whether the remote's default branch holds every experiment change of
+        ``commit`` (a side branch's pull request merged, or squashed, there): another
+        side branch holding them (one stacked on it) is not a landing."""
+        tip = self.branches().get(self.default() or "")
+        if tip is None:
+            return False
+        return not gitcommits.unpublished_paths(self.repo, commit, [tip], self.folder)
+
+    def merged(self, commit: str) -> bool:
+        """Whether the remote's default branch holds every commit of ``commit``, as far
+        as this clone holds them: a pull request merged with its commits (not squashed)."""
+        tip = self.branches().get(self.default() or "")
+        return tip is not None and gitcommits.count_commits(self.repo, commit, [tip]) == 0
 
     def ahead(self, commit: str, base: str | None) -> int:
         """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
@@ -76,14 +95,15 @@ class RemoteView:
             return tip
         return gitcommits.ref_commit(self.repo, f"refs/remotes/{self.remote}/{branch}")
 
-    def removed(self, paths: list[str], head: str, *, besides: str) -> set[str]:
+    def removed(self, paths: list[str], head: str, *, among: set[str]) -> set[str]:
         """Of ``paths`` (files ``head``, the checkout's commit, holds and the working
-        tree lacks), those another of the remote's branches (but ``besides``) removed:
-        its tip lacks the file its merge base with ``head`` holds (a removal published
-        there, on its way through its pull request)."""
+        tree lacks), those one of the remote's branches ``among`` (the side branches
+        this clone published to) removed: its tip lacks the file its merge base with
+        ``head`` holds (a removal published there, on its way through its pull
+        request)."""
         found: set[str] = set()
         for name, tip in self.branches().items():
-            if name == besides or found >= set(paths):
+            if name not in among or found >= set(paths):
                 continue
             lacking = [p for p in paths if p not in gitcommits.path_blobs(self.repo, tip, paths)]
             for since in kgit.merge_bases(self.repo, tip, head) if lacking else ():

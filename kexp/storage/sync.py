@@ -119,6 +119,10 @@ class SyncResult:
     #: ``experiments/``, for which the push to the remote's default branch was held
     #: back (kexp sync publishes experiments, not code).
     held_back: tuple[str, ...] = ()
+    #: The commits pushed to the remote's default branch that change files outside
+    #: ``experiments/`` with no change to them in the end (reverted, or squashed
+    #: there already): the remote's other files are as they were.
+    carried: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -128,7 +132,7 @@ class SyncResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (``kexp sync --json``)."""
         data = dataclasses.asdict(self)
-        for key in ("committed", "removed", "not_removed", "left", "held_back"):
+        for key in ("committed", "removed", "not_removed", "left", "held_back", "carried"):
             data[key] = list(getattr(self, key))
         data["up_to_date"] = self.up_to_date
         return data
@@ -177,6 +181,12 @@ class SyncResult:
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
             )
             found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
+            if self.carried:
+                found.append(
+                    f"  {len(self.carried)} of them change files outside experiments/, with "
+                    "no change to them in the end (reverted, or there already): "
+                    + _listing(list(self.carried))
+                )
         return found + held
 
     def _held_back_line(self, pushed: str) -> str:
@@ -205,8 +215,13 @@ class SyncResult:
             found.append(f"would merge in what {where} gained")
         if self.pushed:
             found.append(f"would push {self.commits_pushed} commit(s) to {where}")
-        if self.held_back:
-            found.append(self._held_back_line("would push"))
+        if self.held_back:  # with experiments to publish, the sync stops there
+            stops = self.committed or self.removed
+            found.append(
+                self._held_back_line(
+                    "would stop before the push, pushing" if stops else "would push"
+                )
+            )
         if self.up_to_date:
             found.append(f"up to date with {where}: nothing to commit or push")
         found.append(
@@ -342,6 +357,13 @@ def _sync(
         )
         taken, elsewhere = _landed(location, view, target, changed, incoming, local)
         paths = [p for p in changed if p not in taken | elsewhere]
+        present = [p for p in changed if os.path.lexists(location.toplevel / p)]
+        needed = _lineage_among(location, elsewhere & set(present), paths + present)
+        if needed and target == view.default():
+            raise ValidationError(
+                _STACKED.format(target=target, files=_listing(sorted(needed))), []
+            )
+        paths = sorted({*paths, *needed})  # (a branch of its own stacks on the one holding it)
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
             refuse_invalid(store, remote, target)
@@ -352,10 +374,12 @@ def _sync(
         kept: list[str] = []
     else:
         incoming, taken = None, set()
-        if not dry_run and local is not None and checked_out not in (None, target):
-            # The checkout's branch as the remote has it now: a pull request of this
-            # branch merged there (squashed, the branch deleted) restarts the branch.
-            view.fetch(str(checked_out))
+        if not dry_run and local is not None:
+            # The remote's default branch as the remote has it now (and the checkout's):
+            # a pull request of this branch merged there (squashed, the branch deleted or
+            # kept) restarts the branch.
+            for landing in {view.default(), checked_out} - {None, target}:
+                view.fetch(str(landing))
         record = Record.read(repo, target)
         made, paths, removed, kept, base, remote_base = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
@@ -404,8 +428,8 @@ def _sync(
             gained=known != view.listed().get(target),
         )  # fmt: skip
         code = (
-            gitcommits.commits_outside(repo, tip, known, folder)
-            if in_checkout and step.push and tip and known and _is_default(repo, remote, target)
+            gitcommits.code_brought(repo, known, tip, folder)
+            if step.push and tip and known and target == view.default()
             else []
         )
         return SyncResult(
@@ -418,6 +442,7 @@ def _sync(
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
     held: tuple[str, ...] = ()
+    carried: tuple[str, ...] = ()
     for attempt in range(attempts):
         if attempt == 0 and in_checkout:
             remote_tip = incoming  # fetched a moment ago
@@ -442,11 +467,12 @@ def _sync(
             local, merged = new, True
         if not step.push or local is None:
             break  # the remote has everything, or nothing here is news to it
-        if in_checkout and remote_tip is not None and _is_default(repo, remote, target):
-            code = gitcommits.commits_outside(repo, local, remote_tip, folder)
+        if remote_tip is not None and target == view.default():
+            code = gitcommits.code_brought(repo, remote_tip, local, folder)
             if code:  # kexp sync publishes experiments, never code, where reviews land
                 held = _hold_back(view, remote, target, folder, local, code, merged)
                 break
+            carried = tuple(gitcommits.commits_outside(repo, local, remote_tip, folder))
         tried += 1
         try:
             outcome = gitcommits.push_branch(repo, remote, local, target)
@@ -480,14 +506,8 @@ def _sync(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
+        carried=carried if pushed else (),
     )  # fmt: skip
-
-
-def _is_default(repo: Any, remote: str, branch: str) -> bool:
-    """Whether ``branch`` is ``remote``'s default branch (where pull requests land;
-    ``main`` or ``master`` when the clone does not know it)."""
-    default = gitcommits.default_branch(repo, remote)
-    return branch == default if default else branch in ("main", "master")
 
 
 def _hold_back(
@@ -593,7 +613,8 @@ def _landed(
             differing,
         )
     gone = {p for p in changed if p not in set(present)}
-    waiting = view.removed(sorted(gone & theirs.keys()), head, besides=target) if head else set()
+    mine = {name for name in view.branches() if name != target and Record.exists(repo, name)}
+    waiting = view.removed(sorted(gone & theirs.keys()), head, among=mine) if head else set()
     return (
         same | {p for p in gone if p not in theirs},
         view.held(sorted(set(present) - same)) | waiting,
@@ -637,10 +658,10 @@ def _commit_beside(
         local is not None
         and checkout is not None
         and local != checkout
-        and (kgit.is_ancestor(repo, local, checkout) or not view.lacks(local, besides=target))
+        and (kgit.is_ancestor(repo, local, checkout) or view.landed(local))
     ):
         base = checkout
-        if not kgit.is_ancestor(repo, local, checkout) and view.merged(local, besides=target):
+        if not kgit.is_ancestor(repo, local, checkout) and view.merged(local):
             # Merged with its commits on the remote, not here yet: start from both, so
             # that what it published stays on it (a correction of it is a correction).
             with contextlib.suppress(SyncConflictError):
@@ -650,7 +671,7 @@ def _commit_beside(
             # Squashed on the remote (the branch kept, so the push merges it in): start
             # from the checkout's branch as the remote has it, which holds the squash,
             # so that the next pull request does not add what landed a second time.
-            base = _landed_base(repo, view, checkout, checked_out)
+            base = _landed_base(repo, view, checkout)
     kept: list[str] = []
 
     def remove(gone: list[str]) -> list[str]:
@@ -681,11 +702,26 @@ def _commit_beside(
     return made, paths, removed, kept, base, remote_base
 
 
+#: Why a sync of the default branch refuses a step whose lineage waits in a pull request.
+_STACKED = (
+    "kexp sync did nothing: what it would publish to {target} builds on {files}, which "
+    "another branch of the remote holds, on its way through a pull request, and {target} "
+    f"lacks: {SYNC_FOR_REVIEW} (it stacks on that pull request), or run kexp sync again "
+    "once that lands"
+)
+
+
 def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
     """Of ``held`` (the files among ``present`` a remote branch holds alike: no news),
-    those a side branch leaves out: not the lineage (``pid``, ``combines``) of the files
-    it publishes, which another agent's branch holds under review (its pull request
-    open): the branch would publish a step whose parent it lacks, so it stacks on his."""
+    those a side branch leaves out: not the lineage of the files it publishes
+    (:func:`_lineage_among`): the branch would publish a step whose parent it lacks, so
+    it stacks on the branch holding it."""
+    return held - _lineage_among(location, held, present)
+
+
+def _lineage_among(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
+    """The files of ``held`` that the other files of ``present`` build on (``pid``,
+    ``combines``, followed through ``held``)."""
     from kexp.format.fileformat import parse
     from kexp.format.validate import id_from_name
 
@@ -694,9 +730,11 @@ def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> se
     wanted = [path for path in present if path not in held]
     while wanted:
         path = wanted.pop()
+        if id_from_name(os.path.basename(path)) is None:
+            continue  # the store's README
         try:
             named = parse((location.toplevel / path).read_bytes(), path, fast=True)
-        except (OSError, ValueError):
+        except (OSError, ValueError, KexpError):
             continue  # (refused by the validation of what is published)
         values = named.front_matter.values
         combines = values.get("combines")
@@ -705,21 +743,22 @@ def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> se
             if found is not None and found not in needed:
                 needed.add(found)
                 wanted.append(found)
-    return held - needed
+    return needed
 
 
-def _landed_base(repo: Any, view: RemoteView, checkout: str, checked_out: str | None) -> str:
+def _landed_base(repo: Any, view: RemoteView, checkout: str) -> str:
     """The commit a side branch whose pull request was squashed starts again from: the
-    checkout's branch as the remote has it (which holds the squash), merged with the
-    checkout when both moved; the checkout alone when the remote lacks that branch, or
-    the two conflict."""
-    upstream = view.branches().get(checked_out) if checked_out else None
+    remote's default branch (which holds the squash), merged with the checkout when both
+    moved; the checkout alone when the remote has no default branch, or the two
+    conflict."""
+    default = view.default()
+    upstream = view.branches().get(default) if default else None
     if upstream is None or kgit.is_ancestor(repo, upstream, checkout):
         return checkout
     if kgit.is_ancestor(repo, checkout, upstream):
         return upstream
     with contextlib.suppress(SyncConflictError):
-        message = f"Start again from {view.remote}/{checked_out}, which holds what landed"
+        message = f"Start again from {view.remote}/{default}, which holds what landed"
         return gitcommits.merge_commits(repo, checkout, upstream, message)
     return checkout
 
