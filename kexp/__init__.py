@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from kexp.storage.migration import LayoutMigration
     from kexp.storage.retrieval import Match
     from kexp.storage.store import Removal, Store
-    from kexp.storage.sync import SyncResult
+    from kexp.storage.syncresult import SyncResult
 
 from kexp.core.version import __version__ as __version__
 
@@ -109,7 +109,7 @@ _LAZY = {
     "LockTimeoutError": "kexp.core.errors",
     "StoreNotFoundError": "kexp.core.errors",
     "SyncConflictError": "kexp.core.errors",
-    "SyncResult": "kexp.storage.sync",
+    "SyncResult": "kexp.storage.syncresult",
     "LayoutMigration": "kexp.storage.migration",
     "ValidationError": "kexp.core.errors",
     "KernelExperiment": "kexp.core.model",

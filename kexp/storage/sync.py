@@ -63,6 +63,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals
 from kexp.storage.remoteview import RemoteView
+from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
     from kexp.storage.snapshot import StoreLocation
@@ -78,163 +79,6 @@ SYNC_WAIT_S = 600.0
 #: The first pause after a rejected push, in seconds (doubled each time, jittered).
 DEFAULT_BACKOFF = 0.1
 _MAX_PAUSE = 5.0
-_SHOWN_PATHS = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class SyncResult:
-    """What one sync did (or, with ``dry_run``, would do)."""
-
-    remote: str
-    branch: str
-    dry_run: bool
-    #: The experiment files added or changed by the commit (repository paths), or that
-    #: would be (the files it removes are in ``removed``).
-    committed: tuple[str, ...]
-    #: The commit made of them (None: nothing new to commit, or a dry run).
-    commit: str | None
-    #: Whether the remote's commits were merged in (or fast-forwarded to).
-    merged: bool
-    #: Whether this sync pushed (the remote branch now points at ``head``).
-    pushed: bool
-    #: How many commits the push brought to the remote.
-    commits_pushed: int
-    #: The branch's commit after the sync (None: the branch has no commit); in a dry run,
-    #: its commit before the one the sync would make.
-    head: str | None
-    #: How many pushes were tried, and how many of them were rejected (and retried).
-    push_attempts: int
-    rejected_pushes: int
-    #: Files under ``experiments/`` changed here that are not experiment files (nor its
-    #: README): not committed, left as they are.
-    left: tuple[str, ...] = ()
-    #: Whether this sync made the branch here (a side branch new to this clone).
-    created_branch: bool = False
-    #: The experiment files the commit removes from the branch (deleted here), or would.
-    removed: tuple[str, ...] = ()
-    #: Files removed here that a side branch keeps: this clone published them there,
-    #: and another clone corrected them there since (:mod:`kexp.storage.published`).
-    not_removed: tuple[str, ...] = ()
-    #: The checkout's commits (``hash subject``) that change files outside
-    #: ``experiments/``, for which the push to the remote's default branch was held
-    #: back (kexp sync publishes experiments, not code).
-    held_back: tuple[str, ...] = ()
-    #: The commits pushed to the remote's default branch that change files outside
-    #: ``experiments/`` with no change to them in the end (reverted, or squashed
-    #: there already): the remote's other files are as they were.
-    carried: tuple[str, ...] = ()
-
-    @property
-    def up_to_date(self) -> bool:
-        """Whether there was nothing to do: nothing committed, removed, merged or pushed."""
-        return not (self.committed or self.removed or self.merged or self.pushed)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready data (``kexp sync --json``)."""
-        data = dataclasses.asdict(self)
-        for key in ("committed", "removed", "not_removed", "left", "held_back", "carried"):
-            data[key] = list(getattr(self, key))
-        data["up_to_date"] = self.up_to_date
-        return data
-
-    def lines(self) -> list[str]:
-        """What the sync did, for people."""
-        where = f"{self.remote}/{self.branch}"
-        files = len(self.committed)
-        left = (
-            [
-                f"left {len(self.left)} file(s) under experiments/ uncommitted, which are "
-                f"not experiment files: {_listing(list(self.left))}"
-            ]
-            if self.left
-            else []
-        )
-        kept = (
-            [
-                f"kept {len(self.not_removed)} experiment file(s) removed here on "
-                f"{self.branch}: corrected there by another clone since this clone "
-                f"published them (merge {where} in to see): {_listing(list(self.not_removed))}"
-            ]
-            if self.not_removed
-            else []
-        )
-        if self.dry_run:
-            return self._planned_lines() + left + kept
-        made = [f"made the branch {self.branch} here"] if self.created_branch else []
-        held = [self._held_back_line("pushed")] if self.held_back else []
-        if self.up_to_date:
-            up = f"up to date with {where}: nothing to commit or push"
-            if held:
-                up = f"experiments up to date with {where}: nothing to commit"
-            return [*made, up, *held, *left, *kept]
-        found = [*left, *kept, *made]
-        if self.commit:
-            done = [f"committed {files} experiment file(s)"] if files else []
-            if self.removed:
-                done.append(f"removed {len(self.removed)} experiment file(s)")
-            found.append(f"{' and '.join(done)} as {self.commit[:12]}")
-            found += _shown(self.removed)
-        if self.merged:
-            found.append(f"merged the experiments of {where}")
-        if self.pushed:
-            retried = (
-                f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
-            )
-            found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
-            if self.carried:
-                found.append(
-                    f"  {len(self.carried)} of them change files outside experiments/, with "
-                    "no change to them in the end (reverted, or there already): "
-                    + _listing(list(self.carried))
-                )
-        return found + held
-
-    def _held_back_line(self, pushed: str) -> str:
-        return (
-            f"{pushed} nothing: {self.branch} holds {len(self.held_back)} commit(s) changing "
-            "files outside experiments/, which kexp sync does not publish (push them "
-            f"yourself once they are meant for {self.remote}/{self.branch}): "
-            f"{_listing(list(self.held_back))}"
-        )
-
-    def _planned_lines(self) -> list[str]:
-        """What a dry run found the sync would do, for people."""
-        where = f"{self.remote}/{self.branch}"
-        files = len(self.committed)
-        found = []
-        if files:
-            found.append(f"would commit {files} experiment file(s) to {self.branch}")
-            found += _shown(self.committed)
-        if self.removed:
-            found.append(f"would remove {len(self.removed)} experiment file(s) from {self.branch}")
-            found += _shown(self.removed)
-        if self.created_branch:
-            at = f" at {self.head[:12]}" if self.head and not (files or self.removed) else ""
-            found.append(f"would make the branch {self.branch}{at}")
-        if self.merged:
-            found.append(f"would merge in what {where} gained")
-        if self.pushed:
-            found.append(f"would push {self.commits_pushed} commit(s) to {where}")
-        if self.held_back:  # with experiments to publish, the sync stops there
-            stops = self.committed or self.removed
-            found.append(
-                self._held_back_line(
-                    "would stop before the push, pushing" if stops else "would push"
-                )
-            )
-        if self.up_to_date:
-            found.append(f"up to date with {where}: nothing to commit or push")
-        found.append(
-            f"(as {self.remote}'s branches are now, their commits as last fetched: the sync "
-            "fetches first, and merges in what the branch gained)"
-        )
-        return found
-
-
-def _shown(paths: tuple[str, ...]) -> list[str]:
-    """``paths`` one a line, indented, the first few."""
-    more = [f"  ... and {len(paths) - _SHOWN_PATHS} more"] if len(paths) > _SHOWN_PATHS else []
-    return [f"  {path}" for path in paths[:_SHOWN_PATHS]] + more
 
 
 def sync(
@@ -344,7 +188,7 @@ def _sync(
         others = [p for p in gitcommits.staged_paths(repo) if not _inside(p, folder)]
         if others:
             raise KexpError(
-                f"the index holds staged changes outside {folder}/ ({_listing(others)}): "
+                f"the index holds staged changes outside {folder}/ ({listing(others)}): "
                 "kexp sync commits only experiment files; commit those changes first, or "
                 "unstage them (git restore --staged PATH)"
             )
@@ -360,9 +204,7 @@ def _sync(
         present = [p for p in changed if os.path.lexists(location.toplevel / p)]
         needed = _lineage_among(location, elsewhere & set(present), paths + present)
         if needed and target == view.default():
-            raise ValidationError(
-                _STACKED.format(target=target, files=_listing(sorted(needed))), []
-            )
+            raise ValidationError(_STACKED.format(target=target, files=listing(sorted(needed))), [])
         paths = sorted({*paths, *needed})  # (a branch of its own stacks on the one holding it)
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
@@ -529,7 +371,7 @@ def _hold_back(
     raise KexpError(
         f"kexp sync did not push to {remote}/{target} ({brought}the experiments are "
         f"committed on {target}, kept): {target} holds {len(code)} commit(s) changing "
-        f"files outside {folder}/ ({_listing(code)}), and kexp sync publishes experiments "
+        f"files outside {folder}/ ({listing(code)}), and kexp sync publishes experiments "
         f"alone: push those yourself once they are meant for {target} (git push) and run "
         f"kexp sync again, or {SYNC_FOR_REVIEW}"
     )
@@ -607,7 +449,7 @@ def _landed(
         where = f"{view.remote}/{target}"
         raise SyncConflictError(
             f"kexp sync did nothing: {where} holds another version of "
-            f"{_listing(differing)}, untracked here (yours is kept as it is): move yours "
+            f"{listing(differing)}, untracked here (yours is kept as it is): move yours "
             f"out of {location.folder}/, run kexp sync again to bring in {where}'s, then "
             "compare the two and put back the one to keep",
             differing,
@@ -862,11 +704,11 @@ def _merge(location: StoreLocation, local: str, remote_tip: str, remote: str, ta
             line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts
         )
         what = (
-            f"{_listing(exc.paths)} changed both here and on {remote}/{target} (the same "
+            f"{listing(exc.paths)} changed both here and on {remote}/{target} (the same "
             "experiment corrected on both sides)"
             if corrected
             else f"merging {remote}/{target} clashes here, git says: "
-            + " ".join(exc.conflicts or [f"{_listing(exc.paths)} changed on both sides"])
+            + " ".join(exc.conflicts or [f"{listing(exc.paths)} changed on both sides"])
         )
         raise SyncConflictError(
             f"kexp sync stopped: {what}; nothing was changed (the local commit "
@@ -900,12 +742,6 @@ def _moved_away(present: list[str], gone: list[str]) -> list[str]:
 
     here = {id_from_name(path) for path in present} - {None}
     return [path for path in gone if id_from_name(path) in here]
-
-
-def _listing(paths: list[str]) -> str:
-    shown = ", ".join(paths[:_SHOWN_PATHS])
-    more = len(paths) - _SHOWN_PATHS
-    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _message(paths: list[str]) -> str:
