@@ -14,21 +14,11 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_kexp
-from test_advice_followed import follow
+from test_advice_followed import DIFF, OPERATOR, follow
 from test_sync import clone, make_remote, record
 
 from kexp import Store, ValidationError
 from kexp.storage.sync import sync
-
-OPERATOR = "csrc/softmax.cu: softmax"
-DIFF = """\
---- a/csrc/softmax.cu
-+++ b/csrc/softmax.cu
-@@ -1,3 +1,3 @@
--  float x = in[i];
-+  float4 x = reinterpret_cast<const float4*>(in)[i];
-   acc += x;
-"""
 
 
 def commit(root: Path, message: str, when: str) -> None:
