@@ -156,10 +156,24 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     """Change fields of the experiment with this id; returns it updated.
 
+    A ``pid`` given to an experiment that does not say what its score is measured
+    against records ``measured_against: reference``, as :func:`create_experiment` does
+    (the predecessor's scores are speedups over the operator's original code).
+
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
     """
-    return _store_holding(exp_id).update_experiment(exp_id, **changes)
+    store = _store_holding(exp_id)
+    if changes.get("pid") and "measured_against" not in changes:
+        # As create_experiment: the predecessor's scores are speedups over the
+        # reference, so a parent given later does not make the score a step over it.
+        try:
+            said = store.get_experiment(exp_id).measured_against
+        except ExperimentNotFoundError:
+            said = "reference"  # the update below says there is none
+        if not said:
+            changes = {**changes, "measured_against": "reference"}
+    return store.update_experiment(exp_id, **changes)
 
 
 def delete_experiment(exp_id: str) -> None:

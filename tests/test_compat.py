@@ -458,6 +458,33 @@ def test_update_returns_the_updated_experiment(compat: ModuleType, in_store: Sto
     assert compat.get_experiment(exp.id) == updated
 
 
+def test_a_parent_given_by_update_keeps_the_score_over_the_reference(
+    compat: ModuleType, in_store: Store
+) -> None:
+    # The predecessor's scores are speedups over the operator's original code: a
+    # parent named later (as create_experiment with a pid) must not make 1.12 a step
+    # over the parent's 1.10, an invented 1.232 that would rank first.
+    parent = compat.KernelExperiment(**predecessor_fields(score=1.10))
+    compat.create_experiment(parent)
+    given = compat.KernelExperiment(**predecessor_fields(score=1.12), pid=parent.id)
+    compat.create_experiment(given)
+    later = compat.KernelExperiment(**predecessor_fields(score=1.12))
+    compat.create_experiment(later)
+    updated = compat.update_experiment(later.id, pid=parent.id)
+    for exp_id in (given.id, later.id):
+        stored = kexp.get_experiment(exp_id)
+        assert (stored.pid, stored.measured_against) == (parent.id, "reference")
+        assert stored.cumulative_score == pytest.approx(1.12)
+    assert updated.measured_against == "reference"
+    ranked = in_store.top_experiments(3)
+    assert [round(exp.cumulative_score or 0, 3) for exp in ranked] == [1.12, 1.12, 1.1]
+    # What the caller says is kept: a step it calls one stays a step.
+    compat.update_experiment(later.id, pid=parent.id, measured_against="parent")
+    assert kexp.get_experiment(later.id).cumulative_score == pytest.approx(1.10 * 1.12)
+    compat.update_experiment(later.id, pid="")
+    assert kexp.get_experiment(later.id).measured_against == "parent"
+
+
 @pytest.mark.parametrize(
     "missing", ["ffffffffffffffff", "6749f3a0c2d4", "6749", "nonexistent", "../../etc", ""]
 )
