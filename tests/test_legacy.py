@@ -24,6 +24,7 @@ from kexp.core.model import LEGACY_FIELDS
 from kexp.core.progress import reporting
 from kexp.format.fileformat import parse
 from kexp.format.legacykeys import is_legacy_key, legacy_problems
+from kexp.measure.corrections import parse_assignments
 from kexp.output.legacy import EXTRA_FIELD, KEY_FIELD, MISSING_FIELD, NO_COMMIT, NO_ERROR_MESSAGE
 from kexp.output.legacyexport import dump_legacy, export_legacy, legacy_database
 from kexp.output.legacyimport import import_legacy
@@ -582,3 +583,47 @@ def test_validation_recognises_the_keys_an_import_wrote(store: Store) -> None:
     unknown = [p.field for p in problems if p.code == "unknown-field"]
     assert unknown == ["legacy_notes"]
     assert [p for p in store.check_file(path).problems if p.code == "legacy-value"] == expected
+
+
+def test_a_corrected_field_drops_its_stand_in_and_exports_the_correction(
+    repo: Path, store: Store
+) -> None:
+    """The user corrects what the import kept aside, as the warnings say: the export
+    then writes the corrected values, not the predecessor's stand-ins, and validate has
+    nothing left to say of them."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    parent = record("a000000000000001", base_commit="main")
+    child = record("a000000000000002", pid="(Parent experiment id)")
+    del child["profiling_info"]
+    import_legacy({parent["id"]: parent, child["id"]: child}, store, check_commits=False)
+    assert store.get_experiment(child["id"]).extra_fields == {
+        "legacy_pid": "(Parent experiment id)",
+        MISSING_FIELD: ["profiling_info"],
+    }
+
+    with pytest.raises(KexpError, match=r"legacy_pid is not a field .* set pid itself"):
+        parse_assignments(["legacy_pid="])
+    store.update_experiment(parent["id"], base_commit=head)
+    store.update_experiment(
+        child["id"], pid=parent["id"], measured_against="reference", profiling_info="none"
+    )
+
+    for exp in store.list_experiments():
+        assert exp.extra_fields == {}
+        assert exp.path is not None and "legacy_" not in exp.path.read_text(encoding="utf-8")
+    assert [p for p in store.validate() if p.code == "legacy-value"] == []
+    back, _ = legacy_database(store)
+    assert back[parent["id"]] == {**parent, "base_commit": head}
+    assert back[child["id"]] == {
+        **child,
+        "pid": parent["id"],
+        "profiling_info": "none",
+    }
+
+
+def test_an_uncorrected_field_keeps_its_stand_in(store: Store) -> None:
+    db = {"a000000000000001": record("a000000000000001", base_commit="main")}
+    import_legacy(db, store, check_commits=False)
+    store.update_experiment("a000000000000001", env="H100")
+    back, _ = legacy_database(store)
+    assert back["a000000000000001"] == {**db["a000000000000001"], "env": "H100"}

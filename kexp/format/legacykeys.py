@@ -11,6 +11,7 @@ of a misspelt key.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.model import LEGACY_FIELDS
@@ -42,6 +43,23 @@ def is_legacy_key(name: str) -> bool:
     return name.startswith(LEGACY_PREFIX) and name[len(LEGACY_PREFIX) :] in LEGACY_FIELDS
 
 
+def without_stand_ins(extra: dict[str, Any], corrected: Iterable[str]) -> dict[str, Any]:
+    """``extra`` (an experiment's unknown front-matter keys) once the ``corrected``
+    fields hold the truth: their ``legacy_<field>`` originals dropped, and they are no
+    longer listed in ``legacy_missing`` (the export then writes the corrected values)."""
+    fields = set(corrected)
+    stand_ins = {LEGACY_PREFIX + field for field in fields & set(LEGACY_FIELDS)}
+    kept = {key: value for key, value in extra.items() if key not in stand_ins}
+    missing = kept.get(MISSING_FIELD)
+    if isinstance(missing, list) and fields & set(missing):
+        left = [name for name in missing if name not in fields]
+        if left:
+            kept[MISSING_FIELD] = left
+        else:
+            del kept[MISSING_FIELD]
+    return kept
+
+
 def legacy_problems(doc: Document) -> list[Problem]:
     """One warning (code ``legacy-value``) per value the import kept aside in a file.
 
@@ -67,7 +85,10 @@ def legacy_problems(doc: Document) -> list[Problem]:
                 f"the predecessor's {field} {describe_value(value)} did not fit the format: "
                 f"{field} holds a stand-in"
             )
-            hint = f"correct {field}, then delete this line (the export uses it while present)"
+            hint = (
+                f"correct {field}, then delete this line (kexp update ID --set {field}=VALUE "
+                "does both; the export uses it while present)"
+            )
         line, column = doc.position((name,))
         problems.append(
             Problem(doc.path, line, column, "warning", "legacy-value", name, message, hint)

@@ -27,6 +27,7 @@ from kexp.core.fields import (
     TEXT_LIST_FIELDS,
 )
 from kexp.core.model import KernelExperiment
+from kexp.format.legacykeys import LEGACY_PREFIX, is_legacy_key
 from kexp.format.rules import missing_measured_against
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def parse_value(field: str, raw: str) -> Any:
     ``score_ci`` and ``protocol`` JSON; every other field is the text as given.
     """
     if field not in ALL_FIELDS:
-        raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+        raise unknown_field(field)
     if field == "score":
         try:
             return float(raw)
@@ -71,6 +72,18 @@ def parse_value(field: str, raw: str) -> Any:
             return {} if field in MAPPING_FIELDS else []
         return _json(field, raw)
     return raw
+
+
+def unknown_field(field: str) -> KexpError:
+    """The error for a ``FIELD=VALUE`` naming no field; for a ``legacy_<field>`` key an
+    import wrote, what to set instead."""
+    real = field[len(LEGACY_PREFIX) :]
+    if is_legacy_key(field) and real in ALL_FIELDS:
+        return KexpError(
+            f"{field} is not a field but the predecessor's value the import kept aside: set "
+            f"{real} itself ({real}=VALUE), which drops {field}"
+        )
+    return KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
 
 
 def _json(field: str, raw: str) -> Any:
@@ -198,7 +211,7 @@ def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     typed: dict[str, Any] = {}
     for field, value in changes.items():
         if field not in ALL_FIELDS:
-            raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+            raise unknown_field(field)
         typed[field] = parse_value(field, value) if isinstance(value, str) else value
     return typed
 
