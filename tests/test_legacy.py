@@ -627,3 +627,63 @@ def test_an_uncorrected_field_keeps_its_stand_in(store: Store) -> None:
     store.update_experiment("a000000000000001", env="H100")
     back, _ = legacy_database(store)
     assert back["a000000000000001"] == {**db["a000000000000001"], "env": "H100"}
+
+
+def test_a_child_imported_before_its_parent_is_linked_by_the_parents_import(
+    tmp_path: Path, store: Store
+) -> None:
+    """Two machines' databases, the child's imported first: the parent's import gives
+    the child its pid back, and the files are those of the other order."""
+    parent = record("b7e21f0a9c3d4e15", score=1.18)
+    child = record("b7e21f0a9c3d4e16", pid=parent["id"], score=1.24)
+    first = import_legacy({child["id"]: child}, store, check_commits=False)
+    assert [n.field for n in first.notes] == ["pid"] and first.relinked == []
+    (kept,) = [p for p in store.validate() if p.field == "legacy_pid"]
+    assert "did not fit the format" not in kept.message
+    assert "'b7e21f0a9c3d4e15', a valid id, was not linked by the import" in kept.message
+    assert "kexp import links it" in kept.hint
+
+    dry = import_legacy({parent["id"]: parent}, store, check_commits=False, dry_run=True)
+    assert [n.record for n in dry.relinked] == [child["id"]]
+    assert "would re-link 1 experiment(s)" in dry.summary()
+    assert store.get_experiment(child["id"]).pid == ""
+    report = import_legacy({parent["id"]: parent}, store, check_commits=False)
+
+    assert report.ok and report.needing_attention == []
+    assert [n.record for n in report.relinked] == [child["id"]]
+    assert "re-linked 1 experiment(s) of the store" in report.summary()
+    assert any(line.startswith(f"re-linked: {child['id']}") for line in report.lines())
+    linked = store.get_experiment(child["id"])
+    assert (linked.pid, linked.measured_against, linked.extra_fields) == (
+        parent["id"],
+        "reference",
+        {},
+    )
+    assert linked.cumulative_score == pytest.approx(1.24)
+    assert [p for p in store.validate() if p.code == "legacy-value"] == []
+    # The same files as the import in the other order writes.
+    other = Store(init_store(tmp_path / "other"))
+    import_legacy({parent["id"]: parent}, other, check_commits=False)
+    again = import_legacy({child["id"]: child}, other, check_commits=False)
+    assert again.relinked == [] and again.notes == []
+    for exp in (parent, child):
+        here, there = store.get_experiment(exp["id"]).path, other.get_experiment(exp["id"]).path
+        assert here is not None and there is not None
+        assert here.read_bytes() == there.read_bytes()
+    back, _ = legacy_database(store)
+    assert back == {parent["id"]: parent, child["id"]: child}
+
+
+def test_a_parents_loop_cut_by_the_import_stays_cut(store: Store) -> None:
+    db = {
+        "a000000000000001": record("a000000000000001", pid="a000000000000002"),
+        "a000000000000002": record("a000000000000002", pid="a000000000000001"),
+    }
+    import_legacy(db, store, check_commits=False)
+    cut = store.get_experiment("a000000000000001")
+    assert (cut.pid, cut.extra_fields) == ("", {"legacy_pid": "a000000000000002"})
+    later = import_legacy(
+        {"a000000000000003": record("a000000000000003")}, store, check_commits=False
+    )
+    assert later.relinked == []
+    assert store.get_experiment("a000000000000001").pid == ""

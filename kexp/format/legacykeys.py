@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.ids import is_valid_id
 from kexp.core.model import LEGACY_FIELDS
 from kexp.core.problems import Problem
 
@@ -79,6 +80,16 @@ def legacy_problems(doc: Document) -> list[Problem]:
         elif name == EXTRA_FIELD:
             message = "keys of the predecessor's record that kexp does not know"
             hint = "kept so that the export gives them back"
+        elif name == LEGACY_PREFIX + "pid" and isinstance(value, str) and is_valid_id(value):
+            message = (
+                f"the predecessor's pid {describe_value(value)}, a valid id, was not linked "
+                "by the import (no such experiment was in the store then, or it made a "
+                "loop): pid is empty"
+            )
+            hint = (
+                "import the database holding that experiment (kexp import links it then), "
+                "or set pid (kexp update ID --set pid=VALUE drops this line)"
+            )
         else:
             field = name[len(LEGACY_PREFIX) :]
             message = (
