@@ -19,7 +19,9 @@ the names, arguments, return values, exceptions and defaults are the predecessor
 
 They act on kexp's default store (``$KEXP_ROOT``, else the nearest folder above the
 working directory holding ``experiments/``). With no store, reads return nothing and
-the first create makes one in the working directory, saying where. kexp validates
+the first create makes one in the working directory, saying where. The predecessor's
+``kernel_experiments_db.json`` in the working directory is not read: when the store
+lacks its records, the first call warns once, naming ``kexp import``. kexp validates
 what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
 deleting a parent are refused with an exception naming the field, and nothing written.
 
@@ -60,6 +62,9 @@ __all__ = [
 #: Where the first write makes the store when there is none, relative to the working
 #: directory (as the predecessor's database file was): its ``experiments/`` folder.
 DB_PATH = Path("experiments")
+#: The predecessor's database file, relative to the working directory (its
+#: ``DB_PATH``): kexp does not read it, and says so (:func:`_warn_of_predecessor_database`).
+PREDECESSOR_DB = Path("kernel_experiments_db.json")
 #: The sample's ``base_commit`` outside a git repository, where none can be taken from
 #: ``HEAD`` (the predecessor inserted its sample there with an empty one; kexp requires
 #: a hash): no commit, said as one.
@@ -230,16 +235,62 @@ def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
 
 
 def _existing_store() -> Store | None:
-    """The default store, or None when there is none yet."""
+    """The default store, or None when there is none yet (the first time, warning of a
+    predecessor's database in the working directory that it does not hold)."""
     # lazy: not every command that imports this module needs kexp.storage.location,
     # kexp.storage.store
     from kexp.storage.location import find_root
     from kexp.storage.store import Store
 
     try:
-        return Store(find_root())
+        store: Store | None = Store(find_root())
     except StoreNotFoundError:
-        return None
+        store = None
+    if not _checked_for_predecessor_database:
+        _warn_of_predecessor_database(store)
+    return store
+
+
+#: Whether this process has looked for the predecessor's database (once is enough).
+_checked_for_predecessor_database = False
+
+
+def _warn_of_predecessor_database(store: Store | None) -> None:
+    """Warn, once per process, when the working directory holds the predecessor's
+    database (:data:`PREDECESSOR_DB`) with records the store does not hold: this module
+    reads and writes the kexp store only, and ``kexp import`` brings them in."""
+    global _checked_for_predecessor_database
+    _checked_for_predecessor_database = True
+    database = PREDECESSOR_DB.resolve()
+    if not database.is_file():
+        return
+    # lazy: only where a predecessor's database lies about
+    from kexp.core.settings import DEFAULT_SETTINGS
+    from kexp.format.validate import id_from_name
+    from kexp.output.legacy import assign_ids, read_legacy_database
+
+    settings = DEFAULT_SETTINGS if store is None else store.settings
+    held = set() if store is None else {id_from_name(path) for path in store.paths()}
+    try:
+        database_ids = assign_ids(read_legacy_database(database, settings.max_import_bytes))
+    except (KexpError, OSError):  # said all the same: kexp import says what is wrong
+        records, them = "it cannot be read as one", "it"
+    else:
+        missing = len(set(database_ids.values()) - held)
+        if not missing:
+            return
+        records, them = f"its {missing} record(s) missing from the store", "them"
+    where = (
+        f"there is no kexp store yet: run 'kexp init', then 'kexp import {database}'"
+        if store is None
+        else f"bring {them} into {store.experiments_dir} with 'kexp import {database}'"
+    )
+    warnings.warn(
+        f"kernel_exp_dataclass: {database} is the predecessor's database, which kexp does "
+        f"not read ({records}); {where}",
+        KexpWarning,
+        stacklevel=4,
+    )
 
 
 def _store_holding(exp_id: str) -> Store:

@@ -582,6 +582,54 @@ def test_first_use_reads_return_nothing_and_write_nothing(compat: ModuleType, ba
     assert sorted(p.name for p in bare.iterdir()) == BARE
 
 
+#: A predecessor user's script: reads, then reads again (one process).
+READS_SNIPPET = """\
+import warnings
+warnings.simplefilter("always")
+from kernel_exp_dataclass import get_experiment, list_experiments, top_experiments
+print(len(list_experiments()), len(top_experiments(3)), get_experiment("a000000000000002"))
+print(len(list_experiments()))
+"""
+
+
+def test_a_predecessor_database_beside_the_script_is_named_with_its_import_once(
+    tmp_path: Path,
+) -> None:
+    # The predecessor's DB_PATH: kernel_experiments_db.json in the working directory.
+    # kexp does not read it; the caller must learn why its reads come back empty.
+    folder = init_repo(tmp_path / "work")
+    records = {
+        f"a00000000000000{n}": {
+            **dict(zip(PREDECESSOR_ORDER, values_in_predecessor_order(), strict=True)),
+            "id": f"a00000000000000{n}",
+            "pid": "",
+            "base_commit": "0" * 40,
+        }
+        for n in (1, 2)
+    }
+    database = folder / "kernel_experiments_db.json"
+    database.write_text(json.dumps(records, indent=2, sort_keys=True), encoding="utf-8")
+
+    def warnings_of(result: subprocess.CompletedProcess[str]) -> list[str]:
+        assert result.returncode == 0, result.stderr
+        return [line for line in result.stderr.splitlines() if "KexpWarning" in line]
+
+    bare = run_python(READS_SNIPPET, folder)
+    (warning,) = warnings_of(bare)  # once, though the script reads four times
+    assert str(database) in warning and "which kexp does not read" in warning
+    assert f"run 'kexp init', then 'kexp import {database}'" in warning
+    assert bare.stdout.splitlines() == ["0 0 None", "0"]
+
+    run_kexp("init", cwd=folder)
+    (warning,) = warnings_of(run_python(READS_SNIPPET, folder))
+    assert "its 2 record(s) missing from the store" in warning
+    assert f"with 'kexp import {database}'" in warning
+    run_kexp("import", "--no-check-commits", str(database), cwd=folder)
+    imported = run_python(READS_SNIPPET, folder)
+    assert warnings_of(imported) == []
+    assert imported.stdout.splitlines()[1] == "2"
+
+
 def test_first_write_makes_the_store_in_the_working_directory_and_says_where_once(
     compat: ModuleType, bare: Path
 ) -> None:
