@@ -3,9 +3,10 @@
 Code and agent skills written for the single-JSON-file helpers keep working unchanged:
 the names, arguments, return values, exceptions and defaults are the predecessor's.
 
-* :class:`KernelExperiment` is kexp's own class, in the predecessor's field order:
-  ``id`` (16 hex) and ``created_at`` (UTC, with microseconds) are made when it is
-  built; ``to_dict()`` and ``KernelExperiment.from_dict(d)``.
+* :class:`KernelExperiment` is kexp's own class (a subclass of it), in the
+  predecessor's field order: ``id`` (16 hex) and ``created_at`` (UTC, with
+  microseconds) are made when it is built; ``to_dict()`` gives the predecessor's 16
+  keys in that order (``dataclasses.asdict`` of them), ``KernelExperiment.from_dict(d)``.
 * ``create_experiment(exp)`` returns ``None``; ``ValueError`` if ``exp.id`` exists.
 * ``get_experiment(exp_id)``: the experiment, or ``None`` (full ids only).
 * ``list_experiments()``: every experiment, in id order.
@@ -39,9 +40,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.core import model
 from kexp.core.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
 from kexp.core.ids import SHOWN_LENGTH, is_valid_id
-from kexp.core.model import KernelExperiment, Status
+from kexp.core.model import Status
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -87,7 +89,51 @@ TOP_KEYS = (
 EXTRA_TOP_KEYS = ("pid", "status", "is_buggy", "outcome", "created_at")
 
 
-def create_experiment(exp: KernelExperiment) -> None:
+class KernelExperiment(model.KernelExperiment):
+    """kexp's experiment (:class:`kexp.KernelExperiment`, every field and property),
+    with the predecessor's ``to_dict()``: its 16 keys, in field order.
+
+    Equal to a :class:`kexp.KernelExperiment` with the same values; everything this
+    module hands out is one of these.
+    """
+
+    def to_dict(self, *, include_derived: bool = False) -> dict[str, Any]:
+        """``dataclasses.asdict`` of the predecessor's 16 fields, in their order (with
+        ``include_derived``, kexp's derived values after them, as
+        :meth:`kexp.KernelExperiment.to_dict` gives them)."""
+        whole = dataclasses.asdict(self)
+        data = {name: whole[name] for name in PREDECESSOR_FIELDS}
+        if include_derived:
+            derived = super().to_dict(include_derived=True)
+            data.update((name, derived[name]) for name in derived if name in model.DERIVED)
+        return data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, model.KernelExperiment):
+            return NotImplemented
+        return all(
+            getattr(self, field.name) == getattr(other, field.name)
+            for field in dataclasses.fields(model.KernelExperiment)
+            if field.compare
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as kexp's
+
+
+#: The predecessor's fields, in its order: the first of :class:`KernelExperiment`'s.
+PREDECESSOR_FIELDS = tuple(field.name for field in dataclasses.fields(KernelExperiment))[:16]
+
+
+def _handed_out(exp: model.KernelExperiment) -> KernelExperiment:
+    """``exp`` as this module's class (the same values and store state)."""
+    if isinstance(exp, KernelExperiment):
+        return exp
+    same = KernelExperiment.__new__(KernelExperiment)
+    same.__dict__.update(exp.__dict__)
+    return same
+
+
+def create_experiment(exp: model.KernelExperiment) -> None:
     """Record ``exp``; ``ValueError`` when an experiment with ``exp.id`` exists.
 
     kexp validates first (an invalid experiment raises :class:`kexp.ValidationError`,
@@ -114,7 +160,7 @@ def get_experiment(exp_id: str) -> KernelExperiment | None:
     if store is None:
         return None
     try:
-        return store.get_experiment(exp_id)
+        return _handed_out(store.get_experiment(exp_id))
     except ExperimentNotFoundError:
         return None
 
@@ -124,7 +170,7 @@ def list_experiments(**filters: Any) -> list[KernelExperiment]:
     store = _existing_store()
     if store is None:
         return []
-    return sorted(store.list_experiments(**filters), key=_id_of)
+    return [_handed_out(exp) for exp in sorted(store.list_experiments(**filters), key=_id_of)]
 
 
 def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any]]:
@@ -178,7 +224,7 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
             said = "reference"  # the update below says there is none
         if not said:
             changes = {**changes, "measured_against": "reference"}
-    return store.update_experiment(exp_id, **changes)
+    return _handed_out(store.update_experiment(exp_id, **changes))
 
 
 def delete_experiment(exp_id: str) -> None:
@@ -210,7 +256,7 @@ def test_insert_example() -> KernelExperiment:
         profiling_info="Not profiled.",
         status="done",
     )
-    return _create(sample, stacklevel=3)
+    return _handed_out(_create(sample, stacklevel=3))
 
 
 def _sample_base_commit() -> str:
@@ -224,11 +270,11 @@ def _sample_base_commit() -> str:
     return "" if inside else SAMPLE_BASE_COMMIT
 
 
-def _id_of(exp: KernelExperiment) -> str:
+def _id_of(exp: model.KernelExperiment) -> str:
     return exp.id
 
 
-def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
+def _top_dict(exp: model.KernelExperiment) -> dict[str, Any]:
     data = {key: getattr(exp, key) for key in TOP_KEYS}
     data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS)
     return data
@@ -309,7 +355,7 @@ def _not_found(exp_id: object) -> ExperimentNotFoundError:
     )
 
 
-def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
+def _create(exp: model.KernelExperiment, *, stacklevel: int) -> model.KernelExperiment:
     """Create ``exp`` in the default store, making the store first if there is none."""
     store = _existing_store()
     if store is not None:
@@ -317,7 +363,7 @@ def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
     return _create_in_new_store(exp, stacklevel + 1)
 
 
-def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
+def _create_in_new_store(exp: model.KernelExperiment, stacklevel: int) -> model.KernelExperiment:
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
     # lazy: not every command that imports this module needs kexp.storage.location,
