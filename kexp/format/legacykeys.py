@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import CORRECT_FIELD
 from kexp.core.ids import is_valid_id
 from kexp.core.model import LEGACY_FIELDS
 from kexp.core.problems import Problem
@@ -68,6 +69,8 @@ def legacy_problems(doc: Document) -> list[Problem]:
     which field holds a stand-in, and how to settle it.
     """
     problems: list[Problem] = []
+    own_id = doc.fields.get("id")
+    exp_id = own_id if isinstance(own_id, str) and own_id else "ID"
     for name, value in doc.fields.items():
         if not is_legacy_key(name):
             continue
@@ -88,7 +91,7 @@ def legacy_problems(doc: Document) -> list[Problem]:
             )
             hint = (
                 "import the database holding that experiment (kexp import links it then), "
-                "or set pid (kexp update ID --set pid=VALUE drops this line)"
+                f"or set pid ({CORRECT_FIELD.say(id=exp_id, field='pid')} drops this line)"
             )
         else:
             field = name[len(LEGACY_PREFIX) :]
@@ -97,8 +100,9 @@ def legacy_problems(doc: Document) -> list[Problem]:
                 f"{field} holds a stand-in"
             )
             hint = (
-                f"correct {field}, then delete this line (kexp update ID --set {field}=VALUE "
-                "does both; the export uses it while present)"
+                f"correct {field}, then delete this line "
+                f"({CORRECT_FIELD.say(id=exp_id, field=field)} does both; the export uses it "
+                "while present)"
             )
         line, column = doc.position((name,))
         problems.append(
