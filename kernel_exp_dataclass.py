@@ -3,9 +3,10 @@
 Code and agent skills written for the single-JSON-file helpers keep working unchanged:
 the names, arguments, return values, exceptions and defaults are the predecessor's.
 
-* :class:`KernelExperiment` is kexp's own class, in the predecessor's field order:
-  ``id`` (16 hex) and ``created_at`` (UTC, with microseconds) are made when it is
-  built; ``to_dict()`` and ``KernelExperiment.from_dict(d)``.
+* :class:`KernelExperiment` is kexp's own class (a subclass of it), in the
+  predecessor's field order: ``id`` (16 hex) and ``created_at`` (UTC, with
+  microseconds) are made when it is built; ``to_dict()`` gives the predecessor's 16
+  keys in that order (``dataclasses.asdict`` of them), ``KernelExperiment.from_dict(d)``.
 * ``create_experiment(exp)`` returns ``None``; ``ValueError`` if ``exp.id`` exists.
 * ``get_experiment(exp_id)``: the experiment, or ``None`` (full ids only).
 * ``list_experiments()``: every experiment, in id order.
@@ -19,7 +20,9 @@ the names, arguments, return values, exceptions and defaults are the predecessor
 
 They act on kexp's default store (``$KEXP_ROOT``, else the nearest folder above the
 working directory holding ``experiments/``). With no store, reads return nothing and
-the first create makes one in the working directory, saying where. kexp validates
+the first create makes one in the working directory, saying where. The predecessor's
+``kernel_experiments_db.json`` in the working directory is not read: when the store
+lacks its records, the first call warns once, naming ``kexp import``. kexp validates
 what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
 deleting a parent are refused with an exception naming the field, and nothing written.
 
@@ -37,9 +40,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.core import model
 from kexp.core.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
 from kexp.core.ids import SHOWN_LENGTH, is_valid_id
-from kexp.core.model import KernelExperiment, Status
+from kexp.core.model import Status
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -60,6 +64,9 @@ __all__ = [
 #: Where the first write makes the store when there is none, relative to the working
 #: directory (as the predecessor's database file was): its ``experiments/`` folder.
 DB_PATH = Path("experiments")
+#: The predecessor's database file, relative to the working directory (its
+#: ``DB_PATH``): kexp does not read it, and says so (:func:`_warn_of_predecessor_database`).
+PREDECESSOR_DB = Path("kernel_experiments_db.json")
 #: The sample's ``base_commit`` outside a git repository, where none can be taken from
 #: ``HEAD`` (the predecessor inserted its sample there with an empty one; kexp requires
 #: a hash): no commit, said as one.
@@ -82,7 +89,51 @@ TOP_KEYS = (
 EXTRA_TOP_KEYS = ("pid", "status", "is_buggy", "outcome", "created_at")
 
 
-def create_experiment(exp: KernelExperiment) -> None:
+class KernelExperiment(model.KernelExperiment):
+    """kexp's experiment (:class:`kexp.KernelExperiment`, every field and property),
+    with the predecessor's ``to_dict()``: its 16 keys, in field order.
+
+    Equal to a :class:`kexp.KernelExperiment` with the same values; everything this
+    module hands out is one of these.
+    """
+
+    def to_dict(self, *, include_derived: bool = False) -> dict[str, Any]:
+        """``dataclasses.asdict`` of the predecessor's 16 fields, in their order (with
+        ``include_derived``, kexp's derived values after them, as
+        :meth:`kexp.KernelExperiment.to_dict` gives them)."""
+        whole = dataclasses.asdict(self)
+        data = {name: whole[name] for name in PREDECESSOR_FIELDS}
+        if include_derived:
+            derived = super().to_dict(include_derived=True)
+            data.update((name, derived[name]) for name in derived if name in model.DERIVED)
+        return data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, model.KernelExperiment):
+            return NotImplemented
+        return all(
+            getattr(self, field.name) == getattr(other, field.name)
+            for field in dataclasses.fields(model.KernelExperiment)
+            if field.compare
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as kexp's
+
+
+#: The predecessor's fields, in its order: the first of :class:`KernelExperiment`'s.
+PREDECESSOR_FIELDS = tuple(field.name for field in dataclasses.fields(KernelExperiment))[:16]
+
+
+def _handed_out(exp: model.KernelExperiment) -> KernelExperiment:
+    """``exp`` as this module's class (the same values and store state)."""
+    if isinstance(exp, KernelExperiment):
+        return exp
+    same = KernelExperiment.__new__(KernelExperiment)
+    same.__dict__.update(exp.__dict__)
+    return same
+
+
+def create_experiment(exp: model.KernelExperiment) -> None:
     """Record ``exp``; ``ValueError`` when an experiment with ``exp.id`` exists.
 
     kexp validates first (an invalid experiment raises :class:`kexp.ValidationError`,
@@ -109,7 +160,7 @@ def get_experiment(exp_id: str) -> KernelExperiment | None:
     if store is None:
         return None
     try:
-        return store.get_experiment(exp_id)
+        return _handed_out(store.get_experiment(exp_id))
     except ExperimentNotFoundError:
         return None
 
@@ -119,7 +170,7 @@ def list_experiments(**filters: Any) -> list[KernelExperiment]:
     store = _existing_store()
     if store is None:
         return []
-    return sorted(store.list_experiments(**filters), key=_id_of)
+    return [_handed_out(exp) for exp in sorted(store.list_experiments(**filters), key=_id_of)]
 
 
 def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any]]:
@@ -156,10 +207,24 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     """Change fields of the experiment with this id; returns it updated.
 
+    A ``pid`` given to an experiment that does not say what its score is measured
+    against records ``measured_against: reference``, as :func:`create_experiment` does
+    (the predecessor's scores are speedups over the operator's original code).
+
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
     """
-    return _store_holding(exp_id).update_experiment(exp_id, **changes)
+    store = _store_holding(exp_id)
+    if changes.get("pid") and "measured_against" not in changes:
+        # As create_experiment: the predecessor's scores are speedups over the
+        # reference, so a parent given later does not make the score a step over it.
+        try:
+            said = store.get_experiment(exp_id).measured_against
+        except ExperimentNotFoundError:
+            said = "reference"  # the update below says there is none
+        if not said:
+            changes = {**changes, "measured_against": "reference"}
+    return _handed_out(store.update_experiment(exp_id, **changes))
 
 
 def delete_experiment(exp_id: str) -> None:
@@ -191,7 +256,7 @@ def test_insert_example() -> KernelExperiment:
         profiling_info="Not profiled.",
         status="done",
     )
-    return _create(sample, stacklevel=3)
+    return _handed_out(_create(sample, stacklevel=3))
 
 
 def _sample_base_commit() -> str:
@@ -205,27 +270,73 @@ def _sample_base_commit() -> str:
     return "" if inside else SAMPLE_BASE_COMMIT
 
 
-def _id_of(exp: KernelExperiment) -> str:
+def _id_of(exp: model.KernelExperiment) -> str:
     return exp.id
 
 
-def _top_dict(exp: KernelExperiment) -> dict[str, Any]:
+def _top_dict(exp: model.KernelExperiment) -> dict[str, Any]:
     data = {key: getattr(exp, key) for key in TOP_KEYS}
     data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS)
     return data
 
 
 def _existing_store() -> Store | None:
-    """The default store, or None when there is none yet."""
+    """The default store, or None when there is none yet (the first time, warning of a
+    predecessor's database in the working directory that it does not hold)."""
     # lazy: not every command that imports this module needs kexp.storage.location,
     # kexp.storage.store
     from kexp.storage.location import find_root
     from kexp.storage.store import Store
 
     try:
-        return Store(find_root())
+        store: Store | None = Store(find_root())
     except StoreNotFoundError:
-        return None
+        store = None
+    if not _checked_for_predecessor_database:
+        _warn_of_predecessor_database(store)
+    return store
+
+
+#: Whether this process has looked for the predecessor's database (once is enough).
+_checked_for_predecessor_database = False
+
+
+def _warn_of_predecessor_database(store: Store | None) -> None:
+    """Warn, once per process, when the working directory holds the predecessor's
+    database (:data:`PREDECESSOR_DB`) with records the store does not hold: this module
+    reads and writes the kexp store only, and ``kexp import`` brings them in."""
+    global _checked_for_predecessor_database
+    _checked_for_predecessor_database = True
+    database = PREDECESSOR_DB.resolve()
+    if not database.is_file():
+        return
+    # lazy: only where a predecessor's database lies about
+    from kexp.core.settings import DEFAULT_SETTINGS
+    from kexp.format.validate import id_from_name
+    from kexp.output.legacy import assign_ids, read_legacy_database
+
+    settings = DEFAULT_SETTINGS if store is None else store.settings
+    held = set() if store is None else {id_from_name(path) for path in store.paths()}
+    try:
+        database_ids = assign_ids(read_legacy_database(database, settings.max_import_bytes))
+    except (KexpError, OSError):  # said all the same: kexp import says what is wrong
+        records, them = "it cannot be read as one", "it"
+    else:
+        missing = len(set(database_ids.values()) - held)
+        if not missing:
+            return
+        records, them = f"its {missing} record(s) missing from the store", "them"
+    where = (
+        f"there is no kexp store yet: run 'kexp init', then 'kexp import {database}'"
+        if store is None
+        else f"bring {them} into {store.experiments_dir} with 'kexp import {database}'"
+    )
+    warnings.warn(
+        f"kernel_exp_dataclass: {database} is the predecessor's database, which kexp does "
+        f"not read ({records}); {where}",
+        KexpWarning,
+        stacklevel=4,
+    )
 
 
 def _store_holding(exp_id: str) -> Store:
@@ -244,7 +355,7 @@ def _not_found(exp_id: object) -> ExperimentNotFoundError:
     )
 
 
-def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
+def _create(exp: model.KernelExperiment, *, stacklevel: int) -> model.KernelExperiment:
     """Create ``exp`` in the default store, making the store first if there is none."""
     store = _existing_store()
     if store is not None:
@@ -252,7 +363,7 @@ def _create(exp: KernelExperiment, *, stacklevel: int) -> KernelExperiment:
     return _create_in_new_store(exp, stacklevel + 1)
 
 
-def _create_in_new_store(exp: KernelExperiment, stacklevel: int) -> KernelExperiment:
+def _create_in_new_store(exp: model.KernelExperiment, stacklevel: int) -> model.KernelExperiment:
     """The first write: make a store in the working directory (or ``$KEXP_ROOT``) and
     create ``exp`` in it, then say where. A refused create leaves no store behind."""
     # lazy: not every command that imports this module needs kexp.storage.location,

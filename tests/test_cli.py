@@ -1107,6 +1107,30 @@ def test_suspect_measurements_are_flagged_in_listings(
     assert record["suspect"] == ["score 4.2x is above the plausibility ceiling 3x"]
 
 
+def test_update_giving_a_parent_warns_that_the_score_now_counts_as_a_step(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    # A root's 1.12 was a speedup over the operator's original code; with a parent and
+    # no measured_against it becomes a step over the parent's 1.10 (1.232 in all).
+    parent = make_experiment(score=1.10)
+    child = make_experiment(score=1.12)
+    result = kexp(repo, "update", child.id, "--set", f"pid={parent.id}")
+    assert result.exit_code == 0, result.stderr
+    (warning,) = [line for line in result.stderr.splitlines() if "kexp: warning:" in line]
+    assert "no measured_against: its score 1.12 counts as a speedup over the parent" in warning
+    assert f"kexp update {child.id} --set measured_against=parent" in warning
+    assert "measured_against=reference" in warning
+    # Said with the parent, or given a parent again: no warning.
+    said = kexp(repo, "update", child.id, "--set", "measured_against=reference")
+    assert said.exit_code == 0 and "warning" not in said.stderr
+    other = make_experiment(score=1.05)
+    both = kexp(
+        repo, "update", other.id, "--set", f"pid={parent.id}", "--set", "measured_against=parent"
+    )
+    assert both.exit_code == 0 and "warning" not in both.stderr
+    assert store.get_experiment(child.id).cumulative_score == pytest.approx(1.12)
+
+
 def test_update_resolves_an_id_prefix_and_show_lists_unknown_fields(
     repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

@@ -216,8 +216,28 @@ def assert_clean_run(result: subprocess.CompletedProcess[str]) -> list[str]:
 # --- the record ---------------------------------------------------------------------------
 
 
-def test_one_class_serves_kexp_and_the_predecessors_code(compat: ModuleType) -> None:
-    assert compat.KernelExperiment is KernelExperiment is kexp.KernelExperiment
+def test_the_modules_class_is_kexps_with_the_predecessors_to_dict(
+    compat: ModuleType, in_store: Store
+) -> None:
+    assert issubclass(compat.KernelExperiment, KernelExperiment)
+    assert KernelExperiment is kexp.KernelExperiment
+    assert dataclasses.fields(compat.KernelExperiment) == dataclasses.fields(KernelExperiment)
+    exp = compat.KernelExperiment(**predecessor_fields())
+    compat.create_experiment(exp)
+    stored = in_store.get_experiment(exp.id)
+    # Equal both ways to kexp's experiment with the same values, and what the module
+    # hands out is its own class (its to_dict the predecessor's).
+    got = compat.get_experiment(exp.id)
+    assert got == stored and stored == got and got != dataclasses.replace(stored, score=2.0)
+    handed_out = [
+        compat.get_experiment(exp.id),
+        *compat.list_experiments(),
+        compat.update_experiment(exp.id, score=1.5),
+        compat.test_insert_example(),
+    ]
+    assert all(type(e) is compat.KernelExperiment for e in handed_out)
+    assert all(list(e.to_dict()) == list(PREDECESSOR_ORDER) for e in handed_out)
+    assert compat.get_experiment(exp.id) == in_store.get_experiment(exp.id)
 
 
 def test_positional_construction_in_the_predecessors_order(compat: ModuleType) -> None:
@@ -261,25 +281,20 @@ def test_created_at_is_utc_now_with_microseconds_made_when_built(compat: ModuleT
     assert later.created_at == "2026-01-02T03:04:05Z"
 
 
-def test_to_dict_is_json_with_every_predecessor_key(compat: ModuleType) -> None:
-    exp = compat.KernelExperiment(*values_in_predecessor_order())
+def test_to_dict_is_asdict_of_the_16_predecessor_keys_in_order(compat: ModuleType) -> None:
+    # COMPAT.md: "to_dict() is dataclasses.asdict(self): the 16 keys".
+    exp = compat.KernelExperiment(*values_in_predecessor_order(), tags=["unroll"])
     data = exp.to_dict()
+    assert list(data) == list(PREDECESSOR_ORDER)
+    whole = dataclasses.asdict(exp)
+    assert data == {name: whole[name] for name in PREDECESSOR_ORDER}
     assert json.loads(json.dumps(data)) == data
-    assert {name: data[name] for name in PREDECESSOR_ORDER} == dict(
-        zip(PREDECESSOR_ORDER, values_in_predecessor_order(), strict=True)
-    )
-    # kexp's additions are the only other keys (what asdict gives, less the kept text).
-    assert set(data) - set(PREDECESSOR_ORDER) == {
-        "tags",
-        "author",
-        "combines",
-        "results",
-        "score_ci",
-        "protocol",
-        "measured_against",
-        "samples",
-    }
+    assert tuple(data.values()) == values_in_predecessor_order()
+    # A predecessor-era script: a CSV row under the fields' header, rebuilt positionally.
+    assert compat.KernelExperiment(*data.values()) == dataclasses.replace(exp, tags=[])
     assert json.loads(json.dumps(dataclasses.asdict(exp)))["score"] == 1.0188
+    # kexp's own class keeps its canonical dict (every stored field).
+    assert set(KernelExperiment.to_dict(exp)) > set(PREDECESSOR_ORDER)
 
 
 def test_from_dict_of_a_predecessor_record(compat: ModuleType) -> None:
@@ -458,6 +473,33 @@ def test_update_returns_the_updated_experiment(compat: ModuleType, in_store: Sto
     assert compat.get_experiment(exp.id) == updated
 
 
+def test_a_parent_given_by_update_keeps_the_score_over_the_reference(
+    compat: ModuleType, in_store: Store
+) -> None:
+    # The predecessor's scores are speedups over the operator's original code: a
+    # parent named later (as create_experiment with a pid) must not make 1.12 a step
+    # over the parent's 1.10, an invented 1.232 that would rank first.
+    parent = compat.KernelExperiment(**predecessor_fields(score=1.10))
+    compat.create_experiment(parent)
+    given = compat.KernelExperiment(**predecessor_fields(score=1.12), pid=parent.id)
+    compat.create_experiment(given)
+    later = compat.KernelExperiment(**predecessor_fields(score=1.12))
+    compat.create_experiment(later)
+    updated = compat.update_experiment(later.id, pid=parent.id)
+    for exp_id in (given.id, later.id):
+        stored = kexp.get_experiment(exp_id)
+        assert (stored.pid, stored.measured_against) == (parent.id, "reference")
+        assert stored.cumulative_score == pytest.approx(1.12)
+    assert updated.measured_against == "reference"
+    ranked = in_store.top_experiments(3)
+    assert [round(exp.cumulative_score or 0, 3) for exp in ranked] == [1.12, 1.12, 1.1]
+    # What the caller says is kept: a step it calls one stays a step.
+    compat.update_experiment(later.id, pid=parent.id, measured_against="parent")
+    assert kexp.get_experiment(later.id).cumulative_score == pytest.approx(1.10 * 1.12)
+    compat.update_experiment(later.id, pid="")
+    assert kexp.get_experiment(later.id).measured_against == "parent"
+
+
 @pytest.mark.parametrize(
     "missing", ["ffffffffffffffff", "6749f3a0c2d4", "6749", "nonexistent", "../../etc", ""]
 )
@@ -553,6 +595,54 @@ def test_first_use_reads_return_nothing_and_write_nothing(compat: ModuleType, ba
     with pytest.raises(KeyError):
         compat.delete_experiment("6749f3a0c2d41e7b")
     assert sorted(p.name for p in bare.iterdir()) == BARE
+
+
+#: A predecessor user's script: reads, then reads again (one process).
+READS_SNIPPET = """\
+import warnings
+warnings.simplefilter("always")
+from kernel_exp_dataclass import get_experiment, list_experiments, top_experiments
+print(len(list_experiments()), len(top_experiments(3)), get_experiment("a000000000000002"))
+print(len(list_experiments()))
+"""
+
+
+def test_a_predecessor_database_beside_the_script_is_named_with_its_import_once(
+    tmp_path: Path,
+) -> None:
+    # The predecessor's DB_PATH: kernel_experiments_db.json in the working directory.
+    # kexp does not read it; the caller must learn why its reads come back empty.
+    folder = init_repo(tmp_path / "work")
+    records = {
+        f"a00000000000000{n}": {
+            **dict(zip(PREDECESSOR_ORDER, values_in_predecessor_order(), strict=True)),
+            "id": f"a00000000000000{n}",
+            "pid": "",
+            "base_commit": "0" * 40,
+        }
+        for n in (1, 2)
+    }
+    database = folder / "kernel_experiments_db.json"
+    database.write_text(json.dumps(records, indent=2, sort_keys=True), encoding="utf-8")
+
+    def warnings_of(result: subprocess.CompletedProcess[str]) -> list[str]:
+        assert result.returncode == 0, result.stderr
+        return [line for line in result.stderr.splitlines() if "KexpWarning" in line]
+
+    bare = run_python(READS_SNIPPET, folder)
+    (warning,) = warnings_of(bare)  # once, though the script reads four times
+    assert str(database) in warning and "which kexp does not read" in warning
+    assert f"run 'kexp init', then 'kexp import {database}'" in warning
+    assert bare.stdout.splitlines() == ["0 0 None", "0"]
+
+    run_kexp("init", cwd=folder)
+    (warning,) = warnings_of(run_python(READS_SNIPPET, folder))
+    assert "its 2 record(s) missing from the store" in warning
+    assert f"with 'kexp import {database}'" in warning
+    run_kexp("import", "--no-check-commits", str(database), cwd=folder)
+    imported = run_python(READS_SNIPPET, folder)
+    assert warnings_of(imported) == []
+    assert imported.stdout.splitlines()[1] == "2"
 
 
 def test_first_write_makes_the_store_in_the_working_directory_and_says_where_once(

@@ -24,6 +24,7 @@ from kexp.core.model import LEGACY_FIELDS
 from kexp.core.progress import reporting
 from kexp.format.fileformat import parse
 from kexp.format.legacykeys import is_legacy_key, legacy_problems
+from kexp.measure.corrections import parse_assignments
 from kexp.output.legacy import EXTRA_FIELD, KEY_FIELD, MISSING_FIELD, NO_COMMIT, NO_ERROR_MESSAGE
 from kexp.output.legacyexport import dump_legacy, export_legacy, legacy_database
 from kexp.output.legacyimport import import_legacy
@@ -582,3 +583,107 @@ def test_validation_recognises_the_keys_an_import_wrote(store: Store) -> None:
     unknown = [p.field for p in problems if p.code == "unknown-field"]
     assert unknown == ["legacy_notes"]
     assert [p for p in store.check_file(path).problems if p.code == "legacy-value"] == expected
+
+
+def test_a_corrected_field_drops_its_stand_in_and_exports_the_correction(
+    repo: Path, store: Store
+) -> None:
+    """The user corrects what the import kept aside, as the warnings say: the export
+    then writes the corrected values, not the predecessor's stand-ins, and validate has
+    nothing left to say of them."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    parent = record("a000000000000001", base_commit="main")
+    child = record("a000000000000002", pid="(Parent experiment id)")
+    del child["profiling_info"]
+    import_legacy({parent["id"]: parent, child["id"]: child}, store, check_commits=False)
+    assert store.get_experiment(child["id"]).extra_fields == {
+        "legacy_pid": "(Parent experiment id)",
+        MISSING_FIELD: ["profiling_info"],
+    }
+
+    with pytest.raises(KexpError, match=r"legacy_pid is not a field .* set pid itself"):
+        parse_assignments(["legacy_pid="])
+    store.update_experiment(parent["id"], base_commit=head)
+    store.update_experiment(
+        child["id"], pid=parent["id"], measured_against="reference", profiling_info="none"
+    )
+
+    for exp in store.list_experiments():
+        assert exp.extra_fields == {}
+        assert exp.path is not None and "legacy_" not in exp.path.read_text(encoding="utf-8")
+    assert [p for p in store.validate() if p.code == "legacy-value"] == []
+    back, _ = legacy_database(store)
+    assert back[parent["id"]] == {**parent, "base_commit": head}
+    assert back[child["id"]] == {
+        **child,
+        "pid": parent["id"],
+        "profiling_info": "none",
+    }
+
+
+def test_an_uncorrected_field_keeps_its_stand_in(store: Store) -> None:
+    db = {"a000000000000001": record("a000000000000001", base_commit="main")}
+    import_legacy(db, store, check_commits=False)
+    store.update_experiment("a000000000000001", env="H100")
+    back, _ = legacy_database(store)
+    assert back["a000000000000001"] == {**db["a000000000000001"], "env": "H100"}
+
+
+def test_a_child_imported_before_its_parent_is_linked_by_the_parents_import(
+    tmp_path: Path, store: Store
+) -> None:
+    """Two machines' databases, the child's imported first: the parent's import gives
+    the child its pid back, and the files are those of the other order."""
+    parent = record("b7e21f0a9c3d4e15", score=1.18)
+    child = record("b7e21f0a9c3d4e16", pid=parent["id"], score=1.24)
+    first = import_legacy({child["id"]: child}, store, check_commits=False)
+    assert [n.field for n in first.notes] == ["pid"] and first.relinked == []
+    (kept,) = [p for p in store.validate() if p.field == "legacy_pid"]
+    assert "did not fit the format" not in kept.message
+    assert "'b7e21f0a9c3d4e15', a valid id, was not linked by the import" in kept.message
+    assert "kexp import links it" in kept.hint
+
+    dry = import_legacy({parent["id"]: parent}, store, check_commits=False, dry_run=True)
+    assert [n.record for n in dry.relinked] == [child["id"]]
+    assert "would re-link 1 experiment(s)" in dry.summary()
+    assert store.get_experiment(child["id"]).pid == ""
+    report = import_legacy({parent["id"]: parent}, store, check_commits=False)
+
+    assert report.ok and report.needing_attention == []
+    assert [n.record for n in report.relinked] == [child["id"]]
+    assert "re-linked 1 experiment(s) of the store" in report.summary()
+    assert any(line.startswith(f"re-linked: {child['id']}") for line in report.lines())
+    linked = store.get_experiment(child["id"])
+    assert (linked.pid, linked.measured_against, linked.extra_fields) == (
+        parent["id"],
+        "reference",
+        {},
+    )
+    assert linked.cumulative_score == pytest.approx(1.24)
+    assert [p for p in store.validate() if p.code == "legacy-value"] == []
+    # The same files as the import in the other order writes.
+    other = Store(init_store(tmp_path / "other"))
+    import_legacy({parent["id"]: parent}, other, check_commits=False)
+    again = import_legacy({child["id"]: child}, other, check_commits=False)
+    assert again.relinked == [] and again.notes == []
+    for exp in (parent, child):
+        here, there = store.get_experiment(exp["id"]).path, other.get_experiment(exp["id"]).path
+        assert here is not None and there is not None
+        assert here.read_bytes() == there.read_bytes()
+    back, _ = legacy_database(store)
+    assert back == {parent["id"]: parent, child["id"]: child}
+
+
+def test_a_parents_loop_cut_by_the_import_stays_cut(store: Store) -> None:
+    db = {
+        "a000000000000001": record("a000000000000001", pid="a000000000000002"),
+        "a000000000000002": record("a000000000000002", pid="a000000000000001"),
+    }
+    import_legacy(db, store, check_commits=False)
+    cut = store.get_experiment("a000000000000001")
+    assert (cut.pid, cut.extra_fields) == ("", {"legacy_pid": "a000000000000002"})
+    later = import_legacy(
+        {"a000000000000003": record("a000000000000003")}, store, check_commits=False
+    )
+    assert later.relinked == []
+    assert store.get_experiment("a000000000000001").pid == ""

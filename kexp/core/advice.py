@@ -128,6 +128,11 @@ MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
     'the update tool with exp_id: "{id}" and changes: {{"measured_against": "parent"}}',
 )
+#: Advice on a field that holds a stand-in for the predecessor's value (``legacy_<field>``).
+CORRECT_FIELD = Advice(
+    "kexp update {id} --set {field}=VALUE",
+    'the update tool with exp_id: "{id}" and changes: {{"{field}": VALUE}}',
+)
 #: Advice on a raw_result left stale by a new score, with no timings to measure again.
 SET_RAW_RESULT = Advice(
     "kexp update {id} --set-file raw_result=FILE",
@@ -201,6 +206,7 @@ ADVICE = (
     RECORD_AGAIN_ROOT,
     REMEASURE,
     MEASURED_AGAINST,
+    CORRECT_FIELD,
     SET_RAW_RESULT,
     SET_FAILED,
     SET_MEASURED,

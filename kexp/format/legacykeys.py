@@ -11,8 +11,11 @@ of a misspelt key.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import CORRECT_FIELD
+from kexp.core.ids import is_valid_id
 from kexp.core.model import LEGACY_FIELDS
 from kexp.core.problems import Problem
 
@@ -42,6 +45,23 @@ def is_legacy_key(name: str) -> bool:
     return name.startswith(LEGACY_PREFIX) and name[len(LEGACY_PREFIX) :] in LEGACY_FIELDS
 
 
+def without_stand_ins(extra: dict[str, Any], corrected: Iterable[str]) -> dict[str, Any]:
+    """``extra`` (an experiment's unknown front-matter keys) once the ``corrected``
+    fields hold the truth: their ``legacy_<field>`` originals dropped, and they are no
+    longer listed in ``legacy_missing`` (the export then writes the corrected values)."""
+    fields = set(corrected)
+    stand_ins = {LEGACY_PREFIX + field for field in fields & set(LEGACY_FIELDS)}
+    kept = {key: value for key, value in extra.items() if key not in stand_ins}
+    missing = kept.get(MISSING_FIELD)
+    if isinstance(missing, list) and fields & set(missing):
+        left = [name for name in missing if name not in fields]
+        if left:
+            kept[MISSING_FIELD] = left
+        else:
+            del kept[MISSING_FIELD]
+    return kept
+
+
 def legacy_problems(doc: Document) -> list[Problem]:
     """One warning (code ``legacy-value``) per value the import kept aside in a file.
 
@@ -49,6 +69,8 @@ def legacy_problems(doc: Document) -> list[Problem]:
     which field holds a stand-in, and how to settle it.
     """
     problems: list[Problem] = []
+    own_id = doc.fields.get("id")
+    exp_id = own_id if isinstance(own_id, str) and own_id else "ID"
     for name, value in doc.fields.items():
         if not is_legacy_key(name):
             continue
@@ -61,13 +83,27 @@ def legacy_problems(doc: Document) -> list[Problem]:
         elif name == EXTRA_FIELD:
             message = "keys of the predecessor's record that kexp does not know"
             hint = "kept so that the export gives them back"
+        elif name == LEGACY_PREFIX + "pid" and isinstance(value, str) and is_valid_id(value):
+            message = (
+                f"the predecessor's pid {describe_value(value)}, a valid id, was not linked "
+                "by the import (no such experiment was in the store then, or it made a "
+                "loop): pid is empty"
+            )
+            hint = (
+                "import the database holding that experiment (kexp import links it then), "
+                f"or set pid ({CORRECT_FIELD.say(id=exp_id, field='pid')} drops this line)"
+            )
         else:
             field = name[len(LEGACY_PREFIX) :]
             message = (
                 f"the predecessor's {field} {describe_value(value)} did not fit the format: "
                 f"{field} holds a stand-in"
             )
-            hint = f"correct {field}, then delete this line (the export uses it while present)"
+            hint = (
+                f"correct {field}, then delete this line "
+                f"({CORRECT_FIELD.say(id=exp_id, field=field)} does both; the export uses it "
+                "while present)"
+            )
         line, column = doc.position((name,))
         problems.append(
             Problem(doc.path, line, column, "warning", "legacy-value", name, message, hint)

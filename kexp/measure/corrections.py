@@ -16,8 +16,9 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import REMEASURE, SET_RAW_RESULT
-from kexp.core.errors import KexpError, StaleMeasurementWarning
+from kexp.core.advice import MEASURED_AGAINST, REMEASURE, SET_RAW_RESULT
+from kexp.core.campaign import measured_nothing
+from kexp.core.errors import KexpError, MeasuredAgainstWarning, StaleMeasurementWarning
 from kexp.core.fields import (
     ALL_FIELDS,
     BODY_FIELDS,
@@ -26,6 +27,8 @@ from kexp.core.fields import (
     TEXT_LIST_FIELDS,
 )
 from kexp.core.model import KernelExperiment
+from kexp.format.legacykeys import LEGACY_PREFIX, is_legacy_key
+from kexp.format.rules import missing_measured_against
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -44,7 +47,7 @@ def parse_value(field: str, raw: str) -> Any:
     ``score_ci`` and ``protocol`` JSON; every other field is the text as given.
     """
     if field not in ALL_FIELDS:
-        raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+        raise unknown_field(field)
     if field == "score":
         try:
             return float(raw)
@@ -69,6 +72,18 @@ def parse_value(field: str, raw: str) -> Any:
             return {} if field in MAPPING_FIELDS else []
         return _json(field, raw)
     return raw
+
+
+def unknown_field(field: str) -> KexpError:
+    """The error for a ``FIELD=VALUE`` naming no field; for a ``legacy_<field>`` key an
+    import wrote, what to set instead."""
+    real = field[len(LEGACY_PREFIX) :]
+    if is_legacy_key(field) and real in ALL_FIELDS:
+        return KexpError(
+            f"{field} is not a field but the predecessor's value the import kept aside: set "
+            f"{real} itself ({real}=VALUE), which drops {field}"
+        )
+    return KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
 
 
 def _json(field: str, raw: str) -> Any:
@@ -153,7 +168,9 @@ def correct(
     no value differs from the one the experiment has, nothing is written and no note is
     appended: the experiment is returned as it is. A new ``score`` that leaves the
     experiment's ``results`` or ``raw_result`` as they were warns
-    (:class:`StaleMeasurementWarning`): they measured the old score.
+    (:class:`StaleMeasurementWarning`): they measured the old score. A ``pid`` given
+    to an experiment that does not say what its score is measured against warns
+    (:class:`MeasuredAgainstWarning`): its score now counts as a step over the parent.
     """
     updates = store.resolve_references(dict(changes))
     if not updates:
@@ -168,8 +185,11 @@ def correct(
         description = updates.get("detailed_description", old.detailed_description)
         description = description.rstrip("\n")
         updates["detailed_description"] = f"{description}\n\n{note}" if description else note
+    had_parent = bool(store.get_experiment(exp_id).pid) if "pid" in updates else True
     updated = store.update_experiment(exp_id, **updates)
     _warn_stale_measurement(updated, updates)
+    if "pid" in updates:
+        _warn_measured_against_missing(updated, had_parent)
     return updated
 
 
@@ -191,7 +211,7 @@ def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     typed: dict[str, Any] = {}
     for field, value in changes.items():
         if field not in ALL_FIELDS:
-            raise KexpError(f"unknown field {field!r}; fields are: {', '.join(ALL_FIELDS)}")
+            raise unknown_field(field)
         typed[field] = parse_value(field, value) if isinstance(value, str) else value
     return typed
 
@@ -224,6 +244,27 @@ def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -
             f"run reported ({SET_RAW_RESULT.say(id=exp.id)})"
         )
     warnings.warn(message, StaleMeasurementWarning, stacklevel=3)
+
+
+def _warn_measured_against_missing(exp: KernelExperiment, had_parent: bool) -> None:
+    """Warn (as ``kexp record`` and ``kexp validate`` do) when a ``pid`` was set and the
+    experiment does not say what its score is a speedup over: it now counts as a step
+    over the parent, where without a parent it was one over the operator's original
+    code (``had_parent``: whether it had a parent before the update)."""
+    said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
+    if exp.measured_against:
+        said["measured_against"] = exp.measured_against
+    if not missing_measured_against(said) or measured_nothing(exp.score):
+        return
+    before = "" if had_parent else ", no longer over the operator's original code as before"
+    warnings.warn(
+        f"{exp.id} has a parent and no measured_against: its score {exp.score} counts as a "
+        f"speedup over the parent's code{before}, and kexp validate warns of it; say "
+        f"which: {MEASURED_AGAINST.say(id=exp.id)}, or measured_against=reference when "
+        "it is over the operator's original code",
+        MeasuredAgainstWarning,
+        stacklevel=3,
+    )
 
 
 # --- a summary's figure, following a new score ------------------------------------------

@@ -23,7 +23,9 @@ dropped or silently changed. So the importer keeps every record and every value:
   without an error message, a ``pid`` naming no record, a key that is no 16-hex id, a
   value of the wrong type) gets a *stand-in* that makes the file valid, and the original
   value is kept exactly in an extra front-matter key ``legacy_<field>`` (for example
-  ``legacy_base_commit: main``), which kexp keeps on every read and update. Stand-ins:
+  ``legacy_base_commit: main``), which kexp keeps on every read and on updates of
+  other fields (an update of the field itself drops it: the new value is the truth).
+  Stand-ins:
   ``base_commit`` 40 zeros (git's "no commit"), or the lowercased hash; ``change_summary``
   its first line, cut to fit with ``…``, or ``(no summary)``; ``created_at`` the same
   instant in UTC, else ``1970-01-01T00:00:00Z``; ``status`` its lowercase form, else
@@ -40,8 +42,10 @@ dropped or silently changed. So the importer keeps every record and every value:
 Before a file is written the importer reads it back and checks that exporting it gives
 the record exactly; a record for which that fails is reported and not written (never
 written changed). Export uses ``legacy_<field>`` in place of the field whenever it is
-present: to correct an imported value for good, set the field and delete its
-``legacy_`` line from the file.
+present: to correct an imported value for good, set the field (``kexp update ID --set
+FIELD=VALUE`` drops its ``legacy_`` line). A ``legacy_pid`` that is the id of an
+experiment imported later (another machine's database) becomes the ``pid`` when that
+experiment is imported (:attr:`ImportReport.relinked`).
 
 Re-running an import skips records already in the store and identical (compared as
 exported), and reports records whose id is taken by a different experiment (conflicts),
@@ -97,7 +101,7 @@ if TYPE_CHECKING:
     pass
 
 #: What an imported record with a parent is measured against (the predecessor's skill).
-_IMPORTED_AGAINST = "reference"
+IMPORTED_AGAINST = "reference"
 
 #: Stand-in ``base_commit`` for a value that is no hash: git's null object id.
 NO_COMMIT = "0" * 40
@@ -331,7 +335,7 @@ def experiment_from_legacy(
     exp.pid = pid
     # The predecessor's skill measured every iteration against the operator's original
     # code: its scores are speedups over the reference, never steps.
-    exp.measured_against = _IMPORTED_AGAINST if pid else ""
+    exp.measured_against = IMPORTED_AGAINST if pid else ""
 
     score = build.value("score")
     build.set("score", _is_score(score), _score_standin(score), "not a finite number >= 0")
@@ -516,7 +520,7 @@ def kept_content(exp: KernelExperiment) -> dict[str, Any]:
         value = getattr(exp, name)
         if value not in ("", [], {}, None):
             kept[name] = value
-    if exp.measured_against == (_IMPORTED_AGAINST if exp.pid else ""):
+    if exp.measured_against == (IMPORTED_AGAINST if exp.pid else ""):
         kept.pop("measured_against", None)  # what an import says anyway
     else:
         kept["measured_against"] = exp.measured_against

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import ids
-from kexp.core.errors import KexpError
+from kexp.core.errors import InvalidExperimentWarning, KexpError
 from kexp.core.model import LEGACY_FIELDS, KernelExperiment
 from kexp.core.problems import Problem, has_errors, sort_problems
 from kexp.core.progress import track
@@ -25,6 +26,7 @@ from kexp.format.legacykeys import (
 from kexp.format.validate import check_bytes, id_from_name, read_and_check
 from kexp.format.yamlio import MAX_DEPTH
 from kexp.output.legacy import (
+    IMPORTED_AGAINST,
     NO_COMMIT,
     Note,
     Progress,
@@ -74,6 +76,9 @@ class ImportReport:
     paths: dict[str, Path] = dataclasses.field(default_factory=dict)
     #: Said when records kexp made are imported without the sidecar ("" otherwise).
     sidecar_note: str = ""
+    #: Experiments of the store whose ``legacy_pid`` names, as an id, an experiment that
+    #: is there now (imported after them): their ``pid`` set (in a dry run: would be).
+    relinked: list[Note] = dataclasses.field(default_factory=list)
 
     @property
     def needing_attention(self) -> list[str]:
@@ -97,7 +102,14 @@ class ImportReport:
             details.append(f"{len(self.conflicts)} conflicting")
         if self.failed:
             details.append(f"{len(self.failed)} not imported")
-        return text + (f" ({', '.join(details)})" if details else "") + f" of {self.total}"
+        text += (f" ({', '.join(details)})" if details else "") + f" of {self.total}"
+        if self.relinked:
+            linked = "would re-link" if self.dry_run else "re-linked"
+            text += (
+                f"; {linked} {len(self.relinked)} experiment(s) of the store to the parent "
+                "their legacy_pid names, imported now"
+            )
+        return text
 
     def lines(self) -> list[str]:
         """Every note (conflicts, failures, then kept values), then the summary line."""
@@ -105,6 +117,7 @@ class ImportReport:
         out += [f"not imported: {n.format()}" for n in self.failed]
         out += [f"kept: {n.format()}" for n in self.notes]
         out += [f"no sidecar: {self.sidecar_note}"] if self.sidecar_note else []
+        out += [f"re-linked: {n.format()}" for n in self.relinked]
         out.append(self.summary())
         return out
 
@@ -319,7 +332,60 @@ def import_legacy(
                     staged.append((plan, path, text))
         if staged:
             _write_batch(staged, report)
+    if report.imported:
+        _relink(store, present, report)
     return report
+
+
+def _relink(store: Store, present: set[str], report: ImportReport) -> None:
+    """Give their parent back to experiments imported before it (another machine's
+    database imported first): a ``legacy_pid`` that is an id of an experiment in the
+    store now becomes the ``pid`` (as the import would have written it, the
+    ``legacy_pid`` line dropped; each file replaced atomically, its other lines as they
+    were). ``present``: the ids in the store, or that a dry run would write."""
+    with warnings.catch_warnings():
+        # Invalid files are no import's business: kexp validate reports them.
+        warnings.simplefilter("ignore", InvalidExperimentWarning)
+        known = store.list_experiments(brief=True)
+    parent_of = {exp.id: exp.pid for exp in known}
+    for exp in known:
+        named = exp.extra_fields.get(LEGACY_PREFIX + "pid")
+        if exp.pid or not isinstance(named, str) or not ids.is_valid_id(named):
+            continue
+        if named not in present or _descends_from(named, exp.id, parent_of):
+            continue  # not there (yet), or a loop the import cut
+        key = exp.extra_fields.get(KEY_FIELD)
+        record = key if isinstance(key, str) else exp.id
+        changes: dict[str, Any] = {"pid": named}
+        if not exp.measured_against:
+            changes["measured_against"] = IMPORTED_AGAINST
+        if not report.dry_run:
+            try:
+                store.update_experiment(exp.id, **changes)
+            except (KexpError, OSError) as exc:
+                report.notes.append(Note(record, "pid", f"not re-linked to {named}: {exc}"))
+                continue
+        parent_of[exp.id] = named
+        report.relinked.append(
+            Note(
+                record,
+                "pid",
+                "its legacy_pid names an experiment in the store now: pid set to it, "
+                "legacy_pid dropped",
+            )
+        )
+
+
+def _descends_from(start: str, ancestor: str, parent_of: Mapping[str, str]) -> bool:
+    """Whether ``ancestor`` is ``start`` or on its ``pid`` chain (a loop guard)."""
+    seen: set[str] = set()
+    current = start
+    while current and current not in seen:
+        if current == ancestor:
+            return True
+        seen.add(current)
+        current = parent_of.get(current, "")
+    return False
 
 
 def _write_batch(batch: list[tuple[_Plan, Path, str]], report: ImportReport) -> None:

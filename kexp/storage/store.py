@@ -35,6 +35,7 @@ from kexp.core.model import (
 )
 from kexp.core.problems import Problem, has_errors, sort_problems
 from kexp.format.fileformat import FileFormatError, encode_like, parse, render_update, serialize
+from kexp.format.legacykeys import without_stand_ins
 from kexp.format.validate import (
     CheckedFile,
     check_bytes,
@@ -318,8 +319,10 @@ class Store(StoreReader):
         """Change fields of an experiment; returns the updated experiment.
 
         Holds the experiment's lock, re-reads the file, validates the result and
-        replaces the file atomically; only the lines of changed fields change. An
-        invalid result raises :class:`ValidationError` and leaves the file untouched.
+        replaces the file atomically; only the lines of changed fields change (and a
+        changed field's ``legacy_<field>``, the predecessor's value an import kept aside,
+        is dropped: the field holds the truth now). An invalid result raises
+        :class:`ValidationError` and leaves the file untouched.
         """
         self._writable()
         unknown = sorted(set(changes) - set(ALL_FIELDS))
@@ -359,6 +362,9 @@ class Store(StoreReader):
                 )
             old = checked.document.to_experiment()
             new = dataclasses.replace(old, **changes)
+            # A corrected field holds the truth: the predecessor's value kept aside by
+            # an import (legacy_<field>) goes, so that the export writes the new one.
+            new.extra_fields = without_stand_ins(old.extra_fields, changes)
             if {"pid", "combines"} & set(changes):
                 self._expand_references(new)
             # Written as the file was: its BOM and CRLF line endings kept.

@@ -81,6 +81,7 @@ def grouped_notes(report: ImportReport) -> list[str]:
         ("conflict", report.conflicts),
         ("not imported", report.failed),
         ("kept", report.notes),
+        ("re-linked", report.relinked),
     ):
         groups: dict[tuple[str, str], list[Note]] = {}
         for note in notes:
