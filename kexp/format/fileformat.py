@@ -245,6 +245,18 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def named_parents(data: bytes) -> list[str]:
+    """The ids the ``pid`` and ``combines`` of the experiment file ``data`` name (none
+    when it cannot be read as one)."""
+    try:
+        fields = parse(data).fields
+    except (FileFormatError, ValueError):
+        return []
+    combines = fields.get("combines")
+    named = [fields.get("pid"), *(combines if isinstance(combines, list) else [])]
+    return [exp_id for exp_id in named if isinstance(exp_id, str) and exp_id]
+
+
 def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = False) -> Document:
     """Parse an experiment file. Raises :class:`FileFormatError` if it cannot be read.
 

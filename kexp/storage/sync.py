@@ -564,7 +564,7 @@ def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> se
 def _lineage_among(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
     """The files of ``held`` that the other files of ``present`` build on (``pid``,
     ``combines``, followed through ``held``)."""
-    from kexp.format.fileformat import parse
+    from kexp.format.fileformat import named_parents
     from kexp.format.validate import id_from_name
 
     by_id = {id_from_name(os.path.basename(path)): path for path in held}
@@ -575,13 +575,11 @@ def _lineage_among(location: StoreLocation, held: set[str], present: list[str]) 
         if id_from_name(os.path.basename(path)) is None:
             continue  # the store's README
         try:
-            named = parse((location.toplevel / path).read_bytes(), path, fast=True)
-        except (OSError, ValueError, KexpError):
+            data = (location.toplevel / path).read_bytes()
+        except OSError:
             continue  # (refused by the validation of what is published)
-        values = named.front_matter.values
-        combines = values.get("combines")
-        for parent in [values.get("pid"), *(combines if isinstance(combines, list) else [])]:
-            found = by_id.get(parent) if isinstance(parent, str) else None
+        for parent in named_parents(data):
+            found = by_id.get(parent)
             if found is not None and found not in needed:
                 needed.add(found)
                 wanted.append(found)

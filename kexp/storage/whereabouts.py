@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import MERGE_SYNCED, SYNC_MERGES
 from kexp.core.errors import KexpError
-from kexp.format.fileformat import FileFormatError, parse
+from kexp.format.fileformat import named_parents
 from kexp.format.validate import id_from_name
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
@@ -159,13 +159,7 @@ def _names(repo: Any, sha: str) -> list[str]:
     """The ids the ``pid`` and ``combines`` of the experiment file ``sha`` name (none
     when it cannot be read)."""
     for _, data in kgit.iter_blobs(repo, [sha]):
-        try:
-            fields = parse(data or b"").fields
-        except FileFormatError:
-            return []
-        combines = fields.get("combines")
-        named = [fields.get("pid"), *(combines if isinstance(combines, list) else [])]
-        return [exp_id for exp_id in named if isinstance(exp_id, str) and exp_id]
+        return named_parents(data or b"")
     return []
 
 
