@@ -50,7 +50,10 @@ def merge_into_main(reviewer: Path, branch: str, *, squash: bool = False) -> Non
         git(reviewer, "merge", "-q", "--squash", f"origin/{branch}")
         git(reviewer, "commit", "-q", "-m", f"Squash PR {branch}")
     else:
-        git(reviewer, "merge", "-q", "--no-ff", f"origin/{branch}", "-m", f"Merge PR {branch}")
+        # (no directory renames: experiments in one shard folder, the only one of which
+        # a side removed, would be moved by git after a similar added file: 1 in 256)
+        git(reviewer, "-c", "merge.directoryRenames=false", "merge", "-q", "--no-ff",
+            f"origin/{branch}", "-m", f"Merge PR {branch}")  # fmt: skip
     git(reviewer, "push", "-q", "origin", "main")
     git(reviewer, "fetch", "-q")
 
@@ -58,7 +61,8 @@ def merge_into_main(reviewer: Path, branch: str, *, squash: bool = False) -> Non
 def as_ci_sees_it(reviewer: Path, branch: str) -> None:
     """Check out the branch merged into main's tip: CI's ``HEAD``."""
     git(reviewer, "checkout", "-q", "-B", "ci", "origin/main")
-    git(reviewer, "merge", "-q", "--no-ff", f"origin/{branch}", "-m", "CI merge")
+    git(reviewer, "-c", "merge.directoryRenames=false", "merge", "-q", "--no-ff",
+        f"origin/{branch}", "-m", "CI merge")  # fmt: skip
 
 
 def comparable(data: dict[str, Any]) -> dict[str, Any]:
