@@ -257,10 +257,19 @@ def path_blobs(repo: git.Repo, commit: str, paths: Sequence[str]) -> dict[str, s
     }
 
 
+#: Git settings of the merges kexp makes: no directory-rename detection. An experiment's
+#: file never moves by folder; in the fan-out layout a side that removed the only
+#: experiment of a shard folder and added one much like it elsewhere looks to git like a
+#: renamed folder, and a file the other side added to that folder would be moved there
+#: ("CONFLICT (file location)", the merge stopped).
+_NO_FOLDER_MOVES = ("merge.directoryRenames=false",)
+
+
 def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
     """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
     the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
-    2.38). Raises :class:`~kexp.core.errors.SyncConflictError` naming the conflicting files."""
+    2.38; files move by their own renames, never by their folder's). Raises
+    :class:`~kexp.core.errors.SyncConflictError` naming the conflicting files."""
     from kexp.core.errors import SyncConflictError
 
     if git_version(repo) < (2, 38):
@@ -268,8 +277,9 @@ def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
     found = git_command(
-        repo, "merge-tree", "--write-tree", "--name-only", ours, theirs, ok_codes=(0, 1)
-    )
+        repo, "merge-tree", "--write-tree", "--name-only", ours, theirs, ok_codes=(0, 1),
+        config=_NO_FOLDER_MOVES,
+    )  # fmt: skip
     # The tree, the conflicted files (one a line), an empty line, git's messages.
     lines = found.stdout.splitlines()
     if found.status == 1:

@@ -776,15 +776,18 @@ def git_command(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
     ok_codes: Sequence[int] | None = (0,),
+    config: Sequence[str] = (),
 ) -> GitResult:
     """Run ``git ARGS`` in ``repo``'s working tree (or git folder) with extra ``env``
-    variables and ``stdin``; an exit status outside ``ok_codes`` (None: any is fine)
-    raises :class:`GitError`. Arguments are a list (no shell); callers pass checked
-    names and give paths through ``--pathspec-from-file``."""
+    variables, ``stdin`` and ``config`` settings (``name=value``, as ``git -c``); an exit
+    status outside ``ok_codes`` (None: any is fine) raises :class:`GitError`. Arguments
+    are a list (no shell); callers pass checked names and give paths through
+    ``--pathspec-from-file``."""
     import os
 
     where = repo.working_tree_dir or repo.git_dir
-    command = [_light_executable(), "-c", "core.quotepath=off", *args]
+    settings = [part for setting in ("core.quotepath=off", *config) for part in ("-c", setting)]
+    command = [_light_executable(), *settings, *args]
     environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     try:
         done = subprocess.run(

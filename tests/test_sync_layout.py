@@ -1,0 +1,54 @@
+"""``kexp sync``'s merges in the store's fan-out layout (``experiments/YYYY/MM/xx/``, ``xx``
+the id's last two hex digits): experiment files never move by folder, so the merge kexp
+makes never lets git's directory-rename detection move one. Real git: a bare repository
+on disk as the remote, two clones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import git, run_kexp
+from test_sync import clone, make_remote, record, remote_ids
+
+from kexp import Store
+
+WHEN = "2026-12-06T10:00:00.000000Z"
+
+
+def path_in(remote: Path, exp_id: str) -> str:
+    """The path of ``exp_id``'s file in the remote's main."""
+    listing = git(remote, "ls-tree", "-r", "--name-only", "main", "--", "experiments")
+    return next(line for line in listing.splitlines() if f"/{exp_id}-" in line)
+
+
+def test_a_shard_folder_emptied_on_one_side_keeps_the_file_the_other_side_added(
+    tmp_path: Path,
+) -> None:
+    """Alice removes the only experiment of its shard folder (``kexp rm``) and records
+    one much like it in another folder: to git, a rename, and so the folder renamed.
+    Meanwhile Bob records an experiment whose id falls in that folder and syncs first.
+    Alice's ``kexp sync`` merges his work in: his file stays where kexp put it (git's
+    directory-rename detection would move it into Alice's folder, and stop the merge
+    with "CONFLICT (file location)"), and both experiments reach main."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    first = record(alice, base, "Vectorize loads float4 - +12%", score=1.12,
+                   id="6753000000000aab", created_at=WHEN)  # fmt: skip
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    assert run_kexp("sync", cwd=bob).returncode == 0
+
+    Store(alice).remove_experiment(first.id)
+    again = record(alice, base, "Vectorize loads float4 - +11%", score=1.11,
+                   id="6753000000000bcd", created_at=WHEN)  # fmt: skip
+    theirs = record(bob, base, "Warp reduce via shfl - +5%", score=1.05,
+                    id="6753000000000cab", created_at=WHEN)  # fmt: skip
+    assert path_in(remote, first.id).split("/")[3] == "ab"
+    assert run_kexp("sync", cwd=bob).returncode == 0
+    where = path_in(remote, theirs.id)
+
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert sorted(remote_ids(remote)) == sorted([again.id, theirs.id])
+    assert path_in(remote, theirs.id) == where
+    assert run_kexp("validate", cwd=alice).returncode == 0
