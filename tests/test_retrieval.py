@@ -173,6 +173,43 @@ def test_the_same_change_on_a_newer_base_is_a_near_duplicate_by_its_changed_line
     assert first.id in message and "similarity 1.00" in message, message
 
 
+#: A Triton launch line (the agents' trial's kernel): one change makes the grid persistent.
+LAUNCH = """\
+@@ -29,5 +29,5 @@ def softmax(x):
+     BLOCK_SIZE = triton.next_power_of_2(n_cols)
+     num_warps = 4
+     y = torch.empty_like(x)
+-    softmax_kernel[(n_rows,)](ARGS)
++    softmax_kernel[(min(n_rows, 132),)](ARGS)
+     return y
+""".replace("ARGS", "y, x, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=4")
+
+
+def test_another_idea_on_the_same_line_is_not_tried_before_and_the_same_one_moved_is(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """The agents' trial: after a persistent grid (one launch line changed), a different
+    idea on that same line (``num_ctas=1``) was warned as a near-duplicate (0.64, then
+    0.50 at the threshold) by ``kexp add`` and ``kexp context --diff``: the two share the
+    line they remove and its context, but add different lines, and what a change adds is
+    what it tries. The persistent grid made again after a context line moved is still
+    warned."""
+    first = make_experiment(code_change=LAUNCH, score=0.93)
+    old = "num_warps=4)\n     return"
+    other = LAUNCH.replace("(min(n_rows, 132),)", "(n_rows,)").replace(
+        old, "num_warps=4, num_ctas=1)\n     return"
+    )
+    assert other.count("num_ctas=1") == 1
+    assert tried_before(store, other) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NearDuplicateWarning)
+        make_experiment(code_change=other, score=1.0)
+    moved = LAUNCH.replace("num_warps = 4", "num_warps = 8 if BLOCK_SIZE >= 2048 else 4")
+    assert [r.id for r in tried_before(store, moved)] == [first.id]
+    with pytest.warns(NearDuplicateWarning, match=first.id):
+        make_experiment(code_change=moved, score=0.94)
+
+
 def test_a_create_warns_of_a_near_duplicate_naming_it_with_its_similarity(
     store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

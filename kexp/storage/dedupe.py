@@ -246,6 +246,24 @@ def shingles_of_normalized(normalized: str) -> frozenset[int]:
     return frozenset(found)
 
 
+def adds_alike(first: str, second: str) -> bool:
+    """Whether two normalised code changes (:func:`normalize_code_change`) add alike: a
+    line added by one is added by the other (:func:`line_shingle`'s likeness), or one of
+    them adds nothing (a removal). What a change adds is what it tries: two changes of
+    one launch line that add different lines are two ideas, however much of the line
+    removed and its context they share."""
+    added = [_added_shingles(first), _added_shingles(second)]
+    return not added[0] or not added[1] or bool(added[0] & added[1])
+
+
+def _added_shingles(normalized: str) -> set[int]:
+    return {
+        shingle
+        for line in normalized.split("\n")
+        if line[:1] == "+" and (shingle := line_shingle(line)) is not None
+    }
+
+
 def _pairs(shingles: list[int]) -> Iterator[int]:
     """The shingles of each pair of consecutive ``shingles``."""
     return (zlib.crc32(b"%d %d" % pair) for pair in itertools.pairwise(shingles))

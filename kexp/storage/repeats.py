@@ -18,6 +18,7 @@ from kexp.core.errors import (
 from kexp.core.model import attach
 from kexp.storage.dedupe import (
     Repeat,
+    adds_alike,
     code_shingles,
     key_of_normalized,
     normalize_code_change,
@@ -121,12 +122,12 @@ def repeats_in(
             continue
         attach(exp, store.settings, path=store.experiments_dir / row.path,
                where=row.sighting())  # fmt: skip
-        identical = normalize_code_change(exp.code_change) == wanted
-        if identical:
+        theirs = normalize_code_change(exp.code_change)
+        if theirs == wanted:
             found.append((exp, row, 1.0, True))
         elif near and reported_near < MAX_REPORTED:
             similarity = _similarity(exp.code_change, shingles)
-            if similarity >= threshold:
+            if similarity >= threshold and adds_alike(theirs, wanted):
                 found.append((exp, row, similarity, False))
                 reported_near += 1
     # What is derived of each, as every query derives it: from the whole store (a light
