@@ -52,3 +52,29 @@ def test_a_shard_folder_emptied_on_one_side_keeps_the_file_the_other_side_added(
     assert sorted(remote_ids(remote)) == sorted([again.id, theirs.id])
     assert path_in(remote, theirs.id) == where
     assert run_kexp("validate", cwd=alice).returncode == 0
+
+
+def test_a_correction_of_an_experiment_removed_elsewhere_is_a_conflict_not_moved(
+    tmp_path: Path,
+) -> None:
+    """Alice removes X and records Y, much like it (to git, a rename); Bob corrects X.
+    Bob's ``kexp sync`` applied his correction to Alice's Y, silently (git's rename
+    detection in the merge): it stops instead, naming X, and Y is as Alice made it."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    gone = record(alice, base, "Unroll 4 - +2%", score=1.02, created_at=WHEN)
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    assert run_kexp("sync", cwd=bob).returncode == 0
+    Store(alice).remove_experiment(gone.id)
+    kept = record(alice, base, "Unroll 4 again - +2%", score=1.02, created_at=WHEN)
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    made = git(remote, "show", f"main:{path_in(remote, kept.id)}")
+    corrected = run_kexp("update", gone.id, "--set", "dtype_sig=fp16", "--reason",
+                         "was measured in fp16", cwd=bob)  # fmt: skip
+    assert corrected.returncode == 0, corrected.stderr
+
+    done = run_kexp("sync", cwd=bob)
+    assert done.returncode != 0
+    assert gone.id in done.stderr and "deleted" in done.stderr, done.stderr
+    assert git(remote, "show", f"main:{path_in(remote, kept.id)}") == made

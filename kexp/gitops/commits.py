@@ -18,6 +18,7 @@ from kexp.gitops.git import (
     head_commit,
     is_hex,
     is_ref_name,
+    merge_bases,
     toplevel,
     translate_error,
 )
@@ -261,20 +262,33 @@ def path_blobs(repo: git.Repo, commit: str, paths: Sequence[str]) -> dict[str, s
 #: file never moves by folder; in the fan-out layout a side that removed the only
 #: experiment of a shard folder and added one much like it elsewhere looks to git like a
 #: renamed folder, and a file the other side added to that folder would be moved there
-#: ("CONFLICT (file location)", the merge stopped).
+#: ("CONFLICT (file location)", the merge stopped). (``merge.renames=false`` would keep
+#: files apart too, but git's merge-ort, 2.39 at least, looks for renames regardless:
+#: :func:`merge_commits` checks for what they would do to experiment files.)
 _NO_FOLDER_MOVES = ("merge.directoryRenames=false",)
 
 
-def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
+def merge_commits(
+    repo: git.Repo, ours: str, theirs: str, message: str, *, folder: str | None = None
+) -> str:
     """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
     the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
-    2.38; files move by their own renames, never by their folder's). Raises
-    :class:`~kexp.core.errors.SyncConflictError` naming the conflicting files."""
+    2.38). Raises :class:`~kexp.core.errors.SyncConflictError` naming the conflicting
+    files; the files under ``folder`` (a checked name: the store's) are matched by their
+    paths, never as renamed: one side's change of a file the other removed is a conflict
+    (git would apply it to a file much like it that the other side added, silently)."""
     from kexp.core.errors import SyncConflictError
 
     if git_version(repo) < (2, 38):
         raise GitError(
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
+        )
+    clashes = {} if folder is None else _changed_where_removed(repo, ours, theirs, folder)
+    if clashes:
+        raise SyncConflictError(
+            f"conflict: {', '.join(clashes)} removed on one side and changed on the other",
+            list(clashes),
+            list(clashes.values()),
         )
     found = git_command(
         repo, "merge-tree", "--write-tree", "--name-only", ours, theirs, ok_codes=(0, 1),
@@ -295,6 +309,35 @@ def merge_commits(repo: git.Repo, ours: str, theirs: str, message: str) -> str:
     return git_command(
         repo, "commit-tree", tree, "-p", ours, "-p", theirs, "-m", message
     ).stdout.strip()
+
+
+def _changed_where_removed(repo: git.Repo, ours: str, theirs: str, folder: str) -> dict[str, str]:
+    """Each file under ``folder`` one side removed since the two forked and the other
+    changed (edited, or its mode), with git's words for it."""
+    bases = merge_bases(repo, ours, theirs)
+    if not bases:
+        return {}
+    mine = _changes_since(repo, bases[0], ours, folder)
+    other = _changes_since(repo, bases[0], theirs, folder)
+    found = {}
+    for path in sorted(mine.keys() & other.keys()):
+        if {mine[path], other[path]} in ({"D", "M"}, {"D", "T"}):
+            gone, kept = (ours, theirs) if mine[path] == "D" else (theirs, ours)
+            found[path] = (
+                f"CONFLICT (modify/delete): {path} deleted in {gone[:12]} and modified in "
+                f"{kept[:12]}"
+            )
+    return found
+
+
+def _changes_since(repo: git.Repo, base: str, tip: str, folder: str) -> dict[str, str]:
+    """Path → git's status letter (A, D, M, T) of the files under ``folder`` that ``tip``
+    changed since ``base`` (renames not looked for)."""
+    listed = git_command(
+        repo, "diff", "--no-renames", "--name-status", "-z", base, tip, "--",
+        f":(top,literal){folder}",
+    ).stdout.split("\0")[:-1]  # fmt: skip
+    return {listed[i + 1]: listed[i][:1] for i in range(0, len(listed) - 1, 2)}
 
 
 def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] = ()) -> None:
@@ -444,6 +487,24 @@ def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
     return ref_commit(repo, tracking)
 
 
+def fetch_objects(repo: git.Repo, remote: str, branches: Sequence[str]) -> None:
+    """Fetch the commits of ``remote``'s ``branches`` (checked names) into this clone's
+    objects alone: no ref moves (no remote-tracking branch, no ``FETCH_HEAD``). A branch
+    gone meanwhile is no error: its commit stays unknown."""
+    if not is_ref_name(remote):
+        raise GitError(f"{remote!r} is not a remote name")
+    specs = [f"refs/heads/{b}" for b in branches if is_ref_name(b)]
+    if not specs:
+        return
+    found = git_command(
+        repo, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--refmap=",
+        "--end-of-options", remote, *specs, ok_codes=None,
+    )  # fmt: skip
+    if found.status != 0 and len(specs) > 1:  # one of them gone: the others one by one
+        for spec in specs:
+            fetch_objects(repo, remote, [spec.removeprefix("refs/heads/")])
+
+
 #: What git says of a push that lost a race (the remote moved since this clone fetched
 #: it, or between its advertisement and the update): worth a fetch, a merge and a retry.
 _PUSH_BEHIND = re.compile(
@@ -521,12 +582,15 @@ def code_brought(repo: git.Repo, remote_tip: str, tip: str, folder: str) -> list
     forked = git_command(repo, "merge-base", tip, remote_tip, ok_codes=(0, 1)).stdout.strip()
     since = forked or remote_tip
     spec = f":(top,exclude,literal){folder}"
-    changed = git_command(repo, "diff", "--no-renames", "--name-only", since, tip, "--", spec)
-    paths = changed.stdout.splitlines()
+    changed = git_command(repo, "diff", "--no-renames", "--name-only", "-z", since, tip, "--", spec)
+    paths = changed.stdout.split("\0")[:-1]
     if not paths:
         return []
-    ours, theirs = path_blobs(repo, tip, paths), path_blobs(repo, remote_tip, paths)
-    differing = [p for p in paths if ours.get(p) != theirs.get(p)]
+    # Of those, the ones the two tips hold otherwise: content, mode or a submodule's commit.
+    differing = git_command(
+        repo, "diff", "--no-renames", "--name-only", "-z", remote_tip, tip, "--", *paths,
+        env={"GIT_LITERAL_PATHSPECS": "1"},
+    ).stdout.split("\0")[:-1]  # fmt: skip
     if not differing:
         return []
     found = git_command(

@@ -15,33 +15,43 @@ from kexp.gitops import git as kgit
 class RemoteView:
     """The remote's branches a sync compares with, as the remote has them now (``git
     ls-remote``, asked once; never stale remote-tracking branches, nor another remote's):
-    a dry run asks too, and changes nothing. Their commits this clone lacks cannot be
-    compared, and count as holding nothing."""
+    a dry run asks too, and changes nothing but fetching the commits this clone lacks
+    (objects alone: no ref of this clone moves), so that every branch is compared as the
+    remote has it (one whose commit cannot be fetched counts as holding nothing)."""
 
     repo: Any
     remote: str
     folder: str
     _listed: dict[str, str] | None = None
     _held: set[str] | None = None
-    _default: str | None = None
+    _said_default: str | None = None
+    _default: tuple[str | None] | None = None
 
     def listed(self) -> dict[str, str]:
         """Each branch's commit on the remote."""
         if self._listed is None:
-            self._listed, self._default = gitcommits.remote_branches(self.repo, self.remote)
-            self._held = gitcommits.held_commits(self.repo, list(set(self._listed.values())))
+            self._listed, self._said_default = gitcommits.remote_branches(self.repo, self.remote)
+            tips = sorted(set(self._listed.values()))
+            self._held = gitcommits.held_commits(self.repo, tips)
+            lacking = sorted(b for b, tip in self._listed.items() if tip not in self._held)
+            if lacking:  # another agent pushed since this clone last fetched
+                gitcommits.fetch_objects(self.repo, self.remote, lacking)
+                self._held = gitcommits.held_commits(self.repo, tips)
         return self._listed
 
     def default(self) -> str | None:
-        """The remote's default branch (where pull requests land), as the remote says it
-        now; else as this clone last knew it (``REMOTE/HEAD``); else ``main`` or
-        ``master`` when the remote has one; None: none of these."""
+        """The remote's default branch (where pull requests land): the branch its
+        ``HEAD`` names now; else as this clone last knew it (``REMOTE/HEAD``); else
+        ``main`` or ``master``; else its only branch; None: none of these (each must be
+        a branch the remote has: a bare repository made by ``git init`` names ``master``
+        while its one branch is ``trunk``)."""
         listed = self.listed()
         if self._default is None:
-            known = gitcommits.default_branch(self.repo, self.remote)
-            fallback = next((b for b in ("main", "master") if b in listed), None)
-            self._default = known if known in listed else fallback
-        return self._default
+            named = (self._said_default, gitcommits.default_branch(self.repo, self.remote))
+            found = next((b for b in (*named, "main", "master") if b in listed), None)
+            only = next(iter(listed)) if len(listed) == 1 else None
+            self._default = (found or only,)
+        return self._default[0]
 
     def fetch(self, branch: str) -> None:
         """Fetch the remote's ``branch`` when this clone lacks its commit, so that it

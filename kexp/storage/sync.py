@@ -508,7 +508,9 @@ def _commit_beside(
             # that what it published stays on it (a correction of it is a correction).
             with contextlib.suppress(SyncConflictError):
                 message = f"Start {target} again from the checkout, keeping what it published"
-                base = gitcommits.merge_commits(repo, checkout, local, message)
+                base = gitcommits.merge_commits(
+                    repo, checkout, local, message, folder=location.folder
+                )
         elif not kgit.is_ancestor(repo, local, checkout):
             # Squashed on the remote (the branch kept, so the push merges it in): start
             # from the checkout's branch as the remote has it, which holds the squash,
@@ -599,7 +601,7 @@ def _landed_base(repo: Any, view: RemoteView, checkout: str) -> str:
         return upstream
     with contextlib.suppress(SyncConflictError):
         message = f"Start again from {view.remote}/{default}, which holds what landed"
-        return gitcommits.merge_commits(repo, checkout, upstream, message)
+        return gitcommits.merge_commits(repo, checkout, upstream, message, folder=view.folder)
     return checkout
 
 
@@ -696,7 +698,11 @@ def _merge(location: StoreLocation, local: str, remote_tip: str, remote: str, ta
     such as a file where the other side has a folder)."""
     try:
         message = f"kexp sync: merge {remote}/{target}"
-        return str(gitcommits.merge_commits(location.repo, local, remote_tip, message))
+        return str(
+            gitcommits.merge_commits(
+                location.repo, local, remote_tip, message, folder=location.folder
+            )
+        )
     except SyncConflictError as exc:
         corrected = all(location.is_experiment(p) for p in exc.paths) and all(
             line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts

@@ -1,0 +1,107 @@
+"""``kexp sync`` never changes the code of the remote's default branch, whatever the
+change is (a file's mode, a submodule's commit), however the remote names its default
+branch, and whatever this clone last fetched of the other branches (a pull request's
+branch another agent pushed to since). Found by an attacker; real git: a bare
+repository on disk as the remote, clones of it, a real submodule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import git, init_repo, run_kexp
+from test_sync import clone, make_remote, record, remote_ids
+
+
+def test_a_mode_change_committed_on_main_is_not_pushed_there(tmp_path: Path) -> None:
+    """``chmod +x`` of a script, committed on main: kexp sync pushed it with the
+    experiment, saying the commit changed nothing in the end (only contents were
+    compared)."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    main = git(remote, "rev-parse", "main")
+    git(alice, "update-index", "--chmod=+x", "kernel.cu")
+    git(alice, "commit", "-q", "-m", "kernel.cu: executable (local convenience)")
+    record(alice, git(alice, "rev-parse", "HEAD"), "Unroll - +2%", score=1.02)
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0
+    assert "kernel.cu: executable" in refused.stderr, refused.stderr
+    assert git(remote, "rev-parse", "main") == main
+
+
+def test_a_submodule_bump_committed_on_main_is_not_pushed_there(tmp_path: Path) -> None:
+    """A submodule moved to a newer commit, committed on main ("trying it"): pushed by
+    kexp sync as a change that cancelled out (a submodule holds no file content)."""
+    library = init_repo(tmp_path / "cutlass")
+    seed = init_repo(tmp_path / "seed")
+    git(seed, "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(library),
+        "third_party/cutlass")  # fmt: skip
+    (seed / "experiments").mkdir()
+    (seed / "experiments" / "README.md").write_text("The experiments.\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "store, with cutlass")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
+    (library / "kernel.cu").write_text("__global__ void k2() {}\n")
+    git(library, "commit", "-q", "-am", "cutlass v2")
+    alice = clone(remote, tmp_path / "alice")
+    git(alice, "-c", "protocol.file.allow=always", "submodule", "-q", "update", "--init")
+    git(alice / "third_party" / "cutlass", "pull", "-q", "origin", "main")
+    git(alice, "commit", "-q", "-am", "bump cutlass to v2 (trying it)")
+    record(alice, git(alice, "rev-parse", "HEAD"), "Unroll - +2%", score=1.02)
+    pinned = git(remote, "ls-tree", "main", "third_party/cutlass")
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0
+    assert "bump cutlass" in refused.stderr, refused.stderr
+    assert git(remote, "ls-tree", "main", "third_party/cutlass") == pinned
+
+
+def test_a_remote_whose_head_names_no_branch_still_guards_its_default(tmp_path: Path) -> None:
+    """A bare repository made with ``git init --bare`` names ``master`` (never made)
+    while the team's one branch is ``trunk``: kexp sync knew no default branch and
+    pushed a work-in-progress kernel commit to trunk with the experiment."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "master", str(remote))
+    seed = init_repo(tmp_path / "seed")
+    (seed / "experiments").mkdir()
+    (seed / "experiments" / "README.md").write_text("The experiments.\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "store")
+    git(seed, "push", "-q", str(remote), "main:trunk")
+    alice = tmp_path / "alice"
+    git(tmp_path, "clone", "-q", "-b", "trunk", str(remote), str(alice))
+    git(alice, "config", "user.name", "Alice")
+    git(alice, "config", "user.email", "alice@example.com")
+    kernel = git(remote, "show", "trunk:kernel.cu")
+    with (alice / "kernel.cu").open("a") as file:
+        file.write("// persistent grid\n")
+    git(alice, "commit", "-q", "-am", "softmax: persistent grid (WIP)")
+    record(alice, git(alice, "rev-parse", "HEAD~1"), "Persistent grid - +7%", score=1.07)
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0
+    assert "persistent grid (WIP)" in refused.stderr, refused.stderr
+    assert git(remote, "show", "trunk:kernel.cu") == kernel
+
+
+def test_a_side_branch_moved_since_the_last_fetch_still_holds_back_its_files(
+    tmp_path: Path,
+) -> None:
+    """Alice publishes her experiment on a shared side branch (its pull request open);
+    Bob pushes his there too. Alice's next kexp sync on main, without a fetch between,
+    pushed her experiment to main past review: the side branch's new commit was not
+    in her clone, and a branch whose commit cannot be read counted as holding nothing."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    mine = record(alice, base, "Alice unroll - +2%", score=1.02)
+    assert run_kexp("sync", "--branch", "kexp/shared", cwd=alice).returncode == 0
+    record(bob, base, "Bob vectorize - +3%", score=1.03)
+    assert run_kexp("sync", "--branch", "kexp/shared", cwd=bob).returncode == 0
+    assert mine.id in remote_ids(remote, "kexp/shared")
+
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert remote_ids(remote, "main") == []
+    assert mine.path is not None and mine.path.exists()  # her file stays where it was
