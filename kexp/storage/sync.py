@@ -274,11 +274,12 @@ def _sync(
             if step.push and tip and known and target == view.default()
             else []
         )
-        return SyncResult(
-            remote, target, True, tuple(paths), None, step.merge, step.push and not code,
-            0 if code else step.commits, local, 0, 0, left,
-            created_branch=not had_branch and (tip is not None or bool(unmade)),
+        return SyncResult(  # a dry run merges, pushes and makes nothing: it would
+            remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
+            would_merge=step.merge, would_push=step.push and not code,
+            commits_to_push=0 if code else step.commits,
+            would_make_branch=not had_branch and (tip is not None or bool(unmade)),
         )  # fmt: skip
 
     merged = pushed = False
