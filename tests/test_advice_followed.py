@@ -235,3 +235,35 @@ def test_a_step_on_another_agents_unlanded_step_is_published_with_its_lineage(
     assert done.returncode == 0, done.stderr
     assert {mine, step, first} <= set(remote_ids(remote, "kexp/alice")), done.stdout
     assert sorted(remote_ids(remote, "kexp/bob")).count(step) == 1  # his branch untouched
+
+
+@pytest.mark.parametrize("given", ["prefix", "full id"])
+def test_the_history_of_an_experiment_on_another_branch_is_read_as_advised(
+    tmp_path: Path, given: str
+) -> None:
+    """Bob asks for the history of Alice's experiment (published on her side branch,
+    then corrected there): ``kexp log ID`` advised ``kexp show ID --all-refs``, which
+    shows no history, and ``kexp log --rev`` with a prefix looked the prefix up in his
+    working tree. It names now the ``kexp log --rev REF ID`` that, run as printed, shows
+    the history her branch holds: the record and the correction."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    hers = record(alice, base, "Unrolled by 4 - +1.9%", score=1.019).id
+    sync(Store(alice), branch="kexp/alice")
+    Store(alice).update_experiment(hers, score=1.021)
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    asked = hers[:10] if given == "prefix" else hers
+
+    refused = run_kexp("log", asked, cwd=bob)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode != 0 and "origin/kexp/alice" in said, said
+    assert "--all-refs" not in said, said
+    advised = re.search(r"(kexp log --rev \S+ [0-9a-f]+)", said)
+    assert advised, said
+    assert advised.group(1) == f"kexp log --rev origin/kexp/alice {asked}", said
+    shown = run_kexp(*shlex.split(advised.group(1))[1:], cwd=bob)
+    assert shown.returncode == 0, shown.stderr
+    assert "score: 1.019 → 1.021" in shown.stdout, shown.stdout
+    entries = json.loads(run_kexp(*shlex.split(advised.group(1))[1:], "--json", cwd=bob).stdout)
+    assert [entry["action"] for entry in entries] == ["added", "modified"], entries

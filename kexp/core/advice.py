@@ -68,6 +68,13 @@ SHOW_ALL_REFS = Advice(
     "read it there with kexp show {id} --all-refs",
     "read it there: call show with all_refs: true",
 )
+#: Advice on an experiment on other refs asked for by ``kexp log ID``: its history as the
+#: ref holding it has it (no MCP tool reads a history; ``show`` reads the experiment).
+LOG_REV = Advice(
+    "read its history there with kexp log --rev {ref} {id}",
+    'read it there: call show with exp_id: "{id}" and all_refs: true (its history: kexp '
+    "log, which no tool is, on {ref})",
+)
 #: Advice on an experiment a newer branch removed, asked for by id across refs: the
 #: working tree's copy, read without refs.
 READ_WITHOUT_REFS = Advice(
@@ -196,6 +203,7 @@ ADVICE = (
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,
+    LOG_REV,
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
     SYNC_MERGES,
