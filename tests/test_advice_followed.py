@@ -267,3 +267,48 @@ def test_the_history_of_an_experiment_on_another_branch_is_read_as_advised(
     assert "score: 1.019 → 1.021" in shown.stdout, shown.stdout
     entries = json.loads(run_kexp(*shlex.split(advised.group(1))[1:], "--json", cwd=bob).stdout)
     assert [entry["action"] for entry in entries] == ["added", "modified"], entries
+
+
+def test_a_sync_conflict_is_merged_by_hand_as_advised(tmp_path: Path) -> None:
+    """Alice and Bob corrected the same experiment on main; her pull request of another
+    one (published with ``kexp sync --branch``, so untracked in her checkout) landed on
+    main too. Her ``kexp sync`` stops on the conflict and said to merge by hand with
+    ``git merge origin/main``, which refused ("untracked working tree files would be
+    overwritten by merge"). The commands it prints now, run as printed, merge (stopping
+    on the conflict alone); once she keeps a version and commits, ``kexp sync``
+    publishes, and nothing of hers or his is lost."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    both = record(alice, base, "Unrolled by 4 - +1.9%", score=1.019).id
+    sync(Store(alice))
+    sync(Store(bob))
+    landed = record(alice, base, "Vectorized stores - +2.5%", score=1.025).id
+    sync(Store(alice), branch="kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")
+    Store(bob).update_experiment(both, score=1.017)
+    sync(Store(bob))  # main: his correction, her landed experiment
+    Store(alice).update_experiment(both, score=1.021)
+    mine = file_of(alice, landed).read_bytes()
+    git(alice, "fetch", "-q")
+    assert_merge_refuses(alice, "origin/main")
+
+    stopped = run_kexp("sync", cwd=alice)
+    assert stopped.returncode != 0 and stopped.stderr.count("\n") == 1, stopped.stderr
+    advised = re.search(r"merge by hand \((.+?)\), keep the right version", stopped.stderr)
+    assert advised, stopped.stderr
+    merged = subprocess.run(advised.group(1), shell=True, cwd=alice,
+                            capture_output=True, text=True)  # fmt: skip
+    said = merged.stdout + merged.stderr
+    assert "untracked working tree files" not in said, (advised.group(1), said)
+    conflicted = git(alice, "diff", "--name-only", "--diff-filter=U")
+    assert conflicted == file_of(alice, both).relative_to(alice).as_posix(), said
+    assert file_of(alice, landed).read_bytes() == mine  # back, as main holds it
+
+    git(alice, "checkout", "--theirs", "--", conflicted)  # she keeps Bob's correction
+    git(alice, "commit", "-q", "-am", "Keep Bob's correction")
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert sorted(remote_ids(remote, "main")) == sorted([both, landed])
+    assert git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
+    assert Store(alice).get_experiment(both).score == 1.017
+    assert file_of(alice, landed).read_bytes() == mine

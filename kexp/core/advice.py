@@ -91,6 +91,20 @@ MERGE_SYNCED = Advice(
 #: The same merge as a step of other advice (``kexp sync, which merges origin/main, then
 #: kexp remeasure ...``): what brings in an experiment the remote's branch holds.
 SYNC_MERGES = Advice("kexp sync, which merges {ref}", "call sync (it merges {ref})")
+#: Advice on a sync stopped by a conflict with the remote's branch: the ``command`` that
+#: merges it by hand in the checkout (:func:`kexp.storage.sync.merge_by_hand`; ``git
+#: merge`` refuses while files that branch holds alike are untracked here, so they go
+#: first, and the merge brings them back).
+MERGE_BY_HAND = Advice(
+    "merge by hand ({command}), keep the right version, commit, and run kexp sync again",
+    "merge by hand in the checkout ({command}), keep the right version, commit, and call "
+    "sync again",
+)
+#: The same for a merge that would publish an invalid experiment.
+MERGE_TO_FIX = Advice(
+    "merge by hand ({command}), fix it, commit, and run kexp sync again",
+    "merge by hand in the checkout ({command}), fix it, commit, and call sync again",
+)
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
     "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
@@ -207,6 +221,8 @@ ADVICE = (
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
     SYNC_MERGES,
+    MERGE_BY_HAND,
+    MERGE_TO_FIX,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,
