@@ -76,5 +76,50 @@ def test_a_correction_of_an_experiment_removed_elsewhere_is_a_conflict_not_moved
 
     done = run_kexp("sync", cwd=bob)
     assert done.returncode != 0
-    assert gone.id in done.stderr and "deleted" in done.stderr, done.stderr
+    assert gone.id in done.stderr and "removed on one side" in done.stderr, done.stderr
     assert git(remote, "show", f"main:{path_in(remote, kept.id)}") == made
+
+    # The removal kept, as the one line says, run as printed.
+    follow(done.stderr, r"to keep origin/main's removal of .*?, run (.*?) and kexp sync", bob)
+    assert run_kexp("sync", cwd=bob).returncode == 0
+    assert remote_ids(remote) == [kept.id]
+    assert git(remote, "show", f"main:{path_in(remote, kept.id)}") == made
+
+
+def test_a_removal_of_an_experiment_corrected_elsewhere_is_a_conflict_settled_as_said(
+    tmp_path: Path,
+) -> None:
+    """The other way round: Bob's correction of X is on main first; Alice removed X and
+    recorded Y much like it. Her sync stops, and the correction taken as the line says
+    (run as printed) is published with Y; X stays until removed again."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    gone = record(alice, base, "Unroll 4 - +2%", score=1.02, created_at=WHEN)
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    assert run_kexp("sync", cwd=bob).returncode == 0
+    corrected = run_kexp("update", gone.id, "--set", "dtype_sig=fp16", "--reason",
+                         "was measured in fp16", cwd=bob)  # fmt: skip
+    assert corrected.returncode == 0, corrected.stderr
+    assert run_kexp("sync", cwd=bob).returncode == 0
+    Store(alice).remove_experiment(gone.id)
+    kept = record(alice, base, "Unroll 4 again - +2%", score=1.02, created_at=WHEN)
+
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode != 0
+    assert gone.id in done.stderr and "removed on one side" in done.stderr, done.stderr
+    follow(done.stderr, r"to take origin/main's correction of .*?, run (.*?) and kexp sync", alice)
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    assert sorted(remote_ids(remote)) == sorted([gone.id, kept.id])
+    assert "dtype_sig: fp16" in git(remote, "show", f"main:{path_in(remote, gone.id)}")
+    assert "dtype_sig: bf16" in git(remote, "show", f"main:{path_in(remote, kept.id)}")
+
+
+def follow(said: str, pattern: str, cwd: Path) -> None:
+    """Run the command ``said`` names (the group of ``pattern``) as printed, in ``cwd``."""
+    import re
+    import subprocess
+
+    command = re.search(pattern, said)
+    assert command is not None, said
+    subprocess.run(["bash", "-c", command.group(1)], cwd=cwd, check=True)

@@ -100,6 +100,21 @@ MERGE_BY_HAND = Advice(
     "merge by hand in the checkout ({command}), keep the right version, commit, and call "
     "sync again",
 )
+#: Advice on experiments corrected here and removed on the remote's branch.
+KEEP_REMOVAL = Advice(
+    "to keep {ref}'s removal of {files}, run {command} and kexp sync again (to keep the "
+    "correction instead, bring it back after that sync: {restore}, and sync again)",
+    "to keep {ref}'s removal of {files}, run {command} in the checkout and call sync "
+    "again (to keep the correction instead, bring it back after that sync: {restore}, "
+    "and call sync again)",
+)
+#: Advice on experiments removed here and corrected on the remote's branch.
+TAKE_CORRECTION = Advice(
+    "to take {ref}'s correction of {files}, run {command} and kexp sync again (then kexp "
+    "rm it if it is to go: the correction stays in the history)",
+    "to take {ref}'s correction of {files}, run {command} in the checkout and call sync "
+    "again (then the remove tool if it is to go: the correction stays in the history)",
+)
 #: The same for a merge that would publish an invalid experiment.
 MERGE_TO_FIX = Advice(
     "merge by hand ({command}), fix it, commit, and run kexp sync again",
@@ -222,6 +237,8 @@ ADVICE = (
     MERGE_SYNCED,
     SYNC_MERGES,
     MERGE_BY_HAND,
+    KEEP_REMOVAL,
+    TAKE_CORRECTION,
     MERGE_TO_FIX,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,

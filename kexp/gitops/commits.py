@@ -276,14 +276,18 @@ def merge_commits(
     2.38). Raises :class:`~kexp.core.errors.SyncConflictError` naming the conflicting
     files; the files under ``folder`` (a checked name: the store's) are matched by their
     paths, never as renamed: one side's change of a file the other removed is a conflict
-    (git would apply it to a file much like it that the other side added, silently)."""
+    (git would apply it to a file much like it that the other side added, silently), and
+    git's conflicts among them that only its renames make (a file both sides removed, one
+    of them adding one much like it) are none: each file is taken from the side that
+    changed it."""
     from kexp.core.errors import SyncConflictError
 
     if git_version(repo) < (2, 38):
         raise GitError(
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
-    clashes = {} if folder is None else _changed_where_removed(repo, ours, theirs, folder)
+    sides = None if folder is None else _changes_of_sides(repo, ours, theirs, folder)
+    clashes = {} if sides is None else _changed_where_removed(ours, theirs, *sides)
     if clashes:
         raise SyncConflictError(
             f"conflict: {', '.join(clashes)} removed on one side and changed on the other",
@@ -300,25 +304,99 @@ def merge_commits(
         end = lines.index("", 1) if "" in lines[1:] else len(lines)
         conflicted = sorted({line for line in lines[1:end] if line.strip()})
         said = [line for line in lines[end + 1 :] if line.startswith("CONFLICT (")]
+        inside = folder is not None and all(p.startswith(f"{folder}/") for p in conflicted)
+        tree = _by_path(repo, lines[0].strip(), ours, theirs, folder, *sides) if (
+            inside and sides is not None and folder is not None
+        ) else None  # fmt: skip
+        if tree is not None:
+            return _commit_tree(repo, tree, ours, theirs, message)
         raise SyncConflictError(
             f"conflict: {', '.join(conflicted)} changed both here and on the remote",
             conflicted,
             said,
         )
-    tree = lines[0].strip()
+    return _commit_tree(repo, lines[0].strip(), ours, theirs, message)
+
+
+def _commit_tree(repo: git.Repo, tree: str, ours: str, theirs: str, message: str) -> str:
     return git_command(
         repo, "commit-tree", tree, "-p", ours, "-p", theirs, "-m", message
     ).stdout.strip()
 
 
-def _changed_where_removed(repo: git.Repo, ours: str, theirs: str, folder: str) -> dict[str, str]:
-    """Each file under ``folder`` one side removed since the two forked and the other
-    changed (edited, or its mode), with git's words for it."""
+Changes = dict[str, str]
+
+
+def _changes_of_sides(
+    repo: git.Repo, ours: str, theirs: str, folder: str
+) -> tuple[Changes, Changes] | None:
+    """What each side changed under ``folder`` since the two forked (path → git's status
+    letter); None when they share no commit."""
     bases = merge_bases(repo, ours, theirs)
     if not bases:
-        return {}
-    mine = _changes_since(repo, bases[0], ours, folder)
-    other = _changes_since(repo, bases[0], theirs, folder)
+        return None
+    return (
+        _changes_since(repo, bases[0], ours, folder),
+        _changes_since(repo, bases[0], theirs, folder),
+    )
+
+
+def _by_path(
+    repo: git.Repo, merged: str, ours: str, theirs: str, folder: str, mine: Changes,
+    other: Changes,
+) -> str | None:  # fmt: skip
+    """The tree ``merged`` (git's merge of ``ours`` and ``theirs``, whose conflicts are
+    all under ``folder``) with ``folder`` merged by path: ``ours``' files, and those
+    ``theirs`` changed alone as ``theirs`` has them; None when a file changed on both
+    sides otherwise (a conflict)."""
+    import os
+    import tempfile
+
+    entries = (_entries(repo, ours, folder), _entries(repo, theirs, folder))
+    if any(entries[0].get(p) != entries[1].get(p) for p in mine.keys() & other.keys()):
+        return None
+    files = {*entries[0], *(p for p in other.keys() - mine.keys() if p in entries[1])}
+    files -= {p for p in other.keys() - mine.keys() if p not in entries[1]}
+    if any(path[:at] in files for path in files for at in _slashes(path)):
+        return None  # a file where the other side has a folder
+    taken = "".join(
+        f"{entries[1][p][0]} {entries[1][p][1]}\t{p}\0"
+        if p in entries[1]
+        else f"0 {'0' * 40}\t{p}\0"
+        for p in sorted(other.keys() - mine.keys())
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        git_command(repo, "read-tree", merged, env=env)
+        git_command(repo, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--",
+                    f":(top,literal){folder}", env=env)  # fmt: skip
+        if entries[0]:
+            git_command(repo, "read-tree", f"--prefix={folder}/", f"{ours}:{folder}", env=env)
+        if taken:
+            git_command(repo, "update-index", "-z", "--index-info", env=env, stdin=taken)
+        return git_command(repo, "write-tree", env=env).stdout.strip()
+
+
+def _slashes(path: str) -> list[int]:
+    return [at for at, char in enumerate(path) if char == "/"]
+
+
+def _entries(repo: git.Repo, commit: str, folder: str) -> dict[str, tuple[str, str]]:
+    """Path → (mode, object) of every file ``commit`` holds under ``folder``."""
+    listed = git_command(
+        repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", f":(top,literal){folder}"
+    ).stdout.split("\0")[:-1]
+    found = {}
+    for line in listed:
+        head, _, path = line.partition("\t")
+        mode, _, oid = head.split(" ")
+        found[path] = (mode, oid)
+    return found
+
+
+def _changed_where_removed(ours: str, theirs: str, mine: Changes, other: Changes) -> dict[str, str]:
+    """Each file one side removed since the two forked and the other changed (edited,
+    or its mode; ``mine`` and ``other``: their changes), with git's words for it."""
     found = {}
     for path in sorted(mine.keys() & other.keys()):
         if {mine[path], other[path]} in ({"D", "M"}, {"D", "T"}):

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import (
+    KEEP_REMOVAL,
     MERGE_BY_HAND,
     MERGE_TO_FIX,
     SYNC_BRANCH,
@@ -52,6 +53,7 @@ from kexp.core.advice import (
     SYNC_FIX_CHANGED,
     SYNC_FOR_REVIEW,
     SYNC_REMOTE,
+    TAKE_CORRECTION,
     Advice,
 )
 from kexp.core.errors import (
@@ -728,6 +730,10 @@ def _merge(
             )
         )
     except SyncConflictError as exc:
+        if exc.conflicts and all(c.startswith("CONFLICT (modify/delete)") for c in exc.conflicts):
+            raise _removed_and_corrected(
+                location, local, remote_tip, f"{remote}/{target}", exc
+            ) from None
         corrected = all(location.is_experiment(p) for p in exc.paths) and all(
             line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts
         )
@@ -747,20 +753,74 @@ def _merge(
         ) from None
 
 
-def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: Advice) -> str:
-    """``advice`` naming the commands that merge ``ref`` in the checkout by hand, as
-    written from the current folder: ``git merge`` refuses while files ``ref`` holds as
-    the working tree has them (``alike``: repository paths; the files ``kexp sync
-    --branch`` published, untracked here, once their pull request landed) are untracked
-    or changed here ("untracked working tree files would be overwritten by merge"), so
-    they are removed first; the merge brings them back as they are."""
+def _removed_and_corrected(
+    location: StoreLocation, local: str, remote_tip: str, ref: str, exc: SyncConflictError
+) -> SyncConflictError:
+    """The conflict of experiments one side removed and the other corrected (``ref``, at
+    ``remote_tip``), with the commands that settle it as written (a merge by hand would
+    not: git takes a file much like the removed one, added beside its removal, for it
+    renamed, and applies the correction to it)."""
+    git, shown = _in_checkout(location)
+
+    def run(*args: str, files: list[str], then: str) -> str:
+        """``git ARGS -- FILES && git commit -m THEN``, as printed for the current folder."""
+        named = shlex.join([*git, *args, "--", *(shown(p) for p in files)])
+        return f"{named} && {shlex.join([*git, 'commit', '-q', '-m', then])}"
+
+    here = sorted(gitcommits.path_blobs(location.repo, local, exc.paths))  # corrected here
+    there = [p for p in exc.paths if p not in here]  # removed here, corrected on ref
+    steps = []
+    if here:
+        restore = [*git, "restore", "-SW", "--source", local[:12], "--"]
+        steps.append(
+            KEEP_REMOVAL.say(
+                ref=ref,
+                files=listing(here),
+                command=run("rm", "-q", files=here, then=f"Keep the removal {ref} made"),
+                restore=shlex.join([*restore, *(shown(p) for p in here)]),
+            )
+        )
+    if there:
+        source = ("restore", "-SW", "--source", remote_tip[:12])
+        steps.append(
+            TAKE_CORRECTION.say(
+                ref=ref,
+                files=listing(there),
+                command=run(*source, files=there, then=f"Take the correction {ref} made"),
+            )
+        )
+    return SyncConflictError(
+        f"kexp sync stopped: {listing(exc.paths)} removed on one side and corrected on the "
+        f"other ({ref}); nothing was changed (the local commit {local[:12]} is kept, the "
+        f"remote is untouched): " + "; ".join(steps),
+        exc.paths,
+        exc.conflicts,
+    )
+
+
+def _in_checkout(location: StoreLocation) -> tuple[list[str], Callable[[str], str]]:
+    """How a command printed for the current folder runs git in the checkout (``git``,
+    or ``git -C TOP`` from outside it), and names a repository path there."""
     top = location.toplevel.resolve()
     here = Path.cwd().resolve()
-    inside = here == top or top in here.parents
-    merge = ["git", "merge", ref] if inside else ["git", "-C", str(top), "merge", ref]
+    if here == top or top in here.parents:
+        return ["git"], lambda path: os.path.relpath(top / path, here)
+    return ["git", "-C", str(top)], lambda path: str(top / path)
+
+
+def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: Advice) -> str:
+    """``advice`` naming the commands that merge ``ref`` in the checkout by hand, as
+    written from the current folder, without git's directory-rename detection (as kexp
+    merges: :func:`kexp.gitops.commits.merge_commits`): ``git merge`` refuses while files
+    ``ref`` holds as the working tree has them (``alike``: repository paths; the files
+    ``kexp sync --branch`` published, untracked here, once their pull request landed) are
+    untracked or changed here ("untracked working tree files would be overwritten by
+    merge"), so they are removed first; the merge brings them back as they are."""
+    git, shown = _in_checkout(location)
+    merge = [*git, "-c", "merge.directoryRenames=false", "merge", ref]
     if not alike:
         return advice.say(command=shlex.join(merge))
-    paths = [os.path.relpath(top / p, here) if inside else str(top / p) for p in alike]
+    paths = [shown(p) for p in alike]
     return (
         advice.say(command=f"{shlex.join(['rm', '--', *paths])} && {shlex.join(merge)}")
         + f" ({ref} holds the {len(alike)} file(s) removed as they are here: the merge "
