@@ -13,6 +13,7 @@ of the remote's branch).
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,30 @@ def test_a_file_deleted_otherwise_than_with_kexp_rm_is_removed_once_kexp_rm_says
     assert run_kexp("rm", gone.id, "--yes", cwd=alice).returncode == 0
     assert sync(Store(alice), branch="kexp/alice").removed == (path,)
     assert remote_ids(remote, "kexp/alice") == [kept.id]
+
+
+def test_kexp_rm_after_the_switch_says_how_to_remove_it_and_that_works(tmp_path: Path) -> None:
+    """After the switch, ``kexp rm`` of one of the merged experiments (absent here) does
+    not say a removal was made (none was, and ``sync --branch`` publishes none) but how
+    to make it: bring its file back; followed as written, the removal is published."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice", branch="work")
+    first = record(alice, base, "Unroll 4 - +10%", score=1.1)
+    second = record(alice, base, "Smem staging - regression", score=0.85)
+    assert sync(Store(alice), branch="kexp/a").pushed
+    land(remote, tmp_path / "forge", "kexp/a", "merge commit")
+    git(alice, "switch", "-q", "main")
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    git(alice, "switch", "-q", "work")
+
+    refused = run_kexp("rm", second.id, "--yes", cwd=alice)
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "publishes the removal" not in refused.stderr, refused.stderr
+    assert "to remove it, bring its file back first (git restore" in refused.stderr
+    restore = refused.stderr.split("first (", 1)[1].split(") and run this again", 1)[0]
+    git(alice, *shlex.split(restore)[1:])
+    assert run_kexp("rm", second.id, "--yes", cwd=alice).returncode == 0
+    done = run_kexp("sync", "--branch", "kexp/a", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 experiment file(s)" in done.stdout, done.stdout
+    assert remote_ids(remote, "kexp/a") == [first.id]
