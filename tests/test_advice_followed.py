@@ -235,3 +235,80 @@ def test_a_step_on_another_agents_unlanded_step_is_published_with_its_lineage(
     assert done.returncode == 0, done.stderr
     assert {mine, step, first} <= set(remote_ids(remote, "kexp/alice")), done.stdout
     assert sorted(remote_ids(remote, "kexp/bob")).count(step) == 1  # his branch untouched
+
+
+@pytest.mark.parametrize("given", ["prefix", "full id"])
+def test_the_history_of_an_experiment_on_another_branch_is_read_as_advised(
+    tmp_path: Path, given: str
+) -> None:
+    """Bob asks for the history of Alice's experiment (published on her side branch,
+    then corrected there): ``kexp log ID`` advised ``kexp show ID --all-refs``, which
+    shows no history, and ``kexp log --rev`` with a prefix looked the prefix up in his
+    working tree. It names now the ``kexp log --rev REF ID`` that, run as printed, shows
+    the history her branch holds: the record and the correction."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    hers = record(alice, base, "Unrolled by 4 - +1.9%", score=1.019).id
+    sync(Store(alice), branch="kexp/alice")
+    Store(alice).update_experiment(hers, score=1.021)
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    asked = hers[:10] if given == "prefix" else hers
+
+    refused = run_kexp("log", asked, cwd=bob)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode != 0 and "origin/kexp/alice" in said, said
+    assert "--all-refs" not in said, said
+    advised = re.search(r"(kexp log --rev \S+ [0-9a-f]+)", said)
+    assert advised, said
+    assert advised.group(1) == f"kexp log --rev origin/kexp/alice {asked}", said
+    shown = run_kexp(*shlex.split(advised.group(1))[1:], cwd=bob)
+    assert shown.returncode == 0, shown.stderr
+    assert "score: 1.019 → 1.021" in shown.stdout, shown.stdout
+    entries = json.loads(run_kexp(*shlex.split(advised.group(1))[1:], "--json", cwd=bob).stdout)
+    assert [entry["action"] for entry in entries] == ["added", "modified"], entries
+
+
+def test_a_sync_conflict_is_merged_by_hand_as_advised(tmp_path: Path) -> None:
+    """Alice and Bob corrected the same experiment on main; her pull request of another
+    one (published with ``kexp sync --branch``, so untracked in her checkout) landed on
+    main too. Her ``kexp sync`` stops on the conflict and said to merge by hand with
+    ``git merge origin/main``, which refused ("untracked working tree files would be
+    overwritten by merge"). The commands it prints now, run as printed, merge (stopping
+    on the conflict alone); once she keeps a version and commits, ``kexp sync``
+    publishes, and nothing of hers or his is lost."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    both = record(alice, base, "Unrolled by 4 - +1.9%", score=1.019).id
+    sync(Store(alice))
+    sync(Store(bob))
+    landed = record(alice, base, "Vectorized stores - +2.5%", score=1.025).id
+    sync(Store(alice), branch="kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")
+    Store(bob).update_experiment(both, score=1.017)
+    sync(Store(bob))  # main: his correction, her landed experiment
+    Store(alice).update_experiment(both, score=1.021)
+    mine = file_of(alice, landed).read_bytes()
+    git(alice, "fetch", "-q")
+    assert_merge_refuses(alice, "origin/main")
+
+    stopped = run_kexp("sync", cwd=alice)
+    assert stopped.returncode != 0 and stopped.stderr.count("\n") == 1, stopped.stderr
+    advised = re.search(r"merge by hand \((.+?)\), keep the right version", stopped.stderr)
+    assert advised, stopped.stderr
+    merged = subprocess.run(advised.group(1), shell=True, cwd=alice,
+                            capture_output=True, text=True)  # fmt: skip
+    said = merged.stdout + merged.stderr
+    assert "untracked working tree files" not in said, (advised.group(1), said)
+    conflicted = git(alice, "diff", "--name-only", "--diff-filter=U")
+    assert conflicted == file_of(alice, both).relative_to(alice).as_posix(), said
+    assert file_of(alice, landed).read_bytes() == mine  # back, as main holds it
+
+    git(alice, "checkout", "--theirs", "--", conflicted)  # she keeps Bob's correction
+    git(alice, "commit", "-q", "-am", "Keep Bob's correction")
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert sorted(remote_ids(remote, "main")) == sorted([both, landed])
+    assert git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
+    assert Store(alice).get_experiment(both).score == 1.017
+    assert file_of(alice, landed).read_bytes() == mine

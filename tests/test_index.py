@@ -327,8 +327,8 @@ def test_a_doc_posted_while_another_process_writes_its_postings_group_keeps_thos
     monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 120.0)
     settings = DEFAULT_SETTINGS
 
-    def doc(n: int, shingles: list[int]) -> tuple[bytes, bytes | None, bytes, None]:
-        return (n.to_bytes(20, "big"), None, array("I", sorted(shingles)).tobytes(), None)
+    def doc(n: int, shingles: list[int]) -> tuple[bytes, None, None, bytes, None]:
+        return (n.to_bytes(20, "big"), None, None, array("I", sorted(shingles)).tobytes(), None)
 
     def ask(cache: cache_module.Cache) -> list[tuple[bytes, bytes]]:
         cache.post_pending()

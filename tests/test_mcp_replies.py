@@ -416,7 +416,8 @@ def test_every_read_of_an_id_says_which_ref_holds_it_as_show_does(tmp_path: Path
     """Bob fetched what Alice synced and asks for her experiment (the id she gave him)
     with every read that takes an id, not only show: ``kexp tree ID``, ``kexp log ID``,
     ``kexp similar ID`` and the tree and similar tools each say, as show does, that it is
-    on her branch and how to read it there (the tools in their arguments' words)."""
+    on her branch and how to read it there (the tools in their arguments' words; log, how
+    to read its history there)."""
     alice, bob, base = two_agents(tmp_path)
     hers = Store(alice).create_experiment(
         base_commit=base, score=1.03, status="done", **record_fields()
@@ -428,10 +429,13 @@ def test_every_read_of_an_id_says_which_ref_holds_it_as_show_does(tmp_path: Path
         printed = run_kexp(command, hers.id[:10], cwd=bob)
         said = " ".join(printed.stderr.split())
         assert printed.returncode != 0 and "no experiment" in said, (command, said)
-        assert f"{where}: read it there with kexp show {hers.id[:10]} --all-refs" in said, (
-            command,
-            said,
+        # kexp log names the read of the history there (tests/test_advice_followed.py).
+        advice = (
+            f"read its history there with kexp log --rev origin/kexp/alice {hers.id[:10]}"
+            if command == "log"
+            else f"read it there with kexp show {hers.id[:10]} --all-refs"
         )
+        assert f"{where}: {advice}" in said, (command, said)
     said_by_tools: dict[str, str] = {}
 
     async def work(agent: Agent) -> None:

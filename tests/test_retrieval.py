@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import kexp.storage.doctext as doctext
 import kexp.storage.postings as postings
 from kexp import KernelExperiment, KexpError, Store
+from kexp.agents.context import context
 from kexp.storage.cache import Cache
 from kexp.storage.dedupe import (
     NearDuplicateWarning,
@@ -208,6 +209,39 @@ def test_another_idea_on_the_same_line_is_not_tried_before_and_the_same_one_move
     assert [r.id for r in tried_before(store, moved)] == [first.id]
     with pytest.warns(NearDuplicateWarning, match=first.id):
         make_experiment(code_change=moved, score=0.94)
+
+
+def kernel_diff(before: list[str], added: str) -> str:
+    """A diff adding ``added`` after the lines ``before`` of one kernel (its context)."""
+    body = "".join(f"     {line}\n" for line in before[-3:])
+    after = "     # body\n     z = reduce(y)\n     store(z)\n"
+    return f"@@ -2,6 +2,7 @@ def kernel(x):\n{body}+    {added}\n{after}"
+
+
+def test_another_agents_one_line_dead_end_is_tried_before_in_its_other_surroundings(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """The agents' trial: agent A's dead end ``tl.num_stages(1)``, one line added after
+    A's own earlier steps; agent B, whose earlier steps differ, adds the same line. The
+    context lines (a small change's shingles take them, so that the same line in two
+    loops is told apart) made the two 0.33 alike: not tried before, and B repeated the
+    dead end. The same changed lines in other surroundings are said as such; a
+    different line added at the same place is not."""
+    a_steps = ["y = load(x)", "tl.vec(8)", "tl.unroll(4)", "tl.shuffle()"]
+    b_steps = ["y = load(x)", "tl.vec(4)", "BLOCK = next_pow2(n)", "tl.exp2()"]
+    dead = make_experiment(code_change=kernel_diff(a_steps, "tl.num_stages(1)"), score=0.88)
+    mine = kernel_diff(b_steps, "tl.num_stages(1)")
+    assert shingle_similarity(code_shingles(mine), code_shingles(dead.code_change)) < 0.5
+
+    found = tried_before(store, mine)
+    assert [(r.id, r.identical, r.lines_alike) for r in found] == [(dead.id, False, True)]
+    assert "the same changed lines" in found[0].describe()
+    packet = context(store, operator="reshape_and_cache", diff=mine).text
+    said = "(the same changed lines, other lines around them)"
+    assert f"{dead.id[:10]} 0.8800x regression {said}" in packet, packet
+    with pytest.warns(NearDuplicateWarning, match=dead.id):
+        make_experiment(code_change=mine, score=0.87)
+    assert tried_before(store, kernel_diff(b_steps, "tl.num_warps(8)")) == []
 
 
 def test_a_create_warns_of_a_near_duplicate_naming_it_with_its_similarity(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import experiment_fields, git
+from conftest import experiment_fields, git, run_kexp
 
 from kexp import Store
 from kexp.cli.main import main
@@ -169,3 +169,46 @@ def test_fmt_offers_the_canonical_name_and_renames_nothing(repo: Path, store: St
     assert result.exit_code == 0
     assert f"kexp would name it {exp.id}-unroll-4.md" in result.stderr
     assert path.exists() and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+@pytest.mark.parametrize("name", ["unroll.md", "unroll 4 notes.md"])
+def test_the_rename_a_stray_file_is_given_runs_as_written(
+    repo: Path, store: Store, name: str
+) -> None:
+    """An agent wrote an experiment and renamed its file by hand (not committed yet, the
+    usual case; a name with a space): the hint said ``git mv OLD NEW``, which git
+    refuses for an untracked file ("not under version control") and which the shell
+    splits at the space. Run as printed, the command given now renames it."""
+    import re
+    import subprocess
+
+    exp = store.create_experiment(**experiment_fields())
+    assert exp.path is not None
+    rename(exp.path, name)
+    found = run_kexp("validate", cwd=repo)
+    assert found.returncode == 1
+    command = re.search(r"\((mv .*)\)$", found.stdout, re.MULTILINE)
+    assert command is not None, found.stdout
+
+    subprocess.run(["bash", "-c", command.group(1)], cwd=repo, check=True)
+    assert run_kexp("validate", cwd=repo).returncode == 0
+    assert [e.id for e in Store(repo).list_experiments()] == [exp.id]
+
+
+def test_the_rename_kexp_fmt_gives_runs_as_written(repo: Path, store: Store) -> None:
+    """``kexp fmt``'s note on a hand-named file (its slug not kexp's, a space in it) gave
+    ``git mv`` unquoted: refused for the untracked file, split at the space."""
+    import re
+    import subprocess
+
+    exp = store.create_experiment(**experiment_fields())
+    assert exp.path is not None
+    hand_named = rename(exp.path, f"{exp.id}-unroll 4 notes.md")
+    noted = run_kexp("fmt", cwd=repo)
+    command = re.search(r"\(to rename it: (mv .*)\)$", noted.stderr, re.MULTILINE)
+    assert command is not None, noted.stderr
+    assert f"kexp would name it {exp.id}-unroll-4-notes.md" in noted.stderr
+
+    subprocess.run(["bash", "-c", command.group(1)], cwd=repo, check=True)
+    assert not hand_named.exists()
+    assert hand_named.with_name(f"{exp.id}-unroll-4-notes.md").exists()

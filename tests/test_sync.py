@@ -185,6 +185,36 @@ def test_dry_run_changes_nothing_and_json_says_what_was_pushed(tmp_path: Path) -
     assert remote_ids(remote) == [exp.id]
 
 
+def test_a_dry_runs_json_says_what_it_would_push_never_that_it_pushed(tmp_path: Path) -> None:
+    """Bob pushed an experiment; Alice recorded one. ``kexp sync --dry-run --json`` said
+    ``"pushed": true`` (and ``"merged": true``) for what it only would do: an agent
+    reading it believed her experiment published. A dry run says it pushed and merged
+    nothing, and what it would do under ``would_*`` keys; the sync then does that."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    record(bob, base, "Vectorized stores - +2.5%")
+    sync(Store(bob))
+    mine = record(alice, base, "Unrolled by 4 - +1.9%")
+    git(alice, "fetch", "-q")
+    tip = git(remote, "rev-parse", "main")
+
+    shown = run_kexp("sync", "--dry-run", "--json", cwd=alice)
+    assert shown.returncode == 0, shown.stderr
+    planned = json.loads(shown.stdout)
+    assert planned["dry_run"] is True and planned["commit"] is None, planned
+    assert planned["pushed"] is False and planned["commits_pushed"] == 0, planned
+    assert planned["merged"] is False and planned["created_branch"] is False, planned
+    assert planned["would_push"] is True and planned["commits_to_push"] == 2, planned
+    assert planned["would_merge"] is True and planned["up_to_date"] is False, planned
+    assert git(remote, "rev-parse", "main") == tip  # nothing pushed, as it says
+
+    done = json.loads(run_kexp("sync", "--json", cwd=alice).stdout)
+    assert done["dry_run"] is False and done["would_push"] is False, done
+    assert done["pushed"] is True and done["merged"] is True, done
+    assert done["commits_pushed"] == planned["commits_to_push"], (planned, done)
+    assert mine.id in remote_ids(remote)
+
+
 def test_branch_option_publishes_beside_the_checkout(tmp_path: Path) -> None:
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
@@ -328,7 +358,7 @@ def test_a_side_branch_whose_pull_request_merged_publishes_only_what_is_new(
 
     planned = sync(Store(bob), branch="kexp/bob", dry_run=True)
     done = sync(Store(bob), branch="kexp/bob")
-    assert done.pushed and planned.pushed
+    assert done.pushed and planned.would_push and not planned.pushed
     assert sorted(Path(p).name[:16] for p in done.committed) == sorted([corrected.id, new.id])
     changes = git(remote, "diff", "--no-renames", "--name-status", "main...kexp/bob")
     assert sorted(
@@ -679,6 +709,15 @@ def test_a_dry_run_says_what_the_sync_then_does(
     done = sync(Store(alice), branch=branch)
 
     def answer(result: kexp.SyncResult) -> tuple[object, ...]:
+        if result.dry_run:  # what it would do; it did nothing
+            assert not (result.created_branch or result.merged or result.pushed), result
+            assert result.commits_pushed == 0, result
+            return (
+                result.committed, result.removed, result.would_make_branch,
+                result.would_merge, result.would_push, result.commits_to_push,
+                result.up_to_date, result.held_back,
+            )  # fmt: skip
+        assert not (result.would_make_branch or result.would_merge or result.would_push)
         return (
             result.committed, result.removed, result.created_branch, result.merged,
             result.pushed, result.commits_pushed, result.up_to_date, result.held_back,
@@ -695,7 +734,8 @@ def test_a_dry_run_says_what_the_sync_then_does(
     if branch is not None:
         nothing_new |= {"behind the remote, fetched", "its side branch's pull request merged"}
     assert bool(done.held_back) == (scenario == "ahead by code alone" and branch is None)
-    assert done.up_to_date == (scenario in nothing_new), (scenario, done)
+    # Held back, it is not up to date: the commits wait here for their push.
+    assert done.up_to_date == (scenario in nothing_new and not done.held_back), (scenario, done)
     if not done.commit and not done.merged:
         assert planned.head == done.head
     said = "\n".join(planned.lines())

@@ -7,6 +7,10 @@ and what to do. Real git: a bare repository on disk as the remote, its clones.""
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+import subprocess
 from pathlib import Path
 
 from conftest import git, run_kexp
@@ -166,3 +170,29 @@ def test_code_in_a_merge_or_past_a_stale_default_is_not_pushed(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert git(remote, "rev-parse", "main") == main, done.stdout
     assert "pushed nothing" in done.stdout, done.stdout
+
+
+def test_code_held_back_is_not_up_to_date_and_the_advice_works(tmp_path: Path) -> None:
+    """Alice committed kernel code on main and recorded nothing: ``kexp sync --json``
+    said ``"up_to_date": true`` beside a non-empty ``held_back``, though her commit
+    waits for a push. Held back, the sync (and its dry run) is not up to date, in JSON
+    and in words; the push the words advise, run as printed, publishes it, and the
+    next sync is up to date."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    change = commit_code(alice, "// unrolled by 4\n", "Unroll by 4")
+    for dry_run in (["--dry-run"], []):
+        data = json.loads(run_kexp("sync", *dry_run, "--json", cwd=alice).stdout)
+        assert data["held_back"] == [f"{change} Unroll by 4"], data
+        assert data["up_to_date"] is False and data["pushed"] is False, data
+        said = run_kexp("sync", *dry_run, cwd=alice).stdout
+        assert "not up to date with origin/main" in said, said
+        assert "up to date with origin/main: nothing to commit or push" not in said, said
+    advised = re.search(r"\((git push [^)]+)\)", said)
+    assert advised, said
+    pushed = subprocess.run(shlex.split(advised.group(1)), cwd=alice,
+                            capture_output=True, text=True)  # fmt: skip
+    assert pushed.returncode == 0, pushed.stderr
+    assert git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
+    again = json.loads(run_kexp("sync", "--json", cwd=alice).stdout)
+    assert again["up_to_date"] is True and again["held_back"] == [], again

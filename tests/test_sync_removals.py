@@ -49,7 +49,7 @@ def test_a_removal_of_a_file_published_from_beside_the_checkout_is_published(
 
     done = sync(Store(alice), branch="kexp/alice")
     assert done.removed == planned.removed and done.committed == ()
-    assert done.pushed and done.commits_pushed == planned.commits_pushed == 1
+    assert done.pushed and done.commits_pushed == planned.commits_to_push == 1
     assert "removed 1 experiment file(s)" in "\n".join(done.lines())
     assert remote_ids(remote, "kexp/alice") == [kept.id]
     assert git(alice, "rev-parse", "HEAD") == head

@@ -554,7 +554,11 @@ def _scored(score: str, outcome: str, value: float) -> str:
 
 def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Entry:
     kind = (
-        "same change" if repeat.identical else f"near-duplicate, similarity {repeat.similarity:.2f}"
+        "same change"
+        if repeat.identical
+        else "the same changed lines, other lines around them"
+        if repeat.lines_alike
+        else f"near-duplicate, similarity {repeat.similarity:.2f}"
     )
     said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.score)
     line = f"- {short(repeat.id)} {said} ({kind}) — {cut(repeat.change_summary)}"
@@ -563,6 +567,7 @@ def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Ent
         "score": repeat.score,
         "outcome": repeat.outcome,
         "identical": repeat.identical,
+        "lines_alike": repeat.lines_alike,
         "similarity": repeat.similarity,
         "change_summary": repeat.change_summary,
     }

@@ -68,6 +68,13 @@ SHOW_ALL_REFS = Advice(
     "read it there with kexp show {id} --all-refs",
     "read it there: call show with all_refs: true",
 )
+#: Advice on an experiment on other refs asked for by ``kexp log ID``: its history as the
+#: ref holding it has it (no MCP tool reads a history; ``show`` reads the experiment).
+LOG_REV = Advice(
+    "read its history there with kexp log --rev {ref} {id}",
+    'read it there: call show with exp_id: "{id}" and all_refs: true (its history: kexp '
+    "log, which no tool is, on {ref})",
+)
 #: Advice on an experiment a newer branch removed, asked for by id across refs: the
 #: working tree's copy, read without refs.
 READ_WITHOUT_REFS = Advice(
@@ -84,6 +91,20 @@ MERGE_SYNCED = Advice(
 #: The same merge as a step of other advice (``kexp sync, which merges origin/main, then
 #: kexp remeasure ...``): what brings in an experiment the remote's branch holds.
 SYNC_MERGES = Advice("kexp sync, which merges {ref}", "call sync (it merges {ref})")
+#: Advice on a sync stopped by a conflict with the remote's branch: the ``command`` that
+#: merges it by hand in the checkout (:func:`kexp.storage.sync.merge_by_hand`; ``git
+#: merge`` refuses while files that branch holds alike are untracked here, so they go
+#: first, and the merge brings them back).
+MERGE_BY_HAND = Advice(
+    "merge by hand ({command}), keep the right version, commit, and run kexp sync again",
+    "merge by hand in the checkout ({command}), keep the right version, commit, and call "
+    "sync again",
+)
+#: The same for a merge that would publish an invalid experiment.
+MERGE_TO_FIX = Advice(
+    "merge by hand ({command}), fix it, commit, and run kexp sync again",
+    "merge by hand in the checkout ({command}), fix it, commit, and call sync again",
+)
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
     "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
@@ -196,9 +217,12 @@ ADVICE = (
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,
+    LOG_REV,
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
     SYNC_MERGES,
+    MERGE_BY_HAND,
+    MERGE_TO_FIX,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,

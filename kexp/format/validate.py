@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shlex
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -200,9 +201,10 @@ def stray_problem(
             "front-matter; if it is not, move it out of experiments/"
         )
     else:
-        hint = f"rename it to {new} (git mv {display_path(path)} " + (
-            f"{display_path(os.path.join(folder, new))})"
-        )
+        # mv, not git mv: a file written by hand is mostly untracked (git mv refuses);
+        # a tracked one moved so is a deletion and an addition, which git sees as a rename.
+        moved = (shlex.quote(display_path(p)) for p in (path, os.path.join(folder, new)))
+        hint = f"rename it to {new} (mv {' '.join(moved)})"
     return _error(
         path,
         1,

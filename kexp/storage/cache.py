@@ -423,9 +423,12 @@ class Cache:
         """The content key of each of ``docs``."""
         return dict(self._by_keys("SELECT doc, key FROM docs WHERE doc IN ({marks})", docs))
 
-    def add_docs(self, docs: Sequence[tuple[bytes, bytes | None, bytes, bytes | None]]) -> None:
-        """Add docs, none active and none posted: (content key, code key, shingles as
-        uint32, the words of its FTS columns to keep or None: they can be made again).
+    def add_docs(
+        self, docs: Sequence[tuple[bytes, bytes | None, bytes | None, bytes, bytes | None]]
+    ) -> None:
+        """Add docs, none active and none posted: (content key, code key, changed lines'
+        key, shingles as uint32, the words of its FTS columns to keep or None: they can be
+        made again).
         Their postings are made by a later command (see :meth:`post_pending`)."""
         if not docs:
             return
@@ -436,17 +439,17 @@ class Cache:
             known = {key for (key,) in self._by_keys(
                 "SELECT key FROM docs WHERE key IN ({marks})", [d[0] for d in docs])}  # fmt: skip
             rows: list[tuple[Any, ...]] = []
-            for key, code_key, shingles, texts in docs:
+            for key, code_key, lines_key, shingles, texts in docs:
                 if key in known:
                     continue
                 known.add(key)
                 rows.append(
-                    (last + len(rows) + 1, key, code_key, len(shingles) // 4,
+                    (last + len(rows) + 1, key, code_key, lines_key, len(shingles) // 4,
                      seal(key, shingles), 0, None if texts is None else seal(key, texts))
                 )  # fmt: skip
             numbers[:] = [row[0] for row in rows]
             if rows:
-                self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                self._write("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
         self._transaction(work)
         self._made_docs.update(numbers)
@@ -751,6 +754,12 @@ class Cache:
         return [
             key for (key,) in self._rows("SELECT key FROM docs WHERE code_key = ?", (code_key,))
         ]
+
+    def lines_keys(self, lines_key: bytes) -> list[bytes]:
+        """The content keys of the docs whose code change's changed lines have this key
+        (:func:`kexp.storage.dedupe.lines_key_of_normalized`)."""
+        sql = "SELECT key FROM docs WHERE lines_key = ?"
+        return [key for (key,) in self._rows(sql, (lines_key,))]
 
 
 _T = TypeVar("_T")

@@ -43,11 +43,12 @@ _SCHEMA = (
     # of its FTS columns when git cannot give the content back (they are needed to take
     # a doc out of the contentless FTS table).
     """CREATE TABLE docs (
-        doc INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, code_key BLOB,
+        doc INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, code_key BLOB, lines_key BLOB,
         shingle_count INTEGER NOT NULL, shingles BLOB NOT NULL, active INTEGER NOT NULL,
         texts BLOB
     )""",
     "CREATE INDEX docs_by_code ON docs (code_key) WHERE code_key IS NOT NULL",
+    "CREATE INDEX docs_by_lines ON docs (lines_key) WHERE lines_key IS NOT NULL",
     # The postings in groups by shingle (see kexp.storage.postings): a sorted array each.
     "CREATE TABLE postings (grp INTEGER PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE indexed (folder TEXT PRIMARY KEY, record BLOB NOT NULL)",

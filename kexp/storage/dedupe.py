@@ -64,6 +64,8 @@ _HEADER = re.compile(
     r"copy from |copy to |Binary files )"
 )
 _HUNK = re.compile(r"@@+ [-+0-9, ]+ @@+")
+#: A file a unified diff changes, as its new name says it (``+++ b/PATH``).
+_CHANGED_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +86,9 @@ class Repeat:
     #: The ref it was found on, when the store reads refs and the working tree does not
     #: hold it ("" otherwise).
     ref: str = ""
+    #: A near-duplicate by its changed lines alone: a change of one or two lines made in
+    #: other surroundings (:func:`lines_key_of_normalized`).
+    lines_alike: bool = False
     #: Its ``## Samples`` section (its rounds' timings; "" without).
     samples: str = dataclasses.field(default="", repr=False)
 
@@ -96,7 +101,13 @@ class Repeat:
     def describe(self) -> str:
         """One line: id, score, outcome and summary (and the similarity of a
         near-duplicate, the ref it was found on)."""
-        near = "" if self.identical else f"similarity {self.similarity:.2f}, "
+        near = (
+            ""
+            if self.identical
+            else "the same changed lines, other lines around them, "
+            if self.lines_alike
+            else f"similarity {self.similarity:.2f}, "
+        )
         where = f" on {self.ref}" if self.ref else ""
         score = NOTHING_MEASURED if measured_nothing(self.score) else f"score {self.score:.4f}"
         return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r})"
@@ -220,10 +231,41 @@ def shingles_of_normalized(normalized: str) -> frozenset[int]:
     change is one hunk of context: each line and each pair of consecutive lines."""
     if not is_matchable(normalized):
         return frozenset()
-    lines = normalized.split("\n")
     if not (normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized):
+        lines = normalized.split("\n")
         held = [s for line in lines if line != "@@" and (s := line_shingle(" " + line)) is not None]
         return frozenset([*held, *_pairs(held)])
+    found, context = _changed_and_context(normalized)
+    if len(found) < SMALL_CHANGE_SHINGLES:
+        found |= context
+    return frozenset(found)
+
+
+def lines_key(code_change: str, normalized: str) -> str | None:
+    """The key of a small change's changed lines alone and the files it changes (a
+    change of one or two lines, whose shingles take its context lines too:
+    :data:`SMALL_CHANGE_SHINGLES`), None for any other change; ``normalized`` is
+    ``code_change`` normalised. The same lines added (and removed) in the same files in
+    other surroundings share it: another agent's kernel, with its own earlier steps
+    around the line, whose context lines keep the two apart as near-duplicates though
+    the line is the one tried; the same line in another file (``#pragma unroll 4`` in
+    another kernel) does not."""
+    if not is_matchable(normalized) or not (
+        normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized
+    ):
+        return None
+    found, context = _changed_and_context(normalized)
+    if not found or len(found) >= SMALL_CHANGE_SHINGLES or context <= found:
+        return None
+    files = sorted(set(_CHANGED_FILE.findall(code_change)))
+    said = " ".join([*files, "@@", *(str(s) for s in sorted(found))])
+    return hashlib.sha1(said.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _changed_and_context(normalized: str) -> tuple[set[int], set[int]]:
+    """The shingles of a change's changed lines (and of pairs of them within a hunk),
+    and those of its context lines."""
+    lines = normalized.split("\n")
     found: set[int] = set()
     context: set[int] = set()
     hunk: list[int] = []  # the changed lines' shingles of the hunk so far
@@ -241,9 +283,7 @@ def shingles_of_normalized(normalized: str) -> frozenset[int]:
             if shingle is not None:
                 context.add(shingle)
     found.update(_pairs(hunk))
-    if len(found) < SMALL_CHANGE_SHINGLES:
-        found |= context
-    return frozenset(found)
+    return found, context
 
 
 def adds_alike(first: str, second: str) -> bool:

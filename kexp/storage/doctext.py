@@ -17,6 +17,7 @@ from kexp.format.fileformat import key_insight
 from kexp.storage.dedupe import (
     is_matchable,
     key_of_normalized,
+    lines_key,
     normalize_code_change,
     shingles_of_normalized,
 )
@@ -162,13 +163,15 @@ def shingle_prefix(
 DOC_BODIES = ("detailed_description", "error_message", "code_change")
 
 
-def code_of(normalized: str) -> tuple[bytes | None, bytes]:
-    """What the index keeps of a content's code change (normalised,
-    :func:`kexp.storage.dedupe.normalize_code_change`): its key (a digest), and its shingles as
-    uint32."""
+def code_of(code_change: str, normalized: str) -> tuple[bytes | None, bytes | None, bytes]:
+    """What the index keeps of a content's code change (and of it normalised,
+    :func:`kexp.storage.dedupe.normalize_code_change`): its key (a digest), the key of its
+    changed lines alone (a small change's, else None), and its shingles as uint32."""
     key = key_of_normalized(normalized)
+    lines = lines_key(code_change, normalized)
     return (
         bytes.fromhex(key) if key else None,
+        bytes.fromhex(lines) if lines else None,
         array("I", sorted(shingles_of_normalized(normalized))).tobytes(),
     )
 

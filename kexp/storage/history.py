@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import ids
-from kexp.core.advice import LIST_SHOWS
+from kexp.core.advice import LIST_SHOWS, LOG_REV
 from kexp.core.errors import ExperimentNotFoundError, KexpError
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS
 from kexp.format.fileformat import Document, FileFormatError, parse
@@ -198,7 +198,8 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
             if new is not None:
                 last_known = new
     if not entries and full_id not in store.id_index(full_id):
-        raise store.not_found_here(
+        raise _elsewhere(
+            store,
             exp_id.strip(),
             ExperimentNotFoundError(
                 f"no experiment {full_id} in {store.experiments_dir} or in the history of "
@@ -212,7 +213,34 @@ def _full_id(store: StoreView, exp_id: str) -> str:
     """A full id: as given, or the experiment in ``store`` with this unique prefix."""
     if isinstance(exp_id, str) and len(exp_id.strip()) == ids.ID_LENGTH:
         return ids.check_id(exp_id.strip().lower())
-    return store.resolve_id(exp_id)
+    if not store.is_working_tree or store.source.places is not None:
+        return store.resolve_id(exp_id)
+    prefix = ids.check_prefix(exp_id, store.settings.min_id_prefix)
+    try:
+        return ids.the_one(
+            prefix, store.id_index(prefix), f"{store.experiments_dir} ({LIST_SHOWS} the ids)"
+        )
+    except ExperimentNotFoundError as error:
+        raise _elsewhere(store, prefix, error) from None
+
+
+def _elsewhere(store: StoreView, id_or_prefix: str, error: KexpError) -> KexpError:
+    """``error`` (no experiment ``id_or_prefix`` names in the working tree, nor in the
+    history read) saying which refs hold it and the ``kexp log --rev REF ID`` that reads
+    its history there (the first ref: the one holding its newest version); ``error``
+    itself for a store reading a revision or refs, or when no ref holds it."""
+    if not store.is_working_tree or store.source.places is not None:
+        return error
+    from kexp.storage.refs import refs_holding
+
+    refs = refs_holding(store, id_or_prefix)
+    if not refs:
+        return error
+    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+    return type(error)(
+        f"{error.args[0]}; it is on {shown}, not in the working tree: "
+        f"{LOG_REV.say(ref=refs[0], id=id_or_prefix)}"
+    )
 
 
 # --- changes between revisions -----------------------------------------------------------

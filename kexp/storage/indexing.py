@@ -108,22 +108,22 @@ def add_docs(
                 wanted = DOC_BODIES if keep else ("code_change",)
                 bodies = None if data is None else bodies_of(data, row.path, wanted)
                 if bodies is None:
-                    made.append((row.key, None, None, None))  # changed since: later
+                    made.append((row.key, None, None, None, None))  # changed since: later
                     continue
                 normalized = normalize_code_change(bodies["code_change"])
                 words = texts_of(row, bodies, normalized) if keep else None
-                made.append((row.key, *code_of(normalized), words))
+                made.append((row.key, *code_of(bodies["code_change"], normalized), words))
 
     made = in_two_processes(work, items, len(items))
     cache.add_docs(
         [
-            (key, code, shingles, None if key in in_git else packed_texts(words))
-            for key, code, shingles, words in made
+            (key, code, lines, shingles, None if key in in_git else packed_texts(words))
+            for key, code, lines, shingles, words in made
             if shingles is not None
         ]
     )
-    failed = {item[0] for item in made if item[2] is None}
-    return failed, {item[0]: tuple(item[3]) for item in made if item[3] is not None}
+    failed = {item[0] for item in made if item[3] is None}
+    return failed, {item[0]: tuple(item[4]) for item in made if item[4] is not None}
 
 
 def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:

@@ -652,9 +652,12 @@ class StoreReader:
 
     def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
         """Every commit that touched an experiment's file, oldest first, with the
-        fields each changed (see :func:`kexp.storage.history.history`)."""
+        fields each changed (see :func:`kexp.storage.history.history`); an id prefix is
+        looked up at ``revision``, when given, as the history is read there."""
         from kexp.storage.history import history
 
+        if revision is not None and self.is_working_tree and self.source.places is None:
+            return history(self.at(revision), exp_id, revision=revision)
         return history(self, exp_id, revision=revision)
 
     def changes(self, base: str, head: str | None = None) -> Changes:

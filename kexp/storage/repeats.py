@@ -21,6 +21,7 @@ from kexp.storage.dedupe import (
     adds_alike,
     code_shingles,
     key_of_normalized,
+    lines_key,
     normalize_code_change,
     remeasure_message,
     repeat_message,
@@ -96,6 +97,7 @@ def repeats_in(
     if key is None:
         return []  # a placeholder: no key, no shingles
     shingles = shingles_of_normalized(wanted) if near else frozenset()
+    lines = lines_key(code_change, wanted) if near else None
     threshold = store.settings.near_duplicate_similarity
     skip = set(exclude)
     same = {row.path for row in search.same_change(key)}
@@ -104,12 +106,14 @@ def repeats_in(
     }
     for row, similarity in search.near_duplicates(shingles, threshold):
         candidates.setdefault(row.path, (row, similarity))
+    for row in search.same_lines(lines) if lines else ():  # below the threshold
+        candidates.setdefault(row.path, (row, 0.0))
     ordered = sorted(candidates, key=lambda p: (-candidates[p][1], path_order(p)))
     # Read again: every identical change, and enough of the most similar others.
     spare = MAX_REPORTED + len(skip) + 5
     near_ones = [path for path in ordered if path not in same][:spare]
     reread = [candidates[path][0] for path in ordered if path in same or path in near_ones]
-    found: list[tuple[KernelExperiment, Row, float, bool]] = []
+    found: list[tuple[KernelExperiment, Row, float, bool, bool]] = []
     reported_near = 0
     checked_files = store.source.check_found(reread, store.settings)
     for row, checked in zip(reread, checked_files, strict=True):
@@ -124,21 +128,22 @@ def repeats_in(
                where=row.sighting())  # fmt: skip
         theirs = normalize_code_change(exp.code_change)
         if theirs == wanted:
-            found.append((exp, row, 1.0, True))
+            found.append((exp, row, 1.0, True, False))
         elif near and reported_near < MAX_REPORTED:
             similarity = _similarity(exp.code_change, shingles)
-            if similarity >= threshold and adds_alike(theirs, wanted):
-                found.append((exp, row, similarity, False))
+            alike = similarity >= threshold and adds_alike(theirs, wanted)
+            if alike or (lines is not None and lines_key(exp.code_change, theirs) == lines):
+                found.append((exp, row, similarity, False, not alike))
                 reported_near += 1
     # What is derived of each, as every query derives it: from the whole store (a light
     # read of a write's check derives it only when one depends on others).
     derivation = (
-        search.derived([exp for exp, _, _, _ in found])
+        search.derived([exp for exp, *_ in found])
         if isinstance(search, Search)
-        else _derivation_for(store, [exp for exp, _, _, _ in found])
+        else _derivation_for(store, [exp for exp, *_ in found])
     )
     repeats = []
-    for exp, row, similarity, identical in found:
+    for exp, row, similarity, identical, lines_alike in found:
         attach(exp, derived=derivation.of(exp))
         where = row.where
         repeats.append(
@@ -152,12 +157,13 @@ def repeats_in(
                 env=exp.env,
                 similarity=round(similarity, 4),
                 identical=identical,
+                lines_alike=lines_alike,
                 ref="" if where is None or where.ref == "local" else where.ref,
                 samples=exp.samples,
             )
         )
     identical_first = [r for r in repeats if r.identical]
-    created = {exp.id: exp.created_at for exp, _, _, _ in found}
+    created = {exp.id: exp.created_at for exp, *_ in found}
     identical_first.sort(key=lambda r: (created[r.id], r.id))
     return identical_first + [r for r in repeats if not r.identical]
 

@@ -209,6 +209,11 @@ class Index:
         """The experiments whose normalised code change hashes to ``key``, in path order."""
         return self._rows_of_keys(self._cache.code_keys(bytes.fromhex(key)))
 
+    def same_lines(self, key: str) -> list[Row]:
+        """The experiments whose small code change's changed lines alone hash to ``key``
+        (:func:`kexp.storage.dedupe.lines_key_of_normalized`), in path order."""
+        return self._rows_of_keys(self._cache.lines_keys(bytes.fromhex(key)))
+
 
 class Search(Index):
     """The retrieval index in step with one read of a store, open for questions (see

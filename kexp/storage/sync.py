@@ -38,16 +38,21 @@ import contextlib
 import dataclasses
 import os
 import random
+import shlex
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import (
+    MERGE_BY_HAND,
+    MERGE_TO_FIX,
     SYNC_BRANCH,
     SYNC_FIX_ALL,
     SYNC_FIX_CHANGED,
     SYNC_FOR_REVIEW,
     SYNC_REMOTE,
+    Advice,
 )
 from kexp.core.errors import (
     GitError,
@@ -274,11 +279,12 @@ def _sync(
             if step.push and tip and known and target == view.default()
             else []
         )
-        return SyncResult(
-            remote, target, True, tuple(paths), None, step.merge, step.push and not code,
-            0 if code else step.commits, local, 0, 0, left,
-            created_branch=not had_branch and (tip is not None or bool(unmade)),
+        return SyncResult(  # a dry run merges, pushes and makes nothing: it would
+            remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
+            would_merge=step.merge, would_push=step.push and not code,
+            commits_to_push=0 if code else step.commits,
+            would_make_branch=not had_branch and (tip is not None or bool(unmade)),
         )  # fmt: skip
 
     merged = pushed = False
@@ -297,8 +303,11 @@ def _sync(
         if step.merge and remote_tip is not None:
             new = remote_tip
             if local is not None and not kgit.is_ancestor(repo, local, remote_tip):
-                new = _merge(location, local, remote_tip, remote, target)
-                _refuse_invalid_merge(store, remote, target, remote_tip, new, local)
+                # (by hand, the files the remote's branch holds alike go first)
+                alike = [p for p in sorted(taken) if os.path.lexists(location.toplevel / p)]
+                new = _merge(location, local, remote_tip, remote, target, alike)
+                _refuse_invalid_merge(store, location, remote, target, remote_tip, new, local,
+                                      alike)  # fmt: skip
             if in_checkout:
                 gitcommits.fast_forward_checkout(repo, new, alike=sorted(taken))
             elif not gitcommits.update_branch(repo, target, new, local):
@@ -658,12 +667,19 @@ def refuse_invalid(store: Store, remote: str, target: str, head: str | None = No
 
 
 def _refuse_invalid_merge(
-    store: Store, remote: str, target: str, remote_tip: str, merged: str, local: str
+    store: Store,
+    location: StoreLocation,
+    remote: str,
+    target: str,
+    remote_tip: str,
+    merged: str,
+    local: str,
+    alike: list[str],
 ) -> None:
     """Raise :class:`~kexp.core.errors.ValidationError` when the merge of ``local`` and
     the remote's ``remote_tip`` (``merged``, a commit no branch points at) brings an
     error the remote does not have: each side valid, together not (one removed the
-    parent the other built on)."""
+    parent the other built on). ``alike``: as :func:`merge_by_hand` takes them."""
     # lazy: not every command that imports this module needs kexp.storage.changed
     from kexp.storage.changed import check_changes
 
@@ -673,8 +689,8 @@ def _refuse_invalid_merge(
         raise ValidationError(
             f"kexp sync stopped before the push: merged with {remote}/{target}, {target} "
             f"would publish an invalid experiment: {found}; nothing was pushed (the local "
-            f"commit {local[:12]} is kept, the remote is untouched): merge by hand (git "
-            f"merge {remote}/{target}), fix it, commit, and run kexp sync again",
+            f"commit {local[:12]} is kept, the remote is untouched): "
+            + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_TO_FIX),
             [],
         )
 
@@ -692,10 +708,18 @@ def _first_error(problems: list[Problem]) -> str:
     return f"{where}: error[{first.code}]{field} {first.message}{more}"
 
 
-def _merge(location: StoreLocation, local: str, remote_tip: str, remote: str, target: str) -> str:
+def _merge(
+    location: StoreLocation,
+    local: str,
+    remote_tip: str,
+    remote: str,
+    target: str,
+    alike: list[str],
+) -> str:
     """The merge commit of the local branch and the remote's (a conflict explained: the
     same experiment corrected on both sides, or in git's words when it is another clash,
-    such as a file where the other side has a folder)."""
+    such as a file where the other side has a folder, with the merge by hand that works:
+    :func:`merge_by_hand`, given ``alike``)."""
     try:
         message = f"kexp sync: merge {remote}/{target}"
         return str(
@@ -716,11 +740,32 @@ def _merge(location: StoreLocation, local: str, remote_tip: str, remote: str, ta
         )
         raise SyncConflictError(
             f"kexp sync stopped: {what}; nothing was changed (the local commit "
-            f"{local[:12]} is kept, the remote is untouched): merge by hand (git merge "
-            f"{remote}/{target}), keep the right version, commit, and run kexp sync again",
+            f"{local[:12]} is kept, the remote is untouched): "
+            + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_BY_HAND),
             exc.paths,
             exc.conflicts,
         ) from None
+
+
+def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: Advice) -> str:
+    """``advice`` naming the commands that merge ``ref`` in the checkout by hand, as
+    written from the current folder: ``git merge`` refuses while files ``ref`` holds as
+    the working tree has them (``alike``: repository paths; the files ``kexp sync
+    --branch`` published, untracked here, once their pull request landed) are untracked
+    or changed here ("untracked working tree files would be overwritten by merge"), so
+    they are removed first; the merge brings them back as they are."""
+    top = location.toplevel.resolve()
+    here = Path.cwd().resolve()
+    inside = here == top or top in here.parents
+    merge = ["git", "merge", ref] if inside else ["git", "-C", str(top), "merge", ref]
+    if not alike:
+        return advice.say(command=shlex.join(merge))
+    paths = [os.path.relpath(top / p, here) if inside else str(top / p) for p in alike]
+    return (
+        advice.say(command=f"{shlex.join(['rm', '--', *paths])} && {shlex.join(merge)}")
+        + f" ({ref} holds the {len(alike)} file(s) removed as they are here: the merge "
+        "brings them back)"
+    )
 
 
 def _inside(path: str, folder: str) -> bool:

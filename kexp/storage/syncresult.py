@@ -17,16 +17,18 @@ class SyncResult:
     remote: str
     branch: str
     dry_run: bool
-    #: The experiment files added or changed by the commit (repository paths), or that
-    #: would be (the files it removes are in ``removed``).
+    #: The experiment files added or changed by the commit (repository paths), or, in a
+    #: dry run, that would be (the files it removes are in ``removed``).
     committed: tuple[str, ...]
     #: The commit made of them (None: nothing new to commit, or a dry run).
     commit: str | None
-    #: Whether the remote's commits were merged in (or fast-forwarded to).
+    #: Whether the remote's commits were merged in (or fast-forwarded to); never in a dry
+    #: run (``would_merge``).
     merged: bool
-    #: Whether this sync pushed (the remote branch now points at ``head``).
+    #: Whether this sync pushed (the remote branch now points at ``head``); never in a
+    #: dry run, which pushes nothing (``would_push``).
     pushed: bool
-    #: How many commits the push brought to the remote.
+    #: How many commits the push brought to the remote (a dry run: 0, ``commits_to_push``).
     commits_pushed: int
     #: The branch's commit after the sync (None: the branch has no commit); in a dry run,
     #: its commit before the one the sync would make.
@@ -37,9 +39,11 @@ class SyncResult:
     #: Files under ``experiments/`` changed here that are not experiment files (nor its
     #: README): not committed, left as they are.
     left: tuple[str, ...] = ()
-    #: Whether this sync made the branch here (a side branch new to this clone).
+    #: Whether this sync made the branch here (a side branch new to this clone); never in
+    #: a dry run (``would_make_branch``).
     created_branch: bool = False
-    #: The experiment files the commit removes from the branch (deleted here), or would.
+    #: The experiment files the commit removes from the branch (deleted here), or, in a
+    #: dry run, would.
     removed: tuple[str, ...] = ()
     #: Files removed here that a side branch keeps: this clone published them there,
     #: and another clone corrected them there since (:mod:`kexp.storage.published`).
@@ -52,11 +56,32 @@ class SyncResult:
     #: ``experiments/`` with no change to them in the end (reverted, or squashed
     #: there already): the remote's other files are as they were.
     carried: tuple[str, ...] = ()
+    #: What a dry run found the sync would do with the remote's branch: merge it in,
+    #: push (how many commits), make the branch here (always false in a real sync,
+    #: which says what it did in ``merged``, ``pushed``, ``created_branch``).
+    would_merge: bool = False
+    would_push: bool = False
+    commits_to_push: int = 0
+    would_make_branch: bool = False
 
     @property
     def up_to_date(self) -> bool:
-        """Whether there was nothing to do: nothing committed, removed, merged or pushed."""
-        return not (self.committed or self.removed or self.merged or self.pushed)
+        """Whether there was nothing to do: nothing committed, removed, merged or pushed
+        (nor, in a dry run, would be), and nothing held back (commits the sync does not
+        push wait here: the user has something to do)."""
+        return self._idle and not self.held_back
+
+    @property
+    def _idle(self) -> bool:
+        """Whether the sync committed, removed, merged and pushed nothing (or would)."""
+        return not (
+            self.committed
+            or self.removed
+            or self.merged
+            or self.pushed
+            or self.would_merge
+            or self.would_push
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (``kexp sync --json``)."""
@@ -91,10 +116,10 @@ class SyncResult:
             return self._planned_lines() + left + kept
         made = [f"made the branch {self.branch} here"] if self.created_branch else []
         held = [self._held_back_line("pushed")] if self.held_back else []
-        if self.up_to_date:
+        if self._idle:
             up = f"up to date with {where}: nothing to commit or push"
             if held:
-                up = f"experiments up to date with {where}: nothing to commit"
+                up = f"not up to date with {where}, though no experiment is to commit"
             return [*made, up, *held, *left, *kept]
         found = [*left, *kept, *made]
         if self.commit:
@@ -121,9 +146,9 @@ class SyncResult:
     def _held_back_line(self, pushed: str) -> str:
         return (
             f"{pushed} nothing: {self.branch} holds {len(self.held_back)} commit(s) changing "
-            "files outside experiments/, which kexp sync does not publish (push them "
-            f"yourself once they are meant for {self.remote}/{self.branch}): "
-            f"{listing(list(self.held_back))}"
+            "files outside experiments/, which kexp sync does not publish: push them "
+            f"yourself (git push {self.remote} {self.branch}) once they are meant for "
+            f"{self.remote}/{self.branch}: {listing(list(self.held_back))}"
         )
 
     def _planned_lines(self) -> list[str]:
@@ -137,13 +162,13 @@ class SyncResult:
         if self.removed:
             found.append(f"would remove {len(self.removed)} experiment file(s) from {self.branch}")
             found += shown(self.removed)
-        if self.created_branch:
+        if self.would_make_branch:
             at = f" at {self.head[:12]}" if self.head and not (files or self.removed) else ""
             found.append(f"would make the branch {self.branch}{at}")
-        if self.merged:
+        if self.would_merge:
             found.append(f"would merge in what {where} gained")
-        if self.pushed:
-            found.append(f"would push {self.commits_pushed} commit(s) to {where}")
+        if self.would_push:
+            found.append(f"would push {self.commits_to_push} commit(s) to {where}")
         if self.held_back:  # with experiments to publish, the sync stops there
             stops = self.committed or self.removed
             found.append(
@@ -153,6 +178,8 @@ class SyncResult:
             )
         if self.up_to_date:
             found.append(f"up to date with {where}: nothing to commit or push")
+        elif self._idle:
+            found.insert(0, f"not up to date with {where}, though no experiment is to commit")
         found.append(
             f"(as {self.remote}'s branches are now, their commits as last fetched: the sync "
             "fetches first, and merges in what the branch gained)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -740,7 +741,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
             renamed = clean(_relative(result.path.with_name(result.canonical_name)))
             click.echo(
                 f"{shown}: note: kexp would name it {clean(result.canonical_name)} "
-                f"(to rename it: git mv {shown} {renamed})",
+                f"(to rename it: mv {shlex.quote(shown)} {shlex.quote(renamed)})",
                 err=True,
             )
     unchanged = len(results) - changed - errors
