@@ -2,14 +2,18 @@
 what this clone published there.
 
 A side branch can be shared by several clones: a file another clone published is
-absent from this working tree, and must never be removed by this clone's sync. So a
-file the branch holds and the working tree lacks is removed only when this clone
-removed it:
+absent from this working tree, and must never be removed by this clone's sync. Nor is
+a file absent only because the checkout is at a commit that lacks it (``git switch``
+back to a work branch after the pull request merged and ``kexp sync`` made the files
+main's, or to a parent commit): a removal is one the user made. So a file the branch
+holds and the working tree lacks is removed only when this clone removed it:
 
-* its checkout's ``HEAD`` tracks the file (``git status`` says it is deleted), or
-* this clone published it to the branch earlier: each sync keeps, per side branch, the
-  (path, blob) of the files it committed there, in a small file in the git folder
-  (:func:`record_path`), written atomically;
+* its checkout's ``HEAD`` tracks the file (``git status`` says it is deleted:
+  ``kexp rm``, ``git rm`` or any deletion), or
+* this clone published it to the branch earlier (each sync keeps, per side branch, the
+  (path, blob) of the files it committed there, in a small file in the git folder:
+  :func:`record_path`, written atomically) and ``kexp rm`` deleted it while ``HEAD``
+  did not track it (:func:`note_removal` marks it in the record);
 
 and only while the branch holds that version still (the one ``HEAD`` or the record
 has): a file another clone corrected there since is kept, and said. A record that is
@@ -33,6 +37,13 @@ if TYPE_CHECKING:
 RECORD_VERSION = 1
 
 
+def records_folder(repo: git.Repo) -> Path:
+    """The folder of this working tree's records: ``<its git folder>/kexp/published``."""
+    from kexp.gitops import commits as gitcommits
+
+    return gitcommits.worktree_git_dir(repo) / "kexp" / "published"
+
+
 def record_path(repo: git.Repo, branch: str) -> Path:
     """The file recording what this working tree committed to the side branch
     ``branch`` (a checked name): ``<its git folder>/kexp/published/<branch,
@@ -40,18 +51,19 @@ def record_path(repo: git.Repo, branch: str) -> Path:
     files, and each removes only what it published."""
     from urllib.parse import quote
 
-    from kexp.gitops import commits as gitcommits
-
-    return gitcommits.worktree_git_dir(repo) / "kexp" / "published" / quote(branch, safe="")
+    return records_folder(repo) / quote(branch, safe="")
 
 
 @dataclasses.dataclass
 class Record:
-    """What this clone committed to one side branch: path → blob."""
+    """What this clone committed to one side branch: path → blob; and those of its
+    files ``kexp rm`` deleted here while the checkout's ``HEAD`` did not track them."""
 
     files: dict[str, str]
     #: Whether the file was there but could not be read (it is written again).
     damaged: bool = False
+    #: The files of ``files`` that ``kexp rm`` deleted here, untracked (to remove).
+    removed: set[str] = dataclasses.field(default_factory=set)
 
     @staticmethod
     def exists(repo: git.Repo, branch: str) -> bool:
@@ -68,41 +80,85 @@ class Record:
     @classmethod
     def read(cls, repo: git.Repo, branch: str) -> Record:
         """The record of ``branch``; empty when there is none, or it cannot be read."""
+        return cls.load(record_path(repo, branch))
+
+    @classmethod
+    def load(cls, path: Path) -> Record:
+        """The record in the file ``path``; empty when there is none, or it cannot be
+        read."""
         try:
-            data = json.loads(record_path(repo, branch).read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return cls({})
         except (OSError, UnicodeDecodeError, ValueError):
             return cls({}, damaged=True)
         files = data.get("files") if isinstance(data, dict) else None
+        removed = data.get("removed", []) if isinstance(data, dict) else None
         if (
             not isinstance(data, dict)
             or data.get("version") != RECORD_VERSION
             or not isinstance(files, dict)
             or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
+            or not isinstance(removed, list)
+            or not all(isinstance(p, str) for p in removed)
         ):
             return cls({}, damaged=True)
-        return cls(dict(files))
+        return cls(dict(files), removed={p for p in removed if p in files})
 
     def updated(self, committed: Mapping[str, str], removed: Sequence[str]) -> Record:
         """The record once a commit added or changed ``committed`` (path → blob) and
         removed ``removed``."""
         files = {p: b for p, b in self.files.items() if p not in set(removed)}
         files.update(committed)
-        return Record(files)
+        return Record(files, removed={p for p in self.removed - committed.keys() if p in files})
 
     def write(self, repo: git.Repo, branch: str) -> None:
         """Write the record atomically; a failure to write is not fatal (a record not
         written only means fewer removals published later)."""
+        self.write_to(record_path(repo, branch))
+
+    def write_to(self, path: Path) -> None:
+        """Write the record to the file ``path`` atomically (a failure is not fatal)."""
         import contextlib
 
         from kexp.storage import atomic
 
-        path = record_path(repo, branch)
-        text = json.dumps({"version": RECORD_VERSION, "files": dict(sorted(self.files.items()))})
+        data = {
+            "version": RECORD_VERSION,
+            "files": dict(sorted(self.files.items())),
+            "removed": sorted(self.removed),
+        }
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.replace(path, text + "\n")
+            atomic.replace(path, json.dumps(data) + "\n")
+
+
+def note_removal(repo: git.Repo, path: str) -> None:
+    """Note that ``kexp rm`` deleted ``path`` (a repository path) here: in each record
+    of this working tree that holds it, while the checkout's ``HEAD`` does not track it
+    (then ``git status`` shows the deletion, and the record needs none), so that the
+    next ``kexp sync --branch`` of that branch removes it there. Never fatal: a note not
+    written only means a removal not published."""
+    import contextlib
+
+    from kexp.core.errors import KexpError
+    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import git as kgit
+
+    with contextlib.suppress(KexpError, OSError):
+        records = [
+            (found, record)
+            for found in sorted(records_folder(repo).iterdir())
+            if found.is_file()
+            and not found.name.startswith(".")  # a record being written
+            and path in (record := Record.load(found)).files
+            and path not in record.removed
+        ]
+        if not records or path in gitcommits.path_blobs(repo, kgit.head_commit(repo), [path]):
+            return
+        for found, record in records:
+            record.removed.add(path)
+            record.write_to(found)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,10 +180,11 @@ def choose_removals(
     record: Record,
 ) -> Removals:
     """Which of ``gone`` (files the commit ``base`` holds, absent from the working
-    tree) to remove: those ``head`` (the checkout's commit) tracks or ``record`` holds,
-    while ``base`` and ``tip()`` (the remote's branch, as far as known; asked only when
-    there is such a file) hold the version ``head`` or the record has, or (``tip()``)
-    none. Another clone's files are left."""
+    tree) to remove: those ``head`` (the checkout's commit) tracks, or ``record`` holds
+    and notes removed by ``kexp rm`` (a file absent because the checkout is at a commit
+    that lacks it is not a removal), while ``base`` and ``tip()`` (the remote's
+    branch, as far as known; asked only when there is such a file) hold the version
+    ``head`` or the record has, or (``tip()``) none. Another clone's files are left."""
     from kexp.gitops import commits as gitcommits
 
     ours: dict[str, set[str]] = {p: set() for p in gone}
@@ -135,7 +192,7 @@ def choose_removals(
         for p, blob in gitcommits.path_blobs(repo, head, list(gone)).items():
             ours[p].add(blob)
     for p in gone:
-        if p in record.files:
+        if p in record.removed:
             ours[p].add(record.files[p])
     mine = [p for p in gone if ours[p]]
     if not mine:

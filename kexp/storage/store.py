@@ -395,7 +395,17 @@ class Store(StoreReader):
         full_id, path = self._find(exp_id, writing=True, removing=True)
         # Exclusive: no write naming this experiment is between its check and its write.
         with self._lineage_lock(exclusive=True):
-            return self._delete(full_id, path, force)
+            deleted = self._delete(full_id, path, force)
+        if self.is_working_tree:  # a side branch it was published to loses it at its sync
+            from kexp.gitops import git as kgit
+            from kexp.storage.published import note_removal
+
+            repo = kgit.find_repo(self.root)
+            if repo is not None:
+                with contextlib.suppress(KexpError, OSError, ValueError):
+                    top = kgit.toplevel(repo)
+                    note_removal(repo, deleted.resolve().relative_to(top).as_posix())
+        return deleted
 
     def remove_experiment(
         self,

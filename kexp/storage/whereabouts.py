@@ -37,7 +37,7 @@ def not_in_working_tree(
     named = prefix if len(prefix) == 16 else f"{prefix}..."
     needs = (
         ""
-        if removing and "publishes the removal" in found
+        if removing and ("publishes the removal" in found or "to remove it" in found)
         else f" (a write needs the experiments it names in {store.experiments_dir})"
     )
     return type(error)(f"experiment {named} is {found}{needs}")
@@ -77,9 +77,17 @@ def elsewhere(store: Any, id_or_prefix: str, *, removing: bool = False) -> str |
             "restore it and run this again"
         )
     if removing and mine:
+        noted = [name for name in mine if _removal_noted(repo, name, id_or_prefix)]
+        if noted:
+            return (
+                f"on {shown}, not in your working tree: removed here already; kexp sync "
+                f"--branch {noted[0]} publishes the removal of what this clone published there"
+            )
+        command, _ = _restore(repo, store, id_or_prefix, found, branch)
         return (
-            f"on {shown}, not in your working tree: removed here already? kexp sync "
-            f"--branch {mine[0]} publishes the removal of what this clone published there"
+            f"on {shown}, not in your working tree (the checkout is at a commit without "
+            f"it, or it was deleted by hand): to remove it, bring its file back first "
+            f"({command}) and run this again"
         )
     # The checkout's own branch on the remote first (what kexp sync merges), before
     # another agent's side branch that holds it too (merging that brings its work in).
@@ -153,6 +161,22 @@ def _restore(
         command = ["git", "-C", str(top), "restore", "--source", source.short, "--", *paths]
     more = len(taken) - 1
     return shlex.join(command), (f"{more} experiment{'s' if more > 1 else ''}" if more else "")
+
+
+def _removal_noted(repo: Any, branch: str, prefix: str) -> bool:
+    """Whether ``kexp rm`` deleted here a file this clone published to the side branch
+    ``branch``, of an experiment whose id starts with ``prefix``: the next ``kexp sync
+    --branch`` removes it there (:mod:`kexp.storage.published`)."""
+    from kexp.storage.published import Record
+
+    try:
+        noted = Record.read(repo, branch).removed
+    except KexpError:
+        return False
+    return any(
+        (exp_id := id_from_name(path.rpartition("/")[2])) is not None and exp_id.startswith(prefix)
+        for path in noted
+    )
 
 
 def _names(repo: Any, sha: str) -> list[str]:
