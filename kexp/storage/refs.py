@@ -51,7 +51,6 @@ from kexp.format.validate import (
     id_from_name,
     size_problem,
 )
-from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
@@ -455,6 +454,9 @@ class RefsSource:
 def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
     """The places (1: the first ref) of ``refs`` that are a remote's default branch
     (``refs/remotes/REMOTE/HEAD``'s target, which a clone sets)."""
+    # lazy: not every command that imports this module reads refs (kexp sync's module)
+    from kexp.gitops import commits as gitcommits
+
     places = {ref.name: n for n, ref in enumerate(refs, 1)}
     remotes = {
         ref.name.split("/")[2]
