@@ -295,28 +295,28 @@ def _bob_removes_a_bogus_record(
     return bogus, good, clone(tmp_path / "remote.git", tmp_path / "carol")
 
 
-def test_an_experiment_removed_on_a_newer_branch_is_not_read(
+def test_an_experiment_removed_on_a_side_branch_is_read_where_main_holds_it(
     agents: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
     """Alice publishes a bogus record and a good one on main; Bob pulls, removes the
-    bogus one and publishes to his branch; Carol fetches: across refs its newest state
-    is its removal (Bob's branch descends from the commit holding it), so no read ranks
-    or counts it. Alice's own uncommitted removal is her newest state too; a branch that
-    never held it (not merged yet) removes nothing."""
+    bogus one and publishes to his branch (a pull request under review); Carol fetches:
+    her working tree and main hold it, so every read across refs still ranks, counts and
+    offers it, noting that origin/kexp/bob removed it (the removal waits on review).
+    Alice's own uncommitted removal is her newest state: gone; a branch that never held
+    it (not merged yet) removes nothing."""
     alice, bob, base = agents
     bogus, good, carol = _bob_removes_a_bogus_record(alice, bob, base, tmp_path)
     late = record(carol, base, "Nontemporal stores - +4%", score=1.04)  # not on any ref
     for root in (carol, alice):
         git(root, "fetch", "-q")
         top = json.loads(invoke(root, "top", "--all-refs", "--json").stdout)
-        assert bogus.id not in [r["id"] for r in top], (root, top)
+        row = next(r for r in top if r["id"] == bogus.id)
+        assert row["ref"] == "local" and row["removed_on"] == ["origin/kexp/bob"], row
         stats = json.loads(invoke(root, "stats", "--all-refs", "--json").stdout)
-        assert stats["total"] == (2 if root == carol else 1)  # good (and late)
+        assert stats["total"] == (3 if root == carol else 2)  # bogus, good (and late)
         packet = invoke(root, "context", "--operator", "cache", "--all-refs").output
-        assert bogus.id[:10] not in packet
+        assert bogus.id[:10] in packet
     assert late.id in [e.id for e in Store(carol, all_refs=True).list_experiments()]
-    # Without refs, Carol's working tree (main) holds it still: it is there.
-    assert bogus.id in [e.id for e in Store(carol).list_experiments()]
     # An uncommitted removal in the working tree is the newest state...
     Store(alice).delete_experiment(good.id)
     assert good.id not in [e.id for e in Store(alice, all_refs=True).list_experiments()]
@@ -330,12 +330,23 @@ def test_an_experiment_removed_on_a_newer_branch_is_not_read(
 def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed(
     agents: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
-    """Bob removed a bogus record on his branch; Carol, who fetched, asks for it by id
-    across refs (show, tree, similar; the library's get_experiment): one clear line
-    saying where it was removed, not an internal error; Bob's own clone says his
-    working tree removed it (main still holds it: it is not "not in the store")."""
+    """Alice published a bogus record and a step on it on her side branch; Bob removed
+    the bogus one on his, made from hers; Carol, who fetched (neither her checkout nor
+    main holds it), asks for it by id across refs (show, tree, similar; the library's
+    get_experiment): one clear line saying where it was removed, not an internal error;
+    Bob's own clone says his working tree removed it (Alice's branch still holds it: it
+    is not "not in the store"). Across refs the step's parent is said removed."""
     alice, bob, base = agents
-    bogus, _, carol = _bob_removes_a_bogus_record(alice, bob, base, tmp_path)
+    bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
+    child = record(alice, base, "Fused more - +2%", score=1.02, pid=bogus.id,
+                   measured_against="parent")  # fmt: skip
+    sync(Store(alice), branch="kexp/alice")
+    git(bob, "fetch", "-q")
+    git(bob, "checkout", "-q", "-b", "kexp/bob", "origin/kexp/alice")
+    Store(bob).delete_experiment(bogus.id, force=True)
+    git(bob, "commit", "-q", "-am", "remove the bogus record")
+    git(bob, "push", "-q", "origin", "kexp/bob")
+    carol = clone(tmp_path / "remote.git", tmp_path / "carol")
     for root, where in ((carol, "on origin/kexp/bob"), (bob, "in the working tree")):
         for args in (("show", bogus.id, "--all-refs"), ("tree", bogus.id[:10], "--all-refs"),
                      ("similar", bogus.id, "--refs", "origin/*")):  # fmt: skip
@@ -346,11 +357,6 @@ def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed
             assert f"{bogus.id} was removed {where}" in lines[0], (args, lines)
         with pytest.raises(kexp.ExperimentNotFoundError, match=f"removed {where}"):
             Store(root, all_refs=True).get_experiment(bogus.id)
-    # Without refs, Carol's working tree (main) holds it: shown as it is there.
-    assert invoke(carol, "show", bogus.id).exit_code == 0
-    # A step Carol builds on it: across refs its parent is said removed, not missing.
-    child = record(carol, base, "Fused more - +2%", score=1.02, pid=bogus.id,
-                   measured_against="parent")  # fmt: skip
     seen = Store(carol, all_refs=True).get_experiment(child.id)
     assert seen.cumulative_reason == f"parent {bogus.id[:10]} was removed on origin/kexp/bob"
     checked = invoke(carol, "validate", "--all-refs").output

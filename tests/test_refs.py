@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -311,17 +312,30 @@ def test_a_pattern_matching_no_ref_is_warned_about(tmp_path: Path) -> None:
 
 # --- against the truth, over random histories ------------------------------------------
 
-from hypothesis import HealthCheck, given  # noqa: E402
+from hypothesis import HealthCheck, example, given  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _OPERATIONS = st.lists(
     st.tuples(
-        st.sampled_from(["record", "correct", "commit", "branch", "bob", "fetch"]),
+        st.sampled_from(
+            [
+                "record",
+                "correct",
+                "commit",
+                "branch",
+                "bob",
+                "fetch",
+                "rm",
+                "merge",
+                "back",
+                "bobrm",
+            ]
+        ),
         st.integers(0, 50),
     ),
     min_size=1,
-    max_size=14,
+    max_size=16,
 )
 
 
@@ -388,17 +402,74 @@ def _newest(root: Path, holders: dict[bytes, list[str]], path: str) -> bytes:
     return best
 
 
+def _removals(
+    root: Path, places: dict[str, dict[str, tuple[str, bytes]]], defaults: list[str]
+) -> tuple[set[str], dict[str, list[str]]]:
+    """The experiments hidden by a removal, and those a ref removed that are read all the
+    same (id → those refs), by the rule: a place removed an experiment when it lacks it
+    and the merge base of its commit with each holder's holds the holder's very content
+    (an uncommitted file of the working tree is never removed); the working tree's
+    removal hides it, a ref's only when neither the working tree nor a default branch
+    holds it."""
+    held_at: dict[str, dict[str, bytes]] = {}
+
+    def content_in(commit: str, exp_id: str) -> bytes | None:
+        if commit not in held_at:
+            listing = git(root, "ls-tree", "-r", "--name-only", commit, "--", "experiments")
+            held_at[commit] = {}
+            for line in listing.splitlines():
+                match = re.search(r"/([0-9a-f]{16})-[a-z0-9-]*\.md$", line)
+                if match:
+                    held_at[commit][match.group(1)] = _content_at(root, commit, line) or b""
+        return held_at[commit].get(exp_id)
+
+    def commit(place: str) -> str:
+        return git(root, "rev-parse", "HEAD" if place == LOCAL else place)
+
+    hidden: set[str] = set()
+    noted: dict[str, list[str]] = {}
+    for exp_id in sorted({i for files in places.values() for i in files}):
+        holders = {p: files[exp_id][1] for p, files in places.items() if exp_id in files}
+        if len(holders) == len(places):
+            continue
+        if (
+            LOCAL in holders
+            and _content_at(root, "HEAD", places[LOCAL][exp_id][0]) != (holders[LOCAL])
+        ):
+            continue  # an uncommitted file of the working tree: the newest
+        removers = [
+            place
+            for place in places
+            if place not in holders
+            and all(
+                content_in(git(root, "merge-base", commit(place), commit(h)), exp_id) == data
+                for h, data in holders.items()
+            )
+        ]
+        kept = LOCAL in holders or any(d in holders for d in defaults)
+        if LOCAL in removers or (removers and not kept):
+            hidden.add(exp_id)
+        elif removers:
+            noted[exp_id] = sorted(removers)
+    return hidden, noted
+
+
 @hypothesis_settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(operations=_OPERATIONS)
+# Bob's side branch removes one Alice merged: her working tree holds it still.
+@example(operations=[("bob", 1), ("fetch", 0), ("merge", 0), ("bobrm", 0), ("fetch", 0)])
+# Alice removes one on a branch, then checks out a commit older than it.
+@example(operations=[("record", 1), ("branch", 0), ("rm", 0), ("back", 0), ("fetch", 0)])
 def test_reading_across_refs_agrees_with_the_files(
     tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, int]]
 ) -> None:
-    """Random histories of two clones (recording, correcting, committing on branches,
-    syncing, fetching): every experiment of the working tree and the refs is listed
-    once, its newest content, with exactly the places holding that content and the
-    places holding others."""
+    """Random histories of two clones (recording, correcting, removing, committing on
+    branches, merging Bob's side branch, checking out an older commit, syncing,
+    fetching): every experiment of the working tree and the refs that no removal hides
+    is listed once, its newest content, with exactly the places holding that content,
+    the places holding others and the refs whose removal it was read through."""
     folder = tmp_path_factory.mktemp("history")
     remote, base = make_remote(folder)
     alice, bob = clone(remote, folder / "alice"), clone(remote, folder / "bob")
@@ -425,14 +496,36 @@ def test_reading_across_refs_agrees_with_the_files(
             sync(Store(bob), branch="kexp/bob")
         elif operation == "fetch":
             git(alice, "fetch", "-q")
+        elif operation == "rm" and mine:  # kexp rm, uncommitted until a commit step
+            Store(alice).delete_experiment(mine[number % len(mine)].id)
+        elif operation in ("merge", "back"):
+            git(alice, "add", "experiments")
+            if git(alice, "status", "--porcelain", "--", "experiments"):
+                git(alice, "commit", "-q", "-m", f"step {step}")
+            if operation == "back":  # a checkout older than every experiment
+                branches += 1
+                git(alice, "checkout", "-q", "-b", f"b{branches}", base)
+            elif git(alice, "branch", "-r", "--list", "origin/kexp/bob"):
+                merged = subprocess.run(["git", "merge", "-q", "--no-edit", "origin/kexp/bob"],
+                                        cwd=alice, capture_output=True)  # fmt: skip
+                if merged.returncode:  # a conflict (one corrected here, removed there)
+                    git(alice, "merge", "--abort")
+        elif operation == "bobrm":  # Bob removes one he published on his side branch
+            his = Store(bob).list_experiments(brief=True)
+            if his:
+                Store(bob).delete_experiment(his[number % len(his)].id)
+                sync(Store(bob), branch="kexp/bob")
     refs = git(alice, "for-each-ref", "--format=%(refname:short)", "refs/heads",
                "refs/remotes").split()  # fmt: skip
     refs = [r for r in refs if not r.endswith("/HEAD")]
     places = _place_files(alice, refs)
-    ids = sorted({exp_id for files in places.values() for exp_id in files})
+    hidden, noted = _removals(alice, places, [r for r in refs if r == "origin/main"])
+    ids = sorted({exp_id for files in places.values() for exp_id in files} - hidden)
     listed = Store(alice, all_refs=True).list_experiments()
-    assert sorted(e.id for e in listed) == ids  # every experiment, once
+    assert sorted(e.id for e in listed) == ids  # every experiment not removed, once
     for exp in listed:
+        assert exp.where is not None
+        assert sorted(exp.where.removed_on) == noted.get(exp.id, [])
         holders: dict[bytes, list[str]] = {}
         for place, files in places.items():
             if exp.id in files:
@@ -492,11 +585,19 @@ def test_folders_hidden_moved_or_missing_on_some_refs_are_read_as_each_ref_holds
     assert set(truth) == {exp.id for exp in made}
     assert truth[made[0].id] == {"moved"}
     listed = Store(alice, refs=refs).list_experiments()
-    # "hid" hid the first since it parted from main, which holds it as it was: its
-    # newest state is its removal; "none", a ref without a store, removes nothing.
-    assert sorted(exp.id for exp in listed) == sorted(exp.id for exp in made[1:])
+    # "hid" hid the first since it parted from main, which holds it as it was: the
+    # working tree (main) holds it, so it is read, noting the removal; "none", a ref
+    # without a store, removes nothing.
+    assert sorted(exp.id for exp in listed) == sorted(exp.id for exp in made)
     for exp in listed:
         assert exp.where is not None
-        assert set(exp.where.refs) - {LOCAL} | set(exp.where.other_versions) == truth[exp.id]
+        assert exp.where.removed_on == (("hid",) if exp.id == made[0].id else ())
+        held = set(exp.where.refs) - {LOCAL} | set(exp.where.other_versions)
+        assert held == truth.get(exp.id, set())
+    # Read from a checkout that never held them, the removal on "hid" (no default
+    # branch holds the first) is its newest state.
+    git(alice, "checkout", "-q", "-b", "older", base)
+    listed = Store(alice, refs=refs).list_experiments()
+    assert sorted(exp.id for exp in listed) == sorted(exp.id for exp in made[1:])
     strays = [p for p in Store(alice, refs=refs).validate() if p.code == "stray-file"]
     assert [Path(p.path).name for p in strays] == ["notes.md"]

@@ -13,10 +13,17 @@ file); else, of two versions at commits A and B, the one that changed since thei
 merge base (the other is what the base holds: the history says which came later, as a
 merge would); else (both changed since, or neither base nor history tells) the version
 whose commit is later, then the working tree, then the refs in the order given. A file
-of the working tree that is ``HEAD``'s is ``HEAD``'s version. A removal is a version
-too: an experiment that a place lacks whose commit descends from every place holding
-it (a branch that merged it, then removed it; the working tree after ``kexp rm``) is
-not read: its newest state is gone.
+of the working tree that is ``HEAD``'s is ``HEAD``'s version.
+
+**A removal.** A place removed an experiment when it lacks it and its commit descends
+from every place holding it at a commit holding that very version (a branch that merged
+it, then removed it; the working tree after ``kexp rm``). The working tree's removal is
+the reader's newest state: the experiment is not read. A ref's removal hides it only
+when neither the working tree nor a remote's default branch (``origin/HEAD``'s target,
+which a clone sets) holds it: a removal waiting on a side branch (a pull request under
+review) does not hide what the reader or the default branch holds. Such an experiment is
+read as the places holding it have it (its newest version), noting the refs that removed
+it (``removed_on``: "removed on origin/kexp/a").
 
 **Fast, because git is content-addressed.** The working tree is read as every query
 reads it (:mod:`kexp.storage.listing`); each ref's folders are git trees, read once and kept by
@@ -124,6 +131,8 @@ class RefsSource:
         self.refs = matching_refs(self.worktree, list(patterns), all_refs)
         #: The places read: the working tree, then each ref (as git abbreviates it).
         self.places: tuple[str, ...] = (LOCAL, *(ref.short for ref in self.refs))
+        #: The places that are a remote's default branch: a removal waits on the others.
+        self.defaults = _default_places(self.worktree, self.refs)
         self._last: Found | None = None
 
     @property
@@ -149,7 +158,8 @@ class RefsSource:
     def _places(self, head: str | None, rewrites: tuple[str, ...]) -> tuple[Any, ...]:
         """:meth:`answer_places`, of ``HEAD``'s commit and the history's rewrites."""
         refs = ((ref.short, ref.commit) for ref in self.refs)
-        return (("HEAD", head), *refs, *(("rewritten", line) for line in rewrites))
+        defaults = (("default", self.places[place]) for place in sorted(self.defaults))
+        return (("HEAD", head), *refs, *defaults, *(("rewritten", line) for line in rewrites))
 
     def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
         """The read across refs, from the working tree's listing ``read(rows=False)``
@@ -168,13 +178,13 @@ class RefsSource:
         folders = git.place_folders(git.roots(commits, self.folder))
         single, several = self._versions(local, folders, git)
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
-        newest = Newest(self.places, self.folder, git, commits, dates)
-        removed = newest.removed(single, several)
+        newest = Newest(self.places, self.folder, git, commits, dates, self.defaults)
+        removed, noted = newest.removed(single, several)
         for exp_id in removed:
             single.pop(exp_id, None)
             several.pop(exp_id, None)
-        chosen = newest.choose(several)
-        found = self._found(local, single, chosen, newest, cache, settings)
+        chosen = newest.choose(several, noted)
+        found = self._found(local, single, chosen, noted, newest, cache, settings)
         places = self._places(commits[0], rewrites)
         found = found._replace(places=places, removed=tuple(removed.items()))
         self._last = found
@@ -230,13 +240,15 @@ class RefsSource:
         local: Found,
         single: Single,
         chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]],
+        noted: dict[str, tuple[str, ...]],
         newest: Newest,
         cache: Cache,
         settings: Settings,
     ) -> Found:
         """The rows of the experiments of one file (``single``) and of the chosen
         versions: the working tree's as it read them, the others' records from the cache
-        by content key (read from git when missing)."""
+        by content key (read from git when missing); ``noted``: the refs that removed
+        one, read all the same."""
         assert local.listing is not None
         by_path = {row.path: row for row in local.rows}
         local_invalid = dict(local.invalid)
@@ -244,10 +256,14 @@ class RefsSource:
         rows: list[Row] = []
         invalid: list[tuple[str, Any]] = []
         seen_once: dict[tuple[int, ...], Seen] = {}
-        for path, key, places in single.values():
-            seen = seen_once.get(places)
-            if seen is None:
+        for exp_id, (path, key, places) in single.items():
+            known = seen_once.get(places)
+            if exp_id in noted:
+                seen = newest.seen(places, (), False, noted[exp_id])
+            elif known is None:
                 seen = seen_once[places] = newest.seen(places, (), False)
+            else:
+                seen = known
             mine = by_path.get(path) if seen.ref == LOCAL else None
             if mine is not None and mine.key == key:
                 # mine with where=seen (the last field): the fastest way to make many.
@@ -433,6 +449,27 @@ class RefsSource:
     def read_only(self) -> KexpError:  # pragma: no cover - writes go to the working tree
         """Never raised: writes go to the working tree."""
         return self.tree.read_only()
+
+
+def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
+    """The places (1: the first ref) of ``refs`` that are a remote's default branch
+    (``refs/remotes/REMOTE/HEAD``'s target, which a clone sets)."""
+    # lazy: not every command that imports this module reads refs (kexp sync's module)
+    from kexp.gitops import commits as gitcommits
+
+    places = {ref.name: n for n, ref in enumerate(refs, 1)}
+    remotes = {
+        ref.name.split("/")[2]
+        for ref in refs
+        if ref.name.startswith("refs/remotes/") and ref.name.count("/") >= 3
+    }
+    found = set()
+    for remote in sorted(remotes):
+        branch = gitcommits.default_branch(repo, remote)  # type: ignore[arg-type]
+        place = places.get(f"refs/remotes/{remote}/{branch}") if branch else None
+        if place is not None:
+            found.add(place)
+    return frozenset(found)
 
 
 def _invalid_message(path: Path, seen: Seen, error: Any) -> str:

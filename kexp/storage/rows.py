@@ -136,6 +136,9 @@ class Seen(NamedTuple):
     #: Whether this version and another changed both since their commits parted (the
     #: later commit's was taken).
     diverged: bool = False
+    #: The refs that removed the experiment, read all the same: the working tree or a
+    #: remote's default branch holds it (:meth:`kexp.storage.versions.Newest.removed`).
+    removed_on: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +158,9 @@ class Sighting:
     diverged: bool
     #: The content key of this version (git's blob hash).
     key: bytes
+    #: The refs that removed this experiment, not followed: the working tree or a
+    #: remote's default branch holds it (a removal waiting on a side branch).
+    removed_on: tuple[str, ...] = ()
 
     @property
     def local(self) -> bool:
@@ -163,18 +169,21 @@ class Sighting:
 
     @property
     def note(self) -> str:
-        """One line for people: where the other versions are ("" when there are none)."""
-        if not self.other_versions:
-            return ""
-        shown = ", ".join(self.other_versions[:_SHOWN_REFS])
-        more = len(self.other_versions) - _SHOWN_REFS
-        shown += f" and {more} more" if more > 0 else ""
-        if self.diverged:
-            return (
-                f"another version on {shown}: both changed since their commits parted; "
-                "this is the later commit's"
-            )
-        return f"an older version on {shown}"
+        """One line for people: where the other versions are, and the refs that removed
+        it ("" when there are none)."""
+        said = []
+        if self.other_versions:
+            shown = _shown(self.other_versions)
+            if self.diverged:
+                said.append(
+                    f"another version on {shown}: both changed since their commits parted; "
+                    "this is the later commit's"
+                )
+            else:
+                said.append(f"an older version on {shown}")
+        if self.removed_on:
+            said.append(f"removed on {_shown(self.removed_on)}, not here nor on the default branch")
+        return "; ".join(said)
 
     def to_dict(self) -> dict[str, Any]:
         """As ``--json`` adds it to each experiment."""
@@ -182,8 +191,17 @@ class Sighting:
         if self.other_versions:
             data["other_versions"] = list(self.other_versions)
             data["diverged"] = self.diverged
+        if self.removed_on:
+            data["removed_on"] = list(self.removed_on)
+        if self.other_versions or self.removed_on:
             data["note"] = self.note
         return data
+
+
+def _shown(places: tuple[str, ...]) -> str:
+    """Places for people: the first few, then how many more."""
+    more = len(places) - _SHOWN_REFS
+    return ", ".join(places[:_SHOWN_REFS]) + (f" and {more} more" if more > 0 else "")
 
 
 if TYPE_CHECKING:
@@ -257,7 +275,11 @@ class Row(_RowValues):
     def sighting(self) -> Sighting | None:
         """Where it was found (None when the store reads no refs)."""
         where = self.where
-        return None if where is None else Sighting(*where, self.key)
+        if where is None:
+            return None
+        return Sighting(
+            where.ref, where.refs, where.other_versions, where.diverged, self.key, where.removed_on
+        )
 
 
 def row_of(values: tuple[Any, ...], path: str, key: bytes, where: Seen | None = None) -> Row:

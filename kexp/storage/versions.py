@@ -188,8 +188,11 @@ class Newest:
         git: GitTrees,
         commits: list[str | None],
         dates: list[int],
+        defaults: frozenset[int] = frozenset(),
     ) -> None:
         self._places = places
+        #: The places that are a remote's default branch (``origin/HEAD``'s target).
+        self._defaults = defaults
         self._folder = folder
         self._git = git
         #: Each place's commit: place 0 (the working tree) has HEAD's.
@@ -198,10 +201,10 @@ class Newest:
         self._bases: dict[tuple[int, int], str | None] = {}
 
     def choose(
-        self, versions: dict[str, list[Version]]
+        self, versions: dict[str, list[Version]], noted: dict[str, tuple[str, ...]]
     ) -> dict[str, tuple[list[tuple[str, bytes]], Seen]]:
         """Each experiment's chosen files (of several versions or files) and where they
-        were found."""
+        were found (``noted``: the refs that removed one, shown all the same)."""
         names = self._places
         chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
         for exp_id, files in versions.items():
@@ -225,16 +228,25 @@ class Newest:
                 else:
                     diverged = diverged or by_date
             others = tuple(names[p] for entry in ordered if entry is not best for p in entry[1])
-            chosen[exp_id] = (list(best[0]), self.seen(tuple(best[1]), others, diverged))
+            seen = self.seen(tuple(best[1]), others, diverged, noted.get(exp_id, ()))
+            chosen[exp_id] = (list(best[0]), seen)
         return chosen
 
-    def removed(self, single: Single, several: dict[str, list[Version]]) -> dict[str, str]:
-        """The experiments whose newest state is their removal: a place lacks them whose
-        commit parted from each place holding them at a commit holding that very version
-        (it removed it since; the holder did not change it): a branch that merged one,
-        then removed it; the working tree (at ``HEAD``'s commit) after ``kexp rm``, unless
-        another place corrected it since. An uncommitted file of the working tree is
-        newest: never removed. Each one's id → the first place found removing it."""
+    def removed(
+        self, single: Single, several: dict[str, list[Version]]
+    ) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+        """The experiments whose newest state is their removal, and those a ref removed
+        that are read all the same. A place removed an experiment when it lacks it and
+        its commit parted from each place holding it at a commit holding that very
+        version (it removed it since; the holder did not change it): a branch that
+        merged one, then removed it; the working tree (at ``HEAD``'s commit) after
+        ``kexp rm``, unless another place corrected it since. An uncommitted file of
+        the working tree is newest: never removed. The working tree's removal hides the
+        experiment; a ref's hides it only when neither the working tree nor a remote's
+        default branch holds it: a removal waiting on a side branch (a pull request under
+        review) does not hide what the reader or the default branch holds, which is read
+        as the places holding it have it, noting the refs that removed it. Each hidden
+        one's id → the first place found removing it; each noted one's id → the refs."""
         commits, places = self._commits, len(self._commits)
         at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
         for place in range(places - 1, 0, -1):
@@ -246,6 +258,7 @@ class Newest:
             if commits[p] is not None and self._git.root(str(commits[p]), folder) is not None
         }
         found: dict[str, str] = {}
+        noted: dict[str, tuple[str, ...]] = {}
         held = [(i, [v]) for i, v in single.items()] + list(several.items())
         for exp_id, versions in held:
             keys = {p: (path, key) for path, key, where in versions for p in where}
@@ -255,6 +268,9 @@ class Newest:
                 state = tuple(sorted((path, key) for path, key, where in versions if 0 in where))
                 if self._uncommitted(exp_id, state, [0]):
                     continue
+            # Held by the reader or a default branch: a ref's removal is noted, not obeyed.
+            kept = 0 in keys or not self._defaults.isdisjoint(keys)
+            removers: list[str] = []
             for place in range(places):
                 if place in keys or commits[place] is None or place not in stores:
                     continue  # (a ref without a store removed no experiment: it has none)
@@ -262,9 +278,14 @@ class Newest:
                     self._holds(self._merge_base(place, h), key, keys, at_commit)
                     for h, (_, key) in keys.items()
                 ):
-                    found[exp_id] = self._places[place]
-                    break
-        return found
+                    if place == 0 or not kept:
+                        found[exp_id] = self._places[place]
+                        break
+                    removers.append(self._places[place])
+            else:
+                if removers:
+                    noted[exp_id] = tuple(removers)
+        return found, noted
 
     def _merge_base(self, first: int, second: int) -> str | None:
         """The merge base of two places' commits (kept for the read)."""
@@ -291,12 +312,19 @@ class Newest:
             return keys.get(there, ("", b""))[1] == key
         return key in self._git.keys_at(commit, self._folder)
 
-    def seen(self, places: tuple[int, ...], others: tuple[str, ...], diverged: bool) -> Seen:
-        """Where a version held by ``places`` was found."""
+    def seen(
+        self,
+        places: tuple[int, ...],
+        others: tuple[str, ...],
+        diverged: bool,
+        removed_on: tuple[str, ...] = (),
+    ) -> Seen:
+        """Where a version held by ``places`` was found (``removed_on``: the refs that
+        removed the experiment, read all the same: see :meth:`removed`)."""
         names = self._places
         newest = max(places, key=lambda p: (self._dates[p], -p))
         ref = names[0] if 0 in places else names[newest]
-        return Seen(ref, tuple(names[p] for p in places), others, diverged)
+        return Seen(ref, tuple(names[p] for p in places), others, diverged, removed_on)
 
     def _newer(
         self,
