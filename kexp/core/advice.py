@@ -117,9 +117,9 @@ TAKE_CORRECTION = Advice(
 )
 #: Advice on uncommitted changes a sync's merge would overwrite in the checkout.
 SET_ASIDE = Advice(
-    "set your changes aside for the sync and bring them back after it ({command})",
-    "set your changes aside in the checkout and bring them back after the sync ({command}, "
-    "with sync called where it says kexp sync)",
+    "set your changes aside for kexp sync and bring them back after it ({command})",
+    "set your changes aside in the checkout for sync and bring them back after it "
+    "({command}, calling sync for its kexp sync)",
 )
 #: The same for a merge that would publish an invalid experiment.
 MERGE_TO_FIX = Advice(
