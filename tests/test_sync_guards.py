@@ -6,6 +6,8 @@ repository on disk as the remote, clones of it, a real submodule."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from conftest import git, init_repo, run_kexp
@@ -105,3 +107,34 @@ def test_a_side_branch_moved_since_the_last_fetch_still_holds_back_its_files(
     assert done.returncode == 0, done.stderr
     assert remote_ids(remote, "main") == []
     assert mine.path is not None and mine.path.exists()  # her file stays where it was
+
+
+def test_a_kernel_edit_in_the_way_of_the_sync_is_set_aside_as_said(tmp_path: Path) -> None:
+    """Alice's uncommitted kernel edit while Bob pushed a kernel fix to main: the sync
+    could not bring her checkout up to date and said "commit the changes to the files
+    named", which led, step by step, to a push held back (her code then on main's way).
+    The advice, run as printed, sets the edit aside, syncs and brings it back."""
+    import re
+    import subprocess
+
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    (bob / "kernel.cu").write_text("// bob's fix\n" + (bob / "kernel.cu").read_text())
+    git(bob, "commit", "-q", "-am", "kernel: bob's fix")
+    git(bob, "push", "-q", "origin", "main")
+    with (alice / "kernel.cu").open("a") as file:
+        file.write("// alice's work in progress\n")
+    mine = record(alice, base, "Alice unroll - +1%", score=1.01)
+
+    refused = run_kexp("sync", cwd=alice)
+    assert refused.returncode != 0
+    command = re.search(r"bring them back after it \((.*)\)$", refused.stderr.strip())
+    assert command is not None, refused.stderr
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", command.group(1)], cwd=alice, check=True, env=env)
+
+    assert remote_ids(remote) == [mine.id]
+    kernel = (alice / "kernel.cu").read_text()
+    assert "bob's fix" in kernel and "alice's work in progress" in kernel
+    assert git(remote, "show", "main:kernel.cu").count("alice") == 0

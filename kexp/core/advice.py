@@ -115,6 +115,12 @@ TAKE_CORRECTION = Advice(
     "to take {ref}'s correction of {files}, run {command} in the checkout and call sync "
     "again (then the remove tool if it is to go: the correction stays in the history)",
 )
+#: Advice on uncommitted changes a sync's merge would overwrite in the checkout.
+SET_ASIDE = Advice(
+    "set your changes aside for kexp sync and bring them back after it ({command})",
+    "set your changes aside in the checkout for sync and bring them back after it "
+    "({command}, calling sync for its kexp sync)",
+)
 #: The same for a merge that would publish an invalid experiment.
 MERGE_TO_FIX = Advice(
     "merge by hand ({command}), fix it, commit, and run kexp sync again",
@@ -237,6 +243,7 @@ ADVICE = (
     MERGE_SYNCED,
     SYNC_MERGES,
     MERGE_BY_HAND,
+    SET_ASIDE,
     KEEP_REMOVAL,
     TAKE_CORRECTION,
     MERGE_TO_FIX,

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from kexp.core.advice import SET_ASIDE
 from kexp.core.errors import GitError
 from kexp.gitops.git import (
     LOCK_EXISTS,
@@ -445,10 +446,23 @@ def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] =
     if named:
         said = f"{said.removesuffix(':')}: {', '.join(named[:5])}"
         said += f" and {len(named) - 5} more" if len(named) > 5 else ""
+    changed = bool(named) and "local changes" in detail[0]  # tracked files, edited here
     raise GitError(
-        f"cannot bring the working tree up to date with the remote's experiments ({said}): "
-        "commit the changes to the files named, or move those files away, then run kexp "
-        "sync again"
+        f"cannot bring the working tree up to date with the remote's commits ({said}): "
+        + (_set_aside(top, named) if changed else "move those files away, then run kexp sync again")
+    )
+
+
+def _set_aside(top: Path, paths: list[str]) -> str:
+    """The advice that sets the uncommitted changes of ``paths`` (the checkout's files,
+    as git names them from ``top``) aside for a sync, and brings them back after it."""
+    import shlex
+    from pathlib import Path
+
+    git = ["git"] if Path.cwd().resolve() == top.resolve() else ["git", "-C", str(top)]
+    return SET_ASIDE.say(
+        command=f"{shlex.join([*git, 'stash', 'push', '--', *paths])} && kexp sync && "
+        f"{shlex.join([*git, 'stash', 'pop'])}"
     )
 
 
