@@ -86,7 +86,8 @@ MERGE_SYNCED = Advice(
 SYNC_MERGES = Advice("kexp sync, which merges {ref}", "call sync (it merges {ref})")
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
-    "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
+    "kexp update {id} --set score_ci=",
+    'the update tool with exp_id: "{id}" and changes: {{"score_ci": []}}',
 )
 #: Advice on the error message a buggy experiment needs.
 ERROR_MESSAGE = Advice(
