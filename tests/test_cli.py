@@ -821,6 +821,24 @@ def test_a_timed_score_corrected_by_hand_is_refused_with_a_way_out_that_works(
     assert fixed.path is not None and "\nscore_ci:" not in fixed.path.read_text()
 
 
+def test_the_interval_hint_names_the_experiment_and_runs_as_printed(
+    repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """The refusal's hint names the experiment's id, not a placeholder 'ID': the
+    update it prints, run as printed (with the new score), corrects the experiment."""
+    exp = make_experiment(score=1.05, score_ci=[1.03, 1.07])
+    result = kexp(repo, "update", exp.id, "--set", "score=1.12", "--reason", "swapped")
+    assert result.exit_code == 1 and "score-ci-outside" in result.output, result.output
+    assert f"kexp remeasure {exp.id} --baseline" in result.output, result.output
+    printed = re.search(r"\((kexp update \S+ --set score_ci=)\)", result.output)
+    assert printed is not None and printed.group(1).split()[2] == exp.id, result.output
+    args = [*printed.group(1).split()[1:], "--set", "score=1.12", "--reason", "swapped"]
+    result = kexp(repo, *args)
+    assert result.exit_code == 0, result.output
+    fixed = store.get_experiment(exp.id)
+    assert fixed.score == 1.12 and fixed.score_ci == []
+
+
 def test_rm_asks_unless_yes_and_protects_parents(
     repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

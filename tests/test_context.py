@@ -177,6 +177,29 @@ def test_what_was_never_tried_or_never_improved_is_listed(history: Store) -> Non
     assert packet.data["best"]["cumulative_score"] == pytest.approx(1.0301 * 1.1167 * 1.041)
 
 
+def test_an_env_tried_in_another_dtype_is_not_said_never_tried(repo: Path) -> None:
+    """Asked for bf16 on an operator whose H100 env holds fp16 improvements: the env
+    is said tried there with fp16, never with bf16, and bf16 itself never tried."""
+    operator, env = "kernels/softmax.py: softmax_kernel", "H100 SXM5, CUDA 12.4"
+    for summary, score in (("Vectorize loads - +15%", "1.15"), ("Unroll 4 - +10%", "1.10")):
+        done = run_kexp(
+            "add", "--summary", summary, "--score", score, "--operator", operator,
+            "--dtype", "fp16", "--env", env, "--description", "x", cwd=repo,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    asked = ("context", "--operator", "softmax", "--dtype", "bf16", "--env", "H100")
+    text = run_kexp(*asked, cwd=repo).stdout
+    not_tried = text.split("## Not tried yet", 1)[1].split("\n## ", 1)[0]
+    assert "never tried with dtype bf16; tried 2× with dtype fp16 (2 improved)" in not_tried
+    assert f"- env {env}: never tried\n" not in not_tried
+    assert "- dtype bf16: never tried" in not_tried
+    data = json.loads(run_kexp(*asked, "--json", cwd=repo).stdout)
+    (on_env,) = [e for e in data["not_tried"] if e["kind"] == "env"]
+    assert on_env["tried"] == 0
+    assert on_env["tried_with_other"] == {"tried": 2, "improved": 2, "dtype": ["fp16"]}
+    assert {"kind": "dtype", "value": "bf16", "tried": 0, "best_score": None} in data["not_tried"]
+
+
 def test_the_same_files_give_the_same_bytes_whatever_the_cache_and_order(
     tmp_path: Path,
 ) -> None:

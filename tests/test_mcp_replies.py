@@ -244,7 +244,8 @@ def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) 
     assert "all_refs: true" in said["unknown id"]
     assert 'record with error_message: "TEXT"' in said["buggy"]
     assert 'record with profiling_file: "PATH"' in said["ncu"]
-    assert 'update tool with changes: {"score_ci": []}' in said["interval"]
+    assert re.search(r'update tool with exp_id: "[0-9a-f]{16}" and changes: \{"score_ci": \[\]\}',
+                     said["interval"])  # fmt: skip
     assert re.search(
         r'update tool with exp_id: "[0-9a-f]{16}", changes: \{"score": SCORE\} and a reason',
         said["remeasure"],
@@ -255,6 +256,32 @@ def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) 
     # The command keeps its words.
     printed = run_kexp("sync", "--remote", "upstream", cwd=alice)
     assert printed.returncode != 0 and "(--remote NAME)" in printed.stderr, printed.stderr
+
+
+def test_an_interval_refusal_names_the_tools_and_the_experiment(tmp_path: Path) -> None:
+    """A score corrected outside its measured interval: the update tool's refusal
+    advises the remeasure tool and the update tool with this experiment's id, never
+    the command (``kexp remeasure ID``) nor a placeholder id."""
+    alice, _, base = two_agents(tmp_path)
+    said: dict[str, str] = {}
+
+    async def work(agent: Agent) -> None:
+        first = await agent.json(
+            "record", baseline=BASE, candidate=CAND, base_commit=base, **record_fields()
+        )
+        said["id"] = first["id"]
+        failed, texts = await agent.call(
+            "update", exp_id=first["id"], changes={"score": 1.3}, reason="swapped"
+        )
+        assert failed and len(texts) == 1, texts
+        said["refusal"] = texts[0]
+
+    run_agent(alice, work)
+    refusal, exp_id = said["refusal"], said["id"]
+    assert "kexp remeasure" not in refusal and "kexp update" not in refusal, refusal
+    assert "ID" not in refusal.replace(exp_id, ""), refusal
+    assert f'the remeasure tool with exp_id: "{exp_id}"' in refusal, refusal
+    assert f'the update tool with exp_id: "{exp_id}" and changes: {{"score_ci": []}}' in refusal
 
 
 def test_a_linked_store_names_the_servers_root(tmp_path: Path) -> None:

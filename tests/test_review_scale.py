@@ -205,15 +205,18 @@ class _Side:
             if exp.pid:
                 self.children.setdefault(exp.pid, []).append(exp)
 
-    def scored_on(self, operator: str) -> list[KernelExperiment]:
+    def scored_on(self, campaign: tuple[str, str, str]) -> list[KernelExperiment]:
+        """The ranked experiments of a campaign: operator × dtype × env."""
         return [
             e
             for e in self.experiments
-            if e.operator_sig == operator and is_scored(e) and e.derived.ranked
+            if (e.operator_sig, e.dtype_sig, e.env) == campaign
+            and is_scored(e)
+            and e.derived.ranked
         ]
 
-    def best_on(self, operator: str) -> KernelExperiment | None:
-        improved = [e for e in self.scored_on(operator) if e.outcome == "improvement"]
+    def best_on(self, campaign: tuple[str, str, str]) -> KernelExperiment | None:
+        improved = [e for e in self.scored_on(campaign) if e.outcome == "improvement"]
         return max(improved, key=lambda e: e.cumulative_score, default=None)
 
 
@@ -273,17 +276,17 @@ def reference_review(store: Store, base: str, head: str | None = None) -> Review
 
 
 def _best_changes(entries: dict[str, list[_Reviewed]], now: _Side, then: _Side) -> list[BestChange]:
-    """The touched operators (no new best among their entries) whose best tip moved."""
+    """The touched campaigns (no new best among their entries) whose best tip moved."""
     found = []
     everything = [entry for kind in _KINDS for entry, _ in entries[kind]]
-    for operator in sorted({e.operator_sig for e in everything if e.valid}):
-        if any(e.new_best for e in everything if e.operator_sig == operator):
+    for campaign in sorted({(e.operator_sig, e.dtype_sig, e.env) for e in everything if e.valid}):
+        if any(e.new_best for e in everything if (e.operator_sig, e.dtype_sig, e.env) == campaign):
             continue
-        before, after = then.best_on(operator), now.best_on(operator)
+        before, after = then.best_on(campaign), now.best_on(campaign)
         old = (before.id, before.cumulative_score) if before else (None, None)
         new = (after.id, after.cumulative_score) if after else (None, None)
         if old != new:
-            found.append(BestChange(operator, *old, *new))
+            found.append(BestChange(campaign[0], *old, *new, *campaign[1:]))
     return found
 
 
@@ -317,6 +320,7 @@ def _entry(
         entry.change_summary = _text(fields.get("change_summary"))
         entry.operator_sig = _text(fields.get("operator_sig"))
         entry.dtype_sig = _text(fields.get("dtype_sig"))
+        entry.env = _text(fields.get("env"))
         entry.pid = _text(fields.get("pid"))
         score = fields.get("score")
         if isinstance(score, (int, float)) and not isinstance(score, bool):
@@ -325,6 +329,7 @@ def _entry(
     entry.change_summary = exp.change_summary
     entry.operator_sig = exp.operator_sig
     entry.dtype_sig = exp.dtype_sig
+    entry.env = exp.env
     entry.score = float(exp.score)
     entry.outcome = exp.outcome
     entry.pid = exp.pid
@@ -351,14 +356,14 @@ def _entry(
                     )
                     entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and mine is not None:
-        rivals = side.scored_on(exp.operator_sig)
+        rivals = side.scored_on((exp.operator_sig, exp.dtype_sig, exp.env))
         key = (exp.outcome == "improvement", mine)  # the steps that improved first
         entry.rank = 1 + sum(
             1 for e in rivals if (e.outcome == "improvement", e.cumulative_score or 0.0) > key
         )
         entry.rank_of = len(rivals)
     if kind != "removed" and entry.rank == 1 and mine is not None and exp.outcome == "improvement":
-        previous = then.best_on(exp.operator_sig)
+        previous = then.best_on((exp.operator_sig, exp.dtype_sig, exp.env))
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)

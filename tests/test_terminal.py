@@ -225,6 +225,37 @@ def test_lessons_wrap_key_insights_instead_of_cutting_them() -> None:
         assert joined(exp.change_summary) in text
 
 
+def test_at_80_columns_every_line_fits_and_no_word_is_cut(repo: Path) -> None:
+    """An A/A run on a long env and a timed regression, read across refs (a REF column)
+    at 80 columns: the A/A line wraps, and ``top`` keeps the outcome and the kernel's
+    name whole (a column with no room goes under its row, named)."""
+    import random
+
+    env, operator = "H100 SXM5, CUDA 12.4, triton 3.1", "kernels/softmax.py: softmax_kernel"
+    for name, seed, scale in (("b", 1, 1.0), ("c", 2, 1.0), ("c2", 3, 1.17)):
+        draw = random.Random(seed)
+        times = [round(scale * draw.gauss(1, 0.01), 4) for _ in range(15)]
+        (repo / f"{name}.json").write_text(json.dumps({"c": times}))
+    common = ("--unit", "ms", "--operator", operator, "--dtype", "fp16", "--env", env)
+    for summary, candidate, extra in (
+        ("A/A control", "c.json", ("--tag", "control", "--description", "x")),
+        ("Stage row through smem - regression", "c2.json", ("--description", "x")),
+    ):
+        done = run_kexp("add", "--summary", summary, "--baseline", "b.json", "--candidate",
+                        candidate, *common, *extra, cwd=repo)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    for command in (("lessons", "--all-refs"), ("top", "--all-refs"), ("top",)):
+        done = run_kexp(*command, cwd=repo, env={"COLUMNS": "80", "KEXP_PAGER": "cat"})
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert all(len(line) <= 80 for line in lines), (command, done.stdout)
+        assert "…" not in done.stdout, (command, done.stdout)
+        if command[0] == "lessons":
+            assert env in joined(done.stdout), done.stdout
+        else:
+            assert "regression" in lines[1] and f"operator: {operator}" in done.stdout
+
+
 # --- colors ----------------------------------------------------------------------------------
 
 

@@ -19,8 +19,10 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
 4. **Do not repeat**: the other changes already tried on operator × dtype × env (an
    experiment listed above is not listed again), grouped by what was changed (the
    summary before `` - ``), with how often and how each ended.
-5. **Not tried yet**: the dtypes and envs of the store never tried or never improved on
-   this operator, and the configurations (of ``results``) no experiment improved.
+5. **Not tried yet**: the dtypes and envs of the store (and the dtype and env asked
+   for) never tried or never improved on this operator, with the dtype or env asked for
+   when given (an env tried only with other dtypes is said so, with how often), and the
+   configurations (of ``results``) no experiment improved.
 6. **Left out**: how many entries of each section did not fit (and insight lines cut),
    and where to read them.
 
@@ -629,6 +631,10 @@ def _do_not_repeat(
     return entries
 
 
+#: The column of a dtype or env, by its name in the packet.
+_COLUMN = {"dtype": "dtype_sig", "env": "env"}
+
+
 def _not_tried(
     search: Search,
     on_operator: list[Row],
@@ -640,25 +646,47 @@ def _not_tried(
 ) -> list[Entry]:
     entries: list[Entry] = []
     rank = 0
-    for column, wanted_other, label in (("dtype_sig", env, "dtype"), ("env", dtype, "env")):
-        # Tried on the operator (with the other of dtype and env, when given).
+    for column, wanted, wanted_other, label, other_label in (
+        ("dtype_sig", dtype, env, "dtype", "env"),
+        ("env", env, dtype, "env", "dtype"),
+    ):
+        # Tried on the operator (with the other of dtype and env, when given), and
+        # tried on it at all (with any other: what "never tried" must not deny).
         tried: dict[str, list[Row]] = {}
+        anywhere: dict[str, list[Row]] = {}
         other = None if wanted_other is None else wanted_other.lower()
         for doc in on_operator:
             if column == "dtype_sig":
                 value, against = doc.dtype_sig, doc.env
             else:
                 value, against = doc.env, doc.dtype_sig
+            anywhere.setdefault(value.lower(), []).append(doc)
             if other is None or other in against.lower():
                 tried.setdefault(value.lower(), []).append(doc)
-        for value, shown, _ in _distinct(search.rows, column)[:40]:
+        listed = _distinct(search.rows, column)[:40]
+        if wanted and not any(_holds(value, wanted) for value, _, _ in listed):
+            # Asked for, and in no experiment of the store: never tried, said as such.
+            listed.insert(0, (wanted.lower(), wanted, 0))
+        for value, shown, _ in listed:
             found = tried.get(value, [])
             if any(outcomes[d.path] == "improvement" for d in found):
                 continue
             measured = [d.score for d in found if outcomes[d.path] not in UNMEASURED_OUTCOMES]
+            elsewhere = [] if found else anywhere.get(value, [])
+            data: dict[str, Any] = {}
             if found:
                 best = f"best {max(measured):.4f}x" if measured else "nothing measured"
                 status = f"tried {len(found)}×, no improvement ({best})"
+            elif elsewhere:
+                others = sorted({getattr(d, _COLUMN[other_label]) for d in elsewhere})
+                improved = sum(outcomes[d.path] == "improvement" for d in elsewhere)
+                status = (
+                    f"never tried with {other_label} {cut(str(wanted_other))}; tried "
+                    f"{len(elsewhere)}× with {other_label} {cut(', '.join(others))} "
+                    f"({improved} improved)"
+                )
+                tally = {"tried": len(elsewhere), "improved": improved, other_label: others}
+                data = {"tried_with_other": tally}
             else:
                 status = "never tried"
             entries.append(
@@ -672,6 +700,7 @@ def _not_tried(
                         "value": shown,
                         "tried": len(found),
                         "best_score": max(measured) if measured else None,
+                        **data,
                     },
                 )
             )

@@ -128,7 +128,8 @@ MERGE_TO_FIX = Advice(
 )
 #: Advice on emptying an interval that does not hold its score.
 EMPTY_SCORE_CI = Advice(
-    "kexp update ID --set score_ci=", 'the update tool with changes: {{"score_ci": []}}'
+    "kexp update {id} --set score_ci=",
+    'the update tool with exp_id: "{id}" and changes: {{"score_ci": []}}',
 )
 #: Advice on the error message a buggy experiment needs.
 ERROR_MESSAGE = Advice(

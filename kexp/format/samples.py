@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
-from kexp.core.advice import EMPTY_SCORE_CI
+from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
 from kexp.core.campaign import measured_nothing
 from kexp.core.noise import estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
@@ -282,6 +282,8 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
     if _is_pair(interval) and _is_number(score):
         low, high = interval
         if not low <= score <= high:
+            exp_id = fields.get("id")
+            exp_id = exp_id if isinstance(exp_id, str) and exp_id else "ID"
             found.append(
                 Finding(
                     "error",
@@ -290,7 +292,8 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
                     ("score_ci",),
                     f"score_ci [{low:g}, {high:g}] does not hold the score {score:g}",
                     "write the interval [low, high] around the score (kexp computes both "
-                    f"from samples: kexp remeasure ID), or empty it ({EMPTY_SCORE_CI})",
+                    f"from samples: {REMEASURE.say(id=exp_id)}), or empty it "
+                    f"({EMPTY_SCORE_CI.say(id=exp_id)})",
                 )
             )
     if not samples_text.strip():

@@ -6,14 +6,14 @@ An experiment lands like code: a pull request adds or corrects files under
 :func:`review` gives what a branch (or the working tree) changes compared with a base
 revision, as data (:mod:`kexp.review.model`): the experiments added, corrected and
 removed (each with its score, Δ vs its parent, outcome and rank among the store's
-experiments on the same operator), the fields each correction changed, the validation
-problems of the changed files, the store-wide problems the change causes, the lessons it
-adds, and the lineage it touches (:mod:`kexp.review.graph`). The validation, and the one
-read of the store at the head, are those of ``kexp validate --changed``
-(:mod:`kexp.storage.changed`); of the experiments the change does not touch, a review keeps
-a few front-matter values only. :func:`render_markdown` turns a review into a comment
-fit to post on the pull request, :func:`to_json` into JSON-ready data
-(:mod:`kexp.review.render`).
+experiments of the same campaign: operator × dtype × env), the fields each correction
+changed, the validation problems of the changed files, the store-wide problems the
+change causes, the lessons it adds, and the lineage it touches
+(:mod:`kexp.review.graph`). The validation, and the one read of the store at the head,
+are those of ``kexp validate --changed`` (:mod:`kexp.storage.changed`); of the
+experiments the change does not touch, a review keeps a few front-matter values only.
+:func:`render_markdown` turns a review into a comment fit to post on the pull request,
+:func:`to_json` into JSON-ready data (:mod:`kexp.review.render`).
 
 This module is the review's public face: the names of the modules above are importable
 from it, as they were when it held them all.
@@ -312,22 +312,23 @@ def _held_on_tip(changes: Changes, on_base: Changes | None) -> Changes:
 def _best_changes(
     entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side
 ) -> list[BestChange]:
-    """The operators touched whose best tip moved (another one, or another cumulative
+    """The campaigns touched whose best tip moved (another one, or another cumulative
     score) other than by a new best the review calls out already."""
-    celebrated = {entry.operator_sig for entry, _ in entries["added"] if entry.new_best}
-    celebrated |= {entry.operator_sig for entry, _ in entries["corrected"] if entry.new_best}
-    operators = sorted(
-        {entry.operator_sig for kind in KINDS for entry, _ in entries[kind] if entry.valid}
+    celebrated = {campaign_of(entry) for entry, _ in entries["added"] if entry.new_best}
+    celebrated |= {campaign_of(entry) for entry, _ in entries["corrected"] if entry.new_best}
+    campaigns = sorted(
+        {campaign_of(entry) for kind in KINDS for entry, _ in entries[kind] if entry.valid}
         - celebrated
     )
     found: list[BestChange] = []
-    for operator in operators:
-        before, after = then.best_on(operator), now.best_on(operator)
+    for campaign in campaigns:
+        before, after = then.best_on(campaign), now.best_on(campaign)
         if before is None and after is None:
             continue
         old = None if before is None else before.cumulative_score
         new = None if after is None else after.cumulative_score
         if (before and before.id) != (after and after.id) or old != new:
+            operator, dtype, env = campaign
             found.append(
                 BestChange(
                     operator,
@@ -335,6 +336,8 @@ def _best_changes(
                     old,
                     None if after is None else after.id,
                     new,
+                    dtype,
+                    env,
                 )
             )
     return found
@@ -398,7 +401,7 @@ class _Side:
         self._made: dict[int, KernelExperiment] = {}
         self._children: dict[str, list[int]] | None = None
         self._children_sorted: set[str] = set()
-        self._scored: dict[str, list[tuple[Any, int]]] = {}
+        self._scored: dict[Campaign, list[tuple[Any, int]]] = {}
 
     def _derive(self, numbers: Iterable[int]) -> None:
         """Derive the experiments ``numbers`` (those not derived yet), over them and what
@@ -434,6 +437,8 @@ class _Side:
             is_buggy=item.is_buggy,
             change_summary=item.change_summary,
             operator_sig=item.operator_sig,
+            dtype_sig=item.dtype_sig,
+            env=item.env,
             status=item.status,
             created_at=item.created_at,
             combines=_ids(item.combines),
@@ -484,16 +489,17 @@ class _Side:
                 index.setdefault(item.pid, []).append(number)
         return index
 
-    def scored_on(self, operator: str) -> list[tuple[tuple[bool, Any], int]]:
-        """(rank key, number) of the ranked experiments on ``operator`` (exact
-        ``operator_sig``: scored, not a control, a cumulative score known), in order; the
-        rank key is ``kexp top``'s (whether the step improved, its cumulative score)."""
-        found = self._scored.get(operator)
+    def scored_on(self, campaign: Campaign) -> list[tuple[tuple[bool, Any], int]]:
+        """(rank key, number) of the ranked experiments of ``campaign`` (exact
+        ``operator_sig``, ``dtype_sig`` and ``env``: scored, not a control, a cumulative
+        score known), in order; the rank key is ``kexp top``'s (whether the step
+        improved, its cumulative score)."""
+        found = self._scored.get(campaign)
         if found is None:
-            on = [n for n, item in enumerate(self.facts) if item.operator_sig == operator]
+            on = [n for n, item in enumerate(self.facts) if campaign_of(item) == campaign]
             self._derive(on)
             derived = self._derived
-            found = self._scored[operator] = [
+            found = self._scored[campaign] = [
                 ((derived[number].can_be_best, derived[number].cumulative_score), number)
                 for number in on
                 if derived[number].ranked
@@ -501,12 +507,22 @@ class _Side:
             ]
         return found
 
-    def best_on(self, operator: str) -> KernelExperiment | None:
-        """The best tip on ``operator`` (the best cumulative score of a step that
+    def best_on(self, campaign: Campaign) -> KernelExperiment | None:
+        """The best tip of ``campaign`` (the best cumulative score of a step that
         improved: :func:`kexp.storage.query.best_tip`; None when there is none)."""
-        improved = [(key[1], number) for key, number in self.scored_on(operator) if key[0]]
+        improved = [(key[1], number) for key, number in self.scored_on(campaign) if key[0]]
         best = max(improved, key=lambda e: float(e[0]), default=None)
         return None if best is None else self.experiment(best[1])
+
+
+#: A campaign: operator × dtype × env (``operator_sig``, ``dtype_sig``, ``env``), as
+#: the report's frontier and ``kexp context`` keep one best per campaign.
+Campaign = tuple[str, str, str]
+
+
+def campaign_of(item: Any) -> Campaign:
+    """The campaign of an experiment, its :class:`Facts` or a reviewed entry."""
+    return (item.operator_sig, item.dtype_sig, item.env)
 
 
 def _ids(combines: Iterable[str | None]) -> list[str]:
@@ -632,6 +648,7 @@ def _entry(
         entry.change_summary = _text(fields.get("change_summary"))
         entry.operator_sig = _text(fields.get("operator_sig"))
         entry.dtype_sig = _text(fields.get("dtype_sig"))
+        entry.env = _text(fields.get("env"))
         entry.pid = _text(fields.get("pid"))
         score = fields.get("score")
         if isinstance(score, (int, float)) and not isinstance(score, bool):
@@ -640,6 +657,7 @@ def _entry(
     entry.change_summary = exp.change_summary
     entry.operator_sig = exp.operator_sig
     entry.dtype_sig = exp.dtype_sig
+    entry.env = exp.env
     entry.score = float(exp.score)
     entry.outcome = exp.outcome
     entry.control = is_control(exp)
@@ -669,7 +687,7 @@ def _entry(
                     )
                     entry.delta_pct_ci = [change_percent(low), change_percent(high)]
     if is_scored(exp) and exp.derived.ranked and cumulative is not None:
-        rivals = side.scored_on(exp.operator_sig)
+        rivals = side.scored_on(campaign_of(exp))
         mine = (exp.derived.can_be_best, cumulative)
         entry.rank = 1 + sum(1 for key, _ in rivals if key > mine)
         entry.rank_of = len(rivals)
@@ -679,7 +697,7 @@ def _entry(
         and cumulative is not None
         and exp.derived.can_be_best  # a step within noise is never a new best
     ):
-        previous = then.best_on(exp.operator_sig)
+        previous = then.best_on(campaign_of(exp))
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)

@@ -65,11 +65,11 @@ class ReviewedExperiment:
     the speedup over the operator's reference (:mod:`kexp.core.campaign`); ``delta`` and
     ``delta_pct`` its change against the parent's. ``rank`` is the position by
     cumulative score among the store's ranked experiments (not pending, not buggy, not
-    a control) with the same ``operator_sig`` (1 = best; ties share a rank), out of
-    ``rank_of``; ``new_best`` is set when an added or corrected experiment now beats the
-    best of the base side on its operator (``previous_best_*``: that best; None when
-    there was none), unless its measurement is suspect: then ``suspect`` says why,
-    instead of a new best.
+    a control) of its campaign: the same ``operator_sig``, ``dtype_sig`` and ``env``
+    (1 = best; ties share a rank), out of ``rank_of``; ``new_best`` is set when an added
+    or corrected experiment now beats the best of the base side in its campaign
+    (``previous_best_*``: that best; None when there was none), unless its measurement
+    is suspect: then ``suspect`` says why, instead of a new best.
     """
 
     id: str
@@ -105,6 +105,8 @@ class ReviewedExperiment:
     cumulative_reason: str = ""
     #: An A/A run (the noise floor): shown as ``control``, never as its outcome.
     control: bool = False
+    #: The environment it ran in (its campaign is operator × dtype × env).
+    env: str = ""
     previous_best_cumulative: float | None = None
     #: Why the measurement is implausible, when it would be a new best.
     suspect: list[str] = dataclasses.field(default_factory=list)
@@ -127,14 +129,16 @@ class ReviewedExperiment:
 
 @dataclasses.dataclass
 class BestChange:
-    """An operator whose best tip the change moves other than by a new best: a
-    correction or removal (of it or of an ancestor) dethrones or lowers it."""
+    """A campaign (operator × dtype × env) whose best tip the change moves other than by
+    a new best: a correction or removal (of it or of an ancestor) dethrones or lowers it."""
 
     operator_sig: str
     before_id: str | None
     before_cumulative: float | None
     after_id: str | None
     after_cumulative: float | None
+    dtype_sig: str = ""
+    env: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""

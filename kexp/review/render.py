@@ -262,7 +262,7 @@ def _headline(result: Review) -> str:
         )
     lines += [_lost_note(lost) for lost in result.lessons_lost]
     for entry in result.new_bests:
-        lines.append(f"🏆 **New best** on {md_code(entry.operator_sig)}: {_best_note(entry)}")
+        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}")
     for change in result.best_changes:
         lines.append(_best_change_note(change))
     for entry in result.changed_on_base:
@@ -270,7 +270,7 @@ def _headline(result: Review) -> str:
     for entry in result.suspects:
         reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
         lines.append(
-            f"⚠️ **suspect: verify correctness** on {md_code(entry.operator_sig)}: "
+            f"⚠️ **suspect: verify correctness** on {_campaign(entry)}: "
             f"{_best_note(entry)}; not a new best until checked ({reasons})"
         )
     return "  \n".join(lines)
@@ -303,7 +303,7 @@ def _best_change_note(change: BestChange) -> str:
     before = tip(change.before_id, change.before_cumulative)
     after = tip(change.after_id, change.after_cumulative)
     return (
-        f"{_best_move(change)} **Best changed** on {md_code(change.operator_sig)} by the "
+        f"{_best_move(change)} **Best changed** on {_campaign(change)} by the "
         f"corrections or removals here: was {before}, now {after}"
     )
 
@@ -362,8 +362,15 @@ def _best_note(entry: ReviewedExperiment) -> str:
     if entry.previous_best_id is not None and before is not None:
         text += f"; the best before was {md_code(entry.previous_best_id)} ({before:.4f})"
     else:
-        text += " (the first scored experiment on this operator)"
+        text += " (the first scored experiment of this operator × dtype × env)"
     return text
+
+
+def _campaign(item: ReviewedExperiment | BestChange) -> str:
+    """The campaign (operator × dtype × env) of a headline's line, in words: a best
+    is one campaign's, as ``kexp stats`` and the report's frontier keep it."""
+    where = ", ".join(md_text(v, limit=_CELL_CHARS) for v in (item.dtype_sig, item.env) if v)
+    return f"{md_code(item.operator_sig)} ({where})" if where else md_code(item.operator_sig)
 
 
 def _table(entries: Sequence[ReviewedExperiment]) -> str:

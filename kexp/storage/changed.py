@@ -320,6 +320,8 @@ class Facts(NamedTuple):
     operator_sig: str
     created_at: str
     change_summary: str
+    dtype_sig: str
+    env: str
     score_ci: Any  # a list of two numbers, or empty
     measured_against: str
     tags: Any  # strings, of which derived values read only whether one is "control"
@@ -336,10 +338,18 @@ FACT_FIELDS = tuple(
         "operator_sig",
         "created_at",
         "change_summary",
+        "dtype_sig",
+        "env",
         "score_ci",
         "measured_against",
         "tags",
     )
+)
+#: The indexes of the :data:`FACT_FIELDS` values that repeat from file to file.
+_REPEATING = tuple(
+    index
+    for index, (name, _) in enumerate(FACT_FIELDS)
+    if name in ("operator_sig", "dtype_sig", "env")
 )
 #: What a review keeps of the tags: only whether the experiment is a control.
 _CONTROL = ("control",)
@@ -493,9 +503,12 @@ def _keeper(facts: bool) -> Keep[_Record]:
         known: tuple[Any, ...] | None = None
         if facts and fields is not None:
             known = _slim(tuple(fields.get(name, default) for name, default in FACT_FIELDS))
-            operator = known[3]
-            if isinstance(operator, str):  # one string per operator (they repeat)
-                known = (*known[:3], shared.setdefault(operator, operator), *known[4:])
+            known = tuple(  # one string per operator, dtype, env (they repeat)
+                shared.setdefault(value, value)
+                if index in _REPEATING and isinstance(value, str)
+                else value
+                for index, value in enumerate(known)
+            )
         return (link.id, link.pid, link.combines, link.lines, known)
 
     return keep

@@ -387,7 +387,8 @@ def print_table(
     the header of a column (the last) that wraps instead; when less than
     :data:`WRAP_MIN_WIDTH` is left for it, it is printed on indented lines of its own,
     under each row. ``styles``: per header, the style (``click.style`` arguments) of a
-    cell's text, on a terminal.
+    cell's text, on a terminal. A column that would be cut below its floor (its kernel's
+    name for ``OPERATOR``, else ``min_width``) goes on a line of its own under each row.
     """
     headers = list(headers)
     rows = [list(row) for row in rows]
@@ -395,6 +396,7 @@ def print_table(
     total = terminal_width()
     wrap_index = headers.index(wrap) if wrap in headers else None
     below = False  # the wrapping column on lines of its own
+    under: list[int] = []  # the columns printed under each row, named
     if total is not None:
         floors = [
             max([len(h)] + [_kernel_width(r[i]) for r in rows]) if h == "OPERATOR" else min_width
@@ -402,7 +404,11 @@ def print_table(
         ]
 
         def excess() -> int:
-            shown = [w for i, w in enumerate(widths) if not (below and i == wrap_index)]
+            shown = [
+                w
+                for i, w in enumerate(widths)
+                if not (below and i == wrap_index) and i not in under
+            ]
             return sum(shown) + 2 * (len(shown) - 1) - total
 
         def give(floor_of: Callable[[int], int]) -> None:
@@ -418,6 +424,11 @@ def print_table(
                 widths[wrap_index] = room
             else:
                 below = True
+        # A column that would be cut below its floor ("imp…", "sof…") goes under its
+        # row instead, whole and named ("operator: ..."), the first of ``shrink`` first.
+        for name in shrink:
+            if name in headers and name != wrap and excess() > 0:
+                under.append(headers.index(name))
         give(lambda i: min(floors[i], min_width))
         give(lambda i: 4)
     style = styler()
@@ -427,6 +438,8 @@ def print_table(
         cells: list[str] = []
         extra_lines: list[list[str]] = []
         for index, (header, cell, width) in enumerate(zip(headers, row, widths, strict=True)):
+            if index in under:
+                continue
             if index == wrap_index and (below or total is not None):
                 if below:
                     continue
@@ -452,6 +465,12 @@ def print_table(
         click.echo(style(line, bold=True) if number == 0 else line)
         for extra in extra_lines:
             click.echo("  ".join(extra).rstrip())
+        for index in under if number else ():
+            label = f"{indent}{headers[index].lower()}: "
+            room = (total or 80) - len(label)
+            value = row[index]
+            shown = shorten_operator(value, room) if headers[index] == "OPERATOR" else value
+            click.echo(label + truncate(shown, room))
         if below and number and wrap_index is not None:
             import textwrap  # lazy: only for a wrapped column
 

@@ -77,7 +77,8 @@ def lessons(
         shown + [item.id for items in found.values() for item in items]
     )
     for floor in report.noise_floors:
-        click.echo(f"{floor.describe()}  ({one_line(floor.env)}; control {floor.id[:id_length]})")
+        where = f"({one_line(floor.env)}; control {floor.id[:id_length]})"
+        _print_floor(floor.describe(), where, width)
     if report.noise_floors:
         click.echo("")
     first = True
@@ -93,6 +94,20 @@ def lessons(
             _print_lesson(lesson, width, id_length)
     if first:
         click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
+
+
+def _print_floor(floor: str, where: str, width: int | None) -> None:
+    """A noise floor and its env and control: one line, or where it would be wider than
+    the terminal, the env and control wrapped (never cut) under it, indented."""
+    import textwrap
+
+    line = f"{floor}  {where}"
+    if width is None or len(line) <= width:
+        click.echo(line)
+        return
+    click.echo(floor)
+    for part in textwrap.wrap(where, max(20, width - 4), break_on_hyphens=False):
+        click.echo("    " + part)
 
 
 def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:

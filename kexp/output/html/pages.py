@@ -477,9 +477,11 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     root = "../"
     members = site.operators[operator]
     counts = outcome_counts(members)
-    best = best_tip(members)
+    cells = cells_of(members)
+    # A best is one campaign's (operator × dtype × env), as the frontier keeps it.
+    bests = [best for cell in cells if (best := cell.best) is not None]
     forest = build_forest(members)
-    path_ids = _best_path(forest, best.id) if best is not None else []
+    paths = [_best_path(forest, best.id) for best in bests]
     position = {exp.id: index for index, exp in enumerate(members)}
     # Each experiment at its cumulative score (the speedup over the reference): the best
     # so far rises as the campaign did. Without one (a control, an ancestor buggy,
@@ -491,6 +493,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
             exp.outcome,
             _plotted(exp),
             exp.cumulative_ci if exp.derived.ranked else None,
+            (exp.dtype_sig, exp.env),
         )
         for exp in members
     ]
@@ -498,15 +501,23 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         f"<h1>{one_line(operator or '(none)')}</h1>",
         f'<p class="lead">{len(members):,} experiments: {_counts_line(counts)}</p>',
     ]
-    if best is not None:
+    tips = [
+        f"{site.experiment_link(best.id, root)} {cumulative_text(best)} "
+        f"over the reference (this step {score_text(best)}) "
+        f"{one_line(best.dtype_sig)} · {one_line(best.env, 60)} — "
+        f"{one_line(best.change_summary)}"
+        for best in bests
+    ]
+    if len(tips) == 1:
+        parts.append(f"<p>Best tip: {tips[0]}</p>")
+    elif tips:
         parts.append(
-            f"<p>Best tip: {site.experiment_link(best.id, root)} {cumulative_text(best)} "
-            f"over the reference (this step {score_text(best)}) "
-            f"{one_line(best.dtype_sig)} · {one_line(best.env, 60)} — "
-            f"{one_line(best.change_summary)}</p>"
+            "<p>Best tips, one per dtype × env:</p><ul>"
+            + "".join(f"<li>{tip}</li>" for tip in tips)
+            + "</ul>"
         )
     cell_rows = []
-    for cell in cells_of(members):
+    for cell in cells:
         cell_best = cell.best
         cell_rows.append(
             [
@@ -529,8 +540,8 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 ("o-buggy cross", "buggy"),
                 ("o-failed cross", "failed (crashed or timed out)"),
                 ("o-pending", "pending"),
-                ("line-best", "lineage path to the best tip"),
-                ("line-sofar", "best so far"),
+                ("line-best", "lineage path to the best tip (of each dtype × env)"),
+                ("line-sofar", "best so far (of each dtype × env)"),
                 ("line-ci", "interval"),
             ]
         ),
@@ -539,13 +550,13 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         '<div class="scroll">',
         svg.score_chart(
             points,
-            [position[i] for i in path_ids if i in position],
+            [[position[i] for i in path if i in position] for path in paths],
             axis="speedup over the reference",
         ),
         "</div>",
         f"<h2>Lineage ({len(forest):,} tree{'' if len(forest) == 1 else 's'})</h2>",
         "<p>Each tree grows to the right, one generation per column. The path to the "
-        "operator's best tip is drawn thick, the best ringed in green; a node ringed in "
+        "best tip of each dtype × env is drawn thick, the best ringed in green; a node ringed in "
         "red is a dead end (built on, but nothing built on it reached a higher "
         "cumulative score, other than within noise).</p>",
         '<div class="scroll tall">',
@@ -553,7 +564,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
             forest,
             lambda node: f"{root}{experiment_href(node.experiment.id)}",
             lambda node: _tooltip(node.experiment) + ("  [dead end]" if node.dead_end else ""),
-            best_path=path_ids,
+            best_paths=paths,
         ),
         "</div>",
     ]

@@ -46,6 +46,8 @@ class Point:
     outcome: str
     score: float
     interval: tuple[float, float] | None = None
+    #: Its campaign (operator × dtype × env): the best so far is one campaign's.
+    campaign: tuple[str, ...] = ()
 
 
 def _f(value: float) -> str:
@@ -103,16 +105,17 @@ def _dense_paths(kind: str, markers: dict[str, list[str]]) -> str:
 
 def score_chart(
     points: Sequence[Point],
-    best_path: Sequence[int] = (),
+    best_paths: Sequence[Sequence[int]] = (),
     *,
     width: int = 960,
     height: int = 340,
     baseline: float = 1.0,
     axis: str = "score",
 ) -> str:
-    """Score over iterations: ``points`` in order (x = position); ``best_path`` holds
-    the indexes of the points from a root to the best experiment, in order. Past
-    :data:`MAX_LINKED` points, only those of ``best_path`` and the steps of the best so
+    """Score over iterations: ``points`` in order (x = position); each of ``best_paths``
+    holds the indexes of the points from a root to a campaign's best experiment, in
+    order. The best so far is drawn per campaign (:attr:`Point.campaign`). Past
+    :data:`MAX_LINKED` points, only those of ``best_paths`` and the steps of the best so
     far are links."""
     left, right, top, bottom, band = 58, 14, 12, 40, 26
     plot_w = width - left - right
@@ -178,30 +181,32 @@ def score_chart(
     )
     if whiskers:
         out.append(f'<path class="ci" d="{whiskers}"/>')
-    steps: list[str] = []
-    notable = set(best_path)
-    best_so_far: float | None = None
+    notable = {i for path in best_paths for i in path}
+    steps: dict[tuple[str, ...], list[str]] = {}
+    best_so_far: dict[tuple[str, ...], float] = {}
     for i, p in enumerate(points):
         if p.outcome != "improvement" or not math.isfinite(p.score):
             continue  # only a step that improved can be a best
-        if best_so_far is None:
-            best_so_far = p.score
-            steps.append(f"M{_f(x_of(i))} {_f(y_of(p.score))}")
-            notable.add(i)
-        elif p.score > best_so_far:
-            steps.append(f"H{_f(x_of(i))}V{_f(y_of(p.score))}")
-            best_so_far = p.score
-            notable.add(i)
-    if steps:
-        steps.append(f"H{_f(left + plot_w)}")
-        out.append(f'<path class="sofar" d="{"".join(steps)}"/>')
-    path_points = [
-        f"{_f(x_of(i))},{_f(y_of(points[i].score))}"
-        for i in best_path
-        if points[i].outcome not in UNSCORED and math.isfinite(points[i].score)
-    ]
-    if len(path_points) > 1:
-        out.append(f'<polyline class="best" points="{" ".join(path_points)}"/>')
+        before = best_so_far.get(p.campaign)
+        if before is None:
+            steps[p.campaign] = [f"M{_f(x_of(i))} {_f(y_of(p.score))}"]
+        elif p.score > before:
+            steps[p.campaign].append(f"H{_f(x_of(i))}V{_f(y_of(p.score))}")
+        else:
+            continue
+        best_so_far[p.campaign] = p.score
+        notable.add(i)
+    for line in steps.values():
+        line.append(f"H{_f(left + plot_w)}")
+        out.append(f'<path class="sofar" d="{"".join(line)}"/>')
+    for best_path in best_paths:
+        path_points = [
+            f"{_f(x_of(i))},{_f(y_of(points[i].score))}"
+            for i in best_path
+            if points[i].outcome not in UNSCORED and math.isfinite(points[i].score)
+        ]
+        if len(path_points) > 1:
+            out.append(f'<polyline class="best" points="{" ".join(path_points)}"/>')
     linked = len(points) <= MAX_LINKED
     dense: dict[str, list[str]] = {}
     markers: list[str] = []
@@ -259,17 +264,18 @@ def lineage_graph(
     href: Callable[[TreeNode], str],
     label: Callable[[TreeNode], str],
     *,
-    best_path: Sequence[str] = (),
+    best_paths: Sequence[Sequence[str]] = (),
     width: int = 960,
 ) -> str:
     """The trees of ``forest`` packed in shelves ``width`` wide (biggest first).
 
-    ``href`` and ``label`` give each node's link and tooltip; ``best_path`` holds the ids
-    from a root to the best experiment of all (drawn thick, the best ringed). Past
-    :data:`MAX_LINKED` nodes, only those of ``best_path`` are links.
+    ``href`` and ``label`` give each node's link and tooltip; each of ``best_paths``
+    holds the ids from a root to the best experiment of a campaign (operator × dtype ×
+    env: drawn thick, the best ringed). Past :data:`MAX_LINKED` nodes, only those of
+    ``best_paths`` are links.
     """
-    on_path = frozenset(best_path)
-    best_id = best_path[-1] if best_path else None
+    on_path = frozenset(i for path in best_paths for i in path)
+    best_ids = frozenset(path[-1] for path in best_paths if path)
     dense: dict[str, list[str]] = {}
     ends: list[str] = []
     layouts = [_layout(tree) for tree in forest]
@@ -317,9 +323,9 @@ def lineage_graph(
                 classes += " bp"
             if node.dead_end:
                 classes += " de"
-            if exp.id == best_id:
+            if exp.id in best_ids:
                 classes += " top"
-            radius = (4.2 if exp.id == best_id else 3.2) * min(scale, 1.5)
+            radius = (4.2 if exp.id in best_ids else 3.2) * min(scale, 1.5)
             if not linked and exp.id not in on_path:
                 dense.setdefault(exp.outcome, []).append(f"M{_f(px)} {_f(py)}h0")
                 if node.dead_end:
