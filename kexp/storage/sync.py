@@ -212,7 +212,7 @@ def _sync(
         needed = _lineage_among(location, elsewhere & set(present), paths + present)
         if needed and target == view.default():
             raise ValidationError(_STACKED.format(target=target, files=listing(sorted(needed))), [])
-        paths = sorted({*paths, *needed})  # (a branch of its own stacks on the one holding it)
+        paths = sorted({*paths, *needed})  # (a copy of what another branch holds)
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
             refuse_invalid(store, remote, target)
@@ -561,8 +561,8 @@ def _commit_beside(
 _STACKED = (
     "kexp sync did nothing: what it would publish to {target} builds on {files}, which "
     "another branch of the remote holds, on its way through a pull request, and {target} "
-    f"lacks: {SYNC_FOR_REVIEW} (it stacks on that pull request), or run kexp sync again "
-    "once that lands"
+    f"lacks: {SYNC_FOR_REVIEW} (its pull request carries a copy of those files: land it "
+    "after that one), or run kexp sync again once that lands"
 )
 
 
@@ -570,7 +570,8 @@ def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> se
     """Of ``held`` (the files among ``present`` a remote branch holds alike: no news),
     those a side branch leaves out: not the lineage of the files it publishes
     (:func:`_lineage_among`): the branch would publish a step whose parent it lacks, so
-    it stacks on the branch holding it."""
+    takes a copy of the files the branch holding them has (its pull request lands after
+    that one's)."""
     return held - _lineage_among(location, held, present)
 
 
