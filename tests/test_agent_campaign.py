@@ -715,6 +715,39 @@ def test_the_same_record_made_again_is_refused_and_the_store_keeps_one(
     assert len(store.list_experiments()) == 2
 
 
+def test_a_retry_without_a_code_change_is_refused_and_the_store_keeps_one(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """An agent times a launch setting on its parent's code (no diff: the kernel file is
+    unchanged), records it, its call times out and it runs the same ``kexp add`` again:
+    the same timing files, operator, dtype, env and parent. It was recorded twice (the
+    copy a second experiment of the campaign). Now the second call writes nothing and
+    says, in one line, which experiment holds the measurement and how to measure it
+    again; a new measurement of the same setting is recorded."""
+    kernel = ["--operator", OPERATOR, "--dtype", "fp32", "--env", "H100, CUDA 12.4"]
+    parent = kexp(repo, "add", "--json", *kernel, "--summary", "Tile - +5%", "--score", "1.05")
+    parent_id = json.loads(parent.stdout)["id"]
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    cand = write(tmp_path / "cand.json", timings(0.9, 2))
+    args = ["add", "--json", "--summary", "256 threads - +11%", "--pid", parent_id,
+            "--measured-against", "parent", *kernel,
+            "--baseline", base, "--candidate", cand]  # fmt: skip
+    first = kexp(repo, *args)
+    assert first.exit_code == 0, first.output
+    first_id = json.loads(first.stdout)["id"]
+
+    again = kexp(repo, *args)
+    assert again.exit_code != 0, again.output
+    assert again.stderr.count("\n") == 1, again.stderr
+    assert first_id in again.stderr and "kexp remeasure" in again.stderr, again.stderr
+    assert sorted(e.id for e in store.list_experiments()) == sorted([parent_id, first_id])
+
+    other = write(tmp_path / "cand2.json", timings(0.9, 3))
+    new = kexp(repo, *args[:-1], other)
+    assert new.exit_code == 0, new.output
+    assert len(store.list_experiments()) == 3
+
+
 def test_a_coarse_second_measurement_alike_is_recorded_not_refused_as_a_copy(
     repo: Path, store: Store, tmp_path: Path
 ) -> None:
