@@ -650,6 +650,31 @@ def test_the_iteration_in_raw_result_does_not_depend_on_reading_other_branches(
     assert said[0].startswith("Iteration 2 Results"), said
 
 
+def test_an_a_a_control_is_no_iteration_in_raw_result(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The campaign starts with an A/A control, as the skill advises, then the agent's
+    first step, each recorded from timings. ``raw_result`` (the predecessor's field)
+    called the control "Iteration 1" and the first step "Iteration 2": a control
+    measures the noise, not a step. The control's says it is the A/A control; the first
+    step is iteration 1."""
+    add = ["add", "--json", "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100"]
+    base = write(tmp_path / "b.json", timings(1.0, 1))
+    same = write(tmp_path / "a.json", timings(1.0, 2))
+    control = kexp(repo, *add, "--tag", "control", "--summary", "A/A - noise floor",
+                   "--baseline", base, "--candidate", same)  # fmt: skip
+    assert control.exit_code == 0, control.output
+    cand = write(tmp_path / "c.json", timings(0.9, 3))
+    step = kexp(repo, *add, "--summary", "Unroll - +11%", "--baseline", base, "--candidate", cand)
+    assert step.exit_code == 0, step.output
+    said = [
+        store.get_experiment(json.loads(r.stdout)["id"]).raw_result.splitlines()[0]
+        for r in (control, step)
+    ]
+    assert said[0].startswith("A/A control Results"), said
+    assert said[1].startswith("Iteration 1 Results"), said
+
+
 # --- a step on a parent: the parent's kernel, dtype and env unless it says otherwise -------------
 
 
