@@ -363,6 +363,34 @@ def _judged(raw_result: str) -> tuple[str, str]:
     return lines[0], lines[2]
 
 
+def test_add_prints_the_parent_figure_a_reference_measured_step_is_judged_over(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent's step on its 2.1x parent, timed against the original code: ``kexp add``
+    printed "score 2.1020 [...]: marginal", naming no figure the 2.1x reads as marginal
+    against. The line now names the parent and its cumulative score, and the step's
+    speedup over it, that the outcome is judged on."""
+    reference = write(tmp_path / "reference.json", timings(1.0, 1))
+    parent = record_iteration(
+        store,
+        baseline=reference,
+        candidate=write(tmp_path / "first.json", timings(1 / 2.1, 2)),
+        **softmax_fields(change_summary="Tile - +110%"),
+    )
+    assert parent.cumulative_score is not None
+    added = kexp(
+        repo, "add", "--summary", "Unroll by 2 - +0.1%", "--pid", parent.id,
+        "--measured-against", "reference",
+        "--baseline", reference, "--candidate", write(tmp_path / "c.json", timings(1 / 2.102, 3)),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    child = store.get_experiment(added.stdout.split()[1])
+    line = added.stdout.splitlines()[1]
+    ratio = child.score / parent.cumulative_score
+    said = f"; {ratio:.4f}x over parent {parent.id[:10]} ({parent.cumulative_score:.4f}x)"
+    assert said in line and line.endswith(": marginal"), line
+
+
 def test_a_reference_measured_childs_raw_result_judges_it_over_its_parent(
     repo: Path, store: Store, tmp_path: Path
 ) -> None:
