@@ -125,7 +125,7 @@ def to_record(
 
     stored = exp.to_dict(include_derived=True)
     data = {name: stored[name] for name in ALL_FIELDS}  # the file's order, id first
-    path = stored.get("path")
+    path = stored.pop("path", None)
     derived = {name: stored[name] for name in DERIVED_FIELDS if name in stored}
     data["extra_fields"] = dict(exp.extra_fields)
     data["preamble"] = exp.preamble
