@@ -613,7 +613,11 @@ def _code(
     seen = seen | {exp_id}
     if "control" in (fields.get("tags") or []):
         return _code(files, fields["pid"], seen) if fields["pid"] else (1.0, [])
-    if fields["status"] in ("new", "running") or fields["is_buggy"] or fields["score"] <= 0:
+    if (
+        fields["status"] in ("new", "running", "timeout")
+        or fields["is_buggy"]
+        or fields["score"] <= 0
+    ):
         return None, []
     step = (fields["score"], fields.get("score_ci"))
     if not fields["pid"] or fields.get("measured_against") == "reference":
