@@ -272,7 +272,7 @@ def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
     key = unchanged_key(exp.operator_sig, exp.dtype_sig, exp.env, exp.pid)
     copy = asked(store, lambda: _copy_of(store, exp, key))
     if copy is not None:
-        raise _made_again(*copy, "operator, dtype, env, parent, base_commit, no code change")
+        raise _made_again(*copy, "operator, dtype, env, parent, base_commit (no code change)")
 
 
 def _copy_of(store: StoreView, exp: KernelExperiment, key: str) -> tuple[str, str] | None:
