@@ -363,6 +363,34 @@ def _judged(raw_result: str) -> tuple[str, str]:
     return lines[0], lines[2]
 
 
+def test_add_prints_the_parent_figure_a_reference_measured_step_is_judged_over(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The agent's step on its 2.1x parent, timed against the original code: ``kexp add``
+    printed "score 2.1020 [...]: marginal", naming no figure the 2.1x reads as marginal
+    against. The line now names the parent and its cumulative score, and the step's
+    speedup over it, that the outcome is judged on."""
+    reference = write(tmp_path / "reference.json", timings(1.0, 1))
+    parent = record_iteration(
+        store,
+        baseline=reference,
+        candidate=write(tmp_path / "first.json", timings(1 / 2.1, 2)),
+        **softmax_fields(change_summary="Tile - +110%"),
+    )
+    assert parent.cumulative_score is not None
+    added = kexp(
+        repo, "add", "--summary", "Unroll by 2 - +0.1%", "--pid", parent.id,
+        "--measured-against", "reference",
+        "--baseline", reference, "--candidate", write(tmp_path / "c.json", timings(1 / 2.102, 3)),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    child = store.get_experiment(added.stdout.split()[1])
+    line = added.stdout.splitlines()[1]
+    ratio = child.score / parent.cumulative_score
+    said = f"; {ratio:.4f}x over parent {parent.id[:10]} ({parent.cumulative_score:.4f}x)"
+    assert said in line and line.endswith(": marginal"), line
+
+
 def test_a_reference_measured_childs_raw_result_judges_it_over_its_parent(
     repo: Path, store: Store, tmp_path: Path
 ) -> None:
@@ -650,6 +678,31 @@ def test_the_iteration_in_raw_result_does_not_depend_on_reading_other_branches(
     assert said[0].startswith("Iteration 2 Results"), said
 
 
+def test_an_a_a_control_is_no_iteration_in_raw_result(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """The campaign starts with an A/A control, as the skill advises, then the agent's
+    first step, each recorded from timings. ``raw_result`` (the predecessor's field)
+    called the control "Iteration 1" and the first step "Iteration 2": a control
+    measures the noise, not a step. The control's says it is the A/A control; the first
+    step is iteration 1."""
+    add = ["add", "--json", "--operator", OPERATOR, "--dtype", "fp32", "--env", "H100"]
+    base = write(tmp_path / "b.json", timings(1.0, 1))
+    same = write(tmp_path / "a.json", timings(1.0, 2))
+    control = kexp(repo, *add, "--tag", "control", "--summary", "A/A - noise floor",
+                   "--baseline", base, "--candidate", same)  # fmt: skip
+    assert control.exit_code == 0, control.output
+    cand = write(tmp_path / "c.json", timings(0.9, 3))
+    step = kexp(repo, *add, "--summary", "Unroll - +11%", "--baseline", base, "--candidate", cand)
+    assert step.exit_code == 0, step.output
+    said = [
+        store.get_experiment(json.loads(r.stdout)["id"]).raw_result.splitlines()[0]
+        for r in (control, step)
+    ]
+    assert said[0].startswith("A/A control Results"), said
+    assert said[1].startswith("Iteration 1 Results"), said
+
+
 # --- a step on a parent: the parent's kernel, dtype and env unless it says otherwise -------------
 
 
@@ -713,6 +766,39 @@ def test_the_same_record_made_again_is_refused_and_the_store_keeps_one(
     assert new.exit_code == 0, new.output
     assert "same measurement again" in new.stderr, new.stderr
     assert len(store.list_experiments()) == 2
+
+
+def test_a_retry_without_a_code_change_is_refused_and_the_store_keeps_one(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """An agent times a launch setting on its parent's code (no diff: the kernel file is
+    unchanged), records it, its call times out and it runs the same ``kexp add`` again:
+    the same timing files, operator, dtype, env and parent. It was recorded twice (the
+    copy a second experiment of the campaign). Now the second call writes nothing and
+    says, in one line, which experiment holds the measurement and how to measure it
+    again; a new measurement of the same setting is recorded."""
+    kernel = ["--operator", OPERATOR, "--dtype", "fp32", "--env", "H100, CUDA 12.4"]
+    parent = kexp(repo, "add", "--json", *kernel, "--summary", "Tile - +5%", "--score", "1.05")
+    parent_id = json.loads(parent.stdout)["id"]
+    base = write(tmp_path / "base.json", timings(1.0, 1))
+    cand = write(tmp_path / "cand.json", timings(0.9, 2))
+    args = ["add", "--json", "--summary", "256 threads - +11%", "--pid", parent_id,
+            "--measured-against", "parent", *kernel,
+            "--baseline", base, "--candidate", cand]  # fmt: skip
+    first = kexp(repo, *args)
+    assert first.exit_code == 0, first.output
+    first_id = json.loads(first.stdout)["id"]
+
+    again = kexp(repo, *args)
+    assert again.exit_code != 0, again.output
+    assert again.stderr.count("\n") == 1, again.stderr
+    assert first_id in again.stderr and "kexp remeasure" in again.stderr, again.stderr
+    assert sorted(e.id for e in store.list_experiments()) == sorted([parent_id, first_id])
+
+    other = write(tmp_path / "cand2.json", timings(0.9, 3))
+    new = kexp(repo, *args[:-1], other)
+    assert new.exit_code == 0, new.output
+    assert len(store.list_experiments()) == 3
 
 
 def test_a_coarse_second_measurement_alike_is_recorded_not_refused_as_a_copy(

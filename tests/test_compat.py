@@ -297,6 +297,24 @@ def test_to_dict_is_asdict_of_the_16_predecessor_keys_in_order(compat: ModuleTyp
     assert set(KernelExperiment.to_dict(exp)) > set(PREDECESSOR_ORDER)
 
 
+def test_kexps_own_to_dict_keeps_the_dataclass_field_order(store: Store, repo: Path) -> None:
+    """COMPAT.md: ``to_dict()`` is ``dataclasses.asdict``, in field order. kexp's own
+    class listed its keys in the file's order instead (id first, score fifth): a script
+    that rebuilt an experiment positionally from ``kexp.KernelExperiment(...).to_dict()``
+    values, or zipped them with the fields, got them crossed. Its keys are the stored
+    fields in the dataclass's order, the predecessor's 16 first; ``kexp show --json``
+    keeps its own order (id first)."""
+    exp = store.create_experiment(**experiment_fields(tags=["unroll"]))
+    data = exp.to_dict()
+    order = [field.name for field in dataclasses.fields(KernelExperiment)]
+    assert list(data) == [name for name in order if name in data]
+    assert tuple(data)[:16] == PREDECESSOR_ORDER
+    rebuilt = KernelExperiment(*list(data.values())[:16])  # a predecessor-era script
+    assert [getattr(rebuilt, name) for name in PREDECESSOR_ORDER] == list(data.values())[:16]
+    shown = json.loads(run_kexp("show", exp.id, "--json", cwd=repo).stdout)
+    assert list(shown)[:2] == ["id", "pid"], list(shown)
+
+
 def test_from_dict_of_a_predecessor_record(compat: ModuleType) -> None:
     record = dict(zip(PREDECESSOR_ORDER, values_in_predecessor_order(), strict=True))
     exp = compat.KernelExperiment.from_dict(record)

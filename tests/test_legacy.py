@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git
+from conftest import git, run_kexp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -177,6 +177,36 @@ def test_imported_experiments_are_queryable_with_their_values_as_they_were(
     top = [e.id for e in store.top_experiments(100)]
     assert top[0] != "c0ffee00d15ea5e2"  # 5.2x but buggy: never ranked
     assert set(top) == set(db) - {"c0ffee00d15ea5e2", "d4c3b2a1f0e9d8c7"}  # buggy, pending
+
+
+def test_an_imported_timed_out_run_ranks_as_the_failure_it_is_not_a_measured_one(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The predecessor's agent wrote a timed-out run with the score it had started from
+    (``status: timeout``, ``score: 1.0``). Imported, it ranked in ``kexp top`` as a
+    measured 1.0000 above the regressions. A run that timed out measured nothing: it
+    is left out of the ranking, as other failed runs are, and shown (asked for) as a
+    failure with no speedup and no cumulative score."""
+    timed_out = record("a000000000000002", score=1.0, status="timeout")
+    db = {
+        "a000000000000001": record("a000000000000001", score=1.05),
+        "a000000000000002": {**timed_out, "change_summary": "Autotune 64 configs - timed out"},
+        "a000000000000003": record("a000000000000003", score=0.97),
+    }
+    source = write_database(tmp_path / "kernel_experiments_db.json", db)
+    done = run_kexp("import", str(source), "--no-check-commits", cwd=repo)
+    assert done.returncode == 0, done.stderr
+
+    ranked = json.loads(run_kexp("top", "--json", cwd=repo).stdout)
+    assert [e["id"] for e in ranked] == ["a000000000000001", "a000000000000003"]
+    asked = json.loads(run_kexp("top", "--json", "--include-buggy", cwd=repo).stdout)
+    shown_run = next(e for e in asked if e["id"] == "a000000000000002")
+    assert shown_run["outcome"] == "failed" and shown_run["cumulative_score"] is None
+    shown = run_kexp("show", "a000000000000002", cwd=repo).stdout
+    assert "nothing measured" in shown and "1.0000" not in shown, shown
+    row = next(line for line in run_kexp("top", "--include-buggy", cwd=repo).stdout.splitlines()
+               if "a000000000" in line and "Autotune" in line)  # fmt: skip
+    assert "failed" in row and "1.0000" not in row, row
 
 
 def test_imported_files_read_well_as_plain_text(store: Store, tmp_path: Path) -> None:

@@ -207,7 +207,8 @@ class Truth:
         """The speedup over the reference (None when it cannot be known): the product of
         the scores along the pid chain back to a root or a reference measurement."""
         score = float(fields["score"])
-        if fields["status"] in ("new", "running") or fields["is_buggy"] or score <= 0:
+        # A run that timed out measured nothing, whatever its score.
+        if fields["status"] in ("new", "running", "timeout") or fields["is_buggy"] or score <= 0:
             return None
         if not fields["pid"] or fields.get("measured_against") == "reference":
             return score
@@ -224,6 +225,8 @@ class Truth:
             return "pending"
         if fields["is_buggy"]:
             return "buggy"
+        if fields["status"] == "timeout":
+            return "failed"
         own = self.cumulative(fields, frozenset({f.name_id}))
         if own is not None:  # a merge below the best cumulative score of those it combines
             theirs = [
@@ -265,7 +268,7 @@ class Truth:
             f
             for f in self.valid
             if not f.fields["is_buggy"]  # type: ignore[index]
-            and f.fields["status"] not in ("new", "running")  # type: ignore[index]
+            and f.fields["status"] not in ("new", "running", "timeout")  # type: ignore[index]
             and (operator is None or operator.lower() in f.fields["operator_sig"].lower())  # type: ignore[index]
         ]
         chosen.sort(key=lambda f: (f.name_id, f.order))

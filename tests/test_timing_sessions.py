@@ -223,17 +223,18 @@ def test_add_from_timings_answers_the_score_its_interval_and_what_next(
     assert low < 1 < high and low < truth < high
     assert "marginal" in second and f"kexp remeasure {exp_id}" in second
 
-    as_json = run_kexp(
-        "add", "--summary", "tiled gemm again - within noise", *COMMON,
+    as_json = run_kexp(  # on another machine (on this one: the same record made again)
+        "add", "--summary", "tiled gemm again - within noise", *COMMON[:-1], "cpu test 2",
         "--table", str(table), "--unit", "ns", "--json", cwd=repo,
     )
     answer = json.loads(as_json.stdout)
     assert (answer["score"], answer["score_ci"], answer["outcome"]) == (
         truth, [low, high], "marginal"
     )
-    # The same timings as an A/A run (tag control): the noise floor, nothing to remeasure.
+    # The same timings as an A/A run (tag control): the noise floor, nothing to remeasure
+    # (on a third machine: on either of the others, the same record made again).
     control = run_kexp(
-        "add", "--summary", "A/A run - same code", *COMMON, "--tag", "control",
+        "add", "--summary", "A/A run - same code", *COMMON[:-1], "cpu test 3", "--tag", "control",
         "--table", str(table), "--unit", "ns", cwd=repo,
     )
     assert control.returncode == 0, control.stderr

@@ -178,14 +178,16 @@ def test_a_cpu_kernel_timed_by_pytest_benchmark_is_not_a_gpu_kernel(
     monkeypatch.setattr(envinfo, "GPU_DEVICE_FILES", (str(tmp_path / "nvidiactl"),))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # (each on its own machine: the same timing files on one would be the same
+        # record made again, and refused)
         unknown = record_iteration(
-            store, baseline=base, candidate=cand, **fields(change_summary="b - x")
+            store, baseline=base, candidate=cand, **fields(change_summary="b - x", env="GPU box")
         )
         said = record_iteration(
             store,
             baseline=base,
             candidate=cand,
-            **fields(change_summary="c - x", protocol={"device": "cpu"}),
+            **fields(change_summary="c - x", protocol={"device": "cpu"}, env="GPU box 2"),
         )
     assert "device" not in unknown.protocol
     assert any("GPU kernel" in r and "device not said" in r for r in suspect_reasons(unknown))

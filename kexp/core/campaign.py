@@ -60,6 +60,8 @@ PENDING_STATUSES = frozenset({"new", "running"})
 #: Statuses of a run that ended badly: with no score (0), not buggy, its outcome is
 #: ``failed`` (it crashed or timed out), not a regression to 0.
 FAILED_STATUSES = frozenset({"failed", "timeout"})
+#: The status of a run that timed out: it measured nothing, whatever its score says.
+TIMED_OUT = "timeout"
 #: Outcomes of an experiment whose score is no measurement (pending, wrong results, a
 #: run that failed or timed out with score 0): no cumulative score, never a best.
 UNMEASURED_OUTCOMES = frozenset({"pending", "buggy", "failed"})
@@ -253,6 +255,8 @@ def _step(record: Any, before: _Code | None) -> _Code:
         return _broken(record.id, f"is pending (status {record.status})")
     if record.is_buggy:
         return _broken(record.id, "is buggy")
+    if record.status == TIMED_OUT:
+        return _broken(record.id, "timed out (nothing measured)")
     return _measured(record, before)
 
 
@@ -296,10 +300,18 @@ def measured_nothing(score: Any) -> bool:
     )
 
 
+def no_measurement(status: Any, score: Any) -> bool:
+    """Whether a record holds no measurement: its score measured nothing
+    (:func:`measured_nothing`), or its run timed out (status ``timeout``: whatever score it
+    carries, a predecessor's 1.0 included, is not a measurement)."""
+    return status == TIMED_OUT or measured_nothing(score)
+
+
 def failed_run(status: Any, score: Any) -> bool:
-    """Whether a run ended badly (status failed or timeout) having measured nothing: its
-    outcome is ``failed`` unless it is buggy (:func:`judge`)."""
-    return status in FAILED_STATUSES and measured_nothing(score)
+    """Whether a run ended badly (status failed or timeout) having measured nothing
+    (:func:`no_measurement`: a timed-out run never measured): its outcome is ``failed``
+    unless it is buggy (:func:`judge`)."""
+    return status in FAILED_STATUSES and no_measurement(status, score)
 
 
 def cumulative_digits(value: float) -> float:
@@ -530,6 +542,7 @@ def derive(
             and 0.0 < score < math.inf
             and not record.is_buggy
             and record.status not in PENDING_STATUSES
+            and record.status != TIMED_OUT
             and not record.combines
             and not ((tags := record.tags) and CONTROL_TAG in tags)
             and (before is None or before[0] is not None)

@@ -234,9 +234,11 @@ class KernelExperiment:
         return is_control(self)
 
     def to_dict(self, *, include_derived: bool = False) -> dict[str, Any]:
-        """The stored fields as a dict in canonical order (plus the derived ``outcome``,
-        ``cumulative_score``, ``cumulative_ci``, ``cumulative_reason`` and ``path``)."""
-        data: dict[str, Any] = {name: _copy(getattr(self, name)) for name in ALL_FIELDS}
+        """The stored fields as a dict in the dataclass's field order, as
+        ``dataclasses.asdict`` has them (the predecessor's 16 first: COMPAT.md), plus the
+        derived ``outcome``, ``cumulative_score``, ``cumulative_ci``,
+        ``cumulative_reason`` and ``path``."""
+        data: dict[str, Any] = {name: _copy(getattr(self, name)) for name in _DICT_FIELDS}
         if include_derived:
             derived = self.derived
             data["outcome"] = self.outcome
@@ -262,6 +264,11 @@ class KernelExperiment:
         exp.extra_fields.update(extra)
         return exp
 
+
+#: The stored fields (:data:`ALL_FIELDS`) in the dataclass's order: the keys of
+#: :meth:`KernelExperiment.to_dict`.
+_DICT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelExperiment) if f.name in ALL_FIELDS)
+assert set(_DICT_FIELDS) == set(ALL_FIELDS), "every stored field is a dataclass field"
 
 #: What :meth:`KernelExperiment.to_dict` adds with ``include_derived`` (and the store's
 #: runtime state): never a field, never stored, ignored by ``from_dict``.

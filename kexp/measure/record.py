@@ -440,7 +440,8 @@ def with_timings(
     With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
     parent's code, the commit the change was made on); give ``reference`` when the
     baseline is the operator's original code. ``iteration`` (the raw-result header)
-    defaults to the number of this operator's experiments recorded so far plus one.
+    defaults to the number of this operator's experiments recorded so far (controls
+    left out) plus one; a control's (tag ``control``) says it is the A/A control instead.
     This is what ``kexp add --baseline/--candidate/--timings`` does.
     """
     data = dict(fields)
@@ -453,7 +454,10 @@ def with_timings(
         )
     if data.get("pid") and not data.get("measured_against"):
         data["measured_against"] = "parent"
-    if iteration is None:
+    title = None
+    if is_control(_stand_in(data)):  # an A/A run measures the noise: no iteration
+        title = CONTROL_TITLE
+    elif iteration is None:
         iteration = operator_iteration(store, data.get("operator_sig"))
     protocol = {**gathered.protocol, **(data.get("protocol") or {})}
     if protocol.get("timer") == "wall_clock" and "device" not in protocol:
@@ -478,6 +482,7 @@ def with_timings(
         settings=store.settings,
         keep_samples=keep_samples,
         protocol=protocol,
+        title=title,
         note=gathered.note,
         over_parent=parent_judge(store, _stand_in(data)),
     )
@@ -488,9 +493,14 @@ def with_timings(
     return data
 
 
+#: The title of a control's raw result (an A/A run is no iteration of the campaign).
+CONTROL_TITLE = "A/A control Results"
+
+
 def operator_iteration(store: Store, operator_sig: Any) -> int | None:
     """The iteration number of the next experiment on ``operator_sig``: its experiments
-    recorded so far in the working tree (every one, whatever its lineage), plus one.
+    recorded so far in the working tree (every one, whatever its lineage, but the
+    controls: an A/A run is no step), plus one.
     None without an operator. A store read with refs (``kexp add --all-refs``, to be
     warned of a change tried on another branch) counts the working tree as well: the
     number does not depend on what else the store was asked to read."""
@@ -499,7 +509,8 @@ def operator_iteration(store: Store, operator_sig: Any) -> int | None:
     if store.source.places is not None:  # read with refs: count the working tree's
         store = Store(store.root, code_repo=store.code_repo, settings=store.settings)
     found = store.list_experiments(brief=True, operator=operator_sig)
-    return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig)
+    # A control (an A/A run) measures the noise, not a step: no iteration.
+    return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig and not is_control(exp))
 
 
 def warn_if_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:

@@ -123,9 +123,10 @@ def to_record(
     # lazy: not every command that imports this module needs kexp.format.suspect
     from kexp.format.suspect import suspect_reasons
 
-    data = exp.to_dict(include_derived=True)
-    path = data.pop("path", None)
-    derived = {name: data.pop(name) for name in DERIVED_FIELDS if name in data}
+    stored = exp.to_dict(include_derived=True)
+    data = {name: stored[name] for name in ALL_FIELDS}  # the file's order, id first
+    path = stored.pop("path", None)
+    derived = {name: stored[name] for name in DERIVED_FIELDS if name in stored}
     data["extra_fields"] = dict(exp.extra_fields)
     data["preamble"] = exp.preamble
     data["extra_sections"] = [[heading, text] for heading, text in exp.extra_sections]

@@ -331,6 +331,16 @@ def key_of_normalized(normalized: str) -> str | None:
     return hashlib.sha1(normalized.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def unchanged_key(operator_sig: object, dtype_sig: object, env: object, pid: object) -> str:
+    """The key the index keeps for an experiment without a code change (none, or a
+    placeholder: :func:`code_key` is None): its kernel, dtype, env and parent, the
+    candidates of the same record made again (:func:`kexp.storage.repeats.refuse_copy`).
+    Never a code change's key: the text hashed holds a NUL no normalised change holds."""
+    named = "\0".join(str(value or "").strip() for value in (operator_sig, dtype_sig, env, pid))
+    text = f"kexp: no code change\0{named}"
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:
     """The warning text naming the earlier experiments (at most ``limit`` of each kind):
     the identical changes, then the near-duplicates."""

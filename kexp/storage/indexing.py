@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.collector import collector_paused
-from kexp.storage.dedupe import normalize_code_change
+from kexp.storage.dedupe import normalize_code_change, unchanged_key
 from kexp.storage.doctext import (
     DOC_BODIES,
     bodies_of,
@@ -112,7 +112,10 @@ def add_docs(
                     continue
                 normalized = normalize_code_change(bodies["code_change"])
                 words = texts_of(row, bodies, normalized) if keep else None
-                made.append((row.key, *code_of(bodies["code_change"], normalized), words))
+                code, lines, shingles = code_of(bodies["code_change"], normalized)
+                if code is None:  # no code change: kept under its kernel and parent
+                    code = bytes.fromhex(unchanged(row))
+                made.append((row.key, code, lines, shingles, words))
 
     made = in_two_processes(work, items, len(items))
     cache.add_docs(
@@ -124,6 +127,11 @@ def add_docs(
     )
     failed = {item[0] for item in made if item[3] is None}
     return failed, {item[0]: tuple(item[4]) for item in made if item[4] is not None}
+
+
+def unchanged(row: Row) -> str:
+    """:func:`kexp.storage.dedupe.unchanged_key` of the experiment of ``row``."""
+    return unchanged_key(row.operator_sig, row.dtype_sig, row.env, row.pid)
 
 
 def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:

@@ -26,6 +26,7 @@ from kexp.storage.dedupe import (
     remeasure_message,
     repeat_message,
     shingles_of_normalized,
+    unchanged_key,
 )
 from kexp.storage.retrieval import Index, Search, asked, light_search, path_order, searching
 from kexp.storage.whereabouts import bring_in
@@ -240,13 +241,7 @@ def warn_tried_before(
     ]
     copy = next((r for r in same if samples and _copied(r.samples, samples)), None)
     if copy is not None:
-        where = f" (on {copy.ref})" if copy.ref else ""
-        raise ExperimentExistsError(
-            f"not recorded: experiment {copy.id}{where} holds this measurement already (the "
-            "same code_change, base_commit, env and timings, sample for sample: the same "
-            "record made again?); nothing was written; to measure it again, "
-            f"{REMEASURE.say(id=copy.id)} with new timings"
-        )
+        raise _made_again(copy.id, copy.ref, "code_change, base_commit, env")
     if same:
         first = bring_in(store, same[-1].id) if same[-1].ref else None
         warnings.warn(
@@ -258,3 +253,46 @@ def warn_tried_before(
         )
         warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
     return repeats
+
+
+def _made_again(exp_id: str, ref: str, what: str) -> ExperimentExistsError:
+    """The refusal of a record made again: experiment ``exp_id`` (found on ``ref``, ""
+    in the working tree) holds the same ``what`` and timings."""
+    where = f" (on {ref})" if ref else ""
+    return ExperimentExistsError(
+        f"not recorded: experiment {exp_id}{where} holds this measurement already (the "
+        f"same {what} and timings, sample for sample: the same record made again?); "
+        f"nothing was written; to measure it again, {REMEASURE.say(id=exp_id)} with new "
+        "timings"
+    )
+
+
+def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
+    """Raise :class:`~kexp.core.errors.ExperimentExistsError` when ``exp``, without a
+    code change (none, or a placeholder), is the same record made again: an experiment
+    without one, of the same kernel, dtype, env, parent and base_commit, holds its
+    ``samples`` sample for sample (a retry; a change's own is :func:`warn_tried_before`'s).
+    The candidates are the index's, kept under those fields
+    (:func:`kexp.storage.dedupe.unchanged_key`): only they are read again."""
+    if not exp.samples or key_of_normalized(normalize_code_change(exp.code_change)):
+        return
+    key = unchanged_key(exp.operator_sig, exp.dtype_sig, exp.env, exp.pid)
+    copy = asked(store, lambda: _copy_of(store, exp, key))
+    if copy is not None:
+        raise _made_again(*copy, "operator, dtype, env, parent, base_commit (no code change)")
+
+
+def _copy_of(store: StoreView, exp: KernelExperiment, key: str) -> tuple[str, str] | None:
+    """(id, ref) of the experiment :func:`refuse_copy` refuses ``exp`` for, or None."""
+    if store.is_working_tree and store.source.places is None and store.source.cacheable:
+        with light_search(store) as index:
+            rows = index.same_change(key)
+    else:
+        with searching(store, texts=False) as search:
+            rows = search.same_change(key)
+    rows = [r for r in rows if r.base_commit == exp.base_commit and r.id != exp.id]
+    for row, checked in zip(rows, store.source.check_found(rows, store.settings), strict=True):
+        if checked.ok and _copied(checked.experiment().samples, exp.samples):
+            where = row.where
+            return row.id, "" if where is None or where.ref == "local" else where.ref
+    return None

@@ -162,6 +162,10 @@ class Store(StoreReader):
                 env=exp.env,
                 samples=exp.samples,
             )
+        if exp.samples:
+            from kexp.storage.repeats import refuse_copy
+
+            refuse_copy(self, exp)  # no code change, the same timings: a retry
         path = self.path_for(exp)
         _make_folder(path.parent)
         with contextlib.ExitStack() as locked:

@@ -727,7 +727,8 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     if column == "score":
         from kexp.format.samples import describe_score
 
-        return describe_score(exp.score, exp.score_ci or (), 3 if exp.score_ci else 4)
+        digits = 3 if exp.score_ci else 4
+        return describe_score(exp.score, exp.score_ci or (), digits, status=exp.status)
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:id_width]
     if column == "path":

@@ -323,7 +323,7 @@ def _print_experiment(
 ) -> None:
     """One experiment as text; ``id_length``: how many characters of its id its advice
     prints (unique in the store: :meth:`kexp.Store.id_length_of`; 0: all of them)."""
-    from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
+    from kexp.core.campaign import NOTHING_MEASURED, no_measurement
     from kexp.core.model import SECTION_HEADINGS
     from kexp.format.samples import describe_interval
 
@@ -335,7 +335,7 @@ def _print_experiment(
     outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
     against = exp.measured_against or ("parent" if exp.pid else "reference")
     measured = f"{score}  ({outcome}; over the {against})"
-    if measured_nothing(exp.score):  # no speedup of zero an agent could take for a result
+    if no_measurement(exp.status, exp.score):  # no speedup an agent could take for a result
         measured = f"-  ({outcome}: {NOTHING_MEASURED})"
     if exp.cumulative_score is None:
         reached = f"-  ({exp.cumulative_reason})"
@@ -562,7 +562,7 @@ def _print_line(
 
     cumulative = exp.cumulative_score
     shown = "-" if cumulative is None else f"{cumulative:.4f}"
-    step = describe_score(exp.score)
+    step = describe_score(exp.score, status=exp.status)
     head = f"{lead}{mark} {exp.id[:id_length]}  {shown:>6} {step:>6} {_delta(node)}  "
     head += f"{exp.outcome:<12} "
     summary = one_line(exp.change_summary)

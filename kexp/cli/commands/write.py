@@ -50,11 +50,13 @@ def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
         click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
 
 
-def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
+def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None:
     """What ``kexp add`` prints of the experiment it recorded: as any write, then its
     score (computed from timings: with its interval) and outcome, what to do when the
     interval holds 1 (a round more narrows it), and, for a step on a parent, the
-    cumulative score its chain reaches (the campaign's progress)."""
+    cumulative score its chain reaches (the campaign's progress); a step measured
+    against the reference, made on a parent, names the parent's cumulative score its
+    outcome is judged over, and its speedup over it."""
     if as_json:
         # lazy: one command's library, loaded when that command runs
         from kexp.output.export import measured_record
@@ -74,7 +76,8 @@ def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
         click.echo(f"  score {interval}: an A/A run (control), the noise floor on this env")
         return
     else:
-        line = f"  score {describe_interval(exp.score, exp.score_ci or ())}: {exp.outcome}"
+        over = _over_parent(exp, store)
+        line = f"  score {describe_interval(exp.score, exp.score_ci or ())}{over}: {exp.outcome}"
     low, high = exp.score_ci or (0.0, 0.0)
     if exp.outcome == "marginal" and low <= 1 <= high and low < high:
         line += f", within noise: {REMEASURE.say(id=exp.id)} pools another round"
@@ -82,6 +85,28 @@ def _report_measured(exp: KernelExperiment, as_json: bool) -> None:
     if cumulative is not None and exp.pid and cumulative != exp.score:
         line += f"; cumulative {cumulative:.4f} over the reference"  # the campaign's progress
     click.echo(line)
+
+
+def _over_parent(exp: KernelExperiment, store: Store) -> str:
+    """What the printed line of a step judged over its parent
+    (:func:`kexp.core.campaign.judged_over_parent`) adds after its score: the parent's
+    cumulative score and the step's speedup over it; "" for any other step, or a parent
+    without a cumulative score (then the step is judged over the reference)."""
+    # lazy: one command's library, loaded when that command runs
+    from kexp.core.campaign import judged_over_parent
+    from kexp.core.errors import KexpError
+    from kexp.core.ids import SHOWN_LENGTH
+
+    if not judged_over_parent(exp):
+        return ""
+    try:
+        parent = store.get_experiment(exp.pid).cumulative_score
+    except KexpError:
+        return ""
+    if not parent:
+        return ""
+    ratio = float(exp.score) / parent
+    return f" over the reference; {ratio:.4f}x over parent {exp.pid[:SHOWN_LENGTH]} ({parent:.4f}x)"
 
 
 # --- add -----------------------------------------------------------------------------
@@ -360,7 +385,7 @@ def add(
         keep_samples=keep_samples,
     )
     if baseline is not None or table is not None or as_json:
-        _report_measured(exp, as_json)
+        _report_measured(exp, as_json, store)
     else:  # one line, as scripts read it
         _report_written(exp, "recorded", as_json)
 

@@ -432,7 +432,11 @@ def overview_page(site: Site) -> str:
 
 
 def _tooltip(exp: KernelExperiment) -> str:
-    score = describe_score(exp.score) if isinstance(exp.score, (int, float)) else str(exp.score)
+    score = (
+        describe_score(exp.score, status=exp.status)
+        if isinstance(exp.score, (int, float))
+        else str(exp.score)
+    )
     cumulative = exp.cumulative_score
     reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
     return f"{exp.id[:10]}  {score}{reached}  {exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
