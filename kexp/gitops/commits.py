@@ -270,14 +270,22 @@ _NO_FOLDER_MOVES = ("merge.directoryRenames=false",)
 
 
 def merge_commits(
-    repo: git.Repo, ours: str, theirs: str, message: str, *, folder: str | None = None
+    repo: git.Repo,
+    ours: str,
+    theirs: str,
+    message: str,
+    *,
+    folder: str | None = None,
+    id_of: Callable[[str], str | None] = lambda path: None,
 ) -> str:
     """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
     the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
     2.38). Raises :class:`~kexp.core.errors.SyncConflictError` naming the conflicting
     files; the files under ``folder`` (a checked name: the store's) are matched by their
-    paths, never as renamed: one side's change of a file the other removed is a conflict
-    (git would apply it to a file much like it that the other side added, silently), and
+    paths, never as renamed but to a path of the same id (``id_of``: the experiment's id
+    of a path, or None; a move of the store's layout): one side's change of a file the
+    other removed is a conflict (git would apply it to a file much like it that the
+    other side added, silently), and
     git's conflicts among them that only its renames make (a file both sides removed, one
     of them adding one much like it) are none: each file is taken from the side that
     changed it."""
@@ -288,7 +296,7 @@ def merge_commits(
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
     sides = None if folder is None else _changes_of_sides(repo, ours, theirs, folder)
-    clashes = {} if sides is None else _changed_where_removed(ours, theirs, *sides)
+    clashes = {} if sides is None else _changed_where_removed(ours, theirs, *sides, id_of)
     if clashes:
         raise SyncConflictError(
             f"conflict: {', '.join(clashes)} removed on one side and changed on the other",
@@ -395,12 +403,18 @@ def _entries(repo: git.Repo, commit: str, folder: str) -> dict[str, tuple[str, s
     return found
 
 
-def _changed_where_removed(ours: str, theirs: str, mine: Changes, other: Changes) -> dict[str, str]:
-    """Each file one side removed since the two forked and the other changed (edited,
-    or its mode; ``mine`` and ``other``: their changes), with git's words for it."""
+def _changed_where_removed(
+    ours: str, theirs: str, mine: Changes, other: Changes, id_of: Callable[[str], str | None]
+) -> dict[str, str]:
+    """Each file one side removed since the two forked (not moved: that side added no
+    file of its id, ``id_of``) and the other changed (edited, or its mode; ``mine`` and
+    ``other``: their changes), with git's words for it."""
+    added = [{id_of(p) for p, how in side.items() if how == "A"} - {None} for side in (mine, other)]
     found = {}
     for path in sorted(mine.keys() & other.keys()):
         if {mine[path], other[path]} in ({"D", "M"}, {"D", "T"}):
+            if id_of(path) in added[0 if mine[path] == "D" else 1]:
+                continue  # moved on that side: git's rename carries the change there
             gone, kept = (ours, theirs) if mine[path] == "D" else (theirs, ours)
             found[path] = (
                 f"CONFLICT (modify/delete): {path} deleted in {gone[:12]} and modified in "

@@ -65,6 +65,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.problems import Problem, display_path, sort_problems
+from kexp.format.rules import id_from_name
 from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
@@ -520,7 +521,7 @@ def _commit_beside(
             with contextlib.suppress(SyncConflictError):
                 message = f"Start {target} again from the checkout, keeping what it published"
                 base = gitcommits.merge_commits(
-                    repo, checkout, local, message, folder=location.folder
+                    repo, checkout, local, message, folder=location.folder, id_of=id_from_name
                 )
         elif not kgit.is_ancestor(repo, local, checkout):
             # Squashed on the remote (the branch kept, so the push merges it in): start
@@ -613,7 +614,9 @@ def _landed_base(repo: Any, view: RemoteView, checkout: str) -> str:
         return upstream
     with contextlib.suppress(SyncConflictError):
         message = f"Start again from {view.remote}/{default}, which holds what landed"
-        return gitcommits.merge_commits(repo, checkout, upstream, message, folder=view.folder)
+        return gitcommits.merge_commits(
+            repo, checkout, upstream, message, folder=view.folder, id_of=id_from_name
+        )
     return checkout
 
 
@@ -727,7 +730,12 @@ def _merge(
         message = f"kexp sync: merge {remote}/{target}"
         return str(
             gitcommits.merge_commits(
-                location.repo, local, remote_tip, message, folder=location.folder
+                location.repo,
+                local,
+                remote_tip,
+                message,
+                folder=location.folder,
+                id_of=id_from_name,
             )
         )
     except SyncConflictError as exc:
@@ -848,8 +856,6 @@ def _moved_away(present: list[str], gone: list[str]) -> list[str]:
     """The files of ``gone`` (deleted here) whose experiment is at one of the
     ``present`` paths: moved (``kexp migrate-layout``), so their old path goes too,
     else the branch would hold each of them twice."""
-    from kexp.format.rules import id_from_name
-
     here = {id_from_name(path) for path in present} - {None}
     return [path for path in gone if id_from_name(path) in here]
 
