@@ -227,20 +227,10 @@ def _full_id(store: StoreView, exp_id: str) -> str:
 def _elsewhere(store: StoreView, id_or_prefix: str, error: KexpError) -> KexpError:
     """``error`` (no experiment ``id_or_prefix`` names in the working tree, nor in the
     history read) saying which refs hold it and the ``kexp log --rev REF ID`` that reads
-    its history there (the first ref: the one holding its newest version); ``error``
-    itself for a store reading a revision or refs, or when no ref holds it."""
-    if not store.is_working_tree or store.source.places is not None:
-        return error
-    from kexp.storage.refs import refs_holding
+    its history there (:func:`kexp.storage.refs.on_other_refs`)."""
+    from kexp.storage.refs import on_other_refs
 
-    refs = refs_holding(store, id_or_prefix)
-    if not refs:
-        return error
-    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
-    return type(error)(
-        f"{error.args[0]}; it is on {shown}, not in the working tree: "
-        f"{LOG_REV.say(ref=refs[0], id=id_or_prefix)}"
-    )
+    return on_other_refs(store, id_or_prefix, error, LOG_REV)
 
 
 # --- changes between revisions -----------------------------------------------------------

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import READ_WITHOUT_REFS, SHOW_ALL_REFS
+from kexp.core.advice import READ_WITHOUT_REFS, SHOW_ALL_REFS, Advice
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
 from kexp.format.rules import is_stray
@@ -544,9 +544,12 @@ def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
     return [place for place in dict.fromkeys(places) if place != LOCAL]
 
 
-def on_other_refs(store: Any, id_or_prefix: str, error: KexpError) -> KexpError:
+def on_other_refs(
+    store: Any, id_or_prefix: str, error: KexpError, advice: Advice = SHOW_ALL_REFS
+) -> KexpError:
     """``error`` (no experiment ``id_or_prefix`` names where a read of the working tree
-    alone looked) saying which refs hold it and how to read it there (``kexp show ID
+    alone looked) saying which refs hold it and how to read it there (``advice``, given
+    the id and the first ref: the one holding its newest version; ``kexp show ID
     --all-refs``); ``error`` itself for a store reading refs or when no ref holds it.
     ``store``: a :class:`kexp.storage.store.Store`."""
     if not store.is_working_tree or store.source.places is not None:
@@ -557,7 +560,7 @@ def on_other_refs(store: Any, id_or_prefix: str, error: KexpError) -> KexpError:
     shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
     return type(error)(
         f"{error.args[0]}; it is on {shown}, not in the working tree: "
-        f"{SHOW_ALL_REFS.say(id=id_or_prefix)}"
+        f"{advice.say(id=id_or_prefix, ref=refs[0])}"
     )
 
 
