@@ -138,3 +138,24 @@ def test_a_kernel_edit_in_the_way_of_the_sync_is_set_aside_as_said(tmp_path: Pat
     kernel = (alice / "kernel.cu").read_text()
     assert "bob's fix" in kernel and "alice's work in progress" in kernel
     assert git(remote, "show", "main:kernel.cu").count("alice") == 0
+
+
+def test_sync_branch_main_from_a_feature_branch_takes_none_of_its_code(tmp_path: Path) -> None:
+    """Alice on a feature branch (a kernel commit) publishes her experiment with ``kexp
+    sync --branch main``: her local main was moved onto the feature's kernel commit (the
+    side branches' restart rule), the push held back blaming main, and the advised ``git
+    push`` failed. Main takes the experiment alone, locally and on the remote."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    git(alice, "switch", "-q", "-c", "feature")
+    with (alice / "kernel.cu").open("a") as file:
+        file.write("// persistent grid\n")
+    git(alice, "commit", "-q", "-am", "softmax: persistent grid")
+    mine = record(alice, base, "Persistent grid - +7%", score=1.07)
+    kernel = git(remote, "show", "main:kernel.cu")
+
+    done = run_kexp("sync", "--branch", "main", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert remote_ids(remote) == [mine.id]
+    assert git(remote, "show", "main:kernel.cu") == kernel
+    assert git(alice, "rev-parse", "main~1") == base  # the experiment alone, on main

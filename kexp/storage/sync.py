@@ -493,9 +493,10 @@ def _commit_beside(
     branch new here starts from the remote's (a dry run: as far as known), else from the
     checkout's commit (HEAD's, when detached); a branch whose experiments the checkout
     or the remote's other branches hold already (its pull request merged) starts again
-    from the checkout's commit. A file a remote branch holds alike is not committed: it
-    is no news. A file the branch holds and the working tree lacks is removed when this
-    clone removed it (``record``: what it published there;
+    from the checkout's commit, but the remote's default branch (``--branch main`` from a
+    feature branch), which takes no code from the checkout. A file a remote branch holds
+    alike is not committed: it is no news. A file the branch holds and the working tree
+    lacks is removed when this clone removed it (``record``: what it published there;
     :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
     dry run: as far as known)."""
     repo = location.repo
@@ -512,6 +513,7 @@ def _commit_beside(
         local is not None
         and checkout is not None
         and local != checkout
+        and target != view.default()  # never the checkout's code onto the default branch
         and (kgit.is_ancestor(repo, local, checkout) or view.landed(local))
     ):
         base = checkout
