@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import git, init_repo, run_kexp
 from test_sync import clone, make_remote, record, remote_ids
 
@@ -159,3 +160,47 @@ def test_sync_branch_main_from_a_feature_branch_takes_none_of_its_code(tmp_path:
     assert remote_ids(remote) == [mine.id]
     assert git(remote, "show", "main:kernel.cu") == kernel
     assert git(alice, "rev-parse", "main~1") == base  # the experiment alone, on main
+
+
+@pytest.mark.parametrize("way", ["publish your version", "take theirs"])
+def test_a_clash_on_a_side_branch_is_settled_beside_the_checkout_as_said(
+    tmp_path: Path, way: str
+) -> None:
+    """Alice published X with ``--branch kexp/shared``; Bob corrected it there; Alice
+    corrected it too. Her sync advised ``git merge origin/kexp/shared`` in her main
+    checkout: refused (her untracked X), and without it a merge of the side branch into
+    main. Each way the line gives, run as printed, settles it on the side branch, the
+    checkout untouched."""
+    import re
+    import subprocess
+
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    mine = record(alice, base, "Unroll 4 - +2%", score=1.02)
+    assert run_kexp("sync", "--branch", "kexp/shared", cwd=alice).returncode == 0
+    assert mine.path is not None
+    path = mine.path.relative_to(alice).as_posix()
+    git(bob, "fetch", "-q")
+    git(bob, "restore", "--source", "origin/kexp/shared", "--", path)
+    for root, score in ((bob, "1.03"), (alice, "1.01")):
+        done = run_kexp("update", mine.id, "--set", f"score={score}", "--reason", "rerun",
+                        cwd=root)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        if root == bob:
+            assert run_kexp("sync", "--branch", "kexp/shared", cwd=bob).returncode == 0
+    head = git(alice, "rev-parse", "HEAD")
+
+    refused = run_kexp("sync", "--branch", "kexp/shared", cwd=alice)
+    assert refused.returncode != 0
+    said = refused.stderr.strip()
+    command = re.search(rf"to {way}.*?, run (.*?) and (kexp|the same) sync", said)
+    assert command is not None, said
+    subprocess.run(["bash", "-c", command.group(1)], cwd=alice, check=True)
+    done = run_kexp("sync", "--branch", "kexp/shared", cwd=alice)
+    assert done.returncode == 0, done.stderr
+
+    kept = "1.01" if way == "publish your version" else "1.03"
+    assert f"score: {kept}" in git(remote, "show", f"kexp/shared:{path}")
+    assert f"score: {kept}" in (alice / path).read_text()
+    assert git(alice, "rev-parse", "HEAD") == head  # the checkout untouched

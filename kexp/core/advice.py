@@ -100,6 +100,13 @@ MERGE_BY_HAND = Advice(
     "merge by hand in the checkout ({command}), keep the right version, commit, and call "
     "sync again",
 )
+#: Advice on experiments published with --branch that another clone changed there since.
+SETTLE_BESIDE = Advice(
+    "to publish your version over {ref}'s, run {keep} and kexp sync --branch {branch} "
+    "again; to take theirs instead, run {take} and the same sync again",
+    "to publish your version over {ref}'s, run {keep} in the checkout and call sync with "
+    "branch {branch} again; to take theirs instead, run {take} and the same sync again",
+)
 #: Advice on experiments corrected here and removed on the remote's branch.
 KEEP_REMOVAL = Advice(
     "to keep {ref}'s removal of {files}, run {command} and kexp sync again (to keep the "
@@ -245,6 +252,7 @@ ADVICE = (
     SYNC_MERGES,
     MERGE_BY_HAND,
     SET_ASIDE,
+    SETTLE_BESIDE,
     KEEP_REMOVAL,
     TAKE_CORRECTION,
     MERGE_TO_FIX,

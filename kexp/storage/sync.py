@@ -48,6 +48,7 @@ from kexp.core.advice import (
     KEEP_REMOVAL,
     MERGE_BY_HAND,
     MERGE_TO_FIX,
+    SETTLE_BESIDE,
     SYNC_BRANCH,
     SYNC_FIX_ALL,
     SYNC_FIX_CHANGED,
@@ -308,7 +309,8 @@ def _sync(
             if local is not None and not kgit.is_ancestor(repo, local, remote_tip):
                 # (by hand, the files the remote's branch holds alike go first)
                 alike = [p for p in sorted(taken) if os.path.lexists(location.toplevel / p)]
-                new = _merge(location, local, remote_tip, remote, target, alike)
+                new = _merge(location, local, remote_tip, remote, target, alike,
+                             beside=not in_checkout)  # fmt: skip
                 _refuse_invalid_merge(store, location, remote, target, remote_tip, new, local,
                                       alike)  # fmt: skip
             if in_checkout:
@@ -723,11 +725,14 @@ def _merge(
     remote: str,
     target: str,
     alike: list[str],
+    *,
+    beside: bool = False,
 ) -> str:
     """The merge commit of the local branch and the remote's (a conflict explained: the
     same experiment corrected on both sides, or in git's words when it is another clash,
     such as a file where the other side has a folder, with the merge by hand that works:
-    :func:`merge_by_hand`, given ``alike``)."""
+    :func:`merge_by_hand`, given ``alike``; for a branch made ``beside`` the checkout
+    (``--branch``), its experiments' clash settled by :func:`_settle_beside`)."""
     try:
         message = f"kexp sync: merge {remote}/{target}"
         return str(
@@ -741,6 +746,8 @@ def _merge(
             )
         )
     except SyncConflictError as exc:
+        if beside and all(location.is_experiment(p) for p in exc.paths):
+            raise _settle_beside(location, local, remote_tip, remote, target, exc) from None
         if exc.conflicts and all(c.startswith("CONFLICT (modify/delete)") for c in exc.conflicts):
             raise _removed_and_corrected(
                 location, local, remote_tip, f"{remote}/{target}", exc
@@ -762,6 +769,45 @@ def _merge(
             exc.paths,
             exc.conflicts,
         ) from None
+
+
+def _settle_beside(
+    location: StoreLocation,
+    local: str,
+    remote_tip: str,
+    remote: str,
+    target: str,
+    exc: SyncConflictError,
+) -> SyncConflictError:
+    """The clash of experiments published with ``--branch`` (their files in the working
+    tree, the branch beside the checkout) with what another clone pushed to ``target``
+    since, with the commands that settle it as written: the branch set to the remote's,
+    then the working tree's version published (kept) or the remote's taken into the
+    working tree. (A merge by hand in the checkout would merge the side branch into it.)"""
+    git, shown = _in_checkout(location)
+    reset = shlex.join([*git, "branch", "-f", target, remote_tip[:12]])
+    theirs = gitcommits.path_blobs(location.repo, remote_tip, exc.paths)
+    taken = [p for p in exc.paths if p in theirs]
+    gone = [p for p in exc.paths if p not in theirs]
+    take = [reset]
+    if taken:
+        take.append(
+            shlex.join([*git, "restore", "--source", remote_tip[:12], "--"])
+            + " "
+            + shlex.join(shown(p) for p in taken)
+        )
+    if gone:
+        take.append(shlex.join(["rm", "-f", "--", *(shown(p) for p in gone)]))
+    return SyncConflictError(
+        f"kexp sync stopped: {listing(exc.paths)} changed both here and on "
+        f"{remote}/{target} since this clone published it there; nothing was changed (the "
+        f"local branch {target} keeps its commit {local[:12]}, the remote is untouched): "
+        + SETTLE_BESIDE.say(
+            ref=f"{remote}/{target}", keep=reset, take=" && ".join(take), branch=target
+        ),
+        exc.paths,
+        exc.conflicts,
+    )
 
 
 def _removed_and_corrected(
