@@ -92,7 +92,7 @@ MERGE_SYNCED = Advice(
 #: kexp remeasure ...``): what brings in an experiment the remote's branch holds.
 SYNC_MERGES = Advice("kexp sync, which merges {ref}", "call sync (it merges {ref})")
 #: Advice on a sync stopped by a conflict with the remote's branch: the ``command`` that
-#: merges it by hand in the checkout (:func:`kexp.storage.sync.merge_by_hand`; ``git
+#: merges it by hand in the checkout (:func:`kexp.storage.syncclash.merge_by_hand`; ``git
 #: merge`` refuses while files that branch holds alike are untracked here, so they go
 #: first, and the merge brings them back).
 MERGE_BY_HAND = Advice(

@@ -38,24 +38,17 @@ import contextlib
 import dataclasses
 import os
 import random
-import shlex
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import (
-    KEEP_REMOVAL,
-    MERGE_BY_HAND,
     MERGE_TO_FIX,
-    SETTLE_BESIDE,
     SYNC_BRANCH,
     SYNC_FIX_ALL,
     SYNC_FIX_CHANGED,
     SYNC_FOR_REVIEW,
     SYNC_REMOTE,
-    TAKE_CORRECTION,
-    Advice,
 )
 from kexp.core.errors import (
     GitError,
@@ -72,6 +65,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals
 from kexp.storage.remoteview import RemoteView
+from kexp.storage.syncclash import conflict_said, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -730,9 +724,8 @@ def _merge(
 ) -> str:
     """The merge commit of the local branch and the remote's (a conflict explained: the
     same experiment corrected on both sides, or in git's words when it is another clash,
-    such as a file where the other side has a folder, with the merge by hand that works:
-    :func:`merge_by_hand`, given ``alike``; for a branch made ``beside`` the checkout
-    (``--branch``), its experiments' clash settled by :func:`_settle_beside`)."""
+    such as a file where the other side has a folder: :func:`kexp.storage.syncclash.conflict_said`,
+    given ``alike`` and whether the branch is made ``beside`` the checkout)."""
     try:
         message = f"kexp sync: merge {remote}/{target}"
         return str(
@@ -746,143 +739,9 @@ def _merge(
             )
         )
     except SyncConflictError as exc:
-        if beside and all(location.is_experiment(p) for p in exc.paths):
-            raise _settle_beside(location, local, remote_tip, remote, target, exc) from None
-        if exc.conflicts and all(c.startswith("CONFLICT (modify/delete)") for c in exc.conflicts):
-            raise _removed_and_corrected(
-                location, local, remote_tip, f"{remote}/{target}", exc
-            ) from None
-        corrected = all(location.is_experiment(p) for p in exc.paths) and all(
-            line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts
-        )
-        what = (
-            f"{listing(exc.paths)} changed both here and on {remote}/{target} (the same "
-            "experiment corrected on both sides)"
-            if corrected
-            else f"merging {remote}/{target} clashes here, git says: "
-            + " ".join(exc.conflicts or [f"{listing(exc.paths)} changed on both sides"])
-        )
-        raise SyncConflictError(
-            f"kexp sync stopped: {what}; nothing was changed (the local commit "
-            f"{local[:12]} is kept, the remote is untouched): "
-            + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_BY_HAND),
-            exc.paths,
-            exc.conflicts,
+        raise conflict_said(
+            location, local, remote_tip, remote, target, alike, exc, beside=beside
         ) from None
-
-
-def _settle_beside(
-    location: StoreLocation,
-    local: str,
-    remote_tip: str,
-    remote: str,
-    target: str,
-    exc: SyncConflictError,
-) -> SyncConflictError:
-    """The clash of experiments published with ``--branch`` (their files in the working
-    tree, the branch beside the checkout) with what another clone pushed to ``target``
-    since, with the commands that settle it as written: the branch set to the remote's,
-    then the working tree's version published (kept) or the remote's taken into the
-    working tree. (A merge by hand in the checkout would merge the side branch into it.)"""
-    git, shown = _in_checkout(location)
-    reset = shlex.join([*git, "branch", "-f", target, remote_tip[:12]])
-    theirs = gitcommits.path_blobs(location.repo, remote_tip, exc.paths)
-    taken = [p for p in exc.paths if p in theirs]
-    gone = [p for p in exc.paths if p not in theirs]
-    take = [reset]
-    if taken:
-        take.append(
-            shlex.join([*git, "restore", "--source", remote_tip[:12], "--"])
-            + " "
-            + shlex.join(shown(p) for p in taken)
-        )
-    if gone:
-        take.append(shlex.join(["rm", "-f", "--", *(shown(p) for p in gone)]))
-    return SyncConflictError(
-        f"kexp sync stopped: {listing(exc.paths)} changed both here and on "
-        f"{remote}/{target} since this clone published it there; nothing was changed (the "
-        f"local branch {target} keeps its commit {local[:12]}, the remote is untouched): "
-        + SETTLE_BESIDE.say(
-            ref=f"{remote}/{target}", keep=reset, take=" && ".join(take), branch=target
-        ),
-        exc.paths,
-        exc.conflicts,
-    )
-
-
-def _removed_and_corrected(
-    location: StoreLocation, local: str, remote_tip: str, ref: str, exc: SyncConflictError
-) -> SyncConflictError:
-    """The conflict of experiments one side removed and the other corrected (``ref``, at
-    ``remote_tip``), with the commands that settle it as written (a merge by hand would
-    not: git takes a file much like the removed one, added beside its removal, for it
-    renamed, and applies the correction to it)."""
-    git, shown = _in_checkout(location)
-
-    def run(*args: str, files: list[str], then: str) -> str:
-        """``git ARGS -- FILES && git commit -m THEN``, as printed for the current folder."""
-        named = shlex.join([*git, *args, "--", *(shown(p) for p in files)])
-        return f"{named} && {shlex.join([*git, 'commit', '-q', '-m', then])}"
-
-    here = sorted(gitcommits.path_blobs(location.repo, local, exc.paths))  # corrected here
-    there = [p for p in exc.paths if p not in here]  # removed here, corrected on ref
-    steps = []
-    if here:
-        restore = [*git, "restore", "-SW", "--source", local[:12], "--"]
-        steps.append(
-            KEEP_REMOVAL.say(
-                ref=ref,
-                files=listing(here),
-                command=run("rm", "-q", files=here, then=f"Keep the removal {ref} made"),
-                restore=shlex.join([*restore, *(shown(p) for p in here)]),
-            )
-        )
-    if there:
-        source = ("restore", "-SW", "--source", remote_tip[:12])
-        steps.append(
-            TAKE_CORRECTION.say(
-                ref=ref,
-                files=listing(there),
-                command=run(*source, files=there, then=f"Take the correction {ref} made"),
-            )
-        )
-    return SyncConflictError(
-        f"kexp sync stopped: {listing(exc.paths)} removed on one side and corrected on the "
-        f"other ({ref}); nothing was changed (the local commit {local[:12]} is kept, the "
-        f"remote is untouched): " + "; ".join(steps),
-        exc.paths,
-        exc.conflicts,
-    )
-
-
-def _in_checkout(location: StoreLocation) -> tuple[list[str], Callable[[str], str]]:
-    """How a command printed for the current folder runs git in the checkout (``git``,
-    or ``git -C TOP`` from outside it), and names a repository path there."""
-    top = location.toplevel.resolve()
-    here = Path.cwd().resolve()
-    if here == top or top in here.parents:
-        return ["git"], lambda path: os.path.relpath(top / path, here)
-    return ["git", "-C", str(top)], lambda path: str(top / path)
-
-
-def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: Advice) -> str:
-    """``advice`` naming the commands that merge ``ref`` in the checkout by hand, as
-    written from the current folder, without git's directory-rename detection (as kexp
-    merges: :func:`kexp.gitops.commits.merge_commits`): ``git merge`` refuses while files
-    ``ref`` holds as the working tree has them (``alike``: repository paths; the files
-    ``kexp sync --branch`` published, untracked here, once their pull request landed) are
-    untracked or changed here ("untracked working tree files would be overwritten by
-    merge"), so they are removed first; the merge brings them back as they are."""
-    git, shown = _in_checkout(location)
-    merge = [*git, "-c", "merge.directoryRenames=false", "merge", ref]
-    if not alike:
-        return advice.say(command=shlex.join(merge))
-    paths = [shown(p) for p in alike]
-    return (
-        advice.say(command=f"{shlex.join(['rm', '--', *paths])} && {shlex.join(merge)}")
-        + f" ({ref} holds the {len(alike)} file(s) removed as they are here: the merge "
-        "brings them back)"
-    )
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -1,0 +1,183 @@
+"""When a sync's merge clashes: the conflict said in one line, with the commands that
+settle it as written from the current folder (a merge by hand in the checkout, without
+git's directory renames; the removal kept or the correction taken; for a branch made
+beside the checkout, that branch set to the remote's and one version published), each
+run as printed by the tests (``tests/test_sync_layout.py``, ``test_sync_guards.py``,
+``test_advice_followed.py``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kexp.core.advice import (
+    KEEP_REMOVAL,
+    MERGE_BY_HAND,
+    SETTLE_BESIDE,
+    TAKE_CORRECTION,
+    Advice,
+)
+from kexp.core.errors import SyncConflictError
+from kexp.gitops import commits as gitcommits
+from kexp.storage.syncresult import listing
+
+if TYPE_CHECKING:
+    from kexp.storage.snapshot import StoreLocation
+
+
+def conflict_said(
+    location: StoreLocation,
+    local: str,
+    remote_tip: str,
+    remote: str,
+    target: str,
+    alike: list[str],
+    exc: SyncConflictError,
+    *,
+    beside: bool,
+) -> SyncConflictError:
+    """The clash ``exc`` of merging the local branch (at ``local``) with ``remote``'s
+    ``target`` (at ``remote_tip``), said with what settles it: for a branch made
+    ``beside`` the checkout (``--branch``), its experiments' clash settled there
+    (:func:`_settle_beside`); an experiment removed on one side and corrected on the
+    other (:func:`_removed_and_corrected`); else the same experiment corrected on both
+    sides, or git's words for another clash (a file where the other side has a folder),
+    with the merge by hand that works (:func:`merge_by_hand`, given ``alike``)."""
+    if beside and all(location.is_experiment(p) for p in exc.paths):
+        return _settle_beside(location, local, remote_tip, remote, target, exc)
+    if exc.conflicts and all(c.startswith("CONFLICT (modify/delete)") for c in exc.conflicts):
+        return _removed_and_corrected(location, local, remote_tip, f"{remote}/{target}", exc)
+    corrected = all(location.is_experiment(p) for p in exc.paths) and all(
+        line.startswith(("CONFLICT (content)", "CONFLICT (add/add)")) for line in exc.conflicts
+    )
+    what = (
+        f"{listing(exc.paths)} changed both here and on {remote}/{target} (the same "
+        "experiment corrected on both sides)"
+        if corrected
+        else f"merging {remote}/{target} clashes here, git says: "
+        + " ".join(exc.conflicts or [f"{listing(exc.paths)} changed on both sides"])
+    )
+    return SyncConflictError(
+        f"kexp sync stopped: {what}; nothing was changed (the local commit "
+        f"{local[:12]} is kept, the remote is untouched): "
+        + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_BY_HAND),
+        exc.paths,
+        exc.conflicts,
+    )
+
+
+def _settle_beside(
+    location: StoreLocation,
+    local: str,
+    remote_tip: str,
+    remote: str,
+    target: str,
+    exc: SyncConflictError,
+) -> SyncConflictError:
+    """The clash of experiments published with ``--branch`` (their files in the working
+    tree, the branch beside the checkout) with what another clone pushed to ``target``
+    since, with the commands that settle it as written: the branch set to the remote's,
+    then the working tree's version published (kept) or the remote's taken into the
+    working tree. (A merge by hand in the checkout would merge the side branch into it.)"""
+    git, shown = in_checkout(location)
+    reset = shlex.join([*git, "branch", "-f", target, remote_tip[:12]])
+    theirs = gitcommits.path_blobs(location.repo, remote_tip, exc.paths)
+    taken = [p for p in exc.paths if p in theirs]
+    gone = [p for p in exc.paths if p not in theirs]
+    take = [reset]
+    if taken:
+        take.append(
+            shlex.join([*git, "restore", "--source", remote_tip[:12], "--"])
+            + " "
+            + shlex.join(shown(p) for p in taken)
+        )
+    if gone:
+        take.append(shlex.join(["rm", "-f", "--", *(shown(p) for p in gone)]))
+    return SyncConflictError(
+        f"kexp sync stopped: {listing(exc.paths)} changed both here and on "
+        f"{remote}/{target} since this clone published it there; nothing was changed (the "
+        f"local branch {target} keeps its commit {local[:12]}, the remote is untouched): "
+        + SETTLE_BESIDE.say(
+            ref=f"{remote}/{target}", keep=reset, take=" && ".join(take), branch=target
+        ),
+        exc.paths,
+        exc.conflicts,
+    )
+
+
+def _removed_and_corrected(
+    location: StoreLocation, local: str, remote_tip: str, ref: str, exc: SyncConflictError
+) -> SyncConflictError:
+    """The conflict of experiments one side removed and the other corrected (``ref``, at
+    ``remote_tip``), with the commands that settle it as written (a merge by hand would
+    not: git takes a file much like the removed one, added beside its removal, for it
+    renamed, and applies the correction to it)."""
+    git, shown = in_checkout(location)
+
+    def run(*args: str, files: list[str], then: str) -> str:
+        """``git ARGS -- FILES && git commit -m THEN``, as printed for the current folder."""
+        named = shlex.join([*git, *args, "--", *(shown(p) for p in files)])
+        return f"{named} && {shlex.join([*git, 'commit', '-q', '-m', then])}"
+
+    here = sorted(gitcommits.path_blobs(location.repo, local, exc.paths))  # corrected here
+    there = [p for p in exc.paths if p not in here]  # removed here, corrected on ref
+    steps = []
+    if here:
+        restore = [*git, "restore", "-SW", "--source", local[:12], "--"]
+        steps.append(
+            KEEP_REMOVAL.say(
+                ref=ref,
+                files=listing(here),
+                command=run("rm", "-q", files=here, then=f"Keep the removal {ref} made"),
+                restore=shlex.join([*restore, *(shown(p) for p in here)]),
+            )
+        )
+    if there:
+        source = ("restore", "-SW", "--source", remote_tip[:12])
+        steps.append(
+            TAKE_CORRECTION.say(
+                ref=ref,
+                files=listing(there),
+                command=run(*source, files=there, then=f"Take the correction {ref} made"),
+            )
+        )
+    return SyncConflictError(
+        f"kexp sync stopped: {listing(exc.paths)} removed on one side and corrected on the "
+        f"other ({ref}); nothing was changed (the local commit {local[:12]} is kept, the "
+        f"remote is untouched): " + "; ".join(steps),
+        exc.paths,
+        exc.conflicts,
+    )
+
+
+def in_checkout(location: StoreLocation) -> tuple[list[str], Callable[[str], str]]:
+    """How a command printed for the current folder runs git in the checkout (``git``,
+    or ``git -C TOP`` from outside it), and names a repository path there."""
+    top = location.toplevel.resolve()
+    here = Path.cwd().resolve()
+    if here == top or top in here.parents:
+        return ["git"], lambda path: os.path.relpath(top / path, here)
+    return ["git", "-C", str(top)], lambda path: str(top / path)
+
+
+def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: Advice) -> str:
+    """``advice`` naming the commands that merge ``ref`` in the checkout by hand, as
+    written from the current folder, without git's directory-rename detection (as kexp
+    merges: :func:`kexp.gitops.commits.merge_commits`): ``git merge`` refuses while files
+    ``ref`` holds as the working tree has them (``alike``: repository paths; the files
+    ``kexp sync --branch`` published, untracked here, once their pull request landed) are
+    untracked or changed here ("untracked working tree files would be overwritten by
+    merge"), so they are removed first; the merge brings them back as they are."""
+    git, shown = in_checkout(location)
+    merge = [*git, "-c", "merge.directoryRenames=false", "merge", ref]
+    if not alike:
+        return advice.say(command=shlex.join(merge))
+    paths = [shown(p) for p in alike]
+    return (
+        advice.say(command=f"{shlex.join(['rm', '--', *paths])} && {shlex.join(merge)}")
+        + f" ({ref} holds the {len(alike)} file(s) removed as they are here: the merge "
+        "brings them back)"
+    )
