@@ -229,16 +229,7 @@ def shingles_of_normalized(normalized: str) -> frozenset[int]:
     :data:`SMALL_CHANGE_SHINGLES` of these, every context line's shingle as well (a
     line without a sign is context). Without any line added or removed, the whole
     change is one hunk of context: each line and each pair of consecutive lines."""
-    if not is_matchable(normalized):
-        return frozenset()
-    if not (normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized):
-        lines = normalized.split("\n")
-        held = [s for line in lines if line != "@@" and (s := line_shingle(" " + line)) is not None]
-        return frozenset([*held, *_pairs(held)])
-    found, context = _changed_and_context(normalized)
-    if len(found) < SMALL_CHANGE_SHINGLES:
-        found |= context
-    return frozenset(found)
+    return _shingled(normalized)[0]
 
 
 def lines_key(code_change: str, normalized: str) -> str | None:
@@ -250,15 +241,37 @@ def lines_key(code_change: str, normalized: str) -> str | None:
     around the line, whose context lines keep the two apart as near-duplicates though
     the line is the one tried; the same line in another file (``#pragma unroll 4`` in
     another kernel) does not."""
-    if not is_matchable(normalized) or not (
-        normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized
-    ):
-        return None
+    return _lines_key_of(code_change, _shingled(normalized)[1])
+
+
+def shingles_and_lines_key(code_change: str, normalized: str) -> tuple[frozenset[int], str | None]:
+    """:func:`shingles_of_normalized` and :func:`lines_key` of a change in one pass over
+    its lines (what the index keeps of every file)."""
+    shingles, small = _shingled(normalized)
+    return shingles, _lines_key_of(code_change, small)
+
+
+def _shingled(normalized: str) -> tuple[frozenset[int], set[int] | None]:
+    """A normalised change's shingles, and a small change's changed-line shingles when
+    its context lines add others (None otherwise)."""
+    if not is_matchable(normalized):
+        return frozenset(), None
+    if not (normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized):
+        lines = normalized.split("\n")
+        held = [s for line in lines if line != "@@" and (s := line_shingle(" " + line)) is not None]
+        return frozenset([*held, *_pairs(held)]), None
     found, context = _changed_and_context(normalized)
-    if not found or len(found) >= SMALL_CHANGE_SHINGLES or context <= found:
+    if len(found) >= SMALL_CHANGE_SHINGLES:
+        return frozenset(found), None
+    small = found if found and not context <= found else None
+    return frozenset(found | context), small
+
+
+def _lines_key_of(code_change: str, small: set[int] | None) -> str | None:
+    if small is None:
         return None
     files = sorted(set(_CHANGED_FILE.findall(code_change)))
-    said = " ".join([*files, "@@", *(str(s) for s in sorted(found))])
+    said = " ".join([*files, "@@", *(str(s) for s in sorted(small))])
     return hashlib.sha1(said.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -17,9 +17,8 @@ from kexp.format.fileformat import key_insight
 from kexp.storage.dedupe import (
     is_matchable,
     key_of_normalized,
-    lines_key,
     normalize_code_change,
-    shingles_of_normalized,
+    shingles_and_lines_key,
 )
 
 if TYPE_CHECKING:
@@ -168,11 +167,11 @@ def code_of(code_change: str, normalized: str) -> tuple[bytes | None, bytes | No
     :func:`kexp.storage.dedupe.normalize_code_change`): its key (a digest), the key of its
     changed lines alone (a small change's, else None), and its shingles as uint32."""
     key = key_of_normalized(normalized)
-    lines = lines_key(code_change, normalized)
+    shingles, lines = shingles_and_lines_key(code_change, normalized)
     return (
         bytes.fromhex(key) if key else None,
         bytes.fromhex(lines) if lines else None,
-        array("I", sorted(shingles_of_normalized(normalized))).tobytes(),
+        array("I", sorted(shingles)).tobytes(),
     )
 
 
