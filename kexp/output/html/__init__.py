@@ -31,7 +31,7 @@ report's own code and, for each experiment on it, its file's stat signature (as 
 cache keys files: modification and change times in nanoseconds, size, inode; a file
 changed within :data:`RACY_NS` of the build has no key, git's "racily clean" rule) and
 everything else its section shows, its listed front-matter included
-(:func:`~kexp.output.html.pages.experiment_page_context`). Keys are kept in
+(:func:`~kexp.output.html.experiment.experiment_page_context`). Keys are kept in
 :data:`PAGES`; a page with an experiment that has no key is written again. The pages are
 the same either way (a test holds them equal).
 """
@@ -58,14 +58,13 @@ from kexp.core.model import KernelExperiment
 from kexp.core.progress import reporting, track_part
 from kexp.core.version import __version__
 from kexp.format.fileformat import error_line, key_insight
+from kexp.output.html.experiment import experiment_page, experiment_page_context
 from kexp.output.html.markup import text
 from kexp.output.html.pages import (
     EXPERIMENT_DIR,
     OPERATOR_DIR,
     PAGE_DIGITS,
     Site,
-    experiment_page,
-    experiment_page_context,
     experiment_path,
     operator_pages,
     overview_page,
@@ -86,7 +85,7 @@ _ASSETS = ("report.css", "report.js")
 #: A file changed this recently (ns) when a report is made gets no key (see above).
 RACY_NS = 2_000_000_000
 #: The code that decides what a page holds (with the assets and kexp's version).
-_LAYOUT_SOURCES = ("__init__.py", "markup.py", "pages.py", "svg.py")
+_LAYOUT_SOURCES = ("__init__.py", "experiment.py", "markup.py", "pages.py", "svg.py")
 #: The shape of every file a report writes (relative paths, with '/').
 _REPORT_FILE = re.compile(
     rf"index\.html|{re.escape(MARKER)}|{re.escape(PAGES)}|assets/report\.(?:css|js)|"
