@@ -403,3 +403,124 @@ def test_a_clone_deepened_after_a_read_across_refs_answers_as_a_cold_read(
     assert after == _cold_across(shallow, {"brief": True}, refs)
     assert after[0][2] == 1.5  # r1's correction: it changed since the merge base
 
+
+# --- the context packet, kept whole ------------------------------------------------------
+
+#: The context packets asked (keyword arguments of ``kexp.agents.context.context``).
+CONTEXTS: list[dict[str, Any]] = [
+    {"operator": "reshape_and_cache"},
+    {"operator": "cache", "dtype": "fp8", "text": "unroll the inner loop", "output": "json"},
+    {"operator": "gemm", "diff": "--- a/g.cu\n+++ b/g.cu\n@@ -1 +1 @@\n-tile 64\n+tile 128\n"},
+    {"operator": "reshape_and_cache", "budget": 300},  # the first one's, fitted smaller
+    {"operator": "no such operator"},
+]
+
+
+@pytest.fixture
+def gathered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """How many times a context packet was gathered (not taken from the kept answer)."""
+    import kexp.agents.context
+
+    calls = [0]
+    real = kexp.agents.context._gather
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kexp.agents.context, "_gather", counted)
+    yield calls
+
+
+def _packet(store: Store, question: dict[str, Any]) -> list[Any]:
+    """What an agent reads of a context packet: its text and data, then the warnings."""
+    from kexp.agents.context import context
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        packet = context(store, **question)
+    return [packet.text, packet.data, sorted(str(w.message) for w in caught)]
+
+
+def _packets_are_the_files(store: Store, gathered: list[int]) -> int:
+    """Check every packet of :data:`CONTEXTS` against one read without the cache; how
+    many of the store's were gathered (not the kept answer)."""
+    cold = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
+    worked_out = 0
+    for question in CONTEXTS:
+        before = gathered[0]
+        answer = _packet(store, question)
+        worked_out += gathered[0] - before
+        assert answer == _packet(cold, question), question
+    return worked_out
+
+
+def test_an_unchanged_store_answers_context_from_the_kept_packet_which_is_the_files(
+    store: Store, make_experiment: MakeExperiment, gathered: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """An agent's consult call asked again of a store nobody changed is the packet kept
+    the first time (whatever the budget and format), and the files' packet; an edit in
+    place keeping the size, another process's record and removal: gathered again."""
+    made = _campaign(make_experiment)
+    past_racy_window()
+    _packet(store, CONTEXTS[0])  # the files settled: the cache keeps their records
+    # The first and the fitted-smaller one ask the same question: one gathering.
+    assert _packets_are_the_files(store, gathered) == len(CONTEXTS) - 2
+    assert _packets_are_the_files(store, gathered) == 0  # each one the kept packet
+    with monkeypatch.context() as racy:
+        racy.setattr(kexp.storage.listing, "RACY_NS", 10**15)  # held open (see above)
+        edit_in_place(made[1].path, lambda text: text.replace("score: 1.12", "score: 1.92"))
+        assert _packets_are_the_files(store, gathered) == len(CONTEXTS)
+        code = (
+            "import sys; from kexp import Store; from conftest import experiment_fields;"
+            "s = Store(sys.argv[1]); s.create_experiment(**experiment_fields(score=1.6,"
+            " change_summary='Split K - +60%')); s.delete_experiment(sys.argv[2])"
+        )
+        subprocess.run([sys.executable, "-c", code, str(store.root), made[-1].id],
+                       check=True, cwd=Path(__file__).parent)  # fmt: skip
+        assert _packets_are_the_files(store, gathered) == len(CONTEXTS)
+    past_racy_window()
+    _packet(store, CONTEXTS[0])  # settles them
+    assert _packets_are_the_files(store, gathered) == len(CONTEXTS) - 2
+    assert _packets_are_the_files(store, gathered) == 0
+
+
+def test_across_refs_context_asked_again_after_a_fetch_sees_what_the_other_agent_synced(
+    tmp_path: Path, gathered: list[int]
+) -> None:
+    """Alice's consult call across refs, asked again of an unchanged clone, is the packet
+    kept; after a fetch that brings Bob's dead end, it is gathered again and names it,
+    as a cold read of the clone does."""
+    from kexp.agents.context import context
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    record(alice, base, "Alice unrolls by 4 - +2%", score=1.02)
+    sync(Store(alice))
+    git(bob, "pull", "-q")
+    question = {"operator": "reshape_and_cache", "text": "vectorise the stores"}
+
+    def asked() -> str:
+        packet = context(Store(alice, all_refs=True), **question)
+        copy = alice.parent / "alice-cold"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(alice, copy, ignore=shutil.ignore_patterns(".kexp"), symlinks=True)
+        try:
+            assert packet.text == context(Store(copy, all_refs=True), **question).text
+        finally:
+            shutil.rmtree(copy)
+        return packet.text
+
+    past_racy_window()
+    asked()
+    before = gathered[0]
+    first = asked()
+    assert gathered[0] == before + 1  # the cold copy's only
+    record(bob, base, "Bob vectorises the stores - slower", score=0.71)
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    before = gathered[0]
+    after = asked()
+    assert gathered[0] == before + 2  # a ref moved: gathered again
+    assert "Bob vectorises the stores" in after and "Bob vectorises" not in first

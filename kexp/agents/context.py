@@ -47,6 +47,7 @@ depends on the clock or on the cache's history.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -81,6 +82,7 @@ from kexp.storage.retrieval import Search, asked, searching
 if TYPE_CHECKING:
     from kexp.storage.dedupe import Repeat
     from kexp.storage.rows import Row, Sighting
+    from kexp.storage.sources import Found
     from kexp.storage.store import Store
 
 #: The default budget, in tokens.
@@ -150,12 +152,16 @@ def context(
     if budget <= 0:
         raise KexpError(f"the budget must be a positive number of tokens, not {budget}")
 
-    def gather() -> tuple[dict[str, Any], list[Entry]]:
-        with searching(store) as search:
-            return _gather(search, store, operator, dtype, env, text or "", diff or "")
+    def gather(found: Found) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        with searching(store, found=found) as search:
+            header, entries = _gather(search, store, operator, dtype, env, text or "", diff or "")
+        return header, [dataclasses.astuple(entry) for entry in entries]
 
-    header, entries = asked(store, gather)
-    return fit(header, entries, budget, output)
+    # Kept for files nobody changed since (the read's one fast path): the packet of the
+    # same question is made of it, whatever the budget and format.
+    question = ("context", operator, dtype, env, text or "", diff or "")
+    header, kept = asked(store, lambda: store.answered(question, gather))
+    return fit(header, [Entry(*entry) for entry in kept], budget, output)
 
 
 # --- gathering ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""A ranking's answer kept for files nobody changed: ``top``'s one fast path.
+"""A question's answer kept for files nobody changed: the read's one fast path.
 
 ``kexp top`` asked twice of an unchanged store gives the same answer; finding it again
 costs making a row of every file, deriving what is known of every experiment and
@@ -21,6 +21,11 @@ An answer is kept by a read whose listing is the cache's (every file found as th
 cache held it, or what changed saved by this read with no other save in between), and
 used only by a read that found every file as the cache holds it at that same
 generation, the same places besides: both saw the same files.
+
+A question answered of the rows as a whole (``kexp context``: what is derived of the
+operator's campaigns, the retrieval index's matches, the lessons read of the files) is
+kept the same way, whole (:func:`keep_whole`): its value, made of plain data, and the
+invalid files its read warned about.
 A read that expects to use one (:func:`waiting_answer`) ``stat``\\ s every file as any
 read does, but makes no row (:meth:`kexp.storage.sources.FileSource.read` with
 ``rows=False``), then only the rows of the answer's files: it makes every row after
@@ -56,10 +61,21 @@ class Answer(NamedTuple):
     ids: Callable[[], list[str]] | None = None
 
 
+class Whole(NamedTuple):
+    """A question's answer kept whole: its value (plain data: what :mod:`marshal`
+    keeps) and the invalid files (path, first error) its read found."""
+
+    value: Any
+    invalid: list[tuple[str, Any]]
+
+
 #: What the cache keeps of an answer: its generation, and the answer as (the chosen
 #: files' (path, content key, derived values, where found, a ref's row values), the
-#: invalid files, (the ids read beyond the working tree's, its ids not read)).
+#: invalid files, (the ids read beyond the working tree's, its ids not read)), or
+#: (:data:`WHOLE`, a :class:`Whole`'s value, its invalid files).
 Waiting = tuple[str, Any]
+#: The first item of what the cache keeps of an answer kept whole.
+WHOLE = "whole"
 
 
 def _name(generation: str, question: Sequence[Any], places: tuple[Any, ...]) -> str:
@@ -102,9 +118,10 @@ def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
     """The answer ``waiting`` (:func:`waiting_answer`) if ``listing`` found the files as
     it was kept for, its rows made of the listing (a ref's kept whole) and its ids those
     the read it was kept by saw; else None."""
-    generation, (chosen, invalid, (beyond, not_read)) = waiting
-    if listing.generation != generation:
+    generation, (chosen, invalid, ids_kept) = waiting
+    if listing.generation != generation or chosen == WHOLE:
         return None
+    beyond, not_read = ids_kept
     mine = [path for path, _, _, _, values in chosen if values is None]
     folders = {path[: path.rfind(os.sep) + 1] for path in mine}
     if not folders <= listing.folders.keys():
@@ -154,3 +171,23 @@ def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:
         cache.save_objects(  # not marshal's)
             {name: (chosen, answer.invalid, ids)}, at_once=True, replacing=older
         )
+
+
+def held_whole(waiting: Waiting, listing: Listing) -> Whole | None:
+    """The answer kept whole ``waiting`` (:func:`waiting_answer`) if ``listing`` found
+    the files as it was kept for; else None."""
+    generation, (kind, value, invalid) = waiting
+    if listing.generation != generation or kind != WHOLE:
+        return None
+    return Whole(value, list(invalid))
+
+
+def keep_whole(cache: Cache, name: str, answer: Whole) -> None:
+    """Keep ``answer`` whole under ``name`` (:func:`answer_name`), if the cache takes the
+    write at once and :mod:`marshal` its value."""
+    from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens the cache
+
+    older = name[: name.rfind(":") + 1]
+    with contextlib.suppress(DamagedCacheError, ValueError):
+        cache.save_objects({name: (WHOLE, answer.value, answer.invalid)}, at_once=True,
+                           replacing=older)  # fmt: skip

@@ -43,7 +43,17 @@ from kexp.core.model import KernelExperiment, attach
 from kexp.core.problems import Problem, sort_problems
 from kexp.core.settings import Settings, load_settings
 from kexp.format.validate import CheckedFile, id_from_name
-from kexp.storage.answers import Answer, answer_name, held_answer, keep_answer, waiting_answer
+from kexp.storage.answers import (
+    Answer,
+    Waiting,
+    Whole,
+    answer_name,
+    held_answer,
+    held_whole,
+    keep_answer,
+    keep_whole,
+    waiting_answer,
+)
 from kexp.storage.bodies import read_bodies
 from kexp.storage.idindex import id_finder
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
@@ -69,8 +79,10 @@ if TYPE_CHECKING:
 
     from kexp.storage.cache import Cache
     from kexp.storage.history import Changes, HistoryEntry
+    from kexp.storage.listing import Listing
 
 _S = TypeVar("_S", bound="StoreReader")
+_Held = TypeVar("_Held", Answer, Whole)
 
 
 #: How many files :meth:`StoreReader.get_experiment` reads one by one for an
@@ -225,25 +237,30 @@ class StoreReader:
         :meth:`kexp.storage.sources.FileSource.read`): the rows of the valid ones, in path
         order; invalid files are warned about (``strict``: raised). The one read every
         query starts from."""
-        found, _ = self._read(None)
+        found, _ = self._read(None, held_answer)
         for path, error in found.invalid:
             self._skip(path, error, strict)
         return found
 
-    def _read(self, question: Sequence[Any] | None) -> tuple[Found, Answer | None]:
-        """:meth:`found`, invalid files not warned about; with a ranking's ``question``,
-        also the answer the cache keeps for an unchanged working tree, if it holds (then
-        no row is made but the answer's: :mod:`kexp.storage.answers`)."""
+    def _read(
+        self,
+        question: Sequence[Any] | None,
+        hold: Callable[[Waiting, Listing], _Held | None],
+    ) -> tuple[Found, _Held | None]:
+        """:meth:`found`, invalid files not warned about; with a ``question``, also the
+        answer the cache keeps for it of an unchanged working tree, if it holds (``hold``:
+        :func:`~kexp.storage.answers.held_answer` for a ranking's, else
+        :func:`~kexp.storage.answers.held_whole`; then no row is made but the answer's)."""
         from kexp.storage.cache import rebuilt_on_doubt
 
         places = self.source.answer_places() if question else None
 
-        def read(cache: Cache) -> tuple[Found, Answer | None]:
+        def read(cache: Cache) -> tuple[Found, _Held | None]:
             waiting = None if places is None else waiting_answer(cache, question or (), places)
             found = self.source.read(cache, self.settings, rows=waiting is None)
             if waiting is None or found.listing is None:
                 return found, None
-            held = held_answer(waiting, found.listing)
+            held = hold(waiting, found.listing)
             if held is None:
                 return self.source.completed(cache, self.settings, found), None
             return found, held
@@ -254,12 +271,34 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
-        if held is not None and held.ids is not None:  # no row made: the ids its read saw
-            self._ids_read = held.ids
+        if isinstance(held, Answer) and held.ids is not None:  # no row made: the ids
+            self._ids_read = held.ids  # its read saw
+        elif held is not None and found.listing is not None:
+            self._ids_read = found.listing.ids
         else:
             every = found.ids()
             self._ids_read = lambda: every
         return found, held
+
+    def answered(self, question: Sequence[Any], make: Callable[[Found], Any]) -> Any:
+        """``make(found)`` of a read now, or the value it made for ``question`` when
+        nobody has changed the files since (the read's one fast path:
+        :mod:`kexp.storage.answers`); invalid files are warned about either way.
+        ``make``'s value is plain data (:mod:`marshal` keeps it) decided by the files
+        read and ``question`` alone."""
+        found, held = self._read(question, held_whole)
+        for path, error in held.invalid if held is not None else found.invalid:
+            self._skip(path, error, False)
+        if held is not None:
+            return held.value
+        value = make(found)
+        if (name := answer_name(found, question)) is not None:
+            cache = self.open_cache()
+            try:
+                keep_whole(cache, name, Whole(value, found.invalid))
+            finally:
+                cache.close()
+        return value
 
     def shown_id_length(self, shown: Iterable[str]) -> int:
         """The length to print the ids of ``shown`` at: each unique among the last read's."""
@@ -436,7 +475,7 @@ class StoreReader:
         is one (:mod:`kexp.storage.answers`), else ranked (and kept)."""
         plain = not any(filters.get(name) for name in ("pid", "base_commit", "reachable_from"))
         question = (by, limit, skips, build_filters(**filters)) if plain else None
-        found, held = self._read(question)
+        found, held = self._read(question, held_answer)
         for path, error in held.invalid if held else found.invalid:
             self._skip(path, error, strict)
         if held is not None:

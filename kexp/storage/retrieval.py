@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from kexp.storage.cache import Cache
     from kexp.storage.listing import Listing
     from kexp.storage.rows import Row
+    from kexp.storage.sources import Found
     from kexp.storage.view import StoreView
 
 _T = TypeVar("_T")
@@ -421,20 +422,22 @@ def path_order(path: str) -> str:
 
 
 @contextlib.contextmanager
-def searching(store: StoreView, *, texts: bool = True) -> Iterator[Search]:
-    """The retrieval index in step with a read of ``store`` (:meth:`kexp.Store.found`):
-    a doc for every current experiment's content, and (``texts``) the FTS table holding
-    exactly them. A cache found damaged while it is brought in step is rebuilt
-    (:mod:`kexp.storage.cache`); one found damaged by a question raises
-    :class:`~kexp.storage.cachefile.DamagedCacheError` (see :func:`asked`)."""
+def searching(
+    store: StoreView, *, texts: bool = True, found: Found | None = None
+) -> Iterator[Search]:
+    """The retrieval index in step with a read of ``store`` (:meth:`kexp.Store.found`,
+    or ``found``: a read of it just made): a doc for every current experiment's content,
+    and (``texts``) the FTS table holding exactly them. A cache found damaged while it is
+    brought in step is rebuilt (:mod:`kexp.storage.cache`); one found damaged by a
+    question raises :class:`~kexp.storage.cachefile.DamagedCacheError` (see
+    :func:`asked`)."""
     with collector_paused():  # many objects made, none in a cycle: the question's too
-        yield from _searching(store, texts)
+        yield from _searching(store, texts, store.found() if found is None else found)
 
 
-def _searching(store: StoreView, texts: bool) -> Iterator[Search]:
+def _searching(store: StoreView, texts: bool, found: Found) -> Iterator[Search]:
     from kexp.storage.cache import rebuilt_on_doubt
 
-    found = store.found()
     alone = found.rows is found.local  # the working tree alone
     rows = found.rows
     by_key = RowsByKey(rows)
