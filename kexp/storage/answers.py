@@ -63,16 +63,17 @@ class Answer(NamedTuple):
 
 class Whole(NamedTuple):
     """A question's answer kept whole: its value (plain data: what :mod:`marshal`
-    keeps) and the invalid files (path, first error) its read found."""
+    keeps), the invalid files (path, first error) its read found and the ids it read."""
 
     value: Any
     invalid: list[tuple[str, Any]]
+    ids: Callable[[], list[str]]
 
 
 #: What the cache keeps of an answer: its generation, and the answer as (the chosen
 #: files' (path, content key, derived values, where found, a ref's row values), the
 #: invalid files, (the ids read beyond the working tree's, its ids not read)), or
-#: (:data:`WHOLE`, a :class:`Whole`'s value, its invalid files).
+#: (:data:`WHOLE`, a :class:`Whole`'s value, its invalid files, the ids as above).
 Waiting = tuple[str, Any]
 #: The first item of what the cache keeps of an answer kept whole.
 WHOLE = "whole"
@@ -111,17 +112,17 @@ def waiting_answer(
     generation = cache.generation()
     name = _name(generation, question, places)
     kept = cache.objects([name]).get(name)
-    return (generation, kept) if isinstance(kept, tuple) and len(kept) == 3 else None
+    return (generation, kept) if isinstance(kept, tuple) and len(kept) in (3, 4) else None
 
 
 def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
     """The answer ``waiting`` (:func:`waiting_answer`) if ``listing`` found the files as
     it was kept for, its rows made of the listing (a ref's kept whole) and its ids those
     the read it was kept by saw; else None."""
-    generation, (chosen, invalid, ids_kept) = waiting
-    if listing.generation != generation or chosen == WHOLE:
+    generation, kept = waiting
+    if listing.generation != generation or kept[0] == WHOLE:
         return None
-    beyond, not_read = ids_kept
+    chosen, invalid, ids_kept = kept
     mine = [path for path, _, _, _, values in chosen if values is None]
     folders = {path[: path.rfind(os.sep) + 1] for path in mine}
     if not folders <= listing.folders.keys():
@@ -140,18 +141,40 @@ def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
             rows.append(tuple.__new__(Row, (*made, Seen(*where))))
         derived[path, key] = Derived(*values)
 
-    def ids() -> list[str]:
-        return [i for i in listing.ids() if i not in not_read] + list(beyond)
-
-    ids_read = ids if beyond or not_read else listing.ids
+    ids_read = _ids_read(listing, ids_kept)
     return Answer(rows, lambda row: derived[row.path, row.key], list(invalid), ids_read)
+
+
+def _ids_kept(found: Found) -> tuple[list[str], list[str]]:
+    """What an answer keeps of the ids ``found`` read: those beyond the working tree's
+    (read across refs), and the working tree's it did not read."""
+    if found.rows is not found.local and found.listing is not None:  # refs were read too
+        read, working = set(found.ids()), set(found.listing.ids())
+        return sorted(read - working), sorted(working - read)
+    return [], []
+
+
+def _ids_read(listing: Listing, ids_kept: tuple[list[str], list[str]]) -> Callable[[], list[str]]:
+    """The ids the read an answer was kept by saw, of ``listing`` and what it kept."""
+    beyond, not_read = ids_kept
+    if not beyond and not not_read:
+        return listing.ids
+    return lambda: [i for i in listing.ids() if i not in not_read] + list(beyond)
+
+
+def _keep(cache: Cache, name: str, kept: tuple[Any, ...]) -> None:
+    """Keep ``kept`` under ``name``, the answers of older states of its group forgotten,
+    if the cache takes the write at once and :mod:`marshal` the value."""
+    from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens the cache
+
+    older = name[: name.rfind(":") + 1]  # the group's answers for older states: forgotten
+    with contextlib.suppress(DamagedCacheError, ValueError):  # else not kept (ValueError:
+        cache.save_objects({name: kept}, at_once=True, replacing=older)  # not marshal's)
 
 
 def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:
     """Keep ``answer`` (ranked of what ``found`` read) under ``name``, if the cache takes
     the write at once."""
-    from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens the cache
-
     chosen = [
         (
             row.path,
@@ -162,32 +185,20 @@ def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:
         )
         for row in answer.rows
     ]
-    ids: tuple[list[str], list[str]] = ([], [])
-    if found.rows is not found.local and found.listing is not None:  # refs were read too
-        read, working = set(found.ids()), set(found.listing.ids())
-        ids = (sorted(read - working), sorted(working - read))
-    older = name[: name.rfind(":") + 1]  # the group's answers for older states: forgotten
-    with contextlib.suppress(DamagedCacheError, ValueError):  # else not kept (ValueError:
-        cache.save_objects(  # not marshal's)
-            {name: (chosen, answer.invalid, ids)}, at_once=True, replacing=older
-        )
+    _keep(cache, name, (chosen, answer.invalid, _ids_kept(found)))
 
 
 def held_whole(waiting: Waiting, listing: Listing) -> Whole | None:
     """The answer kept whole ``waiting`` (:func:`waiting_answer`) if ``listing`` found
-    the files as it was kept for; else None."""
-    generation, (kind, value, invalid) = waiting
-    if listing.generation != generation or kind != WHOLE:
+    the files as it was kept for, with the ids the read it was kept by saw; else None."""
+    generation, kept = waiting
+    if listing.generation != generation or kept[0] != WHOLE or len(kept) != 4:
         return None
-    return Whole(value, list(invalid))
+    _, value, invalid, ids_kept = kept
+    return Whole(value, list(invalid), _ids_read(listing, ids_kept))
 
 
-def keep_whole(cache: Cache, name: str, answer: Whole) -> None:
-    """Keep ``answer`` whole under ``name`` (:func:`answer_name`), if the cache takes the
-    write at once and :mod:`marshal` its value."""
-    from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens the cache
-
-    older = name[: name.rfind(":") + 1]
-    with contextlib.suppress(DamagedCacheError, ValueError):
-        cache.save_objects({name: (WHOLE, answer.value, answer.invalid)}, at_once=True,
-                           replacing=older)  # fmt: skip
+def keep_whole(cache: Cache, name: str, value: Any, found: Found) -> None:
+    """Keep ``value`` (plain data, made of what ``found`` read) whole under ``name``
+    (:func:`answer_name`), if the cache takes the write at once and :mod:`marshal` it."""
+    _keep(cache, name, (WHOLE, value, found.invalid, _ids_kept(found)))

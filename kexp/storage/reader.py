@@ -271,10 +271,8 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
-        if isinstance(held, Answer) and held.ids is not None:  # no row made: the ids
-            self._ids_read = held.ids  # its read saw
-        elif held is not None and found.listing is not None:
-            self._ids_read = found.listing.ids
+        if held is not None and held.ids is not None:  # no row made: the ids its read saw
+            self._ids_read = held.ids
         else:
             every = found.ids()
             self._ids_read = lambda: every
@@ -295,7 +293,7 @@ class StoreReader:
         if (name := answer_name(found, question)) is not None:
             cache = self.open_cache()
             try:
-                keep_whole(cache, name, Whole(value, found.invalid))
+                keep_whole(cache, name, value, found)
             finally:
                 cache.close()
         return value

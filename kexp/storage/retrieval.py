@@ -594,9 +594,9 @@ def similar(
         text = f"{exp.change_summary} {key_insight(exp.detailed_description)}"
         diff = exp.code_change
 
-    def ask() -> list[Match]:
-        with searching(store) as search:
-            return search.rank(
+    def ask(found: Found) -> list[tuple[Any, ...]]:
+        with searching(store, found=found) as search:
+            matches = search.rank(
                 text=text or "",
                 code_change=diff or "",
                 exclude_paths=exclude,
@@ -605,5 +605,17 @@ def similar(
                 env=env,
                 limit=limit,
             )
+        return [dataclasses.astuple(match) for match in matches]
 
-    return asked(store, ask)
+    # Kept for files nobody changed since (the read's one fast path).
+    question = ("similar", text or "", diff or "", tuple(exclude), operator, dtype, env, limit)
+    kept = asked(store, lambda: store.answered(question, ask))
+    return [_match_of(match) for match in kept]
+
+
+def _match_of(kept: tuple[Any, ...]) -> Match:
+    """A match of what :func:`similar` keeps of it (:func:`dataclasses.astuple`)."""
+    names = [field.name for field in dataclasses.fields(Match)]
+    values = dict(zip(names, kept, strict=True))
+    where = values.pop("where")
+    return Match(**values, where=Sighting(*where) if where else None)

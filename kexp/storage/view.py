@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from kexp.core.campaign import Derivation
     from kexp.core.errors import KexpError
@@ -68,5 +68,7 @@ class StoreView(Protocol):
     def derivation(self, *, strict: bool = False) -> Derivation: ...
 
     def found(self, *, strict: bool = False) -> Found: ...
+
+    def answered(self, question: Sequence[Any], make: Callable[[Found], Any]) -> Any: ...
 
     def open_cache(self) -> Cache: ...
