@@ -23,9 +23,9 @@ used only by a read that found every file as the cache holds it at that same
 generation, the same places besides: both saw the same files.
 
 A question answered of the rows as a whole (``kexp context``: what is derived of the
-operator's campaigns, the retrieval index's matches, the lessons read of the files) is
-kept the same way, whole (:func:`keep_whole`): its value, made of plain data, and the
-invalid files its read warned about.
+operator's campaigns, the retrieval index's matches, the lessons read of the files;
+``kexp similar``'s matches) is kept the same way, whole (:func:`keep_whole`): its value,
+made of plain data, the invalid files its read warned about and the ids it read.
 A read that expects to use one (:func:`waiting_answer`) ``stat``\\ s every file as any
 read does, but makes no row (:meth:`kexp.storage.sources.FileSource.read` with
 ``rows=False``), then only the rows of the answer's files: it makes every row after
