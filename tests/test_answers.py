@@ -632,3 +632,41 @@ def test_similar_across_refs_asked_again_prints_ids_as_a_cold_read_does(
     before = searched[0]
     asked()
     assert searched[0] == before + 1  # the cold copy's only
+
+
+def test_a_record_forgets_the_kept_answers_so_the_next_consult_reads_in_one_pass(
+    store: Store, make_experiment: MakeExperiment, gathered: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """An agent consults, records a step, consults again: the second consult finds no
+    kept answer (kexp's write forgot them), so it makes its rows while the files are
+    ``stat``-ed, in one pass, instead of ``stat``-ing them all first for an answer that
+    cannot hold, then making every row; updates and deletes too."""
+    _campaign(make_experiment)
+    past_racy_window()
+    for _ in range(2):
+        _packet(store, CONTEXTS[0])  # the second one kept
+    completed = [0]
+    real = WorkingTree.completed
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        completed[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(WorkingTree, "completed", counted)
+    for write in (
+        lambda: make_experiment(score=1.5, change_summary="Split K - +50%"),
+        lambda: store.update_experiment(store.top_experiments(1)[0].id, tags=["checked"]),
+        lambda: store.delete_experiment(store.top_experiments(1, by="low")[0].id, force=True),
+    ):
+        before, completed[0] = gathered[0], 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the broken file, warned about by each read
+            write()
+        answer = _packet(store, CONTEXTS[0])
+        assert (gathered[0], completed[0]) == (before + 1, 0)
+        assert answer == _packet(Store(store.root, source=WorkingTree(
+            store.experiments_dir, cacheable=False)), CONTEXTS[0])  # fmt: skip
+        past_racy_window()
+        _packet(store, CONTEXTS[0])  # settled (read in two passes: the file changed since)
+        _packet(store, CONTEXTS[0])  # kept again

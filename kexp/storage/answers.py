@@ -22,6 +22,11 @@ cache held it, or what changed saved by this read with no other save in between)
 used only by a read that found every file as the cache holds it at that same
 generation, the same places besides: both saw the same files.
 
+kexp's own writes (a record, an update, a delete) forget every answer kept: the next
+question, the one an agent asks after each step, then makes its rows while the files
+are ``stat``-ed, as a read without a kept answer does, instead of ``stat``-ing them
+first for an answer that cannot hold and making every row after.
+
 A question answered of the rows as a whole (``kexp context``: what is derived of the
 operator's campaigns, the retrieval index's matches, the lessons read of the files;
 ``kexp similar``'s matches) is kept the same way, whole (:func:`keep_whole`): its value,

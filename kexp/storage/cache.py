@@ -336,12 +336,22 @@ class Cache:
             token = os.urandom(8).hex()
             made[0] = token if after is not None and self.generation() == after else None
             self._write("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", [(token,)])
-            self._write("DELETE FROM objects WHERE name >= 'answer:' AND name < 'answer;'", [()])
+            self._forget_answers()
             self._regroup("folders", listings, gone)
             self._regroup("packs", packs, gone)
 
         self._transaction(work, at_once=at_once)
         return made[0]
+
+    def forget_answers(self) -> None:
+        """Forget every answer kept (:mod:`kexp.storage.answers`), if the file takes the
+        write without waiting: kexp wrote an experiment file, so none is the files' now
+        (a cache that cannot take it keeps them: each is taken only at its generation)."""
+        with contextlib.suppress(sqlite3.Error):
+            self._transaction(self._forget_answers, at_once=True)
+
+    def _forget_answers(self) -> None:
+        self._write("DELETE FROM objects WHERE name >= 'answer:' AND name < 'answer;'", [()])
 
     def _regroup(self, table: str, values: dict[str, Any], gone: list[str]) -> None:
         """Write ``values`` (folder → value) into the groups of ``table`` (``folders``,

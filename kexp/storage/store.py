@@ -189,7 +189,23 @@ class Store(StoreReader):
             if explicit_id and named is not None and exp.id in named(exp.id):
                 raise _exists(exp.id)
             _write_new(path, text)
+        self._written()
         return self._as_written(checked.experiment(), path)
+
+    def _written(self) -> None:
+        """After kexp wrote or deleted an experiment file: the answers kept for the files
+        as they were are forgotten (:mod:`kexp.storage.answers`), so that the next
+        question makes its rows while the files are ``stat``-ed instead of after."""
+        if not self.source.cacheable:
+            return
+        from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens it
+
+        with contextlib.suppress(DamagedCacheError, OSError):
+            cache = self.open_cache()
+            try:
+                cache.forget_answers()
+            finally:
+                cache.close()
 
     def _as_written(self, exp: KernelExperiment, path: Path) -> KernelExperiment:
         """``exp``, just written to ``path``, with what a query derives of it (its
@@ -387,6 +403,7 @@ class Store(StoreReader):
                     f"experiment {full_id} was moved or deleted meanwhile (kexp "
                     "migrate-layout?): nothing was written; run the update again"
                 )
+        self._written()
         return self._as_written(result.experiment(), path)
 
     def delete_experiment(self, exp_id: str, *, force: bool = False) -> Path:
@@ -477,6 +494,7 @@ class Store(StoreReader):
                 raise ExperimentNotFoundError(
                     f"experiment {full_id} was deleted meanwhile"
                 ) from None
+        self._written()
         return path
 
     def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
