@@ -65,7 +65,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.syncclash import conflict_said, merge_by_hand
+from kexp.storage.syncclash import code_clash, conflict_said, line_left, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -505,7 +505,9 @@ def _commit_beside(
         )
     checkout = _checkout_commit(repo, checked_out)
     base = local or remote_base or checkout
-    if (
+    if _starts_again(location, view, target, local, remote_base, checkout, dry_run):
+        base = checkout  # its code line left, its pull request landed, the branch deleted
+    elif (
         local is not None
         and checkout is not None
         and local != checkout
@@ -517,9 +519,9 @@ def _commit_beside(
             # Merged with its commits on the remote, not here yet: start from both, so
             # that what it published stays on it (a correction of it is a correction).
             with contextlib.suppress(SyncConflictError):
-                message = f"Start {target} again from the checkout, keeping what it published"
+                again = f"Start {target} again from the checkout, keeping what it published"
                 base = gitcommits.merge_commits(
-                    repo, checkout, local, message, folder=location.folder, id_of=id_from_name
+                    repo, checkout, local, again, folder=location.folder, id_of=id_from_name
                 )
         elif not kgit.is_ancestor(repo, local, checkout):
             # Squashed on the remote (the branch kept, so the push merges it in): start
@@ -554,6 +556,38 @@ def _commit_beside(
         remove=remove,
     )
     return made, paths, removed, kept, base, remote_base
+
+
+def _starts_again(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    local: str | None,
+    remote_base: str | None,
+    checkout: str | None,
+    dry_run: bool,
+) -> bool:
+    """Whether the side branch ``target`` (``local``: its commit here; ``remote_base``:
+    the remote's, when new here) starts again from the checkout's commit alone: its code
+    line clashes with the checkout's (:func:`kexp.storage.syncclash.code_clash`: the
+    checkout restarted from an earlier commit), its pull request landed and the remote
+    deleted it; a merge would bring the left line in. Raises
+    :class:`~kexp.core.errors.SyncConflictError` when the branch clashes so and stays
+    (kept on the remote, or not merged): :func:`kexp.storage.syncclash.line_left`."""
+    if checkout is None or target == view.default():
+        return False
+    there = remote_base
+    if local is not None:  # (listed, its commit fetched)
+        there = view.known_tip(target) if dry_run else view.branches().get(target)
+    for tip, where in ((there, f"{view.remote}/{target}"), (local, target)):
+        if tip is None or tip == checkout or kgit.is_ancestor(location.repo, tip, checkout):
+            continue
+        clash = code_clash(location, checkout, tip)
+        if clash and there is None and view.landed(tip):
+            return True
+        if clash:
+            raise line_left(location, view, target, where, tip, clash)
+    return False
 
 
 #: Why a sync of the default branch refuses a step whose lineage waits in a pull request.
