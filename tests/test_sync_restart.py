@@ -128,3 +128,52 @@ def test_a_restart_after_the_branch_was_merged_and_deleted_starts_it_again(
     assert git(remote, "log", "-1", "--format=%s", "kexp/agent").startswith("kexp sync: ")
     path = Path(str(other.path)).relative_to(agent).as_posix()
     assert other.id in git(remote, "show", f"kexp/agent:{path}")
+
+
+def test_a_clashing_code_line_published_to_the_same_branch_meanwhile_moves_nothing_here(
+    tmp_path: Path,
+) -> None:
+    """Two agents publish their first steps to one new side branch at the same moment,
+    from kernel lines that clash: Bob's push lands while Alice's sync commits (a hook of
+    her clone pushes it as her branch is made, so the race is the same every run). Her
+    sync stops with nothing changed here (no local branch made, no record kept) and one
+    line that names the kernel file and a new branch name, not a merge by hand in her
+    checkout (which would merge the side branch into main); run as printed, it
+    publishes her line as a pull request of its own."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    step(bob, "// bob's line", "Vectorized loads - +5%", score=1.05)
+    git(bob, "add", "experiments")
+    git(bob, "commit", "-q", "-m", "Bob's step")
+    mine = step(alice, "// alice's line", "Unrolled by 4 - +20%", score=1.2)
+    kernel = (alice / KERNEL).read_text()
+    hook = alice / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = committed ] || exit 0\n'
+        'grep -q " refs/heads/kexp/shared$" || exit 0\n'
+        f"[ -e {shlex.quote(str(tmp_path / 'pushed'))} ] && exit 0\n"
+        f"touch {shlex.quote(str(tmp_path / 'pushed'))}\n"
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
+        f"exec git -C {shlex.quote(str(bob))} push -q origin HEAD:kexp/shared\n"
+    )
+    hook.chmod(0o755)
+    before = git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+
+    done = run_kexp("sync", "--branch", "kexp/shared", cwd=alice)
+    assert (tmp_path / "pushed").exists()  # Bob's push came first
+    assert done.returncode != 0
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and KERNEL in said, said
+    assert "git merge" not in said and "git -c merge" not in said, said
+    assert git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == before
+    assert not list((alice / ".git" / "kexp" / "published").glob("*"))
+
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=alice)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == kernel
+    path = Path(str(mine.path)).relative_to(alice).as_posix()
+    assert mine.id in git(remote, "show", f"{args[-1]}:{path}")

@@ -63,7 +63,7 @@ from kexp.format.rules import id_from_name
 from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
-from kexp.storage.published import Record, choose_removals
+from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.syncclash import code_clash, conflict_said, line_left, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
@@ -170,8 +170,9 @@ def _sync(
             "kexp sync again",
             unfinished.unmerged,
         )
-    local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
+    local = start = gitcommits.ref_commit(repo, f"refs/heads/{target}")
     had_branch = local is not None
+    kept_record: Record | None = None  # (a side branch's record as the sync found it)
     view = RemoteView(repo, remote, folder)
 
     def publishable(path: str) -> bool:
@@ -226,6 +227,7 @@ def _sync(
             for landing in {view.default(), checked_out} - {None, target}:
                 view.fetch(str(landing))
         record = Record.read(repo, target)
+        kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
         )
@@ -303,8 +305,13 @@ def _sync(
             if local is not None and not kgit.is_ancestor(repo, local, remote_tip):
                 # (by hand, the files the remote's branch holds alike go first)
                 alike = [p for p in sorted(taken) if os.path.lexists(location.toplevel / p)]
-                new = _merge(location, local, remote_tip, remote, target, alike,
-                             beside=not in_checkout)  # fmt: skip
+                try:
+                    new = _merge(location, view, local, remote_tip, target, alike,
+                                 beside=not in_checkout)  # fmt: skip
+                except SyncConflictError as exc:
+                    if not in_checkout and not all(_inside(p, folder) for p in exc.paths):
+                        _put_back(repo, target, start, local, kept_record)  # (said so)
+                    raise
                 _refuse_invalid_merge(store, location, remote, target, remote_tip, new, local,
                                       alike)  # fmt: skip
             if in_checkout:
@@ -748,9 +755,9 @@ def _first_error(problems: list[Problem]) -> str:
 
 def _merge(
     location: StoreLocation,
+    view: RemoteView,
     local: str,
     remote_tip: str,
-    remote: str,
     target: str,
     alike: list[str],
     *,
@@ -760,6 +767,7 @@ def _merge(
     same experiment corrected on both sides, or in git's words when it is another clash,
     such as a file where the other side has a folder: :func:`kexp.storage.syncclash.conflict_said`,
     given ``alike`` and whether the branch is made ``beside`` the checkout)."""
+    remote = view.remote
     try:
         message = f"kexp sync: merge {remote}/{target}"
         return str(
@@ -774,8 +782,21 @@ def _merge(
         )
     except SyncConflictError as exc:
         raise conflict_said(
-            location, local, remote_tip, remote, target, alike, exc, beside=beside
+            location, local, remote_tip, remote, target, alike, exc, beside=beside, view=view
         ) from None
+
+
+def _put_back(
+    repo: Any, target: str, start: str | None, now: str | None, record: Record | None
+) -> None:
+    """The side branch ``target`` (at ``now``) and its record as a stopped sync found
+    them: at ``start`` (None: none), the ``record`` (None: none)."""
+    if now is not None and now != start:
+        gitcommits.reset_branch(repo, target, start, now)
+    if record is None:
+        record_path(repo, target).unlink(missing_ok=True)
+    else:
+        record.write(repo, target)
 
 
 def _inside(path: str, folder: str) -> bool:

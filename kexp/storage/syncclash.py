@@ -43,6 +43,7 @@ def conflict_said(
     exc: SyncConflictError,
     *,
     beside: bool,
+    view: RemoteView | None = None,
 ) -> SyncConflictError:
     """The clash ``exc`` of merging the local branch (at ``local``) with ``remote``'s
     ``target`` (at ``remote_tip``), said with what settles it: for a branch made
@@ -50,9 +51,15 @@ def conflict_said(
     (:func:`_settle_beside`); an experiment removed on one side and corrected on the
     other (:func:`_removed_and_corrected`); else the same experiment corrected on both
     sides, or git's words for another clash (a file where the other side has a folder),
-    with the merge by hand that works (:func:`merge_by_hand`, given ``alike``)."""
+    with the merge by hand that works (:func:`merge_by_hand`, given ``alike``); for a
+    branch made beside the checkout whose code clashes (given the ``view``), the code
+    line published under a new branch name (:func:`line_left`: a merge by hand in the
+    checkout would merge the side branch into it)."""
     if beside and all(location.is_experiment(p) for p in exc.paths):
         return _settle_beside(location, local, remote_tip, remote, target, exc)
+    code = [p for p in exc.paths if not p.startswith(f"{location.folder}/")]
+    if beside and view is not None and code:
+        return line_left(location, view, target, f"{remote}/{target}", remote_tip, code)
     if exc.conflicts and all(c.startswith("CONFLICT (modify/delete)") for c in exc.conflicts):
         return _removed_and_corrected(location, local, remote_tip, f"{remote}/{target}", exc)
     corrected = all(location.is_experiment(p) for p in exc.paths) and all(
@@ -220,9 +227,9 @@ def line_left(
             "experiments on code they were not measured on, or merge the two lines"
         )
     return SyncConflictError(
-        f"kexp sync did nothing: {where} holds a code line your checkout's commit left "
-        f"({listing(paths)} changed otherwise on each: it restarted from an earlier "
-        f"commit, or took another line); {why}: "
+        f"kexp sync did nothing: {where} holds a code line that clashes with your "
+        f"checkout's ({listing(paths)} changed otherwise on each: your checkout restarted "
+        f"from an earlier commit, or another line was published there); {why}: "
         + SYNC_NEW_BRANCH.say(branch=new_branch_name(location, view, target)),
         paths,
     )
