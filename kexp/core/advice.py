@@ -215,6 +215,14 @@ SYNC_FOR_REVIEW = Advice(
     "publish the experiments for review with kexp sync --branch kexp/<name>",
     'publish the experiments for review: call sync with branch: "kexp/<name>"',
 )
+#: Advice on publishing a code line a side branch does not hold (the checkout restarted
+#: from an earlier commit) as a pull request of its own.
+SYNC_NEW_BRANCH = Advice(
+    "publish your checkout's code and experiments under a new branch name, a pull "
+    "request of their own: kexp sync --branch {branch}",
+    "publish the checkout's code and experiments under a new branch name, a pull "
+    'request of their own: call sync with branch: "{branch}"',
+)
 #: Advice on an invalid experiment kexp sync would publish (the remote's branch known).
 SYNC_FIX_CHANGED = Advice(
     "fix it (kexp validate --changed {base} lists every problem), then run kexp sync again",
@@ -274,6 +282,7 @@ ADVICE = (
     SYNC_REMOTE,
     SYNC_BRANCH,
     SYNC_FOR_REVIEW,
+    SYNC_NEW_BRANCH,
     SYNC_FIX_CHANGED,
     SYNC_FIX_ALL,
     ROOT,

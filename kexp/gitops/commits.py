@@ -572,6 +572,19 @@ def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> boo
     return found.status == 0
 
 
+def reset_branch(repo: git.Repo, branch: str, to: str | None, expected: str) -> bool:
+    """Point ``refs/heads/BRANCH`` back at ``to`` (None: delete it) if it still points
+    at ``expected``; whether it did."""
+    if to is not None:
+        return update_branch(repo, branch, to, expected)
+    check_branch_name(branch)
+    found = git_command(
+        repo, "update-ref", "-m", "kexp sync", "-d", f"refs/heads/{branch}", expected,
+        ok_codes=None,
+    )  # fmt: skip
+    return found.status == 0
+
+
 def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
     """Fetch ``branch`` from ``remote`` into ``refs/remotes/REMOTE/BRANCH``; the commit
     it points at, None when the remote has no such branch."""

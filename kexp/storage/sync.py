@@ -63,9 +63,9 @@ from kexp.format.rules import id_from_name
 from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
-from kexp.storage.published import Record, choose_removals
+from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.syncclash import conflict_said, merge_by_hand
+from kexp.storage.syncclash import code_clash, conflict_said, line_left, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -170,8 +170,9 @@ def _sync(
             "kexp sync again",
             unfinished.unmerged,
         )
-    local = gitcommits.ref_commit(repo, f"refs/heads/{target}")
+    local = start = gitcommits.ref_commit(repo, f"refs/heads/{target}")
     had_branch = local is not None
+    kept_record: Record | None = None  # (a side branch's record as the sync found it)
     view = RemoteView(repo, remote, folder)
 
     def publishable(path: str) -> bool:
@@ -226,6 +227,7 @@ def _sync(
             for landing in {view.default(), checked_out} - {None, target}:
                 view.fetch(str(landing))
         record = Record.read(repo, target)
+        kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
         )
@@ -303,8 +305,13 @@ def _sync(
             if local is not None and not kgit.is_ancestor(repo, local, remote_tip):
                 # (by hand, the files the remote's branch holds alike go first)
                 alike = [p for p in sorted(taken) if os.path.lexists(location.toplevel / p)]
-                new = _merge(location, local, remote_tip, remote, target, alike,
-                             beside=not in_checkout)  # fmt: skip
+                try:
+                    new = _merge(location, view, local, remote_tip, target, alike,
+                                 beside=not in_checkout)  # fmt: skip
+                except SyncConflictError as exc:
+                    if not in_checkout and not all(_inside(p, folder) for p in exc.paths):
+                        _put_back(repo, target, start, local, kept_record)  # (said so)
+                    raise
                 _refuse_invalid_merge(store, location, remote, target, remote_tip, new, local,
                                       alike)  # fmt: skip
             if in_checkout:
@@ -505,7 +512,9 @@ def _commit_beside(
         )
     checkout = _checkout_commit(repo, checked_out)
     base = local or remote_base or checkout
-    if (
+    if _starts_again(location, view, target, local, remote_base, checkout, dry_run):
+        base = checkout  # its code line left, its pull request landed, the branch deleted
+    elif (
         local is not None
         and checkout is not None
         and local != checkout
@@ -517,9 +526,9 @@ def _commit_beside(
             # Merged with its commits on the remote, not here yet: start from both, so
             # that what it published stays on it (a correction of it is a correction).
             with contextlib.suppress(SyncConflictError):
-                message = f"Start {target} again from the checkout, keeping what it published"
+                again = f"Start {target} again from the checkout, keeping what it published"
                 base = gitcommits.merge_commits(
-                    repo, checkout, local, message, folder=location.folder, id_of=id_from_name
+                    repo, checkout, local, again, folder=location.folder, id_of=id_from_name
                 )
         elif not kgit.is_ancestor(repo, local, checkout):
             # Squashed on the remote (the branch kept, so the push merges it in): start
@@ -554,6 +563,38 @@ def _commit_beside(
         remove=remove,
     )
     return made, paths, removed, kept, base, remote_base
+
+
+def _starts_again(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    local: str | None,
+    remote_base: str | None,
+    checkout: str | None,
+    dry_run: bool,
+) -> bool:
+    """Whether the side branch ``target`` (``local``: its commit here; ``remote_base``:
+    the remote's, when new here) starts again from the checkout's commit alone: its code
+    line clashes with the checkout's (:func:`kexp.storage.syncclash.code_clash`: the
+    checkout restarted from an earlier commit), its pull request landed and the remote
+    deleted it; a merge would bring the left line in. Raises
+    :class:`~kexp.core.errors.SyncConflictError` when the branch clashes so and stays
+    (kept on the remote, or not merged): :func:`kexp.storage.syncclash.line_left`."""
+    if checkout is None or target == view.default():
+        return False
+    there = remote_base
+    if local is not None:  # (listed, its commit fetched)
+        there = view.known_tip(target) if dry_run else view.branches().get(target)
+    for tip, where in ((there, f"{view.remote}/{target}"), (local, target)):
+        if tip is None or tip == checkout or kgit.is_ancestor(location.repo, tip, checkout):
+            continue
+        clash = code_clash(location, checkout, tip)
+        if clash and there is None and view.landed(tip):
+            return True
+        if clash:
+            raise line_left(location, view, target, where, tip, clash)
+    return False
 
 
 #: Why a sync of the default branch refuses a step whose lineage waits in a pull request.
@@ -714,9 +755,9 @@ def _first_error(problems: list[Problem]) -> str:
 
 def _merge(
     location: StoreLocation,
+    view: RemoteView,
     local: str,
     remote_tip: str,
-    remote: str,
     target: str,
     alike: list[str],
     *,
@@ -726,6 +767,7 @@ def _merge(
     same experiment corrected on both sides, or in git's words when it is another clash,
     such as a file where the other side has a folder: :func:`kexp.storage.syncclash.conflict_said`,
     given ``alike`` and whether the branch is made ``beside`` the checkout)."""
+    remote = view.remote
     try:
         message = f"kexp sync: merge {remote}/{target}"
         return str(
@@ -740,8 +782,21 @@ def _merge(
         )
     except SyncConflictError as exc:
         raise conflict_said(
-            location, local, remote_tip, remote, target, alike, exc, beside=beside
+            location, local, remote_tip, remote, target, alike, exc, beside=beside, view=view
         ) from None
+
+
+def _put_back(
+    repo: Any, target: str, start: str | None, now: str | None, record: Record | None
+) -> None:
+    """The side branch ``target`` (at ``now``) and its record as a stopped sync found
+    them: at ``start`` (None: none), the ``record`` (None: none)."""
+    if now is not None and now != start:
+        gitcommits.reset_branch(repo, target, start, now)
+    if record is None:
+        record_path(repo, target).unlink(missing_ok=True)
+    else:
+        record.write(repo, target)
 
 
 def _inside(path: str, folder: str) -> bool:

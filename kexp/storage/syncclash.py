@@ -3,11 +3,14 @@ settle it as written from the current folder (a merge by hand in the checkout, w
 git's directory renames; the removal kept or the correction taken; for a branch made
 beside the checkout, that branch set to the remote's and one version published), each
 run as printed by the tests (``tests/test_sync_layout.py``, ``test_sync_guards.py``,
-``test_advice_followed.py``)."""
+``test_advice_followed.py``); and a side branch whose code line the checkout left (it
+restarted from an earlier commit), published under a new branch name
+(``test_sync_restart.py``)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +20,7 @@ from kexp.core.advice import (
     KEEP_REMOVAL,
     MERGE_BY_HAND,
     SETTLE_BESIDE,
+    SYNC_NEW_BRANCH,
     TAKE_CORRECTION,
     Advice,
 )
@@ -25,6 +29,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.storage.syncresult import listing
 
 if TYPE_CHECKING:
+    from kexp.storage.remoteview import RemoteView
     from kexp.storage.snapshot import StoreLocation
 
 
@@ -38,6 +43,7 @@ def conflict_said(
     exc: SyncConflictError,
     *,
     beside: bool,
+    view: RemoteView | None = None,
 ) -> SyncConflictError:
     """The clash ``exc`` of merging the local branch (at ``local``) with ``remote``'s
     ``target`` (at ``remote_tip``), said with what settles it: for a branch made
@@ -45,9 +51,15 @@ def conflict_said(
     (:func:`_settle_beside`); an experiment removed on one side and corrected on the
     other (:func:`_removed_and_corrected`); else the same experiment corrected on both
     sides, or git's words for another clash (a file where the other side has a folder),
-    with the merge by hand that works (:func:`merge_by_hand`, given ``alike``)."""
+    with the merge by hand that works (:func:`merge_by_hand`, given ``alike``); for a
+    branch made beside the checkout whose code clashes (given the ``view``), the code
+    line published under a new branch name (:func:`line_left`: a merge by hand in the
+    checkout would merge the side branch into it)."""
     if beside and all(location.is_experiment(p) for p in exc.paths):
         return _settle_beside(location, local, remote_tip, remote, target, exc)
+    code = [p for p in exc.paths if not p.startswith(f"{location.folder}/")]
+    if beside and view is not None and code:
+        return line_left(location, view, target, f"{remote}/{target}", remote_tip, code)
     if exc.conflicts and all(c.startswith("CONFLICT (modify/delete)") for c in exc.conflicts):
         return _removed_and_corrected(location, local, remote_tip, f"{remote}/{target}", exc)
     corrected = all(location.is_experiment(p) for p in exc.paths) and all(
@@ -181,3 +193,56 @@ def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: A
         + f" ({ref} holds the {len(alike)} file(s) removed as they are here: the merge "
         "brings them back)"
     )
+
+
+def code_clash(location: StoreLocation, checkout: str, tip: str) -> list[str]:
+    """The files outside the store's folder on which merging ``tip`` into ``checkout``
+    (as a sync merges: :func:`kexp.gitops.commits.merge_commits`) clashes: the two hold
+    code lines changed otherwise since they parted (the checkout restarted from an
+    earlier commit of ``tip``'s line); [] when they merge there cleanly."""
+    try:
+        gitcommits.merge_commits(location.repo, checkout, tip, "kexp sync: a trial merge")
+    except SyncConflictError as exc:
+        return [p for p in exc.paths if not p.startswith(f"{location.folder}/")]
+    return []
+
+
+def line_left(
+    location: StoreLocation, view: RemoteView, target: str, where: str, tip: str, paths: list[str]
+) -> SyncConflictError:
+    """The refusal to publish to the side branch ``target`` (``where`` holds it, at
+    ``tip``) a code line that clashes with the branch's on ``paths``
+    (:func:`code_clash`): merging would bring the branch's code into that line, and
+    publishing on the branch's code would put experiments on code they were not measured
+    on, so the line goes under a new branch name, a pull request of its own."""
+    default = view.default()
+    if default is not None and view.landed(tip):
+        why = (
+            f"its pull request landed on {view.remote}/{default}, and publishing there "
+            "would merge that code into yours (kexp never force-pushes)"
+        )
+    else:
+        why = (
+            "its pull request is not merged, and publishing there would put your "
+            "experiments on code they were not measured on, or merge the two lines"
+        )
+    return SyncConflictError(
+        f"kexp sync did nothing: {where} holds a code line that clashes with your "
+        f"checkout's ({listing(paths)} changed otherwise on each: your checkout restarted "
+        f"from an earlier commit, or another line was published there); {why}: "
+        + SYNC_NEW_BRANCH.say(branch=new_branch_name(location, view, target)),
+        paths,
+    )
+
+
+def new_branch_name(location: StoreLocation, view: RemoteView, target: str) -> str:
+    """A name for a new side branch beside ``target`` that neither this clone nor the
+    remote has: ``target-2`` (``kexp/a-3`` beside ``kexp/a-2``), counting up."""
+    found = re.fullmatch(r"(.+)-([0-9]+)", target)
+    stem, n = (found.group(1), int(found.group(2)) + 1) if found else (target, 2)
+    taken = set(view.listed())
+    while (name := f"{stem}-{n}") in taken or gitcommits.ref_commit(
+        location.repo, f"refs/heads/{name}"
+    ):
+        n += 1
+    return name
