@@ -69,7 +69,7 @@ from kexp.core.campaign import (
     Derived,
     describe_control,
     latest_control,
-    measured_nothing,
+    unmeasured,
 )
 from kexp.core.errors import KexpError
 from kexp.storage.doctext import score_interval
@@ -499,7 +499,7 @@ def _experiment_entry(
     # fetch), and for the best, another version that changed too (diverged).
     sighting = doc.sighting()
     place += _on_ref(sighting)
-    said = _scored(score, outcome, doc.score)
+    said = _scored(score, outcome, doc.score, doc.status)
     lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {cut(insight)}")
@@ -545,11 +545,11 @@ def _on_ref(sighting: Sighting | None) -> str:
     return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
 
 
-def _scored(score: str, outcome: str, value: float) -> str:
+def _scored(score: str, outcome: str, value: float, status: str = "") -> str:
     """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
-    (crashed, timed out or not run: its score 0) ``buggy (nothing measured)``, not a
-    speedup of 0."""
-    if measured_nothing(value):
+    (crashed or not run: its score 0; failed or timed out, whatever its score)
+    ``failed (nothing measured)``, not a speedup."""
+    if unmeasured(value, status=status, outcome=outcome):
         return f"{outcome} ({NOTHING_MEASURED})"
     return f"{score} {outcome}"
 
