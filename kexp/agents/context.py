@@ -494,10 +494,12 @@ def _experiment_entry(
         where.append(doc.dtype_sig)
     if not _holds(doc.env, env) or env is None:
         where.append(doc.env)
-    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
-    # Read across refs: where it was found when not in the working tree (the code to
-    # fetch), and for the best, another version that changed too (diverged).
+    # Read across refs: the refs that removed it, where it was found when not in the
+    # working tree (the code to fetch), and for the best, another version that changed
+    # too (diverged).
     sighting = doc.sighting()
+    where.append(_removed(sighting))
+    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     place += _on_ref(sighting)
     said = _scored(score, outcome, doc.score, doc.status)
     lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
@@ -534,6 +536,8 @@ def _experiment_entry(
     data["env"] = doc.env
     if sighting is not None:
         data["ref"] = sighting.ref
+        if sighting.removed_on:
+            data["removed_on"] = list(sighting.removed_on)
     if diverged and sighting is not None:
         data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
@@ -543,6 +547,15 @@ def _on_ref(sighting: Sighting | None) -> str:
     """What ends an entry read from a ref, not the working tree: `` on REF`` (the code to
     fetch); nothing for the working tree's."""
     return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
+
+
+def _removed(sighting: Sighting | None) -> str:
+    """``removed on REF`` when refs removed an experiment read all the same (a removal
+    waiting on a side branch: ``removed_on``); "" otherwise."""
+    if sighting is None or not sighting.removed_on:
+        return ""
+    more = " and more" if sighting.removed_on[2:] else ""
+    return f"removed on {cut(', '.join(sighting.removed_on[:2]))}{more}"
 
 
 def _scored(score: str, outcome: str, value: float, status: str = "") -> str:
