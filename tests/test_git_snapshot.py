@@ -206,10 +206,12 @@ def test_store_at_reads_many_files_with_one_git_process(
     template = store.create_experiment(**experiment_fields())
     assert template.path is not None
     text = template.path.read_text()
-    folder = template.path.parent
+    month = template.path.parent.parent
     count = 400
     for n in range(count):
         new_id = f"a{n:015x}"
+        folder = month / new_id[-2:]  # its id's fan-out folder, where kexp would put it
+        folder.mkdir(exist_ok=True)
         (folder / f"{new_id}-copy.md").write_text(text.replace(template.id, new_id))
     commit_all(repo, "many experiments")
     trace = tmp_path / "trace.log"

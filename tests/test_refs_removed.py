@@ -119,3 +119,58 @@ def test_the_readers_own_removal_and_the_default_branchs_still_hide_it(tmp_path:
     # A reader on an older checkout that never held it: main's removal hides it too.
     git(b, "switch", "-q", "-c", "kexp/b", base)
     assert [e.id for e in Store(b, all_refs=True).list_experiments()] == [good]
+
+
+def test_the_text_views_mark_what_a_side_branch_removes(tmp_path: Path) -> None:
+    """B reads across refs the dead end that A removed on a side branch: every text view
+    that says where an experiment was found marks it, at 80 columns (the REF column of
+    top, list and similar: "removed elsewhere"; show, the consult and the MCP server's
+    consult: "removed on origin/kexp/a"), and leaves the good step unmarked."""
+    from test_mcp import Agent, run_agent
+
+    dead, good, _, b, _ = _removed_on_a_side_branch(tmp_path)
+    narrow = {"COLUMNS": "80", "KEXP_PAGER": "cat"}
+    for command in (
+        ("top", "--all-refs", "-n", "10"),
+        ("list", "--all-refs"),
+        ("similar", "--all-refs", "--text", "stage the row through smem loads"),
+    ):
+        done = CliRunner().invoke(main, ["--root", str(b), *command], env=narrow)
+        assert done.exit_code == 0, done.output
+        lines = done.stdout.splitlines()
+        assert all(len(line) <= 80 for line in lines), (command, done.stdout)
+        assert "removed elsewhere" in next(line for line in lines if dead[:10] in line), lines
+        kept = [line for line in lines if good[:10] in line]
+        assert kept and all("removed" not in line for line in kept), lines
+    shown = invoke(b, "show", dead, "--all-refs").output
+    assert "removed on origin/kexp/a" in shown, shown
+    assert "removed" not in invoke(b, "show", good, "--all-refs").output
+
+    def entries(packet: str) -> dict[str, str]:
+        """Each experiment's line of a consult, by id."""
+        return {i: next(ln for ln in packet.splitlines() if ln.startswith(f"- {i[:10]} "))
+                for i in (dead, good)}  # fmt: skip
+
+    packet = invoke(
+        b, "context", "--operator", "reshape_and_cache_flash", "--text",
+        "stage the row through smem", "--all-refs",
+    ).output  # fmt: skip
+    said = entries(packet)
+    assert "removed on origin/kexp/a" in said[dead] and "removed" not in said[good], packet
+    data = json.loads(invoke(
+        b, "context", "--operator", "reshape_and_cache_flash", "--all-refs", "--json"
+    ).stdout)  # fmt: skip
+    listed = [v for value in data.values() for v in (value if isinstance(value, list) else [value])]
+    found = [e for e in listed if isinstance(e, dict) and e.get("id") == dead]
+    assert found and all(e["removed_on"] == ["origin/kexp/a"] for e in found), data
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "consult", operator="reshape_and_cache_flash", plan="stage the row through smem",
+            all_refs=True,
+        )  # fmt: skip
+        assert not failed, texts
+        told = entries(texts[0])
+        assert "removed on origin/kexp/a" in told[dead] and "removed" not in told[good], texts
+
+    run_agent(b, work)

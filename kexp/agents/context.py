@@ -70,7 +70,7 @@ from kexp.core.campaign import (
     Derived,
     describe_control,
     latest_control,
-    measured_nothing,
+    unmeasured,
 )
 from kexp.core.errors import KexpError
 from kexp.storage.doctext import score_interval
@@ -500,12 +500,14 @@ def _experiment_entry(
         where.append(doc.dtype_sig)
     if not _holds(doc.env, env) or env is None:
         where.append(doc.env)
-    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
-    # Read across refs: where it was found when not in the working tree (the code to
-    # fetch), and for the best, another version that changed too (diverged).
+    # Read across refs: the refs that removed it, where it was found when not in the
+    # working tree (the code to fetch), and for the best, another version that changed
+    # too (diverged).
     sighting = doc.sighting()
+    where.append(_removed(sighting))
+    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     place += _on_ref(sighting)
-    said = _scored(score, outcome, doc.score)
+    said = _scored(score, outcome, doc.score, doc.status)
     lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {cut(insight)}")
@@ -540,6 +542,8 @@ def _experiment_entry(
     data["env"] = doc.env
     if sighting is not None:
         data["ref"] = sighting.ref
+        if sighting.removed_on:
+            data["removed_on"] = list(sighting.removed_on)
     if diverged and sighting is not None:
         data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
@@ -551,11 +555,20 @@ def _on_ref(sighting: Sighting | None) -> str:
     return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
 
 
-def _scored(score: str, outcome: str, value: float) -> str:
+def _removed(sighting: Sighting | None) -> str:
+    """``removed on REF`` when refs removed an experiment read all the same (a removal
+    waiting on a side branch: ``removed_on``); "" otherwise."""
+    if sighting is None or not sighting.removed_on:
+        return ""
+    more = " and more" if sighting.removed_on[2:] else ""
+    return f"removed on {cut(', '.join(sighting.removed_on[:2]))}{more}"
+
+
+def _scored(score: str, outcome: str, value: float, status: str = "") -> str:
     """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
-    (crashed, timed out or not run: its score 0) ``buggy (nothing measured)``, not a
-    speedup of 0."""
-    if measured_nothing(value):
+    (crashed or not run: its score 0; failed or timed out, whatever its score)
+    ``failed (nothing measured)``, not a speedup."""
+    if unmeasured(value, status=status, outcome=outcome):
         return f"{outcome} ({NOTHING_MEASURED})"
     return f"{score} {outcome}"
 

@@ -307,6 +307,14 @@ def no_measurement(status: Any, score: Any) -> bool:
     return status == TIMED_OUT or measured_nothing(score)
 
 
+def unmeasured(score: Any, *, status: Any = "", outcome: str = "") -> bool:
+    """Whether a view prints no speedup for a record's score: it holds no measurement
+    (:func:`no_measurement` of its ``status`` and ``score``), or its ``outcome`` is
+    ``failed`` (a run that failed or timed out: :func:`failed_run`), for a view that
+    knows the outcome, not the status. The files and JSON keep the score recorded."""
+    return outcome == "failed" or no_measurement(status, score)
+
+
 def failed_run(status: Any, score: Any) -> bool:
     """Whether a run ended badly (status failed or timeout) having measured nothing
     (:func:`no_measurement`: a timed-out run never measured): its outcome is ``failed``

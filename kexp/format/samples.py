@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
 from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
-from kexp.core.campaign import no_measurement
+from kexp.core.campaign import unmeasured
 from kexp.core.noise import estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
@@ -408,13 +408,18 @@ def describe_interval(score: float, interval: Sequence[float], digits: int = 4) 
 
 
 def describe_score(
-    score: float, interval: Sequence[float] = (), digits: int = 4, *, status: str = ""
+    score: float,
+    interval: Sequence[float] = (),
+    digits: int = 4,
+    *,
+    status: str = "",
+    outcome: str = "",
 ) -> str:
     """A score as a view prints it: :func:`describe_interval`, or ``-`` for a score that
     records no measurement (0: a run that crashed, timed out or was not run; any score
-    of a run whose ``status`` is timeout), never a speedup an agent could take for a
-    result."""
-    if no_measurement(status, score):
+    of a run whose ``status`` is timeout, or whose ``outcome`` is failed), never a
+    speedup an agent could take for a result."""
+    if unmeasured(score, status=status, outcome=outcome):
         return "-"
     return describe_interval(score, interval, digits)
 

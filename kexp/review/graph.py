@@ -8,7 +8,7 @@ import dataclasses
 import re
 from typing import Any
 
-from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
+from kexp.core.campaign import NOTHING_MEASURED, unmeasured
 
 __all__ = ["LineageGraph", "LineageNode", "mermaid_id", "mermaid_text", "render_mermaid"]
 
@@ -89,7 +89,7 @@ def render_mermaid(graph: LineageGraph) -> str:
     lines = ["flowchart TD"]
     for node in graph.nodes:
         scored = f"{node.score:.4f} {node.outcome}"
-        if measured_nothing(node.score):
+        if unmeasured(node.score, outcome=node.outcome):
             scored = f"{node.outcome} ({NOTHING_MEASURED})"
         label = [mermaid_text(node.id), mermaid_text(scored)]
         if node.kind == "removed":

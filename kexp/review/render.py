@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.campaign import NOTHING_MEASURED, measured_nothing
+from kexp.core.campaign import NOTHING_MEASURED, unmeasured
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
@@ -377,7 +377,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
     rows: list[list[str]] = []
     for e in entries:
         score = "—"  # none, or a run that measured nothing (a crash, a timeout)
-        if e.score is not None and not measured_nothing(e.score):
+        if e.score is not None and not unmeasured(e.score, outcome=e.outcome):
             score = describe_interval(e.score, e.score_ci or ())
         if e.delta is not None:
             pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
@@ -500,9 +500,12 @@ def _validation(result: Review) -> str:
     return "\n".join(lines)
 
 
-def _measured(score: float, interval: Sequence[float]) -> str:
-    """A score in a sentence: ``0.9293`` or ``nothing measured`` (a crash, a timeout)."""
-    return NOTHING_MEASURED if measured_nothing(score) else describe_interval(score, interval)
+def _measured(lesson: Lesson) -> str:
+    """A lesson's score in a sentence: ``0.9293``, or ``nothing measured`` (a crash, a
+    timeout: a failed run, whatever its score)."""
+    if unmeasured(lesson.score, outcome=lesson.outcome):
+        return NOTHING_MEASURED
+    return describe_interval(lesson.score, lesson.score_ci)
 
 
 def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
@@ -513,7 +516,7 @@ def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
             icon = _OUTCOME_ICONS.get(group, "")
             lines.append(
                 f"- {icon} **{md_text(group)}** {md_code(lesson.id)} "
-                f"({_measured(lesson.score, lesson.score_ci)}): "
+                f"({_measured(lesson)}): "
                 f"{md_text(lesson.change_summary)}"
             )
             if lesson.key_insight:

@@ -51,7 +51,7 @@ from pathlib import Path
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
 from kexp.core.advice import REMEASURE
-from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES, measured_nothing
+from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES, unmeasured
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
 from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
@@ -109,7 +109,8 @@ class Repeat:
             else f"similarity {self.similarity:.2f}, "
         )
         where = f" on {self.ref}" if self.ref else ""
-        score = NOTHING_MEASURED if measured_nothing(self.score) else f"score {self.score:.4f}"
+        unscored = unmeasured(self.score, outcome=self.outcome)
+        score = NOTHING_MEASURED if unscored else f"score {self.score:.4f}"
         return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r})"
 
 

@@ -23,6 +23,8 @@ import re
 #: A year folder and a month folder.
 _YEAR = re.compile(r"[0-9]{4}")
 _MONTH = re.compile(r"(0[1-9]|1[0-2])")
+#: A fan-out folder: the last hex digits of an id.
+_FANOUT = re.compile(r"[0-9a-f]{2}")
 #: How many of the id's last hex digits name its folder within a month.
 FANOUT_DIGITS = 2
 
@@ -62,6 +64,21 @@ def moved_parts(parts: tuple[str, ...] | list[str], exp_id: str) -> tuple[str, .
     if not is_month_folder(folders):
         return None
     return (*folders, fanout(exp_id), name)
+
+
+def misplaced_parts(parts: tuple[str, ...] | list[str], exp_id: str) -> tuple[str, ...] | None:
+    """Where a file at ``parts`` (its path's names, the last its file name, which holds
+    ``exp_id``) belongs when it lies in another id's fan-out folder
+    (``<YYYY>/<MM>/<xx>/``, ``xx`` not the last hex digits of ``exp_id``: where a merge's
+    directory-rename detection can move a file): the same path with its id's folder;
+    None when it is in its own (or not in a fan-out folder at all)."""
+    if len(parts) < 4:
+        return None
+    *above, folder, name = parts
+    if not (_FANOUT.fullmatch(folder) and is_month_folder(above[-2:])):
+        return None
+    right = fanout(exp_id)
+    return None if folder == right else (*above, right, name)
 
 
 def layout_twins(path: str) -> tuple[str, ...]:

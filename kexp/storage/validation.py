@@ -12,10 +12,11 @@ are kept; a file with a store-wide problem is read again for its position
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.problems import Problem, sort_problems
+from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.validate import (
     CheckedFile,
     FileLinks,
@@ -27,6 +28,7 @@ from kexp.format.validate import (
     store_findings,
     stray_problem,
 )
+from kexp.storage.layout import misplaced_parts
 from kexp.storage.scan import scan, value_positions
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ def validate_store(
     links, file_problems = _validation_scan(store.source, store.settings, files)
     # The Markdown files kexp never reads (few): each is a problem of its own.
     strays = {os.path.realpath(p): (p, d) for p, d in store.source.stray_files(store.settings)}
+    misplaced = [found for path in files if (found := misplaced_problem(path)) is not None]
     in_store = len(files)
     del files
     if paths is None:
@@ -64,6 +67,9 @@ def validate_store(
     problems: list[Problem] = [p for found in file_problems.values() for p in found]
     shown = strays if paths is None else {os.path.realpath(p) for p in paths}
     problems += [stray_problem(*found) for real, found in strays.items() if real in shown]
+    if paths is not None:
+        misplaced = [p for p in misplaced if os.path.realpath(p.path) in shown]
+    problems += misplaced
     for item in extra:
         problems += item.problems
         fields = item.document.fields if item.document is not None else None
@@ -105,6 +111,36 @@ def validate_store(
                 Problem(path, line, column, severity, code, "base_commit", message, hint)
             )
     return sort_problems(problems), in_store
+
+
+def misplaced_problem(path: str) -> Problem | None:
+    """The ``misplaced-file`` warning of an experiment file at ``path`` that lies in
+    another id's fan-out folder (:func:`kexp.storage.layout.misplaced_parts`: a merge's
+    directory-rename detection moved it), naming the move that puts it back; None for a
+    file where its id puts it (or outside the fan-out layout)."""
+    slash = path.rfind(os.sep)
+    if path[slash - 2 : slash] == path[slash + 15 : slash + 17]:
+        return None  # in its id's folder (the folder's name ends as the id): most files
+    parts = path.replace(os.sep, "/").rsplit("/", 4)[1:]
+    exp_id = id_from_name(parts[-1]) if parts else None
+    right = misplaced_parts(parts, exp_id) if exp_id is not None else None
+    if exp_id is None or right is None:
+        return None
+    folder = os.path.join(os.path.dirname(os.path.dirname(path)), right[-2])
+    # mkdir: git removed the emptied folder; mv, not git mv: the file may be untracked.
+    quoted = [shlex.quote(display_path(p)) for p in (folder, path, os.path.join(folder, right[-1]))]
+    return Problem(
+        path,
+        1,
+        1,
+        "warning",
+        "misplaced-file",
+        "",
+        f"the file is in folder {parts[-2]}/, another id's: its id {exp_id} puts it in "
+        f"{right[-2]}/ (experiments/YYYY/MM/<the id's last two hex digits>/); a merge's "
+        "directory-rename detection moves files so",
+        f"move it back (mkdir -p {quoted[0]} && mv {quoted[1]} {quoted[2]}) and commit the move",
+    )
 
 
 def _validation_scan(

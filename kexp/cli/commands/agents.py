@@ -305,7 +305,7 @@ def similar(
     rows = []
     id_length = store.shown_id_length(match.id for match in matches)
     for match in matches:
-        score = describe_score(match.score, match.score_ci or ())
+        score = describe_score(match.score, match.score_ci or (), outcome=match.outcome)
         code = "" if match.similarity is None else f"{match.similarity:.2f}"
         rows.append(
             [

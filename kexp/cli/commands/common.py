@@ -748,10 +748,12 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
 def ref_labels(sightings: Sequence[Any]) -> list[str]:
     """The REF cells of a table: where each experiment was found (``local``, or the ref
     holding it, ``+N`` other places holding the same content; ``(older elsewhere)``, or
-    ``(diverged elsewhere)`` when both versions changed since their commits parted),
-    with the prefix all the refs shown share left out (``origin/kexp/agent-7f3a`` and
-    ``origin/kexp/agent-9c1e`` read ``…agent-7f3a`` and ``…agent-9c1e``), so that the
-    part telling them apart shows in a narrow column."""
+    ``(diverged elsewhere)`` when both versions changed since their commits parted;
+    ``(removed elsewhere)`` when a ref removed it, read all the same: ``removed_on``,
+    named by ``kexp show`` and ``--json``), with the prefix all the refs shown share
+    left out (``origin/kexp/agent-7f3a`` and ``origin/kexp/agent-9c1e`` read
+    ``…agent-7f3a`` and ``…agent-9c1e``), so that the part telling them apart shows in
+    a narrow column."""
     refs = sorted({s.ref for s in sightings if s is not None and s.ref != "local"})
     cut = 0
     if len(refs) > 1:
@@ -767,9 +769,11 @@ def ref_labels(sightings: Sequence[Any]) -> list[str]:
         text = sighting.ref if sighting.ref == "local" or not cut else "…" + sighting.ref[cut:]
         if len(sighting.refs) > 1:
             text += f" +{len(sighting.refs) - 1}"
-        if sighting.other_versions:
-            # Diverged: the other version changed too since they parted (not older).
-            text += " (diverged elsewhere)" if sighting.diverged else " (older elsewhere)"
+        # Diverged: the other version changed too since they parted (not older).
+        marks = [("diverged" if sighting.diverged else "older")] if sighting.other_versions else []
+        marks += ["removed"] if sighting.removed_on else []
+        if marks:
+            text += f" ({', '.join(marks)} elsewhere)"
         labels.append(one_line(text))
     return labels
 
