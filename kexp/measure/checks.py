@@ -13,6 +13,9 @@
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
   (a kernel shorter than the timer's resolution): its interval of no width claims a
   precision the timings do not have.
+* :func:`replaced_round_held`: a round replaced by a new one (``kexp remeasure
+  --replace-round``) needs a reason and the file committed as it is, so that the round
+  stays in git history.
 * :func:`samples_too_large`: an experiment refused as too large because of its raw
   samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
   such, with what to do, instead of "move large logs out of the experiment".
@@ -25,7 +28,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kexp.core.advice import SET_FAILED, UNIT_GIVEN
+from kexp.core.advice import REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.format.suspect import UNIT_TO_US
@@ -222,3 +225,34 @@ def base_commit_problem(base_commit: str, code_repo: Path) -> tuple[str, str] | 
         return None
     severity, _, message, hint = found
     return severity, f"{message}: {hint}"
+
+
+def replaced_round_held(
+    exp_id: str, path: Path | None, rounds: int, number: int, reason: str | None
+) -> str:
+    """The commit holding experiment ``exp_id``'s file (``path``) as it is, whose round
+    ``number`` (of ``rounds``) a new one replaces for ``reason``; refused
+    (:class:`MeasurementError`, saying what to do) without a reason, a round ``number``,
+    or that commit (the round replaced would leave no trace)."""
+    from kexp.core.problems import display_path  # lazy: a replacement's, seldom needed
+    from kexp.gitops.log import committed_as_is
+
+    if not 1 <= number <= rounds:
+        raise MeasurementError(
+            f"{exp_id} has {rounds} round(s) of measurement, no round {number}: replace one "
+            f"of them ({REPLACE_ROUND.say(id=exp_id, n=rounds)} replaces the last)"
+        )
+    if not (reason or "").strip():
+        raise MeasurementError(
+            f"replacing round {number} of {exp_id} needs the reason its timings were wrong "
+            f"(files swapped, taken under load): {REPLACE_ROUND.say(id=exp_id, n=number)}"
+        )
+    held = committed_as_is(path) if path is not None else None
+    if held is None:
+        shown = display_path(path or "")
+        raise MeasurementError(
+            f"{exp_id} was not remeasured: its file has changes not committed (or is not in "
+            f"git), and the round replaced would leave no trace; commit it first (git add "
+            f"{shown} && git commit), then {REPLACE_ROUND.say(id=exp_id, n=number)}"
+        )
+    return held
