@@ -16,6 +16,8 @@
 * :func:`replaced_round_held`: a round replaced by a new one (``kexp remeasure
   --replace-round``) needs a reason and the file committed as it is, so that the round
   stays in git history.
+* :func:`summary_contradiction`: a ``change_summary`` stating a speedup the score
+  contradicts (``+12.5%`` beside 0.8956).
 * :func:`samples_too_large`: an experiment refused as too large because of its raw
   samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
   such, with what to do, instead of "move large logs out of the experiment".
@@ -28,9 +30,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kexp.core.advice import REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
+from kexp.core.advice import CORRECT_FIELD, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
+from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
 
@@ -209,6 +212,36 @@ def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float)
         f"experiment {exp_id} is done with score 0, which reads as a regression (a speedup "
         "of 0): a run that measured nothing has status failed or timeout (and is_buggy "
         f"when it crashed or gave wrong results); correct it with {SET_FAILED.say(id=exp_id)}"
+    )
+
+
+def summary_contradiction(
+    exp_id: str, summary: str, score: float, cumulative: float | None, settings: Settings
+) -> str | None:
+    """The warning for a ``change_summary`` whose result states a speedup (``+12.5%``)
+    on the other side of the thresholds than the ``score`` measured (0.8956, a
+    regression), or the reverse; None when they agree, or the summary states none, or
+    it states the way the ``cumulative`` score (over the operator's reference) goes."""
+    from kexp.measure.corrections import stated_speedup  # lazy: a record's, after it
+
+    stated = stated_speedup(summary)
+    if stated is None or not score > 0:
+        return None
+    written, ratio = stated
+    above, below = settings.improvement_above, settings.regression_below
+    if ratio > above and score < below:
+        word = "a regression"
+    elif ratio < below and score > above:
+        word = "an improvement"
+    else:
+        return None
+    if cumulative is not None and (cumulative > above) == (ratio > above):
+        return None  # it may state the speedup over the reference
+    return (
+        f"experiment {exp_id}: its change_summary states {written} ({ratio:.4f}x) but its "
+        f"score is {score:.4f}, {word}: every listing shows them side by side; correct the "
+        f"summary ({CORRECT_FIELD.say(id=exp_id, field='change_summary')}), or the timings "
+        "if they were swapped"
     )
 
 

@@ -58,6 +58,7 @@ from kexp.core.errors import (
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
+    SummaryWarning,
     SuspectMeasurementWarning,
     TimingsWarning,
     ValidationError,
@@ -75,6 +76,7 @@ from kexp.measure.checks import (
     replaced_round_held,
     resolution_hint,
     samples_too_large,
+    summary_contradiction,
     unit_hint,
 )
 from kexp.measure.measurements import (
@@ -593,6 +595,12 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
+    if not is_control(exp) and not exp.is_buggy:
+        claim = summary_contradiction(
+            exp.id, exp.change_summary, exp.score, exp.cumulative_score, store.settings
+        )
+        if claim is not None:  # a warning: the figure may state something else
+            warnings.warn(claim, SummaryWarning, stacklevel=2)
     said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
     if exp.measured_against:
         said["measured_against"] = exp.measured_against
