@@ -82,3 +82,5 @@ def test_the_promises_hold_over_10000_trials() -> None:
     assert 0.93 <= figures.coverage <= 0.97
     assert figures.power >= 0.90
     assert list(figures.widths) == sorted(figures.widths, reverse=True)
+    assert figures.loaded_false_alarms <= 0.05
+    assert figures.loaded_power >= 0.90

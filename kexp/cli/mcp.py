@@ -761,10 +761,19 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         ] = None,
         unit: Unit = "us",
         reason: Annotated[str | None, Field(description="Why (a default says the round)")] = None,
+        replace_round: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="Replace this round (1, 2, ...: files swapped, taken under load) "
+                "instead of pooling; needs a reason and the file committed",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Add a round of measurement (same configurations, measured the same way) to an
         experiment: pooled with every earlier round, score and interval recomputed, the
-        correction recorded. No best-of-N (kexp remeasure --json)."""
+        correction recorded; or replace a round that was wrong (replace_round, with the
+        reason; it stays in git history). No best-of-N (kexp remeasure --json)."""
         return tools.answer(
             lambda: measured_record(
                 add_round(
@@ -775,6 +784,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                     table=tools.path(table) if table else None,
                     unit=unit,
                     reason=reason,
+                    replace_round=replace_round,
                 )
             )
         )

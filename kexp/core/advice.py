@@ -173,6 +173,12 @@ REMEASURE = Advice(
     "kexp remeasure {id} --baseline ... --candidate ...",
     'the remeasure tool with exp_id: "{id}", baseline and candidate',
 )
+#: Advice on a round of measurement that was wrong (files swapped, taken under load):
+#: the round replaced, its timings kept in git history.
+REPLACE_ROUND = Advice(
+    "kexp remeasure {id} --replace-round {n} --baseline ... --candidate ... --reason ...",
+    'the remeasure tool with exp_id: "{id}", replace_round: {n}, baseline, candidate and reason',
+)
 #: Advice on a step recorded on a parent without ``measured_against``.
 MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
@@ -270,6 +276,7 @@ ADVICE = (
     RECORD_AGAIN,
     RECORD_AGAIN_ROOT,
     REMEASURE,
+    REPLACE_ROUND,
     MEASURED_AGAINST,
     CORRECT_FIELD,
     SET_RAW_RESULT,

@@ -185,6 +185,11 @@ class TimingsWarning(KexpWarning):
     """A timings file was read, but it lacks what an interval needs (raw samples)."""
 
 
+class SummaryWarning(KexpWarning):
+    """A recorded experiment's ``change_summary`` states a speedup its score contradicts
+    (``+12.5%`` beside 0.8956)."""
+
+
 class SuspectMeasurementWarning(UserWarning):
     """A recorded experiment's measurements look too good (or too small) to be true."""
 

@@ -4,23 +4,31 @@ Pure statistics (no files, no store): the standard library's ``math`` and
 ``statistics`` only.
 
 **The score.** For each configuration the speedup is the baseline's median time over
-the candidate's median time; the score is the geometric mean of these speedups (as
-with single numbers, where each "median" is the one number).
+the candidate's median time, each median that of the run's samples once its outliers
+are set aside; the score is the geometric mean of these speedups (as with single
+numbers, where each "median" is the one number).
+
+**Load spikes.** On a shared machine a run picks up spikes: samples slowed by another
+process, a preemption, a clock drop. They are set aside by Rosner's generalized ESD
+test on the log times, looking for fewer than half of a side's samples
+(:func:`max_outliers`; a sample without outliers loses one with probability
+:data:`OUTLIER_ALPHA`, 1 %, whatever its size). Up to :data:`SPIKES_HANDLED` (40 %)
+of a side's samples may be spikes and neither the score nor its interval moves
+(``python -m kexp.measure.simulation`` measures it): the median of every sample would
+drift towards the spikes (to the clean run's 83rd percentile with 40 % of them on one
+side, a false speedup when they hit the baseline) and the spread of every sample would
+call a clear speedup within noise. Method 1 (:data:`METHOD`) looked for a fifth and
+took the median of every sample; validation still accepts a file it wrote.
 
 **The interval.** The score's logarithm is the mean of the configurations'
 ``log(median baseline) - log(median candidate)``. Each log-median gets a standard
-error from a robust spread of the log times:
+error from the samples kept (``k`` of them):
 
-1. outliers (a preempted run, a clock drop) are set aside by Rosner's generalized ESD
-   test on the log times (at most a fifth of the samples; a sample without outliers
-   loses one with probability :data:`OUTLIER_ALPHA`, 1 %, whatever its size);
-2. the spread ``s`` is the standard deviation of the remaining log times (``kept - 1``
+1. the spread ``s`` is the standard deviation of the kept log times (``k - 1``
    degrees of freedom: as efficient as it gets for the Gaussian bulk);
-3. the variance of the median is ``c(n) s^2 / n / (1 - p)^2``, where ``c(n)`` is the
-   exact small-sample factor of the median of ``n`` normal samples
-   (:func:`median_variance_factor`: 1.43 at n = 5, pi/2 for large n) and ``p`` the
-   fraction of outliers set aside (they thin the density at the median, which widens
-   the median's spread by about ``1 / (1 - p)``).
+2. the variance of the median is ``c(k) s^2 / k``, where ``c(k)`` is the exact
+   small-sample factor of the median of ``k`` normal samples
+   (:func:`median_variance_factor`: 1.43 at k = 5, pi/2 for large k).
 
 The variances add up over sides and configurations; the interval is Student's t on
 the log scale, with Welch-Satterthwaite degrees of freedom
@@ -49,6 +57,13 @@ LEVEL = 0.95
 MIN_SAMPLES = 3
 #: The chance that Gaussian samples without outliers lose one to the outlier test.
 OUTLIER_ALPHA = 0.01
+#: The share of a side's samples that may be load spikes (slower by 20 % or more) with
+#: the score and its interval kept to the rest (the simulation holds this promise).
+SPIKES_HANDLED = 0.4
+#: The method's version: 2 sets aside fewer than half of a side's samples as outliers
+#: and takes the median of the rest; 1 looked for a fifth and took every sample's
+#: median (``legacy=True``), which a file recorded before may hold.
+METHOD = 2
 #: ``n * Var(median of n normal samples) / sigma^2`` is ``pi/2 - a / (n + b)`` with
 #: these ``(a, b)`` for odd and even ``n`` (fitted to exact quadrature for n = 3..120,
 #: within 0.06 %; tests/test_noise.py checks it against the quadrature).
@@ -78,13 +93,15 @@ def median_variance_factor(n: int) -> float:
     return math.pi / 2 - a / (n + b)
 
 
-def _spread_without_outliers(deviations: Sequence[float]) -> tuple[int, float]:
-    """(outliers, standard deviation of the rest) of sorted log times (less their
-    median), outliers found by Rosner's generalized ESD test.
+def _spread_without_outliers(deviations: Sequence[float], most: int) -> tuple[int, int, float]:
+    """``(low, high, spread)`` of sorted log times (less their median): how many are
+    outliers at each end, found by Rosner's generalized ESD test looking for at most
+    ``most``, and the standard deviation of the rest.
 
-    The outliers are the most removals whose statistic passed its critical value. A
-    critical value falls as removals go on (it grows with the samples left), so one
-    below the last critical value fails and one above the first passes without
+    The outliers are the most removals whose statistic passed its critical value (a
+    crowd of load spikes that hides itself at the first removals is still found at the
+    last). A critical value falls as removals go on (it grows with the samples left),
+    so one below the last critical value fails and one above the first passes without
     computing its own: thousands of samples (pytest-benchmark keeps every round) cost
     a few critical values, not one a removal.
     """
@@ -92,10 +109,10 @@ def _spread_without_outliers(deviations: Sequence[float]) -> tuple[int, float]:
     lo, hi = 0, n - 1
     total = math.fsum(deviations)
     squares = math.fsum(d * d for d in deviations)
-    # (sum, sum of squares) after each removal, and each removal's statistic.
-    sums = [(total, squares)]
+    # (low end, high end, sum, sum of squares) after each removal, and its statistic.
+    kept = [(lo, hi, total, squares)]
     statistics_: list[float] = []
-    for step in range(1, max_outliers(n) + 1):
+    for step in range(1, most + 1):
         count = n - step + 1
         mean = total / count
         variance = (squares - total * mean) / (count - 1)
@@ -108,7 +125,7 @@ def _spread_without_outliers(deviations: Sequence[float]) -> tuple[int, float]:
         statistics_.append(abs(removed - mean) / math.sqrt(variance))
         total -= removed
         squares -= removed * removed
-        sums.append((total, squares))
+        kept.append((lo, hi, total, squares))
     outliers = 0
     if statistics_:
         lowest = esd_critical_value(n, len(statistics_))
@@ -120,16 +137,18 @@ def _spread_without_outliers(deviations: Sequence[float]) -> tuple[int, float]:
             if statistic > highest or statistic > esd_critical_value(n, step):
                 outliers = step
                 break
-    total, squares = sums[outliers]
+    lo, hi, total, squares = kept[outliers]
     count = n - outliers
     variance = max(0.0, (squares - total * total / count) / (count - 1))
-    return outliers, math.sqrt(variance)
+    return lo, n - 1 - hi, math.sqrt(variance)
 
 
-def max_outliers(n: int) -> int:
-    """The most outliers looked for among ``n`` samples: a fifth, leaving at least
-    :data:`MIN_SAMPLES`."""
-    return max(0, min(n // 5 or 1, n - MIN_SAMPLES))
+def max_outliers(n: int, *, legacy: bool = False) -> int:
+    """The most outliers looked for among ``n`` samples: fewer than half (load spikes
+    are the minority of a run, or they are the run), leaving at least
+    :data:`MIN_SAMPLES`; ``legacy``: a fifth, as method 1 did (:data:`METHOD`)."""
+    share = (n // 5 or 1) if legacy else (n - 1) // 2
+    return max(0, min(share, n - MIN_SAMPLES))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -156,8 +175,14 @@ class SideStats:
     outliers: int
 
 
-def side_stats(samples: Sequence[float]) -> SideStats:
-    """Median, interquartile range and the log-median's standard error of samples."""
+def side_stats(samples: Sequence[float], *, legacy: bool = False) -> SideStats:
+    """The run's median, interquartile range and the log-median's standard error.
+
+    The median is that of the samples left once the outliers (load spikes, a preempted
+    run) are set aside, its standard error that of the median of as many normal samples
+    with their spread; the interquartile range is every sample's. ``legacy``: method 1
+    (:data:`METHOD`), which a file recorded before may hold: the median of every sample.
+    """
     values = sorted(float(v) for v in samples)
     n = len(values)
     if n == 0:
@@ -173,10 +198,14 @@ def side_stats(samples: Sequence[float]) -> SideStats:
         return SideStats(n, median, iqr, None, 0, 0)
     center = math.log(median)
     deviations = [math.log(v) - center for v in values]  # sorted, as the values
-    outliers, spread = _spread_without_outliers(deviations)
-    kept = n - outliers
-    variance = median_variance_factor(n) * spread**2 / n / (kept / n) ** 2
-    return SideStats(n, median, iqr, math.sqrt(variance), kept - 1, outliers)
+    low, high, spread = _spread_without_outliers(deviations, max_outliers(n, legacy=legacy))
+    kept = n - low - high
+    if legacy:
+        variance = median_variance_factor(n) * spread**2 / n / (kept / n) ** 2
+    else:
+        median = float(statistics.median(values[low : n - high]))
+        variance = median_variance_factor(kept) * spread**2 / kept
+    return SideStats(n, median, iqr, math.sqrt(variance), kept - 1, low + high)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,9 +221,12 @@ class ConfigEstimate:
         return self.baseline.median / self.candidate.median
 
 
-def config_estimate(baseline: Sequence[float], candidate: Sequence[float]) -> ConfigEstimate:
-    """The statistics of one configuration's baseline and candidate samples."""
-    return ConfigEstimate(side_stats(baseline), side_stats(candidate))
+def config_estimate(
+    baseline: Sequence[float], candidate: Sequence[float], *, legacy: bool = False
+) -> ConfigEstimate:
+    """The statistics of one configuration's baseline and candidate samples
+    (``legacy``: by method 1, see :func:`side_stats`)."""
+    return ConfigEstimate(side_stats(baseline, legacy=legacy), side_stats(candidate, legacy=legacy))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,12 +239,14 @@ class Estimate:
     configs: tuple[ConfigEstimate, ...]
 
 
-def estimate(samples: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Estimate:
+def estimate(
+    samples: Sequence[tuple[Sequence[float], Sequence[float]]], *, legacy: bool = False
+) -> Estimate:
     """The score and its interval from ``(baseline samples, candidate samples)`` per
-    configuration."""
+    configuration (``legacy``: by method 1, see :func:`side_stats`)."""
     if not samples:
         raise NoiseError("no configurations")
-    configs = tuple(config_estimate(base, cand) for base, cand in samples)
+    configs = tuple(config_estimate(base, cand, legacy=legacy) for base, cand in samples)
     log_score = math.fsum(math.log(c.speedup) for c in configs) / len(configs)
     return Estimate(math.exp(log_score), score_interval(configs), configs)
 

@@ -16,7 +16,9 @@ configuration, in microseconds::
 
 ``kexp remeasure`` adds a round; the results are those of every round's samples
 pooled (:func:`pooled`). Validation recomputes them from the section and warns when
-the front-matter disagrees (:func:`sample_findings`).
+the front-matter disagrees (:func:`sample_findings`) with what the samples give by the
+method of :mod:`kexp.core.noise` and by the one before it (:data:`~kexp.core.noise.METHOD`
+1), which files recorded earlier hold.
 """
 
 from __future__ import annotations
@@ -215,10 +217,13 @@ class Summary:
     score_ci: list[float]
 
 
-def summarize(samples: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Summary:
+def summarize(
+    samples: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, legacy: bool = False
+) -> Summary:
     """``results`` (median, count and interquartile range per side, the median
-    speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``."""
-    found = estimate(list(samples.values()))
+    speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``
+    (``legacy``: as :data:`kexp.core.noise.METHOD` 1 computed them)."""
+    found = estimate(list(samples.values()), legacy=legacy)
     results = []
     for config, stats in zip(samples, found.configs, strict=True):
         results.append(
@@ -314,8 +319,11 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
                 exc.line,
             ),
         ]
-    summary = summarize(pooled(rounds))
-    found.extend(_disagreements(fields, summary))
+    together = pooled(rounds)
+    disagreements = _disagreements(fields, summarize(together))
+    if disagreements and not _disagreements(fields, summarize(together, legacy=True)):
+        disagreements = []  # recorded before outliers were set aside from the median
+    found.extend(disagreements)
     return found
 
 

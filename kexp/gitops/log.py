@@ -10,9 +10,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.errors import InputError, KexpError
+from kexp.core.errors import GitError, InputError, KexpError
 from kexp.core.inputs import describe_non_text, first_non_text
-from kexp.gitops.git import NULL_SHA, git_version, run_git, start_git
+from kexp.gitops.git import (
+    NULL_SHA,
+    find_worktree,
+    git_command,
+    git_version,
+    run_git,
+    start_git,
+)
 
 if TYPE_CHECKING:
     import git
@@ -181,3 +188,21 @@ def _raw_entry(tokens: list[str], i: int) -> tuple[FileChange, int]:
         ),
         i,
     )
+
+
+def committed_as_is(path: Path) -> str | None:
+    """The commit that last changed ``path`` when the working tree's file is as that
+    commit holds it (tracked, nothing staged or changed since); None when it is not
+    (changes not committed, a file git does not track, no repository)."""
+    try:
+        tree = find_worktree(path.parent)
+    except GitError:
+        return None
+    name = str(path.resolve().relative_to(Path(tree.working_tree_dir).resolve()))
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    status = git_command(tree, "status", "--porcelain", "-z", "--", name, env=literal)
+    tracked = git_command(tree, "ls-files", "-z", "--", name, env=literal)
+    if status.stdout.strip("\0") or not tracked.stdout.strip("\0"):
+        return None
+    last = git_command(tree, "log", "-1", "--format=%H", "--", name, env=literal, ok_codes=None)
+    return last.stdout.strip() or None

@@ -13,6 +13,11 @@
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
   (a kernel shorter than the timer's resolution): its interval of no width claims a
   precision the timings do not have.
+* :func:`replaced_round_held`: a round replaced by a new one (``kexp remeasure
+  --replace-round``) needs a reason and the file committed as it is, so that the round
+  stays in git history.
+* :func:`summary_contradiction`: a ``change_summary`` stating a speedup the score
+  contradicts (``+12.5%`` beside 0.8956).
 * :func:`samples_too_large`: an experiment refused as too large because of its raw
   samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
   such, with what to do, instead of "move large logs out of the experiment".
@@ -25,9 +30,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kexp.core.advice import SET_FAILED, UNIT_GIVEN
+from kexp.core.advice import CORRECT_FIELD, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
+from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
 
@@ -209,6 +215,36 @@ def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float)
     )
 
 
+def summary_contradiction(
+    exp_id: str, summary: str, score: float, cumulative: float | None, settings: Settings
+) -> str | None:
+    """The warning for a ``change_summary`` whose result states a speedup (``+12.5%``)
+    on the other side of the thresholds than the ``score`` measured (0.8956, a
+    regression), or the reverse; None when they agree, or the summary states none, or
+    it states the way the ``cumulative`` score (over the operator's reference) goes."""
+    from kexp.measure.corrections import stated_speedup  # lazy: a record's, after it
+
+    stated = stated_speedup(summary)
+    if stated is None or not score > 0:
+        return None
+    written, ratio = stated
+    above, below = settings.improvement_above, settings.regression_below
+    if ratio > above and score < below:
+        word = "a regression"
+    elif ratio < below and score > above:
+        word = "an improvement"
+    else:
+        return None
+    if cumulative is not None and (cumulative > above) == (ratio > above):
+        return None  # it may state the speedup over the reference
+    return (
+        f"experiment {exp_id}: its change_summary states {written} ({ratio:.4f}x) but its "
+        f"score is {score:.4f}, {word}: every listing shows them side by side; correct the "
+        f"summary ({CORRECT_FIELD.say(id=exp_id, field='change_summary')}), or the timings "
+        "if they were swapped"
+    )
+
+
 def base_commit_problem(base_commit: str, code_repo: Path) -> tuple[str, str] | None:
     """What ``kexp validate`` says of a ``base_commit`` the code repository does not
     resolve to a commit: (severity, its message and hint) — a warning when the commit
@@ -222,3 +258,34 @@ def base_commit_problem(base_commit: str, code_repo: Path) -> tuple[str, str] | 
         return None
     severity, _, message, hint = found
     return severity, f"{message}: {hint}"
+
+
+def replaced_round_held(
+    exp_id: str, path: Path | None, rounds: int, number: int, reason: str | None
+) -> str:
+    """The commit holding experiment ``exp_id``'s file (``path``) as it is, whose round
+    ``number`` (of ``rounds``) a new one replaces for ``reason``; refused
+    (:class:`MeasurementError`, saying what to do) without a reason, a round ``number``,
+    or that commit (the round replaced would leave no trace)."""
+    from kexp.core.problems import display_path  # lazy: a replacement's, seldom needed
+    from kexp.gitops.log import committed_as_is
+
+    if not 1 <= number <= rounds:
+        raise MeasurementError(
+            f"{exp_id} has {rounds} round(s) of measurement, no round {number}: replace one "
+            f"of them ({REPLACE_ROUND.say(id=exp_id, n=rounds)} replaces the last)"
+        )
+    if not (reason or "").strip():
+        raise MeasurementError(
+            f"replacing round {number} of {exp_id} needs the reason its timings were wrong "
+            f"(files swapped, taken under load): {REPLACE_ROUND.say(id=exp_id, n=number)}"
+        )
+    held = committed_as_is(path) if path is not None else None
+    if held is None:
+        shown = display_path(path or "")
+        raise MeasurementError(
+            f"{exp_id} was not remeasured: its file has changes not committed (or is not in "
+            f"git), and the round replaced would leave no trace; commit it first (git add "
+            f"{shown} && git commit), then {REPLACE_ROUND.say(id=exp_id, n=number)}"
+        )
+    return held

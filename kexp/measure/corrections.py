@@ -318,3 +318,33 @@ def summary_with_score(
         restated = f"{summary[: match.start()]}{figure}{summary[match.end() :]}"
         return restated if len(restated) <= limit else None
     return None
+
+
+#: Words after an unsigned percentage that say which way it goes (``12% faster``).
+_FASTER = re.compile(r"\s*(?:faster|speedup|quicker)\b", re.IGNORECASE)
+_SLOWER = re.compile(r"\s*(?:slower|slowdown)\b", re.IGNORECASE)
+
+
+def stated_speedup(summary: str) -> tuple[str, float] | None:
+    """The speedup a ``change_summary``'s result states, as written and as a ratio: its
+    last figure after the last ``" - "`` (``<What> - <Result>``) that is a signed
+    percentage (``+12.5%``: 1.125), a ratio (``1.18x``) or an unsigned percentage said
+    faster or slower (``12% slower``: 0.88); None without one (a figure of the *What*
+    may be an unroll factor, an unsigned one a register count)."""
+    _, separator, result = summary.rpartition(" - ")
+    if not separator:
+        return None
+    for match in reversed(list(_FIGURE.finditer(result))):
+        written = match[0]
+        if match["ratio"] is not None:
+            return written, float(match["ratio"])
+        value = float(match["percent"]) / 100
+        sign = match["sign"]
+        if sign:
+            return written, 1 - value if sign in ("-", "−") else 1 + value
+        after = result[match.end() :]
+        if _FASTER.match(after):
+            return written, 1 + value
+        if _SLOWER.match(after):
+            return written, 1 - value
+    return None

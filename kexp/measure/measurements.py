@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kexp.core.errors import MeasurementError, TimingsWarning
+from kexp.core.noise import side_stats
 from kexp.measure.checks import UNSTATED_UNIT_FORMS
 from kexp.measure.timings import from_mapping, read_timings
 from kexp.measure.timings import read_table as read_sides
@@ -25,7 +26,7 @@ class Measurement:
     """One configuration's baseline and candidate times, in microseconds.
 
     Measured with repeated timings, ``baseline_samples`` and ``candidate_samples`` hold
-    them and ``baseline`` and ``candidate`` are their medians (see
+    them and ``baseline`` and ``candidate`` are their medians, outliers set aside (see
     :func:`measurement_of`). A ``summary`` comes from a tool that kept no raw samples:
     ``baseline_n`` and ``candidate_n`` say how many runs each time sums up (when known).
     """
@@ -69,8 +70,9 @@ def measurement_of(
     config: str, baseline: Sequence[float], candidate: Sequence[float]
 ) -> Measurement:
     """A configuration's measurement from its samples (microseconds): the times are
-    their medians. Repeated timings are kept as :func:`kexp.format.samples.kept_sample` keeps
-    them; one number a side is a plain measurement, as before."""
+    their medians, outliers (load spikes) set aside (:func:`kexp.core.noise.side_stats`).
+    Repeated timings are kept as :func:`kexp.format.samples.kept_sample` keeps them; one
+    number a side is a plain measurement, as before."""
     # lazy: not every command that imports this module needs kexp.format.samples
     from kexp.format.samples import kept_sample
 
@@ -80,9 +82,7 @@ def measurement_of(
         return Measurement(config, tidy(baseline[0]), tidy(candidate[0]))
     base = tuple(kept_sample(v) for v in baseline)
     cand = tuple(kept_sample(v) for v in candidate)
-    return Measurement(
-        config, float(statistics.median(base)), float(statistics.median(cand)), base, cand
-    )
+    return Measurement(config, side_stats(base).median, side_stats(cand).median, base, cand)
 
 
 # --- timings in --------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from kexp.core.errors import (
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
+    SummaryWarning,
     SuspectMeasurementWarning,
     TimingsWarning,
     ValidationError,
@@ -72,8 +73,10 @@ from kexp.measure.checks import (
     check_round_scale,
     done_without_measure,
     implausible_control,
+    replaced_round_held,
     resolution_hint,
     samples_too_large,
+    summary_contradiction,
     unit_hint,
 )
 from kexp.measure.measurements import (
@@ -592,6 +595,12 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
+    if not is_control(exp) and not exp.is_buggy:
+        claim = summary_contradiction(
+            exp.id, exp.change_summary, exp.score, exp.cumulative_score, store.settings
+        )
+        if claim is not None:  # a warning: the figure may state something else
+            warnings.warn(claim, SummaryWarning, stacklevel=2)
     said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
     if exp.measured_against:
         said["measured_against"] = exp.measured_against
@@ -720,6 +729,7 @@ def remeasure(
     measurements: Sequence[Measurement] | None = None,
     unit: str = "us",
     reason: str | None = None,
+    replace_round: int | None = None,
 ) -> KernelExperiment:
     """Add a round of measurement to an experiment: no best-of-N.
 
@@ -732,7 +742,11 @@ def remeasure(
     correction is recorded as ``kexp update --reason`` records one (old → new, and
     ``reason``, by default "remeasured: round N pooled with the earlier ones"). A
     control whose pooled interval is implausible for an A/A run warns
-    (:class:`~kexp.core.errors.ControlWarning`). The Python twin of ``kexp remeasure``."""
+    (:class:`~kexp.core.errors.ControlWarning`). ``replace_round`` (1, 2, ...): the new
+    timings take the place of that round, one that was wrong (baseline and candidate
+    files swapped, taken under load), with the ``reason`` why, required; refused unless
+    the file is committed as it is, so that the round replaced stays in git history (the
+    correction note names the commit). The Python twin of ``kexp remeasure``."""
     # lazy: not every command that imports this module needs kexp.measure.corrections,
     # kexp.format.samples
     from kexp.format.samples import copied_round, pooled
@@ -755,6 +769,9 @@ def remeasure(
     # Every round as its samples are kept (measurement_of keeps them so): the file's
     # Samples section then gives exactly the results computed here.
     rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
+    held = None
+    if replace_round is not None:
+        held = replaced_round_held(exp.id, exp.path, len(rounds), replace_round, reason)
     new_round = _kept_round({m.config: sides_of(m) for m in found})
     missing = [c for c in rounds[0].timings if c not in new_round.timings]
     extra = [c for c in new_round.timings if c not in rounds[0].timings]
@@ -772,18 +789,24 @@ def remeasure(
         raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
     limit = store.settings.remeasure_scale_above
     check_round_scale(exp.id, pooled(rounds), new_round.timings, unit, limit)
-    rounds.append(new_round)
+    if replace_round is not None:
+        rounds[replace_round - 1] = new_round
+    else:
+        rounds.append(new_round)
     together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
     number = len(rounds)
+    title = f"Round {number} pooled with rounds 1-{number - 1} Results"
+    if replace_round is not None:
+        title = f"Round {replace_round} replaced, {number} round(s) pooled Results"
+    elif number == 2:
+        title = "Round 2 pooled with round 1 Results"
     scored = score_measurements(
         together,
         settings=store.settings,
         rounds=rounds,
         protocol=exp.protocol,
         over_parent=parent_judge(store, exp),
-        title=f"Round {number} pooled with rounds 1-{number - 1} Results"
-        if number > 2
-        else "Round 2 pooled with round 1 Results",
+        title=title,
     )
     changes: dict[str, Any] = {
         "score": scored.score,
@@ -798,6 +821,8 @@ def remeasure(
     if summary is not None:  # its figure was the old score's: it follows the new one
         changes["change_summary"] = summary
     why = reason or f"remeasured: round {number} pooled with the earlier ones"
+    if held is not None:
+        why = f"round {replace_round} replaced (its timings: commit {held[:12]}): {reason}"
     try:
         done = correct(store, exp.id, changes, why)
     except ValidationError as exc:

@@ -414,6 +414,13 @@ def add(
 )
 @_UNIT_OPTION
 @click.option("--reason", help="Why (default: 'remeasured: round N pooled with the earlier ones').")
+@click.option(
+    "--replace-round",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Replace round N (files swapped, taken under load) instead of pooling; needs "
+    "--reason and the file committed (the round stays in git history).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print id, path, score and interval as JSON.")
 @click.pass_context
 def remeasure(
@@ -424,6 +431,7 @@ def remeasure(
     table: Path | None,
     unit: str,
     reason: str | None,
+    replace_round: int | None,
     as_json: bool,
 ) -> None:
     """Add a round of measurement to an experiment (no best-of-N).
@@ -431,7 +439,9 @@ def remeasure(
     The new timings, of the same configurations measured the same way, are pooled with
     every earlier round (the experiment's ## Samples, or its single numbers); score,
     score_ci and results are recomputed, and the correction is recorded as kexp update
-    --reason records one (old → new, and why).
+    --reason records one (old → new, and why). A round that was wrong (baseline and
+    candidate swapped, taken under load) is replaced with --replace-round N --reason
+    TEXT: the file must be committed as it is, so that the round stays in git history.
 
     Python: kexp.measure.record.remeasure(store, id, baseline=..., candidate=..., reason=...).
 
@@ -444,7 +454,14 @@ def remeasure(
 
     store = get_store(ctx)
     exp = add_round(
-        store, exp_id, baseline=baseline, candidate=candidate, table=table, unit=unit, reason=reason
+        store,
+        exp_id,
+        baseline=baseline,
+        candidate=candidate,
+        table=table,
+        unit=unit,
+        reason=reason,
+        replace_round=replace_round,
     )
     if as_json:
         # lazy: one command's library, loaded when that command runs

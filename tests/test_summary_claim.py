@@ -1,0 +1,116 @@
+"""A change_summary whose figure contradicts the measured score: ``kexp add`` warns.
+
+A summary is what every listing shows beside the score: "+12.5%" beside 0.8956 tells
+the next reader a regression was a win. The figure is free text (it may state an
+occupancy, a register count, the speedup over the reference), so the record is kept and
+the contradiction said in one line, with the command that corrects the summary.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_kexp
+
+COMMON = ("--operator", "softmax.cu: softmax", "--dtype", "bf16", "--env", "H100 test")
+#: do_bench lists (ms) of a candidate about 10 % slower than its baseline.
+BASE = {"b8": [0.0871, 0.0869, 0.0872, 0.0870, 0.0873, 0.0868]}
+SLOWER = {"b8": [round(t / 0.8956, 6) for t in BASE["b8"]]}
+
+
+def add(repo: Path, tmp_path: Path, summary: str, *more: str) -> tuple[int, str, str]:
+    """``kexp add`` of the slower candidate with ``summary``: (exit status, stdout,
+    stderr)."""
+    files = []
+    for name, data in (("base", BASE), ("cand", SLOWER)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        files.append(str(path))
+    done = run_kexp(
+        "add", "--summary", summary, *COMMON, "--unit", "ms",
+        "--baseline", files[0], "--candidate", files[1], *more, cwd=repo,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_summary_claiming_a_speedup_beside_a_regression_warns(repo: Path, tmp_path: Path) -> None:
+    """The summary said "+12.5%" beside a score of 0.8956, and kexp add said nothing."""
+    status, stdout, stderr = add(repo, tmp_path, "Online softmax - +12.5%")
+
+    assert status == 0, stderr
+    exp_id = stdout.split()[1].rstrip(":")
+    (line,) = [w for w in stderr.splitlines() if "change_summary" in w]
+    assert line == (
+        f"kexp: warning: experiment {exp_id}: its change_summary states +12.5% (1.1250x) but "
+        "its score is 0.8956, a regression: every listing shows them side by side; correct "
+        f"the summary ({'kexp update'} {exp_id} --set change_summary=VALUE), or the timings "
+        "if they were swapped"
+    )
+    assert (repo / "experiments").rglob(f"{exp_id}-*.md")  # recorded, as measured
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        "Online softmax - -10.4%",
+        "Online softmax - 0.90x",
+        "Online softmax - 10% slower",
+        "Unroll 4x - regression",  # a ratio outside the result: an unroll factor
+        "Cut registers by 25% - slower",  # an unsigned percentage of something else
+        "Online softmax",
+    ],
+)
+def test_a_summary_that_agrees_or_states_no_speedup_does_not_warn(
+    repo: Path, tmp_path: Path, summary: str
+) -> None:
+    status, _, stderr = add(repo, tmp_path, summary)
+    assert status == 0, stderr
+    assert "change_summary" not in stderr, stderr
+
+
+def test_the_mcp_record_tool_says_it_in_the_tools_words(repo: Path) -> None:
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    timings = {
+        "baseline": {c: [t * 1000 for t in ts] for c, ts in BASE.items()},
+        "candidate": {c: [t * 1000 for t in ts] for c, ts in SLOWER.items()},
+    }
+    fields = {
+        "change_summary": "Online softmax - 1.13x",
+        "operator_sig": "softmax.cu: softmax",
+        "dtype_sig": "bf16",
+        "env": "H100 test",
+    }
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", **fields, **timings)
+        assert not failed, texts
+        (said,) = [t for t in texts if "change_summary" in t]
+        assert "states 1.13x (1.1300x) but its score is 0.8956, a regression" in said
+        assert 'the update tool with exp_id: "' in said and "--set" not in said
+
+    run_agent(repo, work)
+
+
+@pytest.mark.parametrize(
+    ("summary", "stated"),
+    [
+        ("Tile the loads - +25%", 1.25),
+        ("Tile the loads - −3.5 %", 0.965),
+        ("Tile the loads - 1.18x", 1.18),
+        ("Tile the loads - 12% faster", 1.12),
+        ("Tile the loads - 12% slower", 0.88),
+        ("Tile 2x the loads - +3% then -1%", 0.99),
+        ("Tile 2x the loads", None),
+        ("Tile +20% more loads", None),  # no result part: '<What> - <Result>'
+        ("Tile the loads - 25% fewer registers", None),
+    ],
+)
+def test_the_speedup_a_summary_states(summary: str, stated: float | None) -> None:
+    from kexp.measure.corrections import stated_speedup
+
+    found = stated_speedup(summary)
+    assert (found[1] if found else None) == (pytest.approx(stated) if stated else None)
