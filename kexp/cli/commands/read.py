@@ -755,8 +755,6 @@ def _export_parquet(
         raise KexpError("--format parquet writes a folder: give it with -o DIR")
     if shaped:
         raise KexpError("--format parquet exports every field: drop --fields and --brief")
-    if hasattr(store, "where"):
-        raise KexpError("--format parquet exports the working tree's store: drop --refs/--all-refs")
     with progress("exporting experiments"):
         result = export_parquet(store, output, **filters)
     click.echo(
