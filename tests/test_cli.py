@@ -499,6 +499,10 @@ def test_tree_text_for_one_experiment(repo: Path, lineage: dict[str, str]) -> No
     assert [re.search(r"Step (\w+)", line).group(1) for line in shown] == ["root", "a", "a2", "a21"]  # type: ignore[union-attr]
     assert shown[2].lstrip("│├└─ ").startswith("*") and "[best]" in shown[2]
     assert "Δ +5.00%" in shown[1] and "<" in shown[2]
+    asked = re.search(r"[0-9a-f]{10,16}", shown[2]).group(0)  # type: ignore[union-attr]
+    assert f"<: {asked}, the experiment asked for" in lines  # the legend says what < is
+    forest = kexp(repo, "tree").stdout.splitlines()
+    assert not any(line.startswith("<:") for line in forest)  # no experiment asked for
     # one chain (a1 and the b branch not shown): each step under the one before, at its
     # indent, without a branch
     assert [line[:4] for line in shown] == ["* 70", "* 70", "* 70", "  70"]
@@ -738,7 +742,9 @@ def test_update_with_reason_appends_a_dated_correction_note(
     note = updated.detailed_description.splitlines()[-1]
     assert re.fullmatch(
         r"\*\*Correction \(\d{4}-\d\d-\d\d\)\*\*: score 1\.019 → 1\.021; "
-        r'tags \[\] → \["cache", "unroll"\]\. Reason: re-measured with 200 iterations',
+        r'tags \[\] → \["cache", "unroll"\]; change_summary Unrolled the inner loop by 4 - '
+        r"\+1\.90% → Unrolled the inner loop by 4 - \+2\.10%\. Reason: re-measured with 200 "
+        r"iterations",
         note,
     ), note
     assert updated.detailed_description.startswith(exp.detailed_description)
@@ -801,33 +807,38 @@ def test_update_invalid_result_leaves_the_file_untouched(
     assert exp.path.read_bytes() == before
 
 
-def test_a_timed_score_corrected_by_hand_is_refused_with_a_way_out_that_works(
+def test_a_timed_score_corrected_by_hand_drops_the_old_interval_and_says_so(
     repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:
-    """The skill's correction of a score, on an experiment recorded from timings (its
-    interval no longer holds the new score): refused with a hint whose command works."""
+    """The skill's correction of a score, on an experiment recorded from timings: the
+    interval measured with the old score is dropped (it is not the new score's, inside
+    it or not) and the warning says so; one given with the score is kept."""
     exp = make_experiment(score=1.05, score_ci=[1.03, 1.07])
-    assert exp.path is not None
-    before = exp.path.read_bytes()
     result = kexp(repo, "update", exp.id, "--set", "score=1.09", "--reason", "by hand")
-    assert result.exit_code == 1 and "score-ci-outside" in result.output, result.output
-    assert "--set score_ci=" in result.output and exp.path.read_bytes() == before
-    result = kexp(
-        repo, "update", exp.id, "--set", "score=1.09", "--set", "score_ci=", "--reason", "by hand"
-    )
     assert result.exit_code == 0, result.output
+    assert "score_ci [1.03, 1.07], the old measurement's interval, was dropped" in result.stderr
     fixed = store.get_experiment(exp.id)
     assert fixed.score == 1.09 and fixed.score_ci == []
     assert fixed.path is not None and "\nscore_ci:" not in fixed.path.read_text()
+    result = kexp(
+        repo, "update", exp.id, "--set", "score=1.08", "--set", "score_ci=[1.06, 1.1]",
+        "--reason", "measured again",
+    )  # fmt: skip
+    assert result.exit_code == 0 and "dropped" not in result.stderr, result.output
+    assert store.get_experiment(exp.id).score_ci == [1.06, 1.1]
 
 
 def test_the_interval_hint_names_the_experiment_and_runs_as_printed(
     repo: Path, store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:
-    """The refusal's hint names the experiment's id, not a placeholder 'ID': the
-    update it prints, run as printed (with the new score), corrects the experiment."""
+    """A corrected score given with an interval that does not hold it: the refusal's
+    hint names the experiment's id, not a placeholder 'ID', and the update it prints,
+    run as printed (with the new score), corrects the experiment."""
     exp = make_experiment(score=1.05, score_ci=[1.03, 1.07])
-    result = kexp(repo, "update", exp.id, "--set", "score=1.12", "--reason", "swapped")
+    result = kexp(
+        repo, "update", exp.id, "--set", "score=1.12", "--set", "score_ci=[1.03, 1.07]",
+        "--reason", "swapped",
+    )  # fmt: skip
     assert result.exit_code == 1 and "score-ci-outside" in result.output, result.output
     assert f"kexp remeasure {exp.id} --baseline" in result.output, result.output
     printed = re.search(r"\((kexp update \S+ --set score_ci=)\)", result.output)

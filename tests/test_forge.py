@@ -190,11 +190,8 @@ def test_review_says_when_the_base_branch_corrected_the_same_experiment_since_th
     assert data["summary"]["changed_on_base"] == [step]
     (corrected,) = data["corrected"]
     assert corrected["base_kind"] == "corrected"
-    assert next((c["field"], c["old"], c["new"]) for c in corrected["base_changes"]) == (
-        "score",
-        1.2,
-        1.22,
-    )
+    changes = {c["field"]: (c["old"], c["new"]) for c in corrected["base_changes"]}
+    assert changes["score"] == (1.2, 1.22)  # (its summary's figure followed it)
     # Against the merge base itself nothing changed on the base side.
     fork = git(reviewer, "merge-base", "origin/kexp/bob", "HEAD~1")
     quiet = run_kexp("review", fork, "origin/kexp/bob", cwd=reviewer).stdout

@@ -336,6 +336,44 @@ def test_validate_reports_an_unfetched_base_commit_as_a_warning(repo: Path, stor
     assert strict.severity == "error" and strict.code == "base-commit-unknown"
 
 
+def test_a_base_commit_never_pushed_is_said_with_what_brings_it(tmp_path: Path) -> None:
+    """Alice measured on a commit of a local branch she never pushed, and published the
+    experiment: on Bob's clone the hint said only ``git fetch origin SHA``, which cannot
+    find it (trial 17). It says the author pushes the branch holding it; once she has,
+    the fetch it prints brings the commit and the warning goes."""
+    seed = init_repo(tmp_path / "seed")
+    (seed / "experiments").mkdir()
+    (seed / "experiments" / "README.md").write_text("The experiments.\n")
+    git(seed, "add", "experiments")
+    git(seed, "commit", "-q", "-m", "store")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    for clone in (alice, bob):
+        git(tmp_path, "clone", "-q", str(remote), str(clone))
+        git(clone, "config", "user.name", clone.name)
+        git(clone, "config", "user.email", f"{clone.name}@example.com")
+    git(alice, "checkout", "-q", "-b", "try-tiles")
+    base = commit_file(alice, "kernel.cu", "__global__ void k() { /* tiled */ }\n", "tiles")
+    git(alice, "checkout", "-q", "main")
+    exp = Store(alice).create_experiment(**experiment_fields(base_commit=base))
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "an experiment")
+    git(alice, "push", "-q", "origin", "main")
+    git(bob, "pull", "-q")
+
+    (problem,) = Store(bob).validate()
+    assert exp.path is not None and problem.code == "base-commit-unknown"
+    assert problem.path == str(bob / exp.path.relative_to(alice))
+    fetch = subprocess.run(["git", "fetch", "origin", base], cwd=bob, capture_output=True)
+    assert fetch.returncode != 0  # no remote holds it: no fetch can work
+    assert "its author pushes that branch (git push origin BRANCH)" in problem.hint, problem.hint
+    git(alice, "push", "-q", "origin", "try-tiles")  # BRANCH: the branch holding it
+    assert f"git fetch origin {base}" in problem.hint
+    git(bob, "fetch", "-q", "origin", base)
+    assert Store(bob).validate() == []
+
+
 def test_validate_refuses_a_base_commit_that_is_not_a_commit(repo: Path, store: Store) -> None:
     blob = git(repo, "rev-parse", "HEAD:kernel.cu")
     store.create_experiment(**experiment_fields(base_commit=blob))

@@ -259,9 +259,9 @@ def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) 
 
 
 def test_an_interval_refusal_names_the_tools_and_the_experiment(tmp_path: Path) -> None:
-    """A score corrected outside its measured interval: the update tool's refusal
-    advises the remeasure tool and the update tool with this experiment's id, never
-    the command (``kexp remeasure ID``) nor a placeholder id."""
+    """A score corrected with an interval that does not hold it: the update tool's
+    refusal advises the remeasure tool and the update tool with this experiment's id,
+    never the command (``kexp remeasure ID``) nor a placeholder id."""
     alice, _, base = two_agents(tmp_path)
     said: dict[str, str] = {}
 
@@ -271,7 +271,10 @@ def test_an_interval_refusal_names_the_tools_and_the_experiment(tmp_path: Path) 
         )
         said["id"] = first["id"]
         failed, texts = await agent.call(
-            "update", exp_id=first["id"], changes={"score": 1.3}, reason="swapped"
+            "update",
+            exp_id=first["id"],
+            changes={"score": 1.3, "score_ci": [1.1, 1.2]},
+            reason="swapped",
         )
         assert failed and len(texts) == 1, texts
         said["refusal"] = texts[0]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import experiment_fields, init_repo
+from conftest import experiment_fields, git, init_repo
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -310,3 +310,77 @@ def test_an_empty_store_exports_tables_an_engine_reads(store: Store, tmp_path: P
     assert (result.experiments, result.results) == (0, 0)
     assert sql(f"SELECT count(*) FROM {experiments_of(tmp_path / 'out')}") == [(0,)]
     assert sql(f"SELECT count(*) FROM {results_of(tmp_path / 'out')}") == [(0,)]
+
+
+def _side_branch_query(folder: Path) -> str:
+    """docs/parquet.md's query of what only side branches hold, as written there."""
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "parquet.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
+    (block,) = [b for b in blocks if b.startswith("-- across refs")]
+    return block.replace("DIR", str(folder))
+
+
+def _kexp(folder: Path, *args: str) -> str:
+    result = CliRunner().invoke(main, ["--root", str(folder), *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_an_export_across_refs_says_where_each_was_found_as_json_does(tmp_path: Path) -> None:
+    """Agent a lands a step on main; agent b records a new step and corrects a's on its
+    side branch (kexp sync --branch). A lead exporting --all-refs asks DuckDB what only
+    side branches hold: ref, refs and other_versions are the JSON Lines export's, and
+    the documented query answers b's two changes (trial 17: the columns were missing)."""
+    seed = init_repo(tmp_path / "seed")
+    (seed / "experiments").mkdir()
+    (seed / "experiments" / "README.md").write_text("The experiments.\n")
+    git(seed, "add", "experiments")
+    git(seed, "commit", "-q", "-m", "store")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
+    clones = {}
+    for name in ("a", "b"):
+        clones[name] = tmp_path / name
+        git(tmp_path, "clone", "-q", str(remote), str(clones[name]))
+        for key, value in (("user.name", name), ("user.email", f"{name}@example.com")):
+            git(clones[name], "config", key, value)
+    a, b = clones["a"], clones["b"]
+    base = git(a, "rev-parse", "HEAD").strip()
+    landed = Store(a).create_experiment(
+        **experiment_fields(change_summary="merged step - +20%", score=1.2, base_commit=base)
+    )
+    _kexp(a, "sync")
+    git(b, "pull", "-q")
+    side = Store(b).create_experiment(
+        **experiment_fields(change_summary="side step - +30%", score=1.3, base_commit=base)
+    )
+    _kexp(b, "update", landed.id, "--set", "tags=checked", "--reason", "reviewed")
+    _kexp(b, "sync", "--branch", "kexp/b")
+    git(a, "fetch", "-q")
+
+    out = tmp_path / "pq"
+    _kexp(a, "export", "--format", "parquet", "--all-refs", "-o", str(out))
+    lines = _kexp(a, "export", "--format", "jsonl", "--all-refs").splitlines()
+    expected = {r["id"]: (r["ref"], r["refs"], r["other_versions"]) for r in map(json.loads, lines)}
+    rows = sql(f"SELECT id, ref, refs, other_versions FROM {experiments_of(out)}")
+    assert {i: (ref, refs, others) for i, ref, refs, others in rows} == expected
+    assert expected[side.id] == ("origin/kexp/b", ["origin/kexp/b"], [])
+    assert expected[landed.id][:2] == ("origin/kexp/b", ["origin/kexp/b"])
+    assert "origin/main" in expected[landed.id][2]
+    answered = sql(_side_branch_query(out))
+    assert {row[0] for row in answered} == {side.id, landed.id}
+
+    alone = tmp_path / "alone"
+    _kexp(a, "export", "--format", "parquet", "-o", str(alone))  # the working tree alone
+    columns = [row[0] for row in sql(f"DESCRIBE SELECT * FROM {experiments_of(alone)}")]
+    assert not {"ref", "refs", "other_versions"} & set(columns), columns
+
+
+def test_an_export_across_refs_of_no_experiment_has_the_ref_columns(
+    store: Store, tmp_path: Path
+) -> None:
+    """The documented query runs over an export across refs with no row, too."""
+    _kexp(store.root, "export", "--format", "parquet", "--all-refs", "-o", str(tmp_path / "pq"))
+    assert sql(_side_branch_query(tmp_path / "pq")) == []

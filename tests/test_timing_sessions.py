@@ -11,6 +11,7 @@ changes it should not have.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +314,65 @@ def test_timings_all_one_value_say_the_timer_is_too_coarse(repo: Path, tmp_path:
     (line,) = done.stderr.strip().splitlines()
     assert "tiny: every baseline timing is 2.048 us" in line and "resolution" in line
     assert "remeasure" not in done.stdout
+
+
+#: A benchmark whose candidate crashes on one configuration (CRASH set).
+CRASHING_BENCH = """
+import os
+
+import pytest
+
+
+@pytest.mark.parametrize("cfg", ["small", "large"])
+def test_k(benchmark, cfg):
+    if os.environ.get("CRASH") and cfg == "large":
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    benchmark.pedantic(sum, args=(range(2000),), rounds=5, iterations=1)
+"""
+
+
+def test_a_candidate_that_crashed_on_one_configuration_is_said_with_how_to_record_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """pytest-benchmark leaves a benchmark that failed out of its JSON: kexp add said
+    only that the sides measured different configurations (trial 17). Now it says the
+    candidate may have failed there, and the failure's record it prints (the skill's
+    way: --status failed --buggy --score 0 --error-file) runs with its placeholders
+    filled in."""
+    import shlex
+    import subprocess
+    import sys
+
+    (tmp_path / "test_k.py").write_text(CRASHING_BENCH, encoding="utf-8")
+    sides = {}
+    for side, crash in (("base", ""), ("cand", "1")):
+        sides[side] = tmp_path / f"{side}.json"
+        ran = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+             "-o", "addopts=", "test_k.py", f"--benchmark-json={sides[side]}"],
+            cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "CRASH": crash},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert ran.returncode == (1 if crash else 0), ran.stdout + ran.stderr
+    assert "large" not in sides["cand"].read_text()
+
+    said = run_kexp(
+        "add", "--summary", "Split rows - crash on large", *COMMON,
+        "--baseline", str(sides["base"]), "--candidate", str(sides["cand"]), cwd=repo,
+    )  # fmt: skip
+    assert said.returncode != 0 and not list((repo / "experiments").rglob("*-*.md"))
+    (line,) = said.stderr.strip().splitlines()
+    assert "only in the baseline: large" in line and "candidate may have failed" in line, line
+    printed = re.search(r"(kexp add [^()]*--error-file FILE[^()]*?) \(FILE", line)
+    assert printed is not None, line
+    command = printed.group(1)
+    for flag in ("--status failed", "--buggy", "--score 0"):
+        assert flag in command, command
+    (tmp_path / "err.txt").write_text("CUDA error: an illegal memory access was encountered\n")
+    values = {"TEXT": "'Split rows - crash on large'", "FILE": str(tmp_path / "err.txt"),
+              "OP": "'bench.py: sum'", "DTYPE": "fp32", "ENV": "'cpu test'"}  # fmt: skip
+    words = [values.get(word, word) for word in command.split()]
+    done = run_kexp(*shlex.split(" ".join(words))[1:], "--json", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)
+    assert (recorded["outcome"], recorded["score"]) == ("buggy", 0), recorded

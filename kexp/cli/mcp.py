@@ -804,8 +804,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         ],
     ) -> CallToolResult:
         """Correct fields of an experiment, with the reason (validated; only the changed
-        lines rewritten; a dated note old -> new added). Returns id, path and the fields
-        changed (kexp update --reason --json)."""
+        lines rewritten; a dated note old -> new added; a new score restates the summary's
+        figure and drops the old score_ci unless one is given). Returns id, path and the
+        fields changed (kexp update --reason --json)."""
 
         def run() -> dict[str, Any]:
             if not reason.strip():

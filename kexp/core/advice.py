@@ -194,6 +194,14 @@ SET_RAW_RESULT = Advice(
     "kexp update {id} --set-file raw_result=FILE",
     'the update tool with exp_id: "{id}" and changes: {{"raw_result": "..."}}',
 )
+#: Advice on a candidate that timed fewer configurations than its baseline: it may have
+#: failed there (a crash, wrong results), a failure to record as one, without timings.
+RECORD_FAILURE = Advice(
+    "kexp add --summary TEXT --score 0 --status failed --buggy --error-file FILE "
+    "--operator OP --dtype DTYPE --env ENV",
+    'the record tool with change_summary, score: 0, status: "failed", is_buggy: true, '
+    "error_message, operator_sig, dtype_sig and env",
+)
 #: Advice on a run recorded done with score 0 (it measured nothing).
 SET_FAILED = Advice(
     "kexp update {id} --set status=failed --reason TEXT",
@@ -275,6 +283,7 @@ ADVICE = (
     CORRECT_SCORE,
     RECORD_AGAIN,
     RECORD_AGAIN_ROOT,
+    RECORD_FAILURE,
     REMEASURE,
     REPLACE_ROUND,
     MEASURED_AGAINST,

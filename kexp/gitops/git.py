@@ -363,9 +363,11 @@ def fetch_hint(repo: git.Repo, commit: str) -> str:
             f"(or 'git fetch --depth=<N>'), or fetch the commit: git fetch origin {commit}"
         )
     return (
-        f"fetch the commit (git fetch origin {commit}, or git fetch --all); if the kernels "
-        "live in another repository, set KEXP_CODE_REPO to it; or correct base_commit if "
-        "it was mistyped"
+        f"fetch the commit if a remote holds it (git fetch origin {commit}, or git fetch "
+        "--all); one made on a branch never pushed is only in its author's clone, where no "
+        "fetch finds it: its author pushes that branch (git push origin BRANCH); if the "
+        "kernels live in another repository, set KEXP_CODE_REPO to it; or correct "
+        "base_commit if it was mistyped"
     )
 
 

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import MEASURED_AGAINST, REMEASURE, SET_RAW_RESULT
+from kexp.core.advice import CORRECT_FIELD, MEASURED_AGAINST, REMEASURE, SET_RAW_RESULT
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import KexpError, MeasuredAgainstWarning, StaleMeasurementWarning
 from kexp.core.fields import (
@@ -166,30 +166,37 @@ def correct(
 
     The update is validated and atomic (see :meth:`kexp.Store.update_experiment`). When
     no value differs from the one the experiment has, nothing is written and no note is
-    appended: the experiment is returned as it is. A new ``score`` that leaves the
-    experiment's ``results`` or ``raw_result`` as they were warns
-    (:class:`StaleMeasurementWarning`): they measured the old score. A ``pid`` given
-    to an experiment that does not say what its score is measured against warns
-    (:class:`MeasuredAgainstWarning`): its score now counts as a step over the parent.
+    appended: the experiment is returned as it is. A new ``score`` carries what follows
+    from it (:func:`following_score`): the figure of ``change_summary`` that stated the
+    old score states the new one, as ``kexp remeasure`` restates it, and the old
+    measurement's ``score_ci`` is dropped unless a new one is given. It warns
+    (:class:`StaleMeasurementWarning`) of what the old measurement left: ``results``
+    or ``raw_result`` as they were, the interval dropped, a figure that could not be
+    restated. A ``pid`` given to an experiment that does not say what its score is
+    measured against warns (:class:`MeasuredAgainstWarning`): its score now counts as
+    a step over the parent.
     """
     updates = store.resolve_references(dict(changes))
     if not updates:
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():
         raise KexpError("the reason of a correction must not be empty")
-    if not effective_changes(store, exp_id, updates):
+    effective = effective_changes(store, exp_id, updates)
+    if not effective:
         return store.get_experiment(exp_id)
+    old = store.get_experiment(exp_id)
+    if "score" in effective:
+        updates = following_score(old, updates, store.settings.max_summary_chars)
     if reason:
-        old = store.get_experiment(exp_id)
         note = correction_note(old, updates, reason)
         description = updates.get("detailed_description", old.detailed_description)
         description = description.rstrip("\n")
         updates["detailed_description"] = f"{description}\n\n{note}" if description else note
-    had_parent = bool(store.get_experiment(exp_id).pid) if "pid" in updates else True
     updated = store.update_experiment(exp_id, **updates)
-    _warn_stale_measurement(updated, updates)
+    if "score" in effective:
+        _warn_stale_measurement(old, updated, changes)
     if "pid" in updates:
-        _warn_measured_against_missing(updated, had_parent)
+        _warn_measured_against_missing(updated, bool(old.pid))
     return updated
 
 
@@ -197,11 +204,47 @@ def apply_correction(
     store: Store, exp_id: str, changes: Mapping[str, Any], reason: str | None = None
 ) -> tuple[KernelExperiment, list[str]]:
     """:func:`correct`, and the fields it changed (none: nothing was written, the
-    experiment already holds these values)."""
+    experiment already holds these values): those given, then those that followed a
+    new score (``change_summary``, ``score_ci``)."""
     changed = list(effective_changes(store, exp_id, changes))
     if not changed:
         return store.get_experiment(exp_id), []
-    return correct(store, exp_id, changes, reason), changed
+    old = store.get_experiment(exp_id)
+    updated = correct(store, exp_id, changes, reason)
+    followed = [
+        name
+        for name in _FOLLOWING_SCORE
+        if name not in changed and getattr(old, name) != getattr(updated, name)
+    ]
+    return updated, [*changed, *followed]
+
+
+#: The fields a new score changes unless they are given: the summary's figure, the
+#: interval of the measurement the old score came from.
+_FOLLOWING_SCORE = ("change_summary", "score_ci")
+
+
+def following_score(
+    old: KernelExperiment, updates: Mapping[str, Any], limit: int
+) -> dict[str, Any]:
+    """``updates``, which set a new ``score``, with what follows from it where they do
+    not say: the figure of ``change_summary`` that stated ``old``'s score restated for
+    the new one (:func:`summary_with_score`, within ``limit`` characters), and
+    ``old``'s ``score_ci`` dropped (the interval of the old measurement: it does not
+    belong to the new score; kexp remeasure gives the new one)."""
+    followed = dict(updates)
+    new_score: Any = followed.get("score")
+    if "change_summary" not in followed and _is_number(old.score) and _is_number(new_score):
+        summary = summary_with_score(old.change_summary, float(old.score), float(new_score), limit)
+        if summary is not None:
+            followed["change_summary"] = summary
+    if "score_ci" not in followed and old.score_ci:
+        followed["score_ci"] = []
+    return followed
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -216,32 +259,55 @@ def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     return typed
 
 
-def _warn_stale_measurement(exp: KernelExperiment, changes: Mapping[str, Any]) -> None:
-    """Warn when ``score`` was set but the ``results`` or ``raw_result`` that measured the
-    old one were left as they were (they now contradict the new score), advising what
-    can be done: a new round (``kexp remeasure``) when there are per-configuration
-    ``results`` to pool it with, else (remeasure refuses it) setting ``raw_result``."""
-    if "score" not in changes:
+def _warn_stale_measurement(
+    old: KernelExperiment, exp: KernelExperiment, given: Mapping[str, Any]
+) -> None:
+    """Warn, in one line, of what a new ``score`` left of the old measurement: the
+    ``results`` or ``raw_result`` that measured it, left as they were (they now
+    contradict the new score); its interval, dropped (:func:`following_score`); a
+    figure of ``change_summary`` that still states the old score (one that could not be
+    restated). The advice: a new round (``kexp remeasure``) when there are
+    per-configuration ``results`` to pool it with, else (remeasure refuses it) setting
+    ``raw_result``; setting ``change_summary`` for its figure."""
+    stale = [name for name in ("results", "raw_result") if getattr(exp, name) and name not in given]
+    dropped = old.score_ci if old.score_ci and not exp.score_ci and "score_ci" not in given else []
+    figure = _old_figure(old, exp) if "change_summary" not in given else None
+    if not (stale or dropped or figure):
         return
-    stale = [
-        name for name in ("results", "raw_result") if getattr(exp, name) and name not in changes
-    ]
-    if not stale:
-        return
-    if exp.results:
-        message = (
-            f"{exp.id}: score is now {exp.score} but {' and '.join(stale)} still "
-            f"{'hold' if len(stale) > 1 else 'holds'} the measurement of the old score, "
-            f"and now {'contradict' if len(stale) > 1 else 'contradicts'} it: measure "
-            f"again with {REMEASURE.say(id=exp.id)} (new timings pooled with the recorded "
-            "ones: score, score_ci and results recomputed, the round added to raw_result), "
-            "or set them too, or record a new experiment with this one as pid"
+    said = [f"{exp.id}: score is now {exp.score}"]
+    if stale:
+        said[0] += (
+            f" but {' and '.join(stale)} still {'hold' if len(stale) > 1 else 'holds'} the "
+            f"measurement of the old score, and now "
+            f"{'contradict' if len(stale) > 1 else 'contradicts'} it"
+        )
+    if dropped:
+        said.append(
+            f"its score_ci [{dropped[0]}, {dropped[1]}], the old measurement's interval, was "
+            "dropped (no interval, here nor in the cumulative ones built on it, until it is "
+            "measured again)"
+        )
+    if exp.results and stale:
+        advice = (
+            f"measure again with {REMEASURE.say(id=exp.id)} (new timings pooled with the "
+            "recorded ones: score, score_ci and results recomputed, the round added to "
+            "raw_result), or set them too, or record a new experiment with this one as pid"
+        )
+    elif exp.results:
+        advice = f"measure again with {REMEASURE.say(id=exp.id)} for a new one"
+    elif "raw_result" in stale:
+        advice = (
+            f"set raw_result too, to what the new run reported ({SET_RAW_RESULT.say(id=exp.id)})"
         )
     else:
+        advice = ""
+    message = "; ".join(said)
+    if advice:
+        message = f"{message}: {advice}"
+    if figure:
         message = (
-            f"{exp.id}: score is now {exp.score} but raw_result still holds what the run "
-            "reported before, and now contradicts it: set raw_result too, to what the new "
-            f"run reported ({SET_RAW_RESULT.say(id=exp.id)})"
+            f"{message}; its change_summary still states the old score ({figure}): restate "
+            f"it with {CORRECT_FIELD.say(id=exp.id, field='change_summary')}"
         )
     warnings.warn(message, StaleMeasurementWarning, stacklevel=3)
 
@@ -284,6 +350,34 @@ def _close(written: str, value: float) -> bool:
     return abs(float(written) - value) < 10.0**-decimals
 
 
+def _stating(summary: str, score: float) -> re.Match[str] | None:
+    """The figure of ``summary`` that states ``score`` (:func:`_close`): the last one,
+    a percentage of its change or a ratio; None when none states it."""
+    change = (score - 1) * 100
+    for match in reversed(list(_FIGURE.finditer(summary))):
+        if match["ratio"] is not None:
+            if _close(match["ratio"], score):
+                return match
+            continue
+        written, sign = match["percent"], match["sign"]
+        signed = -float(written) if sign in ("-", "−") else float(written)
+        if _close(f"{signed:.{len(written.partition('.')[2])}f}", change):
+            return match
+    return None
+
+
+def _old_figure(old: KernelExperiment, new: KernelExperiment) -> str | None:
+    """The figure of ``new``'s ``change_summary`` that still states ``old``'s score
+    after its score changed (one :func:`summary_with_score` could not restate); None
+    when there is none."""
+    if new.change_summary != old.change_summary or new.score == old.score:
+        return None
+    if not _is_number(old.score) or old.score <= 0:
+        return None
+    match = _stating(old.change_summary, float(old.score))
+    return match.group(0) if match is not None else None
+
+
 def summary_with_score(
     summary: str, old_score: float, new_score: float, limit: int = 80
 ) -> str | None:
@@ -295,29 +389,22 @@ def summary_with_score(
     the summary would grow past ``limit`` characters."""
     if not (old_score > 0 and new_score > 0) or old_score == new_score:
         return None
-    old_change, new_change = (old_score - 1) * 100, (new_score - 1) * 100
-    for match in reversed(list(_FIGURE.finditer(summary))):
-        if match["ratio"] is not None:
-            written = match["ratio"]
-            if not _close(written, old_score):
-                continue
-            decimals = len(written.partition(".")[2])
-            figure = f"{new_score:.{decimals}f}{match['rspace']}{match['times']}"
-        else:
-            written, sign = match["percent"], match["sign"]
-            signed = -float(written) if sign in ("-", "−") else float(written)
-            if not _close(f"{signed:.{len(written.partition('.')[2])}f}", old_change):
-                continue
-            if not sign and new_change < 0:
-                return None  # "25% faster": the words would have to change too
-            decimals = len(written.partition(".")[2])
-            magnitude = f"{abs(new_change):.{decimals}f}"
-            minus = "−" if sign == "−" else "-"
-            new_sign = (minus if new_change < 0 else "+") if sign else ""
-            figure = f"{new_sign}{magnitude}{match['pspace']}%"
-        restated = f"{summary[: match.start()]}{figure}{summary[match.end() :]}"
-        return restated if len(restated) <= limit else None
-    return None
+    match = _stating(summary, old_score)
+    if match is None:
+        return None
+    decimals = len((match["ratio"] or match["percent"]).partition(".")[2])
+    if match["ratio"] is not None:
+        figure = f"{new_score:.{decimals}f}{match['rspace']}{match['times']}"
+    else:
+        sign, new_change = match["sign"], (new_score - 1) * 100
+        if not sign and new_change < 0:
+            return None  # "25% faster": the words would have to change too
+        magnitude = f"{abs(new_change):.{decimals}f}"
+        minus = "−" if sign == "−" else "-"
+        new_sign = (minus if new_change < 0 else "+") if sign else ""
+        figure = f"{new_sign}{magnitude}{match['pspace']}%"
+    restated = f"{summary[: match.start()]}{figure}{summary[match.end() :]}"
+    return restated if len(restated) <= limit else None
 
 
 #: Words after an unsigned percentage that say which way it goes (``12% faster``).

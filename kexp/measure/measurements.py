@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kexp.core.advice import RECORD_FAILURE
 from kexp.core.errors import MeasurementError, TimingsWarning
 from kexp.core.noise import side_stats
 from kexp.measure.checks import UNSTATED_UNIT_FORMS
@@ -124,9 +125,16 @@ def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, An
             parts.append(f"only in the baseline: {', '.join(only_base)}")
         if only_cand:
             parts.append(f"only in the candidate: {', '.join(only_cand)}")
-        raise MeasurementError(
-            "baseline and candidate measured different configurations (" + "; ".join(parts) + ")"
-        )
+        said = "baseline and candidate measured different configurations (" + "; ".join(parts)
+        if only_base:  # a benchmark that fails leaves no timing (pytest-benchmark's JSON)
+            said += (
+                "): the candidate may have failed there (pytest-benchmark, for one, leaves a "
+                "benchmark that failed out of its JSON); if it crashed or gave wrong results, "
+                f"record the failure, without timings: {RECORD_FAILURE} (FILE: the error it "
+                "printed), else time both sides on the same configurations"
+            )
+            raise MeasurementError(said)
+        raise MeasurementError(said + ")")
     if not baseline:
         raise MeasurementError("no configurations were measured")
 

@@ -332,6 +332,30 @@ def _csv_value(name: str, cell: str) -> Any:
     return cell
 
 
+#: The keys a read across refs adds to each record (:func:`sighting_record`).
+SIGHTING_KEYS = ("ref", "refs", "other_versions")
+
+
+def sighting_record(exp: KernelExperiment, *, joined: bool = False) -> dict[str, Any]:
+    """Where a store reading refs found ``exp``, as the exports add it to its record:
+    ``ref`` (``local`` when the working tree holds this version, else the ref with the
+    newest commit holding it), ``refs`` (every place holding this very content) and
+    ``other_versions`` (the places holding other versions); with ``joined`` (CSV), ``ref``
+    and ``refs`` alone, ``refs`` one text of space-separated names. Empty for a store
+    read from the working tree alone."""
+    sighting = exp.where
+    if sighting is None:
+        return {}
+    found = sighting.to_dict()
+    if joined:
+        return {"ref": found["ref"], "refs": " ".join(found["refs"])}
+    return {
+        "ref": found["ref"],
+        "refs": found["refs"],
+        "other_versions": found.get("other_versions", []),
+    }
+
+
 def export(
     store: Store,
     out: IO[str],
@@ -360,15 +384,7 @@ def export(
         nonlocal written
         for exp in experiments:
             record = to_record(exp, fields, brief=brief, relative_to=store.root)
-            sighting = exp.where  # a store read across refs: where each was found
-            if sighting is not None:
-                found = sighting.to_dict()
-                record["ref"] = found["ref"]
-                if output_format == "csv":
-                    record["refs"] = " ".join(found["refs"])
-                else:
-                    record["refs"] = found["refs"]
-                    record["other_versions"] = found.get("other_versions", [])
+            record.update(sighting_record(exp, joined=output_format == "csv"))
             written += 1
             yield record
 

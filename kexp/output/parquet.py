@@ -14,7 +14,10 @@ with it): ``score`` a double, ``is_buggy`` a boolean, ``created_at`` a timestamp
 microseconds), ``tags``, ``combines`` and ``suspect`` lists of strings, ``score_ci`` a
 list of doubles, ``cumulative_score`` a double and ``cumulative_ci`` a list of doubles
 (null when there is none: ``cumulative_reason`` says why), mappings and lists of
-mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text.
+mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text. Read
+across refs (``--refs``, ``--all-refs``), it has the JSON export's ``ref`` (text),
+``refs`` and ``other_versions`` (lists of strings) too: where each was found
+(:func:`kexp.output.export.sighting_record`).
 ``results`` has one row per configuration measured (``id``, the experiment's
 ``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
 ``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import KexpError
-from kexp.output.export import RECORD_FIELDS, to_record
+from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
 from kexp.storage.atomic import replace_folder
 
 if TYPE_CHECKING:
@@ -124,7 +127,10 @@ def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetE
         schemas: dict[str, Any] = {}
         counts = {EXPERIMENTS_TABLE: 0, RESULTS_TABLE: 0}
         for (operator, month), members in sorted(groups.items()):
-            records = [to_record(e, relative_to=store.root) for e in store.with_bodies(members)]
+            records = [
+                {**to_record(e, relative_to=store.root), **sighting_record(e)}
+                for e in store.with_bodies(members)
+            ]
             folder = f"operator={operator}/month={month}"
             tables = {
                 EXPERIMENTS_TABLE: _experiments_table(pa, records),
@@ -139,8 +145,11 @@ def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetE
                 files.append(relative)
                 counts[name] += table.num_rows
                 schemas.setdefault(name, []).append(table.schema)
+        # Read across refs, where each experiment was found: its columns, rows or none.
+        across = store.source.places is not None
+        columns = [*RECORD_FIELDS, *SIGHTING_KEYS] if across else list(RECORD_FIELDS)
         empty = {
-            EXPERIMENTS_TABLE: _experiments_table(pa, [], RECORD_FIELDS),
+            EXPERIMENTS_TABLE: _experiments_table(pa, [], columns),
             RESULTS_TABLE: _results_table(pa, []),
         }
         for name, table in empty.items():
@@ -205,6 +214,9 @@ def _types(pa: Any) -> dict[str, Any]:
         "tags": strings,
         "combines": strings,
         "suspect": strings,
+        "ref": pa.string(),
+        "refs": strings,
+        "other_versions": strings,
         "extra_sections": pa.list_(strings),
         "protocol": pa.string(),
         "results": pa.string(),

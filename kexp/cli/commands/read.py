@@ -486,6 +486,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
     click.echo("a line with no ├── or └──: the only child of the line above (the next step)")
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
+    if focus is not None:
+        click.echo(f"<: {focus[:id_length]}, the experiment asked for")
 
 
 def _delta(node: TreeNode) -> str:
@@ -755,8 +757,6 @@ def _export_parquet(
         raise KexpError("--format parquet writes a folder: give it with -o DIR")
     if shaped:
         raise KexpError("--format parquet exports every field: drop --fields and --brief")
-    if hasattr(store, "where"):
-        raise KexpError("--format parquet exports the working tree's store: drop --refs/--all-refs")
     with progress("exporting experiments"):
         result = export_parquet(store, output, **filters)
     click.echo(

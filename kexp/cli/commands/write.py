@@ -654,6 +654,9 @@ def update(
 ) -> None:
     """Correct fields of an experiment (validated; only the changed lines are rewritten).
 
+    A new score restates the figure of change_summary that stated the old one (+25% ->
+    +5%) and drops the old measurement's score_ci unless a new one is given.
+
     Python: kexp.measure.corrections.apply_correction(store, id, changes, reason).
 
     \b
