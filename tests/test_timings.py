@@ -86,7 +86,10 @@ def pytest_benchmark_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 
 def fields(**overrides: Any) -> dict[str, Any]:
-    data = experiment_fields(**overrides)
+    # timed here, the score is this machine's: a summary stating none (kexp add warns of
+    # a figure the score contradicts)
+    summary = {"change_summary": "Unrolled the inner loop by 4 - timed"}
+    data = experiment_fields(**{**summary, **overrides})
     data.pop("score", None)
     data.pop("raw_result", None)
     return data
