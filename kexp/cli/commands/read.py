@@ -487,7 +487,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     click.echo("a line with no ├── or └──: the only child of the line above (the next step)")
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
     if focus is not None:
-        click.echo(f"<: {focus[:id_length]}, the experiment asked for")
+        click.echo("<: the experiment asked for")
 
 
 def _delta(node: TreeNode) -> str:
