@@ -463,12 +463,33 @@ def _landed(
             differing,
         )
     gone = {p for p in changed if p not in set(present)}
+    gone -= _moved_or_removed(location, incoming, sorted(gone - theirs.keys()), present, same)
     mine = {name for name in view.branches() if name != target and Record.exists(repo, name)}
     waiting = view.removed(sorted(gone & theirs.keys()), head, among=mine) if head else set()
     return (
         same | {p for p in gone if p not in theirs},
         view.held(sorted(set(present) - same)) | waiting,
     )
+
+
+def _moved_or_removed(
+    location: StoreLocation, incoming: str, absent: list[str], present: list[str], same: set[str]
+) -> set[str]:
+    """Of ``absent`` (files removed here that the remote's branch, at ``incoming``, lacks
+    too), those committed all the same: moved here (the working tree holds the
+    experiment at a path it commits: ``present`` but not ``same``), or removed here where
+    that branch moved the experiment (holds its id at another path); the merge then keeps
+    the removal against the move (:func:`kexp.gitops.commits.merge_commits`)."""
+    if not absent:
+        return set()
+    here = {id_from_name(p): p in same for p in present}
+    there = {id_from_name(e.path) for e in kgit.list_tree(location.repo, incoming, location.folder)}
+    return {
+        p
+        for p in absent
+        if (found := id_from_name(p)) is not None
+        and (here.get(found) is False or (found in there and found not in here))
+    }
 
 
 def _commit_beside(
