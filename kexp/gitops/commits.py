@@ -613,6 +613,19 @@ def held_files(repo: git.Repo, paths: Sequence[str], tips: Sequence[str]) -> set
     return held
 
 
+def changed_both_ways(repo: git.Repo, seen: str, tip: str, folder: str) -> list[str]:
+    """The working tree's files under ``folder`` that ``tip`` changed since ``seen`` (a
+    commit before it) and the working tree holds otherwise than ``tip`` does: changed
+    here too, or as ``seen`` had them."""
+    spec = f":(top,literal){folder}"
+    changed = git_command(
+        repo, "diff", "--no-renames", "--name-only", "-z", seen, tip, "--", spec
+    ).stdout.split("\0")[:-1]
+    top = toplevel(repo)
+    present = [p for p in changed if (top / p).is_file()]
+    return sorted(set(present) - held_files(repo, present, [tip]))
+
+
 def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:
     """Point ``refs/heads/BRANCH`` at ``new`` if it still points at ``old`` (None: if it
     does not exist); whether it did."""

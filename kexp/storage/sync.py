@@ -517,15 +517,18 @@ def _commit_beside(
     :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
     dry run: as far as known)."""
     repo = location.repo
-    remote_base = None
+    remote_base = seen = None
     if local is None:
+        seen = gitcommits.ref_commit(repo, f"refs/remotes/{view.remote}/{target}")
         remote_base = (
             view.known_tip(target)
             if dry_run
             else gitcommits.fetch_branch(repo, view.remote, target)
         )
     checkout = _checkout_commit(repo, checked_out)
-    base = local or remote_base or checkout
+    base = parent = local or remote_base or checkout
+    if local is None and _changed_since_seen(repo, seen, remote_base, location.folder):
+        parent = seen  # made there, then merged: a file changed on both sides stops it
     if (
         local is not None
         and checkout is not None
@@ -566,7 +569,7 @@ def _commit_beside(
 
     made, paths, removed = gitcommits.commit_files_onto(
         repo,
-        base,
+        parent,
         location.folder,
         (lambda _: message) if message else _message,
         keep=lambda path: _publishable(path, location),
@@ -575,6 +578,16 @@ def _commit_beside(
         remove=remove,
     )
     return made, paths, removed, kept, base, remote_base
+
+
+def _changed_since_seen(repo: Any, seen: str | None, tip: str | None, folder: str) -> bool:
+    """Whether the remote's side branch, at ``tip``, changed since this clone last
+    fetched it (``seen``) an experiment file the working tree holds otherwise (brought in
+    from ``seen`` and corrected here, or as ``seen`` had it): the commit is then made on
+    ``seen`` and merged, never over the other clone's version."""
+    if seen is None or tip is None or seen == tip or not kgit.is_ancestor(repo, seen, tip):
+        return False
+    return bool(gitcommits.changed_both_ways(repo, seen, tip, folder))
 
 
 #: Why a sync of the default branch refuses a step whose lineage waits in a pull request.

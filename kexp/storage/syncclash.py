@@ -98,7 +98,7 @@ def _settle_beside(
         take.append(shlex.join(["rm", "-f", "--", *(shown(p) for p in gone)]))
     return SyncConflictError(
         f"kexp sync stopped: {listing(exc.paths)} changed both here and on "
-        f"{remote}/{target} since this clone published it there; nothing was changed (the "
+        f"{remote}/{target} since this clone published or fetched it; nothing was changed (the "
         f"local branch {target} keeps its commit {local[:12]}, the remote is untouched): "
         + SETTLE_BESIDE.say(
             ref=f"{remote}/{target}", keep=reset, take=" && ".join(take), branch=target
