@@ -18,12 +18,14 @@ of the working tree that is ``HEAD``'s is ``HEAD``'s version.
 **A removal.** A place removed an experiment when it lacks it and its commit descends
 from every place holding it at a commit holding that very version (a branch that merged
 it, then removed it; the working tree after ``kexp rm``). The working tree's removal is
-the reader's newest state: the experiment is not read. A ref's removal hides it only
-when neither the working tree nor a remote's default branch (``origin/HEAD``'s target,
-which a clone sets) holds it: a removal waiting on a side branch (a pull request under
-review) does not hide what the reader or the default branch holds. Such an experiment is
-read as the places holding it have it (its newest version), noting the refs that removed
-it (``removed_on``: "removed on origin/kexp/a").
+the reader's newest state: the experiment is not read; so is a remote's default
+branch's (``origin/HEAD``'s target, which a clone sets) unless another default branch
+holds it, the working tree's file from before it said held there (a clone that fetched
+the merged removal, not pulled it). Another ref's removal hides it only when neither
+the working tree nor a default branch holds it: a removal waiting on a side branch (a
+pull request under review) does not hide what the reader or the default branch holds.
+Such an experiment is read as the places holding it have it (its newest version), noting
+the refs that removed it (``removed_on``: "removed on origin/kexp/a").
 
 **Fast, because git is content-addressed.** The working tree is read as every query
 reads it (:mod:`kexp.storage.listing`); each ref's folders are git trees, read once and kept by

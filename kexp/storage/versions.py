@@ -26,6 +26,8 @@ PlaceFolders = dict[str, tuple[str | None, ...]]
 #: One file of an experiment: (path relative to ``experiments/``, content key, the
 #: places holding it: 0 the working tree, n the n-th ref).
 Version = tuple[str, bytes, tuple[int, ...]]
+#: How a removal on the default branch says the working tree holds the experiment still.
+HELD = "the working tree holds it from before that removal"
 #: The experiments of one file (the same in every place holding it): id → it.
 Single = dict[str, Version]
 
@@ -242,11 +244,14 @@ class Newest:
         merged one, then removed it; the working tree (at ``HEAD``'s commit) after
         ``kexp rm``, unless another place corrected it since. An uncommitted file of
         the working tree is newest: never removed. The working tree's removal hides the
-        experiment; a ref's hides it only when neither the working tree nor a remote's
-        default branch holds it: a removal waiting on a side branch (a pull request under
-        review) does not hide what the reader or the default branch holds, which is read
-        as the places holding it have it, noting the refs that removed it. Each hidden
-        one's id → the first place found removing it; each noted one's id → the refs."""
+        experiment, and so does a remote's default branch's unless another default
+        branch holds it (the working tree's file, as ``HEAD`` has it, is said held from
+        before that removal); another ref's hides it only when neither the working tree
+        nor a remote's default branch holds it: a removal waiting on a side branch (a
+        pull request under review) does not hide what the reader or the default branch
+        holds, which is read as the places holding it have it, noting the refs that
+        removed it. Each hidden one's id → the first place found removing it; each noted
+        one's id → the refs."""
         commits, places = self._commits, len(self._commits)
         at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
         for place in range(places - 1, 0, -1):
@@ -280,6 +285,11 @@ class Newest:
                 ):
                     if place == 0 or not kept:
                         found[exp_id] = self._places[place]
+                        break
+                    if place in self._defaults and self._defaults.isdisjoint(keys):
+                        # The default branch removed what the working tree holds as
+                        # HEAD has it: a clone that fetched the removal, not pulled it.
+                        found[exp_id] = f"{self._places[place]}, the default branch ({HELD})"
                         break
                     removers.append(self._places[place])
             else:
