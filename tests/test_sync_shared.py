@@ -5,6 +5,7 @@ Real git: a bare repository on disk as the remote, two clones."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -81,3 +82,34 @@ def test_a_file_brought_in_and_left_as_it_was_never_undoes_a_correction(tmp_path
     assert "score: 1.04" in on_branch and "a: fixed the timer" in on_branch
     listed = git(remote, "ls-tree", "-r", "--name-only", SHARED, "--", "experiments")
     assert f"/{mine.id}-" in listed and f"/{exp_id}-" in listed
+
+
+def test_a_removal_of_another_clones_file_is_said_kept_and_removed_as_said(
+    tmp_path: Path,
+) -> None:
+    """Bob brings X in as advised and ``kexp rm``s it: his ``kexp sync --branch`` keeps
+    X on the branch (another clone published it), says so (it said "up to date ...:
+    nothing to commit or push", nothing more) with the command that removes it there,
+    which, run as printed, does; his next sync is quiet and keeps nothing back."""
+    remote, _, bob, exp_id, path = _shared(tmp_path)
+    assert run_kexp("rm", exp_id, "--yes", cwd=bob).returncode == 0
+
+    done = run_kexp("sync", "--branch", SHARED, "--json", cwd=bob)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kept_back"] == [path]
+    said = run_kexp("sync", "--branch", SHARED, cwd=bob).stdout
+    assert f"kept 1 experiment file(s) removed here on {SHARED}" in said, said
+    assert path in _listed(remote)
+    command = re.search(rf"to remove them from {SHARED} too, run (.*)$", said.strip())
+    assert command is not None, said
+    subprocess.run(["bash", "-c", command.group(1)], cwd=bob, check=True)
+    assert path not in _listed(remote)
+
+    again = run_kexp("sync", "--branch", SHARED, "--json", cwd=bob)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["kept_back"] == []
+    assert path not in _listed(remote)
+
+
+def _listed(remote: Path) -> str:
+    return git(remote, "ls-tree", "-r", "--name-only", SHARED, "--", "experiments")

@@ -65,7 +65,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.syncclash import conflict_said, merge_by_hand
+from kexp.storage.syncclash import conflict_said, kept_there, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -277,9 +277,11 @@ def _sync(
             if step.push and tip and known and target == view.default()
             else []
         )
+        aside = kept_there(location, remote, target, None if in_checkout else known or tip)
         return SyncResult(  # a dry run merges, pushes and makes nothing: it would
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
+            kept_back=aside[0], kept_back_advice=aside[1],
             would_merge=step.merge, would_push=step.push and not code,
             commits_to_push=0 if code else step.commits,
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
@@ -352,11 +354,12 @@ def _sync(
             f"kept pushing first): run kexp sync again; the commit {str(local)[:12]} is "
             "kept on the branch"
         )
+    aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
-        carried=carried if pushed else (),
+        carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
     )  # fmt: skip
 
 
