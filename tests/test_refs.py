@@ -409,8 +409,8 @@ def _removals(
     same (id → those refs), by the rule: a place removed an experiment when it lacks it
     and the merge base of its commit with each holder's holds the holder's very content
     (an uncommitted file of the working tree is never removed); the working tree's
-    removal hides it, a ref's only when neither the working tree nor a default branch
-    holds it."""
+    removal hides it, and a default branch's unless another default branch holds it; a
+    ref's only when neither the working tree nor a default branch holds it."""
     held_at: dict[str, dict[str, bytes]] = {}
 
     def content_in(commit: str, exp_id: str) -> bytes | None:
@@ -447,7 +447,10 @@ def _removals(
             )
         ]
         kept = LOCAL in holders or any(d in holders for d in defaults)
-        if LOCAL in removers or (removers and not kept):
+        by_default = any(d in removers for d in defaults) and not any(
+            d in holders for d in defaults
+        )
+        if LOCAL in removers or (removers and not kept) or by_default:
             hidden.add(exp_id)
         elif removers:
             noted[exp_id] = sorted(removers)

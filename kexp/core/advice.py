@@ -122,6 +122,14 @@ TAKE_CORRECTION = Advice(
     "to take {ref}'s correction of {files}, run {command} in the checkout and call sync "
     "again (then the remove tool if it is to go: the correction stays in the history)",
 )
+#: Advice on experiments removed here that another clone published to a side branch.
+REMOVE_THERE = Advice(
+    "kexp rm removed them here alone (a sync removes from a side branch only what this "
+    "clone published there); to remove them from {branch} too, run {command}",
+    "the remove tool removed them here alone (sync removes from a side branch only what "
+    "this clone published there); to remove them from {branch} too, run {command} in the "
+    "checkout",
+)
 #: Advice on uncommitted changes a sync's merge would overwrite in the checkout.
 SET_ASIDE = Advice(
     "set your changes aside for kexp sync and bring them back after it ({command})",
@@ -277,6 +285,7 @@ ADVICE = (
     SETTLE_BESIDE,
     KEEP_REMOVAL,
     TAKE_CORRECTION,
+    REMOVE_THERE,
     MERGE_TO_FIX,
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,

@@ -295,8 +295,13 @@ def merge_commits(
         raise GitError(
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
-    sides = None if folder is None else _changes_of_sides(repo, ours, theirs, folder)
+    forked = None if folder is None else _changes_of_sides(repo, ours, theirs, folder)
+    sides = None if forked is None else forked[1:]
     clashes = {} if sides is None else _changed_where_removed(ours, theirs, *sides, id_of)
+    dropped: list[str] = []
+    if forked is not None:
+        dropped, moved_clashes = _removed_where_moved(repo, ours, theirs, *forked, id_of)
+        clashes |= moved_clashes
     if clashes:
         raise SyncConflictError(
             f"conflict: {', '.join(clashes)} removed on one side and changed on the other",
@@ -318,13 +323,13 @@ def merge_commits(
             inside and sides is not None and folder is not None
         ) else None  # fmt: skip
         if tree is not None:
-            return _commit_tree(repo, tree, ours, theirs, message)
+            return _commit_tree(repo, _without(repo, tree, dropped), ours, theirs, message)
         raise SyncConflictError(
             f"conflict: {', '.join(conflicted)} changed both here and on the remote",
             conflicted,
             said,
         )
-    return _commit_tree(repo, lines[0].strip(), ours, theirs, message)
+    return _commit_tree(repo, _without(repo, lines[0].strip(), dropped), ours, theirs, message)
 
 
 def _commit_tree(repo: git.Repo, tree: str, ours: str, theirs: str, message: str) -> str:
@@ -338,13 +343,14 @@ Changes = dict[str, str]
 
 def _changes_of_sides(
     repo: git.Repo, ours: str, theirs: str, folder: str
-) -> tuple[Changes, Changes] | None:
-    """What each side changed under ``folder`` since the two forked (path → git's status
-    letter); None when they share no commit."""
+) -> tuple[str, Changes, Changes] | None:
+    """The commit the two forked from, and what each side changed under ``folder`` since
+    (path → git's status letter); None when they share no commit."""
     bases = merge_bases(repo, ours, theirs)
     if not bases:
         return None
     return (
+        bases[0],
         _changes_since(repo, bases[0], ours, folder),
         _changes_since(repo, bases[0], theirs, folder),
     )
@@ -421,6 +427,53 @@ def _changed_where_removed(
                 f"{kept[:12]}"
             )
     return found
+
+
+def _removed_where_moved(
+    repo: git.Repo, ours: str, theirs: str, base: str, mine: Changes, other: Changes,
+    id_of: Callable[[str], str | None],
+) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """The files one side moved (removed a path of an experiment's id and added another
+    of it: a change of the store's layout) where the other side removed that experiment
+    (a path of its id gone, none added): each moved file as it was is dropped, the
+    removal kept (the move carries no change); one the move also changed is a conflict,
+    with git's words for a removal against a change (git would take the moved file
+    silently, or call it rename/delete). Returns (dropped paths, conflicts)."""
+    dropped: list[str] = []
+    found: dict[str, str] = {}
+    for mover, gone, side, where in ((mine, other, ours, theirs), (other, mine, theirs, ours)):
+        kept = {id_of(p) for p, how in gone.items() if how == "A"}
+        removed = {id_of(p) for p, how in gone.items() if how == "D"} - kept - {None}
+        left = {id_of(p): p for p, how in mover.items() if how == "D" and id_of(p) in removed}
+        moved = sorted(p for p, how in mover.items() if how == "A" and id_of(p) in left)
+        if not moved:
+            continue
+        now = path_blobs(repo, side, moved)
+        was = path_blobs(repo, base, [left[id_of(p)] for p in moved])
+        for path in moved:
+            if now.get(path) == was.get(left[id_of(path)]):
+                dropped.append(path)
+            else:
+                found[path] = (
+                    f"CONFLICT (modify/delete): {path} (moved from {left[id_of(path)]}) "
+                    f"deleted in {where[:12]} and modified in {side[:12]}"
+                )
+    return dropped, found
+
+
+def _without(repo: git.Repo, tree: str, paths: Sequence[str]) -> str:
+    """``tree`` (a tree's hash) without the files at ``paths``."""
+    import os
+    import tempfile
+
+    if not paths:
+        return tree
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        git_command(repo, "read-tree", tree, env=env)
+        git_command(repo, "update-index", "-z", "--force-remove", "--stdin", env=env,
+                    stdin="".join(f"{p}\0" for p in paths))  # fmt: skip
+        return git_command(repo, "write-tree", env=env).stdout.strip()
 
 
 def _changes_since(repo: git.Repo, base: str, tip: str, folder: str) -> dict[str, str]:
@@ -558,6 +611,19 @@ def held_files(repo: git.Repo, paths: Sequence[str], tips: Sequence[str]) -> set
             if there is not None and there[0] == blob
         )  # fmt: skip
     return held
+
+
+def changed_both_ways(repo: git.Repo, seen: str, tip: str, folder: str) -> list[str]:
+    """The working tree's files under ``folder`` that ``tip`` changed since ``seen`` (a
+    commit before it) and the working tree holds otherwise than ``tip`` does: changed
+    here too, or as ``seen`` had them."""
+    spec = f":(top,literal){folder}"
+    changed = git_command(
+        repo, "diff", "--no-renames", "--name-only", "-z", seen, tip, "--", spec
+    ).stdout.split("\0")[:-1]
+    top = toplevel(repo)
+    present = [p for p in changed if (top / p).is_file()]
+    return sorted(set(present) - held_files(repo, present, [tip]))
 
 
 def update_branch(repo: git.Repo, branch: str, new: str, old: str | None) -> bool:

@@ -146,19 +146,63 @@ def note_removal(repo: git.Repo, path: str) -> None:
     from kexp.gitops import git as kgit
 
     with contextlib.suppress(KexpError, OSError):
+        folder = records_folder(repo)
         records = [
             (found, record)
-            for found in sorted(records_folder(repo).iterdir())
+            for found in (sorted(folder.iterdir()) if folder.is_dir() else [])
             if found.is_file()
             and not found.name.startswith(".")  # a record being written
             and path in (record := Record.load(found)).files
-            and path not in record.removed
         ]
-        if not records or path in gitcommits.path_blobs(repo, kgit.head_commit(repo), [path]):
+        if path in gitcommits.path_blobs(repo, kgit.head_commit(repo), [path]):
+            return
+        if not records:  # another clone's, brought in: a sync says it keeps it there
+            _write_paths(removed_here_path(repo), {*removed_here(repo), path})
             return
         for found, record in records:
-            record.removed.add(path)
-            record.write_to(found)
+            if path not in record.removed:
+                record.removed.add(path)
+                record.write_to(found)
+
+
+def removed_here_path(repo: git.Repo) -> Path:
+    """The file of the paths ``kexp rm`` deleted here that neither the checkout's
+    ``HEAD`` nor a record held (another clone's, brought in from a side branch):
+    ``<its git folder>/kexp/removed-here.json``."""
+    return records_folder(repo).parent / "removed-here.json"
+
+
+def removed_here(repo: git.Repo) -> set[str]:
+    """The paths of :func:`removed_here_path` (none when it cannot be read)."""
+    try:
+        data = json.loads(removed_here_path(repo).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return set()
+    return {p for p in data if isinstance(p, str)} if isinstance(data, list) else set()
+
+
+def _write_paths(path: Path, paths: set[str]) -> None:
+    """Write ``paths`` to ``path`` atomically, as a JSON list."""
+    import contextlib
+
+    from kexp.storage import atomic
+
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.replace(path, json.dumps(sorted(paths)) + "\n")
+
+
+def kept_back(repo: git.Repo, tip: str | None, top: Path) -> list[str]:
+    """The files ``kexp rm`` deleted here that another clone published to a side branch
+    (:func:`removed_here`), which its commit ``tip`` holds still and the working tree
+    (``top``) lacks: a sync never removes another clone's file, and says so."""
+    from kexp.gitops import commits as gitcommits
+
+    noted = removed_here(repo)
+    if tip is None or not noted:
+        return []
+    held = gitcommits.path_blobs(repo, tip, sorted(noted))
+    return sorted(p for p in held if not (top / p).exists())
 
 
 @dataclasses.dataclass(frozen=True)

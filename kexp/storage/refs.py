@@ -18,12 +18,14 @@ of the working tree that is ``HEAD``'s is ``HEAD``'s version.
 **A removal.** A place removed an experiment when it lacks it and its commit descends
 from every place holding it at a commit holding that very version (a branch that merged
 it, then removed it; the working tree after ``kexp rm``). The working tree's removal is
-the reader's newest state: the experiment is not read. A ref's removal hides it only
-when neither the working tree nor a remote's default branch (``origin/HEAD``'s target,
-which a clone sets) holds it: a removal waiting on a side branch (a pull request under
-review) does not hide what the reader or the default branch holds. Such an experiment is
-read as the places holding it have it (its newest version), noting the refs that removed
-it (``removed_on``: "removed on origin/kexp/a").
+the reader's newest state: the experiment is not read; so is a remote's default
+branch's (``origin/HEAD``'s target, which a clone sets) unless another default branch
+holds it, the working tree's file from before it said held there (a clone that fetched
+the merged removal, not pulled it). Another ref's removal hides it only when neither
+the working tree nor a default branch holds it: a removal waiting on a side branch (a
+pull request under review) does not hide what the reader or the default branch holds.
+Such an experiment is read as the places holding it have it (its newest version), noting
+the refs that removed it (``removed_on``: "removed on origin/kexp/a").
 
 **Fast, because git is content-addressed.** The working tree is read as every query
 reads it (:mod:`kexp.storage.listing`); each ref's folders are git trees, read once and kept by
@@ -55,7 +57,16 @@ from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
 from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree, removed_phrase
-from kexp.storage.versions import FILE_MODES, GitTrees, Newest, PlaceFolders, Single, Version
+from kexp.storage.versions import (
+    FILE_MODES,
+    Duplicate,
+    GitTrees,
+    Newest,
+    PlaceFolders,
+    Single,
+    Version,
+    one_file_a_place,
+)
 
 if TYPE_CHECKING:
     from kexp.core.problems import Problem
@@ -134,6 +145,8 @@ class RefsSource:
         #: The places that are a remote's default branch: a removal waits on the others.
         self.defaults = _default_places(self.worktree, self.refs)
         self._last: Found | None = None
+        #: The files of duplicate ids the last read left out (path → content key).
+        self._doubled: dict[str, bytes] = {}
 
     @property
     def experiments_dir(self) -> Path:
@@ -177,6 +190,8 @@ class RefsSource:
         # Each folder → its tree at HEAD, then at each ref.
         folders = git.place_folders(git.roots(commits, self.folder))
         single, several = self._versions(local, folders, git)
+        doubled = one_file_a_place(single, several)
+        self._doubled = {path: key for path, key, _, _ in doubled}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
         newest = Newest(self.places, self.folder, git, commits, dates, self.defaults)
         removed, noted = newest.removed(single, several)
@@ -187,8 +202,29 @@ class RefsSource:
         found = self._found(local, single, chosen, noted, newest, cache, settings)
         places = self._places(commits[0], rewrites)
         found = found._replace(places=places, removed=tuple(removed.items()))
+        if doubled:
+            found = found._replace(invalid=self._with_duplicates(found.invalid, doubled))
         self._last = found
         return found
+
+    def _with_duplicates(
+        self, invalid: list[tuple[str, Any]], doubled: list[Duplicate]
+    ) -> list[tuple[str, Any]]:
+        """``invalid`` with the files of duplicate ids left out of the read, each said as
+        ``kexp validate`` says it, at its place."""
+        # lazy: not every command that imports this module needs kexp.storage.listing
+        from kexp.storage.listing import path_order
+
+        base = self.experiments_dir
+        said = [
+            (
+                path,
+                f"{display_path(base / path)} at {self.places[place]}: error[duplicate-id] "
+                f"id {path.rsplit('/', 1)[-1][:16]} is also used by {display_path(base / kept)}",
+            )
+            for path, _, place, kept in doubled
+        ]
+        return sorted([*invalid, *said], key=lambda item: path_order(item[0]))
 
     def _versions(
         self, local: Found, folders: PlaceFolders, git: GitTrees
@@ -324,6 +360,8 @@ class RefsSource:
             str(base / row.path): (row.path, row.key, row.where is None or row.where.ref == LOCAL)
             for row in self._last.rows
         }
+        for path, key in self._doubled.items():  # read by validate, which says so
+            entries.setdefault(str(base / path), (path, key, False))
         for path, error in self._last.invalid:
             entries.setdefault(str(base / path), (path, b"", not isinstance(error, str)))
         return entries

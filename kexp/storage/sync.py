@@ -65,7 +65,13 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.syncclash import code_clash, conflict_said, line_left, merge_by_hand
+from kexp.storage.syncclash import (
+    code_clash,
+    conflict_said,
+    kept_there,
+    line_left,
+    merge_by_hand,
+)
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -279,9 +285,11 @@ def _sync(
             if step.push and tip and known and target == view.default()
             else []
         )
+        aside = kept_there(location, remote, target, None if in_checkout else known or tip)
         return SyncResult(  # a dry run merges, pushes and makes nothing: it would
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
+            kept_back=aside[0], kept_back_advice=aside[1],
             would_merge=step.merge, would_push=step.push and not code,
             commits_to_push=0 if code else step.commits,
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
@@ -359,11 +367,12 @@ def _sync(
             f"kept pushing first): run kexp sync again; the commit {str(local)[:12]} is "
             "kept on the branch"
         )
+    aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
-        carried=carried if pushed else (),
+        carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
     )  # fmt: skip
 
 
@@ -470,12 +479,33 @@ def _landed(
             differing,
         )
     gone = {p for p in changed if p not in set(present)}
+    gone -= _moved_or_removed(location, incoming, sorted(gone - theirs.keys()), present, same)
     mine = {name for name in view.branches() if name != target and Record.exists(repo, name)}
     waiting = view.removed(sorted(gone & theirs.keys()), head, among=mine) if head else set()
     return (
         same | {p for p in gone if p not in theirs},
         view.held(sorted(set(present) - same)) | waiting,
     )
+
+
+def _moved_or_removed(
+    location: StoreLocation, incoming: str, absent: list[str], present: list[str], same: set[str]
+) -> set[str]:
+    """Of ``absent`` (files removed here that the remote's branch, at ``incoming``, lacks
+    too), those committed all the same: moved here (the working tree holds the
+    experiment at a path it commits: ``present`` but not ``same``), or removed here where
+    that branch moved the experiment (holds its id at another path); the merge then keeps
+    the removal against the move (:func:`kexp.gitops.commits.merge_commits`)."""
+    if not absent:
+        return set()
+    here = {id_from_name(p): p in same for p in present}
+    there = {id_from_name(e.path) for e in kgit.list_tree(location.repo, incoming, location.folder)}
+    return {
+        p
+        for p in absent
+        if (found := id_from_name(p)) is not None
+        and (here.get(found) is False or (found in there and found not in here))
+    }
 
 
 def _commit_beside(
@@ -503,8 +533,9 @@ def _commit_beside(
     :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
     dry run: as far as known)."""
     repo = location.repo
-    remote_base = None
+    remote_base = seen = None
     if local is None:
+        seen = gitcommits.ref_commit(repo, f"refs/remotes/{view.remote}/{target}")
         remote_base = (
             view.known_tip(target)
             if dry_run
@@ -512,7 +543,8 @@ def _commit_beside(
         )
     checkout = _checkout_commit(repo, checked_out)
     base = local or remote_base or checkout
-    if _starts_again(location, view, target, local, remote_base, checkout, dry_run):
+    starts_again = _starts_again(location, view, target, local, remote_base, checkout, dry_run)
+    if starts_again:
         base = checkout  # its code line left, its pull request landed, the branch deleted
     elif (
         local is not None
@@ -535,6 +567,13 @@ def _commit_beside(
             # from the checkout's branch as the remote has it, which holds the squash,
             # so that the next pull request does not add what landed a second time.
             base = _landed_base(repo, view, checkout)
+    parent = base
+    if (
+        local is None
+        and not starts_again
+        and _changed_since_seen(repo, seen, remote_base, location.folder)
+    ):
+        parent = seen  # made there, then merged: a file changed on both sides stops it
     kept: list[str] = []
 
     def remove(gone: list[str]) -> list[str]:
@@ -554,7 +593,7 @@ def _commit_beside(
 
     made, paths, removed = gitcommits.commit_files_onto(
         repo,
-        base,
+        parent,
         location.folder,
         (lambda _: message) if message else _message,
         keep=lambda path: _publishable(path, location),
@@ -595,6 +634,16 @@ def _starts_again(
         if clash:
             raise line_left(location, view, target, where, tip, clash)
     return False
+
+
+def _changed_since_seen(repo: Any, seen: str | None, tip: str | None, folder: str) -> bool:
+    """Whether the remote's side branch, at ``tip``, changed since this clone last
+    fetched it (``seen``) an experiment file the working tree holds otherwise (brought in
+    from ``seen`` and corrected here, or as ``seen`` had it): the commit is then made on
+    ``seen`` and merged, never over the other clone's version."""
+    if seen is None or tip is None or seen == tip or not kgit.is_ancestor(repo, seen, tip):
+        return False
+    return bool(gitcommits.changed_both_ways(repo, seen, tip, folder))
 
 
 #: Why a sync of the default branch refuses a step whose lineage waits in a pull request.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from kexp.core.advice import (
     KEEP_REMOVAL,
     MERGE_BY_HAND,
+    REMOVE_THERE,
     SETTLE_BESIDE,
     SYNC_NEW_BRANCH,
     TAKE_CORRECTION,
@@ -26,6 +27,7 @@ from kexp.core.advice import (
 )
 from kexp.core.errors import SyncConflictError
 from kexp.gitops import commits as gitcommits
+from kexp.storage.published import kept_back
 from kexp.storage.syncresult import listing
 
 if TYPE_CHECKING:
@@ -110,7 +112,7 @@ def _settle_beside(
         take.append(shlex.join(["rm", "-f", "--", *(shown(p) for p in gone)]))
     return SyncConflictError(
         f"kexp sync stopped: {listing(exc.paths)} changed both here and on "
-        f"{remote}/{target} since this clone published it there; nothing was changed (the "
+        f"{remote}/{target} since this clone published or fetched it; nothing was changed (the "
         f"local branch {target} keeps its commit {local[:12]}, the remote is untouched): "
         + SETTLE_BESIDE.say(
             ref=f"{remote}/{target}", keep=reset, take=" && ".join(take), branch=target
@@ -163,6 +165,35 @@ def _removed_and_corrected(
         exc.paths,
         exc.conflicts,
     )
+
+
+def kept_there(
+    location: StoreLocation, remote: str, branch: str, commit: str | None
+) -> tuple[tuple[str, ...], str]:
+    """The files ``kexp rm`` removed here that another clone published to the side
+    branch ``branch``, which its commit ``commit`` (None: none, or not a side branch)
+    keeps (:func:`kexp.storage.published.kept_back`), and what removes them there too
+    (:func:`remove_there`; "" when there are none)."""
+    found = kept_back(location.repo, commit, location.toplevel)
+    return tuple(found), remove_there(location, remote, branch, found) if found else ""
+
+
+def remove_there(location: StoreLocation, remote: str, branch: str, paths: list[str]) -> str:
+    """:data:`~kexp.core.advice.REMOVE_THERE` with the commands, as written from the
+    current folder, that remove ``paths`` (repository paths) from ``remote``'s side
+    branch ``branch`` in a worktree made for it in the git folder, and push."""
+    git, _ = in_checkout(location)
+    scratch = str(gitcommits.worktree_git_dir(location.repo) / "kexp" / "remove-there")
+    there = ["git", "-C", scratch]
+    steps = [
+        [*git, "fetch", "-q", remote, branch],
+        [*git, "worktree", "add", "-q", "--detach", scratch, f"{remote}/{branch}"],
+        [*there, "rm", "-q", "--", *paths],
+        [*there, "commit", "-q", "-m", f"Remove {len(paths)} experiment file(s)"],
+        [*there, "push", "-q", remote, f"HEAD:refs/heads/{branch}"],
+        [*git, "worktree", "remove", scratch],
+    ]
+    return REMOVE_THERE.say(branch=branch, command=" && ".join(shlex.join(s) for s in steps))
 
 
 def in_checkout(location: StoreLocation) -> tuple[list[str], Callable[[str], str]]:

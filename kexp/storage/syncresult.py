@@ -48,6 +48,11 @@ class SyncResult:
     #: Files removed here that a side branch keeps: this clone published them there,
     #: and another clone corrected them there since (:mod:`kexp.storage.published`).
     not_removed: tuple[str, ...] = ()
+    #: Files ``kexp rm`` removed here that another clone published to the side branch,
+    #: which keeps them (a sync removes only what this clone published there), and what
+    #: removes them there too (:func:`kexp.storage.syncclash.remove_there`).
+    kept_back: tuple[str, ...] = ()
+    kept_back_advice: str = ""
     #: The checkout's commits (``hash subject``) that change files outside
     #: ``experiments/``, for which the push to the remote's default branch was held
     #: back (kexp sync publishes experiments, not code).
@@ -86,7 +91,8 @@ class SyncResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (``kexp sync --json``)."""
         data = dataclasses.asdict(self)
-        for key in ("committed", "removed", "not_removed", "left", "held_back", "carried"):
+        for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
+                    "carried"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["up_to_date"] = self.up_to_date
         return data
@@ -112,6 +118,12 @@ class SyncResult:
             if self.not_removed
             else []
         )
+        if self.kept_back:
+            kept.append(
+                f"kept {len(self.kept_back)} experiment file(s) removed here on "
+                f"{self.branch}, which another clone published: "
+                f"{listing(list(self.kept_back))}; {self.kept_back_advice}"
+            )
         if self.dry_run:
             return self._planned_lines() + left + kept
         made = [f"made the branch {self.branch} here"] if self.created_branch else []

@@ -26,6 +26,11 @@ PlaceFolders = dict[str, tuple[str | None, ...]]
 #: One file of an experiment: (path relative to ``experiments/``, content key, the
 #: places holding it: 0 the working tree, n the n-th ref).
 Version = tuple[str, bytes, tuple[int, ...]]
+#: How a removal on the default branch says the working tree holds the experiment still.
+HELD = "the working tree holds it from before that removal"
+#: A file of a duplicate id left out of a read: (its path, content key, the place, the
+#: path kept there).
+Duplicate = tuple[str, bytes, int, str]
 #: The experiments of one file (the same in every place holding it): id → it.
 Single = dict[str, Version]
 
@@ -242,11 +247,14 @@ class Newest:
         merged one, then removed it; the working tree (at ``HEAD``'s commit) after
         ``kexp rm``, unless another place corrected it since. An uncommitted file of
         the working tree is newest: never removed. The working tree's removal hides the
-        experiment; a ref's hides it only when neither the working tree nor a remote's
-        default branch holds it: a removal waiting on a side branch (a pull request under
-        review) does not hide what the reader or the default branch holds, which is read
-        as the places holding it have it, noting the refs that removed it. Each hidden
-        one's id → the first place found removing it; each noted one's id → the refs."""
+        experiment, and so does a remote's default branch's unless another default
+        branch holds it (the working tree's file, as ``HEAD`` has it, is said held from
+        before that removal); another ref's hides it only when neither the working tree
+        nor a remote's default branch holds it: a removal waiting on a side branch (a
+        pull request under review) does not hide what the reader or the default branch
+        holds, which is read as the places holding it have it, noting the refs that
+        removed it. Each hidden one's id → the first place found removing it; each noted
+        one's id → the refs."""
         commits, places = self._commits, len(self._commits)
         at_commit: dict[str | None, int] = {}  # a commit → a ref at it (holding its files)
         for place in range(places - 1, 0, -1):
@@ -280,6 +288,11 @@ class Newest:
                 ):
                     if place == 0 or not kept:
                         found[exp_id] = self._places[place]
+                        break
+                    if place in self._defaults and self._defaults.isdisjoint(keys):
+                        # The default branch removed what the working tree holds as
+                        # HEAD has it: a clone that fetched the removal, not pulled it.
+                        found[exp_id] = f"{self._places[place]}, the default branch ({HELD})"
                         break
                     removers.append(self._places[place])
             else:
@@ -388,3 +401,43 @@ class Newest:
 def _contents(state: tuple[tuple[str, bytes], ...]) -> tuple[bytes, ...]:
     """What a state holds, whatever its paths: its files' content keys, sorted."""
     return tuple(sorted(key for _, key in state))
+
+
+def one_file_a_place(single: Single, several: dict[str, list[Version]]) -> list[Duplicate]:
+    """Each place holding an experiment at several paths (a duplicate id: two branches
+    created the same id) keeps one of them, so that the experiment is one entry: the
+    file another place holds alike, else one at a path another place holds, else the
+    first in path order. The others are taken out of the read (``several`` changed in
+    place; an id left with one version moves to ``single``) and returned, each as (its
+    path, content key, the place, the path kept there)."""
+    dropped: list[Duplicate] = []
+    for exp_id in list(several):
+        versions = several[exp_id]
+        by_place: dict[int, list[tuple[str, bytes]]] = {}
+        for path, key, places in versions:
+            for place in places:
+                by_place.setdefault(place, []).append((path, key))
+        lost: set[tuple[str, bytes, int]] = set()
+        for place, files in by_place.items():
+            if len(files) < 2:
+                continue
+            elsewhere = {f for other, held in by_place.items() if other != place for f in held}
+            paths = {path for path, _ in elsewhere}
+            kept = min(files, key=lambda f: (f not in elsewhere, f[0] not in paths, f[0]))
+            for path, key in sorted(files):
+                if (path, key) != kept:
+                    lost.add((path, key, place))
+                    dropped.append((path, key, place, kept[0]))
+        if not lost:
+            continue
+        left = [
+            (path, key, kept_in)
+            for path, key, places in versions
+            if (kept_in := tuple(p for p in places if (path, key, p) not in lost))
+        ]
+        if len(left) == 1:
+            single[exp_id] = left[0]
+            del several[exp_id]
+        else:
+            several[exp_id] = left
+    return dropped

@@ -1,0 +1,115 @@
+"""``kexp sync --branch`` on a side branch shared by two clones, where Bob brought in the
+file Alice published there as kexp advises (``git restore --source origin/kexp/shared``)
+and has no branch of his own yet: what Alice changed there since is never overwritten.
+Real git: a bare repository on disk as the remote, two clones."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git, run_kexp
+from test_sync import clone, make_remote, record
+
+SHARED = "kexp/shared"
+
+
+def _shared(tmp_path: Path) -> tuple[Path, Path, Path, str, str]:
+    """Alice publishes X to the side branch; Bob fetches and brings X's file in as the
+    refused ``kexp update`` says (run as printed); Alice then corrects X to 1.04 and
+    publishes it. (remote, alice, bob, X's id, X's path)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    made = record(alice, base, "Unroll by 4 - +2%", score=1.02)
+    assert run_kexp("sync", "--branch", SHARED, cwd=alice).returncode == 0
+    assert made.path is not None
+    path = made.path.relative_to(alice).as_posix()
+    git(bob, "fetch", "-q")
+    refused = run_kexp("update", made.id, "--set", "score=1.06", "--reason", "b", cwd=bob)
+    said = re.search(r"\((git restore [^)]*)\)", refused.stderr)
+    assert refused.returncode != 0 and said is not None, refused.stderr
+    subprocess.run(["bash", "-c", said.group(1)], cwd=bob, check=True)
+    fixed = run_kexp("update", made.id, "--set", "score=1.04", "--reason",
+                     "a: fixed the timer", cwd=alice)  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert run_kexp("sync", "--branch", SHARED, cwd=alice).returncode == 0
+    return remote, alice, bob, made.id, path
+
+
+def _on_branch(remote: Path, path: str) -> str:
+    return git(remote, "show", f"{SHARED}:{path}")
+
+
+@pytest.mark.parametrize("way", ["publish your version", "take theirs"])
+def test_a_correction_over_one_made_since_this_clone_fetched_stops_and_settles_as_said(
+    tmp_path: Path, way: str
+) -> None:
+    """Bob corrects X to 1.06 on the version he brought in, and syncs: it stops naming
+    X (Alice's 1.04 and her note were overwritten, silently), the branch untouched; each
+    way the line gives, run as printed, settles it."""
+    remote, _, bob, exp_id, path = _shared(tmp_path)
+    assert run_kexp("update", exp_id, "--set", "score=1.06", "--reason", "b: remeasured",
+                    cwd=bob).returncode == 0  # fmt: skip
+
+    refused = run_kexp("sync", "--branch", SHARED, cwd=bob)
+    assert refused.returncode != 0
+    assert path in refused.stderr and "changed both here and on" in refused.stderr
+    assert "score: 1.04" in _on_branch(remote, path)
+    command = re.search(rf"to {way}.*?, run (.*?) and (kexp|the same) sync", refused.stderr)
+    assert command is not None, refused.stderr
+    subprocess.run(["bash", "-c", command.group(1)], cwd=bob, check=True)
+    done = run_kexp("sync", "--branch", SHARED, cwd=bob)
+    assert done.returncode == 0, done.stderr
+    kept = "1.06" if way == "publish your version" else "1.04"
+    assert f"score: {kept}" in _on_branch(remote, path)
+    assert f"score: {kept}" in (bob / path).read_text()
+
+
+def test_a_file_brought_in_and_left_as_it_was_never_undoes_a_correction(tmp_path: Path) -> None:
+    """Bob leaves X as he brought it in (1.02) and records an experiment of his own:
+    his sync publishes his, and X stays as Alice corrected it (it went back to 1.02)."""
+    remote, _, bob, exp_id, path = _shared(tmp_path)
+    base = git(bob, "rev-parse", "HEAD")
+    mine = record(bob, base, "Vectorize loads - +5%", score=1.05)
+
+    done = run_kexp("sync", "--branch", SHARED, cwd=bob)
+    assert done.returncode == 0, done.stderr
+    on_branch = _on_branch(remote, path)
+    assert "score: 1.04" in on_branch and "a: fixed the timer" in on_branch
+    listed = git(remote, "ls-tree", "-r", "--name-only", SHARED, "--", "experiments")
+    assert f"/{mine.id}-" in listed and f"/{exp_id}-" in listed
+
+
+def test_a_removal_of_another_clones_file_is_said_kept_and_removed_as_said(
+    tmp_path: Path,
+) -> None:
+    """Bob brings X in as advised and ``kexp rm``s it: his ``kexp sync --branch`` keeps
+    X on the branch (another clone published it), says so (it said "up to date ...:
+    nothing to commit or push", nothing more) with the command that removes it there,
+    which, run as printed, does; his next sync is quiet and keeps nothing back."""
+    remote, _, bob, exp_id, path = _shared(tmp_path)
+    assert run_kexp("rm", exp_id, "--yes", cwd=bob).returncode == 0
+
+    done = run_kexp("sync", "--branch", SHARED, "--json", cwd=bob)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kept_back"] == [path]
+    said = run_kexp("sync", "--branch", SHARED, cwd=bob).stdout
+    assert f"kept 1 experiment file(s) removed here on {SHARED}" in said, said
+    assert path in _listed(remote)
+    command = re.search(rf"to remove them from {SHARED} too, run (.*)$", said.strip())
+    assert command is not None, said
+    subprocess.run(["bash", "-c", command.group(1)], cwd=bob, check=True)
+    assert path not in _listed(remote)
+
+    again = run_kexp("sync", "--branch", SHARED, "--json", cwd=bob)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["kept_back"] == []
+    assert path not in _listed(remote)
+
+
+def _listed(remote: Path) -> str:
+    return git(remote, "ls-tree", "-r", "--name-only", SHARED, "--", "experiments")
