@@ -173,16 +173,11 @@ def repeats_in(
     return identical_first + [r for r in repeats if not r.identical]
 
 
-#: How many samples each side of each configuration needs for two rounds alike in order
-#: to be one record made twice, not two coarse measurements that came out alike.
-COPY_SAMPLES = 5
-
-
 def _copied(earlier: str, new: str) -> bool:
     """Whether the one round of ``new`` (a ``## Samples`` section) is a round of
     ``earlier``, sample for sample and in the same order (the same files given again),
     each side holding at least :data:`COPY_SAMPLES` samples."""
-    from kexp.format.samples import parse_samples
+    from kexp.format.samples import COPY_SAMPLES, parse_samples
 
     if not earlier:
         return False
