@@ -239,3 +239,109 @@ def test_a_timed_out_runs_measurement_is_recorded_as_the_remeasure_tool_advises(
     assert f'the update tool with exp_id: "{timed_out}"' in said[0], said[0]
     exp = json.loads(run_kexp("show", timed_out[:10], "--json", cwd=repo).stdout)
     assert (exp["score"], exp["outcome"]) == (1.08, "improvement")
+
+
+def test_a_coarse_timers_second_round_alike_in_another_order_is_pooled(repo: Path) -> None:
+    """A whole-microsecond timer: round 2 reads the values of round 1 in another order
+    (3 samples a side). It is a new measurement, as the record path judges one (a copy
+    is the same samples in the same order, 5 a side): ``kexp remeasure`` pools it."""
+    first, _ = add(repo, "--summary", "Unroll 4 - +5%", "--dtype", "bf16",
+                   "--baseline", write(repo, "b.json", {"s": [40, 41, 40]}),
+                   "--candidate", write(repo, "c.json", {"s": [38, 38, 39]}))  # fmt: skip
+    done = run_kexp("remeasure", first[:10],
+                    "--baseline", write(repo, "b2.json", {"s": [41, 40, 40]}),
+                    "--candidate", write(repo, "c2.json", {"s": [39, 38, 38]}),
+                    cwd=repo)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (only,) = listed(repo).values()
+    assert [e["baseline_n"] for e in only["results"]] == [6]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("said_by", ["validate", "rm", "update"])
+def test_two_files_with_one_id_are_told_apart_by_the_steps_printed(
+    repo: Path, said_by: str
+) -> None:
+    """Two clones recorded the same id; merged, both files are in the store. The steps
+    ``kexp validate``'s hint (or the refusal of ``kexp rm``/``kexp update`` of the id)
+    prints, run as printed, give one file a new id and its name: the store validates,
+    both experiments are listed, and the id names one again."""
+    import subprocess
+
+    doc = (
+        "id: 1234567890abcdef\nchange_summary: {}\nscore: {}\n"
+        'operator_sig: "csrc/k.cu: k"\ndtype_sig: bf16\nenv: H100\n'
+        'created_at: "2026-12-06T10:00:00Z"\n'
+    )
+    add_doc = run_kexp("add", input=doc.format("Unroll by 4 - +2%", 1.02), cwd=repo)
+    assert add_doc.returncode == 0, add_doc.stderr
+    (first,) = (repo / "experiments").rglob("1234567890abcdef-*.md")
+    text = first.read_text().replace("Unroll by 4 - +2%", "Vectorize loads - -3%")
+    (first.parent / "1234567890abcdef-vectorize-loads-3.md").write_text(text)
+    if said_by == "validate":
+        told = run_kexp("validate", cwd=repo)
+        said = re.search(r"for this one: (sed .*)\)$", told.stdout, re.MULTILINE)
+    else:
+        args = ["rm", "1234567890", "--yes"] if said_by == "rm" else ["update", "1234567890",
+                "--set", "score=1.03"]  # fmt: skip
+        told = run_kexp(*args, cwd=repo)
+        said = re.search(r"with it \((sed .*)\)$", told.stderr, re.MULTILINE)
+    assert told.returncode != 0 and said, told.stdout + told.stderr
+    done = subprocess.run(["sh", "-c", said.group(1)], cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    checked = run_kexp("validate", cwd=repo)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    summaries = {e["change_summary"]: e["id"] for e in listed(repo).values()}
+    assert set(summaries) == {"Unroll by 4 - +2%", "Vectorize loads - -3%"}
+    assert "1234567890abcdef" in summaries.values()
+    assert run_kexp("update", "1234567890", "--set", "score=1.03", cwd=repo).returncode == 0
+
+
+def test_a_sync_of_two_files_with_one_id_says_one_problem(tmp_path: Path) -> None:
+    """Two clones recorded the same id and one merged the other's by hand: its sync
+    refuses naming the shared id once, not "(and 1 more)" for the second file of it."""
+    from test_sync import clone, make_remote
+
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    doc = (
+        "id: 1234567890abcdef\nchange_summary: {}\nscore: {}\n"
+        'operator_sig: "csrc/k.cu: k"\ndtype_sig: bf16\nenv: H100\n'
+        'created_at: "2026-12-06T10:00:00Z"\n'
+    )
+    assert run_kexp("add", input=doc.format("Unroll by 4 - +2%", 1.02), cwd=alice).returncode == 0
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    assert run_kexp("add", input=doc.format("Vectorize - -3%", 0.97), cwd=bob).returncode == 0
+    git(bob, "add", "-A")
+    git(bob, "commit", "-qm", "vectorize")
+    git(bob, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+    refused = run_kexp("sync", cwd=bob)
+    assert refused.returncode != 0 and "error[duplicate-id]" in refused.stderr, refused.stderr
+    assert "more)" not in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize("bound", ["nan", "NaN", "inf", "-inf"])
+def test_a_score_bound_that_is_no_number_is_refused(repo: Path, bound: str) -> None:
+    """``--min-score nan`` (``top --max-score``, the list and top tools' ``min_score``)
+    bounds nothing: refused in one line, as ``abc`` is, not "(no experiments match)"."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from kexp.cli.mcp import build_server
+
+    add(repo, "--summary", "Unroll by 4 - +2%", "--score", "1.02", "--dtype", "bf16")
+    for command, flag in (("list", "--min-score"), ("top", "--max-score")):
+        refused = run_kexp(command, flag, bound, cwd=repo)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "no score bound" in refused.stderr, refused.stderr
+    said: list[str] = []
+
+    async def work() -> None:
+        async with Client(build_server(repo)) as client:
+            for tool in ("list", "top"):
+                answer = await client.call_tool(tool, {"min_score": bound})
+                assert answer.is_error, answer.content
+                said.append(answer.content[0].text)  # type: ignore[union-attr]
+
+    anyio.run(work)
+    assert all("min_score" in text and "no score bound" in text for text in said), said
