@@ -40,7 +40,7 @@ DIFF = """\
 BASELINE = {"r64": [10.0, 10.1, 9.9, 10.05], "r128": [20.0, 20.2, 19.9, 20.1]}
 CANDIDATE = {"r64": [9.1, 9.0, 9.2, 9.05], "r128": [18.2, 18.1, 18.3, 18.0]}
 #: What a message advises to run first: the restore of a file, a merge, the sync.
-ADVISED = re.compile(r"\((git (?:-C \S+ )?(?:restore|merge) [^;,)]+|kexp sync)[;,)]")
+ADVISED = re.compile(r"(?:\(|, then )(git (?:-C \S+ )?(?:restore|merge) [^;,)]+|kexp sync)[;,)]")
 
 
 def softmax(root: Path, base: str, summary: str, **fields: Any) -> str:
@@ -198,7 +198,10 @@ def test_the_advice_to_remeasure_an_experiment_found_elsewhere_works_as_written(
     assert warned.returncode == 0, warned.stderr
     (line,) = [line for line in warned.stderr.splitlines() if f"kexp remeasure {his}" in line]
     assert where in line and "git merge" not in line, line
-    run_kexp("rm", json.loads(warned.stdout)["id"], "--yes", cwd=alice)  # "instead"
+    # "instead": the new record removed first, as printed
+    removal = re.search(r"\((kexp rm \S+ --yes), then ", line)
+    assert removal and removal.group(1) == f"kexp rm {json.loads(warned.stdout)['id']} --yes"
+    assert run_kexp(*shlex.split(removal.group(1))[1:], cwd=alice).returncode == 0
     command = follow(line, alice)
     assert command == ("kexp sync" if where == "origin/main" else command)
     advised = re.search(rf"(kexp remeasure {his}) --baseline \.\.\. --candidate \.\.\.", line)

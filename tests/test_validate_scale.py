@@ -25,6 +25,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from kexp import Store
+from kexp.core.ids import given_anew
 from kexp.core.problems import Problem, Severity, sort_problems
 from kexp.core.progress import reporting
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -78,7 +79,11 @@ def _error(path: Path, at: tuple[int, int], code: str, field: str, message: str)
         "dangling-combines": "list only ids of recorded experiments",
         "lineage-cycle": "a parent must be an earlier experiment: fix one pid in the loop",
     }
-    return Problem(str(path), *at, "error", code, field, message, hints[code])
+    hint = hints[code]
+    if code == "duplicate-id":  # the steps that give this file a new id
+        steps = given_anew(str(path), message.split()[1])
+        hint = f"{hint.split(' (and')[0]} and the name that goes with it (for this one: {steps})"
+    return Problem(str(path), *at, "error", code, field, message, hint)
 
 
 def reference_check_store(

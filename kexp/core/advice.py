@@ -187,6 +187,25 @@ REPLACE_ROUND = Advice(
     "kexp remeasure {id} --replace-round {n} --baseline ... --candidate ... --reason ...",
     'the remeasure tool with exp_id: "{id}", replace_round: {n}, baseline, candidate and reason',
 )
+#: Advice on a measurement repeated as a new experiment, written all the same: the new
+#: record removed first (no MCP tool removes one: ``kexp rm`` in the checkout).
+REMOVE_NEW = Advice(
+    "kexp rm {id} --yes",
+    "remove the record just made, {id} (kexp rm in the checkout: no tool removes one)",
+)
+#: Advice on a run's verdict recorded as a new experiment with the timings of the
+#: pending run that holds them: recorded on that run (buggy: its error message in FILE).
+SET_BUGGY = Advice(
+    "kexp update {id} --set status={status} --set is_buggy=true --set-file error_message=FILE",
+    'the update tool with exp_id: "{id}" and changes: {{"status": "{status}", "is_buggy": '
+    'true, "error_message": "TEXT"}}',
+)
+#: The same, for a verdict that is not buggy (a status: done, failed).
+SET_STATUS = Advice(
+    "kexp update {id} --set status={status} --set is_buggy={buggy}",
+    'the update tool with exp_id: "{id}" and changes: {{"status": "{status}", "is_buggy": '
+    "{buggy}}}",
+)
 #: Advice on a step recorded on a parent without ``measured_against``.
 MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
@@ -295,6 +314,9 @@ ADVICE = (
     RECORD_FAILURE,
     REMEASURE,
     REPLACE_ROUND,
+    REMOVE_NEW,
+    SET_BUGGY,
+    SET_STATUS,
     MEASURED_AGAINST,
     CORRECT_FIELD,
     SET_RAW_RESULT,

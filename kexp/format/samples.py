@@ -187,24 +187,30 @@ def pooled(rounds: Sequence[Round]) -> dict[str, tuple[list[float], list[float]]
     return together
 
 
+#: How many samples each side of each configuration needs for two rounds alike, in the
+#: same order, to be one measurement given twice, not two coarse measurements (a
+#: whole-microsecond timer) that came out alike.
+COPY_SAMPLES = 5
+
+
 def copied_round(rounds: Sequence[Round], new: Round) -> str | None:
     """Why ``new`` cannot be pooled with ``rounds`` (the earlier rounds) when it repeats
-    one of them sample for sample (pooling a copy narrows the interval without measuring
-    anything), or None. (A round in another unit: :func:`kexp.measure.checks.check_round_scale`.)"""
-    several = any(len(side) > 1 for sides in new.timings.values() for side in sides)
+    one of them sample for sample, in the same order, each side holding at least
+    :data:`COPY_SAMPLES` samples (pooling a copy narrows the interval without measuring
+    anything), or None: the rule a record made again is refused by
+    (:func:`kexp.storage.repeats.refuse_copy`). (A round in another unit:
+    :func:`kexp.measure.checks.check_round_scale`.)"""
+    sides = [side for pair in new.timings.values() for side in pair]
+    if any(len(side) < COPY_SAMPLES for side in sides):
+        return None
     for number, earlier in enumerate(rounds, 1):
-        if several and _sorted_sides(earlier) == _sorted_sides(new):
+        if earlier.timings == new.timings:
             return (
                 f"the new round's timings are round {number}'s, sample for sample: pooling "
                 "a copy narrows the interval without measuring anything; measure again "
                 "and give the new timings"
             )
     return None
-
-
-def _sorted_sides(measured: Round) -> dict[str, tuple[list[float], ...]]:
-    """A round's samples, each side sorted (a copy in another order is the same round)."""
-    return {config: tuple(map(sorted, sides)) for config, sides in measured.timings.items()}
 
 
 @dataclasses.dataclass(frozen=True)

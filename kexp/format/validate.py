@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from kexp.core.advice import ERROR_MESSAGE, LIST_SHOWS
 from kexp.core.collector import collector_paused
+from kexp.core.ids import given_anew
 from kexp.core.model import KernelExperiment
 from kexp.core.problems import Problem, display_path, has_errors
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -671,8 +672,8 @@ def store_findings(
                         "duplicate-id",
                         "id",
                         f"id {exp_id} is also used by {others}",
-                        "two branches created the same id: give one file a "
-                        "new id (and rename it) with kexp",
+                        "two branches created the same id: give one file a new id "
+                        f"and the name that goes with it (for this one: {given_anew(own, exp_id)})",
                     )
                 )
     for number, item in enumerate(items):

@@ -47,9 +47,11 @@ from typing import TYPE_CHECKING, Any
 from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT, SET_MEASURED
 from kexp.core.campaign import (
     SCORED_OUTCOMES,
+    TIMED_OUT,
     is_control,
     judged_over_parent,
     measured_nothing,
+    no_measurement,
 )
 from kexp.core.errors import (
     CodeRepoWarning,
@@ -711,9 +713,10 @@ def _refuse_unmeasured(exp: KernelExperiment) -> None:
             f"happened; time the fixed code as a new experiment {record} (its operator, "
             "dtype and env; its description says what was fixed)"
         )
-    if measured_nothing(exp.score):
+    if no_measurement(exp.status, exp.score):  # a timed-out run's score is not read
+        score = "its score not a measurement" if exp.status == TIMED_OUT else "score 0"
         raise MeasurementError(
-            f"experiment {exp.id} measured nothing (status {exp.status}, score 0): there "
+            f"experiment {exp.id} measured nothing (status {exp.status}, {score}): there "
             "is no measurement to pool a new round with; when the same code has now run "
             f"to the end, record what it measured with {SET_MEASURED.say(id=exp.id)}"
         )

@@ -50,7 +50,7 @@ from pathlib import Path
 
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
-from kexp.core.advice import REMEASURE
+from kexp.core.advice import REMEASURE, REMOVE_NEW
 from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES, unmeasured
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
@@ -91,6 +91,11 @@ class Repeat:
     lines_alike: bool = False
     #: Its ``## Samples`` section (its rounds' timings; "" without).
     samples: str = dataclasses.field(default="", repr=False)
+    #: What else says which measurement it is (:func:`measures_alike`): its kernel,
+    #: dtype and parent.
+    operator_sig: str = ""
+    dtype_sig: str = ""
+    pid: str = ""
 
     @property
     def measured(self) -> bool:
@@ -240,8 +245,9 @@ def lines_key(code_change: str, normalized: str) -> str | None:
     ``code_change`` normalised. The same lines added (and removed) in the same files in
     other surroundings share it: another agent's kernel, with its own earlier steps
     around the line, whose context lines keep the two apart as near-duplicates though
-    the line is the one tried; the same line in another file (``#pragma unroll 4`` in
-    another kernel) does not."""
+    the line is the one tried, or none (``git diff -U0``); the same line in another file
+    (``#pragma unroll 4`` in another kernel) does not, nor other variables set alike
+    (the lines as written: ``int tile = 64`` is not ``int vec = 64``)."""
     return _lines_key_of(code_change, _shingled(normalized)[1])
 
 
@@ -253,19 +259,19 @@ def shingles_and_lines_key(code_change: str, normalized: str) -> tuple[frozenset
 
 
 def _shingled(normalized: str) -> tuple[frozenset[int], set[int] | None]:
-    """A normalised change's shingles, and a small change's changed-line shingles when
-    its context lines add others (None otherwise)."""
+    """A normalised change's shingles, and a small change's changed lines as written
+    (:func:`_literal`), the key of :func:`lines_key` (None for another change)."""
     if not is_matchable(normalized):
         return frozenset(), None
     if not (normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized):
         lines = normalized.split("\n")
         held = [s for line in lines if line != "@@" and (s := line_shingle(" " + line)) is not None]
         return frozenset([*held, *_pairs(held)]), None
-    found, context = _changed_and_context(normalized)
+    found, context, written = _changed_and_context(normalized)
     if len(found) >= SMALL_CHANGE_SHINGLES:
         return frozenset(found), None
-    small = found if found and not context <= found else None
-    return frozenset(found | context), small
+    # With context lines or without (git diff -U0): the same lines have the same key.
+    return frozenset(found | context), written or None
 
 
 def _lines_key_of(code_change: str, small: set[int] | None) -> str | None:
@@ -276,12 +282,22 @@ def _lines_key_of(code_change: str, small: set[int] | None) -> str | None:
     return hashlib.sha1(said.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _changed_and_context(normalized: str) -> tuple[set[int], set[int]]:
+def _literal(line: str) -> int | None:
+    """A changed line as written (its sign and tokens, no variable renamed: ``int tile =
+    64`` and ``int vec = 64`` are two changes), None for a line too short."""
+    tokens = _CODE_TOKEN.findall(line, 1)
+    if len(tokens) < MIN_LINE_TOKENS:
+        return None
+    return zlib.crc32((line[0] + " ".join(tokens)).encode("utf-8", "surrogatepass"))
+
+
+def _changed_and_context(normalized: str) -> tuple[set[int], set[int], set[int]]:
     """The shingles of a change's changed lines (and of pairs of them within a hunk),
-    and those of its context lines."""
+    those of its context lines, and its changed lines as written (:func:`_literal`)."""
     lines = normalized.split("\n")
     found: set[int] = set()
     context: set[int] = set()
+    written: set[int] = set()
     hunk: list[int] = []  # the changed lines' shingles of the hunk so far
     for line in lines:
         if line == "@@":
@@ -292,12 +308,13 @@ def _changed_and_context(normalized: str) -> tuple[set[int], set[int]]:
             if shingle is not None:
                 hunk.append(shingle)
                 found.add(shingle)
+                written.add(_literal(line) or 0)
         else:
             shingle = line_shingle(line if line[:1] == " " else " " + line)
             if shingle is not None:
                 context.add(shingle)
     found.update(_pairs(hunk))
-    return found, context
+    return found, context, written
 
 
 def adds_alike(first: str, second: str) -> bool:
@@ -377,16 +394,26 @@ def _named(repeats: list[Repeat], limit: int) -> str:
     return named + more
 
 
-def remeasure_message(repeat: Repeat, bring_in: str = "") -> str:
-    """The warning text for a new experiment that measures ``repeat`` again; when it was
-    found on another ref, ``bring_in`` is the command that brings it into the working
-    tree first, as a write needs it there (:func:`kexp.storage.whereabouts.bring_in`:
-    ``kexp sync, which merges origin/main``, or the ``git restore`` of its file)."""
+def signature(value: object) -> str:
+    """A kernel, dtype or parent as two records are compared by it (as the index keeps
+    it: :func:`unchanged_key`)."""
+    return str(value or "").strip()
+
+
+def remeasure_message(repeat: Repeat, bring_in: str = "", recorded: str = "") -> str:
+    """The warning text for a new experiment (``recorded``, its id, written all the
+    same) that measures ``repeat`` again: remove it, then add its timings as a round of
+    ``repeat``; when ``repeat`` was found on another ref, ``bring_in`` is the command that
+    brings it into the working tree first, as a write needs it there
+    (:func:`kexp.storage.whereabouts.bring_in`: ``kexp sync, which merges origin/main``,
+    or the ``git restore`` of its file)."""
+    remove = f"{REMOVE_NEW.say(id=recorded)}, then " if recorded else ""
     first = f"{bring_in}, then " if repeat.ref and bring_in else ""
+    kept = f", recorded as {recorded} all the same" if recorded else ""
     return (
-        f"this code_change, base_commit and env repeat {repeat.describe()}: it is the same "
-        f"measurement again; add it as a round of that experiment instead ({first}"
-        f"{REMEASURE.say(id=repeat.id)}, or "
+        f"this code_change, base_commit, env, dtype and parent repeat {repeat.describe()}: "
+        f"it is the same measurement again{kept}; add it as a round of that experiment "
+        f"instead ({remove}{first}{REMEASURE.say(id=repeat.id)}, or "
         "kexp.measure.record.remeasure), so that tries are pooled rather than the best of them "
         "kept"
     )

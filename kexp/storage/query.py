@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import heapq
+import math
 import operator
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -158,6 +159,11 @@ def build_filters(**kwargs: Any) -> Filters:
                 values[name] = float(values[name])
             except (TypeError, ValueError):
                 raise KexpError(f"{name}={values[name]!r} is not a number") from None
+            if not math.isfinite(values[name]):
+                raise KexpError(
+                    f"{name}={values[name]!r} is no score bound: give a finite number "
+                    "(1.05), or leave it out"
+                )
     if "since" in values:
         values["since"] = parse_time(values["since"])
     if "until" in values:

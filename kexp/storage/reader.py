@@ -795,6 +795,6 @@ def _as_list(value: Any) -> list[Any]:
 def _used_twice(exp_id: str, paths: Sequence[str]) -> KexpError:
     """The error of an id several files hold."""
     return KexpError(
-        f"id {exp_id} is used by more than one file ({', '.join(paths)}); "
-        "run 'kexp validate' and give one of them a new id"
+        f"id {exp_id} is used by more than one file ({', '.join(paths)}); give one of "
+        f"them a new id and the name that goes with it ({ids.given_anew(paths[-1], exp_id)})"
     )

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from kexp.core.advice import REMEASURE
+from kexp.core.advice import REMEASURE, SET_BUGGY, SET_STATUS
 from kexp.core.errors import (
     ExperimentExistsError,
     NearDuplicateWarning,
@@ -26,6 +26,7 @@ from kexp.storage.dedupe import (
     remeasure_message,
     repeat_message,
     shingles_of_normalized,
+    signature,
     unchanged_key,
 )
 from kexp.storage.retrieval import Index, Search, asked, light_search, path_order, searching
@@ -161,6 +162,9 @@ def repeats_in(
                 lines_alike=lines_alike,
                 ref="" if where is None or where.ref == "local" else where.ref,
                 samples=exp.samples,
+                operator_sig=signature(exp.operator_sig),
+                dtype_sig=signature(exp.dtype_sig),
+                pid=signature(exp.pid),
             )
         )
     identical_first = [r for r in repeats if r.identical]
@@ -169,16 +173,11 @@ def repeats_in(
     return identical_first + [r for r in repeats if not r.identical]
 
 
-#: How many samples each side of each configuration needs for two rounds alike in order
-#: to be one record made twice, not two coarse measurements that came out alike.
-COPY_SAMPLES = 5
-
-
 def _copied(earlier: str, new: str) -> bool:
     """Whether the one round of ``new`` (a ``## Samples`` section) is a round of
     ``earlier``, sample for sample and in the same order (the same files given again),
     each side holding at least :data:`COPY_SAMPLES` samples."""
-    from kexp.format.samples import parse_samples
+    from kexp.format.samples import COPY_SAMPLES, parse_samples
 
     if not earlier:
         return False
@@ -219,17 +218,24 @@ def warn_tried_before(
     base_commit: str = "",
     env: str = "",
     samples: str = "",
+    record: KernelExperiment | None = None,
 ) -> list[Repeat]:
     """Warn when ``code_change`` was tried before (:func:`tried_before`): a
     :class:`~kexp.core.errors.RemeasureWarning` when an identical one that measured a
     score (a round can be added to it) also has this ``base_commit`` and ``env``
-    (given), else a
+    (given) and the kernel, dtype and parent of ``record`` (the new experiment, whose id
+    the warning names as the record to remove), else a
     :class:`~kexp.core.errors.RepeatedChangeWarning` naming the identical ones, else a
     :class:`~kexp.core.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
     ``stacklevel`` is relative to the caller of this function. Raises
     :class:`~kexp.core.errors.ExperimentExistsError` when such an experiment holds the
     new one's ``samples`` sample for sample (the same record made again: a retry)."""
     repeats = tried_before(store, code_change, exclude=exclude)
+    kernel = (
+        ("", "", "")
+        if record is None
+        else tuple(signature(v) for v in (record.operator_sig, record.dtype_sig, record.pid))
+    )
     same = [
         r
         for r in repeats
@@ -238,14 +244,18 @@ def warn_tried_before(
         and base_commit
         and r.base_commit == base_commit
         and r.env == env
+        and (record is None or (r.operator_sig, r.dtype_sig, r.pid) == kernel)
     ]
     copy = next((r for r in same if samples and _copied(r.samples, samples)), None)
     if copy is not None:
-        raise _made_again(copy.id, copy.ref, "code_change, base_commit, env")
+        raise _made_again(copy.id, copy.ref, "code_change, base_commit, env, dtype, parent")
     if same:
         first = bring_in(store, same[-1].id) if same[-1].ref else None
+        recorded = record.id if record is not None else ""
         warnings.warn(
-            remeasure_message(same[-1], first or ""), RemeasureWarning, stacklevel=stacklevel + 1
+            remeasure_message(same[-1], first or "", recorded),
+            RemeasureWarning,
+            stacklevel=stacklevel + 1,
         )
     elif repeats:
         category = (
@@ -255,15 +265,28 @@ def warn_tried_before(
     return repeats
 
 
-def _made_again(exp_id: str, ref: str, what: str) -> ExperimentExistsError:
+def _made_again(
+    exp_id: str, ref: str, what: str, verdict: KernelExperiment | None = None
+) -> ExperimentExistsError:
     """The refusal of a record made again: experiment ``exp_id`` (found on ``ref``, ""
-    in the working tree) holds the same ``what`` and timings."""
+    in the working tree) holds the same ``what`` and timings. When the new record
+    (``verdict``) says another status or bug than the one that holds them (a run
+    recorded pending, then its verdict), the advice records that on it."""
     where = f" (on {ref})" if ref else ""
+    advice = f"to measure it again, {REMEASURE.say(id=exp_id)} with new timings"
+    again = "the same record made again?"
+    if verdict is not None:
+        again = "the same run, with its verdict?"
+        status = verdict.status or "done"
+        if verdict.is_buggy:
+            said = SET_BUGGY.say(id=exp_id, status=status)
+        else:
+            said = SET_STATUS.say(id=exp_id, status=status, buggy="false")
+        advice = f"to record this one's status and verdict on it, {said}"
     return ExperimentExistsError(
         f"not recorded: experiment {exp_id}{where} holds this measurement already (the "
-        f"same {what} and timings, sample for sample: the same record made again?); "
-        f"nothing was written; to measure it again, {REMEASURE.say(id=exp_id)} with new "
-        "timings"
+        f"same {what} and timings, sample for sample: {again}); "
+        f"nothing was written; {advice}"
     )
 
 
@@ -279,11 +302,21 @@ def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
     key = unchanged_key(exp.operator_sig, exp.dtype_sig, exp.env, exp.pid)
     copy = asked(store, lambda: _copy_of(store, exp, key))
     if copy is not None:
-        raise _made_again(*copy, "operator, dtype, env, parent, base_commit (no code change)")
+        exp_id, ref, theirs = copy
+        verdict = (exp.status or "done", bool(exp.is_buggy))
+        other = verdict != (theirs.status or "done", bool(theirs.is_buggy))
+        raise _made_again(
+            exp_id,
+            ref,
+            "operator, dtype, env, parent, base_commit (no code change)",
+            exp if other else None,
+        )
 
 
-def _copy_of(store: StoreView, exp: KernelExperiment, key: str) -> tuple[str, str] | None:
-    """(id, ref) of the experiment :func:`refuse_copy` refuses ``exp`` for, or None."""
+def _copy_of(
+    store: StoreView, exp: KernelExperiment, key: str
+) -> tuple[str, str, KernelExperiment] | None:
+    """(id, ref, the experiment) :func:`refuse_copy` refuses ``exp`` for, or None."""
     if store.is_working_tree and store.source.places is None and store.source.cacheable:
         with light_search(store) as index:
             rows = index.same_change(key)
@@ -292,7 +325,8 @@ def _copy_of(store: StoreView, exp: KernelExperiment, key: str) -> tuple[str, st
             rows = search.same_change(key)
     rows = [r for r in rows if r.base_commit == exp.base_commit and r.id != exp.id]
     for row, checked in zip(rows, store.source.check_found(rows, store.settings), strict=True):
-        if checked.ok and _copied(checked.experiment().samples, exp.samples):
+        theirs = checked.experiment() if checked.ok else None
+        if theirs is not None and _copied(theirs.samples, exp.samples):
             where = row.where
-            return row.id, "" if where is None or where.ref == "local" else where.ref
+            return row.id, "" if where is None or where.ref == "local" else where.ref, theirs
     return None

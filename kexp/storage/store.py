@@ -161,6 +161,7 @@ class Store(StoreReader):
                 base_commit=exp.base_commit,
                 env=exp.env,
                 samples=exp.samples,
+                record=exp,
             )
         if exp.samples:
             from kexp.storage.repeats import refuse_copy

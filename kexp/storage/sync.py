@@ -797,7 +797,10 @@ def _first_error(problems: list[Problem]) -> str:
         return ""
     first = errors[0]
     field = f" {first.field}:" if first.field else ""
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    # Two files sharing an id are one problem, said of each file: counted once.
+    shared = {p.message.split()[1] for p in errors if p.code == "duplicate-id"}
+    others = len(errors) - len([p for p in errors if p.code == "duplicate-id"]) + len(shared) - 1
+    more = f" (and {others} more)" if others > 0 else ""
     where = f"{display_path(first.path)}:{first.line}"
     return f"{where}: error[{first.code}]{field} {first.message}{more}"
 

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -47,6 +48,19 @@ _JSON_ESCAPES = {
 }
 #: Any character :func:`clean` escapes.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff" + "".join(sorted(_BIDI)) + "]")
+
+
+class _ScoreBound(click.types.FloatParamType):
+    """A score a filter bounds by: a finite number (``nan`` and ``inf`` bound nothing)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is no score bound: give a finite number (1.05)", param, ctx)
+        return number
+
+
+SCORE_BOUND = _ScoreBound()
 
 
 def get_store(ctx: click.Context) -> Store:
@@ -578,8 +592,8 @@ def filter_options(func: _F) -> _F:
             "(repeatable).",
         ),
         click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Only (not) buggy."),
-        click.option("--min-score", type=float, help="Lowest score."),
-        click.option("--max-score", type=float, help="Highest score."),
+        click.option("--min-score", type=SCORE_BOUND, help="Lowest score."),
+        click.option("--max-score", type=SCORE_BOUND, help="Highest score."),
         click.option("--pid", help="Parent id (or unique prefix).", shell_complete=complete_ids),
         click.option(
             "--tag",
