@@ -105,16 +105,28 @@ def _truth(store: Store, question: dict[str, Any]) -> list[tuple[Any, ...]]:
                    question)  # fmt: skip
 
 
+def _worked_out(
+    questions: list[dict[str, Any]],
+    asked: Callable[[dict[str, Any]], Any],
+    truth: Callable[[dict[str, Any]], Any],
+    calls: list[int],
+) -> int:
+    """Check every answer ``asked`` of ``questions`` against the ``truth`` (a read
+    without the cache); how many of them were worked out (``calls`` counted, not the
+    kept answer taken)."""
+    worked_out = 0
+    for question in questions:
+        before = calls[0]
+        answer = asked(question)
+        worked_out += calls[0] - before
+        assert answer == truth(question), question
+    return worked_out
+
+
 def _every_answer_is_the_files(store: Store, derived: list[int]) -> int:
     """Check every ranking of :data:`QUESTIONS`; how many of them were worked out (not
     the kept answer)."""
-    worked_out = 0
-    for question in QUESTIONS:
-        before = derived[0]
-        answer = _ranked(store, question)
-        worked_out += derived[0] - before
-        assert answer == _truth(store, question), question
-    return worked_out
+    return _worked_out(QUESTIONS, lambda q: _ranked(store, q), lambda q: _truth(store, q), derived)
 
 
 def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_ranking(
@@ -446,13 +458,7 @@ def _packets_are_the_files(store: Store, gathered: list[int]) -> int:
     """Check every packet of :data:`CONTEXTS` against one read without the cache; how
     many of the store's were gathered (not the kept answer)."""
     cold = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
-    worked_out = 0
-    for question in CONTEXTS:
-        before = gathered[0]
-        answer = _packet(store, question)
-        worked_out += gathered[0] - before
-        assert answer == _packet(cold, question), question
-    return worked_out
+    return _worked_out(CONTEXTS, lambda q: _packet(store, q), lambda q: _packet(cold, q), gathered)
 
 
 def test_an_unchanged_store_answers_context_from_the_kept_packet_which_is_the_files(

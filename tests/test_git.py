@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import experiment_fields, git, init_repo
+from test_sync import make_remote
 
 from kexp import GitError, KexpError, Store, ValidationError
 from kexp.gitops import git as kgit
@@ -341,13 +342,7 @@ def test_a_base_commit_never_pushed_is_said_with_what_brings_it(tmp_path: Path) 
     experiment: on Bob's clone the hint said only ``git fetch origin SHA``, which cannot
     find it (trial 17). It says the author pushes the branch holding it; once she has,
     the fetch it prints brings the commit and the warning goes."""
-    seed = init_repo(tmp_path / "seed")
-    (seed / "experiments").mkdir()
-    (seed / "experiments" / "README.md").write_text("The experiments.\n")
-    git(seed, "add", "experiments")
-    git(seed, "commit", "-q", "-m", "store")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
+    remote, _ = make_remote(tmp_path)
     alice, bob = tmp_path / "alice", tmp_path / "bob"
     for clone in (alice, bob):
         git(tmp_path, "clone", "-q", str(remote), str(clone))

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from conftest import experiment_fields, git, init_repo
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_sync import make_remote
 
 from kexp import Store
 from kexp.cli.main import main
@@ -333,13 +334,7 @@ def test_an_export_across_refs_says_where_each_was_found_as_json_does(tmp_path: 
     side branch (kexp sync --branch). A lead exporting --all-refs asks DuckDB what only
     side branches hold: ref, refs and other_versions are the JSON Lines export's, and
     the documented query answers b's two changes (trial 17: the columns were missing)."""
-    seed = init_repo(tmp_path / "seed")
-    (seed / "experiments").mkdir()
-    (seed / "experiments" / "README.md").write_text("The experiments.\n")
-    git(seed, "add", "experiments")
-    git(seed, "commit", "-q", "-m", "store")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(seed), str(remote))
+    remote, _ = make_remote(tmp_path)
     clones = {}
     for name in ("a", "b"):
         clones[name] = tmp_path / name

@@ -86,6 +86,20 @@ class StaleComparisonError(DamagedCacheError):
 _ORDER_KEY = b"shingle order"
 
 
+def forget_answers(folder: Path, settings: Settings) -> None:
+    """Forget the answers kept in the cache file in ``folder`` (a store's ``.kexp/``),
+    when there is one (:meth:`Cache.forget_answers`): none is made, and a link is never
+    written through."""
+    file = folder / file_name(settings)
+    if folder.is_symlink() or file.is_symlink() or not file.is_file():
+        return
+    cache = Cache(folder, settings)
+    try:
+        cache.forget_answers()
+    finally:
+        cache.close()
+
+
 class Cache:
     """One store's cache (see the module documentation). ``folder`` None: in memory."""
 

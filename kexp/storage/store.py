@@ -199,14 +199,11 @@ class Store(StoreReader):
         question makes its rows while the files are ``stat``-ed instead of after."""
         if not self.source.cacheable:
             return
+        from kexp.storage.cache import forget_answers
         from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens it
 
         with contextlib.suppress(DamagedCacheError, OSError):
-            cache = self.open_cache()
-            try:
-                cache.forget_answers()
-            finally:
-                cache.close()
+            forget_answers(self.root / CACHE_DIR, self.settings)
 
     def _as_written(self, exp: KernelExperiment, path: Path) -> KernelExperiment:
         """``exp``, just written to ``path``, with what a query derives of it (its
