@@ -129,6 +129,17 @@ def _every_answer_is_the_files(store: Store, derived: list[int]) -> int:
     return _worked_out(QUESTIONS, lambda q: _ranked(store, q), lambda q: _truth(store, q), derived)
 
 
+def _another_process_records_one_and_removes(store: Store, exp_id: str) -> None:
+    """Another process records an experiment and removes ``exp_id`` (kexp's own writes)."""
+    code = (
+        "import sys; from kexp import Store; from conftest import experiment_fields;"
+        "s = Store(sys.argv[1]); s.create_experiment(**experiment_fields(score=1.6,"
+        " change_summary='Split K - +60%')); s.delete_experiment(sys.argv[2])"
+    )
+    subprocess.run([sys.executable, "-c", code, str(store.root), exp_id],
+                   check=True, cwd=Path(__file__).parent)  # fmt: skip
+
+
 def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_ranking(
     store: Store, make_experiment: MakeExperiment, derived: list[int],
     monkeypatch: pytest.MonkeyPatch,
@@ -150,14 +161,7 @@ def test_an_unchanged_store_answers_from_the_kept_answer_which_is_the_files_rank
         # An edit in place keeping the size (as an editor saves, within the racy window).
         edit_in_place(made[1].path, lambda text: text.replace("score: 1.12", "score: 1.92"))
         assert _every_answer_is_the_files(store, derived) == RANKED_WHILE_RACY
-        # Another process records one and removes one (kexp's own writes).
-        code = (
-            "import sys; from kexp import Store; from conftest import experiment_fields;"
-            "s = Store(sys.argv[1]); s.create_experiment(**experiment_fields(score=1.6,"
-            " change_summary='Split K - +60%')); s.delete_experiment(sys.argv[2])"
-        )
-        subprocess.run([sys.executable, "-c", code, str(store.root), made[-1].id],
-                       check=True, cwd=Path(__file__).parent)  # fmt: skip
+        _another_process_records_one_and_removes(store, made[-1].id)
         assert _every_answer_is_the_files(store, derived) == RANKED_WHILE_RACY
     past_racy_window()
     _ranked(store, {"brief": True})  # settles them
@@ -480,13 +484,7 @@ def test_an_unchanged_store_answers_context_from_the_kept_packet_which_is_the_fi
         racy.setattr(kexp.storage.listing, "RACY_NS", 10**15)  # held open (see above)
         edit_in_place(made[1].path, lambda text: text.replace("score: 1.12", "score: 1.92"))
         assert _packets_are_the_files(store, gathered) == len(CONTEXTS)
-        code = (
-            "import sys; from kexp import Store; from conftest import experiment_fields;"
-            "s = Store(sys.argv[1]); s.create_experiment(**experiment_fields(score=1.6,"
-            " change_summary='Split K - +60%')); s.delete_experiment(sys.argv[2])"
-        )
-        subprocess.run([sys.executable, "-c", code, str(store.root), made[-1].id],
-                       check=True, cwd=Path(__file__).parent)  # fmt: skip
+        _another_process_records_one_and_removes(store, made[-1].id)
         assert _packets_are_the_files(store, gathered) == len(CONTEXTS)
     past_racy_window()
     _packet(store, CONTEXTS[0])  # settles them
