@@ -200,7 +200,7 @@ def test_tables_at_80_columns_keep_kernel_names_and_summaries(command: list[str]
 
 
 def test_a_path_is_cut_from_the_left_and_the_kernel_kept() -> None:
-    from kexp.cli.commands.common import shorten_operator
+    from kexp.cli.commands.terminal import shorten_operator
 
     operator = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
     assert shorten_operator(operator, 100) == operator

@@ -123,7 +123,7 @@ def _late_root(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def _late_color(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
-    from kexp.cli.commands.common import configure  # lazy: kexp --help loads no library
+    from kexp.cli.commands.terminal import configure  # lazy: kexp --help loads no library
 
     configure(color=value)
     shown = None if value == "auto" else value == "always"
@@ -135,7 +135,7 @@ def _late_color(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 def _late_no_pager(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
-        from kexp.cli.commands.common import configure  # lazy: kexp --help loads no library
+        from kexp.cli.commands.terminal import configure  # lazy: kexp --help loads no library
 
         configure(pager=False)
 
@@ -230,7 +230,7 @@ class _Group(click.Group):
             ctx.exit(EXIT_OK)
         except Exception as exc:
             # lazy: kexp --help and --version load nothing of the library
-            from kexp.cli.commands.common import clean
+            from kexp.cli.commands.terminal import clean
             from kexp.core.errors import KexpError, ValidationError
 
             if isinstance(exc, ValidationError):
@@ -305,7 +305,7 @@ def _print_version(ctx: click.Context) -> None:
 
 
 def _one_line_error(text: str) -> str:
-    from kexp.cli.commands.common import clean  # lazy: kexp --help loads no library
+    from kexp.cli.commands.terminal import clean  # lazy: kexp --help loads no library
 
     return clean(" ".join(text.split()))
 
@@ -318,7 +318,7 @@ def _show_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    from kexp.cli.commands.common import clean  # lazy: kexp --help loads no library
+    from kexp.cli.commands.terminal import clean  # lazy: kexp --help loads no library
 
     click.echo(f"kexp: warning: {clean(str(message))}", err=True)
 
@@ -378,7 +378,7 @@ def main(ctx: click.Context, root: Path | None, color: str, no_pager: bool) -> N
     # lazy: kexp --help and --version load no pathlib and no library
     from pathlib import Path
 
-    from kexp.cli.commands.common import configure
+    from kexp.cli.commands.terminal import configure
 
     if root is not None:
         ctx.params["root"] = Path(root)

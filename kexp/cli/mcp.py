@@ -60,7 +60,8 @@ from pydantic import Field
 
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
-from kexp.cli.commands.common import json_text, needs_bodies
+from kexp.cli.commands.common import needs_bodies
+from kexp.cli.commands.terminal import json_text
 from kexp.core.advice import for_tools
 from kexp.core.errors import KexpError, ValidationError
 from kexp.core.inputs import read_input_text

@@ -6,18 +6,8 @@ from pathlib import Path
 
 import click
 
-from kexp.cli.commands.common import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    clean,
-    echo_json,
-    get_store,
-    progress,
-    refs_options,
-    rev_option,
-    styled_severities,
-    styler,
-)
+from kexp.cli.commands.common import EXIT_OK, EXIT_PROBLEMS, get_store, refs_options, rev_option
+from kexp.cli.commands.terminal import clean, echo_json, progress, styled_severities, styler
 
 
 @click.command()

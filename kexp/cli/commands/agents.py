@@ -7,19 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kexp.cli.commands.common import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    clean,
-    echo_json,
-    echo_raw,
-    get_store,
-    one_line,
-    print_table,
-    progress,
-    ref_labels,
-    refs_options,
-)
+from kexp.cli.commands.common import EXIT_OK, EXIT_PROBLEMS, get_store, ref_labels, refs_options
+from kexp.cli.commands.terminal import clean, echo_json, echo_raw, one_line, print_table, progress
 from kexp.core.errors import KexpError, StoreNotFoundError
 
 if TYPE_CHECKING:

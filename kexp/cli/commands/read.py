@@ -11,31 +11,33 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kexp.cli.commands.common import (
-    OUTCOME_STYLES,
     SUSPECT_LABEL,
     cell,
-    clean,
     complete_ids,
-    echo_json,
-    echo_raw,
     emit_experiments,
     field_list,
     filter_options,
     filters_from,
     get_store,
     needs_bodies,
-    one_line,
-    paged_output,
-    progress,
     read_options,
     refs_options,
     rev_option,
+    suspect_reasons,
+    where_found,
+)
+from kexp.cli.commands.terminal import (
+    OUTCOME_STYLES,
+    clean,
+    echo_json,
+    echo_raw,
+    one_line,
+    paged_output,
+    progress,
     stdout_is_terminal,
     styler,
-    suspect_reasons,
     terminal_width,
     truncate,
-    where_found,
 )
 from kexp.format.outputs import record_format_names
 

@@ -7,15 +7,8 @@ from typing import Any
 
 import click
 
-from kexp.cli.commands.common import (
-    clean,
-    echo_json,
-    filter_options,
-    filters_from,
-    get_store,
-    progress,
-    refs_options,
-)
+from kexp.cli.commands.common import filter_options, filters_from, get_store, refs_options
+from kexp.cli.commands.terminal import clean, echo_json, progress
 
 
 @click.command()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kexp.cli.commands.common import echo_json, echo_raw, get_store, progress
+from kexp.cli.commands.common import get_store
+from kexp.cli.commands.terminal import echo_json, echo_raw, progress
 
 
 @click.command()

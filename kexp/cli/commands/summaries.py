@@ -7,16 +7,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kexp.cli.commands.common import (
-    OUTCOME_STYLES,
     SUSPECT_LABEL,
-    echo_json,
     filter_options,
     filters_from,
     get_store,
+    refs_options,
+)
+from kexp.cli.commands.terminal import (
+    OUTCOME_STYLES,
+    echo_json,
     one_line,
     paged_output,
     print_table,
-    refs_options,
     styler,
     terminal_width,
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kexp.cli.commands.common import clean, echo_json, get_store
+from kexp.cli.commands.common import get_store
+from kexp.cli.commands.terminal import clean, echo_json
 
 
 @click.command()

@@ -10,16 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from kexp.cli.commands.common import (
-    EXIT_PROBLEMS,
-    clean,
-    complete_ids,
-    echo_json,
-    get_store,
-    one_line,
-    progress,
-    refs_options,
-)
+from kexp.cli.commands.common import EXIT_PROBLEMS, complete_ids, get_store, refs_options
+from kexp.cli.commands.terminal import clean, echo_json, one_line, progress
 from kexp.core.errors import (
     ExperimentExistsError,
     KexpError,
