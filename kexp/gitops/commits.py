@@ -795,6 +795,16 @@ def commits_outside(repo: git.Repo, tip: str, base: str, folder: str) -> list[st
     return found.splitlines()
 
 
+def code_left(repo: git.Repo, tip: str, base: str, folder: str) -> list[str]:
+    """The files outside ``folder`` (a checked name) that the commits of ``tip`` which
+    ``base`` lacks (merges aside) change: code ``base``'s line does not hold, sorted."""
+    found = git_command(
+        repo, "log", "--no-merges", "--format=", "--name-only", "-z", tip, "--not", base,
+        "--", f":(top,exclude,literal){folder}",
+    ).stdout  # fmt: skip
+    return sorted({p.strip("\n") for p in found.split("\0") if p.strip("\n")})
+
+
 def count_commits(repo: git.Repo, tip: str, others: Sequence[str]) -> int:
     """How many commits ``tip`` has that none of ``others`` has (all of them without
     ``others``)."""

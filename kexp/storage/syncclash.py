@@ -242,10 +242,12 @@ def line_left(
     location: StoreLocation, view: RemoteView, target: str, where: str, tip: str, paths: list[str]
 ) -> SyncConflictError:
     """The refusal to publish to the side branch ``target`` (``where`` holds it, at
-    ``tip``) a code line that clashes with the branch's on ``paths``
-    (:func:`code_clash`): merging would bring the branch's code into that line, and
-    publishing on the branch's code would put experiments on code they were not measured
-    on, so the line goes under a new branch name, a pull request of its own."""
+    ``tip``) a code line that left the branch's: ``paths`` changed by commits of the
+    branch the checkout does not descend from (where they clash: :func:`code_clash`;
+    :func:`kexp.storage.sidebranch.code_left`): merging would bring the branch's code
+    into that line, and publishing on the branch's code would put experiments on code
+    they were not measured on, so the line goes under a new branch name, a pull request
+    of its own."""
     default = view.default()
     if default is not None and view.landed(tip):
         why = (
@@ -258,9 +260,9 @@ def line_left(
             "experiments on code they were not measured on, or merge the two lines"
         )
     return SyncConflictError(
-        f"kexp sync did nothing: {where} holds a code line that clashes with your "
-        f"checkout's ({listing(paths)} changed otherwise on each: your checkout restarted "
-        f"from an earlier commit, or another line was published there); {why}: "
+        f"kexp sync did nothing: {where} holds code your checkout's line does not "
+        f"({listing(paths)} changed by commits your checkout does not descend from: it "
+        f"restarted from an earlier commit, or another line was published there); {why}: "
         + SYNC_NEW_BRANCH.say(branch=new_branch_name(location, view, target)),
         paths,
     )
