@@ -106,7 +106,7 @@ def test_the_step_after_a_squash_merged_pull_request_publishes_its_code(
     deleted; or the agent pulls main into its line, as git advises, before the next
     step); the agent publishes the second step to the same branch: the branch holds the
     second step's kernel and both experiments. With main pulled, its pull request adds
-    no more than the second step."""
+    no more than the second step. The third step follows as the second did."""
     remote, _ = make_remote(tmp_path)
     agent = clone(remote, tmp_path / "agent", branch="work")
     first = step(agent, "// step 1", "Step 1 - +10%")
@@ -126,6 +126,10 @@ def test_the_step_after_a_squash_merged_pull_request_publishes_its_code(
     if how == "main pulled":
         added = git(remote, "diff", "--name-only", f"main...{BRANCH}", "--", "experiments")
         assert second.id in added and first.id not in added, added
+    third = step(agent, "// step 3", "Step 3 - +30%", pid=second.id)
+    publish(agent)  # (the branch holds main's squash now: main's, not a left line)
+    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert third.id in published_ids(remote)
 
 
 def restarted(tmp_path: Path) -> tuple[Path, Path, KernelExperiment]:
@@ -181,3 +185,40 @@ def test_a_restart_whose_code_does_not_clash_starts_a_landed_deleted_branch_agai
     assert git(remote, "rev-parse", f"{BRANCH}~1") == git(agent, "rev-parse", "restart")
     assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
     assert other.id in published_ids(remote)
+
+
+def test_main_s_code_brought_onto_the_branch_after_a_squash_is_not_a_left_line(
+    tmp_path: Path,
+) -> None:
+    """The first step's pull request squash-merged, the branch kept, and a teammate's
+    commit on main besides; each step changes a file of its own, so the second sync
+    starts the branch again from main merged with the checkout (the squash and the
+    teammate's commit on it, neither in the checkout). The third step is published on:
+    main's commits are not a line the checkout left."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+
+    def change(name: str, summary: str, pid: str | None = None) -> KernelExperiment:
+        (agent / name).write_text(f"// {summary}\n")
+        git(agent, "add", name)
+        git(agent, "commit", "-q", "-m", summary)
+        fields = {"pid": pid} if pid else {}
+        return record(agent, git(agent, "rev-parse", "HEAD"), summary, **fields)
+
+    first = change("tile.h", "Tile 64 - +10%")
+    publish(agent)
+    land(remote, tmp_path / "forge", BRANCH, "squashed")
+    forge = tmp_path / "forge"
+    (forge / "NOTES.md").write_text("Teammate's notes.\n")
+    git(forge, "add", "NOTES.md")
+    git(forge, "commit", "-q", "-m", "Teammate's notes")
+    git(forge, "push", "-q", "origin", "main")
+    second = change("unroll.h", "Unroll 8 - +20%", pid=first.id)
+    publish(agent)
+    assert git(remote, "show", f"{BRANCH}:unroll.h") == "// Unroll 8 - +20%"
+    third = change("vector.h", "Vector loads - +30%", pid=second.id)
+    publish(agent)
+    assert git(remote, "show", f"{BRANCH}:vector.h") == "// Vector loads - +30%"
+    assert git(remote, "show", f"{BRANCH}:NOTES.md") == "Teammate's notes."
+    listed = published_ids(remote)
+    assert second.id in listed and third.id in listed, listed

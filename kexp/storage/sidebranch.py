@@ -109,8 +109,10 @@ def starts_again(
     there = remote_base
     if local is not None:  # (listed, its commit fetched)
         there = view.known_tip(target) if dry_run else view.branches().get(target)
+    default = view.default()
+    upstream = view.branches().get(default) if default else None
     for tip, where in ((there, f"{view.remote}/{target}"), (local, target)):
-        left = [] if tip is None else code_left(location, tip, checkout)
+        left = [] if tip is None else code_left(location, tip, checkout, upstream)
         if left and there is None and view.landed(tip or ""):
             return True
         if left:
@@ -118,21 +120,31 @@ def starts_again(
     return False
 
 
-def code_left(location: StoreLocation, tip: str, checkout: str) -> list[str]:
+def code_left(
+    location: StoreLocation, tip: str, checkout: str, upstream: str | None = None
+) -> list[str]:
     """The code files of a side branch's commit ``tip`` that the checkout's line left:
-    changed by commits of ``tip`` that the checkout does not descend from (merges aside),
-    named where they clash with the checkout's (:func:`kexp.storage.syncclash.code_clash`);
-    [] when the checkout descends from ``tip``'s code (or ``tip`` from the checkout), or
-    holds every experiment of ``tip`` (its pull request squashed there and pulled)."""
+    changed by commits of ``tip`` the checkout does not descend from (merges aside) on
+    the branch's own line (its first parents), or that the remote's default branch (at
+    ``upstream``) lacks too, named where they clash with the checkout's
+    (:func:`kexp.storage.syncclash.code_clash`), unless the checkout holds every
+    experiment of ``tip`` (its pull request squashed there and pulled); the default
+    branch's other commits (merged onto the branch when it started again after a squash)
+    count only where they clash. [] when the checkout descends from ``tip`` (or ``tip``
+    from the checkout)."""
     repo = location.repo
     if tip == checkout or kgit.is_ancestor(repo, tip, checkout):
         return []
     if kgit.is_ancestor(repo, checkout, tip):
         return []
-    left = gitcommits.code_left(repo, tip, checkout, location.folder)
-    if not left or not gitcommits.unpublished_paths(repo, tip, [checkout], location.folder):
-        return []
-    return code_clash(location, checkout, tip) or left
+    folder = location.folder
+    bases = [checkout] if upstream is None else [checkout, upstream]
+    left = gitcommits.code_left(repo, tip, bases, folder) or gitcommits.code_left(
+        repo, tip, [checkout], folder, first_parent=True
+    )  # (its own line: the default branch's commits merged in come by second parents)
+    if left and gitcommits.unpublished_paths(repo, tip, [checkout], location.folder):
+        return code_clash(location, checkout, tip) or left
+    return code_clash(location, checkout, tip)
 
 
 def landed_base(repo: Any, view: RemoteView, checkout: str) -> str:
