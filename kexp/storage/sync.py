@@ -65,7 +65,7 @@ from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import side_base, with_checkout
-from kexp.storage.syncclash import conflict_said, kept_there, merge_by_hand
+from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -315,7 +315,7 @@ def _sync(
                         _put_back(repo, target, start, local, kept_record)  # (said so)
                     raise
                 _refuse_invalid_merge(store, location, remote, target, remote_tip, new, local,
-                                      alike)  # fmt: skip
+                                      alike, beside=not in_checkout)  # fmt: skip
             if in_checkout:
                 gitcommits.fast_forward_checkout(repo, new, alike=sorted(taken))
             elif not gitcommits.update_branch(repo, target, new, local):
@@ -685,11 +685,15 @@ def _refuse_invalid_merge(
     merged: str,
     local: str,
     alike: list[str],
+    *,
+    beside: bool = False,
 ) -> None:
     """Raise :class:`~kexp.core.errors.ValidationError` when the merge of ``local`` and
     the remote's ``remote_tip`` (``merged``, a commit no branch points at) brings an
     error the remote does not have: each side valid, together not (one removed the
-    parent the other built on). ``alike``: as :func:`merge_by_hand` takes them."""
+    parent the other built on). ``alike``: as :func:`merge_by_hand` takes them; a
+    branch made ``beside`` the checkout is settled there
+    (:func:`kexp.storage.syncclash.invalid_beside`)."""
     # lazy: not every command that imports this module needs kexp.storage.changed
     from kexp.storage.changed import check_changes
 
@@ -700,7 +704,11 @@ def _refuse_invalid_merge(
             f"kexp sync stopped before the push: merged with {remote}/{target}, {target} "
             f"would publish an invalid experiment: {found}; nothing was pushed (the local "
             f"commit {local[:12]} is kept, the remote is untouched): "
-            + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_TO_FIX),
+            + (
+                invalid_beside(location, target, f"{remote}/{target}", remote_tip, merged)
+                if beside
+                else merge_by_hand(location, f"{remote}/{target}", alike, MERGE_TO_FIX)
+            ),
             [],
         )
 

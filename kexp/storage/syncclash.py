@@ -21,12 +21,14 @@ from kexp.core.advice import (
     MERGE_BY_HAND,
     REMOVE_THERE,
     SETTLE_BESIDE,
+    SYNC_BRANCH_AGAIN,
     SYNC_NEW_BRANCH,
     TAKE_CORRECTION,
     Advice,
 )
 from kexp.core.errors import SyncConflictError
 from kexp.gitops import commits as gitcommits
+from kexp.gitops import git as kgit
 from kexp.storage.published import kept_back
 from kexp.storage.syncresult import listing
 
@@ -223,6 +225,35 @@ def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: A
         advice.say(command=f"{shlex.join(['rm', '--', *paths])} && {shlex.join(merge)}")
         + f" ({ref} holds the {len(alike)} file(s) removed as they are here: the merge "
         "brings them back)"
+    )
+
+
+def invalid_beside(
+    location: StoreLocation, target: str, ref: str, remote_tip: str, merged: str
+) -> str:
+    """What settles a merge of the side branch ``target`` with ``ref`` (at
+    ``remote_tip``) that would publish an invalid experiment (``merged``), as written
+    from the current folder: the branch set to the remote's, the experiments this clone
+    removed that the remote's branch holds (another clone's builds on them) brought back
+    into the working tree, and the sync run again (a merge by hand in the checkout would
+    merge the side branch into it)."""
+    git, shown = in_checkout(location)
+    folder = location.folder
+
+    def files(commit: str) -> set[str]:
+        return {e.path for e in kgit.list_tree(location.repo, commit, folder)}
+
+    gone = sorted(p for p in files(remote_tip) - files(merged) if location.is_experiment(p))
+    reset = shlex.join([*git, "branch", "-f", target, remote_tip[:12]])
+    again = SYNC_BRANCH_AGAIN.say(branch=target)
+    if not gone:
+        return f"run {reset} ({target} as {ref} has it), fix the working tree's files, {again}"
+    restore = shlex.join(
+        [*git, "restore", "--source", remote_tip[:12], "--", *(shown(p) for p in gone)]
+    )
+    return (
+        f"to keep what {ref} builds on ({listing(gone)}, removed here), run {reset} && "
+        f"{restore}, {again}"
     )
 
 
