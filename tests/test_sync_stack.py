@@ -222,3 +222,50 @@ def test_main_s_code_brought_onto_the_branch_after_a_squash_is_not_a_left_line(
     assert git(remote, "show", f"{BRANCH}:NOTES.md") == "Teammate's notes."
     listed = published_ids(remote)
     assert second.id in listed and third.id in listed, listed
+
+
+def test_another_code_line_pushed_meanwhile_is_not_merged_into_what_is_published(
+    tmp_path: Path,
+) -> None:
+    """Bob publishes his first step, on a code line of his own, to the side branch
+    while Alice's sync to it commits (a hook of her clone pushes it as her branch is
+    made, so the race is the same every run); their code does not clash. Her sync stops
+    with nothing changed here and one line naming a new branch, never merging Bob's code
+    into what she publishes; run as printed, it publishes her line alone."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    (bob / "tune.h").write_text("#define TILE 64\n")
+    git(bob, "add", "tune.h")
+    git(bob, "commit", "-q", "-m", "Tile 64")
+    record(bob, git(bob, "rev-parse", "HEAD"), "Tile 64 - +5%")
+    git(bob, "add", "experiments")
+    git(bob, "commit", "-q", "-m", "Bob's step")
+    mine = step(alice, "// alice's line", "Unrolled by 4 - +20%")
+    hook = alice / ".git" / "hooks" / "reference-transaction"
+    pushed = tmp_path / "pushed"
+    hook.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = committed ] || exit 0\n'
+        f'grep -q " refs/heads/{BRANCH}$" || exit 0\n'
+        f"[ -e {shlex.quote(str(pushed))} ] && exit 0\n"
+        f"touch {shlex.quote(str(pushed))}\n"
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
+        f"exec git -C {shlex.quote(str(bob))} push -q origin HEAD:{BRANCH}\n"
+    )
+    hook.chmod(0o755)
+    before = git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert pushed.exists()  # Bob's push came first
+    assert done.returncode != 0
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and "tune.h" in said, said
+    assert git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == before
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=alice)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (alice / KERNEL).read_text()
+    assert "tune.h" not in git(remote, "ls-tree", "--name-only", args[-1])
+    assert mine.id in published_ids(remote, args[-1])

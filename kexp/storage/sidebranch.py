@@ -120,6 +120,21 @@ def starts_again(
     return False
 
 
+def refuse_left(
+    location: StoreLocation, view: RemoteView, target: str, tip: str, checkout: str | None
+) -> None:
+    """Raise :func:`kexp.storage.syncclash.line_left` when the remote's side branch
+    ``target``, at ``tip`` (pushed by another clone while this sync ran), holds code the
+    checkout's line left (:func:`code_left`): a merge would publish it with this clone's
+    experiments."""
+    if checkout is None or target == view.default():
+        return
+    default = view.default()
+    left = code_left(location, tip, checkout, view.branches().get(default) if default else None)
+    if left:
+        raise line_left(location, view, target, f"{view.remote}/{target}", tip, left)
+
+
 def code_left(
     location: StoreLocation, tip: str, checkout: str, upstream: str | None = None
 ) -> list[str]:

@@ -64,7 +64,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.sidebranch import side_base, with_checkout
+from kexp.storage.sidebranch import refuse_left, side_base, with_checkout
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
@@ -289,6 +289,7 @@ def _sync(
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
         )  # fmt: skip
 
+    checkout = None if in_checkout else _checkout_commit(repo, checked_out)
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
     held: tuple[str, ...] = ()
@@ -308,6 +309,8 @@ def _sync(
                 # (by hand, the files the remote's branch holds alike go first)
                 alike = [p for p in sorted(taken) if os.path.lexists(location.toplevel / p)]
                 try:
+                    if not in_checkout:  # (another clone's code line, pushed meanwhile)
+                        refuse_left(location, view, target, remote_tip, checkout)
                     new = _merge(location, view, local, remote_tip, target, alike,
                                  beside=not in_checkout)  # fmt: skip
                 except SyncConflictError as exc:
