@@ -299,3 +299,45 @@ def test_a_second_rm_says_the_removal_is_made_and_which_sync_publishes_it(
     followed = run_kexp(*command.split()[1:-3], cwd=alice)
     assert followed.returncode == 0, followed.stderr
     assert remote_ids(remote, branch or "main") == [kept.id]
+
+
+def test_a_removal_whose_child_another_clone_published_says_what_to_run_beside(
+    tmp_path: Path,
+) -> None:
+    """Alice published an experiment to a shared side branch; Bob brought it in and
+    published a step built on it there; Alice, who has not fetched, ``kexp rm``s hers
+    and syncs ``--branch``: each side is valid, the merge is not (Bob's step would lose
+    its parent). Nothing is pushed, and the one line says what fits a branch published
+    beside the checkout (no merge into the checkout): the commands that keep the parent,
+    which, run as printed, with the sync again, leave the branch valid with both."""
+    import re
+    import subprocess
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    parent = record(alice, base, "Vectorized loads - +12%", score=1.12)
+    assert run_kexp("sync", "--branch", "kexp/shared", cwd=alice).returncode == 0
+    git(bob, "fetch", "-q")
+    git(bob, "restore", "--source", "origin/kexp/shared", "--", relative(alice, parent.path))
+    child = record(
+        bob, base, "Unroll 8 on top - +1%", score=1.01, pid=parent.id,
+        measured_against="parent",
+    )  # fmt: skip
+    assert run_kexp("sync", "--branch", "kexp/shared", cwd=bob).returncode == 0
+    tip = git(remote, "rev-parse", "kexp/shared")
+
+    Store(alice).delete_experiment(parent.id)
+    done = run_kexp("sync", "--branch", "kexp/shared", cwd=alice)
+    assert done.returncode != 0
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and "dangling" in said, said
+    assert "git merge" not in said and "git -c merge" not in said, said
+    assert git(remote, "rev-parse", "kexp/shared") == tip
+    command = re.search(r"run (git .+?), then run (kexp sync --branch \S+) again", said)
+    assert command, said
+    subprocess.run(command.group(1), shell=True, cwd=alice, check=True)
+    again = run_kexp(*command.group(2).split()[1:], cwd=alice)
+    assert again.returncode == 0, again.stderr
+    assert sorted(remote_ids(remote, "kexp/shared")) == sorted([parent.id, child.id])
+    valid = run_kexp("validate", "--rev", "origin/kexp/shared", cwd=alice)
+    assert valid.returncode == 0, valid.stdout + valid.stderr

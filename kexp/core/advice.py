@@ -264,6 +264,12 @@ SYNC_NEW_BRANCH = Advice(
     "publish the checkout's code and experiments under a new branch name, a pull "
     'request of their own: call sync with branch: "{branch}"',
 )
+#: Advice closing the commands that settle a side branch's merge that would publish an
+#: invalid experiment (:func:`kexp.storage.syncclash.invalid_beside`).
+SYNC_BRANCH_AGAIN = Advice(
+    "then run kexp sync --branch {branch} again",
+    'then call sync with branch: "{branch}" again',
+)
 #: Advice on an invalid experiment kexp sync would publish (the remote's branch known).
 SYNC_FIX_CHANGED = Advice(
     "fix it (kexp validate --changed {base} lists every problem), then run kexp sync again",
@@ -330,6 +336,7 @@ ADVICE = (
     SYNC_BRANCH,
     SYNC_FOR_REVIEW,
     SYNC_NEW_BRANCH,
+    SYNC_BRANCH_AGAIN,
     SYNC_FIX_CHANGED,
     SYNC_FIX_ALL,
     ROOT,

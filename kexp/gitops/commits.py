@@ -795,6 +795,20 @@ def commits_outside(repo: git.Repo, tip: str, base: str, folder: str) -> list[st
     return found.splitlines()
 
 
+def code_left(
+    repo: git.Repo, tip: str, bases: Sequence[str], folder: str, *, first_parent: bool = False
+) -> list[str]:
+    """The files outside ``folder`` (a checked name) that the commits of ``tip`` which
+    none of ``bases`` holds (merges aside; with ``first_parent``, those of ``tip``'s
+    first-parent line alone) change: code their lines lack, sorted."""
+    line = ["--first-parent"] if first_parent else []
+    found = git_command(
+        repo, "log", "--no-merges", *line, "--format=", "--name-only", "-z", tip,
+        "--not", *bases, "--", f":(top,exclude,literal){folder}",
+    ).stdout  # fmt: skip
+    return sorted({p.strip("\n") for p in found.split("\0") if p.strip("\n")})
+
+
 def count_commits(repo: git.Repo, tip: str, others: Sequence[str]) -> int:
     """How many commits ``tip`` has that none of ``others`` has (all of them without
     ``others``)."""

@@ -34,7 +34,6 @@ clone's. Removals are said apart from what is committed (``SyncResult.removed``)
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import random
@@ -65,13 +64,8 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.syncclash import (
-    code_clash,
-    conflict_said,
-    kept_there,
-    line_left,
-    merge_by_hand,
-)
+from kexp.storage.sidebranch import refuse_left, side_base, with_checkout
+from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
 if TYPE_CHECKING:
@@ -295,6 +289,7 @@ def _sync(
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
         )  # fmt: skip
 
+    checkout = None if in_checkout else _checkout_commit(repo, checked_out)
     merged = pushed = False
     tried = rejected = commits_pushed = locked = 0
     held: tuple[str, ...] = ()
@@ -314,6 +309,8 @@ def _sync(
                 # (by hand, the files the remote's branch holds alike go first)
                 alike = [p for p in sorted(taken) if os.path.lexists(location.toplevel / p)]
                 try:
+                    if not in_checkout:  # (another clone's code line, pushed meanwhile)
+                        refuse_left(location, view, target, remote_tip, checkout)
                     new = _merge(location, view, local, remote_tip, target, alike,
                                  beside=not in_checkout)  # fmt: skip
                 except SyncConflictError as exc:
@@ -321,7 +318,7 @@ def _sync(
                         _put_back(repo, target, start, local, kept_record)  # (said so)
                     raise
                 _refuse_invalid_merge(store, location, remote, target, remote_tip, new, local,
-                                      alike)  # fmt: skip
+                                      alike, beside=not in_checkout)  # fmt: skip
             if in_checkout:
                 gitcommits.fast_forward_checkout(repo, new, alike=sorted(taken))
             elif not gitcommits.update_branch(repo, target, new, local):
@@ -522,12 +519,10 @@ def _commit_beside(
     ``target`` (``local``: its commit here), made beside the checkout (not on the
     branch yet; in a dry run too: what would be published is checked): (the commit or
     None, the files it adds or changes, those it removes, those removed here it keeps,
-    the commit it is made on, the remote's branch when the branch is new here). A
-    branch new here starts from the remote's (a dry run: as far as known), else from the
-    checkout's commit (HEAD's, when detached); a branch whose experiments the checkout
-    or the remote's other branches hold already (its pull request merged) starts again
-    from the checkout's commit, but the remote's default branch (``--branch main`` from a
-    feature branch), which takes no code from the checkout. A file a remote branch holds
+    the commit the branch is on, the remote's branch when the branch is new here): on
+    :func:`kexp.storage.sidebranch.side_base`, with the checkout's code commits the branch
+    lacks brought in (:func:`kexp.storage.sidebranch.with_checkout`: the branch's pull
+    request carries the newest code with every experiment). A file a remote branch holds
     alike is not committed: it is no news. A file the branch holds and the working tree
     lacks is removed when this clone removed it (``record``: what it published there;
     :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
@@ -542,42 +537,17 @@ def _commit_beside(
             else gitcommits.fetch_branch(repo, view.remote, target)
         )
     checkout = _checkout_commit(repo, checked_out)
-    base = local or remote_base or checkout
-    starts_again = _starts_again(location, view, target, local, remote_base, checkout, dry_run)
-    if starts_again:
-        base = checkout  # its code line left, its pull request landed, the branch deleted
-    elif (
-        local is not None
-        and checkout is not None
-        and local != checkout
-        and target != view.default()  # never the checkout's code onto the default branch
-        and (kgit.is_ancestor(repo, local, checkout) or view.landed(local))
-    ):
-        base = checkout
-        if not kgit.is_ancestor(repo, local, checkout) and view.merged(local):
-            # Merged with its commits on the remote, not here yet: start from both, so
-            # that what it published stays on it (a correction of it is a correction).
-            with contextlib.suppress(SyncConflictError):
-                again = f"Start {target} again from the checkout, keeping what it published"
-                base = gitcommits.merge_commits(
-                    repo, checkout, local, again, folder=location.folder, id_of=id_from_name
-                )
-        elif not kgit.is_ancestor(repo, local, checkout):
-            # Squashed on the remote (the branch kept, so the push merges it in): start
-            # from the checkout's branch as the remote has it, which holds the squash,
-            # so that the next pull request does not add what landed a second time.
-            base = _landed_base(repo, view, checkout)
-    parent = base
-    if (
-        local is None
-        and not starts_again
-        and _changed_since_seen(repo, seen, remote_base, location.folder)
-    ):
-        parent = seen  # made there, then merged: a file changed on both sides stops it
+    base, again = side_base(location, view, target, local, remote_base, checkout, dry_run)
+    onto = with_checkout(location, view, target, base, checkout)  # the checkout's new code
+    parent = onto
+    folder = location.folder
+    if local is None and not again and _changed_since_seen(repo, seen, remote_base, folder):
+        # made there, then merged: a file changed on both sides stops it
+        parent = with_checkout(location, view, target, seen, checkout)
     kept: list[str] = []
 
     def remove(gone: list[str]) -> list[str]:
-        if base is None or not gone:
+        if onto is None or not gone:
             return []
 
         def tip() -> str | None:  # asked only when this clone removed one of them
@@ -587,7 +557,7 @@ def _commit_beside(
                 return view.known_tip(target)
             return gitcommits.fetch_branch(repo, view.remote, target)
 
-        chosen = choose_removals(repo, gone, base, tip, checkout, record)
+        chosen = choose_removals(repo, gone, onto, tip, checkout, record)
         kept.extend(chosen.kept)
         return chosen.removed
 
@@ -602,38 +572,6 @@ def _commit_beside(
         remove=remove,
     )
     return made, paths, removed, kept, base, remote_base
-
-
-def _starts_again(
-    location: StoreLocation,
-    view: RemoteView,
-    target: str,
-    local: str | None,
-    remote_base: str | None,
-    checkout: str | None,
-    dry_run: bool,
-) -> bool:
-    """Whether the side branch ``target`` (``local``: its commit here; ``remote_base``:
-    the remote's, when new here) starts again from the checkout's commit alone: its code
-    line clashes with the checkout's (:func:`kexp.storage.syncclash.code_clash`: the
-    checkout restarted from an earlier commit), its pull request landed and the remote
-    deleted it; a merge would bring the left line in. Raises
-    :class:`~kexp.core.errors.SyncConflictError` when the branch clashes so and stays
-    (kept on the remote, or not merged): :func:`kexp.storage.syncclash.line_left`."""
-    if checkout is None or target == view.default():
-        return False
-    there = remote_base
-    if local is not None:  # (listed, its commit fetched)
-        there = view.known_tip(target) if dry_run else view.branches().get(target)
-    for tip, where in ((there, f"{view.remote}/{target}"), (local, target)):
-        if tip is None or tip == checkout or kgit.is_ancestor(location.repo, tip, checkout):
-            continue
-        clash = code_clash(location, checkout, tip)
-        if clash and there is None and view.landed(tip):
-            return True
-        if clash:
-            raise line_left(location, view, target, where, tip, clash)
-    return False
 
 
 def _changed_since_seen(repo: Any, seen: str | None, tip: str | None, folder: str) -> bool:
@@ -687,25 +625,6 @@ def _lineage_among(location: StoreLocation, held: set[str], present: list[str]) 
                 needed.add(found)
                 wanted.append(found)
     return needed
-
-
-def _landed_base(repo: Any, view: RemoteView, checkout: str) -> str:
-    """The commit a side branch whose pull request was squashed starts again from: the
-    remote's default branch (which holds the squash), merged with the checkout when both
-    moved; the checkout alone when the remote has no default branch, or the two
-    conflict."""
-    default = view.default()
-    upstream = view.branches().get(default) if default else None
-    if upstream is None or kgit.is_ancestor(repo, upstream, checkout):
-        return checkout
-    if kgit.is_ancestor(repo, checkout, upstream):
-        return upstream
-    with contextlib.suppress(SyncConflictError):
-        message = f"Start again from {view.remote}/{default}, which holds what landed"
-        return gitcommits.merge_commits(
-            repo, checkout, upstream, message, folder=view.folder, id_of=id_from_name
-        )
-    return checkout
 
 
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:
@@ -769,11 +688,15 @@ def _refuse_invalid_merge(
     merged: str,
     local: str,
     alike: list[str],
+    *,
+    beside: bool = False,
 ) -> None:
     """Raise :class:`~kexp.core.errors.ValidationError` when the merge of ``local`` and
     the remote's ``remote_tip`` (``merged``, a commit no branch points at) brings an
     error the remote does not have: each side valid, together not (one removed the
-    parent the other built on). ``alike``: as :func:`merge_by_hand` takes them."""
+    parent the other built on). ``alike``: as :func:`merge_by_hand` takes them; a
+    branch made ``beside`` the checkout is settled there
+    (:func:`kexp.storage.syncclash.invalid_beside`)."""
     # lazy: not every command that imports this module needs kexp.storage.changed
     from kexp.storage.changed import check_changes
 
@@ -784,7 +707,11 @@ def _refuse_invalid_merge(
             f"kexp sync stopped before the push: merged with {remote}/{target}, {target} "
             f"would publish an invalid experiment: {found}; nothing was pushed (the local "
             f"commit {local[:12]} is kept, the remote is untouched): "
-            + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_TO_FIX),
+            + (
+                invalid_beside(location, target, f"{remote}/{target}", remote_tip, merged)
+                if beside
+                else merge_by_hand(location, f"{remote}/{target}", alike, MERGE_TO_FIX)
+            ),
             [],
         )
 

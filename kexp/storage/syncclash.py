@@ -21,12 +21,14 @@ from kexp.core.advice import (
     MERGE_BY_HAND,
     REMOVE_THERE,
     SETTLE_BESIDE,
+    SYNC_BRANCH_AGAIN,
     SYNC_NEW_BRANCH,
     TAKE_CORRECTION,
     Advice,
 )
 from kexp.core.errors import SyncConflictError
 from kexp.gitops import commits as gitcommits
+from kexp.gitops import git as kgit
 from kexp.storage.published import kept_back
 from kexp.storage.syncresult import listing
 
@@ -226,6 +228,35 @@ def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: A
     )
 
 
+def invalid_beside(
+    location: StoreLocation, target: str, ref: str, remote_tip: str, merged: str
+) -> str:
+    """What settles a merge of the side branch ``target`` with ``ref`` (at
+    ``remote_tip``) that would publish an invalid experiment (``merged``), as written
+    from the current folder: the branch set to the remote's, the experiments this clone
+    removed that the remote's branch holds (another clone's builds on them) brought back
+    into the working tree, and the sync run again (a merge by hand in the checkout would
+    merge the side branch into it)."""
+    git, shown = in_checkout(location)
+    folder = location.folder
+
+    def files(commit: str) -> set[str]:
+        return {e.path for e in kgit.list_tree(location.repo, commit, folder)}
+
+    gone = sorted(p for p in files(remote_tip) - files(merged) if location.is_experiment(p))
+    reset = shlex.join([*git, "branch", "-f", target, remote_tip[:12]])
+    again = SYNC_BRANCH_AGAIN.say(branch=target)
+    if not gone:
+        return f"run {reset} ({target} as {ref} has it), fix the working tree's files, {again}"
+    restore = shlex.join(
+        [*git, "restore", "--source", remote_tip[:12], "--", *(shown(p) for p in gone)]
+    )
+    return (
+        f"to keep what {ref} builds on ({listing(gone)}, removed here), run {reset} && "
+        f"{restore}, {again}"
+    )
+
+
 def code_clash(location: StoreLocation, checkout: str, tip: str) -> list[str]:
     """The files outside the store's folder on which merging ``tip`` into ``checkout``
     (as a sync merges: :func:`kexp.gitops.commits.merge_commits`) clashes: the two hold
@@ -242,10 +273,12 @@ def line_left(
     location: StoreLocation, view: RemoteView, target: str, where: str, tip: str, paths: list[str]
 ) -> SyncConflictError:
     """The refusal to publish to the side branch ``target`` (``where`` holds it, at
-    ``tip``) a code line that clashes with the branch's on ``paths``
-    (:func:`code_clash`): merging would bring the branch's code into that line, and
-    publishing on the branch's code would put experiments on code they were not measured
-    on, so the line goes under a new branch name, a pull request of its own."""
+    ``tip``) a code line that left the branch's: ``paths`` changed by commits of the
+    branch the checkout does not descend from (where they clash: :func:`code_clash`;
+    :func:`kexp.storage.sidebranch.code_left`): merging would bring the branch's code
+    into that line, and publishing on the branch's code would put experiments on code
+    they were not measured on, so the line goes under a new branch name, a pull request
+    of its own."""
     default = view.default()
     if default is not None and view.landed(tip):
         why = (
@@ -258,9 +291,9 @@ def line_left(
             "experiments on code they were not measured on, or merge the two lines"
         )
     return SyncConflictError(
-        f"kexp sync did nothing: {where} holds a code line that clashes with your "
-        f"checkout's ({listing(paths)} changed otherwise on each: your checkout restarted "
-        f"from an earlier commit, or another line was published there); {why}: "
+        f"kexp sync did nothing: {where} holds code your checkout's line does not "
+        f"({listing(paths)} changed by commits your checkout does not descend from: it "
+        f"restarted from an earlier commit, or another line was published there); {why}: "
         + SYNC_NEW_BRANCH.say(branch=new_branch_name(location, view, target)),
         paths,
     )

@@ -1,0 +1,271 @@
+"""An agent iterates a kernel and publishes each step to its side branch: commit the
+kernel, record the experiment, ``kexp sync --branch kexp/agent-a``, again and again. The
+side branch (its pull request) follows the checkout's commits: after every step it holds
+the newest kernel and every experiment, and it only ever moves forward (never a
+force-push). Shared by two clones working on one code line; its first pull request
+squash-merged, then the next step. A checkout that restarted from an earlier commit is
+told apart by its commits, not by whether the code clashes. Real git: a bare repository
+on disk as the remote, the CLI as the agent runs it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from conftest import git, run_kexp
+from test_sync import clone, make_remote, record
+from test_sync_restart import land
+
+from kexp import KernelExperiment
+
+KERNEL = "kernel.cu"
+BRANCH = "kexp/agent-a"
+
+
+def step(root: Path, line: str, summary: str, pid: str | None = None) -> KernelExperiment:
+    """One iteration: change the kernel, commit it, record the experiment on that commit."""
+    with (root / KERNEL).open("a") as file:
+        file.write(line + "\n")
+    git(root, "commit", "-q", "-am", summary)
+    fields = {"pid": pid} if pid else {}
+    return record(root, git(root, "rev-parse", "HEAD"), summary, **fields)
+
+
+def publish(root: Path, branch: str = BRANCH) -> None:
+    done = run_kexp("sync", "--branch", branch, cwd=root)
+    assert done.returncode == 0, done.stderr
+
+
+def published_ids(remote: Path, branch: str = BRANCH) -> str:
+    return git(remote, "ls-tree", "-r", "--name-only", branch, "--", "experiments")
+
+
+def test_each_step_of_a_campaign_publishes_its_code_with_every_experiment(
+    tmp_path: Path,
+) -> None:
+    """Three steps, each a kernel commit, an experiment and a sync: after each, the side
+    branch holds the checkout's kernel as committed (the code the experiment was measured
+    on) and every experiment so far; the checkout's commit is in its history, and the
+    branch moved forward from the last push."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    done: list[KernelExperiment] = []
+    pushed = None
+    for n in range(1, 4):
+        pid = done[-1].id if done else None
+        done.append(step(agent, f"// step {n}", f"Step {n} - +{n}0%", pid=pid))
+        publish(agent)
+        assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+        tip = git(remote, "rev-parse", BRANCH)
+        git(agent, "fetch", "-q")
+        assert git(agent, "merge-base", "--is-ancestor", "HEAD", f"origin/{BRANCH}") == ""
+        if pushed is not None:  # a fast-forward of the last push
+            assert git(remote, "merge-base", "--is-ancestor", pushed, tip) == ""
+        pushed = tip
+        listed = published_ids(remote)
+        assert all(exp.id in listed for exp in done), listed
+    assert git(agent, "status", "--porcelain", "--untracked-files=no") == ""  # untouched
+    valid = run_kexp("validate", "--rev", f"origin/{BRANCH}", cwd=agent)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+
+
+def test_two_clones_on_one_code_line_share_the_side_branch(tmp_path: Path) -> None:
+    """Alice and Bob share the kernel's line through the remote's ``work`` branch and
+    publish their experiments to one side branch in turns; Bob makes the branch new in
+    his clone. After each turn the branch holds the newest kernel and everyone's
+    experiments."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice", branch="work")
+    bob = clone(remote, tmp_path / "bob")
+    first = step(alice, "// alice 1", "Alice's first step - +10%")
+    git(alice, "push", "-q", "origin", "work")
+    publish(alice)
+
+    git(bob, "fetch", "-q")
+    git(bob, "switch", "-q", "-c", "work", "origin/work")
+    second = step(bob, "// bob 2", "Bob's step - +20%")
+    git(bob, "push", "-q", "origin", "work")
+    publish(bob)
+    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (bob / KERNEL).read_text()
+
+    git(alice, "pull", "-q", "--ff-only", "origin", "work")
+    third = step(alice, "// alice 3", "Alice's second step - +30%", pid=first.id)
+    publish(alice)
+    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (alice / KERNEL).read_text()
+    listed = published_ids(remote)
+    assert all(exp.id in listed for exp in (first, second, third)), listed
+
+
+@pytest.mark.parametrize("how", ["branch kept", "branch deleted", "main pulled"])
+def test_the_step_after_a_squash_merged_pull_request_publishes_its_code(
+    tmp_path: Path, how: str
+) -> None:
+    """The first step's pull request squash-merged into main (the branch kept, or
+    deleted; or the agent pulls main into its line, as git advises, before the next
+    step); the agent publishes the second step to the same branch: the branch holds the
+    second step's kernel and both experiments. With main pulled, its pull request adds
+    no more than the second step. The third step follows as the second did."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    first = step(agent, "// step 1", "Step 1 - +10%")
+    publish(agent)
+    land(remote, tmp_path / "forge", BRANCH, "squashed")
+    if how == "branch deleted":
+        git(remote, "branch", "-D", BRANCH)
+    if how == "main pulled":
+        Path(str(first.path)).unlink()  # (main holds it as it is: the merge brings it back)
+        git(agent, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+        assert Path(str(first.path)).exists()
+    second = step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
+    publish(agent)
+    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    listed = published_ids(remote)
+    assert first.id in listed and second.id in listed, listed
+    if how == "main pulled":
+        added = git(remote, "diff", "--name-only", f"main...{BRANCH}", "--", "experiments")
+        assert second.id in added and first.id not in added, added
+    third = step(agent, "// step 3", "Step 3 - +30%", pid=second.id)
+    publish(agent)  # (the branch holds main's squash now: main's, not a left line)
+    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert third.id in published_ids(remote)
+
+
+def restarted(tmp_path: Path) -> tuple[Path, Path, KernelExperiment]:
+    """Two steps published; the agent restarts from the first step's commit and changes
+    another file (no line of the kernel clashes); (the remote, the clone, the new step)."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    first = step(agent, "// step 1", "Step 1 - +10%")
+    step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
+    publish(agent)
+    git(agent, "switch", "-q", "-c", "restart", "HEAD~1")
+    (agent / "tune.h").write_text("#define TILE 64\n")
+    git(agent, "add", "tune.h")
+    git(agent, "commit", "-q", "-m", "Tile 64")
+    other = record(agent, git(agent, "rev-parse", "HEAD"), "Tile 64 - +30%", pid=first.id)
+    return remote, agent, other
+
+
+def test_a_restart_whose_code_does_not_clash_is_not_published_on_the_old_line(
+    tmp_path: Path,
+) -> None:
+    """The side branch holds the second step's kernel, a commit the restarted checkout
+    does not descend from: publishing there would put the new experiment on code it was
+    not measured on. Nothing changes; one line names a new branch, and that command,
+    run as printed, publishes the new line (its code, not the left step's)."""
+    remote, agent, other = restarted(tmp_path)
+    before = git(remote, "rev-parse", BRANCH)
+    done = run_kexp("sync", "--branch", BRANCH, cwd=agent)
+    assert done.returncode != 0
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and KERNEL in said, said
+    assert git(remote, "rev-parse", BRANCH) == before
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=agent)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert git(remote, "show", f"{args[-1]}:tune.h") == "#define TILE 64"
+    assert other.id in published_ids(remote, args[-1])
+
+
+def test_a_restart_whose_code_does_not_clash_starts_a_landed_deleted_branch_again(
+    tmp_path: Path,
+) -> None:
+    """The same restart once the branch's pull request merged and the remote deleted it:
+    the branch starts again from the checkout, without the left step's kernel."""
+    remote, agent, other = restarted(tmp_path)
+    land(remote, tmp_path / "forge", BRANCH, "merge commit")
+    git(remote, "branch", "-D", BRANCH)
+    git(agent, "fetch", "-q")
+    publish(agent)
+    assert git(remote, "rev-parse", f"{BRANCH}~1") == git(agent, "rev-parse", "restart")
+    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert other.id in published_ids(remote)
+
+
+def test_main_s_code_brought_onto_the_branch_after_a_squash_is_not_a_left_line(
+    tmp_path: Path,
+) -> None:
+    """The first step's pull request squash-merged, the branch kept, and a teammate's
+    commit on main besides; each step changes a file of its own, so the second sync
+    starts the branch again from main merged with the checkout (the squash and the
+    teammate's commit on it, neither in the checkout). The third step is published on:
+    main's commits are not a line the checkout left."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+
+    def change(name: str, summary: str, pid: str | None = None) -> KernelExperiment:
+        (agent / name).write_text(f"// {summary}\n")
+        git(agent, "add", name)
+        git(agent, "commit", "-q", "-m", summary)
+        fields = {"pid": pid} if pid else {}
+        return record(agent, git(agent, "rev-parse", "HEAD"), summary, **fields)
+
+    first = change("tile.h", "Tile 64 - +10%")
+    publish(agent)
+    land(remote, tmp_path / "forge", BRANCH, "squashed")
+    forge = tmp_path / "forge"
+    (forge / "NOTES.md").write_text("Teammate's notes.\n")
+    git(forge, "add", "NOTES.md")
+    git(forge, "commit", "-q", "-m", "Teammate's notes")
+    git(forge, "push", "-q", "origin", "main")
+    second = change("unroll.h", "Unroll 8 - +20%", pid=first.id)
+    publish(agent)
+    assert git(remote, "show", f"{BRANCH}:unroll.h") == "// Unroll 8 - +20%"
+    third = change("vector.h", "Vector loads - +30%", pid=second.id)
+    publish(agent)
+    assert git(remote, "show", f"{BRANCH}:vector.h") == "// Vector loads - +30%"
+    assert git(remote, "show", f"{BRANCH}:NOTES.md") == "Teammate's notes."
+    listed = published_ids(remote)
+    assert second.id in listed and third.id in listed, listed
+
+
+def test_another_code_line_pushed_meanwhile_is_not_merged_into_what_is_published(
+    tmp_path: Path,
+) -> None:
+    """Bob publishes his first step, on a code line of his own, to the side branch
+    while Alice's sync to it commits (a hook of her clone pushes it as her branch is
+    made, so the race is the same every run); their code does not clash. Her sync stops
+    with nothing changed here and one line naming a new branch, never merging Bob's code
+    into what she publishes; run as printed, it publishes her line alone."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    (bob / "tune.h").write_text("#define TILE 64\n")
+    git(bob, "add", "tune.h")
+    git(bob, "commit", "-q", "-m", "Tile 64")
+    record(bob, git(bob, "rev-parse", "HEAD"), "Tile 64 - +5%")
+    git(bob, "add", "experiments")
+    git(bob, "commit", "-q", "-m", "Bob's step")
+    mine = step(alice, "// alice's line", "Unrolled by 4 - +20%")
+    hook = alice / ".git" / "hooks" / "reference-transaction"
+    pushed = tmp_path / "pushed"
+    hook.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = committed ] || exit 0\n'
+        f'grep -q " refs/heads/{BRANCH}$" || exit 0\n'
+        f"[ -e {shlex.quote(str(pushed))} ] && exit 0\n"
+        f"touch {shlex.quote(str(pushed))}\n"
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
+        f"exec git -C {shlex.quote(str(bob))} push -q origin HEAD:{BRANCH}\n"
+    )
+    hook.chmod(0o755)
+    before = git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert pushed.exists()  # Bob's push came first
+    assert done.returncode != 0
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and "tune.h" in said, said
+    assert git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == before
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=alice)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (alice / KERNEL).read_text()
+    assert "tune.h" not in git(remote, "ls-tree", "--name-only", args[-1])
+    assert mine.id in published_ids(remote, args[-1])
