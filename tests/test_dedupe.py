@@ -269,7 +269,12 @@ _DIFF_LINES = st.sampled_from(
     ["--- a/k.cu", "+++ b/k.cu", "--- x", "+++ y", "@@ -1,3 +1,4 @@", "@@ -7 +7 @@ fn()",
      "diff --git a/k.cu b/k.cu", "index 1a2b..3c4d 100644", "\\ No newline at end of file",
      "+  acc += x[i];", "-  acc = 0;", "   context line", "", "+", "-", " ", "+\t", "+++",
-     "---", "-- x", "++ y", "+-- z", "Binary files a and b differ", "\tindented"]
+     "---", "-- x", "++ y", "+-- z", "Binary files a and b differ", "\tindented",
+     # context lines that read as a header or a hunk's once their space is gone, odd
+     # hunk headers, whitespace other than spaces and tabs, names with trailing spaces
+     " diff --git a/k.cu b/k.cu", " @@ -1 +1 @@", "\t@@ -2 +2 @@", "@@@ -1 -1 +1 @@@",
+     "@@ x @@", "\x0bctx", "a\x85b  c", "+++ b/k.cu  ", "--- a/k.cu\t", "rename from k.cu",
+     "+--- z", "-+++ w"]
 )  # fmt: skip
 
 

@@ -58,14 +58,22 @@ from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
 
 #: Shortest normalised code change (without added/removed lines) that is matched.
 MIN_PLAIN_CHARS = 40
-_HEADER = re.compile(
-    r"(diff --git |diff --cc |diff -r |index [0-9a-fA-F]+\.\.|new file mode |deleted file mode |"
-    r"old mode |new mode |similarity index |dissimilarity index |rename from |rename to |"
-    r"copy from |copy to |Binary files )"
-)
-_HUNK = re.compile(r"@@+ [-+0-9, ]+ @@+")
 #: A file a unified diff changes, as its new name says it (``+++ b/PATH``).
 _CHANGED_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
+#: The lines a normalised change drops, each with the newline before it: a file's pair of
+#: names (``--- A`` just before ``+++ B``), a header, ``\\ No newline at end of file``
+#: (a line that starts with a space, a context line, is never one).
+_DROPPED_LINE = re.compile(
+    r"\n(?:--- [^\n]*\n\+\+\+ |diff --git |diff --cc |diff -r |index [0-9a-fA-F]+\.\.|"
+    r"new file mode |deleted file mode |old mode |new mode |similarity index |"
+    r"dissimilarity index |rename from |rename to |copy from |copy to |Binary files |"
+    r"\\ No newline)[^\n]*"
+)
+#: A hunk header line, with the newline before it (reduced to ``@@``: line numbers move
+#: as the base moves).
+_HUNK_LINE = re.compile(r"\n@@+ [-+0-9, ]+ @@+[^\n]*")
+#: What is left of a line that is dropped: nothing, or a sign alone.
+_BLANK = ("", "+", "-")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,35 +129,11 @@ class Repeat:
 
 def normalize_code_change(text: str) -> str:
     """The code change with headers, line numbers and whitespace differences removed."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    kept: list[str] = []
-    previous_was_old_file = False
-    for index, line in enumerate(lines):
-        first = line[:1]
-        if first and first in "+- " and not line.startswith(("--- ", "+++ ")):
-            # A changed or context line (most lines): no header, no hunk line.
-            previous_was_old_file = False
-            collapsed = " ".join(line.split())
-            if collapsed not in ("", "+", "-"):
-                kept.append(collapsed)
-            continue
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        if line.startswith("--- ") and following.startswith("+++ "):
-            previous_was_old_file = True
-            continue
-        if line.startswith("+++ ") and previous_was_old_file:
-            previous_was_old_file = False
-            continue
-        previous_was_old_file = False
-        if _HEADER.match(line) or line.startswith("\\ No newline"):
-            continue
-        if _HUNK.match(line):
-            kept.append("@@")
-            continue
-        collapsed = " ".join(line.split())
-        if collapsed in ("", "+", "-"):
-            continue
-        kept.append(collapsed)
+    # Every line, the first too, after a newline: a line's start is where the patterns
+    # look, a whole text at a time (not a Python step per line).
+    text = "\n" + text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _HUNK_LINE.sub("\n@@", _DROPPED_LINE.sub("\n", text))
+    kept = [line for raw in text.split("\n") if (line := " ".join(raw.split())) not in _BLANK]
     while kept and kept[-1] == "@@":
         kept.pop()
     return "\n".join(kept)
@@ -260,18 +244,20 @@ def shingles_and_lines_key(code_change: str, normalized: str) -> tuple[frozenset
 
 def _shingled(normalized: str) -> tuple[frozenset[int], set[int] | None]:
     """A normalised change's shingles, and a small change's changed lines as written
-    (:func:`_literal`), the key of :func:`lines_key` (None for another change)."""
+    (:func:`_literal`), the key of :func:`lines_key` (None for another change). Only a
+    small change's context lines and written lines are read: another's never count."""
     if not is_matchable(normalized):
         return frozenset(), None
     if not (normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized):
         lines = normalized.split("\n")
         held = [s for line in lines if line != "@@" and (s := line_shingle(" " + line)) is not None]
         return frozenset([*held, *_pairs(held)]), None
-    found, context, written = _changed_and_context(normalized)
+    found, changed = _changed(normalized)
     if len(found) >= SMALL_CHANGE_SHINGLES:
         return frozenset(found), None
     # With context lines or without (git diff -U0): the same lines have the same key.
-    return frozenset(found | context), written or None
+    written = {shingle for line in changed if (shingle := _literal(line)) is not None}
+    return frozenset(found | _context(normalized)), written or None
 
 
 def _lines_key_of(code_change: str, small: set[int] | None) -> str | None:
@@ -291,30 +277,35 @@ def _literal(line: str) -> int | None:
     return zlib.crc32((line[0] + " ".join(tokens)).encode("utf-8", "surrogatepass"))
 
 
-def _changed_and_context(normalized: str) -> tuple[set[int], set[int], set[int]]:
+def _changed(normalized: str) -> tuple[set[int], list[str]]:
     """The shingles of a change's changed lines (and of pairs of them within a hunk),
-    those of its context lines, and its changed lines as written (:func:`_literal`)."""
-    lines = normalized.split("\n")
+    and its changed lines."""
     found: set[int] = set()
-    context: set[int] = set()
-    written: set[int] = set()
+    changed: list[str] = []
     hunk: list[int] = []  # the changed lines' shingles of the hunk so far
-    for line in lines:
+    for line in normalized.split("\n"):
         if line == "@@":
             found.update(_pairs(hunk))
             hunk = []
         elif line[:1] in ("+", "-"):
+            changed.append(line)
             shingle = line_shingle(line)
             if shingle is not None:
                 hunk.append(shingle)
                 found.add(shingle)
-                written.add(_literal(line) or 0)
-        else:
-            shingle = line_shingle(line if line[:1] == " " else " " + line)
-            if shingle is not None:
-                context.add(shingle)
     found.update(_pairs(hunk))
-    return found, context, written
+    return found, changed
+
+
+def _context(normalized: str) -> set[int]:
+    """The shingles of a change's context lines (each alone)."""
+    return {
+        shingle
+        for line in normalized.split("\n")
+        if line != "@@"
+        and line[:1] not in ("+", "-")
+        and (shingle := line_shingle(line if line[:1] == " " else " " + line)) is not None
+    }
 
 
 def adds_alike(first: str, second: str) -> bool:
