@@ -214,10 +214,10 @@ def two_modes(values: Sequence[float]) -> Modes | None:
     into a fast and a slow group with the least spread within (one-dimensional
     2-means), each holding at least :data:`MODE_SHARE` of them (and 3), the gap between
     the groups' means more than :data:`MODE_SEPARATION` times the larger group's
-    spread (the median absolute deviation of its log times, as a standard deviation),
-    that no more than :data:`MODE_SPREADS` times the other's (load
-    spikes are no mode: they spread far wider than the clean run). Needs
-    :data:`MODES_MIN_SAMPLES`."""
+    standard deviation, that no more than :data:`MODE_SPREADS` times the other's, and
+    each no more than as many times the spread its median absolute deviation gives (a
+    group holding stray samples). Load spikes are no mode: they spread far wider than
+    the clean run, or lie between the groups. Needs :data:`MODES_MIN_SAMPLES`."""
     n = len(values)
     if n < MODES_MIN_SAMPLES:
         return None
@@ -235,13 +235,23 @@ def two_modes(values: Sequence[float]) -> Modes | None:
     least = max(3, math.ceil(MODE_SHARE * n))
     if n - least < least:
         return None
-    split = min(range(least, n - least + 1), key=lambda i: within(0, i) + within(i, n))
+    # the least spread within is the most between: max of S_left^2/i + S_right^2/(n-i)
+    total, split, best = sums[n], least, -math.inf
+    for i in range(least, n - least + 1):
+        left = sums[i]
+        between = left * left / i + (total - left) ** 2 / (n - i)
+        if between > best:
+            split, best = i, between
     gap = (sums[n] - sums[split]) / (n - split) - sums[split] / split
-    groups = (logs[:split], logs[split:])
-    spreads = sorted(statistics.stdev(group) for group in groups)
+    ends = ((0, split), (split, n))
+    deviations = [math.sqrt(within(lo, hi) / (hi - lo - 1)) for lo, hi in ends]
+    spreads = sorted(deviations)
     if gap <= MODE_SEPARATION * spreads[1] or spreads[1] > MODE_SPREADS * spreads[0]:
         return None
-    if any(statistics.stdev(g) > MODE_SPREADS * _robust_spread(g) for g in groups):
+    if any(
+        d > MODE_SPREADS * _robust_spread(logs[lo:hi])
+        for d, (lo, hi) in zip(deviations, ends, strict=True)
+    ):
         return None  # a group with stray samples (spikes between the groups): no mode
     fast = float(statistics.median(values[:split]))
     return Modes(fast, float(statistics.median(values[split:])), (n - split) / n)
