@@ -84,3 +84,4 @@ def test_the_promises_hold_over_10000_trials() -> None:
     assert list(figures.widths) == sorted(figures.widths, reverse=True)
     assert figures.loaded_false_alarms <= 0.05
     assert figures.loaded_power >= 0.90
+    assert figures.bimodal_false_alarms <= 0.05

@@ -20,6 +20,15 @@ side, a false speedup when they hit the baseline) and the spread of every sample
 call a clear speedup within noise. Method 1 (:data:`METHOD`) looked for a fifth and
 took the median of every sample; validation still accepts a file it wrote.
 
+**Two modes.** Timings of a GPU whose clocks are not locked may fall in two modes
+(boost on, boost off), near half of them each: the median lies in either, and whether
+it is the fast one or the slow one differs between two runs of the same code, a false
+speedup or regression as large as the gap. :func:`two_modes` finds them (each mode a
+quarter of the samples or more, their gap many times their spread); such a side's
+log-median gets a standard error no smaller than the gap over √2 (half of it is the
+error of a median that lies in either mode), so the interval holds a swap between the
+modes (the simulation's two-clock-state figures measure it).
+
 **The interval.** The score's logarithm is the mean of the configurations'
 ``log(median baseline) - log(median candidate)``. Each log-median gets a standard
 error from the samples kept (``k`` of them):
@@ -60,6 +69,16 @@ OUTLIER_ALPHA = 0.01
 #: The share of a side's samples that may be load spikes (slower by 20 % or more) with
 #: the score and its interval kept to the rest (the simulation holds this promise).
 SPIKES_HANDLED = 0.4
+#: Two modes (:func:`two_modes`): the fewest samples a side to tell them apart, the
+#: least share of the side's samples each holds, and how many times the larger mode's
+#: spread (the standard deviation of its log times) the gap between their centres is.
+MODES_MIN_SAMPLES = 10
+MODE_SHARE = 0.25
+MODE_SEPARATION = 5.0
+#: ... and how many times the other's spread the larger one may be: two clock states
+#: are as tight as each other; load spikes (slowed by anything from 1.2 to 3 times)
+#: are spread far wider than the clean run.
+MODE_SPREADS = 3.0
 #: The method's version: 2 sets aside fewer than half of a side's samples as outliers
 #: and takes the median of the rest; 1 looked for a fifth and took every sample's
 #: median (``legacy=True``), which a file recorded before may hold.
@@ -173,15 +192,89 @@ class SideStats:
     df: int
     #: Samples set aside as outliers when estimating the spread.
     outliers: int
+    #: The least and the greatest sample kept (the outliers set aside lie outside).
+    kept: tuple[float, float] = (0.0, 0.0)
+    #: Two modes the samples fall in (:func:`two_modes`), or None.
+    modes: Modes | None = None
 
 
-def side_stats(samples: Sequence[float], *, legacy: bool = False) -> SideStats:
+@dataclasses.dataclass(frozen=True)
+class Modes:
+    """Samples that fall in two well-separated modes (two clock states)."""
+
+    #: The median time of the fast mode and of the slow one.
+    fast: float
+    slow: float
+    #: The share of the samples in the slow mode.
+    slow_share: float
+
+
+def two_modes(values: Sequence[float]) -> Modes | None:
+    """The two modes sorted ``values`` fall in, or None: the split of their log times
+    into a fast and a slow group with the least spread within (one-dimensional
+    2-means), each holding at least :data:`MODE_SHARE` of them (and 3), the gap between
+    the groups' means more than :data:`MODE_SEPARATION` times the larger group's
+    standard deviation, that no more than :data:`MODE_SPREADS` times the other's, and
+    each no more than as many times the spread its median absolute deviation gives (a
+    group holding stray samples). Load spikes are no mode: they spread far wider than
+    the clean run, or lie between the groups. Needs :data:`MODES_MIN_SAMPLES`."""
+    n = len(values)
+    if n < MODES_MIN_SAMPLES:
+        return None
+    logs = [math.log(v) for v in values]
+    sums, squares = [0.0], [0.0]
+    for x in logs:
+        sums.append(sums[-1] + x)
+        squares.append(squares[-1] + x * x)
+
+    def within(lo: int, hi: int) -> float:
+        count = hi - lo
+        total = sums[hi] - sums[lo]
+        return max(0.0, squares[hi] - squares[lo] - total * total / count)
+
+    least = max(3, math.ceil(MODE_SHARE * n))
+    if n - least < least:
+        return None
+    # the least spread within is the most between: max of S_left^2/i + S_right^2/(n-i)
+    total, split, best = sums[n], least, -math.inf
+    for i in range(least, n - least + 1):
+        left = sums[i]
+        between = left * left / i + (total - left) ** 2 / (n - i)
+        if between > best:
+            split, best = i, between
+    gap = (sums[n] - sums[split]) / (n - split) - sums[split] / split
+    ends = ((0, split), (split, n))
+    deviations = [math.sqrt(within(lo, hi) / (hi - lo - 1)) for lo, hi in ends]
+    spreads = sorted(deviations)
+    if gap <= MODE_SEPARATION * spreads[1] or spreads[1] > MODE_SPREADS * spreads[0]:
+        return None
+    if any(
+        d > MODE_SPREADS * _robust_spread(logs[lo:hi])
+        for d, (lo, hi) in zip(deviations, ends, strict=True)
+    ):
+        return None  # a group with stray samples (spikes between the groups): no mode
+    fast = float(statistics.median(values[:split]))
+    return Modes(fast, float(statistics.median(values[split:])), (n - split) / n)
+
+
+def _robust_spread(logs: Sequence[float]) -> float:
+    """The standard deviation of normal samples with the median absolute deviation of
+    ``logs`` (a stray sample does not widen it)."""
+    center = statistics.median(logs)
+    return 1.4826 * float(statistics.median(abs(x - center) for x in logs))
+
+
+def side_stats(samples: Sequence[float], *, legacy: bool = False, modes: bool = True) -> SideStats:
     """The run's median, interquartile range and the log-median's standard error.
 
     The median is that of the samples left once the outliers (load spikes, a preempted
     run) are set aside, its standard error that of the median of as many normal samples
-    with their spread; the interquartile range is every sample's. ``legacy``: method 1
-    (:data:`METHOD`), which a file recorded before may hold: the median of every sample.
+    with their spread; the interquartile range is every sample's. Samples in two
+    modes (:func:`two_modes`: clocks not locked) give a median that lies in either, so
+    its standard error is at least the gap between the modes (on the log scale) over
+    √2, and the interval holds a swap between them; ``modes=False``: as before this rule (a
+    file recorded then). ``legacy``: method 1 (:data:`METHOD`), which a file recorded
+    before may hold: the median of every sample.
     """
     values = sorted(float(v) for v in samples)
     n = len(values)
@@ -205,7 +298,12 @@ def side_stats(samples: Sequence[float], *, legacy: bool = False) -> SideStats:
     else:
         median = float(statistics.median(values[low : n - high]))
         variance = median_variance_factor(kept) * spread**2 / kept
-    return SideStats(n, median, iqr, math.sqrt(variance), kept - 1, low + high)
+    found = two_modes(values) if modes and not legacy else None
+    if found is not None:  # the median lies in either mode: half their gap is its error,
+        # and as much again for a partner side whose modes were not told apart
+        variance = max(variance, math.log(found.slow / found.fast) ** 2 / 2)
+    ends = (values[low], values[n - 1 - high])
+    return SideStats(n, median, iqr, math.sqrt(variance), kept - 1, low + high, ends, found)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,11 +320,18 @@ class ConfigEstimate:
 
 
 def config_estimate(
-    baseline: Sequence[float], candidate: Sequence[float], *, legacy: bool = False
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    legacy: bool = False,
+    modes: bool = True,
 ) -> ConfigEstimate:
     """The statistics of one configuration's baseline and candidate samples
-    (``legacy``: by method 1, see :func:`side_stats`)."""
-    return ConfigEstimate(side_stats(baseline, legacy=legacy), side_stats(candidate, legacy=legacy))
+    (``legacy``, ``modes``: see :func:`side_stats`)."""
+    return ConfigEstimate(
+        side_stats(baseline, legacy=legacy, modes=modes),
+        side_stats(candidate, legacy=legacy, modes=modes),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,13 +345,18 @@ class Estimate:
 
 
 def estimate(
-    samples: Sequence[tuple[Sequence[float], Sequence[float]]], *, legacy: bool = False
+    samples: Sequence[tuple[Sequence[float], Sequence[float]]],
+    *,
+    legacy: bool = False,
+    modes: bool = True,
 ) -> Estimate:
     """The score and its interval from ``(baseline samples, candidate samples)`` per
-    configuration (``legacy``: by method 1, see :func:`side_stats`)."""
+    configuration (``legacy``, ``modes``: see :func:`side_stats`)."""
     if not samples:
         raise NoiseError("no configurations")
-    configs = tuple(config_estimate(base, cand, legacy=legacy) for base, cand in samples)
+    configs = tuple(
+        config_estimate(base, cand, legacy=legacy, modes=modes) for base, cand in samples
+    )
     log_score = math.fsum(math.log(c.speedup) for c in configs) / len(configs)
     return Estimate(math.exp(log_score), score_interval(configs), configs)
 

@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeGuard
 
 from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
 from kexp.core.campaign import unmeasured
-from kexp.core.noise import estimate, rounded_interval
+from kexp.core.noise import ConfigEstimate, SideStats, estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
 #: The first line of a ``## Samples`` section kexp writes.
@@ -221,15 +221,21 @@ class Summary:
     score: float
     #: Empty when some side has fewer than :data:`kexp.core.noise.MIN_SAMPLES` samples.
     score_ci: list[float]
+    #: Each configuration's statistics, in the order of ``results``.
+    configs: tuple[ConfigEstimate, ...] = ()
 
 
 def summarize(
-    samples: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, legacy: bool = False
+    samples: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    legacy: bool = False,
+    modes: bool = True,
 ) -> Summary:
     """``results`` (median, count and interquartile range per side, the median
     speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``
-    (``legacy``: as :data:`kexp.core.noise.METHOD` 1 computed them)."""
-    found = estimate(list(samples.values()), legacy=legacy)
+    (``legacy``: as :data:`kexp.core.noise.METHOD` 1 computed them; ``modes=False``:
+    as before two modes widened a side's interval, :func:`kexp.core.noise.two_modes`)."""
+    found = estimate(list(samples.values()), legacy=legacy, modes=modes)
     results = []
     for config, stats in zip(samples, found.configs, strict=True):
         results.append(
@@ -246,7 +252,42 @@ def summarize(
             }
         )
     interval = list(rounded_interval(*found.interval)) if found.interval else []
-    return Summary(results, round(found.score, 4), interval)
+    return Summary(results, round(found.score, 4), interval, found.configs)
+
+
+def set_aside(side: SideStats, samples: Sequence[float]) -> int:
+    """How many of ``samples`` (a round's, of a side whose pooled statistics are
+    ``side``) lie outside the samples kept: set aside as load spikes."""
+    low, high = side.kept
+    return sum(1 for v in samples if v < low or v > high) if side.outliers else 0
+
+
+def spike_words(config: str, stats: ConfigEstimate, rounds: Sequence[Round]) -> str:
+    """What a raw result's line of ``config`` says of the samples set aside as load
+    spikes (baseline / candidate, and per round when ``rounds`` are several) and of
+    two modes a side fell in (:func:`kexp.core.noise.two_modes`); empty when neither."""
+    parts = []
+    sides = (stats.baseline, stats.candidate)
+    if stats.baseline.outliers or stats.candidate.outliers:
+        text = f"{stats.baseline.outliers} / {stats.candidate.outliers} set aside as load spikes"
+        if len(rounds) > 1:
+            per_round = []
+            for number, measured in enumerate(rounds, 1):
+                counts = [
+                    set_aside(s, t) for s, t in zip(sides, measured.timings[config], strict=True)
+                ]
+                if any(counts):
+                    per_round.append(f"round {number}: {counts[0]} / {counts[1]}")
+            text += f" ({', '.join(per_round)})"
+        parts.append(text)
+    for name, side in zip(("baseline", "candidate"), sides, strict=True):
+        if side.modes is not None:
+            fast, slow, share = side.modes.fast, side.modes.slow, side.modes.slow_share
+            parts.append(
+                f"{name} in two modes, {fast:.4g} and {slow:.4g} µs ({share:.0%} slow): "
+                "clocks not locked"
+            )
+    return "; ".join(parts)
 
 
 def _tidy(value: float) -> float:
@@ -327,6 +368,8 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
         ]
     together = pooled(rounds)
     disagreements = _disagreements(fields, summarize(together))
+    if disagreements and not _disagreements(fields, summarize(together, modes=False)):
+        disagreements = []  # recorded before two modes widened the interval
     if disagreements and not _disagreements(fields, summarize(together, legacy=True)):
         disagreements = []  # recorded before outliers were set aside from the median
     found.extend(disagreements)

@@ -8,6 +8,11 @@
 * :func:`implausible_control`: a control (an A/A run) remeasured into an interval that
   excludes 1, or far wider than its earlier noise floor: the round's two sides were not
   timed alike, and the floor every step is judged against moved.
+* :func:`throttled_rounds`: a control's round whose samples were mostly set aside as
+  load spikes when pooled (a throttled round, a third of the samples): the pooled floor
+  looks fine, so the round is named on its own, with the step that replaces it.
+* :func:`modes_hint`: a side whose timings fall in two modes (the GPU's clocks not
+  locked): the score's interval is widened to hold both; lock the clocks.
 * :func:`unit_hint`: timings of a file that does not say its unit, every one near
   zero as read: milliseconds (do_bench's) read as microseconds, most likely.
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
@@ -29,13 +34,18 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kexp.core.advice import CORRECT_FIELD, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
+from kexp.core.noise import estimate, two_modes
 from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
+
+if TYPE_CHECKING:
+    from kexp.format.samples import Round
 
 Sides = tuple[Sequence[float], Sequence[float]]
 
@@ -122,6 +132,69 @@ def implausible_control(before: Sequence[float], after: Sequence[float]) -> list
         if was > 0 and width > CONTROL_WIDENING * was:
             reasons.append(f"its interval is {_two_figures(width / was)} times as wide as before")
     return reasons
+
+
+def throttled_rounds(exp_id: str, rounds: Sequence[Round]) -> str | None:
+    """What to say of a control (``exp_id``) whose rounds, pooled, set aside at least
+    half of some round's samples of a side as load spikes (the first such round, and
+    what it gives alone), with the step that replaces it; None when no round was
+    (one round: none)."""
+    if len(rounds) < 2:
+        return None
+    # lazy: a remeasure's, as kexp.measure.record imports it
+    from kexp.format.samples import pooled, set_aside, summarize
+
+    together = pooled(rounds)
+    summary = summarize(together)
+    for number, measured in enumerate(rounds, 1):
+        for config, stats in zip(together, summary.configs, strict=True):
+            sides = zip(("baseline", "candidate"), (stats.baseline, stats.candidate), strict=True)
+            for (name, side), samples in zip(sides, measured.timings[config], strict=True):
+                count = set_aside(side, samples)
+                if not samples or 2 * count < len(samples):
+                    continue
+                alone = estimate(list(measured.timings.values()))
+                figure = f"{alone.score:.4f}"
+                if alone.interval is not None:
+                    figure += f" [{alone.interval[0]:.4f}, {alone.interval[1]:.4f}]"
+                return (
+                    f"control {exp_id[:10]} is an A/A run, yet {count} of round {number}'s "
+                    f"{len(samples)} {name} samples of {config} were set aside as load "
+                    f"spikes when its {len(rounds)} rounds were pooled (round {number} alone "
+                    f"gives {figure}): that round was throttled or timed under load, and the "
+                    "noise floor leaves it out without a word. Commit the file, time the A/A "
+                    f"again and replace the round: {REPLACE_ROUND.say(id=exp_id, n=number)}"
+                )
+    return None
+
+
+def modes_hint(
+    samples: Mapping[str, Sides], exp_id: str | None = None, number: int = 1
+) -> str | None:
+    """What to say when a side of a configuration (``samples``: baseline and candidate
+    samples per configuration) falls in two modes (:func:`kexp.core.noise.two_modes`):
+    the GPU ran at two clock speeds, the score's interval was widened to hold a swap
+    between them; lock the clocks and time it again (``exp_id``: a remeasured
+    experiment, whose round ``number`` is replaced so)."""
+    for config, sides in samples.items():
+        for name, side in zip(("baseline", "candidate"), sides, strict=True):
+            found = two_modes(sorted(side))
+            if found is None:
+                continue
+            again = (
+                f"replace the round ({REPLACE_ROUND.say(id=exp_id, n=number)})"
+                if exp_id is not None
+                else "record it"
+            )
+            return (
+                f"{config}: the {name} timings fall in two modes, {found.fast:.4g} us and "
+                f"{found.slow:.4g} us ({found.slow_share:.0%} of them the slow one): the GPU "
+                "ran at two clock speeds (clocks not locked, boost on and off), so the "
+                "median lies in either and the score's interval is widened to hold both, "
+                "no speedup or regression called with confidence; lock the clocks (sudo "
+                f"nvidia-smi -lgc MHZ,MHZ; -rgc resets them), time it again and {again}"
+            )
+    return None
 
 
 def _two_figures(value: float) -> str:

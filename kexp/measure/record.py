@@ -75,10 +75,12 @@ from kexp.measure.checks import (
     check_round_scale,
     done_without_measure,
     implausible_control,
+    modes_hint,
     replaced_round_held,
     resolution_hint,
     samples_too_large,
     summary_contradiction,
+    throttled_rounds,
     unit_hint,
 )
 from kexp.measure.measurements import (
@@ -232,9 +234,11 @@ def raw_result_text(
     title: str | None = None,
     note: str = "",
     over_parent: OverParent | None = None,
+    details: Mapping[str, str] | None = None,
 ) -> str:
     """The ``raw_result`` text in the skill's format (overall, then one line per config);
-    with samples, the interval and each configuration's sample counts too; ``note``
+    with samples, the interval and each configuration's sample counts too (and its
+    ``details``: samples set aside as load spikes, two modes); ``note``
     (how the timings were taken) below the overall line. ``over_parent``: a step measured
     against the reference, made on a parent: the header says its outcome over the
     parent (the campaign's), and the overall line its speedup over the parent too."""
@@ -267,7 +271,8 @@ def raw_result_text(
             counts = f" (summaries of {runs[0]} / {runs[1]} runs, no raw samples)"
         elif m.has_samples:
             base, cand = len(m.baseline_samples) or 1, len(m.candidate_samples) or 1
-            counts = f" (medians of {base} / {cand} samples)"
+            more = (details or {}).get(m.config)
+            counts = f" (medians of {base} / {cand} samples{f'; {more}' if more else ''})"
         lines.append(
             f"- {m.config}: {m.speedup:.4f}x ({_percent(m.speedup)})  "
             f"{_time(m.baseline)} -> {_time(m.candidate)} µs{counts}"
@@ -301,13 +306,16 @@ def score_measurements(
         raise MeasurementError("no configurations were measured")
     interval: list[float] = []
     samples_text = ""
+    details: dict[str, str] = {}
     if any(m.has_samples for m in measurements):
         # lazy: not every command that imports this module needs kexp.format.samples
-        from kexp.format.samples import Round, render_samples, summarize
+        from kexp.format.samples import Round, render_samples, spike_words, summarize
 
         pooled = {m.config: sides_of(m) for m in measurements}
         summary = summarize(pooled)
         results, score, interval = summary.results, summary.score, summary.score_ci
+        for config, stats in zip(pooled, summary.configs, strict=True):
+            details[config] = spike_words(config, stats, rounds or [Round(pooled)])
         if keep_samples:
             samples_text = render_samples(rounds if rounds is not None else [Round(pooled)])
     else:
@@ -322,6 +330,7 @@ def score_measurements(
         title=title,
         note=note,
         over_parent=over_parent(score, interval) if over_parent is not None else None,
+        details=details,
     )
     judged = KernelExperiment(score=score, results=results, protocol=dict(protocol or {}))
     reasons = suspect_reasons(judged, settings)
@@ -478,9 +487,10 @@ def with_timings(
         hint = unit_hint(times, unit, store.settings.suspect_time_below_us)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
-    flat = resolution_hint({m.config: sides_of(m) for m in gathered.measurements})
-    if flat is not None:
-        warnings.warn(flat, TimingsWarning, stacklevel=3)
+    sides = {m.config: sides_of(m) for m in gathered.measurements}
+    for hint in (resolution_hint(sides), modes_hint(sides)):
+        if hint is not None:
+            warnings.warn(hint, TimingsWarning, stacklevel=3)
     scored = score_measurements(
         gathered.measurements,
         iteration=iteration,
@@ -831,17 +841,25 @@ def remeasure(
     except ValidationError as exc:
         samples_too_large(exc, scored.samples, pooled=True)
         raise
+    hint = modes_hint(new_round.timings, exp.id, replace_round or number)
+    if hint is not None:
+        warnings.warn(hint, TimingsWarning, stacklevel=2)
     if is_control(exp):
-        _warn_if_implausible_control(exp, done, number)
+        _warn_if_implausible_control(exp, done, number, rounds)
     return done
 
 
 def _warn_if_implausible_control(
-    before: KernelExperiment, after: KernelExperiment, number: int
+    before: KernelExperiment, after: KernelExperiment, number: int, rounds: Sequence[Round]
 ) -> None:
     """Warn (:class:`ControlWarning`) when a control's round ``number``, pooled, gave
-    what an A/A run cannot (:func:`kexp.measure.checks.implausible_control`), saying
-    what to do."""
+    what an A/A run cannot (:func:`kexp.measure.checks.implausible_control`), or one of
+    its ``rounds`` was mostly set aside as load spikes
+    (:func:`kexp.measure.checks.throttled_rounds`), saying what to do."""
+    throttled = throttled_rounds(after.id, rounds)  # the round named, if one is
+    if throttled is not None:
+        warnings.warn(throttled, ControlWarning, stacklevel=3)
+        return
     reasons = implausible_control(before.score_ci, after.score_ci)
     if not reasons:
         return

@@ -21,7 +21,12 @@ same figures. Five properties are measured:
   (:data:`kexp.core.noise.SPIKES_HANDLED`) 1.2 to 3 times slower. A/A pairs called
   improvement or regression (the promise: at most 5 %), and a true 5 % speedup found
   an ``improvement`` (the promise: at least 90 %; method 1, which took every sample's
-  median and spread, called nearly all of them within noise).
+  median and spread, called nearly all of them within noise);
+* **two clock states**: experiments of 2 configurations, 30 samples a side at 1 to 3 %
+  CV, each sample timed in the slow state (1.1 to 1.5 times slower: clocks not
+  locked) with probability 1/2. A/A pairs called improvement or regression (the
+  promise: at most 5 %; without the rule of :func:`kexp.core.noise.two_modes`, about
+  70 %), and a true 50 % speedup found an ``improvement``.
 
 ``tests/test_simulation.py`` holds these promises over 1,000 trials each (a larger run
 is marked ``slow``).
@@ -113,11 +118,13 @@ def outcome(
     settings: Settings = DEFAULT_SETTINGS,
     *,
     legacy: bool = False,
+    modes: bool = True,
 ) -> tuple[str, str]:
     """The outcome of an experiment measured so, with its interval and (as today)
     with its score alone, as :func:`kexp.core.model.outcome_of` derives them from the
-    rounded values a file holds (``legacy``: by method 1 of :mod:`kexp.core.noise`)."""
-    found = estimate(pairs, legacy=legacy)
+    rounded values a file holds (``legacy``: by method 1 of :mod:`kexp.core.noise`;
+    ``modes=False``: without its rule for two modes)."""
+    found = estimate(pairs, legacy=legacy, modes=modes)
     score = round(found.score, 4)
     assert found.interval is not None
     with_interval = KernelExperiment(
@@ -149,12 +156,22 @@ class Figures:
     #: and by method 1.
     loaded_power: float = 0.0
     loaded_power_legacy: float = 0.0
+    #: A/A pairs timed in two clock states (:func:`two_clock_states`): called
+    #: improvement or regression; and without the rule for two modes.
+    bimodal_false_alarms: float = 0.0
+    bimodal_false_alarms_without_modes: float = 0.0
+    #: A true :data:`BIMODAL_SPEEDUP` timed so: found an improvement.
+    bimodal_power: float = 0.0
 
 
 #: The sample counts whose power :func:`measure` reports.
 POWER_SAMPLES = (5, 10, 30)
 #: The true speedup whose power under load :func:`measure` reports.
 LOADED_SPEEDUP = 1.05
+#: The range of the slow clock state's slowdown, and the true speedup whose power in
+#: two clock states :func:`measure` reports.
+CLOCK_SLOWDOWN = (1.1, 1.5)
+BIMODAL_SPEEDUP = 1.5
 #: A small, noisy experiment: one configuration of 5 samples a side at 5 % CV.
 SMALL_TRIAL = Trial(1, 5, 0.05, 0.0)
 
@@ -261,6 +278,31 @@ def under_load(
     return {name: count / trials for name, count in counts.items()}
 
 
+def clocked(rng: random.Random, times: list[float], slow: float) -> list[float]:
+    """``times`` with each, with probability 1/2, timed in the slow clock state: ``slow``
+    times slower."""
+    return [t * slow if rng.random() < 0.5 else t for t in times]
+
+
+def two_clock_states(
+    trials: int, seed: int = 9, *, speedup: float = 1.0, modes: bool = True
+) -> dict[str, float]:
+    """Outcomes (their shares) of experiments of 2 configurations, 30 samples a side at
+    1 to 3 % CV, a true ``speedup``, each sample timed in the slow clock state (slower
+    by a factor of :data:`CLOCK_SLOWDOWN`, one a trial) with probability 1/2
+    (``modes=False``: judged without the rule of :func:`kexp.core.noise.two_modes`)."""
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    for _ in range(trials):
+        trial = Trial(2, 30, rng.uniform(0.01, 0.03), 0.0)
+        slow = rng.uniform(*CLOCK_SLOWDOWN)
+        (pairs,) = draw_experiment(rng, trial, [speedup] * trial.configs)
+        states = [(clocked(rng, base, slow), clocked(rng, cand, slow)) for base, cand in pairs]
+        found = outcome(states, modes=modes)[0]
+        counts[found] = counts.get(found, 0) + 1
+    return {name: count / trials for name, count in counts.items()}
+
+
 def measure(trials: int = 1000, seed: int = 0) -> Figures:
     """Every figure, over ``trials`` seeded trials each."""
     alarms = false_alarms(trials, seed + 1)
@@ -277,13 +319,16 @@ def measure(trials: int = 1000, seed: int = 0) -> Figures:
         found[1],
         pooling(trials, seed + 4),
         tuple(power(trials, seed + 6, samples=n)[0] for n in POWER_SAMPLES),
-        _called(under_load(trials, seed + 7)),
+        called(under_load(trials, seed + 7)),
         under_load(trials, seed + 8, speedup=LOADED_SPEEDUP).get("improvement", 0.0),
         under_load(trials, seed + 8, speedup=LOADED_SPEEDUP, legacy=True).get("improvement", 0.0),
+        called(two_clock_states(trials, seed + 9)),
+        called(two_clock_states(trials, seed + 9, modes=False)),
+        two_clock_states(trials, seed + 10, speedup=BIMODAL_SPEEDUP).get("improvement", 0.0),
     )
 
 
-def _called(outcomes: dict[str, float]) -> float:
+def called(outcomes: dict[str, float]) -> float:
     """The share of outcomes called improvement or regression."""
     return outcomes.get("improvement", 0.0) + outcomes.get("regression", 0.0)
 
@@ -327,6 +372,19 @@ def report(figures: Figures) -> str:
         (
             "  the same, by method 1 (the median and spread of every sample)",
             f"{figures.loaded_power_legacy:.1%}",
+        ),
+        (
+            "A/A pairs, half the samples in a clock state 1.1-1.5x slower: improvement or "
+            "regression (≤ 5 %)",
+            f"{figures.bimodal_false_alarms:.1%}",
+        ),
+        (
+            "  the same, without the rule for two modes",
+            f"{figures.bimodal_false_alarms_without_modes:.1%}",
+        ),
+        (
+            f"true {BIMODAL_SPEEDUP - 1:.0%} speedup, the same clock states: improvement",
+            f"{figures.bimodal_power:.1%}",
         ),
     ]
     return markdown_table((f"over {figures.trials:,} seeded trials each", "measured"), rows)
