@@ -739,7 +739,8 @@ def _not_tried(
                 (2, False, config),
                 (
                     f"- configuration {config}: never improved "
-                    f"(best {max(speedups):.4f}x over {len(speedups)} measurements)",
+                    f"(best {max(speedups):.4f}x over {len(speedups)} "
+                    f"measurement{'' if len(speedups) == 1 else 's'})",
                 ),
                 {
                     "kind": "configuration",
