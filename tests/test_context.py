@@ -652,3 +652,22 @@ def test_a_dead_end_within_noise_is_not_offered_for_a_remeasure(tmp_path: Path) 
     assert [e["id"] for e in data["marginal"]] == [open_.id]
     (group,) = [g for g in data["do_not_repeat"] if dead.id in g["ids"]]
     assert group["dead_ends"] == [dead.id]
+
+
+def test_a_first_step_that_is_the_best_is_not_listed_twice(repo: Path) -> None:
+    """The campaign's first iteration improved: the packet named it as the current best,
+    then again, whole, as step 1 of the path to it (trial 18). Now step 1 is "the best
+    (above)", as the last step of a longer path is."""
+    first = run_kexp(
+        "add", "--summary", "Vectorize row loads 4-wide - +57%", "--score", "1.5749",
+        "--operator", "kernels/softmax.py: softmax_kernel", "--dtype", "fp32", "--env", "cpu",
+        "--json", cwd=repo,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    exp_id = json.loads(first.stdout)["id"]
+    packet = run_kexp("context", "--operator", "softmax", cwd=repo)
+    assert packet.returncode == 0, packet.stderr
+    assert packet.stdout.count("Vectorize row loads 4-wide") == 1, packet.stdout
+    assert packet.stdout.count(exp_id[:10]) == 1, packet.stdout
+    path = packet.stdout.split("## Path to the best", 1)[1].split("\n\n", 1)[0]
+    assert "\n1. the best (above): 1.5749x over reference → 1.5749x" in path, path

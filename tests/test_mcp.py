@@ -614,3 +614,30 @@ def test_a_step_recorded_on_a_parent_takes_its_operator_dtype_and_env_as_kexp_ad
 
     run_agent(repo, work)
     assert len(store.list_experiments()) == 2
+
+
+def test_list_and_show_fields_name_where_an_experiment_was_found(
+    shared_repo: Path, tmp_path: Path
+) -> None:
+    """The list tool's ``fields`` refused ``ref`` and ``refs`` though its rows read
+    with ``all_refs`` carry them (trial 18). Now they are fields of a read across refs;
+    asked of a read of the working tree alone, the error says to call it with
+    ``all_refs`` in the tools' words, not the command's flag."""
+    store = Store(shared_repo)
+    exp = store.create_experiment(**record_fields(score=1.03, status="done"))
+    git(shared_repo, "add", "experiments")
+    git(shared_repo, "commit", "-q", "-m", "an experiment")
+    git(shared_repo, "push", "-q", "origin", "main")
+
+    async def work(agent: Agent) -> None:
+        rows = await agent.json("list", fields=["id", "ref"], all_refs=True)
+        assert [(r["id"], r["ref"]) for r in rows] == [(exp.id, "local")], rows
+        shown = await agent.json("show", exp_id=exp.id[:10], fields=["refs"], all_refs=True)
+        assert shown["refs"] == ["local", "main", "origin/main"], shown
+        failed, texts = await agent.call("list", fields=["id", "ref"])
+        assert failed, texts
+        (text,) = texts
+        assert "ref: where each experiment was found" in text, text
+        assert "all_refs: true" in text and "--all-refs" not in text, text
+
+    run_agent(shared_repo, work)

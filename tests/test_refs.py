@@ -604,3 +604,39 @@ def test_folders_hidden_moved_or_missing_on_some_refs_are_read_as_each_ref_holds
     assert sorted(exp.id for exp in listed) == sorted(exp.id for exp in made[1:])
     strays = [p for p in Store(alice, refs=refs).validate() if p.code == "stray-file"]
     assert [Path(p.path).name for p in strays] == ["notes.md"]
+
+
+def test_fields_name_where_each_experiment_was_found(tmp_path: Path) -> None:
+    """``kexp list --all-refs --json`` says where each row was found (``ref``, ``refs``),
+    but ``--fields id,ref,refs`` was refused: "unknown field(s) ref, refs" (trial 18).
+    Now they are fields of a read across refs, in the order asked, as the files say;
+    asked of a read of the working tree alone, one line says to read across refs, and
+    ``--sort ref`` stays refused."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    mine = record(alice, base, "Unrolled by 4 - +1.9%")
+    sync(Store(alice))
+    theirs = record(bob, base, "Vectorized loads - +3.0%")
+    git(alice, "fetch", "-q")
+    shown = run_kexp(
+        "list", "--all-refs", "--json", "--fields", "refs,id,ref,other_versions", cwd=alice
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == [
+        {"refs": [LOCAL, "main", "origin/main"], "id": mine.id, "ref": LOCAL, "other_versions": []}
+    ]
+    csv = run_kexp("list", "--all-refs", "--format", "csv", "--fields", "id,ref", cwd=alice)
+    assert csv.returncode == 0, csv.stderr
+    assert csv.stdout.splitlines()[1] == f"{mine.id},local,local main origin/main", csv.stdout
+    sync(Store(bob))
+    git(alice, "fetch", "-q")
+    top = run_kexp("top", "--all-refs", "--json", "--fields", "id,ref", cwd=alice)
+    assert sorted((r["id"], r["ref"]) for r in json.loads(top.stdout)) == sorted(
+        [(mine.id, LOCAL), (theirs.id, "origin/main")]
+    ), top.stdout
+    alone = run_kexp("list", "--json", "--fields", "id,ref", cwd=alice)
+    assert alone.returncode != 0 and alone.stdout == ""
+    (line,) = alone.stderr.strip().splitlines()
+    assert "ref: where each experiment was found" in line and "--all-refs" in line, line
+    sorted_by = run_kexp("list", "--all-refs", "--json", "--sort", "ref", cwd=alice)
+    assert sorted_by.returncode == 2 and "unknown field(s) ref" in sorted_by.stderr

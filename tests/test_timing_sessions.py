@@ -376,3 +376,40 @@ def test_a_candidate_that_crashed_on_one_configuration_is_said_with_how_to_recor
     assert done.returncode == 0, done.stderr
     recorded = json.loads(done.stdout)
     assert (recorded["outcome"], recorded["score"]) == ("buggy", 0), recorded
+
+
+@pytest.mark.parametrize(
+    ("timer", "recorded"),
+    [(None, "wall_clock"), ("time.process_time", "other"), ("time.perf_counter", "wall_clock")],
+)
+def test_pytest_benchmark_timed_with_a_cpu_clock_is_not_recorded_as_a_wall_clock(
+    repo: Path, tmp_path: Path, timer: str | None, recorded: str
+) -> None:
+    """An agent timed its CPU stand-in with ``--benchmark-timer=time.process_time``
+    (steadier on a loaded machine): pytest-benchmark's JSON names the timer
+    (``options.timer: process_time``), but kexp recorded ``timer: wall_clock``, and
+    ``kexp show`` and ``kexp review`` said it was measured so (trial 18). Now a timer
+    other than a wall clock is ``timer: other``, with one warning saying what it
+    measured; the default timer, named or not, is still a wall clock, without one."""
+    options = ("--benchmark-min-rounds=5", "--benchmark-max-time=0.000001")
+    if timer is not None:
+        options += (f"--benchmark-timer={timer}",)
+    base = run_pytest_benchmark(tmp_path, BENCH, "baseline", *options)
+    cand = run_pytest_benchmark(tmp_path, BENCH, "candidate", *options)
+    named = json.loads(cand.read_text(encoding="utf-8"))["benchmarks"][0]["options"]["timer"]
+    assert named == (timer or "time.perf_counter").rsplit(".", 1)[-1]
+    done = run_kexp(
+        "add", "--summary", "sum of half the range - faster", *COMMON,
+        "--baseline", str(base), "--candidate", str(cand), "--json", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exp_id = json.loads(done.stdout)["id"]
+    shown = run_kexp("show", exp_id, "--json", "--fields", "protocol", cwd=repo)
+    assert json.loads(shown.stdout)["protocol"]["timer"] == recorded, shown.stdout
+    timer_lines = [line for line in done.stderr.splitlines() if "timed with" in line]
+    if recorded == "wall_clock":
+        assert timer_lines == [], done.stderr
+    else:
+        (line,) = timer_lines
+        assert "process_time (the CPU time of the process" in line, line
+        assert "recorded as protocol timer other" in line and "time.perf_counter" in line, line

@@ -419,7 +419,7 @@ def _lineage_entries(
         cumulative = derived.cumulative_score
         over = "reference" if position == 0 or derived.steps == 1 else "parent"
         reached = "-" if cumulative is None else f"{cumulative:.4f}x"
-        if position == last and position:  # the best, shown whole above
+        if position == last:  # the best, shown whole above (a first step too)
             line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
         else:
             line = (
@@ -739,7 +739,8 @@ def _not_tried(
                 (2, False, config),
                 (
                     f"- configuration {config}: never improved "
-                    f"(best {max(speedups):.4f}x over {len(speedups)} measurements)",
+                    f"(best {max(speedups):.4f}x over {len(speedups)} "
+                    f"measurement{'' if len(speedups) == 1 else 's'})",
                 ),
                 {
                     "kind": "configuration",

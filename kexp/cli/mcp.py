@@ -530,7 +530,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         )  # fmt: skip
 
         def run() -> list[dict[str, Any]]:
-            chosen = check_fields(fields) if fields else None
+            chosen = check_fields(fields, where=True) if fields else None
             found = listed_experiments(
                 tools.store(refs, all_refs), sort=sort, reverse=reverse, limit=limit,
                 brief=not needs_bodies("json", True, ",".join(fields or ()) or None, False),
@@ -553,7 +553,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         error naming the refs that do)."""
 
         def run() -> dict[str, Any]:
-            chosen = check_fields(fields) if fields else None
+            chosen = check_fields(fields, where=True) if fields else None
             store = tools.store(refs, all_refs)
             exp = store.get_experiment(exp_id)  # one on a branch alone: the error says which
             return experiment_reply(exp, chosen, brief=brief)

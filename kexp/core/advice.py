@@ -295,6 +295,12 @@ READ_MORE = Advice(
     "kexp similar --text PLAN; kexp lessons --operator OP; kexp tree ID",
     "similar (text: PLAN); lessons (operator: OP); tree (exp_id: ID)",
 )
+#: Advice on the fields of where an experiment was found (``--fields ref``), asked for
+#: of a read of the working tree alone.
+READ_ACROSS_REFS = Advice(
+    "read across refs: add --all-refs (or --refs PATTERN)",
+    "read across refs: call it with all_refs: true (or refs)",
+)
 
 #: Every piece of advice, as :func:`for_tools` puts them in the tools' words.
 ADVICE = (
@@ -343,6 +349,7 @@ ADVICE = (
     BUDGET,
     LARGER_BUDGET,
     READ_MORE,
+    READ_ACROSS_REFS,
 )
 
 

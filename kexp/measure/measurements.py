@@ -245,7 +245,7 @@ def gather(
             "configuration in common: time both sides with the same tool and configurations"
         )
     _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
-    for message in (*base.warnings, *cand.warnings):
+    for message in dict.fromkeys((*base.warnings, *cand.warnings)):  # each once
         warnings.warn(message, TimingsWarning, stacklevel=4)
     protocol = {**base.protocol, **cand.protocol}
     if base.summary or cand.summary:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from kexp.core.advice import READ_ACROSS_REFS
 from kexp.core.campaign import time_key
 from kexp.core.errors import KexpError
 from kexp.core.fields import (
@@ -97,10 +98,23 @@ _BRIEF_DROPS = frozenset({*BODY_FIELDS, "preamble", "extra_sections"})
 _TEXTS = frozenset({*_BRIEF_DROPS, "key_insight"})
 
 
-def check_fields(fields: Iterable[str]) -> list[str]:
-    """Return ``fields`` as a list if every one is a record key, else raise KexpError."""
+#: The keys a read across refs adds to each record of ``--json`` (where it was found:
+#: :meth:`kexp.storage.rows.Sighting.to_dict`), each with its value when it is not there.
+WHERE_FIELDS = {
+    "ref": "",
+    "refs": [],
+    "other_versions": [],
+    "diverged": False,
+    "removed_on": [],
+    "note": "",
+}
+
+
+def check_fields(fields: Iterable[str], *, where: bool = False) -> list[str]:
+    """Return ``fields`` as a list if every one is a record key (with ``where``, or one
+    of :data:`WHERE_FIELDS`: ``--fields``, not ``--sort``), else raise KexpError."""
     chosen = list(fields)
-    known = (*RECORD_FIELDS, *DERIVED_RECORD_FIELDS)
+    known = (*RECORD_FIELDS, *DERIVED_RECORD_FIELDS, *(WHERE_FIELDS if where else ()))
     unknown = [f for f in chosen if f not in known]
     if unknown:
         raise KexpError(f"unknown field(s) {', '.join(unknown)}; fields are: {', '.join(known)}")
@@ -140,7 +154,10 @@ def to_record(
         except ValueError:  # pragma: no cover - another drive on Windows
             data["path"] = str(exp.path)
     if fields:
-        chosen = check_fields(fields)
+        chosen = check_fields(fields, where=True)
+        asked = [name for name in chosen if name in WHERE_FIELDS]
+        if asked:
+            data.update(_where(exp, asked))
         if "key_insight" in chosen:
             # lazy: not every command that imports this module needs kexp.format.fileformat
             from kexp.format.fileformat import key_insight
@@ -150,6 +167,18 @@ def to_record(
     if brief:
         return {k: v for k, v in data.items() if k not in _BRIEF_DROPS}
     return data
+
+
+def _where(exp: KernelExperiment, asked: Sequence[str]) -> dict[str, Any]:
+    """The fields of :data:`WHERE_FIELDS` ``asked`` for: where a read across refs found
+    ``exp``; a KexpError for a read of the working tree alone, which knows none."""
+    if exp.where is None:
+        raise KexpError(
+            f"{', '.join(asked)}: where each experiment was found is known only to a "
+            f"{READ_ACROSS_REFS}"
+        )
+    found = exp.where.to_dict()
+    return {name: found.get(name, WHERE_FIELDS[name]) for name in asked}
 
 
 def machine_record(

@@ -274,7 +274,7 @@ def field_list(value: str | None) -> list[str] | None:
 
     fields = [f.strip() for f in value.split(",") if f.strip()]
     try:
-        return check_fields(fields)
+        return check_fields(fields, where=True)
     except KexpError as exc:
         raise click.BadParameter(str(exc), param_hint="--fields") from None
 

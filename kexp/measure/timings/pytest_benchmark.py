@@ -8,7 +8,10 @@ benchmarks of the file share one; then by its ``name``. Its raw timings are
 ``--benchmark-save`` only with ``--benchmark-save-data``. Without them the file holds
 summaries only: each benchmark's ``stats[stat]`` is recorded, without an interval,
 with a warning saying how to keep the raw timings. pytest-benchmark times with a host
-wall clock (``timer: wall_clock``); ``repetitions`` is its iterations per round.
+wall clock (``timer: wall_clock``) unless told otherwise (``--benchmark-timer``, which
+each benchmark's ``options.timer`` names): a CPU clock (``time.process_time``) or a timer
+of the user's is ``timer: other``, with a warning; ``repetitions`` is its iterations per
+round.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings.common import Source, Timings, sample_list, single_value
 
 NAME = "pytest-benchmark"
+
+#: The timers of ``--benchmark-timer`` that read a wall clock (pytest-benchmark's default
+#: is ``time.perf_counter``), as ``options.timer`` names them.
+WALL_CLOCKS = frozenset(
+    {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns"}
+)
+#: The timers that read the CPU time of the process or thread: time spent waiting (for
+#: a GPU, for I/O, preempted) is not in their timings.
+CPU_CLOCKS = frozenset({"process_time", "process_time_ns", "thread_time", "thread_time_ns"})
 
 
 def sniff(source: Source) -> bool:
@@ -73,18 +85,43 @@ def read(source: Source, unit: str, stat: str) -> Timings:
         rounds = stats.get("rounds")
         if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 1:
             counts[config] = rounds
-    protocol: dict[str, Any] = {"timer": "wall_clock"}
+    timer, warned = _timer(source)
+    protocol: dict[str, Any] = {"timer": timer}
     iterations = single_value(
         {n: s.get("iterations") for n, (_, _, s) in zip(names, entries, strict=True)}
     )
     if iterations is not None:
         protocol["repetitions"] = iterations
     if raw:
-        return Timings(times, NAME, protocol)
+        return Timings(times, NAME, protocol, warnings=warned)
     warning = (
         f"{source.path}: pytest-benchmark kept no raw timings (stats.data), only each "
         f"benchmark's {stat}: recorded without an interval; keep them with "
         "--benchmark-save-data (beside --benchmark-save or --benchmark-autosave), or "
         "write the file with --benchmark-json"
     )
-    return Timings(times, NAME, protocol, counts, stat, (warning,))
+    return Timings(times, NAME, protocol, counts, stat, (*warned, warning))
+
+
+def _timer(source: Source) -> tuple[str, tuple[str, ...]]:
+    """The ``protocol.timer`` of the file's benchmarks (their ``options.timer``: a wall
+    clock unless every benchmark names one, ``other`` otherwise) and the warning an
+    other timer gets (the same for both sides' files: said once)."""
+    named = {
+        str(entry["options"].get("timer", "perf_counter")).rsplit(".", 1)[-1]
+        for entry in source.data["benchmarks"]
+        if isinstance(entry.get("options"), Mapping)
+    }
+    if named <= WALL_CLOCKS:  # none named (an older file): pytest-benchmark's default
+        return "wall_clock", ()
+    others = ", ".join(sorted(named - WALL_CLOCKS))
+    what = (
+        "the CPU time of the process, without the time it waited (for a GPU, for I/O, preempted)"
+        if named - WALL_CLOCKS <= CPU_CLOCKS
+        else "not a wall clock kexp knows"
+    )
+    return "other", (
+        f"pytest-benchmark timed with {others} ({what}): recorded as "
+        "protocol timer other, not wall_clock; for a GPU kernel, time with the default "
+        "(time.perf_counter) and synchronise the device in the benchmarked function",
+    )

@@ -283,9 +283,10 @@ def overview_page(site: Site) -> str:
     total = len(site.experiments)
     parts = [
         "<h1>kexp report</h1>",
-        f'<p class="lead">{total:,} experiments ({text(_filters_text(site.filters))}) on '
-        f"{len(site.operators):,} operators, in {len(cells):,} operator × dtype × env "
-        "cells.</p>",
+        f'<p class="lead">{total:,} experiment{"" if total == 1 else "s"} '
+        f"({text(_filters_text(site.filters))}) on {len(site.operators):,} "
+        f"operator{'' if len(site.operators) == 1 else 's'}, in {len(cells):,} "
+        f"operator × dtype × env cell{'' if len(cells) == 1 else 's'}.</p>",
         "<h2>Outcomes</h2>",
         svg.outcome_bar(list(counts.items())),
         table(
