@@ -26,8 +26,9 @@ from kexp.format.schema import schema_path
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
-#: The cache's layout; part of its header (and so of its file name).
-LAYOUT = "kexp-cache/6"
+#: The cache's layout; part of its header (and so of its file name). 7: the code keys
+#: and shingles of the docs are taken without comments (kexp.storage.dedupe).
+LAYOUT = "kexp-cache/7"
 
 
 _SCHEMA = (

@@ -3,8 +3,10 @@
 Two code changes are the same when they are equal after :func:`normalize_code_change`:
 diff headers dropped (``diff --git``, ``index``, ``---``/``+++`` file lines, mode and
 rename lines), hunk headers reduced to ``@@`` (line numbers move as the base moves),
-``\\ No newline at end of file`` dropped, whitespace runs collapsed to one space, line
-ends and blank lines ignored. Placeholders are never matched: a code change with no
+``\\ No newline at end of file`` dropped, comments dropped by each file's language (its
+extension: ``#`` in Python and Triton, ``//`` and ``/* */`` in C, C++, CUDA and HIP;
+strings and ``#pragma`` kept), whitespace runs collapsed to one space, line ends and
+blank lines ignored. Placeholders are never matched: a code change with no
 added or removed line and fewer than :data:`MIN_PLAIN_CHARS` characters (``N/A``,
 ``see PR 12``) matches nothing.
 
@@ -74,6 +76,29 @@ _DROPPED_LINE = re.compile(
 _HUNK_LINE = re.compile(r"\n@@+ [-+0-9, ]+ @@+[^\n]*")
 #: What is left of a line that is dropped: nothing, or a sign alone.
 _BLANK = ("", "+", "-")
+#: A file's pair of names in a unified diff (``--- A`` just before ``+++ B``): the
+#: language of the lines after it is told by its extension (the old name's for a file
+#: deleted, ``+++ /dev/null``).
+_FILE_NAMES = re.compile(r"^--- (?:a/)?(\S*)[^\n]*\n\+\+\+ (?:b/)?(\S*)", re.MULTILINE)
+#: A string literal on one line (double or single quoted, with escapes): kept as written
+#: when comments are dropped (``"#pragma unroll"``, ``"a // b"``).
+#: (No group, and runs rather than characters: the search skips to a quote at once.)
+_STRING = r"\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
+#: A comment of a file in Python (Triton): ``#`` to the end of its line, not in a string.
+_HASH_COMMENT = re.compile(_STRING + r"|#[^\n]*")
+#: A comment of a file in C, C++, CUDA or HIP: ``//`` to the end of its line, ``/* ... */``
+#: within one line (or from ``/*`` to the end of its line), not in a string;
+#: ``#pragma``, ``#define`` and ``#include`` are code.
+_SLASH_COMMENT = re.compile(_STRING + r"|//[^\n]*|/\*[^*\n]*(?:\*(?!/)[^*\n]*)*(?:\*/)?")
+#: The comment pattern of each file extension; a file of another (or no) extension
+#: keeps its comments.
+_COMMENTS = {
+    **dict.fromkeys((".py", ".pyi"), _HASH_COMMENT),
+    **dict.fromkeys(
+        (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hip"),
+        _SLASH_COMMENT,
+    ),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,26 +153,65 @@ class Repeat:
 
 
 def normalize_code_change(text: str) -> str:
-    """The code change with headers, line numbers and whitespace differences removed."""
+    """The code change with headers, line numbers, comments and whitespace differences
+    removed (a change of comments alone keeps them: it changes no code, and two such
+    changes are not one)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    bare = _without_comments(text)
+    normalized = _normalized(bare)
+    if bare != text and not _changes(normalized) and _changes(kept := _normalized(text)):
+        return kept
+    return normalized
+
+
+def _normalized(text: str) -> str:
+    """:func:`normalize_code_change` of a text with ``\\n`` line ends, comments as given."""
     # Every line, the first too, after a newline: a line's start is where the patterns
     # look, a whole text at a time (not a Python step per line).
-    text = "\n" + text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _HUNK_LINE.sub("\n@@", _DROPPED_LINE.sub("\n", text))
+    text = _HUNK_LINE.sub("\n@@", _DROPPED_LINE.sub("\n", "\n" + text))
     kept = [line for raw in text.split("\n") if (line := " ".join(raw.split())) not in _BLANK]
     while kept and kept[-1] == "@@":
         kept.pop()
     return "\n".join(kept)
 
 
+def _changes(normalized: str) -> bool:
+    """Whether a normalised change adds or removes a line."""
+    return bool(normalized) and (
+        normalized[0] in "+-" or "\n+" in normalized or "\n-" in normalized
+    )
+
+
+def _without_comments(text: str) -> str:
+    """A unified diff with the comments of its files dropped (:data:`_COMMENTS`, each
+    file's lines by its extension; a string keeps what it holds): a change whose lines
+    differ only in a comment is the same change. A text without file names (no ``---``
+    and ``+++`` lines) is kept as written."""
+    if "#" not in text and "//" not in text and "/*" not in text:
+        return text
+    starts = list(_FILE_NAMES.finditer(text))
+    if not starts:
+        return text
+    parts = [text[: starts[0].start()]]
+    for index, names in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(text)
+        lines = text[names.end() : end]
+        name = names[2] if names[2] != "/dev/null" else names[1]
+        pattern = _COMMENTS.get(Path(name).suffix.lower())
+        parts += [names[0], pattern.sub(_kept_string, lines) if pattern else lines]
+    return "".join(parts)
+
+
+def _kept_string(match: re.Match[str]) -> str:
+    """A string literal as written; a comment as a space (``a/* x */b`` is two tokens)."""
+    found = match[0]
+    return found if found[0] in "\"'" else " "
+
+
 def is_matchable(normalized: str) -> bool:
     """Whether a normalised code change is a real change (not a placeholder): a line
     added or removed, or at least :data:`MIN_PLAIN_CHARS` characters."""
-    return bool(normalized) and (
-        normalized[0] in "+-"
-        or "\n+" in normalized
-        or "\n-" in normalized
-        or len(normalized) >= MIN_PLAIN_CHARS
-    )
+    return _changes(normalized) or len(normalized) >= MIN_PLAIN_CHARS
 
 
 _CODE_TOKEN = re.compile(
