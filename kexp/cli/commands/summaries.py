@@ -118,7 +118,10 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
     from kexp.agents.lessons import taught
     from kexp.format.samples import describe_score
 
-    score = f"{describe_score(lesson.score, lesson.score_ci, outcome=lesson.outcome):>6}"
+    shown = describe_score(
+        lesson.score, lesson.score_ci, status=lesson.status, outcome=lesson.outcome
+    )
+    score = f"{shown:>6}"
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(taught(lesson.key_insight, lesson.error)) or "(no key insight recorded)"
