@@ -93,8 +93,8 @@ def lessons(
         click.echo(f"{heading} ({len(items)})")
         for lesson in items:
             sighting = report.where.get(lesson.id)
-            found = ref_labels([sighting])[0] if sighting is not None else ""
-            _print_lesson(lesson, width, id_length, found)
+            place = ref_labels([sighting])[0] if sighting is not None else ""
+            _print_lesson(lesson, width, id_length, place)
     if first:
         click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
 
