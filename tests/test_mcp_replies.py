@@ -194,6 +194,23 @@ def test_each_advice_in_the_tools_words_names_no_option() -> None:
         assert flags_named(for_tools(said)) == [], advice
 
 
+def test_each_advice_in_the_tools_words_names_tools_the_server_has(repo: Path) -> None:
+    """The tools' words name only tools an MCP client can call: the server's list (the
+    advice to remove an experiment named a "remove tool" no server has)."""
+    listed: list[set[str]] = []
+
+    async def work() -> None:
+        async with Client(build_server(repo)) as client:
+            listed.append({tool.name for tool in (await client.list_tools()).tools})
+
+    anyio.run(work)
+    (tools,) = listed
+    for advice in ADVICE:
+        named = re.findall(r"\bthe (\w+) tool\b", advice.tools)
+        named += re.findall(r"\bcall(?:ing)? (?!this\b)(\w+)\b", advice.tools)
+        assert set(named) <= tools, (advice.tools, tools)
+
+
 def no_option(texts: list[str]) -> str:
     """The texts of an answer as one, checked to name no option of ``kexp``."""
     said = "\n".join(texts)

@@ -115,3 +115,36 @@ def test_the_move_back_runs_as_printed_for_a_hand_named_file(repo: Path, store: 
     assert (month / exp.id[-2:] / wrong.name).is_file() and not wrong.exists()
     assert json.loads(run_kexp("validate", "--format", "json", cwd=repo).stdout) == []
     assert store.get_experiment(exp.id).path == month / exp.id[-2:] / wrong.name
+
+
+def test_validate_changed_and_the_review_warn_of_a_misplaced_changed_file(
+    repo: Path, store: Store
+) -> None:
+    """A branch adds an experiment in another id's folder: ``kexp validate --changed
+    main`` (a pull request's check, and the pre-commit hook's) warns of it as a full
+    ``kexp validate`` does, uncommitted and committed, and the review lists it."""
+    git(repo, "add", "-A", "experiments")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "main")
+    git(repo, "checkout", "-q", "-b", "agent/misplaced")
+    exp = store.create_experiment(**experiment_fields())
+    other = "00" if exp.id.endswith("ff") else "ff"
+    wrong = exp.path.parent.parent / other / exp.path.name
+    wrong.parent.mkdir()
+    exp.path.rename(wrong)
+    exp.path.parent.rmdir()
+    full = json.loads(run_kexp("validate", "--format", "json", cwd=repo).stdout)
+    assert [p["code"] for p in full] == ["misplaced-file"]
+    for commit in (False, True):
+        if commit:
+            git(repo, "add", "-A", "experiments")
+            git(repo, "commit", "-q", "-m", "misplaced")
+        done = run_kexp("validate", "--changed", "main", "--format", "json", cwd=repo)
+        assert done.returncode == 0, done.stdout
+        found = json.loads(done.stdout)
+        assert [(p["code"], Path(p["file"]).name) for p in found] == [
+            ("misplaced-file", wrong.name)
+        ], found
+        assert found[0]["hint"] == full[0]["hint"]
+    review = run_kexp("review", "main", cwd=repo)
+    assert review.returncode == 0, review.stderr
+    assert "misplaced-file" in review.stdout, review.stdout

@@ -159,3 +159,46 @@ def test_a_new_interval_given_with_the_score_is_kept(repo: Path) -> None:
     assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
     exp = shown(repo, exp_id)
     assert exp["score_ci"] == [1.12, 1.18] and exp["change_summary"] == "Split K - +15%"
+
+
+def test_validate_after_a_corrected_score_blames_no_interval(repo: Path) -> None:
+    """A timed record whose score was corrected (the harness timed the wrong kernel):
+    its samples are the earlier measurement, kept as the record of it, and the interval
+    went with them; validate does not ask for their interval back beside the new score
+    (it still says the score and the results disagree, as the update warned)."""
+    t = repo / "timings"
+    t.mkdir()
+    exp_id = record(
+        repo, "--summary", "Split K - +20%", "--unit", "ms", "--operator", "k.py: k",
+        "--dtype", "fp16", "--env", "H100",
+        "--baseline", str(timings(t / "b.json", 1.0, 0.01, 1)),
+        "--candidate", str(timings(t / "c.json", 1 / 1.2, 0.01, 2)),
+    )  # fmt: skip
+    fixed = run_kexp(
+        "update", exp_id, "--set", "score=1.05", "--reason", "timed the wrong kernel", cwd=repo
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    checked = run_kexp("validate", "--format", "json", cwd=repo)
+    assert checked.returncode == 0, checked.stdout
+    found = [(p["code"], p["field"]) for p in json.loads(checked.stdout)]
+    assert found == [("score-results-mismatch", "score")], found
+
+
+def test_the_step_validate_gives_for_an_interval_outside_the_score_runs(repo: Path) -> None:
+    """A file whose score_ci does not hold its score (edited by hand): validate's hint
+    names a ``kexp update`` that runs on that very file and leaves it valid."""
+    exp_id = record(
+        repo, "--summary", "Split K - +20%", "--score", "1.2", "--operator", "k.py: k",
+        "--dtype", "fp16", "--env", "H100",
+    )  # fmt: skip
+    (path,) = (repo / "experiments").rglob(f"{exp_id}-*.md")
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("score: 1.2\n", "score: 1.2\nscore_ci: [1.3, 1.4]\n"))
+    checked = run_kexp("validate", cwd=repo)
+    assert checked.returncode == 1 and "score-ci-outside" in checked.stdout, checked.stdout
+    steps = re.findall(r"\((kexp update [^)]*)\)", checked.stdout)
+    assert steps, checked.stdout
+    done = run_kexp(*shlex.split(steps[0])[1:], cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(run_kexp("validate", "--format", "json", cwd=repo).stdout) == []
+    assert shown(repo, exp_id)["score"] == 1.2

@@ -44,6 +44,9 @@ class Lesson:
     #: (:func:`kexp.format.fileformat.error_line`): what a crash taught when no key
     #: insight says it.
     error: str = ""
+    #: The run's status: a timed-out run measured nothing, whatever its score and
+    #: outcome (:func:`kexp.core.campaign.unmeasured`).
+    status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys; ``score_ci`` and ``error`` only when there is
@@ -87,6 +90,7 @@ def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Les
                     dtype_sig=exp.dtype_sig,
                     score_ci=tuple(exp.score_ci),
                     error=error_line(exp.error_message),
+                    status=exp.status,
                 )
             )
     return groups

@@ -120,14 +120,15 @@ TAKE_CORRECTION = Advice(
     "to take {ref}'s correction of {files}, run {command} and kexp sync again (then kexp "
     "rm it if it is to go: the correction stays in the history)",
     "to take {ref}'s correction of {files}, run {command} in the checkout and call sync "
-    "again (then the remove tool if it is to go: the correction stays in the history)",
+    "again (then, if it is to go, remove it in the checkout with kexp rm, as no tool "
+    "removes, and call sync: the correction stays in the history)",
 )
 #: Advice on experiments removed here that another clone published to a side branch.
 REMOVE_THERE = Advice(
     "kexp rm removed them here alone (a sync removes from a side branch only what this "
     "clone published there); to remove them from {branch} too, run {command}",
-    "the remove tool removed them here alone (sync removes from a side branch only what "
-    "this clone published there); to remove them from {branch} too, run {command} in the "
+    "kexp rm removed them here alone (sync removes from a side branch only what this "
+    "clone published there); to remove them from {branch} too, run {command} in the "
     "checkout",
 )
 #: Advice on uncommitted changes a sync's merge would overwrite in the checkout.

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_FIELD, MEASURED_AGAINST, REMEASURE, SET_RAW_RESULT
 from kexp.core.campaign import measured_nothing
-from kexp.core.errors import KexpError, MeasuredAgainstWarning, StaleMeasurementWarning
+from kexp.core.errors import (
+    KexpError,
+    MeasuredAgainstWarning,
+    StaleMeasurementWarning,
+    ValidationError,
+)
 from kexp.core.fields import (
     ALL_FIELDS,
     BODY_FIELDS,
@@ -149,13 +154,30 @@ def effective_changes(store: Store, exp_id: str, changes: Mapping[str, Any]) -> 
     differs from the one it has."""
     store.path_of(exp_id, writing=True)  # in the working tree, else said where it is
     updates = store.resolve_references(dict(changes))
-    old = store.get_experiment(exp_id)
+    old = to_correct(store, exp_id, updates)
     return {
         field: value for field, value in updates.items() if getattr(old, field, _ABSENT) != value
     }
 
 
 _ABSENT = object()
+
+
+def to_correct(store: Store, exp_id: str, changes: Mapping[str, Any]) -> KernelExperiment:
+    """The experiment ``changes`` correct, as its file holds it: also a file that is no
+    valid experiment only in fields ``changes`` set (a ``score_ci`` that does not hold
+    the score, which validate advises emptying with ``kexp update``), so that the
+    correction can repair it; the result is validated as any update's is."""
+    try:
+        return store.get_experiment(exp_id)
+    except ValidationError as exc:
+        errors = [p for p in exc.problems if p.severity == "error"]
+        if not errors or any(p.field not in changes for p in errors):
+            raise
+        document = store.check_file(store.path_of(exp_id, writing=True)).document
+        if document is None:
+            raise
+        return document.to_experiment()
 
 
 def correct(
@@ -184,7 +206,7 @@ def correct(
     effective = effective_changes(store, exp_id, updates)
     if not effective:
         return store.get_experiment(exp_id)
-    old = store.get_experiment(exp_id)
+    old = to_correct(store, exp_id, updates)
     if "score" in effective:
         updates = following_score(old, updates, store.settings.max_summary_chars)
     if reason:
@@ -209,7 +231,7 @@ def apply_correction(
     changed = list(effective_changes(store, exp_id, changes))
     if not changed:
         return store.get_experiment(exp_id), []
-    old = store.get_experiment(exp_id)
+    old = to_correct(store, exp_id, changes)
     updated = correct(store, exp_id, changes, reason)
     followed = [
         name

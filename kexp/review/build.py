@@ -660,6 +660,7 @@ def _entry(
     entry.env = exp.env
     entry.score = float(exp.score)
     entry.outcome = exp.outcome
+    entry.status = exp.status
     entry.control = is_control(exp)
     entry.pid = exp.pid
     entry.key_insight = key_insight(exp.detailed_description)
@@ -822,7 +823,14 @@ def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) ->
             omitted += 1
             return False
         nodes[exp.id] = LineageNode(
-            exp.id, exp.pid, kind, float(exp.score), exp.outcome, exp.change_summary, new_best
+            exp.id,
+            exp.pid,
+            kind,
+            float(exp.score),
+            exp.outcome,
+            exp.change_summary,
+            new_best,
+            exp.status,
         )
         return True
 

@@ -28,6 +28,8 @@ class LineageNode:
     outcome: str
     change_summary: str
     new_best: bool = False
+    #: The run's status: a timed-out run measured nothing, whatever its score.
+    status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""
@@ -89,7 +91,7 @@ def render_mermaid(graph: LineageGraph) -> str:
     lines = ["flowchart TD"]
     for node in graph.nodes:
         scored = f"{node.score:.4f} {node.outcome}"
-        if unmeasured(node.score, outcome=node.outcome):
+        if unmeasured(node.score, status=node.status, outcome=node.outcome):
             scored = f"{node.outcome} ({NOTHING_MEASURED})"
         label = [mermaid_text(node.id), mermaid_text(scored)]
         if node.kind == "removed":

@@ -117,6 +117,9 @@ class ReviewedExperiment:
     #: the reviewer decides which is right. ``base_changes``: the fields it corrected.
     base_kind: str | None = None
     base_changes: list[FieldChange] = dataclasses.field(default_factory=list)
+    #: The run's status ("" when unreadable): a timed-out run measured nothing, whatever
+    #: its score and outcome.
+    status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""

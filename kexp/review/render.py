@@ -377,7 +377,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
     rows: list[list[str]] = []
     for e in entries:
         score = "—"  # none, or a run that measured nothing (a crash, a timeout)
-        if e.score is not None and not unmeasured(e.score, outcome=e.outcome):
+        if e.score is not None and not unmeasured(e.score, status=e.status, outcome=e.outcome):
             score = describe_interval(e.score, e.score_ci or ())
         if e.delta is not None:
             pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
@@ -503,7 +503,7 @@ def _validation(result: Review) -> str:
 def _measured(lesson: Lesson) -> str:
     """A lesson's score in a sentence: ``0.9293``, or ``nothing measured`` (a crash, a
     timeout: a failed run, whatever its score)."""
-    if unmeasured(lesson.score, outcome=lesson.outcome):
+    if unmeasured(lesson.score, status=lesson.status, outcome=lesson.outcome):
         return NOTHING_MEASURED
     return describe_interval(lesson.score, lesson.score_ci)
 

@@ -38,6 +38,7 @@ from kexp.format.validate import (
     valid_fields,
 )
 from kexp.storage.scan import Keep, scan, value_positions
+from kexp.storage.validation import misplaced_problem
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
@@ -187,6 +188,8 @@ def _check(
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems] + changes.strays
     file_problems += base_commit_problems(after, target.code_repo)
+    # In another id's fan-out folder: warned of as a full validate warns of it.
+    file_problems += [p for item in after if (p := misplaced_problem(str(item.path))) is not None]
 
     head_sw = _store_problems(target, links)
     # The store at the merge base: the head's files, less what the change added or

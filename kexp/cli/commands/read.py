@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ from kexp.cli.commands.common import (
     get_store,
     needs_bodies,
     read_options,
+    ref_labels,
     refs_options,
     rev_option,
     suspect_reasons,
@@ -467,10 +470,11 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     best = forest[0].best_tip
     shown = [node.experiment.id for root in forest for node in root.walk()]
     id_length = store.shown_id_length([*shown, *([best.id] if best is not None else [])])
+    refs = _ref_keys(forest, where_found(store))
     for number, root in enumerate(forest):
         if number:
             click.echo("")  # a tree starts at its root, after a blank line
-        _print_node(root, "", "", width, style, focus, id_length)
+        _print_node(root, "", "", width, style, focus, id_length, refs)
     if (
         focus is not None
         and best is not None
@@ -490,6 +494,38 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
     if focus is not None:
         click.echo("<: the experiment asked for")
+    legend = {key: label for label, key in refs.labels.items()}
+    for key in sorted(legend, key=lambda k: int(k[1:])):
+        click.echo(truncate(f"{key}: found on {legend[key]}", width or 10**9))
+    if refs.where is not None:
+        click.echo("no @: found in the working tree (local)")
+
+
+@dataclasses.dataclass
+class _RefKeys:
+    """Where a tree's experiments were found, read across refs: a short key (``@1``)
+    for each place other than the working tree, its label (:func:`ref_labels`) told
+    once under the tree, so that every line keeps its room at 80 columns."""
+
+    where: Callable[[KernelExperiment], Any] | None
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    of_id: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _ref_keys(forest: list[TreeNode], where: Callable[[KernelExperiment], Any] | None) -> _RefKeys:
+    """The keys of :class:`_RefKeys` for the experiments of ``forest`` (none without
+    ``where``: a store that reads no refs)."""
+    keys = _RefKeys(where)
+    if where is None:
+        return keys
+    for root in forest:
+        for node in root.walk():
+            sighting = where(node.experiment)
+            label = ref_labels([sighting])[0] if sighting is not None else ""
+            if label and label != "local":
+                key = keys.labels.setdefault(label, f"@{len(keys.labels) + 1}")
+                keys.of_id[node.experiment.id] = key
+    return keys
 
 
 def _delta(node: TreeNode) -> str:
@@ -506,6 +542,7 @@ def _print_node(
     style: Any,
     focus: str | None,
     id_length: int,
+    refs: _RefKeys,
 ) -> None:
     """Print a tree, one line per node (ids ``id_length`` characters long), depth first
     (no recursion: a lineage may be thousands of iterations deep). An only child, the
@@ -514,7 +551,7 @@ def _print_node(
     stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
     while stack:
         node, lead, child_lead = stack.pop()
-        _print_line(node, lead, width, style, focus, id_length)
+        _print_line(node, lead, width, style, focus, id_length, refs.of_id.get(node.experiment.id))
         if len(node.children) == 1:
             stack.append((node.children[0], child_lead, child_lead))
             continue
@@ -549,7 +586,13 @@ def _fit_lead(head: str, lead: int, room: int) -> str:
 
 
 def _print_line(
-    node: TreeNode, lead: str, width: int | None, style: Any, focus: str | None, id_length: int
+    node: TreeNode,
+    lead: str,
+    width: int | None,
+    style: Any,
+    focus: str | None,
+    id_length: int,
+    ref: str | None,
 ) -> None:
     exp = node.experiment
     mark = "*" if node.on_best_path else " "
@@ -562,6 +605,8 @@ def _print_line(
         tail += f"  [{SUSPECT_LABEL}]"
     if exp.id == focus:
         tail += "  <"
+    if ref:  # where it was found (read across refs)
+        tail += f"  {ref}"
     from kexp.format.samples import describe_score
 
     cumulative = exp.cumulative_score

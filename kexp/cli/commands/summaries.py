@@ -11,6 +11,7 @@ from kexp.cli.commands.common import (
     filter_options,
     filters_from,
     get_store,
+    ref_labels,
     refs_options,
 )
 from kexp.cli.commands.terminal import (
@@ -93,7 +94,9 @@ def lessons(
         heading = style(name.upper(), **{"bold": True, **OUTCOME_STYLES.get(name, {})})
         click.echo(f"{heading} ({len(items)})")
         for lesson in items:
-            _print_lesson(lesson, width, id_length)
+            sighting = report.where.get(lesson.id)
+            place = ref_labels([sighting])[0] if sighting is not None else ""
+            _print_lesson(lesson, width, id_length, place)
     if first:
         click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
 
@@ -112,21 +115,27 @@ def _print_floor(floor: str, where: str, width: int | None) -> None:
         click.echo("    " + part)
 
 
-def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
-    """One lesson: id (``id_length`` characters), score and summary, then its key
-    insight, wrapped (never cut) to the terminal's width."""
+def _print_lesson(lesson: Lesson, width: int | None, id_length: int, found: str = "") -> None:
+    """One lesson: id (``id_length`` characters), score and summary, then where it was
+    found (``found``, read across refs: ``Ref: origin/kexp/bob``) and its key insight,
+    wrapped (never cut) to the terminal's width."""
     import textwrap
 
     from kexp.agents.lessons import taught
     from kexp.format.samples import describe_score
 
-    score = f"{describe_score(lesson.score, lesson.score_ci, outcome=lesson.outcome):>6}"
+    shown = describe_score(
+        lesson.score, lesson.score_ci, status=lesson.status, outcome=lesson.outcome
+    )
+    score = f"{shown:>6}"
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(taught(lesson.key_insight, lesson.error)) or "(no key insight recorded)"
     label = "      Key insight: "
     if width is None:
         click.echo(head + summary)
+        if found:
+            click.echo(f"      Ref: {found}")
         click.echo(label + insight)
         return
     lines = textwrap.wrap(
@@ -139,6 +148,11 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int) -> None:
     click.echo(head + lines[0])
     for line in lines[1:]:
         click.echo(" " * len(head) + line)
+    if found:
+        for line in textwrap.wrap(
+            found, max(31, width), initial_indent="      Ref: ", subsequent_indent=" " * 11
+        ):
+            click.echo(line)
     for line in textwrap.wrap(
         insight,
         max(len(label) + 20, width),
