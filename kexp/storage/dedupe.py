@@ -129,6 +129,8 @@ class Repeat:
     operator_sig: str = ""
     dtype_sig: str = ""
     pid: str = ""
+    #: The run's status (a timed-out run measured nothing, whatever its outcome).
+    status: str = ""
 
     @property
     def measured(self) -> bool:
@@ -147,7 +149,7 @@ class Repeat:
             else f"similarity {self.similarity:.2f}, "
         )
         where = f" on {self.ref}" if self.ref else ""
-        unscored = unmeasured(self.score, outcome=self.outcome)
+        unscored = unmeasured(self.score, status=self.status, outcome=self.outcome)
         score = NOTHING_MEASURED if unscored else f"score {self.score:.4f}"
         return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r})"
 

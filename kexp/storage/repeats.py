@@ -165,6 +165,7 @@ def repeats_in(
                 operator_sig=signature(exp.operator_sig),
                 dtype_sig=signature(exp.dtype_sig),
                 pid=signature(exp.pid),
+                status=exp.status,
             )
         )
     identical_first = [r for r in repeats if r.identical]

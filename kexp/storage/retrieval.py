@@ -119,6 +119,8 @@ class Match:
     env: str
     #: The file, relative to ``experiments/``.
     path: str
+    #: The run's status (a timed-out run measured nothing, whatever its outcome).
+    status: str = ""
     #: Where it was found, read across refs (None: the working tree alone was read).
     where: Sighting | None = None
 
@@ -338,6 +340,7 @@ class Search(Index):
             dtype_sig=row.dtype_sig,
             env=row.env,
             path=row.path,
+            status=row.status,
             where=row.sighting(),
         )
 
