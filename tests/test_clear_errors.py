@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import experiment_fields, run_kexp
+from conftest import experiment_fields, git, run_kexp
 
 from kexp import KexpError, Store, init_store
 
@@ -402,6 +402,26 @@ def test_a_repository_owned_by_another_user_says_what_git_said_and_how_to_trust_
             f"git refuses to work in {repo}: 'detected dubious ownership'",
             f"run: git config --global --add safe.directory {repo}",
         )
+
+
+def test_a_first_record_before_the_first_commit_says_to_commit_first(tmp_path: Path) -> None:
+    """A newcomer runs ``git init`` and ``kexp init``, then records before committing
+    anything: one line says the repository has no commits yet and what to do (commit the
+    code, or give --base-commit), not a warning and then an invalid file whose hint
+    (``git rev-parse HEAD``) fails there too; nothing is written. The advice, taken,
+    records it."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    init_store(tmp_path)
+    from_git = [a for a in ADD if a not in ("--base-commit", COMMIT)]
+    result = kexp(tmp_path, *from_git)
+    assert result.returncode == 2, result.stderr
+    assert_one_clear_line(result.stderr, "has no commits yet", "commit", "--base-commit")
+    assert list((tmp_path / "experiments").rglob("*.md")) == [
+        tmp_path / "experiments" / "README.md"
+    ]
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "the kernel")
+    assert kexp(tmp_path, *from_git).returncode == 0
 
 
 @pytest.mark.parametrize("output_format", ["legacy", "json", "csv"])

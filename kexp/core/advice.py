@@ -240,6 +240,11 @@ BASE_COMMIT_AND_DIFF = Advice(
     "kexp add --base-commit HEAD --diff-from-git",
     'record with base_commit: "HEAD" and the diff as code_change',
 )
+#: Advice on a record in a repository with no commits yet.
+COMMIT_FIRST = Advice(
+    "commit the code first (git add -A && git commit), or give --base-commit HASH",
+    'commit the code first (git add -A && git commit), or record with base_commit: "HASH"',
+)
 #: Advice on profiler output given as timings.
 PROFILING_FILE = Advice(
     "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
@@ -300,7 +305,7 @@ READ_MORE = Advice(
 #: of a read of the working tree alone.
 READ_ACROSS_REFS = Advice(
     "read across refs: add --all-refs (or --refs PATTERN)",
-    "read across refs: call it with all_refs: true (or refs)",
+    "read across refs: give the tool all_refs: true (or refs)",
 )
 
 #: Every piece of advice, as :func:`for_tools` puts them in the tools' words.
@@ -336,6 +341,7 @@ ADVICE = (
     SET_FAILED,
     SET_MEASURED,
     BASE_COMMIT_AND_DIFF,
+    COMMIT_FIRST,
     PROFILING_FILE,
     UNIT_GIVEN,
     ENV,

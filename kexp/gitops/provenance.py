@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from kexp.core.advice import BASE_COMMIT_AND_DIFF
+from kexp.core.advice import BASE_COMMIT_AND_DIFF, COMMIT_FIRST
 from kexp.core.errors import CodeRepoWarning, GitError, NoCommitsError, UncommittedBaseWarning
 from kexp.core.problems import Problem, Severity
 from kexp.gitops import git as kgit
@@ -100,8 +100,11 @@ def fill_from_git(
     if not given:
         try:
             exp.base_commit = kgit.head_commit(repo)
-        except NoCommitsError as exc:  # validation then says base_commit is missing
-            warnings.warn(str(exc), CodeRepoWarning, stacklevel=stacklevel + 1)
+        except NoCommitsError:  # nothing to measure on yet: said before anything is written
+            raise NoCommitsError(
+                f"{kgit.toplevel(repo)} has no commits yet, so no base_commit for the "
+                f"experiment: {COMMIT_FIRST}"
+            ) from None
         else:
             dirty = kgit.dirty_paths(repo, ignore=store_dir)
             if dirty:
