@@ -641,3 +641,64 @@ def test_list_and_show_fields_name_where_an_experiment_was_found(
         assert "all_refs: true" in text and "--all-refs" not in text, text
 
     run_agent(shared_repo, work)
+
+
+def test_a_change_read_from_git_is_warned_of_when_another_agent_tried_it(
+    tmp_path: Path,
+) -> None:
+    """The record tool had no ``kexp add --diff-from-git`` (trial): an agent that gave
+    no diff recorded no code change, and the tried-before check never ran. With
+    ``diff_from_git`` alice's dead end records her uncommitted change; bob, who fetched
+    her sync and committed the same change, records his with ``diff_from_git`` against
+    the commit he made it on: the reply warns it was tried before, naming hers."""
+    from test_sync import clone, make_remote
+
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    unrolled = "__global__ void k() {\n#pragma unroll 8\n  for (;;) {}\n}\n"
+    slower = {c: [t * 1.2 for t in times] for c, times in BASE.items()}
+    (alice / "kernel.cu").write_text(unrolled)
+    dead_end = record_fields(change_summary="Unroll the row loop by 8 - -20%", diff_from_git=True)
+
+    async def alice_works(agent: Agent) -> None:
+        listed = await agent.session.list_tools()
+        described = next(t for t in listed.tools if t.name == "record").description or ""
+        assert "diff_from_git" in described, described
+        failed, texts = await agent.call(
+            "record", baseline=BASE, candidate=slower, code_change="+x", **dead_end
+        )
+        assert failed and texts[0].endswith(": give code_change or diff_from_git, not both"), texts
+        failed, texts = await agent.call(
+            "record", baseline=BASE, candidate=slower, base_commit="no-such-rev", **dead_end
+        )
+        assert failed and len(texts) == 1 and "no-such-rev" in texts[0], texts
+        first = await agent.json("record", baseline=BASE, candidate=slower, **dead_end)
+        assert first["outcome"] == "regression", first
+        dead_end["id"] = first["id"]
+        assert (await agent.json("sync", branch="kexp/alice"))["pushed"]
+
+    run_agent(alice, alice_works)
+    (mine,) = Store(alice).list_experiments()
+    assert mine.id == dead_end["id"] and mine.base_commit == base
+    assert "+#pragma unroll 8" in mine.code_change and "experiments/" not in mine.code_change
+    git(bob, "fetch", "-q")
+    (bob / "kernel.cu").write_text(unrolled)
+    git(bob, "commit", "-q", "-am", "unroll the row loop by 8")
+
+    async def bob_works(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "record",
+            baseline=BASE,
+            candidate=slower,
+            base_commit=base,
+            all_refs=True,
+            **record_fields(change_summary="Unroll rows by 8 - -20%", diff_from_git=True),
+        )
+        assert not failed, texts
+        # the same change on the same base and env: "repeat <hers>", to pool as a round
+        (warned,) = [t for t in texts[1:] if dead_end["id"] in t]
+        assert warned.startswith("kexp: warning: this code_change") and "repeat" in warned
+
+    run_agent(bob, bob_works)
+    (his,) = Store(bob).list_experiments()
+    assert (his.code_change, his.base_commit) == (mine.code_change, base)

@@ -157,7 +157,6 @@ NO_TOOL = {
     ("kexp/core/fields.py", "--baseline"): "a field's note in kexp new's editor template",
     ("kexp/core/fields.py", "--candidate"): "a field's note in kexp new's editor template",
     ("kexp/format/legacykeys.py", "--format"): "names kexp export, which no tool is",
-    ("kexp/gitops/log.py", "--diff-file"): "kexp add --diff-from-git alone reads git's diff",
     ("kexp/measure/intake.py", "--format"): "a document given to kexp add (record: arguments)",
     ("kexp/output/parquet.py", "--format"): "kexp export, which no tool is",
     ("kexp/storage/store.py", "--set"): "a delete refused, and no tool deletes",

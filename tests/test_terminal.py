@@ -217,8 +217,11 @@ def test_lessons_wrap_key_insights_instead_of_cutting_them() -> None:
     assert "…" not in done.stdout
     text = joined(done.stdout)
     store = Store(REPO_ROOT)
-    lessons = [e for e in store.list_experiments() if e.outcome in ("buggy", "regression",
-                                                                     "marginal", "interference")]
+    lessons = [
+        e
+        for e in store.list_experiments()
+        if e.outcome in ("buggy", "regression", "marginal", "interference")
+    ]
     assert lessons
     for exp in lessons:
         assert joined(key_insight(exp.detailed_description)) in text
@@ -256,11 +259,69 @@ def test_at_80_columns_every_line_fits_and_no_word_is_cut(repo: Path) -> None:
             assert "regression" in lines[1] and f"operator: {operator}" in done.stdout
 
 
+def test_show_fits_its_own_lines_at_80_columns_and_keeps_every_word(repo: Path) -> None:
+    """``kexp show`` wrote lines of its own wider than 80 columns at COLUMNS=80 (trial):
+    the title, ``result`` lines with counts and IQRs, a long ``file`` path, the ``##
+    Samples`` summary. They wrap under their value, no word lost (a path broken after
+    a ``/``, the command to read the samples whole); the Markdown body is the user's,
+    as written."""
+    import random
+
+    draw = random.Random(7)
+    base = {f"r{rows}_c1024": [round(draw.gauss(274.1, 40), 3) for _ in range(950)]
+            for rows in (64, 128)}  # fmt: skip
+    cand = {c: [round(t * 0.683, 3) for t in times[:838]] for c, times in base.items()}
+    (repo / "b.json").write_text(json.dumps(base))
+    (repo / "c.json").write_text(json.dumps(cand))
+    summary = "Vectorized 128-bit loads with a two-stage software pipeline - +46% on r64"
+    body = "**Approach**: " + ", ".join(["a line of the user's Markdown, wider than 80"] * 2)
+    done = run_kexp("add", "--summary", summary, "--baseline", "b.json", "--candidate",
+                    "c.json", "--operator", "csrc/attention/paged_attention_v2_kernels.cu: "
+                    "paged_attention_v2_reduce_kernel", "--dtype", "bf16", "--env",
+                    "H100 SXM5 80GB, CUDA 12.4, driver 550.54.15, torch 2.4.0, triton 3.0.0",
+                    "--protocol", "timer=cuda_events", "--protocol", "warmup=25",
+                    "--protocol", "repetitions=950", "--protocol", "l2_flushed=true",
+                    "--description", body, "--json", cwd=repo)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exp = Store(repo).get_experiment(json.loads(done.stdout)["id"])
+    deep = repo / "csrc" / "attention" / "kernels"
+    deep.mkdir(parents=True)
+    shown = run_kexp("show", exp.id[:10], cwd=deep, env={"COLUMNS": "80"})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert body in lines  # the Markdown body (raw_result too): the experiment's, as it is
+    composed = lines[: lines.index("")] + lines[lines.index("## Samples") :]
+    assert [line for line in composed if len(line) > 80] == [], shown.stdout
+    text = joined(shown.stdout)
+    for said in (summary, exp.operator_sig, exp.env, "cuda_events", *exp.tags):
+        assert joined(said) in text, said
+    for config in base:
+        assert text.count(f"result {config}: ") == 1, text
+    assert text.count("IQR") == 2 and "(n 950/838," in text, text
+    path = os.path.relpath(exp.path, deep)
+    assert len(f"  file      {path}") > 80 and path in "".join(shown.stdout.split())
+    assert f"kexp show {exp.id[:10]} --field samples" in shown.stdout  # whole, on one line
+    assert "2 configuration(s): 950 / 838 samples (baseline / candidate)" in text
+    piped = run_kexp("show", exp.id[:10], cwd=deep)  # piped: one line each, as before
+    assert f"  file      {path}" in piped.stdout.splitlines()
+
+
+def test_show_colors_the_outcome_instead_of_printing_its_escape(repo: Path) -> None:
+    done = run_kexp("add", "--summary", "Unroll - +5%", "--score", "1.05", "--operator",
+                    "k.cu: k", "--dtype", "bf16", "--env", "H100", "--json", cwd=repo)  # fmt: skip
+    exp_id = json.loads(done.stdout)["id"]
+    shown = run_kexp("--color", "always", "show", exp_id, cwd=repo)
+    (score,) = [line for line in shown.stdout.splitlines() if line.startswith("  score")]
+    assert f"({GREEN}improvement\x1b[0m; over the reference)" in score, score
+    assert "\\x1b" not in shown.stdout, shown.stdout
+
+
 # --- colors ----------------------------------------------------------------------------------
 
 
-def test_outcomes_are_colored_on_a_terminal_unless_no_color(repo: Path,
-                                                           make_experiment: MakeExperiment) -> None:
+def test_outcomes_are_colored_on_a_terminal_unless_no_color(
+    repo: Path, make_experiment: MakeExperiment
+) -> None:
     make_experiment(score=1.05)
     make_experiment(score=0.5)
     status, shown = in_terminal(["--no-pager", "list"], repo, columns=200)
@@ -317,8 +378,15 @@ def test_update_that_changes_nothing_says_so_and_writes_nothing(
     assert exp.path is not None
     before = exp.path.read_bytes()
     done = run_kexp(
-        "update", exp.id[:8], "--set", "score=1.019", "--set", "tags=cache",
-        "--reason", "re-measured", cwd=repo,
+        "update",
+        exp.id[:8],
+        "--set",
+        "score=1.019",
+        "--set",
+        "tags=cache",
+        "--reason",
+        "re-measured",
+        cwd=repo,
     )
     assert done.returncode == 0
     assert done.stdout.startswith(f"nothing changed: {exp.id} already has score, tags")
@@ -326,7 +394,14 @@ def test_update_that_changes_nothing_says_so_and_writes_nothing(
     as_json = run_kexp("update", exp.id, "--set", "score=1.019", "--json", cwd=repo)
     assert json.loads(as_json.stdout)["changed"] == []
     changed = run_kexp(
-        "update", exp.id, "--set", "score=1.02", "--set", "tags=cache", "--reason", "again",
+        "update",
+        exp.id,
+        "--set",
+        "score=1.02",
+        "--set",
+        "tags=cache",
+        "--reason",
+        "again",
         cwd=repo,
     )
     assert changed.stdout.startswith(f"updated {exp.id}: score")
@@ -382,7 +457,11 @@ def test_a_reader_that_stops_reading_is_no_error(args: list[str]) -> None:
     os.close(reader)
     done = subprocess.run(
         [sys.executable, "-m", "kexp", *args],
-        cwd=REPO_ROOT, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
     )
     os.close(writer)
     assert done.returncode == 0 and done.stderr == ""
@@ -395,21 +474,29 @@ def complete(words: str, cwd: Path) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-m", "kexp"],
         cwd=cwd,
-        env={**os.environ, "_KEXP_COMPLETE": "bash_complete", "COMP_WORDS": words,
-             "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))},
-        capture_output=True, text=True, timeout=60,
+        env={
+            **os.environ,
+            "_KEXP_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return [line.split(",", 1)[1] for line in done.stdout.splitlines() if "," in line]
 
 
-def test_shell_completion_of_ids_and_outcomes(
-    repo: Path, make_experiment: MakeExperiment
-) -> None:
+def test_shell_completion_of_ids_and_outcomes(repo: Path, make_experiment: MakeExperiment) -> None:
     made = [make_experiment(score=1.0 + n / 100) for n in range(3)]
     prefix = made[0].id[:6]
     expected = sorted(e.id for e in made if e.id.startswith(prefix))
-    for words in (f"kexp show {prefix}", f"kexp rm {prefix}", f"kexp list --pid {prefix}",
-                  f"kexp update {prefix}"):
+    for words in (
+        f"kexp show {prefix}",
+        f"kexp rm {prefix}",
+        f"kexp list --pid {prefix}",
+        f"kexp update {prefix}",
+    ):
         assert complete(words, repo) == expected, words
     assert complete("kexp list --outcome re", repo) == ["regression"]
     assert "improvement" in complete("kexp top --outcome ", repo)

@@ -70,6 +70,7 @@ from kexp.core.version import __version__
 from kexp.measure.corrections import apply_correction, typed_changes
 from kexp.measure.envinfo import detected_env
 from kexp.measure.intake import record as write
+from kexp.measure.intake import take_git_diff
 from kexp.measure.record import remeasure as add_round
 from kexp.output.export import (
     check_fields,
@@ -90,7 +91,8 @@ INSTRUCTIONS = (
     "The history of GPU kernel optimization experiments (kexp). Before changing a "
     "kernel, call consult (operator, dtype, env, your plan, and all_refs: true to read "
     "what other agents synced, as of your last git fetch or sync); after measuring, call "
-    "record with baseline and candidate timings (failures too) and pid, the id of the "
+    "record with baseline and candidate timings (failures too), diff_from_git: true "
+    "(your change, read from git: what was tried before is then warned of) and pid, the id of the "
     "experiment your change builds on (consult's current best: steps multiply into the "
     "cumulative score); correct with update (a reason) or remeasure; share with sync. "
     "Ids: give one as a tool printed it (10 characters, more where two ids share them)."
@@ -673,7 +675,17 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             str | None, Field(description="A file of profiler output (e.g. ncu --csv)")
         ] = None,
         error_message: Annotated[str, Field(description="Required when is_buggy")] = "",
-        code_change: Annotated[str, Field(description="The diff")] = "",
+        code_change: Annotated[
+            str, Field(description="The diff (or diff_from_git: read from git)")
+        ] = "",
+        diff_from_git: Annotated[
+            bool,
+            Field(
+                description="code_change: the git diff of the working tree against "
+                "base_commit (HEAD when not given; a change committed since: give the "
+                "commit it was made on), as kexp add --diff-from-git"
+            ),
+        ] = False,
         protocol: Annotated[
             dict[str, Any] | None,
             Field(
@@ -694,8 +706,10 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         """Record one iteration (failures too): with baseline and candidate timings the
         score, results and raw_result are computed (an interval from repeated timings);
         without them give score. With a pid, operator_sig, dtype_sig and env not given
-        are the parent's. With all_refs, a change another agent synced is warned of.
-        Returns id, path, score, interval, outcome, cumulative score (kexp add --json)."""
+        are the parent's. Give the change (diff_from_git: true reads it from git, or
+        code_change): a change tried before, here or (all_refs) synced by another
+        agent, is warned of. Returns id, path, score, interval, outcome, cumulative
+        score (kexp add --json)."""
 
         def run() -> dict[str, Any]:
             if not pid.strip():  # without a parent, nothing to take them from
@@ -733,6 +747,11 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 "protocol": protocol,
             }
             fields.update({k: v for k, v in optional.items() if v is not None})
+            store = tools.store(refs, all_refs)
+            if diff_from_git:
+                if code_change:
+                    raise KexpError("give code_change or diff_from_git, not both")
+                take_git_diff(store, fields)
             if profiling_file is not None:
                 fields["profiling_info"] = read_input_text(
                     tools.path(profiling_file), "the profiling file"
@@ -740,7 +759,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             if detect_env and not env:
                 fields["env"] = detected_env()
             exp = write(
-                tools.store(refs, all_refs),
+                store,
                 fields,
                 baseline=tools.timings(baseline),
                 candidate=tools.timings(candidate),

@@ -238,13 +238,15 @@ SET_FAILED = Advice(
 #: Advice on an uncommitted change measured on HEAD.
 BASE_COMMIT_AND_DIFF = Advice(
     "kexp add --base-commit HEAD --diff-from-git",
-    'record with base_commit: "HEAD" and the diff as code_change',
+    'record with base_commit: "HEAD" and diff_from_git: true',
 )
 #: Advice on a record in a repository with no commits yet.
 COMMIT_FIRST = Advice(
     "commit the code first (git add -A && git commit), or give --base-commit HASH",
     'commit the code first (git add -A && git commit), or record with base_commit: "HASH"',
 )
+#: Advice on a git diff that is not UTF-8 text, saved as such (``change.diff``).
+DIFF_FILE = Advice("give --diff-file change.diff", "give its text as code_change")
 #: Advice on profiler output given as timings.
 PROFILING_FILE = Advice(
     "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
@@ -357,6 +359,7 @@ ADVICE = (
     LARGER_BUDGET,
     READ_MORE,
     READ_ACROSS_REFS,
+    DIFF_FILE,
 )
 
 

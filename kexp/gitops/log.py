@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kexp.core.advice import DIFF_FILE
 from kexp.core.errors import GitError, InputError, KexpError
 from kexp.core.inputs import describe_non_text, first_non_text
 from kexp.gitops.git import (
@@ -123,7 +124,7 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
         raise InputError(
             f"the git diff against {commit[:12]} is not UTF-8 text "
             f"({describe_non_text(diff[at])}{where}): save it as UTF-8 ({command} | iconv "
-            "-f latin1 -t utf-8 > change.diff) and give --diff-file change.diff"
+            f"-f latin1 -t utf-8 > change.diff) and {DIFF_FILE}"
         )
     return diff
 

@@ -6,18 +6,20 @@
 * :func:`record` is the Python twin of ``kexp add``: it resolves id prefixes in ``pid``
   and ``combines``, computes the score from timings when given, and creates the
   experiment (validated first; nothing is written if it is invalid).
-* :func:`diff_against` is the ``git diff`` of the code repository against a commit
-  (``kexp add --diff-from-git``).
+* :func:`diff_against` is the ``git diff`` of the code repository against a commit;
+  :func:`take_git_diff` records it as the change (``kexp add --diff-from-git``, the
+  ``record`` tool's ``diff_from_git``).
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.errors import ValidationError
+from kexp.core.errors import KexpWarning, ValidationError
 from kexp.core.fields import STRING_FIELDS
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
 from kexp.core.problems import Problem
@@ -285,3 +287,15 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
     repo = kgit.open_repo(store.code_repo)
     commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
     return commit, gitlog.working_tree_diff(repo, commit, exclude=store.experiments_dir)
+
+
+def take_git_diff(store: Store, fields: dict[str, Any]) -> None:
+    """Set ``fields``' ``code_change`` to the ``git diff`` against their ``base_commit``
+    (``HEAD`` when none; :func:`diff_against`) and ``base_commit`` to its full hash, as
+    ``kexp add --diff-from-git`` does; an empty diff is warned of (recorded all the
+    same: the measurement is worth keeping)."""
+    fields["base_commit"], fields["code_change"] = diff_against(
+        store, fields.get("base_commit") or None
+    )
+    if not fields["code_change"]:
+        warnings.warn("git diff is empty: no code change recorded", KexpWarning, stacklevel=2)

@@ -41,6 +41,7 @@ from kexp.cli.commands.terminal import (
     styler,
     terminal_width,
     truncate,
+    wrap_under,
 )
 from kexp.format.outputs import record_format_names
 
@@ -333,11 +334,13 @@ def _print_experiment(
     from kexp.format.samples import describe_interval
 
     style = styler()
-    click.echo(style(f"{exp.id}  {one_line(exp.change_summary)}", bold=True))
+    width = terminal_width()  # show's own lines fit it; the Markdown body is the user's
+    for line in wrap_under(f"{exp.id}  ", one_line(exp.change_summary), width):
+        click.echo(style(line, bold=True))
     score = describe_interval(exp.score, exp.score_ci or ())
     if exp.score_ci:
         score += " (95% interval)"
-    outcome = style(exp.outcome, **OUTCOME_STYLES.get(exp.outcome, {}))
+    outcome = exp.outcome  # styled once the line is composed (clean() would escape it)
     against = exp.measured_against or ("parent" if exp.pid else "reference")
     measured = f"{score}  ({outcome}; over the {against})"
     if no_measurement(exp.status, exp.score):  # no speedup an agent could take for a result
@@ -390,8 +393,13 @@ def _print_experiment(
         rows.append(("ref", ", ".join(sighting.refs)))
         if sighting.note:
             rows.append(("note", sighting.note))
+    styled = style(outcome, **OUTCOME_STYLES.get(outcome, {}))
     for name, value in rows:
-        click.echo(f"  {one_line(name):<9} {one_line(value)}")
+        lines = wrap_under(f"  {one_line(name):<9} ", one_line(value), width, path=name == "file")
+        for line in lines:
+            if name == "score" and f"({outcome}" in line:
+                line = line.replace(f"({outcome}", f"({styled}", 1)
+            click.echo(line)
     if brief:
         return
     if exp.preamble:
@@ -402,8 +410,13 @@ def _print_experiment(
         from kexp.format.samples import describe_samples
 
         # The raw timings are for tools (kexp show ID --field samples), not for reading.
-        shown = exp.id[: id_length or None]
-        summary = f"{describe_samples(exp.samples)}; kexp show {shown} --field samples"
+        command = f"kexp show {exp.id[: id_length or None]} --field samples"
+        lines = wrap_under("", f"{describe_samples(exp.samples)};", width)
+        if width is None or len(lines[-1]) + 1 + len(command) <= width:
+            lines[-1] += f" {command}"
+        else:  # the command on a line of its own, whole
+            lines.append(command)
+        summary = "\n".join(lines)
         sections = [(h, summary if h == SECTION_HEADINGS["samples"] else t) for h, t in sections]
     for heading, text in [*sections, *exp.extra_sections]:
         if text:

@@ -285,6 +285,21 @@ def _kernel_width(text: str) -> int:
     return min(len(text), len(kernel)) if sep else min(len(text), 24)
 
 
+def wrap_under(head: str, text: str, width: int | None, *, path: bool = False) -> list[str]:
+    """``head`` then ``text`` in lines of at most ``width`` characters: ``text`` wrapped,
+    never cut, its further lines indented under its start (a ``path`` broken after a
+    ``/``); one line when it fits or ``width`` is None (piped)."""
+    if width is None or len(head) + len(text) <= width:
+        return [head + text]
+    import textwrap  # lazy: only for a line too wide
+
+    wrapper = textwrap.TextWrapper(max(20, width - len(head)), break_on_hyphens=False)
+    if path:  # chunks end after each "/", so that a line breaks there
+        wrapper.wordsep_simple_re = re.compile(r"(\s+|(?<=/)(?=[^/\s]))")
+    pieces = wrapper.wrap(text) or [""]
+    return [head + pieces[0], *(" " * len(head) + piece for piece in pieces[1:])]
+
+
 #: Below this width the wrapping column is printed on lines of its own, under its row.
 WRAP_MIN_WIDTH = 30
 

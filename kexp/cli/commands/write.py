@@ -357,10 +357,7 @@ def add(
     if diff_from_git:
         if "code_change" in flags:
             raise click.UsageError("give --diff-file or --diff-from-git, not both")
-        base, fields["code_change"] = intake.diff_against(store, fields.get("base_commit") or None)
-        fields["base_commit"] = base  # the diff is against it: the change is recorded
-        if not fields["code_change"]:
-            click.echo("kexp: warning: git diff is empty: no code change recorded", err=True)
+        intake.take_git_diff(store, fields)  # and its base: the change is recorded
     if detect_env and not fields.get("env"):
         # lazy: one command's library, loaded when that command runs
         from kexp.measure.envinfo import detected_env
