@@ -332,6 +332,7 @@ def _entry(
     entry.env = exp.env
     entry.score = float(exp.score)
     entry.outcome = exp.outcome
+    entry.status = exp.status
     entry.pid = exp.pid
     entry.key_insight = key_insight(exp.detailed_description)
     entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None
@@ -435,7 +436,14 @@ def _lineage(entries: Mapping[str, list[_Reviewed]], now: _Side, then: _Side) ->
             omitted += 1
             return False
         nodes[exp.id] = LineageNode(
-            exp.id, exp.pid, kind, float(exp.score), exp.outcome, exp.change_summary, new_best
+            exp.id,
+            exp.pid,
+            kind,
+            float(exp.score),
+            exp.outcome,
+            exp.change_summary,
+            new_best,
+            exp.status,
         )
         return True
 
