@@ -181,6 +181,11 @@ class ControlWarning(KexpWarning):
     cannot: an interval that excludes 1, or a noise floor far wider than before."""
 
 
+class RoundsWarning(KexpWarning):
+    """An experiment's rounds of measurement disagree beyond their intervals: one was
+    disturbed, and the interval recorded holds them all."""
+
+
 class TimingsWarning(KexpWarning):
     """A timings file was read, but it lacks what an interval needs (raw samples)."""
 

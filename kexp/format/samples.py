@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeGuard
 
 from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
 from kexp.core.campaign import unmeasured
-from kexp.core.noise import ConfigEstimate, SideStats, estimate, rounded_interval
+from kexp.core.noise import ConfigEstimate, Dispute, SideStats, dispute, estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
 #: The first line of a ``## Samples`` section kexp writes.
@@ -223,6 +223,8 @@ class Summary:
     score_ci: list[float]
     #: Each configuration's statistics, in the order of ``results``.
     configs: tuple[ConfigEstimate, ...] = ()
+    #: Rounds whose intervals do not overlap (``score_ci`` widened to hold them all).
+    dispute: Dispute | None = None
 
 
 def summarize(
@@ -230,11 +232,14 @@ def summarize(
     *,
     legacy: bool = False,
     modes: bool = True,
+    rounds: Sequence[Round] = (),
 ) -> Summary:
     """``results`` (median, count and interquartile range per side, the median
     speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``
     (``legacy``: as :data:`kexp.core.noise.METHOD` 1 computed them; ``modes=False``:
-    as before two modes widened a side's interval, :func:`kexp.core.noise.two_modes`)."""
+    as before two modes widened a side's interval, :func:`kexp.core.noise.two_modes`).
+    ``rounds``: the rounds ``samples`` pool; when two disagree
+    (:func:`kexp.core.noise.dispute`), ``score_ci`` holds every round's interval."""
     found = estimate(list(samples.values()), legacy=legacy, modes=modes)
     results = []
     for config, stats in zip(samples, found.configs, strict=True):
@@ -251,8 +256,13 @@ def summarize(
                 "candidate_iqr": _spread(stats.candidate.iqr),
             }
         )
-    interval = list(rounded_interval(*found.interval)) if found.interval else []
-    return Summary(results, round(found.score, 4), interval, found.configs)
+    disputed = None
+    if len(rounds) > 1 and not legacy:
+        alone = [estimate(list(r.timings.values()), modes=modes) for r in rounds]
+        disputed = dispute(alone, found.interval)
+    ends = disputed.interval if disputed is not None else found.interval
+    interval = list(rounded_interval(*ends)) if ends else []
+    return Summary(results, round(found.score, 4), interval, found.configs, disputed)
 
 
 def set_aside(side: SideStats, samples: Sequence[float]) -> int:
@@ -288,6 +298,25 @@ def spike_words(config: str, stats: ConfigEstimate, rounds: Sequence[Round]) -> 
                 "clocks not locked"
             )
     return "; ".join(parts)
+
+
+def round_figures(found: Dispute) -> str:
+    """Each round's score and interval: ``round 1: 1.5700 [1.5600, 1.5800], round 2:
+    1.0010 [0.9950, 1.0070]``."""
+    return ", ".join(
+        f"round {number}: "
+        + describe_interval(score, rounded_interval(*interval) if interval else ())
+        for number, (score, interval) in enumerate(found.figures, 1)
+    )
+
+
+def dispute_words(found: Dispute) -> str:
+    """What a raw result says of rounds that disagree (:func:`kexp.core.noise.dispute`)."""
+    pairs = "; ".join(f"rounds {a + 1} and {b + 1}" for a, b in found.pairs)
+    return (
+        f"**Rounds disagree** ({pairs}: their intervals do not overlap): "
+        f"{round_figures(found)}; the interval holds them all"
+    )
 
 
 def _tidy(value: float) -> float:
@@ -367,7 +396,9 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
             ),
         ]
     together = pooled(rounds)
-    disagreements = _disagreements(fields, summarize(together))
+    disagreements = _disagreements(fields, summarize(together, rounds=rounds))
+    if disagreements and not _disagreements(fields, summarize(together)):
+        disagreements = []  # recorded before rounds that disagree widened the interval
     if disagreements and not _disagreements(fields, summarize(together, modes=False)):
         disagreements = []  # recorded before two modes widened the interval
     if disagreements and not _disagreements(fields, summarize(together, legacy=True)):

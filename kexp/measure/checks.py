@@ -11,6 +11,10 @@
 * :func:`throttled_rounds`: a control's round whose samples were mostly set aside as
   load spikes when pooled (a throttled round, a third of the samples): the pooled floor
   looks fine, so the round is named on its own, with the step that replaces it.
+* :func:`rounds_disagree`: an experiment's rounds whose intervals do not overlap
+  (:func:`kexp.core.noise.dispute`): pooled, they would give a narrow interval around
+  a score between them; it is widened to hold them all, and the round that disagrees
+  is named, with the step that replaces it (or a round to add that tells which).
 * :func:`modes_hint`: a side whose timings fall in two modes (the GPU's clocks not
   locked): the score's interval is widened to hold both; lock the clocks.
 * :func:`unit_hint`: timings of a file that does not say its unit, every one near
@@ -36,10 +40,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.advice import CORRECT_FIELD, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
+from kexp.core.advice import CORRECT_FIELD, REMEASURE, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
 from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
-from kexp.core.noise import estimate, two_modes
+from kexp.core.noise import estimate, rounded_interval, two_modes
 from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
@@ -166,6 +170,41 @@ def throttled_rounds(exp_id: str, rounds: Sequence[Round]) -> str | None:
                     f"again and replace the round: {REPLACE_ROUND.say(id=exp_id, n=number)}"
                 )
     return None
+
+
+def rounds_disagree(exp_id: str, rounds: Sequence[Round]) -> str | None:
+    """What to say of experiment ``exp_id`` whose ``rounds`` disagree (intervals that
+    do not overlap, :func:`kexp.core.noise.dispute`): each round's figures, the narrow
+    interval they would give pooled and the one recorded, and what to do: replace the
+    round that disagrees with the others, or add a round that tells which one does.
+    None when they agree."""
+    from kexp.format.samples import pooled, round_figures, summarize  # lazy: a remeasure's
+
+    found = summarize(pooled(rounds), rounds=rounds).dispute
+    if found is None:
+        return None
+    narrow, wide = (rounded_interval(*ends) for ends in (found.pooled, found.interval))
+    text = (
+        f"the rounds of {exp_id[:10]} disagree beyond their intervals ({round_figures(found)}): "
+        "a round was disturbed (load, a throttled clock, other code), its samples and the "
+        f"others' are not one population; pooled they give [{narrow[0]:.4f}, "
+        f"{narrow[1]:.4f}], narrower than their disagreement, so score_ci holds every "
+        f"round's: [{wide[0]:.4f}, {wide[1]:.4f}], a change called only if every round "
+        "calls it. "
+    )
+    odd = found.odd
+    if odd is not None:
+        return text + (
+            f"Round {odd + 1} disagrees with the others: commit the file, time it again and "
+            f"replace it: {REPLACE_ROUND.say(id=exp_id, n=odd + 1)}"
+        )
+    first, last = found.pairs[-1]
+    return text + (
+        f"Add a round to tell which of rounds {first + 1} and {last + 1} is off "
+        f"({REMEASURE.say(id=exp_id)}: the round that disagrees with the others is then "
+        f"named); or, if you know round {last + 1} was disturbed, commit the file, time it "
+        f"again and replace it: {REPLACE_ROUND.say(id=exp_id, n=last + 1)}"
+    )
 
 
 def modes_hint(

@@ -60,6 +60,7 @@ from kexp.core.errors import (
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
+    RoundsWarning,
     SummaryWarning,
     SuspectMeasurementWarning,
     TimingsWarning,
@@ -78,6 +79,7 @@ from kexp.measure.checks import (
     modes_hint,
     replaced_round_held,
     resolution_hint,
+    rounds_disagree,
     samples_too_large,
     summary_contradiction,
     throttled_rounds,
@@ -309,10 +311,12 @@ def score_measurements(
     details: dict[str, str] = {}
     if any(m.has_samples for m in measurements):
         # lazy: not every command that imports this module needs kexp.format.samples
-        from kexp.format.samples import Round, render_samples, spike_words, summarize
+        from kexp.format.samples import Round, dispute_words, render_samples, spike_words, summarize
 
         pooled = {m.config: sides_of(m) for m in measurements}
-        summary = summarize(pooled)
+        summary = summarize(pooled, rounds=rounds or ())
+        if summary.dispute is not None:  # the interval holds every round's
+            note = "\n".join(filter(None, (note, dispute_words(summary.dispute))))
         results, score, interval = summary.results, summary.score, summary.score_ci
         for config, stats in zip(pooled, summary.configs, strict=True):
             details[config] = spike_words(config, stats, rounds or [Round(pooled)])
@@ -846,6 +850,8 @@ def remeasure(
         warnings.warn(hint, TimingsWarning, stacklevel=2)
     if is_control(exp):
         _warn_if_implausible_control(exp, done, number, rounds)
+    elif (disagree := rounds_disagree(exp.id, rounds)) is not None:
+        warnings.warn(disagree, RoundsWarning, stacklevel=2)
     return done
 
 
@@ -855,10 +861,11 @@ def _warn_if_implausible_control(
     """Warn (:class:`ControlWarning`) when a control's round ``number``, pooled, gave
     what an A/A run cannot (:func:`kexp.measure.checks.implausible_control`), or one of
     its ``rounds`` was mostly set aside as load spikes
-    (:func:`kexp.measure.checks.throttled_rounds`), saying what to do."""
-    throttled = throttled_rounds(after.id, rounds)  # the round named, if one is
-    if throttled is not None:
-        warnings.warn(throttled, ControlWarning, stacklevel=3)
+    (:func:`kexp.measure.checks.throttled_rounds`), or they disagree
+    (:func:`kexp.measure.checks.rounds_disagree`), saying what to do."""
+    named = throttled_rounds(after.id, rounds) or rounds_disagree(after.id, rounds)
+    if named is not None:  # the round named, if one is
+        warnings.warn(named, ControlWarning, stacklevel=3)
         return
     reasons = implausible_control(before.score_ci, after.score_ci)
     if not reasons:

@@ -27,6 +27,9 @@ same figures. Five properties are measured:
   locked) with probability 1/2. A/A pairs called improvement or regression (the
   promise: at most 5 %; without the rule of :func:`kexp.core.noise.two_modes`, about
   70 %), and a true 50 % speedup found an ``improvement``.
+* **rounds that disagree**: rounds of the same code (trials drawn from the ranges, 2
+  and 3 rounds) whose intervals do not overlap (:func:`kexp.core.noise.dispute`): the
+  share widened as if a round were disturbed (the promise: at most 2 %).
 
 ``tests/test_simulation.py`` holds these promises over 1,000 trials each (a larger run
 is marked ``slow``).
@@ -41,7 +44,7 @@ import random
 from collections.abc import Sequence
 
 from kexp.core.model import KernelExperiment, outcome_of
-from kexp.core.noise import SPIKES_HANDLED, estimate, rounded_interval
+from kexp.core.noise import SPIKES_HANDLED, dispute, estimate, rounded_interval
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.outputs import markdown_table
 
@@ -162,6 +165,8 @@ class Figures:
     bimodal_false_alarms_without_modes: float = 0.0
     #: A true :data:`BIMODAL_SPEEDUP` timed so: found an improvement.
     bimodal_power: float = 0.0
+    #: Rounds of the same code (2, 3 of them) found to disagree (:func:`disputed`).
+    disputed: tuple[float, ...] = ()
 
 
 #: The sample counts whose power :func:`measure` reports.
@@ -303,6 +308,24 @@ def two_clock_states(
     return {name: count / trials for name, count in counts.items()}
 
 
+def disputed(trials: int, seed: int = 11, rounds: int = 2) -> float:
+    """Share of experiments (drawn from the ranges, true speedups drawn) whose
+    ``rounds`` rounds, each as good as the others, disagree: two intervals that do not
+    overlap (:func:`kexp.core.noise.dispute`), the interval widened as if one round were
+    disturbed."""
+    rng = random.Random(seed)
+    found = 0
+    for _ in range(trials):
+        trial = draw_trial(rng)
+        drawn = draw_experiment(rng, trial, _true_speedups(rng, trial.configs), rounds)
+        pooled = [
+            ([t for r in drawn for t in r[i][0]], [t for r in drawn for t in r[i][1]])
+            for i in range(trial.configs)
+        ]
+        found += dispute([estimate(r) for r in drawn], estimate(pooled).interval) is not None
+    return found / trials
+
+
 def measure(trials: int = 1000, seed: int = 0) -> Figures:
     """Every figure, over ``trials`` seeded trials each."""
     alarms = false_alarms(trials, seed + 1)
@@ -325,6 +348,7 @@ def measure(trials: int = 1000, seed: int = 0) -> Figures:
         called(two_clock_states(trials, seed + 9)),
         called(two_clock_states(trials, seed + 9, modes=False)),
         two_clock_states(trials, seed + 10, speedup=BIMODAL_SPEEDUP).get("improvement", 0.0),
+        tuple(disputed(trials, seed + 11, rounds=n) for n in (2, 3)),
     )
 
 
@@ -385,6 +409,10 @@ def report(figures: Figures) -> str:
         (
             f"true {BIMODAL_SPEEDUP - 1:.0%} speedup, the same clock states: improvement",
             f"{figures.bimodal_power:.1%}",
+        ),
+        (
+            "rounds of the same code whose intervals do not overlap, 2 / 3 rounds (≤ 2 %)",
+            " / ".join(f"{share:.1%}" for share in figures.disputed),
         ),
     ]
     return markdown_table((f"over {figures.trials:,} seeded trials each", "measured"), rows)
