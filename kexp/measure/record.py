@@ -858,16 +858,19 @@ def remeasure(
 def _warn_if_implausible_control(
     before: KernelExperiment, after: KernelExperiment, number: int, rounds: Sequence[Round]
 ) -> None:
-    """Warn (:class:`ControlWarning`) when a control's round ``number``, pooled, gave
-    what an A/A run cannot (:func:`kexp.measure.checks.implausible_control`), or one of
-    its ``rounds`` was mostly set aside as load spikes
-    (:func:`kexp.measure.checks.throttled_rounds`), or they disagree
-    (:func:`kexp.measure.checks.rounds_disagree`), saying what to do."""
-    named = throttled_rounds(after.id, rounds) or rounds_disagree(after.id, rounds)
-    if named is not None:  # the round named, if one is
+    """Warn (:class:`ControlWarning`), saying what to do, of the first that holds: one
+    of a control's ``rounds`` was mostly set aside as load spikes
+    (:func:`kexp.measure.checks.throttled_rounds`: the round named); round ``number``,
+    pooled, moved the noise floor as an A/A run cannot
+    (:func:`kexp.measure.checks.implausible_control`: the floor before and after); its
+    rounds disagree (:func:`kexp.measure.checks.rounds_disagree`)."""
+    reasons: list[str] = []
+    named = throttled_rounds(after.id, rounds)
+    if named is None and not (reasons := implausible_control(before.score_ci, after.score_ci)):
+        named = rounds_disagree(after.id, rounds)
+    if named is not None:
         warnings.warn(named, ControlWarning, stacklevel=3)
         return
-    reasons = implausible_control(before.score_ci, after.score_ci)
     if not reasons:
         return
     from kexp.core.problems import display_path  # lazy: a warning's, seldom needed
