@@ -109,13 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     generate.add_data_options(parser)
     args = parser.parse_args(argv)
-    print("| N | predecessor repr (chars) | `top --brief --json` | ratio | `top --json` | ratio "
-          "| `top --json --full` | ratio |")
+    print(
+        "| N | predecessor repr (chars) | `top --brief --json` | ratio | `top --json` | ratio "
+        "| `top --json --full` | ratio |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     failed = False
     for n in args.sizes:
         dataset = generate.ensure_dataset(
-            n, args.data_dir, args.seed, git=args.git, per_month=args.per_month,
+            n,
+            args.data_dir,
+            args.seed,
+            git=args.git,
+            per_month=args.per_month,
             log=lambda message: print(message, file=sys.stderr),
         )
         figures, problems = measure(dataset.folder)

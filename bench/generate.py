@@ -126,8 +126,15 @@ OPERATORS = (
     Operator("csrc/mamba/causal_conv1d/causal_conv1d.cu", "causal_conv1d_fwd_kernel", "mamba", 1),
 )
 
-DTYPES = (("bf16", 9), ("fp16", 6), ("fp8", 4), ("fp8_e4m3fnuz", 3), ("int8", 1), ("fp32", 1),
-          ("bf16,fp8", 2))
+DTYPES = (
+    ("bf16", 9),
+    ("fp16", 6),
+    ("fp8", 4),
+    ("fp8_e4m3fnuz", 3),
+    ("int8", 1),
+    ("fp32", 1),
+    ("bf16,fp8", 2),
+)
 
 #: (env, vendor, peak HBM GB/s)
 ENVS = (
@@ -140,8 +147,13 @@ ENVS = (
     ("A100 80GB, CUDA 12.4, PyTorch 2.6.0", "nvidia", 2000, 1),
 )
 
-AUTHORS = (*(f"agent-{i}" for i in range(1, 13)), "Wei Chen", "Priya Raman", "Jonas Berg",
-           "Ana Souza")
+AUTHORS = (
+    *(f"agent-{i}" for i in range(1, 13)),
+    "Wei Chen",
+    "Priya Raman",
+    "Jonas Berg",
+    "Ana Souza",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,8 +248,7 @@ TECHNIQUES = (
     Technique(
         "MFMA 32x32x8 tiles instead of 16x16x16",
         ("mfma", "tiling"),
-        "Switched the inner product to the 32x32x8 MFMA instruction and re-tiled the "
-        "accumulators",
+        "Switched the inner product to the 32x32x8 MFMA instruction and re-tiled the accumulators",
         "fewer instructions per FLOP and better operand reuse from registers",
         "the larger tile wastes work when the sequence length is short",
         "pick the MFMA shape per problem size rather than globally",
@@ -254,8 +265,7 @@ TECHNIQUES = (
     Technique(
         "Packed two bf16 values per 32-bit store",
         ("packing", "memory"),
-        "Converted pairs of results with __float22bfloat162_rn and stored them as one "
-        "32-bit word",
+        "Converted pairs of results with __float22bfloat162_rn and stored them as one 32-bit word",
         "half as many store instructions, and the stores are naturally aligned",
         "the pairing forced a shuffle between lanes that cost more than the saved stores",
         "packing is free only when neighbouring elements live in the same thread",
@@ -303,8 +313,7 @@ TECHNIQUES = (
     Technique(
         "Used readfirstlane for uniform values",
         ("scalar", "amd"),
-        "Wrapped wave-uniform indices in __builtin_amdgcn_readfirstlane so they live in "
-        "SGPRs",
+        "Wrapped wave-uniform indices in __builtin_amdgcn_readfirstlane so they live in SGPRs",
         "VGPR pressure dropped by 6 and one more wave fits per SIMD",
         "the values were already scalarized by the compiler",
         "check s_ vs v_ instructions in the ISA to see what is uniform already",
@@ -634,8 +643,7 @@ class _Generator:
             result = "in progress"
         elif is_buggy:
             result = rng.choice(
-                ("crash (illegal memory access)", "wrong results", "compile error",
-                 "NaN in output")
+                ("crash (illegal memory access)", "wrong results", "compile error", "NaN in output")
             )
         elif timed_out:
             result = "benchmark timed out"
@@ -674,8 +682,11 @@ class _Generator:
         if not imported:
             tags = [operator.family, *technique.tags]
             if rng.random() < 0.3:
-                tags.append(rng.choice(("decode", "prefill", "mi300-tuning", "llama3-70b",
-                                        "deepseek-v3", "qwen3")))
+                tags.append(
+                    rng.choice(
+                        ("decode", "prefill", "mi300-tuning", "llama3-70b", "deepseek-v3", "qwen3")
+                    )
+                )
             tags = list(dict.fromkeys(tags))
             author = rng.choice(AUTHORS)
             if measured and rng.random() < 0.05:
@@ -686,8 +697,9 @@ class _Generator:
                         "candidate": round(base / speedup, 3),
                         "speedup": speedup,
                     }
-                    for config, speedup, base in zip(configs, speedups, body.pop("_bases"),
-                                                     strict=True)
+                    for config, speedup, base in zip(
+                        configs, speedups, body.pop("_bases"), strict=True
+                    )
                 ]
         body.pop("_bases", None)
         return KernelExperiment(
@@ -787,8 +799,10 @@ class _Generator:
                     else "benchmark did not finish within 600 s"
                 )
                 + "\n"
-                + "\n".join(f"  {config:<56} baseline {base:9.3f} us" for config, base in
-                            zip(configs[:failing], bases, strict=False))
+                + "\n".join(
+                    f"  {config:<56} baseline {base:9.3f} us"
+                    for config, base in zip(configs[:failing], bases, strict=False)
+                )
             )
         else:
             label = "SUCCESS" if score > 1.01 else "REGRESSION" if score < 0.99 else "NEUTRAL"
@@ -831,13 +845,17 @@ class _Generator:
             )
         error = ""
         if is_buggy:
-            pool = ERRORS_WRONG if rng.random() < 0.4 else (
-                ERRORS_AMD if vendor == "amd" else ERRORS_NVIDIA
+            pool = (
+                ERRORS_WRONG
+                if rng.random() < 0.4
+                else (ERRORS_AMD if vendor == "amd" else ERRORS_NVIDIA)
             )
-            error = _fill(rng.choice(pool), {"E": str(rng.randint(1, 9000)),
-                                             "P": f"{rng.uniform(0.01, 2):.2f}"})
+            error = _fill(
+                rng.choice(pool),
+                {"E": str(rng.randint(1, 9000)), "P": f"{rng.uniform(0.01, 2):.2f}"},
+            )
             error += (
-                f"\n  File \"benchmarks/kernels/benchmark_{operator.family}.py\", line "
+                f'\n  File "benchmarks/kernels/benchmark_{operator.family}.py", line '
                 f"{rng.randint(80, 400)}, in run_iteration\n    torch.cuda.synchronize()"
             )
         elif timed_out:
@@ -1109,16 +1127,17 @@ class _Baselines:
         self.connection.execute("PRAGMA journal_mode = OFF")
         self.connection.execute("PRAGMA synchronous = OFF")
         columns = ", ".join(
-            f"{name} REAL" if name == "score" else
-            f"{name} INTEGER" if name == "is_buggy" else
-            f"{name} TEXT PRIMARY KEY" if name == "id" else
-            f"{name} TEXT"
+            f"{name} REAL"
+            if name == "score"
+            else f"{name} INTEGER"
+            if name == "is_buggy"
+            else f"{name} TEXT PRIMARY KEY"
+            if name == "id"
+            else f"{name} TEXT"
             for name in LEGACY_FIELDS
         )
         self.connection.execute(f"CREATE TABLE experiments ({columns})")
-        self.insert = (
-            f"INSERT INTO experiments VALUES ({', '.join('?' for _ in LEGACY_FIELDS)})"
-        )
+        self.insert = f"INSERT INTO experiments VALUES ({', '.join('?' for _ in LEGACY_FIELDS)})"
         self.pending: list[list[Any]] = []
 
     def add(self, record: dict[str, Any]) -> None:
@@ -1246,8 +1265,16 @@ def generate(
             if written is not None:
                 written.add(exp.to_legacy_dict())
             summary.append(
-                (exp.id, float(exp.score), exp.is_buggy, exp.status, exp.operator_sig,
-                 exp.dtype_sig, exp.pid, list(exp.combines))
+                (
+                    exp.id,
+                    float(exp.score),
+                    exp.is_buggy,
+                    exp.status,
+                    exp.operator_sig,
+                    exp.dtype_sig,
+                    exp.pid,
+                    list(exp.combines),
+                )
             )
             if (index + 1) % 20000 == 0:
                 log(f"  {index + 1:,} files written ({time.perf_counter() - mark:.1f} s)")
@@ -1263,8 +1290,11 @@ def generate(
         timings["git_s"] = time.perf_counter() - mark
 
     show = next(
-        (exp_id for exp_id, _, buggy, status, *_ in summary[len(summary) // 2 :]
-         if not buggy and status == "done"),
+        (
+            exp_id
+            for exp_id, _, buggy, status, *_ in summary[len(summary) // 2 :]
+            if not buggy and status == "done"
+        ),
         summary[0][0],
     )
     prefix = show[:8]
@@ -1290,9 +1320,7 @@ def generate(
         "json_bytes": (folder / JSON_NAME).stat().st_size if baselines else 0,
         "sqlite_bytes": (folder / SQLITE_NAME).stat().st_size if baselines else 0,
         "shards": len(made),
-        "largest_shard": max(
-            (len(os.listdir(path)) for path in made), default=0
-        ),
+        "largest_shard": max((len(os.listdir(path)) for path in made), default=0),
         "verified_files": verified,
         "timings": {key: round(value, 2) for key, value in timings.items()},
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -1327,8 +1355,17 @@ def ensure_dataset(
     if temporary.exists():
         shutil.rmtree(temporary)
     log(f"generating {n:,} experiments into {folder} ...")
-    generate(temporary, n, seed, per_month=per_month, git=git, baselines=baselines,
-             layout=layout, verify_every=verify_every, log=log)
+    generate(
+        temporary,
+        n,
+        seed,
+        per_month=per_month,
+        git=git,
+        baselines=baselines,
+        layout=layout,
+        verify_every=verify_every,
+        log=log,
+    )
     temporary.rename(folder)
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     timings = meta["timings"]
@@ -1358,27 +1395,52 @@ def parse_sizes(text: str) -> list[int]:
 
 def add_data_options(parser: argparse.ArgumentParser) -> None:
     """The options shared by ``generate.py`` and ``run.py``."""
-    parser.add_argument("--sizes", type=parse_sizes, default=[1000],
-                        help="comma-separated N (default 1000), e.g. 1000,10000,100000 or 10k")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                        help="where generated data sets are kept (default bench/.data)")
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=[1000],
+        help="comma-separated N (default 1000), e.g. 1000,10000,100000 or 10k",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="where generated data sets are kept (default bench/.data)",
+    )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
-    parser.add_argument("--per-month", type=int, default=DEFAULT_PER_MONTH,
-                        help="experiments per month on average (sets the shard sizes)")
-    parser.add_argument("--no-baselines", dest="baselines", action="store_false",
-                        help="leave out the predecessor's JSON file and the SQLite table "
-                        "(their cases are then not measured): at 1,000,000 they take 8 GB "
-                        "of disk and the predecessor's load 8 GB of memory")
-    parser.add_argument("--layout", choices=("fanout", "month"), default="fanout",
-                        help="fanout: kexp's experiments/YYYY/MM/xx/ (default); month: an "
-                        "earlier kexp's experiments/YYYY/MM/, to compare the two")
-    parser.add_argument("--no-git", dest="git", action="store_false",
-                        help="do not make the store a git repository")
-    parser.add_argument("--verify-every", type=int, default=50,
-                        help="compare every K-th file with kexp's plain serializer (0: only "
-                        "the first 200)")
-    parser.add_argument("--regenerate", action="store_true",
-                        help="generate again even if a cached data set exists")
+    parser.add_argument(
+        "--per-month",
+        type=int,
+        default=DEFAULT_PER_MONTH,
+        help="experiments per month on average (sets the shard sizes)",
+    )
+    parser.add_argument(
+        "--no-baselines",
+        dest="baselines",
+        action="store_false",
+        help="leave out the predecessor's JSON file and the SQLite table "
+        "(their cases are then not measured): at 1,000,000 they take 8 GB "
+        "of disk and the predecessor's load 8 GB of memory",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("fanout", "month"),
+        default="fanout",
+        help="fanout: kexp's experiments/YYYY/MM/xx/ (default); month: an "
+        "earlier kexp's experiments/YYYY/MM/, to compare the two",
+    )
+    parser.add_argument(
+        "--no-git", dest="git", action="store_false", help="do not make the store a git repository"
+    )
+    parser.add_argument(
+        "--verify-every",
+        type=int,
+        default=50,
+        help="compare every K-th file with kexp's plain serializer (0: only the first 200)",
+    )
+    parser.add_argument(
+        "--regenerate", action="store_true", help="generate again even if a cached data set exists"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1412,4 +1474,3 @@ def synthetic_experiments(
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -458,8 +458,9 @@ def check_parquet(ctx: Context, run: Run) -> str:
 def _ensure_parquet(ctx: Context) -> None:
     """The export the DuckDB case reads, made once (untimed) if no case made it."""
     if not (parquet_folder(ctx) / "_kexp_export.json").is_file():
-        _run_quietly(ctx.kexp_args("export", "--format", "parquet", "-o",
-                                   str(parquet_folder(ctx))), ctx.env)
+        _run_quietly(
+            ctx.kexp_args("export", "--format", "parquet", "-o", str(parquet_folder(ctx))), ctx.env
+        )
 
 
 #: kexp top's question asked of the Parquet export by DuckDB (argv: the export's folder).
@@ -470,7 +471,7 @@ _DUCKDB_TOP = (
     "'running') AND NOT coalesce(list_contains(tags, 'control'), false) ORDER BY "
     "cumulative_score IS NOT NULL DESC, (cumulative_score IS NOT NULL AND outcome = "
     "'improvement') DESC, coalesce(cumulative_score, score) DESC, score DESC, "
-    "created_at DESC, id LIMIT 20\").fetchall()\n"
+    'created_at DESC, id LIMIT 20").fetchall()\n'
     "for exp_id, score in rows:\n"
     "    print(exp_id, f'{score:.4f}')\n"
 )
@@ -502,8 +503,9 @@ def _commit_ten(ctx: Context) -> list[str]:
 def check_committed(ctx: Context, run: Run) -> str:
     """The commit holds the 10 files."""
     work = ctx.work()
-    shown = _run_quietly(["git", "-C", str(work.store), "show", "--name-only",
-                          "--format=", "HEAD"], ctx.env).split()
+    shown = _run_quietly(
+        ["git", "-C", str(work.store), "show", "--name-only", "--format=", "HEAD"], ctx.env
+    ).split()
     wanted = work.state["ten"].split("\n")
     return "ok" if sorted(shown) == sorted(wanted) else f"WRONG: committed {len(shown)} files"
 
@@ -521,7 +523,9 @@ def check_cloned(ctx: Context, run: Run) -> str:
     """The clone's working tree holds every experiment file."""
     target = _clone_target(ctx)
     count = sum(
-        1 for _, _, files in os.walk(target / "experiments") for name in files
+        1
+        for _, _, files in os.walk(target / "experiments")
+        for name in files
         if name != "README.md"
     )
     shutil.rmtree(target, ignore_errors=True)
@@ -635,8 +639,12 @@ def make_workspace(ctx: Context) -> Workspace:
     if (store / ".git").exists():  # the copies' inodes and change times are new: the
         # index is refreshed (each file hashed once) as a clone's would be, not by the
         # first timed git command
-        subprocess.run(["git", "-C", str(store), "update-index", "-q", "--refresh"],
-                       env=ctx.env, capture_output=True, check=False)
+        subprocess.run(
+            ["git", "-C", str(store), "update-index", "-q", "--refresh"],
+            env=ctx.env,
+            capture_output=True,
+            check=False,
+        )
     base_commit = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d"
     if dataset.code_repo is not None:
         base_commit = _run_quietly(
@@ -646,15 +654,18 @@ def make_workspace(ctx: Context) -> Workspace:
     pr = folder / "pr"
     added: list[str] = []
     if (store / ".git").exists():
-        _run_quietly(["git", "-C", str(store), "worktree", "add", "-q", "-b", "bench-pr",
-                      str(pr), "HEAD"], ctx.env)
+        _run_quietly(
+            ["git", "-C", str(store), "worktree", "add", "-q", "-b", "bench-pr", str(pr), "HEAD"],
+            ctx.env,
+        )
         added = _run_quietly(
             [sys.executable, "-c", _ADD_TEN, str(pr), base_commit, parent], ctx.env
         ).split()
         identity = ["-c", "user.name=kexp bench", "-c", "user.email=bench@example.com"]
         _run_quietly(["git", "-C", str(pr), "add", "experiments"], ctx.env)
-        _run_quietly(["git", "-C", str(pr), *identity, "commit", "-q", "-m",
-                      "10 experiments"], ctx.env)
+        _run_quietly(
+            ["git", "-C", str(pr), *identity, "commit", "-q", "-m", "10 experiments"], ctx.env
+        )
     warm_workspace(ctx, store, pr)
     json_copy = legacy = None
     if dataset.json_path.is_file():
@@ -669,8 +680,9 @@ def make_workspace(ctx: Context) -> Workspace:
             json.dump(chosen, handle, indent=2, sort_keys=True)
     diff = folder / "change.diff"
     diff.write_text(BENCH_DIFF, encoding="utf-8")
-    return Workspace(folder, store, pr, folder / "empty", json_copy, legacy, diff,
-                     base_commit, parent, added)
+    return Workspace(
+        folder, store, pr, folder / "empty", json_copy, legacy, diff, base_commit, parent, added
+    )
 
 
 def warm_workspace(ctx: Context, store: Path, pr: Path) -> None:
@@ -698,8 +710,12 @@ def make_refs(store: Path, env: dict[str, str]) -> None:
     files = sorted((store / "experiments").rglob("*.md"))
     files = [f for f in files if re.fullmatch(r"[0-9a-f]{16}-.*\.md", f.name)]
     head = _run_quietly(["git", "-C", str(store), "rev-parse", "HEAD"], env).strip()
-    identity = {"GIT_AUTHOR_NAME": "kexp bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
-                "GIT_COMMITTER_NAME": "kexp bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+    identity = {
+        "GIT_AUTHOR_NAME": "kexp bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.com",
+        "GIT_COMMITTER_NAME": "kexp bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.com",
+    }
     with tempfile.TemporaryDirectory() as scratch:
         for ref in range(REFS):
             index = {**env, **identity, "GIT_INDEX_FILE": str(Path(scratch) / f"index-{ref}")}
@@ -715,17 +731,29 @@ def make_refs(store: Path, env: dict[str, str]) -> None:
                 places.append(f"{source.parent.relative_to(store).as_posix()}/{copy.name}")
             blobs = subprocess.run(
                 ["git", "-C", str(store), "hash-object", "-w", "--stdin-paths"],
-                input="\n".join(copies) + "\n", text=True, env=env, check=True,
+                input="\n".join(copies) + "\n",
+                text=True,
+                env=env,
+                check=True,
                 capture_output=True,
             ).stdout.split()
             lines = "".join(f"100644 {b}\t{p}\n" for b, p in zip(blobs, places, strict=True))
-            subprocess.run(["git", "-C", str(store), "update-index", "--index-info"],
-                           input=lines, text=True, env=index, check=True)
+            subprocess.run(
+                ["git", "-C", str(store), "update-index", "--index-info"],
+                input=lines,
+                text=True,
+                env=index,
+                check=True,
+            )
             tree = _run_quietly(["git", "-C", str(store), "write-tree"], index).strip()
-            commit = _run_quietly(["git", "-C", str(store), "commit-tree", tree, "-p", head,
-                                   "-m", f"agent {ref}"], index).strip()
-            _run_quietly(["git", "-C", str(store), "update-ref",
-                          f"refs/remotes/origin/agent-{ref}", commit], env)
+            commit = _run_quietly(
+                ["git", "-C", str(store), "commit-tree", tree, "-p", head, "-m", f"agent {ref}"],
+                index,
+            ).strip()
+            _run_quietly(
+                ["git", "-C", str(store), "update-ref", f"refs/remotes/origin/agent-{ref}", commit],
+                env,
+            )
 
 
 def _refs_warm(ctx: Context) -> None:
@@ -840,10 +868,23 @@ def _work_kexp(ctx: Context, *args: str) -> list[str]:
 def _add_with_diff(ctx: Context) -> list[str]:
     work = ctx.work()
     return _work_kexp(
-        ctx, "add", "--summary", "Bench: vectorized stores - +1.9%", "--score", "1.019",
-        "--operator", "csrc/kernels/cache_kernels.cu: bench", "--dtype", "bf16",
-        "--env", "MI300X, ROCm 7.0.0", "--base-commit", work.base_commit,
-        "--diff-file", str(work.diff), "--json",
+        ctx,
+        "add",
+        "--summary",
+        "Bench: vectorized stores - +1.9%",
+        "--score",
+        "1.019",
+        "--operator",
+        "csrc/kernels/cache_kernels.cu: bench",
+        "--dtype",
+        "bf16",
+        "--env",
+        "MI300X, ROCm 7.0.0",
+        "--base-commit",
+        work.base_commit,
+        "--diff-file",
+        str(work.diff),
+        "--json",
     )
 
 
@@ -851,8 +892,7 @@ def _create_with(what: str) -> Callable[[Context], list[str]]:
     def argv(ctx: Context) -> list[str]:
         work = ctx.work()
         value = str(work.diff) if what == "code_change" else work.parent
-        return [sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, what,
-                value]
+        return [sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, what, value]
 
     return argv
 
@@ -880,17 +920,28 @@ def _make_leaf(ctx: Context) -> None:
     _warm_work(ctx)
     work = ctx.work()
     found = _run_quietly(
-        [sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid",
-         work.parent], ctx.env
+        [sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid", work.parent],
+        ctx.env,
     ).split()
     (work.folder / "to-delete").write_text(found[-1], encoding="utf-8")
 
 
 def _context_args(ctx: Context, root: str) -> list[str]:
     """``kexp context`` for the data set's operator, dtype bf16, MI300X and the plan."""
-    return [*ctx.kexp, "--root", root, "context", "--operator",
-            ctx.dataset.meta["filter_operator"], "--dtype", ctx.dataset.meta["filter_dtype"],
-            "--env", "MI300X", "--text", PLAN]
+    return [
+        *ctx.kexp,
+        "--root",
+        root,
+        "context",
+        "--operator",
+        ctx.dataset.meta["filter_operator"],
+        "--dtype",
+        ctx.dataset.meta["filter_dtype"],
+        "--env",
+        "MI300X",
+        "--text",
+        PLAN,
+    ]
 
 
 def _record_step(ctx: Context) -> None:
@@ -901,8 +952,10 @@ def _record_step(ctx: Context) -> None:
     if _held(ctx, "consulted") not in work.state:
         _run_quietly(_context_args(ctx, str(work.store)), ctx.env)
         work.state[_held(ctx, "consulted")] = "yes"
-    _run_quietly([sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid",
-                  work.parent], ctx.env)
+    _run_quietly(
+        [sys.executable, "-c", _CREATE_API, str(work.store), work.base_commit, "pid", work.parent],
+        ctx.env,
+    )
 
 
 def _delete(ctx: Context) -> list[str]:
@@ -979,152 +1032,406 @@ def check_review(ctx: Context, run: Run) -> str:
 
 
 CASES: tuple[Case, ...] = (
-    Case("python-pass", "`python -c pass`: interpreter start-up, the unit of the start-up "
-         "target", lambda c: [sys.executable, "-c", "pass"]),
-    Case("python-bare", "`python -S -c pass`: start-up without `site` (no .pth files), for "
-         "reference", lambda c: [sys.executable, "-S", "-c", "pass"]),
-    Case("python-click", "`python -c \"import click\"`: the unit of the `--help` target",
-         lambda c: [sys.executable, "-c", "import click"], reads="none"),
+    Case(
+        "python-pass",
+        "`python -c pass`: interpreter start-up, the unit of the start-up target",
+        lambda c: [sys.executable, "-c", "pass"],
+    ),
+    Case(
+        "python-bare",
+        "`python -S -c pass`: start-up without `site` (no .pth files), for reference",
+        lambda c: [sys.executable, "-S", "-c", "pass"],
+    ),
+    Case(
+        "python-click",
+        '`python -c "import click"`: the unit of the `--help` target',
+        lambda c: [sys.executable, "-c", "import click"],
+        reads="none",
+    ),
     Case("kexp-version", "`kexp --version`", lambda c: [*c.kexp, "--version"]),
     Case("kexp-help", "`kexp --help`", lambda c: [*c.kexp, "--help"]),
-    Case("read-all", "floor: `os.scandir` walk + read every file's bytes (Python)",
-         lambda c: [sys.executable, str(BASELINES), "read-all", c.root], check_count),
-    Case("stat-all", "floor: `os.scandir` walk + `os.stat` every file (Python)",
-         lambda c: [sys.executable, str(BASELINES), "stat-all", c.root], check_count),
+    Case(
+        "read-all",
+        "floor: `os.scandir` walk + read every file's bytes (Python)",
+        lambda c: [sys.executable, str(BASELINES), "read-all", c.root],
+        check_count,
+    ),
+    Case(
+        "stat-all",
+        "floor: `os.scandir` walk + `os.stat` every file (Python)",
+        lambda c: [sys.executable, str(BASELINES), "stat-all", c.root],
+        check_count,
+    ),
     Case("git-status", "`git status --porcelain` of the store", _git_status, check_clean),
-    Case("predecessor", "predecessor: `json.load` of the one JSON file + objects + top 20",
-         lambda c: [sys.executable, str(BASELINES), "predecessor", str(c.dataset.json_path)]
-         if c.dataset.json_path.is_file() else None, check_top_pairs),
-    Case("sqlite", "SQLite: connect + `ORDER BY score DESC LIMIT 20` (indexed)",
-         lambda c: [sys.executable, str(BASELINES), "sqlite", str(c.dataset.sqlite_path)]
-         if c.dataset.sqlite_path.is_file() else None, check_top_pairs),
-    Case("top-cli-cold", "`kexp top`, no cache (`.kexp/` removed before each run)",
-         lambda c: c.kexp_args("top"), check_top_table, "cold"),
-    Case("top-api-cold", "`kexp.Store(root).top_experiments()` in `python -c`, no cache",
-         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_kexp_top_pairs, "cold"),
-    Case("show-cold", "`kexp show <8-char prefix>`, no cache",
-         lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]), check_show, "cold"),
-    Case("top-cli-warm", "`kexp top`, cache warm (after an untimed `kexp top`)",
-         lambda c: c.kexp_args("top"), check_top_table, "warm"),
-    Case("top-api-warm", "`kexp.Store(root).top_experiments()`, cache warm",
-         lambda c: [sys.executable, "-c", _TOP_API, c.root], check_kexp_top_pairs, "warm"),
-    Case("show", "`kexp show <8-char prefix>`, cache warm",
-         lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]), check_show, "warm"),
-    Case("list-filtered", "`kexp list --operator reshape_and_cache --dtype bf16`, cache warm",
-         lambda c: c.kexp_args("list", "--operator", c.dataset.meta["filter_operator"],
-                               "--dtype", c.dataset.meta["filter_dtype"]),
-         check_list, "warm"),
-    Case("stats", "`kexp stats --json`, cache warm", lambda c: c.kexp_args("stats", "--json"),
-         check_stats, "warm"),
-    Case("tree", "`kexp tree --operator reshape_and_cache --json`, cache warm",
-         lambda c: c.kexp_args("tree", "--operator", c.dataset.meta["filter_operator"], "--json"),
-         check_ok, "warm"),
-    Case("tree-id", "`kexp tree <8-char prefix> --json` (one experiment's lineage), cache warm",
-         lambda c: c.kexp_args("tree", c.dataset.meta["show_prefix"], "--json"),
-         check_ok, "warm"),
-    Case("lessons", "`kexp lessons --json`, cache warm (every lesson's file read)",
-         lambda c: c.kexp_args("lessons", "--json"), check_ok, "warm"),
-    Case("validate", "`kexp validate` of the whole store, cache warm",
-         lambda c: c.kexp_args("validate"), check_validate, "warm"),
-    Case("report", "`kexp report -o DIR --json` into a new folder, cache warm",
-         lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
-         check_report, "warm"),
-    Case("report-again", "`kexp report -o DIR --json` over the report of the same store "
-         "(unchanged pages reused), cache warm",
-         lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
-         check_report, "warm"),
-    Case("context", "`kexp context --operator reshape_and_cache --dtype bf16 --env MI300X "
-         "--text PLAN`, caches warm (retrieval index built)",
-         lambda c: _context_args(c, c.root),
-         check_context, "retrieval"),
-    Case("similar", "`kexp similar --text PLAN`, caches warm (retrieval index built)",
-         lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "retrieval"),
-    Case("context-after-add", "the same `kexp context` in the writable copy just after an "
-         "experiment was recorded there (untimed), as an agent consults after each step",
-         lambda c: _context_args(c, str(c.work().store)), check_context, prepare=_record_step,
-         reads="work"),
-    Case("create-nocheck", "`Store.create_experiment` of one experiment without a code change "
-         "(no tried-before check), in `python -c`; the file is removed after",
-         lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "no"],
-         check_created, "retrieval"),
-    Case("create-check", "the same create with a code change: the show experiment's diff with "
-         "renamed variables (a near-duplicate to find)",
-         lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "yes"],
-         check_created_warned, "retrieval"),
-    Case("predecessor-create", "predecessor's create: `json.load`, add a record, "
-         "`json.dump` of the whole file", _baseline_write("predecessor-create"),
-         reads="json-copy"),
-    Case("predecessor-update", "predecessor's update: load, change a score, dump",
-         _baseline_write("predecessor-update"), reads="json-copy"),
-    Case("predecessor-delete", "predecessor's delete: load, remove a record, dump",
-         _baseline_write("predecessor-delete"), reads="json-copy"),
-    Case("write-add-diff", "`kexp add` with `--diff-file` (1.5 KB) and `--base-commit`, "
-         "cache warm", _add_with_diff, check_new_id, prepare=_warm_work, reads="work"),
-    Case("write-create-code", "`Store.create_experiment(code_change=...)` in `python -c`",
-         _create_with("code_change"), check_new_id, prepare=_warm_work, reads="work"),
-    Case("write-create-pid", "`Store.create_experiment(pid=...)` in `python -c`",
-         _create_with("pid"), check_new_id, prepare=_warm_work, reads="work"),
-    Case("write-update", "`Store.update_experiment(id, score=...)` in `python -c`",
-         _update, check_new_id, prepare=_warm_work, reads="work"),
-    Case("write-delete", "`Store.delete_experiment(id)` of a leaf in `python -c` "
-         "(recorded untimed before each run)", _delete, check_new_id, prepare=_make_leaf,
-         reads="work"),
-    Case("write-import", f"`kexp import` of {IMPORT_RECORDS:,} predecessor records into an "
-         "empty store, `--no-check-commits`", _import("--no-check-commits"), check_imported,
-         prepare=_empty_store, reads="none"),
-    Case("write-import-commits", f"`kexp import` of {IMPORT_RECORDS:,} records, checking "
-         "every `base_commit` in the code repository", _import(), check_imported,
-         prepare=_empty_store, reads="none"),
-    Case("pr-validate-changed", "`kexp validate --changed main` on a branch adding 10 "
-         "experiments, cache warm", _on_pr("validate", "--changed", "main"), check_changed,
-         reads="pr"),
-    Case("pr-review", "`kexp review main` of that branch (its working tree), cache warm",
-         _on_pr("review", "main"), check_review, reads="pr"),
-    Case("pr-review-head", "`kexp review main HEAD` (the commit, as CI runs it; the "
-         "working tree holds its files)", _on_pr("review", "main", "HEAD"), check_review,
-         reads="pr"),
-    Case("git-commit-10", "`git add` + `git commit` of 10 new experiment files in the "
-         "store's copy (recorded untimed before each run)",
-         lambda c: _commit_ten(c) if (c.work().store / ".git").exists() else None,
-         check_committed, prepare=_ten_files, reads="work"),
-    Case("git-clone", "`git clone` of the store (local: objects hard-linked; the checkout "
-         "writes every file)", lambda c: ["git", "clone", "-q", c.root, str(_clone_target(c))]
-         if (c.dataset.store / ".git").exists() else None, check_cloned,
-         prepare=_remove_clone, reads="none"),
-    Case("export-parquet", "`kexp export --format parquet -o DIR`, cache warm",
-         lambda c: c.kexp_args("export", "--format", "parquet", "-o", str(parquet_folder(c))),
-         check_parquet, "warm"),
-    Case("duckdb-top", "DuckDB: `kexp top`'s top 20 over the Parquet export "
-         "(`read_parquet(..., hive_partitioning=true)`, a new process)",
-         lambda c: [sys.executable, "-c", _DUCKDB_TOP, str(parquet_folder(c))],
-         check_kexp_top_pairs, prepare=_ensure_parquet, reads="none"),
-    Case("first-add", "`kexp add` with a diff (the tried-before check) as the first command "
-         "after a clone (`.kexp/` removed before each run)", _add_with_diff, check_new_id,
-         prepare=_first_write, reads="work"),
-    Case("first-similar", "`kexp similar --text PLAN` as the first command after a clone "
-         "(`.kexp/` removed before each run)",
-         lambda c: c.kexp_args("similar", "--text", PLAN), check_similar, "cold"),
-    Case("first-context", "`kexp context ... --text PLAN` as the first command after a "
-         "clone (`.kexp/` removed before each run)",
-         lambda c: _context_args(c, c.root),
-         check_context, "cold"),
-    Case("context-after-first-add", "`kexp context ... --text PLAN` in the writable copy "
-         "just after the first `kexp add` with a diff after a clone (untimed: `.kexp/` "
-         "removed, then the add)", lambda c: _context_args(c, str(c.work().store)),
-         check_context, prepare=_first_add_done, reads="work"),
-    Case("add-after-first-add", "`kexp add` with a diff just after the first one after a "
-         "clone (untimed: `.kexp/` removed, then the first add): it posts the docs the first "
-         "add made", _add_with_diff, check_new_id, prepare=_first_add_done, reads="work"),
-    Case("cache-size", "the size on disk of `.kexp/` (every cache filled: after `kexp top` "
-         "and `kexp similar`) and of `experiments/`",
-         lambda c: [sys.executable, "-c", _SIZES, c.root], check_sizes, "retrieval"),
-    Case("top-refs-cold", f"`kexp top --refs 'origin/*'`: the working tree and {REFS} refs "
-         f"of N experiments ({REF_UNIQUE} of each ref's own), no cache at all",
-         lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
-         prepare=_refs_cold, reads="work"),
-    Case("top-refs-warm", f"`kexp top --refs 'origin/*'` over the same {REFS} refs, "
-         "cache warm", lambda c: _work_kexp(c, "top", "--refs", "origin/*"), check_refs_top,
-         prepare=_refs_warm, reads="work"),
+    Case(
+        "predecessor",
+        "predecessor: `json.load` of the one JSON file + objects + top 20",
+        lambda c: (
+            [sys.executable, str(BASELINES), "predecessor", str(c.dataset.json_path)]
+            if c.dataset.json_path.is_file()
+            else None
+        ),
+        check_top_pairs,
+    ),
+    Case(
+        "sqlite",
+        "SQLite: connect + `ORDER BY score DESC LIMIT 20` (indexed)",
+        lambda c: (
+            [sys.executable, str(BASELINES), "sqlite", str(c.dataset.sqlite_path)]
+            if c.dataset.sqlite_path.is_file()
+            else None
+        ),
+        check_top_pairs,
+    ),
+    Case(
+        "top-cli-cold",
+        "`kexp top`, no cache (`.kexp/` removed before each run)",
+        lambda c: c.kexp_args("top"),
+        check_top_table,
+        "cold",
+    ),
+    Case(
+        "top-api-cold",
+        "`kexp.Store(root).top_experiments()` in `python -c`, no cache",
+        lambda c: [sys.executable, "-c", _TOP_API, c.root],
+        check_kexp_top_pairs,
+        "cold",
+    ),
+    Case(
+        "show-cold",
+        "`kexp show <8-char prefix>`, no cache",
+        lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]),
+        check_show,
+        "cold",
+    ),
+    Case(
+        "top-cli-warm",
+        "`kexp top`, cache warm (after an untimed `kexp top`)",
+        lambda c: c.kexp_args("top"),
+        check_top_table,
+        "warm",
+    ),
+    Case(
+        "top-api-warm",
+        "`kexp.Store(root).top_experiments()`, cache warm",
+        lambda c: [sys.executable, "-c", _TOP_API, c.root],
+        check_kexp_top_pairs,
+        "warm",
+    ),
+    Case(
+        "show",
+        "`kexp show <8-char prefix>`, cache warm",
+        lambda c: c.kexp_args("show", c.dataset.meta["show_prefix"]),
+        check_show,
+        "warm",
+    ),
+    Case(
+        "list-filtered",
+        "`kexp list --operator reshape_and_cache --dtype bf16`, cache warm",
+        lambda c: c.kexp_args(
+            "list",
+            "--operator",
+            c.dataset.meta["filter_operator"],
+            "--dtype",
+            c.dataset.meta["filter_dtype"],
+        ),
+        check_list,
+        "warm",
+    ),
+    Case(
+        "stats",
+        "`kexp stats --json`, cache warm",
+        lambda c: c.kexp_args("stats", "--json"),
+        check_stats,
+        "warm",
+    ),
+    Case(
+        "tree",
+        "`kexp tree --operator reshape_and_cache --json`, cache warm",
+        lambda c: c.kexp_args("tree", "--operator", c.dataset.meta["filter_operator"], "--json"),
+        check_ok,
+        "warm",
+    ),
+    Case(
+        "tree-id",
+        "`kexp tree <8-char prefix> --json` (one experiment's lineage), cache warm",
+        lambda c: c.kexp_args("tree", c.dataset.meta["show_prefix"], "--json"),
+        check_ok,
+        "warm",
+    ),
+    Case(
+        "lessons",
+        "`kexp lessons --json`, cache warm (every lesson's file read)",
+        lambda c: c.kexp_args("lessons", "--json"),
+        check_ok,
+        "warm",
+    ),
+    Case(
+        "validate",
+        "`kexp validate` of the whole store, cache warm",
+        lambda c: c.kexp_args("validate"),
+        check_validate,
+        "warm",
+    ),
+    Case(
+        "report",
+        "`kexp report -o DIR --json` into a new folder, cache warm",
+        lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
+        check_report,
+        "warm",
+    ),
+    Case(
+        "report-again",
+        "`kexp report -o DIR --json` over the report of the same store "
+        "(unchanged pages reused), cache warm",
+        lambda c: c.kexp_args("report", "-o", str(report_folder(c)), "--json"),
+        check_report,
+        "warm",
+    ),
+    Case(
+        "context",
+        "`kexp context --operator reshape_and_cache --dtype bf16 --env MI300X "
+        "--text PLAN`, caches warm (retrieval index built)",
+        lambda c: _context_args(c, c.root),
+        check_context,
+        "retrieval",
+    ),
+    Case(
+        "similar",
+        "`kexp similar --text PLAN`, caches warm (retrieval index built)",
+        lambda c: c.kexp_args("similar", "--text", PLAN),
+        check_similar,
+        "retrieval",
+    ),
+    Case(
+        "context-after-add",
+        "the same `kexp context` in the writable copy just after an "
+        "experiment was recorded there (untimed), as an agent consults after each step",
+        lambda c: _context_args(c, str(c.work().store)),
+        check_context,
+        prepare=_record_step,
+        reads="work",
+    ),
+    Case(
+        "create-nocheck",
+        "`Store.create_experiment` of one experiment without a code change "
+        "(no tried-before check), in `python -c`; the file is removed after",
+        lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "no"],
+        check_created,
+        "retrieval",
+    ),
+    Case(
+        "create-check",
+        "the same create with a code change: the show experiment's diff with "
+        "renamed variables (a near-duplicate to find)",
+        lambda c: [sys.executable, "-c", _CREATE, c.root, c.dataset.meta["show_id"], "yes"],
+        check_created_warned,
+        "retrieval",
+    ),
+    Case(
+        "predecessor-create",
+        "predecessor's create: `json.load`, add a record, `json.dump` of the whole file",
+        _baseline_write("predecessor-create"),
+        reads="json-copy",
+    ),
+    Case(
+        "predecessor-update",
+        "predecessor's update: load, change a score, dump",
+        _baseline_write("predecessor-update"),
+        reads="json-copy",
+    ),
+    Case(
+        "predecessor-delete",
+        "predecessor's delete: load, remove a record, dump",
+        _baseline_write("predecessor-delete"),
+        reads="json-copy",
+    ),
+    Case(
+        "write-add-diff",
+        "`kexp add` with `--diff-file` (1.5 KB) and `--base-commit`, cache warm",
+        _add_with_diff,
+        check_new_id,
+        prepare=_warm_work,
+        reads="work",
+    ),
+    Case(
+        "write-create-code",
+        "`Store.create_experiment(code_change=...)` in `python -c`",
+        _create_with("code_change"),
+        check_new_id,
+        prepare=_warm_work,
+        reads="work",
+    ),
+    Case(
+        "write-create-pid",
+        "`Store.create_experiment(pid=...)` in `python -c`",
+        _create_with("pid"),
+        check_new_id,
+        prepare=_warm_work,
+        reads="work",
+    ),
+    Case(
+        "write-update",
+        "`Store.update_experiment(id, score=...)` in `python -c`",
+        _update,
+        check_new_id,
+        prepare=_warm_work,
+        reads="work",
+    ),
+    Case(
+        "write-delete",
+        "`Store.delete_experiment(id)` of a leaf in `python -c` (recorded untimed before each run)",
+        _delete,
+        check_new_id,
+        prepare=_make_leaf,
+        reads="work",
+    ),
+    Case(
+        "write-import",
+        f"`kexp import` of {IMPORT_RECORDS:,} predecessor records into an "
+        "empty store, `--no-check-commits`",
+        _import("--no-check-commits"),
+        check_imported,
+        prepare=_empty_store,
+        reads="none",
+    ),
+    Case(
+        "write-import-commits",
+        f"`kexp import` of {IMPORT_RECORDS:,} records, checking "
+        "every `base_commit` in the code repository",
+        _import(),
+        check_imported,
+        prepare=_empty_store,
+        reads="none",
+    ),
+    Case(
+        "pr-validate-changed",
+        "`kexp validate --changed main` on a branch adding 10 experiments, cache warm",
+        _on_pr("validate", "--changed", "main"),
+        check_changed,
+        reads="pr",
+    ),
+    Case(
+        "pr-review",
+        "`kexp review main` of that branch (its working tree), cache warm",
+        _on_pr("review", "main"),
+        check_review,
+        reads="pr",
+    ),
+    Case(
+        "pr-review-head",
+        "`kexp review main HEAD` (the commit, as CI runs it; the working tree holds its files)",
+        _on_pr("review", "main", "HEAD"),
+        check_review,
+        reads="pr",
+    ),
+    Case(
+        "git-commit-10",
+        "`git add` + `git commit` of 10 new experiment files in the "
+        "store's copy (recorded untimed before each run)",
+        lambda c: _commit_ten(c) if (c.work().store / ".git").exists() else None,
+        check_committed,
+        prepare=_ten_files,
+        reads="work",
+    ),
+    Case(
+        "git-clone",
+        "`git clone` of the store (local: objects hard-linked; the checkout writes every file)",
+        lambda c: (
+            ["git", "clone", "-q", c.root, str(_clone_target(c))]
+            if (c.dataset.store / ".git").exists()
+            else None
+        ),
+        check_cloned,
+        prepare=_remove_clone,
+        reads="none",
+    ),
+    Case(
+        "export-parquet",
+        "`kexp export --format parquet -o DIR`, cache warm",
+        lambda c: c.kexp_args("export", "--format", "parquet", "-o", str(parquet_folder(c))),
+        check_parquet,
+        "warm",
+    ),
+    Case(
+        "duckdb-top",
+        "DuckDB: `kexp top`'s top 20 over the Parquet export "
+        "(`read_parquet(..., hive_partitioning=true)`, a new process)",
+        lambda c: [sys.executable, "-c", _DUCKDB_TOP, str(parquet_folder(c))],
+        check_kexp_top_pairs,
+        prepare=_ensure_parquet,
+        reads="none",
+    ),
+    Case(
+        "first-add",
+        "`kexp add` with a diff (the tried-before check) as the first command "
+        "after a clone (`.kexp/` removed before each run)",
+        _add_with_diff,
+        check_new_id,
+        prepare=_first_write,
+        reads="work",
+    ),
+    Case(
+        "first-similar",
+        "`kexp similar --text PLAN` as the first command after a clone "
+        "(`.kexp/` removed before each run)",
+        lambda c: c.kexp_args("similar", "--text", PLAN),
+        check_similar,
+        "cold",
+    ),
+    Case(
+        "first-context",
+        "`kexp context ... --text PLAN` as the first command after a "
+        "clone (`.kexp/` removed before each run)",
+        lambda c: _context_args(c, c.root),
+        check_context,
+        "cold",
+    ),
+    Case(
+        "context-after-first-add",
+        "`kexp context ... --text PLAN` in the writable copy "
+        "just after the first `kexp add` with a diff after a clone (untimed: `.kexp/` "
+        "removed, then the add)",
+        lambda c: _context_args(c, str(c.work().store)),
+        check_context,
+        prepare=_first_add_done,
+        reads="work",
+    ),
+    Case(
+        "add-after-first-add",
+        "`kexp add` with a diff just after the first one after a "
+        "clone (untimed: `.kexp/` removed, then the first add): it posts the docs the first "
+        "add made",
+        _add_with_diff,
+        check_new_id,
+        prepare=_first_add_done,
+        reads="work",
+    ),
+    Case(
+        "cache-size",
+        "the size on disk of `.kexp/` (every cache filled: after `kexp top` "
+        "and `kexp similar`) and of `experiments/`",
+        lambda c: [sys.executable, "-c", _SIZES, c.root],
+        check_sizes,
+        "retrieval",
+    ),
+    Case(
+        "top-refs-cold",
+        f"`kexp top --refs 'origin/*'`: the working tree and {REFS} refs "
+        f"of N experiments ({REF_UNIQUE} of each ref's own), no cache at all",
+        lambda c: _work_kexp(c, "top", "--refs", "origin/*"),
+        check_refs_top,
+        prepare=_refs_cold,
+        reads="work",
+    ),
+    Case(
+        "top-refs-warm",
+        f"`kexp top --refs 'origin/*'` over the same {REFS} refs, cache warm",
+        lambda c: _work_kexp(c, "top", "--refs", "origin/*"),
+        check_refs_top,
+        prepare=_refs_warm,
+        reads="work",
+    ),
 )
 CASE_NAMES = tuple(case.name for case in CASES)
 
@@ -1136,9 +1443,7 @@ def select_cases(patterns: str | None) -> list[Case]:
     wanted = [p.strip() for p in patterns.split(",") if p.strip()]
     for pattern in wanted:
         if not any(fnmatch.fnmatchcase(name, pattern) for name in CASE_NAMES):
-            raise SystemExit(
-                f"run.py: no case matches {pattern!r}; cases: {', '.join(CASE_NAMES)}"
-            )
+            raise SystemExit(f"run.py: no case matches {pattern!r}; cases: {', '.join(CASE_NAMES)}")
     return [c for c in CASES if any(fnmatch.fnmatchcase(c.name, p) for p in wanted)]
 
 
@@ -1233,8 +1538,12 @@ def warm_inputs(ctx: Context, case: Case) -> None:
     if case.name == "report":  # every run writes a new report, as the first one does
         shutil.rmtree(report_folder(ctx), ignore_errors=True)
     if case.name == "report-again" and not (report_folder(ctx) / ".kexp-report.json").is_file():
-        measure(ctx.kexp_args("report", "-o", str(report_folder(ctx))), cwd=ctx.dataset.folder,
-                env=ctx.env, timeout=600)  # the earlier report, untimed
+        measure(
+            ctx.kexp_args("report", "-o", str(report_folder(ctx))),
+            cwd=ctx.dataset.folder,
+            env=ctx.env,
+            timeout=600,
+        )  # the earlier report, untimed
     if case.name.startswith(("python-", "kexp-")) or case.reads == "none":
         return
     if case.name == "predecessor":
@@ -1244,8 +1553,11 @@ def warm_inputs(ctx: Context, case: Case) -> None:
     elif case.reads == "json-copy":
         _read_through(ctx.work().json_copy)
     else:
-        roots = {"store": ctx.dataset.store, "work": ctx.work().store if case.reads == "work"
-                 else None, "pr": ctx.work().pr if case.reads == "pr" else None}
+        roots = {
+            "store": ctx.dataset.store,
+            "work": ctx.work().store if case.reads == "work" else None,
+            "pr": ctx.work().pr if case.reads == "pr" else None,
+        }
         root = roots.get(case.reads)
         if root is None:
             return
@@ -1300,11 +1612,13 @@ def run_builds(
                     if warmup_failed[which]:
                         result.note = warmup_failed[which]
                         continue
-                    warm = measure(ctx.kexp_args("top"), cwd=ctx.dataset.folder, env=ctx.env,
-                                   timeout=timeout)
+                    warm = measure(
+                        ctx.kexp_args("top"), cwd=ctx.dataset.folder, env=ctx.env, timeout=timeout
+                    )
                     if not warm.ok:
                         warmup_failed[which] = "warm-up `kexp top` " + (
-                            f"timed out (> {timeout:g} s)" if warm.timed_out
+                            f"timed out (> {timeout:g} s)"
+                            if warm.timed_out
                             else f"failed: {_tail(warm.stderr)}"
                         )
                         result.note = warmup_failed[which]
@@ -1312,8 +1626,12 @@ def run_builds(
                         continue
                     cache_warm[which] = True
                 if case.cache == "retrieval" and not retrieval_warm[which]:
-                    measure(ctx.kexp_args("similar", "--text", PLAN), cwd=ctx.dataset.folder,
-                            env=ctx.env, timeout=timeout)
+                    measure(
+                        ctx.kexp_args("similar", "--text", PLAN),
+                        cwd=ctx.dataset.folder,
+                        env=ctx.env,
+                        timeout=timeout,
+                    )
                     retrieval_warm[which] = True
                 if case.prepare is not None:
                     case.prepare(ctx)
@@ -1353,48 +1671,116 @@ TARGETS: tuple[tuple[str, str, str | None, str, float], ...] = (
     ("cold `kexp top` ≤ 2 × predecessor", "top-cli-cold", "predecessor", "time", 2.0),
     # Issue 24's: one read path, one cache.
     ("cold `kexp top` ≤ 1 × predecessor", "top-cli-cold", "predecessor", "time", 1.0),
-    ("warm `kexp top` ≤ 1 × a Python walk that stats every file", "top-cli-warm", "stat-all",
-     "time", 1.0),
-    ("the first `kexp add` with a diff after a clone ≤ 2 × cold `kexp top`", "first-add",
-     "top-cli-cold", "time", 2.0),
-    ("the first `kexp similar` after a clone ≤ 2 × cold `kexp top`", "first-similar",
-     "top-cli-cold", "time", 2.0),
+    (
+        "warm `kexp top` ≤ 1 × a Python walk that stats every file",
+        "top-cli-warm",
+        "stat-all",
+        "time",
+        1.0,
+    ),
+    (
+        "the first `kexp add` with a diff after a clone ≤ 2 × cold `kexp top`",
+        "first-add",
+        "top-cli-cold",
+        "time",
+        2.0,
+    ),
+    (
+        "the first `kexp similar` after a clone ≤ 2 × cold `kexp top`",
+        "first-similar",
+        "top-cli-cold",
+        "time",
+        2.0,
+    ),
     ("`.kexp/` ≤ 0.5 × `experiments/` on disk", "cache-size", None, "size", 0.5),
     ("warm `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show", "predecessor", "time", 0.05),
-    ("cold `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show-cold", "predecessor", "time",
-     0.05),
-    ("peak memory of warm `kexp top` ≤ 0.1 × predecessor's", "top-cli-warm", "predecessor",
-     "memory", 0.1),
-    ("peak memory of cold `kexp top` ≤ 0.1 × predecessor's", "top-cli-cold", "predecessor",
-     "memory", 0.1),
-    ("`kexp --help` ≤ 1.2 × `python -c \"import click\"`", "kexp-help", "python-click",
-     "time", 1.2),
-    ("`kexp --version` ≤ 1.2 × `python -c \"import click\"`", "kexp-version", "python-click",
-     "time", 1.2),
+    ("cold `kexp show ID` (prefix) ≤ 0.05 × predecessor", "show-cold", "predecessor", "time", 0.05),
+    (
+        "peak memory of warm `kexp top` ≤ 0.1 × predecessor's",
+        "top-cli-warm",
+        "predecessor",
+        "memory",
+        0.1,
+    ),
+    (
+        "peak memory of cold `kexp top` ≤ 0.1 × predecessor's",
+        "top-cli-cold",
+        "predecessor",
+        "memory",
+        0.1,
+    ),
+    ('`kexp --help` ≤ 1.2 × `python -c "import click"`', "kexp-help", "python-click", "time", 1.2),
+    (
+        '`kexp --version` ≤ 1.2 × `python -c "import click"`',
+        "kexp-version",
+        "python-click",
+        "time",
+        1.2,
+    ),
     # Issue 18's, in seconds: "seconds" compares the median with the limit, "added" the
     # median minus that of the unit case (the same create without the check).
     ("warm `kexp context` ≤ 1 s", "context", "context", "seconds", 1.0),
     ("warm `kexp similar` ≤ 0.5 s", "similar", "similar", "seconds", 0.5),
-    ("near-duplicate check adds ≤ 0.1 s to a create", "create-check", "create-nocheck",
-     "added", 0.1),
-    ("`kexp add` with a diff ≤ 0.05 × predecessor's create", "write-add-diff",
-     "predecessor-create", "time", 0.05),
-    ("`create_experiment` with `code_change` ≤ 0.05 × predecessor's create",
-     "write-create-code", "predecessor-create", "time", 0.05),
-    ("`create_experiment` with `pid` ≤ 0.05 × predecessor's create", "write-create-pid",
-     "predecessor-create", "time", 0.05),
-    ("`update_experiment` ≤ 0.05 × predecessor's update", "write-update",
-     "predecessor-update", "time", 0.05),
-    ("`delete_experiment` ≤ 0.05 × predecessor's delete", "write-delete",
-     "predecessor-delete", "time", 0.05),
-    (f"`kexp import` of {IMPORT_RECORDS:,} records ≥ 2,000 records/s (≤ "
-     f"{IMPORT_RECORDS / 2000:g} s)", "write-import", None, "seconds", IMPORT_RECORDS / 2000),
-    ("`kexp validate --changed` of 10 added ≤ 2 s", "pr-validate-changed", None, "seconds",
-     2.0),
+    (
+        "near-duplicate check adds ≤ 0.1 s to a create",
+        "create-check",
+        "create-nocheck",
+        "added",
+        0.1,
+    ),
+    (
+        "`kexp add` with a diff ≤ 0.05 × predecessor's create",
+        "write-add-diff",
+        "predecessor-create",
+        "time",
+        0.05,
+    ),
+    (
+        "`create_experiment` with `code_change` ≤ 0.05 × predecessor's create",
+        "write-create-code",
+        "predecessor-create",
+        "time",
+        0.05,
+    ),
+    (
+        "`create_experiment` with `pid` ≤ 0.05 × predecessor's create",
+        "write-create-pid",
+        "predecessor-create",
+        "time",
+        0.05,
+    ),
+    (
+        "`update_experiment` ≤ 0.05 × predecessor's update",
+        "write-update",
+        "predecessor-update",
+        "time",
+        0.05,
+    ),
+    (
+        "`delete_experiment` ≤ 0.05 × predecessor's delete",
+        "write-delete",
+        "predecessor-delete",
+        "time",
+        0.05,
+    ),
+    (
+        f"`kexp import` of {IMPORT_RECORDS:,} records ≥ 2,000 records/s (≤ "
+        f"{IMPORT_RECORDS / 2000:g} s)",
+        "write-import",
+        None,
+        "seconds",
+        IMPORT_RECORDS / 2000,
+    ),
+    ("`kexp validate --changed` of 10 added ≤ 2 s", "pr-validate-changed", None, "seconds", 2.0),
     ("`kexp review` of 10 added ≤ 2 s", "pr-review", None, "seconds", 2.0),
     # Issue 19's: a query across 10 refs of N mostly shared experiments.
-    ("warm `kexp top --refs 'origin/*'` (10 refs) ≤ 2 × warm `kexp top`", "top-refs-warm",
-     "top-cli-warm", "time", 2.0),
+    (
+        "warm `kexp top --refs 'origin/*'` (10 refs) ≤ 2 × warm `kexp top`",
+        "top-refs-warm",
+        "top-cli-warm",
+        "time",
+        2.0,
+    ),
 )
 
 
@@ -1511,8 +1897,7 @@ def target_table(results: Sequence[CaseResult], timeout: float) -> list[str]:
     return lines
 
 
-def _seconds_row(title: str, result: CaseResult, unit: CaseResult, kind: str,
-                 limit: float) -> str:
+def _seconds_row(title: str, result: CaseResult, unit: CaseResult, kind: str, limit: float) -> str:
     """A target in seconds: the median (``added``: minus the unit case's), wall and CPU."""
     wall, cpu = result.median, result.cpu_median
     if kind == "added":
@@ -1530,11 +1915,15 @@ def _git_describe() -> str:
     try:
         head = subprocess.run(
             ["git", "-C", str(BENCH_DIR), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(BENCH_DIR), "status", "--porcelain", "--", "../kexp"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -1545,7 +1934,11 @@ def kexp_package(env: dict[str, str]) -> Path:
     """The ``kexp`` package folder that processes with this environment import."""
     found = subprocess.run(
         [sys.executable, "-c", "import kexp; print(kexp.__file__)"],
-        env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return Path(found.stdout.strip()).resolve().parent
 
@@ -1581,7 +1974,11 @@ def _memory_gib() -> str:
 
 
 def environment_lines(
-    kexp_cmd: Sequence[str], repeat: int, timeout: float, package: Path, fingerprint: str,
+    kexp_cmd: Sequence[str],
+    repeat: int,
+    timeout: float,
+    package: Path,
+    fingerprint: str,
     from_src: bool,
 ) -> list[str]:
     """Where and how the numbers were measured."""
@@ -1658,7 +2055,11 @@ def canonical_warning(ctx: Context) -> str:
     try:
         found = subprocess.run(
             [sys.executable, "-c", _CANONICAL_CHECK, ctx.root],
-            env=ctx.env, cwd=ctx.dataset.folder, capture_output=True, text=True, check=True,
+            env=ctx.env,
+            cwd=ctx.dataset.folder,
+            capture_output=True,
+            text=True,
+            check=True,
             timeout=300,
         )
         changed, checked, *example = found.stdout.split()
@@ -1708,23 +2109,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     generate.add_data_options(parser)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (median)")
-    parser.add_argument("--cases", help="comma-separated case names or patterns, e.g. "
-                        "'predecessor,sqlite,top-*' (default: all)")
-    parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds one run may take before it is killed (default 600)")
-    parser.add_argument("--kexp", dest="kexp_cmd",
-                        help="the kexp command to time (default: this Python's kexp script)")
-    parser.add_argument("--kexp-src", type=Path,
-                        help="import kexp from this folder (holding kexp/ and schema/) "
-                        "instead of the installed one, e.g. one commit's sources: "
-                        "git archive HEAD kexp schema | tar -x -C DIR")
-    parser.add_argument("--against", type=Path,
-                        help="also time the kexp in this folder (as --kexp-src), each case "
-                        "back to back with the one measured, in alternating order; the "
-                        "report adds its table and each case's ratio of the two")
+    parser.add_argument(
+        "--cases",
+        help="comma-separated case names or patterns, e.g. "
+        "'predecessor,sqlite,top-*' (default: all)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds one run may take before it is killed (default 600)",
+    )
+    parser.add_argument(
+        "--kexp",
+        dest="kexp_cmd",
+        help="the kexp command to time (default: this Python's kexp script)",
+    )
+    parser.add_argument(
+        "--kexp-src",
+        type=Path,
+        help="import kexp from this folder (holding kexp/ and schema/) "
+        "instead of the installed one, e.g. one commit's sources: "
+        "git archive HEAD kexp schema | tar -x -C DIR",
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="also time the kexp in this folder (as --kexp-src), each case "
+        "back to back with the one measured, in alternating order; the "
+        "report adds its table and each case's ratio of the two",
+    )
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
-    parser.add_argument("--json", dest="json_path", type=Path,
-                        help="write every run's numbers to this file")
+    parser.add_argument(
+        "--json", dest="json_path", type=Path, help="write every run's numbers to this file"
+    )
     parser.add_argument("--list-cases", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
     if args.list_cases:
@@ -1747,22 +2165,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = [
         "# kexp benchmark",
         "",
-        *environment_lines(kexp_cmd, args.repeat, args.timeout, package, fingerprint,
-                           args.kexp_src is not None),
+        *environment_lines(
+            kexp_cmd, args.repeat, args.timeout, package, fingerprint, args.kexp_src is not None
+        ),
     ]
     against_env = None if args.against is None else base_environment(args.against)
     if against_env is not None:
         other_package = kexp_package(against_env)
         compileall.compile_dir(str(other_package), quiet=1)
-        report.append(f"- compared against the kexp in {other_package} (source fingerprint "
-                      f"{kexp_fingerprint(other_package)}), run by run (`--against`)")
+        report.append(
+            f"- compared against the kexp in {other_package} (source fingerprint "
+            f"{kexp_fingerprint(other_package)}), run by run (`--against`)"
+        )
     header_end = len(report)
     raw: dict[str, Any] = {"sizes": {}}
     exit_status = 0
     for n in args.sizes:
         dataset = generate.ensure_dataset(
-            n, args.data_dir, args.seed, git=args.git, per_month=args.per_month,
-            baselines=args.baselines, layout=args.layout, verify_every=args.verify_every,
+            n,
+            args.data_dir,
+            args.seed,
+            git=args.git,
+            per_month=args.per_month,
+            baselines=args.baselines,
+            layout=args.layout,
+            verify_every=args.verify_every,
             force=args.regenerate,
             log=_log,
         )
@@ -1793,11 +2220,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             *case_table(results, args.timeout),
             "",
             *(
-                [f"The kexp compared against (`--against {args.against}`), in the same run:",
-                 "", *case_table(others[0], args.timeout), "",
-                 "Each case in the two builds (this ÷ other: the median of the rounds' ratios):",
-                 "", *comparison_table(results, others[0]), ""]
-                if others else []
+                [
+                    f"The kexp compared against (`--against {args.against}`), in the same run:",
+                    "",
+                    *case_table(others[0], args.timeout),
+                    "",
+                    "Each case in the two builds (this ÷ other: the median of the rounds' ratios):",
+                    "",
+                    *comparison_table(results, others[0]),
+                    "",
+                ]
+                if others
+                else []
             ),
             f"Targets (the issue sets them at N = 100,000; shown for N = {n:,}):",
             "",
@@ -1809,14 +2243,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "results": [r.to_dict() for r in results],
             **({"against": [r.to_dict() for r in others[0]]} if others else {}),
         }
-        if any(r.note.startswith("WRONG") or r.failed for group in (results, *others)
-               for r in group):
+        if any(
+            r.note.startswith("WRONG") or r.failed for group in (results, *others) for r in group
+        ):
             exit_status = 1
     final = kexp_fingerprint(package)
     if final != fingerprint:
         report.insert(
-            header_end, f"- WARNING: kexp's source changed during the run (fingerprint "
-            f"{fingerprint} → {final}): the numbers mix versions"
+            header_end,
+            f"- WARNING: kexp's source changed during the run (fingerprint "
+            f"{fingerprint} → {final}): the numbers mix versions",
         )
         _log(f"warning: kexp's source changed during the run ({fingerprint} → {final})")
     text = "\n".join(report) + "\n"

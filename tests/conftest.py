@@ -27,9 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd`` and return its stdout (fails the test on error)."""
-    result = subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    )
+    result = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return result.stdout.strip()
 
 
@@ -164,9 +162,13 @@ def make_experiment(store: Store) -> Callable[..., KernelExperiment]:
     return make
 
 
-def run_kexp(*args: str, cwd: Path, env: dict[str, str] | None = None,
-             input: str | None = None,
-             process: bool = False) -> subprocess.CompletedProcess[str]:
+def run_kexp(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    process: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """Run the ``kexp`` command in ``cwd``: in-process with click's ``CliRunner`` (fast),
     or, with ``process=True``, as a real ``python -m kexp`` (for what only a process
     shows: start-up, signals, a terminal). Either way a ``CompletedProcess``."""

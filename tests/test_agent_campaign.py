@@ -468,9 +468,7 @@ def _noisy(factor: float, seed: int, spread: float, samples: int = 20) -> dict[s
     """Timings in microseconds with a log-normal ``spread`` (0.3: about 30 %)."""
     rng = random.Random(seed)
     return {
-        config: [
-            round(base * factor * math.exp(rng.gauss(0, spread)), 5) for _ in range(samples)
-        ]
+        config: [round(base * factor * math.exp(rng.gauss(0, spread)), 5) for _ in range(samples)]
         for config, base in CONFIGS.items()
     }
 

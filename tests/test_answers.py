@@ -218,9 +218,7 @@ def _ranked_across(
     return [*read, shown, sorted(str(w.message).replace(str(root), "ROOT") for w in caught)]
 
 
-def _cold_across(
-    root: Path, question: dict[str, Any], refs: list[str] | None = None
-) -> list[Any]:
+def _cold_across(root: Path, question: dict[str, Any], refs: list[str] | None = None) -> list[Any]:
     """The same ranking, read by kexp in a copy of the clone without its cache (from
     the copy's twin of the folder the test runs in, when that is inside the clone)."""
     copy = root.parent / f"{root.name}-cold"

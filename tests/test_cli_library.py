@@ -317,9 +317,7 @@ def test_record_resolves_prefixes_and_diff_against(
     (repo / "kernel.cu").write_text("changed\n")
     from tests.conftest import experiment_fields
 
-    fields = experiment_fields(
-        pid=a.id[:12], combines=[a.id[:14], b.id], measured_against="parent"
-    )
+    fields = experiment_fields(pid=a.id[:12], combines=[a.id[:14], b.id], measured_against="parent")
     _, fields["code_change"] = diff_against(store)  # the diff, without its base
     with pytest.warns(UserWarning, match="uncommitted"):
         new = record(store, fields)

@@ -52,9 +52,26 @@ def _listed(store: Store) -> list[tuple[str, str]]:
 def _add(store: Store, summary: str, capsys: pytest.CaptureFixture[str]) -> str:
     """``kexp add`` (in this process, on the controlled clock); the id it printed."""
     code = main(
-        ["--root", str(store.root), "add", "--summary", summary, "--score", "1.019",
-         "--status", "done", "--operator", "k.cu: k", "--dtype", "bf16", "--env", "MI300X",
-         "--base-commit", "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d", "--json"],
+        [
+            "--root",
+            str(store.root),
+            "add",
+            "--summary",
+            summary,
+            "--score",
+            "1.019",
+            "--status",
+            "done",
+            "--operator",
+            "k.cu: k",
+            "--dtype",
+            "bf16",
+            "--env",
+            "MI300X",
+            "--base-commit",
+            "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d",
+            "--json",
+        ],
         standalone_mode=False,
     )
     assert code in (None, 0)

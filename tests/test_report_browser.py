@@ -44,8 +44,11 @@ ARTIFACTS = Path(os.environ.get("KEXP_TEST_ARTIFACTS") or REPO_ROOT / ".artifact
 
 
 def _chromium() -> str | None:
-    for candidate in (os.environ.get("KEXP_CHROMIUM"), shutil.which("chromium"),
-                      "/usr/bin/chromium"):
+    for candidate in (
+        os.environ.get("KEXP_CHROMIUM"),
+        shutil.which("chromium"),
+        "/usr/bin/chromium",
+    ):
         if candidate and Path(candidate).is_file():
             return candidate
     return None
@@ -66,7 +69,10 @@ def browser() -> Iterator[Any]:
     profile = tempfile.mkdtemp(prefix="kexp-chromium-")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+            profile,
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
         )
         yield context
@@ -147,10 +153,13 @@ def test_bundled_store_pages_load_clean_and_draw_every_experiment(
     overview = open_page(site / "index.html", "bundled-overview")
     assert overview.errors == [] and overview.dialogs == []
     _only_local(overview.requests, site)
-    assert overview.count("#frontier tbody tr") == len({
-        (f["operator_sig"], f["dtype_sig"], f["env"]) for f in facts.values()
-        if f["outcome"] not in ("buggy", "pending")
-    })
+    assert overview.count("#frontier tbody tr") == len(
+        {
+            (f["operator_sig"], f["dtype_sig"], f["env"])
+            for f in facts.values()
+            if f["outcome"] not in ("buggy", "pending")
+        }
+    )
     for number, operator in enumerate(sorted({f["operator_sig"] for f in facts.values()})):
         shown = sum(f["operator_sig"] == operator for f in facts.values())
         page = open_page(
@@ -162,15 +171,17 @@ def test_bundled_store_pages_load_clean_and_draw_every_experiment(
         assert page.count("svg.lineage .nd") == shown
         assert page.eval(f"({_DRAWN})('svg.score-chart .pt')") == shown
         assert page.eval(f"({_DRAWN})('svg.lineage .nd')") == shown
-        with_results = [f for f in facts.values() if f["operator_sig"] == operator and
-                        f.get("results")]
+        with_results = [
+            f for f in facts.values() if f["operator_sig"] == operator and f.get("results")
+        ]
         assert page.count("svg.heatmap rect.hm") == sum(len(f["results"]) for f in with_results)
     for number, exp_id in enumerate(sorted(facts)[:3]):
         page = open_page(site / experiment_path(exp_id), f"bundled-experiment-{number}", exp_id)
         assert page.errors == []
-        assert page.eval("document.querySelector('section:target h1').textContent") == facts[
-            exp_id
-        ]["change_summary"]
+        assert (
+            page.eval("document.querySelector('section:target h1').textContent")
+            == facts[exp_id]["change_summary"]
+        )
 
 
 def test_tables_sort_and_filter_in_the_browser(
@@ -179,8 +190,10 @@ def test_tables_sort_and_filter_in_the_browser(
     site = tmp_path / "site"
     build_report(Store(REPO_ROOT), site, now=NOW)
     page = open_page(site / "index.html", "bundled-overview-sorted")
-    scores = "Array.from(document.querySelectorAll('#frontier tbody tr')).map(r => " \
-             "parseFloat(r.cells[3].textContent))"
+    scores = (
+        "Array.from(document.querySelectorAll('#frontier tbody tr')).map(r => "
+        "parseFloat(r.cells[3].textContent))"
+    )
     header = page.page.locator("#frontier thead th", has_text="best cumulative")
     header.click()
     ascending = page.eval(scores)
@@ -211,8 +224,14 @@ def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
         for n, exp in enumerate(made)
     ]
     shown = HOSTILE
-    for raw, escaped in (("\u202e", "\\u202e"), ("\u202c", "\\u202c"), ("\u2066", "\\u2066"),
-                         ("\u2069", "\\u2069"), ("\x1b", "\\x1b"), ("\x07", "\\x07")):
+    for raw, escaped in (
+        ("\u202e", "\\u202e"),
+        ("\u202c", "\\u202c"),
+        ("\u2066", "\\u2066"),
+        ("\u2069", "\\u2069"),
+        ("\x1b", "\\x1b"),
+        ("\x07", "\\x07"),
+    ):
         shown = shown.replace(raw, escaped)
     for path, shot, fragment in pages:
         page = open_page(path, shot, fragment)
@@ -222,15 +241,20 @@ def test_a_hostile_experiment_runs_nothing_and_reads_as_text(
         assert page.dialogs == [], shot
         assert page.eval("typeof window.pwned") == "undefined", shot
         _only_local(page.requests, site)
-        assert page.eval(
-            "Array.from(document.querySelectorAll('*')).flatMap(e => "
-            "Array.from(e.attributes).map(a => a.name)).filter(n => n.startsWith('on'))"
-        ) == [], shot
+        assert (
+            page.eval(
+                "Array.from(document.querySelectorAll('*')).flatMap(e => "
+                "Array.from(e.attributes).map(a => a.name)).filter(n => n.startsWith('on'))"
+            )
+            == []
+        ), shot
         assert page.count("a[href^='javascript'], img, iframe, object, embed, form") == 0
         assert page.count("script") == (0 if "experiment" in shot else 1)
     page = open_page(site / experiment_path(made[0].id), "hostile-experiment-text", made[0].id)
-    texts = page.eval("Array.from(document.querySelectorAll('section:target td, "
-                      "section:target pre')).map(e => e.textContent)")
+    texts = page.eval(
+        "Array.from(document.querySelectorAll('section:target td, "
+        "section:target pre')).map(e => e.textContent)"
+    )
     assert sum(shown in t for t in texts) >= 8  # fields, sections, results: as text
     assert page.eval("document.querySelector('section:target h1').textContent") == " ".join(
         ("X" + shown[:70]).split()
@@ -259,17 +283,22 @@ def test_a_larger_store_draws_every_experiment(
                     change_summary=f"Attempt {number} - {number % 7}%",
                     code_change=f"+line {number}",
                     results=[
-                        {"config": f"t{size}", "baseline": 10.0, "candidate": 9.0 + number % 3,
-                         "speedup": round(10.0 / (9.0 + number % 3), 4)}
+                        {
+                            "config": f"t{size}",
+                            "baseline": 10.0,
+                            "candidate": 9.0 + number % 3,
+                            "speedup": round(10.0 / (9.0 + number % 3), 4),
+                        }
                         for size in (256, 1024, 4096)
-                    ] if number % 4 == 0 else [],
+                    ]
+                    if number % 4 == 0
+                    else [],
                 )
             )
         )
     site = tmp_path / "site"
     build_report(store, site, now=NOW)
-    page = open_page(site / "op" / f"{operator_slug(made[0].operator_sig)}.html",
-                     "larger-operator")
+    page = open_page(site / "op" / f"{operator_slug(made[0].operator_sig)}.html", "larger-operator")
     assert page.errors == []
     assert page.count("svg.score-chart .pt") == 120
     assert page.eval(f"({_DRAWN})('svg.score-chart .pt')") == 120

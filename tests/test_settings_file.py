@@ -69,7 +69,10 @@ def test_kexp_settings_says_where_each_value_came_from(store: Store) -> None:
     assert lines["regression_below"].split()[1:] == ["0.99", "default"]
     as_json = {v["name"]: v for v in json.loads(kexp_cli(store.root, "settings", "--json").stdout)}
     assert as_json["improvement_above"] == {
-        "name": "improvement_above", "value": 1.05, "default": 1.01, "origin": "kexp.toml:3"
+        "name": "improvement_above",
+        "value": 1.05,
+        "default": 1.01,
+        "origin": "kexp.toml:3",
     }
     assert [v.to_dict() for v in effective_settings(store.root)] == list(as_json.values())
     # top's default count is the team's now.
@@ -86,18 +89,25 @@ def test_no_file_means_the_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("improvment_above = 1.05\n", "kexp.toml:1: 'improvment_above' is not a kexp setting; "
-         "did you mean 'improvement_above'?"),
-        ("\nimprovement_above = 'high'\n", "kexp.toml:2: improvement_above must be a number, "
-         "not 'high'; for example 'improvement_above = 1.01'"),
-        ("improvement_above = true\n", "kexp.toml:1: improvement_above must be a number, "
-         "not True"),
+        (
+            "improvment_above = 1.05\n",
+            "kexp.toml:1: 'improvment_above' is not a kexp setting; "
+            "did you mean 'improvement_above'?",
+        ),
+        (
+            "\nimprovement_above = 'high'\n",
+            "kexp.toml:2: improvement_above must be a number, "
+            "not 'high'; for example 'improvement_above = 1.01'",
+        ),
+        ("improvement_above = true\n", "kexp.toml:1: improvement_above must be a number, not True"),
         ("top_default = 2.5\n", "kexp.toml:1: top_default must be a whole number, not 2.5"),
         ("min_id_prefix = 2\n", "kexp.toml:1: min_id_prefix must be between 4 and 16, not 2"),
         ("lock_timeout_s = 0\n", "kexp.toml:1: lock_timeout_s must be at least 0.001, not 0.0"),
         ("improvement_above = nan\n", "kexp.toml:1: improvement_above must be a finite number"),
-        ("regression_below = 1.2\nimprovement_above = 1.1\n",
-         "kexp.toml:2: improvement_above (1.1) must not be below regression_below (1.2)"),
+        (
+            "regression_below = 1.2\nimprovement_above = 1.1\n",
+            "kexp.toml:2: improvement_above (1.1) must not be below regression_below (1.2)",
+        ),
         ("a = 1\nimprovement_above = = 2\n", "kexp.toml:2:21: not valid TOML"),
         ("[thresholds]\nimprovement_above = 1.05\n", "'thresholds' is not a kexp setting"),
         ("\xff\n", "not UTF-8 text; save it as UTF-8"),

@@ -192,9 +192,7 @@ def test_install_into_a_directory_writes_the_skill_files(tmp_path: Path) -> None
         "references/kexp_agent.py",
     ]
     assert (folder / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
-    assert (folder / "references" / "kexp_agent.py").read_bytes() == (
-        REFERENCE.read_bytes()
-    )
+    assert (folder / "references" / "kexp_agent.py").read_bytes() == (REFERENCE.read_bytes())
 
 
 def test_installing_again_updates_the_skill_and_keeps_other_files(tmp_path: Path) -> None:

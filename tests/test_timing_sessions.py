@@ -75,8 +75,15 @@ def test_thousands_of_pytest_benchmark_rounds_are_scored_in_a_few_critical_value
     monkeypatch.setattr(noise, "t_quantile", counted)
     noise.esd_critical_value.cache_clear()
     done = run_kexp(
-        "add", "--summary", "sum of half the range - faster", *COMMON,
-        "--baseline", str(base), "--candidate", str(cand), cwd=repo,
+        "add",
+        "--summary",
+        "sum of half the range - faster",
+        *COMMON,
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(cand),
+        cwd=repo,
     )
     assert done.returncode == 0, done.stderr
     checked = run_kexp("validate", cwd=repo)
@@ -124,9 +131,19 @@ def test_a_remeasure_round_in_milliseconds_read_as_microseconds_is_refused(
         for name, seed, speed in (("b1", 1, 1.0), ("c1", 2, 0.95), ("b2", 3, 1.0), ("c2", 4, 0.95))
     }
     added = run_kexp(
-        "add", "--summary", "vectorized loads - faster", *COMMON, "--unit", "ms",
-        "--protocol", "timer=do_bench",
-        "--baseline", str(files["b1"]), "--candidate", str(files["c1"]), cwd=repo,
+        "add",
+        "--summary",
+        "vectorized loads - faster",
+        *COMMON,
+        "--unit",
+        "ms",
+        "--protocol",
+        "timer=do_bench",
+        "--baseline",
+        str(files["b1"]),
+        "--candidate",
+        str(files["c1"]),
+        cwd=repo,
     )
     assert added.returncode == 0, added.stderr
     exp_id = recorded_id(added.stdout)
@@ -134,7 +151,12 @@ def test_a_remeasure_round_in_milliseconds_read_as_microseconds_is_refused(
     before = path.read_bytes()
 
     again = run_kexp(
-        "remeasure", exp_id, "--baseline", str(files["b2"]), "--candidate", str(files["c2"]),
+        "remeasure",
+        exp_id,
+        "--baseline",
+        str(files["b2"]),
+        "--candidate",
+        str(files["c2"]),
         cwd=repo,
     )
     assert again.returncode != 0
@@ -143,8 +165,16 @@ def test_a_remeasure_round_in_milliseconds_read_as_microseconds_is_refused(
     assert "unit='ms'" in line and "nothing was changed" in line and "Traceback" not in line
 
     right = run_kexp(
-        "remeasure", exp_id, "--baseline", str(files["b2"]), "--candidate", str(files["c2"]),
-        "--unit", "ms", "--json", cwd=repo,
+        "remeasure",
+        exp_id,
+        "--baseline",
+        str(files["b2"]),
+        "--candidate",
+        str(files["c2"]),
+        "--unit",
+        "ms",
+        "--json",
+        cwd=repo,
     )
     assert right.returncode == 0, right.stderr
     assert json.loads(right.stdout)["outcome"] == "improvement"
@@ -161,8 +191,15 @@ def test_raw_samples_too_large_for_the_file_say_to_record_without_them(
     (repo / "kexp.toml").write_text("max_file_bytes = 60000\n", encoding="utf-8")
     base, cand = many_rounds
     refused = run_kexp(
-        "add", "--summary", "sum of half the range - faster", *COMMON,
-        "--baseline", str(base), "--candidate", str(cand), cwd=repo,
+        "add",
+        "--summary",
+        "sum of half the range - faster",
+        *COMMON,
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(cand),
+        cwd=repo,
     )
     assert refused.returncode != 0
     (line,) = refused.stderr.strip().splitlines()
@@ -171,8 +208,17 @@ def test_raw_samples_too_large_for_the_file_say_to_record_without_them(
     assert not list((repo / "experiments").rglob("*-*.md"))
 
     kept = run_kexp(
-        "add", "--summary", "sum of half the range - faster", *COMMON,
-        "--baseline", str(base), "--candidate", str(cand), "--no-samples", "--json", cwd=repo,
+        "add",
+        "--summary",
+        "sum of half the range - faster",
+        *COMMON,
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(cand),
+        "--no-samples",
+        "--json",
+        cwd=repo,
     )
     assert kept.returncode == 0, kept.stderr
 
@@ -214,8 +260,15 @@ def test_add_from_timings_answers_the_score_its_interval_and_what_next(
     truth = round(math.exp(statistics.fmean(map(math.log, speedups))), 4)
 
     done = run_kexp(
-        "add", "--summary", "tiled gemm - within noise", *COMMON,
-        "--table", str(table), "--unit", "ns", cwd=repo,
+        "add",
+        "--summary",
+        "tiled gemm - within noise",
+        *COMMON,
+        "--table",
+        str(table),
+        "--unit",
+        "ns",
+        cwd=repo,
     )
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.strip().splitlines()
@@ -226,18 +279,39 @@ def test_add_from_timings_answers_the_score_its_interval_and_what_next(
     assert "marginal" in second and f"kexp remeasure {exp_id}" in second
 
     as_json = run_kexp(  # on another machine (on this one: the same record made again)
-        "add", "--summary", "tiled gemm again - within noise", *COMMON[:-1], "cpu test 2",
-        "--table", str(table), "--unit", "ns", "--json", cwd=repo,
+        "add",
+        "--summary",
+        "tiled gemm again - within noise",
+        *COMMON[:-1],
+        "cpu test 2",
+        "--table",
+        str(table),
+        "--unit",
+        "ns",
+        "--json",
+        cwd=repo,
     )
     answer = json.loads(as_json.stdout)
     assert (answer["score"], answer["score_ci"], answer["outcome"]) == (
-        truth, [low, high], "marginal"
+        truth,
+        [low, high],
+        "marginal",
     )
     # The same timings as an A/A run (tag control): the noise floor, nothing to remeasure
     # (on a third machine: on either of the others, the same record made again).
     control = run_kexp(
-        "add", "--summary", "A/A run - same code", *COMMON[:-1], "cpu test 3", "--tag", "control",
-        "--table", str(table), "--unit", "ns", cwd=repo,
+        "add",
+        "--summary",
+        "A/A run - same code",
+        *COMMON[:-1],
+        "cpu test 3",
+        "--tag",
+        "control",
+        "--table",
+        str(table),
+        "--unit",
+        "ns",
+        cwd=repo,
     )
     assert control.returncode == 0, control.stderr
     line = control.stdout.strip().splitlines()[1]
@@ -253,8 +327,16 @@ def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
     base = write_json(tmp_path / "b.json", do_bench_lists(1, 1.0, SHAPES))
     cand = write_json(tmp_path / "c.json", do_bench_lists(2, 0.95, SHAPES))
     done = run_kexp(
-        "add", "--summary", "vectorized loads - faster", *COMMON,
-        "--protocol", "timer=do_bench", "--baseline", str(base), "--candidate", str(cand),
+        "add",
+        "--summary",
+        "vectorized loads - faster",
+        *COMMON,
+        "--protocol",
+        "timer=do_bench",
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(cand),
         cwd=repo,
     )
     assert done.returncode == 0, done.stderr
@@ -262,8 +344,18 @@ def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
     assert len(said) == 1 and "do_bench returns milliseconds" in said[0]
 
     right = run_kexp(
-        "add", "--summary", "vectorized loads - faster again", *COMMON, "--unit", "ms",
-        "--protocol", "timer=do_bench", "--baseline", str(base), "--candidate", str(cand),
+        "add",
+        "--summary",
+        "vectorized loads - faster again",
+        *COMMON,
+        "--unit",
+        "ms",
+        "--protocol",
+        "timer=do_bench",
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(cand),
         cwd=repo,
     )
     assert right.returncode == 0 and right.stderr == "", right.stderr
@@ -279,8 +371,17 @@ def test_sides_timed_by_different_tools_are_one_error_before_any_warning(
     cand = write_json(tmp_path / "c.json", do_bench_lists(2, 0.95, SHAPES))
     for base in (FILES / "kernelbench_baseline.json", FILES / "nsys_kern_sum_baseline.csv"):
         refused = run_kexp(
-            "add", "--summary", "mixed tools - x", *COMMON, "--unit", "ms",
-            "--baseline", str(base), "--candidate", str(cand), cwd=repo,
+            "add",
+            "--summary",
+            "mixed tools - x",
+            *COMMON,
+            "--unit",
+            "ms",
+            "--baseline",
+            str(base),
+            "--candidate",
+            str(cand),
+            cwd=repo,
         )
         assert refused.returncode != 0
         (line,) = refused.stderr.strip().splitlines()
@@ -306,8 +407,18 @@ def test_timings_all_one_value_say_the_timer_is_too_coarse(repo: Path, tmp_path:
     cand = write_json(tmp_path / "c.json", {"tiny": quantized(0.00200)})
     assert len(set(json.loads(base.read_text())["tiny"])) == 1
     done = run_kexp(
-        "add", "--summary", "tiny kernel - x", *COMMON, "--unit", "ms",
-        "--protocol", "timer=cuda_events", "--baseline", str(base), "--candidate", str(cand),
+        "add",
+        "--summary",
+        "tiny kernel - x",
+        *COMMON,
+        "--unit",
+        "ms",
+        "--protocol",
+        "timer=cuda_events",
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(cand),
         cwd=repo,
     )
     assert done.returncode == 0, done.stderr
