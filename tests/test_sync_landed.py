@@ -363,3 +363,37 @@ def test_a_removal_is_published_past_a_branch_that_never_waited_to_land_it(
     done = sync(Store(alice))
     assert done.pushed and done.removed, done
     assert remote_ids(remote, "main") == []
+
+
+def test_code_squashed_with_the_first_pull_request_and_changed_again_makes_a_clean_second(
+    tmp_path: Path,
+) -> None:
+    """Alice commits kernel code on her main and publishes it with an experiment to
+    kexp/alice; the pull request is squashed into main (the branch kept); she changes
+    the same kernel again, records the next step and syncs to kexp/alice again (the
+    team workflow's loop): the second pull request holds her new code change and the
+    new experiment alone, and the forge squashes it into main without a conflict (the
+    squash of her first code is not taken for a rival change of the same lines)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    kernel = alice / "kernel.cu"
+    kernel.write_text("// softmax v0\n// online softmax\n")
+    git(alice, "add", "kernel.cu")
+    git(alice, "commit", "-q", "-m", "Online softmax")
+    record(alice, base, "Online softmax - +10%", score=1.10)
+    assert run_kexp("sync", "--branch", "kexp/alice", cwd=alice).returncode == 0
+    published = git(remote, "rev-parse", "kexp/alice")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")
+    with kernel.open("a") as file:
+        file.write("// persistent CTAs\n")
+    git(alice, "commit", "-q", "-am", "Persistent CTAs")
+    second = record(alice, base, "Persistent CTAs - +4%", score=1.04)
+
+    done = run_kexp("sync", "--branch", "kexp/alice", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    tip = git(remote, "rev-parse", "kexp/alice")
+    assert git(remote, "merge-base", "--is-ancestor", published, tip) == ""  # not rewritten
+    changes = git(remote, "diff", "--no-renames", "--name-status", "main...kexp/alice")
+    assert sorted(changes.splitlines()) == ["A\t" + relative(alice, second.path), "M\tkernel.cu"]
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")  # no conflict
+    assert git(remote, "show", "main:kernel.cu") == kernel.read_text().rstrip("\n")

@@ -277,6 +277,7 @@ def merge_commits(
     *,
     folder: str | None = None,
     id_of: Callable[[str], str | None] = lambda path: None,
+    theirs_on: str | None = None,
 ) -> str:
     """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
     the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
@@ -288,13 +289,24 @@ def merge_commits(
     other side added, silently), and
     git's conflicts among them that only its renames make (a file both sides removed, one
     of them adding one much like it) are none: each file is taken from the side that
-    changed it."""
+    changed it.
+
+    ``theirs_on`` (an ancestor of ``ours``): merge ``theirs`` as if it had been made on
+    that commit (what it has in common with ``ours`` when it holds a squash of ``ours``'
+    earlier commits, which git cannot see): the merge's base is that commit, through a
+    stand-in commit of ``theirs``' tree on it (``git merge-tree --merge-base`` needs git
+    2.40); the merge commit's parents are ``ours`` and ``theirs``."""
     from kexp.core.errors import SyncConflictError
 
     if git_version(repo) < (2, 38):
         raise GitError(
             "kexp sync merges with 'git merge-tree --write-tree' (git 2.38 or newer): upgrade git"
         )
+    parent = theirs
+    if theirs_on is not None:
+        theirs = git_command(
+            repo, "commit-tree", f"{theirs}^{{tree}}", "-p", theirs_on, "-m", message
+        ).stdout.strip()
     forked = None if folder is None else _changes_of_sides(repo, ours, theirs, folder)
     sides = None if forked is None else forked[1:]
     clashes = {} if sides is None else _changed_where_removed(ours, theirs, *sides, id_of)
@@ -323,13 +335,13 @@ def merge_commits(
             inside and sides is not None and folder is not None
         ) else None  # fmt: skip
         if tree is not None:
-            return _commit_tree(repo, _without(repo, tree, dropped), ours, theirs, message)
+            return _commit_tree(repo, _without(repo, tree, dropped), ours, parent, message)
         raise SyncConflictError(
             f"conflict: {', '.join(conflicted)} changed both here and on the remote",
             conflicted,
             said,
         )
-    return _commit_tree(repo, _without(repo, lines[0].strip(), dropped), ours, theirs, message)
+    return _commit_tree(repo, _without(repo, lines[0].strip(), dropped), ours, parent, message)
 
 
 def _commit_tree(repo: git.Repo, tree: str, ours: str, theirs: str, message: str) -> str:

@@ -61,7 +61,7 @@ def side_base(
             # Squashed on the remote (the branch kept, so the push merges it in): start
             # from the checkout's branch as the remote has it, which holds the squash,
             # so that the next pull request does not add what landed a second time.
-            base = landed_base(repo, view, checkout)
+            base = landed_base(repo, view, checkout, local)
     return base, False
 
 
@@ -162,20 +162,24 @@ def code_left(
     return code_clash(location, checkout, tip)
 
 
-def landed_base(repo: Any, view: RemoteView, checkout: str) -> str:
+def landed_base(repo: Any, view: RemoteView, checkout: str, squashed: str | None = None) -> str:
     """The commit a side branch whose pull request was squashed starts again from: the
     remote's default branch (which holds the squash), merged with the checkout when both
     moved; the checkout alone when the remote has no default branch, or the two
-    conflict."""
+    conflict. ``squashed``: the side branch's commit here (what was squashed): the
+    merge takes the default branch as made on the last commit of the checkout that it
+    holds, so that the checkout's code squashed there is not a rival change of itself."""
     default = view.default()
     upstream = view.branches().get(default) if default else None
     if upstream is None or kgit.is_ancestor(repo, upstream, checkout):
         return checkout
     if kgit.is_ancestor(repo, checkout, upstream):
         return upstream
+    shared = None if squashed is None else kgit.merge_bases(repo, squashed, checkout)
     with contextlib.suppress(SyncConflictError):
         message = f"Start again from {view.remote}/{default}, which holds what landed"
         return gitcommits.merge_commits(
-            repo, checkout, upstream, message, folder=view.folder, id_of=id_from_name
-        )
+            repo, checkout, upstream, message, folder=view.folder, id_of=id_from_name,
+            theirs_on=shared[0] if shared else None,
+        )  # fmt: skip
     return checkout
