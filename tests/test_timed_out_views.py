@@ -94,8 +94,9 @@ def test_no_view_prints_a_speedup_for_a_run_that_measured_nothing(
     """Whether a view prints a record's score is derived once, where its outcome is: a
     view that forgot to ask printed the 1.05 a run both buggy and timed out carries, or
     the 1.07 of a run that timed out (outcome failed). Every view (list, tree, top,
-    show, lessons, similar, context, the tried-before warning, the review of a branch,
-    the report's pages) prints the measured one's score and neither of theirs."""
+    show, lessons, similar, context and its path to the best, the tried-before warning,
+    the review of a branch, the report's pages) prints the measured ones' scores and
+    neither of theirs."""
     base = make_experiment(score=1.2, change_summary="Vectorize - +20%")
     git(repo, "add", "-A", "experiments")
     git(repo, "commit", "-q", "-m", "base")
@@ -118,6 +119,13 @@ def test_no_view_prints_a_speedup_for_a_run_that_measured_nothing(
         error_message="timed out after 600 s",
         change_summary="Unroll 8 - timed out",
         code_change=UNROLL_8,
+    )
+    # The best, made on the timed-out run: the path to it (kexp context) passes it.
+    make_experiment(
+        pid=stalled.id,
+        measured_against="reference",
+        score=1.3,
+        change_summary="Unroll 8, fixed - +30%",
     )
     git(repo, "add", "-A", "experiments")
     git(repo, "commit", "-q", "-m", "unroll")
@@ -144,11 +152,11 @@ def test_no_view_prints_a_speedup_for_a_run_that_measured_nothing(
     for args in views:
         lines = lines_of(*args)
         for exp_id, score in unmeasured.items():
-            mine = [x for x in lines if exp_id[:8] in x]
+            mine = [x for x in lines if exp_id[:10] in x]
             assert mine, (args, exp_id, lines)
             assert not any(score in x for x in mine), (args, mine)
         if args[0] != "lessons":  # (no lesson: an improvement)
-            assert any(base.id[:8] in x and "1.2" in x for x in lines), (args, lines)
+            assert any(base.id[:10] in x and "1.2" in x for x in lines), (args, lines)
     for exp_id in unmeasured:
         assert "score     - (" in "\n".join(lines_of("show", exp_id[:10]))
 

@@ -418,13 +418,14 @@ def _lineage_entries(
         cumulative = derived.cumulative_score
         over = "reference" if position == 0 or derived.steps == 1 else "parent"
         reached = "-" if cumulative is None else f"{cumulative:.4f}x"
+        shown = derived.shown_score
+        step = f"{derived.outcome} ({NOTHING_MEASURED})"  # an ancestor that timed out
+        if shown is not None:
+            step = f"{shown:.4f}x over {over}"
         if position == last:  # the best, shown whole above (a first step too)
-            line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
+            line = f"{position + 1}. the best (above): {step} → {reached}"
         else:
-            line = (
-                f"{position + 1}. {short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
-                f"{cut(doc.change_summary)}"
-            )
+            line = f"{position + 1}. {short(doc.id)} {step} → {reached} — {cut(doc.change_summary)}"
         sighting = doc.sighting()
         line += _on_ref(sighting)
         # The best's parent and the root first, then the steps nearest the best.
