@@ -124,8 +124,9 @@ class ReviewedExperiment:
 
     @property
     def shown_score(self) -> float | None:
-        """The score a view prints: None when it is no measurement, whatever the outcome
-        (:func:`kexp.core.campaign.shown_score`; None without a score); the JSON keeps ``score``."""
+        """The score a view prints: None without one, or when it is no measurement,
+        whatever the outcome (:func:`kexp.core.campaign.shown_score`); the JSON keeps
+        ``score``."""
         return None if self.score is None else shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
