@@ -70,7 +70,6 @@ from kexp.core.campaign import (
     Derived,
     describe_control,
     latest_control,
-    unmeasured,
 )
 from kexp.core.errors import KexpError
 from kexp.storage.doctext import score_interval
@@ -419,13 +418,14 @@ def _lineage_entries(
         cumulative = derived.cumulative_score
         over = "reference" if position == 0 or derived.steps == 1 else "parent"
         reached = "-" if cumulative is None else f"{cumulative:.4f}x"
+        shown = derived.shown_score
+        step = f"{derived.outcome} ({NOTHING_MEASURED})"  # an ancestor that timed out
+        if shown is not None:
+            step = f"{shown:.4f}x over {over}"
         if position == last:  # the best, shown whole above (a first step too)
-            line = f"{position + 1}. the best (above): {doc.score:.4f}x over {over} → {reached}"
+            line = f"{position + 1}. the best (above): {step} → {reached}"
         else:
-            line = (
-                f"{position + 1}. {short(doc.id)} {doc.score:.4f}x over {over} → {reached} — "
-                f"{cut(doc.change_summary)}"
-            )
+            line = f"{position + 1}. {short(doc.id)} {step} → {reached} — {cut(doc.change_summary)}"
         sighting = doc.sighting()
         line += _on_ref(sighting)
         # The best's parent and the root first, then the steps nearest the best.
@@ -507,7 +507,7 @@ def _experiment_entry(
     where.append(_removed(sighting))
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     place += _on_ref(sighting)
-    said = _scored(score, outcome, doc.score, doc.status)
+    said = _scored(score, outcome, derived.shown_score)
     lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
     if insight:
         lines.append(f"  insight: {cut(insight)}")
@@ -564,11 +564,11 @@ def _removed(sighting: Sighting | None) -> str:
     return f"removed on {cut(', '.join(sighting.removed_on[:2]))}{more}"
 
 
-def _scored(score: str, outcome: str, value: float, status: str = "") -> str:
+def _scored(score: str, outcome: str, shown: float | None) -> str:
     """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
-    (crashed or not run: its score 0; failed or timed out, whatever its score)
+    (its shown score None: crashed or not run, or timed out, whatever its score)
     ``failed (nothing measured)``, not a speedup."""
-    if unmeasured(value, status=status, outcome=outcome):
+    if shown is None:
         return f"{outcome} ({NOTHING_MEASURED})"
     return f"{score} {outcome}"
 
@@ -581,7 +581,7 @@ def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Ent
         if repeat.lines_alike
         else f"near-duplicate, similarity {repeat.similarity:.2f}"
     )
-    said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.score)
+    said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.shown_score)
     line = f"- {short(repeat.id)} {said} ({kind}) — {cut(repeat.change_summary)}"
     data = {
         "id": repeat.id,

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import describe_control, is_control, latest_control
+from kexp.core.campaign import describe_control, is_control, latest_control, shown_score
 from kexp.core.model import KernelExperiment
 from kexp.format.fileformat import error_line, key_insight
 
@@ -45,8 +45,14 @@ class Lesson:
     #: insight says it.
     error: str = ""
     #: The run's status: a timed-out run measured nothing, whatever its score and
-    #: outcome (:func:`kexp.core.campaign.unmeasured`).
+    #: outcome (:attr:`shown_score`).
     status: str = ""
+
+    @property
+    def shown_score(self) -> float | None:
+        """The score a view prints: None when it is no measurement, whatever the outcome
+        (:func:`kexp.core.campaign.shown_score`); the JSON keeps ``score``."""
+        return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys; ``score_ci`` and ``error`` only when there is

@@ -98,6 +98,9 @@ class Derived(NamedTuple):
     reference: str = ""
     #: How many scores the product multiplies.
     steps: int = 0
+    #: The score every view prints as its speedup: None when it is no measurement
+    #: (:func:`shown_score`). The files and JSON keep the score recorded.
+    shown_score: float | None = None
 
     @property
     def ranked(self) -> bool:
@@ -307,12 +310,13 @@ def no_measurement(status: Any, score: Any) -> bool:
     return status == TIMED_OUT or measured_nothing(score)
 
 
-def unmeasured(score: Any, *, status: Any = "", outcome: str = "") -> bool:
-    """Whether a view prints no speedup for a record's score: it holds no measurement
-    (:func:`no_measurement` of its ``status`` and ``score``), or its ``outcome`` is
-    ``failed`` (a run that failed or timed out: :func:`failed_run`), for a view that
-    knows the outcome, not the status. The files and JSON keep the score recorded."""
-    return outcome == "failed" or no_measurement(status, score)
+def shown_score(score: Any, status: Any) -> float | None:
+    """The score a view prints as a speedup: None when the record holds no measurement
+    (:func:`no_measurement`: a score of 0 or no finite number, or a run that timed out;
+    so a ``failed`` outcome's too, :func:`failed_run`), whatever its outcome (a run both
+    buggy and timed out included). Derived once (:attr:`Derived.shown_score`): a view
+    asks its record, never passes the status itself."""
+    return None if no_measurement(status, score) else float(score)
 
 
 def failed_run(status: Any, score: Any) -> bool:
@@ -499,9 +503,11 @@ def _derived(
         outcome = _over_parent(record, outcome, codes.get(record.pid), settings)
     if cumulative is None:
         start, steps = "", 0
+    shown = shown_score(record.score, record.status)
     # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
     return tuple.__new__(
-        Derived, (outcome, interference, cumulative, interval, reason, control, start, steps)
+        Derived,
+        (outcome, interference, cumulative, interval, reason, control, start, steps, shown),
     )
 
 
@@ -579,7 +585,9 @@ def derive(
             outcome = "marginal"
         if before is None:  # measured against the reference: its own cumulative score
             codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
-            derived[exp_id] = made(Derived, (outcome, False, score, interval, "", False, exp_id, 1))
+            derived[exp_id] = made(
+                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score)
+            )
             if record.pid:  # made on a parent: judged over it once every code is known
                 over_parent.append(exp_id)
             return
@@ -597,8 +605,10 @@ def derive(
             interval = _chain_interval(value, below, above)
         else:
             interval = None
-        shown = cumulative_digits(value)
-        derived[exp_id] = made(Derived, (outcome, False, shown, interval, "", False, start, steps))
+        reached = cumulative_digits(value)
+        derived[exp_id] = made(
+            Derived, (outcome, False, reached, interval, "", False, start, steps, score)
+        )
 
     def release(exp_id: str) -> None:
         """Settle the children waiting on ``exp_id`` (known now), and theirs."""

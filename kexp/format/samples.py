@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
 from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
-from kexp.core.campaign import unmeasured
 from kexp.core.noise import ConfigEstimate, Dispute, SideStats, dispute, estimate, rounded_interval
 from kexp.format.suspect import UNIT_TO_US
 
@@ -501,19 +500,12 @@ def describe_interval(score: float, interval: Sequence[float], digits: int = 4) 
     return f"{score:.{digits}f}"
 
 
-def describe_score(
-    score: float,
-    interval: Sequence[float] = (),
-    digits: int = 4,
-    *,
-    status: str = "",
-    outcome: str = "",
-) -> str:
-    """A score as a view prints it: :func:`describe_interval`, or ``-`` for a score that
-    records no measurement (0: a run that crashed, timed out or was not run; any score
-    of a run whose ``status`` is timeout, or whose ``outcome`` is failed), never a
-    speedup an agent could take for a result."""
-    if unmeasured(score, status=status, outcome=outcome):
+def describe_score(score: float | None, interval: Sequence[float] = (), digits: int = 4) -> str:
+    """A score as a view prints it, given its record's shown score
+    (:attr:`kexp.core.campaign.Derived.shown_score`): :func:`describe_interval`, or
+    ``-`` for None, a score that records no measurement (a run that crashed, timed out
+    or was not run), never a speedup an agent could take for a result."""
+    if score is None:
         return "-"
     return describe_interval(score, interval, digits)
 

@@ -8,7 +8,7 @@ import dataclasses
 import re
 from typing import Any
 
-from kexp.core.campaign import NOTHING_MEASURED, unmeasured
+from kexp.core.campaign import NOTHING_MEASURED, shown_score
 
 __all__ = ["LineageGraph", "LineageNode", "mermaid_id", "mermaid_text", "render_mermaid"]
 
@@ -30,6 +30,12 @@ class LineageNode:
     new_best: bool = False
     #: The run's status: a timed-out run measured nothing, whatever its score.
     status: str = ""
+
+    @property
+    def shown_score(self) -> float | None:
+        """The score a view prints: None when it is no measurement, whatever the outcome
+        (:func:`kexp.core.campaign.shown_score`); the JSON keeps ``score``."""
+        return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""
@@ -90,9 +96,10 @@ def render_mermaid(graph: LineageGraph) -> str:
     """
     lines = ["flowchart TD"]
     for node in graph.nodes:
-        scored = f"{node.score:.4f} {node.outcome}"
-        if unmeasured(node.score, status=node.status, outcome=node.outcome):
-            scored = f"{node.outcome} ({NOTHING_MEASURED})"
+        shown = node.shown_score
+        scored = f"{node.outcome} ({NOTHING_MEASURED})"
+        if shown is not None:
+            scored = f"{shown:.4f} {node.outcome}"
         label = [mermaid_text(node.id), mermaid_text(scored)]
         if node.kind == "removed":
             label.append("removed")

@@ -9,6 +9,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.campaign import shown_score
 from kexp.core.problems import Problem, has_errors, sort_problems
 
 if TYPE_CHECKING:
@@ -120,6 +121,13 @@ class ReviewedExperiment:
     #: The run's status ("" when unreadable): a timed-out run measured nothing, whatever
     #: its score and outcome.
     status: str = ""
+
+    @property
+    def shown_score(self) -> float | None:
+        """The score a view prints: None without one, or when it is no measurement,
+        whatever the outcome (:func:`kexp.core.campaign.shown_score`); the JSON keeps
+        ``score``."""
+        return None if self.score is None else shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""

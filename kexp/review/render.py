@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.campaign import NOTHING_MEASURED, unmeasured
+from kexp.core.campaign import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
@@ -377,8 +377,8 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
     rows: list[list[str]] = []
     for e in entries:
         score = "—"  # none, or a run that measured nothing (a crash, a timeout)
-        if e.score is not None and not unmeasured(e.score, status=e.status, outcome=e.outcome):
-            score = describe_interval(e.score, e.score_ci or ())
+        if e.shown_score is not None:
+            score = describe_interval(e.shown_score, e.score_ci or ())
         if e.delta is not None:
             pct = f" ({e.delta_pct:+.2f}%)" if e.delta_pct is not None else ""
             if e.delta_pct is not None and e.delta_pct_ci is not None:
@@ -503,9 +503,9 @@ def _validation(result: Review) -> str:
 def _measured(lesson: Lesson) -> str:
     """A lesson's score in a sentence: ``0.9293``, or ``nothing measured`` (a crash, a
     timeout: a failed run, whatever its score)."""
-    if unmeasured(lesson.score, status=lesson.status, outcome=lesson.outcome):
+    if lesson.shown_score is None:
         return NOTHING_MEASURED
-    return describe_interval(lesson.score, lesson.score_ci)
+    return describe_interval(lesson.shown_score, lesson.score_ci)
 
 
 def _lessons(groups: Mapping[str, list[Lesson]]) -> str:

@@ -53,7 +53,7 @@ from pathlib import Path
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
 from kexp.core.advice import REMEASURE, REMOVE_NEW
-from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES, unmeasured
+from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
 from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
@@ -129,8 +129,9 @@ class Repeat:
     operator_sig: str = ""
     dtype_sig: str = ""
     pid: str = ""
-    #: The run's status (a timed-out run measured nothing, whatever its outcome).
-    status: str = ""
+    #: The score a view prints (None: no measurement, whatever its outcome:
+    #: :attr:`kexp.core.campaign.Derived.shown_score`).
+    shown_score: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -149,8 +150,8 @@ class Repeat:
             else f"similarity {self.similarity:.2f}, "
         )
         where = f" on {self.ref}" if self.ref else ""
-        unscored = unmeasured(self.score, status=self.status, outcome=self.outcome)
-        score = NOTHING_MEASURED if unscored else f"score {self.score:.4f}"
+        shown = self.shown_score
+        score = NOTHING_MEASURED if shown is None else f"score {shown:.4f}"
         return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r})"
 
 

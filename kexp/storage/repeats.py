@@ -165,7 +165,7 @@ def repeats_in(
                 operator_sig=signature(exp.operator_sig),
                 dtype_sig=signature(exp.dtype_sig),
                 pid=signature(exp.pid),
-                status=exp.status,
+                shown_score=exp.derived.shown_score,
             )
         )
     identical_first = [r for r in repeats if r.identical]

@@ -119,8 +119,9 @@ class Match:
     env: str
     #: The file, relative to ``experiments/``.
     path: str
-    #: The run's status (a timed-out run measured nothing, whatever its outcome).
-    status: str = ""
+    #: The score a view prints (None: no measurement, whatever its outcome:
+    #: :attr:`kexp.core.campaign.Derived.shown_score`).
+    shown_score: float | None = None
     #: Where it was found, read across refs (None: the working tree alone was read).
     where: Sighting | None = None
 
@@ -327,20 +328,21 @@ class Search(Index):
         self, row: Row, relevance: float, similarity: float | None, derivation: Derivation
     ) -> Match:
         """The :class:`Match` of one experiment (``derivation``: of it, at least)."""
+        derived = derivation.of(row)
         return Match(
             id=row.id,
             relevance=round(relevance, 4),
             similarity=None if similarity is None else round(similarity, 4),
             score=row.score,
             score_ci=score_interval(row),
-            outcome=derivation.of(row).outcome,
+            outcome=derived.outcome,
             change_summary=row.change_summary,
             key_insight=self.lesson(row)[0],
             operator_sig=row.operator_sig,
             dtype_sig=row.dtype_sig,
             env=row.env,
             path=row.path,
-            status=row.status,
+            shown_score=derived.shown_score,
             where=row.sighting(),
         )
 

@@ -294,9 +294,7 @@ def similar(
     rows = []
     id_length = store.shown_id_length(match.id for match in matches)
     for match in matches:
-        score = describe_score(
-            match.score, match.score_ci or (), status=match.status, outcome=match.outcome
-        )
+        score = describe_score(match.shown_score, match.score_ci or ())
         code = "" if match.similarity is None else f"{match.similarity:.2f}"
         rows.append(
             [

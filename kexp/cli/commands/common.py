@@ -325,7 +325,7 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
         from kexp.format.samples import describe_score
 
         digits = 3 if exp.score_ci else 4
-        return describe_score(exp.score, exp.score_ci or (), digits, status=exp.status)
+        return describe_score(exp.derived.shown_score, exp.score_ci or (), digits)
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:id_width]
     if column == "path":

@@ -329,7 +329,7 @@ def _print_experiment(
 ) -> None:
     """One experiment as text; ``id_length``: how many characters of its id its advice
     prints (unique in the store: :meth:`kexp.Store.id_length_of`; 0: all of them)."""
-    from kexp.core.campaign import NOTHING_MEASURED, no_measurement
+    from kexp.core.campaign import NOTHING_MEASURED
     from kexp.core.model import SECTION_HEADINGS
     from kexp.format.samples import describe_interval
 
@@ -343,7 +343,7 @@ def _print_experiment(
     outcome = exp.outcome  # styled once the line is composed (clean() would escape it)
     against = exp.measured_against or ("parent" if exp.pid else "reference")
     measured = f"{score}  ({outcome}; over the {against})"
-    if no_measurement(exp.status, exp.score):  # no speedup an agent could take for a result
+    if exp.derived.shown_score is None:  # no speedup an agent could take for a result
         measured = f"-  ({outcome}: {NOTHING_MEASURED})"
     if exp.cumulative_score is None:
         reached = f"-  ({exp.cumulative_reason})"
@@ -624,7 +624,7 @@ def _print_line(
 
     cumulative = exp.cumulative_score
     shown = "-" if cumulative is None else f"{cumulative:.4f}"
-    step = describe_score(exp.score, status=exp.status)
+    step = describe_score(exp.derived.shown_score)
     head = f"{lead}{mark} {exp.id[:id_length]}  {shown:>6} {step:>6} {_delta(node)}  "
     head += f"{exp.outcome:<12} "
     summary = one_line(exp.change_summary)

@@ -124,9 +124,7 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int, found: str 
     from kexp.agents.lessons import taught
     from kexp.format.samples import describe_score
 
-    shown = describe_score(
-        lesson.score, lesson.score_ci, status=lesson.status, outcome=lesson.outcome
-    )
+    shown = describe_score(lesson.shown_score, lesson.score_ci)
     score = f"{shown:>6}"
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)

@@ -58,10 +58,10 @@ def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None
     _report_written(exp, "recorded", as_json)
     # lazy: one command's library, loaded when that command runs
     from kexp.core.advice import REMEASURE
-    from kexp.core.campaign import NOTHING_MEASURED, unmeasured
+    from kexp.core.campaign import NOTHING_MEASURED
     from kexp.format.samples import describe_interval
 
-    if unmeasured(exp.score, status=exp.status, outcome=exp.outcome):
+    if exp.derived.shown_score is None:
         line = f"  {NOTHING_MEASURED}: {exp.outcome}"
     elif exp.derived.control:  # an A/A run: what it measures is the noise itself
         interval = describe_interval(exp.score, exp.score_ci or ())

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.campaign import NOTHING_MEASURED, unmeasured
+from kexp.core.campaign import NOTHING_MEASURED
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.format.samples import describe_score
 from kexp.output.html import svg
@@ -87,7 +87,7 @@ def score_text(exp: KernelExperiment) -> str:
     score = exp.score
     if not isinstance(score, (int, float)):
         return text(score)
-    if unmeasured(score, status=exp.status, outcome=exp.outcome):
+    if exp.derived.shown_score is None:
         return f'<span class="none" title="{NOTHING_MEASURED}">—</span>'
     shown = f"{score:.4f}"
     interval = score_interval(exp)
@@ -431,7 +431,7 @@ def overview_page(site: Site) -> str:
 
 def _tooltip(exp: KernelExperiment) -> str:
     score = (
-        describe_score(exp.score, status=exp.status)
+        describe_score(exp.derived.shown_score)
         if isinstance(exp.score, (int, float))
         else str(exp.score)
     )
