@@ -12,7 +12,7 @@ against :class:`kexp.core.model.KernelExperiment`.
 
 Adding a field: declare it here, add it to ``schema/experiment.schema.json`` (then
 ``python -m kexp.format.schema`` regenerates the validator), and give
-:class:`kexp.core.model.KernelExperiment` its attribute (see the README's architecture).
+:class:`kexp.core.model.KernelExperiment` its attribute (see docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ alternative: in pure Python 2,000 resamples cost seconds for 20 configurations o
 samples, it needs a seed to write the same file twice, and its percentile interval of
 a median of few samples is coarse (the median of 5 resampled values takes only 5).
 ``python -m kexp.measure.simulation`` measures what this method promises (false alarms on A/A
-pairs, coverage, power, pooling); the README quotes its figures.
+pairs, coverage, power, pooling); docs/noise.md quotes its figures.
 """
 
 from __future__ import annotations

@@ -358,7 +358,7 @@ def called(outcomes: dict[str, float]) -> float:
 
 
 def report(figures: Figures) -> str:
-    """The figures as the README's Markdown table (the promise of each in brackets)."""
+    """The figures as a Markdown table (each promise in brackets), as docs/noise.md has it."""
     widths = " → ".join(f"{w:.2%}" for w in figures.widths)
     rows = [
         ("A/A pairs called improvement or regression (≤ 5 %)", f"{figures.false_alarms:.1%}"),
