@@ -448,7 +448,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     cumulative score vs the parent's, outcome, summary. '*' marks the path from the
     root to the best tip of the tree (the best cumulative score); 'dead end' marks an
     experiment others built on that no descendant beats (a step within noise beats
-    nothing).
+    nothing). Below 91 columns the summary is given the room: one space between the
+    columns, scores to 3 decimals, Δ to 1.
 
     Python: kexp.storage.lineage.lineage_of(store, id), kexp.storage.lineage.lineage_forest(store,
     **filters).
@@ -484,10 +485,11 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     shown = [node.experiment.id for root in forest for node in root.walk()]
     id_length = store.shown_id_length([*shown, *([best.id] if best is not None else [])])
     refs = _ref_keys(forest, where_found(store))
+    layout = _layout(forest, width)
     for number, root in enumerate(forest):
         if number:
             click.echo("")  # a tree starts at its root, after a blank line
-        _print_node(root, "", "", width, style, focus, id_length, refs)
+        _print_node(root, "", "", layout, style, focus, id_length, refs)
     if (
         focus is not None
         and best is not None
@@ -541,17 +543,60 @@ def _ref_keys(forest: list[TreeNode], where: Callable[[KernelExperiment], Any] |
     return keys
 
 
-def _delta(node: TreeNode) -> str:
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """How a tree's lines are laid out at ``width`` (None: no limit). Below
+    :data:`_COMPACT_BELOW` columns the summary is given the room: one space between the
+    columns, three decimals a score and one a Δ, the outcome's column as wide as the
+    longest outcome shown, the suspect mark short."""
+
+    width: int | None
+    compact: bool
+    outcome_width: int
+
+    @property
+    def gap(self) -> str:
+        return " " if self.compact else "  "
+
+    @property
+    def digits(self) -> int:
+        return 3 if self.compact else 4
+
+    @property
+    def head(self) -> int:
+        """A line's head after its lead (mark, id, scores, Δ, outcome) as a rule: a longer
+        Δ (+400.00%) shortens the summary, not the lead."""
+        return len(f"* 0123456789{self.gap}{1:.{self.digits}f} {1:.{self.digits}f} "
+                   f"{_delta_text(1.0, self)}{self.gap}{'':<{self.outcome_width}} ")  # fmt: skip
+
+
+#: Below this width a tree's lines are compact (:class:`_Layout`): the full head and 40
+#: characters of summary do not fit.
+_COMPACT_BELOW = len("* 0123456789  1.0000 1.0000 Δ +1.00%  interference ") + 40
+
+
+def _layout(forest: list[TreeNode], width: int | None) -> _Layout:
+    compact = width is not None and width < _COMPACT_BELOW
+    outcomes = [len(node.experiment.outcome) for root in forest for node in root.walk()]
+    return _Layout(width, compact, max(outcomes, default=12) if compact else 12)
+
+
+def _delta_text(pct: float, layout: _Layout) -> str:
+    return f"Δ{pct:+5.1f}%" if layout.compact else f"Δ{pct:+6.2f}%"
+
+
+def _delta(node: TreeNode, layout: _Layout) -> str:
     if node.delta_pct is None:
-        return "Δ      -" if node.depth else "        "
-    return f"Δ{node.delta_pct:+6.2f}%"
+        blank = " " * len(_delta_text(0.0, layout))
+        return f"Δ{blank[2:]}-" if node.depth else blank
+    return _delta_text(node.delta_pct, layout)
 
 
 def _print_node(
     root: TreeNode,
     lead: str,
     child_lead: str,
-    width: int | None,
+    layout: _Layout,
     style: Any,
     focus: str | None,
     id_length: int,
@@ -564,7 +609,7 @@ def _print_node(
     stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
     while stack:
         node, lead, child_lead = stack.pop()
-        _print_line(node, lead, width, style, focus, id_length, refs.of_id.get(node.experiment.id))
+        _print_line(node, lead, layout, style, focus, id_length, refs.of_id.get(node.experiment.id))
         if len(node.children) == 1:
             stack.append((node.children[0], child_lead, child_lead))
             continue
@@ -583,16 +628,11 @@ def _print_node(
 _MIN_SUMMARY = 12
 
 
-#: How long a line's head is after its lead (mark, id, scores, Δ, outcome) as a rule: a
-#: longer Δ (+400.00%) shortens the summary, not the lead.
-_HEAD = len("* 0123456789  1.0000 1.0000 Δ +1.00%  improvement  ")
-
-
-def _fit_lead(head: str, lead: int, room: int) -> str:
+def _fit_lead(head: str, lead: int, room: int, layout: _Layout) -> str:
     """``head`` (its first ``lead`` characters the tree's lines) in ``room`` characters:
     the lines of a deep tree are cut from the left ("…│   └── "), as many characters of
     every line of one depth (siblings line up); the rest is kept."""
-    over = lead + _HEAD - room
+    over = lead + layout.head - room
     if over <= 0 or lead == 0:
         return head
     return "…" + head[min(lead, over + 1) :]
@@ -601,7 +641,7 @@ def _fit_lead(head: str, lead: int, room: int) -> str:
 def _print_line(
     node: TreeNode,
     lead: str,
-    width: int | None,
+    layout: _Layout,
     style: Any,
     focus: str | None,
     id_length: int,
@@ -609,29 +649,28 @@ def _print_line(
 ) -> None:
     exp = node.experiment
     mark = "*" if node.on_best_path else " "
-    tail = "  [dead end]" if node.dead_end else ""
-    if node.is_best:
-        tail += "  [best]"
-    if exp.is_control:
-        tail += "  [control]"
+    marks = ["[dead end]"] if node.dead_end else []
+    marks += ["[best]"] if node.is_best else []
+    marks += ["[control]"] if exp.is_control else []
     if suspect_reasons(exp):
-        tail += f"  [{SUSPECT_LABEL}]"
-    if exp.id == focus:
-        tail += "  <"
-    if ref:  # where it was found (read across refs)
-        tail += f"  {ref}"
+        marks.append("[suspect]" if layout.compact else f"[{SUSPECT_LABEL}]")
+    marks += ["<"] if exp.id == focus else []
+    marks += [ref] if ref else []  # where it was found (read across refs)
+    gap, digits, width = layout.gap, layout.digits, layout.width
+    tail = "".join(gap + m for m in marks)
     from kexp.format.samples import describe_score
 
     cumulative = exp.cumulative_score
-    shown = "-" if cumulative is None else f"{cumulative:.4f}"
-    step = describe_score(exp.score, status=exp.status)
-    head = f"{lead}{mark} {exp.id[:id_length]}  {shown:>6} {step:>6} {_delta(node)}  "
-    head += f"{exp.outcome:<12} "
+    shown = "-" if cumulative is None else f"{cumulative:.{digits}f}"
+    step = describe_score(exp.score, (), digits, status=exp.status)
+    head = f"{lead}{mark} {exp.id[:id_length]}{gap}{shown:>{digits + 2}} {step:>{digits + 2}} "
+    head += f"{_delta(node, layout)}{gap}{exp.outcome:<{layout.outcome_width}} "
     summary = one_line(exp.change_summary)
     if width is not None:
         # The marks (``[best]``, ``<``) do not count: every line of a depth keeps one
         # lead (siblings line up), their summaries shortened instead.
-        head = _fit_lead(head, len(lead), width - _MIN_SUMMARY - (id_length - 10))
+        room = width - _MIN_SUMMARY - (id_length - 10)
+        head = _fit_lead(head, len(lead), room, layout)
         summary = truncate(summary, width - len(head) - len(tail))
     line = head + summary + tail
     if width is not None:
