@@ -576,6 +576,34 @@ def test_a_campaigns_twelve_steps_read_back_as_its_lineage_at_80_columns(
     assert [len(line) - len(line.lstrip("│├└─ ")) for line in steps] == [0] * 4 + [4] * 4 + [8] * 4
 
 
+def summary_kept(line: str, summary: str) -> int:
+    """How many characters of ``summary`` (its start) a tree line shows."""
+    return max(n for n in range(len(summary) + 1) if summary[:n] in line)
+
+
+def test_at_80_columns_a_tree_line_keeps_room_for_its_summary(bundled_root: Path) -> None:
+    """``kexp tree`` on the bundled store at 80 columns: the best tip's line kept 16
+    characters of its summary, a dead end's 12, the best asked for by id fewer (the
+    numbers, the gaps and the outcome's column took the room). Every line still fits
+    80 columns; the summary keeps at least 20 characters (18 beside a dead end's mark)."""
+    summaries = {e.id[:10]: e.change_summary for e in Store(bundled_root).list_experiments()}
+    for args in (("tree",), ("tree", "6aca6c49dc"), ("tree", "--operator", "cache")):
+        result = run_kexp(*args, cwd=bundled_root, env={"COLUMNS": "80"})
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+        shown = {m.group(): line for line in lines if (m := re.search(r"[0-9a-f]{10}", line))}
+        assert any("[best]" in line for line in shown.values()), result.stdout
+        for exp_id, line in shown.items():
+            if line.startswith("best tip of this tree"):
+                continue
+            wanted = 18 if "[dead end]" in line else 20
+            kept = summary_kept(line, summaries[exp_id])
+            assert kept >= min(wanted, len(summaries[exp_id])), (kept, line)
+        best = next(line for line in shown.values() if "[best]" in line)
+        assert re.search(r"\d\.\d{3}", best) and "Δ" in best, best
+
+
 def test_tree_filtered_by_operator_and_unknown_id(
     repo: Path, lineage: dict[str, str], make_experiment: Callable[..., KernelExperiment]
 ) -> None:

@@ -15,12 +15,11 @@ from kexp.measure.record import (
     Measurement,
     MeasurementError,
     SuspectMeasurementWarning,
-    geometric_mean,
     load_measurements,
     read_table,
     record_iteration,
-    score_measurements,
 )
+from kexp.measure.scoring import geometric_mean, score_measurements
 from kexp.measure.timings import read_timings
 
 BASELINE = {"cache_b8_s1024": 12.30, "cache_b8_s4096": 40.0, "cache_b32_s2048": 55.5}

@@ -627,7 +627,7 @@ def test_fields_name_where_each_experiment_was_found(tmp_path: Path) -> None:
     ]
     csv = run_kexp("list", "--all-refs", "--format", "csv", "--fields", "id,ref", cwd=alice)
     assert csv.returncode == 0, csv.stderr
-    assert csv.stdout.splitlines()[1] == f"{mine.id},local,local main origin/main", csv.stdout
+    assert csv.stdout.splitlines() == ["id,ref", f"{mine.id},local"], csv.stdout
     sync(Store(bob))
     git(alice, "fetch", "-q")
     top = run_kexp("top", "--all-refs", "--json", "--fields", "id,ref", cwd=alice)
@@ -640,3 +640,42 @@ def test_fields_name_where_each_experiment_was_found(tmp_path: Path) -> None:
     assert "ref: where each experiment was found" in line and "--all-refs" in line, line
     sorted_by = run_kexp("list", "--all-refs", "--json", "--sort", "ref", cwd=alice)
     assert sorted_by.returncode == 2 and "unknown field(s) ref" in sorted_by.stderr
+
+
+def test_the_fields_asked_for_are_the_fields_printed_across_refs(tmp_path: Path) -> None:
+    """``kexp top --all-refs --fields id,score`` (and list) printed ``ref`` and ``refs``
+    too, in every format (a REF column in the table): the fields asked for are what is
+    printed; without --fields where each was found is added as before; asked for, it is
+    printed where asked (``ref,refs``)."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    mine = record(alice, base, "Unrolled by 4 - +1.9%")
+    theirs = record(bob, base, "Vectorized loads - +3.0%", score=1.03)
+    sync(Store(bob))
+    git(alice, "fetch", "-q")
+    for command in ("top", "list"):
+        asked = run_kexp(command, "--all-refs", "--json", "--fields", "id,score", cwd=alice)
+        assert asked.returncode == 0, asked.stderr
+        assert sorted(json.loads(asked.stdout), key=lambda r: r["id"]) == sorted(
+            [{"id": mine.id, "score": 1.019}, {"id": theirs.id, "score": 1.03}],
+            key=lambda r: r["id"],
+        ), asked.stdout
+        jsonl = run_kexp(command, "--all-refs", "--format", "jsonl", "--fields", "id,score",
+                         cwd=alice)  # fmt: skip
+        assert all(set(json.loads(line)) == {"id", "score"} for line in jsonl.stdout.splitlines())
+        csv = run_kexp(command, "--all-refs", "--format", "csv", "--fields", "id,score", cwd=alice)
+        assert csv.stdout.splitlines()[0] == "id,score", csv.stdout
+        table = run_kexp(command, "--all-refs", "--fields", "id,score", cwd=alice)
+        rank = ["#"] if command == "top" else []
+        assert table.stdout.splitlines()[0].split() == [*rank, "ID", "SCORE"], table.stdout
+        assert "REF" not in table.stdout and "origin/main" not in table.stdout, table.stdout
+        both = run_kexp(command, "--all-refs", "--format", "csv", "--fields", "id,ref,refs",
+                        cwd=alice)  # fmt: skip
+        assert f"{theirs.id},origin/main,origin/main" in both.stdout.splitlines(), both.stdout
+        where = run_kexp(command, "--all-refs", "--fields", "id,ref", cwd=alice)
+        assert where.stdout.splitlines()[0].split() == [*rank, "ID", "REF"], where.stdout
+        assert f"{theirs.id[:10]}  origin/main" in where.stdout, where.stdout
+        unasked = json.loads(run_kexp(command, "--all-refs", "--json", cwd=alice).stdout)
+        assert all({"ref", "refs"} <= set(record_) for record_ in unasked), unasked
+        plain = run_kexp(command, "--all-refs", cwd=alice)
+        assert "REF" in plain.stdout.splitlines()[0], plain.stdout

@@ -10,22 +10,17 @@ import json
 from pathlib import Path
 
 from conftest import git
-from test_refs_removed import DEAD_END, INSIGHT, invoke
-from test_sync import clone, make_remote, record
+from test_refs_removed import DEAD_END, invoke, seeded
+from test_sync import clone, published
 
 from kexp import Store
-from kexp.storage.sync import sync
 
 
 def _removal_merged_on_main(tmp_path: Path) -> tuple[str, str, Path]:
     """A dead end and a good step on main; C removes the dead end on the branch rm-x,
     pushed; the forge merges it into main (``--no-ff``); B, cloned before, fetches and
     does not pull: (dead end's id, the good one's, B)."""
-    remote, base = make_remote(tmp_path)
-    seed = clone(remote, tmp_path / "publisher")
-    dead = record(seed, base, DEAD_END, score=0.98, detailed_description=INSIGHT)
-    good = record(seed, base, "Vectorized loads - +3%", score=1.03)
-    sync(Store(seed))
+    remote, _, (dead, good) = published(tmp_path, *seeded(0.98))
     b, c = clone(remote, tmp_path / "b"), clone(remote, tmp_path / "c")
     git(c, "switch", "-q", "-c", "rm-x")
     Store(c).delete_experiment(dead.id)

@@ -14,15 +14,23 @@ from typing import Any
 
 from click.testing import CliRunner
 from conftest import git
-from test_sync import clone, make_remote, record
+from test_sync import clone, published
 
 from kexp import Store
 from kexp.cli.main import main
-from kexp.storage.sync import sync
 
 #: The dead end: a regression with its key insight (what the consult offers).
 DEAD_END = "Stage row through smem - regression"
 INSIGHT = "**Approach**: stage it\n\n**Key insight**: registers hold the row; do not stage it"
+
+
+def seeded(dead_score: float) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """What the publisher records (:func:`test_sync.published`): the dead end (its score
+    ``dead_score``, its key insight) and a good step."""
+    return (
+        (DEAD_END, {"score": dead_score, "detailed_description": INSIGHT}),
+        ("Vectorized loads - +3%", {"score": 1.03}),
+    )
 
 
 def invoke(root: Path, *args: str) -> Any:
@@ -34,11 +42,7 @@ def _removed_on_a_side_branch(tmp_path: Path) -> tuple[str, str, Path, Path, str
     """Seed publishes a dead end and a good step on main; A removes the dead end on a
     side branch it pushes (unmerged); B clones and fetches: (dead end's id, the good
     one's, A, B, the remote's first commit: an empty store)."""
-    remote, base = make_remote(tmp_path)
-    seed = clone(remote, tmp_path / "publisher")
-    dead = record(seed, base, DEAD_END, score=0.85, detailed_description=INSIGHT)
-    good = record(seed, base, "Vectorized loads - +3%", score=1.03)
-    sync(Store(seed))
+    remote, base, (dead, good) = published(tmp_path, *seeded(0.85))
     a, b = clone(remote, tmp_path / "a"), clone(remote, tmp_path / "b")
     git(a, "switch", "-q", "-c", "kexp/a")
     gone = next((a / "experiments").rglob(f"{dead.id}-*.md")).relative_to(a)

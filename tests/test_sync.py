@@ -60,6 +60,19 @@ def record(root: Path, base: str, summary: str, **fields: Any) -> kexp.KernelExp
     )
 
 
+def published(
+    tmp_path: Path, *steps: tuple[str, dict[str, Any]]
+) -> tuple[Path, str, list[kexp.KernelExperiment]]:
+    """A bare remote (:func:`make_remote`) whose ``main`` holds ``steps`` (a summary and
+    fields each), recorded in a publisher's clone (``tmp_path / "publisher"``) and
+    synced: (the remote, its first commit: an empty store, the experiments)."""
+    remote, base = make_remote(tmp_path)
+    publisher = clone(remote, tmp_path / "publisher")
+    made = [record(publisher, base, summary, **fields) for summary, fields in steps]
+    sync(Store(publisher))
+    return remote, base, made
+
+
 def remote_ids(remote: Path, branch: str = "main") -> list[str]:
     """The experiment ids in the remote branch's tree, one per file (duplicates kept)."""
     listing = git(remote, "ls-tree", "-r", "--name-only", branch, "--", "experiments")

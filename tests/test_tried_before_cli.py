@@ -261,11 +261,12 @@ def test_a_coarse_timers_second_round_alike_in_another_order_is_pooled(repo: Pat
 def test_two_files_with_one_id_are_told_apart_by_the_steps_printed(
     repo: Path, said_by: str
 ) -> None:
-    """Two clones recorded the same id; merged, both files are in the store. The steps
-    ``kexp validate``'s hint (or the refusal of ``kexp rm``/``kexp update`` of the id)
-    prints, run as printed, give one file a new id and its name: the store validates,
-    both experiments are listed, and the id names one again."""
-    import subprocess
+    """Two clones recorded the same id; merged, both files are in the store. The
+    ``kexp re-id`` that ``kexp validate``'s hint (or the refusal of ``kexp rm``/``kexp
+    update`` of the id) prints (it printed sed and mv steps), run as printed, gives one
+    file a new id and its name: the store validates, both experiments are listed, and
+    the id names one again."""
+    import shlex
 
     doc = (
         "id: 1234567890abcdef\nchange_summary: {}\nscore: {}\n"
@@ -279,14 +280,14 @@ def test_two_files_with_one_id_are_told_apart_by_the_steps_printed(
     (first.parent / "1234567890abcdef-vectorize-loads-3.md").write_text(text)
     if said_by == "validate":
         told = run_kexp("validate", cwd=repo)
-        said = re.search(r"for this one: (sed .*)\)$", told.stdout, re.MULTILINE)
+        said = re.search(r"for this one: (kexp re-id .*)\)$", told.stdout, re.MULTILINE)
     else:
         args = ["rm", "1234567890", "--yes"] if said_by == "rm" else ["update", "1234567890",
                 "--set", "score=1.03"]  # fmt: skip
         told = run_kexp(*args, cwd=repo)
-        said = re.search(r"with it \((sed .*)\)$", told.stderr, re.MULTILINE)
+        said = re.search(r"with it \((kexp re-id .*)\)$", told.stderr, re.MULTILINE)
     assert told.returncode != 0 and said, told.stdout + told.stderr
-    done = subprocess.run(["sh", "-c", said.group(1)], cwd=repo, capture_output=True, text=True)
+    done = run_kexp(*shlex.split(said.group(1))[1:], cwd=repo)
     assert done.returncode == 0, done.stderr
     checked = run_kexp("validate", cwd=repo)
     assert checked.returncode == 0, checked.stdout + checked.stderr

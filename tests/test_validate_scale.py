@@ -13,6 +13,7 @@ at a revision, and split between two processes.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 import tracemalloc
@@ -25,7 +26,6 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from kexp import Store
-from kexp.core.ids import given_anew
 from kexp.core.problems import Problem, Severity, sort_problems
 from kexp.core.progress import reporting
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -72,17 +72,16 @@ def reference_validate(
 
 def _error(path: Path, at: tuple[int, int], code: str, field: str, message: str) -> Problem:
     hints = {
-        "duplicate-id": "two branches created the same id: give one file a new id (and "
-        "rename it) with kexp",
+        "duplicate-id": "a copied file, or two branches that made the same id: give one "
+        "file a new id and the name that goes with it (for this one: kexp re-id ",
         "dangling-pid": "fix the id (kexp list shows them), or set pid: '' if the parent "
         "was never recorded",
         "dangling-combines": "list only ids of recorded experiments",
         "lineage-cycle": "a parent must be an earlier experiment: fix one pid in the loop",
     }
     hint = hints[code]
-    if code == "duplicate-id":  # the steps that give this file a new id
-        steps = given_anew(str(path), message.split()[1])
-        hint = f"{hint.split(' (and')[0]} and the name that goes with it (for this one: {steps})"
+    if code == "duplicate-id":  # the command that gives this file a new id
+        hint = f"{hint}{shlex.quote(str(path))})"
     return Problem(str(path), *at, "error", code, field, message, hint)
 
 

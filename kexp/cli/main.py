@@ -57,6 +57,8 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "migrate-layout": ("admin", "Move month-layout files to experiments/YYYY/MM/xx/."),
     "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
     "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
+    "re-id": ("write", "Give an experiment file a fresh id, and the file name that goes with "
+              "it."),
     "remeasure": ("write", "Add a round of measurement to an experiment (no best-of-N)."),
     "report": ("report", "Write a static HTML report: open its index.html from disk, no "
                "server needed."),

@@ -57,6 +57,12 @@ def _pattern(template: str) -> re.Pattern[str]:
     )
 
 
+#: Advice on two files holding one id (a copied file, or two branches that made the same
+#: id): the command that gives one of them a fresh id (no MCP tool renames a file).
+RE_ID = Advice(
+    "kexp re-id {path}",
+    "the command re-id of kexp, which no tool is, on {path}",
+)
 #: Advice on ids not found across refs (:meth:`kexp.storage.reader.StoreReader.resolve_id`).
 ALL_REFS_IDS = Advice(
     "kexp list --all-refs shows the ids", "the list tool with all_refs: true shows the ids"
@@ -360,6 +366,7 @@ ADVICE = (
     READ_MORE,
     READ_ACROSS_REFS,
     DIFF_FILE,
+    RE_ID,
 )
 
 

@@ -34,26 +34,6 @@ def new_id(now: float | None = None) -> str:
     return f"{seconds:08x}{secrets.token_hex(4)}"
 
 
-def given_anew(path: str, exp_id: str) -> str:
-    """The shell steps that give the experiment file at ``path`` (its id ``exp_id``,
-    which another file holds too) a new id, and its file the name that goes with it, in
-    the same folder: its id line rewritten, the file moved. The new id keeps the time
-    and the last two characters (the folder) of ``exp_id``; the others come from the
-    path, so each of two files sharing an id is given its own, the same each time."""
-    import shlex
-    import zlib
-    from pathlib import PurePath
-
-    new = f"{exp_id[:8]}{zlib.crc32(path.encode('utf-8', 'surrogatepass')):08x}"[:14]
-    new += exp_id[14:]
-    where = PurePath(path)
-    moved = str(where.with_name(new + where.name[len(exp_id) :]))
-    return (
-        f"sed -i.bak '1,/^---$/s/^id: .*/id: {new}/' {shlex.quote(path)} && "
-        f"rm {shlex.quote(path + '.bak')} && mv {shlex.quote(path)} {shlex.quote(moved)}"
-    )
-
-
 def is_valid_id(value: object) -> bool:
     """Whether ``value`` is a full experiment id (16 lowercase hex)."""
     return isinstance(value, str) and _ID_RE.fullmatch(value) is not None

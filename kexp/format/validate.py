@@ -18,9 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kexp.core.advice import ERROR_MESSAGE, LIST_SHOWS
+from kexp.core.advice import ERROR_MESSAGE, LIST_SHOWS, RE_ID
 from kexp.core.collector import collector_paused
-from kexp.core.ids import given_anew
 from kexp.core.model import KernelExperiment
 from kexp.core.problems import Problem, display_path, has_errors
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -672,8 +671,9 @@ def store_findings(
                         "duplicate-id",
                         "id",
                         f"id {exp_id} is also used by {others}",
-                        "two branches created the same id: give one file a new id "
-                        f"and the name that goes with it (for this one: {given_anew(own, exp_id)})",
+                        "a copied file, or two branches that made the same id: give one "
+                        "file a new id and the name that goes with it (for this one: "
+                        f"{RE_ID.say(path=shlex.quote(str(own)))})",
                     )
                 )
     for number, item in enumerate(items):

@@ -20,7 +20,7 @@ sum up as ``baseline_n``/``candidate_n`` and a line of ``raw_result`` saying the
 are no raw samples, without an interval, with a warning (:class:`TimingsWarning`).
 Every time is stored in microseconds (``unit: us``).
 
-:func:`kexp.measure.scoring.score_measurements` (re-exported here) computes each
+:func:`kexp.measure.scoring.score_measurements` computes each
 configuration's speedup (baseline / candidate), the ``score`` as their geometric mean (4
 decimals), the ``results`` list, and the ``raw_result`` text in the skill's format::
 
@@ -85,16 +85,7 @@ from kexp.measure.measurements import (
     read_table,
     sides_of,
 )
-from kexp.measure.scoring import (
-    OverParent,
-    ParentJudge,
-    Scored,
-    geometric_mean,
-    parent_judge,
-    raw_result_text,
-    score_measurements,
-    verdict,
-)
+from kexp.measure.scoring import parent_judge, score_measurements
 from kexp.measure.timings import profiling_info
 from kexp.measure.timings.common import STATS, tidy
 from kexp.storage.location import find_root
@@ -107,25 +98,17 @@ __all__ = [
     "STATS",
     "Measurement",
     "MeasurementError",
-    "OverParent",
-    "ParentJudge",
-    "Scored",
     "SuspectMeasurementWarning",
     "TimingsWarning",
     "earlier_rounds",
-    "geometric_mean",
     "load_measurements",
     "measurement_of",
     "pair_samples",
     "pair_timings",
-    "parent_judge",
     "parse_protocol",
-    "raw_result_text",
     "read_table",
     "record_iteration",
     "remeasure",
-    "score_measurements",
-    "verdict",
     "warn_if_suspect",
     "with_timings",
 ]

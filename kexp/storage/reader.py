@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shlex
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS
+from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS, RE_ID
 from kexp.core.campaign import (
     Derivation,
     Derived,
@@ -796,5 +797,5 @@ def _used_twice(exp_id: str, paths: Sequence[str]) -> KexpError:
     """The error of an id several files hold."""
     return KexpError(
         f"id {exp_id} is used by more than one file ({', '.join(paths)}); give one of "
-        f"them a new id and the name that goes with it ({ids.given_anew(paths[-1], exp_id)})"
+        f"them a new id and the name that goes with it ({RE_ID.say(path=shlex.quote(paths[-1]))})"
     )

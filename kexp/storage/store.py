@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from kexp.core.model import (
 from kexp.core.problems import Problem, has_errors, sort_problems
 from kexp.format.fileformat import FileFormatError, encode_like, parse, render_update, serialize
 from kexp.format.legacykeys import without_stand_ins
+from kexp.format.rules import id_from_name
 from kexp.format.validate import (
     CheckedFile,
     check_bytes,
@@ -415,16 +417,22 @@ class Store(StoreReader):
         # Exclusive: no write naming this experiment is between its check and its write.
         with self._lineage_lock(exclusive=True):
             deleted = self._delete(full_id, path, force)
-        if self.is_working_tree:  # a side branch it was published to loses it at its sync
-            from kexp.gitops import git as kgit
-            from kexp.storage.published import note_removal
-
-            repo = kgit.find_repo(self.root)
-            if repo is not None:
-                with contextlib.suppress(KexpError, OSError, ValueError):
-                    top = kgit.toplevel(repo)
-                    note_removal(repo, deleted.resolve().relative_to(top).as_posix())
+        self._note_removed(deleted)
         return deleted
+
+    def _note_removed(self, path: Path) -> None:
+        """After a file of the working tree was removed (deleted, or renamed by
+        :meth:`re_id`): a side branch it was published to loses it at its sync."""
+        if not self.is_working_tree:
+            return
+        from kexp.gitops import git as kgit
+        from kexp.storage.published import note_removal
+
+        repo = kgit.find_repo(self.root)
+        if repo is not None:
+            with contextlib.suppress(KexpError, OSError, ValueError):
+                top = kgit.toplevel(repo)
+                note_removal(repo, path.resolve().relative_to(top).as_posix())
 
     def remove_experiment(
         self,
@@ -494,6 +502,97 @@ class Store(StoreReader):
                 ) from None
         self._written()
         return path
+
+    def re_id(self, path: Path | str) -> ReId:
+        """``kexp re-id PATH``: give the experiment file at ``path`` (in the working tree's
+        ``experiments/``; a relative path from the working directory) a fresh id
+        (:func:`kexp.core.ids.new_id`) and the name that goes with it,
+        ``experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md`` by the new id's time, as a create
+        names a file. Only the ``id`` line changes (``created_at`` too is kept: what the
+        experiment says of itself). For a copied file, or two branches that made one id.
+
+        Refused (:class:`KexpError`, nothing changed) for a file that is not an
+        experiment's, or whose front-matter cannot be read or names another id than its
+        name, and while the id is the file's alone and other experiments name it as their
+        ``pid`` or in their ``combines`` (they would point nowhere). The new file is in
+        place before the old name goes: a crash between leaves both, never neither."""
+        self._writable()
+        file = self._experiment_file(Path(path))
+        old_id = id_from_name(file)
+        assert old_id is not None  # (checked)
+        with contextlib.ExitStack() as locked:
+            # Exclusive: no write naming the old id between the check and the move.
+            locked.enter_context(self._lineage_lock(exclusive=True))
+            locked.enter_context(self.lock(old_id))
+            shared = len(self.id_index(old_id).get(old_id, [])) > 1
+            if not shared:
+                kids, combiners = self.dependents(old_id)
+                if kids or combiners:
+                    what = (
+                        f"the parent of {_id_list(kids)}"
+                        if kids
+                        else f"combined by {_id_list(combiners)}"
+                    )
+                    raise KexpError(
+                        f"{file} holds the only copy of {old_id}, {what}: a new id would "
+                        "break their lineage; nothing was changed (kexp re-id is for one of "
+                        "two files that share an id)"
+                    )
+            data, checked = self._readable(file)
+            assert checked.document is not None  # (checked)
+            now = ids.current_time()
+            new = dataclasses.replace(checked.document.to_experiment(), id=ids.new_id(now))
+            text = encode_like(data, render_update(checked.document, new))
+            target = self.path_for(dataclasses.replace(new, created_at=creation_time(now)))
+            locked.enter_context(
+                exclusive_lock(self._claim_lock_path(new.id), self.settings.lock_timeout_s)
+            )
+            _make_folder(target.parent)
+            _write_new(target, text)
+            try:
+                file.unlink()
+            except OSError as exc:
+                target.unlink(missing_ok=True)
+                raise write_failure(file, exc) from None
+        self._note_removed(file)
+        self._written()
+        return ReId(old_id, file, new.id, target)
+
+    def _experiment_file(self, path: Path) -> Path:
+        """``path`` (relative: to the working directory) as an experiment file of the
+        working tree, its folders resolved; else a one-line :class:`KexpError`."""
+        absolute = path if path.is_absolute() else Path.cwd() / path
+        try:
+            file = absolute.parent.resolve() / absolute.name
+        except OSError as exc:
+            raise KexpError(f"{path} cannot be read: {exc.strerror or exc}") from None
+        if not file.is_relative_to(self.experiments_dir.resolve()):
+            raise KexpError(
+                f"{path} is not in this store's {EXPERIMENTS_DIR}/ ({self.experiments_dir}): "
+                "give the path of one of its experiment files"
+            )
+        if id_from_name(file) is None:
+            raise KexpError(f"{path} is not an experiment file: its name is not <id>-<slug>.md")
+        if file.is_symlink() or not file.is_file():
+            raise KexpError(f"{path} is not an experiment file: no such file")
+        return file
+
+    def _readable(self, file: Path) -> tuple[bytes, CheckedFile]:
+        """The bytes of experiment ``file`` and their check, when its front-matter is read
+        and holds the id its name does; else a one-line :class:`KexpError`."""
+        try:
+            data = read_file(file, self.settings)
+        except FileFormatError as exc:
+            raise KexpError(f"{file} cannot be read: {exc.problem.message}") from None
+        except OSError as exc:
+            raise KexpError(f"{file} cannot be read: {exc.strerror or exc}") from None
+        checked = check_bytes(data, file, self.settings)
+        if checked.document is None or checked.document.fields.get("id") != id_from_name(file):
+            raise KexpError(
+                f"{file} has no front-matter holding the id its name does: fix it by hand "
+                f"first (kexp validate {shlex.quote(str(file))} says what is wrong)"
+            )
+        return data, checked
 
     def dependents(self, exp_id: str) -> tuple[list[str], list[str]]:
         """The ids of the valid experiments whose ``pid`` is this experiment (id or
@@ -598,6 +697,21 @@ class Removal:
     #: Its change_summary, read for the question (None: its file is invalid; "" when
     #: no question was asked).
     summary: str | None = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReId:
+    """What :meth:`Store.re_id` (``kexp re-id``) did: the experiment file's id and path
+    before, and after."""
+
+    #: The id the file held (another file may still hold it).
+    old_id: str
+    #: Where the file was (gone now).
+    old_path: Path
+    #: Its new id.
+    id: str
+    #: Its new file.
+    path: Path
 
 
 def _id_list(exp_ids: list[str], shown: int = 5) -> str:

@@ -342,6 +342,37 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
     return one_line(value)
 
 
+def _is_where(column: str) -> bool:
+    """Whether a column of ``--fields`` is where a read across refs found each
+    experiment (:data:`kexp.output.export.WHERE_FIELDS`: ``ref``, ``refs``, ...)."""
+    from kexp.output.export import WHERE_FIELDS  # lazy: only for a table of --fields
+
+    return column in WHERE_FIELDS
+
+
+def _insert_where(
+    rows: list[list[str]],
+    experiments: Sequence[KernelExperiment],
+    names: list[str],
+    places: list[int],
+    where: Callable[[KernelExperiment], Any] | None,
+) -> None:
+    """Put the cells of the where-fields ``names`` asked for by ``--fields`` at
+    ``places`` of each row: ``ref`` as the REF column says it (:func:`ref_labels`), the
+    others as ``--format csv`` does (a list: its items, spaces between). A read of the
+    working tree alone knows none: the one-line error of ``--json``."""
+    from kexp.output.export import to_record
+
+    labels = ref_labels([where(exp) if where is not None else None for exp in experiments])
+    for exp, label, row in zip(experiments, labels, rows, strict=True):
+        found = to_record(exp, names)
+        for name, at in zip(names, places, strict=True):
+            value = label if name == "ref" else found[name]
+            if isinstance(value, list):
+                value = " ".join(map(str, value))
+            row.insert(at, one_line(str(value).lower() if isinstance(value, bool) else value))
+
+
 def ref_labels(sightings: Sequence[Any]) -> list[str]:
     """The REF cells of a table: where each experiment was found (``local``, or the ref
     holding it, ``+N`` other places holding the same content; ``(older elsewhere)``, or
@@ -420,6 +451,10 @@ def emit_experiments(
             ]
         if where is not None:
             for exp, record in zip(experiments, records, strict=True):
+                if chosen:  # the fields asked for, ref and refs only when among them
+                    if output_format == "csv" and isinstance(record.get("refs"), list):
+                        record["refs"] = " ".join(record["refs"])
+                    continue
                 sighting = where(exp)
                 if sighting is not None:
                     found = sighting.to_dict()
@@ -437,8 +472,14 @@ def emit_experiments(
         return
     columns = tuple(chosen) if chosen else _COLUMNS
     headers = [_HEADERS.get(c, c.upper()) for c in columns]
-    rows = [[cell(e, c, id_length) for c in columns] for e in experiments]
-    if where is not None:
+    asked = [at for at, column in enumerate(columns) if chosen and _is_where(column)]
+    rows = [
+        [cell(e, c, id_length) for at, c in enumerate(columns) if at not in asked]
+        for e in experiments
+    ]
+    if asked:  # where each was found, asked for by --fields: in the places asked
+        _insert_where(rows, experiments, [columns[at] for at in asked], asked, where)
+    elif where is not None and not chosen:
         at = columns.index("id") + 1 if "id" in columns else 0
         headers.insert(at, "REF")
         labels = ref_labels([where(exp) for exp in experiments])

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from kexp.cli.commands.common import (
-    SUSPECT_LABEL,
     cell,
     complete_ids,
     emit_experiments,
@@ -23,7 +20,6 @@ from kexp.cli.commands.common import (
     get_store,
     needs_bodies,
     read_options,
-    ref_labels,
     refs_options,
     rev_option,
     suspect_reasons,
@@ -43,11 +39,11 @@ from kexp.cli.commands.terminal import (
     truncate,
     wrap_under,
 )
+from kexp.cli.commands.treeview import print_trees, ref_keys
 from kexp.format.outputs import record_format_names
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
-    from kexp.storage.lineage import TreeNode
     from kexp.storage.store import Store
 
 
@@ -448,7 +444,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     cumulative score vs the parent's, outcome, summary. '*' marks the path from the
     root to the best tip of the tree (the best cumulative score); 'dead end' marks an
     experiment others built on that no descendant beats (a step within noise beats
-    nothing).
+    nothing). Below 91 columns the summary is given the room: one space between the
+    columns, scores to 3 decimals, Δ to 1.
 
     Python: kexp.storage.lineage.lineage_of(store, id), kexp.storage.lineage.lineage_forest(store,
     **filters).
@@ -483,11 +480,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     best = forest[0].best_tip
     shown = [node.experiment.id for root in forest for node in root.walk()]
     id_length = store.shown_id_length([*shown, *([best.id] if best is not None else [])])
-    refs = _ref_keys(forest, where_found(store))
-    for number, root in enumerate(forest):
-        if number:
-            click.echo("")  # a tree starts at its root, after a blank line
-        _print_node(root, "", "", width, style, focus, id_length, refs)
+    refs = ref_keys(forest, where_found(store))
+    print_trees(forest, width, style, focus, id_length, refs)
     if (
         focus is not None
         and best is not None
@@ -512,135 +506,6 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         click.echo(truncate(f"{key}: found on {legend[key]}", width or 10**9))
     if refs.where is not None:
         click.echo("no @: found in the working tree (local)")
-
-
-@dataclasses.dataclass
-class _RefKeys:
-    """Where a tree's experiments were found, read across refs: a short key (``@1``)
-    for each place other than the working tree, its label (:func:`ref_labels`) told
-    once under the tree, so that every line keeps its room at 80 columns."""
-
-    where: Callable[[KernelExperiment], Any] | None
-    labels: dict[str, str] = dataclasses.field(default_factory=dict)
-    of_id: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-def _ref_keys(forest: list[TreeNode], where: Callable[[KernelExperiment], Any] | None) -> _RefKeys:
-    """The keys of :class:`_RefKeys` for the experiments of ``forest`` (none without
-    ``where``: a store that reads no refs)."""
-    keys = _RefKeys(where)
-    if where is None:
-        return keys
-    for root in forest:
-        for node in root.walk():
-            sighting = where(node.experiment)
-            label = ref_labels([sighting])[0] if sighting is not None else ""
-            if label and label != "local":
-                key = keys.labels.setdefault(label, f"@{len(keys.labels) + 1}")
-                keys.of_id[node.experiment.id] = key
-    return keys
-
-
-def _delta(node: TreeNode) -> str:
-    if node.delta_pct is None:
-        return "Δ      -" if node.depth else "        "
-    return f"Δ{node.delta_pct:+6.2f}%"
-
-
-def _print_node(
-    root: TreeNode,
-    lead: str,
-    child_lead: str,
-    width: int | None,
-    style: Any,
-    focus: str | None,
-    id_length: int,
-    refs: _RefKeys,
-) -> None:
-    """Print a tree, one line per node (ids ``id_length`` characters long), depth first
-    (no recursion: a lineage may be thousands of iterations deep). An only child, the
-    next step of a chain, is printed under its parent at its indent, without a branch:
-    a campaign's twelve steps stay in one column at 80 columns."""
-    stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
-    while stack:
-        node, lead, child_lead = stack.pop()
-        _print_line(node, lead, width, style, focus, id_length, refs.of_id.get(node.experiment.id))
-        if len(node.children) == 1:
-            stack.append((node.children[0], child_lead, child_lead))
-            continue
-        last = len(node.children) - 1
-        for index, child in reversed(list(enumerate(node.children))):
-            stack.append(
-                (
-                    child,
-                    child_lead + ("└── " if index == last else "├── "),
-                    child_lead + ("    " if index == last else "│   "),
-                )
-            )
-
-
-#: The fewest characters of a summary a tree's line keeps before its lead is shortened.
-_MIN_SUMMARY = 12
-
-
-#: How long a line's head is after its lead (mark, id, scores, Δ, outcome) as a rule: a
-#: longer Δ (+400.00%) shortens the summary, not the lead.
-_HEAD = len("* 0123456789  1.0000 1.0000 Δ +1.00%  improvement  ")
-
-
-def _fit_lead(head: str, lead: int, room: int) -> str:
-    """``head`` (its first ``lead`` characters the tree's lines) in ``room`` characters:
-    the lines of a deep tree are cut from the left ("…│   └── "), as many characters of
-    every line of one depth (siblings line up); the rest is kept."""
-    over = lead + _HEAD - room
-    if over <= 0 or lead == 0:
-        return head
-    return "…" + head[min(lead, over + 1) :]
-
-
-def _print_line(
-    node: TreeNode,
-    lead: str,
-    width: int | None,
-    style: Any,
-    focus: str | None,
-    id_length: int,
-    ref: str | None,
-) -> None:
-    exp = node.experiment
-    mark = "*" if node.on_best_path else " "
-    tail = "  [dead end]" if node.dead_end else ""
-    if node.is_best:
-        tail += "  [best]"
-    if exp.is_control:
-        tail += "  [control]"
-    if suspect_reasons(exp):
-        tail += f"  [{SUSPECT_LABEL}]"
-    if exp.id == focus:
-        tail += "  <"
-    if ref:  # where it was found (read across refs)
-        tail += f"  {ref}"
-    from kexp.format.samples import describe_score
-
-    cumulative = exp.cumulative_score
-    shown = "-" if cumulative is None else f"{cumulative:.4f}"
-    step = describe_score(exp.derived.shown_score)
-    head = f"{lead}{mark} {exp.id[:id_length]}  {shown:>6} {step:>6} {_delta(node)}  "
-    head += f"{exp.outcome:<12} "
-    summary = one_line(exp.change_summary)
-    if width is not None:
-        # The marks (``[best]``, ``<``) do not count: every line of a depth keeps one
-        # lead (siblings line up), their summaries shortened instead.
-        head = _fit_lead(head, len(lead), width - _MIN_SUMMARY - (id_length - 10))
-        summary = truncate(summary, width - len(head) - len(tail))
-    line = head + summary + tail
-    if width is not None:
-        line = truncate(line, width)  # tags longer than the terminal: the last resort
-    if node.on_best_path:
-        line = style(line, fg="green", bold=node.is_best)
-    elif node.dead_end or exp.outcome in ("buggy", "failed", "regression"):
-        line = style(line, fg="yellow" if exp.outcome == "regression" else "red")
-    click.echo(line.rstrip())
 
 
 # --- lessons -------------------------------------------------------------------------

@@ -729,6 +729,32 @@ def _refuse_delete(ctx: click.Context, why: str) -> NoReturn:
     ctx.exit(EXIT_PROBLEMS)
 
 
+@click.command(name="re-id")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.pass_context
+def re_id(ctx: click.Context, path: Path) -> None:
+    """Give an experiment file a fresh id, and the file name that goes with it.
+
+    For two files holding one id (kexp validate: duplicate-id): a file copied to start
+    a new experiment, or two branches that made the same id. Only the file's id line
+    changes; it moves to experiments/YYYY/MM/xx/<new id>-<slug>.md, by the new id's
+    time, as kexp add names a file. Refused (exit 2, nothing changed) for a path that is
+    not an experiment file of the store, and for an id no other file holds that other
+    experiments name as their parent or combine (their lineage would break).
+
+    Python: kexp.Store.re_id(path).
+
+    \b
+    Example:
+      kexp re-id experiments/2026/12/d6/6b164734f027c6d6-unroll-4-copy.md
+    """
+    done = get_store(ctx).re_id(path)
+    click.echo(
+        f"re-id {done.old_id} -> {done.id}: {clean(_relative(done.old_path))} -> "
+        f"{clean(_relative(done.path))}"
+    )
+
+
 # --- fmt -----------------------------------------------------------------------------
 
 
@@ -788,4 +814,4 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
     ctx.exit(EXIT_PROBLEMS if errors or (check and changed) else 0)
 
 
-COMMANDS = (new, add, remeasure, update, rm, fmt)
+COMMANDS = (new, add, remeasure, update, rm, re_id, fmt)

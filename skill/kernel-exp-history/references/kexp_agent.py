@@ -68,7 +68,8 @@ from typing import Any
 import kexp
 from kexp import KernelExperiment, ancestors, children, context, similar
 from kexp.storage.dedupe import normalize_code_change
-from kexp.measure.record import load_measurements, record_iteration, score_measurements
+from kexp.measure.record import load_measurements, record_iteration
+from kexp.measure.scoring import score_measurements
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.format.suspect import SUSPECT_LABEL, is_suspect, suspect_reasons
 
