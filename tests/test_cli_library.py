@@ -151,6 +151,12 @@ def test_a_tree_of_one_id_reads_the_store_once(
         ("- **Key Insight**: b", "b"),
         ("Key insights: b", "b"),
         ("**Key insight**:\n\n  spread over the next line\n", "spread over the next line"),
+        ("**Approach**: a. **Key insight**: b c", "b c"),  # within a paragraph
+        ("**Approach**: a. **Key insight:** b **Result**: 0.96x", "b"),  # up to the next label
+        ("**Key insight**: b **Result:** c", "b"),
+        ("**Key insight**: `__init__: x` stays", "`__init__: x` stays"),
+        ("**Approach**: a **Key insight**:\n\nb", "b"),
+        ("**Approach**: the key insight: is not one unless bold", ""),
         ("**Approach**: nothing else", ""),
         ("", ""),
     ],

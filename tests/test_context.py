@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, experiment_fields, run_kexp
+from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -467,6 +467,35 @@ def test_the_header_counts_failures_not_the_outcome_failed(history: Store) -> No
         assert count > 0 and " failed" not in header, header
         said = f"{count} failure{'' if count == 1 else 's'}"
         assert f"within noise, {said}" in header, header
+
+
+def test_the_header_says_what_it_counts_not_here_read_across_refs(tmp_path: Path) -> None:
+    """Read across refs in a clone that holds none of them, the header said "3 of them
+    here": as if this clone held them. It says which they are (the dtype and env asked
+    for), as its JSON keys ``experiments_here`` ... count them."""
+    from test_sync import clone, make_remote, record
+
+    remote, base = make_remote(tmp_path)
+    other = clone(remote, tmp_path / "other", branch="agent/b")
+    record(other, base, "Unroll by 4 - +2%", score=1.02)
+    record(other, base, "Unroll by 8 - -1%", score=0.99)
+    record(other, base, "fp8 stores - +3%", score=1.03, dtype_sig="fp8")
+    git(other, "add", "-A")
+    git(other, "commit", "-q", "-m", "three experiments")
+    git(other, "push", "-q", "origin", "agent/b")
+    mine = clone(remote, tmp_path / "mine")
+    assert Store(mine).list_experiments() == []  # none here, in this clone
+    asked = ("context", "--operator", "reshape_and_cache", "--all-refs")
+    for options, counted, said in (
+        (("--dtype", "bf16", "--env", "MI300X"), 2, "2 of them for this dtype and env: "),
+        (("--dtype", "bf16"), 2, "2 of them for this dtype: "),
+        ((), 3, "3 of them for any dtype and env: "),
+    ):
+        header = run_kexp(*asked, *options, cwd=mine).stdout.splitlines()[2]
+        assert header.startswith(f"3 experiment(s) on this operator; {said}"), header
+        assert " here" not in header, header
+        data = json.loads(run_kexp(*asked, *options, "--json", cwd=mine).stdout)["context"]
+        assert data["experiments_here"] == counted
 
 
 def test_a_failure_that_measured_nothing_prints_no_score(history: Store) -> None:

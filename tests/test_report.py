@@ -581,6 +581,29 @@ def test_a_second_report_reuses_the_pages_that_did_not_change(
     assert files_of(site) == files_of(fresh)
 
 
+def test_a_reused_page_prints_an_id_wider_once_another_shares_its_start(
+    store: Store, make_experiment: MakeExperiment, tmp_path: Path, no_racy_window: None
+) -> None:
+    """An id is printed as wide as the store's ids need: a page is written again when an
+    experiment elsewhere comes to share the start of an id it prints."""
+    parent = make_experiment(score=1.02, id="6749f3a0c2d41111")
+    child = make_experiment(score=1.05, pid=parent.id, id="0123456789abc222")
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+
+    def printed() -> list[str]:
+        found = section_elements(site / experiment_path(child.id), child.id)
+        return [e.text for e in with_class(found, "id", "a")]
+
+    assert printed() == [parent.id, "6749f3a0c2"]  # its parent: the field, the lineage
+    make_experiment(score=1.1, operator_sig="t.py: gemm", id="6749f3a0c2ffff33")
+    build_report(store, site, now=NOW)
+    assert printed() == [parent.id, "6749f3a0c2d"]
+    fresh = tmp_path / "fresh"
+    build_report(store, fresh, now=NOW)
+    assert files_of(site) == files_of(fresh)
+
+
 def test_experiments_whose_ids_end_alike_share_a_page(
     store: Store, make_experiment: MakeExperiment, tmp_path: Path
 ) -> None:
@@ -689,6 +712,41 @@ def test_cli_writes_the_report_and_prints_where(
     assert exp.id in sections(tmp_path / "out")
     as_json = run_kexp("report", "-o", str(tmp_path / "out"), "--json", cwd=repo)
     assert json.loads(as_json.stdout)["pages"] == 3
+
+
+def test_ids_the_report_prints_name_one_experiment_as_the_commands_do(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The predecessor's ids may share their first 10 characters (an imported campaign of
+    7 does): the report prints them as wide as ``kexp list`` does, so each id it shows,
+    given to ``kexp show``, names one experiment (not "ambiguous")."""
+    from test_legacy import record, write_database
+
+    db: dict[str, Any] = {}
+    parent = ""
+    for n, score in enumerate([0.9819, 1.0112, 1.019, 1.0031, 1.0004, 0.9937, 0.97], start=1):
+        exp_id = f"a1f0c3d2e4b5{n:04x}"
+        db[exp_id] = record(exp_id, pid=parent, score=score, change_summary=f"Step {n} - x")
+        parent = exp_id
+    db["b7e21f0a9c3d4e15"] = record("b7e21f0a9c3d4e15", operator_sig="gemm.py: gemm")
+    source = write_database(tmp_path / "kernel_experiments_db.json", db)
+    done = run_kexp("import", str(source), "--no-check-commits", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    done = run_kexp("report", "-o", str(tmp_path / "site"), cwd=repo)
+    assert done.returncode == 0, done.stderr
+    listed = run_kexp("--no-pager", "list", cwd=repo).stdout
+    widths = {len(i) for i in re.findall(r"(?<![0-9a-f])a1f0c3d2e4[0-9a-f]*(?![0-9a-f])", listed)}
+    printed: set[str] = set()
+    for page in (tmp_path / "site").rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        printed |= set(re.findall(r"(?<![0-9a-f])a1f0c3d2e4[0-9a-f]*(?![0-9a-f])", html))
+    ambiguous = {shown for shown in printed if sum(i.startswith(shown) for i in db) != 1}
+    assert not ambiguous, f"the report prints ids that name several experiments: {ambiguous}"
+    (page,) = (tmp_path / "site" / "op").glob("reshape-and-cache*.html")
+    lessons = [e.text for e in with_class(elements(page), "id", "a")]
+    assert lessons and {len(shown) for shown in lessons} == widths == {16}
+    shown = run_kexp("show", lessons[0], cwd=repo)
+    assert shown.returncode == 0 and lessons[0] in shown.stdout, shown.stderr
 
 
 def test_cli_refuses_a_folder_it_did_not_write_with_one_line(

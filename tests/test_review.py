@@ -890,6 +890,35 @@ def test_a_failure_added_without_a_key_insight_shows_the_error_it_recorded(
     assert "Traceback" not in shown
 
 
+def test_a_key_insight_within_a_paragraph_is_read_alike_by_review_lessons_and_report(
+    pr: PullRequest, tmp_path: Path
+) -> None:
+    """``**Key insight**:`` on the line of ``**Approach**:`` (one paragraph, as an agent
+    writes it): the review, ``kexp lessons`` and the report's lessons all give the insight
+    (the experiment's page shows the whole description), none "(no key insight)"."""
+    create(
+        pr.store,
+        pid=pr.fused.id,
+        score=0.96,
+        change_summary="Warp-per-row - -4%",
+        detailed_description="**Approach**: warp per row. **Key insight**: occupancy halves on "
+        "long rows **Result**: 0.96x",
+    )
+    commit_all(pr.repo, "A regression, its key insight within the paragraph")
+    insight = "occupancy halves on long rows"
+    review_md = run_kexp("review", "main", cwd=pr.repo)
+    assert review_md.returncode == 0, review_md.stderr
+    lesson = review_md.stdout.split("### Lessons added")[1].split("Warp-per-row - -4%")[1]
+    assert lesson.split("\n- ")[0].split("\n")[1] == f"  - Key insight: {insight}", lesson
+    lessons = run_kexp("--no-pager", "lessons", cwd=pr.repo)
+    assert f"Key insight: {insight}\n" in lessons.stdout, lessons.stdout
+    assert "(no key insight recorded)" not in lessons.stdout.split("Warp-per-row")[1]
+    report = run_kexp("report", "-o", str(tmp_path / "site"), cwd=pr.repo)
+    assert report.returncode == 0, report.stderr
+    pages = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "site" / "op").iterdir())
+    assert f'<div class="insight">Key insight: {insight}</div>' in pages
+
+
 def test_an_a_a_control_is_shown_as_a_control_not_as_marginal(repo: Path, store: Store) -> None:
     """A branch adds an A/A run (tagged control): the review's table says ``control``,
     as ``kexp stats`` and the report count it, never the ``marginal`` its score alone

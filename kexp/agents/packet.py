@@ -196,6 +196,13 @@ def _failures(count: int) -> str:
     return f"{count} failure{'' if count == 1 else 's'}"
 
 
+def _asked(header: dict[str, Any]) -> str:
+    """Which of the operator's experiments the header's counts are of ("for this dtype
+    and env"): never "here", which read across refs would seem to mean this clone."""
+    given = " and ".join(name for name in ("dtype", "env") if header[name])
+    return f"for this {given}" if given else "for any dtype and env"
+
+
 def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], budget: int) -> str:
     where = " × ".join(
         [header["operator"], header["dtype"] or "any dtype", header["env"] or "any env"]
@@ -203,8 +210,9 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     lines = [f"# kexp context: {cut(where)}", ""]
     summary = (
         f"{header['experiments_on_operator']} experiment(s) on this operator; "
-        f"{header['experiments_here']} of them here: {header['improved_here']} improved, "
-        f"{header['within_noise_here']} within noise, {_failures(header['failures_here'])}"
+        f"{header['experiments_here']} of them {_asked(header)}: "
+        f"{header['improved_here']} improved, {header['within_noise_here']} within noise, "
+        f"{_failures(header['failures_here'])}"
         + (f", {header['pending_here']} pending." if header["pending_here"] else ".")
     )
     if header.get("no_match"):  # not "0 experiment(s) on this operator": none is it

@@ -668,19 +668,30 @@ _KEY_INSIGHT = re.compile(
     r"\s*(?P<rest>.*)$",
     re.IGNORECASE,
 )
+#: The label in bold further on in a line (``**Approach**: ... **Key insight**: ...``).
+_KEY_INSIGHT_INLINE = re.compile(
+    r"(?<!\S)(?:\*\*|__)key\s+insights?\s*(?::\s*(?:\*\*|__)|(?:\*\*|__)\s*:)\s*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+#: A bold label after the insight on its line (``**Result**:``): where the insight ends.
+_NEXT_LABEL = re.compile(r"\s\*\*[A-Za-z][^*:\n]{0,40}(?::\s*\*\*|\*\*\s*:)")
 
 
 def key_insight(description: str) -> str:
-    """The text of the ``**Key insight**:`` line of a detailed description ("" if none).
+    """The text of the ``**Key insight**:`` label of a detailed description ("" if none):
+    the rest of its line, up to a next bold label (``**Result**:``); the label may start
+    a line or follow other text in it (``**Approach**: ... **Key insight**: ...``).
 
-    When the line holds only the label, the next non-blank line is the insight.
+    When the label ends its line, the next non-blank line is the insight. Every view of
+    the key insight (``kexp lessons``, ``kexp review``, the report's lessons, the consult
+    packet) reads it here.
     """
     lines = description.splitlines()
     for index, line in enumerate(lines):
-        match = _KEY_INSIGHT.match(line)
+        match = _KEY_INSIGHT.match(line) or _KEY_INSIGHT_INLINE.search(line)
         if match is None:
             continue
-        rest = match.group("rest").strip()
+        rest = _NEXT_LABEL.split(match.group("rest"), maxsplit=1)[0].strip()
         if rest:
             return rest
         for following in lines[index + 1 :]:

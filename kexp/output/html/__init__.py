@@ -152,6 +152,7 @@ def build_report(
         footer=f"kexp {text(__version__)} · generated {text(stamp)}",
         page_footer=f"kexp {text(__version__)}",
         filters={k: v for k, v in filters.items() if v is not None},
+        id_length=store.shown_id_length(exp.id for exp in experiments),
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(target.parent, WAIT_S):

@@ -37,6 +37,7 @@ def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
             exp.derived,  # its cumulative score depends on every ancestor
             site.relative_path(exp),
             site.page_footer,
+            site.id_length,  # the ids it prints: wider when another id shares their start
             brief(parent) if parent is not None else None,
             [brief(kid) for kid in site.children.get(exp.id, [])],
             [other in site.by_id for other in exp.combines],

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from kexp.agents.lessons import LESSON_GROUPS
 from kexp.core.campaign import NOTHING_MEASURED
+from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.format.samples import describe_score
 from kexp.output.html import svg
@@ -145,6 +146,9 @@ class Site:
     filters: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Key insight of each lesson (buggy, failed, regression, marginal, interference), by id.
     insights: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: How many characters of an id the pages print: as the command's listings, each id
+    #: unique among the store's (:meth:`kexp.storage.reader.StoreReader.shown_id_length`).
+    id_length: int = SHOWN_LENGTH
     by_id: dict[str, KernelExperiment] = dataclasses.field(init=False)
     children: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
     operators: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
@@ -163,7 +167,7 @@ class Site:
 
     def experiment_link(self, exp_id: str, root: str, label: str | None = None) -> str:
         """A link to an experiment's page (plain text when it is not in the report)."""
-        shown = one_line(label if label is not None else exp_id[:10])
+        shown = one_line(label if label is not None else exp_id[: self.id_length])
         if exp_id not in self.by_id:
             return f'<span class="id missing" title="not in this report">{shown}</span>'
         return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>'
@@ -429,7 +433,7 @@ def overview_page(site: Site) -> str:
 # --- operator page ----------------------------------------------------------------------
 
 
-def _tooltip(exp: KernelExperiment) -> str:
+def _tooltip(exp: KernelExperiment, id_length: int) -> str:
     score = (
         describe_score(exp.derived.shown_score)
         if isinstance(exp.score, (int, float))
@@ -437,7 +441,8 @@ def _tooltip(exp: KernelExperiment) -> str:
     )
     cumulative = exp.cumulative_score
     reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
-    return f"{exp.id[:10]}  {score}{reached}  {exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+    said = f"{exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+    return f"{exp.id[:id_length]}  {score}{reached}  {said}"
 
 
 def _plotted(exp: KernelExperiment) -> float:
@@ -491,7 +496,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     points = [
         svg.Point(
             f"{root}{experiment_href(exp.id)}",
-            _tooltip(exp),
+            _tooltip(exp, site.id_length),
             exp.outcome,
             _plotted(exp),
             exp.cumulative_ci if exp.derived.ranked else None,
@@ -565,12 +570,15 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         svg.lineage_graph(
             forest,
             lambda node: f"{root}{experiment_href(node.experiment.id)}",
-            lambda node: _tooltip(node.experiment) + ("  [dead end]" if node.dead_end else ""),
+            lambda node: (
+                _tooltip(node.experiment, site.id_length)
+                + ("  [dead end]" if node.dead_end else "")
+            ),
             best_paths=paths,
         ),
         "</div>",
     ]
-    parts += _heatmap_section(members, root)
+    parts += _heatmap_section(members, root, site.id_length)
     parts += [
         "<h2>Per dtype and environment</h2>",
         table(
@@ -717,7 +725,7 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _heatmap_section(members: Sequence[KernelExperiment], root: str) -> list[str]:
+def _heatmap_section(members: Sequence[KernelExperiment], root: str, id_length: int) -> list[str]:
     with_results = [exp for exp in members if exp.results]
     parts = ["<h2>Speedup per configuration</h2>"]
     if not with_results:
@@ -726,9 +734,12 @@ def _heatmap_section(members: Sequence[KernelExperiment], root: str) -> list[str
     for exp in with_results:
         for result in exp.results:
             rows.setdefault(str(result.get("config", "")), len(rows))
-    columns = [(f"{root}{experiment_href(exp.id)}", _tooltip(exp)) for exp in with_results]
+    columns = [
+        (f"{root}{experiment_href(exp.id)}", _tooltip(exp, id_length)) for exp in with_results
+    ]
     cells = []
     for column, exp in enumerate(with_results):
+        shown_id = exp.id[:id_length]
         for result in exp.results:
             config = str(result.get("config", ""))
             speedup = _number(result.get("speedup"))
@@ -736,7 +747,7 @@ def _heatmap_section(members: Sequence[KernelExperiment], root: str) -> list[str
             detail = f" ({base:g} → {cand:g})" if base is not None and cand is not None else ""
             shown = f"{speedup:.4f}×" if speedup is not None else "no speedup"
             cells.append(
-                svg.Cell(column, rows[config], speedup, f"{exp.id[:10]}  {config}: {shown}{detail}")
+                svg.Cell(column, rows[config], speedup, f"{shown_id}  {config}: {shown}{detail}")
             )
     return [
         *parts,
