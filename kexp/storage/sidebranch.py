@@ -8,6 +8,7 @@ checkout restarted from an earlier commit, or another line was published there:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import SyncConflictError
@@ -21,25 +22,34 @@ if TYPE_CHECKING:
     from kexp.storage.snapshot import StoreLocation
 
 
-def side_base(
-    location: StoreLocation,
-    view: RemoteView,
-    target: str,
-    local: str | None,
-    remote_base: str | None,
-    checkout: str | None,
-    dry_run: bool,
-) -> tuple[str | None, bool]:
-    """(The commit the side branch ``target``'s next commit builds on, as the branch
-    holds it (``local``: its commit here; ``remote_base``: the remote's, when new here;
-    else the checkout's commit), whether the branch starts again from the checkout).
+@dataclasses.dataclass(frozen=True)
+class SideBranch:
+    """The side branch ``target`` a sync publishes to, as this sync sees it: ``local``
+    (its commit here, or None), ``remote_base`` (the remote's, when new here), the
+    checkout's commit, and whether it is a dry run (which fetches nothing)."""
+
+    location: StoreLocation
+    view: RemoteView
+    target: str
+    local: str | None
+    remote_base: str | None
+    checkout: str | None
+    dry_run: bool
+
+
+def side_base(branch: SideBranch) -> tuple[str | None, bool]:
+    """(The commit the side branch's next commit builds on, as the branch holds it (its
+    ``local`` commit here; the ``remote_base``, when new here; else the checkout's
+    commit), whether the branch starts again from the checkout).
     A branch whose experiments the checkout or the remote's other branches hold already
     (its pull request merged) starts again from the checkout's commit, but the remote's
     default branch (``--branch main`` from a feature branch), which takes no code from the
     checkout. The checkout's newer code is brought in apart (:func:`with_checkout`)."""
+    location, view, target = branch.location, branch.view, branch.target
+    local, checkout = branch.local, branch.checkout
     repo = location.repo
-    base = local or remote_base or checkout
-    if starts_again(location, view, target, local, remote_base, checkout, dry_run):
+    base = local or branch.remote_base or checkout
+    if starts_again(branch):
         return checkout, True  # its code line left, its pull request landed, the branch deleted
     if (
         local is not None
@@ -88,27 +98,21 @@ def with_checkout(
     return on
 
 
-def starts_again(
-    location: StoreLocation,
-    view: RemoteView,
-    target: str,
-    local: str | None,
-    remote_base: str | None,
-    checkout: str | None,
-    dry_run: bool,
-) -> bool:
-    """Whether the side branch ``target`` (``local``: its commit here; ``remote_base``:
-    the remote's, when new here) starts again from the checkout's commit alone: it holds
-    code commits the checkout's line does not (:func:`code_left`: the checkout restarted
-    from an earlier commit), its pull request landed and the remote deleted it; a merge
-    would bring the left line in. Raises :class:`~kexp.core.errors.SyncConflictError`
+def starts_again(branch: SideBranch) -> bool:
+    """Whether the side branch (its ``local`` commit here; the ``remote_base``, when new
+    here) starts again from the checkout's commit alone: it holds code commits the
+    checkout's line does not (:func:`code_left`: the checkout restarted from an earlier
+    commit), its pull request landed and the remote deleted it; a merge would bring the
+    left line in. Raises :class:`~kexp.core.errors.SyncConflictError`
     when the branch holds such code and stays (kept on the remote, or not merged):
     :func:`kexp.storage.syncclash.line_left`."""
+    location, view, target = branch.location, branch.view, branch.target
+    local, checkout = branch.local, branch.checkout
     if checkout is None or target == view.default():
         return False
-    there = remote_base
+    there = branch.remote_base
     if local is not None:  # (listed, its commit fetched)
-        there = view.known_tip(target) if dry_run else view.branches().get(target)
+        there = view.known_tip(target) if branch.dry_run else view.branches().get(target)
     default = view.default()
     upstream = view.branches().get(default) if default else None
     for tip, where in ((there, f"{view.remote}/{target}"), (local, target)):
