@@ -15,7 +15,8 @@ from kexp.core.errors import SyncConflictError
 from kexp.format.rules import id_from_name
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
-from kexp.storage.syncclash import code_clash, line_left
+from kexp.gitops import rewrites
+from kexp.storage.syncclash import code_clash, line_left, rewritten_left
 
 if TYPE_CHECKING:
     from kexp.storage.remoteview import RemoteView
@@ -120,7 +121,7 @@ def starts_again(branch: SideBranch) -> bool:
         if left and there is None and view.landed(tip or ""):
             return True
         if left:
-            raise line_left(location, view, target, where, str(tip), left)
+            raise refusal(location, view, target, where, str(tip), checkout, left)
     return False
 
 
@@ -136,7 +137,30 @@ def refuse_left(
     default = view.default()
     left = code_left(location, tip, checkout, view.branches().get(default) if default else None)
     if left:
-        raise line_left(location, view, target, f"{view.remote}/{target}", tip, left)
+        raise refusal(location, view, target, f"{view.remote}/{target}", tip, checkout, left)
+
+
+def refusal(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    where: str,
+    tip: str,
+    checkout: str,
+    left: list[str],
+) -> SyncConflictError:
+    """The refusal to publish to the side branch ``target`` (``where`` holds it, at
+    ``tip``) whose code the checkout's line left (``left``: the files): a commit of it
+    the checkout holds amended or rebased with another change (the same author, date
+    and subject: :func:`kexp.gitops.rewrites.rewritten_commits`) is named
+    (:func:`kexp.storage.syncclash.rewritten_left`); else the line left
+    (:func:`kexp.storage.syncclash.line_left`)."""
+    repo, folder = location.repo, location.folder
+    copies = rewrites.patch_copies(repo, tip, checkout, folder)
+    rewritten = rewrites.rewritten_commits(repo, tip, checkout, folder, skip=copies)
+    if rewritten:
+        return rewritten_left(location, view, target, where, rewritten, left)
+    return line_left(location, view, target, where, tip, left)
 
 
 def code_left(
@@ -158,9 +182,12 @@ def code_left(
         return []
     folder = location.folder
     bases = [checkout] if upstream is None else [checkout, upstream]
-    left = gitcommits.code_left(repo, tip, bases, folder) or gitcommits.code_left(
-        repo, tip, [checkout], folder, first_parent=True
+    copies = rewrites.patch_copies(repo, tip, checkout, folder)  # rebased, the same patch
+    left = gitcommits.code_left(repo, tip, bases, folder, skip=copies) or gitcommits.code_left(
+        repo, tip, [checkout], folder, first_parent=True, skip=copies
     )  # (its own line: the default branch's commits merged in come by second parents)
+    if copies and not left:
+        return []  # every code commit of it the checkout holds rebased: merged on
     if left and gitcommits.unpublished_paths(repo, tip, [checkout], location.folder):
         return code_clash(location, checkout, tip) or left
     return code_clash(location, checkout, tip)
