@@ -349,3 +349,46 @@ def test_a_published_commit_amended_with_another_change_is_refused_naming_it(
     assert git(remote, "show", f"{args[-1]}:tile.h") == "// Tile 128 - +10%"
     listed = published_ids(remote, args[-1])
     assert first.id in listed and second.id in listed, listed
+
+
+@pytest.mark.parametrize("how", ["reworded", "rebased onto main"])
+def test_a_checkout_whose_code_clashes_with_the_branch_s_is_not_published_on_the_old_code(
+    tmp_path: Path, how: str
+) -> None:
+    """The first step published, the agent rewrites its commit with the same change
+    (as above) and the second step changes the same kernel lines again: merging the
+    checkout's code onto the branch clashes. The sync (and its dry run) never publishes
+    the second experiment on the first step's kernel: nothing changes, the experiments
+    stay in the working tree, and one line names the kernel and says what to do; that
+    command, run as printed, publishes the checkout's kernel with both experiments."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    first = step(agent, "// step 1", "Step 1 - +10%")
+    publish(agent)
+    if how == "reworded":
+        git(agent, "commit", "-q", "--amend", "-m", "Step 1 (reworded) - +10%")
+    else:
+        teammate_commit(remote, tmp_path / "forge")
+        git(agent, "fetch", "-q")
+        git(agent, "rebase", "-q", "origin/main")
+    second = step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
+    on_remote = git(remote, "for-each-ref", "--format=%(refname) %(objectname)")
+    here = git(agent, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+
+    dry = run_kexp("sync", "--branch", BRANCH, "--dry-run", cwd=agent)
+    done = run_kexp("sync", "--branch", BRANCH, cwd=agent)
+    assert done.returncode != 0 and dry.returncode == done.returncode, done.stdout
+    assert dry.stderr == done.stderr
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and KERNEL in said, said
+    assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == on_remote
+    assert git(agent, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == here
+    assert Path(str(first.path)).exists() and Path(str(second.path)).exists()
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=agent)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    listed = published_ids(remote, args[-1])
+    assert first.id in listed and second.id in listed, listed

@@ -16,7 +16,7 @@ from kexp.format.rules import id_from_name
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.gitops import rewrites
-from kexp.storage.syncclash import code_clash, line_left, rewritten_left
+from kexp.storage.syncclash import checkout_clashes, code_clash, line_left, rewritten_left
 
 if TYPE_CHECKING:
     from kexp.storage.remoteview import RemoteView
@@ -83,7 +83,10 @@ def with_checkout(
     when the checkout has commits it lacks: the checkout itself when it descends from
     ``on``, else a merge of the checkout into ``on`` (the branch keeps what it published
     and fast-forwards; :func:`side_base` made sure it holds no code the checkout's line
-    lacks). ``on`` as it is for the remote's default branch, or when the two clash."""
+    lacks). ``on`` as it is for the remote's default branch. Raises
+    :class:`~kexp.core.errors.SyncConflictError` when the merge clashes
+    (:func:`kexp.storage.syncclash.checkout_clashes`): the new experiments are never
+    published on the branch's old code."""
     repo = location.repo
     if on is None or checkout is None or target == view.default():
         return on
@@ -91,12 +94,13 @@ def with_checkout(
         return on  # it holds the checkout's code already
     if kgit.is_ancestor(repo, on, checkout):
         return checkout
-    with contextlib.suppress(SyncConflictError):
+    try:
         return gitcommits.merge_commits(
             repo, on, checkout, f"kexp sync: the checkout's code onto {target}",
             folder=location.folder, id_of=id_from_name,
         )  # fmt: skip
-    return on
+    except SyncConflictError as exc:
+        raise checkout_clashes(location, view, target, on, exc) from None
 
 
 def starts_again(branch: SideBranch) -> bool:

@@ -22,6 +22,7 @@ from kexp.core.advice import (
     REMOVE_THERE,
     SETTLE_BESIDE,
     SYNC_BRANCH_AGAIN,
+    SYNC_CODE_CLASHES,
     SYNC_NEW_BRANCH,
     SYNC_REWRITTEN,
     TAKE_CORRECTION,
@@ -297,6 +298,25 @@ def line_left(
         f"restarted from an earlier commit, or another line was published there); {why}: "
         + SYNC_NEW_BRANCH.say(branch=new_branch_name(location, view, target)),
         paths,
+    )
+
+
+def checkout_clashes(
+    location: StoreLocation, view: RemoteView, target: str, on: str, exc: SyncConflictError
+) -> SyncConflictError:
+    """The refusal to publish to the side branch ``target`` (at ``on``) when merging the
+    checkout's code onto it clashes (``exc``: the branch changed the same code otherwise,
+    by commits the checkout holds rebased with the same patch, or main's merged in):
+    publishing on the branch's old code would put the experiments on code they were not
+    measured on, so they stay in the working tree and go under a new branch name."""
+    code = [p for p in exc.paths if not p.startswith(f"{location.folder}/")] or exc.paths
+    return SyncConflictError(
+        f"kexp sync did nothing: merging your checkout's code onto {target} (at "
+        f"{on[:12]}) clashes in {listing(code)}, which {target} holds changed otherwise; "
+        "publishing there on its old code would put your experiments on code they were "
+        "not measured on: " + SYNC_CODE_CLASHES.say(branch=new_branch_name(location, view, target)),
+        exc.paths,
+        exc.conflicts,
     )
 
 
