@@ -3,7 +3,10 @@ as it is, with the checkout's newer code brought in (a campaign's steps stacked:
 branch follows the checkout's commits), started again from the checkout when its pull
 request landed, or refused when the branch holds code the checkout's line does not (the
 checkout restarted from an earlier commit, or another line was published there:
-:func:`kexp.storage.syncclash.line_left`)."""
+:func:`kexp.storage.syncclash.line_left`; a published commit amended with another change:
+:func:`kexp.storage.syncclash.rewritten_left`; one rebased with the same patch is no left
+code) or whose merge with the checkout's code clashes
+(:func:`kexp.storage.syncclash.checkout_clashes`)."""
 
 from __future__ import annotations
 
