@@ -289,7 +289,7 @@ def test_a_published_commit_rewritten_with_the_same_change_is_not_a_left_line(
     changes (``git commit --amend`` of the message alone; ``git rebase`` onto a
     teammate's newer main): its patch is the published one's, so the second step is
     published on: the branch moves forward (a merge, never a force-push) and holds the
-    checkout's code and both experiments."""
+    checkout's code and both experiments; the third step follows as the second did."""
     remote, _ = make_remote(tmp_path)
     agent = clone(remote, tmp_path / "agent", branch="work")
     first = change(agent, "tile.h", "Tile 64 - +10%")
@@ -311,6 +311,10 @@ def test_a_published_commit_rewritten_with_the_same_change_is_not_a_left_line(
     assert git(agent, "diff", "HEAD", f"origin/{BRANCH}", "--", ".", ":!experiments") == ""
     listed = published_ids(remote)
     assert first.id in listed and second.id in listed, listed
+    third = change(agent, "vector.h", "Vector loads - +30%", pid=second.id)
+    publish(agent)  # (the branch holds both versions of the first step now: no left line)
+    assert git(remote, "show", f"{BRANCH}:vector.h") == "// Vector loads - +30%"
+    assert third.id in published_ids(remote)
 
 
 def test_a_published_commit_amended_with_another_change_is_refused_naming_it(

@@ -1,6 +1,6 @@
-"""Commits rewritten after they were published: copied with the same patch (``git
-cherry``: a rebase, or an amend of the message alone) or rewritten with another (an
-amend), told apart for ``kexp sync --branch``; built on
+"""Commits rewritten after they were published: copied with the same patch (a rebase,
+or an amend of the message alone: their patch ids, as ``git cherry`` compares them) or
+rewritten with another (an amend), told apart for ``kexp sync --branch``; built on
 :func:`kexp.gitops.git.git_command` (all git access goes through it)."""
 
 from __future__ import annotations
@@ -25,14 +25,20 @@ def _code_commits(repo: git.Repo, tip: str, base: str, folder: str) -> list[str]
 
 def patch_copies(repo: git.Repo, tip: str, base: str, folder: str) -> set[str]:
     """The commits of ``tip`` that ``base`` lacks (merges aside) changing a file outside
-    ``folder`` (a checked name) whose change ``base`` holds as a commit of its own with
-    the same patch id (``git cherry``'s ``-``): copied by a rebase or a ``git commit
-    --amend`` that changed nothing but the message or the commit it sits on."""
+    ``folder`` (a checked name) whose patch id a commit of ``base`` that does not
+    descend from them has too (``git rev-list --cherry-mark``'s ``=``, as ``git cherry``
+    marks them): copied by a rebase, or a ``git commit --amend`` of the message alone,
+    even once ``tip`` merged the copy in."""
     code = _code_commits(repo, tip, base, folder)
-    if not code:
-        return set()
-    cherry = git_command(repo, "cherry", base, tip).stdout.splitlines()
-    return {line[2:].strip() for line in cherry if line.startswith("- ")} & set(code)
+    marks: dict[str, bool] = {}
+    for commit in code:  # newest first: one call marks its ancestors too, mostly
+        if commit not in marks:
+            found = git_command(
+                repo, "rev-list", "--cherry-mark", "--right-only", "--no-merges",
+                f"{base}...{commit}",
+            ).stdout.split()  # fmt: skip
+            marks.update((line[1:], line.startswith("=")) for line in found)
+    return {commit for commit in code if marks.get(commit)}
 
 
 def rewritten_commits(
@@ -40,10 +46,10 @@ def rewritten_commits(
 ) -> list[tuple[str, str]]:
     """The commits of ``tip`` that ``base`` lacks (merges aside; those in ``skip``
     aside) changing a file outside ``folder`` (a checked name) that ``base`` holds
-    rewritten: a commit of ``base``'s that ``tip`` lacks, with the same author, author
-    date and subject (``git commit --amend`` and ``git rebase`` keep them), and
-    another patch. Pairs (the commit, its rewrite), each as ``abbreviated-hash
-    subject``, newest first."""
+    rewritten: a commit of ``base``'s that does not descend from them, with the same
+    author, author date and subject (``git commit --amend`` and ``git rebase`` keep
+    them), and another patch. Pairs (the commit, its rewrite), each as
+    ``abbreviated-hash subject``, newest first."""
     code = [c for c in _code_commits(repo, tip, base, folder) if c not in skip]
     if not code:
         return []
@@ -51,11 +57,10 @@ def rewritten_commits(
 
     def commits(*args: str) -> list[tuple[str, str, str]]:
         out = git_command(repo, "log", "--no-merges", f"--format={shape}", *args).stdout
-        return [
-            (h, shown, key) for h, shown, key in (line.split("\0") for line in out.splitlines())
-        ]
+        rows = (line.split("\0") for line in out.splitlines())
+        return [(h, shown, key) for h, shown, key in rows]
 
-    rewrites = {key: shown for _, shown, key in reversed(commits(base, "--not", tip))}
+    rewrites = {key: shown for _, shown, key in reversed(commits(base, "--not", *code))}
     mine = {h: (shown, key) for h, shown, key in commits("--no-walk=unsorted", *code)}
     return [
         (mine[h][0], rewrites[mine[h][1]]) for h in code if h in mine and mine[h][1] in rewrites
