@@ -33,6 +33,15 @@ def step(root: Path, line: str, summary: str, pid: str | None = None) -> KernelE
     return record(root, git(root, "rev-parse", "HEAD"), summary, **fields)
 
 
+def change(root: Path, name: str, summary: str, pid: str | None = None) -> KernelExperiment:
+    """One iteration on a file of its own: write ``name``, commit it, record the step."""
+    (root / name).write_text(f"// {summary}\n")
+    git(root, "add", name)
+    git(root, "commit", "-q", "-m", summary)
+    fields = {"pid": pid} if pid else {}
+    return record(root, git(root, "rev-parse", "HEAD"), summary, **fields)
+
+
 def publish(root: Path, branch: str = BRANCH) -> None:
     done = run_kexp("sync", "--branch", branch, cwd=root)
     assert done.returncode == 0, done.stderr
@@ -197,15 +206,7 @@ def test_main_s_code_brought_onto_the_branch_after_a_squash_is_not_a_left_line(
     main's commits are not a line the checkout left."""
     remote, _ = make_remote(tmp_path)
     agent = clone(remote, tmp_path / "agent", branch="work")
-
-    def change(name: str, summary: str, pid: str | None = None) -> KernelExperiment:
-        (agent / name).write_text(f"// {summary}\n")
-        git(agent, "add", name)
-        git(agent, "commit", "-q", "-m", summary)
-        fields = {"pid": pid} if pid else {}
-        return record(agent, git(agent, "rev-parse", "HEAD"), summary, **fields)
-
-    first = change("tile.h", "Tile 64 - +10%")
+    first = change(agent, "tile.h", "Tile 64 - +10%")
     publish(agent)
     land(remote, tmp_path / "forge", BRANCH, "squashed")
     forge = tmp_path / "forge"
@@ -213,10 +214,10 @@ def test_main_s_code_brought_onto_the_branch_after_a_squash_is_not_a_left_line(
     git(forge, "add", "NOTES.md")
     git(forge, "commit", "-q", "-m", "Teammate's notes")
     git(forge, "push", "-q", "origin", "main")
-    second = change("unroll.h", "Unroll 8 - +20%", pid=first.id)
+    second = change(agent, "unroll.h", "Unroll 8 - +20%", pid=first.id)
     publish(agent)
     assert git(remote, "show", f"{BRANCH}:unroll.h") == "// Unroll 8 - +20%"
-    third = change("vector.h", "Vector loads - +30%", pid=second.id)
+    third = change(agent, "vector.h", "Vector loads - +30%", pid=second.id)
     publish(agent)
     assert git(remote, "show", f"{BRANCH}:vector.h") == "// Vector loads - +30%"
     assert git(remote, "show", f"{BRANCH}:NOTES.md") == "Teammate's notes."
@@ -269,3 +270,129 @@ def test_another_code_line_pushed_meanwhile_is_not_merged_into_what_is_published
     assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (alice / KERNEL).read_text()
     assert "tune.h" not in git(remote, "ls-tree", "--name-only", args[-1])
     assert mine.id in published_ids(remote, args[-1])
+
+
+def teammate_commit(remote: Path, forge: Path) -> None:
+    """A teammate's commit on the remote's main (a file no step changes)."""
+    clone(remote, forge)
+    (forge / "NOTES.md").write_text("Teammate's notes.\n")
+    git(forge, "add", "NOTES.md")
+    git(forge, "commit", "-q", "-m", "Teammate's notes")
+    git(forge, "push", "-q", "origin", "main")
+
+
+@pytest.mark.parametrize("how", ["reworded", "rebased onto main"])
+def test_a_published_commit_rewritten_with_the_same_change_is_not_a_left_line(
+    tmp_path: Path, how: str
+) -> None:
+    """The first step published, the agent rewrites its commit without changing what it
+    changes (``git commit --amend`` of the message alone; ``git rebase`` onto a
+    teammate's newer main): its patch is the published one's, so the second step is
+    published on: the branch moves forward (a merge, never a force-push) and holds the
+    checkout's code and both experiments; the third step follows as the second did."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    first = change(agent, "tile.h", "Tile 64 - +10%")
+    publish(agent)
+    pushed = git(remote, "rev-parse", BRANCH)
+    if how == "reworded":
+        git(agent, "commit", "-q", "--amend", "-m", "Tile 64 (reworded) - +10%")
+    else:
+        teammate_commit(remote, tmp_path / "forge")
+        git(agent, "fetch", "-q")
+        git(agent, "rebase", "-q", "origin/main")
+    assert git(agent, "rev-parse", "HEAD") != git(remote, "rev-parse", f"{BRANCH}~1")
+    second = change(agent, "unroll.h", "Unroll 8 - +20%", pid=first.id)
+    publish(agent)
+    tip = git(remote, "rev-parse", BRANCH)
+    assert git(remote, "merge-base", "--is-ancestor", pushed, tip) == ""  # moved forward
+    git(agent, "fetch", "-q")
+    assert git(agent, "merge-base", "--is-ancestor", "HEAD", f"origin/{BRANCH}") == ""
+    assert git(agent, "diff", "HEAD", f"origin/{BRANCH}", "--", ".", ":!experiments") == ""
+    listed = published_ids(remote)
+    assert first.id in listed and second.id in listed, listed
+    third = change(agent, "vector.h", "Vector loads - +30%", pid=second.id)
+    publish(agent)  # (the branch holds both versions of the first step now: no left line)
+    assert git(remote, "show", f"{BRANCH}:vector.h") == "// Vector loads - +30%"
+    assert third.id in published_ids(remote)
+
+
+def test_a_published_commit_amended_with_another_change_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """The first step published, the agent amends its commit with another change (a
+    bigger tile): the branch holds the published version, which a merge would publish
+    beside the amended one, and kexp never force-pushes. The sync (and its dry run)
+    changes nothing and says in one line which commit was rewritten and what to do;
+    that command, run as printed, publishes the amended line: its code, both
+    experiments."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    first = change(agent, "tile.h", "Tile 64 - +10%")
+    publish(agent)
+    published = git(agent, "rev-parse", "--short", "HEAD")
+    (agent / "tile.h").write_text("// Tile 128 - +10%\n")
+    git(agent, "commit", "-q", "-a", "--amend", "--no-edit")
+    second = change(agent, "unroll.h", "Unroll 8 - +20%", pid=first.id)
+    on_remote = git(remote, "for-each-ref", "--format=%(refname) %(objectname)")
+
+    dry = run_kexp("sync", "--branch", BRANCH, "--dry-run", cwd=agent)
+    done = run_kexp("sync", "--branch", BRANCH, cwd=agent)
+    assert done.returncode != 0 and dry.returncode == done.returncode
+    assert dry.stderr == done.stderr
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1, said
+    assert published in said and git(agent, "rev-parse", "--short", "HEAD~1") in said, said
+    assert "amended or rebased" in said, said
+    assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == on_remote
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=agent)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:tile.h") == "// Tile 128 - +10%"
+    listed = published_ids(remote, args[-1])
+    assert first.id in listed and second.id in listed, listed
+
+
+@pytest.mark.parametrize("how", ["reworded", "rebased onto main"])
+def test_a_checkout_whose_code_clashes_with_the_branch_s_is_not_published_on_the_old_code(
+    tmp_path: Path, how: str
+) -> None:
+    """The first step published, the agent rewrites its commit with the same change
+    (as above) and the second step changes the same kernel lines again: merging the
+    checkout's code onto the branch clashes. The sync (and its dry run) never publishes
+    the second experiment on the first step's kernel: nothing changes, the experiments
+    stay in the working tree, and one line names the kernel and says what to do; that
+    command, run as printed, publishes the checkout's kernel with both experiments."""
+    remote, _ = make_remote(tmp_path)
+    agent = clone(remote, tmp_path / "agent", branch="work")
+    first = step(agent, "// step 1", "Step 1 - +10%")
+    publish(agent)
+    if how == "reworded":
+        git(agent, "commit", "-q", "--amend", "-m", "Step 1 (reworded) - +10%")
+    else:
+        teammate_commit(remote, tmp_path / "forge")
+        git(agent, "fetch", "-q")
+        git(agent, "rebase", "-q", "origin/main")
+    second = step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
+    on_remote = git(remote, "for-each-ref", "--format=%(refname) %(objectname)")
+    here = git(agent, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+
+    dry = run_kexp("sync", "--branch", BRANCH, "--dry-run", cwd=agent)
+    done = run_kexp("sync", "--branch", BRANCH, cwd=agent)
+    assert done.returncode != 0 and dry.returncode == done.returncode, done.stdout
+    assert dry.stderr == done.stderr
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1 and KERNEL in said, said
+    assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == on_remote
+    assert git(agent, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == here
+    assert Path(str(first.path)).exists() and Path(str(second.path)).exists()
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=agent)
+    assert followed.returncode == 0, followed.stderr
+    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    listed = published_ids(remote, args[-1])
+    assert first.id in listed and second.id in listed, listed

@@ -278,6 +278,22 @@ SYNC_NEW_BRANCH = Advice(
     "publish the checkout's code and experiments under a new branch name, a pull "
     'request of their own: call sync with branch: "{branch}"',
 )
+#: Advice on a side branch holding a commit the checkout holds rewritten (amended or
+#: rebased with another change): the rewritten line published as a pull request of its own.
+SYNC_REWRITTEN = Advice(
+    "publish the rewritten line under a new branch name, a pull request of its own (close "
+    "the old one, or undo the rewrite and sync again): kexp sync --branch {branch}",
+    "publish the rewritten line under a new branch name, a pull request of its own (close "
+    'the old one, or undo the rewrite and sync again): call sync with branch: "{branch}"',
+)
+#: Advice on a side branch whose code the checkout's clashes with (merging them clashes):
+#: the checkout's code and the experiments published as a pull request of their own.
+SYNC_CODE_CLASHES = Advice(
+    "your experiments stay in the working tree: publish them on your checkout's code "
+    "under a new branch name, a pull request of their own: kexp sync --branch {branch}",
+    "the experiments stay in the working tree: publish them on the checkout's code under "
+    'a new branch name, a pull request of their own: call sync with branch: "{branch}"',
+)
 #: Advice closing the commands that settle a side branch's merge that would publish an
 #: invalid experiment (:func:`kexp.storage.syncclash.invalid_beside`).
 SYNC_BRANCH_AGAIN = Advice(
@@ -357,6 +373,8 @@ ADVICE = (
     SYNC_BRANCH,
     SYNC_FOR_REVIEW,
     SYNC_NEW_BRANCH,
+    SYNC_REWRITTEN,
+    SYNC_CODE_CLASHES,
     SYNC_BRANCH_AGAIN,
     SYNC_FIX_CHANGED,
     SYNC_FIX_ALL,

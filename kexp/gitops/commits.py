@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from kexp.core.advice import SET_ASIDE
@@ -808,15 +808,30 @@ def commits_outside(repo: git.Repo, tip: str, base: str, folder: str) -> list[st
 
 
 def code_left(
-    repo: git.Repo, tip: str, bases: Sequence[str], folder: str, *, first_parent: bool = False
+    repo: git.Repo,
+    tip: str,
+    bases: Sequence[str],
+    folder: str,
+    *,
+    first_parent: bool = False,
+    skip: Collection[str] = (),
 ) -> list[str]:
     """The files outside ``folder`` (a checked name) that the commits of ``tip`` which
     none of ``bases`` holds (merges aside; with ``first_parent``, those of ``tip``'s
-    first-parent line alone) change: code their lines lack, sorted."""
+    first-parent line alone; those in ``skip`` aside) change: code their lines lack,
+    sorted."""
     line = ["--first-parent"] if first_parent else []
+    spec = f":(top,exclude,literal){folder}"
+    commits: list[str] = [tip, "--not", *bases]
+    if skip:
+        listed = git_command(
+            repo, "log", "--no-merges", *line, "--format=%H", *commits, "--", spec
+        ).stdout.split()  # fmt: skip
+        commits = ["--no-walk=unsorted", *(c for c in listed if c not in skip)]
+        if len(commits) == 1:
+            return []
     found = git_command(
-        repo, "log", "--no-merges", *line, "--format=", "--name-only", "-z", tip,
-        "--not", *bases, "--", f":(top,exclude,literal){folder}",
+        repo, "log", "--no-merges", *line, "--format=", "--name-only", "-z", *commits, "--", spec
     ).stdout  # fmt: skip
     return sorted({p.strip("\n") for p in found.split("\0") if p.strip("\n")})
 

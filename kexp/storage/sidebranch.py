@@ -3,43 +3,57 @@ as it is, with the checkout's newer code brought in (a campaign's steps stacked:
 branch follows the checkout's commits), started again from the checkout when its pull
 request landed, or refused when the branch holds code the checkout's line does not (the
 checkout restarted from an earlier commit, or another line was published there:
-:func:`kexp.storage.syncclash.line_left`)."""
+:func:`kexp.storage.syncclash.line_left`; a published commit amended with another change:
+:func:`kexp.storage.syncclash.rewritten_left`; one rebased with the same patch is no left
+code) or whose merge with the checkout's code clashes
+(:func:`kexp.storage.syncclash.checkout_clashes`)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import SyncConflictError
 from kexp.format.rules import id_from_name
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
-from kexp.storage.syncclash import code_clash, line_left
+from kexp.gitops import rewrites
+from kexp.storage.syncclash import checkout_clashes, code_clash, line_left, rewritten_left
 
 if TYPE_CHECKING:
     from kexp.storage.remoteview import RemoteView
     from kexp.storage.snapshot import StoreLocation
 
 
-def side_base(
-    location: StoreLocation,
-    view: RemoteView,
-    target: str,
-    local: str | None,
-    remote_base: str | None,
-    checkout: str | None,
-    dry_run: bool,
-) -> tuple[str | None, bool]:
-    """(The commit the side branch ``target``'s next commit builds on, as the branch
-    holds it (``local``: its commit here; ``remote_base``: the remote's, when new here;
-    else the checkout's commit), whether the branch starts again from the checkout).
+@dataclasses.dataclass(frozen=True)
+class SideBranch:
+    """The side branch ``target`` a sync publishes to, as this sync sees it: ``local``
+    (its commit here, or None), ``remote_base`` (the remote's, when new here), the
+    checkout's commit, and whether it is a dry run (which fetches nothing)."""
+
+    location: StoreLocation
+    view: RemoteView
+    target: str
+    local: str | None
+    remote_base: str | None
+    checkout: str | None
+    dry_run: bool
+
+
+def side_base(branch: SideBranch) -> tuple[str | None, bool]:
+    """(The commit the side branch's next commit builds on, as the branch holds it (its
+    ``local`` commit here; the ``remote_base``, when new here; else the checkout's
+    commit), whether the branch starts again from the checkout).
     A branch whose experiments the checkout or the remote's other branches hold already
     (its pull request merged) starts again from the checkout's commit, but the remote's
     default branch (``--branch main`` from a feature branch), which takes no code from the
     checkout. The checkout's newer code is brought in apart (:func:`with_checkout`)."""
+    location, view, target = branch.location, branch.view, branch.target
+    local, checkout = branch.local, branch.checkout
     repo = location.repo
-    base = local or remote_base or checkout
-    if starts_again(location, view, target, local, remote_base, checkout, dry_run):
+    base = local or branch.remote_base or checkout
+    if starts_again(branch):
         return checkout, True  # its code line left, its pull request landed, the branch deleted
     if (
         local is not None
@@ -72,7 +86,10 @@ def with_checkout(
     when the checkout has commits it lacks: the checkout itself when it descends from
     ``on``, else a merge of the checkout into ``on`` (the branch keeps what it published
     and fast-forwards; :func:`side_base` made sure it holds no code the checkout's line
-    lacks). ``on`` as it is for the remote's default branch, or when the two clash."""
+    lacks). ``on`` as it is for the remote's default branch. Raises
+    :class:`~kexp.core.errors.SyncConflictError` when the merge clashes
+    (:func:`kexp.storage.syncclash.checkout_clashes`): the new experiments are never
+    published on the branch's old code."""
     repo = location.repo
     if on is None or checkout is None or target == view.default():
         return on
@@ -80,35 +97,30 @@ def with_checkout(
         return on  # it holds the checkout's code already
     if kgit.is_ancestor(repo, on, checkout):
         return checkout
-    with contextlib.suppress(SyncConflictError):
+    try:
         return gitcommits.merge_commits(
             repo, on, checkout, f"kexp sync: the checkout's code onto {target}",
             folder=location.folder, id_of=id_from_name,
         )  # fmt: skip
-    return on
+    except SyncConflictError as exc:
+        raise checkout_clashes(location, view, target, on, exc) from None
 
 
-def starts_again(
-    location: StoreLocation,
-    view: RemoteView,
-    target: str,
-    local: str | None,
-    remote_base: str | None,
-    checkout: str | None,
-    dry_run: bool,
-) -> bool:
-    """Whether the side branch ``target`` (``local``: its commit here; ``remote_base``:
-    the remote's, when new here) starts again from the checkout's commit alone: it holds
-    code commits the checkout's line does not (:func:`code_left`: the checkout restarted
-    from an earlier commit), its pull request landed and the remote deleted it; a merge
-    would bring the left line in. Raises :class:`~kexp.core.errors.SyncConflictError`
+def starts_again(branch: SideBranch) -> bool:
+    """Whether the side branch (its ``local`` commit here; the ``remote_base``, when new
+    here) starts again from the checkout's commit alone: it holds code commits the
+    checkout's line does not (:func:`code_left`: the checkout restarted from an earlier
+    commit), its pull request landed and the remote deleted it; a merge would bring the
+    left line in. Raises :class:`~kexp.core.errors.SyncConflictError`
     when the branch holds such code and stays (kept on the remote, or not merged):
     :func:`kexp.storage.syncclash.line_left`."""
+    location, view, target = branch.location, branch.view, branch.target
+    local, checkout = branch.local, branch.checkout
     if checkout is None or target == view.default():
         return False
-    there = remote_base
+    there = branch.remote_base
     if local is not None:  # (listed, its commit fetched)
-        there = view.known_tip(target) if dry_run else view.branches().get(target)
+        there = view.known_tip(target) if branch.dry_run else view.branches().get(target)
     default = view.default()
     upstream = view.branches().get(default) if default else None
     for tip, where in ((there, f"{view.remote}/{target}"), (local, target)):
@@ -116,7 +128,7 @@ def starts_again(
         if left and there is None and view.landed(tip or ""):
             return True
         if left:
-            raise line_left(location, view, target, where, str(tip), left)
+            raise refusal(location, view, target, where, str(tip), checkout, left)
     return False
 
 
@@ -132,7 +144,30 @@ def refuse_left(
     default = view.default()
     left = code_left(location, tip, checkout, view.branches().get(default) if default else None)
     if left:
-        raise line_left(location, view, target, f"{view.remote}/{target}", tip, left)
+        raise refusal(location, view, target, f"{view.remote}/{target}", tip, checkout, left)
+
+
+def refusal(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    where: str,
+    tip: str,
+    checkout: str,
+    left: list[str],
+) -> SyncConflictError:
+    """The refusal to publish to the side branch ``target`` (``where`` holds it, at
+    ``tip``) whose code the checkout's line left (``left``: the files): a commit of it
+    the checkout holds amended or rebased with another change (the same author, date
+    and subject: :func:`kexp.gitops.rewrites.rewritten_commits`) is named
+    (:func:`kexp.storage.syncclash.rewritten_left`); else the line left
+    (:func:`kexp.storage.syncclash.line_left`)."""
+    repo, folder = location.repo, location.folder
+    copies = rewrites.patch_copies(repo, tip, checkout, folder)
+    rewritten = rewrites.rewritten_commits(repo, tip, checkout, folder, skip=copies)
+    if rewritten:
+        return rewritten_left(location, view, target, where, rewritten, left)
+    return line_left(location, view, target, where, tip, left)
 
 
 def code_left(
@@ -154,9 +189,12 @@ def code_left(
         return []
     folder = location.folder
     bases = [checkout] if upstream is None else [checkout, upstream]
-    left = gitcommits.code_left(repo, tip, bases, folder) or gitcommits.code_left(
-        repo, tip, [checkout], folder, first_parent=True
+    copies = rewrites.patch_copies(repo, tip, checkout, folder)  # rebased, the same patch
+    left = gitcommits.code_left(repo, tip, bases, folder, skip=copies) or gitcommits.code_left(
+        repo, tip, [checkout], folder, first_parent=True, skip=copies
     )  # (its own line: the default branch's commits merged in come by second parents)
+    if copies and not left:
+        return []  # every code commit of it the checkout holds rebased: merged on
     if left and gitcommits.unpublished_paths(repo, tip, [checkout], location.folder):
         return code_clash(location, checkout, tip) or left
     return code_clash(location, checkout, tip)

@@ -64,7 +64,7 @@ from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals, record_path
 from kexp.storage.remoteview import RemoteView
-from kexp.storage.sidebranch import refuse_left, side_base, with_checkout
+from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
 
@@ -537,7 +537,9 @@ def _commit_beside(
             else gitcommits.fetch_branch(repo, view.remote, target)
         )
     checkout = _checkout_commit(repo, checked_out)
-    base, again = side_base(location, view, target, local, remote_base, checkout, dry_run)
+    base, again = side_base(
+        SideBranch(location, view, target, local, remote_base, checkout, dry_run)
+    )
     onto = with_checkout(location, view, target, base, checkout)  # the checkout's new code
     parent = onto
     folder = location.folder

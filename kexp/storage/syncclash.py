@@ -22,7 +22,9 @@ from kexp.core.advice import (
     REMOVE_THERE,
     SETTLE_BESIDE,
     SYNC_BRANCH_AGAIN,
+    SYNC_CODE_CLASHES,
     SYNC_NEW_BRANCH,
+    SYNC_REWRITTEN,
     TAKE_CORRECTION,
     Advice,
 )
@@ -295,6 +297,50 @@ def line_left(
         f"({listing(paths)} changed by commits your checkout does not descend from: it "
         f"restarted from an earlier commit, or another line was published there); {why}: "
         + SYNC_NEW_BRANCH.say(branch=new_branch_name(location, view, target)),
+        paths,
+    )
+
+
+def checkout_clashes(
+    location: StoreLocation, view: RemoteView, target: str, on: str, exc: SyncConflictError
+) -> SyncConflictError:
+    """The refusal to publish to the side branch ``target`` (at ``on``) when merging the
+    checkout's code onto it clashes (``exc``: the branch changed the same code otherwise,
+    by commits the checkout holds rebased with the same patch, or main's merged in):
+    publishing on the branch's old code would put the experiments on code they were not
+    measured on, so they stay in the working tree and go under a new branch name."""
+    code = [p for p in exc.paths if not p.startswith(f"{location.folder}/")] or exc.paths
+    return SyncConflictError(
+        f"kexp sync did nothing: merging your checkout's code onto {target} (at "
+        f"{on[:12]}) clashes in {listing(code)}, which {target} holds changed otherwise; "
+        "publishing there on its old code would put your experiments on code they were "
+        "not measured on: " + SYNC_CODE_CLASHES.say(branch=new_branch_name(location, view, target)),
+        exc.paths,
+        exc.conflicts,
+    )
+
+
+def rewritten_left(
+    location: StoreLocation,
+    view: RemoteView,
+    target: str,
+    where: str,
+    rewritten: list[tuple[str, str]],
+    paths: list[str],
+) -> SyncConflictError:
+    """The refusal to publish to the side branch ``target`` (``where`` holds it) whose
+    commits the checkout holds rewritten with another change (``rewritten``: pairs of
+    the published commit and its rewrite, ``abbreviated-hash subject``; ``paths``: the
+    code they change): a merge would publish both versions, and kexp never
+    force-pushes, so the rewritten line goes under a new branch name."""
+    (old, new), more = rewritten[0], len(rewritten) - 1
+    others = f" (and {more} more commit(s) so)" if more else ""
+    return SyncConflictError(
+        f"kexp sync did nothing: {where} holds {old}, which it published and your checkout "
+        f"holds rewritten as {new}{others}, amended or rebased with another change "
+        f"({listing(paths)}); publishing there would merge the old version with the new "
+        "one, and kexp never force-pushes: "
+        + SYNC_REWRITTEN.say(branch=new_branch_name(location, view, target)),
         paths,
     )
 
