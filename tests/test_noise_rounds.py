@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_kexp, run_pytest_benchmark
+from conftest import run_kexp, run_pytest_benchmark, unwrapped
 from test_load_spikes import BENCH, COMMON, as_pytest_benchmark
 
 from kexp import Store
@@ -146,7 +146,7 @@ def test_raw_result_says_how_many_samples_each_side_set_aside_per_round(
     added = kexp_ok(repo, "add", "--summary", "shorter - faster", *COMMON, *first, "--json")
     exp_id = json.loads(added.stdout)["id"]
     store = Store(repo)
-    lines = store.get_experiment(exp_id).raw_result.splitlines()
+    lines = unwrapped(store.get_experiment(exp_id).raw_result).splitlines()
     (n8,) = [line for line in lines if line.startswith("- n8:")]
     (n64,) = [line for line in lines if line.startswith("- n64:")]
     assert n8.endswith("(medians of 15 / 15 samples; 6 / 0 set aside as load spikes)"), n8
@@ -161,7 +161,7 @@ def test_raw_result_says_how_many_samples_each_side_set_aside_per_round(
     ]  # fmt: skip
     kexp_ok(repo, "remeasure", exp_id, *second)
 
-    pooled_part = store.get_experiment(exp_id).raw_result.split("Round 2 pooled")[1]
+    pooled_part = unwrapped(store.get_experiment(exp_id).raw_result).split("Round 2 pooled")[1]
     (n8,) = [line for line in pooled_part.splitlines() if line.startswith("- n8:")]
     assert n8.endswith(
         "(medians of 30 / 30 samples; 6 / 4 set aside as load spikes "
