@@ -162,6 +162,19 @@ def make_experiment(store: Store) -> Callable[..., KernelExperiment]:
     return make
 
 
+def unwrapped(text: str) -> str:
+    """A raw result kexp wrote (its lines wrapped at 80 characters) with each wrapped
+    paragraph or list item on one line again: a line that follows a line of text and
+    starts no list item continues it."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if lines and lines[-1].strip() and line.strip() and not line.startswith("- "):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def run_kexp(
     *args: str,
     cwd: Path,

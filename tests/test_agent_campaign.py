@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import experiment_fields, git
+from conftest import experiment_fields, git, unwrapped
 
 from kexp import Store
 from kexp.agents.context import context
@@ -355,8 +355,8 @@ def test_a_reference_measured_child_within_noise_of_its_parent_is_not_the_new_be
 
 
 def _judged(raw_result: str) -> tuple[str, str]:
-    """The first line of a raw result and its **Overall** line."""
-    lines = raw_result.splitlines()
+    """The first line of a raw result and its **Overall** line (unwrapped)."""
+    lines = unwrapped(raw_result).splitlines()
     return lines[0], lines[2]
 
 

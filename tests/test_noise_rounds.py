@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_kexp, run_pytest_benchmark
+from conftest import run_kexp, run_pytest_benchmark, unwrapped
 from test_load_spikes import BENCH, COMMON, as_pytest_benchmark
 
 from kexp import Store
@@ -146,7 +146,7 @@ def test_raw_result_says_how_many_samples_each_side_set_aside_per_round(
     added = kexp_ok(repo, "add", "--summary", "shorter - faster", *COMMON, *first, "--json")
     exp_id = json.loads(added.stdout)["id"]
     store = Store(repo)
-    lines = store.get_experiment(exp_id).raw_result.splitlines()
+    lines = unwrapped(store.get_experiment(exp_id).raw_result).splitlines()
     (n8,) = [line for line in lines if line.startswith("- n8:")]
     (n64,) = [line for line in lines if line.startswith("- n64:")]
     assert n8.endswith("(medians of 15 / 15 samples; 6 / 0 set aside as load spikes)"), n8
@@ -161,7 +161,7 @@ def test_raw_result_says_how_many_samples_each_side_set_aside_per_round(
     ]  # fmt: skip
     kexp_ok(repo, "remeasure", exp_id, *second)
 
-    pooled_part = store.get_experiment(exp_id).raw_result.split("Round 2 pooled")[1]
+    pooled_part = unwrapped(store.get_experiment(exp_id).raw_result).split("Round 2 pooled")[1]
     (n8,) = [line for line in pooled_part.splitlines() if line.startswith("- n8:")]
     assert n8.endswith(
         "(medians of 30 / 30 samples; 6 / 4 set aside as load spikes "
@@ -216,6 +216,77 @@ def test_an_unchanged_kernel_timed_in_two_clock_states_is_no_speedup(
     assert "in two modes" in raw and "clocks not locked" in raw, raw
     checked = run_kexp("validate", cwd=repo)
     assert checked.returncode == 0 and "warning" not in checked.stdout, checked.stdout
+
+
+def test_a_remeasure_names_an_earlier_round_in_two_modes(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """Round 1's baseline was timed in two clock states (warned when it was recorded);
+    a clean round 2 is pooled with it. The warning looked at the new round alone and
+    said nothing, while round 1's samples stay in the pool. Now it names round 1 and
+    the step that replaces it, and says whether the pooled interval was widened."""
+    rng = random.Random(CLOCK_SEED)
+    first = {"n8": clock_states(rng, 2e-6, 15), "n64": clock_states(rng, 8e-6, 15)}
+    cand = {c: times(rng, s / 1.1) for c, s in (("n8", 2e-6), ("n64", 8e-6))}
+    added = kexp_ok(
+        repo, "add", "--summary", "unrolled - faster", *COMMON,
+        "--baseline", write(tmp_path / "b1.json", bench_json, first),
+        "--candidate", write(tmp_path / "c1.json", bench_json, cand), "--json",
+    )  # fmt: skip
+    assert "two modes" in added.stderr, added.stderr
+    exp_id = json.loads(added.stdout)["id"]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "round 1")
+    base = {c: times(rng, s) for c, s in (("n8", 2e-6), ("n64", 8e-6))}
+    cand = {c: times(rng, s / 1.1) for c, s in (("n8", 2e-6), ("n64", 8e-6))}
+
+    second = kexp_ok(
+        repo, "remeasure", exp_id,
+        "--baseline", write(tmp_path / "b2.json", bench_json, base),
+        "--candidate", write(tmp_path / "c2.json", bench_json, cand),
+    )  # fmt: skip
+
+    (warned,) = [line for line in warnings_of(second) if "two modes" in line]
+    assert "round 1's baseline timings fall in two modes" in warned, warned
+    assert f"kexp remeasure {exp_id} --replace-round 1 " in warned, warned
+    raw = unwrapped(Store(repo).get_experiment(exp_id).raw_result)
+    pooled_part = raw.split("Round 2 pooled")[1]
+    assert ("interval is widened" in warned) == ("in two modes" in pooled_part), warned
+
+
+def test_a_remeasure_names_rounds_timed_at_two_clock_speeds(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """Round 2 ran wholly in the slow clock state (1.25x, both sides): each round is in
+    one mode, their scores agree, but pooled each side falls in two modes and the
+    interval was widened to hold a swap, without a word. Now the warning names the
+    rounds in each mode and the step that replaces the odd one."""
+    rng = random.Random(3)
+    configs = (("n8", 2e-6), ("n64", 8e-6))
+
+    def timed(n: int, clock: float) -> list[str]:
+        base = {c: [t * clock for t in times(rng, s)] for c, s in configs}
+        cand = {c: [t * clock for t in times(rng, s / 1.1)] for c, s in configs}
+        return [
+            "--baseline", write(tmp_path / f"b{n}.json", bench_json, base),
+            "--candidate", write(tmp_path / f"c{n}.json", bench_json, cand),
+        ]  # fmt: skip
+
+    added = kexp_ok(repo, "add", "--summary", "unrolled - faster", *COMMON, *timed(1, 1.0))
+    assert not warnings_of(added), added.stderr
+    exp_id = Store(repo).list_experiments()[0].id
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "round 1")
+
+    second = kexp_ok(repo, "remeasure", exp_id, *timed(2, 1.25))
+
+    exp = Store(repo).get_experiment(exp_id)
+    assert "in two modes" in unwrapped(exp.raw_result).split("Round 2 pooled")[1]
+    (warned,) = warnings_of(second)
+    assert "timings of the 2 rounds pooled fall in two modes" in warned, warned
+    assert "round 2 ran in the slow one, round 1 in the fast one" in warned, warned
+    assert "interval is widened" in warned, warned
+    assert f"kexp remeasure {exp_id} --replace-round 2 " in warned, warned
 
 
 def test_a_file_recorded_before_the_two_modes_rule_still_validates(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields, init_repo, run_kexp
+from conftest import experiment_fields, init_repo, run_kexp, unwrapped
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -71,7 +71,7 @@ def test_an_agent_recording_a_noisy_aa_pair_gets_marginal(store: Store) -> None:
     assert exp.score_ci[0] <= 1.0 <= exp.score_ci[1]
     assert exp.outcome == "marginal"
     assert exp.raw_result.startswith("Iteration 1 Results - MARGINAL:")
-    assert "MARGINAL (within noise)" in exp.raw_result
+    assert "MARGINAL (within noise)" in unwrapped(exp.raw_result)
 
 
 def test_samples_are_summarised_in_the_front_matter_and_kept_in_a_section(store: Store) -> None:

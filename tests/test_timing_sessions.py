@@ -501,7 +501,9 @@ def test_pytest_benchmark_timed_with_a_cpu_clock_is_not_recorded_as_a_wall_clock
     (``options.timer: process_time``), but kexp recorded ``timer: wall_clock``, and
     ``kexp show`` and ``kexp review`` said it was measured so (trial 18). Now a timer
     other than a wall clock is ``timer: other``, with one warning saying what it
-    measured; the default timer, named or not, is still a wall clock, without one."""
+    measured; the default timer, named or not, is still a wall clock, without one. A
+    CPU clock timed CPU work: ``device: cpu`` (as when it was taken for a wall clock on
+    a machine without a GPU), whatever the machine; ``--protocol device=gpu`` wins."""
     options = ("--benchmark-min-rounds=5", "--benchmark-max-time=0.000001")
     if timer is not None:
         options += (f"--benchmark-timer={timer}",)
@@ -516,11 +518,23 @@ def test_pytest_benchmark_timed_with_a_cpu_clock_is_not_recorded_as_a_wall_clock
     assert done.returncode == 0, done.stderr
     exp_id = json.loads(done.stdout)["id"]
     shown = run_kexp("show", exp_id, "--json", "--fields", "protocol", cwd=repo)
-    assert json.loads(shown.stdout)["protocol"]["timer"] == recorded, shown.stdout
+    protocol = json.loads(shown.stdout)["protocol"]
+    assert protocol["timer"] == recorded, shown.stdout
     timer_lines = [line for line in done.stderr.splitlines() if "timed with" in line]
     if recorded == "wall_clock":
         assert timer_lines == [], done.stderr
-    else:
-        (line,) = timer_lines
-        assert "process_time (the CPU time of the process" in line, line
-        assert "recorded as protocol timer other" in line and "time.perf_counter" in line, line
+        return
+    assert protocol.get("device") == "cpu", shown.stdout
+    (line,) = timer_lines
+    assert "process_time (the CPU time of the process" in line, line
+    assert "recorded as protocol timer other, device cpu" in line, line
+    assert "time.perf_counter" in line, line
+    told = run_kexp(
+        "add", "--summary", "sum of half the range - faster", *COMMON, "--protocol",
+        "device=gpu", "--baseline", str(base), "--candidate", str(cand), "--json",
+        "--operator", "bench.py: sum2", cwd=repo,
+    )  # fmt: skip
+    assert told.returncode == 0, told.stderr
+    told_id = json.loads(told.stdout)["id"]
+    shown = run_kexp("show", told_id, "--json", "--fields", "protocol", cwd=repo)
+    assert json.loads(shown.stdout)["protocol"]["device"] == "gpu", shown.stdout

@@ -24,7 +24,8 @@ took the median of every sample; validation still accepts a file it wrote.
 (boost on, boost off), near half of them each: the median lies in either, and whether
 it is the fast one or the slow one differs between two runs of the same code, a false
 speedup or regression as large as the gap. :func:`two_modes` finds them (each mode a
-quarter of the samples or more, their gap many times their spread); such a side's
+quarter of the samples or more, their gap many times their spread, more times with
+fewer than 25 samples: a few clean samples leave a gap by chance); such a side's
 log-median gets a standard error no smaller than the gap over √2 (half of it is the
 error of a median that lies in either mode), so the interval holds a swap between the
 modes (the simulation's two-clock-state figures measure it).
@@ -84,6 +85,14 @@ MODE_SEPARATION = 5.0
 #: are as tight as each other; load spikes (slowed by anything from 1.2 to 3 times)
 #: are spread far wider than the clean run.
 MODE_SPREADS = 3.0
+#: With fewer samples than this, the separation asked grows as the square root of
+#: ``MODES_FULL_SAMPLES / n`` (7.9 times at 10 samples, 6.5 at 15): the best split of a
+#: few clean samples finds a gap by chance, and a small group's spread is unsure. With
+#: 5 times at every size, 1 % of clean 10-sample sides were taken for two modes
+#: (docs/noise.md). ``MODES_RULE`` is 2 since; 1 asked 5 times at every size, which a
+#: file recorded before may hold.
+MODES_FULL_SAMPLES = 25
+MODES_RULE = 2
 #: The method's version: 2 sets aside fewer than half of a side's samples as outliers
 #: and takes the median of the rest; 1 looked for a fifth and took every sample's
 #: median (``legacy=True``), which a file recorded before may hold.
@@ -214,12 +223,13 @@ class Modes:
     slow_share: float
 
 
-def two_modes(values: Sequence[float]) -> Modes | None:
+def two_modes(values: Sequence[float], *, rule: int = MODES_RULE) -> Modes | None:
     """The two modes sorted ``values`` fall in, or None: the split of their log times
     into a fast and a slow group with the least spread within (one-dimensional
     2-means), each holding at least :data:`MODE_SHARE` of them (and 3), the gap between
     the groups' means more than :data:`MODE_SEPARATION` times the larger group's
-    standard deviation, that no more than :data:`MODE_SPREADS` times the other's, and
+    standard deviation (more with fewer than :data:`MODES_FULL_SAMPLES` samples; not so
+    by ``rule`` 1), that no more than :data:`MODE_SPREADS` times the other's, and
     each no more than as many times the spread its median absolute deviation gives (a
     group holding stray samples). Load spikes are no mode: they spread far wider than
     the clean run, or lie between the groups. Needs :data:`MODES_MIN_SAMPLES`."""
@@ -251,7 +261,10 @@ def two_modes(values: Sequence[float]) -> Modes | None:
     ends = ((0, split), (split, n))
     deviations = [math.sqrt(within(lo, hi) / (hi - lo - 1)) for lo, hi in ends]
     spreads = sorted(deviations)
-    if gap <= MODE_SEPARATION * spreads[1] or spreads[1] > MODE_SPREADS * spreads[0]:
+    separation = MODE_SEPARATION
+    if rule >= 2:
+        separation *= max(1.0, math.sqrt(MODES_FULL_SAMPLES / n))
+    if gap <= separation * spreads[1] or spreads[1] > MODE_SPREADS * spreads[0]:
         return None
     if any(
         d > MODE_SPREADS * _robust_spread(logs[lo:hi])
@@ -269,7 +282,9 @@ def _robust_spread(logs: Sequence[float]) -> float:
     return 1.4826 * float(statistics.median(abs(x - center) for x in logs))
 
 
-def side_stats(samples: Sequence[float], *, legacy: bool = False, modes: bool = True) -> SideStats:
+def side_stats(
+    samples: Sequence[float], *, legacy: bool = False, modes: bool = True, rule: int = MODES_RULE
+) -> SideStats:
     """The run's median, interquartile range and the log-median's standard error.
 
     The median is that of the samples left once the outliers (load spikes, a preempted
@@ -277,9 +292,10 @@ def side_stats(samples: Sequence[float], *, legacy: bool = False, modes: bool = 
     with their spread; the interquartile range is every sample's. Samples in two
     modes (:func:`two_modes`: clocks not locked) give a median that lies in either, so
     its standard error is at least the gap between the modes (on the log scale) over
-    √2, and the interval holds a swap between them; ``modes=False``: as before this rule (a
-    file recorded then). ``legacy``: method 1 (:data:`METHOD`), which a file recorded
-    before may hold: the median of every sample.
+    √2, and the interval holds a swap between them; ``modes=False``: as before this
+    rule (a file recorded then); ``rule``: that of :func:`two_modes`. ``legacy``: method
+    1 (:data:`METHOD`), which a file recorded before may hold: the median of every
+    sample.
     """
     values = sorted(float(v) for v in samples)
     n = len(values)
@@ -303,7 +319,7 @@ def side_stats(samples: Sequence[float], *, legacy: bool = False, modes: bool = 
     else:
         median = float(statistics.median(values[low : n - high]))
         variance = median_variance_factor(kept) * spread**2 / kept
-    found = two_modes(values) if modes and not legacy else None
+    found = two_modes(values, rule=rule) if modes and not legacy else None
     if found is not None:  # the median lies in either mode: half their gap is its error,
         # and as much again for a partner side whose modes were not told apart
         variance = max(variance, math.log(found.slow / found.fast) ** 2 / 2)
@@ -330,12 +346,13 @@ def config_estimate(
     *,
     legacy: bool = False,
     modes: bool = True,
+    rule: int = MODES_RULE,
 ) -> ConfigEstimate:
     """The statistics of one configuration's baseline and candidate samples
-    (``legacy``, ``modes``: see :func:`side_stats`)."""
+    (``legacy``, ``modes``, ``rule``: see :func:`side_stats`)."""
     return ConfigEstimate(
-        side_stats(baseline, legacy=legacy, modes=modes),
-        side_stats(candidate, legacy=legacy, modes=modes),
+        side_stats(baseline, legacy=legacy, modes=modes, rule=rule),
+        side_stats(candidate, legacy=legacy, modes=modes, rule=rule),
     )
 
 
@@ -354,13 +371,14 @@ def estimate(
     *,
     legacy: bool = False,
     modes: bool = True,
+    rule: int = MODES_RULE,
 ) -> Estimate:
     """The score and its interval from ``(baseline samples, candidate samples)`` per
-    configuration (``legacy``, ``modes``: see :func:`side_stats`)."""
+    configuration (``legacy``, ``modes``, ``rule``: see :func:`side_stats`)."""
     if not samples:
         raise NoiseError("no configurations")
     configs = tuple(
-        config_estimate(base, cand, legacy=legacy, modes=modes) for base, cand in samples
+        config_estimate(base, cand, legacy=legacy, modes=modes, rule=rule) for base, cand in samples
     )
     log_score = math.fsum(math.log(c.speedup) for c in configs) / len(configs)
     return Estimate(math.exp(log_score), score_interval(configs), configs)

@@ -30,7 +30,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
 from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
-from kexp.core.noise import ConfigEstimate, Dispute, SideStats, dispute, estimate, rounded_interval
+from kexp.core.noise import (
+    MODES_RULE,
+    ConfigEstimate,
+    Dispute,
+    SideStats,
+    dispute,
+    estimate,
+    rounded_interval,
+)
 from kexp.format.suspect import UNIT_TO_US
 
 #: The first line of a ``## Samples`` section kexp writes.
@@ -231,15 +239,17 @@ def summarize(
     *,
     legacy: bool = False,
     modes: bool = True,
+    rule: int = MODES_RULE,
     rounds: Sequence[Round] = (),
 ) -> Summary:
     """``results`` (median, count and interquartile range per side, the median
     speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``
     (``legacy``: as :data:`kexp.core.noise.METHOD` 1 computed them; ``modes=False``:
-    as before two modes widened a side's interval, :func:`kexp.core.noise.two_modes`).
+    as before two modes widened a side's interval, :func:`kexp.core.noise.two_modes`;
+    ``rule``: that function's).
     ``rounds``: the rounds ``samples`` pool; when two disagree
     (:func:`kexp.core.noise.dispute`), ``score_ci`` holds every round's interval."""
-    found = estimate(list(samples.values()), legacy=legacy, modes=modes)
+    found = estimate(list(samples.values()), legacy=legacy, modes=modes, rule=rule)
     results = []
     for config, stats in zip(samples, found.configs, strict=True):
         results.append(
@@ -257,7 +267,7 @@ def summarize(
         )
     disputed = None
     if len(rounds) > 1 and not legacy:
-        alone = [estimate(list(r.timings.values()), modes=modes) for r in rounds]
+        alone = [estimate(list(r.timings.values()), modes=modes, rule=rule) for r in rounds]
         disputed = dispute(alone, found.interval)
     ends = disputed.interval if disputed is not None else found.interval
     interval = list(rounded_interval(*ends)) if ends else []
@@ -398,6 +408,8 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
     disagreements = _disagreements(fields, summarize(together, rounds=rounds))
     if disagreements and not _disagreements(fields, summarize(together)):
         disagreements = []  # recorded before rounds that disagree widened the interval
+    if disagreements and not _disagreements(fields, summarize(together, rounds=rounds, rule=1)):
+        disagreements = []  # recorded when few samples asked no wider gap of two modes
     if disagreements and not _disagreements(fields, summarize(together, modes=False)):
         disagreements = []  # recorded before two modes widened the interval
     if disagreements and not _disagreements(fields, summarize(together, legacy=True)):

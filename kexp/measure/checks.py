@@ -17,6 +17,8 @@
   is named, with the step that replaces it (or a round to add that tells which).
 * :func:`modes_hint`: a side whose timings fall in two modes (the GPU's clocks not
   locked): the score's interval is widened to hold both; lock the clocks.
+  :func:`rounds_modes_hint`: the same of a remeasured experiment's rounds, the new one
+  and the earlier ones, each on its own and pooled (each round at another clock speed).
 * :func:`unit_hint`: timings of a file that does not say its unit, every one near
   zero as read: milliseconds (do_bench's) read as microseconds, most likely.
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
@@ -207,6 +209,15 @@ def rounds_disagree(exp_id: str, rounds: Sequence[Round]) -> str | None:
     )
 
 
+#: What a score's interval does when a side's samples fall in two modes.
+_WIDENED = (
+    "so the median lies in either and the score's interval is widened to hold both, no "
+    "speedup or regression called with confidence"
+)
+#: How to take timings in one clock state.
+_LOCK = "lock the clocks (sudo nvidia-smi -lgc MHZ,MHZ; -rgc resets them), time it again"
+
+
 def modes_hint(
     samples: Mapping[str, Sides], exp_id: str | None = None, number: int = 1
 ) -> str | None:
@@ -228,12 +239,79 @@ def modes_hint(
             return (
                 f"{config}: the {name} timings fall in two modes, {found.fast:.4g} us and "
                 f"{found.slow:.4g} us ({found.slow_share:.0%} of them the slow one): the GPU "
-                "ran at two clock speeds (clocks not locked, boost on and off), so the "
-                "median lies in either and the score's interval is widened to hold both, "
-                "no speedup or regression called with confidence; lock the clocks (sudo "
-                f"nvidia-smi -lgc MHZ,MHZ; -rgc resets them), time it again and {again}"
+                f"ran at two clock speeds (clocks not locked, boost on and off), {_WIDENED}; "
+                f"{_LOCK} and {again}"
             )
     return None
+
+
+def rounds_modes_hint(
+    exp_id: str, rounds: Sequence[Round], number: int, *, pooled_too: bool = True
+) -> str | None:
+    """What to say when a remeasured experiment's samples fall in two modes
+    (:func:`kexp.core.noise.two_modes`): the first round whose own samples of a side do
+    (round ``number``, the new one, first; then the earlier ones, which stay in the
+    pool), named with the step that replaces it; else (``pooled_too``) a side whose
+    rounds pooled do, each round at one clock speed but not all at the same one: the
+    rounds in the mode fewer rounds ran in are named. Whether the score's interval was
+    widened is what the pooled samples, which it is computed from, say. None when no
+    samples fall in two modes."""
+    from kexp.format.samples import pooled  # lazy: a remeasure's
+
+    together = pooled(rounds)
+    names = ("baseline", "candidate")
+    order = [number, *(n for n in range(1, len(rounds) + 1) if n != number)]
+    for n in order:
+        for config, sides in rounds[n - 1].timings.items():
+            for index, (name, side) in enumerate(zip(names, sides, strict=True)):
+                found = two_modes(sorted(side))
+                if found is None:
+                    continue
+                widened = two_modes(sorted(together[config][index])) is not None
+                effect = (
+                    _WIDENED
+                    if widened
+                    else "so its median lies in either (pooled with the other rounds, too few "
+                    "of the samples are slow to be a mode: the interval is not widened)"
+                )
+                return (
+                    f"{config}: round {n}'s {name} timings fall in two modes, "
+                    f"{found.fast:.4g} us and {found.slow:.4g} us ({found.slow_share:.0%} of "
+                    "them the slow one): the GPU ran at two clock speeds (clocks not "
+                    f"locked, boost on and off), {effect}; {_LOCK} and replace round {n} "
+                    f"({REPLACE_ROUND.say(id=exp_id, n=n)})"
+                )
+    if not pooled_too:
+        return None
+    for config, both in together.items():
+        for index, (name, pool) in enumerate(zip(names, both, strict=True)):
+            found = two_modes(sorted(pool))
+            if found is None:
+                continue
+            split = math.sqrt(found.fast * found.slow)
+            slow = [
+                n
+                for n, measured in enumerate(rounds, 1)
+                if statistics.median(measured.timings[config][index]) > split
+            ]
+            fast = [n for n in range(1, len(rounds) + 1) if n not in slow]
+            fewer = len(slow) < len(fast) or (len(slow) == len(fast) and number in slow)
+            odd = slow if fewer else fast
+            return (
+                f"{config}: the {name} timings of the {len(rounds)} rounds pooled fall in two "
+                f"modes, {found.fast:.4g} us and {found.slow:.4g} us: {_rounds(slow)} ran in "
+                f"the slow one, {_rounds(fast)} in the fast one (the GPU ran at another clock "
+                f"speed in each: clocks not locked), {_WIDENED}; {_LOCK} and replace "
+                f"{_rounds(odd)} ({REPLACE_ROUND.say(id=exp_id, n=odd[0])})"
+            )
+    return None
+
+
+def _rounds(numbers: Sequence[int]) -> str:
+    """``round 2``, ``rounds 1 and 3``, ``rounds 1, 2 and 4``."""
+    if len(numbers) == 1:
+        return f"round {numbers[0]}"
+    return f"rounds {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
 
 
 def _two_figures(value: float) -> str:

@@ -70,6 +70,7 @@ from kexp.measure.checks import (
     replaced_round_held,
     resolution_hint,
     rounds_disagree,
+    rounds_modes_hint,
     samples_too_large,
     summary_contradiction,
     throttled_rounds,
@@ -591,34 +592,37 @@ def remeasure(
     except ValidationError as exc:
         samples_too_large(exc, scored.samples, pooled=True)
         raise
-    hint = modes_hint(new_round.timings, exp.id, replace_round or number)
-    if hint is not None:
-        warnings.warn(hint, TimingsWarning, stacklevel=2)
+    said = False
     if is_control(exp):
-        _warn_if_implausible_control(exp, done, number, rounds)
+        said = _warn_if_implausible_control(exp, done, number, rounds)
     elif (disagree := rounds_disagree(exp.id, rounds)) is not None:
         warnings.warn(disagree, RoundsWarning, stacklevel=2)
+        said = True
+    # every round's samples (not only the new one's), and pooled unless a round was named
+    hint = rounds_modes_hint(exp.id, rounds, replace_round or number, pooled_too=not said)
+    if hint is not None:
+        warnings.warn(hint, TimingsWarning, stacklevel=2)
     return done
 
 
 def _warn_if_implausible_control(
     before: KernelExperiment, after: KernelExperiment, number: int, rounds: Sequence[Round]
-) -> None:
+) -> bool:
     """Warn (:class:`ControlWarning`), saying what to do, of the first that holds: one
     of a control's ``rounds`` was mostly set aside as load spikes
     (:func:`kexp.measure.checks.throttled_rounds`: the round named); round ``number``,
     pooled, moved the noise floor as an A/A run cannot
     (:func:`kexp.measure.checks.implausible_control`: the floor before and after); its
-    rounds disagree (:func:`kexp.measure.checks.rounds_disagree`)."""
+    rounds disagree (:func:`kexp.measure.checks.rounds_disagree`). Whether it warned."""
     reasons: list[str] = []
     named = throttled_rounds(after.id, rounds)
     if named is None and not (reasons := implausible_control(before.score_ci, after.score_ci)):
         named = rounds_disagree(after.id, rounds)
     if named is not None:
         warnings.warn(named, ControlWarning, stacklevel=3)
-        return
+        return True
     if not reasons:
-        return
+        return False
     from kexp.core.problems import display_path  # lazy: a warning's, seldom needed
 
     path = display_path(after.path or "")
@@ -632,6 +636,7 @@ def _warn_if_implausible_control(
         ControlWarning,
         stacklevel=3,
     )
+    return True
 
 
 def _floor(exp: KernelExperiment) -> str:

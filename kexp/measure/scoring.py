@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,32 @@ def geometric_mean(values: Iterable[float]) -> float:
     if any(not (v > 0 and math.isfinite(v)) for v in numbers):
         raise MeasurementError("the geometric mean needs positive, finite numbers")
     return math.exp(math.fsum(math.log(v) for v in numbers) / len(numbers))
+
+
+#: The longest line of the raw result kexp writes (a longer one is wrapped).
+RAW_RESULT_WIDTH = 80
+
+
+def wrapped(text: str, width: int = RAW_RESULT_WIDTH) -> str:
+    """``text`` with each line longer than ``width`` wrapped at spaces as Markdown reads
+    it the same: a list item's continuation indented by two, a paragraph's not (a word
+    longer than ``width`` alone is cut)."""
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = "  " if line.startswith("- ") else ""
+        lines.extend(
+            textwrap.wrap(
+                line,
+                width,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+                replace_whitespace=False,
+            )
+        )
+    return "\n".join(lines)
 
 
 def _time(microseconds: float) -> str:
@@ -130,7 +157,8 @@ def raw_result_text(
     over_parent: OverParent | None = None,
     details: Mapping[str, str] | None = None,
 ) -> str:
-    """The ``raw_result`` text in the skill's format (overall, then one line per config);
+    """The ``raw_result`` text in the skill's format (overall, then one item per config;
+    lines :func:`wrapped` at :data:`RAW_RESULT_WIDTH`);
     with samples, the interval and each configuration's sample counts too (and its
     ``details``: samples set aside as load spikes, two modes); ``note``
     (how the timings were taken) below the overall line. ``over_parent``: a step measured
@@ -171,7 +199,7 @@ def raw_result_text(
             f"- {m.config}: {m.speedup:.4f}x ({_percent(m.speedup)})  "
             f"{_time(m.baseline)} -> {_time(m.candidate)} µs{counts}"
         )
-    return "\n".join(lines)
+    return wrapped("\n".join(lines))
 
 
 def score_measurements(
@@ -231,7 +259,7 @@ def score_measurements(
     judged = KernelExperiment(score=score, results=results, protocol=dict(protocol or {}))
     reasons = suspect_reasons(judged, settings)
     if reasons:
-        text += f"\n\n**{SUSPECT_LABEL}**: " + "; ".join(reasons)
+        text += "\n\n" + wrapped(f"**{SUSPECT_LABEL}**: " + "; ".join(reasons))
     return Scored(score, results, text, tuple(measurements), interval, samples_text)
 
 

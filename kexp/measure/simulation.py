@@ -5,7 +5,7 @@ Samples are drawn from known distributions, as GPU timings behave: log-normal no
 1 to 5 % coefficient of variation around a true time, 1 to 20 configurations of 5 to
 100 samples a side, and slow outliers (a preempted run, a clock drop: up to 5 % of
 samples, 1.2 to 3 times slower). Every trial is seeded: the same command prints the
-same figures. Five properties are measured:
+same figures. These properties are measured:
 
 * **false alarms** on A/A pairs (candidate = baseline): the share of experiments whose
   outcome is ``improvement`` or ``regression`` (the promise: at most 5 %), next to the
@@ -27,6 +27,10 @@ same figures. Five properties are measured:
   locked) with probability 1/2. A/A pairs called improvement or regression (the
   promise: at most 5 %; without the rule of :func:`kexp.core.noise.two_modes`, about
   70 %), and a true 50 % speedup found an ``improvement``.
+* **clean runs taken for two modes**: A/A experiments drawn from the ranges, 5 to 50
+  samples a side: the share of sides, and of experiments with a side, that
+  :func:`kexp.core.noise.two_modes` takes for two clock states (the promise: at most 1 %
+  of experiments), their interval widened and clocks blamed for nothing.
 * **rounds that disagree**: rounds of the same code (trials drawn from the ranges, 2
   and 3 rounds) whose intervals do not overlap (:func:`kexp.core.noise.dispute`): the
   share widened as if a round were disturbed (the promise: at most 2 %).
@@ -44,7 +48,14 @@ import random
 from collections.abc import Sequence
 
 from kexp.core.model import KernelExperiment, outcome_of
-from kexp.core.noise import SPIKES_HANDLED, dispute, estimate, rounded_interval
+from kexp.core.noise import (
+    MODES_RULE,
+    SPIKES_HANDLED,
+    dispute,
+    estimate,
+    rounded_interval,
+    two_modes,
+)
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.outputs import markdown_table
 
@@ -167,6 +178,8 @@ class Figures:
     bimodal_power: float = 0.0
     #: Rounds of the same code (2, 3 of them) found to disagree (:func:`disputed`).
     disputed: tuple[float, ...] = ()
+    #: Clean sides, and clean experiments, taken for two modes (:func:`clean_modes`).
+    clean_modes: tuple[float, ...] = ()
 
 
 #: The sample counts whose power :func:`measure` reports.
@@ -177,6 +190,8 @@ LOADED_SPEEDUP = 1.05
 #: two clock states :func:`measure` reports.
 CLOCK_SLOWDOWN = (1.1, 1.5)
 BIMODAL_SPEEDUP = 1.5
+#: The sample counts of the clean runs :func:`clean_modes` draws (those kexp sees most).
+CLEAN_SAMPLES = (5, 50)
 #: A small, noisy experiment: one configuration of 5 samples a side at 5 % CV.
 SMALL_TRIAL = Trial(1, 5, 0.05, 0.0)
 
@@ -308,6 +323,29 @@ def two_clock_states(
     return {name: count / trials for name, count in counts.items()}
 
 
+def clean_modes(
+    trials: int,
+    seed: int = 12,
+    samples: tuple[int, int] = CLEAN_SAMPLES,
+    rule: int = MODES_RULE,
+) -> tuple[float, float]:
+    """Shares of clean sides, and of clean experiments (A/A, drawn from the ranges but
+    with ``samples`` a side), taken for two modes (:func:`kexp.core.noise.two_modes`
+    by its ``rule``): their interval widened and a warning to lock clocks that were not
+    the cause."""
+    rng = random.Random(seed)
+    sides = taken = found = 0
+    for _ in range(trials):
+        trial = dataclasses.replace(draw_trial(rng), samples=rng.randint(*samples))
+        (pairs,) = draw_experiment(rng, trial, [1.0] * trial.configs)
+        sides_of = [side for pair in pairs for side in pair]
+        modes = sum(two_modes(sorted(side), rule=rule) is not None for side in sides_of)
+        sides += len(sides_of)
+        taken += modes
+        found += modes > 0
+    return taken / sides, found / trials
+
+
 def disputed(trials: int, seed: int = 11, rounds: int = 2) -> float:
     """Share of experiments (drawn from the ranges, true speedups drawn) whose
     ``rounds`` rounds, each as good as the others, disagree: two intervals that do not
@@ -349,6 +387,7 @@ def measure(trials: int = 1000, seed: int = 0) -> Figures:
         called(two_clock_states(trials, seed + 9, modes=False)),
         two_clock_states(trials, seed + 10, speedup=BIMODAL_SPEEDUP).get("improvement", 0.0),
         tuple(disputed(trials, seed + 11, rounds=n) for n in (2, 3)),
+        clean_modes(trials, seed + 12),
     )
 
 
@@ -413,6 +452,11 @@ def report(figures: Figures) -> str:
         (
             "rounds of the same code whose intervals do not overlap, 2 / 3 rounds (≤ 2 %)",
             " / ".join(f"{share:.1%}" for share in figures.disputed),
+        ),
+        (
+            f"clean runs of {CLEAN_SAMPLES[0]}-{CLEAN_SAMPLES[1]} samples taken for two "
+            "modes: sides / experiments (≤ 1 %)",
+            " / ".join(f"{share:.2%}" for share in figures.clean_modes),
         ),
     ]
     return markdown_table((f"over {figures.trials:,} seeded trials each", "measured"), rows)

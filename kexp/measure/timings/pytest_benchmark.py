@@ -10,8 +10,8 @@ summaries only: each benchmark's ``stats[stat]`` is recorded, without an interva
 with a warning saying how to keep the raw timings. pytest-benchmark times with a host
 wall clock (``timer: wall_clock``) unless told otherwise (``--benchmark-timer``, which
 each benchmark's ``options.timer`` names): a CPU clock (``time.process_time``) or a timer
-of the user's is ``timer: other``, with a warning; ``repetitions`` is its iterations per
-round.
+of the user's is ``timer: other``, with a warning; a CPU clock timed CPU work, whatever
+the machine (``device: cpu``); ``repetitions`` is its iterations per round.
 """
 
 from __future__ import annotations
@@ -85,8 +85,10 @@ def read(source: Source, unit: str, stat: str) -> Timings:
         rounds = stats.get("rounds")
         if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 1:
             counts[config] = rounds
-    timer, warned = _timer(source)
+    timer, device, warned = _timer(source)
     protocol: dict[str, Any] = {"timer": timer}
+    if device is not None:
+        protocol["device"] = device
     iterations = single_value(
         {n: s.get("iterations") for n, (_, _, s) in zip(names, entries, strict=True)}
     )
@@ -103,25 +105,33 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     return Timings(times, NAME, protocol, counts, stat, (*warned, warning))
 
 
-def _timer(source: Source) -> tuple[str, tuple[str, ...]]:
+def _timer(source: Source) -> tuple[str, str | None, tuple[str, ...]]:
     """The ``protocol.timer`` of the file's benchmarks (their ``options.timer``: a wall
-    clock unless every benchmark names one, ``other`` otherwise) and the warning an
-    other timer gets (the same for both sides' files: said once)."""
+    clock unless every benchmark names one, ``other`` otherwise), its ``device`` (``cpu``
+    for a CPU clock: it counts the CPU time of the process, what ran on the CPU; else
+    None) and the warning an other timer gets (the same for both sides' files: said
+    once)."""
     named = {
         str(entry["options"].get("timer", "perf_counter")).rsplit(".", 1)[-1]
         for entry in source.data["benchmarks"]
         if isinstance(entry.get("options"), Mapping)
     }
     if named <= WALL_CLOCKS:  # none named (an older file): pytest-benchmark's default
-        return "wall_clock", ()
+        return "wall_clock", None, ()
     others = ", ".join(sorted(named - WALL_CLOCKS))
+    cpu = named - WALL_CLOCKS <= CPU_CLOCKS
     what = (
         "the CPU time of the process, without the time it waited (for a GPU, for I/O, preempted)"
-        if named - WALL_CLOCKS <= CPU_CLOCKS
+        if cpu
         else "not a wall clock kexp knows"
     )
-    return "other", (
-        f"pytest-benchmark timed with {others} ({what}): recorded as "
-        "protocol timer other, not wall_clock; for a GPU kernel, time with the default "
-        "(time.perf_counter) and synchronise the device in the benchmarked function",
+    recorded = "protocol timer other, device cpu" if cpu else "protocol timer other"
+    return (
+        "other",
+        "cpu" if cpu else None,
+        (
+            f"pytest-benchmark timed with {others} ({what}): recorded as "
+            f"{recorded}, not wall_clock; for a GPU kernel, time with the default "
+            "(time.perf_counter) and synchronise the device in the benchmarked function",
+        ),
     )
