@@ -10,8 +10,13 @@ the reviewer's clones, the reviewer committing and pushing as a forge user does.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, record
 
@@ -41,6 +46,109 @@ def _reviewed(tmp_path: Path) -> tuple[Path, Path, str, str]:
 
 def _on_branch(remote: Path, path: str) -> str:
     return git(remote, "show", f"{BRANCH}:{path}")
+
+
+def test_the_reviewers_correction_reaches_the_working_tree_and_survives_an_update(
+    tmp_path: Path,
+) -> None:
+    """Alice syncs (a dry run first says it would, changing nothing): the lead's
+    summary comes into her working tree (it said "merged" and left her file as it
+    was); she adds a tag and syncs: the branch holds the lead's summary and her tag
+    (her older summary was pushed over the lead's, silently)."""
+    remote, alice, exp_id, path = _reviewed(tmp_path)
+    planned = run_kexp("sync", "--branch", BRANCH, "--dry-run", "--json", cwd=alice)
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["taken_in"] == [path]
+    assert f"change_summary: {HERS}" in (alice / path).read_text()
+
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert f"change_summary: {THEIRS}" in (alice / path).read_text()
+    assert f"origin/{BRANCH}'s newer version of 1 experiment file(s)" in done.stdout
+    assert path in done.stdout
+
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise", cwd=alice).returncode == 0
+    again = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert again.returncode == 0, again.stderr
+    on_branch = _on_branch(remote, path)
+    assert f"change_summary: {THEIRS}" in on_branch and "rowwise" in on_branch
+    assert (alice / path).read_text() == on_branch + "\n"
+
+
+def test_an_untouched_file_is_taken_in_when_the_sync_publishes_another(tmp_path: Path) -> None:
+    """Alice records a second experiment and syncs: hers is published, the first comes
+    in as the lead corrected it, and the branch keeps the lead's text."""
+    remote, alice, _, path = _reviewed(tmp_path)
+    second = record(alice, git(alice, "rev-parse", "HEAD"), "Two rows per warp - +3%", score=1.03)
+
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert f"change_summary: {THEIRS}" in (alice / path).read_text()
+    assert f"change_summary: {THEIRS}" in _on_branch(remote, path)
+    assert f"/{second.id}-" in git(remote, "ls-tree", "-r", "--name-only", BRANCH)
+
+
+def test_an_edit_made_before_syncing_is_merged_with_the_correction_and_taken_in(
+    tmp_path: Path,
+) -> None:
+    """Alice tags her copy before she syncs, the lead's correction unseen: the sync
+    merges the two (other lines) and her file becomes the merge (it kept her older
+    summary, which her next edit and sync pushed over the lead's)."""
+    remote, alice, exp_id, path = _reviewed(tmp_path)
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise", cwd=alice).returncode == 0
+
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert done.returncode == 0, done.stderr
+    on_branch = _on_branch(remote, path)
+    assert f"change_summary: {THEIRS}" in on_branch and "rowwise" in on_branch
+    assert (alice / path).read_text() == on_branch + "\n"
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise,fused", cwd=alice).returncode == 0
+    assert run_kexp("sync", "--branch", BRANCH, cwd=alice).returncode == 0
+    on_branch = _on_branch(remote, path)
+    assert f"change_summary: {THEIRS}" in on_branch and "fused" in on_branch
+
+
+@pytest.mark.parametrize("way", ["publish your version", "take theirs"])
+def test_an_edit_made_on_the_older_version_stops_the_sync_and_settles_as_said(
+    tmp_path: Path, way: str
+) -> None:
+    """Alice brings her local branch up to date with git (git fetch origin B:B), then
+    tags her copy, made on her summary: the sync stops naming the file (it committed
+    her copy on the lead's and pushed her older summary over it, silently); the branch
+    keeps the lead's version, her file hers, saved in git too; each way the line gives,
+    run as printed, settles it."""
+    remote, alice, exp_id, path = _reviewed(tmp_path)
+    git(alice, "fetch", "-q", "origin", f"{BRANCH}:{BRANCH}")
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise", cwd=alice).returncode == 0
+    mine = (alice / path).read_text()
+
+    refused = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert refused.returncode != 0
+    assert path in refused.stderr and "changed both here and on" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert f"change_summary: {THEIRS}" in _on_branch(remote, path)
+    assert (alice / path).read_text() == mine
+    saved = re.search(r" as ([0-9a-f]{12})", refused.stderr)
+    assert saved is not None, refused.stderr
+    assert git(alice, "cat-file", "blob", saved.group(1)) + "\n" == mine
+    command = re.search(rf"to {way}.*?, run (.*?) and (kexp|the same) sync", refused.stderr)
+    assert command is not None, refused.stderr
+    path_with_kexp = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    subprocess.run(["bash", "-c", command.group(1)], cwd=alice, check=True,
+                   env={**os.environ, "PATH": path_with_kexp})  # fmt: skip
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert done.returncode == 0, done.stderr
+
+    on_branch = _on_branch(remote, path)
+    assert (alice / path).read_text() == on_branch + "\n"
+    if way == "publish your version":
+        assert on_branch + "\n" == mine
+        return
+    assert f"change_summary: {THEIRS}" in on_branch and "rowwise" not in on_branch
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise", cwd=alice).returncode == 0
+    assert run_kexp("sync", "--branch", BRANCH, cwd=alice).returncode == 0
+    on_branch = _on_branch(remote, path)
+    assert f"change_summary: {THEIRS}" in on_branch and "rowwise" in on_branch
 
 
 def test_reads_across_refs_take_the_reviewers_version_before_the_author_syncs(

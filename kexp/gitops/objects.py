@@ -129,6 +129,17 @@ def path_history_blobs(repo: git.Repo | Worktree, commit: str, paths: Sequence[s
     return found
 
 
+def save_blobs(repo: git.Repo | Worktree, paths: Sequence[Path]) -> list[str]:
+    """Write the files ``paths`` into the repository's objects as they are (no filters):
+    their blob hashes, in order (``git cat-file blob HASH`` gives each back)."""
+    if not paths:
+        return []
+    return git_command(
+        repo, "hash-object", "-w", "--no-filters", "--stdin-paths",
+        stdin="".join(f"{path}\n" for path in paths),
+    ).stdout.split()  # fmt: skip
+
+
 def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:
     """(commit, committer date) of ``HEAD``; None in a repository without commits."""
     found = git_command(repo, "log", "-1", "--format=%H %ct", "HEAD", ok_codes=None)
