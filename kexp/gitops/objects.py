@@ -109,6 +109,37 @@ def history_rewrites(repo: Worktree) -> tuple[str, ...]:
     return (*(f"replace {line}" for line in replaced if line), *(f"shallow {c}" for c in boundary))
 
 
+def path_history_blobs(repo: git.Repo | Worktree, commit: str, paths: Sequence[str]) -> set[str]:
+    """Every blob that ``paths`` (repository paths) held in the history of ``commit`` (a
+    full hash), by any commit that changed them: what that commit's versions descend
+    from. One git process."""
+    if not is_hex(commit, 40):
+        raise GitError(f"{commit!r} is not a full commit hash")
+    if not paths:
+        return set()
+    output = git_command(
+        repo, "log", "--format=", "--raw", "--no-abbrev", "--no-renames", commit, "--",
+        *paths, env={"GIT_LITERAL_PATHSPECS": "1"},
+    ).stdout  # fmt: skip
+    found: set[str] = set()
+    for line in output.splitlines():
+        if line.startswith(":"):
+            fields = line.split("\t", 1)[0].split()
+            found.update(blob for blob in fields[2:4] if is_hex(blob, 40) and blob.strip("0"))
+    return found
+
+
+def save_blobs(repo: git.Repo | Worktree, paths: Sequence[Path]) -> list[str]:
+    """Write the files ``paths`` into the repository's objects as they are (no filters):
+    their blob hashes, in order (``git cat-file blob HASH`` gives each back)."""
+    if not paths:
+        return []
+    return git_command(
+        repo, "hash-object", "-w", "--no-filters", "--stdin-paths",
+        stdin="".join(f"{path}\n" for path in paths),
+    ).stdout.split()  # fmt: skip
+
+
 def head_info(repo: git.Repo | Worktree) -> tuple[str, int] | None:
     """(commit, committer date) of ``HEAD``; None in a repository without commits."""
     found = git_command(repo, "log", "-1", "--format=%H %ct", "HEAD", ok_codes=None)

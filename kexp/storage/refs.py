@@ -9,11 +9,14 @@ one entry per experiment, whatever the number of places holding it.
 (a correction on one branch) is one entry: its newest version, which is ranked and
 counted; the places holding the others are named (``other_versions``). Newest means,
 in this order: an uncommitted edit in the working tree (it differs from ``HEAD``'s
-file); else, of two versions at commits A and B, the one that changed since their
-merge base (the other is what the base holds: the history says which came later, as a
-merge would); else (both changed since, or neither base nor history tells) the version
-whose commit is later, then the working tree, then the refs in the order given. A file
-of the working tree that is ``HEAD``'s is ``HEAD``'s version.
+file), unless the other version's history held it (that ref descends from it: what
+this clone published to a side branch that a reviewer corrected there since is no
+edit, but the older version); else, of two versions at commits A and B, the one that
+changed since their merge base (the other is what the base holds: the history says
+which came later, as a merge would); else (both changed since, or neither base nor
+history tells) the version whose commit is later, then the working tree, then the refs
+in the order given. A file of the working tree that is ``HEAD``'s is ``HEAD``'s
+version.
 
 **A removal.** A place removed an experiment when it lacks it and its commit descends
 from every place holding it at a commit holding that very version (a branch that merged

@@ -67,6 +67,7 @@ from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.syncresult import SyncResult, listing
+from kexp.storage.takenin import take_in
 
 if TYPE_CHECKING:
     from kexp.storage.snapshot import StoreLocation
@@ -173,6 +174,7 @@ def _sync(
     local = start = gitcommits.ref_commit(repo, f"refs/heads/{target}")
     had_branch = local is not None
     kept_record: Record | None = None  # (a side branch's record as the sync found it)
+    brought: list[str] = []  # (another clone's corrections taken into the working tree)
     view = RemoteView(repo, remote, folder)
 
     def publishable(path: str) -> bool:
@@ -226,6 +228,9 @@ def _sync(
             # kept) restarts the branch.
             for landing in {view.default(), checked_out} - {None, target}:
                 view.fetch(str(landing))
+        if Record.exists(repo, target):  # what another clone corrected there since
+            there = view.known_tip(target)
+            brought = take_in(location, remote, target, there, local, dry_run=dry_run)
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base = _commit_beside(
@@ -283,7 +288,7 @@ def _sync(
         return SyncResult(  # a dry run merges, pushes and makes nothing: it would
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
-            kept_back=aside[0], kept_back_advice=aside[1],
+            kept_back=aside[0], kept_back_advice=aside[1], taken_in=tuple(brought),
             would_merge=step.merge, would_push=step.push and not code,
             commits_to_push=0 if code else step.commits,
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
@@ -364,12 +369,15 @@ def _sync(
             f"kept pushing first): run kexp sync again; the commit {str(local)[:12]} is "
             "kept on the branch"
         )
+    if merged and not in_checkout:  # (corrected there while this sync ran)
+        brought = sorted({*brought, *take_in(location, remote, target, local, stop=False)})
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
+        taken_in=tuple(brought),
     )  # fmt: skip
 
 

@@ -53,6 +53,10 @@ class SyncResult:
     #: removes them there too (:func:`kexp.storage.syncclash.remove_there`).
     kept_back: tuple[str, ...] = ()
     kept_back_advice: str = ""
+    #: Experiment files of a side branch that another clone corrected there since this
+    #: clone published them, unchanged here: taken into the working tree (a dry run:
+    #: would be; :mod:`kexp.storage.takenin`).
+    taken_in: tuple[str, ...] = ()
     #: The checkout's commits (``hash subject``) that change files outside
     #: ``experiments/``, for which the push to the remote's default branch was held
     #: back (kexp sync publishes experiments, not code).
@@ -86,13 +90,14 @@ class SyncResult:
             or self.pushed
             or self.would_merge
             or self.would_push
+            or self.taken_in
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (``kexp sync --json``)."""
         data = dataclasses.asdict(self)
         for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
-                    "carried"):  # fmt: skip
+                    "carried", "taken_in"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["up_to_date"] = self.up_to_date
         return data
@@ -123,6 +128,13 @@ class SyncResult:
                 f"kept {len(self.kept_back)} experiment file(s) removed here on "
                 f"{self.branch}, which another clone published: "
                 f"{listing(list(self.kept_back))}; {self.kept_back_advice}"
+            )
+        if self.taken_in:
+            kept.append(
+                f"{'would take' if self.dry_run else 'took'} {where}'s newer version of "
+                f"{len(self.taken_in)} experiment file(s) into the working tree (another "
+                "clone corrected them there; unchanged here since this clone published "
+                f"them): {listing(list(self.taken_in))}"
             )
         if self.dry_run:
             return self._planned_lines() + left + kept

@@ -169,6 +169,14 @@ class GitTrees:
             found = self._keys[commit] = frozenset(keys)
         return found
 
+    def history(self, commit: str, folder: str, paths: Sequence[str]) -> frozenset[bytes]:
+        """The content keys ``paths`` (relative to ``folder``, the store's folder in the
+        repository) held in the history of ``commit``."""
+        found = gitobjects.path_history_blobs(
+            self._repo, commit, [f"{folder}/{path}" for path in paths]
+        )
+        return frozenset(bytes.fromhex(blob) for blob in found)
+
     def blob_at(self, commit: str, folder: str, path: str) -> bytes | None:
         """The content key of ``path`` (relative to ``folder``, the store's folder in the
         repository) at ``commit``; None when there is no file there."""
@@ -349,6 +357,10 @@ class Newest:
         whether that was decided by the commits' dates (both changed since their merge
         base)."""
         mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
+        if mine[0] != mine[1]:
+            edit, other = (first, second) if mine[0] else (second, first)
+            if self._descends(other, edit[0]):
+                return mine[1], False  # the working tree's is older: not an edit
         if mine[0] or mine[1]:
             return mine[0], False
         a, b = self._commit(first[1]), self._commit(second[1])
@@ -372,6 +384,22 @@ class Newest:
         if head is None:
             return True
         return self._state_at(head, state, ()) != _contents(state)
+
+    def _descends(
+        self,
+        state: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        older: tuple[tuple[str, bytes], ...],
+    ) -> bool:
+        """Whether the version ``state`` (files, places: a ref's) descends from the
+        contents ``older`` (the working tree's): each of them was held at those paths in
+        its commit's history (what this clone published to a side branch that another
+        clone corrected since is no edit of the working tree's, but an older version)."""
+        commit = self._commit(state[1])
+        if commit is None:
+            return False
+        paths = {twin for path, _ in (*state[0], *older) for twin in layout_twins(path)}
+        held = self._git.history(commit, self._folder, sorted(paths))
+        return all(key in held for _, key in older)
 
     def _commit(self, places: list[int]) -> str | None:
         """The commit of a state: HEAD's for the working tree, else the first ref's."""
