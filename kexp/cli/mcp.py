@@ -853,7 +853,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         return tools.answer(
             lambda: publish(
                 tools.store(), branch=branch, remote=remote, message=message, dry_run=dry_run
-            ).to_dict()
+            ).to_dict(for_tools)
         )
 
     return server

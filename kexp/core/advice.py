@@ -300,6 +300,14 @@ SYNC_BRANCH_AGAIN = Advice(
     "then run kexp sync --branch {branch} again",
     'then call sync with branch: "{branch}" again',
 )
+#: Advice on experiments a sync of the default branch held back: published by this clone
+#: to a side branch the remote no longer has, and not landed (a pull request closed
+#: unmerged; :func:`kexp.storage.published.unlanded`).
+PROPOSE_AGAIN = Advice(
+    "kexp sync --branch {branch} proposes them again; to drop them, remove the files (kexp rm ID)",
+    'calling sync with branch: "{branch}" proposes them again; to drop them, remove the '
+    "files in the checkout (kexp rm ID, as no tool removes)",
+)
 #: Advice on an invalid experiment kexp sync would publish (the remote's branch known).
 SYNC_FIX_CHANGED = Advice(
     "fix it (kexp validate --changed {base} lists every problem), then run kexp sync again",
@@ -376,6 +384,7 @@ ADVICE = (
     SYNC_REWRITTEN,
     SYNC_CODE_CLASHES,
     SYNC_BRANCH_AGAIN,
+    PROPOSE_AGAIN,
     SYNC_FIX_CHANGED,
     SYNC_FIX_ALL,
     ROOT,

@@ -19,6 +19,11 @@ and only while the branch holds that version still (the one ``HEAD`` or the reco
 has): a file another clone corrected there since is kept, and said. A record that is
 missing or cannot be read removes nothing beyond ``HEAD``'s files (never fatal), and
 is written again by the next sync.
+
+The records tell a sync of the remote's default branch too what this clone published
+on side branches: an experiment published on a branch the remote no longer has, which
+did not land on the default branch (a pull request closed unmerged, the branch
+deleted), is held back from it (:func:`unlanded`), never deleted.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import git
+
+    from kexp.storage.remoteview import RemoteView
 
 #: The record's format (a record of another version is ignored, as a damaged one is).
 RECORD_VERSION = 1
@@ -163,6 +170,57 @@ def note_removal(repo: git.Repo, path: str) -> None:
             if path not in record.removed:
                 record.removed.add(path)
                 record.write_to(found)
+
+
+def published_branches(repo: git.Repo) -> dict[str, Record]:
+    """Each side branch this working tree published to (a record it keeps), with what
+    it published there (records that cannot be read, or hold nothing, left out)."""
+    from urllib.parse import unquote
+
+    folder = records_folder(repo)
+    found: dict[str, Record] = {}
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if path.is_file() and not path.name.startswith("."):  # (a record being written)
+            record = Record.load(path)
+            if record.files:
+                found[unquote(path.name)] = record
+    return found
+
+
+def unlanded(
+    repo: git.Repo, view: RemoteView, target: str, paths: Sequence[str]
+) -> dict[str, list[str]]:
+    """Of ``paths`` (the experiment files a sync would commit to ``target``), those it
+    holds back, by side branch, when ``target`` is the remote's default branch: this
+    clone published the experiment (its id) on a side branch the remote no longer
+    has, and it did not land: the branch's commit here did not land
+    (:meth:`~kexp.storage.remoteview.RemoteView.landed`: neither merged nor squashed;
+    none here: it counts as not landed) and the default branch lacks the file (one pull
+    request landed in part). A file edited since is the same experiment."""
+    from kexp.format.rules import id_from_name
+    from kexp.gitops import commits as gitcommits
+
+    ids = {exp_id: p for p in paths if (exp_id := id_from_name(p)) is not None}
+    mine = {
+        branch: [ids[i] for i in dict.fromkeys(map(id_from_name, record.files)) if i in ids]
+        for branch, record in published_branches(repo).items()
+    }
+    mine = {branch: files for branch, files in mine.items() if files}
+    if not mine or target != view.default():
+        return {}
+    listed = view.listed()
+    tip = view.branches().get(target)
+    held: dict[str, list[str]] = {}
+    for branch, files in mine.items():
+        commit = gitcommits.ref_commit(repo, f"refs/heads/{branch}")
+        if branch in listed or (commit is not None and view.landed(commit)):
+            continue
+        there = gitcommits.path_blobs(repo, tip, files) if tip else {}
+        taken = {p for found in held.values() for p in found}
+        files = sorted(p for p in files if p not in there and p not in taken)
+        if files:
+            held[branch] = files
+    return held
 
 
 def removed_here_path(repo: git.Repo) -> Path:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import (
     MERGE_TO_FIX,
+    PROPOSE_AGAIN,
     SYNC_BRANCH,
     SYNC_FIX_ALL,
     SYNC_FIX_CHANGED,
@@ -62,11 +63,11 @@ from kexp.format.rules import id_from_name
 from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
-from kexp.storage.published import Record, choose_removals, record_path
+from kexp.storage.published import Record, choose_removals, record_path, unlanded
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
-from kexp.storage.syncresult import SyncResult, listing
+from kexp.storage.syncresult import SyncResult, Unlanded, listing
 from kexp.storage.takenin import take_in
 
 if TYPE_CHECKING:
@@ -212,6 +213,8 @@ def _sync(
         if needed and target == view.default():
             raise ValidationError(_STACKED.format(target=target, files=listing(sorted(needed))), [])
         paths = sorted({*paths, *needed})  # (a copy of what another branch holds)
+        held_unlanded = _unlanded(location, view, target, paths)
+        paths = [p for p in paths if not any(p in u.files for u in held_unlanded)]
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
             refuse_invalid(store, remote, target)
@@ -221,7 +224,7 @@ def _sync(
         paths = [p for p in paths if p not in set(removed)]
         kept: list[str] = []
     else:
-        incoming, taken = None, set()
+        incoming, taken, held_unlanded = None, set(), ()
         if not dry_run and local is not None:
             # The remote's default branch as the remote has it now (and the checkout's):
             # a pull request of this branch merged there (squashed, the branch deleted or
@@ -289,6 +292,7 @@ def _sync(
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
             kept_back=aside[0], kept_back_advice=aside[1], taken_in=tuple(brought),
+            unlanded=held_unlanded,
             would_merge=step.merge, would_push=step.push and not code,
             commits_to_push=0 if code else step.commits,
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
@@ -377,7 +381,7 @@ def _sync(
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
-        taken_in=tuple(brought),
+        taken_in=tuple(brought), unlanded=held_unlanded,
     )  # fmt: skip
 
 
@@ -490,6 +494,30 @@ def _landed(
     return (
         same | {p for p in gone if p not in theirs},
         view.held(sorted(set(present) - same)) | waiting,
+    )
+
+
+def _unlanded(
+    location: StoreLocation, view: RemoteView, target: str, paths: list[str]
+) -> tuple[Unlanded, ...]:
+    """What a sync of the checkout holds back of ``paths`` (what it would commit to
+    ``target``), by side branch: what this clone published on one the remote no longer
+    has, and did not land on its default branch
+    (:func:`kexp.storage.published.unlanded`), and the files building on it (``pid``,
+    ``combines``: the default branch would lack their parents). Never deleted."""
+    present = [p for p in paths if os.path.lexists(location.toplevel / p)]
+    found = unlanded(location.repo, view, target, present)
+    branch_of = {p: branch for branch, files in found.items() for p in files}
+    rest = [p for p in present if p not in branch_of]
+    while found and rest:  # (a child's child: one more pass)
+        building = {p: _lineage_among(location, set(branch_of), [p]) for p in rest}
+        branch_of |= {p: branch_of[min(on)] for p, on in building.items() if on}
+        if len(rest) == len(rest := [p for p in rest if not building[p]]):
+            break
+    return tuple(
+        Unlanded(branch, files, PROPOSE_AGAIN.say(branch=branch))
+        for branch in found
+        if (files := tuple(sorted(p for p, b in branch_of.items() if b == branch)))
     )
 
 

@@ -4,10 +4,31 @@ JSON (``kexp sync --json``, the MCP ``sync`` tool)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 #: How many paths a line names before "and N more".
 SHOWN_PATHS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Unlanded:
+    """Experiment files a sync of the remote's default branch held back: this clone
+    published them (or what they build on) on the side ``branch``, which the remote no
+    longer has, and they did not land (:func:`kexp.storage.published.unlanded`)."""
+
+    branch: str
+    files: tuple[str, ...]
+    #: What to do: propose them again, or drop them (:data:`~kexp.core.advice.PROPOSE_AGAIN`).
+    advice: str
+
+    def line(self, remote: str, target: str, held: str) -> str:
+        """The line that says it, ``held`` ("held back", or a dry run's "would hold back")."""
+        return (
+            f"{held} {len(self.files)} experiment file(s) published on {self.branch}, which "
+            f"{remote} no longer has and which did not land on {target}: "
+            f"{listing(list(self.files))}; {self.advice}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +86,10 @@ class SyncResult:
     #: ``experiments/`` with no change to them in the end (reverted, or squashed
     #: there already): the remote's other files are as they were.
     carried: tuple[str, ...] = ()
+    #: The experiment files held back from the remote's default branch, by side branch:
+    #: published there by this clone, the branch deleted since, not landed (a pull
+    #: request closed unmerged; kept here, uncommitted).
+    unlanded: tuple[Unlanded, ...] = ()
     #: What a dry run found the sync would do with the remote's branch: merge it in,
     #: push (how many commits), make the branch here (always false in a real sync,
     #: which says what it did in ``merged``, ``pushed``, ``created_branch``).
@@ -78,7 +103,7 @@ class SyncResult:
         """Whether there was nothing to do: nothing committed, removed, merged or pushed
         (nor, in a dry run, would be), and nothing held back (commits the sync does not
         push wait here: the user has something to do)."""
-        return self._idle and not self.held_back
+        return self._idle and not self.held_back and not self.unlanded
 
     @property
     def _idle(self) -> bool:
@@ -93,12 +118,17 @@ class SyncResult:
             or self.taken_in
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready data (``kexp sync --json``)."""
+    def to_dict(self, said: Callable[[str], str] = str) -> dict[str, Any]:
+        """The result as JSON-ready data (``kexp sync --json``), its advice ``said``
+        (the MCP tools' words: :func:`kexp.core.advice.for_tools`)."""
         data = dataclasses.asdict(self)
         for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
                     "carried", "taken_in"):  # fmt: skip
             data[key] = list(getattr(self, key))
+        data["unlanded"] = [
+            {"branch": u.branch, "files": list(u.files), "advice": said(u.advice)}
+            for u in self.unlanded
+        ]
         data["up_to_date"] = self.up_to_date
         return data
 
@@ -140,11 +170,15 @@ class SyncResult:
             return self._planned_lines() + left + kept
         made = [f"made the branch {self.branch} here"] if self.created_branch else []
         held = [self._held_back_line("pushed")] if self.held_back else []
+        unlanded = [u.line(self.remote, self.branch, "held back") for u in self.unlanded]
         if self._idle:
-            up = f"up to date with {where}: nothing to commit or push"
+            up = [f"up to date with {where}: nothing to commit or push"]
             if held:
-                up = f"not up to date with {where}, though no experiment is to commit"
-            return [*made, up, *held, *left, *kept]
+                up = [f"not up to date with {where}, though no experiment is to commit"]
+            elif unlanded:
+                up = []  # (the held back say it)
+            return [*made, *unlanded, *up, *held, *left, *kept]
+        left = unlanded + left
         found = [*left, *kept, *made]
         if self.commit:
             done = [f"committed {files} experiment file(s)"] if files else []
@@ -200,9 +234,10 @@ class SyncResult:
                     "would stop before the push, pushing" if stops else "would push"
                 )
             )
+        found[:0] = [u.line(self.remote, self.branch, "would hold back") for u in self.unlanded]
         if self.up_to_date:
             found.append(f"up to date with {where}: nothing to commit or push")
-        elif self._idle:
+        elif self._idle and self.held_back:
             found.insert(0, f"not up to date with {where}, though no experiment is to commit")
         found.append(
             f"(as {self.remote}'s branches are now, their commits as last fetched: the sync "
