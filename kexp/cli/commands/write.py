@@ -746,7 +746,7 @@ def re_id(ctx: click.Context, path: Path) -> None:
 
     \b
     Example:
-      kexp re-id experiments/2026/12/d6/6b164734f027c6d6-unroll-4-copy.md
+      kexp re-id experiments/2026/10/26/6ad1e3ef8a949f26-*.md
     """
     done = get_store(ctx).re_id(path)
     click.echo(
