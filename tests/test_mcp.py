@@ -702,3 +702,24 @@ def test_a_change_read_from_git_is_warned_of_when_another_agent_tried_it(
     run_agent(bob, bob_works)
     (his,) = Store(bob).list_experiments()
     assert (his.code_change, his.base_commit) == (mine.code_change, base)
+
+
+def test_consult_builds_on_the_believable_best_not_a_suspect_one(tmp_path: Path) -> None:
+    """The packet an agent reads first (``consult``) names as the current best what
+    ``kexp review`` would: not a suspect measurement, which it names beside it."""
+    from test_suspect_best import CEILING, team_repo
+
+    repo, made = team_repo(tmp_path)
+
+    async def work(agent: Agent) -> None:
+        packet = await agent.json("consult", operator="softmax", format="json")
+        assert packet["best"]["id"] == made["unroll"], packet["best"]
+        assert [(e["id"], e["suspect"]) for e in packet["suspect_best"]] == [
+            (made["skip"], [CEILING])
+        ]
+        failed, texts = await agent.call("consult", operator="softmax")
+        best = texts[0].split("## Current best\n", 1)[1].split("\n## ", 1)[0]
+        assert not failed and best.startswith(f"- {made['unroll'][:10]}"), texts[0]
+        assert "[suspect: verify correctness] Skip the reduction" in texts[0]
+
+    run_agent(repo, work)

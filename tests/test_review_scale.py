@@ -216,7 +216,12 @@ class _Side:
         ]
 
     def best_on(self, campaign: tuple[str, str, str]) -> KernelExperiment | None:
-        improved = [e for e in self.scored_on(campaign) if e.outcome == "improvement"]
+        """The best tip that is not suspect (a suspect one is no best until checked)."""
+        improved = [
+            e
+            for e in self.scored_on(campaign)
+            if e.outcome == "improvement" and not suspect_reasons(e, e.settings)
+        ]
         return max(improved, key=lambda e: e.cumulative_score, default=None)
 
 
@@ -363,16 +368,30 @@ def _entry(
             1 for e in rivals if (e.outcome == "improvement", e.cumulative_score or 0.0) > key
         )
         entry.rank_of = len(rivals)
-    if kind != "removed" and entry.rank == 1 and mine is not None and exp.outcome == "improvement":
-        previous = then.best_on((exp.operator_sig, exp.dtype_sig, exp.env))
+    if (
+        kind != "removed"
+        and entry.rank is not None
+        and mine is not None
+        and exp.outcome == "improvement"
+    ):
+        # Against the current best, the best believable tip: a believable step that is
+        # it, or a suspect one above it (no best until checked), against the best before.
+        current = side.best_on((exp.operator_sig, exp.dtype_sig, exp.env))
+        reasons = suspect_reasons(exp, exp.settings)
+        now = None if current is None else current.cumulative_score or 0.0
+        ahead = now is None or (mine > now if reasons else mine >= now)
+        previous = then.best_on((exp.operator_sig, exp.dtype_sig, exp.env)) if ahead else None
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)
             entry.previous_best_cumulative = previous.cumulative_score
-        best = previous is None or (
-            previous.id != exp.id and mine > (previous.cumulative_score or 0.0)
+        best = ahead and (
+            previous is None
+            or (
+                (previous.id != exp.id or bool(reasons))
+                and mine > (previous.cumulative_score or 0.0)
+            )
         )
-        reasons = suspect_reasons(exp, exp.settings)
         if best and reasons:
             entry.suspect = reasons
         else:

@@ -8,8 +8,12 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    near-duplicate (:func:`kexp.storage.repeats.tried_before`'s measure), with their outcome.
 2. **Current best** for operator × dtype × env: the best *tip*, as ``kexp top`` ranks
    it (the best cumulative score, the speedup over the operator's reference; buggy,
-   pending and controls left out) and **the path to it**: from the root, each step with
-   its score and the cumulative score it reaches: the code to build on.
+   pending and controls left out) whose measurement is believable, as ``kexp review``
+   names a new best (:func:`kexp.storage.query.believable_best`); the suspect tips
+   above it beside it (**higher, but suspect**: verify before building on them); and
+   **the path to it**: from the root, each step with its score and the cumulative score
+   it reaches: the code to build on. Every experiment entry whose measurement is suspect
+   is marked as ``kexp top`` marks it, its reasons in JSON ``suspect``.
 3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
    remeasure or move on; a dead end, as ``kexp tree`` marks it, is in "do not repeat")
    and **related successes** on the operator: most related to the
@@ -37,10 +41,11 @@ measured noise floor, on the packet's first lines ("A/A on this env: 1.039 [0.83
 The packet never exceeds its budget of tokens, counted as the characters of the
 rendered text divided by :data:`CHARS_PER_TOKEN`, rounded up (a common rule of thumb
 for English and code; an exact count depends on the model's tokenizer). Entries are
-kept in order of importance (the tried-before list, the best, its parent and the
-lineage's root, the three most related failures and successes, ...) while the whole,
-with its "left out" note, fits; an entry too long whole is kept on its first line, and
-one that does not fit even so ends its section (each keeps the head of its ranking).
+kept in order of importance (the tried-before list, the best, the suspect tips above
+it, its parent and the lineage's root, the three most related failures and successes,
+...) while the whole, with its "left out" note, fits; an entry too long whole is kept
+on its first line, and one that does not fit even so ends its section (each keeps the
+head of its ranking).
 The same files and arguments give the same bytes: every order has a tie-break, nothing
 depends on the clock or on the cache's history.
 """
@@ -72,9 +77,10 @@ from kexp.core.campaign import (
     latest_control,
 )
 from kexp.core.errors import KexpError
+from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.storage.doctext import score_interval
 from kexp.storage.lineage import dead_end
-from kexp.storage.query import best_tip, chronological
+from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
 
@@ -91,6 +97,7 @@ FORMATS = ("markdown", "json")
 #: How many entries of each section are considered at most (the budget keeps fewer).
 SECTION_LIMITS = {
     "tried_before": 5,
+    "suspect_best": 3,
     "lineage": 60,
     "failures": 15,
     "marginal": 10,
@@ -207,8 +214,30 @@ def _gather(
         entries.append(_repeat_entry(repeat, rank, short))
 
     measured = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
-    best = best_tip(measured, derivation=derivation)  # kexp top's first; None: none improved
-    on_lineage: set[str] = set()
+    # kexp top's first whose measurement is believable (None: none improved, or every
+    # one that did is suspect), and the suspect tips above it: named beside it, as kexp
+    # review names them, never built on before they are checked.
+    best, above = believed_best(measured, derivation=derivation, settings=settings)
+    suspects = {d.path: suspect_reasons(d, settings) for d in on_operator}
+    above = above[: SECTION_LIMITS["suspect_best"]]
+    search.read_lessons(d for d, _ in above)
+    for rank, (row, _) in enumerate(above):
+        entries.append(
+            _experiment_entry(
+                "suspect_best",
+                row,
+                search.lesson(row)[0],
+                outcomes[row.path],
+                (2, 2 + rank),
+                (rank,),
+                dtype,
+                env,
+                derivation.of(row),
+                short,
+                suspect=suspects[row.path],
+            )
+        )
+    on_lineage: set[str] = {d.path for d, _ in above}
     if best is not None:
         entries.append(
             _experiment_entry(
@@ -225,8 +254,8 @@ def _gather(
             )
         )
         chain = _lineage(by_id, best)
-        on_lineage = {d.path for d in chain}
-        entries += _lineage_entries(chain, derivation, short)
+        on_lineage |= {d.path for d in chain}
+        entries += _lineage_entries(chain, derivation, short, settings)
 
     relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
@@ -278,6 +307,7 @@ def _gather(
                     derivation.of(row),
                     short,
                     error=error if name == "failures" else "",
+                    suspect=suspects[row.path],
                 )
             )
 
@@ -409,7 +439,7 @@ def _lineage(by_id: Mapping[str, Row], best: Row) -> list[Row]:
 
 
 def _lineage_entries(
-    chain: list[Row], derivation: Derivation, short: Callable[[str], str]
+    chain: list[Row], derivation: Derivation, short: Callable[[str], str], settings: Any
 ) -> list[Entry]:
     entries = []
     last = len(chain) - 1
@@ -422,10 +452,14 @@ def _lineage_entries(
         step = f"{derived.outcome} ({NOTHING_MEASURED})"  # an ancestor that timed out
         if shown is not None:
             step = f"{shown:.4f}x over {over}"
+        suspect = suspect_reasons(doc, settings)  # an ancestor's (the best is believable)
         if position == last:  # the best, shown whole above (a first step too)
             line = f"{position + 1}. the best (above): {step} → {reached}"
         else:
-            line = f"{position + 1}. {short(doc.id)} {step} → {reached} — {cut(doc.change_summary)}"
+            line = (
+                f"{position + 1}. {short(doc.id)} {step} → {reached} — "
+                f"{_marked(doc.change_summary, suspect)}"
+            )
         sighting = doc.sighting()
         line += _on_ref(sighting)
         # The best's parent and the root first, then the steps nearest the best.
@@ -453,6 +487,7 @@ def _lineage_entries(
                     "outcome": derived.outcome,
                     "change_summary": doc.change_summary,
                     **({} if sighting is None else {"ref": sighting.ref}),
+                    **({"suspect": suspect} if suspect else {}),
                 },
             )
         )
@@ -478,15 +513,21 @@ def _experiment_entry(
     short: Callable[[str], str],
     *,
     error: str = "",
+    suspect: Sequence[str] = (),
 ) -> Entry:
     """One experiment's lines (and data); ``error``: a failure's, shown when no key
-    insight says what it taught."""
+    insight says what it taught; ``suspect``: why its measurement is implausible (marked
+    as ``kexp top`` marks it, the reasons on the next line)."""
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
     if interval is not None:
         score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
     cumulative = derived.cumulative_score
-    if section in ("best", "successes") and cumulative is not None and derived.steps > 1:
+    if (
+        section in ("best", "suspect_best", "successes")
+        and cumulative is not None
+        and derived.steps > 1
+    ):
         # A success: its speedup over the reference first, then its own step.
         reached = f"{cumulative:.4f}x"
         if derived.cumulative_ci is not None:
@@ -508,7 +549,9 @@ def _experiment_entry(
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     place += _on_ref(sighting)
     said = _scored(score, outcome, derived.shown_score)
-    lines = [f"- {short(doc.id)} {said} — {cut(doc.change_summary)}{place}"]
+    lines = [f"- {short(doc.id)} {said} — {_marked(doc.change_summary, suspect)}{place}"]
+    if suspect:
+        lines.append(f"  suspect: {cut('; '.join(suspect))}")
     if insight:
         lines.append(f"  insight: {cut(insight)}")
     elif error:
@@ -538,6 +581,8 @@ def _experiment_entry(
         data["key_insight"] = insight
     elif error:
         data["error"] = error
+    if suspect:  # as kexp top --json says it (left out when believable)
+        data["suspect"] = list(suspect)
     data["dtype_sig"] = doc.dtype_sig
     data["env"] = doc.env
     if sighting is not None:
@@ -547,6 +592,12 @@ def _experiment_entry(
     if diverged and sighting is not None:
         data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
+
+
+def _marked(summary: str, suspect: Sequence[str]) -> str:
+    """A summary on an entry's line, flagged ``[suspect: verify correctness]`` as
+    ``kexp top`` flags it when its measurement is suspect."""
+    return f"[{SUSPECT_LABEL}] {cut(summary)}" if suspect else cut(summary)
 
 
 def _on_ref(sighting: Sighting | None) -> str:

@@ -35,6 +35,7 @@ SECTIONS = {
     "operators": "Recorded operators (the closest first)",
     "tried_before": "Tried before (your diff)",
     "best": "Current best",
+    "suspect_best": "Higher, but suspect: verify correctness before building on it",
     "lineage": "Path to the best (root first; each step's score → cumulative)",
     "failures": "Related failures",
     "marginal": "Within noise: remeasure or move on",
@@ -179,6 +180,7 @@ def _render(
 _NAMES = {
     "tried_before": "tried-before entries",
     "best": "best",
+    "suspect_best": "suspect higher results",
     "lineage": "lineage steps",
     "failures": "related failures",
     "marginal": "within-noise entries",
@@ -188,6 +190,13 @@ _NAMES = {
     "operators": "operators",
     "details": "insight lines",
 }
+
+
+#: What the best section says when every step that improved is suspect.
+_NO_BELIEVABLE_BEST = (
+    "(no believable best here yet: every step that improved is suspect, below; a suspect "
+    "measurement is no best until checked)"
+)
 
 
 def _failures(count: int) -> str:
@@ -237,6 +246,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
             lines.append(
                 f"(left out: {LARGER_BUDGET})"
                 if left.get("best")
+                else _NO_BELIEVABLE_BEST
+                if sections["suspect_best"] or left.get("suspect_best")
                 else "(no best here yet: no step improved with a cumulative score; one "
                 "within noise, a regression or an interference is never a best, and buggy, "
                 "pending and those that measured nothing have no cumulative score)"

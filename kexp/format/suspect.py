@@ -23,14 +23,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kexp.core.problems import Problem
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 if TYPE_CHECKING:
-    from kexp.core.model import KernelExperiment
     from kexp.format.fileformat import Document
+
+
+class Measured(Protocol):
+    """What the judgement reads of an experiment (a query's row has it too)."""
+
+    @property
+    def score(self) -> Any: ...
+    @property
+    def results(self) -> Any: ...
+    @property
+    def is_buggy(self) -> Any: ...
+
 
 #: The flag shown next to a suspect experiment in listings.
 SUSPECT_LABEL = "suspect: verify correctness"
@@ -71,7 +82,7 @@ def _findings(
         found.append(
             (("score",), f"score {value:g}x is above the plausibility ceiling {ceiling:g}x")
         )
-    if not isinstance(results, list):
+    if not isinstance(results, (list, tuple)):  # a row's lists are tuples
         return found
     near_zero = settings.suspect_time_below_us
     for index, item in enumerate(results):
@@ -113,7 +124,7 @@ def _unsynchronized(
         return []
     if protocol.get("device") == "cpu":
         return []
-    if protocol.get("synchronized") is True or not isinstance(results, list):
+    if protocol.get("synchronized") is True or not isinstance(results, (list, tuple)):
         return []
     limit = settings.suspect_wall_clock_below_us
     for item in results:
@@ -140,15 +151,16 @@ def _unsynchronized(
     return []
 
 
-def suspect_reasons(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
-    """Why ``exp``'s measurements are implausible (empty when they are believable)."""
+def suspect_reasons(exp: Measured, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
+    """Why ``exp``'s measurements are implausible (empty when they are believable): an
+    experiment's, or a query's row of one."""
     found = _findings(
         exp.score, exp.results, exp.is_buggy, settings, getattr(exp, "protocol", None)
     )
     return [reason for _, reason in found]
 
 
-def is_suspect(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> bool:
+def is_suspect(exp: Measured, settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether ``exp`` should be flagged ``suspect: verify correctness``."""
     return bool(suspect_reasons(exp, settings))
 

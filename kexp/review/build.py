@@ -80,6 +80,7 @@ from kexp.storage.changed import (
 from kexp.storage.changed import merge_base as merge_base
 from kexp.storage.lineage import is_scored
 from kexp.storage.listing import path_order
+from kexp.storage.query import believable_best
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings
@@ -508,11 +509,23 @@ class _Side:
         return found
 
     def best_on(self, campaign: Campaign) -> KernelExperiment | None:
-        """The best tip of ``campaign`` (the best cumulative score of a step that
-        improved: :func:`kexp.storage.query.best_tip`; None when there is none)."""
+        """The current best of ``campaign``: the best tip (the best cumulative score of a
+        step that improved, :func:`kexp.storage.query.best_tip`) whose measurement is
+        believable (:func:`kexp.storage.query.believable_best`); None when there is none."""
         improved = [(key[1], number) for key, number in self.scored_on(campaign) if key[0]]
-        best = max(improved, key=lambda e: float(e[0]), default=None)
-        return None if best is None else self.experiment(best[1])
+        improved.sort(key=lambda e: -float(e[0]))  # best first; ties: the first listed
+        found = believable_best([number for _, number in improved], self._suspect)[0]
+        return None if found is None else self.experiment(found)
+
+    def _suspect(self, number: int) -> list[str]:
+        """Why the measurement of the experiment ``number`` is implausible: of its score
+        alone, else of it read whole (its results and protocol are not in its facts)."""
+        exp = self.experiment(number)
+        reasons = suspect_reasons(exp, self.settings)
+        if reasons or number in self._whole:
+            return reasons
+        whole = self._read(self.facts[number].path)
+        return [] if whole is None else suspect_reasons(whole, self.settings)
 
 
 #: A campaign: operator × dtype × env (``operator_sig``, ``dtype_sig``, ``env``), as
@@ -694,19 +707,33 @@ def _entry(
         entry.rank_of = len(rivals)
     if (
         kind != "removed"
-        and entry.rank == 1
+        and entry.rank is not None
         and cumulative is not None
         and exp.derived.can_be_best  # a step within noise is never a new best
     ):
-        previous = then.best_on(campaign_of(exp))
+        # The current best is the best tip whose measurement is believable (a suspect
+        # one above it is no best until checked): a believable step that is it, or a
+        # suspect one above it, is measured against the best before.
+        current = side.best_on(campaign_of(exp))
+        reasons = suspect_reasons(exp, exp.settings)
+        if current is None:
+            ahead = True
+        elif reasons:
+            ahead = cumulative > (current.cumulative_score or 0.0)
+        else:
+            ahead = cumulative >= (current.cumulative_score or 0.0)
+        previous = then.best_on(campaign_of(exp)) if ahead else None
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)
             entry.previous_best_cumulative = previous.cumulative_score
-        best = previous is None or (
-            previous.id != exp.id and cumulative > (previous.cumulative_score or 0.0)
+        best = ahead and (
+            previous is None
+            or (
+                (previous.id != exp.id or bool(reasons))
+                and cumulative > (previous.cumulative_score or 0.0)
+            )
         )
-        reasons = suspect_reasons(exp, exp.settings)
         if best and reasons:
             entry.suspect = reasons  # never celebrated: verify correctness first
         else:

@@ -68,9 +68,11 @@ class ReviewedExperiment:
     cumulative score among the store's ranked experiments (not pending, not buggy, not
     a control) of its campaign: the same ``operator_sig``, ``dtype_sig`` and ``env``
     (1 = best; ties share a rank), out of ``rank_of``; ``new_best`` is set when an added
-    or corrected experiment now beats the best of the base side in its campaign
-    (``previous_best_*``: that best; None when there was none), unless its measurement
-    is suspect: then ``suspect`` says why, instead of a new best.
+    or corrected experiment is now its campaign's current best, the best tip whose
+    measurement is believable (a suspect one above it is no best until checked:
+    :func:`kexp.storage.query.believable_best`), and beats the base side's
+    (``previous_best_*``: that best; None when there was none). A suspect one above the
+    current best that beats the base side's is not a new best: ``suspect`` says why.
     """
 
     id: str

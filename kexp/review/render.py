@@ -402,7 +402,9 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
         else:
             rank = f"#{_BREAK}{e.rank} of {e.rank_of}"  # "#1" alone would name issue 1
             if e.new_best:
-                rank = f"**{rank}, new best**"
+                # below a suspect measurement only: it is no best until checked
+                above = "" if e.rank == 1 else " (those above are suspect)"
+                rank = f"**{rank}, new best{above}**"
             elif e.suspect:
                 rank = f"**{rank}, suspect: verify correctness**"
             elif e.kind == "removed" and e.rank == 1:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import heapq
+import itertools
 import math
 import operator
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
@@ -18,6 +19,7 @@ from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
 from kexp.core.inputs import first_non_text
 from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.format.suspect import suspect_reasons
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation, Derived
@@ -35,6 +37,19 @@ class Ranked(Protocol):
 
 
 _E = TypeVar("_E", bound=Ranked)
+
+
+class Judged(Ranked, Protocol):
+    """What ranking and judging a measurement need (:mod:`kexp.format.suspect`)."""
+
+    @property
+    def results(self) -> Any: ...
+    @property
+    def is_buggy(self) -> Any: ...
+
+
+_J = TypeVar("_J", bound=Judged)
+_T = TypeVar("_T")
 
 
 _SEARCHED_FIELDS = (*SEARCHED_FIELDS, *BODY_FIELDS, "preamble")
@@ -313,6 +328,44 @@ def best_tip(experiments: Iterable[_E], *, derivation: Derivation | None = None)
         return None
     (derived,) = derivation.each(found) if derivation is not None else _own_derived(found)
     return found[0] if derived.can_be_best else None
+
+
+def believable_best(
+    tips: Iterable[_T], reasons: Callable[[_T], Sequence[str]]
+) -> tuple[_T | None, list[tuple[_T, list[str]]]]:
+    """The current best of ``tips`` (the steps that can be best, best first): the first
+    whose measurement is believable (``reasons``: why one is suspect,
+    :func:`kexp.format.suspect.suspect_reasons`; None when none is), and the suspect
+    ones ranked above it, each with its reasons. A suspect measurement is no best until
+    checked: the one rule of ``kexp review`` (its new best) and ``kexp context`` (its
+    current best); ``kexp top`` ranks it all the same, marked."""
+    above: list[tuple[_T, list[str]]] = []
+    for tip in tips:
+        why = list(reasons(tip))
+        if not why:
+            return tip, above
+        above.append((tip, why))
+    return None, above
+
+
+def believed_best(
+    experiments: Iterable[_J],
+    *,
+    derivation: Derivation | None = None,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> tuple[_J | None, list[tuple[_J, list[str]]]]:
+    """:func:`believable_best` of ``experiments`` (or rows) ranked as :func:`best_tip`
+    ranks them: the best tip whose measurement is believable, and the suspect tips above it."""
+    ranked = rank(experiments, derivation=derivation)
+    found = derivation.each(ranked) if derivation is not None else _own_derived(ranked)
+    # The steps that can be best come first (rank's order): the tips, best first.
+    tips = (
+        item
+        for item, _ in itertools.takewhile(
+            lambda p: p[1].can_be_best, zip(ranked, found, strict=True)
+        )
+    )
+    return believable_best(tips, lambda item: suspect_reasons(item, settings))
 
 
 def _tie_order(items: list[Any]) -> None:
