@@ -31,9 +31,10 @@ is the one place that answers which experiments hold the same change:
 for both and warns with a :class:`RepeatedChangeWarning` naming each earlier experiment,
 its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
 identical); when an identical one that measured a score also has the same base commit
-and env, the new one measures the same thing again, and the warning is a
-:class:`RemeasureWarning`: add a round to the earlier experiment (``kexp remeasure``)
-instead, so that tries are pooled, not picked from.
+(or one whose code is the same: the two differ only in the store's folder, as a ``kexp
+sync`` in between leaves ``HEAD``) and env, the new one measures the same thing again,
+and the warning is a :class:`RemeasureWarning`: add a round to the earlier experiment
+(``kexp remeasure``) instead, so that tries are pooled, not picked from.
 :func:`kexp.storage.repeats.find_repeats` gives the identical ones alone.
 A store read with refs (``Store(root, refs=...)``) asks the same of every
 experiment's newest version, on any ref.

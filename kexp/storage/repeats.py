@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kexp.core.advice import REMEASURE, SET_BUGGY, SET_STATUS
@@ -237,15 +237,16 @@ def warn_tried_before(
         if record is None
         else tuple(signature(v) for v in (record.operator_sig, record.dtype_sig, record.pid))
     )
+    same_base = _same_base(store, base_commit)
     same = [
         r
         for r in repeats
         if r.identical
         and r.measured
         and base_commit
-        and r.base_commit == base_commit
         and r.env == env
         and (record is None or (r.operator_sig, r.dtype_sig, r.pid) == kernel)
+        and same_base(r.base_commit)
     ]
     copy = next((r for r in same if samples and _copied(r.samples, samples)), None)
     if copy is not None:
@@ -264,6 +265,26 @@ def warn_tried_before(
         )
         warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
     return repeats
+
+
+def _same_base(store: StoreView, base_commit: str) -> Callable[[str], bool]:
+    """Whether a base commit is ``base_commit`` as a measurement goes: equal, or the same
+    code outside the store's folder (a ``kexp sync`` between them committed only
+    experiments: :func:`kexp.gitops.provenance.same_code`); git asked once per commit."""
+    answers: dict[str, bool] = {base_commit: True} if base_commit else {}
+
+    def same(theirs: str) -> bool:
+        if theirs not in answers:
+            from kexp.gitops.provenance import same_code
+
+            answers[theirs] = (
+                bool(base_commit)
+                and bool(theirs)
+                and same_code(store.code_repo, store.experiments_dir, theirs, base_commit)
+            )
+        return answers[theirs]
+
+    return same
 
 
 def _made_again(
