@@ -115,3 +115,39 @@ def test_base_commits_git_cannot_find_are_the_same_base_only_when_equal(
     assert "already tried in" in warned and "same measurement" not in warned, warned
     code, _, warned = record(here, timings(here, "r3", 1.03), base=other)
     assert code == 0 and "it is the same measurement again" in warned, warned
+
+
+def test_an_entry_tried_on_another_agents_branch_says_which(tmp_path: Path) -> None:
+    """``kexp context --diff --all-refs`` listed an experiment found only on
+    ``origin/kexp/alice`` under "Tried before (your diff)" without saying where it is,
+    nor its ``ref`` in JSON, as every other entry read from a ref does (and ``kexp add
+    --all-refs`` does for the same experiment). It ends with ``on origin/kexp/alice``;
+    one of this clone's own says ``ref: local``, as the other entries do."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    (alice / "kernel.cu").write_text(CHANGED)
+    (bob / "kernel.cu").write_text(CHANGED)
+    (tmp_path / "change.diff").write_text(git(alice, "diff") + "\n")
+    done = run_kexp("add", *KERNEL, "--summary", "Alice's add - +3%", "--score", "1.03",
+                    *DESCRIPTION, "--diff-from-git", "--json", cwd=alice)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    hers = json.loads(done.stdout)["id"]
+    assert run_kexp("sync", "--branch", "kexp/alice", cwd=alice).returncode == 0
+    git(bob, "fetch", "-q")
+    done = run_kexp("add", *KERNEL, "--summary", "Bob's add - +2%", "--score", "1.02",
+                    *DESCRIPTION, "--diff-from-git", "--json", cwd=bob)  # fmt: skip
+    his = json.loads(done.stdout)["id"]
+
+    asked = ["context", *KERNEL, "--diff", str(tmp_path / "change.diff"), "--all-refs"]
+    text = run_kexp(*asked, cwd=bob).stdout
+    tried = text.split("## Tried before (your diff)\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    (her_line,) = [line for line in tried if "Alice's add" in line]
+    (his_line,) = [line for line in tried if "Bob's add" in line]
+    assert her_line.endswith(" on origin/kexp/alice"), tried
+    assert " on " not in his_line, tried
+    data = json.loads(run_kexp(*asked, "--json", cwd=bob).stdout)["tried_before"]
+    refs = {entry["id"]: entry.get("ref") for entry in data}
+    assert refs == {hers: "origin/kexp/alice", his: "local"}, data
+    # Read without refs: no place to name (as the other entries).
+    plain = json.loads(run_kexp(*asked[:-1], "--json", cwd=bob).stdout)["tried_before"]
+    assert [entry.get("ref") for entry in plain] == [None], plain
