@@ -77,6 +77,7 @@ def test_the_same_change_measured_again_after_a_sync_is_a_round_to_add(tmp_path:
     code, second, warned = record(here, second_round)
     assert code == 0
     assert "it is the same measurement again" in warned, warned
+    assert f"{git(here, 'rev-parse', 'HEAD')[:12]} differs from its {before[:12]} only in" in warned
     advice = re.search(r"instead \((kexp rm \S+ --yes), then (kexp remeasure \S+)", warned)
     assert advice and advice.groups() == (f"kexp rm {second} --yes", f"kexp remeasure {first}")
     assert run_kexp("rm", second, "--yes", cwd=here).returncode == 0

@@ -255,7 +255,7 @@ def warn_tried_before(
         first = bring_in(store, same[-1].id) if same[-1].ref else None
         recorded = record.id if record is not None else ""
         warnings.warn(
-            remeasure_message(same[-1], first or "", recorded),
+            remeasure_message(same[-1], first or "", recorded, base_commit),
             RemeasureWarning,
             stacklevel=stacklevel + 1,
         )
