@@ -87,6 +87,32 @@ def test_the_same_change_measured_again_after_a_sync_is_a_round_to_add(tmp_path:
     assert only["id"] == first and only["results"][0]["baseline_n"] == 16
 
 
+def test_a_record_without_a_code_change_retried_after_a_sync_is_refused(tmp_path: Path) -> None:
+    """An A/A control (no code change) recorded, ``kexp sync``, then the same call again
+    (the same timing files): refused as the same record made again, as it is before a
+    sync; new timings are recorded."""
+    remote, _ = make_remote(tmp_path)
+    here = clone(remote, tmp_path / "a")
+    (here / ".git" / "info" / "exclude").write_text("*.json\n")
+    files = timings(here, "aa", 1.0)
+
+    def control(files: list[str]) -> tuple[int, str]:
+        """``kexp add`` of the control: its exit status, and its id or what it said."""
+        done = run_kexp("add", *KERNEL, "--summary", "A/A control - +0%", "--tag", "control",
+                        *DESCRIPTION, "--json", *files, cwd=here)  # fmt: skip
+        return done.returncode, json.loads(done.stdout)[
+            "id"
+        ] if done.returncode == 0 else done.stderr
+
+    code, first = control(files)
+    assert code == 0, first
+    assert run_kexp("sync", cwd=here).returncode == 0
+    code, said = control(files)
+    assert code != 0 and f"experiment {first}" in said and "holds this measurement" in said, said
+    assert control(timings(here, "ab", 1.0))[0] == 0
+    assert len(json.loads(run_kexp("list", "--json", cwd=here).stdout)) == 2
+
+
 def test_after_a_code_commit_the_same_change_is_tried_before_not_measured_again(
     tmp_path: Path,
 ) -> None:

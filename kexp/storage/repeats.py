@@ -315,7 +315,8 @@ def _made_again(
 def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
     """Raise :class:`~kexp.core.errors.ExperimentExistsError` when ``exp``, without a
     code change (none, or a placeholder), is the same record made again: an experiment
-    without one, of the same kernel, dtype, env, parent and base_commit, holds its
+    without one, of the same kernel, dtype, env, parent and base_commit (or one of the
+    same code: :func:`_same_base`), holds its
     ``samples`` sample for sample (a retry; a change's own is :func:`warn_tried_before`'s).
     The candidates are the index's, kept under those fields
     (:func:`kexp.storage.dedupe.unchanged_key`): only they are read again."""
@@ -338,17 +339,27 @@ def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
 def _copy_of(
     store: StoreView, exp: KernelExperiment, key: str
 ) -> tuple[str, str, KernelExperiment] | None:
-    """(id, ref, the experiment) :func:`refuse_copy` refuses ``exp`` for, or None."""
+    """(id, ref, the experiment) :func:`refuse_copy` refuses ``exp`` for, or None: one
+    on the same base commit, or one of the same code (:func:`_same_base`)."""
     if store.is_working_tree and store.source.places is None and store.source.cacheable:
         with light_search(store) as index:
             rows = index.same_change(key)
     else:
         with searching(store, texts=False) as search:
             rows = search.same_change(key)
-    rows = [r for r in rows if r.base_commit == exp.base_commit and r.id != exp.id]
+    # The same base commit first; then, of the copies, one of the same code (git asked
+    # only for those).
+    rows = sorted(
+        (r for r in rows if r.id != exp.id), key=lambda r: r.base_commit != exp.base_commit
+    )
+    same_base = _same_base(store, exp.base_commit)
     for row, checked in zip(rows, store.source.check_found(rows, store.settings), strict=True):
         theirs = checked.experiment() if checked.ok else None
-        if theirs is not None and _copied(theirs.samples, exp.samples):
+        if (
+            theirs is not None
+            and _copied(theirs.samples, exp.samples)
+            and same_base(theirs.base_commit)
+        ):
             where = row.where
             return row.id, "" if where is None or where.ref == "local" else where.ref, theirs
     return None
