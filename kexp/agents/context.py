@@ -83,6 +83,7 @@ from kexp.storage.lineage import dead_end
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
+from kexp.storage.rows import LOCAL
 
 if TYPE_CHECKING:
     from kexp.storage.dedupe import Repeat
@@ -210,8 +211,9 @@ def _gather(
     def short(exp_id: str) -> str:
         return exp_id[:length]
 
+    across = store.source.places is not None  # read with refs: each entry says where
     for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
-        entries.append(_repeat_entry(repeat, rank, short))
+        entries.append(_repeat_entry(repeat, rank, short, across=across))
 
     measured = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     # kexp top's first whose measurement is believable (None: none improved, or every
@@ -624,7 +626,11 @@ def _scored(score: str, outcome: str, shown: float | None) -> str:
     return f"{score} {outcome}"
 
 
-def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Entry:
+def _repeat_entry(
+    repeat: Repeat, rank: int, short: Callable[[str], str], *, across: bool = False
+) -> Entry:
+    """A tried-before entry; read ``across`` refs, it says where it was found (`` on
+    REF``, ``ref`` in JSON: ``local`` for the working tree's), as every entry does."""
     kind = (
         "same change"
         if repeat.identical
@@ -634,7 +640,8 @@ def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Ent
     )
     said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.shown_score)
     line = f"- {short(repeat.id)} {said} ({kind}) — {cut(repeat.change_summary)}"
-    data = {
+    line += f" on {cut(repeat.ref)}" if repeat.ref else ""
+    data: dict[str, Any] = {
         "id": repeat.id,
         "score": repeat.score,
         "outcome": repeat.outcome,
@@ -643,6 +650,8 @@ def _repeat_entry(repeat: Repeat, rank: int, short: Callable[[str], str]) -> Ent
         "similarity": repeat.similarity,
         "change_summary": repeat.change_summary,
     }
+    if across:
+        data["ref"] = repeat.ref or LOCAL
     return Entry("tried_before", (1, rank), (rank,), (line,), data)
 
 

@@ -163,8 +163,9 @@ class NearDuplicateWarning(RepeatedChangeWarning):
 
 
 class RemeasureWarning(RepeatedChangeWarning):
-    """A new experiment repeats an earlier one's code change, base commit and env: it
-    should be a new round of that experiment (``kexp remeasure``)."""
+    """A new experiment repeats an earlier one's code change, base commit (or one of the
+    same code: they differ only in the store's folder) and env: it should be a new round
+    of that experiment (``kexp remeasure``)."""
 
 
 class MeasuredAgainstWarning(KexpWarning):

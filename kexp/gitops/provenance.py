@@ -246,6 +246,31 @@ def base_commit_filter(code_repo: Path, value: str) -> str:
     return resolve_revision(code_repo, text)
 
 
+def same_code(code_repo: Path, store_dir: Path, first: str, second: str) -> bool:
+    """Whether base commits ``first`` and ``second`` hold the same code: equal, or two
+    commits of the code repository whose trees differ only inside ``store_dir`` (the
+    store's folder: ``kexp sync`` commits it alone). A value git cannot find (a commit of
+    another machine), or no repository: equal values alone."""
+    if first == second:
+        return True
+    if not (kgit.is_hex(first, 7) and kgit.is_hex(second, 7)):
+        return False
+    try:
+        repo = kgit.find_worktree(code_repo)
+    except GitError:
+        return False
+    try:
+        folder = Path(store_dir).resolve().relative_to(Path(repo.working_tree_dir).resolve())
+    except ValueError:
+        folder = None  # the store is not in the code repository: every file is code
+    spec = [] if folder is None or str(folder) == "." else ["--", f":(top,exclude,literal){folder}"]
+    found = kgit.git_command(
+        repo, "diff", "--quiet", "--no-ext-diff", "--no-textconv", f"{first}^{{commit}}",
+        f"{second}^{{commit}}", *spec, ok_codes=None,
+    )  # fmt: skip
+    return found.status == 0
+
+
 def reachable(experiments: Iterable[_E], code_repo: Path, revision: str) -> list[_E]:
     """The experiments whose ``base_commit`` is an ancestor of (or is) ``revision``.
 

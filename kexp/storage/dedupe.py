@@ -31,9 +31,10 @@ is the one place that answers which experiments hold the same change:
 for both and warns with a :class:`RepeatedChangeWarning` naming each earlier experiment,
 its similarity, score and outcome (a :class:`NearDuplicateWarning` when none is
 identical); when an identical one that measured a score also has the same base commit
-and env, the new one measures the same thing again, and the warning is a
-:class:`RemeasureWarning`: add a round to the earlier experiment (``kexp remeasure``)
-instead, so that tries are pooled, not picked from.
+(or one whose code is the same: the two differ only in the store's folder, as a ``kexp
+sync`` in between leaves ``HEAD``) and env, the new one measures the same thing again,
+and the warning is a :class:`RemeasureWarning`: add a round to the earlier experiment
+(``kexp remeasure``) instead, so that tries are pooled, not picked from.
 :func:`kexp.storage.repeats.find_repeats` gives the identical ones alone.
 A store read with refs (``Store(root, refs=...)``) asks the same of every
 experiment's newest version, on any ref.
@@ -458,18 +459,27 @@ def signature(value: object) -> str:
     return str(value or "").strip()
 
 
-def remeasure_message(repeat: Repeat, bring_in: str = "", recorded: str = "") -> str:
+def remeasure_message(
+    repeat: Repeat, bring_in: str = "", recorded: str = "", base_commit: str = ""
+) -> str:
     """The warning text for a new experiment (``recorded``, its id, written all the
-    same) that measures ``repeat`` again: remove it, then add its timings as a round of
-    ``repeat``; when ``repeat`` was found on another ref, ``bring_in`` is the command that
-    brings it into the working tree first, as a write needs it there
-    (:func:`kexp.storage.whereabouts.bring_in`: ``kexp sync, which merges origin/main``,
-    or the ``git restore`` of its file)."""
+    same, on ``base_commit``) that measures ``repeat`` again: remove it, then add its
+    timings as a round of ``repeat``; when ``repeat`` was found on another ref,
+    ``bring_in`` is the command that brings it into the working tree first, as a write
+    needs it there (:func:`kexp.storage.whereabouts.bring_in`: ``kexp sync, which merges
+    origin/main``, or the ``git restore`` of its file). A ``base_commit`` other than
+    ``repeat``'s (the same code: they differ in the store's folder alone) is said."""
     remove = f"{REMOVE_NEW.say(id=recorded)}, then " if recorded else ""
     first = f"{bring_in}, then " if repeat.ref and bring_in else ""
     kept = f", recorded as {recorded} all the same" if recorded else ""
+    base = "base_commit"
+    if base_commit and repeat.base_commit and base_commit != repeat.base_commit:
+        base = (
+            f"base_commit's code ({base_commit[:12]} differs from its {repeat.base_commit[:12]} "
+            "only in experiments, as a kexp sync leaves it)"
+        )
     return (
-        f"this code_change, base_commit, env, dtype and parent repeat {repeat.describe()}: "
+        f"this code_change, {base}, env, dtype and parent repeat {repeat.describe()}: "
         f"it is the same measurement again{kept}; add it as a round of that experiment "
         f"instead ({remove}{first}{REMEASURE.say(id=repeat.id)}, or "
         "kexp.measure.record.remeasure), so that tries are pooled rather than the best of them "

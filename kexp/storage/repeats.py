@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kexp.core.advice import REMEASURE, SET_BUGGY, SET_STATUS
@@ -237,15 +237,16 @@ def warn_tried_before(
         if record is None
         else tuple(signature(v) for v in (record.operator_sig, record.dtype_sig, record.pid))
     )
+    same_base = _same_base(store, base_commit)
     same = [
         r
         for r in repeats
         if r.identical
         and r.measured
         and base_commit
-        and r.base_commit == base_commit
         and r.env == env
         and (record is None or (r.operator_sig, r.dtype_sig, r.pid) == kernel)
+        and same_base(r.base_commit)
     ]
     copy = next((r for r in same if samples and _copied(r.samples, samples)), None)
     if copy is not None:
@@ -254,7 +255,7 @@ def warn_tried_before(
         first = bring_in(store, same[-1].id) if same[-1].ref else None
         recorded = record.id if record is not None else ""
         warnings.warn(
-            remeasure_message(same[-1], first or "", recorded),
+            remeasure_message(same[-1], first or "", recorded, base_commit),
             RemeasureWarning,
             stacklevel=stacklevel + 1,
         )
@@ -264,6 +265,26 @@ def warn_tried_before(
         )
         warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
     return repeats
+
+
+def _same_base(store: StoreView, base_commit: str) -> Callable[[str], bool]:
+    """Whether a base commit is ``base_commit`` as a measurement goes: equal, or the same
+    code outside the store's folder (a ``kexp sync`` between them committed only
+    experiments: :func:`kexp.gitops.provenance.same_code`); git asked once per commit."""
+    answers: dict[str, bool] = {base_commit: True} if base_commit else {}
+
+    def same(theirs: str) -> bool:
+        if theirs not in answers:
+            from kexp.gitops.provenance import same_code
+
+            answers[theirs] = (
+                bool(base_commit)
+                and bool(theirs)
+                and same_code(store.code_repo, store.experiments_dir, theirs, base_commit)
+            )
+        return answers[theirs]
+
+    return same
 
 
 def _made_again(
@@ -294,7 +315,8 @@ def _made_again(
 def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
     """Raise :class:`~kexp.core.errors.ExperimentExistsError` when ``exp``, without a
     code change (none, or a placeholder), is the same record made again: an experiment
-    without one, of the same kernel, dtype, env, parent and base_commit, holds its
+    without one, of the same kernel, dtype, env, parent and base_commit (or one of the
+    same code: :func:`_same_base`), holds its
     ``samples`` sample for sample (a retry; a change's own is :func:`warn_tried_before`'s).
     The candidates are the index's, kept under those fields
     (:func:`kexp.storage.dedupe.unchanged_key`): only they are read again."""
@@ -317,17 +339,27 @@ def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
 def _copy_of(
     store: StoreView, exp: KernelExperiment, key: str
 ) -> tuple[str, str, KernelExperiment] | None:
-    """(id, ref, the experiment) :func:`refuse_copy` refuses ``exp`` for, or None."""
+    """(id, ref, the experiment) :func:`refuse_copy` refuses ``exp`` for, or None: one
+    on the same base commit, or one of the same code (:func:`_same_base`)."""
     if store.is_working_tree and store.source.places is None and store.source.cacheable:
         with light_search(store) as index:
             rows = index.same_change(key)
     else:
         with searching(store, texts=False) as search:
             rows = search.same_change(key)
-    rows = [r for r in rows if r.base_commit == exp.base_commit and r.id != exp.id]
+    # The same base commit first; then, of the copies, one of the same code (git asked
+    # only for those).
+    rows = sorted(
+        (r for r in rows if r.id != exp.id), key=lambda r: r.base_commit != exp.base_commit
+    )
+    same_base = _same_base(store, exp.base_commit)
     for row, checked in zip(rows, store.source.check_found(rows, store.settings), strict=True):
         theirs = checked.experiment() if checked.ok else None
-        if theirs is not None and _copied(theirs.samples, exp.samples):
+        if (
+            theirs is not None
+            and _copied(theirs.samples, exp.samples)
+            and same_base(theirs.base_commit)
+        ):
             where = row.where
             return row.id, "" if where is None or where.ref == "local" else where.ref, theirs
     return None
