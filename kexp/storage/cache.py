@@ -58,6 +58,7 @@ from kexp.storage.cachefile import (
     seal,
     unseal,
 )
+from kexp.storage.doctext import fts_phrase
 from kexp.storage.leftovers import remove_unused_caches
 from kexp.storage.names import folder_name, stored_name
 
@@ -72,8 +73,8 @@ RACY_NS = 2_000_000_000
 BUSY_TIMEOUT_S = 5.0
 #: Rows asked of SQLite at once by their keys.
 _CHUNK = 500
-#: BM25 weights of the retrieval columns: summary, description, insight, operator, code.
-FTS_COLUMNS = ("summary", "description", "insight", "operator", "code")
+#: The retrieval index's FTS columns (their weights: kexp.storage.retrieval.COLUMN_WEIGHTS).
+FTS_COLUMNS = ("summary", "description", "insight", "operator", "code", "numbers")
 
 
 class StaleComparisonError(DamagedCacheError):
@@ -697,10 +698,12 @@ class Cache:
                 self._connection.execute("ROLLBACK")
 
     def word_counts(self, words: Sequence[str]) -> dict[str, int]:
-        """How many docs of the FTS table hold each word."""
+        """How many docs of the FTS table hold each word (where :func:`fts_phrase` asks
+        for it)."""
         counts: dict[str, int] = {}
         for word in words:
-            (count,) = self._rows("SELECT COUNT(*) FROM fts WHERE fts MATCH ?", (f'"{word}"',))[0]
+            phrase = fts_phrase(word)
+            (count,) = self._rows("SELECT COUNT(*) FROM fts WHERE fts MATCH ?", (phrase,))[0]
             counts[word] = int(count)
         return counts
 
@@ -708,10 +711,10 @@ class Cache:
         self, words: Sequence[str], weights: Sequence[float]
     ) -> list[tuple[int, float]]:
         """(doc, BM25: higher is better) of every doc of the FTS table holding one of
-        ``words``, best first."""
+        ``words`` (where :func:`fts_phrase` asks for it), best first."""
         if not words:
             return []
-        expression = " OR ".join(f'"{word}"' for word in words)
+        expression = " OR ".join(fts_phrase(word) for word in words)
         weighted = ", ".join(str(w) for w in weights)
         return [
             (int(doc), -float(rank))

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from kexp.core.settings import Settings
 
 #: The cache's layout; part of its header (and so of its file name). 7: the code keys
-#: and shingles of the docs are taken without comments (kexp.storage.dedupe).
-LAYOUT = "kexp-cache/7"
+#: and shingles of the docs are taken without comments (kexp.storage.dedupe). 8: the
+#: FTS table's numbers column (kexp.storage.doctext.fts_phrase).
+LAYOUT = "kexp-cache/8"
 
 
 _SCHEMA = (
@@ -57,7 +58,7 @@ _SCHEMA = (
     # Cache.post_pending): one row.
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
     "record BLOB NOT NULL)",
-    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
+    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, numbers, "
     "tokenize = 'porter unicode61', content = '')",
 )
 

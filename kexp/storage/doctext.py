@@ -1,7 +1,8 @@
 """The words of related work (:mod:`kexp.storage.retrieval`): what its index keeps of a content
-(the FTS columns' texts, code words split at case changes, the code change's key and
-shingles, shingle prefixes) and the words a query asks with (common words dropped,
-:data:`SYNONYMS` added)."""
+(the FTS columns' texts, code words split at case changes, the numbers of a plan, the
+code change's key and shingles, shingle prefixes) and the words a query asks with
+(common words dropped, :data:`SYNONYMS` added, numbers asked for as numbers:
+:func:`fts_phrase`)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,11 @@ _SEPARATORS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isaln
 _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
+#: Measurements, whose digits are no numbers of a plan: decimals (``1.88``, ``+2.1%``,
+#: ``7.0.0``) and percentages (``8%``).
+_MEASUREMENT = re.compile(r"[0-9]+(?:\.[0-9]+)+%?|[0-9]+%")
+
+
 #: Runs of letters and digits already split into words (runs repeat from change to
 #: change), up to this many.
 _RUN_WORDS: dict[str, str] = {}
@@ -108,6 +114,14 @@ def code_words(code_change: str) -> str:
     """The distinct words of a code change's added and removed lines, identifiers split
     at ``_`` and at case changes: the ``code`` column of the index."""
     return _words_of_normalized(normalize_code_change(code_change))
+
+
+def numbers_of(text: str) -> list[str]:
+    """The numbers of a text, as words (:data:`_WORD`) of digits alone, each time it
+    holds them: ``unroll 8``, ``8x``, ``128-bit``, ``num_warps=8``, ``BLOCK_M 64``;
+    not the digits of measurements (:data:`_MEASUREMENT`), nor those of a word
+    (``fp16``, ``float4``)."""
+    return [word for word in _WORD.findall(_MEASUREMENT.sub(" ", text)) if word.isdigit()]
 
 
 def _words_of_normalized(normalized: str) -> str:
@@ -178,19 +192,23 @@ def code_of(code_change: str, normalized: str) -> tuple[bytes | None, bytes | No
 def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
     """The words of a content's FTS columns: summary, description (with the error
     message), key insight, operator (with dtype and env), code words (of the code
-    change, or of it ``normalized`` already)."""
+    change, or of it ``normalized`` already), and the numbers of the summary, key
+    insight and code words (:func:`numbers_of`; see :func:`fts_phrase`)."""
     if normalized is None:
         normalized = normalize_code_change(bodies["code_change"])
     description = bodies["detailed_description"]
     insight = key_insight(description)
     if bodies["error_message"]:
         description += "\n" + bodies["error_message"]
+    code = _words_of_normalized(normalized)
+    numbers = [*numbers_of(row.change_summary), *numbers_of(insight), *numbers_of(code)]
     return (
         row.change_summary,
         description,
         insight,
         _CASE_CHANGE.sub(" ", f"{row.operator_sig} {row.dtype_sig} {row.env}"),
-        _words_of_normalized(normalized),
+        code,
+        " ".join(numbers),
     )
 
 
@@ -218,12 +236,24 @@ def unpacked_texts(packed: bytes) -> tuple[str, ...]:
     return tuple(marshal.loads(zlib.decompress(packed)))
 
 
+def fts_phrase(word: str) -> str:
+    """The FTS5 phrase a query's word asks for: the word, in any column; a number in
+    the ``numbers`` column alone. Descriptions are full of measurements (``56 -> 64
+    VGPRs``, ``8 waves``): asked in every column, a number is held by nearly every
+    experiment and BM25 gives it no weight; in the numbers of summaries, key insights
+    and code (``unroll 8``) it tells the experiments apart."""
+    if word.isdigit():
+        return f'numbers : "{word}"'
+    return f'"{word}"'
+
+
 def query_words(text: str) -> list[str]:
-    """The words FTS5 is asked for: lowercased, identifiers split at case changes, stop
-    words dropped, synonyms added, each once, in order, at most :data:`MAX_QUERY_TERMS`."""
+    """The words FTS5 is asked for (each as :func:`fts_phrase` has it): lowercased,
+    identifiers split at case changes, stop words dropped, synonyms added, numbers
+    those :func:`numbers_of` finds, each once, in order, at most :data:`MAX_QUERY_TERMS`."""
     words: list[str] = []
     seen: set[str] = set()
-    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", text)):
+    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", _MEASUREMENT.sub(" ", text))):
         word = raw.lower()
         if word in STOP_WORDS or word in seen:
             continue

@@ -3,13 +3,18 @@
 Two measures, one index:
 
 * **Relevance** (``kexp similar``, :func:`similar`): BM25, as SQLite's FTS5 ranks it
-  (Porter stemming), over five columns of every experiment: its summary, its detailed
+  (Porter stemming), over six columns of every experiment: its summary, its detailed
   description (with the error message), its key insight, its operator (with dtype and
-  env), and the words of its code change's added and removed lines (identifiers split
-  at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"). A query's
-  words are lowercased, common English words and the headings every description
-  repeats (approach, result, key insight) dropped, and expanded with a few synonyms of
-  the trade (:data:`kexp.storage.doctext.SYNONYMS`: LDS and shared memory, warp and wavefront, ...).
+  env), the words of its code change's added and removed lines (identifiers split
+  at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"), and the
+  numbers of its summary, key insight and code words (``unroll 8``, ``128-bit``,
+  ``num_warps=8``; not those of measurements: :func:`kexp.storage.doctext.numbers_of`).
+  A query's words are lowercased, common English words and the headings every
+  description repeats (approach, result, key insight) dropped, and expanded with a few
+  synonyms of the trade (:data:`kexp.storage.doctext.SYNONYMS`: LDS and shared memory,
+  warp and wavefront, ...); its numbers are looked for in the numbers column alone
+  (:func:`kexp.storage.doctext.fts_phrase`: descriptions hold numbers in nearly every
+  experiment, where BM25 gives them no weight).
 * **Near-duplicate code changes** (the "tried before" check of a create, and a boost
   for ``similar --diff`` and ``similar ID``): the Jaccard similarity of two changes'
   shingles (:func:`kexp.storage.dedupe.code_shingles`: changed lines with variables renamed,
@@ -76,8 +81,9 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: BM25 weights of the columns: summary, description, key insight, operator, code.
-COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0)
+#: BM25 weights of the columns: summary, description, key insight, operator, code,
+#: numbers (a query's numbers are asked in it alone: :func:`kexp.storage.doctext.fts_phrase`).
+COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0, 1.0)
 #: How much a near-duplicate's similarity adds to its relevance (the best text match
 #: scores 1.0).
 NEAR_DUPLICATE_WEIGHT = 2.0

@@ -256,8 +256,9 @@ def similar(
     """The experiments most related to a plan (--text), a diff (--diff) or an experiment.
 
     Ranked by BM25 over summary, description, key insight, operator and the words of
-    the code change (SQLite FTS5), plus the similarity of the code changes (shingles of
-    the changed lines, variables renamed) for a diff or an experiment. Each line:
+    the code change (SQLite FTS5; a plan's numbers count: "unroll by 8" is not "unroll
+    by 4"), plus the similarity of the code changes (shingles of the changed lines,
+    variables renamed) for a diff or an experiment. Each line:
     relevance, code similarity, score, outcome, summary.
 
     Python: kexp.similar(text=..., diff=..., exp_id=..., refs=...).
