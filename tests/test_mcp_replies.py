@@ -755,7 +755,7 @@ def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorde
     (line,) = [x for x in added.stderr.splitlines() if elsewhere in x]
     assert line.startswith("kexp: warning: ") and added.stdout.split()[1] in line, line
     validated = run_kexp("validate", cwd=alice).stdout
-    assert validated.count("base-commit-unknown") == 2, validated
+    assert validated.count("warning[base-commit-unknown]") == 2, validated
     quiet = run_kexp(
         "add", "--summary", "Unroll 2 - +1%", "--score", "1.01", "--base-commit", base,
         *flags, cwd=alice,

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 
-#: A word of a message or hint: a value (a commit, a path, a number) when it holds a
-#: digit or one of ``/._-``.
+#: A word of a message or hint: a value (a commit, an id, a path, a number) when it
+#: holds a digit or one of ``/._-``, or is a hexadecimal hash.
 _WORD = re.compile(r"[^\s,;()'\"]+")
-_VALUE = re.compile(r"[\d/._-]")
+_VALUE = re.compile(r"[\d/._-]|^[0-9a-f]{7,}$")
 
 
 @dataclasses.dataclass(frozen=True)
