@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, experiment_fields, git, run_kexp
+from conftest import REPO_ROOT, experiment_fields, git, init_repo, run_kexp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -349,6 +349,25 @@ def test_kexp_context_prints_markdown_json_and_reads_a_diff_on_stdin(history: St
     small = run_kexp("context", "--operator", "cache", "--budget", "10", cwd=root)
     assert small.returncode == 2 and len(small.stderr.splitlines()) == 1
     assert small.stderr.startswith("kexp: error: a budget of 10 tokens is too small")
+
+
+def test_an_empty_diff_on_stdin_is_said_and_the_packet_printed(
+    history: Store, tmp_path: Path
+) -> None:
+    """The skill's ``git diff | kexp context --diff -`` with nothing changed (the change
+    staged, committed, or not made yet): the empty diff was left out silently, and the
+    agent read a packet without its "Tried before" as if its change were new. One line
+    on stderr says the diff was empty; the packet is printed, as without a diff."""
+    unchanged = init_repo(tmp_path / "kernel")
+    diff = git(unchanged, "diff")
+    assert diff == ""
+    root = history.root
+    piped = run_kexp("context", "--operator", "cache", "--diff", "-", cwd=root, input=diff)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == run_kexp("context", "--operator", "cache", cwd=root).stdout
+    assert piped.stderr.splitlines() == [
+        "kexp: warning: the diff (standard input) is empty: the packet is made without it"
+    ], piped.stderr
 
 
 def test_an_operator_no_experiment_is_on_is_said_with_the_operators_recorded(

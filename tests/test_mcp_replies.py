@@ -183,6 +183,28 @@ def test_every_library_message_naming_a_kexp_option_has_the_tools_words() -> Non
     assert found == []
 
 
+#: A placeholder of the command's options (``--error-file FILE``): no tool takes a file.
+PLACEHOLDER = re.compile(r"\bFILE\b")
+
+
+def test_no_library_message_names_an_options_placeholder_outside_the_advice() -> None:
+    """A message that explains a placeholder of the command's words (the mismatched
+    configurations' "(FILE: the error it printed)", after the advice) reached the MCP
+    tools as it was, naming a FILE no tool has: it belongs to the :class:`Advice`."""
+    found = []
+    for path in sorted(KEXP.rglob("*.py")):
+        relative = path.relative_to(KEXP.parent).as_posix()
+        if relative.startswith("kexp/cli/") or relative == "kexp/core/advice.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{relative}:{line}: {text!r}"
+            for line, text in messages(tree)
+            if PLACEHOLDER.search(text)
+        ]
+    assert found == []
+
+
 def test_each_advice_in_the_tools_words_names_no_option() -> None:
     for advice in ADVICE:
         fields = dict.fromkeys(re.findall(r"\{(\w+)\}", advice.command), "6749f3a0c2")
@@ -191,6 +213,7 @@ def test_each_advice_in_the_tools_words_names_no_option() -> None:
         assert flags_named(advice.say(**fields)) or "kexp " in advice.command, advice
         assert for_tools(said) == f"first, {advice.tools.format(**fields)}; then"
         assert flags_named(for_tools(said)) == [], advice
+        assert not PLACEHOLDER.search(advice.tools), advice
 
 
 def test_each_advice_in_the_tools_words_names_tools_the_server_has(repo: Path) -> None:
@@ -235,6 +258,8 @@ def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) 
         said["buggy"] = await error("record", is_buggy=True, score=0, **record_fields())
         said["ncu"] = await error("record", baseline=str(ncu), candidate=str(ncu),
                                   **record_fields())  # fmt: skip
+        fewer = {c: t for c, t in CAND.items() if c != "r128_c1024"}
+        said["fewer"] = await error("record", baseline=BASE, candidate=fewer, **record_fields())
         first = await agent.json("record", score=1.03, base_commit=base, **record_fields())
         said["interval"] = await error(
             "update", exp_id=first["id"], changes={"score_ci": [1.1, 1.2]}, reason="ci"
@@ -260,6 +285,8 @@ def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) 
     assert "all_refs: true" in said["unknown id"]
     assert 'record with error_message: "TEXT"' in said["buggy"]
     assert 'record with profiling_file: "PATH"' in said["ncu"]
+    assert "is_buggy: true, error_message (the error it printed)" in said["fewer"]
+    assert not PLACEHOLDER.search(said["fewer"]), said["fewer"]
     assert re.search(r'update tool with exp_id: "[0-9a-f]{16}" and changes: \{"score_ci": \[\]\}',
                      said["interval"])  # fmt: skip
     assert re.search(
@@ -728,7 +755,7 @@ def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorde
     (line,) = [x for x in added.stderr.splitlines() if elsewhere in x]
     assert line.startswith("kexp: warning: ") and added.stdout.split()[1] in line, line
     validated = run_kexp("validate", cwd=alice).stdout
-    assert validated.count("base-commit-unknown") == 2, validated
+    assert validated.count("warning[base-commit-unknown]") == 2, validated
     quiet = run_kexp(
         "add", "--summary", "Unroll 2 - +1%", "--score", "1.01", "--base-commit", base,
         *flags, cwd=alice,

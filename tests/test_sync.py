@@ -202,7 +202,10 @@ def test_a_dry_runs_json_says_what_it_would_push_never_that_it_pushed(tmp_path: 
     """Bob pushed an experiment; Alice recorded one. ``kexp sync --dry-run --json`` said
     ``"pushed": true`` (and ``"merged": true``) for what it only would do: an agent
     reading it believed her experiment published. A dry run says it pushed and merged
-    nothing, and what it would do under ``would_*`` keys; the sync then does that."""
+    nothing, and what it would do under ``would_*`` keys; the sync then does that. Once
+    it has, her clone is up to date with the remote (it said ``"up_to_date": false``
+    after publishing everything, holding nothing back: an agent thought something
+    still pending)."""
     remote, base = make_remote(tmp_path)
     alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
     record(bob, base, "Vectorized stores - +2.5%")
@@ -226,6 +229,8 @@ def test_a_dry_runs_json_says_what_it_would_push_never_that_it_pushed(tmp_path: 
     assert done["pushed"] is True and done["merged"] is True, done
     assert done["commits_pushed"] == planned["commits_to_push"], (planned, done)
     assert mine.id in remote_ids(remote)
+    assert git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
+    assert done["held_back"] == [] and done["up_to_date"] is True, done
 
 
 def test_branch_option_publishes_beside_the_checkout(tmp_path: Path) -> None:
@@ -275,16 +280,17 @@ def test_a_side_branch_publishes_what_the_checkout_committed_and_the_remote_lack
 ) -> None:
     """Nothing new in the working tree, but the checkout's commits hold experiments the
     remote lacks (committed by hand on main, ahead of origin/main): the side branch is
-    made there and pushed, not called up to date. From a detached HEAD, the branch
-    starts at HEAD's commit (not an unrelated history of every file), and is made only
-    when there is something to publish."""
+    made there and pushed (its dry run does not find it up to date). From a detached
+    HEAD, the branch starts at HEAD's commit (not an unrelated history of every file),
+    and is made only when there is something to publish."""
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
     git(alice, "add", "experiments")
     git(alice, "commit", "-q", "-m", "record the unroll")
+    assert not sync(Store(alice), branch="kexp/alice", dry_run=True).up_to_date
     result = kexp_sync_in(alice, branch="kexp/alice")
-    assert result.pushed and not result.up_to_date
+    assert result.pushed and result.up_to_date
     assert remote_ids(remote, "kexp/alice") == [exp.id]
     assert remote_ids(remote, "main") == []
 
@@ -728,12 +734,12 @@ def test_a_dry_run_says_what_the_sync_then_does(
             return (
                 result.committed, result.removed, result.would_make_branch,
                 result.would_merge, result.would_push, result.commits_to_push,
-                result.up_to_date, result.held_back,
+                result.held_back,
             )  # fmt: skip
         assert not (result.would_make_branch or result.would_merge or result.would_push)
         return (
             result.committed, result.removed, result.created_branch, result.merged,
-            result.pushed, result.commits_pushed, result.up_to_date, result.held_back,
+            result.pushed, result.commits_pushed, result.held_back,
         )  # fmt: skip
 
     assert answer(planned) == answer(done), scenario
@@ -747,8 +753,10 @@ def test_a_dry_run_says_what_the_sync_then_does(
     if branch is not None:
         nothing_new |= {"behind the remote, fetched", "its side branch's pull request merged"}
     assert bool(done.held_back) == (scenario == "ahead by code alone" and branch is None)
-    # Held back, it is not up to date: the commits wait here for their push.
-    assert done.up_to_date == (scenario in nothing_new and not done.held_back), (scenario, done)
+    # Held back, it is not up to date: the commits wait here for their push. Else the
+    # dry run finds it up to date with nothing new, and the sync leaves it so.
+    assert planned.up_to_date == (scenario in nothing_new and not done.held_back), scenario
+    assert done.up_to_date == (not done.held_back), (scenario, done)
     if not done.commit and not done.merged:
         assert planned.head == done.head
     said = "\n".join(planned.lines())
@@ -760,5 +768,5 @@ def test_a_dry_run_says_what_the_sync_then_does(
     if done.created_branch:
         made_at = "" if done.commit else f" at {str(done.head)[:12]}"
         assert f"would make the branch {done.branch}{made_at}" in said, said
-    if done.up_to_date:
+    if planned.up_to_date:
         assert f"up to date with {where}: nothing to commit or push" in said, said

@@ -162,7 +162,9 @@ def test_json_says_removals_apart(tmp_path: Path) -> None:
     for answer in (planned, data):
         assert answer["removed"] == [relative(alice, gone.path)]
         assert answer["committed"] == [relative(alice, new.path)]
-        assert answer["not_removed"] == [] and answer["up_to_date"] is False
+        assert answer["not_removed"] == [] and answer["kept_back"] == []
+    # Before, there is something to publish; after, everything is: up to date.
+    assert planned["up_to_date"] is False and data["up_to_date"] is True
     assert gone.id not in remote_ids(remote, "kexp/alice")
     assert new.id in remote_ids(remote, "kexp/alice")
 
@@ -224,7 +226,8 @@ def test_a_damaged_record_removes_nothing_and_is_rewritten(tmp_path: Path) -> No
     path.write_bytes(b"\x00not a record{")
     Store(alice).delete_experiment(first.id)
     result = sync(Store(alice), branch="kexp/alice")
-    assert result.up_to_date and result.removed == ()
+    assert result.removed == () and result.kept_back == (relative(alice, first.path),)
+    assert not result.up_to_date  # (the removal waits, said with what removes it there)
     assert first.id in remote_ids(remote, "kexp/alice")
     # Written again: what this clone publishes from now on is removed when it goes.
     second = record(alice, base, "Unroll 2 - +0.5%", score=1.005)

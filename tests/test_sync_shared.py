@@ -89,7 +89,7 @@ def test_a_removal_of_another_clones_file_is_said_kept_and_removed_as_said(
 ) -> None:
     """Bob brings X in as advised and ``kexp rm``s it: his ``kexp sync --branch`` keeps
     X on the branch (another clone published it), says so (it said "up to date ...:
-    nothing to commit or push", nothing more) with the command that removes it there,
+    nothing to commit or push", in JSON too) with the command that removes it there,
     which, run as printed, does; his next sync is quiet and keeps nothing back."""
     remote, _, bob, exp_id, path = _shared(tmp_path)
     assert run_kexp("rm", exp_id, "--yes", cwd=bob).returncode == 0
@@ -97,8 +97,10 @@ def test_a_removal_of_another_clones_file_is_said_kept_and_removed_as_said(
     done = run_kexp("sync", "--branch", SHARED, "--json", cwd=bob)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["kept_back"] == [path]
+    assert json.loads(done.stdout)["up_to_date"] is False  # (X waits on him)
     said = run_kexp("sync", "--branch", SHARED, cwd=bob).stdout
     assert f"kept 1 experiment file(s) removed here on {SHARED}" in said, said
+    assert "up to date" not in said, said
     assert path in _listed(remote)
     command = re.search(rf"to remove them from {SHARED} too, run (.*)$", said.strip())
     assert command is not None, said
@@ -108,6 +110,7 @@ def test_a_removal_of_another_clones_file_is_said_kept_and_removed_as_said(
     again = run_kexp("sync", "--branch", SHARED, "--json", cwd=bob)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["kept_back"] == []
+    assert json.loads(again.stdout)["up_to_date"] is True
     assert path not in _listed(remote)
 
 

@@ -232,9 +232,9 @@ SET_RAW_RESULT = Advice(
 #: failed there (a crash, wrong results), a failure to record as one, without timings.
 RECORD_FAILURE = Advice(
     "kexp add --summary TEXT --score 0 --status failed --buggy --error-file FILE "
-    "--operator OP --dtype DTYPE --env ENV",
+    "--operator OP --dtype DTYPE --env ENV (FILE: the error it printed)",
     'the record tool with change_summary, score: 0, status: "failed", is_buggy: true, '
-    "error_message, operator_sig, dtype_sig and env",
+    "error_message (the error it printed), operator_sig, dtype_sig and env",
 )
 #: Advice on a run recorded done with score 0 (it measured nothing).
 SET_FAILED = Advice(

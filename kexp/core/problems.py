@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
+
+#: A word of a message or hint: a value (a commit, an id, a path, a number) when it
+#: holds a digit or one of ``/._-``, or is a hexadecimal hash.
+_WORD = re.compile(r"[^\s,;()'\"]+")
+_VALUE = re.compile(r"[\d/._-]|^[0-9a-f]{7,}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +90,34 @@ def display_path(path: str | os.PathLike[str]) -> str:
         return os.path.relpath(absolute) if absolute.is_relative_to(Path.cwd()) else str(path)
     except (OSError, ValueError):
         return str(path)
+
+
+def format_problems(problems: Sequence[Problem]) -> list[str]:
+    """Each problem as :meth:`Problem.format` gives it, but a hint several problems of
+    one code share, each with its own values (the commit it fetches, say), printed once:
+    with the first, saying for how many below it holds."""
+    shapes = [(p.code, _hint_shape(p)) if p.hint else None for p in problems]
+    counts = Counter(shape for shape in shapes if shape is not None)
+    said: set[tuple[str, str]] = set()
+    lines = []
+    for problem, shape in zip(problems, shapes, strict=True):
+        if shape is None or counts[shape] == 1:
+            lines.append(problem.format())
+        elif shape in said:
+            lines.append(dataclasses.replace(problem, hint="").format())
+        else:
+            said.add(shape)
+            lines.append(
+                f"{problem.format()}\n  (the same hint, with their own values, for the "
+                f"{counts[shape] - 1} other {problem.code} problem(s) below)"
+            )
+    return lines
+
+
+def _hint_shape(problem: Problem) -> str:
+    """The problem's hint with each value its message names too left out."""
+    own = {w for w in _WORD.findall(problem.message) if _VALUE.search(w)}
+    return _WORD.sub(lambda m: "{}" if m.group() in own else m.group(), problem.hint)
 
 
 def sort_problems(problems: Iterable[Problem]) -> list[Problem]:

@@ -130,8 +130,8 @@ def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, An
             said += (
                 "): the candidate may have failed there (pytest-benchmark, for one, leaves a "
                 "benchmark that failed out of its JSON); if it crashed or gave wrong results, "
-                f"record the failure, without timings: {RECORD_FAILURE} (FILE: the error it "
-                "printed), else time both sides on the same configurations"
+                f"record the failure, without timings: {RECORD_FAILURE}, else time both "
+                "sides on the same configurations"
             )
             raise MeasurementError(said)
         raise MeasurementError(said + ")")

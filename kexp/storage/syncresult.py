@@ -100,10 +100,13 @@ class SyncResult:
 
     @property
     def up_to_date(self) -> bool:
-        """Whether there was nothing to do: nothing committed, removed, merged or pushed
-        (nor, in a dry run, would be), and nothing held back (commits the sync does not
-        push wait here: the user has something to do)."""
-        return self._idle and not self.held_back and not self.unlanded
+        """Whether this clone is up to date with the remote's branch once the sync is
+        done: everything published (a dry run, which does nothing: nothing to commit,
+        remove, merge or push now), and nothing waits on the user: no commits held back
+        (``held_back``), no files held back (``unlanded``), none the branch keeps that
+        were removed here (``kept_back``, ``not_removed``)."""
+        waiting = self.held_back or self.unlanded or self.kept_back or self.not_removed
+        return not waiting and (self._idle or not self.dry_run)
 
     @property
     def _idle(self) -> bool:
@@ -175,8 +178,8 @@ class SyncResult:
             up = [f"up to date with {where}: nothing to commit or push"]
             if held:
                 up = [f"not up to date with {where}, though no experiment is to commit"]
-            elif unlanded:
-                up = []  # (the held back say it)
+            elif unlanded or kept:
+                up = []  # (the held and kept back say it)
             return [*made, *unlanded, *up, *held, *left, *kept]
         left = unlanded + left
         found = [*left, *kept, *made]

@@ -93,13 +93,17 @@ def validate(
     errors = sum(p.severity == "error" for p in problems)
     if output_format == "json":
         echo_json([p.to_dict() for p in problems])
-    else:
-        style = styler()
+    elif output_format == "github":
         for problem in problems:
-            if output_format == "github":
-                click.echo(clean(problem.format_github()))
-            else:
-                click.echo(styled_severities(clean(problem.format()), style))
+            click.echo(clean(problem.format_github()))
+    else:  # a hint that many share, once
+        # lazy: one command's library, loaded when that command runs
+        from kexp.core.problems import format_problems
+
+        style = styler()
+        for text in format_problems(problems):
+            click.echo(styled_severities(clean(text), style))
+    if output_format != "json":
         warnings_count = len(problems) - errors
         what = f"{checked} file(s) checked"
         if changed is not None:

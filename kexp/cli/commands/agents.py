@@ -216,6 +216,12 @@ def context(
 
     store = get_store(ctx)
     diff = _read_diff(diff_file, store.settings.max_input_bytes) if diff_file else None
+    if diff is not None and not diff.strip():  # (git diff with nothing changed)
+        where = "standard input" if diff_file == "-" else diff_file
+        click.echo(
+            f"kexp: warning: the diff ({where}) is empty: the packet is made without it",
+            err=True,
+        )
     packet = make_context(
         store,
         operator=operator,

@@ -761,13 +761,22 @@ def re_id(ctx: click.Context, path: Path) -> None:
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--check", is_flag=True, help="Only list the files not in canonical form; exit 1.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "github"]),
+    default="text",
+    show_default=True,
+    help="With --check: text: their paths; github: a workflow annotation on each.",
+)
 @click.pass_context
-def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
+def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool, output_format: str) -> None:
     """Rewrite experiment files in canonical form (all by default).
 
     Files with errors are left alone and reported (exit 1). With --check nothing is
-    written: the files that are not canonical are listed and the exit code is 1.
-    Comments in the front-matter are not data and are not kept.
+    written: the files that are not canonical are listed (--format github: annotated),
+    the last line says the kexp fmt to run, and the exit code is 1. Comments in the
+    front-matter are not data and are not kept.
 
     Python: kexp.storage.fmt.format_files(paths, store=store, check=False).
 
@@ -775,6 +784,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
     Examples:
       kexp fmt
       kexp fmt --check experiments/2026/  # in CI
+      kexp fmt --check --format github    # in a GitHub Actions workflow
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.storage.fmt import format_files
@@ -796,7 +806,10 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
             click.echo(f"{shown}: error: {clean(result.message)}", err=True)
         elif result.changed:
             changed += 1
-            click.echo(shown if check else f"reformatted {shown}")
+            if check and output_format == "github":
+                click.echo(clean(_not_canonical(shown)))
+            else:
+                click.echo(shown if check else f"reformatted {shown}")
         if result.canonical_name is not None:
             renamed = clean(_relative(result.path.with_name(result.canonical_name)))
             click.echo(
@@ -806,12 +819,27 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> None:
             )
     unchanged = len(results) - changed - errors
     verb = "would be reformatted" if check else "reformatted"
+    fix = ""
+    if check and changed:  # (the reader of a CI log may not know kexp)
+        command = shlex.join(["kexp", "fmt", *(str(path) for path in paths)])
+        fix = f": run {command} to rewrite {'it' if changed == 1 else 'them'} in canonical form"
     click.echo(
         f"{changed} file(s) {verb}, {unchanged} already canonical"
-        + (f", {errors} with errors" if errors else ""),
+        + (f", {errors} with errors" if errors else "")
+        + fix,
         err=True,
     )
     ctx.exit(EXIT_PROBLEMS if errors or (check and changed) else 0)
+
+
+def _not_canonical(shown: str) -> str:
+    """The workflow annotation on the file ``shown`` (its path) not in canonical form."""
+    # lazy: one command's library, loaded when that command runs
+    from kexp.core.problems import Problem
+
+    hint = f"run kexp fmt {shlex.quote(shown)}"
+    message = "not in the canonical form kexp writes"
+    return Problem(shown, 1, 1, "error", "not-canonical", "", message, hint).format_github()
 
 
 COMMANDS = (new, add, remeasure, update, rm, re_id, fmt)
