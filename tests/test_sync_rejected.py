@@ -41,13 +41,13 @@ def kexp(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def rejected(tmp_path: Path) -> tuple[Path, Path, str, list[str], list[str]]:
-    """Carol's two experiments (a step and its child) published to kexp/carol, whose
-    pull request the lead closed unmerged and the forge deleted; Carol back on main,
+def rejected(tmp_path: Path, on: str = "main") -> tuple[Path, Path, str, list[str], list[str]]:
+    """Carol's two experiments (a step and its child) published to kexp/carol from her
+    branch ``on``, whose pull request the lead closed unmerged and the forge deleted;
     fetched and pruned: (the remote, Carol's clone, the base commit, their paths, their
     ids)."""
     remote, base = make_remote(tmp_path)
-    carol = clone(remote, tmp_path / "carol")
+    carol = clone(remote, tmp_path / "carol", on)
     first = record(carol, base, "Double-buffered smem - +15%", score=1.15)
     second = record(carol, base, "Swizzle - +12%", score=1.12, pid=first.id)
     kexp(carol, "sync", "--branch", "kexp/carol")
@@ -209,3 +209,59 @@ def test_the_sync_tool_says_what_it_held_back_in_the_tools_words(tmp_path: Path)
         assert said.startswith('calling sync with branch: "kexp/carol" proposes them'), said
         assert answer["committed"] == [] and not answer["up_to_date"], answer
     assert git(remote, "rev-parse", "main") == main
+
+
+def test_sync_branch_main_from_another_branch_holds_back_as_well(tmp_path: Path) -> None:
+    """Carol works on ``work`` and publishes to main with ``kexp sync --branch main``
+    (an agent's way): the rejected experiments are held back there too, in the same
+    line, JSON and dry run; main, here and on the remote, is untouched, her checkout
+    too. A new experiment she never published still goes to main past them."""
+    remote, carol, base, paths, _ids = rejected(tmp_path, on="work")
+    main = git(remote, "rev-parse", "main")
+    line = HELD.format(n=2) + ", ".join(sorted(paths)) + "; " + ADVICE + " (kexp rm ID)"
+
+    planned = kexp(carol, "sync", "--branch", "main", "--dry-run").stdout
+    assert planned.splitlines()[0] == "would hold back" + line[len("held back") :], planned
+    assert "would commit" not in planned and "would push" not in planned, planned
+    answer = json.loads(kexp(carol, "sync", "--branch", "main", "--json").stdout)
+    assert answer["unlanded"] == [
+        {"branch": "kexp/carol", "files": sorted(paths), "advice": ADVICE + " (kexp rm ID)"}
+    ], answer
+    assert answer["committed"] == [] and not answer["pushed"] and not answer["up_to_date"]
+    done = kexp(carol, "sync", "--branch", "main").stdout
+    assert done.splitlines() == [line], done
+    assert git(remote, "rev-parse", "main") == main  # nothing pushed
+    assert git(carol, "rev-parse", "main") == main  # nothing committed
+    assert git(carol, "rev-parse", "--abbrev-ref", "HEAD") == "work"
+    assert git(carol, "status", "--porcelain", "--untracked-files=all") == "\n".join(
+        f"?? {path}" for path in sorted(paths)
+    )
+
+    new = record(carol, base, "Vectorized loads - +3%", score=1.03)
+    answer = json.loads(kexp(carol, "sync", "--branch", "main", "--json").stdout)
+    assert [u["files"] for u in answer["unlanded"]] == [sorted(paths)], answer
+    assert answer["committed"] == [relative(carol, new.path)] and answer["pushed"], answer
+    assert remote_ids(remote, "main") == [new.id]
+
+
+@pytest.mark.parametrize("how", ["merge commit", "squashed"])
+def test_sync_branch_main_holds_nothing_back_of_a_landed_deleted_branch(
+    tmp_path: Path, how: str
+) -> None:
+    """From ``work``: kexp/carol merged (a merge commit, or squashed), then deleted;
+    ``kexp sync --branch main`` holds nothing back and pushes the new experiment."""
+    remote, base = make_remote(tmp_path)
+    carol = clone(remote, tmp_path / "carol", "work")
+    first = record(carol, base, "Double-buffered smem - +15%", score=1.15)
+    kexp(carol, "sync", "--branch", "kexp/carol")
+    land(remote, tmp_path / "forge", "kexp/carol", how)
+    delete_branch(remote, "kexp/carol")
+    git(carol, "fetch", "-q", "--prune")
+    new = record(carol, base, "Vectorized loads - +3%", score=1.03)
+
+    answer = json.loads(kexp(carol, "sync", "--branch", "main", "--dry-run", "--json").stdout)
+    assert answer["unlanded"] == [] and answer["committed"] == [relative(carol, new.path)]
+    answer = json.loads(kexp(carol, "sync", "--branch", "main", "--json").stdout)
+    assert answer["unlanded"] == [], answer
+    assert answer["committed"] == [relative(carol, new.path)] and answer["pushed"], answer
+    assert sorted(remote_ids(remote, "main")) == sorted([first.id, new.id])

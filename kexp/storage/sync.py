@@ -224,7 +224,7 @@ def _sync(
         paths = [p for p in paths if p not in set(removed)]
         kept: list[str] = []
     else:
-        incoming, taken, held_unlanded = None, set(), ()
+        incoming, taken = None, set()
         if not dry_run and local is not None:
             # The remote's default branch as the remote has it now (and the checkout's):
             # a pull request of this branch merged there (squashed, the branch deleted or
@@ -236,7 +236,7 @@ def _sync(
             brought = take_in(location, remote, target, there, local, dry_run=dry_run)
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
-        made, paths, removed, kept, base, remote_base = _commit_beside(
+        made, paths, removed, kept, base, remote_base, held_unlanded = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
         )
         published = made or local
@@ -500,8 +500,8 @@ def _landed(
 def _unlanded(
     location: StoreLocation, view: RemoteView, target: str, paths: list[str]
 ) -> tuple[Unlanded, ...]:
-    """What a sync of the checkout holds back of ``paths`` (what it would commit to
-    ``target``), by side branch: what this clone published on one the remote no longer
+    """What a sync holds back of ``paths`` (what it would commit to ``target``, checked
+    out or not), by side branch: what this clone published on one the remote no longer
     has, and did not land on its default branch
     (:func:`kexp.storage.published.unlanded`), and the files building on it (``pid``,
     ``combines``: the default branch would lack their parents). Never deleted."""
@@ -550,12 +550,15 @@ def _commit_beside(
     message: str | None,
     dry_run: bool,
     record: Record,
-) -> tuple[str | None, list[str], list[str], list[str], str | None, str | None]:
+) -> tuple[
+    str | None, list[str], list[str], list[str], str | None, str | None, tuple[Unlanded, ...]
+]:
     """The commit of the working tree's new experiment files for the side branch
     ``target`` (``local``: its commit here), made beside the checkout (not on the
     branch yet; in a dry run too: what would be published is checked): (the commit or
     None, the files it adds or changes, those it removes, those removed here it keeps,
-    the commit the branch is on, the remote's branch when the branch is new here): on
+    the commit the branch is on, the remote's branch when the branch is new here, what
+    it holds back: :func:`_unlanded`, the remote's default branch given): on
     :func:`kexp.storage.sidebranch.side_base`, with the checkout's code commits the branch
     lacks brought in (:func:`kexp.storage.sidebranch.with_checkout`: the branch's pull
     request carries the newest code with every experiment). A file a remote branch holds
@@ -583,6 +586,12 @@ def _commit_beside(
         # made there, then merged: a file changed on both sides stops it
         parent = with_checkout(location, view, target, seen, checkout)
     kept: list[str] = []
+    held: list[Unlanded] = []
+
+    def leave(present: list[str]) -> set[str]:
+        out = _left_out(location, view.held(present), present)
+        held[:] = _unlanded(location, view, target, [p for p in present if p not in out])
+        return out | {p for u in held for p in u.files}
 
     def remove(gone: list[str]) -> list[str]:
         if onto is None or not gone:
@@ -606,10 +615,10 @@ def _commit_beside(
         (lambda _: message) if message else _message,
         keep=lambda path: _publishable(path, location),
         moved=_moved_away,
-        leave=lambda present: _left_out(location, view.held(present), present),
+        leave=leave,
         remove=remove,
     )
-    return made, paths, removed, kept, base, remote_base
+    return made, paths, removed, kept, base, remote_base, tuple(held)
 
 
 def _changed_since_seen(repo: Any, seen: str | None, tip: str | None, folder: str) -> bool:
