@@ -156,3 +156,76 @@ def test_context_without_a_believable_best_says_so(tmp_path: Path) -> None:
     data = json.loads(run_kexp("context", "--operator", "softmax", "--json", cwd=repo).stdout)
     assert data["best"] is None and data["suspect_best"][0]["id"] == only
     assert data["lineage"] == []
+
+
+#: The reason of a believable step whose cumulative score multiplies a suspect one's.
+def built_on(suspect_id: str) -> str:
+    return f"cumulative built on suspect {suspect_id} (its own score is not suspect)"
+
+
+def tainted_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """:func:`team_repo`'s pull request plus a believable step (1.02) on the suspect one:
+    its cumulative score (5.355) multiplies the suspect 5.0."""
+    repo, made = team_repo(tmp_path)
+    on_skip = ("--pid", made["skip"], "--measured-against", "parent")
+    made["on_skip"] = add(repo, "Prefetch - +2%", 1.02, *on_skip)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a step on the suspect one")
+    return repo, made
+
+
+def test_a_step_built_on_a_suspect_one_is_no_best_anywhere(tmp_path: Path) -> None:
+    repo, made = tainted_repo(tmp_path)
+    reason = built_on(made["skip"])
+    # kexp context: the believable best stays; the step on the suspect one is beside it.
+    data = json.loads(run_kexp("context", "--operator", "softmax", "--json", cwd=repo).stdout)
+    assert data["best"]["id"] == made["unroll"], data["best"]
+    above = {e["id"]: e["suspect"] for e in data["suspect_best"]}
+    assert above == {made["on_skip"]: [reason], made["skip"]: [CEILING]}
+    text = run_kexp("context", "--operator", "softmax", cwd=repo).stdout
+    best = text.split("## Current best\n", 1)[1].split("\n## ", 1)[0]
+    assert best.startswith(f"- {made['unroll'][:10]}"), best
+    assert reason in text.split("## Higher, but suspect", 1)[1]
+    # kexp review: the believable step is the new best; the one on the suspect unchecked.
+    summary = json.loads(run_kexp("review", "main", "pr", "--format", "json", cwd=repo).stdout)[
+        "summary"
+    ]
+    assert summary["new_best"] == [made["unroll"]]
+    assert sorted(summary["suspect"]) == sorted([made["on_skip"], made["skip"]])
+    review = run_kexp("review", "main", "pr", cwd=repo).stdout
+    (warned,) = [
+        line
+        for line in headline(review)
+        if made["on_skip"] in line and "suspect: verify correctness" in line
+    ]
+    assert reason in warned, warned
+    # kexp top / list / tree mark it as a suspect step is marked, JSON gives the reason.
+    listed = {"KEXP_PAGER": "cat"}
+    top = run_kexp("top", cwd=repo, env=listed).stdout
+    (row,) = [line for line in top.splitlines() if made["on_skip"][:10] in line]
+    assert "[suspect: verify correctness] Prefetch" in row, top
+    tree = run_kexp("tree", cwd=repo, env=listed).stdout
+    (node,) = [line for line in tree.splitlines() if "Prefetch" in line]
+    assert "[suspect" in node, tree
+    rows = json.loads(run_kexp("list", "--json", cwd=repo).stdout)
+    suspect = {r["id"]: r.get("suspect", []) for r in rows}  # left out: believable
+    assert suspect[made["on_skip"]] == [reason]
+    assert suspect[made["unroll"]] == [] and suspect[made["first"]] == []
+    # kexp validate judges the file's own score: no warning for the step on top.
+    checked = run_kexp("validate", "--format", "json", cwd=repo)
+    flagged = [p for p in json.loads(checked.stdout) if p["code"] == "suspect"]
+    assert len(flagged) == 1 and made["skip"][:10] in json.dumps(flagged), flagged
+
+
+def test_stats_names_the_believable_best_and_the_suspect_ones_above(tmp_path: Path) -> None:
+    repo, made = tainted_repo(tmp_path)
+    data = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
+    (best,) = data["best"]
+    assert (best["id"], best["cumulative_score"], best["suspect"]) == (made["unroll"], 1.071, [])
+    assert [a["id"] for a in best["suspect_above"]] == [made["on_skip"], made["skip"]]
+    assert best["suspect_above"][0]["suspect"] == [built_on(made["skip"])]
+    text = run_kexp("stats", cwd=repo, env={"KEXP_PAGER": "cat"}).stdout
+    (line,) = [line for line in text.splitlines() if "Unroll by 4" in line]
+    assert made["unroll"][:10] in line and "suspect" not in line, line
+    (above,) = [line for line in text.splitlines() if "2 suspect above" in line]
+    assert made["on_skip"][:10] in above and "cumulative built on suspect" in above, text
