@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from conftest import git, init_repo, run_kexp
+
+from kexp.core.campaign import derive
+from kexp.format.suspect import suspect_reasons
 
 OPERATOR = "kernels/softmax.cu: softmax"
 CEILING = "score 5x is above the plausibility ceiling 3x"
@@ -229,3 +234,43 @@ def test_stats_names_the_believable_best_and_the_suspect_ones_above(tmp_path: Pa
     assert made["unroll"][:10] in line and "suspect" not in line, line
     (above,) = [line for line in text.splitlines() if "2 suspect above" in line]
     assert made["on_skip"][:10] in above and "cumulative built on suspect" in above, text
+
+
+def step(exp_id: str, score: float, pid: str = "", **fields: Any) -> SimpleNamespace:
+    """A record as derivation reads it (a row's attributes)."""
+    plain = {
+        "measured_against": "parent" if pid else "reference", "status": "done", "tags": [],
+        "results": [],
+    }  # fmt: skip
+    return SimpleNamespace(
+        id=exp_id, pid=pid, score=score, is_buggy=False, combines=[], score_ci=[],
+        protocol=None, **{**plain, **fields},
+    )  # fmt: skip
+
+
+def test_the_derivation_carries_a_suspect_step_up_its_products_only() -> None:
+    records = [
+        step("root", 1.05),
+        step("skip", 5.0, "root"),
+        step("aa", 1.0, "skip", tags=["control"]),  # its code is skip's
+        step("on_aa", 1.02, "aa"),
+        step("again", 4.0, "on_aa"),  # suspect itself, and built on skip
+        step("fresh", 1.2, "on_aa", measured_against="reference"),  # its own product
+        step("zero", 1.01, "root", results=[{"config": "n", "baseline": 9.0, "candidate": 0.1}]),
+        step("on_zero", 1.02, "zero"),
+    ]
+    chain = [step(f"c{i}", 1.01, f"c{i - 1}" if i else "on_aa") for i in range(3000)]
+    derivation = derive([*records, *chain])
+    below = {r.id: derivation.of(r).built_on_suspect for r in records}
+    assert below == {
+        "root": "", "skip": "", "aa": "", "on_aa": "skip", "again": "skip", "fresh": "",
+        "zero": "", "on_zero": "zero",
+    }  # fmt: skip
+    assert derivation.of(chain[-1]).built_on_suspect == "skip"  # 3000 steps up, no recursion
+    assert suspect_reasons(records[4], derived=derivation.of(records[4])) == [
+        "score 4x is above the plausibility ceiling 3x",
+        "cumulative built on suspect skip",
+    ]
+    # Another file of an id, on another parent, is judged with its own front-matter.
+    twin = step("on_zero", 1.02, "root")
+    assert derivation.of(twin).built_on_suspect == ""
