@@ -430,7 +430,7 @@ class Derivation(dict[str, Derived]):
         self.settings = settings
         self._invalid = invalid
         #: id -> the nearest suspect step of its code value, itself included ("": none).
-        self._carried: dict[str, str] = {}
+        self.carried: dict[str, str] = {}
 
     def of(self, record: Any) -> Derived:
         """The derived values of ``record``: the first record of its id, or another file
@@ -453,7 +453,7 @@ class Derivation(dict[str, Derived]):
         """The id of the nearest step whose score ``record``'s cumulative score multiplies
         (its ancestors measured step on step, controls passed through) and whose own
         measurement is suspect; "" when none is. Each ancestor is judged once."""
-        first, carried = self._first, self._carried
+        first, carried = self._first, self.carried
         chain: list[str] = []  # the ancestors walked, nearest first, not known yet
         below = ""
         current = record
@@ -465,11 +465,11 @@ class Derivation(dict[str, Derived]):
             chain.append(pid)
             current = first[pid]
         for pid in reversed(chain):  # the farthest first: each carries what is below it
-            below = pid if self._suspect(first[pid]) else below
+            below = pid if self.suspect(first[pid]) else below
             carried[pid] = below
         return below
 
-    def _suspect(self, record: Any) -> bool:
+    def suspect(self, record: Any) -> bool:
         """Whether ``record``'s own measurement is suspect (a control's never counts)."""
         return not is_control(record) and bool(
             findings(
@@ -593,11 +593,14 @@ def derive(
     regression_below, improvement_above = settings.regression_below, settings.improvement_above
     made = tuple.__new__  # a NamedTuple made as the tuple it is (its __new__ is slower)
     over_parent: list[str] = []  # measured against the reference, made on a parent
+    on_parent: list[str] = []  # built on a parent's code value, in the order settled
 
     def settle(exp_id: str, record: Any, before: _Code | None) -> None:
         """Set the code value of ``record`` given its parent's (``before``; None when
         its score does not build on its parent's), and its :class:`Derived` when it
         is a plain measured step."""
+        if before is not None and before[0] is not None:
+            on_parent.append(exp_id)  # its code value multiplies its parent's
         score = record.score
         if not (
             type(score) is float
@@ -712,12 +715,21 @@ def derive(
         if value is None:
             derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
     derivation = Derivation(first, codes, settings, invalid)
-    for exp_id, value in derived.items():
-        assert value is not None
-        if value.cumulative_score is not None and _carries_parent(first[exp_id]):
-            suspect = derivation.suspect_below(first[exp_id])
-            if suspect:
-                derived[exp_id] = value._replace(built_on_suspect=suspect)
+    # A suspect step carried up the products, parents first (the order they settled in):
+    # each parent judged once (Derivation.suspect_below's rule, in one pass).
+    below: dict[str, str] = {}
+    carried = derivation.carried
+    for exp_id in on_parent:
+        pid = first[exp_id].pid
+        found = carried.get(pid)
+        if found is None:
+            found = carried[pid] = pid if derivation.suspect(first[pid]) else below.get(pid, "")
+        below[exp_id] = found
+        if found:
+            value = derived[exp_id]
+            assert value is not None
+            if value.cumulative_score is not None:
+                derived[exp_id] = value._replace(built_on_suspect=found)
     dict.update(derivation, derived)
     return derivation
 

@@ -39,6 +39,8 @@ UNIT_TO_US = {
 
 
 def _number(value: Any) -> float | None:
+    if type(value) is float:  # the common case first: a derivation judges every step
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     number = float(value)
@@ -52,7 +54,8 @@ def findings(
     if is_buggy is True:
         return []
     found: list[tuple[tuple[str | int, ...], str]] = []
-    found.extend(_unsynchronized(results, protocol, settings))
+    if protocol is not None:
+        found.extend(_unsynchronized(results, protocol, settings))
     ceiling = settings.suspect_score_above
     value = _number(score)
     if value is not None and value > ceiling:
@@ -63,9 +66,9 @@ def findings(
         return found
     near_zero = settings.suspect_time_below_us
     for index, item in enumerate(results):
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):
             continue
-        config = item.get("config", f"#{index}")
+        config = item.get("config") if "config" in item else f"#{index}"
         speedup = _number(item.get("speedup"))
         if speedup is not None and speedup > ceiling:
             found.append(
