@@ -216,7 +216,8 @@ class _Side:
         ]
 
     def best_on(self, campaign: tuple[str, str, str]) -> KernelExperiment | None:
-        """The best tip that is not suspect (a suspect one is no best until checked)."""
+        """The best tip that is not suspect (a suspect one is no best until checked),
+        nor built on a suspect step (suspect_reasons reads its derived built_on_suspect)."""
         improved = [
             e
             for e in self.scored_on(campaign)

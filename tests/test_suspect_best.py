@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from conftest import git, init_repo, run_kexp
+
+from kexp.core.campaign import derive
+from kexp.format.suspect import suspect_reasons
 
 OPERATOR = "kernels/softmax.cu: softmax"
 CEILING = "score 5x is above the plausibility ceiling 3x"
@@ -156,3 +161,116 @@ def test_context_without_a_believable_best_says_so(tmp_path: Path) -> None:
     data = json.loads(run_kexp("context", "--operator", "softmax", "--json", cwd=repo).stdout)
     assert data["best"] is None and data["suspect_best"][0]["id"] == only
     assert data["lineage"] == []
+
+
+#: The reason of a believable step whose cumulative score multiplies a suspect one's.
+def built_on(suspect_id: str) -> str:
+    return f"cumulative built on suspect {suspect_id} (its own score is not suspect)"
+
+
+def tainted_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """:func:`team_repo`'s pull request plus a believable step (1.02) on the suspect one:
+    its cumulative score (5.355) multiplies the suspect 5.0."""
+    repo, made = team_repo(tmp_path)
+    on_skip = ("--pid", made["skip"], "--measured-against", "parent")
+    made["on_skip"] = add(repo, "Prefetch - +2%", 1.02, *on_skip)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a step on the suspect one")
+    return repo, made
+
+
+def test_a_step_built_on_a_suspect_one_is_no_best_anywhere(tmp_path: Path) -> None:
+    repo, made = tainted_repo(tmp_path)
+    reason = built_on(made["skip"])
+    # kexp context: the believable best stays; the step on the suspect one is beside it.
+    data = json.loads(run_kexp("context", "--operator", "softmax", "--json", cwd=repo).stdout)
+    assert data["best"]["id"] == made["unroll"], data["best"]
+    above = {e["id"]: e["suspect"] for e in data["suspect_best"]}
+    assert above == {made["on_skip"]: [reason], made["skip"]: [CEILING]}
+    text = run_kexp("context", "--operator", "softmax", cwd=repo).stdout
+    best = text.split("## Current best\n", 1)[1].split("\n## ", 1)[0]
+    assert best.startswith(f"- {made['unroll'][:10]}"), best
+    assert reason in text.split("## Higher, but suspect", 1)[1]
+    # kexp review: the believable step is the new best; the one on the suspect unchecked.
+    summary = json.loads(run_kexp("review", "main", "pr", "--format", "json", cwd=repo).stdout)[
+        "summary"
+    ]
+    assert summary["new_best"] == [made["unroll"]]
+    assert sorted(summary["suspect"]) == sorted([made["on_skip"], made["skip"]])
+    review = run_kexp("review", "main", "pr", cwd=repo).stdout
+    (warned,) = [
+        line
+        for line in headline(review)
+        if made["on_skip"] in line and "suspect: verify correctness" in line
+    ]
+    assert reason in warned, warned
+    # kexp top / list / tree mark it as a suspect step is marked, JSON gives the reason.
+    listed = {"KEXP_PAGER": "cat"}
+    top = run_kexp("top", cwd=repo, env=listed).stdout
+    (row,) = [line for line in top.splitlines() if made["on_skip"][:10] in line]
+    assert "[suspect: verify correctness] Prefetch" in row, top
+    tree = run_kexp("tree", cwd=repo, env=listed).stdout
+    (node,) = [line for line in tree.splitlines() if "Prefetch" in line]
+    assert "[suspect" in node, tree
+    rows = json.loads(run_kexp("list", "--json", cwd=repo).stdout)
+    suspect = {r["id"]: r.get("suspect", []) for r in rows}  # left out: believable
+    assert suspect[made["on_skip"]] == [reason]
+    assert suspect[made["unroll"]] == [] and suspect[made["first"]] == []
+    # kexp validate judges the file's own score: no warning for the step on top.
+    checked = run_kexp("validate", "--format", "json", cwd=repo)
+    flagged = [p for p in json.loads(checked.stdout) if p["code"] == "suspect"]
+    assert len(flagged) == 1 and made["skip"][:10] in json.dumps(flagged), flagged
+
+
+def test_stats_names_the_believable_best_and_the_suspect_ones_above(tmp_path: Path) -> None:
+    repo, made = tainted_repo(tmp_path)
+    data = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
+    (best,) = data["best"]
+    assert (best["id"], best["cumulative_score"], best["suspect"]) == (made["unroll"], 1.071, [])
+    assert [a["id"] for a in best["suspect_above"]] == [made["on_skip"], made["skip"]]
+    assert best["suspect_above"][0]["suspect"] == [built_on(made["skip"])]
+    text = run_kexp("stats", cwd=repo, env={"KEXP_PAGER": "cat"}).stdout
+    (line,) = [line for line in text.splitlines() if "Unroll by 4" in line]
+    assert made["unroll"][:10] in line and "suspect" not in line, line
+    (above,) = [line for line in text.splitlines() if "2 suspect above" in line]
+    assert made["on_skip"][:10] in above and "cumulative built on suspect" in above, text
+
+
+def step(exp_id: str, score: float, pid: str = "", **fields: Any) -> SimpleNamespace:
+    """A record as derivation reads it (a row's attributes)."""
+    plain = {
+        "measured_against": "parent" if pid else "reference", "status": "done", "tags": [],
+        "results": [],
+    }  # fmt: skip
+    return SimpleNamespace(
+        id=exp_id, pid=pid, score=score, is_buggy=False, combines=[], score_ci=[],
+        protocol=None, **{**plain, **fields},
+    )  # fmt: skip
+
+
+def test_the_derivation_carries_a_suspect_step_up_its_products_only() -> None:
+    records = [
+        step("root", 1.05),
+        step("skip", 5.0, "root"),
+        step("aa", 1.0, "skip", tags=["control"]),  # its code is skip's
+        step("on_aa", 1.02, "aa"),
+        step("again", 4.0, "on_aa"),  # suspect itself, and built on skip
+        step("fresh", 1.2, "on_aa", measured_against="reference"),  # its own product
+        step("zero", 1.01, "root", results=[{"config": "n", "baseline": 9.0, "candidate": 0.1}]),
+        step("on_zero", 1.02, "zero"),
+    ]
+    chain = [step(f"c{i}", 1.01, f"c{i - 1}" if i else "on_aa") for i in range(3000)]
+    derivation = derive([*records, *chain])
+    below = {r.id: derivation.of(r).built_on_suspect for r in records}
+    assert below == {
+        "root": "", "skip": "", "aa": "", "on_aa": "skip", "again": "skip", "fresh": "",
+        "zero": "", "on_zero": "zero",
+    }  # fmt: skip
+    assert derivation.of(chain[-1]).built_on_suspect == "skip"  # 3000 steps up, no recursion
+    assert suspect_reasons(records[4], derived=derivation.of(records[4])) == [
+        "score 4x is above the plausibility ceiling 3x",
+        "cumulative built on suspect skip",
+    ]
+    # Another file of an id, on another parent, is judged with its own front-matter.
+    twin = step("on_zero", 1.02, "root")
+    assert derivation.of(twin).built_on_suspect == ""

@@ -220,7 +220,7 @@ def _gather(
     # one that did is suspect), and the suspect tips above it: named beside it, as kexp
     # review names them, never built on before they are checked.
     best, above = believed_best(measured, derivation=derivation, settings=settings)
-    suspects = {d.path: suspect_reasons(d, settings) for d in on_operator}
+    suspects = {d.path: suspect_reasons(d, settings, derivation.of(d)) for d in on_operator}
     above = above[: SECTION_LIMITS["suspect_best"]]
     search.read_lessons(d for d, _ in above)
     for rank, (row, _) in enumerate(above):
@@ -454,7 +454,7 @@ def _lineage_entries(
         step = f"{derived.outcome} ({NOTHING_MEASURED})"  # an ancestor that timed out
         if shown is not None:
             step = f"{shown:.4f}x over {over}"
-        suspect = suspect_reasons(doc, settings)  # an ancestor's (the best is believable)
+        suspect = suspect_reasons(doc, settings, derived)  # an ancestor's (the best is not)
         if position == last:  # the best, shown whole above (a first step too)
             line = f"{position + 1}. the best (above): {step} → {reached}"
         else:

@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 from kexp.core.collector import collector_paused
 from kexp.core.noise import SCORE_DIGITS
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.core.suspicion import findings
 
 #: Statuses of an experiment not measured yet (its outcome is ``pending``).
 PENDING_STATUSES = frozenset({"new", "running"})
@@ -101,6 +102,10 @@ class Derived(NamedTuple):
     #: The score every view prints as its speedup: None when it is no measurement
     #: (:func:`shown_score`). The files and JSON keep the score recorded.
     shown_score: float | None = None
+    #: The id of the nearest step below it whose score its cumulative score multiplies
+    #: and whose own measurement is suspect (:func:`kexp.core.suspicion.findings`): its
+    #: cumulative score is no better checked than that step's ("" when none is).
+    built_on_suspect: str = ""
 
     @property
     def ranked(self) -> bool:
@@ -357,6 +362,12 @@ def change_percent(ratio: float) -> float:
 INVALID = "is invalid (kexp validate says why)"
 
 
+def _carries_parent(record: Any) -> bool:
+    """Whether ``record``'s code value is built on its parent's: a step measured over it,
+    or a control (its code is its parent's)."""
+    return bool(record.pid) and (is_control(record) or measured_against_parent(record))
+
+
 def _absent(exp_id: str, invalid: Collection[str]) -> str:
     """What an id no record holds is: a file that is not a valid experiment (``invalid``;
     a mapping says what each of its ids is instead: an experiment removed on a newer
@@ -418,6 +429,8 @@ class Derivation(dict[str, Derived]):
         self._codes = codes
         self.settings = settings
         self._invalid = invalid
+        #: id -> the nearest suspect step of its code value, itself included ("": none).
+        self.carried: dict[str, str] = {}
 
     def of(self, record: Any) -> Derived:
         """The derived values of ``record``: the first record of its id, or another file
@@ -431,7 +444,42 @@ class Derivation(dict[str, Derived]):
             before = self._codes.get(record.pid) or _broken(
                 record.pid, _absent(record.pid, self._invalid)
             )
-        return _derived(record, _step(record, before), self._first, self._codes, self.settings)
+        found = _derived(record, _step(record, before), self._first, self._codes, self.settings)
+        if found.cumulative_score is None:
+            return found
+        return found._replace(built_on_suspect=self.suspect_below(record))
+
+    def suspect_below(self, record: Any) -> str:
+        """The id of the nearest step whose score ``record``'s cumulative score multiplies
+        (its ancestors measured step on step, controls passed through) and whose own
+        measurement is suspect; "" when none is. Each ancestor is judged once."""
+        first, carried = self._first, self.carried
+        chain: list[str] = []  # the ancestors walked, nearest first, not known yet
+        below = ""
+        current = record
+        while _carries_parent(current) and current.pid in first:
+            pid = current.pid
+            if pid in carried or pid in chain:  # known, or a pid cycle (never a product)
+                below = carried.get(pid, "")
+                break
+            chain.append(pid)
+            current = first[pid]
+        for pid in reversed(chain):  # the farthest first: each carries what is below it
+            below = pid if self.suspect(first[pid]) else below
+            carried[pid] = below
+        return below
+
+    def suspect(self, record: Any) -> bool:
+        """Whether ``record``'s own measurement is suspect (a control's never counts)."""
+        return not is_control(record) and bool(
+            findings(
+                record.score,
+                getattr(record, "results", None),
+                record.is_buggy,
+                self.settings,
+                getattr(record, "protocol", None),
+            )
+        )
 
     def each(self, records: Iterable[Any]) -> list[Derived]:
         """:meth:`of` each of ``records``, in order (a record derived is looked up by
@@ -507,7 +555,7 @@ def _derived(
     # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
     return tuple.__new__(
         Derived,
-        (outcome, interference, cumulative, interval, reason, control, start, steps, shown),
+        (outcome, interference, cumulative, interval, reason, control, start, steps, shown, ""),
     )
 
 
@@ -545,11 +593,14 @@ def derive(
     regression_below, improvement_above = settings.regression_below, settings.improvement_above
     made = tuple.__new__  # a NamedTuple made as the tuple it is (its __new__ is slower)
     over_parent: list[str] = []  # measured against the reference, made on a parent
+    on_parent: list[str] = []  # built on a parent's code value, in the order settled
 
     def settle(exp_id: str, record: Any, before: _Code | None) -> None:
         """Set the code value of ``record`` given its parent's (``before``; None when
         its score does not build on its parent's), and its :class:`Derived` when it
         is a plain measured step."""
+        if before is not None and before[0] is not None:
+            on_parent.append(exp_id)  # its code value multiplies its parent's
         score = record.score
         if not (
             type(score) is float
@@ -586,7 +637,7 @@ def derive(
         if before is None:  # measured against the reference: its own cumulative score
             codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
             derived[exp_id] = made(
-                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score)
+                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score, "")
             )
             if record.pid:  # made on a parent: judged over it once every code is known
                 over_parent.append(exp_id)
@@ -607,7 +658,7 @@ def derive(
             interval = None
         reached = cumulative_digits(value)
         derived[exp_id] = made(
-            Derived, (outcome, False, reached, interval, "", False, start, steps, score)
+            Derived, (outcome, False, reached, interval, "", False, start, steps, score, "")
         )
 
     def release(exp_id: str) -> None:
@@ -664,6 +715,21 @@ def derive(
         if value is None:
             derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
     derivation = Derivation(first, codes, settings, invalid)
+    # A suspect step carried up the products, parents first (the order they settled in):
+    # each parent judged once (Derivation.suspect_below's rule, in one pass).
+    below: dict[str, str] = {}
+    carried = derivation.carried
+    for exp_id in on_parent:
+        pid = first[exp_id].pid
+        found = carried.get(pid)
+        if found is None:
+            found = carried[pid] = pid if derivation.suspect(first[pid]) else below.get(pid, "")
+        below[exp_id] = found
+        if found:
+            value = derived[exp_id]
+            assert value is not None
+            if value.cumulative_score is not None:
+                derived[exp_id] = value._replace(built_on_suspect=found)
     dict.update(derivation, derived)
     return derivation
 

@@ -13,6 +13,12 @@ listings.
 
 Buggy experiments are not flagged: they are already known to be wrong.
 
+A cumulative score built on a suspect step (a step measured over a suspect parent, or
+over a step that is) is suspect too, in listings, ``kexp context``, ``kexp review`` and
+``kexp stats`` alike: "cumulative built on suspect ID (its own score is not suspect)"
+(:attr:`kexp.core.campaign.Derived.built_on_suspect`, one rule where cumulative scores
+are made). Validation judges a file's own values only.
+
 * :func:`suspect_reasons` / :func:`is_suspect` for an experiment (listings);
 * :func:`suspect_problems` for a parsed file (validation warnings, code ``suspect``,
   positioned at the offending value; :func:`suspect_fields` says whether a file's
@@ -21,143 +27,61 @@ Buggy experiments are not flagged: they are already known to be wrong.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kexp.core.problems import Problem
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.core.suspicion import UNIT_TO_US, Measured, findings
+
+__all__ = [
+    "SUSPECT_CODE",
+    "SUSPECT_LABEL",
+    "UNIT_TO_US",
+    "built_on_reason",
+    "is_suspect",
+    "suspect_fields",
+    "suspect_problems",
+    "suspect_reasons",
+]
 
 if TYPE_CHECKING:
     from kexp.format.fileformat import Document
-
-
-class Measured(Protocol):
-    """What the judgement reads of an experiment (a query's row has it too)."""
-
-    @property
-    def score(self) -> Any: ...
-    @property
-    def results(self) -> Any: ...
-    @property
-    def is_buggy(self) -> Any: ...
 
 
 #: The flag shown next to a suspect experiment in listings.
 SUSPECT_LABEL = "suspect: verify correctness"
 #: The validation code of a suspect measurement (a warning).
 SUSPECT_CODE = "suspect"
-#: Microseconds per unit of a result's ``unit`` (``us`` when absent).
-UNIT_TO_US = {
-    "ns": 1e-3,
-    "us": 1.0,
-    "µs": 1.0,
-    "μs": 1.0,
-    "usec": 1.0,
-    "ms": 1e3,
-    "msec": 1e3,
-    "s": 1e6,
-    "sec": 1e6,
-}
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+def built_on_reason(suspect_id: str, own: bool = False) -> str:
+    """The reason of a cumulative score that multiplies the suspect step ``suspect_id``'s
+    score (``own``: the step's own measurement is suspect too)."""
+    said = "" if own else " (its own score is not suspect)"
+    return f"cumulative built on suspect {suspect_id}{said}"
 
 
-def _findings(
-    score: Any, results: Any, is_buggy: Any, settings: Settings, protocol: Any = None
-) -> list[tuple[tuple[str | int, ...], str]]:
-    """(JSON path of the offending value, reason) for each suspect value."""
-    if is_buggy is True:
-        return []
-    found: list[tuple[tuple[str | int, ...], str]] = []
-    found.extend(_unsynchronized(results, protocol, settings))
-    ceiling = settings.suspect_score_above
-    value = _number(score)
-    if value is not None and value > ceiling:
-        found.append(
-            (("score",), f"score {value:g}x is above the plausibility ceiling {ceiling:g}x")
-        )
-    if not isinstance(results, (list, tuple)):  # a row's lists are tuples
-        return found
-    near_zero = settings.suspect_time_below_us
-    for index, item in enumerate(results):
-        if not isinstance(item, Mapping):
-            continue
-        config = item.get("config", f"#{index}")
-        speedup = _number(item.get("speedup"))
-        if speedup is not None and speedup > ceiling:
-            found.append(
-                (
-                    ("results", index, "speedup"),
-                    f"{config}: speedup {speedup:g}x is above the plausibility ceiling "
-                    f"{ceiling:g}x",
-                )
-            )
-        unit = item.get("unit", "us")
-        scale = UNIT_TO_US.get(unit) if isinstance(unit, str) else None
-        for side in ("baseline", "candidate"):
-            time = _number(item.get(side))
-            if time is None or scale is None:
-                continue
-            if time * scale < near_zero:
-                found.append(
-                    (
-                        ("results", index, side),
-                        f"{config}: {side} time {time:g} {unit} is near zero "
-                        f"(below {near_zero:g} us)",
-                    )
-                )
-    return found
-
-
-def _unsynchronized(
-    results: Any, protocol: Any, settings: Settings
-) -> list[tuple[tuple[str | int, ...], str]]:
-    """The finding of a wall clock that timed a short GPU kernel without
-    synchronisation (never for a kernel that ran on the CPU)."""
-    if not isinstance(protocol, Mapping) or protocol.get("timer") != "wall_clock":
-        return []
-    if protocol.get("device") == "cpu":
-        return []
-    if protocol.get("synchronized") is True or not isinstance(results, (list, tuple)):
-        return []
-    limit = settings.suspect_wall_clock_below_us
-    for item in results:
-        if not isinstance(item, Mapping):
-            continue
-        unit = item.get("unit", "us")
-        scale = UNIT_TO_US.get(unit) if isinstance(unit, str) else None
-        times = [_number(item.get(side)) for side in ("baseline", "candidate")]
-        shortest = min((t for t in times if t is not None), default=None)
-        if scale is None or shortest is None or shortest * scale >= limit:
-            continue
-        said = "false" if protocol.get("synchronized") is False else "not said"
-        device = (
-            "" if protocol.get("device") == "gpu" else "; device not said: cpu if it ran on the CPU"
-        )
-        return [
-            (
-                ("protocol", "timer"),
-                f"{item.get('config')}: a {shortest * scale:g} us GPU kernel timed with a "
-                f"wall clock without device synchronisation (synchronized: {said}{device}): "
-                "the clock may read the launch, not the kernel",
-            )
-        ]
-    return []
-
-
-def suspect_reasons(exp: Measured, settings: Settings = DEFAULT_SETTINGS) -> list[str]:
+def suspect_reasons(
+    exp: Measured, settings: Settings = DEFAULT_SETTINGS, derived: Any = None
+) -> list[str]:
     """Why ``exp``'s measurements are implausible (empty when they are believable): an
-    experiment's, or a query's row of one."""
-    found = _findings(
-        exp.score, exp.results, exp.is_buggy, settings, getattr(exp, "protocol", None)
-    )
-    return [reason for _, reason in found]
+    experiment's, or a query's row of one (``derived``: what its store derived of it,
+    :class:`kexp.core.campaign.Derived`; an experiment's own by default). Its own values
+    judged, and its cumulative score: one built on a suspect step (its
+    ``built_on_suspect``) is no better checked than that step, whatever its own score."""
+    found = [
+        reason
+        for _, reason in findings(
+            exp.score, exp.results, exp.is_buggy, settings, getattr(exp, "protocol", None)
+        )
+    ]
+    if derived is None:
+        derived = getattr(exp, "derived", None)
+    below = getattr(derived, "built_on_suspect", "")
+    if below and exp.is_buggy is not True:
+        found.append(built_on_reason(below, own=bool(found)))
+    return found
 
 
 def is_suspect(exp: Measured, settings: Settings = DEFAULT_SETTINGS) -> bool:
@@ -169,7 +93,7 @@ def suspect_fields(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     """Whether a file whose front-matter holds ``fields`` is suspect (validation then
     warns, :func:`suspect_problems`)."""
     return bool(
-        _findings(
+        findings(
             fields.get("score"),
             fields.get("results"),
             fields.get("is_buggy"),
@@ -183,7 +107,7 @@ def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> li
     """Validation warnings (code ``suspect-measurement``) for one parsed experiment file."""
     fields = doc.fields
     problems: list[Problem] = []
-    for path, reason in _findings(
+    for path, reason in findings(
         fields.get("score"),
         fields.get("results"),
         fields.get("is_buggy"),

@@ -139,6 +139,8 @@ def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
     derived: dict[tuple[str, bytes], Derived] = {}
     rows: list[Row] = []
     for path, key, values, where, kept in chosen:
+        if len(values) != len(Derived._fields):  # kept by a kexp that derived less
+            return None
         if where is None:
             rows.append(found[path])
         else:  # read across refs: where it was found is the row's last value

@@ -365,7 +365,10 @@ def believed_best(
             lambda p: p[1].can_be_best, zip(ranked, found, strict=True)
         )
     )
-    return believable_best(tips, lambda item: suspect_reasons(item, settings))
+    of = derivation.of if derivation is not None else None
+    return believable_best(
+        tips, lambda item: suspect_reasons(item, settings, None if of is None else of(item))
+    )
 
 
 def _tie_order(items: list[Any]) -> None:

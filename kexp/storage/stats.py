@@ -1,6 +1,8 @@
 """Store statistics: counts per operator and outcome, and the best cumulative score (the
 speedup over the operator's reference, :mod:`kexp.core.campaign`) per operator and data type
-with the experiment that holds it: the best tip.
+with the experiment that holds it: the best tip whose measurement is believable, as
+``kexp review`` and ``kexp context`` name the current best
+(:func:`kexp.storage.query.believable_best`), the suspect tips above it beside it.
 
 The Python twin of ``kexp stats`` is :func:`stats`.
 """
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.format.suspect import suspect_reasons
-from kexp.storage.query import best_tip
+from kexp.storage.query import believed_best
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -35,6 +37,9 @@ class Best:
     #: The speedup over the operator's reference, and its 95 % interval.
     cumulative_score: float | None = None
     cumulative_ci: list[float] | None = None
+    #: The suspect tips ranked above it, best first (``id``, ``cumulative_score``,
+    #: ``change_summary``, ``suspect``: why): no best until checked.
+    suspect_above: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -47,7 +52,10 @@ class Stats:
     as ``control``, never in an outcome, as ``kexp top`` and ``kexp context`` leave it
     out; ``total`` counts every experiment, controls included;
     ``best`` lists, per (operator, dtype), the experiment with the best cumulative
-    score (neither buggy nor pending, not a control), best first.
+    score (neither buggy nor pending, not a control) whose measurement is not suspect
+    (its cumulative score built on no suspect step either), best first, each with the
+    suspect ones above it (``suspect_above``); where every step that improved is suspect,
+    the best of them, its ``suspect`` reasons said.
     """
 
     total: int
@@ -85,7 +93,18 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         groups.setdefault((exp.operator_sig, exp.dtype_sig), []).append(exp)
     best: list[Best] = []
     for (operator, dtype), members in groups.items():
-        top = best_tip(members)
+        top, above = believed_best(members, settings=members[0].settings)
+        if top is None and above:  # every step that improved is suspect: the best, said so
+            top, above = above[0][0], above[1:]
+        suspect = [
+            {
+                "id": exp.id,
+                "cumulative_score": exp.cumulative_score,
+                "change_summary": exp.change_summary,
+                "suspect": reasons,
+            }
+            for exp, reasons in above
+        ]
         if top is not None:
             best.append(
                 Best(
@@ -98,6 +117,7 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
                     suspect_reasons(top, top.settings),
                     top.cumulative_score,
                     None if top.cumulative_ci is None else list(top.cumulative_ci),
+                    suspect,
                 )
             )
     best.sort(key=lambda b: (-(b.cumulative_score or 0.0), b.operator_sig, b.dtype_sig))

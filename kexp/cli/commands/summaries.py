@@ -258,6 +258,17 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         shrink=("OPERATOR",),
         wrap="SUMMARY",
     )
+    for b in result.best:  # no best until checked, as kexp review and kexp context say
+        if b.suspect_above:
+            named = ", ".join(
+                f"{a['id'][:id_length]} {a['cumulative_score']:.4f} ({'; '.join(a['suspect'])})"
+                for a in b.suspect_above
+            )
+            click.echo(
+                f"{one_line(b.operator_sig) or '(none)'} {one_line(b.dtype_sig)}: "
+                f"{len(b.suspect_above)} suspect above {b.id[:id_length]}, no best until "
+                f"checked ({SUSPECT_LABEL}): {one_line(named)}"
+            )
 
 
 COMMANDS = (lessons, stats)
