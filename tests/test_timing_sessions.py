@@ -88,7 +88,11 @@ def test_thousands_of_pytest_benchmark_rounds_are_scored_in_a_few_critical_value
     assert done.returncode == 0, done.stderr
     checked = run_kexp("validate", cwd=repo)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert len(calls) < 60, len(calls)
+    # One a removal was a fifth of the samples; how many now depends on the real noise
+    # of the run timed (a statistic between the first and last critical values costs
+    # its own): 30 to 80 here, on a quiet machine and under load, against the bound.
+    samples = sum(rounds_of(base).values()) + sum(rounds_of(cand).values())
+    assert len(calls) < samples / 40, (len(calls), samples)
 
 
 def do_bench_lists(
