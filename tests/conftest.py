@@ -250,3 +250,19 @@ def run_pytest_benchmark(folder: Path, bench: str, side: str, *options: str) -> 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def bench_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A ``--benchmark-json`` file pytest-benchmark wrote for :data:`timing_files.BENCH`
+    (15 rounds a benchmark): the template :func:`timing_files.write` fills."""
+    import json
+
+    from timing_files import BENCH
+
+    folder = tmp_path_factory.mktemp("pytest-benchmark")
+    path = run_pytest_benchmark(
+        folder, BENCH, "baseline", "--benchmark-min-rounds=15", "--benchmark-max-time=0.000001"
+    )
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data

@@ -16,92 +16,36 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_kexp, run_pytest_benchmark
+from conftest import run_kexp
+from timing_files import COMMON, as_do_bench, as_pytest_benchmark, times
 
 from kexp import Store
 from kexp.core import noise
 from kexp.format.samples import parse_samples, pooled, summarize
 from kexp.measure import simulation
 
-#: Two CPU "kernels" pytest-benchmark times, one a configuration (param).
-BENCH = """
-import pytest
-
-
-@pytest.mark.parametrize("n", [8, 64], ids=["n8", "n64"])
-def test_sum(benchmark, n):
-    benchmark(sum, range(n))
-"""
-
-COMMON = ("--operator", "bench.py: sum", "--dtype", "fp32", "--env", "cpu test")
 #: Each configuration's true baseline time (seconds) and speedup.
 TRUTH = {"n8": (2.0e-6, 1.09), "n64": (8.0e-6, 1.12)}
 #: The baseline samples (of 15) that met load.
 SPIKED = (1, 4, 6, 9, 11, 13)
 
 
-def run(rng: random.Random, seconds: float, spiked: tuple[int, ...] = ()) -> list[float]:
-    """15 timings of 1 % CV around ``seconds``, those at ``spiked`` slowed 1.5-3x."""
-    times = [seconds * rng.lognormvariate(0, 0.01) for _ in range(15)]
-    for index in spiked:
-        times[index] *= rng.uniform(1.5, 3.0)
-    return times
-
-
-@pytest.fixture(scope="module")
-def pytest_benchmark_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A ``--benchmark-json`` file pytest-benchmark wrote (15 rounds a benchmark)."""
-    folder = tmp_path_factory.mktemp("pytest-benchmark")
-    path = run_pytest_benchmark(
-        folder, BENCH, "baseline", "--benchmark-min-rounds=15", "--benchmark-max-time=0.000001"
-    )
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
-def as_pytest_benchmark(template: dict[str, Any], timings: dict[str, list[float]]) -> str:
-    """pytest-benchmark's JSON with each benchmark's raw ``data`` (and the summary
-    statistics it writes beside) made ``timings`` (seconds)."""
-    data = json.loads(json.dumps(template))
-    for bench in data["benchmarks"]:
-        times = timings[bench["param"]]
-        quartiles = statistics.quantiles(times, n=4)
-        bench["stats"].update(
-            data=times,
-            min=min(times),
-            max=max(times),
-            mean=statistics.fmean(times),
-            median=statistics.median(times),
-            stddev=statistics.stdev(times),
-            q1=quartiles[0],
-            q3=quartiles[2],
-            iqr=quartiles[2] - quartiles[0],
-            rounds=len(times),
-        )
-    return json.dumps(data)
-
-
-def as_do_bench(timings: dict[str, list[float]]) -> str:
-    """``{config: do_bench(fn, return_mode="all")}``: milliseconds."""
-    return json.dumps({config: [t * 1e3 for t in times] for config, times in timings.items()})
-
-
 @pytest.mark.parametrize("tool", ["pytest-benchmark", "do_bench"])
 def test_a_clear_speedup_measured_under_load_is_an_improvement(
-    repo: Path, tmp_path: Path, tool: str, pytest_benchmark_json: dict[str, Any]
+    repo: Path, tmp_path: Path, tool: str, bench_json: dict[str, Any]
 ) -> None:
     """6 of the 15 baseline samples of each configuration were load spikes: the step,
     1.09x and 1.12x faster, was recorded marginal, 1.1034 [0.97, 1.25] (the spread of
     every sample, no outlier set aside: the test looked for at most a fifth). Now the
     spikes are set aside: the score is the clean runs' and the step an improvement."""
     rng = random.Random(20)
-    base = {config: run(rng, t, SPIKED) for config, (t, _) in TRUTH.items()}
-    cand = {config: run(rng, t / s) for config, (t, s) in TRUTH.items()}
+    base = {config: times(rng, t, slow=SPIKED) for config, (t, _) in TRUTH.items()}
+    cand = {config: times(rng, t / s) for config, (t, s) in TRUTH.items()}
     files = []
     for name, timings in (("baseline", base), ("candidate", cand)):
         path = tmp_path / f"{name}.json"
         if tool == "pytest-benchmark":
-            path.write_text(as_pytest_benchmark(pytest_benchmark_json, timings), encoding="utf-8")
+            path.write_text(as_pytest_benchmark(bench_json, timings), encoding="utf-8")
         else:
             path.write_text(as_do_bench(timings), encoding="utf-8")
         files.append(str(path))
@@ -133,7 +77,7 @@ def test_an_unchanged_kernel_whose_baseline_met_load_is_within_noise() -> None:
     median sits at the clean run's 83rd percentile: with the spikes set aside from the
     spread alone, that is a false speedup. The median of the rest is not."""
     rng = random.Random(3)
-    pairs = [(run(rng, t, SPIKED), run(rng, t)) for t, _ in TRUTH.values()]
+    pairs = [(times(rng, t, slow=SPIKED), times(rng, t)) for t, _ in TRUTH.values()]
     found = noise.estimate(pairs)
     assert found.interval is not None
     assert found.interval[0] <= 1.0 <= found.interval[1]
@@ -157,8 +101,8 @@ def test_a_file_recorded_by_the_earlier_method_still_validates(repo: Path, tmp_p
     accepts them as they are (no warning to every store that met a spike); a remeasure
     recomputes them."""
     rng = random.Random(5)
-    base = {"n8": run(rng, 2.0e-6, (2, 7))}
-    cand = {"n8": run(rng, 2.0e-6 / 1.05)}
+    base = {"n8": times(rng, 2.0e-6, slow=(2, 7))}
+    cand = {"n8": times(rng, 2.0e-6 / 1.05)}
     for name, timings in (("b", base), ("c", cand)):
         (tmp_path / f"{name}.json").write_text(as_do_bench(timings), encoding="utf-8")
     done = run_kexp(

@@ -11,7 +11,7 @@ are no speedup.
   cause and the fix.
 
 Timing files are pytest-benchmark's JSON (a real run's, its raw ``data`` set to known
-timings, :func:`test_load_spikes.as_pytest_benchmark`).
+timings, :func:`timing_files.write`).
 """
 
 from __future__ import annotations
@@ -22,40 +22,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import run_kexp, run_pytest_benchmark, unwrapped
-from test_load_spikes import BENCH, COMMON, as_pytest_benchmark
+from conftest import run_kexp, unwrapped
+from timing_files import COMMON, times, write
 
 from kexp import Store
 from kexp.core import noise
 from kexp.format.samples import parse_samples, pooled, summarize
 from kexp.measure import simulation
-
-
-@pytest.fixture(scope="module")
-def bench_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A ``--benchmark-json`` file pytest-benchmark wrote (15 rounds a benchmark)."""
-    folder = tmp_path_factory.mktemp("pytest-benchmark")
-    path = run_pytest_benchmark(
-        folder, BENCH, "baseline", "--benchmark-min-rounds=15", "--benchmark-max-time=0.000001"
-    )
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
-def times(
-    rng: random.Random, seconds: float, n: int = 15, slow: tuple[int, ...] = ()
-) -> list[float]:
-    """``n`` timings of 1 % CV around ``seconds``, those at ``slow`` 1.5-3x slower."""
-    drawn = [seconds * rng.lognormvariate(0, 0.01) for _ in range(n)]
-    for index in slow:
-        drawn[index] *= rng.uniform(1.5, 3.0)
-    return drawn
-
-
-def write(path: Path, template: dict[str, Any], timings: dict[str, list[float]]) -> str:
-    path.write_text(as_pytest_benchmark(template, timings), encoding="utf-8")
-    return str(path)
 
 
 def git(repo: Path, *args: str) -> None:

@@ -10,7 +10,7 @@ change); the raw result says so and the file stays valid. Rounds that agree pool
 before.
 
 Timing files are pytest-benchmark's JSON (a real run's, its raw ``data`` set to known
-timings, :func:`test_load_spikes.as_pytest_benchmark`).
+timings, :func:`timing_files.write`).
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ from typing import Any
 
 import pytest
 from conftest import run_kexp
-from test_load_spikes import COMMON
-from test_noise_rounds import bench_json, git, kexp_ok, times, warnings_of, write
+from test_noise_rounds import git, kexp_ok, warnings_of
+from timing_files import COMMON, times, write
 
 from kexp import Store
 from kexp.core.model import KernelExperiment, outcome_of
 from kexp.format.samples import parse_samples, pooled, summarize
-
-__all__ = ["bench_json"]  # the module's fixture, used here
 
 #: Each configuration's true baseline time (seconds).
 CONFIGS = {"n8": 2.0e-6, "n64": 8.0e-6}
