@@ -51,6 +51,43 @@ def published_ids(remote: Path, branch: str = BRANCH) -> str:
     return git(remote, "ls-tree", "-r", "--name-only", branch, "--", "experiments")
 
 
+def agent_clone(tmp_path: Path) -> tuple[Path, Path]:
+    """A remote and the agent's clone of it, on its own code line ``work``."""
+    remote, _ = make_remote(tmp_path)
+    return remote, clone(remote, tmp_path / "agent", branch="work")
+
+
+def assert_kernel_published(remote: Path, root: Path, branch: str = BRANCH) -> None:
+    """``branch`` on the remote holds the kernel of ``root``'s working tree."""
+    assert git(remote, "show", f"{branch}:{KERNEL}") + "\n" == (root / KERNEL).read_text()
+
+
+def refs(root: Path, *patterns: str) -> str:
+    """Each ref of ``root`` (matching ``patterns``) and the commit it names."""
+    return git(root, "for-each-ref", "--format=%(refname) %(objectname)", *patterns)
+
+
+def refused_with_its_dry_run(root: Path) -> str:
+    """``kexp sync --branch`` and its dry run refuse alike, in one line: that line."""
+    dry = run_kexp("sync", "--branch", BRANCH, "--dry-run", cwd=root)
+    done = run_kexp("sync", "--branch", BRANCH, cwd=root)
+    assert done.returncode != 0 and dry.returncode == done.returncode, done.stdout
+    assert dry.stderr == done.stderr
+    said = done.stderr.strip()
+    assert len(said.splitlines()) == 1, said
+    return said
+
+
+def follow(said: str, root: Path) -> str:
+    """Run the ``kexp sync --branch NEW`` that ``said`` names, as printed: NEW."""
+    command = re.search(r"kexp sync --branch \S+", said)
+    assert command, said
+    args = shlex.split(command.group(0))[1:]
+    followed = run_kexp(*args, cwd=root)
+    assert followed.returncode == 0, followed.stderr
+    return args[-1]
+
+
 def test_each_step_of_a_campaign_publishes_its_code_with_every_experiment(
     tmp_path: Path,
 ) -> None:
@@ -58,15 +95,14 @@ def test_each_step_of_a_campaign_publishes_its_code_with_every_experiment(
     branch holds the checkout's kernel as committed (the code the experiment was measured
     on) and every experiment so far; the checkout's commit is in its history, and the
     branch moved forward from the last push."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     done: list[KernelExperiment] = []
     pushed = None
     for n in range(1, 4):
         pid = done[-1].id if done else None
         done.append(step(agent, f"// step {n}", f"Step {n} - +{n}0%", pid=pid))
         publish(agent)
-        assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+        assert_kernel_published(remote, agent)
         tip = git(remote, "rev-parse", BRANCH)
         git(agent, "fetch", "-q")
         assert git(agent, "merge-base", "--is-ancestor", "HEAD", f"origin/{BRANCH}") == ""
@@ -97,12 +133,12 @@ def test_two_clones_on_one_code_line_share_the_side_branch(tmp_path: Path) -> No
     second = step(bob, "// bob 2", "Bob's step - +20%")
     git(bob, "push", "-q", "origin", "work")
     publish(bob)
-    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (bob / KERNEL).read_text()
+    assert_kernel_published(remote, bob)
 
     git(alice, "pull", "-q", "--ff-only", "origin", "work")
     third = step(alice, "// alice 3", "Alice's second step - +30%", pid=first.id)
     publish(alice)
-    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (alice / KERNEL).read_text()
+    assert_kernel_published(remote, alice)
     listed = published_ids(remote)
     assert all(exp.id in listed for exp in (first, second, third)), listed
 
@@ -116,8 +152,7 @@ def test_the_step_after_a_squash_merged_pull_request_publishes_its_code(
     step); the agent publishes the second step to the same branch: the branch holds the
     second step's kernel and both experiments. With main pulled, its pull request adds
     no more than the second step. The third step follows as the second did."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     first = step(agent, "// step 1", "Step 1 - +10%")
     publish(agent)
     land(remote, tmp_path / "forge", BRANCH, "squashed")
@@ -129,7 +164,7 @@ def test_the_step_after_a_squash_merged_pull_request_publishes_its_code(
         assert Path(str(first.path)).exists()
     second = step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
     publish(agent)
-    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert_kernel_published(remote, agent)
     listed = published_ids(remote)
     assert first.id in listed and second.id in listed, listed
     if how == "main pulled":
@@ -137,15 +172,14 @@ def test_the_step_after_a_squash_merged_pull_request_publishes_its_code(
         assert second.id in added and first.id not in added, added
     third = step(agent, "// step 3", "Step 3 - +30%", pid=second.id)
     publish(agent)  # (the branch holds main's squash now: main's, not a left line)
-    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert_kernel_published(remote, agent)
     assert third.id in published_ids(remote)
 
 
 def restarted(tmp_path: Path) -> tuple[Path, Path, KernelExperiment]:
     """Two steps published; the agent restarts from the first step's commit and changes
     another file (no line of the kernel clashes); (the remote, the clone, the new step)."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     first = step(agent, "// step 1", "Step 1 - +10%")
     step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
     publish(agent)
@@ -171,14 +205,10 @@ def test_a_restart_whose_code_does_not_clash_is_not_published_on_the_old_line(
     said = done.stderr.strip()
     assert len(said.splitlines()) == 1 and KERNEL in said, said
     assert git(remote, "rev-parse", BRANCH) == before
-    command = re.search(r"kexp sync --branch \S+", said)
-    assert command, said
-    args = shlex.split(command.group(0))[1:]
-    followed = run_kexp(*args, cwd=agent)
-    assert followed.returncode == 0, followed.stderr
-    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
-    assert git(remote, "show", f"{args[-1]}:tune.h") == "#define TILE 64"
-    assert other.id in published_ids(remote, args[-1])
+    new = follow(said, agent)
+    assert_kernel_published(remote, agent, new)
+    assert git(remote, "show", f"{new}:tune.h") == "#define TILE 64"
+    assert other.id in published_ids(remote, new)
 
 
 def test_a_restart_whose_code_does_not_clash_starts_a_landed_deleted_branch_again(
@@ -192,7 +222,7 @@ def test_a_restart_whose_code_does_not_clash_starts_a_landed_deleted_branch_agai
     git(agent, "fetch", "-q")
     publish(agent)
     assert git(remote, "rev-parse", f"{BRANCH}~1") == git(agent, "rev-parse", "restart")
-    assert git(remote, "show", f"{BRANCH}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
+    assert_kernel_published(remote, agent)
     assert other.id in published_ids(remote)
 
 
@@ -204,16 +234,11 @@ def test_main_s_code_brought_onto_the_branch_after_a_squash_is_not_a_left_line(
     starts the branch again from main merged with the checkout (the squash and the
     teammate's commit on it, neither in the checkout). The third step is published on:
     main's commits are not a line the checkout left."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     first = change(agent, "tile.h", "Tile 64 - +10%")
     publish(agent)
     land(remote, tmp_path / "forge", BRANCH, "squashed")
-    forge = tmp_path / "forge"
-    (forge / "NOTES.md").write_text("Teammate's notes.\n")
-    git(forge, "add", "NOTES.md")
-    git(forge, "commit", "-q", "-m", "Teammate's notes")
-    git(forge, "push", "-q", "origin", "main")
+    notes_on_main(tmp_path / "forge")
     second = change(agent, "unroll.h", "Unroll 8 - +20%", pid=first.id)
     publish(agent)
     assert git(remote, "show", f"{BRANCH}:unroll.h") == "// Unroll 8 - +20%"
@@ -254,27 +279,34 @@ def test_another_code_line_pushed_meanwhile_is_not_merged_into_what_is_published
         f"exec git -C {shlex.quote(str(bob))} push -q origin HEAD:{BRANCH}\n"
     )
     hook.chmod(0o755)
-    before = git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+    before = refs(alice, "refs/heads")
 
     done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
     assert pushed.exists()  # Bob's push came first
     assert done.returncode != 0
     said = done.stderr.strip()
     assert len(said.splitlines()) == 1 and "tune.h" in said, said
-    assert git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == before
-    command = re.search(r"kexp sync --branch \S+", said)
-    assert command, said
-    args = shlex.split(command.group(0))[1:]
-    followed = run_kexp(*args, cwd=alice)
-    assert followed.returncode == 0, followed.stderr
-    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (alice / KERNEL).read_text()
-    assert "tune.h" not in git(remote, "ls-tree", "--name-only", args[-1])
-    assert mine.id in published_ids(remote, args[-1])
+    assert refs(alice, "refs/heads") == before
+    new = follow(said, alice)
+    assert_kernel_published(remote, alice, new)
+    assert "tune.h" not in git(remote, "ls-tree", "--name-only", new)
+    assert mine.id in published_ids(remote, new)
 
 
-def teammate_commit(remote: Path, forge: Path) -> None:
-    """A teammate's commit on the remote's main (a file no step changes)."""
-    clone(remote, forge)
+def rewrite(remote: Path, agent: Path, how: str, message: str) -> None:
+    """Rewrite the checkout's last commit without changing what it changes: reworded
+    (``message``), or rebased onto main after a teammate's commit there (made in a
+    clone beside the agent's, ``forge``)."""
+    if how == "reworded":
+        git(agent, "commit", "-q", "--amend", "-m", message)
+    else:
+        notes_on_main(clone(remote, agent.parent / "forge"))
+        git(agent, "fetch", "-q")
+        git(agent, "rebase", "-q", "origin/main")
+
+
+def notes_on_main(forge: Path) -> None:
+    """Commit a file no step changes in the clone ``forge``, on its main, and push it."""
     (forge / "NOTES.md").write_text("Teammate's notes.\n")
     git(forge, "add", "NOTES.md")
     git(forge, "commit", "-q", "-m", "Teammate's notes")
@@ -290,17 +322,11 @@ def test_a_published_commit_rewritten_with_the_same_change_is_not_a_left_line(
     teammate's newer main): its patch is the published one's, so the second step is
     published on: the branch moves forward (a merge, never a force-push) and holds the
     checkout's code and both experiments; the third step follows as the second did."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     first = change(agent, "tile.h", "Tile 64 - +10%")
     publish(agent)
     pushed = git(remote, "rev-parse", BRANCH)
-    if how == "reworded":
-        git(agent, "commit", "-q", "--amend", "-m", "Tile 64 (reworded) - +10%")
-    else:
-        teammate_commit(remote, tmp_path / "forge")
-        git(agent, "fetch", "-q")
-        git(agent, "rebase", "-q", "origin/main")
+    rewrite(remote, agent, how, "Tile 64 (reworded) - +10%")
     assert git(agent, "rev-parse", "HEAD") != git(remote, "rev-parse", f"{BRANCH}~1")
     second = change(agent, "unroll.h", "Unroll 8 - +20%", pid=first.id)
     publish(agent)
@@ -326,32 +352,22 @@ def test_a_published_commit_amended_with_another_change_is_refused_naming_it(
     changes nothing and says in one line which commit was rewritten and what to do;
     that command, run as printed, publishes the amended line: its code, both
     experiments."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     first = change(agent, "tile.h", "Tile 64 - +10%")
     publish(agent)
     published = git(agent, "rev-parse", "--short", "HEAD")
     (agent / "tile.h").write_text("// Tile 128 - +10%\n")
     git(agent, "commit", "-q", "-a", "--amend", "--no-edit")
     second = change(agent, "unroll.h", "Unroll 8 - +20%", pid=first.id)
-    on_remote = git(remote, "for-each-ref", "--format=%(refname) %(objectname)")
+    on_remote = refs(remote)
 
-    dry = run_kexp("sync", "--branch", BRANCH, "--dry-run", cwd=agent)
-    done = run_kexp("sync", "--branch", BRANCH, cwd=agent)
-    assert done.returncode != 0 and dry.returncode == done.returncode
-    assert dry.stderr == done.stderr
-    said = done.stderr.strip()
-    assert len(said.splitlines()) == 1, said
+    said = refused_with_its_dry_run(agent)
     assert published in said and git(agent, "rev-parse", "--short", "HEAD~1") in said, said
     assert "amended or rebased" in said, said
-    assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == on_remote
-    command = re.search(r"kexp sync --branch \S+", said)
-    assert command, said
-    args = shlex.split(command.group(0))[1:]
-    followed = run_kexp(*args, cwd=agent)
-    assert followed.returncode == 0, followed.stderr
-    assert git(remote, "show", f"{args[-1]}:tile.h") == "// Tile 128 - +10%"
-    listed = published_ids(remote, args[-1])
+    assert refs(remote) == on_remote
+    new = follow(said, agent)
+    assert git(remote, "show", f"{new}:tile.h") == "// Tile 128 - +10%"
+    listed = published_ids(remote, new)
     assert first.id in listed and second.id in listed, listed
 
 
@@ -365,34 +381,20 @@ def test_a_checkout_whose_code_clashes_with_the_branch_s_is_not_published_on_the
     the second experiment on the first step's kernel: nothing changes, the experiments
     stay in the working tree, and one line names the kernel and says what to do; that
     command, run as printed, publishes the checkout's kernel with both experiments."""
-    remote, _ = make_remote(tmp_path)
-    agent = clone(remote, tmp_path / "agent", branch="work")
+    remote, agent = agent_clone(tmp_path)
     first = step(agent, "// step 1", "Step 1 - +10%")
     publish(agent)
-    if how == "reworded":
-        git(agent, "commit", "-q", "--amend", "-m", "Step 1 (reworded) - +10%")
-    else:
-        teammate_commit(remote, tmp_path / "forge")
-        git(agent, "fetch", "-q")
-        git(agent, "rebase", "-q", "origin/main")
+    rewrite(remote, agent, how, "Step 1 (reworded) - +10%")
     second = step(agent, "// step 2", "Step 2 - +20%", pid=first.id)
-    on_remote = git(remote, "for-each-ref", "--format=%(refname) %(objectname)")
-    here = git(agent, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+    on_remote = refs(remote)
+    here = refs(agent, "refs/heads")
 
-    dry = run_kexp("sync", "--branch", BRANCH, "--dry-run", cwd=agent)
-    done = run_kexp("sync", "--branch", BRANCH, cwd=agent)
-    assert done.returncode != 0 and dry.returncode == done.returncode, done.stdout
-    assert dry.stderr == done.stderr
-    said = done.stderr.strip()
-    assert len(said.splitlines()) == 1 and KERNEL in said, said
-    assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == on_remote
-    assert git(agent, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads") == here
+    said = refused_with_its_dry_run(agent)
+    assert KERNEL in said, said
+    assert refs(remote) == on_remote
+    assert refs(agent, "refs/heads") == here
     assert Path(str(first.path)).exists() and Path(str(second.path)).exists()
-    command = re.search(r"kexp sync --branch \S+", said)
-    assert command, said
-    args = shlex.split(command.group(0))[1:]
-    followed = run_kexp(*args, cwd=agent)
-    assert followed.returncode == 0, followed.stderr
-    assert git(remote, "show", f"{args[-1]}:{KERNEL}") + "\n" == (agent / KERNEL).read_text()
-    listed = published_ids(remote, args[-1])
+    new = follow(said, agent)
+    assert_kernel_published(remote, agent, new)
+    listed = published_ids(remote, new)
     assert first.id in listed and second.id in listed, listed
