@@ -34,7 +34,8 @@ from kexp import KernelExperiment, Store, init_store
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.main import main
-from kexp.core.campaign import derive, derive_for, judge, versions_of
+from kexp.core.campaign import derive, derive_for, versions_of
+from kexp.core.outcome import judge
 from kexp.format.fileformat import serialize
 from kexp.measure.record import record_iteration
 from kexp.output.html import build_report

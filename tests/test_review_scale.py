@@ -27,14 +27,11 @@ import pytest
 
 from kexp import KernelExperiment, Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import (
-    change_percent,
-    cumulative_change,
-    derive,
-    measured_against_parent,
-)
+from kexp.core.campaign import derive
+from kexp.core.cumulative import change_percent, cumulative_change
 from kexp.core.model import attach
 from kexp.core.noise import ratio_interval, rounded_interval
+from kexp.core.outcome import measured_against_parent
 from kexp.core.problems import Problem, format_problems, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.suspect import suspect_reasons

@@ -68,15 +68,15 @@ from kexp.agents.packet import (
     cut,
     fit,
 )
-from kexp.core.campaign import (
+from kexp.core.campaign import Derivation
+from kexp.core.cumulative import Derived
+from kexp.core.errors import KexpError
+from kexp.core.outcome import (
     NOTHING_MEASURED,
     UNMEASURED_OUTCOMES,
-    Derivation,
-    Derived,
     describe_control,
     latest_control,
 )
-from kexp.core.errors import KexpError
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.storage.doctext import score_interval
 from kexp.storage.lineage import dead_end

@@ -30,19 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import (
-    Derived,
-    change_percent,
-    cumulative_change,
-    derive_for,
-    is_control,
-    measured_against_parent,
-    time_key,
-    versions_of,
-)
+from kexp.core.campaign import derive_for, versions_of
 from kexp.core.collector import collector_paused
+from kexp.core.cumulative import Derived, change_percent, cumulative_change
 from kexp.core.model import BODY_FIELDS, KernelExperiment, attach
 from kexp.core.noise import ratio_interval, rounded_interval
+from kexp.core.outcome import is_control, measured_against_parent, time_key
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.samples import describe_protocol, sample_count

@@ -8,7 +8,7 @@ import dataclasses
 import re
 from typing import Any
 
-from kexp.core.campaign import NOTHING_MEASURED, shown_score
+from kexp.core.outcome import NOTHING_MEASURED, shown_score
 
 __all__ = ["LineageGraph", "LineageNode", "mermaid_id", "mermaid_text", "render_mermaid"]
 
@@ -34,7 +34,7 @@ class LineageNode:
     @property
     def shown_score(self) -> float | None:
         """The score a view prints: None when it is no measurement, whatever the outcome
-        (:func:`kexp.core.campaign.shown_score`); the JSON keeps ``score``."""
+        (:func:`kexp.core.outcome.shown_score`); the JSON keeps ``score``."""
         return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
