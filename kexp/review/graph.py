@@ -47,7 +47,7 @@ class LineageGraph:
     """The lineage a change touches: its experiments, their ancestors and children.
 
     ``edges`` are ``(parent id, child id)`` pairs; ``omitted`` counts the relatives left
-    out to keep the graph readable (:data:`kexp.review.build.MAX_GRAPH_NODES`).
+    out to keep the graph readable (:data:`kexp.review.headlines.MAX_GRAPH_NODES`).
     """
 
     nodes: list[LineageNode]

@@ -35,7 +35,7 @@ class FieldChange:
     """One field a correction changed: old → new (None: absent on that side).
 
     Long or multi-line text gets ``diff``: the lines of a unified diff (without the file
-    headers), at most :data:`kexp.review.build.MAX_DIFF_LINES`; ``diff_omitted`` counts the
+    headers), at most :data:`kexp.review.entry.MAX_DIFF_LINES`; ``diff_omitted`` counts the
     lines left out.
     """
 
