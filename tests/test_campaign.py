@@ -34,7 +34,8 @@ from kexp import KernelExperiment, Store, init_store
 from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.main import main
-from kexp.core.campaign import derive, derive_for, judge, versions_of
+from kexp.core.campaign import derive, derive_for, versions_of
+from kexp.core.outcome import judge
 from kexp.format.fileformat import serialize
 from kexp.measure.record import record_iteration
 from kexp.output.html import build_report
@@ -573,7 +574,7 @@ def test_a_review_deriving_what_it_shows_is_the_review_deriving_every_experiment
 ) -> None:
     """``kexp review`` derives the experiments it shows, their operators' and what they
     depend on, on each side: its comment is the one made of every experiment derived."""
-    from kexp.review import build
+    from kexp.review.side import Side
 
     root = init_repo(tmp_path_factory.mktemp("review") / "repo")
     split = data.draw(st.integers(0, len(records)))
@@ -594,7 +595,7 @@ def test_a_review_deriving_what_it_shows_is_the_review_deriving_every_experiment
         warnings.simplefilter("ignore")
         shown = render_markdown(review(store, "main"))
         with monkeypatch.context() as patch:
-            patch.setattr(build._Side, "_derive", every_one)
+            patch.setattr(Side, "_derive", every_one)
             whole = render_markdown(review(store, "main"))
     assert shown == whole
 

@@ -23,7 +23,7 @@ import yaml
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, remote_ids
 
-from kexp.core.campaign import judge
+from kexp.core.outcome import judge
 
 pytest.importorskip("mcp")
 from test_mcp import Agent, run_agent

@@ -27,34 +27,29 @@ import pytest
 
 from kexp import KernelExperiment, Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons
-from kexp.core.campaign import (
-    change_percent,
-    cumulative_change,
-    derive,
-    measured_against_parent,
-)
+from kexp.core.campaign import derive
+from kexp.core.cumulative import change_percent, cumulative_change
 from kexp.core.model import attach
 from kexp.core.noise import ratio_interval, rounded_interval
+from kexp.core.outcome import measured_against_parent
 from kexp.core.problems import Problem, format_problems, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile, check_bytes, id_from_name
 from kexp.review.build import (
-    MAX_GRAPH_NODES,
-    MAX_RELATIVES,
     LineageGraph,
     LineageNode,
     Review,
     ReviewedExperiment,
-    _field_change,
     _relative_problems,
-    _text,
     check_changes,
     merge_base,
     render_markdown,
     review,
     to_json,
 )
+from kexp.review.entry import as_text, field_change
+from kexp.review.headlines import MAX_GRAPH_NODES, MAX_RELATIVES
 from kexp.review.model import BestChange, LostLesson
 from kexp.storage.changed import head_of
 from kexp.storage.history import Changes, ExperimentChange
@@ -318,16 +313,16 @@ def _entry(
         score=None,
         outcome="invalid",
         pid="",
-        changes=[_field_change(name, old, new) for name, (old, new) in change.fields.items()],
+        changes=[field_change(name, old, new) for name, (old, new) in change.fields.items()],
         problems=sort_problems(checked.problems) if kind != "removed" else [],
     )
     if exp is None:
         fields = checked.document.fields if checked.document is not None else {}
-        entry.change_summary = _text(fields.get("change_summary"))
-        entry.operator_sig = _text(fields.get("operator_sig"))
-        entry.dtype_sig = _text(fields.get("dtype_sig"))
-        entry.env = _text(fields.get("env"))
-        entry.pid = _text(fields.get("pid"))
+        entry.change_summary = as_text(fields.get("change_summary"))
+        entry.operator_sig = as_text(fields.get("operator_sig"))
+        entry.dtype_sig = as_text(fields.get("dtype_sig"))
+        entry.env = as_text(fields.get("env"))
+        entry.pid = as_text(fields.get("pid"))
         score = fields.get("score")
         if isinstance(score, (int, float)) and not isinstance(score, bool):
             entry.score = float(score)

@@ -20,7 +20,7 @@ import kexp.storage.bodies
 import kexp.storage.sources
 from kexp import Store
 from kexp.agents.lessons import LESSON_GROUPS, group_lessons, lesson_report, noise_floors
-from kexp.core.campaign import is_control
+from kexp.core.outcome import is_control
 from kexp.output.export import export
 from kexp.storage.lineage import build_forest, lineage_forest
 from kexp.storage.stats import compute_stats, stats

@@ -48,46 +48,51 @@ on its first line, and one that does not fit even so ends its section (each keep
 head of its ranking).
 The same files and arguments give the same bytes: every order has a tie-break, nothing
 depends on the clock or on the cache's history.
+
+This module gathers the packet; one experiment's entry is :mod:`kexp.agents.entries`, the
+sections over many (do not repeat, not tried, the operators recorded)
+:mod:`kexp.agents.sections`, the budget and the rendering :mod:`kexp.agents.packet`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kexp.agents.entries import (
+    contains_wanted,
+    experiment_entry,
+    lineage_entries,
+    repeat_entry,
+)
 from kexp.agents.packet import (
     CHARS_PER_TOKEN,
     MAX_TEXT_CHARS,
+    SECTION_LIMITS,
     SECTIONS,
     Entry,
     Packet,
     count_tokens,
-    cut,
     fit,
 )
-from kexp.core.campaign import (
-    NOTHING_MEASURED,
+from kexp.agents.sections import do_not_repeat, known_operators, moment_key, not_tried
+from kexp.core.campaign import Derivation
+from kexp.core.errors import KexpError
+from kexp.core.outcome import (
     UNMEASURED_OUTCOMES,
-    Derivation,
-    Derived,
     describe_control,
     latest_control,
 )
-from kexp.core.errors import KexpError
-from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
-from kexp.storage.doctext import score_interval
+from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
-from kexp.storage.rows import LOCAL
 
 if TYPE_CHECKING:
-    from kexp.storage.dedupe import Repeat
-    from kexp.storage.rows import Row, Sighting
+    from kexp.storage.rows import Row
     from kexp.storage.sources import Found
     from kexp.storage.store import Store
 
@@ -95,17 +100,6 @@ if TYPE_CHECKING:
 DEFAULT_BUDGET = 4000
 #: Output formats of :func:`context`.
 FORMATS = ("markdown", "json")
-#: How many entries of each section are considered at most (the budget keeps fewer).
-SECTION_LIMITS = {
-    "tried_before": 5,
-    "suspect_best": 3,
-    "lineage": 60,
-    "failures": 15,
-    "marginal": 10,
-    "successes": 15,
-    "do_not_repeat": 20,
-    "not_tried": 24,
-}
 #: What a packet says where nothing is recorded yet: how a campaign starts.
 START = (
     "Nothing recorded here yet. Start with an A/A run (the same code as baseline and "
@@ -119,8 +113,6 @@ NO_MATCH = (
     "{n} experiment(s) recorded are on {m} operator(s), the closest below; give one of "
     "them, or a part of it, as the operator."
 )
-#: How many known operators a packet names when none matches.
-KNOWN_OPERATORS = 5
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
 #: :func:`context` and its settings, and (from :mod:`kexp.agents.packet`) the budget's
 #: rule and the sections.
@@ -197,7 +189,11 @@ def _gather(
     derivation = search.derived([*everything_here, *ancestors])
     controls = [d for d in everything_here if derivation.of(d).control]
     on_operator = [d for d in everything_here if not derivation.of(d).control]
-    here = [d for d in on_operator if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    here = [
+        d
+        for d in on_operator
+        if contains_wanted(d.dtype_sig, dtype) and contains_wanted(d.env, env)
+    ]
     here_paths = {d.path for d in here}
     outcomes = {d.path: derivation.of(d).outcome for d in on_operator}
     entries: list[Entry] = []
@@ -213,7 +209,7 @@ def _gather(
 
     across = store.source.places is not None  # read with refs: each entry says where
     for rank, repeat in enumerate(repeats[: SECTION_LIMITS["tried_before"]]):
-        entries.append(_repeat_entry(repeat, rank, short, across=across))
+        entries.append(repeat_entry(repeat, rank, short, across=across))
 
     measured = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
     # kexp top's first whose measurement is believable (None: none improved, or every
@@ -225,7 +221,7 @@ def _gather(
     search.read_lessons(d for d, _ in above)
     for rank, (row, _) in enumerate(above):
         entries.append(
-            _experiment_entry(
+            experiment_entry(
                 "suspect_best",
                 row,
                 search.lesson(row)[0],
@@ -242,7 +238,7 @@ def _gather(
     on_lineage: set[str] = {d.path for d, _ in above}
     if best is not None:
         entries.append(
-            _experiment_entry(
+            experiment_entry(
                 "best",
                 best,
                 search.lesson(best)[0],
@@ -257,7 +253,7 @@ def _gather(
         )
         chain = _lineage(by_id, best)
         on_lineage |= {d.path for d in chain}
-        entries += _lineage_entries(chain, derivation, short, settings)
+        entries += lineage_entries(chain, derivation, short, settings)
 
     relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
@@ -275,10 +271,10 @@ def _gather(
 
     # Stable sorts, the least significant key first.
     failures.sort(key=lambda d: (d.id, d.path))
-    failures.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    failures.sort(key=lambda d: moment_key(d.created_at), reverse=True)  # newest first
     failures.sort(key=closeness)
     marginal.sort(key=lambda d: (d.id, d.path))
-    marginal.sort(key=lambda d: _moment(d.created_at), reverse=True)  # newest first
+    marginal.sort(key=lambda d: moment_key(d.created_at), reverse=True)  # newest first
     marginal.sort(key=closeness)
     # What a success's line leads with: its speedup over the reference, else its step.
     successes.sort(key=lambda d: (-(derivation.of(d).cumulative_score or d.score), d.id, d.path))
@@ -297,7 +293,7 @@ def _gather(
             tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
             insight, error = search.lesson(row)
             entries.append(
-                _experiment_entry(
+                experiment_entry(
                     name,
                     row,
                     insight,
@@ -315,7 +311,7 @@ def _gather(
 
     # Each experiment once: what is listed above is not repeated in "do not repeat".
     listed = on_lineage | {d.path for found in chosen.values() for d in found}
-    entries += _do_not_repeat(
+    entries += do_not_repeat(
         [d for d in here if d.path not in listed], outcomes, relevance, short, dead
     )
     configs = [d for d in here if outcomes[d.path] not in UNMEASURED_OUTCOMES]
@@ -324,11 +320,13 @@ def _gather(
     # first; nothing of its dtypes and envs, which were not looked for.
     no_match = not everything_here and bool(search.rows)
     if no_match:
-        entries += _known_operators(search.rows, operator)
+        entries += known_operators(search.rows, operator)
     else:
-        entries += _not_tried(search, on_operator, outcomes, results, dtype, env, settings)
+        entries += not_tried(search, on_operator, outcomes, results, dtype, env, settings)
 
-    controls_here = [d for d in controls if _holds(d.dtype_sig, dtype) and _holds(d.env, env)]
+    controls_here = [
+        d for d in controls if contains_wanted(d.dtype_sig, dtype) and contains_wanted(d.env, env)
+    ]
     floor = latest_control(controls_here)
     header = {
         "operator": operator,
@@ -362,10 +360,6 @@ def _gather(
     return header, entries
 
 
-def _holds(value: str, wanted: str | None) -> bool:
-    return wanted is None or wanted.lower() in value.lower()
-
-
 def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
     """(config, speedup) of every entry of ``results`` that has both."""
     return tuple(
@@ -376,13 +370,6 @@ def _speedups(row: Row) -> tuple[tuple[str, float], ...]:
         and isinstance(r.get("speedup"), (int, float))
         and not isinstance(r.get("speedup"), bool)
     )
-
-
-def _moment(created_at: str) -> str:
-    """A key sorting ISO 8601 UTC timestamps in time order (fractions padded)."""
-    stamp = created_at.rstrip("Z")
-    whole, _, fraction = stamp.partition(".")
-    return f"{whole}.{fraction.ljust(9, '0')}"
 
 
 def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:
@@ -440,431 +427,9 @@ def _lineage(by_id: Mapping[str, Row], best: Row) -> list[Row]:
     return chain
 
 
-def _lineage_entries(
-    chain: list[Row], derivation: Derivation, short: Callable[[str], str], settings: Any
-) -> list[Entry]:
-    entries = []
-    last = len(chain) - 1
-    for position, doc in enumerate(chain):
-        derived = derivation.of(doc)
-        cumulative = derived.cumulative_score
-        over = "reference" if position == 0 or derived.steps == 1 else "parent"
-        reached = "-" if cumulative is None else f"{cumulative:.4f}x"
-        shown = derived.shown_score
-        step = f"{derived.outcome} ({NOTHING_MEASURED})"  # an ancestor that timed out
-        if shown is not None:
-            step = f"{shown:.4f}x over {over}"
-        suspect = suspect_reasons(doc, settings, derived)  # an ancestor's (the best is not)
-        if position == last:  # the best, shown whole above (a first step too)
-            line = f"{position + 1}. the best (above): {step} → {reached}"
-        else:
-            line = (
-                f"{position + 1}. {short(doc.id)} {step} → {reached} — "
-                f"{_marked(doc.change_summary, suspect)}"
-            )
-        sighting = doc.sighting()
-        line += _on_ref(sighting)
-        # The best's parent and the root first, then the steps nearest the best.
-        distance = last - position
-        if position == 0:
-            priority = (3, 0)
-        elif distance == 1:
-            priority = (3, 1)
-        elif distance == 0:
-            priority = (2, 1)
-        else:
-            priority = (7, distance)
-        entries.append(
-            Entry(
-                "lineage",
-                priority,
-                (position,),
-                (line,),
-                {
-                    "step": position + 1,
-                    "id": doc.id,
-                    "score": doc.score,
-                    "measured_against": over,
-                    "cumulative_score": cumulative,
-                    "outcome": derived.outcome,
-                    "change_summary": doc.change_summary,
-                    **({} if sighting is None else {"ref": sighting.ref}),
-                    **({"suspect": suspect} if suspect else {}),
-                },
-            )
-        )
-    limit = SECTION_LIMITS["lineage"]
-    return entries if len(entries) <= limit else [entries[0], *entries[-(limit - 1) :]]
-
-
 def _relevance(search: Search, plan: str, diff: str, operator: str) -> dict[str, float]:
     found = search.rank(text=plan, code_change=diff, operator=operator, limit=1000)
     return {match.path: match.relevance for match in found}
-
-
-def _experiment_entry(
-    section: str,
-    doc: Row,
-    insight: str,
-    outcome: str,
-    priority: tuple[int, int],
-    order: tuple[Any, ...],
-    dtype: str | None,
-    env: str | None,
-    derived: Derived,
-    short: Callable[[str], str],
-    *,
-    error: str = "",
-    suspect: Sequence[str] = (),
-) -> Entry:
-    """One experiment's lines (and data); ``error``: a failure's, shown when no key
-    insight says what it taught; ``suspect``: why its measurement is implausible (marked
-    as ``kexp top`` marks it, the reasons on the next line)."""
-    interval = score_interval(doc)
-    score = f"{doc.score:.4f}x"
-    if interval is not None:
-        score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
-    cumulative = derived.cumulative_score
-    if (
-        section in ("best", "suspect_best", "successes")
-        and cumulative is not None
-        and derived.steps > 1
-    ):
-        # A success: its speedup over the reference first, then its own step.
-        reached = f"{cumulative:.4f}x"
-        if derived.cumulative_ci is not None:
-            low, high = derived.cumulative_ci
-            reached += f" [{low:.4f}, {high:.4f}]"
-        score = f"{reached} over the reference (this step {score})"
-    elif section == "successes" and cumulative is None and doc.pid:
-        score += " over its parent"  # (a bare score reads as over the reference)
-    where = []
-    if not _holds(doc.dtype_sig, dtype) or dtype is None:
-        where.append(doc.dtype_sig)
-    if not _holds(doc.env, env) or env is None:
-        where.append(doc.env)
-    # Read across refs: the refs that removed it, where it was found when not in the
-    # working tree (the code to fetch), and for the best, another version that changed
-    # too (diverged).
-    sighting = doc.sighting()
-    where.append(_removed(sighting))
-    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
-    place += _on_ref(sighting)
-    said = _scored(score, outcome, derived.shown_score)
-    lines = [f"- {short(doc.id)} {said} — {_marked(doc.change_summary, suspect)}{place}"]
-    if suspect:
-        lines.append(f"  suspect: {cut('; '.join(suspect))}")
-    if insight:
-        lines.append(f"  insight: {cut(insight)}")
-    elif error:
-        lines.append(f"  error: {cut(error)}")
-    diverged = section == "best" and sighting is not None and sighting.diverged
-    if diverged and sighting is not None:
-        places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
-        shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
-        lines.append(
-            f"  diverged: other versions on {cut(shown)}; one changed there too since "
-            "they parted (this is the later commit's)"
-        )
-    data: dict[str, Any] = {
-        "id": doc.id,
-        "score": doc.score,
-        "outcome": outcome,
-        "change_summary": doc.change_summary,
-    }
-    if interval is not None:
-        data["score_ci"] = list(interval)
-    data["cumulative_score"] = cumulative
-    if derived.cumulative_ci is not None:
-        data["cumulative_ci"] = list(derived.cumulative_ci)
-    if cumulative is None:  # why, as kexp add --json says it
-        data["cumulative_reason"] = derived.cumulative_reason
-    if insight:
-        data["key_insight"] = insight
-    elif error:
-        data["error"] = error
-    if suspect:  # as kexp top --json says it (left out when believable)
-        data["suspect"] = list(suspect)
-    data["dtype_sig"] = doc.dtype_sig
-    data["env"] = doc.env
-    if sighting is not None:
-        data["ref"] = sighting.ref
-        if sighting.removed_on:
-            data["removed_on"] = list(sighting.removed_on)
-    if diverged and sighting is not None:
-        data.update(other_versions=list(sighting.other_versions), diverged=True)
-    return Entry(section, priority, order, tuple(lines), data)
-
-
-def _marked(summary: str, suspect: Sequence[str]) -> str:
-    """A summary on an entry's line, flagged ``[suspect: verify correctness]`` as
-    ``kexp top`` flags it when its measurement is suspect."""
-    return f"[{SUSPECT_LABEL}] {cut(summary)}" if suspect else cut(summary)
-
-
-def _on_ref(sighting: Sighting | None) -> str:
-    """What ends an entry read from a ref, not the working tree: `` on REF`` (the code to
-    fetch); nothing for the working tree's."""
-    return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
-
-
-def _removed(sighting: Sighting | None) -> str:
-    """``removed on REF`` when refs removed an experiment read all the same (a removal
-    waiting on a side branch: ``removed_on``); "" otherwise."""
-    if sighting is None or not sighting.removed_on:
-        return ""
-    more = " and more" if sighting.removed_on[2:] else ""
-    return f"removed on {cut(', '.join(sighting.removed_on[:2]))}{more}"
-
-
-def _scored(score: str, outcome: str, shown: float | None) -> str:
-    """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
-    (its shown score None: crashed or not run, or timed out, whatever its score)
-    ``failed (nothing measured)``, not a speedup."""
-    if shown is None:
-        return f"{outcome} ({NOTHING_MEASURED})"
-    return f"{score} {outcome}"
-
-
-def _repeat_entry(
-    repeat: Repeat, rank: int, short: Callable[[str], str], *, across: bool = False
-) -> Entry:
-    """A tried-before entry; read ``across`` refs, it says where it was found (`` on
-    REF``, ``ref`` in JSON: ``local`` for the working tree's), as every entry does."""
-    kind = (
-        "same change"
-        if repeat.identical
-        else "the same changed lines, other lines around them"
-        if repeat.lines_alike
-        else f"near-duplicate, similarity {repeat.similarity:.2f}"
-    )
-    said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.shown_score)
-    line = f"- {short(repeat.id)} {said} ({kind}) — {cut(repeat.change_summary)}"
-    line += f" on {cut(repeat.ref)}" if repeat.ref else ""
-    data: dict[str, Any] = {
-        "id": repeat.id,
-        "score": repeat.score,
-        "outcome": repeat.outcome,
-        "identical": repeat.identical,
-        "lines_alike": repeat.lines_alike,
-        "similarity": repeat.similarity,
-        "change_summary": repeat.change_summary,
-    }
-    if across:
-        data["ref"] = repeat.ref or LOCAL
-    return Entry("tried_before", (1, rank), (rank,), (line,), data)
-
-
-def _what(summary: str) -> str:
-    """What an experiment changed: its summary before `` - `` (the result)."""
-    return summary.split(" - ", 1)[0].strip().rstrip(".,;:")
-
-
-def _do_not_repeat(
-    here: list[Row],
-    outcomes: dict[str, str],
-    relevance: dict[str, float],
-    short: Callable[[str], str],
-    dead: set[str],
-) -> list[Entry]:
-    """The groups of changes tried; ``dead``: the paths of the dead ends among them."""
-    groups: dict[str, list[Row]] = {}
-    for doc in here:
-        if outcomes[doc.path] == "pending":
-            continue
-        groups.setdefault(" ".join(_what(doc.change_summary).lower().split()), []).append(doc)
-    ranked = []
-    for key, docs in groups.items():
-        improved = any(outcomes[d.path] == "improvement" for d in docs)
-        closest = max((relevance.get(d.path, 0.0) for d in docs), default=0.0)
-        ranked.append((-closest, improved, -len(docs), key, docs))
-    ranked.sort(key=lambda item: item[:4])
-    entries = []
-    for rank, (_, _, _, _, docs) in enumerate(ranked[: SECTION_LIMITS["do_not_repeat"]]):
-        docs = sorted(docs, key=lambda d: (d.id, d.path))
-        docs.sort(key=lambda d: _moment(d.created_at), reverse=True)
-        counts: dict[str, int] = {}
-        for doc in docs:
-            counts[outcomes[doc.path]] = counts.get(outcomes[doc.path], 0) + 1
-        tally = ", ".join(
-            f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))
-        )
-        measured = [d.score for d in docs if outcomes[d.path] not in UNMEASURED_OUTCOMES]
-        best = f"best {max(measured):.4f}x; " if measured else ""
-        ids = ", ".join(short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
-        what = _what(docs[0].change_summary)
-        ends = [d.id for d in docs if d.path in dead]
-        if ends:
-            tally += f", {'a dead end' if len(ends) == 1 else f'{len(ends)} dead ends'}"
-        line = f"- {cut(what)} — {tally} ({best}{ids})"
-        data = {
-            "change": what,
-            "tried": len(docs),
-            "outcomes": dict(sorted(counts.items())),
-            "best_score": max(measured) if measured else None,
-            "ids": [d.id for d in docs],
-        }
-        if ends:  # built on, and nothing built on them did better
-            data["dead_ends"] = ends
-        entries.append(Entry("do_not_repeat", (5 if rank < 5 else 9, rank), (rank,), (line,), data))
-    return entries
-
-
-#: The column of a dtype or env, by its name in the packet.
-_COLUMN = {"dtype": "dtype_sig", "env": "env"}
-
-
-def _not_tried(
-    search: Search,
-    on_operator: list[Row],
-    outcomes: dict[str, str],
-    results: list[tuple[tuple[str, float], ...]],
-    dtype: str | None,
-    env: str | None,
-    settings: Any,
-) -> list[Entry]:
-    entries: list[Entry] = []
-    rank = 0
-    for column, wanted, wanted_other, label, other_label in (
-        ("dtype_sig", dtype, env, "dtype", "env"),
-        ("env", env, dtype, "env", "dtype"),
-    ):
-        # Tried on the operator (with the other of dtype and env, when given), and
-        # tried on it at all (with any other: what "never tried" must not deny).
-        tried: dict[str, list[Row]] = {}
-        anywhere: dict[str, list[Row]] = {}
-        other = None if wanted_other is None else wanted_other.lower()
-        for doc in on_operator:
-            if column == "dtype_sig":
-                value, against = doc.dtype_sig, doc.env
-            else:
-                value, against = doc.env, doc.dtype_sig
-            anywhere.setdefault(value.lower(), []).append(doc)
-            if other is None or other in against.lower():
-                tried.setdefault(value.lower(), []).append(doc)
-        listed = _distinct(search.rows, column)[:40]
-        if wanted and not any(_holds(value, wanted) for value, _, _ in listed):
-            # Asked for, and in no experiment of the store: never tried, said as such.
-            listed.insert(0, (wanted.lower(), wanted, 0))
-        for value, shown, _ in listed:
-            found = tried.get(value, [])
-            if any(outcomes[d.path] == "improvement" for d in found):
-                continue
-            measured = [d.score for d in found if outcomes[d.path] not in UNMEASURED_OUTCOMES]
-            elsewhere = [] if found else anywhere.get(value, [])
-            data: dict[str, Any] = {}
-            if found:
-                best = f"best {max(measured):.4f}x" if measured else "nothing measured"
-                status = f"tried {len(found)}×, no improvement ({best})"
-            elif elsewhere:
-                others = sorted({getattr(d, _COLUMN[other_label]) for d in elsewhere})
-                improved = sum(outcomes[d.path] == "improvement" for d in elsewhere)
-                status = (
-                    f"never tried with {other_label} {cut(str(wanted_other))}; tried "
-                    f"{len(elsewhere)}× with {other_label} {cut(', '.join(others))} "
-                    f"({improved} improved)"
-                )
-                tally = {"tried": len(elsewhere), "improved": improved, other_label: others}
-                data = {"tried_with_other": tally}
-            else:
-                status = "never tried"
-            entries.append(
-                Entry(
-                    "not_tried",
-                    (6 if rank < 6 else 9, rank),
-                    (0 if label == "dtype" else 1, len(found) > 0, value),
-                    (f"- {label} {cut(shown)}: {status}",),
-                    {
-                        "kind": label,
-                        "value": shown,
-                        "tried": len(found),
-                        "best_score": max(measured) if measured else None,
-                        **data,
-                    },
-                )
-            )
-            rank += 1
-    configs: dict[str, list[float]] = {}
-    for pairs in results:
-        for config, speedup in pairs:
-            configs.setdefault(config, []).append(speedup)
-    for config in sorted(configs):
-        speedups = configs[config]
-        if max(speedups) > settings.improvement_above:
-            continue
-        entries.append(
-            Entry(
-                "not_tried",
-                (6 if rank < 6 else 9, rank),
-                (2, False, config),
-                (
-                    f"- configuration {config}: never improved "
-                    f"(best {max(speedups):.4f}x over {len(speedups)} "
-                    f"measurement{'' if len(speedups) == 1 else 's'})",
-                ),
-                {
-                    "kind": "configuration",
-                    "value": config,
-                    "tried": len(speedups),
-                    "best_score": max(speedups),
-                },
-            )
-        )
-        rank += 1
-    return entries[: SECTION_LIMITS["not_tried"]]
-
-
-def _known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
-    """The operators recorded (their most common spelling), the closest to ``operator``
-    first: the most of its words (by length) found in them, then the most trigrams
-    shared, then the most experiments, then by name."""
-    words = re.findall(r"[a-z0-9]+", operator.lower())
-    wanted = _trigrams(operator)
-
-    def closeness(known: tuple[str, str, int]) -> tuple[int, float, int, str]:
-        key, _, count = known
-        theirs = _trigrams(key)
-        shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
-        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
-
-    ranked = sorted(_distinct(rows, "operator_sig"), key=closeness)
-    return [
-        Entry(
-            "operators",
-            (1 if rank < 3 else 9, rank),
-            (rank,),
-            (f"- {cut(shown)} — {count} experiment(s)",),
-            {"operator_sig": shown, "experiments": count},
-        )
-        for rank, (_, shown, count) in enumerate(ranked[:KNOWN_OPERATORS])
-    ]
-
-
-def _trigrams(text: str) -> set[str]:
-    """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
-    joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-    return {joined[at : at + 3] for at in range(len(joined) - 2)}
-
-
-def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
-    """(lowercased value, its most common spelling, how many experiments) of
-    ``dtype_sig`` or ``env`` over the whole store, most common first."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        spelling = getattr(row, column)
-        counts[spelling] = counts.get(spelling, 0) + 1
-    totals: dict[str, int] = {}
-    spellings: dict[str, tuple[int, str]] = {}
-    for spelling, count in counts.items():
-        key = spelling.lower()
-        totals[key] = totals.get(key, 0) + count
-        best = spellings.get(key)
-        if best is None or (-count, spelling) < (-best[0], best[1]):
-            spellings[key] = (count, spelling)
-    return sorted(
-        ((key, spellings[key][1], total) for key, total in totals.items() if total),
-        key=lambda item: (-item[2], item[0]),
-    )
 
 
 def _changed_lines(diff: str) -> int:

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import describe_control, is_control, latest_control, shown_score
 from kexp.core.model import KernelExperiment
+from kexp.core.outcome import describe_control, is_control, latest_control, shown_score
 from kexp.format.fileformat import error_line, key_insight
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class Lesson:
     @property
     def shown_score(self) -> float | None:
         """The score a view prints: None when it is no measurement, whatever the outcome
-        (:func:`kexp.core.campaign.shown_score`); the JSON keeps ``score``."""
+        (:func:`kexp.core.outcome.shown_score`); the JSON keeps ``score``."""
         return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:

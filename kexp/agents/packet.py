@@ -21,6 +21,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "MAX_TEXT_CHARS",
     "SECTIONS",
+    "SECTION_LIMITS",
     "Entry",
     "Packet",
     "count_tokens",
@@ -42,6 +43,17 @@ SECTIONS = {
     "successes": "Related successes",
     "do_not_repeat": "Do not repeat (already tried here)",
     "not_tried": "Not tried yet, or never improved, on this operator",
+}
+#: How many entries of each section are considered at most (the budget keeps fewer).
+SECTION_LIMITS = {
+    "tried_before": 5,
+    "suspect_best": 3,
+    "lineage": 60,
+    "failures": 15,
+    "marginal": 10,
+    "successes": 15,
+    "do_not_repeat": 20,
+    "not_tried": 24,
 }
 #: A key insight (or summary) longer than this is cut, ending in "…".
 MAX_TEXT_CHARS = 240

@@ -43,360 +43,49 @@ best score, today's rule for stores measured against the reference).
 
 An id held by several files (which validation reports) counts with its first file in
 the order given (path order); :meth:`Derivation.of` gives a later file's own values.
+
+The outcome of one experiment by its own front-matter is :mod:`kexp.core.outcome`; the
+arithmetic of a cumulative score along a chain, and :class:`Derived`, is
+:mod:`kexp.core.cumulative`; this module derives them over a whole store (and hands on
+the few of their names that :mod:`kexp.storage` reads from here).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from kexp.core.collector import collector_paused
-from kexp.core.noise import SCORE_DIGITS
+from kexp.core.cumulative import INVALID as INVALID
+from kexp.core.cumulative import (
+    Code,
+    absent_reason,
+    broken_code,
+    carries_parent,
+    chain_interval,
+    cumulative_digits,
+    derived_of,
+    needs_parent,
+    outcome_over_parent,
+    step_code,
+)
+from kexp.core.cumulative import Derived as Derived
+from kexp.core.cumulative import cumulative_change as cumulative_change
+from kexp.core.outcome import CONTROL_TAG as CONTROL_TAG
+from kexp.core.outcome import NOTHING_MEASURED as NOTHING_MEASURED
+from kexp.core.outcome import PENDING_STATUSES as PENDING_STATUSES
+from kexp.core.outcome import (
+    TIMED_OUT,
+    judged_over_parent,
+    recorded_interval,
+)
+from kexp.core.outcome import UNMEASURED_OUTCOMES as UNMEASURED_OUTCOMES
+from kexp.core.outcome import failed_run as failed_run
+from kexp.core.outcome import is_control as is_control
+from kexp.core.outcome import time_key as time_key
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.core.suspicion import findings
-
-#: Statuses of an experiment not measured yet (its outcome is ``pending``).
-PENDING_STATUSES = frozenset({"new", "running"})
-#: Statuses of a run that ended badly: with no score (0), not buggy, its outcome is
-#: ``failed`` (it crashed or timed out), not a regression to 0.
-FAILED_STATUSES = frozenset({"failed", "timeout"})
-#: The status of a run that timed out: it measured nothing, whatever its score says.
-TIMED_OUT = "timeout"
-#: Outcomes of an experiment whose score is no measurement (pending, wrong results, a
-#: run that failed or timed out with score 0): no cumulative score, never a best.
-UNMEASURED_OUTCOMES = frozenset({"pending", "buggy", "failed"})
-#: The tag of an A/A run: the same code on both sides, the measured noise floor.
-CONTROL_TAG = "control"
-#: Significant digits a cumulative score keeps: a product of scores, each of a few
-#: significant digits (4 decimals in a file), carries no more; fewer than a float's 17,
-#: so that it prints 1.43, not 1.4300000000000002 (binary noise), in every output. The
-#: product is made exactly (as floats multiply) and rounded once, when derived.
-CUMULATIVE_DIGITS = 13
-#: What a view says of a score that records no measurement (:func:`measured_nothing`).
-NOTHING_MEASURED = "nothing measured"
-#: What ``score`` is measured against (``measured_against``).
-MEASURED_AGAINST = ("parent", "reference")
-
-
-class Derived(NamedTuple):
-    """What is derived of one experiment from the whole store's front-matter."""
-
-    outcome: str
-    #: It combines others and its cumulative score is below the best of theirs.
-    interference: bool
-    #: Speedup over the operator's reference: the product of the steps back to the
-    #: nearest reference measurement (None when it cannot be known: ``cumulative_reason``).
-    cumulative_score: float | None
-    #: The 95 % interval of ``cumulative_score`` (None without one).
-    cumulative_ci: tuple[float, float] | None
-    #: Why there is no ``cumulative_score`` ("" when there is one).
-    cumulative_reason: str
-    #: Tagged ``control``: an A/A run, never ranked.
-    control: bool
-    #: The id of the experiment the product starts at (measured against the reference;
-    #: "" when there is no cumulative score, or the chain starts at a control).
-    reference: str = ""
-    #: How many scores the product multiplies.
-    steps: int = 0
-    #: The score every view prints as its speedup: None when it is no measurement
-    #: (:func:`shown_score`). The files and JSON keep the score recorded.
-    shown_score: float | None = None
-    #: The id of the nearest step below it whose score its cumulative score multiplies
-    #: and whose own measurement is suspect (:func:`kexp.core.suspicion.findings`): its
-    #: cumulative score is no better checked than that step's ("" when none is).
-    built_on_suspect: str = ""
-
-    @property
-    def ranked(self) -> bool:
-        """Whether a ranking by the cumulative score places it (not a control, and a
-        cumulative score known)."""
-        return not self.control and self.cumulative_score is not None
-
-    @property
-    def can_be_best(self) -> bool:
-        """Whether it can be a campaign's best tip: ranked, and its step an improvement
-        (a step within noise, a regression or an interference leaves the code its parent
-        left, or worse: never a best, whatever its cumulative score)."""
-        return self.ranked and self.outcome == "improvement"
-
-
-def judge(
-    status: Any,
-    is_buggy: Any,
-    interference: bool,
-    score: Any,
-    interval: Any,
-    settings: Settings = DEFAULT_SETTINGS,
-) -> str:
-    """The outcome: pending, buggy, failed (status failed or timeout, not buggy, and no
-    score: the run measured nothing), interference, regression, marginal, improvement.
-
-    With an interval (``score_ci``), ``improvement`` needs its low end above 1 and
-    ``regression`` its high end below 1 (besides the thresholds); otherwise the
-    thresholds alone decide.
-    """
-    if status in PENDING_STATUSES:
-        return "pending"
-    if is_buggy:
-        return "buggy"
-    if failed_run(status, score):
-        return "failed"
-    if interference:
-        return "interference"
-    if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
-        return "regression"
-    if interval and len(interval) == 2:
-        # Significant and worth having: the interval excludes 1 and the score passes
-        # the threshold; anything else is within noise.
-        low, high = interval
-        if high < 1 and score < settings.regression_below:
-            return "regression"
-        if low > 1 and score > settings.improvement_above:
-            return "improvement"
-        return "marginal"
-    if score < settings.regression_below:
-        return "regression"
-    if score > settings.improvement_above:
-        return "improvement"
-    return "marginal"
-
-
-def is_control(record: Any) -> bool:
-    """Whether ``record`` is tagged ``control`` (an A/A run)."""
-    tags = getattr(record, "tags", None)
-    if not tags:
-        return False
-    return CONTROL_TAG in tags
-
-
-def judged_over_parent(record: Any) -> bool:
-    """Whether ``record``'s score is over the reference though it was made on a parent
-    (a ``pid``, ``measured_against: reference``, not a control): its outcome is judged
-    over its parent's cumulative score (:func:`_over_parent`), not over the reference."""
-    return (
-        bool(record.pid)
-        and getattr(record, "measured_against", "") == "reference"
-        and not is_control(record)
-    )
-
-
-#: The outcomes a score decides (the others: the record's status, bugs, interference).
-SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
-
-
-def _over_parent(record: Any, outcome: str, parent: Any, settings: Settings) -> str:
-    """The outcome of ``record`` (:func:`judged_over_parent`), judged as it was over the
-    reference (``outcome``), judged now over its parent's code value (``parent``: its
-    code tuple, None when not in the store): the ratio of its score to its parent's
-    cumulative score, with an interval when it has one (the parent's log half-widths,
-    when it has them, added in quadrature: two independent measurements). Without a
-    parent's cumulative score (buggy, pending, missing...), ``outcome`` stands."""
-    if outcome not in SCORED_OUTCOMES or parent is None or parent[0] is None:
-        return outcome
-    score = record.score
-    if measured_nothing(score):
-        return outcome
-    score = float(score)
-    value, below, above = parent[0], parent[1], parent[2]
-    ratio = score / value
-    own = _interval(record)
-    interval = None
-    if own is not None:
-        low_sq = math.log(score / own[0]) ** 2
-        high_sq = math.log(own[1] / score) ** 2
-        if below is not None and above is not None:
-            low_sq, high_sq = low_sq + above, high_sq + below
-        interval = (ratio * math.exp(-math.sqrt(low_sq)), ratio * math.exp(math.sqrt(high_sq)))
-    return judge("done", False, False, ratio, interval, settings)
-
-
-def measured_against_parent(record: Any) -> bool:
-    """Whether ``record``'s score is a step over its parent's code: it has a ``pid`` and
-    is not measured against the reference (a missing ``measured_against`` counts as
-    ``parent``)."""
-    return bool(record.pid) and getattr(record, "measured_against", "") != "reference"
-
-
-#: The speedup of an experiment's code over the reference, or why it is unknown, as a
-#: plain tuple (one is made for every experiment: a tuple is the cheapest to make):
-#: (value or None, the steps' summed squared log half-widths below and above (None: a
-#: step has no interval), the one step's recorded interval (a product of one step),
-#: steps, the id the product starts at, and when value is None: the experiment that
-#: breaks the chain and what it is).
-_Code = tuple[Any, ...]
-_CULPRIT, _PROBLEM = 6, 7
-
-#: The reference's own code: the speedup 1, exactly (a root control's code).
-_REFERENCE: _Code = (1.0, 0.0, 0.0, None, 0, "", "", "")
-
-
-def _interval(record: Any) -> tuple[float, float] | None:
-    found = getattr(record, "score_ci", None)
-    if not found or not isinstance(found, (list, tuple)) or len(found) != 2:
-        return None
-    low, high = found
-    if (
-        isinstance(low, (int, float))
-        and isinstance(high, (int, float))
-        and not isinstance(low, bool)
-        and not isinstance(high, bool)
-        and low > 0
-        and high > 0
-    ):
-        return float(low), float(high)
-    return None
-
-
-def _broken(culprit: str, problem: str) -> _Code:
-    return (None, None, None, None, 0, "", culprit, problem)
-
-
-def _step(record: Any, before: _Code | None) -> _Code:
-    """The code value of ``record`` given its parent's (``before``: None when the
-    record's score does not build on its parent's)."""
-    if is_control(record):
-        if not record.pid:
-            return _REFERENCE
-        return before if before is not None else _broken(record.pid, "is not in the store")
-    if record.status in PENDING_STATUSES:
-        return _broken(record.id, f"is pending (status {record.status})")
-    if record.is_buggy:
-        return _broken(record.id, "is buggy")
-    if record.status == TIMED_OUT:
-        return _broken(record.id, "timed out (nothing measured)")
-    return _measured(record, before)
-
-
-def _measured(record: Any, before: _Code | None) -> _Code:
-    """:func:`_step` of a measured record (neither pending nor buggy nor a control)."""
-    score = record.score
-    if measured_nothing(score):
-        return _broken(record.id, "measured nothing (score 0)")
-    score = float(score)
-    interval = _interval(record)
-    low_sq = high_sq = None
-    if interval is not None:
-        low_sq = math.log(score / interval[0]) ** 2
-        high_sq = math.log(interval[1] / score) ** 2
-    if before is None:  # measured against the reference
-        return (score, low_sq, high_sq, interval, 1, record.id, "", "")
-    value, below, above, _, steps, start, _, _ = before
-    if value is None:
-        return before
-    return (
-        value * score,
-        None if below is None or low_sq is None else below + low_sq,
-        None if above is None or high_sq is None else above + high_sq,
-        interval if steps == 0 else None,
-        steps + 1,
-        start or record.id,
-        "",
-        "",
-    )
-
-
-def measured_nothing(score: Any) -> bool:
-    """Whether a score records no measurement: 0 (a run that crashed, timed out or was
-    not run), or no finite number. No view prints a speedup for it (``-``, or
-    :data:`NOTHING_MEASURED`); the files and JSON keep the score recorded."""
-    return (
-        not isinstance(score, (int, float))
-        or isinstance(score, bool)
-        or not math.isfinite(score)
-        or score <= 0
-    )
-
-
-def no_measurement(status: Any, score: Any) -> bool:
-    """Whether a record holds no measurement: its score measured nothing
-    (:func:`measured_nothing`), or its run timed out (status ``timeout``: whatever score it
-    carries, a predecessor's 1.0 included, is not a measurement)."""
-    return status == TIMED_OUT or measured_nothing(score)
-
-
-def shown_score(score: Any, status: Any) -> float | None:
-    """The score a view prints as a speedup: None when the record holds no measurement
-    (:func:`no_measurement`: a score of 0 or no finite number, or a run that timed out;
-    so a ``failed`` outcome's too, :func:`failed_run`), whatever its outcome (a run both
-    buggy and timed out included). Derived once (:attr:`Derived.shown_score`): a view
-    asks its record, never passes the status itself."""
-    return None if no_measurement(status, score) else float(score)
-
-
-def failed_run(status: Any, score: Any) -> bool:
-    """Whether a run ended badly (status failed or timeout) having measured nothing
-    (:func:`no_measurement`: a timed-out run never measured): its outcome is ``failed``
-    unless it is buggy (:func:`judge`)."""
-    return status in FAILED_STATUSES and no_measurement(status, score)
-
-
-def cumulative_digits(value: float) -> float:
-    """A product of scores as a cumulative score is derived: to :data:`CUMULATIVE_DIGITS`
-    significant digits (the one place its digits are decided: every output shows it as
-    it is)."""
-    return float(f"{value:.{CUMULATIVE_DIGITS}g}")
-
-
-def cumulative_change(before: float, after: float) -> tuple[float, float | None]:
-    """How a cumulative score moved from ``before`` to ``after``: the difference and the
-    change in percent (None when ``before`` is not above 0), each to the digits the
-    cumulative scores carry (:data:`CUMULATIVE_DIGITS`: 0.13, not 0.13000000000000012)."""
-    size = max(abs(before), abs(after))
-    places = CUMULATIVE_DIGITS - 2 - (math.floor(math.log10(size)) if size > 0 else 0)
-    delta = round(after - before, places)
-    if before <= 0:
-        return delta, None
-    return delta, change_percent(after / before)
-
-
-def change_percent(ratio: float) -> float:
-    """A speedup ``ratio`` as a change in percent (1.05: 5.0), to the decimals of a
-    score (:data:`kexp.core.noise.SCORE_DIGITS`; 2 in percent: 0.52, not 0.520843458, as
-    a step's own score of 1.0052 reads), so that a step measured against the reference
-    says its change as one measured against its parent does."""
-    return round((ratio - 1.0) * 100.0, SCORE_DIGITS - 2)
-
-
-#: What a parent whose file is not a valid experiment is (``cumulative_reason``).
-INVALID = "is invalid (kexp validate says why)"
-
-
-def _carries_parent(record: Any) -> bool:
-    """Whether ``record``'s code value is built on its parent's: a step measured over it,
-    or a control (its code is its parent's)."""
-    return bool(record.pid) and (is_control(record) or measured_against_parent(record))
-
-
-def _absent(exp_id: str, invalid: Collection[str]) -> str:
-    """What an id no record holds is: a file that is not a valid experiment (``invalid``;
-    a mapping says what each of its ids is instead: an experiment removed on a newer
-    branch, read across refs), or nothing in the store."""
-    if exp_id not in invalid:
-        return "is not in the store"
-    if isinstance(invalid, Mapping):
-        return str(invalid[exp_id])
-    return INVALID
-
-
-def _needs_parent(record: Any) -> bool:
-    """Whether ``record``'s code value depends on its parent's."""
-    if is_control(record):
-        return bool(record.pid)
-    if record.status in PENDING_STATUSES or record.is_buggy:
-        return False
-    return measured_against_parent(record)
-
-
-def _reason(record_id: str, pid: str, code: _Code) -> str:
-    culprit, problem = code[_CULPRIT], code[_PROBLEM]
-    if culprit == record_id:
-        return f"it {problem}"
-    who = "parent" if culprit == pid else "ancestor"
-    return f"{who} {culprit[:10]} {problem}"
-
-
-_CONTROL_REASON = "it is a control (an A/A run): its score is the noise floor, not a speedup"
 
 
 def _front(record: Any) -> tuple[Any, ...]:
@@ -420,7 +109,7 @@ class Derivation(dict[str, Derived]):
     def __init__(
         self,
         first: dict[str, Any],
-        codes: dict[str, _Code],
+        codes: dict[str, Code],
         settings: Settings,
         invalid: Collection[str] = frozenset(),
     ):
@@ -439,12 +128,13 @@ class Derivation(dict[str, Derived]):
         first = self._first.get(exp_id)
         if first is record or (first is not None and _front(first) == _front(record)):
             return self[exp_id]  # the same record (read again: the same front-matter)
-        before: _Code | None = None
-        if _needs_parent(record):
-            before = self._codes.get(record.pid) or _broken(
-                record.pid, _absent(record.pid, self._invalid)
+        before: Code | None = None
+        if needs_parent(record):
+            before = self._codes.get(record.pid) or broken_code(
+                record.pid, absent_reason(record.pid, self._invalid)
             )
-        found = _derived(record, _step(record, before), self._first, self._codes, self.settings)
+        code = step_code(record, before)
+        found = derived_of(record, code, self._first, self._codes, self.settings)
         if found.cumulative_score is None:
             return found
         return found._replace(built_on_suspect=self.suspect_below(record))
@@ -457,7 +147,7 @@ class Derivation(dict[str, Derived]):
         chain: list[str] = []  # the ancestors walked, nearest first, not known yet
         below = ""
         current = record
-        while _carries_parent(current) and current.pid in first:
+        while carries_parent(current) and current.pid in first:
             pid = current.pid
             if pid in carried or pid in chain:  # known, or a pid cycle (never a product)
                 below = carried.get(pid, "")
@@ -496,69 +186,6 @@ class Derivation(dict[str, Derived]):
         return dict(self._first)
 
 
-def _chain_interval(value: float, below: float, above: float) -> tuple[float, float]:
-    """The 95 % interval of a product of steps: ``value`` with the steps' summed squared
-    log half-widths ``below`` and ``above``, rounded outwards."""
-    from kexp.core.noise import rounded_interval  # statistics: not every command's import
-
-    return rounded_interval(value * math.exp(-math.sqrt(below)), value * math.exp(math.sqrt(above)))
-
-
-def _derived(
-    record: Any,
-    code: _Code,
-    first: dict[str, Any],
-    codes: dict[str, _Code],
-    settings: Settings,
-) -> Derived:
-    """What is derived of ``record`` whose code value is ``code`` (``first`` and
-    ``codes``: every id's first record and code value, for what it combines)."""
-    tags = getattr(record, "tags", None)
-    control = tags is not None and CONTROL_TAG in tags
-    value, below, above, recorded, steps, start, _, _ = code
-    cumulative: float | None = None
-    interval: tuple[float, float] | None = None
-    if control:
-        reason = _CONTROL_REASON
-    elif value is None:
-        reason = _reason(record.id, record.pid, code)
-    else:
-        cumulative, reason = cumulative_digits(value), ""
-        if steps == 1:
-            interval = recorded
-        elif below is not None and above is not None:
-            interval = _chain_interval(value, below, above)
-    interference = False
-    combines = getattr(record, "combines", None)
-    if combines and any(combines):
-        combines = [c for c in combines if c]
-        if cumulative is not None:
-            theirs = [codes[c][0] for c in combines if c in codes and not is_control(first[c])]
-            known = [v for v in theirs if v is not None]
-            interference = bool(known) and value < max(known)  # (unrounded, as theirs)
-        else:
-            scores = [float(first[c].score) for c in combines if c in first]
-            interference = bool(scores) and float(record.score) < max(scores)
-    outcome = judge(
-        record.status,
-        record.is_buggy,
-        interference,
-        record.score,
-        getattr(record, "score_ci", None),
-        settings,
-    )
-    if judged_over_parent(record):
-        outcome = _over_parent(record, outcome, codes.get(record.pid), settings)
-    if cumulative is None:
-        start, steps = "", 0
-    shown = shown_score(record.score, record.status)
-    # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
-    return tuple.__new__(
-        Derived,
-        (outcome, interference, cumulative, interval, reason, control, start, steps, shown, ""),
-    )
-
-
 @collector_paused()  # two tuples a record, none in a cycle
 def derive(
     records: Iterable[Any],
@@ -579,15 +206,15 @@ def derive(
     thousands of iterations deep). Then the children of experiments not in the store,
     then the pid cycles. A measured record combining none, not a control, has its
     :class:`Derived` made on the spot (:func:`judge`'s rules, written out: the one fast
-    path, held equal to :func:`judge` and :func:`_derived` by the tests); the others
-    are derived by :func:`_derived` once every code value is known. ``invalid``: the ids
+    path, held equal to :func:`judge` and :func:`derived_of` by the tests); the others
+    are derived by :func:`derived_of` once every code value is known. ``invalid``: the ids
     of the store's files that are not valid experiments (their records are not among
     ``records``): a child of one is told its parent is invalid, not missing (a mapping:
-    what each id is, as :func:`_absent` says it)."""
+    what each id is, as :func:`absent_reason` says it)."""
     first: dict[str, Any] = {}
     for record in records:
         first.setdefault(record.id, record)
-    codes: dict[str, _Code] = {}
+    codes: dict[str, Code] = {}
     derived: dict[str, Derived | None] = dict.fromkeys(first)  # path order; None: below
     waiting_on: dict[str, list[str]] = {}  # a parent's id -> its children waiting for it
     regression_below, improvement_above = settings.regression_below, settings.improvement_above
@@ -595,7 +222,7 @@ def derive(
     over_parent: list[str] = []  # measured against the reference, made on a parent
     on_parent: list[str] = []  # built on a parent's code value, in the order settled
 
-    def settle(exp_id: str, record: Any, before: _Code | None) -> None:
+    def settle(exp_id: str, record: Any, before: Code | None) -> None:
         """Set the code value of ``record`` given its parent's (``before``; None when
         its score does not build on its parent's), and its :class:`Derived` when it
         is a plain measured step."""
@@ -612,7 +239,7 @@ def derive(
             and not ((tags := record.tags) and CONTROL_TAG in tags)
             and (before is None or before[0] is not None)
         ):
-            codes[exp_id] = _step(record, before)
+            codes[exp_id] = step_code(record, before)
             return
         found = record.score_ci
         interval = low_sq = high_sq = None
@@ -624,7 +251,7 @@ def derive(
                 outcome = "improvement"
             else:
                 outcome = "marginal"
-            interval = _interval(record)
+            interval = recorded_interval(record)
             if interval is not None:
                 low_sq = math.log(score / interval[0]) ** 2
                 high_sq = math.log(interval[1] / score) ** 2
@@ -653,7 +280,7 @@ def derive(
         if steps == 1:
             interval = recorded
         elif below is not None and above is not None:
-            interval = _chain_interval(value, below, above)
+            interval = chain_interval(value, below, above)
         else:
             interval = None
         reached = cumulative_digits(value)
@@ -671,7 +298,7 @@ def derive(
                     known.append(child)
 
     for exp_id, record in first.items():
-        if _needs_parent(record):
+        if needs_parent(record):
             before = codes.get(record.pid)
             if before is None:
                 waiting_on.setdefault(record.pid, []).append(exp_id)
@@ -683,7 +310,7 @@ def derive(
             release(exp_id)
     # Children of experiments not in the store.
     for pid in [pid for pid in waiting_on if pid not in first]:
-        missing = _broken(pid, _absent(pid, invalid))
+        missing = broken_code(pid, absent_reason(pid, invalid))
         for child in waiting_on.pop(pid):
             settle(child, first[child], missing)
             release(child)
@@ -700,7 +327,7 @@ def derive(
             if current in path:
                 members = list(path)
                 for member in members[members.index(current) :]:
-                    codes[member] = _broken(member, "is in a pid cycle")
+                    codes[member] = broken_code(member, "is in a pid cycle")
                 for member in members[members.index(current) :]:
                     release(member)
             else:
@@ -708,12 +335,12 @@ def derive(
     for exp_id in over_parent:
         record, value = first[exp_id], derived[exp_id]
         assert value is not None
-        outcome = _over_parent(record, value.outcome, codes.get(record.pid), settings)
+        outcome = outcome_over_parent(record, value.outcome, codes.get(record.pid), settings)
         if outcome != value.outcome:
             derived[exp_id] = value._replace(outcome=outcome)
     for exp_id, value in derived.items():
         if value is None:
-            derived[exp_id] = _derived(first[exp_id], codes[exp_id], first, codes, settings)
+            derived[exp_id] = derived_of(first[exp_id], codes[exp_id], first, codes, settings)
     derivation = Derivation(first, codes, settings, invalid)
     # A suspect step carried up the products, parents first (the order they settled in):
     # each parent judged once (Derivation.suspect_below's rule, in one pass).
@@ -741,7 +368,7 @@ def depends_on(record: Any) -> list[str]:
     :func:`derive` over ``record`` and these, each with what its code value depends on
     in turn (:func:`code_depends_on`), gives what it gives over the whole store for
     ``record``."""
-    needed = [record.pid] if _needs_parent(record) or judged_over_parent(record) else []
+    needed = [record.pid] if needs_parent(record) or judged_over_parent(record) else []
     needed += [c for c in getattr(record, "combines", None) or () if c]
     return needed
 
@@ -750,7 +377,7 @@ def code_depends_on(record: Any) -> list[str]:
     """The ids whose values the code value of ``record`` needs (what an experiment that
     depends on it reads of it): :func:`depends_on` but a parent its outcome alone is
     judged over (a chain of reference measurements is not read back to its root)."""
-    needed = [record.pid] if _needs_parent(record) else []
+    needed = [record.pid] if needs_parent(record) else []
     needed += [c for c in getattr(record, "combines", None) or () if c]
     return needed
 
@@ -830,29 +457,3 @@ def derive_alone(record: Any, settings: Settings = DEFAULT_SETTINGS) -> Derived:
     """The derived values of one record no store handed out: with only itself known,
     a step over a parent has no cumulative score (its parent was not read)."""
     return derive([record], settings)[record.id]
-
-
-def latest_control(controls: Iterable[Any]) -> Any | None:
-    """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
-    pending, not buggy): the noise floor of its env. None when there is none."""
-    found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
-    return max(found, key=lambda r: (time_key(r.created_at), r.id), default=None)
-
-
-def describe_control(record: Any) -> str:
-    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``."""
-    text = f"A/A on this env: {float(record.score):.3f}"
-    interval = _interval(record)
-    if interval is not None:
-        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
-    return text
-
-
-def time_key(created_at: str) -> str:
-    """``created_at`` in a form that sorts in time order as text: whole seconds and
-    fractional ones compare correctly (``…:05Z`` becomes ``…:05.000000000``, before
-    ``…:05.500000000``; as text, ``Z`` sorts after ``.``). kexp writes microseconds;
-    a hand-written file, an imported one or one an older kexp wrote may hold others."""
-    text = created_at[:-1] if created_at.endswith("Z") else created_at
-    seconds, _, fraction = text.partition(".")
-    return f"{seconds}.{fraction:0<9}"

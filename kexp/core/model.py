@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
 from kexp.core import ids
-from kexp.core.campaign import MEASURED_AGAINST as MEASURED_AGAINST
-from kexp.core.campaign import PENDING_STATUSES as PENDING_STATUSES
-from kexp.core.campaign import Derived, derive_alone, is_control, judge
+from kexp.core.campaign import derive_alone
+from kexp.core.cumulative import Derived
 from kexp.core.fields import ALL_FIELDS as ALL_FIELDS
 from kexp.core.fields import BODY_FIELDS as BODY_FIELDS
 from kexp.core.fields import FRONT_MATTER_FIELDS as FRONT_MATTER_FIELDS
 from kexp.core.fields import LEGACY_FIELDS as LEGACY_FIELDS
 from kexp.core.fields import OPTIONAL_FIELDS as OPTIONAL_FIELDS
 from kexp.core.fields import SECTION_HEADINGS as SECTION_HEADINGS
+from kexp.core.outcome import MEASURED_AGAINST as MEASURED_AGAINST
+from kexp.core.outcome import PENDING_STATUSES as PENDING_STATUSES
+from kexp.core.outcome import is_control, judge
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 #: An experiment's status (the predecessor's ``Status``).
@@ -175,7 +177,7 @@ class KernelExperiment:
     def outcome(self) -> str:
         """What this experiment taught, derived with its store's thresholds: as the
         store derived it (a step measured against the reference is judged over its
-        parent too, :func:`kexp.core.campaign.judged_over_parent`); for an experiment no
+        parent too, :func:`kexp.core.outcome.judged_over_parent`); for an experiment no
         store handed out, what it alone tells (:func:`outcome_of`)."""
         return self.derived.outcome
 
@@ -348,7 +350,7 @@ def _copy(value: Any) -> Any:
 
 def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> str:
     """Derive the outcome: pending, buggy, failed, interference, regression, marginal,
-    improvement (:func:`kexp.core.campaign.judge`).
+    improvement (:func:`kexp.core.outcome.judge`).
 
     With a ``score_ci``, ``improvement`` needs its low end above 1 and ``regression``
     its high end below 1 (besides the thresholds); otherwise the thresholds alone

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kexp.core.campaign import UNMEASURED_OUTCOMES, judge
 from kexp.core.model import ALL_FIELDS
+from kexp.core.outcome import UNMEASURED_OUTCOMES, judge
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import suspect_fields
 

@@ -514,7 +514,7 @@ def describe_interval(score: float, interval: Sequence[float], digits: int = 4) 
 
 def describe_score(score: float | None, interval: Sequence[float] = (), digits: int = 4) -> str:
     """A score as a view prints it, given its record's shown score
-    (:attr:`kexp.core.campaign.Derived.shown_score`): :func:`describe_interval`, or
+    (:attr:`kexp.core.cumulative.Derived.shown_score`): :func:`describe_interval`, or
     ``-`` for None, a score that records no measurement (a run that crashed, timed out
     or was not run), never a speedup an agent could take for a result."""
     if score is None:

@@ -16,7 +16,7 @@ Buggy experiments are not flagged: they are already known to be wrong.
 A cumulative score built on a suspect step (a step measured over a suspect parent, or
 over a step that is) is suspect too, in listings, ``kexp context``, ``kexp review`` and
 ``kexp stats`` alike: "cumulative built on suspect ID (its own score is not suspect)"
-(:attr:`kexp.core.campaign.Derived.built_on_suspect`, one rule where cumulative scores
+(:attr:`kexp.core.cumulative.Derived.built_on_suspect`, one rule where cumulative scores
 are made). Validation judges a file's own values only.
 
 * :func:`suspect_reasons` / :func:`is_suspect` for an experiment (listings);
@@ -67,7 +67,7 @@ def suspect_reasons(
 ) -> list[str]:
     """Why ``exp``'s measurements are implausible (empty when they are believable): an
     experiment's, or a query's row of one (``derived``: what its store derived of it,
-    :class:`kexp.core.campaign.Derived`; an experiment's own by default). Its own values
+    :class:`kexp.core.cumulative.Derived`; an experiment's own by default). Its own values
     judged, and its cumulative score: one built on a suspect step (its
     ``built_on_suspect``) is no better checked than that step, whatever its own score."""
     found = [

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp.core.advice import CORRECT_FIELD, REMEASURE, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
-from kexp.core.campaign import measured_nothing
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.core.noise import estimate, rounded_interval, two_modes
+from kexp.core.outcome import measured_nothing
 from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_FIELD, MEASURED_AGAINST, REMEASURE, SET_RAW_RESULT
-from kexp.core.campaign import measured_nothing
 from kexp.core.errors import (
     KexpError,
     MeasuredAgainstWarning,
@@ -32,6 +31,7 @@ from kexp.core.fields import (
     TEXT_LIST_FIELDS,
 )
 from kexp.core.model import KernelExperiment
+from kexp.core.outcome import measured_nothing
 from kexp.format.legacykeys import LEGACY_PREFIX, is_legacy_key
 from kexp.format.rules import missing_measured_against
 

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT, SET_MEASURED
-from kexp.core.campaign import TIMED_OUT, is_control, measured_nothing, no_measurement
 from kexp.core.errors import (
     CodeRepoWarning,
     ControlWarning,
@@ -58,6 +57,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment
+from kexp.core.outcome import TIMED_OUT, is_control, measured_nothing, no_measurement
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons

@@ -11,10 +11,10 @@ import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import SCORED_OUTCOMES, judged_over_parent
 from kexp.core.errors import KexpError, MeasurementError
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import KernelExperiment, outcome_of
+from kexp.core.outcome import SCORED_OUTCOMES, judged_over_parent
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.measure.measurements import Measurement, sides_of
@@ -129,7 +129,7 @@ def _words(
 @dataclasses.dataclass(frozen=True)
 class OverParent:
     """A step measured against the reference, judged over its parent as the campaign
-    judges it (:func:`kexp.core.campaign.judged_over_parent`): what its raw result's
+    judges it (:func:`kexp.core.outcome.judged_over_parent`): what its raw result's
     first line says."""
 
     #: The parent's id.
@@ -266,7 +266,7 @@ def score_measurements(
 def parent_judge(store: Store, record: KernelExperiment) -> ParentJudge | None:
     """What judges ``record``'s score and interval (to be measured) over its parent as
     ``store``'s campaign will, once it is recorded: a step measured against the
-    reference, made on a parent (:func:`kexp.core.campaign.judged_over_parent`). None
+    reference, made on a parent (:func:`kexp.core.outcome.judged_over_parent`). None
     when it is not judged so, or its parent has no cumulative score (then the campaign,
     and the raw result, judge it over the reference)."""
     if not isinstance(record.pid, str) or not judged_over_parent(record):

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kexp.core.advice import READ_ACROSS_REFS
-from kexp.core.campaign import time_key
 from kexp.core.errors import KexpError
 from kexp.core.fields import (
     ALL_FIELDS,
@@ -29,6 +28,7 @@ from kexp.core.fields import (
     OPTIONAL_FIELDS,
 )
 from kexp.core.model import KernelExperiment
+from kexp.core.outcome import time_key
 from kexp.format.outputs import FORMATS as OUTPUT_FORMATS
 from kexp.format.outputs import record_format_names, write_csv
 

@@ -8,7 +8,7 @@ import dataclasses
 import re
 from typing import Any
 
-from kexp.core.campaign import NOTHING_MEASURED, shown_score
+from kexp.core.outcome import NOTHING_MEASURED, shown_score
 
 __all__ = ["LineageGraph", "LineageNode", "mermaid_id", "mermaid_text", "render_mermaid"]
 
@@ -34,7 +34,7 @@ class LineageNode:
     @property
     def shown_score(self) -> float | None:
         """The score a view prints: None when it is no measurement, whatever the outcome
-        (:func:`kexp.core.campaign.shown_score`); the JSON keeps ``score``."""
+        (:func:`kexp.core.outcome.shown_score`); the JSON keeps ``score``."""
         return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,7 +47,7 @@ class LineageGraph:
     """The lineage a change touches: its experiments, their ancestors and children.
 
     ``edges`` are ``(parent id, child id)`` pairs; ``omitted`` counts the relatives left
-    out to keep the graph readable (:data:`kexp.review.build.MAX_GRAPH_NODES`).
+    out to keep the graph readable (:data:`kexp.review.headlines.MAX_GRAPH_NODES`).
     """
 
     nodes: list[LineageNode]

@@ -9,7 +9,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import shown_score
+from kexp.core.outcome import shown_score
 from kexp.core.problems import Problem, has_errors, sort_problems
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class FieldChange:
     """One field a correction changed: old → new (None: absent on that side).
 
     Long or multi-line text gets ``diff``: the lines of a unified diff (without the file
-    headers), at most :data:`kexp.review.build.MAX_DIFF_LINES`; ``diff_omitted`` counts the
+    headers), at most :data:`kexp.review.entry.MAX_DIFF_LINES`; ``diff_omitted`` counts the
     lines left out.
     """
 
@@ -127,7 +127,7 @@ class ReviewedExperiment:
     @property
     def shown_score(self) -> float | None:
         """The score a view prints: None without one, or when it is no measurement,
-        whatever the outcome (:func:`kexp.core.campaign.shown_score`); the JSON keeps
+        whatever the outcome (:func:`kexp.core.outcome.shown_score`); the JSON keeps
         ``score``."""
         return None if self.score is None else shown_score(self.score, self.status)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.campaign import NOTHING_MEASURED
+from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid

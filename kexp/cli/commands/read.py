@@ -325,8 +325,8 @@ def _print_experiment(
 ) -> None:
     """One experiment as text; ``id_length``: how many characters of its id its advice
     prints (unique in the store: :meth:`kexp.Store.id_length_of`; 0: all of them)."""
-    from kexp.core.campaign import NOTHING_MEASURED
     from kexp.core.model import SECTION_HEADINGS
+    from kexp.core.outcome import NOTHING_MEASURED
     from kexp.format.samples import describe_interval
 
     style = styler()

@@ -58,7 +58,7 @@ def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None
     _report_written(exp, "recorded", as_json)
     # lazy: one command's library, loaded when that command runs
     from kexp.core.advice import REMEASURE
-    from kexp.core.campaign import NOTHING_MEASURED
+    from kexp.core.outcome import NOTHING_MEASURED
     from kexp.format.samples import describe_interval
 
     if exp.derived.shown_score is None:
@@ -81,13 +81,13 @@ def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None
 
 def _over_parent(exp: KernelExperiment, store: Store) -> str:
     """What the printed line of a step judged over its parent
-    (:func:`kexp.core.campaign.judged_over_parent`) adds after its score: the parent's
+    (:func:`kexp.core.outcome.judged_over_parent`) adds after its score: the parent's
     cumulative score and the step's speedup over it; "" for any other step, or a parent
     without a cumulative score (then the step is judged over the reference)."""
     # lazy: one command's library, loaded when that command runs
-    from kexp.core.campaign import judged_over_parent
     from kexp.core.errors import KexpError
     from kexp.core.ids import SHOWN_LENGTH
+    from kexp.core.outcome import judged_over_parent
 
     if not judged_over_parent(exp):
         return ""

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.campaign import NOTHING_MEASURED
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import OUTCOMES, KernelExperiment
+from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.samples import describe_score
 from kexp.output.html import svg
 from kexp.output.html.markup import (

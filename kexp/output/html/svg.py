@@ -27,7 +27,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-from kexp.core.campaign import UNMEASURED_OUTCOMES
+from kexp.core.outcome import UNMEASURED_OUTCOMES
 from kexp.output.html.markup import one_line, text
 from kexp.storage.lineage import TreeNode
 

@@ -1,0 +1,238 @@
+"""One experiment as an entry of the context packet (:mod:`kexp.agents.context`): its
+lines and its data, for the best and the suspect tips above it, the path to the best, the
+failures, the results within noise and the successes, and the changes tried before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kexp.agents.packet import SECTION_LIMITS, Entry, cut
+from kexp.core.outcome import NOTHING_MEASURED
+from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
+from kexp.storage.doctext import score_interval
+from kexp.storage.rows import LOCAL
+
+if TYPE_CHECKING:
+    from kexp.core.campaign import Derivation
+    from kexp.core.cumulative import Derived
+    from kexp.storage.dedupe import Repeat
+    from kexp.storage.rows import Row, Sighting
+
+
+def contains_wanted(value: str, wanted: str | None) -> bool:
+    """Whether ``wanted`` is in ``value``, in any case (None: anything is)."""
+    return wanted is None or wanted.lower() in value.lower()
+
+
+def lineage_entries(
+    chain: list[Row], derivation: Derivation, short: Callable[[str], str], settings: Any
+) -> list[Entry]:
+    """The path to the best (``chain``, root first) as entries: each step's score and the
+    cumulative score it reaches, the best's parent and the root kept first."""
+    entries = []
+    last = len(chain) - 1
+    for position, doc in enumerate(chain):
+        derived = derivation.of(doc)
+        cumulative = derived.cumulative_score
+        over = "reference" if position == 0 or derived.steps == 1 else "parent"
+        reached = "-" if cumulative is None else f"{cumulative:.4f}x"
+        shown = derived.shown_score
+        step = f"{derived.outcome} ({NOTHING_MEASURED})"  # an ancestor that timed out
+        if shown is not None:
+            step = f"{shown:.4f}x over {over}"
+        suspect = suspect_reasons(doc, settings, derived)  # an ancestor's (the best is not)
+        if position == last:  # the best, shown whole above (a first step too)
+            line = f"{position + 1}. the best (above): {step} → {reached}"
+        else:
+            line = (
+                f"{position + 1}. {short(doc.id)} {step} → {reached} — "
+                f"{_marked(doc.change_summary, suspect)}"
+            )
+        sighting = doc.sighting()
+        line += _on_ref(sighting)
+        # The best's parent and the root first, then the steps nearest the best.
+        distance = last - position
+        if position == 0:
+            priority = (3, 0)
+        elif distance == 1:
+            priority = (3, 1)
+        elif distance == 0:
+            priority = (2, 1)
+        else:
+            priority = (7, distance)
+        entries.append(
+            Entry(
+                "lineage",
+                priority,
+                (position,),
+                (line,),
+                {
+                    "step": position + 1,
+                    "id": doc.id,
+                    "score": doc.score,
+                    "measured_against": over,
+                    "cumulative_score": cumulative,
+                    "outcome": derived.outcome,
+                    "change_summary": doc.change_summary,
+                    **({} if sighting is None else {"ref": sighting.ref}),
+                    **({"suspect": suspect} if suspect else {}),
+                },
+            )
+        )
+    limit = SECTION_LIMITS["lineage"]
+    return entries if len(entries) <= limit else [entries[0], *entries[-(limit - 1) :]]
+
+
+def experiment_entry(
+    section: str,
+    doc: Row,
+    insight: str,
+    outcome: str,
+    priority: tuple[int, int],
+    order: tuple[Any, ...],
+    dtype: str | None,
+    env: str | None,
+    derived: Derived,
+    short: Callable[[str], str],
+    *,
+    error: str = "",
+    suspect: Sequence[str] = (),
+) -> Entry:
+    """One experiment's lines (and data); ``error``: a failure's, shown when no key
+    insight says what it taught; ``suspect``: why its measurement is implausible (marked
+    as ``kexp top`` marks it, the reasons on the next line)."""
+    interval = score_interval(doc)
+    score = f"{doc.score:.4f}x"
+    if interval is not None:
+        score += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    cumulative = derived.cumulative_score
+    if (
+        section in ("best", "suspect_best", "successes")
+        and cumulative is not None
+        and derived.steps > 1
+    ):
+        # A success: its speedup over the reference first, then its own step.
+        reached = f"{cumulative:.4f}x"
+        if derived.cumulative_ci is not None:
+            low, high = derived.cumulative_ci
+            reached += f" [{low:.4f}, {high:.4f}]"
+        score = f"{reached} over the reference (this step {score})"
+    elif section == "successes" and cumulative is None and doc.pid:
+        score += " over its parent"  # (a bare score reads as over the reference)
+    where = []
+    if not contains_wanted(doc.dtype_sig, dtype) or dtype is None:
+        where.append(doc.dtype_sig)
+    if not contains_wanted(doc.env, env) or env is None:
+        where.append(doc.env)
+    # Read across refs: the refs that removed it, where it was found when not in the
+    # working tree (the code to fetch), and for the best, another version that changed
+    # too (diverged).
+    sighting = doc.sighting()
+    where.append(_removed(sighting))
+    place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
+    place += _on_ref(sighting)
+    said = _scored(score, outcome, derived.shown_score)
+    lines = [f"- {short(doc.id)} {said} — {_marked(doc.change_summary, suspect)}{place}"]
+    if suspect:
+        lines.append(f"  suspect: {cut('; '.join(suspect))}")
+    if insight:
+        lines.append(f"  insight: {cut(insight)}")
+    elif error:
+        lines.append(f"  error: {cut(error)}")
+    diverged = section == "best" and sighting is not None and sighting.diverged
+    if diverged and sighting is not None:
+        places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
+        shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
+        lines.append(
+            f"  diverged: other versions on {cut(shown)}; one changed there too since "
+            "they parted (this is the later commit's)"
+        )
+    data: dict[str, Any] = {
+        "id": doc.id,
+        "score": doc.score,
+        "outcome": outcome,
+        "change_summary": doc.change_summary,
+    }
+    if interval is not None:
+        data["score_ci"] = list(interval)
+    data["cumulative_score"] = cumulative
+    if derived.cumulative_ci is not None:
+        data["cumulative_ci"] = list(derived.cumulative_ci)
+    if cumulative is None:  # why, as kexp add --json says it
+        data["cumulative_reason"] = derived.cumulative_reason
+    if insight:
+        data["key_insight"] = insight
+    elif error:
+        data["error"] = error
+    if suspect:  # as kexp top --json says it (left out when believable)
+        data["suspect"] = list(suspect)
+    data["dtype_sig"] = doc.dtype_sig
+    data["env"] = doc.env
+    if sighting is not None:
+        data["ref"] = sighting.ref
+        if sighting.removed_on:
+            data["removed_on"] = list(sighting.removed_on)
+    if diverged and sighting is not None:
+        data.update(other_versions=list(sighting.other_versions), diverged=True)
+    return Entry(section, priority, order, tuple(lines), data)
+
+
+def _marked(summary: str, suspect: Sequence[str]) -> str:
+    """A summary on an entry's line, flagged ``[suspect: verify correctness]`` as
+    ``kexp top`` flags it when its measurement is suspect."""
+    return f"[{SUSPECT_LABEL}] {cut(summary)}" if suspect else cut(summary)
+
+
+def _on_ref(sighting: Sighting | None) -> str:
+    """What ends an entry read from a ref, not the working tree: `` on REF`` (the code to
+    fetch); nothing for the working tree's."""
+    return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
+
+
+def _removed(sighting: Sighting | None) -> str:
+    """``removed on REF`` when refs removed an experiment read all the same (a removal
+    waiting on a side branch: ``removed_on``); "" otherwise."""
+    if sighting is None or not sighting.removed_on:
+        return ""
+    more = " and more" if sighting.removed_on[2:] else ""
+    return f"removed on {cut(', '.join(sighting.removed_on[:2]))}{more}"
+
+
+def _scored(score: str, outcome: str, shown: float | None) -> str:
+    """A line's score and outcome: ``1.0410x improvement``; a run that measured nothing
+    (its shown score None: crashed or not run, or timed out, whatever its score)
+    ``failed (nothing measured)``, not a speedup."""
+    if shown is None:
+        return f"{outcome} ({NOTHING_MEASURED})"
+    return f"{score} {outcome}"
+
+
+def repeat_entry(
+    repeat: Repeat, rank: int, short: Callable[[str], str], *, across: bool = False
+) -> Entry:
+    """A tried-before entry; read ``across`` refs, it says where it was found (`` on
+    REF``, ``ref`` in JSON: ``local`` for the working tree's), as every entry does."""
+    kind = (
+        "same change"
+        if repeat.identical
+        else "the same changed lines, other lines around them"
+        if repeat.lines_alike
+        else f"near-duplicate, similarity {repeat.similarity:.2f}"
+    )
+    said = _scored(f"{repeat.score:.4f}x", repeat.outcome, repeat.shown_score)
+    line = f"- {short(repeat.id)} {said} ({kind}) — {cut(repeat.change_summary)}"
+    line += f" on {cut(repeat.ref)}" if repeat.ref else ""
+    data: dict[str, Any] = {
+        "id": repeat.id,
+        "score": repeat.score,
+        "outcome": repeat.outcome,
+        "identical": repeat.identical,
+        "lines_alike": repeat.lines_alike,
+        "similarity": repeat.similarity,
+        "change_summary": repeat.change_summary,
+    }
+    if across:
+        data["ref"] = repeat.ref or LOCAL
+    return Entry("tried_before", (1, rank), (rank,), (line,), data)

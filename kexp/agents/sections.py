@@ -1,0 +1,243 @@
+"""The sections of the context packet (:mod:`kexp.agents.context`) that sum up many
+experiments: the changes not to repeat, grouped; the dtypes, envs and configurations not
+tried yet (or never improved); and, when no operator matches, the operators recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kexp.agents.entries import contains_wanted
+from kexp.agents.packet import SECTION_LIMITS, Entry, cut
+from kexp.core.outcome import UNMEASURED_OUTCOMES
+
+if TYPE_CHECKING:
+    from kexp.storage.retrieval import Search
+    from kexp.storage.rows import Row
+
+
+#: How many known operators a packet names when none matches.
+KNOWN_OPERATORS = 5
+
+
+def moment_key(created_at: str) -> str:
+    """A key sorting ISO 8601 UTC timestamps in time order (fractions padded)."""
+    stamp = created_at.rstrip("Z")
+    whole, _, fraction = stamp.partition(".")
+    return f"{whole}.{fraction.ljust(9, '0')}"
+
+
+def _what(summary: str) -> str:
+    """What an experiment changed: its summary before `` - `` (the result)."""
+    return summary.split(" - ", 1)[0].strip().rstrip(".,;:")
+
+
+def do_not_repeat(
+    here: list[Row],
+    outcomes: dict[str, str],
+    relevance: dict[str, float],
+    short: Callable[[str], str],
+    dead: set[str],
+) -> list[Entry]:
+    """The groups of changes tried; ``dead``: the paths of the dead ends among them."""
+    groups: dict[str, list[Row]] = {}
+    for doc in here:
+        if outcomes[doc.path] == "pending":
+            continue
+        groups.setdefault(" ".join(_what(doc.change_summary).lower().split()), []).append(doc)
+    ranked = []
+    for key, docs in groups.items():
+        improved = any(outcomes[d.path] == "improvement" for d in docs)
+        closest = max((relevance.get(d.path, 0.0) for d in docs), default=0.0)
+        ranked.append((-closest, improved, -len(docs), key, docs))
+    ranked.sort(key=lambda item: item[:4])
+    entries = []
+    for rank, (_, _, _, _, docs) in enumerate(ranked[: SECTION_LIMITS["do_not_repeat"]]):
+        docs = sorted(docs, key=lambda d: (d.id, d.path))
+        docs.sort(key=lambda d: moment_key(d.created_at), reverse=True)
+        counts: dict[str, int] = {}
+        for doc in docs:
+            counts[outcomes[doc.path]] = counts.get(outcomes[doc.path], 0) + 1
+        tally = ", ".join(
+            f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))
+        )
+        measured = [d.score for d in docs if outcomes[d.path] not in UNMEASURED_OUTCOMES]
+        best = f"best {max(measured):.4f}x; " if measured else ""
+        ids = ", ".join(short(d.id) for d in docs[:2]) + (", …" if len(docs) > 2 else "")
+        what = _what(docs[0].change_summary)
+        ends = [d.id for d in docs if d.path in dead]
+        if ends:
+            tally += f", {'a dead end' if len(ends) == 1 else f'{len(ends)} dead ends'}"
+        line = f"- {cut(what)} — {tally} ({best}{ids})"
+        data = {
+            "change": what,
+            "tried": len(docs),
+            "outcomes": dict(sorted(counts.items())),
+            "best_score": max(measured) if measured else None,
+            "ids": [d.id for d in docs],
+        }
+        if ends:  # built on, and nothing built on them did better
+            data["dead_ends"] = ends
+        entries.append(Entry("do_not_repeat", (5 if rank < 5 else 9, rank), (rank,), (line,), data))
+    return entries
+
+
+#: The column of a dtype or env, by its name in the packet.
+_COLUMN = {"dtype": "dtype_sig", "env": "env"}
+
+
+def not_tried(
+    search: Search,
+    on_operator: list[Row],
+    outcomes: dict[str, str],
+    results: list[tuple[tuple[str, float], ...]],
+    dtype: str | None,
+    env: str | None,
+    settings: Any,
+) -> list[Entry]:
+    """The dtypes and envs never tried, or never improved, on the operator (those asked
+    for first), and the configurations of ``results`` no experiment improved."""
+    entries: list[Entry] = []
+    rank = 0
+    for column, wanted, wanted_other, label, other_label in (
+        ("dtype_sig", dtype, env, "dtype", "env"),
+        ("env", env, dtype, "env", "dtype"),
+    ):
+        # Tried on the operator (with the other of dtype and env, when given), and
+        # tried on it at all (with any other: what "never tried" must not deny).
+        tried: dict[str, list[Row]] = {}
+        anywhere: dict[str, list[Row]] = {}
+        other = None if wanted_other is None else wanted_other.lower()
+        for doc in on_operator:
+            if column == "dtype_sig":
+                value, against = doc.dtype_sig, doc.env
+            else:
+                value, against = doc.env, doc.dtype_sig
+            anywhere.setdefault(value.lower(), []).append(doc)
+            if other is None or other in against.lower():
+                tried.setdefault(value.lower(), []).append(doc)
+        listed = _distinct(search.rows, column)[:40]
+        if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
+            # Asked for, and in no experiment of the store: never tried, said as such.
+            listed.insert(0, (wanted.lower(), wanted, 0))
+        for value, shown, _ in listed:
+            found = tried.get(value, [])
+            if any(outcomes[d.path] == "improvement" for d in found):
+                continue
+            measured = [d.score for d in found if outcomes[d.path] not in UNMEASURED_OUTCOMES]
+            elsewhere = [] if found else anywhere.get(value, [])
+            data: dict[str, Any] = {}
+            if found:
+                best = f"best {max(measured):.4f}x" if measured else "nothing measured"
+                status = f"tried {len(found)}×, no improvement ({best})"
+            elif elsewhere:
+                others = sorted({getattr(d, _COLUMN[other_label]) for d in elsewhere})
+                improved = sum(outcomes[d.path] == "improvement" for d in elsewhere)
+                status = (
+                    f"never tried with {other_label} {cut(str(wanted_other))}; tried "
+                    f"{len(elsewhere)}× with {other_label} {cut(', '.join(others))} "
+                    f"({improved} improved)"
+                )
+                tally = {"tried": len(elsewhere), "improved": improved, other_label: others}
+                data = {"tried_with_other": tally}
+            else:
+                status = "never tried"
+            entries.append(
+                Entry(
+                    "not_tried",
+                    (6 if rank < 6 else 9, rank),
+                    (0 if label == "dtype" else 1, len(found) > 0, value),
+                    (f"- {label} {cut(shown)}: {status}",),
+                    {
+                        "kind": label,
+                        "value": shown,
+                        "tried": len(found),
+                        "best_score": max(measured) if measured else None,
+                        **data,
+                    },
+                )
+            )
+            rank += 1
+    configs: dict[str, list[float]] = {}
+    for pairs in results:
+        for config, speedup in pairs:
+            configs.setdefault(config, []).append(speedup)
+    for config in sorted(configs):
+        speedups = configs[config]
+        if max(speedups) > settings.improvement_above:
+            continue
+        entries.append(
+            Entry(
+                "not_tried",
+                (6 if rank < 6 else 9, rank),
+                (2, False, config),
+                (
+                    f"- configuration {config}: never improved "
+                    f"(best {max(speedups):.4f}x over {len(speedups)} "
+                    f"measurement{'' if len(speedups) == 1 else 's'})",
+                ),
+                {
+                    "kind": "configuration",
+                    "value": config,
+                    "tried": len(speedups),
+                    "best_score": max(speedups),
+                },
+            )
+        )
+        rank += 1
+    return entries[: SECTION_LIMITS["not_tried"]]
+
+
+def known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
+    """The operators recorded (their most common spelling), the closest to ``operator``
+    first: the most of its words (by length) found in them, then the most trigrams
+    shared, then the most experiments, then by name."""
+    words = re.findall(r"[a-z0-9]+", operator.lower())
+    wanted = _trigrams(operator)
+
+    def closeness(known: tuple[str, str, int]) -> tuple[int, float, int, str]:
+        key, _, count = known
+        theirs = _trigrams(key)
+        shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
+        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
+
+    ranked = sorted(_distinct(rows, "operator_sig"), key=closeness)
+    return [
+        Entry(
+            "operators",
+            (1 if rank < 3 else 9, rank),
+            (rank,),
+            (f"- {cut(shown)} — {count} experiment(s)",),
+            {"operator_sig": shown, "experiments": count},
+        )
+        for rank, (_, shown, count) in enumerate(ranked[:KNOWN_OPERATORS])
+    ]
+
+
+def _trigrams(text: str) -> set[str]:
+    """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
+    joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return {joined[at : at + 3] for at in range(len(joined) - 2)}
+
+
+def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
+    """(lowercased value, its most common spelling, how many experiments) of
+    ``dtype_sig`` or ``env`` over the whole store, most common first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        spelling = getattr(row, column)
+        counts[spelling] = counts.get(spelling, 0) + 1
+    totals: dict[str, int] = {}
+    spellings: dict[str, tuple[int, str]] = {}
+    for spelling, count in counts.items():
+        key = spelling.lower()
+        totals[key] = totals.get(key, 0) + count
+        best = spellings.get(key)
+        if best is None or (-count, spelling) < (-best[0], best[1]):
+            spellings[key] = (count, spelling)
+    return sorted(
+        ((key, spellings[key][1], total) for key, total in totals.items() if total),
+        key=lambda item: (-item[2], item[0]),
+    )

@@ -1,0 +1,193 @@
+"""One experiment judged by its own front-matter: the statuses, the outcome
+(:func:`judge`), controls, whether a score measured anything, and the score a view shows.
+
+What depends on other experiments too (the cumulative score along a ``pid`` chain, a step
+judged over its parent's) is :mod:`kexp.core.cumulative` and :mod:`kexp.core.campaign`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
+
+#: Statuses of an experiment not measured yet (its outcome is ``pending``).
+PENDING_STATUSES = frozenset({"new", "running"})
+
+
+#: Statuses of a run that ended badly: with no score (0), not buggy, its outcome is
+#: ``failed`` (it crashed or timed out), not a regression to 0.
+FAILED_STATUSES = frozenset({"failed", "timeout"})
+
+
+#: The status of a run that timed out: it measured nothing, whatever its score says.
+TIMED_OUT = "timeout"
+
+
+#: Outcomes of an experiment whose score is no measurement (pending, wrong results, a
+#: run that failed or timed out with score 0): no cumulative score, never a best.
+UNMEASURED_OUTCOMES = frozenset({"pending", "buggy", "failed"})
+
+
+#: The tag of an A/A run: the same code on both sides, the measured noise floor.
+CONTROL_TAG = "control"
+
+
+#: What a view says of a score that records no measurement (:func:`measured_nothing`).
+NOTHING_MEASURED = "nothing measured"
+
+
+#: What ``score`` is measured against (``measured_against``).
+MEASURED_AGAINST = ("parent", "reference")
+
+
+def judge(
+    status: Any,
+    is_buggy: Any,
+    interference: bool,
+    score: Any,
+    interval: Any,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> str:
+    """The outcome: pending, buggy, failed (status failed or timeout, not buggy, and no
+    score: the run measured nothing), interference, regression, marginal, improvement.
+
+    With an interval (``score_ci``), ``improvement`` needs its low end above 1 and
+    ``regression`` its high end below 1 (besides the thresholds); otherwise the
+    thresholds alone decide.
+    """
+    if status in PENDING_STATUSES:
+        return "pending"
+    if is_buggy:
+        return "buggy"
+    if failed_run(status, score):
+        return "failed"
+    if interference:
+        return "interference"
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
+        return "regression"
+    if interval and len(interval) == 2:
+        # Significant and worth having: the interval excludes 1 and the score passes
+        # the threshold; anything else is within noise.
+        low, high = interval
+        if high < 1 and score < settings.regression_below:
+            return "regression"
+        if low > 1 and score > settings.improvement_above:
+            return "improvement"
+        return "marginal"
+    if score < settings.regression_below:
+        return "regression"
+    if score > settings.improvement_above:
+        return "improvement"
+    return "marginal"
+
+
+def is_control(record: Any) -> bool:
+    """Whether ``record`` is tagged ``control`` (an A/A run)."""
+    tags = getattr(record, "tags", None)
+    if not tags:
+        return False
+    return CONTROL_TAG in tags
+
+
+def judged_over_parent(record: Any) -> bool:
+    """Whether ``record``'s score is over the reference though it was made on a parent
+    (a ``pid``, ``measured_against: reference``, not a control): its outcome is judged
+    over its parent's cumulative score
+    (:func:`kexp.core.cumulative.outcome_over_parent`), not over the reference."""
+    return (
+        bool(record.pid)
+        and getattr(record, "measured_against", "") == "reference"
+        and not is_control(record)
+    )
+
+
+#: The outcomes a score decides (the others: the record's status, bugs, interference).
+SCORED_OUTCOMES = frozenset({"improvement", "marginal", "regression"})
+
+
+def measured_against_parent(record: Any) -> bool:
+    """Whether ``record``'s score is a step over its parent's code: it has a ``pid`` and
+    is not measured against the reference (a missing ``measured_against`` counts as
+    ``parent``)."""
+    return bool(record.pid) and getattr(record, "measured_against", "") != "reference"
+
+
+def recorded_interval(record: Any) -> tuple[float, float] | None:
+    found = getattr(record, "score_ci", None)
+    if not found or not isinstance(found, (list, tuple)) or len(found) != 2:
+        return None
+    low, high = found
+    if (
+        isinstance(low, (int, float))
+        and isinstance(high, (int, float))
+        and not isinstance(low, bool)
+        and not isinstance(high, bool)
+        and low > 0
+        and high > 0
+    ):
+        return float(low), float(high)
+    return None
+
+
+def measured_nothing(score: Any) -> bool:
+    """Whether a score records no measurement: 0 (a run that crashed, timed out or was
+    not run), or no finite number. No view prints a speedup for it (``-``, or
+    :data:`NOTHING_MEASURED`); the files and JSON keep the score recorded."""
+    return (
+        not isinstance(score, (int, float))
+        or isinstance(score, bool)
+        or not math.isfinite(score)
+        or score <= 0
+    )
+
+
+def no_measurement(status: Any, score: Any) -> bool:
+    """Whether a record holds no measurement: its score measured nothing
+    (:func:`measured_nothing`), or its run timed out (status ``timeout``: whatever score it
+    carries, a predecessor's 1.0 included, is not a measurement)."""
+    return status == TIMED_OUT or measured_nothing(score)
+
+
+def shown_score(score: Any, status: Any) -> float | None:
+    """The score a view prints as a speedup: None when the record holds no measurement
+    (:func:`no_measurement`: a score of 0 or no finite number, or a run that timed out;
+    so a ``failed`` outcome's too, :func:`failed_run`), whatever its outcome (a run both
+    buggy and timed out included). Derived once (:attr:`Derived.shown_score`): a view
+    asks its record, never passes the status itself."""
+    return None if no_measurement(status, score) else float(score)
+
+
+def failed_run(status: Any, score: Any) -> bool:
+    """Whether a run ended badly (status failed or timeout) having measured nothing
+    (:func:`no_measurement`: a timed-out run never measured): its outcome is ``failed``
+    unless it is buggy (:func:`judge`)."""
+    return status in FAILED_STATUSES and no_measurement(status, score)
+
+
+def latest_control(controls: Iterable[Any]) -> Any | None:
+    """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
+    pending, not buggy): the noise floor of its env. None when there is none."""
+    found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
+    return max(found, key=lambda r: (time_key(r.created_at), r.id), default=None)
+
+
+def describe_control(record: Any) -> str:
+    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``."""
+    text = f"A/A on this env: {float(record.score):.3f}"
+    interval = recorded_interval(record)
+    if interval is not None:
+        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+    return text
+
+
+def time_key(created_at: str) -> str:
+    """``created_at`` in a form that sorts in time order as text: whole seconds and
+    fractional ones compare correctly (``…:05Z`` becomes ``…:05.000000000``, before
+    ``…:05.500000000``; as text, ``Z`` sorts after ``.``). kexp writes microseconds;
+    a hand-written file, an imported one or one an older kexp wrote may hold others."""
+    text = created_at[:-1] if created_at.endswith("Z") else created_at
+    seconds, _, fraction = text.partition(".")
+    return f"{seconds}.{fraction:0<9}"
