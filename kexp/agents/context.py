@@ -77,13 +77,14 @@ from kexp.agents.packet import (
     count_tokens,
     fit,
 )
-from kexp.agents.sections import do_not_repeat, known_operators, moment_key, not_tried
+from kexp.agents.sections import do_not_repeat, known_operators, not_tried
 from kexp.core.campaign import Derivation
 from kexp.core.errors import KexpError
 from kexp.core.outcome import (
     UNMEASURED_OUTCOMES,
     describe_control,
     latest_control,
+    time_key,
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end
@@ -271,10 +272,10 @@ def _gather(
 
     # Stable sorts, the least significant key first.
     failures.sort(key=lambda d: (d.id, d.path))
-    failures.sort(key=lambda d: moment_key(d.created_at), reverse=True)  # newest first
+    failures.sort(key=lambda d: time_key(d.created_at), reverse=True)  # newest first
     failures.sort(key=closeness)
     marginal.sort(key=lambda d: (d.id, d.path))
-    marginal.sort(key=lambda d: moment_key(d.created_at), reverse=True)  # newest first
+    marginal.sort(key=lambda d: time_key(d.created_at), reverse=True)  # newest first
     marginal.sort(key=closeness)
     # What a success's line leads with: its speedup over the reference, else its step.
     successes.sort(key=lambda d: (-(derivation.of(d).cumulative_score or d.score), d.id, d.path))

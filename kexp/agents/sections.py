@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
-from kexp.core.outcome import UNMEASURED_OUTCOMES
+from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
 
 if TYPE_CHECKING:
     from kexp.storage.retrieval import Search
@@ -20,13 +20,6 @@ if TYPE_CHECKING:
 
 #: How many known operators a packet names when none matches.
 KNOWN_OPERATORS = 5
-
-
-def moment_key(created_at: str) -> str:
-    """A key sorting ISO 8601 UTC timestamps in time order (fractions padded)."""
-    stamp = created_at.rstrip("Z")
-    whole, _, fraction = stamp.partition(".")
-    return f"{whole}.{fraction.ljust(9, '0')}"
 
 
 def _what(summary: str) -> str:
@@ -56,7 +49,7 @@ def do_not_repeat(
     entries = []
     for rank, (_, _, _, _, docs) in enumerate(ranked[: SECTION_LIMITS["do_not_repeat"]]):
         docs = sorted(docs, key=lambda d: (d.id, d.path))
-        docs.sort(key=lambda d: moment_key(d.created_at), reverse=True)
+        docs.sort(key=lambda d: time_key(d.created_at), reverse=True)
         counts: dict[str, int] = {}
         for doc in docs:
             counts[outcomes[doc.path]] = counts.get(outcomes[doc.path], 0) + 1
