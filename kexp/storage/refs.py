@@ -11,9 +11,12 @@ counted; the places holding the others are named (``other_versions``). Newest me
 in this order: an uncommitted edit in the working tree (it differs from ``HEAD``'s
 file), unless the other version's history held it (that ref descends from it: what
 this clone published to a side branch that a reviewer corrected there since is no
-edit, but the older version); else, of two versions at commits A and B, the one that
-changed since their merge base (the other is what the base holds: the history says
-which came later, as a merge would); else (both changed since, or neither base nor
+edit, but the older version; so is a local branch's, and the working tree's as that
+branch has it, when its remote-tracking branch holds a rewrite of every commit of it
+that it lacks: a reviewer amended the published commit and force-pushed); else, of
+two versions at commits A and B, the one that changed since their merge base (the
+other is what the base holds: the history says which came later, as a merge would);
+else (both changed since, or neither base nor
 history tells) the version whose commit is later, then the working tree, then the refs
 in the order given. A file of the working tree that is ``HEAD``'s is ``HEAD``'s
 version.
@@ -196,7 +199,8 @@ class RefsSource:
         doubled = one_file_a_place(single, several)
         self._doubled = {path: key for path, key, _, _ in doubled}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
-        newest = Newest(self.places, self.folder, git, commits, dates, self.defaults)
+        newest = Newest(self.places, self.folder, git, commits, dates, self.defaults,
+                        _tracking(self.refs))  # fmt: skip
         removed, noted = newest.removed(single, several)
         for exp_id in removed:
             single.pop(exp_id, None)
@@ -490,6 +494,23 @@ class RefsSource:
     def read_only(self) -> KexpError:  # pragma: no cover - writes go to the working tree
         """Never raised: writes go to the working tree."""
         return self.tree.read_only()
+
+
+def _tracking(refs: Sequence[RefInfo]) -> dict[int, frozenset[int]]:
+    """Each local branch's place (1: the first ref) among ``refs`` → the places of the
+    remote-tracking branches of the same name (``refs/remotes/REMOTE/NAME``)."""
+    locals_ = {
+        ref.name.removeprefix("refs/heads/"): n
+        for n, ref in enumerate(refs, 1)
+        if ref.name.startswith("refs/heads/")
+    }
+    found: dict[int, set[int]] = {}
+    for n, ref in enumerate(refs, 1):
+        if ref.name.startswith("refs/remotes/") and ref.name.count("/") >= 3:
+            local = locals_.get(ref.name.split("/", 3)[3])
+            if local is not None:
+                found.setdefault(local, set()).add(n)
+    return {local: frozenset(places) for local, places in found.items()}
 
 
 def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
