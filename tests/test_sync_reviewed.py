@@ -184,3 +184,34 @@ def test_reads_across_refs_take_the_reviewers_version_before_the_author_syncs(
     (row,) = [r for r in json.loads(top.stdout) if r["id"] == exp_id]
     assert (row["change_summary"], row["ref"]) == (THEIRS, f"origin/{BRANCH}")
     assert "local" in row["other_versions"] and not row["diverged"]
+
+
+@pytest.mark.parametrize("way", ["publish your version", "take theirs"])
+def test_an_edit_made_before_a_force_pushed_correction_stops_the_sync_and_settles(
+    tmp_path: Path, way: str
+) -> None:
+    """The lead amends Alice's commit and force-pushes; Alice, unaware, tags her copy
+    and syncs: the sync stops naming the file, her local branch and the remote as they
+    were, her file kept; each way the line gives, run as printed, settles it, the
+    branch then following the remote's without a force-push."""
+    remote, alice, exp_id, path = _reviewed(tmp_path, rewrite=True)
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise", cwd=alice).returncode == 0
+    mine, before = (alice / path).read_text(), git(alice, "rev-parse", BRANCH)
+
+    refused = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert refused.returncode != 0 and path in refused.stderr, refused.stderr
+    assert git(alice, "rev-parse", BRANCH) == before and (alice / path).read_text() == mine
+    assert f"change_summary: {THEIRS}" in _on_branch(remote, path)
+    command = re.search(rf"to {way}.*?, run (.*?) and (kexp|the same) sync", refused.stderr)
+    assert command is not None, refused.stderr
+    path_with_kexp = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    subprocess.run(["bash", "-c", command.group(1)], cwd=alice, check=True,
+                   env={**os.environ, "PATH": path_with_kexp})  # fmt: skip
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert done.returncode == 0, done.stderr
+
+    on_branch = _on_branch(remote, path)
+    assert (alice / path).read_text() == on_branch + "\n"
+    assert (on_branch + "\n" == mine) == (way == "publish your version")
+    assert f"change_summary: {THEIRS}" in on_branch or way == "publish your version"
+    assert git(remote, "rev-parse", BRANCH) == git(alice, "rev-parse", BRANCH)

@@ -236,12 +236,12 @@ def _sync(
             there = view.known_tip(target)
             # (or rewrote there: amended and force-pushed; the local branch follows it)
             redone = bool(there and local and rewritten_on(repo, there, local))
+            brought = take_in(location, remote, target, there, there if redone else local,
+                              dry_run=dry_run, rewritten=redone)  # fmt: skip
             if redone and (
                 dry_run or gitcommits.update_branch(repo, target, str(there), str(local))
             ):
-                local = there
-            brought = take_in(location, remote, target, there, local, dry_run=dry_run,
-                              rewritten=redone)  # fmt: skip
+                local = there  # (after the take-in: a stop leaves the branch as it was)
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base, held_unlanded = _commit_beside(
