@@ -384,7 +384,9 @@ def _sync(
         )
     if merged and not in_checkout:  # (corrected there while this sync ran)
         brought = sorted({*brought, *take_in(location, remote, target, local, stop=False)})
-    gitcommits.prune_tracking(repo, remote, view.listed())  # (what reads across refs see)
+    # What reads across refs see: the branches the remote had as the sync began, and
+    # the one it pushed to (made by its push, maybe).
+    gitcommits.prune_tracking(repo, remote, {*view.listed(), target})
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
