@@ -5,6 +5,7 @@ runs them, in a real git repository."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -18,12 +19,17 @@ from kexp import KernelExperiment
 def swapped(exp: KernelExperiment) -> Path:
     """The experiment's file with its ``status:`` and ``score:`` lines swapped."""
     assert exp.path is not None
-    lines = exp.path.read_text(encoding="utf-8").split("\n")
+    return swap_lines(exp.path)
+
+
+def swap_lines(path: Path) -> Path:
+    """The file ``path`` with its ``status:`` and ``score:`` lines swapped."""
+    lines = path.read_text(encoding="utf-8").split("\n")
     status = next(i for i, line in enumerate(lines) if line.startswith("status:"))
     score = next(i for i, line in enumerate(lines) if line.startswith("score:"))
     lines[status], lines[score] = lines[score], lines[status]
-    exp.path.write_text("\n".join(lines), encoding="utf-8")
-    return exp.path
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
 
 
 def test_a_failed_check_says_to_run_kexp_fmt_and_that_fixes_it(
@@ -68,3 +74,34 @@ def test_a_failed_check_in_a_github_workflow_annotates_the_file(
     assert run_kexp("fmt", cwd=repo, process=True).returncode == 0
     clean = run_kexp("fmt", "--check", "--format", "github", cwd=repo, process=True)
     assert clean.returncode == 0 and clean.stdout == "", clean.stdout
+
+
+def test_the_command_a_failed_check_gives_repeats_root_and_runs_from_where_the_user_is(
+    repo: Path, tmp_path: Path, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """The user, in another folder, checks the store with ``--root``: the command the
+    last line gives and the annotation's hint said ``kexp fmt`` alone, which from there
+    finds no store. Each repeats ``--root`` as given, and the last line's, run as
+    printed from that folder, fixes the file."""
+    make_experiment()
+    path = swapped(make_experiment(change_summary="Vectorized stores - +2%"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = os.path.relpath(repo, elsewhere)
+    checked = run_kexp("--root", root, "fmt", "--check", cwd=elsewhere, process=True)
+    assert checked.returncode == 1, checked.stderr
+    advised = re.search(r": run (.+) to rewrite it in canonical form$", checked.stderr.strip())
+    assert advised is not None, checked.stderr
+    done = run_kexp(*shlex.split(advised.group(1))[1:], cwd=elsewhere, process=True)
+    assert done.returncode == 0, done.stderr
+    assert run_kexp("fmt", "--check", cwd=repo, process=True).returncode == 0
+
+    swap_lines(path)
+    annotated = run_kexp(
+        "fmt", "--check", "--format", "github", "--root", root, cwd=elsewhere, process=True
+    )
+    hint = re.search(r"\(hint: run (.+)\)$", annotated.stdout.strip())
+    assert hint is not None, annotated.stdout
+    fixed = run_kexp(*shlex.split(hint.group(1))[1:], cwd=elsewhere, process=True)
+    assert fixed.returncode == 0, fixed.stderr
+    assert run_kexp("fmt", "--check", cwd=repo, process=True).returncode == 0

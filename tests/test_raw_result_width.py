@@ -114,3 +114,34 @@ def test_every_raw_result_line_of_a_campaign_keeps_to_80_characters(
         "MARGINAL (within noise)",
     ):
         assert words in said, (words, said)
+
+
+def test_the_guidance_for_the_raw_result_says_what_kexp_writes(repo: Path, tmp_path: Path) -> None:
+    """The raw result's guidance (``kexp new``'s template, the skill's field table and
+    its Python reference) said "one line per configuration", while kexp wraps a line
+    over 80 characters: a configuration's breakdown item can take two lines. It says
+    "one item per configuration", a line over 80 characters wrapped, its continuation
+    indented by two; and what kexp writes is so: one ``- config:`` item each, every
+    other breakdown line a continuation."""
+    from kexp.core.fields import FIELD
+
+    skill = Path(__file__).parent.parent / "skill" / "kernel-exp-history"
+    reference = (skill / "references" / "kexp_agent.py").read_text(encoding="utf-8")
+    row = next(
+        line
+        for line in (skill / "SKILL.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `raw_result` |")
+    )
+    note = " ".join(FIELD["raw_result"].note.split())
+    for guidance in (note, row, " ".join(reference.split())):
+        assert "line per configuration" not in guidance
+        assert "item per configuration" in guidance and "80 characters" in guidance
+
+    timed = Timings(tmp_path, seed=7)
+    added(repo, "--summary", "Tiled loads - faster", *timed.pair(1.5))
+    (text,) = raw_results(repo).values()
+    breakdown = text.split("**Per-kernel breakdown**:\n", 1)[1].splitlines()
+    items = [line for line in breakdown if line.startswith("- ")]
+    assert [item.split(":")[0][2:] for item in items] == list(CONFIGS)
+    assert len(breakdown) > len(items)  # (the long configuration's item is wrapped)
+    assert all(line.startswith("  ") for line in breakdown if not line.startswith("- "))

@@ -25,10 +25,12 @@ HERS = "Online softmax - +10%"
 THEIRS = "Online softmax, single pass over rows - +10%"
 
 
-def _reviewed(tmp_path: Path) -> tuple[Path, Path, str, str]:
+def _reviewed(tmp_path: Path, rewrite: bool = False) -> tuple[Path, Path, str, str]:
     """Alice records an experiment on main and publishes it with ``kexp sync --branch``;
-    the lead corrects its summary on the pull request's branch, commits and pushes.
-    (remote, alice, its id, its repository path)."""
+    the lead corrects its summary on the pull request's branch, commits and pushes
+    (``rewrite``: amends Alice's commit instead, and force-pushes, as a reviewer who
+    keeps a pull request to one commit does). (remote, alice, its id, its repository
+    path)."""
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     lead = clone(remote, tmp_path / "lead")
@@ -39,8 +41,12 @@ def _reviewed(tmp_path: Path) -> tuple[Path, Path, str, str]:
     git(lead, "switch", "-q", "-c", "review", f"origin/{BRANCH}")
     fixed = run_kexp("update", made.id, "--set", f"change_summary={THEIRS}", cwd=lead)
     assert fixed.returncode == 0, fixed.stderr
-    git(lead, "commit", "-q", "-am", "review: clarify the summary")
-    git(lead, "push", "-q", "origin", f"review:{BRANCH}")
+    if rewrite:
+        git(lead, "commit", "-q", "-a", "--amend", "--no-edit")
+        git(lead, "push", "-q", "--force", "origin", f"review:{BRANCH}")
+    else:
+        git(lead, "commit", "-q", "-am", "review: clarify the summary")
+        git(lead, "push", "-q", "origin", f"review:{BRANCH}")
     return remote, alice, made.id, made.path.relative_to(alice).as_posix()
 
 
@@ -48,17 +54,22 @@ def _on_branch(remote: Path, path: str) -> str:
     return git(remote, "show", f"{BRANCH}:{path}")
 
 
+@pytest.mark.parametrize("rewrite", [False, True], ids=["commit", "amend-force-push"])
 def test_the_reviewers_correction_reaches_the_working_tree_and_survives_an_update(
-    tmp_path: Path,
+    tmp_path: Path, rewrite: bool
 ) -> None:
     """Alice syncs (a dry run first says it would, changing nothing): the lead's
     summary comes into her working tree (it said "merged" and left her file as it
-    was); she adds a tag and syncs: the branch holds the lead's summary and her tag
-    (her older summary was pushed over the lead's, silently)."""
-    remote, alice, exp_id, path = _reviewed(tmp_path)
+    was; after a force-push, it stopped: "changed both here and on" the branch, which
+    she never edited); she adds a tag and syncs: the branch holds the lead's summary
+    and her tag (her older summary was pushed over the lead's, silently), published
+    without a force-push of hers."""
+    remote, alice, exp_id, path = _reviewed(tmp_path, rewrite)
     planned = run_kexp("sync", "--branch", BRANCH, "--dry-run", "--json", cwd=alice)
     assert planned.returncode == 0, planned.stderr
-    assert json.loads(planned.stdout)["taken_in"] == [path]
+    plan = json.loads(planned.stdout)
+    assert plan["taken_in"] == [path]
+    assert plan["would_push"] is False and plan["committed"] == [], plan
     assert f"change_summary: {HERS}" in (alice / path).read_text()
 
     done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
@@ -73,6 +84,7 @@ def test_the_reviewers_correction_reaches_the_working_tree_and_survives_an_updat
     on_branch = _on_branch(remote, path)
     assert f"change_summary: {THEIRS}" in on_branch and "rowwise" in on_branch
     assert (alice / path).read_text() == on_branch + "\n"
+    assert git(remote, "rev-parse", BRANCH) == git(alice, "rev-parse", BRANCH)
 
 
 def test_an_untouched_file_is_taken_in_when_the_sync_publishes_another(tmp_path: Path) -> None:
@@ -151,13 +163,15 @@ def test_an_edit_made_on_the_older_version_stops_the_sync_and_settles_as_said(
     assert f"change_summary: {THEIRS}" in on_branch and "rowwise" in on_branch
 
 
+@pytest.mark.parametrize("rewrite", [False, True], ids=["commit", "amend-force-push"])
 def test_reads_across_refs_take_the_reviewers_version_before_the_author_syncs(
-    tmp_path: Path,
+    tmp_path: Path, rewrite: bool
 ) -> None:
     """In Alice's clone, fetched, her file as she published it is no edit: show and
     top across refs take the lead's version (they took hers, "an older version on
-    origin/kexp/agent-1"), naming hers as the older."""
-    _, alice, exp_id, _ = _reviewed(tmp_path)
+    origin/kexp/agent-1"; after a force-push too, her branch's commit rewritten
+    there), naming hers as the older."""
+    _, alice, exp_id, _ = _reviewed(tmp_path, rewrite)
     git(alice, "fetch", "-q")
 
     shown = run_kexp("show", exp_id, "--all-refs", "--json", cwd=alice)
@@ -170,3 +184,34 @@ def test_reads_across_refs_take_the_reviewers_version_before_the_author_syncs(
     (row,) = [r for r in json.loads(top.stdout) if r["id"] == exp_id]
     assert (row["change_summary"], row["ref"]) == (THEIRS, f"origin/{BRANCH}")
     assert "local" in row["other_versions"] and not row["diverged"]
+
+
+@pytest.mark.parametrize("way", ["publish your version", "take theirs"])
+def test_an_edit_made_before_a_force_pushed_correction_stops_the_sync_and_settles(
+    tmp_path: Path, way: str
+) -> None:
+    """The lead amends Alice's commit and force-pushes; Alice, unaware, tags her copy
+    and syncs: the sync stops naming the file, her local branch and the remote as they
+    were, her file kept; each way the line gives, run as printed, settles it, the
+    branch then following the remote's without a force-push."""
+    remote, alice, exp_id, path = _reviewed(tmp_path, rewrite=True)
+    assert run_kexp("update", exp_id, "--set", "tags=rowwise", cwd=alice).returncode == 0
+    mine, before = (alice / path).read_text(), git(alice, "rev-parse", BRANCH)
+
+    refused = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert refused.returncode != 0 and path in refused.stderr, refused.stderr
+    assert git(alice, "rev-parse", BRANCH) == before and (alice / path).read_text() == mine
+    assert f"change_summary: {THEIRS}" in _on_branch(remote, path)
+    command = re.search(rf"to {way}.*?, run (.*?) and (kexp|the same) sync", refused.stderr)
+    assert command is not None, refused.stderr
+    path_with_kexp = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    subprocess.run(["bash", "-c", command.group(1)], cwd=alice, check=True,
+                   env={**os.environ, "PATH": path_with_kexp})  # fmt: skip
+    done = run_kexp("sync", "--branch", BRANCH, cwd=alice)
+    assert done.returncode == 0, done.stderr
+
+    on_branch = _on_branch(remote, path)
+    assert (alice / path).read_text() == on_branch + "\n"
+    assert (on_branch + "\n" == mine) == (way == "publish your version")
+    assert f"change_summary: {THEIRS}" in on_branch or way == "publish your version"
+    assert git(remote, "rev-parse", BRANCH) == git(alice, "rev-parse", BRANCH)

@@ -109,6 +109,7 @@ TOOLS = (
     "record",
     "remeasure",
     "update",
+    "re_id",
     "sync",
 )
 
@@ -833,6 +834,21 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 raise KexpError("give the reason of the correction")
             exp, changed = apply_correction(tools.store(), exp_id, typed_changes(changes), reason)
             return written_record(exp, changed=changed)
+
+        return tools.answer(run)
+
+    @server.register(_WRITE)
+    def re_id(
+        path: Annotated[str, Field(min_length=1, description="The experiment file")],
+    ) -> CallToolResult:
+        """Give one of two files holding one id (a copied file, or two branches that made
+        the same id, read across refs) a fresh id and the file name that goes with it;
+        refused for an id no other file holds that others build on (kexp re-id)."""
+
+        def run() -> dict[str, str]:
+            done = tools.store().re_id(tools.path(path))
+            old = {"old_id": done.old_id, "old_path": str(done.old_path)}
+            return {**old, "id": done.id, "path": str(done.path)}
 
         return tools.answer(run)
 

@@ -58,11 +58,8 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 
 #: Advice on two files holding one id (a copied file, or two branches that made the same
-#: id): the command that gives one of them a fresh id (no MCP tool renames a file).
-RE_ID = Advice(
-    "kexp re-id {path}",
-    "the command re-id of kexp, which no tool is, on {path}",
-)
+#: id): the command that gives one of them a fresh id.
+RE_ID = Advice("kexp re-id {path}", 'the re_id tool with path: "{path}"')
 #: Advice on ids not found across refs (:meth:`kexp.storage.reader.StoreReader.resolve_id`).
 ALL_REFS_IDS = Advice(
     "kexp list --all-refs shows the ids", "the list tool with all_refs: true shows the ids"

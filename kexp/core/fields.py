@@ -277,9 +277,10 @@ FIELDS: tuple[Field, ...] = (
         template=True,
         note="the measurement as printed: 'Iteration N Results - "
         "SUCCESS/MARGINAL/REGRESSION:', the **Overall** line, then **Per-kernel "
-        "breakdown** with one line per configuration; how it was measured (runs, median) "
-        "and the correctness check. kexp add --baseline/--candidate computes it from "
-        "timings.",
+        "breakdown** with one '- config: ...' item per configuration (a line over 80 "
+        "characters wrapped, its continuation indented by two); how it was measured "
+        "(runs, median) and the correctness check. kexp add --baseline/--candidate "
+        "computes it from timings.",
     ),
     Field(
         "profiling_info",

@@ -684,6 +684,24 @@ def fetch_branch(repo: git.Repo, remote: str, branch: str) -> str | None:
     return ref_commit(repo, tracking)
 
 
+def prune_tracking(repo: git.Repo, remote: str, listed: Collection[str]) -> list[str]:
+    """Delete the remote-tracking branches of ``remote`` (a checked name) whose branch
+    it no longer has (``listed``: its branches now, one ``git ls-remote``), as ``git
+    fetch --prune`` does, each only if it did not move meanwhile; the names deleted."""
+    found = git_command(
+        repo, "for-each-ref", "--format=%(objectname) %(refname)", f"refs/remotes/{remote}/"
+    ).stdout.split("\n")  # fmt: skip
+    prefix = f"refs/remotes/{remote}/"
+    stale = [
+        (ref, tip)
+        for tip, _, ref in (line.partition(" ") for line in found if line)
+        if ref.removeprefix(prefix) not in listed and ref != f"{prefix}HEAD"
+    ]
+    for ref, tip in stale:
+        git_command(repo, "update-ref", "-d", ref, tip, ok_codes=None)
+    return [ref.removeprefix("refs/remotes/") for ref, _ in stale]
+
+
 def fetch_objects(repo: git.Repo, remote: str, branches: Sequence[str]) -> None:
     """Fetch the commits of ``remote``'s ``branches`` (checked names) into this clone's
     objects alone: no ref moves (no remote-tracking branch, no ``FETCH_HEAD``). A branch

@@ -13,6 +13,8 @@ from kexp.gitops.git import git_command
 if TYPE_CHECKING:
     import git
 
+    from kexp.gitops.git import Worktree
+
 
 def _code_commits(repo: git.Repo, tip: str, base: str, folder: str) -> list[str]:
     """The commits of ``tip`` that ``base`` lacks (merges aside) changing a file outside
@@ -65,3 +67,19 @@ def rewritten_commits(
     return [
         (mine[h][0], rewrites[mine[h][1]]) for h in code if h in mine and mine[h][1] in rewrites
     ]
+
+
+def rewritten_on(repo: git.Repo | Worktree, tip: str, base: str) -> bool:
+    """Whether ``tip`` holds a rewrite of every commit of ``base`` it lacks (merges
+    aside; at least one): a commit of ``tip``'s that ``base`` lacks with the same author,
+    author date and subject (``git commit --amend`` and ``git rebase`` keep them), as a
+    branch force-pushed after a reviewer amended or rebased it has for the clone that
+    published the commits it replaced."""
+    shape = "%an <%ae> %at %s"
+
+    def keys(*args: str) -> list[str]:
+        out = git_command(repo, "log", "--no-merges", f"--format={shape}", *args).stdout
+        return out.splitlines()
+
+    mine = keys(base, "--not", tip)
+    return bool(mine) and set(mine) <= set(keys(tip, "--not", base))

@@ -11,9 +11,12 @@ counted; the places holding the others are named (``other_versions``). Newest me
 in this order: an uncommitted edit in the working tree (it differs from ``HEAD``'s
 file), unless the other version's history held it (that ref descends from it: what
 this clone published to a side branch that a reviewer corrected there since is no
-edit, but the older version); else, of two versions at commits A and B, the one that
-changed since their merge base (the other is what the base holds: the history says
-which came later, as a merge would); else (both changed since, or neither base nor
+edit, but the older version; so is a local branch's, and the working tree's as that
+branch has it, when its remote-tracking branch holds a rewrite of every commit of it
+that it lacks: a reviewer amended the published commit and force-pushed); else, of
+two versions at commits A and B, the one that changed since their merge base (the
+other is what the base holds: the history says which came later, as a merge would);
+else (both changed since, or neither base nor
 history tells) the version whose commit is later, then the working tree, then the refs
 in the order given. A file of the working tree that is ``HEAD``'s is ``HEAD``'s
 version.
@@ -58,6 +61,7 @@ from kexp.format.validate import (
 )
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
+from kexp.storage.layout import layout_twins
 from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
 from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree, removed_phrase
 from kexp.storage.versions import (
@@ -148,6 +152,9 @@ class RefsSource:
         #: The places that are a remote's default branch: a removal waits on the others.
         self.defaults = _default_places(self.worktree, self.refs)
         self._last: Found | None = None
+        #: The ids held in several files or versions at the last read → each version
+        #: (path relative to ``experiments/``, content key, the places holding it).
+        self.several: dict[str, list[Version]] = {}
         #: The files of duplicate ids the last read left out (path → content key).
         self._doubled: dict[str, bytes] = {}
 
@@ -193,10 +200,12 @@ class RefsSource:
         # Each folder → its tree at HEAD, then at each ref.
         folders = git.place_folders(git.roots(commits, self.folder))
         single, several = self._versions(local, folders, git)
+        self.several = {exp_id: list(versions) for exp_id, versions in several.items()}
         doubled = one_file_a_place(single, several)
         self._doubled = {path: key for path, key, _, _ in doubled}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
-        newest = Newest(self.places, self.folder, git, commits, dates, self.defaults)
+        newest = Newest(self.places, self.folder, git, commits, dates, self.defaults,
+                        _tracking(self.refs))  # fmt: skip
         removed, noted = newest.removed(single, several)
         for exp_id in removed:
             single.pop(exp_id, None)
@@ -492,6 +501,23 @@ class RefsSource:
         return self.tree.read_only()
 
 
+def _tracking(refs: Sequence[RefInfo]) -> dict[int, frozenset[int]]:
+    """Each local branch's place (1: the first ref) among ``refs`` → the places of the
+    remote-tracking branches of the same name (``refs/remotes/REMOTE/NAME``)."""
+    locals_ = {
+        ref.name.removeprefix("refs/heads/"): n
+        for n, ref in enumerate(refs, 1)
+        if ref.name.startswith("refs/heads/")
+    }
+    found: dict[int, set[int]] = {}
+    for n, ref in enumerate(refs, 1):
+        if ref.name.startswith("refs/remotes/") and ref.name.count("/") >= 3:
+            local = locals_.get(ref.name.split("/", 3)[3])
+            if local is not None:
+                found.setdefault(local, set()).add(n)
+    return {local: frozenset(places) for local, places in found.items()}
+
+
 def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
     """The places (1: the first ref) of ``refs`` that are a remote's default branch
     (``refs/remotes/REMOTE/HEAD``'s target, which a clone sets)."""
@@ -583,6 +609,36 @@ def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
         for place in (*row.where.refs, *row.where.other_versions)
     ]
     return [place for place in dict.fromkeys(places) if place != LOCAL]
+
+
+def id_elsewhere(store: Any, exp_id: str, path: str) -> tuple[tuple[str, ...], list[Row]]:
+    """What the branches and remote-tracking branches hold of the id ``exp_id`` beside
+    the working tree's file at ``path`` (relative to ``experiments/``), read across refs
+    as every read is: the refs holding another experiment with that id (a file at
+    another path, in either layout: two branches made one id), and the rows of the
+    experiments naming it (``pid``, ``combines``) with where each is. ((), []) outside
+    git. ``store``: a :class:`kexp.storage.store.Store` of the working tree."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the read's warnings are not this question's)
+            across = store.with_refs(all_refs=True)
+            found = across.found()
+    except KexpError:
+        return (), []
+    if not isinstance(across.source, RefsSource):
+        return (), []
+    names = across.source.places
+    mine = set(layout_twins(path))
+    others = tuple(
+        dict.fromkeys(
+            names[place]
+            for other, _, places in across.source.several.get(exp_id, [])
+            if other not in mine
+            for place in places
+        )
+    )
+    naming = [row for row in found.rows if row.pid == exp_id or exp_id in row.combines]
+    return others, naming
 
 
 def on_other_refs(

@@ -52,6 +52,7 @@ from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
 from kexp.storage.locking import exclusive_lock, file_lock
+from kexp.storage.rows import LOCAL
 from kexp.storage.sources import EXPERIMENTS_DIR
 
 if TYPE_CHECKING:
@@ -514,8 +515,11 @@ class Store(StoreReader):
         Refused (:class:`KexpError`, nothing changed) for a file that is not an
         experiment's, or whose front-matter cannot be read or names another id than its
         name, and while the id is the file's alone and other experiments name it as their
-        ``pid`` or in their ``combines`` (they would point nowhere). The new file is in
-        place before the old name goes: a crash between leaves both, never neither."""
+        ``pid`` or in their ``combines`` (they would point nowhere). Alone and naming it
+        are read across refs too (:func:`kexp.storage.refs.id_elsewhere`): another
+        branch's experiment made with the same id shares it; one building on it there
+        names it. The new file is in place before the old name goes: a crash between
+        leaves both, never neither."""
         self._writable()
         file = self._experiment_file(Path(path))
         old_id = id_from_name(file)
@@ -526,17 +530,30 @@ class Store(StoreReader):
             locked.enter_context(self.lock(old_id))
             shared = len(self.id_index(old_id).get(old_id, [])) > 1
             if not shared:
+                # lazy: a read across refs, for this question alone
+                from kexp.storage.refs import id_elsewhere
+
+                relative = file.relative_to(self.experiments_dir.resolve()).as_posix()
+                others, naming = id_elsewhere(self, old_id, relative)
+                shared = bool(others)
+            if not shared:
                 kids, combiners = self.dependents(old_id)
+                kids += [r.id for r in naming if r.pid == old_id and r.id not in kids]
+                combiners += [
+                    r.id for r in naming if old_id in r.combines and r.id not in combiners
+                ]
+                refs = {p for r in naming if r.where for p in r.where.refs} - {LOCAL}
                 if kids or combiners:
                     what = (
                         f"the parent of {_id_list(kids)}"
                         if kids
                         else f"combined by {_id_list(combiners)}"
                     )
+                    on = f" (read across refs: on {', '.join(sorted(refs))})" if refs else ""
                     raise KexpError(
-                        f"{file} holds the only copy of {old_id}, {what}: a new id would "
-                        "break their lineage; nothing was changed (kexp re-id is for one of "
-                        "two files that share an id)"
+                        f"{file} holds the only copy of {old_id}, {what}{on}: a new id "
+                        "would break their lineage; nothing was changed (kexp re-id is for "
+                        "one of two files that share an id, here or on another branch)"
                     )
             data, checked = self._readable(file)
             assert checked.document is not None  # (checked)

@@ -63,6 +63,7 @@ from kexp.format.rules import id_from_name
 from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
+from kexp.gitops.rewrites import rewritten_on
 from kexp.storage.published import Record, choose_removals, record_path, unlanded
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
@@ -233,12 +234,20 @@ def _sync(
                 view.fetch(str(landing))
         if Record.exists(repo, target):  # what another clone corrected there since
             there = view.known_tip(target)
-            brought = take_in(location, remote, target, there, local, dry_run=dry_run)
+            # (or rewrote there: amended and force-pushed; the local branch follows it)
+            redone = bool(there and local and rewritten_on(repo, there, local))
+            brought = take_in(location, remote, target, there, there if redone else local,
+                              dry_run=dry_run, rewritten=redone)  # fmt: skip
+            if redone and (
+                dry_run or gitcommits.update_branch(repo, target, str(there), str(local))
+            ):
+                local = there  # (after the take-in: a stop leaves the branch as it was)
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base, held_unlanded = _commit_beside(
-            location, view, target, local, checked_out, message, dry_run, record
-        )
+            location, view, target, local, checked_out, message, dry_run, record,
+            frozenset(brought) if dry_run else frozenset(),
+        )  # fmt: skip
         published = made or local
         if published is not None and published != gitcommits.ref_commit(
             repo, f"refs/remotes/{remote}/{target}"
@@ -375,6 +384,9 @@ def _sync(
         )
     if merged and not in_checkout:  # (corrected there while this sync ran)
         brought = sorted({*brought, *take_in(location, remote, target, local, stop=False)})
+    # What reads across refs see: the branches the remote had as the sync began, and
+    # the one it pushed to (made by its push, maybe).
+    gitcommits.prune_tracking(repo, remote, {*view.listed(), target})
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
@@ -550,6 +562,7 @@ def _commit_beside(
     message: str | None,
     dry_run: bool,
     record: Record,
+    taken: frozenset[str] = frozenset(),
 ) -> tuple[
     str | None, list[str], list[str], list[str], str | None, str | None, tuple[Unlanded, ...]
 ]:
@@ -565,7 +578,8 @@ def _commit_beside(
     alike is not committed: it is no news. A file the branch holds and the working tree
     lacks is removed when this clone removed it (``record``: what it published there;
     :func:`kexp.storage.published.choose_removals`), as the remote's branch is now (a
-    dry run: as far as known)."""
+    dry run: as far as known; ``taken``: the files a dry run would take in from the
+    branch first, no news)."""
     repo = location.repo
     remote_base = seen = None
     if local is None:
@@ -589,7 +603,7 @@ def _commit_beside(
     held: list[Unlanded] = []
 
     def leave(present: list[str]) -> set[str]:
-        out = _left_out(location, view.held(present), present)
+        out = _left_out(location, view.held(present), present) | (taken & set(present))
         held[:] = _unlanded(location, view, target, [p for p in present if p not in out])
         return out | {p for u in held for p in u.files}
 

@@ -40,6 +40,7 @@ def take_in(
     *,
     dry_run: bool = False,
     stop: bool = True,
+    rewritten: bool = False,
 ) -> list[str]:
     """Bring the side branch ``target``'s versions at ``tip`` (the remote's branch, or
     the branch once merged) into the working tree where its file is as this clone
@@ -51,7 +52,10 @@ def take_in(
     moved past it (brought up to date with git), with ``stop``, raises
     :class:`~kexp.core.errors.SyncConflictError` naming those files, before anything
     changes (the working tree's versions saved in git's objects, and said, so that
-    neither is lost): committed there, the working tree's would undo ``tip``'s."""
+    neither is lost): committed there, the working tree's would undo ``tip``'s.
+    ``rewritten``: ``tip`` holds a rewrite of every commit of the local branch it lacks
+    (a reviewer amended the published commit and force-pushed): its versions count as
+    made on this clone's although its history lacks them."""
     repo, top = location.repo, location.toplevel
     record = Record.read(repo, target)
     paths = sorted(p for p in record.files if p not in record.removed)
@@ -74,7 +78,7 @@ def take_in(
     # (only where tip descends from it: a commit made here whose push failed never
     # reached the branch, and is the merge's to settle)
     held = gitobjects.path_history_blobs(repo, tip, sorted(changed)) if changed else set()
-    after = {p: here for p, here in changed.items() if record.files[p] in held}
+    after = {p: here for p, here in changed.items() if rewritten or record.files[p] in held}
     taken = [p for p, here in after.items() if here == record.files[p]]
     clashes = [p for p, here in after.items() if p not in taken and based.get(p) != record.files[p]]
     if clashes and stop:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.format.validate import EXPERIMENT_NAME
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
+from kexp.gitops.rewrites import rewritten_on
 from kexp.storage.layout import layout_twins
 from kexp.storage.rows import Seen
 
@@ -50,6 +51,11 @@ class GitTrees:
         self._keys: dict[str, frozenset[bytes]] = {}
         self._files: dict[str, dict[str, bytes]] = {}
         self._roots: dict[tuple[str, str], str | None] = {}
+
+    @property
+    def repo(self) -> Worktree:
+        """The repository the trees are read from."""
+        return self._repo
 
     def files(self, tree: str) -> dict[str, bytes]:
         """Name → content key of the experiment files (regular files) of ``tree``."""
@@ -202,6 +208,7 @@ class Newest:
         commits: list[str | None],
         dates: list[int],
         defaults: frozenset[int] = frozenset(),
+        tracking: dict[int, frozenset[int]] | None = None,
     ) -> None:
         self._places = places
         #: The places that are a remote's default branch (``origin/HEAD``'s target).
@@ -212,6 +219,9 @@ class Newest:
         self._commits = commits
         self._dates = dates
         self._bases: dict[tuple[int, int], str | None] = {}
+        #: Each local branch's place → its remote-tracking branches' places.
+        self._tracking = tracking or {}
+        self._redone: dict[tuple[str, str], bool] = {}
 
     def choose(
         self, versions: dict[str, list[Version]], noted: dict[str, tuple[str, ...]]
@@ -359,10 +369,14 @@ class Newest:
         mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
         if mine[0] != mine[1]:
             edit, other = (first, second) if mine[0] else (second, first)
-            if self._descends(other, edit[0]):
+            if self._descends(other, edit[0]) or self._superseded(edit[1], other[1]):
                 return mine[1], False  # the working tree's is older: not an edit
         if mine[0] or mine[1]:
             return mine[0], False
+        if self._superseded(second[1], first[1]):
+            return True, False
+        if self._superseded(first[1], second[1]):
+            return False, False
         a, b = self._commit(first[1]), self._commit(second[1])
         if a and b and a != b:
             base = self._git.merge_base(a, b)
@@ -400,6 +414,20 @@ class Newest:
         paths = {twin for path, _ in (*state[0], *older) for twin in layout_twins(path)}
         held = self._git.history(commit, self._folder, sorted(paths))
         return all(key in held for _, key in older)
+
+    def _superseded(self, older: list[int], newer: list[int]) -> bool:
+        """Whether a local branch among the places ``older`` was rewritten on its
+        remote-tracking branch among ``newer``: a reviewer amended or rebased the commits
+        this clone published and force-pushed (:func:`kexp.gitops.rewrites.rewritten_on`),
+        so the branch's version is the reviewed one."""
+        for local in older:
+            for remote in self._tracking.get(local, frozenset()) & set(newer):
+                pair = (str(self._commits[remote]), str(self._commits[local]))
+                if pair not in self._redone:
+                    self._redone[pair] = pair[0] != pair[1] and rewritten_on(self._git.repo, *pair)
+                if self._redone[pair]:
+                    return True
+        return False
 
     def _commit(self, places: list[int]) -> str | None:
         """The commit of a state: HEAD's for the working tree, else the first ref's."""

@@ -797,6 +797,8 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool, output_format:
         store = None
     with progress("formatting"):
         results = format_files(list(paths) or None, store=store, check=check)
+    root = ctx.find_root().params.get("root")
+    kexp = ["kexp", "--root", str(root)] if root is not None else ["kexp"]  # (as given)
     changed = errors = 0
     results = [r for r in results if r.status != "gone"]  # deleted meanwhile: not a problem
     for result in results:
@@ -807,7 +809,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool, output_format:
         elif result.changed:
             changed += 1
             if check and output_format == "github":
-                click.echo(clean(_not_canonical(shown)))
+                click.echo(clean(_not_canonical(shown, kexp)))
             else:
                 click.echo(shown if check else f"reformatted {shown}")
         if result.canonical_name is not None:
@@ -821,7 +823,7 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool, output_format:
     verb = "would be reformatted" if check else "reformatted"
     fix = ""
     if check and changed:  # (the reader of a CI log may not know kexp)
-        command = shlex.join(["kexp", "fmt", *(str(path) for path in paths)])
+        command = shlex.join([*kexp, "fmt", *(str(path) for path in paths)])
         fix = f": run {command} to rewrite {'it' if changed == 1 else 'them'} in canonical form"
     click.echo(
         f"{changed} file(s) {verb}, {unchanged} already canonical"
@@ -832,12 +834,13 @@ def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool, output_format:
     ctx.exit(EXIT_PROBLEMS if errors or (check and changed) else 0)
 
 
-def _not_canonical(shown: str) -> str:
-    """The workflow annotation on the file ``shown`` (its path) not in canonical form."""
+def _not_canonical(shown: str, kexp: list[str]) -> str:
+    """The workflow annotation on the file ``shown`` (its path) not in canonical form
+    (``kexp``: the command as the user gave it, ``--root`` repeated)."""
     # lazy: one command's library, loaded when that command runs
     from kexp.core.problems import Problem
 
-    hint = f"run kexp fmt {shlex.quote(shown)}"
+    hint = f"run {shlex.join([*kexp, 'fmt', shown])}"
     message = "not in the canonical form kexp writes"
     return Problem(shown, 1, 1, "error", "not-canonical", "", message, hint).format_github()
 

@@ -201,7 +201,8 @@ FIELDS: dict[str, str] = {
     "worked/failed**, **Key insight**.",
     "raw_result": "'Iteration N Results - SUCCESS|MARGINAL|REGRESSION:', the **Overall** "
     "line, then '**Per-kernel breakdown**:' with one '- config: 1.0172x (+1.72%)  "
-    "5.90 -> 5.80 µs' line per configuration; how it was measured; the correctness check.",
+    "5.90 -> 5.80 µs' item per configuration (a line over 80 characters wrapped, its "
+    "continuation indented by two); how it was measured; the correctness check.",
     "profiling_info": "Profiler evidence: tool, counters, registers, occupancy, "
     "bandwidth, bank conflicts, spills; or 'Not profiled' and why.",
     "error_message": "When is_buggy: the error type and message, verbatim.",
