@@ -367,11 +367,12 @@ SIGHTING_KEYS = ("ref", "refs", "other_versions")
 
 def sighting_record(exp: KernelExperiment, *, joined: bool = False) -> dict[str, Any]:
     """Where a store reading refs found ``exp``, as the exports add it to its record:
-    ``ref`` (``local`` when the working tree holds this version, else the ref with the
-    newest commit holding it), ``refs`` (every place holding this very content) and
-    ``other_versions`` (the places holding other versions); with ``joined`` (CSV), ``ref``
-    and ``refs`` alone, ``refs`` one text of space-separated names. Empty for a store
-    read from the working tree alone."""
+    ``ref`` (``local`` when the working tree holds this version, else a remote's
+    default branch holding it, else the ref with the newest commit holding it),
+    ``refs`` (every place holding this very content) and ``other_versions`` (the
+    places holding other versions); with ``joined`` (CSV), ``ref`` and ``refs`` alone,
+    ``refs`` one text of space-separated names. Empty for a store read from the working
+    tree alone."""
     sighting = exp.where
     if sighting is None:
         return {}

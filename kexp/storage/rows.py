@@ -125,8 +125,8 @@ _SHOWN_REFS = 5
 class Seen(NamedTuple):
     """Where one version of an experiment was found, shared by the rows found there."""
 
-    #: Where: ``local`` when the working tree holds this version, else the ref holding
-    #: it whose commit is the newest.
+    #: Where: ``local`` when the working tree holds this version, else a remote's
+    #: default branch holding it, else the ref holding it whose commit is the newest.
     ref: str
     #: Every place holding this version (the working tree first, then refs in order).
     refs: tuple[str, ...]
@@ -145,8 +145,8 @@ class Seen(NamedTuple):
 class Sighting:
     """Where a store reading refs found an experiment (``exp.where``)."""
 
-    #: ``local`` when the working tree holds this version, else the ref holding it
-    #: whose commit is the newest.
+    #: ``local`` when the working tree holds this version, else a remote's default
+    #: branch holding it, else the ref holding it whose commit is the newest.
     ref: str
     #: Every place holding this very content (the working tree first).
     refs: tuple[str, ...]
