@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, record
 
@@ -82,3 +83,96 @@ def test_a_merged_experiment_is_named_on_the_default_branch_not_a_side_branch(
     # The library says the same: exp.where.
     where = {e.id: e.where for e in Store(dave, all_refs=True).list_experiments()}
     assert where[a] is not None and where[a].ref == "origin/main"
+
+
+def _unreviewed_edit_of_a_merged_score(tmp_path: Path) -> tuple[Path, list[str], float, float]:
+    """Main holds Alice's chain A1 (1.12 over the reference) → A2 (1.08) → A3 (1.06);
+    Bob's pull request branch ``kexp/bob-edit`` hand-edits A2's score to 1.18. The
+    lead, on main, pulls (fetching Bob's branch): (the lead, the ids, main's
+    cumulative score of A3 and the one the branch's A2 gives, both from git)."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    lead = clone(remote, tmp_path / "lead")
+    a1 = record(alice, base, "Tiling - +12%", score=1.12, operator_sig=OPERATOR)
+    a2 = record(alice, base, "Swizzle - +8%", score=1.08, pid=a1.id,
+                measured_against="parent", operator_sig=OPERATOR)  # fmt: skip
+    a3 = record(alice, base, "TMA - +6%", score=1.06, pid=a2.id,
+                measured_against="parent", operator_sig=OPERATOR)  # fmt: skip
+    sync(Store(alice))
+    git(bob, "pull", "-q")
+    git(bob, "switch", "-q", "-c", "kexp/bob-edit")
+    path = next((bob / "experiments").rglob(f"{a2.id}-*.md"))
+    path.write_text(path.read_text().replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "commit", "-q", "-am", "A2 remeasured")
+    git(bob, "push", "-q", "origin", "kexp/bob-edit")
+    git(lead, "pull", "-q")
+
+    def scores(ref: str) -> list[float]:
+        found = []
+        for exp in (a1, a2, a3):
+            assert exp.path is not None
+            relative = exp.path.relative_to(alice).as_posix()
+            text = git(lead, "show", f"{ref}:{relative}")
+            found.append(float(text.split("\nscore: ", 1)[1].split("\n", 1)[0]))
+        return found
+
+    mains, bobs = scores("origin/main"), scores("origin/kexp/bob-edit")
+    assert mains[1] != bobs[1] and (mains[0], mains[2]) == (bobs[0], bobs[2])
+    return lead, [a1.id, a2.id, a3.id], mains[0] * mains[1] * mains[2], bobs[0] * bobs[1] * bobs[2]
+
+
+def test_an_unmerged_edit_ranked_is_said_with_mains_numbers_in_every_view(
+    tmp_path: Path,
+) -> None:
+    """The branch's newer A2 is ranked (the design: the newer version by ancestry), but
+    nothing passes it off as main's: A2 reads ``unmerged`` and names Bob's branch, A3
+    (its own file local) ``built on unmerged``, and ``show``, ``context``, ``--json`` and
+    the Parquet export give main's numbers beside the ranked ones (the repro: context's
+    current best and top said 1.4009 for a row labelled ``local``, unmarked)."""
+    lead, (a1, a2, a3), mains, ranked = _unreviewed_edit_of_a_merged_score(tmp_path)
+    rows = {row["id"]: row for row in _kexp_json(lead, "top", "--all-refs")}
+    assert abs(rows[a3]["cumulative_score"] - ranked) < 1e-9  # ranked: the newer version
+    assert rows[a2]["ref"] == "origin/kexp/bob-edit"
+    assert rows[a2]["unmerged"]["own"] is True and rows[a2]["unmerged"]["score"] == 1.08
+    assert rows[a3]["ref"] == "local" and rows[a3]["unmerged"]["own"] is False
+    assert rows[a3]["unmerged"]["refs"] == ["origin/kexp/bob-edit"]
+    assert abs(rows[a3]["unmerged"]["cumulative_score"] - mains) < 1e-9
+    assert "unmerged" not in rows[a1]
+    for command in ("top", "list"):
+        text = run_kexp(command, "--all-refs", cwd=lead, process=True).stdout
+        lines = {i: line for line in text.splitlines() for i in (a1, a2, a3) if i[:10] in line}
+        assert "(built on unmerged)" in lines[a3] and "origin/kexp/bob-edit" in lines[a2], text
+        assert "(unmerged; older elsewhere)" in lines[a2] and "unmerged" not in lines[a1], text
+    shown = run_kexp("show", a3, "--all-refs", cwd=lead, process=True).stdout
+    assert "origin/kexp/bob-edit" in shown and f"{mains:.4f}" in shown, shown
+    context = run_kexp("context", "--operator", "k", "--all-refs", cwd=lead, process=True)
+    best = context.stdout.split("## Current best", 1)[1].split("\n## ", 1)[0]
+    assert a3[:10] in best and f"{ranked:.4f}x" in best, best
+    assert "built on unmerged" in best and f"{mains:.4f}" in best, best
+    assert "origin/kexp/bob-edit" in best, best
+    data = _kexp_json(lead, "context", "--operator", "k", "--all-refs")
+    assert abs(data["best"]["unmerged"]["cumulative_score"] - mains) < 1e-9, data["best"]
+    # Without --all-refs the lead reads main's numbers alone, unmarked.
+    alone = {row["id"]: row for row in _kexp_json(lead, "top")}
+    assert abs(alone[a3]["cumulative_score"] - mains) < 1e-9 and "unmerged" not in alone[a3]
+
+
+def test_the_parquet_export_across_refs_says_what_top_says(tmp_path: Path) -> None:
+    """The Parquet export read across refs carries the same numbers as ``top`` and the
+    same refs, with main's cumulative score beside the ranked one."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    lead, (a1, a2, a3), mains, ranked = _unreviewed_edit_of_a_merged_score(tmp_path)
+    out = tmp_path / "out"
+    done = run_kexp("export", "--all-refs", "--format", "parquet", "-o", str(out), cwd=lead,
+                    process=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(next(out.rglob("experiments/**/*.parquet"))).to_pylist()
+    exported = {row["id"]: row for row in table}
+    top = {row["id"]: row for row in _kexp_json(lead, "top", "--all-refs")}
+    for exp_id in (a1, a2, a3):
+        assert exported[exp_id]["cumulative_score"] == top[exp_id]["cumulative_score"]
+        assert exported[exp_id]["ref"] == top[exp_id]["ref"]
+    assert exported[a3]["unmerged_on"] == ["origin/kexp/bob-edit"]
+    assert abs(exported[a3]["default_cumulative_score"] - mains) < 1e-9
+    assert exported[a1]["unmerged_on"] == [] and exported[a1]["default_cumulative_score"] is None
+    assert abs(exported[a3]["cumulative_score"] - ranked) < 1e-9
