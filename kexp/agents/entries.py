@@ -51,7 +51,8 @@ def lineage_entries(
                 f"{_marked(doc.change_summary, suspect)}"
             )
         sighting = doc.sighting()
-        line += _on_ref(sighting)
+        mark = _unmerged_mark(sighting)
+        line += (f" ({mark})" if mark else "") + _on_ref(sighting)
         # The best's parent and the root first, then the steps nearest the best.
         distance = last - position
         if position == 0:
@@ -77,6 +78,11 @@ def lineage_entries(
                     "outcome": derived.outcome,
                     "change_summary": doc.change_summary,
                     **({} if sighting is None else {"ref": sighting.ref}),
+                    **(
+                        {"unmerged": sighting.unmerged.to_dict()}
+                        if sighting is not None and sighting.unmerged is not None
+                        else {}
+                    ),
                     **({"suspect": suspect} if suspect else {}),
                 },
             )
@@ -131,6 +137,7 @@ def experiment_entry(
     # too (diverged).
     sighting = doc.sighting()
     where.append(_removed(sighting))
+    where.append(_unmerged_mark(sighting))
     place = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
     place += _on_ref(sighting)
     said = _scored(score, outcome, derived.shown_score)
@@ -141,6 +148,8 @@ def experiment_entry(
         lines.append(f"  insight: {cut(insight)}")
     elif error:
         lines.append(f"  error: {cut(error)}")
+    if section in ("best", "suspect_best") and sighting is not None and sighting.unmerged:
+        lines.append(f"  {cut(sighting.unmerged.said)}")
     diverged = section == "best" and sighting is not None and sighting.diverged
     if diverged and sighting is not None:
         places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
@@ -174,6 +183,8 @@ def experiment_entry(
         data["ref"] = sighting.ref
         if sighting.removed_on:
             data["removed_on"] = list(sighting.removed_on)
+        if sighting.unmerged is not None:
+            data["unmerged"] = sighting.unmerged.to_dict()
     if diverged and sighting is not None:
         data.update(other_versions=list(sighting.other_versions), diverged=True)
     return Entry(section, priority, order, tuple(lines), data)
@@ -189,6 +200,15 @@ def _on_ref(sighting: Sighting | None) -> str:
     """What ends an entry read from a ref, not the working tree: `` on REF`` (the code to
     fetch); nothing for the working tree's."""
     return "" if sighting is None or sighting.local else f" on {cut(sighting.ref)}"
+
+
+def _unmerged_mark(sighting: Sighting | None) -> str:
+    """``unmerged`` when an entry's version is a side branch's ranked over the working
+    tree's or default branch's, ``built on unmerged`` when its cumulative score builds
+    on such a version (``kexp top``'s marks); "" otherwise."""
+    if sighting is None or sighting.unmerged is None:
+        return ""
+    return "unmerged" if sighting.unmerged.own else "built on unmerged"
 
 
 def _removed(sighting: Sighting | None) -> str:

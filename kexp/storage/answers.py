@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.campaign import Derived
-from kexp.storage.rows import LOCAL, Row, Seen
+from kexp.storage.rows import LOCAL, Row, plain_seen, seen_of
 
 if TYPE_CHECKING:
     from kexp.storage.cache import Cache
@@ -145,7 +145,7 @@ def held_answer(waiting: Waiting, listing: Listing) -> Answer | None:
             rows.append(found[path])
         else:  # read across refs: where it was found is the row's last value
             made = found[path][:-1] if kept is None else kept
-            rows.append(tuple.__new__(Row, (*made, Seen(*where))))
+            rows.append(tuple.__new__(Row, (*made, seen_of(where))))
         derived[path, key] = Derived(*values)
 
     ids_read = _ids_read(listing, ids_kept)
@@ -187,7 +187,7 @@ def keep_answer(cache: Cache, name: str, answer: Answer, found: Found) -> None:
             row.path,
             row.key,
             tuple(answer.of(row)),
-            None if row.where is None else tuple(row.where),
+            None if row.where is None else plain_seen(row.where),
             None if row.where is None or row.where.ref == LOCAL else tuple(row[:-1]),
         )
         for row in answer.rows

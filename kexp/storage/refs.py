@@ -64,6 +64,7 @@ from kexp.gitops import objects as gitobjects
 from kexp.storage.layout import layout_twins
 from kexp.storage.rows import LOCAL, Row, Seen, problem_at, record_of, row_of
 from kexp.storage.sources import EXPERIMENTS_DIR, Found, WorkingTree, removed_phrase
+from kexp.storage.unmerged import displaced, marked
 from kexp.storage.versions import (
     FILE_MODES,
     Duplicate,
@@ -212,12 +213,34 @@ class RefsSource:
             several.pop(exp_id, None)
         chosen = newest.choose(several, noted)
         found = self._found(local, single, chosen, noted, newest, cache, settings)
+        instead = displaced(chosen, several, self.places, self.defaults)
+        if instead:  # an unmerged version ranked: what rests on it says so
+            found = found._replace(rows=self._unmerged(found.rows, instead, cache, settings))
         places = self._places(commits[0], rewrites)
         found = found._replace(places=places, removed=tuple(removed.items()))
         if doubled:
             found = found._replace(invalid=self._with_duplicates(found.invalid, doubled))
         self._last = found
         return found
+
+    def _unmerged(
+        self,
+        rows: list[Row],
+        instead: dict[str, tuple[str, bytes, str]],
+        cache: Cache,
+        settings: Settings,
+    ) -> list[Row]:
+        """``rows`` marked where an unmerged version touches them
+        (:func:`kexp.storage.unmerged.marked`); ``instead``: each unmerged experiment's
+        version as the working tree or a default branch holds it (path, content key,
+        place), read by content key (an invalid one is left out)."""
+        records = _records(self.worktree, cache, [key for _, key, _ in instead.values()], settings)
+        settled: dict[str, tuple[Row, str]] = {}
+        for exp_id, (path, key, place) in instead.items():
+            values = records[key][1]
+            if values is not None and values[0] == exp_id:
+                settled[exp_id] = (row_of(values, path, key), place)
+        return marked(rows, settled, settings)
 
     def _with_duplicates(
         self, invalid: list[tuple[str, Any]], doubled: list[Duplicate]

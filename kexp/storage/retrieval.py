@@ -69,7 +69,7 @@ from kexp.storage.doctext import (
     shingle_prefix,
 )
 from kexp.storage.indexing import DocTexts, add_docs, document_working_tree, index_working_tree
-from kexp.storage.rows import RowsByKey, Sighting
+from kexp.storage.rows import RowsByKey, Sighting, sighting_of
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation, Versions
@@ -616,7 +616,7 @@ def similar(
                 env=env,
                 limit=limit,
             )
-        return [dataclasses.astuple(match) for match in matches]
+        return [_kept(match) for match in matches]
 
     # Kept for files nobody changed since (the read's one fast path).
     question = ("similar", text or "", diff or "", tuple(exclude), operator, dtype, env, limit)
@@ -624,9 +624,21 @@ def similar(
     return [_match_of(match) for match in kept]
 
 
+def _kept(match: Match) -> tuple[Any, ...]:
+    """What :func:`similar` keeps of a match: :func:`dataclasses.astuple`, its
+    ``where``'s ``unmerged`` (a named tuple) made a plain one (what :mod:`marshal`
+    keeps)."""
+    names = [field.name for field in dataclasses.fields(Match)]
+    values = dict(zip(names, dataclasses.astuple(match), strict=True))
+    where = values["where"]
+    if where and where[-1] is not None:
+        values["where"] = (*where[:-1], tuple(where[-1]))
+    return tuple(values.values())
+
+
 def _match_of(kept: tuple[Any, ...]) -> Match:
-    """A match of what :func:`similar` keeps of it (:func:`dataclasses.astuple`)."""
+    """A match of what :func:`similar` keeps of it (:func:`_kept`)."""
     names = [field.name for field in dataclasses.fields(Match)]
     values = dict(zip(names, kept, strict=True))
     where = values.pop("where")
-    return Match(**values, where=Sighting(*where) if where else None)
+    return Match(**values, where=sighting_of(where) if where else None)

@@ -125,8 +125,8 @@ _SHOWN_REFS = 5
 class Seen(NamedTuple):
     """Where one version of an experiment was found, shared by the rows found there."""
 
-    #: Where: ``local`` when the working tree holds this version, else the ref holding
-    #: it whose commit is the newest.
+    #: Where: ``local`` when the working tree holds this version, else a remote's
+    #: default branch holding it, else the ref holding it whose commit is the newest.
     ref: str
     #: Every place holding this version (the working tree first, then refs in order).
     refs: tuple[str, ...]
@@ -139,14 +139,82 @@ class Seen(NamedTuple):
     #: The refs that removed the experiment, read all the same: the working tree or a
     #: remote's default branch holds it (:meth:`kexp.storage.versions.Newest.removed`).
     removed_on: tuple[str, ...] = ()
+    #: :class:`Unmerged`: this version, or one its cumulative score builds on, is a side
+    #: branch's, ranked over the one the working tree or a default branch holds (None
+    #: when none is: :mod:`kexp.storage.unmerged`).
+    unmerged: Unmerged | None = None
+
+
+def plain_seen(where: Seen) -> tuple[Any, ...]:
+    """``where`` as plain tuples (what :mod:`marshal` keeps: no named tuple);
+    :func:`seen_of` makes it again."""
+    unmerged = where.unmerged
+    return (*where[:-1], None if unmerged is None else tuple(unmerged))
+
+
+def seen_of(values: Sequence[Any]) -> Seen:
+    """The :class:`Seen` of what :func:`plain_seen` gave."""
+    full = tuple(values) if len(values) == len(Seen._fields) else (*values, None)
+    unmerged = full[-1]
+    return Seen._make((*full[:-1], None if unmerged is None else Unmerged(*unmerged)))
+
+
+def sighting_of(values: Sequence[Any]) -> Sighting:
+    """The :class:`Sighting` of its values as :func:`dataclasses.astuple` gives them
+    (an ``unmerged`` made plain again with it)."""
+    full = tuple(values) if len(values) == 7 else (*values, None)  # kept before unmerged
+    ref, refs, others, diverged, key, removed_on, unmerged = full
+    made = None if unmerged is None else Unmerged(*unmerged)
+    return Sighting(ref, refs, others, diverged, key, removed_on, made)
+
+
+class Unmerged(NamedTuple):
+    """A version a side branch holds (a pull request not merged), ranked over the one
+    the working tree or a remote's default branch holds: this experiment's own, or one
+    its cumulative score builds on; and its numbers as that place holds them."""
+
+    #: Whether this experiment's own version is the side branch's.
+    own: bool
+    #: The side branches holding the versions it rests on (its own, its ancestors').
+    refs: tuple[str, ...]
+    #: Where the versions it would rest on otherwise are: ``local`` or a default branch.
+    place: str
+    #: Its score and cumulative score as that place holds them (None: not known there).
+    score: float | None
+    cumulative: float | None
+
+    @property
+    def said(self) -> str:
+        """One line for people: the side branch, and the numbers as ``place`` has them."""
+        where = "your working tree" if self.place == LOCAL else self.place
+        refs = _shown(self.refs)
+        numbers = []
+        if self.own and self.score is not None:
+            numbers.append(f"score {self.score:.4f}")
+        if self.cumulative is not None:
+            numbers.append(f"cumulative {self.cumulative:.4f}")
+        shown = ", ".join(numbers) or "not known"
+        if self.own:
+            return f"unmerged: this version is on {refs} alone; {where} holds {shown}"
+        return f"built on an unmerged version on {refs}; as {where} holds its lineage: {shown}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` adds it (``unmerged``)."""
+        return {
+            "own": self.own,
+            "refs": list(self.refs),
+            "place": self.place,
+            "score": self.score,
+            "cumulative_score": self.cumulative,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
 class Sighting:
     """Where a store reading refs found an experiment (``exp.where``)."""
 
-    #: ``local`` when the working tree holds this version, else the ref holding it
-    #: whose commit is the newest.
+    #: ``local`` when the working tree holds this version, else a remote's default
+    #: branch holding it, else the ref holding it whose commit is the newest.
     ref: str
     #: Every place holding this very content (the working tree first).
     refs: tuple[str, ...]
@@ -161,6 +229,9 @@ class Sighting:
     #: The refs that removed this experiment, not followed: the working tree or a
     #: remote's default branch holds it (a removal waiting on a side branch).
     removed_on: tuple[str, ...] = ()
+    #: This version, or one its cumulative score builds on, is a side branch's ranked
+    #: over the working tree's or default branch's (:class:`Unmerged`; None: none is).
+    unmerged: Unmerged | None = None
 
     @property
     def local(self) -> bool:
@@ -183,6 +254,8 @@ class Sighting:
                 said.append(f"an older version on {shown}")
         if self.removed_on:
             said.append(f"removed on {_shown(self.removed_on)}, not here nor on the default branch")
+        if self.unmerged is not None:
+            said.append(self.unmerged.said)
         return "; ".join(said)
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,7 +266,9 @@ class Sighting:
             data["diverged"] = self.diverged
         if self.removed_on:
             data["removed_on"] = list(self.removed_on)
-        if self.other_versions or self.removed_on:
+        if self.unmerged is not None:
+            data["unmerged"] = self.unmerged.to_dict()
+        if self.other_versions or self.removed_on or self.unmerged is not None:
             data["note"] = self.note
         return data
 
@@ -278,7 +353,13 @@ class Row(_RowValues):
         if where is None:
             return None
         return Sighting(
-            where.ref, where.refs, where.other_versions, where.diverged, self.key, where.removed_on
+            where.ref,
+            where.refs,
+            where.other_versions,
+            where.diverged,
+            self.key,
+            where.removed_on,
+            where.unmerged,
         )
 
 

@@ -351,9 +351,13 @@ class Newest:
         removed_on: tuple[str, ...] = (),
     ) -> Seen:
         """Where a version held by ``places`` was found (``removed_on``: the refs that
-        removed the experiment, read all the same: see :meth:`removed`)."""
+        removed the experiment, read all the same: see :meth:`removed`): the working
+        tree when it holds it, else a remote's default branch holding it (what main
+        holds is main's, though a side branch that merged main holds it too), else the
+        ref holding it whose commit is the newest."""
         names = self._places
-        newest = max(places, key=lambda p: (self._dates[p], -p))
+        defaults = [p for p in places if p in self._defaults]
+        newest = max(defaults or places, key=lambda p: (self._dates[p], -p))
         ref = names[0] if 0 in places else names[newest]
         return Seen(ref, tuple(names[p] for p in places), others, diverged, removed_on)
 

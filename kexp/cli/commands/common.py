@@ -378,7 +378,9 @@ def ref_labels(sightings: Sequence[Any]) -> list[str]:
     holding it, ``+N`` other places holding the same content; ``(older elsewhere)``, or
     ``(diverged elsewhere)`` when both versions changed since their commits parted;
     ``(removed elsewhere)`` when a ref removed it, read all the same: ``removed_on``,
-    named by ``kexp show`` and ``--json``), with the prefix all the refs shown share
+    named by ``kexp show`` and ``--json``; ``unmerged`` when this version is a side
+    branch's ranked over the working tree's or default branch's, ``built on unmerged``
+    when its cumulative score builds on such a version), with the prefix all the refs shown share
     left out (``origin/kexp/agent-7f3a`` and ``origin/kexp/agent-9c1e`` read
     ``…agent-7f3a`` and ``…agent-9c1e``), so that the part telling them apart shows in
     a narrow column."""
@@ -400,8 +402,12 @@ def ref_labels(sightings: Sequence[Any]) -> list[str]:
         # Diverged: the other version changed too since they parted (not older).
         marks = [("diverged" if sighting.diverged else "older")] if sighting.other_versions else []
         marks += ["removed"] if sighting.removed_on else []
-        if marks:
-            text += f" ({', '.join(marks)} elsewhere)"
+        said = [f"{', '.join(marks)} elsewhere"] if marks else []
+        unmerged = getattr(sighting, "unmerged", None)
+        if unmerged is not None:  # not main's: unmerged, or its cumulative built on one
+            said.insert(0, "unmerged" if unmerged.own else "built on unmerged")
+        if said:
+            text += f" ({'; '.join(said)})"
         labels.append(one_line(text))
     return labels
 
