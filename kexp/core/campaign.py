@@ -57,9 +57,9 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from kexp.core.collector import collector_paused
-from kexp.core.cumulative import INVALID as INVALID
 from kexp.core.cumulative import (
     Code,
+    Derived,
     absent_reason,
     broken_code,
     carries_parent,
@@ -70,20 +70,14 @@ from kexp.core.cumulative import (
     outcome_over_parent,
     step_code,
 )
-from kexp.core.cumulative import Derived as Derived
-from kexp.core.cumulative import cumulative_change as cumulative_change
-from kexp.core.outcome import CONTROL_TAG as CONTROL_TAG
-from kexp.core.outcome import NOTHING_MEASURED as NOTHING_MEASURED
-from kexp.core.outcome import PENDING_STATUSES as PENDING_STATUSES
 from kexp.core.outcome import (
+    CONTROL_TAG,
+    PENDING_STATUSES,
     TIMED_OUT,
+    is_control,
     judged_over_parent,
     recorded_interval,
 )
-from kexp.core.outcome import UNMEASURED_OUTCOMES as UNMEASURED_OUTCOMES
-from kexp.core.outcome import failed_run as failed_run
-from kexp.core.outcome import is_control as is_control
-from kexp.core.outcome import time_key as time_key
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.core.suspicion import findings
 

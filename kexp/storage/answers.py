@@ -46,7 +46,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kexp.core.campaign import Derived
+from kexp.core.cumulative import Derived
 from kexp.storage.rows import LOCAL, Row, plain_seen, seen_of
 
 if TYPE_CHECKING:

@@ -54,10 +54,10 @@ from pathlib import Path
 # The warnings a create gives (defined with every warning in kexp.core.errors), named here
 # too, where they were first defined.
 from kexp.core.advice import REMEASURE, REMOVE_NEW
-from kexp.core.campaign import NOTHING_MEASURED, UNMEASURED_OUTCOMES
 from kexp.core.errors import NearDuplicateWarning as NearDuplicateWarning
 from kexp.core.errors import RemeasureWarning as RemeasureWarning
 from kexp.core.errors import RepeatedChangeWarning as RepeatedChangeWarning
+from kexp.core.outcome import NOTHING_MEASURED, UNMEASURED_OUTCOMES
 
 #: Shortest normalised code change (without added/removed lines) that is matched.
 MIN_PLAIN_CHARS = 40
@@ -131,7 +131,7 @@ class Repeat:
     dtype_sig: str = ""
     pid: str = ""
     #: The score a view prints (None: no measurement, whatever its outcome:
-    #: :attr:`kexp.core.campaign.Derived.shown_score`).
+    #: :attr:`kexp.core.cumulative.Derived.shown_score`).
     shown_score: float | None = None
 
     @property

@@ -14,8 +14,10 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import UNMEASURED_OUTCOMES, Derived, cumulative_change, derive
+from kexp.core.campaign import derive
+from kexp.core.cumulative import Derived, cumulative_change
 from kexp.core.model import KernelExperiment, attach
+from kexp.core.outcome import UNMEASURED_OUTCOMES
 from kexp.storage.query import best_tip, chronological
 
 if TYPE_CHECKING:

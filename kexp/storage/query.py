@@ -12,17 +12,18 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kexp.core.campaign import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
 from kexp.core.inputs import first_non_text
 from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
+from kexp.core.outcome import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import suspect_reasons
 
 if TYPE_CHECKING:
-    from kexp.core.campaign import Derivation, Derived
+    from kexp.core.campaign import Derivation
+    from kexp.core.cumulative import Derived
 
 
 class Ranked(Protocol):
@@ -322,7 +323,7 @@ def rank(
 def best_tip(experiments: Iterable[_E], *, derivation: Derivation | None = None) -> _E | None:
     """The best tip of ``experiments``: the step that improved with the best cumulative
     score, as :func:`rank` orders them (see
-    :attr:`~kexp.core.campaign.Derived.can_be_best`); None when no step improved."""
+    :attr:`~kexp.core.cumulative.Derived.can_be_best`); None when no step improved."""
     found = rank(experiments, derivation=derivation, limit=1)
     if not found:
         return None

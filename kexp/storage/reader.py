@@ -23,15 +23,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
 from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS, RE_ID
-from kexp.core.campaign import (
-    Derivation,
-    Derived,
-    code_depends_on,
-    depends_on,
-    derive,
-    stands_alone,
-)
+from kexp.core.campaign import Derivation, code_depends_on, depends_on, derive, stands_alone
 from kexp.core.collector import collector_paused
+from kexp.core.cumulative import Derived
 from kexp.core.errors import (
     CacheFolderError,
     ExperimentNotFoundError,

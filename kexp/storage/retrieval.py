@@ -57,9 +57,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kexp.core.campaign import is_control
 from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
+from kexp.core.outcome import is_control
 from kexp.format.fileformat import key_insight
 from kexp.storage.dedupe import code_shingles, shingle_similarity
 from kexp.storage.doctext import (
@@ -126,7 +126,7 @@ class Match:
     #: The file, relative to ``experiments/``.
     path: str
     #: The score a view prints (None: no measurement, whatever its outcome:
-    #: :attr:`kexp.core.campaign.Derived.shown_score`).
+    #: :attr:`kexp.core.cumulative.Derived.shown_score`).
     shown_score: float | None = None
     #: Where it was found, read across refs (None: the working tree alone was read).
     where: Sighting | None = None

@@ -21,7 +21,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from kexp.core.campaign import INVALID, Derivation, derive
+from kexp.core.campaign import Derivation, derive
+from kexp.core.cumulative import INVALID
 from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.core.progress import track
