@@ -67,6 +67,7 @@ from kexp.storage.published import Record, choose_removals, record_path, unlande
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
+from kexp.storage.synclineage import left_out, lineage_among
 from kexp.storage.syncresult import SyncResult, Unlanded, listing
 from kexp.storage.takenin import take_in
 
@@ -209,7 +210,7 @@ def _sync(
         taken, elsewhere = _landed(location, view, target, changed, incoming, local)
         paths = [p for p in changed if p not in taken | elsewhere]
         present = [p for p in changed if os.path.lexists(location.toplevel / p)]
-        needed = _lineage_among(location, elsewhere & set(present), paths + present)
+        needed = lineage_among(location, elsewhere & set(present), paths + present)
         if needed and target == view.default():
             raise ValidationError(_STACKED.format(target=target, files=listing(sorted(needed))), [])
         paths = sorted({*paths, *needed})  # (a copy of what another branch holds)
@@ -247,16 +248,18 @@ def _sync(
         if made is not None:
             if dry_run:
                 pending = made
-            elif gitcommits.update_branch(repo, target, made, local):
-                commit = local = made
+            else:  # recorded before the branch moves: a sync killed between never
+                # forgets what it published (another clone's correction is then taken in)
                 record.updated(gitcommits.path_blobs(repo, made, paths), removed).write(
                     repo, target
                 )
-            else:
-                raise GitError(
-                    f"branch {target} moved while kexp sync was committing to it: run kexp "
-                    "sync again"
-                )
+                if not gitcommits.update_branch(repo, target, made, local):
+                    _put_back(repo, target, local, local, kept_record)
+                    raise GitError(
+                        f"branch {target} moved while kexp sync was committing to it: run "
+                        "kexp sync again"
+                    )
+                commit = local = made
         elif record.damaged and not dry_run:
             record.write(repo, target)  # written again, holding nothing
         if (
@@ -510,7 +513,7 @@ def _unlanded(
     branch_of = {p: branch for branch, files in found.items() for p in files}
     rest = [p for p in present if p not in branch_of]
     while found and rest:  # (a child's child: one more pass)
-        building = {p: _lineage_among(location, set(branch_of), [p]) for p in rest}
+        building = {p: lineage_among(location, set(branch_of), [p]) for p in rest}
         branch_of |= {p: branch_of[min(on)] for p, on in building.items() if on}
         if len(rest) == len(rest := [p for p in rest if not building[p]]):
             break
@@ -589,7 +592,7 @@ def _commit_beside(
     held: list[Unlanded] = []
 
     def leave(present: list[str]) -> set[str]:
-        out = _left_out(location, view.held(present), present)
+        out = left_out(location, view.held(present), present)
         held[:] = _unlanded(location, view, target, [p for p in present if p not in out])
         return out | {p for u in held for p in u.files}
 
@@ -638,40 +641,6 @@ _STACKED = (
     f"lacks: {SYNC_FOR_REVIEW} (its pull request carries a copy of those files: land it "
     "after that one), or run kexp sync again once that lands"
 )
-
-
-def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
-    """Of ``held`` (the files among ``present`` a remote branch holds alike: no news),
-    those a side branch leaves out: not the lineage of the files it publishes
-    (:func:`_lineage_among`): the branch would publish a step whose parent it lacks, so
-    takes a copy of the files the branch holding them has (its pull request lands after
-    that one's)."""
-    return held - _lineage_among(location, held, present)
-
-
-def _lineage_among(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
-    """The files of ``held`` that the other files of ``present`` build on (``pid``,
-    ``combines``, followed through ``held``)."""
-    from kexp.format.fileformat import named_parents
-    from kexp.format.validate import id_from_name
-
-    by_id = {id_from_name(os.path.basename(path)): path for path in held}
-    needed: set[str] = set()
-    wanted = [path for path in present if path not in held]
-    while wanted:
-        path = wanted.pop()
-        if id_from_name(os.path.basename(path)) is None:
-            continue  # the store's README
-        try:
-            data = (location.toplevel / path).read_bytes()
-        except OSError:
-            continue  # (refused by the validation of what is published)
-        for parent in named_parents(data):
-            found = by_id.get(parent)
-            if found is not None and found not in needed:
-                needed.add(found)
-                wanted.append(found)
-    return needed
 
 
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:
