@@ -234,7 +234,11 @@ def _sync(
                 view.fetch(str(landing))
         if Record.exists(repo, target):  # what another clone corrected there since
             there = view.known_tip(target)
-            brought = take_in(location, remote, target, there, local, dry_run=dry_run)
+            brought = (
+                take_in(location, remote, target, there, local, dry_run=True)
+                if dry_run
+                else _take_in(store, location, remote, target, there, local)
+            )
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base, held_unlanded = _commit_beside(
@@ -377,7 +381,7 @@ def _sync(
             "kept on the branch"
         )
     if merged and not in_checkout:  # (corrected there while this sync ran)
-        brought = sorted({*brought, *take_in(location, remote, target, local, stop=False)})
+        brought = sorted({*brought, *_take_in(store, location, remote, target, local, stop=False)})
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
@@ -386,6 +390,29 @@ def _sync(
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
         taken_in=tuple(brought), unlanded=held_unlanded,
     )  # fmt: skip
+
+
+def _take_in(
+    store: Store,
+    location: StoreLocation,
+    remote: str,
+    target: str,
+    tip: str | None,
+    local: str | None = None,
+    *,
+    stop: bool = True,
+) -> list[str]:
+    """:func:`kexp.storage.takenin.take_in`, holding the lock of each experiment it
+    takes in (found first, as a dry run finds them) as ``kexp update`` does: an agent's
+    correction made meanwhile is either applied before (then the file is no longer as
+    this clone published it: not taken in, the clash said) or after it, never lost."""
+    import contextlib
+
+    found = take_in(location, remote, target, tip, local, dry_run=True, stop=stop)
+    with contextlib.ExitStack() as held:
+        for exp_id in sorted({i for p in found if (i := id_from_name(p)) is not None}):
+            held.enter_context(store.lock(exp_id))
+        return take_in(location, remote, target, tip, local, stop=stop)
 
 
 def _hold_back(
