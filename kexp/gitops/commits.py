@@ -246,6 +246,15 @@ def worktree_git_dir(repo: git.Repo) -> Path:
     return Path(found.stdout.strip())
 
 
+def common_git_dir(repo: git.Repo) -> Path:
+    """The git folder every working tree of the clone shares (``.git`` also for a
+    worktree added with ``git worktree add``): an absolute path."""
+    from pathlib import Path
+
+    found = git_command(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    return Path(found.stdout.strip())
+
+
 def path_blobs(repo: git.Repo, commit: str, paths: Sequence[str]) -> dict[str, str]:
     """The blob (hash) of each of ``paths`` (repository paths) that ``commit`` (a full
     hash) holds as a file; those it lacks are left out."""

@@ -20,8 +20,8 @@ committed again, the merge takes it in; a file another of the remote's branches 
 alike, or a removal another branch made, is left uncommitted (on its way through that
 branch's pull request); an untracked
 file the remote's branch holds with other content stops the sync, naming it, before
-anything changes. Two syncs in one clone take turns (a lock in the store's cache
-folder): the second waits for the first.
+anything changes. Two syncs in one clone take turns, in one working tree or two of its
+worktrees (a lock in the git folder they share): the second waits for the first.
 
 The current branch is published, or with ``branch`` another one (``kexp/<name>``):
 then the commit is made beside the checkout (with a temporary index), and neither the
@@ -110,17 +110,21 @@ def sync(
     remote refuses (in its words). Another sync of the same store is waited
     for (:data:`SYNC_WAIT_S`).
     """
-    # lazy: not every command that imports this module needs kexp.storage.locking
+    # lazy: not every command that imports this module needs these
     from kexp.storage.locking import exclusive_lock
+    from kexp.storage.snapshot import StoreLocation
 
-    lock = store.cache_dir / "locks" / "sync.lock"
+    # One for the clone, shared by its worktrees: they share its branches (an agent per
+    # worktree, syncing one side branch) and its remote-tracking ones.
+    lock = gitcommits.common_git_dir(StoreLocation.of(store.root).repo) / "kexp" / "sync.lock"
     try:
         with exclusive_lock(lock, SYNC_WAIT_S):
             return _sync(store, branch, remote, message, dry_run, attempts, backoff, sleep)
     except LockTimeoutError:
         raise LockTimeoutError(
-            f"another kexp sync of this store has been running for over {SYNC_WAIT_S:.0f} s "
-            f"(a live process: it holds {lock}): let it finish, then run kexp sync again"
+            f"another kexp sync of this clone (in one of its worktrees) has been running for "
+            f"over {SYNC_WAIT_S:.0f} s (a live process: it holds {lock}): let it finish, then "
+            "run kexp sync again"
         ) from None
 
 
@@ -134,7 +138,7 @@ def _sync(
     backoff: float,
     sleep: Callable[[float], None],
 ) -> SyncResult:
-    """:func:`sync`, holding the store's sync lock."""
+    """:func:`sync`, holding the clone's sync lock."""
     # lazy: not every command that imports this module needs kexp.storage.snapshot
     from kexp.storage.snapshot import StoreLocation
 
