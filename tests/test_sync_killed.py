@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from conftest import git, run_kexp
-from test_sync import clone, make_remote, record
+from test_sync import clone, make_remote, record, remote_ids
 
 SHARED = "kexp/shared"
 
@@ -80,3 +80,45 @@ def test_a_sync_killed_as_it_moves_the_branch_never_undoes_another_clones_correc
     assert _score((alice / path).read_text()) == "1.04"
     listed = git(remote, "ls-tree", "-r", "--name-only", SHARED, "--", "experiments")
     assert len(re.findall(r"/[0-9a-f]{16}-", listed)) == 3  # X and Alice's two
+
+
+#: A reference-transaction hook that kills the git process that moved
+#: ``refs/heads/main`` (SIGKILL) once it has: a ``git commit`` killed there leaves its
+#: ``index.lock`` behind, as one killed with its ``kexp sync`` does.
+_KILL_GIT_ON_MAIN_MOVE = """#!/bin/sh
+moved=$(cat)
+[ "$1" = committed ] || exit 0
+case "$moved" in *" refs/heads/main"*) kill -9 "$PPID" ;; esac
+exit 0
+"""
+
+
+def test_an_index_lock_a_killed_git_left_is_named_when_the_sync_merges(tmp_path: Path) -> None:
+    """Alice's sync commits her experiment and its git is killed, leaving ``index.lock``;
+    Bob has published meanwhile. Alice's next sync must merge Bob's in: it named the
+    lock with the wrong advice ("move those files away"); it names the lock file and
+    says to delete it when no git process runs, which, done, lets the sync publish."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    made = [record(bob, base, "Vectorize loads - +3%", score=1.03).id]
+    assert run_kexp("sync", cwd=bob, process=True).returncode == 0
+    made += [record(alice, base, "Unroll by 4 - +2%", score=1.02).id]
+    hook = alice / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(_KILL_GIT_ON_MAIN_MOVE)
+    hook.chmod(0o755)
+    killed = run_kexp("sync", cwd=alice, process=True)
+    assert killed.returncode != 0
+    hook.unlink()
+    lock = alice / ".git" / "index.lock"
+    assert lock.exists()
+
+    stopped = run_kexp("sync", cwd=alice, process=True)
+    assert stopped.returncode != 0
+    said = stopped.stderr.strip()
+    assert str(lock) in said and "no git process" in said and "\n" not in said, said
+    assert "move those files away" not in said
+    lock.unlink()
+    done = run_kexp("sync", cwd=alice, process=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(remote_ids(remote)) == sorted(made)

@@ -526,9 +526,12 @@ def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] =
     found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
     if found.status == 0:
         return
+    said_by_git = found.stderr or found.stdout
+    if LOCK_EXISTS.search(said_by_git):  # (a git killed here left its lock: named)
+        raise translate_error(repo, "merge", said_by_git)
     if present:
         git_command(repo, "reset", "-q", *spec, env=literal, stdin=listing)
-    detail = (found.stderr or found.stdout).strip().splitlines()
+    detail = said_by_git.strip().splitlines()
     named = [line.strip() for line in detail if line.startswith("\t")]
     said = detail[0] if detail else "git merge --ff-only failed"
     if named:
