@@ -66,6 +66,7 @@ from kexp.gitops import git as kgit
 from kexp.storage.published import Record, choose_removals, record_path, unlanded
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
+from kexp.storage.stalecopies import take_in_locked, take_in_stale
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.synclineage import left_out, lineage_among
 from kexp.storage.syncresult import SyncResult, Unlanded, listing
@@ -241,7 +242,11 @@ def _sync(
             brought = (
                 take_in(location, remote, target, there, local, dry_run=True)
                 if dry_run
-                else _take_in(store, location, remote, target, there, local)
+                else take_in_locked(store, location, remote, target, there, local)
+            )
+        if not dry_run:  # (copies brought in by hand, corrected there since)
+            brought += take_in_stale(
+                store, location, view.known_tip(target), _checkout_commit(repo, checked_out)
             )
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
@@ -385,7 +390,13 @@ def _sync(
             "kept on the branch"
         )
     if merged and not in_checkout:  # (corrected there while this sync ran)
-        brought = sorted({*brought, *_take_in(store, location, remote, target, local, stop=False)})
+        brought = sorted(
+            {
+                *brought,
+                *take_in_locked(store, location, remote, target, local, stop=False),
+                *take_in_stale(store, location, local, checkout),
+            }
+        )
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
@@ -394,29 +405,6 @@ def _sync(
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
         taken_in=tuple(brought), unlanded=held_unlanded,
     )  # fmt: skip
-
-
-def _take_in(
-    store: Store,
-    location: StoreLocation,
-    remote: str,
-    target: str,
-    tip: str | None,
-    local: str | None = None,
-    *,
-    stop: bool = True,
-) -> list[str]:
-    """:func:`kexp.storage.takenin.take_in`, holding the lock of each experiment it
-    takes in (found first, as a dry run finds them) as ``kexp update`` does: an agent's
-    correction made meanwhile is either applied before (then the file is no longer as
-    this clone published it: not taken in, the clash said) or after it, never lost."""
-    import contextlib
-
-    found = take_in(location, remote, target, tip, local, dry_run=True, stop=stop)
-    with contextlib.ExitStack() as held:
-        for exp_id in sorted({i for p in found if (i := id_from_name(p)) is not None}):
-            held.enter_context(store.lock(exp_id))
-        return take_in(location, remote, target, tip, local, stop=stop)
 
 
 def _hold_back(
