@@ -133,6 +133,11 @@ def test_a_copy_brought_in_is_never_published_over_a_correction_made_since(
         git(bob, "fetch", "-q")
     base = git(bob, "rev-parse", "HEAD")
     mine = [record(bob, base, "Vectorize loads - +5%", score=1.05).id]
+    planned = run_kexp("sync", "--branch", SHARED, "--dry-run", "--json", cwd=bob)
+    assert planned.returncode == 0, planned.stderr
+    if fetched:  # (as last fetched: the dry run says what the sync then does)
+        assert json.loads(planned.stdout)["taken_in"] == [path]
+    assert path not in json.loads(planned.stdout)["committed"]
     done = run_kexp("sync", "--branch", SHARED, cwd=bob)
     assert done.returncode == 0, done.stderr
     mine += [record(bob, base, "Tile by 64 - +1%", score=1.01).id]

@@ -31,11 +31,17 @@ if TYPE_CHECKING:
 
 
 def take_in_stale(
-    store: Store, location: StoreLocation, tip: str | None, head: str | None
+    store: Store,
+    location: StoreLocation,
+    tip: str | None,
+    head: str | None,
+    *,
+    dry_run: bool = False,
 ) -> list[str]:
     """Replace the working tree's stale copies of ``tip``'s experiment files (see the
     module's description; ``head``: the checkout's commit, whose files are not copies)
-    with ``tip``'s versions; the files replaced."""
+    with ``tip``'s versions; the files replaced (a dry run: those it would replace,
+    nothing written)."""
     if tip is None:
         return []
     repo, top = location.repo, location.toplevel
@@ -52,8 +58,8 @@ def take_in_stale(
         return []
     history = gitobjects.path_history_blobs(repo, tip, differing)
     stale = {p: here for p in differing if (here := _blob(top / p)) in history}
-    if not stale:
-        return []
+    if not stale or dry_run:
+        return sorted(stale)
     contents = dict(kgit.iter_blobs(repo, [entries[p] for p in stale]))
     taken: list[str] = []
     with contextlib.ExitStack() as held:

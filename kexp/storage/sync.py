@@ -244,15 +244,17 @@ def _sync(
                 if dry_run
                 else take_in_locked(store, location, remote, target, there, local)
             )
-        if not dry_run:  # (copies brought in by hand, corrected there since)
-            brought += take_in_stale(
-                store, location, view.known_tip(target), _checkout_commit(repo, checked_out)
-            )
+        stale = take_in_stale(  # (copies brought in by hand, corrected there since)
+            store, location, view.known_tip(target), _checkout_commit(repo, checked_out),
+            dry_run=dry_run,
+        )  # fmt: skip
+        brought += [p for p in stale if p not in brought]  # (a dry run finds them twice)
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base, held_unlanded = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record
         )
+        paths = [p for p in paths if p not in stale]  # (a dry run's: taken in, not committed)
         published = made or local
         if published is not None and published != gitcommits.ref_commit(
             repo, f"refs/remotes/{remote}/{target}"
