@@ -178,7 +178,9 @@ def test_reads_across_refs_take_the_reviewers_version_before_the_author_syncs(
     assert shown.returncode == 0, shown.stderr
     found = json.loads(shown.stdout)
     assert found["change_summary"] == THEIRS
-    assert f"origin/{BRANCH}" not in found.get("note", "")
+    # Hers is the older version (the working tree's), the branch's not called older;
+    # the note says the shown version is the branch's alone (unmerged), with hers.
+    assert f"an older version on origin/{BRANCH}" not in found.get("note", "")
     top = run_kexp("top", "--all-refs", "--json", cwd=alice)
     assert top.returncode == 0, top.stderr
     (row,) = [r for r in json.loads(top.stdout) if r["id"] == exp_id]

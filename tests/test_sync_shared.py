@@ -116,3 +116,36 @@ def test_a_removal_of_another_clones_file_is_said_kept_and_removed_as_said(
 
 def _listed(remote: Path) -> str:
     return git(remote, "ls-tree", "-r", "--name-only", SHARED, "--", "experiments")
+
+
+@pytest.mark.parametrize("fetched", [False, True])
+def test_a_copy_brought_in_is_never_published_over_a_correction_made_since(
+    tmp_path: Path, fetched: bool
+) -> None:
+    """Bob leaves X as he brought it in (1.02; Alice has corrected it to 1.04 since),
+    records an experiment and syncs, twice; ``fetched``: a plain ``git fetch`` (his
+    editor's) ran before. X was published back to 1.02, silently: at his second sync
+    (his copy differed from the branch he had merged), or at once after the fetch (his
+    copy differed from the branch as fetched). Now X stays 1.04 on the branch, and his
+    copy is taken in, said."""
+    remote, _, bob, exp_id, path = _shared(tmp_path)
+    if fetched:
+        git(bob, "fetch", "-q")
+    base = git(bob, "rev-parse", "HEAD")
+    mine = [record(bob, base, "Vectorize loads - +5%", score=1.05).id]
+    planned = run_kexp("sync", "--branch", SHARED, "--dry-run", "--json", cwd=bob)
+    assert planned.returncode == 0, planned.stderr
+    if fetched:  # (as last fetched: the dry run says what the sync then does)
+        assert json.loads(planned.stdout)["taken_in"] == [path]
+    assert path not in json.loads(planned.stdout)["committed"]
+    done = run_kexp("sync", "--branch", SHARED, cwd=bob)
+    assert done.returncode == 0, done.stderr
+    mine += [record(bob, base, "Tile by 64 - +1%", score=1.01).id]
+    again = run_kexp("sync", "--branch", SHARED, cwd=bob)
+    assert again.returncode == 0, again.stderr
+    on_branch = _on_branch(remote, path)
+    assert "score: 1.04" in on_branch and "a: fixed the timer" in on_branch
+    assert "score: 1.04" in (bob / path).read_text()
+    assert path in done.stdout and "into the working tree" in done.stdout, done.stdout
+    listed = _listed(remote)
+    assert all(f"/{i}-" in listed for i in [exp_id, *mine])

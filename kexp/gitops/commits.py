@@ -246,6 +246,15 @@ def worktree_git_dir(repo: git.Repo) -> Path:
     return Path(found.stdout.strip())
 
 
+def common_git_dir(repo: git.Repo) -> Path:
+    """The git folder every working tree of the clone shares (``.git`` also for a
+    worktree added with ``git worktree add``): an absolute path."""
+    from pathlib import Path
+
+    found = git_command(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    return Path(found.stdout.strip())
+
+
 def path_blobs(repo: git.Repo, commit: str, paths: Sequence[str]) -> dict[str, str]:
     """The blob (hash) of each of ``paths`` (repository paths) that ``commit`` (a full
     hash) holds as a file; those it lacks are left out."""
@@ -517,9 +526,12 @@ def fast_forward_checkout(repo: git.Repo, commit: str, *, alike: Sequence[str] =
     found = git_command(repo, "merge", "-q", "--ff-only", commit, ok_codes=None)
     if found.status == 0:
         return
+    said_by_git = found.stderr or found.stdout
+    if LOCK_EXISTS.search(said_by_git):  # (a git killed here left its lock: named)
+        raise translate_error(repo, "merge", said_by_git)
     if present:
         git_command(repo, "reset", "-q", *spec, env=literal, stdin=listing)
-    detail = (found.stderr or found.stdout).strip().splitlines()
+    detail = said_by_git.strip().splitlines()
     named = [line.strip() for line in detail if line.startswith("\t")]
     said = detail[0] if detail else "git merge --ff-only failed"
     if named:

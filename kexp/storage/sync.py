@@ -20,8 +20,8 @@ committed again, the merge takes it in; a file another of the remote's branches 
 alike, or a removal another branch made, is left uncommitted (on its way through that
 branch's pull request); an untracked
 file the remote's branch holds with other content stops the sync, naming it, before
-anything changes. Two syncs in one clone take turns (a lock in the store's cache
-folder): the second waits for the first.
+anything changes. Two syncs in one clone take turns, in one working tree or two of its
+worktrees (a lock in the git folder they share): the second waits for the first.
 
 The current branch is published, or with ``branch`` another one (``kexp/<name>``):
 then the commit is made beside the checkout (with a temporary index), and neither the
@@ -67,7 +67,9 @@ from kexp.gitops.rewrites import rewritten_on
 from kexp.storage.published import Record, choose_removals, record_path, unlanded
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
+from kexp.storage.stalecopies import take_in_locked, take_in_stale
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
+from kexp.storage.synclineage import left_out, lineage_among
 from kexp.storage.syncresult import SyncResult, Unlanded, listing
 from kexp.storage.takenin import take_in
 
@@ -110,17 +112,21 @@ def sync(
     remote refuses (in its words). Another sync of the same store is waited
     for (:data:`SYNC_WAIT_S`).
     """
-    # lazy: not every command that imports this module needs kexp.storage.locking
+    # lazy: not every command that imports this module needs these
     from kexp.storage.locking import exclusive_lock
+    from kexp.storage.snapshot import StoreLocation
 
-    lock = store.cache_dir / "locks" / "sync.lock"
+    # One for the clone, shared by its worktrees: they share its branches (an agent per
+    # worktree, syncing one side branch) and its remote-tracking ones.
+    lock = gitcommits.common_git_dir(StoreLocation.of(store.root).repo) / "kexp" / "sync.lock"
     try:
         with exclusive_lock(lock, SYNC_WAIT_S):
             return _sync(store, branch, remote, message, dry_run, attempts, backoff, sleep)
     except LockTimeoutError:
         raise LockTimeoutError(
-            f"another kexp sync of this store has been running for over {SYNC_WAIT_S:.0f} s "
-            f"(a live process: it holds {lock}): let it finish, then run kexp sync again"
+            f"another kexp sync of this clone (in one of its worktrees) has been running for "
+            f"over {SYNC_WAIT_S:.0f} s (a live process: it holds {lock}): let it finish, then "
+            "run kexp sync again"
         ) from None
 
 
@@ -134,7 +140,7 @@ def _sync(
     backoff: float,
     sleep: Callable[[float], None],
 ) -> SyncResult:
-    """:func:`sync`, holding the store's sync lock."""
+    """:func:`sync`, holding the clone's sync lock."""
     # lazy: not every command that imports this module needs kexp.storage.snapshot
     from kexp.storage.snapshot import StoreLocation
 
@@ -210,7 +216,7 @@ def _sync(
         taken, elsewhere = _landed(location, view, target, changed, incoming, local)
         paths = [p for p in changed if p not in taken | elsewhere]
         present = [p for p in changed if os.path.lexists(location.toplevel / p)]
-        needed = _lineage_among(location, elsewhere & set(present), paths + present)
+        needed = lineage_among(location, elsewhere & set(present), paths + present)
         if needed and target == view.default():
             raise ValidationError(_STACKED.format(target=target, files=listing(sorted(needed))), [])
         paths = sorted({*paths, *needed})  # (a copy of what another branch holds)
@@ -236,18 +242,28 @@ def _sync(
             there = view.known_tip(target)
             # (or rewrote there: amended and force-pushed; the local branch follows it)
             redone = bool(there and local and rewritten_on(repo, there, local))
-            brought = take_in(location, remote, target, there, there if redone else local,
-                              dry_run=dry_run, rewritten=redone)  # fmt: skip
+            since = there if redone else local
+            brought = (
+                take_in(location, remote, target, there, since, dry_run=True, rewritten=redone)
+                if dry_run
+                else take_in_locked(store, location, remote, target, there, since, rewritten=redone)
+            )
             if redone and (
                 dry_run or gitcommits.update_branch(repo, target, str(there), str(local))
             ):
                 local = there  # (after the take-in: a stop leaves the branch as it was)
+        stale = take_in_stale(  # (copies brought in by hand, corrected there since)
+            store, location, view.known_tip(target), _checkout_commit(repo, checked_out),
+            dry_run=dry_run,
+        )  # fmt: skip
+        brought += [p for p in stale if p not in brought]  # (a dry run finds them twice)
         record = Record.read(repo, target)
         kept_record = record if Record.exists(repo, target) else None
         made, paths, removed, kept, base, remote_base, held_unlanded = _commit_beside(
             location, view, target, local, checked_out, message, dry_run, record,
             frozenset(brought) if dry_run else frozenset(),
         )  # fmt: skip
+        paths = [p for p in paths if p not in stale]  # (a dry run's: taken in, not committed)
         published = made or local
         if published is not None and published != gitcommits.ref_commit(
             repo, f"refs/remotes/{remote}/{target}"
@@ -256,16 +272,18 @@ def _sync(
         if made is not None:
             if dry_run:
                 pending = made
-            elif gitcommits.update_branch(repo, target, made, local):
-                commit = local = made
+            else:  # recorded before the branch moves: a sync killed between never
+                # forgets what it published (another clone's correction is then taken in)
                 record.updated(gitcommits.path_blobs(repo, made, paths), removed).write(
                     repo, target
                 )
-            else:
-                raise GitError(
-                    f"branch {target} moved while kexp sync was committing to it: run kexp "
-                    "sync again"
-                )
+                if not gitcommits.update_branch(repo, target, made, local):
+                    _put_back(repo, target, local, local, kept_record)
+                    raise GitError(
+                        f"branch {target} moved while kexp sync was committing to it: run "
+                        "kexp sync again"
+                    )
+                commit = local = made
         elif record.damaged and not dry_run:
             record.write(repo, target)  # written again, holding nothing
         if (
@@ -383,7 +401,13 @@ def _sync(
             "kept on the branch"
         )
     if merged and not in_checkout:  # (corrected there while this sync ran)
-        brought = sorted({*brought, *take_in(location, remote, target, local, stop=False)})
+        brought = sorted(
+            {
+                *brought,
+                *take_in_locked(store, location, remote, target, local, stop=False),
+                *take_in_stale(store, location, local, checkout),
+            }
+        )
     # What reads across refs see: the branches the remote had as the sync began, and
     # the one it pushed to (made by its push, maybe).
     gitcommits.prune_tracking(repo, remote, {*view.listed(), target})
@@ -522,7 +546,7 @@ def _unlanded(
     branch_of = {p: branch for branch, files in found.items() for p in files}
     rest = [p for p in present if p not in branch_of]
     while found and rest:  # (a child's child: one more pass)
-        building = {p: _lineage_among(location, set(branch_of), [p]) for p in rest}
+        building = {p: lineage_among(location, set(branch_of), [p]) for p in rest}
         branch_of |= {p: branch_of[min(on)] for p, on in building.items() if on}
         if len(rest) == len(rest := [p for p in rest if not building[p]]):
             break
@@ -603,7 +627,7 @@ def _commit_beside(
     held: list[Unlanded] = []
 
     def leave(present: list[str]) -> set[str]:
-        out = _left_out(location, view.held(present), present) | (taken & set(present))
+        out = left_out(location, view.held(present), present) | (taken & set(present))
         held[:] = _unlanded(location, view, target, [p for p in present if p not in out])
         return out | {p for u in held for p in u.files}
 
@@ -652,40 +676,6 @@ _STACKED = (
     f"lacks: {SYNC_FOR_REVIEW} (its pull request carries a copy of those files: land it "
     "after that one), or run kexp sync again once that lands"
 )
-
-
-def _left_out(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
-    """Of ``held`` (the files among ``present`` a remote branch holds alike: no news),
-    those a side branch leaves out: not the lineage of the files it publishes
-    (:func:`_lineage_among`): the branch would publish a step whose parent it lacks, so
-    takes a copy of the files the branch holding them has (its pull request lands after
-    that one's)."""
-    return held - _lineage_among(location, held, present)
-
-
-def _lineage_among(location: StoreLocation, held: set[str], present: list[str]) -> set[str]:
-    """The files of ``held`` that the other files of ``present`` build on (``pid``,
-    ``combines``, followed through ``held``)."""
-    from kexp.format.fileformat import named_parents
-    from kexp.format.validate import id_from_name
-
-    by_id = {id_from_name(os.path.basename(path)): path for path in held}
-    needed: set[str] = set()
-    wanted = [path for path in present if path not in held]
-    while wanted:
-        path = wanted.pop()
-        if id_from_name(os.path.basename(path)) is None:
-            continue  # the store's README
-        try:
-            data = (location.toplevel / path).read_bytes()
-        except OSError:
-            continue  # (refused by the validation of what is published)
-        for parent in named_parents(data):
-            found = by_id.get(parent)
-            if found is not None and found not in needed:
-                needed.add(found)
-                wanted.append(found)
-    return needed
 
 
 def _checkout_commit(repo: Any, checked_out: str | None) -> str | None:

@@ -166,8 +166,8 @@ class SyncResult:
             kept.append(
                 f"{'would take' if self.dry_run else 'took'} {where}'s newer version of "
                 f"{len(self.taken_in)} experiment file(s) into the working tree (another "
-                "clone corrected them there; unchanged here since this clone published "
-                f"them): {listing(list(self.taken_in))}"
+                "clone corrected them there; unchanged here since this clone published or "
+                f"brought them in): {listing(list(self.taken_in))}"
             )
         if self.dry_run:
             return self._planned_lines() + left + kept
