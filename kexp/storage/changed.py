@@ -38,6 +38,7 @@ from kexp.format.validate import (
     valid_fields,
 )
 from kexp.storage.scan import Keep, scan, value_positions
+from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.validation import misplaced_problem
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ def _check(
         target = store if head is None else store.at(head)
         links, valid = _scan_head(store, target, facts=facts)
         changes = listed()
+    add_unexplained_scores(changes, base)
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems] + changes.strays

@@ -1,0 +1,102 @@
+"""A pull request reviewed for what it does to others' experiments: a score edited by
+hand with no reason. A team's forge on disk (a
+bare repository as the remote, a clone each), experiments recorded with ``kexp add``,
+pull requests as branches, and CI's ``kexp validate --changed`` and ``kexp review`` run
+as processes; each piece of advice they give is followed to see that it settles it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import git, run_kexp
+from test_sync import clone, make_remote
+
+OPERATOR = "csrc/k.cu: k"
+
+
+def _add(root: Path, *args: str) -> str:
+    """``kexp add`` in ``root``: the id of the experiment recorded."""
+    done = run_kexp("add", "--json", "--description", "x", *args, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["id"])
+
+
+def _person(remote: Path, folder: Path) -> Path:
+    """A clone of ``remote`` whose git identity is the folder's name (``alice``)."""
+    clone(remote, folder)
+    git(folder, "config", "user.name", folder.name)
+    return folder
+
+
+def _file(root: Path, exp_id: str) -> Path:
+    return next((root / "experiments").rglob(f"{exp_id}-*.md"))
+
+
+def _run(root: Path, command: str) -> None:
+    """Run a shell command a hint gives, as a reviewer pastes it, in ``root``."""
+    done = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, (command, done.stderr)
+
+
+def _hinted(output: str, start: str, end: str) -> str:
+    """The command of a hint: from ``start`` to just before ``end``."""
+    at = output.index(start)
+    return output[at : output.index(end, at)]
+
+
+def test_a_score_edited_by_hand_in_anothers_experiment_is_flagged_with_whose_it_is(
+    tmp_path: Path,
+) -> None:
+    """bob's pull request changes alice's score 1.08 → 1.18 by hand, with no correction
+    note and the summary still "+8%": CI's check warns on the score line, naming alice,
+    the summary and how to record the correction with its reason; the review says whose
+    experiment it is and that no reason was given. Following the advice (the file put
+    back, ``kexp update --reason``) leaves nothing to warn of."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = _file(bob, exp_id)
+    path.write_text(path.read_text().replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "commit", "-q", "-am", "tweak")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=bob, process=True)
+    said = checked.stdout + checked.stderr
+    assert "Traceback" not in said
+    flagged = [line for line in said.splitlines() if "score-without-note" in line]
+    assert len(flagged) == 1, said
+    relative = path.relative_to(bob).as_posix()
+    assert flagged[0].startswith(f"{relative}:5:")  # the score line
+    assert "1.08 → 1.18" in flagged[0] and "alice's experiment" in flagged[0]
+    assert "'Block swizzle - +8%'" in flagged[0]  # the summary that disagrees
+    assert f"git restore --source origin/main -- {relative}" in said
+    assert f"kexp update {exp_id[:10]} --set score=SCORE --reason TEXT" in said
+
+    review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
+    assert "Recorded by alice." in review
+    assert "**Score changed without a reason**" in review
+    assert f"`{exp_id}`, alice's experiment: score `1.08` → `1.18`" in review
+
+    # The advice followed: the file put back, the correction made with its reason.
+    _run(bob, _hinted(said, "git restore", ")"))
+    fixed = run_kexp(
+        "update", exp_id, "--set", "score=1.18", "--reason", "re-timed on an idle GPU", cwd=bob
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    git(bob, "commit", "-q", "-am", "correct alice's score, with the reason")
+    again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
+    assert "score-without-note" not in again.stdout + again.stderr, again.stdout
+    assert again.returncode == 0
+    review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
+    assert "without a reason" not in review and "Recorded by alice." in review
