@@ -1,5 +1,5 @@
 """A pull request reviewed for what it does to others' experiments: a score edited by
-hand with no reason. A team's forge on disk (a
+hand with no reason, a parent removed under its children. A team's forge on disk (a
 bare repository as the remote, a clone each), experiments recorded with ``kexp add``,
 pull requests as branches, and CI's ``kexp validate --changed`` and ``kexp review`` run
 as processes; each piece of advice they give is followed to see that it settles it."""
@@ -80,7 +80,7 @@ def test_a_score_edited_by_hand_in_anothers_experiment_is_flagged_with_whose_it_
     assert flagged[0].startswith(f"{relative}:5:")  # the score line
     assert "1.08 → 1.18" in flagged[0] and "alice's experiment" in flagged[0]
     assert "'Block swizzle - +8%'" in flagged[0]  # the summary that disagrees
-    assert f"git restore --source origin/main -- {relative}" in said
+    assert f"git restore --source origin/main -- :/{relative}" in said
     assert f"kexp update {exp_id[:10]} --set score=SCORE --reason TEXT" in said
 
     review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
@@ -100,3 +100,45 @@ def test_a_score_edited_by_hand_in_anothers_experiment_is_flagged_with_whose_it_
     assert again.returncode == 0
     review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
     assert "without a reason" not in review and "Recorded by alice." in review
+
+
+def test_a_pull_request_removing_a_parent_says_it_removed_it_not_to_fix_the_child(
+    tmp_path: Path,
+) -> None:
+    """A pull request whose only change deletes A2, the parent of A3: the error on A3
+    (untouched) says this change removed A2, names its file and how to put it back, not
+    to rewrite A3's pid; the removal counts as a file checked. Putting it back as said
+    passes the check."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    first = _add(
+        lead,
+        *("--summary", "Tiling - +12%", "--score", "1.12", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    parent = _add(lead, "--summary", "Swizzle - +8%", "--score", "1.08", "--pid", first)
+    child = _add(lead, "--summary", "TMA - +6%", "--score", "1.06", "--pid", parent)
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "three steps")
+    git(lead, "push", "-q", "origin", "main")
+    git(lead, "checkout", "-q", "-b", "pr")
+    removed = _file(lead, parent).relative_to(lead).as_posix()
+    git(lead, "rm", "-q", removed)
+    git(lead, "commit", "-q", "-m", "rm")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=lead, process=True)
+    assert checked.returncode == 1
+    said = checked.stdout + checked.stderr
+    assert "Traceback" not in said
+    errors = [line for line in said.splitlines() if "error[" in line]
+    assert len(errors) == 1 and "dangling-pid" in errors[0], said
+    assert errors[0].startswith(_file(lead, child).relative_to(lead).as_posix())
+    assert f"parent {parent} is removed by this change ({removed})" in errors[0]
+    assert f"git restore --source origin/main -- :/{removed}" in said
+    assert "set pid: ''" not in said and "never recorded" not in said
+    assert "1 changed file(s) checked (1 removed)" in checked.stderr
+
+    _run(lead, _hinted(said, "git restore", ")"))
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "keep the parent")
+    assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE, REMEASURE
-from kexp.core.problems import Problem, display_path
+from kexp.core.problems import Problem
 
 if TYPE_CHECKING:
     from kexp.format.fileformat import Document
@@ -46,9 +48,10 @@ def unexplained_score(
     before: Document, after: Document, path: str, base: str, old_path: str
 ) -> Problem | None:
     """The ``score-without-note`` warning of a change that made ``before`` (the file at
-    the merge base, at ``old_path``) into ``after`` (at ``path``): its score changed and
-    no correction note naming the score was added; None otherwise. ``base``: the
-    revision the change is compared with, which the advice restores the file from."""
+    the merge base, at ``old_path`` from the repository's root) into ``after`` (at
+    ``path``): its score changed and no correction note naming the score was added; None
+    otherwise. ``base``: the revision the change is compared with, which the advice
+    restores the file from."""
     old, new = before.fields.get("score"), after.fields.get("score")
     if old == new or old is None:
         return None
@@ -62,7 +65,8 @@ def unexplained_score(
     if summary is not None and summary == after.fields.get("change_summary"):
         said = f"; its change_summary still reads {str(summary)!r}"
     line, column = after.position(("score",))
-    restore = f"git restore --source {shlex.quote(base)} -- {shlex.quote(display_path(old_path))}"
+    # ":/": the path from the repository's root, wherever the command is run
+    restore = f"git restore --source {shlex.quote(base)} -- {shlex.quote(':/' + old_path)}"
     return Problem(
         path,
         line,
@@ -79,9 +83,10 @@ def unexplained_score(
     )
 
 
-def add_unexplained_scores(changes: Changes, base: str) -> None:
+def add_unexplained_scores(changes: Changes, base: str, in_repo: Callable[[Path], str]) -> None:
     """Add to each corrected file's problems of ``changes`` (compared with ``base``) the
-    :func:`unexplained_score` warning of its score changed without a note."""
+    :func:`unexplained_score` warning of its score changed without a note (``in_repo``:
+    a store path from the repository's root)."""
     for change in changes.modified:
         before, after = change.before, change.after
         if before is None or after is None or before.document is None:
@@ -93,7 +98,7 @@ def add_unexplained_scores(changes: Changes, base: str) -> None:
             after.document,
             str(after.path),
             base,
-            str(change.old_path or after.path),
+            in_repo(change.old_path or after.path),
         )
         if found is not None:
             after.problems.append(found)
