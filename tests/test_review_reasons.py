@@ -7,6 +7,7 @@ as processes; each piece of advice they give is followed to see that it settles 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -142,3 +143,56 @@ def test_a_pull_request_removing_a_parent_says_it_removed_it_not_to_fix_the_chil
     git(lead, "add", "-A")
     git(lead, "commit", "-q", "-m", "keep the parent")
     assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0
+
+
+def test_a_copy_a_pull_request_adds_is_the_file_advised_a_new_id_and_reads_warn(
+    tmp_path: Path,
+) -> None:
+    """A pull request adds a copy of main's experiment that keeps its id: CI's advice to
+    give a file a new id names only the copy, never main's established file (following
+    it settles the duplicate, main's id kept); meanwhile plain reads (list, stats) of
+    the tree holding both warn once, on one line, that the id is held by two files and
+    what to do."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    exp_id = _add(
+        lead,
+        *("--summary", "Fused residual - +4%", "--score", "1.04", "--operator", OPERATOR),
+        *("--dtype", "fp16", "--env", "H100"),
+    )
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "c")
+    git(lead, "push", "-q", "origin", "main")
+    git(lead, "checkout", "-q", "-b", "pr")
+    original = _file(lead, exp_id)
+    copy = original.with_name(f"{exp_id}-copy-bf16.md")
+    copy.write_text(original.read_text().replace("score: 1.04\n", "score: 1.02\n"))
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "dup")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=lead, process=True)
+    said = checked.stdout + checked.stderr
+    assert checked.returncode == 1 and "duplicate-id" in said, said
+    assert "held by" not in said  # validation says it of each file: no read's warning too
+    hints = [line for line in said.splitlines() if "hint:" in line]
+    assert len(hints) == 2, said  # one for each file, each naming the copy alone
+    for hint in hints:
+        assert f"kexp re-id {copy}" in hint and f"kexp re-id {original}" not in hint, hint
+
+    for command in (("list",), ("stats",), ("list", "--json")):
+        read = run_kexp(*command, cwd=lead, process=True)
+        assert read.returncode == 0, read.stderr
+        warned = [line for line in read.stderr.splitlines() if "held by 2 files" in line]
+        assert len(warned) == 1 and read.stderr.strip() == warned[0], read.stderr
+        relative = [p.relative_to(lead).as_posix() for p in (original, copy)]
+        assert exp_id in warned[0] and all(p in warned[0] for p in relative)
+        assert "kexp re-id PATH" in warned[0]
+    assert len(json.loads(run_kexp("list", "--json", cwd=lead).stdout)) == 2
+
+    advice = shlex.split(_hinted(said, "kexp re-id", ")"))  # the advice followed
+    assert run_kexp(*advice[1:], cwd=lead).returncode == 0
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "re-id the copy")
+    assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0
+    assert original.is_file() and exp_id in original.read_text()
+    assert "held by" not in run_kexp("list", cwd=lead, process=True).stderr

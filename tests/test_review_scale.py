@@ -51,10 +51,15 @@ from kexp.review.build import (
 from kexp.review.entry import as_text, field_change
 from kexp.review.headlines import MAX_GRAPH_NODES, MAX_RELATIVES
 from kexp.review.model import BestChange, LostLesson
+from kexp.storage.caused import (
+    added_files,
+    copied_by_change,
+    removed_by_change,
+    removed_files,
+)
 from kexp.storage.changed import head_of
 from kexp.storage.history import Changes, ExperimentChange
 from kexp.storage.lineage import is_scored
-from kexp.storage.removedparent import removed_by_change, removed_files
 from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.snapshot import StoreLocation
 from tests.conftest import git, past_racy_window, run_kexp
@@ -137,6 +142,7 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
     # A parent the change removed, said as check_changes says it.
     links = [FileLinks.of(str(c.path), c.document.fields if c.document else None) for c in checked]
     removals = removed_by_change(head_sw, links, removed_files(changes, in_repo), base)
+    removals = copied_by_change(removals, links, added_files(changes))
     said = dict(zip(head_sw, removals, strict=True))
     caused = [said[p] for p in head_sw if _problem_key(p, {}) not in base_sw]
     head_sw = [said[p] if _problem_key(p, {}) not in base_sw else p for p in head_sw]

@@ -37,7 +37,7 @@ from kexp.format.validate import (
     store_findings,
     valid_fields,
 )
-from kexp.storage.removedparent import removed_by_change, removed_files
+from kexp.storage.caused import added_files, copied_by_change, removed_by_change, removed_files
 from kexp.storage.scan import Keep, scan, value_positions
 from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.validation import misplaced_problem
@@ -208,8 +208,9 @@ def _check(
     file_problems += [p for item in after if (p := misplaced_problem(str(item.path))) is not None]
 
     head_sw = _store_problems(target, links)
-    # A child's parent the change removed: said as the removal (when the change caused it).
+    # A parent the change removed, an id it copied: said so (when the change caused it).
     removals = removed_by_change(head_sw, links, removed_files(changes, in_repo), base)
+    removals = copied_by_change(removals, links, added_files(changes))
     said = dict(zip(head_sw, removals, strict=True))
     # The store at the merge base: the head's files, less what the change added or
     # corrected, plus what it removed or corrected as it was.

@@ -1,11 +1,15 @@
-"""A parent the change removed: the store-wide problem it leaves on the children it
-did not touch, said as what it is.
+"""The store-wide problems a change causes, said as what the change did.
 
-A pull request whose only change deletes an experiment others build on leaves their
-``pid`` (or ``combines``) naming an experiment the store no longer holds: the problem is
-the removal, not the children. :func:`removed_by_change` says so on each child's problem
-(which file the change removed, and how to put it back) instead of the advice to fix the
-child's ``pid``, which would rewrite someone's lineage and scores.
+* A parent the change removed: a pull request whose only change deletes an experiment
+  others build on leaves their ``pid`` (or ``combines``) naming an experiment the store
+  no longer holds. The problem is the removal, not the children: :func:`removed_by_change`
+  says so on each child's problem (which file the change removed, and how to put it
+  back) instead of the advice to fix the child's ``pid``, which would rewrite someone's
+  lineage and scores.
+* An id the change copied: a file the change added with an id the store held already
+  (a copied file). :func:`copied_by_change` gives the file that was there the advice to
+  give the *added* file a new id, never itself: the established experiment keeps its id
+  (others name it, and its history is under it).
 """
 
 from __future__ import annotations
@@ -16,14 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.advice import CORRECT_FIELD
+from kexp.core.advice import CORRECT_FIELD, RE_ID
 from kexp.core.problems import Problem
 
 if TYPE_CHECKING:
     from kexp.format.validate import FileLinks
     from kexp.storage.history import Changes
 
-__all__ = ["removed_by_change", "removed_files"]
+__all__ = ["added_files", "copied_by_change", "removed_by_change", "removed_files"]
 
 
 def removed_files(changes: Changes, in_repo: Callable[[Path], str]) -> dict[str, str]:
@@ -89,3 +93,44 @@ def _missing(problem: Problem, link: FileLinks, removed: Mapping[str, str]) -> s
             other = link.combines[int(index)]
             return other if other in removed else None
     return None
+
+
+def added_files(changes: Changes) -> dict[str, list[str]]:
+    """The ids of the files the change added, each with those files (store paths)."""
+    added: dict[str, list[str]] = {}
+    for change in changes.added:
+        if change.after is not None:
+            added.setdefault(change.id, []).append(str(change.after.path))
+    return added
+
+
+def copied_by_change(
+    problems: Sequence[Problem], links: Sequence[FileLinks], added: Mapping[str, list[str]]
+) -> list[Problem]:
+    """``problems`` with the ``duplicate-id`` problem of each file the change did not add
+    whose id a file it added holds too (``added``: id → the files added) advising to give
+    the added file a new id, not this one. ``links``: the store's files at the head."""
+    if not added:
+        return list(problems)
+    new = {path for paths in added.values() for path in paths}
+    ids = {link.path: link.id for link in links if link.id in added and link.path not in new}
+    said: list[Problem] = []
+    for problem in problems:
+        exp_id = ids.get(problem.path) if problem.code == "duplicate-id" else None
+        if exp_id is None:
+            said.append(problem)
+            continue
+        copies = added[exp_id]
+        named = ", ".join(copies)
+        commands = "; ".join(RE_ID.say(path=shlex.quote(copy)) for copy in copies)
+        said.append(
+            dataclasses.replace(
+                problem,
+                hint=(
+                    f"this change added {named} with the id this file held already: give "
+                    f"the added file a new id and the name that goes with it ({commands}); "
+                    "this one keeps its id"
+                ),
+            )
+        )
+    return said
