@@ -35,7 +35,7 @@ from kexp.core.outcome import measured_against_parent
 from kexp.core.problems import Problem, format_problems, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.suspect import suspect_reasons
-from kexp.format.validate import CheckedFile, check_bytes, id_from_name
+from kexp.format.validate import CheckedFile, FileLinks, check_bytes, id_from_name
 from kexp.review.build import (
     LineageGraph,
     LineageNode,
@@ -51,9 +51,17 @@ from kexp.review.build import (
 from kexp.review.entry import as_text, field_change
 from kexp.review.headlines import MAX_GRAPH_NODES, MAX_RELATIVES
 from kexp.review.model import BestChange, LostLesson
+from kexp.storage.caused import (
+    added_files,
+    copied_by_change,
+    removed_by_change,
+    removed_files,
+)
 from kexp.storage.changed import head_of
 from kexp.storage.history import Changes, ExperimentChange
 from kexp.storage.lineage import is_scored
+from kexp.storage.scorechange import add_unexplained_scores
+from kexp.storage.snapshot import StoreLocation
 from tests.conftest import git, past_racy_window, run_kexp
 from tests.test_validate_scale import (
     NOWHERE,
@@ -112,6 +120,12 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
     changes = store.changes(fork, head)
     target = store if head is None else store.at(head)
     checked = target.check_files()
+    location = StoreLocation.of(store.root)
+
+    def in_repo(path: Path) -> str:
+        return location.repo_path(path) or str(path)
+
+    add_unexplained_scores(changes, base, in_repo)  # a score changed by hand, as said
     _reference_add_folded(store, fork, changes, checked)
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems]
@@ -125,7 +139,13 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
     base_sw = {
         _problem_key(p, moved) for p in reference_check_store(base_checked, _id_index(base_checked))
     }
-    caused = [p for p in head_sw if _problem_key(p, {}) not in base_sw]
+    # A parent the change removed, said as check_changes says it.
+    links = [FileLinks.of(str(c.path), c.document.fields if c.document else None) for c in checked]
+    removals = removed_by_change(head_sw, links, removed_files(changes, in_repo), base)
+    removals = copied_by_change(removals, links, added_files(changes))
+    said = dict(zip(head_sw, removals, strict=True))
+    caused = [said[p] for p in head_sw if _problem_key(p, {}) not in base_sw]
+    head_sw = [said[p] if _problem_key(p, {}) not in base_sw else p for p in head_sw]
     return ReferenceCheck(
         merge_base=fork,
         head=head,
@@ -694,8 +714,11 @@ def test_the_commands_print_what_they_printed(
     finally:
         os.chdir(here)  # where the test ran, not the repository's root
     errors = sum(p.severity == "error" for p in expected.problems)
+    removed = len(expected.changes.removed)  # a removal is a change checked too
+    gone = f" ({removed} removed)" if removed else ""
     summary = (
-        f"{len(expected.changed_paths)} changed file(s) checked, and the store-wide checks: "
+        f"{len(expected.changed_paths) + removed} changed file(s) checked{gone}, and the "
+        "store-wide checks: "
         f"{errors} error(s), {len(expected.problems) - errors} warning(s)"
     )
     assert summary in result.stderr

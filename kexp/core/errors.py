@@ -142,6 +142,11 @@ class InvalidExperimentWarning(UserWarning):
     """A query skipped a file that is not a valid experiment."""
 
 
+class DuplicateIdWarning(UserWarning):
+    """A read found an id that several experiment files hold (a copied file, or two
+    branches that made the same id): the reads list each of them."""
+
+
 class KexpWarning(UserWarning):
     """Something worth knowing happened during a write (e.g. a dirty working tree)."""
 

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import functools
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,16 @@ _BACKTICK_RUN = re.compile(r"`+")
 class FileFormatError(Exception):
     """A file cannot be read as an experiment; ``problem`` says where and why."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, more: Sequence[Problem] = ()) -> None:
         self.problem = problem
+        #: Further problems of the same read (every key given twice, not the first only).
+        self.more = tuple(more)
         super().__init__(problem.format())
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem the read found: :attr:`problem`, then :attr:`more`."""
+        return [self.problem, *self.more]
 
 
 @dataclasses.dataclass
@@ -322,8 +330,7 @@ def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = Fals
     try:
         mapping = read_mapping(yaml_text, STRING_FIELDS, first_line=2)
     except YamlReadError as exc:
-        issue = exc.issue
-        raise FileFormatError(
+        first, *more = (
             _problem(
                 path,
                 issue.line + 2,
@@ -333,7 +340,9 @@ def parse(data: bytes | str, path: str | Path = "<string>", *, fast: bool = Fals
                 issue.hint,
                 issue.field,
             )
-        ) from None
+            for issue in (exc.issue, *exc.more)
+        )
+        raise FileFormatError(first, more) from None
     problems = [
         Problem(
             path,

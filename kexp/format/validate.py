@@ -287,7 +287,7 @@ def check_bytes(
             return CheckedFile(path, doc, problems)
         doc = parse(data, path)
     except FileFormatError as exc:
-        return CheckedFile(path, None, [exc.problem])
+        return CheckedFile(path, None, exc.problems)
     return CheckedFile(path, doc, check_document(doc, settings))
 
 

@@ -18,7 +18,7 @@ import functools
 import re
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -122,8 +122,11 @@ class YamlIssue:
 class YamlReadError(Exception):
     """The YAML text cannot be read at all (syntax, tags, aliases, ...)."""
 
-    def __init__(self, issue: YamlIssue) -> None:
+    def __init__(self, issue: YamlIssue, more: Sequence[YamlIssue] = ()) -> None:
         self.issue = issue
+        #: Further issues of the same kind found in the same read (every key given
+        #: twice, not only the first), so that one run reports them all.
+        self.more = tuple(more)
         super().__init__(issue.message)
 
 
@@ -289,24 +292,46 @@ def _tokens(text: str) -> Iterator[yaml.Token]:
         return
 
 
+def _duplicate_keys(root: yaml.MappingNode, first_line: int) -> list[YamlIssue]:
+    """A ``yaml-duplicate-key`` issue for every top-level key given again (a conflict
+    resolved by deleting only git's marker lines leaves several), in the text's order."""
+    # lazy: PyYAML, only for what the fast path cannot read
+    import yaml
+
+    first: dict[str, yaml.Node] = {}
+    nodes: set[int] = set()
+    issues: list[YamlIssue] = []
+    for key_node, _ in root.value:
+        if not isinstance(key_node, yaml.ScalarNode) or id(key_node) in nodes:
+            continue  # not a field name, or an alias of one: the builder says so
+        nodes.add(id(key_node))
+        key = key_node.value
+        if key not in first:
+            first[key] = key_node
+            continue
+        line = first[key].start_mark.line + first_line
+        issues.append(
+            YamlIssue(
+                key_node.start_mark.line,
+                key_node.start_mark.column,
+                "yaml-duplicate-key",
+                key,
+                f"duplicate key {key!r} (first given on line {line})",
+                "keep one of the two lines; YAML readers silently keep only the last",
+            )
+        )
+    return issues
+
+
 def _build(root: yaml.MappingNode, string_fields: frozenset[str], first_line: int) -> YamlMapping:
+    twice = _duplicate_keys(root, first_line)
+    if twice:
+        raise YamlReadError(twice[0], twice[1:])
     builder = _Builder(string_fields)
     builder.check_tag(root, "")
     result = YamlMapping({}, {}, {}, builder.issues, builder.retyped, not root.flow_style)
     for key_node, value_node in root.value:
-        key = builder.key(key_node, "")
-        if key in result.values:
-            first = result.key_nodes[key].start_mark.line + first_line
-            raise YamlReadError(
-                YamlIssue(
-                    key_node.start_mark.line,
-                    key_node.start_mark.column,
-                    "yaml-duplicate-key",
-                    key,
-                    f"duplicate key {key!r} (first given on line {first})",
-                    "keep one of the two lines; YAML readers silently keep only the last",
-                )
-            )
+        key = builder.key(key_node, "")  # none given twice: _duplicate_keys said so
         result.key_nodes[key] = key_node
         result.value_nodes[key] = value_node
         result.values[key] = builder.value(value_node, key, key in string_fields, top=True)

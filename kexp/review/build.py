@@ -53,9 +53,11 @@ from kexp.storage.changed import (
     validate_changed,
 )
 from kexp.storage.changed import merge_base as merge_base
+from kexp.storage.scorechange import unexplained_score
 
 if TYPE_CHECKING:
     from kexp.storage.history import Changes, ExperimentChange
+    from kexp.storage.snapshot import StoreLocation
     from kexp.storage.store import Store
 
 __all__ = [
@@ -111,6 +113,10 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         removed=[c for c in check.changes.removed if id(c) not in ours],
     )
     changes = _held_on_tip(changes, on_base)
+    # A correction of the tip's version (held on the tip): its score checked as check_changes
+    # checks the branch's corrections.
+    held = [c for c in changes.modified if id(c) not in {id(m) for m in check.changes.modified}]
+    tip_problems = _unexplained_on_tip(held, base, location)
     now, then, at_tip = sides(scan, check.changes, changes, on_base)
     del scan
 
@@ -149,7 +155,8 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         corrected=[entry for entry, _ in entries["corrected"]],
         removed=[entry for entry, _ in entries["removed"]],
         file_problems=_relative_problems(
-            [p for p in check.file_problems if p.path not in landed_paths], relative
+            [p for p in [*check.file_problems, *tip_problems] if p.path not in landed_paths],
+            relative,
         ),
         store_problems=_relative_problems(check.caused, relative),
         preexisting_store_problems=_relative_problems(
@@ -270,6 +277,25 @@ def _held_on_tip(changes: Changes, on_base: Changes | None) -> Changes:
         )
     modified.sort(key=lambda c: (c.id, str(c.path)))
     return dataclasses.replace(changes, added=added, modified=modified)
+
+
+def _unexplained_on_tip(
+    held: Iterable[ExperimentChange], base: str, location: StoreLocation
+) -> list[Problem]:
+    """The :func:`~kexp.storage.scorechange.unexplained_score` warnings of the corrections
+    ``held`` of versions the base branch's tip holds (:func:`_held_on_tip`), added to
+    their files' problems too."""
+    found: list[Problem] = []
+    for change in held:
+        before, after = change.before, change.after
+        if before is None or after is None or before.document is None or after.document is None:
+            continue
+        where = location.repo_path(before.path) or str(before.path)
+        problem = unexplained_score(before.document, after.document, str(after.path), base, where)
+        if problem is not None and problem not in after.problems:
+            after.problems.append(problem)
+            found.append(problem)
+    return found
 
 
 def _changed_on_base(on_base: Changes, touched: Mapping[str, ReviewedExperiment]) -> None:

@@ -81,6 +81,7 @@ def reviewed_entry(
         entry.dtype_sig = as_text(fields.get("dtype_sig"))
         entry.env = as_text(fields.get("env"))
         entry.pid = as_text(fields.get("pid"))
+        entry.author = as_text(fields.get("author"))
         score = fields.get("score")
         if isinstance(score, (int, float)) and not isinstance(score, bool):
             entry.score = float(score)
@@ -94,6 +95,7 @@ def reviewed_entry(
     entry.status = exp.status
     entry.control = is_control(exp)
     entry.pid = exp.pid
+    entry.author = exp.author
     entry.key_insight = key_insight(exp.detailed_description)
     entry.score_ci = list(exp.score_ci) if len(exp.score_ci) == 2 else None
     entry.measured = _measured(exp)

@@ -123,6 +123,9 @@ class ReviewedExperiment:
     #: The run's status ("" when unreadable): a timed-out run measured nothing, whatever
     #: its score and outcome.
     status: str = ""
+    #: Who recorded it (its ``author``; "" when it names none): whose experiment a
+    #: correction changes.
+    author: str = ""
 
     @property
     def shown_score(self) -> float | None:

@@ -18,6 +18,7 @@ from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
 from kexp.review.model import KINDS, BestChange, FieldChange, LostLesson, short_value
+from kexp.storage.scorechange import SCORE_WITHOUT_NOTE
 
 if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson
@@ -267,6 +268,9 @@ def _headline(result: Review) -> str:
         lines.append(_best_change_note(change))
     for entry in result.changed_on_base:
         lines.append(_base_note(result, entry))
+    for entry in result.corrected:
+        if _unexplained(entry):
+            lines.append(f"✋ **Score changed without a reason**: {_unexplained_note(entry)}")
     for entry in result.suspects:
         reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
         lines.append(
@@ -346,6 +350,23 @@ def _base_note(result: Review, entry: ReviewedExperiment) -> str:
         f"⚔️ **Changed on both sides**: {md_code(entry.id)} was {theirs} since this branch "
         f"forked, and {ours}: the merge conflicts or keeps one; decide which is right "
         f"(merge {there} into the branch and keep the right version)"
+    )
+
+
+def _unexplained(entry: ReviewedExperiment) -> bool:
+    """Whether a correction changed the score by hand, with no correction note."""
+    return any(p.code == SCORE_WITHOUT_NOTE for p in entry.problems)
+
+
+def _unexplained_note(entry: ReviewedExperiment) -> str:
+    """What a reviewer reads of a score changed with no correction note: whose
+    experiment it is, the change, and that nothing says why."""
+    whose = f"{md_text(entry.author)}'s experiment" if entry.author else "an experiment"
+    score = next((c for c in entry.changes if c.field == "score"), None)
+    moved = f" {_value(score.old)} → {_value(score.new)}" if score is not None else ""
+    return (
+        f"{md_code(entry.id)}, {whose}: score{moved} with no correction note saying why "
+        "(a correction made with kexp records one); ask for the reason"
     )
 
 
@@ -442,6 +463,12 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
         lines = [title, ""]
         if e.old_path is not None:
             lines.append(f"Moved from {md_code(e.old_path)} to {md_code(e.path)}.")
+            lines.append("")
+        if e.author:
+            lines.append(f"Recorded by {md_text(e.author)}.")
+            lines.append("")
+        if _unexplained(e):
+            lines.append(f"✋ {_unexplained_note(e)}.")
             lines.append("")
         short = [c for c in e.changes if c.diff is None]
         long = [c for c in e.changes if c.diff is not None]

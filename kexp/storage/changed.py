@@ -37,7 +37,9 @@ from kexp.format.validate import (
     store_findings,
     valid_fields,
 )
+from kexp.storage.caused import added_files, copied_by_change, removed_by_change, removed_files
 from kexp.storage.scan import Keep, scan, value_positions
+from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.validation import misplaced_problem
 
 if TYPE_CHECKING:
@@ -87,6 +89,12 @@ class ChangeCheck:
     def changed_paths(self) -> list[Path]:
         """The added and corrected files (the files whose own checks ran)."""
         return [c.path for c in [*self.changes.added, *self.changes.modified]]
+
+    @property
+    def removed_paths(self) -> list[Path]:
+        """The removed files (checked for what their removal leaves: a child's parent
+        gone)."""
+        return [c.path for c in self.changes.removed]
 
     @property
     def problems(self) -> list[Problem]:
@@ -175,8 +183,10 @@ def _check(
     # lazy: not every command that imports this module needs kexp.gitops.provenance
     from kexp.gitops.provenance import base_commit_problems
 
-    # lazy: not every command that imports this module needs kexp.storage.history
+    # lazy: not every command that imports this module needs kexp.storage.history,
+    # kexp.storage.snapshot
     from kexp.storage.history import changes_listed
+    from kexp.storage.snapshot import StoreLocation
 
     head = head_of(store, head)
     fork = merge_base(store, base, head)
@@ -184,6 +194,12 @@ def _check(
         target = store if head is None else store.at(head)
         links, valid = _scan_head(store, target, facts=facts)
         changes = listed()
+    location = StoreLocation.of(store.root)
+
+    def in_repo(path: Path) -> str:  # a store path, from the repository's root
+        return location.repo_path(path) or str(path)
+
+    add_unexplained_scores(changes, base, in_repo)
     _add_folded(store, fork, changes, target, [link.path for link in links])
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems] + changes.strays
@@ -192,6 +208,10 @@ def _check(
     file_problems += [p for item in after if (p := misplaced_problem(str(item.path))) is not None]
 
     head_sw = _store_problems(target, links)
+    # A parent the change removed, an id it copied: said so (when the change caused it).
+    removals = removed_by_change(head_sw, links, removed_files(changes, in_repo), base)
+    removals = copied_by_change(removals, links, added_files(changes))
+    said = dict(zip(head_sw, removals, strict=True))
     # The store at the merge base: the head's files, less what the change added or
     # corrected, plus what it removed or corrected as it was.
     changed_now = {str(item.path) for item in after}
@@ -208,7 +228,8 @@ def _check(
             path = stored[finding.file].path
             base_sw.add((moved.get(path, path), finding.code, finding.field, finding.message))
     del base_links
-    caused = [p for p in head_sw if _problem_key(p, {}) not in base_sw]
+    caused = [said[p] for p in head_sw if _problem_key(p, {}) not in base_sw]
+    head_sw = [said[p] if _problem_key(p, {}) not in base_sw else p for p in head_sw]
     check = ChangeCheck(
         base=base,
         merge_base=fork,

@@ -6,15 +6,20 @@ paths. What :meth:`kexp.storage.reader.StoreReader.id_index` and a write's check
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kexp.core.advice import RE_ID
+from kexp.core.ids import ID_LENGTH
+from kexp.core.problems import display_path
 from kexp.format.validate import id_from_name
 from kexp.storage.location import CACHE_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from kexp.storage.listing import Listing
     from kexp.storage.view import StoreView
 
 
@@ -56,3 +61,26 @@ def id_finder(store: StoreView, only: str = "") -> Callable[[str], dict[str, lis
         return by_id
 
     return index
+
+
+def held_twice(listing: Listing, experiments_dir: Path) -> str | None:
+    """The warning, on one line, of the ids several files of the working tree's
+    ``listing`` hold (by their names: a copied file keeps its id), which every read lists
+    as many times; None when each id is one file's (most stores: one pass over the ids)."""
+    ids = listing.ids()
+    if len(set(ids)) == len(ids):
+        return None
+    shared = sorted(exp_id for exp_id, count in Counter(ids).items() if count > 1)
+    first = shared[0]
+    paths = [
+        display_path(experiments_dir / path)
+        for path, _ in listing.files()
+        if Path(path).name[:ID_LENGTH] == first
+    ]
+    more = f" (and {len(shared) - 1} more id(s) so held)" if len(shared) > 1 else ""
+    return (
+        f"id {first} is held by {len(paths)} files ({', '.join(paths)}){more}: reads list "
+        "each of them; keep the id on the experiment that had it first and give the copy "
+        f"a new one ({RE_ID.say(path='PATH')}, PATH the copy's file; kexp validate lists "
+        "every file so held)"
+    )

@@ -28,6 +28,7 @@ from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.errors import (
     CacheFolderError,
+    DuplicateIdWarning,
     ExperimentNotFoundError,
     InvalidExperimentWarning,
     KexpError,
@@ -50,7 +51,7 @@ from kexp.storage.answers import (
     waiting_answer,
 )
 from kexp.storage.bodies import read_bodies
-from kexp.storage.idindex import id_finder
+from kexp.storage.idindex import held_twice, id_finder
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -266,6 +267,8 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
+        if found.listing is not None and (twice := held_twice(found.listing, self.experiments_dir)):
+            warnings.warn(twice, DuplicateIdWarning, stacklevel=4)
         if held is not None and held.ids is not None:  # no row made: the ids its read saw
             self._ids_read = held.ids
         else:
@@ -704,11 +707,13 @@ class StoreReader:
         :data:`kexp.storage.rows.VALUE_FIELDS` order first, or None for an invalid file)
         of every file of the working tree, in path order, from the cache (only the files
         changed since are read); None for a store that keeps no cache (at a revision).
-        Invalid files are not warned about."""
+        Invalid files, and ids several files hold, are not warned about (validation, its
+        reader, says so of each file)."""
         if not self.source.cacheable:
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InvalidExperimentWarning)
+            warnings.simplefilter("ignore", DuplicateIdWarning)
             listing = self.found().listing
         if listing is None:
             return None

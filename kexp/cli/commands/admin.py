@@ -70,6 +70,7 @@ def validate(
     if changed is not None and (refs or all_refs):
         raise click.UsageError("give --changed BASE or --refs/--all-refs, not both")
     selected = expand_paths(paths, store) if paths else None
+    removed = 0
     if changed is not None:
         # lazy: one command's library, loaded when that command runs
         from kexp.storage.changed import before_first_commit, check_changes
@@ -84,7 +85,8 @@ def validate(
             problems, selected = result.problems, result.changed_paths
             if strict:
                 problems = strict_problems(problems)
-            checked = len(selected)
+            removed = len(result.removed_paths)
+            checked = len(selected) + removed
         else:
             # Store.validate, and how many experiment files the store holds (no second
             # walk of a large store to count them).
@@ -107,7 +109,8 @@ def validate(
         warnings_count = len(problems) - errors
         what = f"{checked} file(s) checked"
         if changed is not None:
-            what = f"{checked} changed file(s) checked, and the store-wide checks"
+            gone = f" ({removed} removed)" if removed else ""
+            what = f"{checked} changed file(s) checked{gone}, and the store-wide checks"
         click.echo(f"{what}: {errors} error(s), {warnings_count} warning(s)", err=True)
     ctx.exit(EXIT_PROBLEMS if errors else EXIT_OK)
 

@@ -1,0 +1,198 @@
+"""A pull request reviewed for what it does to others' experiments: a score edited by
+hand with no reason, a parent removed under its children. A team's forge on disk (a
+bare repository as the remote, a clone each), experiments recorded with ``kexp add``,
+pull requests as branches, and CI's ``kexp validate --changed`` and ``kexp review`` run
+as processes; each piece of advice they give is followed to see that it settles it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from conftest import git, run_kexp
+from test_sync import clone, make_remote
+
+OPERATOR = "csrc/k.cu: k"
+
+
+def _add(root: Path, *args: str) -> str:
+    """``kexp add`` in ``root``: the id of the experiment recorded."""
+    done = run_kexp("add", "--json", "--description", "x", *args, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["id"])
+
+
+def _person(remote: Path, folder: Path) -> Path:
+    """A clone of ``remote`` whose git identity is the folder's name (``alice``)."""
+    clone(remote, folder)
+    git(folder, "config", "user.name", folder.name)
+    return folder
+
+
+def _file(root: Path, exp_id: str) -> Path:
+    return next((root / "experiments").rglob(f"{exp_id}-*.md"))
+
+
+def _run(root: Path, command: str) -> None:
+    """Run a shell command a hint gives, as a reviewer pastes it, in ``root``."""
+    done = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, (command, done.stderr)
+
+
+def _hinted(output: str, start: str, end: str) -> str:
+    """The command of a hint: from ``start`` to just before ``end``."""
+    at = output.index(start)
+    return output[at : output.index(end, at)]
+
+
+def test_a_score_edited_by_hand_in_anothers_experiment_is_flagged_with_whose_it_is(
+    tmp_path: Path,
+) -> None:
+    """bob's pull request changes alice's score 1.08 → 1.18 by hand, with no correction
+    note and the summary still "+8%": CI's check warns on the score line, naming alice,
+    the summary and how to record the correction with its reason; the review says whose
+    experiment it is and that no reason was given. Following the advice (the file put
+    back, ``kexp update --reason``) leaves nothing to warn of."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = _file(bob, exp_id)
+    path.write_text(path.read_text().replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "commit", "-q", "-am", "tweak")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=bob, process=True)
+    said = checked.stdout + checked.stderr
+    assert "Traceback" not in said
+    flagged = [line for line in said.splitlines() if "score-without-note" in line]
+    assert len(flagged) == 1, said
+    relative = path.relative_to(bob).as_posix()
+    assert flagged[0].startswith(f"{relative}:5:")  # the score line
+    assert "1.08 → 1.18" in flagged[0] and "alice's experiment" in flagged[0]
+    assert "'Block swizzle - +8%'" in flagged[0]  # the summary that disagrees
+    assert f"git restore --source origin/main -- :/{relative}" in said
+    assert f"kexp update {exp_id[:10]} --set score=SCORE --reason TEXT" in said
+
+    review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
+    assert "Recorded by alice." in review
+    assert "**Score changed without a reason**" in review
+    assert f"`{exp_id}`, alice's experiment: score `1.08` → `1.18`" in review
+
+    # The advice followed: the file put back, the correction made with its reason.
+    _run(bob, _hinted(said, "git restore", ")"))
+    fixed = run_kexp(
+        "update", exp_id, "--set", "score=1.18", "--reason", "re-timed on an idle GPU", cwd=bob
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    git(bob, "commit", "-q", "-am", "correct alice's score, with the reason")
+    again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
+    assert "score-without-note" not in again.stdout + again.stderr, again.stdout
+    assert again.returncode == 0
+    review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
+    assert "without a reason" not in review and "Recorded by alice." in review
+
+
+def test_a_pull_request_removing_a_parent_says_it_removed_it_not_to_fix_the_child(
+    tmp_path: Path,
+) -> None:
+    """A pull request whose only change deletes A2, the parent of A3: the error on A3
+    (untouched) says this change removed A2, names its file and how to put it back, not
+    to rewrite A3's pid; the removal counts as a file checked. Putting it back as said
+    passes the check."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    first = _add(
+        lead,
+        *("--summary", "Tiling - +12%", "--score", "1.12", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    parent = _add(lead, "--summary", "Swizzle - +8%", "--score", "1.08", "--pid", first)
+    child = _add(lead, "--summary", "TMA - +6%", "--score", "1.06", "--pid", parent)
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "three steps")
+    git(lead, "push", "-q", "origin", "main")
+    git(lead, "checkout", "-q", "-b", "pr")
+    removed = _file(lead, parent).relative_to(lead).as_posix()
+    git(lead, "rm", "-q", removed)
+    git(lead, "commit", "-q", "-m", "rm")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=lead, process=True)
+    assert checked.returncode == 1
+    said = checked.stdout + checked.stderr
+    assert "Traceback" not in said
+    errors = [line for line in said.splitlines() if "error[" in line]
+    assert len(errors) == 1 and "dangling-pid" in errors[0], said
+    assert errors[0].startswith(_file(lead, child).relative_to(lead).as_posix())
+    assert f"parent {parent} is removed by this change ({removed})" in errors[0]
+    assert f"git restore --source origin/main -- :/{removed}" in said
+    assert "set pid: ''" not in said and "never recorded" not in said
+    assert "1 changed file(s) checked (1 removed)" in checked.stderr
+
+    _run(lead, _hinted(said, "git restore", ")"))
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "keep the parent")
+    assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0
+
+
+def test_a_copy_a_pull_request_adds_is_the_file_advised_a_new_id_and_reads_warn(
+    tmp_path: Path,
+) -> None:
+    """A pull request adds a copy of main's experiment that keeps its id: CI's advice to
+    give a file a new id names only the copy, never main's established file (following
+    it settles the duplicate, main's id kept); meanwhile plain reads (list, stats) of
+    the tree holding both warn once, on one line, that the id is held by two files and
+    what to do."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    exp_id = _add(
+        lead,
+        *("--summary", "Fused residual - +4%", "--score", "1.04", "--operator", OPERATOR),
+        *("--dtype", "fp16", "--env", "H100"),
+    )
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "c")
+    git(lead, "push", "-q", "origin", "main")
+    git(lead, "checkout", "-q", "-b", "pr")
+    original = _file(lead, exp_id)
+    copy = original.with_name(f"{exp_id}-copy-bf16.md")
+    copy.write_text(original.read_text().replace("score: 1.04\n", "score: 1.02\n"))
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "dup")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=lead, process=True)
+    said = checked.stdout + checked.stderr
+    assert checked.returncode == 1 and "duplicate-id" in said, said
+    assert "held by" not in said  # validation says it of each file: no read's warning too
+    hints = [line for line in said.splitlines() if "hint:" in line]
+    assert len(hints) == 2, said  # one for each file, each naming the copy alone
+    for hint in hints:
+        assert f"kexp re-id {copy}" in hint and f"kexp re-id {original}" not in hint, hint
+
+    for command in (("list",), ("stats",), ("list", "--json")):
+        read = run_kexp(*command, cwd=lead, process=True)
+        assert read.returncode == 0, read.stderr
+        warned = [line for line in read.stderr.splitlines() if "held by 2 files" in line]
+        assert len(warned) == 1 and read.stderr.strip() == warned[0], read.stderr
+        relative = [p.relative_to(lead).as_posix() for p in (original, copy)]
+        assert exp_id in warned[0] and all(p in warned[0] for p in relative)
+        assert "kexp re-id PATH" in warned[0]
+    assert len(json.loads(run_kexp("list", "--json", cwd=lead).stdout)) == 2
+
+    advice = shlex.split(_hinted(said, "kexp re-id", ")"))  # the advice followed
+    assert run_kexp(*advice[1:], cwd=lead).returncode == 0
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "re-id the copy")
+    assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0
+    assert original.is_file() and exp_id in original.read_text()
+    assert "held by" not in run_kexp("list", cwd=lead, process=True).stderr
