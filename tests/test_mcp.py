@@ -180,7 +180,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
         failed, texts = await agent.call(
             "update",
             exp_id=second["id"][:10],
-            changes={"score": "1.02", "score_ci": [1.01, 1.03]},
+            changes={"score": 1.02, "score_ci": [1.01, 1.03]},
             reason="typo",
         )
         assert not failed, texts

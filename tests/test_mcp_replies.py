@@ -330,6 +330,39 @@ def test_an_interval_refusal_names_the_tools_and_the_experiment(tmp_path: Path) 
     assert f'the update tool with exp_id: "{exp_id}" and changes: {{"score_ci": []}}' in refusal
 
 
+def test_timings_in_too_small_a_unit_advise_the_record_tools_unit(repo: Path) -> None:
+    """do_bench's milliseconds recorded through the record tool without a unit: the
+    warning told the agent to "remove the experiment (kexp rm)" and record "(unit='ms')",
+    a command and a Python call, and no tool removes. It names the record tool's unit
+    argument, and says plainly that removing is the command's, in the checkout; the
+    command keeps its words."""
+    base = {"r64": [0.0142, 0.0141, 0.0143], "r128": [0.0281, 0.0282, 0.0280]}
+    cand = {"r64": [0.0136, 0.0137, 0.0135], "r128": [0.0270, 0.0271, 0.0269]}
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", baseline=base, candidate=cand,
+                                         **record_fields())  # fmt: skip
+        assert not failed, texts
+        said.extend(t for t in texts[1:] if "1000x too short" in t)
+
+    run_agent(repo, work)
+    (warning,) = said
+    assert 'call record again with unit: "ms"' in warning, warning
+    assert "unit='" not in warning and "kexp add" not in warning, warning
+    assert "no tool removes one: kexp rm ID in the checkout" in warning, warning
+    assert warning.count("kexp rm") == 1, warning
+    (repo / "b.json").write_text(json.dumps(base), encoding="utf-8")
+    (repo / "c.json").write_text(json.dumps(cand), encoding="utf-8")
+    printed = run_kexp("add", "--summary", "the same - x", "--operator", "k.cu: k",
+                       "--dtype", "bf16", "--env", "H100", "--baseline", "b.json",
+                       "--candidate", "c.json", cwd=repo)  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    assert "kexp rm ID) and record them again in the unit ms (--unit ms; unit='ms' in Python)" in (
+        " ".join(printed.stderr.split())
+    ), printed.stderr
+
+
 def test_a_linked_store_names_the_servers_root(tmp_path: Path) -> None:
     """A store whose experiments/ is a link is refused, saying how to start the server
     on the real folder (no tool's argument can)."""

@@ -5,13 +5,13 @@ tried yet (or never improved); and, when no operator matches, the operators reco
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
+from kexp.storage.operators import closest_operators, distinct
 
 if TYPE_CHECKING:
     from kexp.storage.retrieval import Search
@@ -111,7 +111,7 @@ def not_tried(
             anywhere.setdefault(value.lower(), []).append(doc)
             if other is None or other in against.lower():
                 tried.setdefault(value.lower(), []).append(doc)
-        listed = _distinct(search.rows, column)[:40]
+        listed = distinct(search.rows, column)[:40]
         if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))
@@ -185,18 +185,8 @@ def not_tried(
 
 def known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
     """The operators recorded (their most common spelling), the closest to ``operator``
-    first: the most of its words (by length) found in them, then the most trigrams
-    shared, then the most experiments, then by name."""
-    words = re.findall(r"[a-z0-9]+", operator.lower())
-    wanted = _trigrams(operator)
-
-    def closeness(known: tuple[str, str, int]) -> tuple[int, float, int, str]:
-        key, _, count = known
-        theirs = _trigrams(key)
-        shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
-        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
-
-    ranked = sorted(_distinct(rows, "operator_sig"), key=closeness)
+    first (:func:`kexp.storage.operators.closest_operators`)."""
+    ranked = closest_operators(rows, operator)
     return [
         Entry(
             "operators",
@@ -207,30 +197,3 @@ def known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:
         )
         for rank, (_, shown, count) in enumerate(ranked[:KNOWN_OPERATORS])
     ]
-
-
-def _trigrams(text: str) -> set[str]:
-    """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
-    joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-    return {joined[at : at + 3] for at in range(len(joined) - 2)}
-
-
-def _distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
-    """(lowercased value, its most common spelling, how many experiments) of
-    ``dtype_sig`` or ``env`` over the whole store, most common first."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        spelling = getattr(row, column)
-        counts[spelling] = counts.get(spelling, 0) + 1
-    totals: dict[str, int] = {}
-    spellings: dict[str, tuple[int, str]] = {}
-    for spelling, count in counts.items():
-        key = spelling.lower()
-        totals[key] = totals.get(key, 0) + count
-        best = spellings.get(key)
-        if best is None or (-count, spelling) < (-best[0], best[1]):
-            spellings[key] = (count, spelling)
-    return sorted(
-        ((key, spellings[key][1], total) for key, total in totals.items() if total),
-        key=lambda item: (-item[2], item[0]),
-    )

@@ -23,8 +23,9 @@ The store is ``--root``, else ``$KEXP_ROOT``, else found from the server's worki
 directory (the nearest folder above it holding ``experiments/``). A kexp error (a bad
 score, an unknown id, no store) is a tool error carrying kexp's one-line message, its
 advice naming the tools' arguments, not the command's flags (:mod:`kexp.core.advice`); so is
-an argument that is unknown (a typo), missing or of the wrong kind, naming it and what
-it must be (nothing is done). The server goes on answering. Warnings (a repeated change,
+an argument that is unknown (a typo), missing or of another JSON type than its schema's
+(``score: true``, ``"1.2"``: never converted), naming it and what it must be (nothing is
+done). The server goes on answering. Warnings (a repeated change,
 timings without raw samples, a suspect measurement) come back as more text after the
 result, ``kexp: warning: ...``. Calls run one at a time. The read tools take ``refs``
 (patterns such as ``origin/*``) and ``all_refs``, as the commands take ``--refs`` and
@@ -35,8 +36,6 @@ the others synced; ``record`` takes them too, to warn of a change tried there.
 
 from __future__ import annotations
 
-import difflib
-import json
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -44,10 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.types import (
     CallToolResult,
     ContentBlock,
@@ -62,12 +59,13 @@ from kexp.agents.context import context
 from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import needs_bodies
 from kexp.cli.commands.terminal import json_text
+from kexp.cli.toolargs import Arguments
 from kexp.core.advice import for_tools
 from kexp.core.errors import KexpError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
-from kexp.measure.corrections import apply_correction, typed_changes
+from kexp.measure.corrections import apply_correction, checked_changes
 from kexp.measure.envinfo import detected_env
 from kexp.measure.intake import record as write
 from kexp.measure.intake import take_git_diff
@@ -166,103 +164,14 @@ def _one_line(exc: BaseException) -> str:
     return for_tools(" ".join(text.split()))
 
 
-#: What a JSON schema's type reads as, alone and as the items of a list.
-_KINDS = {
-    "integer": ("an integer", "integers"),
-    "number": ("a number", "numbers"),
-    "string": ("a string", "strings"),
-    "boolean": ("true or false", "booleans"),
-    "object": ("an object", "objects"),
-    "array": ("a list", "lists"),
-}
-
-
-def _shown(value: Any, most: int = 60) -> str:
-    """A value an agent gave, as JSON, cut to ``most`` characters."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
-def _expected(schema: dict[str, Any], plural: bool = False) -> str:
-    """What a value of a JSON schema must be, in words ("an integer, at least 1")."""
-    if "anyOf" in schema:
-        kinds = [_expected(s, plural) for s in schema["anyOf"] if s.get("type") != "null"]
-        return " or ".join(dict.fromkeys(kinds))
-    if "enum" in schema or "const" in schema:
-        values = [_shown(v) for v in schema.get("enum", [schema.get("const")])]
-        if len(values) == 1:
-            return values[0]
-        listed = ", ".join(values[:-1]) + f" or {values[-1]}"
-        return listed if plural else f"one of {listed}"
-    kind = schema.get("type")
-    if kind not in _KINDS:
-        return "values of the schema" if plural else "a value of the schema"
-    text = _KINDS[kind][plural]
-    if kind == "array" and isinstance(schema.get("items"), dict):
-        text += f" of {_expected(schema['items'], plural=True)}"
-    if kind == "object" and schema.get("additionalProperties") not in (None, True, {}):
-        text += f" of {_expected(schema['additionalProperties'], plural=True)}"
-    if kind == "string" and schema.get("minLength") == 1:
-        text = "non-empty " + text if plural else "a non-empty string"
-    bounds = []
-    if "minimum" in schema:
-        bounds.append(f"at least {schema['minimum']}")
-    if "maximum" in schema:
-        bounds.append(f"at most {schema['maximum']}")
-    return text + (", " + " and ".join(bounds) if bounds and not plural else "")
-
-
-class _Arguments:
-    """A tool's arguments, checked before the SDK reads them: an unknown one (a typo)
-    or one that is missing or of the wrong kind is a kexp error of one line naming it
-    and what it must be (the SDK would ignore the first and dump pydantic's report)."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.metadata: FuncMetadata = func_metadata(fn, structured_output=False)
-        self.schema: dict[str, Any] = self.metadata.arg_model.model_json_schema(by_alias=True)
-        self.properties: dict[str, dict[str, Any]] = self.schema.get("properties", {})
-
-    def check(self, arguments: dict[str, Any]) -> None:
-        unknown = [name for name in arguments if name not in self.properties]
-        if unknown:
-            names = ", ".join(repr(name) for name in unknown)
-            close = difflib.get_close_matches(unknown[0], self.properties, n=1)
-            advice = f" (did you mean {close[0]!r}?)" if close else ""
-            raise KexpError(
-                f"unknown argument{'s' if len(unknown) > 1 else ''} {names}{advice}; "
-                f"the arguments are: {', '.join(self.properties)}"
-            )
-        try:
-            self.metadata.validate_arguments(arguments)
-        except pydantic.ValidationError as exc:
-            raise KexpError(self.explain(exc, arguments)) from None
-
-    def explain(self, exc: pydantic.ValidationError, arguments: dict[str, Any]) -> str:
-        """One line: each argument pydantic refused, what it must be, what was given."""
-        refused: dict[str, bool] = {}  # argument -> missing
-        for error in exc.errors():
-            name = str(error["loc"][0]) if error["loc"] else ""
-            refused[name] = refused.get(name, False) or error["type"] == "missing"
-        parts = []
-        for name, missing in refused.items():
-            schema = self.properties.get(name, {})
-            what = _expected(schema)
-            if missing:
-                about = f" ({schema['description']})" if schema.get("description") else ""
-                parts.append(f"missing argument {name!r}: give {what}{about}")
-            else:
-                given = _shown(arguments.get(name))
-                parts.append(f"argument {name!r} must be {what}, not {given}")
-        return "; ".join(parts) or str(exc).splitlines()[0]
-
-
 class _Server(MCPServer[Any]):
-    """The SDK's server, its tools' arguments checked first (:class:`_Arguments`) and
-    listed as the only ones (``additionalProperties: false``)."""
+    """The SDK's server, its tools' arguments checked first
+    (:class:`kexp.cli.toolargs.Arguments`: JSON of the listed types, never converted)
+    and listed as the only ones (``additionalProperties: false``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.arguments: dict[str, _Arguments] = {}
+        self.arguments: dict[str, Arguments] = {}
         #: Resolves a call's ``exp_id`` (raising kexp's error for an id no experiment
         #: has), to say that first when other arguments are wrong too.
         self.resolve: Callable[[dict[str, Any]], object] | None = None
@@ -273,7 +182,7 @@ class _Server(MCPServer[Any]):
 
         def add(fn: _F) -> _F:
             self.add_tool(fn, name=name, annotations=annotations, structured_output=False)
-            self.arguments[name or fn.__name__] = _Arguments(fn)
+            self.arguments[name or fn.__name__] = Arguments(fn)
             return fn
 
         return add
@@ -832,7 +741,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         def run() -> dict[str, Any]:
             if not reason.strip():
                 raise KexpError("give the reason of the correction")
-            exp, changed = apply_correction(tools.store(), exp_id, typed_changes(changes), reason)
+            exp, changed = apply_correction(tools.store(), exp_id, checked_changes(changes), reason)
             return written_record(exp, changed=changed)
 
         return tools.answer(run)

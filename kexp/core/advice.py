@@ -49,12 +49,17 @@ class Advice:
 def _pattern(template: str) -> re.Pattern[str]:
     """A command's words (``{field}`` a word) as a pattern."""
     pieces = re.split(r"\{(\w+)\}", template)  # literal, field, literal, ...
-    return re.compile(
-        "".join(
-            f"(?P<{piece}>{_FIELD})" if at % 2 else re.escape(piece)
-            for at, piece in enumerate(pieces)
-        )
-    )
+    seen: set[str] = set()
+    parts = []
+    for at, piece in enumerate(pieces):
+        if not at % 2:
+            parts.append(re.escape(piece))
+        elif piece in seen:  # a field said again is the same word
+            parts.append(f"(?P={piece})")
+        else:
+            seen.add(piece)
+            parts.append(f"(?P<{piece}>{_FIELD})")
+    return re.compile("".join(parts))
 
 
 #: Advice on two files holding one id (a copied file, or two branches that made the same
@@ -254,6 +259,15 @@ DIFF_FILE = Advice("give --diff-file change.diff", "give its text as code_change
 PROFILING_FILE = Advice(
     "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
 )
+#: Advice on timings a file gave without their unit, read in one 1000 times too small
+#: (triton's do_bench's milliseconds read as microseconds): the experiment removed and
+#: recorded again in the larger unit (no MCP tool removes one: kexp rm in the checkout).
+RECORD_IN_UNIT = Advice(
+    "remove the experiment (kexp rm ID) and record them again in the unit {unit} "
+    "(--unit {unit}; unit='{unit}' in Python)",
+    'call record again with unit: "{unit}", and remove this experiment (no tool removes '
+    "one: kexp rm ID in the checkout, ID the id record answered)",
+)
 #: Advice on the unit of timings (a remeasured round in another unit than the record's).
 UNIT_GIVEN = Advice("--unit {unit}", 'unit: "{unit}"')
 #: Advice on an environment that could not be detected.
@@ -372,6 +386,7 @@ ADVICE = (
     BASE_COMMIT_AND_DIFF,
     COMMIT_FIRST,
     PROFILING_FILE,
+    RECORD_IN_UNIT,
     UNIT_GIVEN,
     ENV,
     SYNC_REMOTE,

@@ -201,6 +201,12 @@ class SummaryWarning(KexpWarning):
     (``+12.5%`` beside 0.8956)."""
 
 
+class NoMatchWarning(UserWarning):
+    """A read's operator filter matches no experiment recorded (a typo, another name):
+    its empty answer says nothing of that operator. A note of a read, naming the
+    closest operators recorded (as :class:`InvalidExperimentWarning`, not a write's)."""
+
+
 class SuspectMeasurementWarning(UserWarning):
     """A recorded experiment's measurements look too good (or too small) to be true."""
 

@@ -34,6 +34,28 @@ SCHEMA_TYPES: dict[str, str] = {
 }
 #: The JSON Schema type of the items of each list kind.
 ITEM_TYPES: dict[str, str] = {"texts": "string", "numbers": "number", "records": "object"}
+#: What a JSON value of each kind is, in words.
+KIND_WORDS: dict[str, str] = {
+    "text": "a string",
+    "number": "a number",
+    "boolean": "true or false",
+    "texts": "a list of strings",
+    "numbers": "a list of numbers",
+    "records": "a list of objects",
+    "mapping": "an object",
+}
+
+
+def is_of_kind(value: Any, kind: str) -> bool:
+    """Whether a JSON value is of a kind, as JSON tells them apart: a boolean is no
+    number (``true`` is not 1), a number no boolean, a text neither."""
+    if kind in ITEM_TYPES:
+        item = {"texts": "text", "numbers": "number", "records": "mapping"}[kind]
+        return isinstance(value, list) and all(is_of_kind(v, item) for v in value)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    wanted = {"text": str, "boolean": bool, "mapping": dict}[kind]
+    return isinstance(value, wanted)
 
 
 class Field(NamedTuple):

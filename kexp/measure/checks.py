@@ -42,7 +42,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.advice import CORRECT_FIELD, REMEASURE, REPLACE_ROUND, SET_FAILED, UNIT_GIVEN
+from kexp.core.advice import (
+    CORRECT_FIELD,
+    RECORD_IN_UNIT,
+    REMEASURE,
+    REPLACE_ROUND,
+    SET_FAILED,
+    UNIT_GIVEN,
+)
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.core.noise import estimate, rounded_interval, two_modes
 from kexp.core.outcome import measured_nothing
@@ -365,8 +372,7 @@ def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None
         f"times as short as {min(times):.4g} us as read in {unit}, the unit the files do "
         f"not state: if they are {larger}"
         + (" (triton's do_bench returns milliseconds)" if larger == "ms" else "")
-        + f", the results hold times 1000x too short: remove the experiment (kexp rm) and "
-        f"record them again in the unit {larger} (unit='{larger}')"
+        + f", the results hold times 1000x too short: {RECORD_IN_UNIT.say(unit=larger)}"
     )
 
 

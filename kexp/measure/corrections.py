@@ -26,9 +26,12 @@ from kexp.core.errors import (
 from kexp.core.fields import (
     ALL_FIELDS,
     BODY_FIELDS,
+    FIELD,
     JSON_FIELDS,
+    KIND_WORDS,
     MAPPING_FIELDS,
     TEXT_LIST_FIELDS,
+    is_of_kind,
 )
 from kexp.core.model import KernelExperiment
 from kexp.core.outcome import measured_nothing
@@ -269,16 +272,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def typed_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """Changes given as JSON values (an agent's ``{"score": 1.02, "tags": [...]}``):
-    a text is typed as ``FIELD=VALUE`` would be (``"1.02"`` a score, ``"a,b"`` tags),
-    any other value kept for validation; an unknown field is an error."""
-    typed: dict[str, Any] = {}
+def checked_changes(changes: Mapping[str, Any], argument: str = "changes") -> dict[str, Any]:
+    """Changes given as JSON values (an agent's ``{"score": 1.02, "tags": [...]}``),
+    each of its field's JSON type, never converted (``true`` is no score, ``"1.02"``
+    none either, ``"a,b"`` no tags); ``null`` removes an optional field. An unknown
+    field, or a value of another type, is an error naming ``argument`` and the field."""
     for field, value in changes.items():
         if field not in ALL_FIELDS:
             raise unknown_field(field)
-        typed[field] = parse_value(field, value) if isinstance(value, str) else value
-    return typed
+        kind = FIELD[field].kind
+        if value is not None and not is_of_kind(value, kind):
+            given = json.dumps(value, ensure_ascii=False, default=str)
+            raise KexpError(
+                f"argument {argument!r}: {field!r} must be {KIND_WORDS[kind]}, not "
+                f"{given if len(given) <= 60 else given[:59] + '…'}"
+            )
+    return dict(changes)
 
 
 def _warn_stale_measurement(

@@ -50,6 +50,7 @@ from kexp.core.errors import (
     KexpWarning,
     MeasuredAgainstWarning,
     MeasurementError,
+    NoMatchWarning,
     RoundsWarning,
     SummaryWarning,
     SuspectMeasurementWarning,
@@ -274,7 +275,9 @@ def operator_iteration(store: Store, operator_sig: Any) -> int | None:
         return None
     if store.source.places is not None:  # read with refs: count the working tree's
         store = Store(store.root, code_repo=store.code_repo, settings=store.settings)
-    found = store.list_experiments(brief=True, operator=operator_sig)
+    with warnings.catch_warnings():  # a new operator has none yet: no typo to note
+        warnings.simplefilter("ignore", NoMatchWarning)
+        found = store.list_experiments(brief=True, operator=operator_sig)
     # A control (an A/A run) measures the noise, not a step: no iteration.
     return 1 + sum(1 for exp in found if exp.operator_sig == operator_sig and not is_control(exp))
 

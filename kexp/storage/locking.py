@@ -6,14 +6,18 @@ writer never leaves a stale lock behind: the next writer gets the lock within on
 writer). The descriptor is not inherited by programs the holder starts, so a child
 process (git) cannot keep a lock alive after its parent died.
 
-Two kinds of locks guard a store (both under its cache folder, ``.kexp/locks/``):
+These locks guard a store (all under its cache folder, ``.kexp/locks/``):
 
 * one per experiment, exclusive: updates, deletes and ``kexp fmt`` of that file;
 * one for the lineage, shared by writes that name other experiments (``pid``,
   ``combines``) from checking that those exist until the file is written, exclusive for
   a delete from checking that nothing names the experiment until it is gone. So a
   parent is never deleted under a new child, and writes naming parents never wait for
-  each other. Whoever takes both takes the lineage lock first.
+  each other. Whoever takes both takes the lineage lock first;
+* one per parent (by its id's last two characters; the roots share one), exclusive,
+  held by a create of timings from its check that no experiment holds them already
+  until its file is written: the same timings recorded twice at once are written once.
+  It is taken before any other.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from kexp.core.errors import (
     ExperimentNotFoundError,
     InvalidExperimentWarning,
     KexpError,
+    NoMatchWarning,
     StoreNotFoundError,
     ValidationError,
 )
@@ -56,6 +57,7 @@ from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
 from kexp.storage.location import refuse_linked_store, refuse_links_in_cache
+from kexp.storage.operators import unmatched_operator
 from kexp.storage.query import (
     RANKINGS,
     Filters,
@@ -396,10 +398,14 @@ class StoreReader:
         derivation = selected.derivation
         if selected.text is not None:
             complete = self._complete(chosen, derivation.of, strict=strict)
-            return [e for e in complete if matches(e, selected.text, self.settings)]
-        if brief:
-            return self._brief(chosen, derivation.of)
-        return self._complete(chosen, derivation.of, strict=strict)
+            listed = [e for e in complete if matches(e, selected.text, self.settings)]
+        elif brief:
+            listed = self._brief(chosen, derivation.of)
+        else:
+            listed = self._complete(chosen, derivation.of, strict=strict)
+        if not listed:
+            self.note_unmatched_operator(filters.get("operator"))
+        return listed
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
         """The experiments given (as ``list_experiments(brief=True)`` returns them) with
@@ -451,6 +457,8 @@ class StoreReader:
         skips = (skip_buggy, skip_pending, skip_controls)
         if filters.get("text") is None:
             best, of = self._best(filters, skips, strict=strict, by=by, limit=limit)
+            if not best:
+                self.note_unmatched_operator(filters.get("operator"))
             return self._brief(best, of) if brief else self._complete(best, of, strict=strict)
         rows, text, derivation = self._rows(filters, strict=strict, skips=skips)
         assert text is not None
@@ -462,7 +470,21 @@ class StoreReader:
                 break
             batch = self._complete(ranked[start : start + step], derivation.of, strict=strict)
             chosen += [e for e in batch if matches(e, text, self.settings)]
+        if not chosen:
+            self.note_unmatched_operator(filters.get("operator"))
         return chosen[:limit]
+
+    def note_unmatched_operator(self, operator: Any) -> None:
+        """Warn (:class:`NoMatchWarning`, a note) when ``operator``, a read's filter that
+        found nothing, matches no experiment the store holds: the answer is empty for a
+        typo, not for that operator; the closest recorded are named. Called on an empty
+        answer alone (no other read pays for it)."""
+        if not isinstance(operator, str) or not operator:
+            return
+        found, _ = self._read(None, held_answer)  # its invalid files: warned by the read
+        note = unmatched_operator(found.rows, operator)
+        if note is not None:
+            warnings.warn(note, NoMatchWarning, stacklevel=3)
 
     def _best(self, filters: dict[str, Any], skips: tuple[bool, bool, bool], *, strict: bool,
               by: str, limit: int) -> tuple[list[Row], Callable[[Row], Derived]]:  # fmt: skip

@@ -621,6 +621,8 @@ def similar(
     # Kept for files nobody changed since (the read's one fast path).
     question = ("similar", text or "", diff or "", tuple(exclude), operator, dtype, env, limit)
     kept = asked(store, lambda: store.answered(question, ask))
+    if not kept:
+        store.note_unmatched_operator(operator)
     return [_match_of(match) for match in kept]
 
 

@@ -152,27 +152,32 @@ class Store(StoreReader):
             raise ValidationError(
                 f"experiment {exp.id!r} was not recorded: it is invalid", sort_problems(problems)
             )
-        if exp.code_change:
-            from kexp.storage.repeats import warn_tried_before
-
-            # Recorded all the same; the warning names the earlier experiments.
-            warn_tried_before(
-                self,
-                exp.code_change,
-                exclude=[exp.id],
-                stacklevel=2,
-                base_commit=exp.base_commit,
-                env=exp.env,
-                samples=exp.samples,
-                record=exp,
-            )
-        if exp.samples:
-            from kexp.storage.repeats import refuse_copy
-
-            refuse_copy(self, exp)  # no code change, the same timings: a retry
-        path = self.path_for(exp)
-        _make_folder(path.parent)
         with contextlib.ExitStack() as locked:
+            if exp.samples:
+                # The check that no experiment holds these timings already and the write
+                # are one step: another process's record of the same ones (an agent's
+                # retry, run twice at once) waits, then is refused.
+                locked.enter_context(self._measurement_lock(exp.pid))
+            if exp.code_change:
+                from kexp.storage.repeats import warn_tried_before
+
+                # Recorded all the same; the warning names the earlier experiments.
+                warn_tried_before(
+                    self,
+                    exp.code_change,
+                    exclude=[exp.id],
+                    stacklevel=2,
+                    base_commit=exp.base_commit,
+                    env=exp.env,
+                    samples=exp.samples,
+                    record=exp,
+                )
+            if exp.samples:
+                from kexp.storage.repeats import refuse_copy
+
+                refuse_copy(self, exp)  # no code change, the same timings: a retry
+            path = self.path_for(exp)
+            _make_folder(path.parent)
             # The experiments it names may have been deleted meanwhile (a delete holds
             # the lineage lock exclusively), and another process may claim the same id
             # under another file name (it would hold the id's claim lock): check both
@@ -651,6 +656,15 @@ class Store(StoreReader):
         other experiments, exclusive for deletes."""
         path = self.cache_dir / "locks" / "lineage.lock"
         return file_lock(path, self.settings.lock_timeout_s, shared=not exclusive)
+
+    def _measurement_lock(self, pid: str) -> contextlib.AbstractContextManager[None]:
+        """The lock a create of timings holds from its check that no experiment holds
+        them already until its file is written (see :mod:`kexp.storage.locking`): one of
+        257, by the parent's id (a copy has the same parent), the roots' one of their own."""
+        name = pid[-2:] if ids.is_valid_id(pid) else "root"
+        return exclusive_lock(
+            self.cache_dir / "locks" / f"measure-{name}.lock", self.settings.lock_timeout_s
+        )
 
     def _lock_path(self, exp_id: str) -> Path:
         return self.cache_dir / "locks" / f"{ids.check_id(exp_id)}.lock"
