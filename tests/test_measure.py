@@ -96,11 +96,16 @@ def test_a_csv_table_with_units_in_its_header(tmp_path: Path) -> None:
 
 def test_csv_timings_per_side_and_sample_lists(tmp_path: Path) -> None:
     (tmp_path / "base.csv").write_text("config,time_us\nb8,12.3\nb32,55.5\n", encoding="utf-8")
-    cand = write_json(tmp_path / "cand.json", {"b8": [12.1, 11.9, 12.0, 50.0, 12.0], "b32": 54})
+    samples = {"b8": [12.1, 11.9, 12.0, 50.0, 12.0], "b32": [54]}
+    rows = [f"{config},{t}" for config, times in samples.items() for t in times]
+    (tmp_path / "cand.csv").write_text("config,time_us\n" + "\n".join(rows), encoding="utf-8")
 
-    found = load_measurements(baseline=tmp_path / "base.csv", candidate=cand)
+    found = load_measurements(baseline=tmp_path / "base.csv", candidate=tmp_path / "cand.csv")
 
     assert found == [Measurement("b8", 12.3, 12.0), Measurement("b32", 55.5, 54.0)]
+    cand = write_json(tmp_path / "cand.json", samples)  # a kind of file of its own
+    with pytest.raises(MeasurementError, match="timings CSV and the candidate timings JSON"):
+        load_measurements(baseline=tmp_path / "base.csv", candidate=cand)
 
 
 @pytest.mark.parametrize(

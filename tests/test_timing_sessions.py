@@ -393,6 +393,36 @@ def test_sides_timed_by_different_tools_are_one_error_before_any_warning(
     assert not list((repo / "experiments").rglob("*-*.md"))
 
 
+def test_sides_of_different_tools_or_clocks_are_refused_whatever_they_share(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A pytest-benchmark baseline (a host wall clock, seconds) and a do_bench candidate
+    (milliseconds) of the same configurations: kexp recorded a 6.9x step, flagged
+    suspect but written (trial 20); only tools without a configuration in common were
+    refused. Now one rule: different tools, or one tool's different clocks, are one
+    line saying to time both sides with the same tool, and nothing is written."""
+    options = ("--benchmark-min-rounds=5", "--benchmark-max-time=0.000001")
+    base = run_pytest_benchmark(tmp_path, BENCH, "baseline", *options)
+    configs = [b["param"] for b in json.loads(base.read_text(encoding="utf-8"))["benchmarks"]]
+    cand = write_json(tmp_path / "c.json", do_bench_lists(5, 1.0, dict.fromkeys(configs, 0.01)))
+    cpu = run_pytest_benchmark(
+        tmp_path / "cpu", BENCH, "candidate", *options, "--benchmark-timer=time.process_time"
+    )
+    for candidate, unit, names in (
+        (cand, ("--unit", "ms"), ("pytest-benchmark", "timings JSON")),
+        (cpu, (), ("wall_clock", "timer other")),
+    ):
+        refused = run_kexp(
+            "add", "--summary", "mixed tools - x", *COMMON, *unit,
+            "--baseline", str(base), "--candidate", str(candidate), cwd=repo,
+        )  # fmt: skip
+        assert refused.returncode != 0, refused.stdout
+        (line,) = refused.stderr.strip().splitlines()
+        assert "same tool" in line and all(n in line for n in names), line
+        assert "Traceback" not in refused.stderr
+    assert not list((repo / "experiments").rglob("*-*.md"))
+
+
 def test_timings_all_one_value_say_the_timer_is_too_coarse(repo: Path, tmp_path: Path) -> None:
     """A 2 us kernel timed by CUDA events: every sample is 2.048 us, both sides. kexp
     recorded "1.0000 [1.0000, 1.0000]", an interval of no width (a noise floor of
