@@ -172,6 +172,7 @@ def summary_fields() -> dict[str, str]:
     }
 
 
+@pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval
 def test_record_iteration_fills_score_results_and_raw_result_and_validates(
     store: Store, tmp_path: Path
 ) -> None:
@@ -214,6 +215,7 @@ def test_record_iteration_needs_a_score_or_timings_not_both(store: Store) -> Non
     assert exp.status == "timeout" and exp.results == []
 
 
+@pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval
 def test_an_implausible_speedup_is_recorded_but_flagged_suspect(store: Store) -> None:
     with pytest.warns(SuspectMeasurementWarning, match="suspect: verify correctness"):
         exp = record_iteration(
@@ -223,10 +225,11 @@ def test_an_implausible_speedup_is_recorded_but_flagged_suspect(store: Store) ->
     assert exp.score == 5.0
     assert "**suspect: verify correctness**: score 5x is above" in exp.raw_result
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", SuspectMeasurementWarning)
         record_iteration(store, baseline={"a": 12.0}, candidate={"a": 10.0}, **summary_fields())
 
 
+@pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval
 def test_kexp_record_iteration_acts_on_the_default_store(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
