@@ -326,6 +326,16 @@ def test_remeasure_pools_single_numbers_and_refuses_what_it_cannot_pool(store: S
         remeasure(store, bare.id, baseline={"a": 10.0}, candidate={"a": 9.0})
 
 
+def test_a_remeasure_pooling_too_few_timings_for_an_interval_says_so(store: Store) -> None:
+    """Two rounds of one timing a side pool into two: still no interval, and the
+    remeasure says so (with how to give every timing), as the record did."""
+    with pytest.warns(TimingsWarning, match="a: 1 timing"):
+        single = record_iteration(store, baseline={"a": 10.0}, candidate={"a": 9.0}, **fields())
+    with pytest.warns(TimingsWarning, match="a: 2 timing") as said:
+        again = remeasure(store, single.id, baseline={"a": 10.1}, candidate={"a": 9.1})
+    assert again.score_ci == [] and 'return_mode="all"' in str(said[0].message)
+
+
 def test_recording_the_same_measurement_again_says_to_remeasure(store: Store) -> None:
     diff = "--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-old line\n+new line\n"
     first = store.create_experiment(**experiment_fields(code_change=diff))
