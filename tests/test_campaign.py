@@ -645,10 +645,13 @@ def _expected_outcome(files: dict[str, dict[str, Any]], exp_id: str, interferenc
     """An experiment's outcome by the definition: judged on its score (and interval); a
     step made on a parent but measured against the reference, judged on its score over
     its parent's cumulative score (when known; their log half-widths in quadrature when
-    both have them)."""
+    both have them); a control (tag ``control``) is ``control``."""
     fields = files[exp_id]
     score, ci = fields["score"], fields.get("score_ci")
-    over_reference = judge(fields["status"], fields["is_buggy"], interference, score, ci)
+    control = "control" in (fields.get("tags") or [])  # an A/A run: control, whatever else
+    over_reference = judge(
+        fields["status"], fields["is_buggy"], interference, score, ci, control=control
+    )
     if (
         over_reference not in ("improvement", "marginal", "regression")
         or not fields["pid"]

@@ -126,3 +126,72 @@ def test_a_file_recorded_by_the_earlier_method_still_validates(repo: Path, tmp_p
     assert "samples-mismatch" not in checked.stdout, checked.stdout
     shown = run_kexp("show", exp_id, "--json", cwd=repo)
     assert json.loads(shown.stdout)["score"] == round(then.score, 4)
+
+
+def bimodal(rng: random.Random, fast: float, slow: float, n_fast: int, n: int) -> list[float]:
+    """``n`` timings (seconds) of a GPU whose clocks are not locked: ``n_fast`` of them
+    in the fast clock state, the rest in the slow one, 0.5 % CV each."""
+    drawn = [(fast if i < n_fast else slow) * rng.lognormvariate(0, 0.005) for i in range(n)]
+    rng.shuffle(drawn)
+    return drawn
+
+
+def test_the_fast_mode_of_two_clock_states_is_not_set_aside_as_load_spikes(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A candidate timed in two clock states, 13 samples fast and 17 slow (do_bench):
+    the 13 fast ones were "set aside as load spikes" (trial 20), a spike that made
+    samples faster, and the median was the slow mode's. A spike only slows a sample:
+    now no fast sample is set aside, the median is every sample's, the raw result
+    names the two modes and sets nothing aside."""
+    rng = random.Random(21)
+    base = {"r64": [16.07e-6 * rng.lognormvariate(0, 0.005) for _ in range(30)]}
+    cand = {"r64": bimodal(rng, 14.66e-6, 17.58e-6, 13, 30)}
+    for name, timings in (("b", base), ("c", cand)):
+        (tmp_path / f"{name}.json").write_text(as_do_bench(timings), encoding="utf-8")
+
+    done = run_kexp(
+        "add", "--summary", "persistent kernel - x", *COMMON, "--unit", "ms",
+        "--baseline", str(tmp_path / "b.json"), "--candidate", str(tmp_path / "c.json"),
+        "--json", cwd=repo,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    exp = Store(repo).get_experiment(json.loads(done.stdout)["id"])
+    (result,) = exp.results
+    every = [t * 1e6 for t in cand["r64"]]
+    assert result["candidate"] == pytest.approx(statistics.median(every), rel=1e-5)
+    text = " ".join(exp.raw_result.split())
+    assert "candidate in two modes" in text, text
+    assert "set aside as load spikes" not in text, text
+
+
+def test_a_file_recorded_when_fast_samples_were_set_aside_still_validates(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Files recorded when load spikes were looked for at both ends hold the medians
+    those samples gave then, a fast sample set aside: kexp validate accepts them as
+    they are; a remeasure recomputes them."""
+    rng = random.Random(6)
+    base = {"n8": times(rng, 2.0e-6)}
+    cand = {"n8": times(rng, 2.0e-6 / 1.05)}
+    cand["n8"][3] /= 3  # one sample three times faster: no spike, kept in the median
+    for name, timings in (("b", base), ("c", cand)):
+        (tmp_path / f"{name}.json").write_text(as_do_bench(timings), encoding="utf-8")
+    done = run_kexp(
+        "add", "--summary", "shorter range - faster", *COMMON, "--unit", "ms",
+        "--baseline", str(tmp_path / "b.json"), "--candidate", str(tmp_path / "c.json"),
+        "--json", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exp_id = json.loads(done.stdout)["id"]
+    store = Store(repo)
+    together = pooled(parse_samples(store.get_experiment(exp_id).samples))
+    now, then = summarize(together), summarize(together, two_sided=True)
+    assert then.results[0]["candidate"] != now.results[0]["candidate"]
+    store.update_experiment(exp_id, score=then.score, score_ci=then.score_ci, results=then.results)
+
+    checked = run_kexp("validate", cwd=repo)
+
+    assert checked.returncode == 0, checked.stdout
+    assert "samples-mismatch" not in checked.stdout, checked.stdout

@@ -96,11 +96,16 @@ def test_a_csv_table_with_units_in_its_header(tmp_path: Path) -> None:
 
 def test_csv_timings_per_side_and_sample_lists(tmp_path: Path) -> None:
     (tmp_path / "base.csv").write_text("config,time_us\nb8,12.3\nb32,55.5\n", encoding="utf-8")
-    cand = write_json(tmp_path / "cand.json", {"b8": [12.1, 11.9, 12.0, 50.0, 12.0], "b32": 54})
+    samples = {"b8": [12.1, 11.9, 12.0, 50.0, 12.0], "b32": [54]}
+    rows = [f"{config},{t}" for config, times in samples.items() for t in times]
+    (tmp_path / "cand.csv").write_text("config,time_us\n" + "\n".join(rows), encoding="utf-8")
 
-    found = load_measurements(baseline=tmp_path / "base.csv", candidate=cand)
+    found = load_measurements(baseline=tmp_path / "base.csv", candidate=tmp_path / "cand.csv")
 
     assert found == [Measurement("b8", 12.3, 12.0), Measurement("b32", 55.5, 54.0)]
+    cand = write_json(tmp_path / "cand.json", samples)  # a kind of file of its own
+    with pytest.raises(MeasurementError, match="timings CSV and the candidate timings JSON"):
+        load_measurements(baseline=tmp_path / "base.csv", candidate=cand)
 
 
 @pytest.mark.parametrize(
@@ -167,6 +172,7 @@ def summary_fields() -> dict[str, str]:
     }
 
 
+@pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval
 def test_record_iteration_fills_score_results_and_raw_result_and_validates(
     store: Store, tmp_path: Path
 ) -> None:
@@ -209,6 +215,7 @@ def test_record_iteration_needs_a_score_or_timings_not_both(store: Store) -> Non
     assert exp.status == "timeout" and exp.results == []
 
 
+@pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval
 def test_an_implausible_speedup_is_recorded_but_flagged_suspect(store: Store) -> None:
     with pytest.warns(SuspectMeasurementWarning, match="suspect: verify correctness"):
         exp = record_iteration(
@@ -218,10 +225,11 @@ def test_an_implausible_speedup_is_recorded_but_flagged_suspect(store: Store) ->
     assert exp.score == 5.0
     assert "**suspect: verify correctness**: score 5x is above" in exp.raw_result
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", SuspectMeasurementWarning)
         record_iteration(store, baseline={"a": 12.0}, candidate={"a": 10.0}, **summary_fields())
 
 
+@pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval
 def test_kexp_record_iteration_acts_on_the_default_store(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

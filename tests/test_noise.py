@@ -125,6 +125,22 @@ def test_side_statistics_set_outliers_aside() -> None:
     )
 
 
+def test_a_faster_sample_is_never_set_aside_as_a_load_spike() -> None:
+    """A load spike only makes a sample slower: a run's fast samples (a boost clock, a
+    warm cache) stay in its median, where the same distance on the slow side is a
+    spike. Before, both ends were searched: the fast one was set aside too."""
+    clean = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98, 10.01, 9.99, 10.03]
+    fast = [*clean[:-1], 10.0 / 3]
+    slow = [*clean[:-1], 30.0]
+
+    kept, spiked = side_stats(fast), side_stats(slow)
+
+    assert kept.outliers == 0 and kept.median == pytest.approx(statistics.median(fast))
+    assert kept.kept == (min(fast), max(fast))
+    assert spiked.outliers == 1 and spiked.median == pytest.approx(statistics.median(clean[:-1]))
+    assert side_stats(fast, two_sided=True).outliers == 1  # as files recorded before hold
+
+
 def test_the_outlier_test_rarely_rejects_gaussian_samples() -> None:
     rng = random.Random(5)
     for n in (5, 12, 50):

@@ -119,6 +119,51 @@ def test_the_report_counts_what_stats_counts_controls_apart(
     assert shown["A/A - control"] == shown["A/A fp8 - x"] == "control", shown
 
 
+def test_a_biased_control_is_a_control_everywhere_and_says_its_setup_is_biased(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An A/A control whose interval left out 1 (its candidate timed 3 % slower: the
+    sides not timed alike) was listed by ``list --outcome regression`` and drawn a
+    regression in ``tree`` and the report, while ``stats`` counted it a control
+    (trial 20). Now its outcome is ``control`` in every view, and where the control is
+    shown (the record, the context's noise floor) it says the timing setup is biased."""
+    import random
+
+    rng = random.Random(12)
+    base = [0.0142 * rng.lognormvariate(0, 0.005) for _ in range(40)]
+    cand = [0.0142 * 1.03 * rng.lognormvariate(0, 0.005) for _ in range(40)]
+    for name, times in (("b", base), ("c", cand)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"r64": times}), encoding="utf-8")
+    added = run_kexp(
+        "add", "--summary", "A/A - noise", "--operator", "k.py: k", "--dtype", "fp16",
+        "--env", "H100", "--tag", "control", "--unit", "ms", "--baseline",
+        str(tmp_path / "b.json"), "--candidate", str(tmp_path / "c.json"), cwd=repo,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    exp = Store(repo).get_experiment(added.stdout.split()[1])
+    assert exp.score_ci[1] < 1  # the interval leaves out 1, as an A/A run's cannot
+    assert "interval leaves out 1" in added.stdout and "biased" in added.stdout, added.stdout
+
+    def listed(*outcome: str) -> list[str]:
+        found = run_kexp("list", "--outcome", *outcome, "--json", cwd=repo)
+        assert found.returncode == 0, found.stderr
+        return [e["id"] for e in json.loads(found.stdout)]
+
+    assert listed("regression") == [] and listed("control") == [exp.id]
+    assert exp.outcome == "control"
+    counted = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)["by_outcome"]
+    assert counted["control"] == 1 and counted["regression"] == 0
+    tree = run_kexp("tree", cwd=repo, env={"COLUMNS": "200"}).stdout
+    (line,) = [t for t in tree.splitlines() if exp.id[:10] in t]
+    assert "control" in line and "regression" not in line, line
+    build_report(Store(repo), tmp_path / "site", now=NOW)
+    page = (tmp_path / "site" / experiment_path(exp.id)).read_text(encoding="utf-8")
+    assert "regression" not in page, page
+    packet = run_kexp("context", "--operator", "k.py: k", "--json", cwd=repo)
+    floor = json.loads(packet.stdout)["context"]["noise_floor"]
+    assert floor["id"] == exp.id and "biased" in floor["text"], floor
+
+
 def test_each_operator_page_names_its_cells_best_tip_by_its_cumulative_score(
     tmp_path: Path,
 ) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kexp import Store
-from kexp.core.errors import RemeasureWarning, RepeatedChangeWarning
+from kexp.core.errors import RemeasureWarning, RepeatedChangeWarning, TimingsWarning
 from kexp.core.model import outcome_of
 from kexp.format.fileformat import parse, serialize
 from kexp.format.quickcheck import quick_fields
@@ -114,9 +114,11 @@ def test_samples_are_summarised_in_the_front_matter_and_kept_in_a_section(store:
 
 
 def test_single_numbers_are_recorded_as_before(store: Store) -> None:
-    exp = record_iteration(
-        store, baseline={"a": 12.3, "b": 40.0}, candidate={"a": 12.0, "b": 39.0}, **fields()
-    )
+    with pytest.warns(TimingsWarning, match="a: 1 timing") as said:  # no interval: said so
+        exp = record_iteration(
+            store, baseline={"a": 12.3, "b": 40.0}, candidate={"a": 12.0, "b": 39.0}, **fields()
+        )
+    assert [str(w.message).count("too few for an interval") for w in said] == [1]
     assert exp.score_ci == [] and exp.samples == ""
     assert exp.results[0] == {
         "config": "a",
@@ -303,7 +305,8 @@ def test_remeasure_pools_rounds_and_records_the_correction(store: Store) -> None
 
 
 def test_remeasure_pools_single_numbers_and_refuses_what_it_cannot_pool(store: Store) -> None:
-    single = record_iteration(store, baseline={"a": 10.0}, candidate={"a": 9.0}, **fields())
+    with pytest.warns(TimingsWarning, match="too few for an interval"):
+        single = record_iteration(store, baseline={"a": 10.0}, candidate={"a": 9.0}, **fields())
     again = remeasure(store, single.id, baseline={"a": [10.2, 9.9]}, candidate={"a": [9.1, 8.9]})
     assert [len(b) for b, _ in parse_samples(again.samples)[0].timings.values()] == [1]
     assert again.results[0]["baseline_n"] == 3 and again.score_ci  # 1 + 2 samples a side
@@ -321,6 +324,16 @@ def test_remeasure_pools_single_numbers_and_refuses_what_it_cannot_pool(store: S
     bare = store.create_experiment(**experiment_fields())
     with pytest.raises(MeasurementError, match="no per-configuration timings"):
         remeasure(store, bare.id, baseline={"a": 10.0}, candidate={"a": 9.0})
+
+
+def test_a_remeasure_pooling_too_few_timings_for_an_interval_says_so(store: Store) -> None:
+    """Two rounds of one timing a side pool into two: still no interval, and the
+    remeasure says so (with how to give every timing), as the record did."""
+    with pytest.warns(TimingsWarning, match="a: 1 timing"):
+        single = record_iteration(store, baseline={"a": 10.0}, candidate={"a": 9.0}, **fields())
+    with pytest.warns(TimingsWarning, match="a: 2 timing") as said:
+        again = remeasure(store, single.id, baseline={"a": 10.1}, candidate={"a": 9.1})
+    assert again.score_ci == [] and 'return_mode="all"' in str(said[0].message)
 
 
 def test_recording_the_same_measurement_again_says_to_remeasure(store: Store) -> None:

@@ -393,6 +393,70 @@ def test_sides_timed_by_different_tools_are_one_error_before_any_warning(
     assert not list((repo / "experiments").rglob("*-*.md"))
 
 
+def test_sides_of_different_tools_or_clocks_are_refused_whatever_they_share(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A pytest-benchmark baseline (a host wall clock, seconds) and a do_bench candidate
+    (milliseconds) of the same configurations: kexp recorded a 6.9x step, flagged
+    suspect but written (trial 20); only tools without a configuration in common were
+    refused. Now one rule: different tools, or one tool's different clocks, are one
+    line saying to time both sides with the same tool, and nothing is written."""
+    options = ("--benchmark-min-rounds=5", "--benchmark-max-time=0.000001")
+    base = run_pytest_benchmark(tmp_path, BENCH, "baseline", *options)
+    configs = [b["param"] for b in json.loads(base.read_text(encoding="utf-8"))["benchmarks"]]
+    cand = write_json(tmp_path / "c.json", do_bench_lists(5, 1.0, dict.fromkeys(configs, 0.01)))
+    cpu = run_pytest_benchmark(
+        tmp_path / "cpu", BENCH, "candidate", *options, "--benchmark-timer=time.process_time"
+    )
+    for candidate, unit, names in (
+        (cand, ("--unit", "ms"), ("pytest-benchmark", "timings JSON")),
+        (cpu, (), ("wall_clock", "timer other")),
+    ):
+        refused = run_kexp(
+            "add", "--summary", "mixed tools - x", *COMMON, *unit,
+            "--baseline", str(base), "--candidate", str(candidate), cwd=repo,
+        )  # fmt: skip
+        assert refused.returncode != 0, refused.stdout
+        (line,) = refused.stderr.strip().splitlines()
+        assert "same tool" in line and all(n in line for n in names), line
+        assert "Traceback" not in refused.stderr
+    assert not list((repo / "experiments").rglob("*-*.md"))
+
+
+@pytest.mark.parametrize("samples", [1, 2, 3])
+def test_too_few_timings_for_an_interval_say_how_to_give_every_timing(
+    repo: Path, tmp_path: Path, samples: int
+) -> None:
+    """do_bench's default return is one number a configuration (a mean): kexp recorded
+    it an "improvement" without an interval and without a word (trial 20), where nsys
+    and KernelBench summaries warn. Now one timing or two on a side warn that the
+    score has no interval, and how to give every timing (return_mode="all"); three a
+    side give an interval, without the warning."""
+    lists = {"base": do_bench_lists(1, 1.0, SHAPES, n=samples)}
+    lists["cand"] = do_bench_lists(2, 0.95, SHAPES, n=samples)
+    files = {name: write_json(tmp_path / f"{name}.json", data) for name, data in lists.items()}
+    if samples == 1:  # exactly what do_bench returns by default: a number, not a list
+        for name, data in lists.items():
+            write_json(files[name], {config: times[0] for config, times in data.items()})
+
+    done = run_kexp(
+        "add", "--summary", "vectorized loads - faster", *COMMON, "--unit", "ms",
+        "--baseline", str(files["base"]), "--candidate", str(files["cand"]), "--json",
+        cwd=repo,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)
+    said = [line for line in done.stderr.splitlines() if "too few for an interval" in line]
+    if samples >= noise.MIN_SAMPLES:
+        assert recorded["score_ci"] and said == [], done.stderr
+        return
+    assert recorded["score_ci"] == []
+    (line,) = said
+    assert f"{next(iter(SHAPES))}: {samples} timing(s) on a side" in line, line
+    assert 'return_mode="all"' in line and "without one" in line, line
+
+
 def test_timings_all_one_value_say_the_timer_is_too_coarse(repo: Path, tmp_path: Path) -> None:
     """A 2 us kernel timed by CUDA events: every sample is 2.048 us, both sides. kexp
     recorded "1.0000 [1.0000, 1.0000]", an interval of no width (a noise floor of

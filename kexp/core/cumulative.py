@@ -285,6 +285,7 @@ def derived_of(
         record.score,
         getattr(record, "score_ci", None),
         settings,
+        control=control,
     )
     if judged_over_parent(record):
         outcome = outcome_over_parent(record, outcome, codes.get(record.pid), settings)

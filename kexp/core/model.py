@@ -33,6 +33,7 @@ OUTCOMES = (
     "regression",
     "marginal",
     "improvement",
+    "control",
 )
 
 #: The protocol keys (``protocol`` field): how the timings were measured.
@@ -349,8 +350,9 @@ def _copy(value: Any) -> Any:
 
 
 def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> str:
-    """Derive the outcome: pending, buggy, failed, interference, regression, marginal,
-    improvement (:func:`kexp.core.outcome.judge`).
+    """Derive the outcome: control (tagged ``control``: an A/A run), pending, buggy,
+    failed, interference, regression, marginal, improvement
+    (:func:`kexp.core.outcome.judge`).
 
     With a ``score_ci``, ``improvement`` needs its low end above 1 and ``regression``
     its high end below 1 (besides the thresholds); otherwise the thresholds alone
@@ -363,4 +365,5 @@ def outcome_of(exp: KernelExperiment, settings: Settings = DEFAULT_SETTINGS) -> 
         exp.score,
         getattr(exp, "score_ci", None),
         settings,
+        control=is_control(exp),
     )

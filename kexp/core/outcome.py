@@ -50,14 +50,23 @@ def judge(
     score: Any,
     interval: Any,
     settings: Settings = DEFAULT_SETTINGS,
+    *,
+    control: bool = False,
 ) -> str:
-    """The outcome: pending, buggy, failed (status failed or timeout, not buggy, and no
-    score: the run measured nothing), interference, regression, marginal, improvement.
+    """The outcome: control, pending, buggy, failed (status failed or timeout, not
+    buggy, and no score: the run measured nothing), interference, regression, marginal,
+    improvement.
 
-    With an interval (``score_ci``), ``improvement`` needs its low end above 1 and
+    A ``control`` (tagged ``control``, :func:`is_control`: an A/A run, the noise floor)
+    is ``control``, whatever its score: never a regression or an improvement, in a
+    listing, a filter, a tree, the report or the counts alike (a control whose interval
+    leaves out 1 says its timing setup is biased: :func:`control_bias`). With an
+    interval (``score_ci``), ``improvement`` needs its low end above 1 and
     ``regression`` its high end below 1 (besides the thresholds); otherwise the
     thresholds alone decide.
     """
+    if control:
+        return CONTROL_TAG
     if status in PENDING_STATUSES:
         return "pending"
     if is_buggy:
@@ -174,13 +183,29 @@ def latest_control(controls: Iterable[Any]) -> Any | None:
     return max(found, key=lambda r: (time_key(r.created_at), r.id), default=None)
 
 
+def control_bias(record: Any) -> str:
+    """What a control (an A/A run: the same code on both sides) whose interval leaves
+    out 1 says: its timing setup is biased, the sides were not timed alike; "" for any
+    other."""
+    interval = recorded_interval(record)
+    if interval is None or interval[0] <= 1 <= interval[1]:
+        return ""
+    return (
+        "its interval leaves out 1, as the same code on both sides cannot: the timing "
+        "setup is biased (the sides not timed alike: clocks, warm-up, load, order); fix "
+        "it and time the A/A again"
+    )
+
+
 def describe_control(record: Any) -> str:
-    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``."""
+    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``, and
+    :func:`control_bias` when its interval leaves out 1."""
     text = f"A/A on this env: {float(record.score):.3f}"
     interval = recorded_interval(record)
     if interval is not None:
         text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
-    return text
+    bias = control_bias(record)
+    return f"{text}: {bias}" if bias else text
 
 
 def time_key(created_at: str) -> str:

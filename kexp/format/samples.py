@@ -241,15 +241,20 @@ def summarize(
     modes: bool = True,
     rule: int = MODES_RULE,
     rounds: Sequence[Round] = (),
+    two_sided: bool = False,
 ) -> Summary:
     """``results`` (median, count and interquartile range per side, the median
     speedup), the ``score`` (their geometric mean, 4 decimals) and its ``score_ci``
     (``legacy``: as :data:`kexp.core.noise.METHOD` 1 computed them; ``modes=False``:
     as before two modes widened a side's interval, :func:`kexp.core.noise.two_modes`;
-    ``rule``: that function's).
+    ``rule``: that function's; ``two_sided``: load spikes looked for at both ends of
+    a side's samples, the fast end too, as before they were looked for among the slow
+    samples alone, :func:`kexp.core.noise.side_stats`).
     ``rounds``: the rounds ``samples`` pool; when two disagree
     (:func:`kexp.core.noise.dispute`), ``score_ci`` holds every round's interval."""
-    found = estimate(list(samples.values()), legacy=legacy, modes=modes, rule=rule)
+    found = estimate(
+        list(samples.values()), legacy=legacy, modes=modes, rule=rule, two_sided=two_sided
+    )
     results = []
     for config, stats in zip(samples, found.configs, strict=True):
         results.append(
@@ -267,7 +272,10 @@ def summarize(
         )
     disputed = None
     if len(rounds) > 1 and not legacy:
-        alone = [estimate(list(r.timings.values()), modes=modes, rule=rule) for r in rounds]
+        alone = [
+            estimate(list(r.timings.values()), modes=modes, rule=rule, two_sided=two_sided)
+            for r in rounds
+        ]
         disputed = dispute(alone, found.interval)
     ends = disputed.interval if disputed is not None else found.interval
     interval = list(rounded_interval(*ends)) if ends else []
@@ -406,12 +414,16 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
         ]
     together = pooled(rounds)
     disagreements = _disagreements(fields, summarize(together, rounds=rounds))
-    if disagreements and not _disagreements(fields, summarize(together)):
-        disagreements = []  # recorded before rounds that disagree widened the interval
-    if disagreements and not _disagreements(fields, summarize(together, rounds=rounds, rule=1)):
-        disagreements = []  # recorded when few samples asked no wider gap of two modes
-    if disagreements and not _disagreements(fields, summarize(together, modes=False)):
-        disagreements = []  # recorded before two modes widened the interval
+    # every method before, newest first, looked for load spikes at both ends
+    earlier: tuple[dict[str, Any], ...] = (
+        {"rounds": rounds},  # before spikes were looked for among the slow samples alone
+        {},  # before rounds that disagree widened the interval
+        {"rounds": rounds, "rule": 1},  # when few samples asked no wider gap of two modes
+        {"modes": False},  # before two modes widened the interval
+    )
+    for how in earlier:
+        if disagreements and not _disagreements(fields, summarize(together, two_sided=True, **how)):
+            disagreements = []
     if disagreements and not _disagreements(fields, summarize(together, legacy=True)):
         disagreements = []  # recorded before outliers were set aside from the median
     found.extend(disagreements)

@@ -24,6 +24,9 @@
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
   (a kernel shorter than the timer's resolution): its interval of no width claims a
   precision the timings do not have.
+* :func:`few_samples_hint`: a configuration timed fewer than 3 times a side (do_bench's
+  default return, one number): the score has no interval, its outcome rests on the
+  thresholds alone; how to give every timing.
 * :func:`replaced_round_held`: a round replaced by a new one (``kexp remeasure
   --replace-round``) needs a reason and the file committed as it is, so that the round
   stays in git history.
@@ -51,7 +54,7 @@ from kexp.core.advice import (
     UNIT_GIVEN,
 )
 from kexp.core.errors import MeasurementError, ValidationError
-from kexp.core.noise import estimate, rounded_interval, two_modes
+from kexp.core.noise import MIN_SAMPLES, estimate, rounded_interval, two_modes
 from kexp.core.outcome import measured_nothing
 from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
@@ -396,6 +399,30 @@ def resolution_hint(samples: Mapping[str, Sides]) -> str | None:
         f"{cand:g} us{more}: the timer's resolution is coarser than the kernel's noise, "
         "so the interval's width says nothing of it; time several launches per sample "
         "(a longer do_bench rep, CUDA events around a loop) or a larger problem"
+    )
+
+
+def few_samples_hint(samples: Mapping[str, Sides]) -> str | None:
+    """What to say when a configuration has fewer than :data:`MIN_SAMPLES` timings on a
+    side (``samples``: baseline and candidate samples per configuration): the score gets
+    no interval, its outcome rests on the thresholds alone (as a summary's, which its
+    reader warns of), and how to give every timing."""
+    few = {
+        config: min(len(side) for side in sides)
+        for config, sides in samples.items()
+        if min(len(side) for side in sides) < MIN_SAMPLES
+    }
+    if not few:
+        return None
+    config, count = next(iter(few.items()))
+    more = f" (and {len(few) - 1} more configuration(s))" if len(few) > 1 else ""
+    return (
+        f"{config}: {count} timing(s) on a side{more}, too few for an interval ({MIN_SAMPLES} "
+        "a side are needed): the score was recorded without one, its outcome judged by "
+        "the thresholds alone, noise unseen; time each side repeatedly and give every "
+        'timing: triton\'s do_bench(fn, return_mode="all") returns them (its default '
+        "is one number), pytest-benchmark --benchmark-json keeps them, a CSV takes a row "
+        "per timing"
     )
 
 

@@ -17,7 +17,7 @@ from kexp.core.advice import RECORD_FAILURE
 from kexp.core.errors import MeasurementError, TimingsWarning
 from kexp.core.noise import side_stats
 from kexp.measure.checks import UNSTATED_UNIT_FORMS
-from kexp.measure.timings import from_mapping, read_timings
+from kexp.measure.timings import IN_PYTHON, from_mapping, read_timings
 from kexp.measure.timings import read_table as read_sides
 from kexp.measure.timings.common import Timings, check_stat, check_time, tidy
 
@@ -139,6 +139,37 @@ def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, An
         raise MeasurementError("no configurations were measured")
 
 
+#: The protocol fields that say what kind of timing a side is besides its tool: a wall
+#: clock and a CPU clock of one tool (pytest-benchmark's --benchmark-timer) time apart.
+KIND_FIELDS = ("timer", "device")
+
+
+def _kind(timings: Timings) -> str:
+    """What kind of timing ``timings`` are, in words: the tool (the file's form) and
+    the protocol fields it tells of its clock (:data:`KIND_FIELDS`)."""
+    told = [f"{k} {timings.protocol[k]}" for k in KIND_FIELDS if k in timings.protocol]
+    return f"{timings.form} ({', '.join(told)})" if told else timings.form
+
+
+def same_kind(base: Timings, cand: Timings) -> None:
+    """Refuse a baseline and a candidate timed by different tools, or by one tool's
+    different clocks: their times are not comparable (a CPU wall clock in seconds beside
+    a GPU's milliseconds made a 6.9x step), whatever configurations they share. Every
+    kind of file is a tool of its own (a CSV beside a JSON file too); timings given in
+    Python (:data:`~kexp.measure.timings.IN_PYTHON`) name no tool: the program that
+    holds them timed them, and pairs them with what it chooses."""
+    if _kind(base) == _kind(cand) or IN_PYTHON in (base.form, cand.form):
+        return
+    if base.form == cand.form:
+        said = f"the baseline is {_kind(base)} and the candidate {_kind(cand)}"
+    else:
+        said = f"the baseline is {base.form} and the candidate {cand.form}"
+    raise MeasurementError(
+        f"{said}: times of different tools or clocks do not compare, and nothing was "
+        "written; time both sides with the same tool and clock"
+    )
+
+
 def pair_timings(
     baseline: Mapping[str, float], candidate: Mapping[str, float]
 ) -> list[Measurement]:
@@ -186,6 +217,7 @@ def load_measurements(
     base, cand = (
         _timings_of(v, n, "us", stat) for n, v in (("baseline", baseline), ("candidate", candidate))
     )
+    same_kind(base, cand)
     return pair_timings(
         *(
             {c: _reduce(v, stat, f"{side.form} {c}") for c, v in side.times.items()}
@@ -239,11 +271,7 @@ def gather(
         raise MeasurementError("give both baseline and candidate timings")
     base = _timings_of(baseline, "baseline", unit, stat)
     cand = _timings_of(candidate, "candidate", unit, stat)
-    if base.form != cand.form and not set(base.times) & set(cand.times):
-        raise MeasurementError(
-            f"the baseline is {base.form} and the candidate {cand.form}, with no "
-            "configuration in common: time both sides with the same tool and configurations"
-        )
+    same_kind(base, cand)
     _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
     for message in dict.fromkeys((*base.warnings, *cand.warnings)):  # each once
         warnings.warn(message, TimingsWarning, stacklevel=4)

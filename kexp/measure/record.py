@@ -66,6 +66,7 @@ from kexp.measure.checks import (
     base_commit_problem,
     check_round_scale,
     done_without_measure,
+    few_samples_hint,
     implausible_control,
     modes_hint,
     replaced_round_held,
@@ -240,7 +241,9 @@ def with_timings(
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
     sides = {m.config: sides_of(m) for m in gathered.measurements}
-    for hint in (resolution_hint(sides), modes_hint(sides)):
+    sampled = stat == "median" and not any(m.summary for m in gathered.measurements)
+    few = few_samples_hint(sides) if sampled else None  # a summary's reader said so
+    for hint in (few, resolution_hint(sides), modes_hint(sides)):
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
     scored = score_measurements(
@@ -595,6 +598,9 @@ def remeasure(
     except ValidationError as exc:
         samples_too_large(exc, scored.samples, pooled=True)
         raise
+    few = few_samples_hint({m.config: sides_of(m) for m in together})  # rounds pooled
+    if few is not None:
+        warnings.warn(few, TimingsWarning, stacklevel=2)
     said = False
     if is_control(exp):
         said = _warn_if_implausible_control(exp, done, number, rounds)

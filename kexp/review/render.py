@@ -415,7 +415,7 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
         cumulative = "—"
         if e.cumulative_score is not None:
             cumulative = describe_interval(e.cumulative_score, e.cumulative_ci or ())
-        shown = "control" if e.control else e.outcome  # as kexp stats counts it
+        shown = e.outcome  # a control's is control, as kexp stats counts it
         icon = _OUTCOME_ICONS.get(shown, "")
         outcome = f"{icon} {md_text(shown)}".strip()
         if e.rank is None:

@@ -453,7 +453,8 @@ class StoreReader:
         skip_buggy, skip_pending = ranking_leaves_out(
             filters, include_buggy=include_buggy, include_pending=include_pending
         )
-        skip_controls = not include_controls and "control" not in _as_list(filters.get("tags"))
+        named = (*_as_list(filters.get("tags")), *_as_list(filters.get("outcome")))
+        skip_controls = not include_controls and "control" not in named
         skips = (skip_buggy, skip_pending, skip_controls)
         if filters.get("text") is None:
             best, of = self._best(filters, skips, strict=strict, by=by, limit=limit)

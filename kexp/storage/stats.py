@@ -84,8 +84,8 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
     by_operator: dict[str, dict[str, int]] = {}
     groups: dict[tuple[str, str], list[KernelExperiment]] = {}
     for exp in items:
-        # A control is the noise floor, not an outcome (never ranked, never a lesson).
-        outcome = "control" if exp.derived.control else exp.outcome
+        # A control's outcome is control: the noise floor (never ranked, never a lesson).
+        outcome = exp.outcome
         counts = by_operator.setdefault(exp.operator_sig, _zero())
         for bucket in (counts, by_outcome):
             bucket[outcome] += 1

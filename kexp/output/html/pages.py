@@ -60,11 +60,12 @@ OUTCOME_ORDER = (
     "buggy",
     "failed",
     "pending",
+    "control",
 )
 assert sorted(OUTCOME_ORDER) == sorted(OUTCOMES)
-#: What the report counts: the outcomes, then the controls (A/A runs, the noise floor:
-#: never an outcome, as ``kexp stats``, ``top`` and ``context`` count them).
-COUNTED = (*OUTCOME_ORDER, "control")
+#: What the report counts: the outcomes, the controls (A/A runs, the noise floor, whose
+#: outcome is ``control``, as ``kexp stats``, ``top`` and ``context`` count them) last.
+COUNTED = OUTCOME_ORDER
 _T = TypeVar("_T")
 
 
@@ -236,7 +237,7 @@ def cells_of(experiments: Iterable[KernelExperiment]) -> list[CellSummary]:
 
 def counted_as(exp: KernelExperiment) -> str:
     """What the report counts an experiment as: its outcome, or ``control``."""
-    return "control" if exp.is_control else exp.outcome
+    return exp.outcome
 
 
 def outcome_counts(experiments: Iterable[KernelExperiment]) -> dict[str, int]:

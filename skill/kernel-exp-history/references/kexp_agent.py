@@ -223,7 +223,7 @@ never drop the configurations that got slower.
 Outcomes are derived: improvement (> 1.01), marginal (0.99-1.01), regression (< 0.99),
 buggy (is_buggy), failed (status failed/timeout with score 0, not buggy: measured
 nothing), pending (status new/running), interference (a combination below the
-best experiment it combines). With repeated timings the score has a 95% interval
+best experiment it combines), control (tag control: an A/A run, the noise floor). With repeated timings the score has a 95% interval
 (score_ci): improvement then also needs its low end above 1, regression its high end
 below 1 (else marginal, within noise). Never re-run until it wins: add a round with
 kexp remeasure ID (the rounds are pooled). Above 3.0x, a time near zero, or a short
