@@ -180,7 +180,7 @@ def _add_options(func: Any) -> Any:
             "--measured-against",
             type=click.Choice(["parent", "reference"]),
             help="What the score is a speedup over: the parent's code (the default with "
-            "--pid and timings) or the operator's original code.",
+            "--pid) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
         click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
