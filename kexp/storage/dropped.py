@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_SCORE
-from kexp.core.errors import GitError
+from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.format.fileformat import FileFormatError, parse
 from kexp.gitops.log import CORRECTION_START, correction_key, dropped_corrections
@@ -46,7 +46,7 @@ def dropped_in_history(store: StoreView, files: Sequence[str]) -> list[Problem]:
     """A ``correction-dropped`` warning for each of ``files`` (paths of the working
     tree's store) whose last change to its correction notes removed one; none outside
     git (or for a store read at a revision)."""
-    if store.commit is not None or not files:
+    if store.commit is not None or not store.is_working_tree or not files:
         return []
     # lazy: not every command that imports this module needs kexp.storage.snapshot
     from kexp.storage.snapshot import StoreLocation
@@ -54,7 +54,7 @@ def dropped_in_history(store: StoreView, files: Sequence[str]) -> list[Problem]:
     try:
         location = StoreLocation.of(store.root)
         dropped = dropped_corrections(location.repo, location.folder)
-    except GitError:
+    except KexpError:  # outside git, or git could not say: nothing to compare with
         return []
     problems: list[Problem] = []
     for path in files:
