@@ -669,7 +669,7 @@ def test_a_step_on_a_parent_given_a_score_by_hand_is_written_measured_against_th
     async def work(agent: Agent) -> None:
         root = await agent.json("record", score=1.1, base_commit=base, **record_fields())
         failed, texts = await agent.call(
-            "record", score=1.02, pid=root["id"], base_commit=base, **record_fields()
+            "record", score=1.03, pid=root["id"], base_commit=base, **record_fields()
         )
         assert not failed, texts
         said["tools"] = texts[1:]
@@ -689,6 +689,14 @@ def test_a_step_on_a_parent_given_a_score_by_hand_is_written_measured_against_th
     child = added.stdout.split()[1].rstrip(":")
     assert store.get_experiment(child).measured_against == "parent"
     assert "measured-against-missing" not in run_kexp("validate", cwd=alice).stdout
+    # A document that names its pid is recorded as it says (an export, recorded back, is
+    # the same file): left out, and warned of with the update that settles it.
+    document = json.dumps({**fields, "change_summary": "Unroll 3 - +1%", "score": 1.01,
+                           "pid": child, "base_commit": base})  # fmt: skip
+    as_said = run_kexp("add", cwd=alice, input=document)
+    said_id = as_said.stdout.split()[1].rstrip(":")
+    assert store.get_experiment(said_id).measured_against == ""
+    assert f"kexp update {said_id} --set measured_against=parent" in as_said.stderr
     told = run_kexp(
         "add", "--summary", "Unroll 2 - +1%", "--score", "1.01", "--pid", child,
         "--measured-against", "reference", "--base-commit", base, *flags, cwd=alice,

@@ -48,6 +48,7 @@ from kexp.core.errors import (
     ControlWarning,
     KexpError,
     KexpWarning,
+    MeasuredAgainstWarning,
     MeasurementError,
     RoundsWarning,
     SummaryWarning,
@@ -58,6 +59,7 @@ from kexp.core.errors import (
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment
 from kexp.core.outcome import TIMED_OUT, is_control, measured_nothing, no_measurement
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     base_commit_problem,
@@ -300,6 +302,7 @@ def record_iteration(
     stat: str = "median",
     unit: str = "us",
     keep_samples: bool = True,
+    parent_default: bool = True,
     **fields: Any,
 ) -> KernelExperiment:
     """Record one optimization iteration in one call; returns the stored experiment.
@@ -319,6 +322,9 @@ def record_iteration(
     :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
     are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
     as a compact table (:func:`kexp.measure.timings.profiling_info`).
+    With a ``pid`` and a ``score`` given (no timings), ``measured_against`` not given
+    is written ``parent``, as timings write it (``parent_default=False``: left out, and
+    warned of, as ``kexp add`` of a document that names its ``pid`` keeps it).
     """
     if store is None:
         store = Store(find_root())
@@ -342,7 +348,12 @@ def record_iteration(
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
-    if data.get("pid") and not data.get("measured_against") and not measured_nothing(data["score"]):
+    if (
+        parent_default
+        and data.get("pid")
+        and not data.get("measured_against")
+        and not measured_nothing(data["score"])
+    ):
         # A score given by hand is a step over the parent, as one from timings is (and as
         # the campaign counts it): said in the file, so that validate has nothing to ask.
         data["measured_against"] = "parent"
@@ -366,6 +377,21 @@ def record_iteration(
         )
         if claim is not None:  # a warning: the figure may state something else
             warnings.warn(claim, SummaryWarning, stacklevel=2)
+    said = {"pid": exp.pid, "status": exp.status, "is_buggy": exp.is_buggy, "score": exp.score}
+    if exp.measured_against:
+        said["measured_against"] = exp.measured_against
+    # As validate warns; a score of 0 has its own warning (it measured nothing).
+    if missing_measured_against(said) and not measured_nothing(exp.score):
+        from kexp.core.advice import MEASURED_AGAINST
+
+        warnings.warn(
+            f"{exp.id} has a parent and no measured_against: its score counts as a speedup "
+            f"over the parent's code, and kexp validate warns of it; say so: "
+            f"{MEASURED_AGAINST.say(id=exp.id)} (or reference: over the operator's "
+            "original code)",
+            MeasuredAgainstWarning,
+            stacklevel=2,
+        )
     nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
     if nothing is not None:
         warnings.warn(nothing, KexpWarning, stacklevel=2)

@@ -372,6 +372,9 @@ def add(
         stat=stat,
         unit=unit,
         keep_samples=keep_samples,
+        # --pid says a step; a document's pid is recorded as the document says it (an
+        # export recorded back is the same file).
+        parent_default="pid" in flags,
     )
     if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json, store)
