@@ -104,7 +104,7 @@ def test_a_parent_on_another_agents_side_branch_is_brought_in_as_advised(
     parent is there too); nothing of hers or his is lost."""
     remote, alice, bob, base, hers = bob_started_from_alices_landed_work(tmp_path)
     first = softmax(bob, base, "Vectorize loads with float4 - +10%")
-    step = softmax(bob, base, "Unroll by 4 on float4 - +3%", pid=first,
+    step = softmax(bob, base, "Unroll by 4 on float4 - +10%", pid=first,
                    measured_against="parent")  # fmt: skip
     sync(Store(bob), branch="kexp/bob")
     git(alice, "fetch", "-q")
@@ -223,7 +223,7 @@ def test_a_step_on_another_agents_unlanded_step_is_published_with_its_lineage(
     store' because a file another branch holds alike was left off her branch."""
     remote, alice, bob, base, _ = bob_started_from_alices_landed_work(tmp_path)
     first = softmax(bob, base, "Vectorize loads with float4 - +10%")
-    step = softmax(bob, base, "Unroll by 4 on float4 - +3%", pid=first,
+    step = softmax(bob, base, "Unroll by 4 on float4 - +10%", pid=first,
                    measured_against="parent")  # fmt: skip
     sync(Store(bob), branch="kexp/bob")
     git(alice, "fetch", "-q")

@@ -49,6 +49,7 @@ def write(path: Path, data: Any) -> str:
 def softmax_fields(**overrides: Any) -> dict[str, Any]:
     fields = experiment_fields(operator_sig=OPERATOR, dtype_sig="fp32", env="H100, CUDA 12.4")
     fields.pop("score")
+    fields["change_summary"] = "Unrolled the inner loop by 4"  # the timings' score: no figure
     return {**fields, **overrides}
 
 
@@ -344,7 +345,7 @@ def test_a_reference_measured_child_within_noise_of_its_parent_is_not_the_new_be
         baseline=reference,
         candidate=better,
         **softmax_fields(
-            change_summary="Vector loads - +19% on the tile",
+            change_summary="Vector loads - +151% on the tile",
             pid=parent.id,
             measured_against="reference",
         ),

@@ -262,7 +262,7 @@ def test_migrate_layout_outside_git_renames_the_files(tmp_path: Path) -> None:
     after = files_on_disk(root)
     assert by_id(after) == by_id(before)
     assert sum(is_fanned_out(p) for p in after) == 4
-    assert "mine/6a0000000000b000-unrolled-the-inner-loop-by-4-1-90.md" in after
+    assert "mine/6a0000000000b000-unrolled-the-inner-loop-by-4-plus-1p90pct.md" in after
     assert (root / "experiments" / "2026" / "11" / "notes.md").read_text() == "my notes\n"
 
 

@@ -553,7 +553,7 @@ def test_a_file_that_cannot_be_written_is_reported_with_its_children(store: Stor
         "a000000000000002": record("a000000000000002", pid="a000000000000001"),
         "a000000000000003": record("a000000000000003"),
     }
-    slug = "vectorized-key-store-with-16-byte-writes-1-12"
+    slug = "vectorized-key-store-with-16-byte-plus-1p12pct"
     folder = store.experiments_dir / "2026" / "10" / "01"  # the id's last two hex digits
     (folder / f"a000000000000001-{slug}.md").mkdir(parents=True)
 

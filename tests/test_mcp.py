@@ -82,7 +82,7 @@ def run_agent(
 
 def record_fields(**overrides: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {
-        "change_summary": "Warp-shuffle row reduction - +3%",
+        "change_summary": "Warp-shuffle row reduction",  # no figure: scores vary
         "operator_sig": "csrc/softmax.cu: softmax_kernel",
         "dtype_sig": "bf16",
         "env": "H100, CUDA 12.4",

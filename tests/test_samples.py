@@ -48,7 +48,8 @@ def timings(
 
 
 def fields(**overrides: Any) -> dict[str, Any]:
-    data = experiment_fields(**overrides)
+    # The summary states no figure: the score is the timings'.
+    data = experiment_fields(**{"change_summary": "Unrolled the inner loop by 4", **overrides})
     data.pop("score", None)
     data.pop("raw_result", None)
     return data

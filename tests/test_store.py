@@ -168,7 +168,7 @@ def test_create_fills_id_time_path_commit_and_author(repo: Path, store: Store) -
         / exp.created_at[:4]
         / exp.created_at[5:7]
         / exp.id[-2:]
-        / f"{exp.id}-unrolled-the-inner-loop-by-4-1-90.md"
+        / f"{exp.id}-unrolled-the-inner-loop-by-4-plus-1p90pct.md"
     )
     assert exp.path == expected
     assert expected.is_file()
@@ -192,17 +192,31 @@ def test_ids_sort_by_creation_time(store: Store) -> None:
 @pytest.mark.parametrize(
     ("summary", "slug"),
     [
-        ("Unrolled the inner loop by 4 - +1.90%", "unrolled-the-inner-loop-by-4-1-90"),
+        ("Unrolled the inner loop by 4 - +1.90%", "unrolled-the-inner-loop-by-4-plus-1p90pct"),
         ("  LDS   double buffering -- OK!  ", "lds-double-buffering-ok"),
         (
             "Vectorized key store with 16-byte writes - +1.12%",
-            "vectorized-key-store-with-16-byte-writes-1-12",
+            "vectorized-key-store-with-16-byte-plus-1p12pct",
+        ),
+        ("ÄÖÜ ünïcode ✓ - ok", "n-code-ok"),
+        # The sign and the % kept (the trial's "-7%" read "7", as a speedup):
+        (
+            "num_stages=4 software pipelining - -7% (regression)",
+            "num-stages-4-software-pipelining-minus-7pct",
+        ),
+        ("Tile - −3.5 %", "tile-minus-3p5pct"),
+        ("Cut registers by 25% - 12% faster", "cut-registers-by-25pct-12pct-faster"),
+        ("Widen to 128-bit loads - +3%", "widen-to-128-bit-loads-plus-3pct"),
+        # Too long: cut between words, the result kept (a cut "+15%" ended "-1", read
+        # as another figure or a collision's suffix).
+        (
+            "Vectorize loads to 128-bit with tl.multiple_of - +15%",
+            "vectorize-loads-to-128-bit-with-tl-plus-15pct",
         ),
         (
             "Fused unroll + vectorized store into cache kernel - -0.63% (interference)",
-            "fused-unroll-vectorized-store-into-cache-kernel",
+            "fused-unroll-vectorized-store-into-minus-0p63pct",
         ),
-        ("ÄÖÜ ünïcode ✓ - ok", "n-code-ok"),
         ("✓✓✓", "experiment"),
         ("../../etc/passwd", "etc-passwd"),
     ],

@@ -63,10 +63,13 @@ def stray_cases(exp_id: str) -> list[tuple[str, str | None]]:
     """(path below experiments/, the rename validation must name, or None for "no id
     known": move it out or give it one)."""
     return [
-        ("UNROLL.md", f"{exp_id}-unrolled-the-inner-loop-by-4-1-90.md"),
-        (f"2026/{exp_id.upper()}-unroll.md", f"{exp_id}-unrolled-the-inner-loop-by-4-1-90.md"),
-        (f"{exp_id}-unroll.MD", f"{exp_id}-unrolled-the-inner-loop-by-4-1-90.md"),
-        (f"{exp_id}_unroll.md", f"{exp_id}-unrolled-the-inner-loop-by-4-1-90.md"),
+        ("UNROLL.md", f"{exp_id}-unrolled-the-inner-loop-by-4-plus-1p90pct.md"),
+        (
+            f"2026/{exp_id.upper()}-unroll.md",
+            f"{exp_id}-unrolled-the-inner-loop-by-4-plus-1p90pct.md",
+        ),
+        (f"{exp_id}-unroll.MD", f"{exp_id}-unrolled-the-inner-loop-by-4-plus-1p90pct.md"),
+        (f"{exp_id}_unroll.md", f"{exp_id}-unrolled-the-inner-loop-by-4-plus-1p90pct.md"),
         ("notes/todo.md", None),
         ("2026/README.md", None),
     ]

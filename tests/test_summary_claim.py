@@ -114,3 +114,59 @@ def test_the_speedup_a_summary_states(summary: str, stated: float | None) -> Non
 
     found = stated_speedup(summary)
     assert (found[1] if found else None) == (pytest.approx(stated) if stated else None)
+
+
+def add_score(repo: Path, summary: str, score: str, *more: str) -> tuple[str, str]:
+    """``kexp add`` of a score given by hand: (the new id, stderr)."""
+    done = run_kexp("add", "--summary", summary, *COMMON, "--score", score, *more, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[1].rstrip(":"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("summary", "score", "said"),
+    [
+        ("Upcast to fp32 - -13% (dead end)", "0.6582", "states -13% (0.8700x) but its score "
+         "is 0.6582 (-34.18%)"),
+        ("Autotune num_warps - +13%", "1.0315", "states +13% (1.1300x) but its score is "
+         "1.0315 (+3.15%)"),
+        ("Autotune num_warps - 1.31x", "1.0315", "states 1.31x (1.3100x) but its score is "
+         "1.0315 (+3.15%)"),
+    ],
+)  # fmt: skip
+def test_a_summary_whose_figure_the_score_is_not_warns(
+    repo: Path, summary: str, score: str, said: str
+) -> None:
+    """The trial: "-13%" beside 0.6582 (-34%), "+13%" beside 1.0315, and nothing said:
+    only the direction was checked."""
+    exp_id, stderr = add_score(repo, summary, score)
+    (line,) = [w for w in stderr.splitlines() if "change_summary" in w]
+    assert said in line, line
+    assert f"correct the summary (kexp update {exp_id} --set change_summary=VALUE)" in line
+
+
+@pytest.mark.parametrize(
+    ("summary", "score"),
+    [
+        ("Autotune num_warps - +3%", "1.0315"),  # rounded
+        ("Autotune num_warps - +3.1%", "1.0315"),  # cut short
+        ("Autotune num_warps - +3.15%", "1.0315"),
+        ("Autotune num_warps - 1.03x", "1.0315"),
+        ("Upcast to fp32 - -34%", "0.6582"),
+        ("Upcast to fp32 - 34% slower", "0.6582"),
+    ],
+)
+def test_a_summary_stating_the_score_at_its_decimals_does_not_warn(
+    repo: Path, summary: str, score: str
+) -> None:
+    _, stderr = add_score(repo, summary, score)
+    assert "change_summary" not in stderr, stderr
+
+
+def test_a_step_whose_summary_states_its_speedup_over_the_reference_does_not_warn(
+    repo: Path,
+) -> None:
+    parent, _ = add_score(repo, "Tile the loads - +10%", "1.10")
+    # 1.10 x 1.0273 = 1.13: the figure is the chain's, over the reference.
+    _, stderr = add_score(repo, "Autotune num_warps - +13%", "1.0273", "--pid", parent)
+    assert "change_summary" not in stderr, stderr

@@ -167,6 +167,11 @@ class NearDuplicateWarning(RepeatedChangeWarning):
     """A new experiment's code change is a near-duplicate of an earlier one's."""
 
 
+class RevertWarning(RepeatedChangeWarning):
+    """A new experiment's code change undoes its parent's (a revert): said instead of the
+    near-duplicates it resembles (the code before the parent)."""
+
+
 class RemeasureWarning(RepeatedChangeWarning):
     """A new experiment repeats an earlier one's code change, base commit (or one of the
     same code: they differ only in the store's folder) and env: it should be a new round

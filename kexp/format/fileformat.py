@@ -710,10 +710,49 @@ def key_insight(description: str) -> str:
     return ""
 
 
+#: Triton's CompilationError: ``at LINE:COLUMN:``, the kernel's source with a caret
+#: under the column, then the cause (``TypeError("...")``).
+_TRITON_AT = re.compile(r"CompilationError: at \d+:\d+:?$")
+#: A line that names an exception (``TypeError: ...``, ``torch.OutOfMemoryError(...)``).
+_EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?![.\w])"
+)
+#: A compiler's diagnostic of an error (nvcc ``k.cu(42): error: ...``, clang/hipcc
+#: ``k.hip:3:5: error: ...``, ``ptxas error   : ...``, ``fatal error: ...``).
+_COMPILER_ERROR = re.compile(
+    r"(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal )?error\b"
+    r"|^(?:(?:ptxas|nvcc|nvlink|clang|hipcc|ld(?:\.lld)?)\s+)?(?:fatal\s+)?(?:error|fatal)\s*:"
+)
+
+
+def _caret(line: str) -> bool:
+    """Whether a line only points at a column (``^``, ``~~~^~~~``)."""
+    return "^" in line and not line.strip("^~ ")
+
+
 def error_line(message: str) -> str:
-    """The line of an ``error_message`` that says what went wrong ("" if none): its
-    first non-blank line, or a Python traceback's last (the exception and its text)."""
+    """The line of an ``error_message`` that says what went wrong ("" if none): the
+    cause after a Triton CompilationError's source and caret (its first line, ``at
+    10:11:``, only says where), a Python traceback's last line (the exception and its
+    text), a compiler's first ``error:`` line (before it: warnings, the files
+    included), else the first non-blank line."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
         return ""
-    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    at = [number for number, line in enumerate(lines) if _TRITON_AT.search(line)]
+    if at:
+        after = lines[at[-1] + 1 :]
+        carets = [number for number, line in enumerate(after) if _caret(line)]
+        if carets and carets[-1] + 1 < len(after):
+            return after[carets[-1] + 1]
+        before = [line for line in lines[: at[-1]] if _EXCEPTION.match(line)]
+        return before[-1] if before else lines[at[-1]]
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        if not _caret(lines[-1]):
+            return lines[-1]
+        named = [line for line in lines if _EXCEPTION.match(line)]
+        return named[-1] if named else lines[-1]
+    for line in lines:
+        if _COMPILER_ERROR.search(line):
+            return line
+    return lines[0]

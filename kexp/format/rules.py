@@ -44,10 +44,49 @@ def id_from_name(path: Path | str) -> str | None:
     return match.group(1) if match else None
 
 
+#: A percentage in a summary (``-7%``, ``+1.90 %``, ``−3%``, ``25%``): its sign (a ``-``
+#: after a letter or digit is a hyphen, ``128-bit``), its number and decimals.
+_PERCENT = re.compile(r"(?<![\w.])([+\-−]?)(\d+)(?:\.(\d+))?\s?%")
+_SIGN_WORDS = {"+": "plus ", "-": "minus ", "−": "minus "}
+
+
+def _spelled(match: re.Match[str]) -> str:
+    """A percentage in words a slug keeps: ``-7%`` ``minus 7pct``, ``+1.90%``
+    ``plus 1p90pct`` (the sign and the point that ``[a-z0-9-]`` would lose)."""
+    sign, whole, decimals = match.groups()
+    number = f"{whole}p{decimals}" if decimals else whole
+    return f" {_SIGN_WORDS.get(sign, '')}{number}pct "
+
+
+#: The most of a slug too long that its result (``<What> - <Result>``) keeps.
+_RESULT_LENGTH = 20
+
+
+def _slug_words(text: str) -> str:
+    return _SLUG_CHARS.sub("-", _PERCENT.sub(_spelled, text).lower()).strip("-")
+
+
+def _cut(slug: str, length: int) -> str:
+    """``slug`` cut to ``length`` between words (a first word longer is cut short)."""
+    if len(slug) <= length:
+        return slug
+    cut = slug[: length + 1].rpartition("-")[0]
+    return (cut or slug[:length]).rstrip("-")
+
+
 def slugify(summary: str, max_length: int = 48) -> str:
-    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars."""
-    slug = _SLUG_CHARS.sub("-", summary.lower()).strip("-")
-    slug = slug[:max_length].rstrip("-")
+    """The file-name slug of a change summary: lowercase ``[a-z0-9-]``, ≤ 48 chars.
+
+    A percentage keeps its sense (``-7%``: ``minus-7pct``, ``+1.90%``: ``plus-1p90pct``)
+    and a slug too long is cut between words, never inside one (a number cut short,
+    ``-1`` of ``+15%``, reads as another figure, or a collision's suffix), the start of
+    its result (``<What> - <Result>``) kept: what the change did is cut instead."""
+    slug = _slug_words(summary)
+    if len(slug) > max_length:
+        what, separator, result = summary.rpartition(" - ")
+        kept = _cut(_slug_words(result), _RESULT_LENGTH) if separator else ""
+        what_slug = _cut(_slug_words(what), max_length - len(kept) - 1) if kept else ""
+        slug = f"{what_slug}-{kept}" if what_slug else _cut(slug, max_length)
     return slug or "experiment"
 
 

@@ -207,3 +207,82 @@ def committed_as_is(path: Path) -> str | None:
         return None
     last = git_command(tree, "log", "-1", "--format=%H", "--", name, env=literal, ok_codes=None)
     return last.stdout.strip() or None
+
+
+#: How a correction note's line begins (``**Correction (2026-11-30)**: score 1.0 → 1.1.
+#: Reason: ...``, :func:`kexp.measure.corrections.correction_note`), and the same for
+#: git's ``-G`` (a bracket: ``(`` is special in one regex dialect and not the other).
+CORRECTION_START = "**Correction ("
+_CORRECTION_PICKAXE = r"\*\*Correction [(][0-9]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DroppedCorrections:
+    """The correction notes the last change to a file's notes removed (and did not
+    write again): the change is a commit, or the uncommitted changes (``commit`` '')."""
+
+    path: str  # the file after the change, from the repository root
+    commit: str  # full hash; '' for the changes not committed
+    subject: str  # the commit message's first line ('' for the changes not committed)
+    notes: tuple[str, ...]  # each note removed, as its line was written
+
+
+def correction_key(line: str) -> str:
+    """What identifies a correction note's line: its date and what it changed (the
+    words of its reason may be edited)."""
+    return line.strip().split(". Reason:", 1)[0]
+
+
+def dropped_corrections(repo: git.Repo, folder: str) -> dict[str, DroppedCorrections]:
+    """By file name: the files under ``folder`` whose last change to their correction
+    notes (the uncommitted changes, else the newest commit along the first parents of
+    ``HEAD`` whose diff adds or removes a note's line; a merge diffed against its first
+    parent) removed a note and wrote it nowhere in the file again: a ``git revert`` of
+    a commit that also held a correction, a merge that kept the other side's file.
+
+    Two git commands (the log and the diff, with ``-G``: only the diffs that touch a
+    note are read). Nothing before the first commit."""
+    head = git_command(repo, "rev-parse", "-q", "--verify", "HEAD^{commit}", ok_codes=None)
+    if head.status != 0:
+        return {}
+    patch = ["-p", "--no-color", "--no-ext-diff", "--no-renames", f"-G{_CORRECTION_PICKAXE}"]
+    _, uncommitted = run_git(repo, "diff", *patch, "HEAD", "--", folder)
+    merges = ["--diff-merges=first-parent"] if git_version(repo) >= (2, 31) else []
+    log_format = "--format=%x1e%H%x00%s"
+    _, logged = run_git(repo, "log", "--first-parent", *merges, *patch, log_format, "--", folder)
+    found: dict[str, DroppedCorrections] = {}
+    seen: set[str] = set()
+    changes = [("", "", uncommitted)]
+    for record in logged.split("\x1e")[1:]:
+        title, _, text = record.partition("\n")
+        sha, _, subject = title.partition("\0")
+        changes.append((sha, subject, text))
+    for sha, subject, text in changes:
+        for path, removed, added in _note_changes(text):
+            name = path.rpartition("/")[2]
+            if name in seen:
+                continue
+            seen.add(name)
+            kept = {correction_key(line) for line in added}
+            gone = tuple(line for line in removed if correction_key(line) not in kept)
+            if gone:
+                found[name] = DroppedCorrections(path, sha, subject, gone)
+    return found
+
+
+def _note_changes(patch: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """Each file of a ``git diff -p`` text: its path afterwards, and the correction
+    notes' lines it removed and added (a deleted file is left out)."""
+    for section in patch.split("\ndiff --git "):
+        path = ""
+        removed: list[str] = []
+        added: list[str] = []
+        for line in section.splitlines():
+            if line.startswith("+++ "):
+                path = line[6:] if line.startswith("+++ b/") else ""
+            elif line.startswith("-" + CORRECTION_START):
+                removed.append(line[1:])
+            elif line.startswith("+" + CORRECTION_START):
+                added.append(line[1:])
+        if path and (removed or added):
+            yield path, removed, added

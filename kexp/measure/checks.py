@@ -40,6 +40,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -443,8 +444,10 @@ def summary_contradiction(
 ) -> str | None:
     """The warning for a ``change_summary`` whose result states a speedup (``+12.5%``)
     on the other side of the thresholds than the ``score`` measured (0.8956, a
-    regression), or the reverse; None when they agree, or the summary states none, or
-    it states the way the ``cumulative`` score (over the operator's reference) goes."""
+    regression), or the reverse, or one the score is not beyond rounding (``-13%``
+    beside 0.6582, ``+13%`` beside 1.0315: :func:`states`); None when they agree, or
+    the summary states none, or it states the ``cumulative`` score (over the
+    operator's reference)."""
     from kexp.measure.corrections import stated_speedup  # lazy: a record's, after it
 
     stated = stated_speedup(summary)
@@ -452,20 +455,41 @@ def summary_contradiction(
         return None
     written, ratio = stated
     above, below = settings.improvement_above, settings.regression_below
+    fix = f"correct the summary ({CORRECT_FIELD.say(id=exp_id, field='change_summary')})"
     if ratio > above and score < below:
         word = "a regression"
     elif ratio < below and score > above:
         word = "an improvement"
     else:
-        return None
+        if states(written, ratio, score):
+            return None
+        if cumulative is not None and states(written, ratio, cumulative):
+            return None  # it states the speedup over the reference
+        return (
+            f"experiment {exp_id}: its change_summary states {written} ({ratio:.4f}x) but "
+            f"its score is {score:.4f} ({(score - 1) * 100:+.2f}%): every listing shows them "
+            f"side by side; {fix}, or the score if it is the one mistyped"
+        )
     if cumulative is not None and (cumulative > above) == (ratio > above):
         return None  # it may state the speedup over the reference
     return (
         f"experiment {exp_id}: its change_summary states {written} ({ratio:.4f}x) but its "
-        f"score is {score:.4f}, {word}: every listing shows them side by side; correct the "
-        f"summary ({CORRECT_FIELD.say(id=exp_id, field='change_summary')}), or the timings "
-        "if they were swapped"
+        f"score is {score:.4f}, {word}: every listing shows them side by side; {fix}, or "
+        "the timings if they were swapped"
     )
+
+
+def states(written: str, ratio: float, value: float) -> bool:
+    """Whether a summary's figure (``written``: ``+13%``, ``1.25x``, ``12% slower``;
+    ``ratio`` what it states) states ``value`` at its decimals, rounded or cut short:
+    less than one unit of its last place apart (``+3%`` states 1.0315, ``+13%`` does
+    not)."""
+    number = re.search(r"\d+(?:\.(\d+))?", written)
+    decimals = len(number[1] or "") if number else 0
+    unit = 10.0**-decimals
+    if "%" in written:
+        return abs((ratio - value) * 100) < unit
+    return abs(ratio - value) < unit
 
 
 def base_commit_problem(base_commit: str, code_repo: Path) -> tuple[str, str] | None:

@@ -245,6 +245,7 @@ def record(
     stat: str = "median",
     unit: str = "us",
     keep_samples: bool = True,
+    parent_default: bool = True,
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
@@ -253,7 +254,8 @@ def record(
     ``unit`` unless the file says), ``score``, ``results`` and the ``raw_result``
     breakdown are computed from them, and from repeated timings ``score_ci`` and the
     ``## Samples`` section (see :func:`kexp.measure.record.record_iteration`); otherwise
-    ``score`` must be given.
+    ``score`` must be given; with a ``pid`` and no ``measured_against``, ``parent``
+    is written unless not ``parent_default``.
     Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
@@ -268,6 +270,7 @@ def record(
         stat=stat,
         unit=unit,
         keep_samples=keep_samples,
+        parent_default=parent_default,
         **store.resolve_references(fields),
     )
 

@@ -308,6 +308,7 @@ def record_iteration(
     stat: str = "median",
     unit: str = "us",
     keep_samples: bool = True,
+    parent_default: bool = True,
     **fields: Any,
 ) -> KernelExperiment:
     """Record one optimization iteration in one call; returns the stored experiment.
@@ -327,6 +328,9 @@ def record_iteration(
     :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
     are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
     as a compact table (:func:`kexp.measure.timings.profiling_info`).
+    With a ``pid`` and a ``score`` given (no timings), ``measured_against`` not given
+    is written ``parent``, as timings write it (``parent_default=False``: left out, and
+    warned of, as ``kexp add`` of a document that names its ``pid`` keeps it).
     """
     if store is None:
         store = Store(find_root())
@@ -350,6 +354,15 @@ def record_iteration(
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
     data.setdefault("status", "done")
+    if (
+        parent_default
+        and data.get("pid")
+        and not data.get("measured_against")
+        and not measured_nothing(data["score"])
+    ):
+        # A score given by hand is a step over the parent, as one from timings is (and as
+        # the campaign counts it): said in the file, so that validate has nothing to ask.
+        data["measured_against"] = "parent"
     # A base_commit given is judged as kexp validate judges it (one taken from HEAD is
     # there): an error refused before the write, a warning said after it.
     given = data.get("base_commit")

@@ -201,6 +201,7 @@ def _check(
 
     add_unexplained_scores(changes, base, in_repo)
     _add_folded(store, fork, changes, target, [link.path for link in links])
+    _add_dropped(store, fork, changes)
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems] + changes.strays
     file_problems += base_commit_problems(after, target.code_repo)
@@ -240,6 +241,29 @@ def _check(
         caused=sort_problems(caused),
     )
     return check, HeadScan(target, valid)
+
+
+def _add_dropped(store: Store, fork: str, changes: Changes) -> None:
+    """Add to each corrected file's problems a ``correction-dropped`` warning for each
+    correction note it held at the merge base ``fork`` and lacks now (a revert, a merge
+    undid it: :func:`kexp.storage.dropped.dropped_between`)."""
+    # lazy: not every command that imports this module needs kexp.storage.dropped,
+    # kexp.storage.snapshot
+    from kexp.storage.dropped import dropped_between
+    from kexp.storage.snapshot import StoreLocation
+
+    location = None
+    for change in changes.modified:
+        before, after = change.before, change.after
+        if before is None or after is None or before.document is None:
+            continue
+        if after.document is None:
+            continue
+        if location is None:
+            location = StoreLocation.of(store.root)
+        path = str(after.path)
+        repo_path = location.repo_path(after.path) or path
+        after.problems += dropped_between(before.document, after.document, path, fork, repo_path)
 
 
 def _tip_links(store: Store, base: str, fork: str, at_fork: list[FileLinks]) -> list[FileLinks]:

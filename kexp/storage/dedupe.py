@@ -48,6 +48,7 @@ import hashlib
 import itertools
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -374,6 +375,23 @@ def _context(normalized: str) -> set[int]:
         and line[:1] not in ("+", "-")
         and (shingle := line_shingle(line if line[:1] == " " else " " + line)) is not None
     }
+
+
+def reverts(code_change: str, other: str) -> bool:
+    """Whether ``code_change`` undoes ``other``: in the same files, it adds the lines
+    ``other`` removes and removes the lines it adds (whitespace, comments and line
+    numbers aside), and changes something."""
+    mine, theirs = _sides(code_change), _sides(other)
+    return bool(mine[1] or mine[2]) and mine == (theirs[0], theirs[2], theirs[1])
+
+
+def _sides(code_change: str) -> tuple[frozenset[str], Counter[str], Counter[str]]:
+    """A change's files, and the lines it adds and removes (normalised)."""
+    lines = normalize_code_change(code_change).split("\n")
+    files = frozenset(_CHANGED_FILE.findall(code_change.replace("\r\n", "\n")))
+    added = Counter(line[1:].strip() for line in lines if line[:1] == "+")
+    removed = Counter(line[1:].strip() for line in lines if line[:1] == "-")
+    return files, added, removed
 
 
 def adds_alike(first: str, second: str) -> bool:

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 from kexp.core.advice import REMEASURE, SET_BUGGY, SET_STATUS
 from kexp.core.errors import (
     ExperimentExistsError,
+    KexpError,
     NearDuplicateWarning,
     RemeasureWarning,
     RepeatedChangeWarning,
+    RevertWarning,
 )
 from kexp.core.model import attach
 from kexp.storage.dedupe import (
@@ -25,6 +27,7 @@ from kexp.storage.dedupe import (
     normalize_code_change,
     remeasure_message,
     repeat_message,
+    reverts,
     shingles_of_normalized,
     signature,
     unchanged_key,
@@ -259,12 +262,38 @@ def warn_tried_before(
             RemeasureWarning,
             stacklevel=stacklevel + 1,
         )
+    elif (
+        repeats
+        and not any(r.identical for r in repeats)
+        and (said := _reverted_parent(store, record, code_change)) is not None
+    ):
+        warnings.warn(said, RevertWarning, stacklevel=stacklevel + 1)
     elif repeats:
         category = (
             RepeatedChangeWarning if any(r.identical for r in repeats) else NearDuplicateWarning
         )
         warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
     return repeats
+
+
+def _reverted_parent(
+    store: StoreView, record: KernelExperiment | None, code_change: str
+) -> str | None:
+    """What a new experiment (``record``) whose ``code_change`` undoes its parent's is
+    told instead of the near-duplicates it resembles (the code before the parent, an
+    earlier success as like as not); None when it has no parent, or does not undo it."""
+    if record is None or not record.pid:
+        return None
+    try:
+        parent = store.get_experiment(record.pid)
+    except KexpError:
+        return None
+    if not parent.code_change or not reverts(code_change, parent.code_change):
+        return None
+    return (
+        f"this code_change reverts {parent.id}, its parent ({parent.outcome}: "
+        f"{parent.change_summary!r}): it undoes that diff, back to the code before it"
+    )
 
 
 def _same_base(store: StoreView, base_commit: str) -> Callable[[str], bool]:

@@ -45,12 +45,16 @@ def validate_store(
     read): what :meth:`kexp.storage.reader.StoreReader.validate_counted` returns."""
     from kexp.gitops.provenance import unresolved_base_commits
 
+    # lazy: not every command that imports this module needs kexp.storage.dropped
+    from kexp.storage.dropped import dropped_in_history
+
     files = store.source.files()
     links, file_problems = _validation_scan(store.source, store.settings, files)
     # The Markdown files kexp never reads (few): each is a problem of its own.
     strays = {os.path.realpath(p): (p, d) for p, d in store.source.stray_files(store.settings)}
     misplaced = [found for path in files if (found := misplaced_problem(path)) is not None]
     in_store = len(files)
+    dropped = dropped_in_history(store, files)
     del files
     if paths is None:
         items = links
@@ -70,6 +74,9 @@ def validate_store(
     if paths is not None:
         misplaced = [p for p in misplaced if os.path.realpath(p.path) in shown]
     problems += misplaced
+    if paths is not None:
+        dropped = [p for p in dropped if os.path.realpath(p.path) in shown]
+    problems += dropped
     for item in extra:
         problems += item.problems
         fields = item.document.fields if item.document is not None else None

@@ -183,7 +183,7 @@ def _add_options(func: Any) -> Any:
             "--measured-against",
             type=click.Choice(["parent", "reference"]),
             help="What the score is a speedup over: the parent's code (the default with "
-            "--pid and timings) or the operator's original code.",
+            "--pid) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
         click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
@@ -375,6 +375,9 @@ def add(
         stat=stat,
         unit=unit,
         keep_samples=keep_samples,
+        # --pid says a step; a document's pid is recorded as the document says it (an
+        # export recorded back is the same file).
+        parent_default="pid" in flags,
     )
     if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json, store)
