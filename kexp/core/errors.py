@@ -196,6 +196,11 @@ class SummaryWarning(KexpWarning):
     (``+12.5%`` beside 0.8956)."""
 
 
+class EnvWarning(KexpWarning):
+    """A recorded experiment's ``env`` keeps it out of the campaign it belongs to: empty,
+    spelt otherwise than a recorded env, or another machine than its parent's."""
+
+
 class SuspectMeasurementWarning(UserWarning):
     """A recorded experiment's measurements look too good (or too small) to be true."""
 

@@ -481,7 +481,7 @@ def _scan_cached(
                     valid.append(Facts(path, exp_id or "", pid or "", combines, *fields))
                 continue
             found = known(values)
-            links.append(make_link((path, found[0], found[1] or None, found[2], None, None)))
+            links.append(make_link((path, found[0], found[1] or None, found[2], None, None, None)))
             if facts:
                 valid.append(make_facts((path, *found)))
     return links, valid
