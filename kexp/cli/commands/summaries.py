@@ -193,7 +193,7 @@ _SHORT = {
 @click.pass_context
 @paged_output
 def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
-    """Counts per operator and outcome; the best tip per operator and dtype.
+    """Counts per operator and outcome; the best tip per operator, dtype and env.
 
     The best tip is the best cumulative score (the speedup over the operator's
     reference) of a step that improved (never one within noise or a regression).
@@ -233,7 +233,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         rows.append(["(all)", str(totals["total"]), *(str(totals[o]) for o, _ in _OUTCOME_COLUMNS)])
     print_table(headers, rows, right=headers[1:], shrink=("OPERATOR",))
     click.echo("")
-    click.echo(style("Best cumulative score per operator and dtype", bold=True))
+    click.echo(style("Best cumulative score per operator, dtype and env", bold=True))
     if not result.best:
         click.echo(
             "(no best yet: no step improved with a cumulative score; one within noise, a "
@@ -243,11 +243,12 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         return
     id_length = store.shown_id_length(b.id for b in result.best)
     print_table(
-        ["OPERATOR", "DTYPE", "CUMULATIVE", "ID", "SUMMARY"],
+        ["OPERATOR", "DTYPE", "ENV", "CUMULATIVE", "ID", "SUMMARY"],
         [
             [
                 one_line(b.operator_sig) or "(none)",
                 one_line(b.dtype_sig),
+                one_line(b.env) or "(none)",
                 f"{b.cumulative_score:.4f}" if b.cumulative_score is not None else "-",
                 b.id[:id_length],
                 (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
@@ -255,7 +256,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
             for b in result.best
         ],
         right=("CUMULATIVE",),
-        shrink=("OPERATOR",),
+        shrink=("ENV", "OPERATOR"),
         wrap="SUMMARY",
     )
     for b in result.best:  # no best until checked, as kexp review and kexp context say
@@ -265,7 +266,8 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
                 for a in b.suspect_above
             )
             click.echo(
-                f"{one_line(b.operator_sig) or '(none)'} {one_line(b.dtype_sig)}: "
+                f"{one_line(b.operator_sig) or '(none)'} {one_line(b.dtype_sig)} "
+                f"{one_line(b.env) or '(no env)'}: "
                 f"{len(b.suspect_above)} suspect above {b.id[:id_length]}, no best until "
                 f"checked ({SUSPECT_LABEL}): {one_line(named)}"
             )
