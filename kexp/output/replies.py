@@ -6,7 +6,7 @@ was found (``ref``, ``refs`` and the places of older versions)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.output.export import machine_record
 
@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
     from kexp.storage.lineage import TreeNode
 
-__all__ = ["chosen_lessons", "experiment_reply", "lessons_reply", "tree_reply"]
+__all__ = [
+    "LessonsShown",
+    "chosen_lessons",
+    "experiment_reply",
+    "lessons_by_insight",
+    "lessons_reply",
+    "lessons_shown",
+    "tree_reply",
+]
 
 _T = TypeVar("_T")
 
@@ -57,6 +65,56 @@ def chosen_lessons(
         for name, items in report.groups.items()
         if not wanted or name in wanted
     }
+
+
+class LessonsShown(NamedTuple):
+    """What ``kexp lessons`` prints of one group: its entries, each a lesson with how many
+    lessons it stands for (those of its key insight), how many lessons the group holds,
+    and how many of them no entry stands for (left out by the limit)."""
+
+    entries: list[tuple[Lesson, int]]
+    total: int
+    hidden: int
+
+
+def lessons_by_insight(items: Sequence[Lesson]) -> list[tuple[Lesson, int]]:
+    """``items`` (oldest first) with the lessons of one key insight taken together: the
+    newest of each insight, with how many lessons taught it, in the order of the newest.
+    A lesson that taught nothing recorded stands alone."""
+    from kexp.agents.lessons import taught
+
+    said = [taught(lesson.key_insight, lesson.error).strip() for lesson in items]
+    counts: dict[str, int] = {}
+    newest: dict[str, int] = {}
+    for number, insight in enumerate(said):
+        if insight:
+            counts[insight] = counts.get(insight, 0) + 1
+            newest[insight] = number
+    return [
+        (lesson, counts[insight] if insight else 1)
+        for number, (lesson, insight) in enumerate(zip(items, said, strict=True))
+        if not insight or newest[insight] == number
+    ]
+
+
+def lessons_shown(
+    report: LessonReport,
+    groups: Iterable[str] = (),
+    limit: int | None = None,
+    *,
+    each: bool = False,
+) -> dict[str, LessonsShown]:
+    """What ``kexp lessons`` prints of ``report``'s ``groups`` (every group when none):
+    per group, the lessons of one key insight as one entry (:func:`lessons_by_insight`;
+    ``each``: every lesson an entry of its own), the newest ``limit`` entries (all when
+    None)."""
+    shown: dict[str, LessonsShown] = {}
+    for name, items in chosen_lessons(report, groups).items():
+        entries = [(lesson, 1) for lesson in items] if each else lessons_by_insight(items)
+        entries = _newest(entries, limit)
+        told = sum(count for _, count in entries)
+        shown[name] = LessonsShown(entries, len(items), len(items) - told)
+    return shown
 
 
 def lessons_reply(
