@@ -5,7 +5,7 @@ was found (``ref``, ``refs`` and the places of older versions)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.output.export import machine_record
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson, LessonReport
     from kexp.core.model import KernelExperiment
     from kexp.storage.lineage import TreeNode
+    from kexp.storage.rows import Sighting
 
 __all__ = [
     "LessonsShown",
@@ -77,24 +78,36 @@ class LessonsShown(NamedTuple):
     hidden: int
 
 
-def lessons_by_insight(items: Sequence[Lesson]) -> list[tuple[Lesson, int]]:
+def lessons_by_insight(
+    items: Sequence[Lesson], where: Mapping[str, Sighting] | None = None
+) -> list[tuple[Lesson, int]]:
     """``items`` (oldest first) with the lessons of one key insight taken together: the
     newest of each insight, with how many lessons taught it, in the order of the newest.
-    A lesson that taught nothing recorded stands alone."""
+    A lesson that taught nothing recorded stands alone; read across refs (``where``: by
+    id, where each was found), only lessons found at the same ref are taken together."""
     from kexp.agents.lessons import taught
 
-    said = [taught(lesson.key_insight, lesson.error).strip() for lesson in items]
-    counts: dict[str, int] = {}
-    newest: dict[str, int] = {}
+    found = where or {}
+    said = [
+        (taught(lesson.key_insight, lesson.error).strip(), _ref(found.get(lesson.id)))
+        for lesson in items
+    ]
+    counts: dict[tuple[str, str], int] = {}
+    newest: dict[tuple[str, str], int] = {}
     for number, insight in enumerate(said):
-        if insight:
+        if insight[0]:
             counts[insight] = counts.get(insight, 0) + 1
             newest[insight] = number
     return [
-        (lesson, counts[insight] if insight else 1)
+        (lesson, counts[insight] if insight[0] else 1)
         for number, (lesson, insight) in enumerate(zip(items, said, strict=True))
-        if not insight or newest[insight] == number
+        if not insight[0] or newest[insight] == number
     ]
+
+
+def _ref(sighting: Sighting | None) -> str:
+    """The ref a lesson was found at ("" when the working tree alone was read)."""
+    return "" if sighting is None else sighting.ref
 
 
 def lessons_shown(
@@ -110,7 +123,9 @@ def lessons_shown(
     None)."""
     shown: dict[str, LessonsShown] = {}
     for name, items in chosen_lessons(report, groups).items():
-        entries = [(lesson, 1) for lesson in items] if each else lessons_by_insight(items)
+        entries = (
+            [(lesson, 1) for lesson in items] if each else lessons_by_insight(items, report.where)
+        )
         entries = _newest(entries, limit)
         told = sum(count for _, count in entries)
         shown[name] = LessonsShown(entries, len(items), len(items) - told)
