@@ -45,6 +45,12 @@ def test_a_step_on_another_machine_than_its_parent_is_warned_of_at_add_and_in_va
     assert "'H100 SXM, CUDA 12.4'" in said and "'MI300X'" in said, said
     assert "two machines" in said and "start from the reference" in said
     assert f"kexp update {other} --set pid=VALUE" in said
+    # Measured against the reference on its own machine: its cumulative score is its own.
+    _, said = add(
+        repo, "--summary", "Tile 32 - +4%", "--score", "1.04", "--pid", step,
+        "--measured-against", "reference", "--env", "H100 SXM, CUDA 12.4",
+    )  # fmt: skip
+    assert "machines" not in said, said
     checked = run_kexp("validate", cwd=repo)
     found = [line for line in checked.stdout.splitlines() if "env-differs-from-parent" in line]
     assert len(found) == 1 and other in found[0], checked.stdout

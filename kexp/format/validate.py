@@ -477,6 +477,9 @@ class FileLinks(NamedTuple):
     lines: tuple[int, int, int] | None = None
     #: The ``env`` value when it is text, else None (also when not read: no check).
     env: str | None = None
+    #: Its score is measured against the reference (``measured_against: reference``):
+    #: its cumulative score multiplies no parent's.
+    on_reference: bool = False
 
     @classmethod
     def of(
@@ -501,6 +504,7 @@ class FileLinks(NamedTuple):
             base if isinstance(base, str) else None,
             lines,
             env if isinstance(env, str) else None,
+            fields.get("measured_against") == "reference",
         )
 
     def position(self, where: tuple[str | int, ...]) -> tuple[int, int] | None:
@@ -523,6 +527,7 @@ ScanRecord = tuple[
     tuple[int, int, int] | None,
     tuple[tuple[Any, ...], ...],
     str | None,
+    bool,
 ]
 
 
@@ -538,6 +543,7 @@ def scan_record(found: Sequence[Problem], link: FileLinks, shared: dict[str, str
         link.lines,
         tuple(dataclasses.astuple(p) for p in found),
         None if env is None else shared.setdefault(env, env),
+        link.on_reference,
     )
 
 
@@ -709,7 +715,7 @@ def store_findings(
                     )
                 )
         parent = first.get(item.pid) if item.pid is not None else None
-        if parent is not None and item.env is not None:
+        if parent is not None and item.env is not None and not item.on_reference:
             finding = _env_finding(number, item.env, item.pid or "", items[parent].env)
             if finding is not None:
                 findings.append(finding)

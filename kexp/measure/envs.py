@@ -5,8 +5,9 @@ the ``env`` text), so an ``env`` that keeps a record out of its campaign is warn
 (:class:`~kexp.core.errors.EnvWarning`), the record written all the same: an empty one
 (it belongs to no machine's campaign), one spelt otherwise than a recorded env (``h100
 sxm cuda12.4`` beside ``H100 SXM, CUDA 12.4``: a campaign of its own), and a step
-measured on another machine than its parent (its cumulative score multiplies scores
-of two machines; ``kexp validate`` warns of it too: ``env-differs-from-parent``).
+measured on another machine than its parent and over its code (its cumulative score
+multiplies scores of two machines; ``kexp validate`` warns of it too:
+``env-differs-from-parent``).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def env_warnings(
                 "is, spelt otherwise: a campaign of its own in review, context and stats; "
                 f"if it is that machine, write that spelling: {correct}"
             )
-    if parents is not None and env != parents.strip():
+    if parents is not None and env != parents.strip() and exp.measured_against != "reference":
         pid = CORRECT_FIELD.say(id=exp.id, field="pid")
         said.append(
             f"experiment {exp.id} was measured on {env!r}, its parent {exp.pid} on "
