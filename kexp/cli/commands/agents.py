@@ -327,7 +327,7 @@ def similar(
         for label, row in zip(labels, rows, strict=True):
             row.insert(1, label)
     right = ("RELEVANCE", "CODE", "SCORE", "VS PARENT")
-    print_table(headers, rows, right=right, shrink=("SUMMARY",))
+    print_table(headers, rows, right=right, shrink=("SUMMARY", "VS PARENT"))
 
 
 @click.command()
