@@ -69,7 +69,8 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "similar": ("agents", "The experiments most related to a plan (--text), a diff (--diff) "
                 "or an experiment."),
     "skill": ("agents", "The kernel-exp-history agent skill."),
-    "stats": ("summaries", "Counts per operator and outcome; the best tip per operator and dtype."),
+    "stats": ("summaries", "Counts per operator and outcome; the best tip per operator, dtype "
+              "and env."),
     "sync": ("sync", "Publish this machine's experiments: commit experiments/, fetch, merge, "
              "push."),
     "top": ("read", "The best experiments by cumulative score, the speedup over the "

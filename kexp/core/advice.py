@@ -350,6 +350,8 @@ READ_ACROSS_REFS = Advice(
     "read across refs: add --all-refs (or --refs PATTERN)",
     "read across refs: give the tool all_refs: true (or refs)",
 )
+#: Advice under ``kexp lessons`` on the lessons its default limit left out.
+MORE_LESSONS = Advice("-n {n} shows more, --all each lesson", "limit: {n} shows more")
 
 #: Every piece of advice, as :func:`for_tools` puts them in the tools' words.
 ADVICE = (
@@ -404,6 +406,7 @@ ADVICE = (
     LARGER_BUDGET,
     READ_MORE,
     READ_ACROSS_REFS,
+    MORE_LESSONS,
     DIFF_FILE,
     RE_ID,
 )

@@ -212,6 +212,11 @@ class NoMatchWarning(UserWarning):
     closest operators recorded (as :class:`InvalidExperimentWarning`, not a write's)."""
 
 
+class EnvWarning(KexpWarning):
+    """A recorded experiment's ``env`` keeps it out of the campaign it belongs to: empty,
+    spelt otherwise than a recorded env, or another machine than its parent's."""
+
+
 class SuspectMeasurementWarning(UserWarning):
     """A recorded experiment's measurements look too good (or too small) to be true."""
 

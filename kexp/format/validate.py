@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from kexp.core.advice import ERROR_MESSAGE, LIST_SHOWS, RE_ID
 from kexp.core.collector import collector_paused
 from kexp.core.model import KernelExperiment
-from kexp.core.problems import Problem, display_path, has_errors
+from kexp.core.problems import Problem, Severity, display_path, has_errors
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.fileformat import Document, FileFormatError, parse
 from kexp.format.legacykeys import is_legacy_key, legacy_problems
@@ -475,6 +475,11 @@ class FileLinks(NamedTuple):
     #: The 1-based lines of the keys id, pid and base_commit (0: not there), each at
     #: column 1; None when unknown (the file must be parsed for positions).
     lines: tuple[int, int, int] | None = None
+    #: The ``env`` value when it is text, else None (also when not read: no check).
+    env: str | None = None
+    #: Its score is measured against the reference (``measured_against: reference``):
+    #: its cumulative score multiplies no parent's.
+    on_reference: bool = False
 
     @classmethod
     def of(
@@ -488,7 +493,7 @@ class FileLinks(NamedTuple):
         if fields is None:
             return cls(path, None, None, ())
         exp_id, pid, combines = fields.get("id"), fields.get("pid"), fields.get("combines")
-        base = fields.get("base_commit")
+        base, env = fields.get("base_commit"), fields.get("env")
         return cls(
             path,
             exp_id if isinstance(exp_id, str) else None,
@@ -498,6 +503,8 @@ class FileLinks(NamedTuple):
             else (),
             base if isinstance(base, str) else None,
             lines,
+            env if isinstance(env, str) else None,
+            fields.get("measured_against") == "reference",
         )
 
     def position(self, where: tuple[str | int, ...]) -> tuple[int, int] | None:
@@ -519,13 +526,15 @@ ScanRecord = tuple[
     str | None,
     tuple[int, int, int] | None,
     tuple[tuple[Any, ...], ...],
+    str | None,
+    bool,
 ]
 
 
 def scan_record(found: Sequence[Problem], link: FileLinks, shared: dict[str, str]) -> ScanRecord:
     """The :data:`ScanRecord` of one file; ``shared`` keeps one string per
-    ``base_commit`` value (they repeat from file to file)."""
-    base = link.base_commit
+    ``base_commit`` and ``env`` value (they repeat from file to file)."""
+    base, env = link.base_commit, link.env
     return (
         link.id,
         link.pid,
@@ -533,6 +542,8 @@ def scan_record(found: Sequence[Problem], link: FileLinks, shared: dict[str, str
         None if base is None else shared.setdefault(base, base),
         link.lines,
         tuple(dataclasses.astuple(p) for p in found),
+        None if env is None else shared.setdefault(env, env),
+        link.on_reference,
     )
 
 
@@ -616,10 +627,12 @@ class Finding:
     field: str
     message: str
     hint: str
+    severity: Severity = "error"
 
     def problem(self, path: str, line: int, column: int) -> Problem:
         """The problem, in the file ``path`` at (``line``, ``column``)."""
-        return _error(path, line, column, self.code, self.field, self.message, self.hint)
+        fields = (self.code, self.field, self.message, self.hint)
+        return Problem(path, line, column, self.severity, *fields)
 
 
 @collector_paused()  # a few entries a file, none in a cycle
@@ -701,6 +714,11 @@ def store_findings(
                         "list only ids of recorded experiments",
                     )
                 )
+        parent = first.get(item.pid) if item.pid is not None else None
+        if parent is not None and item.env is not None and not item.on_reference:
+            finding = _env_finding(number, item.env, item.pid or "", items[parent].env)
+            if finding is not None:
+                findings.append(finding)
     # The parent of an id: the pid of the last of its items whose pid names a known id.
     parents: dict[str, str | None] = {}
     for exp_id, numbers in shared.items():
@@ -731,6 +749,24 @@ def store_findings(
         starts = list(items)
     findings.extend(_cycle_findings(items, starts, first, parent_of))
     return findings
+
+
+def _env_finding(number: int, env: str, pid: str, parents: str | None) -> Finding | None:
+    """The ``env-differs-from-parent`` warning of the item ``number``, a step measured
+    on ``env`` whose parent ``pid`` was measured on ``parents`` (None: not known)."""
+    if parents is None or env.strip() == parents.strip():
+        return None
+    return Finding(
+        number,
+        ("env",),
+        "env-differs-from-parent",
+        "env",
+        f"env {env.strip()!r} is not its parent {pid}'s ({parents.strip()!r}): the "
+        "cumulative score multiplies scores measured on two machines",
+        "measure the parent's code on this machine and make that record the pid, or set "
+        "pid: '' to start from the reference (and measure against it)",
+        "warning",
+    )
 
 
 def _cycle_findings(

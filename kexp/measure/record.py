@@ -78,6 +78,7 @@ from kexp.measure.checks import (
     throttled_rounds,
     unit_hint,
 )
+from kexp.measure.envs import env_warnings, parents_env, recorded_envs
 from kexp.measure.measurements import (
     Measurement,
     gather,
@@ -334,9 +335,14 @@ def record_iteration(
     """
     if store is None:
         store = Store(find_root())
+    given_env = "env" in fields
+    fields = _with_parents_kernel(store, fields)
+    env = str(fields.get("env") or "").strip()
+    envs = recorded_envs(store) if env else []  # those before this one's
+    parents = parents_env(store, fields)
     data = with_timings(
         store,
-        _with_parents_kernel(store, fields),
+        fields,
         baseline=baseline,
         candidate=candidate,
         table=table,
@@ -377,6 +383,7 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
+    env_warnings(exp, given_env, envs, parents)
     if not is_control(exp) and not exp.is_buggy:
         claim = summary_contradiction(
             exp.id, exp.change_summary, exp.score, exp.cumulative_score, store.settings

@@ -5,8 +5,8 @@ was found (``ref``, ``refs`` and the places of older versions)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.output.export import machine_record
 
@@ -14,8 +14,17 @@ if TYPE_CHECKING:
     from kexp.agents.lessons import Lesson, LessonReport
     from kexp.core.model import KernelExperiment
     from kexp.storage.lineage import TreeNode
+    from kexp.storage.rows import Sighting
 
-__all__ = ["chosen_lessons", "experiment_reply", "lessons_reply", "tree_reply"]
+__all__ = [
+    "LessonsShown",
+    "chosen_lessons",
+    "experiment_reply",
+    "lessons_by_insight",
+    "lessons_reply",
+    "lessons_shown",
+    "tree_reply",
+]
 
 _T = TypeVar("_T")
 
@@ -57,6 +66,70 @@ def chosen_lessons(
         for name, items in report.groups.items()
         if not wanted or name in wanted
     }
+
+
+class LessonsShown(NamedTuple):
+    """What ``kexp lessons`` prints of one group: its entries, each a lesson with how many
+    lessons it stands for (those of its key insight), how many lessons the group holds,
+    and how many of them no entry stands for (left out by the limit)."""
+
+    entries: list[tuple[Lesson, int]]
+    total: int
+    hidden: int
+
+
+def lessons_by_insight(
+    items: Sequence[Lesson], where: Mapping[str, Sighting] | None = None
+) -> list[tuple[Lesson, int]]:
+    """``items`` (oldest first) with the lessons of one key insight taken together: the
+    newest of each insight, with how many lessons taught it, in the order of the newest.
+    A lesson that taught nothing recorded stands alone; read across refs (``where``: by
+    id, where each was found), only lessons found at the same ref are taken together."""
+    from kexp.agents.lessons import taught
+
+    found = where or {}
+    said = [
+        (taught(lesson.key_insight, lesson.error).strip(), _ref(found.get(lesson.id)))
+        for lesson in items
+    ]
+    counts: dict[tuple[str, str], int] = {}
+    newest: dict[tuple[str, str], int] = {}
+    for number, insight in enumerate(said):
+        if insight[0]:
+            counts[insight] = counts.get(insight, 0) + 1
+            newest[insight] = number
+    return [
+        (lesson, counts[insight] if insight[0] else 1)
+        for number, (lesson, insight) in enumerate(zip(items, said, strict=True))
+        if not insight[0] or newest[insight] == number
+    ]
+
+
+def _ref(sighting: Sighting | None) -> str:
+    """The ref a lesson was found at ("" when the working tree alone was read)."""
+    return "" if sighting is None else sighting.ref
+
+
+def lessons_shown(
+    report: LessonReport,
+    groups: Iterable[str] = (),
+    limit: int | None = None,
+    *,
+    each: bool = False,
+) -> dict[str, LessonsShown]:
+    """What ``kexp lessons`` prints of ``report``'s ``groups`` (every group when none):
+    per group, the lessons of one key insight as one entry (:func:`lessons_by_insight`;
+    ``each``: every lesson an entry of its own), the newest ``limit`` entries (all when
+    None)."""
+    shown: dict[str, LessonsShown] = {}
+    for name, items in chosen_lessons(report, groups).items():
+        entries = (
+            [(lesson, 1) for lesson in items] if each else lessons_by_insight(items, report.where)
+        )
+        entries = _newest(entries, limit)
+        told = sum(count for _, count in entries)
+        shown[name] = LessonsShown(entries, len(items), len(items) - told)
+    return shown
 
 
 def lessons_reply(

@@ -496,6 +496,11 @@ def _scan(target: Store, *, facts: bool) -> tuple[list[FileLinks], list[Facts]]:
     return links, valid
 
 
+#: The links :func:`_scan_cached` does not know of a valid file: its base commit, key
+#: lines, env, and whether it is measured against the reference.
+_NO_MORE = (None, None, None, False)
+
+
 def _scan_cached(
     target: Store, files: Sequence[tuple[str, Row | None]], *, facts: bool
 ) -> tuple[list[FileLinks], list[Facts]]:
@@ -526,7 +531,7 @@ def _scan_cached(
                     valid.append(Facts(path, exp_id or "", pid or "", combines, *fields))
                 continue
             found = known(values)
-            links.append(make_link((path, found[0], found[1] or None, found[2], None, None)))
+            links.append(make_link((path, found[0], found[1] or None, found[2], *_NO_MORE)))
             if facts:
                 valid.append(make_facts((path, *found)))
     return links, valid

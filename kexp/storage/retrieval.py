@@ -130,6 +130,10 @@ class Match:
     shown_score: float | None = None
     #: Where it was found, read across refs (None: the working tree alone was read).
     where: Sighting | None = None
+    #: What its outcome judges of a step on a parent: its cumulative score over the
+    #: parent's (its score when measured against the parent; None: no parent, or a
+    #: cumulative score not known).
+    vs_parent: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; the interval and similarity only when there is one; where it
@@ -140,6 +144,7 @@ class Match:
             "similarity": self.similarity,
             "score": self.score,
             "score_ci": list(self.score_ci) if self.score_ci else None,
+            "vs_parent": self.vs_parent,
             "outcome": self.outcome,
             "change_summary": self.change_summary,
             "key_insight": self.key_insight,
@@ -335,6 +340,8 @@ class Search(Index):
     ) -> Match:
         """The :class:`Match` of one experiment (``derivation``: of it, at least)."""
         derived = derivation.of(row)
+        parent = derivation.get(row.pid) if row.pid else None
+        own, below = derived.cumulative_score, parent and parent.cumulative_score
         return Match(
             id=row.id,
             relevance=round(relevance, 4),
@@ -350,6 +357,7 @@ class Search(Index):
             path=row.path,
             shown_score=derived.shown_score,
             where=row.sighting(),
+            vs_parent=round(own / below, 4) if own is not None and below else None,
         )
 
     def related_code(

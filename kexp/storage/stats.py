@@ -1,7 +1,8 @@
 """Store statistics: counts per operator and outcome, and the best cumulative score (the
-speedup over the operator's reference, :mod:`kexp.core.campaign`) per operator and data type
-with the experiment that holds it: the best tip whose measurement is believable, as
-``kexp review`` and ``kexp context`` name the current best
+speedup over the operator's reference, :mod:`kexp.core.campaign`) per campaign (operator,
+data type and env: one kernel's best on each machine, as ``kexp review`` and ``kexp
+context`` tell campaigns apart) with the experiment that holds it: the best tip whose
+measurement is believable, as ``kexp review`` and ``kexp context`` name the current best
 (:func:`kexp.storage.query.believable_best`), the suspect tips above it beside it.
 
 The Python twin of ``kexp stats`` is :func:`stats`.
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Best:
-    """The best experiment of one (operator, dtype) pair: the best cumulative score."""
+    """The best experiment of one campaign (operator, dtype, env): the best cumulative
+    score."""
 
     operator_sig: str
     dtype_sig: str
@@ -40,6 +42,8 @@ class Best:
     #: The suspect tips ranked above it, best first (``id``, ``cumulative_score``,
     #: ``change_summary``, ``suspect``: why): no best until checked.
     suspect_above: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: The machine: a campaign's best on one GPU is not another's.
+    env: str = ""
 
 
 @dataclasses.dataclass
@@ -51,7 +55,7 @@ class Stats:
     same over all. A control (tag ``control``, an A/A run: the noise floor) is counted
     as ``control``, never in an outcome, as ``kexp top`` and ``kexp context`` leave it
     out; ``total`` counts every experiment, controls included;
-    ``best`` lists, per (operator, dtype), the experiment with the best cumulative
+    ``best`` lists, per (operator, dtype, env), the experiment with the best cumulative
     score (neither buggy nor pending, not a control) whose measurement is not suspect
     (its cumulative score built on no suspect step either), best first, each with the
     suspect ones above it (``suspect_above``); where every step that improved is suspect,
@@ -82,7 +86,7 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
     items = list(experiments)
     by_outcome = _zero()
     by_operator: dict[str, dict[str, int]] = {}
-    groups: dict[tuple[str, str], list[KernelExperiment]] = {}
+    groups: dict[tuple[str, str, str], list[KernelExperiment]] = {}
     for exp in items:
         # A control's outcome is control: the noise floor (never ranked, never a lesson).
         outcome = exp.outcome
@@ -90,9 +94,9 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         for bucket in (counts, by_outcome):
             bucket[outcome] += 1
             bucket["total"] += 1
-        groups.setdefault((exp.operator_sig, exp.dtype_sig), []).append(exp)
+        groups.setdefault((exp.operator_sig, exp.dtype_sig, exp.env), []).append(exp)
     best: list[Best] = []
-    for (operator, dtype), members in groups.items():
+    for (operator, dtype, env), members in groups.items():
         top, above = believed_best(members, settings=members[0].settings)
         if top is None and above:  # every step that improved is suspect: the best, said so
             top, above = above[0][0], above[1:]
@@ -118,9 +122,10 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
                     top.cumulative_score,
                     None if top.cumulative_ci is None else list(top.cumulative_ci),
                     suspect,
+                    env,
                 )
             )
-    best.sort(key=lambda b: (-(b.cumulative_score or 0.0), b.operator_sig, b.dtype_sig))
+    best.sort(key=lambda b: (-(b.cumulative_score or 0.0), b.operator_sig, b.dtype_sig, b.env))
     return Stats(
         total=len(items),
         by_outcome=by_outcome,

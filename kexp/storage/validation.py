@@ -163,8 +163,8 @@ def _validation_scan(
     problems: dict[int, list[Problem]] = {}
     records.reverse()  # taken from the end: each freed as it goes
     for number, path in enumerate(files):
-        exp_id, pid, combines, base, lines, found = records.pop()
-        links.append(FileLinks(path, exp_id, pid, combines, base, lines))
+        exp_id, pid, combines, base, lines, found, env, on_reference = records.pop()
+        links.append(FileLinks(path, exp_id, pid, combines, base, lines, env, on_reference))
         if found:
             problems[number] = [Problem(*p) for p in found]
     return links, problems

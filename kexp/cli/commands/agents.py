@@ -265,7 +265,10 @@ def similar(
     the code change (SQLite FTS5; a plan's numbers count: "unroll by 8" is not "unroll
     by 4"), plus the similarity of the code changes (shingles of the changed lines,
     variables renamed) for a diff or an experiment. Each line:
-    relevance, code similarity, score, outcome, summary.
+    relevance, code similarity, score (as kexp top's SCORE: over the parent when
+    measured_against is parent, else over the reference), VS PARENT (what the outcome
+    judges of a step: its cumulative score over its parent's; '-' with no parent:
+    the outcome judges the score), outcome, summary.
 
     Python: kexp.similar(text=..., diff=..., exp_id=..., refs=...).
 
@@ -309,11 +312,12 @@ def similar(
                 f"{match.relevance:.3f}",
                 code,
                 score,
+                "-" if match.vs_parent is None else f"{match.vs_parent:.4f}",
                 match.outcome,
                 one_line(match.change_summary),
             ]
         )
-    headers = ["ID", "RELEVANCE", "CODE", "SCORE", "OUTCOME", "SUMMARY"]
+    headers = ["ID", "RELEVANCE", "CODE", "SCORE", "VS PARENT", "OUTCOME", "SUMMARY"]
     if all(match.similarity is None for match in matches):
         headers.remove("CODE")
         rows = [row[:2] + row[3:] for row in rows]
@@ -322,7 +326,8 @@ def similar(
         labels = ref_labels([match.where for match in matches])
         for label, row in zip(labels, rows, strict=True):
             row.insert(1, label)
-    print_table(headers, rows, right=("RELEVANCE", "CODE", "SCORE"), shrink=("SUMMARY",))
+    right = ("RELEVANCE", "CODE", "SCORE", "VS PARENT")
+    print_table(headers, rows, right=right, shrink=("SUMMARY", "VS PARENT"))
 
 
 @click.command()

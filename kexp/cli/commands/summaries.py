@@ -38,7 +38,19 @@ if TYPE_CHECKING:
     type=click.Choice(["buggy", "failed", "regression", "marginal", "interference"]),
     help="Only this group (repeatable).",
 )
-@click.option("-n", "--limit", type=int, help="At most this many per group (the newest).")
+@click.option(
+    "-n",
+    "--limit",
+    type=int,
+    help="At most this many per group, the newest (default: the setting top_default, 20 "
+    "unless kexp.toml says otherwise; with --json: all).",
+)
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every lesson, each on its own (not taken together by key insight).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @paged_output
@@ -47,12 +59,16 @@ def lessons(
     /,
     groups: tuple[str, ...],
     limit: int | None,
+    every: bool,
     as_json: bool,
     **params: Any,
 ) -> None:
     """The failures to learn from: buggy, failed, regression, marginal, interference.
 
-    Each with its summary and the "Key insight" line of its description. Controls (tag
+    Each with its summary and the "Key insight" line of its description; the lessons
+    that taught one key insight are one entry, its newest, with how many they are; at
+    most the newest 20 entries of a group (-n N: N; --all: every lesson, each on its
+    own), the last line saying how many more. Controls (tag
     control, A/A runs) are no lessons: the newest of each env is shown first as its
     noise floor ("A/A on this env: 1.039 [0.839, 1.287]").
 
@@ -64,20 +80,23 @@ def lessons(
       kexp lessons --group buggy --json
     """
     from kexp.agents.lessons import lesson_report
-    from kexp.output.replies import chosen_lessons, lessons_reply
+    from kexp.core.advice import MORE_LESSONS
+    from kexp.output.replies import lessons_reply, lessons_shown
 
     store = get_store(ctx)
     filters = filters_from(params)
     report = lesson_report(store, **filters)
     if as_json:
-        echo_json(lessons_reply(report, groups, limit))
+        echo_json(lessons_reply(report, groups, None if every else limit))
         return
-    found = chosen_lessons(report, groups, limit)
+    if limit is None and not every:
+        limit = store.settings.top_default
+    found = lessons_shown(report, groups, None if every else limit, each=every)
     style = styler()
     width = terminal_width()
     shown = [floor.id for floor in report.noise_floors]
     id_length = store.shown_id_length(
-        shown + [item.id for items in found.values() for item in items]
+        shown + [item.id for group in found.values() for item, _ in group.entries]
     )
     for floor in report.noise_floors:
         where = f"({one_line(floor.env)}; control {floor.id[:id_length]})"
@@ -85,20 +104,25 @@ def lessons(
     if report.noise_floors:
         click.echo("")
     first = True
-    for name, items in found.items():
-        if not items:
+    for name, group in found.items():
+        if not group.entries:
             continue
         if not first:
             click.echo("")
         first = False
         heading = style(name.upper(), **{"bold": True, **OUTCOME_STYLES.get(name, {})})
-        click.echo(f"{heading} ({len(items)})")
-        for lesson in items:
+        click.echo(f"{heading} ({group.total:,})")
+        for lesson, count in group.entries:
             sighting = report.where.get(lesson.id)
             place = ref_labels([sighting])[0] if sighting is not None else ""
-            _print_lesson(lesson, width, id_length, place)
+            _print_lesson(lesson, width, id_length, place, count)
     if first:
         click.echo("(no lessons: no buggy, regressed, marginal or interfering experiments match)")
+    hidden = sum(group.hidden for group in found.values())
+    if hidden and limit is not None:
+        more = MORE_LESSONS.say(n=max(limit, 1) * 5)
+        click.echo("")
+        click.echo(f"({hidden:,} more lesson(s) not shown: {more})")
 
 
 def _print_floor(floor: str, where: str, width: int | None) -> None:
@@ -115,10 +139,13 @@ def _print_floor(floor: str, where: str, width: int | None) -> None:
         click.echo("    " + part)
 
 
-def _print_lesson(lesson: Lesson, width: int | None, id_length: int, found: str = "") -> None:
+def _print_lesson(
+    lesson: Lesson, width: int | None, id_length: int, found: str = "", count: int = 1
+) -> None:
     """One lesson: id (``id_length`` characters), score and summary, then where it was
     found (``found``, read across refs: ``Ref: origin/kexp/bob``) and its key insight,
-    wrapped (never cut) to the terminal's width."""
+    with how many lessons taught it (``count``) when more than this one, wrapped (never
+    cut) to the terminal's width."""
     import textwrap
 
     from kexp.agents.lessons import taught
@@ -129,7 +156,7 @@ def _print_lesson(lesson: Lesson, width: int | None, id_length: int, found: str 
     head = f"  {lesson.id[:id_length]}  {score}  "
     summary = one_line(lesson.change_summary)
     insight = one_line(taught(lesson.key_insight, lesson.error)) or "(no key insight recorded)"
-    label = "      Key insight: "
+    label = "      Key insight: " if count == 1 else f"      Key insight ({count:,} lessons): "
     if width is None:
         click.echo(head + summary)
         if found:
@@ -193,7 +220,7 @@ _SHORT = {
 @click.pass_context
 @paged_output
 def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
-    """Counts per operator and outcome; the best tip per operator and dtype.
+    """Counts per operator and outcome; the best tip per operator, dtype and env.
 
     The best tip is the best cumulative score (the speedup over the operator's
     reference) of a step that improved (never one within noise or a regression).
@@ -233,7 +260,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         rows.append(["(all)", str(totals["total"]), *(str(totals[o]) for o, _ in _OUTCOME_COLUMNS)])
     print_table(headers, rows, right=headers[1:], shrink=("OPERATOR",))
     click.echo("")
-    click.echo(style("Best cumulative score per operator and dtype", bold=True))
+    click.echo(style("Best cumulative score per operator, dtype and env", bold=True))
     if not result.best:
         click.echo(
             "(no best yet: no step improved with a cumulative score; one within noise, a "
@@ -243,11 +270,12 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
         return
     id_length = store.shown_id_length(b.id for b in result.best)
     print_table(
-        ["OPERATOR", "DTYPE", "CUMULATIVE", "ID", "SUMMARY"],
+        ["OPERATOR", "DTYPE", "ENV", "CUMULATIVE", "ID", "SUMMARY"],
         [
             [
                 one_line(b.operator_sig) or "(none)",
                 one_line(b.dtype_sig),
+                one_line(b.env) or "(none)",
                 f"{b.cumulative_score:.4f}" if b.cumulative_score is not None else "-",
                 b.id[:id_length],
                 (f"[{SUSPECT_LABEL}] " if b.suspect else "") + one_line(b.change_summary),
@@ -255,7 +283,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
             for b in result.best
         ],
         right=("CUMULATIVE",),
-        shrink=("OPERATOR",),
+        shrink=("ENV", "OPERATOR"),
         wrap="SUMMARY",
     )
     for b in result.best:  # no best until checked, as kexp review and kexp context say
@@ -265,7 +293,8 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
                 for a in b.suspect_above
             )
             click.echo(
-                f"{one_line(b.operator_sig) or '(none)'} {one_line(b.dtype_sig)}: "
+                f"{one_line(b.operator_sig) or '(none)'} {one_line(b.dtype_sig)} "
+                f"{one_line(b.env) or '(no env)'}: "
                 f"{len(b.suspect_above)} suspect above {b.id[:id_length]}, no best until "
                 f"checked ({SUSPECT_LABEL}): {one_line(named)}"
             )

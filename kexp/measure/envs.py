@@ -1,0 +1,93 @@
+"""The machine a new experiment was measured on, judged when it is recorded.
+
+A campaign is an operator × dtype × env (review, context and stats tell them apart by
+the ``env`` text), so an ``env`` that keeps a record out of its campaign is warned of
+(:class:`~kexp.core.errors.EnvWarning`), the record written all the same: an empty one
+(it belongs to no machine's campaign), one spelt otherwise than a recorded env (``h100
+sxm cuda12.4`` beside ``H100 SXM, CUDA 12.4``: a campaign of its own), and a step
+measured on another machine than its parent and over its code (its cumulative score
+multiplies scores of two machines; ``kexp validate`` warns of it too:
+``env-differs-from-parent``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.advice import CORRECT_FIELD
+from kexp.core.errors import EnvWarning, KexpError
+
+if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
+    from kexp.storage.store import Store
+
+__all__ = ["env_warnings", "folded_env", "parents_env", "recorded_envs"]
+
+#: What two spellings of one env may differ in: case, punctuation and spaces.
+_NOT_FOLDED = re.compile(r"[\W_]+")
+
+
+def folded_env(env: str) -> str:
+    """``env`` with case, punctuation and spaces folded away: what two spellings of one
+    machine share (``H100 SXM, CUDA 12.4`` and ``h100 sxm cuda12.4``)."""
+    return _NOT_FOLDED.sub("", env.casefold())
+
+
+def recorded_envs(store: Store) -> list[str]:
+    """Every ``env`` the store's experiments hold, sorted (kept between commands while
+    nobody changes the files: :meth:`~kexp.storage.reader.StoreReader.answered`)."""
+    return list(
+        store.answered(("recorded-envs",), lambda found: sorted({row.env for row in found.rows}))
+    )
+
+
+def parents_env(store: Store, fields: Mapping[str, Any]) -> str | None:
+    """The ``env`` of the experiment ``fields``' pid names (None: no parent, or not one
+    the store holds: validation says what is wrong with the pid)."""
+    pid = fields.get("pid")
+    if not isinstance(pid, str) or not pid.strip():
+        return None
+    try:
+        return store.get_experiment(pid.strip()).env
+    except KexpError:
+        return None
+
+
+def env_warnings(
+    exp: KernelExperiment, given: bool, envs: list[str], parents: str | None
+) -> list[str]:
+    """What is wrong with the ``env`` of ``exp``, just recorded: ``given`` whether its
+    caller gave an env (an empty one given is warned of), ``envs`` those recorded before
+    it, ``parents`` its parent's env (None: no parent). Each is warned of
+    (:class:`EnvWarning`) and returned."""
+    said: list[str] = []
+    env = exp.env.strip()
+    correct = CORRECT_FIELD.say(id=exp.id, field="env")
+    if not env and given and parents is None:
+        said.append(
+            f"experiment {exp.id} has an empty env: its score belongs to no machine's "
+            f"campaign; say which GPU, driver and versions measured it: {correct}"
+        )
+    if env and env not in envs:
+        near = sorted(e for e in envs if folded_env(e) == folded_env(env) and e.strip())
+        if near:
+            said.append(
+                f"experiment {exp.id}: env {env!r} is recorded nowhere else, but {near[0]!r} "
+                "is, spelt otherwise: a campaign of its own in review, context and stats; "
+                f"if it is that machine, write that spelling: {correct}"
+            )
+    if parents is not None and env != parents.strip() and exp.measured_against != "reference":
+        pid = CORRECT_FIELD.say(id=exp.id, field="pid")
+        said.append(
+            f"experiment {exp.id} was measured on {env!r}, its parent {exp.pid} on "
+            f"{parents.strip()!r}: its cumulative score multiplies scores of two machines; "
+            f"measure the parent's code on this machine and make that record the parent "
+            f"({pid}), or start from the reference with an empty pid "
+            "(kexp validate warns of it)"
+        )
+    for message in said:
+        warnings.warn(message, EnvWarning, stacklevel=3)
+    return said
