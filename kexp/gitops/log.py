@@ -240,16 +240,28 @@ def dropped_corrections(repo: git.Repo, folder: str) -> dict[str, DroppedCorrect
     parent) removed a note and wrote it nowhere in the file again: a ``git revert`` of
     a commit that also held a correction, a merge that kept the other side's file.
 
-    Two git commands (the log and the diff, with ``-G``: only the diffs that touch a
-    note are read). Nothing before the first commit."""
+    A note is removed only where its file is modified, so the history's blobs are read
+    only for the commits that modified a file: first the commits (tree diffs alone),
+    then their diffs that touch a note (``-G``), and the uncommitted one's; a history
+    that only added files (a store built by creates) costs no blob read. Nothing before
+    the first commit."""
     head = git_command(repo, "rev-parse", "-q", "--verify", "HEAD^{commit}", ok_codes=None)
     if head.status != 0:
         return {}
     patch = ["-p", "--no-color", "--no-ext-diff", "--no-renames", f"-G{_CORRECTION_PICKAXE}"]
     _, uncommitted = run_git(repo, "diff", *patch, "HEAD", "--", folder)
     merges = ["--diff-merges=first-parent"] if git_version(repo) >= (2, 31) else []
-    log_format = "--format=%x1e%H%x00%s"
-    _, logged = run_git(repo, "log", "--first-parent", *merges, *patch, log_format, "--", folder)
+    _, modifying = run_git(
+        repo, "log", "--first-parent", *merges, "--diff-filter=M", "--no-renames",
+        "--name-only", "--format=%x1e%H", "--", folder,
+    )  # fmt: skip
+    commits = [record.split("\n", 1)[0] for record in modifying.split("\x1e")[1:]]
+    logged = ""
+    if commits:  # newest first, as the log gave them
+        logged = git_command(
+            repo, "log", "--stdin", "--no-walk=unsorted", *merges, *patch,
+            "--format=%x1e%H%x00%s", "--", folder, stdin="\n".join(commits) + "\n",
+        ).stdout  # fmt: skip
     found: dict[str, DroppedCorrections] = {}
     seen: set[str] = set()
     changes = [("", "", uncommitted)]
