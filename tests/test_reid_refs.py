@@ -53,7 +53,8 @@ def test_re_id_of_an_id_another_branch_made_too_gives_this_file_a_fresh_one(
     done = run_kexp("re-id", str(hers.path), cwd=alice)
     assert done.returncode == 0, done.stderr
     assert not hers.path.exists()
-    (moved,) = (alice / "experiments").rglob("*-online-softmax-10.md")
+    slug = hers.path.name.split("-", 1)[1]  # the name after the id, which re-id keeps
+    (moved,) = (alice / "experiments").rglob(f"*-{slug}")
     assert not moved.name.startswith(hers.id)
 
 
