@@ -83,7 +83,7 @@ def test_the_library_notes_it_as_a_warning(recorded: Path) -> None:
         # Recording timings on a new operator counts its iterations: no note of it.
         record_iteration(
             store, baseline={"n1": [10.0, 10.1, 10.2]}, candidate={"n1": [9.9, 10.0, 9.8]},
-            change_summary="first try - +1%", operator_sig="new.cu: k", dtype_sig="fp16",
+            change_summary="first try on a new kernel", operator_sig="new.cu: k", dtype_sig="fp16",
             env="H100",
         )  # fmt: skip
 
