@@ -545,7 +545,7 @@ def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
     """The places (1: the first ref) of ``refs`` that are a remote's default branch
     (``refs/remotes/REMOTE/HEAD``'s target, which a clone sets)."""
     # lazy: not every command that imports this module reads refs (kexp sync's module)
-    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import remotes as gitremotes
 
     places = {ref.name: n for n, ref in enumerate(refs, 1)}
     remotes = {
@@ -555,7 +555,7 @@ def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
     }
     found = set()
     for remote in sorted(remotes):
-        branch = gitcommits.default_branch(repo, remote)  # type: ignore[arg-type]
+        branch = gitremotes.default_branch(repo, remote)  # type: ignore[arg-type]
         place = places.get(f"refs/remotes/{remote}/{branch}") if branch else None
         if place is not None:
             found.add(place)
