@@ -767,7 +767,7 @@ def test_a_child_that_measured_nothing_is_not_asked_what_it_measured_against(
 
 
 def test_what_a_score_is_measured_against_is_one_vocabulary() -> None:
-    from kexp.cli.commands.write import add
+    from kexp.cli.commands.record import add
     from kexp.core.model import MEASURED_AGAINST
     from kexp.format.schema import load_schema
 

@@ -76,7 +76,7 @@ def test_version_and_help_load_no_heavy_module(option: str) -> None:
 
 @pytest.mark.parametrize(
     ("command", "module"),
-    [("skill", "agents"), ("context", "agents"), ("similar", "agents"), ("add", "write")],
+    [("skill", "agents"), ("context", "agents"), ("similar", "agents"), ("add", "record")],
 )
 def test_commands_beside_mcp_never_load_the_mcp_sdk(command: str, module: str) -> None:
     """The agents' commands share a module with kexp mcp: loading them (their help)
@@ -163,7 +163,7 @@ def test_lazy_names_are_the_library_objects() -> None:
 
 
 def test_add_status_choices_are_the_model_statuses() -> None:
-    from kexp.cli.commands.write import _STATUSES
+    from kexp.cli.commands.record import _STATUSES
     from kexp.core.model import STATUSES
 
     assert _STATUSES == STATUSES

@@ -30,19 +30,11 @@ from kexp.core.problems import Problem, Severity, format_problems, sort_problems
 from kexp.core.progress import reporting
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.fileformat import parse
+from kexp.format.filelinks import FileLinks, links_of, scan_bytes
 from kexp.format.quickcheck import quick_fields
-from kexp.format.validate import (
-    CheckedFile,
-    FileLinks,
-    check_bytes,
-    check_store,
-    links_of,
-    read_and_check,
-    real_paths,
-    scan_bytes,
-    store_findings,
-    warns_if_valid,
-)
+from kexp.format.reading import real_paths
+from kexp.format.storechecks import check_store, store_findings
+from kexp.format.validate import CheckedFile, check_bytes, read_and_check, warns_if_valid
 from tests.conftest import REPO_ROOT, git, run_kexp
 
 # --- the reference: validation as it was before it streamed (whole documents kept) ---
@@ -88,7 +80,7 @@ def _error(path: Path, at: tuple[int, int], code: str, field: str, message: str)
 def reference_check_store(
     checked: Sequence[CheckedFile], known_ids: Mapping[str, Sequence[Path]] | None = None
 ) -> list[Problem]:
-    """``kexp.format.validate.check_store`` as it was."""
+    """``kexp.format.storechecks.check_store`` as it was."""
     problems: list[Problem] = []
     by_id: dict[str, list[CheckedFile]] = {}
     for item in checked:

@@ -1,7 +1,7 @@
 """The ``kexp`` command: a thin layer over the library, one library call per command.
 
-The commands live in :mod:`kexp.cli.commands` (read, write, admin); this module assembles
-them under one group with one error boundary.
+The commands live in :mod:`kexp.cli.commands` (read, record, edit, admin, ...); this module
+assembles them under one group with one error boundary.
 
 Exit codes: 0 success; 1 problems found (validation errors, a write refused because
 the result would be invalid, files not canonical, an aborted edit or delete); 2 usage
@@ -37,12 +37,12 @@ _PASSED_ON = (click.exceptions.Exit, click.exceptions.Abort, click.ClickExceptio
 #: module, and a command imports its own module only (``tests/test_startup.py`` holds
 #: this table equal to the modules' commands).
 COMMAND_TABLE: dict[str, tuple[str, str]] = {
-    "add": ("write", "Record an experiment without an editor (for agents and scripts)."),
+    "add": ("record", "Record an experiment without an editor (for agents and scripts)."),
     "context": ("agents", "What to read before the next iteration on an operator, in one packet."),
     "env": ("admin", "The detected environment: GPU, CUDA/ROCm, torch, triton, CPU, compiler, "
             "OS, Python."),
     "export": ("read", "Write the experiments matching the filters as JSON, JSON Lines or CSV."),
-    "fmt": ("write", "Rewrite experiment files in canonical form (all by default)."),
+    "fmt": ("edit", "Rewrite experiment files in canonical form (all by default)."),
     "import": ("agents", "Import the predecessor's kernel_experiments_db.json: one file per "
                "record."),
     "init": ("admin", "Create a store: experiments/ with a README, and the .gitignore rule for "
@@ -55,14 +55,14 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
     "mcp": ("agents", "Serve kexp's tools to agent clients over the Model Context Protocol "
             "(stdio)."),
     "migrate-layout": ("admin", "Move month-layout files to experiments/YYYY/MM/xx/."),
-    "new": ("write", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
+    "new": ("draft", "Write a new experiment in $VISUAL / $EDITOR, from a prefilled template."),
     "review": ("review", "Summarise what a branch changes in the store, for its pull request."),
-    "re-id": ("write", "Give an experiment file a fresh id, and the file name that goes with "
+    "re-id": ("edit", "Give an experiment file a fresh id, and the file name that goes with "
               "it."),
-    "remeasure": ("write", "Add a round of measurement to an experiment (no best-of-N)."),
+    "remeasure": ("record", "Add a round of measurement to an experiment (no best-of-N)."),
     "report": ("report", "Write a static HTML report: open its index.html from disk, no "
                "server needed."),
-    "rm": ("write", "Delete an experiment's file (asks first unless --yes)."),
+    "rm": ("remove", "Delete an experiment's file (asks first unless --yes)."),
     "settings": ("admin", "The settings in force: each value, and where it came from (kexp.toml "
                  "or default)."),
     "show": ("read", "One experiment, by id or unique id prefix."),
@@ -77,7 +77,7 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
             "reference."),
     "tree": ("read", "The lineage (experiments linked by pid) as a tree; a chain's steps in "
              "one column."),
-    "update": ("write", "Correct fields of an experiment (validated; only the changed lines are "
+    "update": ("edit", "Correct fields of an experiment (validated; only the changed lines are "
                "rewritten)."),
     "validate": ("admin", "Check experiment files (all by default); exit 1 if any has an "
                  "error."),

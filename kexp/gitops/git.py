@@ -1,7 +1,8 @@
 """All git access: the one runner of git (GitPython, imported lazily, as it is slow to
 import; ``git`` processes), revision checks and the low-level reads. Higher-level
 functions built only on this runner live beside it (:mod:`kexp.gitops.log`,
-:mod:`kexp.gitops.commits`, :mod:`kexp.gitops.objects`); no other module runs git.
+:mod:`kexp.gitops.commits`, :mod:`kexp.gitops.merge`, :mod:`kexp.gitops.remotes`,
+:mod:`kexp.gitops.divergence`, :mod:`kexp.gitops.objects`); no other module runs git.
 
 Nothing in this module imports :mod:`git` at import time: every function imports it
 when called, so ``import kexp`` and queries that need no git never pay for it.

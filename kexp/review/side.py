@@ -14,8 +14,9 @@ from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.model import KernelExperiment, attach
 from kexp.core.outcome import time_key
+from kexp.format.filelinks import links_of
 from kexp.format.suspect import suspect_reasons
-from kexp.format.validate import CheckedFile, links_of
+from kexp.format.validate import CheckedFile
 from kexp.storage.changed import Facts, HeadScan, facts_of
 from kexp.storage.lineage import is_scored
 from kexp.storage.listing import path_order

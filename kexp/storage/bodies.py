@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kexp.core.errors import InvalidExperimentWarning
 from kexp.core.model import KernelExperiment, attach
 from kexp.format.fileformat import FileFormatError, parse
-from kexp.format.validate import read_file
+from kexp.format.reading import read_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -24,7 +24,7 @@ from kexp.core.advice import CORRECT_FIELD, RE_ID
 from kexp.core.problems import Problem
 
 if TYPE_CHECKING:
-    from kexp.format.validate import FileLinks
+    from kexp.format.filelinks import FileLinks
     from kexp.storage.history import Changes
 
 __all__ = ["added_files", "copied_by_change", "removed_by_change", "removed_files"]

@@ -7,7 +7,7 @@
   the store at the head: the :class:`Facts` of each valid experiment.
 
 Both read every file of the store once, one after the other, and keep of each only what
-they need (:class:`~kexp.format.validate.FileLinks` for the store-wide checks; for a review, a
+they need (:class:`~kexp.format.filelinks.FileLinks` for the store-wide checks; for a review, a
 few front-matter values of each valid experiment): memory does not grow with the files'
 contents. The changed files are read whole.
 
@@ -29,14 +29,9 @@ from kexp.core.collector import collector_paused
 from kexp.core.errors import GitError, StoreNotFoundError
 from kexp.core.fields import FIELD
 from kexp.core.problems import Problem, sort_problems
-from kexp.format.validate import (
-    FileLinks,
-    id_from_name,
-    key_lines,
-    links_of,
-    store_findings,
-    valid_fields,
-)
+from kexp.format.filelinks import FileLinks, key_lines, links_of, valid_fields
+from kexp.format.storechecks import store_findings
+from kexp.format.validate import id_from_name
 from kexp.storage.caused import added_files, copied_by_change, removed_by_change, removed_files
 from kexp.storage.scan import Keep, scan, value_positions
 from kexp.storage.scorechange import add_unexplained_scores

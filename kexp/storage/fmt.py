@@ -24,7 +24,8 @@ from kexp.core.problems import sort_problems
 from kexp.core.progress import track
 from kexp.core.settings import DEFAULT_SETTINGS
 from kexp.format.fileformat import FileFormatError, serialize
-from kexp.format.validate import KEXP_NAME, canonical_name, check_bytes, id_from_name, read_file
+from kexp.format.reading import read_file
+from kexp.format.validate import KEXP_NAME, canonical_name, check_bytes, id_from_name
 from kexp.storage import atomic
 
 if TYPE_CHECKING:

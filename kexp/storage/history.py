@@ -24,15 +24,8 @@ from kexp.core.advice import LIST_SHOWS, LOG_REV
 from kexp.core.errors import ExperimentNotFoundError, KexpError
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS
 from kexp.format.fileformat import Document, FileFormatError, parse
-from kexp.format.validate import (
-    CheckedFile,
-    check_bytes,
-    id_from_name,
-    read_and_check,
-    read_or_problem,
-    size_problem,
-    stray_problem,
-)
+from kexp.format.reading import read_or_problem, size_problem, stray_problem
+from kexp.format.validate import CheckedFile, check_bytes, id_from_name, read_and_check
 from kexp.gitops import git as kgit
 from kexp.gitops import log as gitlog
 from kexp.storage.snapshot import StoreLocation

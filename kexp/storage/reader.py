@@ -795,7 +795,7 @@ class StoreReader:
 
         Every file of the store is read (the store-wide checks need their ids), one after
         the other: what is kept of each is its problems and what the store-wide checks
-        need (:class:`~kexp.format.validate.FileLinks`), so memory does not grow with the
+        need (:class:`~kexp.format.filelinks.FileLinks`), so memory does not grow with the
         files' contents. A file with a store-wide problem is read again for its position.
         """
         return self.validate_counted(paths, strict=strict)[0]

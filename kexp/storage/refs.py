@@ -52,13 +52,9 @@ from typing import TYPE_CHECKING, Any
 from kexp.core.advice import READ_WITHOUT_REFS, SHOW_ALL_REFS, Advice
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
+from kexp.format.reading import size_problem
 from kexp.format.rules import is_stray
-from kexp.format.validate import (
-    CheckedFile,
-    check_bytes,
-    id_from_name,
-    size_problem,
-)
+from kexp.format.validate import CheckedFile, check_bytes, id_from_name
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.storage.layout import layout_twins
@@ -545,7 +541,7 @@ def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
     """The places (1: the first ref) of ``refs`` that are a remote's default branch
     (``refs/remotes/REMOTE/HEAD``'s target, which a clone sets)."""
     # lazy: not every command that imports this module reads refs (kexp sync's module)
-    from kexp.gitops import commits as gitcommits
+    from kexp.gitops import remotes as gitremotes
 
     places = {ref.name: n for n, ref in enumerate(refs, 1)}
     remotes = {
@@ -555,7 +551,7 @@ def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
     }
     found = set()
     for remote in sorted(remotes):
-        branch = gitcommits.default_branch(repo, remote)  # type: ignore[arg-type]
+        branch = gitremotes.default_branch(repo, remote)  # type: ignore[arg-type]
         place = places.get(f"refs/remotes/{remote}/{branch}") if branch else None
         if place is not None:
             found.add(place)

@@ -8,7 +8,9 @@ import dataclasses
 from typing import Any
 
 from kexp.gitops import commits as gitcommits
+from kexp.gitops import divergence as gitdivergence
 from kexp.gitops import git as kgit
+from kexp.gitops import remotes as gitremotes
 
 
 @dataclasses.dataclass
@@ -30,13 +32,13 @@ class RemoteView:
     def listed(self) -> dict[str, str]:
         """Each branch's commit on the remote."""
         if self._listed is None:
-            self._listed, self._said_default = gitcommits.remote_branches(self.repo, self.remote)
+            self._listed, self._said_default = gitremotes.remote_branches(self.repo, self.remote)
             tips = sorted(set(self._listed.values()))
-            self._held = gitcommits.held_commits(self.repo, tips)
+            self._held = gitremotes.held_commits(self.repo, tips)
             lacking = sorted(b for b, tip in self._listed.items() if tip not in self._held)
             if lacking:  # another agent pushed since this clone last fetched
-                gitcommits.fetch_objects(self.repo, self.remote, lacking)
-                self._held = gitcommits.held_commits(self.repo, tips)
+                gitremotes.fetch_objects(self.repo, self.remote, lacking)
+                self._held = gitremotes.held_commits(self.repo, tips)
         return self._listed
 
     def default(self) -> str | None:
@@ -47,7 +49,7 @@ class RemoteView:
         while its one branch is ``trunk``)."""
         listed = self.listed()
         if self._default is None:
-            named = (self._said_default, gitcommits.default_branch(self.repo, self.remote))
+            named = (self._said_default, gitremotes.default_branch(self.repo, self.remote))
             found = next((b for b in (*named, "main", "master") if b in listed), None)
             only = next(iter(listed)) if len(listed) == 1 else None
             self._default = (found or only,)
@@ -60,7 +62,7 @@ class RemoteView:
         if (
             tip is not None
             and tip not in (self._held or ())
-            and gitcommits.fetch_branch(self.repo, self.remote, branch) == tip
+            and gitremotes.fetch_branch(self.repo, self.remote, branch) == tip
         ):
             self._held = {*(self._held or ()), tip}
 
@@ -73,7 +75,7 @@ class RemoteView:
         """Whether publishing ``commit`` brings the remote's branches (but ``besides``)
         a change of an experiment file none of them holds."""
         tips = list(dict.fromkeys(t for n, t in self.branches().items() if n != besides))
-        return bool(gitcommits.unpublished_paths(self.repo, commit, tips, self.folder))
+        return bool(gitdivergence.unpublished_paths(self.repo, commit, tips, self.folder))
 
     def landed(self, commit: str) -> bool:
         """Whether the remote's default branch holds every experiment change of
@@ -82,19 +84,19 @@ class RemoteView:
         tip = self.branches().get(self.default() or "")
         if tip is None:
             return False
-        return not gitcommits.unpublished_paths(self.repo, commit, [tip], self.folder)
+        return not gitdivergence.unpublished_paths(self.repo, commit, [tip], self.folder)
 
     def merged(self, commit: str) -> bool:
         """Whether the remote's default branch holds every commit of ``commit``, as far
         as this clone holds them: a pull request merged with its commits (not squashed)."""
         tip = self.branches().get(self.default() or "")
-        return tip is not None and gitcommits.count_commits(self.repo, commit, [tip]) == 0
+        return tip is not None and gitdivergence.count_commits(self.repo, commit, [tip]) == 0
 
     def ahead(self, commit: str, base: str | None) -> int:
         """How many commits ``commit`` has that ``base`` has not; without a ``base`` (a
         branch new on the remote), that none of the remote's branches has."""
         others = [base] if base else list(dict.fromkeys(self.branches().values()))
-        return gitcommits.count_commits(self.repo, commit, others)
+        return gitdivergence.count_commits(self.repo, commit, others)
 
     def known_tip(self, branch: str) -> str | None:
         """The remote's commit of ``branch`` as far as this clone knows it: the remote's
@@ -125,4 +127,4 @@ class RemoteView:
         if not paths:
             return set()
         tips = list(dict.fromkeys(self.branches().values()))
-        return gitcommits.held_files(self.repo, paths, tips)
+        return gitdivergence.held_files(self.repo, paths, tips)

@@ -19,7 +19,8 @@ from typing import TypeVar
 from kexp.core.problems import Problem
 from kexp.core.progress import reporting, track_part
 from kexp.core.settings import Settings
-from kexp.format.validate import CheckedFile, FileLinks
+from kexp.format.filelinks import FileLinks
+from kexp.format.validate import CheckedFile
 from kexp.storage.sources import CHECK_BATCH, FileSource
 
 _R = TypeVar("_R")

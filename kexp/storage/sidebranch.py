@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import SyncConflictError
 from kexp.format.rules import id_from_name
-from kexp.gitops import commits as gitcommits
+from kexp.gitops import divergence as gitdivergence
 from kexp.gitops import git as kgit
+from kexp.gitops import merge as gitmerge
 from kexp.gitops import rewrites
 from kexp.storage.syncclash import checkout_clashes, code_clash, line_left, rewritten_left
 
@@ -68,7 +69,7 @@ def side_base(branch: SideBranch) -> tuple[str | None, bool]:
             # that what it published stays on it (a correction of it is a correction).
             with contextlib.suppress(SyncConflictError):
                 again = f"Start {target} again from the checkout, keeping what it published"
-                base = gitcommits.merge_commits(
+                base = gitmerge.merge_commits(
                     repo, checkout, local, again, folder=location.folder, id_of=id_from_name
                 )
         elif not kgit.is_ancestor(repo, local, checkout):
@@ -98,7 +99,7 @@ def with_checkout(
     if kgit.is_ancestor(repo, on, checkout):
         return checkout
     try:
-        return gitcommits.merge_commits(
+        return gitmerge.merge_commits(
             repo, on, checkout, f"kexp sync: the checkout's code onto {target}",
             folder=location.folder, id_of=id_from_name,
         )  # fmt: skip
@@ -190,12 +191,14 @@ def code_left(
     folder = location.folder
     bases = [checkout] if upstream is None else [checkout, upstream]
     copies = rewrites.patch_copies(repo, tip, checkout, folder)  # rebased, the same patch
-    left = gitcommits.code_left(repo, tip, bases, folder, skip=copies) or gitcommits.code_left(
+    left = gitdivergence.code_left(
+        repo, tip, bases, folder, skip=copies
+    ) or gitdivergence.code_left(
         repo, tip, [checkout], folder, first_parent=True, skip=copies
     )  # (its own line: the default branch's commits merged in come by second parents)
     if copies and not left:
         return []  # every code commit of it the checkout holds rebased: merged on
-    if left and gitcommits.unpublished_paths(repo, tip, [checkout], location.folder):
+    if left and gitdivergence.unpublished_paths(repo, tip, [checkout], location.folder):
         return code_clash(location, checkout, tip) or left
     return code_clash(location, checkout, tip)
 
@@ -216,7 +219,7 @@ def landed_base(repo: Any, view: RemoteView, checkout: str, squashed: str | None
     shared = None if squashed is None else kgit.merge_bases(repo, squashed, checkout)
     with contextlib.suppress(SyncConflictError):
         message = f"Start again from {view.remote}/{default}, which holds what landed"
-        return gitcommits.merge_commits(
+        return gitmerge.merge_commits(
             repo, checkout, upstream, message, folder=view.folder, id_of=id_from_name,
             theirs_on=shared[0] if shared else None,
         )  # fmt: skip

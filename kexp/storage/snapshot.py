@@ -25,14 +25,8 @@ from typing import TYPE_CHECKING, Any
 from kexp.core.errors import KexpError, StoreNotFoundError
 from kexp.core.problems import Problem
 from kexp.core.settings import Settings
-from kexp.format.validate import (
-    EXPERIMENT_NAME,
-    CheckedFile,
-    check_bytes,
-    id_from_name,
-    is_stray,
-    size_problem,
-)
+from kexp.format.reading import size_problem
+from kexp.format.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_name, is_stray
 from kexp.gitops import git as kgit
 from kexp.storage.rows import named_record, record_of, row_of
 from kexp.storage.sources import EXPERIMENTS_DIR, Found

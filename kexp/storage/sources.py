@@ -27,13 +27,13 @@ from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.core.progress import track
 from kexp.core.settings import Settings
+from kexp.format.reading import read_or_problem
 from kexp.format.validate import (
     EXPERIMENT_NAME,
     CheckedFile,
     id_from_name,
     is_stray,
     read_and_check,
-    read_or_problem,
 )
 from kexp.storage.rows import LOCAL, content_key
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kexp.format.rules import id_from_name
 from kexp.gitops import commits as gitcommits
+from kexp.gitops import divergence as gitdivergence
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.storage import atomic
@@ -52,7 +53,7 @@ def take_in_stale(
     }
     tracked = gitcommits.path_blobs(repo, head, list(entries)) if head else {}
     loose = [p for p in entries if p not in tracked]  # (untracked: brought in by hand)
-    alike = gitcommits.held_files(repo, loose, [tip])
+    alike = gitdivergence.held_files(repo, loose, [tip])
     differing = [p for p in loose if p not in alike]
     if not differing:
         return []

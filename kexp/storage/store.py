@@ -37,14 +37,10 @@ from kexp.core.model import (
 from kexp.core.problems import Problem, has_errors, sort_problems
 from kexp.format.fileformat import FileFormatError, encode_like, parse, render_update, serialize
 from kexp.format.legacykeys import without_stand_ins
+from kexp.format.reading import read_file
 from kexp.format.rules import id_from_name
-from kexp.format.validate import (
-    CheckedFile,
-    check_bytes,
-    check_store,
-    read_file,
-    slugify,
-)
+from kexp.format.storechecks import check_store
+from kexp.format.validate import CheckedFile, check_bytes, slugify
 from kexp.storage import atomic
 from kexp.storage.atomic import write_failure
 from kexp.storage.layout import folder_parts
@@ -682,7 +678,7 @@ class Store(StoreReader):
 
 class _NamedIds(Mapping[str, list[Path]]):
     """Ids → their files, looked up one id at a time (a write names a few) through an
-    id finder (:meth:`Store._id_finder`), for :func:`kexp.format.validate.check_store`."""
+    id finder (:meth:`Store._id_finder`), for :func:`kexp.format.storechecks.check_store`."""
 
     def __init__(self, finder: Callable[[str], dict[str, list[Path]]]) -> None:
         self._finder = finder

@@ -62,7 +62,10 @@ from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.rules import id_from_name
 from kexp.format.validate import README_NAME
 from kexp.gitops import commits as gitcommits
+from kexp.gitops import divergence as gitdivergence
 from kexp.gitops import git as kgit
+from kexp.gitops import merge as gitmerge
+from kexp.gitops import remotes as gitremotes
 from kexp.gitops.rewrites import rewritten_on
 from kexp.storage.published import Record, choose_removals, record_path, unlanded
 from kexp.storage.remoteview import RemoteView
@@ -211,7 +214,7 @@ def _sync(
         # committed again (a side branch's pull request merged there), nor what another
         # of its branches holds alike (on its way there through a pull request).
         incoming = (
-            view.known_tip(target) if dry_run else gitcommits.fetch_branch(repo, remote, target)
+            view.known_tip(target) if dry_run else gitremotes.fetch_branch(repo, remote, target)
         )
         taken, elsewhere = _landed(location, view, target, changed, incoming, local)
         paths = [p for p in changed if p not in taken | elsewhere]
@@ -310,7 +313,7 @@ def _sync(
             gained=known != view.listed().get(target),
         )  # fmt: skip
         code = (
-            gitcommits.code_brought(repo, known, tip, folder)
+            gitdivergence.code_brought(repo, known, tip, folder)
             if step.push and tip and known and target == view.default()
             else []
         )
@@ -334,7 +337,7 @@ def _sync(
         if attempt == 0 and in_checkout:
             remote_tip = incoming  # fetched a moment ago
         else:
-            remote_tip = gitcommits.fetch_branch(repo, remote, target)
+            remote_tip = gitremotes.fetch_branch(repo, remote, target)
         step = _plan(
             view, local, remote_tip, fresh=commit is not None, in_checkout=in_checkout,
             had_branch=had_branch,
@@ -366,14 +369,14 @@ def _sync(
         if not step.push or local is None:
             break  # the remote has everything, or nothing here is news to it
         if remote_tip is not None and target == view.default():
-            code = gitcommits.code_brought(repo, remote_tip, local, folder)
+            code = gitdivergence.code_brought(repo, remote_tip, local, folder)
             if code:  # kexp sync publishes experiments, never code, where reviews land
                 held = _hold_back(view, remote, target, folder, local, code, merged)
                 break
-            carried = tuple(gitcommits.commits_outside(repo, local, remote_tip, folder))
+            carried = tuple(gitdivergence.commits_outside(repo, local, remote_tip, folder))
         tried += 1
         try:
-            outcome = gitcommits.push_branch(repo, remote, local, target)
+            outcome = gitremotes.push_branch(repo, remote, local, target)
         except GitError as exc:
             raise GitError(
                 f"{exc}: nothing was pushed (the commit {local[:12]} is kept on {target}); "
@@ -410,7 +413,7 @@ def _sync(
         )
     # What reads across refs see: the branches the remote had as the sync began, and
     # the one it pushed to (made by its push, maybe).
-    gitcommits.prune_tracking(repo, remote, {*view.listed(), target})
+    gitremotes.prune_tracking(repo, remote, {*view.listed(), target})
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
@@ -511,7 +514,7 @@ def _landed(
     if incoming is None:
         return set(), view.held(present)
     theirs = gitcommits.path_blobs(repo, incoming, changed)
-    same = gitcommits.held_files(repo, present, [incoming])
+    same = gitdivergence.held_files(repo, present, [incoming])
     tracked = gitcommits.path_blobs(repo, head, present) if head else {}
     differing = [p for p in present if p in theirs and p not in same and p not in tracked]
     if differing:
@@ -564,7 +567,7 @@ def _moved_or_removed(
     too), those committed all the same: moved here (the working tree holds the
     experiment at a path it commits: ``present`` but not ``same``), or removed here where
     that branch moved the experiment (holds its id at another path); the merge then keeps
-    the removal against the move (:func:`kexp.gitops.commits.merge_commits`)."""
+    the removal against the move (:func:`kexp.gitops.merge.merge_commits`)."""
     if not absent:
         return set()
     here = {id_from_name(p): p in same for p in present}
@@ -611,7 +614,7 @@ def _commit_beside(
         remote_base = (
             view.known_tip(target)
             if dry_run
-            else gitcommits.fetch_branch(repo, view.remote, target)
+            else gitremotes.fetch_branch(repo, view.remote, target)
         )
     checkout = _checkout_commit(repo, checked_out)
     base, again = side_base(
@@ -640,7 +643,7 @@ def _commit_beside(
                 return remote_base
             if dry_run:
                 return view.known_tip(target)
-            return gitcommits.fetch_branch(repo, view.remote, target)
+            return gitremotes.fetch_branch(repo, view.remote, target)
 
         chosen = choose_removals(repo, gone, onto, tip, checkout, record)
         kept.extend(chosen.kept)
@@ -666,7 +669,7 @@ def _changed_since_seen(repo: Any, seen: str | None, tip: str | None, folder: st
     ``seen`` and merged, never over the other clone's version."""
     if seen is None or tip is None or seen == tip or not kgit.is_ancestor(repo, seen, tip):
         return False
-    return bool(gitcommits.changed_both_ways(repo, seen, tip, folder))
+    return bool(gitdivergence.changed_both_ways(repo, seen, tip, folder))
 
 
 #: Why a sync of the default branch refuses a step whose lineage waits in a pull request.
@@ -801,7 +804,7 @@ def _merge(
     try:
         message = f"kexp sync: merge {remote}/{target}"
         return str(
-            gitcommits.merge_commits(
+            gitmerge.merge_commits(
                 location.repo,
                 local,
                 remote_tip,

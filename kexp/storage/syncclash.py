@@ -31,6 +31,7 @@ from kexp.core.advice import (
 from kexp.core.errors import SyncConflictError
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import git as kgit
+from kexp.gitops import merge as gitmerge
 from kexp.storage.published import kept_back
 from kexp.storage.syncresult import listing
 
@@ -213,7 +214,7 @@ def in_checkout(location: StoreLocation) -> tuple[list[str], Callable[[str], str
 def merge_by_hand(location: StoreLocation, ref: str, alike: list[str], advice: Advice) -> str:
     """``advice`` naming the commands that merge ``ref`` in the checkout by hand, as
     written from the current folder, without git's directory-rename detection (as kexp
-    merges: :func:`kexp.gitops.commits.merge_commits`): ``git merge`` refuses while files
+    merges: :func:`kexp.gitops.merge.merge_commits`): ``git merge`` refuses while files
     ``ref`` holds as the working tree has them (``alike``: repository paths; the files
     ``kexp sync --branch`` published, untracked here, once their pull request landed) are
     untracked or changed here ("untracked working tree files would be overwritten by
@@ -261,11 +262,11 @@ def invalid_beside(
 
 def code_clash(location: StoreLocation, checkout: str, tip: str) -> list[str]:
     """The files outside the store's folder on which merging ``tip`` into ``checkout``
-    (as a sync merges: :func:`kexp.gitops.commits.merge_commits`) clashes: the two hold
+    (as a sync merges: :func:`kexp.gitops.merge.merge_commits`) clashes: the two hold
     code lines changed otherwise since they parted (the checkout restarted from an
     earlier commit of ``tip``'s line); [] when they merge there cleanly."""
     try:
-        gitcommits.merge_commits(location.repo, checkout, tip, "kexp sync: a trial merge")
+        gitmerge.merge_commits(location.repo, checkout, tip, "kexp sync: a trial merge")
     except SyncConflictError as exc:
         return [p for p in exc.paths if not p.startswith(f"{location.folder}/")]
     return []

@@ -4,7 +4,7 @@ of them (ids used twice, dangling links, lineage cycles, base commits the code
 repository lacks), and each problem at its position: what
 :meth:`kexp.storage.reader.StoreReader.validate` returns.
 
-Of each file only its problems and its links (:class:`~kexp.format.validate.FileLinks`)
+Of each file only its problems and its links (:class:`~kexp.format.filelinks.FileLinks`)
 are kept; a file with a store-wide problem is read again for its position
 (:func:`kexp.storage.scan.value_positions`).
 """
@@ -17,17 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kexp.core.problems import Problem, display_path, sort_problems
-from kexp.format.validate import (
-    CheckedFile,
-    FileLinks,
-    ScanRecord,
-    id_from_name,
-    real_paths,
-    scan_bytes,
-    scan_record,
-    store_findings,
-    stray_problem,
-)
+from kexp.format.filelinks import FileLinks, ScanRecord, scan_bytes, scan_record
+from kexp.format.reading import real_paths, stray_problem
+from kexp.format.storechecks import store_findings
+from kexp.format.validate import CheckedFile, id_from_name
 from kexp.storage.layout import misplaced_parts
 from kexp.storage.scan import scan, value_positions
 
@@ -174,7 +167,7 @@ def _validation_record(
     path: str, data: bytes | Problem, settings: Settings, shared: dict[str, str]
 ) -> ScanRecord:
     """What :func:`validate_store` keeps of one file: its problems and links, checked by
-    :func:`~kexp.format.validate.scan_bytes` (a canonical file without the full parse)."""
+    :func:`~kexp.format.filelinks.scan_bytes` (a canonical file without the full parse)."""
     if isinstance(data, Problem):
         return scan_record([data], FileLinks.of(path, None), shared)
     found, link = scan_bytes(data, path, settings)

@@ -21,11 +21,20 @@ from kexp.cli.commands.exits import EXIT_BUG as EXIT_BUG
 from kexp.cli.commands.exits import EXIT_OK as EXIT_OK
 from kexp.cli.commands.exits import EXIT_PROBLEMS as EXIT_PROBLEMS
 from kexp.cli.commands.exits import EXIT_USAGE as EXIT_USAGE
-from kexp.cli.commands.terminal import echo_json, echo_raw, one_line, outcome_style, print_table
+from kexp.cli.commands.terminal import (
+    clean,
+    echo_json,
+    echo_raw,
+    one_line,
+    outcome_style,
+    print_table,
+)
 from kexp.core.errors import KexpError
 from kexp.format.outputs import FORMATS, format_names
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kexp.core.model import KernelExperiment
     from kexp.storage.store import Store
 
@@ -515,3 +524,22 @@ def emit_experiments(
     )
     if not rows:
         click.echo("(no experiments match)", err=True)
+
+
+def shown_path(path: Path | None) -> str:
+    """``path`` as a command prints it: relative to the working directory when below it."""
+    # lazy: one command's library, loaded when that command runs
+    from kexp.core.problems import display_path
+
+    return "" if path is None else display_path(path)
+
+
+def report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
+    """What a command that wrote ``exp`` prints: ``VERB ID PATH``, or its record as JSON."""
+    if as_json:
+        # lazy: one command's library, loaded when that command runs
+        from kexp.output.export import written_record
+
+        echo_json(written_record(exp))
+    else:
+        click.echo(f"{verb} {exp.id} {clean(shown_path(exp.path))}")

@@ -1,45 +1,27 @@
-"""Write commands: new, add, update, rm, fmt."""
+"""Recording commands: kexp add (an experiment from flags, a document and timings) and
+kexp remeasure (another round of timings for one), each one library call."""
 
 from __future__ import annotations
 
-import os
-import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kexp.cli.commands.common import EXIT_PROBLEMS, complete_ids, get_store, refs_options
-from kexp.cli.commands.terminal import clean, echo_json, one_line, progress
-from kexp.core.errors import (
-    ExperimentExistsError,
-    KexpError,
-    StoreNotFoundError,
-    ValidationError,
+from kexp.cli.commands.common import (
+    complete_ids,
+    get_store,
+    refs_options,
+    report_written,
+    shown_path,
 )
+from kexp.cli.commands.terminal import clean, echo_json
+from kexp.core.errors import KexpError
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
-    from kexp.core.problems import Problem
-    from kexp.storage.store import Removal, Store
-
-
-def _relative(path: Path | None) -> str:
-    # lazy: one command's library, loaded when that command runs
-    from kexp.core.problems import display_path
-
-    return "" if path is None else display_path(path)
-
-
-def _report_written(exp: KernelExperiment, verb: str, as_json: bool) -> None:
-    if as_json:
-        # lazy: one command's library, loaded when that command runs
-        from kexp.output.export import written_record
-
-        echo_json(written_record(exp))
-    else:
-        click.echo(f"{verb} {exp.id} {clean(_relative(exp.path))}")
+    from kexp.storage.store import Store
 
 
 def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None:
@@ -55,7 +37,7 @@ def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None
 
         echo_json(measured_record(exp))
         return
-    _report_written(exp, "recorded", as_json)
+    report_written(exp, "recorded", as_json)
     # lazy: one command's library, loaded when that command runs
     from kexp.core.advice import REMEASURE
     from kexp.core.outcome import NOTHING_MEASURED, control_bias
@@ -88,7 +70,6 @@ def _over_parent(exp: KernelExperiment, store: Store) -> str:
     cumulative score and the step's speedup over it; "" for any other step, or a parent
     without a cumulative score (then the step is judged over the reference)."""
     # lazy: one command's library, loaded when that command runs
-    from kexp.core.errors import KexpError
     from kexp.core.ids import SHOWN_LENGTH
     from kexp.core.outcome import judged_over_parent
 
@@ -102,9 +83,6 @@ def _over_parent(exp: KernelExperiment, store: Store) -> str:
         return ""
     ratio = float(exp.score) / parent
     return f" over the reference; {ratio:.4f}x over parent {exp.pid[:SHOWN_LENGTH]} ({parent:.4f}x)"
-
-
-# --- add -----------------------------------------------------------------------------
 
 
 def _text_option(name: str, field: str, what: str) -> list[Any]:
@@ -126,6 +104,8 @@ _ADD_TEXT_FIELDS = (
     ("error", "error_message", "## Error message (required with --buggy)"),
     ("diff", "code_change", "## Code change: the diff"),
 )
+
+
 _ADD_FLAG_FIELDS = (
     "change_summary",
     "score",
@@ -382,10 +362,7 @@ def add(
     if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json, store)
     else:  # one line, as scripts read it
-        _report_written(exp, "recorded", as_json)
-
-
-# --- remeasure -----------------------------------------------------------------------
+        report_written(exp, "recorded", as_json)
 
 
 @click.command()
@@ -467,388 +444,8 @@ def remeasure(
     interval = f" [{exp.score_ci[0]:.4f}, {exp.score_ci[1]:.4f}]" if exp.score_ci else ""
     click.echo(
         f"remeasured {exp.id}: score {exp.score:.4f}{interval} ({exp.outcome}) "
-        f"{clean(_relative(exp.path))}"
+        f"{clean(shown_path(exp.path))}"
     )
 
 
-# --- new -----------------------------------------------------------------------------
-
-
-@click.command()
-@click.option(
-    "--pid",
-    help="Parent experiment: prefills pid, operator, dtype and env.",
-    shell_complete=complete_ids,
-)
-@click.option(
-    "--from",
-    "start_from",
-    metavar="FILE",
-    help="Start from this file (e.g. a draft kept by an earlier kexp new) instead of the template.",
-)
-@click.option(
-    "--diff-from-git",
-    is_flag=True,
-    help="Prefill the code change with 'git diff' against HEAD.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print id and path as JSON.")
-@click.pass_context
-def new(
-    ctx: click.Context,
-    pid: str | None,
-    start_from: str | None,
-    diff_from_git: bool,
-    as_json: bool,
-) -> None:
-    """Write a new experiment in $VISUAL / $EDITOR, from a prefilled template.
-
-    The template holds a new id, created_at, base_commit (git HEAD), env (detected, see
-    kexp env), every section heading, and guidance as comments that are removed. The
-    saved file is validated before it enters the store: on a problem kexp shows it and
-    offers to edit again; saving an empty file aborts. Nothing you wrote is lost: an
-    unrecorded draft is kept under .kexp/drafts/.
-
-    Python: kexp.measure.template.draft_text(kexp.measure.template.prefill(store)), then
-    kexp.Store.create_experiment.
-
-    \b
-    Examples:
-      kexp new
-      kexp new --pid 6aca6c49dc --diff-from-git
-    """
-    # lazy: secrets, kexp, kexp.core.inputs only when this runs (start-up)
-    import secrets
-
-    from kexp.core.inputs import read_input_text
-    from kexp.measure import intake, template
-
-    store = get_store(ctx)
-    if not (os.environ.get("VISUAL") or os.environ.get("EDITOR") or sys.stdin.isatty()):
-        raise KexpError(
-            "no editor: set $VISUAL or $EDITOR (or run kexp new in a terminal); "
-            "to record without an editor use kexp add"
-        )
-    if start_from is not None:
-        text = read_input_text(start_from, "--from", limit=store.settings.max_input_bytes)
-    else:
-        if pid:  # the new experiment's parent: in the working tree, else said where it is
-            store.path_of(pid, writing=True)
-        parent = store.get_experiment(pid) if pid else None
-        prefilled = template.prefill(store, parent)
-        if diff_from_git:
-            base, prefilled.code_change = intake.diff_against(store, prefilled.base_commit or None)
-            prefilled.base_commit = base
-        text = template.draft_text(prefilled)
-    drafts = store.cache_dir / "drafts"
-    drafts.mkdir(parents=True, exist_ok=True)
-    draft = drafts / f"new-{secrets.token_hex(4)}.md"
-    draft.write_text(text, encoding="utf-8")
-    while True:
-        _edit(draft)
-        text = read_input_text(draft, "the draft", limit=store.settings.max_input_bytes)
-        if template.is_empty_draft(text):
-            draft.unlink()
-            click.echo("kexp: aborted: the file was saved empty; nothing was recorded", err=True)
-            ctx.exit(EXIT_PROBLEMS)
-        created, problems = _record_draft(store, text, draft)
-        if created is not None:
-            draft.unlink()
-            if start_from is not None and Path(start_from).resolve().parent == drafts.resolve():
-                Path(start_from).unlink(missing_ok=True)  # the draft resumed is recorded
-            _report_written(created, "recorded", as_json)
-            return
-        click.echo("kexp: the experiment was not recorded:", err=True)
-        for problem in problems:
-            click.echo(clean(problem.format()), err=True)
-        if not _confirm("Edit it again?"):
-            click.echo(
-                f"kexp: error: nothing was recorded; your text is kept in "
-                f"{clean(_relative(draft))} (continue with: kexp new --from {_relative(draft)})",
-                err=True,
-            )
-            ctx.exit(EXIT_PROBLEMS)
-
-
-def _edit(draft: Path) -> None:
-    try:
-        click.edit(filename=str(draft), extension=".md")
-    except click.ClickException as exc:
-        raise KexpError(
-            f"the editor failed ({exc.format_message()}); set $VISUAL or $EDITOR; your text "
-            f"is kept in {_relative(draft)} (continue with: kexp new --from {_relative(draft)})"
-        ) from None
-
-
-def _confirm(question: str) -> bool:
-    try:
-        return click.confirm(question, default=True, err=True)
-    except click.Abort:
-        return False
-
-
-def _record_draft(
-    store: Store, text: str, draft: Path
-) -> tuple[KernelExperiment | None, list[Problem]]:
-    # lazy: one command's library, loaded when that command runs
-    from kexp.core.problems import Problem, has_errors
-    from kexp.measure import template
-
-    exp, problems, doc = template.read_draft(text, draft, store.settings)
-    if exp is None or doc is None or has_errors(problems):
-        return None, problems
-    try:
-        refs = store.resolve_references({"pid": exp.pid, "combines": exp.combines})
-        exp.pid, exp.combines = refs["pid"], refs["combines"]
-        return store.create_experiment(exp), []
-    except ValidationError as exc:
-        return None, template.relocate(exc.problems, doc)
-    except ExperimentExistsError:
-        shown = exp.id[: store.id_length_of(exp.id)]
-        message = (
-            f"experiment {exp.id} is recorded already (kexp show {shown}); to record "
-            "another from this text, delete its id: line (a new one is made)"
-        )
-        return None, [Problem(str(draft), 1, 1, "error", "not-recorded", "id", message, "")]
-    except KexpError as exc:
-        return None, [Problem(str(draft), 1, 1, "error", "not-recorded", "", str(exc), "")]
-
-
-# --- update, rm ----------------------------------------------------------------------
-
-
-@click.command()
-@click.argument("exp_id", shell_complete=complete_ids)
-@click.option(
-    "--set",
-    "assignments",
-    multiple=True,
-    metavar="FIELD=VALUE",
-    help="Set a field (repeatable). Lists: comma-separated; results: JSON.",
-)
-@click.option(
-    "--set-file",
-    "file_assignments",
-    multiple=True,
-    metavar="FIELD=PATH",
-    help="Set a field to the text of a file ('-': stdin) (repeatable).",
-)
-@click.option(
-    "--reason",
-    help="Why: appends a dated correction note (old → new values and the reason) to "
-    "the detailed description.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print id, path and changed fields as JSON.")
-@click.pass_context
-def update(
-    ctx: click.Context,
-    exp_id: str,
-    assignments: tuple[str, ...],
-    file_assignments: tuple[str, ...],
-    reason: str | None,
-    as_json: bool,
-) -> None:
-    """Correct fields of an experiment (validated; only the changed lines are rewritten).
-
-    A new score restates the figure of change_summary that stated the old one (+25% ->
-    +5%) and drops the old measurement's score_ci unless a new one is given.
-
-    Python: kexp.measure.corrections.apply_correction(store, id, changes, reason).
-
-    \b
-    Examples:
-      kexp update 6ac8bc7624 --set score=1.021 --reason "re-measured with 200 iterations"
-      kexp update 6ac8bc7624 --set tags=cache,unroll --set status=done
-      kexp update 6ac8bc7624 --set-file raw_result=bench.log
-    """
-    # lazy: one command's library, loaded when that command runs
-    from kexp.core.inputs import read_input_text
-    from kexp.measure.corrections import apply_correction, parse_assignments, parse_value
-    from kexp.output.export import written_record
-
-    changes = parse_assignments(assignments)
-    store = get_store(ctx)
-    for item in file_assignments:
-        field, sep, name = item.partition("=")
-        field = field.strip()
-        if not sep or not field or not name:
-            raise KexpError(f"{item!r} is not FIELD=PATH (e.g. raw_result=bench.log)")
-        if field in changes:
-            raise KexpError(f"{field} is set twice")
-        text = read_input_text(name, f"--set-file {field}", limit=store.settings.max_input_bytes)
-        changes[field] = parse_value(field, text.rstrip("\n"))
-    if not changes:
-        raise click.UsageError("nothing to change: give --set FIELD=VALUE or --set-file")
-    updated, changed = apply_correction(store, exp_id, changes, reason)
-    if as_json:
-        echo_json(written_record(updated, changed=changed))
-    elif not changed:  # the file already says this: nothing written, no correction note
-        click.echo(f"nothing changed: {updated.id} already has {', '.join(changes)} as given")
-    else:
-        click.echo(f"updated {updated.id}: {', '.join(changed)}")
-
-
-@click.command()
-@click.argument("exp_id", shell_complete=complete_ids)
-@click.option("-y", "--yes", is_flag=True, help="Do not ask.")
-@click.option(
-    "--force", is_flag=True, help="Delete even when other experiments name it as their parent."
-)
-@click.pass_context
-def rm(ctx: click.Context, exp_id: str, yes: bool, force: bool) -> None:
-    """Delete an experiment's file (asks first unless --yes).
-
-    Refused (exit 1, before asking) while other experiments name it as their parent or
-    in their combines, unless --force.
-
-    Python: kexp.remove_experiment(id, force=False, confirm=None), the same checks and
-    question (kexp.Store.delete_experiment(id, force=False) deletes without asking).
-
-    \b
-    Example:
-      kexp rm 6ad1e3ef8a --yes
-    """
-
-    def ask(removal: Removal) -> bool:
-        summary = "(invalid file)" if removal.summary is None else one_line(removal.summary)
-        question = f"Delete {removal.id} {summary} ({clean(_relative(removal.path))})?"
-        try:
-            return click.confirm(question, default=False, err=True)
-        except click.Abort:
-            return False
-
-    removal = get_store(ctx).remove_experiment(exp_id, force=force, confirm=None if yes else ask)
-    if removal.refused:
-        _refuse_delete(ctx, removal.refused)
-    if not removal.deleted:
-        click.echo("kexp: nothing deleted", err=True)
-        ctx.exit(EXIT_PROBLEMS)
-    click.echo(f"deleted {removal.id} {clean(_relative(removal.path))}")
-
-
-def _refuse_delete(ctx: click.Context, why: str) -> NoReturn:
-    """A refused delete: one line naming --force, exit 1 (as a refused write)."""
-    click.echo(
-        f"kexp: error: {one_line(why)}; nothing deleted (re-parent them first, or delete "
-        "it anyway with kexp rm --force)",
-        err=True,
-    )
-    ctx.exit(EXIT_PROBLEMS)
-
-
-@click.command(name="re-id")
-@click.argument("path", type=click.Path(path_type=Path))
-@click.pass_context
-def re_id(ctx: click.Context, path: Path) -> None:
-    """Give an experiment file a fresh id, and the file name that goes with it.
-
-    For two files holding one id (kexp validate: duplicate-id): a file copied to start
-    a new experiment, or two branches that made the same id. Only the file's id line
-    changes; it moves to experiments/YYYY/MM/xx/<new id>-<slug>.md, by the new id's
-    time, as kexp add names a file. Refused (exit 2, nothing changed) for a path that is
-    not an experiment file of the store, and for an id no other file holds that other
-    experiments name as their parent or combine (their lineage would break).
-
-    Python: kexp.Store.re_id(path).
-
-    \b
-    Example:
-      kexp re-id experiments/2026/10/26/6ad1e3ef8a949f26-*.md
-    """
-    done = get_store(ctx).re_id(path)
-    click.echo(
-        f"re-id {done.old_id} -> {done.id}: {clean(_relative(done.old_path))} -> "
-        f"{clean(_relative(done.path))}"
-    )
-
-
-# --- fmt -----------------------------------------------------------------------------
-
-
-@click.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("--check", is_flag=True, help="Only list the files not in canonical form; exit 1.")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "github"]),
-    default="text",
-    show_default=True,
-    help="With --check: text: their paths; github: a workflow annotation on each.",
-)
-@click.pass_context
-def fmt(ctx: click.Context, paths: tuple[Path, ...], check: bool, output_format: str) -> None:
-    """Rewrite experiment files in canonical form (all by default).
-
-    Files with errors are left alone and reported (exit 1). With --check nothing is
-    written: the files that are not canonical are listed (--format github: annotated),
-    the last line says the kexp fmt to run, and the exit code is 1. Comments in the
-    front-matter are not data and are not kept.
-
-    Python: kexp.storage.fmt.format_files(paths, store=store, check=False).
-
-    \b
-    Examples:
-      kexp fmt
-      kexp fmt --check experiments/2026/  # in CI
-      kexp fmt --check --format github    # in a GitHub Actions workflow
-    """
-    # lazy: one command's library, loaded when that command runs
-    from kexp.storage.fmt import format_files
-
-    try:
-        store = get_store(ctx)
-    except StoreNotFoundError:
-        if not paths:
-            raise
-        store = None
-    with progress("formatting"):
-        results = format_files(list(paths) or None, store=store, check=check)
-    root = ctx.find_root().params.get("root")
-    kexp = ["kexp", "--root", str(root)] if root is not None else ["kexp"]  # (as given)
-    changed = errors = 0
-    results = [r for r in results if r.status != "gone"]  # deleted meanwhile: not a problem
-    for result in results:
-        shown = clean(_relative(result.path))
-        if result.status == "error":
-            errors += 1
-            click.echo(f"{shown}: error: {clean(result.message)}", err=True)
-        elif result.changed:
-            changed += 1
-            if check and output_format == "github":
-                click.echo(clean(_not_canonical(shown, kexp)))
-            else:
-                click.echo(shown if check else f"reformatted {shown}")
-        if result.canonical_name is not None:
-            renamed = clean(_relative(result.path.with_name(result.canonical_name)))
-            click.echo(
-                f"{shown}: note: kexp would name it {clean(result.canonical_name)} "
-                f"(to rename it: mv {shlex.quote(shown)} {shlex.quote(renamed)})",
-                err=True,
-            )
-    unchanged = len(results) - changed - errors
-    verb = "would be reformatted" if check else "reformatted"
-    fix = ""
-    if check and changed:  # (the reader of a CI log may not know kexp)
-        command = shlex.join([*kexp, "fmt", *(str(path) for path in paths)])
-        fix = f": run {command} to rewrite {'it' if changed == 1 else 'them'} in canonical form"
-    click.echo(
-        f"{changed} file(s) {verb}, {unchanged} already canonical"
-        + (f", {errors} with errors" if errors else "")
-        + fix,
-        err=True,
-    )
-    ctx.exit(EXIT_PROBLEMS if errors or (check and changed) else 0)
-
-
-def _not_canonical(shown: str, kexp: list[str]) -> str:
-    """The workflow annotation on the file ``shown`` (its path) not in canonical form
-    (``kexp``: the command as the user gave it, ``--root`` repeated)."""
-    # lazy: one command's library, loaded when that command runs
-    from kexp.core.problems import Problem
-
-    hint = f"run {shlex.join([*kexp, 'fmt', shown])}"
-    message = "not in the canonical form kexp writes"
-    return Problem(shown, 1, 1, "error", "not-canonical", "", message, hint).format_github()
-
-
-COMMANDS = (new, add, remeasure, update, rm, re_id, fmt)
+COMMANDS = (add, remeasure)
