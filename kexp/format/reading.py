@@ -17,15 +17,16 @@ from kexp.format.fileformat import FileFormatError, parse
 from kexp.format.rules import EXPERIMENT_NAME, canonical_name
 
 
-def _error(
+def error_problem(
     path: Path | str, line: int, column: int, code: str, field: str, message: str, hint: str
 ) -> Problem:
+    """An ``error`` :class:`Problem` at ``path``'s ``line`` and ``column``."""
     return Problem(str(path), line, column, "error", code, field, message, hint)
 
 
 def _symlink_error(path: Path | str) -> FileFormatError:
     return FileFormatError(
-        _error(
+        error_problem(
             path,
             1,
             1,
@@ -68,7 +69,7 @@ def read_file_and_stat(
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise FileFormatError(
-                _error(
+                error_problem(
                     path,
                     1,
                     1,
@@ -106,7 +107,7 @@ def read_file_and_stat(
 def size_problem(path: Path | str, size: int | str, limit: int) -> Problem:
     """The ``file-too-large`` problem of a file of ``size`` bytes over ``limit``: the one
     size verdict, whatever the bytes come from (a file, a git blob, a write)."""
-    return _error(
+    return error_problem(
         path,
         1,
         1,
@@ -148,7 +149,7 @@ def stray_problem(
         # a tracked one moved so is a deletion and an addition, which git sees as a rename.
         moved = (shlex.quote(display_path(p)) for p in (path, os.path.join(folder, new)))
         hint = f"rename it to {new} (mv {' '.join(moved)})"
-    return _error(
+    return error_problem(
         path,
         1,
         1,
@@ -167,7 +168,7 @@ def read_or_problem(path: Path | str, settings: Settings = DEFAULT_SETTINGS) -> 
     except FileFormatError as exc:
         return exc.problem
     except OSError as exc:
-        return _error(
+        return error_problem(
             path,
             1,
             1,

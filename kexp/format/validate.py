@@ -20,7 +20,7 @@ from kexp.core.problems import Problem, has_errors
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.fileformat import Document, FileFormatError, parse
 from kexp.format.legacykeys import is_legacy_key, legacy_problems
-from kexp.format.reading import read_or_problem, size_problem
+from kexp.format.reading import error_problem, read_or_problem, size_problem
 from kexp.format.rules import (
     EXPERIMENT_NAME,
     KEXP_NAME,
@@ -111,12 +111,6 @@ def check_bytes(
     return CheckedFile(path, doc, check_document(doc, settings))
 
 
-def _error(
-    path: Path | str, line: int, column: int, code: str, field: str, message: str, hint: str
-) -> Problem:
-    return Problem(str(path), line, column, "error", code, field, message, hint)
-
-
 def _warning(
     path: Path | str, line: int, column: int, code: str, field: str, message: str, hint: str
 ) -> Problem:
@@ -140,7 +134,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
     file_id = fields.get("id")
     if name_id is not None and isinstance(file_id, str) and file_id != name_id:
         problems.append(
-            _error(
+            error_problem(
                 path,
                 *at("id"),
                 "id-mismatch",
@@ -153,7 +147,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
     score = fields.get("score")
     if isinstance(score, float) and not math.isfinite(score):
         problems.append(
-            _error(
+            error_problem(
                 path,
                 *at("score"),
                 "score-not-finite",
@@ -164,7 +158,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
         )
     if fields.get("is_buggy") is True and not doc.body_values()["error_message"].strip():
         problems.append(
-            _error(
+            error_problem(
                 path,
                 *at("is_buggy"),
                 "buggy-without-error",
@@ -180,7 +174,7 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
     # other than 3 or 6 digits, and the schema checks the shape.
     if stamp is not None and not is_real_time(stamp.group(1)):
         problems.append(
-            _error(
+            error_problem(
                 path,
                 *at("created_at"),
                 "bad-timestamp",
