@@ -312,7 +312,7 @@ def _warn_of_predecessor_database(store: Store | None) -> None:
         return
     # lazy: only where a predecessor's database lies about
     from kexp.core.settings import DEFAULT_SETTINGS
-    from kexp.format.validate import id_from_name
+    from kexp.format.rules import id_from_name
     from kexp.output.legacy import assign_ids, read_legacy_database
 
     settings = DEFAULT_SETTINGS if store is None else store.settings

@@ -32,8 +32,9 @@ from kexp.format.fastpath import (
 )
 from kexp.format.fileformat import FRONT_MATTER_BAD_CHAR, STRING_FIELDS, serialize
 from kexp.format.quickcheck import quick_bodies, quick_fields
-from kexp.format.validate import EXPERIMENT_NAME, check_bytes
-from kexp.format.validate import is_real_time as _real_time
+from kexp.format.rules import EXPERIMENT_NAME
+from kexp.format.rules import is_real_time as _real_time
+from kexp.format.validate import check_bytes
 from kexp.format.yamlio import YamlReadError, read_mapping, render_field
 
 # --- the fast front-matter reader ------------------------------------------------------

@@ -35,8 +35,9 @@ from kexp.core.outcome import measured_against_parent
 from kexp.core.problems import Problem, format_problems, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.filelinks import FileLinks
+from kexp.format.rules import id_from_name
 from kexp.format.suspect import suspect_reasons
-from kexp.format.validate import CheckedFile, check_bytes, id_from_name
+from kexp.format.validate import CheckedFile, check_bytes
 from kexp.review.build import (
     LineageGraph,
     LineageNode,

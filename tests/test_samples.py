@@ -550,7 +550,7 @@ TestRecordAndRemeasure.settings = settings(
 
 
 def test_the_quick_verdict_on_sampled_files_is_the_full_checks(store: Store) -> None:
-    from kexp.format.validate import warns_if_valid
+    from kexp.format.rules import warns_if_valid
 
     base, cand = timings(random.Random(9), 1.02, n=6)
     exp = record_iteration(store, baseline=base, candidate=cand, **fields())

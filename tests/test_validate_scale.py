@@ -33,8 +33,9 @@ from kexp.format.fileformat import parse
 from kexp.format.filelinks import FileLinks, links_of, scan_bytes
 from kexp.format.quickcheck import quick_fields
 from kexp.format.reading import real_paths
+from kexp.format.rules import warns_if_valid
 from kexp.format.storechecks import check_store, store_findings
-from kexp.format.validate import CheckedFile, check_bytes, read_and_check, warns_if_valid
+from kexp.format.validate import CheckedFile, check_bytes, read_and_check
 from tests.conftest import REPO_ROOT, git, run_kexp
 
 # --- the reference: validation as it was before it streamed (whole documents kept) ---

@@ -22,39 +22,18 @@ from kexp.format.fileformat import Document, FileFormatError, parse
 from kexp.format.legacykeys import is_legacy_key, legacy_problems
 from kexp.format.reading import error_problem, read_or_problem, size_problem
 from kexp.format.rules import (
-    EXPERIMENT_NAME,
-    KEXP_NAME,
     KNOWN_FIELDS,
-    README_NAME,
     TIMESTAMP,
-    canonical_name,
     encoded_size,
     id_from_name,
     is_real_time,
-    is_stray,
     missing_measured_against,
     score_results_mismatch,
-    slugify,
-    warns_if_valid,
 )
 from kexp.format.suspect import suspect_problems
 
 #: The validation code of a child that does not say what its score is measured against.
 MEASURED_AGAINST_MISSING = "measured-against-missing"
-
-__all__ = [
-    "EXPERIMENT_NAME",
-    "KEXP_NAME",
-    "README_NAME",
-    "canonical_name",
-    "encoded_size",
-    "id_from_name",
-    "is_real_time",
-    "is_stray",
-    "score_results_mismatch",
-    "slugify",
-    "warns_if_valid",
-]
 
 
 @dataclasses.dataclass

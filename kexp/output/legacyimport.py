@@ -23,7 +23,8 @@ from kexp.format.legacykeys import (
     LEGACY_PREFIX,
     MISSING_FIELD,
 )
-from kexp.format.validate import check_bytes, id_from_name, read_and_check
+from kexp.format.rules import id_from_name
+from kexp.format.validate import check_bytes, read_and_check
 from kexp.format.yamlio import MAX_DEPTH
 from kexp.output.legacy import (
     IMPORTED_AGAINST,

@@ -30,8 +30,8 @@ from kexp.core.errors import GitError, StoreNotFoundError
 from kexp.core.fields import FIELD
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.filelinks import FileLinks, key_lines, links_of, valid_fields
+from kexp.format.rules import id_from_name
 from kexp.format.storechecks import store_findings
-from kexp.format.validate import id_from_name
 from kexp.storage.caused import added_files, copied_by_change, removed_by_change, removed_files
 from kexp.storage.scan import Keep, scan, value_positions
 from kexp.storage.scorechange import add_unexplained_scores

@@ -25,7 +25,8 @@ from kexp.core.progress import track
 from kexp.core.settings import DEFAULT_SETTINGS
 from kexp.format.fileformat import FileFormatError, serialize
 from kexp.format.reading import read_file
-from kexp.format.validate import KEXP_NAME, canonical_name, check_bytes, id_from_name
+from kexp.format.rules import KEXP_NAME, canonical_name, id_from_name
+from kexp.format.validate import check_bytes
 from kexp.storage import atomic
 
 if TYPE_CHECKING:

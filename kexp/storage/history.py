@@ -25,7 +25,8 @@ from kexp.core.errors import ExperimentNotFoundError, KexpError
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS
 from kexp.format.fileformat import Document, FileFormatError, parse
 from kexp.format.reading import read_or_problem, size_problem, stray_problem
-from kexp.format.validate import CheckedFile, check_bytes, id_from_name, read_and_check
+from kexp.format.rules import id_from_name
+from kexp.format.validate import CheckedFile, check_bytes, read_and_check
 from kexp.gitops import git as kgit
 from kexp.gitops import log as gitlog
 from kexp.storage.snapshot import StoreLocation

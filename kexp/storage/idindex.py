@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kexp.core.advice import RE_ID
 from kexp.core.ids import ID_LENGTH
 from kexp.core.problems import display_path
-from kexp.format.validate import id_from_name
+from kexp.format.rules import id_from_name
 from kexp.storage.location import CACHE_DIR
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ from kexp.core.collector import collector_paused
 from kexp.core.ids import ID_LENGTH
 from kexp.format.fileformat import FileFormatError
 from kexp.format.reading import read_file_and_stat, read_or_problem
-from kexp.format.validate import EXPERIMENT_NAME
+from kexp.format.rules import EXPERIMENT_NAME
 from kexp.storage.cache import RACY_NS, Cache
 from kexp.storage.cachefile import DamagedCacheError
 from kexp.storage.parallel import in_two_processes

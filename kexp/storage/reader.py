@@ -39,7 +39,8 @@ from kexp.core.errors import (
 from kexp.core.model import KernelExperiment, attach
 from kexp.core.problems import Problem, sort_problems
 from kexp.core.settings import Settings, load_settings
-from kexp.format.validate import CheckedFile, id_from_name
+from kexp.format.rules import id_from_name
+from kexp.format.validate import CheckedFile
 from kexp.storage.answers import (
     Answer,
     Waiting,

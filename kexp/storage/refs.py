@@ -53,8 +53,8 @@ from kexp.core.advice import READ_WITHOUT_REFS, SHOW_ALL_REFS, Advice
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
 from kexp.format.reading import size_problem
-from kexp.format.rules import is_stray
-from kexp.format.validate import CheckedFile, check_bytes, id_from_name
+from kexp.format.rules import id_from_name, is_stray
+from kexp.format.validate import CheckedFile, check_bytes
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.storage.layout import layout_twins

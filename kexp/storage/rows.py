@@ -25,7 +25,8 @@ from kexp.core.fields import FIELDS, FRONT_MATTER_FIELDS
 from kexp.core.model import KernelExperiment, attach, experiment_from_fields
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.filelinks import valid_fields
-from kexp.format.validate import EXPERIMENT_NAME, check_bytes
+from kexp.format.rules import EXPERIMENT_NAME
+from kexp.format.validate import check_bytes
 
 if TYPE_CHECKING:
     from kexp.core.settings import Settings

@@ -26,7 +26,8 @@ from kexp.core.errors import KexpError, StoreNotFoundError
 from kexp.core.problems import Problem
 from kexp.core.settings import Settings
 from kexp.format.reading import size_problem
-from kexp.format.validate import EXPERIMENT_NAME, CheckedFile, check_bytes, id_from_name, is_stray
+from kexp.format.rules import EXPERIMENT_NAME, id_from_name, is_stray
+from kexp.format.validate import CheckedFile, check_bytes
 from kexp.gitops import git as kgit
 from kexp.storage.rows import named_record, record_of, row_of
 from kexp.storage.sources import EXPERIMENTS_DIR, Found

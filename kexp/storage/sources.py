@@ -28,13 +28,8 @@ from kexp.core.problems import Problem
 from kexp.core.progress import track
 from kexp.core.settings import Settings
 from kexp.format.reading import read_or_problem
-from kexp.format.validate import (
-    EXPERIMENT_NAME,
-    CheckedFile,
-    id_from_name,
-    is_stray,
-    read_and_check,
-)
+from kexp.format.rules import EXPERIMENT_NAME, id_from_name, is_stray
+from kexp.format.validate import CheckedFile, read_and_check
 from kexp.storage.rows import LOCAL, content_key
 
 if TYPE_CHECKING:

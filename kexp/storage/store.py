@@ -38,9 +38,9 @@ from kexp.core.problems import Problem, has_errors, sort_problems
 from kexp.format.fileformat import FileFormatError, encode_like, parse, render_update, serialize
 from kexp.format.legacykeys import without_stand_ins
 from kexp.format.reading import read_file
-from kexp.format.rules import id_from_name
+from kexp.format.rules import id_from_name, slugify
 from kexp.format.storechecks import check_store
-from kexp.format.validate import CheckedFile, check_bytes, slugify
+from kexp.format.validate import CheckedFile, check_bytes
 from kexp.storage import atomic
 from kexp.storage.atomic import write_failure
 from kexp.storage.layout import folder_parts

@@ -59,8 +59,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.problems import Problem, display_path, sort_problems
-from kexp.format.rules import id_from_name
-from kexp.format.validate import README_NAME
+from kexp.format.rules import README_NAME, id_from_name
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import divergence as gitdivergence
 from kexp.gitops import git as kgit

@@ -24,7 +24,7 @@ def lineage_among(location: StoreLocation, held: set[str], present: list[str]) -
     """The files of ``held`` that the other files of ``present`` build on (``pid``,
     ``combines``, followed through ``held``)."""
     from kexp.format.fileformat import named_parents
-    from kexp.format.validate import id_from_name
+    from kexp.format.rules import id_from_name
 
     by_id = {id_from_name(os.path.basename(path)): path for path in held}
     needed: set[str] = set()

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.filelinks import FileLinks, ScanRecord, scan_bytes, scan_record
 from kexp.format.reading import real_paths, stray_problem
+from kexp.format.rules import id_from_name
 from kexp.format.storechecks import store_findings
-from kexp.format.validate import CheckedFile, id_from_name
+from kexp.format.validate import CheckedFile
 from kexp.storage.layout import misplaced_parts
 from kexp.storage.scan import scan, value_positions
 

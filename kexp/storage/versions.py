@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kexp.format.validate import EXPERIMENT_NAME
+from kexp.format.rules import EXPERIMENT_NAME
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 from kexp.gitops.rewrites import rewritten_on

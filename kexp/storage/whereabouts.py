@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.core.advice import MERGE_SYNCED, SYNC_MERGES
 from kexp.core.errors import KexpError
 from kexp.format.fileformat import named_parents
-from kexp.format.validate import id_from_name
+from kexp.format.rules import id_from_name
 from kexp.gitops import git as kgit
 from kexp.gitops import objects as gitobjects
 

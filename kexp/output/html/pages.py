@@ -113,7 +113,7 @@ def cumulative_text(exp: KernelExperiment) -> str:
 def operator_slug(operator: str) -> str:
     """The operator page's file name (without ``.html``): readable, and unique by hash."""
     # lazy: not every command that imports this module needs kexp.validate
-    from kexp.format.validate import slugify
+    from kexp.format.rules import slugify
 
     digest = hashlib.sha1(operator.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slugify(operator.rsplit(':', 1)[-1] or 'none', 40)}-{digest}"
