@@ -248,17 +248,12 @@ def _add_dropped(store: Store, fork: str, changes: Changes) -> None:
     from kexp.storage.snapshot import StoreLocation
 
     location = None
-    for change in changes.modified:
-        before, after = change.before, change.after
-        if before is None or after is None or before.document is None:
-            continue
-        if after.document is None:
-            continue
+    for before, now, after, _ in changes.both_read():
         if location is None:
             location = StoreLocation.of(store.root)
         path = str(after.path)
         repo_path = location.repo_path(after.path) or path
-        after.problems += dropped_between(before.document, after.document, path, fork, repo_path)
+        after.problems += dropped_between(before, now, path, fork, repo_path)
 
 
 def _tip_links(store: Store, base: str, fork: str, at_fork: list[FileLinks]) -> list[FileLinks]:

@@ -279,6 +279,17 @@ class Changes:
     def __iter__(self) -> Any:
         return iter([*self.added, *self.modified, *self.removed])
 
+    def both_read(self) -> Iterator[tuple[Document, Document, CheckedFile, ExperimentChange]]:
+        """Each modified experiment whose versions before and after both read: the
+        document before, the document after, the file after (its problems to add to)
+        and the change."""
+        for change in self.modified:
+            before, after = change.before, change.after
+            if before is None or after is None:
+                continue
+            if before.document is not None and after.document is not None:
+                yield before.document, after.document, after, change
+
     def __len__(self) -> int:
         return len(self.added) + len(self.modified) + len(self.removed)
 

@@ -87,18 +87,8 @@ def add_unexplained_scores(changes: Changes, base: str, in_repo: Callable[[Path]
     """Add to each corrected file's problems of ``changes`` (compared with ``base``) the
     :func:`unexplained_score` warning of its score changed without a note (``in_repo``:
     a store path from the repository's root)."""
-    for change in changes.modified:
-        before, after = change.before, change.after
-        if before is None or after is None or before.document is None:
-            continue
-        if after.document is None:
-            continue
-        found = unexplained_score(
-            before.document,
-            after.document,
-            str(after.path),
-            base,
-            in_repo(change.old_path or after.path),
-        )
+    for before, now, after, change in changes.both_read():
+        where = in_repo(change.old_path or after.path)
+        found = unexplained_score(before, now, str(after.path), base, where)
         if found is not None:
             after.problems.append(found)
