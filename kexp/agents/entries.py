@@ -99,7 +99,7 @@ def crossed_machines(chain: list[Row], derived: Derived) -> dict[str, Any] | Non
     env is not its parent's (``id``, ``env``, ``parent``, ``parent_env``) and how many
     more do (``more``); None when they were all measured on one (``kexp validate``'s
     ``env-differs-from-parent``)."""
-    multiplied = chain[len(chain) - derived.steps :] if derived.steps > 1 else []
+    multiplied = chain[max(0, len(chain) - derived.steps) :] if derived.steps > 1 else []
     crossings = [
         (parent, step)
         for parent, step in itertools.pairwise(multiplied)
