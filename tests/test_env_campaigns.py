@@ -108,3 +108,54 @@ def test_an_empty_env_given_is_warned_of(repo: Path) -> None:
     _, said = add(repo, "--summary", "Tile 4 - +1%", "--score", "1.01", "--pid", root,
                   "--measured-against", "parent", "--env", "")  # fmt: skip
     assert "env" not in said, said
+
+
+def test_context_says_which_step_of_the_best_crossed_machines(repo: Path) -> None:
+    """The packet's current best multiplies a step on H100 by its parent's on MI300X: it
+    says so, naming the step and what to do, as ``kexp context`` and MCP's consult."""
+    root, _ = add(repo, "--summary", "LDS tiling - +30%", "--score", "1.3", "--env", "MI300X")
+    step, _ = add(
+        repo, "--summary", "Tile 64 - +3%", "--score", "1.03", "--pid", root,
+        "--measured-against", "parent", "--env", "H100",
+    )  # fmt: skip
+    packet = run_kexp("context", "--operator", "k", cwd=repo)
+    assert packet.returncode == 0, packet.stderr
+    best = packet.stdout.split("## Current best\n", 1)[1].split("\n## ", 1)[0]
+    assert best.startswith(f"- {step[:10]} 1.3390x"), packet.stdout
+    (said,) = [line for line in best.splitlines() if "machines" in line]
+    assert f"{step[:10]}" in said and "'H100'" in said and "'MI300X'" in said, said
+    assert f"kexp update {step[:10]} --set pid=VALUE" in said, said
+    data = json.loads(run_kexp("context", "--operator", "k", "--json", cwd=repo).stdout)
+    assert data["best"]["crossed_machines"] == {
+        "id": step, "env": "H100", "parent": root, "parent_env": "MI300X", "more": 0,
+    }  # fmt: skip
+    # Measured against the reference on its own machine: its score is its own.
+    alone, _ = add(
+        repo, "--summary", "Tile 32 - +40%", "--score", "1.4", "--pid", root,
+        "--measured-against", "reference", "--env", "H100",
+    )  # fmt: skip
+    data = json.loads(run_kexp("context", "--operator", "k", "--json", cwd=repo).stdout)
+    assert data["best"]["id"] == alone and "crossed_machines" not in data["best"], data["best"]
+    assert "machines" not in run_kexp("context", "--operator", "k", cwd=repo).stdout
+    run_kexp("rm", alone, "--yes", cwd=repo)
+
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kexp", "mcp"], cwd=str(repo)
+    )
+    texts: list[str] = []
+
+    async def main() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("consult", {"operator": "k"})
+            assert not result.is_error, result.content
+            texts.extend(block.text for block in result.content)  # type: ignore[union-attr]
+
+    anyio.run(main)
+    (said,) = [line for line in texts[0].splitlines() if "machines" in line]
+    assert f'the update tool with exp_id: "{step[:10]}"' in said and "'H100'" in said, said
+    assert "kexp update" not in said, said

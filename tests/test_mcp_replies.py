@@ -363,6 +363,41 @@ def test_timings_in_too_small_a_unit_advise_the_record_tools_unit(repo: Path) ->
     ), printed.stderr
 
 
+def test_a_round_remeasured_in_another_unit_advises_the_remeasure_tools_unit(
+    repo: Path,
+) -> None:
+    """An experiment recorded from microseconds, remeasured through the remeasure tool
+    with do_bench's milliseconds and no unit: the refusal ended "unit='ms' in Python",
+    a Python call an MCP client cannot make. It names the tool's unit argument; the
+    command keeps its words."""
+    base = {"r64": [14.2, 14.1, 14.3], "r128": [28.1, 28.2, 28.0]}
+    cand = {"r64": [13.6, 13.7, 13.5], "r128": [27.0, 27.1, 26.9]}
+    in_ms = {side: {c: [t / 1000 for t in ts] for c, ts in d.items()} for side, d in
+             (("baseline", base), ("candidate", cand))}  # fmt: skip
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        made = await agent.json("record", baseline=base, candidate=cand, **record_fields())
+        failed, texts = await agent.call("remeasure", exp_id=made["id"], **in_ms)
+        assert failed and len(texts) == 1, texts
+        said.extend([texts[0], made["id"]])
+
+    run_agent(repo, work)
+    refusal, exp_id = said
+    assert "read in ms instead of us they agree" in refusal, refusal
+    assert 'give the unit ms (call remeasure again with unit: "ms")' in refusal, refusal
+    assert "in Python" not in refusal and "unit='" not in refusal, refusal
+    assert "--unit" not in refusal, refusal
+    for side, data in in_ms.items():
+        (repo / f"{side}.json").write_text(json.dumps(data), encoding="utf-8")
+    printed = run_kexp("remeasure", exp_id, "--baseline", "baseline.json", "--candidate",
+                       "candidate.json", cwd=repo)  # fmt: skip
+    assert printed.returncode != 0
+    assert "give the unit ms (--unit ms; unit='ms' in Python)" in " ".join(
+        printed.stderr.split()
+    ), printed.stderr
+
+
 def test_a_linked_store_names_the_servers_root(tmp_path: Path) -> None:
     """A store whose experiments/ is a link is refused, saying how to start the server
     on the real folder (no tool's argument can)."""

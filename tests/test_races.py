@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields, git
+from conftest import experiment_fields, git, run_kexp
 
 from kexp import ExperimentNotFoundError, KexpError, LockTimeoutError, Settings, Store
 from kexp.format.validate import check_bytes
@@ -370,6 +370,26 @@ def test_a_held_lock_times_out_and_dies_with_its_holder(repo: Path, store: Store
         holder.join(timeout=30)
     assert store.update_experiment(exp.id, score=1.5).score == 1.5
     assert lock_path.exists()  # lock files are kept; only the lock is released
+
+
+def test_a_lock_timeout_under_a_second_is_said_as_it_is(repo: Path, store: Store) -> None:
+    """``kexp update`` waiting on a lock held elsewhere, with ``lock_timeout_s = 0.3`` in
+    kexp.toml, gives up saying the figure it waited ("for over 0.3 s", not "0 s")."""
+    exp = store.create_experiment(**experiment_fields())
+    lock_path = store.cache_dir / "locks" / f"{exp.id}.lock"
+    (repo / "kexp.toml").write_text("lock_timeout_s = 0.3\n", encoding="utf-8")
+    held = CONTEXT.Event()
+    holder = CONTEXT.Process(target=_hold_lock, args=(str(lock_path), held))
+    holder.start()
+    try:
+        assert held.wait(timeout=60)
+        done = run_kexp("update", exp.id, "--set", "score=1.5", cwd=repo, process=True)
+    finally:
+        holder.kill()
+        holder.join(timeout=30)
+    assert done.returncode != 0
+    said = done.stderr.strip()
+    assert f"has held {lock_path} for over 0.3 s; try again" in said and "\n" not in said, said
 
 
 def test_a_crashed_writers_temporary_file_is_ignored(repo: Path, store: Store) -> None:

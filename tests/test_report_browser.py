@@ -481,3 +481,50 @@ def test_the_operators_table_reads_at_a_laptops_width(
         <= 480
     )
     assert page.errors == []
+
+
+#: The score chart's legend keys and markers, by outcome: (a key's colour, its label),
+#: and the colour each outcome's markers are drawn in (their fill, else their stroke).
+_SCORE_LEGEND = """() => {
+  const heading = Array.from(document.querySelectorAll('h2'))
+    .find(h => h.textContent === 'Score over iterations');
+  const outcome = element => Array.from(element.classList)
+    .find(c => c.startsWith('o-')).slice(2);
+  const keys = {};
+  for (const key of heading.nextElementSibling.querySelectorAll('.key')) {
+    if (!Array.from(key.classList).some(c => c.startsWith('o-'))) continue;
+    const style = getComputedStyle(key);
+    const clear = style.backgroundColor === 'rgba(0, 0, 0, 0)';
+    keys[outcome(key)] = [clear ? style.borderTopColor : style.backgroundColor,
+                          key.nextSibling.textContent.trim()];
+  }
+  const drawn = {};
+  for (const marker of document.querySelectorAll('svg.score-chart .pt')) {
+    const style = getComputedStyle(marker);
+    drawn[outcome(marker)] = style.fill === 'none' ? style.stroke : style.fill;
+  }
+  return {keys, drawn};
+}"""
+
+
+def test_the_score_chart_s_legend_has_a_key_of_each_outcome_it_draws(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """An operator's score chart draws an experiment of every outcome and an A/A
+    control: its legend keys each outcome drawn in the colour its markers have. The
+    control had no key (drawn as a marginal result's dot, grey as the legend's key
+    would be nowhere)."""
+    _every_outcome(store)
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    operator = "csrc/kernels/cache_kernels.cu: reshape_and_cache_flash"
+    page = open_page(site / "op" / f"{operator_slug(operator)}.html", "score-legend")
+    assert page.errors == []
+    found = page.eval(_SCORE_LEGEND)
+    keys, drawn = found["keys"], found["drawn"]
+    assert sorted(drawn) == sorted(_COUNTED), drawn  # (every outcome is on the chart)
+    for outcome, colour in drawn.items():
+        assert outcome in keys, (outcome, keys)
+        assert keys[outcome][0] == colour, (outcome, keys[outcome], colour)
+    assert keys["control"][1].startswith("control"), keys["control"]
+    assert drawn["control"] != drawn["marginal"], drawn  # told apart on the chart

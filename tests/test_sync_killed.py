@@ -122,3 +122,38 @@ def test_an_index_lock_a_killed_git_left_is_named_when_the_sync_merges(tmp_path:
     done = run_kexp("sync", cwd=alice, process=True)
     assert done.returncode == 0, done.stderr
     assert sorted(remote_ids(remote)) == sorted(made)
+
+
+def test_a_side_branch_sync_killed_before_its_first_push_is_said_never_published(
+    tmp_path: Path,
+) -> None:
+    """Alice's first ``kexp sync --branch`` is killed as it moves her local branch: the
+    push never happened. Back on main, ``kexp sync`` holds her experiment back, saying
+    the branch was never published to origin (not one origin "no longer has"), with
+    the same advice; once it is published and the forge deletes it, "no longer has"."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    made = record(alice, base, "Unroll by 4 - +2%", score=1.02)
+    assert made.path is not None
+    path = made.path.relative_to(alice).as_posix()
+    hook = alice / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(_KILL_ON_BRANCH_MOVE)
+    hook.chmod(0o755)
+    killed = run_kexp("sync", "--branch", SHARED, cwd=alice, process=True)
+    assert killed.returncode == -9, killed.stderr
+    hook.unlink()
+    assert SHARED not in git(remote, "branch", "--list")
+
+    advice = f"kexp sync --branch {SHARED} proposes them again; to drop them, remove the files"
+    for dry in (("--dry-run",), ()):
+        said = run_kexp("sync", *dry, cwd=alice, process=True)
+        assert said.returncode == 0, said.stderr
+        (line,) = [line for line in said.stdout.splitlines() if path in line]
+        assert "no longer has" not in line, line
+        assert f"{SHARED}, which was never published to origin" in line, line
+        assert "push did not happen" in line and advice in line, line
+    assert run_kexp("sync", "--branch", SHARED, cwd=alice, process=True).returncode == 0
+    git(remote, "branch", "-D", SHARED)  # (the pull request closed unmerged)
+    said = run_kexp("sync", cwd=alice, process=True)
+    (line,) = [line for line in said.stdout.splitlines() if path in line]
+    assert f"{SHARED}, which origin no longer has" in line and advice in line, line

@@ -89,7 +89,12 @@ def test_a_rejected_pull_request_s_experiments_are_held_back_from_main(tmp_path:
     )
     answer = json.loads(kexp(carol, "sync", "--json").stdout)
     assert answer["unlanded"] == [
-        {"branch": "kexp/carol", "files": sorted(paths), "advice": ADVICE + " (kexp rm ID)"}
+        {
+            "branch": "kexp/carol",
+            "files": sorted(paths),
+            "advice": ADVICE + " (kexp rm ID)",
+            "published": True,
+        }
     ], answer
     assert answer["committed"] == [] and not answer["pushed"] and not answer["up_to_date"]
 
@@ -225,7 +230,12 @@ def test_sync_branch_main_from_another_branch_holds_back_as_well(tmp_path: Path)
     assert "would commit" not in planned and "would push" not in planned, planned
     answer = json.loads(kexp(carol, "sync", "--branch", "main", "--json").stdout)
     assert answer["unlanded"] == [
-        {"branch": "kexp/carol", "files": sorted(paths), "advice": ADVICE + " (kexp rm ID)"}
+        {
+            "branch": "kexp/carol",
+            "files": sorted(paths),
+            "advice": ADVICE + " (kexp rm ID)",
+            "published": True,
+        }
     ], answer
     assert answer["committed"] == [] and not answer["pushed"] and not answer["up_to_date"]
     done = kexp(carol, "sync", "--branch", "main").stdout

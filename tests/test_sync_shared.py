@@ -149,3 +149,26 @@ def test_a_copy_brought_in_is_never_published_over_a_correction_made_since(
     assert path in done.stdout and "into the working tree" in done.stdout, done.stdout
     listed = _listed(remote)
     assert all(f"/{i}-" in listed for i in [exp_id, *mine])
+
+
+def test_a_dry_run_whose_only_change_is_a_stale_copy_says_what_the_sync_does(
+    tmp_path: Path,
+) -> None:
+    """Bob's only change is the copy he brought in, which Alice has corrected since (he
+    fetched): the sync takes her version in and makes his branch, committing and
+    pushing nothing. The dry run said it would push a commit (the copy, left out of
+    what it listed, was committed all the same); it says what the sync then does."""
+    remote, _, bob, _, path = _shared(tmp_path)
+    git(bob, "fetch", "-q")
+    planned = run_kexp("sync", "--branch", SHARED, "--dry-run", cwd=bob)
+    answer = json.loads(run_kexp("sync", "--branch", SHARED, "--dry-run", "--json", cwd=bob).stdout)
+    before = git(remote, "rev-parse", SHARED)
+    done = json.loads(run_kexp("sync", "--branch", SHARED, "--json", cwd=bob).stdout)
+    assert git(remote, "rev-parse", SHARED) == before
+    assert (done["committed"], done["pushed"], done["taken_in"]) == ([], False, [path]), done
+    assert (answer["committed"], answer["would_push"], answer["commits_to_push"]) == (
+        done["committed"], done["pushed"], done["commits_pushed"]
+    ), answer  # fmt: skip
+    assert answer["taken_in"] == [path] and answer["would_make_branch"], answer
+    assert "would push" not in planned.stdout and "would commit" not in planned.stdout
+    assert "would take" in planned.stdout and path in planned.stdout, planned.stdout

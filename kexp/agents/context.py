@@ -13,7 +13,10 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    above it beside it (**higher, but suspect**: verify before building on them); and
    **the path to it**: from the root, each step with its score and the cumulative score
    it reaches: the code to build on. Every experiment entry whose measurement is suspect
-   is marked as ``kexp top`` marks it, its reasons in JSON ``suspect``.
+   is marked as ``kexp top`` marks it, its reasons in JSON ``suspect``. A best whose
+   cumulative score multiplies steps measured on two machines (an ``env`` not its
+   parent's: ``kexp validate``'s ``env-differs-from-parent``) says which step crossed,
+   and what to do, on its second line (JSON ``crossed_machines``).
 3. **Related failures** (buggy, regression, interference), **within noise** (marginal:
    remeasure or move on; a dead end, as ``kexp tree`` marks it, is in "do not repeat")
    and **related successes** on the operator: most related to the
@@ -63,6 +66,8 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import (
     contains_wanted,
+    crossed_line,
+    crossed_machines,
     experiment_entry,
     lineage_entries,
     repeat_entry,
@@ -238,21 +243,28 @@ def _gather(
         )
     on_lineage: set[str] = {d.path for d, _ in above}
     if best is not None:
-        entries.append(
-            experiment_entry(
-                "best",
-                best,
-                search.lesson(best)[0],
-                outcomes[best.path],
-                (2, 0),
-                (0,),
-                dtype,
-                env,
-                derivation.of(best),
-                short,
-            )
+        entry = experiment_entry(
+            "best",
+            best,
+            search.lesson(best)[0],
+            outcomes[best.path],
+            (2, 0),
+            (0,),
+            dtype,
+            env,
+            derivation.of(best),
+            short,
         )
         chain = _lineage(by_id, best)
+        # Its cumulative score multiplies steps measured on two machines: said first.
+        crossed = crossed_machines(chain, derivation.of(best))
+        if crossed is not None:
+            entry = dataclasses.replace(
+                entry,
+                lines=(entry.lines[0], crossed_line(crossed, short), *entry.lines[1:]),
+                data={**entry.data, "crossed_machines": crossed},
+            )
+        entries.append(entry)
         on_lineage |= {d.path for d in chain}
         entries += lineage_entries(chain, derivation, short, settings)
 

@@ -5,10 +5,12 @@ failures, the results within noise and the successes, and the changes tried befo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
+from kexp.core.advice import CORRECT_FIELD
 from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.storage.doctext import score_interval
@@ -89,6 +91,43 @@ def lineage_entries(
         )
     limit = SECTION_LIMITS["lineage"]
     return entries if len(entries) <= limit else [entries[0], *entries[-(limit - 1) :]]
+
+
+def crossed_machines(chain: list[Row], derived: Derived) -> dict[str, Any] | None:
+    """Where the steps the cumulative score of ``chain``'s last multiplies (``chain``
+    root first, ``derived`` the last's) cross machines: the step nearest the last whose
+    env is not its parent's (``id``, ``env``, ``parent``, ``parent_env``) and how many
+    more do (``more``); None when they were all measured on one (``kexp validate``'s
+    ``env-differs-from-parent``)."""
+    multiplied = chain[max(0, len(chain) - derived.steps) :] if derived.steps > 1 else []
+    crossings = [
+        (parent, step)
+        for parent, step in itertools.pairwise(multiplied)
+        if step.env.strip() != parent.env.strip()
+    ]
+    if not crossings:
+        return None
+    parent, step = crossings[-1]
+    return {
+        "id": step.id,
+        "env": step.env.strip(),
+        "parent": parent.id,
+        "parent_env": parent.env.strip(),
+        "more": len(crossings) - 1,
+    }
+
+
+def crossed_line(crossed: dict[str, Any], short: Callable[[str], str]) -> str:
+    """The line an entry says :func:`crossed_machines`' finding in, with what to do."""
+    more = f" (and {crossed['more']} more step(s))" if crossed["more"] else ""
+    fix = CORRECT_FIELD.say(id=short(crossed["id"]), field="pid")
+    return (
+        f"  crossed machines: {short(crossed['id'])} was measured on {cut(crossed['env'])!r}, "
+        f"its parent {short(crossed['parent'])} on {cut(crossed['parent_env'])!r}{more}: this "
+        "cumulative score multiplies scores of two machines; measure the parent's code on "
+        f"{cut(crossed['env'])!r} and make that record the step's parent ({fix}), or "
+        "measure the step against the reference"
+    )
 
 
 def experiment_entry(

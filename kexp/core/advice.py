@@ -268,8 +268,11 @@ RECORD_IN_UNIT = Advice(
     'call record again with unit: "{unit}", and remove this experiment (no tool removes '
     "one: kexp rm ID in the checkout, ID the id record answered)",
 )
-#: Advice on the unit of timings (a remeasured round in another unit than the record's).
-UNIT_GIVEN = Advice("--unit {unit}", 'unit: "{unit}"')
+#: Advice on the unit of timings (a remeasured round in another unit than the record's):
+#: the same round given again in that unit (the remeasure tool's ``unit``).
+REMEASURE_IN_UNIT = Advice(
+    "--unit {unit}; unit='{unit}' in Python", 'call remeasure again with unit: "{unit}"'
+)
 #: Advice on an environment that could not be detected.
 ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
 #: Advice on the remote kexp sync publishes to.
@@ -389,7 +392,7 @@ ADVICE = (
     COMMIT_FIRST,
     PROFILING_FILE,
     RECORD_IN_UNIT,
-    UNIT_GIVEN,
+    REMEASURE_IN_UNIT,
     ENV,
     SYNC_REMOTE,
     SYNC_BRANCH,

@@ -50,9 +50,9 @@ from kexp.core.advice import (
     CORRECT_FIELD,
     RECORD_IN_UNIT,
     REMEASURE,
+    REMEASURE_IN_UNIT,
     REPLACE_ROUND,
     SET_FAILED,
-    UNIT_GIVEN,
 )
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.core.noise import MIN_SAMPLES, estimate, rounded_interval, two_modes
@@ -112,7 +112,7 @@ def check_round_scale(
     if fits is not None:
         advice = (
             f"read in {fits} instead of {unit} they agree: give the unit {fits} "
-            f"({UNIT_GIVEN.say(unit=fits)}; unit='{fits}' in Python)"
+            f"({REMEASURE_IN_UNIT.say(unit=fits)})"
             + ("; triton's do_bench returns milliseconds" if fits == "ms" else "")
             + " (if the earlier rounds were read in the wrong unit, record the experiment "
             "again)"

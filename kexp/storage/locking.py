@@ -88,11 +88,17 @@ def _take(fd: int, path: Path, timeout_s: float, shared: bool) -> None:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 raise LockTimeoutError(
-                    f"another kexp process has held {path} for over {timeout_s:.0f} s; "
+                    f"another kexp process has held {path} for over {_seconds(timeout_s)} s; "
                     "try again, or find the process that is stuck"
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, _MAX_POLL_S)
+
+
+def _seconds(seconds: float) -> str:
+    """``seconds`` as a message says them: to the millisecond, no trailing zeros (``0.3``,
+    ``30``), never rounded to ``0``."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") or "0"
 
 
 def _lock_failure(path: Path, exc: OSError) -> str:

@@ -23,7 +23,9 @@ is written again by the next sync.
 The records tell a sync of the remote's default branch too what this clone published
 on side branches: an experiment published on a branch the remote no longer has, which
 did not land on the default branch (a pull request closed unmerged, the branch
-deleted), is held back from it (:func:`unlanded`), never deleted.
+deleted), is held back from it (:func:`unlanded`), never deleted; and whether a sync
+ever pushed there (``pushed``: one stopped before its first push committed to a branch
+the remote never had, and is said so).
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class Record:
     damaged: bool = False
     #: The files of ``files`` that ``kexp rm`` deleted here, untracked (to remove).
     removed: set[str] = dataclasses.field(default_factory=set)
+    #: Whether a sync of this working tree ever pushed to the branch (the record is
+    #: written before the push: a sync stopped before it never published the branch).
+    pushed: bool = False
 
     @staticmethod
     def exists(repo: git.Repo, branch: str) -> bool:
@@ -101,6 +106,8 @@ class Record:
             return cls({}, damaged=True)
         files = data.get("files") if isinstance(data, dict) else None
         removed = data.get("removed", []) if isinstance(data, dict) else None
+        # (a record written before kexp kept it says nothing: taken as pushed)
+        pushed = data.get("pushed", True) if isinstance(data, dict) else None
         if (
             not isinstance(data, dict)
             or data.get("version") != RECORD_VERSION
@@ -108,16 +115,31 @@ class Record:
             or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
             or not isinstance(removed, list)
             or not all(isinstance(p, str) for p in removed)
+            or not isinstance(pushed, bool)
         ):
             return cls({}, damaged=True)
-        return cls(dict(files), removed={p for p in removed if p in files})
+        return cls(dict(files), removed={p for p in removed if p in files}, pushed=pushed)
 
     def updated(self, committed: Mapping[str, str], removed: Sequence[str]) -> Record:
         """The record once a commit added or changed ``committed`` (path → blob) and
         removed ``removed``."""
         files = {p: b for p, b in self.files.items() if p not in set(removed)}
         files.update(committed)
-        return Record(files, removed={p for p in self.removed - committed.keys() if p in files})
+        return Record(
+            files,
+            removed={p for p in self.removed - committed.keys() if p in files},
+            pushed=self.pushed,
+        )
+
+    @classmethod
+    def note_pushed(cls, repo: git.Repo, branch: str) -> None:
+        """Note in the record of the side branch ``branch`` (when there is one) that a
+        sync pushed to it: it was published (a sync of the default branch that holds back
+        what did not land says the remote no longer has it, not that it never had it)."""
+        if cls.exists(repo, branch):
+            record = cls.read(repo, branch)
+            if not record.pushed and not record.damaged:
+                dataclasses.replace(record, pushed=True).write(repo, branch)
 
     def write(self, repo: git.Repo, branch: str) -> None:
         """Write the record atomically; a failure to write is not fatal (a record not
@@ -134,6 +156,7 @@ class Record:
             "version": RECORD_VERSION,
             "files": dict(sorted(self.files.items())),
             "removed": sorted(self.removed),
+            "pushed": self.pushed,
         }
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)

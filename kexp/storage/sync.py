@@ -383,6 +383,8 @@ def _sync(
             ) from None
         if outcome.pushed:
             pushed, commits_pushed = True, step.commits
+            if not in_checkout:
+                Record.note_pushed(repo, target)  # (no longer "never published")
             break
         rejected += 1
         locked = locked + 1 if outcome.lock else 0
@@ -552,8 +554,9 @@ def _unlanded(
         branch_of |= {p: branch_of[min(on)] for p, on in building.items() if on}
         if len(rest) == len(rest := [p for p in rest if not building[p]]):
             break
+    pushed = {branch: Record.read(location.repo, branch).pushed for branch in found}
     return tuple(
-        Unlanded(branch, files, PROPOSE_AGAIN.say(branch=branch))
+        Unlanded(branch, files, PROPOSE_AGAIN.say(branch=branch), pushed[branch])
         for branch in found
         if (files := tuple(sorted(p for p, b in branch_of.items() if b == branch)))
     )

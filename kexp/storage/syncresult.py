@@ -15,19 +15,28 @@ SHOWN_PATHS = 5
 class Unlanded:
     """Experiment files a sync of the remote's default branch held back: this clone
     published them (or what they build on) on the side ``branch``, which the remote no
-    longer has, and they did not land (:func:`kexp.storage.published.unlanded`)."""
+    longer has (or never had: the sync that committed them stopped before its push), and
+    they did not land (:func:`kexp.storage.published.unlanded`)."""
 
     branch: str
     files: tuple[str, ...]
     #: What to do: propose them again, or drop them (:data:`~kexp.core.advice.PROPOSE_AGAIN`).
     advice: str
+    #: Whether a sync of this clone pushed the branch (False: the one that committed them
+    #: stopped before its push, killed or refused: the remote never had the branch).
+    published: bool = True
 
     def line(self, remote: str, target: str, held: str) -> str:
         """The line that says it, ``held`` ("held back", or a dry run's "would hold back")."""
+        where = (
+            f"published on {self.branch}, which {remote} no longer has"
+            if self.published
+            else f"committed to {self.branch}, which was never published to {remote} (the "
+            "sync that committed them stopped before its push: the push did not happen)"
+        )
         return (
-            f"{held} {len(self.files)} experiment file(s) published on {self.branch}, which "
-            f"{remote} no longer has and which did not land on {target}: "
-            f"{listing(list(self.files))}; {self.advice}"
+            f"{held} {len(self.files)} experiment file(s) {where} and which did not land on "
+            f"{target}: {listing(list(self.files))}; {self.advice}"
         )
 
 
@@ -129,7 +138,12 @@ class SyncResult:
                     "carried", "taken_in"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["unlanded"] = [
-            {"branch": u.branch, "files": list(u.files), "advice": said(u.advice)}
+            {
+                "branch": u.branch,
+                "files": list(u.files),
+                "advice": said(u.advice),
+                "published": u.published,
+            }
             for u in self.unlanded
         ]
         data["up_to_date"] = self.up_to_date

@@ -548,6 +548,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 ("o-buggy cross", "buggy"),
                 ("o-failed cross", "failed (crashed or timed out)"),
                 ("o-pending", "pending"),
+                ("o-control", "control (A/A run: the noise floor)"),
                 ("line-best", "lineage path to the best tip (of each dtype × env)"),
                 ("line-sofar", "best so far (of each dtype × env)"),
                 ("line-ci", "interval"),
