@@ -672,3 +672,56 @@ def test_a_record_forgets_the_kept_answers_so_the_next_consult_reads_in_one_pass
         past_racy_window()
         _packet(store, CONTEXTS[0])  # settled (read in two passes: the file changed since)
         _packet(store, CONTEXTS[0])  # kept again
+
+
+def test_ids_held_once_are_counted_once_a_listing_and_warned_of_as_the_plain_count_says(
+    store: Store, make_experiment: MakeExperiment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count of the ids several files hold (DuplicateIdWarning) is skipped for a
+    listing the cache found every id held once at (:data:`kexp.storage.idindex.HELD_ONCE`,
+    by generation): every read warns as a read counting every id without the cache does,
+    before a copy keeping its id is made, while it is there and once it is removed; an
+    unchanged store of ids held once is counted once."""
+    import kexp.storage.idindex
+
+    counted = [0]
+    plain = kexp.storage.idindex._held_twice
+
+    def counting(*args: Any) -> Any:
+        counted[0] += 1
+        return plain(*args)
+
+    monkeypatch.setattr(kexp.storage.idindex, "_held_twice", counting)
+    made = [make_experiment(score=1.0 + n / 10, change_summary=f"Try {n} - +{10 * n}%")
+            for n in range(3)]  # fmt: skip
+
+    def said(reader: Store) -> list[Any]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            listed = sorted(str(e.path) for e in reader.list_experiments(brief=True))
+            top = [e.id for e in reader.top_experiments(brief=True)]
+        return [listed, top, sorted(str(w.message) for w in caught)]
+
+    def read_counted() -> int:
+        """How many of a list's and a top's reads counted the ids, each read's warnings
+        checked against a read without the cache's."""
+        truth = said(Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False)))
+        before = counted[0]
+        assert said(store) == truth
+        return counted[0] - before
+
+    past_racy_window()
+    said(store)  # the files settled: the cache keeps their listing
+    assert read_counted() == 0  # an unchanged store of ids held once: not counted again
+    copy = made[1].path.with_name(f"{made[1].id}-a-copy.md")
+    shutil.copy(made[1].path, copy)
+    assert read_counted() == 2  # a new listing: counted, the copy warned of
+    assert any("held by 2 files" in m for m in said(store)[-1])
+    past_racy_window()
+    assert read_counted() == 2  # ids held twice: counted by every read, each warned
+    copy.unlink()
+    read_counted()
+    past_racy_window()
+    said(store)
+    assert read_counted() == 0
+    assert not any("held by" in m for m in said(store)[-1])

@@ -6,6 +6,7 @@ paths. What :meth:`kexp.storage.reader.StoreReader.id_index` and a write's check
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from kexp.storage.location import CACHE_DIR
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from kexp.storage.cache import Cache
     from kexp.storage.listing import Listing
     from kexp.storage.view import StoreView
 
@@ -63,7 +65,35 @@ def id_finder(store: StoreView, only: str = "") -> Callable[[str], dict[str, lis
     return index
 
 
-def held_twice(listing: Listing, experiments_dir: Path) -> str | None:
+#: The cache's object holding the listing generation
+#: (:attr:`kexp.storage.listing.Listing.generation`, a token every save of the listing
+#: changes) whose ids were last found each held by one file: a read of that listing
+#: again (a question asked twice of a store nobody changed) counts none of them.
+HELD_ONCE = "ids-held-once"
+
+
+def held_twice(listing: Listing, experiments_dir: Path, cache: Cache | None = None) -> str | None:
+    """The warning, on one line, of the ids several files of the working tree's
+    ``listing`` hold (by their names: a copied file keeps its id), which every read lists
+    as many times; None when each id is one file's (most stores: one pass over the ids).
+    With the ``cache`` the listing was read from, a listing found at the generation the
+    cache found every id held once at is not counted again (the same names), and one
+    so found is noted there (if the cache takes the write at once)."""
+    generation = listing.generation or None  # None: not the cache's listing as it is
+    if cache is None or generation is None:
+        return _held_twice(listing, experiments_dir)
+    if cache.objects([HELD_ONCE]).get(HELD_ONCE) == generation:
+        return None
+    said = _held_twice(listing, experiments_dir)
+    if said is None:
+        from kexp.storage.cachefile import DamagedCacheError  # lazy: as the reader opens it
+
+        with contextlib.suppress(DamagedCacheError):  # else not kept: counted again next time
+            cache.save_objects({HELD_ONCE: generation}, at_once=True)
+    return said
+
+
+def _held_twice(listing: Listing, experiments_dir: Path) -> str | None:
     """The warning, on one line, of the ids several files of the working tree's
     ``listing`` hold (by their names: a copied file keeps its id), which every read lists
     as many times; None when each id is one file's (most stores: one pass over the ids)."""

@@ -253,10 +253,13 @@ class StoreReader:
         from kexp.storage.cache import rebuilt_on_doubt
 
         places = self.source.answer_places() if question else None
+        twice: list[str | None] = [None]  # the ids several files hold, said (held_twice)
 
         def read(cache: Cache) -> tuple[Found, _Held | None]:
             waiting = None if places is None else waiting_answer(cache, question or (), places)
             found = self.source.read(cache, self.settings, rows=waiting is None)
+            if found.listing is not None:
+                twice[0] = held_twice(found.listing, self.experiments_dir, cache)
             if waiting is None or found.listing is None:
                 return found, None
             held = hold(waiting, found.listing)
@@ -270,8 +273,8 @@ class StoreReader:
                 cache, (found, held) = rebuilt_on_doubt(cache, read)
         finally:
             cache.close()
-        if found.listing is not None and (twice := held_twice(found.listing, self.experiments_dir)):
-            warnings.warn(twice, DuplicateIdWarning, stacklevel=4)
+        if twice[0] is not None:
+            warnings.warn(twice[0], DuplicateIdWarning, stacklevel=4)
         if held is not None and held.ids is not None:  # no row made: the ids its read saw
             self._ids_read = held.ids
         else:
