@@ -1,0 +1,76 @@
+"""One operator timed on two GPUs, as an agent on one of them reads the store: the
+listings that rank both machines' steps in one list say which env each is on (kexp top,
+the MCP top tool, kexp tree), and consult with no env names the env of its A/A and says
+that each env has its own best."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_kexp
+from test_mcp import Agent, run_agent
+
+OP = "kernels/softmax.py: softmax_kernel"
+H100 = "H100 SXM, CUDA 12.4"
+MI300X = "MI300X, ROCm 6.2"
+
+
+def add(repo: Path, *options: str) -> str:
+    """``kexp add --json`` in ``repo``: the id recorded."""
+    done = run_kexp(
+        "add", "--json", "--operator", OP, "--dtype", "fp16", "--description", "x",
+        *options, cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["id"])
+
+
+def two_gpus(repo: Path) -> tuple[str, str]:
+    """An H100 step (1.32) and an MI300X one (1.50), each against the reference."""
+    h100 = add(repo, "--summary", "H100 online softmax - +32%", "--score", "1.32", "--env", H100)
+    mi300x = add(repo, "--summary", "MI300X split rows - +50%", "--score", "1.5", "--env", MI300X)
+    return h100, mi300x
+
+
+def test_top_shows_each_steps_env_when_it_ranks_two_gpus(repo: Path) -> None:
+    h100, mi300x = two_gpus(repo)
+    shown = run_kexp("top", "--operator", "softmax", cwd=repo).stdout.splitlines()
+    assert "ENV" in shown[0], shown
+    first, second = shown[1], shown[2]
+    assert mi300x[:10] in first and "MI300X" in first, shown
+    assert h100[:10] in second and "H100" in second, shown
+    records = json.loads(run_kexp("top", "--json", "--brief", cwd=repo).stdout)
+    assert [r["env"] for r in records] == [MI300X, H100]
+    full = json.loads(run_kexp("top", "--json", cwd=repo).stdout)
+    assert [r["env"] for r in full] == [MI300X, H100]
+
+
+def test_top_of_one_gpu_keeps_its_columns(repo: Path) -> None:
+    add(repo, "--summary", "H100 online softmax - +32%", "--score", "1.32", "--env", H100)
+    add(repo, "--summary", "H100 split rows - +40%", "--score", "1.4", "--env", H100)
+    shown = run_kexp("top", cwd=repo).stdout.splitlines()
+    assert "ENV" not in shown[0], shown
+
+
+def test_the_mcp_top_tool_says_each_steps_env(repo: Path) -> None:
+    two_gpus(repo)
+
+    async def work(agent: Agent) -> None:
+        ranked = await agent.json("top", operator="softmax")
+        assert [r["env"] for r in ranked] == [MI300X, H100]
+
+    run_agent(repo, work)
+
+
+def test_tree_marks_a_step_measured_on_another_env_than_its_parent(repo: Path) -> None:
+    root = add(repo, "--summary", "Tiling - +30%", "--score", "1.3", "--env", H100)
+    same = add(repo, "--summary", "Unroll - +5%", "--score", "1.05", "--pid", root, "--env", H100)
+    other = add(
+        repo, "--summary", "Rows - +4%", "--score", "1.04", "--pid", root,
+        "--env", MI300X, "--measured-against", "reference",
+    )  # fmt: skip
+    lines = run_kexp("tree", cwd=repo, env={"COLUMNS": "80"}).stdout.splitlines()
+    line = {exp: next(x for x in lines if exp[:10] in x) for exp in (root, same, other)}
+    assert "[env: MI300X, ROCm 6.2]" in line[other], lines
+    assert "env:" not in line[root] and "env:" not in line[same], lines
