@@ -74,3 +74,43 @@ def test_tree_marks_a_step_measured_on_another_env_than_its_parent(repo: Path) -
     line = {exp: next(x for x in lines if exp[:10] in x) for exp in (root, same, other)}
     assert "[env: MI300X, ROCm 6.2]" in line[other], lines
     assert "env:" not in line[root] and "env:" not in line[same], lines
+
+
+def timings(repo: Path, ratio: float) -> list[str]:
+    """``--baseline`` and ``--candidate`` files: the candidate ``ratio`` times faster,
+    each config's samples 0.1% apart (an interval about 0.2% wide)."""
+    base = {f"c{i}": [0.020 * (1 + 0.001 * j) for j in range(-5, 6)] for i in range(3)}
+    cand = {k: [x / ratio for x in v] for k, v in base.items()}
+    (repo / "base.json").write_text(json.dumps(base), encoding="utf-8")
+    (repo / "cand.json").write_text(json.dumps(cand), encoding="utf-8")
+    return ["--baseline", "base.json", "--candidate", "cand.json", "--unit", "ms"]
+
+
+def biased_control(repo: Path) -> None:
+    """An H100 A/A whose interval leaves out 1 (1.031 [1.029, 1.033]): biased."""
+    add(
+        repo, "--summary", "A/A - noise", "--env", H100, "--tag", "control",
+        *timings(repo, 1.031),
+    )  # fmt: skip
+
+
+def test_context_with_no_env_names_the_aa_env_and_the_envs_of_the_operator(repo: Path) -> None:
+    biased_control(repo)
+    two_gpus(repo)
+    packet = run_kexp("context", "--operator", "softmax", cwd=repo).stdout
+    aa = next(line for line in packet.splitlines() if line.startswith("A/A"))
+    assert aa.startswith(f"A/A on {H100!r}: 1.031"), aa
+    assert "biased" in aa
+    assert "Measured on 2 envs" in packet and MI300X in packet, packet
+    assert "kexp context --env ENV" in packet
+    # One env asked for: its own A/A, no word of the others.
+    mine = run_kexp("context", "--operator", "softmax", "--env", H100, cwd=repo).stdout
+    assert "A/A on this env: 1.031" in mine and "Measured on" not in mine, mine
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("consult", operator="softmax")
+        assert not failed, texts
+        assert f"A/A on {H100!r}" in texts[0] and "Measured on 2 envs" in texts[0]
+        assert "call consult with env" in texts[0] and "--env" not in texts[0], texts[0]
+
+    run_agent(repo, work)
