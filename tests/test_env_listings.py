@@ -8,8 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import run_kexp
 from test_mcp import Agent, run_agent
+
+from kexp import Store
+from kexp.core.errors import ControlWarning
+from kexp.measure.record import record_iteration
 
 OP = "kernels/softmax.py: softmax_kernel"
 H100 = "H100 SXM, CUDA 12.4"
@@ -112,5 +117,42 @@ def test_context_with_no_env_names_the_aa_env_and_the_envs_of_the_operator(repo:
         assert not failed, texts
         assert f"A/A on {H100!r}" in texts[0] and "Measured on 2 envs" in texts[0]
         assert "call consult with env" in texts[0] and "--env" not in texts[0], texts[0]
+
+    run_agent(repo, work)
+
+
+def test_recording_a_biased_aa_warns_at_once_on_every_write_path(repo: Path) -> None:
+    done = run_kexp(
+        "add", "--summary", "A/A - noise", "--operator", OP, "--dtype", "fp16",
+        "--env", H100, "--tag", "control", *timings(repo, 1.031), cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "warning: control" in done.stderr and "biased" in done.stderr, done.stderr
+    assert "fix it and time the A/A again" in done.stderr
+    # An unbiased A/A (its interval holds 1) is recorded without a word of bias.
+    quiet = run_kexp(
+        "add", "--summary", "A/A - noise", "--operator", OP, "--dtype", "fp16",
+        "--env", MI300X, "--tag", "control", *timings(repo, 1.0), cwd=repo,
+    )  # fmt: skip
+    assert quiet.returncode == 0 and "biased" not in quiet.stderr, quiet.stderr
+    timings(repo, 1.032)  # timed again: other samples
+    with pytest.warns(ControlWarning, match="biased"):
+        record_iteration(
+            Store(repo), change_summary="A/A again - noise", operator_sig=OP, dtype_sig="fp16",
+            env=H100, tags=["control"], baseline=repo / "base.json",
+            candidate=repo / "cand.json", unit="ms",
+        )  # fmt: skip
+
+    timings(repo, 1.033)
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "record", change_summary="A/A third - noise", operator_sig=OP, dtype_sig="fp16",
+            env=H100, tags=["control"], baseline=json.loads((repo / "base.json").read_text()),
+            candidate=json.loads((repo / "cand.json").read_text()), unit="ms",
+            measured_against="reference",
+        )  # fmt: skip
+        assert not failed, texts
+        assert any("biased" in text and "warning: control" in text for text in texts), texts
 
     run_agent(repo, work)
