@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import experiment_fields, run_kexp
+from conftest import experiment_fields, git, run_kexp
 
 from kexp import Store
 from kexp.measure.record import record_iteration
@@ -159,3 +159,28 @@ def test_context_says_which_step_of_the_best_crossed_machines(repo: Path) -> Non
     (said,) = [line for line in texts[0].splitlines() if "machines" in line]
     assert f'the update tool with exp_id: "{step[:10]}"' in said and "'H100'" in said, said
     assert "kexp update" not in said, said
+
+
+def test_review_of_a_first_best_under_an_env_spelt_otherwise_says_the_spelling(
+    repo: Path,
+) -> None:
+    add(repo, "--summary", "Tiling - +50%", "--score", "1.5", "--env", "H100 SXM, CUDA 12.4")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "main's campaign")
+    mine, _ = add(
+        repo, "--summary", "Tile 64 - +10%", "--score", "1.1", "--env", "h100 sxm cuda12.4"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a PR's step")
+    done = run_kexp("review", "HEAD~1", "HEAD", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if "New best" in x)
+    assert "first scored experiment" in line, line
+    assert "`H100 SXM, CUDA 12.4` is recorded, spelt otherwise" in line, line
+    assert f"kexp update {mine} --set env=VALUE" in line
+    # An env no recorded one is spelt like: no word of spelling.
+    add(repo, "--summary", "Rows - +20%", "--score", "1.2", "--env", "MI300X, ROCm 6.2")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "another machine")
+    other = run_kexp("review", "HEAD~1", "HEAD", cwd=repo).stdout
+    assert "New best" in other and "spelt otherwise" not in other, other

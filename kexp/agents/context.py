@@ -82,7 +82,7 @@ from kexp.agents.packet import (
     count_tokens,
     fit,
 )
-from kexp.agents.sections import do_not_repeat, known_operators, not_tried
+from kexp.agents.sections import do_not_repeat, known_operators, not_tried, several_envs
 from kexp.core.campaign import Derivation
 from kexp.core.errors import KexpError
 from kexp.core.outcome import (
@@ -361,13 +361,14 @@ def _gather(
         if no_match
         else None,
         "start": None if here or controls_here or no_match else START,
+        "envs": several_envs([*here, *controls_here], env),
         "noise_floor": None
         if floor is None
         else {
             "id": floor.id,
             "score": floor.score,
             "score_ci": list(floor.score_ci) or None,
-            "text": describe_control(floor),
+            "text": describe_control(floor, "" if env else floor.env),
         },
     }
     return header, entries

@@ -240,6 +240,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary = header["no_match"]
     if header.get("noise_floor"):
         summary += f"\n{header['noise_floor']['text']}."
+    if header.get("envs"):
+        summary += f"\n{header['envs']}"
     if header.get("start"):
         summary += f"\n{header['start']}"
     if header.get("plan"):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
+from kexp.core.advice import ASK_ONE_ENV
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
 from kexp.storage.operators import closest_operators, distinct
 
@@ -181,6 +182,19 @@ def not_tried(
         )
         rank += 1
     return entries[: SECTION_LIMITS["not_tried"]]
+
+
+def several_envs(rows: Sequence[Row], env: str | None) -> str | None:
+    """What a packet asked for with no ``env`` says of an operator measured (``rows``)
+    on several: its best and its A/A are each one env's, and how to ask for one."""
+    envs = sorted({row.env.strip() for row in rows})
+    if env or len(envs) < 2:
+        return None
+    named = "; ".join(repr(e) for e in envs[:4]) + ("; ..." if len(envs) > 4 else "")
+    return (
+        f"Measured on {len(envs)} envs ({named}): each is a campaign of its own, "
+        f"the current best below is one env's; {ASK_ONE_ENV}."
+    )
 
 
 def known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:

@@ -357,7 +357,14 @@ READ_ACROSS_REFS = Advice(
 MORE_LESSONS = Advice("-n {n} shows more, --all each lesson", "limit: {n} shows more")
 
 #: Every piece of advice, as :func:`for_tools` puts them in the tools' words.
+#: Advice on a context packet asked for with no env, of an operator measured on several:
+#: how to ask for one env's campaign (its best, its A/A).
+ASK_ONE_ENV = Advice(
+    "ask for one with kexp context --env ENV",
+    "ask for one: call consult with env",
+)
 ADVICE = (
+    ASK_ONE_ENV,
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,

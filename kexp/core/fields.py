@@ -219,6 +219,7 @@ FIELDS: tuple[Field, ...] = (
         required=True,
         verbatim=True,
         repeats=True,
+        brief=True,
         template=True,
         hint="describe GPU, driver and versions, e.g. 'MI300X, ROCm 7.0.0' (see kexp env)",
         note="GPU model, driver, ROCm/CUDA, framework versions (detected by kexp env)",

@@ -197,10 +197,12 @@ def control_bias(record: Any) -> str:
     )
 
 
-def describe_control(record: Any) -> str:
-    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]``, and
+def describe_control(record: Any, env: str = "") -> str:
+    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]`` (``A/A on
+    'H100': ...`` given the ``env`` it was run on, for a reader who named none), and
     :func:`control_bias` when its interval leaves out 1."""
-    text = f"A/A on this env: {float(record.score):.3f}"
+    on = f"on {env.strip()!r}" if env.strip() else "on this env"
+    text = f"A/A {on}: {float(record.score):.3f}"
     interval = recorded_interval(record)
     if interval is not None:
         text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"

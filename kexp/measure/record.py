@@ -58,7 +58,14 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment
-from kexp.core.outcome import TIMED_OUT, is_control, measured_nothing, no_measurement
+from kexp.core.outcome import (
+    TIMED_OUT,
+    control_bias,
+    describe_control,
+    is_control,
+    measured_nothing,
+    no_measurement,
+)
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
@@ -384,6 +391,8 @@ def record_iteration(
         raise
     warn_if_suspect(exp, store.settings)
     env_warnings(exp, given_env, envs, parents)
+    if is_control(exp) and control_bias(exp):  # as consult will say of it
+        warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
     if not is_control(exp) and not exp.is_buggy:
         claim = summary_contradiction(
             exp.id, exp.change_summary, exp.score, exp.cumulative_score, store.settings

@@ -143,6 +143,8 @@ def reviewed_entry(
         else:
             ahead = cumulative >= (current.cumulative_score or 0.0)
         previous = then.best_on(campaign_of(exp)) if ahead else None
+        if previous is None and ahead:
+            entry.env_spelt_otherwise = side.spelt_otherwise(campaign_of(exp)) or ""
         if previous is not None:
             entry.previous_best_id = previous.id
             entry.previous_best_score = float(previous.score)

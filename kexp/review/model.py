@@ -100,6 +100,9 @@ class ReviewedExperiment:
     new_best: bool = False
     previous_best_id: str | None = None
     previous_best_score: float | None = None
+    #: A recorded env of its operator and dtype that is its env spelt otherwise (its
+    #: campaign may be that one's, split by the spelling); "" when none is.
+    env_spelt_otherwise: str = ""
     key_insight: str = ""
     measured_against: str = ""
     cumulative_score: float | None = None

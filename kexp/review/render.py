@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
+from kexp.core.advice import CORRECT_FIELD
 from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
@@ -384,6 +385,13 @@ def _best_note(entry: ReviewedExperiment) -> str:
         text += f"; the best before was {md_code(entry.previous_best_id)} ({before:.4f})"
     else:
         text += " (the first scored experiment of this operator × dtype × env)"
+        if entry.env_spelt_otherwise:
+            text += (
+                f"; env {md_code(entry.env_spelt_otherwise)} is recorded, "
+                "spelt otherwise: if it is that machine, write that spelling "
+                f"({md_code(CORRECT_FIELD.say(id=entry.id, field='env'))}), a campaign "
+                "of its own until then"
+            )
     return text
 
 

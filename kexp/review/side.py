@@ -17,6 +17,7 @@ from kexp.core.outcome import time_key
 from kexp.format.filelinks import links_of
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile
+from kexp.measure.envs import folded_env
 from kexp.storage.changed import Facts, HeadScan, facts_of
 from kexp.storage.lineage import is_scored
 from kexp.storage.listing import path_order
@@ -173,6 +174,25 @@ class Side:
         improved.sort(key=lambda e: -float(e[0]))  # best first; ties: the first listed
         found = believable_best([number for _, number in improved], self._suspect)[0]
         return None if found is None else self.experiment(found)
+
+    def spelt_otherwise(self, campaign: Campaign) -> str | None:
+        """An env of the side's experiments of ``campaign``'s operator and dtype that
+        is ``campaign``'s env spelt otherwise (``H100 SXM, CUDA 12.4`` beside ``h100 sxm
+        cuda12.4``: :func:`kexp.measure.envs.folded_env`); None when none is."""
+        operator, dtype, env = campaign
+        folded = folded_env(env)
+        found = sorted(
+            {
+                item.env
+                for item in self.facts
+                if item.operator_sig == operator
+                and item.dtype_sig == dtype
+                and item.env != env
+                and item.env.strip()
+                and folded_env(item.env) == folded
+            }
+        )
+        return found[0] if found and folded else None
 
     def _suspect(self, number: int) -> list[str]:
         """Why the measurement of the experiment ``number`` is implausible: of its score

@@ -303,6 +303,7 @@ _HEADERS = {
     "score": "SCORE",
     "outcome": "OUTCOME",
     "dtype_sig": "DTYPE",
+    "env": "ENV",
     "operator_sig": "OPERATOR",
     "change_summary": "SUMMARY",
     "is_buggy": "BUGGY",
@@ -433,6 +434,15 @@ def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_ma
     return (as_json or FORMATS[output_format].records) and not front_matter
 
 
+def _several_envs(experiments: Sequence[KernelExperiment]) -> bool:
+    """Whether ``experiments`` hold an operator measured on more than one env: a
+    listing that ranks two machines' steps in one list shows each one's env."""
+    envs: dict[str, set[str]] = {}
+    for exp in experiments:
+        envs.setdefault(exp.operator_sig, set()).add(exp.env)
+    return any(len(found) > 1 for found in envs.values())
+
+
 def emit_experiments(
     experiments: Sequence[KernelExperiment],
     *,
@@ -486,6 +496,9 @@ def emit_experiments(
             echo_raw(text.rstrip("\n"))
         return
     columns = tuple(chosen) if chosen else _COLUMNS
+    if not chosen and _several_envs(experiments):  # whose GPU each is, told apart
+        at = columns.index("dtype_sig") + 1
+        columns = (*columns[:at], "env", *columns[at:])
     headers = [_HEADERS.get(c, c.upper()) for c in columns]
     asked = [at for at, column in enumerate(columns) if chosen and _is_where(column)]
     rows = [

@@ -126,12 +126,15 @@ def _print_node(
     (no recursion: a lineage may be thousands of iterations deep). An only child, the
     next step of a chain, is printed under its parent at its indent, without a branch:
     a campaign's twelve steps stay in one column at 80 columns."""
-    stack: list[tuple[TreeNode, str, str]] = [(root, lead, child_lead)]
+    stack: list[tuple[TreeNode, str, str, str | None]] = [(root, lead, child_lead, None)]
     while stack:
-        node, lead, child_lead = stack.pop()
-        _print_line(node, lead, layout, style, focus, id_length, refs.of_id.get(node.experiment.id))
+        node, lead, child_lead, parents = stack.pop()
+        env = node.experiment.env.strip()
+        moved = env if parents is not None and env != parents else None
+        where = refs.of_id.get(node.experiment.id)
+        _print_line(node, lead, layout, style, focus, id_length, where, moved)
         if len(node.children) == 1:
-            stack.append((node.children[0], child_lead, child_lead))
+            stack.append((node.children[0], child_lead, child_lead, env))
             continue
         last = len(node.children) - 1
         for index, child in reversed(list(enumerate(node.children))):
@@ -140,6 +143,7 @@ def _print_node(
                     child,
                     child_lead + ("└── " if index == last else "├── "),
                     child_lead + ("    " if index == last else "│   "),
+                    env,
                 )
             )
 
@@ -166,7 +170,10 @@ def _print_line(
     focus: str | None,
     id_length: int,
     ref: str | None,
+    moved: str | None = None,
 ) -> None:
+    """One node's line; ``moved``: the env it was measured on, when its parent's is
+    another (``[env: MI300X]``: its step is not the parent's machine's)."""
     exp = node.experiment
     mark = "*" if node.on_best_path else " "
     marks = ["[dead end]"] if node.dead_end else []
@@ -174,6 +181,7 @@ def _print_line(
     marks += ["[control]"] if exp.is_control else []
     if suspect_reasons(exp):
         marks.append("[suspect]" if layout.compact else f"[{SUSPECT_LABEL}]")
+    marks += [f"[env: {one_line(moved)}]"] if moved else []
     marks += ["<"] if exp.id == focus else []
     marks += [ref] if ref else []  # where it was found (read across refs)
     gap, digits, width = layout.gap, layout.digits, layout.width
