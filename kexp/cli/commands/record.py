@@ -40,17 +40,15 @@ def _report_measured(exp: KernelExperiment, as_json: bool, store: Store) -> None
     report_written(exp, "recorded", as_json)
     # lazy: one command's library, loaded when that command runs
     from kexp.core.advice import REMEASURE
-    from kexp.core.outcome import NOTHING_MEASURED, control_bias
+    from kexp.core.outcome import NOTHING_MEASURED
     from kexp.format.samples import describe_interval
 
     if exp.derived.shown_score is None:
         line = f"  {NOTHING_MEASURED}: {exp.outcome}"
     elif exp.derived.control:  # an A/A run: what it measures is the noise itself
         interval = describe_interval(exp.score, exp.score_ci or ())
+        # (a biased one is warned of by the record itself, on every write path)
         click.echo(f"  score {interval}: an A/A run (control), the noise floor on this env")
-        bias = control_bias(exp)
-        if bias:
-            click.echo(f"  {bias}")
         return
     else:
         over = _over_parent(exp, store)
