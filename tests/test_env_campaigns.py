@@ -184,3 +184,20 @@ def test_review_of_a_first_best_under_an_env_spelt_otherwise_says_the_spelling(
     git(repo, "commit", "-qm", "another machine")
     other = run_kexp("review", "HEAD~1", "HEAD", cwd=repo).stdout
     assert "New best" in other and "spelt otherwise" not in other, other
+
+
+def test_validate_warns_of_an_env_spelt_otherwise_than_the_one_the_store_writes(
+    repo: Path,
+) -> None:
+    """Two records on ``H100 SXM, CUDA 12.4`` and one on ``h100 sxm cuda12.4`` (another
+    agent's spelling): validate warns of the odd one alone, naming the usual spelling;
+    following its hint clears it."""
+    usual = "H100 SXM, CUDA 12.4"
+    add(repo, "--summary", "Tile 64", "--score", "1.1", "--env", usual)
+    add(repo, "--summary", "Tile 128", "--score", "1.2", "--env", usual)
+    odd, _ = add(repo, "--summary", "Tile 32", "--score", "1.05", "--env", "h100 sxm cuda12.4")
+    checked = run_kexp("validate", cwd=repo)
+    found = [line for line in checked.stdout.splitlines() if "env-spelt-otherwise" in line]
+    assert len(found) == 1 and odd in found[0] and repr(usual) in found[0], checked.stdout
+    assert run_kexp("update", odd, "--set", f"env={usual}", cwd=repo).returncode == 0
+    assert "env-spelt-otherwise" not in run_kexp("validate", cwd=repo).stdout

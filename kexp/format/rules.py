@@ -209,3 +209,13 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     return bool(results) and (
         score_results_mismatch(fields.get("score"), results, settings.score_tolerance) is not None
     )
+
+
+#: What two spellings of one env may differ in: case, punctuation and spaces.
+_NOT_FOLDED = re.compile(r"[\W_]+")
+
+
+def folded_env(env: str) -> str:
+    """``env`` with case, punctuation and spaces folded away: what two spellings of one
+    machine share (``H100 SXM, CUDA 12.4`` and ``h100 sxm cuda12.4``)."""
+    return _NOT_FOLDED.sub("", env.casefold())

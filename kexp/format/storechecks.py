@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from kexp.core.advice import LIST_SHOWS, RE_ID
 from kexp.core.collector import collector_paused
 from kexp.core.problems import Problem, Severity
 from kexp.format.filelinks import FileLinks
-from kexp.format.rules import id_from_name
+from kexp.format.rules import folded_env, id_from_name
 from kexp.format.validate import CheckedFile, read_and_check
 
 
@@ -120,6 +121,7 @@ def store_findings(
             finding = _env_finding(number, item.env, item.pid or "", items[parent].env)
             if finding is not None:
                 findings.append(finding)
+    findings.extend(_spelling_findings(items))
     # The parent of an id: the pid of the last of its items whose pid names a known id.
     parents: dict[str, str | None] = {}
     for exp_id, numbers in shared.items():
@@ -168,6 +170,36 @@ def _env_finding(number: int, env: str, pid: str, parents: str | None) -> Findin
         "pid: '' to start from the reference (and measure against it)",
         "warning",
     )
+
+
+def _spelling_findings(items: Sequence[FileLinks]) -> list[Finding]:
+    """The ``env-spelt-otherwise`` warning of each item whose env is another spelling
+    (case, punctuation and spaces aside: :func:`folded_env`) of an env the items write
+    more often (the first written, among as many): a campaign of its own to review,
+    context and stats."""
+    spellings: dict[str, Counter[str]] = {}
+    for item in items:
+        if item.env and item.env.strip():
+            spellings.setdefault(folded_env(item.env), Counter())[item.env.strip()] += 1
+    usual = {key: seen.most_common(1)[0][0] for key, seen in spellings.items() if len(seen) > 1}
+    found: list[Finding] = []
+    for number, item in enumerate(items):
+        env = (item.env or "").strip()
+        spelt = usual.get(folded_env(env)) if env else None
+        if spelt is not None and env != spelt:
+            found.append(
+                Finding(
+                    number,
+                    ("env",),
+                    "env-spelt-otherwise",
+                    "env",
+                    f"env {env!r} is {spelt!r} spelt otherwise: a campaign of its own in "
+                    "review, context and stats",
+                    f"if it is that machine, write env: {spelt!r}",
+                    "warning",
+                )
+            )
+    return found
 
 
 def _cycle_findings(

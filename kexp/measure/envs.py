@@ -12,28 +12,19 @@ multiplies scores of two machines; ``kexp validate`` warns of it too:
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CORRECT_FIELD
 from kexp.core.errors import EnvWarning, KexpError
+from kexp.format.rules import folded_env
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
     from kexp.storage.store import Store
 
-__all__ = ["env_warnings", "folded_env", "parents_env", "recorded_envs"]
-
-#: What two spellings of one env may differ in: case, punctuation and spaces.
-_NOT_FOLDED = re.compile(r"[\W_]+")
-
-
-def folded_env(env: str) -> str:
-    """``env`` with case, punctuation and spaces folded away: what two spellings of one
-    machine share (``H100 SXM, CUDA 12.4`` and ``h100 sxm cuda12.4``)."""
-    return _NOT_FOLDED.sub("", env.casefold())
+__all__ = ["env_warnings", "parents_env", "recorded_envs"]
 
 
 def recorded_envs(store: Store) -> list[str]:

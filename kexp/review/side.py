@@ -15,9 +15,9 @@ from kexp.core.cumulative import Derived
 from kexp.core.model import KernelExperiment, attach
 from kexp.core.outcome import time_key
 from kexp.format.filelinks import links_of
+from kexp.format.rules import folded_env
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile
-from kexp.measure.envs import folded_env
 from kexp.storage.changed import Facts, HeadScan, facts_of
 from kexp.storage.lineage import is_scored
 from kexp.storage.listing import path_order
@@ -178,7 +178,7 @@ class Side:
     def spelt_otherwise(self, campaign: Campaign) -> str | None:
         """An env of the side's experiments of ``campaign``'s operator and dtype that
         is ``campaign``'s env spelt otherwise (``H100 SXM, CUDA 12.4`` beside ``h100 sxm
-        cuda12.4``: :func:`kexp.measure.envs.folded_env`); None when none is."""
+        cuda12.4``: :func:`kexp.format.rules.folded_env`); None when none is."""
         operator, dtype, env = campaign
         folded = folded_env(env)
         found = sorted(
