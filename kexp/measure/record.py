@@ -386,7 +386,12 @@ def record_iteration(
     env_warnings(exp, given_env, envs, parents)
     if not is_control(exp) and not exp.is_buggy:
         claim = summary_contradiction(
-            exp.id, exp.change_summary, exp.score, exp.cumulative_score, store.settings
+            exp.id,
+            exp.change_summary,
+            exp.score,
+            exp.cumulative_score,
+            store.settings,
+            exp.score_ci,
         )
         if claim is not None:  # a warning: the figure may state something else
             warnings.warn(claim, SummaryWarning, stacklevel=2)
