@@ -9,6 +9,7 @@ the contradiction said in one line, with the command that corrects the summary.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,16 @@ def test_the_mcp_record_tool_says_it_in_the_tools_words(repo: Path) -> None:
         assert "states 1.13x (1.1300x) but its score is 0.8956, a regression" in said
         assert 'the update tool with exp_id: "' in said and "--set" not in said
 
+        # Followed exactly, as written (the trial: refused for a reason it never named).
+        advised = re.search(r'the update tool with exp_id: "(\w+)" and changes: (\{.*?\})', said)
+        assert advised, said
+        changes = json.loads(advised[2].replace("VALUE", '"Online softmax - -10.4%"'))
+        done = await agent.json("update", exp_id=advised[1], changes=changes)
+        assert done["changed"] == ["change_summary"], done
+
     run_agent(repo, work)
+    (path,) = (repo / "experiments").rglob("*.md")
+    assert "change_summary: Online softmax - -10.4%" in path.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
