@@ -7,10 +7,12 @@ loop by 2" with no pid on reshape_and_cache_flash, whose campaign reaches 1.1803
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO_ROOT, git, init_repo, run_kexp
 from test_examples import examples, run
@@ -72,3 +74,27 @@ def test_the_readme_agent_example_records_its_step_on_the_best_tip(tmp_path: Pat
     best = Store(store).get_experiment("6aca6c49dc")
     assert (exp.pid, exp.measured_against) == (best.id, "parent"), recorded
     assert exp.cumulative_score is not None and exp.cumulative_score > 1.18
+
+
+def test_the_mcp_record_tool_says_it_and_the_advice_works_as_written(repo: Path) -> None:
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    first, _ = add(repo, "Tile loads - +10%", "1.10", "--measured-against", "reference")
+    tip, _ = add(repo, "Vectorize - +5%", "1.05", "--pid", first)
+    fields = {"operator_sig": "k.cu: softmax", "dtype_sig": "fp16", "env": "H100"}
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "record", change_summary="Unroll by 2 - +3%", score=1.03, **fields
+        )
+        assert not failed, texts
+        (said,) = [t for t in texts[1:] if "is a root" in t]
+        advised = re.search(r'the update tool with exp_id: "(\w+)" and changes: (\{.*?\})', said)
+        assert advised and "--set" not in said, said
+        done = await agent.json("update", exp_id=advised[1], changes=json.loads(advised[2]))
+        assert done["changed"] == ["pid", "measured_against"], done
+
+    run_agent(repo, work)
+    (root,) = [e for e in Store(repo).list_experiments() if e.change_summary.startswith("Unroll")]
+    assert (root.pid, root.measured_against) == (tip, "parent")
