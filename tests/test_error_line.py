@@ -49,6 +49,8 @@ Traceback (most recent call last):
 {TRITON}"""
 #: Older Triton: the source and the caret, no cause after them (it is chained above).
 TRITON_NO_CAUSE = TRITON_TRACEBACK.replace(TRITON_CAUSE + "\n", "")
+#: The trial's paste: the header line, then the cause.
+TRITON_SHORT = f"triton.compiler.errors.CompilationError: at 10:11:\n{TRITON_CAUSE}\n"
 PYTHON = """\
 Traceback (most recent call last):
   File "/work/bench_softmax.py", line 48, in <module>
@@ -84,6 +86,10 @@ ptxas error   : Entry function '_Z7softmaxPf' uses too much shared data (0x12000
         (TRITON, TRITON_CAUSE),
         (TRITON_TRACEBACK, TRITON_CAUSE),
         (TRITON_NO_CAUSE, "TypeError: reduce() got an unexpected keyword argument 'dtype'"),
+        # The header and the cause pasted without the source and caret between.
+        (TRITON_SHORT, TRITON_CAUSE),
+        (TRITON_SHORT.replace(TRITON_CAUSE, "reduce() got an unexpected keyword"),
+         "reduce() got an unexpected keyword"),
         (PYTHON, "RuntimeError: CUDA error: an illegal memory access was encountered"),
         (NVCC, 'csrc/softmax.cu(57): error: identifier "__shfl_xor" is undefined'),
         (HIPCC, "csrc/softmax.hip:57:17: error: use of undeclared identifier '__shfl_xor_sync'"),
@@ -92,15 +98,16 @@ ptxas error   : Entry function '_Z7softmaxPf' uses too much shared data (0x12000
         ("Wrong results at config b8\nmax error: 0.31 (atol 1e-3)\n", "Wrong results at config b8"),
         ("", ""),
     ],
-    ids=["triton", "triton-traceback", "triton-no-cause", "python", "nvcc", "hipcc", "ptxas",
-         "own-words", "empty"],
+    ids=["triton", "triton-traceback", "triton-no-cause", "triton-short", "triton-short-bare",
+         "python", "nvcc", "hipcc", "ptxas", "own-words", "empty"],
 )  # fmt: skip
 def test_the_line_that_says_the_cause(message: str, line: str) -> None:
     assert error_line(message) == line
 
 
-def test_lessons_and_context_show_a_triton_errors_cause(repo: Path) -> None:
-    (repo / "err.txt").write_text(TRITON, encoding="utf-8")
+@pytest.mark.parametrize("message", [TRITON, TRITON_SHORT], ids=["whole", "header-and-cause"])
+def test_lessons_and_context_show_a_triton_errors_cause(repo: Path, message: str) -> None:
+    (repo / "err.txt").write_text(message, encoding="utf-8")
     added = run_kexp(
         "add", "--summary", "bf16 combine - compile error", "--operator", "k.py: k",
         "--dtype", "fp16", "--env", "H100", "--score", "0", "--status", "failed", "--buggy",

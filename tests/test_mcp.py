@@ -122,7 +122,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
             assert tool.input_schema["additionalProperties"] is False  # a typo is an error
         properties = tools["record"].input_schema["properties"]
         assert {"change_summary", "baseline", "candidate", "score", "protocol"} <= set(properties)
-        assert tools["update"].input_schema["required"] == ["exp_id", "changes", "reason"]
+        assert tools["update"].input_schema["required"] == ["exp_id", "changes"]
 
         # Record one iteration with its samples inline, one with timings files.
         first = await agent.json("record", baseline=BASE, candidate=CAND, **record_fields())
@@ -550,26 +550,26 @@ def test_the_servers_instructions_give_ids_as_the_tools_print_them(repo: Path) -
 
 def test_an_unknown_id_is_said_before_a_missing_argument(repo: Path) -> None:
     """The agent corrects an experiment through the update tool, with an id it misread
-    and no reason yet: the answer says first that no experiment has that id and where
-    the ids are (not only "give a reason", which given would lead to the id's error on
-    the next call); a known id without a reason is asked for the reason alone. Nothing is
+    and no changes yet: the answer says first that no experiment has that id and where
+    the ids are (not only "give the changes", which given would lead to the id's error on
+    the next call); a known id without changes is asked for the changes alone. Nothing is
     written."""
 
     async def work(agent: Agent) -> None:
         made = await agent.json("record", score=1.03, **record_fields())
         wrong = "6bdeadbeef"
-        failed, texts = await agent.call("update", exp_id=wrong, changes={"score": 1.05})
+        failed, texts = await agent.call("update", exp_id=wrong)
         assert failed and len(texts) == 1 and "\n" not in texts[0], texts
         said = texts[0]
         assert f"no experiment with id {wrong}" in said, said
-        assert said.index("no experiment") < said.index("'reason'"), said  # the id first
+        assert said.index("no experiment") < said.index("'changes'"), said  # the id first
         assert "list tool shows the ids" in said and "--" not in said, said
         failed, texts = await agent.call(
             "remeasure", exp_id=wrong, baseline={"n1": [1.0, 1.1]}, candidate={"n1": "fast"}
         )
         assert failed and f"no experiment with id {wrong}" in texts[0], texts
-        failed, texts = await agent.call("update", exp_id=made["id"], changes={"score": 1.05})
-        assert failed and "missing argument 'reason'" in texts[0], texts
+        failed, texts = await agent.call("update", exp_id=made["id"])
+        assert failed and "missing argument 'changes'" in texts[0], texts
         assert "no experiment" not in texts[0], texts
         assert (await agent.json("show", exp_id=made["id"]))["score"] == 1.03
 

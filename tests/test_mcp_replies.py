@@ -233,6 +233,25 @@ def test_each_advice_in_the_tools_words_names_tools_the_server_has(repo: Path) -
         assert set(named) <= tools, (advice.tools, tools)
 
 
+def test_each_advice_naming_a_tool_gives_what_the_tool_requires(repo: Path) -> None:
+    """Advice followed exactly is not refused for a missing argument: the trial's
+    summary warning advised the update tool with exp_id and changes, and the tool
+    required a reason too."""
+    listed: list[dict[str, list[str]]] = []
+
+    async def work() -> None:
+        async with Client(build_server(repo)) as client:
+            tools = (await client.list_tools()).tools
+            listed.append({tool.name: tool.input_schema.get("required", []) for tool in tools})
+
+    anyio.run(work)
+    (required,) = listed
+    for advice in ADVICE:
+        for name in re.findall(r"\bthe (\w+) tool with\b", advice.tools):
+            missing = [arg for arg in required[name] if arg not in advice.tools]
+            assert missing == [], (advice.tools, missing)
+
+
 def no_option(texts: list[str]) -> str:
     """The texts of an answer as one, checked to name no option of ``kexp``."""
     said = "\n".join(texts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import git, run_kexp
 
 COMMON = ("--operator", "kernels/softmax.py: softmax", "--dtype", "fp16", "--env", "H100")
@@ -62,10 +63,41 @@ def test_the_revert_of_its_parent_is_said_to_revert_it(repo: Path) -> None:
     (line,) = [w for w in said.splitlines() if "warning" in w]
     assert line == (
         f"kexp: warning: this code_change reverts {step}, its parent (regression: "
-        "'num_stages=4 - -7%'): it undoes that diff, back to the code before it"
+        f"'num_stages=4 - -7%'): it undoes that diff, back to the code of {first}, its "
+        f"grandparent (its speedup is over the step it undoes, not over {first})"
     )
     assert "near-duplicate" not in said
 
     # On another parent, the same diff reverts nothing: its near-duplicate is said.
     _, other = record(repo, "Drop num_stages - +7.5%", "1.075", revert, "--pid", first)
     assert "near-duplicate" in other and "reverts" not in other
+
+
+STAGES = "--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-num_warps=8\n+num_warps=8, num_stages=4\n"
+UNDO = "--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-num_warps=8, num_stages=4\n+num_warps=8\n"
+
+
+def test_a_revert_like_no_other_change_is_said_to_revert_its_parent(repo: Path) -> None:
+    """The trial's repro: the revert resembles no other experiment's change (no
+    near-duplicate warning to stand in for), by ``kexp add`` and by MCP ``record``."""
+    first, _ = record(repo, "H5 vectorize - +4%", "1.04", "")
+    step, _ = record(repo, "num_stages=4 - -10%", "0.90", STAGES, "--pid", first)
+    _, said = record(repo, "Revert num_stages=4 - +11%", "1.11", UNDO, "--pid", step)
+    assert f"reverts {step}, its parent" in said
+    assert f"back to the code of {first}, its grandparent" in said
+
+    # Over MCP, on another try of the same step: the revert tried before (on the first
+    # try) is named too.
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    again, _ = record(repo, "num_stages=4 again - -10%", "0.90", STAGES, "--pid", first)
+
+    async def work(agent: Agent) -> None:
+        fields = {"change_summary": "Revert num_stages=4 - +11%", "score": 1.11}
+        failed, texts = await agent.call("record", pid=again, code_change=UNDO, **fields)
+        told = "\n".join(texts)
+        assert not failed and f"reverts {again}, its parent" in told
+        assert "read that experiment" in told and f"reverts {step}" not in told
+
+    run_agent(repo, work)

@@ -92,7 +92,7 @@ INSTRUCTIONS = (
     "record with baseline and candidate timings (failures too), diff_from_git: true "
     "(your change, read from git: what was tried before is then warned of) and pid, the id of the "
     "experiment your change builds on (consult's current best: steps multiply into the "
-    "cumulative score); correct with update (a reason) or remeasure; share with sync. "
+    "cumulative score); correct with update or remeasure; share with sync. "
     "Ids: give one as a tool printed it (10 characters, more where two ids share them)."
 )
 #: The tool names, in the order they are listed.
@@ -730,17 +730,22 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             ),
         ],
         reason: Annotated[
-            str, Field(min_length=1, description="Why: kept in a dated correction note")
-        ],
+            str | None,
+            Field(
+                min_length=1,
+                description="Why: kept in a dated correction note (old -> new); optional, "
+                "as kexp update's --reason",
+            ),
+        ] = None,
     ) -> CallToolResult:
-        """Correct fields of an experiment, with the reason (validated; only the changed
-        lines rewritten; a dated note old -> new added; a new score restates the summary's
+        """Correct fields of an experiment (validated; only the changed lines rewritten;
+        with a reason, a dated note old -> new added; a new score restates the summary's
         figure and drops the old score_ci unless one is given). Returns id, path and the
-        fields changed (kexp update --reason --json)."""
+        fields changed (kexp update [--reason] --json)."""
 
         def run() -> dict[str, Any]:
-            if not reason.strip():
-                raise KexpError("give the reason of the correction")
+            if reason is not None and not reason.strip():
+                raise KexpError("give the reason of the correction, or none")
             exp, changed = apply_correction(tools.store(), exp_id, checked_changes(changes), reason)
             return written_record(exp, changed=changed)
 

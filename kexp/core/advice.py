@@ -220,6 +220,12 @@ MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
     'the update tool with exp_id: "{id}" and changes: {{"measured_against": "parent"}}',
 )
+#: Advice on a root recorded where a campaign is: the parent it most likely builds on.
+SET_PARENT = Advice(
+    "kexp update {id} --set pid={pid} --set measured_against=parent",
+    'the update tool with exp_id: "{id}" and changes: {{"pid": "{pid}", '
+    '"measured_against": "parent"}}',
+)
 #: Advice on a field that holds a stand-in for the predecessor's value (``legacy_<field>``).
 CORRECT_FIELD = Advice(
     "kexp update {id} --set {field}=VALUE",
@@ -391,6 +397,7 @@ ADVICE = (
     SET_BUGGY,
     SET_STATUS,
     MEASURED_AGAINST,
+    SET_PARENT,
     CORRECT_FIELD,
     SET_RAW_RESULT,
     SET_FAILED,

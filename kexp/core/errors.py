@@ -178,6 +178,11 @@ class RemeasureWarning(RepeatedChangeWarning):
     of that experiment (``kexp remeasure``)."""
 
 
+class RootWarning(KexpWarning):
+    """A new root (no ``pid``) on a kernel, dtype and env that already has a campaign:
+    it may build on that campaign's best tip, its parent forgotten."""
+
+
 class MeasuredAgainstWarning(KexpWarning):
     """A step recorded on a parent does not say what its score is a speedup over
     (``measured_against``): it counts as a step over the parent, and validation warns."""

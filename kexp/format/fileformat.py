@@ -732,10 +732,10 @@ def _caret(line: str) -> bool:
 
 def error_line(message: str) -> str:
     """The line of an ``error_message`` that says what went wrong ("" if none): the
-    cause after a Triton CompilationError's source and caret (its first line, ``at
-    10:11:``, only says where), a Python traceback's last line (the exception and its
-    text), a compiler's first ``error:`` line (before it: warnings, the files
-    included), else the first non-blank line."""
+    cause after a Triton CompilationError's source and caret, or right after its first
+    line when pasted without them (that line, ``at 10:11:``, only says where), a Python
+    traceback's last line (the exception and its text), a compiler's first ``error:``
+    line (before it: warnings, the files included), else the first non-blank line."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
         return ""
@@ -745,6 +745,10 @@ def error_line(message: str) -> str:
         carets = [number for number, line in enumerate(after) if _caret(line)]
         if carets and carets[-1] + 1 < len(after):
             return after[carets[-1] + 1]
+        if not carets:  # pasted without the source and caret: the cause follows
+            named = [line for line in after if _EXCEPTION.match(line)]
+            if named or len(after) == 1:
+                return (named or after)[-1]
         before = [line for line in lines[: at[-1]] if _EXCEPTION.match(line)]
         return before[-1] if before else lines[at[-1]]
     if any(line.startswith("Traceback (most recent call last)") for line in lines):

@@ -440,20 +440,28 @@ def done_without_measure(exp_id: str, status: str, is_buggy: bool, score: float)
 
 
 def summary_contradiction(
-    exp_id: str, summary: str, score: float, cumulative: float | None, settings: Settings
+    exp_id: str,
+    summary: str,
+    score: float,
+    cumulative: float | None,
+    settings: Settings,
+    interval: Sequence[float] = (),
 ) -> str | None:
     """The warning for a ``change_summary`` whose result states a speedup (``+12.5%``)
     on the other side of the thresholds than the ``score`` measured (0.8956, a
     regression), or the reverse, or one the score is not beyond rounding (``-13%``
     beside 0.6582, ``+13%`` beside 1.0315: :func:`states`); None when they agree, or
     the summary states none, or it states the ``cumulative`` score (over the
-    operator's reference)."""
+    operator's reference), or one within the score's 95 % ``interval`` (as honest as
+    the score: +8.0% beside 1.0814 [1.0727, 1.0902])."""
     from kexp.measure.corrections import stated_speedup  # lazy: a record's, after it
 
     stated = stated_speedup(summary)
     if stated is None or not score > 0:
         return None
     written, ratio = stated
+    if len(interval) == 2 and interval[0] <= ratio <= interval[1]:
+        return None  # what was measured, as closely as it was
     above, below = settings.improvement_above, settings.regression_below
     fix = f"correct the summary ({CORRECT_FIELD.say(id=exp_id, field='change_summary')})"
     if ratio > above and score < below:

@@ -42,7 +42,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import CORRECT_SCORE, RECORD_AGAIN, RECORD_AGAIN_ROOT, SET_MEASURED
+from kexp.core.advice import (
+    CORRECT_SCORE,
+    RECORD_AGAIN,
+    RECORD_AGAIN_ROOT,
+    SET_MEASURED,
+    SET_PARENT,
+)
 from kexp.core.errors import (
     CodeRepoWarning,
     ControlWarning,
@@ -51,6 +57,7 @@ from kexp.core.errors import (
     MeasuredAgainstWarning,
     MeasurementError,
     NoMatchWarning,
+    RootWarning,
     RoundsWarning,
     SummaryWarning,
     SuspectMeasurementWarning,
@@ -395,7 +402,12 @@ def record_iteration(
         warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
     if not is_control(exp) and not exp.is_buggy:
         claim = summary_contradiction(
-            exp.id, exp.change_summary, exp.score, exp.cumulative_score, store.settings
+            exp.id,
+            exp.change_summary,
+            exp.score,
+            exp.cumulative_score,
+            store.settings,
+            exp.score_ci,
         )
         if claim is not None:  # a warning: the figure may state something else
             warnings.warn(claim, SummaryWarning, stacklevel=2)
@@ -417,6 +429,9 @@ def record_iteration(
     nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
     if nothing is not None:
         warnings.warn(nothing, KexpWarning, stacklevel=2)
+    rooted = campaign_of_root(store, exp)
+    if rooted is not None:
+        warnings.warn(rooted, RootWarning, stacklevel=2)
     if said_of_base is not None:
         warnings.warn(
             f"experiment {exp.id}: {said_of_base[1]} (kexp validate warns of it)",
@@ -424,6 +439,33 @@ def record_iteration(
             stacklevel=2,
         )
     return exp
+
+
+def campaign_of_root(store: Store, exp: KernelExperiment) -> str | None:
+    """The note for ``exp``, just recorded as a root (no pid, not measured against the
+    reference, no control), when its kernel, dtype and env already have a campaign (a
+    lineage: its best tip is a step on a parent): that best tip, which it most likely
+    builds on; None otherwise."""
+    if exp.pid or exp.measured_against == "reference" or is_control(exp):
+        return None
+    from kexp.storage.query import best_tip
+
+    key = (exp.operator_sig, exp.dtype_sig, exp.env)
+    others = [
+        e
+        for e in store.list_experiments()
+        if e.id != exp.id and (e.operator_sig, e.dtype_sig, e.env) == key
+    ]
+    tip = best_tip(others, derivation=store.derivation()) if others else None
+    if tip is None or not tip.pid:
+        return None  # no lineage: roots side by side are tries of their own
+    cumulative = tip.cumulative_score
+    reached = f"cumulative {cumulative:.4f}x, " if cumulative is not None else ""
+    return (
+        f"experiment {exp.id} is a root (no pid): its kernel, dtype and env have a "
+        f"campaign, best tip {tip.id} ({reached}{tip.change_summary!r}); if it builds on "
+        f"that code, give it its parent: {SET_PARENT.say(id=exp.id, pid=tip.id[:10])}"
+    )
 
 
 #: What a step on a parent takes from it when it does not say: the kernel measured, its

@@ -262,17 +262,15 @@ def warn_tried_before(
             RemeasureWarning,
             stacklevel=stacklevel + 1,
         )
-    elif (
-        repeats
-        and not any(r.identical for r in repeats)
-        and (said := _reverted_parent(store, record, code_change)) is not None
-    ):
+        return repeats
+    said = _reverted_parent(store, record, code_change)
+    if said is not None:
+        # A revert resembles the code before its parent: said instead of that likeness.
         warnings.warn(said, RevertWarning, stacklevel=stacklevel + 1)
-    elif repeats:
-        category = (
-            RepeatedChangeWarning if any(r.identical for r in repeats) else NearDuplicateWarning
-        )
-        warnings.warn(repeat_message(repeats), category, stacklevel=stacklevel + 1)
+    told = [r for r in repeats if r.identical] if said is not None else repeats
+    if told:
+        category = RepeatedChangeWarning if any(r.identical for r in told) else NearDuplicateWarning
+        warnings.warn(repeat_message(told), category, stacklevel=stacklevel + 1)
     return repeats
 
 
@@ -290,10 +288,19 @@ def _reverted_parent(
         return None
     if not parent.code_change or not reverts(code_change, parent.code_change):
         return None
-    return (
-        f"this code_change reverts {parent.id}, its parent ({parent.outcome}: "
-        f"{parent.change_summary!r}): it undoes that diff, back to the code before it"
+    back = (
+        f"back to the code of {parent.pid}, its grandparent"
+        if parent.pid
+        else ("back to the code before it")
     )
+    said = (
+        f"this code_change reverts {parent.id}, its parent ({parent.outcome}: "
+        f"{parent.change_summary!r}): it undoes that diff, {back}"
+    )
+    if record.score > 1 and parent.outcome in ("regression", "marginal", "interference"):
+        # Faster than the step it undoes, as a revert of a failed step is: no new gain.
+        said += f" (its speedup is over the step it undoes, not over {parent.pid or 'that code'})"
+    return said
 
 
 def _same_base(store: StoreView, base_commit: str) -> Callable[[str], bool]:
