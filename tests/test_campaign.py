@@ -313,7 +313,9 @@ def test_a_control_is_the_noise_floor_never_a_lesson_or_a_repeat(campaign: Campa
     assert kexp(store.root, "lessons").output.startswith(expected)
 
     packet = context(store, operator="softmax", budget=100_000)
-    assert f"\n{expected}.\n" in packet.text
+    # No env asked: the control is named by the env it was run on.
+    named = expected.replace("on this env", f"on {control.env.strip()!r}")
+    assert f"\n{named}.\n" in packet.text
 
 
 def test_the_packet_lists_each_experiment_once_and_marginal_apart(campaign: Campaign) -> None:

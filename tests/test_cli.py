@@ -285,6 +285,7 @@ def test_top_json_gives_the_best_with_stable_keys(repo: Path, populated: Store) 
         "key_insight",
         "operator_sig",
         "dtype_sig",
+        "env",
     ]
     assert brief[0]["key_insight"] == "unrolling helps" and brief[0]["outcome"] == "improvement"
     front = json.loads(kexp(repo, "top", "--json", "--front-matter").stdout)

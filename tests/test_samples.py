@@ -449,7 +449,10 @@ def test_review_and_lessons_show_intervals(repo: Path) -> None:
     )
 
     within = record_iteration(
-        store, **_pair(rng, 1.0, n=6, cv=0.04), **fields(change_summary="Noise - nothing")
+        store,
+        **_pair(rng, 1.0, n=6, cv=0.04),
+        # a root of its own, against the reference (not a step the campaign forgot)
+        **fields(change_summary="Noise - nothing", measured_against="reference"),
     )
     (lesson,) = [x for x in lessons(store)["marginal"] if x.id == within.id]
     assert list(lesson.score_ci) == within.score_ci
