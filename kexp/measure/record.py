@@ -451,11 +451,14 @@ def campaign_of_root(store: Store, exp: KernelExperiment) -> str | None:
     from kexp.storage.query import best_tip
 
     key = (exp.operator_sig, exp.dtype_sig, exp.env)
-    others = [
-        e
-        for e in store.list_experiments()
-        if e.id != exp.id and (e.operator_sig, e.dtype_sig, e.env) == key
-    ]
+    with warnings.catch_warnings():  # (it matches: this record is one of them)
+        warnings.simplefilter("ignore", NoMatchWarning)
+        # The filters pick a superset (parts of the fields) from the rows, front-matter
+        # alone read: never the whole store's bodies.
+        found = store.list_experiments(
+            brief=True, operator=exp.operator_sig, dtype=exp.dtype_sig, env=exp.env
+        )
+    others = [e for e in found if e.id != exp.id and (e.operator_sig, e.dtype_sig, e.env) == key]
     tip = best_tip(others, derivation=store.derivation()) if others else None
     if tip is None or not tip.pid:
         return None  # no lineage: roots side by side are tries of their own
