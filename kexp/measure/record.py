@@ -459,7 +459,7 @@ def campaign_of_root(store: Store, exp: KernelExperiment) -> str | None:
             brief=True, operator=exp.operator_sig, dtype=exp.dtype_sig, env=exp.env
         )
     others = [e for e in found if e.id != exp.id and (e.operator_sig, e.dtype_sig, e.env) == key]
-    tip = best_tip(others, derivation=store.derivation()) if others else None
+    tip = best_tip(others) if others else None  # (each listed with what is derived of it)
     if tip is None or not tip.pid:
         return None  # no lineage: roots side by side are tries of their own
     cumulative = tip.cumulative_score
