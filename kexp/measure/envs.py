@@ -24,15 +24,7 @@ if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
     from kexp.storage.store import Store
 
-__all__ = ["env_warnings", "parents_env", "recorded_envs"]
-
-
-def recorded_envs(store: Store) -> list[str]:
-    """Every ``env`` the store's experiments hold, sorted (kept between commands while
-    nobody changes the files: :meth:`~kexp.storage.reader.StoreReader.answered`)."""
-    return list(
-        store.answered(("recorded-envs",), lambda found: sorted({row.env for row in found.rows}))
-    )
+__all__ = ["env_warnings", "parents_env"]
 
 
 def parents_env(store: Store, fields: Mapping[str, Any]) -> str | None:

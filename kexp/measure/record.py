@@ -40,7 +40,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.advice import (
     CORRECT_SCORE,
@@ -92,7 +92,7 @@ from kexp.measure.checks import (
     throttled_rounds,
     unit_hint,
 )
-from kexp.measure.envs import env_warnings, parents_env, recorded_envs
+from kexp.measure.envs import env_warnings, parents_env
 from kexp.measure.measurements import (
     Measurement,
     gather,
@@ -111,6 +111,8 @@ from kexp.storage.store import Store
 
 if TYPE_CHECKING:
     from kexp.format.samples import Round
+    from kexp.storage.rows import Row
+    from kexp.storage.sources import Found
 
 __all__ = [
     "STATS",
@@ -351,8 +353,6 @@ def record_iteration(
         store = Store(find_root())
     given_env = "env" in fields
     fields = _with_parents_kernel(store, fields)
-    env = str(fields.get("env") or "").strip()
-    envs = recorded_envs(store) if env else []  # those before this one's
     parents = parents_env(store, fields)
     data = with_timings(
         store,
@@ -391,13 +391,14 @@ def record_iteration(
         said_of_base = base_commit_problem(given.strip(), store.code_repo)
         if said_of_base is not None and said_of_base[0] == "error":
             raise ValidationError(f"the experiment was not recorded: {said_of_base[1]}", [])
+    before = read_before_write(store, data)
     try:
         exp = store.create_experiment(**data)
     except ValidationError as exc:
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
-    env_warnings(exp, given_env, envs, parents)
+    env_warnings(exp, given_env, before.envs, parents)
     if is_control(exp) and control_bias(exp):  # as consult will say of it
         warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
     if not is_control(exp) and not exp.is_buggy:
@@ -429,7 +430,7 @@ def record_iteration(
     nothing = done_without_measure(exp.id, exp.status, exp.is_buggy, exp.score)
     if nothing is not None:
         warnings.warn(nothing, KexpWarning, stacklevel=2)
-    rooted = campaign_of_root(store, exp)
+    rooted = root_note(exp, before.tip)
     if rooted is not None:
         warnings.warn(rooted, RootWarning, stacklevel=2)
     if said_of_base is not None:
@@ -441,33 +442,64 @@ def record_iteration(
     return exp
 
 
-def campaign_of_root(store: Store, exp: KernelExperiment) -> str | None:
-    """The note for ``exp``, just recorded as a root (no pid, not measured against the
-    reference, no control), when its kernel, dtype and env already have a campaign (a
-    lineage: its best tip is a step on a parent): that best tip, which it most likely
-    builds on; None otherwise."""
-    if exp.pid or exp.measured_against == "reference" or is_control(exp):
-        return None
+class BeforeWrite(NamedTuple):
+    """What a record's checks need of the store as it was before the write, from one
+    read (:func:`read_before_write`)."""
+
+    #: Every ``env`` recorded before (empty: no env to check).
+    envs: list[str]
+    #: The best tip of the campaign the record joins as a root, and its cumulative score,
+    #: when that campaign is a lineage (None: no such campaign, or not a root).
+    tip: tuple[Row, float | None] | None
+
+
+def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
+    """The store's experiments before the record ``data`` is written, read once (none
+    when nothing is checked): the envs recorded (the env's spelling is checked against
+    them) and, for a root (no ``pid``, not measured against the reference, no control),
+    its campaign's best tip (:func:`root_note`). Nothing is read again after the write:
+    the record itself is neither of them."""
+    env = str(data.get("env") or "").strip()
+    root = not data.get("pid") and data.get("measured_against") != "reference"
+    if not env and not root:
+        return BeforeWrite([], None)
+    found = store.found()
+    envs = sorted({row.env for row in found.rows}) if env else []
+    key = (str(data.get("operator_sig") or ""), str(data.get("dtype_sig") or ""), env)
+    return BeforeWrite(envs, lineage_tip(found, key, store.settings) if root else None)
+
+
+def lineage_tip(found: Found, key: tuple[str, str, str], settings: Settings) -> (
+    tuple[Row, float | None] | None
+):  # fmt: skip
+    """The best tip of the campaign ``key`` (kernel, dtype, env) among ``found``'s rows
+    and its cumulative score, when it is a step on a parent (the campaign is a lineage);
+    None otherwise. What is derived is derived only where a lineage may be."""
+    rows = [row for row in found.rows if (row.operator_sig, row.dtype_sig, row.env) == key]
+    if not any(row.pid for row in rows):
+        return None  # roots side by side are tries of their own
     from kexp.storage.query import best_tip
 
-    key = (exp.operator_sig, exp.dtype_sig, exp.env)
-    with warnings.catch_warnings():  # (it matches: this record is one of them)
-        warnings.simplefilter("ignore", NoMatchWarning)
-        # The filters pick a superset (parts of the fields) from the rows, front-matter
-        # alone read: never the whole store's bodies.
-        found = store.list_experiments(
-            brief=True, operator=exp.operator_sig, dtype=exp.dtype_sig, env=exp.env
-        )
-    others = [e for e in found if e.id != exp.id and (e.operator_sig, e.dtype_sig, e.env) == key]
-    tip = best_tip(others) if others else None  # (each listed with what is derived of it)
+    derivation = found.derivation(settings)
+    tip = best_tip(rows, derivation=derivation)
     if tip is None or not tip.pid:
-        return None  # no lineage: roots side by side are tries of their own
-    cumulative = tip.cumulative_score
+        return None
+    return tip, derivation.of(tip).cumulative_score
+
+
+def root_note(exp: KernelExperiment, tip: tuple[Row, float | None] | None) -> str | None:
+    """The note for ``exp``, just recorded as a root (no pid, not measured against the
+    reference, no control), when its kernel, dtype and env already have a campaign whose
+    best tip is ``tip`` (:func:`lineage_tip`), which it most likely builds on; None
+    otherwise."""
+    if tip is None or exp.pid or exp.measured_against == "reference" or is_control(exp):
+        return None
+    row, cumulative = tip
     reached = f"cumulative {cumulative:.4f}x, " if cumulative is not None else ""
     return (
         f"experiment {exp.id} is a root (no pid): its kernel, dtype and env have a "
-        f"campaign, best tip {tip.id} ({reached}{tip.change_summary!r}); if it builds on "
-        f"that code, give it its parent: {SET_PARENT.say(id=exp.id, pid=tip.id[:10])}"
+        f"campaign, best tip {row.id} ({reached}{row.change_summary!r}); if it builds on "
+        f"that code, give it its parent: {SET_PARENT.say(id=exp.id, pid=row.id[:10])}"
     )
 
 
