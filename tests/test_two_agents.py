@@ -182,3 +182,56 @@ def test_the_listing_label_of_an_older_version_still_says_older(tmp_path: Path) 
     shown = run_kexp("list", "--all-refs", cwd=alice)
     (line,) = [line for line in shown.stdout.splitlines() if x[:10] in line]
     assert "1.0888" in line and "older elsewhere" in line and "diverged" not in line
+
+
+def test_an_uncommitted_edit_beside_a_teammates_correction_is_said_diverged(
+    tmp_path: Path,
+) -> None:
+    """Alice publishes X to her side branch; Bob takes it, corrects it and publishes his
+    own branch; Alice then edits X in her working tree (a tag) and fetches. Her edit is
+    the version read, but Bob's correction is no older version: it changed what Alice
+    never had, so every view says the versions diverged (the older one is Alice's own
+    published copy, which her edit started from)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    x = softmax(alice, base, "Warps 8 - +3%", score=1.03)
+    sync(Store(alice), branch="kexp/alice")
+    bob = clone(remote, tmp_path / "bob")
+    git(bob, "fetch", "-q")
+    git(bob, "restore", "--source", "origin/kexp/alice", "--", "experiments")
+    fixed = run_kexp("update", x[:10], "--set", "score=1.16", "--reason", "quiet machine", cwd=bob)
+    assert fixed.returncode == 0, fixed.stderr
+    sync(Store(bob), branch="kexp/bob")
+    Store(alice).update_experiment(x, tags=["alice-local"])
+    git(alice, "fetch", "-q")
+    # The truth: Bob's version is one Alice's clone never held.
+    bobs = git(alice, "ls-tree", "-r", "--name-only", "origin/kexp/bob", "--", "experiments")
+    (path,) = [p for p in bobs.split() if x in p]
+    assert "1.16" in git(alice, "show", f"origin/kexp/bob:{path}")
+    assert "1.16" not in git(alice, "log", "-p", "HEAD", "--branches", "--", path)
+
+    data = json.loads(run_kexp("show", x[:10], "--all-refs", "--json", cwd=alice).stdout)
+    assert data["ref"] == "local" and data["diverged"], data
+    assert "origin/kexp/bob" in data["other_versions"]
+    assert "working tree's edit" in data["note"] and "older" not in data["note"], data
+    shown = run_kexp("top", "--all-refs", cwd=alice)
+    (line,) = [line for line in shown.stdout.splitlines() if x[:10] in line]
+    assert "diverged" in line and "older" not in line, line
+    packet = run_kexp("context", "--operator", "softmax", "--all-refs", cwd=alice).stdout
+    best = packet.split("## Current best", 1)[1].split("##", 1)[0]
+    assert "diverged" in best and "working tree's edit" in best, best
+
+
+def test_an_uncommitted_edit_of_ones_own_published_copy_is_the_newer_one(
+    tmp_path: Path,
+) -> None:
+    """Alice edits X after publishing it to her side branch: the branch's copy is the
+    one her edit started from, an older version, not a diverged one."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    x = softmax(alice, base, "Warps 8 - +3%", score=1.03)
+    sync(Store(alice), branch="kexp/alice")
+    Store(alice).update_experiment(x, tags=["alice-local"])
+    data = json.loads(run_kexp("show", x[:10], "--all-refs", "--json", cwd=alice).stdout)
+    assert data["ref"] == "local" and not data["diverged"], data
+    assert "older version" in data["note"], data

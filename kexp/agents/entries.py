@@ -193,9 +193,10 @@ def experiment_entry(
     if diverged and sighting is not None:
         places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
         shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
+        which = "the working tree's edit" if sighting.ref == "local" else "the later commit's"
         lines.append(
             f"  diverged: other versions on {cut(shown)}; one changed there too since "
-            "they parted (this is the later commit's)"
+            f"they parted (this is {which})"
         )
     data: dict[str, Any] = {
         "id": doc.id,

@@ -201,8 +201,9 @@ class RefsSource:
         doubled = one_file_a_place(single, several)
         self._doubled = {path: key for path, key, _, _ in doubled}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
+        own = frozenset(n for n, r in enumerate(self.refs, 1) if r.name.startswith("refs/heads/"))
         newest = Newest(self.places, self.folder, git, commits, dates, self.defaults,
-                        _tracking(self.refs))  # fmt: skip
+                        _tracking(self.refs), own)  # fmt: skip
         removed, noted = newest.removed(single, several)
         for exp_id in removed:
             single.pop(exp_id, None)

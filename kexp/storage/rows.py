@@ -248,9 +248,10 @@ class Sighting:
         if self.other_versions:
             shown = _shown(self.other_versions)
             if self.diverged:
+                which = "the working tree's edit" if self.local else "the later commit's"
                 said.append(
                     f"another version on {shown}: both changed since their commits parted; "
-                    "this is the later commit's"
+                    f"this is {which}"
                 )
             else:
                 said.append(f"an older version on {shown}")

@@ -209,6 +209,7 @@ class Newest:
         dates: list[int],
         defaults: frozenset[int] = frozenset(),
         tracking: dict[int, frozenset[int]] | None = None,
+        own: frozenset[int] = frozenset(),
     ) -> None:
         self._places = places
         #: The places that are a remote's default branch (``origin/HEAD``'s target).
@@ -221,6 +222,9 @@ class Newest:
         self._bases: dict[tuple[int, int], str | None] = {}
         #: Each local branch's place → its remote-tracking branches' places.
         self._tracking = tracking or {}
+        #: The places that are this clone's own branches (``refs/heads/``): with ``HEAD``,
+        #: what its working tree's edits were made on.
+        self._own = own
         self._redone: dict[tuple[str, str], bool] = {}
 
     def choose(
@@ -375,8 +379,9 @@ class Newest:
             edit, other = (first, second) if mine[0] else (second, first)
             if self._descends(other, edit[0]) or self._superseded(edit[1], other[1]):
                 return mine[1], False  # the working tree's is older: not an edit
-        if mine[0] or mine[1]:
-            return mine[0], False
+        if mine[0] or mine[1]:  # the working tree's edit is newest; diverged when the
+            other = second if mine[0] else first  # other changed what this clone never had
+            return mine[0], not self._had(other)
         if self._superseded(second[1], first[1]):
             return True, False
         if self._superseded(first[1], second[1]):
@@ -418,6 +423,22 @@ class Newest:
         paths = {twin for path, _ in (*state[0], *older) for twin in layout_twins(path)}
         held = self._git.history(commit, self._folder, sorted(paths))
         return all(key in held for _, key in older)
+
+    def _had(self, state: tuple[tuple[tuple[str, bytes], ...], list[int]]) -> bool:
+        """Whether this clone had the version ``state`` (files, places: a ref's) before
+        its working tree's edit: ``HEAD`` or one of its own branches held it (each of its
+        files) in its history. A version it never had was changed there since: a
+        teammate's correction or remeasure, which the edit did not start from."""
+        held_by = [0, *sorted(self._own)]
+        paths = sorted({twin for path, _ in state[0] for twin in layout_twins(path)})
+        for place in held_by:
+            commit = self._commits[place]
+            if commit is None:
+                continue
+            held = self._git.history(commit, self._folder, paths)
+            if all(key in held for _, key in state[0]):
+                return True
+        return False
 
     def _superseded(self, older: list[int], newer: list[int]) -> bool:
         """Whether a local branch among the places ``older`` was rewritten on its
