@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kexp.agents.context import Packet
+    from kexp.agents.lessons import LessonReport
     from kexp.core.errors import (
         AmbiguousIdError,
         DeleteRefusedError,
@@ -36,10 +37,13 @@ if TYPE_CHECKING:
     from kexp.core.problems import Problem
     from kexp.core.settings import DEFAULT_SETTINGS, Settings
     from kexp.output.html import ReportResult
+    from kexp.review.model import Review
     from kexp.storage.history import Changes, ExperimentChange, HistoryEntry
+    from kexp.storage.lineage import TreeNode
     from kexp.storage.location import find_root, init_store
     from kexp.storage.migration import LayoutMigration
     from kexp.storage.retrieval import Match
+    from kexp.storage.stats import Stats
     from kexp.storage.store import Removal, Store
     from kexp.storage.syncresult import SyncResult
 
@@ -81,15 +85,19 @@ __all__ = [
     "get_experiment",
     "history",
     "init_store",
+    "lessons",
     "list_experiments",
     "migrate_layout",
     "record_iteration",
     "remeasure",
     "remove_experiment",
     "report",
+    "review_changes",
     "similar",
+    "stats",
     "sync",
     "top_experiments",
+    "tree",
     "update_experiment",
     "validate",
 ]
@@ -377,3 +385,57 @@ def migrate_layout(*, dry_run: bool = False) -> LayoutMigration:
     from kexp.storage.migration import migrate_layout as migrate
 
     return migrate(default_store(), dry_run=dry_run)
+
+
+def lessons(*, refs: Sequence[str] = (), all_refs: bool = False, **filters: Any) -> LessonReport:
+    """``kexp lessons``: the failures to learn from among the experiments matching
+    ``filters``, with their key insights and each env's noise floor (see
+    :func:`kexp.agents.lessons.lesson_report`). ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.agents.lessons import lesson_report
+
+    return lesson_report(default_store(refs, all_refs=all_refs), **filters)
+
+
+def stats(*, refs: Sequence[str] = (), all_refs: bool = False, **filters: Any) -> Stats:
+    """``kexp stats``: counts per operator and outcome and the best cumulative score per
+    operator, dtype and env of the experiments matching ``filters`` (see
+    :func:`kexp.storage.stats.stats`). ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.storage.stats import stats as store_stats
+
+    return store_stats(default_store(refs, all_refs=all_refs), **filters)
+
+
+def tree(
+    exp_id: str | None = None,
+    *,
+    refs: Sequence[str] = (),
+    all_refs: bool = False,
+    **filters: Any,
+) -> list[TreeNode]:
+    """``kexp tree``: the lineage trees of the experiments matching ``filters``, or, with
+    ``exp_id``, the one tree of that experiment's ancestors and descendants (see
+    :mod:`kexp.storage.lineage`). ``refs``/``all_refs``: across refs."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.core.errors import KexpError
+    from kexp.storage import lineage
+
+    store = default_store(refs, all_refs=all_refs)
+    if exp_id is not None:
+        if filters:
+            raise KexpError("give an experiment id or filters, not both")
+        return [lineage.lineage_of(store, exp_id)]
+    return lineage.lineage_forest(store, **filters)
+
+
+def review_changes(base: str, head: str | None = None) -> Review:
+    """``kexp review``: what ``head`` (default: the working tree) changes in the store
+    since ``base`` (from their merge base, as a forge's pull request): the experiments
+    added, corrected and removed, their problems and lessons (see
+    :func:`kexp.review.build.review`; :func:`kexp.review.render.render_markdown` makes
+    the pull-request comment of it)."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.review.build import review
+
+    return review(default_store(), base, head)

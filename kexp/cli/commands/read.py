@@ -447,8 +447,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     nothing). Below 91 columns the summary is given the room: one space between the
     columns, scores to 3 decimals, Δ to 1.
 
-    Python: kexp.storage.lineage.lineage_of(store, id), kexp.storage.lineage.lineage_forest(store,
-    **filters).
+    Python: kexp.tree(ID), kexp.tree(**filters).
 
     \b
     Examples:

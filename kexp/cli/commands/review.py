@@ -37,7 +37,8 @@ def review(
     Exits 0 whatever the problems (gate CI with kexp validate --changed BASE).
     Needs the history back to the merge base: fetch it in CI (fetch-depth: 0).
 
-    Python: kexp.review.build.render_markdown(kexp.review.build.review(store, base, head)).
+    Python: kexp.review_changes(base, head) (kexp.review.render.render_markdown makes the
+    comment of it).
 
     \b
     Examples:

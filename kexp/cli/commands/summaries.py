@@ -72,7 +72,7 @@ def lessons(
     control, A/A runs) are no lessons: the newest of each env is shown first as its
     noise floor ("A/A on this env: 1.039 [0.839, 1.287]").
 
-    Python: kexp.agents.lessons.lesson_report(store, **filters).
+    Python: kexp.lessons(**filters).
 
     \b
     Examples:
@@ -225,7 +225,7 @@ def stats(ctx: click.Context, /, as_json: bool, **params: Any) -> None:
     The best tip is the best cumulative score (the speedup over the operator's
     reference) of a step that improved (never one within noise or a regression).
 
-    Python: kexp.storage.stats.stats(store, **filters).
+    Python: kexp.stats(**filters).
 
     \b
     Examples:
