@@ -286,10 +286,10 @@ def _sample_base_commit() -> str:
     """An empty one inside a git repository (kexp fills in ``HEAD``), else
     :data:`SAMPLE_BASE_COMMIT`."""
     # lazy: not every command that imports this module needs kexp.gitops.git
-    from kexp.gitops.git import configured_user_name
+    from kexp.gitops.git import in_work_tree
 
     code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
-    inside = configured_user_name(Path(code).expanduser()) is not None
+    inside = in_work_tree(Path(code).expanduser())
     return "" if inside else SAMPLE_BASE_COMMIT
 
 
