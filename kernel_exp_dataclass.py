@@ -11,9 +11,10 @@ the names, arguments, return values, exceptions and defaults are the predecessor
 * ``get_experiment(exp_id)``: the experiment, or ``None`` (full ids only).
 * ``list_experiments()``: every experiment, in id order.
 * ``top_experiments(max_results=20)``: every experiment (buggy and pending too) as a
-  dict, best score first.
+  dict, the best speedup over the operator's original code first (a kexp step's
+  cumulative score; its dict says ``cumulative_score`` and ``measured_against``).
 * ``update_experiment(exp_id, **changes)``: the updated experiment; ``KeyError`` if
-  there is none.
+  there is none. A ``score`` given is over the original code, as the predecessor's.
 * ``delete_experiment(exp_id)``: ``None``; ``KeyError`` if there is none.
 * ``test_insert_example()`` inserts a sample; ``python -m kernel_exp_dataclass`` too.
 * ``DB_PATH`` and ``Status``.
@@ -44,6 +45,7 @@ from kexp.core import model
 from kexp.core.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
 from kexp.core.ids import SHOWN_LENGTH, is_valid_id
 from kexp.core.model import Status
+from kexp.core.outcome import measured_against_parent
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -73,7 +75,10 @@ PREDECESSOR_DB = Path("kernel_experiments_db.json")
 SAMPLE_BASE_COMMIT = "0" * 40
 
 #: The keys of a ``top_experiments`` dict: the predecessor's ten, then kexp's
-#: additions (so a high score that is buggy, pending or a regression shows as such).
+#: additions (so a high score that is buggy, pending or a regression shows as such, and
+#: a step's score over its parent as one: ``cumulative_score`` is its speedup over the
+#: original code, None when it cannot be known; ``measured_against`` says what
+#: ``score`` is over, ``parent`` or ``reference``).
 TOP_KEYS = (
     "base_commit",
     "change_summary",
@@ -86,7 +91,15 @@ TOP_KEYS = (
     "raw_result",
     "score",
 )
-EXTRA_TOP_KEYS = ("pid", "status", "is_buggy", "outcome", "created_at")
+EXTRA_TOP_KEYS = (
+    "pid",
+    "status",
+    "is_buggy",
+    "outcome",
+    "created_at",
+    "cumulative_score",
+    "measured_against",
+)
 
 
 class KernelExperiment(model.KernelExperiment):
@@ -174,57 +187,67 @@ def list_experiments(**filters: Any) -> list[KernelExperiment]:
 
 
 def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any]]:
-    """The first ``max(0, max_results)`` experiments by score, highest first (equal
-    scores in id order), buggy and pending ones included, as dicts of
-    :data:`TOP_KEYS` and :data:`EXTRA_TOP_KEYS` (``filters``: kexp's, optional)."""
+    """The first ``max(0, max_results)`` experiments by their speedup over the
+    operator's original code (what the predecessor's ``score`` was), highest first
+    (equal ones in id order), buggy and pending ones included, as dicts of
+    :data:`TOP_KEYS` and :data:`EXTRA_TOP_KEYS` (``filters``: kexp's, optional).
+
+    That speedup is the ``score`` of an experiment measured against the reference (every
+    record this module or the predecessor wrote), and the cumulative score of a kexp step
+    measured against its parent; steps whose cumulative score cannot be known come
+    last, by score (their dict's ``cumulative_score`` is None)."""
     store = _existing_store()
     limit = max(0, max_results)
     if store is None or limit == 0:
         return []
-    best = store.top_experiments(
-        limit,
-        include_buggy=True,
-        include_pending=True,
-        include_controls=True,
-        by="score",
-        **filters,
-    )
-    if len(best) == limit:
-        # kexp breaks ties newest first; the predecessor's file was in id order.
-        last = best[-1].score
-        tied = store.list_experiments(
-            brief=True, **{**filters, "min_score": last, "max_score": last}
-        )
-        above = [exp for exp in best if exp.score > last]
-        whole = {exp.id: exp for exp in best}
-        chosen = sorted(tied, key=_id_of)[: limit - len(above)]
-        best = above + [whole.get(exp.id) or store.get_experiment(exp.id) for exp in chosen]
-    ranked = sorted(best, key=_id_of)
-    ranked.sort(key=lambda exp: exp.score, reverse=True)  # stable: ties stay in id order
-    return [_top_dict(exp) for exp in ranked]
+    every = sorted(store.list_experiments(brief=True, **filters), key=_id_of)
+    every.sort(key=_over_the_original_code, reverse=True)  # stable: ties stay in id order
+    return [_top_dict(exp) for exp in store.with_bodies(every[:limit])]
 
 
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     """Change fields of the experiment with this id; returns it updated.
 
-    A ``pid`` given to an experiment that does not say what its score is measured
-    against records ``measured_against: reference``, as :func:`create_experiment` does
-    (the predecessor's scores are speedups over the operator's original code).
+    A ``score`` is the predecessor's: a speedup over the operator's original code. So a
+    ``pid`` given to an experiment that does not say what its score is measured against
+    records ``measured_against: reference``, as :func:`create_experiment` does; and a new
+    ``score`` for a kexp step measured against its parent records it over the reference
+    too, with a :class:`kexp.KexpWarning` saying so (``measured_against="parent"``
+    given with it keeps the step a step).
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
     """
     store = _store_holding(exp_id)
-    if changes.get("pid") and "measured_against" not in changes:
+    if {"pid", "score"} & set(changes) and "measured_against" not in changes:
+        try:
+            old = store.get_experiment(exp_id)
+        except ExperimentNotFoundError:
+            pass  # the update below says there is none
+        else:
+            changes = _over_the_reference(old, changes)
+    return _handed_out(store.update_experiment(exp_id, **changes))
+
+
+def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` to ``old`` with ``measured_against: reference`` where the predecessor's
+    meaning of its score asks for it (see :func:`update_experiment`)."""
+    if changes.get("pid") and not old.measured_against:
         # As create_experiment: the predecessor's scores are speedups over the
         # reference, so a parent given later does not make the score a step over it.
-        try:
-            said = store.get_experiment(exp_id).measured_against
-        except ExperimentNotFoundError:
-            said = "reference"  # the update below says there is none
-        if not said:
-            changes = {**changes, "measured_against": "reference"}
-    return _handed_out(store.update_experiment(exp_id, **changes))
+        return {**changes, "measured_against": "reference"}
+    score = changes.get("score", old.score)
+    if score == old.score or not changes.get("pid", old.pid) or not measured_against_parent(old):
+        return changes
+    warnings.warn(
+        f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step over "
+        f"its parent's code; score {score} is recorded as the predecessor's scores are, a "
+        "speedup over the operator's original code (measured_against: reference); to give "
+        'a step over the parent, pass measured_against="parent" with it',
+        KexpWarning,
+        stacklevel=3,
+    )
+    return {**changes, "measured_against": "reference"}
 
 
 def delete_experiment(exp_id: str) -> None:
@@ -263,10 +286,10 @@ def _sample_base_commit() -> str:
     """An empty one inside a git repository (kexp fills in ``HEAD``), else
     :data:`SAMPLE_BASE_COMMIT`."""
     # lazy: not every command that imports this module needs kexp.gitops.git
-    from kexp.gitops.git import configured_user_name
+    from kexp.gitops.git import in_work_tree
 
     code = os.environ.get("KEXP_CODE_REPO") or os.environ.get("KEXP_ROOT") or "."
-    inside = configured_user_name(Path(code).expanduser()) is not None
+    inside = in_work_tree(Path(code).expanduser())
     return "" if inside else SAMPLE_BASE_COMMIT
 
 
@@ -274,9 +297,20 @@ def _id_of(exp: model.KernelExperiment) -> str:
     return exp.id
 
 
+def _over_the_original_code(exp: model.KernelExperiment) -> tuple[bool, float]:
+    """How :func:`top_experiments` ranks ``exp``: whether its speedup over the original
+    code is known, then that speedup (its score, when it cannot be known)."""
+    if not measured_against_parent(exp):
+        return True, float(exp.score)
+    cumulative = exp.cumulative_score
+    return (False, float(exp.score)) if cumulative is None else (True, cumulative)
+
+
 def _top_dict(exp: model.KernelExperiment) -> dict[str, Any]:
     data = {key: getattr(exp, key) for key in TOP_KEYS}
     data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS)
+    # As kexp reads it: a record without a pid (or without a word) is over the reference.
+    data["measured_against"] = "parent" if measured_against_parent(exp) else "reference"
     return data
 
 

@@ -69,6 +69,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see the developer's KEXP_* settings, git identity or terminal size."""
     for name in ("KEXP_ROOT", "KEXP_CODE_REPO", "NO_COLOR", "VISUAL", "EDITOR", "COLUMNS", "LINES"):
         monkeypatch.delenv(name, raising=False)
+    # kexp's author is git's (GIT_AUTHOR_NAME first): the repositories' user.name here.
+    monkeypatch.delenv("GIT_AUTHOR_NAME", raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
 
 

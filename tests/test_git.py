@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import experiment_fields, git, init_repo
+from conftest import experiment_fields, git, init_repo, run_kexp
 from test_sync import make_remote
 
 from kexp import GitError, KexpError, Store, ValidationError
@@ -176,6 +177,34 @@ def test_experiment_records_the_full_head_hash_without_being_told(repo: Path, st
     assert UNCOMMITTED_TAG not in exp.tags
     assert exp.path is not None
     assert f"base_commit: {head}\n" in exp.path.read_text()
+
+
+@pytest.mark.parametrize("base", ["", "HEAD"], ids=["base-filled", "base-given"])
+@pytest.mark.parametrize(
+    ("config", "env"),
+    [
+        ((), {"GIT_AUTHOR_NAME": "agent-7"}),  # an agent's or CI's own name
+        (("author.name", "agent-7"), {}),  # git's author, over user.name
+    ],
+    ids=["GIT_AUTHOR_NAME", "author.name"],
+)
+def test_the_author_is_the_one_git_writes_on_the_commit(
+    repo: Path, base: str, config: tuple[str, ...], env: dict[str, str]
+) -> None:
+    # user.name is "Test Engineer"; git itself takes GIT_AUTHOR_NAME, then author.name.
+    if config:
+        git(repo, "config", *config)
+    given = ["--base-commit", git(repo, "rev-parse", base)] if base else []
+    added = run_kexp(
+        "add", "--summary", "Tiling - +30%", "--score", "1.3", "--operator", "kernel.cu: k",
+        "--dtype", "fp16", "--env", "H100", "--description", "**Key insight**: x", *given,
+        "--json", cwd=repo, env=env, process=True,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    exp = Store(repo).get_experiment(json.loads(added.stdout)["id"])
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "a"], cwd=repo, check=True, env={**os.environ, **env})
+    assert exp.author == git(repo, "log", "-1", "--format=%an") == "agent-7"
 
 
 @pytest.mark.parametrize("form", ["short", "branch", "tag", "HEAD~1", "upper"])

@@ -497,36 +497,52 @@ def matches_working_tree(
         yield same
 
 
-def configured_user_name(path: Path | str) -> str | None:
-    """git's configured ``user.name`` for the repository holding ``path`` ("" when none
-    is set), from the ``git`` command itself, without importing GitPython (a new
-    experiment whose ``base_commit`` is given needs nothing else of git); None when
-    ``path`` is in no repository or git cannot be run."""
+def _run_git(path: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git -C path ARGS``, from the ``git`` command itself, without importing
+    GitPython (raises ``OSError`` when git cannot be run)."""
     import os
 
     git_command = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+    return subprocess.run(
+        [git_command, "-C", str(path), *args], capture_output=True, text=True, check=False
+    )
+
+
+def in_work_tree(path: Path | str) -> bool:
+    """Whether ``path`` is in a git working tree (False when git cannot be run), asked
+    without importing GitPython."""
     try:
-        inside = subprocess.run(
-            [git_command, "-C", str(path), "rev-parse", "--is-inside-work-tree"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
-            return None
-        found = subprocess.run(
-            [git_command, "-C", str(path), "config", "--get", "user.name"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        inside = _run_git(path, "rev-parse", "--is-inside-work-tree")
     except OSError:
-        return None
-    return found.stdout.strip() if found.returncode == 0 else ""
+        return False
+    return inside.returncode == 0 and inside.stdout.strip() == "true"
 
 
-def user_name(repo: git.Repo) -> str:
-    """git's configured ``user.name`` (or "" when none is set)."""
+#: ``git var GIT_AUTHOR_IDENT``: ``Name <email> seconds zone``.
+_IDENT = re.compile(r"(.*?) <[^<>]*> \d+ [+-]\d{4}")
+
+
+def author_name(path: Path | str) -> str:
+    """The author name git writes on a commit in the repository holding ``path``
+    (``git var GIT_AUTHOR_IDENT``: ``GIT_AUTHOR_NAME``, else ``author.name``, else
+    ``user.name``), asked without importing GitPython. Where git knows no whole identity
+    (no email), the name it would take all the same; "" when none."""
+    import os
+
     try:
-        return str(repo.config_reader().get_value("user", "name", default=""))
-    except Exception:
-        return ""
+        ident = _run_git(path, "var", "GIT_AUTHOR_IDENT")
+        found = _IDENT.fullmatch(ident.stdout.strip()) if ident.returncode == 0 else None
+        if found is not None:
+            return found.group(1).strip()
+        if os.environ.get("GIT_AUTHOR_NAME", "").strip():
+            return os.environ["GIT_AUTHOR_NAME"].strip()
+        for key in ("author.name", "user.name"):
+            named = _run_git(path, "config", "--get", key)
+            if named.returncode == 0 and named.stdout.strip():
+                return named.stdout.strip()
+    except OSError:
+        pass
+    return ""
 
 
 @dataclasses.dataclass(frozen=True)

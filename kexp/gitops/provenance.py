@@ -64,7 +64,8 @@ def fill_from_git(
       resolved to the full hash. An unknown abbreviated hash, or a value that is not a
       revision at all, is kept as given (validation reports it); an unknown revision
       name (``mian``) raises :class:`GitError`.
-    * no ``author``: git's configured ``user.name``.
+    * no ``author``: the author git writes on a commit (``GIT_AUTHOR_NAME``, else
+      ``author.name``, else ``user.name``: :func:`kexp.gitops.git.author_name`).
 
     Without a code repository nothing is filled (a :class:`CodeRepoWarning` says why
     when it matters: ``base_commit`` is missing, or the repository was configured
@@ -76,12 +77,10 @@ def fill_from_git(
     needs_git = not given or not _is_full_hash(given) or not exp.author
     if not needs_git:
         return
-    if _is_full_hash(given):
+    if _is_full_hash(given) and kgit.in_work_tree(code_repo):
         # Only the author is missing: ask git for it without opening the repository.
-        name = kgit.configured_user_name(code_repo)
-        if name is not None:
-            exp.author = name
-            return
+        exp.author = kgit.author_name(code_repo)
+        return
     try:
         repo = kgit.open_repo(code_repo)
     except GitError as exc:
@@ -132,7 +131,7 @@ def fill_from_git(
                 raise
             # An abbreviated hash git does not know: kept; validation reports it.
     if not exp.author:
-        exp.author = kgit.user_name(repo)
+        exp.author = kgit.author_name(code_repo)
 
 
 def _is_revision(text: str) -> bool:

@@ -99,8 +99,9 @@ class Store(StoreReader):
         raises :class:`ExperimentExistsError`, a :class:`ValueError`. An empty ``id`` or
         ``created_at`` is generated; a missing ``base_commit`` is
         taken from the code repository's ``HEAD`` (a given one is resolved to the full
-        hash), a missing ``author`` from git's ``user.name``. When ``HEAD`` is taken while
-        tracked kernel files have uncommitted changes, a warning says so and the tag
+        hash), a missing ``author`` as git takes a commit's (``GIT_AUTHOR_NAME``, else
+        ``user.name``). When ``HEAD`` is taken while tracked kernel files have uncommitted
+        changes, a warning says so and the tag
         ``uncommitted-base`` is added to ``tags``. The experiment is validated
         first: an invalid one raises :class:`ValidationError` and nothing is written.
         The file is created atomically and never overwrites another.

@@ -171,7 +171,7 @@ def _add_options(func: Any) -> Any:
             help="Id of an experiment this one merges (repeatable, or comma-separated).",
             shell_complete=complete_ids,
         ),
-        click.option("--author", help="Who recorded it (default: git user.name)."),
+        click.option("--author", help="Who recorded it (default: git's author, as on a commit)."),
     ]
     for name, field, what in _ADD_TEXT_FIELDS:
         options.extend(_text_option(name, field, what))
@@ -265,7 +265,7 @@ def add(
     --candidate timings (or --table) the score, results and raw_result are computed
     (repeated timings per configuration: medians, the score's 95% interval and the raw
     samples too); otherwise give --score (0 when nothing could be measured). Missing id, created_at,
-    base_commit (git HEAD) and author (git user.name) are filled in; status defaults
+    base_commit (git HEAD) and author (git's, as on a commit) are filled in; status defaults
     to done; the experiment is validated before anything is written. Prints the new
     id and path. With --pid, the
     operator, dtype and env not given are the parent's.
