@@ -528,3 +528,51 @@ def test_the_score_chart_s_legend_has_a_key_of_each_outcome_it_draws(
         assert keys[outcome][0] == colour, (outcome, keys[outcome], colour)
     assert keys["control"][1].startswith("control"), keys["control"]
     assert drawn["control"] != drawn["marginal"], drawn  # told apart on the chart
+
+
+_SERIES = """() => {
+  const colour = element => getComputedStyle(element).stroke;
+  const lines = Array.from(document.querySelectorAll('svg.score-chart polyline.best'))
+    .map(line => [line.querySelector('title')?.textContent ?? '', colour(line)]);
+  const keys = Array.from(document.querySelectorAll('.legend.series > span')).map(span =>
+    [span.textContent.trim(), getComputedStyle(span.querySelector('.key')).backgroundColor]);
+  const tips = Array.from(document.querySelectorAll('svg.score-chart .pt title'))
+    .map(title => title.textContent);
+  return {lines, keys, tips};
+}"""
+
+
+def test_the_score_chart_tells_each_env_s_lineage_apart(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """One operator tuned on two GPUs: each env's lineage path to its best is drawn in a
+    colour of its own, which a legend names with its dtype and env; each marker's
+    tooltip names its env. Both were drawn in the same green, with no legend per env
+    and the tooltip naming the dtype alone."""
+    operator = "csrc/gemm.cu: sgemm_tiled"
+    for env in ("H100, CUDA 12.4", "MI300X, ROCm 6.2"):
+        parent = ""
+        for score in (1.2, 1.1, 1.3):
+            exp = store.create_experiment(
+                **experiment_fields(
+                    operator_sig=operator, dtype_sig="fp16", env=env, score=score, pid=parent
+                )
+            )
+            parent = exp.id
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    page = open_page(site / "op" / f"{operator_slug(operator)}.html", "score-series")
+    assert page.errors == []
+    found = page.eval(_SERIES)
+    lines = dict(found["lines"])
+    assert sorted(lines) == [
+        "lineage path to the best tip: fp16 · H100, CUDA 12.4",
+        "lineage path to the best tip: fp16 · MI300X, ROCm 6.2",
+    ], found
+    assert len(set(lines.values())) == 2, lines  # two colours
+    keys = dict(found["keys"])
+    for label, colour in lines.items():
+        assert keys[label.split(": ", 1)[1]] == colour, (keys, lines)
+    assert len(found["tips"]) == 6
+    assert sum("H100, CUDA 12.4" in tip for tip in found["tips"]) == 3, found["tips"]
+    assert sum("MI300X, ROCm 6.2" in tip for tip in found["tips"]) == 3, found["tips"]

@@ -442,7 +442,7 @@ def _tooltip(exp: KernelExperiment, id_length: int) -> str:
     )
     cumulative = exp.cumulative_score
     reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
-    said = f"{exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+    said = f"{exp.outcome}  {exp.dtype_sig} · {exp.env}  {exp.change_summary}"
     return f"{exp.id[:id_length]}  {score}{reached}  {said}"
 
 
@@ -461,6 +461,20 @@ def _legend(items: Sequence[tuple[str, str]]) -> str:
         + " ".join(f'<span class="key {cls}"></span>{text(label)}' for cls, label in items)
         + "</p>"
     )
+
+
+def _series_legend(points: Sequence[svg.Point]) -> str:
+    """The colour of each dtype × env's lines on the score chart, when there are two or
+    more ("" for one)."""
+    series = svg.campaign_series(points)
+    if len(series) < 2:
+        return ""
+    keys = "".join(
+        f'<span><span class="key line-best {cls}"></span>{text(svg.campaign_label(campaign))}'
+        "</span> "
+        for campaign, cls in series.items()
+    )
+    return f'<p class="legend series">Lines by dtype · env: {keys}</p>'
 
 
 def _best_path(forest: Sequence[TreeNode], best_id: str) -> list[str]:
@@ -554,6 +568,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 ("line-ci", "interval"),
             ]
         ),
+        _series_legend(points),
         "<p>Each experiment at its cumulative score: the speedup over the operator's "
         "reference, the product of the steps along its lineage.</p>",
         '<div class="scroll">',
