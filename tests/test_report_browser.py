@@ -13,6 +13,7 @@ skipped, unless ``KEXP_REQUIRE_BROWSER`` is set (as CI does), which makes that a
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, experiment_fields
+from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from reportcheck import scored, truth
 from test_report import HOSTILE, hostile_store
 
@@ -576,3 +577,58 @@ def test_the_score_chart_tells_each_env_s_lineage_apart(
     assert len(found["tips"]) == 6
     assert sum("H100, CUDA 12.4" in tip for tip in found["tips"]) == 3, found["tips"]
     assert sum("MI300X, ROCm 6.2" in tip for tip in found["tips"]) == 3, found["tips"]
+
+
+_MARKED = """() => ({
+  lead: document.querySelector('p.lead').textContent,
+  footer: document.querySelector('footer') ? document.querySelector('footer').textContent : '',
+  marked: Array.from(document.querySelectorAll('a.id')).map(link => {
+    const next = link.nextElementSibling;
+    return [link.textContent, next && next.matches('span.ref') ? next.textContent : ''];
+  }),
+})"""
+
+
+def test_a_report_across_refs_says_what_it_read_and_marks_side_branch_work(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """A lead reports the working tree with every branch, and one revision: each report
+    says what it read, and an experiment only a side branch holds is marked with that
+    branch wherever its id is shown, as ``kexp top --all-refs`` labels it. Both read
+    "N experiments (all experiments)" whatever was read, branch work unmarked."""
+
+    def add(summary: str, score: str, *more: str) -> str:
+        printed = run_kexp("add", "--summary", summary, "--score", score, "--json",
+                           "--operator", "csrc/gemm.cu: sgemm", "--dtype", "fp16",
+                           "--env", "H100", "--description", "x", *more, cwd=repo)  # fmt: skip
+        return str(json.loads(printed.stdout)["id"])
+
+    tiling = add("Tiling - +30%", "1.30")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tiling")
+    git(repo, "switch", "-q", "-c", "feat/splitk")
+    split = add("Split-K - +25%", "1.25", "--pid", tiling)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "split-k")
+    git(repo, "switch", "-q", "main")
+    head = git(repo, "rev-parse", "feat/splitk")
+
+    run_kexp("report", "--all-refs", "-o", str(tmp_path / "refs"), cwd=repo)
+    index = open_page(tmp_path / "refs" / "index.html", "refs-index").eval(_MARKED)
+    assert "read from the working tree and 2 refs: feat/splitk, main." in index["lead"]
+    assert "1 of them as only another ref holds it" in index["lead"], index["lead"]
+    assert [split[:10], "on feat/splitk"] in index["marked"], index  # the frontier's best
+    operator = tmp_path / "refs" / "op" / f"{operator_slug('csrc/gemm.cu: sgemm')}.html"
+    page = open_page(operator, "refs-operator").eval(_MARKED)
+    assert "read from the working tree and 2 refs" in page["lead"], page
+    assert [split[:10], "on feat/splitk"] in page["marked"], page
+    assert [tiling[:10], ""] in page["marked"], page  # merged work: no mark
+
+    run_kexp("report", "--rev", "feat/splitk", "-o", str(tmp_path / "rev"), cwd=repo)
+    index = open_page(tmp_path / "rev" / "index.html", "rev-index").eval(_MARKED)
+    assert f"read from revision feat/splitk ({head[:12]})." in index["lead"], index
+    assert all(mark == "" for _, mark in index["marked"]), index
+
+    run_kexp("report", "-o", str(tmp_path / "tree"), cwd=repo)
+    index = open_page(tmp_path / "tree" / "index.html", "tree-index").eval(_MARKED)
+    assert "read from the working tree." in index["lead"], index
