@@ -539,7 +539,9 @@ _SERIES = """() => {
     [span.textContent.trim(), getComputedStyle(span.querySelector('.key')).backgroundColor]);
   const tips = Array.from(document.querySelectorAll('svg.score-chart .pt title'))
     .map(title => title.textContent);
-  return {lines, keys, tips};
+  const lessons = Array.from(document.querySelectorAll('ul.lessons > li'))
+    .map(item => item.textContent);
+  return {lines, keys, tips, lessons};
 }"""
 
 
@@ -548,12 +550,12 @@ def test_the_score_chart_tells_each_env_s_lineage_apart(
 ) -> None:
     """One operator tuned on two GPUs: each env's lineage path to its best is drawn in a
     colour of its own, which a legend names with its dtype and env; each marker's
-    tooltip names its env. Both were drawn in the same green, with no legend per env
-    and the tooltip naming the dtype alone."""
+    tooltip and each lesson names its env. Both were drawn in the same green, with no
+    legend per env, the tooltip naming the dtype alone and the lessons neither."""
     operator = "csrc/gemm.cu: sgemm_tiled"
     for env in ("H100, CUDA 12.4", "MI300X, ROCm 6.2"):
         parent = ""
-        for score in (1.2, 1.1, 1.3):
+        for score in (1.2, 1.1, 1.3, 0.9):
             exp = store.create_experiment(
                 **experiment_fields(
                     operator_sig=operator, dtype_sig="fp16", env=env, score=score, pid=parent
@@ -574,9 +576,12 @@ def test_the_score_chart_tells_each_env_s_lineage_apart(
     keys = dict(found["keys"])
     for label, colour in lines.items():
         assert keys[label.split(": ", 1)[1]] == colour, (keys, lines)
-    assert len(found["tips"]) == 6
-    assert sum("H100, CUDA 12.4" in tip for tip in found["tips"]) == 3, found["tips"]
-    assert sum("MI300X, ROCm 6.2" in tip for tip in found["tips"]) == 3, found["tips"]
+    assert len(found["tips"]) == 8
+    assert sum("H100, CUDA 12.4" in tip for tip in found["tips"]) == 4, found["tips"]
+    assert sum("MI300X, ROCm 6.2" in tip for tip in found["tips"]) == 4, found["tips"]
+    assert len(found["lessons"]) == 2, found["lessons"]  # a regression on each GPU
+    assert sum("(fp16 · H100, CUDA 12.4)" in item for item in found["lessons"]) == 1
+    assert sum("(fp16 · MI300X, ROCm 6.2)" in item for item in found["lessons"]) == 1
 
 
 _MARKED = """() => ({

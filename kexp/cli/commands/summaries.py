@@ -209,8 +209,9 @@ def _campaign_lines(lesson: Lesson, width: int | None) -> list[str]:
     head = "      On: "
     tail = "".join(f" · {one_line(v)}" for v in (lesson.dtype_sig, lesson.env) if v)
     operator = one_line(lesson.operator_sig) or "(no operator)"
-    if width is not None:
-        operator = shorten_operator(operator, max(16, width - len(head) - len(tail)))
+    if width is not None:  # the kernel's name whole (to 40), a long env wrapped under it
+        kernel = min(len(operator), len(operator.rpartition(": ")[2]), 40)
+        operator = shorten_operator(operator, max(kernel, width - len(head) - len(tail)))
     return wrap_under(head, operator + tail, width)
 
 

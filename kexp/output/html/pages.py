@@ -746,7 +746,8 @@ def _experiments_table(
 def _lesson_entries(
     site: Site, members: Sequence[KernelExperiment], root: str
 ) -> list[tuple[str, str]]:
-    """(outcome, list item) of every lesson of an operator, grouped as
+    """(outcome, list item) of every lesson of an operator, with its dtype and env,
+    grouped as
     :data:`~kexp.agents.lessons.LESSON_GROUPS` orders them, oldest first in a group."""
     groups: dict[str, list[KernelExperiment]] = {name: [] for name in LESSON_GROUPS}
     for exp in members:
@@ -761,7 +762,9 @@ def _lesson_entries(
                 (
                     name,
                     f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
-                    f"{one_line(exp.change_summary)}"
+                    f"{one_line(exp.change_summary)} "
+                    f'<span class="campaign">({text(svg.campaign_label((exp.dtype_sig, exp.env)))})'
+                    "</span>"
                     f'<div class="insight">Key insight: {shown}</div></li>',
                 )
             )
