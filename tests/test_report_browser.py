@@ -541,7 +541,8 @@ _SERIES = """() => {
     .map(title => title.textContent);
   const lessons = Array.from(document.querySelectorAll('ul.lessons > li'))
     .map(item => item.textContent);
-  return {lines, keys, tips, lessons};
+  const edges = Array.from(document.querySelectorAll('svg.lineage path.edge.bp')).map(colour);
+  return {lines, keys, tips, lessons, edges};
 }"""
 
 
@@ -550,8 +551,9 @@ def test_the_score_chart_tells_each_env_s_lineage_apart(
 ) -> None:
     """One operator tuned on two GPUs: each env's lineage path to its best is drawn in a
     colour of its own, which a legend names with its dtype and env; each marker's
-    tooltip and each lesson names its env. Both were drawn in the same green, with no
-    legend per env, the tooltip naming the dtype alone and the lessons neither."""
+    tooltip and each lesson names its env; the lineage trees draw each path in its
+    colour. Both were drawn in the same green, with no legend per env, the tooltip
+    naming the dtype alone and the lessons neither."""
     operator = "csrc/gemm.cu: sgemm_tiled"
     for env in ("H100, CUDA 12.4", "MI300X, ROCm 6.2"):
         parent = ""
@@ -573,6 +575,7 @@ def test_the_score_chart_tells_each_env_s_lineage_apart(
         "lineage path to the best tip: fp16 · MI300X, ROCm 6.2",
     ], found
     assert len(set(lines.values())) == 2, lines  # two colours
+    assert sorted(found["edges"]) == sorted(lines.values()), found  # the lineage's too
     keys = dict(found["keys"])
     for label, colour in lines.items():
         assert keys[label.split(": ", 1)[1]] == colour, (keys, lines)

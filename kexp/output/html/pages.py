@@ -568,6 +568,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         )
         for exp in members
     ]
+    series = svg.campaign_series(points)
     parts = [
         f"<h1>{one_line(operator or '(none)')}</h1>",
         f'<p class="lead">{len(members):,} experiments: {_counts_line(counts)}'
@@ -631,7 +632,8 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         "</div>",
         f"<h2>Lineage ({len(forest):,} tree{'' if len(forest) == 1 else 's'})</h2>",
         "<p>Each tree grows to the right, one generation per column. The path to the "
-        "best tip of each dtype × env is drawn thick, the best ringed in green; a node ringed in "
+        "best tip of each dtype × env is drawn thick, in its colour on the chart above, the "
+        "best ringed in green; a node ringed in "
         "red is a dead end (built on, but nothing built on it reached a higher "
         "cumulative score, other than within noise).</p>",
         '<div class="scroll tall">',
@@ -643,6 +645,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 + ("  [dead end]" if node.dead_end else "")
             ),
             best_paths=paths,
+            path_classes=[series[best.dtype_sig, best.env] for best in bests],
         ),
         "</div>",
     ]

@@ -293,16 +293,19 @@ def lineage_graph(
     label: Callable[[TreeNode], str],
     *,
     best_paths: Sequence[Sequence[str]] = (),
+    path_classes: Sequence[str] = (),
     width: int = 960,
 ) -> str:
     """The trees of ``forest`` packed in shelves ``width`` wide (biggest first).
 
     ``href`` and ``label`` give each node's link and tooltip; each of ``best_paths``
     holds the ids from a root to the best experiment of a campaign (operator × dtype ×
-    env: drawn thick, the best ringed). Past :data:`MAX_LINKED` nodes, only those of
+    env: drawn thick, the best ringed), in the colour of its class in ``path_classes``
+    (:func:`campaign_series`) when given. Past :data:`MAX_LINKED` nodes, only those of
     ``best_paths`` are links.
     """
     on_path = frozenset(i for path in best_paths for i in path)
+    colour = {i: cls for path, cls in zip(best_paths, path_classes, strict=False) for i in path}
     best_ids = frozenset(path[-1] for path in best_paths if path)
     dense: dict[str, list[str]] = {}
     ends: list[str] = []
@@ -330,7 +333,7 @@ def lineage_graph(
     total_w = max(float(width), widest + margin)
     total_h = y + shelf + margin
     edges: list[str] = []
-    best_edges: list[str] = []
+    best_edges: dict[str, list[str]] = {}
     nodes: list[str] = []
     at: dict[int, tuple[float, float]] = {}
     for box, (where, _, _) in zip(boxes, layouts, strict=True):
@@ -344,7 +347,10 @@ def lineage_graph(
                 middle = px + dx / 2  # an elbow: along, down the spine, along
                 segment = f"M{_f(px)} {_f(py)}H{_f(middle)}V{_f(cy)}H{_f(cx)}"
                 on = child.experiment.id in on_path and node.experiment.id in on_path
-                (best_edges if on else edges).append(segment)
+                if on:
+                    best_edges.setdefault(colour.get(child.experiment.id, ""), []).append(segment)
+                else:
+                    edges.append(segment)
             exp = node.experiment
             classes = f"nd o-{exp.outcome}"
             if exp.id in on_path:
@@ -369,7 +375,10 @@ def lineage_graph(
         f'<svg class="chart lineage" viewBox="0 0 {_f(total_w)} {_f(total_h)}" '
         f'width="{_f(total_w)}" height="{_f(total_h)}" role="img" aria-label="lineage">'
         f'<path class="edge" d="{"".join(edges)}"/>'
-        f'<path class="edge bp" d="{"".join(best_edges)}"/>'
+        + "".join(
+            f'<path class="{" ".join(("edge bp", cls)).strip()}" d="{"".join(parts)}"/>'
+            for cls, parts in best_edges.items()
+        )
         + rings
         + _dense_paths("nds", dense)
         + "".join(nodes)
