@@ -631,6 +631,12 @@ def test_a_report_across_refs_says_what_it_read_and_marks_side_branch_work(
     assert "read from the working tree and 2 refs" in page["lead"], page
     assert [split[:10], "on feat/splitk"] in page["marked"], page
     assert [tiling[:10], ""] in page["marked"], page  # merged work: no mark
+    opened = open_page(tmp_path / "refs" / experiment_path(split), "refs-experiment", split)
+    rows = opened.eval(
+        f"""() => Array.from(document.querySelectorAll('section[id="{split}"] tr'))
+        .map(row => row.textContent)"""
+    )
+    assert "whereon feat/splitk" in rows, rows
 
     run_kexp("report", "--rev", "feat/splitk", "-o", str(tmp_path / "rev"), cwd=repo)
     index = open_page(tmp_path / "rev" / "index.html", "rev-index").eval(_MARKED)

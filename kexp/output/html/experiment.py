@@ -94,7 +94,7 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
         rows.append(("file", f"<code>{text(path)}</code>"))
     found = site.found_on(exp)
     if found:
-        rows.append(("found on", f'<span class="ref">{text(found)}</span>'))
+        rows.append(("where", f'<span class="ref">{text(found)}</span>'))
     parts = [
         f"<h1>{one_line(exp.change_summary) or '(no summary)'}</h1>",
         '<table class="fields">'

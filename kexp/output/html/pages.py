@@ -178,23 +178,24 @@ class Site:
         if exp_id not in self.by_id:
             return f'<span class="id missing" title="not in this report">{shown}</span>'
         found = self.found_on(self.by_id[exp_id])
-        mark = f' <span class="ref">on {text(found)}</span>' if found else ""
+        mark = f' <span class="ref">{text(found)}</span>' if found else ""
         return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>{mark}'
 
     def found_on(self, exp: KernelExperiment) -> str:
         """Where a report read across refs found ``exp`` when the working tree does not
         hold it, or holds it built on a side branch's version, as ``kexp top --all-refs``
-        says it (``feat/splitk +1``, ``origin/x (unmerged)``); "" otherwise."""
+        says it (``on feat/splitk +1``, ``on origin/x (unmerged)``, ``built on
+        unmerged``); "" otherwise."""
         sighting = exp.where if self.reads_refs else None
         if sighting is None:
             return ""
         unmerged = sighting.unmerged
-        if sighting.local and unmerged is None:
-            return ""
+        if sighting.local:
+            return "" if unmerged is None else "built on unmerged"
         found = sighting.ref + (f" +{len(sighting.refs) - 1}" if len(sighting.refs) > 1 else "")
         if unmerged is not None:
             found += " (unmerged)" if unmerged.own else " (built on unmerged)"
-        return " ".join(found.split())
+        return "on " + " ".join(found.split())
 
     def operator_href(self, operator: str, root: str) -> str:
         """The relative link to an operator's page."""
@@ -324,7 +325,8 @@ def _elsewhere(site: Site) -> str:
         return ""
     return (
         f" {count:,} of them as only another ref holds {'it' if count == 1 else 'them'} (not"
-        ' merged into the working tree): marked <span class="ref">on REF</span> beside the id.'
+        ' merged into the working tree), or built on such work: marked <span class="ref">on'
+        ' REF</span> or <span class="ref">built on unmerged</span> beside the id.'
     )
 
 
