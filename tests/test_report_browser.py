@@ -13,6 +13,7 @@ skipped, unless ``KEXP_REQUIRE_BROWSER`` is set (as CI does), which makes that a
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, experiment_fields
+from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 from reportcheck import scored, truth
 from test_report import HOSTILE, hostile_store
 
@@ -528,3 +529,120 @@ def test_the_score_chart_s_legend_has_a_key_of_each_outcome_it_draws(
         assert keys[outcome][0] == colour, (outcome, keys[outcome], colour)
     assert keys["control"][1].startswith("control"), keys["control"]
     assert drawn["control"] != drawn["marginal"], drawn  # told apart on the chart
+
+
+_SERIES = """() => {
+  const colour = element => getComputedStyle(element).stroke;
+  const lines = Array.from(document.querySelectorAll('svg.score-chart polyline.best'))
+    .map(line => [line.querySelector('title')?.textContent ?? '', colour(line)]);
+  const keys = Array.from(document.querySelectorAll('.legend.series > span')).map(span =>
+    [span.textContent.trim(), getComputedStyle(span.querySelector('.key')).backgroundColor]);
+  const tips = Array.from(document.querySelectorAll('svg.score-chart .pt title'))
+    .map(title => title.textContent);
+  const lessons = Array.from(document.querySelectorAll('ul.lessons > li'))
+    .map(item => item.textContent);
+  const edges = Array.from(document.querySelectorAll('svg.lineage path.edge.bp')).map(colour);
+  return {lines, keys, tips, lessons, edges};
+}"""
+
+
+def test_the_score_chart_tells_each_env_s_lineage_apart(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """One operator tuned on two GPUs: each env's lineage path to its best is drawn in a
+    colour of its own, which a legend names with its dtype and env; each marker's
+    tooltip and each lesson names its env; the lineage trees draw each path in its
+    colour. Both were drawn in the same green, with no legend per env, the tooltip
+    naming the dtype alone and the lessons neither."""
+    operator = "csrc/gemm.cu: sgemm_tiled"
+    for env in ("H100, CUDA 12.4", "MI300X, ROCm 6.2"):
+        parent = ""
+        for score in (1.2, 1.1, 1.3, 0.9):
+            exp = store.create_experiment(
+                **experiment_fields(
+                    operator_sig=operator, dtype_sig="fp16", env=env, score=score, pid=parent
+                )
+            )
+            parent = exp.id
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    page = open_page(site / "op" / f"{operator_slug(operator)}.html", "score-series")
+    assert page.errors == []
+    found = page.eval(_SERIES)
+    lines = dict(found["lines"])
+    assert sorted(lines) == [
+        "lineage path to the best tip: fp16 · H100, CUDA 12.4",
+        "lineage path to the best tip: fp16 · MI300X, ROCm 6.2",
+    ], found
+    assert len(set(lines.values())) == 2, lines  # two colours
+    assert sorted(found["edges"]) == sorted(lines.values()), found  # the lineage's too
+    keys = dict(found["keys"])
+    for label, colour in lines.items():
+        assert keys[label.split(": ", 1)[1]] == colour, (keys, lines)
+    assert len(found["tips"]) == 8
+    assert sum("H100, CUDA 12.4" in tip for tip in found["tips"]) == 4, found["tips"]
+    assert sum("MI300X, ROCm 6.2" in tip for tip in found["tips"]) == 4, found["tips"]
+    assert len(found["lessons"]) == 2, found["lessons"]  # a regression on each GPU
+    assert sum("(fp16 · H100, CUDA 12.4)" in item for item in found["lessons"]) == 1
+    assert sum("(fp16 · MI300X, ROCm 6.2)" in item for item in found["lessons"]) == 1
+
+
+_MARKED = """() => ({
+  lead: document.querySelector('p.lead').textContent,
+  footer: document.querySelector('footer') ? document.querySelector('footer').textContent : '',
+  marked: Array.from(document.querySelectorAll('a.id')).map(link => {
+    const next = link.nextElementSibling;
+    return [link.textContent, next && next.matches('span.ref') ? next.textContent : ''];
+  }),
+})"""
+
+
+def test_a_report_across_refs_says_what_it_read_and_marks_side_branch_work(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """A lead reports the working tree with every branch, and one revision: each report
+    says what it read, and an experiment only a side branch holds is marked with that
+    branch wherever its id is shown, as ``kexp top --all-refs`` labels it. Both read
+    "N experiments (all experiments)" whatever was read, branch work unmarked."""
+
+    def add(summary: str, score: str, *more: str) -> str:
+        printed = run_kexp("add", "--summary", summary, "--score", score, "--json",
+                           "--operator", "csrc/gemm.cu: sgemm", "--dtype", "fp16",
+                           "--env", "H100", "--description", "x", *more, cwd=repo)  # fmt: skip
+        return str(json.loads(printed.stdout)["id"])
+
+    tiling = add("Tiling - +30%", "1.30")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tiling")
+    git(repo, "switch", "-q", "-c", "feat/splitk")
+    split = add("Split-K - +25%", "1.25", "--pid", tiling)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "split-k")
+    git(repo, "switch", "-q", "main")
+    head = git(repo, "rev-parse", "feat/splitk")
+
+    run_kexp("report", "--all-refs", "-o", str(tmp_path / "refs"), cwd=repo)
+    index = open_page(tmp_path / "refs" / "index.html", "refs-index").eval(_MARKED)
+    assert "read from the working tree and 2 refs: feat/splitk, main." in index["lead"]
+    assert "1 of them as only another ref holds it" in index["lead"], index["lead"]
+    assert [split[:10], "on feat/splitk"] in index["marked"], index  # the frontier's best
+    operator = tmp_path / "refs" / "op" / f"{operator_slug('csrc/gemm.cu: sgemm')}.html"
+    page = open_page(operator, "refs-operator").eval(_MARKED)
+    assert "read from the working tree and 2 refs" in page["lead"], page
+    assert [split[:10], "on feat/splitk"] in page["marked"], page
+    assert [tiling[:10], ""] in page["marked"], page  # merged work: no mark
+    opened = open_page(tmp_path / "refs" / experiment_path(split), "refs-experiment", split)
+    rows = opened.eval(
+        f"""() => Array.from(document.querySelectorAll('section[id="{split}"] tr'))
+        .map(row => row.textContent)"""
+    )
+    assert "whereon feat/splitk" in rows, rows
+
+    run_kexp("report", "--rev", "feat/splitk", "-o", str(tmp_path / "rev"), cwd=repo)
+    index = open_page(tmp_path / "rev" / "index.html", "rev-index").eval(_MARKED)
+    assert f"read from revision feat/splitk ({head[:12]})." in index["lead"], index
+    assert all(mark == "" for _, mark in index["marked"]), index
+
+    run_kexp("report", "-o", str(tmp_path / "tree"), cwd=repo)
+    index = open_page(tmp_path / "tree" / "index.html", "tree-index").eval(_MARKED)
+    assert "read from the working tree." in index["lead"], index

@@ -5,17 +5,26 @@ groups alone). Groups, in this order: ``buggy`` (crashed or wrong results),
 ``regression`` (slower), ``marginal`` (within noise: inside the thresholds, or its 95 %
 interval holds 1), ``interference`` (a combination whose cumulative score is below the
 best of those it combines). Controls (tag ``control``, A/A runs) are no lessons: the
-newest of each env is its measured noise floor (:func:`noise_floors`).
+newest of each env is its measured noise floor (:func:`noise_floors`). Each lesson
+names its campaign (operator × dtype × env); a step measured against the reference but
+judged over its parent says its speedup over the parent (:attr:`Lesson.over_parent`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.errors import KexpError
 from kexp.core.model import KernelExperiment
-from kexp.core.outcome import describe_control, is_control, latest_control, shown_score
+from kexp.core.outcome import (
+    describe_control,
+    is_control,
+    judged_over_parent,
+    latest_control,
+    shown_score,
+)
 from kexp.format.fileformat import error_line, key_insight
 
 if TYPE_CHECKING:
@@ -47,6 +56,19 @@ class Lesson:
     #: The run's status: a timed-out run measured nothing, whatever its score and
     #: outcome (:attr:`shown_score`).
     status: str = ""
+    #: The env it ran on: with ``operator_sig`` and ``dtype_sig``, its campaign.
+    env: str = ""
+    #: Its parent's id ("" for a root).
+    pid: str = ""
+    #: A step measured against the reference but judged over its parent
+    #: (:func:`kexp.core.outcome.judged_over_parent`): its speedup over the parent's
+    #: code (its score over the parent's cumulative score); None for any other.
+    over_parent: float | None = None
+
+    @property
+    def campaign(self) -> tuple[str, str, str]:
+        """Its campaign: (operator, dtype, env)."""
+        return (self.operator_sig, self.dtype_sig, self.env)
 
     @property
     def shown_score(self) -> float | None:
@@ -55,11 +77,12 @@ class Lesson:
         return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (stable keys; ``score_ci`` and ``error`` only when there is
-        one, as ``--json`` leaves out an empty optional field)."""
+        """JSON-ready data (stable keys; ``score_ci``, ``error``, ``pid`` and
+        ``over_parent`` only when there is one, as ``--json`` leaves out an empty
+        optional field)."""
         data = dataclasses.asdict(self)
-        for optional in ("score_ci", "error"):
-            if not data[optional]:
+        for optional in ("score_ci", "error", "pid", "over_parent"):
+            if data[optional] in ((), "", None):
                 del data[optional]
         if self.score_ci:
             data["score_ci"] = list(self.score_ci)
@@ -74,11 +97,16 @@ def taught(key_insight: str, error: str) -> str:
     return f"(none recorded; the error: {error})"
 
 
-def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Lesson]]:
-    """Group experiments into :data:`LESSON_GROUPS` (each key present, maybe empty).
+def group_lessons(
+    experiments: Iterable[KernelExperiment], parents: Mapping[str, float | None] | None = None
+) -> dict[str, list[Lesson]]:
+    """Group experiments into :data:`LESSON_GROUPS` (each key present, maybe empty);
+    ``parents``: the cumulative score of each parent a step judged over its parent has,
+    by id (:attr:`Lesson.over_parent`).
 
     Improvements, pending experiments and controls are not lessons and are left out.
     """
+    known = parents or {}
     groups: dict[str, list[Lesson]] = {name: [] for name in LESSON_GROUPS}
     for exp in experiments:
         if is_control(exp):
@@ -97,9 +125,21 @@ def group_lessons(experiments: Iterable[KernelExperiment]) -> dict[str, list[Les
                     score_ci=tuple(exp.score_ci),
                     error=error_line(exp.error_message),
                     status=exp.status,
+                    env=exp.env,
+                    pid=exp.pid,
+                    over_parent=_over(exp, known.get(exp.pid)),
                 )
             )
     return groups
+
+
+def _over(exp: KernelExperiment, parent: float | None) -> float | None:
+    """``exp``'s speedup over its parent's code when it is judged over its parent and
+    both the score and the parent's cumulative score measured something."""
+    score = shown_score(exp.score, exp.status)
+    if not judged_over_parent(exp) or not parent or score is None:
+        return None
+    return float(score) / parent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +192,25 @@ def lesson_report(store: StoreView, **filters: Any) -> LessonReport:
     found = store.list_experiments(brief=True, **filters)
     failed = [e for e in found if e.outcome in LESSON_GROUPS and not is_control(e)]
     where = {e.id: e.where for e in failed if e.where is not None}
+    parents = _parent_scores(store, found, [e.pid for e in failed if judged_over_parent(e)])
     # Only the lessons' files are read, for their key insights.
-    return LessonReport(group_lessons(store.with_bodies(failed)), noise_floors(found), where)
+    groups = group_lessons(store.with_bodies(failed), parents)
+    return LessonReport(groups, noise_floors(found), where)
+
+
+def _parent_scores(
+    store: StoreView, found: Iterable[KernelExperiment], wanted: Iterable[str]
+) -> dict[str, float | None]:
+    """The cumulative score of each parent ``wanted``: from ``found`` where it is there,
+    else from ``store`` (None when it is in neither)."""
+    wanted = set(wanted)
+    scores: dict[str, float | None] = {e.id: e.cumulative_score for e in found if e.id in wanted}
+    for pid in wanted - scores.keys():
+        try:
+            scores[pid] = store.get_experiment(pid).cumulative_score
+        except KexpError:
+            scores[pid] = None
+    return scores
 
 
 def lessons(store: StoreView, **filters: Any) -> dict[str, list[Lesson]]:

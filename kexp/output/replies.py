@@ -81,19 +81,24 @@ class LessonsShown(NamedTuple):
 def lessons_by_insight(
     items: Sequence[Lesson], where: Mapping[str, Sighting] | None = None
 ) -> list[tuple[Lesson, int]]:
-    """``items`` (oldest first) with the lessons of one key insight taken together: the
-    newest of each insight, with how many lessons taught it, in the order of the newest.
-    A lesson that taught nothing recorded stands alone; read across refs (``where``: by
-    id, where each was found), only lessons found at the same ref are taken together."""
+    """``items`` (oldest first) with the lessons of one key insight in one campaign
+    (operator × dtype × env) taken together: the newest of each, with how many lessons
+    taught it, in the order of the newest. A lesson that taught nothing recorded stands
+    alone; read across refs (``where``: by id, where each was found), only lessons
+    found at the same ref are taken together."""
     from kexp.agents.lessons import taught
 
     found = where or {}
     said = [
-        (taught(lesson.key_insight, lesson.error).strip(), _ref(found.get(lesson.id)))
+        (
+            taught(lesson.key_insight, lesson.error).strip(),
+            _ref(found.get(lesson.id)),
+            *lesson.campaign,
+        )
         for lesson in items
     ]
-    counts: dict[tuple[str, str], int] = {}
-    newest: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, ...], int] = {}
+    newest: dict[tuple[str, ...], int] = {}
     for number, insight in enumerate(said):
         if insight[0]:
             counts[insight] = counts.get(insight, 0) + 1
@@ -118,9 +123,9 @@ def lessons_shown(
     each: bool = False,
 ) -> dict[str, LessonsShown]:
     """What ``kexp lessons`` prints of ``report``'s ``groups`` (every group when none):
-    per group, the lessons of one key insight as one entry (:func:`lessons_by_insight`;
-    ``each``: every lesson an entry of its own), the newest ``limit`` entries (all when
-    None)."""
+    per group, the lessons of one key insight in one campaign as one entry
+    (:func:`lessons_by_insight`; ``each``: every lesson an entry of its own), the newest
+    ``limit`` entries (all when None)."""
     shown: dict[str, LessonsShown] = {}
     for name, items in chosen_lessons(report, groups).items():
         entries = (

@@ -20,8 +20,10 @@ from kexp.cli.commands.terminal import (
     one_line,
     paged_output,
     print_table,
+    shorten_operator,
     styler,
     terminal_width,
+    wrap_under,
 )
 
 if TYPE_CHECKING:
@@ -65,8 +67,9 @@ def lessons(
 ) -> None:
     """The failures to learn from: buggy, failed, regression, marginal, interference.
 
-    Each with its summary and the "Key insight" line of its description; the lessons
-    that taught one key insight are one entry, its newest, with how many they are; at
+    Each with its summary, its campaign (operator · dtype · env) and the "Key
+    insight" line of its description; the lessons of one campaign that taught one key
+    insight are one entry, its newest, with how many they are; at
     most the newest 20 entries of a group (-n N: N; --all: every lesson, each on its
     own), the last line saying how many more. Controls (tag
     control, A/A runs) are no lessons: the newest of each env is shown first as its
@@ -142,10 +145,11 @@ def _print_floor(floor: str, where: str, width: int | None) -> None:
 def _print_lesson(
     lesson: Lesson, width: int | None, id_length: int, found: str = "", count: int = 1
 ) -> None:
-    """One lesson: id (``id_length`` characters), score and summary, then where it was
-    found (``found``, read across refs: ``Ref: origin/kexp/bob``) and its key insight,
-    with how many lessons taught it (``count``) when more than this one, wrapped (never
-    cut) to the terminal's width."""
+    """One lesson: id (``id_length`` characters), score and summary, its campaign
+    (``On: operator · dtype · env``), a step judged over its parent its speedup over
+    it, then where it was found (``found``, read across refs: ``Ref: origin/kexp/bob``)
+    and its key insight, with how many lessons taught it (``count``) when more than this
+    one, wrapped (never cut) to the terminal's width."""
     import textwrap
 
     from kexp.agents.lessons import taught
@@ -157,8 +161,18 @@ def _print_lesson(
     summary = one_line(lesson.change_summary)
     insight = one_line(taught(lesson.key_insight, lesson.error)) or "(no key insight recorded)"
     label = "      Key insight: " if count == 1 else f"      Key insight ({count:,} lessons): "
+    notes = _campaign_lines(lesson, width)
+    if lesson.over_parent is not None:
+        change = (lesson.over_parent - 1) * 100
+        notes += wrap_under(
+            "      ",
+            f"Over parent {lesson.pid[:id_length]}: {lesson.over_parent:.4f} ({change:+.1f}%);"
+            f" {score.strip()} is over the reference",
+            width,
+        )
     if width is None:
         click.echo(head + summary)
+        click.echo("\n".join(notes))
         if found:
             click.echo(f"      Ref: {found}")
         click.echo(label + insight)
@@ -173,6 +187,7 @@ def _print_lesson(
     click.echo(head + lines[0])
     for line in lines[1:]:
         click.echo(" " * len(head) + line)
+    click.echo("\n".join(notes))
     if found:
         for line in textwrap.wrap(
             found, max(31, width), initial_indent="      Ref: ", subsequent_indent=" " * 11
@@ -186,6 +201,18 @@ def _print_lesson(
         break_on_hyphens=False,
     ):
         click.echo(line)
+
+
+def _campaign_lines(lesson: Lesson, width: int | None) -> list[str]:
+    """``      On: operator · dtype · env``: the operator shortened (its kernel's name
+    kept) where the line would be wider than ``width``, then wrapped."""
+    head = "      On: "
+    tail = "".join(f" · {one_line(v)}" for v in (lesson.dtype_sig, lesson.env) if v)
+    operator = one_line(lesson.operator_sig) or "(no operator)"
+    if width is not None:  # the kernel's name whole (to 40), a long env wrapped under it
+        kernel = min(len(operator), len(operator.rpartition(": ")[2]), 40)
+        operator = shorten_operator(operator, max(kernel, width - len(head) - len(tail)))
+    return wrap_under(head, operator + tail, width)
 
 
 _OUTCOME_COLUMNS = (

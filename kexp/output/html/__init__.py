@@ -68,6 +68,7 @@ from kexp.output.html.pages import (
     experiment_path,
     operator_pages,
     overview_page,
+    scope_text,
 )
 from kexp.storage import atomic
 from kexp.storage.locking import folder_lock
@@ -135,7 +136,9 @@ def build_report(
     now: dt.datetime | None = None,
     **filters: Any,
 ) -> ReportResult:
-    """Write the report of the experiments of ``store`` matching ``filters``.
+    """Write the report of the experiments of ``store`` matching ``filters``; its pages
+    say what it read (the working tree, a revision, the refs read with it) and mark an
+    experiment the working tree does not hold with where it was found.
 
     ``output`` is the folder to write (default :func:`default_output`); it is replaced
     as a whole when the report is complete. ``now`` is the time the pages say they were
@@ -146,13 +149,17 @@ def build_report(
     _check_output(target)
     experiments = store.list_experiments(brief=True, **filters)
     stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    places = store.source.places
+    scope = scope_text(store.revision, store.commit, places)
     site = Site(
         experiments=experiments,
         store_root=store.root,
-        footer=f"kexp {text(__version__)} · generated {text(stamp)}",
-        page_footer=f"kexp {text(__version__)}",
+        footer=f"kexp {text(__version__)} · generated {text(stamp)} from {text(scope)}",
+        page_footer=f"kexp {text(__version__)} · {text(scope)}",
         filters={k: v for k, v in filters.items() if v is not None},
         id_length=store.shown_id_length(exp.id for exp in experiments),
+        scope=scope,
+        reads_refs=places is not None,
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(target.parent, WAIT_S):

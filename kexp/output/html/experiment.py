@@ -26,7 +26,14 @@ def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
     one when both are the same). Keep it in step with :func:`experiment_page`."""
 
     def brief(other: KernelExperiment) -> tuple[Any, ...]:
-        return (other.id, other.score, other.outcome, other.change_summary, score_interval(other))
+        return (
+            other.id,
+            other.score,
+            other.outcome,
+            other.change_summary,
+            score_interval(other),
+            site.found_on(other),  # marked beside its link
+        )
 
     parent = site.by_id.get(exp.pid) if exp.pid else None
     return repr(
@@ -42,6 +49,8 @@ def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
             [brief(kid) for kid in site.children.get(exp.id, [])],
             [other in site.by_id for other in exp.combines],
             exp.operator_sig in site.slugs,
+            site.found_on(exp),
+            [site.found_on(site.by_id[i]) for i in exp.combines if i in site.by_id],
         )
     )
 
@@ -83,6 +92,9 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     path = site.relative_path(exp)
     if path:
         rows.append(("file", f"<code>{text(path)}</code>"))
+    found = site.found_on(exp)
+    if found:
+        rows.append(("where", f'<span class="ref">{text(found)}</span>'))
     parts = [
         f"<h1>{one_line(exp.change_summary) or '(no summary)'}</h1>",
         '<table class="fields">'

@@ -150,6 +150,11 @@ class Site:
     #: How many characters of an id the pages print: as the command's listings, each id
     #: unique among the store's (:meth:`kexp.storage.reader.StoreReader.shown_id_length`).
     id_length: int = SHOWN_LENGTH
+    #: What the report read, in words (:func:`scope_text`): its header says it.
+    scope: str = "the working tree"
+    #: Whether it read refs besides the working tree: an experiment the working tree
+    #: does not hold is marked with where it was found (:meth:`found_on`).
+    reads_refs: bool = False
     by_id: dict[str, KernelExperiment] = dataclasses.field(init=False)
     children: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
     operators: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
@@ -167,11 +172,30 @@ class Site:
         self.slugs = {op: operator_slug(op) for op in self.operators}
 
     def experiment_link(self, exp_id: str, root: str, label: str | None = None) -> str:
-        """A link to an experiment's page (plain text when it is not in the report)."""
+        """A link to an experiment's page (plain text when it is not in the report),
+        marked with where it was found when the working tree does not hold it."""
         shown = one_line(label if label is not None else exp_id[: self.id_length])
         if exp_id not in self.by_id:
             return f'<span class="id missing" title="not in this report">{shown}</span>'
-        return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>'
+        found = self.found_on(self.by_id[exp_id])
+        mark = f' <span class="ref">{text(found)}</span>' if found else ""
+        return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>{mark}'
+
+    def found_on(self, exp: KernelExperiment) -> str:
+        """Where a report read across refs found ``exp`` when the working tree does not
+        hold it, or holds it built on a side branch's version, as ``kexp top --all-refs``
+        says it (``on feat/splitk +1``, ``on origin/x (unmerged)``, ``built on
+        unmerged``); "" otherwise."""
+        sighting = exp.where if self.reads_refs else None
+        if sighting is None:
+            return ""
+        unmerged = sighting.unmerged
+        if sighting.local:
+            return "" if unmerged is None else "built on unmerged"
+        found = sighting.ref + (f" +{len(sighting.refs) - 1}" if len(sighting.refs) > 1 else "")
+        if unmerged is not None:
+            found += " (unmerged)" if unmerged.own else " (built on unmerged)"
+        return "on " + " ".join(found.split())
 
     def operator_href(self, operator: str, root: str) -> str:
         """The relative link to an operator's page."""
@@ -267,6 +291,19 @@ def _mix(counts: dict[str, int]) -> str:
     )
 
 
+def scope_text(revision: str | None, commit: str | None, places: Sequence[str] | None) -> str:
+    """What a report read, in words: ``the working tree``, ``revision HEAD~1
+    (3f2c9e1a7b8d)``, or ``the working tree and 2 refs: feat/x, origin/main`` (the
+    refs after the working tree in ``places``; the first 6 named)."""
+    if commit is not None:
+        return f"revision {revision or commit} ({commit[:12]})"
+    refs = list(places or ())[1:]
+    if not places:
+        return "the working tree"
+    named = ", ".join(refs[:6]) + (f" and {len(refs) - 6:,} more" if len(refs) > 6 else "")
+    return f"the working tree and {len(refs):,} ref{'' if len(refs) == 1 else 's'}: {named}"
+
+
 def _filters_text(filters: dict[str, Any]) -> str:
     if not filters:
         return "all experiments"
@@ -280,6 +317,19 @@ def _filters_text(filters: dict[str, Any]) -> str:
 # --- overview ---------------------------------------------------------------------------
 
 
+def _elsewhere(site: Site) -> str:
+    """How many experiments the working tree does not hold as read (" N of them ...",
+    "" when none is, or no ref was read)."""
+    count = sum(bool(site.found_on(exp)) for exp in site.experiments)
+    if not count:
+        return ""
+    return (
+        f" {count:,} of them as only another ref holds {'it' if count == 1 else 'them'} (not"
+        ' merged into the working tree), or built on such work: marked <span class="ref">on'
+        ' REF</span> or <span class="ref">built on unmerged</span> beside the id.'
+    )
+
+
 def overview_page(site: Site) -> str:
     """``index.html``: counts by outcome, operators, the frontier, cells never improved."""
     root = ""
@@ -291,7 +341,8 @@ def overview_page(site: Site) -> str:
         f'<p class="lead">{total:,} experiment{"" if total == 1 else "s"} '
         f"({text(_filters_text(site.filters))}) on {len(site.operators):,} "
         f"operator{'' if len(site.operators) == 1 else 's'}, in {len(cells):,} "
-        f"operator × dtype × env cell{'' if len(cells) == 1 else 's'}.</p>",
+        f"operator × dtype × env cell{'' if len(cells) == 1 else 's'}, read from "
+        f"{text(site.scope)}.{_elsewhere(site)}</p>",
         "<h2>Outcomes</h2>",
         svg.outcome_bar(list(counts.items())),
         table(
@@ -442,7 +493,7 @@ def _tooltip(exp: KernelExperiment, id_length: int) -> str:
     )
     cumulative = exp.cumulative_score
     reached = f"  cumulative {cumulative:.4f}" if cumulative is not None else ""
-    said = f"{exp.outcome}  {exp.dtype_sig}  {exp.change_summary}"
+    said = f"{exp.outcome}  {exp.dtype_sig} · {exp.env}  {exp.change_summary}"
     return f"{exp.id[:id_length]}  {score}{reached}  {said}"
 
 
@@ -461,6 +512,20 @@ def _legend(items: Sequence[tuple[str, str]]) -> str:
         + " ".join(f'<span class="key {cls}"></span>{text(label)}' for cls, label in items)
         + "</p>"
     )
+
+
+def _series_legend(points: Sequence[svg.Point]) -> str:
+    """The colour of each dtype × env's lines on the score chart, when there are two or
+    more ("" for one)."""
+    series = svg.campaign_series(points)
+    if len(series) < 2:
+        return ""
+    keys = "".join(
+        f'<span><span class="key line-best {cls}"></span>{text(svg.campaign_label(campaign))}'
+        "</span> "
+        for campaign, cls in series.items()
+    )
+    return f'<p class="legend series">Lines by dtype · env: {keys}</p>'
 
 
 def _best_path(forest: Sequence[TreeNode], best_id: str) -> list[str]:
@@ -505,9 +570,12 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         )
         for exp in members
     ]
+    series = svg.campaign_series(points)
     parts = [
         f"<h1>{one_line(operator or '(none)')}</h1>",
-        f'<p class="lead">{len(members):,} experiments: {_counts_line(counts)}</p>',
+        f'<p class="lead">{len(members):,} experiments: {_counts_line(counts)}'
+        + (f" · read from {text(site.scope)}" if site.scope != Site.scope else "")
+        + "</p>",
     ]
     tips = [
         f"{site.experiment_link(best.id, root)} {cumulative_text(best)} "
@@ -554,6 +622,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 ("line-ci", "interval"),
             ]
         ),
+        _series_legend(points),
         "<p>Each experiment at its cumulative score: the speedup over the operator's "
         "reference, the product of the steps along its lineage.</p>",
         '<div class="scroll">',
@@ -565,7 +634,8 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         "</div>",
         f"<h2>Lineage ({len(forest):,} tree{'' if len(forest) == 1 else 's'})</h2>",
         "<p>Each tree grows to the right, one generation per column. The path to the "
-        "best tip of each dtype × env is drawn thick, the best ringed in green; a node ringed in "
+        "best tip of each dtype × env is drawn thick, in its colour on the chart above, the "
+        "best ringed in green; a node ringed in "
         "red is a dead end (built on, but nothing built on it reached a higher "
         "cumulative score, other than within noise).</p>",
         '<div class="scroll tall">',
@@ -577,6 +647,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 + ("  [dead end]" if node.dead_end else "")
             ),
             best_paths=paths,
+            path_classes=[series[best.dtype_sig, best.env] for best in bests],
         ),
         "</div>",
     ]
@@ -680,7 +751,8 @@ def _experiments_table(
 def _lesson_entries(
     site: Site, members: Sequence[KernelExperiment], root: str
 ) -> list[tuple[str, str]]:
-    """(outcome, list item) of every lesson of an operator, grouped as
+    """(outcome, list item) of every lesson of an operator, with its dtype and env,
+    grouped as
     :data:`~kexp.agents.lessons.LESSON_GROUPS` orders them, oldest first in a group."""
     groups: dict[str, list[KernelExperiment]] = {name: [] for name in LESSON_GROUPS}
     for exp in members:
@@ -695,7 +767,9 @@ def _lesson_entries(
                 (
                     name,
                     f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
-                    f"{one_line(exp.change_summary)}"
+                    f"{one_line(exp.change_summary)} "
+                    f'<span class="campaign">({text(svg.campaign_label((exp.dtype_sig, exp.env)))})'
+                    "</span>"
                     f'<div class="insight">Key insight: {shown}</div></li>',
                 )
             )

@@ -3,7 +3,8 @@
 * :func:`score_chart`: score over iterations, one marker per experiment (buggy and
   pending ones in a band below the axis, regressions as downward triangles), the
   interval of a score as a whisker, the best score so far as a step line and the
-  lineage path to the best experiment as a line;
+  lineage path to the best experiment as a line, each campaign's lines in a colour of
+  its own (:func:`campaign_series`);
 * :func:`lineage_graph`: lineage trees (x: generation, y: one row per leaf, elbow
   links), packed side by side, the path to the best experiment drawn thick and dead
   ends ringed;
@@ -35,6 +36,8 @@ from kexp.storage.lineage import TreeNode
 UNSCORED = UNMEASURED_OUTCOMES
 #: The most markers a chart draws as links with a tooltip each (see the module's doc).
 MAX_LINKED = 1000
+#: How many colours tell campaigns' lines apart (report.css: classes ``s0``...``s7``).
+SERIES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +51,21 @@ class Point:
     interval: tuple[float, float] | None = None
     #: Its campaign (operator × dtype × env): the best so far is one campaign's.
     campaign: tuple[str, ...] = ()
+
+
+def campaign_series(points: Sequence[Point]) -> dict[tuple[str, ...], str]:
+    """Each campaign of ``points``, in the order it first appears, with the class its
+    lines are drawn in (``s0``, ``s1``...: a colour each, repeated past :data:`SERIES`)."""
+    series: dict[tuple[str, ...], str] = {}
+    for point in points:
+        if point.campaign not in series:
+            series[point.campaign] = f"s{len(series) % SERIES}"
+    return series
+
+
+def campaign_label(campaign: tuple[str, ...]) -> str:
+    """A campaign in words, as plain text: ``fp16 · H100, CUDA 12.4``."""
+    return " · ".join(" ".join(str(part).split()) for part in campaign if part) or "(none)"
 
 
 def _f(value: float) -> str:
@@ -114,7 +132,8 @@ def score_chart(
 ) -> str:
     """Score over iterations: ``points`` in order (x = position); each of ``best_paths``
     holds the indexes of the points from a root to a campaign's best experiment, in
-    order. The best so far is drawn per campaign (:attr:`Point.campaign`). Past
+    order. The best so far is drawn per campaign (:attr:`Point.campaign`), each
+    campaign's lines in its colour (:func:`campaign_series`), named by a tooltip. Past
     :data:`MAX_LINKED` points, only those of ``best_paths`` and the steps of the best so
     far are links."""
     left, right, top, bottom, band = 58, 14, 12, 40, 26
@@ -196,9 +215,13 @@ def score_chart(
             continue
         best_so_far[p.campaign] = p.score
         notable.add(i)
-    for line in steps.values():
+    series = campaign_series(points)
+    for campaign, line in steps.items():
         line.append(f"H{_f(left + plot_w)}")
-        out.append(f'<path class="sofar" d="{"".join(line)}"/>')
+        out.append(
+            f'<path class="sofar {series[campaign]}" d="{"".join(line)}">'
+            f"<title>best so far: {text(campaign_label(campaign))}</title></path>"
+        )
     for best_path in best_paths:
         path_points = [
             f"{_f(x_of(i))},{_f(y_of(points[i].score))}"
@@ -206,7 +229,12 @@ def score_chart(
             if points[i].outcome not in UNSCORED and math.isfinite(points[i].score)
         ]
         if len(path_points) > 1:
-            out.append(f'<polyline class="best" points="{" ".join(path_points)}"/>')
+            campaign = points[best_path[-1]].campaign
+            out.append(
+                f'<polyline class="best {series[campaign]}" points="{" ".join(path_points)}">'
+                f"<title>lineage path to the best tip: {text(campaign_label(campaign))}</title>"
+                "</polyline>"
+            )
     linked = len(points) <= MAX_LINKED
     dense: dict[str, list[str]] = {}
     markers: list[str] = []
@@ -265,16 +293,19 @@ def lineage_graph(
     label: Callable[[TreeNode], str],
     *,
     best_paths: Sequence[Sequence[str]] = (),
+    path_classes: Sequence[str] = (),
     width: int = 960,
 ) -> str:
     """The trees of ``forest`` packed in shelves ``width`` wide (biggest first).
 
     ``href`` and ``label`` give each node's link and tooltip; each of ``best_paths``
     holds the ids from a root to the best experiment of a campaign (operator × dtype ×
-    env: drawn thick, the best ringed). Past :data:`MAX_LINKED` nodes, only those of
+    env: drawn thick, the best ringed), in the colour of its class in ``path_classes``
+    (:func:`campaign_series`) when given. Past :data:`MAX_LINKED` nodes, only those of
     ``best_paths`` are links.
     """
     on_path = frozenset(i for path in best_paths for i in path)
+    colour = {i: cls for path, cls in zip(best_paths, path_classes, strict=False) for i in path}
     best_ids = frozenset(path[-1] for path in best_paths if path)
     dense: dict[str, list[str]] = {}
     ends: list[str] = []
@@ -302,7 +333,7 @@ def lineage_graph(
     total_w = max(float(width), widest + margin)
     total_h = y + shelf + margin
     edges: list[str] = []
-    best_edges: list[str] = []
+    best_edges: dict[str, list[str]] = {}
     nodes: list[str] = []
     at: dict[int, tuple[float, float]] = {}
     for box, (where, _, _) in zip(boxes, layouts, strict=True):
@@ -316,7 +347,10 @@ def lineage_graph(
                 middle = px + dx / 2  # an elbow: along, down the spine, along
                 segment = f"M{_f(px)} {_f(py)}H{_f(middle)}V{_f(cy)}H{_f(cx)}"
                 on = child.experiment.id in on_path and node.experiment.id in on_path
-                (best_edges if on else edges).append(segment)
+                if on:
+                    best_edges.setdefault(colour.get(child.experiment.id, ""), []).append(segment)
+                else:
+                    edges.append(segment)
             exp = node.experiment
             classes = f"nd o-{exp.outcome}"
             if exp.id in on_path:
@@ -341,7 +375,10 @@ def lineage_graph(
         f'<svg class="chart lineage" viewBox="0 0 {_f(total_w)} {_f(total_h)}" '
         f'width="{_f(total_w)}" height="{_f(total_h)}" role="img" aria-label="lineage">'
         f'<path class="edge" d="{"".join(edges)}"/>'
-        f'<path class="edge bp" d="{"".join(best_edges)}"/>'
+        + "".join(
+            f'<path class="{" ".join(("edge bp", cls)).strip()}" d="{"".join(parts)}"/>'
+            for cls, parts in best_edges.items()
+        )
         + rings
         + _dense_paths("nds", dense)
         + "".join(nodes)
