@@ -146,7 +146,7 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     if revision is None:
         revision = store.commit or "HEAD"
     tip = kgit.resolve_commit(location.repo, revision)
-    full_id = _full_id(store, exp_id)
+    full_id = _full_id(store, exp_id, location, tip)
     pathspecs = [
         f":(glob){location.folder}/**/{full_id}-*.md",
         f":(glob){location.folder}/**/{full_id}.md",
@@ -203,18 +203,25 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     return entries
 
 
-def _full_id(store: StoreView, exp_id: str) -> str:
-    """A full id: as given, or the experiment in ``store`` with this unique prefix."""
+def _full_id(store: StoreView, exp_id: str, location: StoreLocation, tip: str) -> str:
+    """A full id: as given, or the experiment in ``store`` with this unique prefix, else
+    the one whose file the history of ``tip`` held (removed since: a ``git revert``, a
+    ``kexp rm``)."""
     if isinstance(exp_id, str) and len(exp_id.strip()) == ids.ID_LENGTH:
         return ids.check_id(exp_id.strip().lower())
-    if not store.is_working_tree or store.source.places is not None:
-        return store.resolve_id(exp_id)
     prefix = ids.check_prefix(exp_id, store.settings.min_id_prefix)
     try:
+        if not store.is_working_tree or store.source.places is not None:
+            return store.resolve_id(exp_id)
         return ids.the_one(
             prefix, store.id_index(prefix), f"{store.experiments_dir} ({LIST_SHOWS} the ids)"
         )
     except ExperimentNotFoundError as error:
+        held = gitlog.ids_in_history(location.repo, tip, location.folder, prefix)
+        if held:  # once held: its history goes up to its removal
+            return ids.the_one(prefix, held, "the history")
+        if not store.is_working_tree or store.source.places is not None:
+            raise
         raise _elsewhere(store, prefix, error) from None
 
 
