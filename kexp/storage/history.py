@@ -253,6 +253,9 @@ class ExperimentChange:
     #: The fields that changed: ``{field: (old, new)}`` (None: absent). For 'added'
     #: and 'removed' this is empty.
     fields: FieldChanges
+    #: Whether the file's bytes are the same on both sides: a modified one moved or
+    #: renamed, and nothing else.
+    moved_only: bool = False
 
     @property
     def old(self) -> KernelExperiment | None:
@@ -373,6 +376,13 @@ def _changes(
             return CheckedFile(path, None, [size_problem(path, data, limit)])
         return check_bytes(data, path, store.settings)
 
+    def same(old_sha: str, new_sha: str, after: CheckedFile) -> bool:
+        """Whether a file's bytes are the same before and after (``after``: the file)."""
+        if head_sha is not None:
+            return old_sha == new_sha
+        data = blobs.get(old_sha)
+        return isinstance(data, bytes) and read_or_problem(after.path, store.settings) == data
+
     result = Changes(base_sha, head_sha, [], [], [])
     for repo_path in sorted(strays):
         path = location.path(repo_path)
@@ -405,6 +415,7 @@ def _changes(
                     before,
                     after,
                     diff_fields(_document_values(before), _document_values(after)),
+                    moved is not None and same(old_side[exp_id][1], new_side[exp_id][1], after),
                 )
             )
     # In id order, as built: creation order for kexp's ids (paths are not: the fan-out
