@@ -75,7 +75,7 @@ def test_validate_changed_and_the_review_warn_of_a_move_and_say_how_to_undo_it(
     assert len(warned) == 1 and warned[0].startswith(f"{new}:1:1:"), checked.stdout
     assert f"from {old}" in warned[0] and "chosen once and stays" in warned[0], warned
     hint = lines[lines.index(warned[0]) + 1]
-    back = re.search(r"move it back \((.*)\) and commit the move", hint)
+    back = re.search(r"move it back, from the repository's root \((.*)\), and commit", hint)
     assert back is not None and f"git mv {new} {old}" in back.group(1), hint
     review = run_kexp("review", "main", "HEAD", cwd=lead, process=True).stdout
     assert f"{new}:1:1: warning[moved-file]" in review, review

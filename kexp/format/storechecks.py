@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kexp.core.advice import LIST_SHOWS, RE_ID
 from kexp.core.collector import collector_paused
-from kexp.core.problems import Problem, Severity, display_path
+from kexp.core.problems import Problem, Severity
 from kexp.format.filelinks import FileLinks
 from kexp.format.rules import folded_env, id_from_name
 from kexp.format.validate import CheckedFile, read_and_check
@@ -39,14 +39,14 @@ class Finding:
 
 
 @collector_paused()  # a few entries a file, none in a cycle
-def moved_problem(path: str, old_path: str) -> Problem:
+def moved_problem(path: str, old: str, new: str) -> Problem:
     """The ``moved-file`` warning of an experiment file a change moved (or renamed) to
-    ``path`` from ``old_path``, where kexp had put it, naming the move that puts it
-    back: the path chosen at creation stays, as a branch adding a file to the folder it
-    left meets git's directory-rename detection when it merges."""
-    old, new = display_path(old_path), display_path(path)
-    back = f"git mv {shlex.quote(new)} {shlex.quote(old)}"
+    ``path``, from where kexp had put it: ``old`` and ``new`` are its paths before and
+    after from the repository's root, and the move that puts it back is said with them.
+    The path chosen at creation stays, as a branch adding a file to the folder it left
+    meets git's directory-rename detection when it merges."""
     folder = os.path.dirname(old)
+    back = f"git mv {shlex.quote(new)} {shlex.quote(old)}"
     return Problem(
         path,
         1,
@@ -57,8 +57,8 @@ def moved_problem(path: str, old_path: str) -> Problem:
         f"the change moved the file from {old}, where kexp put it: an experiment's path is "
         "chosen once and stays, or a branch adding a file to the folder it left gets "
         "CONFLICT (file location) when it merges (git's directory-rename detection)",
-        f"move it back ({f'mkdir -p {shlex.quote(folder)} && ' if folder else ''}{back}) "
-        "and commit the move",
+        f"move it back, from the repository's root ("
+        f"{f'mkdir -p {shlex.quote(folder)} && ' if folder else ''}{back}), and commit the move",
     )
 
 

@@ -21,7 +21,7 @@ import dataclasses
 import operator
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -203,7 +203,7 @@ def _check(
     file_problems += base_commit_problems(after, target.code_repo)
     # In another id's fan-out folder: warned of as a full validate warns of it.
     file_problems += [p for item in after if (p := misplaced_problem(str(item.path))) is not None]
-    file_problems += _moved_problems(store, changes)
+    file_problems += _moved_problems(store, changes, in_repo)
 
     head_sw = _store_problems(target, links)
     # A parent the change removed, an id it copied: said so (when the change caused it).
@@ -240,10 +240,13 @@ def _check(
     return check, HeadScan(target, valid)
 
 
-def _moved_problems(store: Store, changes: Changes) -> list[Problem]:
+def _moved_problems(
+    store: Store, changes: Changes, in_repo: Callable[[Path], str]
+) -> list[Problem]:
     """A ``moved-file`` warning for each experiment file the change moved or renamed
-    from where kexp put it (:func:`kexp.format.storechecks.moved_problem`); a move into
-    the other layout (``kexp migrate-layout``'s) is none."""
+    from where kexp put it (:func:`kexp.format.storechecks.moved_problem`; ``in_repo``:
+    a path from the repository's root); a move into the other layout (``kexp
+    migrate-layout``'s) is none."""
     found = []
     for change in changes.modified:
         if change.old_path is None:
@@ -255,7 +258,9 @@ def _moved_problems(store: Store, changes: Changes) -> list[Problem]:
         twins = layout_twins("/".join(old))
         new = change.path.relative_to(store.experiments_dir).as_posix()
         if where_kexp_puts(old, change.id) and new not in twins:
-            found.append(moved_problem(str(change.path), str(change.old_path)))
+            found.append(
+                moved_problem(str(change.path), in_repo(change.old_path), in_repo(change.path))
+            )
     return found
 
 
