@@ -1,6 +1,7 @@
 """The checks across a store's files: duplicate ids, ``pid``/``combines`` naming no
 experiment, a step measured on another machine than its parent, lineage cycles; on what
-:class:`kexp.format.filelinks.FileLinks` keeps of each file."""
+:class:`kexp.format.filelinks.FileLinks` keeps of each file. And the warning of a file a
+change moved from where kexp put it (``moved-file``)."""
 
 from __future__ import annotations
 
