@@ -671,6 +671,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "added": 3,
         "corrected": 1,
         "removed": 0,
+        "moved": 0,
         "errors": 0,
         "warnings": 0,
         "new_best": [pr.fused.id],

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from kexp.core.problems import Problem, format_problems, sort_problems
 from kexp.format.fileformat import key_insight
 from kexp.format.filelinks import FileLinks
 from kexp.format.rules import id_from_name
+from kexp.format.storechecks import moved_problem
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile, check_bytes
 from kexp.review.build import (
@@ -132,6 +134,11 @@ def reference_check_changes(store: Store, base: str, head: str | None = None) ->
     after = [c.after for c in [*changes.added, *changes.modified] if c.after is not None]
     file_problems = [p for item in after for p in item.problems]
     file_problems += base_commit_problems(after, target.code_repo)
+    file_problems += [  # a file moved from where kexp put it (not to the other layout)
+        moved_problem(str(c.path), in_repo(c.old_path), in_repo(c.path))
+        for c in changes.modified
+        if c.old_path is not None and _moved_by_hand(store, c.id, c.old_path, c.path)
+    ]
 
     head_sw = reference_check_store(checked, _id_index(checked))
     changed_now = {str(item.path) for item in after}
@@ -182,6 +189,18 @@ def _reference_add_folded(
             assert exp_id is not None
             changes.added.append(ExperimentChange(exp_id, "added", item.path, None, None, item, {}))
     changes.added.sort(key=lambda c: str(c.path))
+
+
+def _moved_by_hand(store: Store, exp_id: str, old: Path, new: Path) -> bool:
+    """Whether a file moved from ``old``, in a month folder or its id's fan-out folder
+    of one, to ``new``, not the same file in the other layout."""
+    before = old.relative_to(store.experiments_dir).as_posix()
+    after = new.relative_to(store.experiments_dir).as_posix()
+    placed = re.fullmatch(rf"[0-9]{{4}}/[0-9]{{2}}/(?:{exp_id[-2:]}/)?{exp_id}[^/]*", before)
+    other_layout = re.sub(rf"/{exp_id[-2:]}/", "/", after) == re.sub(
+        rf"/{exp_id[-2:]}/", "/", before
+    )
+    return placed is not None and not other_layout
 
 
 def _id_index(checked: Iterable[CheckedFile]) -> dict[str, list[Path]]:

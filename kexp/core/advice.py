@@ -83,6 +83,12 @@ LOG_REV = Advice(
     'read it there: call show with exp_id: "{id}" and all_refs: true (its history: kexp '
     "log, which no tool is, on {ref})",
 )
+#: Advice on an experiment a commit of the working tree's branch removed, asked for by id
+#: across refs: its history, which ends with that commit (``kexp log ID``).
+LOG_REMOVED = Advice(
+    "its history, up to the removal: kexp log {id}",
+    "its history, up to the removal: kexp log {id}, which no tool is",
+)
 #: Advice on an experiment a newer branch removed, asked for by id across refs: the
 #: working tree's copy, read without refs.
 READ_WITHOUT_REFS = Advice(
@@ -375,6 +381,7 @@ ADVICE = (
     LIST_SHOWS,
     SHOW_ALL_REFS,
     LOG_REV,
+    LOG_REMOVED,
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
     SYNC_MERGES,

@@ -1,10 +1,12 @@
 """The checks across a store's files: duplicate ids, ``pid``/``combines`` naming no
 experiment, a step measured on another machine than its parent, lineage cycles; on what
-:class:`kexp.format.filelinks.FileLinks` keeps of each file."""
+:class:`kexp.format.filelinks.FileLinks` keeps of each file. And the warning of a file a
+change moved from where kexp put it (``moved-file``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +40,29 @@ class Finding:
 
 
 @collector_paused()  # a few entries a file, none in a cycle
+def moved_problem(path: str, old: str, new: str) -> Problem:
+    """The ``moved-file`` warning of an experiment file a change moved (or renamed) to
+    ``path``, from where kexp had put it: ``old`` and ``new`` are its paths before and
+    after from the repository's root, and the move that puts it back is said with them.
+    The path chosen at creation stays, as a branch adding a file to the folder it left
+    meets git's directory-rename detection when it merges."""
+    folder = os.path.dirname(old)
+    back = f"git mv {shlex.quote(new)} {shlex.quote(old)}"
+    return Problem(
+        path,
+        1,
+        1,
+        "warning",
+        "moved-file",
+        "",
+        f"the change moved the file from {old}, where kexp put it: an experiment's path is "
+        "chosen once and stays, or a branch adding a file to the folder it left gets "
+        "CONFLICT (file location) when it merges (git's directory-rename detection)",
+        f"move it back, from the repository's root ("
+        f"{f'mkdir -p {shlex.quote(folder)} && ' if folder else ''}{back}), and commit the move",
+    )
+
+
 def store_findings(
     items: Sequence[FileLinks],
     known_ids: Mapping[str, Sequence[Path | str]] | None = None,

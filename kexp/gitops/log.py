@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kexp.core.advice import DIFF_FILE
 from kexp.core.errors import GitError, InputError, KexpError
 from kexp.core.inputs import describe_non_text, first_non_text
+from kexp.format.rules import id_from_name
 from kexp.gitops.git import (
     NULL_SHA,
     find_worktree,
@@ -96,6 +97,31 @@ def log_files(repo: git.Repo, revision: str, pathspecs: Sequence[str]) -> list[C
             )
         )
     return commits
+
+
+def ids_in_history(repo: git.Repo, revision: str, folder: str, prefix: str) -> list[str]:
+    """The experiment ids starting with ``prefix`` (a checked id prefix: hex alone) of
+    the files under ``folder`` that any commit reachable from ``revision`` (a full hash)
+    added, changed or removed: what an id prefix names in the history, when the tree no
+    longer holds it (a ``git revert``, ``kexp rm``). Sorted, each once."""
+    _, output = run_git(
+        repo, "log", "-z", "--no-renames", "--name-only", "--format=", revision, "--",
+        f":(glob){folder}/**/{prefix}*.md",
+    )  # fmt: skip
+    found = {id_from_name(path.strip("\n")) for path in output.split("\0")}
+    return sorted(exp_id for exp_id in found if exp_id and exp_id.startswith(prefix))
+
+
+def removed_by(repo: git.Repo, revision: str, folder: str, exp_id: str) -> tuple[str, str] | None:
+    """The newest commit reachable from ``revision`` (a full hash) that deleted experiment
+    ``exp_id``'s file under ``folder``, as (full hash, subject); None when none did (a
+    removal not committed, or a file never there)."""
+    _, output = run_git(
+        repo, "log", "-1", "--no-renames", "--diff-filter=D", "--format=%H%x00%s", revision,
+        "--", f":(glob){folder}/**/{exp_id}-*.md", f":(glob){folder}/**/{exp_id}.md",
+    )  # fmt: skip
+    sha, _, subject = output.strip().partition("\0")
+    return (sha, subject) if sha else None
 
 
 def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:

@@ -125,8 +125,16 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
             return None
         return location.repo_path(path) or str(path)
 
+    # A file moved and nothing else: listed as moved, never as a correction.
+    moved = [
+        reviewed_entry("moved", change, change.after, now.at_path(str(change.after.path)), now,
+                       then, relative)
+        for change in changes.modified
+        if change.moved_only and change.after is not None
+    ]  # fmt: skip
+    corrected = [change for change in changes.modified if not change.moved_only]
     entries: dict[str, list[Reviewed]] = {kind: [] for kind in KINDS}
-    for kind, group in zip(KINDS, (changes.added, changes.modified, changes.removed), strict=True):
+    for kind, group in zip(KINDS, (changes.added, corrected, changes.removed), strict=True):
         for change in group:
             side = then if kind == "removed" else now
             checked = change.before if kind == "removed" else change.after
@@ -168,6 +176,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         lessons_lost=lost,
         base_commit=tip,
         already_on_base=sorted({c.id for c in landed if id(c) not in shared}),
+        moved=moved,
     )
 
 

@@ -54,7 +54,7 @@ def reviewed_entry(
     relative: Callable[[Path | None], str | None],
 ) -> ReviewedExperiment:
     """What a reviewer sees of one changed file (``exp``: its experiment when valid)."""
-    old_path = relative(change.old_path) if kind == "corrected" else None
+    old_path = relative(change.old_path) if kind in ("corrected", "moved") else None
     entry = ReviewedExperiment(
         id=change.id,
         kind=kind,

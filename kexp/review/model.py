@@ -212,6 +212,9 @@ class Review:
     #: The ids of the experiments whose change (since the merge base) the base's tip
     #: holds already, the same (merged before, as a squash merge does): not listed.
     already_on_base: list[str] = dataclasses.field(default_factory=list)
+    #: The experiments whose file the change moved or renamed, its bytes the same (no
+    #: correction: their fields, as the head holds them).
+    moved: list[ReviewedExperiment] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:

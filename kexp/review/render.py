@@ -63,10 +63,12 @@ def to_json(result: Review) -> dict[str, Any]:
             "best_changes": [c.to_dict() for c in result.best_changes],
             "lessons_lost": [lost.to_dict() for lost in result.lessons_lost],
             "already_on_base": list(result.already_on_base),
+            "moved": len(result.moved),
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
         "removed": [e.to_dict() for e in result.removed],
+        "moved": [e.to_dict() for e in result.moved],
         "problems": {
             "changed_files": [p.to_dict() for p in result.file_problems],
             "store_wide": [p.to_dict() for p in result.store_problems],
@@ -223,6 +225,9 @@ def render_markdown(result: Review) -> str:
             parts.append(measured)
         if kind == "corrected":
             parts.extend(_corrections(entries))
+    if result.moved:
+        parts.append(f"### Moved ({len(result.moved)})")
+        parts.append(_moves(result.moved))
     parts.append(_validation(result))
     if result.lessons:
         parts.append(_lessons(result.lessons))
@@ -244,7 +249,9 @@ def _headline(result: Review) -> str:
         f"**{len(result.added)} added · {len(result.corrected)} corrected · "
         f"{len(result.removed)} removed**"
     )
-    if not result.experiments:
+    if result.moved:
+        counts = f"{counts[:-2]} · {len(result.moved)} moved**"
+    if not result.experiments and not result.moved:
         counts = "**No experiment added, corrected or removed.**"
     errors = sum(p.severity == "error" for p in result.problems)
     warnings = sum(p.severity == "warning" for p in result.problems)
@@ -495,6 +502,15 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
                 diff += f"\n… {change.diff_omitted} more line(s)"
             parts.append(f"{md_code(change.field)}:\n\n{md_block(diff, 'diff')}")
     return parts
+
+
+def _moves(entries: Sequence[ReviewedExperiment]) -> str:
+    """One line a file moved (or renamed), its content unchanged."""
+    return "\n".join(
+        f"- {md_code(e.id)} {md_text(e.change_summary)}: moved from {md_code(e.old_path)} "
+        f"to {md_code(e.path)}, its content unchanged"
+        for e in entries
+    )
 
 
 def _value(value: Any) -> str:

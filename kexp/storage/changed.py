@@ -21,7 +21,7 @@ import dataclasses
 import operator
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,8 +31,9 @@ from kexp.core.fields import FIELD
 from kexp.core.problems import Problem, sort_problems
 from kexp.format.filelinks import FileLinks, key_lines, links_of, valid_fields
 from kexp.format.rules import id_from_name
-from kexp.format.storechecks import store_findings
+from kexp.format.storechecks import moved_problem, store_findings
 from kexp.storage.caused import added_files, copied_by_change, removed_by_change, removed_files
+from kexp.storage.layout import layout_twins, where_kexp_puts
 from kexp.storage.scan import Keep, scan, value_positions
 from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.validation import misplaced_problem
@@ -202,6 +203,7 @@ def _check(
     file_problems += base_commit_problems(after, target.code_repo)
     # In another id's fan-out folder: warned of as a full validate warns of it.
     file_problems += [p for item in after if (p := misplaced_problem(str(item.path))) is not None]
+    file_problems += _moved_problems(store, changes, in_repo)
 
     head_sw = _store_problems(target, links)
     # A parent the change removed, an id it copied: said so (when the change caused it).
@@ -236,6 +238,30 @@ def _check(
         caused=sort_problems(caused),
     )
     return check, HeadScan(target, valid)
+
+
+def _moved_problems(
+    store: Store, changes: Changes, in_repo: Callable[[Path], str]
+) -> list[Problem]:
+    """A ``moved-file`` warning for each experiment file the change moved or renamed
+    from where kexp put it (:func:`kexp.format.storechecks.moved_problem`; ``in_repo``:
+    a path from the repository's root); a move into the other layout (``kexp
+    migrate-layout``'s) is none."""
+    found = []
+    for change in changes.modified:
+        if change.old_path is None:
+            continue
+        try:
+            old = change.old_path.relative_to(store.experiments_dir).parts
+        except ValueError:  # pragma: no cover - git listed it under experiments/
+            continue
+        twins = layout_twins("/".join(old))
+        new = change.path.relative_to(store.experiments_dir).as_posix()
+        if where_kexp_puts(old, change.id) and new not in twins:
+            found.append(
+                moved_problem(str(change.path), in_repo(change.old_path), in_repo(change.path))
+            )
+    return found
 
 
 def _add_dropped(store: Store, fork: str, changes: Changes) -> None:

@@ -146,7 +146,7 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     if revision is None:
         revision = store.commit or "HEAD"
     tip = kgit.resolve_commit(location.repo, revision)
-    full_id = _full_id(store, exp_id)
+    full_id = _full_id(store, exp_id, location, tip)
     pathspecs = [
         f":(glob){location.folder}/**/{full_id}-*.md",
         f":(glob){location.folder}/**/{full_id}.md",
@@ -203,18 +203,25 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     return entries
 
 
-def _full_id(store: StoreView, exp_id: str) -> str:
-    """A full id: as given, or the experiment in ``store`` with this unique prefix."""
+def _full_id(store: StoreView, exp_id: str, location: StoreLocation, tip: str) -> str:
+    """A full id: as given, or the experiment in ``store`` with this unique prefix, else
+    the one whose file the history of ``tip`` held (removed since: a ``git revert``, a
+    ``kexp rm``)."""
     if isinstance(exp_id, str) and len(exp_id.strip()) == ids.ID_LENGTH:
         return ids.check_id(exp_id.strip().lower())
-    if not store.is_working_tree or store.source.places is not None:
-        return store.resolve_id(exp_id)
     prefix = ids.check_prefix(exp_id, store.settings.min_id_prefix)
     try:
+        if not store.is_working_tree or store.source.places is not None:
+            return store.resolve_id(exp_id)
         return ids.the_one(
             prefix, store.id_index(prefix), f"{store.experiments_dir} ({LIST_SHOWS} the ids)"
         )
     except ExperimentNotFoundError as error:
+        held = gitlog.ids_in_history(location.repo, tip, location.folder, prefix)
+        if held:  # once held: its history goes up to its removal
+            return ids.the_one(prefix, held, "the history")
+        if not store.is_working_tree or store.source.places is not None:
+            raise
         raise _elsewhere(store, prefix, error) from None
 
 
@@ -246,6 +253,9 @@ class ExperimentChange:
     #: The fields that changed: ``{field: (old, new)}`` (None: absent). For 'added'
     #: and 'removed' this is empty.
     fields: FieldChanges
+    #: Whether the file's bytes are the same on both sides: a modified one moved or
+    #: renamed, and nothing else.
+    moved_only: bool = False
 
     @property
     def old(self) -> KernelExperiment | None:
@@ -366,6 +376,13 @@ def _changes(
             return CheckedFile(path, None, [size_problem(path, data, limit)])
         return check_bytes(data, path, store.settings)
 
+    def same(old_sha: str, new_sha: str, after: CheckedFile) -> bool:
+        """Whether a file's bytes are the same before and after (``after``: the file)."""
+        if head_sha is not None:
+            return old_sha == new_sha
+        data = blobs.get(old_sha)
+        return isinstance(data, bytes) and read_or_problem(after.path, store.settings) == data
+
     result = Changes(base_sha, head_sha, [], [], [])
     for repo_path in sorted(strays):
         path = location.path(repo_path)
@@ -398,6 +415,7 @@ def _changes(
                     before,
                     after,
                     diff_fields(_document_values(before), _document_values(after)),
+                    moved is not None and same(old_side[exp_id][1], new_side[exp_id][1], after),
                 )
             )
     # In id order, as built: creation order for kexp's ids (paths are not: the fan-out

@@ -66,6 +66,16 @@ def moved_parts(parts: tuple[str, ...] | list[str], exp_id: str) -> tuple[str, .
     return (*folders, fanout(exp_id), name)
 
 
+def where_kexp_puts(parts: tuple[str, ...] | list[str], exp_id: str) -> bool:
+    """Whether a file at ``parts`` (its path below ``experiments/``, as names; its file
+    name holds ``exp_id``) lies where kexp puts a file: its id's fan-out folder of a
+    month (``<YYYY>/<MM>/<xx>/``), or a month folder of the plain month layout."""
+    *folders, _ = parts
+    if len(folders) == 3 and folders[-1] == fanout(exp_id):
+        folders = folders[:2]
+    return is_month_folder(folders)
+
+
 def misplaced_parts(parts: tuple[str, ...] | list[str], exp_id: str) -> tuple[str, ...] | None:
     """Where a file at ``parts`` (its path's names, the last its file name, which holds
     ``exp_id``) belongs when it lies in another id's fan-out folder

@@ -553,7 +553,7 @@ class StoreReader:
                 raise
             from kexp.storage.refs import removed_message
 
-            raise ExperimentNotFoundError(removed_message(*gone[0])) from None
+            raise ExperimentNotFoundError(removed_message(*gone[0], self)) from None
 
     def not_found_here(self, id_or_prefix: str, error: KexpError) -> KexpError:
         """``error`` (no experiment ``id_or_prefix`` names where this store looked) saying,

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import READ_WITHOUT_REFS, SHOW_ALL_REFS, Advice
+from kexp.core.advice import LOG_REMOVED, READ_WITHOUT_REFS, SHOW_ALL_REFS, Advice
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.problems import display_path
 from kexp.format.reading import size_problem
@@ -681,11 +681,32 @@ def on_other_refs(
     )
 
 
-def removed_message(exp_id: str, place: str) -> str:
+def removed_message(exp_id: str, place: str, store: Any = None) -> str:
     """What a read across refs says of an experiment asked for by id whose newest state
-    is its removal by ``place`` (the working tree, or a ref)."""
+    is its removal by ``place`` (the working tree, or a ref): for the working tree's,
+    the commit of ``store``'s branch that removed it (a revert, a ``kexp rm``
+    committed), when one did. ``store``: a :class:`kexp.storage.store.Store`."""
     if place == LOCAL:
         tail = "read across refs it is gone, though older commits hold it"
+        by = _removed_by(store, exp_id) if store is not None else None
+        if by is not None:
+            return (
+                f"experiment {exp_id} was removed by commit {by[0][:12]} ({by[1]}), its "
+                f"newest state: {tail}; {LOG_REMOVED.say(id=exp_id[:10])}"
+            )
     else:
         tail = f"read across refs it is gone ({READ_WITHOUT_REFS.say()}, if it holds one)"
     return f"experiment {exp_id} {removed_phrase(place)}, its newest state: {tail}"
+
+
+def _removed_by(store: Any, exp_id: str) -> tuple[str, str] | None:
+    """The commit of ``HEAD``'s history that removed ``exp_id``'s file (hash, subject);
+    None when none did (a removal not committed) or outside git."""
+    from kexp.gitops.log import removed_by
+    from kexp.storage.snapshot import StoreLocation
+
+    try:
+        location = StoreLocation.of(store.root)
+        return removed_by(location.repo, "HEAD", location.folder, exp_id)
+    except KexpError:
+        return None

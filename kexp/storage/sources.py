@@ -52,7 +52,9 @@ def removed_phrase(place: str) -> str:
     """How an experiment whose newest state is its removal by ``place`` (read across
     refs: the working tree, or a ref) is said: ``was removed on origin/kexp/bob``."""
     return (
-        "was removed in the working tree (kexp rm)" if place == LOCAL else f"was removed on {place}"
+        "was removed in the working tree (kexp rm, or a commit of its branch)"
+        if place == LOCAL
+        else f"was removed on {place}"
     )
 
 
