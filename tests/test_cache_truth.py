@@ -359,6 +359,41 @@ def test_a_folder_whose_name_ends_in_md_is_walked(
     assert _answers(store) == expected
 
 
+def test_folders_replaced_under_a_warm_cache_answer_as_their_files(
+    store: Store, make_experiment: MakeExperiment, tmp_path: Path
+) -> None:
+    """Folders and files are stat-ed by their paths from experiments/: a cached folder
+    replaced by a link to another folder (not walked) or by a file, and the year folder
+    moved away and back with a file edited meanwhile, answer as the files do."""
+    made = [
+        make_experiment(change_summary=f"Step {n} - +{n}%", score=1 + n / 100) for n in (1, 2, 3)
+    ]
+    paths = [exp.path for exp in made]
+    assert all(path is not None for path in paths)
+    assert len({path.parent for path in paths if path is not None}) == 3
+    assert _answers(store) == _answers(_uncached(store))
+    past_racy_window()
+    assert _answers(store) == _answers(_uncached(store))  # the cache warm
+    linked, filed, _ = (path.parent for path in paths if path is not None)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(linked, elsewhere)
+    shutil.rmtree(linked)
+    linked.symlink_to(elsewhere, target_is_directory=True)
+    shutil.rmtree(filed)
+    filed.write_text("not a folder\n")
+    year = store.experiments_dir / paths[2].relative_to(store.experiments_dir).parts[0]
+    year.rename(tmp_path / "away")
+    edited = tmp_path / "away" / paths[2].relative_to(year)
+    edited.write_text(edited.read_text().replace("score: 1.03", "score: 1.3"))
+    (tmp_path / "away").rename(year)
+    expected = _answers(_uncached(store))
+    assert [item[3] for item in expected["list"]] == ["improvement"]
+    assert [item[2] for item in expected["list"]] == [1.3]
+    assert _answers(store) == expected
+    past_racy_window()
+    assert _answers(store) == expected
+
+
 # --- duplicate ids --------------------------------------------------------------------
 
 

@@ -143,10 +143,11 @@ def walk_folders(visit: Callable[[str], Iterable[str]]) -> None:
         pending.extend(f"{folder}{name}{os.sep}" for name in visit(folder))
 
 
-def folder_signature(path: str) -> bytes | None:
-    """A folder's own packed signature; None when it is not a folder."""
+def folder_signature(path: str, dir_fd: int | None = None) -> bytes | None:
+    """A folder's own packed signature; None when it is not a folder (``path`` relative
+    to the folder open as ``dir_fd`` when given)."""
     try:
-        info = os.stat(path)
+        info = os.stat(path, dir_fd=dir_fd)
     except OSError:
         return None
     if not stat.S_ISDIR(info.st_mode):
@@ -154,30 +155,34 @@ def folder_signature(path: str) -> bytes | None:
     return array("q", (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)).tobytes()
 
 
-def signatures(folder: str, names: Sequence[str]) -> bytes:
+def signatures(folder: str, names: Sequence[str], dir_fd: int | None = None) -> bytes:
     """The packed stat signatures of ``names`` in ``folder`` (4 int64 each, in order);
-    :data:`NO_SIGNATURE` for a name that is gone or not a regular file."""
+    :data:`NO_SIGNATURE` for a name that is gone or not a regular file. ``folder`` is
+    relative to the folder open as ``dir_fd`` when given (see :func:`open_top`): one
+    path lookup shorter a file than from the root, and no folder opened and closed."""
     packed: array[int] = array("q")
     extend = packed.extend
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return NO_SIGNATURE * len(names)
-    try:
-        is_regular = stat.S_ISREG
-        for name in names:
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                extend(_NO_SIGNATURE)
-                continue
-            if is_regular(info.st_mode):
-                extend((info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns))
-            else:
-                extend(_NO_SIGNATURE)
-    finally:
-        os.close(fd)
+    is_regular = stat.S_ISREG
+    for name in names:
+        try:
+            info = os.stat(folder + name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            extend(_NO_SIGNATURE)
+            continue
+        if is_regular(info.st_mode):
+            extend((info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns))
+        else:
+            extend(_NO_SIGNATURE)
     return packed.tobytes()
+
+
+def open_top(path: str) -> int | None:
+    """A descriptor of the folder ``path`` to look names up from (``O_PATH`` where there
+    is one: no read permission needed, as for a path); None when it is not a folder."""
+    try:
+        return os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None
 
 
 def settled(signature: bytes, horizon: int) -> bool:
@@ -493,46 +498,46 @@ def _scanner(
     with its cached listing."""
 
     def scan(folders: list[str]) -> list[_Scanned]:
-        out: list[_Scanned] = []
-        for folder in folders:
-            path = base + folder
-            # The folder's signature is taken before it is listed: an entry added in
-            # between changes it again, so the listing cannot be older than the stamp.
-            listed_at = folder_signature(path)
-            known = cached.get(folder)
-            if listed_at is None:
-                out.append((folder, False, None, None, (), None))
-                continue
-            if known is not None and known.listed_at == listed_at:
-                names: Sequence[str] = known.names
-                subfolders = known.subfolders
-                fresh = None
-            else:
-                listed = list_folder(path)
-                if listed is None:
-                    out.append((folder, False, None, None, (), None))
-                    continue
-                names, subfolders = tuple(listed[0]), tuple(listed[1])
-                fresh = listed_at
-            if (
-                light
-                and fresh is None
-                and known is not None
-                and NO_SIGNATURE not in (known.signatures)
-            ):
-                packed = known.signatures
-            else:
-                packed = signatures(path, names)
-            if (
-                known is not None
-                and known.signatures == packed
-                and NO_SIGNATURE not in packed
-                and (names is known.names or tuple(names) == known.names)
-            ):
-                out.append((folder, True, None, None, subfolders, fresh))
-            else:
-                out.append((folder, True, tuple(names), packed, subfolders, fresh))
-        return out
+        top = open_top(base)
+        if top is None:  # experiments/ is gone: so is every folder below it
+            return [(folder, False, None, None, (), None) for folder in folders]
+        try:
+            return [scan_one(folder, top) for folder in folders]
+        finally:
+            os.close(top)
+
+    def scan_one(folder: str, top: int) -> _Scanned:
+        # Its names and files are looked up from experiments/ (``top``); a folder whose
+        # signature changed is listed by its full path.
+        path = base + folder
+        # The folder's signature is taken before it is listed: an entry added in
+        # between changes it again, so the listing cannot be older than the stamp.
+        listed_at = folder_signature(folder or ".", top)
+        known = cached.get(folder)
+        if listed_at is None:
+            return (folder, False, None, None, (), None)
+        if known is not None and known.listed_at == listed_at:
+            names: Sequence[str] = known.names
+            subfolders = known.subfolders
+            fresh = None
+        else:
+            listed = list_folder(path)
+            if listed is None:
+                return (folder, False, None, None, (), None)
+            names, subfolders = tuple(listed[0]), tuple(listed[1])
+            fresh = listed_at
+        if light and fresh is None and known is not None and NO_SIGNATURE not in known.signatures:
+            packed = known.signatures
+        else:
+            packed = signatures(folder, names, top)
+        if (
+            known is not None
+            and known.signatures == packed
+            and NO_SIGNATURE not in packed
+            and (names is known.names or tuple(names) == known.names)
+        ):
+            return (folder, True, None, None, subfolders, fresh)
+        return (folder, True, tuple(names), packed, subfolders, fresh)
 
     return scan
 
