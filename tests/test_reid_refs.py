@@ -92,3 +92,79 @@ def test_an_agent_gives_a_copied_file_a_fresh_id_with_the_re_id_tool(repo: Path)
 
     run_agent(repo, work)
     assert len(list((repo / "experiments").rglob(f"{made.id}-*.md"))) == 1
+
+
+def test_re_id_of_the_file_a_teammate_builds_on_beside_a_copy_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Alice published her experiment; Bob built on it on his pull request's branch.
+    Alice copied her file to start a new experiment (two files, one id) and ran re-id
+    on the original: it went ahead, silently, and Bob's child named the copy, another
+    experiment. It is refused in one line naming his child, his branch, and the
+    re-id of the copy instead (or --force); done as said, his lineage holds. With
+    --force, the original gets a fresh id all the same."""
+    import shutil
+
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    bob = clone(remote, tmp_path / "bob")
+    parent = record(alice, base, "Online softmax - +10%", score=1.10)
+    assert parent.path is not None
+    assert run_kexp("sync", cwd=alice).returncode == 0
+    assert run_kexp("sync", cwd=bob).returncode == 0  # (brings Alice's in)
+    child = record(bob, base, "Online softmax, two rows a warp - +3%", score=1.03, pid=parent.id)
+    assert run_kexp("sync", "--branch", "kexp/bob", cwd=bob).returncode == 0
+    git(alice, "fetch", "-q")
+    copy = parent.path.with_name(parent.path.name.replace(".md", "-next.md"))
+    shutil.copyfile(parent.path, copy)
+    before = {p: p.read_bytes() for p in (alice / "experiments").rglob("*.md")}
+
+    refused = run_kexp("re-id", str(parent.path), cwd=alice)
+    assert refused.returncode == 2, refused.stdout
+    (line,) = refused.stderr.strip().splitlines()
+    assert child.id[:10] in line and "origin/kexp/bob" in line, line
+    shown = copy.relative_to(alice).as_posix()
+    assert f"kexp re-id {shown}" in line and "--force" in line and "Traceback" not in line, line
+    assert {p: p.read_bytes() for p in (alice / "experiments").rglob("*.md")} == before
+
+    forced_copy = tmp_path / "forced"
+    shutil.copytree(alice / "experiments", forced_copy)
+    done = run_kexp("re-id", shown, cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert parent.path.read_bytes() == before[parent.path] and not copy.exists()
+    assert Store(alice).get_experiment(parent.id).path == parent.path
+
+    shutil.rmtree(alice / "experiments")
+    shutil.copytree(forced_copy, alice / "experiments")
+    forced = run_kexp("re-id", "--force", str(parent.path), cwd=alice)
+    assert forced.returncode == 0, forced.stderr
+    assert not parent.path.exists() and copy.exists()
+
+
+def test_an_agent_refused_a_re_id_is_told_the_force_argument_and_it_works(repo: Path) -> None:
+    """An agent's re_id of a parent whose id no other file holds is refused in the
+    tools' words (``force: true``, not ``--force``); called with force as said, the
+    file gets a fresh id and its child names no experiment."""
+    import json
+    import re
+
+    from test_mcp import Agent, run_agent
+
+    made = Store(repo).create_experiment(**experiment_fields())
+    assert made.path is not None
+    child = Store(repo).create_experiment(
+        **experiment_fields(change_summary="Unroll by 8 - +1%", score=1.01, pid=made.id)
+    )
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("re_id", path=str(made.path))
+        assert failed and len(texts[0].splitlines()) == 1 and "--force" not in texts[0], texts
+        said = re.search(r'the re_id tool with path: "([^"]+)" and force: true', texts[0])
+        assert said is not None and child.id[:10] in texts[0], texts
+        failed, texts = await agent.call("re_id", path=said.group(1), force=True)
+        assert not failed, texts
+        assert json.loads(texts[0])["old_id"] == made.id
+
+    run_agent(repo, work)
+    assert not made.path.exists()
+    assert Store(repo).get_experiment(child.id).pid == made.id  # (now naming no experiment)

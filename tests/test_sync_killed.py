@@ -157,3 +157,45 @@ def test_a_side_branch_sync_killed_before_its_first_push_is_said_never_published
     said = run_kexp("sync", cwd=alice, process=True)
     (line,) = [line for line in said.stdout.splitlines() if path in line]
     assert f"{SHARED}, which origin no longer has" in line and advice in line, line
+
+
+#: A reference-transaction hook that kills the ``kexp sync`` process above it (SIGKILL)
+#: once its push has moved ``refs/remotes/origin/kexp/shared`` here: the remote holds
+#: the branch, and kexp has not yet noted that it pushed.
+_KILL_AFTER_PUSH = _KILL_ON_BRANCH_MOVE.replace(
+    'case "$moved" in *" refs/heads/kexp/shared"*) ;; *) exit 0 ;; esac',
+    'echo "$moved" | grep -Eq " [0-9a-f]*[1-9a-f][0-9a-f]* refs/remotes/origin/kexp/shared$"'
+    " || exit 0  # (made or moved, not deleted)",
+)
+assert _KILL_AFTER_PUSH != _KILL_ON_BRANCH_MOVE
+
+
+def test_a_side_branch_sync_killed_after_its_push_is_not_said_never_published(
+    tmp_path: Path,
+) -> None:
+    """Alice's first ``kexp sync --branch`` is killed once git has pushed the branch,
+    before kexp notes the push. The pull request is closed unmerged (the branch
+    deleted): back on main, each ``kexp sync`` (a dry run, then two real ones, the
+    first of which prunes the remote-tracking branch) says origin no longer has the
+    branch, never that it was never published, which is false."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    made = record(alice, base, "Unroll by 4 - +2%", score=1.02)
+    assert made.path is not None
+    path = made.path.relative_to(alice).as_posix()
+    hook = alice / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(_KILL_AFTER_PUSH)
+    hook.chmod(0o755)
+    killed = run_kexp("sync", "--branch", SHARED, cwd=alice, process=True)
+    assert killed.returncode == -9, killed.stderr
+    hook.unlink()
+    assert path in git(remote, "ls-tree", "-r", "--name-only", SHARED)  # (pushed)
+    git(remote, "branch", "-D", SHARED)  # (the pull request closed unmerged)
+
+    advice = f"kexp sync --branch {SHARED} proposes them again; to drop them, remove the files"
+    for dry in (("--dry-run",), (), ()):
+        said = run_kexp("sync", *dry, cwd=alice, process=True)
+        assert said.returncode == 0, said.stderr
+        (line,) = [line for line in said.stdout.splitlines() if path in line]
+        assert "never published" not in line, line
+        assert f"{SHARED}, which origin no longer has" in line and advice in line, line

@@ -25,12 +25,14 @@ HERS = "Online softmax - +10%"
 THEIRS = "Online softmax, single pass over rows - +10%"
 
 
-def _reviewed(tmp_path: Path, rewrite: bool = False) -> tuple[Path, Path, str, str]:
+def _reviewed(
+    tmp_path: Path, rewrite: bool = False, message: str | None = None
+) -> tuple[Path, Path, str, str]:
     """Alice records an experiment on main and publishes it with ``kexp sync --branch``;
     the lead corrects its summary on the pull request's branch, commits and pushes
     (``rewrite``: amends Alice's commit instead, and force-pushes, as a reviewer who
-    keeps a pull request to one commit does). (remote, alice, its id, its repository
-    path)."""
+    keeps a pull request to one commit does; ``message``: the amended commit's new
+    message). (remote, alice, its id, its repository path)."""
     remote, base = make_remote(tmp_path)
     alice = clone(remote, tmp_path / "alice")
     lead = clone(remote, tmp_path / "lead")
@@ -42,7 +44,10 @@ def _reviewed(tmp_path: Path, rewrite: bool = False) -> tuple[Path, Path, str, s
     fixed = run_kexp("update", made.id, "--set", f"change_summary={THEIRS}", cwd=lead)
     assert fixed.returncode == 0, fixed.stderr
     if rewrite:
-        git(lead, "commit", "-q", "-a", "--amend", "--no-edit")
+        if message is None:
+            git(lead, "commit", "-q", "-a", "--amend", "--no-edit")
+        else:
+            git(lead, "commit", "-q", "-a", "--amend", "-m", message)
         git(lead, "push", "-q", "--force", "origin", f"review:{BRANCH}")
     else:
         git(lead, "commit", "-q", "-am", "review: clarify the summary")
@@ -54,17 +59,22 @@ def _on_branch(remote: Path, path: str) -> str:
     return git(remote, "show", f"{BRANCH}:{path}")
 
 
-@pytest.mark.parametrize("rewrite", [False, True], ids=["commit", "amend-force-push"])
+@pytest.mark.parametrize(
+    ("rewrite", "message"),
+    [(False, None), (True, None), (True, "Review: online softmax, summary clarified")],
+    ids=["commit", "amend-force-push", "amend-new-message-force-push"],
+)
 def test_the_reviewers_correction_reaches_the_working_tree_and_survives_an_update(
-    tmp_path: Path, rewrite: bool
+    tmp_path: Path, rewrite: bool, message: str | None
 ) -> None:
     """Alice syncs (a dry run first says it would, changing nothing): the lead's
     summary comes into her working tree (it said "merged" and left her file as it
     was; after a force-push, it stopped: "changed both here and on" the branch, which
-    she never edited); she adds a tag and syncs: the branch holds the lead's summary
-    and her tag (her older summary was pushed over the lead's, silently), published
-    without a force-push of hers."""
-    remote, alice, exp_id, path = _reviewed(tmp_path, rewrite)
+    she never edited; after an amend with a new message, its subject changed, too); she
+    adds a tag and syncs: the branch holds the lead's summary and her tag (her older
+    summary was pushed over the lead's, silently), published without a force-push of
+    hers."""
+    remote, alice, exp_id, path = _reviewed(tmp_path, rewrite, message)
     planned = run_kexp("sync", "--branch", BRANCH, "--dry-run", "--json", cwd=alice)
     assert planned.returncode == 0, planned.stderr
     plan = json.loads(planned.stdout)
@@ -217,3 +227,33 @@ def test_an_edit_made_before_a_force_pushed_correction_stops_the_sync_and_settle
     assert (on_branch + "\n" == mine) == (way == "publish your version")
     assert f"change_summary: {THEIRS}" in on_branch or way == "publish your version"
     assert git(remote, "rev-parse", BRANCH) == git(alice, "rev-parse", BRANCH)
+
+
+def test_an_amend_is_told_a_rewrite_and_another_authors_commit_on_its_parent_is_not(
+    repo: Path,
+) -> None:
+    """What tells a reviewer's rewrite of a published commit (its version taken for the
+    newest, the clone's branch moved to it) from another commit: an amend with a new
+    message is one (it was not: another subject); a commit another author made on the
+    same parent, changing the same file, is not (its clone's change is no rewrite of
+    this one's: taking it for one would drop this one's commit)."""
+    from git import Repo
+
+    from kexp.gitops.rewrites import rewritten_on
+
+    (repo / "experiments" / "a.md").write_text("first\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Record a")
+    mine = git(repo, "rev-parse", "HEAD")
+    (repo / "experiments" / "a.md").write_text("corrected\n")
+    git(repo, "commit", "-q", "-a", "--amend", "-m", "Review: a, corrected")
+    amended = git(repo, "rev-parse", "HEAD")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")  # (which lacks experiments/)
+    (repo / "experiments").mkdir(exist_ok=True)
+    (repo / "experiments" / "a.md").write_text("another\n")
+    git(repo, "add", "-A")
+    who = ("-c", "user.name=Bob", "-c", "user.email=bob@example.com")
+    git(repo, *who, "commit", "-q", "-m", "Record a")
+    theirs = git(repo, "rev-parse", "HEAD")
+    assert rewritten_on(Repo(repo), amended, mine)
+    assert not rewritten_on(Repo(repo), theirs, mine)

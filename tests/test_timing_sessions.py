@@ -606,3 +606,38 @@ def test_pytest_benchmark_timed_with_a_cpu_clock_is_not_recorded_as_a_wall_clock
     told_id = json.loads(told.stdout)["id"]
     shown = run_kexp("show", told_id, "--json", "--fields", "protocol", cwd=repo)
     assert json.loads(shown.stdout)["protocol"]["device"] == "gpu", shown.stdout
+
+
+def test_timings_given_inline_beside_a_tools_file_warn_to_time_both_alike(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An agent gives pytest-benchmark's file as the baseline and its own timings of the
+    candidate inline (a JSON object: no tool named): kexp recorded them silently, though
+    the rule is to time both sides with the same tool and clock. It records them with a
+    one-line warning naming the baseline's tool and saying to time both sides alike;
+    both sides inline (one program timed both) warn of nothing of the kind."""
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    options = ("--benchmark-min-rounds=5", "--benchmark-max-time=0.000001")
+    base = run_pytest_benchmark(tmp_path, BENCH, "baseline", *options)
+    timed = {b["param"]: b["stats"]["data"] for b in json.loads(base.read_text())["benchmarks"]}
+    mine = {c: [s * 1e6 * 0.9 for s in samples] for c, samples in timed.items()}  # (µs)
+    fields = {
+        "change_summary": "Sum once - x", "operator_sig": "bench.py: sum", "dtype_sig": "fp32",
+        "env": "cpu test", "unit": "us",
+    }  # fmt: skip
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call("record", baseline=str(base), candidate=mine, **fields)
+        assert not failed, texts
+        said = [t for t in texts[1:] if "same tool" in t]
+        assert len(said) == 1 and len(said[0].splitlines()) == 1, texts
+        assert "pytest-benchmark" in said[0] and "candidate" in said[0], said
+        both = [{c: [s * 1e6 * f for s in samples] for c, samples in timed.items()}
+                for f in (1.0, 0.85)]  # fmt: skip
+        failed, texts = await agent.call("record", baseline=both[0], candidate=both[1], **fields)
+        assert not failed and not [t for t in texts[1:] if "same tool" in t], texts
+
+    run_agent(repo, work)
+    assert len(list((repo / "experiments").rglob("*-*.md"))) == 2

@@ -754,13 +754,16 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
     @server.register(_WRITE)
     def re_id(
         path: Annotated[str, Field(min_length=1, description="The experiment file")],
+        force: Annotated[
+            bool, Field(description="Go ahead even when other experiments build on the file")
+        ] = False,
     ) -> CallToolResult:
         """Give one of two files holding one id (a copied file, or two branches that made
         the same id, read across refs) a fresh id and the file name that goes with it;
-        refused for an id no other file holds that others build on (kexp re-id)."""
+        refused, unless forced, while others build on that file (kexp re-id)."""
 
         def run() -> dict[str, str]:
-            done = tools.store().re_id(tools.path(path))
+            done = tools.store().re_id(tools.path(path), force=force)
             old = {"old_id": done.old_id, "old_path": str(done.old_path)}
             return {**old, "id": done.id, "path": str(done.path)}
 

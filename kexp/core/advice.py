@@ -65,6 +65,11 @@ def _pattern(template: str) -> re.Pattern[str]:
 #: Advice on two files holding one id (a copied file, or two branches that made the same
 #: id): the command that gives one of them a fresh id.
 RE_ID = Advice("kexp re-id {path}", 'the re_id tool with path: "{path}"')
+#: Advice on a re-id refused because experiments build on the file: going ahead all the
+#: same (their ``pid`` or ``combines`` then names no experiment, or the other file's).
+RE_ID_FORCE = Advice(
+    "kexp re-id --force {path}", 'the re_id tool with path: "{path}" and force: true'
+)
 #: Advice on ids not found across refs (:meth:`kexp.storage.reader.StoreReader.resolve_id`).
 ALL_REFS_IDS = Advice(
     "kexp list --all-refs shows the ids", "the list tool with all_refs: true shows the ids"
@@ -432,6 +437,7 @@ ADVICE = (
     READ_ACROSS_REFS,
     MORE_LESSONS,
     DIFF_FILE,
+    RE_ID_FORCE,  # (before RE_ID, whose path would be the flag)
     RE_ID,
 )
 

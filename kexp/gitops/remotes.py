@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 
 from kexp.core.errors import GitError
 from kexp.gitops.commits import check_branch_name, ref_commit
-from kexp.gitops.git import LOCK_EXISTS, git_command, is_hex, is_ref_name, translate_error
+from kexp.gitops.git import (
+    LOCK_EXISTS,
+    git_command,
+    is_ancestor,
+    is_hex,
+    is_ref_name,
+    translate_error,
+)
 from kexp.gitops.objects import object_names
 
 if TYPE_CHECKING:
@@ -78,6 +85,15 @@ def prune_tracking(repo: git.Repo, remote: str, listed: Collection[str]) -> list
     for ref, tip in stale:
         git_command(repo, "update-ref", "-d", ref, tip, ok_codes=None)
     return [ref.removeprefix("refs/remotes/") for ref, _ in stale]
+
+
+def tracking_holds(repo: git.Repo, remote: str, branch: str) -> bool:
+    """Whether this clone's remote-tracking branch of ``remote``'s ``branch`` (checked
+    names) holds this clone's ``branch`` commit: a push of it landed there (git moves the
+    remote-tracking branch once the remote took the push), or a fetch saw it there."""
+    local = ref_commit(repo, f"refs/heads/{branch}")
+    tracking = ref_commit(repo, f"refs/remotes/{remote}/{branch}")
+    return local is not None and tracking is not None and is_ancestor(repo, local, tracking)
 
 
 def fetch_objects(repo: git.Repo, remote: str, branches: Sequence[str]) -> None:

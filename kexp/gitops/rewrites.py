@@ -71,15 +71,29 @@ def rewritten_commits(
 
 def rewritten_on(repo: git.Repo | Worktree, tip: str, base: str) -> bool:
     """Whether ``tip`` holds a rewrite of every commit of ``base`` it lacks (merges
-    aside; at least one): a commit of ``tip``'s that ``base`` lacks with the same author,
-    author date and subject (``git commit --amend`` and ``git rebase`` keep them), as a
-    branch force-pushed after a reviewer amended or rebased it has for the clone that
-    published the commits it replaced."""
-    shape = "%an <%ae> %at %s"
+    aside; at least one), as a branch force-pushed after a reviewer amended or rebased
+    it has for the clone that published the commits it replaced: a commit of ``tip``'s
+    that ``base`` lacks with the same author and author date and either the same
+    parents and files changed (``git commit --amend`` keeps them, whatever its message
+    and content) or the same subject (``git rebase`` keeps it). Another clone's commit
+    on the same parent is no rewrite (another author, or another second, or files)."""
+    mine = _identities(repo, base, "--not", tip)
+    known = {key for keys in _identities(repo, tip, "--not", base) for key in keys}
+    return bool(mine) and all(known.intersection(keys) for keys in mine)
 
-    def keys(*args: str) -> list[str]:
-        out = git_command(repo, "log", "--no-merges", f"--format={shape}", *args).stdout
-        return out.splitlines()
 
-    mine = keys(base, "--not", tip)
-    return bool(mine) and set(mine) <= set(keys(tip, "--not", base))
+def _identities(repo: git.Repo | Worktree, *args: str) -> list[tuple[str, str]]:
+    """Each commit ``git log args`` lists (merges aside) as what a rewrite of it keeps:
+    (its author, author date, parents and the files it changes), (its author, author
+    date and subject)."""
+    out = git_command(
+        repo, "log", "--no-merges", "--format=%x00%an <%ae> %at%x01%P%x01%s", "--name-only",
+        *args,
+    ).stdout  # fmt: skip
+    found = []
+    for entry in out.split("\0")[1:]:
+        head, _, paths = entry.partition("\n")
+        author, parents, subject = head.split("\x01", 2)
+        changed = "\n".join(sorted(line for line in paths.splitlines() if line))
+        found.append((f"{author}\nparents {parents}\n{changed}", f"{author}\nsubject {subject}"))
+    return found

@@ -157,7 +157,8 @@ def same_kind(base: Timings, cand: Timings) -> None:
     a GPU's milliseconds made a 6.9x step), whatever configurations they share. Every
     kind of file is a tool of its own (a CSV beside a JSON file too); timings given in
     Python (:data:`~kexp.measure.timings.IN_PYTHON`) name no tool: the program that
-    holds them timed them, and pairs them with what it chooses."""
+    holds them timed them, and pairs them with what it chooses (beside a tool's file,
+    with a warning: :func:`untold_kind`)."""
     if _kind(base) == _kind(cand) or IN_PYTHON in (base.form, cand.form):
         return
     if base.form == cand.form:
@@ -168,6 +169,23 @@ def same_kind(base: Timings, cand: Timings) -> None:
         f"{said}: times of different tools or clocks do not compare, and nothing was "
         "written; time both sides with the same tool and clock"
     )
+
+
+def untold_kind(base: Timings, cand: Timings) -> str | None:
+    """The warning for a side given in Python (no tool named) beside one a tool timed
+    (a file of a tool's own form: not plain times a script wrote): nothing tells that
+    both were timed alike; None otherwise."""
+    sides = (("baseline", base), ("candidate", cand))
+    for (name, given), (other_name, other) in (sides, sides[::-1]):
+        if given.form == IN_PYTHON and other.form not in UNSTATED_UNIT_FORMS:
+            return (
+                f"the {name}'s timings were given as numbers (a dict, a JSON object: no "
+                f"tool named) and the {other_name}'s are {_kind(other)}: nothing says both "
+                "sides were timed "
+                "alike, and times of different tools or clocks do not compare; time both "
+                f"sides with the same tool and clock ({other.form} for both)"
+            )
+    return None
 
 
 def pair_timings(
@@ -273,7 +291,9 @@ def gather(
     cand = _timings_of(candidate, "candidate", unit, stat)
     same_kind(base, cand)
     _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
-    for message in dict.fromkeys((*base.warnings, *cand.warnings)):  # each once
+    untold = untold_kind(base, cand)
+    said = (*base.warnings, *cand.warnings, *([untold] if untold else []))
+    for message in dict.fromkeys(said):  # each once
         warnings.warn(message, TimingsWarning, stacklevel=4)
     protocol = {**base.protocol, **cand.protocol}
     if base.summary or cand.summary:

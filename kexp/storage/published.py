@@ -74,7 +74,8 @@ class Record:
     #: The files of ``files`` that ``kexp rm`` deleted here, untracked (to remove).
     removed: set[str] = dataclasses.field(default_factory=set)
     #: Whether a sync of this working tree ever pushed to the branch (the record is
-    #: written before the push: a sync stopped before it never published the branch).
+    #: written before the push: a sync stopped before it never published the branch;
+    #: one stopped after it is noted later, from the remote-tracking branch).
     pushed: bool = False
 
     @staticmethod

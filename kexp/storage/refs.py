@@ -47,7 +47,7 @@ import fnmatch
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kexp.core.advice import LOG_REMOVED, READ_WITHOUT_REFS, SHOW_ALL_REFS, Advice
 from kexp.core.errors import KexpError, KexpWarning
@@ -631,34 +631,47 @@ def refs_holding(store: Any, id_or_prefix: str) -> list[str]:
     return [place for place in dict.fromkeys(places) if place != LOCAL]
 
 
-def id_elsewhere(store: Any, exp_id: str, path: str) -> tuple[tuple[str, ...], list[Row]]:
+class Elsewhere(NamedTuple):
+    """What the refs hold of an id beside one working-tree file of it
+    (:func:`id_elsewhere`)."""
+
+    #: The refs holding another experiment with the id (a file at another path).
+    others: tuple[str, ...]
+    #: The rows of the experiments naming the id (``pid``, ``combines``), each with where.
+    naming: list[Row]
+    #: The places (the working tree, refs) holding this file and no other file of the id:
+    #: there, the id names this file's experiment alone.
+    only_this: frozenset[str] = frozenset()
+
+
+def id_elsewhere(store: Any, exp_id: str, path: str) -> Elsewhere:
     """What the branches and remote-tracking branches hold of the id ``exp_id`` beside
     the working tree's file at ``path`` (relative to ``experiments/``), read across refs
     as every read is: the refs holding another experiment with that id (a file at
-    another path, in either layout: two branches made one id), and the rows of the
-    experiments naming it (``pid``, ``combines``) with where each is. ((), []) outside
-    git. ``store``: a :class:`kexp.storage.store.Store` of the working tree."""
+    another path, in either layout: two branches made one id), the rows of the
+    experiments naming it (``pid``, ``combines``) with where each is, and the places
+    where the id is this file's alone. Nothing outside git. ``store``: a
+    :class:`kexp.storage.store.Store` of the working tree."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (the read's warnings are not this question's)
             across = store.with_refs(all_refs=True)
             found = across.found()
     except KexpError:
-        return (), []
+        return Elsewhere((), [])
     if not isinstance(across.source, RefsSource):
-        return (), []
+        return Elsewhere((), [])
     names = across.source.places
     mine = set(layout_twins(path))
+    versions = across.source.several.get(exp_id, [])
     others = tuple(
         dict.fromkeys(
-            names[place]
-            for other, _, places in across.source.several.get(exp_id, [])
-            if other not in mine
-            for place in places
+            names[place] for other, _, places in versions if other not in mine for place in places
         )
     )
+    holding = {names[p] for other, _, places in versions if other in mine for p in places}
     naming = [row for row in found.rows if row.pid == exp_id or exp_id in row.combines]
-    return others, naming
+    return Elsewhere(others, naming, frozenset(holding - set(others)))
 
 
 def on_other_refs(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import ids
+from kexp.core.advice import RE_ID, RE_ID_FORCE
 from kexp.core.errors import (
     DeleteRefusedError,
     ExperimentExistsError,
@@ -34,7 +35,7 @@ from kexp.core.model import (
     attach,
     creation_time,
 )
-from kexp.core.problems import Problem, has_errors, sort_problems
+from kexp.core.problems import Problem, display_path, has_errors, sort_problems
 from kexp.format.fileformat import FileFormatError, encode_like, parse, render_update, serialize
 from kexp.format.legacykeys import without_stand_ins
 from kexp.format.reading import read_file
@@ -54,6 +55,7 @@ from kexp.storage.sources import EXPERIMENTS_DIR
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from kexp.storage.refs import Elsewhere
     from kexp.storage.rows import Row
 
 from kexp.storage.reader import StoreReader
@@ -506,7 +508,7 @@ class Store(StoreReader):
         self._written()
         return path
 
-    def re_id(self, path: Path | str) -> ReId:
+    def re_id(self, path: Path | str, *, force: bool = False) -> ReId:
         """``kexp re-id PATH``: give the experiment file at ``path`` (in the working tree's
         ``experiments/``; a relative path from the working directory) a fresh id
         (:func:`kexp.core.ids.new_id`) and the name that goes with it,
@@ -516,12 +518,13 @@ class Store(StoreReader):
 
         Refused (:class:`KexpError`, nothing changed) for a file that is not an
         experiment's, or whose front-matter cannot be read or names another id than its
-        name, and while the id is the file's alone and other experiments name it as their
-        ``pid`` or in their ``combines`` (they would point nowhere). Alone and naming it
-        are read across refs too (:func:`kexp.storage.refs.id_elsewhere`): another
-        branch's experiment made with the same id shares it; one building on it there
-        names it. The new file is in place before the old name goes: a crash between
-        leaves both, never neither."""
+        name; and, unless ``force``, while other experiments build on it (name it as their
+        ``pid`` or in their ``combines``): the id being the file's alone (they would point
+        nowhere), or being this file's alone where they are (another file holds it
+        elsewhere: they would name that one's experiment). Read across refs too
+        (:func:`kexp.storage.refs.id_elsewhere`): another branch's experiment made with
+        the same id shares it; one building on it there names it. The new file is in
+        place before the old name goes: a crash between leaves both, never neither."""
         self._writable()
         file = self._experiment_file(Path(path))
         old_id = id_from_name(file)
@@ -530,33 +533,19 @@ class Store(StoreReader):
             # Exclusive: no write naming the old id between the check and the move.
             locked.enter_context(self._lineage_lock(exclusive=True))
             locked.enter_context(self.lock(old_id))
-            shared = len(self.id_index(old_id).get(old_id, [])) > 1
-            if not shared:
+            if not force:
                 # lazy: a read across refs, for this question alone
                 from kexp.storage.refs import id_elsewhere
 
                 relative = file.relative_to(self.experiments_dir.resolve()).as_posix()
-                others, naming = id_elsewhere(self, old_id, relative)
-                shared = bool(others)
-            if not shared:
-                kids, combiners = self.dependents(old_id)
-                kids += [r.id for r in naming if r.pid == old_id and r.id not in kids]
-                combiners += [
-                    r.id for r in naming if old_id in r.combines and r.id not in combiners
-                ]
-                refs = {p for r in naming if r.where for p in r.where.refs} - {LOCAL}
-                if kids or combiners:
-                    what = (
-                        f"the parent of {_id_list(kids)}"
-                        if kids
-                        else f"combined by {_id_list(combiners)}"
-                    )
-                    on = f" (read across refs: on {', '.join(sorted(refs))})" if refs else ""
-                    raise KexpError(
-                        f"{file} holds the only copy of {old_id}, {what}{on}: a new id "
-                        "would break their lineage; nothing was changed (kexp re-id is for "
-                        "one of two files that share an id, here or on another branch)"
-                    )
+                elsewhere = id_elsewhere(self, old_id, relative)
+                copies = [p for p in self.id_index(old_id).get(old_id, []) if p.resolve() != file]
+                alone = not copies and not elsewhere.others
+                refusal = _lineage_refusal(
+                    file, old_id, copies, elsewhere, self.dependents(old_id) if alone else None
+                )
+                if refusal:
+                    raise KexpError(refusal)
             data, checked = self._readable(file)
             assert checked.document is not None  # (checked)
             now = ids.current_time()
@@ -740,6 +729,53 @@ class ReId:
     id: str
     #: Its new file.
     path: Path
+
+
+def _lineage_refusal(
+    file: Path,
+    old_id: str,
+    copies: list[Path],
+    elsewhere: Elsewhere,
+    dependents: tuple[list[str], list[str]] | None,
+) -> str | None:
+    """Why a new id for ``file`` (holding ``old_id``) would break the lineage of the
+    experiments building on it, or None. ``copies``: the working tree's other files of
+    the id; ``dependents``: the working tree's children and combiners, when the id is the
+    file's alone (else only those where the id is this file's alone count)."""
+    only = elsewhere.only_this
+    naming = [
+        r
+        for r in elsewhere.naming
+        if dependents is not None or (r.where and only & {*r.where.refs})
+    ]
+    kids, combiners = dependents or ([], [])
+    kids = [*kids, *(r.id for r in naming if r.pid == old_id and r.id not in kids)]
+    combiners = [
+        *combiners, *(r.id for r in naming if old_id in r.combines and r.id not in combiners)
+    ]  # fmt: skip
+    if not kids and not combiners:
+        return None
+    what = f"the parent of {_id_list(kids)}" if kids else f"combined by {_id_list(combiners)}"
+    refs = sorted({p for r in naming if r.where for p in r.where.refs} - {LOCAL})
+    on = f" (read across refs: on {', '.join(refs)})" if refs else ""
+    force = RE_ID_FORCE.say(path=shlex.quote(display_path(file)))
+    if dependents is not None:
+        return (
+            f"{file} holds the only copy of {old_id}, {what}{on}: a new id would break their "
+            "lineage; nothing was changed (kexp re-id is for one of two files that share an "
+            f"id, here or on another branch; to leave them naming no experiment, {force})"
+        )
+    other = (
+        RE_ID.say(path=shlex.quote(display_path(copies[0])))
+        if copies
+        else f"on {', '.join(elsewhere.others)}, by whoever made it"
+    )
+    return (
+        f"{file} holds the {old_id} that is {what}{on}, where no other file holds that "
+        "id: a new id would give their lineage the other file's experiment; nothing was "
+        f"changed: give the other file a fresh id instead ({other}), or, to go ahead all "
+        f"the same, {force}"
+    )
 
 
 def _id_list(exp_ids: list[str], shown: int = 5) -> str:

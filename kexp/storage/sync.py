@@ -222,7 +222,7 @@ def _sync(
         if needed and target == view.default():
             raise ValidationError(_STACKED.format(target=target, files=listing(sorted(needed))), [])
         paths = sorted({*paths, *needed})  # (a copy of what another branch holds)
-        held_unlanded = _unlanded(location, view, target, paths)
+        held_unlanded = _unlanded(location, view, target, paths, not dry_run)
         paths = [p for p in paths if not any(p in u.files for u in held_unlanded)]
         removed = [p for p in paths if not os.path.lexists(location.toplevel / p)]
         if paths or local != gitcommits.ref_commit(repo, f"refs/remotes/{remote}/{target}"):
@@ -538,13 +538,14 @@ def _landed(
 
 
 def _unlanded(
-    location: StoreLocation, view: RemoteView, target: str, paths: list[str]
+    location: StoreLocation, view: RemoteView, target: str, paths: list[str], note: bool
 ) -> tuple[Unlanded, ...]:
     """What a sync holds back of ``paths`` (what it would commit to ``target``, checked
     out or not), by side branch: what this clone published on one the remote no longer
     has, and did not land on its default branch
     (:func:`kexp.storage.published.unlanded`), and the files building on it (``pid``,
-    ``combines``: the default branch would lack their parents). Never deleted."""
+    ``combines``: the default branch would lack their parents). Never deleted. ``note``:
+    whether to note a push found but not noted (:func:`_pushed`)."""
     present = [p for p in paths if os.path.lexists(location.toplevel / p)]
     found = unlanded(location.repo, view, target, present)
     branch_of = {p: branch for branch, files in found.items() for p in files}
@@ -554,12 +555,26 @@ def _unlanded(
         branch_of |= {p: branch_of[min(on)] for p, on in building.items() if on}
         if len(rest) == len(rest := [p for p in rest if not building[p]]):
             break
-    pushed = {branch: Record.read(location.repo, branch).pushed for branch in found}
+    pushed = {branch: _pushed(location.repo, view.remote, branch, note) for branch in found}
     return tuple(
         Unlanded(branch, files, PROPOSE_AGAIN.say(branch=branch), pushed[branch])
         for branch in found
         if (files := tuple(sorted(p for p, b in branch_of.items() if b == branch)))
     )
+
+
+def _pushed(repo: Any, remote: str, branch: str, note: bool) -> bool:
+    """Whether a sync of this clone pushed the side ``branch``: its record says so, or
+    the remote-tracking branch holds the branch's commit (a sync killed once git pushed,
+    before it noted the push); then, with ``note``, the record notes it, as the
+    remote-tracking branch of a branch the remote no longer has is pruned."""
+    if Record.read(repo, branch).pushed:
+        return True
+    if not gitremotes.tracking_holds(repo, remote, branch):
+        return False
+    if note:
+        Record.note_pushed(repo, branch)
+    return True
 
 
 def _moved_or_removed(
@@ -633,7 +648,9 @@ def _commit_beside(
 
     def leave(present: list[str]) -> set[str]:
         out = left_out(location, view.held(present), present) | (taken & set(present))
-        held[:] = _unlanded(location, view, target, [p for p in present if p not in out])
+        held[:] = _unlanded(
+            location, view, target, [p for p in present if p not in out], not dry_run
+        )
         return out | {p for u in held for p in u.files}
 
     def remove(gone: list[str]) -> list[str]:

@@ -90,24 +90,30 @@ def update(
 
 @click.command(name="re-id")
 @click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--force", is_flag=True, help="Go ahead even when other experiments build on the file."
+)
 @click.pass_context
-def re_id(ctx: click.Context, path: Path) -> None:
+def re_id(ctx: click.Context, path: Path, force: bool) -> None:
     """Give an experiment file a fresh id, and the file name that goes with it.
 
     For two files holding one id (kexp validate: duplicate-id): a file copied to start
     a new experiment, or two branches that made the same id. Only the file's id line
     changes; it moves to experiments/YYYY/MM/xx/<new id>-<slug>.md, by the new id's
     time, as kexp add names a file. Refused (exit 2, nothing changed) for a path that is
-    not an experiment file of the store, and for an id no other file holds that other
-    experiments name as their parent or combine (their lineage would break).
+    not an experiment file of the store; and, unless --force, while other experiments
+    (here or on another branch, read across refs) name its id as their parent or combine
+    it: the id the file's alone (their lineage would break), or the file the one holding
+    the id where they are (their lineage would move to the other file's experiment: re-id
+    that one instead).
 
-    Python: kexp.Store.re_id(path).
+    Python: kexp.Store.re_id(path, force=False).
 
     \b
     Example:
       kexp re-id experiments/2026/10/26/6ad1e3ef8a949f26-*.md
     """
-    done = get_store(ctx).re_id(path)
+    done = get_store(ctx).re_id(path, force=force)
     click.echo(
         f"re-id {done.old_id} -> {done.id}: {clean(shown_path(done.old_path))} -> "
         f"{clean(shown_path(done.path))}"
