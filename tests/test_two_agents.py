@@ -212,14 +212,18 @@ def test_an_uncommitted_edit_beside_a_teammates_correction_is_said_diverged(
 
     data = json.loads(run_kexp("show", x[:10], "--all-refs", "--json", cwd=alice).stdout)
     assert data["ref"] == "local" and data["diverged"], data
-    assert "origin/kexp/bob" in data["other_versions"]
-    assert "working tree's edit" in data["note"] and "older" not in data["note"], data
+    # Only Bob's version diverged; Alice's own published copies are older ones.
+    assert data["diverged_on"] == ["origin/kexp/bob"], data
+    older, apart = data["note"].split("; another version on ")
+    assert older == "an older version on kexp/alice, origin/kexp/alice", data["note"]
+    assert apart.startswith("origin/kexp/bob: both changed") and "working tree's edit" in apart
     shown = run_kexp("top", "--all-refs", cwd=alice)
     (line,) = [line for line in shown.stdout.splitlines() if x[:10] in line]
     assert "diverged" in line and "older" not in line, line
     packet = run_kexp("context", "--operator", "softmax", "--all-refs", cwd=alice).stdout
     best = packet.split("## Current best", 1)[1].split("##", 1)[0]
-    assert "diverged" in best and "working tree's edit" in best, best
+    assert "diverged: another version on origin/kexp/bob changed" in best, best
+    assert "working tree's edit" in best and "kexp/alice" not in best.split("diverged")[1]
 
 
 def test_an_uncommitted_edit_of_ones_own_published_copy_is_the_newer_one(

@@ -191,12 +191,12 @@ def experiment_entry(
         lines.append(f"  {cut(sighting.unmerged.said)}")
     diverged = section == "best" and sighting is not None and sighting.diverged
     if diverged and sighting is not None:
-        places = [p if p != "local" else "your working tree" for p in sighting.other_versions]
+        places = [p if p != "local" else "your working tree" for p in sighting.diverged_on]
         shown = ", ".join(places[:2]) + (f" and {len(places) - 2} more" if places[2:] else "")
         which = "the working tree's edit" if sighting.ref == "local" else "the later commit's"
         lines.append(
-            f"  diverged: other versions on {cut(shown)}; one changed there too since "
-            f"they parted (this is {which})"
+            f"  diverged: another version on {cut(shown)} changed there too since they "
+            f"parted (this is {which})"
         )
     data: dict[str, Any] = {
         "id": doc.id,
@@ -226,7 +226,11 @@ def experiment_entry(
         if sighting.unmerged is not None:
             data["unmerged"] = sighting.unmerged.to_dict()
     if diverged and sighting is not None:
-        data.update(other_versions=list(sighting.other_versions), diverged=True)
+        data.update(
+            other_versions=list(sighting.other_versions),
+            diverged=True,
+            diverged_on=list(sighting.diverged_on),
+        )
     return Entry(section, priority, order, tuple(lines), data)
 
 

@@ -105,6 +105,7 @@ WHERE_FIELDS = {
     "refs": [],
     "other_versions": [],
     "diverged": False,
+    "diverged_on": [],
     "removed_on": [],
     "note": "",
 }

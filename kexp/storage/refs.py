@@ -327,9 +327,9 @@ class RefsSource:
         for exp_id, (path, key, places) in single.items():
             known = seen_once.get(places)
             if exp_id in noted:
-                seen = newest.seen(places, (), False, noted[exp_id])
+                seen = newest.seen(places, (), (), noted[exp_id])
             elif known is None:
-                seen = seen_once[places] = newest.seen(places, (), False)
+                seen = seen_once[places] = newest.seen(places, (), ())
             else:
                 seen = known
             mine = by_path.get(path) if seen.ref == LOCAL else None

@@ -133,11 +133,11 @@ class Seen(NamedTuple):
     #: Every place holding this version (the working tree first, then refs in order).
     refs: tuple[str, ...]
     #: The places holding other versions of the same experiment (older ones, or one
-    #: that changed too since their commits parted: ``diverged``), in order.
+    #: that changed too since their commits parted: ``diverged_on``), in order.
     other_versions: tuple[str, ...]
-    #: Whether this version and another changed both since their commits parted (the
-    #: later commit's was taken).
-    diverged: bool = False
+    #: The places among ``other_versions`` whose version changed too since their commits
+    #: parted from this one's (the later commit's, or the working tree's edit, was taken).
+    diverged_on: tuple[str, ...] = ()
     #: The refs that removed the experiment, read all the same: the working tree or a
     #: remote's default branch holds it (:meth:`kexp.storage.versions.Newest.removed`).
     removed_on: tuple[str, ...] = ()
@@ -145,6 +145,11 @@ class Seen(NamedTuple):
     #: branch's, ranked over the one the working tree or a default branch holds (None
     #: when none is: :mod:`kexp.storage.unmerged`).
     unmerged: Unmerged | None = None
+
+    @property
+    def diverged(self) -> bool:
+        """Whether another place's version changed too since their commits parted."""
+        return bool(self.diverged_on)
 
 
 def plain_seen(where: Seen) -> tuple[Any, ...]:
@@ -165,9 +170,9 @@ def sighting_of(values: Sequence[Any]) -> Sighting:
     """The :class:`Sighting` of its values as :func:`dataclasses.astuple` gives them
     (an ``unmerged`` made plain again with it)."""
     full = tuple(values) if len(values) == 7 else (*values, None)  # kept before unmerged
-    ref, refs, others, diverged, key, removed_on, unmerged = full
+    ref, refs, others, diverged_on, key, removed_on, unmerged = full
     made = None if unmerged is None else Unmerged(*unmerged)
-    return Sighting(ref, refs, others, diverged, key, removed_on, made)
+    return Sighting(ref, refs, others, tuple(diverged_on), key, removed_on, made)
 
 
 class Unmerged(NamedTuple):
@@ -221,11 +226,11 @@ class Sighting:
     #: Every place holding this very content (the working tree first).
     refs: tuple[str, ...]
     #: The places holding other versions of the same experiment (older ones, or one
-    #: that changed too since their commits parted: ``diverged``).
+    #: that changed too since their commits parted: ``diverged_on``).
     other_versions: tuple[str, ...]
-    #: Whether this version and another changed both since their commits parted: the
-    #: later commit's is this one.
-    diverged: bool
+    #: The places among ``other_versions`` whose version changed too since their commits
+    #: parted: this one is the later commit's, or the working tree's edit.
+    diverged_on: tuple[str, ...]
     #: The content key of this version (git's blob hash).
     key: bytes
     #: The refs that removed this experiment, not followed: the working tree or a
@@ -241,20 +246,24 @@ class Sighting:
         return self.ref == LOCAL
 
     @property
+    def diverged(self) -> bool:
+        """Whether another place's version changed too since their commits parted."""
+        return bool(self.diverged_on)
+
+    @property
     def note(self) -> str:
         """One line for people: where the other versions are, and the refs that removed
         it ("" when there are none)."""
         said = []
-        if self.other_versions:
-            shown = _shown(self.other_versions)
-            if self.diverged:
-                which = "the working tree's edit" if self.local else "the later commit's"
-                said.append(
-                    f"another version on {shown}: both changed since their commits parted; "
-                    f"this is {which}"
-                )
-            else:
-                said.append(f"an older version on {shown}")
+        older = tuple(p for p in self.other_versions if p not in self.diverged_on)
+        if older:
+            said.append(f"an older version on {_shown(older)}")
+        if self.diverged_on:
+            which = "the working tree's edit" if self.local else "the later commit's"
+            said.append(
+                f"another version on {_shown(self.diverged_on)}: both changed since their "
+                f"commits parted; this is {which}"
+            )
         if self.removed_on:
             said.append(f"removed on {_shown(self.removed_on)}, not here nor on the default branch")
         if self.unmerged is not None:
@@ -267,6 +276,8 @@ class Sighting:
         if self.other_versions:
             data["other_versions"] = list(self.other_versions)
             data["diverged"] = self.diverged
+            if self.diverged_on:
+                data["diverged_on"] = list(self.diverged_on)
         if self.removed_on:
             data["removed_on"] = list(self.removed_on)
         if self.unmerged is not None:
@@ -359,7 +370,7 @@ class Row(_RowValues):
             where.ref,
             where.refs,
             where.other_versions,
-            where.diverged,
+            where.diverged_on,
             self.key,
             where.removed_on,
             where.unmerged,

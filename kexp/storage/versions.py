@@ -255,7 +255,17 @@ class Newest:
                 else:
                     diverged = diverged or by_date
             others = tuple(names[p] for entry in ordered if entry is not best for p in entry[1])
-            seen = self.seen(tuple(best[1]), others, diverged, noted.get(exp_id, ()))
+            apart = (  # the others that changed too since they parted from the one taken
+                tuple(
+                    names[p]
+                    for entry in ordered
+                    if entry is not best and self._newer(exp_id, entry, best)[1]
+                    for p in entry[1]
+                )
+                if diverged
+                else ()
+            )
+            seen = self.seen(tuple(best[1]), others, apart, noted.get(exp_id, ()))
             chosen[exp_id] = (list(best[0]), seen)
         return chosen
 
@@ -351,7 +361,7 @@ class Newest:
         self,
         places: tuple[int, ...],
         others: tuple[str, ...],
-        diverged: bool,
+        diverged_on: tuple[str, ...],
         removed_on: tuple[str, ...] = (),
     ) -> Seen:
         """Where a version held by ``places`` was found (``removed_on``: the refs that
@@ -363,7 +373,7 @@ class Newest:
         defaults = [p for p in places if p in self._defaults]
         newest = max(defaults or places, key=lambda p: (self._dates[p], -p))
         ref = names[0] if 0 in places else names[newest]
-        return Seen(ref, tuple(names[p] for p in places), others, diverged, removed_on)
+        return Seen(ref, tuple(names[p] for p in places), others, diverged_on, removed_on)
 
     def _newer(
         self,
