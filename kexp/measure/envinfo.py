@@ -96,13 +96,40 @@ class EnvInfo:
         }
 
 
+#: Where a toolkit's tools are when its folder is not on ``PATH`` (an MCP client or a
+#: CI job starts kexp with a shorter ``PATH`` than a shell's): each environment
+#: variable naming the toolkit's folder, then its usual place.
+TOOLKIT_FOLDERS = {
+    "nvcc": (("CUDA_HOME", "CUDA_PATH"), "/usr/local/cuda"),
+    "amd-smi": (("ROCM_PATH",), "/opt/rocm"),
+    "rocm-smi": (("ROCM_PATH",), "/opt/rocm"),
+}
+
+
+def find_tool(name: str) -> str | None:
+    """The command to run for the tool ``name``: on ``PATH``, else in its toolkit's
+    folder (:data:`TOOLKIT_FOLDERS`), so that the env kexp detects does not depend on
+    the ``PATH`` it was started with; None when there is none."""
+    found = shutil.which(name)
+    if found is not None or name not in TOOLKIT_FOLDERS:
+        return found
+    variables, usual = TOOLKIT_FOLDERS[name]
+    folders = [os.environ.get(v, "") for v in variables] + [usual]
+    for folder in filter(None, folders):
+        found = shutil.which(name, path=str(Path(folder) / "bin"))
+        if found is not None:
+            return found
+    return None
+
+
 def _run(*command: str) -> str:
     """stdout of ``command``, or "" when it is missing, fails or takes too long."""
-    if shutil.which(command[0]) is None:
+    tool = find_tool(command[0])
+    if tool is None:
         return ""
     try:
         result = subprocess.run(
-            list(command),
+            [tool, *command[1:]],
             capture_output=True,
             text=True,
             errors="replace",
