@@ -158,7 +158,7 @@ def test_a_step_timed_a_side_a_run_without_a_control_says_its_interval_is_one_ru
     said = [line for line in warnings_of(done) if first in line]
     assert len(said) == 1
     assert "one pytest-benchmark run of each side" in said[0]
-    assert "kexp add --tag control" in said[0]
+    assert 'kexp add --summary "A/A" --tag control' in said[0]
     assert f"kexp remeasure {first}" in said[0]
 
     add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")

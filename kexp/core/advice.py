@@ -199,8 +199,8 @@ REPLACE_ROUND = Advice(
 #: Advice on the drift between runs that a step's interval does not cover: an A/A
 #: control of the env measures it (the same code both sides, tagged control).
 RECORD_CONTROL = Advice(
-    "kexp add --tag control --env ENV --baseline A --candidate B",
-    'the record tool with tags: ["control"], env, baseline and candidate',
+    'kexp add --summary "A/A" --tag control --env ENV --baseline A --candidate B',
+    'the record tool with change_summary: "A/A", tags: ["control"], env, baseline and candidate',
 )
 #: Advice on a measurement repeated as a new experiment, written all the same: the new
 #: record removed first (no MCP tool removes one: ``kexp rm`` in the checkout).

@@ -673,7 +673,9 @@ class StoreReader:
         (:meth:`kexp.storage.listing.Listing.rows_naming`, as a delete finds what names
         its id); else of every row."""
         if not self.source.cacheable or self.source.places is not None:
-            return [row for row in self.found().rows if is_control(row)]
+            with warnings.catch_warnings():  # the others' problems are not this read's
+                warnings.simplefilter("ignore", InvalidExperimentWarning)
+                return [row for row in self.found().rows if is_control(row)]
         # lazy: what a read of one experiment needs only for a change it judges
         from kexp.storage.cache import rebuilt_on_doubt
         from kexp.storage.listing import refresh
