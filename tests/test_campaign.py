@@ -647,7 +647,9 @@ def _expected_outcome(files: dict[str, dict[str, Any]], exp_id: str, interferenc
     """An experiment's outcome by the definition: judged on its score (and interval); a
     step made on a parent but measured against the reference, judged on its score over
     its parent's cumulative score (when known; their log half-widths in quadrature when
-    both have them); a control (tag ``control``) is ``control``."""
+    both have them); a control (tag ``control``) is ``control``; an improvement or a
+    regression (not judged over its parent) whose interval's end nearest 1 stays
+    within twice the drift of the newest measured control of its env is marginal."""
     fields = files[exp_id]
     score, ci = fields["score"], fields.get("score_ci")
     control = "control" in (fields.get("tags") or [])  # an A/A run: control, whatever else
@@ -661,6 +663,8 @@ def _expected_outcome(files: dict[str, dict[str, Any]], exp_id: str, interferenc
         or "control" in (fields.get("tags") or [])
         or score <= 0
     ):
+        if over_reference in ("improvement", "regression") and not control:
+            return _within_control(files, fields, over_reference)
         return over_reference
     value, steps = _code(files, fields["pid"])
     if value is None:
@@ -674,6 +678,29 @@ def _expected_outcome(files: dict[str, dict[str, Any]], exp_id: str, interferenc
             above += sum(math.log(s / c[0]) ** 2 for s, c in steps)  # type: ignore[index]
         interval = [ratio * math.exp(-math.sqrt(below)), ratio * math.exp(math.sqrt(above))]
     return judge("done", False, False, ratio, interval)
+
+
+def _within_control(files: dict[str, dict[str, Any]], fields: dict[str, Any], outcome: str) -> str:
+    """``outcome`` (an improvement or a regression), or marginal when the newest measured
+    control of the env (by created_at, then id) drifted half as far from 1 or more as
+    the step's interval end nearest 1 (its score without one)."""
+    controls = [
+        f
+        for f in files.values()
+        if "control" in (f.get("tags") or [])
+        and f["env"] == fields["env"]
+        and f["status"] not in ("new", "running")
+        and not f["is_buggy"]
+    ]
+    if not controls:
+        return outcome
+    newest = max(controls, key=lambda f: (str(f["created_at"]), f["id"]))
+    if newest["score"] <= 0 or newest["status"] == "timeout" or fields["score"] <= 0:
+        return outcome  # a control, or a step, that measured nothing
+    reach = 2 * abs(math.log(newest["score"]))
+    ci = fields.get("score_ci")
+    nearest = (ci[0] if outcome == "improvement" else ci[1]) if ci else fields["score"]
+    return "marginal" if abs(math.log(nearest)) <= reach else outcome
 
 
 @settings(

@@ -241,7 +241,8 @@ def _campaign_store(repo: Path) -> dict[str, str]:
         score_ci=[1.05, 1.15],
     )
     make("a2", 2, score=1.2, pid="a1", measured_against="parent", operator_sig=attn, author="ben")
-    make("a3", 3, score=0.95, pid="a2", measured_against="parent", operator_sig=attn, author="ben")
+    # (regressions beyond twice the 3 % drift of ca2, the env's newest control)
+    make("a3", 3, score=0.9, pid="a2", measured_against="parent", operator_sig=attn, author="ben")
     make(
         "a4",
         30,
@@ -277,7 +278,7 @@ def _campaign_store(repo: Path) -> dict[str, str]:
         author="ben",
     )
     make(
-        "a10", 36, score=0.98, pid="a6", measured_against="parent", operator_sig=attn, author="ann"
+        "a10", 36, score=0.93, pid="a6", measured_against="parent", operator_sig=attn, author="ann"
     )
     make(
         "ca1",

@@ -246,7 +246,9 @@ def test_a_remeasure_names_rounds_timed_at_two_clock_speeds(
         ]  # fmt: skip
 
     added = kexp_ok(repo, "add", "--summary", "unrolled - faster", *COMMON, *timed(1, 1.0))
-    assert not warnings_of(added), added.stderr
+    # (but the note that a pytest-benchmark interval covers one run: no control here)
+    said = [w for w in warnings_of(added) if "covers the noise within one" not in w]
+    assert not said, added.stderr
     exp_id = Store(repo).list_experiments()[0].id
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "round 1")

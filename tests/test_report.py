@@ -98,8 +98,9 @@ def test_the_report_counts_what_stats_counts_controls_apart(
     the operators' table and the cells never improved count it as ``kexp stats`` does."""
     from kexp.storage.stats import stats
 
-    make_experiment(score=1.05)
-    make_experiment(score=0.9, change_summary="Slower - -10%")
+    # (beyond twice the controls' 4 % drift: a change the A/A of the env does not hold)
+    make_experiment(score=1.15, change_summary="Unrolled the inner loop by 4 - +15%")
+    make_experiment(score=0.8, change_summary="Slower - -20%")
     make_experiment(score=1.03, tags=["control"], change_summary="A/A - control")
     make_experiment(score=1.04, tags=["control"], dtype_sig="fp8", change_summary="A/A fp8 - x")
     result = build_report(store, tmp_path / "site", now=NOW)

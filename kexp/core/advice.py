@@ -207,6 +207,12 @@ REPLACE_ROUND = Advice(
     "kexp remeasure {id} --replace-round {n} --baseline ... --candidate ... --reason ...",
     'the remeasure tool with exp_id: "{id}", replace_round: {n}, baseline, candidate and reason',
 )
+#: Advice on the drift between runs that a step's interval does not cover: an A/A
+#: control of the env measures it (the same code both sides, tagged control).
+RECORD_CONTROL = Advice(
+    'kexp add --summary "A/A" --tag control --env ENV --baseline A --candidate B',
+    'the record tool with change_summary: "A/A", tags: ["control"], env, baseline and candidate',
+)
 #: Advice on a measurement repeated as a new experiment, written all the same: the new
 #: record removed first (no MCP tool removes one: ``kexp rm`` in the checkout).
 REMOVE_NEW = Advice(
@@ -404,6 +410,7 @@ ADVICE = (
     RECORD_AGAIN_ROOT,
     RECORD_FAILURE,
     REMEASURE,
+    RECORD_CONTROL,
     REPLACE_ROUND,
     REMOVE_NEW,
     SET_BUGGY,

@@ -32,7 +32,13 @@ view ranks and judges alike:
 * ``control``: tagged ``control`` (an A/A run, the same code on both sides). A control
   measures the noise floor: it has no cumulative score, is never ranked, never the
   best, never a dead end. Its code is its parent's (or the reference's, without a
-  parent), so an experiment built on a control continues its parent's chain.
+  parent), so an experiment built on a control continues its parent's chain;
+* ``drift``: the newest measured control of an env (:func:`env_controls`; of the same
+  timer when both name one) judges its steps: an ``improvement`` or a ``regression``
+  whose interval does not clear ``control_drift_reach`` times the drift the control
+  measured (:func:`kexp.core.outcome.within_drift`) is ``marginal``, and ``drift`` says
+  why. An interval covers the noise within one run; the control is the one measure of
+  the drift between runs. Its control is known from the rows: one more pass.
 
 ``combines`` (a merge of other experiments' changes) does not enter the product: the
 merge is measured against its ``pid`` (the code it was made on) or the reference like
@@ -74,9 +80,14 @@ from kexp.core.outcome import (
     CONTROL_TAG,
     PENDING_STATUSES,
     TIMED_OUT,
+    drift_of,
+    drift_reason,
     is_control,
     judged_over_parent,
+    newer_control,
     recorded_interval,
+    timer_of,
+    within_drift,
 )
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.core.suspicion import findings
@@ -114,6 +125,13 @@ class Derivation(dict[str, Derived]):
         self._invalid = invalid
         #: id -> the nearest suspect step of its code value, itself included ("": none).
         self.carried: dict[str, str] = {}
+        #: env -> timer -> its newest measured control (:func:`env_controls`).
+        self.controls = env_controls(first.values())
+        self._reasons: dict[str, str] = {}
+
+    def judged_by_control(self, record: Any, value: Derived) -> Derived:
+        """:func:`judged_by_control` with this derivation's controls."""
+        return judged_by_control(record, value, self.controls, self.settings, self._reasons)
 
     def of(self, record: Any) -> Derived:
         """The derived values of ``record``: the first record of its id, or another file
@@ -129,6 +147,7 @@ class Derivation(dict[str, Derived]):
             )
         code = step_code(record, before)
         found = derived_of(record, code, self._first, self._codes, self.settings)
+        found = self.judged_by_control(record, found)
         if found.cumulative_score is None:
             return found
         return found._replace(built_on_suspect=self.suspect_below(record))
@@ -258,7 +277,7 @@ def derive(
         if before is None:  # measured against the reference: its own cumulative score
             codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
             derived[exp_id] = made(
-                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score, "")
+                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score, "", "")
             )
             if record.pid:  # made on a parent: judged over it once every code is known
                 over_parent.append(exp_id)
@@ -279,7 +298,7 @@ def derive(
             interval = None
         reached = cumulative_digits(value)
         derived[exp_id] = made(
-            Derived, (outcome, False, reached, interval, "", False, start, steps, score, "")
+            Derived, (outcome, False, reached, interval, "", False, start, steps, score, "", "")
         )
 
     def release(exp_id: str) -> None:
@@ -351,8 +370,82 @@ def derive(
             assert value is not None
             if value.cumulative_score is not None:
                 derived[exp_id] = value._replace(built_on_suspect=found)
+    if derivation.controls:  # each step judged by its env's control: one more pass
+        judged = derivation.judged_by_control
+        for exp_id, value in derived.items():
+            assert value is not None
+            if value.outcome in _CHANGES:
+                derived[exp_id] = judged(first[exp_id], value)
     dict.update(derivation, derived)
     return derivation
+
+
+#: The outcomes a control of the env may find within the drift between runs.
+_CHANGES = frozenset({"improvement", "regression"})
+
+
+def env_controls(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """The newest measured (not pending, not buggy) control of each env and timer
+    (:func:`kexp.core.outcome.timer_of`; "" unknown) among ``records``: env -> timer ->
+    record. One pass; the env is the recorded string."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records:
+        tags = record.tags
+        if not tags or CONTROL_TAG not in tags:
+            continue
+        if record.status in PENDING_STATUSES or record.is_buggy:
+            continue
+        timers = found.setdefault(getattr(record, "env", ""), {})
+        timer = timer_of(record)
+        if newer_control(timers.get(timer), record):
+            timers[timer] = record
+    return found
+
+
+def control_for(record: Any, controls: dict[str, dict[str, Any]]) -> Any | None:
+    """The control that judges ``record`` (:func:`env_controls`): the newest of its env
+    timed by the same timer or an unknown one (any, when its own timer is unknown)."""
+    timers = controls.get(getattr(record, "env", ""))
+    if not timers:
+        return None
+    timer = timer_of(record)
+    chosen = None
+    for control in timers.values() if not timer else (timers.get(timer), timers.get("")):
+        if control is not None and newer_control(chosen, control):
+            chosen = control
+    return chosen
+
+
+def judged_by_control(
+    record: Any,
+    value: Derived,
+    controls: dict[str, dict[str, Any]],
+    settings: Settings = DEFAULT_SETTINGS,
+    reasons: dict[str, str] | None = None,
+) -> Derived:
+    """``value`` (what is derived of ``record``), ``marginal`` with the reason
+    (``drift``) when the newest control of its env (:func:`control_for` among
+    ``controls``) finds its change within the drift between runs
+    (:func:`kexp.core.outcome.within_drift`); a step judged over its parent's cumulative
+    score is left as it is. ``reasons``: each control's reason, said once."""
+    if not may_meet_control(value) or judged_over_parent(record):
+        return value
+    control = control_for(record, controls)
+    if control is None or not within_drift(
+        value.outcome, record.score, record.score_ci, drift_of(control, settings)
+    ):
+        return value
+    reasons = {} if reasons is None else reasons
+    reason = reasons.get(control.id)
+    if reason is None:
+        reason = reasons[control.id] = drift_reason(control, settings)
+    return value._replace(outcome="marginal", drift=reason)
+
+
+def may_meet_control(value: Derived) -> bool:
+    """Whether what is derived of a record without the store's controls (``value``)
+    may change once its env's control is known: a change, not a control."""
+    return not value.control and value.outcome in _CHANGES
 
 
 def depends_on(record: Any) -> list[str]:
@@ -426,8 +519,11 @@ def derive_for(
         versions = versions_of(records)
     taken: set[str] = set()
     waiting: list[str] = []
+    controls = env_controls(records)
     for record in wanted:
         waiting += [record.id, *depends_on(record)]
+        if controls and (control := control_for(record, controls)) is not None:
+            waiting.append(control.id)
     while waiting:
         exp_id = waiting.pop()
         if exp_id in taken:

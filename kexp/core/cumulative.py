@@ -62,6 +62,10 @@ class Derived(NamedTuple):
     #: and whose own measurement is suspect (:func:`kexp.core.suspicion.findings`): its
     #: cumulative score is no better checked than that step's ("" when none is).
     built_on_suspect: str = ""
+    #: Why its outcome is ``marginal`` though its interval leaves out 1: it stays within
+    #: the drift the newest A/A control of its env measured
+    #: (:func:`kexp.core.outcome.drift_reason`; "" when no control judged it).
+    drift: str = ""
 
     @property
     def ranked(self) -> bool:
@@ -295,5 +299,5 @@ def derived_of(
     # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
     return tuple.__new__(
         Derived,
-        (outcome, interference, cumulative, interval, reason, control, start, steps, shown, ""),
+        (outcome, interference, cumulative, interval, reason, control, start, steps, shown, "", ""),
     )

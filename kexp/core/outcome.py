@@ -218,3 +218,69 @@ def time_key(created_at: str) -> str:
     text = created_at[:-1] if created_at.endswith("Z") else created_at
     seconds, _, fraction = text.partition(".")
     return f"{seconds}.{fraction:0<9}"
+
+
+def timer_of(record: Any) -> str:
+    """The clock ``record`` was timed by, as its ``protocol`` says (``do_bench``,
+    ``wall_clock``...; "" when unknown)."""
+    protocol = getattr(record, "protocol", None)
+    timer = protocol.get("timer") if isinstance(protocol, dict) else None
+    return timer if isinstance(timer, str) else ""
+
+
+def newer_control(found: Any, control: Any) -> bool:
+    """Whether ``control`` is newer than ``found`` (None: there is none yet), by
+    ``created_at``, then id, as :func:`latest_control` orders them."""
+    return found is None or (time_key(control.created_at), control.id) > (
+        time_key(found.created_at),
+        found.id,
+    )
+
+
+def drift_of(control: Any, settings: Settings = DEFAULT_SETTINGS) -> float:
+    """How far, on the log scale, a step timed as ``control`` (an A/A run) was timed may
+    move from 1 with no change of code: ``control_drift_reach`` times the drift the
+    control measured, ``|log score|`` (0 for a control that measured nothing, or timed
+    out: :func:`no_measurement`)."""
+    score = control.score
+    if no_measurement(getattr(control, "status", ""), score):
+        return 0.0
+    return settings.control_drift_reach * abs(math.log(float(score)))
+
+
+def within_drift(outcome: str, score: Any, interval: Any, reach: float) -> bool:
+    """Whether an ``improvement`` or a ``regression`` (``outcome``) stays within
+    ``reach`` (:func:`drift_of`) of 1: its interval's end nearest 1 (its score, without
+    an interval) does not clear the drift the A/A control of its env measured."""
+    if reach <= 0 or outcome not in ("improvement", "regression") or measured_nothing(score):
+        return False
+    own = recorded_interval(_Interval(interval))
+    if outcome == "improvement":
+        nearest = own[0] if own is not None else float(score)
+        return math.log(nearest) <= reach
+    nearest = own[1] if own is not None else float(score)
+    return -math.log(nearest) <= reach
+
+
+class _Interval:
+    """A bare ``score_ci`` read as a record's (:func:`recorded_interval`)."""
+
+    __slots__ = ("score_ci",)
+
+    def __init__(self, score_ci: Any) -> None:
+        self.score_ci = score_ci
+
+
+def drift_reason(control: Any, settings: Settings = DEFAULT_SETTINGS) -> str:
+    """Why a step whose interval leaves out 1 is within noise (:func:`within_drift`):
+    ``within the A/A control 6b16976c44's 5.1 % drift on 'cpu' (2 x its 2.6 %): an
+    interval covers the noise of one run, not the drift between runs``."""
+    env = str(getattr(control, "env", "") or "").strip()
+    on = f" on {env!r}" if env else ""
+    reach = drift_of(control, settings)
+    own = abs(math.log(float(control.score))) if reach else 0.0
+    return (
+        f"within the A/A control {control.id[:10]}'s {math.expm1(reach) * 100:.1f} % drift"
+        f"{on} ({settings.control_drift_reach:g} x its {math.expm1(own) * 100:.1f} %): an "
+        "interval covers the noise of one run, not the drift between runs"
+    )

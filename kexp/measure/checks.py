@@ -32,6 +32,10 @@
   stays in git history.
 * :func:`summary_contradiction`: a ``change_summary`` stating a speedup the score
   contradicts (``+12.5%`` beside 0.8956).
+* :func:`drift_notes`: a step whose interval leaves out 1 but stays within the drift
+  the A/A control of its env measured is said to be within noise, with why; a step
+  timed by a tool that times one side a run (pytest-benchmark), with no control on its
+  env, is told that its interval covers one run only, and how to measure the drift.
 * :func:`samples_too_large`: an experiment refused as too large because of its raw
   samples (pytest-benchmark keeps every round, 200,000 of a fast function) is said as
   such, with what to do, instead of "move large logs out of the experiment".
@@ -44,10 +48,11 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import (
     CORRECT_FIELD,
+    RECORD_CONTROL,
     RECORD_IN_UNIT,
     REMEASURE,
     REMEASURE_IN_UNIT,
@@ -544,3 +549,37 @@ def replaced_round_held(
             f"{shown} && git commit), then {REPLACE_ROUND.say(id=exp_id, n=number)}"
         )
     return held
+
+
+#: The timing tools that time one side a run: a baseline file and a candidate file are
+#: two runs, never interleaved, so the drift between runs is in the step's score and not
+#: in its interval (``pytest --benchmark-json`` runs once per side).
+ONE_SIDE_A_RUN = frozenset({"pytest-benchmark"})
+
+
+def drift_notes(exp: Any, drift: str, has_control: bool, tool: str) -> str | None:
+    """What a step recorded from timings is told of the drift between runs: ``drift``
+    (:attr:`kexp.core.cumulative.Derived.drift`) when the control of its env found its
+    change within it; else, for a step whose interval leaves out 1 timed by ``tool``,
+    one of :data:`ONE_SIDE_A_RUN`, with no control on its env (``has_control``), that the
+    interval covers one run of each side only, and how to measure the drift; else None."""
+    shown = f"{float(exp.score):.4f}"
+    interval = exp.score_ci
+    if interval and len(interval) == 2:
+        shown += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    if drift:
+        return (
+            f"{exp.id}: {shown} leaves out 1 but is {drift}: marginal, within noise; "
+            f"{REMEASURE.say(id=exp.id)} pools another round"
+        )
+    if has_control or tool not in ONE_SIDE_A_RUN or not interval or len(interval) != 2:
+        return None
+    if interval[0] <= 1 <= interval[1]:
+        return None
+    return (
+        f"{exp.id}: its interval {shown} covers the noise within one {tool} run of each "
+        "side, not the drift between runs (it times one side a run, never interleaved), "
+        f"and no A/A control on this env measures that drift: {RECORD_CONTROL} (the same "
+        f"code both sides) judges every step of the env, or {REMEASURE.say(id=exp.id)} "
+        "with runs of its own"
+    )

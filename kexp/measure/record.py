@@ -49,6 +49,7 @@ from kexp.core.advice import (
     SET_MEASURED,
     SET_PARENT,
 )
+from kexp.core.campaign import control_for, env_controls
 from kexp.core.errors import (
     CodeRepoWarning,
     ControlWarning,
@@ -80,6 +81,7 @@ from kexp.measure.checks import (
     base_commit_problem,
     check_round_scale,
     done_without_measure,
+    drift_notes,
     few_samples_hint,
     implausible_control,
     modes_hint,
@@ -104,7 +106,7 @@ from kexp.measure.measurements import (
     sides_of,
 )
 from kexp.measure.scoring import parent_judge, score_measurements
-from kexp.measure.timings import profiling_info
+from kexp.measure.timings import profiling_info, sniff
 from kexp.measure.timings.common import STATS, tidy
 from kexp.storage.location import find_root
 from kexp.storage.store import Store
@@ -401,6 +403,12 @@ def record_iteration(
     env_warnings(exp, given_env, before.envs, parents)
     if is_control(exp) and control_bias(exp):  # as consult will say of it
         warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
+    elif "score_ci" in data and not exp.is_buggy:
+        tool = sniff(baseline) if isinstance(baseline, (str, Path)) else ""
+        has_control = control_for(exp, before.controls) is not None
+        drift = drift_notes(exp, exp.derived.drift, has_control, tool)
+        if drift is not None:
+            warnings.warn(drift, TimingsWarning, stacklevel=2)
     if not is_control(exp) and not exp.is_buggy:
         claim = summary_contradiction(
             exp.id,
@@ -451,6 +459,9 @@ class BeforeWrite(NamedTuple):
     #: The best tip of the campaign the record joins as a root, and its cumulative score,
     #: when that campaign is a lineage (None: no such campaign, or not a root).
     tip: tuple[Row, float | None] | None
+    #: The newest control of each env and timer recorded before
+    #: (:func:`kexp.core.campaign.env_controls`; empty: no env to check).
+    controls: dict[str, dict[str, Row]]
 
 
 def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
@@ -462,11 +473,12 @@ def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
     env = str(data.get("env") or "").strip()
     root = not data.get("pid") and data.get("measured_against") != "reference"
     if not env and not root:
-        return BeforeWrite([], None)
+        return BeforeWrite([], None, {})
     found = store.found()
     envs = sorted({row.env for row in found.rows}) if env else []
+    controls = env_controls(found.rows) if env else {}
     key = (str(data.get("operator_sig") or ""), str(data.get("dtype_sig") or ""), env)
-    return BeforeWrite(envs, lineage_tip(found, key, store.settings) if root else None)
+    return BeforeWrite(envs, lineage_tip(found, key, store.settings) if root else None, controls)
 
 
 def lineage_tip(found: Found, key: tuple[str, str, str], settings: Settings) -> (

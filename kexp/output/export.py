@@ -235,10 +235,14 @@ def measured_record(exp: KernelExperiment) -> dict[str, Any]:
     """What a measurement written prints as JSON (``kexp add --json``, ``kexp remeasure
     --json``, the MCP record tool): id, path, score, its interval, the outcome and the
     cumulative score (the speedup over the reference its chain of parents reaches; null,
-    with ``cumulative_reason``, when there is none)."""
+    with ``cumulative_reason``, when there is none); ``outcome_reason`` when the A/A
+    control of its env found its change within the drift between runs."""
     extra: dict[str, Any] = {"cumulative_score": exp.cumulative_score}
     if exp.cumulative_score is None:
         extra["cumulative_reason"] = exp.cumulative_reason
+    drift = exp.derived.drift
+    if drift:
+        extra["outcome_reason"] = drift
     return written_record(exp, score=exp.score, score_ci=exp.score_ci, outcome=exp.outcome, **extra)
 
 

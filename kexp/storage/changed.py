@@ -386,6 +386,7 @@ class Facts(NamedTuple):
     change_summary: str
     dtype_sig: str
     env: str
+    protocol: Any  # of which derived values read only the timer (a control's, a step's)
     score_ci: Any  # a list of two numbers, or empty
     measured_against: str
     tags: Any  # strings, of which derived values read only whether one is "control"
@@ -404,6 +405,7 @@ FACT_FIELDS = tuple(
         "change_summary",
         "dtype_sig",
         "env",
+        "protocol",
         "score_ci",
         "measured_against",
         "tags",
@@ -420,12 +422,16 @@ _CONTROL = ("control",)
 
 
 def _slim(known: tuple[Any, ...]) -> tuple[Any, ...]:
-    """:data:`FACT_FIELDS` values as a review keeps them: ``measured_against`` one
-    string per value, the tags only ``control`` (what derived values read of them)."""
-    *head, against, tags = known
+    """:data:`FACT_FIELDS` values as a review keeps them: the protocol only its timer,
+    ``measured_against`` one string per value, the tags only ``control`` (what derived
+    values read of them)."""
+    *head, protocol, score_ci, against, tags = known
+    timer = protocol.get("timer") if isinstance(protocol, dict) else None
     shared = sys.intern(against) if isinstance(against, str) else ""
     return (
         *head,
+        {"timer": sys.intern(timer)} if isinstance(timer, str) else None,
+        score_ci,
         shared,
         _CONTROL if isinstance(tags, (list, tuple)) and "control" in tags else (),
     )

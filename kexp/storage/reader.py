@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
 from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS, RE_ID
-from kexp.core.campaign import Derivation, code_depends_on, depends_on, derive, stands_alone
+from kexp.core.campaign import (
+    Derivation,
+    code_depends_on,
+    depends_on,
+    derive,
+    env_controls,
+    judged_by_control,
+    may_meet_control,
+    stands_alone,
+)
 from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.errors import (
@@ -37,6 +46,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.model import KernelExperiment, attach
+from kexp.core.outcome import CONTROL_TAG, is_control
 from kexp.core.problems import Problem, sort_problems
 from kexp.core.settings import Settings, load_settings
 from kexp.format.rules import id_from_name
@@ -639,16 +649,47 @@ class StoreReader:
     def derived_of(self, exp: KernelExperiment) -> Derived:
         """What the store derives of ``exp`` (as its file holds it): from the experiments
         it depends on alone, read file by file (:meth:`_lineage`), when the store reads
-        no refs and they are few; else from the whole store's derivation."""
+        no refs and they are few, unless it is a change the control of its env may judge
+        (:func:`kexp.core.campaign.may_meet_control`); else from the whole store's
+        derivation."""
         if self.source.places is None:
+            found: Derived | None = None
             if stands_alone(exp):  # what is derived of it depends on no other experiment
-                return derive([exp], self.settings).of(exp)
-            lineage = self._lineage(exp)
-            if lineage is not None:
-                return derive(lineage[0], self.settings, lineage[1]).of(exp)
+                found = derive([exp], self.settings).of(exp)
+            elif (lineage := self._lineage(exp)) is not None:
+                found = derive(lineage[0], self.settings, lineage[1]).of(exp)
+            if found is not None:  # a change: the control of its env may judge it
+                if not may_meet_control(found):
+                    return found
+                controls = env_controls(self.control_rows())
+                return judged_by_control(exp, found, controls, self.settings)
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
             return self.derivation().of(exp)
+
+    def control_rows(self) -> list[Row]:
+        """The rows of the store's controls (tag ``control``): of the working tree
+        through the cache, only the folders whose front-matter may name ``control`` read
+        (:meth:`kexp.storage.listing.Listing.rows_naming`, as a delete finds what names
+        its id); else of every row."""
+        if not self.source.cacheable or self.source.places is not None:
+            with warnings.catch_warnings():  # the others' problems are not this read's
+                warnings.simplefilter("ignore", InvalidExperimentWarning)
+                return [row for row in self.found().rows if is_control(row)]
+        # lazy: what a read of one experiment needs only for a change it judges
+        from kexp.storage.cache import rebuilt_on_doubt
+        from kexp.storage.listing import refresh
+
+        def naming(cache: Cache) -> list[Row]:
+            listing = refresh(cache, self.experiments_dir, self.settings, rows=False)
+            return listing.rows_naming(CONTROL_TAG)
+
+        cache = self.open_cache()
+        try:
+            cache, rows = rebuilt_on_doubt(cache, naming)
+        finally:
+            cache.close()
+        return [row for row in rows if is_control(row)]
 
     def _lineage(self, exp: KernelExperiment) -> tuple[list[KernelExperiment], set[str]] | None:
         """``exp`` and every experiment what is derived of it depends on (its ancestors

@@ -199,11 +199,15 @@ def _copied(earlier: str, new: str) -> bool:
 
 def _derivation_for(store: StoreView, experiments: Sequence[KernelExperiment]) -> Derivation:
     """What is derived of ``experiments`` (:func:`kexp.core.campaign.derive`): over the whole
-    store (one read) when one of them depends on other experiments, else over them."""
-    from kexp.core.campaign import derive, stands_alone
+    store (one read) when one of them depends on other experiments, else over them (and
+    the store's controls, when one is a change the control of its env may judge)."""
+    from kexp.core.campaign import derive, may_meet_control, stands_alone
 
     if all(stands_alone(exp) for exp in experiments):
-        return derive(experiments, store.settings)
+        alone = derive(experiments, store.settings)
+        if not any(may_meet_control(alone.of(exp)) for exp in experiments):
+            return alone  # no change that the control of its env may judge
+        return derive([*experiments, *store.control_rows()], store.settings)
     return store.derivation()
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kexp.core.settings import Settings
     from kexp.format.validate import CheckedFile
     from kexp.storage.cache import Cache
+    from kexp.storage.rows import Row
     from kexp.storage.sources import FileSource, Found
 
 
@@ -68,6 +69,8 @@ class StoreView(Protocol):
     def derivation(self, *, strict: bool = False) -> Derivation: ...
 
     def found(self, *, strict: bool = False) -> Found: ...
+
+    def control_rows(self) -> list[Row]: ...
 
     def answered(self, question: Sequence[Any], make: Callable[[Found], Any]) -> Any: ...
 
