@@ -281,6 +281,11 @@ REMEASURE_IN_UNIT = Advice(
 )
 #: Advice on an environment that could not be detected.
 ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
+#: Advice on a record without a score: the timings that compute it, or the score itself.
+SCORE_OR_TIMINGS = Advice(
+    "kexp add --baseline FILE --candidate FILE (or --table FILE), or --score X",
+    "baseline and candidate (or table), or score",
+)
 #: Advice on the remote kexp sync publishes to.
 SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
 #: Advice on the branch kexp sync publishes to.
@@ -408,6 +413,7 @@ ADVICE = (
     RECORD_IN_UNIT,
     REMEASURE_IN_UNIT,
     ENV,
+    SCORE_OR_TIMINGS,
     SYNC_REMOTE,
     SYNC_BRANCH,
     SYNC_FOR_REVIEW,

@@ -46,6 +46,7 @@ from kexp.core.advice import (
     CORRECT_SCORE,
     RECORD_AGAIN,
     RECORD_AGAIN_ROOT,
+    SCORE_OR_TIMINGS,
     SET_MEASURED,
     SET_PARENT,
 )
@@ -368,8 +369,8 @@ def record_iteration(
     )
     if "score" not in data:
         raise MeasurementError(
-            "no score: give baseline and candidate timings (or a table), or the score "
-            "(score 0 when nothing could be measured: a crash, a timeout, wrong results)"
+            f"no score: give the timings or the score ({SCORE_OR_TIMINGS}; score 0 when "
+            "nothing could be measured: a crash, a timeout, wrong results)"
         )
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])

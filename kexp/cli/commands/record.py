@@ -3,6 +3,7 @@ kexp remeasure (another round of timings for one), each one library call."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from kexp.cli.commands.common import (
     shown_path,
 )
 from kexp.cli.commands.terminal import clean, echo_json
-from kexp.core.errors import KexpError
+from kexp.core.errors import KexpError, ValidationError
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -236,6 +237,37 @@ def _add_options(func: Any) -> Any:
     return func
 
 
+def with_options(exc: ValidationError, command: click.Command) -> ValidationError:
+    """``exc`` with the hint of each problem of a field an option of ``command`` sets
+    naming that option, unless it does (the field's name alone is no option of kexp
+    add)."""
+    options = {
+        param.name: "/".join(param.opts)
+        for param in command.params
+        if isinstance(param, click.Option) and param.name and not param.hidden
+    }
+    problems = [
+        dataclasses.replace(p, hint=f"{p.hint} (kexp add {options[p.field]})".lstrip())
+        if p.field in options and options[p.field].split("/")[0] not in p.hint
+        else p
+        for p in exc.problems
+    ]
+    return ValidationError(str(exc.args[0]), problems)
+
+
+def _require_summary(fields: dict[str, Any], *, document: bool) -> None:
+    """Refuse, naming the option, a record without its one required text: the change
+    summary (validation would name the field alone, and the path of a file never
+    written)."""
+    summary = fields.get("change_summary")
+    if summary is None or (isinstance(summary, str) and not summary.strip()):
+        where = " (or change_summary in the document)" if document else ""
+        raise click.UsageError(
+            f"change_summary is missing: give --summary TEXT{where}, one line of at most "
+            "80 characters, '<What> - <Result>'"
+        )
+
+
 @click.command()
 @_add_options
 @refs_options
@@ -326,15 +358,20 @@ def add(
         text = read_input_text(document, "the document (--file)", limit=limit)
         source = "<stdin>" if document == "-" else document
     elif not flags:
-        if sys.stdin.isatty():
+        others = (baseline, candidate, table, diff_from_git or None, detect_env or None)
+        if sys.stdin.isatty() and all(given is None for given in others):
             raise click.UsageError(
                 "nothing to record: give a YAML or JSON document on stdin or with --file, "
                 "or the fields as options (kexp add --help)"
             )
-        text = read_input_text("-", "the document", limit=limit)
+        if not sys.stdin.isatty():
+            text = read_input_text("-", "the document", limit=limit)
+        if text is not None and not text.strip() and any(o is not None for o in others):
+            text = None  # an agent's or CI's stdin: no terminal, and empty
     if text is not None:
         fields = intake.parse_document(text, source)
     fields.update(flags)
+    _require_summary(fields, document=text is not None)
     if diff_from_git:
         if "code_change" in flags:
             raise click.UsageError("give --diff-file or --diff-from-git, not both")
@@ -344,19 +381,22 @@ def add(
         from kexp.measure.envinfo import detected_env
 
         fields["env"] = detected_env()
-    exp = intake.record(
-        store,
-        fields,
-        baseline=baseline,
-        candidate=candidate,
-        table=table,
-        stat=stat,
-        unit=unit,
-        keep_samples=keep_samples,
-        # --pid says a step; a document's pid is recorded as the document says it (an
-        # export recorded back is the same file).
-        parent_default="pid" in flags,
-    )
+    try:
+        exp = intake.record(
+            store,
+            fields,
+            baseline=baseline,
+            candidate=candidate,
+            table=table,
+            stat=stat,
+            unit=unit,
+            keep_samples=keep_samples,
+            # --pid says a step; a document's pid is recorded as the document says it
+            # (an export recorded back is the same file).
+            parent_default="pid" in flags,
+        )
+    except ValidationError as exc:
+        raise with_options(exc, ctx.command) from None
     if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json, store)
     else:  # one line, as scripts read it
