@@ -4,12 +4,17 @@ taken as options, the legends. Each a test that failed before its fix."""
 
 from __future__ import annotations
 
+import json
+from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kexp import Store
 from kexp.cli.main import main
+from kexp.core.errors import EnvWarning
+from kexp.measure.intake import record
 
 BASE = '{"b8": [10.0, 10.1, 10.2, 9.9, 10.0]}\n'
 CAND = '{"b8": [9.0, 9.1, 9.2, 8.9, 9.0]}\n'
@@ -59,7 +64,8 @@ def test_a_document_without_a_summary_names_the_field_and_the_option(repo: Path)
 def test_a_field_refused_at_add_is_hinted_with_its_option(repo: Path) -> None:
     result = kexp(repo, "add", "--summary", "x" * 90, "--score", "1.1")
     assert result.exit_code == 1, result.output
-    (hint,) = [line for line in result.stderr.splitlines() if "hint:" in line]
+    lines = result.stderr.splitlines()
+    (hint,) = [after for line, after in pairwise(lines) if "summary-too-long" in line]
     assert "(kexp add --summary)" in hint, result.stderr
 
 
@@ -68,3 +74,33 @@ def test_add_without_a_score_names_the_options_that_give_it(repo: Path) -> None:
     assert result.exit_code == 2, result.output
     said = one_line(result)
     assert "--score X" in said and "--baseline FILE --candidate FILE" in said, said
+
+
+# --- a root recorded without its campaign is warned of ------------------------------------
+
+
+def test_a_root_without_operator_dtype_and_env_is_warned_of_at_add_and_in_validate(
+    repo: Path, store: Store
+) -> None:
+    result = kexp(repo, "add", "--summary", "Try - +10%", *timings(repo), "--json")
+    assert result.exit_code == 0, result.output
+    exp_id = json.loads(result.stdout)["id"]
+    (said,) = [line for line in result.stderr.splitlines() if "kexp: warning:" in line]
+    assert "empty operator_sig, dtype_sig and env" in said, said
+    assert "--operator, --dtype and --env" in said and f"kexp update {exp_id}" in said
+    checked = kexp(repo, "validate")
+    assert "warning[campaign-missing] operator_sig:" in checked.stdout, checked.output
+    assert "--operator, --dtype and --env" in checked.stdout
+    # A step takes its parent's; a root given them all is in its campaign: nothing said.
+    step = kexp(repo, "add", "--summary", "Step - +1%", "--score", "1.01", "--pid", exp_id)
+    assert step.exit_code == 0 and "empty" not in step.stderr, step.output
+    given = ("--operator", "k.cu: k", "--dtype", "bf16", "--env", "H100")
+    root = kexp(repo, "add", "--summary", "Other - +2%", "--score", "1.02", *given)
+    assert root.exit_code == 0 and "warning" not in root.stderr, root.output
+    assert kexp(repo, "validate").stdout.count("campaign-missing") == 1
+
+
+def test_the_library_record_warns_of_a_root_without_its_dtype(repo: Path, store: Store) -> None:
+    fields = {"change_summary": "Try - +2%", "score": 1.02, "operator_sig": "k.cu: k"}
+    with pytest.warns(EnvWarning, match=r"has an empty dtype_sig and env: "):
+        record(store, fields)

@@ -281,6 +281,12 @@ REMEASURE_IN_UNIT = Advice(
 )
 #: Advice on an environment that could not be detected.
 ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
+#: Advice on a root recorded without the fields of its campaign (operator, dtype, env):
+#: the options that give them.
+CAMPAIGN_OPTIONS = Advice(
+    "kexp add --operator, --dtype and --env",
+    "the record tool's operator_sig, dtype_sig and env",
+)
 #: Advice on a record without a score: the timings that compute it, or the score itself.
 SCORE_OR_TIMINGS = Advice(
     "kexp add --baseline FILE --candidate FILE (or --table FILE), or --score X",
@@ -414,6 +420,7 @@ ADVICE = (
     REMEASURE_IN_UNIT,
     ENV,
     SCORE_OR_TIMINGS,
+    CAMPAIGN_OPTIONS,
     SYNC_REMOTE,
     SYNC_BRANCH,
     SYNC_FOR_REVIEW,

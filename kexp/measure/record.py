@@ -352,7 +352,6 @@ def record_iteration(
     """
     if store is None:
         store = Store(find_root())
-    given_env = "env" in fields
     fields = _with_parents_kernel(store, fields)
     parents = parents_env(store, fields)
     data = with_timings(
@@ -399,7 +398,7 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
-    env_warnings(exp, given_env, before.envs, parents)
+    env_warnings(exp, before.envs, parents)
     if is_control(exp) and control_bias(exp):  # as consult will say of it
         warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
     if not is_control(exp) and not exp.is_buggy:
