@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import REPO_ROOT
 
 from kexp import Store
 from kexp.cli.main import main
@@ -104,3 +105,18 @@ def test_the_library_record_warns_of_a_root_without_its_dtype(repo: Path, store:
     fields = {"change_summary": "Try - +2%", "score": 1.02, "operator_sig": "k.cu: k"}
     with pytest.warns(EnvWarning, match=r"has an empty dtype_sig and env: "):
         record(store, fields)
+
+
+# --- the README says where the error line is ------------------------------------------------
+
+
+def test_the_readme_says_the_error_line_comes_first_as_it_does(repo: Path, store: Store) -> None:
+    given = ("--operator", "k.cu: k", "--dtype", "bf16", "--env", "X")
+    added = kexp(repo, "add", "--summary", "x - +1%", "--score", "1.01", *given, "--json")
+    exp_id = json.loads(added.stdout)["id"]
+    (path,) = (repo / "experiments").rglob(f"{exp_id}-*.md")
+    path.write_text(path.read_text().replace("operator_sig: 'k.cu: k'", "operator_sig: 'k.cu: k"))
+    lines = kexp(repo, "show", exp_id).stderr.splitlines()
+    assert lines[0].startswith("kexp: error: ") and lines[-1].startswith("  hint: "), lines
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "Every error starts with one line `kexp: error: ...`" in readme
