@@ -120,3 +120,30 @@ def test_the_readme_says_the_error_line_comes_first_as_it_does(repo: Path, store
     assert lines[0].startswith("kexp: error: ") and lines[-1].startswith("  hint: "), lines
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "Every error starts with one line `kexp: error: ...`" in readme
+
+
+# --- the field names are options too ------------------------------------------------------
+
+
+def test_add_takes_each_option_spelt_as_the_field_it_sets(repo: Path, store: Store) -> None:
+    fields = {
+        "--change-summary": "Unroll - crash",
+        "--operator-sig": "k.cu: k",
+        "--dtype-sig": "bf16",
+        "--env": "H100",
+        "--tags": "unroll",
+        "--detailed-description": "**Approach**: unroll",
+        "--error-message": "illegal memory access",
+    }
+    args = [item for pair in fields.items() for item in pair]
+    result = kexp(repo, "add", *args, "--score", "0", "--status", "failed", "--buggy")
+    assert result.exit_code == 0, result.output
+    (exp,) = store.list_experiments()
+    assert (exp.change_summary, exp.operator_sig, exp.dtype_sig) == tuple(args[1:6:2])
+    assert exp.tags == ["unroll"] and exp.error_message == "illegal memory access"
+    assert exp.detailed_description == "**Approach**: unroll"
+    shown = kexp(repo, "add", "--help").stdout
+    assert "--summary TEXT" in shown and "--change-summary" not in shown.split("Options:")[1]
+    (repo / "err.txt").write_text("boom\n")
+    both = kexp(repo, "add", "--error", "x", "--error-file", str(repo / "err.txt"))
+    assert "give --error or --error-file, not both" in one_line(both), both.stderr

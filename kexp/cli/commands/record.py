@@ -84,9 +84,30 @@ def _over_parent(exp: KernelExperiment, store: Store) -> str:
     return f" over the reference; {ratio:.4f}x over parent {exp.pid[:SHOWN_LENGTH]} ({parent:.4f}x)"
 
 
+class _Aliased(click.Option):
+    """An option also spelt as the field it sets (``--change-summary`` for
+    ``--summary``): the later spellings are taken, and left out of the help."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        spellings = self.opts
+        self.opts = spellings[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = spellings
+
+
+def _field_option(name: str, field: str, **attrs: Any) -> Any:
+    """``--name`` setting ``field``, also taken as ``--<field>`` (``_`` as ``-``) when
+    that is another spelling (hidden from the help)."""
+    alias = f"--{field.replace('_', '-')}"
+    spellings = [f"--{name}"] + ([alias] if alias != f"--{name}" else [])
+    return click.option(*spellings, field, cls=_Aliased, **attrs)
+
+
 def _text_option(name: str, field: str, what: str) -> list[Any]:
     return [
-        click.option(f"--{name}", field, help=f"{what} (text)."),
+        _field_option(name, field, help=f"{what} (text)."),
         click.option(
             f"--{name}-file",
             f"{field}_file",
@@ -145,12 +166,12 @@ def _add_options(func: Any) -> Any:
             help="Read the fields from a YAML, JSON or Markdown experiment file "
             "('-': stdin; stdin is also read when no field option is given).",
         ),
-        click.option("--summary", "change_summary", help="One line ≤ 80: '<What> - <Result>'."),
+        _field_option("summary", "change_summary", help="One line ≤ 80: '<What> - <Result>'."),
         click.option("--score", type=float, help="Speedup vs baseline (1.18 = 18% faster)."),
         click.option("--status", type=click.Choice(_STATUSES), help="Default: done."),
         click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Crashed or wrong."),
-        click.option("--operator", "operator_sig", help="Files/kernels changed."),
-        click.option("--dtype", "dtype_sig", help="Data type, e.g. bf16."),
+        _field_option("operator", "operator_sig", help="Files/kernels changed."),
+        _field_option("dtype", "dtype_sig", help="Data type, e.g. bf16."),
         click.option("--env", help="GPU, driver, versions (see --detect-env)."),
         click.option(
             "--detect-env", is_flag=True, help="Fill env from 'kexp env' when it is not given."
@@ -165,7 +186,7 @@ def _add_options(func: Any) -> Any:
             "--pid) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
-        click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
+        _field_option("tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
         click.option(
             "--combines",
             multiple=True,
@@ -242,13 +263,13 @@ def with_options(exc: ValidationError, command: click.Command) -> ValidationErro
     naming that option, unless it does (the field's name alone is no option of kexp
     add)."""
     options = {
-        param.name: "/".join(param.opts)
+        param.name: param.opts[0]
         for param in command.params
         if isinstance(param, click.Option) and param.name and not param.hidden
     }
     problems = [
         dataclasses.replace(p, hint=f"{p.hint} (kexp add {options[p.field]})".lstrip())
-        if p.field in options and options[p.field].split("/")[0] not in p.hint
+        if p.field in options and options[p.field] not in p.hint
         else p
         for p in exc.problems
     ]
@@ -300,7 +321,9 @@ def add(
     base_commit (git HEAD) and author (git user.name) are filled in; status defaults
     to done; the experiment is validated before anything is written. Prints the new
     id and path. With --pid, the
-    operator, dtype and env not given are the parent's.
+    operator, dtype and env not given are the parent's. An option is also taken
+    spelt as the field it sets (--change-summary, --operator-sig, --dtype-sig,
+    --tags, --detailed-description, --error-message, ...).
 
     With --refs PATTERN or --all-refs, a code change recorded on one of those refs
     (another agent's branch) is warned about too.
@@ -333,7 +356,7 @@ def add(
         value = params.pop(field, None)
         if name is not None:
             if value is not None:
-                raise click.UsageError(f"give {field} as text or as a file, not both")
+                raise click.UsageError(f"give --{option} or --{option}-file, not both")
             # A file's last newline is not content.
             value = read_input_text(name, f"--{option}-file", limit=limit).rstrip("\n")
             if field == "code_change" and not value.strip():
