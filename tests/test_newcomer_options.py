@@ -5,12 +5,15 @@ taken as options, the legends. Each a test that failed before its fix."""
 from __future__ import annotations
 
 import json
+import re
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 from conftest import REPO_ROOT
+from test_newcomer import bundled_copy
+from test_skill import run_python
 
 from kexp import Store
 from kexp.cli.main import main
@@ -147,3 +150,36 @@ def test_add_takes_each_option_spelt_as_the_field_it_sets(repo: Path, store: Sto
     (repo / "err.txt").write_text("boom\n")
     both = kexp(repo, "add", "--error", "x", "--error-file", str(repo / "err.txt"))
     assert "give --error or --error-file, not both" in one_line(both), both.stderr
+
+
+# --- the skill: shown, and its best is kexp top's --------------------------------------------
+
+
+def test_skill_show_prints_the_skill(repo: Path) -> None:
+    result = kexp(repo, "skill", "show")
+    assert result.exit_code == 0, result.output
+    skill = REPO_ROOT / "skill" / "kernel-exp-history" / "SKILL.md"
+    assert result.stdout == skill.read_text(encoding="utf-8")
+
+
+def test_the_skills_best_and_failures_are_kexp_tops_and_the_outcomes(tmp_path: Path) -> None:
+    """The skill ranked by the raw score (one step's speedup over its parent) and called
+    a score below 0.98 a failure; kexp top ranks by the cumulative score."""
+    root = bundled_copy(tmp_path / "bundled")
+    text = (REPO_ROOT / "skill" / "kernel-exp-history" / "SKILL.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    (ranking,) = [b for b in blocks if "cache_exps_sorted" in b]
+    (failing,) = [b for b in blocks if "failures = " in b]
+    shown = run_python(ranking, root)
+    assert shown.returncode == 0, shown.stderr
+    top = Store(root).top_experiments(5, operator="cache")
+    said = [line.split(" - ", 1)[1] for line in shown.stdout.splitlines()]
+    # top's steps that improved come first, in its order; the rest did not improve
+    assert said == [e.change_summary for e in top[: len(said)]], (said, top)
+    assert all(e.outcome != "improvement" for e in top[len(said) :])
+    assert shown.stdout.splitlines()[0].strip().startswith(f"{top[0].cumulative_score:.4f}x")
+    failed = run_python(failing, root)
+    assert failed.returncode == 0, failed.stderr
+    experiments = Store(root).list_experiments()
+    failures = [e for e in experiments if e.outcome in ("regression", "interference", "buggy")]
+    assert failed.stdout.count("❌") == len(failures) > 0

@@ -43,6 +43,11 @@ def skill_source() -> Path:
     )
 
 
+def skill_text() -> str:
+    """The skill's text, its SKILL.md: what ``kexp skill show`` prints."""
+    return (skill_source() / "SKILL.md").read_text(encoding="utf-8")
+
+
 def skill_files() -> list[Path]:
     """The skill's files, relative to its folder (caches and hidden files left out)."""
     source = skill_source()

@@ -1,4 +1,5 @@
-"""Commands for migrating and for agents: import, skill install, context, similar, mcp."""
+"""Commands for migrating and for agents: import, skill (install, show), context, similar,
+mcp."""
 
 from __future__ import annotations
 
@@ -96,9 +97,22 @@ def skill() -> None:
     """The kernel-exp-history agent skill.
 
     \b
-    Example:
+    Examples:
       kexp skill install --claude
+      kexp skill show | less
     """
+
+
+@skill.command(name="show")
+def skill_show() -> None:
+    """Print the skill's text (its SKILL.md), as an agent reads it.
+
+    Python: kexp.agents.skill.skill_text().
+    """
+    # lazy: one command's library, loaded when that command runs
+    from kexp.agents.skill import skill_text
+
+    click.echo(skill_text(), nl=False)
 
 
 @skill.command(name="install")
