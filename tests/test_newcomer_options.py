@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, git
 from test_newcomer import bundled_copy
 from test_skill import run_python
 
@@ -25,7 +25,9 @@ CAND = '{"b8": [9.0, 9.1, 9.2, 8.9, 9.0]}\n'
 
 
 def kexp(repo: Path, *args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(main, ["--root", str(repo), *args], input=input)
+    """``kexp`` in ``repo``, on a terminal 80 columns wide."""
+    env = {"COLUMNS": "80"}
+    return CliRunner().invoke(main, ["--root", str(repo), *args], input=input, env=env)
 
 
 def timings(repo: Path) -> tuple[str, ...]:
@@ -183,3 +185,49 @@ def test_the_skills_best_and_failures_are_kexp_tops_and_the_outcomes(tmp_path: P
     experiments = Store(root).list_experiments()
     failures = [e for e in experiments if e.outcome in ("regression", "interference", "buggy")]
     assert failed.stdout.count("❌") == len(failures) > 0
+
+
+# --- every mark and column a view prints is explained ------------------------------------
+
+
+def fits(text: str) -> list[str]:
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), [ln for ln in lines if len(ln) > 80]
+    return lines
+
+
+def test_the_tree_legend_explains_best_and_control(tmp_path: Path) -> None:
+    root = bundled_copy(tmp_path / "bundled")
+    shown = fits(kexp(root, "tree").stdout)
+    assert any("[best]" in line for line in shown[:-6])  # a mark the trees use
+    assert any(line.startswith("[best]: the best tip") for line in shown), shown
+    assert not any("[control]" in line for line in shown)  # none in the bundled store
+    store = Store(root)
+    store.create_experiment(
+        change_summary="A/A same code - noise", score=1.0, operator_sig="k.cu: k",
+        dtype_sig="bf16", env="H100", tags=["control"], base_commit="a" * 40,
+    )  # fmt: skip
+    shown = fits(kexp(root, "tree").stdout)
+    assert any("[control]: an A/A run" in line for line in shown), shown
+
+
+def test_top_across_refs_explains_its_ref_column(repo: Path) -> None:
+    given = ("--operator", "k.cu: k", "--dtype", "bf16", "--env", "H100")
+    assert kexp(repo, "add", "--summary", "x - +1%", "--score", "1.01", *given).exit_code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "recorded")
+    shown = fits(kexp(repo, "top", "--all-refs").stdout)
+    assert "REF" in shown[0] and "local" in shown[1], shown
+    assert shown[-1].startswith("REF: local (the working tree)") and "+N: " in shown[-1]
+    assert "REF" not in kexp(repo, "top").stdout
+
+
+def test_similar_explains_code_and_vs_parent_and_show_the_reference(tmp_path: Path) -> None:
+    root = bundled_copy(tmp_path / "bundled")
+    best = Store(root).top_experiments(1)[0]
+    shown = fits(kexp(root, "similar", best.id[:10], "-n", "3").stdout)
+    assert shown[-1].startswith("CODE: ") and "VS PARENT: " in shown[-1], shown
+    planned = fits(kexp(root, "similar", "--text", "unroll", "-n", "3").stdout)
+    assert planned[-1].startswith("VS PARENT: "), planned
+    said = " ".join(kexp(root, "show", best.id[:10]).stdout.split())
+    assert "the speedup over the reference, the operator's original code" in said

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kexp.cli.commands.common import EXIT_OK, EXIT_PROBLEMS, get_store, ref_labels, refs_options
+from kexp.cli.commands.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    REF_LEGEND,
+    get_store,
+    ref_labels,
+    refs_options,
+)
 from kexp.cli.commands.terminal import clean, echo_json, echo_raw, one_line, print_table, progress
 from kexp.core.errors import KexpError, StoreNotFoundError
 
@@ -342,6 +349,12 @@ def similar(
             row.insert(1, label)
     right = ("RELEVANCE", "CODE", "SCORE", "VS PARENT")
     print_table(headers, rows, right=right, shrink=("SUMMARY", "VS PARENT"))
+    if "CODE" in headers:
+        click.echo("CODE: code changes alike, 0-1   VS PARENT: cumulative over the parent's")
+    else:
+        click.echo("VS PARENT: cumulative score over the parent's ('-': no parent)")
+    if "REF" in headers:
+        click.echo(REF_LEGEND)
 
 
 @click.command()

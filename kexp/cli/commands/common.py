@@ -383,6 +383,10 @@ def _insert_where(
             row.insert(at, one_line(str(value).lower() if isinstance(value, bool) else value))
 
 
+#: The line under a table with a REF column (where each experiment was found).
+REF_LEGEND = "REF: local (the working tree) or the ref it is on; +N: on N more refs too"
+
+
 def ref_labels(sightings: Sequence[Any]) -> list[str]:
     """The REF cells of a table: where each experiment was found (``local``, or the ref
     holding it, ``+N`` other places holding the same content; ``(older elsewhere)``, or
@@ -537,6 +541,8 @@ def emit_experiments(
     )
     if not rows:
         click.echo("(no experiments match)", err=True)
+    elif "REF" in headers:
+        click.echo(REF_LEGEND)
 
 
 def shown_path(path: Path | None) -> str:
