@@ -231,3 +231,24 @@ def test_similar_explains_code_and_vs_parent_and_show_the_reference(tmp_path: Pa
     assert planned[-1].startswith("VS PARENT: "), planned
     said = " ".join(kexp(root, "show", best.id[:10]).stdout.split())
     assert "the speedup over the reference, the operator's original code" in said
+
+
+# --- one precision for a score, whatever the view ------------------------------------------
+
+
+def test_top_list_and_show_print_a_score_and_its_interval_alike(repo: Path, store: Store) -> None:
+    """top and list printed ``1.036 [1.035, 1.036]``, show ``1.0359 [1.0354, 1.0364]``:
+    an interval narrower than 0.001 read as none, and one score as two numbers."""
+    (repo / "base.json").write_text('{"b8": [10.0, 10.001, 10.002, 9.999, 10.0]}\n')
+    (repo / "cand.json").write_text('{"b8": [9.65, 9.651, 9.652, 9.649, 9.65]}\n')
+    given = ("--operator", "k.cu: k", "--dtype", "bf16", "--env", "H100")
+    files = ("--baseline", str(repo / "base.json"), "--candidate", str(repo / "cand.json"))
+    added = kexp(repo, "add", "--summary", "Tile - +3.6%", *files, *given, "--json")
+    exp = store.get_experiment(json.loads(added.stdout)["id"])
+    low, high = exp.score_ci
+    assert high - low < 0.001
+    said = f"{exp.score:.4f} [{low:.4f}, {high:.4f}]"
+    for view in (["top"], ["list"], ["top", "--all-refs"], ["show", exp.id]):
+        shown = fits(kexp(repo, *view).stdout)
+        assert any(said in line for line in shown), (view, shown)
+    assert f"{exp.cumulative_score:.4f}" in kexp(repo, "top").stdout
