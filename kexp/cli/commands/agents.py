@@ -115,6 +115,10 @@ def skill_show() -> None:
     """Print the skill's text (its SKILL.md), as an agent reads it.
 
     Python: kexp.agents.skill.skill_text().
+
+    \b
+    Example:
+      kexp skill show | less
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.agents.skill import skill_text
