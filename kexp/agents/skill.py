@@ -1,4 +1,4 @@
-"""The agent skill ``kernel-exp-history``: where it lives and how to install it; and
+"""The agent skill ``kernel-exp-history``: where it lives, its text and how to install it; and
 the client configuration that starts ``kexp mcp``.
 
 The Python twin of ``kexp skill install [--claude | --cursor | --dir DIR]`` is
