@@ -250,3 +250,26 @@ def test_top_list_and_show_print_a_score_and_its_interval_alike(repo: Path, stor
         shown = fits(kexp(repo, *view).stdout)
         assert any(said in line for line in shown), (view, shown)
     assert f"{exp.cumulative_score:.4f}" in kexp(repo, "top").stdout
+
+
+def test_the_mcp_record_tool_warns_of_a_root_without_env_in_the_tools_words(
+    repo: Path,
+) -> None:
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    said: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        fields = {"change_summary": "Try - +2%", "score": 1.02, "operator_sig": "k.cu: k"}
+        failed, texts = await agent.call("record", dtype_sig="bf16", **fields)
+        assert not failed, texts
+        said.extend(texts[1:])
+
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the store", "--allow-empty")
+    run_agent(repo, work)
+    (warning,) = said
+    assert "has an empty env: " in warning, warning
+    assert "the record tool's operator_sig, dtype_sig and env" in warning
+    assert "--" not in warning  # no option of the command: the tools' words
