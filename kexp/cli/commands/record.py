@@ -258,7 +258,7 @@ def _add_options(func: Any) -> Any:
     return func
 
 
-def with_options(exc: ValidationError, command: click.Command) -> ValidationError:
+def _with_options(exc: ValidationError, command: click.Command) -> ValidationError:
     """``exc`` with the hint of each problem of a field an option of ``command`` sets
     naming that option, unless it does (the field's name alone is no option of kexp
     add)."""
@@ -419,7 +419,7 @@ def add(
             parent_default="pid" in flags,
         )
     except ValidationError as exc:
-        raise with_options(exc, ctx.command) from None
+        raise _with_options(exc, ctx.command) from None
     if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json, store)
     else:  # one line, as scripts read it
