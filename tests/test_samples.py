@@ -393,7 +393,7 @@ def test_the_commands_show_and_remeasure(repo: Path, tmp_path: Path) -> None:
     store = Store(repo)
     exp = store.get_experiment(exp_id)
     low, high = exp.score_ci
-    assert f"{exp.score:.3f} [{low:.3f}, {high:.3f}]" in listed
+    assert f"{exp.score:.4f} [{low:.4f}, {high:.4f}]" in listed
 
     base2, cand2 = timings(rng, 1.04, n=12)
     (tmp_path / "base2.json").write_text(json.dumps(base2))

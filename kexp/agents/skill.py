@@ -1,4 +1,4 @@
-"""The agent skill ``kernel-exp-history``: where it lives and how to install it; and
+"""The agent skill ``kernel-exp-history``: where it lives, its text and how to install it; and
 the client configuration that starts ``kexp mcp``.
 
 The Python twin of ``kexp skill install [--claude | --cursor | --dir DIR]`` is
@@ -41,6 +41,11 @@ def skill_source() -> Path:
         f"the {SKILL_NAME} skill is missing from this kexp installation "
         f"(looked in {_PACKAGED} and {_SOURCE_TREE}); reinstall kexp"
     )
+
+
+def skill_text() -> str:
+    """The skill's text, its SKILL.md: what ``kexp skill show`` prints."""
+    return (skill_source() / "SKILL.md").read_text(encoding="utf-8")
 
 
 def skill_files() -> list[Path]:

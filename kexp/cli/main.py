@@ -192,7 +192,7 @@ class _Context(click.Context):
 
 
 class _Group(click.Group):
-    """The error boundary: every failure ends with one ``kexp: error: ...`` line.
+    """The error boundary: every failure is said by one ``kexp: error: ...`` line first.
 
     kexp errors exit 2 (validation errors 1, with each problem listed); usage errors
     exit 2 with a pointer to ``--help``; anything else is a bug in kexp (exit 3).

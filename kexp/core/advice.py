@@ -298,6 +298,17 @@ REMEASURE_IN_UNIT = Advice(
 )
 #: Advice on an environment that could not be detected.
 ENV = Advice('--env "MI300X, ROCm 7.0.0"', 'env: "MI300X, ROCm 7.0.0"')
+#: Advice on a root recorded without the fields of its campaign (operator, dtype, env):
+#: the options that give them.
+CAMPAIGN_OPTIONS = Advice(
+    "kexp add --operator, --dtype and --env",
+    "the record tool's operator_sig, dtype_sig and env",
+)
+#: Advice on a record without a score: the timings that compute it, or the score itself.
+SCORE_OR_TIMINGS = Advice(
+    "kexp add --baseline FILE --candidate FILE (or --table FILE), or --score X",
+    "baseline and candidate (or table), or score",
+)
 #: Advice on the remote kexp sync publishes to.
 SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
 #: Advice on the branch kexp sync publishes to.
@@ -427,6 +438,8 @@ ADVICE = (
     RECORD_IN_UNIT,
     REMEASURE_IN_UNIT,
     ENV,
+    SCORE_OR_TIMINGS,
+    CAMPAIGN_OPTIONS,
     SYNC_REMOTE,
     SYNC_BRANCH,
     SYNC_FOR_REVIEW,

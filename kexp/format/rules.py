@@ -191,10 +191,35 @@ def missing_measured_against(fields: Mapping[str, Any]) -> bool:
     )
 
 
+#: The fields that place an experiment in its campaign (an operator × dtype × env): what
+#: top, stats, review and context group experiments by.
+CAMPAIGN_FIELDS = ("operator_sig", "dtype_sig", "env")
+
+
+def campaign_missing(fields: Mapping[str, Any]) -> list[str]:
+    """The fields of :data:`CAMPAIGN_FIELDS` a root (no ``pid``: a step takes its
+    parent's when recorded) leaves empty: a warning at record and in validation (it is
+    in no operator's campaign). A value of another type is the schema's error."""
+    pid = fields.get("pid")
+    if isinstance(pid, str) and pid.strip():
+        return []
+    return [
+        name
+        for name in CAMPAIGN_FIELDS
+        if fields.get(name) is None or (isinstance(fields[name], str) and not fields[name].strip())
+    ]
+
+
+def listed(names: list[str]) -> str:
+    """``names`` in words: ``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTINGS) -> bool:
     """Whether :func:`check_document` reports a warning for a file without errors whose
     front-matter holds ``fields``: ``score`` far from ``results``, an unknown field, a
-    suspect measurement, or a parent without ``measured_against``.
+    suspect measurement, a parent without ``measured_against``, or a root without its
+    campaign (:func:`campaign_missing`).
 
     These are its only warnings besides those of the YAML reader (values it would retype)
     and those of the ``## Samples`` section (:mod:`kexp.format.samples`), which
@@ -204,6 +229,8 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
     if not KNOWN_FIELDS.issuperset(fields):
         return True
     if missing_measured_against(fields) or suspect_fields(fields, settings):
+        return True
+    if campaign_missing(fields):
         return True
     results = fields.get("results")
     return bool(results) and (

@@ -4,8 +4,9 @@ report.
 The schema (structure and types), file name vs id, finite score, a buggy experiment's
 error message, a real ``created_at``, ``score`` vs ``results``, ``score_ci`` holding the
 score and the ``## Samples`` section vs ``results`` (see :mod:`kexp.format.samples`),
-unknown fields. The file is read by :mod:`kexp.format.reading`; the checks across the
-store's files are :mod:`kexp.format.storechecks`.
+unknown fields, a root without its campaign (operator, dtype, env). The file is read by
+:mod:`kexp.format.reading`; the checks across the store's files are
+:mod:`kexp.format.storechecks`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from kexp.core.advice import ERROR_MESSAGE
+from kexp.core.advice import CAMPAIGN_OPTIONS, ERROR_MESSAGE
 from kexp.core.model import KernelExperiment
 from kexp.core.problems import Problem, has_errors
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
@@ -24,9 +25,11 @@ from kexp.format.reading import error_problem, read_or_problem, size_problem
 from kexp.format.rules import (
     KNOWN_FIELDS,
     TIMESTAMP,
+    campaign_missing,
     encoded_size,
     id_from_name,
     is_real_time,
+    listed,
     missing_measured_against,
     score_results_mismatch,
 )
@@ -34,6 +37,8 @@ from kexp.format.suspect import suspect_problems
 
 #: The validation code of a child that does not say what its score is measured against.
 MEASURED_AGAINST_MISSING = "measured-against-missing"
+#: The validation code of a root without operator_sig, dtype_sig or env.
+CAMPAIGN_MISSING = "campaign-missing"
 
 
 @dataclasses.dataclass
@@ -189,6 +194,19 @@ def check_document(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list
                 "parent experiment's code (what kexp records from timings), or "
                 "'measured_against: reference' when it is over the operator's original "
                 "code (as the predecessor's records were)",
+            )
+        )
+    missing = campaign_missing(fields)
+    if missing:
+        problems.append(
+            _warning(
+                path,
+                *at(missing[0]),
+                CAMPAIGN_MISSING,
+                missing[0],
+                f"a root (no pid) with an empty {listed(missing)}: in no operator's "
+                "campaign (top, stats and context group by them)",
+                f"write {listed(missing)} (when recording: {CAMPAIGN_OPTIONS})",
             )
         )
     problems.extend(suspect_problems(doc, settings))

@@ -2,11 +2,12 @@
 
 A campaign is an operator × dtype × env (review, context and stats tell them apart by
 the ``env`` text), so an ``env`` that keeps a record out of its campaign is warned of
-(:class:`~kexp.core.errors.EnvWarning`), the record written all the same: an empty one
-(it belongs to no machine's campaign), one spelt otherwise than a recorded env (``h100
-sxm cuda12.4`` beside ``H100 SXM, CUDA 12.4``: a campaign of its own), and a step
-measured on another machine than its parent and over its code (its cumulative score
-multiplies scores of two machines; ``kexp validate`` warns of it too:
+(:class:`~kexp.core.errors.EnvWarning`), the record written all the same: a root's empty
+one, as its empty operator_sig or dtype_sig (it belongs to no campaign; ``kexp
+validate`` warns of it too: ``campaign-missing``), one spelt otherwise than a recorded
+env (``h100 sxm cuda12.4`` beside ``H100 SXM, CUDA 12.4``: a campaign of its own), and a
+step measured on another machine than its parent and over its code (its cumulative
+score multiplies scores of two machines; ``kexp validate`` warns of it too:
 ``env-differs-from-parent``).
 """
 
@@ -16,9 +17,9 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import CORRECT_FIELD
+from kexp.core.advice import CAMPAIGN_OPTIONS, CORRECT_FIELD
 from kexp.core.errors import EnvWarning, KexpError
-from kexp.format.rules import folded_env
+from kexp.format.rules import CAMPAIGN_FIELDS, campaign_missing, folded_env, listed
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -39,20 +40,25 @@ def parents_env(store: Store, fields: Mapping[str, Any]) -> str | None:
         return None
 
 
-def env_warnings(
-    exp: KernelExperiment, given: bool, envs: list[str], parents: str | None
-) -> list[str]:
-    """What is wrong with the ``env`` of ``exp``, just recorded: ``given`` whether its
-    caller gave an env (an empty one given is warned of), ``envs`` those recorded before
-    it, ``parents`` its parent's env (None: no parent). Each is warned of
+def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) -> list[str]:
+    """What is wrong with the campaign of ``exp``, just recorded: a root's empty
+    operator_sig, dtype_sig or env (:func:`kexp.format.rules.campaign_missing`), an env
+    spelt otherwise than one of ``envs`` (those recorded before it), another than
+    ``parents`` (its parent's env; None: no parent). Each is warned of
     (:class:`EnvWarning`) and returned."""
     said: list[str] = []
     env = exp.env.strip()
     correct = CORRECT_FIELD.say(id=exp.id, field="env")
-    if not env and given and parents is None:
+    # a root's only (a step is given its parent's): kexp validate warns of it too
+    missing = campaign_missing(
+        {"pid": exp.pid, **{name: getattr(exp, name) for name in CAMPAIGN_FIELDS}}
+    )
+    if missing:
+        first = CORRECT_FIELD.say(id=exp.id, field=missing[0])
         said.append(
-            f"experiment {exp.id} has an empty env: its score belongs to no machine's "
-            f"campaign; say which GPU, driver and versions measured it: {correct}"
+            f"experiment {exp.id} has an empty {listed(missing)}: it is in no operator's "
+            f"campaign (top, stats and context group by them); give them when recording "
+            f"({CAMPAIGN_OPTIONS}), or set them now: {first}"
         )
     if env and env not in envs:
         near = sorted(e for e in envs if folded_env(e) == folded_env(env) and e.strip())

@@ -46,6 +46,7 @@ from kexp.core.advice import (
     CORRECT_SCORE,
     RECORD_AGAIN,
     RECORD_AGAIN_ROOT,
+    SCORE_OR_TIMINGS,
     SET_MEASURED,
     SET_PARENT,
 )
@@ -353,7 +354,6 @@ def record_iteration(
     """
     if store is None:
         store = Store(find_root())
-    given_env = "env" in fields
     fields = _with_parents_kernel(store, fields)
     parents = parents_env(store, fields)
     data = with_timings(
@@ -370,8 +370,8 @@ def record_iteration(
     )
     if "score" not in data:
         raise MeasurementError(
-            "no score: give baseline and candidate timings (or a table), or the score "
-            "(score 0 when nothing could be measured: a crash, a timeout, wrong results)"
+            f"no score: give the timings or the score ({SCORE_OR_TIMINGS}; score 0 when "
+            "nothing could be measured: a crash, a timeout, wrong results)"
         )
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
@@ -400,7 +400,7 @@ def record_iteration(
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
     warn_if_suspect(exp, store.settings)
-    env_warnings(exp, given_env, before.envs, parents)
+    env_warnings(exp, before.envs, parents)
     if is_control(exp) and control_bias(exp):  # as consult will say of it
         warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
     elif "score_ci" in data and not exp.is_buggy:

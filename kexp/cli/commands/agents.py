@@ -1,4 +1,5 @@
-"""Commands for migrating and for agents: import, skill install, context, similar, mcp."""
+"""Commands for migrating and for agents: import, skill (install, show), context, similar,
+mcp."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kexp.cli.commands.common import EXIT_OK, EXIT_PROBLEMS, get_store, ref_labels, refs_options
+from kexp.cli.commands.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    REF_LEGEND,
+    get_store,
+    ref_labels,
+    refs_options,
+)
 from kexp.cli.commands.terminal import clean, echo_json, echo_raw, one_line, print_table, progress
 from kexp.core.errors import KexpError, StoreNotFoundError
 
@@ -96,9 +104,26 @@ def skill() -> None:
     """The kernel-exp-history agent skill.
 
     \b
-    Example:
+    Examples:
       kexp skill install --claude
+      kexp skill show | less
     """
+
+
+@skill.command(name="show")
+def skill_show() -> None:
+    """Print the skill's text (its SKILL.md), as an agent reads it.
+
+    Python: kexp.agents.skill.skill_text().
+
+    \b
+    Example:
+      kexp skill show | less
+    """
+    # lazy: one command's library, loaded when that command runs
+    from kexp.agents.skill import skill_text
+
+    click.echo(skill_text(), nl=False)
 
 
 @skill.command(name="install")
@@ -328,6 +353,12 @@ def similar(
             row.insert(1, label)
     right = ("RELEVANCE", "CODE", "SCORE", "VS PARENT")
     print_table(headers, rows, right=right, shrink=("SUMMARY", "VS PARENT"))
+    if "CODE" in headers:
+        click.echo("CODE: code changes alike, 0-1   VS PARENT: cumulative over the parent's")
+    else:
+        click.echo("VS PARENT: cumulative score over the parent's ('-': no parent)")
+    if "REF" in headers:
+        click.echo(REF_LEGEND)
 
 
 @click.command()

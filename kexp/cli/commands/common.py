@@ -321,8 +321,9 @@ def suspect_reasons(exp: KernelExperiment) -> list[str]:
 
 
 def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
-    """One table cell: short ids and hashes, four-decimal scores (three, followed by the
-    95 % interval, as in ``1.032 [1.011, 1.054]``, when there is one), one-line text; a
+    """One table cell: short ids and hashes, four-decimal scores (with the 95 %
+    interval when there is one, ``1.0320 [1.0110, 1.0540]``: as show and add print
+    them, and an interval narrower than 0.001 still reads as one), one-line text; a
     suspect measurement's summary starts with ``[suspect: verify correctness]``.
     """
     if column == "cumulative_score":
@@ -330,12 +331,11 @@ def cell(exp: KernelExperiment, column: str, id_width: int = 10) -> str:
         return "-" if cumulative is None else f"{cumulative:.4f}"
     if column == "cumulative_ci":
         interval = exp.cumulative_ci
-        return "" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
+        return "" if interval is None else f"[{interval[0]:.4f}, {interval[1]:.4f}]"
     if column == "score":
         from kexp.format.samples import describe_score
 
-        digits = 3 if exp.score_ci else 4
-        return describe_score(exp.derived.shown_score, exp.score_ci or (), digits)
+        return describe_score(exp.derived.shown_score, exp.score_ci or ())
     if column in ("id", "pid", "base_commit"):
         return str(getattr(exp, column))[:id_width]
     if column == "path":
@@ -381,6 +381,10 @@ def _insert_where(
             if isinstance(value, list):
                 value = " ".join(map(str, value))
             row.insert(at, one_line(str(value).lower() if isinstance(value, bool) else value))
+
+
+#: The line under a table with a REF column (where each experiment was found).
+REF_LEGEND = "REF: local (the working tree) or the ref it is on; +N: on N more refs too"
 
 
 def ref_labels(sightings: Sequence[Any]) -> list[str]:
@@ -537,6 +541,8 @@ def emit_experiments(
     )
     if not rows:
         click.echo("(no experiments match)", err=True)
+    elif "REF" in headers:
+        click.echo(REF_LEGEND)
 
 
 def shown_path(path: Path | None) -> str:

@@ -345,7 +345,7 @@ def _print_experiment(
         reached = f"-  ({exp.cumulative_reason})"
     else:
         reached = describe_interval(exp.cumulative_score, exp.cumulative_ci or ())
-        reached += "  (cumulative: the speedup over the reference)"
+        reached += "  (cumulative: the speedup over the reference, the operator's original code)"
     rows = [
         ("score", measured),
         ("overall", reached),
@@ -498,6 +498,12 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
     click.echo("a line with no ├── or └──: the only child of the line above (the next step)")
     click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
+    nodes = [node for root in forest for node in root.walk()]
+    marks = ["[best]: the best tip (top cumulative)"] if any(n.is_best for n in nodes) else []
+    if any(node.experiment.is_control for node in nodes):
+        marks.append("[control]: an A/A run, never ranked")
+    if marks:  # the marks the lines shown carry
+        click.echo("   ".join(marks))
     if focus is not None:
         click.echo("<: the experiment asked for")
     legend = {key: label for label, key in refs.labels.items()}

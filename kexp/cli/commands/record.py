@@ -3,6 +3,7 @@ kexp remeasure (another round of timings for one), each one library call."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from kexp.cli.commands.common import (
     shown_path,
 )
 from kexp.cli.commands.terminal import clean, echo_json
-from kexp.core.errors import KexpError
+from kexp.core.errors import KexpError, ValidationError
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -83,9 +84,30 @@ def _over_parent(exp: KernelExperiment, store: Store) -> str:
     return f" over the reference; {ratio:.4f}x over parent {exp.pid[:SHOWN_LENGTH]} ({parent:.4f}x)"
 
 
+class _Aliased(click.Option):
+    """An option also spelt as the field it sets (``--change-summary`` for
+    ``--summary``): the later spellings are taken, and left out of the help."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        spellings = self.opts
+        self.opts = spellings[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = spellings
+
+
+def _field_option(name: str, field: str, **attrs: Any) -> Any:
+    """``--name`` setting ``field``, also taken as ``--<field>`` (``_`` as ``-``) when
+    that is another spelling (hidden from the help)."""
+    alias = f"--{field.replace('_', '-')}"
+    spellings = [f"--{name}"] + ([alias] if alias != f"--{name}" else [])
+    return click.option(*spellings, field, cls=_Aliased, **attrs)
+
+
 def _text_option(name: str, field: str, what: str) -> list[Any]:
     return [
-        click.option(f"--{name}", field, help=f"{what} (text)."),
+        _field_option(name, field, help=f"{what} (text)."),
         click.option(
             f"--{name}-file",
             f"{field}_file",
@@ -144,12 +166,12 @@ def _add_options(func: Any) -> Any:
             help="Read the fields from a YAML, JSON or Markdown experiment file "
             "('-': stdin; stdin is also read when no field option is given).",
         ),
-        click.option("--summary", "change_summary", help="One line ≤ 80: '<What> - <Result>'."),
+        _field_option("summary", "change_summary", help="One line ≤ 80: '<What> - <Result>'."),
         click.option("--score", type=float, help="Speedup vs baseline (1.18 = 18% faster)."),
         click.option("--status", type=click.Choice(_STATUSES), help="Default: done."),
         click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Crashed or wrong."),
-        click.option("--operator", "operator_sig", help="Files/kernels changed."),
-        click.option("--dtype", "dtype_sig", help="Data type, e.g. bf16."),
+        _field_option("operator", "operator_sig", help="Files/kernels changed."),
+        _field_option("dtype", "dtype_sig", help="Data type, e.g. bf16."),
         click.option("--env", help="GPU, driver, versions (see --detect-env)."),
         click.option(
             "--detect-env", is_flag=True, help="Fill env from 'kexp env' when it is not given."
@@ -164,7 +186,7 @@ def _add_options(func: Any) -> Any:
             "--pid) or the operator's original code.",
         ),
         click.option("--base-commit", help="Commit the change was made on (default: HEAD)."),
-        click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
+        _field_option("tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated)."),
         click.option(
             "--combines",
             multiple=True,
@@ -236,6 +258,37 @@ def _add_options(func: Any) -> Any:
     return func
 
 
+def _with_options(exc: ValidationError, command: click.Command) -> ValidationError:
+    """``exc`` with the hint of each problem of a field an option of ``command`` sets
+    naming that option, unless it does (the field's name alone is no option of kexp
+    add)."""
+    options = {
+        param.name: param.opts[0]
+        for param in command.params
+        if isinstance(param, click.Option) and param.name and not param.hidden
+    }
+    problems = [
+        dataclasses.replace(p, hint=f"{p.hint} (kexp add {options[p.field]})".lstrip())
+        if p.field in options and options[p.field] not in p.hint
+        else p
+        for p in exc.problems
+    ]
+    return ValidationError(str(exc.args[0]), problems)
+
+
+def _require_summary(fields: dict[str, Any], *, document: bool) -> None:
+    """Refuse, naming the option, a record without its one required text: the change
+    summary (validation would name the field alone, and the path of a file never
+    written)."""
+    summary = fields.get("change_summary")
+    if summary is None or (isinstance(summary, str) and not summary.strip()):
+        where = " (or change_summary in the document)" if document else ""
+        raise click.UsageError(
+            f"change_summary is missing: give --summary TEXT{where}, one line of at most "
+            "80 characters, '<What> - <Result>'"
+        )
+
+
 @click.command()
 @_add_options
 @refs_options
@@ -268,7 +321,9 @@ def add(
     base_commit (git HEAD) and author (git's, as on a commit) are filled in; status defaults
     to done; the experiment is validated before anything is written. Prints the new
     id and path. With --pid, the
-    operator, dtype and env not given are the parent's.
+    operator, dtype and env not given are the parent's. An option is also taken
+    spelt as the field it sets (--change-summary, --operator-sig, --dtype-sig,
+    --tags, --detailed-description, --error-message, ...).
 
     With --refs PATTERN or --all-refs, a code change recorded on one of those refs
     (another agent's branch) is warned about too.
@@ -301,7 +356,7 @@ def add(
         value = params.pop(field, None)
         if name is not None:
             if value is not None:
-                raise click.UsageError(f"give {field} as text or as a file, not both")
+                raise click.UsageError(f"give --{option} or --{option}-file, not both")
             # A file's last newline is not content.
             value = read_input_text(name, f"--{option}-file", limit=limit).rstrip("\n")
             if field == "code_change" and not value.strip():
@@ -326,15 +381,20 @@ def add(
         text = read_input_text(document, "the document (--file)", limit=limit)
         source = "<stdin>" if document == "-" else document
     elif not flags:
-        if sys.stdin.isatty():
+        others = (baseline, candidate, table, diff_from_git or None, detect_env or None)
+        if sys.stdin.isatty() and all(given is None for given in others):
             raise click.UsageError(
                 "nothing to record: give a YAML or JSON document on stdin or with --file, "
                 "or the fields as options (kexp add --help)"
             )
-        text = read_input_text("-", "the document", limit=limit)
+        if not sys.stdin.isatty():
+            text = read_input_text("-", "the document", limit=limit)
+        if text is not None and not text.strip() and any(o is not None for o in others):
+            text = None  # an agent's or CI's stdin: no terminal, and empty
     if text is not None:
         fields = intake.parse_document(text, source)
     fields.update(flags)
+    _require_summary(fields, document=text is not None)
     if diff_from_git:
         if "code_change" in flags:
             raise click.UsageError("give --diff-file or --diff-from-git, not both")
@@ -344,19 +404,22 @@ def add(
         from kexp.measure.envinfo import detected_env
 
         fields["env"] = detected_env()
-    exp = intake.record(
-        store,
-        fields,
-        baseline=baseline,
-        candidate=candidate,
-        table=table,
-        stat=stat,
-        unit=unit,
-        keep_samples=keep_samples,
-        # --pid says a step; a document's pid is recorded as the document says it (an
-        # export recorded back is the same file).
-        parent_default="pid" in flags,
-    )
+    try:
+        exp = intake.record(
+            store,
+            fields,
+            baseline=baseline,
+            candidate=candidate,
+            table=table,
+            stat=stat,
+            unit=unit,
+            keep_samples=keep_samples,
+            # --pid says a step; a document's pid is recorded as the document says it
+            # (an export recorded back is the same file).
+            parent_default="pid" in flags,
+        )
+    except ValidationError as exc:
+        raise _with_options(exc, ctx.command) from None
     if baseline is not None or table is not None or as_json:
         _report_measured(exp, as_json, store)
     else:  # one line, as scripts read it
