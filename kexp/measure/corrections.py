@@ -206,6 +206,25 @@ def correct(
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():
         raise KexpError("the reason of a correction must not be empty")
+    # read, note and write under the experiment's lock: another correction's note is
+    # never written over by one computed from the file before it
+    with store.editing(exp_id, names_others=_names_others(updates)) as exp_id:
+        return _correct(store, exp_id, changes, updates, reason)
+
+
+def _names_others(changes: Mapping[str, Any]) -> bool:
+    """Whether ``changes`` name other experiments (the lineage lock is taken first)."""
+    return bool({"pid", "combines"} & set(changes))
+
+
+def _correct(
+    store: Store,
+    exp_id: str,
+    changes: Mapping[str, Any],
+    updates: dict[str, Any],
+    reason: str | None,
+) -> KernelExperiment:
+    """:func:`correct`, its locks held."""
     effective = effective_changes(store, exp_id, updates)
     if not effective:
         return store.get_experiment(exp_id)
@@ -231,11 +250,12 @@ def apply_correction(
     """:func:`correct`, and the fields it changed (none: nothing was written, the
     experiment already holds these values): those given, then those that followed a
     new score (``change_summary``, ``score_ci``)."""
-    changed = list(effective_changes(store, exp_id, changes))
-    if not changed:
-        return store.get_experiment(exp_id), []
-    old = to_correct(store, exp_id, changes)
-    updated = correct(store, exp_id, changes, reason)
+    with store.editing(exp_id, names_others=_names_others(changes)) as exp_id:
+        changed = list(effective_changes(store, exp_id, changes))
+        if not changed:
+            return store.get_experiment(exp_id), []
+        old = to_correct(store, exp_id, changes)
+        updated = correct(store, exp_id, changes, reason)
     followed = [
         name
         for name in _FOLLOWING_SCORE

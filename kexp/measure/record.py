@@ -641,69 +641,73 @@ def remeasure(
             "the new round's timings are summaries without raw samples: a round is pooled "
             "sample by sample; time it again keeping the raw samples"
         )
-    _refuse_unmeasured(exp)
-    # Every round as its samples are kept (measurement_of keeps them so): the file's
-    # Samples section then gives exactly the results computed here.
-    rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
-    held = None
-    if replace_round is not None:
-        held = replaced_round_held(exp.id, exp.path, len(rounds), replace_round, reason)
-    new_round = _kept_round({m.config: sides_of(m) for m in found})
-    missing = [c for c in rounds[0].timings if c not in new_round.timings]
-    extra = [c for c in new_round.timings if c not in rounds[0].timings]
-    if missing or extra:
-        parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
-        parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
-        raise MeasurementError(
-            f"the new round measured other configurations than the earlier rounds of "
-            f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
-            f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
-            "configurations are a new experiment: kexp add)"
+    # read, pool and write under the experiment's lock: a round (and its note) another
+    # process adds meanwhile is pooled with, never written over
+    with store.editing(exp.id):
+        exp = store.get_experiment(exp.id)
+        _refuse_unmeasured(exp)
+        # Every round as its samples are kept (measurement_of keeps them so): the file's
+        # Samples section then gives exactly the results computed here.
+        rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
+        held = None
+        if replace_round is not None:
+            held = replaced_round_held(exp.id, exp.path, len(rounds), replace_round, reason)
+        new_round = _kept_round({m.config: sides_of(m) for m in found})
+        missing = [c for c in rounds[0].timings if c not in new_round.timings]
+        extra = [c for c in new_round.timings if c not in rounds[0].timings]
+        if missing or extra:
+            parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
+            parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
+            raise MeasurementError(
+                f"the new round measured other configurations than the earlier rounds of "
+                f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
+                f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
+                "configurations are a new experiment: kexp add)"
+            )
+        problem = copied_round(rounds, new_round)
+        if problem is not None:
+            raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
+        limit = store.settings.remeasure_scale_above
+        check_round_scale(exp.id, pooled(rounds), new_round.timings, unit, limit)
+        if replace_round is not None:
+            rounds[replace_round - 1] = new_round
+        else:
+            rounds.append(new_round)
+        together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
+        number = len(rounds)
+        title = f"Round {number} pooled with rounds 1-{number - 1} Results"
+        if replace_round is not None:
+            title = f"Round {replace_round} replaced, {number} round(s) pooled Results"
+        elif number == 2:
+            title = "Round 2 pooled with round 1 Results"
+        scored = score_measurements(
+            together,
+            settings=store.settings,
+            rounds=rounds,
+            protocol=exp.protocol,
+            over_parent=parent_judge(store, exp),
+            title=title,
         )
-    problem = copied_round(rounds, new_round)
-    if problem is not None:
-        raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
-    limit = store.settings.remeasure_scale_above
-    check_round_scale(exp.id, pooled(rounds), new_round.timings, unit, limit)
-    if replace_round is not None:
-        rounds[replace_round - 1] = new_round
-    else:
-        rounds.append(new_round)
-    together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
-    number = len(rounds)
-    title = f"Round {number} pooled with rounds 1-{number - 1} Results"
-    if replace_round is not None:
-        title = f"Round {replace_round} replaced, {number} round(s) pooled Results"
-    elif number == 2:
-        title = "Round 2 pooled with round 1 Results"
-    scored = score_measurements(
-        together,
-        settings=store.settings,
-        rounds=rounds,
-        protocol=exp.protocol,
-        over_parent=parent_judge(store, exp),
-        title=title,
-    )
-    changes: dict[str, Any] = {
-        "score": scored.score,
-        "score_ci": scored.score_ci,
-        "results": scored.results,
-        "samples": scored.samples,
-        "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
-    }
-    summary = summary_with_score(
-        exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
-    )
-    if summary is not None:  # its figure was the old score's: it follows the new one
-        changes["change_summary"] = summary
-    why = reason or f"remeasured: round {number} pooled with the earlier ones"
-    if held is not None:
-        why = f"round {replace_round} replaced (its timings: commit {held[:12]}): {reason}"
-    try:
-        done = correct(store, exp.id, changes, why)
-    except ValidationError as exc:
-        samples_too_large(exc, scored.samples, pooled=True)
-        raise
+        changes: dict[str, Any] = {
+            "score": scored.score,
+            "score_ci": scored.score_ci,
+            "results": scored.results,
+            "samples": scored.samples,
+            "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
+        }
+        summary = summary_with_score(
+            exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
+        )
+        if summary is not None:  # its figure was the old score's: it follows the new one
+            changes["change_summary"] = summary
+        why = reason or f"remeasured: round {number} pooled with the earlier ones"
+        if held is not None:
+            why = f"round {replace_round} replaced (its timings: commit {held[:12]}): {reason}"
+        try:
+            done = correct(store, exp.id, changes, why)
+        except ValidationError as exc:
+            samples_too_large(exc, scored.samples, pooled=True)
+            raise
     few = few_samples_hint({m.config: sides_of(m) for m in together})  # rounds pooled
     if few is not None:
         warnings.warn(few, TimingsWarning, stacklevel=2)
