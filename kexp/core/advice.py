@@ -165,6 +165,12 @@ CORRECT_SCORE = Advice(
     "kexp update {id} --set score=SCORE --reason TEXT",
     'the update tool with exp_id: "{id}", changes: {{"score": SCORE}} and a reason',
 )
+#: Advice on a score its own measurement contradicts (edited by hand): the score put back
+#: to what the measurement gives.
+RESTORE_SCORE = Advice(
+    "kexp update {id} --set score={score} --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"score": {score}}} and a reason',
+)
 #: Advice on a run that measured nothing (it timed out, it failed) and has now run to
 #: the end, the same code: what it measured, on the same record.
 SET_MEASURED = Advice(
@@ -388,6 +394,7 @@ ADVICE = (
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,
+    RESTORE_SCORE,
     RECORD_AGAIN,
     RECORD_AGAIN_ROOT,
     RECORD_FAILURE,
