@@ -361,8 +361,11 @@ def _warn_stale_measurement(
     per-configuration ``results`` to pool it with, else (remeasure refuses it) setting
     ``raw_result``; setting ``change_summary`` for its figure."""
     stale = [name for name in ("results", "raw_result") if getattr(exp, name) and name not in given]
-    if exp.results and score_results_mismatch(exp.score, exp.results, tolerance) is None:
-        stale = []  # the score is the measurement's (one put back): nothing contradicts it
+    if (
+        _restores(old, exp.score)
+        and score_results_mismatch(exp.score, exp.results, tolerance) is None
+    ):
+        stale = []  # the measurement's score put back: nothing contradicts it
     dropped = old.score_ci if old.score_ci and not exp.score_ci and "score_ci" not in given else []
     figure = _old_figure(old, exp) if "change_summary" not in given else None
     if not (stale or dropped or figure):
