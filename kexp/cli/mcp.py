@@ -122,8 +122,11 @@ Timings = Annotated[
     ),
 ]
 Unit = Annotated[
-    Literal["ns", "us", "ms", "s"],
-    Field(description="Unit of inline or plain-file timings (do_bench gives ms)"),
+    Literal["ns", "us", "ms", "s"] | None,
+    Field(
+        description="Unit of inline or plain-file timings (do_bench gives ms); us when not "
+        "given, and then times under 0.5 us are refused"
+    ),
 ]
 Operator = Annotated[str | None, Field(description="Operator/file substring, e.g. rms_norm")]
 Dtype = Annotated[str | None, Field(description="Data type substring, e.g. bf16")]
@@ -548,7 +551,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         table: Annotated[
             str | None, Field(description="One CSV with config,baseline,candidate columns")
         ] = None,
-        unit: Unit = "us",
+        unit: Unit = None,
         score: Annotated[
             float | None,
             Field(description="Speedup ratio, only without timings (0: nothing measured)"),
@@ -689,7 +692,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         table: Annotated[
             str | None, Field(description="One CSV with config,baseline,candidate columns")
         ] = None,
-        unit: Unit = "us",
+        unit: Unit = None,
         reason: Annotated[str | None, Field(description="Why (a default says the round)")] = None,
         replace_round: Annotated[
             int | None,

@@ -280,6 +280,12 @@ RECORD_IN_UNIT = Advice(
     'call record again with unit: "{unit}", and remove this experiment (no tool removes '
     "one: kexp rm ID in the checkout, ID the id record answered)",
 )
+#: Advice on timings recorded with no unit stated, refused as too short for microseconds:
+#: the same timings recorded again, their unit given.
+RECORD_WITH_UNIT = Advice(
+    "record them again with --unit {unit} (unit='{unit}' in Python)",
+    'call record again with unit: "{unit}"',
+)
 #: Advice on the unit of timings (a remeasured round in another unit than the record's):
 #: the same round given again in that unit (the remeasure tool's ``unit``).
 REMEASURE_IN_UNIT = Advice(
@@ -413,6 +419,7 @@ ADVICE = (
     COMMIT_FIRST,
     PROFILING_FILE,
     RECORD_IN_UNIT,
+    RECORD_WITH_UNIT,
     REMEASURE_IN_UNIT,
     ENV,
     SYNC_REMOTE,

@@ -78,6 +78,7 @@ from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     base_commit_problem,
+    check_assumed_unit,
     check_round_scale,
     done_without_measure,
     few_samples_hint,
@@ -206,7 +207,7 @@ def with_timings(
     measurements: Sequence[Measurement] | None = None,
     iteration: int | None = None,
     stat: str = "median",
-    unit: str = "us",
+    unit: str | None = None,
     keep_samples: bool = True,
 ) -> dict[str, Any]:
     """``fields`` with ``score``, ``results`` and ``raw_result`` computed from timings.
@@ -219,6 +220,10 @@ def with_timings(
     the timings tell (timer, repetitions, device) are added to any given; a wall clock
     on a machine without a GPU (:func:`kexp.measure.envinfo.gpu_present`) timed the CPU
     (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
+    Timings that do not state their unit are in ``unit``, microseconds when it is None;
+    then any below ``Settings.suspect_time_below_us`` (0.5 us: no GPU kernel is timed
+    that short) are refused (:func:`kexp.measure.checks.check_assumed_unit`): the unit
+    must be given.
     A ``raw_result`` already in ``fields`` is kept below the computed breakdown.
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
     With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
@@ -229,7 +234,7 @@ def with_timings(
     This is what ``kexp add --baseline/--candidate/--timings`` does.
     """
     data = dict(fields)
-    gathered = gather(baseline, candidate, table, measurements, stat, unit)
+    gathered = gather(baseline, candidate, table, measurements, stat, unit or "us")
     if gathered is None:
         return data
     if "score" in data or "results" in data or "score_ci" in data:
@@ -254,7 +259,9 @@ def with_timings(
         data["protocol"] = protocol
     if gathered.unit_unstated:
         times = [t for m in gathered.measurements for t in (m.baseline, m.candidate)]
-        hint = unit_hint(times, unit, store.settings.suspect_time_below_us)
+        if unit is None:  # nor by the caller: refused, before anything is written
+            check_assumed_unit(times, store.settings.suspect_time_below_us)
+        hint = unit_hint(times, unit or "us", store.settings.suspect_time_below_us)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
     sides = {m.config: sides_of(m) for m in gathered.measurements}
@@ -323,7 +330,7 @@ def record_iteration(
     measurements: Sequence[Measurement] | None = None,
     iteration: int | None = None,
     stat: str = "median",
-    unit: str = "us",
+    unit: str | None = None,
     keep_samples: bool = True,
     parent_default: bool = True,
     **fields: Any,
@@ -603,7 +610,7 @@ def remeasure(
     candidate: Path | str | Mapping[str, Any] | None = None,
     table: Path | str | None = None,
     measurements: Sequence[Measurement] | None = None,
-    unit: str = "us",
+    unit: str | None = None,
     reason: str | None = None,
     replace_round: int | None = None,
 ) -> KernelExperiment:
@@ -630,6 +637,7 @@ def remeasure(
 
     if store is None:
         store = Store(find_root())
+    unit = unit or "us"
     store.path_of(exp_id, writing=True)  # in the working tree, else said where it is
     exp = store.get_experiment(exp_id)
     gathered = gather(baseline, candidate, table, measurements, "median", unit)
