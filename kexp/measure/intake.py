@@ -281,7 +281,8 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
     ``experiments/`` folder): the base and the change measured on it, which a new
     experiment records together (so an uncommitted change is not ``uncommitted-base``).
 
-    Untracked files are not part of it (``git add -N`` them first).
+    Untracked files that are not ignored are part of it, as new files (as ``git add -N``
+    shows them; the repository's index is left alone).
     """
     # lazy: not every command that imports this module needs kexp.gitops.git
     from kexp.gitops import git as kgit
