@@ -380,6 +380,7 @@ def record_iteration(
         )
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
+        _warn_if_large_profiling(data["profiling_info"], store.settings.large_profiling_bytes)
     data.setdefault("status", "done")
     if (
         parent_default
@@ -458,6 +459,21 @@ class BeforeWrite(NamedTuple):
     #: The best tip of the campaign the record joins as a root, and its cumulative score,
     #: when that campaign is a lineage (None: no such campaign, or not a root).
     tip: tuple[Row, float | None] | None
+
+
+def _warn_if_large_profiling(text: str, limit: int) -> None:
+    """Warn, in one line, of a ``profiling_info`` over ``limit`` bytes
+    (``Settings.large_profiling_bytes``): it is kept, all of it, in the experiment's file."""
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        warnings.warn(
+            f"profiling_info holds {size / 1024:,.0f} KB, kept whole in the experiment's file "
+            f"(over large_profiling_bytes, {limit / 1024:,.0f} KB): keep the profiler's "
+            "summary of what matters, not its whole output (a timings file is baseline or "
+            "candidate, not profiling)",
+            KexpWarning,
+            stacklevel=3,
+        )
 
 
 def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
