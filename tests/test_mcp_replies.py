@@ -350,7 +350,8 @@ def test_an_interval_refusal_names_the_tools_and_the_experiment(tmp_path: Path) 
 
 
 def test_timings_in_too_small_a_unit_advise_the_record_tools_unit(repo: Path) -> None:
-    """do_bench's milliseconds recorded through the record tool without a unit: the
+    """do_bench's milliseconds recorded through the record tool as microseconds (the unit
+    given; with none, they are refused: tests/test_unit_refused.py): the
     warning told the agent to "remove the experiment (kexp rm)" and record "(unit='ms')",
     a command and a Python call, and no tool removes. It names the record tool's unit
     argument, and says plainly that removing is the command's, in the checkout; the
@@ -360,7 +361,7 @@ def test_timings_in_too_small_a_unit_advise_the_record_tools_unit(repo: Path) ->
     said: list[str] = []
 
     async def work(agent: Agent) -> None:
-        failed, texts = await agent.call("record", baseline=base, candidate=cand,
+        failed, texts = await agent.call("record", baseline=base, candidate=cand, unit="us",
                                          **record_fields())  # fmt: skip
         assert not failed, texts
         said.extend(t for t in texts[1:] if "1000x too short" in t)
@@ -375,7 +376,7 @@ def test_timings_in_too_small_a_unit_advise_the_record_tools_unit(repo: Path) ->
     (repo / "c.json").write_text(json.dumps(cand), encoding="utf-8")
     printed = run_kexp("add", "--summary", "the same - x", "--operator", "k.cu: k",
                        "--dtype", "bf16", "--env", "H100", "--baseline", "b.json",
-                       "--candidate", "c.json", cwd=repo)  # fmt: skip
+                       "--candidate", "c.json", "--unit", "us", cwd=repo)  # fmt: skip
     assert printed.returncode == 0, printed.stderr
     assert "kexp rm ID) and record them again in the unit ms (--unit ms; unit='ms' in Python)" in (
         " ".join(printed.stderr.split())

@@ -267,7 +267,10 @@ def test_a_side_branch_with_nothing_to_publish_is_not_created(tmp_path: Path) ->
     assert "kexp/alice" not in git(alice, "branch", "--list")
     shown = run_kexp("sync", "--branch", "kexp/bob", cwd=alice)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.strip() == "up to date with origin/kexp/bob: nothing to commit or push"
+    assert shown.stdout.strip() == (  # not "up to date with" a branch origin lacks
+        "nothing to publish: kexp/bob is not on origin yet (nor here); the first sync with an "
+        "experiment to publish makes it"
+    )
     assert git(remote, "branch", "--list") == "* main"
     # Once it holds an experiment, the branch is made and published.
     exp = record(alice, base, "Unrolled by 4 - +1.9%")
@@ -768,5 +771,9 @@ def test_a_dry_run_says_what_the_sync_then_does(
     if done.created_branch:
         made_at = "" if done.commit else f" at {str(done.head)[:12]}"
         assert f"would make the branch {done.branch}{made_at}" in said, said
-    if planned.up_to_date:
+    unpublished = not git(alice, "ls-remote", "origin", f"refs/heads/{done.branch}")
+    if planned.up_to_date and branch is not None and unpublished:
+        # a side branch nothing was published to: not "up to date with" a missing branch
+        assert f"nothing to publish: {done.branch} is not on origin yet" in said, said
+    elif planned.up_to_date:
         assert f"up to date with {where}: nothing to commit or push" in said, said

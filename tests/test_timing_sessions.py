@@ -326,7 +326,8 @@ def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
     repo: Path, tmp_path: Path
 ) -> None:
     """do_bench lists recorded without --unit ms: kexp warned "suspect: verify
-    correctness ... near zero", never what went wrong. Now a warning says that the
+    correctness ... near zero", never what went wrong. Now they are refused (no unit
+    given, times below any kernel launch as microseconds), in one line saying that the
     times may be milliseconds and how to record them."""
     base = write_json(tmp_path / "b.json", do_bench_lists(1, 1.0, SHAPES))
     cand = write_json(tmp_path / "c.json", do_bench_lists(2, 0.95, SHAPES))
@@ -343,8 +344,8 @@ def test_do_bench_milliseconds_read_as_microseconds_are_named_as_such(
         str(cand),
         cwd=repo,
     )
-    assert done.returncode == 0, done.stderr
-    said = [line for line in done.stderr.splitlines() if "unit='ms'" in line]
+    assert done.returncode != 0 and len(done.stderr.splitlines()) == 1, done.stderr
+    said = [line for line in done.stderr.splitlines() if "--unit ms (unit='ms'" in line]
     assert len(said) == 1 and "do_bench returns milliseconds" in said[0]
 
     right = run_kexp(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import CORRECT_FIELD
 from kexp.core.outcome import NOTHING_MEASURED
+from kexp.core.suspicion import folded
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.storage.doctext import score_interval
 from kexp.storage.rows import LOCAL
@@ -181,8 +182,8 @@ def experiment_entry(
     place += _on_ref(sighting)
     said = _scored(score, outcome, derived.shown_score)
     lines = [f"- {short(doc.id)} {said} — {_marked(doc.change_summary, suspect)}{place}"]
-    if suspect:
-        lines.append(f"  suspect: {cut('; '.join(suspect))}")
+    if suspect:  # said once: the near-zero times of every configuration in one reason
+        lines.append(f"  suspect: {cut('; '.join(folded(suspect)))}")
     if insight:
         lines.append(f"  insight: {cut(insight)}")
     elif error:

@@ -92,7 +92,8 @@ def not_tried(
     settings: Any,
 ) -> list[Entry]:
     """The dtypes and envs never tried, or never improved, on the operator (those asked
-    for first), and the configurations of ``results`` no experiment improved."""
+    for first; with ``env`` given, only the envs it matches: another machine's is not
+    the asker's to try), and the configurations of ``results`` no experiment improved."""
     entries: list[Entry] = []
     rank = 0
     for column, wanted, wanted_other, label, other_label in (
@@ -113,6 +114,8 @@ def not_tried(
             if other is None or other in against.lower():
                 tried.setdefault(value.lower(), []).append(doc)
         listed = distinct(search.rows, column)[:40]
+        if column == "env" and wanted:  # another machine's env: not this agent's to try
+            listed = [item for item in listed if contains_wanted(item[0], wanted)]
         if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))

@@ -122,8 +122,11 @@ Timings = Annotated[
     ),
 ]
 Unit = Annotated[
-    Literal["ns", "us", "ms", "s"],
-    Field(description="Unit of inline or plain-file timings (do_bench gives ms)"),
+    Literal["ns", "us", "ms", "s"] | None,
+    Field(
+        description="Unit of inline or plain-file timings (do_bench gives ms); us when not "
+        "given, and then times under 0.5 us are refused"
+    ),
 ]
 Operator = Annotated[str | None, Field(description="Operator/file substring, e.g. rms_norm")]
 Dtype = Annotated[str | None, Field(description="Data type substring, e.g. bf16")]
@@ -242,12 +245,26 @@ class _Tools:
             return self.store(refs, all_refs).resolve_id(arguments["exp_id"])
 
     def path(self, value: str) -> Path:
-        """A path an agent gave: as it is when it exists, else below the store."""
+        """A path an agent gave: as it is when it exists, else below the store; a
+        relative path found in neither is an error naming both folders (the server's
+        working directory is not the agent's)."""
         given = Path(value).expanduser()
         if given.is_absolute() or given.exists():
             return given
-        candidate = self.store().root / given
-        return candidate if candidate.exists() else given
+        root = self.store().root
+        candidate = root / given
+        if candidate.exists():
+            return candidate
+        here = Path.cwd()
+        folders = (
+            f"the server's working directory, the store's folder ({root})"
+            if here.resolve() == root.resolve()
+            else f"the server's working directory ({here}) nor in the store's folder ({root})"
+        )
+        raise KexpError(
+            f"{value}: no such file in {folders}, which relative paths are read from: give "
+            "the absolute path"
+        )
 
     def timings(self, value: dict[str, Any] | str | None) -> dict[str, Any] | Path | None:
         return self.path(value) if isinstance(value, str) else value
@@ -548,7 +565,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         table: Annotated[
             str | None, Field(description="One CSV with config,baseline,candidate columns")
         ] = None,
-        unit: Unit = "us",
+        unit: Unit = None,
         score: Annotated[
             float | None,
             Field(description="Speedup ratio, only without timings (0: nothing measured)"),
@@ -657,6 +674,12 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 "protocol": protocol,
             }
             fields.update({k: v for k, v in optional.items() if v is not None})
+            if score is None and baseline is None and candidate is None and table is None:
+                raise KexpError(  # (a client sends a number JSON cannot hold as null)
+                    "score must be a finite number, and none was given (1e400 arrives as "
+                    "null): give it, or baseline and candidate timings (or a table); score 0 "
+                    "when nothing could be measured (a crash, a timeout, wrong results)"
+                )
             store = tools.store(refs, all_refs)
             if diff_from_git:
                 if code_change:
@@ -689,7 +712,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         table: Annotated[
             str | None, Field(description="One CSV with config,baseline,candidate columns")
         ] = None,
-        unit: Unit = "us",
+        unit: Unit = None,
         reason: Annotated[str | None, Field(description="Why (a default says the round)")] = None,
         replace_round: Annotated[
             int | None,

@@ -176,6 +176,12 @@ CORRECT_SCORE = Advice(
     "kexp update {id} --set score=SCORE --reason TEXT",
     'the update tool with exp_id: "{id}", changes: {{"score": SCORE}} and a reason',
 )
+#: Advice on a score its own measurement contradicts (edited by hand): the score put back
+#: to what the measurement gives.
+RESTORE_SCORE = Advice(
+    "kexp update {id} --set score={score} --reason TEXT",
+    'the update tool with exp_id: "{id}", changes: {{"score": {score}}} and a reason',
+)
 #: Advice on a run that measured nothing (it timed out, it failed) and has now run to
 #: the end, the same code: what it measured, on the same record.
 SET_MEASURED = Advice(
@@ -290,6 +296,12 @@ RECORD_IN_UNIT = Advice(
     "(--unit {unit}; unit='{unit}' in Python)",
     'call record again with unit: "{unit}", and remove this experiment (no tool removes '
     "one: kexp rm ID in the checkout, ID the id record answered)",
+)
+#: Advice on timings recorded with no unit stated, refused as too short for microseconds:
+#: the same timings recorded again, their unit given.
+RECORD_WITH_UNIT = Advice(
+    "record them again with --unit {unit} (unit='{unit}' in Python)",
+    'call record again with unit: "{unit}"',
 )
 #: Advice on the unit of timings (a remeasured round in another unit than the record's):
 #: the same round given again in that unit (the remeasure tool's ``unit``).
@@ -417,6 +429,7 @@ ADVICE = (
     EMPTY_SCORE_CI,
     ERROR_MESSAGE,
     CORRECT_SCORE,
+    RESTORE_SCORE,
     RECORD_AGAIN,
     RECORD_AGAIN_ROOT,
     RECORD_FAILURE,
@@ -436,6 +449,7 @@ ADVICE = (
     COMMIT_FIRST,
     PROFILING_FILE,
     RECORD_IN_UNIT,
+    RECORD_WITH_UNIT,
     REMEASURE_IN_UNIT,
     ENV,
     SCORE_OR_TIMINGS,

@@ -54,6 +54,10 @@ class Settings:
     #: The predecessor's database ``kexp import`` reads is refused over this size (368 MB
     #: at 100,000 records).
     max_import_bytes: int = 2 * 1024 * 1024 * 1024
+    #: A ``profiling_info`` recorded larger than this (bytes) warns: a profiler's whole
+    #: output, or a timings file given as profiling, where a summary of what matters
+    #: belongs.
+    large_profiling_bytes: int = 64 * 1024
     #: Relative disagreement between ``score`` and the geometric mean of ``results``
     #: above which validation warns.
     score_tolerance: float = 0.005
@@ -105,6 +109,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "max_repair_file_bytes": (1024, None),
     "max_input_bytes": (1024, None),
     "max_import_bytes": (1024, None),
+    "large_profiling_bytes": (1024, None),
     "score_tolerance": (0.0, 1.0),
     "lock_timeout_s": (0.001, None),
     "stale_temporary_s": (1.0, None),

@@ -7,7 +7,8 @@ step). Plain data in, no formatting.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from kexp.core.settings import Settings
@@ -93,6 +94,41 @@ def findings(
                     )
                 )
     return found
+
+
+#: A near-zero reason as :func:`findings` says it.
+_NEAR_ZERO = re.compile(
+    r"(?P<config>.*): (?P<side>baseline|candidate) time (?P<time>\S+) (?P<unit>\S+) "
+    r"is near zero \(below (?P<limit>\S+) us\)"
+)
+
+
+def folded(reasons: Sequence[str], shown: int = 3) -> list[str]:
+    """``reasons`` said once: the near-zero times of every configuration and side
+    (:func:`findings` says each on its own) as one reason naming the first ``shown``
+    configurations, ``N256 0.0158/0.0209 us`` (baseline/candidate); the others as they
+    are."""
+    near = [m for m in map(_NEAR_ZERO.fullmatch, reasons) if m is not None]
+    if len(near) < 2:
+        return list(reasons)
+    times: dict[str, dict[str, str]] = {}
+    for match in near:
+        times.setdefault(match["config"], {})[match["side"]] = match["time"]
+    units = {m["unit"] for m in near}
+    unit = f" {units.pop()}" if len(units) == 1 else ""
+    parts = []
+    for config, sides in list(times.items())[:shown]:
+        if len(sides) == 2:
+            parts.append(f"{config} {sides['baseline']}/{sides['candidate']}")
+        else:
+            ((side, time),) = sides.items()
+            parts.append(f"{config} {side} {time}")
+    more = f" and {len(times) - shown} more" if len(times) > shown else ""
+    said = (
+        f"times near zero (below {near[0]['limit']} us; baseline/candidate): "
+        f"{', '.join(parts)}{unit}{more}"
+    )
+    return [said, *(r for r in reasons if _NEAR_ZERO.fullmatch(r) is None)]
 
 
 def _unsynchronized(

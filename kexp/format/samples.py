@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
-from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE
+from kexp.core.advice import EMPTY_SCORE_CI, REMEASURE, RESTORE_SCORE
 from kexp.core.noise import (
     MODES_RULE,
     ConfigEstimate,
@@ -39,6 +39,8 @@ from kexp.core.noise import (
     estimate,
     rounded_interval,
 )
+from kexp.core.settings import DEFAULT_SETTINGS
+from kexp.format.rules import score_results_mismatch
 from kexp.format.suspect import UNIT_TO_US
 
 #: The first line of a ``## Samples`` section kexp writes.
@@ -382,6 +384,22 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
         if not low <= score <= high:
             exp_id = fields.get("id")
             exp_id = exp_id if isinstance(exp_id, str) and exp_id else "ID"
+            hint = (
+                f"empty it ({EMPTY_SCORE_CI.say(id=exp_id)}), then measure again for an "
+                f"interval around the score ({REMEASURE.say(id=exp_id)}); or write "
+                "[low, high] around the score by hand"
+            )
+            measured = score_results_mismatch(
+                score, fields.get("results"), DEFAULT_SETTINGS.score_tolerance
+            )
+            if measured is not None and low <= measured <= high:
+                # the score, not the interval, left the measurement it comes from
+                hint = (
+                    f"its results give {measured:.4f}, inside score_ci: a score edited by "
+                    f"hand? put it back ({RESTORE_SCORE.say(id=exp_id, score=f'{measured:.4f}')}"
+                    f"), or measure again ({REMEASURE.say(id=exp_id)}); emptying score_ci "
+                    "would leave a score its own measurement contradicts"
+                )
             found.append(
                 Finding(
                     "error",
@@ -389,9 +407,7 @@ def sample_findings(fields: Mapping[str, Any], samples_text: str) -> list[Findin
                     "score_ci",
                     ("score_ci",),
                     f"score_ci [{low:g}, {high:g}] does not hold the score {score:g}",
-                    f"empty it ({EMPTY_SCORE_CI.say(id=exp_id)}), then measure again for "
-                    f"an interval around the score ({REMEASURE.say(id=exp_id)}); or write "
-                    "[low, high] around the score by hand",
+                    hint,
                 )
             )
     if not samples_text.strip():

@@ -125,10 +125,11 @@ def removed_by(repo: git.Repo, revision: str, folder: str, exp_id: str) -> tuple
 
 
 def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
-    """``git diff`` of the working tree of ``repo`` against ``commit`` (tracked files),
-    leaving out the folder ``exclude`` when it is inside the repository. A diff that is
-    not UTF-8 text (a file in another encoding) is refused (:class:`InputError`): kexp
-    records text."""
+    """``git diff`` of the working tree of ``repo`` against ``commit``: its tracked files
+    and its untracked ones that are not ignored (new files, as ``git add -N`` shows them,
+    added in a copy of the index: the repository's own is left alone), leaving out the
+    folder ``exclude`` when it is inside the repository. A diff that is not UTF-8 text
+    (a file in another encoding) is refused (:class:`InputError`): kexp records text."""
     args = ["--no-color", "--no-ext-diff", commit, "--", "."]
     top = Path(str(repo.working_tree_dir)).resolve()
     if exclude is not None and exclude.resolve().is_relative_to(top):
@@ -136,7 +137,8 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
     import git
 
     try:
-        diff = str(repo.git.diff(*args))
+        with _new_files_added(repo, args[args.index("--") + 1 :]) as env:
+            diff = str(repo.git.diff(*args, env=env))
     except git.GitCommandError as exc:
         raise KexpError(
             f"git diff against {commit[:12]} failed in {top}: {str(exc.stderr).strip()}"
@@ -153,6 +155,34 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
             f"-f latin1 -t utf-8 > change.diff) and {DIFF_FILE}"
         )
     return diff
+
+
+@contextlib.contextmanager
+def _new_files_added(repo: git.Repo, pathspecs: Sequence[str]) -> Iterator[dict[str, str]]:
+    """The environment of a git command that sees the untracked files of ``pathspecs``
+    that are not ignored as ``git add -N`` adds them: an index of its own
+    (``GIT_INDEX_FILE``, a copy of the repository's, removed at the block's end)."""
+    import shutil
+    import tempfile
+
+    listed = git_command(
+        repo, "ls-files", "-z", "--others", "--exclude-standard", "--", *pathspecs
+    ).stdout
+    new = [name for name in listed.split("\0") if name]
+    if not new:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="kexp-index-") as folder:
+        index = Path(folder) / "index"
+        own = Path(repo.git_dir) / "index"
+        if own.is_file():  # its time too: git tells a racily clean entry by it
+            shutil.copy2(own, index)
+        env = {"GIT_INDEX_FILE": str(index)}
+        git_command(
+            repo, "add", "-N", "--pathspec-from-file=-", "--pathspec-file-nul",
+            env={**env, "GIT_LITERAL_PATHSPECS": "1"}, stdin="\0".join(new),
+        )  # fmt: skip
+        yield env
 
 
 @contextlib.contextmanager

@@ -21,6 +21,8 @@
   and the earlier ones, each on its own and pooled (each round at another clock speed).
 * :func:`unit_hint`: timings of a file that does not say its unit, every one near
   zero as read: milliseconds (do_bench's) read as microseconds, most likely.
+  :func:`check_assumed_unit`: the same when no unit was given either (microseconds
+  assumed) is refused: nothing is written, the unit is said instead.
 * :func:`resolution_hint`: a configuration whose repeated timings are all one value
   (a kernel shorter than the timer's resolution): its interval of no width claims a
   precision the timings do not have.
@@ -54,6 +56,7 @@ from kexp.core.advice import (
     CORRECT_FIELD,
     RECORD_CONTROL,
     RECORD_IN_UNIT,
+    RECORD_WITH_UNIT,
     REMEASURE,
     REMEASURE_IN_UNIT,
     REPLACE_ROUND,
@@ -382,6 +385,22 @@ def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None
         f"not state: if they are {larger}"
         + (" (triton's do_bench returns milliseconds)" if larger == "ms" else "")
         + f", the results hold times 1000x too short: {RECORD_IN_UNIT.say(unit=larger)}"
+    )
+
+
+def check_assumed_unit(times: Sequence[float], near_zero: float) -> None:
+    """Refuse (:class:`MeasurementError`) ``times`` (medians in microseconds, the unit
+    assumed: neither the files nor the caller stated one) of which one is below
+    ``near_zero`` microseconds (``Settings.suspect_time_below_us``, 0.5: below any GPU
+    kernel's launch, so no kernel's time per call): milliseconds (triton's do_bench's)
+    read as microseconds, most likely. Nothing is recorded; the message says the unit."""
+    if not times or min(times) >= near_zero:
+        return
+    raise MeasurementError(
+        f"nothing was written: times as short as {min(times):.4g} us, read in us (assumed: "
+        f"no unit was given and the timings do not state one), are below any GPU kernel "
+        f"launch ({near_zero:g} us); in ms (triton's do_bench returns milliseconds), "
+        f"{RECORD_WITH_UNIT.say(unit='ms')}; truly in us, {RECORD_WITH_UNIT.say(unit='us')}"
     )
 
 

@@ -16,7 +16,13 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.advice import CORRECT_FIELD, MEASURED_AGAINST, REMEASURE, SET_RAW_RESULT
+from kexp.core.advice import (
+    CORRECT_FIELD,
+    MEASURED_AGAINST,
+    REMEASURE,
+    RESTORE_SCORE,
+    SET_RAW_RESULT,
+)
 from kexp.core.errors import (
     KexpError,
     MeasuredAgainstWarning,
@@ -36,7 +42,7 @@ from kexp.core.fields import (
 from kexp.core.model import KernelExperiment
 from kexp.core.outcome import measured_nothing
 from kexp.format.legacykeys import LEGACY_PREFIX, is_legacy_key
-from kexp.format.rules import missing_measured_against
+from kexp.format.rules import missing_measured_against, score_results_mismatch
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
@@ -169,13 +175,16 @@ _ABSENT = object()
 def to_correct(store: Store, exp_id: str, changes: Mapping[str, Any]) -> KernelExperiment:
     """The experiment ``changes`` correct, as its file holds it: also a file that is no
     valid experiment only in fields ``changes`` set (a ``score_ci`` that does not hold
-    the score, which validate advises emptying with ``kexp update``), so that the
-    correction can repair it; the result is validated as any update's is."""
+    the score, which validate advises emptying with ``kexp update``, or a score edited
+    by hand that the correction's ``score`` puts back), so that the correction can
+    repair it; the result is validated as any update's is."""
     try:
         return store.get_experiment(exp_id)
     except ValidationError as exc:
         errors = [p for p in exc.problems if p.severity == "error"]
-        if not errors or any(p.field not in changes for p in errors):
+        # a score_ci that does not hold the score: a new score may repair it too
+        mended = {*changes, "score_ci"} if "score" in changes else set(changes)
+        if not errors or any(p.field not in mended for p in errors):
             raise
         document = store.check_file(store.path_of(exp_id, writing=True)).document
         if document is None:
@@ -194,7 +203,8 @@ def correct(
     appended: the experiment is returned as it is. A new ``score`` carries what follows
     from it (:func:`following_score`): the figure of ``change_summary`` that stated the
     old score states the new one, as ``kexp remeasure`` restates it, and the old
-    measurement's ``score_ci`` is dropped unless a new one is given. It warns
+    measurement's ``score_ci`` is dropped unless a new one is given (or the score is put
+    back inside it: one edited by hand, restored). It warns
     (:class:`StaleMeasurementWarning`) of what the old measurement left: ``results``
     or ``raw_result`` as they were, the interval dropped, a figure that could not be
     restated. A ``pid`` given to an experiment that does not say what its score is
@@ -206,6 +216,25 @@ def correct(
         raise KexpError("nothing to change: give at least one FIELD=VALUE")
     if reason is not None and not reason.strip():
         raise KexpError("the reason of a correction must not be empty")
+    # read, note and write under the experiment's lock: another correction's note is
+    # never written over by one computed from the file before it
+    with store.editing(exp_id, names_others=_names_others(updates)) as exp_id:
+        return _correct(store, exp_id, changes, updates, reason)
+
+
+def _names_others(changes: Mapping[str, Any]) -> bool:
+    """Whether ``changes`` name other experiments (the lineage lock is taken first)."""
+    return bool({"pid", "combines"} & set(changes))
+
+
+def _correct(
+    store: Store,
+    exp_id: str,
+    changes: Mapping[str, Any],
+    updates: dict[str, Any],
+    reason: str | None,
+) -> KernelExperiment:
+    """:func:`correct`, its locks held."""
     effective = effective_changes(store, exp_id, updates)
     if not effective:
         return store.get_experiment(exp_id)
@@ -218,8 +247,11 @@ def correct(
         description = description.rstrip("\n")
         updates["detailed_description"] = f"{description}\n\n{note}" if description else note
     updated = store.update_experiment(exp_id, **updates)
+    tolerance = store.settings.score_tolerance
     if "score" in effective:
-        _warn_stale_measurement(old, updated, changes)
+        _warn_stale_measurement(old, updated, changes, tolerance)
+    elif "score_ci" in effective and "results" not in effective:
+        _warn_contradicted_score(updated, tolerance)
     if "pid" in updates:
         _warn_measured_against_missing(updated, bool(old.pid))
     return updated
@@ -231,11 +263,12 @@ def apply_correction(
     """:func:`correct`, and the fields it changed (none: nothing was written, the
     experiment already holds these values): those given, then those that followed a
     new score (``change_summary``, ``score_ci``)."""
-    changed = list(effective_changes(store, exp_id, changes))
-    if not changed:
-        return store.get_experiment(exp_id), []
-    old = to_correct(store, exp_id, changes)
-    updated = correct(store, exp_id, changes, reason)
+    with store.editing(exp_id, names_others=_names_others(changes)) as exp_id:
+        changed = list(effective_changes(store, exp_id, changes))
+        if not changed:
+            return store.get_experiment(exp_id), []
+        old = to_correct(store, exp_id, changes)
+        updated = correct(store, exp_id, changes, reason)
     followed = [
         name
         for name in _FOLLOWING_SCORE
@@ -256,16 +289,26 @@ def following_score(
     not say: the figure of ``change_summary`` that stated ``old``'s score restated for
     the new one (:func:`summary_with_score`, within ``limit`` characters), and
     ``old``'s ``score_ci`` dropped (the interval of the old measurement: it does not
-    belong to the new score; kexp remeasure gives the new one)."""
+    belong to the new score; kexp remeasure gives the new one), unless the new score puts
+    back the one it measured (:func:`_restores`)."""
     followed = dict(updates)
     new_score: Any = followed.get("score")
     if "change_summary" not in followed and _is_number(old.score) and _is_number(new_score):
         summary = summary_with_score(old.change_summary, float(old.score), float(new_score), limit)
         if summary is not None:
             followed["change_summary"] = summary
-    if "score_ci" not in followed and old.score_ci:
+    if "score_ci" not in followed and old.score_ci and not _restores(old, new_score):
         followed["score_ci"] = []
     return followed
+
+
+def _restores(old: KernelExperiment, score: Any) -> bool:
+    """Whether ``score`` puts back the score of ``old``'s measurement: its ``score_ci``
+    left out ``old``'s score (one edited by hand) and holds this one, which is kept."""
+    if not (_is_number(old.score) and _is_number(score)) or len(old.score_ci) != 2:
+        return False
+    low, high = old.score_ci
+    return not low <= old.score <= high and low <= score <= high
 
 
 def _is_number(value: Any) -> bool:
@@ -290,8 +333,25 @@ def checked_changes(changes: Mapping[str, Any], argument: str = "changes") -> di
     return dict(changes)
 
 
+def _warn_contradicted_score(exp: KernelExperiment, tolerance: float) -> None:
+    """Warn when a correction of ``score_ci`` alone leaves a score its ``results`` (its
+    own measurement) contradict: a score edited by hand, its interval emptied, would
+    read as measured."""
+    measured = score_results_mismatch(exp.score, exp.results, tolerance)
+    if measured is None:
+        return
+    restore = RESTORE_SCORE.say(id=exp.id, score=f"{measured:.4f}")
+    warnings.warn(
+        f"{exp.id}: its score {exp.score} is not what its results give ({measured:.4f}): "
+        f"a score edited by hand? put it back ({restore}), or measure again "
+        f"({REMEASURE.say(id=exp.id)})",
+        StaleMeasurementWarning,
+        stacklevel=4,
+    )
+
+
 def _warn_stale_measurement(
-    old: KernelExperiment, exp: KernelExperiment, given: Mapping[str, Any]
+    old: KernelExperiment, exp: KernelExperiment, given: Mapping[str, Any], tolerance: float
 ) -> None:
     """Warn, in one line, of what a new ``score`` left of the old measurement: the
     ``results`` or ``raw_result`` that measured it, left as they were (they now
@@ -301,6 +361,11 @@ def _warn_stale_measurement(
     per-configuration ``results`` to pool it with, else (remeasure refuses it) setting
     ``raw_result``; setting ``change_summary`` for its figure."""
     stale = [name for name in ("results", "raw_result") if getattr(exp, name) and name not in given]
+    if (
+        _restores(old, exp.score)
+        and score_results_mismatch(exp.score, exp.results, tolerance) is None
+    ):
+        stale = []  # the measurement's score put back: nothing contradicts it
     dropped = old.score_ci if old.score_ci and not exp.score_ci and "score_ci" not in given else []
     figure = _old_figure(old, exp) if "change_summary" not in given else None
     if not (stale or dropped or figure):
@@ -340,7 +405,7 @@ def _warn_stale_measurement(
             f"{message}; its change_summary still states the old score ({figure}): restate "
             f"it with {CORRECT_FIELD.say(id=exp.id, field='change_summary')}"
         )
-    warnings.warn(message, StaleMeasurementWarning, stacklevel=3)
+    warnings.warn(message, StaleMeasurementWarning, stacklevel=4)
 
 
 def _warn_measured_against_missing(exp: KernelExperiment, had_parent: bool) -> None:
@@ -360,7 +425,7 @@ def _warn_measured_against_missing(exp: KernelExperiment, had_parent: bool) -> N
         f"which: {MEASURED_AGAINST.say(id=exp.id)}, or measured_against=reference when "
         "it is over the operator's original code",
         MeasuredAgainstWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 

@@ -243,19 +243,19 @@ def record(
     candidate: Path | str | Mapping[str, Any] | None = None,
     table: Path | str | None = None,
     stat: str = "median",
-    unit: str = "us",
+    unit: str | None = None,
     keep_samples: bool = True,
     parent_default: bool = True,
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
     With timings (``baseline`` and ``candidate`` files or ``{config: times}`` dicts, or
-    one ``table``; times in
-    ``unit`` unless the file says), ``score``, ``results`` and the ``raw_result``
-    breakdown are computed from them, and from repeated timings ``score_ci`` and the
-    ``## Samples`` section (see :func:`kexp.measure.record.record_iteration`); otherwise
-    ``score`` must be given; with a ``pid`` and no ``measured_against``, ``parent``
-    is written unless not ``parent_default``.
+    one ``table``; times in ``unit`` unless the file says; None: microseconds, assumed),
+    ``score``, ``results`` and the ``raw_result`` breakdown are computed from them, and
+    from repeated timings ``score_ci`` and the ``## Samples`` section (see
+    :func:`kexp.measure.record.record_iteration`); otherwise ``score`` must be given;
+    with a ``pid`` and no ``measured_against``, ``parent`` is written unless not
+    ``parent_default``.
     Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
@@ -281,7 +281,8 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
     ``experiments/`` folder): the base and the change measured on it, which a new
     experiment records together (so an uncommitted change is not ``uncommitted-base``).
 
-    Untracked files are not part of it (``git add -N`` them first).
+    Untracked files that are not ignored are part of it, as new files (as ``git add -N``
+    shows them; the repository's index is left alone).
     """
     # lazy: not every command that imports this module needs kexp.gitops.git
     from kexp.gitops import git as kgit

@@ -80,6 +80,7 @@ from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     base_commit_problem,
+    check_assumed_unit,
     check_round_scale,
     done_without_measure,
     drift_notes,
@@ -209,7 +210,7 @@ def with_timings(
     measurements: Sequence[Measurement] | None = None,
     iteration: int | None = None,
     stat: str = "median",
-    unit: str = "us",
+    unit: str | None = None,
     keep_samples: bool = True,
 ) -> dict[str, Any]:
     """``fields`` with ``score``, ``results`` and ``raw_result`` computed from timings.
@@ -222,6 +223,10 @@ def with_timings(
     the timings tell (timer, repetitions, device) are added to any given; a wall clock
     on a machine without a GPU (:func:`kexp.measure.envinfo.gpu_present`) timed the CPU
     (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
+    Timings that do not state their unit are in ``unit``, microseconds when it is None;
+    then any below ``Settings.suspect_time_below_us`` (0.5 us: no GPU kernel is timed
+    that short) are refused (:func:`kexp.measure.checks.check_assumed_unit`): the unit
+    must be given.
     A ``raw_result`` already in ``fields`` is kept below the computed breakdown.
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
     With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
@@ -232,7 +237,7 @@ def with_timings(
     This is what ``kexp add --baseline/--candidate/--timings`` does.
     """
     data = dict(fields)
-    gathered = gather(baseline, candidate, table, measurements, stat, unit)
+    gathered = gather(baseline, candidate, table, measurements, stat, unit or "us")
     if gathered is None:
         return data
     if "score" in data or "results" in data or "score_ci" in data:
@@ -257,7 +262,9 @@ def with_timings(
         data["protocol"] = protocol
     if gathered.unit_unstated:
         times = [t for m in gathered.measurements for t in (m.baseline, m.candidate)]
-        hint = unit_hint(times, unit, store.settings.suspect_time_below_us)
+        if unit is None:  # nor by the caller: refused, before anything is written
+            check_assumed_unit(times, store.settings.suspect_time_below_us)
+        hint = unit_hint(times, unit or "us", store.settings.suspect_time_below_us)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
     sides = {m.config: sides_of(m) for m in gathered.measurements}
@@ -326,7 +333,7 @@ def record_iteration(
     measurements: Sequence[Measurement] | None = None,
     iteration: int | None = None,
     stat: str = "median",
-    unit: str = "us",
+    unit: str | None = None,
     keep_samples: bool = True,
     parent_default: bool = True,
     **fields: Any,
@@ -375,6 +382,7 @@ def record_iteration(
         )
     if isinstance(data.get("profiling_info"), str):
         data["profiling_info"] = profiling_info(data["profiling_info"])
+        _warn_if_large_profiling(data["profiling_info"], store.settings.large_profiling_bytes)
     data.setdefault("status", "done")
     if (
         parent_default
@@ -462,6 +470,21 @@ class BeforeWrite(NamedTuple):
     #: The newest control of each env and timer recorded before
     #: (:func:`kexp.core.campaign.env_controls`; empty: no env to check).
     controls: dict[str, dict[str, Row]]
+
+
+def _warn_if_large_profiling(text: str, limit: int) -> None:
+    """Warn, in one line, of a ``profiling_info`` over ``limit`` bytes
+    (``Settings.large_profiling_bytes``): it is kept, all of it, in the experiment's file."""
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        warnings.warn(
+            f"profiling_info holds {size / 1024:,.0f} KB, kept whole in the experiment's file "
+            f"(over large_profiling_bytes, {limit / 1024:,.0f} KB): keep the profiler's "
+            "summary of what matters, not its whole output (a timings file is baseline or "
+            "candidate, not profiling)",
+            KexpWarning,
+            stacklevel=3,
+        )
 
 
 def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
@@ -615,7 +638,7 @@ def remeasure(
     candidate: Path | str | Mapping[str, Any] | None = None,
     table: Path | str | None = None,
     measurements: Sequence[Measurement] | None = None,
-    unit: str = "us",
+    unit: str | None = None,
     reason: str | None = None,
     replace_round: int | None = None,
 ) -> KernelExperiment:
@@ -642,6 +665,7 @@ def remeasure(
 
     if store is None:
         store = Store(find_root())
+    unit = unit or "us"
     store.path_of(exp_id, writing=True)  # in the working tree, else said where it is
     exp = store.get_experiment(exp_id)
     gathered = gather(baseline, candidate, table, measurements, "median", unit)
@@ -653,69 +677,73 @@ def remeasure(
             "the new round's timings are summaries without raw samples: a round is pooled "
             "sample by sample; time it again keeping the raw samples"
         )
-    _refuse_unmeasured(exp)
-    # Every round as its samples are kept (measurement_of keeps them so): the file's
-    # Samples section then gives exactly the results computed here.
-    rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
-    held = None
-    if replace_round is not None:
-        held = replaced_round_held(exp.id, exp.path, len(rounds), replace_round, reason)
-    new_round = _kept_round({m.config: sides_of(m) for m in found})
-    missing = [c for c in rounds[0].timings if c not in new_round.timings]
-    extra = [c for c in new_round.timings if c not in rounds[0].timings]
-    if missing or extra:
-        parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
-        parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
-        raise MeasurementError(
-            f"the new round measured other configurations than the earlier rounds of "
-            f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
-            f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
-            "configurations are a new experiment: kexp add)"
+    # read, pool and write under the experiment's lock: a round (and its note) another
+    # process adds meanwhile is pooled with, never written over
+    with store.editing(exp.id):
+        exp = store.get_experiment(exp.id)
+        _refuse_unmeasured(exp)
+        # Every round as its samples are kept (measurement_of keeps them so): the file's
+        # Samples section then gives exactly the results computed here.
+        rounds = [_kept_round(r.timings) for r in earlier_rounds(exp)]
+        held = None
+        if replace_round is not None:
+            held = replaced_round_held(exp.id, exp.path, len(rounds), replace_round, reason)
+        new_round = _kept_round({m.config: sides_of(m) for m in found})
+        missing = [c for c in rounds[0].timings if c not in new_round.timings]
+        extra = [c for c in new_round.timings if c not in rounds[0].timings]
+        if missing or extra:
+            parts = [f"not in the new round: {', '.join(missing)}"] if missing else []
+            parts += [f"not in the earlier rounds: {', '.join(extra)}"] if extra else []
+            raise MeasurementError(
+                f"the new round measured other configurations than the earlier rounds of "
+                f"{exp.id} ({'; '.join(parts)}): a round pools with the earlier ones only for "
+                f"the same configurations; measure {', '.join(rounds[0].timings)} again (other "
+                "configurations are a new experiment: kexp add)"
+            )
+        problem = copied_round(rounds, new_round)
+        if problem is not None:
+            raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
+        limit = store.settings.remeasure_scale_above
+        check_round_scale(exp.id, pooled(rounds), new_round.timings, unit, limit)
+        if replace_round is not None:
+            rounds[replace_round - 1] = new_round
+        else:
+            rounds.append(new_round)
+        together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
+        number = len(rounds)
+        title = f"Round {number} pooled with rounds 1-{number - 1} Results"
+        if replace_round is not None:
+            title = f"Round {replace_round} replaced, {number} round(s) pooled Results"
+        elif number == 2:
+            title = "Round 2 pooled with round 1 Results"
+        scored = score_measurements(
+            together,
+            settings=store.settings,
+            rounds=rounds,
+            protocol=exp.protocol,
+            over_parent=parent_judge(store, exp),
+            title=title,
         )
-    problem = copied_round(rounds, new_round)
-    if problem is not None:
-        raise MeasurementError(f"{exp.id} was not remeasured: {problem}")
-    limit = store.settings.remeasure_scale_above
-    check_round_scale(exp.id, pooled(rounds), new_round.timings, unit, limit)
-    if replace_round is not None:
-        rounds[replace_round - 1] = new_round
-    else:
-        rounds.append(new_round)
-    together = [measurement_of(config, *sides) for config, sides in pooled(rounds).items()]
-    number = len(rounds)
-    title = f"Round {number} pooled with rounds 1-{number - 1} Results"
-    if replace_round is not None:
-        title = f"Round {replace_round} replaced, {number} round(s) pooled Results"
-    elif number == 2:
-        title = "Round 2 pooled with round 1 Results"
-    scored = score_measurements(
-        together,
-        settings=store.settings,
-        rounds=rounds,
-        protocol=exp.protocol,
-        over_parent=parent_judge(store, exp),
-        title=title,
-    )
-    changes: dict[str, Any] = {
-        "score": scored.score,
-        "score_ci": scored.score_ci,
-        "results": scored.results,
-        "samples": scored.samples,
-        "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
-    }
-    summary = summary_with_score(
-        exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
-    )
-    if summary is not None:  # its figure was the old score's: it follows the new one
-        changes["change_summary"] = summary
-    why = reason or f"remeasured: round {number} pooled with the earlier ones"
-    if held is not None:
-        why = f"round {replace_round} replaced (its timings: commit {held[:12]}): {reason}"
-    try:
-        done = correct(store, exp.id, changes, why)
-    except ValidationError as exc:
-        samples_too_large(exc, scored.samples, pooled=True)
-        raise
+        changes: dict[str, Any] = {
+            "score": scored.score,
+            "score_ci": scored.score_ci,
+            "results": scored.results,
+            "samples": scored.samples,
+            "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
+        }
+        summary = summary_with_score(
+            exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
+        )
+        if summary is not None:  # its figure was the old score's: it follows the new one
+            changes["change_summary"] = summary
+        why = reason or f"remeasured: round {number} pooled with the earlier ones"
+        if held is not None:
+            why = f"round {replace_round} replaced (its timings: commit {held[:12]}): {reason}"
+        try:
+            done = correct(store, exp.id, changes, why)
+        except ValidationError as exc:
+            samples_too_large(exc, scored.samples, pooled=True)
+            raise
     few = few_samples_hint({m.config: sides_of(m) for m in together})  # rounds pooled
     if few is not None:
         warnings.warn(few, TimingsWarning, stacklevel=2)

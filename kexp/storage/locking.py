@@ -18,6 +18,10 @@ These locks guard a store (all under its cache folder, ``.kexp/locks/``):
   held by a create of timings from its check that no experiment holds them already
   until its file is written: the same timings recorded twice at once are written once.
   It is taken before any other.
+
+A thread that holds a lock may take it again (re-entrant): a read-modify-write holds
+the experiment's lock from its read to its write, and the update it ends with takes the
+same lock inside it. Only a shared lock cannot be taken again exclusively.
 """
 
 from __future__ import annotations
@@ -25,21 +29,36 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from kexp.core.errors import KexpError, LockTimeoutError
 
 #: The longest pause between two attempts to take a lock (seconds).
 _MAX_POLL_S = 0.01
 
+#: The locks this thread holds: (device, inode) of the lock file → [shared, depth].
+_HELD = threading.local()
+
+
+def _held() -> dict[tuple[int, int], list[Any]]:
+    """This thread's held locks (none in a process forked since they were taken)."""
+    pid, held = getattr(_HELD, "locks", (None, None))
+    if pid != os.getpid() or held is None:
+        held = {}
+        _HELD.locks = (os.getpid(), held)
+    return held
+
 
 @contextmanager
 def file_lock(path: Path, timeout_s: float, *, shared: bool = False) -> Iterator[None]:
     """Hold a lock on ``path`` (created if needed) for the ``with`` block: exclusive (one
-    holder), or ``shared`` (any number of shared holders, no exclusive one).
+    holder), or ``shared`` (any number of shared holders, no exclusive one). Re-entrant:
+    a thread taking a lock it holds goes on, the lock held until its outermost block ends.
 
     Raises :class:`LockTimeoutError` when it cannot be taken within ``timeout_s``.
     """
@@ -54,8 +73,23 @@ def file_lock(path: Path, timeout_s: float, *, shared: bool = False) -> Iterator
     except OSError as exc:
         raise KexpError(_lock_failure(path, exc)) from None
     try:
+        info = os.fstat(fd)
+        key, held = (info.st_dev, info.st_ino), _held()
+        if key in held:  # this thread holds it already: taken again
+            if held[key][0] and not shared:
+                raise KexpError(f"{path} is held shared here: it cannot be taken exclusively")
+            held[key][1] += 1
+            try:
+                yield
+            finally:
+                held[key][1] -= 1
+            return
         _take(fd, path, timeout_s, shared)
-        yield
+        held[key] = [shared, 1]
+        try:
+            yield
+        finally:
+            del held[key]
     finally:
         os.close(fd)
 

@@ -359,11 +359,7 @@ class Store(StoreReader):
         if set(changes) & _READ_ONLY_FIELDS:
             raise KexpError("an experiment's id never changes; create a new experiment instead")
         full_id, path = self._find(exp_id, writing=True)
-        names_others = bool({"pid", "combines"} & set(changes))
-        with (
-            self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
-            exclusive_lock(self._lock_path(full_id), self.settings.lock_timeout_s),
-        ):
+        with self.editing(full_id, names_others=bool({"pid", "combines"} & set(changes))):
             # A file over the size limit (written by hand, or by an older kexp) is read
             # up to max_repair_file_bytes, so that an update can make it small again.
             readable = dataclasses.replace(
@@ -664,6 +660,19 @@ class Store(StoreReader):
     def lock(self, exp_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the write lock of one experiment (a full id), as updates and deletes do."""
         return exclusive_lock(self._lock_path(exp_id), self.settings.lock_timeout_s)
+
+    @contextlib.contextmanager
+    def editing(self, exp_id: str, *, names_others: bool = False) -> Iterator[str]:
+        """Hold the locks of an update of one experiment (id or prefix; the lineage lock,
+        shared, first when it ``names_others``) for the ``with`` block, which gets the
+        full id: a read-modify-write that reads the file inside it writes over no other
+        write (the update it ends with takes the same locks again, re-entrant)."""
+        full_id = self._find(exp_id, writing=True)[0]
+        with (
+            self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
+            self.lock(full_id),
+        ):
+            yield full_id
 
 
 class _NamedIds(Mapping[str, list[Path]]):

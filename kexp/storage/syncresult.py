@@ -189,7 +189,7 @@ class SyncResult:
         held = [self._held_back_line("pushed")] if self.held_back else []
         unlanded = [u.line(self.remote, self.branch, "held back") for u in self.unlanded]
         if self._idle:
-            up = [f"up to date with {where}: nothing to commit or push"]
+            up = [self._up_to_date_line()]
             if held:
                 up = [f"not up to date with {where}, though no experiment is to commit"]
             elif unlanded or kept:
@@ -217,6 +217,18 @@ class SyncResult:
                     + listing(list(self.carried))
                 )
         return found + held
+
+    def _up_to_date_line(self) -> str:
+        """Nothing to commit or push: up to date with the remote's branch, or, where the
+        branch has no commit here and none is made (nor would be, from the remote's), a
+        branch the remote does not have yet either (a side branch named before anything
+        was published to it)."""
+        if self.head is None and not (self.created_branch or self.would_make_branch):
+            return (
+                f"nothing to publish: {self.branch} is not on {self.remote} yet (nor here); "
+                "the first sync with an experiment to publish makes it"
+            )
+        return f"up to date with {self.remote}/{self.branch}: nothing to commit or push"
 
     def _held_back_line(self, pushed: str) -> str:
         return (
@@ -253,7 +265,7 @@ class SyncResult:
             )
         found[:0] = [u.line(self.remote, self.branch, "would hold back") for u in self.unlanded]
         if self.up_to_date:
-            found.append(f"up to date with {where}: nothing to commit or push")
+            found.append(self._up_to_date_line())
         elif self._idle and self.held_back:
             found.insert(0, f"not up to date with {where}, though no experiment is to commit")
         found.append(

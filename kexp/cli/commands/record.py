@@ -149,10 +149,9 @@ _STATUSES = ("new", "running", "done", "failed", "timeout")
 _UNIT_OPTION = click.option(
     "--unit",
     type=click.Choice(["ns", "us", "ms", "s"]),
-    default="us",
-    show_default=True,
-    help="Unit of plain JSON or CSV timings (do_bench gives ms; a CSV header such "
-    "as time_ms and pytest-benchmark's seconds win).",
+    default=None,
+    help="Unit of plain JSON or CSV timings (us when not given; do_bench gives ms; a CSV "
+    "header such as time_ms and pytest-benchmark's seconds win).",
 )
 
 
@@ -304,7 +303,7 @@ def add(
     candidate: Path | None,
     table: Path | None,
     stat: str,
-    unit: str,
+    unit: str | None,
     keep_samples: bool,
     protocol: tuple[str, ...],
     diff_from_git: bool,
@@ -462,7 +461,7 @@ def remeasure(
     baseline: Path | None,
     candidate: Path | None,
     table: Path | None,
-    unit: str,
+    unit: str | None,
     reason: str | None,
     replace_round: int | None,
     as_json: bool,
