@@ -84,6 +84,21 @@ def skill_destination(
     return project_root(project) / TARGETS[target] / SKILL_NAME
 
 
+#: The Python reference, relative to the skill's folder, and the folder its docstring
+#: tells an agent to put on ``sys.path`` as shipped (the Claude Code install's).
+REFERENCE = Path("references") / "kexp_agent.py"
+_SHIPPED_REFERENCES = f"{TARGETS['claude'].as_posix()}/{SKILL_NAME}/references"
+
+
+def _reference_here(data: bytes, destination: Path, project: Path | str | None) -> bytes:
+    """The reference's text naming the folder it is installed in (relative to the
+    project when inside it, else absolute) where it tells an agent how to import it."""
+    folder = (destination / REFERENCE.parent).resolve()
+    top = project_root(project)
+    here = folder.relative_to(top).as_posix() if folder.is_relative_to(top) else str(folder)
+    return data.replace(f'"{_SHIPPED_REFERENCES}"'.encode(), json.dumps(here).encode())
+
+
 def install_skill(
     target: str = "claude",
     *,
@@ -103,7 +118,10 @@ def install_skill(
         for relative in skill_files():
             path = destination / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.replace(path, (source / relative).read_bytes())
+            data = (source / relative).read_bytes()
+            if relative == REFERENCE:
+                data = _reference_here(data, destination, project)
+            atomic.replace(path, data)
             written.append(path)
     except OSError as exc:
         raise KexpError(
