@@ -135,7 +135,7 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
     # lazy: one command's library, loaded when that command runs
-    from kexp.agents.skill import install_mcp_config, install_skill
+    from kexp.agents.skill import install_mcp_config, install_skill, installed_server
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
@@ -149,7 +149,8 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
         if store is None:  # none yet: the server finds the store where it runs
             with contextlib.suppress(StoreNotFoundError):
                 store = find_root()
-        click.echo(f"wrote {install_mcp_config(target, store=store)}")
+        path = install_mcp_config(target, store=store)
+        click.echo(f"wrote {path}: the client runs {installed_server(path)}")
 
 
 def _read_diff(path: str, limit: int) -> str:
@@ -344,8 +345,10 @@ def mcp(ctx: click.Context) -> None:
     Python: kexp.cli.mcp.serve(root).
 
     \b
-    Example (.mcp.json of a project, for Claude Code):
-      {"mcpServers": {"kexp": {"command": "kexp", "args": ["mcp"]}}}
+    Example (.mcp.json of a project, for Claude Code, as kexp skill install --mcp
+    writes it: the Python kexp is installed in, by its absolute path):
+      {"mcpServers": {"kexp": {"command": "/home/me/kernels/.venv/bin/python",
+                               "args": ["-m", "kexp", "mcp", "--root", "/home/me/kernels"]}}}
     """
     try:
         # lazy: one command's library, loaded when that command runs
