@@ -340,13 +340,13 @@ def mcp(ctx: click.Context) -> None:
     update, sync, each one library call answering what the command prints with --json. The
     store is --root, else $KEXP_ROOT, else found from the working directory. Needs
     the MCP SDK: pip install "kexp[mcp]". A client starts it; kexp skill install --mcp
-    writes the client's configuration.
+    writes the client's configuration, naming this kexp's Python and the store by their
+    absolute paths (the client's PATH may have no kexp, or another).
 
     Python: kexp.cli.mcp.serve(root).
 
     \b
-    Example (.mcp.json of a project, for Claude Code, as kexp skill install --mcp
-    writes it: the Python kexp is installed in, by its absolute path):
+    Example (.mcp.json of a project, for Claude Code):
       {"mcpServers": {"kexp": {"command": "/home/me/kernels/.venv/bin/python",
                                "args": ["-m", "kexp", "mcp", "--root", "/home/me/kernels"]}}}
     """
