@@ -94,3 +94,25 @@ def test_every_relative_link_reaches_a_file_and_its_heading(document: Path) -> N
         if not reached.exists() or missing:
             broken.append(target)
     assert broken == [], f"{document.name}: links that reach nothing"
+
+
+def test_an_installed_kexp_says_where_its_documentation_is(tmp_path: Path) -> None:
+    """The trial: the README ``kexp init`` writes sent a user who installed kexp from a
+    wheel to "the kexp repository you installed it from"; it names what the installed
+    kexp has (its help, the skill) and where the rest is, and the source distribution
+    ships the docs/ the README links to."""
+    from kexp.storage.location import init_store
+
+    text = (init_store(tmp_path) / "experiments" / "README.md").read_text(encoding="utf-8")
+    assert "repository you installed it from" not in text
+    assert "`kexp --help`" in text and "`kexp skill install`" in text and "docs/" in text
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = project["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    linked = {target.split("/")[0] for target in LINK.findall(readme) if "://" not in target}
+    linked -= {target for target in linked if target.startswith("#")}
+    assert linked <= set(shipped), linked - set(shipped)

@@ -5,6 +5,7 @@ repository as its remote); every answer is checked against the files and git."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -225,13 +226,10 @@ def test_the_store_is_kexp_root_and_a_missing_store_is_a_tool_error(
         made = await agent.json("record", score=1.05, **record_fields())
         assert Store(repo).get_experiment(made["id"]).score == 1.05
 
-    # The command the README's configuration runs, as written (kexp on the PATH).
-    entry = readme_server()
-    program = shutil.which(entry["command"]) or shutil.which(
-        entry["command"], path=str(Path(sys.executable).parent)
-    )
-    assert program, "kexp is not installed beside this Python"
-    run_agent(nowhere, with_root, env={"KEXP_ROOT": str(repo)}, command=[program, *entry["args"]])
+    # The command the configuration kexp writes runs, as written (the README shows one).
+    entry = mcp_server_entry("claude", project=repo, store=repo)
+    run_agent(nowhere, with_root, command=[entry["command"], *entry["args"]])
+    run_agent(nowhere, with_root, env={"KEXP_ROOT": str(repo)})
 
 
 def test_an_agent_that_only_fetched_reads_what_another_synced_through_kexp_mcp(
@@ -312,10 +310,12 @@ def test_skill_install_mcp_merges_the_client_configuration(
     assert result.exit_code == 0, result.output
     written = json.loads(claude.read_text(encoding="utf-8"))
     assert written["inputs"] == others["inputs"]
-    assert written["mcpServers"] == {
-        **others["mcpServers"],
-        "kexp": {"command": "kexp", "args": ["mcp"]},
-    }
+    # This kexp's Python and the store, by their absolute paths (said in one line).
+    python = os.path.abspath(sys.executable)
+    server = {"command": python, "args": ["-m", "kexp", "mcp", "--root", str(repo.resolve())]}
+    assert written["mcpServers"] == {**others["mcpServers"], "kexp": server}
+    said = f"{claude}: the client runs {python} -m kexp mcp --root {repo.resolve()}"
+    assert said in result.output
     assert (repo / ".claude" / "skills" / "kernel-exp-history" / "SKILL.md").is_file()
     # Again: the same file (kexp's entry replaced, not added twice).
     assert CliRunner().invoke(main, ["skill", "install", "--mcp"]).exit_code == 0
@@ -327,8 +327,8 @@ def test_skill_install_mcp_merges_the_client_configuration(
     assert cursor == {
         "mcpServers": {
             "kexp": {
-                "command": "kexp",
-                "args": ["mcp"],
+                "command": python,
+                "args": ["-m", "kexp", "mcp"],
                 "env": {"KEXP_ROOT": "${workspaceFolder}"},
             }
         }
@@ -339,19 +339,22 @@ def test_a_store_below_the_project_is_named_for_each_client(tmp_path: Path) -> N
     project = init_repo(tmp_path / "project")
     store = project / "perf" / "history"
     (store / "experiments").mkdir(parents=True)
+    python = os.path.abspath(sys.executable)
     assert mcp_server_entry("claude", project=project, store=store) == {
-        "command": "kexp",
-        "args": ["mcp", "--root", "perf/history"],
+        "command": python,
+        "args": ["-m", "kexp", "mcp", "--root", str(store.resolve())],
     }
     assert mcp_server_entry("cursor", project=project, store=store)["env"] == {
         "KEXP_ROOT": "${workspaceFolder}/perf/history"
     }
     elsewhere = tmp_path / "elsewhere"
-    assert mcp_server_entry("claude", project=project, store=elsewhere)["args"] == [
-        "mcp",
+    assert mcp_server_entry("claude", project=project, store=elsewhere)["args"][-2:] == [
         "--root",
         str(elsewhere.resolve()),
     ]
+    assert mcp_server_entry("cursor", project=project, store=elsewhere)["env"] == {
+        "KEXP_ROOT": str(elsewhere.resolve())
+    }
 
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"mcpServers": []}'])
@@ -364,7 +367,14 @@ def test_a_client_configuration_kexp_cannot_read_is_left_alone(repo: Path, text:
 
 
 def test_the_readme_shows_the_configuration_kexp_writes() -> None:
-    assert readme_server() == mcp_server_entry("claude")
+    """The README's example: kexp installed in /home/me/kernels/.venv, the store at the
+    top of /home/me/kernels."""
+    shown = readme_server()
+    python = shown["command"]
+    assert python.endswith("/.venv/bin/python")
+    project = Path(python).parents[2]
+    command = [python, "-m", "kexp"]
+    assert shown == mcp_server_entry("claude", project=project, store=project, command=command)
 
 
 # --- each tool answers what its command prints ----------------------------------------

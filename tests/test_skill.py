@@ -192,7 +192,11 @@ def test_install_into_a_directory_writes_the_skill_files(tmp_path: Path) -> None
         "references/kexp_agent.py",
     ]
     assert (folder / "SKILL.md").read_bytes() == SKILL_MD.read_bytes()
-    assert (folder / "references" / "kexp_agent.py").read_bytes() == (REFERENCE.read_bytes())
+    # The reference as shipped, but for the folder it tells an agent to import it from.
+    here = json.dumps(str((folder / "references").resolve()))
+    shipped = REFERENCE.read_text(encoding="utf-8")
+    expected = shipped.replace('".claude/skills/kernel-exp-history/references"', here)
+    assert (folder / "references" / "kexp_agent.py").read_text(encoding="utf-8") == expected
 
 
 def test_installing_again_updates_the_skill_and_keeps_other_files(tmp_path: Path) -> None:
@@ -219,6 +223,33 @@ def test_claude_and_cursor_targets_are_at_the_top_of_the_project(repo: Path) -> 
     assert (repo / ".cursor" / "skills" / SKILL_NAME / "SKILL.md").is_file()
     assert skill_destination(directory="x") == Path("x") / SKILL_NAME
     assert git(repo, "status", "--porcelain", "--untracked-files=all", "csrc") == ""
+
+
+@pytest.mark.parametrize("target", ["claude", "cursor", "dir"])
+def test_the_installed_reference_says_to_import_it_from_where_it_was_installed(
+    repo: Path, tmp_path: Path, target: str
+) -> None:
+    """The trial: installed with --cursor, the reference's docstring still told an agent
+    to put .claude/skills/... on sys.path. The line it gives, run in the project, imports
+    the file it is in (inside the project: relative to it; elsewhere: absolute)."""
+    outside = tmp_path / "skills"
+    if target == "dir":
+        written = install_skill(directory=outside, project=repo)
+    else:
+        written = install_skill(target, project=repo)
+    (reference,) = [p for p in written if p.name == "kexp_agent.py"]
+    (line,) = re.findall(r"^ *sys\.path\.insert\(0, .*\)$", reference.read_text("utf-8"), re.M)
+    folder = reference.parent.resolve()
+    expected = str(folder) if target == "dir" else folder.relative_to(repo.resolve()).as_posix()
+    assert line.strip() == f"sys.path.insert(0, {json.dumps(expected)})"
+    code = f"import sys\n{line.strip()}\nimport kexp_agent\nprint(kexp_agent.__file__)"
+    ran = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert Path(ran.stdout.strip()).resolve() == reference.resolve()
+    # The shipped file itself is unchanged (the Claude Code install's path).
+    assert '".claude/skills/kernel-exp-history/references"' in REFERENCE.read_text("utf-8")
 
 
 def test_the_skill_source_is_the_repository_folder_in_a_checkout() -> None:

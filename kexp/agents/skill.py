@@ -15,12 +15,19 @@ merged into the file (other servers and keys kept), replaced atomically.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shlex
+import shutil
+import sys
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kexp.core.errors import KexpError
+from kexp.core.advice import INSTALL_MCP_SDK
+from kexp.core.errors import KexpError, KexpWarning
 from kexp.storage import atomic
 
 #: The skill's name: its folder name and the ``name`` in its front-matter.
@@ -89,6 +96,21 @@ def skill_destination(
     return project_root(project) / TARGETS[target] / SKILL_NAME
 
 
+#: The Python reference, relative to the skill's folder, and the folder its docstring
+#: tells an agent to put on ``sys.path`` as shipped (the Claude Code install's).
+REFERENCE = Path("references") / "kexp_agent.py"
+_SHIPPED_REFERENCES = f"{TARGETS['claude'].as_posix()}/{SKILL_NAME}/references"
+
+
+def _reference_here(data: bytes, destination: Path, project: Path | str | None) -> bytes:
+    """The reference's text naming the folder it is installed in (relative to the
+    project when inside it, else absolute) where it tells an agent how to import it."""
+    folder = (destination / REFERENCE.parent).resolve()
+    top = project_root(project)
+    here = folder.relative_to(top).as_posix() if folder.is_relative_to(top) else str(folder)
+    return data.replace(f'"{_SHIPPED_REFERENCES}"'.encode(), json.dumps(here).encode())
+
+
 def install_skill(
     target: str = "claude",
     *,
@@ -108,7 +130,10 @@ def install_skill(
         for relative in skill_files():
             path = destination / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.replace(path, (source / relative).read_bytes())
+            data = (source / relative).read_bytes()
+            if relative == REFERENCE:
+                data = _reference_here(data, destination, project)
+            atomic.replace(path, data)
             written.append(path)
     except OSError as exc:
         raise KexpError(
@@ -123,33 +148,72 @@ MCP_CONFIGS = {"claude": Path(".mcp.json"), "cursor": Path(".cursor") / "mcp.jso
 MCP_SERVER_NAME = "kexp"
 
 
+def server_command() -> list[str]:
+    """The absolute command that runs this kexp: the Python running it with ``-m kexp``
+    (a virtual environment's, pipx's or the system's alike), so that a client started
+    outside the activated environment runs it, and never another ``kexp`` on its PATH.
+    The interpreter's path is kept as it is (a venv's ``python`` is a link that
+    resolving would leave the venv by)."""
+    if sys.executable:
+        return [os.path.abspath(sys.executable), "-m", "kexp"]
+    found = shutil.which("kexp")  # an embedded Python that cannot name itself
+    return [os.path.abspath(found) if found else "kexp"]
+
+
 def mcp_server_entry(
-    target: str = "claude", *, project: Path | str | None = None, store: Path | str | None = None
+    target: str = "claude",
+    *,
+    project: Path | str | None = None,
+    store: Path | str | None = None,
+    command: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The ``mcpServers`` entry that runs ``kexp mcp`` for ``target``'s client.
 
-    Claude Code starts a project's servers in the project folder, so a store in a
-    folder below it is named with ``--root`` (relative); Cursor's working directory is
-    its own, so the store is named by ``KEXP_ROOT`` from ``${workspaceFolder}``. A store
-    outside the project is named by its absolute path; without a store (None) the
-    server finds one where it runs.
+    The command is ``command`` (default :func:`server_command`: this kexp, by its
+    absolute path). Claude Code starts a project's servers in the folder it was started
+    in and has no variable naming the project, so the store is named by its absolute
+    path (``--root``); Cursor's working directory is its own, so the store is named by
+    ``KEXP_ROOT`` from ``${workspaceFolder}`` (its absolute path when outside the
+    project). Without a store (None) the server finds one where it runs.
     """
     if target not in MCP_CONFIGS:
         raise KexpError(f"unknown client {target!r}: use {', '.join(MCP_CONFIGS)}")
-    entry: dict[str, Any] = {"command": "kexp", "args": ["mcp"]}
+    program, *rest = command if command is not None else server_command()
+    entry: dict[str, Any] = {"command": program, "args": [*rest, "mcp"]}
     top = project_root(project)
-    where: str | None = None
-    if store is not None:
-        folder = Path(store).resolve()
-        where = folder.relative_to(top).as_posix() if folder.is_relative_to(top) else str(folder)
+    folder = Path(store).resolve() if store is not None else None
     if target == "claude":
-        if where not in (None, "."):
-            entry["args"] += ["--root", where]
+        if folder is not None:
+            entry["args"] += ["--root", str(folder)]
+    elif folder is None or folder.is_relative_to(top):
+        where = folder.relative_to(top).as_posix() if folder is not None else "."
+        entry["env"] = {"KEXP_ROOT": "${workspaceFolder}" + ("" if where == "." else f"/{where}")}
     else:
-        inside = where is not None and not os.path.isabs(where)
-        root = "${workspaceFolder}" + (f"/{where}" if inside and where != "." else "")
-        entry["env"] = {"KEXP_ROOT": root if where is None or inside else where}
+        entry["env"] = {"KEXP_ROOT": str(folder)}
     return entry
+
+
+def server_line(entry: dict[str, Any]) -> str:
+    """What a client runs for ``entry``, in one line: its command and arguments, after
+    its environment (``KEXP_ROOT=... /venv/bin/python -m kexp mcp``)."""
+    env = [f"{name}={value}" for name, value in entry.get("env", {}).items()]
+    return shlex.join([*env, entry["command"], *entry.get("args", [])])
+
+
+def installed_server(path: Path | str) -> str:
+    """What the client configuration at ``path`` runs for kexp's server, in one line
+    (:func:`server_line`)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    return server_line(data["mcpServers"][MCP_SERVER_NAME])
+
+
+def mcp_sdk_missing() -> bool:
+    """Whether the MCP SDK ``kexp mcp`` needs is missing beside this kexp (the
+    Python :func:`server_command` names)."""
+    try:
+        return importlib.util.find_spec("mcp") is None
+    except (ImportError, ValueError):
+        return True
 
 
 def install_mcp_config(
@@ -159,7 +223,9 @@ def install_mcp_config(
     (:data:`MCP_CONFIGS`), keeping every other server and key; returns the file.
 
     A file that is not a JSON object (or whose ``mcpServers`` is not one) is an error,
-    and nothing is written.
+    and nothing is written. Without the MCP SDK beside this kexp the file is written,
+    with a :class:`~kexp.core.errors.KexpWarning` saying how to install it (the
+    client's ``kexp mcp`` would exit until then).
     """
     entry = mcp_server_entry(target, project=project, store=store)
     path = project_root(project) / MCP_CONFIGS[target]
@@ -180,4 +246,12 @@ def install_mcp_config(
         atomic.replace(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     except OSError as exc:
         raise KexpError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if mcp_sdk_missing():
+        warnings.warn(
+            KexpWarning(
+                f"the MCP SDK is not installed beside this kexp, so the client's kexp mcp "
+                f"will exit: {INSTALL_MCP_SDK.say(python=shlex.quote(sys.executable or 'python'))}"
+            ),
+            stacklevel=2,
+        )
     return path

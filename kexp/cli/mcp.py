@@ -60,8 +60,8 @@ from kexp.agents.lessons import lesson_report
 from kexp.cli.commands.common import needs_bodies
 from kexp.cli.commands.terminal import json_text
 from kexp.cli.toolargs import Arguments
-from kexp.core.advice import for_tools
-from kexp.core.errors import KexpError, ValidationError
+from kexp.core.advice import WRONG_ROOT, for_tools
+from kexp.core.errors import KexpError, StoreNotFoundError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
@@ -79,6 +79,7 @@ from kexp.output.export import (
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
 from kexp.storage import lineage
 from kexp.storage.retrieval import similar as find_similar
+from kexp.storage.sources import EXPERIMENTS_DIR
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
 
@@ -231,7 +232,13 @@ class _Tools:
     def store(self, refs: list[str] | None = None, all_refs: bool = False) -> Store:
         """The store (opened anew each call: files may change between calls), read with
         the store at ``refs`` or, ``all_refs``, at every branch (one entry per
-        experiment: its newest version)."""
+        experiment: its newest version). A ``--root`` that holds no store is said to be
+        wrong (the client's configuration), never a store to make there."""
+        if self.root is not None and not (self.root / EXPERIMENTS_DIR).is_dir():
+            raise StoreNotFoundError(
+                f"kexp mcp --root {self.root} names {self.root.resolve()} (the server runs in "
+                f"{Path.cwd()}), which holds no {EXPERIMENTS_DIR}/ folder: {WRONG_ROOT}"
+            )
         return Store(self.root, refs=refs or (), all_refs=all_refs)
 
     def resolve(self, arguments: dict[str, Any]) -> str:

@@ -383,6 +383,23 @@ ROOT = Advice(
     "give --root (KEXP_ROOT) the folder that holds it",
     "start the server on the folder that holds it (kexp mcp --root DIR, or KEXP_ROOT)",
 )
+#: Advice at kexp skill install --mcp without the MCP SDK beside kexp: the command that
+#: installs it into the Python the client's configuration runs (never said to a tool: a
+#: server that runs has the SDK).
+INSTALL_MCP_SDK = Advice(
+    'install it with {python} -m pip install "kexp[mcp]" (kexp mcp needs it)',
+    'install it with {python} -m pip install "kexp[mcp]" (kexp mcp needs it)',
+)
+#: Advice of the MCP server started with a --root that holds no store: the client's
+#: configuration is wrong (not the store missing: kexp init there would make a second,
+#: empty one).
+WRONG_ROOT = Advice(
+    "the root is wrong: run kexp skill install --mcp again in the store's folder (it writes "
+    "the folder's absolute path)",
+    "the root is wrong: the client's configuration must name the store's absolute folder "
+    "(kexp mcp --root DIR, or KEXP_ROOT); kexp skill install with its MCP option, run in "
+    "that folder, writes it",
+)
 #: Advice on a context packet's budget of tokens.
 BUDGET = Advice("give --budget {n} or more", "give budget {n} or more")
 #: Advice in a context packet on what it left out (no longer in the tools' words).
@@ -411,6 +428,8 @@ ASK_ONE_ENV = Advice(
 )
 ADVICE = (
     ASK_ONE_ENV,
+    INSTALL_MCP_SDK,
+    WRONG_ROOT,
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,

@@ -133,9 +133,14 @@ _STORE_README = """\
 
 One Markdown file per kernel optimization experiment, recorded with kexp:
 `experiments/<YYYY>/<MM>/<xx>/<id>-<slug>.md` (`<xx>`: the id's last two characters,
-so that no folder grows past what a forge's web page lists). kexp's README (README.md
-in the kexp repository you installed it from) explains the file format and every
-command; `kexp --help` lists the commands.
+so that no folder grows past what a forge's web page lists).
+
+Where the documentation is: `kexp --help` lists the commands, and `kexp COMMAND --help`
+explains one, with examples; `kexp skill install` writes the agent skill
+(`SKILL.md`: every field of an experiment and how to record one), which people can read
+too. The whole of it (the file format, the MCP server, the timing files, sharing
+through git) is in kexp's source: README.md and docs/ of its repository, and of its
+source distribution (the kexp-VERSION.tar.gz beside the wheel).
 
 Add one with `kexp new` (opens your editor) or `kexp add` (for agents, from flags or a
 YAML/JSON document on stdin), then open a pull request. Check files with

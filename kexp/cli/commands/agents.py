@@ -160,7 +160,7 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
     # lazy: one command's library, loaded when that command runs
-    from kexp.agents.skill import install_mcp_config, install_skill
+    from kexp.agents.skill import install_mcp_config, install_skill, installed_server
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
@@ -174,7 +174,8 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
         if store is None:  # none yet: the server finds the store where it runs
             with contextlib.suppress(StoreNotFoundError):
                 store = find_root()
-        click.echo(f"wrote {install_mcp_config(target, store=store)}")
+        path = install_mcp_config(target, store=store)
+        click.echo(f"wrote {path}: the client runs {installed_server(path)}")
 
 
 def _read_diff(path: str, limit: int) -> str:
@@ -370,13 +371,15 @@ def mcp(ctx: click.Context) -> None:
     update, sync, each one library call answering what the command prints with --json. The
     store is --root, else $KEXP_ROOT, else found from the working directory. Needs
     the MCP SDK: pip install "kexp[mcp]". A client starts it; kexp skill install --mcp
-    writes the client's configuration.
+    writes the client's configuration, naming this kexp's Python and the store by their
+    absolute paths (the client's PATH may have no kexp, or another).
 
     Python: kexp.cli.mcp.serve(root).
 
     \b
     Example (.mcp.json of a project, for Claude Code):
-      {"mcpServers": {"kexp": {"command": "kexp", "args": ["mcp"]}}}
+      {"mcpServers": {"kexp": {"command": "/home/me/kernels/.venv/bin/python",
+                               "args": ["-m", "kexp", "mcp", "--root", "/home/me/kernels"]}}}
     """
     try:
         # lazy: one command's library, loaded when that command runs
