@@ -40,10 +40,11 @@ def test_lessons_and_tree_across_refs_name_the_ref_of_each_entry(tmp_path: Path)
     assert all(len(line) <= 80 for line in lines), text
     at = next(i for i, line in enumerate(lines) if spill.id[:10] in line)
     assert lines[at + 2].startswith("      On: "), text  # under its 2-line summary
-    assert lines[at + 3].startswith(f"      Over parent {parent.id[:10]}: "), text
-    assert lines[at + 4] == "      Ref: origin/kexp/bob", text  # under its campaign
+    assert lines[at + 3].startswith("          MI300X"), text  # its campaign, wrapped
+    assert lines[at + 4].startswith(f"      Over parent {parent.id[:10]}: "), text
+    assert lines[at + 5] == "      Ref: origin/kexp/bob", text  # under its campaign
     at = next(i for i, line in enumerate(lines) if mine.id[:10] in line)
-    assert lines[at + 2] == "      Ref: local", text
+    assert lines[at + 3] == "      Ref: local", text
     assert "Ref:" not in _kexp(alice, "lessons")  # one place read: nothing to tell apart
     found = json.loads(_kexp(alice, "lessons", "--all-refs", "--json"))
     assert {(x["id"], x["ref"]) for x in found["regression"]} == {

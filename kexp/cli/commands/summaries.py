@@ -20,7 +20,6 @@ from kexp.cli.commands.terminal import (
     one_line,
     paged_output,
     print_table,
-    shorten_operator,
     styler,
     terminal_width,
     wrap_under,
@@ -204,15 +203,11 @@ def _print_lesson(
 
 
 def _campaign_lines(lesson: Lesson, width: int | None) -> list[str]:
-    """``      On: operator · dtype · env``: the operator shortened (its kernel's name
-    kept) where the line would be wider than ``width``, then wrapped."""
-    head = "      On: "
+    """``      On: operator · dtype · env``, wrapped at ``width`` (never cut: the
+    operator is what a reader greps for)."""
     tail = "".join(f" · {one_line(v)}" for v in (lesson.dtype_sig, lesson.env) if v)
     operator = one_line(lesson.operator_sig) or "(no operator)"
-    if width is not None:  # the kernel's name whole (to 40), a long env wrapped under it
-        kernel = min(len(operator), len(operator.rpartition(": ")[2]), 40)
-        operator = shorten_operator(operator, max(kernel, width - len(head) - len(tail)))
-    return wrap_under(head, operator + tail, width)
+    return wrap_under("      On: ", operator + tail, width)
 
 
 _OUTCOME_COLUMNS = (
