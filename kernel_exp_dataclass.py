@@ -215,10 +215,11 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
     (equal ones in id order), buggy and pending ones included, as dicts of
     :data:`TOP_KEYS` and :data:`EXTRA_TOP_KEYS` (``filters``: kexp's, optional).
 
-    That speedup is the ``score`` of an experiment measured against the reference (every
-    record this module or the predecessor wrote), and the cumulative score of a kexp step
-    measured against its parent; steps whose cumulative score cannot be known come
-    last, by score (their dict's ``cumulative_score`` is None)."""
+    That speedup, each dict's ``score`` (``step_score`` is the file's), is the ``score``
+    of an experiment measured against the reference (every record this module or the
+    predecessor wrote), and the cumulative score of a kexp step measured against its
+    parent; steps whose cumulative score cannot be known come last, by their own score
+    (their dict's ``cumulative_score`` is None)."""
     store = _existing_store()
     limit = max(0, max_results)
     if store is None or limit == 0:
