@@ -14,6 +14,9 @@ the names, arguments, return values, exceptions and defaults are the predecessor
   dict, sorted by ``score``, highest first.
 * ``update_experiment(exp_id, **changes)``: the updated experiment; ``KeyError`` if
   there is none.
+* ``delete_experiment(exp_id)``: ``None``; ``KeyError`` if there is none.
+* ``test_insert_example()`` inserts a sample; ``python -m kernel_exp_dataclass`` too.
+* ``DB_PATH`` and ``Status``.
 
 A ``score`` is the predecessor's throughout, a speedup over the operator's original
 code: a kexp step measured against its parent is handed out with its cumulative score
@@ -21,10 +24,7 @@ as ``score`` (``measured_against: reference``, its ``pid`` kept; the file unchan
 top dict adds ``step_score``, ``cumulative_score``, ``measured_against``), and what is
 written back is read the same way: values equal to those handed out change nothing (an
 unchanged ``id`` and the derived keys too), a restored record keeps the same cumulative
-score, a new ``score`` is over the original code.
-* ``delete_experiment(exp_id)``: ``None``; ``KeyError`` if there is none.
-* ``test_insert_example()`` inserts a sample; ``python -m kernel_exp_dataclass`` too.
-* ``DB_PATH`` and ``Status``.
+score, a new ``score`` (or a new ``pid``) keeps a speedup over the original code.
 
 They act on kexp's default store (``$KEXP_ROOT``, else the nearest folder above the
 working directory holding ``experiments/``). With no store, reads return nothing and
@@ -237,7 +237,10 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     records ``measured_against: reference``, as :func:`create_experiment` does; and a new
     ``score`` for a kexp step measured against its parent records it over the reference
     too, with a :class:`kexp.KexpWarning` saying so (``measured_against="parent"``
-    given with it keeps the step a step).
+    given with it keeps the step a step); a new ``pid`` given to such a step without a
+    score keeps its speedup over the original code as its score, over the reference,
+    warning too. Values equal to those handed out (a record or a ``top_experiments``
+    dict written back) change nothing (:func:`_written_back`).
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
@@ -329,6 +332,30 @@ def _value_of(old: model.KernelExperiment, shown: KernelExperiment, key: str) ->
 def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) -> dict[str, Any]:
     """``changes`` to ``old`` with ``measured_against: reference`` where the predecessor's
     meaning of its score asks for it (see :func:`update_experiment`)."""
+    shown = _handed_out(old)
+    if (
+        "pid" in changes
+        and "score" not in changes
+        and measured_against_parent(old)
+        and not measured_against_parent(shown)
+    ):
+        # A step given another parent (or none): the score it was handed out with, its
+        # speedup over the original code, is what the old caller's record keeps.
+        warnings.warn(
+            f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step "
+            "over its parent's code; given another parent (or none), it keeps its speedup "
+            f"over the operator's original code, {shown.score:g} (measured_against: "
+            "reference); to make it a step over the new parent, pass score=... and "
+            'measured_against="parent"',
+            KexpWarning,
+            stacklevel=3,
+        )
+        return {
+            **changes,
+            "score": shown.score,
+            "score_ci": shown.score_ci,
+            "measured_against": "reference",
+        }
     if changes.get("pid") and not old.measured_against:
         # As create_experiment: the predecessor's scores are speedups over the
         # reference, so a parent given later does not make the score a step over it.

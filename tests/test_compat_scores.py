@@ -314,3 +314,23 @@ def test_measured_against_alone_is_the_files_word_not_a_write_back(
     stored = Store(repo).get_experiment(team["tensor"])
     assert (stored.score, stored.measured_against) == (1.30, "reference")
     assert result.stdout.split() == ["1.3"]
+
+
+def test_an_old_caller_reparenting_a_step_keeps_its_speedup_over_the_original_code(
+    repo: Path, team: dict[str, str]
+) -> None:
+    # The old caller was handed 2.34 and gives the record another parent: in its meaning
+    # the score is unchanged (not 1.30 over the 1.50 root: 1.95).
+    code = (
+        "import kernel_exp_dataclass as k; "
+        f"print(k.update_experiment({team['tensor']!r}, pid={team['tiling']!r}).score)"
+    )
+    result = old_caller(code, repo)
+    assert result.returncode == 0, result.stderr
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert (stored.pid, stored.measured_against) == (team["tiling"], "reference")
+    assert stored.score == pytest.approx(2.34)
+    assert stored.cumulative_score == pytest.approx(2.34)
+    assert float(result.stdout) == pytest.approx(2.34)
+    said = [line for line in result.stderr.splitlines() if "KexpWarning" in line]
+    assert len(said) == 1 and 'measured_against="parent"' in said[0], result.stderr
