@@ -11,13 +11,20 @@ the names, arguments, return values, exceptions and defaults are the predecessor
 * ``get_experiment(exp_id)``: the experiment, or ``None`` (full ids only).
 * ``list_experiments()``: every experiment, in id order.
 * ``top_experiments(max_results=20)``: every experiment (buggy and pending too) as a
-  dict, the best speedup over the operator's original code first (a kexp step's
-  cumulative score; its dict says ``cumulative_score`` and ``measured_against``).
+  dict, sorted by ``score``, highest first.
 * ``update_experiment(exp_id, **changes)``: the updated experiment; ``KeyError`` if
-  there is none. A ``score`` given is over the original code, as the predecessor's.
+  there is none.
 * ``delete_experiment(exp_id)``: ``None``; ``KeyError`` if there is none.
 * ``test_insert_example()`` inserts a sample; ``python -m kernel_exp_dataclass`` too.
 * ``DB_PATH`` and ``Status``.
+
+A ``score`` is the predecessor's throughout, a speedup over the operator's original
+code: a kexp step measured against its parent is handed out with its cumulative score
+as ``score`` (``measured_against: reference``, its ``pid`` kept; the file unchanged; its
+top dict adds ``step_score``, ``cumulative_score``, ``measured_against``), and what is
+written back is read the same way: values equal to those handed out change nothing (an
+unchanged ``id`` and the derived keys too), a restored record keeps the same cumulative
+score, a new ``score`` (or a new ``pid``) keeps a speedup over the original code.
 
 They act on kexp's default store (``$KEXP_ROOT``, else the nearest folder above the
 working directory holding ``experiments/``). With no store, reads return nothing and
@@ -42,7 +49,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import model
-from kexp.core.errors import ExperimentNotFoundError, KexpError, KexpWarning, StoreNotFoundError
+from kexp.core.errors import (
+    ExperimentNotFoundError,
+    KexpError,
+    KexpWarning,
+    StoreNotFoundError,
+    ValidationError,
+)
 from kexp.core.ids import SHOWN_LENGTH, is_valid_id
 from kexp.core.model import Status
 from kexp.core.outcome import measured_against_parent
@@ -97,6 +110,7 @@ EXTRA_TOP_KEYS = (
     "is_buggy",
     "outcome",
     "created_at",
+    "step_score",
     "cumulative_score",
     "measured_against",
 )
@@ -138,11 +152,20 @@ PREDECESSOR_FIELDS = tuple(field.name for field in dataclasses.fields(KernelExpe
 
 
 def _handed_out(exp: model.KernelExperiment) -> KernelExperiment:
-    """``exp`` as this module's class (the same values and store state)."""
-    if isinstance(exp, KernelExperiment):
+    """``exp`` as this module's class, in the predecessor's meaning: the same values and
+    store state, but a step measured against its parent whose speedup over the original
+    code is known has that speedup as its ``score`` (and its interval as ``score_ci``),
+    ``measured_against: reference`` (its ``pid`` kept), as the predecessor's records."""
+    cumulative = exp.cumulative_score if measured_against_parent(exp) else None
+    if cumulative is None and isinstance(exp, KernelExperiment):
         return exp
     same = KernelExperiment.__new__(KernelExperiment)
     same.__dict__.update(exp.__dict__)
+    if cumulative is not None:
+        interval = exp.cumulative_ci
+        same.score = cumulative
+        same.score_ci = [] if interval is None else list(interval)
+        same.measured_against = "reference"
     return same
 
 
@@ -192,10 +215,11 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
     (equal ones in id order), buggy and pending ones included, as dicts of
     :data:`TOP_KEYS` and :data:`EXTRA_TOP_KEYS` (``filters``: kexp's, optional).
 
-    That speedup is the ``score`` of an experiment measured against the reference (every
-    record this module or the predecessor wrote), and the cumulative score of a kexp step
-    measured against its parent; steps whose cumulative score cannot be known come
-    last, by score (their dict's ``cumulative_score`` is None)."""
+    That speedup, each dict's ``score`` (``step_score`` is the file's), is the ``score``
+    of an experiment measured against the reference (every record this module or the
+    predecessor wrote), and the cumulative score of a kexp step measured against its
+    parent; steps whose cumulative score cannot be known come last, by their own score
+    (their dict's ``cumulative_score`` is None)."""
     store = _existing_store()
     limit = max(0, max_results)
     if store is None or limit == 0:
@@ -213,25 +237,125 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     records ``measured_against: reference``, as :func:`create_experiment` does; and a new
     ``score`` for a kexp step measured against its parent records it over the reference
     too, with a :class:`kexp.KexpWarning` saying so (``measured_against="parent"``
-    given with it keeps the step a step).
+    given with it keeps the step a step); a new ``pid`` given to such a step without a
+    score keeps its speedup over the original code as its score, over the reference,
+    warning too. Values equal to those handed out (a record or a ``top_experiments``
+    dict written back) change nothing (:func:`_written_back`).
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
     """
     store = _store_holding(exp_id)
+    try:
+        old = store.get_experiment(exp_id)
+    except ExperimentNotFoundError:
+        raise _not_found(exp_id) from None
+    changes = _written_back(old, changes)
     if {"pid", "score"} & set(changes) and "measured_against" not in changes:
-        try:
-            old = store.get_experiment(exp_id)
-        except ExperimentNotFoundError:
-            pass  # the update below says there is none
-        else:
-            changes = _over_the_reference(old, changes)
+        changes = _over_the_reference(old, changes)
+    if not changes:
+        return _handed_out(old)
     return _handed_out(store.update_experiment(exp_id, **changes))
+
+
+#: What a written-back score is read with: the fields this module may hand out with
+#: another value than the file's (:func:`_handed_out`).
+TRANSLATED = ("score", "score_ci", "measured_against")
+
+
+def _written_back(old: model.KernelExperiment, changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` less what this module hands out of ``old`` unchanged (a record, or a
+    ``top_experiments`` dict, written back): values equal to those handed out (or to the
+    file's) change nothing. ``score``, ``score_ci`` and ``measured_against`` are left out
+    together only when they match one whole view of ``old`` (the file's, or the
+    predecessor's meaning, or the top dict's). An ``id`` other than ``old``'s, a derived
+    key with another value, a key that is no field: a ``ValueError`` (a
+    :class:`kexp.ValidationError`), nothing written."""
+    shown = _handed_out(old)
+    said = "parent" if measured_against_parent(old) else "reference"
+    files = {**dataclasses.asdict(old), **model.KernelExperiment.to_dict(old, include_derived=True)}
+    views = [
+        files,
+        {**files, "measured_against": said},
+        {
+            **dataclasses.asdict(shown),
+            **model.KernelExperiment.to_dict(shown, include_derived=True),
+        },
+        _top_dict(old),
+    ]
+    given = {key: value for key, value in changes.items() if key in TRANSLATED}
+    kept = {
+        key: value
+        for key, value in changes.items()
+        if key not in TRANSLATED and not any(key in view and view[key] == value for view in views)
+    }
+    # The handed-out views speak of a score: without one, what is given is the file's.
+    alike = views if "score" in given else views[:2]
+    if not any(
+        all(key in view and view[key] == value for key, value in given.items()) for view in alike
+    ):
+        kept.update(given)
+    if "id" in kept:
+        raise ValidationError(
+            f"cannot update id to {kept['id']!r}: experiment {old.id}'s id never changes "
+            "(create a new experiment instead)",
+            [],
+        )
+    handed = {key for view in views for key in view} - set(model.ALL_FIELDS)
+    wrong = sorted(key for key in kept if key in handed)
+    if wrong:
+        raise ValidationError(
+            f"cannot update {', '.join(wrong)}: handed out, not a field (leave "
+            f"{'it' if len(wrong) == 1 else 'them'} out, or give the value handed out: "
+            + ", ".join(f"{key}={_value_of(old, shown, key)!r}" for key in wrong)
+            + ")",
+            [],
+        )
+    unknown = sorted(set(kept) - set(model.ALL_FIELDS))
+    if unknown:
+        raise ValidationError(
+            f"cannot update {', '.join(unknown)}: not a field of experiment "
+            f"{old.id[:SHOWN_LENGTH]}; fields are {', '.join(model.ALL_FIELDS)}",
+            [],
+        )
+    return kept
+
+
+def _value_of(old: model.KernelExperiment, shown: KernelExperiment, key: str) -> Any:
+    """The value of a derived ``key`` this module hands out for ``old``."""
+    top = _top_dict(old)
+    if key in top:
+        return top[key]
+    return model.KernelExperiment.to_dict(shown, include_derived=True).get(key)
 
 
 def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) -> dict[str, Any]:
     """``changes`` to ``old`` with ``measured_against: reference`` where the predecessor's
     meaning of its score asks for it (see :func:`update_experiment`)."""
+    shown = _handed_out(old)
+    if (
+        "pid" in changes
+        and "score" not in changes
+        and measured_against_parent(old)
+        and not measured_against_parent(shown)
+    ):
+        # A step given another parent (or none): the score it was handed out with, its
+        # speedup over the original code, is what the old caller's record keeps.
+        warnings.warn(
+            f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step "
+            "over its parent's code; given another parent (or none), it keeps its speedup "
+            f"over the operator's original code, {shown.score:g} (measured_against: "
+            "reference); to make it a step over the new parent, pass score=... and "
+            'measured_against="parent"',
+            KexpWarning,
+            stacklevel=3,
+        )
+        return {
+            **changes,
+            "score": shown.score,
+            "score_ci": shown.score_ci,
+            "measured_against": "reference",
+        }
     if changes.get("pid") and not old.measured_against:
         # As create_experiment: the predecessor's scores are speedups over the
         # reference, so a parent given later does not make the score a step over it.
@@ -307,9 +431,14 @@ def _over_the_original_code(exp: model.KernelExperiment) -> tuple[bool, float]:
 
 
 def _top_dict(exp: model.KernelExperiment) -> dict[str, Any]:
-    data = {key: getattr(exp, key) for key in TOP_KEYS}
-    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS)
-    # As kexp reads it: a record without a pid (or without a word) is over the reference.
+    """The predecessor's ten keys (``score`` in its meaning, :func:`_handed_out`), then
+    kexp's: ``step_score`` is the score the file holds, over what ``measured_against``
+    says (as kexp reads it: a record without a pid, or without a word, is over the
+    reference)."""
+    shown = _handed_out(exp)
+    data = {key: getattr(shown, key) for key in TOP_KEYS}
+    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS if key != "step_score")
+    data["step_score"] = exp.score
     data["measured_against"] = "parent" if measured_against_parent(exp) else "reference"
     return data
 

@@ -85,8 +85,10 @@ def test_old_callers_top_ranks_by_the_speedup_over_the_original_code(
     assert [row["id"] for row in top] == expected
     over_original = [row["cumulative_score"] for row in top]
     assert over_original == pytest.approx([2.34, 1.80, 1.60, 1.50])
-    # The stored score is kept as it is, and says what it is over.
-    assert [row["score"] for row in top] == [1.30, 1.20, 1.60, 1.50]
+    # ``score`` is the predecessor's (over the original code), so the list is sorted by
+    # the score it shows; the stored score is kept as ``step_score``, with what it is over.
+    assert [row["score"] for row in top] == pytest.approx([2.34, 1.80, 1.60, 1.50])
+    assert [row["step_score"] for row in top] == [1.30, 1.20, 1.60, 1.50]
     said = ["parent", "parent", "reference", "reference"]
     assert [row["measured_against"] for row in top] == said
 
@@ -109,6 +111,9 @@ def test_a_step_over_a_parent_whose_speedup_is_unknown_ranks_after_the_known(
     ]  # fmt: skip
     assert [row["cumulative_score"] for row in top[-2:]] == [None, None]
     assert top[-1]["measured_against"] == "parent"
+    # Their speedup over the original code unknown, their ``score`` is their own.
+    assert [row["score"] for row in top[-2:]] == [2.0, 1.90]
+    assert [row["step_score"] for row in top[-2:]] == [2.0, 1.90]
 
 
 UPDATE_SCRIPT = """\
@@ -150,9 +155,182 @@ def test_an_update_that_keeps_the_step_a_step_says_nothing(
 ) -> None:
     code = (
         "import kernel_exp_dataclass as k; "
-        f"print(k.update_experiment({team['tensor']!r}, {changes}).measured_against)"
+        f"print(k.update_experiment({team['tensor']!r}, {changes}).score)"
     )
     result = old_caller(code, repo)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["parent"]
     assert "Warning" not in result.stderr, result.stderr
+    # The file still holds a step over its parent; what comes back is in the
+    # predecessor's meaning (the speedup over the original code).
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert (stored.measured_against or "parent") == "parent"
+    assert float(result.stdout) == pytest.approx(stored.cumulative_score)
+
+
+BEST_SCRIPT = """\
+import json
+from kernel_exp_dataclass import get_experiment, list_experiments, top_experiments
+top = top_experiments(3)
+best = get_experiment(top[0]["id"])
+print(json.dumps({
+    "top": [[row["id"], row["score"]] for row in top],
+    "get": [best.score, best.measured_against, best.pid, best.to_dict()["score"]],
+    "list": {exp.id: exp.score for exp in list_experiments()},
+}))
+"""
+
+
+def test_an_old_callers_best_score_is_the_speedup_over_the_original_code(
+    repo: Path, team: dict[str, str]
+) -> None:
+    result = old_caller(BEST_SCRIPT, repo)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    # What kexp top says is the best, and its cumulative score, is what the old
+    # dashboard's top_experiments(1)[0]["score"] and get_experiment(best).score say.
+    shown = json.loads(run_kexp("top", "--json", cwd=repo, process=True).stdout)
+    assert [row[0] for row in seen["top"]] == [row["id"] for row in shown][:3]
+    over_original = [row["cumulative_score"] for row in shown][:3]
+    assert [row[1] for row in seen["top"]] == pytest.approx(over_original)
+    assert over_original == pytest.approx([2.34, 1.80, 1.50])
+    # In the predecessor's meaning throughout: over the reference, parent kept.
+    assert seen["get"] == [pytest.approx(2.34), "reference", team["double"], pytest.approx(2.34)]
+    assert seen["list"] == {
+        team["tiling"]: 1.50, team["double"]: pytest.approx(1.80),
+        team["tensor"]: pytest.approx(2.34),
+    }  # fmt: skip
+    # Nothing was written: the file still holds the step over its parent.
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert (stored.score, stored.measured_against or "parent") == (1.30, "parent")
+
+
+WRITE_BACK_SCRIPT = """\
+import sys
+from kernel_exp_dataclass import get_experiment, top_experiments, update_experiment
+exp_id = sys.argv[1]
+e = get_experiment(exp_id)
+e.profiling_info = "ncu: 80% sm"
+update_experiment(exp_id, **e.to_dict())
+row = top_experiments(1)[0]
+update_experiment(exp_id, **row)
+row.pop("id")
+update_experiment(exp_id, **row)
+print("ok")
+"""
+
+
+def test_an_old_caller_writes_back_what_it_was_handed_and_nothing_else_changes(
+    repo: Path, team: dict[str, str]
+) -> None:
+    code = WRITE_BACK_SCRIPT.replace("sys.argv[1]", repr(team["tensor"]))
+    result = old_caller(code, repo)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ok"]
+    assert "Warning" not in result.stderr, result.stderr
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert stored.profiling_info == "ncu: 80% sm"
+    # Still the step it was: 1.30 over its parent, 2.34 over the original code.
+    assert (stored.score, stored.measured_against or "parent") == (1.30, "parent")
+    assert stored.cumulative_score == pytest.approx(2.34)
+    # The profiling section added, no other line of the file touched.
+    changed = [line for line in git(repo, "diff", "-U0").splitlines() if line[:1] in "+-"]
+    changed = [line for line in changed if line[:3] not in ("+++", "---")]
+    assert all(line.startswith("+") for line in changed), changed
+    assert "+ncu: 80% sm" in changed, changed
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ("cumulative_score=3.0", "cumulative_score"),
+        ('outcome="regression"', "outcome"),
+        ("step_score=1.4", "step_score"),
+        ('id="0123456789abcdef"', "id"),
+        ("nonsense=1", "nonsense"),
+    ],
+)
+def test_a_key_the_module_hands_out_given_another_value_is_refused(
+    repo: Path, team: dict[str, str], changes: str, named: str
+) -> None:
+    code = (
+        "import kernel_exp_dataclass as k\n"
+        "try:\n"
+        f"    k.update_experiment({team['tensor']!r}, {changes})\n"
+        "except ValueError as exc:\n"
+        "    print(str(exc))\n"
+    )
+    before = {path: path.read_bytes() for path in (repo / "experiments").rglob("*.md")}
+    result = old_caller(code, repo)
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.strip()
+    assert len(said.splitlines()) == 1 and named in said, said
+    assert {path: path.read_bytes() for path in (repo / "experiments").rglob("*.md")} == before
+
+
+RESTORE_SCRIPT = """\
+import json, sys
+from kernel_exp_dataclass import (
+    KernelExperiment, create_experiment, delete_experiment, get_experiment)
+exp_id, how = sys.argv[1], sys.argv[2]
+kept = get_experiment(exp_id)
+saved = json.dumps(kept.to_dict())
+delete_experiment(exp_id)
+restored = KernelExperiment.from_dict(json.loads(saved)) if how == "json" else kept
+create_experiment(restored)
+print(len(json.loads(saved)))
+"""
+
+
+@pytest.mark.parametrize("how", ["json", "object"])
+def test_an_old_backup_restored_keeps_the_teams_best(
+    repo: Path, team: dict[str, str], how: str
+) -> None:
+    code = RESTORE_SCRIPT.replace("sys.argv[1]", repr(team["tensor"]))
+    result = old_caller(code.replace("sys.argv[2]", repr(how)), repo)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["16"]
+    # Restored as the predecessor meant its score: 2.34 over the original code, its
+    # parent kept; the team's best is still 2.34, not a 1.30 "regression".
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert (stored.score, stored.measured_against) == (pytest.approx(2.34), "reference")
+    assert stored.pid == team["double"] and stored.cumulative_score == pytest.approx(2.34)
+    shown = json.loads(run_kexp("top", "--json", cwd=repo, process=True).stdout)
+    assert shown[0]["id"] == team["tensor"]
+    assert shown[0]["cumulative_score"] == pytest.approx(2.34)
+    assert shown[0]["outcome"] == "improvement"
+
+
+def test_measured_against_alone_is_the_files_word_not_a_write_back(
+    repo: Path, team: dict[str, str]
+) -> None:
+    # A kexp-aware caller says the step's 1.30 was over the reference after all: with no
+    # score given it speaks of the file's score, and is recorded.
+    code = (
+        "import kernel_exp_dataclass as k; "
+        f"print(k.update_experiment({team['tensor']!r}, measured_against='reference').score)"
+    )
+    result = old_caller(code, repo)
+    assert result.returncode == 0, result.stderr
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert (stored.score, stored.measured_against) == (1.30, "reference")
+    assert result.stdout.split() == ["1.3"]
+
+
+def test_an_old_caller_reparenting_a_step_keeps_its_speedup_over_the_original_code(
+    repo: Path, team: dict[str, str]
+) -> None:
+    # The old caller was handed 2.34 and gives the record another parent: in its meaning
+    # the score is unchanged (not 1.30 over the 1.50 root: 1.95).
+    code = (
+        "import kernel_exp_dataclass as k; "
+        f"print(k.update_experiment({team['tensor']!r}, pid={team['tiling']!r}).score)"
+    )
+    result = old_caller(code, repo)
+    assert result.returncode == 0, result.stderr
+    stored = Store(repo).get_experiment(team["tensor"])
+    assert (stored.pid, stored.measured_against) == (team["tiling"], "reference")
+    assert stored.score == pytest.approx(2.34)
+    assert stored.cumulative_score == pytest.approx(2.34)
+    assert float(result.stdout) == pytest.approx(2.34)
+    said = [line for line in result.stderr.splitlines() if "KexpWarning" in line]
+    assert len(said) == 1 and 'measured_against="parent"' in said[0], result.stderr
