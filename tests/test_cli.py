@@ -1019,7 +1019,13 @@ def test_init_creates_the_store(tmp_path: Path) -> None:
     assert Store(tmp_path / "new").list_experiments() == []
 
 
-def test_env_never_fails_and_omits_what_is_missing(tmp_path: Path) -> None:
+def test_env_never_fails_and_omits_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kexp.measure import envinfo
+
+    # A machine with no toolkit: none on PATH, none where toolkits are installed.
+    monkeypatch.setattr(envinfo, "TOOLKIT_FOLDERS", {})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     broken = bin_dir / "nvidia-smi"  # present but failing: must be left out, not an error

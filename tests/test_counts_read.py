@@ -35,5 +35,6 @@ def test_a_first_iteration_is_counted_in_the_singular(repo: Path, tmp_path: Path
     lead = re.search(r'<p class="lead">([^<]*)</p>', page)
     assert lead is not None, page[:2000]
     assert lead.group(1) == (
-        "1 experiment (all experiments) on 1 operator, in 1 operator × dtype × env cell."
+        "1 experiment (all experiments) on 1 operator, in 1 operator × dtype × env cell, "
+        "read from the working tree."
     ), lead.group(1)

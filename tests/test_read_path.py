@@ -334,8 +334,8 @@ def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed
     the bogus one on his, made from hers; Carol, who fetched (neither her checkout nor
     main holds it), asks for it by id across refs (show, tree, similar; the library's
     get_experiment): one clear line saying where it was removed, not an internal error;
-    Bob's own clone says his working tree removed it (Alice's branch still holds it: it
-    is not "not in the store"). Across refs the step's parent is said removed."""
+    Bob's own clone names the commit of his that removed it (Alice's branch still holds
+    it: it is not "not in the store"). Across refs the step's parent is said removed."""
     alice, bob, base = agents
     bogus = record(alice, base, "Fused everything - +40% (bogus)", score=1.40)
     child = record(alice, base, "Fused more - +2%", score=1.02, pid=bogus.id,
@@ -347,7 +347,9 @@ def test_an_experiment_removed_on_a_newer_branch_asked_for_by_id_is_said_removed
     git(bob, "commit", "-q", "-am", "remove the bogus record")
     git(bob, "push", "-q", "origin", "kexp/bob")
     carol = clone(tmp_path / "remote.git", tmp_path / "carol")
-    for root, where in ((carol, "on origin/kexp/bob"), (bob, "in the working tree")):
+    # (Bob's working tree removed it by a commit of his branch: that commit is named)
+    removal = git(bob, "rev-parse", "--short=12", "HEAD")
+    for root, where in ((carol, "on origin/kexp/bob"), (bob, f"by commit {removal}")):
         for args in (("show", bogus.id, "--all-refs"), ("tree", bogus.id[:10], "--all-refs"),
                      ("similar", bogus.id, "--refs", "origin/*")):  # fmt: skip
             result = invoke(root, *args)

@@ -94,4 +94,4 @@ def test_the_operator_page_draws_a_best_per_dtype(tmp_path: Path) -> None:
     assert made["bf16"][:10] in tips.group(1) and made["fp16 next"][:10] in tips.group(1)
     assert made["fp16"][:10] not in tips.group(1)
     # one best-so-far line per dtype: bf16's starts at its own first best
-    assert len(re.findall(r'<path class="sofar"', html)) == 2
+    assert len(re.findall(r'<path class="sofar[ "]', html)) == 2
