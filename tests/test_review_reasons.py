@@ -196,3 +196,50 @@ def test_a_copy_a_pull_request_adds_is_the_file_advised_a_new_id_and_reads_warn(
     assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0
     assert original.is_file() and exp_id in original.read_text()
     assert "held by" not in run_kexp("list", cwd=lead, process=True).stderr
+
+
+def test_a_score_edited_in_a_file_the_change_also_moved_is_put_back_where_it_was(
+    tmp_path: Path,
+) -> None:
+    """bob's pull request moves alice's file to a folder of his own and edits its score:
+    the score warning's advice moves it back before restoring it (restored where it was
+    while the moved copy stays, the store would hold the experiment twice, one id in two
+    files). Followed, with the correction made by kexp, it leaves one file and nothing
+    to warn of."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = _file(bob, exp_id)
+    (bob / "experiments" / "gemm").mkdir()
+    moved = bob / "experiments" / "gemm" / f"{exp_id}.md"
+    git(bob, "mv", str(path), str(moved))
+    moved.write_text(moved.read_text().replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "commit", "-q", "-am", "tidy and tweak")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=bob, process=True)
+    said = checked.stdout + checked.stderr
+    assert "score-without-note" in said and "moved-file" in said, said
+    old, new = path.relative_to(bob).as_posix(), moved.relative_to(bob).as_posix()
+    assert f"git mv {new} {old} && git restore --source origin/main -- :/{old}" in said
+
+    advice = said[said.index("put the file back") :]
+    _run(bob, _hinted(advice, "mkdir -p", ")"))
+    assert sorted((bob / "experiments").rglob(f"{exp_id}*.md")) == [path]
+    whole = run_kexp("validate", cwd=bob)
+    assert "duplicate-id" not in whole.stdout + whole.stderr, whole.stdout
+    fixed = run_kexp("update", exp_id, "--set", "score=1.18", "--reason", "re-timed", cwd=bob)
+    assert fixed.returncode == 0, fixed.stderr
+    git(bob, "commit", "-q", "-am", "correct alice's score, with the reason")
+    again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
+    assert "score-without-note" not in again.stdout and "moved-file" not in again.stdout
+    assert again.returncode == 0, again.stdout
