@@ -243,3 +243,43 @@ def test_a_score_edited_in_a_file_the_change_also_moved_is_put_back_where_it_was
     again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
     assert "score-without-note" not in again.stdout and "moved-file" not in again.stdout
     assert again.returncode == 0, again.stdout
+
+
+def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_id(
+    tmp_path: Path,
+) -> None:
+    """A branch moved alice's file to a folder of its own, then the old path was restored
+    from main beside it: two files, one id, one experiment. Neither ``kexp validate`` nor
+    ``kexp validate --changed`` advises ``kexp re-id`` (a second experiment with the same
+    numbers); their advice keeps one file, and followed, no duplicate is left."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = _file(bob, exp_id)
+    (bob / "experiments" / "gemm").mkdir()
+    moved = bob / "experiments" / "gemm" / f"{exp_id}.md"
+    git(bob, "mv", str(path), str(moved))
+    git(bob, "commit", "-q", "-am", "tidy")
+    old = path.relative_to(bob).as_posix()
+    git(bob, "restore", "--source", "origin/main", "--", f":/{old}")
+
+    for args in (("validate",), ("validate", "--changed", "origin/main")):
+        checked = run_kexp(*args, cwd=bob, process=True)
+        said = checked.stdout + checked.stderr
+        assert "duplicate-id" in said, said
+        assert "re-id" not in said, said
+        assert "the same experiment twice" in said, said
+    _run(bob, _hinted(said, "mv -f", ")"))
+    assert sorted((bob / "experiments").rglob(f"{exp_id}*.md")) == [path]
+    whole = run_kexp("validate", cwd=bob)
+    assert "duplicate-id" not in whole.stdout + whole.stderr, whole.stdout

@@ -111,6 +111,11 @@ def validate_store(
             problems.append(
                 Problem(path, line, column, severity, code, "base_commit", message, hint)
             )
+    if findings:  # one experiment moved by a commit and put back beside the move
+        # lazy: only a store with problems across files needs kexp.storage.movedtwins
+        from kexp.storage.movedtwins import moved_back
+
+        problems = moved_back(problems, store.root, store.commit or "HEAD")
     return sort_problems(problems), in_store
 
 
