@@ -283,3 +283,53 @@ def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_
     assert sorted((bob / "experiments").rglob(f"{exp_id}*.md")) == [path]
     whole = run_kexp("validate", cwd=bob)
     assert "duplicate-id" not in whole.stdout + whole.stderr, whole.stdout
+
+
+def test_an_experiment_removed_then_brought_back_with_another_score_is_a_correction(
+    tmp_path: Path,
+) -> None:
+    """alice's experiment was removed (``kexp rm``) on main; bob's pull request brings it
+    back, same id, with another score. Not "1 added, new best": the review and CI's check
+    see the removed version corrected (score 1.08 → 1.18, no reason given), ``kexp log``
+    shows the re-add's change against the version removed, and the advice (the removed
+    version put back, the correction made with its reason) settles it."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    kept = _file(alice, exp_id).read_text()
+    relative = _file(alice, exp_id).relative_to(alice).as_posix()
+    assert run_kexp("rm", exp_id, "--yes", cwd=alice).returncode == 0
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: drop swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = bob / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kept.replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "add", "-A")
+    git(bob, "commit", "-q", "-m", "bring swizzle back")
+
+    log = run_kexp("log", exp_id[:10], cwd=bob).stdout
+    assert f"re-added {relative}" in log and "score: 1.08 → 1.18" in log, log
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=bob, process=True)
+    said = checked.stdout + checked.stderr
+    assert "score-without-note" in said and "1.08 → 1.18" in said, said
+    review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
+    assert "**0 added · 1 corrected · 0 removed**" in review, review
+    assert "New best" not in review and "**Score changed without a reason**" in review
+
+    _run(bob, _hinted(said, "git restore", ")"))
+    assert path.read_text() == kept
+    fixed = run_kexp("update", exp_id, "--set", "score=1.18", "--reason", "re-timed", cwd=bob)
+    assert fixed.returncode == 0, fixed.stderr
+    git(bob, "commit", "-q", "-am", "bring swizzle back, corrected with the reason")
+    again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
+    assert "score-without-note" not in again.stdout and again.returncode == 0, again.stdout

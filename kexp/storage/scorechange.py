@@ -105,6 +105,8 @@ def add_unexplained_scores(changes: Changes, base: str, in_repo: Callable[[Path]
     for before, now, after, change in changes.both_read():
         where = in_repo(change.old_path or after.path)
         moved = in_repo(after.path) if change.old_path is not None else None
-        found = unexplained_score(before, now, str(after.path), base, where, moved)
+        # Brought back after a removal: restored from the commit before the removal.
+        source = f"{change.removed_in[:12]}~1" if change.removed_in else base
+        found = unexplained_score(before, now, str(after.path), source, where, moved)
         if found is not None:
             after.problems.append(found)
