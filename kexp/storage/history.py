@@ -449,23 +449,15 @@ def _removed_versions(
     """Of ``exp_ids`` (ids the store at ``base_sha`` lacks), those whose file a commit of
     ``base_sha``'s history removed (``kexp rm``, a ``git rm``), each with the file it
     removed last: (repository path, blob, the commit that removed it). One ``git log``
-    for them all; none asked, none run."""
+    of the removals alone; none run when nothing was added."""
     if not exp_ids:
         return {}
-    folder = location.folder
-    specs = [
-        spec
-        for exp_id in exp_ids
-        for spec in (f":(glob){folder}/**/{exp_id}-*.md", f":(glob){folder}/**/{exp_id}.md")
-    ]
+    wanted = set(exp_ids)
     found: dict[str, tuple[str, str, str]] = {}
-    for commit in gitlog.log_files(location.repo, base_sha, specs):  # oldest first
-        for change in commit.files:
-            exp_id = id_from_name(change.path)
-            if change.status == "D" and change.old_sha and exp_id in exp_ids:
-                found[exp_id] = (change.path, change.old_sha, commit.sha)
-            elif exp_id in found and change.status != "D":
-                del found[exp_id]  # there again afterwards (and removed later, if at all)
+    for sha, change in gitlog.removals(location.repo, base_sha, location.folder):
+        exp_id = id_from_name(change.path)  # newest first: the first found is the last
+        if exp_id in wanted and exp_id not in found and change.old_sha:
+            found[exp_id] = (change.path, change.old_sha, sha)
     return found
 
 
