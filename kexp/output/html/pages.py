@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kexp.agents.lessons import LESSON_GROUPS
+from kexp.agents.lessons import LESSON_GROUPS, speedup_over_parent
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.core.outcome import NOTHING_MEASURED
@@ -763,13 +763,22 @@ def _lesson_entries(
         for exp in items:
             insight = site.insights.get(exp.id, "")
             shown = one_line(insight) if insight else '<span class="none">(no key insight)</span>'
+            parent = site.by_id.get(exp.pid) if exp.pid else None
+            over = speedup_over_parent(exp, parent.cumulative_score if parent else None)
+            over_text = (  # a step measured against the reference: judged over its parent
+                f'<div class="over-parent">Over parent {site.experiment_link(exp.pid, root)}: '
+                f"{over:.4f} ({(over - 1) * 100:+.1f}%); {score_text(exp)} is over the "
+                "reference</div>"
+                if over is not None
+                else ""
+            )
             entries.append(
                 (
                     name,
                     f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
                     f"{one_line(exp.change_summary)} "
                     f'<span class="campaign">({text(svg.campaign_label((exp.dtype_sig, exp.env)))})'
-                    "</span>"
+                    f"</span>{over_text}"
                     f'<div class="insight">Key insight: {shown}</div></li>',
                 )
             )
