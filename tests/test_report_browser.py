@@ -675,3 +675,32 @@ def test_a_lesson_measured_against_the_reference_says_how_it_did_over_its_parent
     assert f"Over parent {tiling[:10]}: 0.7923 (-20.8%); 1.0300 is over the reference" in (
         " ".join(lessons[0].split())
     ), lessons
+
+
+def test_an_experiment_page_names_every_ref_holding_it(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """An experiment another branch copied (agent b built on agent a's branch): its page
+    in a report across refs names both branches, as ``kexp show --all-refs`` does, not
+    one of them "+1" (which hides the other, its author's maybe)."""
+    git(repo, "switch", "-q", "-c", "kexp/agent-a")
+    printed = run_kexp("add", "--summary", "WMMA - +40%", "--score", "1.40", "--json",
+                       "--operator", "csrc/gemm.cu: sgemm", "--dtype", "fp16",
+                       "--env", "H100", "--description", "x", cwd=repo)  # fmt: skip
+    wmma = str(json.loads(printed.stdout)["id"])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "wmma")
+    git(repo, "switch", "-q", "-c", "kexp/agent-b")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "agent b's work")
+    git(repo, "switch", "-q", "main")
+    (repo / "experiments").mkdir(exist_ok=True)  # main holds none: git removed the folder
+    shown = run_kexp("show", wmma[:10], "--all-refs", cwd=repo).stdout
+    assert "kexp/agent-a, kexp/agent-b" in shown, shown
+
+    run_kexp("report", "--all-refs", "-o", str(tmp_path / "refs"), cwd=repo)
+    opened = open_page(tmp_path / "refs" / experiment_path(wmma), "refs-every-ref", wmma)
+    rows = opened.eval(
+        f"""() => Array.from(document.querySelectorAll('section[id="{wmma}"] tr'))
+        .map(row => row.textContent)"""
+    )
+    assert "whereon kexp/agent-a, kexp/agent-b" in rows, rows

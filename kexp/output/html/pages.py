@@ -181,18 +181,23 @@ class Site:
         mark = f' <span class="ref">{text(found)}</span>' if found else ""
         return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>{mark}'
 
-    def found_on(self, exp: KernelExperiment) -> str:
+    def found_on(self, exp: KernelExperiment, *, every: bool = False) -> str:
         """Where a report read across refs found ``exp`` when the working tree does not
         hold it, or holds it built on a side branch's version, as ``kexp top --all-refs``
         says it (``on feat/splitk +1``, ``on origin/x (unmerged)``, ``built on
-        unmerged``); "" otherwise."""
+        unmerged``; ``every``: each ref holding it named, as ``kexp show --all-refs``
+        does, ``on origin/kexp/a, origin/kexp/b``); "" otherwise."""
         sighting = exp.where if self.reads_refs else None
         if sighting is None:
             return ""
         unmerged = sighting.unmerged
         if sighting.local:
             return "" if unmerged is None else "built on unmerged"
-        found = sighting.ref + (f" +{len(sighting.refs) - 1}" if len(sighting.refs) > 1 else "")
+        if every:
+            found = ", ".join(sighting.refs)
+        else:
+            more = len(sighting.refs) - 1
+            found = sighting.ref + (f" +{more}" if more > 0 else "")
         if unmerged is not None:
             found += " (unmerged)" if unmerged.own else " (built on unmerged)"
         return "on " + " ".join(found.split())
