@@ -251,7 +251,8 @@ def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_
     """A branch moved alice's file to a folder of its own, then the old path was restored
     from main beside it: two files, one id, one experiment. Neither ``kexp validate`` nor
     ``kexp validate --changed`` advises ``kexp re-id`` (a second experiment with the same
-    numbers); their advice keeps one file, and followed, no duplicate is left."""
+    numbers), nor does ``kexp update``'s refusal; their advice keeps one file, and
+    followed, no duplicate is left."""
     remote, _ = make_remote(tmp_path)
     alice = _person(remote, tmp_path / "alice")
     exp_id = _add(
@@ -279,6 +280,9 @@ def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_
         assert "duplicate-id" in said, said
         assert "re-id" not in said, said
         assert "the same experiment twice" in said, said
+    refused = run_kexp("update", exp_id, "--set", "score=1.18", "--reason", "re-timed", cwd=bob)
+    assert refused.returncode != 0 and "the same experiment twice" in refused.stderr
+    assert "re-id" not in refused.stderr, refused.stderr
     _run(bob, _hinted(said, "mv -f", ")"))
     assert sorted((bob / "experiments").rglob(f"{exp_id}*.md")) == [path]
     whole = run_kexp("validate", cwd=bob)

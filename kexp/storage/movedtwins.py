@@ -24,7 +24,7 @@ from kexp.format.rules import id_from_name
 if TYPE_CHECKING:
     from kexp.gitops.log import CommitInfo
 
-__all__ = ["moved_back"]
+__all__ = ["moved_back", "moved_twin_advice"]
 
 
 def moved_back(problems: Sequence[Problem], root: Path, revision: str = "HEAD") -> list[Problem]:
@@ -37,9 +37,26 @@ def moved_back(problems: Sequence[Problem], root: Path, revision: str = "HEAD") 
     for problem in problems:
         if problem.code == "duplicate-id" and (exp_id := id_from_name(problem.path)):
             paths.setdefault(exp_id, []).append(problem.path)
-    pairs = {exp_id: found for exp_id, found in paths.items() if len(set(found)) == 2}
-    if not pairs:
-        return list(problems)
+    hints: dict[str, str] = {}
+    for found in paths.values():
+        hint = moved_twin_advice(found, root, revision)
+        if hint is not None:
+            hints.update(dict.fromkeys(found, hint))
+    return [
+        dataclasses.replace(p, hint=hints[p.path])
+        if p.code == "duplicate-id" and p.path in hints
+        else p
+        for p in problems
+    ]
+
+
+def moved_twin_advice(paths: Sequence[str], root: Path, revision: str = "HEAD") -> str | None:
+    """The advice for the files ``paths`` (store paths) of one id when they are two and
+    a commit reachable from ``revision`` moved one to the other's path (one experiment
+    put back beside its move: keep one file); None otherwise (a copy: ``kexp re-id``)."""
+    pair = sorted(set(paths))
+    if len(pair) != 2:
+        return None
     # lazy: only a store with two files of one id needs kexp.gitops.*, kexp.storage.snapshot
     from kexp.gitops import git as kgit
     from kexp.gitops.log import log_files
@@ -49,30 +66,17 @@ def moved_back(problems: Sequence[Problem], root: Path, revision: str = "HEAD") 
         location = StoreLocation.of(root)
         tip = kgit.resolve_commit(location.repo, revision)
     except GitError:
-        return list(problems)
-    hints: dict[str, str] = {}
-    for first, second in (sorted(set(found)) for found in pairs.values()):
-        in_repo = {location.repo_path(Path(p)) or p: p for p in (first, second)}
-        move = _move_between(lambda specs: log_files(location.repo, tip, specs), in_repo)
-        if move is None:
-            continue
-        old, new = move
-        hint = _advice(old, new)
-        hints[in_repo[old]] = hints[in_repo[new]] = hint
-    return [
-        dataclasses.replace(p, hint=hints[p.path])
-        if p.code == "duplicate-id" and p.path in hints
-        else p
-        for p in problems
-    ]
+        return None
+    in_repo = [location.repo_path(Path(p)) or p for p in pair]
+    move = _move_between(lambda specs: log_files(location.repo, tip, specs), in_repo)
+    return _advice(*move) if move is not None else None
 
 
 def _move_between(
-    log: Callable[[list[str]], Sequence[CommitInfo]], paths: dict[str, str]
+    log: Callable[[list[str]], Sequence[CommitInfo]], specs: list[str]
 ) -> tuple[str, str] | None:
     """The (from, to) repository paths of the newest commit ``log`` lists that renamed one
-    of ``paths`` (repository path → store path) to the other; None when none did."""
-    specs = list(paths)
+    of the two repository paths ``specs`` to the other; None when none did."""
     try:
         commits = log(specs)
     except GitError:
