@@ -329,6 +329,8 @@ def test_an_experiment_removed_then_brought_back_with_another_score_is_a_correct
     review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
     assert "**0 added · 1 corrected · 0 removed**" in review, review
     assert "New best" not in review and "**Score changed without a reason**" in review
+    removal = git(bob, "log", "-1", "--format=%h", "--abbrev=12", "origin/main")
+    assert f"Brought back after its removal in `{removal}`" in review, review
 
     _run(bob, _hinted(said, "git restore", ")"))
     assert path.read_text() == kept
