@@ -87,8 +87,9 @@ def test_a_file_a_forges_merge_moved_into_another_ids_folder_is_warned_and_moved
 def test_the_move_back_runs_as_printed_for_a_hand_named_file(repo: Path, store: Store) -> None:
     """A hand-named file (a space and a quote in its name) moved by hand into another
     id's folder, not committed: ``kexp validate`` (and ``kexp validate FILE``) warns
-    with a move that the shell runs as printed; a file of the month layout and one in
-    a folder of someone's own are no problem."""
+    with a move that the shell runs as printed; a file of the month layout is no
+    problem, and one in a folder of someone's own is a ``moved-file`` of its own (the
+    path kexp chose stays: test_moved_files)."""
     exp = store.create_experiment(**experiment_fields())
     other = "00" if exp.id.endswith("ff") else "ff"
     month = exp.path.parent.parent
@@ -106,14 +107,17 @@ def test_the_move_back_runs_as_printed_for_a_hand_named_file(repo: Path, store: 
         found = run_kexp(*args, cwd=repo)
         assert found.returncode == 0, found.stdout
         problems = json.loads(run_kexp(*args, "--format", "json", cwd=repo).stdout)
+        mine = [("moved-file", own.path.name)] if len(args) == 1 else []
         assert [(p["code"], Path(p["file"]).name) for p in problems] == [
-            ("misplaced-file", wrong.name)
+            ("misplaced-file", wrong.name),
+            *mine,
         ], problems
     command = re.search(r"\((mkdir -p .* && mv .*)\) and commit the move$", found.stdout, re.M)
     assert command is not None, found.stdout
     subprocess.run(["bash", "-c", command.group(1)], cwd=repo, check=True)
     assert (month / exp.id[-2:] / wrong.name).is_file() and not wrong.exists()
-    assert json.loads(run_kexp("validate", "--format", "json", cwd=repo).stdout) == []
+    left = json.loads(run_kexp("validate", "--format", "json", cwd=repo).stdout)
+    assert [(p["code"], Path(p["file"]).name) for p in left] == [("moved-file", own.path.name)]
     assert store.get_experiment(exp.id).path == month / exp.id[-2:] / wrong.name
 
 

@@ -112,3 +112,30 @@ def test_no_warning_for_kexps_own_moves_and_for_a_move_back(tmp_path: Path) -> N
     checked = run_kexp("validate", "--changed", "migrate", cwd=lead, process=True)
     assert checked.returncode == 0 and "moved-file" not in checked.stdout, checked.stdout
     assert exp_id in git(lead, "ls-files", "--", old)
+
+
+def test_plain_validate_warns_of_a_file_outside_kexps_layout_once_merged(tmp_path: Path) -> None:
+    """The hand move merged into main: ``kexp validate`` (what CI runs on main) warns of
+    the file outside the folders kexp puts files in, with the ``git mv`` that puts it
+    back (its id's folder of its creation month), which settles it. A file in the older
+    month layout (what ``kexp migrate-layout`` moves) is none."""
+    lead, _, old, new = _tidy_branch(tmp_path)
+    git(lead, "commit", "-q", "-m", "move by hand")
+    git(lead, "switch", "-q", "main")
+    git(lead, "merge", "-q", "--ff-only", "chore/tidy")
+    checked = run_kexp("validate", cwd=lead, process=True)
+    assert checked.returncode == 0, checked.stderr  # a warning: nothing refused
+    lines = checked.stdout.splitlines()
+    warned = [line for line in lines if "warning[moved-file]" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"{new}:1:1:"), checked.stdout
+    hint = lines[lines.index(warned[0]) + 1]
+    back = re.search(r"move it back, from the repository's root \((.*)\), and commit", hint)
+    right = f"{old.rsplit('/', 1)[0]}/{new.rsplit('/', 1)[1]}"  # its folder, its name
+    assert back is not None and f"git mv {new} {right}" in back.group(1), hint
+    subprocess.run(back.group(1), shell=True, cwd=lead, check=True)
+    again = run_kexp("validate", cwd=lead, process=True)
+    assert again.returncode == 0 and "moved-file" not in again.stdout, again.stdout
+    month = "/".join([*old.split("/")[:3], right.split("/")[-1]])  # the older layout
+    git(lead, "mv", right, month)
+    again = run_kexp("validate", cwd=lead, process=True)
+    assert again.returncode == 0 and "moved-file" not in again.stdout, again.stdout

@@ -646,3 +646,61 @@ def test_a_report_across_refs_says_what_it_read_and_marks_side_branch_work(
     run_kexp("report", "-o", str(tmp_path / "tree"), cwd=repo)
     index = open_page(tmp_path / "tree" / "index.html", "tree-index").eval(_MARKED)
     assert "read from the working tree." in index["lead"], index
+
+
+def test_a_lesson_measured_against_the_reference_says_how_it_did_over_its_parent(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """A step measured against the reference (1.03) that is below its parent (1.30): the
+    operator page's lesson says what ``kexp lessons`` says, its speedup over the parent
+    (0.7923, -20.8%), not a bare 1.0300 under "regression"."""
+
+    def add(summary: str, score: str, *more: str) -> str:
+        printed = run_kexp("add", "--summary", summary, "--score", score, "--json",
+                           "--operator", "csrc/gemm.cu: sgemm", "--dtype", "fp16",
+                           "--env", "H100", "--description", "**Key insight**: registers",
+                           *more, cwd=repo)  # fmt: skip
+        return str(json.loads(printed.stdout)["id"])
+
+    tiling = add("Tiling - +30%", "1.30")
+    add("Unroll 8 - 3% over reference", "1.03", "--pid", tiling, "--measured-against", "reference")
+    said = run_kexp("lessons", cwd=repo).stdout
+    assert f"Over parent {tiling[:10]}: 0.7923 (-20.8%)" in said, said
+    run_kexp("report", "-o", str(tmp_path / "site"), cwd=repo)
+    operator = tmp_path / "site" / "op" / f"{operator_slug('csrc/gemm.cu: sgemm')}.html"
+    lessons = open_page(operator, "lesson-over-parent").eval(
+        "() => Array.from(document.querySelectorAll('ul.lessons li')).map(li => li.innerText)"
+    )
+    assert len(lessons) == 1, lessons
+    assert f"Over parent {tiling[:10]}: 0.7923 (-20.8%); 1.0300 is over the reference" in (
+        " ".join(lessons[0].split())
+    ), lessons
+
+
+def test_an_experiment_page_names_every_ref_holding_it(
+    repo: Path, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """An experiment another branch copied (agent b built on agent a's branch): its page
+    in a report across refs names both branches, as ``kexp show --all-refs`` does, not
+    one of them "+1" (which hides the other, its author's maybe)."""
+    git(repo, "switch", "-q", "-c", "kexp/agent-a")
+    printed = run_kexp("add", "--summary", "WMMA - +40%", "--score", "1.40", "--json",
+                       "--operator", "csrc/gemm.cu: sgemm", "--dtype", "fp16",
+                       "--env", "H100", "--description", "x", cwd=repo)  # fmt: skip
+    wmma = str(json.loads(printed.stdout)["id"])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "wmma")
+    git(repo, "switch", "-q", "-c", "kexp/agent-b")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "agent b's work")
+    git(repo, "switch", "-q", "main")
+    (repo / "experiments").mkdir(exist_ok=True)  # main holds none: git removed the folder
+    shown = run_kexp("show", wmma[:10], "--all-refs", cwd=repo).stdout
+    assert "kexp/agent-a, kexp/agent-b" in shown, shown
+
+    run_kexp("report", "--all-refs", "-o", str(tmp_path / "refs"), cwd=repo)
+    opened = open_page(tmp_path / "refs" / experiment_path(wmma), "refs-every-ref", wmma)
+    rows = opened.eval(
+        f"""() => Array.from(document.querySelectorAll('section[id="{wmma}"] tr'))
+        .map(row => row.textContent)"""
+    )
+    assert "whereon kexp/agent-a, kexp/agent-b" in rows, rows

@@ -196,3 +196,146 @@ def test_a_copy_a_pull_request_adds_is_the_file_advised_a_new_id_and_reads_warn(
     assert run_kexp("validate", "--changed", "origin/main", cwd=lead).returncode == 0
     assert original.is_file() and exp_id in original.read_text()
     assert "held by" not in run_kexp("list", cwd=lead, process=True).stderr
+
+
+def test_a_score_edited_in_a_file_the_change_also_moved_is_put_back_where_it_was(
+    tmp_path: Path,
+) -> None:
+    """bob's pull request moves alice's file to a folder of his own and edits its score:
+    the score warning's advice moves it back before restoring it (restored where it was
+    while the moved copy stays, the store would hold the experiment twice, one id in two
+    files). Followed, with the correction made by kexp, it leaves one file and nothing
+    to warn of."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = _file(bob, exp_id)
+    (bob / "experiments" / "gemm").mkdir()
+    moved = bob / "experiments" / "gemm" / f"{exp_id}.md"
+    git(bob, "mv", str(path), str(moved))
+    moved.write_text(moved.read_text().replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "commit", "-q", "-am", "tidy and tweak")
+
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=bob, process=True)
+    said = checked.stdout + checked.stderr
+    assert "score-without-note" in said and "moved-file" in said, said
+    old, new = path.relative_to(bob).as_posix(), moved.relative_to(bob).as_posix()
+    assert f"git mv {new} {old} && git restore --source origin/main -- :/{old}" in said
+
+    advice = said[said.index("put the file back") :]
+    _run(bob, _hinted(advice, "mkdir -p", ")"))
+    assert sorted((bob / "experiments").rglob(f"{exp_id}*.md")) == [path]
+    whole = run_kexp("validate", cwd=bob)
+    assert "duplicate-id" not in whole.stdout + whole.stderr, whole.stdout
+    fixed = run_kexp("update", exp_id, "--set", "score=1.18", "--reason", "re-timed", cwd=bob)
+    assert fixed.returncode == 0, fixed.stderr
+    git(bob, "commit", "-q", "-am", "correct alice's score, with the reason")
+    again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
+    assert "score-without-note" not in again.stdout and "moved-file" not in again.stdout
+    assert again.returncode == 0, again.stdout
+
+
+def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_id(
+    tmp_path: Path,
+) -> None:
+    """A branch moved alice's file to a folder of its own, then the old path was restored
+    from main beside it: two files, one id, one experiment. Neither ``kexp validate`` nor
+    ``kexp validate --changed`` advises ``kexp re-id`` (a second experiment with the same
+    numbers), nor does ``kexp update``'s refusal; their advice keeps one file, and
+    followed, no duplicate is left."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = _file(bob, exp_id)
+    (bob / "experiments" / "gemm").mkdir()
+    moved = bob / "experiments" / "gemm" / f"{exp_id}.md"
+    git(bob, "mv", str(path), str(moved))
+    git(bob, "commit", "-q", "-am", "tidy")
+    old = path.relative_to(bob).as_posix()
+    git(bob, "restore", "--source", "origin/main", "--", f":/{old}")
+
+    for args in (("validate",), ("validate", "--changed", "origin/main")):
+        checked = run_kexp(*args, cwd=bob, process=True)
+        said = checked.stdout + checked.stderr
+        assert "duplicate-id" in said, said
+        assert "re-id" not in said, said
+        assert "the same experiment twice" in said, said
+    refused = run_kexp("update", exp_id, "--set", "score=1.18", "--reason", "re-timed", cwd=bob)
+    assert refused.returncode != 0 and "the same experiment twice" in refused.stderr
+    assert "re-id" not in refused.stderr, refused.stderr
+    _run(bob, _hinted(said, "mv -f", ")"))
+    assert sorted((bob / "experiments").rglob(f"{exp_id}*.md")) == [path]
+    whole = run_kexp("validate", cwd=bob)
+    assert "duplicate-id" not in whole.stdout + whole.stderr, whole.stdout
+
+
+def test_an_experiment_removed_then_brought_back_with_another_score_is_a_correction(
+    tmp_path: Path,
+) -> None:
+    """alice's experiment was removed (``kexp rm``) on main; bob's pull request brings it
+    back, same id, with another score. Not "1 added, new best": the review and CI's check
+    see the removed version corrected (score 1.08 → 1.18, no reason given), ``kexp log``
+    shows the re-add's change against the version removed, and the advice (the removed
+    version put back, the correction made with its reason) settles it."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    exp_id = _add(
+        alice,
+        *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
+        *("--dtype", "bf16", "--env", "H100"),
+    )
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: swizzle")
+    kept = _file(alice, exp_id).read_text()
+    relative = _file(alice, exp_id).relative_to(alice).as_posix()
+    assert run_kexp("rm", exp_id, "--yes", cwd=alice).returncode == 0
+    git(alice, "add", "-A")
+    git(alice, "commit", "-q", "-m", "alice: drop swizzle")
+    git(alice, "push", "-q", "origin", "main")
+
+    bob = _person(remote, tmp_path / "bob")
+    git(bob, "checkout", "-q", "-b", "kexp/bob")
+    path = bob / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kept.replace("score: 1.08\n", "score: 1.18\n"))
+    git(bob, "add", "-A")
+    git(bob, "commit", "-q", "-m", "bring swizzle back")
+
+    log = run_kexp("log", exp_id[:10], cwd=bob).stdout
+    assert f"re-added {relative}" in log and "score: 1.08 → 1.18" in log, log
+    checked = run_kexp("validate", "--changed", "origin/main", cwd=bob, process=True)
+    said = checked.stdout + checked.stderr
+    assert "score-without-note" in said and "1.08 → 1.18" in said, said
+    review = run_kexp("review", "origin/main", "HEAD", cwd=bob).stdout
+    assert "**0 added · 1 corrected · 0 removed**" in review, review
+    assert "New best" not in review and "**Score changed without a reason**" in review
+    removal = git(bob, "log", "-1", "--format=%h", "--abbrev=12", "origin/main")
+    assert f"Brought back after its removal in `{removal}`" in review, review
+
+    _run(bob, _hinted(said, "git restore", ")"))
+    assert path.read_text() == kept
+    fixed = run_kexp("update", exp_id, "--set", "score=1.18", "--reason", "re-timed", cwd=bob)
+    assert fixed.returncode == 0, fixed.stderr
+    git(bob, "commit", "-q", "-am", "bring swizzle back, corrected with the reason")
+    again = run_kexp("validate", "--changed", "origin/main", cwd=bob)
+    assert "score-without-note" not in again.stdout and again.returncode == 0, again.stdout

@@ -36,6 +36,7 @@ from kexp.format.reading import real_paths
 from kexp.format.rules import warns_if_valid
 from kexp.format.storechecks import check_store, store_findings
 from kexp.format.validate import CheckedFile, check_bytes, read_and_check
+from kexp.storage.validation import outside_layout_problems
 from tests.conftest import REPO_ROOT, git, run_kexp
 
 # --- the reference: validation as it was before it streamed (whole documents kept) ---
@@ -60,6 +61,9 @@ def reference_validate(
     problems = [p for item in selected for p in item.problems]
     problems += reference_check_store(selected, index)
     problems += reference_base_commit_problems(selected, store.code_repo, strict=strict)
+    # Files outside kexp's layout (the folders '1', '1-x' below): warned of as they were
+    # since plain validate warns of them, a check of the path alone (test_moved_files).
+    problems += outside_layout_problems(store, [str(c.path) for c in selected])
     return sort_problems(problems)
 
 

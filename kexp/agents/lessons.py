@@ -127,15 +127,16 @@ def group_lessons(
                     status=exp.status,
                     env=exp.env,
                     pid=exp.pid,
-                    over_parent=_over(exp, known.get(exp.pid)),
+                    over_parent=speedup_over_parent(exp, known.get(exp.pid)),
                 )
             )
     return groups
 
 
-def _over(exp: KernelExperiment, parent: float | None) -> float | None:
+def speedup_over_parent(exp: KernelExperiment, parent: float | None) -> float | None:
     """``exp``'s speedup over its parent's code when it is judged over its parent and
-    both the score and the parent's cumulative score measured something."""
+    both the score and the parent's cumulative score (``parent``) measured something
+    (None otherwise): what :attr:`Lesson.over_parent` says, and the report's lessons."""
     score = shown_score(exp.score, exp.status)
     if not judged_over_parent(exp) or not parent or score is None:
         return None

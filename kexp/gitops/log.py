@@ -124,6 +124,30 @@ def removed_by(repo: git.Repo, revision: str, folder: str, exp_id: str) -> tuple
     return (sha, subject) if sha else None
 
 
+def removals(repo: git.Repo, revision: str, folder: str) -> list[tuple[str, FileChange]]:
+    """Every file under ``folder`` a commit reachable from ``revision`` (a full hash)
+    deleted, newest first, each with that commit's hash: one ``git log`` whose output is
+    the removals alone (few)."""
+    _, output = run_git(
+        repo, "log", "-z", "--raw", "--no-abbrev", "--no-renames", "--diff-filter=D",
+        "--format=%x1e%H", revision, "--", folder,
+    )  # fmt: skip
+    found: list[tuple[str, FileChange]] = []
+    tokens = output.split("\0")
+    i, sha = 0, ""
+    while i < len(tokens):
+        token = tokens[i].lstrip("\n")
+        if token.startswith("\x1e"):
+            sha = token[1:].strip()
+            i += 1
+        elif token.startswith(":"):
+            change, i = _raw_entry(tokens, i)
+            found.append((sha, change))
+        else:
+            i += 1
+    return found
+
+
 def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
     """``git diff`` of the working tree of ``repo`` against ``commit``: its tracked files
     and its untracked ones that are not ignored (new files, as ``git add -N`` shows them,

@@ -300,7 +300,10 @@ def _unexplained_on_tip(
         if before is None or after is None or before.document is None or after.document is None:
             continue
         where = location.repo_path(before.path) or str(before.path)
-        problem = unexplained_score(before.document, after.document, str(after.path), base, where)
+        moved = location.repo_path(after.path) or str(after.path)
+        problem = unexplained_score(
+            before.document, after.document, str(after.path), base, where, moved
+        )
         if problem is not None and problem not in after.problems:
             after.problems.append(problem)
             found.append(problem)

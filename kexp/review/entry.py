@@ -69,6 +69,7 @@ def reviewed_entry(
         pid="",
         changes=[field_change(name, old, new) for name, (old, new) in change.fields.items()],
         problems=sort_problems(checked.problems) if kind != "removed" else [],
+        removed_in=change.removed_in if kind == "corrected" else "",
     )
     if exp is None:
         if checked.document is None:

@@ -129,6 +129,9 @@ class ReviewedExperiment:
     #: Who recorded it (its ``author``; "" when it names none): whose experiment a
     #: correction changes.
     author: str = ""
+    #: For a correction of an experiment the base's history removed and the change
+    #: brings back: the commit that removed the version it is compared with ("": none).
+    removed_in: str = ""
 
     @property
     def shown_score(self) -> float | None:

@@ -476,6 +476,12 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
     for e in entries:
         title = f"#### {md_code(e.id)} {md_text(e.change_summary)}".rstrip()
         lines = [title, ""]
+        if e.removed_in:
+            lines.append(
+                f"Brought back after its removal in {md_code(e.removed_in[:12])}: the "
+                "changes are against the version removed."
+            )
+            lines.append("")
         if e.old_path is not None:
             lines.append(f"Moved from {md_code(e.old_path)} to {md_code(e.path)}.")
             lines.append("")

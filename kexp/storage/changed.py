@@ -34,6 +34,7 @@ from kexp.format.rules import id_from_name
 from kexp.format.storechecks import moved_problem, store_findings
 from kexp.storage.caused import added_files, copied_by_change, removed_by_change, removed_files
 from kexp.storage.layout import layout_twins, where_kexp_puts
+from kexp.storage.movedtwins import moved_back
 from kexp.storage.scan import Keep, scan, value_positions
 from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.validation import misplaced_problem
@@ -209,6 +210,8 @@ def _check(
     # A parent the change removed, an id it copied: said so (when the change caused it).
     removals = removed_by_change(head_sw, links, removed_files(changes, in_repo), base)
     removals = copied_by_change(removals, links, added_files(changes))
+    # One experiment a commit moved and the change put back beside the move: not a copy.
+    removals = moved_back(removals, store.root, head or "HEAD")
     said = dict(zip(head_sw, removals, strict=True))
     # The store at the merge base: the head's files, less what the change added or
     # corrected, plus what it removed or corrected as it was.

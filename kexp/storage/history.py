@@ -104,7 +104,9 @@ class HistoryEntry:
     author_email: str
     date: str  # author date, ISO 8601 with UTC offset
     message: str  # the full commit message
-    action: str  # 'added', 'modified', 'renamed' or 'deleted'
+    #: 'added', 'modified', 'renamed' or 'deleted'; 're-added': added after its removal,
+    #: ``changes`` then against the version removed
+    action: str
     path: str  # the file afterwards (the deleted file for 'deleted'), from the repo root
     old_path: str  # the file before a rename ('' otherwise)
     #: The fields this commit changed: ``{field: (old, new)}`` (None: absent).
@@ -135,7 +137,8 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
     also finds an experiment that has since been deleted). The history is that of
     ``revision`` (default: ``HEAD``, or the revision of a store from
     :meth:`Store.at`); renames and moves of the file are followed (the id in the file
-    name identifies it). Each entry names the fields the commit changed, old → new.
+    name identifies it). Each entry names the fields the commit changed, old → new (a
+    file brought back after its removal, ``re-added``, against the version removed).
     Uncommitted changes are not part of the history.
 
     Raises :class:`~kexp.core.errors.GitError` outside a git repository or for an unknown
@@ -175,6 +178,10 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
             new, error = _values_of(blobs.get(change.new_sha), change.path, limit)
             if old is None and change.old_sha:
                 old = last_known
+            action = _ACTIONS.get(change.status, "modified")
+            if action == "added" and entries and entries[-1].action == "deleted":
+                # Brought back after a removal: what it changed against the version removed.
+                action, old = "re-added", last_known
             entries.append(
                 HistoryEntry(
                     commit=commit.sha,
@@ -182,7 +189,7 @@ def history(store: StoreView, exp_id: str, *, revision: str | None = None) -> li
                     author_email=commit.author_email,
                     date=commit.date,
                     message=commit.message,
-                    action=_ACTIONS.get(change.status, "modified"),
+                    action=action,
                     path=change.path,
                     old_path=change.old_path if change.status == "R" else "",
                     changes={} if error else diff_fields(old, new),
@@ -256,6 +263,9 @@ class ExperimentChange:
     #: Whether the file's bytes are the same on both sides: a modified one moved or
     #: renamed, and nothing else.
     moved_only: bool = False
+    #: For a modified one the base lacked (an id the base's history removed, brought
+    #: back changed): the commit that removed the version ``before`` (its parent holds it).
+    removed_in: str = ""
 
     @property
     def old(self) -> KernelExperiment | None:
@@ -357,7 +367,9 @@ def _changes(
             exp_id = id_from_name(change.path)
             assert exp_id is not None
             new_side.setdefault(exp_id, (change.path, change.new_sha))
-    blob_shas = [sha for _, sha in old_side.values()]
+    # An id the base's history removed, brought back: compared with the version removed.
+    removed = _removed_versions(location, base_sha, [i for i in new_side if i not in old_side])
+    blob_shas = [sha for _, sha in old_side.values()] + [v[1] for v in removed.values()]
     if head_sha is not None:
         blob_shas += [sha for _, sha in new_side.values()]
         blob_shas += list(strays.values())
@@ -396,6 +408,11 @@ def _changes(
     for exp_id in sorted(set(old_side) | set(new_side)):
         before = checked(*old_side[exp_id], False) if exp_id in old_side else None
         after = checked(*new_side[exp_id], head_sha is None) if exp_id in new_side else None
+        if before is None and after is not None and exp_id in removed:
+            gone = checked(*removed[exp_id][:2], False)
+            fields = diff_fields(_document_values(gone), _document_values(after))
+            if fields:  # brought back changed: a correction of the version removed
+                before = gone
         if before is None and after is not None:
             result.added.append(
                 ExperimentChange(exp_id, "added", after.path, None, None, after, {})
@@ -406,6 +423,8 @@ def _changes(
             )
         elif before is not None and after is not None:
             moved = before.path if before.path != after.path else None
+            gone_in = removed[exp_id][2] if exp_id not in old_side else ""
+            old_blob = old_side[exp_id][1] if not gone_in else removed[exp_id][1]
             result.modified.append(
                 ExperimentChange(
                     exp_id,
@@ -415,12 +434,31 @@ def _changes(
                     before,
                     after,
                     diff_fields(_document_values(before), _document_values(after)),
-                    moved is not None and same(old_side[exp_id][1], new_side[exp_id][1], after),
+                    moved is not None and same(old_blob, new_side[exp_id][1], after),
+                    gone_in,
                 )
             )
     # In id order, as built: creation order for kexp's ids (paths are not: the fan-out
     # folder comes before the id).
     return result
+
+
+def _removed_versions(
+    location: StoreLocation, base_sha: str, exp_ids: list[str]
+) -> dict[str, tuple[str, str, str]]:
+    """Of ``exp_ids`` (ids the store at ``base_sha`` lacks), those whose file a commit of
+    ``base_sha``'s history removed (``kexp rm``, a ``git rm``), each with the file it
+    removed last: (repository path, blob, the commit that removed it). One ``git log``
+    of the removals alone; none run when nothing was added."""
+    if not exp_ids:
+        return {}
+    wanted = set(exp_ids)
+    found: dict[str, tuple[str, str, str]] = {}
+    for sha, change in gitlog.removals(location.repo, base_sha, location.folder):
+        exp_id = id_from_name(change.path)  # newest first: the first found is the last
+        if exp_id in wanted and exp_id not in found and change.old_sha:
+            found[exp_id] = (change.path, change.old_sha, sha)
+    return found
 
 
 def _document_values(checked: CheckedFile) -> dict[str, Any] | None:

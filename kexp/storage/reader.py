@@ -610,7 +610,7 @@ class StoreReader:
             raise not_in_working_tree(self, prefix, error, removing=removing) from None
         paths = index[exp_id]
         if len(paths) > 1:
-            raise _used_twice(exp_id, [str(p) for p in paths])
+            raise _used_twice(exp_id, [str(p) for p in paths], self.root)
         return exp_id, paths[0]
 
     def path_of(self, exp_id: str, *, writing: bool = False, removing: bool = False) -> Path:
@@ -635,7 +635,7 @@ class StoreReader:
                 problem = error if isinstance(error, Problem) else problem_at(file, error)
                 raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
-                raise _used_twice(full, [row.path for row in rows])
+                raise _used_twice(full, [row.path for row in rows], self.root)
             return self._complete(rows, found.derivation(self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
@@ -860,8 +860,14 @@ def _as_list(value: Any) -> list[Any]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _used_twice(exp_id: str, paths: Sequence[str]) -> KexpError:
-    """The error of an id several files hold."""
+def _used_twice(exp_id: str, paths: Sequence[str], root: Path) -> KexpError:
+    """The error of an id several files hold (of the store at ``root``)."""
+    # lazy: only an id two files hold needs kexp.storage.movedtwins
+    from kexp.storage.movedtwins import moved_twin_advice
+
+    moved = moved_twin_advice(paths, root)
+    if moved is not None:  # one experiment a commit moved, put back beside the move
+        return KexpError(f"id {exp_id} is used by more than one file: {moved}")
     return KexpError(
         f"id {exp_id} is used by more than one file ({', '.join(paths)}); give one of "
         f"them a new id and the name that goes with it ({RE_ID.say(path=shlex.quote(paths[-1]))})"

@@ -11,6 +11,7 @@ experiment it is and what its summary still says.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -45,13 +46,20 @@ def _shown(value: Any) -> str:
 
 
 def unexplained_score(
-    before: Document, after: Document, path: str, base: str, old_path: str
+    before: Document,
+    after: Document,
+    path: str,
+    base: str,
+    old_path: str,
+    new_path: str | None = None,
 ) -> Problem | None:
     """The ``score-without-note`` warning of a change that made ``before`` (the file at
     the merge base, at ``old_path`` from the repository's root) into ``after`` (at
-    ``path``): its score changed and no correction note naming the score was added; None
-    otherwise. ``base``: the revision the change is compared with, which the advice
-    restores the file from."""
+    ``path``; ``new_path`` from the repository's root, when the change moved it): its
+    score changed and no correction note naming the score was added; None otherwise.
+    ``base``: the revision the change is compared with, which the advice restores the
+    file from (a moved file moved back first: restored where it was, it would be a
+    second file of the same experiment)."""
     old, new = before.fields.get("score"), after.fields.get("score")
     if old == new or old is None:
         return None
@@ -67,6 +75,13 @@ def unexplained_score(
     line, column = after.position(("score",))
     # ":/": the path from the repository's root, wherever the command is run
     restore = f"git restore --source {shlex.quote(base)} -- {shlex.quote(':/' + old_path)}"
+    where = ""
+    if new_path is not None and new_path != old_path:
+        folder = os.path.dirname(old_path)
+        mkdir = f"mkdir -p {shlex.quote(folder)} && " if folder else ""
+        back = f"git mv {shlex.quote(new_path)} {shlex.quote(old_path)}"
+        restore = f"{mkdir}{back} && {restore}"
+        where = "where it was, from the repository's root "
     return Problem(
         path,
         line,
@@ -77,7 +92,7 @@ def unexplained_score(
         f"changed {_shown(old)} → {_shown(new)} by hand, with no correction note saying why "
         f"({whose}{said})",
         f"a score is corrected with its reason, which kexp records in the description: "
-        f"put the file back ({restore}), then {CORRECT_SCORE.say(id=exp_id[:10] or 'ID')} "
+        f"put the file back {where}({restore}), then {CORRECT_SCORE.say(id=exp_id[:10] or 'ID')} "
         f"(or new timings: {REMEASURE.say(id=exp_id[:10] or 'ID')})"
         + (f"; ask {author} first" if author else ""),
     )
@@ -89,6 +104,9 @@ def add_unexplained_scores(changes: Changes, base: str, in_repo: Callable[[Path]
     a store path from the repository's root)."""
     for before, now, after, change in changes.both_read():
         where = in_repo(change.old_path or after.path)
-        found = unexplained_score(before, now, str(after.path), base, where)
+        moved = in_repo(after.path) if change.old_path is not None else None
+        # Brought back after a removal: restored from the commit before the removal.
+        source = f"{change.removed_in[:12]}~1" if change.removed_in else base
+        found = unexplained_score(before, now, str(after.path), source, where, moved)
         if found is not None:
             after.problems.append(found)

@@ -11,18 +11,21 @@ are kept; a file with a store-wide problem is read again for its position
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kexp.core.errors import GitError
 from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.filelinks import FileLinks, ScanRecord, scan_bytes, scan_record
 from kexp.format.reading import real_paths, stray_problem
 from kexp.format.rules import id_from_name
 from kexp.format.storechecks import store_findings
 from kexp.format.validate import CheckedFile
-from kexp.storage.layout import misplaced_parts
+from kexp.storage.layout import folder_parts, is_month_folder, misplaced_parts, where_kexp_puts
 from kexp.storage.scan import scan, value_positions
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ def validate_store(
     # The Markdown files kexp never reads (few): each is a problem of its own.
     strays = {os.path.realpath(p): (p, d) for p, d in store.source.stray_files(store.settings)}
     misplaced = [found for path in files if (found := misplaced_problem(path)) is not None]
+    misplaced += outside_layout_problems(store, files, {p.path for p in misplaced})
     in_store = len(files)
     dropped = dropped_in_history(store, files)
     del files
@@ -111,6 +115,11 @@ def validate_store(
             problems.append(
                 Problem(path, line, column, severity, code, "base_commit", message, hint)
             )
+    if findings:  # one experiment moved by a commit and put back beside the move
+        # lazy: only a store with problems across files needs kexp.storage.movedtwins
+        from kexp.storage.movedtwins import moved_back
+
+        problems = moved_back(problems, store.root, store.commit or "HEAD")
     return sort_problems(problems), in_store
 
 
@@ -141,6 +150,74 @@ def misplaced_problem(path: str) -> Problem | None:
         f"{right[-2]}/ (experiments/YYYY/MM/<the id's last two hex digits>/); a merge's "
         "directory-rename detection moves files so",
         f"move it back (mkdir -p {quoted[0]} && mv {quoted[1]} {quoted[2]}) and commit the move",
+    )
+
+
+def outside_layout_problems(
+    store: StoreView, files: list[str], skipped: Collection[str] = ()
+) -> list[Problem]:
+    """The ``moved-file`` warning of each experiment file of ``files`` (store paths) that
+    lies outside the folders kexp puts files in (its id's fan-out folder of its creation
+    month, or a month folder of the older layout that ``kexp migrate-layout`` moves):
+    moved there by hand, and merged. The move back is said as ``kexp validate --changed``
+    says it (:func:`kexp.format.storechecks.moved_problem`), to the folder its
+    ``created_at`` and id choose; ``skipped``: the files warned of already."""
+    base = os.path.join(str(store.experiments_dir), "")
+    found: list[Problem] = []
+    for path in files:
+        slash = path.rfind(os.sep)
+        if (
+            path[slash - 2 : slash] == path[slash + 15 : slash + 17]  # its id's folder
+            and slash == len(base) + 10  # experiments/YYYY/MM/xx/
+            and path[slash - 3] == path[slash - 6] == os.sep
+        ) or path in skipped:
+            continue  # most files: where kexp put them
+        if not path.startswith(base):
+            continue
+        parts = path[len(base) :].split(os.sep)
+        exp_id = id_from_name(parts[-1])
+        if exp_id is None or where_kexp_puts(parts, exp_id):
+            continue
+        problem = _outside_problem(store, path, exp_id)
+        if problem is not None:
+            found.append(problem)
+    return found
+
+
+def _outside_problem(store: StoreView, path: str, exp_id: str) -> Problem | None:
+    """The ``moved-file`` warning of the experiment file ``path`` (id ``exp_id``) lying
+    outside kexp's layout, or None when its ``created_at`` cannot be read (its own
+    problem says so)."""
+    # lazy: only a file outside the layout needs kexp.format.storechecks' wording and git
+    from kexp.format.storechecks import moved_problem
+
+    document = store.check_file(path).document
+    created = document.fields.get("created_at") if document is not None else None
+    if not isinstance(created, str):
+        return None
+    year, month, folder = folder_parts(exp_id, created, created)
+    if not is_month_folder((year, month)):
+        return None
+    right = os.path.join(str(store.experiments_dir), year, month, folder, os.path.basename(path))
+    try:
+        # lazy: only a file outside the layout needs kexp.storage.snapshot (git)
+        from kexp.storage.snapshot import StoreLocation
+
+        location = StoreLocation.of(store.root)
+        old, new = location.repo_path(Path(right)), location.repo_path(Path(path))
+    except GitError:
+        old = new = None
+    if old is None or new is None:  # not in git: the paths as the command prints them
+        old, new = display_path(right), display_path(path)
+    problem = moved_problem(path, old, new)
+    return dataclasses.replace(
+        problem,
+        message=(
+            f"the file lies outside the folders kexp puts files in; its id and created_at "
+            f"put it in {old}: an experiment's path is chosen once and stays, or a branch "
+            "adding a file to the folder it left gets CONFLICT (file location) when it "
+            "merges (git's directory-rename detection)"
+        ),
     )
 
 

@@ -92,9 +92,12 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     path = site.relative_path(exp)
     if path:
         rows.append(("file", f"<code>{text(path)}</code>"))
-    found = site.found_on(exp)
+    found = site.found_on(exp, every=True)
     if found:
         rows.append(("where", f'<span class="ref">{text(found)}</span>'))
+    note = exp.where.note if site.reads_refs and exp.where is not None else ""
+    if note:  # other versions, removals, unmerged work under it: as kexp show says
+        rows.append(("note", text(note)))
     parts = [
         f"<h1>{one_line(exp.change_summary) or '(no summary)'}</h1>",
         '<table class="fields">'

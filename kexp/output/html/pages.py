@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kexp.agents.lessons import LESSON_GROUPS
+from kexp.agents.lessons import LESSON_GROUPS, speedup_over_parent
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.core.outcome import NOTHING_MEASURED
@@ -181,18 +181,23 @@ class Site:
         mark = f' <span class="ref">{text(found)}</span>' if found else ""
         return f'<a class="id" href="{root}{experiment_href(exp_id)}">{shown}</a>{mark}'
 
-    def found_on(self, exp: KernelExperiment) -> str:
+    def found_on(self, exp: KernelExperiment, *, every: bool = False) -> str:
         """Where a report read across refs found ``exp`` when the working tree does not
         hold it, or holds it built on a side branch's version, as ``kexp top --all-refs``
         says it (``on feat/splitk +1``, ``on origin/x (unmerged)``, ``built on
-        unmerged``); "" otherwise."""
+        unmerged``; ``every``: each ref holding it named, as ``kexp show --all-refs``
+        does, ``on origin/kexp/a, origin/kexp/b``); "" otherwise."""
         sighting = exp.where if self.reads_refs else None
         if sighting is None:
             return ""
         unmerged = sighting.unmerged
         if sighting.local:
             return "" if unmerged is None else "built on unmerged"
-        found = sighting.ref + (f" +{len(sighting.refs) - 1}" if len(sighting.refs) > 1 else "")
+        if every:
+            found = ", ".join(sighting.refs)
+        else:
+            more = len(sighting.refs) - 1
+            found = sighting.ref + (f" +{more}" if more > 0 else "")
         if unmerged is not None:
             found += " (unmerged)" if unmerged.own else " (built on unmerged)"
         return "on " + " ".join(found.split())
@@ -763,13 +768,22 @@ def _lesson_entries(
         for exp in items:
             insight = site.insights.get(exp.id, "")
             shown = one_line(insight) if insight else '<span class="none">(no key insight)</span>'
+            parent = site.by_id.get(exp.pid) if exp.pid else None
+            over = speedup_over_parent(exp, parent.cumulative_score if parent else None)
+            over_text = (  # a step measured against the reference: judged over its parent
+                f'<div class="over-parent">Over parent {site.experiment_link(exp.pid, root)}: '
+                f"{over:.4f} ({(over - 1) * 100:+.1f}%); {score_text(exp)} is over the "
+                "reference</div>"
+                if over is not None
+                else ""
+            )
             entries.append(
                 (
                     name,
                     f"<li>{site.experiment_link(exp.id, root)} {score_text(exp)} "
                     f"{one_line(exp.change_summary)} "
                     f'<span class="campaign">({text(svg.campaign_label((exp.dtype_sig, exp.env)))})'
-                    "</span>"
+                    f"</span>{over_text}"
                     f'<div class="insight">Key insight: {shown}</div></li>',
                 )
             )
