@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kexp import KernelExperiment, KexpError, Store, init_store
-from kexp.agents.context import CHARS_PER_TOKEN, START, context, count_tokens
+from kexp.agents.context import CHARS_PER_TOKEN, START, START_NEW, context, count_tokens
 from kexp.format.fileformat import serialize
 from kexp.storage.store import slugify
 
@@ -465,11 +465,14 @@ def test_a_packet_with_nothing_recorded_says_how_a_campaign_starts(
     word of what to do; it now says how a campaign starts: an A/A run, then a first
     step against the reference, then steps against their parents."""
     empty = _write_store(tmp_path / "empty", [])
-    for store, options in [(empty, {}), (history, {"env": "H100"})]:
+    for store, options, start in [
+        (empty, {}, START),
+        (history, {"env": "H100"}, START_NEW.format(asked="env")),  # (it names those recorded)
+    ]:
         text = _packet(store, **options)
-        assert START in text, text
+        assert start in text, text
         data = context(store, operator="reshape_and_cache", output="json", **options).data
-        assert data["context"]["start"] == START
+        assert data["context"]["start"] == start
     assert START not in _packet(history)
     assert (
         "start" not in context(history, operator="reshape_and_cache", output="json").data["context"]

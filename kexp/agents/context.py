@@ -93,6 +93,7 @@ from kexp.core.outcome import (
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end
+from kexp.storage.operators import COLUMNS, named_closest
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
@@ -107,17 +108,29 @@ DEFAULT_BUDGET = 4000
 #: Output formats of :func:`context`.
 FORMATS = ("markdown", "json")
 #: What a packet says where nothing is recorded yet: how a campaign starts.
-START = (
-    "Nothing recorded here yet. Start with an A/A run (the same code as baseline and "
-    "candidate, tagged control: this machine's noise), then your first change measured "
-    "against the original code (measured_against: reference); measure each later change "
-    "against the code it was made on (its parent: pid)."
+_HOW_TO_START = (
+    "an A/A run (the same code as baseline and candidate, tagged control: this machine's "
+    "noise), then your first change measured against the original code (measured_against: "
+    "reference); measure each later change against the code it was made on (its parent: "
+    "pid)."
 )
+START = f"Nothing recorded here yet. Start with {_HOW_TO_START}"
+#: How a campaign starts, said where the dtype or env asked for is recorded nowhere on
+#: the operator (:data:`UNMATCHED`): perhaps a new one, perhaps spelt otherwise.
+START_NEW = "If this {asked} is new here, start its campaign with " + _HOW_TO_START
 #: What a packet says where no recorded operator matches the one asked for.
 NO_MATCH = (
     "No recorded operator matches {operator!r} (a part of operator_sig, in any case): the "
     "{n} experiment(s) recorded are on {m} operator(s), the closest below; give one of "
     "them, or a part of it, as the operator."
+)
+#: What a packet says where the dtype or env asked for matches none of the operator's
+#: experiments (an env spelt otherwise than recorded: ``CPU`` for ``AMD EPYC ...``), in
+#: place of :data:`START`, which would call the operator's campaign not begun.
+UNMATCHED = (
+    "No experiment on this operator has {a} {name} matching {value!r} (a part of {column}, "
+    "in any case): its {count} {name}(s), the closest first: {named}. Give one of them, or "
+    "a part of it, as the {name}."
 )
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
 #: :func:`context` and its settings, and (from :mod:`kexp.agents.packet`) the budget's
@@ -130,6 +143,8 @@ __all__ = [
     "NO_MATCH",
     "SECTIONS",
     "START",
+    "START_NEW",
+    "UNMATCHED",
     "Entry",
     "Packet",
     "context",
@@ -336,6 +351,8 @@ def _gather(
         entries += known_operators(search.rows, operator)
     else:
         entries += not_tried(search, on_operator, outcomes, results, dtype, env, settings)
+    unmatched = _unmatched(everything_here, dtype, env)
+    start = START_NEW.format(asked=" and ".join(unmatched)) if unmatched else START
 
     controls_here = [
         d for d in controls if contains_wanted(d.dtype_sig, dtype) and contains_wanted(d.env, env)
@@ -348,6 +365,7 @@ def _gather(
         "plan": plan or None,
         "diff_lines": _changed_lines(diff) if diff else None,
         "experiments_on_operator": len(on_operator),
+        "controls_on_operator": len(controls),
         "experiments_here": len(here),
         "improved_here": sum(1 for d in here if outcomes[d.path] == "improvement"),
         "within_noise_here": sum(1 for d in here if outcomes[d.path] == "marginal"),
@@ -360,7 +378,8 @@ def _gather(
         )
         if no_match
         else None,
-        "start": None if here or controls_here or no_match else START,
+        "unmatched": list(unmatched.values()) or None,
+        "start": None if here or controls_here or no_match else start,
         "envs": several_envs([*here, *controls_here], env),
         "noise_floor": None
         if floor is None
@@ -372,6 +391,24 @@ def _gather(
         },
     }
     return header, entries
+
+
+def _unmatched(rows: list[Row], dtype: str | None, env: str | None) -> dict[str, str]:
+    """What the packet says of the ``dtype`` and ``env`` asked for that match none of
+    ``rows`` (the operator's experiments, controls too; none: the operator is not
+    recorded, said otherwise), naming the closest recorded (:data:`UNMATCHED`), by the
+    name of each."""
+    said = {}
+    for name, value in (("dtype", dtype), ("env", env)):
+        column = COLUMNS[name]
+        if not rows or not value or any(contains_wanted(getattr(r, column), value) for r in rows):
+            continue
+        count, named = named_closest(rows, name, value)
+        a = "an" if name == "env" else "a"
+        said[name] = UNMATCHED.format(
+            a=a, name=name, value=value, column=column, count=count, named=named
+        )
+    return said
 
 
 def _speedups(row: Row) -> tuple[tuple[str, float], ...]:

@@ -217,6 +217,14 @@ def _failures(count: int) -> str:
     return f"{count} failure{'' if count == 1 else 's'}"
 
 
+def _controls(count: int) -> str:
+    """The header's mention of the operator's controls (A/A runs), which it never counts
+    as experiments: none, or `` (and 1 A/A control, not counted)``."""
+    if not count:
+        return ""
+    return f" (and {count} A/A control{'' if count == 1 else 's'}, not counted)"
+
+
 def _asked(header: dict[str, Any]) -> str:
     """Which of the operator's experiments the header's counts are of ("for this dtype
     and env"): never "here", which read across refs would seem to mean this clone."""
@@ -230,7 +238,9 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     )
     lines = [f"# kexp context: {cut(where)}", ""]
     summary = (
-        f"{header['experiments_on_operator']} experiment(s) on this operator; "
+        f"{header['experiments_on_operator']} experiment(s) on this operator"
+        + _controls(header.get("controls_on_operator", 0))
+        + "; "
         f"{header['experiments_here']} of them {_asked(header)}: "
         f"{header['improved_here']} improved, {header['within_noise_here']} within noise, "
         f"{_failures(header['failures_here'])}"
@@ -242,6 +252,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary += f"\n{header['noise_floor']['text']}."
     if header.get("envs"):
         summary += f"\n{header['envs']}"
+    for note in header.get("unmatched") or ():
+        summary += f"\n{note}"
     if header.get("start"):
         summary += f"\n{header['start']}"
     if header.get("plan"):

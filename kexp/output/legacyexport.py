@@ -130,7 +130,5 @@ def export_legacy(
 
 
 def _write_atomically(destination: Path, text: str) -> None:
-    try:
+    with atomic.writing_output(destination):
         atomic.replace(destination, text)
-    except OSError as exc:
-        raise atomic.write_failure(destination, exc) from None

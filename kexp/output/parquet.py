@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import KexpError
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
-from kexp.storage.atomic import replace_folder
+from kexp.storage.atomic import replace_folder, writing_output
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -116,12 +116,26 @@ def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetE
     not a folder kexp may replace."""
     pa, pq = _pyarrow()
     target = Path(output)
-    _check_output(target)
+    with writing_output(target):
+        _check_output(target)
     listed = store.list_experiments(brief=True, **filters)
     groups: dict[tuple[str, str], list[KernelExperiment]] = {}
     for exp in listed:
         key = (partition_value(exp.operator_sig), exp.created_at[:7])
         groups.setdefault(key, []).append(exp)
+    with writing_output(target, made_folder=True):
+        return _write_export(pa, pq, store, target, groups)
+
+
+def _write_export(
+    pa: Any,
+    pq: Any,
+    store: Store,
+    target: Path,
+    groups: dict[tuple[str, str], list[KernelExperiment]],
+) -> ParquetExport:
+    """Build the export of ``groups`` in a new folder beside ``target`` and put it in
+    place."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
     staging.mkdir()

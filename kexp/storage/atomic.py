@@ -17,7 +17,8 @@ default for the user's umask (``0o666 & ~umask``), as ``open`` makes it.
 
 :func:`prepare` and :func:`link` split a create of many files (an import) in two, so
 that all of them are made durable by one sync of their file system. Every function
-raises :class:`OSError`; :func:`write_failure` is the error to tell the user.
+raises :class:`OSError`; :func:`write_failure` is the error to tell the user (and
+:func:`writing_output` gives it for every writer of an output: a report, an export).
 """
 
 from __future__ import annotations
@@ -196,24 +197,44 @@ def exists_error(path: Path) -> ExperimentExistsError:
     return ExperimentExistsError(f"{path} already exists; nothing was overwritten")
 
 
-def write_failure(path: Path, exc: OSError) -> KexpError:
+def write_failure(path: Path, exc: OSError, *, made_folder: bool = False) -> KexpError:
     """The error for a write of ``path`` that failed (nothing was changed), saying what
-    to do."""
+    to do. The folder to check is the one the failed call wrote in (the parent of
+    ``exc.filename``: a folder above ``path`` that could not be made, say), else
+    ``path``'s. ``made_folder``: the writer made ``path``'s folder itself, so a folder
+    missing now was removed while it wrote."""
+    where = Path(exc.filename).parent if isinstance(exc.filename, str) else path.parent
     hints = {
         errno.ENOSPC: "free some space on that disk, then run the command again",
         errno.EDQUOT: "your disk quota is used up: free some space, then run it again",
         errno.EFBIG: "the system refuses a file this large (ulimit -f?)",
         errno.EROFS: "that file system is read-only",
-        errno.EACCES: f"check the owner and permissions of {path.parent}",
-        errno.EPERM: f"check the owner and permissions of {path.parent}",
+        errno.EACCES: f"check the owner and permissions of {where}",
+        errno.EPERM: f"check the owner and permissions of {where}",
     }
     hint = hints.get(exc.errno or 0, "check the disk and the folder, then run it again")
     if exc.errno == errno.ENOENT and not path.parent.is_dir():
+        if made_folder:
+            return KexpError(
+                f"cannot write {path}: the folder {path.parent} was removed while kexp "
+                "wrote in it; nothing was changed: run the command again"
+            )
         return KexpError(
             f"cannot write {path}: the folder {path.parent} does not exist; nothing was "
             "changed: make it first (mkdir -p), or write elsewhere"
         )
     return KexpError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed: {hint}")
+
+
+@contextlib.contextmanager
+def writing_output(path: Path, *, made_folder: bool = False) -> Iterator[None]:
+    """The ``with`` block writes the output ``path`` (a report, an export): an
+    :class:`OSError` raised in it becomes :func:`write_failure`'s one-line error, the
+    same for every writer of an output (see :func:`write_failure` for ``made_folder``)."""
+    try:
+        yield
+    except OSError as exc:
+        raise write_failure(path, exc, made_folder=made_folder) from None
 
 
 def replace_folder(staging: Path, target: Path) -> None:

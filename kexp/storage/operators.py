@@ -1,7 +1,9 @@
 """The operators recorded, the closest to one asked for first: what a read says when its
 operator filter matches none of them (a typo, another name), rather than an empty
 answer that reads as "nothing here" (``kexp context``'s packet lists them; every other
-read notes them, :func:`unmatched_operator`)."""
+read notes them, :func:`unmatched_operator`). The same for a dtype or env filter that
+matches none of the operator's experiments (an env typed otherwise than ``kexp env``
+wrote it: ``CPU`` for ``AMD EPYC (2 cores), gcc 12``): :func:`unmatched_value`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kexp.storage.rows import Row
 
-__all__ = ["closest_operators", "distinct", "trigrams", "unmatched_operator"]
+__all__ = [
+    "COLUMNS",
+    "closest",
+    "closest_operators",
+    "distinct",
+    "named_closest",
+    "trigrams",
+    "unmatched_operator",
+    "unmatched_value",
+]
 
 #: How many of the closest operators a read's note names.
 NAMED = 3
@@ -47,10 +58,16 @@ def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
 
 def closest_operators(rows: Sequence[Row], operator: str) -> list[tuple[str, str, int]]:
     """The operators recorded in ``rows`` (as :func:`distinct`), the closest to
-    ``operator`` first: the most of its words (by length) found in them, then the most
+    ``operator`` first (:func:`closest`)."""
+    return closest(rows, "operator_sig", operator)
+
+
+def closest(rows: Sequence[Row], column: str, value: str) -> list[tuple[str, str, int]]:
+    """The values of ``column`` recorded in ``rows`` (as :func:`distinct`), the closest
+    to ``value`` first: the most of its words (by length) found in them, then the most
     trigrams shared, then the most experiments, then by name."""
-    words = re.findall(r"[a-z0-9]+", operator.lower())
-    wanted = trigrams(operator)
+    words = re.findall(r"[a-z0-9]+", value.lower())
+    wanted = trigrams(value)
 
     def closeness(known: tuple[str, str, int]) -> tuple[int, float, int, str]:
         key, _, count = known
@@ -58,7 +75,7 @@ def closest_operators(rows: Sequence[Row], operator: str) -> list[tuple[str, str
         shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
         return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
 
-    return sorted(distinct(rows, "operator_sig"), key=closeness)
+    return sorted(distinct(rows, column), key=closeness)
 
 
 def unmatched_operator(rows: Sequence[Row], operator: str) -> str | None:
@@ -76,3 +93,41 @@ def unmatched_operator(rows: Sequence[Row], operator: str) -> str | None:
         f"so nothing was found for it; the closest of the {len(known)} recorded: {named}; "
         "give one of them, or a part of it, as the operator"
     )
+
+
+#: The column each filter of a value is a part of.
+COLUMNS = {"dtype": "dtype_sig", "env": "env"}
+
+
+def named_closest(rows: Sequence[Row], name: str, value: str) -> tuple[int, str]:
+    """How many values of the filter ``name`` (``dtype``, ``env``) ``rows`` hold, and
+    the closest to ``value`` (:data:`NAMED` of them), each with how many experiments
+    (controls too) were recorded with it: ``'MI300X' (3 recorded)``."""
+    known = closest(rows, COLUMNS[name], value)
+    named = ", ".join(f"{shown!r} ({count} recorded)" for _, shown, count in known[:NAMED])
+    return len(known), named
+
+
+def unmatched_value(
+    rows: Sequence[Row], name: str, value: str, operator: str | None = None
+) -> str | None:
+    """What to say of a ``dtype`` or ``env`` filter (``name``; a part of the field, in
+    any case) that matches none of ``rows``: the operator's experiments when
+    ``operator`` is given (it matches some), else every one a read sees. That none
+    does, and the closest recorded; None when one matches, or ``rows`` is empty."""
+    wanted = value.lower()
+    column = COLUMNS[name]
+    if not rows or any(wanted in getattr(row, column).lower() for row in rows):
+        return None
+    count, named = named_closest(rows, name, value)
+    where = f"on operator {operator!r} has" if operator else "recorded has"
+    return (
+        f"no experiment {where} {_article(name)} {name} matching {value!r} (a part of "
+        f"{column}, in any case), so nothing was found for it; the closest of the {count} "
+        f"{name}(s) recorded{' for it' if operator else ''}: {named}; give one of them, "
+        f"or a part of it, as the {name}"
+    )
+
+
+def _article(name: str) -> str:
+    return "an" if name[:1] in "aeiou" else "a"

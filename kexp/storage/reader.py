@@ -68,7 +68,7 @@ from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
 from kexp.storage.location import refuse_linked_store, refuse_links_in_cache
-from kexp.storage.operators import unmatched_operator
+from kexp.storage.operators import unmatched_operator, unmatched_value
 from kexp.storage.query import (
     RANKINGS,
     Filters,
@@ -418,7 +418,7 @@ class StoreReader:
         else:
             listed = self._complete(chosen, derivation.of, strict=strict)
         if not listed:
-            self.note_unmatched_operator(filters.get("operator"))
+            self.note_unmatched(filters)
         return listed
 
     def with_bodies(self, experiments: Iterable[KernelExperiment]) -> Iterator[KernelExperiment]:
@@ -473,7 +473,7 @@ class StoreReader:
         if filters.get("text") is None:
             best, of = self._best(filters, skips, strict=strict, by=by, limit=limit)
             if not best:
-                self.note_unmatched_operator(filters.get("operator"))
+                self.note_unmatched(filters)
             return self._brief(best, of) if brief else self._complete(best, of, strict=strict)
         rows, text, derivation = self._rows(filters, strict=strict, skips=skips)
         assert text is not None
@@ -486,20 +486,37 @@ class StoreReader:
             batch = self._complete(ranked[start : start + step], derivation.of, strict=strict)
             chosen += [e for e in batch if matches(e, text, self.settings)]
         if not chosen:
-            self.note_unmatched_operator(filters.get("operator"))
+            self.note_unmatched(filters)
         return chosen[:limit]
 
-    def note_unmatched_operator(self, operator: Any) -> None:
-        """Warn (:class:`NoMatchWarning`, a note) when ``operator``, a read's filter that
-        found nothing, matches no experiment the store holds: the answer is empty for a
-        typo, not for that operator; the closest recorded are named. Called on an empty
-        answer alone (no other read pays for it)."""
-        if not isinstance(operator, str) or not operator:
+    def note_unmatched(self, filters: Mapping[str, Any]) -> None:
+        """Warn (:class:`NoMatchWarning`, a note) when the ``operator`` of a read's
+        ``filters`` that found nothing matches no experiment the store holds, or its
+        ``dtype`` or ``env`` none of that operator's (of the store's, with no operator):
+        the answer is empty for a typo or another spelling, not for what was meant; the
+        closest recorded are named. Called on an empty answer alone (no other read pays
+        for it)."""
+        given = {
+            name: value
+            for name in ("operator", "dtype", "env")
+            if isinstance(value := filters.get(name), str) and value
+        }
+        if not given:
             return
         found, _ = self._read(None, held_answer)  # its invalid files: warned by the read
-        note = unmatched_operator(found.rows, operator)
-        if note is not None:
-            warnings.warn(note, NoMatchWarning, stacklevel=3)
+        rows = found.rows
+        operator = given.get("operator")
+        if operator is not None:
+            note = unmatched_operator(rows, operator)
+            if note is not None:
+                warnings.warn(note, NoMatchWarning, stacklevel=3)
+                return
+            rows = [row for row in rows if operator.lower() in row.operator_sig.lower()]
+        for name in ("dtype", "env"):
+            if name in given:
+                note = unmatched_value(rows, name, given[name], operator)
+                if note is not None:
+                    warnings.warn(note, NoMatchWarning, stacklevel=3)
 
     def _best(self, filters: dict[str, Any], skips: tuple[bool, bool, bool], *, strict: bool,
               by: str, limit: int) -> tuple[list[Row], Callable[[Row], Derived]]:  # fmt: skip

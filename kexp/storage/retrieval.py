@@ -630,7 +630,7 @@ def similar(
     question = ("similar", text or "", diff or "", tuple(exclude), operator, dtype, env, limit)
     kept = asked(store, lambda: store.answered(question, ask))
     if not kept:
-        store.note_unmatched_operator(operator)
+        store.note_unmatched({"operator": operator, "dtype": dtype, "env": env})
     return [_match_of(match) for match in kept]
 
 

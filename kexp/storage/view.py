@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     from kexp.core.campaign import Derivation
     from kexp.core.errors import KexpError
@@ -74,6 +74,6 @@ class StoreView(Protocol):
 
     def answered(self, question: Sequence[Any], make: Callable[[Found], Any]) -> Any: ...
 
-    def note_unmatched_operator(self, operator: Any) -> None: ...
+    def note_unmatched(self, filters: Mapping[str, Any]) -> None: ...
 
     def open_cache(self) -> Cache: ...

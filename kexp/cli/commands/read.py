@@ -654,13 +654,12 @@ def export(
         return
     from kexp.storage import atomic
 
-    try:
-        with progress("reading experiments"), atomic.replacing(output) as stream:
-            count = write_export(
-                store, stream, output_format, fields=chosen, brief=brief, **filters
-            )
-    except OSError as exc:
-        raise atomic.write_failure(Path(output), exc) from None
+    with (
+        atomic.writing_output(output),
+        progress("reading experiments"),
+        atomic.replacing(output) as stream,
+    ):
+        count = write_export(store, stream, output_format, fields=chosen, brief=brief, **filters)
     click.echo(f"exported {count} experiment(s) to {output}", err=True)
 
 

@@ -146,7 +146,8 @@ def build_report(
     is a file, or a folder that holds other files than a report of kexp.
     """
     target = Path(output) if output is not None else default_output(store)
-    _check_output(target)
+    with atomic.writing_output(target):
+        _check_output(target)
     experiments = store.list_experiments(brief=True, **filters)
     stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     places = store.source.places
@@ -161,6 +162,21 @@ def build_report(
         scope=scope,
         reads_refs=places is not None,
     )
+    with atomic.writing_output(target, made_folder=True):
+        written = _write_report(store, site, target, len(experiments))
+    return ReportResult(
+        output=target.resolve(),
+        experiments=len(experiments),
+        operators=len(site.operators),
+        pages=written.pages,
+        total_bytes=written.total,
+        overview_bytes=written.overview,
+        largest_operator_bytes=written.largest_operator,
+    )
+
+
+def _write_report(store: Store, site: Site, target: Path, experiments: int) -> _Written:
+    """Build the site in a new folder beside ``target`` and put it in place."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(target.parent, WAIT_S):
         _check_output(target)
@@ -171,7 +187,7 @@ def build_report(
             written = _write_site(store, site, staging, _Earlier.of(target, store))
             marker = {
                 "kexp": __version__,
-                "experiments": len(experiments),
+                "experiments": experiments,
                 "files": sorted([*_files(staging), MARKER]),
             }
             (staging / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
@@ -180,15 +196,7 @@ def build_report(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    return ReportResult(
-        output=target.resolve(),
-        experiments=len(experiments),
-        operators=len(site.operators),
-        pages=written.pages,
-        total_bytes=written.total,
-        overview_bytes=written.overview,
-        largest_operator_bytes=written.largest_operator,
-    )
+    return written
 
 
 @dataclasses.dataclass
