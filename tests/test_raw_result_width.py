@@ -18,7 +18,8 @@ from pathlib import Path
 
 from conftest import git, run_kexp, unwrapped
 
-COMMON = ("--operator", "csrc/attn.cu: attention", "--dtype", "bf16", "--env", "H100, CUDA 12.4")
+COMMON = ("--operator", "csrc/attn.cu: attention", "--dtype", "bf16", "--env", "H100, CUDA 12.4",
+          "--unit", "us")  # fmt: skip
 #: Each configuration's true baseline time (microseconds): a long name among them.
 CONFIGS = {"b8": 2.0, "batch64_seq4096_heads32_dim128_causal_bf16_paged_kv": 850.0}
 

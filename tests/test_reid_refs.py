@@ -89,7 +89,10 @@ def test_an_agent_gives_a_copied_file_a_fresh_id_with_the_re_id_tool(repo: Path)
         assert shown["id"] == made.id
         failed, texts = await agent.call("re_id", path="README.md")
         assert failed and len(texts) == 1 and "not in this store" in texts[0], texts
+        failed, texts = await agent.call("re_id", path="nowhere.md")
+        assert failed and len(texts) == 1 and "give the absolute path" in texts[0], texts
 
+    (repo / "README.md").write_text("The project.\n", encoding="utf-8")  # no experiment
     run_agent(repo, work)
     assert len(list((repo / "experiments").rglob(f"{made.id}-*.md"))) == 1
 
