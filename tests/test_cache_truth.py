@@ -365,9 +365,14 @@ def test_folders_replaced_under_a_warm_cache_answer_as_their_files(
     """Folders and files are stat-ed by their paths from experiments/: a cached folder
     replaced by a link to another folder (not walked) or by a file, and the year folder
     moved away and back with a file edited meanwhile, answer as the files do."""
-    made = [
-        make_experiment(change_summary=f"Step {n} - +{n}%", score=1 + n / 100) for n in (1, 2, 3)
-    ]
+    made: list[Any] = []
+    while len(made) < 3:  # three folders: an id's fan-out folder is random (1/256 alike)
+        n = len(made) + 1
+        exp = make_experiment(change_summary=f"Step {n} - +{n}%", score=1 + n / 100)
+        if exp.path is not None and exp.path.parent in {m.path.parent for m in made}:
+            store.delete_experiment(exp.id)
+        else:
+            made.append(exp)
     paths = [exp.path for exp in made]
     assert all(path is not None for path in paths)
     assert len({path.parent for path in paths if path is not None}) == 3
@@ -397,6 +402,7 @@ def test_folders_replaced_under_a_warm_cache_answer_as_their_files(
 # --- duplicate ids --------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.DuplicateIdWarning")  # twins made on purpose
 @pytest.mark.parametrize("copy_into", ["the same folder", "an earlier folder", "a later folder"])
 def test_duplicate_ids_give_the_same_answers_cached_and_uncached(
     store: Store, make_experiment: MakeExperiment, copy_into: str

@@ -90,6 +90,7 @@ def test_forest_keeps_experiments_in_a_pid_cycle() -> None:
     assert ids == ["1", "2", "3"]
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.NoMatchWarning")  # matching none, on purpose
 def test_lineage_of_and_forest_from_a_store(
     store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

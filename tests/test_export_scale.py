@@ -53,6 +53,7 @@ def exported(store: Store, output_format: str, **filters: Any) -> str:
     return out.getvalue()
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.NoMatchWarning")  # matching none, on purpose
 @pytest.mark.parametrize("output_format", FORMATS)
 def test_the_bundled_store_is_exported_as_before(bundled_root: Path, output_format: str) -> None:
     store = Store(bundled_root)

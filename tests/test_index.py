@@ -589,6 +589,7 @@ def _age_tree(store: Store) -> None:
     past_racy_window()
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.DuplicateIdWarning")  # twins made on purpose
 def test_folders_listed_from_the_cache_still_see_new_renamed_and_removed_files(
     store: Store, aged: list[KernelExperiment]
 ) -> None:

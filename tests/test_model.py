@@ -811,6 +811,7 @@ def _run(machine: type[EverydayUse], examples: int, steps: int) -> None:
     print(f"model: {EverydayUse.steps} checked steps in {time.monotonic() - started:.0f} s")
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.DuplicateIdWarning")  # twins made on purpose
 def test_everyday_use_fast() -> None:
     """The model, briefly: short pauses, at most two over the racy window a run."""
 
@@ -820,6 +821,7 @@ def test_everyday_use_fast() -> None:
     _run(Fast, examples=4, steps=30)
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.DuplicateIdWarning")  # twins made on purpose
 @pytest.mark.slow
 def test_everyday_use_slow() -> None:
     """The model at length: pauses up to 1.9 s and over the window, unlimited."""

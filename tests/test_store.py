@@ -775,6 +775,7 @@ def test_list_returns_everything_oldest_first(store: Store, catalog: Catalog) ->
     assert all(e.path is not None and e.path.is_file() for e in store.list_experiments())
 
 
+@pytest.mark.filterwarnings("ignore::kexp.core.errors.NoMatchWarning")  # one matches nothing
 @pytest.mark.parametrize(
     ("filters", "expected"),
     [
