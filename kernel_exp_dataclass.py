@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -247,15 +248,99 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     """
     store = _store_holding(exp_id)
     try:
-        old = store.get_experiment(exp_id)
+        store.get_experiment(exp_id)
     except ExperimentNotFoundError:
         raise _not_found(exp_id) from None
-    changes = _written_back(old, changes)
-    if {"pid", "score"} & set(changes) and "measured_against" not in changes:
-        changes = _over_the_reference(old, changes)
-    if not changes:
-        return _handed_out(old)
-    return _handed_out(store.update_experiment(exp_id, **changes))
+    # read, check and write under the experiment's lock: no correction slips in between
+    with store.editing(exp_id, names_others=bool({"pid", "combines"} & set(changes))):
+        old = store.get_experiment(exp_id)
+        _refuse_stale(old, changes)
+        changes = _written_back(old, changes)
+        if {"pid", "score"} & set(changes) and "measured_against" not in changes:
+            changes = _over_the_reference(old, changes)
+        if not changes:
+            return _handed_out(old)
+        return _handed_out(store.update_experiment(exp_id, **changes))
+
+
+#: A correction note's date and what it changed (``**Correction (2026-12-07)**: score
+#: 1.019 → 1.021; change_summary A → B. Reason: ...``,
+#: :func:`kexp.measure.corrections.correction_note`).
+_NOTE = re.compile(r"\*\*Correction \(([^)]*)\)\*\*:\s*(.*)")
+
+
+def _refuse_stale(old: model.KernelExperiment, changes: dict[str, Any]) -> None:
+    """Refuse (a ``ValueError``, one line, nothing written) a write-back of a record read
+    before a correction of ``old`` (``kexp update --reason``, ``kexp remeasure``): kexp's
+    dated correction notes are only ever appended to ``detailed_description``, so one
+    given without a note the file holds was read before it (or would erase it); and in a
+    record written back (it carries values the file holds, unchanged), a value that a
+    note says the correction replaced, while the file holds the value it put in its
+    place, would undo it. A change given alone (``change_summary=...``) is the caller's
+    own, and written."""
+    # lazy: only where the file holds correction notes
+    from kexp.gitops.log import CORRECTION_START, correction_key
+    from kexp.measure.corrections import note_value
+
+    held = [
+        line.strip()
+        for line in old.detailed_description.splitlines()
+        if line.startswith(CORRECTION_START)
+    ]
+    if not held:
+        return
+    given = changes.get("detailed_description")
+    if isinstance(given, str):
+        kept = {
+            correction_key(line) for line in given.splitlines() if line.startswith(CORRECTION_START)
+        }
+        for note in held:
+            if correction_key(note) not in kept:
+                raise ValidationError(_stale_message(old, note, ""), [])
+    if not any(
+        key in model.ALL_FIELDS and getattr(old, key) == value for key, value in changes.items()
+    ):
+        return  # no record written back (it carries values unchanged): a change, said as one
+    for field, value in changes.items():
+        if field in TRANSLATED or field in _NOTE_NAMES or field not in model.ALL_FIELDS:
+            continue
+        current = getattr(old, field)
+        if value == current:
+            continue
+        undoing = f"{field} {note_value(value)} → {note_value(current)}"
+        for note in held:
+            if undoing in _note_parts(note):
+                raise ValidationError(_stale_message(old, note, field), [])
+
+
+#: The fields a correction note names without quoting them ("detailed_description
+#: rewritten"; :func:`kexp.measure.corrections.correction_note`), and ``id``.
+_NOTE_NAMES = frozenset({*model.BODY_FIELDS, "results", "samples", "id"})
+
+
+def _note_parts(note: str) -> list[str]:
+    """What a correction note says changed, one ``FIELD OLD → NEW`` a part."""
+    match = _NOTE.match(note)
+    what = match[2] if match else ""
+    return [part.strip() for part in what.split(". Reason:", 1)[0].split("; ")]
+
+
+def _stale_message(old: model.KernelExperiment, note: str, field: str) -> str:
+    """The one line that refuses a write-back read before the correction ``note``."""
+    match = _NOTE.match(note)
+    date = match[1] if match else "an earlier day"
+    said = ", ".join(_note_parts(note))
+    said = said if len(said) <= 80 else said[:77] + "..."
+    undo = (
+        f"; to undo that correction of {field}, say why: kexp update {old.id[:SHOWN_LENGTH]} "
+        f"--set {field}=VALUE --reason TEXT"
+        if field
+        else ""
+    )
+    return (
+        f"{old.id} was corrected since you read it (the note of {date}: {said}): read it "
+        f"again with get_experiment and apply your change to that{undo}"
+    )
 
 
 #: What a written-back score is read with: the fields this module may hand out with
