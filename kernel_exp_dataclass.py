@@ -256,11 +256,15 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
         old = store.get_experiment(exp_id)
         _refuse_stale(old, changes)
         changes = _written_back(old, changes)
+        said = ""
         if {"pid", "score"} & set(changes) and "measured_against" not in changes:
-            changes = _over_the_reference(old, changes)
+            changes, said = _over_the_reference(old, changes)
         if not changes:
             return _handed_out(old)
-        return _handed_out(store.update_experiment(exp_id, **changes))
+        updated = store.update_experiment(exp_id, **changes)
+    if said:  # said once it is recorded: a refused update warns of nothing
+        warnings.warn(said, KexpWarning, stacklevel=2)
+    return _handed_out(updated)
 
 
 #: A correction note's date and what it changed (``**Correction (2026-12-07)**: score
@@ -414,9 +418,12 @@ def _value_of(old: model.KernelExperiment, shown: KernelExperiment, key: str) ->
     return model.KernelExperiment.to_dict(shown, include_derived=True).get(key)
 
 
-def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) -> dict[str, Any]:
+def _over_the_reference(
+    old: model.KernelExperiment, changes: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """``changes`` to ``old`` with ``measured_against: reference`` where the predecessor's
-    meaning of its score asks for it (see :func:`update_experiment`)."""
+    meaning of its score asks for it (see :func:`update_experiment`), and the warning
+    that says so once they are recorded ('' for none)."""
     shown = _handed_out(old)
     if (
         "pid" in changes
@@ -426,37 +433,34 @@ def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) ->
     ):
         # A step given another parent (or none): the score it was handed out with, its
         # speedup over the original code, is what the old caller's record keeps.
-        warnings.warn(
+        said = (
             f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step "
             "over its parent's code; given another parent (or none), it keeps its speedup "
             f"over the operator's original code, {shown.score:g} (measured_against: "
             "reference); to make it a step over the new parent, pass score=... and "
-            'measured_against="parent"',
-            KexpWarning,
-            stacklevel=3,
+            'measured_against="parent"'
         )
-        return {
+        kept = {
             **changes,
             "score": shown.score,
             "score_ci": shown.score_ci,
             "measured_against": "reference",
         }
+        return kept, said
     if changes.get("pid") and not old.measured_against:
         # As create_experiment: the predecessor's scores are speedups over the
         # reference, so a parent given later does not make the score a step over it.
-        return {**changes, "measured_against": "reference"}
+        return {**changes, "measured_against": "reference"}, ""
     score = changes.get("score", old.score)
     if score == old.score or not changes.get("pid", old.pid) or not measured_against_parent(old):
-        return changes
-    warnings.warn(
+        return changes, ""
+    said = (
         f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step over "
         f"its parent's code; score {score} is recorded as the predecessor's scores are, a "
         "speedup over the operator's original code (measured_against: reference); to give "
-        'a step over the parent, pass measured_against="parent" with it',
-        KexpWarning,
-        stacklevel=3,
+        'a step over the parent, pass measured_against="parent" with it'
     )
-    return {**changes, "measured_against": "reference"}
+    return {**changes, "measured_against": "reference"}, said
 
 
 def delete_experiment(exp_id: str) -> None:
