@@ -32,7 +32,9 @@ the first create makes one in the working directory, saying where. The predecess
 ``kernel_experiments_db.json`` in the working directory is not read: when the store
 lacks its records, the first call warns once, naming ``kexp import``. kexp validates
 what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
-deleting a parent are refused with an exception naming the field, and nothing written.
+deleting a parent are refused with an exception naming the field, and nothing written;
+so is a record written back that was read before a correction (its
+``detailed_description`` lacks a dated correction note the file holds).
 
 New code should use :mod:`kexp` itself (id prefixes, filters, lineage, git).
 """
@@ -241,7 +243,9 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     given with it keeps the step a step); a new ``pid`` given to such a step without a
     score keeps its speedup over the original code as its score, over the reference,
     warning too. Values equal to those handed out (a record or a ``top_experiments``
-    dict written back) change nothing (:func:`_written_back`).
+    dict written back) change nothing (:func:`_written_back`). A record read before a
+    correction of the experiment (``kexp update --reason``, ``kexp remeasure``) and
+    written back is refused (:func:`_refuse_stale`).
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
