@@ -32,7 +32,9 @@ the first create makes one in the working directory, saying where. The predecess
 ``kernel_experiments_db.json`` in the working directory is not read: when the store
 lacks its records, the first call warns once, naming ``kexp import``. kexp validates
 what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
-deleting a parent are refused with an exception naming the field, and nothing written.
+deleting a parent are refused with an exception naming the field, and nothing written;
+so is a record written back that was read before a correction (its
+``detailed_description`` lacks a dated correction note the file holds).
 
 New code should use :mod:`kexp` itself (id prefixes, filters, lineage, git).
 """
@@ -42,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -240,22 +243,112 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     given with it keeps the step a step); a new ``pid`` given to such a step without a
     score keeps its speedup over the original code as its score, over the reference,
     warning too. Values equal to those handed out (a record or a ``top_experiments``
-    dict written back) change nothing (:func:`_written_back`).
+    dict written back) change nothing (:func:`_written_back`). A record read before a
+    correction of the experiment (``kexp update --reason``, ``kexp remeasure``) and
+    written back is refused (:func:`_refuse_stale`).
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
     """
     store = _store_holding(exp_id)
     try:
-        old = store.get_experiment(exp_id)
+        store.get_experiment(exp_id)
     except ExperimentNotFoundError:
         raise _not_found(exp_id) from None
-    changes = _written_back(old, changes)
-    if {"pid", "score"} & set(changes) and "measured_against" not in changes:
-        changes = _over_the_reference(old, changes)
-    if not changes:
-        return _handed_out(old)
-    return _handed_out(store.update_experiment(exp_id, **changes))
+    # read, check and write under the experiment's lock: no correction slips in between
+    with store.editing(exp_id, names_others=bool({"pid", "combines"} & set(changes))):
+        old = store.get_experiment(exp_id)
+        _refuse_stale(old, changes)
+        changes = _written_back(old, changes)
+        said = ""
+        if {"pid", "score"} & set(changes) and "measured_against" not in changes:
+            changes, said = _over_the_reference(old, changes)
+        if not changes:
+            return _handed_out(old)
+        updated = store.update_experiment(exp_id, **changes)
+    if said:  # said once it is recorded: a refused update warns of nothing
+        warnings.warn(said, KexpWarning, stacklevel=2)
+    return _handed_out(updated)
+
+
+#: A correction note's date and what it changed (``**Correction (2026-12-07)**: score
+#: 1.019 → 1.021; change_summary A → B. Reason: ...``,
+#: :func:`kexp.measure.corrections.correction_note`).
+_NOTE = re.compile(r"\*\*Correction \(([^)]*)\)\*\*:\s*(.*)")
+
+
+def _refuse_stale(old: model.KernelExperiment, changes: dict[str, Any]) -> None:
+    """Refuse (a ``ValueError``, one line, nothing written) a write-back of a record read
+    before a correction of ``old`` (``kexp update --reason``, ``kexp remeasure``): kexp's
+    dated correction notes are only ever appended to ``detailed_description``, so one
+    given without a note the file holds was read before it (or would erase it); and in a
+    record written back (it carries values the file holds, unchanged), a value that a
+    note says the correction replaced, while the file holds the value it put in its
+    place, would undo it. A change given alone (``change_summary=...``) is the caller's
+    own, and written."""
+    # lazy: only where the file holds correction notes
+    from kexp.gitops.log import CORRECTION_START, correction_key
+    from kexp.measure.corrections import note_value
+
+    held = [
+        line.strip()
+        for line in old.detailed_description.splitlines()
+        if line.startswith(CORRECTION_START)
+    ]
+    if not held:
+        return
+    given = changes.get("detailed_description")
+    if isinstance(given, str):
+        kept = {
+            correction_key(line) for line in given.splitlines() if line.startswith(CORRECTION_START)
+        }
+        for note in held:
+            if correction_key(note) not in kept:
+                raise ValidationError(_stale_message(old, note, ""), [])
+    if not any(
+        key in model.ALL_FIELDS and getattr(old, key) == value for key, value in changes.items()
+    ):
+        return  # no record written back (it carries values unchanged): a change, said as one
+    for field, value in changes.items():
+        if field in TRANSLATED or field in _NOTE_NAMES or field not in model.ALL_FIELDS:
+            continue
+        current = getattr(old, field)
+        if value == current:
+            continue
+        undoing = f"{field} {note_value(value)} → {note_value(current)}"
+        for note in held:
+            if undoing in _note_parts(note):
+                raise ValidationError(_stale_message(old, note, field), [])
+
+
+#: The fields a correction note names without quoting them ("detailed_description
+#: rewritten"; :func:`kexp.measure.corrections.correction_note`), and ``id``.
+_NOTE_NAMES = frozenset({*model.BODY_FIELDS, "results", "samples", "id"})
+
+
+def _note_parts(note: str) -> list[str]:
+    """What a correction note says changed, one ``FIELD OLD → NEW`` a part."""
+    match = _NOTE.match(note)
+    what = match[2] if match else ""
+    return [part.strip() for part in what.split(". Reason:", 1)[0].split("; ")]
+
+
+def _stale_message(old: model.KernelExperiment, note: str, field: str) -> str:
+    """The one line that refuses a write-back read before the correction ``note``."""
+    match = _NOTE.match(note)
+    date = match[1] if match else "an earlier day"
+    said = ", ".join(_note_parts(note))
+    said = said if len(said) <= 80 else said[:77] + "..."
+    undo = (
+        f"; to undo that correction of {field}, say why: kexp update {old.id[:SHOWN_LENGTH]} "
+        f"--set {field}=VALUE --reason TEXT"
+        if field
+        else ""
+    )
+    return (
+        f"{old.id} was corrected since you read it (the note of {date}: {said}): read it "
+        f"again with get_experiment and apply your change to that{undo}"
+    )
 
 
 #: What a written-back score is read with: the fields this module may hand out with
@@ -329,9 +422,12 @@ def _value_of(old: model.KernelExperiment, shown: KernelExperiment, key: str) ->
     return model.KernelExperiment.to_dict(shown, include_derived=True).get(key)
 
 
-def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) -> dict[str, Any]:
+def _over_the_reference(
+    old: model.KernelExperiment, changes: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """``changes`` to ``old`` with ``measured_against: reference`` where the predecessor's
-    meaning of its score asks for it (see :func:`update_experiment`)."""
+    meaning of its score asks for it (see :func:`update_experiment`), and the warning
+    that says so once they are recorded ('' for none)."""
     shown = _handed_out(old)
     if (
         "pid" in changes
@@ -341,37 +437,34 @@ def _over_the_reference(old: model.KernelExperiment, changes: dict[str, Any]) ->
     ):
         # A step given another parent (or none): the score it was handed out with, its
         # speedup over the original code, is what the old caller's record keeps.
-        warnings.warn(
+        said = (
             f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step "
             "over its parent's code; given another parent (or none), it keeps its speedup "
             f"over the operator's original code, {shown.score:g} (measured_against: "
             "reference); to make it a step over the new parent, pass score=... and "
-            'measured_against="parent"',
-            KexpWarning,
-            stacklevel=3,
+            'measured_against="parent"'
         )
-        return {
+        kept = {
             **changes,
             "score": shown.score,
             "score_ci": shown.score_ci,
             "measured_against": "reference",
         }
+        return kept, said
     if changes.get("pid") and not old.measured_against:
         # As create_experiment: the predecessor's scores are speedups over the
         # reference, so a parent given later does not make the score a step over it.
-        return {**changes, "measured_against": "reference"}
+        return {**changes, "measured_against": "reference"}, ""
     score = changes.get("score", old.score)
     if score == old.score or not changes.get("pid", old.pid) or not measured_against_parent(old):
-        return changes
-    warnings.warn(
+        return changes, ""
+    said = (
         f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s score was a step over "
         f"its parent's code; score {score} is recorded as the predecessor's scores are, a "
         "speedup over the operator's original code (measured_against: reference); to give "
-        'a step over the parent, pass measured_against="parent" with it',
-        KexpWarning,
-        stacklevel=3,
+        'a step over the parent, pass measured_against="parent" with it'
     )
-    return {**changes, "measured_against": "reference"}
+    return {**changes, "measured_against": "reference"}, said
 
 
 def delete_experiment(exp_id: str) -> None:

@@ -334,3 +334,20 @@ def test_an_old_caller_reparenting_a_step_keeps_its_speedup_over_the_original_co
     assert float(result.stdout) == pytest.approx(2.34)
     said = [line for line in result.stderr.splitlines() if "KexpWarning" in line]
     assert len(said) == 1 and 'measured_against="parent"' in said[0], result.stderr
+
+
+def test_a_refused_update_warns_of_nothing_recorded(repo: Path, team: dict[str, str]) -> None:
+    # A new score for a step, with a status kexp refuses: the refusal alone is said, not
+    # first a warning that the score "is recorded" over the original code.
+    code = (
+        "import kernel_exp_dataclass as k\n"
+        "try:\n"
+        f"    k.update_experiment({team['tensor']!r}, score=2.40, status='finished')\n"
+        "except ValueError as exc:\n"
+        "    print(str(exc))\n"
+    )
+    result = old_caller(code, repo)
+    assert result.returncode == 0, result.stderr
+    assert "status" in result.stdout, result.stdout
+    assert "Warning" not in result.stderr and "is recorded" not in result.stderr, result.stderr
+    assert git(repo, "status", "--porcelain", "--", "experiments") == ""

@@ -127,7 +127,8 @@ def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
     return changes
 
 
-def _show(value: Any) -> str:
+def note_value(value: Any) -> str:
+    """How a correction note writes a value (``score 1.019 → 1.021``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -152,7 +153,7 @@ def correction_note(
         if field in _NAMED_FIELDS:
             parts.append(f"{field} rewritten")
         else:
-            parts.append(f"{field} {_show(before)} → {_show(value)}")
+            parts.append(f"{field} {note_value(before)} → {note_value(value)}")
     what = "; ".join(parts) if parts else "no field changed"
     reason = " ".join(reason.split())
     return f"**Correction ({day})**: {what}. Reason: {reason}"
