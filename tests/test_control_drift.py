@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from test_noise_rounds import git, kexp_ok, warnings_of
+from conftest import run_kexp
 from timing_files import write
 
 from kexp import Store
@@ -191,3 +192,19 @@ def test_a_control_timed_by_another_clock_judges_no_step_in_the_store_or_a_revie
     text = json.dumps(json.loads(kexp_ok(repo, "review", "base", "--json").stdout))
     assert '"outcome": "regression"' in text
     assert '"outcome": "marginal"' not in text
+
+
+def test_lessons_prints_the_noise_floor_to_four_decimals_in_80_columns(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """``kexp lessons``' noise floor printed 3 decimals (1.031 [1.029, 1.033]) where
+    every other view prints 4, and a biased control's line ran past 80 columns."""
+    f = runs(tmp_path, bench_json)
+    control, _ = add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    exp = Store(repo).get_experiment(control)
+    low, high = exp.score_ci
+    printed = run_kexp("lessons", cwd=repo, env={"COLUMNS": "80"}, process=True).stdout
+    floor = f"A/A on this env: {exp.score:.4f} [{low:.4f}, {high:.4f}]"
+    assert printed.startswith(floor), printed
+    assert all(len(line) <= 80 for line in printed.splitlines()), printed
+    assert "biased" in printed and control[:10] in printed.replace("\n    ", " ")
