@@ -308,7 +308,7 @@ def test_a_control_is_the_noise_floor_never_a_lesson_or_a_repeat(campaign: Campa
     assert control.id not in {item.id for group in report.groups.values() for item in group}
     (floor,) = report.noise_floors
     low, high = control.score_ci
-    expected = f"A/A on this env: {control.score:.3f} [{low:.3f}, {high:.3f}]"
+    expected = f"A/A on this env: {control.score:.4f} [{low:.4f}, {high:.4f}]"
     assert floor.describe() == expected
     assert kexp(store.root, "lessons").output.startswith(expected)
 

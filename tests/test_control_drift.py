@@ -21,6 +21,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from conftest import run_kexp
 from test_noise_rounds import git, kexp_ok, warnings_of
 from timing_files import write
 
@@ -191,3 +192,54 @@ def test_a_control_timed_by_another_clock_judges_no_step_in_the_store_or_a_revie
     text = json.dumps(json.loads(kexp_ok(repo, "review", "base", "--json").stdout))
     assert '"outcome": "regression"' in text
     assert '"outcome": "marginal"' not in text
+
+
+def test_a_review_of_a_control_alone_says_it_turned_the_best_marginal(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """A step on main recorded an improvement (b vs a: the 2.5 % drift); a branch adds
+    only the A/A control that finds it within twice its drift. The review said the best
+    changed "by the corrections or removals here" (there are none) and its JSON gave no
+    reason. Now both name the control added here, the step and its new outcome; and
+    ``kexp add`` of the control says in one line which steps it turned marginal."""
+    f = runs(tmp_path, bench_json)
+    step, _ = add(repo, "no change at all", "cpu test", f["b"], f["a"])
+    assert outcomes(repo)[step] == "improvement"
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a step")
+    git(repo, "tag", "base")
+    control, done = add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    said = [line for line in warnings_of(done) if step in line]
+    assert len(said) == 1, warnings_of(done)
+    assert "marginal now" in said[0] and control in said[0], said[0]
+    assert outcomes(repo)[step] == "marginal"
+
+    text = kexp_ok(repo, "review", "base").stdout
+    (line,) = [line for line in text.splitlines() if "Best changed" in line]
+    assert "corrections or removals" not in line, line
+    assert f"A/A control `{control}` added here" in line, line
+    assert step in line and "marginal" in line and "drift" in line, line
+    (change,) = json.loads(kexp_ok(repo, "review", "base", "--json").stdout)["summary"][
+        "best_changes"
+    ]
+    assert change["before_id"] == step and change["after_id"] is None
+    assert change["control_id"] == control and "added here" in change["reason"]
+    (judged,) = change["judged_by_control"]
+    assert judged["id"] == step and judged["outcome"] == "marginal"
+    assert "within the A/A control" in judged["drift"]
+
+
+def test_lessons_prints_the_noise_floor_to_four_decimals_in_80_columns(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """``kexp lessons``' noise floor printed 3 decimals (1.031 [1.029, 1.033]) where
+    every other view prints 4, and a biased control's line ran past 80 columns."""
+    f = runs(tmp_path, bench_json)
+    control, _ = add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    exp = Store(repo).get_experiment(control)
+    low, high = exp.score_ci
+    printed = run_kexp("lessons", cwd=repo, env={"COLUMNS": "80"}, process=True).stdout
+    floor = f"A/A on this env: {exp.score:.4f} [{low:.4f}, {high:.4f}]"
+    assert printed.startswith(floor), printed
+    assert all(len(line) <= 80 for line in printed.splitlines()), printed
+    assert "biased" in printed and control[:10] in printed.replace("\n    ", " ")

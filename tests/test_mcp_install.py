@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import experiment_fields, init_repo
+from conftest import experiment_fields, git, init_repo
 
 pytest.importorskip("mcp")
 import anyio
@@ -121,3 +121,55 @@ def test_skill_install_mcp_without_the_sdk_says_how_to_install_it(
     warned = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warned) == 1, result.stderr
     assert 'pip install "kexp[mcp]"' in warned[0] and sys.executable in warned[0]
+
+
+@pytest.mark.skipif(not KEXP.is_file(), reason="no kexp command beside this Python")
+def test_the_configuration_holds_this_machines_paths_and_is_kept_out_of_git(
+    tmp_path: Path,
+) -> None:
+    """The trial: .mcp.json names Alice's python and her checkout's absolute --root;
+    nothing said not to commit it, so ``git add -A`` did, and Bob, cloning on the same
+    machine, started a server that recorded into Alice's store. Now the install says in
+    one line that the file is this machine's, and keeps it (and Cursor's) out of git
+    (.git/info/exclude: local, never committed); a file committed all the same does not
+    serve Bob Alice's store: each call says whose it is and what to run."""
+    alice = init_repo(tmp_path / "alice")
+    run = {"env": {"HOME": str(tmp_path), "PATH": SYSTEM_PATH}, "capture_output": True}
+    subprocess.run([str(KEXP), "init"], cwd=alice, check=True, **run)  # type: ignore[call-overload]
+    said = []
+    for client in ("claude", "cursor"):
+        done = subprocess.run(
+            [str(KEXP), "skill", "install", f"--{client}", "--mcp"],
+            cwd=alice, text=True, check=True, **run,
+        )  # type: ignore[call-overload]  # fmt: skip
+        config = MCP_CONFIGS[client].as_posix()
+        lines = [line for line in done.stdout.splitlines() if "not for committing" in line]
+        assert len(lines) == 1 and lines[0].startswith(config), done.stdout
+        assert ".git/info/exclude" in lines[0] and "each teammate" in lines[0], lines[0]
+        said.append(lines[0])
+    exclude = (alice / ".git" / "info" / "exclude").read_text(encoding="utf-8")
+    assert "/.mcp.json" in exclude.splitlines() and "/.cursor/mcp.json" in exclude.splitlines()
+    git(alice, "add", "-A")
+    assert ".mcp.json" not in git(alice, "diff", "--cached", "--name-only"), "staged"
+    assert "skills" in git(alice, "diff", "--cached", "--name-only")  # the skill is shared
+    git(alice, "commit", "-q", "-m", "the skill")
+
+    # Committed all the same (forced): Bob's clone on this machine serves no one's store.
+    git(alice, "add", "-f", ".mcp.json")
+    git(alice, "commit", "-q", "-m", "the config, forced")
+    bob = tmp_path / "bob"
+    git(tmp_path, "clone", "-q", str(alice), str(bob))
+    entry = json.loads((bob / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]["kexp"]
+    assert str(alice) in entry["args"]  # Alice's checkout, by its absolute path
+    tools, top = launch(entry, bob, SYSTEM_PATH, bob)
+    assert "record" in tools and isinstance(top, str), top
+    assert str(alice) in top and str(bob) in top and "kexp skill install" in top, top
+    for store in (alice, bob):  # no experiment written anywhere (README.md: the store's)
+        assert [p.name for p in (store / "experiments").rglob("*.md")] == ["README.md"]
+
+    # Installing again in a checkout that tracks the file says so, and how to stop.
+    again = subprocess.run(
+        [str(KEXP), "skill", "install", "--claude", "--mcp"],
+        cwd=alice, text=True, check=True, **run,
+    )  # type: ignore[call-overload]  # fmt: skip
+    assert "git rm --cached .mcp.json" in again.stdout + again.stderr, again

@@ -154,7 +154,7 @@ class NoiseFloor:
     score_ci: tuple[float, ...] = ()
 
     def describe(self) -> str:
-        """``A/A on this env: 1.039 [0.839, 1.287]``."""
+        """``A/A on this env: 1.0390 [0.8390, 1.2870]``."""
         return describe_control(self)
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,13 +20,14 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kexp.core.advice import INSTALL_MCP_SDK
+from kexp.core.advice import INSTALL_MCP_SDK, OWN_MCP_CONFIG, UNTRACK_MCP_CONFIG
 from kexp.core.errors import KexpError, KexpWarning
 from kexp.storage import atomic
 
@@ -255,3 +256,84 @@ def install_mcp_config(
             stacklevel=2,
         )
     return path
+
+
+def _git(top: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    """``git args`` in ``top`` (None: no git to run)."""
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=top, capture_output=True, text=True, check=False, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def keep_local(path: Path, target: str = "claude") -> str:
+    """Keep the client configuration at ``path`` out of git, and say so in one line.
+
+    It names this machine's Python and (Claude Code's) this checkout's store by their
+    absolute paths: committed, a teammate's client on this machine serves this
+    checkout's store, and on another machine does not start. So it is added to the
+    repository's ``.git/info/exclude`` (local, never committed) unless git ignores it
+    already; a file git tracks is left alone, and the line says how to stop tracking it.
+    """
+    top = project_root(path.parent.parent if path.parent.name == ".cursor" else path.parent)
+    relative = path.resolve().relative_to(top).as_posix()
+    own = OWN_MCP_CONFIG.say(client=target)
+    paths = "its Python, the store" if target == "claude" else "its Python"
+    said = f"{relative} holds this machine's paths ({paths}): not for committing, {own}"
+    if not (top / ".git").exists():
+        return said
+    tracked = _git(top, "ls-files", "--error-unmatch", "--", relative)
+    if tracked is None:
+        return said
+    if tracked.returncode == 0:
+        untrack = UNTRACK_MCP_CONFIG.say(path=relative)
+        return f"{said}; git tracks it: {untrack}"
+    ignored = _git(top, "check-ignore", "-q", "--", relative)
+    if ignored is not None and ignored.returncode == 0:
+        return f"{said}; git ignores it already"
+    where = _git(top, "rev-parse", "--git-path", "info/exclude")
+    if where is None or where.returncode != 0:
+        return said
+    exclude = top / where.stdout.strip()
+    try:
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        old = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        line = f"/{relative}"
+        if line not in old.splitlines():
+            with exclude.open("a", encoding="utf-8") as out:
+                out.write(("" if not old or old.endswith("\n") else "\n") + line + "\n")
+    except OSError:
+        return said
+    return f"{said}; kept out of git by .git/info/exclude (local, never committed)"
+
+
+def foreign_config(root: Path, here: Path | None = None) -> str | None:
+    """Why a server started in ``here`` (default: the working directory) on the store
+    ``root`` serves another checkout's store: the client's project configuration there
+    (``.mcp.json``) names ``root``, a store of another checkout whose own configuration
+    names it too (the file was written there and committed: a clone's copy). None when
+    it does not, or cannot be told."""
+    there = project_root(here)
+    theirs = project_root(root)
+    if there == theirs:
+        return None
+
+    def names_root(top: Path) -> bool:
+        try:
+            data = json.loads((top / MCP_CONFIGS["claude"]).read_text(encoding="utf-8-sig"))
+            args = list(data["mcpServers"][MCP_SERVER_NAME]["args"])
+            return Path(args[args.index("--root") + 1]).resolve() == root.resolve()
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return False
+
+    if not (names_root(there) and names_root(theirs)):
+        return None
+    config = there / MCP_CONFIGS["claude"]
+    return (
+        f"{config} starts kexp mcp on {root}, the store of another checkout ({theirs}), "
+        f"not this one ({there}): the file holds the paths of the machine and checkout it "
+        f"was written in, committed to git: "
+        f"{UNTRACK_MCP_CONFIG.say(path=MCP_CONFIGS['claude'].as_posix())}"
+    )

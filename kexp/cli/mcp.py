@@ -239,6 +239,12 @@ class _Tools:
                 f"kexp mcp --root {self.root} names {self.root.resolve()} (the server runs in "
                 f"{Path.cwd()}), which holds no {EXPERIMENTS_DIR}/ folder: {WRONG_ROOT}"
             )
+        if self.root is not None:  # a clone's committed copy of another's configuration
+            from kexp.agents.skill import foreign_config
+
+            foreign = foreign_config(self.root)
+            if foreign is not None:
+                raise KexpError(foreign)
         return Store(self.root, refs=refs or (), all_refs=all_refs)
 
     def resolve(self, arguments: dict[str, Any]) -> str:

@@ -400,6 +400,21 @@ WRONG_ROOT = Advice(
     "(kexp mcp --root DIR, or KEXP_ROOT); kexp skill install with its MCP option, run in "
     "that folder, writes it",
 )
+#: Advice on a client configuration ``kexp skill install --mcp`` writes: it holds this
+#: machine's paths (the Python, the store), so each teammate writes their own.
+OWN_MCP_CONFIG = Advice(
+    "each teammate runs kexp skill install --{client} --mcp in their own checkout",
+    "each teammate writes their own, in their checkout: kexp skill install for {client} with "
+    "its MCP option (no tool writes it)",
+)
+#: Advice on a client configuration that git tracks: committed, it gives every clone the
+#: paths of the machine and checkout it was written on.
+UNTRACK_MCP_CONFIG = Advice(
+    "git rm --cached {path} and commit that (kexp skill install --mcp writes each checkout "
+    "its own)",
+    "git rm --cached {path} and commit that (kexp skill install with its MCP option writes "
+    "each checkout its own; no tool does)",
+)
 #: Advice on a context packet's budget of tokens.
 BUDGET = Advice("give --budget {n} or more", "give budget {n} or more")
 #: Advice in a context packet on what it left out (no longer in the tools' words).
@@ -430,6 +445,8 @@ ADVICE = (
     ASK_ONE_ENV,
     INSTALL_MCP_SDK,
     WRONG_ROOT,
+    OWN_MCP_CONFIG,
+    UNTRACK_MCP_CONFIG,
     ALL_REFS_IDS,
     LIST_SHOWS,
     SHOW_ALL_REFS,

@@ -198,14 +198,14 @@ def control_bias(record: Any) -> str:
 
 
 def describe_control(record: Any, env: str = "") -> str:
-    """A control as the noise floor: ``A/A on this env: 1.039 [0.839, 1.287]`` (``A/A on
+    """A control as the noise floor: ``A/A on this env: 1.0390 [0.8390, 1.2870]`` (``A/A on
     'H100': ...`` given the ``env`` it was run on, for a reader who named none), and
     :func:`control_bias` when its interval leaves out 1."""
     on = f"on {env.strip()!r}" if env.strip() else "on this env"
-    text = f"A/A {on}: {float(record.score):.3f}"
+    text = f"A/A {on}: {float(record.score):.4f}"  # four decimals, as every view
     interval = recorded_interval(record)
     if interval is not None:
-        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        text += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
     bias = control_bias(record)
     return f"{text}: {bias}" if bias else text
 

@@ -68,6 +68,7 @@ from kexp.core.errors import (
 )
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment
 from kexp.core.outcome import (
+    PENDING_STATUSES,
     TIMED_OUT,
     control_bias,
     describe_control,
@@ -96,6 +97,7 @@ from kexp.measure.checks import (
     throttled_rounds,
     unit_hint,
 )
+from kexp.measure.controlnote import turned_marginal
 from kexp.measure.envs import env_warnings, parents_env
 from kexp.measure.measurements import (
     Measurement,
@@ -409,6 +411,10 @@ def record_iteration(
         raise
     warn_if_suspect(exp, store.settings)
     env_warnings(exp, before.envs, parents)
+    if is_control(exp) and not exp.is_buggy and exp.status not in PENDING_STATUSES:
+        demoted = turned_marginal(store, exp, before.controls)
+        if demoted is not None:  # what every view says of them from now on
+            warnings.warn(demoted, ControlWarning, stacklevel=2)
     if is_control(exp) and control_bias(exp):  # as consult will say of it
         warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
     elif "score_ci" in data and not exp.is_buggy:

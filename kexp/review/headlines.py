@@ -4,16 +4,18 @@ the lessons it adds and those it loses, and the lineage graph of what it touches
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from kexp.agents.lessons import LESSON_GROUPS
+from kexp.core.campaign import control_for, env_controls
 from kexp.core.model import KernelExperiment
 from kexp.core.outcome import is_control
 from kexp.format.fileformat import key_insight
 from kexp.review.entry import Reviewed
 from kexp.review.graph import LineageGraph, LineageNode
 from kexp.review.model import KINDS, BestChange, LostLesson
-from kexp.review.side import Side, campaign_of
+from kexp.review.side import Campaign, Side, campaign_of
 
 #: Ancestors and children of each touched experiment drawn in the lineage graph.
 MAX_RELATIVES = 6
@@ -41,18 +43,51 @@ def best_changes(entries: Mapping[str, list[Reviewed]], now: Side, then: Side) -
         new = None if after is None else after.cumulative_score
         if (before and before.id) != (after and after.id) or old != new:
             operator, dtype, env = campaign
-            found.append(
-                BestChange(
-                    operator,
-                    None if before is None else before.id,
-                    old,
-                    None if after is None else after.id,
-                    new,
-                    dtype,
-                    env,
-                )
+            change = BestChange(
+                operator,
+                None if before is None else before.id,
+                old,
+                None if after is None else after.id,
+                new,
+                dtype,
+                env,
             )
+            found.append(_judged(change, campaign, entries, now, then))
     return found
+
+
+def _judged(
+    change: BestChange,
+    campaign: Campaign,
+    entries: Mapping[str, list[Reviewed]],
+    now: Side,
+    then: Side,
+) -> BestChange:
+    """``change`` with its cause when an A/A control finds steps of ``campaign`` that
+    were improvements before the change within its drift (``marginal`` now, with the
+    reason): the control, whether the change adds or corrects it, and those steps."""
+    judged: list[KernelExperiment] = []
+    for key, number in then.scored_on(campaign):
+        found = now.first.get(then.facts[number].id) if key[0] else None
+        if found is not None and now.derived(found).drift:  # derived: no experiment made
+            judged.append(now.experiment(found))
+    if not judged:
+        return change
+    control = control_for(judged[0], env_controls(now.facts))
+    if control is None:  # pragma: no cover - a step's drift names its control
+        return change
+    how = {entry.id: kind for kind in ("added", "corrected") for entry, _ in entries[kind]}
+    here = {"added": " added here", "corrected": " corrected here"}.get(how.get(control.id, ""), "")
+    steps = ", ".join(step.id for step in judged)
+    return dataclasses.replace(
+        change,
+        reason=f"the A/A control {control.id}{here}, which judges {steps} within its drift "
+        "(now marginal)",
+        control_id=control.id,
+        judged_by_control=[
+            {"id": step.id, "outcome": step.outcome, "drift": step.derived.drift} for step in judged
+        ],
+    )
 
 
 def new_lessons(

@@ -149,10 +149,18 @@ class ReviewedExperiment:
         return data
 
 
+#: Why a best tip moved when no control the change brings judged it: the corrections or
+#: removals of the change.
+CORRECTIONS_OR_REMOVALS = "the corrections or removals here"
+
+
 @dataclasses.dataclass
 class BestChange:
     """A campaign (operator × dtype × env) whose best tip the change moves other than by
-    a new best: a correction or removal (of it or of an ancestor) dethrones or lowers it."""
+    a new best: a correction or removal (of it or of an ancestor) dethrones or lowers it,
+    or an A/A control the change brings (``control_id``) finds steps that were
+    improvements within its drift (``judged_by_control``: each one's id, its outcome now,
+    ``marginal``, and the ``drift`` reason). ``reason`` says which, in words."""
 
     operator_sig: str
     before_id: str | None
@@ -161,6 +169,9 @@ class BestChange:
     after_cumulative: float | None
     dtype_sig: str = ""
     env: str = ""
+    reason: str = CORRECTIONS_OR_REMOVALS
+    control_id: str | None = None
+    judged_by_control: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys)."""

@@ -314,9 +314,20 @@ def _best_change_note(change: BestChange) -> str:
 
     before = tip(change.before_id, change.before_cumulative)
     after = tip(change.after_id, change.after_cumulative)
+    cause = md_text(change.reason)
+    if change.control_id is not None:  # an A/A control found steps within its drift
+        judged = change.judged_by_control
+        steps = ", ".join(f"{md_code(s['id'])} (now {md_code(s['outcome'])})" for s in judged)
+        here = change.reason.split(",", 1)[0].removeprefix(f"the A/A control {change.control_id}")
+        drift = judged[0]["drift"].split("'s ", 1)[-1].split(": an interval", 1)[0]
+        cause = (
+            f"the A/A control {md_code(change.control_id)}"
+            f"{' ' + md_text(here.strip()) if here.strip() else ''}, which judges {steps} "
+            f"within its {md_text(drift, limit=_CELL_CHARS)}"
+        )
     return (
-        f"{_best_move(change)} **Best changed** on {_campaign(change)} by the "
-        f"corrections or removals here: was {before}, now {after}"
+        f"{_best_move(change)} **Best changed** on {_campaign(change)} by {cause}: was "
+        f"{before}, now {after}"
     )
 
 

@@ -160,7 +160,12 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
       kexp skill install --dir ~/skills  # ~/skills/kernel-exp-history/
     """
     # lazy: one command's library, loaded when that command runs
-    from kexp.agents.skill import install_mcp_config, install_skill, installed_server
+    from kexp.agents.skill import (
+        install_mcp_config,
+        install_skill,
+        installed_server,
+        keep_local,
+    )
 
     for path in install_skill(target, directory=directory):
         click.echo(f"wrote {path}")
@@ -176,6 +181,7 @@ def skill_install(ctx: click.Context, target: str, directory: Path | None, with_
                 store = find_root()
         path = install_mcp_config(target, store=store)
         click.echo(f"wrote {path}: the client runs {installed_server(path)}")
+        click.echo(keep_local(path, target))
 
 
 def _read_diff(path: str, limit: int) -> str:

@@ -72,7 +72,7 @@ def lessons(
     most the newest 20 entries of a group (-n N: N; --all: every lesson, each on its
     own), the last line saying how many more. Controls (tag
     control, A/A runs) are no lessons: the newest of each env is shown first as its
-    noise floor ("A/A on this env: 1.039 [0.839, 1.287]").
+    noise floor ("A/A on this env: 1.0390 [0.8390, 1.2870]").
 
     Python: kexp.lessons(**filters).
 
@@ -129,15 +129,17 @@ def lessons(
 
 def _print_floor(floor: str, where: str, width: int | None) -> None:
     """A noise floor and its env and control: one line, or where it would be wider than
-    the terminal, the env and control wrapped (never cut) under it, indented."""
+    the terminal, wrapped (never cut) to it, the rest and the env and control under its
+    first line, indented."""
     import textwrap
 
     line = f"{floor}  {where}"
     if width is None or len(line) <= width:
         click.echo(line)
         return
-    click.echo(floor)
-    for part in textwrap.wrap(where, max(20, width - 4), break_on_hyphens=False):
+    head, *rest = textwrap.wrap(floor, max(20, width), break_on_hyphens=False) or [""]
+    click.echo(head)
+    for part in textwrap.wrap(" ".join([*rest, where]), max(20, width - 4), break_on_hyphens=False):
         click.echo("    " + part)
 
 

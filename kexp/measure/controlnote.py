@@ -1,0 +1,57 @@
+"""What a control just recorded does to the steps already recorded on its env: those it
+finds within its drift (:func:`kexp.core.outcome.within_drift`) that no control found so
+before are ``marginal`` now, in every view; ``kexp add`` says which, in one line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.campaign import control_for, derive_for, env_controls
+from kexp.core.outcome import drift_of, within_drift
+
+if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
+    from kexp.storage.store import Store
+
+#: The steps a control's note names at most (the rest are counted).
+NAMED_STEPS = 5
+
+
+def turned_marginal(store: Store, control: KernelExperiment, before: dict[str, Any]) -> str | None:
+    """``control N: 2 step(s) recorded on its env are within its 8.5 % drift on 'cpu' (2
+    x its 4.2 %), marginal now (...): A (improvement 1.0309 [1.0293, 1.0326]), B``; None
+    when it turns none. ``before``: the newest controls before it was recorded
+    (:func:`kexp.core.campaign.env_controls`): a step one of them found within its
+    drift already is not named."""
+    found = store.found()
+    rows = [row for row in found.rows if row.env == control.env and row.id != control.id]
+    if not rows:
+        return None
+    derivation = derive_for(found.rows, rows, store.settings)
+    controls = env_controls(found.rows)
+    named: list[str] = []
+    reason = ""
+    for row in rows:
+        value = derivation.of(row)
+        judge = control_for(row, controls) if value.drift else None
+        if judge is None or judge.id != control.id:
+            continue
+        was = "improvement" if float(row.score) > 1 else "regression"
+        earlier = control_for(row, before)
+        if earlier is not None and within_drift(
+            was, row.score, row.score_ci, drift_of(earlier, store.settings)
+        ):
+            continue  # marginal by the earlier control already
+        interval = f" [{row.score_ci[0]:.4f}, {row.score_ci[1]:.4f}]" if row.score_ci else ""
+        named.append(f"{row.id} ({was} {float(row.score):.4f}{interval})")
+        reason = value.drift
+    if not named:
+        return None
+    more = len(named) - NAMED_STEPS
+    shown = ", ".join(named[:NAMED_STEPS]) + (f" and {more} more" if more > 0 else "")
+    drift = reason.split("'s ", 1)[-1].split(": an interval", 1)[0]
+    return (
+        f"control {control.id}: {len(named)} step(s) recorded on its env are within its "
+        f"{drift}, marginal now (an interval covers the noise of one run, not the drift "
+        f"between runs): {shown}"
+    )
