@@ -21,12 +21,14 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import run_kexp
 from test_noise_rounds import git, kexp_ok, warnings_of
 from timing_files import write
 
 from kexp import Store
 from kexp.core.campaign import derive, derive_for
+from kexp.storage.reader import StoreReader
 
 #: Each configuration's time (seconds) in a run without drift.
 CONFIGS = {"n8": 2.0e-6, "n64": 8.0e-6}
@@ -112,6 +114,25 @@ def test_a_step_within_the_controls_drift_is_marginal_everywhere(
     tree = json.loads(kexp_ok(repo, "tree", same, "--json").stdout)
     assert '"outcome": "marginal"' in json.dumps(tree)
     assert '"outcome": "regression"' not in json.dumps(tree)
+
+
+def test_a_record_is_judged_by_the_controls_its_read_before_the_write_found(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record's answer (marginal: within the control's drift) comes of the controls
+    the read before the write found: the store is not searched for them again."""
+    f = runs(tmp_path, bench_json)
+    add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    searched: list[str] = []
+
+    def control_rows(self: StoreReader) -> list[Any]:
+        searched.append("again")
+        return []
+
+    monkeypatch.setattr(StoreReader, "control_rows", control_rows)
+    _, done = add(repo, "no change at all", "cpu test", f["a"], f["c"])
+    assert json.loads(done.stdout)["outcome"] == "marginal"
+    assert searched == []
 
 
 def test_a_review_judges_the_step_by_the_control_on_the_base(

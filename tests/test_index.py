@@ -419,6 +419,7 @@ def test_a_folder_whose_pack_does_not_describe_it_is_read_once_and_its_pack_kept
         db.close()
     else:
         _rewrite(index, "packs", lambda pack: (pack[0], bytes(len(pack[1])), pack[2]))
+    listing_module.forget_made_rows()  # the next query is another process's
     read: list[str] = []
     reading = listing_module.read_file_and_stat
 
@@ -433,6 +434,33 @@ def test_a_folder_whose_pack_does_not_describe_it_is_read_once_and_its_pack_kept
     assert _scores(store) == expected
     assert [e.id for e in store.top_experiments(1)] == [aged[2].id]
     assert read == []
+
+
+def test_a_second_read_in_one_process_makes_the_rows_of_changed_folders_alone(
+    store: Store, make_experiment: Callable[..., KernelExperiment], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that reads the store twice (the read before a write and its
+    tried-before check, an MCP server's questions) makes the rows of an unchanged folder
+    once: the second read makes those of the folder whose file was edited in place, and
+    sees the edit."""
+    first = make_experiment(score=1.25, operator_sig="k1")
+    make_experiment(score=1.5, operator_sig="k2")
+    past_racy_window()
+    _scores(store)
+    made: list[str] = []
+    making = listing_module.folder_rows
+
+    def counted(base: str, folder: str, *args: Any) -> Any:
+        made.append(folder)
+        return making(base, folder, *args)
+
+    monkeypatch.setattr(listing_module, "folder_rows", counted)
+    assert _scores(store) == _uncached(store)
+    assert made == []
+    assert first.path is not None
+    first.path.write_text(first.path.read_text().replace("score: 1.25", "score: 1.75"))
+    assert _scores(store) == _uncached(store) and _scores(store)[first.id] == 1.75
+    assert set(made) == {str(first.path.parent.relative_to(store.experiments_dir)) + os.sep}
 
 
 def test_top_and_filters_agree_with_a_store_read_without_cache(

@@ -66,7 +66,7 @@ from kexp.core.errors import (
     TimingsWarning,
     ValidationError,
 )
-from kexp.core.model import PROTOCOL_KEYS, KernelExperiment
+from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, attach
 from kexp.core.outcome import (
     PENDING_STATUSES,
     TIMED_OUT,
@@ -409,6 +409,8 @@ def record_iteration(
     except ValidationError as exc:
         samples_too_large(exc, str(data.get("samples") or ""))
         raise
+    if before.read:  # its outcome judged by the controls read before: not read again
+        attach(exp, derived=lambda: store.derived_of(exp, controls=before.controls))
     warn_if_suspect(exp, store.settings)
     env_warnings(exp, before.envs, parents)
     if is_control(exp) and not exp.is_buggy and exp.status not in PENDING_STATUSES:
@@ -474,8 +476,11 @@ class BeforeWrite(NamedTuple):
     #: when that campaign is a lineage (None: no such campaign, or not a root).
     tip: tuple[Row, float | None] | None
     #: The newest control of each env and timer recorded before
-    #: (:func:`kexp.core.campaign.env_controls`; empty: no env to check).
+    #: (:func:`kexp.core.campaign.env_controls`).
     controls: dict[str, dict[str, Row]]
+    #: Whether the store was read (not when there was nothing to check: no env, not a
+    #: root; then the other fields are empty).
+    read: bool
 
 
 def _warn_if_large_profiling(text: str, limit: int) -> None:
@@ -502,12 +507,13 @@ def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
     env = str(data.get("env") or "").strip()
     root = not data.get("pid") and data.get("measured_against") != "reference"
     if not env and not root:
-        return BeforeWrite([], None, {})
+        return BeforeWrite([], None, {}, False)
     found = store.found()
     envs = sorted({row.env for row in found.rows}) if env else []
-    controls = env_controls(found.rows) if env else {}
+    controls = env_controls(found.rows)
     key = (str(data.get("operator_sig") or ""), str(data.get("dtype_sig") or ""), env)
-    return BeforeWrite(envs, lineage_tip(found, key, store.settings) if root else None, controls)
+    tip = lineage_tip(found, key, store.settings) if root else None
+    return BeforeWrite(envs, tip, controls, True)
 
 
 def lineage_tip(found: Found, key: tuple[str, str, str], settings: Settings) -> (

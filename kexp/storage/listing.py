@@ -229,6 +229,9 @@ def pack_records(pack: Pack | None) -> dict[tuple[str, bytes], Record]:
 #: A folder's files as queries see them: (rows of the valid ones, (path, first error) of
 #: the invalid ones), each in name order.
 FolderRows = tuple[list[Row], list[tuple[str, Any]]]
+#: A folder's rows with the folder as they describe it (its names and content keys):
+#: they are the rows of a listing's folder that has the same names and keys.
+Made = tuple[Folder, FolderRows]
 
 
 def folder_rows(
@@ -238,10 +241,11 @@ def folder_rows(
     pack: Pack | None,
     settings: Settings,
     repaired: dict[str, Pack] | None = None,
-) -> FolderRows:
+) -> Made:
     """The rows of a folder's files from its pack (a file the pack does not describe, as
     when another process wrote it for another listing, is read; the pack of what was
-    found then goes into ``repaired``, for the cache to keep)."""
+    found then goes into ``repaired``, for the cache to keep), with the folder as they
+    describe it: ``known``, but the content keys of the files read."""
     rows: list[Row] = []
     invalid: list[tuple[str, Any]] = []
     keys = known.keys
@@ -255,7 +259,7 @@ def folder_rows(
                 key = keys[at * KEY_SIZE : (at + 1) * KEY_SIZE]
                 # tuple.__new__ of the class: the fastest way to make many rows.
                 rows.append(tuple.__new__(Row, (*values, folder + name, key, None)))
-        return rows, invalid
+        return known, (rows, invalid)
     by_name = pack_records(pack)
     found_keys = bytearray()
     found_records: list[Record] = []
@@ -273,7 +277,34 @@ def folder_rows(
             rows.append(row_of(values, folder + name, key))
     if repaired is not None and known.names:
         repaired[folder] = (known.names, bytes(found_keys), found_records)
-    return rows, invalid
+    return known._replace(keys=bytes(found_keys)), (rows, invalid)
+
+
+def describes(made: Made, known: Folder) -> bool:
+    """Whether ``made`` holds the rows of the folder ``known``."""
+    return made[0].names == known.names and made[0].keys == known.keys
+
+
+#: The rows the last listing in this process made (of which ``experiments/``, read with
+#: which settings), by folder: a refresh of the same folder takes those of the folders
+#: unchanged since instead of making them again of their packs. The read before a write,
+#: its tried-before check and an MCP server's questions share them; a listing's rows are
+#: a function of its folders' names and content keys (:func:`describes`).
+_last_made: list[tuple[str, Settings, dict[str, Made]]] = []
+
+
+def forget_made_rows() -> None:
+    """Forget the rows the last listing made, as a new process starts without them: the
+    next refresh makes its rows of the cache's packs."""
+    _last_made.clear()
+
+
+def _made_before(base: str, settings: Settings) -> dict[str, Made]:
+    """The rows the last listing made of ``base`` with ``settings`` (none: empty)."""
+    for made_base, made_settings, made in _last_made:
+        if made_base == base and made_settings == settings:
+            return made
+    return {}
 
 
 class Listing:
@@ -285,7 +316,7 @@ class Listing:
         base: str,
         folders: dict[str, Folder],
         packs: dict[str, Pack],
-        made: dict[str, tuple[Folder, FolderRows]] | None = None,
+        made: dict[str, Made] | None = None,
         repaired: dict[str, Pack] | None = None,
         generation: str | None = None,
     ) -> None:
@@ -300,7 +331,7 @@ class Listing:
         self._packs = packs
         #: Rows made ahead (while a forked child stat-ed files), by folder, with the
         #: listing they were made of.
-        self._made = made or {}
+        self._made = made if made is not None else {}
         #: Packs made again of files read because their folder's pack did not describe
         #: them (see :meth:`_keep_repaired`).
         self._repaired = repaired or {}
@@ -374,13 +405,12 @@ class Listing:
         for folder in sorted(self.folders, key=path_order):
             known = self.folders[folder]
             made = self._made.get(folder)
-            if made is not None and made[0].names == known.names and made[0].keys == known.keys:
-                found, wrong = made[1]
-            else:
-                found, wrong = folder_rows(
+            if made is None or not describes(made, known):
+                made = folder_rows(
                     self._base, folder, known, self._packs.get(folder), settings, self._repaired
                 )
-                self._made[folder] = (known, (found, wrong))  # asked for again by folder
+                self._made[folder] = made  # asked for again by folder
+            found, wrong = made[1]
             rows += found
             invalid += wrong
             mixed = mixed or bool(known.names and known.subfolders)
@@ -408,13 +438,19 @@ class Listing:
         """:meth:`rows_of`, a pack made again left for the caller to keep."""
         known = self.folders[folder]
         made = self._made.get(folder)
-        if made is not None and made[0].names == known.names and made[0].keys == known.keys:
-            return made[1]
-        if folder not in self._packs:
-            self._packs.update(self._cache.packs([folder]))
-        return folder_rows(
-            self._base, folder, known, self._packs.get(folder), self._cache.settings, self._repaired
-        )
+        if made is None or not describes(made, known):
+            if folder not in self._packs:
+                self._packs.update(self._cache.packs([folder]))
+            made = folder_rows(
+                self._base,
+                folder,
+                known,
+                self._packs.get(folder),
+                self._cache.settings,
+                self._repaired,
+            )
+            self._made[folder] = made  # asked for again by folder
+        return made[1]
 
     def rows_naming(self, text: str) -> list[Row]:
         """The rows, in path order, of the valid files whose front-matter may hold
@@ -557,17 +593,23 @@ def _refresh(
     ordered = sorted(cached)
     sizes = [1 if light else len(cached[folder].names) + 1 for folder in ordered]
     parent = os.getpid()
-    made: dict[str, tuple[Folder, FolderRows]] = {}
+    made_earlier = _made_before(base, settings)
+    made = {
+        folder: earlier
+        for folder, earlier in made_earlier.items()
+        if folder in cached and describes(earlier, cached[folder])
+    }
     repaired: dict[str, Pack] = {}
 
     def work(part: list[str]) -> list[_Scanned]:
         scanned = scan(part)
         if rows and os.getpid() == parent:
-            # The rows of every cached folder, made while the child stats its half (most
-            # folders are unchanged; those that changed are made again).
-            for folder, pack in cache.each_pack(ordered):
-                known = cached[folder]
-                made[folder] = (known, folder_rows(base, folder, known, pack, settings, repaired))
+            # The rows of every cached folder not made already, made while the child
+            # stats its half (most folders are unchanged; those that changed are made
+            # again).
+            unmade = [folder for folder in ordered if folder not in made]
+            for folder, pack in cache.each_pack(unmade):
+                made[folder] = folder_rows(base, folder, cached[folder], pack, settings, repaired)
         return scanned
 
     # This process also makes the rows meanwhile: the child stats more of the files.
@@ -668,7 +710,11 @@ def _refresh(
             cache.remove_leftovers()
     for folder in packs:  # packs made again: their rows too
         made.pop(folder, None)
+    for folder, earlier in made_earlier.items():  # a folder the cache lacked, made before
+        if folder not in made and folder in folders and describes(earlier, folders[folder]):
+            made[folder] = earlier
     repairs = {f: pack for f, pack in repaired.items() if f not in changed and f in folders}
+    _last_made[:] = [(base, settings, made)]  # the listing's own: the rows it makes too
     return Listing(cache, base, folders, packs, made, repairs, None if light else generation)
 
 

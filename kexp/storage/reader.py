@@ -663,12 +663,16 @@ class StoreReader:
         exp = attach(checked.experiment(), self.settings)
         return attach(exp, derived=self.derived_of(exp))
 
-    def derived_of(self, exp: KernelExperiment) -> Derived:
+    def derived_of(
+        self, exp: KernelExperiment, *, controls: dict[str, dict[str, Row]] | None = None
+    ) -> Derived:
         """What the store derives of ``exp`` (as its file holds it): from the experiments
         it depends on alone, read file by file (:meth:`_lineage`), when the store reads
-        no refs and they are few, unless it is a change the control of its env may judge
-        (:func:`kexp.core.campaign.may_meet_control`); else from the whole store's
-        derivation."""
+        no refs and they are few, and the control of its env (of ``controls``, the
+        store's as :func:`~kexp.core.campaign.env_controls` gives them, when the caller
+        read them: a write's read before it; else :meth:`control_rows`) when it is a
+        change that control may judge (:func:`kexp.core.campaign.may_meet_control`);
+        else from the whole store's derivation."""
         if self.source.places is None:
             found: Derived | None = None
             if stands_alone(exp):  # what is derived of it depends on no other experiment
@@ -678,7 +682,8 @@ class StoreReader:
             if found is not None:  # a change: the control of its env may judge it
                 if not may_meet_control(found):
                     return found
-                controls = env_controls(self.control_rows())
+                if controls is None:
+                    controls = env_controls(self.control_rows())
                 return judged_by_control(exp, found, controls, self.settings)
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
