@@ -243,3 +243,24 @@ def test_lessons_prints_the_noise_floor_to_four_decimals_in_80_columns(
     assert printed.startswith(floor), printed
     assert all(len(line) <= 80 for line in printed.splitlines()), printed
     assert "biased" in printed and control[:10] in printed.replace("\n    ", " ")
+
+
+def test_a_lucky_control_does_not_switch_the_rule_off_for_its_env(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """The env's first A/A control drifted 2.5 % (a vs b); a second one, timed again,
+    was lucky (b vs e: no drift). The step of no change (a vs c) was judged by the
+    newest alone, a regression again. Now the largest drift of the env's recent
+    controls judges it: marginal, and the reason names the controls it read."""
+    f = runs(tmp_path, bench_json)
+    drifted, _ = add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    lucky, _ = add(repo, "A/A again", "cpu test", f["b"], f["e"], "--tag", "control")
+    same, done = add(repo, "no change at all", "cpu test", f["a"], f["c"])
+    assert outcomes(repo)[same] == "marginal"
+    reason = Store(repo).get_experiment(same).derived.drift
+    assert drifted[:10] in reason and lucky[:10] in reason, reason
+    said = " ".join(warnings_of(done))
+    assert drifted[:10] in said and lucky[:10] in said, said
+    rows = Store(repo).found().rows
+    part = derive_for(rows, [row for row in rows if row.id == same])
+    assert part[same] == derive(rows)[same]

@@ -473,9 +473,9 @@ class BeforeWrite(NamedTuple):
     #: The best tip of the campaign the record joins as a root, and its cumulative score,
     #: when that campaign is a lineage (None: no such campaign, or not a root).
     tip: tuple[Row, float | None] | None
-    #: The newest control of each env and timer recorded before
+    #: The controls of each env and timer recorded before, newest first
     #: (:func:`kexp.core.campaign.env_controls`; empty: no env to check).
-    controls: dict[str, dict[str, Row]]
+    controls: dict[str, dict[str, list[Row]]]
 
 
 def _warn_if_large_profiling(text: str, limit: int) -> None:

@@ -73,9 +73,10 @@ def _judged(
             judged.append(now.experiment(found))
     if not judged:
         return change
-    control = control_for(judged[0], env_controls(now.facts))
-    if control is None:  # pragma: no cover - a step's drift names its control
+    floor = control_for(judged[0], env_controls(now.facts), now.settings.control_drift_window)
+    if floor is None:  # pragma: no cover - a step's drift names its control
         return change
+    control = floor.judge
     how = {entry.id: kind for kind in ("added", "corrected") for entry, _ in entries[kind]}
     here = {"added": " added here", "corrected": " corrected here"}.get(how.get(control.id, ""), "")
     steps = ", ".join(step.id for step in judged)
