@@ -430,8 +430,8 @@ def control_for(
 
 
 def _newest(record: Any) -> tuple[str, str]:
-    """How records are ordered in time: by ``created_at``, then id."""
-    return (time_key(record.created_at), record.id)
+    """How records are ordered in time: by ``created_at`` (none: the oldest), then id."""
+    return (time_key(getattr(record, "created_at", None) or ""), record.id)
 
 
 def judged_by_control(
