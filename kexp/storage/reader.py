@@ -664,7 +664,7 @@ class StoreReader:
         return attach(exp, derived=self.derived_of(exp))
 
     def derived_of(
-        self, exp: KernelExperiment, *, controls: dict[str, dict[str, Row]] | None = None
+        self, exp: KernelExperiment, *, controls: dict[str, dict[str, list[Row]]] | None = None
     ) -> Derived:
         """What the store derives of ``exp`` (as its file holds it): from the experiments
         it depends on alone, read file by file (:meth:`_lineage`), when the store reads
