@@ -661,7 +661,9 @@ class StoreReader:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        return attach(exp, derived=self.derived_of(exp))
+        # What is derived of it read when first asked for: a write reading its parent's
+        # kernel asks for none of it.
+        return attach(exp, derived=lambda: self.derived_of(exp))
 
     def derived_of(
         self, exp: KernelExperiment, *, controls: dict[str, dict[str, list[Row]]] | None = None
