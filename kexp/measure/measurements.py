@@ -298,7 +298,9 @@ def gather(
     protocol = {**base.protocol, **cand.protocol}
     if base.summary or cand.summary:
         return Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
-    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS
+    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS and not (
+        base.unit_stated and cand.unit_stated
+    )
     if stat != "median":  # the old reduction: one number a side, no interval
         one = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
         return Gathered(pair_timings(*one), protocol, unit_unstated=unstated)

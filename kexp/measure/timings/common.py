@@ -50,6 +50,8 @@ class Timings:
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
     statistic: str = ""
     warnings: tuple[str, ...] = ()
+    #: Whether the file states the unit of its times (a CSV header's ``time_ms``).
+    unit_stated: bool = False
 
     @property
     def summary(self) -> bool:
@@ -164,6 +166,30 @@ def parse_number(cell: str, where: str) -> float:
         return float(text)
     except ValueError:
         raise MeasurementError(f"{where}: {cell.strip()!r} is not a number") from None
+
+
+def is_number(cell: str) -> bool:
+    """Whether a CSV cell holds a number (thousands separators allowed)."""
+    try:
+        parse_number(cell, "")
+    except MeasurementError:
+        return False
+    return True
+
+
+def check_cells(row: Sequence[str], columns: int, where: str) -> None:
+    """Refuse a row of more cells than the header has columns (empty trailing cells
+    aside): a number with thousands separators not quoted (``1,234.5``) splits in two,
+    and reading the first part alone would be a time 1000x off."""
+    cells = len(row)
+    while cells > columns and not row[cells - 1].strip():
+        cells -= 1
+    if cells > columns:
+        raise MeasurementError(
+            f"{where}: {cells} cells under a header of {columns} columns "
+            f"({','.join(cell.strip() for cell in row)}): a number with thousands separators "
+            'splits in two unless quoted; write it "1,234.5" (quoted) or 1234.5'
+        )
 
 
 def split_header(header: str, default: float = 1.0) -> tuple[str, float]:

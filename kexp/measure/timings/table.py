@@ -9,7 +9,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kexp.core.errors import MeasurementError
-from kexp.measure.timings.common import cell_time, read_source, split_header, unit_factor
+from kexp.measure.timings.common import (
+    cell_time,
+    check_cells,
+    is_number,
+    read_source,
+    split_header,
+    unit_factor,
+)
 
 #: The names each column goes by.
 CONFIG_NAMES = ("config", "configuration", "name", "shape", "case", "benchmark")
@@ -32,6 +39,11 @@ def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[fl
     rows = source.rows
     if not rows:
         raise MeasurementError(f"{source.path}: the file is empty")
+    if any(is_number(cell) for cell in rows[0]):
+        raise MeasurementError(
+            f"{source.path}: the first line holds numbers ({','.join(rows[0])}), not a "
+            "header: give a header line such as config,baseline_us,candidate_us"
+        )
     columns = [split_header(cell, unit_factor(unit)) for cell in rows[0]]
     config_at = _column(columns, CONFIG_NAMES, source.path)
     base_at = _column(columns, BASELINE_NAMES, source.path)
@@ -42,6 +54,7 @@ def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[fl
         if not config:
             raise MeasurementError(f"{source.path}:{number}: the configuration is empty")
         where = f"{source.path}:{number} ({config})"
+        check_cells(row, len(columns), where)
         base, cand = sides.setdefault(config, ([], []))
         base.append(cell_time(row, base_at, columns[base_at][1], where))
         cand.append(cell_time(row, cand_at, columns[cand_at][1], where))

@@ -1,0 +1,97 @@
+"""Timing files the user's tools wrote that kexp misread (trial J): each is recorded
+with ``kexp add`` in a real store, as the user ran it, and what is recorded (or the
+one-line refusal, nothing written) is checked against the file's own numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from conftest import run_kexp
+
+from kexp import Store
+
+CAMPAIGN = ("--operator", "csrc/softmax.cu: softmax_fwd", "--dtype", "fp16", "--env", "H100")
+
+
+def files(repo: Path) -> list[Path]:
+    return sorted((repo / "experiments").rglob("*.md"))
+
+
+def add(repo: Path, base: str, cand: str, *extra: str) -> tuple[int, str, str]:
+    """``kexp add --json`` of ``base`` and ``cand`` written in ``repo``: (exit status,
+    stdout, stderr)."""
+    (repo / "base.in").write_text(base, encoding="utf-8")
+    (repo / "cand.in").write_text(cand, encoding="utf-8")
+    done = run_kexp(
+        "add", "--summary", "Tiled rows - x", *CAMPAIGN, "--baseline", "base.in",
+        "--candidate", "cand.in", "--json", *extra, cwd=repo,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+def refused(repo: Path, base: str, cand: str, *extra: str) -> str:
+    """The one-line error of a ``kexp add`` that must write nothing."""
+    before = files(repo)
+    status, _, err = add(repo, base, cand, *extra)
+    assert status != 0 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert files(repo) == before
+    return err
+
+
+def recorded(repo: Path, base: str, cand: str, *extra: str) -> tuple[dict[str, object], str]:
+    """The record (``kexp show --json``'s fields) of a ``kexp add`` that succeeds, and
+    its stderr (the warnings)."""
+    status, out, err = add(repo, base, cand, *extra)
+    assert status == 0, err
+    return Store(repo).get_experiment(json.loads(out)["id"]).to_dict(), err
+
+
+def geomean(ratios: list[float]) -> float:
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+# --- CSV: a header, cells ------------------------------------------------------------
+
+
+def test_a_config_time_csv_without_a_header_reads_every_line(repo: Path) -> None:
+    base = {"r4096_c1024": 20.0, "r4096_c4096": 70.0}
+    cand = {"r4096_c1024": 10.0, "r4096_c4096": 70.0}
+    exp, _ = recorded(
+        repo, *("".join(f"{c},{t}\n" for c, t in side.items()) for side in (base, cand))
+    )
+    assert [r["config"] for r in exp["results"]] == list(base)  # type: ignore[union-attr]
+    assert exp["score"] == round(geomean([base[c] / cand[c] for c in base]), 4)
+
+
+def test_unquoted_thousands_separators_are_refused_naming_the_row(repo: Path) -> None:
+    base = "config,time_us\nr4096_c4096,1,234.5\nr4096_c4096,1,236.0\nr4096_c4096,1,233.1\n"
+    cand = "config,time_us\nr4096_c4096,987.5\nr4096_c4096,988.0\nr4096_c4096,986.1\n"
+    said = refused(repo, base, cand)
+    assert "base.in:2" in said and "3 cells" in said and '"1,234.5"' in said, said
+    quoted = base.replace(",1,", ',"1,').replace(".5\n", '.5"\n').replace(".0\n", '.0"\n')
+    quoted = quoted.replace(".1\n", '.1"\n')
+    exp, _ = recorded(repo, quoted, cand)
+    assert exp["score"] == round(1234.5 / 987.5, 4)
+
+
+def test_a_headerless_table_is_refused_and_so_is_a_row_split_by_a_comma(repo: Path) -> None:
+    (repo / "t.csv").write_text("r64,20.0,18.0\nr64,20.2,18.1\n", encoding="utf-8")
+    (repo / "u.csv").write_text("config,baseline,candidate\nr64,1,020.0,18.0\n", encoding="utf-8")
+    for name, what in (("t.csv", "not a header"), ("u.csv", "4 cells")):
+        done = run_kexp("add", "--summary", "x - y", *CAMPAIGN, "--timings", name, cwd=repo)
+        assert done.returncode != 0 and what in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert files(repo) == []
+
+
+def test_a_unit_in_the_header_is_a_unit_given(repo: Path) -> None:
+    """Times under 0.5 us are refused as a unit assumed; in a time_ns column, they
+    were refused saying no unit was given."""
+    base = "config,time_ns\nc64,410\nc64,412\nc64,409\n"
+    cand = "config,time_ns\nc64,380\nc64,382\nc64,379\n"
+    exp, err = recorded(repo, base, cand)
+    assert exp["score"] == round(410 / 380, 4), err
+    assert "no unit was given" not in err
