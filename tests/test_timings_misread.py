@@ -95,3 +95,35 @@ def test_a_unit_in_the_header_is_a_unit_given(repo: Path) -> None:
     exp, err = recorded(repo, base, cand)
     assert exp["score"] == round(410 / 380, 4), err
     assert "no unit was given" not in err
+
+
+# --- nsys ----------------------------------------------------------------------------
+
+NSYS_HEADER = (
+    "Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.2.1/host-linux-x64/"
+    "reports/cuda_gpu_kern_sum.py]... \n"
+    "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+)
+SOFTMAX = '"void softmax_fwd<__half, 1024>(__half *, const __half *, int, int)"'
+FILL = (
+    '"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>, '
+    'at::detail::Array<char *, 1>>(int, T2, T3)"'
+)
+
+
+def kern_sum(softmax_ns: str, fill_ns: str) -> str:
+    """``nsys stats --report cuda_gpu_kern_sum --format csv`` of a PyTorch script: the
+    softmax and the fill kernel that made its input, medians ``*_ns``."""
+    return (
+        NSYS_HEADER
+        + f'92.1,"2,048,512",100,"{softmax_ns}","{softmax_ns}","20,160","21,344",215.3,{SOFTMAX}\n'
+        + f'7.9,"175,840",100,"{fill_ns}","{fill_ns}","1,728","1,824",19.2,{FILL}\n'
+    )
+
+
+def test_an_nsys_summary_of_several_kernels_warns_that_they_are_averaged(repo: Path) -> None:
+    exp, err = recorded(repo, kern_sum("20,480.0", "1,760.0"), kern_sum("17,024.0", "1,760.0"))
+    assert exp["score"] == round(geomean([20480 / 17024, 1760 / 1760]), 4)
+    (line,) = [line for line in err.splitlines() if "2 kernels" in line]
+    assert "void softmax_fwd<__half, 1024>" in line and "FillFunctor" in line, line
+    assert "geometric mean" in line and "keep its row alone" in line, line

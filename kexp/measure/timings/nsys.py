@@ -79,4 +79,18 @@ def read(source: Source, unit: str, stat: str) -> Timings:
         f"{source.path}: nsys kernel summaries ({statistic} of each kernel's instances) "
         "hold no raw samples: recorded without an interval"
     )
-    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning,))
+    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning, *_several(times)))
+
+
+def _several(times: dict[str, list[float]]) -> tuple[str, ...]:
+    """The warning for a summary of several kernels (a PyTorch script's fill kernel
+    beside the one changed): each is a configuration, and the score their geometric
+    mean, which one kernel's speedup is diluted in."""
+    if len(times) < 2:
+        return ()
+    named = "; ".join(name.split("(")[0].strip() or name for name in times)
+    return (
+        f"the nsys kernel summary holds {len(times)} kernels, each taken as a configuration "
+        f"({named}): the score is their geometric mean; to score one kernel, keep its row "
+        "alone below the header in both files",
+    )
