@@ -82,13 +82,24 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning, *_several(times)))
 
 
+def _short(name: str) -> str:
+    """A kernel's name without its parameter list (``void k<float, (int)4>(float *)``:
+    ``void k<float, (int)4>``)."""
+    depth = 0
+    for at in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[at], 0)
+        if depth == 0:
+            return name[:at].strip() or name if name.endswith(")") else name
+    return name
+
+
 def _several(times: dict[str, list[float]]) -> tuple[str, ...]:
     """The warning for a summary of several kernels (a PyTorch script's fill kernel
     beside the one changed): each is a configuration, and the score their geometric
     mean, which one kernel's speedup is diluted in."""
     if len(times) < 2:
         return ()
-    named = "; ".join(name.split("(")[0].strip() or name for name in times)
+    named = "; ".join(_short(name) for name in times)
     return (
         f"the nsys kernel summary holds {len(times)} kernels, each taken as a configuration "
         f"({named}): the score is their geometric mean; to score one kernel, keep its row "
