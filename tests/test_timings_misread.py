@@ -127,3 +127,26 @@ def test_an_nsys_summary_of_several_kernels_warns_that_they_are_averaged(repo: P
     (line,) = [line for line in err.splitlines() if "2 kernels" in line]
     assert "void softmax_fwd<__half, 1024>" in line and "FillFunctor" in line, line
     assert "geometric mean" in line and "keep its row alone" in line, line
+
+
+# --- do_bench JSON -------------------------------------------------------------------
+
+
+def test_do_bench_quantiles_are_warned_not_taken_for_samples_silently(repo: Path) -> None:
+    """``json.dump({cfg: do_bench(fn, quantiles=[0.5, 0.2, 0.8])})``: [p50, p20, p80]."""
+    base = {"r4096_c1024": [0.0200, 0.0195, 0.0206], "r4096_c4096": [0.0700, 0.0690, 0.0712]}
+    cand = {"r4096_c1024": [0.0170, 0.0166, 0.0175], "r4096_c4096": [0.0595, 0.0588, 0.0603]}
+    _, err = recorded(repo, json.dumps(base), json.dumps(cand), "--unit", "ms")
+    (line,) = [line for line in err.splitlines() if "quantiles" in line]
+    assert "3 values" in line and 'return_mode="all"' in line, line
+    runs = [
+        {c: [v * (1 + 0.01 * (i % k)) for i, v in enumerate(vs * 5)] for c, vs in base.items()}
+        for k in (3, 4)
+    ]
+    _, err = recorded(repo, *map(json.dumps, runs), "--unit", "ms", "--tag", "control")
+    assert "quantiles" not in err, err
+
+
+def test_an_empty_json_object_is_refused_naming_the_file(repo: Path) -> None:
+    said = refused(repo, "{}", json.dumps({"r64": [0.02, 0.021, 0.0205]}), "--unit", "ms")
+    assert "base.in" in said and "{config: [times]}" in said, said
