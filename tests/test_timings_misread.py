@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import shutil
 from pathlib import Path
+from typing import Any
 
 from conftest import run_kexp
+from timing_files import COMMON, as_pytest_benchmark, times
 
 from kexp import Store
 
@@ -150,3 +154,33 @@ def test_do_bench_quantiles_are_warned_not_taken_for_samples_silently(repo: Path
 def test_an_empty_json_object_is_refused_naming_the_file(repo: Path) -> None:
     said = refused(repo, "{}", json.dumps({"r64": [0.02, 0.021, 0.0205]}), "--unit", "ms")
     assert "base.in" in said and "{config: [times]}" in said, said
+
+
+# --- one run as both sides -----------------------------------------------------------
+
+
+def test_one_run_given_as_both_sides_is_refused_even_as_a_control(
+    repo: Path, bench_json: dict[str, Any]
+) -> None:
+    """One pytest-benchmark run holding both versions (n8 the old code, n64 the new),
+    given as both sides: it scored 1.0000 'within noise'; a copy of one run as well."""
+    rng = random.Random(5)
+    run = as_pytest_benchmark(bench_json, {"n8": times(rng, 2e-4), "n64": times(rng, 1.5e-4)})
+    (repo / "two.json").write_text(run, encoding="utf-8")
+    shutil.copy(repo / "two.json", repo / "copy.json")
+    for cand, extra, what in (
+        ("two.json", (), "the same file (two.json)"),
+        ("two.json", ("--tag", "control"), "the same file (two.json)"),
+        ("copy.json", (), "the same samples"),
+    ):
+        args = ("--baseline", "two.json", "--candidate", cand, *extra)
+        done = run_kexp("add", "--summary", "Both - x", *COMMON, *args, cwd=repo)
+        assert done.returncode != 0 and what in done.stderr, done.stderr
+        assert "two runs of the same code" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert files(repo) == []
+    other = as_pytest_benchmark(bench_json, {"n8": times(rng, 2e-4), "n64": times(rng, 1.5e-4)})
+    (repo / "other.json").write_text(other, encoding="utf-8")
+    args = ("--baseline", "two.json", "--candidate", "other.json", "--tag", "control")
+    done = run_kexp("add", "--summary", "A/A - x", *COMMON, *args, cwd=repo)
+    assert done.returncode == 0, done.stderr

@@ -291,6 +291,7 @@ def gather(
     cand = _timings_of(candidate, "candidate", unit, stat)
     same_kind(base, cand)
     _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
+    _not_one_run(baseline, candidate, base, cand)
     untold = untold_kind(base, cand)
     said = (*base.warnings, *cand.warnings, *([untold] if untold else []))
     for message in dict.fromkeys(said):  # each once
@@ -305,6 +306,39 @@ def gather(
         one = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
         return Gathered(pair_timings(*one), protocol, unit_unstated=unstated)
     return Gathered(pair_samples(base.times, cand.times), protocol, unit_unstated=unstated)
+
+
+def _not_one_run(
+    baseline: Path | str | Mapping[str, Any],
+    candidate: Path | str | Mapping[str, Any],
+    base: Timings,
+    cand: Timings,
+) -> None:
+    """Refuse one run given as both sides: the same file, or the same samples in the
+    same order, more than two values among them (a copy), scores 1.0 within noise
+    whatever the code did; an A/A control is two runs of the same code, and one run
+    given twice measures none of the drift between runs."""
+    if isinstance(baseline, Mapping) or isinstance(candidate, Mapping):
+        same_file = False
+    else:
+        same_file = Path(baseline).resolve() == Path(candidate).resolve()
+    # the same values in the same order: a copy, unless too few values tell (a coarse
+    # timer's samples, all one tick, repeat from run to run)
+    copied = not base.summary and base.times == cand.times
+    copied = copied and any(len(set(samples)) > 2 for samples in base.times.values())
+    if not (same_file or copied):
+        return
+    what = (
+        f"the same file ({baseline})"
+        if same_file
+        else "the same samples, sample for sample (a copy of one run)"
+    )
+    raise MeasurementError(
+        f"the baseline and the candidate are {what}, and nothing was written: one run scores "
+        "1.0 whatever the code did, and an A/A control is two runs of the same code; give "
+        "the candidate's own timings (a file holding both versions: time each in a run of "
+        "its own)"
+    )
 
 
 def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:
