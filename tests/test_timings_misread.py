@@ -184,3 +184,53 @@ def test_one_run_given_as_both_sides_is_refused_even_as_a_control(
     args = ("--baseline", "two.json", "--candidate", "other.json", "--tag", "control")
     done = run_kexp("add", "--summary", "A/A - x", *COMMON, *args, cwd=repo)
     assert done.returncode == 0, done.stderr
+
+
+def gpu_trace(durations_ns: list[str]) -> str:
+    """``nsys stats --report cuda_gpu_trace --format csv``: a row per launch."""
+    header = (
+        "Start (ns),Duration (ns),CorrId,GrdX,GrdY,GrdZ,BlkX,BlkY,BlkZ,Reg/Trd,StcSMem (MB),"
+        "DymSMem (MB),Bytes (MB),Throughput (MBps),SrcMemKd,DstMemKd,Device,Ctx,Strm,Name\n"
+    )
+    rows = [
+        f'"1,002,{345 + 45 * i},123","{ns}",{123 + 2 * i},4096,1,1,128,1,1,32,0.000,0.004,,,,,'
+        f"NVIDIA H100 80GB HBM3 (0),1,7,{SOFTMAX}\n"
+        for i, ns in enumerate(durations_ns)
+    ]
+    return header + "".join(rows)
+
+
+def api_sum() -> str:
+    """``nsys stats --report cuda_api_sum --format csv``."""
+    return (
+        "Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+        '80.1,"2,100,000",100,"21,000.0","20,900.0","20,100","25,000",300.0,cudaDeviceSynchronize\n'
+        '19.9,"520,000",100,"5,200.0","5,100.0","4,900","7,000",120.0,cudaLaunchKernel\n'
+    )
+
+
+def test_other_nsys_reports_are_refused_naming_the_kernel_summary(repo: Path) -> None:
+    trace = gpu_trace(["20,480", "20,512", "20,448"]), gpu_trace(["17,024", "17,056", "16,992"])
+    for base, cand, report in ((*trace, "cuda_gpu_trace"), (api_sum(), api_sum(), "cuda_api_sum")):
+        said = refused(repo, base, cand)
+        assert report in said and "--report cuda_gpu_kern_sum" in said, said
+
+
+def test_an_nsys_output_of_two_reports_reads_the_kernel_table_alone(repo: Path) -> None:
+    """``nsys stats --report cuda_gpu_kern_sum,cuda_gpu_mem_time_sum --format csv``."""
+
+    def both(total: str, median: str) -> str:
+        kernels = NSYS_HEADER + f"100.0,{total},100,{median},{median},{median},{median},20.0,k\n"
+        return (
+            kernels.replace(
+                "\nTime", "\n\n ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):\n\nTime"
+            )
+            + "\nProcessing [r.sqlite] with [/opt/nvidia/reports/cuda_gpu_mem_time_sum.py]... \n\n"
+            + " ** CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum):\n\n"
+            + "Time (%),Total Time (ns),Count,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),"
+            + "Operation\n100.0,5000,2,2500.0,2500.0,2400,2600,141.4,[CUDA memcpy Host-to-Device]\n"
+        )
+
+    exp, _ = recorded(repo, both("2048000", "20480.0"), both("1702400", "17024.0"))
+    assert exp["score"] == round(20480 / 17024, 4)
+    assert [r["config"] for r in exp["results"]] == ["k"]  # type: ignore[union-attr]
