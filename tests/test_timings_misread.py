@@ -234,3 +234,32 @@ def test_an_nsys_output_of_two_reports_reads_the_kernel_table_alone(repo: Path) 
     exp, _ = recorded(repo, both("2048000", "20480.0"), both("1702400", "17024.0"))
     assert exp["score"] == round(20480 / 17024, 4)
     assert [r["config"] for r in exp["results"]] == ["k"]  # type: ignore[union-attr]
+
+
+# --- ncu -----------------------------------------------------------------------------
+
+NCU_RAW = (
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+    '"Grid Size","Device","CC","gpu__time_duration.sum",'
+    '"dram__throughput.avg.pct_of_peak_sustained_elapsed"\n'
+    '"","","","","","","","","","","","nsecond","%"\n'
+    '"0","12345","python3","node1","softmax_fwd","1","7","(128, 1, 1)","(4096, 1, 1)","0","9.0",'
+    '"20,480","85.21"\n'
+    '"1","12345","python3","node1","softmax_fwd","1","7","(128, 1, 1)","(4096, 1, 1)","0","9.0",'
+    '"20,512","85.10"\n'
+)
+
+
+def test_ncu_page_raw_is_nsight_compute_output_as_page_details_is(repo: Path) -> None:
+    said = refused(repo, NCU_RAW, NCU_RAW.replace("20,480", "17,024"))
+    assert "Nsight Compute output" in said and "--profiling-file" in said, said
+    (repo / "ncu_raw.csv").write_text(NCU_RAW, encoding="utf-8")
+    done = run_kexp(
+        "add", "--summary", "Unroll 4 - +2%", "--score", "1.02", *CAMPAIGN,
+        "--profiling-file", "ncu_raw.csv", "--json", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    kept = Store(repo).get_experiment(json.loads(done.stdout)["id"]).profiling_info
+    assert "2 metric(s) of 2 launch(es)" in kept, kept
+    assert "| gpu__time_duration.sum | nsecond | 20,480 | 20,512 |" in kept, kept
+    assert "- #0: softmax_fwd (grid (4096, 1, 1), block (128, 1, 1))" in kept, kept
