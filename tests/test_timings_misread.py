@@ -263,3 +263,30 @@ def test_ncu_page_raw_is_nsight_compute_output_as_page_details_is(repo: Path) ->
     assert "2 metric(s) of 2 launch(es)" in kept, kept
     assert "| gpu__time_duration.sum | nsecond | 20,480 | 20,512 |" in kept, kept
     assert "- #0: softmax_fwd (grid (4096, 1, 1), block (128, 1, 1))" in kept, kept
+
+
+# --- configurations that differ ------------------------------------------------------
+
+
+def test_a_kernel_renamed_between_the_sides_is_said_as_names_that_differ(
+    repo: Path, bench_json: dict[str, Any]
+) -> None:
+    """A template argument in an nsys kernel's name, or a pytest-benchmark test
+    renamed: the error said the candidate may have crashed (pytest-benchmark's way)."""
+    block = NSYS_HEADER + '100.0,"2,048,000",100,"{0}","{0}","{0}","{0}",200.0,"void k<{1}>(int)"\n'
+    said = refused(repo, block.format("20,480.0", 1024), block.format("17,024.0", 2048))
+    assert "void k<1024>(int)" in said and "void k<2048>(int)" in said, said
+    assert "names differ" in said and "same name on both sides" in said, said
+    assert "pytest-benchmark" not in said and "--buggy" not in said, said
+    rng = random.Random(7)
+    base = json.loads(
+        as_pytest_benchmark(bench_json, {"n8": times(rng, 2e-4), "n64": times(rng, 1.5e-4)})
+    )
+    cand = json.loads(
+        as_pytest_benchmark(bench_json, {"n8": times(rng, 2e-4), "n64": times(rng, 1.4e-4)})
+    )
+    for bench in cand["benchmarks"]:
+        bench["param"] = bench["param"].replace("n", "len")
+        bench["name"] = bench["name"].replace("[n", "[len")
+    said = refused(repo, json.dumps(base), json.dumps(cand))
+    assert "names differ" in said and "--buggy" not in said, said
