@@ -33,7 +33,7 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     times: dict[str, list[float]] = {}
     if not source.data:
         raise MeasurementError(
-            f"{source.path}: the JSON object is empty: no configuration was timed; "
+            f"{source.path}: the JSON object is empty: no configurations were measured; "
             "give {config: [times]}"
         )
     for config, value in source.data.items():
