@@ -290,3 +290,26 @@ def test_a_kernel_renamed_between_the_sides_is_said_as_names_that_differ(
         bench["name"] = bench["name"].replace("[n", "[len")
     said = refused(repo, json.dumps(base), json.dumps(cand))
     assert "names differ" in said and "--buggy" not in said, said
+
+
+def test_a_timings_file_given_as_profiling_info_is_warned(repo: Path) -> None:
+    do_bench = json.dumps({"r4096": [0.0201, 0.0199, 0.0203, 0.0200]})
+    for name, text, form in (
+        ("t.json", do_bench, "timings JSON"),
+        ("k.csv", kern_sum("20,480.0", "1,760.0"), "nsys stats cuda_gpu_kern_sum"),
+        ("notes.txt", "registers 48 -> 40, occupancy 50% -> 75%\n", None),
+    ):
+        (repo / name).write_text(text, encoding="utf-8")
+        done = run_kexp(
+            "add", "--summary", "Unroll 4 - +2%", "--score", "1.02", *CAMPAIGN,
+            "--profiling-file", name, "--json", cwd=repo,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert Store(repo).get_experiment(json.loads(done.stdout)["id"]).profiling_info == (
+            text.rstrip("\n")
+        )
+        if form is None:
+            assert done.stderr == "", done.stderr
+            continue
+        (line,) = done.stderr.strip().splitlines()
+        assert f"a timings file ({form})" in line and "--baseline FILE --candidate FILE" in line

@@ -24,12 +24,14 @@ sides; :func:`from_mapping` takes timings given in Python.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kexp.core.errors import MeasurementError
+from kexp.core.advice import TIMINGS_FILES
+from kexp.core.errors import MeasurementError, TimingsWarning
 from kexp.measure.timings.common import (
     STATS,
     Source,
@@ -139,4 +141,28 @@ def profiling_info(text: str, source: str = "<profiling info>") -> str:
     from kexp.measure.timings import ncu
 
     found = Source(Path(source), text)
-    return ncu.profiling_table(found) if ncu.sniff(found) else text
+    if ncu.sniff(found):
+        return ncu.profiling_table(found)
+    timed = _timings_form(found)
+    if timed is not None:
+        warnings.warn(
+            f"the profiling info is a timings file ({timed}), kept as it is: timings "
+            f"give the score and its interval as {TIMINGS_FILES}",
+            TimingsWarning,
+            stacklevel=3,
+        )
+    return text
+
+
+def _timings_form(source: Source) -> str | None:
+    """The format of ``source`` when it reads as timings of a tool (not a CSV of any
+    text, which every text is), in words; None otherwise."""
+    for reader in readers():
+        if reader.NAME in ("ncu --csv", "timings CSV") or not reader.sniff(source):
+            continue
+        try:
+            reader.read(source, "us", "median")
+        except MeasurementError:
+            return None
+        return str(reader.NAME)
+    return None
