@@ -313,3 +313,38 @@ def test_a_timings_file_given_as_profiling_info_is_warned(repo: Path) -> None:
             continue
         (line,) = done.stderr.strip().splitlines()
         assert f"a timings file ({form})" in line and "--baseline FILE --candidate FILE" in line
+
+
+# --- what kind of file ---------------------------------------------------------------
+
+
+def test_a_bare_do_bench_float_or_list_says_to_name_its_configuration(repo: Path) -> None:
+    for base, cand in (
+        ("0.0201", "0.0171"),
+        ("[0.0201, 0.0199, 0.0203]", "[0.017, 0.0171, 0.0169]"),
+    ):
+        said = refused(repo, base + "\n", cand + "\n", "--unit", "ms")
+        assert "base.in" in said and "without the configuration" in said, said
+        assert "{config: [times]}" in said and "}}" not in said, said
+
+
+def test_a_file_of_one_side_given_as_a_table_says_so(
+    repo: Path, bench_json: dict[str, Any]
+) -> None:
+    rng = random.Random(9)
+    run = as_pytest_benchmark(bench_json, {"n8": times(rng, 2e-4), "n64": times(rng, 1.5e-4)})
+    for name, text, form in (
+        ("pb.json", run, "pytest-benchmark"),
+        ("nsys.csv", kern_sum("20,480.0", "1,760.0"), "nsys stats cuda_gpu_kern_sum"),
+        ("cells.csv", "config,baseline,candidate\nc1024,20.1us,17.1us\n", None),
+    ):
+        (repo / name).write_text(text, encoding="utf-8")
+        done = run_kexp("add", "--summary", "x - y", *CAMPAIGN, "--timings", name, cwd=repo)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        if form is None:
+            assert "'20.1us' is not a number" in line and "in the column's header" in line, line
+        else:
+            assert f"{name} is {form} output, one side's timings" in line, line
+            assert "--baseline FILE --candidate FILE" in line, line
+    assert files(repo) == []

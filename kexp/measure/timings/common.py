@@ -165,7 +165,15 @@ def parse_number(cell: str, where: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise MeasurementError(f"{where}: {cell.strip()!r} is not a number") from None
+        pass
+    unit = re.fullmatch(r"[+-]?[\d.,]+(?:e[+-]?\d+)?\s*(\w+)", text.lower())
+    hint = ""
+    if unit is not None and unit.group(1) in UNIT_TO_US:
+        hint = (
+            ": give the unit in the column's header (time_us, baseline_us), numbers alone "
+            "in the cells"
+        )
+    raise MeasurementError(f"{where}: {cell.strip()!r} is not a number{hint}")
 
 
 def is_number(cell: str) -> bool:

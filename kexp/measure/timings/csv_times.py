@@ -31,6 +31,12 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     rows = source.rows
     if not rows:
         raise MeasurementError(f"{source.path}: the file is empty")
+    if len(rows) == 1 and len(rows[0]) == 1 and is_number(rows[0][0]):
+        raise MeasurementError(
+            f"{source.path} holds a bare time, without the configuration it times "
+            "(json.dump(do_bench(fn)) writes one): write {config: [times]}, e.g. "
+            '{"r4096_c1024": do_bench(fn, return_mode="all")}'
+        )
     headerless = len(rows[0]) >= 2 and is_number(rows[0][1])
     if headerless:  # no column is named by a number: the first line is a timing
         columns = [("config", unit_factor(unit)), ("time", unit_factor(unit))]

@@ -41,7 +41,7 @@ def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[fl
         raise MeasurementError(f"{source.path}: the file is empty")
     if any(is_number(cell) for cell in rows[0]):
         raise MeasurementError(
-            f"{source.path}: the first line holds numbers ({','.join(rows[0])}), not a "
+            f"{source.path}: the first line holds numbers ({','.join(rows[0])[:60]}), not a "
             "header: give a header line such as config,baseline_us,candidate_us"
         )
     columns = [split_header(cell, unit_factor(unit)) for cell in rows[0]]
