@@ -348,3 +348,21 @@ def test_a_file_of_one_side_given_as_a_table_says_so(
             assert f"{name} is {form} output, one side's timings" in line, line
             assert "--baseline FILE --candidate FILE" in line, line
     assert files(repo) == []
+
+
+# --- the command's options -----------------------------------------------------------
+
+
+def test_timings_piped_on_stdin_and_a_score_in_percent(repo: Path) -> None:
+    rows = [(0.0201, 17.1), (0.0200, 17.0), (0.0199, 16.9)]
+    table = "config,baseline_ms,candidate_us\n" + "".join(f"c1024,{b},{c}\n" for b, c in rows)
+    args = ("add", "--summary", "Piped - x", *CAMPAIGN, "--timings", "-", "--json")
+    done = run_kexp(*args, cwd=repo, input=table, process=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["score"] == round(20.0 / 17.0, 4)
+    both = ("add", "--summary", "Piped - x", *CAMPAIGN, "--baseline", "-", "--candidate", "-")
+    done = run_kexp(*both, cwd=repo, input=table, process=True)
+    assert done.returncode != 0 and "stdin ('-') is one input" in done.stderr, done.stderr
+    done = run_kexp("add", "--summary", "By hand - x", *CAMPAIGN, "--score", "18%", cwd=repo)
+    assert done.returncode != 0 and "1.18 for 18% faster" in done.stderr, done.stderr
+    assert len(files(repo)) == 1

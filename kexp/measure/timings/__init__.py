@@ -112,7 +112,7 @@ def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[fl
             f"{source.path} is {reader.NAME} output, one side's timings, not a table of "
             f"config,baseline,candidate columns: give a file a side, {TIMINGS_FILES}"
         )
-    return table.read_table(path, unit=unit)
+    return table.read_table(source, unit=unit)  # read once: stdin ('-') is read once
 
 
 def sniff(path: Path | str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kexp.core.errors import MeasurementError
 from kexp.measure.timings.common import (
+    Source,
     cell_time,
     check_cells,
     is_number,
@@ -33,9 +34,11 @@ def _column(columns: list[tuple[str, float]], names: Iterable[str], path: Path) 
     raise MeasurementError(f"{path}: no column named {' or '.join(wanted)} (found: {found})")
 
 
-def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[float], list[float]]]:
+def read_table(
+    path: Path | str | Source, *, unit: str = "us"
+) -> dict[str, tuple[list[float], list[float]]]:
     """(baseline, candidate) samples in microseconds per configuration, in file order."""
-    source = read_source(path)
+    source = path if isinstance(path, Source) else read_source(path)
     rows = source.rows
     if not rows:
         raise MeasurementError(f"{source.path}: the file is empty")
