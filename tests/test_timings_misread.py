@@ -366,3 +366,14 @@ def test_timings_piped_on_stdin_and_a_score_in_percent(repo: Path) -> None:
     done = run_kexp("add", "--summary", "By hand - x", *CAMPAIGN, "--score", "18%", cwd=repo)
     assert done.returncode != 0 and "1.18 for 18% faster" in done.stderr, done.stderr
     assert len(files(repo)) == 1
+
+
+def test_an_error_names_the_files_line_blank_lines_counted(repo: Path) -> None:
+    text = "config,time_us\n\nr64,20.0\n\nr64,20.1\nr64,fast\n"
+    said = refused(repo, text, text.replace("fast", "19.0"))
+    assert "base.in:6 (r64): 'fast' is not a number" in said, said
+    nameless = NSYS_HEADER.replace("\nTime", "\n\n\nTime") + '100.0,"2,048,000",100,"20,480.0",'
+    nameless += '"20,480.0","20,160","21,344",215.3,""\n'
+    said = refused(repo, nameless, nameless)
+    line = nameless.splitlines().index(nameless.splitlines()[-1]) + 1
+    assert f"base.in:{line} (no name): the kernel has no name" in said, said

@@ -78,10 +78,18 @@ class Source:
         return load_json_text(self.text, str(self.path))
 
     @functools.cached_property
+    def _numbered(self) -> list[tuple[int, list[str]]]:
+        reader = csv.reader(io.StringIO(self.text))
+        return [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+
+    @property
     def rows(self) -> list[list[str]]:
         """The CSV rows that hold something (blank lines left out)."""
-        reader = csv.reader(io.StringIO(self.text))
-        return [row for row in reader if any(cell.strip() for cell in row)]
+        return [row for _, row in self._numbered]
+
+    def line(self, index: int) -> int:
+        """The file's line number of ``rows[index]`` (counting the blank lines)."""
+        return self._numbered[index][0]
 
 
 def _unique_keys(where: str) -> Any:

@@ -47,7 +47,8 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     factor = columns[1][1]
     times: dict[str, list[float]] = {}
     first = 0 if headerless else 1
-    for number, row in enumerate(rows[first:], first + 1):
+    for index, row in enumerate(rows[first:], first):
+        number = source.line(index)
         config = row[0].strip()
         if not config:
             raise MeasurementError(f"{source.path}:{number}: the configuration is empty")

@@ -94,11 +94,12 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     name_at, count_at = names.index("name"), names.index("instances")
     times: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
-    for number, row in enumerate(rows[start + 1 :], start + 2):
+    for index, row in enumerate(rows[start + 1 :], start + 1):
+        number = source.line(index)
         if not any(is_number(cell) for cell in row):
             break  # the next report's lines (nsys stats --report A,B prints both)
         kernel = row[name_at].strip() if name_at < len(row) else ""
-        where = f"{source.path}: row {number} ({kernel or 'no name'})"
+        where = f"{source.path}:{number} ({kernel or 'no name'})"
         if not kernel:
             raise MeasurementError(f"{where}: the kernel has no name")
         if kernel in times:

@@ -52,7 +52,8 @@ def read_table(
     base_at = _column(columns, BASELINE_NAMES, source.path)
     cand_at = _column(columns, CANDIDATE_NAMES, source.path)
     sides: dict[str, tuple[list[float], list[float]]] = {}
-    for number, row in enumerate(rows[1:], 2):
+    for index, row in enumerate(rows[1:], 1):
+        number = source.line(index)
         config = row[config_at].strip() if config_at < len(row) else ""
         if not config:
             raise MeasurementError(f"{source.path}:{number}: the configuration is empty")
