@@ -377,3 +377,17 @@ def test_an_error_names_the_files_line_blank_lines_counted(repo: Path) -> None:
     said = refused(repo, nameless, nameless)
     line = nameless.splitlines().index(nameless.splitlines()[-1]) + 1
     assert f"base.in:{line} (no name): the kernel has no name" in said, said
+
+
+def test_remeasure_takes_stdin_for_one_option_alone(repo: Path) -> None:
+    base = "config,time_us\n" + "".join(f"c1024,{t}\n" for t in (20.1, 20.0, 19.9))
+    cand = "config,time_us\n" + "".join(f"c1024,{t}\n" for t in (17.1, 17.0, 16.9))
+    status, out, err = add(repo, base, cand)
+    assert status == 0, err
+    exp_id = json.loads(out)["id"]
+    args = ("remeasure", exp_id, "--baseline", "-", "--candidate", "-")
+    done = run_kexp(*args, cwd=repo, input=base, process=True)
+    assert done.returncode != 0 and "stdin ('-') is one input" in done.stderr, done.stderr
+    args = ("remeasure", exp_id, "--baseline", "-", "--candidate", "cand.in", "--json")
+    done = run_kexp(*args, cwd=repo, input=base.replace("20.0", "20.05"), process=True)
+    assert done.returncode == 0, done.stderr

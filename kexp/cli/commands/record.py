@@ -307,6 +307,15 @@ def _with_options(exc: ValidationError, command: click.Command) -> ValidationErr
     return ValidationError(str(exc.args[0]), problems)
 
 
+def _piped(*given: Path | str | None) -> list[str]:
+    """The options of ``given`` that read stdin ('-'); more than one is refused (stdin
+    is one input: the second would read it empty)."""
+    piped = [str(value) for value in given if value is not None and str(value) == "-"]
+    if len(piped) > 1:
+        raise click.UsageError("stdin ('-') is one input: give it to one option, files to the rest")
+    return piped
+
+
 def _require_summary(fields: dict[str, Any], *, document: bool) -> None:
     """Refuse, naming the option, a record without its one required text: the change
     summary (validation would name the field alone, and the path of a file never
@@ -408,9 +417,7 @@ def add(
     fields: dict[str, Any] = {}
     text: str | None = None
     source = "<stdin>"
-    piped = [str(given) for given in (baseline, candidate, table) if str(given) == "-"]
-    if len(piped) + (document == "-") > 1:
-        raise click.UsageError("stdin ('-') is one input: give it to one option, files to the rest")
+    piped = _piped(baseline, candidate, table, document)
     if document is not None:
         text = read_input_text(document, "the document (--file)", limit=limit)
         source = "<stdin>" if document == "-" else document
@@ -516,6 +523,7 @@ def remeasure(
     Example:
       kexp remeasure 6ace1417ea --baseline bench/base2.json --candidate bench/cand2.json
     """
+    _piped(baseline, candidate, table)
     # lazy: one command's library, loaded when that command runs
     from kexp.measure.record import remeasure as add_round
 
