@@ -4,9 +4,9 @@ What a benchmark script writes itself, e.g. from
 ``triton.testing.do_bench(fn, return_mode="all")`` (a list of milliseconds per
 configuration: give ``unit="ms"``, ``--unit ms``). Times are in ``unit``
 (microseconds by default). Tried last among the JSON formats: any JSON object the
-others do not claim. Lists of 3 to 5 values ordered as quantiles are
-(``do_bench(fn, quantiles=[0.5, 0.2, 0.8])``: the median first) are read with a
-warning: quantiles are no samples.
+others do not claim. Lists of 3 to 5 values ordered as do_bench's quantiles
+(``quantiles=[0.5, 0.2, 0.8]``: the median first, then the rest ascending) are read
+with a warning: quantiles are no samples.
 """
 
 from __future__ import annotations
@@ -51,16 +51,15 @@ def _ordered(values: Sequence[float]) -> bool:
 
 def _quantiles(lists: list[list[float]]) -> tuple[str, ...]:
     """The warning for lists that look like do_bench's quantiles, not samples: every
-    configuration's list of the same 3 to 5 values, each in ascending order, or its
-    median first and the rest ascending (``quantiles=[0.5, 0.2, 0.8]``)."""
+    configuration's list of the same 3 to 5 values, its median first and the rest
+    ascending (``quantiles=[0.5, 0.2, 0.8]``, as triton's documentation writes it)."""
     counts = {len(values) for values in lists}
     if len(counts) != 1 or counts.pop() not in QUANTILE_COUNTS:
         return ()
-    ascending = all(_ordered(values) for values in lists)
     median_first = all(
-        _ordered(values[1:]) and values[1] <= values[0] <= values[-1] for values in lists
+        _ordered(values[1:]) and values[1] < values[0] < values[-1] for values in lists
     )
-    if not (ascending or median_first):
+    if not median_first:  # ascending lists are as likely samples typed in order
         return ()
     return (
         f"the timings JSON holds {len(lists[0])} values a configuration, in the order "
