@@ -327,6 +327,10 @@ SCORE_OR_TIMINGS = Advice(
     "kexp add --baseline FILE --candidate FILE (or --table FILE), or --score X",
     "baseline and candidate (or table), or score",
 )
+#: Advice on a timings file given as profiling info: the options that score it.
+TIMINGS_FILES = Advice(
+    "kexp add --baseline FILE --candidate FILE", "record with baseline and candidate"
+)
 #: Advice on the remote kexp sync publishes to.
 SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
 #: Advice on the branch kexp sync publishes to.
@@ -495,6 +499,7 @@ ADVICE = (
     REMEASURE_IN_UNIT,
     ENV,
     SCORE_OR_TIMINGS,
+    TIMINGS_FILES,
     CAMPAIGN_OPTIONS,
     SYNC_REMOTE,
     SYNC_BRANCH,
