@@ -431,6 +431,12 @@ READ_ACROSS_REFS = Advice(
     "read across refs: add --all-refs (or --refs PATTERN)",
     "read across refs: give the tool all_refs: true (or refs)",
 )
+#: Advice under a sync that fetched other branches of the remote (other agents' work):
+#: how to read them.
+READ_FETCHED = Advice(
+    "read them with --all-refs (kexp context --all-refs, kexp add --all-refs)",
+    "read them: give consult, record and the read tools all_refs: true",
+)
 #: Advice under ``kexp lessons`` on the lessons its default limit left out.
 MORE_LESSONS = Advice("-n {n} shows more, --all each lesson", "limit: {n} shows more")
 
@@ -505,6 +511,7 @@ ADVICE = (
     LARGER_BUDGET,
     READ_MORE,
     READ_ACROSS_REFS,
+    READ_FETCHED,
     MORE_LESSONS,
     DIFF_FILE,
     RE_ID_FORCE,  # (before RE_ID, whose path would be the flag)

@@ -72,7 +72,7 @@ from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_che
 from kexp.storage.stalecopies import take_in_locked, take_in_stale
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.synclineage import left_out, lineage_among
-from kexp.storage.syncresult import SyncResult, Unlanded, listing
+from kexp.storage.syncresult import Fetched, SyncResult, Unlanded, listing
 from kexp.storage.takenin import take_in
 
 if TYPE_CHECKING:
@@ -415,13 +415,14 @@ def _sync(
     # What reads across refs see: the branches the remote had as the sync began, and
     # the one it pushed to (made by its push, maybe).
     gitremotes.prune_tracking(repo, remote, {*view.listed(), target})
+    fetched = tuple(Fetched(b, n, new) for b, (n, new) in view.track(besides=target).items())
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
-        taken_in=tuple(brought), unlanded=held_unlanded,
+        taken_in=tuple(brought), unlanded=held_unlanded, fetched=fetched,
     )  # fmt: skip
 
 
