@@ -59,6 +59,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.problems import Problem, display_path, sort_problems
+from kexp.format.fieldmerge import merge_fields
 from kexp.format.rules import README_NAME, id_from_name
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import divergence as gitdivergence
@@ -831,6 +832,7 @@ def _merge(
                 message,
                 folder=location.folder,
                 id_of=id_from_name,
+                resolve=merge_fields,
             )
         )
     except SyncConflictError as exc:
