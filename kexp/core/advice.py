@@ -88,6 +88,13 @@ LOG_REV = Advice(
     'read it there: call show with exp_id: "{id}" and all_refs: true (its history: kexp '
     "log, which no tool is, on {ref})",
 )
+#: Advice under ``kexp log ID`` when other refs hold commits of the experiment that the
+#: history read lacks (a teammate's correction, fetched): the log that shows them.
+LOG_ALL_REFS = Advice(
+    "kexp log {id} --all-refs shows them",
+    'show with exp_id: "{id}" and all_refs: true shows the newest version (its history '
+    "across refs: kexp log, which no tool is)",
+)
 #: Advice on an experiment a commit of the working tree's branch removed, asked for by id
 #: across refs: its history, which ends with that commit (``kexp log ID``).
 LOG_REMOVED = Advice(
@@ -457,6 +464,7 @@ ADVICE = (
     LIST_SHOWS,
     SHOW_ALL_REFS,
     LOG_REV,
+    LOG_ALL_REFS,
     LOG_REMOVED,
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
