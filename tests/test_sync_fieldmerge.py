@@ -6,6 +6,7 @@ own client on ``kexp mcp`` subprocesses, or real ``kexp`` processes."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -91,3 +92,34 @@ def test_the_same_field_corrected_otherwise_on_both_sides_still_stops_the_sync(
     assert stopped.returncode != 0 and path in stopped.stderr, stopped.stderr
     assert git(remote, "rev-parse", "main") == theirs
     assert git(bob, "show", f"HEAD:{path}") == (bob / path).read_text().rstrip("\n")
+
+
+def test_an_mcp_agent_stopped_by_a_real_conflict_is_told_a_tool_way_to_share(
+    tmp_path: Path,
+) -> None:
+    """Alice and Bob correct the same score otherwise: Bob's sync on main stops (a real
+    conflict), and says, in the tools' words, how to publish his experiments meanwhile
+    (before: 'merge by hand (git ... merge origin/main)' alone, which no tool does, so
+    his next records stayed unshared); following it publishes his dead end, which
+    Alice's sync then fetches."""
+    remote, alice, bob, exp_id, _ = _corrected_on_both(tmp_path)
+    fixed = run_kexp("update", exp_id, "--set", "score=1.4", cwd=alice, process=True)
+    assert fixed.returncode == 0, fixed.stderr
+    assert run_kexp("sync", cwd=alice, process=True).returncode == 0
+
+    async def bob_works(agent: Agent) -> None:
+        await agent.json("update", exp_id=exp_id[:10], changes={"score": 1.45}, reason="b")
+        dead = await agent.json(
+            "record", change_summary="cp.async - -6% (dead end)", operator_sig=OP,
+            dtype_sig="bf16", env="H100", score=0.94,
+        )  # fmt: skip
+        failed, texts = await agent.call("sync")
+        assert failed and "--" not in texts[0], texts
+        assert 'call sync with branch: "kexp/<name>"' in texts[0], texts
+        shared = await agent.json("sync", branch="kexp/bob")
+        assert shared["pushed"], shared
+        assert dead["id"] in git(remote, "ls-tree", "-r", "--name-only", "kexp/bob")
+
+    run_agent(bob, bob_works)
+    done = run_kexp("sync", "--json", cwd=alice, process=True)
+    assert {"branch": "kexp/bob", "commits": 1, "new": True} in json.loads(done.stdout)["fetched"]

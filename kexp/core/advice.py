@@ -126,6 +126,14 @@ MERGE_BY_HAND = Advice(
     "merge by hand in the checkout ({command}), keep the right version, commit, and call "
     "sync again",
 )
+#: Advice under a sync of the checked-out branch stopped by the same experiment corrected
+#: on both sides: how to share the experiments meanwhile (a side branch, read across refs).
+SHARE_MEANWHILE = Advice(
+    "meanwhile kexp sync --branch kexp/<name> publishes your experiments for the others "
+    "to read across refs",
+    'meanwhile call sync with branch: "kexp/<name>" to publish your experiments for the '
+    "others to read across refs",
+)
 #: Advice on experiments published with --branch that another clone changed there since.
 SETTLE_BESIDE = Advice(
     "to publish your version over {ref}'s, run {keep} and kexp sync --branch {branch} "
@@ -470,6 +478,7 @@ ADVICE = (
     MERGE_SYNCED,
     SYNC_MERGES,
     MERGE_BY_HAND,
+    SHARE_MEANWHILE,
     SET_ASIDE,
     SETTLE_BESIDE,
     KEEP_REMOVAL,
