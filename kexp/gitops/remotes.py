@@ -103,14 +103,26 @@ def track_branches(
     ``tips`` (name → its commit on the remote, held here) at that commit, as ``git fetch
     REMOTE`` does, each only if it is still as ``before`` (:func:`tracking_branches`);
     the names of those moved (or made)."""
+    wanted = sorted(
+        (name, tip, before.get(name) or "0" * 40)
+        for name, tip in tips.items()
+        if before.get(name) != tip and is_ref_name(name) and is_hex(tip, 40)
+    )
+    message = f"kexp sync: fetch {remote}"
+    lines = "".join(f"update refs/remotes/{remote}/{n}\0{tip}\0{was}\0" for n, tip, was in wanted)
+    if (
+        not wanted
+        or git_command(
+            repo, "update-ref", "-z", "--stdin", "-m", message, stdin=lines, ok_codes=None
+        ).status
+        == 0
+    ):  # (one transaction; one that moved meanwhile fails it: one by one)
+        return [name for name, _, _ in wanted]
     moved = []
-    for name, tip in sorted(tips.items()):
-        was = before.get(name)
-        if was == tip or not is_ref_name(name):
-            continue
+    for name, tip, was in wanted:
         done = git_command(
-            repo, "update-ref", "-m", f"kexp sync: fetch {remote}",
-            f"refs/remotes/{remote}/{name}", tip, was or "", ok_codes=None,
+            repo, "update-ref", "-m", message, f"refs/remotes/{remote}/{name}", tip, was,
+            ok_codes=None,
         )  # fmt: skip
         if done.status == 0:
             moved.append(name)
