@@ -49,6 +49,7 @@ def test_corrections_of_different_fields_by_two_mcp_agents_merge_at_sync(
         await agent.json("update", exp_id=exp_id[:10], changes={"tags": ["tiling"]}, reason="b")
         done = await agent.json("sync")
         assert done["merged"] and done["pushed"], done
+        assert done["merged_by_field"] == [path], done
         dead = await agent.json(
             "record", change_summary="cp.async - -6% (dead end)", operator_sig=OP,
             dtype_sig="bf16", env="H100", score=0.94,

@@ -8,6 +8,7 @@ changed otherwise than by adding lines, is a conflict: no merge (None)."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,20 @@ def merge_fields(path: str, base: bytes, ours: bytes, theirs: bytes) -> str | No
         return None
     merged.preamble, merged.extra_sections = preamble, extra
     return render_update(mine, merged)
+
+
+def noting(
+    merge: Callable[[str, bytes, bytes, bytes], str | None], into: list[str]
+) -> Callable[[str, bytes, bytes, bytes], str | None]:
+    """``merge`` (as :func:`merge_fields`), noting in ``into`` each path it merged."""
+
+    def noted(path: str, base: bytes, ours: bytes, theirs: bytes) -> str | None:
+        merged = merge(path, base, ours, theirs)
+        if merged is not None:
+            into.append(path)
+        return merged
+
+    return noted
 
 
 def _pick(base: Any, ours: Any, theirs: Any) -> Any:

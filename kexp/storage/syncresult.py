@@ -129,6 +129,10 @@ class SyncResult:
     #: ``git fetch REMOTE`` would: what other agents pushed, now read across refs
     #: (:meth:`kexp.storage.remoteview.RemoteView.track`); never in a dry run.
     fetched: tuple[Fetched, ...] = ()
+    #: Experiment files both sides corrected, in different fields, merged field by field
+    #: (:mod:`kexp.format.fieldmerge`: each field as the side that changed it has it,
+    #: both correction notes kept); never in a dry run.
+    merged_by_field: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -158,7 +162,7 @@ class SyncResult:
         (the MCP tools' words: :func:`kexp.core.advice.for_tools`)."""
         data = dataclasses.asdict(self)
         for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
-                    "carried", "taken_in"):  # fmt: skip
+                    "carried", "taken_in", "merged_by_field"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["unlanded"] = [
             {
@@ -228,6 +232,12 @@ class SyncResult:
             found += shown(self.removed)
         if self.merged:
             found.append(f"merged the experiments of {where}")
+            if self.merged_by_field:
+                found.append(
+                    f"  {len(self.merged_by_field)} experiment file(s) corrected both here "
+                    f"and on {where}, in different fields: merged field by field (both "
+                    f"correction notes kept): {listing(list(self.merged_by_field))}"
+                )
         if self.pushed:
             retried = (
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
