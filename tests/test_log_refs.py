@@ -11,6 +11,8 @@ from pathlib import Path
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, record
 
+from kexp import Store
+
 
 def _corrected_on_a_branch(tmp_path: Path) -> tuple[Path, Path, str, str]:
     """Alice's experiment (1.10) on main; Hana corrected it to 1.05 (with a reason) and
@@ -57,6 +59,12 @@ def test_log_all_refs_shows_a_teammates_correction_with_its_ref(tmp_path: Path) 
     assert "score: 1.1 → 1.05" in text.stdout
     main_only = run_kexp("log", exp_id[:10], "--refs", "origin/main", "--json", cwd=alice)
     assert [e["action"] for e in json.loads(main_only.stdout)] == ["added"]
+    # The Python twin reads as the command does.
+    across = Store(alice, all_refs=True).history(exp_id[:10])
+    assert [(e.action, list(e.refs)) for e in across] == [
+        ("added", []),
+        ("modified", ["origin/kexp/human"]),
+    ]
 
 
 def test_log_all_refs_reads_an_experiment_only_a_ref_holds(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from kexp.storage.snapshot import StoreLocation
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
+    from kexp.storage.view import StoreView
 
 
 def experiment_log(store: Store, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
@@ -49,7 +50,7 @@ def experiment_log(store: Store, exp_id: str, *, revision: str | None = None) ->
     return entries
 
 
-def history_across(store: Store, exp_id: str) -> list[HistoryEntry]:
+def history_across(store: StoreView, exp_id: str) -> list[HistoryEntry]:
     """The history of experiment ``exp_id`` (an id or unique prefix, across the refs
     ``store`` reads) as ``HEAD`` has it, then each commit that touched its file which
     one of those refs holds and ``HEAD`` lacks, oldest first along each ref, with the
