@@ -18,19 +18,20 @@ from kexp.storage.history import HistoryEntry, history
 from kexp.storage.snapshot import StoreLocation
 
 if TYPE_CHECKING:
-    from kexp.storage.store import Store
     from kexp.storage.view import StoreView
 
 
-def experiment_log(store: Store, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
+def experiment_log(
+    store: StoreView, exp_id: str, *, revision: str | None = None
+) -> list[HistoryEntry]:
     """Every commit that touched experiment ``exp_id``'s file, oldest first (``kexp
     log``): on a store reading refs (``refs``, ``all_refs``), :func:`history_across`;
     else the history of ``revision`` (default ``HEAD``), and without a ``revision`` a
     :class:`~kexp.core.errors.KexpWarning` naming the branches and remote-tracking
     branches that hold commits of it ``HEAD`` lacks (a newer version)."""
-    if getattr(store.source, "places", None) is not None:
-        return history_across(store, exp_id)
     entries: list[HistoryEntry] = store.history(exp_id, revision=revision)
+    if getattr(store.source, "places", None) is not None:
+        return entries
     if revision is None and entries:
         full_id = id_from_name(entries[-1].path)
         location = StoreLocation.of(store.root)
