@@ -110,6 +110,7 @@ from kexp.measure.measurements import (
     sides_of,
 )
 from kexp.measure.scoring import parent_judge, score_measurements
+from kexp.measure.stepbase import StepBaseline, step_baseline
 from kexp.measure.timings import profiling_info, sniff
 from kexp.measure.timings.common import STATS, tidy
 from kexp.storage.location import find_root
@@ -214,6 +215,7 @@ def with_timings(
     stat: str = "median",
     unit: str | None = None,
     keep_samples: bool = True,
+    notes: list[StepBaseline] | None = None,
 ) -> dict[str, Any]:
     """``fields`` with ``score``, ``results`` and ``raw_result`` computed from timings.
 
@@ -233,7 +235,10 @@ def with_timings(
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
     With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
     parent's code, the commit the change was made on); give ``reference`` when the
-    baseline is the operator's original code. ``iteration`` (the raw-result header)
+    baseline is the operator's original code; a baseline that timed the code the parent
+    was measured against (:func:`kexp.measure.stepbase.step_baseline`) is appended to
+    ``notes`` (its parent's reference baseline given again, ``measured_against`` not
+    given: recorded ``reference``). ``iteration`` (the raw-result header)
     defaults to the number of this operator's experiments recorded so far (controls
     left out) plus one; a control's (tag ``control``) says it is the A/A control instead.
     This is what ``kexp add --baseline/--candidate/--timings`` does.
@@ -246,8 +251,16 @@ def with_timings(
         raise MeasurementError(
             "give timings or score/results, not both: the score is computed from timings"
         )
-    if data.get("pid") and not data.get("measured_against"):
+    given = bool(data.get("measured_against"))
+    if data.get("pid") and not given:
         data["measured_against"] = "parent"
+    if data.get("measured_against") == "parent" and isinstance(data.get("pid"), str):
+        note = _step_baseline(store, data["pid"], gathered.measurements, given)
+        if note is not None:
+            if note.settled:  # certain: the reference's samples, timed for the parent
+                data["measured_against"] = "reference"
+            if notes is not None:
+                notes.append(note)
     title = None
     if is_control(_stand_in(data)):  # an A/A run measures the noise: no iteration
         title = CONTROL_TITLE
@@ -290,6 +303,18 @@ def with_timings(
     if given:
         data["raw_result"] = f"{scored.raw_result}\n\n{given}"
     return data
+
+
+def _step_baseline(
+    store: Store, pid: str, measurements: Sequence[Measurement], given: bool
+) -> StepBaseline | None:
+    """:func:`kexp.measure.stepbase.step_baseline` of the parent ``pid`` names (None
+    when the store lacks it: validation says so)."""
+    try:
+        parent = store.get_experiment(pid.strip())
+    except KexpError:
+        return None
+    return step_baseline(parent, measurements, given=given)
 
 
 #: The title of a control's raw result (an A/A run is no iteration of the campaign).
@@ -365,6 +390,7 @@ def record_iteration(
         store = Store(find_root())
     fields = _with_parents_kernel(store, fields)
     parents = parents_env(store, fields)
+    notes: list[StepBaseline] = []
     data = with_timings(
         store,
         fields,
@@ -376,6 +402,7 @@ def record_iteration(
         stat=stat,
         unit=unit,
         keep_samples=keep_samples,
+        notes=notes,
     )
     if "score" not in data:
         raise MeasurementError(
@@ -412,6 +439,8 @@ def record_iteration(
     if before.read:  # its outcome judged by the controls read before: not read again
         attach(exp, derived=lambda: store.derived_of(exp, controls=before.controls))
     warn_if_suspect(exp, store.settings)
+    for note in notes:  # a baseline that is not the parent's code
+        warnings.warn(note.said(exp.id), MeasuredAgainstWarning, stacklevel=2)
     env_warnings(exp, before.envs, parents)
     if is_control(exp) and not exp.is_buggy and exp.status not in PENDING_STATUSES:
         demoted = turned_marginal(store, exp, before.controls)
