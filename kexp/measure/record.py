@@ -100,6 +100,7 @@ from kexp.measure.checks import (
 from kexp.measure.controlnote import turned_marginal
 from kexp.measure.envs import env_warnings, parents_env
 from kexp.measure.measurements import (
+    KIND_FIELDS,
     Measurement,
     gather,
     load_measurements,
@@ -107,12 +108,16 @@ from kexp.measure.measurements import (
     pair_samples,
     pair_timings,
     read_table,
+    same_kind,
     sides_of,
 )
 from kexp.measure.scoring import parent_judge, score_measurements
 from kexp.measure.stepbase import StepBaseline, step_baseline
-from kexp.measure.timings import profiling_info, sniff
-from kexp.measure.timings.common import STATS, tidy
+from kexp.measure.timings import IN_PYTHON, profiling_info, sniff
+from kexp.measure.timings.common import STATS, Timings, tidy
+from kexp.measure.timings.pytest_benchmark import NAME as PYTEST_BENCHMARK
+from kexp.measure.timings.torch_benchmark import NAME as TORCH
+from kexp.measure.timings.torch_benchmark import TIMER as TORCH_TIMER
 from kexp.storage.location import find_root
 from kexp.storage.store import Store
 
@@ -713,6 +718,8 @@ def remeasure(
     if gathered is None:
         raise MeasurementError("give the new round's baseline and candidate timings (or a table)")
     found = gathered.measurements
+    given = next((x for x in (baseline, table) if isinstance(x, (str, Path))), None)
+    _same_tool(exp, gathered.protocol, sniff(given) if given is not None else IN_PYTHON)
     if any(m.summary for m in found):
         raise MeasurementError(
             "the new round's timings are summaries without raw samples: a round is pooled "
@@ -799,6 +806,39 @@ def remeasure(
     if hint is not None:
         warnings.warn(hint, TimingsWarning, stacklevel=2)
     return done
+
+
+#: The tools whose files tell their clock, by the ``protocol.timer`` they tell: what
+#: timed an experiment's rounds, as its protocol says.
+_TIMER_TOOLS = {"wall_clock": PYTEST_BENCHMARK, "other": PYTEST_BENCHMARK, TORCH_TIMER: TORCH}
+
+
+def _same_tool(exp: KernelExperiment, told: Mapping[str, Any], form: str) -> None:
+    """Refuse a round timed by another tool or clock than ``exp``'s rounds, as ``kexp
+    add`` refuses such a pair (:func:`kexp.measure.measurements.same_kind`): the rounds'
+    tool is the one whose clock ``exp``'s ``protocol.timer`` names (none: plain times), the
+    new round's the files' (``form``, and the clock they tell, ``told``)."""
+    timer = exp.protocol.get("timer")
+    tool = _TIMER_TOOLS.get(timer) if isinstance(timer, str) else None
+    now = {k: told[k] for k in KIND_FIELDS if k in told}
+    then = {"timer": timer} if tool else {}
+    if "device" in now and "device" in exp.protocol:
+        then["device"] = exp.protocol["device"]
+    earlier = tool or ("plain times (no tool's clock named)" if now else form)
+    try:
+        same_kind(Timings({}, earlier, then), Timings({}, form, now))
+    except MeasurementError:
+        raise MeasurementError(
+            f"{exp.id} was not remeasured: its rounds were timed with {_kind(earlier, then)}, "
+            f"the new round with {_kind(form, now)}: times of different tools or clocks do "
+            "not compare, and nothing was written; time the new round as the earlier ones "
+            "were (another tool's timings are a new experiment: kexp add)"
+        ) from None
+
+
+def _kind(form: str, clock: Mapping[str, Any]) -> str:
+    """A tool and the clock it told: ``pytest-benchmark (timer wall_clock)``."""
+    return f"{form} ({', '.join(f'{k} {v}' for k, v in clock.items())})" if clock else form
 
 
 def _warn_if_implausible_control(
