@@ -113,3 +113,20 @@ def test_tree_and_the_report_say_why(repo: Path, judged: tuple[str, str], tmp_pa
     pages = [html.unescape(p.read_text()) for p in (tmp_path / "site").rglob("*.html")]
     pages = [page for page in pages if step in page]
     assert any(reason in page for page in pages), "no page of the step says why"
+
+
+def test_a_record_with_its_reason_is_fed_back_to_the_library(
+    repo: Path, judged: tuple[str, str]
+) -> None:
+    """``kexp show --json`` fed back to ``create_experiment`` (its derived values
+    ignored, as ``outcome``'s is): the reason is derived, never stored."""
+    from kexp import Store
+
+    step, _ = judged
+    record = json.loads(kexp(repo, "show", step, "--json"))
+    assert "outcome_reason" in record
+    del record["id"], record["samples"]  # (its samples again: the same record, refused)
+    record["change_summary"] = "Vectorized loads again - +5%"
+    made = Store(repo).create_experiment(**record)
+    assert "outcome_reason" not in made.extra_fields
+    assert "outcome_reason" not in made.path.read_text()  # type: ignore[union-attr]
