@@ -40,7 +40,10 @@ DIFF = """\
 BASELINE = {"r64": [10.0, 10.1, 9.9, 10.05], "r128": [20.0, 20.2, 19.9, 20.1]}
 CANDIDATE = {"r64": [9.1, 9.0, 9.2, 9.05], "r128": [18.2, 18.1, 18.3, 18.0]}
 #: A step's candidate on a parent timed as CANDIDATE: the same speedup, sample by sample.
-STEP = {c: [round(t * t / b, 4) for t, b in zip(v, BASELINE[c])] for c, v in CANDIDATE.items()}
+STEP = {
+    c: [round(t * t / b, 4) for t, b in zip(v, BASELINE[c], strict=True)]
+    for c, v in CANDIDATE.items()
+}
 #: What a message advises to run first: the restore of a file, a merge, the sync.
 ADVISED = re.compile(r"(?:\(|, then )(git (?:-C \S+ )?(?:restore|merge) [^;,)]+|kexp sync)[;,)]")
 
