@@ -718,13 +718,13 @@ def remeasure(
     if gathered is None:
         raise MeasurementError("give the new round's baseline and candidate timings (or a table)")
     found = gathered.measurements
-    given = next((x for x in (baseline, table) if isinstance(x, (str, Path))), None)
-    _same_tool(exp, gathered.protocol, sniff(given) if given is not None else IN_PYTHON)
     if any(m.summary for m in found):
         raise MeasurementError(
             "the new round's timings are summaries without raw samples: a round is pooled "
             "sample by sample; time it again keeping the raw samples"
         )
+    given = next((x for x in (baseline, table) if isinstance(x, (str, Path))), None)
+    _same_tool(exp, gathered.protocol, sniff(given) if given is not None else IN_PYTHON)
     # read, pool and write under the experiment's lock: a round (and its note) another
     # process adds meanwhile is pooled with, never written over
     with store.editing(exp.id):
@@ -824,7 +824,7 @@ def _same_tool(exp: KernelExperiment, told: Mapping[str, Any], form: str) -> Non
     then = {"timer": timer} if tool else {}
     if "device" in now and "device" in exp.protocol:
         then["device"] = exp.protocol["device"]
-    earlier = tool or ("plain times (no tool's clock named)" if now else form)
+    earlier = tool or ("plain times (no tool's clock named)" if "timer" in now else form)
     try:
         same_kind(Timings({}, earlier, then), Timings({}, form, now))
     except MeasurementError:
