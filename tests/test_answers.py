@@ -725,3 +725,38 @@ def test_ids_held_once_are_counted_once_a_listing_and_warned_of_as_the_plain_cou
     said(store)
     assert read_counted() == 0
     assert not any("held by" in m for m in said(store)[-1])
+
+
+def test_a_steps_controls_are_kept_for_an_unchanged_store_and_read_again_once_it_changes(
+    store: Store, make_experiment: Callable[..., KernelExperiment], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``show`` of a step the A/A control of its env may judge searches the folders that
+    may name ``control`` once: asked again of an unchanged store (another process: no
+    row kept in memory), the controls kept answer it (no folder searched), with the
+    outcome a read without cache gives; once the control's file is removed by hand (no
+    kexp write forgot the answer), it is searched for again and the step is no longer
+    judged by it."""
+    step = make_experiment(score=1.02, change_summary="Unroll - +2%")
+    control = make_experiment(score=0.97, change_summary="A/A run - -3%", tags=["control"])
+    plain = Store(store.root, source=WorkingTree(store.experiments_dir, cacheable=False))
+    searched: list[str] = []
+    naming = kexp.storage.listing.Listing.rows_naming
+
+    def counted(self: Any, text: str) -> Any:
+        searched.append(text)
+        return naming(self, text)
+
+    monkeypatch.setattr(kexp.storage.listing.Listing, "rows_naming", counted)
+    past_racy_window()
+    assert store.get_experiment(step.id).outcome == plain.get_experiment(step.id).outcome
+    assert store.get_experiment(step.id).outcome == "marginal"
+    assert searched == ["control"]
+    kexp.storage.listing.forget_made_rows()
+    assert store.get_experiment(step.id).outcome == "marginal"
+    assert searched == ["control"]
+    assert control.path is not None
+    control.path.unlink()
+    past_racy_window()  # its folder settled: listed once more, not at every read
+    assert store.get_experiment(step.id).outcome == plain.get_experiment(step.id).outcome
+    assert store.get_experiment(step.id).outcome == "improvement"
+    assert searched == ["control", "control"]

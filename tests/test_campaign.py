@@ -681,9 +681,9 @@ def _expected_outcome(files: dict[str, dict[str, Any]], exp_id: str, interferenc
 
 
 def _within_control(files: dict[str, dict[str, Any]], fields: dict[str, Any], outcome: str) -> str:
-    """``outcome`` (an improvement or a regression), or marginal when the newest measured
-    control of the env (by created_at, then id) drifted half as far from 1 or more as
-    the step's interval end nearest 1 (its score without one)."""
+    """``outcome`` (an improvement or a regression), or marginal when one of the 5
+    newest measured controls of the env (by created_at, then id) drifted half as far
+    from 1 or more as the step's interval end nearest 1 (its score without one)."""
     controls = [
         f
         for f in files.values()
@@ -694,10 +694,13 @@ def _within_control(files: dict[str, dict[str, Any]], fields: dict[str, Any], ou
     ]
     if not controls:
         return outcome
-    newest = max(controls, key=lambda f: (str(f["created_at"]), f["id"]))
-    if newest["score"] <= 0 or newest["status"] == "timeout" or fields["score"] <= 0:
-        return outcome  # a control, or a step, that measured nothing
-    reach = 2 * abs(math.log(newest["score"]))
+    newest = sorted(controls, key=lambda f: (str(f["created_at"]), f["id"]))[-5:]
+    drifts = [
+        abs(math.log(f["score"])) for f in newest if f["score"] > 0 and f["status"] != "timeout"
+    ]
+    if not drifts or fields["score"] <= 0:
+        return outcome  # controls, or a step, that measured nothing
+    reach = 2 * max(drifts)
     ci = fields.get("score_ci")
     nearest = (ci[0] if outcome == "improvement" else ci[1]) if ci else fields["score"]
     return "marginal" if abs(math.log(nearest)) <= reach else outcome

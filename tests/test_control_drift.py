@@ -130,8 +130,12 @@ def test_a_record_is_judged_by_the_controls_its_read_before_the_write_found(
         return []
 
     monkeypatch.setattr(StoreReader, "control_rows", control_rows)
-    _, done = add(repo, "no change at all", "cpu test", f["a"], f["c"])
+    same, done = add(repo, "no change at all", "cpu test", f["a"], f["c"])
     assert json.loads(done.stdout)["outcome"] == "marginal"
+    assert searched == []
+    # A step on it: its parent's kernel read, nothing derived of the parent.
+    _, done = add(repo, "unrolled on it", "cpu test", f["a"], f["d"], "--pid", same)
+    assert json.loads(done.stdout)["outcome"] == "improvement"
     assert searched == []
 
 
@@ -264,3 +268,55 @@ def test_lessons_prints_the_noise_floor_to_four_decimals_in_80_columns(
     assert printed.startswith(floor), printed
     assert all(len(line) <= 80 for line in printed.splitlines()), printed
     assert "biased" in printed and control[:10] in printed.replace("\n    ", " ")
+
+
+def test_a_lucky_control_does_not_switch_the_rule_off_for_its_env(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """The env's first A/A control drifted 2.5 % (a vs b); a second one, timed again,
+    was lucky (b vs e: no drift). The step of no change (a vs c) was judged by the
+    newest alone, a regression again. Now the largest drift of the env's recent
+    controls judges it: marginal, and the reason names the controls it read."""
+    f = runs(tmp_path, bench_json)
+    drifted, _ = add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    lucky, _ = add(repo, "A/A again", "cpu test", f["b"], f["e"], "--tag", "control")
+    same, done = add(repo, "no change at all", "cpu test", f["a"], f["c"])
+    assert outcomes(repo)[same] == "marginal"
+    reason = Store(repo).get_experiment(same).derived.drift
+    assert drifted[:10] in reason and lucky[:10] in reason, reason
+    said = " ".join(warnings_of(done))
+    assert drifted[:10] in said and lucky[:10] in said, said
+    rows = Store(repo).found().rows
+    part = derive_for(rows, [row for row in rows if row.id == same])
+    assert part[same] == derive(rows)[same]
+
+
+def test_a_review_names_every_step_a_control_demotes_not_only_the_best(
+    repo: Path, tmp_path: Path, bench_json: dict[str, Any]
+) -> None:
+    """On main, a step 1.15x faster (the campaign's best) and a step of no change that
+    recorded an improvement (b vs a: the 2.5 % drift). A branch adds the A/A control
+    that finds the second within its drift: it is marginal now, yet the review said
+    nothing of it (only a control demoting the best got a headline). Now a headline
+    and the JSON's ``demoted_by_control`` name the control and the step."""
+    f = runs(tmp_path, bench_json)
+    best, _ = add(repo, "unrolled - faster", "cpu test", f["a"], f["d"])
+    step, _ = add(repo, "no change at all", "cpu test", f["b"], f["a"])
+    assert outcomes(repo)[step] == "improvement"
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "two steps")
+    git(repo, "tag", "base")
+    control, _ = add(repo, "A/A same code", "cpu test", f["a"], f["b"], "--tag", "control")
+    assert outcomes(repo)[step] == "marginal" and outcomes(repo)[best] == "improvement"
+
+    text = kexp_ok(repo, "review", "base").stdout
+    assert "Best changed" not in text
+    (line,) = [line for line in text.splitlines() if step in line and control in line]
+    assert "added here" in line and "was improvement" in line and "marginal" in line, line
+    assert best not in line, line
+    summary = json.loads(kexp_ok(repo, "review", "base", "--json").stdout)["summary"]
+    (demoted,) = summary["demoted_by_control"]
+    assert demoted["control_id"] == control and demoted["how"] == "added"
+    (judged,) = demoted["steps"]
+    assert judged["id"] == step and judged["was"] == "improvement"
+    assert judged["outcome"] == "marginal" and "within the A/A control" in judged["drift"]

@@ -58,3 +58,34 @@ def test_the_record_tool_diff_from_git_holds_a_new_file(repo: Path) -> None:
     run_agent(repo, work)
     text = next((repo / "experiments").rglob(f"{said['id']}-*.md")).read_text()
     assert "+++ b/kernels/fused.py" in text and "+    return 42" in text, text
+
+
+def test_diff_from_git_takes_untracked_source_files_only_and_names_them(repo: Path) -> None:
+    """Beside the new kernel, a stray ``run.log``, a profiler's ``trace.json`` and a
+    generated source file larger than an experiment may be: every untracked file was
+    taken in, and the large one refused the whole record (file-too-large). Now only
+    untracked source files that fit are taken; the answer names those taken and those
+    left out (with why and how to take one in), and the record is made."""
+    new_kernel(repo)
+    (repo / "kexp.toml").write_text("max_file_bytes = 16384\n")
+    (repo / "run.log").write_text("step 1 ok\n")
+    (repo / "trace.json").write_text('{"traceEvents": []}\n')
+    (repo / "kernels" / "table.py").write_text("TABLE = [\n" + "    12345678,\n" * 2000 + "]\n")
+    done = run_kexp(
+        "add", "--operator", "kernels/fused.py: fused_softmax", "--dtype", "fp16", "--env",
+        "H100", "--summary", "New fused kernel - +9%", "--score", "1.09", "--diff-from-git",
+        "--json", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    change = json.loads(run_kexp("show", json.loads(done.stdout)["id"], "--json", cwd=repo).stdout)[
+        "code_change"
+    ]
+    assert "b/kernels/fused.py" in change and "+BLOCK = 2048" in change, change
+    for name in ("run.log", "trace.json", "table.py"):
+        assert name not in change, change
+    (took,) = [line for line in done.stderr.splitlines() if "untracked" in line]
+    assert "kernels/fused.py" in took, took
+    left = took.split("left out", 1)[1]
+    for name in ("run.log", "trace.json", "kernels/table.py", "max_file_bytes", "git add -N"):
+        assert name in left, took
+    assert "kernels/fused.py" not in left, took

@@ -50,7 +50,8 @@ def test_log_follows_a_reverted_experiment_up_to_its_removal(tmp_path: Path) -> 
     shown = run_kexp("log", exp_id[:10], cwd=lead, process=True)
     assert shown.returncode == 0, shown.stderr
     assert f"{added[:12]} " in shown.stdout and f"{revert[:12]} " in shown.stdout, shown.stdout
-    assert 'Revert "Merge PR splitk"' in shown.stdout and "deleted experiments/" in shown.stdout
+    said = f'removed in {revert[:12]} by Agent lead: Revert "Merge PR splitk" (experiments/'
+    assert said in shown.stdout, shown.stdout
     data = json.loads(run_kexp("log", exp_id[:10], "--json", cwd=lead, process=True).stdout)
     assert [(e["commit"], e["action"]) for e in data] == [(added, "added"), (revert, "deleted")]
     # The library alike; an id no commit ever held is still not found, said in one line.
@@ -71,3 +72,30 @@ def test_show_across_refs_names_the_commit_that_removed_it(tmp_path: Path) -> No
     assert f'removed by commit {revert[:12]} (Revert "Merge PR splitk")' in said, said
     assert f"kexp log {exp_id[:10]}" in said and "kexp rm" not in said, said
     assert len(said.strip().splitlines()) == 1 and "Traceback" not in said
+
+
+def test_log_of_a_removal_reads_as_one_line(tmp_path: Path) -> None:
+    """``kexp rm`` and a commit saying why: ``kexp log ID`` printed every field of the
+    removal as ``→ (absent)``. It reads as one line: removed in the commit, by its
+    author, with the commit's reason; the JSON keeps the fields."""
+    remote, base = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    step = record(lead, base, "Split-K - +25%", score=1.25)
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "split-k")
+    assert run_kexp("rm", step.id, "--yes", cwd=lead).returncode == 0
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "drop split-k: timed the wrong kernel")
+    removal = git(lead, "rev-parse", "HEAD")
+    author = git(lead, "log", "-1", "--format=%an")
+    shown = run_kexp("log", step.id[:10], cwd=lead, process=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "(absent)" not in shown.stdout, shown.stdout
+    entry = shown.stdout.split("\n\n")[-1].splitlines()
+    assert entry[0].startswith(f"{removal[:12]} "), shown.stdout
+    assert entry[1:] == [
+        f"    removed in {removal[:12]} by {author}: drop split-k: timed the wrong kernel "
+        f"({git(lead, 'log', '-1', '--format=', '--name-only', removal)})"
+    ], shown.stdout
+    data = json.loads(run_kexp("log", step.id[:10], "--json", cwd=lead, process=True).stdout)
+    assert data[-1]["action"] == "deleted" and data[-1]["changes"]["score"]["new"] is None

@@ -176,3 +176,34 @@ def test_the_parquet_export_across_refs_says_what_top_says(tmp_path: Path) -> No
     assert abs(exported[a3]["default_cumulative_score"] - mains) < 1e-9
     assert exported[a1]["unmerged_on"] == [] and exported[a1]["default_cumulative_score"] is None
     assert abs(exported[a3]["cumulative_score"] - ranked) < 1e-9
+
+
+def test_a_step_judged_over_an_unmerged_parent_is_marked_built_on_unmerged(
+    tmp_path: Path,
+) -> None:
+    """Main holds a root (1.20) and its child measured against the reference (1.19:
+    judged over the root's cumulative score, a regression there); Bob's pull request
+    branch remeasures the root at 1.10. Read across refs, the child's outcome flips to
+    an improvement because of Bob's unmerged score: it is marked ``built on unmerged``
+    naming his branch, though its own file is ``local`` (the repro: ``improvement``,
+    ``ref: local``, unmarked)."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    lead = clone(remote, tmp_path / "lead")
+    root = record(alice, base, "Root - +20%", score=1.20, operator_sig=OPERATOR)
+    child = record(alice, base, "Child - +19% over the reference", score=1.19, pid=root.id,
+                   measured_against="reference", operator_sig=OPERATOR)  # fmt: skip
+    sync(Store(alice))
+    git(bob, "pull", "-q")
+    git(bob, "switch", "-q", "-c", "kexp/bob-edit")
+    path = next((bob / "experiments").rglob(f"{root.id}-*.md"))
+    path.write_text(path.read_text().replace("score: 1.2\n", "score: 1.1\n"))
+    git(bob, "commit", "-q", "-am", "root remeasured")
+    git(bob, "push", "-q", "origin", "kexp/bob-edit")
+    git(lead, "pull", "-q")
+    alone = {row["id"]: row for row in _kexp_json(lead, "top")}
+    rows = {row["id"]: row for row in _kexp_json(lead, "top", "--all-refs")}
+    assert rows[root.id]["score"] == 1.1 and rows[root.id]["unmerged"]["own"] is True
+    assert rows[child.id]["outcome"] != alone[child.id]["outcome"]  # flipped by Bob's score
+    assert rows[child.id]["ref"] == "local" and rows[child.id]["unmerged"]["own"] is False
+    assert rows[child.id]["unmerged"]["refs"] == ["origin/kexp/bob-edit"]

@@ -678,6 +678,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "suspect": [],
         "changed_on_base": [],
         "best_changes": [],
+        "demoted_by_control": [],
         "lessons_lost": [],
         "already_on_base": [],
     }

@@ -772,8 +772,9 @@ def test_a_dry_run_says_what_the_sync_then_does(
         made_at = "" if done.commit else f" at {str(done.head)[:12]}"
         assert f"would make the branch {done.branch}{made_at}" in said, said
     unpublished = not git(alice, "ls-remote", "origin", f"refs/heads/{done.branch}")
-    if planned.up_to_date and branch is not None and unpublished:
-        # a side branch nothing was published to: not "up to date with" a missing branch
-        assert f"nothing to publish: {done.branch} is not on origin yet" in said, said
+    if planned.up_to_date and unpublished:
+        # a branch nothing was published to (a side branch, or a checked-out one never
+        # pushed): not "up to date with" a missing branch
+        assert f"nothing to publish: {done.branch} is not on origin" in said, said
     elif planned.up_to_date:
         assert f"up to date with {where}: nothing to commit or push" in said, said

@@ -290,6 +290,12 @@ COMMIT_FIRST = Advice(
 )
 #: Advice on a git diff that is not UTF-8 text, saved as such (``change.diff``).
 DIFF_FILE = Advice("give --diff-file change.diff", "give its text as code_change")
+#: Advice on an untracked file a git diff left out (not source code, or too large):
+#: intent to add it (git add -N) takes it in, as it does any file; or the diff given.
+TAKE_UNTRACKED = Advice(
+    "git add -N PATH takes one in (or give the change with --diff-file change.diff)",
+    "git add -N PATH takes one in (or give the change's text as code_change)",
+)
 #: Advice on profiler output given as timings.
 PROFILING_FILE = Advice(
     "kexp add --profiling-file, profiling_file=...", 'record with profiling_file: "PATH"'
@@ -514,6 +520,7 @@ ADVICE = (
     READ_ACROSS_REFS,
     MORE_LESSONS,
     DIFF_FILE,
+    TAKE_UNTRACKED,
     RE_ID_FORCE,  # (before RE_ID, whose path would be the flag)
     RE_ID,
 )

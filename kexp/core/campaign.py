@@ -33,12 +33,14 @@ view ranks and judges alike:
   measures the noise floor: it has no cumulative score, is never ranked, never the
   best, never a dead end. Its code is its parent's (or the reference's, without a
   parent), so an experiment built on a control continues its parent's chain;
-* ``drift``: the newest measured control of an env (:func:`env_controls`; of the same
-  timer when both name one) judges its steps: an ``improvement`` or a ``regression``
-  whose interval does not clear ``control_drift_reach`` times the drift the control
-  measured (:func:`kexp.core.outcome.within_drift`) is ``marginal``, and ``drift`` says
-  why. An interval covers the noise within one run; the control is the one measure of
-  the drift between runs. Its control is known from the rows: one more pass.
+* ``drift``: the newest measured controls of an env (``control_drift_window`` of them,
+  :func:`env_controls`; of the same timer when both name one) judge its steps: an
+  ``improvement`` or a ``regression`` whose interval does not clear
+  ``control_drift_reach`` times the largest drift they measured
+  (:func:`kexp.core.outcome.within_drift`) is ``marginal``, and ``drift`` says why,
+  naming the controls read. An interval covers the noise within one run; the controls
+  are the one measure of the drift between runs. They are known from the rows: one
+  more pass.
 
 ``combines`` (a merge of other experiments' changes) does not enter the product: the
 merge is measured against its ``pid`` (the code it was made on) or the reference like
@@ -80,12 +82,13 @@ from kexp.core.outcome import (
     CONTROL_TAG,
     PENDING_STATUSES,
     TIMED_OUT,
-    drift_of,
+    ControlFloor,
     drift_reason,
+    floor_reach,
     is_control,
     judged_over_parent,
-    newer_control,
     recorded_interval,
+    time_key,
     timer_of,
     within_drift,
 )
@@ -125,7 +128,7 @@ class Derivation(dict[str, Derived]):
         self._invalid = invalid
         #: id -> the nearest suspect step of its code value, itself included ("": none).
         self.carried: dict[str, str] = {}
-        #: env -> timer -> its newest measured control (:func:`env_controls`).
+        #: env -> timer -> its measured controls, newest first (:func:`env_controls`).
         self.controls = env_controls(first.values())
         self._reasons: dict[str, str] = {}
 
@@ -384,11 +387,11 @@ def derive(
 _CHANGES = frozenset({"improvement", "regression"})
 
 
-def env_controls(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
-    """The newest measured (not pending, not buggy) control of each env and timer
-    (:func:`kexp.core.outcome.timer_of`; "" unknown) among ``records``: env -> timer ->
-    record. One pass; the env is the recorded string."""
-    found: dict[str, dict[str, Any]] = {}
+def env_controls(records: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
+    """The measured (not pending, not buggy) controls of each env and timer
+    (:func:`kexp.core.outcome.timer_of`; "" unknown) among ``records``, newest first:
+    env -> timer -> records. One pass; the env is the recorded string."""
+    found: dict[str, dict[str, list[Any]]] = {}
     for record in records:
         tags = record.tags
         if not tags or CONTROL_TAG not in tags:
@@ -396,24 +399,39 @@ def env_controls(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
         if record.status in PENDING_STATUSES or record.is_buggy:
             continue
         timers = found.setdefault(getattr(record, "env", ""), {})
-        timer = timer_of(record)
-        if newer_control(timers.get(timer), record):
-            timers[timer] = record
+        timers.setdefault(timer_of(record), []).append(record)
+    for timers in found.values():
+        for listed in timers.values():
+            listed.sort(key=_newest, reverse=True)
     return found
 
 
-def control_for(record: Any, controls: dict[str, dict[str, Any]]) -> Any | None:
-    """The control that judges ``record`` (:func:`env_controls`): the newest of its env
-    timed by the same timer or an unknown one (any, when its own timer is unknown)."""
+def control_for(
+    record: Any,
+    controls: dict[str, dict[str, list[Any]]],
+    window: int = DEFAULT_SETTINGS.control_drift_window,
+) -> ControlFloor | None:
+    """The controls that judge ``record`` (:func:`env_controls`): the ``window`` newest
+    of its env timed by the same timer or an unknown one (when its own timer is unknown,
+    those of the timer whose control is the env's newest)."""
     timers = controls.get(getattr(record, "env", ""))
     if not timers:
         return None
     timer = timer_of(record)
-    chosen = None
-    for control in timers.values() if not timer else (timers.get(timer), timers.get("")):
-        if control is not None and newer_control(chosen, control):
-            chosen = control
-    return chosen
+    chosen: list[Any]
+    if timer:
+        chosen = [*timers.get(timer, ()), *timers.get("", ())]
+    else:
+        chosen = list(timers[max(timers, key=lambda each: _newest(timers[each][0]))])
+    if not chosen:
+        return None
+    chosen.sort(key=_newest, reverse=True)
+    return ControlFloor(tuple(chosen[: max(window, 1)]))
+
+
+def _newest(record: Any) -> tuple[str, str]:
+    """How records are ordered in time: by ``created_at`` (none: the oldest), then id."""
+    return (time_key(getattr(record, "created_at", None) or ""), record.id)
 
 
 def judged_by_control(
@@ -424,21 +442,22 @@ def judged_by_control(
     reasons: dict[str, str] | None = None,
 ) -> Derived:
     """``value`` (what is derived of ``record``), ``marginal`` with the reason
-    (``drift``) when the newest control of its env (:func:`control_for` among
-    ``controls``) finds its change within the drift between runs
+    (``drift``) when the newest controls of its env (:func:`control_for` among
+    ``controls``) find its change within the drift between runs
     (:func:`kexp.core.outcome.within_drift`); a step judged over its parent's cumulative
-    score is left as it is. ``reasons``: each control's reason, said once."""
+    score is left as it is. ``reasons``: each floor's reason, said once."""
     if not may_meet_control(value) or judged_over_parent(record):
         return value
-    control = control_for(record, controls)
-    if control is None or not within_drift(
-        value.outcome, record.score, record.score_ci, drift_of(control, settings)
+    floor = control_for(record, controls, settings.control_drift_window)
+    if floor is None or not within_drift(
+        value.outcome, record.score, record.score_ci, floor_reach(floor, settings)
     ):
         return value
     reasons = {} if reasons is None else reasons
-    reason = reasons.get(control.id)
+    key = " ".join(floor.ids)
+    reason = reasons.get(key)
     if reason is None:
-        reason = reasons[control.id] = drift_reason(control, settings)
+        reason = reasons[key] = drift_reason(floor, settings)
     return value._replace(outcome="marginal", drift=reason)
 
 
@@ -520,10 +539,11 @@ def derive_for(
     taken: set[str] = set()
     waiting: list[str] = []
     controls = env_controls(records)
+    window = settings.control_drift_window
     for record in wanted:
         waiting += [record.id, *depends_on(record)]
-        if controls and (control := control_for(record, controls)) is not None:
-            waiting.append(control.id)
+        if controls and (floor := control_for(record, controls, window)) is not None:
+            waiting += floor.ids
     while waiting:
         exp_id = waiting.pop()
         if exp_id in taken:

@@ -63,7 +63,7 @@ class Derived(NamedTuple):
     #: cumulative score is no better checked than that step's ("" when none is).
     built_on_suspect: str = ""
     #: Why its outcome is ``marginal`` though its interval leaves out 1: it stays within
-    #: the drift the newest A/A control of its env measured
+    #: the largest drift the newest A/A controls of its env measured
     #: (:func:`kexp.core.outcome.drift_reason`; "" when no control judged it).
     drift: str = ""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
@@ -242,10 +242,16 @@ def drift_of(control: Any, settings: Settings = DEFAULT_SETTINGS) -> float:
     move from 1 with no change of code: ``control_drift_reach`` times the drift the
     control measured, ``|log score|`` (0 for a control that measured nothing, or timed
     out: :func:`no_measurement`)."""
+    return settings.control_drift_reach * measured_drift(control)
+
+
+def measured_drift(control: Any) -> float:
+    """The drift ``control`` (an A/A run) measured, ``|log score|`` (0 for one that
+    measured nothing, or timed out: :func:`no_measurement`)."""
     score = control.score
     if no_measurement(getattr(control, "status", ""), score):
         return 0.0
-    return settings.control_drift_reach * abs(math.log(float(score)))
+    return abs(math.log(float(score)))
 
 
 def within_drift(outcome: str, score: Any, interval: Any, reach: float) -> bool:
@@ -271,16 +277,51 @@ class _Interval:
         self.score_ci = score_ci
 
 
-def drift_reason(control: Any, settings: Settings = DEFAULT_SETTINGS) -> str:
+class ControlFloor(NamedTuple):
+    """The drift between runs that judges the steps of an env and timer: its newest
+    measured controls (newest first, at most ``Settings.control_drift_window``), of
+    which the one that drifted most (:attr:`judge`) counts. One lucky A/A (timed when
+    the machine was quiet) does not hide the drift its earlier ones measured."""
+
+    controls: tuple[Any, ...]
+
+    @property
+    def judge(self) -> Any:
+        """The control of :attr:`controls` whose drift is largest (the newest of equals)."""
+        return max(reversed(self.controls), key=measured_drift)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The ids of the controls read, newest first."""
+        return tuple(control.id for control in self.controls)
+
+
+def floor_reach(floor: ControlFloor, settings: Settings = DEFAULT_SETTINGS) -> float:
+    """How far a step judged by ``floor`` may move from 1 with no change of code:
+    :func:`drift_of` its :attr:`ControlFloor.judge`."""
+    return drift_of(floor.judge, settings)
+
+
+def drift_reason(floor: ControlFloor, settings: Settings = DEFAULT_SETTINGS) -> str:
     """Why a step whose interval leaves out 1 is within noise (:func:`within_drift`):
-    ``within the A/A control 6b16976c44's 5.1 % drift on 'cpu' (2 x its 2.6 %): an
-    interval covers the noise of one run, not the drift between runs``."""
+    ``within the A/A control 6b16976c44's 5.1 % drift on 'cpu' (2 x its 2.6 %, the
+    largest of the env's 2 newest controls: 6b16976c44 2.6 %, 0a1b2c3d4e 0.1 %): an
+    interval covers the noise of one run, not the drift between runs`` (the controls
+    named when it read more than one)."""
+    control = floor.judge
     env = str(getattr(control, "env", "") or "").strip()
     on = f" on {env!r}" if env else ""
     reach = drift_of(control, settings)
     own = abs(math.log(float(control.score))) if reach else 0.0
+    read = ""
+    if len(floor.controls) > 1:
+        each = ", ".join(
+            f"{other.id[:10]} {math.expm1(measured_drift(other)) * 100:.1f} %"
+            for other in floor.controls
+        )
+        read = f", the largest of the env's {len(floor.controls)} newest controls: {each}"
     return (
         f"within the A/A control {control.id[:10]}'s {math.expm1(reach) * 100:.1f} % drift"
-        f"{on} ({settings.control_drift_reach:g} x its {math.expm1(own) * 100:.1f} %): an "
-        "interval covers the noise of one run, not the drift between runs"
+        f"{on} ({settings.control_drift_reach:g} x its {math.expm1(own) * 100:.1f} %{read}): "
+        "an interval covers the noise of one run, not the drift between runs"
     )

@@ -89,11 +89,15 @@ class Settings:
     #: side's) is more than this many times the earlier rounds' (or less than its
     #: inverse): other code, or timings in another unit.
     remeasure_scale_above: float = 3.0
-    #: A step on an env whose newest A/A control drifted from 1 (its score, ``c``) is
-    #: a change only when its interval clears this many times that drift
-    #: (``|log c|``) in its direction (:func:`kexp.core.outcome.within_drift`): the
-    #: control is one draw of the drift between runs that an interval does not cover.
+    #: A step on an env whose A/A controls drifted from 1 (the largest drift of the
+    #: newest ``control_drift_window``, a score ``c``) is a change only when its interval
+    #: clears this many times that drift (``|log c|``) in its direction
+    #: (:func:`kexp.core.outcome.within_drift`): a control is one draw of the drift
+    #: between runs that an interval does not cover.
     control_drift_reach: float = 2.0
+    #: How many of an env's (and timer's) newest A/A controls judge its steps: the
+    #: largest drift among them counts, so one lucky control does not hide the others'.
+    control_drift_window: int = 5
 
 
 DEFAULT_SETTINGS = Settings()
@@ -121,6 +125,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "near_duplicate_similarity": (0.01, 1.0),
     "remeasure_scale_above": (1.1, None),
     "control_drift_reach": (0.0, None),
+    "control_drift_window": (1, None),
 }
 
 

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import shlex
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from kexp.core.advice import DIFF_FILE
@@ -148,20 +148,52 @@ def removals(repo: git.Repo, revision: str, folder: str) -> list[tuple[str, File
     return found
 
 
-def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = None) -> str:
+#: The suffixes of the untracked files a working tree's diff takes in as new (source
+#: code, build files); another untracked file (a log, a profiler's dump) is left out.
+SOURCE_SUFFIXES = frozenset(
+    {
+        *(".py", ".pyi", ".pyx", ".pxd", ".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx"),
+        *(".h", ".hh", ".hpp", ".hxx", ".inl", ".inc", ".hip", ".cl", ".metal", ".ptx"),
+        *(".s", ".asm", ".ll", ".mlir", ".td", ".rs", ".go", ".jl", ".sh", ".cmake"),
+        *(".mk", ".bzl", ".bazel"),
+    }
+)
+#: The names of untracked files taken in as new though their suffix is not a source's.
+SOURCE_NAMES = frozenset(
+    {"CMakeLists.txt", "Makefile", "makefile", "GNUmakefile", "BUILD", "meson.build"}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkingDiff:
+    """A working tree's diff (:func:`working_tree_diff`): its ``text``, the untracked
+    files it took in as new (``taken``) and those it left out, each with why
+    (``left_out``: not source code, or larger than an experiment may be)."""
+
+    text: str
+    taken: tuple[str, ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
+
+
+def working_tree_diff(
+    repo: git.Repo, commit: str, *, exclude: Path | None = None, max_bytes: int | None = None
+) -> WorkingDiff:
     """``git diff`` of the working tree of ``repo`` against ``commit``: its tracked files
-    and its untracked ones that are not ignored (new files, as ``git add -N`` shows them,
-    added in a copy of the index: the repository's own is left alone), leaving out the
-    folder ``exclude`` when it is inside the repository. A diff that is not UTF-8 text
-    (a file in another encoding) is refused (:class:`InputError`): kexp records text."""
+    and its untracked ones that are not ignored and are source code (by suffix,
+    :data:`SOURCE_SUFFIXES`; at most ``max_bytes`` each), as new files (as ``git add
+    -N`` shows them, added in a copy of the index: the repository's own is left alone),
+    leaving out the folder ``exclude`` when it is inside the repository. A diff that is
+    not UTF-8 text (a file in another encoding) is refused (:class:`InputError`): kexp
+    records text."""
     args = ["--no-color", "--no-ext-diff", commit, "--", "."]
     top = Path(str(repo.working_tree_dir)).resolve()
     if exclude is not None and exclude.resolve().is_relative_to(top):
         args.append(f":(exclude){exclude.resolve().relative_to(top).as_posix()}")
     import git
 
+    taken, left_out = _untracked(repo, top, args[args.index("--") + 1 :], max_bytes)
     try:
-        with _new_files_added(repo, args[args.index("--") + 1 :]) as env:
+        with _new_files_added(repo, taken) as env:
             diff = str(repo.git.diff(*args, env=env))
     except git.GitCommandError as exc:
         raise KexpError(
@@ -178,21 +210,43 @@ def working_tree_diff(repo: git.Repo, commit: str, *, exclude: Path | None = Non
             f"({describe_non_text(diff[at])}{where}): save it as UTF-8 ({command} | iconv "
             f"-f latin1 -t utf-8 > change.diff) and {DIFF_FILE}"
         )
-    return diff
+    return WorkingDiff(diff, tuple(taken), tuple(left_out))
 
 
-@contextlib.contextmanager
-def _new_files_added(repo: git.Repo, pathspecs: Sequence[str]) -> Iterator[dict[str, str]]:
-    """The environment of a git command that sees the untracked files of ``pathspecs``
-    that are not ignored as ``git add -N`` adds them: an index of its own
-    (``GIT_INDEX_FILE``, a copy of the repository's, removed at the block's end)."""
-    import shutil
-    import tempfile
-
+def _untracked(
+    repo: git.Repo, top: Path, pathspecs: Sequence[str], max_bytes: int | None
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The untracked files of ``pathspecs`` that are not ignored: those a diff takes in
+    (source code, at most ``max_bytes``), and those it leaves out with why."""
     listed = git_command(
         repo, "ls-files", "-z", "--others", "--exclude-standard", "--", *pathspecs
     ).stdout
-    new = [name for name in listed.split("\0") if name]
+    taken: list[str] = []
+    left_out: list[tuple[str, str]] = []
+    for name in sorted(name for name in listed.split("\0") if name):
+        path = PurePosixPath(name)
+        if path.suffix.lower() not in SOURCE_SUFFIXES and path.name not in SOURCE_NAMES:
+            left_out.append((name, "not source code"))
+            continue
+        try:
+            size = (top / name).lstat().st_size
+        except OSError:  # gone meanwhile
+            continue
+        if max_bytes is not None and size > max_bytes:
+            left_out.append((name, f"{size / 1024:,.0f} KB, over max_file_bytes"))
+        else:
+            taken.append(name)
+    return taken, left_out
+
+
+@contextlib.contextmanager
+def _new_files_added(repo: git.Repo, new: Sequence[str]) -> Iterator[dict[str, str]]:
+    """The environment of a git command that sees the untracked files ``new`` as ``git
+    add -N`` adds them: an index of its own (``GIT_INDEX_FILE``, a copy of the
+    repository's, removed at the block's end)."""
+    import shutil
+    import tempfile
+
     if not new:
         yield {}
         return

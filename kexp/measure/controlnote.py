@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import control_for, derive_for, env_controls
-from kexp.core.outcome import drift_of, within_drift
+from kexp.core.outcome import floor_reach, within_drift
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -17,29 +17,33 @@ if TYPE_CHECKING:
 NAMED_STEPS = 5
 
 
-def turned_marginal(store: Store, control: KernelExperiment, before: dict[str, Any]) -> str | None:
+def turned_marginal(
+    store: Store, control: KernelExperiment, before: dict[str, dict[str, list[Any]]]
+) -> str | None:
     """``control N: 2 step(s) recorded on its env are within its 8.5 % drift on 'cpu' (2
     x its 4.2 %), marginal now (...): A (improvement 1.0309 [1.0293, 1.0326]), B``; None
-    when it turns none. ``before``: the newest controls before it was recorded
-    (:func:`kexp.core.campaign.env_controls`): a step one of them found within its
-    drift already is not named."""
+    when it turns none: a step judged by it (the largest drift of its env's newest
+    controls). ``before``: the controls before it was recorded
+    (:func:`kexp.core.campaign.env_controls`): a step they found within their drift
+    already is not named."""
     found = store.found()
     rows = [row for row in found.rows if row.env == control.env and row.id != control.id]
     if not rows:
         return None
     derivation = derive_for(found.rows, rows, store.settings)
     controls = env_controls(found.rows)
+    window = store.settings.control_drift_window
     named: list[str] = []
     reason = ""
     for row in rows:
         value = derivation.of(row)
-        judge = control_for(row, controls) if value.drift else None
-        if judge is None or judge.id != control.id:
+        judge = control_for(row, controls, window) if value.drift else None
+        if judge is None or judge.judge.id != control.id:
             continue
         was = "improvement" if float(row.score) > 1 else "regression"
-        earlier = control_for(row, before)
+        earlier = control_for(row, before, window)
         if earlier is not None and within_drift(
-            was, row.score, row.score_ci, drift_of(earlier, store.settings)
+            was, row.score, row.score_ci, floor_reach(earlier, store.settings)
         ):
             continue  # marginal by the earlier control already
         interval = f" [{row.score_ci[0]:.4f}, {row.score_ci[1]:.4f}]" if row.score_ci else ""

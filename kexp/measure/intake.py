@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.advice import TAKE_UNTRACKED
 from kexp.core.errors import KexpWarning, ValidationError
 from kexp.core.fields import STRING_FIELDS
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
@@ -281,8 +282,10 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
     ``experiments/`` folder): the base and the change measured on it, which a new
     experiment records together (so an uncommitted change is not ``uncommitted-base``).
 
-    Untracked files that are not ignored are part of it, as new files (as ``git add -N``
-    shows them; the repository's index is left alone).
+    Untracked files that are not ignored and are source code are part of it, as new
+    files (as ``git add -N`` shows them; the repository's index is left alone); a warning
+    names them, and the untracked files left out (a log, a profiler's dump, a file over
+    ``max_file_bytes``) with why.
     """
     # lazy: not every command that imports this module needs kexp.gitops.git
     from kexp.gitops import git as kgit
@@ -290,7 +293,38 @@ def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str
 
     repo = kgit.open_repo(store.code_repo)
     commit = kgit.resolve_commit(repo, base_commit) if base_commit else kgit.head_commit(repo)
-    return commit, gitlog.working_tree_diff(repo, commit, exclude=store.experiments_dir)
+    found = gitlog.working_tree_diff(
+        repo, commit, exclude=store.experiments_dir, max_bytes=store.settings.max_file_bytes
+    )
+    note = untracked_note(found.taken, found.left_out)
+    if note:
+        warnings.warn(note, KexpWarning, stacklevel=2)
+    return commit, found.text
+
+
+#: The untracked files an answer names at most in each list (the rest are counted).
+NAMED_UNTRACKED = 8
+
+
+def untracked_note(taken: Sequence[str], left_out: Sequence[tuple[str, str]]) -> str:
+    """``the git diff took 1 untracked file in as new: kernels/fused.py; left out 2
+    untracked file(s): run.log (not source code), ...: git add -N PATH takes one in``;
+    "" when there were none."""
+
+    def listed(names: Sequence[str]) -> str:
+        more = len(names) - NAMED_UNTRACKED
+        return ", ".join(names[:NAMED_UNTRACKED]) + (f" and {more} more" if more > 0 else "")
+
+    said = []
+    if taken:
+        said.append(f"the git diff took {len(taken)} untracked file(s) in as new: {listed(taken)}")
+    if left_out:
+        why = [f"{name} ({reason})" for name, reason in left_out]
+        said.append(
+            f"{'it' if taken else 'the git diff'} left out {len(left_out)} untracked file(s): "
+            f"{listed(why)}: {TAKE_UNTRACKED}"
+        )
+    return "; ".join(said)
 
 
 def take_git_diff(store: Store, fields: dict[str, Any]) -> None:

@@ -509,9 +509,9 @@ class BeforeWrite(NamedTuple):
     #: The best tip of the campaign the record joins as a root, and its cumulative score,
     #: when that campaign is a lineage (None: no such campaign, or not a root).
     tip: tuple[Row, float | None] | None
-    #: The newest control of each env and timer recorded before
+    #: The controls of each env and timer recorded before, newest first
     #: (:func:`kexp.core.campaign.env_controls`).
-    controls: dict[str, dict[str, Row]]
+    controls: dict[str, dict[str, list[Row]]]
     #: Whether the store was read (not when there was nothing to check: no env, not a
     #: root; then the other fields are empty).
     read: bool

@@ -35,7 +35,13 @@ from kexp.review.entry import Reviewed, field_change, reviewed_entry
 from kexp.review.graph import LineageGraph, LineageNode, render_mermaid
 from kexp.review.graph import mermaid_id as mermaid_id
 from kexp.review.graph import mermaid_text as mermaid_text
-from kexp.review.headlines import best_changes, lineage_graph, lost_lessons, new_lessons
+from kexp.review.headlines import (
+    best_changes,
+    control_demotions,
+    lineage_graph,
+    lost_lessons,
+    new_lessons,
+)
 from kexp.review.model import KINDS, FieldChange, Review, ReviewedExperiment
 from kexp.review.render import COMMENT_MARKER as COMMENT_MARKER
 from kexp.review.render import defuse_links as defuse_links
@@ -173,6 +179,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         lessons={group: items for group, items in lessons.items() if items},
         lineage=lineage_graph(entries, now, then),
         best_changes=best_changes(entries, now, then),
+        demoted_by_control=control_demotions(entries, now, then),
         lessons_lost=lost,
         base_commit=tip,
         already_on_base=sorted({c.id for c in landed if id(c) not in shared}),

@@ -14,7 +14,7 @@ from kexp.core.outcome import is_control
 from kexp.format.fileformat import key_insight
 from kexp.review.entry import Reviewed
 from kexp.review.graph import LineageGraph, LineageNode
-from kexp.review.model import KINDS, BestChange, LostLesson
+from kexp.review.model import KINDS, BestChange, ControlDemotion, LostLesson
 from kexp.review.side import Campaign, Side, campaign_of
 
 #: Ancestors and children of each touched experiment drawn in the lineage graph.
@@ -73,9 +73,10 @@ def _judged(
             judged.append(now.experiment(found))
     if not judged:
         return change
-    control = control_for(judged[0], env_controls(now.facts))
-    if control is None:  # pragma: no cover - a step's drift names its control
+    floor = control_for(judged[0], env_controls(now.facts), now.settings.control_drift_window)
+    if floor is None:  # pragma: no cover - a step's drift names its control
         return change
+    control = floor.judge
     how = {entry.id: kind for kind in ("added", "corrected") for entry, _ in entries[kind]}
     here = {"added": " added here", "corrected": " corrected here"}.get(how.get(control.id, ""), "")
     steps = ", ".join(step.id for step in judged)
@@ -88,6 +89,46 @@ def _judged(
             {"id": step.id, "outcome": step.outcome, "drift": step.derived.drift} for step in judged
         ],
     )
+
+
+def control_demotions(
+    entries: Mapping[str, list[Reviewed]], now: Side, then: Side
+) -> list[ControlDemotion]:
+    """The A/A controls the change adds or corrects, each with the steps of its env
+    that it judges (the largest drift of the env's newest controls is its) within its
+    drift: an improvement or a regression before the change, ``marginal`` now. Steps
+    the change adds are left out (the review lists them with their outcome)."""
+    brought = [
+        (entry, kind)
+        for kind in ("added", "corrected")
+        for entry, _ in entries[kind]
+        if entry.valid and entry.control
+    ]
+    how = {entry.id: kind for entry, kind in brought}
+    envs = {entry.env for entry, _ in brought}
+    if not how:
+        return []
+    controls = env_controls(now.facts)
+    window = now.settings.control_drift_window
+    judges: dict[int, str] = {}  # number -> the control brought here that judges it
+    for number, item in enumerate(now.facts):
+        if item.env not in envs or is_control(item) or now.first.get(item.id) != number:
+            continue
+        floor = control_for(item, controls, window)
+        if floor is not None and floor.judge.id in how and item.id in then.first:
+            judges[number] = floor.judge.id
+    derived = now.derived_all(judges)
+    earlier = then.derived_all(then.first[now.facts[number].id] for number in judges)
+    found: dict[str, list[dict[str, str]]] = {}
+    for (number, judge), value, old in zip(judges.items(), derived, earlier, strict=True):
+        if value.drift and old.outcome in ("improvement", "regression"):
+            step = {"id": now.facts[number].id, "was": old.outcome}
+            step |= {"outcome": value.outcome, "drift": value.drift}
+            found.setdefault(judge, []).append(step)
+    return [
+        ControlDemotion(control_id, how[control_id], now.facts[now.first[control_id]].env, steps)
+        for control_id, steps in found.items()
+    ]
 
 
 def new_lessons(

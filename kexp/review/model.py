@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KINDS",
     "BestChange",
+    "ControlDemotion",
     "FieldChange",
     "LostLesson",
     "Review",
@@ -179,6 +180,24 @@ class BestChange:
 
 
 @dataclasses.dataclass
+class ControlDemotion:
+    """An A/A control the change adds or corrects (``how``: ``added`` or
+    ``corrected``) and the steps of its env it finds within its drift: each an
+    improvement or a regression before the change (``was``) and ``marginal`` now
+    (``steps``: each one's ``id``, ``was``, ``outcome`` and the ``drift`` reason),
+    whether or not one of them was its campaign's best."""
+
+    control_id: str
+    how: str
+    env: str
+    steps: list[dict[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
 class LostLesson:
     """A failure's lesson the change loses: the experiment removed (``how`` is
     ``removed``), or its key insight removed (``key insight removed``). Its values are
@@ -218,6 +237,8 @@ class Review:
     lineage: LineageGraph
     #: The operators whose best tip the change moves without a new best.
     best_changes: list[BestChange] = dataclasses.field(default_factory=list)
+    #: The A/A controls the change adds or corrects that turn steps ``marginal``.
+    demoted_by_control: list[ControlDemotion] = dataclasses.field(default_factory=list)
     #: The failures' lessons the change loses (a failure removed, a key insight removed).
     lessons_lost: list[LostLesson] = dataclasses.field(default_factory=list)
     #: Full hash of the base's tip: the ranks, the best before and after and the counts

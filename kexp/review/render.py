@@ -18,7 +18,14 @@ from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
 from kexp.review.graph import render_mermaid
-from kexp.review.model import KINDS, BestChange, FieldChange, LostLesson, short_value
+from kexp.review.model import (
+    KINDS,
+    BestChange,
+    ControlDemotion,
+    FieldChange,
+    LostLesson,
+    short_value,
+)
 from kexp.storage.scorechange import SCORE_WITHOUT_NOTE
 
 if TYPE_CHECKING:
@@ -61,6 +68,7 @@ def to_json(result: Review) -> dict[str, Any]:
             "suspect": [e.id for e in result.suspects],
             "changed_on_base": [e.id for e in result.changed_on_base],
             "best_changes": [c.to_dict() for c in result.best_changes],
+            "demoted_by_control": [d.to_dict() for d in result.demoted_by_control],
             "lessons_lost": [lost.to_dict() for lost in result.lessons_lost],
             "already_on_base": list(result.already_on_base),
             "moved": len(result.moved),
@@ -274,6 +282,7 @@ def _headline(result: Review) -> str:
         lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}")
     for change in result.best_changes:
         lines.append(_best_change_note(change))
+    lines += [_demotion_note(demotion) for demotion in result.demoted_by_control]
     for entry in result.changed_on_base:
         lines.append(_base_note(result, entry))
     for entry in result.corrected:
@@ -328,6 +337,28 @@ def _best_change_note(change: BestChange) -> str:
     return (
         f"{_best_move(change)} **Best changed** on {_campaign(change)} by {cause}: was "
         f"{before}, now {after}"
+    )
+
+
+#: The steps a control's headline names at most (the rest are counted).
+_DEMOTED_NAMED = 5
+
+
+def _demotion_note(demotion: ControlDemotion) -> str:
+    """The headline's line on an A/A control the change brings that turns steps of its
+    env ``marginal``, whether or not one of them was the best."""
+    steps = demotion.steps
+    named = ", ".join(
+        f"{md_code(s['id'])} (was {md_text(s['was'])})" for s in steps[:_DEMOTED_NAMED]
+    )
+    more = len(steps) - _DEMOTED_NAMED
+    named += f" and {more} more" if more > 0 else ""
+    drift = steps[0]["drift"].split("'s ", 1)[-1].split(": an interval", 1)[0]
+    on = f" on {md_text(repr(demotion.env))}" if demotion.env.strip() else ""
+    return (
+        f"🎚️ **Demoted by a control**{on}: the A/A control {md_code(demotion.control_id)} "
+        f"{md_text(demotion.how)} here finds {len(steps)} step(s) within its "
+        f"{md_text(drift, limit=_CELL_CHARS)}, now {md_code('marginal')}: {named}"
     )
 
 

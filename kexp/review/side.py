@@ -75,6 +75,12 @@ class Side:
         for number in wanted:
             self._derived[number] = derivation.of(facts[number])
 
+    def derived_all(self, numbers: Iterable[int]) -> list[Derived]:
+        """What is derived of each experiment of ``numbers``, derived together."""
+        numbers = list(numbers)
+        self._derive(numbers)
+        return [self._derived[number] for number in numbers]
+
     def derived(self, number: int) -> Derived:
         """What is derived of the experiment ``number``."""
         self._derive((number,))

@@ -46,7 +46,6 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.model import KernelExperiment, attach
-from kexp.core.outcome import CONTROL_TAG, is_control
 from kexp.core.problems import Problem, sort_problems
 from kexp.core.settings import Settings, load_settings
 from kexp.format.rules import id_from_name
@@ -63,6 +62,7 @@ from kexp.storage.answers import (
     waiting_answer,
 )
 from kexp.storage.bodies import read_bodies
+from kexp.storage.controls import control_rows
 from kexp.storage.idindex import held_twice, id_finder
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
@@ -661,10 +661,12 @@ class StoreReader:
                 raise ExperimentNotFoundError(f"experiment {exp_id} was deleted meanwhile")
             raise ValidationError(f"{path} is not a valid experiment", checked.problems)
         exp = attach(checked.experiment(), self.settings)
-        return attach(exp, derived=self.derived_of(exp))
+        # What is derived of it read when first asked for: a write reading its parent's
+        # kernel asks for none of it.
+        return attach(exp, derived=lambda: self.derived_of(exp))
 
     def derived_of(
-        self, exp: KernelExperiment, *, controls: dict[str, dict[str, Row]] | None = None
+        self, exp: KernelExperiment, *, controls: dict[str, dict[str, list[Row]]] | None = None
     ) -> Derived:
         """What the store derives of ``exp`` (as its file holds it): from the experiments
         it depends on alone, read file by file (:meth:`_lineage`), when the store reads
@@ -690,28 +692,8 @@ class StoreReader:
             return self.derivation().of(exp)
 
     def control_rows(self) -> list[Row]:
-        """The rows of the store's controls (tag ``control``): of the working tree
-        through the cache, only the folders whose front-matter may name ``control`` read
-        (:meth:`kexp.storage.listing.Listing.rows_naming`, as a delete finds what names
-        its id); else of every row."""
-        if not self.source.cacheable or self.source.places is not None:
-            with warnings.catch_warnings():  # the others' problems are not this read's
-                warnings.simplefilter("ignore", InvalidExperimentWarning)
-                return [row for row in self.found().rows if is_control(row)]
-        # lazy: what a read of one experiment needs only for a change it judges
-        from kexp.storage.cache import rebuilt_on_doubt
-        from kexp.storage.listing import refresh
-
-        def naming(cache: Cache) -> list[Row]:
-            listing = refresh(cache, self.experiments_dir, self.settings, rows=False)
-            return listing.rows_naming(CONTROL_TAG)
-
-        cache = self.open_cache()
-        try:
-            cache, rows = rebuilt_on_doubt(cache, naming)
-        finally:
-            cache.close()
-        return [row for row in rows if is_control(row)]
+        """The rows of the store's controls (:func:`kexp.storage.controls.control_rows`)."""
+        return control_rows(self)
 
     def _lineage(self, exp: KernelExperiment) -> tuple[list[KernelExperiment], set[str]] | None:
         """``exp`` and every experiment what is derived of it depends on (its ancestors

@@ -325,6 +325,7 @@ def _sync(
             would_merge=step.merge, would_push=step.push and not code,
             commits_to_push=0 if code else step.commits,
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
+            on_remote=known is not None,
         )  # fmt: skip
 
     checkout = None if in_checkout else _checkout_commit(repo, checked_out)
@@ -422,6 +423,7 @@ def _sync(
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
         taken_in=tuple(brought), unlanded=held_unlanded,
+        on_remote=pushed or remote_tip is not None,
     )  # fmt: skip
 
 

@@ -106,6 +106,9 @@ class SyncResult:
     would_push: bool = False
     commits_to_push: int = 0
     would_make_branch: bool = False
+    #: Whether the remote has the branch once the sync is done (a dry run: as last
+    #: fetched); False: a branch never pushed that held nothing to publish.
+    on_remote: bool = True
 
     @property
     def up_to_date(self) -> bool:
@@ -222,11 +225,18 @@ class SyncResult:
         """Nothing to commit or push: up to date with the remote's branch, or, where the
         branch has no commit here and none is made (nor would be, from the remote's), a
         branch the remote does not have yet either (a side branch named before anything
-        was published to it)."""
+        was published to it), or a branch here the remote does not have (never pushed)
+        that holds nothing to publish."""
         if self.head is None and not (self.created_branch or self.would_make_branch):
             return (
                 f"nothing to publish: {self.branch} is not on {self.remote} yet (nor here); "
                 "the first sync with an experiment to publish makes it"
+            )
+        if not self.on_remote and not (self.pushed or self.would_push):
+            return (
+                f"nothing to publish: {self.branch} is not on {self.remote}, and it holds "
+                f"no experiment {self.remote}'s branches lack, so it was not pushed; the first "
+                "sync with an experiment to publish pushes it"
             )
         return f"up to date with {self.remote}/{self.branch}: nothing to commit or push"
 

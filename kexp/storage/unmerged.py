@@ -6,17 +6,19 @@ branch, a score a pull request corrects) is newer than what the working tree or 
 remote's default branch holds, and is ranked, so that what others recorded is seen
 before their pull requests merge. Such a version is *unmerged*: the side branch's
 alone, not yet reviewed. So that nobody mistakes it for main's, every row it touches
-says so: the experiment itself (its ``ref`` names the side branch) and every one whose
+says so: the experiment itself (its ``ref`` names the side branch), every one whose
 cumulative score builds on it along the lineage (its own file may well be ``local``),
-each with its numbers as the working tree or default branch holds them (the truth
-before that pull request), in :class:`kexp.storage.rows.Unmerged`.
+and every one whose outcome is judged over such a score (a step measured against the
+reference, judged over its parent's cumulative score), each with its numbers as the
+working tree or default branch holds them (the truth before that pull request), in
+:class:`kexp.storage.rows.Unmerged`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from kexp.core.campaign import code_depends_on, derive_for
+from kexp.core.campaign import code_depends_on, depends_on, derive_for
 from kexp.core.settings import Settings
 from kexp.storage.rows import LOCAL, Row, Seen, Unmerged
 from kexp.storage.versions import Version
@@ -53,15 +55,16 @@ def marked(
     settings: Settings,
 ) -> list[Row]:
     """``rows`` with each one an unmerged version touches marked (its ``where``'s
-    ``unmerged``): the unmerged one itself and those whose cumulative score builds on
-    it. ``instead``: each unmerged experiment's id → the row of the version the working
-    tree or default branch holds, and that place."""
+    ``unmerged``): the unmerged one itself, those whose cumulative score builds on it,
+    and those whose outcome is judged over such a score. ``instead``: each unmerged
+    experiment's id → the row of the version the working tree or default branch holds,
+    and that place."""
     if not instead:
         return list(rows)
     by_id = {row.id: row for row in reversed(rows)}  # the first row of an id counts
     dependents: dict[str, list[str]] = {}
     for row in rows:
-        for parent in code_depends_on(row):
+        for parent in depends_on(row):  # what a row's values or outcome are judged over
             dependents.setdefault(parent, []).append(row.id)
     touched: set[str] = set()
     waiting = list(instead)
@@ -101,7 +104,7 @@ def _resting_on(
     exp_id: str, row_of: Callable[[str], Row | None], instead: Mapping[str, object]
 ) -> list[str]:
     """The unmerged experiments (of ``instead``) the cumulative score of ``exp_id``
-    builds on, itself included, nearest first."""
+    builds on, or its outcome is judged over, itself included, nearest first."""
     found: list[str] = []
     seen: set[str] = set()
     waiting = [exp_id]
@@ -113,8 +116,8 @@ def _resting_on(
         if current in instead:
             found.append(current)
         row = row_of(current)
-        if row is not None:
-            waiting += code_depends_on(row)
+        if row is not None:  # its own outcome: what it is judged over; beyond: values
+            waiting += depends_on(row) if current == exp_id else code_depends_on(row)
     return found
 
 

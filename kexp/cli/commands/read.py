@@ -541,7 +541,8 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
     """The history of one experiment: every commit that touched its file, oldest first.
 
     For each commit: hash, date, author, message, and the fields it changed (old → new),
-    following renames. The audit trail of score corrections.
+    following renames; a removal in one line (removed in COMMIT by AUTHOR: message).
+    The audit trail of score corrections.
 
     Python: kexp.Store.history(exp_id).
 
@@ -562,8 +563,14 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
             click.echo("")
         head = f"{entry.commit[:12]}  {entry.date}  {one_line(entry.author)}"
         click.echo(style(head, fg="yellow"))
-        click.echo(f"    {one_line(entry.summary)}")
         where = entry.path if not entry.old_path else f"{entry.old_path} -> {entry.path}"
+        if entry.action == "deleted":  # one line: its fields were all there was
+            click.echo(
+                f"    removed in {entry.commit[:12]} by {one_line(entry.author)}: "
+                f"{one_line(entry.summary)} ({clean(where)})"
+            )
+            continue
+        click.echo(f"    {one_line(entry.summary)}")
         click.echo(f"    {entry.action} {clean(where)}")
         if entry.error:
             click.echo(f"    (unreadable: {one_line(entry.error)})")
