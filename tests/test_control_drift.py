@@ -133,8 +133,9 @@ def test_a_record_is_judged_by_the_controls_its_read_before_the_write_found(
     same, done = add(repo, "no change at all", "cpu test", f["a"], f["c"])
     assert json.loads(done.stdout)["outcome"] == "marginal"
     assert searched == []
-    # A step on it: its parent's kernel read, nothing derived of the parent.
-    _, done = add(repo, "unrolled on it", "cpu test", f["a"], f["d"], "--pid", same)
+    # A step on it, timed against its code (c): its parent's kernel read, nothing derived
+    # of the parent.
+    _, done = add(repo, "unrolled on it", "cpu test", f["c"], f["d"], "--pid", same)
     assert json.loads(done.stdout)["outcome"] == "improvement"
     assert searched == []
 
