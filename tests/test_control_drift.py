@@ -138,6 +138,11 @@ def test_a_record_is_judged_by_the_controls_its_read_before_the_write_found(
     _, done = add(repo, "unrolled on it", "cpu test", f["c"], f["d"], "--pid", same)
     assert json.loads(done.stdout)["outcome"] == "improvement"
     assert searched == []
+    # Its code timed again (e): whether the baseline is the parent's code is told by the
+    # parent's own timings, nothing derived of it.
+    _, done = add(repo, "unrolled again on it", "cpu test", f["e"], f["d"], "--pid", same)
+    assert "baseline" not in done.stderr, done.stderr
+    assert searched == []
 
 
 def test_a_review_judges_the_step_by_the_control_on_the_base(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kexp.core.advice import REMOVE_NEW, SET_REFERENCE
+from kexp.core.outcome import is_control, judge
 from kexp.format.suspect import UNIT_TO_US
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ def step_baseline(
     """Whether the baseline of ``measurements``, a step on ``parent`` measured against
     it, timed the code ``parent`` was measured against instead of ``parent``'s: its
     samples are a round of ``parent``'s baseline, sample for sample (each side at least
-    :data:`kexp.format.samples.COPY_SAMPLES`), or ``parent`` is a change (improvement,
-    regression) and the baseline's medians are nearer its baseline's than its
+    :data:`kexp.format.samples.COPY_SAMPLES`), or ``parent``'s own timings are a change
+    (an improvement or a regression, by its score and interval alone: nothing is derived
+    of it) and the baseline's medians are nearer its baseline's than its
     candidate's (by the geometric mean over the configurations both timed). ``given``:
     whether ``measured_against: parent`` was said, not taken by default (a copy of a
     reference baseline is then not settled). None when the baseline is the parent's code,
@@ -108,7 +110,10 @@ def step_baseline(
     if copied:
         settled = not given and against == "the reference"
         return StepBaseline(parent.id, against, True, medians, settled)
-    if parent.outcome not in _CHANGES:
+    # Its own timings' verdict (its baseline against its candidate), nothing derived of it.
+    own = judge(parent.status, parent.is_buggy, False, parent.score, parent.score_ci,
+                parent.settings, control=is_control(parent))  # fmt: skip
+    if own not in _CHANGES:
         return None
     logs = [
         (math.log(ours[c].baseline / base), math.log(ours[c].baseline / cand))
