@@ -115,7 +115,7 @@ def test_csv_timings_per_side_and_sample_lists(tmp_path: Path) -> None:
         ({"a": 1.0}, {"a": 0}, "must be a positive number"),
         ({"a": 1.0}, {"a": "fast"}, "is not a number"),
         ({}, {}, "no configurations"),
-        ([1, 2], {"a": 1.0}, "expected a JSON object"),
+        ([1, 2], {"a": 1.0}, r"a bare list of times.*\{config: \[times\]\}"),
     ],
 )
 def test_timings_that_cannot_be_paired_are_clear_errors(

@@ -324,8 +324,12 @@ def test_nsys_kernel_summaries_are_recorded_without_an_interval(store: Store) ->
         for side, path in (("baseline", base), ("candidate", cand))
     }
     assert sniff(base) == "nsys stats cuda_gpu_kern_sum"
-    with pytest.warns(TimingsWarning, match="nsys kernel summaries"):
+    with pytest.warns(TimingsWarning) as said:
         exp = record_iteration(store, baseline=base, candidate=cand, **fields())
+    messages = [str(w.message) for w in said]
+    assert any("nsys kernel summaries" in m for m in messages), messages
+    several = f"holds {len(truth['baseline'])} kernels, each taken as a configuration"
+    assert any(several in m for m in messages), messages
     assert [r["config"] for r in exp.results] == list(truth["baseline"])
     for result in exp.results:
         rows = truth["baseline"][result["config"]], truth["candidate"][result["config"]]

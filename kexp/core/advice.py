@@ -88,6 +88,13 @@ LOG_REV = Advice(
     'read it there: call show with exp_id: "{id}" and all_refs: true (its history: kexp '
     "log, which no tool is, on {ref})",
 )
+#: Advice under ``kexp log ID`` when other refs hold commits of the experiment that the
+#: history read lacks (a teammate's correction, fetched): the log that shows them.
+LOG_ALL_REFS = Advice(
+    "kexp log {id} --all-refs shows them",
+    'show with exp_id: "{id}" and all_refs: true shows the newest version (its history '
+    "across refs: kexp log, which no tool is)",
+)
 #: Advice on an experiment a commit of the working tree's branch removed, asked for by id
 #: across refs: its history, which ends with that commit (``kexp log ID``).
 LOG_REMOVED = Advice(
@@ -118,6 +125,14 @@ MERGE_BY_HAND = Advice(
     "merge by hand ({command}), keep the right version, commit, and run kexp sync again",
     "merge by hand in the checkout ({command}), keep the right version, commit, and call "
     "sync again",
+)
+#: Advice under a sync of the checked-out branch stopped by the same experiment corrected
+#: on both sides: how to share the experiments meanwhile (a side branch, read across refs).
+SHARE_MEANWHILE = Advice(
+    "meanwhile kexp sync --branch kexp/<name> publishes your experiments for the others "
+    "to read across refs",
+    'meanwhile call sync with branch: "kexp/<name>" to publish your experiments for the '
+    "others to read across refs",
 )
 #: Advice on experiments published with --branch that another clone changed there since.
 SETTLE_BESIDE = Advice(
@@ -333,6 +348,10 @@ SCORE_OR_TIMINGS = Advice(
     "kexp add --baseline FILE --candidate FILE (or --table FILE), or --score X",
     "baseline and candidate (or table), or score",
 )
+#: Advice on a timings file given as profiling info: the options that score it.
+TIMINGS_FILES = Advice(
+    "kexp add --baseline FILE --candidate FILE", "record with baseline and candidate"
+)
 #: Advice on the remote kexp sync publishes to.
 SYNC_REMOTE = Advice("(--remote NAME)", '(remote: "NAME")')
 #: Advice on the branch kexp sync publishes to.
@@ -443,6 +462,12 @@ READ_ACROSS_REFS = Advice(
     "read across refs: add --all-refs (or --refs PATTERN)",
     "read across refs: give the tool all_refs: true (or refs)",
 )
+#: Advice under a sync that fetched other branches of the remote (other agents' work):
+#: how to read them.
+READ_FETCHED = Advice(
+    "read them with --all-refs (kexp context --all-refs, kexp add --all-refs)",
+    "read them: give consult, record and the read tools all_refs: true",
+)
 #: Advice under ``kexp lessons`` on the lessons its default limit left out.
 MORE_LESSONS = Advice("-n {n} shows more, --all each lesson", "limit: {n} shows more")
 
@@ -463,11 +488,13 @@ ADVICE = (
     LIST_SHOWS,
     SHOW_ALL_REFS,
     LOG_REV,
+    LOG_ALL_REFS,
     LOG_REMOVED,
     READ_WITHOUT_REFS,
     MERGE_SYNCED,
     SYNC_MERGES,
     MERGE_BY_HAND,
+    SHARE_MEANWHILE,
     SET_ASIDE,
     SETTLE_BESIDE,
     KEEP_REMOVAL,
@@ -502,6 +529,7 @@ ADVICE = (
     REMEASURE_IN_UNIT,
     ENV,
     SCORE_OR_TIMINGS,
+    TIMINGS_FILES,
     CAMPAIGN_OPTIONS,
     SYNC_REMOTE,
     SYNC_BRANCH,
@@ -518,6 +546,7 @@ ADVICE = (
     LARGER_BUDGET,
     READ_MORE,
     READ_ACROSS_REFS,
+    READ_FETCHED,
     MORE_LESSONS,
     DIFF_FILE,
     TAKE_UNTRACKED,

@@ -112,6 +112,34 @@ def ids_in_history(repo: git.Repo, revision: str, folder: str, prefix: str) -> l
     return sorted(exp_id for exp_id in found if exp_id and exp_id.startswith(prefix))
 
 
+def id_pathspecs(folder: str, exp_id: str) -> list[str]:
+    """The pathspecs of experiment ``exp_id``'s file under ``folder`` (checked names),
+    whatever its slug or fan-out folder."""
+    return [f":(glob){folder}/**/{exp_id}-*.md", f":(glob){folder}/**/{exp_id}.md"]
+
+
+def commits_beyond(
+    repo: git.Repo, revision: str, refs: Sequence[str] | None, pathspecs: Sequence[str]
+) -> dict[str, str]:
+    """The commits that touched ``pathspecs`` which ``refs`` (full ref names, checked;
+    None: every branch and remote-tracking branch) hold and ``revision`` (a full hash)
+    lacks, each with the ref it was reached by (as ``git log --source`` names it, its
+    full name), newest first."""
+    if refs is not None and not refs:
+        return {}
+    _, output = run_git(
+        repo, "log", "--source", "--format=%H%x00%S",
+        *(refs if refs is not None else ["--branches", "--remotes"]),
+        "--not", revision, "--", *pathspecs,
+    )  # fmt: skip
+    found: dict[str, str] = {}
+    for line in output.splitlines():
+        sha, _, ref = line.partition("\0")
+        if sha and ref and ref != "HEAD":
+            found.setdefault(sha, ref)
+    return found
+
+
 def removed_by(repo: git.Repo, revision: str, folder: str, exp_id: str) -> tuple[str, str] | None:
     """The newest commit reachable from ``revision`` (a full hash) that deleted experiment
     ``exp_id``'s file under ``folder``, as (full hash, subject); None when none did (a

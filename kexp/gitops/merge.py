@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from kexp.core.errors import GitError
 from kexp.gitops.commits import path_blobs
-from kexp.gitops.git import git_command, git_version, merge_bases
+from kexp.gitops.git import git_command, git_version, iter_blobs, merge_bases
 
 if TYPE_CHECKING:
     import git
@@ -34,6 +34,7 @@ def merge_commits(
     folder: str | None = None,
     id_of: Callable[[str], str | None] = lambda path: None,
     theirs_on: str | None = None,
+    resolve: Resolver | None = None,
 ) -> str:
     """A merge commit of ``ours`` and ``theirs`` (full hashes), made without touching
     the working tree, the index or any branch (``git merge-tree --write-tree``, git >=
@@ -51,7 +52,11 @@ def merge_commits(
     that commit (what it has in common with ``ours`` when it holds a squash of ``ours``'
     earlier commits, which git cannot see): the merge's base is that commit, through a
     stand-in commit of ``theirs``' tree on it (``git merge-tree --merge-base`` needs git
-    2.40); the merge commit's parents are ``ours`` and ``theirs``."""
+    2.40); the merge commit's parents are ``ours`` and ``theirs``.
+
+    ``resolve`` (path, then the file as the two forked from, ``ours``' and ``theirs``'):
+    a merge of a file under ``folder`` both sides changed otherwise, or None (a
+    conflict): an experiment corrected on both sides, in different fields."""
     from kexp.core.errors import SyncConflictError
 
     if git_version(repo) < (2, 38):
@@ -87,9 +92,10 @@ def merge_commits(
         conflicted = sorted({line for line in lines[1:end] if line.strip()})
         said = [line for line in lines[end + 1 :] if line.startswith("CONFLICT (")]
         inside = folder is not None and all(p.startswith(f"{folder}/") for p in conflicted)
-        tree = _by_path(repo, lines[0].strip(), ours, theirs, folder, *sides) if (
-            inside and sides is not None and folder is not None
-        ) else None  # fmt: skip
+        tree = _by_path(
+            repo, lines[0].strip(), ours, theirs, folder, *sides,
+            _resolved(repo, forked, ours, theirs, resolve),
+        ) if inside and sides is not None and folder is not None else None  # fmt: skip
         if tree is not None:
             return _commit_tree(repo, _without(repo, tree, dropped), ours, parent, message)
         raise SyncConflictError(
@@ -107,6 +113,38 @@ def _commit_tree(repo: git.Repo, tree: str, ours: str, theirs: str, message: str
 
 
 Changes = dict[str, str]
+#: A merge of one file's three versions (path, base, ours, theirs), None: a conflict.
+Resolver = Callable[[str, bytes, bytes, bytes], "str | None"]
+
+
+def _resolved(
+    repo: git.Repo,
+    forked: tuple[str, Changes, Changes] | None,
+    ours: str,
+    theirs: str,
+    resolve: Resolver | None,
+) -> dict[str, str]:
+    """Path → object of the files both sides changed (edited) since they forked that
+    ``resolve`` merged, the merge written to the repository's objects."""
+    if forked is None or resolve is None:
+        return {}
+    base, mine, other = forked
+    both = sorted(p for p in mine.keys() & other.keys() if mine[p] == other[p] == "M")
+    sides = [path_blobs(repo, commit, both) for commit in (base, ours, theirs)]
+    found = {}
+    for path in both:
+        blobs = [side.get(path) for side in sides]
+        if any(blob is None for blob in blobs) or blobs[1] == blobs[2]:
+            continue
+        texts = [data for _, data in iter_blobs(repo, [str(blob) for blob in blobs])]
+        if any(data is None for data in texts):
+            continue
+        merged = resolve(path, *(bytes(data or b"") for data in texts))
+        if merged is not None:
+            found[path] = git_command(
+                repo, "hash-object", "-w", "--no-filters", "--stdin", stdin=merged
+            ).stdout.strip()
+    return found
 
 
 def _changes_of_sides(
@@ -126,17 +164,21 @@ def _changes_of_sides(
 
 def _by_path(
     repo: git.Repo, merged: str, ours: str, theirs: str, folder: str, mine: Changes,
-    other: Changes,
+    other: Changes, resolved: dict[str, str],
 ) -> str | None:  # fmt: skip
     """The tree ``merged`` (git's merge of ``ours`` and ``theirs``, whose conflicts are
-    all under ``folder``) with ``folder`` merged by path: ``ours``' files, and those
-    ``theirs`` changed alone as ``theirs`` has them; None when a file changed on both
-    sides otherwise (a conflict)."""
+    all under ``folder``) with ``folder`` merged by path: ``ours``' files, those
+    ``theirs`` changed alone as ``theirs`` has them, and those both changed as
+    ``resolved`` holds them; None when a file changed on both sides otherwise (a
+    conflict)."""
     import os
     import tempfile
 
     entries = (_entries(repo, ours, folder), _entries(repo, theirs, folder))
-    if any(entries[0].get(p) != entries[1].get(p) for p in mine.keys() & other.keys()):
+    if any(
+        entries[0].get(p) != entries[1].get(p) and p not in resolved
+        for p in mine.keys() & other.keys()
+    ):
         return None
     files = {*entries[0], *(p for p in other.keys() - mine.keys() if p in entries[1])}
     files -= {p for p in other.keys() - mine.keys() if p not in entries[1]}
@@ -147,11 +189,11 @@ def _by_path(
         if p in entries[1]
         else f"0 {'0' * 40}\t{p}\0"
         for p in sorted(other.keys() - mine.keys())
-    )
+    ) + "".join(f"{entries[0][p][0]} {blob}\t{p}\0" for p, blob in sorted(resolved.items()))
     with tempfile.TemporaryDirectory() as scratch:
         env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
         git_command(repo, "read-tree", merged, env=env)
-        git_command(repo, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--",
+        git_command(repo, "rm", "-r", "-q", "--cached", "-f", "--ignore-unmatch", "--",
                     f":(top,literal){folder}", env=env)  # fmt: skip
         if entries[0]:
             git_command(repo, "read-tree", f"--prefix={folder}/", f"{ours}:{folder}", env=env)

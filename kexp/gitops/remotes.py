@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kexp.core.errors import GitError
@@ -85,6 +85,48 @@ def prune_tracking(repo: git.Repo, remote: str, listed: Collection[str]) -> list
     for ref, tip in stale:
         git_command(repo, "update-ref", "-d", ref, tip, ok_codes=None)
     return [ref.removeprefix("refs/remotes/") for ref, _ in stale]
+
+
+def tracking_branches(repo: git.Repo, remote: str) -> dict[str, str]:
+    """This clone's remote-tracking branches of ``remote`` (a checked name): the
+    branch's name → its commit (``REMOTE/HEAD`` left out)."""
+    prefix = f"refs/remotes/{remote}/"
+    found = git_command(repo, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+    pairs = (line.partition(" ") for line in found.stdout.splitlines() if line)
+    return {ref.removeprefix(prefix): tip for tip, _, ref in pairs if ref != f"{prefix}HEAD"}
+
+
+def track_branches(
+    repo: git.Repo, remote: str, tips: Mapping[str, str], before: Mapping[str, str]
+) -> list[str]:
+    """Point this clone's remote-tracking branch of each of ``remote``'s branches
+    ``tips`` (name → its commit on the remote, held here) at that commit, as ``git fetch
+    REMOTE`` does, each only if it is still as ``before`` (:func:`tracking_branches`);
+    the names of those moved (or made)."""
+    wanted = sorted(
+        (name, tip, before.get(name) or "0" * 40)
+        for name, tip in tips.items()
+        if before.get(name) != tip and is_ref_name(name) and is_hex(tip, 40)
+    )
+    message = f"kexp sync: fetch {remote}"
+    lines = "".join(f"update refs/remotes/{remote}/{n}\0{tip}\0{was}\0" for n, tip, was in wanted)
+    if (
+        not wanted
+        or git_command(
+            repo, "update-ref", "-z", "--stdin", "-m", message, stdin=lines, ok_codes=None
+        ).status
+        == 0
+    ):  # (one transaction; one that moved meanwhile fails it: one by one)
+        return [name for name, _, _ in wanted]
+    moved = []
+    for name, tip, was in wanted:
+        done = git_command(
+            repo, "update-ref", "-m", message, f"refs/remotes/{remote}/{name}", tip, was,
+            ok_codes=None,
+        )  # fmt: skip
+        if done.status == 0:
+            moved.append(name)
+    return moved
 
 
 def tracking_holds(repo: git.Repo, remote: str, branch: str) -> bool:

@@ -20,6 +20,7 @@ from kexp.measure.checks import UNSTATED_UNIT_FORMS
 from kexp.measure.timings import IN_PYTHON, from_mapping, read_timings
 from kexp.measure.timings import read_table as read_sides
 from kexp.measure.timings.common import Timings, check_stat, check_time, tidy
+from kexp.measure.timings.pytest_benchmark import NAME as PYTEST_BENCHMARK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,27 +117,41 @@ def _timings_of(value: Path | str | Mapping[str, Any], name: str, unit: str, sta
     return read_timings(value, unit=unit, stat=stat)
 
 
-def _same_configurations(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> None:
+def _same_configurations(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], form: str = ""
+) -> None:
+    """Refuse sides of different configurations, saying what likely happened: names
+    that differ on both sides (a kernel or test renamed between the runs, another
+    kernel's file), or configurations the candidate lacks (it failed there: a
+    pytest-benchmark benchmark that fails is left out of its JSON)."""
     only_base = [c for c in baseline if c not in candidate]
     only_cand = [c for c in candidate if c not in baseline]
-    if only_base or only_cand:
-        parts = []
-        if only_base:
-            parts.append(f"only in the baseline: {', '.join(only_base)}")
-        if only_cand:
-            parts.append(f"only in the candidate: {', '.join(only_cand)}")
-        said = "baseline and candidate measured different configurations (" + "; ".join(parts)
-        if only_base:  # a benchmark that fails leaves no timing (pytest-benchmark's JSON)
-            said += (
-                "): the candidate may have failed there (pytest-benchmark, for one, leaves a "
-                "benchmark that failed out of its JSON); if it crashed or gave wrong results, "
-                f"record the failure, without timings: {RECORD_FAILURE}, else time both "
-                "sides on the same configurations"
-            )
-            raise MeasurementError(said)
-        raise MeasurementError(said + ")")
-    if not baseline:
-        raise MeasurementError("no configurations were measured")
+    if not (only_base or only_cand):
+        if not baseline:
+            raise MeasurementError("no configurations were measured")
+        return
+    parts = []
+    if only_base:
+        parts.append(f"only in the baseline: {', '.join(only_base)}")
+    if only_cand:
+        parts.append(f"only in the candidate: {', '.join(only_cand)}")
+    said = "baseline and candidate measured different configurations (" + "; ".join(parts)
+    if only_base and only_cand:
+        raise MeasurementError(
+            f"{said}): their names differ, and nothing was written: a kernel or test renamed "
+            "between the runs (a template argument in a kernel's name), or another kernel's "
+            "file; give each configuration the same name on both sides (edit the names in "
+            "one file, or time both under one name)"
+        )
+    if only_base:  # a benchmark that fails leaves no timing (pytest-benchmark's JSON)
+        why = " (pytest-benchmark leaves a benchmark that failed out of its JSON)"
+        raise MeasurementError(
+            f"{said}): the candidate may have failed there"
+            f"{why if form == PYTEST_BENCHMARK else ''}; if it crashed or gave wrong "
+            f"results, record the failure, without timings: {RECORD_FAILURE}, else time both "
+            "sides on the same configurations"
+        )
+    raise MeasurementError(said + ")")
 
 
 #: The protocol fields that say what kind of timing a side is besides its tool: a wall
@@ -290,7 +305,9 @@ def gather(
     base = _timings_of(baseline, "baseline", unit, stat)
     cand = _timings_of(candidate, "candidate", unit, stat)
     same_kind(base, cand)
-    _same_configurations(base.times, cand.times)  # before a warning: nothing is recorded
+    # before a warning: nothing is recorded
+    _same_configurations(base.times, cand.times, cand.form)
+    _not_one_run(baseline, candidate, base, cand)
     untold = untold_kind(base, cand)
     said = (*base.warnings, *cand.warnings, *([untold] if untold else []))
     for message in dict.fromkeys(said):  # each once
@@ -298,11 +315,46 @@ def gather(
     protocol = {**base.protocol, **cand.protocol}
     if base.summary or cand.summary:
         return Gathered(_summaries(base, cand, stat), protocol, _summary_note(base, cand, stat))
-    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS
+    unstated = {base.form, cand.form} <= UNSTATED_UNIT_FORMS and not (
+        base.unit_stated and cand.unit_stated
+    )
     if stat != "median":  # the old reduction: one number a side, no interval
         one = [{c: _reduce(v, stat, c) for c, v in t.times.items()} for t in (base, cand)]
         return Gathered(pair_timings(*one), protocol, unit_unstated=unstated)
     return Gathered(pair_samples(base.times, cand.times), protocol, unit_unstated=unstated)
+
+
+def _not_one_run(
+    baseline: Path | str | Mapping[str, Any],
+    candidate: Path | str | Mapping[str, Any],
+    base: Timings,
+    cand: Timings,
+) -> None:
+    """Refuse one run given as both sides: the same file, or the same samples in the
+    same order, more than two values among them (a copy), scores 1.0 within noise
+    whatever the code did; an A/A control is two runs of the same code, and one run
+    given twice measures none of the drift between runs."""
+    if isinstance(baseline, Mapping) or isinstance(candidate, Mapping):
+        same_file = False
+    else:
+        same_file = Path(baseline).resolve() == Path(candidate).resolve()
+    # the same values in the same order: a copy, unless too few values tell (a coarse
+    # timer's samples, all one tick, repeat from run to run)
+    copied = not base.summary and base.times == cand.times
+    copied = copied and any(len(set(samples)) > 2 for samples in base.times.values())
+    if not (same_file or copied):
+        return
+    what = (
+        f"the same file ({baseline})"
+        if same_file
+        else "the same samples, sample for sample (a copy of one run)"
+    )
+    raise MeasurementError(
+        f"the baseline and the candidate are {what}, and nothing was written: one run scores "
+        "1.0 whatever the code did, and an A/A control is two runs of the same code; give "
+        "the candidate's own timings (a file holding both versions: time each in a run of "
+        "its own)"
+    )
 
 
 def _summaries(base: Timings, cand: Timings, stat: str) -> list[Measurement]:

@@ -113,6 +113,9 @@ class HistoryEntry:
     changes: FieldChanges
     #: Why this version of the file could not be read ('' when it could).
     error: str = ""
+    #: The refs holding this commit when the history read lacks it (a version on
+    #: another branch: :mod:`kexp.storage.refhistory`); empty for the history read.
+    refs: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:

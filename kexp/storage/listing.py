@@ -593,7 +593,8 @@ def _refresh(
     ordered = sorted(cached)
     sizes = [1 if light else len(cached[folder].names) + 1 for folder in ordered]
     parent = os.getpid()
-    made_earlier = _made_before(base, settings)
+    # A copy: the listing that made them may be adding more (another thread's query).
+    made_earlier = dict(list(_made_before(base, settings).items()))
     made = {
         folder: earlier
         for folder, earlier in made_earlier.items()

@@ -760,9 +760,15 @@ class StoreReader:
     def history(self, exp_id: str, *, revision: str | None = None) -> list[HistoryEntry]:
         """Every commit that touched an experiment's file, oldest first, with the
         fields each changed (see :func:`kexp.storage.history.history`); an id prefix is
-        looked up at ``revision``, when given, as the history is read there."""
+        looked up at ``revision``, when given, as the history is read there. Read with
+        refs: then the commits those refs hold that ``HEAD`` lacks, each with its refs
+        (:func:`kexp.storage.refhistory.history_across`)."""
         from kexp.storage.history import history
 
+        if self.source.places is not None and revision is None:
+            from kexp.storage.refhistory import history_across
+
+            return history_across(self, exp_id)
         if revision is not None and self.is_working_tree and self.source.places is None:
             return history(self.at(revision), exp_id, revision=revision)
         return history(self, exp_id, revision=revision)

@@ -66,6 +66,25 @@ class RemoteView:
         ):
             self._held = {*(self._held or ()), tip}
 
+    def track(self, besides: str) -> dict[str, tuple[int, bool]]:
+        """Bring this clone's remote-tracking branches of the remote's other branches
+        (all but ``besides``) to their commits on the remote, as ``git fetch REMOTE``
+        does (:meth:`listed` fetched the commits), so that reads across refs see them:
+        each one moved → (how many commits it gained, whether it is new here)."""
+        before = gitremotes.tracking_branches(self.repo, self.remote)
+        tips = {name: tip for name, tip in self.branches().items() if name != besides}
+        moved = gitremotes.track_branches(self.repo, self.remote, tips, before)
+        known = list(dict.fromkeys(before.values()))
+        return {
+            name: (
+                gitdivergence.count_commits(
+                    self.repo, tips[name], [before[name]] if name in before else known
+                ),
+                name not in before,
+            )
+            for name in moved
+        }
+
     def branches(self) -> dict[str, str]:
         """Each branch's commit, of those this clone holds."""
         listed = self.listed()

@@ -59,6 +59,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.problems import Problem, display_path, sort_problems
+from kexp.format.fieldmerge import merge_fields, noting
 from kexp.format.rules import README_NAME, id_from_name
 from kexp.gitops import commits as gitcommits
 from kexp.gitops import divergence as gitdivergence
@@ -72,7 +73,7 @@ from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_che
 from kexp.storage.stalecopies import take_in_locked, take_in_stale
 from kexp.storage.syncclash import conflict_said, invalid_beside, kept_there, merge_by_hand
 from kexp.storage.synclineage import left_out, lineage_among
-from kexp.storage.syncresult import SyncResult, Unlanded, listing
+from kexp.storage.syncresult import Fetched, SyncResult, Unlanded, listing
 from kexp.storage.takenin import take_in
 
 if TYPE_CHECKING:
@@ -330,6 +331,7 @@ def _sync(
 
     checkout = None if in_checkout else _checkout_commit(repo, checked_out)
     merged = pushed = False
+    by_field: list[str] = []  # (the files both sides corrected, merged field by field)
     tried = rejected = commits_pushed = locked = 0
     held: tuple[str, ...] = ()
     carried: tuple[str, ...] = ()
@@ -351,7 +353,7 @@ def _sync(
                     if not in_checkout:  # (another clone's code line, pushed meanwhile)
                         refuse_left(location, view, target, remote_tip, checkout)
                     new = _merge(location, view, local, remote_tip, target, alike,
-                                 beside=not in_checkout)  # fmt: skip
+                                 beside=not in_checkout, by_field=by_field)  # fmt: skip
                 except SyncConflictError as exc:
                     if not in_checkout and not all(_inside(p, folder) for p in exc.paths):
                         _put_back(repo, target, start, local, kept_record)  # (said so)
@@ -416,13 +418,15 @@ def _sync(
     # What reads across refs see: the branches the remote had as the sync began, and
     # the one it pushed to (made by its push, maybe).
     gitremotes.prune_tracking(repo, remote, {*view.listed(), target})
+    fetched = tuple(Fetched(b, n, new) for b, (n, new) in view.track(besides=target).items())
     aside = kept_there(location, remote, target, None if in_checkout else local)
     return SyncResult(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
-        taken_in=tuple(brought), unlanded=held_unlanded,
+        taken_in=tuple(brought), unlanded=held_unlanded, fetched=fetched,
+        merged_by_field=tuple(sorted(set(by_field))),
         on_remote=pushed or remote_tip is not None,
     )  # fmt: skip
 
@@ -816,11 +820,13 @@ def _merge(
     alike: list[str],
     *,
     beside: bool = False,
+    by_field: list[str] | None = None,
 ) -> str:
     """The merge commit of the local branch and the remote's (a conflict explained: the
     same experiment corrected on both sides, or in git's words when it is another clash,
     such as a file where the other side has a folder: :func:`kexp.storage.syncclash.conflict_said`,
-    given ``alike`` and whether the branch is made ``beside`` the checkout)."""
+    given ``alike`` and whether the branch is made ``beside`` the checkout); the files
+    both sides corrected in different fields, merged, noted in ``by_field``."""
     remote = view.remote
     try:
         message = f"kexp sync: merge {remote}/{target}"
@@ -832,6 +838,7 @@ def _merge(
                 message,
                 folder=location.folder,
                 id_of=id_from_name,
+                resolve=noting(merge_fields, by_field if by_field is not None else []),
             )
         )
     except SyncConflictError as exc:

@@ -21,6 +21,7 @@ from kexp.core.advice import (
     MERGE_BY_HAND,
     REMOVE_THERE,
     SETTLE_BESIDE,
+    SHARE_MEANWHILE,
     SYNC_BRANCH_AGAIN,
     SYNC_CODE_CLASHES,
     SYNC_NEW_BRANCH,
@@ -82,7 +83,8 @@ def conflict_said(
     return SyncConflictError(
         f"kexp sync stopped: {what}; nothing was changed (the local commit "
         f"{local[:12]} is kept, the remote is untouched): "
-        + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_BY_HAND),
+        + merge_by_hand(location, f"{remote}/{target}", alike, MERGE_BY_HAND)
+        + (f"; {SHARE_MEANWHILE}" if corrected and not beside else ""),
         exc.paths,
         exc.conflicts,
     )

@@ -7,6 +7,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from kexp.core.advice import READ_FETCHED
+
 #: How many paths a line names before "and N more".
 SHOWN_PATHS = 5
 
@@ -38,6 +40,23 @@ class Unlanded:
             f"{held} {len(self.files)} experiment file(s) {where} and which did not land on "
             f"{target}: {listing(list(self.files))}; {self.advice}"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Fetched:
+    """One of the remote's other branches whose commits a sync fetched (another agent's
+    branch, pushed since this clone last fetched it): its remote-tracking branch moved
+    (or was made), so that reads across refs see it."""
+
+    branch: str
+    #: How many commits it gained (new here: how many none of the branches known had).
+    commits: int
+    #: Whether this clone had no remote-tracking branch of it before.
+    new: bool = False
+
+    def said(self) -> str:
+        """``kexp/b (2 new commit(s))``, ``kexp/c (new here, 3 commit(s))``."""
+        return f"{self.branch} ({'new here, ' if self.new else ''}{self.commits} new commit(s))"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +128,14 @@ class SyncResult:
     #: Whether the remote has the branch once the sync is done (a dry run: as last
     #: fetched); False: a branch never pushed that held nothing to publish.
     on_remote: bool = True
+    #: The remote's other branches fetched (their remote-tracking branches moved), as
+    #: ``git fetch REMOTE`` would: what other agents pushed, now read across refs
+    #: (:meth:`kexp.storage.remoteview.RemoteView.track`); never in a dry run.
+    fetched: tuple[Fetched, ...] = ()
+    #: Experiment files both sides corrected, in different fields, merged field by field
+    #: (:mod:`kexp.format.fieldmerge`: each field as the side that changed it has it,
+    #: both correction notes kept); never in a dry run.
+    merged_by_field: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -138,7 +165,7 @@ class SyncResult:
         (the MCP tools' words: :func:`kexp.core.advice.for_tools`)."""
         data = dataclasses.asdict(self)
         for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
-                    "carried", "taken_in"):  # fmt: skip
+                    "carried", "taken_in", "merged_by_field"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["unlanded"] = [
             {
@@ -197,7 +224,7 @@ class SyncResult:
                 up = [f"not up to date with {where}, though no experiment is to commit"]
             elif unlanded or kept:
                 up = []  # (the held and kept back say it)
-            return [*made, *unlanded, *up, *held, *left, *kept]
+            return [*made, *unlanded, *up, *held, *left, *kept, *self._fetched_lines()]
         left = unlanded + left
         found = [*left, *kept, *made]
         if self.commit:
@@ -208,6 +235,12 @@ class SyncResult:
             found += shown(self.removed)
         if self.merged:
             found.append(f"merged the experiments of {where}")
+            if self.merged_by_field:
+                found.append(
+                    f"  {len(self.merged_by_field)} experiment file(s) corrected both here "
+                    f"and on {where}, in different fields: merged field by field (both "
+                    f"correction notes kept): {listing(list(self.merged_by_field))}"
+                )
         if self.pushed:
             retried = (
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
@@ -219,7 +252,19 @@ class SyncResult:
                     "no change to them in the end (reverted, or there already): "
                     + listing(list(self.carried))
                 )
-        return found + held
+        return found + held + self._fetched_lines()
+
+    def _fetched_lines(self) -> list[str]:
+        """The other branches fetched, for people (none: no line)."""
+        if not self.fetched:
+            return []
+        named = ", ".join(f.said() for f in self.fetched[:SHOWN_PATHS])
+        more = len(self.fetched) - SHOWN_PATHS
+        return [
+            f"fetched what {self.remote}'s other branches gained: {named}"
+            + (f" and {more} more" if more > 0 else "")
+            + f"; {READ_FETCHED}"
+        ]
 
     def _up_to_date_line(self) -> str:
         """Nothing to commit or push: up to date with the remote's branch, or, where the

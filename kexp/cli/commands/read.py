@@ -534,26 +534,41 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
 @click.command()
 @click.argument("exp_id", shell_complete=complete_ids)
 @click.option("--rev", metavar="REV", help="Follow the history back from this revision.")
+@refs_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @paged_output
-def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None:
+def log(
+    ctx: click.Context,
+    exp_id: str,
+    rev: str | None,
+    refs: tuple[str, ...],
+    all_refs: bool,
+    as_json: bool,
+) -> None:
     """The history of one experiment: every commit that touched its file, oldest first.
 
     For each commit: hash, date, author, message, and the fields it changed (old → new),
     following renames; a removal in one line (removed in COMMIT by AUTHOR: message).
-    The audit trail of score corrections.
+    The audit trail of score corrections. With --refs/--all-refs, then the commits
+    those refs hold that HEAD lacks (a teammate's correction on their branch), each with
+    the refs holding it; without, a warning names the refs that hold such commits.
 
-    Python: kexp.Store.history(exp_id).
+    Python: kexp.storage.refhistory.experiment_log(store, exp_id).
 
     \b
     Example:
       kexp log 6ac8bc7624
+      kexp log 6ac8bc7624 --all-refs
     """
+    from kexp.storage.refhistory import experiment_log
     from kexp.storage.store import Store
 
     root = ctx.find_root().params.get("root")
-    entries = Store(root).history(exp_id, revision=rev)
+    if rev and (refs or all_refs):
+        raise click.UsageError("give --rev or --refs/--all-refs, not both")
+    store = Store(root, refs=list(refs), all_refs=all_refs) if refs or all_refs else Store(root)
+    entries = experiment_log(store, exp_id, revision=rev)
     if as_json:
         echo_json([entry.to_dict() for entry in entries])
         return
@@ -571,6 +586,8 @@ def log(ctx: click.Context, exp_id: str, rev: str | None, as_json: bool) -> None
             )
             continue
         click.echo(f"    {one_line(entry.summary)}")
+        if entry.refs:
+            click.echo(f"    on {', '.join(entry.refs)} (not in HEAD)")
         click.echo(f"    {entry.action} {clean(where)}")
         if entry.error:
             click.echo(f"    (unreadable: {one_line(entry.error)})")

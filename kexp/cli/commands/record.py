@@ -146,6 +146,37 @@ _ADD_FLAG_FIELDS = (
 _STATUSES = ("new", "running", "done", "failed", "timeout")
 
 
+class _Score(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A speedup ratio (``1.18``); a percentage (``18%``) is refused saying the ratio."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            text = str(value).strip()
+            if text.endswith("%"):
+                try:
+                    percent = float(text[:-1])
+                except ValueError:
+                    percent = None
+                if percent is not None:
+                    self.fail(
+                        f"{value!r} is a percentage: give the speedup as a ratio, "
+                        f"{1 + percent / 100:g} for {text} faster (1.0: no change)",
+                        param,
+                        ctx,
+                    )
+            self.fail(f"{value!r} is not a number: a speedup ratio such as 1.18", param, ctx)
+
+
+#: A timings file option, '-' for stdin (one of them at most).
+_TIMINGS_PATH = click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
+
+
 _UNIT_OPTION = click.option(
     "--unit",
     type=click.Choice(["ns", "us", "ms", "s"]),
@@ -166,7 +197,7 @@ def _add_options(func: Any) -> Any:
             "('-': stdin; stdin is also read when no field option is given).",
         ),
         _field_option("summary", "change_summary", help="One line ≤ 80: '<What> - <Result>'."),
-        click.option("--score", type=float, help="Speedup vs baseline (1.18 = 18% faster)."),
+        click.option("--score", type=_Score(), help="Speedup vs baseline (1.18 = 18% faster)."),
         click.option("--status", type=click.Choice(_STATUSES), help="Default: done."),
         click.option("--buggy/--not-buggy", "is_buggy", default=None, help="Crashed or wrong."),
         _field_option("operator", "operator_sig", help="Files/kernels changed."),
@@ -200,23 +231,24 @@ def _add_options(func: Any) -> Any:
         [
             click.option(
                 "--baseline",
-                type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                help="Baseline timings as the timing tool wrote them (JSON {config: us or "
-                "[samples]}, do_bench lists, pytest-benchmark, torch.utils.benchmark as JSON, "
-                "KernelBench, nsys stats CSV, or CSV config,time): with --candidate, score, "
-                "results and raw_result are computed.",
+                type=_TIMINGS_PATH,
+                help="Baseline timings as the timing tool wrote them ('-': stdin; JSON "
+                "{config: us or [samples]}, do_bench lists, pytest-benchmark, "
+                "torch.utils.benchmark as JSON, KernelBench, nsys stats CSV, or CSV "
+                "config,time): with --candidate, score, results and raw_result are computed.",
             ),
             click.option(
                 "--candidate",
-                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                type=_TIMINGS_PATH,
                 help="Candidate timings, in the same form as --baseline.",
             ),
             click.option(
                 "--table",
                 "--timings",
                 "table",
-                type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                help="One CSV with config,baseline,candidate columns (instead of two files).",
+                type=_TIMINGS_PATH,
+                help="One CSV with config,baseline,candidate columns (instead of two files; '-': "
+                "stdin).",
             ),
             click.option(
                 "--stat",
@@ -273,6 +305,15 @@ def _with_options(exc: ValidationError, command: click.Command) -> ValidationErr
         for p in exc.problems
     ]
     return ValidationError(str(exc.args[0]), problems)
+
+
+def _piped(*given: Path | str | None) -> list[str]:
+    """The options of ``given`` that read stdin ('-'); more than one is refused (stdin
+    is one input: the second would read it empty)."""
+    piped = [str(value) for value in given if value is not None and str(value) == "-"]
+    if len(piped) > 1:
+        raise click.UsageError("stdin ('-') is one input: give it to one option, files to the rest")
+    return piped
 
 
 def _require_summary(fields: dict[str, Any], *, document: bool) -> None:
@@ -376,10 +417,11 @@ def add(
     fields: dict[str, Any] = {}
     text: str | None = None
     source = "<stdin>"
+    piped = _piped(baseline, candidate, table, document)
     if document is not None:
         text = read_input_text(document, "the document (--file)", limit=limit)
         source = "<stdin>" if document == "-" else document
-    elif not flags:
+    elif not flags and not piped:  # stdin holds the timings, not a document
         others = (baseline, candidate, table, diff_from_git or None, detect_env or None)
         if sys.stdin.isatty() and all(given is None for given in others):
             raise click.UsageError(
@@ -429,19 +471,19 @@ def add(
 @click.argument("exp_id")
 @click.option(
     "--baseline",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=_TIMINGS_PATH,
     help="The new round's baseline timings (as kexp add --baseline takes them).",
 )
 @click.option(
     "--candidate",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=_TIMINGS_PATH,
     help="The new round's candidate timings.",
 )
 @click.option(
     "--table",
     "--timings",
     "table",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=_TIMINGS_PATH,
     help="One CSV with config,baseline,candidate columns (instead of two files).",
 )
 @_UNIT_OPTION
@@ -481,6 +523,7 @@ def remeasure(
     Example:
       kexp remeasure 6ace1417ea --baseline bench/base2.json --candidate bench/cand2.json
     """
+    _piped(baseline, candidate, table)
     # lazy: one command's library, loaded when that command runs
     from kexp.measure.record import remeasure as add_round
 

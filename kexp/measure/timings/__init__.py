@@ -24,12 +24,15 @@ sides; :func:`from_mapping` takes timings given in Python.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kexp.core.errors import MeasurementError
+from kexp.core.advice import TIMINGS_FILES
+from kexp.core.errors import MeasurementError, TimingsWarning
+from kexp.measure.timings import csv_times, table
 from kexp.measure.timings.common import (
     STATS,
     Source,
@@ -42,7 +45,6 @@ from kexp.measure.timings.common import (
     tidy,
     unit_factor,
 )
-from kexp.measure.timings.table import read_table
 
 __all__ = [
     "FORMATS",
@@ -79,11 +81,38 @@ def _reader(source: Source) -> ModuleType:
     for reader in readers():
         if reader.sniff(source):
             return reader
+    if (
+        source.is_json
+        and isinstance(source.data, list)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in source.data)
+    ):
+        raise MeasurementError(
+            f"{source.path} is a bare list of times, without the configuration they time "
+            '(json.dump(do_bench(fn, return_mode="all")) writes one): write them as '
+            '{config: [times]}, e.g. {"r4096_c1024": [...]}'
+        )
     raise MeasurementError(
         f"{source.path}: expected a JSON object {{config: microseconds}} or {{config: "
-        "[samples]}}, or the output of pytest-benchmark, torch.utils.benchmark (as JSON) "
+        "[samples]}, or the output of pytest-benchmark, torch.utils.benchmark (as JSON) "
         "or KernelBench"
     )
+
+
+def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[float], list[float]]]:
+    """(baseline, candidate) samples in microseconds per configuration, in file order, of
+    one CSV table (:func:`kexp.measure.timings.table.read_table`); one side's timings
+    file of a tool (pytest-benchmark JSON, an nsys summary) is refused, saying so."""
+    source = read_source(path)
+    for reader in readers():
+        if reader.NAME == csv_times.NAME or not reader.sniff(source):
+            continue
+        if reader.__name__.endswith(".ncu"):
+            reader.read(source, unit, "median")  # refused, saying where it belongs
+        raise MeasurementError(
+            f"{source.path} is {reader.NAME} output, one side's timings, not a table of "
+            f"config,baseline,candidate columns: give a file a side, {TIMINGS_FILES}"
+        )
+    return table.read_table(source, unit=unit)  # read once: stdin ('-') is read once
 
 
 def sniff(path: Path | str) -> str:
@@ -135,8 +164,32 @@ def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -
 def profiling_info(text: str, source: str = "<profiling info>") -> str:
     """Profiling info as it is kept: ``ncu --csv`` output becomes a compact table (see
     :func:`kexp.measure.timings.ncu.profiling_table`); any other text is kept as it is."""
-    # lazy: not every command that imports this module needs kexp.measure.timings
+    # lazy: not every command that imports this module needs kexp.measure.timings.ncu
     from kexp.measure.timings import ncu
 
     found = Source(Path(source), text)
-    return ncu.profiling_table(found) if ncu.sniff(found) else text
+    if ncu.sniff(found):
+        return ncu.profiling_table(found)
+    timed = _timings_form(found)
+    if timed is not None:
+        warnings.warn(
+            f"the profiling info is a timings file ({timed}), kept as it is: timings "
+            f"give the score and its interval as {TIMINGS_FILES}",
+            TimingsWarning,
+            stacklevel=3,
+        )
+    return text
+
+
+def _timings_form(source: Source) -> str | None:
+    """The format of ``source`` when it reads as timings of a tool (not a CSV of any
+    text, which every text is), in words; None otherwise."""
+    for reader in readers():
+        if reader.NAME in ("ncu --csv", "timings CSV") or not reader.sniff(source):
+            continue
+        try:
+            reader.read(source, "us", "median")
+        except MeasurementError:
+            return None
+        return str(reader.NAME)
+    return None

@@ -50,6 +50,8 @@ class Timings:
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
     statistic: str = ""
     warnings: tuple[str, ...] = ()
+    #: Whether the file states the unit of its times (a CSV header's ``time_ms``).
+    unit_stated: bool = False
 
     @property
     def summary(self) -> bool:
@@ -76,10 +78,18 @@ class Source:
         return load_json_text(self.text, str(self.path))
 
     @functools.cached_property
+    def _numbered(self) -> list[tuple[int, list[str]]]:
+        reader = csv.reader(io.StringIO(self.text))
+        return [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+
+    @property
     def rows(self) -> list[list[str]]:
         """The CSV rows that hold something (blank lines left out)."""
-        reader = csv.reader(io.StringIO(self.text))
-        return [row for row in reader if any(cell.strip() for cell in row)]
+        return [row for _, row in self._numbered]
+
+    def line(self, index: int) -> int:
+        """The file's line number of ``rows[index]`` (counting the blank lines)."""
+        return self._numbered[index][0]
 
 
 def _unique_keys(where: str) -> Any:
@@ -163,7 +173,39 @@ def parse_number(cell: str, where: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise MeasurementError(f"{where}: {cell.strip()!r} is not a number") from None
+        pass
+    unit = re.fullmatch(r"[+-]?[\d.,]+(?:e[+-]?\d+)?\s*(\w+)", text.lower())
+    hint = ""
+    if unit is not None and unit.group(1) in UNIT_TO_US:
+        hint = (
+            ": give the unit in the column's header (time_us, baseline_us), numbers alone "
+            "in the cells"
+        )
+    raise MeasurementError(f"{where}: {cell.strip()!r} is not a number{hint}")
+
+
+def is_number(cell: str) -> bool:
+    """Whether a CSV cell holds a number (thousands separators allowed)."""
+    try:
+        parse_number(cell, "")
+    except MeasurementError:
+        return False
+    return True
+
+
+def check_cells(row: Sequence[str], columns: int, where: str) -> None:
+    """Refuse a row of more cells than the header has columns (empty trailing cells
+    aside): a number with thousands separators not quoted (``1,234.5``) splits in two,
+    and reading the first part alone would be a time 1000x off."""
+    cells = len(row)
+    while cells > columns and not row[cells - 1].strip():
+        cells -= 1
+    if cells > columns:
+        raise MeasurementError(
+            f"{where}: {cells} cells under a header of {columns} columns "
+            f"({','.join(cell.strip() for cell in row)}): a number with thousands separators "
+            'splits in two unless quoted; write it "1,234.5" (quoted) or 1234.5'
+        )
 
 
 def split_header(header: str, default: float = 1.0) -> tuple[str, float]:

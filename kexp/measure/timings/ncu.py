@@ -1,4 +1,5 @@
-"""Nsight Compute metrics: ``ncu --csv`` (``--page details``, the default).
+"""Nsight Compute metrics: ``ncu --csv`` (``--page details``, the default, or
+``--page raw``: a row per launch, a column per metric, a row of units under the header).
 
 One row per kernel launch and metric: ``"ID","Process ID","Process Name","Host
 Name","Kernel Name",...,"Section Name","Metric Name","Metric Unit","Metric Value"``
@@ -21,15 +22,33 @@ NAME = "ncu --csv"
 MAX_LAUNCHES = 8
 
 
+#: The columns of ``--page raw`` that describe a launch, not a metric.
+RAW_FIELDS = frozenset(
+    {
+        "id", "process id", "process name", "host name", "kernel name", "kernel time",
+        "context", "stream", "block size", "grid size", "device", "cc",
+    }
+)  # fmt: skip
+
+
 def _header(source: Source) -> int | None:
     if source.is_json:
         return None
     return header_row(source.rows, ("kernel name",), ("metric name",), ("metric value",))
 
 
+def _raw_header(source: Source) -> int | None:
+    """Where the header of ``--page raw`` is (a column per metric, a row per launch,
+    a row of units under the header); None for any other text."""
+    if source.is_json or _header(source) is not None:
+        return None
+    return header_row(source.rows, ("kernel name",), ("id",), ("process id",))
+
+
 def sniff(source: Source) -> bool:
-    """A table with ``Kernel Name``, ``Metric Name`` and ``Metric Value`` columns."""
-    return _header(source) is not None
+    """A table with ``Kernel Name``, ``Metric Name`` and ``Metric Value`` columns
+    (``--page details``), or ``ID``, ``Process ID`` and ``Kernel Name`` (``--page raw``)."""
+    return _header(source) is not None or _raw_header(source) is not None
 
 
 def read(source: Source, unit: str, stat: str) -> Timings:
@@ -46,39 +65,76 @@ def _cell(row: list[str], index: int | None) -> str:
     return " ".join(row[index].split()).replace("|", "\\|")
 
 
-def profiling_table(source: Source) -> str:
-    """The metrics as a Markdown table: a row per metric (with its unit), a column per
-    kernel launch (its ID), the launches' kernel names, grid and block listed above."""
-    start = _header(source)
-    assert start is not None
-    rows = source.rows
-    names = [cell.strip().lower() for cell in rows[start]]
+#: A launch's name (kernel, grid, block) by its ID; a metric's value per launch by its
+#: name and unit.
+Launches = dict[str, str]
+Metrics = dict[tuple[str, str], dict[str, str]]
+
+
+def _launch(row: list[str], names: list[str], launches: Launches) -> str:
+    """The launch ``row`` is of (its ID), added to ``launches`` when new."""
 
     def column(name: str) -> int | None:
         return names.index(name) if name in names else None
 
-    launch_at, kernel_at = column("id"), column("kernel name")
-    grid_at, block_at = column("grid size"), column("block size")
-    section_at, metric_at = column("section name"), column("metric name")
-    unit_at, value_at = column("metric unit"), column("metric value")
-    launches: dict[str, str] = {}
-    metrics: dict[tuple[str, str], dict[str, str]] = {}
-    sections: dict[str, set[str]] = {}
+    launch = _cell(row, column("id")) or str(len(launches))
+    if launch not in launches:
+        shape = ", ".join(
+            f"{what} {_cell(row, column(f'{what} size'))}"
+            for what in ("grid", "block")
+            if _cell(row, column(f"{what} size"))
+        )
+        launches[launch] = _cell(row, column("kernel name")) + (f" ({shape})" if shape else "")
+    return launch
+
+
+def _details(rows: list[list[str]], start: int) -> tuple[Launches, Metrics]:
+    """The launches and metrics of ``--page details``: a row per launch and metric."""
+    names = [cell.strip().lower() for cell in rows[start]]
+    at = {name: names.index(name) for name in ("metric name", "metric value")}
+    at_unit = names.index("metric unit") if "metric unit" in names else None
+    launches: Launches = {}
+    metrics: Metrics = {}
     for row in rows[start + 1 :]:
-        metric = _cell(row, metric_at)
+        metric = _cell(row, at["metric name"])
         if not metric:
             continue  # a rule's row, or a section without a metric
-        launch = _cell(row, launch_at) or str(len(launches))
-        if launch not in launches:
-            shape = ", ".join(
-                f"{what} {_cell(row, at)}"
-                for what, at in (("grid", grid_at), ("block", block_at))
-                if _cell(row, at)
-            )
-            launches[launch] = _cell(row, kernel_at) + (f" ({shape})" if shape else "")
-        key = (metric, _cell(row, unit_at))
-        metrics.setdefault(key, {})[launch] = _cell(row, value_at)
-        sections.setdefault(metric, set()).add(_cell(row, section_at))
+        launch = _launch(row, names, launches)
+        key = (metric, _cell(row, at_unit))
+        metrics.setdefault(key, {})[launch] = _cell(row, at["metric value"])
+    return launches, metrics
+
+
+def _raw(rows: list[list[str]], start: int) -> tuple[Launches, Metrics]:
+    """The launches and metrics of ``--page raw``: a row per launch, a column per metric,
+    its unit in the row under the header (the row whose ID is empty)."""
+    names = [cell.strip().lower() for cell in rows[start]]
+    header = [" ".join(cell.split()) for cell in rows[start]]
+    body = rows[start + 1 :]
+    units = body[0] if body and not _cell(body[0], names.index("id")) else []
+    if units:
+        body = body[1:]
+    columns = [i for i, name in enumerate(names) if name not in RAW_FIELDS]
+    launches: Launches = {}
+    metrics: Metrics = {}
+    for row in body:
+        launch = _launch(row, names, launches)
+        for index in columns:
+            key = (header[index], _cell(units, index))
+            metrics.setdefault(key, {})[launch] = _cell(row, index)
+    return launches, metrics
+
+
+def profiling_table(source: Source) -> str:
+    """The metrics as a Markdown table: a row per metric (with its unit), a column per
+    kernel launch (its ID), the launches' kernel names, grid and block listed above."""
+    start = _header(source)
+    if start is not None:
+        launches, metrics = _details(source.rows, start)
+    else:
+        start = _raw_header(source)
+        assert start is not None
+        launches, metrics = _raw(source.rows, start)
     if not metrics:
         raise MeasurementError(f"{source.path}: no metrics below the ncu header")
     shown = list(launches)[:MAX_LAUNCHES]

@@ -7,7 +7,9 @@ with thousands separators, after lines nsys prints before the table. Each kernel
 configuration, named by ``Name``. These are summaries of the kernel's instances
 without the raw samples: the median (``Med``; ``Avg`` for ``stat="mean"``, the
 average where there is no median) is recorded without an interval, with a warning.
-Times are in the unit the header names (``--timeunit``), nanoseconds otherwise.
+Times are in the unit the header names (``--timeunit``), nanoseconds otherwise; the
+table ends where a row holds no number (another report printed after it). Another
+report (``cuda_gpu_trace``, ``cuda_api_sum``) is refused, naming the one to give.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kexp.measure.timings.common import (
     Timings,
     cell_time,
     header_row,
+    is_number,
     parse_number,
     split_header,
 )
@@ -33,21 +36,50 @@ COLUMNS = {
 }
 
 
+#: The other ``nsys stats`` reports, in words, by the columns their header has.
+OTHER_REPORTS = (
+    (
+        "a trace, a row per launch or call (cuda_gpu_trace, cuda_api_trace)",
+        (("start",), ("duration",), ("name",)),
+    ),
+    (
+        "a summary of other than kernels (cuda_api_sum, cuda_gpu_mem_time_sum, ...)",
+        (("time (%)",), ("total time",)),
+    ),
+)
+
+
 def _header(source: Source) -> int | None:
     if source.is_json:
         return None
     return header_row(source.rows, ("instances",), ("name",), ("total time",), COLUMNS["mean"])
 
 
+def _other_report(source: Source) -> str | None:
+    """Which other ``nsys stats`` report ``source`` is, in words (None: none)."""
+    if source.is_json:
+        return None
+    for report, columns in OTHER_REPORTS:
+        if header_row(source.rows, *columns) is not None:
+            return report
+    return None
+
+
 def sniff(source: Source) -> bool:
-    """A table with ``Instances``, ``Name``, ``Total Time`` and ``Avg`` columns."""
-    return _header(source) is not None
+    """A table with ``Instances``, ``Name``, ``Total Time`` and ``Avg`` columns, or
+    another ``nsys stats`` report (refused by :func:`read`)."""
+    return _header(source) is not None or _other_report(source) is not None
 
 
 def read(source: Source, unit: str, stat: str) -> Timings:
     """Each kernel's median (or the statistic asked for) over its instances."""
     start = _header(source)
-    assert start is not None
+    if start is None:
+        raise MeasurementError(
+            f"{source.path} is nsys stats output of {_other_report(source)}, not the kernel "
+            "summary kexp reads: give nsys stats --report cuda_gpu_kern_sum --format csv of "
+            "each side"
+        )
     rows = source.rows
     columns = [split_header(cell, UNIT_TO_US["ns"]) for cell in rows[start]]
     names = [name for name, _ in columns]
@@ -62,9 +94,12 @@ def read(source: Source, unit: str, stat: str) -> Timings:
     name_at, count_at = names.index("name"), names.index("instances")
     times: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
-    for number, row in enumerate(rows[start + 1 :], start + 2):
+    for index, row in enumerate(rows[start + 1 :], start + 1):
+        number = source.line(index)
+        if not any(is_number(cell) for cell in row):
+            break  # the next report's lines (nsys stats --report A,B prints both)
         kernel = row[name_at].strip() if name_at < len(row) else ""
-        where = f"{source.path}: row {number} ({kernel or 'no name'})"
+        where = f"{source.path}:{number} ({kernel or 'no name'})"
         if not kernel:
             raise MeasurementError(f"{where}: the kernel has no name")
         if kernel in times:
@@ -79,4 +114,29 @@ def read(source: Source, unit: str, stat: str) -> Timings:
         f"{source.path}: nsys kernel summaries ({statistic} of each kernel's instances) "
         "hold no raw samples: recorded without an interval"
     )
-    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning,))
+    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning, *_several(times)))
+
+
+def _short(name: str) -> str:
+    """A kernel's name without its parameter list (``void k<float, (int)4>(float *)``:
+    ``void k<float, (int)4>``)."""
+    depth = 0
+    for at in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[at], 0)
+        if depth == 0:
+            return name[:at].strip() or name if name.endswith(")") else name
+    return name
+
+
+def _several(times: dict[str, list[float]]) -> tuple[str, ...]:
+    """The warning for a summary of several kernels (a PyTorch script's fill kernel
+    beside the one changed): each is a configuration, and the score their geometric
+    mean, which one kernel's speedup is diluted in."""
+    if len(times) < 2:
+        return ()
+    named = "; ".join(_short(name) for name in times)
+    return (
+        f"the nsys kernel summary holds {len(times)} kernels, each taken as a configuration "
+        f"({named}): the score is their geometric mean; to score one kernel, keep its row "
+        "alone below the header in both files",
+    )
