@@ -39,15 +39,22 @@ DIFF = """\
 """
 BASELINE = {"r64": [10.0, 10.1, 9.9, 10.05], "r128": [20.0, 20.2, 19.9, 20.1]}
 CANDIDATE = {"r64": [9.1, 9.0, 9.2, 9.05], "r128": [18.2, 18.1, 18.3, 18.0]}
+#: A step's candidate on a parent timed as CANDIDATE: the same speedup, sample by sample.
+STEP = {
+    c: [round(t * t / b, 4) for t, b in zip(v, BASELINE[c], strict=True)]
+    for c, v in CANDIDATE.items()
+}
 #: What a message advises to run first: the restore of a file, a merge, the sync.
 ADVISED = re.compile(r"(?:\(|, then )(git (?:-C \S+ )?(?:restore|merge) [^;,)]+|kexp sync)[;,)]")
 
 
 def softmax(root: Path, base: str, summary: str, **fields: Any) -> str:
-    """An experiment measured from timings (a round can be added to it)."""
+    """An experiment measured from timings (a round can be added to it); a step on a
+    parent (``pid``) is timed against the parent's code (its candidate)."""
     fields = {"operator_sig": OPERATOR, "dtype_sig": "fp32", "env": "H100", **fields}
+    sides = (CANDIDATE, STEP) if fields.get("pid") else (BASELINE, CANDIDATE)
     return record_iteration(Store(root), change_summary=summary, base_commit=base,
-                            baseline=BASELINE, candidate=CANDIDATE, **fields).id  # fmt: skip
+                            baseline=sides[0], candidate=sides[1], **fields).id  # fmt: skip
 
 
 def follow(said: str, cwd: Path) -> str:

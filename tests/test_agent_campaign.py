@@ -451,11 +451,12 @@ def test_a_reference_measured_childs_raw_result_judges_it_over_its_parent(
         assert first.endswith(f"Results - {words[0]}"), step.raw_result
         assert f"over parent {parent.id[:10]} (" in overall, overall
         assert overall.endswith(f"= {words[1]}") or overall.endswith(f" {words[1]}"), overall
-    # A child measured against its parent is judged by its own score, as before.
+    # A child measured against its parent (its code the baseline) is judged by its own
+    # score, as before.
     over_parent = record_iteration(
         store,
-        baseline=reference,
-        candidate=timings(1 / 1.2, 7),
+        baseline=str(tmp_path / "first.json"),
+        candidate=timings(1 / (2.1 * 1.2), 7),
         **softmax_fields(pid=parent.id, measured_against="parent"),
     )
     first, overall = _judged(over_parent.raw_result)

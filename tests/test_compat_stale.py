@@ -24,9 +24,9 @@ def timings(repo: Path, name: str, median: float) -> str:
     return name
 
 
-def add(repo: Path, summary: str, candidate: str, *extra: str) -> str:
+def add(repo: Path, summary: str, candidate: str, *extra: str, baseline: str = "b.json") -> str:
     result = run_kexp(
-        "add", *OPTIONS, "--summary", summary, "--baseline", "b.json", "--candidate",
+        "add", *OPTIONS, "--summary", summary, "--baseline", baseline, "--candidate",
         candidate, "--json", *extra, cwd=repo, process=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -35,9 +35,11 @@ def add(repo: Path, summary: str, candidate: str, *extra: str) -> str:
 
 @pytest.fixture
 def step(repo: Path) -> str:
-    """A measured root (1.8x over the original code) and a step over it (1.3x), committed."""
-    timings(repo, "b.json", 100)
-    root = add(repo, "root - 1.8x", timings(repo, "c.json", 55), "--measured-against", "reference")
+    """A measured root (1.8x over the original code) and a step over it (1.3x, timed
+    against the root's code, b.json), committed."""
+    reference = timings(repo, "r.json", 180)
+    root = add(repo, "root - 1.8x", timings(repo, "b.json", 100), "--measured-against",
+               "reference", baseline=reference)  # fmt: skip
     exp_id = add(repo, "step - 1.3x", timings(repo, "d.json", 77), "--pid", root)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "exps")

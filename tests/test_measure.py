@@ -198,10 +198,10 @@ def test_record_iteration_fills_score_results_and_raw_result_and_validates(
     assert exp.path is not None
     problems = read_and_check(exp.path).problems
     assert [p.code for p in problems] == []  # score agrees with results: no warning
-    child = record_iteration(
+    child = record_iteration(  # the parent's code on both sides
         store,
-        baseline=BASELINE,
-        candidate=BASELINE,
+        baseline=CANDIDATE,
+        candidate=CANDIDATE,
         pid=exp.id,
         **{**summary_fields(), "change_summary": "Unroll 8 - no change"},
     )

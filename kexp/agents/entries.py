@@ -182,6 +182,8 @@ def experiment_entry(
     place += _on_ref(sighting)
     said = _scored(score, outcome, derived.shown_score)
     lines = [f"- {short(doc.id)} {said} — {_marked(doc.change_summary, suspect)}{place}"]
+    if derived.drift:  # why a change is within noise: the A/A control of its env
+        lines.append(f"  why: {cut(derived.drift)}")
     if suspect:  # said once: the near-zero times of every configuration in one reason
         lines.append(f"  suspect: {cut('; '.join(folded(suspect)))}")
     if insight:
@@ -199,12 +201,10 @@ def experiment_entry(
             f"  diverged: another version on {cut(shown)} changed there too since they "
             f"parted (this is {which})"
         )
-    data: dict[str, Any] = {
-        "id": doc.id,
-        "score": doc.score,
-        "outcome": outcome,
-        "change_summary": doc.change_summary,
-    }
+    data: dict[str, Any] = {"id": doc.id, "score": doc.score, "outcome": outcome}
+    if derived.drift:  # as kexp add --json says it
+        data["outcome_reason"] = derived.drift
+    data["change_summary"] = doc.change_summary
     if interval is not None:
         data["score_ci"] = list(interval)
     data["cumulative_score"] = cumulative

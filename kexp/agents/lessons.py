@@ -64,6 +64,9 @@ class Lesson:
     #: (:func:`kexp.core.outcome.judged_over_parent`): its speedup over the parent's
     #: code (its score over the parent's cumulative score); None for any other.
     over_parent: float | None = None
+    #: Why a change is ``marginal`` though its interval leaves out 1: within the drift
+    #: the A/A control of its env measured (:attr:`kexp.core.cumulative.Derived.drift`).
+    outcome_reason: str = ""
 
     @property
     def campaign(self) -> tuple[str, str, str]:
@@ -77,11 +80,11 @@ class Lesson:
         return shown_score(self.score, self.status)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (stable keys; ``score_ci``, ``error``, ``pid`` and
-        ``over_parent`` only when there is one, as ``--json`` leaves out an empty
-        optional field)."""
+        """JSON-ready data (stable keys; ``score_ci``, ``error``, ``pid``,
+        ``over_parent`` and ``outcome_reason`` only when there is one, as ``--json``
+        leaves out an empty optional field)."""
         data = dataclasses.asdict(self)
-        for optional in ("score_ci", "error", "pid", "over_parent"):
+        for optional in ("score_ci", "error", "pid", "over_parent", "outcome_reason"):
             if data[optional] in ((), "", None):
                 del data[optional]
         if self.score_ci:
@@ -128,6 +131,7 @@ def group_lessons(
                     env=exp.env,
                     pid=exp.pid,
                     over_parent=speedup_over_parent(exp, known.get(exp.pid)),
+                    outcome_reason=exp.derived.drift,
                 )
             )
     return groups

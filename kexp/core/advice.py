@@ -258,6 +258,12 @@ MEASURED_AGAINST = Advice(
     "kexp update {id} --set measured_against=parent",
     'the update tool with exp_id: "{id}" and changes: {{"measured_against": "parent"}}',
 )
+#: Advice on a step on a parent whose baseline was the reference code (the parent's own
+#: baseline given again): its score is the speedup over the reference.
+SET_REFERENCE = Advice(
+    "kexp update {id} --set measured_against=reference",
+    'the update tool with exp_id: "{id}" and changes: {{"measured_against": "reference"}}',
+)
 #: Advice on a root recorded where a campaign is: the parent it most likely builds on.
 SET_PARENT = Advice(
     "kexp update {id} --set pid={pid} --set measured_against=parent",
@@ -509,6 +515,7 @@ ADVICE = (
     SET_BUGGY,
     SET_STATUS,
     MEASURED_AGAINST,
+    SET_REFERENCE,
     SET_PARENT,
     CORRECT_FIELD,
     SET_RAW_RESULT,

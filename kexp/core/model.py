@@ -274,7 +274,8 @@ _DICT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelExperiment) if f.n
 assert set(_DICT_FIELDS) == set(ALL_FIELDS), "every stored field is a dataclass field"
 
 #: What :meth:`KernelExperiment.to_dict` adds with ``include_derived`` (and the store's
-#: runtime state): never a field, never stored, ignored by ``from_dict``.
+#: runtime state), and what a record of ``--json`` derives besides (``outcome_reason``):
+#: never a field, never stored, ignored by ``from_dict``.
 DERIVED = frozenset(
     {
         "outcome",
@@ -285,6 +286,7 @@ DERIVED = frozenset(
         "cumulative_score",
         "cumulative_ci",
         "cumulative_reason",
+        "outcome_reason",
     }
 )
 _INIT_FIELDS = frozenset(f.name for f in dataclasses.fields(KernelExperiment) if f.init)

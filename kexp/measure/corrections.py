@@ -241,7 +241,10 @@ def _correct(
         return store.get_experiment(exp_id)
     old = to_correct(store, exp_id, updates)
     if "score" in effective:
-        updates = following_score(old, updates, store.settings.max_summary_chars)
+        settings = store.settings
+        updates = following_score(
+            old, updates, settings.max_summary_chars, settings.score_tolerance
+        )
     if reason:
         note = correction_note(old, updates, reason)
         description = updates.get("detailed_description", old.detailed_description)
@@ -284,23 +287,41 @@ _FOLLOWING_SCORE = ("change_summary", "score_ci")
 
 
 def following_score(
-    old: KernelExperiment, updates: Mapping[str, Any], limit: int
+    old: KernelExperiment, updates: Mapping[str, Any], limit: int, tolerance: float = 0.0
 ) -> dict[str, Any]:
     """``updates``, which set a new ``score``, with what follows from it where they do
     not say: the figure of ``change_summary`` that stated ``old``'s score restated for
     the new one (:func:`summary_with_score`, within ``limit`` characters), and
     ``old``'s ``score_ci`` dropped (the interval of the old measurement: it does not
     belong to the new score; kexp remeasure gives the new one), unless the new score puts
-    back the one it measured (:func:`_restores`)."""
+    back the one it measured (:func:`_restores`) or still agrees with it (:func:`_agrees`,
+    its results within ``tolerance``)."""
     followed = dict(updates)
     new_score: Any = followed.get("score")
     if "change_summary" not in followed and _is_number(old.score) and _is_number(new_score):
         summary = summary_with_score(old.change_summary, float(old.score), float(new_score), limit)
         if summary is not None:
             followed["change_summary"] = summary
-    if "score_ci" not in followed and old.score_ci and not _restores(old, new_score):
+    kept = _restores(old, new_score) or _agrees(old, new_score, tolerance)
+    if "score_ci" not in followed and old.score_ci and not kept:
         followed["score_ci"] = []
     return followed
+
+
+def _agrees(old: KernelExperiment, score: Any, tolerance: float) -> bool:
+    """Whether a new ``score`` still agrees with ``old``'s measurement: inside its
+    ``score_ci`` (which held ``old``'s score), and what its ``results`` give within
+    ``tolerance`` (as validation judges them), where it has them; never for an experiment
+    with neither (nothing to agree with)."""
+    if not (_is_number(old.score) and _is_number(score)):
+        return False
+    if not old.score_ci and not old.results:
+        return False
+    if len(old.score_ci) == 2:
+        low, high = old.score_ci
+        if not (low <= old.score <= high and low <= score <= high):
+            return False
+    return score_results_mismatch(score, old.results, tolerance) is None
 
 
 def _restores(old: KernelExperiment, score: Any) -> bool:
@@ -365,8 +386,8 @@ def _warn_stale_measurement(
     if (
         _restores(old, exp.score)
         and score_results_mismatch(exp.score, exp.results, tolerance) is None
-    ):
-        stale = []  # the measurement's score put back: nothing contradicts it
+    ) or _agrees(old, exp.score, tolerance):
+        stale = []  # the measurement's score put back, or still its: nothing contradicts it
     dropped = old.score_ci if old.score_ci and not exp.score_ci and "score_ci" not in given else []
     figure = _old_figure(old, exp) if "change_summary" not in given else None
     if not (stale or dropped or figure):
@@ -472,7 +493,12 @@ def _old_figure(old: KernelExperiment, new: KernelExperiment) -> str | None:
     if not _is_number(old.score) or old.score <= 0:
         return None
     match = _stating(old.change_summary, float(old.score))
-    return match.group(0) if match is not None else None
+    if match is None or not _is_number(new.score):
+        return None
+    now = _stating(old.change_summary, float(new.score))
+    if now is not None and now.span() == match.span():
+        return None  # the figure states the new score as well (+5% is 1.0486 and 1.049)
+    return match.group(0)
 
 
 def summary_with_score(

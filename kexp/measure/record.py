@@ -100,6 +100,7 @@ from kexp.measure.checks import (
 from kexp.measure.controlnote import turned_marginal
 from kexp.measure.envs import env_warnings, parents_env
 from kexp.measure.measurements import (
+    KIND_FIELDS,
     Measurement,
     gather,
     load_measurements,
@@ -107,11 +108,16 @@ from kexp.measure.measurements import (
     pair_samples,
     pair_timings,
     read_table,
+    same_kind,
     sides_of,
 )
 from kexp.measure.scoring import parent_judge, score_measurements
-from kexp.measure.timings import profiling_info, sniff
-from kexp.measure.timings.common import STATS, tidy
+from kexp.measure.stepbase import StepBaseline, step_baseline
+from kexp.measure.timings import IN_PYTHON, profiling_info, sniff
+from kexp.measure.timings.common import STATS, Timings, tidy
+from kexp.measure.timings.pytest_benchmark import NAME as PYTEST_BENCHMARK
+from kexp.measure.timings.torch_benchmark import NAME as TORCH
+from kexp.measure.timings.torch_benchmark import TIMER as TORCH_TIMER
 from kexp.storage.location import find_root
 from kexp.storage.store import Store
 
@@ -214,6 +220,7 @@ def with_timings(
     stat: str = "median",
     unit: str | None = None,
     keep_samples: bool = True,
+    notes: list[StepBaseline] | None = None,
 ) -> dict[str, Any]:
     """``fields`` with ``score``, ``results`` and ``raw_result`` computed from timings.
 
@@ -233,7 +240,10 @@ def with_timings(
     Giving timings and a ``score`` or ``results`` is an error (the score is computed).
     With a ``pid``, ``measured_against`` defaults to ``parent`` (the baseline is the
     parent's code, the commit the change was made on); give ``reference`` when the
-    baseline is the operator's original code. ``iteration`` (the raw-result header)
+    baseline is the operator's original code; a baseline that timed the code the parent
+    was measured against (:func:`kexp.measure.stepbase.step_baseline`) is appended to
+    ``notes`` (its parent's reference baseline given again, ``measured_against`` not
+    given: recorded ``reference``). ``iteration`` (the raw-result header)
     defaults to the number of this operator's experiments recorded so far (controls
     left out) plus one; a control's (tag ``control``) says it is the A/A control instead.
     This is what ``kexp add --baseline/--candidate/--timings`` does.
@@ -246,8 +256,16 @@ def with_timings(
         raise MeasurementError(
             "give timings or score/results, not both: the score is computed from timings"
         )
-    if data.get("pid") and not data.get("measured_against"):
+    given = bool(data.get("measured_against"))
+    if data.get("pid") and not given:
         data["measured_against"] = "parent"
+    if data.get("measured_against") == "parent" and isinstance(data.get("pid"), str):
+        note = _step_baseline(store, data["pid"], gathered.measurements, given)
+        if note is not None:
+            if note.settled:  # certain: the reference's samples, timed for the parent
+                data["measured_against"] = "reference"
+            if notes is not None:
+                notes.append(note)
     title = None
     if is_control(_stand_in(data)):  # an A/A run measures the noise: no iteration
         title = CONTROL_TITLE
@@ -290,6 +308,18 @@ def with_timings(
     if given:
         data["raw_result"] = f"{scored.raw_result}\n\n{given}"
     return data
+
+
+def _step_baseline(
+    store: Store, pid: str, measurements: Sequence[Measurement], given: bool
+) -> StepBaseline | None:
+    """:func:`kexp.measure.stepbase.step_baseline` of the parent ``pid`` names (None
+    when the store lacks it: validation says so)."""
+    try:
+        parent = store.get_experiment(pid.strip())
+    except KexpError:
+        return None
+    return step_baseline(parent, measurements, given=given)
 
 
 #: The title of a control's raw result (an A/A run is no iteration of the campaign).
@@ -365,6 +395,7 @@ def record_iteration(
         store = Store(find_root())
     fields = _with_parents_kernel(store, fields)
     parents = parents_env(store, fields)
+    notes: list[StepBaseline] = []
     data = with_timings(
         store,
         fields,
@@ -376,6 +407,7 @@ def record_iteration(
         stat=stat,
         unit=unit,
         keep_samples=keep_samples,
+        notes=notes,
     )
     if "score" not in data:
         raise MeasurementError(
@@ -412,6 +444,8 @@ def record_iteration(
     if before.read:  # its outcome judged by the controls read before: not read again
         attach(exp, derived=lambda: store.derived_of(exp, controls=before.controls))
     warn_if_suspect(exp, store.settings)
+    for note in notes:  # a baseline that is not the parent's code
+        warnings.warn(note.said(exp.id), MeasuredAgainstWarning, stacklevel=2)
     env_warnings(exp, before.envs, parents)
     if is_control(exp) and not exp.is_buggy and exp.status not in PENDING_STATUSES:
         demoted = turned_marginal(store, exp, before.controls)
@@ -689,6 +723,8 @@ def remeasure(
             "the new round's timings are summaries without raw samples: a round is pooled "
             "sample by sample; time it again keeping the raw samples"
         )
+    given = next((x for x in (baseline, table) if isinstance(x, (str, Path))), None)
+    _same_tool(exp, gathered.protocol, sniff(given) if given is not None else IN_PYTHON)
     # read, pool and write under the experiment's lock: a round (and its note) another
     # process adds meanwhile is pooled with, never written over
     with store.editing(exp.id):
@@ -770,6 +806,39 @@ def remeasure(
     if hint is not None:
         warnings.warn(hint, TimingsWarning, stacklevel=2)
     return done
+
+
+#: The tools whose files tell their clock, by the ``protocol.timer`` they tell: what
+#: timed an experiment's rounds, as its protocol says.
+_TIMER_TOOLS = {"wall_clock": PYTEST_BENCHMARK, "other": PYTEST_BENCHMARK, TORCH_TIMER: TORCH}
+
+
+def _same_tool(exp: KernelExperiment, told: Mapping[str, Any], form: str) -> None:
+    """Refuse a round timed by another tool or clock than ``exp``'s rounds, as ``kexp
+    add`` refuses such a pair (:func:`kexp.measure.measurements.same_kind`): the rounds'
+    tool is the one whose clock ``exp``'s ``protocol.timer`` names (none: plain times), the
+    new round's the files' (``form``, and the clock they tell, ``told``)."""
+    timer = exp.protocol.get("timer")
+    tool = _TIMER_TOOLS.get(timer) if isinstance(timer, str) else None
+    now = {k: told[k] for k in KIND_FIELDS if k in told}
+    then = {"timer": timer} if tool else {}
+    if "device" in now and "device" in exp.protocol:
+        then["device"] = exp.protocol["device"]
+    earlier = tool or ("plain times (no tool's clock named)" if "timer" in now else form)
+    try:
+        same_kind(Timings({}, earlier, then), Timings({}, form, now))
+    except MeasurementError:
+        raise MeasurementError(
+            f"{exp.id} was not remeasured: its rounds were timed with {_kind(earlier, then)}, "
+            f"the new round with {_kind(form, now)}: times of different tools or clocks do "
+            "not compare, and nothing was written; time the new round as the earlier ones "
+            "were (another tool's timings are a new experiment: kexp add)"
+        ) from None
+
+
+def _kind(form: str, clock: Mapping[str, Any]) -> str:
+    """A tool and the clock it told: ``pytest-benchmark (timer wall_clock)``."""
+    return f"{form} ({', '.join(f'{k} {v}' for k, v in clock.items())})" if clock else form
 
 
 def _warn_if_implausible_control(

@@ -200,7 +200,9 @@ def machine_record(
     front-matter fields with ``outcome`` and ``suspect``; otherwise every field. Unless
     ``full``, an empty optional field (``tags: []``, ``author: ""``, an empty body
     section, ``suspect: []``, no ``score_ci``) is left out, and so is ``path``;
-    ``full`` keeps every key of the chosen shape (:data:`RECORD_FIELDS` order).
+    ``full`` keeps every key of the chosen shape (:data:`RECORD_FIELDS` order). A
+    change the A/A control of its env judged within the drift between runs (``marginal``)
+    says why after its ``outcome``: ``outcome_reason``, as ``kexp add --json`` does.
     """
     if fields:
         return to_record(exp, fields, relative_to=relative_to)
@@ -216,9 +218,23 @@ def machine_record(
         chosen = to_record(exp, brief=front_matter, relative_to=relative_to)
         if not full:
             chosen.pop("path", None)
+    if "outcome" in chosen and exp.derived.drift:  # why a change is within noise
+        chosen = _with_reason(chosen, exp.derived.drift)
     if full:
         return chosen
     return {k: v for k, v in chosen.items() if not (k in _DROPPED_WHEN_EMPTY and _empty(v))}
+
+
+def _with_reason(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    """``record`` with ``outcome_reason`` after its ``outcome``: why the A/A control of
+    its env judged its change within the drift between runs (as ``kexp add --json``
+    says it)."""
+    said: dict[str, Any] = {}
+    for key, value in record.items():
+        said[key] = value
+        if key == "outcome":
+            said["outcome_reason"] = reason
+    return said
 
 
 def written_record(exp: KernelExperiment, **extra: Any) -> dict[str, Any]:

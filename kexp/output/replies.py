@@ -162,11 +162,14 @@ def _where(record: dict[str, Any], report: LessonReport) -> dict[str, Any]:
 
 def tree_reply(forest: Sequence[TreeNode]) -> list[dict[str, Any]]:
     """What ``kexp tree --json`` prints: each tree as a dict, each node saying where it
-    was found (read across refs)."""
+    was found (read across refs) and, when the A/A control of its env judged its change
+    within the drift between runs, why it is ``marginal`` (``outcome_reason``)."""
     trees = [node.to_dict() for node in forest]
     stack = list(zip(forest, trees, strict=True))
     while stack:
         node, data = stack.pop()
         _found(node.experiment, data)
+        if node.experiment.derived.drift:
+            data["outcome_reason"] = node.experiment.derived.drift
         stack.extend(zip(node.children, data["children"], strict=True))
     return trees

@@ -236,8 +236,10 @@ def warn_tried_before(
     :class:`~kexp.core.errors.RepeatedChangeWarning` naming the identical ones, else a
     :class:`~kexp.core.errors.NearDuplicateWarning` naming the near-duplicates. Returns them.
     ``stacklevel`` is relative to the caller of this function. Raises
-    :class:`~kexp.core.errors.ExperimentExistsError` when such an experiment holds the
-    new one's ``samples`` sample for sample (the same record made again: a retry)."""
+    :class:`~kexp.core.errors.ExperimentExistsError` when an identical one of the same
+    env, kernel, dtype and parent holds the new one's ``samples`` sample for sample, on
+    any base commit (the same record made again: a retry, or the same files given again
+    after a commit)."""
     repeats = tried_before(store, code_change, exclude=exclude)
     kernel = (
         ("", "", "")
@@ -245,19 +247,22 @@ def warn_tried_before(
         else tuple(signature(v) for v in (record.operator_sig, record.dtype_sig, record.pid))
     )
     same_base = _same_base(store, base_commit)
-    same = [
+    alike = [
         r
         for r in repeats
         if r.identical
         and r.measured
-        and base_commit
         and r.env == env
         and (record is None or (r.operator_sig, r.dtype_sig, r.pid) == kernel)
-        and same_base(r.base_commit)
     ]
-    copy = next((r for r in same if samples and _copied(r.samples, samples)), None)
-    if copy is not None:
-        raise _made_again(copy.id, copy.ref, "code_change, base_commit, env, dtype, parent")
+    same = [r for r in alike if base_commit and same_base(r.base_commit)]
+    # The same timings, sample for sample, on any base commit: no new measurement.
+    copies = [r for r in [*same, *alike] if samples and _copied(r.samples, samples)]
+    if copies:
+        copy = copies[0]
+        moved = "" if copy in same else copy.base_commit
+        what = "code_change, env, dtype, parent" + ("" if moved else ", base_commit")
+        raise _made_again(copy.id, copy.ref, what, other_base=moved)
     if same:
         first = bring_in(store, same[-1].id) if same[-1].ref else None
         recorded = record.id if record is not None else ""
@@ -328,15 +333,28 @@ def _same_base(store: StoreView, base_commit: str) -> Callable[[str], bool]:
 
 
 def _made_again(
-    exp_id: str, ref: str, what: str, verdict: KernelExperiment | None = None
+    exp_id: str,
+    ref: str,
+    what: str,
+    verdict: KernelExperiment | None = None,
+    *,
+    other_base: str = "",
 ) -> ExperimentExistsError:
     """The refusal of a record made again: experiment ``exp_id`` (found on ``ref``, ""
     in the working tree) holds the same ``what`` and timings. When the new record
     (``verdict``) says another status or bug than the one that holds them (a run
-    recorded pending, then its verdict), the advice records that on it."""
+    recorded pending, then its verdict), the advice records that on it. ``other_base``:
+    the base commit ``exp_id`` was recorded on, when it is not the new record's (the
+    same timing files given again after a commit: they timed that code, not this)."""
     where = f" (on {ref})" if ref else ""
     advice = f"to measure it again, {REMEASURE.say(id=exp_id)} with new timings"
     again = "the same record made again?"
+    if other_base:
+        again = (
+            f"recorded on base commit {other_base[:12]}: timing files given again after a "
+            "commit timed the code of then, not the new commit's"
+        )
+        advice += "; to record the new commit's code, time it and give those timings"
     if verdict is not None:
         again = "the same run, with its verdict?"
         status = verdict.status or "done"
@@ -355,9 +373,11 @@ def _made_again(
 def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
     """Raise :class:`~kexp.core.errors.ExperimentExistsError` when ``exp``, without a
     code change (none, or a placeholder), is the same record made again: an experiment
-    without one, of the same kernel, dtype, env, parent and base_commit (or one of the
-    same code: :func:`_same_base`), holds its
-    ``samples`` sample for sample (a retry; a change's own is :func:`warn_tried_before`'s).
+    without one, of the same kernel, dtype, env and parent, holds its ``samples`` sample
+    for sample (a retry, on the same base_commit or one of the same code,
+    :func:`_same_base`, named first; or the same files given again after a commit, which
+    timed the code of then: no new measurement; a change's own is
+    :func:`warn_tried_before`'s).
     The candidates are the index's, kept under those fields
     (:func:`kexp.storage.dedupe.unchanged_key`): only they are read again."""
     if not exp.samples or key_of_normalized(normalize_code_change(exp.code_change)):
@@ -365,22 +385,26 @@ def refuse_copy(store: StoreView, exp: KernelExperiment) -> None:
     key = unchanged_key(exp.operator_sig, exp.dtype_sig, exp.env, exp.pid)
     copy = asked(store, lambda: _copy_of(store, exp, key))
     if copy is not None:
-        exp_id, ref, theirs = copy
+        exp_id, ref, theirs, same = copy
         verdict = (exp.status or "done", bool(exp.is_buggy))
         other = verdict != (theirs.status or "done", bool(theirs.is_buggy))
+        moved = "" if same else theirs.base_commit
         raise _made_again(
             exp_id,
             ref,
-            "operator, dtype, env, parent, base_commit (no code change)",
+            f"operator, dtype, env, parent{'' if moved else ', base_commit'} (no code change)",
             exp if other else None,
+            other_base=moved,
         )
 
 
 def _copy_of(
     store: StoreView, exp: KernelExperiment, key: str
-) -> tuple[str, str, KernelExperiment] | None:
-    """(id, ref, the experiment) :func:`refuse_copy` refuses ``exp`` for, or None: one
-    on the same base commit, or one of the same code (:func:`_same_base`)."""
+) -> tuple[str, str, KernelExperiment, bool] | None:
+    """(id, ref, the experiment, whether it is on the same base commit or one of the same
+    code: :func:`_same_base`) :func:`refuse_copy` refuses ``exp`` for, or None: the same
+    samples, sample for sample, are no new measurement on any base commit (one on the
+    same base, or the same code, is named first)."""
     if store.is_working_tree and store.source.places is None and store.source.cacheable:
         with light_search(store) as index:
             rows = index.same_change(key)
@@ -393,13 +417,14 @@ def _copy_of(
         (r for r in rows if r.id != exp.id), key=lambda r: r.base_commit != exp.base_commit
     )
     same_base = _same_base(store, exp.base_commit)
+    other: tuple[str, str, KernelExperiment, bool] | None = None
     for row, checked in zip(rows, store.source.check_found(rows, store.settings), strict=True):
         theirs = checked.experiment() if checked.ok else None
-        if (
-            theirs is not None
-            and _copied(theirs.samples, exp.samples)
-            and same_base(theirs.base_commit)
-        ):
-            where = row.where
-            return row.id, "" if where is None or where.ref == "local" else where.ref, theirs
-    return None
+        if theirs is None or not _copied(theirs.samples, exp.samples):
+            continue
+        where = row.where
+        ref = "" if where is None or where.ref == "local" else where.ref
+        if same_base(theirs.base_commit):
+            return row.id, ref, theirs, True
+        other = other or (row.id, ref, theirs, False)
+    return other

@@ -543,6 +543,26 @@ def emit_experiments(
         click.echo("(no experiments match)", err=True)
     elif "REF" in headers:
         click.echo(REF_LEGEND)
+    if "outcome" in columns:
+        for line in drift_legend(experiments, id_length):
+            click.echo(line)
+
+
+def drift_legend(experiments: Sequence[KernelExperiment], id_length: int = 10) -> list[str]:
+    """Why the changes an A/A control judged within the drift between runs are
+    ``marginal``, a line per reason under a table: ``marginal: ID, ID within the A/A
+    control ...'s 5.1 % drift on 'cpu' (...)``."""
+    steps: dict[str, list[str]] = {}
+    for exp in experiments:
+        if exp.derived.drift:
+            steps.setdefault(exp.derived.drift, []).append(exp.id[:id_length])
+    return [
+        one_line(f"{OUTCOME_MARGINAL}: {', '.join(ids)} {reason}") for reason, ids in steps.items()
+    ]
+
+
+#: The outcome the drift between runs makes of a change (:func:`drift_legend`).
+OUTCOME_MARGINAL = "marginal"
 
 
 def shown_path(path: Path | None) -> str:

@@ -13,6 +13,7 @@ import click
 from kexp.cli.commands.common import (
     cell,
     complete_ids,
+    drift_legend,
     emit_experiments,
     field_list,
     filter_options,
@@ -320,6 +321,10 @@ def show(
     _print_experiment(exp, brief, id_length=id_length)
 
 
+#: What ``kexp show`` says of a raw result whose verdict a control's drift overrules.
+RAW_VERDICT = "the raw result's verdict is its interval's alone, before the drift"
+
+
 def _print_experiment(
     exp: KernelExperiment, brief: bool, sighting: Any = None, id_length: int = 0
 ) -> None:
@@ -346,8 +351,10 @@ def _print_experiment(
     else:
         reached = describe_interval(exp.cumulative_score, exp.cumulative_ci or ())
         reached += "  (cumulative: the speedup over the reference, the operator's original code)"
-    rows = [
-        ("score", measured),
+    rows = [("score", measured)]
+    if exp.derived.drift:  # why a change is within noise (its raw result's verdict is not)
+        rows.append(("why", f"{outcome}: {exp.derived.drift} ({RAW_VERDICT})"))
+    rows += [
         ("overall", reached),
         ("status", exp.status + ("  [buggy]" if exp.is_buggy else "")),
         ("operator", exp.operator_sig),
@@ -506,6 +513,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
         click.echo("   ".join(marks))
     if focus is not None:
         click.echo("<: the experiment asked for")
+    for line in drift_legend([node.experiment for node in nodes], id_length):
+        click.echo("\n".join(wrap_under("", line, width)))
     legend = {key: label for label, key in refs.labels.items()}
     for key in sorted(legend, key=lambda k: int(k[1:])):
         click.echo(truncate(f"{key}: found on {legend[key]}", width or 10**9))

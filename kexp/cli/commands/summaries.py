@@ -171,6 +171,8 @@ def _print_lesson(
             f" {score.strip()} is over the reference",
             width,
         )
+    if lesson.outcome_reason:  # why a change is within noise: the A/A control's drift
+        notes += wrap_under("      Why: ", one_line(lesson.outcome_reason), width)
     if width is None:
         click.echo(head + summary)
         click.echo("\n".join(notes))

@@ -71,6 +71,7 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     # The id and the operator (a link) head the section, in its "where" line.
     rows: list[tuple[str, str]] = [
         ("score", f"<b>{score_text(exp)}</b> {badge(counted_as(exp))}"),
+        *([("why", text(exp.derived.drift))] if exp.derived.drift else []),
         ("measured against", text(exp.measured_against or ("parent" if exp.pid else "reference"))),
         ("cumulative", cumulative_text(exp) + (" (control)" if exp.is_control else "")),
         ("status", text(exp.status) + (" (buggy)" if exp.is_buggy else "")),
