@@ -14,7 +14,9 @@ with it): ``score`` a double, ``is_buggy`` a boolean, ``created_at`` a timestamp
 microseconds), ``tags``, ``combines`` and ``suspect`` lists of strings, ``score_ci`` a
 list of doubles, ``cumulative_score`` a double and ``cumulative_ci`` a list of doubles
 (null when there is none: ``cumulative_reason`` says why), mappings and lists of
-mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text. Read
+mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text. A value
+a file does not have (no parent, an optional field or a section left out, no interval:
+:data:`ABSENT_WHEN_EMPTY`) is null, where the JSON record holds ``""``, ``[]`` or ``{}``. Read
 across refs (``--refs``, ``--all-refs``), it has the JSON export's ``ref`` (text),
 ``refs`` and ``other_versions`` (lists of strings) too: where each was found, with
 ``unmerged_on`` (a list of strings: the side branches whose unmerged versions its
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import KexpError
+from kexp.core.fields import BODY_FIELDS, FIELDS
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
 from kexp.storage.atomic import replace_folder, writing_output
 
@@ -217,9 +220,11 @@ def _replace(staging: Path, target: Path) -> None:
 
 
 def _types(pa: Any) -> dict[str, Any]:
-    """The Parquet type of each record key whose type is not text."""
+    """The Parquet type of each record key kexp knows (a column that is NULL throughout
+    keeps its type)."""
     strings = pa.list_(pa.string())
     return {
+        **{name: pa.string() for name in _TEXTS},
         "score": pa.float64(),
         "score_ci": pa.list_(pa.float64()),
         "cumulative_score": pa.float64(),
@@ -269,10 +274,25 @@ def _experiments_table(
 #: The keys held as doubles, and as lists of doubles (ints among them converted).
 _DOUBLES = frozenset({"score", "cumulative_score"})
 _DOUBLE_LISTS = frozenset({"score_ci", "cumulative_ci"})
+#: The record keys held as text.
+_TEXTS = frozenset(
+    {f.name for f in FIELDS if f.kind == "text"}
+    | {"preamble", "outcome", "cumulative_reason", "path", "ref"}
+)
+#: The keys whose empty value (``""``, ``[]``, ``{}``) says the file has none: NULL in
+#: the table, so that ``count()`` and ``GROUP BY`` see no value (no parent, an optional
+#: field left out, an empty section, no interval). Lists of names (``tags``,
+#: ``combines``, ``suspect``, the refs) stay lists, empty when there is none.
+ABSENT_WHEN_EMPTY = frozenset(
+    {"pid", "measured_against", "score_ci", "author", "protocol", "results", *BODY_FIELDS}
+    | {"preamble", "extra_fields", "cumulative_ci", "cumulative_reason"}
+)
 
 
 def _cell(name: str, value: Any) -> Any:
     """A record's value as its column holds it."""
+    if name in ABSENT_WHEN_EMPTY and value in ("", [], {}):
+        return None
     if name == "created_at":
         return _timestamp(value)
     if name in ("protocol", "results", "extra_fields"):
