@@ -16,13 +16,14 @@ list of doubles, ``cumulative_score`` a double and ``cumulative_ci`` a list of d
 (null when there is none: ``cumulative_reason`` says why), mappings and lists of
 mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text. A value
 a file does not have (no parent, an optional field or a section left out, no interval:
-:data:`ABSENT_WHEN_EMPTY`) is null, where the JSON record holds ``""``, ``[]`` or ``{}``. Read
-across refs (``--refs``, ``--all-refs``), it has the JSON export's ``ref`` (text),
-``refs`` and ``other_versions`` (lists of strings) too: where each was found, with
-``unmerged_on`` (a list of strings: the side branches whose unmerged versions its
-numbers rest on, as ``kexp top`` marks them) and ``default_cumulative_score`` (a double:
-its cumulative score as the working tree or default branch holds them; null when it
-rests on none) (:func:`kexp.output.export.sighting_record`).
+:data:`ABSENT_WHEN_EMPTY`) is null, where the JSON record holds ``""``, ``[]`` or ``{}``.
+Read across refs (``--refs``, ``--all-refs``), it has the JSON export's ``ref`` (text),
+``refs``, ``other_versions`` and ``removed_on`` (lists of strings) too: where each was
+found and the side branches whose removal of it waits unmerged, with ``unmerged_on`` (a
+list of strings: the side branches whose unmerged versions its numbers rest on, as
+``kexp top`` marks them) and ``default_cumulative_score`` (a double: its cumulative
+score as the working tree or default branch holds them; null when it rests on none)
+(:func:`kexp.output.export.sighting_record`).
 ``results`` has one row per configuration measured (``id``, the experiment's
 ``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
 ``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
@@ -239,6 +240,7 @@ def _types(pa: Any) -> dict[str, Any]:
         "ref": pa.string(),
         "refs": strings,
         "other_versions": strings,
+        "removed_on": strings,
         "unmerged_on": strings,
         "default_cumulative_score": pa.float64(),
         "extra_sections": pa.list_(strings),
