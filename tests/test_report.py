@@ -426,6 +426,8 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
                 assert not name.startswith("on"), (page, element)
                 if name in ("href", "src"):
                     assert SAFE_HREF.fullmatch(value), (page, value)
+                if name == "stroke":  # a campaign's colour, computed: never text
+                    assert re.fullmatch("#[0-9a-f]{6}", value), (page, value)
                 assert name in (
                     "href",
                     "src",
@@ -454,6 +456,7 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
                     "x",
                     "y",
                     "fill",
+                    "stroke",
                     "points",
                     "text-anchor",
                     "transform",

@@ -526,9 +526,10 @@ def _series_legend(points: Sequence[svg.Point]) -> str:
     if len(series) < 2:
         return ""
     keys = "".join(
-        f'<span><span class="key line-best {cls}"></span>{text(svg.campaign_label(campaign))}'
+        '<span><svg class="swatch" width="16" height="10" aria-hidden="true">'
+        f'<path d="M0 5H16" stroke="{colour}"/></svg>{text(svg.campaign_label(campaign))}'
         "</span> "
-        for campaign, cls in series.items()
+        for campaign, colour in series.items()
     )
     return f'<p class="legend series">Lines by dtype · env: {keys}</p>'
 
@@ -652,7 +653,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 + ("  [dead end]" if node.dead_end else "")
             ),
             best_paths=paths,
-            path_classes=[series[best.dtype_sig, best.env] for best in bests],
+            path_colours=[series[best.dtype_sig, best.env] for best in bests],
         ),
         "</div>",
     ]
