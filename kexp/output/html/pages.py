@@ -298,13 +298,16 @@ def _mix(counts: dict[str, int]) -> str:
 
 def scope_text(revision: str | None, commit: str | None, places: Sequence[str] | None) -> str:
     """What a report read, in words: ``the working tree``, ``revision HEAD~1
-    (3f2c9e1a7b8d)``, or ``the working tree and 2 refs: feat/x, origin/main`` (the
-    refs after the working tree in ``places``; the first 6 named)."""
+    (3f2c9e1a7b8d)``, ``the working tree and 2 refs: feat/x, origin/main`` (the refs
+    after the working tree in ``places``; the first 6 named), or ``the working tree (no
+    ref matched)`` when refs were asked for and none was read."""
     if commit is not None:
         return f"revision {revision or commit} ({commit[:12]})"
     refs = list(places or ())[1:]
     if not places:
         return "the working tree"
+    if not refs:
+        return "the working tree (no ref matched)"
     named = ", ".join(refs[:6]) + (f" and {len(refs) - 6:,} more" if len(refs) > 6 else "")
     return f"the working tree and {len(refs):,} ref{'' if len(refs) == 1 else 's'}: {named}"
 
