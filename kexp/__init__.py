@@ -2,8 +2,9 @@
 
 Each experiment is one Markdown file with YAML front-matter under ``experiments/``.
 The module-level functions act on the default store (``$KEXP_ROOT``, else the nearest
-folder above the working directory that holds ``experiments/``); :class:`Store` offers
-the same methods for an explicit folder.
+folder above the working directory that holds ``experiments/``). :class:`Store` has some
+of them as methods for a folder given (the README's "A store given" names which); each
+of the others is a library call that takes the store as its first argument.
 """
 
 # The public names are imported on first use (PEP 562), so that ``import kexp`` and the

@@ -47,3 +47,47 @@ def test_review_changes_is_the_review_of_the_pull_request(
     review = kexp.review_changes("main", "feature")
     assert [e.id for e in review.added] == [json.loads(added.stdout)["id"]]
     assert to_json(review) == _cli_json("review", "main", "feature", cwd=repo)
+
+
+def _store_paragraph() -> str:
+    """The README's paragraph on a store given (after the table of functions)."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    (paragraph,) = [p for p in text.split("\n\n") if p.startswith("**A store given.**")]
+    return " ".join(paragraph.split())
+
+
+def test_the_readme_says_which_functions_a_store_has_and_which_take_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Trial K07: the README said ``kexp.Store(".")`` has the "same methods" as the
+    module's functions; it lacks lessons, stats, tree, context, report and
+    review_changes, so ``Store(root, all_refs=True).stats()`` failed. The README names
+    exactly the functions a store has as methods, and for each other one the call that
+    takes the store as its first argument, which answers as the module's function does."""
+    import importlib
+    import inspect
+    import re
+
+    from kexp.storage.store import Store
+
+    paragraph = _store_paragraph()
+    functions = {
+        name
+        for name in kexp.__all__
+        if inspect.isfunction(getattr(kexp, name))
+        and name not in ("default_store", "find_root", "init_store")
+    }
+    methods = set(re.findall(r"`store\.(\w+)\(", paragraph))
+    assert methods == {name for name in functions if hasattr(Store, name)}, paragraph
+    twins = dict(re.findall(r"`kexp\.(\w+)` is `([\w.]+)\(store\b", paragraph))
+    assert set(twins) == functions - methods, (sorted(twins), paragraph)
+    called = {}
+    for name, dotted in twins.items():
+        module, _, attribute = dotted.rpartition(".")
+        called[name] = getattr(importlib.import_module(module), attribute)
+        assert next(iter(inspect.signature(called[name]).parameters)) == "store", dotted
+    monkeypatch.setenv("KEXP_ROOT", str(REPO_ROOT))
+    store = Store(REPO_ROOT)
+    assert called["stats"](store).to_dict() == kexp.stats().to_dict()
+    assert lessons_reply(called["lessons"](store), (), 20) == lessons_reply(kexp.lessons(), (), 20)
+    assert [tree_reply(called["tree"](store))] == [tree_reply(kexp.tree())]

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import experiment_fields, git, init_repo
+from conftest import experiment_fields, git, init_repo, run_kexp
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_sync import make_remote
 
 from kexp import Store
 from kexp.cli.main import main
+from kexp.core.fields import BODY_FIELDS
 from kexp.output.parquet import MARKER, export_parquet, partition_value
 
 duckdb = pytest.importorskip("duckdb")
@@ -31,6 +32,12 @@ OPERATORS = [
     "ünïcode/ops.cu: k::run<8>",
     "..",
 ]
+#: docs/parquet.md: the keys NULL in the table where the JSON record holds "", [] or {}
+#: (what the file does not have).
+ABSENT_WHEN_EMPTY = {
+    "pid", "measured_against", "score_ci", "author", "protocol", "results", *BODY_FIELDS,
+    "preamble", "extra_fields", "cumulative_ci", "cumulative_reason",
+}  # fmt: skip
 STAMPS = [
     "2026-10-02T09:11:03Z",
     "2026-10-02T09:11:03.000001Z",
@@ -171,6 +178,9 @@ def test_duckdb_over_the_export_answers_as_kexp_does(
         assert row["operator"] == partition_value(record["operator_sig"])
         assert row["month"] == record["created_at"][:7]
         for key, value in record.items():
+            if key in ABSENT_WHEN_EMPTY and value in ("", [], {}):
+                assert row[key] is None, key  # none in the file: NULL (docs/parquet.md)
+                continue
             assert normal(key, row[key]) == normal(key, value), key
 
     results = sql(f"SELECT id, config, speedup, baseline_n, unit, extra FROM {results_of(out)}")
@@ -379,3 +389,55 @@ def test_an_export_across_refs_of_no_experiment_has_the_ref_columns(
     """The documented query runs over an export across refs with no row, too."""
     _kexp(store.root, "export", "--format", "parquet", "--all-refs", "-o", str(tmp_path / "pq"))
     assert sql(_side_branch_query(tmp_path / "pq")) == []
+
+
+def _documented_query(first_line: str, folder: Path) -> str:
+    """The SQL block of docs/parquet.md that starts with ``first_line``, as written."""
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "parquet.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if b.startswith(first_line)]
+    return block.replace("DIR", str(folder))
+
+
+def test_a_value_a_file_does_not_have_is_null_as_an_analyst_counts_it(tmp_path: Path) -> None:
+    """Trial K01: a step whose file has no author, no ``measured_against``, no interval
+    and no error message was exported as ``''`` / ``[]``, so ``count()`` counted what no
+    file holds and ``GROUP BY author`` made a ``''`` author. Each is NULL, as
+    ``cumulative_ci`` is; a value a file holds stays as it is. The documented noise
+    floor query names the newest control's interval, NULL when it has none (not an older
+    control's)."""
+    root = init_repo(tmp_path / "repo")
+    (root / "experiments").mkdir()
+    store = Store(root)
+    made = {}
+    for name, fields in {
+        "root": {"measured_against": "reference", "score_ci": [1.01, 1.09], "author": "ann"},
+        "step": {"change_summary": "step - +2%", "score": 1.02},
+        "old control": {"tags": ["control"], "score": 1.0, "score_ci": [0.98, 1.02]},
+        "new control": {"tags": ["control"], "score": 1.004},
+    }.items():
+        if name == "step":
+            fields["pid"] = made["root"].id
+        fields.setdefault("author", "ben")
+        made[name] = store.create_experiment(**experiment_fields(base_commit=COMMIT, **fields))
+    # A file without author, as imported and hand-written files are.
+    path = made["step"].path
+    assert path is not None
+    path.write_text(path.read_text().replace("author: ben\n", ""), encoding="utf-8")
+
+    out = tmp_path / "pq"
+    done = run_kexp("export", "--format", "parquet", "-o", str(out), cwd=root, process=True)
+    assert done.returncode == 0, done.stderr
+    table = experiments_of(out)
+    counts = sql(
+        "SELECT count(*), count(author), count(measured_against), count(score_ci), "
+        f"count(pid), count(error_message), count(protocol), count(cumulative_ci) FROM {table}"
+    )
+    assert counts == [(4, 3, 1, 2, 1, 0, 0, 1)]  # the root's interval is its cumulative one
+    by_author = sql(f"SELECT author, count(*) FROM {table} GROUP BY author ORDER BY ALL")
+    assert by_author == [("ann", 1), ("ben", 2), (None, 1)]
+    kept = sql(f"SELECT author, measured_against, score_ci FROM {table} WHERE pid IS NULL")
+    assert ("ann", "reference", [1.01, 1.09]) in kept
+    (floor,) = sql(_documented_query("-- kexp lessons: the noise floor", out))
+    assert floor[1:] == (made["new control"].id, 1.004, None)

@@ -8,6 +8,8 @@ git), never kexp's own report.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -178,3 +180,30 @@ def test_the_text_views_mark_what_a_side_branch_removes(tmp_path: Path) -> None:
         assert "removed on origin/kexp/a" in told[dead] and "removed" not in told[good], texts
 
     run_agent(b, work)
+
+
+def test_the_exports_say_which_side_branch_removes_it(tmp_path: Path) -> None:
+    """Trial K08: a lead exports B's store across refs for SQL. The dead end A removed
+    on its side branch carries ``removed_on`` (as ``kexp top --all-refs --json`` says)
+    in JSON Lines, CSV and the Parquet table DuckDB reads; the good step an empty one."""
+    import pytest
+
+    duckdb = pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    dead, good, _, b, _ = _removed_on_a_side_branch(tmp_path)
+    top = json.loads(invoke(b, "top", "--all-refs", "--json", "-n", "10").stdout)
+    said = {r["id"]: r.get("removed_on", []) for r in top}
+    assert said == {dead: ["origin/kexp/a"], good: []}
+
+    lines = invoke(b, "export", "--format", "jsonl", "--all-refs").stdout.splitlines()
+    assert {r["id"]: r["removed_on"] for r in map(json.loads, lines)} == said
+    table = invoke(b, "export", "--format", "csv", "--all-refs").stdout
+    cells = {r["id"]: r["removed_on"] for r in csv.DictReader(io.StringIO(table))}
+    assert cells == {dead: "origin/kexp/a", good: ""}
+    out = tmp_path / "pq"
+    assert invoke(b, "export", "--format", "parquet", "--all-refs", "-o", str(out)).exit_code == 0
+    found = duckdb.sql(
+        f"SELECT id, removed_on FROM read_parquet('{out}/experiments/**/*.parquet', "
+        "hive_partitioning=true) WHERE len(removed_on) > 0"
+    ).fetchall()
+    assert found == [(dead, ["origin/kexp/a"])]

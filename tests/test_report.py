@@ -426,6 +426,8 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
                 assert not name.startswith("on"), (page, element)
                 if name in ("href", "src"):
                     assert SAFE_HREF.fullmatch(value), (page, value)
+                if name == "stroke":  # a campaign's colour, computed: never text
+                    assert re.fullmatch("#[0-9a-f]{6}", value), (page, value)
                 assert name in (
                     "href",
                     "src",
@@ -454,6 +456,7 @@ def test_hostile_text_renders_as_text_on_every_page(repo: Path, tmp_path: Path) 
                     "x",
                     "y",
                     "fill",
+                    "stroke",
                     "points",
                     "text-anchor",
                     "transform",
@@ -1087,3 +1090,29 @@ def test_a_large_operator_is_paged_and_drawn_whole(
     before = {p.name: p.stat().st_ino for p in (site / "op").iterdir()}
     build_report(store, site, now=NOW)
     assert {p.name: p.stat().st_ino for p in (site / "op").iterdir()} == before
+
+
+def test_a_ref_pattern_matching_nothing_reads_the_working_tree_in_plain_words(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Trial K10: ``kexp report --refs 'origin/nosuch*'`` (no such ref: a warning) wrote
+    "read from the working tree and 0 refs: " on every page, a dangling colon naming
+    nothing. Each page says it read the working tree and that no ref matched."""
+    from conftest import git
+
+    added = run_kexp("add", "--summary", "A - +5%", "--score", "1.05", "--operator",
+                     "k.cu: k", "--dtype", "bf16", "--env", "H100", cwd=repo)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a")
+    out = tmp_path / "rep"
+    done = run_kexp("report", "--refs", "origin/nosuch*", "-o", str(out), cwd=repo, process=True)
+    assert done.returncode == 0 and "origin/nosuch*" in done.stderr, done.stderr
+    pages = sorted(out.rglob("*.html"))
+    assert len(pages) == 3, pages  # the overview, the operator's page, the experiment's
+    for page in pages:
+        words = " ".join(" ".join(e.text.split()) for e in elements(page) if e.tag == "footer")
+        assert "the working tree (no ref matched)" in words, (page, words)
+        assert "0 refs" not in page.read_text(encoding="utf-8"), page
+    lead = [e.text for e in elements(out / "index.html") if "lead" in e.classes]
+    assert any("read from the working tree (no ref matched)." in t for t in lead), lead

@@ -531,18 +531,25 @@ def test_the_score_chart_s_legend_has_a_key_of_each_outcome_it_draws(
     assert drawn["control"] != drawn["marginal"], drawn  # told apart on the chart
 
 
+#: The score chart's lines (lineage paths and best so far) with their tooltips, the
+#: legend's keys of them and the lineage's best paths, each with the colour it is drawn
+#: in (a key's: its line's stroke, or its background).
 _SERIES = """() => {
   const colour = element => getComputedStyle(element).stroke;
   const lines = Array.from(document.querySelectorAll('svg.score-chart polyline.best'))
     .map(line => [line.querySelector('title')?.textContent ?? '', colour(line)]);
+  const sofar = Array.from(document.querySelectorAll('svg.score-chart path.sofar'))
+    .map(line => [line.querySelector('title')?.textContent ?? '', colour(line)]);
+  const key = span => span.querySelector('svg path') ? colour(span.querySelector('svg path'))
+    : getComputedStyle(span.querySelector('.key')).backgroundColor;
   const keys = Array.from(document.querySelectorAll('.legend.series > span')).map(span =>
-    [span.textContent.trim(), getComputedStyle(span.querySelector('.key')).backgroundColor]);
+    [span.textContent.trim(), key(span)]);
   const tips = Array.from(document.querySelectorAll('svg.score-chart .pt title'))
     .map(title => title.textContent);
   const lessons = Array.from(document.querySelectorAll('ul.lessons > li'))
     .map(item => item.textContent);
   const edges = Array.from(document.querySelectorAll('svg.lineage path.edge.bp')).map(colour);
-  return {lines, keys, tips, lessons, edges};
+  return {lines, sofar, keys, tips, lessons, edges};
 }"""
 
 
@@ -585,6 +592,40 @@ def test_the_score_chart_tells_each_env_s_lineage_apart(
     assert len(found["lessons"]) == 2, found["lessons"]  # a regression on each GPU
     assert sum("(fp16 · H100, CUDA 12.4)" in item for item in found["lessons"]) == 1
     assert sum("(fp16 · MI300X, ROCm 6.2)" in item for item in found["lessons"]) == 1
+
+
+def test_each_of_many_dtype_env_cells_has_a_colour_of_its_own(
+    store: Store, tmp_path: Path, open_page: Callable[..., Opened]
+) -> None:
+    """Trial K02: one kernel tuned on ten GPUs. The legend names ten dtype × env cells,
+    each in a colour no other cell has (the classes s0..s7 repeated: GPU1 and GPU9 shared
+    one), and each cell's lines on the chart and path in the lineage are drawn in the
+    colour its key has."""
+    operator = "csrc/act.cu: gelu_tanh_and_mul_kernel"
+    envs = [f"GPU{n}" for n in range(1, 11)]
+    for env in envs:
+        root = store.create_experiment(
+            **experiment_fields(operator_sig=operator, env=env, score=1.05,
+                                measured_against="reference")
+        )  # fmt: skip
+        store.create_experiment(
+            **experiment_fields(operator_sig=operator, env=env, score=1.1, pid=root.id,
+                                measured_against="parent")
+        )  # fmt: skip
+    site = tmp_path / "site"
+    build_report(store, site, now=NOW)
+    page = open_page(site / "op" / f"{operator_slug(operator)}.html", "score-many-series")
+    assert page.errors == []
+    found = page.eval(_SERIES)
+    keys = dict(found["keys"])
+    assert sorted(keys) == sorted(f"bf16 · {env}" for env in envs), found["keys"]
+    assert len(set(keys.values())) == len(envs), found["keys"]  # ten colours
+    for kind, title in (("lines", "lineage path to the best tip: "), ("sofar", "best so far: ")):
+        drawn = dict(found[kind])
+        assert sorted(drawn) == sorted(title + label for label in keys), found[kind]
+        for label, colour in keys.items():
+            assert drawn[title + label] == colour, (kind, label, drawn, keys)
+    assert sorted(found["edges"]) == sorted(keys.values()), found
 
 
 _MARKED = """() => ({

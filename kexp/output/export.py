@@ -383,7 +383,14 @@ def _csv_value(name: str, cell: str) -> Any:
 
 
 #: The keys a read across refs adds to each record (:func:`sighting_record`).
-SIGHTING_KEYS = ("ref", "refs", "other_versions", "unmerged_on", "default_cumulative_score")
+SIGHTING_KEYS = (
+    "ref",
+    "refs",
+    "other_versions",
+    "removed_on",
+    "unmerged_on",
+    "default_cumulative_score",
+)
 
 
 def sighting_record(exp: KernelExperiment, *, joined: bool = False) -> dict[str, Any]:
@@ -391,12 +398,14 @@ def sighting_record(exp: KernelExperiment, *, joined: bool = False) -> dict[str,
     ``ref`` (``local`` when the working tree holds this version, else a remote's
     default branch holding it, else the ref with the newest commit holding it),
     ``refs`` (every place holding this very content) and ``other_versions`` (the
-    places holding other versions), ``unmerged_on`` (the side branches whose unmerged
-    versions, ranked over the working tree's or default branch's, its numbers rest on:
-    its own or those its cumulative score builds on; ``kexp top``'s ``unmerged`` and
-    ``built on unmerged``) and ``default_cumulative_score`` (its cumulative score as
-    the working tree or default branch holds them; None when it rests on none); with
-    ``joined`` (CSV), ``ref``, ``refs`` and ``unmerged_on`` alone, the lists texts of
+    places holding other versions), ``removed_on`` (the side branches whose removal of
+    it waits there, unmerged: ``kexp top``'s ``removed_on``), ``unmerged_on`` (the
+    side branches whose unmerged versions, ranked over the working tree's or default
+    branch's, its numbers rest on: its own or those its cumulative score builds on;
+    ``kexp top``'s ``unmerged`` and ``built on unmerged``) and
+    ``default_cumulative_score`` (its cumulative score as the working tree or default
+    branch holds them; None when it rests on none); with ``joined`` (CSV), ``ref``,
+    ``refs``, ``removed_on`` and ``unmerged_on`` alone, the lists texts of
     space-separated names. Empty for a store read from the working tree alone."""
     sighting = exp.where
     if sighting is None:
@@ -404,16 +413,19 @@ def sighting_record(exp: KernelExperiment, *, joined: bool = False) -> dict[str,
     found = sighting.to_dict()
     unmerged = sighting.unmerged
     unmerged_on = list(unmerged.refs) if unmerged is not None else []
+    removed_on = list(sighting.removed_on)
     if joined:
         return {
             "ref": found["ref"],
             "refs": " ".join(found["refs"]),
+            "removed_on": " ".join(removed_on),
             "unmerged_on": " ".join(unmerged_on),
         }
     return {
         "ref": found["ref"],
         "refs": found["refs"],
         "other_versions": found.get("other_versions", []),
+        "removed_on": removed_on,
         "unmerged_on": unmerged_on,
         "default_cumulative_score": None if unmerged is None else unmerged.cumulative,
     }

@@ -14,13 +14,16 @@ with it): ``score`` a double, ``is_buggy`` a boolean, ``created_at`` a timestamp
 microseconds), ``tags``, ``combines`` and ``suspect`` lists of strings, ``score_ci`` a
 list of doubles, ``cumulative_score`` a double and ``cumulative_ci`` a list of doubles
 (null when there is none: ``cumulative_reason`` says why), mappings and lists of
-mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text. Read
-across refs (``--refs``, ``--all-refs``), it has the JSON export's ``ref`` (text),
-``refs`` and ``other_versions`` (lists of strings) too: where each was found, with
-``unmerged_on`` (a list of strings: the side branches whose unmerged versions its
-numbers rest on, as ``kexp top`` marks them) and ``default_cumulative_score`` (a double:
-its cumulative score as the working tree or default branch holds them; null when it
-rests on none) (:func:`kexp.output.export.sighting_record`).
+mappings (``protocol``, ``results``, ``extra_fields``) JSON text, the rest text. A value
+a file does not have (no parent, an optional field or a section left out, no interval:
+:data:`ABSENT_WHEN_EMPTY`) is null, where the JSON record holds ``""``, ``[]`` or ``{}``.
+Read across refs (``--refs``, ``--all-refs``), it has the JSON export's ``ref`` (text),
+``refs``, ``other_versions`` and ``removed_on`` (lists of strings) too: where each was
+found and the side branches whose removal of it waits unmerged, with ``unmerged_on`` (a
+list of strings: the side branches whose unmerged versions its numbers rest on, as
+``kexp top`` marks them) and ``default_cumulative_score`` (a double: its cumulative
+score as the working tree or default branch holds them; null when it rests on none)
+(:func:`kexp.output.export.sighting_record`).
 ``results`` has one row per configuration measured (``id``, the experiment's
 ``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
 ``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.errors import KexpError
+from kexp.core.fields import BODY_FIELDS, FIELDS
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
 from kexp.storage.atomic import replace_folder, writing_output
 
@@ -217,9 +221,11 @@ def _replace(staging: Path, target: Path) -> None:
 
 
 def _types(pa: Any) -> dict[str, Any]:
-    """The Parquet type of each record key whose type is not text."""
+    """The Parquet type of each record key kexp knows (a column that is NULL throughout
+    keeps its type)."""
     strings = pa.list_(pa.string())
     return {
+        **{name: pa.string() for name in _TEXTS},
         "score": pa.float64(),
         "score_ci": pa.list_(pa.float64()),
         "cumulative_score": pa.float64(),
@@ -234,6 +240,7 @@ def _types(pa: Any) -> dict[str, Any]:
         "ref": pa.string(),
         "refs": strings,
         "other_versions": strings,
+        "removed_on": strings,
         "unmerged_on": strings,
         "default_cumulative_score": pa.float64(),
         "extra_sections": pa.list_(strings),
@@ -269,10 +276,25 @@ def _experiments_table(
 #: The keys held as doubles, and as lists of doubles (ints among them converted).
 _DOUBLES = frozenset({"score", "cumulative_score"})
 _DOUBLE_LISTS = frozenset({"score_ci", "cumulative_ci"})
+#: The record keys held as text.
+_TEXTS = frozenset(
+    {f.name for f in FIELDS if f.kind == "text"}
+    | {"preamble", "outcome", "cumulative_reason", "path", "ref"}
+)
+#: The keys whose empty value (``""``, ``[]``, ``{}``) says the file has none: NULL in
+#: the table, so that ``count()`` and ``GROUP BY`` see no value (no parent, an optional
+#: field left out, an empty section, no interval). Lists of names (``tags``,
+#: ``combines``, ``suspect``, the refs) stay lists, empty when there is none.
+ABSENT_WHEN_EMPTY = frozenset(
+    {"pid", "measured_against", "score_ci", "author", "protocol", "results", *BODY_FIELDS}
+    | {"preamble", "extra_fields", "cumulative_ci", "cumulative_reason"}
+)
 
 
 def _cell(name: str, value: Any) -> Any:
     """A record's value as its column holds it."""
+    if name in ABSENT_WHEN_EMPTY and value in ("", [], {}):
+        return None
     if name == "created_at":
         return _timestamp(value)
     if name in ("protocol", "results", "extra_fields"):

@@ -298,13 +298,16 @@ def _mix(counts: dict[str, int]) -> str:
 
 def scope_text(revision: str | None, commit: str | None, places: Sequence[str] | None) -> str:
     """What a report read, in words: ``the working tree``, ``revision HEAD~1
-    (3f2c9e1a7b8d)``, or ``the working tree and 2 refs: feat/x, origin/main`` (the
-    refs after the working tree in ``places``; the first 6 named)."""
+    (3f2c9e1a7b8d)``, ``the working tree and 2 refs: feat/x, origin/main`` (the refs
+    after the working tree in ``places``; the first 6 named), or ``the working tree (no
+    ref matched)`` when refs were asked for and none was read."""
     if commit is not None:
         return f"revision {revision or commit} ({commit[:12]})"
     refs = list(places or ())[1:]
     if not places:
         return "the working tree"
+    if not refs:
+        return "the working tree (no ref matched)"
     named = ", ".join(refs[:6]) + (f" and {len(refs) - 6:,} more" if len(refs) > 6 else "")
     return f"the working tree and {len(refs):,} ref{'' if len(refs) == 1 else 's'}: {named}"
 
@@ -526,9 +529,10 @@ def _series_legend(points: Sequence[svg.Point]) -> str:
     if len(series) < 2:
         return ""
     keys = "".join(
-        f'<span><span class="key line-best {cls}"></span>{text(svg.campaign_label(campaign))}'
+        '<span><svg class="swatch" width="16" height="10" aria-hidden="true">'
+        f'<path d="M0 5H16" stroke="{colour}"/></svg>{text(svg.campaign_label(campaign))}'
         "</span> "
-        for campaign, cls in series.items()
+        for campaign, colour in series.items()
     )
     return f'<p class="legend series">Lines by dtype · env: {keys}</p>'
 
@@ -652,7 +656,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 + ("  [dead end]" if node.dead_end else "")
             ),
             best_paths=paths,
-            path_classes=[series[best.dtype_sig, best.env] for best in bests],
+            path_colours=[series[best.dtype_sig, best.env] for best in bests],
         ),
         "</div>",
     ]

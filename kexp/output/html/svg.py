@@ -19,11 +19,13 @@ experiments) the markers are drawn as one path per kind, which a browser paints 
 once, and only the notable ones (the lineage path to the best, the steps of the best so
 far) are links: the operator's table of experiments links every one. Every text is
 escaped with :func:`kexp.output.html.markup.text`. Colors come from the report's
-stylesheet by class (``o-improvement``...), except the heatmap's, computed here.
+stylesheet by class (``o-improvement``...), except the heatmap's and the campaigns'
+lines', computed here (SVG attributes: the pages forbid inline styles).
 """
 
 from __future__ import annotations
 
+import colorsys
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -36,8 +38,9 @@ from kexp.storage.lineage import TreeNode
 UNSCORED = UNMEASURED_OUTCOMES
 #: The most markers a chart draws as links with a tooltip each (see the module's doc).
 MAX_LINKED = 1000
-#: How many colours tell campaigns' lines apart (report.css: classes ``s0``...``s7``).
-SERIES = 8
+#: The colours of the first campaigns' lines (the first the best's green of report.css);
+#: past them, colours made to differ (:func:`series_colour`).
+PALETTE = ("#0b6e2f", "#1f5fbf", "#b8336a", "#6a3d9a", "#138086", "#8c6d1f", "#3b3f46", "#c2185b")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,13 +56,31 @@ class Point:
     campaign: tuple[str, ...] = ()
 
 
+def series_colour(index: int) -> str:
+    """The ``index``-th colour of campaigns' lines (``#rrggbb``): :data:`PALETTE`'s, then
+    hues a golden angle apart, at three lightnesses and two saturations in turn, dark
+    enough to read on white."""
+    if index < len(PALETTE):
+        return PALETTE[index]
+    k = index - len(PALETTE)
+    hue = (k * 137.50776 + 15.0) % 360.0 / 360.0
+    red, green, blue = colorsys.hls_to_rgb(hue, (0.36, 0.48, 0.28)[k % 3], (0.75, 0.55)[k // 3 % 2])
+    return "#" + "".join(f"{round(c * 255):02x}" for c in (red, green, blue))
+
+
 def campaign_series(points: Sequence[Point]) -> dict[tuple[str, ...], str]:
-    """Each campaign of ``points``, in the order it first appears, with the class its
-    lines are drawn in (``s0``, ``s1``...: a colour each, repeated past :data:`SERIES`)."""
+    """Each campaign of ``points``, in the order it first appears, with the colour its
+    lines are drawn in (:func:`series_colour`): one no other campaign has."""
     series: dict[tuple[str, ...], str] = {}
+    used: set[str] = set()
+    index = 0
     for point in points:
-        if point.campaign not in series:
-            series[point.campaign] = f"s{len(series) % SERIES}"
+        if point.campaign in series:
+            continue
+        while (colour := series_colour(index)) in used:
+            index += 1
+        series[point.campaign] = colour
+        used.add(colour)
     return series
 
 
@@ -219,7 +240,7 @@ def score_chart(
     for campaign, line in steps.items():
         line.append(f"H{_f(left + plot_w)}")
         out.append(
-            f'<path class="sofar {series[campaign]}" d="{"".join(line)}">'
+            f'<path class="sofar" d="{"".join(line)}" stroke="{series[campaign]}">'
             f"<title>best so far: {text(campaign_label(campaign))}</title></path>"
         )
     for best_path in best_paths:
@@ -231,7 +252,8 @@ def score_chart(
         if len(path_points) > 1:
             campaign = points[best_path[-1]].campaign
             out.append(
-                f'<polyline class="best {series[campaign]}" points="{" ".join(path_points)}">'
+                f'<polyline class="best" points="{" ".join(path_points)}" '
+                f'stroke="{series[campaign]}">'
                 f"<title>lineage path to the best tip: {text(campaign_label(campaign))}</title>"
                 "</polyline>"
             )
@@ -293,19 +315,19 @@ def lineage_graph(
     label: Callable[[TreeNode], str],
     *,
     best_paths: Sequence[Sequence[str]] = (),
-    path_classes: Sequence[str] = (),
+    path_colours: Sequence[str] = (),
     width: int = 960,
 ) -> str:
     """The trees of ``forest`` packed in shelves ``width`` wide (biggest first).
 
     ``href`` and ``label`` give each node's link and tooltip; each of ``best_paths``
     holds the ids from a root to the best experiment of a campaign (operator × dtype ×
-    env: drawn thick, the best ringed), in the colour of its class in ``path_classes``
-    (:func:`campaign_series`) when given. Past :data:`MAX_LINKED` nodes, only those of
-    ``best_paths`` are links.
+    env: drawn thick, the best ringed), in its colour in ``path_colours``
+    (:func:`campaign_series`; else :data:`PALETTE`'s first). Past :data:`MAX_LINKED`
+    nodes, only those of ``best_paths`` are links.
     """
     on_path = frozenset(i for path in best_paths for i in path)
-    colour = {i: cls for path, cls in zip(best_paths, path_classes, strict=False) for i in path}
+    colour = {i: c for path, c in zip(best_paths, path_colours, strict=False) for i in path}
     best_ids = frozenset(path[-1] for path in best_paths if path)
     dense: dict[str, list[str]] = {}
     ends: list[str] = []
@@ -348,7 +370,8 @@ def lineage_graph(
                 segment = f"M{_f(px)} {_f(py)}H{_f(middle)}V{_f(cy)}H{_f(cx)}"
                 on = child.experiment.id in on_path and node.experiment.id in on_path
                 if on:
-                    best_edges.setdefault(colour.get(child.experiment.id, ""), []).append(segment)
+                    drawn = colour.get(child.experiment.id, PALETTE[0])
+                    best_edges.setdefault(drawn, []).append(segment)
                 else:
                     edges.append(segment)
             exp = node.experiment
@@ -376,8 +399,8 @@ def lineage_graph(
         f'width="{_f(total_w)}" height="{_f(total_h)}" role="img" aria-label="lineage">'
         f'<path class="edge" d="{"".join(edges)}"/>'
         + "".join(
-            f'<path class="{" ".join(("edge bp", cls)).strip()}" d="{"".join(parts)}"/>'
-            for cls, parts in best_edges.items()
+            f'<path class="edge bp" d="{"".join(parts)}" stroke="{drawn}"/>'
+            for drawn, parts in best_edges.items()
         )
         + rings
         + _dense_paths("nds", dense)
