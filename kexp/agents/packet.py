@@ -252,6 +252,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary += f"\n{header['noise_floor']['text']}."
     if header.get("envs"):
         summary += f"\n{header['envs']}"
+    for note in header.get("several") or ():
+        summary += f"\n{note['text']}"
     for note in header.get("unmatched") or ():
         summary += f"\n{note}"
     if header.get("start"):

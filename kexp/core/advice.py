@@ -441,8 +441,15 @@ ASK_ONE_ENV = Advice(
     "ask for one with kexp context --env ENV",
     "ask for one: call consult with env",
 )
+#: Advice on a filter (operator, dtype, env: a part of the field) that matches several
+#: values, none of them exactly: how to ask for one of them.
+NARROW_FILTER = Advice(
+    "give more of the one you mean (--operator, --dtype or --env) to read it alone",
+    "give more of the one you mean (operator, dtype or env) to read it alone",
+)
 ADVICE = (
     ASK_ONE_ENV,
+    NARROW_FILTER,
     INSTALL_MCP_SDK,
     WRONG_ROOT,
     OWN_MCP_CONFIG,
