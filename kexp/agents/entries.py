@@ -174,7 +174,7 @@ def experiment_entry(
     if dtype is None or doc.dtype_sig.lower() != dtype.lower():
         where.append(doc.dtype_sig)
     if env is None or doc.env.lower() != env.lower():
-        where.append(doc.env)
+        where.append(doc.env if env is None else f"another env: {doc.env}")
     # Read across refs: the refs that removed it, where it was found when not in the
     # working tree (the code to fetch), and for the best, another version that changed
     # too (diverged).

@@ -95,7 +95,8 @@ def not_tried(
 ) -> list[Entry]:
     """The dtypes and envs never tried, or never improved, on the operator (those asked
     for first; with ``env`` given, only the envs it matches: another machine's is not
-    the asker's to try), and the configurations of ``results`` no experiment improved."""
+    the asker's to try; with ``dtype`` given, no dtype only other operators have), and
+    the configurations of ``results`` no experiment improved."""
     entries: list[Entry] = []
     rank = 0
     for column, wanted, wanted_other, label, other_label in (
@@ -118,6 +119,8 @@ def not_tried(
         listed = distinct(search.rows, column)[:40]
         if column == "env" and wanted:  # another machine's env: not this agent's to try
             listed = [item for item in listed if contains_wanted(item[0], wanted)]
+        elif wanted:  # another kernel's dtype, never this one's: no campaign to read
+            listed = [i for i in listed if contains_wanted(i[0], wanted) or i[0] in anywhere]
         if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))
