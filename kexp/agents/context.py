@@ -107,6 +107,7 @@ from kexp.storage.operators import COLUMNS, matching, named_closest
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
+from kexp.storage.unread import unread_fetched
 
 if TYPE_CHECKING:
     from kexp.storage.rows import Row
@@ -191,6 +192,9 @@ def context(
     # same question is made of it, whatever the budget and format.
     question = ("context", operator, dtype, env, text or "", diff or "")
     header, kept = asked(store, lambda: store.answered(question, gather))
+    # What fetched branches hold that a read of the working tree alone did not see: a
+    # line of its own, never kept (it changes with a git fetch, not with the files).
+    header = {**header, "unread": unread_fetched(store)}
     return fit(header, [Entry(*entry) for entry in kept], budget, output)
 
 

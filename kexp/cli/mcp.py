@@ -61,7 +61,7 @@ from kexp.cli.commands.common import needs_bodies
 from kexp.cli.commands.terminal import json_text
 from kexp.cli.toolargs import Arguments
 from kexp.core.advice import WRONG_ROOT, for_tools
-from kexp.core.errors import KexpError, StoreNotFoundError, ValidationError
+from kexp.core.errors import KexpError, KexpWarning, StoreNotFoundError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
@@ -82,6 +82,7 @@ from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.sources import EXPERIMENTS_DIR
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
+from kexp.storage.unread import unread_fetched
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
 
@@ -91,7 +92,8 @@ INSTRUCTIONS = (
     "kernel, call consult (operator, dtype, env, your plan, and all_refs: true to read "
     "what other agents synced, as of your last git fetch or sync); after measuring, call "
     "record with baseline and candidate timings (failures too), diff_from_git: true "
-    "(your change, read from git: what was tried before is then warned of) and pid, the id of the "
+    "(your change, read from git: what was tried before is then warned of; all_refs: true "
+    "warns of what other agents synced too) and pid, the id of the "
     "experiment your change builds on (consult's current best: steps multiply into the "
     "cumulative score); correct with update or remeasure; share with sync. "
     "Ids: give one as a tool printed it (10 characters, more where two ids share them)."
@@ -713,6 +715,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 unit=unit,
                 keep_samples=keep_samples,
             )
+            if (unread := unread_fetched(store)) is not None:  # tried before: not looked at
+                said = f"a change tried before was looked for in this checkout alone; {unread}"
+                warnings.warn(said, KexpWarning, stacklevel=1)
             return measured_record(exp)
 
         return tools.answer(run)
