@@ -77,6 +77,7 @@ from kexp.output.export import (
     written_record,
 )
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
+from kexp.output.treerows import DEFAULT_ROWS, tree_rows
 from kexp.storage import lineage
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.sources import EXPERIMENTS_DIR
@@ -538,18 +539,28 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         env: Env = None,
         refs: Refs = None,
         all_refs: AllRefs = False,
+        brief: Annotated[
+            bool, Field(description="Flat rows (depth, scores, mark); false: nested trees")
+        ] = True,
+        limit: Annotated[
+            int, Field(ge=1, description="Most rows when brief (best path and dead ends first)")
+        ] = DEFAULT_ROWS,
     ) -> CallToolResult:
-        """The lineage (experiments linked by pid) as trees: score, delta vs parent,
-        outcome, the path to the best (kexp tree --json)."""
+        """The lineage (experiments linked by pid): one row per experiment with its depth,
+        score, cumulative score, outcome and mark (best, on the best path, dead end), at
+        most limit, the rows left out counted; brief: false, the nested trees with the
+        delta vs parent (kexp tree --json)."""
         filters = _filters(operator=operator, dtype=dtype, env=env)
 
-        def run() -> list[dict[str, Any]]:
+        def run() -> Any:
             store = tools.store(refs, all_refs)
             if exp_id is not None:
                 if filters:
                     raise KexpError("give an exp_id or filters, not both")
-                return tree_reply([lineage.lineage_of(store, exp_id)])
-            return tree_reply(lineage.lineage_forest(store, **filters))
+                forest = [lineage.lineage_of(store, exp_id)]
+            else:
+                forest = lineage.lineage_forest(store, **filters)
+            return tree_rows(forest, limit) if brief else tree_reply(forest)
 
         return tools.answer(run)
 
