@@ -119,3 +119,16 @@ def test_consult_names_the_envs_in_the_tools_words(repo: Path) -> None:
     (note,) = [line for line in replies[0].splitlines() if line.startswith("'H100' matches")]
     assert f"{SXM5!r} (best 2.5740x {ids['sxm5'][:10]}" in note, note
     assert "(operator, dtype or env) to read it alone" in note and "--" not in note, note
+
+
+def test_top_names_the_env_of_a_best_a_part_of_the_env_matched(repo: Path) -> None:
+    """``kexp top --env H100 -n 1`` printed the PCIe machine's tip with no ENV column
+    (one row: nothing to tell apart), read by the SXM5 agent as its own best."""
+    ids = two_machines(repo)
+    for command in ("top", "list"):
+        table = run_kexp(command, "--operator", "kernels/gemm.cu", "--env", "H100", "-n", "1",
+                         "--sort", "-score", cwd=repo).stdout  # fmt: skip
+        header, row = table.splitlines()
+        assert "ENV" in header.split() and PCIE in row and ids["pcie"][:10] in row, table
+    exact = run_kexp("top", "--env", PCIE, "-n", "1", cwd=repo).stdout
+    assert "ENV" not in exact.splitlines()[0].split(), exact  # the whole env: said once

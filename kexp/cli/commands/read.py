@@ -147,13 +147,14 @@ def top(
       kexp top --json --brief              # the best 20, for an agent
     """
     store = get_store(ctx)
+    filters = filters_from(params)
     experiments = store.top_experiments(
         limit,
         include_buggy=include_buggy,
         include_pending=include_pending,
         by=by,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
-        **filters_from(params),
+        **filters,
     )
     experiments = _sorted(experiments, sort, reverse)
     emit_experiments(
@@ -167,6 +168,7 @@ def top(
         full=full,
         where=where_found(store),
         id_length=store.shown_id_length(exp.id for exp in experiments),
+        env=filters.get("env"),
     )
 
 
@@ -212,13 +214,14 @@ def list_command(
     from kexp.output.export import listed_experiments
 
     store = get_store(ctx)
+    filters = filters_from(params)
     experiments = listed_experiments(
         store,
         sort=sort,
         reverse=reverse,
         limit=limit,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
-        **filters_from(params),
+        **filters,
     )
     emit_experiments(
         experiments,
@@ -231,6 +234,7 @@ def list_command(
         full=full,
         where=where_found(store),
         id_length=store.shown_id_length(exp.id for exp in experiments),
+        env=filters.get("env"),
     )
 
 
