@@ -298,7 +298,7 @@ def test_a_campaign_and_a_second_agent_through_kexp_mcp_match_the_files(
         for row in listed:
             assert row["score"] == found[row["id"]]["score"]
 
-        forest = await agent.json("tree", operator="rms_norm")
+        forest = await agent.json("tree", operator="rms_norm", brief=False)
 
         def walk(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             for node in nodes:

@@ -61,3 +61,28 @@ def test_a_suspect_entry_says_its_near_zero_times_once(repo: Path) -> None:
     assert re.search(
         rf"suspect: times near zero \(below 0.5 us; baseline/candidate\): {times}$", said
     )
+
+
+def test_another_kernels_dtype_and_another_machines_steps(repo: Path) -> None:
+    """Trial L, R06: a gemm bf16 packet on an H100 advised "dtype fp16: never tried" only
+    because a softmax kernel is fp16, and listed the MI300X gemm steps as related
+    successes with no word that they are another machine's."""
+    gemm = "kernels/gemm.cu: gemm_bf16"
+    for operator, dtype, env in (
+        (gemm, "bf16", "H100 SXM"),
+        (gemm, "bf16", "MI300X"),
+        ("kernels/softmax.cu: softmax_fp16", "fp16", "H100 SXM"),
+    ):
+        done = run_kexp(
+            "add", "--summary", "Tile - +43%", "--score", "1.43", "--measured-against",
+            "reference", "--operator", operator, "--dtype", dtype, "--env", env,
+            "--status", "done", cwd=repo,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    text = run_kexp("context", "--operator", "gemm", "--dtype", "bf16", "--env", "H100",
+                    cwd=repo).stdout  # fmt: skip
+    assert "fp16" not in text, text
+    successes = text.split("## Related successes\n", 1)[1].split("\n\n", 1)[0]
+    assert successes.rstrip().endswith("Tile - +43% (another env: MI300X)"), successes
+    anywhere = run_kexp("context", "--operator", "gemm", cwd=repo).stdout
+    assert "- dtype fp16: never tried" in anywhere  # no dtype asked: the store's

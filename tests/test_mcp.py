@@ -25,6 +25,7 @@ from kexp import Store
 from kexp.agents.skill import MCP_CONFIGS, install_mcp_config, mcp_server_entry
 from kexp.cli.main import main
 from kexp.cli.mcp import TOOLS
+from kexp.core.advice import for_tools
 from kexp.format.samples import summarize
 from kexp.output.export import BRIEF_FIELDS
 
@@ -165,7 +166,7 @@ def test_an_agent_records_consults_corrects_and_shares_through_kexp_mcp(
         assert set(ranked[0]) <= set(BRIEF_FIELDS)  # what kexp top --json --brief prints
         shown = await agent.json("show", exp_id=first["id"][:10])
         assert (shown["id"], shown["score"], shown["samples"]) == (exp.id, exp.score, exp.samples)
-        forest = await agent.json("tree", operator="softmax")
+        forest = await agent.json("tree", operator="softmax", brief=False)
         assert [(n["id"], [c["id"] for c in n["children"]]) for n in forest] == [
             (first["id"], [second["id"]])
         ]
@@ -274,7 +275,7 @@ def test_an_agent_that_only_fetched_reads_what_another_synced_through_kexp_mcp(
         assert not failed and second.id[:10] in texts[0] and "## Current best" in texts[0]
         related = await agent.json("similar", text="two rows per warp", refs=["origin/*"])
         assert second.id in [m["id"] for m in related]
-        forest = await agent.json("tree", operator="softmax", all_refs=True)
+        forest = await agent.json("tree", operator="softmax", all_refs=True, brief=False)
         assert [(n["id"], [c["id"] for c in n["children"]]) for n in forest] == [
             (first.id, [second.id])
         ]
@@ -426,9 +427,9 @@ def test_each_read_tool_answers_what_its_command_prints_with_json(tmp_path: Path
         ("lessons", {"all_refs": True}, ["lessons", "--json", "--all-refs"]),
         ("lessons", {"groups": ["regression"], "limit": 1, "all_refs": True},
          ["lessons", "--json", "--group", "regression", "-n", "1", "--all-refs"]),
-        ("tree", {"operator": "cache"}, ["tree", "--json", "--operator", "cache"]),
-        ("tree", {"all_refs": True}, ["tree", "--json", "--all-refs"]),
-        ("tree", {"exp_id": first.id[:10], "refs": ["origin/*"]},
+        ("tree", {"operator": "cache", "brief": False}, ["tree", "--json", "--operator", "cache"]),
+        ("tree", {"all_refs": True, "brief": False}, ["tree", "--json", "--all-refs"]),
+        ("tree", {"exp_id": first.id[:10], "refs": ["origin/*"], "brief": False},
          ["tree", first.id[:10], "--json", "--refs", "origin/*"]),
         ("consult", {"operator": "cache", "format": "json"},
          ["context", "--operator", "cache", "--json"]),
@@ -461,8 +462,8 @@ def test_each_read_tool_answers_what_its_command_prints_with_json(tmp_path: Path
         assert printed.returncode == 0, printed.stderr
         if name == "consult" and "format" not in arguments:
             assert answer == printed.stdout.rstrip("\n"), argv
-        else:
-            assert json.loads(answer) == json.loads(printed.stdout), argv
+        else:  # the same, its advice in the tools' words
+            assert json.loads(answer) == json.loads(for_tools(printed.stdout)), argv
     assert any("key_insight" in entry for entry in json.loads(answers[0]))
     assert json.loads(answers[10])["noise_floor"]
     listed = [json.loads(answer) for answer in answers[-5:]]

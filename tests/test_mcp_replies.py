@@ -604,7 +604,7 @@ def test_every_read_of_an_id_says_which_ref_holds_it_as_show_does(tmp_path: Path
             failed, texts = await agent.call(tool, exp_id=hers.id[:10])
             assert failed and len(texts) == 1, (tool, texts)
             said_by_tools[tool] = no_option(texts)
-        tree = await agent.json("tree", exp_id=hers.id[:10], all_refs=True)
+        tree = await agent.json("tree", exp_id=hers.id[:10], all_refs=True, brief=False)
         assert tree[0]["id"] == hers.id, tree
 
     run_agent(bob, work)

@@ -270,3 +270,27 @@ def test_the_skill_says_consult_across_refs_and_sync_after_recording() -> None:
     for command in ("top", "list", "show"):
         assert "--all-refs" in CliRunner().invoke(main, [command, "--help"]).output
     assert "--branch" in CliRunner().invoke(main, ["sync", "--help"]).output
+
+
+def test_the_skills_failure_query_finds_the_bundled_stores_regressions(repo: Path) -> None:
+    """Trial L, R09: the predecessor's query ``e.score < 0.98 or e.is_buggy``, as the
+    skill gave it, ran on cumulative scores (over the original code) and found no
+    regression past 1x. The skill's failure query, run as written on the bundled store,
+    finds every regression and buggy run kexp derives, and each python block runs."""
+    import shutil
+
+    shutil.rmtree(repo / "experiments")
+    shutil.copytree(REPO_ROOT / "experiments", repo / "experiments")
+    (block,) = [b for b in python_blocks(SKILL_MD.read_text(encoding="utf-8")) if "❌" in b
+                and "failures" in b]  # fmt: skip
+    result = run_python(block, repo)
+    assert result.returncode == 0, result.stderr
+    found = {line.strip().removeprefix("❌ ") for line in result.stdout.splitlines()
+             if line.strip().startswith("❌")}  # fmt: skip
+    derived = Store(repo).list_experiments(outcome=["regression", "buggy"])
+    assert found == {e.change_summary for e in derived} and len(found) >= 4, result.stdout
+    for other in python_blocks(SKILL_MD.read_text(encoding="utf-8")):
+        if "create_experiment" in other or "record_iteration" in other or "kexp.add" in other:
+            continue  # the recording examples: run by the test above, on its checkout
+        ran = run_python(other, repo)
+        assert ran.returncode == 0 and "Traceback" not in ran.stderr, (other, ran.stderr)

@@ -78,9 +78,11 @@ def test_a_version_changed_on_two_branches_is_said_diverged_never_older(tmp_path
         run_kexp("context", "--operator", "softmax", "--all-refs", "--json", cwd=bob).stdout
     )
     assert data["best"]["id"] == x and data["best"]["other_versions"] == ["origin/kexp/alice"]
-    # Read without refs, nothing is said of other places.
+    # Read without refs, nothing is said of other places but what was not read there.
     plain = run_kexp("context", "--operator", "softmax", cwd=bob)
-    assert "diverged" not in plain.stdout and "origin/" not in plain.stdout
+    elsewhere = [line for line in plain.stdout.splitlines() if "origin/" in line]
+    assert "diverged" not in plain.stdout and len(elsewhere) == 1, plain.stdout
+    assert elsewhere[0].startswith("not read: 1 experiment file(s)"), elsewhere
 
 
 def test_an_experiment_on_another_agents_branch_is_named_with_where_it_is(

@@ -33,6 +33,10 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
 6. **Left out**: how many entries of each section did not fit (and insight lines cut),
    and where to read them.
 
+A filter that is a part of several recorded values reads the one it names exactly
+(:func:`kexp.storage.operators.matching`); where several are left, the packet names
+each with its own best (JSON ``several``) and every entry names its own.
+
 When no recorded operator matches ``operator`` (a typo, the kernel named in other words)
 in a store that holds experiments, the packet says so and names **the operators
 recorded**, the closest first, instead of sections 2 to 5.
@@ -82,7 +86,13 @@ from kexp.agents.packet import (
     count_tokens,
     fit,
 )
-from kexp.agents.sections import do_not_repeat, known_operators, not_tried, several_envs
+from kexp.agents.sections import (
+    do_not_repeat,
+    known_operators,
+    not_tried,
+    several_envs,
+    several_matched,
+)
 from kexp.core.campaign import Derivation
 from kexp.core.errors import KexpError
 from kexp.core.outcome import (
@@ -93,10 +103,11 @@ from kexp.core.outcome import (
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end
-from kexp.storage.operators import COLUMNS, named_closest
+from kexp.storage.operators import COLUMNS, matching, named_closest
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
+from kexp.storage.unread import unread_fetched
 
 if TYPE_CHECKING:
     from kexp.storage.rows import Row
@@ -181,6 +192,9 @@ def context(
     # same question is made of it, whatever the budget and format.
     question = ("context", operator, dtype, env, text or "", diff or "")
     header, kept = asked(store, lambda: store.answered(question, gather))
+    # What fetched branches hold that a read of the working tree alone did not see: a
+    # line of its own, never kept (it changes with a git fetch, not with the files).
+    header = {**header, "unread": unread_fetched(store)}
     return fit(header, [Entry(*entry) for entry in kept], budget, output)
 
 
@@ -197,11 +211,29 @@ def _gather(
     diff: str,
 ) -> tuple[dict[str, Any], list[Entry]]:
     settings = store.settings
-    # The operator's experiments, as every query reads them.
+    # The operator's experiments: those of the one it names exactly, of several it is a
+    # part of (else of every one, each line naming its own, the mix said).
     wanted = operator.lower()
-    everything_here = chronological(
-        row for row in search.rows if wanted in row.operator_sig.lower()
-    )
+    candidates = [row for row in search.rows if wanted in row.operator_sig.lower()]
+    operators = matching(candidates, "operator_sig", operator)
+    named = {key for key, _, _ in operators}
+    everything_here = chronological(r for r in candidates if r.operator_sig.lower() in named)
+    asked = {
+        column: matching(everything_here, column, value)
+        for column, value in (("dtype_sig", dtype), ("env", env))
+        if value
+    }
+
+    def is_here(row: Row) -> bool:
+        return all(
+            any(getattr(row, column).lower() == key for key, _, _ in found)
+            for column, found in asked.items()
+        )
+
+    # What each line names of its own: a dtype or env the filter matches several of (or
+    # none asked), as of one the filter does not match.
+    dtype_shown = _label(dtype, asked.get("dtype_sig"))
+    env_shown = _label(env, asked.get("env"))
     by_id = search.first_rows()
     # What is derived of them and of their ancestors (outcome, cumulative score,
     # control), as every query derives it over the whole store: a cumulative score
@@ -210,11 +242,7 @@ def _gather(
     derivation = search.derived([*everything_here, *ancestors])
     controls = [d for d in everything_here if derivation.of(d).control]
     on_operator = [d for d in everything_here if not derivation.of(d).control]
-    here = [
-        d
-        for d in on_operator
-        if contains_wanted(d.dtype_sig, dtype) and contains_wanted(d.env, env)
-    ]
+    here = [d for d in on_operator if is_here(d)]
     here_paths = {d.path for d in here}
     outcomes = {d.path: derivation.of(d).outcome for d in on_operator}
     entries: list[Entry] = []
@@ -249,11 +277,12 @@ def _gather(
                 outcomes[row.path],
                 (2, 2 + rank),
                 (rank,),
-                dtype,
-                env,
+                dtype_shown,
+                env_shown,
                 derivation.of(row),
                 short,
                 suspect=suspects[row.path],
+                operator_named=len(operators) > 1,
             )
         )
     on_lineage: set[str] = {d.path for d, _ in above}
@@ -265,10 +294,11 @@ def _gather(
             outcomes[best.path],
             (2, 0),
             (0,),
-            dtype,
-            env,
+            dtype_shown,
+            env_shown,
             derivation.of(best),
             short,
+            operator_named=len(operators) > 1,
         )
         chain = _lineage(by_id, best)
         # Its cumulative score multiplies steps measured on two machines: said first.
@@ -328,12 +358,13 @@ def _gather(
                     outcomes[row.path],
                     (tier, rank),
                     (rank,),
-                    dtype,
-                    env,
+                    dtype_shown,
+                    env_shown,
                     derivation.of(row),
                     short,
                     error=error if name == "failures" else "",
                     suspect=suspects[row.path],
+                    operator_named=len(operators) > 1,
                 )
             )
 
@@ -354,9 +385,7 @@ def _gather(
     unmatched = _unmatched(everything_here, dtype, env)
     start = START_NEW.format(asked=" and ".join(unmatched)) if unmatched else START
 
-    controls_here = [
-        d for d in controls if contains_wanted(d.dtype_sig, dtype) and contains_wanted(d.env, env)
-    ]
+    controls_here = [d for d in controls if is_here(d)]
     floor = latest_control(controls_here)
     header = {
         "operator": operator,
@@ -381,6 +410,18 @@ def _gather(
         "unmatched": list(unmatched.values()) or None,
         "start": None if here or controls_here or no_match else start,
         "envs": several_envs([*here, *controls_here], env),
+        "several": several_matched(
+            {
+                "operator": (operator, operators),
+                "dtype": (dtype, asked.get("dtype_sig", [])),
+                "env": (env, asked.get("env", [])),
+            },
+            measured,
+            derivation,
+            settings,
+            short,
+        )
+        or None,
         "noise_floor": None
         if floor is None
         else {
@@ -391,6 +432,15 @@ def _gather(
         },
     }
     return header, entries
+
+
+def _label(value: str | None, found: list[tuple[str, str, int]] | None) -> str | None:
+    """What an entry is given of the dtype or env asked for (``value``; ``found``: the
+    values it matched): the one it matched (a line of another names its own), None
+    where it matched several (every line names its own), else ``value``."""
+    if value is None or not found:
+        return value
+    return found[0][1] if len(found) == 1 else None
 
 
 def _unmatched(rows: list[Row], dtype: str | None, env: str | None) -> dict[str, str]:

@@ -145,10 +145,12 @@ def experiment_entry(
     *,
     error: str = "",
     suspect: Sequence[str] = (),
+    operator_named: bool = False,
 ) -> Entry:
     """One experiment's lines (and data); ``error``: a failure's, shown when no key
     insight says what it taught; ``suspect``: why its measurement is implausible (marked
-    as ``kexp top`` marks it, the reasons on the next line)."""
+    as ``kexp top`` marks it, the reasons on the next line); ``operator_named``: the
+    line names its operator (the one asked for matched several)."""
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
     if interval is not None:
@@ -167,11 +169,12 @@ def experiment_entry(
         score = f"{reached} over the reference (this step {score})"
     elif section == "successes" and cumulative is None and doc.pid:
         score += " over its parent"  # (a bare score reads as over the reference)
-    where = []
-    if not contains_wanted(doc.dtype_sig, dtype) or dtype is None:
+    where = [doc.operator_sig] if operator_named else []
+    # The dtype and env of its own, where not the ones the packet is for.
+    if dtype is None or doc.dtype_sig.lower() != dtype.lower():
         where.append(doc.dtype_sig)
-    if not contains_wanted(doc.env, env) or env is None:
-        where.append(doc.env)
+    if env is None or doc.env.lower() != env.lower():
+        where.append(doc.env if env is None else f"another env: {doc.env}")
     # Read across refs: the refs that removed it, where it was found when not in the
     # working tree (the code to fetch), and for the best, another version that changed
     # too (diverged).

@@ -252,6 +252,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary += f"\n{header['noise_floor']['text']}."
     if header.get("envs"):
         summary += f"\n{header['envs']}"
+    for note in header.get("several") or ():
+        summary += f"\n{note['text']}"
     for note in header.get("unmatched") or ():
         summary += f"\n{note}"
     if header.get("start"):
@@ -260,6 +262,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary += f" Plan: {cut(header['plan'])!r}."
     if header.get("diff_lines") is not None:
         summary += f" Diff: {header['diff_lines']} changed line(s)."
+    if header.get("unread"):  # what fetched branches hold, not read
+        summary += f"\n{header['unread']}"
     lines.append(summary)
     lines.append(f"Budget: {budget} tokens (characters / {CHARS_PER_TOKEN}).")
     sections = _by_section(kept)

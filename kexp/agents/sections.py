@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
-from kexp.core.advice import ASK_ONE_ENV
+from kexp.core.advice import ASK_ONE_ENV, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
 from kexp.storage.operators import closest_operators, distinct
+from kexp.storage.query import believed_best
 
 if TYPE_CHECKING:
+    from kexp.core.campaign import Derivation
     from kexp.storage.retrieval import Search
     from kexp.storage.rows import Row
 
@@ -93,7 +95,8 @@ def not_tried(
 ) -> list[Entry]:
     """The dtypes and envs never tried, or never improved, on the operator (those asked
     for first; with ``env`` given, only the envs it matches: another machine's is not
-    the asker's to try), and the configurations of ``results`` no experiment improved."""
+    the asker's to try; with ``dtype`` given, no dtype only other operators have), and
+    the configurations of ``results`` no experiment improved."""
     entries: list[Entry] = []
     rank = 0
     for column, wanted, wanted_other, label, other_label in (
@@ -116,6 +119,8 @@ def not_tried(
         listed = distinct(search.rows, column)[:40]
         if column == "env" and wanted:  # another machine's env: not this agent's to try
             listed = [item for item in listed if contains_wanted(item[0], wanted)]
+        elif wanted:  # another kernel's dtype, never this one's: no campaign to read
+            listed = [i for i in listed if contains_wanted(i[0], wanted) or i[0] in anywhere]
         if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))
@@ -198,6 +203,62 @@ def several_envs(rows: Sequence[Row], env: str | None) -> str | None:
         f"Measured on {len(envs)} envs ({named}): each is a campaign of its own, "
         f"the current best below is one env's; {ASK_ONE_ENV}."
     )
+
+
+#: The field each filter of :func:`several_matched` is a part of.
+_FIELDS = {"operator": "operator_sig", "dtype": "dtype_sig", "env": "env"}
+#: How many of the values a filter matched a note names, each with its best.
+NAMED_VALUES = 4
+
+
+def several_matched(
+    filters: dict[str, tuple[str | None, list[tuple[str, str, int]]]],
+    measured: Sequence[Row],
+    derivation: Derivation,
+    settings: Any,
+    short: Callable[[str], str],
+) -> list[dict[str, Any]]:
+    """For each filter (name: (value asked, the values it matched,
+    :func:`kexp.storage.operators.matching`)) that matched several: a note naming them,
+    each with its own best among ``measured`` (as the packet's current best is chosen):
+    each is a campaign of its own, and the packet's best is the best of them all."""
+    notes = []
+    for name, (value, found) in filters.items():
+        if not value or len(found) < 2:
+            continue
+        column = _FIELDS[name]
+        said: list[str] = []
+        matched: list[dict[str, Any]] = []
+        for key, shown, count in sorted(found, key=lambda item: item[0]):
+            best, _ = believed_best(
+                [d for d in measured if getattr(d, column).lower() == key],
+                derivation=derivation,
+                settings=settings,
+            )
+            score = None if best is None else derivation.of(best).cumulative_score
+            matched.append(
+                {
+                    "value": shown,
+                    "experiments": count,
+                    "best": None if best is None else best.id,
+                    "best_cumulative_score": score,
+                }
+            )
+            if len(said) < NAMED_VALUES:
+                mine = (
+                    "no best"
+                    if best is None or score is None
+                    else f"best {score:.4f}x {short(best.id)}"
+                )
+                said.append(f"{cut(shown)!r} ({mine})")
+        more = f" and {len(found) - NAMED_VALUES} more" if len(found) > NAMED_VALUES else ""
+        text = (
+            f"{value!r} matches {len(found)} {name}s: {'; '.join(said)}{more}. Each is a "
+            f"campaign of its own: the current best below is the best of them all, and "
+            f"each line names its {name}; {NARROW_FILTER}."
+        )
+        notes.append({"filter": name, "value": value, "matched": matched, "text": text})
+    return notes
 
 
 def known_operators(rows: Sequence[Row], operator: str) -> list[Entry]:

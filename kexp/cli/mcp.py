@@ -61,7 +61,7 @@ from kexp.cli.commands.common import needs_bodies
 from kexp.cli.commands.terminal import json_text
 from kexp.cli.toolargs import Arguments
 from kexp.core.advice import WRONG_ROOT, for_tools
-from kexp.core.errors import KexpError, StoreNotFoundError, ValidationError
+from kexp.core.errors import KexpError, KexpWarning, StoreNotFoundError, ValidationError
 from kexp.core.inputs import read_input_text
 from kexp.core.model import OUTCOMES, STATUSES
 from kexp.core.version import __version__
@@ -77,11 +77,13 @@ from kexp.output.export import (
     written_record,
 )
 from kexp.output.replies import experiment_reply, lessons_reply, tree_reply
+from kexp.output.treerows import DEFAULT_ROWS, tree_rows
 from kexp.storage import lineage
 from kexp.storage.retrieval import similar as find_similar
 from kexp.storage.sources import EXPERIMENTS_DIR
 from kexp.storage.store import Store
 from kexp.storage.sync import sync as publish
+from kexp.storage.unread import unread_fetched
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve"]
 
@@ -91,7 +93,8 @@ INSTRUCTIONS = (
     "kernel, call consult (operator, dtype, env, your plan, and all_refs: true to read "
     "what other agents synced, as of your last git fetch or sync); after measuring, call "
     "record with baseline and candidate timings (failures too), diff_from_git: true "
-    "(your change, read from git: what was tried before is then warned of) and pid, the id of the "
+    "(your change, read from git: what was tried before is then warned of, with all_refs: "
+    "true what other agents synced too) and pid, the id of the "
     "experiment your change builds on (consult's current best: steps multiply into the "
     "cumulative score); correct with update or remeasure; share with sync. "
     "Ids: give one as a tool printed it (10 characters, more where two ids share them)."
@@ -536,18 +539,28 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         env: Env = None,
         refs: Refs = None,
         all_refs: AllRefs = False,
+        brief: Annotated[
+            bool, Field(description="Flat rows (depth, scores, mark); false: nested trees")
+        ] = True,
+        limit: Annotated[
+            int, Field(ge=1, description="Most rows when brief (best path and dead ends first)")
+        ] = DEFAULT_ROWS,
     ) -> CallToolResult:
-        """The lineage (experiments linked by pid) as trees: score, delta vs parent,
-        outcome, the path to the best (kexp tree --json)."""
+        """The lineage (experiments linked by pid): one row per experiment with its depth,
+        score, cumulative score, outcome and mark (best, on the best path, dead end), at
+        most limit, the rows left out counted; brief: false, the nested trees with the
+        delta vs parent (kexp tree --json)."""
         filters = _filters(operator=operator, dtype=dtype, env=env)
 
-        def run() -> list[dict[str, Any]]:
+        def run() -> Any:
             store = tools.store(refs, all_refs)
             if exp_id is not None:
                 if filters:
                     raise KexpError("give an exp_id or filters, not both")
-                return tree_reply([lineage.lineage_of(store, exp_id)])
-            return tree_reply(lineage.lineage_forest(store, **filters))
+                forest = [lineage.lineage_of(store, exp_id)]
+            else:
+                forest = lineage.lineage_forest(store, **filters)
+            return tree_rows(forest, limit) if brief else tree_reply(forest)
 
         return tools.answer(run)
 
@@ -713,6 +726,9 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 unit=unit,
                 keep_samples=keep_samples,
             )
+            if (unread := unread_fetched(store)) is not None:  # tried before: not looked at
+                said = f"a change tried before was looked for in this checkout alone; {unread}"
+                warnings.warn(said, KexpWarning, stacklevel=1)
             return measured_record(exp)
 
         return tools.answer(run)

@@ -478,8 +478,21 @@ ASK_ONE_ENV = Advice(
     "ask for one with kexp context --env ENV",
     "ask for one: call consult with env",
 )
+#: Advice on a filter (operator, dtype, env: a part of the field) that matches several
+#: values, none of them exactly: how to ask for one of them.
+NARROW_FILTER = Advice(
+    "give more of the one you mean (--operator, --dtype or --env) to read it alone",
+    "give more of the one you mean (operator, dtype or env) to read it alone",
+)
+#: Advice under the MCP tree tool's rows when its limit left some out.
+TREE_NESTED = Advice(
+    "kexp tree --json gives all {n}, nested",
+    "limit: {n} shows all; brief: false gives the nested trees",
+)
 ADVICE = (
     ASK_ONE_ENV,
+    TREE_NESTED,
+    NARROW_FILTER,
     INSTALL_MCP_SDK,
     WRONG_ROOT,
     OWN_MCP_CONFIG,

@@ -19,6 +19,7 @@ __all__ = [
     "closest",
     "closest_operators",
     "distinct",
+    "matching",
     "named_closest",
     "trigrams",
     "unmatched_operator",
@@ -93,6 +94,22 @@ def unmatched_operator(rows: Sequence[Row], operator: str) -> str | None:
         f"so nothing was found for it; the closest of the {len(known)} recorded: {named}; "
         "give one of them, or a part of it, as the operator"
     )
+
+
+def matching(rows: Sequence[Row], column: str, wanted: str) -> list[tuple[str, str, int]]:
+    """The values of ``column`` in ``rows`` (as :func:`distinct`) that ``wanted`` is a
+    part of, in any case. Of several, the one ``wanted`` names exactly, alone: the whole
+    value, or one of its parts split at ``,``, ``:`` and ``/`` (``H100 SXM5 80GB`` of
+    ``H100 SXM5 80GB, CUDA 12.4``; ``gemm_bf16`` of ``kernels/gemm.cu: gemm_bf16``, not
+    of ``...: batched_gemm_bf16``). Several left: the filter mixes them."""
+    low = wanted.lower().strip()
+    found = [item for item in distinct(rows, column) if low in item[0]]
+    exact = [item for item in found if _named_exactly(item[0], low)]
+    return exact if len(found) > 1 and len(exact) == 1 else found
+
+
+def _named_exactly(value: str, wanted: str) -> bool:
+    return value.strip() == wanted or wanted in (p.strip() for p in re.split(r"[,:/]", value))
 
 
 #: The column each filter of a value is a part of.

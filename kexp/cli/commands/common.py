@@ -438,9 +438,13 @@ def needs_bodies(output_format: str, as_json: bool, fields: str | None, front_ma
     return (as_json or FORMATS[output_format].records) and not front_matter
 
 
-def _several_envs(experiments: Sequence[KernelExperiment]) -> bool:
+def _several_envs(experiments: Sequence[KernelExperiment], env: str | None = None) -> bool:
     """Whether ``experiments`` hold an operator measured on more than one env: a
-    listing that ranks two machines' steps in one list shows each one's env."""
+    listing that ranks two machines' steps in one list shows each one's env; or one
+    whose env is not the whole of the ``env`` filter (a part of several it may be:
+    ``H100`` of ``H100 PCIe, ...``, an SXM5's best mistaken for its own)."""
+    if env and any(exp.env.strip().lower() != env.strip().lower() for exp in experiments):
+        return True
     envs: dict[str, set[str]] = {}
     for exp in experiments:
         envs.setdefault(exp.operator_sig, set()).add(exp.env)
@@ -459,6 +463,7 @@ def emit_experiments(
     full: bool = False,
     where: Callable[[KernelExperiment], Any] | None = None,
     id_length: int = 10,
+    env: str | None = None,
 ) -> None:
     """Print experiments in an output format of :mod:`kexp.format.outputs`: a table (``#``
     column when ``ranked``; ids ``id_length`` characters long) for the terminal or as
@@ -500,7 +505,7 @@ def emit_experiments(
             echo_raw(text.rstrip("\n"))
         return
     columns = tuple(chosen) if chosen else _COLUMNS
-    if not chosen and _several_envs(experiments):  # whose GPU each is, told apart
+    if not chosen and _several_envs(experiments, env):  # whose GPU each is, told apart
         at = columns.index("dtype_sig") + 1
         columns = (*columns[:at], "env", *columns[at:])
     headers = [_HEADERS.get(c, c.upper()) for c in columns]

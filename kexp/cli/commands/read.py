@@ -148,13 +148,14 @@ def top(
       kexp top --json --brief              # the best 20, for an agent
     """
     store = get_store(ctx)
+    filters = filters_from(params)
     experiments = store.top_experiments(
         limit,
         include_buggy=include_buggy,
         include_pending=include_pending,
         by=by,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
-        **filters_from(params),
+        **filters,
     )
     experiments = _sorted(experiments, sort, reverse)
     emit_experiments(
@@ -168,6 +169,7 @@ def top(
         full=full,
         where=where_found(store),
         id_length=store.shown_id_length(exp.id for exp in experiments),
+        env=filters.get("env"),
     )
 
 
@@ -213,13 +215,14 @@ def list_command(
     from kexp.output.export import listed_experiments
 
     store = get_store(ctx)
+    filters = filters_from(params)
     experiments = listed_experiments(
         store,
         sort=sort,
         reverse=reverse,
         limit=limit,
         brief=not needs_bodies(output_format, as_json, fields, front_matter),
-        **filters_from(params),
+        **filters,
     )
     emit_experiments(
         experiments,
@@ -232,6 +235,7 @@ def list_command(
         full=full,
         where=where_found(store),
         id_length=store.shown_id_length(exp.id for exp in experiments),
+        env=filters.get("env"),
     )
 
 

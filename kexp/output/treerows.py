@@ -1,0 +1,83 @@
+"""The lineage trees as the MCP ``tree`` tool answers by default: one flat row per
+experiment (its depth, scores, outcome, summary, mark), at most a limit of them, the
+most telling kept (each tree's best tip and the path to it, its roots, its dead ends,
+then the rest in display order), and how many were left out, said. Nested trees
+(``kexp tree --json``, :func:`kexp.output.replies.tree_reply`) indent each level
+deeper: a 100-step campaign is some 300 KB, more than an agent's context can spare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kexp.core.advice import TREE_NESTED
+
+if TYPE_CHECKING:
+    from kexp.storage.lineage import TreeNode
+
+__all__ = ["DEFAULT_ROWS", "tree_rows"]
+
+#: How many rows a reply holds unless asked for another number.
+DEFAULT_ROWS = 40
+
+
+def tree_rows(forest: Sequence[TreeNode], limit: int = DEFAULT_ROWS) -> dict[str, Any]:
+    """The rows of ``forest``, in display order, at most ``limit`` (the most telling:
+    see the module documentation), with how many trees and experiments there are and
+    how many rows were left out."""
+    nodes = [node for root in forest for node in root.walk()]
+
+    def importance(at: int) -> tuple[int, int]:
+        node = nodes[at]
+        rank = (
+            0
+            if node.is_best
+            else 1
+            if node.on_best_path or node.depth == 0
+            else 2
+            if node.dead_end
+            else 3
+        )
+        return rank, at
+
+    kept = sorted(sorted(range(len(nodes)), key=importance)[: max(limit, 0)])
+    reply: dict[str, Any] = {
+        "trees": len(forest),
+        "experiments": len(nodes),
+        "rows": [_row(nodes[at]) for at in kept],
+    }
+    if len(kept) < len(nodes):
+        reply["left_out"] = len(nodes) - len(kept)
+        reply["read_more"] = TREE_NESTED.tools.format(n=len(nodes))
+    return reply
+
+
+def _row(node: TreeNode) -> dict[str, Any]:
+    exp = node.experiment
+    row: dict[str, Any] = {
+        "id": exp.id,
+        "pid": exp.pid,
+        "depth": node.depth,
+        "score": exp.score,
+        "cumulative_score": exp.cumulative_score,
+        "outcome": exp.outcome,
+        "change_summary": exp.change_summary,
+    }
+    mark = (
+        "best"
+        if node.is_best
+        else "on the best path"
+        if node.on_best_path
+        else "dead end"
+        if node.dead_end
+        else None
+    )
+    if mark:
+        row["mark"] = mark
+    if exp.is_control:
+        row["control"] = True
+    if node.depth == 0:  # what the tree is on, said once
+        row.update(operator_sig=exp.operator_sig, dtype_sig=exp.dtype_sig, env=exp.env)
+    if exp.where is not None:
+        row["ref"] = exp.where.to_dict().get("ref")
+    return row
