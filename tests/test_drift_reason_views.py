@@ -130,3 +130,21 @@ def test_a_record_with_its_reason_is_fed_back_to_the_library(
     made = Store(repo).create_experiment(**record)
     assert "outcome_reason" not in made.extra_fields
     assert "outcome_reason" not in made.path.read_text()  # type: ignore[union-attr]
+
+
+def test_a_record_with_its_reason_is_fed_back_to_kexp_add(
+    repo: Path, judged: tuple[str, str], tmp_path: Path
+) -> None:
+    """``kexp show --json`` of a step the control judged, fed back to ``kexp add -f``
+    (its derived values ignored, as ``outcome``'s is), is recorded (before: "unknown
+    field(s): outcome_reason")."""
+    step, _ = judged
+    record = json.loads(kexp(repo, "show", step, "--json"))
+    assert "outcome_reason" in record
+    del record["id"], record["samples"]  # (its samples again: the same record, refused)
+    record["change_summary"] = "Vectorized loads again - +5%"
+    document = tmp_path / "again.json"
+    document.write_text(json.dumps(record))
+    done = run_kexp("add", "-f", str(document), "--json", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "outcome_reason" not in (repo / json.loads(done.stdout)["path"]).read_text()

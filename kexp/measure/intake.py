@@ -33,7 +33,15 @@ if TYPE_CHECKING:
 #: Keys a document may hold besides the fields: derived values, ignored so that the
 #: output of ``kexp show --json`` (or one record of ``kexp export``) can be fed back.
 IGNORED_KEYS = frozenset(
-    {"outcome", "suspect", "path", "cumulative_score", "cumulative_ci", "cumulative_reason"}
+    {
+        "outcome",
+        "outcome_reason",
+        "suspect",
+        "path",
+        "cumulative_score",
+        "cumulative_ci",
+        "cumulative_reason",
+    }
 )
 _DOCUMENT_TEXT_FIELDS = STRING_FIELDS | frozenset(BODY_FIELDS)
 
