@@ -132,3 +132,17 @@ def test_top_names_the_env_of_a_best_a_part_of_the_env_matched(repo: Path) -> No
         assert "ENV" in header.split() and PCIE in row and ids["pcie"][:10] in row, table
     exact = run_kexp("top", "--env", PCIE, "-n", "1", cwd=repo).stdout
     assert "ENV" not in exact.splitlines()[0].split(), exact  # the whole env: said once
+
+
+def test_a_dtype_recorded_alone_is_not_mixed_with_a_dtype_it_is_part_of(repo: Path) -> None:
+    """``--dtype bf16`` where ``bf16`` and ``bf16,fp8`` are both recorded reads the bf16
+    campaign alone (trial K: it counted the bf16,fp8 steps as "here" and named one of
+    them the bf16 current best), as ``kexp stats`` counts it."""
+    kernel = ("--measured-against", "reference", "--operator", GEMM, "--env", SXM5)
+    alone = add(repo, "A - +5%", 1.05, *kernel, "--dtype", "bf16")
+    add(repo, "B - +6%", 1.06, *kernel, "--dtype", "bf16,fp8")
+    add(repo, "C - -6%", 0.94, *kernel, "--dtype", "bf16,fp8")
+    found = json.loads(context(repo, "--operator", GEMM, "--env", SXM5, "--json"))
+    assert found["best"]["id"] == alone
+    assert found["context"]["experiments_here"] == 1
+    assert found["context"]["failures_here"] == 0

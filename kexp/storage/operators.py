@@ -99,13 +99,19 @@ def unmatched_operator(rows: Sequence[Row], operator: str) -> str | None:
 def matching(rows: Sequence[Row], column: str, wanted: str) -> list[tuple[str, str, int]]:
     """The values of ``column`` in ``rows`` (as :func:`distinct`) that ``wanted`` is a
     part of, in any case. Of several, the one ``wanted`` names exactly, alone: the whole
-    value, or one of its parts split at ``,``, ``:`` and ``/`` (``H100 SXM5 80GB`` of
-    ``H100 SXM5 80GB, CUDA 12.4``; ``gemm_bf16`` of ``kernels/gemm.cu: gemm_bf16``, not
-    of ``...: batched_gemm_bf16``). Several left: the filter mixes them."""
+    value (``bf16``, not ``bf16,fp8``), else one of its parts split at ``,``, ``:`` and
+    ``/`` (``H100 SXM5 80GB`` of ``H100 SXM5 80GB, CUDA 12.4``; ``gemm_bf16`` of
+    ``kernels/gemm.cu: gemm_bf16``, not of ``...: batched_gemm_bf16``). Several left: the
+    filter mixes them."""
     low = wanted.lower().strip()
     found = [item for item in distinct(rows, column) if low in item[0]]
-    exact = [item for item in found if _named_exactly(item[0], low)]
-    return exact if len(found) > 1 and len(exact) == 1 else found
+    if len(found) < 2:
+        return found
+    for named in (lambda value: value.strip() == low, lambda value: _named_exactly(value, low)):
+        exact = [item for item in found if named(item[0])]
+        if len(exact) == 1:
+            return exact
+    return found
 
 
 def _named_exactly(value: str, wanted: str) -> bool:
