@@ -388,6 +388,34 @@ def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None
     )
 
 
+def assumed_unit_note(times: Sequence[float]) -> str:
+    """What to say of ``times`` (medians in microseconds) read in microseconds because
+    neither the timing files nor the caller stated a unit (above any launch: not
+    refused): the unit assumed, and how to record them in milliseconds if they are."""
+    return (
+        f"times read in us (from {min(times):.4g} us): the timings do not state a unit "
+        f"and none was given; if they are in ms (triton's do_bench returns "
+        f"milliseconds), the results hold times 1000x too short: "
+        f"{RECORD_IN_UNIT.say(unit='ms')}"
+    )
+
+
+def protocol_overrides(stated: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
+    """What to say when the ``protocol`` given replaces values the timing files
+    ``stated`` (their timer, device...): each one, as the files said it."""
+    replaced = [
+        f"{key} {stated[key]!r} (given {value!r})"
+        for key, value in given.items()
+        if key in stated and stated[key] != value
+    ]
+    if not replaced:
+        return None
+    return (
+        f"the protocol given replaces what the timing files state: {', '.join(replaced)}; "
+        "the files' values are what timed the kernel, unless the files are wrong"
+    )
+
+
 def check_assumed_unit(times: Sequence[float], near_zero: float) -> None:
     """Refuse (:class:`MeasurementError`) ``times`` (medians in microseconds, the unit
     assumed: neither the files nor the caller stated one) of which one is below

@@ -80,6 +80,7 @@ from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
+    assumed_unit_note,
     base_commit_problem,
     check_assumed_unit,
     check_round_scale,
@@ -88,6 +89,7 @@ from kexp.measure.checks import (
     few_samples_hint,
     implausible_control,
     modes_hint,
+    protocol_overrides,
     replaced_round_held,
     resolution_hint,
     rounds_disagree,
@@ -271,6 +273,9 @@ def with_timings(
         title = CONTROL_TITLE
     elif iteration is None:
         iteration = operator_iteration(store, data.get("operator_sig"))
+    overridden = protocol_overrides(gathered.protocol, data.get("protocol") or {})
+    if overridden is not None:
+        warnings.warn(overridden, TimingsWarning, stacklevel=3)
     protocol = {**gathered.protocol, **(data.get("protocol") or {})}
     if protocol.get("timer") == "wall_clock" and "device" not in protocol:
         # lazy: not every command that imports this module needs kexp.measure.envinfo
@@ -285,6 +290,9 @@ def with_timings(
         if unit is None:  # nor by the caller: refused, before anything is written
             check_assumed_unit(times, store.settings.suspect_time_below_us)
         hint = unit_hint(times, unit or "us", store.settings.suspect_time_below_us)
+        files = [side for side in (baseline, candidate, table) if isinstance(side, (str, Path))]
+        if hint is None and unit is None and files and times:  # a file's unit assumed
+            hint = assumed_unit_note(times)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
     sides = {m.config: sides_of(m) for m in gathered.measurements}
