@@ -64,7 +64,7 @@ from kexp.core.advice import (
 )
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.core.noise import MIN_SAMPLES, estimate, rounded_interval, two_modes
-from kexp.core.outcome import measured_nothing
+from kexp.core.outcome import drift_of, measured_drift, measured_nothing
 from kexp.core.settings import Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
@@ -606,6 +606,25 @@ ONE_SIDE_A_RUN = frozenset({"pytest-benchmark"})
 #: whose clocks are not locked (trials measured 1 to 4 %): a step whose interval stays
 #: beyond it is told nothing of the drift, which could not turn its verdict.
 COMMON_DRIFT = 0.05
+
+
+def one_run_control_note(control: Any, tool: str, settings: Settings) -> str:
+    """What an A/A control timed by ``tool``, one of :data:`ONE_SIDE_A_RUN`, whose
+    interval leaves out 1 is told: not a biased setup (the tool cannot time the sides
+    alike, in one run) but the drift between its two runs, which it is there to
+    measure, and the reach it gives its env's steps."""
+    shown = f"{float(control.score):.4f}"
+    interval = control.score_ci
+    if interval and len(interval) == 2:
+        shown += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    own = math.expm1(measured_drift(control)) * 100
+    reach = math.expm1(drift_of(control, settings)) * 100
+    return (
+        f"A/A {shown}: its two {tool} runs drifted {own:.1f} % apart (it times one side "
+        "a run: the drift between runs this control measures, not a biased setup); the "
+        f"steps of this env and timer within {reach:.1f} % of 1 "
+        f"({settings.control_drift_reach:g} x it) are marginal, within noise"
+    )
 
 
 def drift_notes(exp: Any, drift: str, has_control: bool, tool: str) -> str | None:

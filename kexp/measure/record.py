@@ -80,6 +80,7 @@ from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
+    ONE_SIDE_A_RUN,
     assumed_unit_note,
     base_commit_problem,
     check_assumed_unit,
@@ -89,6 +90,7 @@ from kexp.measure.checks import (
     few_samples_hint,
     implausible_control,
     modes_hint,
+    one_run_control_note,
     protocol_overrides,
     replaced_round_held,
     resolution_hint,
@@ -459,10 +461,13 @@ def record_iteration(
         demoted = turned_marginal(store, exp, before.controls)
         if demoted is not None:  # what every view says of them from now on
             warnings.warn(demoted, ControlWarning, stacklevel=2)
+    tool = sniff(baseline) if isinstance(baseline, (str, Path)) else ""
     if is_control(exp) and control_bias(exp):  # as consult will say of it
-        warnings.warn(f"control {exp.id}: {describe_control(exp)}", ControlWarning, stacklevel=2)
+        bias = describe_control(exp)
+        if tool in ONE_SIDE_A_RUN:  # not biased: the drift between the tool's runs
+            bias = one_run_control_note(exp, tool, store.settings)
+        warnings.warn(f"control {exp.id}: {bias}", ControlWarning, stacklevel=2)
     elif "score_ci" in data and not exp.is_buggy:
-        tool = sniff(baseline) if isinstance(baseline, (str, Path)) else ""
         has_control = control_for(exp, before.controls) is not None
         drift = drift_notes(exp, exp.derived.drift, has_control, tool)
         if drift is not None:
