@@ -85,7 +85,8 @@ def timings(repo: Path, ratio: float) -> list[str]:
     """``--baseline`` and ``--candidate`` files: the candidate ``ratio`` times faster,
     each config's samples 0.1% apart (an interval about 0.2% wide)."""
     base = {f"c{i}": [0.020 * (1 + 0.001 * j) for j in range(-5, 6)] for i in range(3)}
-    cand = {k: [x / ratio for x in v] for k, v in base.items()}
+    # (in another order: a run of its own, never a copy of the baseline's samples)
+    cand = {k: [x / ratio for x in reversed(v)] for k, v in base.items()}
     (repo / "base.json").write_text(json.dumps(base), encoding="utf-8")
     (repo / "cand.json").write_text(json.dumps(cand), encoding="utf-8")
     return ["--baseline", "base.json", "--candidate", "cand.json", "--unit", "ms"]
