@@ -295,6 +295,12 @@ def test_a_lucky_control_does_not_switch_the_rule_off_for_its_env(
     rows = Store(repo).found().rows
     part = derive_for(rows, [row for row in rows if row.id == same])
     assert part[same] == derive(rows)[same]
+    # The noise floor lessons and context show is the control that judges, not the
+    # lucky newest one (they once disagreed with the rule).
+    floor = kexp_ok(repo, "lessons").stdout.split("\n\n", 1)[0]  # the noise floors
+    assert f"control {drifted[:10]}" in floor and lucky[:10] not in floor, floor
+    packet = json.loads(kexp_ok(repo, "context", "--operator", "bench.py: sum", "--json").stdout)
+    assert packet["context"]["noise_floor"]["id"] == drifted, packet["context"]
 
 
 def test_a_review_names_every_step_a_control_demotes_not_only_the_best(

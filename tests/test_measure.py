@@ -186,7 +186,6 @@ def test_record_iteration_fills_score_results_and_raw_result_and_validates(
         store,
         baseline=write_json(tmp_path / "base.json", BASELINE),
         candidate=write_json(tmp_path / "cand.json", CANDIDATE),
-        unit="us",  # the files state none (else a warning says the unit was assumed)
         raw_result="Ran with rocprof off.",
         **summary_fields(),
     )

@@ -396,23 +396,6 @@ def test_remeasure_takes_stdin_for_one_option_alone(repo: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_times_read_in_an_assumed_unit_are_said_so(repo: Path) -> None:
-    """A 4096³ GEMM timed with triton's do_bench (1.2 ms), its lists dumped with no unit
-    and recorded without ``--unit``: read as 1.2 µs (above any launch, so not refused),
-    said so with the way to record them in ms; with the unit given, nothing is said."""
-    rng = random.Random(1)
-    base = {"m4096": [1.20 * (1 + rng.gauss(0, 0.004)) for _ in range(30)]}
-    cand = {"m4096": [1.05 * (1 + rng.gauss(0, 0.004)) for _ in range(30)]}
-    _, err = recorded(repo, json.dumps(base), json.dumps(cand))
-    (line,) = [line for line in err.splitlines() if "times read in us" in line]
-    assert "do not state a unit" in line and "--unit ms" in line, line
-    for unit in ("ms", "us"):  # (timed again: the same samples would be a copy)
-        again = [{c: [t * rng.uniform(0.999, 1.001) for t in v] for c, v in side.items()}
-                 for side in (base, cand)]  # fmt: skip
-        _, err = recorded(repo, *map(json.dumps, again), "--unit", unit)
-        assert "times read in" not in err, err
-
-
 def test_a_protocol_given_over_what_the_timing_files_state_is_said(
     repo: Path, bench_json: dict[str, Any]
 ) -> None:

@@ -98,7 +98,7 @@ from kexp.core.errors import KexpError
 from kexp.core.outcome import (
     UNMEASURED_OUTCOMES,
     describe_control,
-    latest_control,
+    floor_control,
     time_key,
 )
 from kexp.format.suspect import suspect_reasons
@@ -386,7 +386,7 @@ def _gather(
     start = START_NEW.format(asked=" and ".join(unmatched)) if unmatched else START
 
     controls_here = [d for d in controls if is_here(d)]
-    floor = latest_control(controls_here)
+    floor = floor_control(controls_here, settings.control_drift_window)
     header = {
         "operator": operator,
         "dtype": dtype,

@@ -20,11 +20,12 @@ from kexp.core.errors import KexpError
 from kexp.core.model import KernelExperiment
 from kexp.core.outcome import (
     describe_control,
+    floor_control,
     is_control,
     judged_over_parent,
-    latest_control,
     shown_score,
 )
+from kexp.core.settings import DEFAULT_SETTINGS
 from kexp.format.fileformat import error_line, key_insight
 
 if TYPE_CHECKING:
@@ -166,15 +167,19 @@ class NoiseFloor:
         return {**dataclasses.asdict(self), "score_ci": list(self.score_ci)}
 
 
-def noise_floors(experiments: Iterable[KernelExperiment]) -> list[NoiseFloor]:
-    """The newest measured control of each env among ``experiments``, by env."""
+def noise_floors(
+    experiments: Iterable[KernelExperiment], window: int = DEFAULT_SETTINGS.control_drift_window
+) -> list[NoiseFloor]:
+    """The control that sets each env's noise floor among ``experiments``
+    (:func:`kexp.core.outcome.floor_control`: of its ``window`` newest, the one that
+    drifted most, as the env's steps are judged), by env."""
     by_env: dict[str, list[KernelExperiment]] = {}
     for exp in experiments:
         if is_control(exp):
             by_env.setdefault(exp.env, []).append(exp)
     floors = []
     for env in sorted(by_env):
-        found = latest_control(by_env[env])
+        found = floor_control(by_env[env], window)
         if found is not None:
             floors.append(NoiseFloor(env, found.id, float(found.score), tuple(found.score_ci)))
     return floors
@@ -200,7 +205,7 @@ def lesson_report(store: StoreView, **filters: Any) -> LessonReport:
     parents = _parent_scores(store, found, [e.pid for e in failed if judged_over_parent(e)])
     # Only the lessons' files are read, for their key insights.
     groups = group_lessons(store.with_bodies(failed), parents)
-    return LessonReport(groups, noise_floors(found), where)
+    return LessonReport(groups, noise_floors(found, store.settings.control_drift_window), where)
 
 
 def _parent_scores(

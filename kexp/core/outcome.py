@@ -176,11 +176,16 @@ def failed_run(status: Any, score: Any) -> bool:
     return status in FAILED_STATUSES and no_measurement(status, score)
 
 
-def latest_control(controls: Iterable[Any]) -> Any | None:
-    """The newest of ``controls`` (by ``created_at``, then id) that was measured (not
-    pending, not buggy): the noise floor of its env. None when there is none."""
+def floor_control(
+    controls: Iterable[Any], window: int = DEFAULT_SETTINGS.control_drift_window
+) -> Any | None:
+    """The control that sets the noise floor of its env, as its steps are judged: of
+    the ``window`` newest (by ``created_at``, then id) measured (not pending, not buggy)
+    ``controls``, the one that drifted most (:attr:`ControlFloor.judge`). None when
+    there is none."""
     found = [r for r in controls if r.status not in PENDING_STATUSES and not r.is_buggy]
-    return max(found, key=lambda r: (time_key(r.created_at), r.id), default=None)
+    found.sort(key=lambda r: (time_key(r.created_at), r.id), reverse=True)
+    return ControlFloor(tuple(found[: max(window, 1)])).judge if found else None
 
 
 def control_bias(record: Any) -> str:
@@ -230,7 +235,7 @@ def timer_of(record: Any) -> str:
 
 def newer_control(found: Any, control: Any) -> bool:
     """Whether ``control`` is newer than ``found`` (None: there is none yet), by
-    ``created_at``, then id, as :func:`latest_control` orders them."""
+    ``created_at``, then id, as :func:`floor_control` orders them."""
     return found is None or (time_key(control.created_at), control.id) > (
         time_key(found.created_at),
         found.id,

@@ -388,18 +388,6 @@ def unit_hint(times: Sequence[float], unit: str, near_zero: float) -> str | None
     )
 
 
-def assumed_unit_note(times: Sequence[float]) -> str:
-    """What to say of ``times`` (medians in microseconds) read in microseconds because
-    neither the timing files nor the caller stated a unit (above any launch: not
-    refused): the unit assumed, and how to record them in milliseconds if they are."""
-    return (
-        f"times read in us (from {min(times):.4g} us): the timings do not state a unit "
-        f"and none was given; if they are in ms (triton's do_bench returns "
-        f"milliseconds), the results hold times 1000x too short: "
-        f"{RECORD_IN_UNIT.say(unit='ms')}"
-    )
-
-
 def protocol_overrides(stated: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
     """What to say when the ``protocol`` given replaces values the timing files
     ``stated`` (their timer, device...): each one, as the files said it."""

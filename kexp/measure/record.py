@@ -81,7 +81,6 @@ from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
 from kexp.measure.checks import (
     ONE_SIDE_A_RUN,
-    assumed_unit_note,
     base_commit_problem,
     check_assumed_unit,
     check_round_scale,
@@ -292,9 +291,6 @@ def with_timings(
         if unit is None:  # nor by the caller: refused, before anything is written
             check_assumed_unit(times, store.settings.suspect_time_below_us)
         hint = unit_hint(times, unit or "us", store.settings.suspect_time_below_us)
-        files = [side for side in (baseline, candidate, table) if isinstance(side, (str, Path))]
-        if hint is None and unit is None and files and times:  # a file's unit assumed
-            hint = assumed_unit_note(times)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
     sides = {m.config: sides_of(m) for m in gathered.measurements}
