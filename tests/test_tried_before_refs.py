@@ -25,7 +25,8 @@ def timings(folder: Path, name: str, scale: float) -> list[str]:
     shift = sum(map(ord, name)) % 7 / 100
     base = [10.0 + shift + i / 50 for i in range(8)]
     (folder / f"{name}-b.json").write_text(json.dumps({"s": base}))
-    (folder / f"{name}-c.json").write_text(json.dumps({"s": [t / scale for t in base]}))
+    # (the candidate's samples in another order: a run of its own, never a copy)
+    (folder / f"{name}-c.json").write_text(json.dumps({"s": [t / scale for t in base[::-1]]}))
     return ["--baseline", str(folder / f"{name}-b.json"),
             "--candidate", str(folder / f"{name}-c.json")]  # fmt: skip
 
