@@ -19,7 +19,7 @@ from kexp.format.rules import folded_env
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile
 from kexp.storage.changed import Facts, HeadScan, facts_of
-from kexp.storage.lineage import is_scored
+from kexp.storage.lineage import dead_end_ids, is_scored
 from kexp.storage.listing import path_order
 from kexp.storage.query import believable_best
 
@@ -193,6 +193,27 @@ class Side:
             }
         )
         return found[0] if found and folded else None
+
+    def dead_end(self, exp_id: str) -> bool:
+        """Whether ``exp_id`` is a dead end of its lineage, as ``kexp tree`` marks it
+        (:func:`kexp.storage.lineage.dead_end_ids`, over its whole tree)."""
+        root, seen = exp_id, {exp_id}
+        while (number := self.first.get(root)) is not None:
+            pid = self.facts[number].pid
+            if not pid or pid in seen or pid not in self.first:
+                break
+            seen.add(pid)
+            root = pid
+        if root not in self.first:
+            return False
+        members, queue, taken = [self.first[root]], [root], {root}
+        while queue:  # the tree below its root (a pid cycle walked once)
+            for child in self.children(queue.pop()):
+                if self.facts[child].id not in taken:
+                    taken.add(self.facts[child].id)
+                    members.append(child)
+                    queue.append(self.facts[child].id)
+        return exp_id in dead_end_ids([self.experiment(number) for number in members])
 
     def _suspect(self, number: int) -> list[str]:
         """Why the measurement of the experiment ``number`` is implausible: of its score
