@@ -6,10 +6,13 @@ An agent that times each iteration against the previous one and records it witho
 the whole campaign, and the campaign's best stays at its first step. The timings tell:
 the new record's baseline, configuration by configuration, is what an earlier record of
 the same kernel, dtype and env measured as its candidate (the same medians, sample
-counts and spreads: the same samples; or medians within both spreads of each other,
-while they are not within noise of that record's own baseline: the same code timed
-again). :func:`warn_if_chained` says so in one line, naming that experiment and the
-correction that makes the record a step on it.
+counts and spreads: the same samples; or, of a record whose step improved by its own
+timings, medians within both spreads of each other, while they are not within noise of
+that record's own baseline: the same code timed again. A step that did not improve is
+not matched within noise: a change within the drift between runs, or a regression, is
+no code told apart from its baseline's, nor one to build on). :func:`warn_if_chained`
+says so in one line, naming that experiment and the correction that makes the record a
+step on it.
 
 It warns and does not set the ``pid`` itself: a record stores what its caller gave, a
 lineage is the caller's to state (the code the baseline ran may be another copy of that
@@ -26,7 +29,8 @@ from typing import Any
 from kexp.core.advice import SET_PARENT
 from kexp.core.errors import RootWarning
 from kexp.core.model import KernelExperiment
-from kexp.core.outcome import PENDING_STATUSES, is_control
+from kexp.core.outcome import PENDING_STATUSES, is_control, judge
+from kexp.core.settings import Settings
 from kexp.core.suspicion import UNIT_TO_US
 from kexp.storage.store import Store
 
@@ -50,7 +54,7 @@ def warn_if_chained(store: Store, exp: KernelExperiment) -> None:
         for row in store.found().rows
         if (row.operator_sig, row.dtype_sig, row.env) == key and row.id != exp.id
     ]
-    found = chained_to(exp.results, rows)
+    found = chained_to(exp.results, rows, store.settings)
     if found is None:
         return
     row, exact = found
@@ -66,15 +70,15 @@ def warn_if_chained(store: Store, exp: KernelExperiment) -> None:
     )
 
 
-def chained_to(results: Sequence[Mapping[str, Any]], rows: Iterable[Any]) -> (
-    tuple[Any, bool] | None
-):  # fmt: skip
+def chained_to(
+    results: Sequence[Mapping[str, Any]], rows: Iterable[Any], settings: Settings
+) -> tuple[Any, bool] | None:
     """The record among ``rows`` (not controls, not buggy) whose candidate timings the
     baseline timings of ``results`` repeat, for every configuration both measured, the
     same set: (it, True) when they are the same (medians, counts and spreads), (it,
-    False) when each median is within the larger of the two spreads of the other and not
-    within noise of that record's own baseline. The same first, then the closest, then
-    the newest; None when none is."""
+    False) when its own score is an improvement and each median is within the larger of
+    the two spreads of the other and not within noise of that record's own baseline.
+    The same first, then the closest, then the newest; None when none is."""
     mine = _timings(results, "baseline")
     if not mine:
         return None
@@ -87,7 +91,8 @@ def chained_to(results: Sequence[Mapping[str, Any]], rows: Iterable[Any]) -> (
             continue
         exact = all(_same(mine[c], theirs[c]) for c in mine)
         if not exact:
-            if not all(_within(mine[c], theirs[c]) for c in mine):
+            improved = judge("done", False, False, row.score, row.score_ci, settings)
+            if improved != "improvement" or not all(_within(mine[c], theirs[c]) for c in mine):
                 continue
             own = _timings(row.results, "baseline")
             if own.keys() == mine.keys() and all(_within(mine[c], own[c]) for c in mine):
