@@ -113,6 +113,15 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
         for exp in ordered:
             if not exp.derived_by_store:
                 attach(exp, derived=derivation.of(exp))
+    forest = _forest(ordered)
+    for tree in forest:
+        annotate(tree)
+    return forest
+
+
+def _forest(ordered: list[Any]) -> list[TreeNode]:
+    """:func:`build_forest`'s trees of ``ordered`` (oldest first; experiments, or rows
+    as the nodes' ``experiment``), not annotated."""
     by_id = {e.id: e for e in ordered}
     kids: dict[str, list[KernelExperiment]] = {}
     for exp in ordered:
@@ -144,8 +153,6 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
     for exp in ordered:  # cycles: no root leads to them
         if exp.id not in placed:
             forest.append(grow(exp))
-    for tree in forest:
-        annotate(tree)
     return forest
 
 
@@ -236,30 +243,22 @@ def _dead_ends(
 
 
 def dead_end_ids(records: Iterable[Any], derivation: Derivation | None = None) -> set[str]:
-    """The ids of ``records`` (experiments or rows, linked through ``pid``; their values
+    """The ids of :func:`dead_end_records`."""
+    return {record.id for record in dead_end_records(records, derivation)}
+
+
+def dead_end_records(records: Iterable[Any], derivation: Derivation | None = None) -> list[Any]:
+    """Those of ``records`` (experiments or rows, linked through ``pid``; their values
     in ``derivation``, else the experiments' own) that ``kexp tree`` marks dead ends
-    (:attr:`TreeNode.dead_end`): built on, and nothing built on them beats them or their
-    fork point; each step of a branch that never beats its fork point. A tree's best
-    tip is none."""
-    ordered = chronological(records)
+    (:attr:`TreeNode.dead_end`, the trees :func:`build_forest` makes of them): built on,
+    and nothing built on them beats them or their fork point; each step of a branch
+    that never beats its fork point. A tree's best tip is none."""
     derived = derivation.of if derivation is not None else _own
-    ids = {record.id for record in ordered}
-    kids: dict[str, list[Any]] = {}
-    for record in ordered:
-        if record.pid and record.pid in ids and record.pid != record.id:
-            kids.setdefault(record.pid, []).append(record)
-    found: set[str] = set()
-    for root in ordered:
-        if root.pid and root.pid in ids and root.pid != root.id:
-            continue  # a cycle's members are no dead ends (no root leads to them)
-        members, queue = [root], [root]
-        while queue:  # the tree under the root
-            below = kids.get(queue.pop().id, ())
-            members += below
-            queue += below
-        ends = _dead_ends(root, lambda record: kids.get(record.id, ()), derived)
-        tip = best_tip(members, derivation=derivation)
-        found.update(end.id for end in ends if end is not tip)
+    found: list[Any] = []
+    for tree in _forest(chronological(records)):
+        ends = _dead_ends(tree, _children, lambda node: derived(node.experiment))
+        tip = best_tip((n.experiment for n in tree.walk()), derivation=derivation)
+        found += [end.experiment for end in ends if end.experiment is not tip]
     return found
 
 
