@@ -74,6 +74,7 @@ from kexp.core.cumulative import (
     derived_of,
     needs_parent,
     outcome_over_parent,
+    parent_value,
     step_code,
 )
 from kexp.core.outcome import (
@@ -172,8 +173,11 @@ class Derivation(dict[str, Derived]):
             carried[pid] = below
         return below
 
-    def suspect(self, record: Any) -> bool:
-        """Whether ``record``'s own measurement is suspect (a control's never counts)."""
+    def suspect(self, record: Any, value: Derived | None = None) -> bool:
+        """Whether ``record``'s own measurement is suspect (a control's never counts);
+        ``value``: what is derived of it, when this derivation does not hold it yet."""
+        if value is None:
+            value = self.get(record.id)
         return not is_control(record) and bool(
             findings(
                 record.score,
@@ -181,6 +185,7 @@ class Derivation(dict[str, Derived]):
                 record.is_buggy,
                 self.settings,
                 getattr(record, "protocol", None),
+                over=None if value is None else value.parent_cumulative,
             )
         )
 
@@ -277,7 +282,8 @@ def derive(
         if before is None:  # measured against the reference: its own cumulative score
             codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
             derived[exp_id] = made(
-                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score, "", "")
+                Derived,
+                (outcome, False, score, interval, "", False, exp_id, 1, score, "", "", None),
             )
             if record.pid:  # made on a parent: judged over it once every code is known
                 over_parent.append(exp_id)
@@ -298,7 +304,8 @@ def derive(
             interval = None
         reached = cumulative_digits(value)
         derived[exp_id] = made(
-            Derived, (outcome, False, reached, interval, "", False, start, steps, score, "", "")
+            Derived,
+            (outcome, False, reached, interval, "", False, start, steps, score, "", "", None),
         )
 
     def release(exp_id: str) -> None:
@@ -348,9 +355,9 @@ def derive(
     for exp_id in over_parent:
         record, value = first[exp_id], derived[exp_id]
         assert value is not None
-        outcome = outcome_over_parent(record, value.outcome, codes.get(record.pid), settings)
-        if outcome != value.outcome:
-            derived[exp_id] = value._replace(outcome=outcome)
+        parent = codes.get(record.pid)
+        outcome = outcome_over_parent(record, value.outcome, parent, settings)
+        derived[exp_id] = value._replace(outcome=outcome, parent_cumulative=parent_value(parent))
     for exp_id, value in derived.items():
         if value is None:
             derived[exp_id] = derived_of(first[exp_id], codes[exp_id], first, codes, settings)
@@ -363,7 +370,8 @@ def derive(
         pid = first[exp_id].pid
         found = carried.get(pid)
         if found is None:
-            found = carried[pid] = pid if derivation.suspect(first[pid]) else below.get(pid, "")
+            suspect = derivation.suspect(first[pid], derived[pid])
+            found = carried[pid] = pid if suspect else below.get(pid, "")
         below[exp_id] = found
         if found:
             value = derived[exp_id]

@@ -66,6 +66,10 @@ class Derived(NamedTuple):
     #: the drift the newest A/A control of its env measured
     #: (:func:`kexp.core.outcome.drift_reason`; "" when no control judged it).
     drift: str = ""
+    #: For a step measured against the reference on a parent (``judged_over_parent``):
+    #: its parent's cumulative score, which its step is its score over (what its outcome
+    #: and the plausibility ceiling judge); None otherwise.
+    parent_cumulative: float | None = None
 
     @property
     def ranked(self) -> bool:
@@ -291,13 +295,36 @@ def derived_of(
         settings,
         control=control,
     )
+    over = None
     if judged_over_parent(record):
         outcome = outcome_over_parent(record, outcome, codes.get(record.pid), settings)
+        over = parent_value(codes.get(record.pid))
     if cumulative is None:
         start, steps = "", 0
     shown = shown_score(record.score, record.status)
     # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
     return tuple.__new__(
         Derived,
-        (outcome, interference, cumulative, interval, reason, control, start, steps, shown, "", ""),
+        (
+            outcome,
+            interference,
+            cumulative,
+            interval,
+            reason,
+            control,
+            start,
+            steps,
+            shown,
+            "",
+            "",
+            over,
+        ),
     )
+
+
+def parent_value(parent: Code | None) -> float | None:
+    """The cumulative score of a parent's code value (``parent``: None when not in the
+    store), as a step measured against the reference is judged over it."""
+    if parent is None or parent[0] is None:
+        return None
+    return cumulative_digits(parent[0])
