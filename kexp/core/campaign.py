@@ -79,8 +79,8 @@ from kexp.core.cumulative import (
 )
 from kexp.core.outcome import (
     CONTROL_TAG,
+    FAILED_STATUSES,
     PENDING_STATUSES,
-    TIMED_OUT,
     drift_of,
     drift_reason,
     is_control,
@@ -146,7 +146,7 @@ class Derivation(dict[str, Derived]):
             before = self._codes.get(record.pid) or broken_code(
                 record.pid, absent_reason(record.pid, self._invalid)
             )
-        code = step_code(record, before)
+        code = step_code(record, before, self.settings)
         found = derived_of(record, code, self._first, self._codes, self.settings)
         found = self.judged_by_control(record, found)
         if found.cumulative_score is None:
@@ -252,12 +252,12 @@ def derive(
             and 0.0 < score < math.inf
             and not record.is_buggy
             and record.status not in PENDING_STATUSES
-            and record.status != TIMED_OUT
+            and record.status not in FAILED_STATUSES  # failed, retired: judged in full
             and not record.combines
             and not ((tags := record.tags) and CONTROL_TAG in tags)
             and (before is None or before[0] is not None)
         ):
-            codes[exp_id] = step_code(record, before)
+            codes[exp_id] = step_code(record, before, settings)
             return
         found = record.score_ci
         interval = low_sq = high_sq = None

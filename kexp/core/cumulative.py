@@ -24,9 +24,10 @@ from kexp.core.outcome import (
     measured_against_parent,
     measured_nothing,
     recorded_interval,
+    retired,
     shown_score,
 )
-from kexp.core.settings import Settings
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 #: Significant digits a cumulative score keeps: a product of scores, each of a few
 #: significant digits (4 decimals in a file), carries no more; fewer than a float's 17,
@@ -131,7 +132,7 @@ def broken_code(culprit: str, problem: str) -> Code:
     return (None, None, None, None, 0, "", culprit, problem)
 
 
-def step_code(record: Any, before: Code | None) -> Code:
+def step_code(record: Any, before: Code | None, settings: Settings = DEFAULT_SETTINGS) -> Code:
     """The code value of ``record`` given its parent's (``before``: None when the
     record's score does not build on its parent's)."""
     if is_control(record):
@@ -144,6 +145,8 @@ def step_code(record: Any, before: Code | None) -> Code:
         return broken_code(record.id, "is buggy")
     if record.status == TIMED_OUT:
         return broken_code(record.id, "timed out (nothing measured)")
+    if retired(record.status, record.score, recorded_interval(record), settings):
+        return broken_code(record.id, "is marked failed (status failed: retired)")
     return _measured(record, before)
 
 
