@@ -182,6 +182,12 @@ def read_truth(experiments: Path) -> list[File]:
     return files
 
 
+def retired(fields: dict[str, Any]) -> bool:
+    """A step marked failed after it was measured, its own score no regression."""
+    score = float(fields["score"])
+    return fields["status"] == "failed" and score > 0 and score >= 0.99
+
+
 def _time_key(created_at: str) -> tuple[str, str]:
     seconds, _, fraction = created_at.rstrip("Z").partition(".")
     return seconds, fraction.ljust(9, "0")
@@ -207,8 +213,11 @@ class Truth:
         """The speedup over the reference (None when it cannot be known): the product of
         the scores along the pid chain back to a root or a reference measurement."""
         score = float(fields["score"])
-        # A run that timed out measured nothing, whatever its score.
+        # A run that timed out measured nothing, whatever its score; a step retired
+        # (marked failed, its measurement no regression) breaks the chain.
         if fields["status"] in ("new", "running", "timeout") or fields["is_buggy"] or score <= 0:
+            return None
+        if retired(fields):
             return None
         if not fields["pid"] or fields.get("measured_against") == "reference":
             return score
@@ -225,7 +234,7 @@ class Truth:
             return "pending"
         if fields["is_buggy"]:
             return "buggy"
-        if fields["status"] == "timeout":
+        if fields["status"] == "timeout" or retired(fields):
             return "failed"
         own = self.cumulative(fields, frozenset({f.name_id}))
         if own is not None:  # a merge below the best cumulative score of those it combines
@@ -269,6 +278,7 @@ class Truth:
             for f in self.valid
             if not f.fields["is_buggy"]  # type: ignore[index]
             and f.fields["status"] not in ("new", "running", "timeout")  # type: ignore[index]
+            and not retired(f.fields)  # type: ignore[arg-type]
             and (operator is None or operator.lower() in f.fields["operator_sig"].lower())  # type: ignore[index]
         ]
         chosen.sort(key=lambda f: (f.name_id, f.order))

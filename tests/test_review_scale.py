@@ -63,7 +63,7 @@ from kexp.storage.caused import (
 )
 from kexp.storage.changed import head_of
 from kexp.storage.history import Changes, ExperimentChange
-from kexp.storage.lineage import is_scored
+from kexp.storage.lineage import build_forest, is_scored
 from kexp.storage.scorechange import add_unexplained_scores
 from kexp.storage.snapshot import StoreLocation
 from tests.conftest import git, past_racy_window, run_kexp
@@ -405,6 +405,8 @@ def _entry(
             1 for e in rivals if (e.outcome == "improvement", e.cumulative_score or 0.0) > key
         )
         entry.rank_of = len(rivals)
+        trees = build_forest(side.experiments)  # a dead end as kexp tree marks it
+        entry.dead_end = any(n.dead_end for t in trees for n in t.walk() if n.experiment is exp)
     if (
         kind != "removed"
         and entry.rank is not None

@@ -93,7 +93,6 @@ from kexp.agents.sections import (
     several_envs,
     several_matched,
 )
-from kexp.core.campaign import Derivation
 from kexp.core.errors import KexpError
 from kexp.core.outcome import (
     UNMEASURED_OUTCOMES,
@@ -102,7 +101,7 @@ from kexp.core.outcome import (
     time_key,
 )
 from kexp.format.suspect import suspect_reasons
-from kexp.storage.lineage import dead_end
+from kexp.storage.lineage import dead_end_ids
 from kexp.storage.operators import COLUMNS, matching, named_closest
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
@@ -316,13 +315,13 @@ def _gather(
     relevance = _relevance(search, plan, diff, operator) if (plan or diff) else {}
     others = [d for d in on_operator if d.path not in on_lineage]
     failures = [d for d in others if outcomes[d.path] in _FAILURES]
-    # Within noise, worth a remeasure: not a dead end (built on, nothing built on it did
-    # better, as kexp tree marks it), which is already tried ("do not repeat").
-    dead = _dead_ends(
-        [d for d in others if outcomes[d.path] == "marginal"], everything_here, derivation
-    )
+    # Within noise, worth a remeasure, or a success: not a dead end (as kexp tree marks
+    # it: built on without doing better, or a branch below its fork point), which is
+    # already tried ("do not repeat").
+    ends = dead_end_ids(everything_here, derivation)
+    dead = {d.path for d in others if d.id in ends}
     marginal = [d for d in others if outcomes[d.path] == "marginal" and d.path not in dead]
-    successes = [d for d in others if outcomes[d.path] == "improvement"]
+    successes = [d for d in others if outcomes[d.path] == "improvement" and d.path not in dead]
 
     def closeness(doc: Row) -> tuple[float, bool]:
         return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)
@@ -485,29 +484,6 @@ def _ancestors(rows: Iterable[Row], by_id: Mapping[str, Row]) -> list[Row]:
             seen.add(pid)
             found.append(parent)
             pid = parent.pid
-    return found
-
-
-def _dead_ends(rows: list[Row], family: list[Row], derivation: Derivation) -> set[str]:
-    """The paths of ``rows`` that are dead ends (:func:`kexp.storage.lineage.dead_end`)
-    among their descendants in ``family`` (the operator's experiments)."""
-    kids: dict[str, list[Row]] = {}
-    if rows:
-        for row in family:
-            if row.pid:
-                kids.setdefault(row.pid, []).append(row)
-    found = set()
-    for row in rows:
-        below: list[Row] = []
-        queue, seen = [row.id], {row.id}
-        while queue:
-            for child in kids.get(queue.pop(), []):
-                if child.id not in seen:
-                    seen.add(child.id)
-                    below.append(child)
-                    queue.append(child.id)
-        if dead_end(derivation.of(row), [derivation.of(d) for d in below]):
-            found.add(row.path)
     return found
 
 

@@ -76,12 +76,13 @@ from kexp.core.cumulative import (
     derived_of,
     needs_parent,
     outcome_over_parent,
+    parent_value,
     step_code,
 )
 from kexp.core.outcome import (
     CONTROL_TAG,
+    FAILED_STATUSES,
     PENDING_STATUSES,
-    TIMED_OUT,
     ControlFloor,
     drift_reason,
     floor_reach,
@@ -148,7 +149,7 @@ class Derivation(dict[str, Derived]):
             before = self._codes.get(record.pid) or broken_code(
                 record.pid, absent_reason(record.pid, self._invalid)
             )
-        code = step_code(record, before)
+        code = step_code(record, before, self.settings)
         found = derived_of(record, code, self._first, self._codes, self.settings)
         found = self.judged_by_control(record, found)
         if found.cumulative_score is None:
@@ -175,8 +176,11 @@ class Derivation(dict[str, Derived]):
             carried[pid] = below
         return below
 
-    def suspect(self, record: Any) -> bool:
-        """Whether ``record``'s own measurement is suspect (a control's never counts)."""
+    def suspect(self, record: Any, value: Derived | None = None) -> bool:
+        """Whether ``record``'s own measurement is suspect (a control's never counts);
+        ``value``: what is derived of it, when this derivation does not hold it yet."""
+        if value is None:
+            value = self.get(record.id)
         return not is_control(record) and bool(
             findings(
                 record.score,
@@ -184,6 +188,7 @@ class Derivation(dict[str, Derived]):
                 record.is_buggy,
                 self.settings,
                 getattr(record, "protocol", None),
+                over=None if value is None else value.parent_cumulative,
             )
         )
 
@@ -250,12 +255,12 @@ def derive(
             and 0.0 < score < math.inf
             and not record.is_buggy
             and record.status not in PENDING_STATUSES
-            and record.status != TIMED_OUT
+            and record.status not in FAILED_STATUSES  # failed, retired: judged in full
             and not record.combines
             and not ((tags := record.tags) and CONTROL_TAG in tags)
             and (before is None or before[0] is not None)
         ):
-            codes[exp_id] = step_code(record, before)
+            codes[exp_id] = step_code(record, before, settings)
             return
         found = record.score_ci
         interval = low_sq = high_sq = None
@@ -280,7 +285,8 @@ def derive(
         if before is None:  # measured against the reference: its own cumulative score
             codes[exp_id] = (score, low_sq, high_sq, interval, 1, exp_id, "", "")
             derived[exp_id] = made(
-                Derived, (outcome, False, score, interval, "", False, exp_id, 1, score, "", "")
+                Derived,
+                (outcome, False, score, interval, "", False, exp_id, 1, score, "", "", None),
             )
             if record.pid:  # made on a parent: judged over it once every code is known
                 over_parent.append(exp_id)
@@ -301,7 +307,8 @@ def derive(
             interval = None
         reached = cumulative_digits(value)
         derived[exp_id] = made(
-            Derived, (outcome, False, reached, interval, "", False, start, steps, score, "", "")
+            Derived,
+            (outcome, False, reached, interval, "", False, start, steps, score, "", "", None),
         )
 
     def release(exp_id: str) -> None:
@@ -351,9 +358,9 @@ def derive(
     for exp_id in over_parent:
         record, value = first[exp_id], derived[exp_id]
         assert value is not None
-        outcome = outcome_over_parent(record, value.outcome, codes.get(record.pid), settings)
-        if outcome != value.outcome:
-            derived[exp_id] = value._replace(outcome=outcome)
+        parent = codes.get(record.pid)
+        outcome = outcome_over_parent(record, value.outcome, parent, settings)
+        derived[exp_id] = value._replace(outcome=outcome, parent_cumulative=parent_value(parent))
     for exp_id, value in derived.items():
         if value is None:
             derived[exp_id] = derived_of(first[exp_id], codes[exp_id], first, codes, settings)
@@ -366,7 +373,8 @@ def derive(
         pid = first[exp_id].pid
         found = carried.get(pid)
         if found is None:
-            found = carried[pid] = pid if derivation.suspect(first[pid]) else below.get(pid, "")
+            suspect = derivation.suspect(first[pid], derived[pid])
+            found = carried[pid] = pid if suspect else below.get(pid, "")
         below[exp_id] = found
         if found:
             value = derived[exp_id]

@@ -24,9 +24,10 @@ from kexp.core.outcome import (
     measured_against_parent,
     measured_nothing,
     recorded_interval,
+    retired,
     shown_score,
 )
-from kexp.core.settings import Settings
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
 
 #: Significant digits a cumulative score keeps: a product of scores, each of a few
 #: significant digits (4 decimals in a file), carries no more; fewer than a float's 17,
@@ -66,6 +67,10 @@ class Derived(NamedTuple):
     #: the largest drift the newest A/A controls of its env measured
     #: (:func:`kexp.core.outcome.drift_reason`; "" when no control judged it).
     drift: str = ""
+    #: For a step measured against the reference on a parent (``judged_over_parent``):
+    #: its parent's cumulative score, which its step is its score over (what its outcome
+    #: and the plausibility ceiling judge); None otherwise.
+    parent_cumulative: float | None = None
 
     @property
     def ranked(self) -> bool:
@@ -127,7 +132,7 @@ def broken_code(culprit: str, problem: str) -> Code:
     return (None, None, None, None, 0, "", culprit, problem)
 
 
-def step_code(record: Any, before: Code | None) -> Code:
+def step_code(record: Any, before: Code | None, settings: Settings = DEFAULT_SETTINGS) -> Code:
     """The code value of ``record`` given its parent's (``before``: None when the
     record's score does not build on its parent's)."""
     if is_control(record):
@@ -140,6 +145,8 @@ def step_code(record: Any, before: Code | None) -> Code:
         return broken_code(record.id, "is buggy")
     if record.status == TIMED_OUT:
         return broken_code(record.id, "timed out (nothing measured)")
+    if retired(record.status, record.score, recorded_interval(record), settings):
+        return broken_code(record.id, "is marked failed (status failed: retired)")
     return _measured(record, before)
 
 
@@ -291,13 +298,36 @@ def derived_of(
         settings,
         control=control,
     )
+    over = None
     if judged_over_parent(record):
         outcome = outcome_over_parent(record, outcome, codes.get(record.pid), settings)
+        over = parent_value(codes.get(record.pid))
     if cumulative is None:
         start, steps = "", 0
     shown = shown_score(record.score, record.status)
     # A NamedTuple made as the tuple it is (its __new__ takes keywords: slower).
     return tuple.__new__(
         Derived,
-        (outcome, interference, cumulative, interval, reason, control, start, steps, shown, "", ""),
+        (
+            outcome,
+            interference,
+            cumulative,
+            interval,
+            reason,
+            control,
+            start,
+            steps,
+            shown,
+            "",
+            "",
+            over,
+        ),
     )
+
+
+def parent_value(parent: Code | None) -> float | None:
+    """The cumulative score of a parent's code value (``parent``: None when not in the
+    store), as a step measured against the reference is judged over it."""
+    if parent is None or parent[0] is None:
+        return None
+    return cumulative_digits(parent[0])

@@ -17,9 +17,14 @@ from kexp.core.settings import DEFAULT_SETTINGS, Settings
 PENDING_STATUSES = frozenset({"new", "running"})
 
 
-#: Statuses of a run that ended badly: with no score (0), not buggy, its outcome is
-#: ``failed`` (it crashed or timed out), not a regression to 0.
+#: Statuses of a run that ended badly: not buggy, its outcome is ``failed`` (it crashed
+#: or timed out), not a regression to 0; and so is a step marked ``failed`` after it was
+#: measured (retired: abandoned, its code not to build on), its score kept.
 FAILED_STATUSES = frozenset({"failed", "timeout"})
+
+
+#: The status of a run that failed, or of a step retired after it was measured.
+FAILED = "failed"
 
 
 #: The status of a run that timed out: it measured nothing, whatever its score says.
@@ -71,10 +76,16 @@ def judge(
         return "pending"
     if is_buggy:
         return "buggy"
-    if failed_run(status, score):
+    if failed_run(status, score, interval, settings):
         return "failed"
     if interference:
         return "interference"
+    return _measured_outcome(score, interval, settings)
+
+
+def _measured_outcome(score: Any, interval: Any, settings: Settings) -> str:
+    """What a measured ``score`` (with its ``interval``) says: regression, marginal or
+    improvement (:func:`judge`'s thresholds)."""
     if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
         return "regression"
     if interval and len(interval) == 2:
@@ -169,11 +180,29 @@ def shown_score(score: Any, status: Any) -> float | None:
     return None if no_measurement(status, score) else float(score)
 
 
-def failed_run(status: Any, score: Any) -> bool:
+def failed_run(
+    status: Any, score: Any, interval: Any = None, settings: Settings = DEFAULT_SETTINGS
+) -> bool:
     """Whether a run ended badly (status failed or timeout) having measured nothing
-    (:func:`no_measurement`: a timed-out run never measured): its outcome is ``failed``
-    unless it is buggy (:func:`judge`)."""
-    return status in FAILED_STATUSES and no_measurement(status, score)
+    (:func:`no_measurement`: a timed-out run never measured), or a step was retired
+    (:func:`retired`): its outcome is ``failed`` unless it is buggy (:func:`judge`):
+    never ranked, never a best."""
+    if status not in FAILED_STATUSES:
+        return False
+    return no_measurement(status, score) or retired(status, score, interval, settings)
+
+
+def retired(
+    status: Any, score: Any, interval: Any = None, settings: Settings = DEFAULT_SETTINGS
+) -> bool:
+    """Whether a step was marked ``failed`` after it was measured, its measurement no
+    regression (abandoned, say, as its code breaks a shape): its outcome is ``failed``,
+    its score kept and shown, and the steps built on it have no cumulative score (their
+    code holds it). A measured regression marked failed (the predecessor's word for a
+    slower try) stays a regression, as measured."""
+    if status != FAILED or measured_nothing(score):
+        return False
+    return _measured_outcome(score, interval, settings) != "regression"
 
 
 def floor_control(

@@ -49,9 +49,20 @@ def _number(value: Any) -> float | None:
 
 
 def findings(
-    score: Any, results: Any, is_buggy: Any, settings: Settings, protocol: Any = None
+    score: Any,
+    results: Any,
+    is_buggy: Any,
+    settings: Settings,
+    protocol: Any = None,
+    *,
+    over: float | None = None,
+    step_unknown: bool = False,
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """(JSON path of the offending value, reason) for each suspect value."""
+    """(JSON path of the offending value, reason) for each suspect value. ``over``: the
+    parent's cumulative score of a step measured against the reference on a parent: the
+    ceiling judges its step (its score and speedups over ``over``), as a step measured
+    over its parent is judged, not the campaign's product; ``step_unknown``: such a step
+    whose parent is not known here (a file judged alone): no ceiling is applied."""
     if is_buggy is True:
         return []
     found: list[tuple[tuple[str | int, ...], str]] = []
@@ -59,10 +70,12 @@ def findings(
         found.extend(_unsynchronized(results, protocol, settings))
     ceiling = settings.suspect_score_above
     value = _number(score)
-    if value is not None and value > ceiling:
-        found.append(
-            (("score",), f"score {value:g}x is above the plausibility ceiling {ceiling:g}x")
-        )
+    per = 1.0 if over is None or not math.isfinite(over) or over <= 0 else over
+    if step_unknown:
+        ceiling = math.inf
+    if value is not None and value / per > ceiling:
+        said = f"score {value:g}x" if per == 1.0 else f"step {value / per:.4g}x over its parent"
+        found.append((("score",), f"{said} is above the plausibility ceiling {ceiling:g}x"))
     if not isinstance(results, (list, tuple)):  # a row's lists are tuples
         return found
     near_zero = settings.suspect_time_below_us
@@ -71,12 +84,14 @@ def findings(
             continue
         config = item.get("config") if "config" in item else f"#{index}"
         speedup = _number(item.get("speedup"))
-        if speedup is not None and speedup > ceiling:
+        if speedup is not None and speedup / per > ceiling:
+            said = f"speedup {speedup:g}x"
+            if per != 1.0:
+                said += f" over the reference ({speedup / per:.4g}x over its parent)"
             found.append(
                 (
                     ("results", index, "speedup"),
-                    f"{config}: speedup {speedup:g}x is above the plausibility ceiling "
-                    f"{ceiling:g}x",
+                    f"{config}: {said} is above the plausibility ceiling {ceiling:g}x",
                 )
             )
         unit = item.get("unit", "us")

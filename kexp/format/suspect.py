@@ -2,7 +2,9 @@
 
 An experiment is *suspect* when its ``score`` is above the plausibility ceiling
 (``Settings.suspect_score_above``, 3.0x by default), when one of its ``results`` has a
-speedup above it, when a measured baseline or candidate time is near zero (below
+speedup above it (a score measured against the reference on a parent: its step, over
+the parent's cumulative score, known where the lineage is read, never in a file
+alone), when a measured baseline or candidate time is near zero (below
 ``Settings.suspect_time_below_us``), or when its ``protocol`` says a host wall clock
 timed a short GPU kernel (below ``Settings.suspect_wall_clock_below_us``) without
 device synchronisation (a kernel that ran on the CPU, ``protocol.device: cpu``, needs
@@ -70,14 +72,19 @@ def suspect_reasons(
     :class:`kexp.core.cumulative.Derived`; an experiment's own by default). Its own values
     judged, and its cumulative score: one built on a suspect step (its
     ``built_on_suspect``) is no better checked than that step, whatever its own score."""
+    if derived is None:
+        derived = getattr(exp, "derived", None)
     found = [
         reason
         for _, reason in findings(
-            exp.score, exp.results, exp.is_buggy, settings, getattr(exp, "protocol", None)
+            exp.score,
+            exp.results,
+            exp.is_buggy,
+            settings,
+            getattr(exp, "protocol", None),
+            over=getattr(derived, "parent_cumulative", None),
         )
     ]
-    if derived is None:
-        derived = getattr(exp, "derived", None)
     below = getattr(derived, "built_on_suspect", "")
     if below and exp.is_buggy is not True:
         found.append(built_on_reason(below, own=bool(found)))
@@ -99,8 +106,17 @@ def suspect_fields(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
             fields.get("is_buggy"),
             settings,
             fields.get("protocol"),
+            step_unknown=_over_reference_on_parent(fields),
         )
     )
+
+
+def _over_reference_on_parent(fields: Mapping[str, Any]) -> bool:
+    """Whether a file's score is over the reference though made on a parent: its step
+    (its score over the parent's cumulative score), which the ceiling judges, is known
+    where the lineage is read (listings, ``kexp context``, ``kexp review``), not in the
+    file alone."""
+    return bool(fields.get("pid")) and fields.get("measured_against") == "reference"
 
 
 def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> list[Problem]:
@@ -113,6 +129,7 @@ def suspect_problems(doc: Document, settings: Settings = DEFAULT_SETTINGS) -> li
         fields.get("is_buggy"),
         settings,
         fields.get("protocol"),
+        step_unknown=_over_reference_on_parent(fields),
     ):
         line, column = doc.position(path)
         problems.append(

@@ -79,6 +79,7 @@ from kexp.core.outcome import (
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
+from kexp.measure.chained import warn_if_chained
 from kexp.measure.checks import (
     ONE_SIDE_A_RUN,
     base_commit_problem,
@@ -500,6 +501,7 @@ def record_iteration(
     rooted = root_note(exp, before.tip)
     if rooted is not None:
         warnings.warn(rooted, RootWarning, stacklevel=2)
+    warn_if_chained(store, exp)  # a root timed against an earlier step's code
     if said_of_base is not None:
         warnings.warn(
             f"experiment {exp.id}: {said_of_base[1]} (kexp validate warns of it)",

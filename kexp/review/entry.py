@@ -126,6 +126,7 @@ def reviewed_entry(
         mine = (exp.derived.can_be_best, cumulative)
         entry.rank = 1 + sum(1 for key, _ in rivals if key > mine)
         entry.rank_of = len(rivals)
+        entry.dead_end = side.dead_end(exp)
     if (
         kind != "removed"
         and entry.rank is not None

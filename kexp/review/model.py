@@ -99,6 +99,9 @@ class ReviewedExperiment:
     rank: int | None = None
     rank_of: int = 0
     new_best: bool = False
+    #: A dead end of its lineage, as ``kexp tree`` marks it: built on without doing
+    #: better, or a step of a branch that never beat its fork point (no success).
+    dead_end: bool = False
     previous_best_id: str | None = None
     previous_best_score: float | None = None
     #: A recorded env of its operator and dtype that is its env spelt otherwise (its

@@ -487,6 +487,8 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
                 rank = f"**{rank}, suspect: verify correctness**"
             elif e.kind == "removed" and e.rank == 1:
                 rank += " (was the best)"
+            if e.dead_end:
+                rank += ", dead end"
         rows.append(
             [
                 md_code(e.id, in_table=True),

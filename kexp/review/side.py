@@ -19,7 +19,7 @@ from kexp.format.rules import folded_env
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile
 from kexp.storage.changed import Facts, HeadScan, facts_of
-from kexp.storage.lineage import is_scored
+from kexp.storage.lineage import dead_end_records, is_scored
 from kexp.storage.listing import path_order
 from kexp.storage.query import believable_best
 
@@ -199,6 +199,26 @@ class Side:
             }
         )
         return found[0] if found and folded else None
+
+    def dead_end(self, exp: KernelExperiment) -> bool:
+        """Whether ``exp`` (one of the side's) is a dead end of its lineage, as ``kexp
+        tree`` marks it (:func:`kexp.storage.lineage.dead_end_records`, its whole tree)."""
+        root, seen = exp.id, {exp.id}
+        pid = exp.pid
+        while pid and pid not in seen and pid in self.first:  # up to a root or a cycle
+            seen.add(pid)
+            root = pid
+            pid = self.facts[self.first[pid]].pid
+        members = list(self._versions.get(root))
+        queue, taken = [root], {root}
+        while queue:  # the tree below its root (a pid cycle walked once)
+            for child in self.children(queue.pop()):
+                members.append(child)
+                if self.facts[child].id not in taken:
+                    taken.add(self.facts[child].id)
+                    queue.append(self.facts[child].id)
+        found = dead_end_records([self.experiment(number) for number in dict.fromkeys(members)])
+        return any(end is exp for end in found)
 
     def _suspect(self, number: int) -> list[str]:
         """Why the measurement of the experiment ``number`` is implausible: of its score

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kexp.core.campaign import derive
+from kexp.core.campaign import Derivation, derive
 from kexp.core.cumulative import Derived, cumulative_change
 from kexp.core.model import KernelExperiment, attach
 from kexp.core.outcome import UNMEASURED_OUTCOMES
@@ -22,6 +22,9 @@ from kexp.storage.query import best_tip, chronological
 
 if TYPE_CHECKING:
     from kexp.storage.store import Store
+
+#: A node of a lineage: a tree's, or a record linked through ``pid``.
+_N = TypeVar("_N")
 
 
 @dataclasses.dataclass
@@ -110,6 +113,15 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
         for exp in ordered:
             if not exp.derived_by_store:
                 attach(exp, derived=derivation.of(exp))
+    forest = _forest(ordered)
+    for tree in forest:
+        annotate(tree)
+    return forest
+
+
+def _forest(ordered: list[Any]) -> list[TreeNode]:
+    """:func:`build_forest`'s trees of ``ordered`` (oldest first; experiments, or rows
+    as the nodes' ``experiment``), not annotated."""
     by_id = {e.id: e for e in ordered}
     kids: dict[str, list[KernelExperiment]] = {}
     for exp in ordered:
@@ -141,8 +153,6 @@ def build_forest(experiments: Iterable[KernelExperiment]) -> list[TreeNode]:
     for exp in ordered:  # cycles: no root leads to them
         if exp.id not in placed:
             forest.append(grow(exp))
-    for tree in forest:
-        annotate(tree)
     return forest
 
 
@@ -158,13 +168,8 @@ def annotate(root: TreeNode) -> None:
             after = child.experiment.cumulative_score
             if before is not None and after is not None:
                 child.delta, child.delta_pct = cumulative_change(before, after)
-    # dead ends: children before their parent, each node's best cumulative below it known
-    best_in: dict[int, float] = {}
-    for node in reversed(nodes):
-        best_below = max((best_in[id(child)] for child in node.children), default=-math.inf)
-        derived = node.experiment.derived
-        node.dead_end = bool(node.children) and _beaten_by(derived, best_below)
-        best_in[id(node)] = max(_beating(derived), best_below)
+    for node in _dead_ends(root, _children, _derived):
+        node.dead_end = True
     tip = best_tip(n.experiment for n in nodes)
     if tip is not None:
         best = next(n for n in nodes if n.experiment is tip)
@@ -186,19 +191,75 @@ def _beating(derived: Derived) -> float:
     return derived.cumulative_score
 
 
-def _beaten_by(derived: Derived, best_below: float) -> bool:
-    """Whether an experiment that was built on is a dead end: it ranks, and the best its
-    descendants beat with (:func:`_beating`) is no higher than its cumulative score."""
-    own = derived.cumulative_score if derived.ranked else None
-    return own is not None and best_below <= own
+def _children(node: TreeNode) -> Sequence[TreeNode]:
+    return node.children
 
 
-def dead_end(derived: Derived, below: Iterable[Derived]) -> bool:
-    """Whether an experiment (its derived values) is a dead end, as ``kexp tree`` marks
-    it, given its descendants' (``below``; none: nobody built on it, no dead end):
-    others built on it, and none of them beats it (:attr:`TreeNode.dead_end`)."""
-    beaten = [_beating(d) for d in below]
-    return bool(beaten) and _beaten_by(derived, max(beaten))
+def _derived(node: TreeNode) -> Derived:
+    return node.experiment.derived
+
+
+def _own(exp: KernelExperiment) -> Derived:
+    return exp.derived
+
+
+def _dead_ends(
+    root: _N, children: Callable[[_N], Sequence[_N]], derived: Callable[[_N], Derived]
+) -> list[_N]:
+    """The dead ends of the tree under ``root``, best tip or not (without recursion):
+    each ranked experiment others built on that nothing built on it beats
+    (:func:`_beating`), nor the best its lineage reached before it (its fork point's
+    cumulative score, or an ancestor's above); below a fork point, a branch that never
+    beats it is a dead end whole (each ranked step of it, a leaf too)."""
+    order: list[tuple[_N, float]] = []  # depth first, each with the best above it
+    stack = [(root, -math.inf)]
+    while stack:
+        node, above = stack.pop()
+        order.append((node, above))
+        level = max(above, _beating(derived(node)))
+        stack.extend((child, level) for child in children(node))
+    best_in: dict[int, float] = {}
+    ends: set[int] = set()
+    sunk: set[int] = set()  # the branches that never get above their fork point
+    for node, above in reversed(order):  # children before their parent
+        kids = children(node)
+        best_below = max((best_in[id(child)] for child in kids), default=-math.inf)
+        value = derived(node)
+        best_in[id(node)] = max(_beating(value), best_below)
+        own = value.cumulative_score if value.ranked else None
+        if kids and own is not None and best_below <= max(own, above):
+            ends.add(id(node))
+            if own < above:
+                sunk.add(id(node))
+    found: list[_N] = []
+    marks = [(root, False)]
+    while marks:
+        node, in_sunk = marks.pop()
+        if id(node) in ends or (in_sunk and derived(node).ranked):
+            found.append(node)
+        in_sunk = in_sunk or id(node) in sunk
+        marks.extend((child, in_sunk) for child in children(node))
+    return found
+
+
+def dead_end_ids(records: Iterable[Any], derivation: Derivation | None = None) -> set[str]:
+    """The ids of :func:`dead_end_records`."""
+    return {record.id for record in dead_end_records(records, derivation)}
+
+
+def dead_end_records(records: Iterable[Any], derivation: Derivation | None = None) -> list[Any]:
+    """Those of ``records`` (experiments or rows, linked through ``pid``; their values
+    in ``derivation``, else the experiments' own) that ``kexp tree`` marks dead ends
+    (:attr:`TreeNode.dead_end`, the trees :func:`build_forest` makes of them): built on,
+    and nothing built on them beats them or their fork point; each step of a branch
+    that never beats its fork point. A tree's best tip is none."""
+    derived = derivation.of if derivation is not None else _own
+    found: list[Any] = []
+    for tree in _forest(chronological(records)):
+        ends = _dead_ends(tree, _children, lambda node: derived(node.experiment))
+        tip = best_tip((n.experiment for n in tree.walk()), derivation=derivation)
+        found += [end.experiment for end in ends if end.experiment is not tip]
+    return found
 
 
 def lineage_forest(store: Store, **filters: Any) -> list[TreeNode]:

@@ -412,7 +412,7 @@ def select(
         chosen = [
             row
             for row in rows
-            if not (skip_buggy and (row.is_buggy or failed_run(row.status, row.score)))  # type: ignore[attr-defined]
+            if not (skip_buggy and (row.is_buggy or _failed(row, settings)))  # type: ignore[attr-defined]
             and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
             and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
         ]
@@ -436,3 +436,8 @@ def chronological(experiments: Iterable[_E]) -> list[_E]:
 def _path_key(exp: Any) -> str:
     """An experiment's (or cache row's) path, as a key that sorts as paths do."""
     return str(getattr(exp, "path", None) or "").replace(os.sep, "\0")
+
+
+def _failed(row: Any, settings: Settings) -> bool:
+    """Whether ``row`` is a failed run or a retired step (:func:`failed_run`)."""
+    return failed_run(row.status, row.score, row.score_ci, settings)

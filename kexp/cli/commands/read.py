@@ -508,7 +508,7 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     click.echo("")
     click.echo("columns: cumulative (vs the reference), step score, Δ cumulative vs parent")
     click.echo("a line with no ├── or └──: the only child of the line above (the next step)")
-    click.echo("*: path to the best tip   [dead end]: built on, nothing built on it is better")
+    click.echo("*: path to the best tip   [dead end]: nothing after it beats it or its fork")
     nodes = [node for root in forest for node in root.walk()]
     marks = ["[best]: the best tip (top cumulative)"] if any(n.is_best for n in nodes) else []
     if any(node.experiment.is_control for node in nodes):

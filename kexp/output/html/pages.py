@@ -646,7 +646,8 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
         "best tip of each dtype × env is drawn thick, in its colour on the chart above, the "
         "best ringed in green; a node ringed in "
         "red is a dead end (built on, but nothing built on it reached a higher "
-        "cumulative score, other than within noise).</p>",
+        "cumulative score than it or its fork point, other than within noise; a branch "
+        "below its fork point, each step of it).</p>",
         '<div class="scroll tall">',
         svg.lineage_graph(
             forest,

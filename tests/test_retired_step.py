@@ -1,0 +1,55 @@
+"""A step retired after it was measured: ``status: failed`` takes it, and what is built on
+it, out of the ranking and the current best; its numbers are kept.
+
+The trial: a human found that the current best tip breaks K % 4 != 0 shapes and marked
+it ``kexp update ID --set status=failed --reason "abandoned: ..."``; it stayed ranked #1,
+an ``improvement``, and the current best of ``kexp context`` (the README says failed runs
+are left out of top).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from conftest import run_kexp
+
+KERNEL = ("--operator", "kernels/gemm.cu: gemm_bf16", "--dtype", "bf16", "--env", "H100")
+
+
+def add(repo: Path, summary: str, score: str, *more: str) -> str:
+    done = run_kexp(
+        "add", "--json", "--summary", summary, *KERNEL, "--score", score, *more, cwd=repo
+    )
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["id"])
+
+
+def test_a_step_marked_failed_leaves_the_ranking_and_the_current_best(repo: Path) -> None:
+    a1 = add(repo, "Tile 64x64 - +43%", "1.43", "--measured-against", "reference")
+    a2 = add(repo, "Tensor cores - +80%", "1.8", "--pid", a1)
+    a3 = add(repo, "Unroll k-loop 4 - +5.9%", "1.059", "--pid", a2)
+    a4 = add(repo, "Unroll k-loop 8 - +2%", "1.02", "--pid", a3)  # built on it
+
+    done = run_kexp(
+        "update", a3, "--set", "status=failed", "--reason", "abandoned: breaks K%4!=0",
+        cwd=repo, process=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    done = run_kexp("top", "--operator", "gemm", "--json", cwd=repo, process=True)
+    ranked = {e["id"]: e for e in json.loads(done.stdout)}
+    assert list(ranked)[:2] == [a2, a1] and a3 not in ranked, list(ranked)
+    assert a4 not in ranked or ranked[a4]["cumulative_score"] is None  # built on it: unknown
+    packet = run_kexp("context", *KERNEL, cwd=repo, process=True).stdout
+    (best,) = re.findall(r"^## Current best\n- (\w+) ", packet, re.M)
+    assert a2.startswith(best), packet
+    shown = json.loads(run_kexp("show", a3, "--json", cwd=repo, process=True).stdout)
+    assert (shown["score"], shown["outcome"], shown["status"]) == (1.059, "failed", "failed")
+    assert "1.0590" in run_kexp("show", a3, cwd=repo, process=True).stdout  # kept, shown
+    child = json.loads(run_kexp("show", a4, "--json", cwd=repo, process=True).stdout)
+    assert child["cumulative_score"] is None and a3[:10] in child["cumulative_reason"], child
+    # Asked for, it is there, as every failed run is.
+    done = run_kexp("list", "--operator", "gemm", "--status", "failed", "--json", cwd=repo)
+    assert [e["id"] for e in json.loads(done.stdout)] == [a3], done.stdout
