@@ -116,3 +116,30 @@ def test_the_command_says_it_and_its_advice_works_as_written(repo: Path) -> None
     exp = Store(repo).get_experiment(second)
     assert (exp.pid, exp.measured_against) == (first, "parent")
     assert exp.cumulative_score == pytest.approx(100 / 53.8, rel=0.01)
+
+
+def test_a_step_on_a_chained_root_timed_against_its_baseline_is_not_set_over_the_reference(
+    repo: Path,
+) -> None:
+    """it1 (100 → 70 µs) over the original code; it2 recorded as a root but timed
+    against it1's candidate (told its parent); it3 recorded on it2 and timed against
+    it2's baseline. kexp recorded it3 against the reference (certain only were it2's
+    baseline the original code): once it2 was given its parent as advised, it3 read as
+    a 1.55x regression where the truth is 2.22x. It is recorded as a step, and warned."""
+    files: dict[str, Path] = {}
+    for seed, (name, us) in enumerate((("b0", 100), ("c1", 70), ("c2", 54), ("c3", 45))):
+        files[name] = repo / f"{name}.json"
+        files[name].write_text(json.dumps(timed(us, seed)))
+    where = ["--operator", KERNEL["operator_sig"], "--dtype", "bf16", "--env", "H100"]
+
+    def add(summary: str, base: str, cand: str, *more: str) -> Any:
+        sides = ["--baseline", str(files[base]), "--candidate", str(files[cand])]
+        done = run_kexp("add", "--summary", summary, *sides, *where, *more, "--json", cwd=repo)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), done.stderr
+
+    add("it1 - x", "b0", "c1")
+    it2, _ = add("it2 - x", "c1", "c2")
+    it3, said = add("it3 - x", "c1", "c3", "--pid", it2["id"])
+    assert Store(repo).get_experiment(it3["id"]).measured_against != "reference"
+    assert "measured against" in said or "its baseline" in said, said

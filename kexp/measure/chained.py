@@ -48,13 +48,7 @@ def warn_if_chained(store: Store, exp: KernelExperiment) -> None:
         return
     if exp.status in PENDING_STATUSES:
         return
-    key = (exp.operator_sig, exp.dtype_sig, exp.env)
-    rows = [
-        row
-        for row in store.found().rows
-        if (row.operator_sig, row.dtype_sig, row.env) == key and row.id != exp.id
-    ]
-    found = chained_to(exp.results, rows, store.settings)
+    found = chained_root(store, exp)
     if found is None:
         return
     row, exact = found
@@ -68,6 +62,18 @@ def warn_if_chained(store: Store, exp: KernelExperiment) -> None:
         RootWarning,
         stacklevel=3,
     )
+
+
+def chained_root(store: Store, exp: KernelExperiment) -> tuple[Any, bool] | None:
+    """:func:`chained_to` of ``exp``'s timings among the other experiments of its
+    kernel, dtype and env in ``store``: the one whose candidate its baseline timed."""
+    key = (exp.operator_sig, exp.dtype_sig, exp.env)
+    rows = [
+        row
+        for row in store.found().rows
+        if (row.operator_sig, row.dtype_sig, row.env) == key and row.id != exp.id
+    ]
+    return chained_to(exp.results, rows, store.settings)
 
 
 def chained_to(

@@ -37,6 +37,7 @@ decimals), the ``results`` list, and the ``raw_result`` text in the skill's form
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -79,7 +80,7 @@ from kexp.core.outcome import (
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, UNIT_TO_US, suspect_reasons
-from kexp.measure.chained import warn_if_chained
+from kexp.measure.chained import chained_root, warn_if_chained
 from kexp.measure.checks import (
     ONE_SIDE_A_RUN,
     base_commit_problem,
@@ -326,7 +327,12 @@ def _step_baseline(
         parent = store.get_experiment(pid.strip())
     except KexpError:
         return None
-    return step_baseline(parent, measurements, given=given)
+    found = step_baseline(parent, measurements, given=given)
+    if found is not None and found.settled and not parent.pid and chained_root(store, parent):
+        # A root's baseline is the reference as it says, not when it timed an earlier
+        # step's code (a chained root): the step is then warned of, not recorded so.
+        found = dataclasses.replace(found, settled=False)
+    return found
 
 
 #: The title of a control's raw result (an A/A run is no iteration of the campaign).
