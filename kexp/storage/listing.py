@@ -30,6 +30,7 @@ value for a file as it is now.
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import gc
 import hashlib
@@ -297,6 +298,11 @@ def forget_made_rows() -> None:
     """Forget the rows the last listing made, as a new process starts without them: the
     next refresh makes its rows of the cache's packs."""
     _last_made.clear()
+
+
+# Freed at exit, before the interpreter's teardown: left to it, every row kept alive
+# until then cost a command about 0.6 s (``kexp review`` at 100,000) to tear down.
+atexit.register(forget_made_rows)
 
 
 def _made_before(base: str, settings: Settings) -> dict[str, Made]:
