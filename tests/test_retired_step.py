@@ -53,3 +53,31 @@ def test_a_step_marked_failed_leaves_the_ranking_and_the_current_best(repo: Path
     # Asked for, it is there, as every failed run is.
     done = run_kexp("list", "--operator", "gemm", "--status", "failed", "--json", cwd=repo)
     assert [e["id"] for e in json.loads(done.stdout)] == [a3], done.stdout
+
+
+def test_the_steps_built_on_a_retired_step_leave_with_it_and_the_update_names_them(
+    repo: Path,
+) -> None:
+    """Trial M: a child recorded before its parent was retired stayed in ``kexp top`` as
+    an improvement (cumulative '-') and among context's related successes, unnamed."""
+    root = add(repo, "Tile 64x64 - +43%", "1.43")
+    s1 = add(repo, "Tensor cores - +20%", "1.2", "--pid", root, "--measured-against", "parent")
+    s2 = add(repo, "Unroll 4 - +10%", "1.1", "--pid", s1, "--measured-against", "parent")
+    s3 = add(repo, "Swizzle - +50%", "1.5", "--pid", s2, "--measured-against", "parent")
+
+    done = run_kexp(
+        "update", s2, "--set", "status=failed", "--reason", "wrong results found later",
+        cwd=repo, process=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"built on it leave kexp top and every current best with it: {s3[:10]}" in (
+        done.stderr
+    ), done.stderr
+
+    done = run_kexp("top", "--json", cwd=repo, process=True)
+    assert [e["id"] for e in json.loads(done.stdout)] == [s1, root], done.stdout
+    packet = run_kexp("context", "--operator", "gemm", cwd=repo, process=True).stdout
+    assert s3[:10] not in packet.partition("## Related successes")[2], packet
+    # Asked for by outcome, as every step is.
+    done = run_kexp("top", "--outcome", "improvement", "--json", cwd=repo, process=True)
+    assert s3 in [e["id"] for e in json.loads(done.stdout)], done.stdout

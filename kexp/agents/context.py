@@ -321,7 +321,13 @@ def _gather(
     ends = dead_end_ids(everything_here, derivation)
     dead = {d.path for d in others if d.id in ends}
     marginal = [d for d in others if outcomes[d.path] == "marginal" and d.path not in dead]
-    successes = [d for d in others if outcomes[d.path] == "improvement" and d.path not in dead]
+    successes = [
+        d
+        for d in others
+        if outcomes[d.path] == "improvement"
+        and d.path not in dead
+        and not derivation.built_on_retired(d)  # leaves with the retired step below it
+    ]
 
     def closeness(doc: Row) -> tuple[float, bool]:
         return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)

@@ -77,6 +77,7 @@ from kexp.core.cumulative import (
     needs_parent,
     outcome_over_parent,
     parent_value,
+    retired_below,
     step_code,
 )
 from kexp.core.outcome import (
@@ -155,6 +156,26 @@ class Derivation(dict[str, Derived]):
         if found.cumulative_score is None:
             return found
         return found._replace(built_on_suspect=self.suspect_below(record))
+
+    def built_on_retired(self, record: Any) -> str:
+        """The id of the retired step (status failed after it was measured) that
+        ``record`` is built on, its chain broken there ("" when none is): it leaves the
+        ranking, every current best and the successes with that step."""
+        exp_id: str = record.id
+        code = self._codes.get(exp_id)
+        if self._first.get(exp_id) is not record and needs_parent(record):
+            before = self._codes.get(record.pid)
+            code = None if before is None else step_code(record, before, self.settings)
+        return retired_below(code, exp_id)
+
+    def leaving_with(self, exp_id: str) -> list[str]:
+        """The ids of the steps built on ``exp_id`` that leave the ranking with it
+        (:meth:`built_on_retired` names it), oldest first as given."""
+        return [
+            other
+            for other, record in self._first.items()
+            if other != exp_id and self.built_on_retired(record) == exp_id
+        ]
 
     def suspect_below(self, record: Any) -> str:
         """The id of the nearest step whose score ``record``'s cumulative score multiplies

@@ -124,6 +124,20 @@ Code = tuple[Any, ...]
 _CULPRIT, _PROBLEM = 6, 7
 
 
+#: What a retired step is, as the reason of a code value it breaks.
+RETIRED_PROBLEM = "is marked failed (status failed: retired)"
+
+
+def retired_below(code: Code | None, record_id: str) -> str:
+    """The id of the retired step (:func:`retired`) that breaks the chain of ``code``,
+    the code value of ``record_id``, when it is an ancestor's ("" otherwise): what is
+    built on a retired step leaves the ranking with it."""
+    if code is None or code[0] is not None or code[_PROBLEM] != RETIRED_PROBLEM:
+        return ""
+    culprit: str = code[_CULPRIT]
+    return "" if culprit == record_id else culprit
+
+
 #: The reference's own code: the speedup 1, exactly (a root control's code).
 _REFERENCE: Code = (1.0, 0.0, 0.0, None, 0, "", "", "")
 
@@ -146,7 +160,7 @@ def step_code(record: Any, before: Code | None, settings: Settings = DEFAULT_SET
     if record.status == TIMED_OUT:
         return broken_code(record.id, "timed out (nothing measured)")
     if retired(record.status, record.score, recorded_interval(record), settings):
-        return broken_code(record.id, "is marked failed (status failed: retired)")
+        return broken_code(record.id, RETIRED_PROBLEM)
     return _measured(record, before)
 
 

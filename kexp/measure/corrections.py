@@ -25,6 +25,7 @@ from kexp.core.advice import (
 )
 from kexp.core.errors import (
     KexpError,
+    KexpWarning,
     MeasuredAgainstWarning,
     StaleMeasurementWarning,
     ValidationError,
@@ -258,6 +259,8 @@ def _correct(
         _warn_contradicted_score(updated, tolerance)
     if "pid" in updates:
         _warn_measured_against_missing(updated, bool(old.pid))
+    if "status" in effective and updated.status == "failed":
+        _warn_leaving_with(store, updated.id)
     return updated
 
 
@@ -449,6 +452,20 @@ def _warn_measured_against_missing(exp: KernelExperiment, had_parent: bool) -> N
         MeasuredAgainstWarning,
         stacklevel=4,
     )
+
+
+def _warn_leaving_with(store: Store, exp_id: str) -> None:
+    """Name the steps built on ``exp_id``, retired now, that leave the ranking with it
+    (``kexp top``, every current best, context's successes: their code holds it)."""
+    leaving = store.derivation().leaving_with(exp_id)
+    if leaving:
+        warnings.warn(
+            f"{exp_id[:10]} is retired (status failed): {len(leaving)} step(s) built on it "
+            f"leave kexp top and every current best with it: "
+            f"{', '.join(i[:10] for i in leaving)}",
+            KexpWarning,
+            stacklevel=4,
+        )
 
 
 # --- a summary's figure, following a new score ------------------------------------------

@@ -412,7 +412,7 @@ def select(
         chosen = [
             row
             for row in rows
-            if not (skip_buggy and (row.is_buggy or _failed(row, settings)))  # type: ignore[attr-defined]
+            if not (skip_buggy and (row.is_buggy or _failed(row, settings, derivation)))  # type: ignore[attr-defined]
             and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
             and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
         ]
@@ -438,6 +438,9 @@ def _path_key(exp: Any) -> str:
     return str(getattr(exp, "path", None) or "").replace(os.sep, "\0")
 
 
-def _failed(row: Any, settings: Settings) -> bool:
-    """Whether ``row`` is a failed run or a retired step (:func:`failed_run`)."""
-    return failed_run(row.status, row.score, row.score_ci, settings)
+def _failed(row: Any, settings: Settings, derivation: Derivation | None = None) -> bool:
+    """Whether ``row`` is a failed run or a retired step (:func:`failed_run`), or built
+    on a retired step (:meth:`Derivation.built_on_retired`: it leaves with it)."""
+    if failed_run(row.status, row.score, row.score_ci, settings):
+        return True
+    return derivation is not None and bool(derivation.built_on_retired(row))
