@@ -616,7 +616,7 @@ def one_run_control_note(control: Any, tool: str, settings: Settings) -> str:
 
 
 def drift_notes(exp: Any, drift: str, has_control: bool, tool: str) -> str | None:
-    """What a step recorded from timings is told of the drift between runs: ``drift``
+    """What a step recorded is told of the drift between runs: ``drift``
     (:attr:`kexp.core.cumulative.Derived.drift`) when the control of its env found its
     change within it; else, for a step whose interval leaves out 1 timed by ``tool``,
     one of :data:`ONE_SIDE_A_RUN`, with no control on its env (``has_control``), that the
@@ -626,8 +626,9 @@ def drift_notes(exp: Any, drift: str, has_control: bool, tool: str) -> str | Non
     if interval and len(interval) == 2:
         shown += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
     if drift:
+        clears = " leaves out 1 but" if interval and len(interval) == 2 else ""  # typed: none
         return (
-            f"{exp.id}: {shown} leaves out 1 but is {drift}: marginal, within noise; "
+            f"{exp.id}: {shown}{clears} is {drift}: marginal, within noise; "
             f"{REMEASURE.say(id=exp.id)} pools another round"
         )
     if has_control or tool not in ONE_SIDE_A_RUN or not interval or len(interval) != 2:

@@ -1,13 +1,21 @@
 """What a control just recorded does to the steps already recorded on its env: those it
 finds within its drift (:func:`kexp.core.outcome.within_drift`) that no control found so
-before are ``marginal`` now, in every view; ``kexp add`` says which, in one line."""
+before are ``marginal`` now, in every view; those that the controls before it found
+within theirs and that no longer are (the drifted one aged out of the window of the
+newest, ``Settings.control_drift_window``) are judged by their own numbers again;
+``kexp add`` says which, in one line each."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kexp.core.campaign import control_for, derive_for, env_controls
-from kexp.core.outcome import floor_reach, within_drift
+from kexp.core.campaign import (
+    control_for,
+    derive_for,
+    env_controls,
+    may_meet_control,
+)
+from kexp.core.outcome import floor_reach, judged_over_parent, within_drift
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -59,3 +67,51 @@ def turned_marginal(
         f"{drift}, marginal now (an interval covers the noise of one run, not the drift "
         f"between runs): {shown}"
     )
+
+
+def turned_back(
+    store: Store, control: KernelExperiment, before: dict[str, dict[str, list[Any]]]
+) -> str | None:
+    """``control N: 1 step(s) recorded on its env are no longer within a control's drift
+    (6b.. aged out of the 5 newest): improvement now: A (1.0500)``; None when it
+    promotes none. ``before``: the controls before it was recorded
+    (:func:`kexp.core.campaign.env_controls`): a step they judged ``marginal`` by their
+    drift that the newest controls, ``control`` among them, no longer do."""
+    found = store.found()
+    rows = [row for row in found.rows if row.env == control.env and row.id != control.id]
+    if not rows:
+        return None
+    derivation = derive_for(found.rows, rows, store.settings)
+    window = store.settings.control_drift_window
+    named: list[str] = []
+    aged: list[str] = []
+    for row in rows:
+        value = derivation.of(row)
+        if value.drift or not may_meet_control(value) or judged_over_parent(row):
+            continue  # still judged by a control's drift, or no change to judge
+        earlier = control_for(row, before, window)
+        if earlier is None or not within_drift(
+            value.outcome, row.score, row.score_ci, floor_reach(earlier, store.settings)
+        ):
+            continue  # the controls before it did not find it within their drift either
+        named.append(f"{row.id} ({value.outcome} {float(row.score):.4f})")
+        if earlier.judge.id not in aged:
+            aged.append(earlier.judge.id)
+    if not named:
+        return None
+    more = len(named) - NAMED_STEPS
+    shown = ", ".join(named[:NAMED_STEPS]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"control {control.id}: {len(named)} step(s) recorded on its env are no longer "
+        f"within a control's drift ({', '.join(aged)} aged out of the {window} newest), "
+        f"judged by their own numbers now: {shown}"
+    )
+
+
+def control_notes(
+    store: Store, control: KernelExperiment, before: dict[str, dict[str, list[Any]]]
+) -> list[str]:
+    """What ``control``, just recorded, says of the steps of its env:
+    :func:`turned_marginal` and :func:`turned_back`, those that say something."""
+    said = (turned_marginal(store, control, before), turned_back(store, control, before))
+    return [note for note in said if note is not None]

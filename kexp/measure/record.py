@@ -102,7 +102,7 @@ from kexp.measure.checks import (
     throttled_rounds,
     unit_hint,
 )
-from kexp.measure.controlnote import turned_marginal
+from kexp.measure.controlnote import control_notes
 from kexp.measure.envs import env_warnings, parents_env
 from kexp.measure.measurements import (
     KIND_FIELDS,
@@ -461,16 +461,15 @@ def record_iteration(
         warnings.warn(note.said(exp.id), MeasuredAgainstWarning, stacklevel=2)
     env_warnings(exp, before.envs, parents)
     if is_control(exp) and not exp.is_buggy and exp.status not in PENDING_STATUSES:
-        demoted = turned_marginal(store, exp, before.controls)
-        if demoted is not None:  # what every view says of them from now on
-            warnings.warn(demoted, ControlWarning, stacklevel=2)
+        for line in control_notes(store, exp, before.controls):  # every view says so now
+            warnings.warn(line, ControlWarning, stacklevel=2)
     tool = sniff(baseline) if isinstance(baseline, (str, Path)) else ""
     if is_control(exp) and control_bias(exp):  # as consult will say of it
         bias = describe_control(exp)
         if tool in ONE_SIDE_A_RUN:  # not biased: the drift between the tool's runs
             bias = one_run_control_note(exp, tool, store.settings)
         warnings.warn(f"control {exp.id}: {bias}", ControlWarning, stacklevel=2)
-    elif "score_ci" in data and not exp.is_buggy:
+    elif ("score_ci" in data or exp.derived.drift) and not exp.is_buggy:  # drift: typed too
         has_control = control_for(exp, before.controls) is not None
         drift = drift_notes(exp, exp.derived.drift, has_control, tool)
         if drift is not None:
