@@ -68,3 +68,41 @@ def test_the_tree_reply_is_bounded_and_says_what_it_left_out(
     assert [r["depth"] for r in few] == sorted(r["depth"] for r in few)  # display order
     nested = replies["nested"]
     assert nested[0]["id"] == ids[0] and "children" in nested[0]  # kexp tree --json
+
+
+def test_a_small_limit_keeps_the_dead_ends_and_names_what_it_left_out(store: Store) -> None:
+    """Trial M, repro 08: a 7-step best path and a 2-step fork that ends below its fork
+    point; ``limit: 5`` kept five best-path rows and neither fork step, ``left_out`` a
+    bare 4: an agent never learned the fork failed. The dead end is kept before the
+    path's middle steps, and what was left out is counted by mark."""
+    path, pid = [], ""
+    for step in range(7):
+        exp = store.create_experiment(
+            change_summary=f"step {step} - +10%", score=1.10, status="done",
+            operator_sig="kernels/gemm.cu: gemm", dtype_sig="bf16", env="H100",
+            pid=pid, measured_against="parent" if pid else "reference",
+        )  # fmt: skip
+        path.append(exp.id)
+        pid = exp.id
+    fork = store.create_experiment(
+        change_summary="fork 1 - -6%", score=0.94, status="done",
+        operator_sig="kernels/gemm.cu: gemm", dtype_sig="bf16", env="H100",
+        pid=path[2], measured_against="parent",
+    )  # fmt: skip
+    store.create_experiment(
+        change_summary="fork 2 - +3%", score=1.03, status="done",
+        operator_sig="kernels/gemm.cu: gemm", dtype_sig="bf16", env="H100",
+        pid=fork.id, measured_against="parent",
+    )  # fmt: skip
+    replies: dict[str, Any] = {}
+
+    async def work(agent: Agent) -> None:
+        replies["few"] = await agent.json("tree", operator="gemm", limit=5)
+
+    run_agent(store.root, work)
+    few = replies["few"]
+    marks = {row["change_summary"]: row.get("mark") for row in few["rows"]}
+    assert marks["fork 1 - -6%"] == "dead end", few
+    assert marks["step 0 - +10%"] == "on the best path" and marks["step 6 - +10%"] == "best"
+    assert marks["fork 2 - +3%"] == "dead end", few
+    assert few["left_out"] == 4 and few["left_out_kinds"] == {"on the best path": 4}, few

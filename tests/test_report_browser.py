@@ -13,8 +13,11 @@ skipped, unless ``KEXP_REQUIRE_BROWSER`` is set (as CI does), which makes that a
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -626,6 +629,47 @@ def test_each_of_many_dtype_env_cells_has_a_colour_of_its_own(
         for label, colour in keys.items():
             assert drawn[title + label] == colour, (kind, label, drawn, keys)
     assert sorted(found["edges"]) == sorted(keys.values()), found
+    # Trial M06: told apart at a glance, from each other and from the fixed keys (GPU3
+    # #b8336a and GPU8 #c2185b were Delta E 11.9 apart; GPU1 the lineage path's green).
+    fixed = page.eval(_FIXED_KEYS)
+    assert len(fixed) >= 8, fixed
+    for one, other in itertools.combinations(keys.items(), 2):
+        assert _delta_e(one[1], other[1]) >= CLEARLY_APART, (one, other)
+    for label, colour in keys.items():
+        for key, drawn in fixed:
+            assert _delta_e(colour, drawn) >= CLEARLY_APART, (label, colour, key, drawn)
+
+
+#: The least CIE76 Delta E at which two thin lines' colours are told apart at a glance
+#: (about 10: hard to tell apart).
+CLEARLY_APART = 20.0
+
+#: The score chart's fixed legend keys (not the series'), each with its colour: its
+#: background, else its border's.
+_FIXED_KEYS = """() => Array.from(document.querySelectorAll('.legend:not(.series) .key'))
+  .map(key => {
+    const style = getComputedStyle(key);
+    const fill = style.backgroundColor;
+    const see = fill === 'rgba(0, 0, 0, 0)' || fill === 'transparent' ? style.borderTopColor : fill;
+    return [key.parentElement.textContent.trim() || key.className, see];
+  })"""
+
+
+def _delta_e(one: str, other: str) -> float:
+    """The CIE76 distance of two CSS ``rgb(r, g, b)`` colours, as the page computes them."""
+
+    def lab(css: str) -> tuple[float, float, float]:
+        rgb = [int(part) / 255 for part in re.findall(r"\d+", css)[:3]]
+        r, g, b = (((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92 for c in rgb)
+        xyz = (
+            (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+            0.2126 * r + 0.7152 * g + 0.0722 * b,
+            (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883,
+        )
+        x, y, z = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz)
+        return 116 * y - 16, 500 * (x - y), 200 * (y - z)
+
+    return math.dist(lab(one), lab(other))
 
 
 _MARKED = """() => ({

@@ -1,7 +1,7 @@
 """The lineage trees as the MCP ``tree`` tool answers by default: one flat row per
 experiment (its depth, scores, outcome, summary, mark), at most a limit of them, the
-most telling kept (each tree's best tip and the path to it, its roots, its dead ends,
-then the rest in display order), and how many were left out, said. Nested trees
+most telling kept (each tree's best tip, its roots, its dead ends, the path to the best
+tip, then the rest in display order), and how many were left out, of each mark, said. Nested trees
 (``kexp tree --json``, :func:`kexp.output.replies.tree_reply`) indent each level
 deeper: a 100-step campaign is some 300 KB, more than an agent's context can spare."""
 
@@ -33,10 +33,12 @@ def tree_rows(forest: Sequence[TreeNode], limit: int = DEFAULT_ROWS) -> dict[str
             0
             if node.is_best
             else 1
-            if node.on_best_path or node.depth == 0
+            if node.depth == 0
             else 2
             if node.dead_end
             else 3
+            if node.on_best_path
+            else 4
         )
         return rank, at
 
@@ -48,6 +50,13 @@ def tree_rows(forest: Sequence[TreeNode], limit: int = DEFAULT_ROWS) -> dict[str
     }
     if len(kept) < len(nodes):
         reply["left_out"] = len(nodes) - len(kept)
+        shown = set(kept)
+        kinds: dict[str, int] = {}
+        for at, node in enumerate(nodes):
+            if at not in shown:
+                kind = _mark(node) or "unmarked"
+                kinds[kind] = kinds.get(kind, 0) + 1
+        reply["left_out_kinds"] = kinds
         reply["read_more"] = TREE_NESTED.tools.format(n=len(nodes))
     return reply
 
@@ -63,15 +72,7 @@ def _row(node: TreeNode) -> dict[str, Any]:
         "outcome": exp.outcome,
         "change_summary": exp.change_summary,
     }
-    mark = (
-        "best"
-        if node.is_best
-        else "on the best path"
-        if node.on_best_path
-        else "dead end"
-        if node.dead_end
-        else None
-    )
+    mark = _mark(node)
     if mark:
         row["mark"] = mark
     if exp.is_control:
@@ -81,3 +82,12 @@ def _row(node: TreeNode) -> dict[str, Any]:
     if exp.where is not None:
         row["ref"] = exp.where.to_dict().get("ref")
     return row
+
+
+def _mark(node: TreeNode) -> str | None:
+    """What a row's ``mark`` says of ``node``: best, on the best path, dead end, or None."""
+    if node.is_best:
+        return "best"
+    if node.on_best_path:
+        return "on the best path"
+    return "dead end" if node.dead_end else None

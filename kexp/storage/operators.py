@@ -21,6 +21,7 @@ __all__ = [
     "distinct",
     "matching",
     "named_closest",
+    "read_alone",
     "trigrams",
     "unmatched_operator",
     "unmatched_value",
@@ -112,6 +113,27 @@ def matching(rows: Sequence[Row], column: str, wanted: str) -> list[tuple[str, s
         if len(exact) == 1:
             return exact
     return found
+
+
+def read_alone(rows: Sequence[Row], column: str, wanted: str) -> tuple[set[str], str | None]:
+    """The values of ``column`` (lowercased) a filter ``wanted`` reads, as ``kexp
+    context`` reads it (:func:`matching`: the one it names exactly, alone, else every
+    one it is a part of), and a line naming those it is a part of but did not read
+    (None when it read them all)."""
+    found = distinct(rows, column)
+    read = matching(rows, column, wanted)
+    keys = {key for key, _, _ in read}
+    others = [shown for key, shown, _ in found if key not in keys and wanted.lower() in key]
+    if not others:
+        return keys, None
+    name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
+    shown = ", ".join(repr(other) for other in others[:NAMED])
+    more = f" and {len(others) - NAMED} more" if len(others) > NAMED else ""
+    return keys, (
+        f"{name} {read[0][1]!r} read alone, the value recorded exactly; "
+        f"it is also a part of {shown}{more}, not read: give one of them as the {name} "
+        "to read it"
+    )
 
 
 def _named_exactly(value: str, wanted: str) -> bool:

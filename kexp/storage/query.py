@@ -9,17 +9,19 @@ import itertools
 import math
 import operator
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kexp.core.collector import collector_paused
-from kexp.core.errors import KexpError
+from kexp.core.errors import KexpError, NoMatchWarning
 from kexp.core.fields import BODY_FIELDS, SEARCHED_FIELDS
 from kexp.core.inputs import first_non_text
 from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.core.outcome import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import suspect_reasons
+from kexp.storage.operators import read_alone
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation
@@ -62,7 +64,9 @@ class Filters:
     """Combinable filters; every one left as None does not filter.
 
     Text filters (``operator``, ``dtype``, ``env``, ``text``) match a case-insensitive
-    substring; ``base_commit`` and ``pid`` match a prefix; ``status``, ``outcome`` and
+    substring (:func:`select` reads a value an ``operator``, ``dtype`` or ``env`` names
+    exactly alone, as ``kexp context`` does); ``base_commit`` and ``pid`` match a
+    prefix; ``status``, ``outcome`` and
     ``tags`` take one value or a list (``tags``: all must be present); ``since`` and
     ``until`` bound ``created_at`` (inclusive; a date or an ISO 8601 time). ``pid=""``
     selects the experiments without a parent.
@@ -408,22 +412,51 @@ def select(
     nothing: no score to rank) nor pending nor a control). An ``outcome`` filter
     reads each row's outcome from ``derivation`` (what is derived from the whole store:
     interference depends on other experiments); without one, from the row itself."""
+    every: list[_E] = rows if isinstance(rows, list) else list(rows)
     if skip_buggy or skip_pending or skip_controls:
         chosen = [
             row
-            for row in rows
+            for row in every
             if not (skip_buggy and (row.is_buggy or _failed(row, settings, derivation)))  # type: ignore[attr-defined]
             and not (skip_pending and row.status in PENDING_STATUSES)  # type: ignore[attr-defined]
             and not (skip_controls and CONTROL_TAG in (row.tags or ()))  # type: ignore[attr-defined]
         ]
     else:
-        chosen = list(rows)
+        chosen = list(every)
     if wanted == _NO_FILTERS:
         return chosen
+    chosen = _read_as_consult(every, chosen, wanted)
     if wanted.outcome is None or derivation is None:
         return [row for row in chosen if matches(row, wanted, settings)]
     of = derivation.of
     return [row for row in chosen if matches(row, wanted, settings, outcome=of(row).outcome)]
+
+
+def _read_as_consult(every: list[Any], chosen: list[_E], wanted: Filters) -> list[_E]:
+    """``chosen`` less the rows an ``operator``, ``dtype`` or ``env`` filter is a part
+    of but does not read, as ``kexp context`` reads it (:func:`read_alone`: a value
+    recorded exactly, alone), each such filter noted (:class:`NoMatchWarning`)."""
+    asked = [
+        (column, value)
+        for column, value in (
+            ("operator_sig", wanted.operator),
+            ("dtype_sig", wanted.dtype),
+            ("env", wanted.env),
+        )
+        if value
+    ]
+    if not asked:
+        return chosen
+    pool = every
+    for column, value in asked:
+        pool = [row for row in pool if value in getattr(row, column).lower()]
+        keys, note = read_alone(pool, column, value)
+        if note is None:
+            continue
+        warnings.warn(note, NoMatchWarning, stacklevel=4)
+        pool = [row for row in pool if getattr(row, column).lower() in keys]
+        chosen = [row for row in chosen if getattr(row, column).lower() in keys]
+    return chosen
 
 
 @collector_paused()  # a sort key an experiment, none in a cycle

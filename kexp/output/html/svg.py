@@ -38,9 +38,20 @@ from kexp.storage.lineage import TreeNode
 UNSCORED = UNMEASURED_OUTCOMES
 #: The most markers a chart draws as links with a tooltip each (see the module's doc).
 MAX_LINKED = 1000
-#: The colours of the first campaigns' lines (the first the best's green of report.css);
-#: past them, colours made to differ (:func:`series_colour`).
+#: The colour of one campaign's lines: the best's green of report.css (its legend's key).
+#: Of several, each its own, from :func:`candidate_colours` (:func:`campaign_series`).
 PALETTE = ("#0b6e2f", "#1f5fbf", "#b8336a", "#6a3d9a", "#138086", "#8c6d1f", "#3b3f46", "#c2185b")
+#: The colours of the score chart's fixed legend keys (report.css: the outcomes, the
+#: lineage path's green, the interval's grey, the control's): no campaign's lines take
+#: one of them, or one near it.
+FIXED_KEYS = (
+    "#1a9641", "#8c96a3", "#e08214", "#8e44ad", "#d7301f",
+    "#7a0d0d", "#2b83ba", "#0b6e2f", "#7a828e", "#5d6470",
+)  # fmt: skip
+#: The least CIE76 colour distance (Delta E) kept between two campaigns' colours, and
+#: between one and a fixed key, while enough candidates are that far apart (about 10:
+#: hard to tell apart on a thin line).
+MIN_DISTANCE = 20.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,31 +67,61 @@ class Point:
     campaign: tuple[str, ...] = ()
 
 
-def series_colour(index: int) -> str:
-    """The ``index``-th colour of campaigns' lines (``#rrggbb``): :data:`PALETTE`'s, then
-    hues a golden angle apart, at three lightnesses and two saturations in turn, dark
-    enough to read on white."""
-    if index < len(PALETTE):
-        return PALETTE[index]
-    k = index - len(PALETTE)
-    hue = (k * 137.50776 + 15.0) % 360.0 / 360.0
-    red, green, blue = colorsys.hls_to_rgb(hue, (0.36, 0.48, 0.28)[k % 3], (0.75, 0.55)[k // 3 % 2])
-    return "#" + "".join(f"{round(c * 255):02x}" for c in (red, green, blue))
+def candidate_colours() -> list[str]:
+    """The colours a campaign's lines may take (``#rrggbb``), preferred first:
+    :data:`PALETTE`'s but its first, then hues a golden angle apart, at three lightnesses
+    and two saturations in turn, dark enough to read on white."""
+    made = []
+    for k in range(360):
+        hue = (k * 137.50776 + 15.0) % 360.0 / 360.0
+        light, saturation = (0.32, 0.42, 0.24)[k % 3], (0.8, 0.55)[k // 3 % 2]
+        red, green, blue = colorsys.hls_to_rgb(hue, light, saturation)
+        made.append("#" + "".join(f"{round(c * 255):02x}" for c in (red, green, blue)))
+    return list(dict.fromkeys([*PALETTE[1:], *made]))
+
+
+def lab(colour: str) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of an sRGB ``#rrggbb``."""
+    linear = [int(colour[at : at + 2], 16) / 255 for at in (1, 3, 5)]
+    r, g, b = (((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92 for c in linear)
+    xyz = (
+        (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+        0.2126 * r + 0.7152 * g + 0.0722 * b,
+        (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883,
+    )
+    x, y, z = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz)
+    return 116 * y - 16, 500 * (x - y), 200 * (y - z)
+
+
+def distance(one: str, other: str) -> float:
+    """The CIE76 colour distance (Delta E) of two ``#rrggbb`` colours."""
+    return math.dist(lab(one), lab(other))
 
 
 def campaign_series(points: Sequence[Point]) -> dict[tuple[str, ...], str]:
     """Each campaign of ``points``, in the order it first appears, with the colour its
-    lines are drawn in (:func:`series_colour`): one no other campaign has."""
+    lines are drawn in: one campaign the best's green (:data:`PALETTE`'s first); of
+    several, each the first candidate (:func:`candidate_colours`) at least
+    :data:`MIN_DISTANCE` from every fixed key and every colour taken before it (none
+    left: the farthest from them)."""
+    campaigns = list(dict.fromkeys(point.campaign for point in points))
+    if len(campaigns) < 2:
+        return dict.fromkeys(campaigns, PALETTE[0])
+    candidates = [(colour, lab(colour)) for colour in candidate_colours()]
+    near = {colour: min(math.dist(at, lab(k)) for k in FIXED_KEYS) for colour, at in candidates}
     series: dict[tuple[str, ...], str] = {}
-    used: set[str] = set()
-    index = 0
-    for point in points:
-        if point.campaign in series:
+    for campaign in campaigns:
+        free = [(near[colour], colour, at) for colour, at in candidates if near[colour] >= 0]
+        if not free:  # more campaigns than candidates: the first colours again
+            series[campaign] = candidates[len(series) % len(candidates)][0]
             continue
-        while (colour := series_colour(index)) in used:
-            index += 1
-        series[point.campaign] = colour
-        used.add(colour)
+        fit = next((item for item in free if item[0] >= MIN_DISTANCE), None)
+        _, colour, taken = fit or max(free, key=lambda item: item[0])
+        series[campaign] = colour
+        near[colour] = -1.0  # taken
+        for other, at in candidates:
+            if near[other] >= 0:
+                near[other] = min(near[other], math.dist(at, taken))
     return series
 
 
