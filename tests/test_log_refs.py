@@ -79,3 +79,27 @@ def test_log_all_refs_reads_an_experiment_only_a_ref_holds(tmp_path: Path) -> No
     both = run_kexp("log", other[:10], "--rev", "HEAD", "--all-refs", cwd=alice, process=True)
     assert both.returncode == 2 and "give --rev or --refs/--all-refs, not both" in both.stderr
     assert "Traceback" not in both.stderr
+
+
+def test_log_says_a_removal_on_another_ref_is_a_removal(tmp_path: Path) -> None:
+    """Hana removes Alice's experiment (kexp rm) and publishes that to kexp/hana: Alice's
+    plain ``kexp log`` says origin/kexp/hana removes it, and ``--all-refs`` marks the
+    removal as on that ref (before: 'a newer version: a correction published there',
+    and the removal with no word of its ref, as if HEAD held it)."""
+    remote, base = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    made = record(alice, base, "Block swizzle for L2 reuse - +10%", score=1.10)
+    assert run_kexp("sync", cwd=alice, process=True).returncode == 0
+    hana = clone(remote, tmp_path / "hana")
+    assert run_kexp("rm", "-y", made.id, cwd=hana, process=True).returncode == 0
+    assert run_kexp("sync", "--branch", "kexp/hana", cwd=hana, process=True).returncode == 0
+    git(alice, "fetch", "-q")
+    plain = run_kexp("log", made.id[:10], cwd=alice, process=True)
+    assert plain.returncode == 0, plain.stderr
+    warned = [line for line in plain.stderr.splitlines() if "origin/kexp/hana" in line]
+    assert len(warned) == 1 and "removes it" in warned[0], plain.stderr
+    assert "correction" not in warned[0], warned[0]
+    text = run_kexp("log", made.id[:10], "--all-refs", cwd=alice, process=True)
+    lines = text.stdout.splitlines()
+    removal = next(i for i, line in enumerate(lines) if line.startswith("    removed in "))
+    assert lines[removal + 1] == "    on origin/kexp/hana (not in HEAD)", text.stdout

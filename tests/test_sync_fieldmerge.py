@@ -124,3 +124,69 @@ def test_an_mcp_agent_stopped_by_a_real_conflict_is_told_a_tool_way_to_share(
     run_agent(bob, bob_works)
     done = run_kexp("sync", "--json", cwd=alice, process=True)
     assert {"branch": "kexp/bob", "commits": 1, "new": True} in json.loads(done.stdout)["fetched"]
+
+
+@pytest.mark.parametrize("beside_a_correction", [False, True], ids=["alone", "field-merged"])
+def test_a_score_edited_by_hand_is_published_with_a_warning(
+    tmp_path: Path, beside_a_correction: bool
+) -> None:
+    """Bob edits the score line by hand, no correction note (kexp validate --changed warns
+    score-without-note: a warning, the same file as a kexp update without --reason), alone
+    or while Alice corrected the tags: his sync publishes it and says so, naming the file
+    and the change (before: without a word, field-merged beside Alice's note too)."""
+    remote, alice, bob, exp_id, path = _corrected_on_both(tmp_path)
+    if beside_a_correction:
+        fixed = run_kexp("update", exp_id, "--set", "tags=tiling", "--reason", "a", cwd=alice)
+        assert fixed.returncode == 0, fixed.stderr
+        assert run_kexp("sync", cwd=alice, process=True).returncode == 0
+    (bob / path).write_text((bob / path).read_text().replace("score: 1.43", "score: 2.9"))
+    done = run_kexp("sync", cwd=bob, process=True)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stdout.splitlines() if "score-without-note" in line]
+    assert len(warned) == 1 and path in warned[0] and "1.43 → 2.9" in warned[0], done.stdout
+    assert "kexp update ID --set score=SCORE --reason TEXT" in warned[0]
+    published = git(remote, "show", f"main:{path}")
+    assert re.search(r"^score: 2\.9$", published, re.MULTILINE), published
+    assert ("tags: [tiling]" in published) == beside_a_correction
+    as_json = run_kexp("sync", "--json", cwd=bob, process=True)  # nothing new: no warning
+    assert json.loads(as_json.stdout)["unexplained"] == [], as_json.stdout
+
+
+def test_a_score_correction_merges_beside_a_description_rewritten_on_the_other_side(
+    tmp_path: Path,
+) -> None:
+    """Alice corrects the score (her note appended to the description), Bob rewrites the
+    description (kexp update --set-file, with his reason): only Bob rewrote the text, so
+    his sync merges field by field (before: it stopped, 'merge by hand'): Alice's score,
+    Bob's text, both notes (Alice's first), nothing lost."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    added = run_kexp(
+        "add", "--summary", "Tile - +43%", "--score", "1.43", "--operator", OP, "--dtype",
+        "bf16", "--env", "H100", "--description", "Tiles 64x64.", "--json", cwd=alice,
+        process=True,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    exp_id, path = json.loads(added.stdout)["id"], json.loads(added.stdout)["path"]
+    assert (alice / path).is_file(), path
+    for root in (alice, bob):
+        assert run_kexp("sync", cwd=root, process=True).returncode == 0
+    fixed = run_kexp("update", exp_id, "--set", "score=1.40", "--reason", "a rerun", cwd=alice)
+    assert fixed.returncode == 0, fixed.stderr
+    assert run_kexp("sync", cwd=alice, process=True).returncode == 0
+    (tmp_path / "d.txt").write_text("Tiles 64x64, 2 warps per tile.\n")
+    rewritten = run_kexp(
+        "update", exp_id, "--set-file", f"detailed_description={tmp_path / 'd.txt'}",
+        "--reason", "b detail", cwd=bob,
+    )  # fmt: skip
+    assert rewritten.returncode == 0, rewritten.stderr
+    done = run_kexp("sync", "--json", cwd=bob, process=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["merged_by_field"] == [path], done.stdout
+    merged = git(remote, "show", f"main:{path}")
+    assert re.search(r"^score: 1\.4$", merged, re.MULTILINE), merged
+    assert "Tiles 64x64, 2 warps per tile." in merged
+    notes = re.findall(r"^\*\*Correction \(.*Reason: (.*)$", merged, re.MULTILINE)
+    assert notes == ["a rerun", "b detail"], merged
+    checked = run_kexp("validate", cwd=bob, process=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -2,8 +2,9 @@
 made apart (one agent's score, another's tags, each with its dated note) merge as git
 merges two files, field by field instead of line by line: a field one side changed is
 taken from it, one both changed alike once; the notes both sides appended to a text
-section are kept, the other side's first. A field both changed otherwise, or a text both
-changed otherwise than by adding lines, is a conflict: no merge (None)."""
+section are kept, the other side's first, and so are those one side appended to a text the
+other rewrote. A field both changed otherwise, or a text both changed otherwise than by
+adding lines (one adding only correction notes aside), is a conflict: no merge (None)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from kexp.format.fileformat import Document, FileFormatError, parse, render_upda
 #: The text sections whose additions on both sides are both kept (notes, prose); a code
 #: change is never stitched together.
 _ADDITIVE = frozenset({"detailed_description", "raw_result", "profiling_info", "error_message"})
+#: How a correction note kexp appends begins (``**Correction (2026-11-30)**: ...``).
+_NOTE_START = "**Correction ("
 _ABSENT = object()
 _CLASH = object()
 
@@ -43,7 +46,10 @@ def merge_fields(path: str, base: bytes, ours: bytes, theirs: bytes) -> str | No
     for name in BODY_FIELDS:
         text = _pick(*(body[name] for body in bodies))
         if text is _CLASH and name in _ADDITIVE:
-            text = _both_added(*(body[name] for body in bodies))
+            texts = [body[name] for body in bodies]
+            text = _both_added(*texts)
+            if text is None:
+                text = _noted_beside_rewrite(*texts)
         if text is _CLASH or text is None:
             return None
         setattr(merged, name, text)
@@ -101,6 +107,44 @@ def _both_added(base: str, ours: str, theirs: str) -> str | None:
         if at < len(was):
             lines.append(was[at])
     return "\n".join(lines)
+
+
+def _noted_beside_rewrite(base: str, ours: str, theirs: str) -> str | None:
+    """The text one side rewrote, with the correction notes the other side appended to
+    ``base`` (its only change) kept, the remote's (``theirs``) first: before the notes
+    ``ours`` appended after its rewrite, or after all of ``theirs``; None otherwise."""
+    was = base.split("\n") if base else []
+    for adder, rewrite, remote_first in ((theirs, ours, True), (ours, theirs, False)):
+        added = _additions(was, adder.split("\n") if adder else [])
+        if not added or set(added) != {len(was)}:
+            continue  # (not only lines appended at the end)
+        notes = [line for line in added[len(was)] if line.strip()]
+        if not all(line.startswith(_NOTE_START) for line in notes):
+            continue
+        lines = rewrite.split("\n") if rewrite else []
+        cut = len(lines)
+        if remote_first:  # before the notes the rewrite appended (blank lines aside)
+            while cut and (
+                not lines[cut - 1].strip()
+                or (lines[cut - 1].startswith(_NOTE_START) and lines[cut - 1] not in was)
+            ):
+                cut -= 1
+        parts = [_trimmed(lines[:cut]), notes, _trimmed(lines[cut:])]
+        joined: list[str] = []
+        for part in (p for p in parts if p):
+            joined += ([""] if joined else []) + part
+        return "\n".join(joined)
+    return None
+
+
+def _trimmed(lines: list[str]) -> list[str]:
+    """``lines`` without the blank lines at either end."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return lines[start:end]
 
 
 def _additions(base: list[str], text: list[str]) -> dict[int, list[str]] | None:

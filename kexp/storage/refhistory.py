@@ -43,8 +43,8 @@ def experiment_log(
             if held:
                 warnings.warn(
                     f"{', '.join(held)} hold{'s' if len(held) == 1 else ''} {len(beyond)} "
-                    f"commit(s) of {full_id} that HEAD lacks (a newer version: a correction "
-                    f"published there); {LOG_ALL_REFS.say(id=full_id[:10])}",
+                    f"commit(s) of {full_id} that HEAD lacks ({_what(store, full_id, held)}); "
+                    f"{LOG_ALL_REFS.say(id=full_id[:10])}",
                     KexpWarning,
                     stacklevel=2,
                 )
@@ -82,6 +82,25 @@ def history_across(store: StoreView, exp_id: str) -> list[HistoryEntry]:
             kept = found.setdefault(entry.commit, entry)
             found[entry.commit] = dataclasses.replace(kept, refs=(*kept.refs, ref.short))
     return local + list(found.values())
+
+
+def _what(store: StoreView, full_id: str, held: list[str]) -> str:
+    """What the refs ``held`` (short names) hold of experiment ``full_id`` that ``HEAD``
+    lacks: a newer version, or its removal (the ref's last commit of it deletes it)."""
+    removing = [ref for ref in held if _removes(store, full_id, ref)]
+    if not removing:
+        return "a newer version: a correction published there"
+    said = f"{', '.join(removing)} remove{'s' if len(removing) == 1 else ''} it, not merged here"
+    return said if len(removing) == len(held) else f"a newer version elsewhere; {said}"
+
+
+def _removes(store: StoreView, full_id: str, ref: str) -> bool:
+    """Whether ``ref``'s last commit of experiment ``full_id`` removes its file."""
+    try:
+        entries = history(store, full_id, revision=ref)
+    except ExperimentNotFoundError:
+        return False
+    return bool(entries) and entries[-1].action == "deleted"
 
 
 def _short(ref: str) -> str:

@@ -58,7 +58,6 @@ from kexp.core.errors import (
     SyncConflictError,
     ValidationError,
 )
-from kexp.core.problems import Problem, display_path, sort_problems
 from kexp.format.fieldmerge import merge_fields, noting
 from kexp.format.rules import README_NAME, id_from_name
 from kexp.gitops import commits as gitcommits
@@ -67,6 +66,7 @@ from kexp.gitops import git as kgit
 from kexp.gitops import merge as gitmerge
 from kexp.gitops import remotes as gitremotes
 from kexp.gitops.rewrites import rewritten_on
+from kexp.storage.publishcheck import first_error, unexplained_scores
 from kexp.storage.published import Record, choose_removals, record_path, unlanded
 from kexp.storage.remoteview import RemoteView
 from kexp.storage.sidebranch import SideBranch, refuse_left, side_base, with_checkout
@@ -427,6 +427,7 @@ def _sync(
         carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
         taken_in=tuple(brought), unlanded=held_unlanded, fetched=fetched,
         merged_by_field=tuple(sorted(set(by_field))),
+        unexplained=unexplained_scores(store, remote_tip, local) if pushed else (),
         on_remote=pushed or remote_tip is not None,
     )  # fmt: skip
 
@@ -749,7 +750,7 @@ def refuse_invalid(store: Store, remote: str, target: str, head: str | None = No
         check = check_changes(store, published[1], head)
         problems = [*check.file_problems, *check.caused]
         advice = SYNC_FIX_CHANGED.say(base=f"{remote}/{published[0]}")
-    found = _first_error(problems)
+    found = first_error(problems)
     if found:
         raise ValidationError(
             f"kexp sync did nothing, {target} would publish an invalid experiment: {found}; "
@@ -780,7 +781,7 @@ def _refuse_invalid_merge(
     from kexp.storage.changed import check_changes
 
     check = check_changes(store, remote_tip, merged)
-    found = _first_error([*check.file_problems, *check.caused])
+    found = first_error([*check.file_problems, *check.caused])
     if found:
         raise ValidationError(
             f"kexp sync stopped before the push: merged with {remote}/{target}, {target} "
@@ -793,22 +794,6 @@ def _refuse_invalid_merge(
             ),
             [],
         )
-
-
-def _first_error(problems: list[Problem]) -> str:
-    """The first error of ``problems`` in files a sync publishes, on one line
-    (``path:line: error[code] field: message``, and how many more), or ""."""
-    errors = sort_problems(p for p in problems if p.severity == "error" and p.code != "stray-file")
-    if not errors:
-        return ""
-    first = errors[0]
-    field = f" {first.field}:" if first.field else ""
-    # Two files sharing an id are one problem, said of each file: counted once.
-    shared = {p.message.split()[1] for p in errors if p.code == "duplicate-id"}
-    others = len(errors) - len([p for p in errors if p.code == "duplicate-id"]) + len(shared) - 1
-    more = f" (and {others} more)" if others > 0 else ""
-    where = f"{display_path(first.path)}:{first.line}"
-    return f"{where}: error[{first.code}]{field} {first.message}{more}"
 
 
 def _merge(

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from kexp.core.advice import READ_FETCHED
+from kexp.core.advice import CORRECT_SCORE, READ_FETCHED
 
 #: How many paths a line names before "and N more".
 SHOWN_PATHS = 5
@@ -136,6 +136,9 @@ class SyncResult:
     #: (:mod:`kexp.format.fieldmerge`: each field as the side that changed it has it,
     #: both correction notes kept); never in a dry run.
     merged_by_field: tuple[str, ...] = ()
+    #: The scores it pushed changed with no correction note saying why (a hand edit; a
+    #: warning, as ``kexp validate --changed`` gives it), ``path:line: score: message``.
+    unexplained: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -165,7 +168,7 @@ class SyncResult:
         (the MCP tools' words: :func:`kexp.core.advice.for_tools`)."""
         data = dataclasses.asdict(self)
         for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
-                    "carried", "taken_in", "merged_by_field"):  # fmt: skip
+                    "carried", "taken_in", "merged_by_field", "unexplained"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["unlanded"] = [
             {
@@ -251,6 +254,12 @@ class SyncResult:
                     f"  {len(self.carried)} of them change files outside experiments/, with "
                     "no change to them in the end (reverted, or there already): "
                     + listing(list(self.carried))
+                )
+            if self.unexplained:
+                found.append(
+                    f"warning: published {len(self.unexplained)} score(s) changed with no "
+                    f"correction note saying why (score-without-note): "
+                    f"{'; '.join(self.unexplained)}; say why with " + CORRECT_SCORE.say(id="ID")
                 )
         return found + held + self._fetched_lines()
 

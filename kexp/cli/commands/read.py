@@ -588,6 +588,8 @@ def log(
                 f"    removed in {entry.commit[:12]} by {one_line(entry.author)}: "
                 f"{one_line(entry.summary)} ({clean(where)})"
             )
+            if entry.refs:
+                click.echo(f"    on {', '.join(entry.refs)} (not in HEAD)")
             continue
         click.echo(f"    {one_line(entry.summary)}")
         if entry.refs:
