@@ -455,7 +455,6 @@ class Listing:
                 self._cache.settings,
                 self._repaired,
             )
-            self._made[folder] = made  # asked for again by folder
         return made[1]
 
     def rows_naming(self, text: str) -> list[Row]:
