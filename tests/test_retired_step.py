@@ -14,16 +14,7 @@ import re
 from pathlib import Path
 
 from conftest import run_kexp
-
-KERNEL = ("--operator", "kernels/gemm.cu: gemm_bf16", "--dtype", "bf16", "--env", "H100")
-
-
-def add(repo: Path, summary: str, score: str, *more: str) -> str:
-    done = run_kexp(
-        "add", "--json", "--summary", summary, *KERNEL, "--score", score, *more, cwd=repo
-    )
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["id"])
+from test_dead_branch import KERNEL, add
 
 
 def test_a_step_marked_failed_leaves_the_ranking_and_the_current_best(repo: Path) -> None:

@@ -13,19 +13,10 @@ Timings as do_bench writes them (``{config: [ms, ...]}``), 40 samples of 0.3 % C
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 from conftest import run_kexp
-
-KERNEL = ("--operator", "csrc/softmax.cu: softmax_fwd", "--dtype", "fp16", "--env", "H100 SXM")
-
-
-def do_bench(folder: Path, name: str, ms: float, seed: int) -> str:
-    rng = random.Random(seed)
-    path = folder / f"{name}.json"
-    path.write_text(json.dumps({"c1024": [ms * (1 + rng.gauss(0, 0.003)) for _ in range(40)]}))
-    return str(path)
+from test_drift_reason_views import KERNEL, do_bench
 
 
 def recorded(repo: Path, tmp_path: Path) -> dict[str, object]:

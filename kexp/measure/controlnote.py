@@ -59,8 +59,7 @@ def turned_marginal(
         reason = value.drift
     if not named:
         return None
-    more = len(named) - NAMED_STEPS
-    shown = ", ".join(named[:NAMED_STEPS]) + (f" and {more} more" if more > 0 else "")
+    shown = _shown(named)
     drift = reason.split("'s ", 1)[-1].split(": an interval", 1)[0]
     return (
         f"control {control.id}: {len(named)} step(s) recorded on its env are within its "
@@ -99,13 +98,18 @@ def turned_back(
             aged.append(earlier.judge.id)
     if not named:
         return None
-    more = len(named) - NAMED_STEPS
-    shown = ", ".join(named[:NAMED_STEPS]) + (f" and {more} more" if more > 0 else "")
+    shown = _shown(named)
     return (
         f"control {control.id}: {len(named)} step(s) recorded on its env are no longer "
         f"within a control's drift ({', '.join(aged)} aged out of the {window} newest), "
         f"judged by their own numbers now: {shown}"
     )
+
+
+def _shown(named: list[str]) -> str:
+    """The steps ``named``, the first :data:`NAMED_STEPS` of them and how many more."""
+    more = len(named) - NAMED_STEPS
+    return ", ".join(named[:NAMED_STEPS]) + (f" and {more} more" if more > 0 else "")
 
 
 def control_notes(
