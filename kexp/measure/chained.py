@@ -39,16 +39,16 @@ from kexp.storage.store import Store
 _Timing = tuple[float, Any, float | None]
 
 
-def warn_if_chained(store: Store, exp: KernelExperiment) -> None:
+def warn_if_chained(store: Store, exp: KernelExperiment, rows: Sequence[Any] | None = None) -> None:
     """Warn (:class:`~kexp.core.errors.RootWarning`) when ``exp``, just recorded as a root
     with timings, was timed against the code of an earlier experiment of its kernel,
     dtype and env (:func:`chained_to`): its score is a step over that code, not over the
-    reference."""
+    reference. ``rows``: the store's as read before the write, when it was read."""
     if exp.pid or not exp.results or is_control(exp) or exp.is_buggy:
         return
     if exp.status in PENDING_STATUSES:
         return
-    found = chained_root(store, exp)
+    found = chained_root(store, exp, rows)
     if found is None:
         return
     row, exact = found
@@ -64,16 +64,19 @@ def warn_if_chained(store: Store, exp: KernelExperiment) -> None:
     )
 
 
-def chained_root(store: Store, exp: KernelExperiment) -> tuple[Any, bool] | None:
+def chained_root(
+    store: Store, exp: KernelExperiment, rows: Sequence[Any] | None = None
+) -> tuple[Any, bool] | None:
     """:func:`chained_to` of ``exp``'s timings among the other experiments of its
-    kernel, dtype and env in ``store``: the one whose candidate its baseline timed."""
+    kernel, dtype and env in ``store`` (of ``rows``, when the caller read them): the one
+    whose candidate its baseline timed."""
     key = (exp.operator_sig, exp.dtype_sig, exp.env)
-    rows = [
+    same = [
         row
-        for row in store.found().rows
+        for row in (store.found().rows if rows is None else rows)
         if (row.operator_sig, row.dtype_sig, row.env) == key and row.id != exp.id
     ]
-    return chained_to(exp.results, rows, store.settings)
+    return chained_to(exp.results, same, store.settings)
 
 
 def chained_to(

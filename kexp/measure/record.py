@@ -506,7 +506,7 @@ def record_iteration(
     rooted = root_note(exp, before.tip)
     if rooted is not None:
         warnings.warn(rooted, RootWarning, stacklevel=2)
-    warn_if_chained(store, exp)  # a root timed against an earlier step's code
+    warn_if_chained(store, exp, before.rows if before.read else None)  # a chained root
     if said_of_base is not None:
         warnings.warn(
             f"experiment {exp.id}: {said_of_base[1]} (kexp validate warns of it)",
@@ -529,8 +529,9 @@ class BeforeWrite(NamedTuple):
     #: (:func:`kexp.core.campaign.env_controls`).
     controls: dict[str, dict[str, list[Row]]]
     #: Whether the store was read (not when there was nothing to check: no env, not a
-    #: root; then the other fields are empty).
+    #: root; then the other fields are empty), and its rows then.
     read: bool
+    rows: Sequence[Row] = ()
 
 
 def _warn_if_large_profiling(text: str, limit: int) -> None:
@@ -563,7 +564,7 @@ def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
     controls = env_controls(found.rows)
     key = (str(data.get("operator_sig") or ""), str(data.get("dtype_sig") or ""), env)
     tip = lineage_tip(found, key, store.settings) if root else None
-    return BeforeWrite(envs, tip, controls, True)
+    return BeforeWrite(envs, tip, controls, True, found.rows)
 
 
 def lineage_tip(found: Found, key: tuple[str, str, str], settings: Settings) -> (
