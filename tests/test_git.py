@@ -498,3 +498,40 @@ def test_a_repository_gone_meanwhile_is_said_so_not_called_git_missing(
 
 def test_git_errors_are_kexp_errors() -> None:
     assert issubclass(GitError, KexpError)
+
+
+def test_blobs_held_asks_the_index_first_and_answers_as_the_object_database(
+    tmp_path: Path,
+) -> None:
+    """The fast answer (the index's entries) equals looking each content up in git's
+    object database, for every state a working tree's file can be in."""
+    from kexp.gitops.git import find_worktree
+    from kexp.gitops.objects import blobs_held, object_names
+    from kexp.storage.rows import content_key
+
+    repo = init_repo(tmp_path / "repo")
+    folder = repo / "store" / "experiments"
+    folder.mkdir(parents=True)
+    texts = {name: f"content of {name}\n".encode() for name in "abcdef"}
+    for name in "abcd":
+        (folder / f"{name}.md").write_bytes(texts[name])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "four")
+    (folder / "b.md").write_bytes(b"edited, never added\n")  # its old content in git only
+    (folder / "c.md").write_bytes(texts["e"])  # staged below, then edited
+    git(repo, "add", "store/experiments/c.md")
+    (folder / "c.md").write_bytes(b"edited after it was staged\n")
+    (folder / "f.md").write_bytes(texts["f"])  # untracked
+    (repo / "outside.md").write_bytes(b"outside the store, committed\n")
+    git(repo, "add", "outside.md")
+    git(repo, "commit", "-q", "-m", "outside")
+    contents = [*texts.values(), b"edited, never added\n", b"edited after it was staged\n",
+                b"outside the store, committed\n"]  # fmt: skip
+    hashes = [content_key(data).hex() for data in contents] + [git(repo, "rev-parse", "HEAD")]
+    tree = find_worktree(repo)
+    found = object_names(tree, hashes)
+    looked_up = {h for h, got in zip(hashes, found, strict=True) if got and got[1] == "blob"}
+    assert blobs_held(tree, hashes, folder) == looked_up
+    assert blobs_held(tree, hashes, tmp_path) == looked_up  # a folder outside the repository
+    assert content_key(texts["a"]).hex() in looked_up
+    assert content_key(texts["f"]).hex() not in looked_up

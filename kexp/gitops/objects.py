@@ -84,6 +84,25 @@ def object_names(repo: git.Repo | Worktree, names: Sequence[str]) -> list[tuple[
     return found + [None] * (len(names) - len(found))
 
 
+def blobs_held(repo: git.Repo | Worktree, hashes: Sequence[str], folder: Path) -> set[str]:
+    """Those of the blob ``hashes`` that git holds: the ones the index names under
+    ``folder`` (a working tree's files as git checked them out or added them: one ``git
+    ls-files``, cheaper than looking each up), the others looked up (one ``git cat-file
+    --batch-check``, none when the index names them all)."""
+    wanted = set(hashes)
+    top = Path(repo.working_tree_dir).resolve() if repo.working_tree_dir else None
+    place = Path(folder).resolve()
+    held: set[str] = set()
+    if top is not None and place.is_relative_to(top):  # else looked up, not listed
+        inside = place.relative_to(top).as_posix()
+        listed = git_command(repo, "ls-files", "-z", "--stage", "--", f":(literal){inside}").stdout
+        # Each entry: "MODE SHA STAGE\tPATH", the mode six digits.
+        held = {entry[7:47] for entry in listed.split("\0") if entry[6:7] == " "} & wanted
+    rest = [name for name in hashes if name not in held]
+    found = object_names(repo, rest)
+    return held | {name for name, got in zip(rest, found, strict=True) if got and got[1] == "blob"}
+
+
 def merge_base(repo: git.Repo | Worktree, first: str, second: str) -> str | None:
     """The best common ancestor of two commits (full hashes); None when they share none."""
     if not (is_hex(first, 40) and is_hex(second, 40)):

@@ -143,10 +143,10 @@ def _in_git(store: StoreView, keys: Sequence[bytes]) -> set[bytes]:
 
     try:
         repo = kgit.find_worktree(store.root)
-        found = gitobjects.object_names(repo, [key.hex() for key in keys])
+        held = gitobjects.blobs_held(repo, [key.hex() for key in keys], store.experiments_dir)
     except GitError:
         return set()
-    return {key for key, name in zip(keys, found, strict=True) if name and name[1] == "blob"}
+    return {key for key in keys if key.hex() in held}
 
 
 class DocTexts:
