@@ -168,7 +168,8 @@ def remeasure(
     (:func:`earlier_rounds`); ``score``, ``score_ci`` and ``results`` are recomputed,
     the round is added to the ``## Samples`` section and its breakdown to
     ``raw_result``, the figure of ``change_summary`` that stated the old score states
-    the new one (:func:`kexp.measure.corrections.summary_with_score`), and the
+    the new one (:func:`kexp.measure.corrections.summary_with_score`; one it cannot
+    restate is warned of, as ``kexp update`` warns of it), and the
     correction is recorded as ``kexp update --reason`` records one (old → new, and
     ``reason``, by default "remeasured: round N pooled with the earlier ones"). A
     control whose pooled interval is implausible for an A/A run warns
