@@ -245,9 +245,9 @@ def record_iteration(**arguments: Any) -> KernelExperiment:
 def remeasure(exp_id: str, **arguments: Any) -> KernelExperiment:
     """Add a round of measurement to an experiment: its samples pooled with the earlier
     rounds, score and interval recomputed, the correction recorded (see
-    :func:`kexp.measure.record.remeasure`)."""
+    :func:`kexp.measure.remeasure.remeasure`)."""
     # lazy: import kexp loads nothing of the library
-    from kexp.measure.record import remeasure as add_round
+    from kexp.measure.remeasure import remeasure as add_round
 
     return add_round(default_store(), exp_id, **arguments)
 

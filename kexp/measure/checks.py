@@ -1,6 +1,6 @@
 """Checks of timings before they are recorded: what a careful engineer would catch.
 
-* :func:`check_round_scale`: a new round of :func:`kexp.measure.record.remeasure` whose
+* :func:`check_round_scale`: a new round of :func:`kexp.measure.remeasure.remeasure` whose
   times are many times those of the earlier rounds (``Settings.remeasure_scale_above``:
   a round written in milliseconds read as microseconds, or other code) is refused,
   naming the unit that would make them agree, before it is pooled and the
@@ -166,7 +166,7 @@ def throttled_rounds(exp_id: str, rounds: Sequence[Round]) -> str | None:
     (one round: none)."""
     if len(rounds) < 2:
         return None
-    # lazy: a remeasure's, as kexp.measure.record imports it
+    # lazy: a remeasure's, as kexp.measure.remeasure imports it
     from kexp.format.samples import pooled, set_aside, summarize
 
     together = pooled(rounds)

@@ -414,7 +414,7 @@ def _warn_stale_measurement(
             "recorded ones: score, score_ci and results recomputed, the round added to "
             "raw_result), or set them too, or record a new experiment with this one as pid"
         )
-    elif exp.results:
+    elif exp.results and dropped:
         advice = f"measure again with {REMEASURE.say(id=exp.id)} for a new one"
     elif "raw_result" in stale:
         advice = (
@@ -503,19 +503,37 @@ def _stating(summary: str, score: float) -> re.Match[str] | None:
 
 def _old_figure(old: KernelExperiment, new: KernelExperiment) -> str | None:
     """The figure of ``new``'s ``change_summary`` that still states ``old``'s score
-    after its score changed (one :func:`summary_with_score` could not restate); None
+    after its score changed (one :func:`summary_with_score` could not restate), or
+    that stated it as closely as its measurement did (:func:`_measured_figure`); None
     when there is none."""
     if new.change_summary != old.change_summary or new.score == old.score:
         return None
-    if not _is_number(old.score) or old.score <= 0:
+    if not _is_number(old.score) or old.score <= 0 or not _is_number(new.score):
         return None
     match = _stating(old.change_summary, float(old.score))
-    if match is None or not _is_number(new.score):
-        return None
+    if match is None:
+        return _measured_figure(old, float(new.score))
     now = _stating(old.change_summary, float(new.score))
     if now is not None and now.span() == match.span():
         return None  # the figure states the new score as well (+5% is 1.0486 and 1.049)
     return match.group(0)
+
+
+def _measured_figure(old: KernelExperiment, new_score: float) -> str | None:
+    """The speedup ``old``'s ``change_summary`` states (:func:`stated_speedup`) when it
+    is not its score at the figure's decimals but within its measurement's
+    ``score_ci`` (``+13.6%`` beside 1.1374 [1.11, 1.17]: as honest as the score, as
+    ``kexp add`` judged it) and nearer that score than ``new_score``: the old
+    measurement's figure, no longer the score's; None otherwise (a figure of the
+    speedup over the reference, none at all)."""
+    stated = stated_speedup(old.change_summary)
+    if stated is None or len(old.score_ci) != 2:
+        return None
+    written, ratio = stated
+    low, high = old.score_ci
+    if not low <= ratio <= high or abs(ratio - new_score) <= abs(ratio - float(old.score)):
+        return None
+    return written
 
 
 def summary_with_score(
