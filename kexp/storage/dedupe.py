@@ -500,6 +500,6 @@ def remeasure_message(
         f"this code_change, {base}, env, dtype and parent repeat {repeat.describe()}: "
         f"it is the same measurement again{kept}; add it as a round of that experiment "
         f"instead ({remove}{first}{REMEASURE.say(id=repeat.id)}, or "
-        "kexp.measure.remeasure.remeasure), so that tries are pooled rather than the best of them "
+        "kexp.remeasure), so that tries are pooled rather than the best of them "
         "kept"
     )
