@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 from typing import Any
 
 from conftest import run_kexp
 
 from kexp import Store
+from tests.test_mcp import Agent, record_fields, run_agent
 
 CAMPAIGN = ("--operator", "csrc/softmax.cu: softmax_fwd", "--dtype", "fp16", "--env", "H100")
 
@@ -72,3 +74,54 @@ def test_do_bench_quantiles_give_each_configurations_median_alone_never_an_inter
     (line,) = [line for line in err.splitlines() if "quantiles" in line]
     assert "median is taken alone, without an interval" in line, line
     assert 'return_mode="all"' in line, line
+
+
+# --- a unit assumed --------------------------------------------------------------------
+
+
+def gemm(centre: float, seed: int) -> str:
+    """do_bench(fn, return_mode="all") of a 4096^3 fp16 GEMM: 30 timings in ms."""
+    rng = random.Random(seed)
+    return json.dumps(
+        {"m4096_n4096_k4096": [round(centre * (1 + rng.gauss(0, 0.004)), 5) for _ in range(30)]}
+    )
+
+
+def test_milliseconds_that_read_as_a_plausible_microsecond_time_are_not_recorded_unsaid(
+    repo: Path,
+) -> None:
+    """A 1.2 ms GEMM timed by do_bench, recorded without --unit, was 1.2 us in the
+    results, without a word (and a later remeasure --unit ms was refused as 1000x)."""
+    base, cand = gemm(1.20, 1), gemm(1.05, 2)
+    said = refused(repo, base, cand)
+    assert "nothing was written" in said and "assumed" in said, said
+    assert "--unit ms" in said and "--unit us" in said, said
+    exp, err = recorded(repo, base, cand, "--unit", "ms")
+    (result,) = exp["results"]
+    assert 1150 < result["baseline"] < 1250 and 1000 < result["candidate"] < 1100, result
+    assert "kexp: warning" not in err, err
+    exp, _ = recorded(repo, base, cand, "--tag", "tiny", "--unit", "us")  # said so: kept
+    assert exp["results"][0]["baseline"] < 2, exp["results"]
+    # times no millisecond reading makes doubtful are recorded without a word
+    exp, err = recorded(repo, gemm(2.71, 3), gemm(2.60, 4))
+    assert 2.6 < exp["results"][0]["baseline"] < 2.8 and err == "", err
+
+
+def test_the_record_tool_refuses_a_plausible_microsecond_time_in_its_words(
+    repo: Path,
+) -> None:
+    base = {"m4096": json.loads(gemm(1.20, 1))["m4096_n4096_k4096"]}
+    cand = {"m4096": json.loads(gemm(1.05, 2))["m4096_n4096_k4096"]}
+    said: dict[str, list[str]] = {}
+
+    async def work(agent: Agent) -> None:
+        failed, said["texts"] = await agent.call(
+            "record", baseline=base, candidate=cand, **record_fields()
+        )
+        assert failed, said["texts"]
+
+    run_agent(repo, work)
+    (refusal,) = said["texts"]
+    assert 'call record again with unit: "ms"' in refusal, refusal
+    assert "--unit" not in refusal and "\n" not in refusal.strip(), refusal
+    assert files(repo) == []

@@ -129,7 +129,7 @@ Unit = Annotated[
     Literal["ns", "us", "ms", "s"] | None,
     Field(
         description="Unit of inline or plain-file timings (do_bench gives ms); us when not "
-        "given, and then times under 0.5 us are refused"
+        "given, and then times under 2 us are refused until it is"
     ),
 ]
 Operator = Annotated[str | None, Field(description="Operator/file substring, e.g. rms_norm")]
