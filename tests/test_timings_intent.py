@@ -18,6 +18,7 @@ from kexp import Store
 from tests.test_mcp import Agent, record_fields, run_agent
 
 CAMPAIGN = ("--operator", "csrc/softmax.cu: softmax_fwd", "--dtype", "fp16", "--env", "H100")
+NCU = Path(__file__).parent / "timing_files" / "ncu_details.csv"
 
 
 def files(repo: Path) -> list[Path]:
@@ -125,3 +126,96 @@ def test_the_record_tool_refuses_a_plausible_microsecond_time_in_its_words(
     assert 'call record again with unit: "ms"' in refusal, refusal
     assert "--unit" not in refusal and "\n" not in refusal.strip(), refusal
     assert files(repo) == []
+
+
+# --- the kernel being optimized ----------------------------------------------------------
+
+NSYS_HEADER = (
+    "Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.2.1/host-linux-x64/"
+    "reports/cuda_gpu_kern_sum.py]... \n"
+    "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+)
+FILL = (
+    '"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>, '
+    'at::detail::Array<char *, 1>>(int, T2, T3)"'
+)
+
+
+def kern_sum(softmax_ns: str, fill_ns: str, block: int = 1024) -> str:
+    """``nsys stats --report cuda_gpu_kern_sum --format csv`` of a PyTorch script: the
+    softmax kernel (its template's block size ``block``) and the fill kernel that made
+    its input."""
+    softmax = f'"void softmax_fwd<__half, {block}>(__half *, const __half *, int, int)"'
+    return (
+        NSYS_HEADER
+        + f'92.1,"2,048,512",100,"{softmax_ns}","{softmax_ns}","20,160","21,344",215.3,{softmax}\n'
+        + f'7.9,"175,840",100,"{fill_ns}","{fill_ns}","1,728","1,824",19.2,{FILL}\n'
+    )
+
+
+def test_kernel_scores_the_one_kernel_named_of_an_nsys_summary_of_several(repo: Path) -> None:
+    """The fill kernel that made the input diluted the softmax's speedup in a geometric
+    mean, and nothing could say which kernel was the one changed."""
+    base, cand = kern_sum("20,480.0", "1,760.0"), kern_sum("17,024.0", "1,760.0", 2048)
+    exp, err = recorded(repo, base, cand, "--kernel", "softmax_fwd")
+    assert exp["score"] == round(20480 / 17024, 4), exp["score"]
+    (result,) = exp["results"]
+    assert result["config"] == "softmax_fwd" and result["baseline"] == 20.48, result
+    assert result["baseline_n"] == 100, result
+    assert "2 kernels" not in err, err
+    said = refused(repo, base, cand, "--kernel", "softmax_bwd")
+    assert "no kernel named 'softmax_bwd'" in said, said
+    assert "softmax_fwd<__half, 1024>" in said and "FillFunctor" in said, said
+    said = refused(repo, base, cand, "--kernel", "void")
+    assert "matches 2 kernels" in said and "give more of its name" in said, said
+    said = refused(repo, base, cand)  # the template changed: names differ, and the way
+    assert "their names differ" in said and "--kernel NAME" in said, said
+    cand = kern_sum("17,024.0", "1,760.0")
+    _, err = recorded(repo, base, cand, "--tag", "both")  # every kernel: said, with the way
+    (line,) = [line for line in err.splitlines() if "2 kernels" in line]
+    assert "geometric mean" in line and "--kernel NAME" in line, line
+
+
+def test_a_kernel_named_for_timings_of_configurations_is_refused(repo: Path) -> None:
+    plain = json.dumps({"r4096": [20.1, 20.3, 20.2]}), json.dumps({"r4096": [17.1, 17.0, 17.2]})
+    said = refused(repo, *plain, "--kernel", "softmax_fwd")
+    assert "configurations are no kernels" in said and "without --kernel" in said, said
+    done = run_kexp(
+        "add", "--summary", "Tiled rows - x", *CAMPAIGN, "--score", "1.1", "--kernel", "k",
+        cwd=repo,
+    )  # fmt: skip
+    assert done.returncode != 0 and "nothing to pick the kernel 'k' from" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and files(repo) == [], done.stderr
+
+
+def test_kernel_keeps_the_launches_of_the_one_kernel_of_an_ncu_profile(repo: Path) -> None:
+    done = run_kexp(
+        "add", "--summary", "Fused mean - +4%", *CAMPAIGN, "--score", "1.04",
+        "--profiling-file", str(NCU), "--kernel", "layernorm_kernel", "--json", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    kept = Store(repo).get_experiment(json.loads(done.stdout)["id"]).profiling_info
+    assert "of 1 launch(es) (1 launch(es) of other kernels left out)" in kept, kept
+    assert "layernorm_kernel" in kept and "softmax_kernel" not in kept, kept
+
+
+def test_the_record_tool_takes_the_kernel(repo: Path) -> None:
+    (repo / "base.csv").write_text(kern_sum("20,480.0", "1,760.0"), encoding="utf-8")
+    (repo / "cand.csv").write_text(kern_sum("17,024.0", "1,760.0"), encoding="utf-8")
+    said: dict[str, Any] = {}
+
+    async def work(agent: Agent) -> None:
+        said["answer"] = await agent.json(
+            "record", baseline="base.csv", candidate="cand.csv", kernel="softmax_fwd",
+            **record_fields(),
+        )  # fmt: skip
+        said["wrong"] = await agent.call(
+            "record", baseline="base.csv", candidate="cand.csv", kernel="nope",
+            **record_fields(),
+        )  # fmt: skip
+
+    run_agent(repo, work)
+    assert said["answer"]["score"] == round(20480 / 17024, 4), said["answer"]
+    failed, (refusal,) = said["wrong"]
+    assert failed and "no kernel named 'nope'" in refusal, refusal
+    assert len(files(repo)) == 1
