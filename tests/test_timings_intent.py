@@ -166,6 +166,7 @@ def test_kernel_scores_the_one_kernel_named_of_an_nsys_summary_of_several(repo: 
     said = refused(repo, base, cand, "--kernel", "softmax_bwd")
     assert "no kernel named 'softmax_bwd'" in said, said
     assert "softmax_fwd<__half, 1024>" in said and "FillFunctor" in said, said
+    assert "name one of them" in said, said
     said = refused(repo, base, cand, "--kernel", "void")
     assert "matches 2 kernels" in said and "give more of its name" in said, said
     said = refused(repo, base, cand)  # the template changed: names differ, and the way

@@ -286,5 +286,6 @@ def pick_kernel(names: Sequence[str], wanted: str, where: str) -> str:
             )
     listed = "; ".join(names)
     raise MeasurementError(
-        f"{where}: no kernel named {wanted!r}; the file holds {len(names)}: {listed}"
+        f"{where}: no kernel named {wanted!r}; the file holds "
+        f"{len(names)}: {listed}; name one of them (its base name is enough)"
     )
