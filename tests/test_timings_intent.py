@@ -12,9 +12,13 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import run_kexp
 
 from kexp import Store
+from kexp.core.errors import TimingsWarning
+from kexp.measure.record import record_iteration
+from kexp.measure.timings import kernel_named
 from tests.test_mcp import Agent, record_fields, run_agent
 
 CAMPAIGN = ("--operator", "csrc/softmax.cu: softmax_fwd", "--dtype", "fp16", "--env", "H100")
@@ -220,3 +224,18 @@ def test_the_record_tool_takes_the_kernel(repo: Path) -> None:
     failed, (refusal,) = said["wrong"]
     assert failed and "no kernel named 'nope'" in refusal, refusal
     assert len(files(repo)) == 1
+
+
+def test_in_python_records_inside_kernel_named_score_the_one_kernel(
+    repo: Path, store: Store
+) -> None:
+    (repo / "base.csv").write_text(kern_sum("20,480.0", "1,760.0"), encoding="utf-8")
+    (repo / "cand.csv").write_text(kern_sum("17,024.0", "1,760.0"), encoding="utf-8")
+    fields = {"change_summary": "Tiled rows - x", "operator_sig": "k.cu: softmax_fwd"}
+    with pytest.warns(TimingsWarning, match="no raw samples"), kernel_named("softmax_fwd"):
+        exp = record_iteration(
+            store, baseline=repo / "base.csv", candidate=repo / "cand.csv", dtype_sig="fp16",
+            env="H100", **fields,
+        )  # fmt: skip
+    assert exp.score == round(20480 / 17024, 4)
+    assert [r["config"] for r in exp.results or []] == ["softmax_fwd"]
