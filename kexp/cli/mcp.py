@@ -129,7 +129,7 @@ Unit = Annotated[
     Literal["ns", "us", "ms", "s"] | None,
     Field(
         description="Unit of inline or plain-file timings (do_bench gives ms); us when not "
-        "given, and then times under 0.5 us are refused"
+        "given, and then times under 2 us are refused until it is"
     ),
 ]
 Operator = Annotated[str | None, Field(description="Operator/file substring, e.g. rms_norm")]
@@ -592,6 +592,14 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
             str | None, Field(description="One CSV with config,baseline,candidate columns")
         ] = None,
         unit: Unit = None,
+        kernel: Annotated[
+            str | None,
+            Field(
+                description="The kernel to score of an nsys kernel summary (and of ncu "
+                "profiling) holding several: its name as printed, its base name "
+                "(softmax_fwd), or a part of it"
+            ),
+        ] = None,
         score: Annotated[
             float | None,
             Field(description="Speedup ratio, only without timings (0: nothing measured)"),
@@ -725,6 +733,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 table=tools.path(table) if table else None,
                 unit=unit,
                 keep_samples=keep_samples,
+                kernel=kernel,
             )
             if (unread := unread_fetched(store)) is not None:  # tried before: not looked at
                 said = f"a change tried before was looked for in this checkout alone; {unread}"

@@ -324,6 +324,15 @@ RECORD_IN_UNIT = Advice(
     'call record again with unit: "{unit}", and remove this experiment (no tool removes '
     "one: kexp rm ID in the checkout, ID the id record answered)",
 )
+#: Advice on a kernel summary (nsys) or profile (ncu) of several kernels: the one kernel
+#: being optimized named, its name as the tool printed it (or a part of it).
+PICK_KERNEL = Advice(
+    "record with --kernel {kernel} "
+    "(in Python: inside kexp.measure.timings.kernel_named('{kernel}'))",
+    'record with kernel: "{kernel}"',
+)
+#: Advice on a kernel named for timings whose configurations are no kernels.
+NO_KERNEL = Advice("without --kernel", "without kernel")
 #: Advice on timings recorded with no unit stated, refused as too short for microseconds:
 #: the same timings recorded again, their unit given.
 RECORD_WITH_UNIT = Advice(
@@ -539,6 +548,8 @@ ADVICE = (
     PROFILING_FILE,
     RECORD_IN_UNIT,
     RECORD_WITH_UNIT,
+    PICK_KERNEL,
+    NO_KERNEL,
     REMEASURE_IN_UNIT,
     ENV,
     SCORE_OR_TIMINGS,

@@ -79,6 +79,10 @@ class Settings:
     #: A measured time (baseline or candidate, in microseconds) below this is "near zero":
     #: below GPU timer resolution, so the measurement is flagged as suspect.
     suspect_time_below_us: float = 0.5
+    #: Times below this (microseconds, as read) of timings that state no unit, recorded
+    #: without one, are refused until the unit is given: triton's do_bench's milliseconds
+    #: read as microseconds give them (a 1.2 ms GEMM read as 1.2 us), few kernels do.
+    unit_ambiguous_below_us: float = 2.0
     #: A kernel shorter than this (microseconds) timed with a host wall clock without
     #: device synchronisation (``protocol``) is suspect: the clock may read the launch.
     suspect_wall_clock_below_us: float = 100.0
@@ -121,6 +125,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "top_default": (0, None),
     "suspect_score_above": (1.0, None),
     "suspect_time_below_us": (0.0, None),
+    "unit_ambiguous_below_us": (0.0, None),
     "suspect_wall_clock_below_us": (0.0, None),
     "near_duplicate_similarity": (0.01, 1.0),
     "remeasure_scale_above": (1.1, None),

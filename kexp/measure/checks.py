@@ -65,7 +65,7 @@ from kexp.core.advice import (
 from kexp.core.errors import MeasurementError, ValidationError
 from kexp.core.noise import MIN_SAMPLES, estimate, rounded_interval, two_modes
 from kexp.core.outcome import drift_of, measured_drift, measured_nothing
-from kexp.core.settings import Settings
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings import IN_PYTHON, csv_times, plain_json
 
@@ -404,19 +404,33 @@ def protocol_overrides(stated: Mapping[str, Any], given: Mapping[str, Any]) -> s
     )
 
 
-def check_assumed_unit(times: Sequence[float], near_zero: float) -> None:
+def check_assumed_unit(
+    times: Sequence[float],
+    near_zero: float,
+    ambiguous_below: float = DEFAULT_SETTINGS.unit_ambiguous_below_us,
+) -> None:
     """Refuse (:class:`MeasurementError`) ``times`` (medians in microseconds, the unit
     assumed: neither the files nor the caller stated one) of which one is below
     ``near_zero`` microseconds (``Settings.suspect_time_below_us``, 0.5: below any GPU
-    kernel's launch, so no kernel's time per call): milliseconds (triton's do_bench's)
-    read as microseconds, most likely. Nothing is recorded; the message says the unit."""
-    if not times or min(times) >= near_zero:
+    kernel's launch, so no kernel's time per call), or below ``ambiguous_below``
+    (``Settings.unit_ambiguous_below_us``, 2: what few kernels take, and what
+    milliseconds read as microseconds give, a 1.2 ms GEMM timed by do_bench read as
+    1.2 us): milliseconds (triton's do_bench's) read as microseconds, most likely.
+    Nothing is recorded; the message says how to give the unit."""
+    if not times or min(times) >= max(near_zero, ambiguous_below):
         return
+    if min(times) < near_zero:
+        why = f"are below any GPU kernel launch ({near_zero:g} us)"
+    else:
+        why = (
+            f"are what few kernels take (under {ambiguous_below:g} us), and what "
+            f"{min(times):.4g} ms read as microseconds gives, so the unit must be given"
+        )
     raise MeasurementError(
         f"nothing was written: times as short as {min(times):.4g} us, read in us (assumed: "
-        f"no unit was given and the timings do not state one), are below any GPU kernel "
-        f"launch ({near_zero:g} us); in ms (triton's do_bench returns milliseconds), "
-        f"{RECORD_WITH_UNIT.say(unit='ms')}; truly in us, {RECORD_WITH_UNIT.say(unit='us')}"
+        f"no unit was given and the timings do not state one), {why}; in ms (triton's "
+        f"do_bench returns milliseconds), {RECORD_WITH_UNIT.say(unit='ms')}; truly in us, "
+        f"{RECORD_WITH_UNIT.say(unit='us')}"
     )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import TAKE_UNTRACKED
-from kexp.core.errors import KexpWarning, ValidationError
+from kexp.core.errors import KexpWarning, MeasurementError, ValidationError
 from kexp.core.fields import STRING_FIELDS
 from kexp.core.model import ALL_FIELDS, BODY_FIELDS, KernelExperiment
 from kexp.core.problems import Problem
@@ -255,6 +255,7 @@ def record(
     unit: str | None = None,
     keep_samples: bool = True,
     parent_default: bool = True,
+    kernel: str | None = None,
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
@@ -264,24 +265,32 @@ def record(
     from repeated timings ``score_ci`` and the ``## Samples`` section (see
     :func:`kexp.measure.record.record_iteration`); otherwise ``score`` must be given;
     with a ``pid`` and no ``measured_against``, ``parent`` is written unless not
-    ``parent_default``.
+    ``parent_default``. ``kernel`` names the one kernel of an nsys kernel summary (the
+    timings) and of ncu profiling (``profiling_info``) that is recorded
+    (:func:`kexp.measure.timings.kernel_named`); with neither, it is refused.
     Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
     # lazy: not every command that imports this module needs kexp.measure.record
     from kexp.measure.record import record_iteration
+    from kexp.measure.timings import kernel_named, kernel_unused
 
-    return record_iteration(
-        store,
-        baseline=baseline,
-        candidate=candidate,
-        table=table,
-        stat=stat,
-        unit=unit,
-        keep_samples=keep_samples,
-        parent_default=parent_default,
-        **store.resolve_references(fields),
-    )
+    with kernel_named(kernel):
+        timed = baseline is not None or candidate is not None or table is not None
+        unused = kernel_unused(timed, str(fields.get("profiling_info") or ""))
+        if unused is not None:
+            raise MeasurementError(unused)
+        return record_iteration(
+            store,
+            baseline=baseline,
+            candidate=candidate,
+            table=table,
+            stat=stat,
+            unit=unit,
+            keep_samples=keep_samples,
+            parent_default=parent_default,
+            **store.resolve_references(fields),
+        )
 
 
 def diff_against(store: Store, base_commit: str | None = None) -> tuple[str, str]:

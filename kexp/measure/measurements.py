@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kexp.core.advice import RECORD_FAILURE
+from kexp.core.advice import PICK_KERNEL, RECORD_FAILURE
 from kexp.core.errors import MeasurementError, TimingsWarning
 from kexp.core.noise import side_stats
 from kexp.measure.checks import UNSTATED_UNIT_FORMS
 from kexp.measure.timings import IN_PYTHON, from_mapping, read_timings
 from kexp.measure.timings import read_table as read_sides
 from kexp.measure.timings.common import Timings, check_stat, check_time, tidy
+from kexp.measure.timings.nsys import NAME as NSYS
 from kexp.measure.timings.pytest_benchmark import NAME as PYTEST_BENCHMARK
 
 
@@ -137,11 +138,12 @@ def _same_configurations(
         parts.append(f"only in the candidate: {', '.join(only_cand)}")
     said = "baseline and candidate measured different configurations (" + "; ".join(parts)
     if only_base and only_cand:
+        picked = f", or {PICK_KERNEL.say(kernel='NAME')}" if form == NSYS else ""
         raise MeasurementError(
             f"{said}): their names differ, and nothing was written: a kernel or test renamed "
             "between the runs (a template argument in a kernel's name), or another kernel's "
             "file; give each configuration the same name on both sides (edit the names in "
-            "one file, or time both under one name)"
+            f"one file, or time both under one name){picked}"
         )
     if only_base:  # a benchmark that fails leaves no timing (pytest-benchmark's JSON)
         why = " (pytest-benchmark leaves a benchmark that failed out of its JSON)"

@@ -260,6 +260,13 @@ def _add_options(func: Any) -> Any:
             ),
             _UNIT_OPTION,
             click.option(
+                "--kernel",
+                metavar="NAME",
+                help="The kernel to score of an nsys kernel summary (and of ncu --csv "
+                "profiling) holding several: its name as nsys or ncu prints it, its base "
+                "name (softmax_fwd), or a part of it.",
+            ),
+            click.option(
                 "--no-samples",
                 "keep_samples",
                 flag_value=False,
@@ -345,6 +352,7 @@ def add(
     table: Path | None,
     stat: str,
     unit: str | None,
+    kernel: str | None,
     keep_samples: bool,
     protocol: tuple[str, ...],
     diff_from_git: bool,
@@ -455,6 +463,7 @@ def add(
             stat=stat,
             unit=unit,
             keep_samples=keep_samples,
+            kernel=kernel,
             # --pid says a step; a document's pid is recorded as the document says it
             # (an export recorded back is the same file).
             parent_default="pid" in flags,

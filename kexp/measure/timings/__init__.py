@@ -18,19 +18,23 @@ by their content (not their name), in the order of :data:`FORMATS`:
 A reader is a module of this package with ``NAME``, ``sniff(source)`` and
 ``read(source, unit, stat)`` (see :mod:`kexp.measure.timings.common`); a new format is one
 more module, named in :data:`FORMATS`. :func:`read_table` reads one CSV holding both
-sides; :func:`from_mapping` takes timings given in Python.
+sides; :func:`from_mapping` takes timings given in Python. Within :func:`kernel_named`
+(``kexp add --kernel NAME``), a file of several kernels (an nsys summary, ncu
+profiling) gives the one kernel named, and timings of configurations are refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kexp.core.advice import TIMINGS_FILES
+from kexp.core.advice import NO_KERNEL, PROFILING_FILE, TIMINGS_FILES
 from kexp.core.errors import MeasurementError, TimingsWarning
 from kexp.measure.timings import csv_times, table
 from kexp.measure.timings.common import (
@@ -51,6 +55,7 @@ __all__ = [
     "STATS",
     "Timings",
     "from_mapping",
+    "kernel_named",
     "profiling_info",
     "read_table",
     "read_timings",
@@ -70,6 +75,50 @@ FORMATS = (
 
 #: The form of timings given in Python (a mapping), not read from a file.
 IN_PYTHON = "timings given in Python"
+
+#: The kernel :func:`kernel_named` picks, while it holds (None: every kernel).
+_KERNEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("kexp_kernel", default=None)
+
+
+@contextlib.contextmanager
+def kernel_named(kernel: str | None) -> Iterator[None]:
+    """Within it, timings and profiling of several kernels give the one ``kernel``
+    names (its name as nsys or ncu prints it, its base name ``softmax_fwd``, or a part
+    of it: :func:`kexp.measure.timings.common.pick_kernel`); timings whose
+    configurations are no kernels are refused. None: every kernel, as without it."""
+    if kernel is not None and not kernel.strip():
+        raise MeasurementError("the kernel's name is empty: give it as nsys or ncu prints it")
+    token = _KERNEL.set(kernel)
+    try:
+        yield
+    finally:
+        _KERNEL.reset(token)
+
+
+def _no_kernels(what: str) -> MeasurementError:
+    """The error for a kernel named for timings whose configurations are no kernels."""
+    return MeasurementError(
+        f"{what}: its configurations are no kernels, and the kernel {_KERNEL.get()!r} picks "
+        "one of an nsys kernel summary (nsys stats --report cuda_gpu_kern_sum) or of ncu "
+        f"profiling; record these {NO_KERNEL}"
+    )
+
+
+def kernel_unused(timings: bool, profiling: str) -> str | None:
+    """What to say when a kernel is named (:func:`kernel_named`) and nothing given can
+    be picked from: no ``timings`` and a ``profiling`` text that is no ``ncu --csv``
+    output; None when something can (or no kernel is named)."""
+    # lazy: not every command that imports this module needs kexp.measure.timings.ncu
+    from kexp.measure.timings import ncu
+
+    kernel = _KERNEL.get()
+    if kernel is None or timings or ncu.sniff(Source(Path("<profiling info>"), profiling)):
+        return None
+    return (
+        f"nothing to pick the kernel {kernel!r} from: give the timings of nsys stats --report "
+        f"cuda_gpu_kern_sum ({TIMINGS_FILES}) or ncu --csv profiling ({PROFILING_FILE}), or "
+        f"record {NO_KERNEL}"
+    )
 
 
 def readers() -> list[ModuleType]:
@@ -103,6 +152,8 @@ def read_table(path: Path | str, *, unit: str = "us") -> dict[str, tuple[list[fl
     one CSV table (:func:`kexp.measure.timings.table.read_table`); one side's timings
     file of a tool (pytest-benchmark JSON, an nsys summary) is refused, saying so."""
     source = read_source(path)
+    if _KERNEL.get() is not None:
+        raise _no_kernels(f"{source.path} is a table of config,baseline,candidate columns")
     for reader in readers():
         if reader.NAME == csv_times.NAME or not reader.sniff(source):
             continue
@@ -127,11 +178,19 @@ def read_timings(path: Path | str, *, unit: str = "us", stat: str = "median") ->
     ``stat`` picks the statistic of a summary (``median``: the median where the tool
     gives one). Raises :class:`kexp.core.errors.MeasurementError` naming the file (and
     configuration) for anything it cannot read, a repeated configuration included.
+    Within :func:`kernel_named`, the one kernel named, or an error.
     """
     check_stat(stat)
     unit_factor(unit)
     source = read_source(path)
-    return _reader(source).read(source, unit, stat)  # type: ignore[no-any-return]
+    reader = _reader(source)
+    kernel = _KERNEL.get()
+    if kernel is None:
+        return reader.read(source, unit, stat)  # type: ignore[no-any-return]
+    if not hasattr(reader, "read_kernel"):
+        reader.read(source, unit, stat)  # refused as it is (ncu), else read
+        raise _no_kernels(f"{source.path} is {reader.NAME}")
+    return reader.read_kernel(source, unit, stat, kernel)  # type: ignore[no-any-return]
 
 
 def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -> Timings:
@@ -140,6 +199,8 @@ def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -
     # lazy: not every command that imports this module needs kexp.measure.timings.torch_benchmark
     from kexp.measure.timings.torch_benchmark import TIMER, measurement_samples
 
+    if _KERNEL.get() is not None:
+        raise _no_kernels(f"the {name or 'timings'} given as numbers")
     factor = unit_factor(unit)
     times: dict[str, list[float]] = {}
     runs: dict[str, int] = {}
@@ -163,13 +224,14 @@ def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -
 
 def profiling_info(text: str, source: str = "<profiling info>") -> str:
     """Profiling info as it is kept: ``ncu --csv`` output becomes a compact table (see
-    :func:`kexp.measure.timings.ncu.profiling_table`); any other text is kept as it is."""
+    :func:`kexp.measure.timings.ncu.profiling_table`; within :func:`kernel_named`, of
+    the one kernel's launches); any other text is kept as it is."""
     # lazy: not every command that imports this module needs kexp.measure.timings.ncu
     from kexp.measure.timings import ncu
 
     found = Source(Path(source), text)
     if ncu.sniff(found):
-        return ncu.profiling_table(found)
+        return ncu.profiling_table(found, _KERNEL.get())
     timed = _timings_form(found)
     if timed is not None:
         warnings.warn(

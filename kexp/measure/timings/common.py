@@ -245,3 +245,47 @@ def header_row(rows: Sequence[Sequence[str]], *wanted: Sequence[str]) -> int | N
         if all(names & set(choices) for choices in wanted):
             return index
     return None
+
+
+def kernel_base(name: str) -> str:
+    """A kernel's name as nsys and ncu print it, without its return type, template
+    arguments and parameters: ``void ns::k<float, 4>(float *)`` is ``ns::k``."""
+    depth = 0
+    head = []
+    for char in name:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            head.append(char)
+    words = "".join(head).split()
+    return words[-1] if words else name.strip()
+
+
+def pick_kernel(names: Sequence[str], wanted: str, where: str) -> str:
+    """The one of ``names`` (kernels as the tool printed them) that ``wanted`` names:
+    the whole name, else its base name (:func:`kernel_base`, with or without its
+    namespace), else a part of it; the first of these rules that any name meets
+    decides. None or several is an error naming the kernels present."""
+    wanted = wanted.strip()
+    rules = (
+        lambda name: wanted == name.strip(),
+        lambda name: wanted in (kernel_base(name), kernel_base(name).rsplit("::", 1)[-1]),
+        lambda name: wanted in name,
+    )
+    for rule in rules:
+        found = [name for name in names if rule(name)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            listed = "; ".join(found)
+            raise MeasurementError(
+                f"{where}: the kernel {wanted!r} matches {len(found)} kernels ({listed}): "
+                "give more of its name, as the file prints it"
+            )
+    listed = "; ".join(names)
+    raise MeasurementError(
+        f"{where}: no kernel named {wanted!r}; the file holds "
+        f"{len(names)}: {listed}; name one of them (its base name is enough)"
+    )

@@ -7,7 +7,8 @@ Name","Kernel Name",...,"Section Name","Metric Name","Metric Unit","Metric Value
 rules, ``Rule Name``...; earlier ones ``Kernel Time``), after the ``==PROF==`` lines
 ncu prints. These are profiler evidence, not timings: :func:`profiling_table` turns
 them into a compact table for ``profiling_info`` (one row per metric, one column per
-launch); given as timings, the file is refused with a pointer there.
+launch; a kernel named, its launches alone); given as timings, the file is refused
+with a pointer there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from kexp.core.advice import PROFILING_FILE
 from kexp.core.errors import MeasurementError
 from kexp.format.outputs import markdown_table
-from kexp.measure.timings.common import Source, Timings, header_row
+from kexp.measure.timings.common import Source, Timings, header_row, pick_kernel
 
 NAME = "ncu --csv"
 #: At most this many kernel launches are shown as columns.
@@ -65,9 +66,9 @@ def _cell(row: list[str], index: int | None) -> str:
     return " ".join(row[index].split()).replace("|", "\\|")
 
 
-#: A launch's name (kernel, grid, block) by its ID; a metric's value per launch by its
-#: name and unit.
-Launches = dict[str, str]
+#: A launch's kernel and shape (grid, block) by its ID; a metric's value per launch by
+#: its name and unit.
+Launches = dict[str, tuple[str, str]]
 Metrics = dict[tuple[str, str], dict[str, str]]
 
 
@@ -84,7 +85,7 @@ def _launch(row: list[str], names: list[str], launches: Launches) -> str:
             for what in ("grid", "block")
             if _cell(row, column(f"{what} size"))
         )
-        launches[launch] = _cell(row, column("kernel name")) + (f" ({shape})" if shape else "")
+        launches[launch] = (_cell(row, column("kernel name")), f" ({shape})" if shape else "")
     return launch
 
 
@@ -125,9 +126,11 @@ def _raw(rows: list[list[str]], start: int) -> tuple[Launches, Metrics]:
     return launches, metrics
 
 
-def profiling_table(source: Source) -> str:
+def profiling_table(source: Source, kernel: str | None = None) -> str:
     """The metrics as a Markdown table: a row per metric (with its unit), a column per
-    kernel launch (its ID), the launches' kernel names, grid and block listed above."""
+    kernel launch (its ID), the launches' kernel names, grid and block listed above;
+    with a ``kernel`` named (:func:`kexp.measure.timings.common.pick_kernel`), the
+    launches of that kernel alone, the others counted."""
     start = _header(source)
     if start is not None:
         launches, metrics = _details(source.rows, start)
@@ -137,9 +140,21 @@ def profiling_table(source: Source) -> str:
         launches, metrics = _raw(source.rows, start)
     if not metrics:
         raise MeasurementError(f"{source.path}: no metrics below the ncu header")
+    left_out = ""
+    if kernel is not None:
+        kernels = list(dict.fromkeys(name for name, _ in launches.values()))
+        chosen = pick_kernel(kernels, kernel, str(source.path))
+        kept = {k: v for k, v in launches.items() if v[0] == chosen}
+        if len(kept) < len(launches):
+            left_out = f" ({len(launches) - len(kept)} launch(es) of other kernels left out)"
+        launches = kept
+        metrics = {key: v for key, v in metrics.items() if any(k in v for k in launches)}
     shown = list(launches)[:MAX_LAUNCHES]
-    lines = [f"Nsight Compute (ncu --csv): {len(metrics)} metric(s) of {len(launches)} launch(es)"]
-    lines += [f"- #{launch}: {launches[launch]}" for launch in shown]
+    lines = [
+        f"Nsight Compute (ncu --csv): {len(metrics)} metric(s) of {len(launches)} "
+        f"launch(es){left_out}"
+    ]
+    lines += [f"- #{launch}: {''.join(launches[launch])}" for launch in shown]
     if len(launches) > len(shown):
         lines.append(f"- ({len(launches) - len(shown)} more launch(es) not shown)")
     table = markdown_table(

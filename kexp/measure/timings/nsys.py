@@ -10,10 +10,12 @@ average where there is no median) is recorded without an interval, with a warnin
 Times are in the unit the header names (``--timeunit``), nanoseconds otherwise; the
 table ends where a row holds no number (another report printed after it). Another
 report (``cuda_gpu_trace``, ``cuda_api_sum``) is refused, naming the one to give.
+:func:`read_kernel` reads the one kernel a name picks (``kexp add --kernel NAME``).
 """
 
 from __future__ import annotations
 
+from kexp.core.advice import PICK_KERNEL
 from kexp.core.errors import MeasurementError
 from kexp.format.suspect import UNIT_TO_US
 from kexp.measure.timings.common import (
@@ -23,6 +25,7 @@ from kexp.measure.timings.common import (
     header_row,
     is_number,
     parse_number,
+    pick_kernel,
     split_header,
 )
 
@@ -71,8 +74,9 @@ def sniff(source: Source) -> bool:
     return _header(source) is not None or _other_report(source) is not None
 
 
-def read(source: Source, unit: str, stat: str) -> Timings:
-    """Each kernel's median (or the statistic asked for) over its instances."""
+def _kernels(source: Source, stat: str) -> tuple[dict[str, list[float]], dict[str, int], str]:
+    """Each kernel's time (the statistic asked for), its count of instances, and the
+    statistic read (the mean where the file has no median)."""
     start = _header(source)
     if start is None:
         raise MeasurementError(
@@ -110,11 +114,33 @@ def read(source: Source, unit: str, stat: str) -> Timings:
             counts[kernel] = int(instances)
     if not times:
         raise MeasurementError(f"{source.path}: no kernels below the header")
-    warning = (
+    return times, counts, statistic
+
+
+def _no_interval(source: Source, statistic: str) -> str:
+    return (
         f"{source.path}: nsys kernel summaries ({statistic} of each kernel's instances) "
         "hold no raw samples: recorded without an interval"
     )
-    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, (warning, *_several(times)))
+
+
+def read(source: Source, unit: str, stat: str) -> Timings:
+    """Each kernel's median (or the statistic asked for) over its instances."""
+    times, counts, statistic = _kernels(source, stat)
+    said = (_no_interval(source, statistic), *_several(times))
+    return Timings(times, NAME, {"device": "gpu"}, counts, statistic, said)
+
+
+def read_kernel(source: Source, unit: str, stat: str, kernel: str) -> Timings:
+    """The one kernel ``kernel`` names (:func:`kexp.measure.timings.common.pick_kernel`),
+    its configuration named ``kernel`` (so that a kernel whose template arguments
+    changed between the runs pairs with itself)."""
+    times, counts, statistic = _kernels(source, stat)
+    chosen = pick_kernel(list(times), kernel, str(source.path))
+    name = kernel.strip()
+    count = {name: counts[chosen]} if chosen in counts else {}
+    said = (_no_interval(source, statistic),)
+    return Timings({name: times[chosen]}, NAME, {"device": "gpu"}, count, statistic, said)
 
 
 def _short(name: str) -> str:
@@ -137,6 +163,6 @@ def _several(times: dict[str, list[float]]) -> tuple[str, ...]:
     named = "; ".join(_short(name) for name in times)
     return (
         f"the nsys kernel summary holds {len(times)} kernels, each taken as a configuration "
-        f"({named}): the score is their geometric mean; to score one kernel, keep its row "
-        "alone below the header in both files",
+        f"({named}): the score is their geometric mean; to score one kernel, "
+        f"{PICK_KERNEL.say(kernel='NAME')}",
     )

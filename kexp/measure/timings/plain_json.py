@@ -5,8 +5,9 @@ What a benchmark script writes itself, e.g. from
 configuration: give ``unit="ms"``, ``--unit ms``). Times are in ``unit``
 (microseconds by default). Tried last among the JSON formats: any JSON object the
 others do not claim. Lists of 3 to 5 values ordered as do_bench's quantiles
-(``quantiles=[0.5, 0.2, 0.8]``: the median first, then the rest ascending) are read
-with a warning: quantiles are no samples.
+(``quantiles=[0.5, 0.2, 0.8]``: the median first, then the rest ascending) are no
+samples: each configuration's first value, the median, is read alone, a summary
+without an interval, with a warning.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ def read(source: Source, unit: str, stat: str) -> Timings:
             times[str(config)] = sample_list(value, factor, where)
         else:
             times[str(config)] = [tidy(check_time(value, where) * factor)]
-    return Timings(times, NAME, warnings=_quantiles(list(times.values())))
+    quantiles = _quantiles(list(times.values()))
+    if quantiles:  # the median alone: no interval, no count of samples, from quantiles
+        medians = {config: values[:1] for config, values in times.items()}
+        return Timings(medians, NAME, statistic="median", warnings=quantiles)
+    return Timings(times, NAME)
 
 
 def _ordered(values: Sequence[float]) -> bool:
@@ -50,7 +55,7 @@ def _ordered(values: Sequence[float]) -> bool:
 
 
 def _quantiles(lists: list[list[float]]) -> tuple[str, ...]:
-    """The warning for lists that look like do_bench's quantiles, not samples: every
+    """The warning for lists that are do_bench's quantiles, not samples: every
     configuration's list of the same 3 to 5 values, its median first and the rest
     ascending (``quantiles=[0.5, 0.2, 0.8]``, as triton's documentation writes it)."""
     counts = {len(values) for values in lists}
@@ -62,9 +67,9 @@ def _quantiles(lists: list[list[float]]) -> tuple[str, ...]:
     if not median_first:  # ascending lists are as likely samples typed in order
         return ()
     return (
-        f"the timings JSON holds {len(lists[0])} values a configuration, in the order "
-        "quantiles are: triton's do_bench(fn, quantiles=[...]) returns quantiles, not "
-        "samples, and the interval made of them is no interval of the score; time again "
-        'with return_mode="all" '
-        "(every timing), or give the raw times",
+        f"the timings JSON holds {len(lists[0])} values a configuration in the order of "
+        "triton's do_bench(fn, quantiles=[0.5, 0.2, 0.8]) (the median first, the rest "
+        "ascending): quantiles, not samples, so each configuration's median is taken alone, "
+        "without an interval; for an interval, time with "
+        'do_bench(fn, return_mode="all") (every timing)',
     )
