@@ -112,6 +112,16 @@ def test_milliseconds_that_read_as_a_plausible_microsecond_time_are_not_recorded
     assert 2.6 < exp["results"][0]["baseline"] < 2.8 and err == "", err
 
 
+def test_a_teams_setting_moves_the_line_below_which_a_unit_must_be_given(repo: Path) -> None:
+    """``unit_ambiguous_below_us`` in kexp.toml is the line a record without a unit is
+    held to (a team of sub-2 us kernels lowers it)."""
+    base, cand = gemm(1.20, 1), gemm(1.05, 2)
+    refused(repo, base, cand)
+    (repo / "kexp.toml").write_text("unit_ambiguous_below_us = 1.0\n", encoding="utf-8")
+    exp, _ = recorded(repo, base, cand)
+    assert 1.15 < exp["results"][0]["baseline"] < 1.25, exp["results"]
+
+
 def test_the_record_tool_refuses_a_plausible_microsecond_time_in_its_words(
     repo: Path,
 ) -> None:

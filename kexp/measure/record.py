@@ -238,7 +238,11 @@ def with_timings(
     if gathered.unit_unstated:
         times = [t for m in gathered.measurements for t in (m.baseline, m.candidate)]
         if unit is None:  # nor by the caller: refused, before anything is written
-            check_assumed_unit(times, store.settings.suspect_time_below_us)
+            check_assumed_unit(
+                times,
+                store.settings.suspect_time_below_us,
+                store.settings.unit_ambiguous_below_us,
+            )
         hint = unit_hint(times, unit or "us", store.settings.suspect_time_below_us)
         if hint is not None:
             warnings.warn(hint, TimingsWarning, stacklevel=3)
