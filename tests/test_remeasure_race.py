@@ -24,7 +24,8 @@ from typing import Any
 import kexp.storage.store as store_module
 from kexp import Store
 from kexp.measure.corrections import apply_correction
-from kexp.measure.record import record_iteration, remeasure
+from kexp.measure.record import record_iteration
+from kexp.measure.remeasure import remeasure
 
 #: Processes remeasuring, and processes correcting the tags with a reason, at once.
 REMEASURERS = 4

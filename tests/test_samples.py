@@ -27,8 +27,8 @@ from kexp.measure.record import (
     SuspectMeasurementWarning,
     read_table,
     record_iteration,
-    remeasure,
 )
+from kexp.measure.remeasure import remeasure
 from kexp.measure.timings import read_timings
 
 CONFIGS = ("b8_s1024", "b32_s2048", "b64_s4096")

@@ -25,7 +25,8 @@ from kexp import Store
 from kexp.cli.main import main
 from kexp.core.errors import MeasurementError, TimingsWarning
 from kexp.format.suspect import suspect_reasons
-from kexp.measure.record import record_iteration, remeasure
+from kexp.measure.record import record_iteration
+from kexp.measure.remeasure import remeasure
 from kexp.measure.timings import FORMATS, profiling_info, read_timings, readers, sniff
 
 FILES = Path(__file__).parent / "timing_files"

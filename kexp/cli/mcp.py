@@ -14,7 +14,7 @@ show       :meth:`kexp.Store.get_experiment`            ``kexp show ID --json``
 lessons    :func:`kexp.agents.lessons.lesson_report`           ``kexp lessons --json``
 tree       :mod:`kexp.storage.lineage`                          ``kexp tree --json``
 record     :func:`kexp.measure.intake.record`                   ``kexp add``
-remeasure  :func:`kexp.measure.record.remeasure`               ``kexp remeasure --json``
+remeasure  :func:`kexp.measure.remeasure.remeasure`               ``kexp remeasure --json``
 update     :func:`kexp.measure.corrections.apply_correction`    ``kexp update --reason``
 sync       :func:`kexp.storage.sync.sync`                    ``kexp sync --json``
 ========== ============================================ ================================
@@ -69,7 +69,7 @@ from kexp.measure.corrections import apply_correction, checked_changes
 from kexp.measure.envinfo import detected_env
 from kexp.measure.intake import record as write
 from kexp.measure.intake import take_git_diff
-from kexp.measure.record import remeasure as add_round
+from kexp.measure.remeasure import remeasure as add_round
 from kexp.output.export import (
     check_fields,
     listed_experiments,

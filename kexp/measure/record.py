@@ -34,7 +34,7 @@ decimals), the ``results`` list, and the ``raw_result`` text in the skill's form
 
 :func:`record_iteration` does all of it and records the experiment in one call;
 :func:`kexp.measure.remeasure.remeasure` adds a round of measurement to a recorded
-experiment (importable from here too, as ``kexp remeasure`` and the MCP server import it).
+experiment.
 """
 
 from __future__ import annotations
@@ -91,7 +91,6 @@ from kexp.measure.checks import (
 from kexp.measure.controlnote import control_notes
 from kexp.measure.envs import env_warnings, parents_env
 from kexp.measure.measurements import Measurement, gather, load_measurements, read_table, sides_of
-from kexp.measure.remeasure import remeasure
 from kexp.measure.scoring import parent_judge, score_measurements
 from kexp.measure.stepbase import StepBaseline, step_baseline
 from kexp.measure.timings import profiling_info, sniff
@@ -111,7 +110,6 @@ __all__ = [
     "parse_protocol",
     "read_table",
     "record_iteration",
-    "remeasure",
     "warn_if_suspect",
     "with_timings",
 ]
@@ -348,7 +346,7 @@ def record_iteration(
     validates, and writes; a repeated code change
     (:class:`kexp.core.errors.RepeatedChangeWarning`, or
     :class:`kexp.core.errors.RemeasureWarning` when base commit and env repeat too: use
-    :func:`remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
+    :func:`kexp.measure.remeasure.remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
     are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
     as a compact table (:func:`kexp.measure.timings.profiling_info`).
     With a ``pid`` and a ``score`` given (no timings), ``measured_against`` not given

@@ -526,7 +526,7 @@ def remeasure(
     candidate swapped, taken under load) is replaced with --replace-round N --reason
     TEXT: the file must be committed as it is, so that the round stays in git history.
 
-    Python: kexp.measure.record.remeasure(store, id, baseline=..., candidate=..., reason=...).
+    Python: kexp.remeasure(store, id, baseline=..., candidate=..., reason=...).
 
     \b
     Example:
@@ -534,7 +534,7 @@ def remeasure(
     """
     _piped(baseline, candidate, table)
     # lazy: one command's library, loaded when that command runs
-    from kexp.measure.record import remeasure as add_round
+    from kexp.measure.remeasure import remeasure as add_round
 
     store = get_store(ctx)
     exp = add_round(
