@@ -346,9 +346,10 @@ def record_iteration(
     validates, and writes; a repeated code change
     (:class:`kexp.core.errors.RepeatedChangeWarning`, or
     :class:`kexp.core.errors.RemeasureWarning` when base commit and env repeat too: use
-    :func:`kexp.measure.remeasure.remeasure`) and a suspect measurement (:class:`SuspectMeasurementWarning`)
-    are warnings, not errors. A ``profiling_info`` that is ``ncu --csv`` output is kept
-    as a compact table (:func:`kexp.measure.timings.profiling_info`).
+    :func:`kexp.measure.remeasure.remeasure`) and a suspect measurement
+    (:class:`SuspectMeasurementWarning`) are warnings, not errors. A ``profiling_info``
+    that is ``ncu --csv`` output is kept as a compact table
+    (:func:`kexp.measure.timings.profiling_info`).
     With a ``pid`` and a ``score`` given (no timings), ``measured_against`` not given
     is written ``parent``, as timings write it (``parent_default=False``: left out, and
     warned of, as ``kexp add`` of a document that names its ``pid`` keeps it).
