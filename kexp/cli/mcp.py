@@ -36,6 +36,7 @@ the others synced; ``record`` takes them too, to warn of a change tried there.
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -231,6 +232,23 @@ class _Tools:
     def __init__(self, root: Path | None) -> None:
         self.root = root
         self._lock = threading.Lock()
+        self._started_in = os.getcwd()
+
+    def _in_working_directory(self) -> None:
+        """Back in the folder the server was started in when that folder was removed and
+        made again (a checkout removed and cloned again at its path): the store found
+        from it, and the relative paths an agent gives, are the new folder's."""
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            try:
+                os.chdir(self._started_in)
+            except OSError:
+                raise KexpError(
+                    f"the folder this server was started in, {self._started_in}, is gone "
+                    "(removed): clone or restore the store there again, or restart the "
+                    "server in the store's folder"
+                ) from None
 
     def store(self, refs: list[str] | None = None, all_refs: bool = False) -> Store:
         """The store (opened anew each call: files may change between calls), read with
@@ -292,6 +310,7 @@ class _Tools:
             warnings.simplefilter("always")
             found: list[str] = []
             try:
+                self._in_working_directory()
                 yield found
             except KexpError as exc:
                 raise ToolError(_one_line(exc)) from None

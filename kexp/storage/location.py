@@ -36,7 +36,14 @@ def find_root(start: Path | str | None = None) -> Path:
                 f"with 'kexp init {env}', or unset KEXP_ROOT"
             )
         return root.resolve()
-    here = Path(start or Path.cwd()).resolve()
+    try:
+        here = Path(start or Path.cwd()).resolve()
+    except FileNotFoundError:  # the working directory was removed (or cloned again)
+        raise StoreNotFoundError(
+            "the working directory is gone (removed, or removed and cloned again at its "
+            "path): change to the store's folder again (os.chdir in Python), give the "
+            "store's path, or set KEXP_ROOT"
+        ) from None
     for folder in (here, *here.parents):
         if (folder / EXPERIMENTS_DIR).is_dir():
             return folder

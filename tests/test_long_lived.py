@@ -1,0 +1,67 @@
+"""Long-lived processes while the world changes under them (trial N, round 23): an MCP
+server an agent keeps open for hours and a notebook's ``import kexp``, while the
+checkout they were started in is removed and cloned again, and while other agents
+sync. Each answer is compared with what the files (or a fresh process) say."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from test_mcp import Agent, record_fields, run_agent
+from test_sync import clone, make_remote
+
+import kexp
+from kexp import Store
+from kexp.core.errors import StoreNotFoundError
+from kexp.storage.sync import sync
+
+
+def test_a_server_whose_checkout_was_removed_and_cloned_again_serves_the_new_clone(
+    tmp_path: Path,
+) -> None:
+    """An agent's client starts ``kexp mcp --root`` in the store's folder; the user
+    removes the checkout and clones it again at the same path. The server answered
+    every tool with ": No such file or directory" from then on (its working directory
+    was the removed folder), while a fresh process answered."""
+    remote, base = make_remote(tmp_path)
+    kernels = clone(remote, tmp_path / "kernels")
+    first = Store(kernels).create_experiment(base_commit=base, score=1.03, **record_fields())
+    sync(Store(kernels))
+
+    async def work(agent: Agent) -> None:
+        assert [r["id"] for r in await agent.json("list")] == [first.id]
+        shutil.rmtree(kernels)
+        clone(remote, kernels)
+        again = Store(kernels).create_experiment(
+            base_commit=base, score=1.05, **record_fields(change_summary="Two rows a warp")
+        )
+        listed = await agent.json("list")
+        assert sorted(r["id"] for r in listed) == sorted([first.id, again.id])
+        shutil.rmtree(kernels)  # gone for good: said in words, not as a bare OSError
+        failed, texts = await agent.call("list")
+        assert failed and "is gone" in texts[0] and str(kernels) in texts[0], texts
+
+    command = [sys.executable, "-m", "kexp", "mcp", "--root", str(kernels)]
+    run_agent(kernels, work, command=command)
+
+
+def test_a_notebook_whose_working_directory_is_gone_is_told_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kexp.list_experiments()`` in a notebook whose working directory was removed
+    raised a bare FileNotFoundError from the search for the store."""
+    folder = tmp_path / "kernels"
+    (folder / "experiments").mkdir(parents=True)
+    monkeypatch.delenv("KEXP_ROOT", raising=False)
+    monkeypatch.chdir(folder)
+    shutil.rmtree(folder)
+    with pytest.raises(StoreNotFoundError, match="working directory is gone"):
+        kexp.list_experiments()
+    git(tmp_path, "init", "-q", str(folder))  # the folder back: the store is found again
+    (folder / "experiments").mkdir()
+    monkeypatch.chdir(folder)
+    assert kexp.list_experiments() == []
