@@ -152,7 +152,8 @@ def test_store_at_is_a_plain_store_over_a_revision_source(
     assert (store.revision, store.commit) == (None, None)
     assert not at.source.writable and not at.source.cacheable
     assert store.source.writable and store.source.cacheable
-    assert repr(at) == f"Store({str(store.root)!r}).at('HEAD~1')"
+    assert repr(at) == f"Store({str(store.root)!r}).at('HEAD~1')  # commit {head[:12]}"
+    assert repr(store.at(head)) == f"Store({str(store.root)!r}).at({head!r})"
     with pytest.raises(KexpError, match="read-only"):
         at.cache_dir  # noqa: B018 - the property refuses
     assert at.file_records() is None

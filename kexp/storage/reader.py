@@ -153,8 +153,10 @@ class StoreReader:
         self._ids_read: Callable[[], list[str]] = list  # (those of the last read)
 
     def __repr__(self) -> str:
-        if self.source.revision is not None:
-            return f"Store({str(self.root)!r}).at({self.source.revision!r})"
+        revision, commit = self.source.revision, self.source.commit
+        if revision is not None:  # the commit it named when the store was made, read since
+            pinned = f"  # commit {commit[:12]}" if commit and commit != revision else ""
+            return f"Store({str(self.root)!r}).at({revision!r}){pinned}"
         if self.source.places is not None:
             return f"Store({str(self.root)!r}, refs={list(self.source.places[1:])!r})"
         return f"Store({str(self.root)!r})"
@@ -733,7 +735,9 @@ class StoreReader:
     # --- git: the store at a revision, across refs, history, changes -------------------
 
     def at(self: _S, revision: str) -> _S:
-        """The store as it was at ``revision`` (hash, branch, tag, ``HEAD~1``).
+        """The store as it was at ``revision`` (hash, branch, tag, ``HEAD~1``): at the
+        commit it names now, kept (``at("HEAD")`` stays on that commit after another
+        commit or a fetch; its repr names the commit: call ``at`` again to follow it).
 
         Read straight from git objects, without a checkout and without touching the
         working tree; the same query and validation API; read-only (writes raise
