@@ -65,3 +65,42 @@ def test_a_notebook_whose_working_directory_is_gone_is_told_so(
     (folder / "experiments").mkdir()
     monkeypatch.chdir(folder)
     assert kexp.list_experiments() == []
+
+
+def test_a_notebooks_store_read_across_refs_sees_each_fetch(tmp_path: Path) -> None:
+    """A notebook keeps ``kexp.Store(root, all_refs=True)`` open while another agent
+    syncs: each read answers the refs as they are then (a branch fetched since, a ref a
+    fetch moved, one reset back), as a Store opened at that moment does. It read the refs
+    once, when it was made: a fetched agent's best was missing, and its own sync's too."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    notebook = Store(alice, all_refs=True)
+    patterned = Store(alice, refs=["origin/*"])
+    assert notebook.list_experiments() == []
+
+    def ids(store: Store) -> list[str]:
+        return sorted(e.id for e in store.list_experiments())
+
+    first = Store(bob).create_experiment(base_commit=base, score=1.25, **record_fields())
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    assert ids(notebook) == ids(Store(alice, all_refs=True)) == [first.id]
+    assert ids(patterned) == [first.id]
+    assert notebook.get_experiment(first.id[:10]).score == pytest.approx(1.25)
+    second = Store(bob).create_experiment(
+        base_commit=base, score=1.1, pid=first.id, measured_against="parent",
+        **record_fields(change_summary="Two rows a warp"),
+    )  # fmt: skip
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    assert ids(notebook) == sorted([first.id, second.id])
+    assert notebook.top_experiments(1)[0].id == second.id
+    git(bob, "reset", "-q", "--hard", "HEAD~1")  # bob takes his step back
+    git(bob, "push", "-q", "--force", "origin", "kexp/bob")
+    git(alice, "fetch", "-q")
+    assert ids(notebook) == ids(Store(alice, all_refs=True)) == [first.id]
+    mine = Store(alice).create_experiment(
+        base_commit=base, score=1.05, **record_fields(change_summary="Alice's own")
+    )
+    sync(notebook, branch="kexp/alice")  # the notebook's own sync: read at once
+    assert mine.id in ids(notebook)

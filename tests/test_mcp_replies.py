@@ -485,12 +485,12 @@ def test_show_says_which_ref_holds_an_experiment_not_in_the_working_tree(
 
     run_agent(bob, work)
     assert "it is on origin/kexp/alice, not in the working tree" in said[0], said
-    assert "read it there: call show with all_refs: true" in said[0], said
+    assert "read it there: call this tool again with all_refs: true" in said[0], said
     printed = run_kexp("show", hers.id[:10], cwd=bob)
     assert printed.returncode != 0
     assert (
-        "it is on origin/kexp/alice, not in the working tree: read it there with "
-        f"kexp show {hers.id[:10]} --all-refs"
+        "it is on origin/kexp/alice, not in the working tree: read it there: the same "
+        f"command with --all-refs (kexp show {hers.id[:10]} --all-refs)"
     ) in " ".join(printed.stderr.split())
 
 
@@ -594,7 +594,8 @@ def test_every_read_of_an_id_says_which_ref_holds_it_as_show_does(tmp_path: Path
         advice = (
             f"read its history there with kexp log --rev origin/kexp/alice {hers.id[:10]}"
             if command == "log"
-            else f"read it there with kexp show {hers.id[:10]} --all-refs"
+            else "read it there: the same command with --all-refs (kexp show "
+            f"{hers.id[:10]} --all-refs)"
         )
         assert f"{where}: {advice}" in said, (command, said)
     said_by_tools: dict[str, str] = {}
@@ -609,7 +610,10 @@ def test_every_read_of_an_id_says_which_ref_holds_it_as_show_does(tmp_path: Path
 
     run_agent(bob, work)
     for tool, said in said_by_tools.items():
-        assert f"{where}: read it there: call show with all_refs: true" in said, (tool, said)
+        assert f"{where}: read it there: call this tool again with all_refs: true" in said, (
+            tool,
+            said,
+        )
 
 
 def refused_sync(root: Path) -> str:
