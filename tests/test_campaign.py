@@ -449,7 +449,8 @@ def test_deriving_some_records_and_what_they_depend_on_equals_deriving_every_one
 ) -> None:
     """``derive_for`` (what a search derives for the experiments it shows) gives for
     each wanted record what ``derive`` over the whole store gives, another file holding
-    an id with its own front-matter included."""
+    an id with its own front-matter included, and a step retired below a chain of
+    reference measurements."""
     empty = {"combines": [], "measured_against": None, "score_ci": [], "tags": []}
     items = [SimpleNamespace(**{**empty, **fields}) for fields in records]
     if data.draw(st.booleans()):  # another file of an id: its own score and parent
@@ -457,6 +458,8 @@ def test_deriving_some_records_and_what_they_depend_on_equals_deriving_every_one
         twin.score = data.draw(st.floats(0.5, 2.0).map(lambda v: round(v, 4)))
         twin.pid = data.draw(st.sampled_from(["", *(item.id for item in items)]))
         items.insert(data.draw(st.integers(0, len(items))), twin)
+    if items and data.draw(st.booleans()):  # a step retired: what is built on it leaves
+        data.draw(st.sampled_from(items)).status = "failed"
     whole = derive(items)
     for record in items:
         assert derive_for(items, [record]).of(record) == whole.of(record), record.id
@@ -464,6 +467,31 @@ def test_deriving_some_records_and_what_they_depend_on_equals_deriving_every_one
     part = derive_for(items, wanted)
     for record in wanted:
         assert part.of(record) == whole.of(record), record.id
+
+
+def test_a_step_on_a_reference_measurement_over_a_retired_step_is_derived_alike_in_part() -> None:
+    """A step (4) built on one measured against the reference (3) over a retired step
+    (2, status failed after it was measured): ``derive_for`` (what a review or a read
+    across refs derives of it) reads the chain back through the reference measurement,
+    and both leave it with the retired step (no cumulative score)."""
+    empty = {"combines": [], "score_ci": [], "tags": [], "is_buggy": False}
+    chain = [("1", "", "reference", "done"), ("2", "1", "parent", "failed"),
+             ("3", "2", "reference", "done"), ("4", "3", "parent", "done")]  # fmt: skip
+    items = [
+        SimpleNamespace(
+            **empty,
+            id=exp_id * 16,
+            pid=pid * 16,
+            measured_against=against,
+            status=status,
+            score=1.5,
+        )
+        for exp_id, pid, against, status in chain
+    ]
+    whole = derive(items)
+    assert whole.of(items[3]).cumulative_score is None
+    assert whole.built_on_retired(items[3]) == whole.built_on_retired(items[2]) == "2" * 16
+    assert derive_for(items, [items[3]]).of(items[3]) == whole.of(items[3])
 
 
 @given(st.lists(st.sampled_from("abcde"), max_size=8), st.text("abcdez", max_size=1))

@@ -644,7 +644,7 @@ def test_list_and_show_fields_name_where_an_experiment_was_found(
         rows = await agent.json("list", fields=["id", "ref"], all_refs=True)
         assert [(r["id"], r["ref"]) for r in rows] == [(exp.id, "local")], rows
         shown = await agent.json("show", exp_id=exp.id[:10], fields=["refs"], all_refs=True)
-        assert shown["refs"] == ["local", "main", "origin/main"], shown
+        assert shown["refs"] == ["local", "origin/main"], shown  # main: the checkout
         failed, texts = await agent.call("list", fields=["id", "ref"])
         assert failed, texts
         (text,) = texts

@@ -63,7 +63,8 @@ def test_same_content_in_several_places_is_listed_once(tmp_path: Path) -> None:
     assert [e.id for e in found] == [exp.id]
     where = found[0].where
     assert where is not None
-    assert set(where.refs) == {LOCAL, "main", "origin/main"} and not where.other_versions
+    # main, checked out, is the working tree's commit: not another place beside local.
+    assert set(where.refs) == {LOCAL, "origin/main"} and not where.other_versions
     assert where.ref == LOCAL  # the working tree holds it
     # Bob, who never pulled, sees it on origin/main.
     seen = Store(bob, refs=["origin/*"])
@@ -525,6 +526,7 @@ def test_reading_across_refs_agrees_with_the_files(
     hidden, noted = _removals(alice, places, [r for r in refs if r == "origin/main"])
     ids = sorted({exp_id for files in places.values() for exp_id in files} - hidden)
     listed = Store(alice, all_refs=True).list_experiments()
+    checked_out = git(alice, "symbolic-ref", "--short", "HEAD")
     assert sorted(e.id for e in listed) == ids  # every experiment not removed, once
     for exp in listed:
         assert exp.where is not None
@@ -537,7 +539,9 @@ def test_reading_across_refs_agrees_with_the_files(
         newest = _newest(alice, holders, path)
         where = exp.where
         assert where is not None
-        assert sorted(where.refs) == sorted(holders[newest])
+        # The branch checked out is the working tree's commit: one place with it.
+        alike = [p for p in holders[newest] if LOCAL not in holders[newest] or p != checked_out]
+        assert sorted(where.refs) == sorted(alike)
         others = sorted(p for content, held in holders.items() if content != newest for p in held)
         assert sorted(where.other_versions) == others
         assert exp.score == float(re.search(rb"\nscore: ([0-9.]+)\n", newest).group(1))  # type: ignore[union-attr]
@@ -623,7 +627,7 @@ def test_fields_name_where_each_experiment_was_found(tmp_path: Path) -> None:
     )
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == [
-        {"refs": [LOCAL, "main", "origin/main"], "id": mine.id, "ref": LOCAL, "other_versions": []}
+        {"refs": [LOCAL, "origin/main"], "id": mine.id, "ref": LOCAL, "other_versions": []}
     ]
     csv = run_kexp("list", "--all-refs", "--format", "csv", "--fields", "id,ref", cwd=alice)
     assert csv.returncode == 0, csv.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, run_kexp
+from conftest import edit_in_place, git, run_kexp
 from test_sync import clone, make_remote, record
 
 from kexp import Store
@@ -207,3 +207,78 @@ def test_a_step_judged_over_an_unmerged_parent_is_marked_built_on_unmerged(
     assert rows[child.id]["outcome"] != alone[child.id]["outcome"]  # flipped by Bob's score
     assert rows[child.id]["ref"] == "local" and rows[child.id]["unmerged"]["own"] is False
     assert rows[child.id]["unmerged"]["refs"] == ["origin/kexp/bob-edit"]
+
+
+def _refs_holding_from_git(root: Path, path: str) -> list[str]:
+    """The branches and remote-tracking branches (short names) whose tree holds ``path``
+    (relative to the repository), but the checked-out branch: read from git alone."""
+    checked_out = git(root, "symbolic-ref", "--short", "HEAD")
+    names = git(root, "for-each-ref", "--format=%(refname:short) %(symref)",
+                "refs/heads", "refs/remotes").splitlines()  # fmt: skip
+    held = []
+    for line in names:
+        name, _, symref = line.partition(" ")
+        if symref or name == checked_out:  # origin/HEAD is a name for origin/main
+            continue
+        if git(root, "ls-tree", "--name-only", name, "--", path):
+            held.append(name)
+    return sorted(held)
+
+
+def test_the_checked_out_branch_is_the_working_tree_not_another_place(tmp_path: Path) -> None:
+    """Trial K09: read across refs, a row the working tree holds counted the branch
+    checked out (its commit is the working tree's) as another place: ``local +1`` with
+    no other branch, ``local +5`` for 3 agent branches, and the report read "1 ref:
+    main". The count names only other refs, the truth read from git; the report says
+    which branch the working tree is; the branch's older version of an uncommitted
+    edit is still said."""
+    from reportcheck import elements
+
+    remote, base = make_remote(tmp_path)
+    lead = clone(remote, tmp_path / "lead")
+    a = record(lead, base, "Tiling - +20%", score=1.2, operator_sig=OPERATOR)
+    git(lead, "add", "experiments")
+    git(lead, "commit", "-q", "-m", "tiling")
+    assert a.path is not None
+    path = a.path.relative_to(lead).as_posix()
+    # No remote branch holds it yet: the checked-out main alone does, beside the tree.
+    assert _refs_holding_from_git(lead, path) == []
+    rows = {row["id"]: row for row in _kexp_json(lead, "top", "--all-refs")}
+    assert rows[a.id]["ref"] == "local" and rows[a.id]["refs"] == ["local"], rows
+    table = run_kexp("top", "--all-refs", cwd=lead, process=True).stdout
+    assert [line.split()[2] for line in table.splitlines() if a.id[:10] in line] == ["local"]
+    # Pushed; an agent branches off main and publishes a step of its own; fetched.
+    git(lead, "push", "-q", "origin", "main")
+    agent = clone(remote, tmp_path / "agent", branch="kexp/agent-1")
+    step = record(agent, base, "Unroll - +5%", score=1.05, pid=a.id,
+                  measured_against="parent", operator_sig=OPERATOR)  # fmt: skip
+    git(agent, "add", "experiments")
+    git(agent, "commit", "-q", "-m", "unroll")
+    git(agent, "push", "-q", "origin", "kexp/agent-1")
+    git(lead, "fetch", "-q")
+    others = _refs_holding_from_git(lead, path)
+    assert others == ["origin/kexp/agent-1", "origin/main"]
+    rows = {row["id"]: row for row in _kexp_json(lead, "top", "--all-refs")}
+    assert rows[a.id]["refs"] == ["local", *others], rows
+    assert rows[step.id]["ref"] == "origin/kexp/agent-1", rows
+    table = run_kexp("top", "--all-refs", cwd=lead, process=True).stdout
+    mine = [line for line in table.splitlines() if a.id[:10] in line]
+    assert len(mine) == 1 and f" local +{len(others)} " in mine[0], table
+    # The report says what it read: the working tree (branch main) and the other refs.
+    out = tmp_path / "report"
+    done = run_kexp("report", "--all-refs", "-o", str(out), cwd=lead, process=True)
+    assert done.returncode == 0, done.stderr
+    lead_text = " ".join(
+        " ".join(e.text.split()) for e in elements(out / "index.html") if "lead" in e.classes
+    )
+    assert (
+        "read from the working tree (branch main) and 2 other refs: "
+        "origin/kexp/agent-1, origin/main." in lead_text
+    ), lead_text
+    # An uncommitted edit: the branch checked out holds the older version, said so.
+    edit_in_place(
+        tmp_path / "lead" / path, lambda text: text.replace("score: 1.2\n", "score: 1.25\n")
+    )
+    rows = {row["id"]: row for row in _kexp_json(lead, "top", "--all-refs")}
+    assert rows[a.id]["refs"] == ["local"], rows
+    assert "main" in rows[a.id]["other_versions"], rows

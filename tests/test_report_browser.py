@@ -708,12 +708,12 @@ def test_a_report_across_refs_says_what_it_read_and_marks_side_branch_work(
 
     run_kexp("report", "--all-refs", "-o", str(tmp_path / "refs"), cwd=repo)
     index = open_page(tmp_path / "refs" / "index.html", "refs-index").eval(_MARKED)
-    assert "read from the working tree and 2 refs: feat/splitk, main." in index["lead"]
+    assert "read from the working tree (branch main) and 1 other ref: feat/splitk." in index["lead"]
     assert "1 of them as only another ref holds it" in index["lead"], index["lead"]
     assert [split[:10], "on feat/splitk"] in index["marked"], index  # the frontier's best
     operator = tmp_path / "refs" / "op" / f"{operator_slug('csrc/gemm.cu: sgemm')}.html"
     page = open_page(operator, "refs-operator").eval(_MARKED)
-    assert "read from the working tree and 2 refs" in page["lead"], page
+    assert "read from the working tree (branch main) and 1 other ref" in page["lead"], page
     assert [split[:10], "on feat/splitk"] in page["marked"], page
     assert [tiling[:10], ""] in page["marked"], page  # merged work: no mark
     opened = open_page(tmp_path / "refs" / experiment_path(split), "refs-experiment", split)

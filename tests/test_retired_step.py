@@ -72,3 +72,45 @@ def test_the_steps_built_on_a_retired_step_leave_with_it_and_the_update_names_th
     # Asked for by outcome, as every step is.
     done = run_kexp("top", "--outcome", "improvement", "--json", cwd=repo, process=True)
     assert s3 in [e["id"] for e in json.loads(done.stdout)], done.stdout
+
+
+def test_a_step_measured_against_the_reference_on_a_retired_step_leaves_with_it(
+    repo: Path,
+) -> None:
+    """Trial M: a child made on a step later retired but measured against the reference
+    stayed ranked #1 in ``kexp top``, the current best of ``context`` and ``stats``, its
+    path to the best through the retired step, and the update named none of it. Its
+    code holds the retired change, however it was measured: it leaves with it, as a
+    step measured over its parent does, and the update names it; put back, it returns."""
+    root = add(repo, "Tile 64x64 - +43%", "1.43")
+    s1 = add(repo, "Tensor cores - +20%", "1.2", "--pid", root, "--measured-against", "parent")
+    s2 = add(repo, "Unroll 4 - +10%", "1.1", "--pid", s1, "--measured-against", "parent")
+    s3 = add(repo, "Swizzle - +90%", "1.9", "--pid", s2, "--measured-against", "reference")
+    s4 = add(repo, "Vectorize - +5%", "1.05", "--pid", s3, "--measured-against", "parent")
+
+    done = run_kexp(
+        "update", s2, "--set", "status=failed", "--reason", "wrong results found later",
+        cwd=repo, process=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    leaving = done.stderr.partition("leave kexp top and every current best with it: ")[2]
+    assert sorted(leaving.strip().split(", ")) == sorted([s3[:10], s4[:10]]), done.stderr
+
+    done = run_kexp("top", "--json", cwd=repo, process=True)
+    assert [e["id"] for e in json.loads(done.stdout)] == [s1, root], done.stdout
+    packet = run_kexp("context", *KERNEL, cwd=repo, process=True).stdout
+    (best,) = re.findall(r"^## Current best\n- (\w+) ", packet, re.M)
+    assert s1.startswith(best), packet
+    assert s3[:10] not in packet.partition("## Related successes")[2], packet
+    stats = json.loads(run_kexp("stats", "--json", cwd=repo, process=True).stdout)
+    assert [b["id"] for b in stats["best"]] == [s1], stats["best"]
+    shown = json.loads(run_kexp("show", s3, "--json", cwd=repo, process=True).stdout)
+    assert shown["score"] == 1.9 and shown["cumulative_score"] is None, shown
+    assert s2[:10] in shown["cumulative_reason"], shown
+    # Put back, the step and what is built on it rank again.
+    done = run_kexp("update", s2, "--set", "status=done", "--reason", "a false alarm",
+                    cwd=repo, process=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = run_kexp("top", "--json", cwd=repo, process=True)
+    ranked = [e["id"] for e in json.loads(done.stdout)]
+    assert ranked[0] == s4 and s3 in ranked, done.stdout

@@ -34,8 +34,10 @@ plan of the next iteration (``text``) or its diff. Sections, in this order:
    and where to read them.
 
 A filter that is a part of several recorded values reads the one it names exactly
-(:func:`kexp.storage.operators.matching`); where several are left, the packet names
-each with its own best (JSON ``several``) and every entry names its own.
+(:func:`kexp.storage.operators.matching`), and says so in the words every read warns
+with (:func:`kexp.storage.operators.read_alone`; JSON ``read_alone``); where several are
+left, the packet names each with its own best (JSON ``several``) and every entry names
+its own.
 
 When no recorded operator matches ``operator`` (a typo, the kernel named in other words)
 in a store that holds experiments, the packet says so and names **the operators
@@ -102,7 +104,7 @@ from kexp.core.outcome import (
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end_ids
-from kexp.storage.operators import COLUMNS, matching, named_closest
+from kexp.storage.operators import COLUMNS, matching, named_closest, read_alone
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
@@ -222,6 +224,16 @@ def _gather(
         for column, value in (("dtype_sig", dtype), ("env", env))
         if value
     }
+    # A filter read alone, the value recorded exactly, said as every read says it.
+    alone = [
+        note
+        for pool, column, value in (
+            (candidates, "operator_sig", operator),
+            (everything_here, "dtype_sig", dtype),
+            (everything_here, "env", env),
+        )
+        if value and (note := read_alone(pool, column, value)[1]) is not None
+    ]
 
     def is_here(row: Row) -> bool:
         return all(
@@ -413,6 +425,7 @@ def _gather(
         if no_match
         else None,
         "unmatched": list(unmatched.values()) or None,
+        "read_alone": alone or None,
         "start": None if here or controls_here or no_match else start,
         "envs": several_envs([*here, *controls_here], env),
         "several": several_matched(

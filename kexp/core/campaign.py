@@ -28,7 +28,9 @@ view ranks and judges alike:
   ``## Samples`` section and still need a seed);
 * ``cumulative_reason``: why there is no cumulative score, when there is none: the
   experiment (or an ancestor on its chain) is buggy, pending, measured nothing (score
-  0), is not in the store, or its ``pid`` chain is a cycle; or it is a control;
+  0), is not in the store, or its ``pid`` chain is a cycle; or it is a control; or a
+  step it is built on, by any ``pid`` chain (a reference measurement on the way too:
+  its code holds that step's change), was retired (:func:`leave_with_retired`);
 * ``control``: tagged ``control`` (an A/A run, the same code on both sides). A control
   measures the noise floor: it has no cumulative score, is never ranked, never the
   best, never a dead end. Its code is its parent's (or the reference's, without a
@@ -66,6 +68,7 @@ from typing import Any
 
 from kexp.core.collector import collector_paused
 from kexp.core.cumulative import (
+    RETIRED_PROBLEM,
     Code,
     Derived,
     absent_reason,
@@ -150,7 +153,7 @@ class Derivation(dict[str, Derived]):
             before = self._codes.get(record.pid) or broken_code(
                 record.pid, absent_reason(record.pid, self._invalid)
             )
-        code = step_code(record, before, self.settings)
+        code = self._left_with_retired(record, step_code(record, before, self.settings))
         found = derived_of(record, code, self._first, self._codes, self.settings)
         found = self.judged_by_control(record, found)
         if found.cumulative_score is None:
@@ -163,10 +166,22 @@ class Derivation(dict[str, Derived]):
         ranking, every current best and the successes with that step."""
         exp_id: str = record.id
         code = self._codes.get(exp_id)
-        if self._first.get(exp_id) is not record and needs_parent(record):
-            before = self._codes.get(record.pid)
-            code = None if before is None else step_code(record, before, self.settings)
+        if self._first.get(exp_id) is not record:
+            before = self._codes.get(record.pid) if needs_parent(record) else None
+            if before is not None or not needs_parent(record):
+                code = self._left_with_retired(record, step_code(record, before, self.settings))
+            else:
+                code = None
         return retired_below(code, exp_id)
+
+    def _left_with_retired(self, record: Any, code: Code) -> Code:
+        """``code``, the code value of ``record`` of its own front-matter, broken when
+        its parent's is by a retired step (:func:`leave_with_retired`): measured against
+        the reference or not, its code holds that step's change."""
+        if code[0] is None or not record.pid:
+            return code
+        culprit = retired_below(self._codes.get(record.pid), "")
+        return broken_code(culprit, RETIRED_PROBLEM) if culprit else code
 
     def leaving_with(self, exp_id: str) -> list[str]:
         """The ids of the steps built on ``exp_id`` that leave the ranking with it
@@ -263,6 +278,8 @@ def derive(
     made = tuple.__new__  # a NamedTuple made as the tuple it is (its __new__ is slower)
     over_parent: list[str] = []  # measured against the reference, made on a parent
     on_parent: list[str] = []  # built on a parent's code value, in the order settled
+    retired: list[str] = []  # retired steps (status failed after they were measured)
+    apart: list[str] = []  # made on a parent, their code values not built on its (slow path)
 
     def settle(exp_id: str, record: Any, before: Code | None) -> None:
         """Set the code value of ``record`` given its parent's (``before``; None when
@@ -282,6 +299,10 @@ def derive(
             and (before is None or before[0] is not None)
         ):
             codes[exp_id] = step_code(record, before, settings)
+            if record.status in FAILED_STATUSES and retired_below(codes[exp_id], "") == exp_id:
+                retired.append(exp_id)
+            if before is None and record.pid:
+                apart.append(exp_id)
             return
         found = record.score_ci
         interval = low_sq = high_sq = None
@@ -376,9 +397,14 @@ def derive(
                     release(member)
             else:
                 release(current)
+    # What is built on a retired step holds its change, however measured: what the
+    # product of codes did not break (a reference measurement on the way) is broken.
+    if retired and _retired_above(first, codes, [*over_parent, *apart]):
+        leave_with_retired(first, codes, derived, retired)
     for exp_id in over_parent:
         record, value = first[exp_id], derived[exp_id]
-        assert value is not None
+        if value is None:  # left with a retired step below it: derived below
+            continue
         parent = codes.get(record.pid)
         outcome = outcome_over_parent(record, value.outcome, parent, settings)
         derived[exp_id] = value._replace(outcome=outcome, parent_cumulative=parent_value(parent))
@@ -410,6 +436,64 @@ def derive(
                 derived[exp_id] = judged(first[exp_id], value)
     dict.update(derivation, derived)
     return derivation
+
+
+def _retired_above(first: dict[str, Any], codes: dict[str, Code], made_on: list[str]) -> bool:
+    """Whether a step retired is an ancestor of one of ``made_on`` (made on a parent, its
+    code value not built on its parent's), its chain walked up to a code value broken by
+    a retired step, each step once."""
+    known: dict[str, bool] = {}
+    for exp_id in made_on:
+        code = codes.get(exp_id)
+        if code is None or code[0] is None:
+            continue
+        path: list[str] = []
+        current = first[exp_id].pid
+        found = False
+        while current and current not in known and current in first:
+            if current in path:  # a pid cycle
+                break
+            path.append(current)
+            if retired_below(codes.get(current), ""):
+                found = True
+                break
+            current = first[current].pid
+        found = found or known.get(current, False)
+        known.update(dict.fromkeys(path, found))
+        if found:
+            return True
+    return False
+
+
+def leave_with_retired(
+    first: dict[str, Any],
+    codes: dict[str, Code],
+    derived: dict[str, Derived | None],
+    retired: Sequence[str],
+) -> None:
+    """Break the code value of every experiment built on one of the ``retired`` steps
+    (status failed after it was measured: its code is not to build on), through any
+    chain of ``pid``: a step measured against the reference keeps a code value of its
+    own, though its code holds the retired change. Each is told of the nearest retired
+    step below it (:func:`retired_below` names it) and derived again (its ``derived``
+    set to None)."""
+    children: dict[str, list[str]] = {}
+    for exp_id, record in first.items():
+        if record.pid:
+            children.setdefault(record.pid, []).append(exp_id)
+    done = set(retired)
+    waiting = [(exp_id, exp_id) for exp_id in retired]
+    while waiting:
+        exp_id, culprit = waiting.pop()
+        for child in children.get(exp_id, ()):
+            if child in done:  # a retired step names itself; a pid cycle ends
+                continue
+            done.add(child)
+            code = codes.get(child)
+            if code is not None and code[0] is not None:
+                codes[child] = broken_code(culprit, RETIRED_PROBLEM)
+                derived[child] = None
+            waiting.append((child, culprit))
 
 
 #: The outcomes a control of the env may find within the drift between runs.
@@ -510,9 +594,9 @@ def depends_on(record: Any) -> list[str]:
 
 def code_depends_on(record: Any) -> list[str]:
     """The ids whose values the code value of ``record`` needs (what an experiment that
-    depends on it reads of it): :func:`depends_on` but a parent its outcome alone is
-    judged over (a chain of reference measurements is not read back to its root)."""
-    needed = [record.pid] if needs_parent(record) else []
+    depends on it reads of it): its parent's, whatever it was measured against (a step
+    retired below breaks it: :func:`leave_with_retired`), and those it combines."""
+    needed = [record.pid] if record.pid else []
     needed += [c for c in getattr(record, "combines", None) or () if c]
     return needed
 

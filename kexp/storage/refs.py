@@ -148,6 +148,10 @@ class RefsSource:
         self.places: tuple[str, ...] = (LOCAL, *(ref.short for ref in self.refs))
         #: The places that are a remote's default branch: a removal waits on the others.
         self.defaults = _default_places(self.worktree, self.refs)
+        #: The checked-out branch among the refs read (its short name; None: ``HEAD`` is
+        #: detached, or the branch is not read), found at each read: the working tree
+        #: is that branch's commit, so a version both hold is said to be ``local`` alone.
+        self.checked_out: str | None = None
         self._last: Found | None = None
         #: The ids held in several files or versions at the last read → each version
         #: (path relative to ``experiments/``, content key, the places holding it).
@@ -173,13 +177,44 @@ class RefsSource:
         history (:func:`kexp.gitops.objects.history_rewrites`): with the working tree's
         files, what a read's answer depends on, as (name, value) pairs."""
         head = gitobjects.head_info(self.worktree)
-        return self._places(head[0] if head else None, gitobjects.history_rewrites(self.worktree))
+        commit = head[0] if head else None
+        self.checked_out = self._checked_out(commit)
+        return self._places(commit, gitobjects.history_rewrites(self.worktree), self.checked_out)
 
-    def _places(self, head: str | None, rewrites: tuple[str, ...]) -> tuple[Any, ...]:
-        """:meth:`answer_places`, of ``HEAD``'s commit and the history's rewrites."""
+    def _places(
+        self, head: str | None, rewrites: tuple[str, ...], checked_out: str | None
+    ) -> tuple[Any, ...]:
+        """:meth:`answer_places`, of ``HEAD``'s commit, the history's rewrites and the
+        checked-out branch."""
         refs = ((ref.short, ref.commit) for ref in self.refs)
         defaults = (("default", self.places[place]) for place in sorted(self.defaults))
-        return (("HEAD", head), *refs, *defaults, *(("rewritten", line) for line in rewrites))
+        return (
+            ("HEAD", head),
+            ("checked out", checked_out),
+            *refs,
+            *defaults,
+            *(("rewritten", line) for line in rewrites),
+        )
+
+    def _checked_out(self, head: str | None) -> str | None:
+        """The short name of the checked-out branch when it is among the refs read (its
+        commit is ``head``, ``HEAD``'s), else None."""
+        at_head = [ref for ref in self.refs if ref.commit == head and ref.name.startswith(
+            "refs/heads/")]  # fmt: skip
+        if not at_head:  # no git process asked: no branch read is HEAD's
+            return None
+        from kexp.gitops.commits import current_branch
+
+        branch = current_branch(self.worktree)  # type: ignore[arg-type]
+        return next((ref.short for ref in at_head if ref.name == f"refs/heads/{branch}"), None)
+
+    def _as_local(self, seen: Seen) -> Seen:
+        """``seen`` without the checked-out branch among the places holding a version
+        the working tree holds: that branch's commit is the working tree's, no other
+        place (``local +1`` named no other ref)."""
+        if self.checked_out is None or seen.ref != LOCAL or self.checked_out not in seen.refs:
+            return seen
+        return seen._replace(refs=tuple(place for place in seen.refs if place != self.checked_out))
 
     def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
         """The read across refs, from the working tree's listing ``read(rows=False)``
@@ -192,6 +227,7 @@ class RefsSource:
         assert local.listing is not None
         head = gitobjects.head_info(self.worktree)
         commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
+        self.checked_out = self._checked_out(commits[0])
         rewrites = gitobjects.history_rewrites(self.worktree)
         git = GitTrees(self.worktree, cache, keep_bases=not rewrites)
         # Each folder → its tree at HEAD, then at each ref.
@@ -213,7 +249,7 @@ class RefsSource:
         instead = displaced(chosen, several, self.places, self.defaults)
         if instead:  # an unmerged version ranked: what rests on it says so
             found = found._replace(rows=self._unmerged(found.rows, instead, cache, settings))
-        places = self._places(commits[0], rewrites)
+        places = self._places(commits[0], rewrites, self.checked_out)
         found = found._replace(places=places, removed=tuple(removed.items()))
         if doubled:
             found = found._replace(invalid=self._with_duplicates(found.invalid, doubled))
@@ -327,9 +363,9 @@ class RefsSource:
         for exp_id, (path, key, places) in single.items():
             known = seen_once.get(places)
             if exp_id in noted:
-                seen = newest.seen(places, (), (), noted[exp_id])
+                seen = self._as_local(newest.seen(places, (), (), noted[exp_id]))
             elif known is None:
-                seen = seen_once[places] = newest.seen(places, (), ())
+                seen = seen_once[places] = self._as_local(newest.seen(places, (), ()))
             else:
                 seen = known
             mine = by_path.get(path) if seen.ref == LOCAL else None
@@ -340,7 +376,8 @@ class RefsSource:
                 invalid.append((path, local_invalid[path]))
             else:
                 wanted.append((path, key, seen))
-        for files, seen in chosen.values():
+        for files, found_at in chosen.values():
+            seen = self._as_local(found_at)
             for path, key in files:
                 mine = by_path.get(path)
                 if seen.ref == LOCAL and mine is not None and mine.key == key:

@@ -130,7 +130,8 @@ class Seen(NamedTuple):
     #: Where: ``local`` when the working tree holds this version, else a remote's
     #: default branch holding it, else the ref holding it whose commit is the newest.
     ref: str
-    #: Every place holding this version (the working tree first, then refs in order).
+    #: Every place holding this version (the working tree first, then refs in order; the
+    #: checked-out branch, the working tree's commit, is not named beside ``local``).
     refs: tuple[str, ...]
     #: The places holding other versions of the same experiment (older ones, or one
     #: that changed too since their commits parted: ``diverged_on``), in order.
@@ -223,7 +224,8 @@ class Sighting:
     #: ``local`` when the working tree holds this version, else a remote's default
     #: branch holding it, else the ref holding it whose commit is the newest.
     ref: str
-    #: Every place holding this very content (the working tree first).
+    #: Every place holding this very content (the working tree first; the checked-out
+    #: branch, the working tree's commit, is not named beside ``local``).
     refs: tuple[str, ...]
     #: The places holding other versions of the same experiment (older ones, or one
     #: that changed too since their commits parted: ``diverged_on``).

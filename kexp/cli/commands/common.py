@@ -384,7 +384,7 @@ def _insert_where(
 
 
 #: The line under a table with a REF column (where each experiment was found).
-REF_LEGEND = "REF: local (the working tree) or the ref it is on; +N: on N more refs too"
+REF_LEGEND = "REF: local (the working tree and its branch) or its ref; +N: on N other refs too"
 
 
 def ref_labels(sightings: Sequence[Any]) -> list[str]:

@@ -151,7 +151,9 @@ def build_report(
     experiments = store.list_experiments(brief=True, **filters)
     stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     places = store.source.places
-    scope = scope_text(store.revision, store.commit, places)
+    scope = scope_text(
+        store.revision, store.commit, places, getattr(store.source, "checked_out", None)
+    )
     site = Site(
         experiments=experiments,
         store_root=store.root,

@@ -296,20 +296,29 @@ def _mix(counts: dict[str, int]) -> str:
     )
 
 
-def scope_text(revision: str | None, commit: str | None, places: Sequence[str] | None) -> str:
+def scope_text(
+    revision: str | None,
+    commit: str | None,
+    places: Sequence[str] | None,
+    checked_out: str | None = None,
+) -> str:
     """What a report read, in words: ``the working tree``, ``revision HEAD~1
-    (3f2c9e1a7b8d)``, ``the working tree and 2 refs: feat/x, origin/main`` (the refs
-    after the working tree in ``places``; the first 6 named), or ``the working tree (no
-    ref matched)`` when refs were asked for and none was read."""
+    (3f2c9e1a7b8d)``, ``the working tree (branch main) and 2 other refs: feat/x,
+    origin/main`` (the refs after the working tree in ``places``, but the checked-out
+    branch ``checked_out``, which is the working tree's commit; the first 6 named),
+    ``the working tree (branch main), no other ref``, or ``the working tree (no ref
+    matched)`` when refs were asked for and none was read."""
     if commit is not None:
         return f"revision {revision or commit} ({commit[:12]})"
-    refs = list(places or ())[1:]
     if not places:
         return "the working tree"
+    refs = [place for place in list(places)[1:] if place != checked_out]
+    tree = "the working tree" if checked_out is None else f"the working tree (branch {checked_out})"
     if not refs:
-        return "the working tree (no ref matched)"
+        return f"{tree}, no other ref" if checked_out is not None else f"{tree} (no ref matched)"
     named = ", ".join(refs[:6]) + (f" and {len(refs) - 6:,} more" if len(refs) > 6 else "")
-    return f"the working tree and {len(refs):,} ref{'' if len(refs) == 1 else 's'}: {named}"
+    other = "other " if checked_out is not None else ""
+    return f"{tree} and {len(refs):,} {other}ref{'' if len(refs) == 1 else 's'}: {named}"
 
 
 def _filters_text(filters: dict[str, Any]) -> str:
