@@ -81,22 +81,24 @@ def test_a_notebooks_store_read_across_refs_sees_each_fetch(tmp_path: Path) -> N
     def ids(store: Store) -> list[str]:
         return sorted(e.id for e in store.list_experiments())
 
-    first = Store(bob).create_experiment(base_commit=base, score=1.25, **record_fields())
+    first = Store(bob).create_experiment(
+        base_commit=base, score=1.25, status="done", **record_fields()
+    )
     sync(Store(bob), branch="kexp/bob")
     git(alice, "fetch", "-q")
     assert ids(notebook) == ids(Store(alice, all_refs=True)) == [first.id]
     assert ids(patterned) == [first.id]
     assert notebook.get_experiment(first.id[:10]).score == pytest.approx(1.25)
     second = Store(bob).create_experiment(
-        base_commit=base, score=1.1, pid=first.id, measured_against="parent",
+        base_commit=base, score=1.1, status="done", pid=first.id, measured_against="parent",
         **record_fields(change_summary="Two rows a warp"),
     )  # fmt: skip
     sync(Store(bob), branch="kexp/bob")
     git(alice, "fetch", "-q")
     assert ids(notebook) == sorted([first.id, second.id])
     assert notebook.top_experiments(1)[0].id == second.id
-    git(bob, "reset", "-q", "--hard", "HEAD~1")  # bob takes his step back
-    git(bob, "push", "-q", "--force", "origin", "kexp/bob")
+    git(bob, "fetch", "-q")  # bob takes his step back: the branch reset, force-pushed
+    git(bob, "push", "-q", "--force", "origin", "origin/kexp/bob~1:refs/heads/kexp/bob")
     git(alice, "fetch", "-q")
     assert ids(notebook) == ids(Store(alice, all_refs=True)) == [first.id]
     mine = Store(alice).create_experiment(

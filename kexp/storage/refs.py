@@ -81,11 +81,13 @@ if TYPE_CHECKING:
     from kexp.storage.rows import Record
 
 
-def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> list[RefInfo]:
+def matching_refs(
+    repo: Worktree, patterns: Sequence[str], all_refs: bool, *, warn: bool = True
+) -> list[RefInfo]:
     """The refs matching ``patterns`` (each checked first; ``*`` matches any characters,
     a pattern matches a full name or one under ``refs/``, ``refs/heads/``,
     ``refs/remotes/`` or ``refs/tags/``), or every branch and remote-tracking branch
-    with ``all_refs``."""
+    with ``all_refs``; a pattern no ref matches warned of (``warn``)."""
     checked = [gitobjects.check_ref_pattern(p) for p in patterns]
     found = []
     unmatched = dict.fromkeys(checked)
@@ -103,7 +105,7 @@ def matching_refs(repo: Worktree, patterns: Sequence[str], all_refs: bool) -> li
             unmatched.pop(pattern, None)
         if matched or (all_refs and ref.name.startswith(("refs/heads/", "refs/remotes/"))):
             found.append(ref)
-    for pattern in unmatched:
+    for pattern in unmatched if warn else ():
         warnings.warn(
             f"no ref matches {pattern!r}: check the spelling (git branch -a lists the refs), "
             "or 'git fetch' first",
@@ -143,11 +145,14 @@ class RefsSource:
         relative = Path(root).resolve().relative_to(toplevel).as_posix()
         #: ``experiments/`` relative to the repository's top, with '/'.
         self.folder = EXPERIMENTS_DIR if relative == "." else f"{relative}/{EXPERIMENTS_DIR}"
-        self.refs = matching_refs(self.worktree, list(patterns), all_refs)
-        #: The places read: the working tree, then each ref (as git abbreviates it).
-        self.places: tuple[str, ...] = (LOCAL, *(ref.short for ref in self.refs))
-        #: The places that are a remote's default branch: a removal waits on the others.
-        self.defaults = _default_places(self.worktree, self.refs)
+        self._patterns, self._all_refs = list(patterns), all_refs
+        #: The refs read, the places read (the working tree, then each ref, as git
+        #: abbreviates it) and those that are a remote's default branch (a removal waits
+        #: on the others): as the last read found them (:meth:`_resolve`).
+        self.refs: list[RefInfo] = []
+        self.places: tuple[str, ...] = (LOCAL,)
+        self.defaults: frozenset[int] = frozenset()
+        self._resolve(warn=True)
         #: The checked-out branch among the refs read (its short name; None: ``HEAD`` is
         #: detached, or the branch is not read), found at each read: the working tree
         #: is that branch's commit, so a version both hold is said to be ``local`` alone.
@@ -163,6 +168,15 @@ class RefsSource:
     def experiments_dir(self) -> Path:
         return self.tree.experiments_dir
 
+    def _resolve(self, *, warn: bool = False) -> None:
+        """The refs matching the patterns as they are now: a fetch, a sync or a reset
+        moves them, so each read resolves them again (a store kept open, in a notebook,
+        reads what was fetched since it was made). Unmatched patterns are warned of
+        once, when the store is made (``warn``)."""
+        self.refs = matching_refs(self.worktree, self._patterns, self._all_refs, warn=warn)
+        self.places = (LOCAL, *(ref.short for ref in self.refs))
+        self.defaults = _default_places(self.worktree, self.refs)
+
     # --- the read ------------------------------------------------------------------------
 
     def read(self, cache: Cache, settings: Settings, *, rows: bool = True) -> Found:
@@ -176,6 +190,7 @@ class RefsSource:
         """``HEAD``'s commit, each ref read (its name and commit) and what rewrites the
         history (:func:`kexp.gitops.objects.history_rewrites`): with the working tree's
         files, what a read's answer depends on, as (name, value) pairs."""
+        self._resolve()
         head = gitobjects.head_info(self.worktree)
         commit = head[0] if head else None
         self.checked_out = self._checked_out(commit)
@@ -225,6 +240,7 @@ class RefsSource:
     def _across(self, cache: Cache, settings: Settings, local: Found) -> Found:
         """The read across refs, from the working tree's read ``local``."""
         assert local.listing is not None
+        self._resolve()
         head = gitobjects.head_info(self.worktree)
         commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
         self.checked_out = self._checked_out(commits[0])
