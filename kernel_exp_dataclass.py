@@ -98,7 +98,8 @@ SAMPLE_BASE_COMMIT = "0" * 40
 #: additions (so a high score that is buggy, pending or a regression shows as such, and
 #: a step's score over its parent as one: ``cumulative_score`` is its speedup over the
 #: original code, None when it cannot be known; ``measured_against`` says what
-#: ``score`` is over, ``parent`` or ``reference``).
+#: ``score`` is over, ``parent`` or ``reference``; ``suspect`` why its measurement is
+#: too good to be true, as ``kexp top`` flags it: it still ranks by its score here).
 TOP_KEYS = (
     "base_commit",
     "change_summary",
@@ -120,6 +121,7 @@ EXTRA_TOP_KEYS = (
     "step_score",
     "cumulative_score",
     "measured_against",
+    "suspect",
 )
 
 
@@ -641,12 +643,18 @@ def _top_dict(exp: model.KernelExperiment) -> dict[str, Any]:
     """The predecessor's ten keys (``score`` in its meaning, :func:`_handed_out`), then
     kexp's: ``step_score`` is the score the file holds, over what ``measured_against``
     says (as kexp reads it: a record without a pid, or without a word, is over the
-    reference)."""
+    reference); ``suspect``, why kexp finds its measurement too good (or too small) to
+    be true, as ``kexp top`` flags it (empty when believable)."""
     shown = _handed_out(exp)
     data = {key: getattr(shown, key) for key in TOP_KEYS}
-    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS if key != "step_score")
+    # lazy: only top_experiments judges suspicion
+    from kexp.format.suspect import suspect_reasons
+
+    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS[:5])
     data["step_score"] = exp.score
+    data["cumulative_score"] = exp.cumulative_score
     data["measured_against"] = "parent" if measured_against_parent(exp) else "reference"
+    data["suspect"] = suspect_reasons(exp, exp.settings)
     return data
 
 

@@ -6,10 +6,11 @@ column of ``kexp tree`` for what an old caller appended (trial O).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, run_kexp
 from test_compat_scores import old_caller
 from test_compat_stale import add, timings
 
@@ -102,3 +103,32 @@ def test_a_record_read_before_its_ancestor_changed_is_refused_as_stale(
     assert "read it again" in line and mid[:10] in line and said in line, line
     assert "by hand" not in line and "score_ci" not in line
     assert path.read_bytes() == before  # nothing written
+
+
+SUSPECT_TOP = """\
+import json, kernel_exp_dataclass as k
+print(json.dumps(k.top_experiments(3)))
+"""
+
+
+def test_old_callers_top_flags_a_suspect_step_in_an_extra_key(
+    repo: Path, chain: dict[str, str]
+) -> None:
+    added = run_kexp(
+        "add", "--pid", chain["tip"], "--score", "3.6", "--summary", "Skip rescale - +260%",
+        "--description", "**Key insight**: x", "--json", cwd=repo, process=True,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    suspect = json.loads(added.stdout)["id"]
+    result = old_caller(SUSPECT_TOP, repo)
+    assert result.returncode == 0, result.stderr
+    top = json.loads(result.stdout)
+    # COMPAT's order (by score, highest first, whatever is wrong with it) and its keys,
+    # in its order, first; the flag is one of kexp's extra keys.
+    assert [row["id"] for row in top] == [suspect, chain["tip"], chain["mid"]]
+    assert list(top[0])[:10] == [
+        "base_commit", "change_summary", "detailed_description", "dtype_sig", "env", "id",
+        "operator_sig", "profiling_info", "raw_result", "score",
+    ]  # fmt: skip
+    assert top[0]["suspect"] and "3.6" in top[0]["suspect"][0]
+    assert [row["suspect"] for row in top[1:]] == [[], []]
