@@ -132,3 +132,28 @@ def test_old_callers_top_flags_a_suspect_step_in_an_extra_key(
     ]  # fmt: skip
     assert top[0]["suspect"] and "3.6" in top[0]["suspect"][0]
     assert [row["suspect"] for row in top[1:]] == [[], []]
+
+
+APPEND_CHILD = """\
+import kernel_exp_dataclass as k
+p = k.get_experiment({exp_id!r})
+c = k.KernelExperiment(round(p.score * 1.02, 4), "manual", p.dtype_sig, p.env, False, "",
+    "Old script: fold the scale - +2% on top", "**Key insight**: x", "", p.base_commit,
+    p.operator_sig, "", "done", pid=p.id)
+k.create_experiment(c)
+print(c.id)
+"""
+
+
+def test_kexp_tree_shows_the_step_score_of_an_old_callers_child(
+    repo: Path, chain: dict[str, str]
+) -> None:
+    result = old_caller(APPEND_CHILD.format(exp_id=chain["tip"]), repo)
+    assert result.returncode == 0, result.stderr
+    child = result.stdout.strip()
+    tree = run_kexp("tree", chain["root"], cwd=repo, process=True)
+    assert tree.returncode == 0, tree.stderr
+    (line,) = [line for line in tree.stdout.splitlines() if child[:10] in line]
+    cumulative, step, delta = line.split(child[:10])[1].split()[:3]
+    assert float(cumulative) > 2.8  # 1.8 x 1.25 x 1.29 x 1.02 over the original code
+    assert step == "1.0200" and delta == "Δ"
