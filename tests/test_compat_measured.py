@@ -7,6 +7,7 @@ column of ``kexp tree`` for what an old caller appended (trial O).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from conftest import git, run_kexp
 from test_compat_scores import old_caller
 from test_compat_stale import add, timings
 
+import kexp
 from kexp import Store
+from kexp.core.errors import KexpWarning
 
 
 @pytest.fixture
@@ -65,6 +68,28 @@ def test_an_old_callers_new_score_outside_a_roots_interval_drops_it(
     said = [line for line in result.stderr.splitlines() if "Warning" in line]
     assert len(said) == 1 and root[:10] in said[0] and "score_ci" in said[0], result.stderr
     assert Store(repo).get_experiment(root).score_ci == []
+
+
+def test_the_python_api_and_kexp_update_write_a_new_score_alike(
+    repo: Path, chain: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    twin = tmp_path / "twin"
+    shutil.copytree(repo, twin)
+    tip = chain["tip"]
+    by_cli = run_kexp("update", tip, "--set", "score=1.50", cwd=twin, process=True)
+    assert by_cli.returncode == 0, by_cli.stderr
+    monkeypatch.setenv("KEXP_ROOT", str(repo))
+    with pytest.warns(KexpWarning) as said:
+        updated = kexp.update_experiment(tip, score=1.50)
+    assert updated.score == 1.5 and updated.score_ci == []
+    path = Store(repo).get_experiment(tip).path
+    assert path is not None
+    relative = path.relative_to(repo)
+    assert path.read_bytes() == (twin / relative).read_bytes()
+    # the same warning the command prints
+    assert [str(w.message) for w in said] == [
+        line.removeprefix("kexp: warning: ") for line in by_cli.stderr.splitlines()
+    ]
 
 
 WRITE_BACK = """\
