@@ -21,7 +21,8 @@ the names, arguments, return values, exceptions and defaults are the predecessor
 A ``score`` is the predecessor's throughout, a speedup over the operator's original
 code: a kexp step measured against its parent is handed out with its cumulative score
 as ``score`` (``measured_against: reference``, its ``pid`` kept; the file unchanged; its
-top dict adds ``step_score``, ``cumulative_score``, ``measured_against``), and what is
+top dict adds ``step_score``, ``cumulative_score``, ``measured_against``, and
+``suspect``: why kexp finds a measurement too good to be true), and what is
 written back is read the same way: values equal to those handed out change nothing (an
 unchanged ``id`` and the derived keys too), a restored record keeps the same cumulative
 score, a new ``score`` (or a new ``pid``) keeps a speedup over the original code.
